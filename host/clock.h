@@ -1,0 +1,25 @@
+/* clock.h — where the engine gets the time.
+ *
+ * The engine never calls clock_gettime directly: it asks a duro_clock, so a
+ * test can use a virtual clock and jump days without waiting. */
+#ifndef DURO_CLOCK_H
+#define DURO_CLOCK_H
+
+#include <stdint.h>
+
+typedef struct duro_clock {
+  int64_t (*now_ms)(struct duro_clock *c); /* Unix time in milliseconds */
+  int64_t virtual_ms;                      /* used by the virtual clock */
+} duro_clock;
+
+/* The wall clock (CLOCK_REALTIME). Shared, stateless. */
+duro_clock *duro_clock_real(void);
+
+/* A virtual clock starting at `start_ms`; advance it with
+ * duro_clock_advance(). Caller owns the struct. */
+void duro_clock_virtual_init(duro_clock *c, int64_t start_ms);
+void duro_clock_advance(duro_clock *c, int64_t ms);
+
+static inline int64_t duro_clock_now(duro_clock *c) { return c->now_ms(c); }
+
+#endif

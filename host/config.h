@@ -1,0 +1,94 @@
+/* config.h — the YAML configuration, parsed with libyaml into plain structs.
+ *
+ * config_load() reads the whole file, checks every key against the schema
+ * (unknown key, wrong type, missing field, duplicate name, binding to an
+ * unknown queue) and refuses it with "file:line:column: what is wrong".
+ * Every string in the structs is owned by the config and freed by
+ * config_free(). */
+#ifndef DURO_CONFIG_H
+#define DURO_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct config_pos {
+  int line;   /* 1-based */
+  int column; /* 1-based */
+} config_pos;
+
+typedef struct config_workflow {
+  char *name;       /* "order-flow" (required) */
+  char *binding;    /* "ORDER_FLOW" (required) */
+  char *class_name; /* "OrderFlow" (required) */
+  int64_t retention_ms; /* default 30 days */
+  uint32_t max_steps;   /* limits.steps, default 10000, at most 25000 */
+  uint32_t concurrency; /* limits.concurrency, 0 = unlimited */
+  config_pos pos;
+} config_workflow;
+
+typedef struct config_producer {
+  char *binding;
+  char *queue;
+  config_pos pos;
+} config_producer;
+
+typedef struct config_consumer {
+  char *queue;
+  uint32_t max_batch_size;      /* default 10, at most 100 */
+  int64_t max_batch_timeout_ms; /* default 5 s */
+  uint32_t max_retries;         /* default 3 */
+  int64_t retry_delay_ms;       /* default 0 */
+  char *dead_letter_queue;      /* NULL = none */
+  config_pos pos;
+} config_consumer;
+
+typedef struct config_plugin {
+  char *name; /* required, unique */
+  char *path; /* required: the .so */
+  config_workflow *workflows;
+  size_t n_workflows;
+  config_producer *producers;
+  size_t n_producers;
+  config_consumer *consumers;
+  size_t n_consumers;
+  char **crons; /* 5-field expressions, validated later by the cron module */
+  size_t n_crons;
+  config_pos pos;
+} config_plugin;
+
+typedef struct config {
+  char *file; /* the path it was read from, for messages */
+  struct {
+    char *path;       /* default "var/duro.db" */
+    int synchronous_full; /* "full" (default) = 1, "normal" = 0 */
+  } storage;
+  struct {
+    char *listen;    /* default "127.0.0.1:8787" */
+    char *token_env; /* NULL = no auth */
+    int allow_insecure;
+    int64_t max_body_bytes; /* default 1 MiB */
+  } http;
+  struct {
+    uint32_t workers;        /* activation threads, default 8 */
+    int64_t max_step_result; /* bytes, default 1 MiB */
+  } engine;
+  config_plugin *plugins;
+  size_t n_plugins;
+} config;
+
+/* Parses `path`.  On error returns NULL and writes
+ * "path:line:column: message" into err. */
+config *config_load(const char *path, char *err, size_t errlen);
+
+/* Same, from a string (tests); `name` stands for the file in messages. */
+config *config_parse(const char *name, const char *text, size_t len,
+                     char *err, size_t errlen);
+
+void config_free(config *cfg);
+
+/* The workflow named `name` across all plugins, or NULL. */
+const config_workflow *config_find_workflow(const config *cfg,
+                                            const char *name,
+                                            const config_plugin **plugin_out);
+
+#endif

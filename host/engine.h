@@ -1,0 +1,160 @@
+/* engine.h — durable workflow instances: the lifecycle API the CLI, the
+ * HTTP API and the tests call, and the driving of activations.
+ *
+ * The engine owns the journal (one SQLite file), the registry of workflows,
+ * the set of runnable instances and the worker threads that run
+ * activations.  A waiting instance lives only in the database: its wake
+ * time is an indexed column, not a timer or a thread.
+ *
+ * Two ways to drive it:
+ *  - workers > 0: duro_engine_start() recovers and starts the threads; the
+ *    host loop calls duro_engine_poll_due() when duro_engine_next_wake()
+ *    passes (on_wake_change says when that time moved earlier).
+ *  - workers = 0 (tests): nothing runs until duro_engine_run_until_idle(),
+ *    which runs every runnable activation on the calling thread, so a test
+ *    with a virtual clock is deterministic.
+ *
+ * All functions return 0 or a negative DURO_E_* code (error.h). */
+#ifndef DURO_ENGINE_H
+#define DURO_ENGINE_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clock.h"
+#include "duro.h"
+
+typedef struct duro_engine duro_engine;
+
+typedef enum duro_status {
+  DURO_STATUS_QUEUED = 0,
+  DURO_STATUS_RUNNING,
+  DURO_STATUS_WAITING,
+  DURO_STATUS_WAITING_FOR_PAUSE,
+  DURO_STATUS_PAUSED,
+  DURO_STATUS_ERRORED,
+  DURO_STATUS_TERMINATED,
+  DURO_STATUS_COMPLETE
+} duro_status;
+
+/* "queued", "running", "waiting", "waitingForPause", "paused", "errored",
+ * "terminated", "complete". */
+const char *duro_status_name(duro_status s);
+/* -1 for an unknown name. */
+int duro_status_parse(const char *name);
+
+typedef struct duro_engine_options {
+  const char *db_path;      /* SQLite file; created if missing */
+  int synchronous_full;     /* 1: fsync every commit (default); 0: normal */
+  uint32_t workers;         /* activation threads; 0 = run_until_idle only */
+  int64_t max_step_result;  /* bytes; 0 = 1 MiB */
+  duro_clock *clock;        /* NULL = real clock; borrowed */
+  /* Called (from any thread) when the earliest wake time may have moved
+   * earlier; the host re-arms its timer from duro_engine_next_wake(). */
+  void (*on_wake_change)(void *ctx);
+  void *ctx;
+} duro_engine_options;
+
+typedef struct duro_workflow_limits {
+  int64_t retention_ms; /* how long an ended instance is kept; 0 = 30 days */
+  uint32_t max_steps;   /* 0 = 10000 */
+  uint32_t concurrency; /* running activations at once; 0 = unlimited */
+} duro_workflow_limits;
+
+/* Opens (creating if needed) the journal. On error *err names the file. */
+int duro_engine_open(const duro_engine_options *opt, duro_engine **out,
+                     char *err, size_t errlen);
+
+/* Registers a workflow before start. `name` and `binding` are copied;
+ * `build` is the plugin build identity recorded on each attempt (may be
+ * NULL). */
+int duro_engine_register(duro_engine *e, const char *name,
+                         const char *binding, duro_run_fn run,
+                         const duro_workflow_limits *limits,
+                         const char *build);
+
+/* Recovers instances left queued/running by a crash and starts workers. */
+int duro_engine_start(duro_engine *e);
+
+/* Stops workers after their activations end (each suspends at its next
+ * step boundary) and closes the journal. */
+void duro_engine_close(duro_engine *e);
+
+/* Runs runnable activations on this thread until none is left (queues due
+ * wakes first). Returns how many activations ran. */
+size_t duro_engine_run_until_idle(duro_engine *e);
+
+/* The earliest wake time of a waiting instance (Unix ms), INT64_MAX if
+ * none. */
+int64_t duro_engine_next_wake(duro_engine *e);
+
+/* Makes every waiting instance whose wake time has passed runnable. */
+void duro_engine_poll_due(duro_engine *e);
+
+/* ---- instances ---------------------------------------------------------- */
+
+/* Creates an instance.  id NULL = a random id; params NULL = "null";
+ * retention_ms < 0 = the workflow's.  *id_out (may be NULL) receives the
+ * id, malloc'ed, the caller frees it. */
+int duro_instance_create(duro_engine *e, const char *workflow, const char *id,
+                         const char *params, int64_t retention_ms,
+                         char **id_out);
+
+typedef struct duro_create_req {
+  const char *id;     /* NULL = random */
+  const char *params; /* NULL = "null" */
+  int64_t retention_ms; /* < 0 = the workflow's */
+} duro_create_req;
+
+/* Creates many in one commit. *result is {"created":[{"id"}],
+ * "errors":[{"index","id","code","message"}]}, caller owns it.  Duplicates
+ * (within the batch or existing) land in errors, never fail the call. */
+int duro_instance_create_batch(duro_engine *e, const char *workflow,
+                               const duro_create_req *reqs, size_t n,
+                               json_t **result);
+
+/* The instance as JSON, caller owns it:
+ * {"id","workflow","status","params","output","error":{name,message}|null,
+ *  "created_ms","started_ms","ended_ms","wake_ms",
+ *  "steps":[{"key","name","count","type":"do|sleep|waitForEvent",
+ *            "status":"running|waiting|complete|errored","result","error",
+ *            "started_ms","ended_ms","wake_ms",
+ *            "attempts":[{"number","started_ms","ended_ms","error","build"}]}]}
+ */
+int duro_instance_describe(duro_engine *e, const char *workflow,
+                           const char *id, json_t **out);
+
+/* The status alone. */
+int duro_instance_status(duro_engine *e, const char *workflow, const char *id,
+                         duro_status *out);
+
+/* Lists instances, newest first: [{id,status,created_ms}]; status < 0 = any;
+ * after_id NULL = from the start (cursor paging). */
+int duro_instance_list(duro_engine *e, const char *workflow, int status,
+                       size_t limit, const char *cursor, json_t **out);
+
+int duro_instance_pause(duro_engine *e, const char *workflow, const char *id);
+int duro_instance_resume(duro_engine *e, const char *workflow, const char *id);
+int duro_instance_terminate(duro_engine *e, const char *workflow,
+                            const char *id);
+
+/* from NULL: clear the journal and rerun everything.  Otherwise keep steps
+ * journaled before step `from` (occurrence `count`, 0 = 1) and rerun from
+ * it; DURO_E_CANNOT_RESTART when the journal has no such step. */
+int duro_instance_restart(duro_engine *e, const char *workflow,
+                          const char *id, const char *from, uint32_t count);
+
+/* Stores an event for the instance and wakes it if it waits for `type`.
+ * payload NULL = "null". */
+int duro_instance_send_event(duro_engine *e, const char *workflow,
+                             const char *id, const char *type,
+                             const char *payload);
+
+/* 1 when `id` is 1-100 chars of [A-Za-z0-9_.:-]. */
+int duro_instance_id_valid(const char *id);
+
+/* The host's API table handed to plugins. */
+const duro_api *duro_host_api(void);
+
+#endif

@@ -1,0 +1,40 @@
+/* loader.h — opens plugin shared objects and checks they fit this host.
+ *
+ * loader_open() dlopens with RTLD_NOW | RTLD_LOCAL, finds the `duro_plugin`
+ * function, and checks the descriptor it returns: magic, size, ABI major,
+ * then the layout fingerprint field by field.  Only then does it bind the
+ * API table and call the plugin's init.  Every refusal names the plugin, its
+ * path, and the field with both values. */
+#ifndef DURO_LOADER_H
+#define DURO_LOADER_H
+
+#include <stddef.h>
+
+#include "duro.h"
+
+typedef struct loader_plugin loader_plugin;
+
+/* Loads `path` as plugin `name`.  On error returns a DURO_E_PLUGIN and
+ * writes a message into err. */
+int loader_open(const char *name, const char *path, const duro_api *api,
+                loader_plugin **out, char *err, size_t errlen);
+
+/* Checks a descriptor without loading anything (used by loader_open and
+ * the tests).  Returns 0 or DURO_E_PLUGIN with a message. */
+int loader_check_info(const duro_plugin_info *info, const char *name,
+                      const char *path, char *err, size_t errlen);
+
+const duro_plugin_info *loader_info(const loader_plugin *p);
+
+/* The build identity: a 16-hex-digit hash (FNV-1a 64) of the file's
+ * content, computed at load. */
+const char *loader_build(const loader_plugin *p);
+
+/* The entrypoint exported under `class_name`, or NULL. */
+duro_run_fn loader_find_workflow(const loader_plugin *p,
+                                 const char *class_name);
+
+/* Calls fini and dlcloses. NULL is fine. */
+void loader_close(loader_plugin *p);
+
+#endif

@@ -1,0 +1,372 @@
+/* duro.h — the one header a duro plugin includes.
+ *
+ * A plugin is a shared object exporting one function, `duro_plugin`, that
+ * returns a static descriptor (write it with DURO_PLUGIN(...)).  The host
+ * checks the descriptor's magic, size, ABI version and layout fingerprint,
+ * then hands the plugin its API as a table of function pointers.  Every
+ * `duro_*` call below is a static inline wrapper over that table, so a plugin
+ * links against nothing of the host's (build it with -Wl,-z,defs).
+ *
+ * Rules for workflow authors (the journal depends on them):
+ *
+ *  1. run() starts from the top on every activation.  Completed steps return
+ *     their journaled result without calling their callback (replay), so code
+ *     outside steps runs again each time: put every side effect in a step.
+ *  2. Step names must be deterministic.  A step's key is its name plus how
+ *     many times that name occurred before in the activation ("charge#1",
+ *     "charge#2"), so loops are fine; a renamed step is a new step.
+ *  3. Branch only on params and step results.  Wrap the clock, randomness and
+ *     anything read from the world in a step.
+ *  4. Side effects must be idempotent: an attempt can run more than once when
+ *     the host dies before its result is committed.  Pass
+ *     duro_attempt_idempotency_key() ("instance-id/step-key") to the
+ *     services you call.
+ *  5. Every step call returns DURO_OK, DURO_SUSPEND or DURO_ERROR.  Return
+ *     from run() at once on DURO_SUSPEND: DURO_TRY() does it for you.
+ *     Suspension is sticky: once told to suspend, every later step call in
+ *     the activation returns DURO_SUSPEND and does nothing.
+ *  6. Memory: strings the host hands you (params, results, events, errors)
+ *     are borrowed until the activation ends; strings you hand the host are
+ *     copied.  Free only what you allocated.
+ *  7. Plugins start no threads, install no signal handlers, keep no mutable
+ *     globals: a hot reload loads a fresh copy and only the journal survives.
+ */
+#ifndef DURO_H
+#define DURO_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DURO_ABI_MAJOR 1
+#define DURO_ABI_MINOR 0
+#define DURO_PLUGIN_MAGIC 0x4f525544u /* "DURO" little-endian */
+
+/* ---- status codes and errors ----------------------------------------- */
+
+typedef enum duro_rc {
+  DURO_OK = 0,      /* the step has a result: go on */
+  DURO_SUSPEND = 1, /* the instance must yield: return from run() now */
+  DURO_ERROR = 2    /* the step failed for good: handle it or return it */
+} duro_rc;
+
+#define DURO_TRY(expr)                                                         \
+  do {                                                                         \
+    duro_rc duro_try_rc_ = (expr);                                             \
+    if (duro_try_rc_ != DURO_OK)                                               \
+      return duro_try_rc_;                                                     \
+  } while (0)
+
+/* Error codes (negative ints) and their stable names, shared by the engine,
+ * the HTTP API and plugins.  X(ENUM, value, "name", "description") */
+#define DURO_ERRORS(X)                                                         \
+  X(ALREADY_EXISTS, -1, "instance.already_exists", "instance id already exists") \
+  X(DUPLICATE_IN_BATCH, -2, "instance.duplicate_in_batch", "instance id repeated in batch") \
+  X(NOT_FOUND, -3, "instance.not_found", "instance not found")                \
+  X(INVALID_ID, -4, "instance.invalid_id", "invalid instance id")             \
+  X(CANNOT_RESTART, -5, "instance.cannot_restart", "instance cannot be restarted") \
+  X(CANNOT_TERMINATE, -6, "instance.cannot_terminate", "instance cannot be terminated") \
+  X(CANNOT_PAUSE, -7, "instance.cannot_pause", "instance cannot be paused")   \
+  X(CANNOT_RESUME, -8, "instance.cannot_resume", "instance cannot be resumed") \
+  X(WORKFLOW_NOT_FOUND, -9, "workflow.not_found", "workflow not found")      \
+  X(OUTPUT_TOO_LARGE, -10, "step.output_too_large", "step output too large") \
+  X(INVALID_OUTPUT, -11, "step.invalid_output", "step output is not valid JSON") \
+  X(STEP_LIMIT, -12, "step.limit_exceeded", "too many steps in one instance") \
+  X(INVALID_PARAMS, -13, "instance.invalid_params", "params are not valid JSON") \
+  X(INVALID_DURATION, -14, "duration.invalid", "invalid duration")           \
+  X(INVALID_ARGUMENT, -15, "invalid_argument", "invalid argument")           \
+  X(BINDING_NOT_FOUND, -16, "binding.not_found", "no such binding")          \
+  X(STORAGE, -17, "storage.error", "storage error")                          \
+  X(CONFIG, -18, "config.invalid", "invalid configuration")                  \
+  X(PLUGIN, -19, "plugin.load_failed", "plugin could not be loaded")         \
+  X(SHUTDOWN, -20, "engine.shutting_down", "engine is shutting down")        \
+  X(IO, -21, "io.error", "input/output error")
+
+#define DURO_ERROR_ENUM_(name, value, code, desc) DURO_E_##name = (value),
+enum { DURO_ERRORS(DURO_ERROR_ENUM_) DURO_E_LAST_ = -22 };
+#undef DURO_ERROR_ENUM_
+
+/* ---- opaque handles --------------------------------------------------- */
+
+typedef struct duro_step duro_step;         /* one activation of an instance */
+typedef struct duro_attempt duro_attempt;   /* one attempt of a duro_do step */
+typedef struct duro_env duro_env;           /* the bindings from the config */
+typedef struct duro_workflow duro_workflow; /* a workflow binding */
+
+/* ---- what run() receives ---------------------------------------------- */
+
+typedef struct duro_event {
+  uint32_t size;           /* sizeof(duro_event) as the host built it */
+  const char *workflow;    /* workflow name from the config */
+  const char *instance_id; /* the instance's id */
+  const char *params;      /* JSON text; "null" when created without params */
+  int64_t created_ms;      /* creation time, Unix ms */
+} duro_event;
+
+/* ---- step configuration ----------------------------------------------- */
+
+typedef enum duro_backoff {
+  DURO_BACKOFF_EXPONENTIAL = 0, /* delay * 2^(attempt-1); the default */
+  DURO_BACKOFF_CONSTANT = 1,    /* delay every time */
+  DURO_BACKOFF_LINEAR = 2       /* delay * attempt */
+} duro_backoff;
+
+typedef struct duro_retries {
+  uint32_t limit;       /* retries after the first attempt: 2 => 3 runs */
+  const char *delay;    /* "10 seconds", "500" (ms); NULL = "10 seconds" */
+  duro_backoff backoff; /* zero = exponential */
+} duro_retries;
+
+/* NULL config = defaults: 5 retries, "10 seconds", exponential, "10 minutes".
+ * A given .retries is taken literally (limit 0 = no retries); within it a
+ * NULL delay means the default delay; a NULL .timeout means the default. */
+typedef struct duro_step_config {
+  const duro_retries *retries;
+  const char *timeout; /* per attempt, cooperative: a late result is dropped */
+} duro_step_config;
+
+/* A step callback: set the result with duro_attempt_result() and return 0,
+ * or return duro_attempt_fail() / duro_attempt_fail_final(). */
+typedef int (*duro_step_fn)(duro_attempt *a, void *arg);
+
+/* A workflow entrypoint. */
+typedef duro_rc (*duro_run_fn)(duro_step *step, const duro_event *ev,
+                               duro_env *env);
+
+typedef struct duro_workflow_def {
+  const char *class_name; /* matched against `class_name` in the config */
+  duro_run_fn run;
+} duro_workflow_def;
+
+/* ---- the API table ------------------------------------------------------
+ * The host fills it and hands it to the plugin at load.  Members are only
+ * ever appended, never reordered or removed: a plugin built against an older
+ * minor version sees a prefix of the table, and `size` tells how much of it
+ * the host provides.  Bump DURO_ABI_MINOR when appending. */
+typedef struct duro_api {
+  uint32_t size;
+  uint32_t abi_minor;
+  duro_rc (*do_step)(duro_step *, const char *name, const duro_step_config *,
+                     duro_step_fn fn, void *arg, const char **result);
+  duro_rc (*sleep)(duro_step *, const char *name, const char *duration);
+  duro_rc (*sleep_until)(duro_step *, const char *name, int64_t unix_ms);
+  duro_rc (*wait_for_event)(duro_step *, const char *name, const char *type,
+                            const char *timeout, const char **event);
+  const char *(*step_error)(duro_step *);
+  duro_rc (*set_output)(duro_step *, const char *json);
+  uint32_t (*attempt_number)(const duro_attempt *);
+  int (*attempt_result)(duro_attempt *, const char *json);
+  int (*attempt_vfail)(duro_attempt *, int final, const char *fmt, va_list);
+  const char *(*attempt_idempotency_key)(const duro_attempt *);
+  int64_t (*attempt_deadline_ms)(const duro_attempt *);
+  int (*attempt_cancelled)(const duro_attempt *);
+  duro_workflow *(*env_workflow)(duro_env *, const char *binding);
+  int (*workflow_create)(duro_workflow *, const char *id, const char *params);
+  void (*vlog)(int level, const char *fmt, va_list);
+  const char *(*strerror)(int code);
+  const char *(*err_name)(int code);
+} duro_api;
+
+/* ---- the plugin descriptor ---------------------------------------------
+ * The layout fingerprint lets the host refuse a plugin whose structs differ
+ * from its own, naming the field and both values. */
+typedef struct duro_layout {
+  uint16_t event_size;
+  uint16_t step_config_size;
+  uint16_t retries_size;
+  uint16_t workflow_def_size;
+  uint16_t api_size;
+  uint16_t pointer_size;
+  uint16_t long_size;
+  uint16_t reserved;
+} duro_layout;
+
+#define DURO_LAYOUT_INIT                                                       \
+  {                                                                            \
+    .event_size = sizeof(duro_event),                                          \
+    .step_config_size = sizeof(duro_step_config),                              \
+    .retries_size = sizeof(duro_retries),                                      \
+    .workflow_def_size = sizeof(duro_workflow_def),                            \
+    .api_size = sizeof(duro_api), .pointer_size = sizeof(void *),              \
+    .long_size = sizeof(long), .reserved = 0                                   \
+  }
+
+typedef struct duro_plugin_info {
+  uint32_t magic; /* DURO_PLUGIN_MAGIC */
+  uint32_t size;  /* sizeof(duro_plugin_info) */
+  uint16_t abi_major;
+  uint16_t abi_minor;
+  duro_layout layout;
+  const char *name;
+  const char *version;
+  const duro_workflow_def *workflows;
+  uint32_t n_workflows;
+  /* Called once after the host accepted the descriptor: stores the table.
+   * DURO_PLUGIN() writes it. */
+  void (*bind)(const duro_api *api);
+  int (*init)(void);  /* optional; non-zero refuses the load */
+  void (*fini)(void); /* optional; called before dlclose */
+  void *reserved[8];  /* queue consumer and cron handler go here; zero */
+} duro_plugin_info;
+
+/* The table pointer, set once by bind() when the host loads this copy of
+ * the plugin.  Hidden: every loaded copy of a plugin has its own. */
+#if defined(__GNUC__)
+#define DURO_HIDDEN_ __attribute__((visibility("hidden")))
+#define DURO_EXPORT_ __attribute__((visibility("default")))
+#define DURO_PRINTF_(f, a) __attribute__((format(printf, f, a)))
+#else
+#define DURO_HIDDEN_
+#define DURO_EXPORT_
+#define DURO_PRINTF_(f, a)
+#endif
+extern DURO_HIDDEN_ const duro_api *duro_api_ptr_;
+
+#define DURO_WORKFLOWS(array)                                                  \
+  .workflows = (array), .n_workflows = (uint32_t)(sizeof(array) / sizeof((array)[0]))
+
+/* DURO_PLUGIN(.name = "orders", .version = "1.0", DURO_WORKFLOWS(defs),
+ *             .init = my_init) — exactly once per plugin. */
+#define DURO_PLUGIN(...)                                                       \
+  DURO_HIDDEN_ const duro_api *duro_api_ptr_;                                  \
+  static void duro_bind_(const duro_api *api) { duro_api_ptr_ = api; }         \
+  DURO_EXPORT_ const duro_plugin_info *duro_plugin(void);                      \
+  DURO_EXPORT_ const duro_plugin_info *duro_plugin(void) {                     \
+    static const duro_plugin_info info = {                                     \
+        .magic = DURO_PLUGIN_MAGIC, .size = sizeof(duro_plugin_info),          \
+        .abi_major = DURO_ABI_MAJOR, .abi_minor = DURO_ABI_MINOR,              \
+        .layout = DURO_LAYOUT_INIT, .bind = duro_bind_, __VA_ARGS__};          \
+    return &info;                                                              \
+  }                                                                            \
+  typedef int duro_plugin_defined_
+
+/* ---- the step API ------------------------------------------------------ */
+
+/* A retried, journaled step.  *result is the step's JSON result (borrowed
+ * until the activation ends); on DURO_ERROR, duro_step_error() says why. */
+static inline duro_rc duro_do(duro_step *step, const char *name,
+                              const duro_step_config *cfg, duro_step_fn fn,
+                              void *arg, const char **result) {
+  return duro_api_ptr_->do_step(step, name, cfg, fn, arg, result);
+}
+
+/* A durable sleep: "10 seconds", "1 hour", "3 days", "30d", or ms ("500"). */
+static inline duro_rc duro_sleep(duro_step *step, const char *name,
+                                 const char *duration) {
+  return duro_api_ptr_->sleep(step, name, duration);
+}
+
+static inline duro_rc duro_sleep_until(duro_step *step, const char *name,
+                                       int64_t unix_ms) {
+  return duro_api_ptr_->sleep_until(step, name, unix_ms);
+}
+
+/* Waits for an event of `type` sent to this instance.  Events sent earlier
+ * are buffered and delivered in arrival order.  *event is
+ * {"type","payload","timestamp"}.  timeout NULL = "24 hours"; a timeout
+ * returns DURO_ERROR, which run() may handle. */
+static inline duro_rc duro_wait_for_event(duro_step *step, const char *name,
+                                          const char *type, const char *timeout,
+                                          const char **event) {
+  return duro_api_ptr_->wait_for_event(step, name, type, timeout, event);
+}
+
+/* The last DURO_ERROR of this activation as {"name","message"} JSON. */
+static inline const char *duro_step_error(duro_step *step) {
+  return duro_api_ptr_->step_error(step);
+}
+
+/* Sets the instance output (JSON, copied).  Returns DURO_OK, or DURO_ERROR
+ * when the JSON is invalid or too large. */
+static inline duro_rc duro_set_output(duro_step *step, const char *json) {
+  return duro_api_ptr_->set_output(step, json);
+}
+
+/* ---- inside a step callback ------------------------------------------- */
+
+static inline uint32_t duro_attempt_number(const duro_attempt *a) {
+  return duro_api_ptr_->attempt_number(a);
+}
+
+/* Sets the step's JSON result (copied). */
+static inline int duro_attempt_result(duro_attempt *a, const char *json) {
+  return duro_api_ptr_->attempt_result(a, json);
+}
+
+/* A retryable failure; returns non-zero so `return duro_attempt_fail(...)`. */
+static inline DURO_PRINTF_(2, 3) int duro_attempt_fail(duro_attempt *a,
+                                                       const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = duro_api_ptr_->attempt_vfail(a, 0, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+/* A final failure: no more retries (Cloudflare's NonRetryableError). */
+static inline DURO_PRINTF_(2, 3) int duro_attempt_fail_final(duro_attempt *a,
+                                                             const char *fmt,
+                                                             ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = duro_api_ptr_->attempt_vfail(a, 1, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+/* "instance-id/step-key": stable across attempts and host restarts. */
+static inline const char *duro_attempt_idempotency_key(const duro_attempt *a) {
+  return duro_api_ptr_->attempt_idempotency_key(a);
+}
+
+/* When this attempt times out (Unix ms); a result set later is discarded. */
+static inline int64_t duro_attempt_deadline_ms(const duro_attempt *a) {
+  return duro_api_ptr_->attempt_deadline_ms(a);
+}
+
+/* Non-zero once the deadline passed or the host is shutting down. */
+static inline int duro_attempt_cancelled(const duro_attempt *a) {
+  return duro_api_ptr_->attempt_cancelled(a);
+}
+
+/* ---- bindings ---------------------------------------------------------- */
+
+/* The workflow bound to `binding` in the config, or NULL. */
+static inline duro_workflow *duro_env_workflow(duro_env *env,
+                                               const char *binding) {
+  return duro_api_ptr_->env_workflow(env, binding);
+}
+
+/* Creates an instance (id NULL = random).  Returns 0 or a DURO_E_* code,
+ * DURO_E_ALREADY_EXISTS for a duplicate id: call it inside a step with a
+ * deterministic id and a retried attempt is harmless. */
+static inline int duro_workflow_create(duro_workflow *wf, const char *id,
+                                       const char *params) {
+  return duro_api_ptr_->workflow_create(wf, id, params);
+}
+
+/* ---- logging ----------------------------------------------------------- */
+
+enum { DURO_LOG_DEBUG = 0, DURO_LOG_INFO = 1, DURO_LOG_WARN = 2, DURO_LOG_ERROR = 3 };
+
+/* Logged with the instance and step attached; suppressed while run() is
+ * replaying completed steps, so a line appears once per attempt. */
+static inline DURO_PRINTF_(2, 3) void duro_log(int level, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  duro_api_ptr_->vlog(level, fmt, ap);
+  va_end(ap);
+}
+
+static inline const char *duro_strerror(int code) {
+  return duro_api_ptr_->strerror(code);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DURO_H */
