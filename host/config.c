@@ -1,0 +1,978 @@
+/* config.c — reads the YAML configuration into the plain structs of
+ * config.h, or refuses it with one "file:line:column: message".
+ *
+ * libyaml composes the whole document into a node tree first; this module
+ * then walks that tree with one schema per mapping (a table of fields: key,
+ * type, where the value goes, whether it is required, its range).  Walking
+ * a table rather than hand-written code per key means every mapping gets the
+ * same checks for free: unknown keys, duplicate keys, wrong types, ranges,
+ * missing required fields.  Scalars are typed by their schema, not by
+ * YAML's guess: a string field takes any scalar, an integer or boolean
+ * field only a plain (unquoted) one, so `workers: "8"` is refused like any
+ * other string.  Integers are decimal, booleans are exactly true or false,
+ * durations go through duration_parse() (a plain integer is milliseconds).
+ * A null value (`storage:` with nothing after it) for a section or list
+ * means the same as leaving it out; for a scalar field it is refused.
+ *
+ * Names that must be unique across the whole file (plugin names, workflow
+ * names, the one namespace of workflow and producer bindings, and the queue
+ * of a consumer, since a queue has one consumer) are recorded as they are
+ * parsed, so a duplicate is reported at the second occurrence with the
+ * position of the first.
+ *
+ * Lifecycle: config_parse() builds a config with every default filled in,
+ * overwrites what the file sets, and on the first error frees it all and
+ * returns NULL.  Every string and array in a returned config belongs to it
+ * and is released by config_free().  Positions in messages are 1-based;
+ * libyaml's marks are 0-based. */
+#include "config.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "duration.h"
+#include "duro.h"
+#include "util.h"
+
+#define MiB (1024LL * 1024)
+#define GiB (1024LL * MiB)
+#define SECOND_MS 1000LL
+#define HOUR_MS (3600LL * SECOND_MS)
+#define DAY_MS (24LL * HOUR_MS)
+
+/* ---- Errors ------------------------------------------------------------ */
+
+/* A name recorded for the uniqueness checks; `name` is borrowed from the
+ * config being built, which outlives the parse. */
+typedef struct seen_name {
+  const char *kind; /* "workflow name", "binding name", ... */
+  const char *name;
+  config_pos pos;
+} seen_name;
+
+typedef struct parser {
+  const char *file;
+  const char *text; /* the input, to place reader errors */
+  size_t len;
+  yaml_document_t *doc;
+  config *cfg;
+  char *err;
+  size_t errlen;
+  seen_name *seen;
+  size_t n_seen, cap_seen;
+} parser;
+
+static config_pos pos_of(const yaml_node_t *node) {
+  return (config_pos){.line = (int)node->start_mark.line + 1,
+                      .column = (int)node->start_mark.column + 1};
+}
+
+static int failv(parser *p, config_pos pos, const char *fmt, va_list ap) {
+  if (p->err && p->errlen > 0) {
+    int n = snprintf(p->err, p->errlen, "%s:%d:%d: ", p->file, pos.line,
+                     pos.column);
+    if (n >= 0 && (size_t)n < p->errlen)
+      vsnprintf(p->err + n, p->errlen - (size_t)n, fmt, ap);
+  }
+  return DURO_E_CONFIG;
+}
+
+static int fail(parser *p, const yaml_node_t *node, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(parser *p, const yaml_node_t *node, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = failv(p, pos_of(node), fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+static int fail_at(parser *p, config_pos pos, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail_at(parser *p, config_pos pos, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = failv(p, pos, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+/* User text quoted into a message: escaped so a key holding a newline or a
+ * quote cannot garble the one-line message, and cut short so a megabyte of
+ * key does not push the position out of the caller's buffer. */
+#define SHOW_MAX 64
+typedef struct shown {
+  char s[SHOW_MAX * 4 + 4];
+} shown;
+
+static const char *show_n(shown *b, const char *s, size_t len) {
+  size_t o = 0;
+  size_t n = len;
+  if (n > SHOW_MAX) {
+    n = SHOW_MAX;
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+      n--; /* do not split a UTF-8 sequence */
+  }
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == '"' || c == '\\') {
+      b->s[o++] = '\\';
+      b->s[o++] = (char)c;
+    } else if (c < 0x20 || c == 0x7f) {
+      o += (size_t)snprintf(b->s + o, sizeof b->s - o, "\\x%02x", c);
+    } else {
+      b->s[o++] = (char)c;
+    }
+  }
+  if (n < len) {
+    memcpy(b->s + o, "...", 3);
+    o += 3;
+  }
+  b->s[o] = '\0';
+  return b->s;
+}
+
+static const char *show(shown *b, const char *s) {
+  return show_n(b, s, strlen(s));
+}
+
+/* ---- Scalars ----------------------------------------------------------- */
+
+static const char *scalar(const yaml_node_t *n) {
+  return (const char *)n->data.scalar.value;
+}
+
+static bool is_plain(const yaml_node_t *n) {
+  return n->type == YAML_SCALAR_NODE &&
+         n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+}
+
+/* YAML 1.2 core schema nulls; a quoted "null" is a string. */
+static bool is_null(const yaml_node_t *n) {
+  static const char *const nulls[] = {"", "~", "null", "Null", "NULL"};
+  if (!is_plain(n))
+    return false;
+  for (size_t i = 0; i < sizeof nulls / sizeof nulls[0]; i++)
+    if (strcmp(scalar(n), nulls[i]) == 0)
+      return true;
+  return false;
+}
+
+/* Decimal integer with an optional minus sign and nothing else.  Returns 0,
+ * 1 when it is an integer too large for int64_t (so out of any range), or
+ * -1 when it is not an integer at all. */
+static int parse_integer(const char *s, size_t len, int64_t *out) {
+  size_t i = 0;
+  bool neg = false;
+  if (i < len && s[i] == '-') {
+    neg = true;
+    i++;
+  }
+  if (i == len)
+    return -1;
+  int64_t v = 0;
+  bool overflow = false;
+  for (; i < len; i++) {
+    if (s[i] < '0' || s[i] > '9')
+      return -1;
+    int d = s[i] - '0';
+    if (__builtin_mul_overflow(v, 10, &v) ||
+        __builtin_sub_overflow(v, d, &v)) /* negative holds INT64_MIN */
+      overflow = true;
+  }
+  if (overflow)
+    return 1;
+  if (!neg) {
+    if (v == INT64_MIN)
+      return 1;
+    v = -v;
+  }
+  *out = v;
+  return 0;
+}
+
+/* "1 minute", "12 hours": a limit in the largest unit that states it
+ * exactly, in words a user can paste back into the file. */
+static const char *format_ms(char *buf, size_t size, int64_t ms) {
+  static const struct {
+    int64_t ms;
+    const char *unit;
+  } u[] = {{7 * DAY_MS, "week"},  {DAY_MS, "day"},
+           {HOUR_MS, "hour"},     {60 * SECOND_MS, "minute"},
+           {SECOND_MS, "second"}, {1, "millisecond"}};
+  for (size_t i = 0; i < sizeof u / sizeof u[0]; i++) {
+    if (ms % u[i].ms == 0 && (ms != 0 || u[i].ms == 1)) {
+      long long n = (long long)(ms / u[i].ms);
+      snprintf(buf, size, "%lld %s%s", n, u[i].unit, n == 1 ? "" : "s");
+      break;
+    }
+  }
+  return buf;
+}
+
+/* ---- Schemas ----------------------------------------------------------- */
+
+typedef enum field_kind {
+  K_STRING,   /* char *, non-empty */
+  K_BOOL,     /* int, 0 or 1 */
+  K_U32,      /* uint32_t in [min, max] */
+  K_I64,      /* int64_t in [min, max] */
+  K_DURATION, /* int64_t milliseconds in [min, max] */
+  K_ENUM,     /* int, the value of the matching choice */
+  K_NESTED    /* a mapping or list the caller walks itself */
+} field_kind;
+
+typedef struct choice {
+  const char *name;
+  int value;
+} choice;
+
+typedef struct field {
+  const char *key;
+  field_kind kind;
+  size_t offset; /* into the struct the schema fills */
+  bool required;
+  int64_t min, max;
+  const choice *choices; /* K_ENUM, ended by a NULL name */
+} field;
+
+#define MAX_FIELDS 8
+
+typedef struct schema {
+  const char *noun;  /* "workflow", for "workflow ... is missing ..." */
+  const char *where; /* "in workflow", for "unknown key ... in workflow" */
+  int label;         /* the K_STRING field naming an entry, or -1 */
+  const field *fields;
+  size_t n_fields;
+} schema;
+
+#define SCHEMA(noun_, where_, label_, fields_)                                 \
+  {                                                                            \
+    .noun = noun_, .where = where_, .label = label_, .fields = fields_,        \
+    .n_fields = sizeof fields_ / sizeof fields_[0]                             \
+  }
+
+/* The indexes name the slots parse_mapping() fills with value nodes, which
+ * the walkers below use for nested sections and for positions. */
+enum { ROOT_STORAGE, ROOT_HTTP, ROOT_ENGINE, ROOT_PLUGINS };
+static const field root_fields[] = {
+    [ROOT_STORAGE] = {"storage", K_NESTED, 0, false, 0, 0, NULL},
+    [ROOT_HTTP] = {"http", K_NESTED, 0, false, 0, 0, NULL},
+    [ROOT_ENGINE] = {"engine", K_NESTED, 0, false, 0, 0, NULL},
+    [ROOT_PLUGINS] = {"plugins", K_NESTED, 0, false, 0, 0, NULL},
+};
+static const schema root_schema =
+    SCHEMA("top level", "at the top level", -1, root_fields);
+
+static const choice synchronous_choices[] = {
+    {"full", 1}, {"normal", 0}, {NULL, 0}};
+static const field storage_fields[] = {
+    {"path", K_STRING, offsetof(config, storage.path), false, 0, 0, NULL},
+    {"synchronous", K_ENUM, offsetof(config, storage.synchronous_full), false,
+     0, 0, synchronous_choices},
+};
+static const schema storage_schema =
+    SCHEMA("storage", "in storage", -1, storage_fields);
+
+static const field http_fields[] = {
+    {"listen", K_STRING, offsetof(config, http.listen), false, 0, 0, NULL},
+    {"token_env", K_STRING, offsetof(config, http.token_env), false, 0, 0,
+     NULL},
+    {"allow_insecure", K_BOOL, offsetof(config, http.allow_insecure), false, 0,
+     0, NULL},
+    {"max_body_bytes", K_I64, offsetof(config, http.max_body_bytes), false, 1,
+     GiB, NULL},
+};
+static const schema http_schema = SCHEMA("http", "in http", -1, http_fields);
+
+static const field engine_fields[] = {
+    {"workers", K_U32, offsetof(config, engine.workers), false, 1, 1024, NULL},
+    /* A step result larger than the 1 GiB instance state could never fit. */
+    {"max_step_result", K_I64, offsetof(config, engine.max_step_result), false,
+     1, GiB, NULL},
+};
+static const schema engine_schema =
+    SCHEMA("engine", "in engine", -1, engine_fields);
+
+enum { PL_NAME, PL_PATH, PL_WORKFLOWS, PL_QUEUES, PL_TRIGGERS };
+static const field plugin_fields[] = {
+    [PL_NAME] = {"name", K_STRING, offsetof(config_plugin, name), true, 0, 0,
+                 NULL},
+    [PL_PATH] = {"path", K_STRING, offsetof(config_plugin, path), true, 0, 0,
+                 NULL},
+    [PL_WORKFLOWS] = {"workflows", K_NESTED, 0, false, 0, 0, NULL},
+    [PL_QUEUES] = {"queues", K_NESTED, 0, false, 0, 0, NULL},
+    [PL_TRIGGERS] = {"triggers", K_NESTED, 0, false, 0, 0, NULL},
+};
+static const schema plugin_schema =
+    SCHEMA("plugin", "in plugin", PL_NAME, plugin_fields);
+
+enum { WF_NAME, WF_BINDING, WF_CLASS, WF_RETENTION, WF_LIMITS };
+static const field workflow_fields[] = {
+    [WF_NAME] = {"name", K_STRING, offsetof(config_workflow, name), true, 0, 0,
+                 NULL},
+    [WF_BINDING] = {"binding", K_STRING, offsetof(config_workflow, binding),
+                    true, 0, 0, NULL},
+    [WF_CLASS] = {"class_name", K_STRING, offsetof(config_workflow, class_name),
+                  true, 0, 0, NULL},
+    [WF_RETENTION] = {"retention", K_DURATION,
+                      offsetof(config_workflow, retention_ms), false, 0,
+                      INT64_MAX, NULL},
+    [WF_LIMITS] = {"limits", K_NESTED, 0, false, 0, 0, NULL},
+};
+static const schema workflow_schema =
+    SCHEMA("workflow", "in workflow", WF_NAME, workflow_fields);
+
+/* limits fills the same config_workflow as its parent. */
+static const field limits_fields[] = {
+    {"steps", K_U32, offsetof(config_workflow, max_steps), false, 1, 25000,
+     NULL},
+    {"concurrency", K_U32, offsetof(config_workflow, concurrency), false, 0,
+     UINT32_MAX, NULL},
+};
+static const schema limits_schema =
+    SCHEMA("limits", "in limits", -1, limits_fields);
+
+enum { QS_PRODUCERS, QS_CONSUMERS };
+static const field queues_fields[] = {
+    [QS_PRODUCERS] = {"producers", K_NESTED, 0, false, 0, 0, NULL},
+    [QS_CONSUMERS] = {"consumers", K_NESTED, 0, false, 0, 0, NULL},
+};
+static const schema queues_schema =
+    SCHEMA("queues", "in queues", -1, queues_fields);
+
+enum { PR_BINDING, PR_QUEUE };
+static const field producer_fields[] = {
+    [PR_BINDING] = {"binding", K_STRING, offsetof(config_producer, binding),
+                    true, 0, 0, NULL},
+    [PR_QUEUE] = {"queue", K_STRING, offsetof(config_producer, queue), true, 0,
+                  0, NULL},
+};
+static const schema producer_schema =
+    SCHEMA("producer", "in producer", PR_BINDING, producer_fields);
+
+/* The ranges are Cloudflare Queues' documented limits. */
+enum { CO_QUEUE, CO_BATCH, CO_TIMEOUT, CO_RETRIES, CO_DELAY, CO_DLQ };
+static const field consumer_fields[] = {
+    [CO_QUEUE] = {"queue", K_STRING, offsetof(config_consumer, queue), true, 0,
+                  0, NULL},
+    [CO_BATCH] = {"max_batch_size", K_U32,
+                  offsetof(config_consumer, max_batch_size), false, 1, 100,
+                  NULL},
+    [CO_TIMEOUT] = {"max_batch_timeout", K_DURATION,
+                    offsetof(config_consumer, max_batch_timeout_ms), false, 0,
+                    60 * SECOND_MS, NULL},
+    [CO_RETRIES] = {"max_retries", K_U32,
+                    offsetof(config_consumer, max_retries), false, 0, 100,
+                    NULL},
+    [CO_DELAY] = {"retry_delay", K_DURATION,
+                  offsetof(config_consumer, retry_delay_ms), false, 0,
+                  12 * HOUR_MS, NULL},
+    [CO_DLQ] = {"dead_letter_queue", K_STRING,
+                offsetof(config_consumer, dead_letter_queue), false, 0, 0,
+                NULL},
+};
+static const schema consumer_schema =
+    SCHEMA("consumer", "in consumer", CO_QUEUE, consumer_fields);
+
+enum { TR_CRONS };
+static const field triggers_fields[] = {
+    [TR_CRONS] = {"crons", K_NESTED, 0, false, 0, 0, NULL},
+};
+static const schema triggers_schema =
+    SCHEMA("triggers", "in triggers", -1, triggers_fields);
+
+/* ---- Walking ----------------------------------------------------------- */
+
+static yaml_node_t *node_at(parser *p, int index) {
+  return yaml_document_get_node(p->doc, index);
+}
+
+/* Copies a non-empty string scalar into *out, replacing a default. */
+static int take_string(parser *p, const yaml_node_t *v, const char *key,
+                       char **out) {
+  if (v->type != YAML_SCALAR_NODE || is_null(v) || v->data.scalar.length == 0)
+    return fail(p, v, "\"%s\" must be a non-empty string", key);
+  /* A "\0" escape would silently cut the string short in C. */
+  if (memchr(v->data.scalar.value, '\0', v->data.scalar.length))
+    return fail(p, v, "\"%s\" must not contain a NUL character", key);
+  free(*out); /* a default the file overrides */
+  *out = xstrndup(scalar(v), v->data.scalar.length);
+  return 0;
+}
+
+static int take_value(parser *p, const field *f, const yaml_node_t *v,
+                      void *base) {
+  char *slot = (char *)base + f->offset;
+  char limit[32];
+  shown b;
+
+  switch (f->kind) {
+  case K_STRING:
+    return take_string(p, v, f->key, (char **)(void *)slot);
+
+  case K_BOOL:
+    if (is_plain(v) && strcmp(scalar(v), "true") == 0)
+      *(int *)(void *)slot = 1;
+    else if (is_plain(v) && strcmp(scalar(v), "false") == 0)
+      *(int *)(void *)slot = 0;
+    else
+      return fail(p, v, "\"%s\" must be true or false", f->key);
+    return 0;
+
+  case K_U32:
+  case K_I64: {
+    int64_t n = 0;
+    int rc = is_plain(v) && !is_null(v)
+                 ? parse_integer(scalar(v), v->data.scalar.length, &n)
+                 : -1;
+    if (rc < 0)
+      return fail(p, v, "\"%s\" must be an integer", f->key);
+    if (rc > 0 || n < f->min || n > f->max)
+      return fail(p, v, "\"%s\" must be between %lld and %lld", f->key,
+                  (long long)f->min, (long long)f->max);
+    if (f->kind == K_U32)
+      *(uint32_t *)(void *)slot = (uint32_t)n;
+    else
+      *(int64_t *)(void *)slot = n;
+    return 0;
+  }
+
+  case K_DURATION: {
+    int64_t ms = 0;
+    if (v->type != YAML_SCALAR_NODE)
+      return fail(p, v, "\"%s\" must be a duration such as \"30s\"", f->key);
+    if (memchr(v->data.scalar.value, '\0', v->data.scalar.length) ||
+        duration_parse(scalar(v), &ms) < 0)
+      return fail(p, v, "\"%s\" is not a valid duration: \"%s\"", f->key,
+                  show_n(&b, scalar(v), v->data.scalar.length));
+    if (ms < f->min || ms > f->max)
+      return fail(p, v, "\"%s\" must be at most %s", f->key,
+                  format_ms(limit, sizeof limit, f->max));
+    *(int64_t *)(void *)slot = ms;
+    return 0;
+  }
+
+  case K_ENUM: {
+    if (v->type == YAML_SCALAR_NODE) {
+      for (const choice *c = f->choices; c->name; c++) {
+        if (strlen(c->name) == v->data.scalar.length &&
+            memcmp(scalar(v), c->name, v->data.scalar.length) == 0) {
+          *(int *)(void *)slot = c->value;
+          return 0;
+        }
+      }
+    }
+    /* "full" or "normal"; "a", "b" or "c". */
+    char list[128] = "";
+    size_t o = 0;
+    for (const choice *c = f->choices; c->name && o < sizeof list; c++) {
+      const char *sep = c == f->choices ? "" : c[1].name ? ", " : " or ";
+      o +=
+          (size_t)snprintf(list + o, sizeof list - o, "%s\"%s\"", sep, c->name);
+    }
+    return fail(p, v, "\"%s\" must be %s", f->key, list);
+  }
+
+  case K_NESTED:
+    return 0; /* the caller walks it */
+  }
+  return 0;
+}
+
+/* Walks one mapping against its schema: refuses keys that are not strings,
+ * unknown keys and repeated keys, stores every scalar field into `base`,
+ * leaves each field's value node in vals[field index] (NULL when absent),
+ * then checks the required fields, naming the entry by its label field. */
+static int parse_mapping(parser *p, yaml_node_t *node, const schema *s,
+                         void *base, yaml_node_t **vals) {
+  shown b;
+  int rc;
+
+  assert(s->n_fields <= MAX_FIELDS);
+  for (size_t i = 0; i < s->n_fields; i++)
+    vals[i] = NULL;
+
+  for (yaml_node_pair_t *pair = node->data.mapping.pairs.start;
+       pair < node->data.mapping.pairs.top; pair++) {
+    yaml_node_t *k = node_at(p, pair->key);
+    yaml_node_t *v = node_at(p, pair->value);
+    if (k->type != YAML_SCALAR_NODE)
+      return fail(p, k, "keys must be strings %s", s->where);
+    const char *key = scalar(k);
+    size_t key_len = k->data.scalar.length;
+
+    size_t i = 0;
+    while (i < s->n_fields && !(strlen(s->fields[i].key) == key_len &&
+                                memcmp(s->fields[i].key, key, key_len) == 0))
+      i++;
+    if (i == s->n_fields)
+      return fail(p, k, "unknown key \"%s\" %s", show_n(&b, key, key_len),
+                  s->where);
+    if (vals[i])
+      return fail(p, k, "duplicate key \"%s\" %s", s->fields[i].key, s->where);
+    vals[i] = v;
+    if ((rc = take_value(p, &s->fields[i], v, base)) < 0)
+      return rc;
+  }
+
+  for (size_t i = 0; i < s->n_fields; i++) {
+    if (!s->fields[i].required || vals[i])
+      continue;
+    const char *label =
+        s->label >= 0
+            ? *(char **)(void *)((char *)base + s->fields[s->label].offset)
+            : NULL;
+    if (label)
+      return fail(p, node, "%s \"%s\" is missing \"%s\"", s->noun,
+                  show(&b, label), s->fields[i].key);
+    return fail(p, node, "%s is missing \"%s\"", s->noun, s->fields[i].key);
+  }
+  return 0;
+}
+
+/* A section's value: 1 when it is a mapping to walk, 0 when it is null
+ * (the same as absent), or an error. */
+static int section_mapping(parser *p, const yaml_node_t *v, const char *key) {
+  if (!v || is_null(v))
+    return 0;
+  if (v->type != YAML_MAPPING_NODE)
+    return fail(p, v, "\"%s\" must be a mapping", key);
+  return 1;
+}
+
+/* A list's value: its item count (0 for null or absent), or an error. */
+static int section_list(parser *p, const yaml_node_t *v, const char *key,
+                        size_t *n_out) {
+  *n_out = 0;
+  if (!v || is_null(v))
+    return 0;
+  if (v->type != YAML_SEQUENCE_NODE)
+    return fail(p, v, "\"%s\" must be a list", key);
+  *n_out = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+  return 0;
+}
+
+static yaml_node_t *list_item(parser *p, const yaml_node_t *list, size_t i) {
+  return node_at(p, list->data.sequence.items.start[i]);
+}
+
+static int entry_mapping(parser *p, const yaml_node_t *item, const char *key) {
+  if (item->type != YAML_MAPPING_NODE)
+    return fail(p, item, "each entry of \"%s\" must be a mapping", key);
+  return 0;
+}
+
+/* Records `name` (the value of node `v`) in the namespace `kind`, or
+ * reports it as a duplicate of an earlier one. */
+static int unique(parser *p, const char *kind, const char *name,
+                  const yaml_node_t *v) {
+  shown b;
+  for (size_t i = 0; i < p->n_seen; i++) {
+    const seen_name *s = &p->seen[i];
+    if (strcmp(s->kind, kind) == 0 && strcmp(s->name, name) == 0)
+      return fail(p, v, "duplicate %s \"%s\" (first at %d:%d)", kind,
+                  show(&b, name), s->pos.line, s->pos.column);
+  }
+  if (p->n_seen == p->cap_seen) {
+    p->cap_seen = p->cap_seen ? 2 * p->cap_seen : 16;
+    p->seen = xrealloc(p->seen, p->cap_seen * sizeof *p->seen);
+  }
+  p->seen[p->n_seen++] = (seen_name){kind, name, pos_of(v)};
+  return 0;
+}
+
+static int parse_workflow(parser *p, yaml_node_t *node, config_workflow *w) {
+  yaml_node_t *v[MAX_FIELDS];
+  int rc;
+
+  w->retention_ms = 30 * DAY_MS;
+  w->max_steps = 10000;
+  w->concurrency = 0;
+  w->pos = pos_of(node);
+  if ((rc = parse_mapping(p, node, &workflow_schema, w, v)) < 0)
+    return rc;
+  if ((rc = section_mapping(p, v[WF_LIMITS], "limits")) < 0)
+    return rc;
+  if (rc > 0) {
+    yaml_node_t *lv[MAX_FIELDS];
+    if ((rc = parse_mapping(p, v[WF_LIMITS], &limits_schema, w, lv)) < 0)
+      return rc;
+  }
+  if ((rc = unique(p, "workflow name", w->name, v[WF_NAME])) < 0)
+    return rc;
+  return unique(p, "binding name", w->binding, v[WF_BINDING]);
+}
+
+static int parse_producer(parser *p, yaml_node_t *node, config_producer *pr) {
+  yaml_node_t *v[MAX_FIELDS];
+  int rc;
+
+  pr->pos = pos_of(node);
+  if ((rc = parse_mapping(p, node, &producer_schema, pr, v)) < 0)
+    return rc;
+  return unique(p, "binding name", pr->binding, v[PR_BINDING]);
+}
+
+static int parse_consumer(parser *p, yaml_node_t *node, config_consumer *c) {
+  yaml_node_t *v[MAX_FIELDS];
+  int rc;
+
+  c->max_batch_size = 10;
+  c->max_batch_timeout_ms = 5 * SECOND_MS;
+  c->max_retries = 3;
+  c->retry_delay_ms = 0;
+  c->pos = pos_of(node);
+  if ((rc = parse_mapping(p, node, &consumer_schema, c, v)) < 0)
+    return rc;
+  /* Dead-lettering into the queue itself would retry a message forever. */
+  if (c->dead_letter_queue && strcmp(c->dead_letter_queue, c->queue) == 0) {
+    shown b;
+    return fail(p, v[CO_DLQ],
+                "\"dead_letter_queue\" must differ from the consumer's queue "
+                "\"%s\"",
+                show(&b, c->queue));
+  }
+  return unique(p, "consumer for queue", c->queue, v[CO_QUEUE]);
+}
+
+static int parse_queues(parser *p, yaml_node_t *node, config_plugin *pl) {
+  yaml_node_t *v[MAX_FIELDS];
+  size_t n;
+  int rc;
+
+  if ((rc = parse_mapping(p, node, &queues_schema, pl, v)) < 0)
+    return rc;
+
+  if ((rc = section_list(p, v[QS_PRODUCERS], "producers", &n)) < 0)
+    return rc;
+  if (n > 0) {
+    pl->producers = xcalloc(n, sizeof *pl->producers);
+    pl->n_producers = n;
+  }
+  for (size_t i = 0; i < n; i++) {
+    yaml_node_t *item = list_item(p, v[QS_PRODUCERS], i);
+    if ((rc = entry_mapping(p, item, "producers")) < 0 ||
+        (rc = parse_producer(p, item, &pl->producers[i])) < 0)
+      return rc;
+  }
+
+  if ((rc = section_list(p, v[QS_CONSUMERS], "consumers", &n)) < 0)
+    return rc;
+  if (n > 0) {
+    pl->consumers = xcalloc(n, sizeof *pl->consumers);
+    pl->n_consumers = n;
+  }
+  for (size_t i = 0; i < n; i++) {
+    yaml_node_t *item = list_item(p, v[QS_CONSUMERS], i);
+    if ((rc = entry_mapping(p, item, "consumers")) < 0 ||
+        (rc = parse_consumer(p, item, &pl->consumers[i])) < 0)
+      return rc;
+  }
+  return 0;
+}
+
+static int parse_triggers(parser *p, yaml_node_t *node, config_plugin *pl) {
+  yaml_node_t *v[MAX_FIELDS];
+  size_t n;
+  int rc;
+
+  if ((rc = parse_mapping(p, node, &triggers_schema, pl, v)) < 0)
+    return rc;
+  if ((rc = section_list(p, v[TR_CRONS], "crons", &n)) < 0)
+    return rc;
+  if (n > 0) {
+    pl->crons = xcalloc(n, sizeof *pl->crons);
+    pl->n_crons = n;
+  }
+  /* The cron module checks the expressions; here they are only strings. */
+  for (size_t i = 0; i < n; i++) {
+    yaml_node_t *item = list_item(p, v[TR_CRONS], i);
+    if (item->type != YAML_SCALAR_NODE || is_null(item) ||
+        item->data.scalar.length == 0)
+      return fail(p, item,
+                  "each entry of \"crons\" must be a non-empty string");
+    if ((rc = take_string(p, item, "crons", &pl->crons[i])) < 0)
+      return rc;
+  }
+  return 0;
+}
+
+static int parse_plugin(parser *p, yaml_node_t *node, config_plugin *pl) {
+  yaml_node_t *v[MAX_FIELDS];
+  size_t n;
+  int rc;
+
+  pl->pos = pos_of(node);
+  if ((rc = parse_mapping(p, node, &plugin_schema, pl, v)) < 0)
+    return rc;
+  if ((rc = unique(p, "plugin name", pl->name, v[PL_NAME])) < 0)
+    return rc;
+
+  if ((rc = section_list(p, v[PL_WORKFLOWS], "workflows", &n)) < 0)
+    return rc;
+  if (n > 0) {
+    pl->workflows = xcalloc(n, sizeof *pl->workflows);
+    pl->n_workflows = n;
+  }
+  for (size_t i = 0; i < n; i++) {
+    yaml_node_t *item = list_item(p, v[PL_WORKFLOWS], i);
+    if ((rc = entry_mapping(p, item, "workflows")) < 0 ||
+        (rc = parse_workflow(p, item, &pl->workflows[i])) < 0)
+      return rc;
+  }
+
+  if ((rc = section_mapping(p, v[PL_QUEUES], "queues")) < 0)
+    return rc;
+  if (rc > 0 && (rc = parse_queues(p, v[PL_QUEUES], pl)) < 0)
+    return rc;
+
+  if ((rc = section_mapping(p, v[PL_TRIGGERS], "triggers")) < 0)
+    return rc;
+  if (rc > 0 && (rc = parse_triggers(p, v[PL_TRIGGERS], pl)) < 0)
+    return rc;
+  return 0;
+}
+
+static int parse_root(parser *p, yaml_node_t *root) {
+  config *cfg = p->cfg;
+  yaml_node_t *v[MAX_FIELDS];
+  yaml_node_t *sv[MAX_FIELDS];
+  size_t n;
+  int rc;
+
+  /* An empty file, or one holding only "---", is the all-defaults config. */
+  if (!root || is_null(root))
+    return 0;
+  if (root->type != YAML_MAPPING_NODE)
+    return fail(p, root, "the top level must be a mapping");
+  if ((rc = parse_mapping(p, root, &root_schema, cfg, v)) < 0)
+    return rc;
+
+  static const struct {
+    int index;
+    const char *key;
+    const schema *s;
+  } sections[] = {{ROOT_STORAGE, "storage", &storage_schema},
+                  {ROOT_HTTP, "http", &http_schema},
+                  {ROOT_ENGINE, "engine", &engine_schema}};
+  for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
+    yaml_node_t *sec = v[sections[i].index];
+    if ((rc = section_mapping(p, sec, sections[i].key)) < 0)
+      return rc;
+    if (rc > 0 && (rc = parse_mapping(p, sec, sections[i].s, cfg, sv)) < 0)
+      return rc;
+  }
+
+  if ((rc = section_list(p, v[ROOT_PLUGINS], "plugins", &n)) < 0)
+    return rc;
+  if (n > 0) {
+    cfg->plugins = xcalloc(n, sizeof *cfg->plugins);
+    cfg->n_plugins = n;
+  }
+  for (size_t i = 0; i < n; i++) {
+    yaml_node_t *item = list_item(p, v[ROOT_PLUGINS], i);
+    if ((rc = entry_mapping(p, item, "plugins")) < 0 ||
+        (rc = parse_plugin(p, item, &cfg->plugins[i])) < 0)
+      return rc;
+  }
+  return 0;
+}
+
+/* libyaml's own refusal, at its mark.  Reader errors (bad UTF-8, control
+ * characters) carry a byte offset instead, turned here into a line and a
+ * column counted in characters as libyaml counts them. */
+static int yaml_failure(parser *p, const yaml_parser_t *yp) {
+  const char *problem = yp->problem ? yp->problem : "unknown error";
+  config_pos pos;
+
+  switch (yp->error) {
+  case YAML_MEMORY_ERROR:
+    fprintf(stderr, "duro: out of memory parsing %s\n", p->file);
+    abort();
+  case YAML_READER_ERROR: {
+    pos = (config_pos){1, 1};
+    size_t end = yp->problem_offset < p->len ? yp->problem_offset : p->len;
+    for (size_t i = 0; i < end; i++) {
+      unsigned char c = (unsigned char)p->text[i];
+      if (c == '\n') {
+        pos.line++;
+        pos.column = 1;
+      } else if ((c & 0xC0) != 0x80) {
+        pos.column++;
+      }
+    }
+    return fail_at(p, pos, "YAML syntax error: %s", problem);
+  }
+  default:
+    pos = (config_pos){(int)yp->problem_mark.line + 1,
+                       (int)yp->problem_mark.column + 1};
+    if (yp->context)
+      return fail_at(p, pos, "YAML syntax error: %s (%s started at %d:%d)",
+                     problem, yp->context, (int)yp->context_mark.line + 1,
+                     (int)yp->context_mark.column + 1);
+    return fail_at(p, pos, "YAML syntax error: %s", problem);
+  }
+}
+
+config *config_parse(const char *name, const char *text, size_t len, char *err,
+                     size_t errlen) {
+  parser p = {.file = name ? name : "<config>",
+              .text = text ? text : "",
+              .len = text ? len : 0,
+              .err = err,
+              .errlen = errlen};
+  yaml_parser_t yp;
+  yaml_document_t doc, next;
+  int rc;
+
+  if (err && errlen > 0)
+    err[0] = '\0';
+
+  config *cfg = xcalloc(1, sizeof *cfg);
+  p.cfg = cfg;
+  cfg->file = xstrdup(p.file);
+  cfg->storage.path = xstrdup("var/duro.db");
+  cfg->storage.synchronous_full = 1;
+  cfg->http.listen = xstrdup("127.0.0.1:8787");
+  cfg->http.token_env = NULL;
+  cfg->http.allow_insecure = 0;
+  cfg->http.max_body_bytes = 1 * MiB;
+  cfg->engine.workers = 8;
+  cfg->engine.max_step_result = 1 * MiB;
+
+  if (!yaml_parser_initialize(&yp)) {
+    fprintf(stderr, "duro: out of memory creating a YAML parser\n");
+    abort();
+  }
+  yaml_parser_set_input_string(&yp, (const unsigned char *)p.text, p.len);
+
+  /* On failure yaml_parser_load() has already released the document. */
+  if (!yaml_parser_load(&yp, &doc)) {
+    rc = yaml_failure(&p, &yp);
+    goto out_parser;
+  }
+  p.doc = &doc;
+  if ((rc = parse_root(&p, yaml_document_get_root_node(&doc))) < 0)
+    goto out_doc;
+
+  /* A second document would be ignored silently; refuse it instead. */
+  if (!yaml_parser_load(&yp, &next)) {
+    rc = yaml_failure(&p, &yp);
+    goto out_doc;
+  }
+  yaml_node_t *extra = yaml_document_get_root_node(&next);
+  if (extra)
+    rc = fail(&p, extra, "only one YAML document is allowed");
+  yaml_document_delete(&next);
+
+out_doc:
+  yaml_document_delete(&doc);
+out_parser:
+  yaml_parser_delete(&yp);
+  free(p.seen);
+  if (rc < 0) {
+    config_free(cfg);
+    return NULL;
+  }
+  return cfg;
+}
+
+config *config_load(const char *path, char *err, size_t errlen) {
+  FILE *f = NULL;
+  char *buf = NULL;
+  size_t len = 0, cap = 0;
+  config *cfg = NULL;
+
+  if (!path) {
+    if (err && errlen > 0)
+      snprintf(err, errlen, "config: no file given");
+    return NULL;
+  }
+  if (!(f = fopen(path, "rb")))
+    goto fail_io;
+  for (;;) {
+    if (cap - len < 4096) {
+      cap = cap ? 2 * cap : 16384;
+      buf = xrealloc(buf, cap);
+    }
+    size_t got = fread(buf + len, 1, cap - len, f);
+    len += got;
+    if (got == 0) {
+      if (ferror(f))
+        goto fail_io; /* errno is fread's, e.g. EISDIR for a directory */
+      break;
+    }
+  }
+  cfg = config_parse(path, buf, len, err, errlen);
+  goto out;
+
+fail_io:
+  if (err && errlen > 0)
+    snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+out:
+  if (f)
+    fclose(f);
+  free(buf);
+  return cfg;
+}
+
+void config_free(config *cfg) {
+  if (!cfg)
+    return;
+  for (size_t i = 0; i < cfg->n_plugins; i++) {
+    config_plugin *pl = &cfg->plugins[i];
+    for (size_t j = 0; j < pl->n_workflows; j++) {
+      free(pl->workflows[j].name);
+      free(pl->workflows[j].binding);
+      free(pl->workflows[j].class_name);
+    }
+    free(pl->workflows);
+    for (size_t j = 0; j < pl->n_producers; j++) {
+      free(pl->producers[j].binding);
+      free(pl->producers[j].queue);
+    }
+    free(pl->producers);
+    for (size_t j = 0; j < pl->n_consumers; j++) {
+      free(pl->consumers[j].queue);
+      free(pl->consumers[j].dead_letter_queue);
+    }
+    free(pl->consumers);
+    for (size_t j = 0; j < pl->n_crons; j++)
+      free(pl->crons[j]);
+    free(pl->crons);
+    free(pl->name);
+    free(pl->path);
+  }
+  free(cfg->plugins);
+  free(cfg->storage.path);
+  free(cfg->http.listen);
+  free(cfg->http.token_env);
+  free(cfg->file);
+  free(cfg);
+}
+
+const config_workflow *config_find_workflow(const config *cfg, const char *name,
+                                            const config_plugin **plugin_out) {
+  if (plugin_out)
+    *plugin_out = NULL;
+  if (!cfg || !name)
+    return NULL;
+  for (size_t i = 0; i < cfg->n_plugins; i++) {
+    const config_plugin *pl = &cfg->plugins[i];
+    for (size_t j = 0; j < pl->n_workflows; j++) {
+      if (pl->workflows[j].name && strcmp(pl->workflows[j].name, name) == 0) {
+        if (plugin_out)
+          *plugin_out = pl;
+        return &pl->workflows[j];
+      }
+    }
+  }
+  return NULL;
+}

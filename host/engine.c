@@ -1,0 +1,1047 @@
+/* engine.c — instances: creation, control (pause, resume, terminate,
+ * restart, events), inspection, and the scheduling of activations.
+ *
+ * The database is the truth.  In memory the engine keeps only `entries`
+ * for instances that are runnable, running or under a control operation
+ * (engine_internal.h states the invariant), and a FIFO of runnable ones.  A
+ * waiting instance is a row with a wake time; poll_due() turns rows whose
+ * time has come into runnable entries.  `polled_through` remembers how far
+ * it has looked, so the next timer is the smallest wake above it.
+ *
+ * Control operations on an idle instance take a CONTROL entry, rewrite the
+ * row, and drop the entry.  On an ACTIVE instance they set a flag the
+ * activation reads at its next step boundary, and persist the request in
+ * the row's `control` column so a crash cannot lose an acknowledged pause
+ * or terminate. */
+#include "engine_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "error.h"
+#include "log.h"
+#include "util.h"
+
+#define DEFAULT_RETENTION_MS (30LL * 24 * 3600 * 1000)
+#define DEFAULT_MAX_STEPS 10000
+#define DUE_BATCH 1024
+
+static const char *const status_names[] = {
+    [DURO_STATUS_QUEUED] = "queued",
+    [DURO_STATUS_RUNNING] = "running",
+    [DURO_STATUS_WAITING] = "waiting",
+    [DURO_STATUS_WAITING_FOR_PAUSE] = "waitingForPause",
+    [DURO_STATUS_PAUSED] = "paused",
+    [DURO_STATUS_ERRORED] = "errored",
+    [DURO_STATUS_TERMINATED] = "terminated",
+    [DURO_STATUS_COMPLETE] = "complete",
+};
+
+const char *duro_status_name(duro_status s) {
+  if ((unsigned)s >= sizeof status_names / sizeof *status_names)
+    return "unknown";
+  return status_names[s];
+}
+
+int duro_status_parse(const char *name) {
+  for (size_t i = 0; name && i < sizeof status_names / sizeof *status_names; i++)
+    if (strcmp(status_names[i], name) == 0)
+      return (int)i;
+  return -1;
+}
+
+static int status_ended(const char *s) {
+  return !strcmp(s, "complete") || !strcmp(s, "errored") ||
+         !strcmp(s, "terminated");
+}
+
+int duro_instance_id_valid(const char *id) {
+  size_t n = 0;
+  for (const char *p = id; p && *p; p++, n++) {
+    char c = *p;
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':' ||
+          c == '-'))
+      return 0;
+  }
+  return id && n >= 1 && n <= 100;
+}
+
+static char *random_id(void) {
+  unsigned char b[16];
+  if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
+    fprintf(stderr, "duro: getrandom failed: %s\n", strerror(errno));
+    abort();
+  }
+  /* a UUIDv4, as Cloudflare's random instance ids are */
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  return xasprintf("%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+                   "%02x%02x%02x%02x%02x%02x",
+                   b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],
+                   b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
+int json_text_check(const char *text, int64_t limit) {
+  size_t len = strlen(text);
+  if (limit > 0 && (int64_t)len > limit)
+    return DURO_E_OUTPUT_TOO_LARGE;
+  json_error_t jerr;
+  json_t *v = json_loadb(text, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
+  if (!v)
+    return DURO_E_INVALID_OUTPUT;
+  json_decref(v);
+  return 0;
+}
+
+char *error_json(const char *name, const char *message) {
+  json_t *o = json_pack("{s:s,s:s}", "name", name, "message", message);
+  char *s = json_dumps(o, JSON_COMPACT);
+  json_decref(o);
+  if (!s) {
+    fprintf(stderr, "duro: out of memory\n");
+    abort();
+  }
+  /* jansson allocates with malloc, so the caller's free() is right */
+  return s;
+}
+
+/* ---- registry ------------------------------------------------------------ */
+
+const wf_reg *engine_find_workflow(const duro_engine *e, const char *name) {
+  for (size_t i = 0; name && i < e->n_wfs; i++)
+    if (strcmp(e->wfs[i].name, name) == 0)
+      return &e->wfs[i];
+  return NULL;
+}
+
+const wf_reg *engine_find_binding(const duro_engine *e, const char *binding) {
+  for (size_t i = 0; binding && i < e->n_wfs; i++)
+    if (e->wfs[i].binding && strcmp(e->wfs[i].binding, binding) == 0)
+      return &e->wfs[i];
+  return NULL;
+}
+
+int duro_engine_register(duro_engine *e, const char *name,
+                         const char *binding, duro_run_fn run,
+                         const duro_workflow_limits *limits,
+                         const char *build) {
+  if (!name || !run || engine_find_workflow(e, name) || e->threads)
+    return DURO_E_INVALID_ARGUMENT;
+  /* Registration happens before start; nothing holds pointers yet, so the
+   * array may move. */
+  e->wfs = xrealloc(e->wfs, (e->n_wfs + 1) * sizeof *e->wfs);
+  wf_reg *w = &e->wfs[e->n_wfs++];
+  memset(w, 0, sizeof *w);
+  w->engine = e;
+  w->name = xstrdup(name);
+  w->binding = binding ? xstrdup(binding) : NULL;
+  w->build = build ? xstrdup(build) : NULL;
+  w->run = run;
+  if (limits)
+    w->limits = *limits;
+  if (w->limits.retention_ms <= 0)
+    w->limits.retention_ms = DEFAULT_RETENTION_MS;
+  if (w->limits.max_steps == 0)
+    w->limits.max_steps = DEFAULT_MAX_STEPS;
+  return 0;
+}
+
+/* ---- entries and the runnable FIFO (call with mu held) -------------------- */
+
+static entry *entry_take(duro_engine *e, int64_t rowid, int state) {
+  entry *ent = xcalloc(1, sizeof *ent);
+  ent->rowid = rowid;
+  ent->state = state;
+  idmap_put(&e->entries, rowid, ent);
+  return ent;
+}
+
+static void entry_drop(duro_engine *e, entry *ent) {
+  idmap_del(&e->entries, ent->rowid);
+  free(ent);
+  pthread_cond_broadcast(&e->changed);
+}
+
+static void runnable_push(duro_engine *e, entry *ent) {
+  ent->state = ENTRY_QUEUED;
+  ent->next = NULL;
+  if (e->run_tail)
+    e->run_tail->next = ent;
+  else
+    e->run_head = ent;
+  e->run_tail = ent;
+  pthread_cond_signal(&e->work);
+}
+
+static entry *runnable_pop(duro_engine *e) {
+  entry *ent = e->run_head;
+  if (ent) {
+    e->run_head = ent->next;
+    if (!e->run_head)
+      e->run_tail = NULL;
+    ent->next = NULL;
+  }
+  return ent;
+}
+
+static void runnable_remove(duro_engine *e, entry *ent) {
+  entry **pp = &e->run_head, *prev = NULL;
+  for (; *pp; prev = *pp, pp = &(*pp)->next)
+    if (*pp == ent) {
+      *pp = ent->next;
+      if (e->run_tail == ent)
+        e->run_tail = prev;
+      ent->next = NULL;
+      return;
+    }
+}
+
+/* Queues an instance that has no entry; an existing entry gets `rerun`. */
+static void make_runnable_locked(duro_engine *e, int64_t rowid) {
+  entry *ent = idmap_get(&e->entries, rowid);
+  if (!ent)
+    runnable_push(e, entry_take(e, rowid, ENTRY_QUEUED));
+  else if (ent->state != ENTRY_QUEUED)
+    ent->rerun = 1;
+}
+
+/* Takes a CONTROL entry for an instance, waiting out other control
+ * operations.  Returns NULL with *active set when an activation runs it. */
+static entry *control_begin(duro_engine *e, int64_t rowid, entry **active) {
+  *active = NULL;
+  for (;;) {
+    entry *ent = idmap_get(&e->entries, rowid);
+    if (!ent)
+      return entry_take(e, rowid, ENTRY_CONTROL);
+    if (ent->state == ENTRY_ACTIVE) {
+      *active = ent;
+      return NULL;
+    }
+    if (ent->state == ENTRY_QUEUED) {
+      /* It was due to run: remember that for control_end. */
+      runnable_remove(e, ent);
+      ent->state = ENTRY_CONTROL;
+      ent->rerun = 1;
+      return ent;
+    }
+    pthread_cond_wait(&e->changed, &e->mu);
+  }
+}
+
+/* Ends a control operation given the status now stored: a queued
+ * instance runs, a waiting one runs if something woke it meanwhile, any
+ * other is idle. */
+static void control_end(duro_engine *e, entry *ent, const char *status) {
+  if (!strcmp(status, "queued") || (!strcmp(status, "waiting") && ent->rerun)) {
+    ent->rerun = 0;
+    runnable_push(e, ent);
+    pthread_cond_broadcast(&e->changed);
+  } else {
+    entry_drop(e, ent);
+  }
+}
+
+/* ---- open / start / close ------------------------------------------------ */
+
+int duro_engine_open(const duro_engine_options *opt, duro_engine **out,
+                     char *err, size_t errlen) {
+  duro_engine *e = xcalloc(1, sizeof *e);
+  e->opt = *opt;
+  e->clock = opt->clock ? opt->clock : duro_clock_real();
+  e->max_step_result = opt->max_step_result > 0 ? opt->max_step_result
+                                                : 1024 * 1024;
+  e->polled_through = INT64_MIN;
+  int rc = journal_open(opt->db_path, opt->synchronous_full, &e->j, err,
+                        errlen);
+  if (rc) {
+    free(e);
+    return rc;
+  }
+  pthread_mutex_init(&e->mu, NULL);
+  pthread_cond_init(&e->work, NULL);
+  pthread_cond_init(&e->changed, NULL);
+  *out = e;
+  return 0;
+}
+
+typedef struct recover_ctx {
+  duro_engine *e;
+  int64_t *rowids;
+  int *controls;
+  char **statuses;
+  size_t n, cap;
+} recover_ctx;
+
+static void recover_one(void *ctx, int64_t rowid, const char *status,
+                        int control) {
+  recover_ctx *r = ctx;
+  if (r->n == r->cap) {
+    r->cap = r->cap ? r->cap * 2 : 64;
+    r->rowids = xrealloc(r->rowids, r->cap * sizeof *r->rowids);
+    r->controls = xrealloc(r->controls, r->cap * sizeof *r->controls);
+    r->statuses = xrealloc(r->statuses, r->cap * sizeof *r->statuses);
+  }
+  r->rowids[r->n] = rowid;
+  r->controls[r->n] = control;
+  r->statuses[r->n] = xstrdup(status);
+  r->n++;
+}
+
+static int apply_control_idle(duro_engine *e, int64_t rowid, int control);
+
+/* Instances a crash left runnable are queued again; a pause or terminate
+ * acknowledged while an activation ran is applied now. */
+static int recover(duro_engine *e) {
+  recover_ctx r = {.e = e};
+  int rc = journal_recover_each(e->j, recover_one, &r);
+  size_t queued = 0;
+  for (size_t i = 0; i < r.n && !rc; i++) {
+    if (r.controls[i]) {
+      rc = apply_control_idle(e, r.rowids[i], r.controls[i]);
+    } else {
+      pthread_mutex_lock(&e->mu);
+      make_runnable_locked(e, r.rowids[i]);
+      pthread_mutex_unlock(&e->mu);
+      queued++;
+    }
+  }
+  for (size_t i = 0; i < r.n; i++)
+    free(r.statuses[i]);
+  free(r.rowids);
+  free(r.controls);
+  free(r.statuses);
+  if (queued)
+    log_info("recovered %zu runnable instance(s)", queued);
+  return rc;
+}
+
+static void *worker_main(void *arg) {
+  duro_engine *e = arg;
+  pthread_mutex_lock(&e->mu);
+  while (!e->stopping) {
+    entry *ent = runnable_pop(e);
+    if (!ent) {
+      pthread_cond_wait(&e->work, &e->mu);
+      continue;
+    }
+    ent->state = ENTRY_ACTIVE;
+    pthread_mutex_unlock(&e->mu);
+    activation_run(e, ent);
+    pthread_mutex_lock(&e->mu);
+  }
+  pthread_mutex_unlock(&e->mu);
+  return NULL;
+}
+
+int duro_engine_start(duro_engine *e) {
+  int rc = recover(e);
+  if (rc)
+    return rc;
+  duro_engine_poll_due(e);
+  if (e->opt.workers == 0)
+    return 0;
+  e->threads = xcalloc(e->opt.workers, sizeof *e->threads);
+  for (uint32_t i = 0; i < e->opt.workers; i++) {
+    if (pthread_create(&e->threads[i], NULL, worker_main, e) != 0) {
+      log_error("cannot start worker thread %u", i);
+      return DURO_E_IO;
+    }
+    e->n_threads++;
+  }
+  return 0;
+}
+
+void duro_engine_close(duro_engine *e) {
+  if (!e)
+    return;
+  pthread_mutex_lock(&e->mu);
+  __atomic_store_n(&e->stopping, 1, __ATOMIC_RELEASE);
+  pthread_cond_broadcast(&e->work);
+  pthread_mutex_unlock(&e->mu);
+  for (uint32_t i = 0; i < e->n_threads; i++)
+    pthread_join(e->threads[i], NULL);
+  free(e->threads);
+  /* Entries still queued were never started: their rows say queued or
+   * waiting, which recovery handles. */
+  entry *ent;
+  while ((ent = runnable_pop(e)))
+    entry_drop(e, ent);
+  idmap_free(&e->entries);
+  journal_close(e->j);
+  for (size_t i = 0; i < e->n_wfs; i++) {
+    free(e->wfs[i].name);
+    free(e->wfs[i].binding);
+    free(e->wfs[i].build);
+  }
+  free(e->wfs);
+  pthread_mutex_destroy(&e->mu);
+  pthread_cond_destroy(&e->work);
+  pthread_cond_destroy(&e->changed);
+  free(e);
+}
+
+/* ---- driving ------------------------------------------------------------- */
+
+void duro_engine_poll_due(duro_engine *e) {
+  int64_t now = duro_clock_now(e->clock);
+  int64_t rowids[DUE_BATCH], wakes[DUE_BATCH];
+  int64_t after;
+  pthread_mutex_lock(&e->mu);
+  after = e->polled_through;
+  pthread_mutex_unlock(&e->mu);
+  for (;;) {
+    size_t n = 0;
+    if (journal_due(e->j, after, now, DUE_BATCH, rowids, wakes, &n) != 0)
+      break;
+    pthread_mutex_lock(&e->mu);
+    for (size_t i = 0; i < n; i++)
+      if (!idmap_get(&e->entries, rowids[i]))
+        runnable_push(e, entry_take(e, rowids[i], ENTRY_QUEUED));
+    pthread_mutex_unlock(&e->mu);
+    if (n < DUE_BATCH)
+      break;
+    /* Rows sharing the last wake time are looked at again; those already
+     * queued are skipped above. */
+    after = wakes[n - 1] - 1;
+  }
+  pthread_mutex_lock(&e->mu);
+  if (now > e->polled_through)
+    e->polled_through = now;
+  pthread_mutex_unlock(&e->mu);
+}
+
+int64_t duro_engine_next_wake(duro_engine *e) {
+  pthread_mutex_lock(&e->mu);
+  int64_t after = e->polled_through;
+  pthread_mutex_unlock(&e->mu);
+  int64_t w = journal_next_wake(e->j, after);
+  return w == JOURNAL_NONE ? INT64_MAX : w;
+}
+
+size_t duro_engine_run_until_idle(duro_engine *e) {
+  size_t ran = 0;
+  duro_engine_poll_due(e);
+  pthread_mutex_lock(&e->mu);
+  for (;;) {
+    entry *ent = runnable_pop(e);
+    if (!ent)
+      break;
+    ent->state = ENTRY_ACTIVE;
+    pthread_mutex_unlock(&e->mu);
+    activation_run(e, ent);
+    ran++;
+    pthread_mutex_lock(&e->mu);
+  }
+  pthread_mutex_unlock(&e->mu);
+  return ran;
+}
+
+static void control_on_entry(duro_engine *e, entry *ent, int control);
+
+void engine_activation_done(duro_engine *e, entry *ent, const char *status,
+                            int64_t wake_ms) {
+  int notify = 0, control = 0;
+  pthread_mutex_lock(&e->mu);
+  int64_t now = duro_clock_now(e->clock);
+  int64_t horizon = now > e->polled_through ? now : e->polled_through;
+  int ended = !*status || status_ended(status);
+  /* A request that arrived after the activation's last step boundary. */
+  if (!ended && ent->terminate_req && strcmp(status, "terminated") != 0)
+    control = JOURNAL_CONTROL_TERMINATE;
+  else if (!ended && ent->pause_req && strcmp(status, "paused") != 0)
+    control = JOURNAL_CONTROL_PAUSE;
+  if (control) {
+    ent->state = ENTRY_CONTROL;
+  } else if ((!strcmp(status, "queued") && !e->stopping) ||
+             (!strcmp(status, "waiting") &&
+              (ent->rerun || (wake_ms != JOURNAL_NONE && wake_ms <= horizon)))) {
+    ent->rerun = 0;
+    runnable_push(e, ent);
+    pthread_cond_broadcast(&e->changed);
+  } else {
+    notify = !strcmp(status, "waiting");
+    entry_drop(e, ent);
+  }
+  pthread_mutex_unlock(&e->mu);
+  if (control)
+    control_on_entry(e, ent, control);
+  if (notify && e->opt.on_wake_change)
+    e->opt.on_wake_change(e->opt.ctx);
+}
+
+/* ---- creation -------------------------------------------------------------- */
+
+static int check_create(duro_engine *e, const char *workflow, const char *id,
+                        const char *params, const wf_reg **wf) {
+  *wf = engine_find_workflow(e, workflow);
+  if (!*wf)
+    return DURO_E_WORKFLOW_NOT_FOUND;
+  if (id && !duro_instance_id_valid(id))
+    return DURO_E_INVALID_ID;
+  if (params && json_text_check(params, e->max_step_result) != 0)
+    return DURO_E_INVALID_PARAMS;
+  return 0;
+}
+
+int duro_instance_create(duro_engine *e, const char *workflow, const char *id,
+                         const char *params, int64_t retention_ms,
+                         char **id_out) {
+  duro_create_req req = {.id = id, .params = params,
+                         .retention_ms = retention_ms};
+  json_t *res = NULL;
+  if (id_out)
+    *id_out = NULL;
+  int rc = duro_instance_create_batch(e, workflow, &req, 1, &res);
+  if (rc)
+    return rc;
+  json_t *created = json_object_get(res, "created");
+  if (json_array_size(created) == 1) {
+    if (id_out)
+      *id_out = xstrdup(json_string_value(
+          json_object_get(json_array_get(created, 0), "id")));
+  } else {
+    rc = (int)json_integer_value(json_object_get(
+        json_array_get(json_object_get(res, "errors"), 0), "rc"));
+  }
+  json_decref(res);
+  return rc;
+}
+
+static void batch_error(json_t *errors, size_t index, const char *id, int rc) {
+  json_array_append_new(
+      errors, json_pack("{s:I,s:s?,s:s,s:s,s:i}", "index", (json_int_t)index,
+                        "id", id, "code", duro_err_name(rc), "message",
+                        duro_err_str(rc), "rc", rc));
+}
+
+int duro_instance_create_batch(duro_engine *e, const char *workflow,
+                               const duro_create_req *reqs, size_t n,
+                               json_t **result) {
+  const wf_reg *wf = engine_find_workflow(e, workflow);
+  *result = NULL;
+  if (!wf)
+    return DURO_E_WORKFLOW_NOT_FOUND;
+  json_t *created = json_array(), *errors = json_array();
+  journal_instance *rows = xcalloc(n ? n : 1, sizeof *rows);
+  char **ids = xcalloc(n ? n : 1, sizeof *ids);
+  size_t *op_of = xcalloc(n ? n : 1, sizeof *op_of);
+  journal_batch b = {0};
+  strmap seen = {0};
+  int64_t now = duro_clock_now(e->clock);
+  int rc = 0;
+
+  for (size_t i = 0; i < n; i++) {
+    const wf_reg *w;
+    op_of[i] = SIZE_MAX;
+    int bad = check_create(e, workflow, reqs[i].id, reqs[i].params, &w);
+    if (bad) {
+      batch_error(errors, i, reqs[i].id, bad);
+      continue;
+    }
+    ids[i] = reqs[i].id ? xstrdup(reqs[i].id) : random_id();
+    if (strmap_get(&seen, ids[i])) {
+      batch_error(errors, i, ids[i], DURO_E_DUPLICATE_IN_BATCH);
+      continue;
+    }
+    strmap_put(&seen, ids[i], ids[i]);
+    journal_instance *r = &rows[i];
+    r->workflow = (char *)wf->name;
+    r->id = ids[i];
+    r->status = "queued";
+    r->params = (char *)(reqs[i].params ? reqs[i].params : "null");
+    r->created_ms = now;
+    r->retention_ms = reqs[i].retention_ms >= 0 ? reqs[i].retention_ms
+                                                : wf->limits.retention_ms;
+    op_of[i] = b.n;
+    journal_batch_add(&b, JOP_INSTANCE_INSERT)->inst = r;
+  }
+  rc = journal_commit(e->j, &b);
+  if (rc == 0) {
+    pthread_mutex_lock(&e->mu);
+    for (size_t i = 0; i < n; i++) {
+      if (op_of[i] == SIZE_MAX)
+        continue;
+      journal_op *op = &b.ops[op_of[i]];
+      if (op->rc) {
+        batch_error(errors, i, ids[i], op->rc);
+        continue;
+      }
+      make_runnable_locked(e, op->out_rowid);
+      json_array_append_new(created, json_pack("{s:s}", "id", ids[i]));
+    }
+    pthread_mutex_unlock(&e->mu);
+    *result = json_pack("{s:o,s:o}", "created", created, "errors", errors);
+    created = errors = NULL;
+  } else {
+    log_error("creating %zu instance(s) of %s: %s", n, workflow,
+              journal_errmsg(e->j));
+  }
+  json_decref(created);
+  json_decref(errors);
+  strmap_free(&seen);
+  journal_batch_free(&b);
+  for (size_t i = 0; i < n; i++)
+    free(ids[i]);
+  free(ids);
+  free(rows);
+  free(op_of);
+  return rc;
+}
+
+/* ---- control --------------------------------------------------------------- */
+
+static int instance_rowid(duro_engine *e, const char *workflow, const char *id,
+                          int64_t *rowid) {
+  if (!engine_find_workflow(e, workflow))
+    return DURO_E_WORKFLOW_NOT_FOUND;
+  if (!duro_instance_id_valid(id))
+    return DURO_E_INVALID_ID;
+  journal_instance in = {0};
+  int rc = journal_instance_get(e->j, workflow, id, &in);
+  if (rc == 0)
+    *rowid = in.rowid;
+  journal_instance_clear(&in);
+  return rc;
+}
+
+static int commit_row(duro_engine *e, journal_instance *in, int clear_control) {
+  journal_batch b = {0};
+  journal_batch_add(&b, JOP_INSTANCE_SET)->inst = in;
+  if (clear_control)
+    journal_batch_add(&b, JOP_INSTANCE_CONTROL_CLEAR)->rowid = in->rowid;
+  int rc = journal_commit(e->j, &b);
+  journal_batch_free(&b);
+  return rc;
+}
+
+static int persist_control(duro_engine *e, int64_t rowid, int control) {
+  journal_instance in = {.rowid = rowid, .control = control};
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(
+      &b, control ? JOP_INSTANCE_CONTROL : JOP_INSTANCE_CONTROL_CLEAR);
+  op->rowid = rowid;
+  op->inst = &in;
+  int rc = journal_commit(e->j, &b);
+  journal_batch_free(&b);
+  return rc;
+}
+
+/* Rows read from the journal own their strings: replace, never alias. */
+static void row_set_status(journal_instance *in, const char *status) {
+  free(in->status);
+  in->status = xstrdup(status);
+}
+
+/* Pause or terminate an instance that no activation runs (the caller holds
+ * its CONTROL entry, or is recovery before any worker starts). */
+static int control_row(duro_engine *e, journal_instance *in, int control) {
+  int64_t now = duro_clock_now(e->clock);
+  if (status_ended(in->status))
+    return control == JOURNAL_CONTROL_PAUSE ? DURO_E_CANNOT_PAUSE
+                                            : DURO_E_CANNOT_TERMINATE;
+  char *old = xstrdup(in->status);
+  if (control == JOURNAL_CONTROL_PAUSE) {
+    if (!strcmp(old, "paused")) {
+      free(old);
+      return persist_control(e, in->rowid, 0);
+    }
+    row_set_status(in, "paused");
+    in->paused_ms = now;
+    in->wake_ms = JOURNAL_NONE; /* frozen: waiting steps keep theirs */
+  } else {
+    row_set_status(in, "terminated");
+    in->ended_ms = now;
+    in->wake_ms = JOURNAL_NONE;
+  }
+  int rc = commit_row(e, in, 1);
+  if (rc)
+    row_set_status(in, old);
+  free(old);
+  return rc;
+}
+
+/* Applies a pause or terminate for the CONTROL entry `ent` and ends the
+ * control operation.  A request for an instance that ended meanwhile is
+ * dropped. */
+static int control_apply(duro_engine *e, entry *ent, int control) {
+  journal_instance in = {0};
+  int64_t rowid = ent->rowid;
+  int rc = journal_instance_get_rowid(e->j, rowid, &in);
+  if (rc == 0) {
+    rc = control_row(e, &in, control);
+    if (rc == DURO_E_CANNOT_PAUSE || rc == DURO_E_CANNOT_TERMINATE)
+      rc = persist_control(e, rowid, 0); /* ended meanwhile: drop request */
+  }
+  pthread_mutex_lock(&e->mu);
+  control_end(e, ent, in.status ? in.status : "");
+  pthread_mutex_unlock(&e->mu);
+  journal_instance_clear(&in);
+  return rc;
+}
+
+static void control_on_entry(duro_engine *e, entry *ent, int control) {
+  int rc = control_apply(e, ent, control);
+  if (rc)
+    log_error("applying a %s request: %s",
+              control == JOURNAL_CONTROL_PAUSE ? "pause" : "terminate",
+              duro_err_str(rc));
+}
+
+static int apply_control_idle(duro_engine *e, int64_t rowid, int control) {
+  entry *active;
+  pthread_mutex_lock(&e->mu);
+  entry *ent = control_begin(e, rowid, &active);
+  pthread_mutex_unlock(&e->mu);
+  if (!ent)
+    return 0; /* an activation will see the control column */
+  return control_apply(e, ent, control);
+}
+
+static int request_control(duro_engine *e, const char *workflow,
+                           const char *id, int control) {
+  int64_t rowid;
+  int rc = instance_rowid(e, workflow, id, &rowid);
+  if (rc)
+    return rc;
+  entry *active;
+  pthread_mutex_lock(&e->mu);
+  entry *ent = control_begin(e, rowid, &active);
+  if (active) {
+    if (control == JOURNAL_CONTROL_PAUSE && active->terminate_req) {
+      pthread_mutex_unlock(&e->mu);
+      return DURO_E_CANNOT_PAUSE;
+    }
+    if (control == JOURNAL_CONTROL_PAUSE)
+      __atomic_store_n(&active->pause_req, 1, __ATOMIC_RELEASE);
+    else
+      __atomic_store_n(&active->terminate_req, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&e->mu);
+    /* Persist the request: the activation may still run for a while. */
+    return persist_control(e, rowid, control);
+  }
+  pthread_mutex_unlock(&e->mu);
+  journal_instance in = {0};
+  rc = journal_instance_get_rowid(e->j, rowid, &in);
+  if (rc == 0)
+    rc = control_row(e, &in, control);
+  pthread_mutex_lock(&e->mu);
+  control_end(e, ent, in.status ? in.status : "");
+  pthread_mutex_unlock(&e->mu);
+  journal_instance_clear(&in);
+  return rc;
+}
+
+int duro_instance_pause(duro_engine *e, const char *workflow, const char *id) {
+  return request_control(e, workflow, id, JOURNAL_CONTROL_PAUSE);
+}
+
+int duro_instance_terminate(duro_engine *e, const char *workflow,
+                            const char *id) {
+  return request_control(e, workflow, id, JOURNAL_CONTROL_TERMINATE);
+}
+
+int duro_instance_resume(duro_engine *e, const char *workflow,
+                         const char *id) {
+  int64_t rowid;
+  int rc = instance_rowid(e, workflow, id, &rowid);
+  if (rc)
+    return rc;
+  entry *active;
+  pthread_mutex_lock(&e->mu);
+  entry *ent = control_begin(e, rowid, &active);
+  if (active) {
+    /* waitingForPause: withdraw the request before it takes effect */
+    int pending = __atomic_exchange_n(&active->pause_req, 0, __ATOMIC_ACQ_REL);
+    pthread_mutex_unlock(&e->mu);
+    if (!pending)
+      return DURO_E_CANNOT_RESUME;
+    return persist_control(e, rowid, 0);
+  }
+  pthread_mutex_unlock(&e->mu);
+  journal_instance in = {0};
+  rc = journal_instance_get_rowid(e->j, rowid, &in);
+  if (rc == 0 && strcmp(in.status, "paused") != 0)
+    rc = DURO_E_CANNOT_RESUME;
+  if (rc == 0) {
+    int64_t now = duro_clock_now(e->clock);
+    journal_batch b = {0};
+    /* Sleeps and timeouts were frozen while paused: move them forward by
+     * the pause's length, then let an activation re-derive the wake. */
+    if (in.paused_ms != JOURNAL_NONE && now > in.paused_ms) {
+      journal_op *op = journal_batch_add(&b, JOP_STEPS_SHIFT_WAKE);
+      op->rowid = rowid;
+      op->from_seq = now - in.paused_ms;
+    }
+    row_set_status(&in, "queued");
+    in.paused_ms = JOURNAL_NONE;
+    in.wake_ms = JOURNAL_NONE;
+    journal_batch_add(&b, JOP_INSTANCE_SET)->inst = &in;
+    journal_batch_add(&b, JOP_INSTANCE_CONTROL_CLEAR)->rowid = rowid;
+    rc = journal_commit(e->j, &b);
+    journal_batch_free(&b);
+    if (rc)
+      row_set_status(&in, "paused");
+  }
+  pthread_mutex_lock(&e->mu);
+  control_end(e, ent, in.status ? in.status : "");
+  pthread_mutex_unlock(&e->mu);
+  journal_instance_clear(&in);
+  return rc;
+}
+
+int duro_instance_restart(duro_engine *e, const char *workflow,
+                          const char *id, const char *from, uint32_t count) {
+  int64_t rowid;
+  int rc = instance_rowid(e, workflow, id, &rowid);
+  if (rc)
+    return rc;
+  entry *active;
+  pthread_mutex_lock(&e->mu);
+  entry *ent = control_begin(e, rowid, &active);
+  pthread_mutex_unlock(&e->mu);
+  if (active)
+    return DURO_E_CANNOT_RESTART;
+  journal_instance in = {0};
+  journal_step *steps = NULL;
+  size_t n = 0;
+  rc = journal_instance_get_rowid(e->j, rowid, &in);
+  if (rc == 0 && !status_ended(in.status))
+    rc = DURO_E_CANNOT_RESTART;
+  int64_t from_seq = -1;
+  if (rc == 0 && from) {
+    rc = journal_steps_load(e->j, rowid, &steps, &n);
+    char *key = xasprintf("%s#%u", from, count ? count : 1);
+    if (rc == 0) {
+      rc = DURO_E_CANNOT_RESTART;
+      for (size_t i = 0; i < n; i++)
+        if (!strcmp(steps[i].key, key)) {
+          from_seq = steps[i].seq;
+          rc = 0;
+          break;
+        }
+    }
+    free(key);
+  }
+  if (rc == 0) {
+    journal_batch b = {0};
+    journal_op *op = journal_batch_add(&b, JOP_STEPS_DISCARD);
+    op->rowid = rowid;
+    op->from_seq = from_seq;
+    char *old = xstrdup(in.status);
+    row_set_status(&in, "queued");
+    free(in.output);
+    free(in.error);
+    in.output = in.error = NULL;
+    in.ended_ms = in.wake_ms = in.paused_ms = JOURNAL_NONE;
+    journal_batch_add(&b, JOP_INSTANCE_SET)->inst = &in;
+    journal_batch_add(&b, JOP_INSTANCE_CONTROL_CLEAR)->rowid = rowid;
+    rc = journal_commit(e->j, &b);
+    journal_batch_free(&b);
+    if (rc)
+      row_set_status(&in, old);
+    free(old);
+  }
+  journal_steps_free(steps, n);
+  pthread_mutex_lock(&e->mu);
+  control_end(e, ent, in.status ? in.status : "");
+  pthread_mutex_unlock(&e->mu);
+  journal_instance_clear(&in);
+  return rc;
+}
+
+int duro_instance_send_event(duro_engine *e, const char *workflow,
+                             const char *id, const char *type,
+                             const char *payload) {
+  if (!type || !*type || strlen(type) > 100)
+    return DURO_E_INVALID_ARGUMENT;
+  if (payload && json_text_check(payload, e->max_step_result) != 0)
+    return DURO_E_INVALID_PARAMS;
+  int64_t rowid;
+  int rc = instance_rowid(e, workflow, id, &rowid);
+  if (rc)
+    return rc;
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_EVENT_INSERT);
+  op->rowid = rowid;
+  op->event_type = type;
+  op->event_payload = payload ? payload : "null";
+  op->ts_ms = duro_clock_now(e->clock);
+  rc = journal_commit(e->j, &b);
+  journal_batch_free(&b);
+  if (rc)
+    return rc;
+  /* Wake the instance if it waits for this type.  With no entry the row is
+   * current (engine_internal.h), so reading it under mu is exact. */
+  pthread_mutex_lock(&e->mu);
+  entry *ent = idmap_get(&e->entries, rowid);
+  if (ent) {
+    if (ent->state != ENTRY_QUEUED)
+      ent->rerun = 1;
+  } else {
+    journal_instance in = {0};
+    if (journal_instance_get_rowid(e->j, rowid, &in) == 0 &&
+        !strcmp(in.status, "waiting") && in.wait_type &&
+        !strcmp(in.wait_type, type))
+      runnable_push(e, entry_take(e, rowid, ENTRY_QUEUED));
+    journal_instance_clear(&in);
+  }
+  pthread_mutex_unlock(&e->mu);
+  return 0;
+}
+
+/* ---- inspection -------------------------------------------------------------- */
+
+/* The status a reader should see: a running activation overlays the row. */
+static const char *live_status(duro_engine *e, int64_t rowid,
+                               const char *stored) {
+  const char *s = stored;
+  pthread_mutex_lock(&e->mu);
+  entry *ent = idmap_get(&e->entries, rowid);
+  if (ent && ent->state == ENTRY_ACTIVE) {
+    if (__atomic_load_n(&ent->terminate_req, __ATOMIC_ACQUIRE))
+      s = "terminated";
+    else if (__atomic_load_n(&ent->pause_req, __ATOMIC_ACQUIRE))
+      s = "waitingForPause";
+    else
+      s = "running";
+  }
+  pthread_mutex_unlock(&e->mu);
+  return s;
+}
+
+int duro_instance_status(duro_engine *e, const char *workflow, const char *id,
+                         duro_status *out) {
+  if (!engine_find_workflow(e, workflow))
+    return DURO_E_WORKFLOW_NOT_FOUND;
+  journal_instance in = {0};
+  int rc = journal_instance_get(e->j, workflow, id, &in);
+  if (rc == 0)
+    *out = (duro_status)duro_status_parse(live_status(e, in.rowid, in.status));
+  journal_instance_clear(&in);
+  return rc;
+}
+
+static json_t *json_raw_or_null(const char *text) {
+  if (!text)
+    return json_null();
+  json_t *v = json_loads(text, JSON_DECODE_ANY, NULL);
+  return v ? v : json_string(text);
+}
+
+static json_t *json_ms(int64_t ms) {
+  return ms == JOURNAL_NONE ? json_null() : json_integer(ms);
+}
+
+static void attempt_to_json(void *ctx, const char *key, uint32_t number,
+                            int64_t started_ms, int64_t ended_ms,
+                            const char *error, const char *build) {
+  json_t *by_key = ctx;
+  json_t *list = json_object_get(by_key, key);
+  if (!list) {
+    list = json_array();
+    json_object_set_new(by_key, key, list);
+  }
+  json_array_append_new(
+      list, json_pack("{s:I,s:o,s:o,s:o,s:s?}", "number", (json_int_t)number,
+                      "started_ms", json_ms(started_ms), "ended_ms",
+                      json_ms(ended_ms), "error", json_raw_or_null(error),
+                      "build", build));
+}
+
+int duro_instance_describe(duro_engine *e, const char *workflow,
+                           const char *id, json_t **out) {
+  *out = NULL;
+  if (!engine_find_workflow(e, workflow))
+    return DURO_E_WORKFLOW_NOT_FOUND;
+  if (!duro_instance_id_valid(id))
+    return DURO_E_INVALID_ID;
+  journal_instance in = {0};
+  int rc = journal_instance_get(e->j, workflow, id, &in);
+  if (rc)
+    return rc;
+  journal_step *steps = NULL;
+  size_t n = 0;
+  json_t *attempts = json_object();
+  rc = journal_steps_load(e->j, in.rowid, &steps, &n);
+  if (rc == 0)
+    rc = journal_attempts_each(e->j, in.rowid, attempt_to_json, attempts);
+  if (rc == 0) {
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+      journal_step *s = &steps[i];
+      json_t *att = json_object_get(attempts, s->key);
+      json_array_append_new(
+          arr,
+          json_pack("{s:s,s:s,s:I,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "key",
+                    s->key, "name", s->name, "count", (json_int_t)s->count,
+                    "type", s->type, "status", s->status, "result",
+                    json_raw_or_null(s->result), "error",
+                    json_raw_or_null(s->error), "started_ms",
+                    json_ms(s->started_ms), "ended_ms", json_ms(s->ended_ms),
+                    "wake_ms", json_ms(s->wake_ms), "attempts",
+                    att ? json_incref(att) : json_array()));
+    }
+    *out = json_pack(
+        "{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "id", in.id,
+        "workflow", in.workflow, "status", live_status(e, in.rowid, in.status),
+        "params", json_raw_or_null(in.params), "output",
+        json_raw_or_null(in.output), "error", json_raw_or_null(in.error),
+        "created_ms", json_ms(in.created_ms), "started_ms",
+        json_ms(in.started_ms), "ended_ms", json_ms(in.ended_ms), "wake_ms",
+        json_ms(in.wake_ms), "steps", arr);
+  }
+  json_decref(attempts);
+  journal_steps_free(steps, n);
+  journal_instance_clear(&in);
+  return rc;
+}
+
+typedef struct list_ctx {
+  duro_engine *e;
+  json_t *arr;
+  int64_t last;
+} list_ctx;
+
+static void list_one(void *ctx, int64_t rowid, const char *id,
+                     const char *status, int64_t created_ms) {
+  list_ctx *l = ctx;
+  json_array_append_new(
+      l->arr, json_pack("{s:s,s:s,s:I}", "id", id, "status",
+                        live_status(l->e, rowid, status), "created_ms",
+                        (json_int_t)created_ms));
+  l->last = rowid;
+}
+
+int duro_instance_list(duro_engine *e, const char *workflow, int status,
+                       size_t limit, const char *cursor, json_t **out) {
+  *out = NULL;
+  if (!engine_find_workflow(e, workflow))
+    return DURO_E_WORKFLOW_NOT_FOUND;
+  int64_t after = 0;
+  if (cursor && *cursor) {
+    char *end;
+    after = strtoll(cursor, &end, 10);
+    if (*end || after <= 0)
+      return DURO_E_INVALID_ARGUMENT;
+  }
+  if (limit == 0 || limit > 1000)
+    limit = 1000;
+  list_ctx l = {.e = e, .arr = json_array()};
+  /* "running" and "waitingForPause" live in memory, over stored rows */
+  const char *filter = status < 0 ? NULL : duro_status_name((duro_status)status);
+  int rc = journal_list(e->j, workflow, filter, after, limit, list_one, &l);
+  if (rc) {
+    json_decref(l.arr);
+    return rc;
+  }
+  char next[32] = "";
+  if (json_array_size(l.arr) == limit)
+    snprintf(next, sizeof next, "%lld", (long long)l.last);
+  *out = json_pack("{s:o,s:s?}", "instances", l.arr, "cursor",
+                   next[0] ? next : NULL);
+  return 0;
+}

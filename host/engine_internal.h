@@ -1,0 +1,80 @@
+/* engine_internal.h — what engine.c (instances, scheduling) and step.c (the
+ * step API inside an activation) share.  Not for other modules.
+ *
+ * The in-memory state of the engine is only about instances something is
+ * happening to: an `entry` exists while an instance is runnable (QUEUED),
+ * running an activation (ACTIVE) or under a control operation (CONTROL).
+ * Invariant: while an instance has no entry, its database row is current
+ * and nobody writes it; so whoever creates the entry (under `mu`) owns the
+ * row's status until the entry goes away. */
+#ifndef DURO_ENGINE_INTERNAL_H
+#define DURO_ENGINE_INTERNAL_H
+
+#include <pthread.h>
+
+#include "engine.h"
+#include "journal.h"
+#include "map.h"
+
+typedef struct wf_reg {
+  duro_engine *engine;
+  char *name;
+  char *binding;
+  char *build;
+  duro_run_fn run;
+  duro_workflow_limits limits;
+} wf_reg;
+
+enum { ENTRY_QUEUED = 1, ENTRY_ACTIVE, ENTRY_CONTROL };
+
+typedef struct entry {
+  int64_t rowid;
+  int state;
+  /* Requests that reach an ACTIVE instance; the activation reads them at
+   * every step boundary (atomically) and applies them when it ends. */
+  int pause_req;
+  int terminate_req;
+  /* An event (or wake) arrived while the entry was busy: run again. */
+  int rerun;
+  struct entry *next; /* runnable FIFO */
+} entry;
+
+struct duro_engine {
+  duro_engine_options opt;
+  duro_clock *clock;
+  journal *j;
+  wf_reg *wfs;
+  size_t n_wfs;
+  int64_t max_step_result;
+
+  pthread_mutex_t mu;
+  pthread_cond_t work;    /* a runnable entry was queued, or stopping */
+  pthread_cond_t changed; /* an entry left the CONTROL or ACTIVE state */
+  idmap entries;          /* rowid → entry */
+  entry *run_head, *run_tail;
+  int64_t polled_through; /* poll_due has queued every wake up to here */
+  int stopping;
+  pthread_t *threads;
+  uint32_t n_threads;
+};
+
+/* Runs one activation of the instance behind `ent` (state ACTIVE), writes
+ * its outcome, and returns the status it stored. step.c. */
+void activation_run(duro_engine *e, entry *ent);
+
+/* Called by activation_run when it has committed the instance's new row:
+ * removes or requeues the entry. engine.c. */
+void engine_activation_done(duro_engine *e, entry *ent, const char *status,
+                            int64_t wake_ms);
+
+const wf_reg *engine_find_workflow(const duro_engine *e, const char *name);
+const wf_reg *engine_find_binding(const duro_engine *e, const char *binding);
+
+/* Validates JSON text; returns 0, DURO_E_INVALID_OUTPUT, or
+ * DURO_E_OUTPUT_TOO_LARGE when longer than `limit` bytes. */
+int json_text_check(const char *text, int64_t limit);
+
+/* {"name":..,"message":..} as a malloc'ed string. */
+char *error_json(const char *name, const char *message);
+
+#endif

@@ -1,0 +1,219 @@
+/* host.c — wires a config to a running engine.
+ *
+ * One libuv loop owns the signals and the wake timer; activations run on
+ * the engine's worker threads and never on the loop.  The timer is armed
+ * for the earliest wake time in the journal (capped at one second, a
+ * safety net), and re-armed through a uv_async whenever an activation
+ * stores an earlier one. */
+#include "host.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <uv.h>
+
+#include "config.h"
+#include "engine.h"
+#include "error.h"
+#include "loader.h"
+#include "log.h"
+#include "util.h"
+
+typedef struct host {
+  config *cfg;
+  duro_engine *engine;
+  loader_plugin **plugins;
+  size_t n_plugins;
+  uv_loop_t loop;
+  uv_timer_t timer;
+  uv_async_t rearm;
+  uv_signal_t sigint, sigterm;
+} host;
+
+/* Creates the directories above `path` (like mkdir -p of its dirname). */
+static int make_parent_dirs(const char *path) {
+  char *copy = xstrdup(path);
+  char *dir = dirname(copy);
+  int rc = 0;
+  for (char *p = dir + 1; *p; p++) {
+    if (*p != '/')
+      continue;
+    *p = '\0';
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+      rc = -1;
+    *p = '/';
+  }
+  if (strcmp(dir, ".") != 0 && mkdir(dir, 0755) != 0 && errno != EEXIST)
+    rc = -1;
+  free(copy);
+  return rc;
+}
+
+/* Loads every plugin and registers its workflows with `engine` (NULL for
+ * `check`).  Reports each problem as file:line:column and returns the
+ * number of problems. */
+static int load_plugins(host *h, duro_engine *engine) {
+  int problems = 0;
+  const config *cfg = h->cfg;
+  h->plugins = xcalloc(cfg->n_plugins ? cfg->n_plugins : 1,
+                       sizeof *h->plugins);
+  for (size_t i = 0; i < cfg->n_plugins; i++) {
+    const config_plugin *p = &cfg->plugins[i];
+    char err[1024];
+    loader_plugin *lp = NULL;
+    if (loader_open(p->name, p->path, duro_host_api(), &lp, err, sizeof err)) {
+      fprintf(stderr, "%s:%d:%d: %s\n", cfg->file, p->pos.line, p->pos.column,
+              err);
+      problems++;
+      continue;
+    }
+    h->plugins[h->n_plugins++] = lp;
+    for (size_t k = 0; k < p->n_workflows; k++) {
+      const config_workflow *w = &p->workflows[k];
+      duro_run_fn run = loader_find_workflow(lp, w->class_name);
+      if (!run) {
+        fprintf(stderr,
+                "%s:%d:%d: workflow \"%s\": plugin \"%s\" (%s) exports no "
+                "class \"%s\"\n",
+                cfg->file, w->pos.line, w->pos.column, w->name, p->name,
+                p->path, w->class_name);
+        problems++;
+        continue;
+      }
+      if (!engine)
+        continue;
+      duro_workflow_limits lim = {.retention_ms = w->retention_ms,
+                                  .max_steps = w->max_steps,
+                                  .concurrency = w->concurrency};
+      if (duro_engine_register(engine, w->name, w->binding, run, &lim,
+                               loader_build(lp)) != 0) {
+        fprintf(stderr, "%s:%d:%d: workflow \"%s\" cannot be registered\n",
+                cfg->file, w->pos.line, w->pos.column, w->name);
+        problems++;
+      }
+    }
+  }
+  return problems;
+}
+
+static void unload_plugins(host *h) {
+  for (size_t i = 0; i < h->n_plugins; i++)
+    loader_close(h->plugins[i]);
+  free(h->plugins);
+  h->plugins = NULL;
+  h->n_plugins = 0;
+}
+
+int host_check(const char *config_path) {
+  char err[1024];
+  host h = {0};
+  h.cfg = config_load(config_path, err, sizeof err);
+  if (!h.cfg) {
+    fprintf(stderr, "%s\n", err);
+    return 1;
+  }
+  int problems = load_plugins(&h, NULL);
+  unload_plugins(&h);
+  if (!problems)
+    printf("%s: ok (%zu plugin%s)\n", config_path, h.cfg->n_plugins,
+           h.cfg->n_plugins == 1 ? "" : "s");
+  config_free(h.cfg);
+  return problems ? 1 : 0;
+}
+
+static void on_timer(uv_timer_t *t);
+
+static void arm_timer(host *h) {
+  duro_engine_poll_due(h->engine);
+  int64_t next = duro_engine_next_wake(h->engine);
+  int64_t now = duro_clock_now(duro_clock_real());
+  int64_t delay = next == INT64_MAX ? 1000 : next - now;
+  if (delay < 0)
+    delay = 0;
+  if (delay > 1000)
+    delay = 1000;
+  uv_timer_start(&h->timer, on_timer, (uint64_t)delay, 0);
+}
+
+static void on_timer(uv_timer_t *t) { arm_timer(t->loop->data); }
+
+static void on_rearm(uv_async_t *a) { arm_timer(a->loop->data); }
+
+static void wake_changed(void *ctx) { uv_async_send(&((host *)ctx)->rearm); }
+
+static void on_signal(uv_signal_t *s, int signum) {
+  log_info("signal %d: stopping", signum);
+  uv_stop(s->loop);
+}
+
+static void close_handle(uv_handle_t *hd, void *arg) {
+  (void)arg;
+  if (!uv_is_closing(hd))
+    uv_close(hd, NULL);
+}
+
+int host_run(const char *config_path) {
+  char err[1024];
+  host h = {0};
+  int code = 1;
+  h.cfg = config_load(config_path, err, sizeof err);
+  if (!h.cfg) {
+    fprintf(stderr, "%s\n", err);
+    return 1;
+  }
+  if (make_parent_dirs(h.cfg->storage.path) != 0) {
+    fprintf(stderr, "%s: cannot create the directory for storage.path \"%s\": "
+            "%s\n", config_path, h.cfg->storage.path, strerror(errno));
+    goto out;
+  }
+  duro_engine_options opt = {
+      .db_path = h.cfg->storage.path,
+      .synchronous_full = h.cfg->storage.synchronous_full,
+      .workers = h.cfg->engine.workers ? h.cfg->engine.workers : 8,
+      .max_step_result = h.cfg->engine.max_step_result,
+      .on_wake_change = wake_changed,
+      .ctx = &h,
+  };
+  if (duro_engine_open(&opt, &h.engine, err, sizeof err) != 0) {
+    fprintf(stderr, "%s\n", err);
+    goto out;
+  }
+  if (load_plugins(&h, h.engine) != 0)
+    goto out;
+
+  uv_loop_init(&h.loop);
+  h.loop.data = &h;
+  uv_timer_init(&h.loop, &h.timer);
+  uv_async_init(&h.loop, &h.rearm, on_rearm);
+  uv_signal_init(&h.loop, &h.sigint);
+  uv_signal_init(&h.loop, &h.sigterm);
+  uv_signal_start(&h.sigint, on_signal, SIGINT);
+  uv_signal_start(&h.sigterm, on_signal, SIGTERM);
+
+  int rc = duro_engine_start(h.engine);
+  if (rc != 0) {
+    fprintf(stderr, "duro: cannot start the engine: %s\n", duro_err_str(rc));
+  } else {
+    log_info("ready: %zu plugin(s), storage %s (synchronous=%s)",
+             h.n_plugins, h.cfg->storage.path,
+             h.cfg->storage.synchronous_full ? "full" : "normal");
+    arm_timer(&h);
+    uv_run(&h.loop, UV_RUN_DEFAULT);
+    code = 0;
+  }
+  /* Workers finish their current step, then suspend at the boundary. */
+  duro_engine_close(h.engine);
+  h.engine = NULL;
+  uv_walk(&h.loop, close_handle, NULL);
+  uv_run(&h.loop, UV_RUN_DEFAULT);
+  uv_loop_close(&h.loop);
+out:
+  duro_engine_close(h.engine);
+  unload_plugins(&h);
+  config_free(h.cfg);
+  return code;
+}

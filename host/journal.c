@@ -1,0 +1,747 @@
+/* journal.c — the SQLite store: schema, group commit, and reads.
+ *
+ * Two connections to one WAL-mode file: `wr` is used only by the thread
+ * that currently leads a group commit, `rd` (guarded by rd_mu) serves every
+ * read.  WAL lets reads proceed while a group commits, and a read started
+ * after a commit returns sees it.
+ *
+ * Group commit: journal_commit() queues the caller's batch; if no commit is
+ * in progress the caller becomes the leader, takes every queued batch, runs
+ * them in one transaction and wakes their owners.  Owners arriving during a
+ * commit wait for the next one.  A batch is reported done only after COMMIT
+ * returned, and with synchronous=FULL that means after the fsync.
+ *
+ * Invariant: this is the only file that includes sqlite3.h. */
+#include "journal.h"
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "duro.h"
+#include "util.h"
+
+enum {
+  ST_INSTANCE_INSERT,
+  ST_INSTANCE_SET,
+  ST_INSTANCE_CONTROL,
+  ST_INSTANCE_CONTROL_CLEAR,
+  ST_STEP_PUT,
+  ST_STEPS_DISCARD,
+  ST_ATTEMPTS_DISCARD,
+  ST_EVENTS_RELEASE,
+  ST_STEPS_SHIFT_WAKE,
+  ST_ATTEMPT_PUT,
+  ST_EVENT_INSERT,
+  ST_EVENT_CONSUME,
+  ST_WRITE_COUNT_
+};
+
+static const char *const write_sql[ST_WRITE_COUNT_] = {
+    [ST_INSTANCE_INSERT] =
+        "INSERT INTO instances(workflow,id,status,params,created_ms,"
+        "retention_ms) VALUES(?1,?2,?3,?4,?5,?6) "
+        "ON CONFLICT(workflow,id) DO NOTHING",
+    [ST_INSTANCE_SET] =
+        "UPDATE instances SET status=?2, output=?3, error=?4, started_ms=?5, "
+        "ended_ms=?6, wake_ms=?7, paused_ms=?8, wait_type=?9 WHERE rowid=?1",
+    [ST_INSTANCE_CONTROL] = "UPDATE instances SET control=?2 WHERE rowid=?1",
+    [ST_INSTANCE_CONTROL_CLEAR] =
+        "UPDATE instances SET control=0 WHERE rowid=?1",
+    [ST_STEP_PUT] =
+        "INSERT OR REPLACE INTO steps(instance,key,seq,name,count,type,status,"
+        "result,error,attempts,started_ms,ended_ms,wake_ms) "
+        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
+    [ST_STEPS_DISCARD] = "DELETE FROM steps WHERE instance=?1 AND seq>=?2",
+    [ST_ATTEMPTS_DISCARD] =
+        "DELETE FROM attempts WHERE instance=?1 AND key NOT IN "
+        "(SELECT key FROM steps WHERE instance=?1)",
+    [ST_EVENTS_RELEASE] =
+        "UPDATE events SET consumed_by=NULL WHERE instance=?1 AND "
+        "consumed_by IS NOT NULL AND consumed_by NOT IN "
+        "(SELECT key FROM steps WHERE instance=?1)",
+    [ST_STEPS_SHIFT_WAKE] =
+        "UPDATE steps SET wake_ms=wake_ms+?2 WHERE instance=?1 AND "
+        "status='waiting' AND wake_ms IS NOT NULL",
+    [ST_ATTEMPT_PUT] =
+        "INSERT OR REPLACE INTO attempts(instance,key,number,started_ms,"
+        "ended_ms,error,build) VALUES(?1,?2,?3,?4,?5,?6,?7)",
+    [ST_EVENT_INSERT] = "INSERT INTO events(instance,type,payload,ts_ms) "
+                        "VALUES(?1,?2,?3,?4)",
+    [ST_EVENT_CONSUME] = "UPDATE events SET consumed_by=?2 WHERE seq=?1",
+};
+
+static const char schema_sql[] =
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);"
+    "INSERT OR IGNORE INTO meta VALUES('schema','1');"
+    "CREATE TABLE IF NOT EXISTS instances("
+    " rowid INTEGER PRIMARY KEY,"
+    " workflow TEXT NOT NULL, id TEXT NOT NULL, status TEXT NOT NULL,"
+    " params TEXT NOT NULL, output TEXT, error TEXT,"
+    " created_ms INTEGER NOT NULL, started_ms INTEGER, ended_ms INTEGER,"
+    " wake_ms INTEGER, paused_ms INTEGER, wait_type TEXT,"
+    " control INTEGER NOT NULL DEFAULT 0, retention_ms INTEGER NOT NULL,"
+    " UNIQUE(workflow, id));"
+    "CREATE INDEX IF NOT EXISTS instances_wake ON instances(wake_ms)"
+    " WHERE wake_ms IS NOT NULL;"
+    "CREATE INDEX IF NOT EXISTS instances_status ON instances(status);"
+    "CREATE TABLE IF NOT EXISTS steps("
+    " instance INTEGER NOT NULL, key TEXT NOT NULL, seq INTEGER NOT NULL,"
+    " name TEXT NOT NULL, count INTEGER NOT NULL, type TEXT NOT NULL,"
+    " status TEXT NOT NULL, result TEXT, error TEXT,"
+    " attempts INTEGER NOT NULL, started_ms INTEGER, ended_ms INTEGER,"
+    " wake_ms INTEGER, PRIMARY KEY(instance, key)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS attempts("
+    " instance INTEGER NOT NULL, key TEXT NOT NULL, number INTEGER NOT NULL,"
+    " started_ms INTEGER, ended_ms INTEGER, error TEXT, build TEXT,"
+    " PRIMARY KEY(instance, key, number)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS events("
+    " seq INTEGER PRIMARY KEY, instance INTEGER NOT NULL,"
+    " type TEXT NOT NULL, payload TEXT NOT NULL, ts_ms INTEGER NOT NULL,"
+    " consumed_by TEXT);"
+    "CREATE INDEX IF NOT EXISTS events_by_instance ON events(instance, seq);";
+
+typedef struct pending {
+  journal_batch *batch;
+  int done;
+  int rc;
+  struct pending *next;
+} pending;
+
+struct journal {
+  sqlite3 *wr;
+  sqlite3 *rd;
+  sqlite3_stmt *ws[ST_WRITE_COUNT_];
+  pthread_mutex_t rd_mu;
+
+  pthread_mutex_t mu; /* guards the queue and `committing` */
+  pthread_cond_t cond;
+  pending *head, *tail;
+  int committing;
+  char errmsg[256];
+};
+
+/* ---- open / close -------------------------------------------------------- */
+
+static int open_conn(const char *path, int synchronous_full, sqlite3 **out,
+                     char *err, size_t errlen) {
+  sqlite3 *db = NULL;
+  int rc = sqlite3_open_v2(path, &db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                               SQLITE_OPEN_NOMUTEX,
+                           NULL);
+  if (rc != SQLITE_OK) {
+    snprintf(err, errlen, "%s: cannot open database: %s", path,
+             db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    sqlite3_close(db);
+    return DURO_E_STORAGE;
+  }
+  sqlite3_busy_timeout(db, 10000);
+  char sql[160];
+  snprintf(sql, sizeof sql,
+           "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s;"
+           "PRAGMA foreign_keys=OFF;",
+           synchronous_full ? "FULL" : "NORMAL");
+  char *msg = NULL;
+  if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+    snprintf(err, errlen, "%s: %s", path, msg ? msg : "pragma failed");
+    sqlite3_free(msg);
+    sqlite3_close(db);
+    return DURO_E_STORAGE;
+  }
+  *out = db;
+  return 0;
+}
+
+int journal_open(const char *path, int synchronous_full, journal **out,
+                 char *err, size_t errlen) {
+  journal *j = xcalloc(1, sizeof *j);
+  int rc = open_conn(path, synchronous_full, &j->wr, err, errlen);
+  if (rc)
+    goto fail;
+  char *msg = NULL;
+  if (sqlite3_exec(j->wr, schema_sql, NULL, NULL, &msg) != SQLITE_OK) {
+    snprintf(err, errlen, "%s: cannot create schema: %s", path,
+             msg ? msg : "?");
+    sqlite3_free(msg);
+    rc = DURO_E_STORAGE;
+    goto fail;
+  }
+  for (int i = 0; i < ST_WRITE_COUNT_; i++) {
+    if (sqlite3_prepare_v3(j->wr, write_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+                           &j->ws[i], NULL) != SQLITE_OK) {
+      snprintf(err, errlen, "%s: %s", path, sqlite3_errmsg(j->wr));
+      rc = DURO_E_STORAGE;
+      goto fail;
+    }
+  }
+  rc = open_conn(path, synchronous_full, &j->rd, err, errlen);
+  if (rc)
+    goto fail;
+  pthread_mutex_init(&j->rd_mu, NULL);
+  pthread_mutex_init(&j->mu, NULL);
+  pthread_cond_init(&j->cond, NULL);
+  *out = j;
+  return 0;
+
+fail:
+  for (int i = 0; i < ST_WRITE_COUNT_; i++)
+    sqlite3_finalize(j->ws[i]);
+  sqlite3_close(j->wr);
+  sqlite3_close(j->rd);
+  free(j);
+  return rc;
+}
+
+void journal_close(journal *j) {
+  if (!j)
+    return;
+  for (int i = 0; i < ST_WRITE_COUNT_; i++)
+    sqlite3_finalize(j->ws[i]);
+  sqlite3_close(j->wr);
+  sqlite3_close(j->rd);
+  pthread_mutex_destroy(&j->rd_mu);
+  pthread_mutex_destroy(&j->mu);
+  pthread_cond_destroy(&j->cond);
+  free(j);
+}
+
+const char *journal_errmsg(journal *j) { return j->errmsg; }
+
+/* ---- batches ------------------------------------------------------------- */
+
+journal_op *journal_batch_add(journal_batch *b, journal_op_kind kind) {
+  if (b->n == b->cap) {
+    b->cap = b->cap ? b->cap * 2 : 8;
+    b->ops = xrealloc(b->ops, b->cap * sizeof *b->ops);
+  }
+  journal_op *op = &b->ops[b->n++];
+  memset(op, 0, sizeof *op);
+  op->kind = kind;
+  return op;
+}
+
+void journal_batch_reset(journal_batch *b) { b->n = 0; }
+
+void journal_batch_free(journal_batch *b) {
+  free(b->ops);
+  memset(b, 0, sizeof *b);
+}
+
+/* ---- applying ops on the writer connection ------------------------------- */
+
+static void bind_text(sqlite3_stmt *st, int i, const char *s) {
+  if (s)
+    sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(st, i);
+}
+
+static void bind_ms(sqlite3_stmt *st, int i, int64_t v) {
+  if (v == JOURNAL_NONE)
+    sqlite3_bind_null(st, i);
+  else
+    sqlite3_bind_int64(st, i, v);
+}
+
+static int step_done(journal *j, sqlite3_stmt *st) {
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+    snprintf(j->errmsg, sizeof j->errmsg, "%s", sqlite3_errmsg(j->wr));
+    return DURO_E_STORAGE;
+  }
+  return 0;
+}
+
+static int apply_op(journal *j, journal_op *op) {
+  sqlite3_stmt *st;
+  int rc;
+  switch (op->kind) {
+  case JOP_INSTANCE_INSERT: {
+    const journal_instance *in = op->inst;
+    st = j->ws[ST_INSTANCE_INSERT];
+    bind_text(st, 1, in->workflow);
+    bind_text(st, 2, in->id);
+    bind_text(st, 3, in->status);
+    bind_text(st, 4, in->params);
+    sqlite3_bind_int64(st, 5, in->created_ms);
+    sqlite3_bind_int64(st, 6, in->retention_ms);
+    if ((rc = step_done(j, st)))
+      return rc;
+    if (sqlite3_changes(j->wr) == 0) {
+      op->rc = DURO_E_ALREADY_EXISTS;
+    } else {
+      op->rc = 0;
+      op->out_rowid = sqlite3_last_insert_rowid(j->wr);
+    }
+    return 0;
+  }
+  case JOP_INSTANCE_SET: {
+    const journal_instance *in = op->inst;
+    st = j->ws[ST_INSTANCE_SET];
+    sqlite3_bind_int64(st, 1, in->rowid);
+    bind_text(st, 2, in->status);
+    bind_text(st, 3, in->output);
+    bind_text(st, 4, in->error);
+    bind_ms(st, 5, in->started_ms);
+    bind_ms(st, 6, in->ended_ms);
+    bind_ms(st, 7, in->wake_ms);
+    bind_ms(st, 8, in->paused_ms);
+    bind_text(st, 9, in->wait_type);
+    return step_done(j, st);
+  }
+  case JOP_INSTANCE_CONTROL:
+    st = j->ws[ST_INSTANCE_CONTROL];
+    sqlite3_bind_int64(st, 1, op->rowid);
+    sqlite3_bind_int(st, 2, op->inst ? op->inst->control : 0);
+    return step_done(j, st);
+  case JOP_INSTANCE_CONTROL_CLEAR:
+    st = j->ws[ST_INSTANCE_CONTROL_CLEAR];
+    sqlite3_bind_int64(st, 1, op->rowid);
+    return step_done(j, st);
+  case JOP_STEP_PUT: {
+    const journal_step *s = op->step;
+    st = j->ws[ST_STEP_PUT];
+    sqlite3_bind_int64(st, 1, op->rowid);
+    bind_text(st, 2, s->key);
+    sqlite3_bind_int64(st, 3, s->seq);
+    bind_text(st, 4, s->name);
+    sqlite3_bind_int64(st, 5, s->count);
+    bind_text(st, 6, s->type);
+    bind_text(st, 7, s->status);
+    bind_text(st, 8, s->result);
+    bind_text(st, 9, s->error);
+    sqlite3_bind_int64(st, 10, s->attempts);
+    bind_ms(st, 11, s->started_ms);
+    bind_ms(st, 12, s->ended_ms);
+    bind_ms(st, 13, s->wake_ms);
+    return step_done(j, st);
+  }
+  case JOP_STEPS_DISCARD:
+    st = j->ws[ST_STEPS_DISCARD];
+    sqlite3_bind_int64(st, 1, op->rowid);
+    sqlite3_bind_int64(st, 2, op->from_seq < 0 ? INT64_MIN : op->from_seq);
+    if ((rc = step_done(j, st)))
+      return rc;
+    st = j->ws[ST_ATTEMPTS_DISCARD];
+    sqlite3_bind_int64(st, 1, op->rowid);
+    if ((rc = step_done(j, st)))
+      return rc;
+    st = j->ws[ST_EVENTS_RELEASE];
+    sqlite3_bind_int64(st, 1, op->rowid);
+    return step_done(j, st);
+  case JOP_STEPS_SHIFT_WAKE:
+    st = j->ws[ST_STEPS_SHIFT_WAKE];
+    sqlite3_bind_int64(st, 1, op->rowid);
+    sqlite3_bind_int64(st, 2, op->from_seq);
+    return step_done(j, st);
+  case JOP_ATTEMPT_PUT:
+    st = j->ws[ST_ATTEMPT_PUT];
+    sqlite3_bind_int64(st, 1, op->rowid);
+    bind_text(st, 2, op->attempt.key);
+    sqlite3_bind_int64(st, 3, op->attempt.number);
+    bind_ms(st, 4, op->attempt.started_ms);
+    bind_ms(st, 5, op->attempt.ended_ms);
+    bind_text(st, 6, op->attempt.error);
+    bind_text(st, 7, op->attempt.build);
+    return step_done(j, st);
+  case JOP_EVENT_INSERT:
+    st = j->ws[ST_EVENT_INSERT];
+    sqlite3_bind_int64(st, 1, op->rowid);
+    bind_text(st, 2, op->event_type);
+    bind_text(st, 3, op->event_payload);
+    sqlite3_bind_int64(st, 4, op->ts_ms);
+    if ((rc = step_done(j, st)))
+      return rc;
+    op->out_rowid = sqlite3_last_insert_rowid(j->wr);
+    return 0;
+  case JOP_EVENT_CONSUME:
+    st = j->ws[ST_EVENT_CONSUME];
+    sqlite3_bind_int64(st, 1, op->event_seq);
+    bind_text(st, 2, op->step_key);
+    return step_done(j, st);
+  }
+  return DURO_E_INVALID_ARGUMENT;
+}
+
+static int exec_wr(journal *j, const char *sql) {
+  if (sqlite3_exec(j->wr, sql, NULL, NULL, NULL) != SQLITE_OK) {
+    snprintf(j->errmsg, sizeof j->errmsg, "%s: %s", sql,
+             sqlite3_errmsg(j->wr));
+    return DURO_E_STORAGE;
+  }
+  return 0;
+}
+
+/* Runs every batch of the group in one transaction.  A failure fails the
+ * whole group: nothing of it is reported done. */
+static int commit_group(journal *j, pending *group) {
+  int rc = exec_wr(j, "BEGIN IMMEDIATE");
+  if (rc)
+    return rc;
+  for (pending *p = group; p && !rc; p = p->next)
+    for (size_t i = 0; i < p->batch->n && !rc; i++)
+      rc = apply_op(j, &p->batch->ops[i]);
+  if (rc) {
+    exec_wr(j, "ROLLBACK");
+    return rc;
+  }
+  return exec_wr(j, "COMMIT");
+}
+
+int journal_commit(journal *j, journal_batch *b) {
+  if (b->n == 0)
+    return 0;
+  pending me = {.batch = b};
+  pthread_mutex_lock(&j->mu);
+  if (j->tail)
+    j->tail->next = &me;
+  else
+    j->head = &me;
+  j->tail = &me;
+  while (!me.done && j->committing)
+    pthread_cond_wait(&j->cond, &j->mu);
+  if (me.done) {
+    pthread_mutex_unlock(&j->mu);
+    return me.rc;
+  }
+  /* Lead: take everything queued so far, ourselves included. */
+  pending *group = j->head;
+  j->head = j->tail = NULL;
+  j->committing = 1;
+  pthread_mutex_unlock(&j->mu);
+
+  int rc = commit_group(j, group);
+
+  pthread_mutex_lock(&j->mu);
+  for (pending *p = group, *next; p; p = next) {
+    next = p->next;
+    p->rc = rc;
+    p->done = 1;
+  }
+  j->committing = 0;
+  pthread_cond_broadcast(&j->cond);
+  pthread_mutex_unlock(&j->mu);
+  return rc;
+}
+
+/* ---- reads --------------------------------------------------------------- */
+
+static char *col_text(sqlite3_stmt *st, int i) {
+  const unsigned char *t = sqlite3_column_text(st, i);
+  return t ? xstrdup((const char *)t) : NULL;
+}
+
+static int64_t col_ms(sqlite3_stmt *st, int i) {
+  return sqlite3_column_type(st, i) == SQLITE_NULL ? JOURNAL_NONE
+                                                    : sqlite3_column_int64(st, i);
+}
+
+static int prepare_rd(journal *j, const char *sql, sqlite3_stmt **st) {
+  if (sqlite3_prepare_v2(j->rd, sql, -1, st, NULL) != SQLITE_OK) {
+    snprintf(j->errmsg, sizeof j->errmsg, "%s", sqlite3_errmsg(j->rd));
+    return DURO_E_STORAGE;
+  }
+  return 0;
+}
+
+#define INSTANCE_COLS                                                          \
+  "rowid,workflow,id,status,params,output,error,created_ms,started_ms,"        \
+  "ended_ms,wake_ms,paused_ms,wait_type,control,retention_ms"
+
+static void read_instance(sqlite3_stmt *st, journal_instance *o) {
+  o->rowid = sqlite3_column_int64(st, 0);
+  o->workflow = col_text(st, 1);
+  o->id = col_text(st, 2);
+  o->status = col_text(st, 3);
+  o->params = col_text(st, 4);
+  o->output = col_text(st, 5);
+  o->error = col_text(st, 6);
+  o->created_ms = col_ms(st, 7);
+  o->started_ms = col_ms(st, 8);
+  o->ended_ms = col_ms(st, 9);
+  o->wake_ms = col_ms(st, 10);
+  o->paused_ms = col_ms(st, 11);
+  o->wait_type = col_text(st, 12);
+  o->control = sqlite3_column_int(st, 13);
+  o->retention_ms = sqlite3_column_int64(st, 14);
+}
+
+static int instance_query(journal *j, const char *sql, int64_t rowid,
+                          const char *workflow, const char *id,
+                          journal_instance *out) {
+  sqlite3_stmt *st = NULL;
+  int rc;
+  pthread_mutex_lock(&j->rd_mu);
+  if ((rc = prepare_rd(j, sql, &st)))
+    goto done;
+  if (workflow) {
+    bind_text(st, 1, workflow);
+    bind_text(st, 2, id);
+  } else {
+    sqlite3_bind_int64(st, 1, rowid);
+  }
+  int s = sqlite3_step(st);
+  if (s == SQLITE_ROW) {
+    read_instance(st, out);
+    rc = 0;
+  } else if (s == SQLITE_DONE) {
+    rc = DURO_E_NOT_FOUND;
+  } else {
+    snprintf(j->errmsg, sizeof j->errmsg, "%s", sqlite3_errmsg(j->rd));
+    rc = DURO_E_STORAGE;
+  }
+done:
+  sqlite3_finalize(st);
+  pthread_mutex_unlock(&j->rd_mu);
+  return rc;
+}
+
+int journal_instance_get(journal *j, const char *workflow, const char *id,
+                         journal_instance *out) {
+  return instance_query(
+      j, "SELECT " INSTANCE_COLS " FROM instances WHERE workflow=?1 AND id=?2",
+      0, workflow, id, out);
+}
+
+int journal_instance_get_rowid(journal *j, int64_t rowid,
+                               journal_instance *out) {
+  return instance_query(
+      j, "SELECT " INSTANCE_COLS " FROM instances WHERE rowid=?1", rowid, NULL,
+      NULL, out);
+}
+
+void journal_instance_clear(journal_instance *in) {
+  free(in->workflow);
+  free(in->id);
+  free(in->status);
+  free(in->params);
+  free(in->output);
+  free(in->error);
+  free(in->wait_type);
+  memset(in, 0, sizeof *in);
+}
+
+int journal_steps_load(journal *j, int64_t rowid, journal_step **out,
+                       size_t *n) {
+  sqlite3_stmt *st = NULL;
+  journal_step *v = NULL;
+  size_t len = 0, cap = 0;
+  int rc;
+  pthread_mutex_lock(&j->rd_mu);
+  if ((rc = prepare_rd(j,
+                       "SELECT key,name,count,seq,type,status,result,error,"
+                       "attempts,started_ms,ended_ms,wake_ms FROM steps "
+                       "WHERE instance=?1 ORDER BY seq",
+                       &st)))
+    goto done;
+  sqlite3_bind_int64(st, 1, rowid);
+  int s;
+  while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+    if (len == cap) {
+      cap = cap ? cap * 2 : 16;
+      v = xrealloc(v, cap * sizeof *v);
+    }
+    journal_step *o = &v[len++];
+    o->key = col_text(st, 0);
+    o->name = col_text(st, 1);
+    o->count = (uint32_t)sqlite3_column_int64(st, 2);
+    o->seq = sqlite3_column_int64(st, 3);
+    o->type = col_text(st, 4);
+    o->status = col_text(st, 5);
+    o->result = col_text(st, 6);
+    o->error = col_text(st, 7);
+    o->attempts = (uint32_t)sqlite3_column_int64(st, 8);
+    o->started_ms = col_ms(st, 9);
+    o->ended_ms = col_ms(st, 10);
+    o->wake_ms = col_ms(st, 11);
+  }
+  if (s != SQLITE_DONE) {
+    snprintf(j->errmsg, sizeof j->errmsg, "%s", sqlite3_errmsg(j->rd));
+    rc = DURO_E_STORAGE;
+  }
+done:
+  sqlite3_finalize(st);
+  pthread_mutex_unlock(&j->rd_mu);
+  if (rc) {
+    journal_steps_free(v, len);
+    v = NULL;
+    len = 0;
+  }
+  *out = v;
+  *n = len;
+  return rc;
+}
+
+void journal_steps_free(journal_step *steps, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    free(steps[i].key);
+    free(steps[i].name);
+    free(steps[i].type);
+    free(steps[i].status);
+    free(steps[i].result);
+    free(steps[i].error);
+  }
+  free(steps);
+}
+
+int journal_attempts_each(journal *j, int64_t rowid,
+                          void (*fn)(void *ctx, const char *key,
+                                     uint32_t number, int64_t started_ms,
+                                     int64_t ended_ms, const char *error,
+                                     const char *build),
+                          void *ctx) {
+  sqlite3_stmt *st = NULL;
+  int rc;
+  pthread_mutex_lock(&j->rd_mu);
+  if ((rc = prepare_rd(j,
+                       "SELECT key,number,started_ms,ended_ms,error,build "
+                       "FROM attempts WHERE instance=?1 ORDER BY key,number",
+                       &st)))
+    goto done;
+  sqlite3_bind_int64(st, 1, rowid);
+  while (sqlite3_step(st) == SQLITE_ROW)
+    fn(ctx, (const char *)sqlite3_column_text(st, 0),
+       (uint32_t)sqlite3_column_int64(st, 1), col_ms(st, 2), col_ms(st, 3),
+       (const char *)sqlite3_column_text(st, 4),
+       (const char *)sqlite3_column_text(st, 5));
+done:
+  sqlite3_finalize(st);
+  pthread_mutex_unlock(&j->rd_mu);
+  return rc;
+}
+
+int journal_events_pending(journal *j, int64_t rowid, journal_event **out,
+                           size_t *n) {
+  sqlite3_stmt *st = NULL;
+  journal_event *v = NULL;
+  size_t len = 0, cap = 0;
+  int rc;
+  pthread_mutex_lock(&j->rd_mu);
+  if ((rc = prepare_rd(j,
+                       "SELECT seq,type,payload,ts_ms FROM events WHERE "
+                       "instance=?1 AND consumed_by IS NULL ORDER BY seq",
+                       &st)))
+    goto done;
+  sqlite3_bind_int64(st, 1, rowid);
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    if (len == cap) {
+      cap = cap ? cap * 2 : 8;
+      v = xrealloc(v, cap * sizeof *v);
+    }
+    journal_event *o = &v[len++];
+    o->seq = sqlite3_column_int64(st, 0);
+    o->type = col_text(st, 1);
+    o->payload = col_text(st, 2);
+    o->ts_ms = sqlite3_column_int64(st, 3);
+  }
+done:
+  sqlite3_finalize(st);
+  pthread_mutex_unlock(&j->rd_mu);
+  *out = v;
+  *n = len;
+  return rc;
+}
+
+void journal_events_free(journal_event *ev, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    free(ev[i].type);
+    free(ev[i].payload);
+  }
+  free(ev);
+}
+
+int journal_due(journal *j, int64_t after_ms, int64_t upto_ms, size_t limit,
+                int64_t *rowids, int64_t *wakes, size_t *n) {
+  sqlite3_stmt *st = NULL;
+  int rc;
+  *n = 0;
+  pthread_mutex_lock(&j->rd_mu);
+  if ((rc = prepare_rd(j,
+                       "SELECT rowid, wake_ms FROM instances WHERE wake_ms>?1 "
+                       "AND wake_ms<=?2 ORDER BY wake_ms LIMIT ?3",
+                       &st)))
+    goto done;
+  sqlite3_bind_int64(st, 1, after_ms);
+  sqlite3_bind_int64(st, 2, upto_ms);
+  sqlite3_bind_int64(st, 3, (sqlite3_int64)limit);
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    rowids[*n] = sqlite3_column_int64(st, 0);
+    wakes[*n] = sqlite3_column_int64(st, 1);
+    (*n)++;
+  }
+done:
+  sqlite3_finalize(st);
+  pthread_mutex_unlock(&j->rd_mu);
+  return rc;
+}
+
+int64_t journal_next_wake(journal *j, int64_t after_ms) {
+  sqlite3_stmt *st = NULL;
+  int64_t wake = JOURNAL_NONE;
+  pthread_mutex_lock(&j->rd_mu);
+  if (prepare_rd(j,
+                 "SELECT MIN(wake_ms) FROM instances WHERE wake_ms>?1", &st) ==
+      0) {
+    sqlite3_bind_int64(st, 1, after_ms);
+    if (sqlite3_step(st) == SQLITE_ROW)
+      wake = col_ms(st, 0);
+  }
+  sqlite3_finalize(st);
+  pthread_mutex_unlock(&j->rd_mu);
+  return wake;
+}
+
+int journal_recover_each(journal *j,
+                         void (*fn)(void *ctx, int64_t rowid,
+                                    const char *status, int control),
+                         void *ctx) {
+  sqlite3_stmt *st = NULL;
+  int rc;
+  pthread_mutex_lock(&j->rd_mu);
+  if ((rc = prepare_rd(j,
+                       "SELECT rowid,status,control FROM instances WHERE "
+                       "status='queued' OR (control<>0 AND status IN "
+                       "('waiting','paused'))",
+                       &st)))
+    goto done;
+  while (sqlite3_step(st) == SQLITE_ROW)
+    fn(ctx, sqlite3_column_int64(st, 0),
+       (const char *)sqlite3_column_text(st, 1), sqlite3_column_int(st, 2));
+done:
+  sqlite3_finalize(st);
+  pthread_mutex_unlock(&j->rd_mu);
+  return rc;
+}
+
+int journal_list(journal *j, const char *workflow, const char *status,
+                 int64_t cursor, size_t limit,
+                 void (*fn)(void *ctx, int64_t rowid, const char *id,
+                            const char *status, int64_t created_ms),
+                 void *ctx) {
+  sqlite3_stmt *st = NULL;
+  int rc;
+  pthread_mutex_lock(&j->rd_mu);
+  if ((rc = prepare_rd(j,
+                       "SELECT rowid,id,status,created_ms FROM instances "
+                       "WHERE workflow=?1 AND (?2 IS NULL OR status=?2) AND "
+                       "(?3=0 OR rowid<?3) ORDER BY rowid DESC LIMIT ?4",
+                       &st)))
+    goto done;
+  bind_text(st, 1, workflow);
+  bind_text(st, 2, status);
+  sqlite3_bind_int64(st, 3, cursor);
+  sqlite3_bind_int64(st, 4, (sqlite3_int64)limit);
+  while (sqlite3_step(st) == SQLITE_ROW)
+    fn(ctx, sqlite3_column_int64(st, 0),
+       (const char *)sqlite3_column_text(st, 1),
+       (const char *)sqlite3_column_text(st, 2), sqlite3_column_int64(st, 3));
+done:
+  sqlite3_finalize(st);
+  pthread_mutex_unlock(&j->rd_mu);
+  return rc;
+}

@@ -1,0 +1,176 @@
+/* journal.h — the durable store behind the engine: instances, steps,
+ * attempts and events in one SQLite file.
+ *
+ * Writes are batches of operations.  journal_commit() returns only once its
+ * batch is on disk, and batches submitted concurrently by several threads
+ * share one transaction (group commit: the first waiting thread commits for
+ * all), so durability costs one fsync per group, not per step.
+ * Reads go through a separate connection and see every committed batch.
+ *
+ * journal.c is the only file that includes sqlite3.h: the engine sees rows
+ * as plain structs, which keeps a second storage backend possible. */
+#ifndef DURO_JOURNAL_H
+#define DURO_JOURNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct journal journal;
+
+/* No wake time / no value, for the int64 columns. */
+#define JOURNAL_NONE INT64_MIN
+
+typedef struct journal_instance {
+  int64_t rowid;
+  char *workflow;
+  char *id;
+  char *status; /* "queued", "waiting", ... (never "running") */
+  char *params;
+  char *output; /* NULL = none */
+  char *error;  /* {"name","message"} or NULL */
+  int64_t created_ms, started_ms, ended_ms;
+  int64_t wake_ms;   /* JOURNAL_NONE when no timer */
+  int64_t paused_ms; /* when a pause froze the timers */
+  char *wait_type;   /* the event type waited on, or NULL */
+  int control;       /* JOURNAL_CONTROL_* requested while running */
+  int64_t retention_ms;
+} journal_instance;
+
+enum { JOURNAL_CONTROL_NONE = 0, JOURNAL_CONTROL_PAUSE = 1, JOURNAL_CONTROL_TERMINATE = 2 };
+
+typedef struct journal_step {
+  char *key;  /* "name#count" */
+  char *name;
+  uint32_t count;
+  int64_t seq;   /* call order within an activation */
+  char *type;    /* "do", "sleep", "waitForEvent" */
+  char *status;  /* "waiting", "complete", "errored" */
+  char *result;  /* JSON or NULL */
+  char *error;   /* {"name","message"} or NULL */
+  uint32_t attempts;
+  int64_t started_ms, ended_ms, wake_ms;
+} journal_step;
+
+typedef struct journal_event {
+  int64_t seq;
+  char *type;
+  char *payload;
+  int64_t ts_ms;
+} journal_event;
+
+/* ---- open / close ------------------------------------------------------- */
+
+int journal_open(const char *path, int synchronous_full, journal **out,
+                 char *err, size_t errlen);
+void journal_close(journal *j);
+
+/* ---- writes -------------------------------------------------------------- */
+
+typedef enum journal_op_kind {
+  JOP_INSTANCE_INSERT,  /* inst: workflow,id,status,params,created,retention */
+  JOP_INSTANCE_SET,     /* inst: every mutable column of rowid */
+  JOP_INSTANCE_CONTROL, /* inst.rowid, inst.control */
+  JOP_INSTANCE_CONTROL_CLEAR, /* inst.rowid: control = NONE */
+  JOP_STEP_PUT,         /* rowid + step */
+  JOP_STEPS_DISCARD,    /* rowid; from_seq (-1 = all): steps, attempts, and
+                           un-consume events consumed by discarded steps */
+  JOP_STEPS_SHIFT_WAKE, /* rowid; from_seq holds the delta (ms) added to
+                           the wake time of every waiting step */
+  JOP_ATTEMPT_PUT,      /* rowid + attempt */
+  JOP_EVENT_INSERT,     /* rowid + event (seq assigned) */
+  JOP_EVENT_CONSUME,    /* event seq + step key */
+} journal_op_kind;
+
+typedef struct journal_attempt {
+  const char *key;
+  uint32_t number;
+  int64_t started_ms, ended_ms;
+  const char *error; /* NULL = success */
+  const char *build;
+} journal_attempt;
+
+/* One operation.  Strings are borrowed until journal_commit() returns. */
+typedef struct journal_op {
+  journal_op_kind kind;
+  int64_t rowid;
+  const journal_instance *inst;
+  const journal_step *step;
+  journal_attempt attempt;
+  int64_t from_seq;
+  int64_t event_seq;
+  const char *event_type, *event_payload, *step_key;
+  int64_t ts_ms;
+  /* results */
+  int rc;             /* DURO_E_ALREADY_EXISTS for a duplicate insert */
+  int64_t out_rowid;  /* JOP_INSTANCE_INSERT / JOP_EVENT_INSERT */
+} journal_op;
+
+typedef struct journal_batch {
+  journal_op *ops;
+  size_t n, cap;
+} journal_batch;
+
+/* Appends an op (zeroed but for kind) and returns it to be filled. */
+journal_op *journal_batch_add(journal_batch *b, journal_op_kind kind);
+void journal_batch_reset(journal_batch *b);
+void journal_batch_free(journal_batch *b);
+
+/* Commits the batch durably (group commit).  Returns 0 or DURO_E_STORAGE;
+ * per-op results are in the ops. */
+int journal_commit(journal *j, journal_batch *b);
+
+/* ---- reads --------------------------------------------------------------- */
+
+/* Fills *out (caller frees with journal_instance_clear). DURO_E_NOT_FOUND. */
+int journal_instance_get(journal *j, const char *workflow, const char *id,
+                         journal_instance *out);
+int journal_instance_get_rowid(journal *j, int64_t rowid,
+                               journal_instance *out);
+void journal_instance_clear(journal_instance *inst);
+
+/* Steps in seq order; *out malloc'ed array, free with journal_steps_free. */
+int journal_steps_load(journal *j, int64_t rowid, journal_step **out,
+                       size_t *n);
+void journal_steps_free(journal_step *steps, size_t n);
+
+/* Attempts of one instance, ordered by key then number; the callback gets
+ * borrowed strings. */
+int journal_attempts_each(journal *j, int64_t rowid,
+                          void (*fn)(void *ctx, const char *key,
+                                     uint32_t number, int64_t started_ms,
+                                     int64_t ended_ms, const char *error,
+                                     const char *build),
+                          void *ctx);
+
+/* Unconsumed events in arrival order. */
+int journal_events_pending(journal *j, int64_t rowid, journal_event **out,
+                           size_t *n);
+void journal_events_free(journal_event *ev, size_t n);
+
+/* Rowids of instances whose wake time is in (after_ms, upto_ms], at most
+ * `limit`, earliest first. */
+int journal_due(journal *j, int64_t after_ms, int64_t upto_ms, size_t limit,
+                int64_t *rowids, int64_t *wakes, size_t *n);
+
+/* The smallest wake time above after_ms, or JOURNAL_NONE. */
+int64_t journal_next_wake(journal *j, int64_t after_ms);
+
+/* Calls fn for every instance whose status is "queued" or whose control
+ * column is set and status not ended (crash recovery). */
+int journal_recover_each(journal *j,
+                         void (*fn)(void *ctx, int64_t rowid,
+                                    const char *status, int control),
+                         void *ctx);
+
+/* Instances of a workflow, newest first, after cursor rowid (0 = start);
+ * status NULL = any. */
+int journal_list(journal *j, const char *workflow, const char *status,
+                 int64_t cursor, size_t limit,
+                 void (*fn)(void *ctx, int64_t rowid, const char *id,
+                            const char *status, int64_t created_ms),
+                 void *ctx);
+
+/* The underlying error message of the last failure (for logs). */
+const char *journal_errmsg(journal *j);
+
+#endif

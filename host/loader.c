@@ -1,0 +1,289 @@
+/* loader.c — opens plugin shared objects and decides whether they fit.
+ *
+ * This module owns the dlopen handle of every loaded plugin and the checks
+ * that stand between a file on disk and the first call into it.  The order
+ * is fixed: dlopen with RTLD_NOW | RTLD_LOCAL (so an unresolved symbol fails
+ * here, not in the middle of a workflow), hash the file, find `duro_plugin`,
+ * check the descriptor (magic, size, ABI major and minor, the layout
+ * fingerprint field by field, then the workflow table), and only then bind
+ * the API table and call init.  Nothing in the plugin runs before its
+ * descriptor has been accepted, except its ELF constructors, which plugins
+ * must not have.
+ *
+ * Invariants of a loader_plugin: the handle is open, the descriptor passed
+ * loader_check_info, bind was called with the host's table (which must
+ * outlive the plugin), and init (if any) returned 0, so loader_close owes
+ * it a fini.  Every refusal returns DURO_E_PLUGIN and a message of the form
+ * `plugin "NAME" (PATH): FIELD is X, this host ... Y`; the loader itself
+ * never logs, the caller that has the context does.
+ *
+ * dlopen returns the same handle for a path that is already open, so two
+ * loads of one path share one copy of the plugin's statics.  A reload must
+ * therefore open a copy at a fresh path (reload.c does that); the build
+ * identity computed here is what names that copy. */
+#include "loader.h"
+
+#include <assert.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+struct loader_plugin {
+  void *handle;
+  const duro_plugin_info *info;
+  char build[17]; /* 16 lowercase hex digits and a NUL */
+};
+
+/* The layout this host was compiled with; a plugin must match it exactly. */
+static const duro_layout host_layout = DURO_LAYOUT_INIT;
+
+/* Every duro_layout field, so a mismatch can be named.  The static assert
+ * breaks the build when a field is added to duro_layout without a row
+ * here, which would otherwise go unchecked. */
+static const struct {
+  const char *field;
+  size_t offset;
+} layout_fields[] = {
+    {"event_size", offsetof(duro_layout, event_size)},
+    {"step_config_size", offsetof(duro_layout, step_config_size)},
+    {"retries_size", offsetof(duro_layout, retries_size)},
+    {"workflow_def_size", offsetof(duro_layout, workflow_def_size)},
+    {"api_size", offsetof(duro_layout, api_size)},
+    {"pointer_size", offsetof(duro_layout, pointer_size)},
+    {"long_size", offsetof(duro_layout, long_size)},
+    {"reserved", offsetof(duro_layout, reserved)},
+};
+_Static_assert(sizeof(duro_layout) ==
+                   sizeof(layout_fields) / sizeof(layout_fields[0]) *
+                       sizeof(uint16_t),
+               "every duro_layout field needs a row in layout_fields");
+
+static uint16_t layout_get(const duro_layout *l, size_t offset) {
+  uint16_t v;
+  memcpy(&v, (const char *)l + offset, sizeof v);
+  return v;
+}
+
+/* Writes `plugin "NAME" (PATH): <message>` into err and returns
+ * DURO_E_PLUGIN, so every refusal is one `return refuse(...)`.  snprintf
+ * truncates safely, and a NULL err (errlen 0) just drops the message. */
+__attribute__((format(printf, 5, 6))) static int
+refuse(char *err, size_t errlen, const char *name, const char *path,
+       const char *fmt, ...) {
+  if (err == NULL || errlen == 0)
+    return DURO_E_PLUGIN;
+  int n = snprintf(err, errlen, "plugin \"%s\" (%s): ",
+                   name ? name : "(unnamed)", path ? path : "(no path)");
+  if (n >= 0 && (size_t)n < errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+  }
+  return DURO_E_PLUGIN;
+}
+
+int loader_check_info(const duro_plugin_info *info, const char *name,
+                      const char *path, char *err, size_t errlen) {
+  if (info == NULL)
+    return refuse(err, errlen, name, path, "duro_plugin() returned NULL");
+
+  /* magic and size are the first two fields of every version of the
+   * descriptor, so they are safe to read before we know its size. */
+  if (info->magic != DURO_PLUGIN_MAGIC)
+    return refuse(err, errlen, name, path,
+                  "magic is 0x%08" PRIx32 ", this host expects 0x%08" PRIx32
+                  " (not a duro plugin descriptor)",
+                  info->magic, (uint32_t)DURO_PLUGIN_MAGIC);
+
+  /* A shorter descriptor than ours would make us read past its end.  A
+   * longer one is a plugin built against a newer minor; its minor is
+   * refused below, but reading our prefix of it is safe. */
+  if (info->size < sizeof(duro_plugin_info))
+    return refuse(err, errlen, name, path,
+                  "descriptor size is %" PRIu32 ", this host's is %zu",
+                  info->size, sizeof(duro_plugin_info));
+
+  if (info->abi_major != DURO_ABI_MAJOR)
+    return refuse(err, errlen, name, path,
+                  "abi_major is %u, this host speaks %u",
+                  (unsigned)info->abi_major, (unsigned)DURO_ABI_MAJOR);
+
+  /* Minors only append to the API table: an older plugin sees a prefix of
+   * ours and is fine, a newer one would call members we do not have. */
+  if (info->abi_minor > DURO_ABI_MINOR)
+    return refuse(err, errlen, name, path,
+                  "abi_minor is %u, this host speaks up to %u "
+                  "(the plugin needs API this host lacks)",
+                  (unsigned)info->abi_minor, (unsigned)DURO_ABI_MINOR);
+
+  for (size_t i = 0; i < sizeof(layout_fields) / sizeof(layout_fields[0]);
+       i++) {
+    uint16_t theirs = layout_get(&info->layout, layout_fields[i].offset);
+    uint16_t ours = layout_get(&host_layout, layout_fields[i].offset);
+    if (theirs != ours)
+      return refuse(err, errlen, name, path,
+                    "layout.%s is %u, this host has %u", layout_fields[i].field,
+                    (unsigned)theirs, (unsigned)ours);
+  }
+
+  if (info->name == NULL)
+    return refuse(err, errlen, name, path, "name is NULL");
+
+  if (info->n_workflows > 0 && info->workflows == NULL)
+    return refuse(err, errlen, name, path,
+                  "n_workflows is %" PRIu32 " but workflows is NULL",
+                  info->n_workflows);
+
+  for (uint32_t i = 0; i < info->n_workflows; i++) {
+    const duro_workflow_def *w = &info->workflows[i];
+    if (w->class_name == NULL)
+      return refuse(err, errlen, name, path,
+                    "workflows[%" PRIu32 "].class_name is NULL", i);
+    if (w->run == NULL)
+      return refuse(err, errlen, name, path,
+                    "workflows[%" PRIu32 "].run (class \"%s\") is NULL", i,
+                    w->class_name);
+    /* Quadratic, but a plugin declares a handful of classes, and a
+     * duplicate would make loader_find_workflow's answer depend on order. */
+    for (uint32_t j = 0; j < i; j++)
+      if (strcmp(info->workflows[j].class_name, w->class_name) == 0)
+        return refuse(err, errlen, name, path,
+                      "workflows[%" PRIu32 "] and workflows[%" PRIu32
+                      "] both declare class \"%s\"",
+                      j, i, w->class_name);
+  }
+
+  /* DURO_PLUGIN() always writes bind; a hand-written descriptor without it
+   * would leave every duro_* wrapper calling through NULL. */
+  if (info->bind == NULL)
+    return refuse(err, errlen, name, path, "bind is NULL");
+
+  return 0;
+}
+
+/* FNV-1a 64 over the file's bytes, as 16 lowercase hex digits.  It is an
+ * identity, not a defence: it tells builds apart in the journal and the
+ * logs, and is cheap enough to run on every load. */
+static int hash_file(const char *path, char out[17]) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL)
+    return -errno;
+  uint64_t h = UINT64_C(0xcbf29ce484222325);
+  unsigned char buf[8192];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+    for (size_t i = 0; i < n; i++) {
+      h ^= buf[i];
+      h *= UINT64_C(0x100000001b3);
+    }
+  int rc = ferror(f) ? -EIO : 0;
+  fclose(f);
+  if (rc == 0)
+    snprintf(out, 17, "%016" PRIx64, h);
+  return rc;
+}
+
+int loader_open(const char *name, const char *path, const duro_api *api,
+                loader_plugin **out, char *err, size_t errlen) {
+  assert(path != NULL && api != NULL && out != NULL);
+  *out = NULL;
+  int rc = DURO_E_PLUGIN;
+  char build[17];
+
+  /* RTLD_NOW: an undefined symbol fails the load now, with dlerror naming
+   * it, instead of killing the host the first time a workflow calls it.
+   * RTLD_LOCAL: plugins must not resolve against one another. */
+  void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (handle == NULL) {
+    const char *why = dlerror();
+    return refuse(err, errlen, name, path, "dlopen failed: %s",
+                  why ? why : "unknown error");
+  }
+
+  /* Hash right after dlopen so the identity describes the file we mapped,
+   * and so a read failure never has to undo a plugin's init. */
+  int hrc = hash_file(path, build);
+  if (hrc != 0) {
+    rc = refuse(err, errlen, name, path, "cannot read the file: %s",
+                strerror(-hrc));
+    goto close_handle;
+  }
+
+  dlerror(); /* clear, so a NULL from dlsym is told apart by dlerror */
+  void *sym = dlsym(handle, "duro_plugin");
+  if (sym == NULL) {
+    const char *why = dlerror();
+    rc = refuse(err, errlen, name, path,
+                "no symbol duro_plugin (declare the descriptor with "
+                "DURO_PLUGIN(...)): %s",
+                why ? why : "symbol is NULL");
+    goto close_handle;
+  }
+
+  /* POSIX guarantees a data pointer from dlsym can hold a function
+   * address; memcpy says so without a cast ISO C does not define. */
+  const duro_plugin_info *(*entry)(void);
+  _Static_assert(sizeof entry == sizeof sym, "function and data pointers");
+  memcpy(&entry, &sym, sizeof entry);
+
+  const duro_plugin_info *info = entry();
+  rc = loader_check_info(info, name, path, err, errlen);
+  if (rc != 0)
+    goto close_handle;
+
+  info->bind(api);
+  if (info->init != NULL) {
+    int irc = info->init();
+    if (irc != 0) {
+      /* A failed init owes no fini: the plugin undid its own work. */
+      rc = refuse(err, errlen, name, path, "init returned %d", irc);
+      goto close_handle;
+    }
+  }
+
+  loader_plugin *p = xcalloc(1, sizeof *p);
+  p->handle = handle;
+  p->info = info;
+  memcpy(p->build, build, sizeof p->build);
+  *out = p;
+  return 0;
+
+close_handle:
+  dlclose(handle);
+  return rc;
+}
+
+const duro_plugin_info *loader_info(const loader_plugin *p) {
+  return p->info;
+}
+
+const char *loader_build(const loader_plugin *p) { return p->build; }
+
+duro_run_fn loader_find_workflow(const loader_plugin *p,
+                                 const char *class_name) {
+  if (p == NULL || class_name == NULL)
+    return NULL;
+  for (uint32_t i = 0; i < p->info->n_workflows; i++)
+    if (strcmp(p->info->workflows[i].class_name, class_name) == 0)
+      return p->info->workflows[i].run;
+  return NULL;
+}
+
+void loader_close(loader_plugin *p) {
+  if (p == NULL)
+    return;
+  if (p->info->fini != NULL)
+    p->info->fini();
+  /* After dlclose the descriptor and every run pointer dangle; callers
+   * drop them first (the engine keeps a generation open while activations
+   * of it run). */
+  dlclose(p->handle);
+  free(p);
+}

@@ -1,0 +1,31 @@
+/* main.c — the `duro` command line: `duro run [CONFIG]`, `duro check
+ * [CONFIG]`.  Everything else lives in the host library. */
+#include <stdio.h>
+#include <string.h>
+
+#include "host.h"
+
+#define DEFAULT_CONFIG "config/duro.yaml"
+
+static int usage(FILE *out) {
+  fprintf(out,
+          "usage: duro run [CONFIG]     run the host (default %s)\n"
+          "       duro check [CONFIG]   validate the config and its plugins\n",
+          DEFAULT_CONFIG);
+  return out == stderr ? 2 : 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2)
+    return usage(stderr);
+  const char *verb = argv[1];
+  const char *cfg = argc > 2 ? argv[2] : DEFAULT_CONFIG;
+  if (!strcmp(verb, "run"))
+    return host_run(cfg);
+  if (!strcmp(verb, "check"))
+    return host_check(cfg);
+  if (!strcmp(verb, "help") || !strcmp(verb, "--help") || !strcmp(verb, "-h"))
+    return usage(stdout);
+  fprintf(stderr, "duro: unknown command \"%s\"\n", verb);
+  return usage(stderr);
+}

@@ -1,0 +1,859 @@
+/* step.c — one activation of an instance, and the step API plugins call
+ * through the duro_api table.
+ *
+ * An activation loads the instance's journal (steps and unconsumed events)
+ * once, calls the workflow's run(), and answers each step call from the
+ * journal when it can (replay) or by doing the step.  Writes accumulate in
+ * a batch; the batch is committed durably before a duro_do result is handed
+ * back (a completed step is on disk before anything after it runs) and when
+ * the activation ends, with the instance's new row.
+ *
+ * Suspension is sticky: once a step call decides the instance must yield
+ * (sleep, back-off, event wait, pause, terminate, shutdown) every later call
+ * returns DURO_SUSPEND without touching the journal, so a plugin that
+ * ignores the code cannot corrupt anything.
+ *
+ * Everything the activation hands to the plugin lives in its arena and is
+ * freed when the activation ends. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "duration.h"
+#include "engine_internal.h"
+#include "error.h"
+#include "log.h"
+#include "util.h"
+
+#define DEFAULT_RETRIES 5
+#define DEFAULT_DELAY_MS (10LL * 1000)
+#define DEFAULT_TIMEOUT_MS (10LL * 60 * 1000)
+#define DEFAULT_EVENT_TIMEOUT_MS (24LL * 3600 * 1000)
+
+typedef enum suspend_reason {
+  SUSPEND_NONE = 0,
+  SUSPEND_WAIT,      /* sleep, back-off or event: a wake time is set */
+  SUSPEND_PAUSE,
+  SUSPEND_TERMINATE,
+  SUSPEND_SHUTDOWN
+} suspend_reason;
+
+typedef struct arena_blk {
+  struct arena_blk *next;
+  max_align_t align[];
+} arena_blk;
+
+struct duro_env {
+  duro_engine *engine;
+};
+
+struct duro_step {
+  duro_engine *e;
+  entry *ent;
+  const wf_reg *wf;
+  journal_instance inst; /* the row as loaded; owns its strings */
+  arena_blk *arena;
+
+  strmap steps;       /* key → journal_step (arena) */
+  strmap name_counts; /* name → (uintptr_t) occurrences so far */
+  int64_t seq;        /* step calls so far in this activation */
+  uint32_t n_do;      /* duro_do steps in the journal, for the limit */
+  journal_event *events;
+  size_t n_events;
+  unsigned char *consumed;
+
+  journal_batch batch; /* writes not yet committed */
+  int replaying;       /* no step call has missed the journal yet */
+  int suspended;
+  suspend_reason reason;
+  int64_t wake_ms;
+  const char *wait_type;
+  const char *last_error; /* {"name","message"} of the last DURO_ERROR */
+  const char *output;
+  const char *where; /* "workflow/id", for logs */
+  int storage_failed;
+};
+
+struct duro_attempt {
+  duro_step *act;
+  journal_step *step;
+  uint32_t number;
+  int64_t deadline_ms;
+  const char *idempotency_key;
+  char *result; /* malloc'ed copy */
+  char *message;
+  int failed, final;
+};
+
+static __thread duro_step *current_act;
+static __thread duro_attempt *current_attempt;
+
+/* ---- arena ------------------------------------------------------------------ */
+
+static void *arena_alloc(duro_step *a, size_t n) {
+  arena_blk *b = xmalloc(sizeof *b + n);
+  b->next = a->arena;
+  a->arena = b;
+  return b->align;
+}
+
+static char *arena_strdup(duro_step *a, const char *s) {
+  if (!s)
+    return NULL;
+  size_t n = strlen(s) + 1;
+  return memcpy(arena_alloc(a, n), s, n);
+}
+
+/* Moves a malloc'ed string into the arena. */
+static char *arena_take(duro_step *a, char *s) {
+  char *copy = arena_strdup(a, s);
+  free(s);
+  return copy;
+}
+
+static char *arena_printf(duro_step *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static char *arena_printf(duro_step *a, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *s = xvasprintf(fmt, ap);
+  va_end(ap);
+  return arena_take(a, s);
+}
+
+static void arena_free(duro_step *a) {
+  for (arena_blk *b = a->arena, *next; b; b = next) {
+    next = b->next;
+    free(b);
+  }
+  a->arena = NULL;
+}
+
+/* ---- helpers ------------------------------------------------------------------- */
+
+static int64_t now_ms(duro_step *a) { return duro_clock_now(a->e->clock); }
+
+static const char *format_ms(char *buf, size_t len, int64_t ms) {
+  static const struct {
+    int64_t ms;
+    const char *unit;
+  } units[] = {{86400000, "day"}, {3600000, "hour"}, {60000, "minute"},
+               {1000, "second"}};
+  for (size_t i = 0; i < sizeof units / sizeof *units; i++)
+    if (ms >= units[i].ms && ms % units[i].ms == 0) {
+      int64_t v = ms / units[i].ms;
+      snprintf(buf, len, "%" PRId64 " %s%s", v, units[i].unit,
+               v == 1 ? "" : "s");
+      return buf;
+    }
+  snprintf(buf, len, "%" PRId64 " ms", ms);
+  return buf;
+}
+
+static void fail_with(duro_step *a, const char *name, const char *message) {
+  a->last_error = arena_take(a, error_json(name, message));
+}
+
+/* Checks the requests a step boundary honours.  Returns 1 when the
+ * activation must yield. */
+static int at_boundary(duro_step *a) {
+  if (a->suspended)
+    return 1;
+  suspend_reason r = SUSPEND_NONE;
+  if (__atomic_load_n(&a->ent->terminate_req, __ATOMIC_ACQUIRE))
+    r = SUSPEND_TERMINATE;
+  else if (__atomic_load_n(&a->ent->pause_req, __ATOMIC_ACQUIRE))
+    r = SUSPEND_PAUSE;
+  else if (__atomic_load_n(&a->e->stopping, __ATOMIC_ACQUIRE))
+    r = SUSPEND_SHUTDOWN;
+  if (r == SUSPEND_NONE)
+    return 0;
+  a->suspended = 1;
+  a->reason = r;
+  return 1;
+}
+
+static duro_rc suspend_until(duro_step *a, int64_t wake_ms,
+                             const char *wait_type) {
+  a->suspended = 1;
+  a->reason = SUSPEND_WAIT;
+  a->wake_ms = wake_ms;
+  a->wait_type = wait_type;
+  return DURO_SUSPEND;
+}
+
+/* The key of the next call of `name`: "name#count". */
+static const char *next_key(duro_step *a, const char *name, uint32_t *count) {
+  uintptr_t c = (uintptr_t)strmap_get(&a->name_counts, name) + 1;
+  const char *stored = c == 1 ? arena_strdup(a, name) : NULL;
+  if (stored)
+    strmap_put(&a->name_counts, stored, (void *)c);
+  else
+    strmap_put(&a->name_counts, name, (void *)c); /* key already present */
+  *count = (uint32_t)c;
+  a->seq++;
+  return arena_printf(a, "%s#%u", name, (unsigned)c);
+}
+
+static journal_step *new_step(duro_step *a, const char *key, const char *name,
+                              uint32_t count, const char *type) {
+  journal_step *s = arena_alloc(a, sizeof *s);
+  memset(s, 0, sizeof *s);
+  s->key = (char *)key;
+  s->name = arena_strdup(a, name);
+  s->count = count;
+  s->seq = a->seq;
+  s->type = (char *)type;
+  s->status = "waiting";
+  s->started_ms = now_ms(a);
+  s->ended_ms = s->wake_ms = JOURNAL_NONE;
+  strmap_put(&a->steps, s->key, s);
+  return s;
+}
+
+static void put_step(duro_step *a, journal_step *s) {
+  journal_op *op = journal_batch_add(&a->batch, JOP_STEP_PUT);
+  op->rowid = a->inst.rowid;
+  op->step = s;
+}
+
+static int flush(duro_step *a) {
+  int rc = journal_commit(a->e->j, &a->batch);
+  journal_batch_reset(&a->batch);
+  if (rc) {
+    a->storage_failed = 1;
+    log_error("%s: journal commit failed: %s", a->where,
+              journal_errmsg(a->e->j));
+  }
+  return rc;
+}
+
+/* Common entry of every step call: validates the name, honours requests,
+ * finds the journaled step.  Returns 0 to proceed, or the rc to return. */
+static int step_begin(duro_step *a, const char *name, const char *type,
+                      const char **key, uint32_t *count, journal_step **s,
+                      duro_rc *rc) {
+  *s = NULL;
+  if (a->suspended || at_boundary(a)) {
+    *rc = DURO_SUSPEND;
+    return 1;
+  }
+  if (!name || !*name) {
+    fail_with(a, "Error", "a step needs a non-empty name");
+    *rc = DURO_ERROR;
+    return 1;
+  }
+  *key = next_key(a, name, count);
+  *s = strmap_get(&a->steps, *key);
+  if (*s && strcmp((*s)->type, type) != 0) {
+    char *msg = xasprintf("step \"%s\" is journaled as %s but was called as "
+                          "%s: the workflow's code diverged from its journal",
+                          *key, (*s)->type, type);
+    fail_with(a, "step.divergence", msg);
+    free(msg);
+    *rc = DURO_ERROR;
+    return 1;
+  }
+  return 0;
+}
+
+/* ---- duro_do ------------------------------------------------------------------------ */
+
+static int64_t backoff_ms(int64_t delay, duro_backoff how, uint32_t attempt) {
+  int64_t d = delay;
+  if (how == DURO_BACKOFF_LINEAR)
+    d = delay * (int64_t)attempt;
+  else if (how != DURO_BACKOFF_CONSTANT)
+    for (uint32_t i = 1; i < attempt && d < DURATION_MAX_SLEEP_MS; i++)
+      d *= 2;
+  return d > DURATION_MAX_SLEEP_MS ? DURATION_MAX_SLEEP_MS : d;
+}
+
+typedef struct do_config {
+  uint32_t limit;
+  int64_t delay_ms, timeout_ms;
+  duro_backoff backoff;
+} do_config;
+
+static int read_config(duro_step *a, const char *key,
+                       const duro_step_config *cfg, do_config *out) {
+  out->limit = DEFAULT_RETRIES;
+  out->delay_ms = DEFAULT_DELAY_MS;
+  out->timeout_ms = DEFAULT_TIMEOUT_MS;
+  out->backoff = DURO_BACKOFF_EXPONENTIAL;
+  if (!cfg)
+    return 0;
+  const char *bad = NULL;
+  if (cfg->retries) {
+    out->limit = cfg->retries->limit;
+    out->backoff = cfg->retries->backoff;
+    if (cfg->retries->delay &&
+        duration_parse(cfg->retries->delay, &out->delay_ms) != 0)
+      bad = cfg->retries->delay;
+    if ((unsigned)out->backoff > DURO_BACKOFF_LINEAR)
+      bad = "backoff";
+  }
+  if (!bad && cfg->timeout &&
+      (duration_parse(cfg->timeout, &out->timeout_ms) != 0 ||
+       out->timeout_ms <= 0))
+    bad = cfg->timeout;
+  if (bad) {
+    char *msg = xasprintf("step \"%s\": invalid configuration value \"%s\"",
+                          key, bad);
+    fail_with(a, "Error", msg);
+    free(msg);
+    return -1;
+  }
+  return 0;
+}
+
+static duro_rc api_do(duro_step *a, const char *name,
+                      const duro_step_config *cfg, duro_step_fn fn, void *arg,
+                      const char **result) {
+  const char *key;
+  uint32_t count;
+  journal_step *s;
+  duro_rc rc;
+  if (result)
+    *result = NULL;
+  if (step_begin(a, name, "do", &key, &count, &s, &rc))
+    return rc;
+  if (s && !strcmp(s->status, "complete")) {
+    if (result)
+      *result = s->result;
+    return DURO_OK;
+  }
+  if (s && !strcmp(s->status, "errored")) {
+    a->last_error = s->error;
+    return DURO_ERROR;
+  }
+  a->replaying = 0;
+  do_config c;
+  if (!fn) {
+    fail_with(a, "Error", "duro_do needs a callback");
+    return DURO_ERROR;
+  }
+  if (read_config(a, key, cfg, &c))
+    return DURO_ERROR;
+  if (!s) {
+    if (a->n_do >= a->wf->limits.max_steps) {
+      char *msg = xasprintf("step \"%s\" would exceed the workflow's limit "
+                            "of %u steps",
+                            key, a->wf->limits.max_steps);
+      fail_with(a, duro_err_name(DURO_E_STEP_LIMIT), msg);
+      free(msg);
+      return DURO_ERROR;
+    }
+    s = new_step(a, key, name, count, "do");
+    a->n_do++;
+  }
+  int64_t started = now_ms(a);
+  if (s->wake_ms != JOURNAL_NONE && started < s->wake_ms)
+    return suspend_until(a, s->wake_ms, NULL); /* back-off not over */
+
+  duro_attempt at = {
+      .act = a,
+      .step = s,
+      .number = s->attempts + 1,
+      .deadline_ms = started + c.timeout_ms,
+      .idempotency_key = arena_printf(a, "%s/%s", a->inst.id, key),
+  };
+  current_attempt = &at;
+  int fn_rc = fn(&at, arg);
+  current_attempt = NULL;
+  int64_t ended = now_ms(a);
+
+  const char *err_name = NULL;
+  char *err_msg = NULL;
+  int final = 0;
+  if (fn_rc == 0 && !at.failed) {
+    if (ended > at.deadline_ms) {
+      char buf[48];
+      err_name = "TimeoutError";
+      err_msg = xasprintf("step \"%s\" attempt %u exceeded its timeout of %s",
+                          key, at.number,
+                          format_ms(buf, sizeof buf, c.timeout_ms));
+    } else {
+      const char *text = at.result ? at.result : "null";
+      int bad = json_text_check(text, a->e->max_step_result);
+      if (bad == DURO_E_OUTPUT_TOO_LARGE) {
+        err_name = duro_err_name(bad);
+        err_msg = xasprintf("step \"%s\" returned %zu bytes; the limit is "
+                            "%" PRId64 " bytes",
+                            key, strlen(text), a->e->max_step_result);
+        final = 1;
+      } else if (bad) {
+        err_name = duro_err_name(bad);
+        err_msg = xasprintf("step \"%s\" returned invalid JSON", key);
+        final = 1;
+      }
+    }
+  } else {
+    err_name = at.final ? "NonRetryableError" : "Error";
+    err_msg = at.message ? xstrdup(at.message)
+                         : xasprintf("step callback returned %d", fn_rc);
+    final = at.final;
+  }
+
+  s->attempts = at.number;
+  journal_op *op = journal_batch_add(&a->batch, JOP_ATTEMPT_PUT);
+  op->rowid = a->inst.rowid;
+  op->attempt = (journal_attempt){.key = s->key,
+                                  .number = at.number,
+                                  .started_ms = started,
+                                  .ended_ms = ended,
+                                  .build = a->wf->build};
+  if (!err_name) {
+    s->status = "complete";
+    s->result = arena_strdup(a, at.result ? at.result : "null");
+    s->ended_ms = ended;
+    s->wake_ms = JOURNAL_NONE;
+    put_step(a, s);
+    free(at.result);
+    free(at.message);
+    /* The result is on disk before the plugin sees it. */
+    if (flush(a) != 0) {
+      a->suspended = 1;
+      a->reason = SUSPEND_SHUTDOWN;
+      return DURO_SUSPEND;
+    }
+    if (result)
+      *result = s->result;
+    return DURO_OK;
+  }
+
+  const char *err = arena_take(a, error_json(err_name, err_msg));
+  op->attempt.error = err;
+  free(at.result);
+  free(at.message);
+  if (!final && at.number <= c.limit) {
+    int64_t wait = backoff_ms(c.delay_ms, c.backoff, at.number);
+    log_write(DURO_LOG_INFO, a->where, "step \"%s\" attempt %u failed: %s; "
+              "retrying in %" PRId64 " ms", key, at.number, err_msg, wait);
+    free(err_msg);
+    s->wake_ms = ended + wait;
+    s->error = (char *)err;
+    put_step(a, s);
+    return suspend_until(a, s->wake_ms, NULL);
+  }
+  log_write(DURO_LOG_WARN, a->where, "step \"%s\" failed after %u attempt%s: %s",
+            key, at.number, at.number == 1 ? "" : "s", err_msg);
+  free(err_msg);
+  s->status = "errored";
+  s->error = (char *)err;
+  s->ended_ms = ended;
+  s->wake_ms = JOURNAL_NONE;
+  put_step(a, s);
+  a->last_error = err;
+  return DURO_ERROR;
+}
+
+/* ---- sleeps -------------------------------------------------------------------------- */
+
+static duro_rc sleep_step(duro_step *a, const char *name, int64_t until,
+                          int64_t duration, int relative) {
+  const char *key;
+  uint32_t count;
+  journal_step *s;
+  duro_rc rc;
+  if (step_begin(a, name, "sleep", &key, &count, &s, &rc))
+    return rc;
+  if (s && !strcmp(s->status, "complete"))
+    return DURO_OK;
+  a->replaying = 0;
+  int64_t now = now_ms(a);
+  if (!s) {
+    s = new_step(a, key, name, count, "sleep");
+    s->wake_ms = relative ? now + duration : until;
+    put_step(a, s);
+  }
+  if (now >= s->wake_ms) {
+    s->status = "complete";
+    s->ended_ms = now;
+    put_step(a, s);
+    return DURO_OK;
+  }
+  return suspend_until(a, s->wake_ms, NULL);
+}
+
+static duro_rc api_sleep(duro_step *a, const char *name,
+                         const char *duration) {
+  int64_t ms = 0;
+  if (a->suspended)
+    return DURO_SUSPEND;
+  if (!duration || duration_parse(duration, &ms) != 0 ||
+      ms > DURATION_MAX_SLEEP_MS) {
+    char *msg = xasprintf("sleep \"%s\": invalid duration \"%s\" (at most "
+                          "365 days)",
+                          name ? name : "", duration ? duration : "(null)");
+    fail_with(a, duro_err_name(DURO_E_INVALID_DURATION), msg);
+    free(msg);
+    return DURO_ERROR;
+  }
+  return sleep_step(a, name, 0, ms, 1);
+}
+
+static duro_rc api_sleep_until(duro_step *a, const char *name,
+                               int64_t unix_ms) {
+  if (a->suspended)
+    return DURO_SUSPEND;
+  if (unix_ms - now_ms(a) > DURATION_MAX_SLEEP_MS) {
+    fail_with(a, duro_err_name(DURO_E_INVALID_DURATION),
+              "sleep_until: more than 365 days ahead");
+    return DURO_ERROR;
+  }
+  return sleep_step(a, name, unix_ms, 0, 0);
+}
+
+/* ---- events ----------------------------------------------------------------------------- */
+
+static char *event_json(const journal_event *ev) {
+  char ts[64];
+  time_t secs = (time_t)(ev->ts_ms / 1000);
+  struct tm tm;
+  gmtime_r(&secs, &tm);
+  snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+           tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+           tm.tm_sec, (int)(ev->ts_ms % 1000));
+  json_t *payload = json_loads(ev->payload, JSON_DECODE_ANY, NULL);
+  json_t *o = json_pack("{s:s,s:o,s:s}", "type", ev->type, "payload",
+                        payload ? payload : json_null(), "timestamp", ts);
+  char *s = json_dumps(o, JSON_COMPACT);
+  json_decref(o);
+  return s;
+}
+
+static duro_rc api_wait_for_event(duro_step *a, const char *name,
+                                  const char *type, const char *timeout,
+                                  const char **event) {
+  const char *key;
+  uint32_t count;
+  journal_step *s;
+  duro_rc rc;
+  if (event)
+    *event = NULL;
+  if (step_begin(a, name, "waitForEvent", &key, &count, &s, &rc))
+    return rc;
+  if (s && !strcmp(s->status, "complete")) {
+    if (event)
+      *event = s->result;
+    return DURO_OK;
+  }
+  if (s && !strcmp(s->status, "errored")) {
+    a->last_error = s->error;
+    return DURO_ERROR;
+  }
+  a->replaying = 0;
+  int64_t now = now_ms(a);
+  if (!s) {
+    int64_t ms = DEFAULT_EVENT_TIMEOUT_MS;
+    if (!type || !*type ||
+        (timeout && (duration_parse(timeout, &ms) != 0 ||
+                     ms > DURATION_MAX_SLEEP_MS))) {
+      char *msg = xasprintf("waitForEvent \"%s\": %s", key,
+                            !type || !*type ? "needs an event type"
+                                            : "invalid timeout");
+      fail_with(a, "Error", msg);
+      free(msg);
+      return DURO_ERROR;
+    }
+    s = new_step(a, key, name, count, "waitForEvent");
+    s->wake_ms = now + ms;
+    put_step(a, s);
+  }
+  for (size_t i = 0; type && i < a->n_events; i++) {
+    journal_event *ev = &a->events[i];
+    if (a->consumed[i] || strcmp(ev->type, type) != 0)
+      continue;
+    a->consumed[i] = 1;
+    s->status = "complete";
+    s->result = arena_take(a, event_json(ev));
+    s->ended_ms = now;
+    s->wake_ms = JOURNAL_NONE;
+    put_step(a, s);
+    journal_op *op = journal_batch_add(&a->batch, JOP_EVENT_CONSUME);
+    op->event_seq = ev->seq;
+    op->step_key = s->key;
+    if (event)
+      *event = s->result;
+    return DURO_OK;
+  }
+  if (now >= s->wake_ms) {
+    char buf[48];
+    char *msg = xasprintf("waitForEvent \"%s\" timed out after %s waiting "
+                          "for an event of type \"%s\"",
+                          key,
+                          format_ms(buf, sizeof buf, s->wake_ms - s->started_ms),
+                          type ? type : "");
+    fail_with(a, "TimeoutError", msg);
+    free(msg);
+    s->status = "errored";
+    s->error = (char *)a->last_error;
+    s->ended_ms = now;
+    s->wake_ms = JOURNAL_NONE;
+    put_step(a, s);
+    return DURO_ERROR;
+  }
+  return suspend_until(a, s->wake_ms, arena_strdup(a, type));
+}
+
+/* ---- output and errors ------------------------------------------------------------------ */
+
+static const char *api_step_error(duro_step *a) {
+  return a->last_error ? a->last_error : "null";
+}
+
+static duro_rc api_set_output(duro_step *a, const char *json) {
+  if (a->suspended)
+    return DURO_SUSPEND;
+  const char *text = json ? json : "null";
+  int bad = json_text_check(text, a->e->max_step_result);
+  if (bad) {
+    char *msg = xasprintf("instance output: %s", duro_err_str(bad));
+    fail_with(a, duro_err_name(bad), msg);
+    free(msg);
+    return DURO_ERROR;
+  }
+  a->output = arena_strdup(a, text);
+  return DURO_OK;
+}
+
+/* ---- inside an attempt --------------------------------------------------------------------- */
+
+static uint32_t api_attempt_number(const duro_attempt *at) {
+  return at->number;
+}
+
+static int api_attempt_result(duro_attempt *at, const char *json) {
+  free(at->result);
+  at->result = xstrdup(json ? json : "null");
+  return 0;
+}
+
+static int api_attempt_vfail(duro_attempt *at, int final, const char *fmt,
+                             va_list ap) {
+  free(at->message);
+  at->message = fmt ? xvasprintf(fmt, ap) : xstrdup("failed");
+  at->failed = 1;
+  at->final = final;
+  return -1;
+}
+
+static const char *api_attempt_idempotency_key(const duro_attempt *at) {
+  return at->idempotency_key;
+}
+
+static int64_t api_attempt_deadline_ms(const duro_attempt *at) {
+  return at->deadline_ms;
+}
+
+static int api_attempt_cancelled(const duro_attempt *at) {
+  return now_ms(at->act) > at->deadline_ms ||
+         __atomic_load_n(&at->act->e->stopping, __ATOMIC_ACQUIRE);
+}
+
+/* ---- bindings ------------------------------------------------------------------------------ */
+
+static duro_workflow *api_env_workflow(duro_env *env, const char *binding) {
+  return (duro_workflow *)engine_find_binding(env->engine, binding);
+}
+
+static int api_workflow_create(duro_workflow *wf, const char *id,
+                               const char *params) {
+  if (!wf)
+    return DURO_E_BINDING_NOT_FOUND;
+  const wf_reg *w = (const wf_reg *)wf;
+  return duro_instance_create(w->engine, w->name, id, params, -1, NULL);
+}
+
+/* ---- logging ------------------------------------------------------------------------------- */
+
+static void api_vlog(int level, const char *fmt, va_list ap) {
+  duro_step *a = current_act;
+  /* Lines from run() while it replays were already logged once. */
+  if (a && a->replaying && !current_attempt)
+    return;
+  char where[512];
+  if (a && current_attempt)
+    snprintf(where, sizeof where, "%s %s attempt %u", a->where,
+             current_attempt->step->key, current_attempt->number);
+  else
+    snprintf(where, sizeof where, "%s", a ? a->where : "plugin");
+  log_vwrite(level, where, fmt, ap);
+}
+
+static const duro_api host_api = {
+    .size = sizeof(duro_api),
+    .abi_minor = DURO_ABI_MINOR,
+    .do_step = api_do,
+    .sleep = api_sleep,
+    .sleep_until = api_sleep_until,
+    .wait_for_event = api_wait_for_event,
+    .step_error = api_step_error,
+    .set_output = api_set_output,
+    .attempt_number = api_attempt_number,
+    .attempt_result = api_attempt_result,
+    .attempt_vfail = api_attempt_vfail,
+    .attempt_idempotency_key = api_attempt_idempotency_key,
+    .attempt_deadline_ms = api_attempt_deadline_ms,
+    .attempt_cancelled = api_attempt_cancelled,
+    .env_workflow = api_env_workflow,
+    .workflow_create = api_workflow_create,
+    .vlog = api_vlog,
+    .strerror = duro_err_str,
+    .err_name = duro_err_name,
+};
+
+const duro_api *duro_host_api(void) { return &host_api; }
+
+/* ---- the activation -------------------------------------------------------------------------- */
+
+static int load_journal(duro_step *a) {
+  journal_step *loaded = NULL;
+  size_t n = 0;
+  int rc = journal_steps_load(a->e->j, a->inst.rowid, &loaded, &n);
+  if (rc)
+    return rc;
+  /* Copy into the arena so step fields can be replaced freely. */
+  for (size_t i = 0; i < n; i++) {
+    journal_step *s = arena_alloc(a, sizeof *s);
+    *s = loaded[i];
+    s->key = arena_strdup(a, loaded[i].key);
+    s->name = arena_strdup(a, loaded[i].name);
+    s->type = arena_strdup(a, loaded[i].type);
+    s->status = arena_strdup(a, loaded[i].status);
+    s->result = arena_strdup(a, loaded[i].result);
+    s->error = arena_strdup(a, loaded[i].error);
+    strmap_put(&a->steps, s->key, s);
+    if (!strcmp(s->type, "do"))
+      a->n_do++;
+  }
+  journal_steps_free(loaded, n);
+  rc = journal_events_pending(a->e->j, a->inst.rowid, &a->events,
+                              &a->n_events);
+  a->consumed = xcalloc(a->n_events ? a->n_events : 1, 1);
+  return rc;
+}
+
+/* Decides and commits the instance's new row. Returns its status. */
+static const char *finish(duro_step *a, duro_rc rc) {
+  int64_t now = now_ms(a);
+  journal_instance row = a->inst; /* borrowed strings; not cleared */
+  row.wake_ms = JOURNAL_NONE;
+  row.wait_type = NULL;
+  row.started_ms = a->inst.started_ms != JOURNAL_NONE ? a->inst.started_ms
+                                                       : now;
+  row.output = a->inst.output;
+  row.error = a->inst.error;
+  int clear_control = 0;
+  if (a->suspended)
+    rc = DURO_SUSPEND;
+  if (rc == DURO_OK) {
+    row.status = "complete";
+    row.output = (char *)a->output;
+    row.error = NULL;
+    row.ended_ms = now;
+    clear_control = 1;
+  } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_WAIT) {
+    row.status = "waiting";
+    row.wake_ms = a->wake_ms;
+    row.wait_type = (char *)a->wait_type;
+  } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_PAUSE) {
+    row.status = "paused";
+    row.paused_ms = now;
+    clear_control = 1;
+  } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_TERMINATE) {
+    row.status = "terminated";
+    row.ended_ms = now;
+    clear_control = 1;
+  } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_SHUTDOWN) {
+    row.status = "queued";
+  } else {
+    row.status = "errored";
+    row.ended_ms = now;
+    clear_control = 1;
+    if (rc == DURO_ERROR && a->last_error)
+      row.error = (char *)a->last_error;
+    else
+      row.error = arena_take(
+          a, error_json("Error", rc == DURO_ERROR
+                                     ? "run() returned DURO_ERROR with no "
+                                       "failed step"
+                                     : "run() returned an unknown code or "
+                                       "DURO_SUSPEND with no suspending step"));
+  }
+  journal_batch_add(&a->batch, JOP_INSTANCE_SET)->inst = &row;
+  if (clear_control)
+    journal_batch_add(&a->batch, JOP_INSTANCE_CONTROL_CLEAR)->rowid =
+        a->inst.rowid;
+  if (flush(a) != 0)
+    return NULL;
+  if (!strcmp(row.status, "errored"))
+    log_write(DURO_LOG_WARN, a->where, "errored: %s", row.error);
+  else if (strcmp(row.status, "waiting") != 0)
+    log_write(DURO_LOG_DEBUG, a->where, "%s", row.status);
+  a->wake_ms = row.wake_ms;
+  return row.status;
+}
+
+void activation_run(duro_engine *e, entry *ent) {
+  duro_step a = {.e = e, .ent = ent, .replaying = 1};
+  const char *status = "";
+  int64_t wake = JOURNAL_NONE;
+  if (journal_instance_get_rowid(e->j, ent->rowid, &a.inst) != 0)
+    goto done;
+  a.where = arena_printf(&a, "%s/%s", a.inst.workflow, a.inst.id);
+  /* Stale runnable entries (an event for a paused instance, a wake that a
+   * control operation overtook) do nothing. */
+  if (strcmp(a.inst.status, "queued") != 0 &&
+      strcmp(a.inst.status, "waiting") != 0) {
+    status = a.inst.status;
+    goto done;
+  }
+  a.wf = engine_find_workflow(e, a.inst.workflow);
+  if (!a.wf) {
+    log_error("%s: workflow \"%s\" is not in the config; instance left %s",
+              a.where, a.inst.workflow, a.inst.status);
+    goto done;
+  }
+  /* A request persisted before a crash, or while the last activation ran. */
+  if (a.inst.control == JOURNAL_CONTROL_PAUSE)
+    __atomic_store_n(&ent->pause_req, 1, __ATOMIC_RELEASE);
+  else if (a.inst.control == JOURNAL_CONTROL_TERMINATE)
+    __atomic_store_n(&ent->terminate_req, 1, __ATOMIC_RELEASE);
+  if (load_journal(&a) != 0) {
+    log_error("%s: cannot load journal: %s", a.where, journal_errmsg(e->j));
+    goto done;
+  }
+
+  duro_event ev = {.size = sizeof ev,
+                   .workflow = a.inst.workflow,
+                   .instance_id = a.inst.id,
+                   .params = a.inst.params,
+                   .created_ms = a.inst.created_ms};
+  duro_env env = {.engine = e};
+  current_act = &a;
+  duro_rc rc = a.wf->run(&a, &ev, &env);
+  current_act = NULL;
+  if (a.storage_failed)
+    goto done; /* the row is left as it was: recovery runs it again */
+  const char *st = finish(&a, rc);
+  if (st) {
+    status = st;
+    wake = a.wake_ms;
+  }
+done:;
+  /* `status` may point into a.inst or the arena: hand it over first. */
+  char copy[32];
+  snprintf(copy, sizeof copy, "%s", status);
+  engine_activation_done(e, ent, copy, wake);
+  journal_batch_free(&a.batch);
+  journal_events_free(a.events, a.n_events);
+  free(a.consumed);
+  strmap_free(&a.steps);
+  strmap_free(&a.name_counts);
+  journal_instance_clear(&a.inst);
+  arena_free(&a);
+}

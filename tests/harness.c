@@ -1,0 +1,100 @@
+/* harness.c — see harness.h. */
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const duro_api *duro_api_ptr_;
+
+typedef struct reg {
+  const char *name;
+  duro_run_fn run;
+} reg;
+
+static reg regs[32];
+static size_t n_regs;
+
+static void open_engine(harness *h) {
+  duro_engine_options opt = {.db_path = h->db,
+                             .synchronous_full = 0,
+                             .workers = 0,
+                             .clock = &h->clock};
+  char err[512];
+  int rc = duro_engine_open(&opt, &h->e, err, sizeof err);
+  ck_assert_msg(rc == 0, "engine open: %s", err);
+  for (size_t i = 0; i < n_regs; i++)
+    ck_assert_int_eq(duro_engine_register(h->e, regs[i].name, NULL,
+                                          regs[i].run, NULL, "test"),
+                     0);
+}
+
+void harness_open(harness *h) {
+  memset(h, 0, sizeof *h);
+  n_regs = 0;
+  duro_api_ptr_ = duro_host_api();
+  snprintf(h->dir, sizeof h->dir, "/tmp/duro-test-XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(h->dir));
+  snprintf(h->db, sizeof h->db, "%s/duro.db", h->dir);
+  duro_clock_virtual_init(&h->clock, T0_MS);
+  open_engine(h);
+}
+
+void harness_register(harness *h, const char *name, duro_run_fn run) {
+  ck_assert(n_regs < sizeof regs / sizeof *regs);
+  regs[n_regs++] = (reg){name, run};
+  ck_assert_int_eq(duro_engine_register(h->e, name, NULL, run, NULL, "test"),
+                   0);
+}
+
+void harness_start(harness *h) { ck_assert_int_eq(duro_engine_start(h->e), 0); }
+
+void harness_reopen(harness *h) {
+  duro_engine_close(h->e);
+  open_engine(h);
+  harness_start(h);
+}
+
+void harness_close(harness *h) {
+  duro_engine_close(h->e);
+  h->e = NULL;
+  char path[320];
+  const char *suffix[] = {"", "-wal", "-shm"};
+  for (size_t i = 0; i < 3; i++) {
+    snprintf(path, sizeof path, "%s%s", h->db, suffix[i]);
+    unlink(path);
+  }
+  rmdir(h->dir);
+}
+
+size_t harness_run(harness *h) { return duro_engine_run_until_idle(h->e); }
+
+size_t harness_advance(harness *h, int64_t ms) {
+  duro_clock_advance(&h->clock, ms);
+  return harness_run(h);
+}
+
+json_t *harness_describe(harness *h, const char *wf, const char *id) {
+  json_t *d = NULL;
+  int rc = duro_instance_describe(h->e, wf, id, &d);
+  ck_assert_msg(rc == 0, "describe %s/%s: %d", wf, id, rc);
+  return d;
+}
+
+const char *harness_status(harness *h, const char *wf, const char *id) {
+  duro_status s;
+  int rc = duro_instance_status(h->e, wf, id, &s);
+  ck_assert_msg(rc == 0, "status %s/%s: %d", wf, id, rc);
+  return duro_status_name(s);
+}
+
+json_t *harness_step(json_t *desc, const char *key) {
+  size_t i;
+  json_t *s;
+  json_array_foreach(json_object_get(desc, "steps"), i, s) {
+    if (!strcmp(json_string_value(json_object_get(s, "key")), key))
+      return s;
+  }
+  return NULL;
+}

@@ -1,0 +1,47 @@
+/* harness.h — what the engine suites share: an engine on a fresh database
+ * in a temporary directory, a virtual clock, and in-process workflows.
+ *
+ * Workflows in a test binary are written exactly as in a plugin, against
+ * duro.h; the harness points the plugin-side API pointer at the host's
+ * table, as the loader's bind() does for a real plugin. */
+#ifndef DURO_TEST_HARNESS_H
+#define DURO_TEST_HARNESS_H
+
+#include <check.h>
+#include <jansson.h>
+
+#include "clock.h"
+#include "duro.h"
+#include "engine.h"
+
+#define T0_MS 1767225600000LL /* 2026-01-01T00:00:00Z */
+
+typedef struct harness {
+  char dir[256];
+  char db[300];
+  duro_clock clock;
+  duro_engine *e;
+} harness;
+
+/* Opens an engine with workers = 0 on a new database and a virtual clock
+ * at T0_MS.  Register workflows with harness_register, then call
+ * harness_start. */
+void harness_open(harness *h);
+/* Closes and reopens the engine on the same database (a clean restart). */
+void harness_reopen(harness *h);
+void harness_start(harness *h);
+void harness_close(harness *h);
+void harness_register(harness *h, const char *name, duro_run_fn run);
+
+/* Advances the virtual clock and runs every activation that becomes due. */
+size_t harness_advance(harness *h, int64_t ms);
+size_t harness_run(harness *h);
+
+/* The instance's describe JSON (test fails when missing); caller decrefs. */
+json_t *harness_describe(harness *h, const char *wf, const char *id);
+/* The instance's status name ("complete", ...). */
+const char *harness_status(harness *h, const char *wf, const char *id);
+/* The step `key` in a describe JSON, or NULL. */
+json_t *harness_step(json_t *desc, const char *key);
+
+#endif

@@ -1,0 +1,768 @@
+/* test_config.c — config_parse() and config_load() against tables of YAML
+ * texts: every refusal with its exact "file:line:column: message", every
+ * default, the full example of the design, and the file-level errors.
+ * Each table row runs as its own Check loop iteration. */
+#include <check.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+
+#define MiB (1024LL * 1024)
+#define DAY_MS (24LL * 3600 * 1000)
+
+static config *parse(const char *yaml, char *err, size_t errlen) {
+  return config_parse("t.yaml", yaml, strlen(yaml), err, errlen);
+}
+
+/* ---- Refusals ---------------------------------------------------------- */
+
+typedef struct bad_case {
+  const char *yaml;
+  const char *error; /* a substring of the message, position included */
+} bad_case;
+
+/* Prefixes that put the interesting line at a known number. */
+#define WF_HEAD                                                                \
+  "plugins:\n"                                                                 \
+  "  - name: orders\n"                                                         \
+  "    path: o.so\n"                                                           \
+  "    workflows:\n"
+#define WF_ABC                                                                 \
+  "      - name: a\n"                                                          \
+  "        binding: A\n"                                                       \
+  "        class_name: C\n"
+#define Q_HEAD                                                                 \
+  "plugins:\n"                                                                 \
+  "  - name: p\n"                                                              \
+  "    path: p.so\n"                                                           \
+  "    queues:\n"
+#define CONSUMER_Q                                                             \
+  Q_HEAD "      consumers:\n"                                                  \
+         "        - queue: q\n"
+#define TRIGGERS_HEAD                                                          \
+  "plugins:\n"                                                                 \
+  "  - name: p\n"                                                              \
+  "    path: p.so\n"                                                           \
+  "    triggers:\n"
+
+static const bad_case bad[] = {
+    /* YAML syntax, reported at libyaml's mark. */
+    {"a: [1,\nb: 2\n",
+     "t.yaml:3:1: YAML syntax error: did not find expected ',' or ']'"},
+    {"storage:\n  path: x\n   bad: 1\n",
+     "t.yaml:3:7: YAML syntax error: mapping values are not allowed"},
+    {"storage:\n\tpath: x\n",
+     "t.yaml:2:1: YAML syntax error: found character that cannot start any "
+     "token"},
+    {"storage:\n  path: \"\xff\"\n",
+     "t.yaml:2:10: YAML syntax error: invalid leading UTF-8 octet"},
+    /* Columns count characters, not bytes: the "é" is two bytes. */
+    {"storage:\n  path: \"\xc3\xa9\xff\"\n",
+     "t.yaml:2:11: YAML syntax error: invalid leading UTF-8 octet"},
+    {"engine:\n  workers: 8\n\x01\n",
+     "t.yaml:3:1: YAML syntax error: control characters are not allowed"},
+    {"storage: *nope\n",
+     "t.yaml:1:10: YAML syntax error: found undefined alias"},
+    {"http:\n  listen: \"abc\n",
+     "t.yaml:3:1: YAML syntax error: found unexpected end of stream (while "
+     "scanning a quoted scalar started at 2:11)"},
+    {"engine: {workers: 2}\n---\nengine: {workers: 3}\n",
+     "t.yaml:3:1: only one YAML document is allowed"},
+
+    /* The top level. */
+    {"- a\n- b\n", "t.yaml:1:1: the top level must be a mapping"},
+    {"just words\n", "t.yaml:1:1: the top level must be a mapping"},
+    {"storge: {}\n", "t.yaml:1:1: unknown key \"storge\" at the top level"},
+    {"? [a]\n: 1\n", "t.yaml:1:3: keys must be strings at the top level"},
+    {"engine: {workers: 2}\nengine: {workers: 3}\n",
+     "t.yaml:2:1: duplicate key \"engine\" at the top level"},
+
+    /* storage */
+    {"storage: [a]\n", "t.yaml:1:10: \"storage\" must be a mapping"},
+    {"storage:\n  synchronous: fast\n",
+     "t.yaml:2:16: \"synchronous\" must be \"full\" or \"normal\""},
+    {"storage:\n  synchronous: FULL\n",
+     "t.yaml:2:16: \"synchronous\" must be \"full\" or \"normal\""},
+    {"storage: { path: \"\" }\n",
+     "t.yaml:1:18: \"path\" must be a non-empty string"},
+    {"storage:\n  path:\n", "t.yaml:2:8: \"path\" must be a non-empty string"},
+    {"storage:\n  path: [a, b]\n",
+     "t.yaml:2:9: \"path\" must be a non-empty string"},
+    {"storage:\n  path: \"a\\0b\"\n",
+     "t.yaml:2:9: \"path\" must not contain a NUL character"},
+    {"storage:\n  path: a\n  path: b\n",
+     "t.yaml:3:3: duplicate key \"path\" in storage"},
+    {"storage:\n  sync: full\n", "t.yaml:2:3: unknown key \"sync\" in storage"},
+    {"storage:\r\n  sync: full\r\n",
+     "t.yaml:2:3: unknown key \"sync\" in storage"},
+    /* A key's control characters are escaped in the message. */
+    {"storage:\n  \"a\\nb\": 1\n",
+     "t.yaml:2:3: unknown key \"a\\x0ab\" in storage"},
+
+    /* http */
+    {"http:\n  allow_insecure: yes\n",
+     "t.yaml:2:19: \"allow_insecure\" must be true or false"},
+    {"http:\n  allow_insecure: True\n",
+     "t.yaml:2:19: \"allow_insecure\" must be true or false"},
+    {"http:\n  allow_insecure: \"true\"\n",
+     "t.yaml:2:19: \"allow_insecure\" must be true or false"},
+    {"http: { max_body_bytes: 0 }\n",
+     "t.yaml:1:25: \"max_body_bytes\" must be between 1 and 1073741824"},
+    {"http:\n  token_env: ~\n",
+     "t.yaml:2:14: \"token_env\" must be a non-empty string"},
+    {"http:\n  listen: {host: a}\n",
+     "t.yaml:2:11: \"listen\" must be a non-empty string"},
+    {"http:\n  tls: true\n", "t.yaml:2:3: unknown key \"tls\" in http"},
+
+    /* engine: integers are decimal, plain and range-checked */
+    {"engine:\n  workers: eight\n",
+     "t.yaml:2:12: \"workers\" must be an integer"},
+    {"engine:\n  workers: 12abc\n",
+     "t.yaml:2:12: \"workers\" must be an integer"},
+    {"engine:\n  workers: \"8\"\n",
+     "t.yaml:2:12: \"workers\" must be an integer"},
+    {"engine:\n  workers: 0x10\n",
+     "t.yaml:2:12: \"workers\" must be an integer"},
+    {"engine:\n  workers: 1.5\n",
+     "t.yaml:2:12: \"workers\" must be an integer"},
+    {"engine:\n  workers: +8\n", "t.yaml:2:12: \"workers\" must be an integer"},
+    {"engine:\n  workers: 1e3\n",
+     "t.yaml:2:12: \"workers\" must be an integer"},
+    {"engine:\n  workers: --5\n",
+     "t.yaml:2:12: \"workers\" must be an integer"},
+    {"engine:\n  workers:\n", "t.yaml:2:11: \"workers\" must be an integer"},
+    {"engine:\n  workers: [8]\n",
+     "t.yaml:2:12: \"workers\" must be an integer"},
+    {"engine:\n  workers: 0\n",
+     "t.yaml:2:12: \"workers\" must be between 1 and 1024"},
+    {"engine:\n  workers: -1\n",
+     "t.yaml:2:12: \"workers\" must be between 1 and 1024"},
+    {"engine:\n  workers: 1025\n",
+     "t.yaml:2:12: \"workers\" must be between 1 and 1024"},
+    {"engine:\n  workers: 99999999999999999999999\n",
+     "t.yaml:2:12: \"workers\" must be between 1 and 1024"},
+    {"engine:\n  max_step_result: 1073741825\n",
+     "t.yaml:2:20: \"max_step_result\" must be between 1 and 1073741824"},
+    {"engine: 5\n", "t.yaml:1:9: \"engine\" must be a mapping"},
+    {"engine:\n  workers: 4\n  workers: 5\n",
+     "t.yaml:3:3: duplicate key \"workers\" in engine"},
+
+    /* plugins */
+    {"plugins: {name: x}\n", "t.yaml:1:10: \"plugins\" must be a list"},
+    {"plugins:\n  - just-a-name\n",
+     "t.yaml:2:5: each entry of \"plugins\" must be a mapping"},
+    {"plugins:\n  - path: a.so\n", "t.yaml:2:5: plugin is missing \"name\""},
+    {"plugins:\n  - name: orders\n",
+     "t.yaml:2:5: plugin \"orders\" is missing \"path\""},
+    {"plugins:\n  - name: x\n    path: \"\"\n",
+     "t.yaml:3:11: \"path\" must be a non-empty string"},
+    {"plugins:\n  - {name: a, path: a.so}\n  - {name: a, path: b.so}\n",
+     "t.yaml:3:12: duplicate plugin name \"a\" (first at 2:12)"},
+    {"plugins:\n  - name: x\n    path: x.so\n    wrkflows: []\n",
+     "t.yaml:4:5: unknown key \"wrkflows\" in plugin"},
+
+    /* workflows */
+    {WF_HEAD "      - name: order-flow\n"
+             "        binding: ORDER_FLOW\n"
+             "        class_name: OrderFlow\n"
+             "        retension: 30d\n",
+     "t.yaml:8:9: unknown key \"retension\" in workflow"},
+    {WF_HEAD "      - name: order-flow\n"
+             "        class_name: OrderFlow\n",
+     "t.yaml:5:9: workflow \"order-flow\" is missing \"binding\""},
+    {WF_HEAD "      - binding: B\n"
+             "        class_name: C\n",
+     "t.yaml:5:9: workflow is missing \"name\""},
+    {WF_HEAD "      - {name: a, binding: A}\n",
+     "t.yaml:5:9: workflow \"a\" is missing \"class_name\""},
+    {WF_HEAD WF_ABC "        retention: 3 fortnights\n",
+     "t.yaml:8:20: \"retention\" is not a valid duration: \"3 fortnights\""},
+    {WF_HEAD WF_ABC "        retention: -1d\n",
+     "t.yaml:8:20: \"retention\" is not a valid duration: \"-1d\""},
+    {WF_HEAD WF_ABC "        retention: [30d]\n",
+     "t.yaml:8:20: \"retention\" must be a duration"},
+    {WF_HEAD WF_ABC "        limits: { steps: 0 }\n",
+     "t.yaml:8:26: \"steps\" must be between 1 and 25000"},
+    {WF_HEAD WF_ABC "        limits: { steps: 25001 }\n",
+     "t.yaml:8:26: \"steps\" must be between 1 and 25000"},
+    {WF_HEAD WF_ABC "        limits: { concurrency: -1 }\n",
+     "t.yaml:8:32: \"concurrency\" must be between 0 and 4294967295"},
+    {WF_HEAD WF_ABC "        limits: 5\n",
+     "t.yaml:8:17: \"limits\" must be a mapping"},
+    {WF_HEAD WF_ABC "        limits: { step: 10 }\n",
+     "t.yaml:8:19: unknown key \"step\" in limits"},
+    {WF_HEAD "      - {name: a, binding: A, class_name: C, name: b}\n",
+     "t.yaml:5:46: duplicate key \"name\" in workflow"},
+    {WF_HEAD "      - {name: a, binding: A, class_name: C}\n"
+             "      - {name: a, binding: B, class_name: C}\n",
+     "t.yaml:6:16: duplicate workflow name \"a\" (first at 5:16)"},
+    /* Workflow names are unique across plugins... */
+    {"plugins:\n"
+     "  - name: p1\n"
+     "    path: p1.so\n"
+     "    workflows:\n"
+     "      - {name: a, binding: A, class_name: C}\n"
+     "  - name: p2\n"
+     "    path: p2.so\n"
+     "    workflows:\n"
+     "      - {name: a, binding: B, class_name: C}\n",
+     "t.yaml:9:16: duplicate workflow name \"a\" (first at 5:16)"},
+    /* ...and so are bindings, */
+    {"plugins:\n"
+     "  - name: p1\n"
+     "    path: p1.so\n"
+     "    workflows:\n"
+     "      - {name: a, binding: A, class_name: C}\n"
+     "  - name: p2\n"
+     "    path: p2.so\n"
+     "    workflows:\n"
+     "      - {name: b, binding: A, class_name: C}\n",
+     "t.yaml:9:28: duplicate binding name \"A\" (first at 5:28)"},
+    /* ...which workflows share with queue producers. */
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - {name: a, binding: A, class_name: C}\n"
+     "    queues:\n"
+     "      producers:\n"
+     "        - {binding: A, queue: q}\n",
+     "t.yaml:8:21: duplicate binding name \"A\" (first at 5:28)"},
+    {"plugins:\n  - name: p\n    path: p.so\n    workflows: {a: 1}\n",
+     "t.yaml:4:16: \"workflows\" must be a list"},
+    {WF_HEAD "      - order-flow\n",
+     "t.yaml:5:9: each entry of \"workflows\" must be a mapping"},
+
+    /* queues */
+    {"plugins:\n  - name: p\n    path: p.so\n    queues: []\n",
+     "t.yaml:4:13: \"queues\" must be a mapping"},
+    {Q_HEAD "      producer: []\n",
+     "t.yaml:5:7: unknown key \"producer\" in queues"},
+    {Q_HEAD "      consumers: {queue: q}\n",
+     "t.yaml:5:18: \"consumers\" must be a list"},
+    {Q_HEAD "      producers:\n        - [B, q]\n",
+     "t.yaml:6:11: each entry of \"producers\" must be a mapping"},
+    {Q_HEAD "      producers:\n        - binding: B\n",
+     "t.yaml:6:11: producer \"B\" is missing \"queue\""},
+    {Q_HEAD "      producers:\n        - queue: q\n",
+     "t.yaml:6:11: producer is missing \"binding\""},
+    {Q_HEAD "      consumers:\n        - max_retries: 3\n",
+     "t.yaml:6:11: consumer is missing \"queue\""},
+    {CONSUMER_Q "          max_batch_size: 0\n",
+     "t.yaml:7:27: \"max_batch_size\" must be between 1 and 100"},
+    {CONSUMER_Q "          max_batch_size: 101\n",
+     "t.yaml:7:27: \"max_batch_size\" must be between 1 and 100"},
+    {CONSUMER_Q "          max_batch_timeout: 61s\n",
+     "t.yaml:7:30: \"max_batch_timeout\" must be at most 1 minute"},
+    {CONSUMER_Q "          max_batch_timeout: fast\n",
+     "t.yaml:7:30: \"max_batch_timeout\" is not a valid duration: \"fast\""},
+    {CONSUMER_Q "          retry_delay: 13h\n",
+     "t.yaml:7:24: \"retry_delay\" must be at most 12 hours"},
+    {CONSUMER_Q "          retry_delay: soon\n",
+     "t.yaml:7:24: \"retry_delay\" is not a valid duration: \"soon\""},
+    {CONSUMER_Q "          max_retries: 101\n",
+     "t.yaml:7:24: \"max_retries\" must be between 0 and 100"},
+    {CONSUMER_Q "          dead_letter_queue: q\n",
+     "t.yaml:7:30: \"dead_letter_queue\" must differ from the consumer's queue "
+     "\"q\""},
+    {CONSUMER_Q "          visibility_timeout: 30s\n",
+     "t.yaml:7:11: unknown key \"visibility_timeout\" in consumer"},
+    /* A queue has one consumer, across all plugins. */
+    {CONSUMER_Q "        - queue: q\n",
+     "t.yaml:7:18: duplicate consumer for queue \"q\" (first at 6:18)"},
+
+    /* triggers */
+    {"plugins:\n  - name: p\n    path: p.so\n    triggers: [a]\n",
+     "t.yaml:4:15: \"triggers\" must be a mapping"},
+    {TRIGGERS_HEAD "      cron: []\n",
+     "t.yaml:5:7: unknown key \"cron\" in triggers"},
+    {TRIGGERS_HEAD "      crons: \"*/5 * * * *\"\n",
+     "t.yaml:5:14: \"crons\" must be a list"},
+    {TRIGGERS_HEAD "      crons: [{a: 1}]\n",
+     "t.yaml:5:15: each entry of \"crons\" must be a non-empty string"},
+    {TRIGGERS_HEAD "      crons: [\"\"]\n",
+     "t.yaml:5:15: each entry of \"crons\" must be a non-empty string"},
+};
+
+START_TEST(test_bad) {
+  const bad_case *c = &bad[_i];
+  char err[512] = "untouched";
+  config *cfg = parse(c->yaml, err, sizeof err);
+  if (cfg)
+    config_free(cfg);
+  ck_assert_msg(cfg == NULL, "row %d accepted, expected \"%s\"", _i, c->error);
+  ck_assert_msg(strstr(err, c->error) != NULL,
+                "row %d:\n  got      \"%s\"\n  expected \"%s\"", _i, err,
+                c->error);
+}
+END_TEST
+
+/* A NUL byte inside the given length is the reader's to refuse. */
+START_TEST(test_nul_in_text) {
+  static const char text[] = "engine: {}\n\0\n";
+  char err[256];
+  config *cfg = config_parse("t.yaml", text, sizeof text - 1, err, sizeof err);
+  ck_assert_ptr_null(cfg);
+  ck_assert_str_eq(err,
+                   "t.yaml:2:1: YAML syntax error: control characters are not "
+                   "allowed");
+}
+END_TEST
+
+/* The message is cut to the buffer and still terminated; no buffer at all
+ * is fine too. */
+START_TEST(test_small_error_buffer) {
+  char err[12];
+  memset(err, 'x', sizeof err);
+  ck_assert_ptr_null(parse("storge: {}\n", err, sizeof err));
+  ck_assert_str_eq(err, "t.yaml:1:1:");
+  ck_assert_ptr_null(parse("storge: {}\n", NULL, 0));
+  err[0] = 'x';
+  ck_assert_ptr_null(parse("storge: {}\n", err, 0));
+  ck_assert_int_eq(err[0], 'x');
+}
+END_TEST
+
+/* ---- Acceptance -------------------------------------------------------- */
+
+static void assert_default_sections(const config *cfg) {
+  ck_assert_str_eq(cfg->file, "t.yaml");
+  ck_assert_str_eq(cfg->storage.path, "var/duro.db");
+  ck_assert_int_eq(cfg->storage.synchronous_full, 1);
+  ck_assert_str_eq(cfg->http.listen, "127.0.0.1:8787");
+  ck_assert_ptr_null(cfg->http.token_env);
+  ck_assert_int_eq(cfg->http.allow_insecure, 0);
+  ck_assert_int_eq(cfg->http.max_body_bytes, 1 * MiB);
+  ck_assert_uint_eq(cfg->engine.workers, 8);
+  ck_assert_int_eq(cfg->engine.max_step_result, 1 * MiB);
+}
+
+static void check_defaults(const config *cfg) {
+  assert_default_sections(cfg);
+  ck_assert_uint_eq(cfg->n_plugins, 0);
+  ck_assert_ptr_null(cfg->plugins);
+}
+
+static void check_bare_plugin(const config *cfg) {
+  assert_default_sections(cfg);
+  ck_assert_uint_eq(cfg->n_plugins, 1);
+  const config_plugin *pl = &cfg->plugins[0];
+  ck_assert_str_eq(pl->name, "p");
+  ck_assert_str_eq(pl->path, "p.so");
+  ck_assert_int_eq(pl->pos.line, 2);
+  ck_assert_int_eq(pl->pos.column, 5);
+  ck_assert_uint_eq(pl->n_workflows, 0);
+  ck_assert_ptr_null(pl->workflows);
+  ck_assert_uint_eq(pl->n_producers, 0);
+  ck_assert_ptr_null(pl->producers);
+  ck_assert_uint_eq(pl->n_consumers, 0);
+  ck_assert_ptr_null(pl->consumers);
+  ck_assert_uint_eq(pl->n_crons, 0);
+  ck_assert_ptr_null(pl->crons);
+}
+
+static void check_workflow_defaults(const config *cfg) {
+  ck_assert_uint_eq(cfg->n_plugins, 1);
+  ck_assert_uint_eq(cfg->plugins[0].n_workflows, 1);
+  const config_workflow *w = &cfg->plugins[0].workflows[0];
+  ck_assert_str_eq(w->name, "a");
+  ck_assert_str_eq(w->binding, "A");
+  ck_assert_str_eq(w->class_name, "C");
+  ck_assert_int_eq(w->retention_ms, 30 * DAY_MS);
+  ck_assert_uint_eq(w->max_steps, 10000);
+  ck_assert_uint_eq(w->concurrency, 0);
+  ck_assert_int_eq(w->pos.line, 5);
+  ck_assert_int_eq(w->pos.column, 9);
+}
+
+static void check_consumer_defaults(const config *cfg) {
+  ck_assert_uint_eq(cfg->plugins[0].n_consumers, 1);
+  const config_consumer *c = &cfg->plugins[0].consumers[0];
+  ck_assert_str_eq(c->queue, "q");
+  ck_assert_uint_eq(c->max_batch_size, 10);
+  ck_assert_int_eq(c->max_batch_timeout_ms, 5000);
+  ck_assert_uint_eq(c->max_retries, 3);
+  ck_assert_int_eq(c->retry_delay_ms, 0);
+  ck_assert_ptr_null(c->dead_letter_queue);
+  ck_assert_int_eq(c->pos.line, 6);
+  ck_assert_int_eq(c->pos.column, 11);
+}
+
+static void check_limits_edges(const config *cfg) {
+  ck_assert_uint_eq(cfg->engine.workers, 1024);
+  ck_assert_int_eq(cfg->engine.max_step_result, 1);
+  ck_assert_int_eq(cfg->http.max_body_bytes, 1024 * MiB);
+  const config_plugin *pl = &cfg->plugins[0];
+  ck_assert_uint_eq(pl->workflows[0].max_steps, 25000);
+  ck_assert_uint_eq(pl->workflows[0].concurrency, UINT32_MAX);
+  ck_assert_int_eq(pl->workflows[0].retention_ms, 0);
+  ck_assert_uint_eq(pl->workflows[1].max_steps, 1);
+  ck_assert_uint_eq(pl->consumers[0].max_batch_size, 100);
+  ck_assert_int_eq(pl->consumers[0].max_batch_timeout_ms, 60000);
+  ck_assert_int_eq(pl->consumers[0].retry_delay_ms, 12 * 3600 * 1000);
+  ck_assert_uint_eq(pl->consumers[0].max_retries, 100);
+  ck_assert_uint_eq(pl->consumers[1].max_batch_size, 1);
+  ck_assert_int_eq(pl->consumers[1].max_batch_timeout_ms, 0);
+  ck_assert_uint_eq(pl->consumers[1].max_retries, 0);
+}
+
+static void check_durations(const config *cfg) {
+  const config_plugin *pl = &cfg->plugins[0];
+  ck_assert_int_eq(pl->workflows[0].retention_ms, 60000); /* plain = ms */
+  ck_assert_int_eq(pl->workflows[1].retention_ms, 5400000);
+  ck_assert_int_eq(pl->consumers[0].max_batch_timeout_ms, 250);
+  ck_assert_int_eq(pl->consumers[0].retry_delay_ms, 90000);
+}
+
+static void check_scalar_typing(const config *cfg) {
+  ck_assert_int_eq(cfg->storage.synchronous_full, 0);
+  ck_assert_str_eq(cfg->storage.path, "null"); /* quoted: a string */
+  ck_assert_str_eq(cfg->http.listen, "8787");  /* a string field */
+  ck_assert_str_eq(cfg->http.token_env, "TOKEN");
+  ck_assert_int_eq(cfg->http.allow_insecure, 1);
+  ck_assert_uint_eq(cfg->engine.workers, 8); /* "08" is decimal */
+}
+
+static void check_aliases(const config *cfg) {
+  const config_plugin *pl = &cfg->plugins[0];
+  ck_assert_uint_eq(pl->n_workflows, 2);
+  for (size_t i = 0; i < 2; i++) {
+    ck_assert_uint_eq(pl->workflows[i].max_steps, 5);
+    ck_assert_uint_eq(pl->workflows[i].concurrency, 2);
+  }
+}
+
+/* Only obviously wrong queue references are refused: a consumer may read a
+ * queue no producer declares (HTTP can send to it), a dead-letter queue
+ * need not be consumed, two bindings may produce to one queue. */
+static void check_queue_refs(const config *cfg) {
+  const config_plugin *pl = &cfg->plugins[0];
+  ck_assert_uint_eq(pl->n_producers, 2);
+  ck_assert_str_eq(pl->producers[0].queue, "q");
+  ck_assert_str_eq(pl->producers[1].queue, "q");
+  ck_assert_uint_eq(pl->n_consumers, 1);
+  ck_assert_str_eq(pl->consumers[0].queue, "unproduced");
+  ck_assert_str_eq(pl->consumers[0].dead_letter_queue, "nowhere");
+}
+
+static void check_quoted_crlf(const config *cfg) {
+  ck_assert_str_eq(cfg->storage.path, "x.db");
+  ck_assert_uint_eq(cfg->engine.workers, 3);
+}
+
+static void check_workers_3(const config *cfg) {
+  ck_assert_uint_eq(cfg->engine.workers, 3);
+}
+
+typedef struct good_case {
+  const char *yaml;
+  void (*check)(const config *cfg);
+} good_case;
+
+static const good_case good[] = {
+    {"", check_defaults},
+    {"---\n", check_defaults},
+    {"# nothing but a comment\n", check_defaults},
+    {"~\n", check_defaults},
+    {"storage:\nhttp: ~\nengine: {}\nplugins: []\n", check_defaults},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "    queues:\n"
+     "    triggers: {}\n",
+     check_bare_plugin},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    queues: {producers: [], consumers: ~}\n"
+     "    triggers: {crons: []}\n",
+     check_bare_plugin},
+    {WF_HEAD "      - {name: a, binding: A, class_name: C}\n",
+     check_workflow_defaults},
+    {WF_HEAD "      - {name: a, binding: A, class_name: C, limits: {}}\n",
+     check_workflow_defaults},
+    {CONSUMER_Q, check_consumer_defaults},
+    {"http: {max_body_bytes: 1073741824}\n"
+     "engine: {workers: 1024, max_step_result: 1}\n"
+     "plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - {name: a, binding: A, class_name: C, retention: 0,\n"
+     "         limits: {steps: 25000, concurrency: 4294967295}}\n"
+     "      - {name: b, binding: B, class_name: C, limits: {steps: 1}}\n"
+     "    queues:\n"
+     "      consumers:\n"
+     "        - {queue: q1, max_batch_size: 100, max_batch_timeout: 60s,\n"
+     "           retry_delay: 12 hours, max_retries: 100}\n"
+     "        - {queue: q2, max_batch_size: 1, max_batch_timeout: 0,\n"
+     "           max_retries: 0}\n",
+     check_limits_edges},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - {name: a, binding: A, class_name: C, retention: 60000}\n"
+     "      - {name: b, binding: B, class_name: C, retention: 1.5 hours}\n"
+     "    queues:\n"
+     "      consumers:\n"
+     "        - {queue: q, max_batch_timeout: 250ms,\n"
+     "           retry_delay: \"1.5 minutes\"}\n",
+     check_durations},
+    {"storage: {path: \"null\", synchronous: normal}\n"
+     "http: {listen: 8787, token_env: \"TOKEN\", allow_insecure: true}\n"
+     "engine: {workers: 08}\n",
+     check_scalar_typing},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - {name: a, binding: A, class_name: C,\n"
+     "         limits: &shared {steps: 5, concurrency: 2}}\n"
+     "      - {name: b, binding: B, class_name: C, limits: *shared}\n",
+     check_aliases},
+    {Q_HEAD "      producers:\n"
+            "        - {binding: B1, queue: q}\n"
+            "        - {binding: B2, queue: q}\n"
+            "      consumers:\n"
+            "        - {queue: unproduced, dead_letter_queue: nowhere}\n",
+     check_queue_refs},
+    {"\"storage\":\r\n  'path': x.db\r\nengine:\r\n  workers: 3\r\n",
+     check_quoted_crlf},
+    {"engine: {workers: 3}\n...\n", check_workers_3},
+};
+
+START_TEST(test_good) {
+  const good_case *c = &good[_i];
+  char err[512] = "";
+  config *cfg = parse(c->yaml, err, sizeof err);
+  ck_assert_msg(cfg != NULL, "row %d refused: %s", _i, err);
+  c->check(cfg);
+  config_free(cfg);
+}
+END_TEST
+
+/* The example of the design, with every value it sets. */
+static const char full_example[] =
+    "storage:  { path: var/duro.db, synchronous: full }   # full | normal\n"
+    "http:     { listen: 127.0.0.1:8787, token_env: DURO_TOKEN, "
+    "allow_insecure: false, max_body_bytes: 1048576 }\n"
+    "engine:   { workers: 8, max_step_result: 1048576 }\n"
+    "plugins:\n"
+    "  - name: orders\n"
+    "    path: build/plugins/orders/liborders.so\n"
+    "    workflows:\n"
+    "      - { name: order-flow, binding: ORDER_FLOW, class_name: OrderFlow,\n"
+    "          retention: 30d, limits: { steps: 10000, concurrency: 100 } }\n"
+    "    queues:\n"
+    "      producers: [ { binding: ORDER_JOBS, queue: order-jobs } ]\n"
+    "      consumers:\n"
+    "        - { queue: order-jobs, max_batch_size: 100, max_batch_timeout: "
+    "5s,\n"
+    "            max_retries: 3, retry_delay: 30s, dead_letter_queue: "
+    "order-jobs-dlq }\n"
+    "    triggers:\n"
+    "      crons: [\"*/15 * * * *\"]\n";
+
+static void check_full_example(const config *cfg, const char *file) {
+  ck_assert_str_eq(cfg->file, file);
+  ck_assert_str_eq(cfg->storage.path, "var/duro.db");
+  ck_assert_int_eq(cfg->storage.synchronous_full, 1);
+  ck_assert_str_eq(cfg->http.listen, "127.0.0.1:8787");
+  ck_assert_str_eq(cfg->http.token_env, "DURO_TOKEN");
+  ck_assert_int_eq(cfg->http.allow_insecure, 0);
+  ck_assert_int_eq(cfg->http.max_body_bytes, 1048576);
+  ck_assert_uint_eq(cfg->engine.workers, 8);
+  ck_assert_int_eq(cfg->engine.max_step_result, 1048576);
+
+  ck_assert_uint_eq(cfg->n_plugins, 1);
+  const config_plugin *pl = &cfg->plugins[0];
+  ck_assert_str_eq(pl->name, "orders");
+  ck_assert_str_eq(pl->path, "build/plugins/orders/liborders.so");
+  ck_assert_int_eq(pl->pos.line, 5);
+  ck_assert_int_eq(pl->pos.column, 5);
+
+  ck_assert_uint_eq(pl->n_workflows, 1);
+  const config_workflow *w = &pl->workflows[0];
+  ck_assert_str_eq(w->name, "order-flow");
+  ck_assert_str_eq(w->binding, "ORDER_FLOW");
+  ck_assert_str_eq(w->class_name, "OrderFlow");
+  ck_assert_int_eq(w->retention_ms, 30 * DAY_MS);
+  ck_assert_uint_eq(w->max_steps, 10000);
+  ck_assert_uint_eq(w->concurrency, 100);
+  ck_assert_int_eq(w->pos.line, 8);
+  ck_assert_int_eq(w->pos.column, 9);
+
+  ck_assert_uint_eq(pl->n_producers, 1);
+  ck_assert_str_eq(pl->producers[0].binding, "ORDER_JOBS");
+  ck_assert_str_eq(pl->producers[0].queue, "order-jobs");
+  ck_assert_int_eq(pl->producers[0].pos.line, 11);
+  ck_assert_int_eq(pl->producers[0].pos.column, 20);
+
+  ck_assert_uint_eq(pl->n_consumers, 1);
+  const config_consumer *c = &pl->consumers[0];
+  ck_assert_str_eq(c->queue, "order-jobs");
+  ck_assert_uint_eq(c->max_batch_size, 100);
+  ck_assert_int_eq(c->max_batch_timeout_ms, 5000);
+  ck_assert_uint_eq(c->max_retries, 3);
+  ck_assert_int_eq(c->retry_delay_ms, 30000);
+  ck_assert_str_eq(c->dead_letter_queue, "order-jobs-dlq");
+  ck_assert_int_eq(c->pos.line, 13);
+  ck_assert_int_eq(c->pos.column, 11);
+
+  ck_assert_uint_eq(pl->n_crons, 1);
+  ck_assert_str_eq(pl->crons[0], "*/15 * * * *");
+}
+
+START_TEST(test_full_example) {
+  char err[512] = "";
+  config *cfg = config_parse("config/duro.yaml", full_example,
+                             strlen(full_example), err, sizeof err);
+  ck_assert_msg(cfg != NULL, "refused: %s", err);
+  check_full_example(cfg, "config/duro.yaml");
+  config_free(cfg);
+}
+END_TEST
+
+START_TEST(test_find_workflow) {
+  static const char yaml[] = "plugins:\n"
+                             "  - name: p1\n"
+                             "    path: p1.so\n"
+                             "    workflows:\n"
+                             "      - {name: a, binding: A, class_name: CA}\n"
+                             "  - name: p2\n"
+                             "    path: p2.so\n"
+                             "    workflows:\n"
+                             "      - {name: b, binding: B, class_name: CB}\n"
+                             "      - {name: c, binding: C, class_name: CC}\n";
+  char err[256] = "";
+  config *cfg = parse(yaml, err, sizeof err);
+  ck_assert_msg(cfg != NULL, "refused: %s", err);
+
+  const config_plugin *pl = NULL;
+  const config_workflow *w = config_find_workflow(cfg, "c", &pl);
+  ck_assert_ptr_nonnull(w);
+  ck_assert_str_eq(w->class_name, "CC");
+  ck_assert_ptr_eq(pl, &cfg->plugins[1]);
+
+  w = config_find_workflow(cfg, "a", NULL);
+  ck_assert_ptr_eq(w, &cfg->plugins[0].workflows[0]);
+
+  pl = &cfg->plugins[0];
+  ck_assert_ptr_null(config_find_workflow(cfg, "nope", &pl));
+  ck_assert_ptr_null(pl);
+  ck_assert_ptr_null(config_find_workflow(cfg, "A", NULL)); /* a binding */
+  ck_assert_ptr_null(config_find_workflow(NULL, "a", NULL));
+  config_free(cfg);
+  config_free(NULL);
+}
+END_TEST
+
+/* ---- Files ------------------------------------------------------------- */
+
+/* Writes `text` to a fresh temporary file and returns its malloc'ed path. */
+static char *write_temp(const char *text) {
+  const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+  size_t n = strlen(dir) + 32;
+  char *path = malloc(n);
+  ck_assert_ptr_nonnull(path);
+  snprintf(path, n, "%s/duro-config-XXXXXX", dir);
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  size_t len = strlen(text);
+  ck_assert_int_eq(write(fd, text, len), (ssize_t)len);
+  close(fd);
+  return path;
+}
+
+START_TEST(test_load_file) {
+  char *path = write_temp(full_example);
+  char err[512] = "";
+  config *cfg = config_load(path, err, sizeof err);
+  ck_assert_msg(cfg != NULL, "refused: %s", err);
+  check_full_example(cfg, path);
+  config_free(cfg);
+  unlink(path);
+  free(path);
+}
+END_TEST
+
+START_TEST(test_load_error_names_file) {
+  char *path = write_temp("engine:\n  workers: many\n");
+  char err[512] = "";
+  char expected[600];
+  snprintf(expected, sizeof expected, "%s:2:12: \"workers\" must be an integer",
+           path);
+  ck_assert_ptr_null(config_load(path, err, sizeof err));
+  ck_assert_str_eq(err, expected);
+  unlink(path);
+  free(path);
+}
+END_TEST
+
+START_TEST(test_load_missing_file) {
+  char err[512] = "";
+  ck_assert_ptr_null(config_load("no/such/dir/duro.yaml", err, sizeof err));
+  ck_assert_str_eq(err, "no/such/dir/duro.yaml: cannot read: No such file or "
+                        "directory");
+}
+END_TEST
+
+START_TEST(test_load_directory) {
+  char err[512] = "";
+  ck_assert_ptr_null(config_load(".", err, sizeof err));
+  ck_assert_str_eq(err, ".: cannot read: Is a directory");
+}
+END_TEST
+
+START_TEST(test_load_empty_file) {
+  char *path = write_temp("");
+  char err[512] = "";
+  config *cfg = config_load(path, err, sizeof err);
+  ck_assert_msg(cfg != NULL, "refused: %s", err);
+  ck_assert_str_eq(cfg->file, path);
+  ck_assert_uint_eq(cfg->n_plugins, 0);
+  config_free(cfg);
+  unlink(path);
+  free(path);
+}
+END_TEST
+
+static Suite *config_suite(void) {
+  Suite *s = suite_create("config");
+
+  TCase *tc = tcase_create("refused");
+  tcase_add_loop_test(tc, test_bad, 0, (int)(sizeof bad / sizeof bad[0]));
+  tcase_add_test(tc, test_nul_in_text);
+  tcase_add_test(tc, test_small_error_buffer);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("accepted");
+  tcase_add_loop_test(tc, test_good, 0, (int)(sizeof good / sizeof good[0]));
+  tcase_add_test(tc, test_full_example);
+  tcase_add_test(tc, test_find_workflow);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("files");
+  tcase_add_test(tc, test_load_file);
+  tcase_add_test(tc, test_load_error_names_file);
+  tcase_add_test(tc, test_load_missing_file);
+  tcase_add_test(tc, test_load_directory);
+  tcase_add_test(tc, test_load_empty_file);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(config_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed != 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}
