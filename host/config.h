@@ -1,8 +1,8 @@
 /* config.h — the YAML configuration, parsed with libyaml into plain structs.
  *
  * config_load() reads the whole file, checks every key against the schema
- * (unknown key, wrong type, missing field, duplicate name, binding to an
- * unknown queue) and refuses it with "file:line:column: what is wrong".
+ * (unknown key, wrong type, missing field, out-of-range value, duplicate
+ * name or binding, a dead-letter queue equal to its own queue) and refuses it with "file:line:column: what is wrong".
  * Every string in the structs is owned by the config and freed by
  * config_free(). */
 #ifndef DURO_CONFIG_H

@@ -1,0 +1,89 @@
+/* chain.c — the crash-test plugin: workflow class "Chain" runs N steps in
+ * a row (params {"steps": N, "nap_every": K}), sleeping briefly every K
+ * steps, and writes what it does to the file named by $DURO_CHAIN_LOG,
+ * outside the journal:
+ *
+ *   exec <instance> <i> <token>   a step callback ran (token is unique)
+ *   seen <instance> <i> <token>   run() got step i's result back from duro_do
+ *
+ * A "seen" line is written only after duro_do returned DURO_OK, which the
+ * host allows only once the step's result is committed.  So the test can
+ * tell a completed step that ran again: an "exec" after a "seen" of the
+ * same step.  Each line is one O_APPEND write, so a SIGKILL never leaves
+ * half a line. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "duro.h"
+
+typedef struct chain_step {
+  const char *instance;
+  int index;
+} chain_step;
+
+static void append_line(const char *kind, const char *instance, int index,
+                        const char *token) {
+  const char *path = getenv("DURO_CHAIN_LOG");
+  if (!path)
+    return;
+  char line[256];
+  int n = snprintf(line, sizeof line, "%s %s %d %s\n", kind, instance, index,
+                   token);
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);
+  if (fd < 0)
+    return;
+  if (write(fd, line, (size_t)n) != n)
+    duro_log(DURO_LOG_ERROR, "short write to %s", path);
+  close(fd);
+}
+
+static int run_step(duro_attempt *a, void *arg) {
+  const chain_step *cs = arg;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  char token[64];
+  snprintf(token, sizeof token, "%d-%lld%09ld", (int)getpid(),
+           (long long)ts.tv_sec, ts.tv_nsec);
+  append_line("exec", cs->instance, cs->index, token);
+  /* A little work, so kills land inside callbacks too. */
+  struct timespec nap = {0, 300 * 1000};
+  nanosleep(&nap, NULL);
+  char json[96];
+  snprintf(json, sizeof json, "\"%s\"", token);
+  return duro_attempt_result(a, json);
+}
+
+static int param(const char *params, const char *key, int fallback) {
+  char pattern[32];
+  snprintf(pattern, sizeof pattern, "\"%s\":", key);
+  const char *p = strstr(params, pattern);
+  return p ? atoi(p + strlen(pattern)) : fallback;
+}
+
+static duro_rc chain(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env;
+  int n = param(ev->params, "steps", 10);
+  int nap_every = param(ev->params, "nap_every", 0);
+  for (int i = 1; i <= n; i++) {
+    chain_step cs = {.instance = ev->instance_id, .index = i};
+    const char *result;
+    DURO_TRY(duro_do(step, "step", NULL, run_step, &cs, &result));
+    /* strip the quotes of the JSON string */
+    char token[64];
+    snprintf(token, sizeof token, "%.*s", (int)strlen(result) - 2, result + 1);
+    append_line("seen", ev->instance_id, i, token);
+    if (nap_every > 0 && i % nap_every == 0)
+      DURO_TRY(duro_sleep(step, "nap", "5"));
+  }
+  char out[64];
+  snprintf(out, sizeof out, "{\"steps\":%d}", n);
+  return duro_set_output(step, out);
+}
+
+static const duro_workflow_def workflows[] = {{"Chain", chain}};
+
+DURO_PLUGIN(.name = "chain", .version = "1", DURO_WORKFLOWS(workflows));
