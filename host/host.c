@@ -53,10 +53,9 @@ static int make_parent_dirs(const char *path) {
   return rc;
 }
 
-/* Loads every plugin and registers its workflows with `engine` (NULL for
- * `check`).  Reports each problem as file:line:column and returns the
- * number of problems. */
-static int load_plugins(host *h, duro_engine *engine) {
+/* Loads every plugin and checks that it exports each workflow's class.
+ * Reports each problem as file:line:column and returns their number. */
+static int load_plugins(host *h) {
   int problems = 0;
   const config *cfg = h->cfg;
   h->plugins = xcalloc(cfg->n_plugins ? cfg->n_plugins : 1,
@@ -84,20 +83,27 @@ static int load_plugins(host *h, duro_engine *engine) {
         problems++;
         continue;
       }
-      if (!engine)
-        continue;
-      duro_workflow_limits lim = {.retention_ms = w->retention_ms,
-                                  .max_steps = w->max_steps,
-                                  .concurrency = w->concurrency};
-      if (duro_engine_register(engine, w->name, w->binding, run, &lim,
-                               loader_build(lp)) != 0) {
-        fprintf(stderr, "%s:%d:%d: workflow \"%s\" cannot be registered\n",
-                cfg->file, w->pos.line, w->pos.column, w->name);
-        problems++;
-      }
     }
   }
   return problems;
+}
+
+/* Registers every workflow of the loaded plugins (all of them loaded:
+ * load_plugins found no problem, so plugins[i] is config plugin i). */
+static void register_workflows(host *h) {
+  for (size_t i = 0; i < h->cfg->n_plugins; i++) {
+    const config_plugin *p = &h->cfg->plugins[i];
+    for (size_t k = 0; k < p->n_workflows; k++) {
+      const config_workflow *w = &p->workflows[k];
+      duro_workflow_limits lim = {.retention_ms = w->retention_ms,
+                                  .max_steps = w->max_steps,
+                                  .concurrency = w->concurrency};
+      /* names are unique (config.c checked), so this cannot fail */
+      duro_engine_register(h->engine, w->name, w->binding,
+                           loader_find_workflow(h->plugins[i], w->class_name),
+                           &lim, loader_build(h->plugins[i]));
+    }
+  }
 }
 
 static void unload_plugins(host *h) {
@@ -116,7 +122,7 @@ int host_check(const char *config_path) {
     fprintf(stderr, "%s\n", err);
     return 1;
   }
-  int problems = load_plugins(&h, NULL);
+  int problems = load_plugins(&h);
   unload_plugins(&h);
   if (!problems)
     printf("%s: ok (%zu plugin%s)\n", config_path, h.cfg->n_plugins,
@@ -165,6 +171,9 @@ int host_run(const char *config_path) {
     fprintf(stderr, "%s\n", err);
     return 1;
   }
+  /* Plugins first: a broken build must not create or touch the store. */
+  if (load_plugins(&h) != 0)
+    goto out;
   if (make_parent_dirs(h.cfg->storage.path) != 0) {
     fprintf(stderr, "%s: cannot create the directory for storage.path \"%s\": "
             "%s\n", config_path, h.cfg->storage.path, strerror(errno));
@@ -182,8 +191,7 @@ int host_run(const char *config_path) {
     fprintf(stderr, "%s\n", err);
     goto out;
   }
-  if (load_plugins(&h, h.engine) != 0)
-    goto out;
+  register_workflows(&h);
 
   uv_loop_init(&h.loop);
   h.loop.data = &h;

@@ -264,6 +264,16 @@ static void crash_loop(const char *synchronous) {
     json_decref(d);
   }
   duro_engine_close(e);
+  /* Passed: remove the evidence (a failure leaves it for a look). */
+  const char *files[] = {c.cfg, c.log, c.err, c.db};
+  for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+    unlink(files[i]);
+  char wal[256];
+  snprintf(wal, sizeof wal, "%s-wal", c.db);
+  unlink(wal);
+  snprintf(wal, sizeof wal, "%s-shm", c.db);
+  unlink(wal);
+  rmdir(c.dir);
   fprintf(stderr,
           "crash test (synchronous=%s): %d kills, %d step executions for %d "
           "steps\n",

@@ -1,0 +1,25 @@
+# Convenience targets; the build itself is meson's (meson.build).
+.PHONY: all deps build run check test bench clean
+
+all: build
+
+deps:
+	@bash .ci/deps
+
+build: deps
+	@[ -f build/build.ninja ] || meson setup build --buildtype=debugoptimized >/dev/null
+	@ninja -C build
+
+# The main job: the host on config/duro.yaml with the example plugin.
+run: build
+	./build/host/duro run config/duro.yaml
+
+check: build
+	./build/host/duro check config/duro.yaml
+
+# Every test, under AddressSanitizer and UndefinedBehaviorSanitizer.
+test: deps
+	@tests/run.sh
+
+clean:
+	rm -rf build build-test

@@ -1,0 +1,338 @@
+/* orders.c — the order flow of DESIGN.md as a duro plugin: a tutorial to
+ * copy from.
+ *
+ *   reserve stock -> charge card -> manual review -> grace period -> send mail
+ *
+ * The workflow class "OrderFlow" takes params
+ *
+ *   {"orderId": "A-1001", "email": "ada@example.com", "amount": 42.5,
+ *    "flakyCard": true,     optional: the first charge attempt fails
+ *    "graceSeconds": 5}     optional: the grace period, default "1 hour"
+ *
+ * and ends with the output {"orderId","charge":{...},"approved":true}, or
+ * {"approved":false,"reason":...} when the review rejects the order or does
+ * not answer within two days.  Nothing here touches the network: each step
+ * simulates its service and builds its JSON result with snprintf.
+ *
+ * Send the review with the event type "approval" and a payload such as
+ * {"approved": true} or {"approved": false, "reason": "fraud"}.
+ *
+ * duro.h lists seven rules for workflow authors; the comments marked
+ * "Rule N" below show each one where it applies.
+ *
+ * Build it in tree (examples/meson.build) or out of tree:
+ *
+ *   cc -shared -fPIC -fvisibility=hidden -Wl,-z,defs \
+ *      $(pkg-config --cflags duro-plugin jansson) orders.c \
+ *      $(pkg-config --libs jansson) -o liborders.so
+ *
+ * -fvisibility=hidden keeps everything but the duro_plugin entry private;
+ * -Wl,-z,defs proves that nothing is left for the host to resolve (the host
+ * exports no symbols: the API reaches the plugin as a table at load). */
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "duro.h"
+
+/* ---- the order, read from params -----------------------------------------
+ *
+ * Rule 3 says to branch only on params and step results.  Params never
+ * change for an instance, so reading them outside any step is fine: every
+ * activation reads the same values and takes the same branches. */
+
+typedef struct order {
+  const char *id;    /* borrowed from the parsed params */
+  const char *email; /* borrowed from the parsed params */
+  double amount;
+  int flaky_card;
+  char grace[32];    /* the duro_sleep duration: "1 hour" or "N seconds" */
+  char problem[160]; /* non-empty when the params are unusable */
+} order;
+
+/* Ids that go into JSON unescaped must not need escaping. */
+static int plain_id(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > 64)
+    return 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+          (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' ||
+          c == ':'))
+      return 0;
+  }
+  return 1;
+}
+
+static int plain_email(const char *s) {
+  size_t n = strlen(s);
+  if (n < 3 || n > 254 || !strchr(s, '@'))
+    return 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c < 0x20 || c == 0x7f || c == '"' || c == '\\')
+      return 0;
+  }
+  return 1;
+}
+
+/* Fills *o from the params text.  Returns the parsed params, which own the
+ * strings *o points to (the caller decrefs them), or NULL.  A problem is
+ * not reported here: there is no way to attach a message to a DURO_ERROR
+ * returned from run() itself, so the first step refuses the order with
+ * o->problem as a final failure, and the message lands in the instance's
+ * error where `duro workflows instances describe` shows it. */
+static json_t *parse_order(const char *params, order *o) {
+  memset(o, 0, sizeof *o);
+  snprintf(o->grace, sizeof o->grace, "1 hour");
+
+  json_error_t jerr;
+  json_t *p = json_loads(params, JSON_DECODE_ANY, &jerr);
+  if (!p || !json_is_object(p)) {
+    snprintf(o->problem, sizeof o->problem,
+             "params must be a JSON object with orderId, email and amount");
+    return p;
+  }
+
+  json_t *id = json_object_get(p, "orderId");
+  json_t *email = json_object_get(p, "email");
+  json_t *amount = json_object_get(p, "amount");
+  json_t *grace = json_object_get(p, "graceSeconds");
+
+  if (!json_is_string(id) || !plain_id(json_string_value(id)))
+    snprintf(o->problem, sizeof o->problem,
+             "params.orderId must be 1-64 characters of [A-Za-z0-9_.:-]");
+  else if (!json_is_string(email) || !plain_email(json_string_value(email)))
+    snprintf(o->problem, sizeof o->problem,
+             "params.email must be an e-mail address");
+  else if (!json_is_number(amount) || json_number_value(amount) > 1e9)
+    snprintf(o->problem, sizeof o->problem,
+             "params.amount must be a number up to 1000000000");
+  else if (grace &&
+           !(json_is_integer(grace) && json_integer_value(grace) >= 0 &&
+             json_integer_value(grace) <= 365LL * 24 * 3600))
+    snprintf(o->problem, sizeof o->problem,
+             "params.graceSeconds must be an integer from 0 to 31536000");
+
+  o->id = json_is_string(id) ? json_string_value(id) : "";
+  o->email = json_is_string(email) ? json_string_value(email) : "";
+  o->amount = json_is_number(amount) ? json_number_value(amount) : 0;
+  o->flaky_card = json_is_true(json_object_get(p, "flakyCard"));
+  if (json_is_integer(grace))
+    snprintf(o->grace, sizeof o->grace, "%lld seconds",
+             (long long)json_integer_value(grace));
+  return p;
+}
+
+/* A stand-in for the id a payment provider would hand back.  Derived from
+ * the idempotency key, so the same key always yields the same charge, which
+ * is what a real provider's deduplication guarantees. */
+static uint64_t fnv1a(const char *s) {
+  uint64_t h = UINT64_C(0xcbf29ce484222325);
+  for (; *s; s++) {
+    h ^= (unsigned char)*s;
+    h *= UINT64_C(0x100000001b3);
+  }
+  return h;
+}
+
+/* ---- the steps -----------------------------------------------------------
+ *
+ * A step callback is where the world is touched.  Rule 1: run() starts from
+ * the top on every activation, and a completed step is replayed from the
+ * journal without calling its callback, so a side effect written outside a
+ * step would happen again on every activation, while one inside a step
+ * happens once per attempt.  duro_log() goes inside the callback for the
+ * same reason: the host logs it once per attempt, with the instance and the
+ * step attached, and not again on replay.
+ *
+ * snprintf builds the results safely only because parse_order() refused any
+ * orderId or e-mail that would need escaping in JSON.  With free text, build
+ * the JSON with jansson (json_pack + json_dumps) as finish() does below. */
+
+static int reserve_stock(duro_attempt *a, void *arg) {
+  const order *o = arg;
+
+  /* Bad params will not get better with retries: a final failure ends the
+   * step now, and its message becomes the instance's error. */
+  if (o->problem[0])
+    return duro_attempt_fail_final(a, "invalid order: %s", o->problem);
+
+  duro_log(DURO_LOG_INFO, "reserving stock for order %s", o->id);
+  char json[256];
+  snprintf(json, sizeof json,
+           "{\"orderId\":\"%s\",\"reservationId\":\"res-%s\"}", o->id, o->id);
+  return duro_attempt_result(a, json);
+}
+
+static int charge_card(duro_attempt *a, void *arg) {
+  const order *o = arg;
+  uint32_t attempt = duro_attempt_number(a);
+
+  /* Rule 4: an attempt can run twice (the host may die after the provider
+   * charged the card but before the result was committed).  The key is
+   * "instance-id/charge card#1", the same on every attempt and after a
+   * restart, so the provider sees a repeat and charges once. */
+  const char *key = duro_attempt_idempotency_key(a);
+  duro_log(DURO_LOG_INFO, "charging %.2f for order %s (attempt %u, key %s)",
+           o->amount, o->id, attempt, key);
+
+  /* A refusal that no retry can fix: fail final, skipping the retries. */
+  if (o->amount <= 0)
+    return duro_attempt_fail_final(a, "amount must be positive, got %.2f",
+                                   o->amount);
+
+  /* A transient failure: return duro_attempt_fail() and the host retries
+   * after the back-off of the step's config (here 10 s, then 20 s, ...). */
+  if (o->flaky_card && attempt == 1)
+    return duro_attempt_fail(a, "card issuer timed out (simulated)");
+
+  /* The timeout is cooperative: a long call checks it and gives up.  A
+   * result set after the deadline would be discarded anyway. */
+  if (duro_attempt_cancelled(a))
+    return duro_attempt_fail(a, "gave up: attempt deadline passed");
+
+  char json[512];
+  snprintf(json, sizeof json,
+           "{\"chargeId\":\"ch_%016llx\",\"amount\":%.2f,\"currency\":\"EUR\","
+           "\"idempotencyKey\":\"%s\"}",
+           (unsigned long long)fnv1a(key), o->amount, key);
+  return duro_attempt_result(a, json);
+}
+
+static int send_mail(duro_attempt *a, void *arg) {
+  const order *o = arg;
+  /* The same key as a Message-ID lets the mail service drop a duplicate
+   * (Rule 4 again). */
+  const char *key = duro_attempt_idempotency_key(a);
+  duro_log(DURO_LOG_INFO, "mailing %s about order %s", o->email, o->id);
+  char json[512];
+  snprintf(json, sizeof json, "{\"to\":\"%s\",\"messageId\":\"<%s@orders>\"}",
+           o->email, key);
+  return duro_attempt_result(a, json);
+}
+
+/* ---- the workflow -------------------------------------------------------- */
+
+/* Rule 7: no mutable globals.  A step config is constant data, so it can
+ * be a static const: 3 retries (4 attempts at most), 10 s doubling each
+ * time, and 2 minutes per attempt. */
+static const duro_retries charge_retries = {
+    .limit = 3, .delay = "10 seconds", .backoff = DURO_BACKOFF_EXPONENTIAL};
+static const duro_step_config charge_config = {.retries = &charge_retries,
+                                               .timeout = "2 minutes"};
+
+/* Sets the output.  `charge` is the charge step's result, NULL when the
+ * order was not approved.  Built with jansson because `reason` may be the
+ * reviewer's free text.  Rule 6: duro_set_output copies the text, so it is
+ * freed right after. */
+static duro_rc finish(duro_step *step, const order *o, const char *charge,
+                      const char *reason) {
+  json_t *out;
+  if (charge)
+    out = json_pack("{s:s, s:o, s:b}", "orderId", o->id, "charge",
+                    json_loads(charge, 0, NULL), "approved", 1);
+  else
+    out = json_pack("{s:b, s:s}", "approved", 0, "reason", reason);
+  char *text = out ? json_dumps(out, JSON_COMPACT) : NULL;
+  json_decref(out);
+  duro_rc rc = duro_set_output(step, text ? text : "null");
+  free(text);
+  return rc;
+}
+
+/* True when a duro_step_error() JSON says the step timed out. */
+static int timed_out(const char *error) {
+  json_t *e = json_loads(error, 0, NULL);
+  const char *name = json_string_value(json_object_get(e, "name"));
+  int yes = name && strcmp(name, "TimeoutError") == 0;
+  json_decref(e);
+  return yes;
+}
+
+static duro_rc run_order(duro_step *step, order *o) {
+  /* Rule 5: every step call returns DURO_OK, DURO_SUSPEND or DURO_ERROR.
+   * DURO_TRY returns from run() on anything but DURO_OK: a suspension
+   * yields the activation, an error fails the instance with the step's
+   * error.  Rule 2: the step names are string constants, so each
+   * activation asks for the same keys in the same order. */
+
+  /* NULL config: the defaults (5 retries, 10 s exponential, 10 min). */
+  const char *reservation; /* borrowed until the activation ends (Rule 6) */
+  DURO_TRY(
+      duro_do(step, "reserve stock", NULL, reserve_stock, o, &reservation));
+  (void)reservation;
+
+  const char *charge;
+  DURO_TRY(
+      duro_do(step, "charge card", &charge_config, charge_card, o, &charge));
+
+  /* Waiting costs a database row: the activation returns here
+   * (DURO_SUSPEND), and the event, or the timeout, starts a new one that
+   * replays the two steps above from the journal and gets past this line.
+   * Handling a failure is an `if` on the code instead of DURO_TRY: the
+   * timeout is caught, anything else still fails the instance. */
+  const char *review; /* {"type","payload","timestamp"} */
+  duro_rc rc =
+      duro_wait_for_event(step, "manual review", "approval", "2 days", &review);
+  if (rc == DURO_SUSPEND)
+    return rc;
+  if (rc == DURO_ERROR) {
+    if (!timed_out(duro_step_error(step)))
+      return rc;
+    return finish(step, o, NULL, "review timed out");
+  }
+
+  /* Rule 3: the event is a step result, journaled like any other, so
+   * branching on it is deterministic: a replay sees the same payload.
+   * (Asking the reviewer service here, outside a step, would not be.)
+   * When the order is not approved (here or on the timeout above), a real
+   * flow would refund the charge and release the stock, each in a step of
+   * its own. */
+  json_t *ev = json_loads(review, 0, NULL);
+  json_t *payload = json_object_get(ev, "payload");
+  if (json_is_false(json_object_get(payload, "approved"))) {
+    const char *why = json_string_value(json_object_get(payload, "reason"));
+    char reason[256];
+    snprintf(reason, sizeof reason, "rejected%s%s", why ? ": " : "",
+             why ? why : "");
+    json_decref(ev);
+    return finish(step, o, NULL, reason);
+  }
+  json_decref(ev);
+
+  /* A durable sleep: no thread waits, the instance is a row with a wake
+   * time.  The duration comes from params, so it is the same on every
+   * activation. */
+  DURO_TRY(duro_sleep(step, "grace period", o->grace));
+
+  const char *mail;
+  DURO_TRY(duro_do(step, "send mail", NULL, send_mail, o, &mail));
+  (void)mail;
+
+  return finish(step, o, charge, NULL);
+}
+
+/* The entrypoint.  It owns the parsed params and frees them on every way
+ * out, which is why the steps live in run_order(): DURO_TRY returns early,
+ * and a plain return there cannot leak. */
+static duro_rc order_flow(duro_step *step, const duro_event *ev,
+                          duro_env *env) {
+  (void)env; /* this flow starts no other workflows */
+  order o;
+  json_t *params = parse_order(ev->params, &o);
+  duro_rc rc = run_order(step, &o);
+  json_decref(params);
+  return rc;
+}
+
+static const duro_workflow_def workflows[] = {
+    {.class_name = "OrderFlow", .run = order_flow},
+};
+
+/* The one exported symbol.  The host checks the descriptor this writes
+ * (magic, size, ABI, layout fingerprint) before it calls anything else. */
+DURO_PLUGIN(.name = "orders", .version = "1.0", DURO_WORKFLOWS(workflows));

@@ -1,0 +1,660 @@
+/* test_host.c — the `duro` binary as an operator meets it.
+ *
+ * Every case runs the real DURO_BIN (fork/exec, stdout and stderr captured,
+ * a deadline on every wait) on a small YAML config generated in a fresh
+ * temporary directory, and asserts on the exit code and the messages:
+ *
+ *  - `duro check` of a good config (the good_v1 fixture, class "Hello")
+ *    exits 0, says ok, and creates no database;
+ *  - each bad config (unknown key, wrong type, missing field, a missing
+ *    .so, a .so without `duro_plugin`, a wrong ABI major, a layout
+ *    fingerprint mismatch, a class the plugin does not export) makes
+ *    `duro check` exit non-zero with "FILE:LINE:COLUMN: " pointing at the
+ *    offending node, plus the words that say what is wrong;
+ *  - `duro run` of the good config logs "ready" and exits 0 on SIGTERM and
+ *    on SIGINT;
+ *  - `duro run` of each bad config exits non-zero with the same message,
+ *    creates no database where there was none, and leaves an existing
+ *    database (made by a brief good run) byte for byte as it was;
+ *  - an unknown verb, or none, exits 2 with the usage.
+ *
+ * Children are killed on every way out: the helpers SIGKILL a child past
+ * its deadline, the teardown kills one still running, the child asks for
+ * SIGKILL when its parent dies, and in fork mode Check kills the case's
+ * process group when the case ends, passed, failed or timed out. */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "duro.h"
+
+#ifndef DURO_BIN
+#error "build with -DDURO_BIN=\"<path of the built duro binary>\""
+#endif
+#ifndef FIXTURES_DIR
+#error "build with -DFIXTURES_DIR=\"<dir holding libfixture_*.so>\""
+#endif
+
+#define WAIT_MS 15000 /* for any one child to say ready or to exit */
+
+/* ---- the temporary directory and cleanup ------------------------------ */
+
+/* base_dir is made by the runner process once per TCase (an unchecked
+ * fixture) and removed by it afterwards, so it goes even when a case fails:
+ * in fork mode a failed assertion ends the case with _exit(), skipping the
+ * case's own teardown.  Each case works in tmp_dir, a directory of its own
+ * inside base_dir. */
+static char base_dir[256];
+static char tmp_dir[320];
+static pid_t live_child = -1; /* a started child not yet reaped */
+
+static int rm_entry(const char *path, const struct stat *st, int flag,
+                    struct FTW *ftw) {
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  remove(path);
+  return 0;
+}
+
+static void rm_tree(char *dir) {
+  if (dir[0])
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  dir[0] = '\0';
+}
+
+static void tcase_setup(void) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(base_dir, sizeof base_dir, "%s/duro-host-XXXXXX",
+           tmp && *tmp ? tmp : "/tmp");
+  ck_assert_msg(mkdtemp(base_dir) != NULL, "mkdtemp: %s", strerror(errno));
+}
+
+static void tcase_teardown(void) { rm_tree(base_dir); }
+
+static void setup(void) {
+  snprintf(tmp_dir, sizeof tmp_dir, "%s/case-XXXXXX", base_dir);
+  ck_assert_msg(mkdtemp(tmp_dir) != NULL, "mkdtemp: %s", strerror(errno));
+}
+
+static void teardown(void) {
+  if (live_child > 0) {
+    kill(live_child, SIGKILL);
+    waitpid(live_child, NULL, 0);
+    live_child = -1;
+  }
+  rm_tree(tmp_dir);
+}
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- running duro ------------------------------------------------------ */
+
+#define OUT_MAX 65536
+
+typedef struct proc {
+  pid_t pid;
+  int fd[2]; /* stdout, stderr; -1 once at EOF */
+  char text[2][OUT_MAX];
+  size_t len[2];
+  int code; /* exit status, 128 + signal when killed; -1 while running */
+} proc;
+
+#define p_out(p) ((p)->text[0])
+#define p_err(p) ((p)->text[1])
+
+/* Starts DURO_BIN with args (NULL-terminated, without argv[0]) in
+ * tmp_dir, so relative paths in a config land there. */
+static void proc_start(proc *p, const char *const *args) {
+  const char *argv[8] = {DURO_BIN};
+  size_t n = 1;
+  for (; args[n - 1]; n++) {
+    ck_assert(n < sizeof argv / sizeof argv[0] - 1);
+    argv[n] = args[n - 1];
+  }
+  argv[n] = NULL;
+
+  int out[2], err[2];
+  ck_assert(pipe2(out, O_CLOEXEC) == 0 && pipe2(err, O_CLOEXEC) == 0);
+  memset(p, 0, sizeof *p);
+  p->code = -1;
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  ck_assert_msg(pid >= 0, "fork: %s", strerror(errno));
+  if (pid == 0) {
+    /* _exit, never exit: nothing of the test process's may run here. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+      _exit(127);
+    if (dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0 || chdir(tmp_dir) != 0)
+      _exit(127);
+    execv(DURO_BIN, (char *const *)argv);
+    dprintf(2, "exec %s: %s\n", DURO_BIN, strerror(errno));
+    _exit(127);
+  }
+  live_child = pid;
+  close(out[1]);
+  close(err[1]);
+  p->pid = pid;
+  p->fd[0] = out[0];
+  p->fd[1] = err[0];
+}
+
+/* Reads the child's output until `until` appears in its stderr (NULL:
+ * until both pipes are closed) or `deadline` (monotonic ms).  Returns 1 on
+ * success, 0 on timeout. */
+static int proc_read(proc *p, const char *until, int64_t deadline) {
+  for (;;) {
+    if (until && strstr(p_err(p), until))
+      return 1;
+    if (p->fd[0] < 0 && p->fd[1] < 0)
+      return until == NULL;
+    int64_t left = deadline - now_ms();
+    if (left <= 0)
+      return 0;
+    struct pollfd pf[2] = {{.fd = p->fd[0], .events = POLLIN},
+                           {.fd = p->fd[1], .events = POLLIN}};
+    int r = poll(pf, 2, (int)left);
+    if (r < 0 && errno == EINTR)
+      continue;
+    ck_assert_msg(r >= 0, "poll: %s", strerror(errno));
+    for (int i = 0; i < 2; i++) {
+      if (p->fd[i] < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+        continue;
+      char buf[4096];
+      ssize_t got = read(p->fd[i], buf, sizeof buf);
+      if (got < 0 && errno == EINTR)
+        continue;
+      if (got <= 0) {
+        close(p->fd[i]);
+        p->fd[i] = -1;
+        continue;
+      }
+      size_t room = OUT_MAX - 1 - p->len[i];
+      size_t take = (size_t)got < room ? (size_t)got : room;
+      memcpy(p->text[i] + p->len[i], buf, take);
+      p->len[i] += take;
+      p->text[i][p->len[i]] = '\0';
+    }
+  }
+}
+
+/* Reads to EOF and reaps the child, killing it past the deadline (which
+ * fails the case).  Returns the exit code. */
+static int proc_wait(proc *p, int64_t deadline) {
+  int in_time = proc_read(p, NULL, deadline);
+  int status = 0;
+  for (;;) {
+    pid_t r = waitpid(p->pid, &status, WNOHANG);
+    if (r == p->pid)
+      break;
+    ck_assert_msg(r == 0 || errno == EINTR, "waitpid: %s", strerror(errno));
+    if (now_ms() >= deadline) {
+      in_time = 0;
+      kill(p->pid, SIGKILL);
+      waitpid(p->pid, &status, 0);
+      break;
+    }
+    usleep(10 * 1000);
+  }
+  live_child = -1;
+  for (int i = 0; i < 2; i++)
+    if (p->fd[i] >= 0) {
+      close(p->fd[i]);
+      p->fd[i] = -1;
+    }
+  p->code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  ck_assert_msg(in_time, "duro did not exit within %d ms; stderr:\n%s", WAIT_MS,
+                p_err(p));
+  return p->code;
+}
+
+/* Runs `duro VERB CONFIG` (or any args) to completion. */
+static int duro(proc *p, const char *const *args) {
+  proc_start(p, args);
+  return proc_wait(p, now_ms() + WAIT_MS);
+}
+
+/* A non-zero exit by the program itself, not a crash. */
+#define assert_refused(p)                                                      \
+  ck_assert_msg((p)->code > 0 && (p)->code < 128,                              \
+                "expected a non-zero exit, got %d; stderr:\n%s", (p)->code,    \
+                p_err(p))
+
+#define assert_contains(hay, needle)                                           \
+  ck_assert_msg(strstr((hay), (needle)) != NULL, "expected \"%s\" in:\n%s",    \
+                (needle), (hay))
+
+/* ---- configs ------------------------------------------------------------
+ * Templates with @DB@ (the storage path), @FIX@ (the fixtures dir) and
+ * @TMP@ (the case's temporary directory).  The layout is fixed so that the
+ * positions below hold: the plugin entry's mapping starts at 9:5, the
+ * workflow entry's at 12:9. */
+
+static void write_config(const char *file, const char *tmpl, const char *db,
+                         char *path_out, size_t path_len) {
+  snprintf(path_out, path_len, "%s/%s", tmp_dir, file);
+  FILE *f = fopen(path_out, "w");
+  ck_assert_msg(f != NULL, "%s: %s", path_out, strerror(errno));
+  for (const char *s = tmpl; *s;) {
+    if (!strncmp(s, "@DB@", 4)) {
+      fputs(db, f);
+      s += 4;
+    } else if (!strncmp(s, "@FIX@", 5)) {
+      fputs(FIXTURES_DIR, f);
+      s += 5;
+    } else if (!strncmp(s, "@TMP@", 5)) {
+      fputs(tmp_dir, f);
+      s += 5;
+    } else {
+      fputc(*s++, f);
+    }
+  }
+  ck_assert(fclose(f) == 0);
+}
+
+#define HEAD                                                                   \
+  "storage:\n"                                                                 \
+  "  path: @DB@\n"                                                             \
+  "  synchronous: full\n"                                                      \
+  "http:\n"                                                                    \
+  "  listen: 127.0.0.1:0\n"                                                    \
+  "engine:\n"                                                                  \
+  "  workers: 2\n"                                                             \
+  "plugins:\n"
+
+#define PLUGIN(so)                                                             \
+  "  - name: fixture\n"                                                        \
+  "    path: " so "\n"                                                         \
+  "    workflows:\n"
+
+#define WORKFLOW(cls)                                                          \
+  "      - name: hello\n"                                                      \
+  "        binding: HELLO\n"                                                   \
+  "        class_name: " cls "\n"
+
+static const char good_config[] =
+    HEAD PLUGIN("@FIX@/libfixture_good_v1.so") WORKFLOW("Hello");
+
+typedef struct bad_case {
+  const char *name;
+  const char *yaml;
+  const char *where;   /* "line:column" */
+  const char *says[4]; /* substrings of the message, "@TMP@" expanded */
+  const char *field;   /* a field named with its value and the host's */
+  unsigned theirs, ours;
+} bad_case;
+
+/* clang-format off */
+static const bad_case bad_cases[] = {
+    {"unknown key",
+     "storage:\n"
+     "  path: @DB@\n"
+     "  sync: full\n" /* 3:3 */
+     "plugins:\n" PLUGIN("@FIX@/libfixture_good_v1.so") WORKFLOW("Hello"),
+     "3:3",
+     {"unknown key", "\"sync\""},
+     NULL, 0, 0},
+    {"wrong type (string for an integer)",
+     "storage:\n"
+     "  path: @DB@\n"
+     "  synchronous: full\n"
+     "http:\n"
+     "  listen: 127.0.0.1:0\n"
+     "engine:\n"
+     "  workers: many\n" /* 7:12 */
+     "plugins:\n" PLUGIN("@FIX@/libfixture_good_v1.so") WORKFLOW("Hello"),
+     "7:12",
+     {"\"workers\"", "integer"},
+     NULL, 0, 0},
+    {"wrong type (scalar for a list)",
+     "storage:\n"
+     "  path: @DB@\n"
+     "plugins: fixture\n", /* 3:10 */
+     "3:10",
+     {"\"plugins\"", "list"},
+     NULL, 0, 0},
+    {"missing field",
+     HEAD PLUGIN("@FIX@/libfixture_good_v1.so")
+     "      - name: hello\n" /* 12:9 */
+     "        binding: HELLO\n",
+     "12:9",
+     {"missing", "\"class_name\"", "\"hello\""},
+     NULL, 0, 0},
+    {"missing .so",
+     HEAD PLUGIN("@TMP@/nowhere/libmissing.so") WORKFLOW("Hello"),
+     "9:5",
+     {"@TMP@/nowhere/libmissing.so", "\"fixture\""},
+     NULL, 0, 0},
+    {"no duro_plugin symbol",
+     HEAD PLUGIN("@FIX@/libfixture_no_entry.so") WORKFLOW("Hello"),
+     "9:5",
+     {"@FIX@/libfixture_no_entry.so", "duro_plugin"},
+     NULL, 0, 0},
+    {"wrong ABI major",
+     HEAD PLUGIN("@FIX@/libfixture_abi_major_mismatch.so") WORKFLOW("Hello"),
+     "9:5",
+     {"@FIX@/libfixture_abi_major_mismatch.so"},
+     "abi_major", 99, DURO_ABI_MAJOR},
+    {"layout fingerprint mismatch",
+     HEAD PLUGIN("@FIX@/libfixture_fingerprint_mismatch.so") WORKFLOW("Hello"),
+     "9:5",
+     {"@FIX@/libfixture_fingerprint_mismatch.so", "layout"},
+     "event_size", 999, (unsigned)sizeof(duro_event)},
+    {"class not exported",
+     HEAD PLUGIN("@FIX@/libfixture_good_v1.so") WORKFLOW("Nope"),
+     "12:9",
+     {"\"Nope\"", "class", "\"fixture\""},
+     NULL, 0, 0},
+};
+/* clang-format on */
+
+#define N_BAD ((int)(sizeof bad_cases / sizeof bad_cases[0]))
+
+/* `needle` with @TMP@ and @FIX@ expanded. */
+static const char *expand(char *buf, size_t len, const char *needle) {
+  if (!strncmp(needle, "@TMP@", 5))
+    snprintf(buf, len, "%s%s", tmp_dir, needle + 5);
+  else if (!strncmp(needle, "@FIX@", 5))
+    snprintf(buf, len, "%s%s", FIXTURES_DIR, needle + 5);
+  else
+    snprintf(buf, len, "%s", needle);
+  return buf;
+}
+
+/* 1 when `s` holds the decimal `n` as a whole number (not inside a longer
+ * one) after position `from`. */
+static int has_number_after(const char *s, const char *from, unsigned n) {
+  char num[16];
+  snprintf(num, sizeof num, "%u", n);
+  size_t len = strlen(num);
+  for (const char *q = strstr(from, num); q; q = strstr(q + 1, num)) {
+    int left_ok = q == s || q[-1] < '0' || q[-1] > '9';
+    int right_ok = q[len] < '0' || q[len] > '9';
+    if (left_ok && right_ok)
+      return 1;
+  }
+  return 0;
+}
+
+/* The message of a refused config: "CONFIG:LINE:COLUMN: ..." and what is
+ * wrong. */
+static void assert_message(const proc *p, const char *config,
+                           const bad_case *c) {
+  char want[1024];
+  snprintf(want, sizeof want, "%s:%s: ", config, c->where);
+  assert_contains(p_err(p), want);
+  for (size_t i = 0; i < sizeof c->says / sizeof c->says[0] && c->says[i]; i++)
+    assert_contains(p_err(p), expand(want, sizeof want, c->says[i]));
+  if (c->field) {
+    const char *at = strstr(p_err(p), c->field);
+    ck_assert_msg(at != NULL, "expected \"%s\" in:\n%s", c->field, p_err(p));
+    ck_assert_msg(has_number_after(p_err(p), at, c->theirs) &&
+                      has_number_after(p_err(p), at, c->ours),
+                  "expected %s with %u and %u in:\n%s", c->field, c->theirs,
+                  c->ours, p_err(p));
+  }
+}
+
+/* ---- files ------------------------------------------------------------- */
+
+static int exists(const char *path) {
+  struct stat st;
+  return lstat(path, &st) == 0;
+}
+
+/* The whole file, malloc'ed; *len its size. */
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+  char *buf = NULL;
+  size_t n = 0, cap = 0;
+  for (;;) {
+    if (cap - n < 65536) {
+      cap = cap ? 2 * cap : 65536;
+      buf = realloc(buf, cap);
+      ck_assert(buf != NULL);
+    }
+    size_t got = fread(buf + n, 1, cap - n, f);
+    n += got;
+    if (got == 0)
+      break;
+  }
+  ck_assert(!ferror(f));
+  fclose(f);
+  *len = n;
+  return buf;
+}
+
+/* The names in `dir`, sorted, one per line. */
+static void list_dir(const char *dir, char *out, size_t len) {
+  struct dirent **names;
+  int n = scandir(dir, &names, NULL, alphasort);
+  ck_assert_msg(n >= 0, "scandir %s: %s", dir, strerror(errno));
+  size_t o = 0;
+  out[0] = '\0';
+  for (int i = 0; i < n; i++) {
+    if (o < len)
+      o += (size_t)snprintf(out + o, len - o, "%s\n", names[i]->d_name);
+    free(names[i]);
+  }
+  free(names);
+}
+
+/* ---- duro check ---------------------------------------------------------- */
+
+START_TEST(check_good_config) {
+  char config[512], db[512];
+  snprintf(db, sizeof db, "%s/var/duro.db", tmp_dir);
+  write_config("good.yaml", good_config, db, config, sizeof config);
+  proc p;
+  int code = duro(&p, (const char *[]){"check", config, NULL});
+  ck_assert_msg(code == 0, "exit %d; stderr:\n%s", code, p_err(&p));
+  assert_contains(p_out(&p), "ok");
+  /* Validating opens no database. */
+  ck_assert_msg(!exists(db), "duro check created %s", db);
+}
+END_TEST
+
+START_TEST(check_bad_config) {
+  const bad_case c = bad_cases[_i];
+  char config[512], db[512];
+  snprintf(db, sizeof db, "%s/var/duro.db", tmp_dir);
+  write_config("bad.yaml", c.yaml, db, config, sizeof config);
+  proc p;
+  duro(&p, (const char *[]){"check", config, NULL});
+  assert_refused(&p);
+  assert_message(&p, config, &c);
+  ck_assert_msg(strstr(p_out(&p), "ok") == NULL, "%s: stdout says ok: %s",
+                c.name, p_out(&p));
+  ck_assert_msg(!exists(db), "%s: duro check created %s", c.name, db);
+}
+END_TEST
+
+START_TEST(check_missing_config_file) {
+  char config[512];
+  snprintf(config, sizeof config, "%s/absent.yaml", tmp_dir);
+  proc p;
+  duro(&p, (const char *[]){"check", config, NULL});
+  assert_refused(&p);
+  assert_contains(p_err(&p), config);
+}
+END_TEST
+
+/* ---- duro run ------------------------------------------------------------ */
+
+/* Starts `duro run CONFIG`, waits for "ready", stops it with `sig` and
+ * asserts a clean exit. */
+static void run_until_ready_then_stop(const char *config, int sig) {
+  proc p;
+  proc_start(&p, (const char *[]){"run", config, NULL});
+  int ready = proc_read(&p, "ready", now_ms() + WAIT_MS);
+  if (!ready) {
+    kill(p.pid, SIGKILL);
+    proc_wait(&p, now_ms() + WAIT_MS);
+    ck_abort_msg("duro run never said ready (exit %d); stderr:\n%s", p.code,
+                 p_err(&p));
+  }
+  ck_assert_int_eq(kill(p.pid, sig), 0);
+  int code = proc_wait(&p, now_ms() + WAIT_MS);
+  ck_assert_msg(code == 0, "exit %d after signal %d; stderr:\n%s", code, sig,
+                p_err(&p));
+}
+
+static const int stop_signals[] = {SIGTERM, SIGINT};
+
+START_TEST(run_good_config_stops_cleanly) {
+  char config[512], db[512];
+  snprintf(db, sizeof db, "%s/var/duro.db", tmp_dir);
+  write_config("good.yaml", good_config, db, config, sizeof config);
+  run_until_ready_then_stop(config, stop_signals[_i]);
+  ck_assert_msg(exists(db), "duro run did not create %s", db);
+}
+END_TEST
+
+/* A refused config must not create the database, nor its directory. */
+START_TEST(run_bad_config_creates_nothing) {
+  const bad_case c = bad_cases[_i];
+  char config[512], dir[512], db[600];
+  snprintf(dir, sizeof dir, "%s/fresh", tmp_dir);
+  snprintf(db, sizeof db, "%s/sub/duro.db", dir);
+  write_config("bad.yaml", c.yaml, db, config, sizeof config);
+  proc p;
+  duro(&p, (const char *[]){"run", config, NULL});
+  assert_refused(&p);
+  assert_message(&p, config, &c);
+  ck_assert_msg(!exists(dir), "%s: duro run created %s (for %s)", c.name, dir,
+                db);
+}
+END_TEST
+
+/* A refused config must not touch an existing database: its bytes, and
+ * the files beside it, are the same before and after. */
+START_TEST(run_bad_config_keeps_database) {
+  const bad_case c = bad_cases[_i];
+  char good[512], bad[512], dir[512], db[600];
+  snprintf(dir, sizeof dir, "%s/var", tmp_dir);
+  snprintf(db, sizeof db, "%s/duro.db", dir);
+  write_config("good.yaml", good_config, db, good, sizeof good);
+  run_until_ready_then_stop(good, SIGTERM);
+
+  size_t len_before, len_after;
+  char *before = slurp(db, &len_before);
+  char files_before[1024], files_after[1024];
+  list_dir(dir, files_before, sizeof files_before);
+
+  write_config("bad.yaml", c.yaml, db, bad, sizeof bad);
+  proc p;
+  duro(&p, (const char *[]){"run", bad, NULL});
+  assert_refused(&p);
+  assert_message(&p, bad, &c);
+
+  char *after = slurp(db, &len_after);
+  ck_assert_msg(len_before == len_after && !memcmp(before, after, len_after),
+                "%s: duro run changed %s (%zu bytes before, %zu after)", c.name,
+                db, len_before, len_after);
+  list_dir(dir, files_after, sizeof files_after);
+  ck_assert_msg(!strcmp(files_before, files_after),
+                "%s: files beside the database changed:\n%s---\n%s", c.name,
+                files_before, files_after);
+  free(before);
+  free(after);
+}
+END_TEST
+
+START_TEST(run_missing_config_file) {
+  char config[512], var[512];
+  snprintf(config, sizeof config, "%s/absent.yaml", tmp_dir);
+  snprintf(var, sizeof var, "%s/var", tmp_dir); /* the default storage */
+  proc p;
+  duro(&p, (const char *[]){"run", config, NULL});
+  assert_refused(&p);
+  assert_contains(p_err(&p), config);
+  ck_assert_msg(!exists(var), "duro run created %s", var);
+}
+END_TEST
+
+/* ---- the command line ---------------------------------------------------- */
+
+START_TEST(unknown_verb_exits_2) {
+  proc p;
+  int code = duro(&p, (const char *[]){"frobnicate", NULL});
+  ck_assert_msg(code == 2, "exit %d; stderr:\n%s", code, p_err(&p));
+  assert_contains(p_err(&p), "frobnicate");
+  assert_contains(p_err(&p), "usage");
+}
+END_TEST
+
+START_TEST(no_verb_exits_2) {
+  proc p;
+  int code = duro(&p, (const char *[]){NULL});
+  ck_assert_msg(code == 2, "exit %d; stderr:\n%s", code, p_err(&p));
+  assert_contains(p_err(&p), "usage");
+}
+END_TEST
+
+START_TEST(help_exits_0) {
+  proc p;
+  int code = duro(&p, (const char *[]){"help", NULL});
+  ck_assert_msg(code == 0, "exit %d; stderr:\n%s", code, p_err(&p));
+  assert_contains(p_out(&p), "usage");
+}
+END_TEST
+
+static Suite *host_suite(void) {
+  Suite *s = suite_create("host");
+
+  TCase *tc = tcase_create("check");
+  tcase_add_unchecked_fixture(tc, tcase_setup, tcase_teardown);
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 30);
+  tcase_add_test(tc, check_good_config);
+  tcase_add_loop_test(tc, check_bad_config, 0, N_BAD);
+  tcase_add_test(tc, check_missing_config_file);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("run");
+  tcase_add_unchecked_fixture(tc, tcase_setup, tcase_teardown);
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 60);
+  tcase_add_loop_test(tc, run_good_config_stops_cleanly, 0,
+                      (int)(sizeof stop_signals / sizeof stop_signals[0]));
+  tcase_add_loop_test(tc, run_bad_config_creates_nothing, 0, N_BAD);
+  tcase_add_loop_test(tc, run_bad_config_keeps_database, 0, N_BAD);
+  tcase_add_test(tc, run_missing_config_file);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("cli");
+  tcase_add_unchecked_fixture(tc, tcase_setup, tcase_teardown);
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, unknown_verb_exits_2);
+  tcase_add_test(tc, no_verb_exits_2);
+  tcase_add_test(tc, help_exits_0);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(host_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
