@@ -511,6 +511,24 @@ int duro_instance_create(duro_engine *e, const char *workflow, const char *id,
   return rc;
 }
 
+static int cmp_index(const void *a, const void *b) {
+  json_int_t x = json_integer_value(json_object_get(*(json_t *const *)a, "index"));
+  json_int_t y = json_integer_value(json_object_get(*(json_t *const *)b, "index"));
+  return (x > y) - (x < y);
+}
+
+static void json_array_sort_by_index(json_t *arr) {
+  size_t n = json_array_size(arr);
+  json_t **v = xcalloc(n ? n : 1, sizeof *v);
+  for (size_t i = 0; i < n; i++)
+    v[i] = json_incref(json_array_get(arr, i));
+  qsort(v, n, sizeof *v, cmp_index);
+  json_array_clear(arr);
+  for (size_t i = 0; i < n; i++)
+    json_array_append_new(arr, v[i]);
+  free(v);
+}
+
 static void batch_error(json_t *errors, size_t index, const char *id, int rc) {
   json_array_append_new(
       errors, json_pack("{s:I,s:s?,s:s,s:s,s:i}", "index", (json_int_t)index,
@@ -574,6 +592,8 @@ int duro_instance_create_batch(duro_engine *e, const char *workflow,
       json_array_append_new(created, json_pack("{s:s}", "id", ids[i]));
     }
     pthread_mutex_unlock(&e->mu);
+    /* Errors found before and after the commit, in request order. */
+    json_array_sort_by_index(errors);
     *result = json_pack("{s:o,s:o}", "created", created, "errors", errors);
     created = errors = NULL;
   } else {
@@ -836,7 +856,7 @@ int duro_instance_restart(duro_engine *e, const char *workflow,
     free(in.output);
     free(in.error);
     in.output = in.error = NULL;
-    in.ended_ms = in.wake_ms = in.paused_ms = JOURNAL_NONE;
+    in.started_ms = in.ended_ms = in.wake_ms = in.paused_ms = JOURNAL_NONE;
     journal_batch_add(&b, JOP_INSTANCE_SET)->inst = &in;
     journal_batch_add(&b, JOP_INSTANCE_CONTROL_CLEAR)->rowid = rowid;
     rc = journal_commit(e->j, &b);
@@ -870,6 +890,13 @@ int duro_instance_send_event(duro_engine *e, const char *workflow,
   op->event_type = type;
   op->event_payload = payload ? payload : "null";
   op->ts_ms = duro_clock_now(e->clock);
+  /* In the same commit, make the wake time due if the instance waits for
+   * this type: should the host stop before the woken activation runs,
+   * recovery finds it due like any timer. */
+  journal_op *wake = journal_batch_add(&b, JOP_WAKE_IF_WAITING);
+  wake->rowid = rowid;
+  wake->event_type = type;
+  wake->ts_ms = op->ts_ms;
   rc = journal_commit(e->j, &b);
   journal_batch_free(&b);
   if (rc)

@@ -36,6 +36,7 @@ enum {
   ST_ATTEMPT_PUT,
   ST_EVENT_INSERT,
   ST_EVENT_CONSUME,
+  ST_WAKE_IF_WAITING,
   ST_WRITE_COUNT_
 };
 
@@ -71,6 +72,9 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     [ST_EVENT_INSERT] = "INSERT INTO events(instance,type,payload,ts_ms) "
                         "VALUES(?1,?2,?3,?4)",
     [ST_EVENT_CONSUME] = "UPDATE events SET consumed_by=?2 WHERE seq=?1",
+    [ST_WAKE_IF_WAITING] =
+        "UPDATE instances SET wake_ms=?3 WHERE rowid=?1 AND "
+        "status='waiting' AND wait_type=?2",
 };
 
 static const char schema_sql[] =
@@ -363,6 +367,12 @@ static int apply_op(journal *j, journal_op *op) {
     st = j->ws[ST_EVENT_CONSUME];
     sqlite3_bind_int64(st, 1, op->event_seq);
     bind_text(st, 2, op->step_key);
+    return step_done(j, st);
+  case JOP_WAKE_IF_WAITING:
+    st = j->ws[ST_WAKE_IF_WAITING];
+    sqlite3_bind_int64(st, 1, op->rowid);
+    bind_text(st, 2, op->event_type);
+    sqlite3_bind_int64(st, 3, op->ts_ms);
     return step_done(j, st);
   }
   return DURO_E_INVALID_ARGUMENT;

@@ -79,6 +79,8 @@ typedef enum journal_op_kind {
   JOP_ATTEMPT_PUT,      /* rowid + attempt */
   JOP_EVENT_INSERT,     /* rowid + event (seq assigned) */
   JOP_EVENT_CONSUME,    /* event seq + step key */
+  JOP_WAKE_IF_WAITING,  /* rowid, event_type, ts_ms: wake_ms = ts_ms when the
+                           instance waits for that event type */
 } journal_op_kind;
 
 typedef struct journal_attempt {

@@ -407,6 +407,9 @@ static duro_rc api_do(duro_step *a, const char *name,
                                   .build = a->wf->build};
   if (!err_name) {
     s->status = "complete";
+    /* The step's error is that of a pending retry; a success ends it (the
+     * failed attempts keep theirs). */
+    s->error = NULL;
     s->result = arena_strdup(a, at.result ? at.result : "null");
     s->ended_ms = ended;
     s->wake_ms = JOURNAL_NONE;
@@ -731,6 +734,10 @@ static int load_journal(duro_step *a) {
       a->n_do++;
   }
   journal_steps_free(loaded, n);
+  /* Replay lasts until a step call misses the journal; with an empty
+   * journal nothing is replayed, so run()'s first lines log (they would
+   * otherwise be suppressed on the first activation and never appear). */
+  a->replaying = n > 0;
   rc = journal_events_pending(a->e->j, a->inst.rowid, &a->events,
                               &a->n_events);
   a->consumed = xcalloc(a->n_events ? a->n_events : 1, 1);

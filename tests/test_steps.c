@@ -1,0 +1,2168 @@
+/* test_steps.c — the step semantics of DESIGN.md §1, row by row, against the
+ * real engine: a fresh SQLite journal per test, workers = 0, and a virtual
+ * clock (nothing here sleeps; time moves only when a test advances it).
+ *
+ * Workflows are ordinary duro.h entrypoints defined below.  What their step
+ * callbacks saw (how often they ran, with which attempt number, deadline,
+ * ids, rc's) is recorded in the static `C`, which fork mode gives each test
+ * fresh, and setup() clears for CK_FORK=no runs.
+ *
+ * Each "nothing runs" claim is asserted twice: harness_advance() reports
+ * zero activations, and the callback counters did not move. */
+#include <check.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "harness.h"
+
+#define SEC 1000LL
+#define MIN (60 * SEC)
+#define HOUR (60 * MIN)
+#define DAY (24 * HOUR)
+
+#define WF "wf"
+
+static harness H;
+
+/* ---- what the workflows saw ------------------------------------------- */
+
+enum { MAXN = 64 };
+
+static struct {
+  int top;                 /* entries into run() */
+  int calls[8];            /* callback executions, by slot */
+  uint32_t attempt[MAXN];  /* attempt numbers seen by cb_flaky / cb_slow */
+  int64_t deadline[MAXN];  /* their duro_attempt_deadline_ms */
+  int64_t started[MAXN];   /* virtual time when they started */
+  int cancelled_before[MAXN], cancelled_after[MAXN];
+  int n_attempt;
+  uint32_t succeed_on; /* cb_flaky succeeds on this attempt (0 = never) */
+  int final;           /* cb_flaky fails with duro_attempt_fail_final */
+  const duro_step_config *cfg; /* the config wf_flaky passes */
+  int rc[MAXN];                /* step rc's recorded by run() */
+  int n_rc;
+  char seen[16][512]; /* strings run() or a callback copied out */
+  int n_seen;
+  char keys[8][256]; /* idempotency keys */
+  int create_rc[8];  /* duro_workflow_create by attempt number */
+  int unknown_binding_null, unknown_create_rc;
+  int64_t until;       /* wf_sleep_until's target */
+  const char *timeout; /* wf_event_timeout's timeout */
+  int after_wait;      /* wf_sticky: the rc's of the ignored calls */
+  const char *self_id; /* instance id a callback controls itself by */
+} C;
+
+static duro_retries R;
+static duro_step_config CFG;
+
+/* Clock reading in the test's own frame: T0 plus what the test advanced. */
+static int64_t now(void) { return duro_clock_now(&H.clock); }
+
+static void setup(void) {
+  memset(&C, 0, sizeof C);
+  memset(&R, 0, sizeof R);
+  memset(&CFG, 0, sizeof CFG);
+  harness_open(&H);
+}
+
+static json_t *last_desc;
+
+static void teardown(void) {
+  json_decref(last_desc);
+  last_desc = NULL;
+  harness_close(&H);
+}
+
+static void copy_seen(const char *s) {
+  ck_assert_int_lt(C.n_seen, 16);
+  snprintf(C.seen[C.n_seen++], sizeof C.seen[0], "%s", s ? s : "(null)");
+}
+
+/* ---- helpers ----------------------------------------------------------- */
+
+static void create(const char *wf, const char *id, const char *params) {
+  int rc = duro_instance_create(H.e, wf, id, params, -1, NULL);
+  ck_assert_msg(rc == 0, "create %s/%s: %s", wf, id, duro_err_name(rc));
+}
+
+/* The describe JSON of an instance; valid until the next desc() call. */
+static json_t *desc(const char *wf, const char *id) {
+  json_decref(last_desc);
+  last_desc = harness_describe(&H, wf, id);
+  return last_desc;
+}
+
+static json_t *jget(json_t *o, const char *key) {
+  json_t *v = json_object_get(o, key);
+  ck_assert_msg(v != NULL, "JSON has no \"%s\"", key);
+  return v;
+}
+
+static const char *jstr(json_t *o, const char *key) {
+  json_t *v = jget(o, key);
+  ck_assert_msg(json_is_string(v), "\"%s\" is not a string", key);
+  return json_string_value(v);
+}
+
+static json_int_t jint(json_t *o, const char *key) {
+  json_t *v = jget(o, key);
+  ck_assert_msg(json_is_integer(v), "\"%s\" is not an integer", key);
+  return json_integer_value(v);
+}
+
+/* Asserts that `v` equals the JSON text `expected`. */
+#define assert_json(v, expected)                                              \
+  do {                                                                        \
+    json_t *want_ = json_loads((expected), JSON_DECODE_ANY, NULL);            \
+    ck_assert_msg(want_ != NULL, "bad expected JSON %s", (expected));         \
+    char *got_ = json_dumps((v), JSON_COMPACT | JSON_ENCODE_ANY);             \
+    ck_assert_msg(json_equal((v), want_), "JSON %s, expected %s",             \
+                  got_ ? got_ : "(null)", (expected));                        \
+    free(got_);                                                               \
+    json_decref(want_);                                                       \
+  } while (0)
+
+/* The step `key` in a describe JSON (the test fails when it is missing). */
+static json_t *step_of(json_t *d, const char *key) {
+  json_t *s = harness_step(d, key);
+  ck_assert_msg(s != NULL, "describe has no step \"%s\"", key);
+  return s;
+}
+
+static size_t n_steps(json_t *d) { return json_array_size(jget(d, "steps")); }
+
+/* An {name,message} error object; message NULL = any, else a substring. */
+static void assert_error(json_t *err, const char *name, const char *message) {
+  ck_assert_msg(json_is_object(err), "error is not an object");
+  ck_assert_str_eq(jstr(err, "name"), name);
+  if (message)
+    ck_assert_msg(strstr(jstr(err, "message"), message) != NULL,
+                  "error message \"%s\" lacks \"%s\"", jstr(err, "message"),
+                  message);
+}
+
+static void assert_status(const char *id, const char *status) {
+  ck_assert_str_eq(harness_status(&H, WF, id), status);
+}
+
+/* Advances by `ms` and asserts that nothing ran. */
+static void advance_nothing(int64_t ms) {
+  int top = C.top;
+  ck_assert_uint_eq(harness_advance(&H, ms), 0);
+  ck_assert_int_eq(C.top, top);
+}
+
+/* ---- generic callbacks ----------------------------------------------- */
+
+typedef struct fixed {
+  int slot;
+  const char *result;
+} fixed;
+
+/* Counts itself in C.calls[slot] and returns a fixed result. */
+static int cb_fixed(duro_attempt *a, void *arg) {
+  const fixed *f = arg;
+  C.calls[f->slot]++;
+  duro_attempt_result(a, f->result);
+  return 0;
+}
+
+/* Fails (retryably, or finally with C.final) until attempt C.succeed_on. */
+static int cb_flaky(duro_attempt *a, void *arg) {
+  (void)arg;
+  uint32_t n = duro_attempt_number(a);
+  ck_assert_int_lt(C.n_attempt, MAXN);
+  C.attempt[C.n_attempt] = n;
+  C.deadline[C.n_attempt] = duro_attempt_deadline_ms(a);
+  C.started[C.n_attempt] = now();
+  C.n_attempt++;
+  C.calls[0]++;
+  if (C.final)
+    return duro_attempt_fail_final(a, "card declined: %s",
+                                   "insufficient funds");
+  if (C.succeed_on && n == C.succeed_on) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "{\"ok\":%u}", (unsigned)n);
+    return duro_attempt_result(a, buf);
+  }
+  return duro_attempt_fail(a, "boom %u", (unsigned)n);
+}
+
+/* One duro_do with the test's config; output = the step's result. */
+static duro_rc wf_flaky(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev;
+  (void)env;
+  C.top++;
+  const char *r;
+  DURO_TRY(duro_do(step, "flaky", C.cfg, cb_flaky, NULL, &r));
+  return duro_set_output(step, r);
+}
+
+static void start_flaky(const duro_step_config *cfg) {
+  C.cfg = cfg;
+  harness_register(&H, WF, wf_flaky);
+  harness_start(&H);
+  create(WF, "f1", NULL);
+}
+
+/* ---- duro_do: retries, back-off, final failures ------------------------ */
+
+START_TEST(test_retry_limit_exhausted) {
+  R = (duro_retries){.limit = 2, .delay = "1 minute",
+                     .backoff = DURO_BACKOFF_CONSTANT};
+  CFG.retries = &R;
+  start_flaky(&CFG);
+
+  ck_assert_uint_eq(harness_run(&H), 1);
+  ck_assert_int_eq(C.calls[0], 1);
+  assert_status("f1", "waiting"); /* a back-off is a suspension */
+  json_t *d = desc(WF, "f1");
+  ck_assert_int_eq(jint(d, "wake_ms"), T0_MS + MIN);
+  ck_assert_int_eq(jint(step_of(d, "flaky#1"), "wake_ms"), T0_MS + MIN);
+  ck_assert_str_eq(jstr(step_of(d, "flaky#1"), "status"), "waiting");
+
+  advance_nothing(MIN - 1);
+  ck_assert_int_eq(C.calls[0], 1);
+  ck_assert_uint_eq(harness_advance(&H, 1), 1);
+  ck_assert_int_eq(C.calls[0], 2);
+  assert_status("f1", "waiting");
+
+  advance_nothing(MIN - 1);
+  ck_assert_uint_eq(harness_advance(&H, 1), 1);
+  ck_assert_int_eq(C.calls[0], 3);
+
+  /* limit 2 => exactly 3 executions, numbered 1, 2, 3 */
+  ck_assert_int_eq(C.n_attempt, 3);
+  for (int i = 0; i < 3; i++)
+    ck_assert_uint_eq(C.attempt[i], (uint32_t)i + 1);
+  assert_status("f1", "errored");
+  d = desc(WF, "f1");
+  assert_error(jget(d, "error"), "Error", NULL);
+  ck_assert_str_eq(jstr(jget(d, "error"), "message"), "boom 3");
+  ck_assert(json_is_null(jget(d, "output")));
+  ck_assert(json_is_null(jget(d, "wake_ms")));
+  ck_assert(json_is_integer(jget(d, "ended_ms")));
+  json_t *s = step_of(d, "flaky#1");
+  ck_assert_str_eq(jstr(s, "status"), "errored");
+  ck_assert_str_eq(jstr(s, "type"), "do");
+  assert_error(jget(s, "error"), "Error", "boom 3");
+  json_t *att = jget(s, "attempts");
+  ck_assert_uint_eq(json_array_size(att), 3);
+  for (size_t i = 0; i < 3; i++) {
+    json_t *a = json_array_get(att, i);
+    char msg[16];
+    snprintf(msg, sizeof msg, "boom %zu", i + 1);
+    ck_assert_int_eq(jint(a, "number"), (json_int_t)i + 1);
+    assert_error(jget(a, "error"), "Error", NULL);
+    ck_assert_str_eq(jstr(jget(a, "error"), "message"), msg);
+    ck_assert_int_eq(jint(a, "started_ms"), T0_MS + (json_int_t)i * MIN);
+    ck_assert_str_eq(jstr(a, "build"), "test");
+  }
+
+  /* and it stays that way */
+  advance_nothing(30 * DAY);
+  ck_assert_int_eq(C.calls[0], 3);
+}
+END_TEST
+
+/* Back-off shapes with delay 1 s: the waits between attempts 1-2, 2-3,
+ * 3-4. */
+static const struct {
+  duro_backoff how;
+  int64_t waits[3];
+} shapes[] = {
+    {DURO_BACKOFF_EXPONENTIAL, {1 * SEC, 2 * SEC, 4 * SEC}},
+    {DURO_BACKOFF_CONSTANT, {1 * SEC, 1 * SEC, 1 * SEC}},
+    {DURO_BACKOFF_LINEAR, {1 * SEC, 2 * SEC, 3 * SEC}},
+};
+
+START_TEST(test_backoff_shapes) {
+  R = (duro_retries){.limit = 3, .delay = "1 second", .backoff = shapes[_i].how};
+  CFG.retries = &R;
+  start_flaky(&CFG);
+
+  ck_assert_uint_eq(harness_run(&H), 1);
+  for (int k = 0; k < 3; k++) {
+    int64_t w = shapes[_i].waits[k];
+    assert_status("f1", "waiting");
+    json_t *d = desc(WF, "f1");
+    ck_assert_int_eq(jint(d, "wake_ms"), now() + w);
+    advance_nothing(w - 1);
+    ck_assert_int_eq(C.calls[0], k + 1);
+    ck_assert_uint_eq(harness_advance(&H, 1), 1);
+    ck_assert_int_eq(C.calls[0], k + 2);
+    ck_assert_uint_eq(C.attempt[k + 1], (uint32_t)k + 2);
+    ck_assert_int_eq(C.started[k + 1] - C.started[k], w);
+  }
+  ck_assert_int_eq(C.calls[0], 4);
+  assert_status("f1", "errored");
+  ck_assert_str_eq(jstr(jget(desc(WF, "f1"), "error"), "message"), "boom 4");
+}
+END_TEST
+
+START_TEST(test_third_attempt_succeeds) {
+  R = (duro_retries){.limit = 2, .delay = "10 seconds"}; /* exponential */
+  CFG.retries = &R;
+  C.succeed_on = 3;
+  start_flaky(&CFG);
+
+  harness_run(&H);
+  advance_nothing(10 * SEC - 1);
+  ck_assert_uint_eq(harness_advance(&H, 1), 1);
+  advance_nothing(20 * SEC - 1);
+  ck_assert_uint_eq(harness_advance(&H, 1), 1);
+  ck_assert_int_eq(C.calls[0], 3);
+  ck_assert_uint_eq(C.attempt[2], 3);
+
+  assert_status("f1", "complete");
+  json_t *d = desc(WF, "f1");
+  assert_json(jget(d, "output"), "{\"ok\":3}");
+  ck_assert(json_is_null(jget(d, "error")));
+  json_t *s = step_of(d, "flaky#1");
+  ck_assert_str_eq(jstr(s, "status"), "complete");
+  assert_json(jget(s, "result"), "{\"ok\":3}");
+  ck_assert(json_is_null(jget(s, "error")));
+  json_t *att = jget(s, "attempts");
+  ck_assert_uint_eq(json_array_size(att), 3);
+  assert_error(jget(json_array_get(att, 0), "error"), "Error", "boom 1");
+  assert_error(jget(json_array_get(att, 1), "error"), "Error", "boom 2");
+  ck_assert(json_is_null(jget(json_array_get(att, 2), "error")));
+  advance_nothing(DAY);
+  ck_assert_int_eq(C.calls[0], 3);
+}
+END_TEST
+
+START_TEST(test_final_failure_skips_retries) {
+  R = (duro_retries){.limit = 5, .delay = "1 second"};
+  CFG.retries = &R;
+  C.final = 1;
+  start_flaky(&CFG);
+
+  ck_assert_uint_eq(harness_run(&H), 1);
+  ck_assert_int_eq(C.calls[0], 1);
+  assert_status("f1", "errored");
+  json_t *d = desc(WF, "f1");
+  /* the plugin's own message survives (Cloudflare's emulator loses it) */
+  assert_error(jget(d, "error"), "NonRetryableError", NULL);
+  ck_assert_str_eq(jstr(jget(d, "error"), "message"),
+                   "card declined: insufficient funds");
+  json_t *s = step_of(d, "flaky#1");
+  ck_assert_str_eq(jstr(s, "status"), "errored");
+  ck_assert_uint_eq(json_array_size(jget(s, "attempts")), 1);
+  assert_error(jget(json_array_get(jget(s, "attempts"), 0), "error"),
+               "NonRetryableError", "card declined: insufficient funds");
+  advance_nothing(DAY);
+  ck_assert_int_eq(C.calls[0], 1);
+}
+END_TEST
+
+START_TEST(test_default_config) {
+  start_flaky(NULL);
+
+  ck_assert_uint_eq(harness_run(&H), 1);
+  /* default timeout: 10 minutes per attempt */
+  ck_assert_int_eq(C.deadline[0], T0_MS + 10 * MIN);
+  static const int64_t waits[] = {10 * SEC, 20 * SEC, 40 * SEC, 80 * SEC,
+                                  160 * SEC};
+  for (int k = 0; k < 5; k++) {
+    assert_status("f1", "waiting");
+    advance_nothing(waits[k] - 1);
+    ck_assert_int_eq(C.calls[0], k + 1);
+    ck_assert_uint_eq(harness_advance(&H, 1), 1);
+    ck_assert_int_eq(C.calls[0], k + 2);
+    ck_assert_int_eq(C.deadline[k + 1], now() + 10 * MIN);
+  }
+  /* 5 retries = 6 executions, then errored */
+  ck_assert_int_eq(C.calls[0], 6);
+  for (int i = 0; i < 6; i++)
+    ck_assert_uint_eq(C.attempt[i], (uint32_t)i + 1);
+  assert_status("f1", "errored");
+  json_t *d = desc(WF, "f1");
+  ck_assert_str_eq(jstr(jget(d, "error"), "message"), "boom 6");
+  ck_assert_uint_eq(json_array_size(jget(step_of(d, "flaky#1"), "attempts")),
+                    6);
+  advance_nothing(DAY);
+  ck_assert_int_eq(C.calls[0], 6);
+}
+END_TEST
+
+START_TEST(test_limit_zero_no_retries) {
+  CFG.retries = &(duro_retries){.limit = 0};
+  start_flaky(&CFG);
+
+  ck_assert_uint_eq(harness_run(&H), 1);
+  ck_assert_int_eq(C.calls[0], 1);
+  assert_status("f1", "errored");
+  json_t *d = desc(WF, "f1");
+  ck_assert_str_eq(jstr(jget(d, "error"), "message"), "boom 1");
+  ck_assert_uint_eq(json_array_size(jget(step_of(d, "flaky#1"), "attempts")),
+                    1);
+  advance_nothing(DAY);
+  ck_assert_int_eq(C.calls[0], 1);
+}
+END_TEST
+
+/* a, then b retried until its third attempt, then c. */
+static duro_rc wf_abc_retry(duro_step *step, const duro_event *ev,
+                            duro_env *env) {
+  (void)ev;
+  (void)env;
+  C.top++;
+  const char *ra;
+  DURO_TRY(duro_do(step, "a", NULL, cb_fixed, &(fixed){1, "\"a\""}, &ra));
+  copy_seen(ra);
+  DURO_TRY(duro_do(step, "b", C.cfg, cb_flaky, NULL, NULL));
+  DURO_TRY(duro_do(step, "c", NULL, cb_fixed, &(fixed){2, "\"c\""}, NULL));
+  return duro_set_output(step, "{\"done\":true}");
+}
+
+START_TEST(test_completed_step_not_rerun) {
+  R = (duro_retries){.limit = 4, .delay = "1 second",
+                     .backoff = DURO_BACKOFF_CONSTANT};
+  CFG.retries = &R;
+  C.cfg = &CFG;
+  C.succeed_on = 3;
+  harness_register(&H, WF, wf_abc_retry);
+  harness_start(&H);
+  create(WF, "r1", NULL);
+
+  ck_assert_uint_eq(harness_run(&H), 1);
+  ck_assert_uint_eq(harness_advance(&H, SEC), 1);
+  ck_assert_uint_eq(harness_advance(&H, SEC), 1);
+  assert_status("r1", "complete");
+  ck_assert_int_eq(C.calls[1], 1); /* a: once, whatever happened after it */
+  ck_assert_int_eq(C.calls[0], 3); /* b: three attempts */
+  ck_assert_int_eq(C.calls[2], 1); /* c: once */
+  ck_assert_int_eq(C.top, 3);      /* run() itself: once per activation */
+  /* the replayed a handed back its journaled result every time */
+  ck_assert_int_eq(C.n_seen, 3);
+  for (int i = 0; i < 3; i++)
+    ck_assert_str_eq(C.seen[i], "\"a\"");
+  json_t *d = desc(WF, "r1");
+  ck_assert_uint_eq(json_array_size(jget(step_of(d, "a#1"), "attempts")), 1);
+  ck_assert_uint_eq(json_array_size(jget(step_of(d, "b#1"), "attempts")), 3);
+}
+END_TEST
+
+/* A final failure handled by run(): it records the error and goes on. */
+static duro_rc wf_handled(duro_step *step, const duro_event *ev,
+                          duro_env *env) {
+  (void)ev;
+  (void)env;
+  C.top++;
+  duro_rc rc = duro_do(step, "charge", NULL, cb_flaky, NULL, NULL);
+  C.rc[C.n_rc++] = rc;
+  if (rc == DURO_SUSPEND)
+    return rc;
+  if (rc == DURO_ERROR)
+    copy_seen(duro_step_error(step));
+  DURO_TRY(duro_do(step, "refund", NULL, cb_fixed,
+                   &(fixed){1, "{\"refunded\":true}"}, NULL));
+  DURO_TRY(duro_sleep(step, "cool down", "1 minute"));
+  return duro_set_output(step, "{\"recovered\":true}");
+}
+
+START_TEST(test_error_handled_in_run) {
+  C.final = 1;
+  harness_register(&H, WF, wf_handled);
+  harness_start(&H);
+  create(WF, "h1", NULL);
+
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("h1", "waiting");
+  ck_assert_uint_eq(harness_advance(&H, MIN), 1);
+  assert_status("h1", "complete");
+
+  ck_assert_int_eq(C.calls[0], 1); /* the failed step is not retried */
+  ck_assert_int_eq(C.calls[1], 1);
+  ck_assert_int_eq(C.n_rc, 2); /* replay returns the journaled error */
+  ck_assert_int_eq(C.rc[0], DURO_ERROR);
+  ck_assert_int_eq(C.rc[1], DURO_ERROR);
+  ck_assert_int_eq(C.n_seen, 2);
+  ck_assert_str_eq(C.seen[0], C.seen[1]);
+  json_t *e = json_loads(C.seen[0], 0, NULL);
+  ck_assert_msg(e != NULL, "duro_step_error is not JSON: %s", C.seen[0]);
+  assert_error(e, "NonRetryableError", NULL);
+  ck_assert_str_eq(jstr(e, "message"), "card declined: insufficient funds");
+  json_decref(e);
+
+  json_t *d = desc(WF, "h1");
+  ck_assert(json_is_null(jget(d, "error")));
+  assert_json(jget(d, "output"), "{\"recovered\":true}");
+  ck_assert_str_eq(jstr(step_of(d, "charge#1"), "status"), "errored");
+  ck_assert_str_eq(jstr(step_of(d, "refund#1"), "status"), "complete");
+  ck_assert_str_eq(jstr(step_of(d, "cool down#1"), "status"), "complete");
+}
+END_TEST
+
+/* ---- per-attempt timeout -------------------------------------------------- */
+
+/* Attempt 1 sets a result and then overruns its deadline (it moves the
+ * virtual clock itself); attempt 2 is quick. */
+static int cb_slow(duro_attempt *a, void *arg) {
+  (void)arg;
+  int i = C.n_attempt++;
+  C.attempt[i] = duro_attempt_number(a);
+  C.deadline[i] = duro_attempt_deadline_ms(a);
+  C.started[i] = now();
+  C.cancelled_before[i] = duro_attempt_cancelled(a);
+  if (C.attempt[i] == 1) {
+    duro_attempt_result(a, "{\"attempt\":1}");
+    duro_clock_advance(&H.clock, MIN + SEC);
+  } else {
+    duro_attempt_result(a, "{\"attempt\":2}");
+  }
+  C.cancelled_after[i] = duro_attempt_cancelled(a);
+  return 0;
+}
+
+static duro_rc wf_timeout(duro_step *step, const duro_event *ev,
+                          duro_env *env) {
+  (void)ev;
+  (void)env;
+  C.top++;
+  const char *r;
+  DURO_TRY(duro_do(step, "slow", C.cfg, cb_slow, NULL, &r));
+  return duro_set_output(step, r);
+}
+
+START_TEST(test_attempt_timeout) {
+  R = (duro_retries){.limit = 2, .delay = "1 second",
+                     .backoff = DURO_BACKOFF_CONSTANT};
+  CFG = (duro_step_config){.retries = &R, .timeout = "1 minute"};
+  C.cfg = &CFG;
+  harness_register(&H, WF, wf_timeout);
+  harness_start(&H);
+  create(WF, "t1", NULL);
+
+  ck_assert_uint_eq(harness_run(&H), 1);
+  ck_assert_int_eq(C.n_attempt, 1);
+  ck_assert_int_eq(C.deadline[0], T0_MS + MIN);
+  ck_assert_int_eq(C.cancelled_before[0], 0);
+  ck_assert_int_eq(C.cancelled_after[0], 1);
+  /* the late result was discarded: the step is retrying */
+  assert_status("t1", "waiting");
+  json_t *d = desc(WF, "t1");
+  json_t *s = step_of(d, "slow#1");
+  ck_assert_str_eq(jstr(s, "status"), "waiting");
+  ck_assert(json_is_null(jget(s, "result")));
+  assert_error(jget(json_array_get(jget(s, "attempts"), 0), "error"),
+               "TimeoutError", "1 minute");
+  /* back-off counts from the attempt's end */
+  ck_assert_int_eq(jint(d, "wake_ms"), T0_MS + MIN + SEC + SEC);
+
+  advance_nothing(SEC - 1);
+  ck_assert_uint_eq(harness_advance(&H, 1), 1);
+  ck_assert_int_eq(C.n_attempt, 2);
+  ck_assert_uint_eq(C.attempt[1], 2);
+  ck_assert_int_eq(C.deadline[1], C.started[1] + MIN);
+  ck_assert_int_eq(C.cancelled_before[1], 0);
+  ck_assert_int_eq(C.cancelled_after[1], 0);
+  assert_status("t1", "complete");
+  d = desc(WF, "t1");
+  assert_json(jget(d, "output"), "{\"attempt\":2}");
+  assert_json(jget(step_of(d, "slow#1"), "result"), "{\"attempt\":2}");
+}
+END_TEST
+
+/* The last attempt timing out errors the instance with the TimeoutError. */
+START_TEST(test_attempt_timeout_exhausted) {
+  CFG = (duro_step_config){.retries = &(duro_retries){.limit = 0},
+                           .timeout = "30 seconds"};
+  C.cfg = &CFG;
+  harness_register(&H, WF, wf_timeout);
+  harness_start(&H);
+  create(WF, "t2", NULL);
+
+  ck_assert_uint_eq(harness_run(&H), 1);
+  ck_assert_int_eq(C.deadline[0], T0_MS + 30 * SEC);
+  assert_status("t2", "errored");
+  assert_error(jget(desc(WF, "t2"), "error"), "TimeoutError", "30 seconds");
+}
+END_TEST
+
+/* ---- cached results and step keys ---------------------------------------- */
+
+static int cb_x(duro_attempt *a, void *arg) {
+  (void)arg;
+  int n = ++C.calls[2];
+  snprintf(C.keys[n - 1], sizeof C.keys[0], "%s",
+           duro_attempt_idempotency_key(a));
+  char buf[16];
+  snprintf(buf, sizeof buf, "%d", n);
+  return duro_attempt_result(a, buf);
+}
+
+static duro_rc wf_keys(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev;
+  (void)env;
+  C.top++;
+  const char *ra, *rx;
+  /* odd spacing: the journal must hand back the text, not a re-encoding */
+  DURO_TRY(duro_do(step, "a", NULL, cb_fixed, &(fixed){1, "{ \"v\" : 42 }"},
+                   &ra));
+  copy_seen(ra);
+  for (int i = 0; i < 2; i++)
+    DURO_TRY(duro_do(step, "x", NULL, cb_x, NULL, NULL));
+  DURO_TRY(duro_do(step, "y", NULL, cb_fixed, &(fixed){3, "\"y\""}, NULL));
+  DURO_TRY(duro_do(step, "x", NULL, cb_x, NULL, &rx));
+  copy_seen(rx);
+  DURO_TRY(duro_sleep(step, "nap", "1 second"));
+  return duro_set_output(step, ra);
+}
+
+START_TEST(test_cached_results_and_keys) {
+  harness_register(&H, WF, wf_keys);
+  harness_start(&H);
+  create(WF, "keys-1", NULL);
+
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("keys-1", "waiting");
+  ck_assert_uint_eq(harness_advance(&H, SEC), 1);
+  assert_status("keys-1", "complete");
+
+  ck_assert_int_eq(C.top, 2);
+  ck_assert_int_eq(C.calls[1], 1); /* a */
+  ck_assert_int_eq(C.calls[2], 3); /* x, three occurrences, once each */
+  ck_assert_int_eq(C.calls[3], 1); /* y */
+  ck_assert_int_eq(C.n_seen, 4);
+  ck_assert_str_eq(C.seen[0], "{ \"v\" : 42 }"); /* from the callback */
+  ck_assert_str_eq(C.seen[1], "3");
+  ck_assert_str_eq(C.seen[2], "{ \"v\" : 42 }"); /* replayed, same text */
+  ck_assert_str_eq(C.seen[3], "3");
+  ck_assert_str_eq(C.keys[0], "keys-1/x#1");
+  ck_assert_str_eq(C.keys[1], "keys-1/x#2");
+  ck_assert_str_eq(C.keys[2], "keys-1/x#3");
+
+  json_t *d = desc(WF, "keys-1");
+  static const struct {
+    const char *key, *name, *type, *result;
+    int count;
+  } want[] = {
+      {"a#1", "a", "do", "{\"v\":42}", 1}, {"x#1", "x", "do", "1", 1},
+      {"x#2", "x", "do", "2", 2},          {"y#1", "y", "do", "\"y\"", 1},
+      {"x#3", "x", "do", "3", 3},          {"nap#1", "nap", "sleep", "null", 1},
+  };
+  ck_assert_uint_eq(n_steps(d), 6);
+  for (size_t i = 0; i < 6; i++) {
+    json_t *s = json_array_get(jget(d, "steps"), i); /* in call order */
+    ck_assert_str_eq(jstr(s, "key"), want[i].key);
+    ck_assert_str_eq(jstr(s, "name"), want[i].name);
+    ck_assert_str_eq(jstr(s, "type"), want[i].type);
+    ck_assert_int_eq(jint(s, "count"), want[i].count);
+    ck_assert_str_eq(jstr(s, "status"), "complete");
+    assert_json(jget(s, "result"), want[i].result);
+  }
+  assert_json(jget(d, "output"), "{\"v\":42}");
+}
+END_TEST
+
+/* ---- sleeps ------------------------------------------------------------------ */
+
+/* Sleeps for params.d, then one step. */
+static duro_rc wf_sleep(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env;
+  C.top++;
+  json_t *p = json_loads(ev->params, 0, NULL);
+  ck_assert_ptr_nonnull(p);
+  char d[64];
+  snprintf(d, sizeof d, "%s", json_string_value(json_object_get(p, "d")));
+  json_decref(p);
+  DURO_TRY(duro_sleep(step, "nap", d));
+  DURO_TRY(duro_do(step, "after", NULL, cb_fixed, &(fixed){1, "1"}, NULL));
+  return duro_set_output(step, "\"woke\"");
+}
+
+static const struct {
+  const char *text;
+  int64_t ms;
+} sleeps[] = {
+    {"1 hour", HOUR}, {"3 days", 3 * DAY}, {"30d", 30 * DAY},
+    {"10 seconds", 10 * SEC}, {"500", 500}, {"365 days", 365 * DAY},
+};
+
+START_TEST(test_sleep_durations) {
+  harness_register(&H, WF, wf_sleep);
+  harness_start(&H);
+  char params[96];
+  snprintf(params, sizeof params, "{\"d\":\"%s\"}", sleeps[_i].text);
+  create(WF, "s1", params);
+
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("s1", "waiting");
+  json_t *d = desc(WF, "s1");
+  ck_assert_int_eq(jint(d, "wake_ms"), T0_MS + sleeps[_i].ms);
+  json_t *s = step_of(d, "nap#1");
+  ck_assert_str_eq(jstr(s, "type"), "sleep");
+  ck_assert_str_eq(jstr(s, "status"), "waiting");
+  ck_assert_int_eq(jint(s, "wake_ms"), T0_MS + sleeps[_i].ms);
+
+  advance_nothing(sleeps[_i].ms - 1);
+  assert_status("s1", "waiting");
+  ck_assert_int_eq(C.calls[1], 0);
+  ck_assert_uint_eq(harness_advance(&H, 1), 1);
+  assert_status("s1", "complete");
+  ck_assert_int_eq(C.calls[1], 1);
+  d = desc(WF, "s1");
+  ck_assert_str_eq(jstr(step_of(d, "nap#1"), "status"), "complete");
+  assert_json(jget(d, "output"), "\"woke\"");
+}
+END_TEST
+
+static duro_rc wf_sleep_until(duro_step *step, const duro_event *ev,
+                              duro_env *env) {
+  (void)ev;
+  (void)env;
+  C.top++;
+  DURO_TRY(duro_sleep_until(step, "until", C.until));
+  DURO_TRY(duro_do(step, "after", NULL, cb_fixed, &(fixed){1, "1"}, NULL));
+  return duro_set_output(step, "{}");
+}
+
+START_TEST(test_sleep_until) {
+  harness_register(&H, WF, wf_sleep_until);
+  harness_start(&H);
+  C.until = T0_MS + 90 * MIN;
+  create(WF, "u1", NULL);
+
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("u1", "waiting");
+  ck_assert_int_eq(jint(desc(WF, "u1"), "wake_ms"), T0_MS + 90 * MIN);
+  advance_nothing(90 * MIN - 1);
+  ck_assert_int_eq(C.calls[1], 0);
+  ck_assert_uint_eq(harness_advance(&H, 1), 1);
+  assert_status("u1", "complete");
+  ck_assert_int_eq(C.calls[1], 1);
+}
+END_TEST
+
+START_TEST(test_sleep_until_past) {
+  harness_register(&H, WF, wf_sleep_until);
+  harness_start(&H);
+  C.until = T0_MS - HOUR;
+  create(WF, "u2", NULL);
+
+  ck_assert_uint_eq(harness_run(&H), 1); /* one activation, no wait */
+  assert_status("u2", "complete");
+  ck_assert_int_eq(C.calls[1], 1);
+}
+END_TEST
+
+/* Invalid sleeps return DURO_ERROR (caught here); a 365-day one is fine. */
+static duro_rc wf_sleep_invalid(duro_step *step, const duro_event *ev,
+                                duro_env *env) {
+  (void)ev;
+  (void)env;
+  C.top++;
+  C.rc[0] = duro_sleep(step, "bad", "soon");
+  copy_seen(duro_step_error(step));
+  C.rc[1] = duro_sleep(step, "too long", "366 days");
+  copy_seen(duro_step_error(step));
+  C.rc[2] = duro_sleep_until(step, "too far", now() + 366 * DAY);
+  copy_seen(duro_step_error(step));
+  C.rc[3] = duro_sleep(step, "empty", "");
+  C.rc[4] = duro_sleep(step, "negative", "-5 seconds");
+  DURO_TRY(duro_sleep(step, "year", "365 days"));
+  return duro_set_output(step, "{}");
+}
+
+START_TEST(test_sleep_invalid) {
+  harness_register(&H, WF, wf_sleep_invalid);
+  harness_start(&H);
+  create(WF, "i1", NULL);
+
+  ck_assert_uint_eq(harness_run(&H), 1);
+  for (int i = 0; i < 5; i++)
+    ck_assert_msg(C.rc[i] == DURO_ERROR, "call %d returned %d", i, C.rc[i]);
+  for (int i = 0; i < 3; i++) {
+    json_t *e = json_loads(C.seen[i], 0, NULL);
+    ck_assert_msg(e != NULL, "%s", C.seen[i]);
+    assert_error(e, "duration.invalid", NULL);
+    json_decref(e);
+  }
+  ck_assert(strstr(C.seen[0], "soon") != NULL);
+  /* the refused sleeps left no trace; the valid one waits a year */
+  assert_status("i1", "waiting");
+  json_t *d = desc(WF, "i1");
+  ck_assert_uint_eq(n_steps(d), 1);
+  ck_assert_int_eq(jint(step_of(d, "year#1"), "wake_ms"), T0_MS + 365 * DAY);
+  ck_assert_uint_eq(harness_advance(&H, 365 * DAY), 1);
+  assert_status("i1", "complete");
+}
+END_TEST
+
+/* An uncaught invalid sleep errors the instance with duration.invalid. */
+static duro_rc wf_sleep_invalid_uncaught(duro_step *step, const duro_event *ev,
+                                         duro_env *env) {
+  (void)ev;
+  (void)env;
+  DURO_TRY(duro_sleep(step, "bad", "400 days"));
+  return duro_set_output(step, "{}");
+}
+
+START_TEST(test_sleep_invalid_uncaught) {
+  harness_register(&H, WF, wf_sleep_invalid_uncaught);
+  harness_start(&H);
+  create(WF, "i2", NULL);
+  harness_run(&H);
+  assert_status("i2", "errored");
+  assert_error(jget(desc(WF, "i2"), "error"), "duration.invalid", "400 days");
+}
+END_TEST
+
+/* ---- events ---------------------------------------------------------------- */
+
+static duro_rc wf_event(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev;
+  (void)env;
+  C.top++;
+  const char *e;
+  DURO_TRY(duro_wait_for_event(step, "approval", "approve", "2 days", &e));
+  return duro_set_output(step, e);
+}
+
+START_TEST(test_event_delivered_later) {
+  harness_register(&H, WF, wf_event);
+  harness_start(&H);
+  create(WF, "e1", NULL);
+
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("e1", "waiting");
+  json_t *d = desc(WF, "e1");
+  json_t *s = step_of(d, "approval#1");
+  ck_assert_str_eq(jstr(s, "type"), "waitForEvent");
+  ck_assert_str_eq(jstr(s, "status"), "waiting");
+  ck_assert_int_eq(jint(s, "wake_ms"), T0_MS + 2 * DAY); /* its timeout */
+  advance_nothing(5 * MIN);
+  assert_status("e1", "waiting");
+
+  ck_assert_int_eq(duro_instance_send_event(H.e, WF, "e1", "approve",
+                                            "{\"by\":\"ann\"}"),
+                   0);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("e1", "complete");
+  d = desc(WF, "e1");
+  json_t *out = jget(d, "output");
+  ck_assert_str_eq(jstr(out, "type"), "approve");
+  assert_json(jget(out, "payload"), "{\"by\":\"ann\"}");
+  ck_assert_str_eq(jstr(out, "timestamp"), "2026-01-01T00:05:00.000Z");
+  s = step_of(d, "approval#1");
+  ck_assert_str_eq(jstr(s, "status"), "complete");
+  ck_assert(json_equal(jget(s, "result"), out));
+  ck_assert_int_eq(C.top, 2);
+  advance_nothing(3 * DAY); /* the timeout is gone with the wait */
+}
+END_TEST
+
+/* Sleeps, then three waits for "go"; output = the three events. */
+static duro_rc wf_event_seq(duro_step *step, const duro_event *ev,
+                            duro_env *env) {
+  (void)ev;
+  (void)env;
+  C.top++;
+  const char *e1, *e2, *e3;
+  DURO_TRY(duro_sleep(step, "nap", "1 hour"));
+  DURO_TRY(duro_wait_for_event(step, "w", "go", NULL, &e1));
+  DURO_TRY(duro_wait_for_event(step, "w", "go", NULL, &e2));
+  DURO_TRY(duro_wait_for_event(step, "w", "go", NULL, &e3));
+  static char out[2048];
+  snprintf(out, sizeof out, "[%s,%s,%s]", e1, e2, e3);
+  return duro_set_output(step, out);
+}
+
+START_TEST(test_events_buffered_in_order) {
+  harness_register(&H, WF, wf_event_seq);
+  harness_start(&H);
+  create(WF, "e2", NULL);
+
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("e2", "waiting");
+  /* sent while it sleeps: stored, and no activation */
+  advance_nothing(MIN);
+  ck_assert_int_eq(
+      duro_instance_send_event(H.e, WF, "e2", "go", "{\"n\":1}"), 0);
+  ck_assert_uint_eq(harness_run(&H), 0);
+  advance_nothing(MIN);
+  ck_assert_int_eq(
+      duro_instance_send_event(H.e, WF, "e2", "go", "{\"n\":2}"), 0);
+  ck_assert_uint_eq(harness_run(&H), 0);
+  assert_status("e2", "waiting");
+
+  /* the sleep ends: both buffered events are delivered, oldest first, and
+   * the third wait waits */
+  ck_assert_uint_eq(harness_advance(&H, HOUR - 2 * MIN), 1);
+  assert_status("e2", "waiting");
+  json_t *d = desc(WF, "e2");
+  assert_json(jget(jget(step_of(d, "w#1"), "result"), "payload"), "{\"n\":1}");
+  assert_json(jget(jget(step_of(d, "w#2"), "result"), "payload"), "{\"n\":2}");
+  ck_assert_str_eq(jstr(step_of(d, "w#3"), "status"), "waiting");
+
+  advance_nothing(MIN);
+  ck_assert_int_eq(
+      duro_instance_send_event(H.e, WF, "e2", "go", "{\"n\":3}"), 0);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("e2", "complete");
+  json_t *out = jget(desc(WF, "e2"), "output");
+  ck_assert_uint_eq(json_array_size(out), 3);
+  static const char *const ts[] = {"2026-01-01T00:01:00.000Z",
+                                   "2026-01-01T00:02:00.000Z",
+                                   "2026-01-01T01:01:00.000Z"};
+  for (size_t i = 0; i < 3; i++) {
+    json_t *e = json_array_get(out, i);
+    ck_assert_str_eq(jstr(e, "type"), "go");
+    ck_assert_int_eq(jint(jget(e, "payload"), "n"), (json_int_t)i + 1);
+    ck_assert_str_eq(jstr(e, "timestamp"), ts[i]);
+  }
+}
+END_TEST
+
+/* An event sent before the instance ever ran is delivered too. */
+START_TEST(test_event_before_first_activation) {
+  harness_register(&H, WF, wf_event);
+  harness_start(&H);
+  create(WF, "e3", NULL);
+  ck_assert_int_eq(duro_instance_send_event(H.e, WF, "e3", "approve", NULL),
+                   0);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("e3", "complete");
+  json_t *out = jget(desc(WF, "e3"), "output");
+  ck_assert(json_is_null(jget(out, "payload"))); /* payload NULL = null */
+}
+END_TEST
+
+/* A step sends the event to its own instance while the activation runs:
+ * the wait after it must still get it. */
+static int cb_send_self(duro_attempt *a, void *arg) {
+  (void)arg;
+  C.calls[1]++;
+  C.rc[0] = duro_instance_send_event(H.e, WF, C.self_id, "approve", "7");
+  return duro_attempt_result(a, "null");
+}
+
+static duro_rc wf_event_self(duro_step *step, const duro_event *ev,
+                             duro_env *env) {
+  (void)ev;
+  (void)env;
+  C.top++;
+  const char *e;
+  DURO_TRY(duro_do(step, "send", NULL, cb_send_self, NULL, NULL));
+  DURO_TRY(duro_wait_for_event(step, "approval", "approve", NULL, &e));
+  return duro_set_output(step, e);
+}
+
+START_TEST(test_event_sent_during_activation) {
+  harness_register(&H, WF, wf_event_self);
+  harness_start(&H);
+  C.self_id = "e4";
+  create(WF, "e4", NULL);
+  harness_run(&H);
+  ck_assert_int_eq(C.rc[0], 0);
+  ck_assert_int_eq(C.calls[1], 1);
+  assert_status("e4", "complete");
+  assert_json(jget(jget(desc(WF, "e4"), "output"), "payload"), "7");
+}
+END_TEST
+
+/* Waits for "go", then for "other" (which may be buffered). */
+static duro_rc wf_event_types(duro_step *step, const duro_event *ev,
+                              duro_env *env) {
+  (void)ev;
+  (void)env;
+  C.top++;
+  const char *e1, *e2;
+  DURO_TRY(duro_wait_for_event(step, "w", "go", NULL, &e1));
+  DURO_TRY(duro_wait_for_event(step, "o", "other", "1 minute", &e2));
+  static char out[1024];
+  snprintf(out, sizeof out, "[%s,%s]", e1, e2);
+  return duro_set_output(step, out);
+}
+
+START_TEST(test_event_other_type_does_not_wake) {
+  harness_register(&H, WF, wf_event_types);
+  harness_start(&H);
+  create(WF, "e5", NULL);
+
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("e5", "waiting");
+  ck_assert_int_eq(
+      duro_instance_send_event(H.e, WF, "e5", "other", "\"o\""), 0);
+  ck_assert_uint_eq(harness_run(&H), 0);
+  ck_assert_int_eq(C.top, 1);
+  assert_status("e5", "waiting");
+  ck_assert_str_eq(jstr(step_of(desc(WF, "e5"), "w#1"), "status"), "waiting");
+
+  ck_assert_int_eq(duro_instance_send_event(H.e, WF, "e5", "go", "\"g\""), 0);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("e5", "complete"); /* "other" was kept for the 2nd wait */
+  json_t *out = jget(desc(WF, "e5"), "output");
+  assert_json(jget(json_array_get(out, 0), "payload"), "\"g\"");
+  assert_json(jget(json_array_get(out, 1), "payload"), "\"o\"");
+}
+END_TEST
+
+/* A wait whose timeout (C.timeout) is caught; a step runs after it. */
+static duro_rc wf_event_timeout(duro_step *step, const duro_event *ev,
+                                duro_env *env) {
+  (void)ev;
+  (void)env;
+  C.top++;
+  const char *e;
+  duro_rc rc = duro_wait_for_event(step, "w", "go", C.timeout, &e);
+  if (rc == DURO_SUSPEND)
+    return rc;
+  C.rc[C.n_rc++] = rc;
+  if (rc == DURO_ERROR)
+    copy_seen(duro_step_error(step));
+  DURO_TRY(duro_do(step, "after", NULL, cb_fixed, &(fixed){1, "1"}, NULL));
+  return duro_set_output(step, rc == DURO_ERROR ? "{\"timedOut\":true}" : e);
+}
+
+static const struct {
+  const char *timeout;
+  int64_t ms;
+  const char *text; /* in the message */
+} timeouts[] = {
+    {NULL, DAY, "1 day"},
+    {"90 minutes", 90 * MIN, "90 minutes"},
+};
+
+START_TEST(test_event_timeout_caught) {
+  harness_register(&H, WF, wf_event_timeout);
+  harness_start(&H);
+  C.timeout = timeouts[_i].timeout;
+  create(WF, "e6", NULL);
+
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("e6", "waiting");
+  ck_assert_int_eq(jint(desc(WF, "e6"), "wake_ms"), T0_MS + timeouts[_i].ms);
+  advance_nothing(timeouts[_i].ms - 1);
+  assert_status("e6", "waiting");
+  ck_assert_uint_eq(harness_advance(&H, 1), 1);
+  assert_status("e6", "complete");
+  ck_assert_int_eq(C.n_rc, 1);
+  ck_assert_int_eq(C.rc[0], DURO_ERROR);
+  json_t *e = json_loads(C.seen[0], 0, NULL);
+  ck_assert_ptr_nonnull(e);
+  assert_error(e, "TimeoutError", timeouts[_i].text);
+  json_decref(e);
+  ck_assert_int_eq(C.calls[1], 1); /* the flow went on */
+  json_t *d = desc(WF, "e6");
+  assert_json(jget(d, "output"), "{\"timedOut\":true}");
+  ck_assert_str_eq(jstr(step_of(d, "w#1"), "status"), "errored");
+  assert_error(jget(step_of(d, "w#1"), "error"), "TimeoutError", NULL);
+  /* a late event changes nothing */
+  ck_assert_int_eq(duro_instance_send_event(H.e, WF, "e6", "go", "1"), 0);
+  ck_assert_uint_eq(harness_run(&H), 0);
+  assert_status("e6", "complete");
+}
+END_TEST
+
+static duro_rc wf_event_timeout_uncaught(duro_step *step,
+                                         const duro_event *ev, duro_env *env) {
+  (void)ev;
+  (void)env;
+  C.top++;
+  const char *e;
+  DURO_TRY(duro_wait_for_event(step, "w", "go", "1 hour", &e));
+  return duro_set_output(step, e);
+}
+
+START_TEST(test_event_timeout_uncaught) {
+  harness_register(&H, WF, wf_event_timeout_uncaught);
+  harness_start(&H);
+  create(WF, "e7", NULL);
+  harness_run(&H);
+  advance_nothing(HOUR - 1);
+  ck_assert_uint_eq(harness_advance(&H, 1), 1);
+  assert_status("e7", "errored");
+  assert_error(jget(desc(WF, "e7"), "error"), "TimeoutError", "\"go\"");
+}
+END_TEST
+
+/* ---- instance lifecycle: create ------------------------------------------ */
+
+static duro_rc wf_simple(duro_step *step, const duro_event *ev,
+                         duro_env *env) {
+  (void)env;
+  C.top++;
+  DURO_TRY(duro_do(step, "work", NULL, cb_fixed, &(fixed){1, "true"}, NULL));
+  return duro_set_output(step, ev->params);
+}
+
+START_TEST(test_create_with_id_and_duplicate) {
+  harness_register(&H, WF, wf_simple);
+  harness_start(&H);
+  char *id = NULL;
+  ck_assert_int_eq(
+      duro_instance_create(H.e, WF, "order-1", "{\"v\":1}", -1, &id), 0);
+  ck_assert_str_eq(id, "order-1");
+  free(id);
+  assert_status("order-1", "queued");
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("order-1", "complete");
+
+  id = (char *)"untouched";
+  ck_assert_int_eq(
+      duro_instance_create(H.e, WF, "order-1", "{\"v\":2}", -1, &id),
+      DURO_E_ALREADY_EXISTS);
+  ck_assert_ptr_null(id);
+  ck_assert_str_eq(duro_err_name(DURO_E_ALREADY_EXISTS),
+                   "instance.already_exists");
+  ck_assert_uint_eq(harness_run(&H), 0);
+  ck_assert_int_eq(C.top, 1);
+  json_t *d = desc(WF, "order-1");
+  ck_assert_str_eq(jstr(d, "status"), "complete");
+  assert_json(jget(d, "params"), "{\"v\":1}");
+  assert_json(jget(d, "output"), "{\"v\":1}");
+
+  /* a duplicate of a still-queued instance is refused the same way */
+  create(WF, "order-2", "[1]");
+  ck_assert_int_eq(duro_instance_create(H.e, WF, "order-2", "[2]", -1, NULL),
+                   DURO_E_ALREADY_EXISTS);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_json(jget(desc(WF, "order-2"), "output"), "[1]");
+}
+END_TEST
+
+START_TEST(test_create_random_id) {
+  harness_register(&H, WF, wf_simple);
+  harness_start(&H);
+  char *a = NULL, *b = NULL;
+  ck_assert_int_eq(duro_instance_create(H.e, WF, NULL, NULL, -1, &a), 0);
+  ck_assert_int_eq(duro_instance_create(H.e, WF, NULL, NULL, -1, &b), 0);
+  ck_assert_ptr_nonnull(a);
+  ck_assert_ptr_nonnull(b);
+  ck_assert(duro_instance_id_valid(a));
+  ck_assert_uint_eq(strlen(a), 36); /* a UUID */
+  ck_assert_str_ne(a, b);
+  ck_assert_uint_eq(harness_run(&H), 2);
+  assert_status(a, "complete");
+  json_t *d = desc(WF, a);
+  ck_assert_str_eq(jstr(d, "id"), a);
+  ck_assert(json_is_null(jget(d, "params"))); /* no params = null */
+  free(a);
+  free(b);
+}
+END_TEST
+
+START_TEST(test_create_invalid) {
+  harness_register(&H, WF, wf_simple);
+  harness_start(&H);
+  char id100[101], id101[102];
+  memset(id100, 'a', 100);
+  id100[100] = '\0';
+  memset(id101, 'b', 101);
+  id101[101] = '\0';
+  const char *bad[] = {"", id101, "has space", "a/b", "tab\tid", "é"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    ck_assert_msg(duro_instance_create(H.e, WF, bad[i], "{}", -1, NULL) ==
+                      DURO_E_INVALID_ID,
+                  "id \"%s\" accepted", bad[i]);
+  ck_assert_int_eq(duro_instance_create(H.e, WF, id100, "{}", -1, NULL), 0);
+  ck_assert_int_eq(duro_instance_create(H.e, WF, "ok_id.1:2-3", NULL, -1, NULL),
+                   0);
+  ck_assert_int_eq(duro_instance_create(H.e, "nope", "x", "{}", -1, NULL),
+                   DURO_E_WORKFLOW_NOT_FOUND);
+  const char *bad_params[] = {"{", "not json", "{\"a\":}", ""};
+  for (size_t i = 0; i < sizeof bad_params / sizeof *bad_params; i++)
+    ck_assert_msg(duro_instance_create(H.e, WF, "p", bad_params[i], -1,
+                                       NULL) == DURO_E_INVALID_PARAMS,
+                  "params \"%s\" accepted", bad_params[i]);
+  /* nothing of the refused ones was stored */
+  ck_assert_int_eq(duro_instance_create(H.e, WF, "p", "{}", -1, NULL), 0);
+  ck_assert_uint_eq(harness_run(&H), 3);
+  json_t *list = NULL;
+  ck_assert_int_eq(duro_instance_list(H.e, WF, -1, 100, NULL, &list), 0);
+  ck_assert_uint_eq(json_array_size(json_object_get(list, "instances")), 3);
+  json_decref(list);
+}
+END_TEST
+
+static json_t *batch_error(json_t *res, json_int_t index) {
+  size_t i;
+  json_t *e;
+  json_array_foreach(jget(res, "errors"), i, e) {
+    if (jint(e, "index") == index)
+      return e;
+  }
+  ck_abort_msg("no error for index %lld", (long long)index);
+  return NULL;
+}
+
+START_TEST(test_create_batch) {
+  harness_register(&H, WF, wf_simple);
+  harness_start(&H);
+  create(WF, "old", "\"old\"");
+  duro_create_req reqs[] = {
+      {.id = "b1", .params = "1", .retention_ms = -1},
+      {.id = "b2", .params = "2", .retention_ms = -1},
+      {.id = "b1", .params = "3", .retention_ms = -1},  /* dup in batch */
+      {.id = "old", .params = "4", .retention_ms = -1}, /* exists */
+      {.id = NULL, .params = "5", .retention_ms = -1},  /* random */
+      {.id = "bad id", .params = "6", .retention_ms = -1},
+      {.id = "b3", .params = "{", .retention_ms = -1},
+  };
+  json_t *res = NULL;
+  ck_assert_int_eq(
+      duro_instance_create_batch(H.e, WF, reqs, sizeof reqs / sizeof *reqs,
+                                 &res),
+      0);
+  ck_assert_ptr_nonnull(res);
+  json_t *created = jget(res, "created");
+  ck_assert_uint_eq(json_array_size(created), 3);
+  ck_assert_str_eq(jstr(json_array_get(created, 0), "id"), "b1");
+  ck_assert_str_eq(jstr(json_array_get(created, 1), "id"), "b2");
+  char random_id[64];
+  snprintf(random_id, sizeof random_id, "%s",
+           jstr(json_array_get(created, 2), "id"));
+  ck_assert(duro_instance_id_valid(random_id));
+
+  ck_assert_uint_eq(json_array_size(jget(res, "errors")), 4);
+  json_t *e = batch_error(res, 2);
+  ck_assert_str_eq(jstr(e, "id"), "b1");
+  ck_assert_str_eq(jstr(e, "code"), "instance.duplicate_in_batch");
+  ck_assert(json_is_string(jget(e, "message")));
+  e = batch_error(res, 3);
+  ck_assert_str_eq(jstr(e, "id"), "old");
+  ck_assert_str_eq(jstr(e, "code"), "instance.already_exists");
+  ck_assert_str_eq(jstr(batch_error(res, 5), "code"), "instance.invalid_id");
+  ck_assert_str_eq(jstr(batch_error(res, 6), "code"),
+                   "instance.invalid_params");
+  json_decref(res);
+
+  ck_assert_uint_eq(harness_run(&H), 4); /* old, b1, b2, the random one */
+  assert_json(jget(desc(WF, "b1"), "output"), "1");
+  assert_json(jget(desc(WF, "old"), "params"), "\"old\"");
+  assert_json(jget(desc(WF, random_id), "output"), "5");
+
+  /* unknown workflow fails the call itself */
+  res = NULL;
+  ck_assert_int_eq(duro_instance_create_batch(H.e, "nope", reqs, 1, &res),
+                   DURO_E_WORKFLOW_NOT_FOUND);
+  ck_assert_ptr_null(res);
+}
+END_TEST
+
+/* ---- pause, resume, terminate --------------------------------------------- */
+
+static void start_sleeper(const char *id, const char *duration) {
+  harness_register(&H, WF, wf_sleep);
+  harness_start(&H);
+  char params[96];
+  snprintf(params, sizeof params, "{\"d\":\"%s\"}", duration);
+  create(WF, id, params);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status(id, "waiting");
+}
+
+START_TEST(test_pause_sleep_keeps_remaining) {
+  start_sleeper("p1", "1 hour");
+  advance_nothing(10 * MIN);
+  ck_assert_int_eq(duro_instance_pause(H.e, WF, "p1"), 0);
+  assert_status("p1", "paused");
+  ck_assert(json_is_null(jget(desc(WF, "p1"), "wake_ms")));
+  /* pausing again is harmless */
+  ck_assert_int_eq(duro_instance_pause(H.e, WF, "p1"), 0);
+  assert_status("p1", "paused");
+
+  /* the sleep's time passes: nothing happens */
+  advance_nothing(2 * HOUR);
+  assert_status("p1", "paused");
+  ck_assert_int_eq(C.calls[1], 0);
+
+  /* resume at T0+2h10: 50 minutes of the sleep remain */
+  ck_assert_int_eq(duro_instance_resume(H.e, WF, "p1"), 0);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("p1", "waiting");
+  json_t *d = desc(WF, "p1");
+  ck_assert_int_eq(jint(d, "wake_ms"), T0_MS + 3 * HOUR);
+  ck_assert_int_eq(jint(step_of(d, "nap#1"), "wake_ms"), T0_MS + 3 * HOUR);
+  ck_assert_int_eq(duro_instance_resume(H.e, WF, "p1"),
+                   DURO_E_CANNOT_RESUME); /* not paused any more */
+  advance_nothing(50 * MIN - 1);
+  ck_assert_int_eq(C.calls[1], 0);
+  ck_assert_uint_eq(harness_advance(&H, 1), 1);
+  assert_status("p1", "complete");
+  ck_assert_int_eq(C.calls[1], 1);
+}
+END_TEST
+
+/* Step a pauses its own instance from inside its callback. */
+static int cb_pause_self(duro_attempt *a, void *arg) {
+  (void)arg;
+  C.calls[1]++;
+  C.rc[0] = duro_instance_pause(H.e, WF, C.self_id);
+  copy_seen(harness_status(&H, WF, C.self_id));
+  duro_clock_advance(&H.clock, MIN); /* the step goes on a while */
+  copy_seen(harness_status(&H, WF, C.self_id));
+  return duro_attempt_result(a, "\"a\"");
+}
+
+static int cb_terminate_self(duro_attempt *a, void *arg) {
+  (void)arg;
+  C.calls[1]++;
+  C.rc[0] = duro_instance_terminate(H.e, WF, C.self_id);
+  C.rc[1] = duro_instance_restart(H.e, WF, C.self_id, NULL, 0);
+  return duro_attempt_result(a, "\"a\"");
+}
+
+static duro_rc wf_control_in_step(duro_step *step, const duro_event *ev,
+                                  duro_env *env) {
+  (void)ev;
+  (void)env;
+  C.top++;
+  DURO_TRY(duro_do(step, "a", NULL,
+                   C.final ? cb_terminate_self : cb_pause_self, NULL, NULL));
+  DURO_TRY(duro_do(step, "b", NULL, cb_fixed, &(fixed){2, "\"b\""}, NULL));
+  return duro_set_output(step, "\"done\"");
+}
+
+START_TEST(test_pause_inside_step) {
+  harness_register(&H, WF, wf_control_in_step);
+  harness_start(&H);
+  C.self_id = "p2";
+  create(WF, "p2", NULL);
+
+  ck_assert_uint_eq(harness_run(&H), 1);
+  ck_assert_int_eq(C.rc[0], 0);
+  ck_assert_str_eq(C.seen[0], "waitingForPause");
+  ck_assert_str_eq(C.seen[1], "waitingForPause");
+  assert_status("p2", "paused");
+  ck_assert_int_eq(C.calls[1], 1);
+  ck_assert_int_eq(C.calls[2], 0); /* b did not run */
+  json_t *d = desc(WF, "p2");
+  ck_assert_str_eq(jstr(step_of(d, "a#1"), "status"), "complete");
+  ck_assert_uint_eq(n_steps(d), 1);
+
+  advance_nothing(DAY);
+  assert_status("p2", "paused");
+  ck_assert_int_eq(duro_instance_resume(H.e, WF, "p2"), 0);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("p2", "complete");
+  ck_assert_int_eq(C.calls[1], 1); /* a is not rerun */
+  ck_assert_int_eq(C.calls[2], 1);
+}
+END_TEST
+
+START_TEST(test_terminate_inside_step) {
+  harness_register(&H, WF, wf_control_in_step);
+  harness_start(&H);
+  C.self_id = "k2";
+  C.final = 1; /* selects cb_terminate_self */
+  create(WF, "k2", NULL);
+
+  ck_assert_uint_eq(harness_run(&H), 1);
+  ck_assert_int_eq(C.rc[0], 0);
+  ck_assert_int_eq(C.rc[1], DURO_E_CANNOT_RESTART); /* it is running */
+  assert_status("k2", "terminated");
+  ck_assert_int_eq(C.calls[2], 0);
+  ck_assert_uint_eq(n_steps(desc(WF, "k2")), 1);
+  advance_nothing(DAY);
+  ck_assert_int_eq(C.calls[2], 0);
+}
+END_TEST
+
+START_TEST(test_terminate_waiting) {
+  start_sleeper("k1", "1 hour");
+  advance_nothing(MIN);
+  ck_assert_int_eq(duro_instance_terminate(H.e, WF, "k1"), 0);
+  assert_status("k1", "terminated");
+  json_t *d = desc(WF, "k1");
+  ck_assert_int_eq(jint(d, "ended_ms"), T0_MS + MIN);
+  ck_assert(json_is_null(jget(d, "wake_ms")));
+  advance_nothing(2 * HOUR);
+  assert_status("k1", "terminated");
+  ck_assert_int_eq(C.calls[1], 0);
+  ck_assert_int_eq(C.top, 1);
+  /* an ended instance refuses every transition but restart */
+  ck_assert_int_eq(duro_instance_terminate(H.e, WF, "k1"),
+                   DURO_E_CANNOT_TERMINATE);
+  ck_assert_int_eq(duro_instance_pause(H.e, WF, "k1"), DURO_E_CANNOT_PAUSE);
+  ck_assert_int_eq(duro_instance_resume(H.e, WF, "k1"), DURO_E_CANNOT_RESUME);
+}
+END_TEST
+
+START_TEST(test_complete_refuses_transitions) {
+  harness_register(&H, WF, wf_simple);
+  harness_start(&H);
+  create(WF, "c1", "{}");
+  harness_run(&H);
+  assert_status("c1", "complete");
+  ck_assert_int_eq(duro_instance_terminate(H.e, WF, "c1"),
+                   DURO_E_CANNOT_TERMINATE);
+  ck_assert_int_eq(duro_instance_pause(H.e, WF, "c1"), DURO_E_CANNOT_PAUSE);
+  ck_assert_int_eq(duro_instance_resume(H.e, WF, "c1"), DURO_E_CANNOT_RESUME);
+  assert_status("c1", "complete");
+  ck_assert_uint_eq(harness_run(&H), 0);
+  ck_assert_int_eq(C.top, 1);
+  ck_assert_int_eq(duro_instance_pause(H.e, WF, "missing"),
+                   DURO_E_NOT_FOUND);
+  ck_assert_int_eq(duro_instance_terminate(H.e, "nope", "c1"),
+                   DURO_E_WORKFLOW_NOT_FOUND);
+}
+END_TEST
+
+/* A pause that lands while a failing attempt runs: the instance ends the
+ * activation paused, and the back-off's remaining time is kept. */
+static int cb_pause_then_fail(duro_attempt *a, void *arg) {
+  (void)arg;
+  C.calls[0]++;
+  C.attempt[C.n_attempt++] = duro_attempt_number(a);
+  if (duro_attempt_number(a) == 1) {
+    C.rc[0] = duro_instance_pause(H.e, WF, C.self_id);
+    return duro_attempt_fail(a, "flaky");
+  }
+  return duro_attempt_result(a, "\"ok\"");
+}
+
+static duro_rc wf_pause_backoff(duro_step *step, const duro_event *ev,
+                                duro_env *env) {
+  (void)ev;
+  (void)env;
+  C.top++;
+  duro_step_config cfg = {.retries = &(duro_retries){
+                              .limit = 2, .delay = "1 minute",
+                              .backoff = DURO_BACKOFF_CONSTANT}};
+  DURO_TRY(duro_do(step, "a", &cfg, cb_pause_then_fail, NULL, NULL));
+  return duro_set_output(step, "\"done\"");
+}
+
+START_TEST(test_pause_during_backoff) {
+  harness_register(&H, WF, wf_pause_backoff);
+  harness_start(&H);
+  C.self_id = "pb";
+  create(WF, "pb", NULL);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  ck_assert_int_eq(C.rc[0], 0);
+  assert_status("pb", "paused");
+  advance_nothing(HOUR); /* far past the 1-minute back-off */
+  ck_assert_int_eq(C.calls[0], 1);
+  ck_assert_int_eq(duro_instance_resume(H.e, WF, "pb"), 0);
+  harness_run(&H);
+  ck_assert_int_eq(C.calls[0], 1);
+  assert_status("pb", "waiting");
+  advance_nothing(MIN - 1); /* the whole minute still remains */
+  ck_assert_uint_eq(harness_advance(&H, 1), 1);
+  ck_assert_int_eq(C.calls[0], 2);
+  ck_assert_uint_eq(C.attempt[1], 2);
+  assert_status("pb", "complete");
+}
+END_TEST
+
+/* Paused while waiting for an event: an event sent meanwhile does not run
+ * it; resume delivers it; and the wait's timeout was frozen too. */
+START_TEST(test_pause_waiting_for_event) {
+  harness_register(&H, WF, wf_event_timeout);
+  harness_start(&H);
+  C.timeout = "1 hour";
+  create(WF, "pe", NULL);
+  create(WF, "pt", NULL);
+  ck_assert_uint_eq(harness_run(&H), 2);
+  advance_nothing(10 * MIN);
+  ck_assert_int_eq(duro_instance_pause(H.e, WF, "pe"), 0);
+  ck_assert_int_eq(duro_instance_pause(H.e, WF, "pt"), 0);
+  ck_assert_int_eq(duro_instance_send_event(H.e, WF, "pe", "go", "1"), 0);
+  ck_assert_uint_eq(harness_run(&H), 0);
+  assert_status("pe", "paused");
+  advance_nothing(2 * HOUR);
+  ck_assert_int_eq(duro_instance_resume(H.e, WF, "pe"), 0);
+  ck_assert_int_eq(duro_instance_resume(H.e, WF, "pt"), 0);
+  ck_assert_uint_eq(harness_run(&H), 2);
+  assert_status("pe", "complete");
+  assert_json(jget(jget(desc(WF, "pe"), "output"), "payload"), "1");
+  /* pt had 50 minutes of its timeout left when paused */
+  assert_status("pt", "waiting");
+  ck_assert_int_eq(jint(desc(WF, "pt"), "wake_ms"), now() + 50 * MIN);
+  advance_nothing(50 * MIN - 1);
+  ck_assert_uint_eq(harness_advance(&H, 1), 1);
+  assert_status("pt", "complete");
+  assert_json(jget(desc(WF, "pt"), "output"), "{\"timedOut\":true}");
+}
+END_TEST
+
+/* A pause requested during a step and withdrawn (resume) before the step
+ * ends never takes effect. */
+static int cb_pause_resume_self(duro_attempt *a, void *arg) {
+  (void)arg;
+  C.calls[1]++;
+  C.rc[0] = duro_instance_pause(H.e, WF, C.self_id);
+  copy_seen(harness_status(&H, WF, C.self_id));
+  C.rc[1] = duro_instance_resume(H.e, WF, C.self_id);
+  copy_seen(harness_status(&H, WF, C.self_id));
+  C.rc[2] = duro_instance_resume(H.e, WF, C.self_id);
+  return duro_attempt_result(a, "\"a\"");
+}
+
+static duro_rc wf_pause_withdrawn(duro_step *step, const duro_event *ev,
+                                  duro_env *env) {
+  (void)ev;
+  (void)env;
+  C.top++;
+  DURO_TRY(duro_do(step, "a", NULL, cb_pause_resume_self, NULL, NULL));
+  DURO_TRY(duro_do(step, "b", NULL, cb_fixed, &(fixed){2, "\"b\""}, NULL));
+  return duro_set_output(step, "\"done\"");
+}
+
+START_TEST(test_pause_withdrawn_by_resume) {
+  harness_register(&H, WF, wf_pause_withdrawn);
+  harness_start(&H);
+  C.self_id = "pw";
+  create(WF, "pw", NULL);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  ck_assert_int_eq(C.rc[0], 0);
+  ck_assert_str_eq(C.seen[0], "waitingForPause");
+  ck_assert_int_eq(C.rc[1], 0);
+  ck_assert_str_eq(C.seen[1], "running");
+  ck_assert_int_eq(C.rc[2], DURO_E_CANNOT_RESUME);
+  assert_status("pw", "complete");
+  ck_assert_int_eq(C.calls[2], 1);
+}
+END_TEST
+
+/* Pause and terminate of a queued instance (created, not yet run). */
+START_TEST(test_control_queued) {
+  harness_register(&H, WF, wf_simple);
+  harness_start(&H);
+  create(WF, "q1", "1");
+  create(WF, "q2", "2");
+  ck_assert_int_eq(duro_instance_pause(H.e, WF, "q1"), 0);
+  ck_assert_int_eq(duro_instance_terminate(H.e, WF, "q2"), 0);
+  ck_assert_uint_eq(harness_run(&H), 0);
+  assert_status("q1", "paused");
+  assert_status("q2", "terminated");
+  ck_assert_int_eq(duro_instance_terminate(H.e, WF, "q1"), 0);
+  assert_status("q1", "terminated");
+  ck_assert_uint_eq(harness_run(&H), 0);
+  ck_assert_int_eq(C.top, 0);
+}
+END_TEST
+
+/* ---- restart ------------------------------------------------------------------ */
+
+static duro_rc wf_abcd(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev;
+  (void)env;
+  C.top++;
+  DURO_TRY(duro_do(step, "a", NULL, cb_fixed, &(fixed){1, "\"a\""}, NULL));
+  DURO_TRY(duro_do(step, "b", NULL, cb_fixed, &(fixed){2, "\"b\""}, NULL));
+  DURO_TRY(duro_do(step, "c", NULL, cb_fixed, &(fixed){3, "\"c\""}, NULL));
+  DURO_TRY(duro_do(step, "d", NULL, cb_fixed, &(fixed){4, "\"d\""}, NULL));
+  return duro_set_output(step, "\"abcd\"");
+}
+
+static void start_abcd(const char *id) {
+  harness_register(&H, WF, wf_abcd);
+  harness_start(&H);
+  create(WF, id, NULL);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status(id, "complete");
+  for (int i = 1; i <= 4; i++)
+    ck_assert_int_eq(C.calls[i], 1);
+}
+
+START_TEST(test_restart_all) {
+  start_abcd("r1");
+  advance_nothing(MIN);
+  ck_assert_int_eq(duro_instance_restart(H.e, WF, "r1", NULL, 0), 0);
+  assert_status("r1", "queued");
+  json_t *d = desc(WF, "r1");
+  ck_assert_uint_eq(n_steps(d), 0);
+  ck_assert(json_is_null(jget(d, "output")));
+  ck_assert(json_is_null(jget(d, "ended_ms")));
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("r1", "complete");
+  for (int i = 1; i <= 4; i++)
+    ck_assert_int_eq(C.calls[i], 2);
+  d = desc(WF, "r1");
+  ck_assert_uint_eq(n_steps(d), 4);
+  assert_json(jget(d, "output"), "\"abcd\"");
+  json_t *att = jget(step_of(d, "a#1"), "attempts");
+  ck_assert_uint_eq(json_array_size(att), 1); /* the old attempt is gone */
+  ck_assert_int_eq(jint(json_array_get(att, 0), "started_ms"), T0_MS + MIN);
+}
+END_TEST
+
+START_TEST(test_restart_from_step) {
+  start_abcd("r2");
+  advance_nothing(MIN);
+  ck_assert_int_eq(duro_instance_restart(H.e, WF, "r2", "c", 0), 0);
+  json_t *d = desc(WF, "r2");
+  ck_assert_uint_eq(n_steps(d), 2);
+  step_of(d, "a#1");
+  step_of(d, "b#1");
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("r2", "complete");
+  ck_assert_int_eq(C.calls[1], 1); /* kept */
+  ck_assert_int_eq(C.calls[2], 1);
+  ck_assert_int_eq(C.calls[3], 2); /* rerun */
+  ck_assert_int_eq(C.calls[4], 2);
+  d = desc(WF, "r2");
+  ck_assert_int_eq(jint(step_of(d, "a#1"), "started_ms"), T0_MS);
+  ck_assert_int_eq(jint(step_of(d, "b#1"), "started_ms"), T0_MS);
+  ck_assert_int_eq(jint(step_of(d, "c#1"), "started_ms"), T0_MS + MIN);
+  ck_assert_int_eq(jint(step_of(d, "d#1"), "started_ms"), T0_MS + MIN);
+}
+END_TEST
+
+START_TEST(test_restart_refused) {
+  start_abcd("r3");
+  ck_assert_int_eq(duro_instance_restart(H.e, WF, "r3", "zzz", 0),
+                   DURO_E_CANNOT_RESTART);
+  ck_assert_int_eq(duro_instance_restart(H.e, WF, "r3", "c", 2),
+                   DURO_E_CANNOT_RESTART);
+  ck_assert_int_eq(duro_instance_restart(H.e, WF, "missing", NULL, 0),
+                   DURO_E_NOT_FOUND);
+  /* the refused restarts left the instance alone */
+  assert_status("r3", "complete");
+  ck_assert_uint_eq(n_steps(desc(WF, "r3")), 4);
+  ck_assert_uint_eq(harness_run(&H), 0);
+  /* a queued instance cannot be restarted either */
+  create(WF, "r4", NULL);
+  ck_assert_int_eq(duro_instance_restart(H.e, WF, "r4", NULL, 0),
+                   DURO_E_CANNOT_RESTART);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("r4", "complete");
+}
+END_TEST
+
+START_TEST(test_restart_waiting_refused) {
+  start_sleeper("r5", "1 hour");
+  ck_assert_int_eq(duro_instance_restart(H.e, WF, "r5", NULL, 0),
+                   DURO_E_CANNOT_RESTART);
+  ck_assert_int_eq(duro_instance_pause(H.e, WF, "r5"), 0);
+  ck_assert_int_eq(duro_instance_restart(H.e, WF, "r5", NULL, 0),
+                   DURO_E_CANNOT_RESTART); /* paused is not ended */
+  ck_assert_int_eq(duro_instance_resume(H.e, WF, "r5"), 0);
+  harness_run(&H);
+  assert_status("r5", "waiting");
+  ck_assert_uint_eq(harness_advance(&H, HOUR), 1);
+  assert_status("r5", "complete");
+  ck_assert_int_eq(C.calls[1], 1);
+}
+END_TEST
+
+START_TEST(test_restart_errored_and_terminated) {
+  C.final = 1;
+  start_flaky(NULL);
+  harness_run(&H);
+  assert_status("f1", "errored");
+  advance_nothing(MIN);
+  ck_assert_int_eq(duro_instance_restart(H.e, WF, "f1", NULL, 0), 0);
+  C.final = 0;
+  C.succeed_on = 1;
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("f1", "complete");
+  ck_assert_int_eq(C.calls[0], 2);
+  ck_assert_uint_eq(C.attempt[1], 1); /* attempts start over */
+  json_t *d = desc(WF, "f1");
+  ck_assert(json_is_null(jget(d, "error")));
+  assert_json(jget(d, "output"), "{\"ok\":1}");
+  ck_assert_uint_eq(json_array_size(jget(step_of(d, "flaky#1"), "attempts")),
+                    1);
+
+  /* terminated: a fresh instance of another workflow */
+  C.final = 1;
+  create(WF, "f2", NULL);
+  ck_assert_int_eq(duro_instance_terminate(H.e, WF, "f2"), 0);
+  assert_status("f2", "terminated");
+  ck_assert_uint_eq(harness_run(&H), 0);
+  ck_assert_int_eq(duro_instance_restart(H.e, WF, "f2", NULL, 0), 0);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("f2", "errored");
+}
+END_TEST
+
+/* The engine releases the events consumed by discarded steps, so the rerun
+ * wait gets the same event again (and a newer one stays buffered). */
+START_TEST(test_restart_releases_events) {
+  harness_register(&H, WF, wf_event);
+  harness_start(&H);
+  create(WF, "re1", NULL);
+  harness_run(&H);
+  advance_nothing(MIN);
+  ck_assert_int_eq(
+      duro_instance_send_event(H.e, WF, "re1", "approve", "{\"n\":1}"), 0);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("re1", "complete");
+  ck_assert_int_eq(
+      duro_instance_send_event(H.e, WF, "re1", "approve", "{\"n\":2}"), 0);
+  ck_assert_uint_eq(harness_run(&H), 0);
+
+  advance_nothing(MIN);
+  ck_assert_int_eq(duro_instance_restart(H.e, WF, "re1", NULL, 0), 0);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("re1", "complete");
+  json_t *out = jget(desc(WF, "re1"), "output");
+  assert_json(jget(out, "payload"), "{\"n\":1}");
+  ck_assert_str_eq(jstr(out, "timestamp"), "2026-01-01T00:01:00.000Z");
+
+  /* restarting from the wait itself releases it again, n:1 first again */
+  ck_assert_int_eq(duro_instance_restart(H.e, WF, "re1", "approval", 1), 0);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_json(jget(jget(desc(WF, "re1"), "output"), "payload"), "{\"n\":1}");
+}
+END_TEST
+
+/* ---- step results: limits and validation ---------------------------------- */
+
+static int cb_big(duro_attempt *a, void *arg) {
+  (void)arg;
+  C.calls[2]++;
+  size_t n = 2 * 1024 * 1024;
+  char *s = malloc(n + 3);
+  ck_assert_ptr_nonnull(s);
+  s[0] = '"';
+  memset(s + 1, 'x', n);
+  s[n + 1] = '"';
+  s[n + 2] = '\0';
+  duro_attempt_result(a, s);
+  free(s);
+  return 0;
+}
+
+static int cb_bad_json(duro_attempt *a, void *arg) {
+  (void)arg;
+  C.calls[2]++;
+  return duro_attempt_result(a, "{\"unterminated\": ");
+}
+
+static duro_rc wf_big(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev;
+  (void)env;
+  C.top++;
+  DURO_TRY(duro_do(step, "a", NULL, cb_fixed, &(fixed){1, "{\"a\":1}"}, NULL));
+  DURO_TRY(duro_do(step, "big", NULL, C.final ? cb_bad_json : cb_big, NULL,
+                   NULL));
+  return duro_set_output(step, "\"unreachable\"");
+}
+
+START_TEST(test_output_too_large) {
+  harness_register(&H, WF, wf_big);
+  harness_start(&H);
+  create(WF, "o1", NULL);
+  harness_run(&H);
+  assert_status("o1", "errored");
+  ck_assert_int_eq(C.calls[2], 1); /* not retried: it would not shrink */
+  json_t *d = desc(WF, "o1");
+  assert_error(jget(d, "error"), "step.output_too_large", "2097154");
+  assert_error(jget(d, "error"), "step.output_too_large", "1048576");
+  json_t *s = step_of(d, "big#1");
+  ck_assert_str_eq(jstr(s, "status"), "errored");
+  ck_assert(json_is_null(jget(s, "result")));
+  assert_error(jget(s, "error"), "step.output_too_large", NULL);
+  /* what was stored before is still there */
+  ck_assert_str_eq(jstr(step_of(d, "a#1"), "status"), "complete");
+  assert_json(jget(step_of(d, "a#1"), "result"), "{\"a\":1}");
+  advance_nothing(DAY);
+}
+END_TEST
+
+START_TEST(test_invalid_output) {
+  harness_register(&H, WF, wf_big);
+  harness_start(&H);
+  C.final = 1; /* selects cb_bad_json */
+  create(WF, "o2", NULL);
+  harness_run(&H);
+  assert_status("o2", "errored");
+  ck_assert_int_eq(C.calls[2], 1);
+  json_t *d = desc(WF, "o2");
+  assert_error(jget(d, "error"), "step.invalid_output", "big#1");
+  ck_assert(json_is_null(jget(step_of(d, "big#1"), "result")));
+  assert_json(jget(step_of(d, "a#1"), "result"), "{\"a\":1}");
+}
+END_TEST
+
+/* ---- bindings ----------------------------------------------------------------- */
+
+static duro_rc wf_child(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env;
+  C.calls[5]++;
+  copy_seen(ev->params);
+  return duro_set_output(step, "{\"child\":true}");
+}
+
+static int cb_spawn(duro_attempt *a, void *arg) {
+  duro_env *env = arg;
+  uint32_t n = duro_attempt_number(a);
+  C.calls[1]++;
+  ck_assert_uint_lt(n, 8);
+  C.create_rc[n] = duro_workflow_create(duro_env_workflow(env, "CHILD"),
+                                        "child-1", "{\"from\":\"parent\"}");
+  C.unknown_binding_null = duro_env_workflow(env, "NOPE") == NULL;
+  C.unknown_create_rc = duro_workflow_create(duro_env_workflow(env, "NOPE"),
+                                             "x", "{}");
+  if (n == 1)
+    return duro_attempt_fail(a, "lost the response");
+  if (C.create_rc[n] != 0 && C.create_rc[n] != DURO_E_ALREADY_EXISTS)
+    return duro_attempt_fail_final(a, "create: %d", C.create_rc[n]);
+  return duro_attempt_result(a, "\"child-1\"");
+}
+
+static duro_rc wf_parent(duro_step *step, const duro_event *ev,
+                         duro_env *env) {
+  (void)ev;
+  C.top++;
+  const char *r;
+  duro_step_config cfg = {
+      .retries = &(duro_retries){.limit = 2, .delay = "1 second"}};
+  DURO_TRY(duro_do(step, "spawn", &cfg, cb_spawn, env, &r));
+  return duro_set_output(step, r);
+}
+
+START_TEST(test_binding_creates_child) {
+  harness_register_binding(&H, "parent", "PARENT", wf_parent);
+  harness_register_binding(&H, "child", "CHILD", wf_child);
+  harness_start(&H);
+  create("parent", "p", NULL);
+
+  ck_assert_uint_eq(harness_run(&H), 2); /* the parent, then the child */
+  ck_assert_int_eq(C.create_rc[1], 0);
+  ck_assert_int_eq(C.unknown_binding_null, 1);
+  ck_assert_int_eq(C.unknown_create_rc, DURO_E_BINDING_NOT_FOUND);
+  ck_assert_int_eq(C.calls[5], 1);
+  ck_assert_str_eq(C.seen[0], "{\"from\":\"parent\"}");
+  ck_assert_str_eq(harness_status(&H, "child", "child-1"), "complete");
+  ck_assert_str_eq(harness_status(&H, "parent", "p"), "waiting");
+
+  ck_assert_uint_eq(harness_advance(&H, SEC), 1);
+  ck_assert_int_eq(C.calls[1], 2);
+  ck_assert_int_eq(C.create_rc[2], DURO_E_ALREADY_EXISTS);
+  ck_assert_str_eq(harness_status(&H, "parent", "p"), "complete");
+  ck_assert_int_eq(C.calls[5], 1); /* one child, not two */
+  json_t *d = desc("child", "child-1");
+  assert_json(jget(d, "params"), "{\"from\":\"parent\"}");
+}
+END_TEST
+
+/* ---- durability across a clean restart of the engine ---------------------- */
+
+static duro_rc wf_durable(duro_step *step, const duro_event *ev,
+                          duro_env *env) {
+  (void)ev;
+  (void)env;
+  C.top++;
+  DURO_TRY(duro_do(step, "a", NULL, cb_fixed, &(fixed){1, "\"a\""}, NULL));
+  DURO_TRY(duro_do(step, "b", NULL, cb_fixed, &(fixed){2, "\"b\""}, NULL));
+  DURO_TRY(duro_sleep(step, "nap", "1 hour"));
+  const char *r;
+  DURO_TRY(duro_do(step, "c", NULL, cb_fixed, &(fixed){3, "\"c\""}, &r));
+  return duro_set_output(step, r);
+}
+
+/* _i = 0: reopen before the sleep is due; 1: the host was down past it. */
+START_TEST(test_durable_across_reopen) {
+  harness_register(&H, WF, wf_durable);
+  harness_start(&H);
+  create(WF, "d1", NULL);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("d1", "waiting");
+  create(WF, "d2", NULL); /* queued, never ran before the restart */
+
+  if (_i == 1)
+    duro_clock_advance(&H.clock, 2 * HOUR); /* while the host is down */
+  harness_reopen(&H);
+  if (_i == 0) {
+    ck_assert_uint_eq(harness_run(&H), 1); /* only d2 */
+    assert_status("d1", "waiting");
+    assert_status("d2", "waiting");
+    ck_assert_int_eq(C.calls[3], 0);
+    ck_assert_uint_eq(harness_advance(&H, HOUR), 2);
+  } else {
+    ck_assert_uint_eq(harness_run(&H), 2); /* d1 wakes; d2 starts */
+    assert_status("d2", "waiting");
+    ck_assert_uint_eq(harness_advance(&H, HOUR), 1);
+  }
+  assert_status("d1", "complete");
+  assert_status("d2", "complete");
+  /* two instances: each step ran exactly once per instance */
+  ck_assert_int_eq(C.calls[1], 2);
+  ck_assert_int_eq(C.calls[2], 2);
+  ck_assert_int_eq(C.calls[3], 2);
+  ck_assert_int_eq(C.top, 4);
+  json_t *d = desc(WF, "d1");
+  assert_json(jget(d, "output"), "\"c\"");
+  ck_assert_int_eq(jint(step_of(d, "a#1"), "started_ms"), T0_MS);
+  ck_assert_uint_eq(json_array_size(jget(step_of(d, "a#1"), "attempts")), 1);
+}
+END_TEST
+
+/* An event that woke a waiting instance is committed; the engine closes
+ * before the activation ran.  After the restart the instance must still
+ * get it, not sit until its wait times out. */
+START_TEST(test_event_survives_reopen) {
+  harness_register(&H, WF, wf_event);
+  harness_start(&H);
+  create(WF, "er1", NULL);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("er1", "waiting");
+  ck_assert_int_eq(
+      duro_instance_send_event(H.e, WF, "er1", "approve", "{\"n\":1}"), 0);
+  harness_reopen(&H); /* the woken activation never ran */
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("er1", "complete");
+  assert_json(jget(jget(desc(WF, "er1"), "output"), "payload"), "{\"n\":1}");
+}
+END_TEST
+
+/* A retry's back-off survives a restart of the engine; attempt numbers go
+ * on from the journal. */
+START_TEST(test_backoff_across_reopen) {
+  R = (duro_retries){.limit = 3, .delay = "1 minute",
+                     .backoff = DURO_BACKOFF_CONSTANT};
+  CFG.retries = &R;
+  C.succeed_on = 2;
+  start_flaky(&CFG);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  harness_reopen(&H);
+  ck_assert_uint_eq(harness_run(&H), 0);
+  advance_nothing(MIN - 1);
+  ck_assert_uint_eq(harness_advance(&H, 1), 1);
+  ck_assert_uint_eq(C.attempt[1], 2);
+  assert_status("f1", "complete");
+  assert_json(jget(desc(WF, "f1"), "output"), "{\"ok\":2}");
+}
+END_TEST
+
+/* ---- sticky suspension -------------------------------------------------------- */
+
+/* Ignores every return code. */
+static duro_rc wf_sticky(duro_step *step, const duro_event *ev,
+                         duro_env *env) {
+  (void)ev;
+  (void)env;
+  int base = C.n_rc;
+  C.top++;
+  const char *r = "unset", *e = "unset";
+  C.rc[base + 0] = duro_sleep(step, "nap", "1 hour");
+  C.rc[base + 1] =
+      duro_do(step, "after", NULL, cb_fixed, &(fixed){1, "1"}, &r);
+  C.rc[base + 2] = duro_sleep(step, "nap2", "1 second");
+  C.rc[base + 3] = duro_wait_for_event(step, "w", "go", NULL, &e);
+  C.rc[base + 4] = duro_do(step, "later", NULL, cb_fixed, &(fixed){2, "2"},
+                           NULL);
+  C.rc[base + 5] = duro_set_output(step, "\"finished\"");
+  C.rc[base + 6] = r == NULL; /* results are NULLed on DURO_SUSPEND */
+  C.n_rc += 7;
+  return DURO_OK; /* as if everything had worked */
+}
+
+START_TEST(test_sticky_suspension) {
+  harness_register(&H, WF, wf_sticky);
+  harness_start(&H);
+  create(WF, "y1", NULL);
+
+  ck_assert_uint_eq(harness_run(&H), 1);
+  ck_assert_int_eq(C.rc[0], DURO_SUSPEND);
+  for (int i = 1; i <= 5; i++)
+    ck_assert_msg(C.rc[i] == DURO_SUSPEND, "call %d returned %d", i, C.rc[i]);
+  ck_assert_int_eq(C.rc[6], 1);
+  ck_assert_int_eq(C.calls[1], 0);
+  ck_assert_int_eq(C.calls[2], 0);
+  /* returning DURO_OK did not complete it: it sleeps */
+  assert_status("y1", "waiting");
+  json_t *d = desc(WF, "y1");
+  ck_assert_uint_eq(n_steps(d), 1);
+  step_of(d, "nap#1");
+  ck_assert(json_is_null(jget(d, "output")));
+
+  /* nap ends: "after" runs, nap2 suspends again, the rest does nothing */
+  ck_assert_uint_eq(harness_advance(&H, HOUR), 1);
+  ck_assert_int_eq(C.rc[7], DURO_OK);
+  ck_assert_int_eq(C.rc[8], DURO_OK);
+  ck_assert_int_eq(C.rc[9], DURO_SUSPEND);
+  ck_assert_int_eq(C.rc[10], DURO_SUSPEND);
+  ck_assert_int_eq(C.rc[11], DURO_SUSPEND);
+  ck_assert_int_eq(C.rc[12], DURO_SUSPEND);
+  ck_assert_int_eq(C.calls[1], 1);
+  ck_assert_int_eq(C.calls[2], 0);
+  assert_status("y1", "waiting");
+  d = desc(WF, "y1");
+  ck_assert_uint_eq(n_steps(d), 3);
+  ck_assert_ptr_null(harness_step(d, "w#1"));
+  ck_assert_ptr_null(harness_step(d, "later#1"));
+
+  /* nap2 ends: the wait suspends, "later" still does not run */
+  ck_assert_uint_eq(harness_advance(&H, SEC), 1);
+  ck_assert_int_eq(C.rc[17], DURO_SUSPEND);
+  ck_assert_int_eq(C.rc[18], DURO_SUSPEND);
+  ck_assert_int_eq(C.rc[19], DURO_SUSPEND);
+  ck_assert_int_eq(C.calls[2], 0);
+  ck_assert_uint_eq(n_steps(desc(WF, "y1")), 4);
+
+  ck_assert_int_eq(duro_instance_send_event(H.e, WF, "y1", "go", "1"), 0);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  for (int i = 21; i <= 26; i++)
+    ck_assert_msg(C.rc[i] == DURO_OK, "call %d returned %d", i, C.rc[i]);
+  ck_assert_int_eq(C.calls[1], 1);
+  ck_assert_int_eq(C.calls[2], 1);
+  assert_status("y1", "complete");
+  assert_json(jget(desc(WF, "y1"), "output"), "\"finished\"");
+}
+END_TEST
+
+/* ---- logging -------------------------------------------------------------------- */
+
+static int cb_log(duro_attempt *a, void *arg) {
+  (void)arg;
+  C.calls[1]++;
+  duro_log(DURO_LOG_ERROR, "MARK-in-step attempt %u",
+           (unsigned)duro_attempt_number(a));
+  return duro_attempt_result(a, "1");
+}
+
+static duro_rc wf_log(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev;
+  (void)env;
+  C.top++;
+  duro_log(DURO_LOG_ERROR, "MARK-top");
+  DURO_TRY(duro_do(step, "a", NULL, cb_log, NULL, NULL));
+  duro_log(DURO_LOG_ERROR, "MARK-mid");
+  DURO_TRY(duro_sleep(step, "nap", "1 minute"));
+  duro_log(DURO_LOG_ERROR, "MARK-end");
+  return duro_set_output(step, "{}");
+}
+
+static size_t count_in(const char *hay, const char *needle) {
+  size_t n = 0;
+  for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+    n++;
+  return n;
+}
+
+START_TEST(test_log_once_not_on_replay) {
+  harness_register(&H, WF, wf_log);
+  harness_start(&H);
+  create(WF, "l1", NULL);
+
+  /* capture stderr, where log lines go */
+  char path[] = "/tmp/duro-log-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  fflush(stderr);
+  int saved = dup(STDERR_FILENO);
+  ck_assert_int_ge(saved, 0);
+  ck_assert_int_ge(dup2(fd, STDERR_FILENO), 0);
+
+  size_t ran = harness_run(&H);
+  ran += harness_advance(&H, MIN);
+
+  fflush(stderr);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  static char buf[65536];
+  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  close(fd);
+  unlink(path);
+  ck_assert_int_ge(n, 0);
+  buf[n] = '\0';
+
+  ck_assert_uint_eq(ran, 2);
+  assert_status("l1", "complete");
+  ck_assert_int_eq(C.top, 2);
+  ck_assert_msg(count_in(buf, "MARK-top") == 1, "MARK-top %zu times in:\n%s",
+                count_in(buf, "MARK-top"), buf);
+  ck_assert_msg(count_in(buf, "MARK-mid") == 1, "MARK-mid %zu times in:\n%s",
+                count_in(buf, "MARK-mid"), buf);
+  ck_assert_msg(count_in(buf, "MARK-end") == 1, "MARK-end %zu times in:\n%s",
+                count_in(buf, "MARK-end"), buf);
+  ck_assert_uint_eq(count_in(buf, "MARK-in-step attempt 1"), 1);
+  /* the line names the instance and the step */
+  ck_assert_ptr_nonnull(strstr(buf, "wf/l1 a#1 attempt 1"));
+}
+END_TEST
+
+/* ---- suite ---------------------------------------------------------------------- */
+
+static TCase *tcase(Suite *s, const char *name) {
+  TCase *tc = tcase_create(name);
+  tcase_add_checked_fixture(tc, setup, teardown);
+  suite_add_tcase(s, tc);
+  return tc;
+}
+
+static Suite *steps_suite(void) {
+  Suite *s = suite_create("steps");
+  TCase *tc = tcase(s, "do");
+  tcase_add_test(tc, test_retry_limit_exhausted);
+  tcase_add_loop_test(tc, test_backoff_shapes, 0,
+                      sizeof shapes / sizeof *shapes);
+  tcase_add_test(tc, test_third_attempt_succeeds);
+  tcase_add_test(tc, test_final_failure_skips_retries);
+  tcase_add_test(tc, test_default_config);
+  tcase_add_test(tc, test_limit_zero_no_retries);
+  tcase_add_test(tc, test_completed_step_not_rerun);
+  tcase_add_test(tc, test_error_handled_in_run);
+  tcase_add_test(tc, test_attempt_timeout);
+  tcase_add_test(tc, test_attempt_timeout_exhausted);
+  tcase_add_test(tc, test_cached_results_and_keys);
+  tcase_add_test(tc, test_output_too_large);
+  tcase_add_test(tc, test_invalid_output);
+
+  tc = tcase(s, "sleep");
+  tcase_add_loop_test(tc, test_sleep_durations, 0,
+                      sizeof sleeps / sizeof *sleeps);
+  tcase_add_test(tc, test_sleep_until);
+  tcase_add_test(tc, test_sleep_until_past);
+  tcase_add_test(tc, test_sleep_invalid);
+  tcase_add_test(tc, test_sleep_invalid_uncaught);
+
+  tc = tcase(s, "events");
+  tcase_add_test(tc, test_event_delivered_later);
+  tcase_add_test(tc, test_events_buffered_in_order);
+  tcase_add_test(tc, test_event_before_first_activation);
+  tcase_add_test(tc, test_event_sent_during_activation);
+  tcase_add_test(tc, test_event_other_type_does_not_wake);
+  tcase_add_loop_test(tc, test_event_timeout_caught, 0,
+                      sizeof timeouts / sizeof *timeouts);
+  tcase_add_test(tc, test_event_timeout_uncaught);
+
+  tc = tcase(s, "create");
+  tcase_add_test(tc, test_create_with_id_and_duplicate);
+  tcase_add_test(tc, test_create_random_id);
+  tcase_add_test(tc, test_create_invalid);
+  tcase_add_test(tc, test_create_batch);
+
+  tc = tcase(s, "control");
+  tcase_add_test(tc, test_pause_sleep_keeps_remaining);
+  tcase_add_test(tc, test_pause_inside_step);
+  tcase_add_test(tc, test_terminate_inside_step);
+  tcase_add_test(tc, test_terminate_waiting);
+  tcase_add_test(tc, test_complete_refuses_transitions);
+  tcase_add_test(tc, test_pause_during_backoff);
+  tcase_add_test(tc, test_pause_waiting_for_event);
+  tcase_add_test(tc, test_pause_withdrawn_by_resume);
+  tcase_add_test(tc, test_control_queued);
+
+  tc = tcase(s, "restart");
+  tcase_add_test(tc, test_restart_all);
+  tcase_add_test(tc, test_restart_from_step);
+  tcase_add_test(tc, test_restart_refused);
+  tcase_add_test(tc, test_restart_waiting_refused);
+  tcase_add_test(tc, test_restart_errored_and_terminated);
+  tcase_add_test(tc, test_restart_releases_events);
+
+  tc = tcase(s, "bindings");
+  tcase_add_test(tc, test_binding_creates_child);
+
+  tc = tcase(s, "durability");
+  tcase_add_loop_test(tc, test_durable_across_reopen, 0, 2);
+  tcase_add_test(tc, test_event_survives_reopen);
+  tcase_add_test(tc, test_backoff_across_reopen);
+  tcase_add_test(tc, test_sticky_suspension);
+  tcase_add_test(tc, test_log_once_not_on_replay);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(steps_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
