@@ -111,14 +111,14 @@ char *error_json(const char *name, const char *message) {
 
 /* ---- registry ------------------------------------------------------------ */
 
-const wf_reg *engine_find_workflow(const duro_engine *e, const char *name) {
+wf_reg *engine_find_workflow(const duro_engine *e, const char *name) {
   for (size_t i = 0; name && i < e->n_wfs; i++)
     if (strcmp(e->wfs[i].name, name) == 0)
       return &e->wfs[i];
   return NULL;
 }
 
-const wf_reg *engine_find_binding(const duro_engine *e, const char *binding) {
+wf_reg *engine_find_binding(const duro_engine *e, const char *binding) {
   for (size_t i = 0; binding && i < e->n_wfs; i++)
     if (e->wfs[i].binding && strcmp(e->wfs[i].binding, binding) == 0)
       return &e->wfs[i];
@@ -188,16 +188,67 @@ static entry *runnable_pop(duro_engine *e) {
   return ent;
 }
 
-static void runnable_remove(duro_engine *e, entry *ent) {
-  entry **pp = &e->run_head, *prev = NULL;
+/* Unlinks `ent` from a FIFO given by its head and tail pointers. */
+static void fifo_remove(entry **head, entry **tail, entry *ent) {
+  entry **pp = head, *prev = NULL;
   for (; *pp; prev = *pp, pp = &(*pp)->next)
     if (*pp == ent) {
       *pp = ent->next;
-      if (e->run_tail == ent)
-        e->run_tail = prev;
+      if (*tail == ent)
+        *tail = prev;
       ent->next = NULL;
       return;
     }
+}
+
+static void runnable_remove(duro_engine *e, entry *ent) {
+  if (ent->deferred_in) {
+    wf_reg *wf = ent->deferred_in;
+    fifo_remove(&wf->deferred_head, &wf->deferred_tail, ent);
+    ent->deferred_in = NULL;
+  } else {
+    fifo_remove(&e->run_head, &e->run_tail, ent);
+  }
+}
+
+int engine_activation_admit(duro_engine *e, entry *ent, wf_reg *wf) {
+  int admitted = 1;
+  pthread_mutex_lock(&e->mu);
+  if (wf->limits.concurrency && wf->running >= wf->limits.concurrency) {
+    ent->state = ENTRY_QUEUED;
+    ent->deferred_in = wf;
+    ent->next = NULL;
+    if (wf->deferred_tail)
+      wf->deferred_tail->next = ent;
+    else
+      wf->deferred_head = ent;
+    wf->deferred_tail = ent;
+    pthread_cond_broadcast(&e->changed);
+    admitted = 0;
+  } else {
+    wf->running++;
+    ent->counted = wf;
+  }
+  pthread_mutex_unlock(&e->mu);
+  return admitted;
+}
+
+/* Gives back the activation's concurrency slot and lets one parked
+ * instance of the workflow run. */
+static void release_slot_locked(duro_engine *e, entry *ent) {
+  wf_reg *wf = ent->counted;
+  if (!wf)
+    return;
+  ent->counted = NULL;
+  wf->running--;
+  entry *next = wf->deferred_head;
+  if (next) {
+    wf->deferred_head = next->next;
+    if (!wf->deferred_head)
+      wf->deferred_tail = NULL;
+    next->deferred_in = NULL;
+    runnable_push(e, next);
+  }
 }
 
 /* Queues an instance that has no entry; an existing entry gets `rerun`. */
@@ -370,6 +421,11 @@ void duro_engine_close(duro_engine *e) {
   entry *ent;
   while ((ent = runnable_pop(e)))
     entry_drop(e, ent);
+  for (size_t i = 0; i < e->n_wfs; i++)
+    while ((ent = e->wfs[i].deferred_head)) {
+      e->wfs[i].deferred_head = ent->next;
+      entry_drop(e, ent);
+    }
   idmap_free(&e->entries);
   journal_close(e->j);
   for (size_t i = 0; i < e->n_wfs; i++) {
@@ -414,6 +470,26 @@ void duro_engine_poll_due(duro_engine *e) {
   pthread_mutex_unlock(&e->mu);
 }
 
+int duro_engine_sweep(duro_engine *e, size_t *swept) {
+  size_t total = 0;
+  int rc = 0;
+  for (;;) {
+    journal_batch b = {0};
+    journal_op *op = journal_batch_add(&b, JOP_SWEEP);
+    op->ts_ms = duro_clock_now(e->clock);
+    op->from_seq = 1000; /* a bounded transaction; loop for more */
+    rc = journal_commit(e->j, &b);
+    size_t n = rc ? 0 : (size_t)op->out_rowid;
+    journal_batch_free(&b);
+    total += n;
+    if (rc || n < 1000)
+      break;
+  }
+  if (swept)
+    *swept = total;
+  return rc;
+}
+
 int64_t duro_engine_next_wake(duro_engine *e) {
   pthread_mutex_lock(&e->mu);
   int64_t after = e->polled_through;
@@ -446,6 +522,7 @@ void engine_activation_done(duro_engine *e, entry *ent, const char *status,
                             int64_t wake_ms) {
   int notify = 0, control = 0;
   pthread_mutex_lock(&e->mu);
+  release_slot_locked(e, ent);
   int64_t now = duro_clock_now(e->clock);
   int64_t horizon = now > e->polled_through ? now : e->polled_through;
   int ended = !*status || status_ended(status);

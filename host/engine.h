@@ -92,6 +92,11 @@ int64_t duro_engine_next_wake(duro_engine *e);
 /* Makes every waiting instance whose wake time has passed runnable. */
 void duro_engine_poll_due(duro_engine *e);
 
+/* Deletes ended instances whose retention has run out (params, output,
+ * steps, attempts, events); their ids become free again.  *swept (may be
+ * NULL) receives how many. */
+int duro_engine_sweep(duro_engine *e, size_t *swept);
+
 /* ---- instances ---------------------------------------------------------- */
 
 /* Creates an instance.  id NULL = a random id; params NULL = "null";

@@ -23,6 +23,10 @@ typedef struct wf_reg {
   char *build;
   duro_run_fn run;
   duro_workflow_limits limits;
+  /* Guarded by the engine's mu: activations running now, and instances
+   * that were due while `limits.concurrency` of them ran. */
+  uint32_t running;
+  struct entry *deferred_head, *deferred_tail;
 } wf_reg;
 
 enum { ENTRY_QUEUED = 1, ENTRY_ACTIVE, ENTRY_CONTROL };
@@ -36,7 +40,9 @@ typedef struct entry {
   int terminate_req;
   /* An event (or wake) arrived while the entry was busy: run again. */
   int rerun;
-  struct entry *next; /* runnable FIFO */
+  struct entry *next;   /* runnable FIFO, or its workflow's deferred one */
+  wf_reg *deferred_in;  /* set while waiting for a concurrency slot */
+  wf_reg *counted;      /* the workflow whose slot this activation holds */
 } entry;
 
 struct duro_engine {
@@ -62,13 +68,19 @@ struct duro_engine {
  * its outcome, and returns the status it stored. step.c. */
 void activation_run(duro_engine *e, entry *ent);
 
+/* Called by activation_run once it knows the workflow: takes one of its
+ * concurrency slots and returns 1, or parks the entry until a slot frees
+ * and returns 0 (the activation must then return without running or
+ * calling engine_activation_done). engine.c. */
+int engine_activation_admit(duro_engine *e, entry *ent, wf_reg *wf);
+
 /* Called by activation_run when it has committed the instance's new row:
  * removes or requeues the entry. engine.c. */
 void engine_activation_done(duro_engine *e, entry *ent, const char *status,
                             int64_t wake_ms);
 
-const wf_reg *engine_find_workflow(const duro_engine *e, const char *name);
-const wf_reg *engine_find_binding(const duro_engine *e, const char *binding);
+wf_reg *engine_find_workflow(const duro_engine *e, const char *name);
+wf_reg *engine_find_binding(const duro_engine *e, const char *binding);
 
 /* Validates JSON text; returns 0, DURO_E_INVALID_OUTPUT, or
  * DURO_E_OUTPUT_TOO_LARGE when longer than `limit` bytes. */

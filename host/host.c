@@ -30,6 +30,7 @@ typedef struct host {
   size_t n_plugins;
   uv_loop_t loop;
   uv_timer_t timer;
+  uv_timer_t sweeper;
   uv_async_t rearm;
   uv_signal_t sigint, sigterm;
 } host;
@@ -149,6 +150,17 @@ static void on_timer(uv_timer_t *t) { arm_timer(t->loop->data); }
 
 static void on_rearm(uv_async_t *a) { arm_timer(a->loop->data); }
 
+/* Retention: ended instances past their retention are deleted, in bounded
+ * transactions, once a minute. */
+static void on_sweep(uv_timer_t *t) {
+  host *h = t->loop->data;
+  size_t n = 0;
+  if (duro_engine_sweep(h->engine, &n) != 0)
+    log_error("retention sweep failed");
+  else if (n)
+    log_info("retention: deleted %zu ended instance(s)", n);
+}
+
 static void wake_changed(void *ctx) { uv_async_send(&((host *)ctx)->rearm); }
 
 static void on_signal(uv_signal_t *s, int signum) {
@@ -196,6 +208,7 @@ int host_run(const char *config_path) {
   uv_loop_init(&h.loop);
   h.loop.data = &h;
   uv_timer_init(&h.loop, &h.timer);
+  uv_timer_init(&h.loop, &h.sweeper);
   uv_async_init(&h.loop, &h.rearm, on_rearm);
   uv_signal_init(&h.loop, &h.sigint);
   uv_signal_init(&h.loop, &h.sigterm);
@@ -210,6 +223,7 @@ int host_run(const char *config_path) {
              h.n_plugins, h.cfg->storage.path,
              h.cfg->storage.synchronous_full ? "full" : "normal");
     arm_timer(&h);
+    uv_timer_start(&h.sweeper, on_sweep, 5000, 60000);
     uv_run(&h.loop, UV_RUN_DEFAULT);
     code = 0;
   }

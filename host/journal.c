@@ -37,6 +37,12 @@ enum {
   ST_EVENT_INSERT,
   ST_EVENT_CONSUME,
   ST_WAKE_IF_WAITING,
+  ST_SWEEP_PICK,
+  ST_SWEEP_STEPS,
+  ST_SWEEP_ATTEMPTS,
+  ST_SWEEP_EVENTS,
+  ST_SWEEP_INSTANCES,
+  ST_SWEEP_CLEAR,
   ST_WRITE_COUNT_
 };
 
@@ -75,6 +81,20 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     [ST_WAKE_IF_WAITING] =
         "UPDATE instances SET wake_ms=?3 WHERE rowid=?1 AND "
         "status='waiting' AND wait_type=?2",
+    /* The expression matches the instances_expiry index. */
+    [ST_SWEEP_PICK] =
+        "INSERT INTO temp.sweep SELECT rowid FROM instances WHERE "
+        "ended_ms IS NOT NULL AND ended_ms + retention_ms <= ?1 AND "
+        "status IN ('complete','errored','terminated') LIMIT ?2",
+    [ST_SWEEP_STEPS] =
+        "DELETE FROM steps WHERE instance IN (SELECT id FROM temp.sweep)",
+    [ST_SWEEP_ATTEMPTS] =
+        "DELETE FROM attempts WHERE instance IN (SELECT id FROM temp.sweep)",
+    [ST_SWEEP_EVENTS] =
+        "DELETE FROM events WHERE instance IN (SELECT id FROM temp.sweep)",
+    [ST_SWEEP_INSTANCES] =
+        "DELETE FROM instances WHERE rowid IN (SELECT id FROM temp.sweep)",
+    [ST_SWEEP_CLEAR] = "DELETE FROM temp.sweep",
 };
 
 static const char schema_sql[] =
@@ -91,6 +111,8 @@ static const char schema_sql[] =
     "CREATE INDEX IF NOT EXISTS instances_wake ON instances(wake_ms)"
     " WHERE wake_ms IS NOT NULL;"
     "CREATE INDEX IF NOT EXISTS instances_status ON instances(status);"
+    "CREATE INDEX IF NOT EXISTS instances_expiry ON instances("
+    " ended_ms + retention_ms) WHERE ended_ms IS NOT NULL;"
     "CREATE TABLE IF NOT EXISTS steps("
     " instance INTEGER NOT NULL, key TEXT NOT NULL, seq INTEGER NOT NULL,"
     " name TEXT NOT NULL, count INTEGER NOT NULL, type TEXT NOT NULL,"
@@ -169,6 +191,15 @@ int journal_open(const char *path, int synchronous_full, journal **out,
   if (sqlite3_exec(j->wr, schema_sql, NULL, NULL, &msg) != SQLITE_OK) {
     snprintf(err, errlen, "%s: cannot create schema: %s", path,
              msg ? msg : "?");
+    sqlite3_free(msg);
+    rc = DURO_E_STORAGE;
+    goto fail;
+  }
+  if (sqlite3_exec(j->wr,
+                   "CREATE TEMP TABLE IF NOT EXISTS sweep(id INTEGER "
+                   "PRIMARY KEY)",
+                   NULL, NULL, &msg) != SQLITE_OK) {
+    snprintf(err, errlen, "%s: %s", path, msg ? msg : "?");
     sqlite3_free(msg);
     rc = DURO_E_STORAGE;
     goto fail;
@@ -368,6 +399,17 @@ static int apply_op(journal *j, journal_op *op) {
     sqlite3_bind_int64(st, 1, op->event_seq);
     bind_text(st, 2, op->step_key);
     return step_done(j, st);
+  case JOP_SWEEP:
+    st = j->ws[ST_SWEEP_PICK];
+    sqlite3_bind_int64(st, 1, op->ts_ms);
+    sqlite3_bind_int64(st, 2, op->from_seq);
+    if ((rc = step_done(j, st)))
+      return rc;
+    op->out_rowid = sqlite3_changes(j->wr);
+    for (int k = ST_SWEEP_STEPS; k <= ST_SWEEP_CLEAR; k++)
+      if ((rc = step_done(j, j->ws[k])))
+        return rc;
+    return 0;
   case JOP_WAKE_IF_WAITING:
     st = j->ws[ST_WAKE_IF_WAITING];
     sqlite3_bind_int64(st, 1, op->rowid);

@@ -81,6 +81,10 @@ typedef enum journal_op_kind {
   JOP_EVENT_CONSUME,    /* event seq + step key */
   JOP_WAKE_IF_WAITING,  /* rowid, event_type, ts_ms: wake_ms = ts_ms when the
                            instance waits for that event type */
+  JOP_SWEEP,            /* ts_ms, from_seq = limit: deletes up to `limit`
+                           ended instances whose retention ran out by ts_ms,
+                           with their steps, attempts and events;
+                           out_rowid = how many */
 } journal_op_kind;
 
 typedef struct journal_attempt {

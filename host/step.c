@@ -52,7 +52,7 @@ struct duro_env {
 struct duro_step {
   duro_engine *e;
   entry *ent;
-  const wf_reg *wf;
+  wf_reg *wf;
   journal_instance inst; /* the row as loaded; owns its strings */
   arena_blk *arena;
 
@@ -825,6 +825,8 @@ void activation_run(duro_engine *e, entry *ent) {
               a.where, a.inst.workflow, a.inst.status);
     goto done;
   }
+  if (!engine_activation_admit(e, ent, a.wf))
+    goto parked; /* runs when one of the workflow's activations ends */
   /* A request persisted before a crash, or while the last activation ran. */
   if (a.inst.control == JOURNAL_CONTROL_PAUSE)
     __atomic_store_n(&ent->pause_req, 1, __ATOMIC_RELEASE);
@@ -856,6 +858,7 @@ done:;
   char copy[32];
   snprintf(copy, sizeof copy, "%s", status);
   engine_activation_done(e, ent, copy, wake);
+parked:
   journal_batch_free(&a.batch);
   journal_events_free(a.events, a.n_events);
   free(a.consumed);

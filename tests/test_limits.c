@@ -1,0 +1,163 @@
+/* test_limits.c — retention and per-workflow concurrency.
+ *
+ * Retention runs on the virtual clock: an ended instance stays exactly its
+ * retention and is then deleted with everything it stored.  Concurrency
+ * needs real worker threads: steps that hold their activation until the
+ * test has seen how many run at once. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define DAY_MS (24LL * 3600 * 1000)
+
+static int noop(duro_attempt *a, void *arg) {
+  (void)arg;
+  return duro_attempt_result(a, "1");
+}
+
+static duro_rc one_step(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev, (void)env;
+  const char *r;
+  DURO_TRY(duro_do(step, "only", NULL, noop, NULL, &r));
+  return duro_set_output(step, r);
+}
+
+START_TEST(retention_deletes_after_exactly_its_time) {
+  harness h;
+  harness_open(&h);
+  harness_register(&h, "wf", one_step);
+  harness_start(&h);
+  ck_assert_int_eq(duro_instance_create(h.e, "wf", "keep-30d", "{}", -1, NULL), 0);
+  ck_assert_int_eq(duro_instance_create(h.e, "wf", "keep-1d", "{}", DAY_MS, NULL), 0);
+  harness_run(&h);
+  ck_assert_str_eq(harness_status(&h, "wf", "keep-30d"), "complete");
+  ck_assert_int_eq(duro_instance_send_event(h.e, "wf", "keep-1d", "late", "{}"), 0);
+
+  size_t swept = 99;
+  harness_advance(&h, DAY_MS - 1);
+  ck_assert_int_eq(duro_engine_sweep(h.e, &swept), 0);
+  ck_assert_uint_eq(swept, 0);
+  harness_advance(&h, 1);
+  ck_assert_int_eq(duro_engine_sweep(h.e, &swept), 0);
+  ck_assert_uint_eq(swept, 1);
+  duro_status st;
+  ck_assert_int_eq(duro_instance_status(h.e, "wf", "keep-1d", &st), DURO_E_NOT_FOUND);
+  ck_assert_str_eq(harness_status(&h, "wf", "keep-30d"), "complete");
+
+  /* The id is free again, and the new instance starts with no journal. */
+  ck_assert_int_eq(duro_instance_create(h.e, "wf", "keep-1d", "{}", -1, NULL), 0);
+  json_t *d = harness_describe(&h, "wf", "keep-1d");
+  ck_assert_uint_eq(json_array_size(json_object_get(d, "steps")), 0);
+  json_decref(d);
+
+  harness_advance(&h, 29 * DAY_MS);
+  ck_assert_int_eq(duro_engine_sweep(h.e, &swept), 0);
+  ck_assert_uint_eq(swept, 1);
+  ck_assert_int_eq(duro_instance_status(h.e, "wf", "keep-30d", &st), DURO_E_NOT_FOUND);
+  harness_close(&h);
+}
+END_TEST
+
+static duro_rc sleeper(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev, (void)env;
+  return duro_sleep(step, "long", "365 days");
+}
+
+START_TEST(retention_spares_running_instances) {
+  harness h;
+  harness_open(&h);
+  harness_register(&h, "wf", sleeper);
+  harness_start(&h);
+  ck_assert_int_eq(duro_instance_create(h.e, "wf", "s", "{}", 1000, NULL), 0);
+  harness_run(&h);
+  harness_advance(&h, 200 * DAY_MS);
+  size_t swept = 99;
+  ck_assert_int_eq(duro_engine_sweep(h.e, &swept), 0);
+  ck_assert_uint_eq(swept, 0);
+  ck_assert_str_eq(harness_status(&h, "wf", "s"), "waiting");
+  harness_close(&h);
+}
+END_TEST
+
+/* ---- concurrency ------------------------------------------------------- */
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static int running_now, max_running, finished;
+
+static int hold(duro_attempt *a, void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&mu);
+  running_now++;
+  if (running_now > max_running)
+    max_running = running_now;
+  pthread_mutex_unlock(&mu);
+  struct timespec ts = {0, 20 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  pthread_mutex_lock(&mu);
+  running_now--;
+  finished++;
+  pthread_mutex_unlock(&mu);
+  return duro_attempt_result(a, "null");
+}
+
+static duro_rc held(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev, (void)env;
+  const char *r;
+  return duro_do(step, "hold", NULL, hold, NULL, &r);
+}
+
+START_TEST(concurrency_limit_caps_running_activations) {
+  duro_api_ptr_ = duro_host_api(); /* as harness_open does */
+  char dir[] = "/tmp/duro-limits-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  char db[64];
+  snprintf(db, sizeof db, "%s/duro.db", dir);
+  duro_engine_options opt = {.db_path = db, .workers = 6};
+  duro_engine *e;
+  char err[256];
+  ck_assert_int_eq(duro_engine_open(&opt, &e, err, sizeof err), 0);
+  duro_workflow_limits lim = {.concurrency = 2};
+  ck_assert_int_eq(duro_engine_register(e, "capped", NULL, held, &lim, NULL), 0);
+  ck_assert_int_eq(duro_engine_start(e), 0);
+  for (int i = 0; i < 12; i++)
+    ck_assert_int_eq(duro_instance_create(e, "capped", NULL, "{}", -1, NULL), 0);
+  for (int waited = 0; waited < 20000; waited += 10) {
+    pthread_mutex_lock(&mu);
+    int done = finished;
+    pthread_mutex_unlock(&mu);
+    if (done == 12)
+      break;
+    usleep(10 * 1000);
+  }
+  ck_assert_int_eq(finished, 12);
+  /* Six workers were free; the workflow's limit held it to two. */
+  ck_assert_int_eq(max_running, 2);
+  duro_engine_close(e);
+  char path[96];
+  const char *suffix[] = {"", "-wal", "-shm"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(path, sizeof path, "%s%s", db, suffix[i]);
+    unlink(path);
+  }
+  rmdir(dir);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("limits");
+  TCase *tc = tcase_create("limits");
+  tcase_add_test(tc, retention_deletes_after_exactly_its_time);
+  tcase_add_test(tc, retention_spares_running_instances);
+  tcase_add_test(tc, concurrency_limit_caps_running_activations);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed != 0;
+}
