@@ -666,6 +666,7 @@ int duro_instance_create_batch(duro_engine *e, const char *workflow,
         continue;
       }
       make_runnable_locked(e, op->out_rowid);
+      metrics_add(&e->m.instances_created, 1);
       json_array_append_new(created, json_pack("{s:s}", "id", ids[i]));
     }
     pthread_mutex_unlock(&e->mu);
@@ -978,6 +979,7 @@ int duro_instance_send_event(duro_engine *e, const char *workflow,
   journal_batch_free(&b);
   if (rc)
     return rc;
+  metrics_add(&e->m.events_sent, 1);
   /* Wake the instance if it waits for this type.  With no entry the row is
    * current (engine_internal.h), so reading it under mu is exact. */
   pthread_mutex_lock(&e->mu);
@@ -1148,4 +1150,65 @@ int duro_instance_list(duro_engine *e, const char *workflow, int status,
   *out = json_pack("{s:o,s:s?}", "instances", l.arr, "cursor",
                    next[0] ? next : NULL);
   return 0;
+}
+
+/* ---- metrics ---------------------------------------------------------------- */
+
+static void render_count(void *ctx, const char *workflow, const char *status,
+                         int64_t n) {
+  fprintf(ctx, "duro_instances{workflow=\"%s\",status=\"%s\"} %lld\n",
+          workflow, status, (long long)n);
+}
+
+char *duro_engine_metrics(duro_engine *e) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&text, &len);
+  if (!out) {
+    fprintf(stderr, "duro: out of memory\n");
+    abort();
+  }
+  fprintf(out, "# HELP duro_instances Instances by workflow and stored "
+               "status (running ones show as queued or waiting).\n"
+               "# TYPE duro_instances gauge\n");
+  journal_count_by_status(e->j, render_count, out);
+  pthread_mutex_lock(&e->mu);
+  size_t active = e->entries.len, queued = 0;
+  for (entry *ent = e->run_head; ent; ent = ent->next)
+    queued++;
+  pthread_mutex_unlock(&e->mu);
+  fprintf(out, "# HELP duro_runnable Instances queued for a worker.\n"
+               "# TYPE duro_runnable gauge\nduro_runnable %zu\n"
+               "# HELP duro_in_flight Instances runnable, running or under "
+               "a control operation.\n# TYPE duro_in_flight gauge\n"
+               "duro_in_flight %zu\n",
+          queued, active);
+  metrics_counter_render(out, "duro_activations_total",
+                         "Activations (calls of a workflow's run).",
+                         __atomic_load_n(&e->m.activations, __ATOMIC_RELAXED));
+  metrics_counter_render(out, "duro_steps_completed_total",
+                         "duro_do steps completed and journaled.",
+                         __atomic_load_n(&e->m.steps_completed, __ATOMIC_RELAXED));
+  metrics_counter_render(out, "duro_attempts_failed_total",
+                         "Failed duro_do attempts.",
+                         __atomic_load_n(&e->m.attempts_failed, __ATOMIC_RELAXED));
+  metrics_counter_render(out, "duro_retries_total",
+                         "Retries scheduled after a failed attempt.",
+                         __atomic_load_n(&e->m.retries_scheduled, __ATOMIC_RELAXED));
+  metrics_counter_render(out, "duro_instances_created_total",
+                         "Instances created.",
+                         __atomic_load_n(&e->m.instances_created, __ATOMIC_RELAXED));
+  metrics_counter_render(out, "duro_events_sent_total", "Events stored.",
+                         __atomic_load_n(&e->m.events_sent, __ATOMIC_RELAXED));
+  metrics_hist_render(out, "duro_step_attempt_seconds",
+                      "Wall time of duro_do attempts.", &e->m.attempt_us);
+  metrics_hist_render(out, "duro_journal_commit_seconds",
+                      "Journal group commits (one fsync each with "
+                      "synchronous=full).",
+                      journal_commit_latency(e->j));
+  metrics_counter_render(out, "duro_journal_batches_total",
+                         "Write batches committed (several share a commit).",
+                         journal_batches_committed(e->j));
+  fclose(out);
+  return text;
 }

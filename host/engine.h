@@ -159,6 +159,9 @@ int duro_instance_send_event(duro_engine *e, const char *workflow,
 /* 1 when `id` is 1-100 chars of [A-Za-z0-9_.:-]. */
 int duro_instance_id_valid(const char *id);
 
+/* The Prometheus text for GET /metrics, malloc'ed (caller frees). */
+char *duro_engine_metrics(duro_engine *e);
+
 /* The host's API table handed to plugins. */
 const duro_api *duro_host_api(void);
 

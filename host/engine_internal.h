@@ -15,6 +15,7 @@
 #include "engine.h"
 #include "journal.h"
 #include "map.h"
+#include "metrics.h"
 
 typedef struct wf_reg {
   duro_engine *engine;
@@ -62,6 +63,17 @@ struct duro_engine {
   int stopping;
   pthread_t *threads;
   uint32_t n_threads;
+
+  /* GET /metrics; updated with relaxed atomics from any thread */
+  struct {
+    uint64_t activations;
+    uint64_t steps_completed;
+    uint64_t attempts_failed;
+    uint64_t retries_scheduled;
+    uint64_t instances_created;
+    uint64_t events_sent;
+    metrics_hist attempt_us;
+  } m;
 };
 
 /* Runs one activation of the instance behind `ent` (state ACTIVE), writes

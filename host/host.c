@@ -19,6 +19,7 @@
 #include "config.h"
 #include "engine.h"
 #include "error.h"
+#include "http.h"
 #include "loader.h"
 #include "log.h"
 #include "util.h"
@@ -26,6 +27,7 @@
 typedef struct host {
   config *cfg;
   duro_engine *engine;
+  http_server *http;
   loader_plugin **plugins;
   size_t n_plugins;
   uv_loop_t loop;
@@ -164,7 +166,9 @@ static void on_sweep(uv_timer_t *t) {
 static void wake_changed(void *ctx) { uv_async_send(&((host *)ctx)->rearm); }
 
 static void on_signal(uv_signal_t *s, int signum) {
+  host *h = s->loop->data;
   log_info("signal %d: stopping", signum);
+  http_stop(h->http); /* no new connections; answered ones drain below */
   uv_stop(s->loop);
 }
 
@@ -218,15 +222,25 @@ int host_run(const char *config_path) {
   int rc = duro_engine_start(h.engine);
   if (rc != 0) {
     fprintf(stderr, "duro: cannot start the engine: %s\n", duro_err_str(rc));
+  } else if (http_start(&h.loop, h.engine, h.cfg, &h.http, err, sizeof err)) {
+    fprintf(stderr, "%s\n", err);
   } else {
-    log_info("ready: %zu plugin(s), storage %s (synchronous=%s)",
+    log_info("ready: %zu plugin(s), storage %s (synchronous=%s), http on "
+             "port %d",
              h.n_plugins, h.cfg->storage.path,
-             h.cfg->storage.synchronous_full ? "full" : "normal");
+             h.cfg->storage.synchronous_full ? "full" : "normal",
+             http_port(h.http));
     arm_timer(&h);
     uv_timer_start(&h.sweeper, on_sweep, 5000, 60000);
     uv_run(&h.loop, UV_RUN_DEFAULT);
     code = 0;
   }
+  /* Answers already being written go out; H2O then closes its own handles
+   * (it must do so before the walk below closes the rest). */
+  http_stop(h.http);
+  uv_run(&h.loop, UV_RUN_NOWAIT);
+  http_free(h.http);
+  h.http = NULL;
   /* Workers finish their current step, then suspend at the boundary. */
   duro_engine_close(h.engine);
   h.engine = NULL;

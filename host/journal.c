@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "duro.h"
+#include "metrics.h"
 #include "util.h"
 
 enum {
@@ -147,6 +148,8 @@ struct journal {
   pending *head, *tail;
   int committing;
   char errmsg[256];
+  metrics_hist commit_us;
+  uint64_t batches;
 };
 
 /* ---- open / close -------------------------------------------------------- */
@@ -244,6 +247,17 @@ void journal_close(journal *j) {
 }
 
 const char *journal_errmsg(journal *j) { return j->errmsg; }
+
+const struct metrics_hist *journal_commit_latency(journal *j) {
+  return &j->commit_us;
+}
+
+uint64_t journal_batches_committed(journal *j) {
+  pthread_mutex_lock(&j->mu);
+  uint64_t n = j->batches;
+  pthread_mutex_unlock(&j->mu);
+  return n;
+}
 
 /* ---- batches ------------------------------------------------------------- */
 
@@ -467,13 +481,16 @@ int journal_commit(journal *j, journal_batch *b) {
   j->committing = 1;
   pthread_mutex_unlock(&j->mu);
 
+  int64_t t0 = metrics_now_us();
   int rc = commit_group(j, group);
+  metrics_hist_observe(&j->commit_us, metrics_now_us() - t0);
 
   pthread_mutex_lock(&j->mu);
   for (pending *p = group, *next; p; p = next) {
     next = p->next;
     p->rc = rc;
     p->done = 1;
+    j->batches++;
   }
   j->committing = 0;
   pthread_cond_broadcast(&j->cond);
@@ -792,6 +809,27 @@ int journal_list(journal *j, const char *workflow, const char *status,
     fn(ctx, sqlite3_column_int64(st, 0),
        (const char *)sqlite3_column_text(st, 1),
        (const char *)sqlite3_column_text(st, 2), sqlite3_column_int64(st, 3));
+done:
+  sqlite3_finalize(st);
+  pthread_mutex_unlock(&j->rd_mu);
+  return rc;
+}
+
+int journal_count_by_status(journal *j,
+                            void (*fn)(void *ctx, const char *workflow,
+                                       const char *status, int64_t n),
+                            void *ctx) {
+  sqlite3_stmt *st = NULL;
+  int rc;
+  pthread_mutex_lock(&j->rd_mu);
+  if ((rc = prepare_rd(j,
+                       "SELECT workflow,status,COUNT(*) FROM instances "
+                       "GROUP BY workflow,status ORDER BY workflow,status",
+                       &st)))
+    goto done;
+  while (sqlite3_step(st) == SQLITE_ROW)
+    fn(ctx, (const char *)sqlite3_column_text(st, 0),
+       (const char *)sqlite3_column_text(st, 1), sqlite3_column_int64(st, 2));
 done:
   sqlite3_finalize(st);
   pthread_mutex_unlock(&j->rd_mu);

@@ -176,6 +176,18 @@ int journal_list(journal *j, const char *workflow, const char *status,
                             const char *status, int64_t created_ms),
                  void *ctx);
 
+/* Instance counts per workflow and stored status. */
+int journal_count_by_status(journal *j,
+                            void (*fn)(void *ctx, const char *workflow,
+                                       const char *status, int64_t n),
+                            void *ctx);
+
+/* How long group commits take (one observation per transaction) and how
+ * many batches they carried. */
+struct metrics_hist;
+const struct metrics_hist *journal_commit_latency(journal *j);
+uint64_t journal_batches_committed(journal *j);
+
 /* The underlying error message of the last failure (for logs). */
 const char *journal_errmsg(journal *j);
 

@@ -361,7 +361,9 @@ static duro_rc api_do(duro_step *a, const char *name,
       .idempotency_key = arena_printf(a, "%s/%s", a->inst.id, key),
   };
   current_attempt = &at;
+  int64_t t0 = metrics_now_us();
   int fn_rc = fn(&at, arg);
+  metrics_hist_observe(&a->e->m.attempt_us, metrics_now_us() - t0);
   current_attempt = NULL;
   int64_t ended = now_ms(a);
 
@@ -422,11 +424,13 @@ static duro_rc api_do(duro_step *a, const char *name,
       a->reason = SUSPEND_SHUTDOWN;
       return DURO_SUSPEND;
     }
+    metrics_add(&a->e->m.steps_completed, 1);
     if (result)
       *result = s->result;
     return DURO_OK;
   }
 
+  metrics_add(&a->e->m.attempts_failed, 1);
   const char *err = arena_take(a, error_json(err_name, err_msg));
   op->attempt.error = err;
   free(at.result);
@@ -436,6 +440,7 @@ static duro_rc api_do(duro_step *a, const char *name,
     log_write(DURO_LOG_INFO, a->where, "step \"%s\" attempt %u failed: %s; "
               "retrying in %" PRId64 " ms", key, at.number, err_msg, wait);
     free(err_msg);
+    metrics_add(&a->e->m.retries_scheduled, 1);
     s->wake_ms = ended + wait;
     s->error = (char *)err;
     put_step(a, s);
@@ -843,6 +848,7 @@ void activation_run(duro_engine *e, entry *ent) {
                    .params = a.inst.params,
                    .created_ms = a.inst.created_ms};
   duro_env env = {.engine = e};
+  metrics_add(&e->m.activations, 1);
   current_act = &a;
   duro_rc rc = a.wf->run(&a, &ev, &env);
   current_act = NULL;

@@ -56,6 +56,7 @@ static void setup_env(crash_env *c, const char *synchronous) {
   char yaml[1024];
   snprintf(yaml, sizeof yaml,
            "storage: { path: %s, synchronous: %s }\n"
+           "http: { listen: \"127.0.0.1:0\" }\n"
            "engine: { workers: 4 }\n"
            "plugins:\n"
            "  - name: chain\n"
