@@ -548,6 +548,8 @@ void engine_activation_done(duro_engine *e, entry *ent, const char *status,
     control_on_entry(e, ent, control);
   if (notify && e->opt.on_wake_change)
     e->opt.on_wake_change(e->opt.ctx);
+  if (*status && status_ended(status) && e->opt.on_instance_end)
+    e->opt.on_instance_end(e->opt.ctx, status);
 }
 
 /* ---- creation -------------------------------------------------------------- */
@@ -1158,6 +1160,13 @@ static void render_count(void *ctx, const char *workflow, const char *status,
                          int64_t n) {
   fprintf(ctx, "duro_instances{workflow=\"%s\",status=\"%s\"} %lld\n",
           workflow, status, (long long)n);
+}
+
+size_t duro_engine_in_flight(duro_engine *e) {
+  pthread_mutex_lock(&e->mu);
+  size_t n = e->entries.len;
+  pthread_mutex_unlock(&e->mu);
+  return n;
 }
 
 char *duro_engine_metrics(duro_engine *e) {

@@ -53,6 +53,9 @@ typedef struct duro_engine_options {
   /* Called (from any thread) when the earliest wake time may have moved
    * earlier; the host re-arms its timer from duro_engine_next_wake(). */
   void (*on_wake_change)(void *ctx);
+  /* Called (from a worker) after an activation stored an ended status
+   * ("complete", "errored", "terminated"); for benchmarks and embedders. */
+  void (*on_instance_end)(void *ctx, const char *status);
   void *ctx;
 } duro_engine_options;
 
@@ -158,6 +161,10 @@ int duro_instance_send_event(duro_engine *e, const char *workflow,
 
 /* 1 when `id` is 1-100 chars of [A-Za-z0-9_.:-]. */
 int duro_instance_id_valid(const char *id);
+
+/* Instances runnable, running or under a control operation right now:
+ * 0 means every instance is waiting, paused or ended. */
+size_t duro_engine_in_flight(duro_engine *e);
 
 /* The Prometheus text for GET /metrics, malloc'ed (caller frees). */
 char *duro_engine_metrics(duro_engine *e);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <uv.h>
 
@@ -178,10 +179,20 @@ static void close_handle(uv_handle_t *hd, void *arg) {
     uv_close(hd, NULL);
 }
 
+/* Each HTTP connection is a descriptor: take all the kernel allows. */
+static void raise_fd_limit(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
 int host_run(const char *config_path) {
   char err[1024];
   host h = {0};
   int code = 1;
+  raise_fd_limit();
   h.cfg = config_load(config_path, err, sizeof err);
   if (!h.cfg) {
     fprintf(stderr, "%s\n", err);

@@ -1,8 +1,9 @@
 /* journal.c — the SQLite store: schema, group commit, and reads.
  *
- * Two connections to one WAL-mode file: `wr` is used only by the thread
- * that currently leads a group commit, `rd` (guarded by rd_mu) serves every
- * read.  WAL lets reads proceed while a group commits, and a read started
+ * Connections to one WAL-mode file: `wr` is used only by the thread that
+ * currently leads a group commit; every thread that reads gets a reader
+ * connection of its own (thread-local, with its prepared statements
+ * cached), so reads on different workers never wait for each other.  WAL lets reads proceed while a group commits, and a read started
  * after a commit returns sees it.
  *
  * Group commit: journal_commit() queues the caller's batch; if no commit is
@@ -130,6 +131,19 @@ static const char schema_sql[] =
     " consumed_by TEXT);"
     "CREATE INDEX IF NOT EXISTS events_by_instance ON events(instance, seq);";
 
+/* A thread's read connection and its cached statements, keyed by the
+ * address of their SQL text (always a string literal here). */
+#define READER_CACHE 16
+typedef struct reader {
+  sqlite3 *db;
+  struct {
+    const char *sql;
+    sqlite3_stmt *st;
+  } cache[READER_CACHE];
+  size_t n;
+  struct reader *next;
+} reader;
+
 typedef struct pending {
   journal_batch *batch;
   int done;
@@ -141,7 +155,11 @@ struct journal {
   sqlite3 *wr;
   sqlite3 *rd;
   sqlite3_stmt *ws[ST_WRITE_COUNT_];
-  pthread_mutex_t rd_mu;
+  char *path;
+  int synchronous_full;
+  pthread_key_t reader_key;
+  pthread_mutex_t readers_mu; /* guards `readers` */
+  reader *readers;            /* every reader, closed with the journal */
 
   pthread_mutex_t mu; /* guards the queue and `committing` */
   pthread_cond_t cond;
@@ -215,10 +233,10 @@ int journal_open(const char *path, int synchronous_full, journal **out,
       goto fail;
     }
   }
-  rc = open_conn(path, synchronous_full, &j->rd, err, errlen);
-  if (rc)
-    goto fail;
-  pthread_mutex_init(&j->rd_mu, NULL);
+  j->path = xstrdup(path);
+  j->synchronous_full = synchronous_full;
+  pthread_key_create(&j->reader_key, NULL);
+  pthread_mutex_init(&j->readers_mu, NULL);
   pthread_mutex_init(&j->mu, NULL);
   pthread_cond_init(&j->cond, NULL);
   *out = j;
@@ -228,7 +246,6 @@ fail:
   for (int i = 0; i < ST_WRITE_COUNT_; i++)
     sqlite3_finalize(j->ws[i]);
   sqlite3_close(j->wr);
-  sqlite3_close(j->rd);
   free(j);
   return rc;
 }
@@ -239,8 +256,16 @@ void journal_close(journal *j) {
   for (int i = 0; i < ST_WRITE_COUNT_; i++)
     sqlite3_finalize(j->ws[i]);
   sqlite3_close(j->wr);
-  sqlite3_close(j->rd);
-  pthread_mutex_destroy(&j->rd_mu);
+  for (reader *r = j->readers, *next; r; r = next) {
+    next = r->next;
+    for (size_t i = 0; i < r->n; i++)
+      sqlite3_finalize(r->cache[i].st);
+    sqlite3_close(r->db);
+    free(r);
+  }
+  pthread_key_delete(j->reader_key);
+  pthread_mutex_destroy(&j->readers_mu);
+  free(j->path);
   pthread_mutex_destroy(&j->mu);
   pthread_cond_destroy(&j->cond);
   free(j);
@@ -510,12 +535,60 @@ static int64_t col_ms(sqlite3_stmt *st, int i) {
                                                     : sqlite3_column_int64(st, i);
 }
 
-static int prepare_rd(journal *j, const char *sql, sqlite3_stmt **st) {
-  if (sqlite3_prepare_v2(j->rd, sql, -1, st, NULL) != SQLITE_OK) {
-    snprintf(j->errmsg, sizeof j->errmsg, "%s", sqlite3_errmsg(j->rd));
+/* This thread's reader, opened on first use. */
+static reader *reader_get(journal *j) {
+  reader *r = pthread_getspecific(j->reader_key);
+  if (r)
+    return r;
+  r = xcalloc(1, sizeof *r);
+  char err[256];
+  if (open_conn(j->path, j->synchronous_full, &r->db, err, sizeof err) != 0) {
+    /* the writer has the same file open: this is a broken disk or fd
+     * exhaustion, and the journal cannot serve this thread */
+    fprintf(stderr, "duro: %s\n", err);
+    abort();
+  }
+  pthread_mutex_lock(&j->readers_mu);
+  r->next = j->readers;
+  j->readers = r;
+  pthread_mutex_unlock(&j->readers_mu);
+  pthread_setspecific(j->reader_key, r);
+  return r;
+}
+
+/* The cached statement for `sql` (a literal), prepared on first use. */
+static int prepare_rd(journal *j, reader *r, const char *sql,
+                      sqlite3_stmt **st) {
+  for (size_t i = 0; i < r->n; i++)
+    if (r->cache[i].sql == sql) {
+      *st = r->cache[i].st;
+      return 0;
+    }
+  if (sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st,
+                         NULL) != SQLITE_OK) {
+    snprintf(j->errmsg, sizeof j->errmsg, "%s", sqlite3_errmsg(r->db));
+    *st = NULL;
     return DURO_E_STORAGE;
   }
+  if (r->n < READER_CACHE) {
+    r->cache[r->n].sql = sql;
+    r->cache[r->n].st = *st;
+    r->n++;
+  }
   return 0;
+}
+
+/* Ends a read: cached statements are reset, others finalized. */
+static void release_rd(reader *r, sqlite3_stmt *st) {
+  if (!st)
+    return;
+  for (size_t i = 0; i < r->n; i++)
+    if (r->cache[i].st == st) {
+      sqlite3_reset(st);
+      sqlite3_clear_bindings(st);
+      return;
+    }
+  sqlite3_finalize(st);
 }
 
 #define INSTANCE_COLS                                                          \
@@ -545,8 +618,8 @@ static int instance_query(journal *j, const char *sql, int64_t rowid,
                           journal_instance *out) {
   sqlite3_stmt *st = NULL;
   int rc;
-  pthread_mutex_lock(&j->rd_mu);
-  if ((rc = prepare_rd(j, sql, &st)))
+  reader *r = reader_get(j);
+  if ((rc = prepare_rd(j, r, sql, &st)))
     goto done;
   if (workflow) {
     bind_text(st, 1, workflow);
@@ -561,12 +634,11 @@ static int instance_query(journal *j, const char *sql, int64_t rowid,
   } else if (s == SQLITE_DONE) {
     rc = DURO_E_NOT_FOUND;
   } else {
-    snprintf(j->errmsg, sizeof j->errmsg, "%s", sqlite3_errmsg(j->rd));
+    snprintf(j->errmsg, sizeof j->errmsg, "%s", sqlite3_errmsg(r->db));
     rc = DURO_E_STORAGE;
   }
 done:
-  sqlite3_finalize(st);
-  pthread_mutex_unlock(&j->rd_mu);
+  release_rd(r, st);
   return rc;
 }
 
@@ -601,8 +673,8 @@ int journal_steps_load(journal *j, int64_t rowid, journal_step **out,
   journal_step *v = NULL;
   size_t len = 0, cap = 0;
   int rc;
-  pthread_mutex_lock(&j->rd_mu);
-  if ((rc = prepare_rd(j,
+  reader *r = reader_get(j);
+  if ((rc = prepare_rd(j, r,
                        "SELECT key,name,count,seq,type,status,result,error,"
                        "attempts,started_ms,ended_ms,wake_ms FROM steps "
                        "WHERE instance=?1 ORDER BY seq",
@@ -630,12 +702,11 @@ int journal_steps_load(journal *j, int64_t rowid, journal_step **out,
     o->wake_ms = col_ms(st, 11);
   }
   if (s != SQLITE_DONE) {
-    snprintf(j->errmsg, sizeof j->errmsg, "%s", sqlite3_errmsg(j->rd));
+    snprintf(j->errmsg, sizeof j->errmsg, "%s", sqlite3_errmsg(r->db));
     rc = DURO_E_STORAGE;
   }
 done:
-  sqlite3_finalize(st);
-  pthread_mutex_unlock(&j->rd_mu);
+  release_rd(r, st);
   if (rc) {
     journal_steps_free(v, len);
     v = NULL;
@@ -666,8 +737,8 @@ int journal_attempts_each(journal *j, int64_t rowid,
                           void *ctx) {
   sqlite3_stmt *st = NULL;
   int rc;
-  pthread_mutex_lock(&j->rd_mu);
-  if ((rc = prepare_rd(j,
+  reader *r = reader_get(j);
+  if ((rc = prepare_rd(j, r,
                        "SELECT key,number,started_ms,ended_ms,error,build "
                        "FROM attempts WHERE instance=?1 ORDER BY key,number",
                        &st)))
@@ -679,8 +750,7 @@ int journal_attempts_each(journal *j, int64_t rowid,
        (const char *)sqlite3_column_text(st, 4),
        (const char *)sqlite3_column_text(st, 5));
 done:
-  sqlite3_finalize(st);
-  pthread_mutex_unlock(&j->rd_mu);
+  release_rd(r, st);
   return rc;
 }
 
@@ -690,8 +760,8 @@ int journal_events_pending(journal *j, int64_t rowid, journal_event **out,
   journal_event *v = NULL;
   size_t len = 0, cap = 0;
   int rc;
-  pthread_mutex_lock(&j->rd_mu);
-  if ((rc = prepare_rd(j,
+  reader *r = reader_get(j);
+  if ((rc = prepare_rd(j, r,
                        "SELECT seq,type,payload,ts_ms FROM events WHERE "
                        "instance=?1 AND consumed_by IS NULL ORDER BY seq",
                        &st)))
@@ -709,8 +779,7 @@ int journal_events_pending(journal *j, int64_t rowid, journal_event **out,
     o->ts_ms = sqlite3_column_int64(st, 3);
   }
 done:
-  sqlite3_finalize(st);
-  pthread_mutex_unlock(&j->rd_mu);
+  release_rd(r, st);
   *out = v;
   *n = len;
   return rc;
@@ -729,8 +798,8 @@ int journal_due(journal *j, int64_t after_ms, int64_t upto_ms, size_t limit,
   sqlite3_stmt *st = NULL;
   int rc;
   *n = 0;
-  pthread_mutex_lock(&j->rd_mu);
-  if ((rc = prepare_rd(j,
+  reader *r = reader_get(j);
+  if ((rc = prepare_rd(j, r,
                        "SELECT rowid, wake_ms FROM instances WHERE wake_ms>?1 "
                        "AND wake_ms<=?2 ORDER BY wake_ms LIMIT ?3",
                        &st)))
@@ -744,24 +813,22 @@ int journal_due(journal *j, int64_t after_ms, int64_t upto_ms, size_t limit,
     (*n)++;
   }
 done:
-  sqlite3_finalize(st);
-  pthread_mutex_unlock(&j->rd_mu);
+  release_rd(r, st);
   return rc;
 }
 
 int64_t journal_next_wake(journal *j, int64_t after_ms) {
   sqlite3_stmt *st = NULL;
   int64_t wake = JOURNAL_NONE;
-  pthread_mutex_lock(&j->rd_mu);
-  if (prepare_rd(j,
+  reader *r = reader_get(j);
+  if (prepare_rd(j, r,
                  "SELECT MIN(wake_ms) FROM instances WHERE wake_ms>?1", &st) ==
       0) {
     sqlite3_bind_int64(st, 1, after_ms);
     if (sqlite3_step(st) == SQLITE_ROW)
       wake = col_ms(st, 0);
   }
-  sqlite3_finalize(st);
-  pthread_mutex_unlock(&j->rd_mu);
+  release_rd(r, st);
   return wake;
 }
 
@@ -771,8 +838,8 @@ int journal_recover_each(journal *j,
                          void *ctx) {
   sqlite3_stmt *st = NULL;
   int rc;
-  pthread_mutex_lock(&j->rd_mu);
-  if ((rc = prepare_rd(j,
+  reader *r = reader_get(j);
+  if ((rc = prepare_rd(j, r,
                        "SELECT rowid,status,control FROM instances WHERE "
                        "status='queued' OR (control<>0 AND status IN "
                        "('waiting','paused'))",
@@ -782,8 +849,7 @@ int journal_recover_each(journal *j,
     fn(ctx, sqlite3_column_int64(st, 0),
        (const char *)sqlite3_column_text(st, 1), sqlite3_column_int(st, 2));
 done:
-  sqlite3_finalize(st);
-  pthread_mutex_unlock(&j->rd_mu);
+  release_rd(r, st);
   return rc;
 }
 
@@ -794,8 +860,8 @@ int journal_list(journal *j, const char *workflow, const char *status,
                  void *ctx) {
   sqlite3_stmt *st = NULL;
   int rc;
-  pthread_mutex_lock(&j->rd_mu);
-  if ((rc = prepare_rd(j,
+  reader *r = reader_get(j);
+  if ((rc = prepare_rd(j, r,
                        "SELECT rowid,id,status,created_ms FROM instances "
                        "WHERE workflow=?1 AND (?2 IS NULL OR status=?2) AND "
                        "(?3=0 OR rowid<?3) ORDER BY rowid DESC LIMIT ?4",
@@ -810,8 +876,7 @@ int journal_list(journal *j, const char *workflow, const char *status,
        (const char *)sqlite3_column_text(st, 1),
        (const char *)sqlite3_column_text(st, 2), sqlite3_column_int64(st, 3));
 done:
-  sqlite3_finalize(st);
-  pthread_mutex_unlock(&j->rd_mu);
+  release_rd(r, st);
   return rc;
 }
 
@@ -821,8 +886,8 @@ int journal_count_by_status(journal *j,
                             void *ctx) {
   sqlite3_stmt *st = NULL;
   int rc;
-  pthread_mutex_lock(&j->rd_mu);
-  if ((rc = prepare_rd(j,
+  reader *r = reader_get(j);
+  if ((rc = prepare_rd(j, r,
                        "SELECT workflow,status,COUNT(*) FROM instances "
                        "GROUP BY workflow,status ORDER BY workflow,status",
                        &st)))
@@ -831,7 +896,6 @@ int journal_count_by_status(journal *j,
     fn(ctx, (const char *)sqlite3_column_text(st, 0),
        (const char *)sqlite3_column_text(st, 1), sqlite3_column_int64(st, 2));
 done:
-  sqlite3_finalize(st);
-  pthread_mutex_unlock(&j->rd_mu);
+  release_rd(r, st);
   return rc;
 }

@@ -1,0 +1,595 @@
+/* bench.c — the speed and memory of durable execution, measured against
+ * the real engine (host/engine.h) with durable settings.
+ *
+ * The engine runs in this process with worker threads and a driver thread
+ * that plays the host loop's part (sleep until the next wake, poll what is
+ * due), so every figure includes journaling, group commit, scheduling and
+ * replay; only HTTP is left out.  Each workload prints one line naming
+ * the setting it ran under and, for scale, the figure of the best open
+ * engines measured on the same kind of machine.  --csv prints
+ * figure,value,unit,setting instead.
+ *
+ *   W1 throughput   1000 instances x 10 trivial steps
+ *   W2 latency      one instance, 100 sequential steps (median of 5), beside
+ *                   a raw fdatasync and a bare one-row SQLite commit
+ *   W3 sleepers     N instances run one step then sleep an hour: creation
+ *                   rate, RSS before/after, database size
+ *   W4 lateness     1000 instances sleeping 1 s: wake lateness p50/p99/max
+ *   W5 events       1000 instances waiting for an event: send all, time to
+ *                   all complete
+ *   R  recovery     N queued instances: engine reopened, time to re-arm */
+#include <fcntl.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "duro.h"
+#include "engine.h"
+
+const duro_api *duro_api_ptr_;
+
+typedef struct bench_opts {
+  int csv;
+  int sync_full;
+  uint32_t workers;
+  size_t sleepers;
+  int quick;
+  const char *only;
+  char dir[256];
+} bench_opts;
+
+static bench_opts opts = {.sync_full = 1, .workers = 64, .sleepers = 100000};
+
+/* ---- time and reporting ------------------------------------------------- */
+
+static int64_t now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int64_t wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static const char *setting(void) {
+  static char buf[96];
+  snprintf(buf, sizeof buf, "synchronous=%s workers=%u",
+           opts.sync_full ? "full" : "normal", opts.workers);
+  return buf;
+}
+
+static void report(const char *figure, double value, const char *unit,
+                   const char *peer) {
+  if (opts.csv)
+    printf("%s,%.3f,%s,\"%s\"\n", figure, value, unit, setting());
+  else
+    printf("%-28s %12.3f %-10s [%s]%s%s\n", figure, value, unit, setting(),
+           peer ? "  peer: " : "", peer ? peer : "");
+  fflush(stdout);
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+static long rss_kib(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long kib = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+      break;
+  if (f)
+    fclose(f);
+  return kib;
+}
+
+static long long file_size(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 ? (long long)st.st_size : 0;
+}
+
+static int wants(const char *w) {
+  if (!opts.only)
+    return 1;
+  char list[128];
+  snprintf(list, sizeof list, ",%s,", opts.only);
+  char key[16];
+  snprintf(key, sizeof key, ",%s,", w);
+  return strstr(list, key) != NULL;
+}
+
+/* ---- an engine with a driver thread ---------------------------------------- */
+
+typedef struct bench_engine {
+  duro_engine *e;
+  char db[300];
+  pthread_mutex_t mu;
+  pthread_cond_t cond;
+  size_t ended;
+  int wake_changed;
+  int stop;
+  pthread_t driver;
+} bench_engine;
+
+static void on_end(void *ctx, const char *status) {
+  bench_engine *b = ctx;
+  (void)status;
+  pthread_mutex_lock(&b->mu);
+  b->ended++;
+  pthread_cond_broadcast(&b->cond);
+  pthread_mutex_unlock(&b->mu);
+}
+
+static void on_wake(void *ctx) {
+  bench_engine *b = ctx;
+  pthread_mutex_lock(&b->mu);
+  b->wake_changed = 1;
+  pthread_cond_broadcast(&b->cond);
+  pthread_mutex_unlock(&b->mu);
+}
+
+/* The host loop's timer: poll what is due, sleep until the next wake (at
+ * most a second), wake early when an activation stores an earlier one. */
+static void *driver_main(void *arg) {
+  bench_engine *b = arg;
+  pthread_mutex_lock(&b->mu);
+  while (!b->stop) {
+    pthread_mutex_unlock(&b->mu);
+    duro_engine_poll_due(b->e);
+    int64_t next = duro_engine_next_wake(b->e);
+    pthread_mutex_lock(&b->mu);
+    int64_t now = wall_ms();
+    int64_t delay = next == INT64_MAX ? 1000 : next - now;
+    if (delay > 1000)
+      delay = 1000;
+    if (delay > 0 && !b->wake_changed && !b->stop) {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      int64_t ns = ts.tv_nsec + delay * 1000000;
+      ts.tv_sec += ns / 1000000000;
+      ts.tv_nsec = ns % 1000000000;
+      pthread_cond_timedwait(&b->cond, &b->mu, &ts);
+    }
+    b->wake_changed = 0;
+  }
+  pthread_mutex_unlock(&b->mu);
+  return NULL;
+}
+
+static void bench_remove_db(const char *db) {
+  char p[320];
+  const char *sfx[] = {"", "-wal", "-shm"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(p, sizeof p, "%s%s", db, sfx[i]);
+    unlink(p);
+  }
+}
+
+typedef struct wf_def {
+  const char *name;
+  duro_run_fn run;
+} wf_def;
+
+static void bench_open(bench_engine *b, const char *name, const wf_def *wfs,
+                       size_t n_wfs, uint32_t workers, int fresh) {
+  memset(b, 0, sizeof *b);
+  pthread_mutex_init(&b->mu, NULL);
+  pthread_cond_init(&b->cond, NULL);
+  snprintf(b->db, sizeof b->db, "%s/%s.db", opts.dir, name);
+  if (fresh)
+    bench_remove_db(b->db);
+  duro_engine_options o = {.db_path = b->db,
+                           .synchronous_full = opts.sync_full,
+                           .workers = workers,
+                           .on_wake_change = on_wake,
+                           .on_instance_end = on_end,
+                           .ctx = b};
+  char err[512];
+  if (duro_engine_open(&o, &b->e, err, sizeof err) != 0) {
+    fprintf(stderr, "bench: %s\n", err);
+    exit(1);
+  }
+  for (size_t i = 0; i < n_wfs; i++)
+    duro_engine_register(b->e, wfs[i].name, NULL, wfs[i].run, NULL, "bench");
+}
+
+static void bench_start(bench_engine *b) {
+  if (duro_engine_start(b->e) != 0) {
+    fprintf(stderr, "bench: engine start failed\n");
+    exit(1);
+  }
+  pthread_create(&b->driver, NULL, driver_main, b);
+}
+
+static void bench_close(bench_engine *b, int remove) {
+  pthread_mutex_lock(&b->mu);
+  b->stop = 1;
+  pthread_cond_broadcast(&b->cond);
+  pthread_mutex_unlock(&b->mu);
+  if (b->driver)
+    pthread_join(b->driver, NULL);
+  duro_engine_close(b->e);
+  if (remove)
+    bench_remove_db(b->db);
+}
+
+static void wait_ended(bench_engine *b, size_t n) {
+  pthread_mutex_lock(&b->mu);
+  while (b->ended < n)
+    pthread_cond_wait(&b->cond, &b->mu);
+  pthread_mutex_unlock(&b->mu);
+}
+
+static void wait_settled(bench_engine *b) {
+  while (duro_engine_in_flight(b->e) > 0)
+    usleep(1000);
+}
+
+/* Creates n instances of `wf` in batches; params may be NULL. */
+static void create_many(bench_engine *b, const char *wf, size_t n,
+                        const char *params, size_t batch) {
+  duro_create_req *reqs = calloc(batch, sizeof *reqs);
+  for (size_t i = 0; i < batch; i++)
+    reqs[i] = (duro_create_req){.params = params, .retention_ms = -1};
+  for (size_t done = 0; done < n; done += batch) {
+    size_t k = n - done < batch ? n - done : batch;
+    json_t *res = NULL;
+    if (duro_instance_create_batch(b->e, wf, reqs, k, &res) != 0) {
+      fprintf(stderr, "bench: create_batch failed\n");
+      exit(1);
+    }
+    json_decref(res);
+  }
+  free(reqs);
+}
+
+/* ---- workflows ---------------------------------------------------------------- */
+
+static int trivial(duro_attempt *a, void *arg) {
+  (void)arg;
+  return duro_attempt_result(a, "1");
+}
+
+static int param(const char *params, const char *key, int fallback) {
+  char pat[32];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  const char *p = strstr(params, pat);
+  return p ? atoi(p + strlen(pat)) : fallback;
+}
+
+static duro_rc wf_steps(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env;
+  int n = param(ev->params, "steps", 10);
+  const char *r;
+  for (int i = 0; i < n; i++)
+    DURO_TRY(duro_do(step, "s", NULL, trivial, NULL, &r));
+  return DURO_OK;
+}
+
+static size_t slept_steps; /* atomic */
+
+static int counted(duro_attempt *a, void *arg) {
+  (void)arg;
+  __atomic_add_fetch(&slept_steps, 1, __ATOMIC_RELAXED);
+  return duro_attempt_result(a, "1");
+}
+
+static duro_rc wf_sleeper(duro_step *step, const duro_event *ev,
+                          duro_env *env) {
+  (void)ev, (void)env;
+  const char *r;
+  DURO_TRY(duro_do(step, "work", NULL, counted, NULL, &r));
+  DURO_TRY(duro_sleep(step, "nap", "1 hour"));
+  return DURO_OK;
+}
+
+static int64_t *lateness_ms;
+static size_t lateness_n; /* atomic */
+
+static int record_lateness(duro_attempt *a, void *arg) {
+  int64_t late = wall_ms() - *(int64_t *)arg;
+  size_t i = __atomic_fetch_add(&lateness_n, 1, __ATOMIC_RELAXED);
+  lateness_ms[i] = late;
+  return duro_attempt_result(a, "1");
+}
+
+static duro_rc wf_napper(duro_step *step, const duro_event *ev,
+                         duro_env *env) {
+  (void)env;
+  const char *p = strstr(ev->params, "\"at\":");
+  int64_t at = p ? strtoll(p + 5, NULL, 10) : 0;
+  const char *r;
+  DURO_TRY(duro_sleep_until(step, "nap", at));
+  DURO_TRY(duro_do(step, "late", NULL, record_lateness, &at, &r));
+  return DURO_OK;
+}
+
+static duro_rc wf_waiter(duro_step *step, const duro_event *ev,
+                         duro_env *env) {
+  (void)ev, (void)env;
+  const char *e;
+  DURO_TRY(duro_wait_for_event(step, "go", "go", "1 hour", &e));
+  return DURO_OK;
+}
+
+static const wf_def workflows[] = {{"steps", wf_steps},
+                                   {"sleeper", wf_sleeper},
+                                   {"napper", wf_napper},
+                                   {"waiter", wf_waiter}};
+#define N_WFS (sizeof workflows / sizeof *workflows)
+
+/* ---- W1 ------------------------------------------------------------------------ */
+
+static void w1_throughput(void) {
+  size_t n = opts.quick ? 50 : 1000, steps = 10;
+  bench_engine b;
+  bench_open(&b, "w1", workflows, N_WFS, opts.workers, 1);
+  bench_start(&b);
+  int64_t t0 = now_us();
+  create_many(&b, "steps", n, "{\"steps\":10}", 100);
+  wait_ended(&b, n);
+  double s = (double)(now_us() - t0) / 1e6;
+  bench_close(&b, 1);
+  report("W1 instances/s", (double)n / s, "inst/s", NULL);
+  report("W1 durable steps/s", (double)(n * steps) / s, "steps/s",
+         "1,900 steps/s");
+}
+
+/* ---- W2 ------------------------------------------------------------------------ */
+
+static double median_us(int64_t *v, size_t n) {
+  qsort(v, n, sizeof *v, cmp_i64);
+  return n % 2 ? (double)v[n / 2] : (double)(v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static double raw_fdatasync_us(void) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/fsync.bin", opts.dir);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  char block[4096];
+  memset(block, 'x', sizeof block);
+  int64_t v[200];
+  for (size_t i = 0; i < 200; i++) {
+    int64_t t = now_us();
+    if (pwrite(fd, block, sizeof block, 0) != (ssize_t)sizeof block)
+      break;
+    fdatasync(fd);
+    v[i] = now_us() - t;
+  }
+  close(fd);
+  unlink(path);
+  return median_us(v, 200);
+}
+
+static double bare_sqlite_commit_us(void) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/bare.db", opts.dir);
+  bench_remove_db(path);
+  sqlite3 *db;
+  sqlite3_open(path, &db);
+  sqlite3_exec(db, opts.sync_full ? "PRAGMA journal_mode=WAL;PRAGMA synchronous=FULL"
+                                  : "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL",
+               NULL, NULL, NULL);
+  sqlite3_exec(db, "CREATE TABLE t(x)", NULL, NULL, NULL);
+  sqlite3_stmt *st;
+  sqlite3_prepare_v2(db, "INSERT INTO t VALUES(?1)", -1, &st, NULL);
+  int64_t v[200];
+  for (size_t i = 0; i < 200; i++) {
+    int64_t t = now_us();
+    sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)i);
+    sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    v[i] = now_us() - t;
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  bench_remove_db(path);
+  return median_us(v, 200);
+}
+
+static void w2_latency(void) {
+  int64_t runs[5];
+  bench_engine b;
+  bench_open(&b, "w2", workflows, N_WFS, opts.workers, 1);
+  bench_start(&b);
+  for (size_t r = 0; r < 5; r++) {
+    int64_t t0 = now_us();
+    duro_instance_create(b.e, "steps", NULL, "{\"steps\":100}", -1, NULL);
+    wait_ended(&b, r + 1);
+    runs[r] = (now_us() - t0) / 100;
+  }
+  bench_close(&b, 1);
+  report("W2 per-step latency", median_us(runs, 5) / 1000.0, "ms/step",
+         "3 ms/step");
+  report("W2 raw fdatasync", raw_fdatasync_us() / 1000.0, "ms", NULL);
+  report("W2 bare SQLite commit", bare_sqlite_commit_us() / 1000.0, "ms", NULL);
+}
+
+/* ---- W3 and R ------------------------------------------------------------------- */
+
+static void w3_sleepers(void) {
+  size_t n = opts.quick ? 200 : opts.sleepers;
+  bench_engine b;
+  bench_open(&b, "w3", workflows, N_WFS, opts.workers, 1);
+  bench_start(&b);
+  long rss0 = rss_kib();
+  __atomic_store_n(&slept_steps, 0, __ATOMIC_RELAXED);
+  int64_t t0 = now_us();
+  create_many(&b, "sleeper", n, NULL, 1000);
+  double create_s = (double)(now_us() - t0) / 1e6;
+  while (__atomic_load_n(&slept_steps, __ATOMIC_RELAXED) < n)
+    usleep(2000);
+  wait_settled(&b);
+  double all_s = (double)(now_us() - t0) / 1e6;
+  long rss1 = rss_kib();
+  report("W3 creations/s", (double)n / create_s, "inst/s",
+         "380 instance starts/s");
+  report("W3 to all sleeping", all_s, "s", NULL);
+  report("W3 RSS before", (double)rss0 / 1024, "MiB", NULL);
+  report("W3 RSS after", (double)rss1 / 1024, "MiB", NULL);
+  report("W3 RSS per sleeper", (double)(rss1 - rss0) * 1024 / (double)n,
+         "bytes", "~90 KiB per sleeper");
+  char wal[320];
+  snprintf(wal, sizeof wal, "%s-wal", b.db);
+  long long bytes = file_size(b.db) + file_size(wal);
+  report("W3 database size", (double)bytes / (1024 * 1024), "MiB", NULL);
+  report("W3 database per sleeper", (double)bytes / (double)n, "bytes", NULL);
+  bench_close(&b, 1);
+}
+
+static void r_recovery(void) {
+  size_t n = opts.quick ? 200 : 100000;
+  bench_engine b;
+  /* workers = 0 and no start: instances are created and stay queued, as a
+   * host killed before it ran them leaves them. */
+  bench_open(&b, "r", workflows, N_WFS, 0, 1);
+  create_many(&b, "steps", n, "{\"steps\":1}", 1000);
+  duro_engine_close(b.e);
+  int64_t t0 = now_us();
+  bench_open(&b, "r", workflows, N_WFS, 0, 0);
+  if (duro_engine_start(b.e) != 0)
+    exit(1);
+  double s = (double)(now_us() - t0) / 1e6;
+  size_t armed = duro_engine_in_flight(b.e);
+  duro_engine_close(b.e);
+  bench_remove_db(b.db);
+  if (armed != n)
+    fprintf(stderr, "bench: R re-armed %zu of %zu\n", armed, n);
+  char fig[48];
+  snprintf(fig, sizeof fig, "R re-arm %zu", n);
+  report(fig, s, "s", NULL);
+}
+
+/* ---- W4 --------------------------------------------------------------------------- */
+
+static void w4_lateness(void) {
+  size_t n = opts.quick ? 50 : 1000;
+  lateness_ms = calloc(n, sizeof *lateness_ms);
+  lateness_n = 0;
+  bench_engine b;
+  bench_open(&b, "w4", workflows, N_WFS, opts.workers, 1);
+  bench_start(&b);
+  int64_t at = wall_ms() + 1000;
+  char params[64];
+  snprintf(params, sizeof params, "{\"at\":%lld}", (long long)at);
+  create_many(&b, "napper", n, params, 100);
+  wait_ended(&b, n);
+  bench_close(&b, 1);
+  qsort(lateness_ms, n, sizeof *lateness_ms, cmp_i64);
+  report("W4 wake lateness p50", (double)lateness_ms[n / 2], "ms", NULL);
+  report("W4 wake lateness p99", (double)lateness_ms[n * 99 / 100], "ms",
+         "260 ms p99");
+  report("W4 wake lateness max", (double)lateness_ms[n - 1], "ms", NULL);
+  free(lateness_ms);
+}
+
+/* ---- W5 --------------------------------------------------------------------------- */
+
+typedef struct sender {
+  duro_engine *e;
+  char (*ids)[40];
+  size_t from, to;
+} sender;
+
+static void *send_events(void *arg) {
+  sender *s = arg;
+  for (size_t i = s->from; i < s->to; i++)
+    duro_instance_send_event(s->e, "waiter", s->ids[i], "go", "{}");
+  return NULL;
+}
+
+static void w5_events(void) {
+  size_t n = opts.quick ? 50 : 1000;
+  char (*ids)[40] = calloc(n, sizeof *ids);
+  bench_engine b;
+  bench_open(&b, "w5", workflows, N_WFS, opts.workers, 1);
+  bench_start(&b);
+  for (size_t i = 0; i < n; i++) {
+    snprintf(ids[i], sizeof ids[i], "w-%zu", i);
+    duro_instance_create(b.e, "waiter", ids[i], NULL, -1, NULL);
+  }
+  wait_settled(&b);
+  /* As many concurrent senders as HTTP clients would be. */
+  enum { SENDERS = 16 };
+  pthread_t th[SENDERS];
+  sender s[SENDERS];
+  int64_t t0 = now_us();
+  for (size_t k = 0; k < SENDERS; k++) {
+    s[k] = (sender){b.e, ids, n * k / SENDERS, n * (k + 1) / SENDERS};
+    pthread_create(&th[k], NULL, send_events, &s[k]);
+  }
+  for (size_t k = 0; k < SENDERS; k++)
+    pthread_join(th[k], NULL);
+  wait_ended(&b, n);
+  double ms = (double)(now_us() - t0) / 1000;
+  bench_close(&b, 1);
+  free(ids);
+  char fig[48];
+  snprintf(fig, sizeof fig, "W5 %zu events to complete", n);
+  report(fig, ms, "ms", "1.8 s for 500 events");
+}
+
+/* ---- main --------------------------------------------------------------------------- */
+
+static int usage(void) {
+  fprintf(stderr,
+          "usage: duro-bench [--csv] [--quick] [--synchronous full|normal]\n"
+          "                  [--workers N] [--sleepers N] [--only W1,W2,...]\n"
+          "                  [--dir DIR]\n");
+  return 2;
+}
+
+int main(int argc, char **argv) {
+  snprintf(opts.dir, sizeof opts.dir, "bench-data");
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--csv"))
+      opts.csv = 1;
+    else if (!strcmp(a, "--quick"))
+      opts.quick = 1;
+    else if (!strcmp(a, "--synchronous") && v)
+      opts.sync_full = strcmp(argv[++i], "normal") != 0;
+    else if (!strcmp(a, "--workers") && v)
+      opts.workers = (uint32_t)atoi(argv[++i]);
+    else if (!strcmp(a, "--sleepers") && v)
+      opts.sleepers = (size_t)atol(argv[++i]);
+    else if (!strcmp(a, "--only") && v)
+      opts.only = argv[++i];
+    else if (!strcmp(a, "--dir") && v)
+      snprintf(opts.dir, sizeof opts.dir, "%s", argv[++i]);
+    else
+      return usage();
+  }
+  mkdir(opts.dir, 0755);
+  duro_api_ptr_ = duro_host_api();
+  setenv("DURO_LOG", "warn", 0);
+  if (opts.csv)
+    printf("figure,value,unit,setting\n");
+  if (wants("W1"))
+    w1_throughput();
+  if (wants("W2"))
+    w2_latency();
+  if (wants("W3"))
+    w3_sleepers();
+  if (wants("W4"))
+    w4_lateness();
+  if (wants("W5"))
+    w5_events();
+  if (wants("R"))
+    r_recovery();
+  rmdir(opts.dir);
+  return 0;
+}
