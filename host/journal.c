@@ -6,10 +6,11 @@
  * cached), so reads on different workers never wait for each other.  WAL lets reads proceed while a group commits, and a read started
  * after a commit returns sees it.
  *
- * Group commit: journal_commit() queues the caller's batch; if no commit is
- * in progress the caller becomes the leader, takes every queued batch, runs
- * them in one transaction and wakes their owners.  Owners arriving during a
- * commit wait for the next one.  A batch is reported done only after COMMIT
+ * Group commit: journal_commit() queues the caller's batch.  The batch at
+ * the head of the queue belongs to the leader, who takes every batch queued
+ * so far, runs them in one transaction, wakes their owners one by one, and
+ * wakes the owner of the next head, who leads the next group.  Owners
+ * arriving during a commit wait for the next one.  A batch is reported done only after COMMIT
  * returned, and with synchronous=FULL that means after the fsync.
  *
  * Invariant: this is the only file that includes sqlite3.h. */
@@ -144,10 +145,13 @@ typedef struct reader {
   struct reader *next;
 } reader;
 
+/* A batch waiting in the commit queue.  Each has its own condition
+ * variable, so a commit wakes exactly the threads it concerns. */
 typedef struct pending {
   journal_batch *batch;
   int done;
   int rc;
+  pthread_cond_t cv;
   struct pending *next;
 } pending;
 
@@ -161,10 +165,8 @@ struct journal {
   pthread_mutex_t readers_mu; /* guards `readers` */
   reader *readers;            /* every reader, closed with the journal */
 
-  pthread_mutex_t mu; /* guards the queue and `committing` */
-  pthread_cond_t cond;
+  pthread_mutex_t mu; /* guards the queue */
   pending *head, *tail;
-  int committing;
   char errmsg[256];
   metrics_hist commit_us;
   uint64_t batches;
@@ -238,7 +240,6 @@ int journal_open(const char *path, int synchronous_full, journal **out,
   pthread_key_create(&j->reader_key, NULL);
   pthread_mutex_init(&j->readers_mu, NULL);
   pthread_mutex_init(&j->mu, NULL);
-  pthread_cond_init(&j->cond, NULL);
   *out = j;
   return 0;
 
@@ -267,7 +268,6 @@ void journal_close(journal *j) {
   pthread_mutex_destroy(&j->readers_mu);
   free(j->path);
   pthread_mutex_destroy(&j->mu);
-  pthread_cond_destroy(&j->cond);
   free(j);
 }
 
@@ -470,13 +470,16 @@ static int exec_wr(journal *j, const char *sql) {
 
 /* Runs every batch of the group in one transaction.  A failure fails the
  * whole group: nothing of it is reported done. */
-static int commit_group(journal *j, pending *group) {
+static int commit_group(journal *j, pending *first, pending *last) {
   int rc = exec_wr(j, "BEGIN IMMEDIATE");
   if (rc)
     return rc;
-  for (pending *p = group; p && !rc; p = p->next)
+  for (pending *p = first; !rc; p = p->next) {
     for (size_t i = 0; i < p->batch->n && !rc; i++)
       rc = apply_op(j, &p->batch->ops[i]);
+    if (p == last)
+      break;
+  }
   if (rc) {
     exec_wr(j, "ROLLBACK");
     return rc;
@@ -488,38 +491,47 @@ int journal_commit(journal *j, journal_batch *b) {
   if (b->n == 0)
     return 0;
   pending me = {.batch = b};
+  pthread_cond_init(&me.cv, NULL);
   pthread_mutex_lock(&j->mu);
   if (j->tail)
     j->tail->next = &me;
   else
     j->head = &me;
   j->tail = &me;
-  while (!me.done && j->committing)
-    pthread_cond_wait(&j->cond, &j->mu);
+  while (!me.done && j->head != &me)
+    pthread_cond_wait(&me.cv, &j->mu);
   if (me.done) {
     pthread_mutex_unlock(&j->mu);
+    pthread_cond_destroy(&me.cv);
     return me.rc;
   }
-  /* Lead: take everything queued so far, ourselves included. */
-  pending *group = j->head;
-  j->head = j->tail = NULL;
-  j->committing = 1;
+  /* Lead: take everything queued so far, ourselves first.  Later arrivals
+   * queue behind `last` and stay there during the commit. */
+  pending *last = j->tail;
   pthread_mutex_unlock(&j->mu);
 
   int64_t t0 = metrics_now_us();
-  int rc = commit_group(j, group);
+  int rc = commit_group(j, &me, last);
   metrics_hist_observe(&j->commit_us, metrics_now_us() - t0);
 
   pthread_mutex_lock(&j->mu);
-  for (pending *p = group, *next; p; p = next) {
+  j->head = last->next;
+  if (!j->head)
+    j->tail = NULL;
+  for (pending *p = &me, *next;; p = next) {
     next = p->next;
     p->rc = rc;
     p->done = 1;
     j->batches++;
+    if (p != &me)
+      pthread_cond_signal(&p->cv);
+    if (p == last)
+      break;
   }
-  j->committing = 0;
-  pthread_cond_broadcast(&j->cond);
+  if (j->head)
+    pthread_cond_signal(&j->head->cv); /* the next leader */
   pthread_mutex_unlock(&j->mu);
+  pthread_cond_destroy(&me.cv);
   return rc;
 }
 
