@@ -1,5 +1,5 @@
 # Convenience targets; the build itself is meson's (meson.build).
-.PHONY: all deps build run check test bench clean
+.PHONY: all deps build run check test bench demo clean
 
 all: build
 
@@ -23,3 +23,7 @@ test: deps
 
 clean:
 	rm -rf build build-test
+
+# The benchmarks (figures, not assertions); BENCH_ARGS="--csv" etc.
+bench: build
+	./build/bench/duro-bench $(BENCH_ARGS)

@@ -395,8 +395,16 @@ static int change_status(http_server *s, h2o_req_t *req, const char *wf,
                         "\"from\" must be {\"name\": string, \"count\"?: "
                         "integer >= 1}");
     }
-    rc = duro_instance_restart(s->engine, wf, id, name,
-                               count ? (uint32_t)json_integer_value(count) : 0);
+    uint32_t n = count ? (uint32_t)json_integer_value(count) : 1;
+    rc = duro_instance_restart(s->engine, wf, id, name, n);
+    if (rc == DURO_E_CANNOT_RESTART && name) {
+      json_decref(body);
+      return send_error(req, 409, duro_err_name(rc),
+                        "%s/%s cannot be restarted from step \"%s\"#%u: "
+                        "the journal has no such step, or the instance has "
+                        "not ended",
+                        wf, id, name, n);
+    }
   } else {
     rc = -1;
   }

@@ -1,8 +1,11 @@
-/* main.c — the `duro` command line: `duro run [CONFIG]`, `duro check
- * [CONFIG]`.  Everything else lives in the host library. */
+/* main.c — the `duro` command line.  `duro run [CONFIG]` and `duro check
+ * [CONFIG]` run the host in this process (host.c); `duro workflows …` is a
+ * client that talks HTTP to a running host (cli.c).  Everything else lives
+ * in the host library. */
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "host.h"
 
 #define DEFAULT_CONFIG "config/duro.yaml"
@@ -10,8 +13,10 @@
 static int usage(FILE *out) {
   fprintf(out,
           "usage: duro run [CONFIG]     run the host (default %s)\n"
-          "       duro check [CONFIG]   validate the config and its plugins\n",
+          "       duro check [CONFIG]   validate the config and its plugins\n"
+          "       duro help             print this\n",
           DEFAULT_CONFIG);
+  cli_usage(out);
   return out == stderr ? 2 : 0;
 }
 
@@ -24,6 +29,8 @@ int main(int argc, char **argv) {
     return host_run(cfg);
   if (!strcmp(verb, "check"))
     return host_check(cfg);
+  if (!strcmp(verb, "workflows"))
+    return cli_main(argc, argv);
   if (!strcmp(verb, "help") || !strcmp(verb, "--help") || !strcmp(verb, "-h"))
     return usage(stdout);
   fprintf(stderr, "duro: unknown command \"%s\"\n", verb);

@@ -1,0 +1,710 @@
+/* cli.c — `duro workflows …`: the command-line client of a running host's
+ * HTTP API (DESIGN.md §4), so that triggering, listing, inspecting and
+ * steering instances takes one command instead of a curl line.
+ *
+ * One invocation sends one request.  Its course: find the verb in
+ * verbs[]; parse the arguments (options may come anywhere, "--" ends
+ * them); build the request locally, which is where PARAMS and --payload
+ * must prove to be JSON, so nothing malformed is ever sent; then find the
+ * host (--url, else http.listen of the config) and its token (the variable
+ * named by http.token_env); send the request with libcurl; print the
+ * answer, as the server's JSON with --json, else as text (describe.c
+ * renders the list table and the describe report).
+ *
+ * Exit status: 0 done; 1 the server answered an error ("duro: CODE:
+ * MESSAGE") or could not be reached; 2 a usage error, which includes
+ * invalid JSON, a broken config and an unset token variable, all found
+ * before anything is sent. */
+#include "cli.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "describe.h"
+#include "engine.h"
+#include "util.h"
+
+#define CLI_DEFAULT_CONFIG "config/duro.yaml"
+#define CLI_DEFAULT_LISTEN "127.0.0.1:8787"
+#define CLI_MAX_POS 4
+
+enum { CLI_OK = 0, CLI_FAILED = 1, CLI_USAGE = 2, CLI_HELP = 3 };
+
+/* ---- arguments ----------------------------------------------------------- */
+
+enum {
+  O_JSON = 1u << 0,
+  O_CONFIG = 1u << 1,
+  O_URL = 1u << 2,
+  O_ID = 1u << 3,
+  O_STATUS = 1u << 4,
+  O_LIMIT = 1u << 5,
+  O_CURSOR = 1u << 6,
+  O_FROM = 1u << 7,
+  O_COUNT = 1u << 8,
+  O_TYPE = 1u << 9,
+  O_PAYLOAD = 1u << 10,
+  O_COMMON = O_JSON | O_CONFIG | O_URL /* every verb takes these */
+};
+
+typedef struct cli_args {
+  const char *pos[CLI_MAX_POS];
+  size_t n_pos; /* counts past CLI_MAX_POS, to say "too many" */
+  unsigned given; /* the O_* bits seen */
+  int json;
+  const char *config, *url, *id, *status, *limit, *cursor, *from, *count,
+      *type, *payload;
+} cli_args;
+
+static const struct cli_option {
+  const char *name;
+  unsigned bit;
+  size_t offset; /* of its value in cli_args; unused for the flag --json */
+} options[] = {
+    {"--json", O_JSON, 0},
+    {"--config", O_CONFIG, offsetof(cli_args, config)},
+    {"--url", O_URL, offsetof(cli_args, url)},
+    {"--id", O_ID, offsetof(cli_args, id)},
+    {"--status", O_STATUS, offsetof(cli_args, status)},
+    {"--limit", O_LIMIT, offsetof(cli_args, limit)},
+    {"--cursor", O_CURSOR, offsetof(cli_args, cursor)},
+    {"--from", O_FROM, offsetof(cli_args, from)},
+    {"--count", O_COUNT, offsetof(cli_args, count)},
+    {"--type", O_TYPE, offsetof(cli_args, type)},
+    {"--payload", O_PAYLOAD, offsetof(cli_args, payload)},
+};
+#define N_OPTIONS (sizeof options / sizeof options[0])
+
+/* ---- the request and its context ---------------------------------------- */
+
+typedef struct cli_req {
+  const char *method;
+  char *path; /* from the host's root: escaped segments and the query */
+  char *body; /* JSON text; NULL for none */
+} cli_req;
+
+typedef struct cli_ctx {
+  CURL *curl;
+  char *base; /* "http://127.0.0.1:8787", no trailing slash */
+  struct curl_slist *headers;
+  char errbuf[CURL_ERROR_SIZE];
+} cli_ctx;
+
+typedef struct cli_verb cli_verb;
+struct cli_verb {
+  const char *name; /* "trigger", "instances list" */
+  const char *args; /* its usage after the name */
+  size_t min_pos, max_pos;
+  unsigned opts;      /* O_* bits it takes beyond O_COMMON */
+  const char *action; /* the status a control verb asks for */
+  int (*build)(cli_ctx *c, const cli_verb *v, const cli_args *a, cli_req *r);
+  void (*print)(const cli_args *a, const json_t *answer);
+};
+
+/* "duro: <message>" and the verb's usage line; returns CLI_USAGE. */
+__attribute__((format(printf, 2, 3))) static int
+usage_error(const cli_verb *v, const char *fmt, ...);
+
+/* ---- parsing ------------------------------------------------------------- */
+
+static int is_help(const char *s) {
+  return !strcmp(s, "help") || !strcmp(s, "--help") || !strcmp(s, "-h");
+}
+
+static const struct cli_option *find_option(const char *arg, size_t len) {
+  for (size_t i = 0; i < N_OPTIONS; i++)
+    if (strlen(options[i].name) == len && !strncmp(options[i].name, arg, len))
+      return &options[i];
+  return NULL;
+}
+
+/* One "--name VALUE", "--name=VALUE" or "--json" at argv[*i]. */
+static int parse_option(const cli_verb *v, cli_args *a, int argc, char **argv,
+                        int *i) {
+  const char *arg = argv[*i], *eq = strchr(arg, '=');
+  size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+  const struct cli_option *o = find_option(arg, len);
+  if (!o)
+    return usage_error(v, "unknown option \"%s\"", arg);
+  if (a->given & o->bit)
+    return usage_error(v, "%s given twice", o->name);
+  a->given |= o->bit;
+  if (o->bit == O_JSON) {
+    a->json = 1;
+    return eq ? usage_error(v, "--json takes no value") : CLI_OK;
+  }
+  const char *value = eq ? eq + 1 : *i + 1 < argc ? argv[++*i] : NULL;
+  if (!value)
+    return usage_error(v, "%s needs a value", o->name);
+  *(const char **)(void *)((char *)a + o->offset) = value;
+  return CLI_OK;
+}
+
+/* Checks what parse_args collected against what the verb takes. */
+static int check_args(const cli_verb *v, const cli_args *a) {
+  if (a->n_pos < v->min_pos)
+    return usage_error(v, "missing arguments");
+  if (a->n_pos > v->max_pos)
+    return usage_error(v, "too many arguments");
+  for (size_t i = 0; i < a->n_pos; i++)
+    if (!a->pos[i][0])
+      return usage_error(v, "argument %zu is empty", i + 1);
+  unsigned extra = a->given & ~(v->opts | O_COMMON);
+  for (size_t i = 0; i < N_OPTIONS; i++)
+    if (extra & options[i].bit)
+      return usage_error(v, "%s does not apply to \"%s\"", options[i].name,
+                         v->name);
+  return CLI_OK;
+}
+
+static int parse_args(const cli_verb *v, int argc, char **argv, int first,
+                      cli_args *a) {
+  int options_done = 0;
+  for (int i = first; i < argc; i++) {
+    const char *s = argv[i];
+    if (!options_done && !strcmp(s, "--")) {
+      options_done = 1;
+    } else if (!options_done && s[0] == '-' && s[1]) {
+      if (!strcmp(s, "-h") || !strcmp(s, "--help"))
+        return CLI_HELP;
+      int rc = parse_option(v, a, argc, argv, &i);
+      if (rc)
+        return rc;
+    } else {
+      if (a->n_pos < CLI_MAX_POS)
+        a->pos[a->n_pos] = s;
+      a->n_pos++;
+    }
+  }
+  return check_args(v, a);
+}
+
+/* A whole number in 1..UINT32_MAX, for --limit and --count. */
+static int parse_count(const cli_verb *v, const char *what, const char *s,
+                       unsigned long long *out) {
+  char *end;
+  errno = 0;
+  *out = strtoull(s, &end, 10);
+  if (s[0] < '0' || s[0] > '9' || *end || errno || *out == 0 ||
+      *out > UINT32_MAX)
+    return usage_error(v, "%s must be a whole number from 1 to %u, not \"%s\"",
+                       what, UINT32_MAX, s);
+  return CLI_OK;
+}
+
+/* Parses the JSON argument `what`; refuses it, naming it, when invalid. */
+static int parse_json_arg(const cli_verb *v, const char *what,
+                          const char *text, json_t **out) {
+  json_error_t e;
+  *out = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &e);
+  if (*out)
+    return CLI_OK;
+  return usage_error(v, "%s is not valid JSON: %s (at character %d)", what,
+                     e.text, e.position);
+}
+
+/* ---- building requests --------------------------------------------------- */
+
+static char *dump(json_t *v) {
+  char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+  if (!s) {
+    fprintf(stderr, "duro: out of memory\n");
+    abort();
+  }
+  return s;
+}
+
+/* `s` percent-encoded for a path segment or a query value, malloc'ed. */
+static char *escape(cli_ctx *c, const char *s) {
+  char *e = curl_easy_escape(c->curl, s, 0);
+  if (!e) {
+    fprintf(stderr, "duro: out of memory\n");
+    abort();
+  }
+  char *copy = xstrdup(e);
+  curl_free(e);
+  return copy;
+}
+
+/* "/workflows/WF/instances", then "/ID" and `tail` when given. */
+static char *instances_path(cli_ctx *c, const char *wf, const char *id,
+                            const char *tail) {
+  char *w = escape(c, wf), *i = id ? escape(c, id) : NULL;
+  char *p = xasprintf("/workflows/%s/instances%s%s%s", w, i ? "/" : "",
+                      i ? i : "", tail ? tail : "");
+  free(w);
+  free(i);
+  return p;
+}
+
+static void query_add(cli_ctx *c, char **path, const char *key,
+                      const char *value) {
+  if (!value)
+    return;
+  char *e = escape(c, value);
+  char *p = xasprintf("%s%c%s=%s", *path, strchr(*path, '?') ? '&' : '?',
+                      key, e);
+  free(e);
+  free(*path);
+  *path = p;
+}
+
+static int build_trigger(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                         cli_req *r) {
+  json_t *params = NULL;
+  if (a->id && !duro_instance_id_valid(a->id))
+    return usage_error(v, "--id must be 1-100 characters of A-Z a-z 0-9 _ . "
+                          ": -, not \"%s\"", a->id);
+  if (a->n_pos > 1 && parse_json_arg(v, "PARAMS", a->pos[1], &params))
+    return CLI_USAGE;
+  json_t *body = json_object();
+  if (a->id)
+    json_object_set_new(body, "id", json_string(a->id));
+  if (params)
+    json_object_set_new(body, "params", params);
+  r->method = "POST";
+  r->path = instances_path(c, a->pos[0], NULL, NULL);
+  r->body = dump(body);
+  json_decref(body);
+  return CLI_OK;
+}
+
+static int build_list(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                      cli_req *r) {
+  unsigned long long limit;
+  if (a->limit && parse_count(v, "--limit", a->limit, &limit))
+    return CLI_USAGE;
+  r->method = "GET";
+  r->path = instances_path(c, a->pos[0], NULL, NULL);
+  query_add(c, &r->path, "status", a->status);
+  query_add(c, &r->path, "limit", a->limit);
+  query_add(c, &r->path, "cursor", a->cursor);
+  return CLI_OK;
+}
+
+static int build_describe(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                          cli_req *r) {
+  (void)v;
+  r->method = "GET";
+  r->path = instances_path(c, a->pos[0], a->pos[1], NULL);
+  return CLI_OK;
+}
+
+/* restart's {"name", "count"?} from --from and --count; NULL without. */
+static int restart_from(const cli_verb *v, const cli_args *a, json_t **out) {
+  unsigned long long count = 0;
+  *out = NULL;
+  if (a->count && !a->from)
+    return usage_error(v, "--count needs --from");
+  if (!a->from)
+    return CLI_OK;
+  if (a->count && parse_count(v, "--count", a->count, &count))
+    return CLI_USAGE;
+  json_t *name = json_string(a->from);
+  if (!name)
+    return usage_error(v, "--from is not valid UTF-8");
+  *out = json_pack("{s:o}", "name", name);
+  if (count)
+    json_object_set_new(*out, "count", json_integer((json_int_t)count));
+  return CLI_OK;
+}
+
+/* pause, resume, terminate, restart: PATCH …/status. */
+static int build_control(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                         cli_req *r) {
+  json_t *from;
+  if (restart_from(v, a, &from))
+    return CLI_USAGE;
+  json_t *body = json_pack("{s:s}", "status", v->action);
+  if (from)
+    json_object_set_new(body, "from", from);
+  r->method = "PATCH";
+  r->path = instances_path(c, a->pos[0], a->pos[1], "/status");
+  r->body = dump(body);
+  json_decref(body);
+  return CLI_OK;
+}
+
+static int build_event(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                       cli_req *r) {
+  const char *payload = a->payload ? a->payload : "null";
+  json_t *parsed;
+  if (!a->type)
+    return usage_error(v, "send-event needs --type T");
+  if (parse_json_arg(v, "--payload", payload, &parsed))
+    return CLI_USAGE;
+  json_decref(parsed); /* valid: the text goes as the user wrote it */
+  char *type = escape(c, a->type);
+  char *tail = xasprintf("/events/%s", type);
+  r->method = "POST";
+  r->path = instances_path(c, a->pos[0], a->pos[1], tail);
+  r->body = xstrdup(payload);
+  free(tail);
+  free(type);
+  return CLI_OK;
+}
+
+/* ---- finding the host ---------------------------------------------------- */
+
+static void add_header(cli_ctx *c, const char *h) {
+  struct curl_slist *l = curl_slist_append(c->headers, h);
+  if (!l) {
+    fprintf(stderr, "duro: out of memory\n");
+    abort();
+  }
+  c->headers = l;
+}
+
+static int base_from_url(cli_ctx *c, const char *url) {
+  if (strncmp(url, "http://", 7) && strncmp(url, "https://", 8)) {
+    fprintf(stderr, "duro: --url must start with http:// or https://, not "
+                    "\"%s\"\n", url);
+    return CLI_USAGE;
+  }
+  size_t len = strlen(url);
+  while (len && url[len - 1] == '/')
+    len--;
+  c->base = xstrndup(url, len);
+  return CLI_OK;
+}
+
+/* http.listen is "HOST:PORT" or "PORT"; a wildcard host is reached on the
+ * loopback address of its family. */
+static void base_from_listen(cli_ctx *c, const char *listen) {
+  const char *colon = strrchr(listen, ':');
+  const char *port = colon ? colon + 1 : listen;
+  char *host = colon ? xstrndup(listen, (size_t)(colon - listen)) : NULL;
+  const char *h = host;
+  if (!h || !*h || !strcmp(h, "0.0.0.0") || !strcmp(h, "*"))
+    h = "127.0.0.1";
+  else if (!strcmp(h, "[::]"))
+    h = "[::1]";
+  c->base = xasprintf("http://%s:%s", h, port);
+  free(host);
+}
+
+static int add_token(cli_ctx *c, const config *cfg) {
+  const char *var = cfg ? cfg->http.token_env : NULL;
+  if (!var)
+    return CLI_OK;
+  const char *token = getenv(var);
+  if (!token || !*token) {
+    fprintf(stderr, "duro: %s sets http.token_env to %s, but %s is not set\n",
+            cfg->file, var, var);
+    return CLI_USAGE;
+  }
+  char *h = xasprintf("Authorization: Bearer %s", token);
+  add_header(c, h);
+  free(h);
+  return CLI_OK;
+}
+
+/* The base URL from --url or the config's http.listen, and the token. */
+static int find_host(cli_ctx *c, const cli_args *a) {
+  const char *path = a->config;
+  if (!path && access(CLI_DEFAULT_CONFIG, F_OK) == 0)
+    path = CLI_DEFAULT_CONFIG;
+  config *cfg = NULL;
+  char err[1024];
+  if (path && !(cfg = config_load(path, err, sizeof err))) {
+    fprintf(stderr, "duro: %s\n", err);
+    return CLI_USAGE;
+  }
+  int rc = CLI_OK;
+  if (a->url)
+    rc = base_from_url(c, a->url);
+  else
+    base_from_listen(c, cfg ? cfg->http.listen : CLI_DEFAULT_LISTEN);
+  if (rc == CLI_OK)
+    rc = add_token(c, cfg);
+  config_free(cfg);
+  return rc;
+}
+
+/* ---- sending ------------------------------------------------------------- */
+
+typedef struct cli_buf {
+  char *data; /* NUL-terminated */
+  size_t len;
+} cli_buf;
+
+static size_t on_data(char *p, size_t size, size_t n, void *ud) {
+  cli_buf *b = ud;
+  size_t len = size * n;
+  b->data = xrealloc(b->data, b->len + len + 1);
+  memcpy(b->data + b->len, p, len);
+  b->len += len;
+  b->data[b->len] = '\0';
+  return len;
+}
+
+static CURLcode perform(cli_ctx *c, const cli_req *r, cli_buf *b,
+                        long *status) {
+  CURL *h = c->curl;
+  char *url = xasprintf("%s%s", c->base, r->path);
+  add_header(c, "Accept: application/json");
+  add_header(c, "Content-Type: application/json");
+  add_header(c, "Expect:"); /* no 100-continue round trip for big bodies */
+  curl_easy_setopt(h, CURLOPT_URL, url);
+  if (r->body) {
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, r->body);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(r->body));
+  }
+  if (strcmp(r->method, r->body ? "POST" : "GET"))
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, r->method);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, c->headers);
+  curl_easy_setopt(h, CURLOPT_USERAGENT, "duro-cli");
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->errbuf);
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT, 120L);
+  CURLcode rc = curl_easy_perform(h);
+  if (rc == CURLE_OK)
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+  free(url);
+  return rc;
+}
+
+/* A 2xx JSON answer into *out; anything else printed as an error. */
+static int read_answer(const cli_ctx *c, long status, const cli_buf *b,
+                       json_t **out) {
+  json_t *v =
+      b->len ? json_loadb(b->data, b->len, JSON_DECODE_ANY, NULL) : NULL;
+  if (status >= 200 && status < 300 && v) {
+    *out = v;
+    return CLI_OK;
+  }
+  const json_t *err = json_object_get(v, "error");
+  const char *code = json_string_value(json_object_get(err, "code"));
+  const char *message = json_string_value(json_object_get(err, "message"));
+  fputs("duro: ", stderr);
+  if (code && message) {
+    describe_text(stderr, code, 0, 0);
+    fputs(": ", stderr);
+    describe_text(stderr, message, 0, 0);
+  } else {
+    fprintf(stderr, "%s answered HTTP %ld%s", c->base, status,
+            status >= 200 && status < 300 ? " without JSON" : "");
+    if (b->len) {
+      fputs(": ", stderr);
+      describe_text(stderr, b->data, 200, 0);
+    }
+  }
+  fputc('\n', stderr);
+  json_decref(v);
+  return CLI_FAILED;
+}
+
+static int send_request(cli_ctx *c, const cli_req *r, json_t **out) {
+  cli_buf b = {0};
+  long status = 0;
+  c->errbuf[0] = '\0';
+  CURLcode cc = perform(c, r, &b, &status);
+  int rc;
+  if (cc != CURLE_OK) {
+    fprintf(stderr, "duro: cannot reach %s: %s (is \"duro run\" running?)\n",
+            c->base, c->errbuf[0] ? c->errbuf : curl_easy_strerror(cc));
+    rc = CLI_FAILED;
+  } else {
+    rc = read_answer(c, status, &b, out);
+  }
+  free(b.data);
+  return rc;
+}
+
+/* ---- printing answers ---------------------------------------------------- */
+
+static void put(const json_t *o, const char *key) {
+  describe_text(stdout, json_string_value(json_object_get(o, key)), 0, 0);
+}
+
+static void print_created(const cli_args *a, const json_t *r) {
+  (void)a;
+  fputs("created ", stdout);
+  put(r, "id");
+  fputs(" (", stdout);
+  put(r, "status");
+  fputs(")\n", stdout);
+}
+
+static void print_status(const cli_args *a, const json_t *r) {
+  (void)a;
+  put(r, "id");
+  fputs(": ", stdout);
+  put(r, "status");
+  fputc('\n', stdout);
+}
+
+static void print_event(const cli_args *a, const json_t *r) {
+  (void)a;
+  fputs("sent event ", stdout);
+  put(r, "type");
+  fputs(" to ", stdout);
+  put(r, "id");
+  fputc('\n', stdout);
+}
+
+static void print_list(const cli_args *a, const json_t *r) {
+  (void)a;
+  describe_list(stdout, r);
+}
+
+static void print_describe(const cli_args *a, const json_t *r) {
+  (void)a;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  int64_t now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  describe_instance(stdout, r, now_ms);
+}
+
+static void print_answer(const cli_verb *v, const cli_args *a,
+                         const json_t *r) {
+  if (!a->json) {
+    v->print(a, r);
+    return;
+  }
+  char *s = json_dumps(r, JSON_INDENT(2) | JSON_ENCODE_ANY);
+  if (s)
+    puts(s);
+  free(s);
+}
+
+/* ---- the verbs ----------------------------------------------------------- */
+
+static const cli_verb verbs[] = {
+    {"trigger", "WF [PARAMS] [--id ID]", 1, 2, O_ID, NULL, build_trigger,
+     print_created},
+    {"instances list", "WF [--status S] [--limit N] [--cursor C]", 1, 1,
+     O_STATUS | O_LIMIT | O_CURSOR, NULL, build_list, print_list},
+    {"instances describe", "WF ID", 2, 2, 0, NULL, build_describe,
+     print_describe},
+    {"instances pause", "WF ID", 2, 2, 0, "pause", build_control, print_status},
+    {"instances resume", "WF ID", 2, 2, 0, "resume", build_control,
+     print_status},
+    {"instances terminate", "WF ID", 2, 2, 0, "terminate", build_control,
+     print_status},
+    {"instances restart", "WF ID [--from STEP [--count N]]", 2, 2,
+     O_FROM | O_COUNT, "restart", build_control, print_status},
+    {"instances send-event", "WF ID --type T [--payload JSON]", 2, 2,
+     O_TYPE | O_PAYLOAD, NULL, build_event, print_event},
+};
+static const size_t n_verbs = sizeof verbs / sizeof verbs[0];
+
+/* The verb named by argv[2] (and argv[3] after "instances"); *next is the
+ * index of its first argument. */
+static const cli_verb *find_verb(int argc, char **argv, int *next) {
+  int words = !strcmp(argv[2], "instances") && argc > 3 ? 2 : 1;
+  char *name = xasprintf("%s%s%s", argv[2], words == 2 ? " " : "",
+                         words == 2 ? argv[3] : "");
+  const cli_verb *found = NULL;
+  for (size_t i = 0; i < n_verbs && !found; i++)
+    if (!strcmp(verbs[i].name, name))
+      found = &verbs[i];
+  free(name);
+  *next = 2 + words;
+  return found;
+}
+
+/* ---- usage --------------------------------------------------------------- */
+
+static void verb_usage(FILE *out, const char *prefix, const cli_verb *v) {
+  fprintf(out, "%sduro workflows %s %s\n", prefix, v->name, v->args);
+}
+
+static void options_usage(FILE *out) {
+  fputs("  client options: --url http://HOST:PORT (default: http.listen of "
+        "the config)\n"
+        "                  --config FILE (default " CLI_DEFAULT_CONFIG
+        ", if it exists)\n"
+        "                  --json (print the server's JSON)\n",
+        out);
+}
+
+void cli_usage(FILE *out) {
+  for (size_t i = 0; i < n_verbs; i++)
+    verb_usage(out, "       ", &verbs[i]);
+  options_usage(out);
+}
+
+static int usage(FILE *out) {
+  for (size_t i = 0; i < n_verbs; i++)
+    verb_usage(out, i ? "       " : "usage: ", &verbs[i]);
+  options_usage(out);
+  return out == stderr ? CLI_USAGE : CLI_OK;
+}
+
+static int usage_error(const cli_verb *v, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("duro: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  verb_usage(stderr, "usage: ", v);
+  options_usage(stderr);
+  return CLI_USAGE;
+}
+
+static int run_verb(const cli_verb *v, const cli_args *a) {
+  if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+    fprintf(stderr, "duro: cannot initialise libcurl\n");
+    return CLI_FAILED;
+  }
+  cli_ctx c = {.curl = curl_easy_init()};
+  cli_req r = {0};
+  json_t *answer = NULL;
+  int rc = CLI_FAILED;
+  if (c.curl)
+    rc = v->build(&c, v, a, &r);
+  else
+    fprintf(stderr, "duro: cannot initialise libcurl\n");
+  if (rc == CLI_OK)
+    rc = find_host(&c, a);
+  if (rc == CLI_OK)
+    rc = send_request(&c, &r, &answer);
+  if (rc == CLI_OK)
+    print_answer(v, a, answer);
+  json_decref(answer);
+  free(r.path);
+  free(r.body);
+  free(c.base);
+  curl_slist_free_all(c.headers);
+  curl_easy_cleanup(c.curl);
+  curl_global_cleanup();
+  return rc;
+}
+
+int cli_main(int argc, char **argv) {
+  if (argc < 3)
+    return usage(stderr);
+  if (is_help(argv[2]))
+    return usage(stdout);
+  int next;
+  const cli_verb *v = find_verb(argc, argv, &next);
+  if (!v) {
+    fprintf(stderr, "duro: unknown command \"workflows");
+    for (int i = 2; i < next; i++)
+      fprintf(stderr, " %s", argv[i]);
+    fprintf(stderr, "\"\n");
+    return usage(stderr);
+  }
+  cli_args a = {0};
+  int rc = parse_args(v, argc, argv, next, &a);
+  if (rc == CLI_HELP) {
+    verb_usage(stdout, "usage: ", v);
+    options_usage(stdout);
+    return CLI_OK;
+  }
+  return rc ? rc : run_verb(v, &a);
+}

@@ -1,0 +1,338 @@
+/* describe.c — turns the control plane's JSON into text for people: the
+ * table of `duro workflows instances list` and the report of `describe`.
+ *
+ * The report answers "what happened to this id" in one screen: a header
+ * (workflow/id, status, times as ISO 8601 UTC, params, output or error),
+ * then one line per step (key, type, status, attempts, how long it took or
+ * waited, its result or error or wake time) and, under each step, its
+ * failed attempts, so retries show at a glance.  Long values are cut; the
+ * full record is `--json`.
+ *
+ * The module reads only what it is handed (the server's JSON and the
+ * caller's clock) and never fails: a field that is missing or of another
+ * type prints as "-", because a newer server may add fields and an older
+ * one may lack some.  Every string from the server goes out through
+ * describe_text(), which replaces control characters, so a step error
+ * cannot move the cursor or recolour the terminal. */
+#include "describe.h"
+
+#include <inttypes.h>
+#include <string.h>
+#include <time.h>
+
+#include "util.h"
+
+#define NO_TIME INT64_MIN
+#define VALUE_WIDTH 100   /* params, output and error in the header */
+#define DETAIL_WIDTH 60   /* a step's result, error or wake time */
+#define ERROR_WIDTH 80    /* a failed attempt's error */
+#define KEY_WIDTH_MAX 40  /* the step key column */
+#define ATTEMPTS_HEAD 3   /* failed attempts shown before "... N more" */
+#define ATTEMPTS_TAIL 5   /* and after it */
+
+/* ---- text ---------------------------------------------------------------- */
+
+static int utf8_continuation(unsigned char c) { return (c & 0xC0) == 0x80; }
+
+/* Code points in `s`; the server's JSON is valid UTF-8 (jansson checks). */
+static size_t text_width(const char *s) {
+  size_t n = 0;
+  for (; *s; s++)
+    n += !utf8_continuation((unsigned char)*s);
+  return n;
+}
+
+/* Bytes taken by the first `n` code points of `s`. */
+static size_t prefix_bytes(const char *s, size_t n) {
+  size_t i = 0;
+  for (; s[i] && n; n--)
+    for (i++; utf8_continuation((unsigned char)s[i]); i++)
+      ;
+  return i;
+}
+
+/* C0 controls, DEL and the C1 controls (U+0080-U+009F, "\xC2\x80".."\xC2\x9F"
+ * in UTF-8; some terminals take U+009B as CSI) become '?'. */
+static void put_clean(FILE *out, const char *s, size_t len) {
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == 0xC2 && i + 1 < len && (unsigned char)s[i + 1] <= 0x9F) {
+      fputc('?', out);
+      i++;
+    } else {
+      fputc(c < 0x20 || c == 0x7F ? '?' : c, out);
+    }
+  }
+}
+
+void describe_text(FILE *out, const char *s, size_t max, size_t pad) {
+  if (!s)
+    s = "-";
+  size_t width = text_width(s);
+  if (max > 3 && width > max) {
+    put_clean(out, s, prefix_bytes(s, max - 3));
+    fputs("...", out);
+    width = max;
+  } else {
+    put_clean(out, s, strlen(s));
+  }
+  for (; width < pad; width++)
+    fputc(' ', out);
+}
+
+/* ---- values -------------------------------------------------------------- */
+
+static const char *str_field(const json_t *o, const char *key) {
+  return json_string_value(json_object_get(o, key));
+}
+
+static int64_t ms_field(const json_t *o, const char *key) {
+  const json_t *v = json_object_get(o, key);
+  return json_is_integer(v) ? (int64_t)json_integer_value(v) : NO_TIME;
+}
+
+static int is_set(const json_t *v) { return v && !json_is_null(v); }
+
+static int str_eq(const char *a, const char *b) { return a && !strcmp(a, b); }
+
+/* Compact JSON, malloc'ed; "-" when the field is absent. */
+static char *json_text(const json_t *v) {
+  char *s = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+  return s ? s : xstrdup("-");
+}
+
+/* The message of the engine's {name, message}, after "name: " unless the
+ * name is the generic "Error" (most are; the rare TimeoutError should
+ * stand out); the JSON itself for any other shape. */
+static char *error_text(const json_t *err) {
+  const char *name = str_field(err, "name");
+  const char *message = str_field(err, "message");
+  if (!message)
+    return json_text(err);
+  if (!name || !strcmp(name, "Error"))
+    return xstrdup(message);
+  return xasprintf("%s: %s", name, message);
+}
+
+/* "2025-01-02T03:04:05Z"; "-" for NO_TIME. */
+static const char *iso_time(char buf[32], int64_t ms) {
+  if (ms == NO_TIME)
+    return "-";
+  time_t t = (time_t)(ms >= 0 ? ms / 1000 : -((-ms + 999) / 1000));
+  struct tm tm;
+  if (!gmtime_r(&t, &tm) || !strftime(buf, 32, "%Y-%m-%dT%H:%M:%SZ", &tm))
+    return "-";
+  return buf;
+}
+
+/* "250 ms", "3.2 s", "42 s", "4 m", "1.5 h", "3 d": one decimal below ten
+ * units, none when it is ".0" or above ten. */
+static const char *span(char buf[32], int64_t ms) {
+  static const struct { int64_t ms; const char *unit; } units[] = {
+      {86400000, "d"}, {3600000, "h"}, {60000, "m"}, {1000, "s"}};
+  if (ms < 0)
+    ms = 0;
+  snprintf(buf, 32, "%" PRId64 " ms", ms);
+  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+    if (ms < units[i].ms)
+      continue;
+    double v = (double)ms / (double)units[i].ms;
+    int n = snprintf(buf, 32, v < 10 ? "%.1f" : "%.0f", v);
+    if (n >= 2 && !strcmp(buf + n - 2, ".0"))
+      buf[n - 2] = '\0';
+    snprintf(buf + strlen(buf), 32 - strlen(buf), " %s", units[i].unit);
+    break;
+  }
+  return buf;
+}
+
+/* ended - started as a span, "-" when either is unknown. */
+static const char *took(char buf[32], int64_t started, int64_t ended) {
+  return started == NO_TIME || ended == NO_TIME ? "-"
+                                                : span(buf, ended - started);
+}
+
+/* ---- the list ------------------------------------------------------------ */
+
+void describe_list(FILE *out, const json_t *list) {
+  const json_t *items = json_object_get(list, "instances");
+  size_t i, id_w = 2;
+  const json_t *it;
+  char t[32];
+  json_array_foreach(items, i, it) {
+    size_t w = text_width(str_field(it, "id") ? str_field(it, "id") : "-");
+    id_w = w > id_w ? w : id_w;
+  }
+  if (json_array_size(items) == 0)
+    fputs("no instances\n", out);
+  else
+    fprintf(out, "%-*s  %-15s  %s\n", (int)id_w, "ID", "STATUS", "CREATED");
+  json_array_foreach(items, i, it) {
+    describe_text(out, str_field(it, "id"), 0, id_w + 2);
+    describe_text(out, str_field(it, "status"), 0, 17);
+    fprintf(out, "%s\n", iso_time(t, ms_field(it, "created_ms")));
+  }
+  const char *cursor = str_field(list, "cursor");
+  if (cursor) {
+    fputs("next: --cursor ", out);
+    describe_text(out, cursor, 0, 0);
+    fputc('\n', out);
+  }
+}
+
+/* ---- the header ---------------------------------------------------------- */
+
+static void field(FILE *out, const char *label, const char *value) {
+  fprintf(out, "  %-8s ", label);
+  describe_text(out, value, VALUE_WIDTH, 0);
+  fputc('\n', out);
+}
+
+static void json_field(FILE *out, const char *label, const json_t *v,
+                       char *(*render)(const json_t *)) {
+  char *s = render(v);
+  field(out, label, s);
+  free(s);
+}
+
+static void times(FILE *out, const json_t *in, int64_t now_ms) {
+  char a[32], b[32], line[96];
+  int64_t created = ms_field(in, "created_ms");
+  int64_t started = ms_field(in, "started_ms");
+  int64_t ended = ms_field(in, "ended_ms");
+  int64_t wake = ms_field(in, "wake_ms");
+  field(out, "created", iso_time(a, created));
+  field(out, "started", iso_time(a, started));
+  if (ended != NO_TIME) {
+    snprintf(line, sizeof line, "%s (took %s)", iso_time(a, ended),
+             took(b, started != NO_TIME ? started : created, ended));
+    field(out, "ended", line);
+  } else {
+    field(out, "ended", "-");
+  }
+  if (wake != NO_TIME) {
+    int later = wake > now_ms;
+    snprintf(line, sizeof line, "%s (%s%s)", iso_time(a, wake),
+             later ? "in " : "due", later ? span(b, wake - now_ms) : "");
+    field(out, "wakes", line);
+  }
+}
+
+static void header(FILE *out, const json_t *in, int64_t now_ms) {
+  describe_text(out, str_field(in, "workflow"), 0, 0);
+  fputc('/', out);
+  describe_text(out, str_field(in, "id"), 0, 0);
+  fputs("  ", out);
+  describe_text(out, str_field(in, "status"), 0, 0);
+  fputc('\n', out);
+  times(out, in, now_ms);
+  json_field(out, "params", json_object_get(in, "params"), json_text);
+  if (is_set(json_object_get(in, "output")))
+    json_field(out, "output", json_object_get(in, "output"), json_text);
+  if (is_set(json_object_get(in, "error")))
+    json_field(out, "error", json_object_get(in, "error"), error_text);
+}
+
+/* ---- steps --------------------------------------------------------------- */
+
+/* The last column: what came out of the step, or what it waits for. */
+static char *step_detail(const json_t *s) {
+  const char *status = str_field(s, "status"), *type = str_field(s, "type");
+  int64_t wake = ms_field(s, "wake_ms");
+  char t[32];
+  if (str_eq(status, "complete") && !str_eq(type, "do") &&
+      !is_set(json_object_get(s, "result")))
+    return xstrdup("-"); /* a sleep has no result */
+  if (str_eq(status, "complete"))
+    return json_text(json_object_get(s, "result"));
+  if (str_eq(status, "errored"))
+    return error_text(json_object_get(s, "error"));
+  if (!str_eq(status, "waiting") || wake == NO_TIME)
+    return xstrdup("-");
+  if (str_eq(type, "sleep"))
+    return xasprintf("until %s", iso_time(t, wake));
+  if (str_eq(type, "waitForEvent"))
+    return xasprintf("times out %s", iso_time(t, wake));
+  return xasprintf("retry at %s", iso_time(t, wake)); /* a do's back-off */
+}
+
+static void attempt_line(FILE *out, const json_t *a) {
+  char t[32], d[32];
+  int64_t started = ms_field(a, "started_ms");
+  const json_t *number = json_object_get(a, "number");
+  fprintf(out, "      attempt %-3" JSON_INTEGER_FORMAT " %s  ",
+          json_is_integer(number) ? json_integer_value(number) : 0,
+          iso_time(t, started));
+  describe_text(out, took(d, started, ms_field(a, "ended_ms")), 0, 8);
+  char *err = error_text(json_object_get(a, "error"));
+  describe_text(out, err, ERROR_WIDTH, 0);
+  free(err);
+  fputc('\n', out);
+}
+
+/* The failed attempts of one step; past ATTEMPTS_HEAD + ATTEMPTS_TAIL the
+ * middle ones fold into "... N more failed attempts". */
+static void failed_attempts(FILE *out, const json_t *attempts) {
+  size_t i, failed = 0, k = 0;
+  const json_t *a;
+  json_array_foreach(attempts, i, a) {
+    failed += is_set(json_object_get(a, "error"));
+  }
+  size_t hidden = failed > ATTEMPTS_HEAD + ATTEMPTS_TAIL
+                      ? failed - ATTEMPTS_HEAD - ATTEMPTS_TAIL : 0;
+  json_array_foreach(attempts, i, a) {
+    if (!is_set(json_object_get(a, "error")))
+      continue;
+    k++;
+    if (hidden && k > ATTEMPTS_HEAD && k <= ATTEMPTS_HEAD + hidden) {
+      if (k == ATTEMPTS_HEAD + 1)
+        fprintf(out, "      ... %zu more failed attempts\n", hidden);
+      continue;
+    }
+    attempt_line(out, a);
+  }
+}
+
+static void step_line(FILE *out, const json_t *s, size_t key_w) {
+  char buf[32];
+  const json_t *attempts = json_object_get(s, "attempts");
+  fputs("  ", out);
+  describe_text(out, str_field(s, "key"), key_w, key_w + 2);
+  describe_text(out, str_field(s, "type"), 0, 14);
+  describe_text(out, str_field(s, "status"), 0, 10);
+  if (str_eq(str_field(s, "type"), "do"))
+    snprintf(buf, sizeof buf, "%zu", json_array_size(attempts));
+  else
+    strcpy(buf, "-");
+  describe_text(out, buf, 0, 10);
+  int64_t started = ms_field(s, "started_ms"), ended = ms_field(s, "ended_ms");
+  describe_text(out, took(buf, started, ended), 0, 9);
+  char *detail = step_detail(s);
+  describe_text(out, detail, DETAIL_WIDTH, 0);
+  free(detail);
+  fputc('\n', out);
+  failed_attempts(out, attempts);
+}
+
+static void steps(FILE *out, const json_t *list) {
+  size_t i, key_w = 4;
+  const json_t *s;
+  if (json_array_size(list) == 0) {
+    fputs("\n  no steps yet\n", out);
+    return;
+  }
+  json_array_foreach(list, i, s) {
+    const char *key = str_field(s, "key");
+    size_t w = text_width(key ? key : "-");
+    key_w = w > key_w ? w : key_w;
+  }
+  key_w = key_w > KEY_WIDTH_MAX ? KEY_WIDTH_MAX : key_w;
+  fprintf(out, "\n  %-*s  %-12s  %-8s  %-8s  %-7s  %s\n", (int)key_w, "STEP",
+          "TYPE", "STATUS", "ATTEMPTS", "TOOK", "RESULT");
+  json_array_foreach(list, i, s) step_line(out, s, key_w);
+}
+
+void describe_instance(FILE *out, const json_t *inst, int64_t now_ms) {
+  header(out, inst, now_ms);
+  steps(out, json_object_get(inst, "steps"));
+}

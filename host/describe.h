@@ -1,0 +1,25 @@
+/* describe.h — renders the control plane's JSON for people: the instance
+ * list table and the `describe` report (see describe.c). */
+#ifndef DURO_DESCRIBE_H
+#define DURO_DESCRIBE_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* The describe JSON of one instance (engine.h) as a report: header, then
+ * one line per step with its failed attempts under it.  `now_ms` (Unix
+ * ms) turns a wake time into "in 3 m". */
+void describe_instance(FILE *out, const json_t *inst, int64_t now_ms);
+
+/* A list answer {"instances":[{id,status,created_ms}],"cursor"} as a
+ * table, then "next: --cursor X" when there is a next page. */
+void describe_list(FILE *out, const json_t *list);
+
+/* Prints `s` (NULL prints "-") with control characters shown as '?', cut
+ * to `max` code points with "..." (0 = no limit), then pads with spaces
+ * to `pad` code points.  Everything the server sent goes through this. */
+void describe_text(FILE *out, const char *s, size_t max, size_t pad);
+
+#endif
