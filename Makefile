@@ -27,3 +27,7 @@ clean:
 # The benchmarks (figures, not assertions); BENCH_ARGS="--csv" etc.
 bench: build
 	./build/bench/duro-bench $(BENCH_ARGS)
+
+# 100 orders end to end through the CLI (examples/demo.sh).
+demo: build
+	@examples/demo.sh
