@@ -766,8 +766,16 @@ static int parse_root(parser *p, yaml_node_t *root) {
     yaml_node_t *sec = v[sections[i].index];
     if ((rc = section_mapping(p, sec, sections[i].key)) < 0)
       return rc;
-    if (rc > 0 && (rc = parse_mapping(p, sec, sections[i].s, cfg, sv)) < 0)
+    int present = rc > 0;
+    if (present && (rc = parse_mapping(p, sec, sections[i].s, cfg, sv)) < 0)
       return rc;
+    /* http.c checks these against the bind policy later, and names them */
+    if (present && sections[i].index == ROOT_HTTP) {
+      if (sv[0])
+        cfg->http.listen_pos = pos_of(sv[0]);
+      if (sv[1])
+        cfg->http.token_env_pos = pos_of(sv[1]);
+    }
   }
 
   if ((rc = section_list(p, v[ROOT_PLUGINS], "plugins", &n)) < 0)

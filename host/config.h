@@ -67,6 +67,8 @@ typedef struct config {
     char *token_env; /* NULL = no auth */
     int allow_insecure;
     int64_t max_body_bytes; /* default 1 MiB */
+    config_pos listen_pos;    /* where listen / token_env were given */
+    config_pos token_env_pos; /* (0:0 when left to the default) */
   } http;
   struct {
     uint32_t workers;        /* activation threads, default 8 */

@@ -1132,8 +1132,9 @@ int duro_instance_list(duro_engine *e, const char *workflow, int status,
   int64_t after = 0;
   if (cursor && *cursor) {
     char *end;
+    errno = 0;
     after = strtoll(cursor, &end, 10);
-    if (*end || after <= 0)
+    if (errno || *end || after <= 0)
       return DURO_E_INVALID_ARGUMENT;
   }
   if (limit == 0 || limit > 1000)

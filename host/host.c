@@ -128,6 +128,10 @@ int host_check(const char *config_path) {
   }
   int problems = load_plugins(&h);
   unload_plugins(&h);
+  if (http_check(h.cfg, err, sizeof err) != 0) {
+    fprintf(stderr, "%s\n", err);
+    problems++;
+  }
   if (!problems)
     printf("%s: ok (%zu plugin%s)\n", config_path, h.cfg->n_plugins,
            h.cfg->n_plugins == 1 ? "" : "s");
@@ -191,20 +195,31 @@ static void raise_fd_limit(void) {
 int host_run(const char *config_path) {
   char err[1024];
   host h = {0};
-  int code = 1;
+  int code = 1, rc;
   raise_fd_limit();
   h.cfg = config_load(config_path, err, sizeof err);
   if (!h.cfg) {
     fprintf(stderr, "%s\n", err);
     return 1;
   }
-  /* Plugins first: a broken build must not create or touch the store. */
+  /* Everything that can refuse the config runs before the store is
+   * created or opened: plugins, the http policy, the bind itself. */
   if (load_plugins(&h) != 0)
     goto out;
+  if (http_check(h.cfg, err, sizeof err) != 0) {
+    fprintf(stderr, "%s\n", err);
+    goto out;
+  }
+  uv_loop_init(&h.loop);
+  h.loop.data = &h;
+  if (http_start(&h.loop, NULL, h.cfg, &h.http, err, sizeof err) != 0) {
+    fprintf(stderr, "%s\n", err);
+    goto stop;
+  }
   if (make_parent_dirs(h.cfg->storage.path) != 0) {
     fprintf(stderr, "%s: cannot create the directory for storage.path \"%s\": "
             "%s\n", config_path, h.cfg->storage.path, strerror(errno));
-    goto out;
+    goto stop;
   }
   duro_engine_options opt = {
       .db_path = h.cfg->storage.path,
@@ -216,12 +231,11 @@ int host_run(const char *config_path) {
   };
   if (duro_engine_open(&opt, &h.engine, err, sizeof err) != 0) {
     fprintf(stderr, "%s\n", err);
-    goto out;
+    goto stop;
   }
   register_workflows(&h);
+  http_attach(h.http, h.engine);
 
-  uv_loop_init(&h.loop);
-  h.loop.data = &h;
   uv_timer_init(&h.loop, &h.timer);
   uv_timer_init(&h.loop, &h.sweeper);
   uv_async_init(&h.loop, &h.rearm, on_rearm);
@@ -230,22 +244,20 @@ int host_run(const char *config_path) {
   uv_signal_start(&h.sigint, on_signal, SIGINT);
   uv_signal_start(&h.sigterm, on_signal, SIGTERM);
 
-  int rc = duro_engine_start(h.engine);
-  if (rc != 0) {
+  if ((rc = duro_engine_start(h.engine)) != 0) {
     fprintf(stderr, "duro: cannot start the engine: %s\n", duro_err_str(rc));
-  } else if (http_start(&h.loop, h.engine, h.cfg, &h.http, err, sizeof err)) {
-    fprintf(stderr, "%s\n", err);
-  } else {
-    log_info("ready: %zu plugin(s), storage %s (synchronous=%s), http on "
-             "port %d",
-             h.n_plugins, h.cfg->storage.path,
-             h.cfg->storage.synchronous_full ? "full" : "normal",
-             http_port(h.http));
-    arm_timer(&h);
-    uv_timer_start(&h.sweeper, on_sweep, 5000, 60000);
-    uv_run(&h.loop, UV_RUN_DEFAULT);
-    code = 0;
+    goto stop;
   }
+  log_info("ready: %zu plugin(s), storage %s (synchronous=%s), http on port %d",
+           h.n_plugins, h.cfg->storage.path,
+           h.cfg->storage.synchronous_full ? "full" : "normal",
+           http_port(h.http));
+  arm_timer(&h);
+  uv_timer_start(&h.sweeper, on_sweep, 5000, 60000);
+  uv_run(&h.loop, UV_RUN_DEFAULT);
+  code = 0;
+
+stop:
   /* Answers already being written go out; H2O then closes its own handles
    * (it must do so before the walk below closes the rest). */
   http_stop(h.http);
@@ -259,7 +271,6 @@ int host_run(const char *config_path) {
   uv_run(&h.loop, UV_RUN_DEFAULT);
   uv_loop_close(&h.loop);
 out:
-  duro_engine_close(h.engine);
   unload_plugins(&h);
   config_free(h.cfg);
   return code;

@@ -99,6 +99,15 @@ static int send_error(h2o_req_t *req, int status, const char *code,
   va_end(ap);
   json_t *body = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message",
                            msg);
+  if (!body) {
+    /* The message echoes the request (method, path, query), which may not
+     * be UTF-8; jansson refuses that and the reply was a 500 "{}"
+     * (test_http).  Send it with the non-ASCII bytes replaced. */
+    for (char *p = msg; *p; p++)
+      if ((unsigned char)*p >= 0x80)
+        *p = '?';
+    body = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
+  }
   free(msg);
   return send_json(req, status, body);
 }
@@ -216,9 +225,23 @@ typedef struct create_fields {
   int64_t retention_ms;
 } create_fields;
 
+static const char *read_create_fields(h2o_req_t *req, json_t *o,
+                                      create_fields *f);
+
 /* Reads {id?, params?, retention?} into f.  Returns NULL, or a message
- * (pool-allocated) saying what is wrong. */
+ * (pool-allocated) saying what is wrong; then f->params is freed (it
+ * leaked when a bad field followed "params": test_http). */
 static const char *read_create(h2o_req_t *req, json_t *o, create_fields *f) {
+  const char *bad = read_create_fields(req, o, f);
+  if (bad) {
+    free(f->params);
+    f->params = NULL;
+  }
+  return bad;
+}
+
+static const char *read_create_fields(h2o_req_t *req, json_t *o,
+                                      create_fields *f) {
   memset(f, 0, sizeof *f);
   f->retention_ms = -1;
   if (!json_is_object(o))
@@ -398,12 +421,15 @@ static int change_status(http_server *s, h2o_req_t *req, const char *wf,
     uint32_t n = count ? (uint32_t)json_integer_value(count) : 1;
     rc = duro_instance_restart(s->engine, wf, id, name, n);
     if (rc == DURO_E_CANNOT_RESTART && name) {
+      /* `name` points into `body`: format the reply before freeing it
+       * (test_http caught a use-after-free here). */
+      send_error(req, 409, duro_err_name(rc),
+                 "%s/%s cannot be restarted from step \"%s\"#%u: "
+                 "the journal has no such step, or the instance has "
+                 "not ended",
+                 wf, id, name, n);
       json_decref(body);
-      return send_error(req, 409, duro_err_name(rc),
-                        "%s/%s cannot be restarted from step \"%s\"#%u: "
-                        "the journal has no such step, or the instance has "
-                        "not ended",
-                        wf, id, name, n);
+      return 0;
     }
   } else {
     rc = -1;
@@ -603,14 +629,16 @@ static int parse_listen(const char *listen, struct sockaddr_storage *addr,
   return -1;
 }
 
-int http_start(uv_loop_t *loop, duro_engine *e, const config *cfg,
-               http_server **out, char *err, size_t errlen) {
+/* The listen address and the token the config asks for, checked against
+ * the bind policy.  *token_out is from the environment (not copied). */
+static int resolve(const config *cfg, struct sockaddr_storage *addr,
+                   const char **token_out, char *err, size_t errlen) {
   const char *listen = cfg->http.listen ? cfg->http.listen : "127.0.0.1:8787";
-  struct sockaddr_storage addr;
   int loopback = 0;
-  if (parse_listen(listen, &addr, &loopback) != 0) {
-    snprintf(err, errlen, "%s: http.listen \"%s\" is not host:port",
-             cfg->file, listen);
+  const config_pos *lp = &cfg->http.listen_pos, *tp = &cfg->http.token_env_pos;
+  if (parse_listen(listen, addr, &loopback) != 0) {
+    snprintf(err, errlen, "%s:%d:%d: http.listen \"%s\" is not host:port",
+             cfg->file, lp->line, lp->column, listen);
     return -1;
   }
   const char *token = NULL;
@@ -618,18 +646,37 @@ int http_start(uv_loop_t *loop, duro_engine *e, const config *cfg,
     token = getenv(cfg->http.token_env);
     if (!token || !*token) {
       snprintf(err, errlen,
-               "%s: http.token_env names %s, which is not set or empty",
-               cfg->file, cfg->http.token_env);
+               "%s:%d:%d: http.token_env names %s, which is not set or empty",
+               cfg->file, tp->line, tp->column, cfg->http.token_env);
       return -1;
     }
   }
   if (!loopback && !token && !cfg->http.allow_insecure) {
     snprintf(err, errlen,
-             "%s: http.listen %s is not a loopback address: set "
+             "%s:%d:%d: http.listen %s is not a loopback address: set "
              "http.token_env (or http.allow_insecure: true)",
-             cfg->file, listen);
+             cfg->file, lp->line, lp->column, listen);
     return -1;
   }
+  *token_out = token;
+  return 0;
+}
+
+int http_check(const config *cfg, char *err, size_t errlen) {
+  struct sockaddr_storage addr;
+  const char *token;
+  return resolve(cfg, &addr, &token, err, errlen);
+}
+
+void http_attach(http_server *s, duro_engine *e) { s->engine = e; }
+
+int http_start(uv_loop_t *loop, duro_engine *e, const config *cfg,
+               http_server **out, char *err, size_t errlen) {
+  const char *listen = cfg->http.listen ? cfg->http.listen : "127.0.0.1:8787";
+  struct sockaddr_storage addr;
+  const char *token;
+  if (resolve(cfg, &addr, &token, err, errlen) != 0)
+    return -1;
 
   http_server *s = xcalloc(1, sizeof *s);
   s->engine = e;
@@ -686,7 +733,9 @@ void http_stop(http_server *s) {
 /* H2O 2.2 asserts when a context is disposed with connections still open
  * (a client holding a keep-alive connection at shutdown).  The process is
  * about to exit then, so the context is left to it, kept reachable here. */
-static http_server *left_to_exit;
+static http_server *volatile left_to_exit; /* volatile: a store to a
+   never-read static is otherwise dropped at -O2, and LSan then reported
+   the context and the open connections (test_http) */
 
 void http_free(http_server *s) {
   if (!s)

@@ -11,11 +11,18 @@
 
 typedef struct http_server http_server;
 
-/* Listens on cfg->http.listen.  Refuses a non-loopback address without a
- * token unless http.allow_insecure, and a token_env naming an unset
- * variable.  On error returns non-zero with a message in err. */
+/* Checks the http section without binding: refuses an address that is
+ * not host:port, a non-loopback address without a token unless
+ * http.allow_insecure, and a token_env naming an unset variable. */
+int http_check(const config *cfg, char *err, size_t errlen);
+
+/* Listens on cfg->http.listen (after http_check's checks).  `e` may be
+ * NULL and attached later with http_attach, before the loop runs: no
+ * request is read until then.  On error returns non-zero with a message
+ * in err (and *out, if set, is freed with http_free after the loop ran). */
 int http_start(uv_loop_t *loop, duro_engine *e, const config *cfg,
                http_server **out, char *err, size_t errlen);
+void http_attach(http_server *s, duro_engine *e);
 
 /* The port actually bound (useful with "127.0.0.1:0"). */
 int http_port(const http_server *s);

@@ -363,6 +363,15 @@ static const bad_case bad_cases[] = {
      "12:9",
      {"\"Nope\"", "class", "\"fixture\""},
      NULL, 0, 0},
+    {"non-loopback listen without a token",
+     "storage:\n"
+     "  path: @DB@\n"
+     "http:\n"
+     "  listen: 0.0.0.0:0\n" /* 4:11 */
+     "plugins:\n" PLUGIN("@FIX@/libfixture_good_v1.so") WORKFLOW("Hello"),
+     "4:11",
+     {"http.listen", "loopback", "token_env"},
+     NULL, 0, 0},
 };
 /* clang-format on */
 

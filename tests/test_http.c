@@ -1,0 +1,1914 @@
+/* test_http.c — the HTTP control plane of a real `duro run`.
+ *
+ * Every case starts DURO_BIN (fork/exec) on a config generated in a fresh
+ * temporary directory: the order-flow example (ORDERS_PLUGIN, class
+ * OrderFlow), `http.listen: 127.0.0.1:0` and `http.max_body_bytes: 1024`.
+ * The host's stdout and stderr go to a file in that directory; the case
+ * reads the ephemeral port from the line "ready: ... http on port N".
+ * Well-formed requests go through libcurl, malformed ones through raw
+ * sockets.  Every case that starts a host ends by stopping it with SIGTERM
+ * and asserting exit 0 and a stderr free of sanitizer reports.
+ *
+ *  - routes: create (with and without id, duplicate), batch, list (status
+ *    filter, limit, cursor paging), describe, PATCH status (pause, resume,
+ *    terminate, restart, restart from a step, the illegal transitions),
+ *    events, /healthz, /metrics;
+ *  - runs: an order held by its id from creation to its output, one that
+ *    errors with the plugin's message, one the reviewer rejects;
+ *  - errors: each 400/404/405/413 with {"error":{"code","message"}}, the
+ *    bearer token (401), a token_env naming an unset variable;
+ *  - bind: a public listen address without a token is refused, unless
+ *    allow_insecure;
+ *  - sweep: malformed input over raw sockets, one input per fresh host and
+ *    then all of them on one host followed by 1000 concurrent keep-alive
+ *    connections; the host answers /healthz after each and no instance
+ *    appears;
+ *  - shutdown: SIGTERM with idle and half-sent connections still open.
+ *
+ * Children are killed on every way out: the helpers SIGKILL a child past
+ * its deadline, the teardown kills one still running, the child asks for
+ * SIGKILL when its parent dies, and in fork mode Check kills the case's
+ * process group when the case ends.  All traffic is on loopback. */
+#include <check.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef DURO_BIN
+#error "build with -DDURO_BIN=\"<path of the built duro binary>\""
+#endif
+#ifndef ORDERS_PLUGIN
+#error "build with -DORDERS_PLUGIN=\"<path of liborders.so>\""
+#endif
+
+extern char **environ;
+
+#define WAIT_MS 20000     /* for a host to say ready or to exit */
+#define SETTLE_MS 20000   /* for an instance to reach a status */
+#define RAW_READ_MS 5000  /* for a raw-socket reply */
+#define N_CONCURRENT 1000 /* simultaneous connections in the sweep */
+#define MAX_BODY 1024     /* http.max_body_bytes of every generated config */
+#define WF "/workflows/order-flow/instances"
+
+/* ---- the temporary directory and cleanup ------------------------------ */
+
+/* base_dir is made by the runner process once per TCase (an unchecked
+ * fixture) and removed by it afterwards, so it goes even when a case fails
+ * (a failed assertion ends a forked case without its teardown). */
+static char base_dir[256];
+static char tmp_dir[320];
+static pid_t live_child = -1; /* a started host not yet reaped */
+
+static int rm_entry(const char *path, const struct stat *st, int flag,
+                    struct FTW *ftw) {
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  remove(path);
+  return 0;
+}
+
+static void rm_tree(char *dir) {
+  if (dir[0])
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  dir[0] = '\0';
+}
+
+static void tcase_setup(void) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(base_dir, sizeof base_dir, "%s/duro-http-XXXXXX",
+           tmp && *tmp ? tmp : "/tmp");
+  ck_assert_msg(mkdtemp(base_dir) != NULL, "mkdtemp: %s", strerror(errno));
+}
+
+static void tcase_teardown(void) { rm_tree(base_dir); }
+
+static void setup(void) {
+  snprintf(tmp_dir, sizeof tmp_dir, "%s/case-XXXXXX", base_dir);
+  ck_assert_msg(mkdtemp(tmp_dir) != NULL, "mkdtemp: %s", strerror(errno));
+}
+
+static void teardown(void) {
+  if (live_child > 0) {
+    kill(live_child, SIGKILL);
+    waitpid(live_child, NULL, 0);
+    live_child = -1;
+  }
+  rm_tree(tmp_dir);
+}
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+    ;
+}
+
+#define assert_contains(hay, needle)                                           \
+  ck_assert_msg(strstr((hay), (needle)) != NULL, "expected \"%s\" in:\n%s",    \
+                (needle), (hay))
+
+/* The whole text file, malloc'ed and NUL-terminated ("" if absent). */
+static char *slurp(const char *path) {
+  char *buf = calloc(1, 1);
+  size_t n = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return buf;
+  char chunk[65536];
+  size_t got;
+  while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
+    buf = realloc(buf, n + got + 1);
+    ck_assert(buf != NULL);
+    memcpy(buf + n, chunk, got);
+    n += got;
+    buf[n] = '\0';
+  }
+  fclose(f);
+  return buf;
+}
+
+/* The last 1500 bytes of a log: Check refuses longer failure messages. */
+static const char *tail(const char *log) {
+  size_t n = strlen(log);
+  return n > 1500 ? log + n - 1500 : log;
+}
+
+/* ---- the host ------------------------------------------------------------ */
+
+typedef struct host {
+  pid_t pid;
+  int port;
+  char config[400];
+  char log[400]; /* the child's stdout and stderr */
+} host;
+
+/* A config for the order flow: `listen`, http.max_body_bytes = MAX_BODY,
+ * and `http_extra` (lines of the http mapping, may be NULL). */
+static void write_config(host *h, const char *name, const char *listen,
+                         const char *http_extra) {
+  snprintf(h->config, sizeof h->config, "%s/%s.yaml", tmp_dir, name);
+  snprintf(h->log, sizeof h->log, "%s/%s.log", tmp_dir, name);
+  FILE *f = fopen(h->config, "w");
+  ck_assert_msg(f != NULL, "%s: %s", h->config, strerror(errno));
+  fprintf(f,
+          "storage:\n"
+          "  path: %s/var-%s/duro.db\n"
+          "  synchronous: normal\n"
+          "http:\n"
+          "  listen: %s\n"
+          "  max_body_bytes: %d\n"
+          "%s"
+          "engine:\n"
+          "  workers: 2\n"
+          "plugins:\n"
+          "  - name: orders\n"
+          "    path: %s\n"
+          "    workflows:\n"
+          "      - name: order-flow\n"
+          "        binding: ORDER_FLOW\n"
+          "        class_name: OrderFlow\n",
+          tmp_dir, name, listen, MAX_BODY, http_extra ? http_extra : "",
+          ORDERS_PLUGIN);
+  ck_assert(fclose(f) == 0);
+}
+
+/* Starts `duro run CONFIG` with `env_kv` ("NAME=value", may be NULL) added
+ * to the environment.  The environment is built before fork: the child
+ * only dups, chdirs and execs. */
+static void spawn(host *h, const char *env_kv) {
+  size_t n = 0;
+  while (environ[n])
+    n++;
+  char **envp = calloc(n + 2, sizeof *envp);
+  ck_assert(envp != NULL);
+  memcpy(envp, environ, n * sizeof *envp);
+  if (env_kv)
+    envp[n++] = (char *)env_kv;
+  const char *argv[] = {DURO_BIN, "run", h->config, NULL};
+
+  int log = open(h->log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC,
+                 0600);
+  ck_assert_msg(log >= 0, "%s: %s", h->log, strerror(errno));
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  ck_assert_msg(pid >= 0, "fork: %s", strerror(errno));
+  if (pid == 0) {
+    /* _exit, never exit: nothing of the test process's may run here. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+      _exit(127);
+    if (dup2(log, 1) < 0 || dup2(log, 2) < 0 || chdir(tmp_dir) != 0)
+      _exit(127);
+    execve(DURO_BIN, (char *const *)argv, envp);
+    dprintf(2, "exec %s: %s\n", DURO_BIN, strerror(errno));
+    _exit(127);
+  }
+  close(log);
+  free(envp);
+  live_child = pid;
+  h->pid = pid;
+  h->port = 0;
+}
+
+/* Waits for the child to exit, SIGKILLing it past `deadline` (then returns
+ * -1).  Otherwise its exit code, 128 + signal when killed. */
+static int wait_exit(host *h, int64_t deadline) {
+  int status = 0;
+  for (;;) {
+    pid_t r = waitpid(h->pid, &status, WNOHANG);
+    if (r == h->pid)
+      break;
+    ck_assert_msg(r == 0 || errno == EINTR, "waitpid: %s", strerror(errno));
+    if (now_ms() >= deadline) {
+      kill(h->pid, SIGKILL);
+      waitpid(h->pid, &status, 0);
+      live_child = -1;
+      return -1;
+    }
+    sleep_ms(10);
+  }
+  live_child = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* A sanitizer (ASan, LSan, UBSan) report in the host's output. */
+static const char *sanitizer_report(const char *log) {
+  static const char *marks[] = {"Sanitizer", "runtime error:",
+                                "SUMMARY: ", NULL};
+  for (int i = 0; marks[i]; i++)
+    if (strstr(log, marks[i]))
+      return marks[i];
+  return NULL;
+}
+
+/* Runs the host to its "ready" line and reads the port from it. */
+static void host_start_env(host *h, const char *name, const char *listen,
+                           const char *http_extra, const char *env_kv) {
+  write_config(h, name, listen, http_extra);
+  spawn(h, env_kv);
+  int64_t deadline = now_ms() + WAIT_MS;
+  for (;;) {
+    char *log = slurp(h->log);
+    const char *at = strstr(log, "http on port ");
+    if (at && strchr(at, '\n')) {
+      h->port = atoi(at + strlen("http on port "));
+      free(log);
+      ck_assert_msg(h->port > 0 && h->port < 65536, "bad port in the log");
+      return;
+    }
+    int status;
+    pid_t r = waitpid(h->pid, &status, WNOHANG);
+    if (r == h->pid) {
+      live_child = -1;
+      ck_abort_msg("duro run exited (status 0x%x) before ready:\n%s", status,
+                   tail(log));
+    }
+    if (now_ms() >= deadline) {
+      kill(h->pid, SIGKILL);
+      waitpid(h->pid, NULL, 0);
+      live_child = -1;
+      ck_abort_msg("duro run never said ready:\n%s", tail(log));
+    }
+    free(log);
+    sleep_ms(10);
+  }
+}
+
+static void host_start(host *h, const char *name) {
+  host_start_env(h, name, "127.0.0.1:0", NULL, NULL);
+}
+
+/* SIGTERM; the host must exit 0 with no sanitizer report. */
+static void host_stop(host *h) {
+  ck_assert_int_eq(kill(h->pid, SIGTERM), 0);
+  int code = wait_exit(h, now_ms() + WAIT_MS);
+  char *log = slurp(h->log);
+  if (code != 0 || sanitizer_report(log)) /* in full, for the test log */
+    fprintf(stderr, "---- %s ----\n%s---- end ----\n", h->log, log);
+  ck_assert_msg(code == 0, "exit %d after SIGTERM (-1: hung); output:\n%s",
+                code, tail(log));
+  const char *mark = sanitizer_report(log);
+  ck_assert_msg(mark == NULL, "sanitizer report (\"%s\") in:\n%s", mark,
+                tail(log));
+  assert_contains(log, "stopping");
+  free(log);
+}
+
+/* The host a case talks to through the helpers below. */
+static host H;
+
+/* ---- well-formed requests (libcurl) --------------------------------------- */
+
+typedef struct resp {
+  long status;
+  char *body;
+  size_t len;
+  char headers[8192];
+  size_t hlen;
+  json_t *json; /* the body parsed, or NULL */
+} resp;
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud) {
+  resp *r = ud;
+  size_t len = size * n;
+  r->body = realloc(r->body, r->len + len + 1);
+  ck_assert(r->body != NULL);
+  memcpy(r->body + r->len, p, len);
+  r->len += len;
+  r->body[r->len] = '\0';
+  return len;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud) {
+  resp *r = ud;
+  size_t len = size * n;
+  size_t room = sizeof r->headers - 1 - r->hlen;
+  size_t take = len < room ? len : room;
+  memcpy(r->headers + r->hlen, p, take);
+  r->hlen += take;
+  r->headers[r->hlen] = '\0';
+  return len;
+}
+
+static void resp_free(resp *r) {
+  free(r->body);
+  json_decref(r->json);
+  memset(r, 0, sizeof *r);
+}
+
+/* The value of header `name` (lowercase) in r, copied into out, or NULL. */
+static const char *resp_header(const resp *r, const char *name, char *out,
+                               size_t len) {
+  size_t nl = strlen(name);
+  for (const char *l = r->headers; l && *l;) {
+    if (!strncasecmp(l, name, nl) && l[nl] == ':') {
+      const char *v = l + nl + 1;
+      while (*v == ' ')
+        v++;
+      size_t vl = strcspn(v, "\r\n");
+      snprintf(out, len, "%.*s", (int)vl, v);
+      return out;
+    }
+    l = strchr(l, '\n');
+    if (l)
+      l++;
+  }
+  return NULL;
+}
+
+/* METHOD path to the host of the case, with `body` (NULL: none) of `blen`
+ * bytes and an Authorization header (NULL: none).  Returns the status. */
+static long request_auth(resp *r, const char *method, const char *path,
+                         const char *body, size_t blen, const char *auth) {
+  memset(r, 0, sizeof *r);
+  CURL *c = curl_easy_init();
+  ck_assert(c != NULL);
+  char url[12288];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d%s", H.port, path);
+  struct curl_slist *hdrs = NULL;
+  hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+  hdrs = curl_slist_append(hdrs, "Expect:"); /* no 100-continue round trip */
+  char authz[512];
+  if (auth) {
+    snprintf(authz, sizeof authz, "Authorization: %s", auth);
+    hdrs = curl_slist_append(hdrs, authz);
+  }
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 15000L);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+  if (body) {
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)blen);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+  }
+  if (!strcmp(method, "POST") && !body) {
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, 0L);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
+  }
+  /* The method as given, also for a GET with a body (curl would POST). */
+  if (body || strcmp(method, "GET") != 0)
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+  CURLcode rc = curl_easy_perform(c);
+  ck_assert_msg(rc == CURLE_OK, "%s %s: %s", method, path,
+                curl_easy_strerror(rc));
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+  curl_slist_free_all(hdrs);
+  curl_easy_cleanup(c);
+  if (r->body)
+    r->json = json_loadb(r->body, r->len, JSON_DECODE_ANY, NULL);
+  return r->status;
+}
+
+static long request(resp *r, const char *method, const char *path,
+                    const char *body) {
+  return request_auth(r, method, path, body, body ? strlen(body) : 0, NULL);
+}
+
+/* The member at a dotted path ("error.code", "steps"), borrowed. */
+static json_t *jget(json_t *v, const char *path) {
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", path);
+  char *save = NULL;
+  for (char *k = strtok_r(buf, ".", &save); k && v;
+       k = strtok_r(NULL, ".", &save))
+    v = json_object_get(v, k);
+  return v;
+}
+
+static const char *jstr(json_t *v, const char *path) {
+  const char *s = json_string_value(jget(v, path));
+  return s ? s : "";
+}
+
+static char *jdump(json_t *v) {
+  char *s = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+  return s ? s : strdup("(null)");
+}
+
+/* An error reply: `status`, Content-Type application/json and exactly
+ * {"error":{"code": code, "message": non-empty}}. */
+static void assert_error(const resp *r, long status, const char *code,
+                         const char *what) {
+  ck_assert_msg(r->status == status, "%s: status %ld, want %ld; body: %s",
+                what, r->status, status, r->body ? r->body : "");
+  char type[128];
+  ck_assert_msg(resp_header(r, "content-type", type, sizeof type) &&
+                    !strncmp(type, "application/json", 16),
+                "%s: content-type %s", what,
+                resp_header(r, "content-type", type, sizeof type) ? type
+                                                                  : "none");
+  ck_assert_msg(json_is_object(r->json) && json_object_size(r->json) == 1 &&
+                    json_is_object(jget(r->json, "error")) &&
+                    json_object_size(jget(r->json, "error")) == 2,
+                "%s: not {\"error\":{code,message}}: %s", what,
+                r->body ? r->body : "");
+  ck_assert_msg(!strcmp(jstr(r->json, "error.code"), code),
+                "%s: code \"%s\", want \"%s\"; body: %s", what,
+                jstr(r->json, "error.code"), code, r->body);
+  ck_assert_msg(*jstr(r->json, "error.message") != '\0',
+                "%s: empty message: %s", what, r->body);
+}
+
+#define expect_status(r, want, what)                                           \
+  ck_assert_msg((r)->status == (want), "%s: status %ld, want %d; body: %s",    \
+                (what), (r)->status, (want), (r)->body ? (r)->body : "")
+
+/* POST a create and expect 201 {id, status: queued}. */
+static void create(const char *body, const char *want_id) {
+  resp r;
+  request(&r, "POST", WF, body);
+  expect_status(&r, 201, body);
+  ck_assert_msg(json_object_size(r.json) == 2 &&
+                    !strcmp(jstr(r.json, "status"), "queued"),
+                "create %s: %s", body, r.body);
+  if (want_id)
+    ck_assert_str_eq(jstr(r.json, "id"), want_id);
+  resp_free(&r);
+}
+
+static void create_order(const char *id, double amount, int grace) {
+  char body[512];
+  snprintf(body, sizeof body,
+           "{\"id\":\"%s\",\"params\":{\"orderId\":\"7\",\"email\":\"a@b.c\","
+           "\"amount\":%g,\"graceSeconds\":%d}}",
+           id, amount, grace);
+  create(body, id);
+}
+
+/* GET the instance; the JSON is the caller's. */
+static json_t *describe(const char *id) {
+  char path[256];
+  snprintf(path, sizeof path, WF "/%s", id);
+  resp r;
+  request(&r, "GET", path, NULL);
+  expect_status(&r, 200, path);
+  json_t *j = json_incref(r.json);
+  resp_free(&r);
+  return j;
+}
+
+/* Polls the instance until its status is one of `want` ("a|b|c"); fails
+ * after SETTLE_MS.  Returns the last description (caller's). */
+static json_t *wait_status(const char *id, const char *want) {
+  int64_t deadline = now_ms() + SETTLE_MS;
+  for (;;) {
+    json_t *d = describe(id);
+    const char *st = jstr(d, "status");
+    char pat[128], one[40];
+    snprintf(pat, sizeof pat, "|%s|", want);
+    snprintf(one, sizeof one, "|%s|", st);
+    if (*st && strstr(pat, one))
+      return d;
+    if (now_ms() >= deadline) {
+      char *text = jdump(d);
+      ck_abort_msg("%s: status never became %s; last: %s", id, want, text);
+    }
+    json_decref(d);
+    sleep_ms(20);
+  }
+}
+
+/* The step with key `key` ("charge card#1") in a description, borrowed. */
+static json_t *step_of(json_t *d, const char *key) {
+  size_t i;
+  json_t *s;
+  json_array_foreach(jget(d, "steps"), i, s) if (!strcmp(jstr(s, "key"), key))
+      return s;
+  return NULL;
+}
+
+/* PATCH .../{id}/status with `body`; returns the reply (caller frees). */
+static void patch_status(resp *r, const char *id, const char *body) {
+  char path[256];
+  snprintf(path, sizeof path, WF "/%s/status", id);
+  request(r, "PATCH", path, body);
+}
+
+static void patch_ok(const char *id, const char *body, const char *want) {
+  resp r;
+  patch_status(&r, id, body);
+  expect_status(&r, 200, body);
+  char pat[128], one[40];
+  snprintf(pat, sizeof pat, "|%s|", want);
+  snprintf(one, sizeof one, "|%s|", jstr(r.json, "status"));
+  ck_assert_msg(!strcmp(jstr(r.json, "id"), id) && strstr(pat, one),
+                "PATCH %s %s: %s, want status %s", id, body, r.body, want);
+  resp_free(&r);
+}
+
+static void patch_refused(const char *id, const char *body, const char *code) {
+  resp r;
+  patch_status(&r, id, body);
+  char what[256];
+  snprintf(what, sizeof what, "PATCH %s %s", id, body);
+  assert_error(&r, 409, code, what);
+  resp_free(&r);
+}
+
+/* How many instances GET list reports (all statuses). */
+static size_t instance_count(void) {
+  resp r;
+  request(&r, "GET", WF "?limit=1000", NULL);
+  expect_status(&r, 200, "list");
+  size_t n = json_array_size(jget(r.json, "instances"));
+  ck_assert_msg(json_is_array(jget(r.json, "instances")), "list: %s", r.body);
+  resp_free(&r);
+  return n;
+}
+
+static void assert_healthy(const char *after) {
+  resp r;
+  request(&r, "GET", "/healthz", NULL);
+  ck_assert_msg(r.status == 200 && !strcmp(jstr(r.json, "status"), "ok"),
+                "after %s: /healthz %ld %s", after, r.status,
+                r.body ? r.body : "");
+  resp_free(&r);
+}
+
+/* ---- 1. every route --------------------------------------------------------- */
+
+START_TEST(create_with_and_without_id) {
+  host_start(&H, "h");
+  create("{\"id\":\"c1\",\"params\":{\"orderId\":\"1\",\"email\":\"a@b.c\","
+         "\"amount\":1}}",
+         "c1");
+  /* Ids up to 100 characters, with every allowed punctuation. */
+  char body[256];
+  snprintf(body, sizeof body, "{\"id\":\"%.*s\"}", 100,
+           "A-z_0.9:xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+           "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
+  create(body, NULL);
+  create("{\"id\":\"c2\",\"retention\":\"2d\"}", "c2");
+  create("{\"id\":\"c3\",\"retention\":5000,\"params\":[1,2]}", "c3");
+
+  /* Without an id: a random one, different each time; no body at all is
+   * the same as {}. */
+  char ids[3][128];
+  const char *bodies[] = {"{\"params\":{\"orderId\":\"2\"}}", "{}", NULL};
+  for (int i = 0; i < 3; i++) {
+    resp r;
+    request(&r, "POST", WF, bodies[i]);
+    expect_status(&r, 201, bodies[i] ? bodies[i] : "(no body)");
+    snprintf(ids[i], sizeof ids[i], "%s", jstr(r.json, "id"));
+    ck_assert_msg(strlen(ids[i]) >= 8 && strlen(ids[i]) <= 100 &&
+                      strspn(ids[i], "abcdefghijklmnopqrstuvwxyz"
+                                     "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-") ==
+                          strlen(ids[i]),
+                  "random id: %s", r.body);
+    ck_assert_str_eq(jstr(r.json, "status"), "queued");
+    resp_free(&r);
+    json_t *d = describe(ids[i]);
+    ck_assert_str_eq(jstr(d, "id"), ids[i]);
+    json_decref(d);
+  }
+  ck_assert_str_ne(ids[0], ids[1]);
+  ck_assert_str_ne(ids[1], ids[2]);
+
+  /* A duplicate: 409 naming the instance, and the first one untouched. */
+  resp r;
+  request(&r, "POST", WF, "{\"id\":\"c1\",\"params\":{\"other\":true}}");
+  assert_error(&r, 409, "instance.already_exists", "duplicate");
+  assert_contains(jstr(r.json, "error.message"), "order-flow/c1");
+  resp_free(&r);
+  json_t *d = describe("c1");
+  ck_assert_str_eq(jstr(d, "params.orderId"), "1");
+  json_decref(d);
+  ck_assert_int_eq(instance_count(), 7);
+  host_stop(&H);
+}
+END_TEST
+
+START_TEST(batch_create) {
+  host_start(&H, "h");
+  create("{\"id\":\"b-old\"}", "b-old");
+  resp r;
+  request(&r, "POST", WF "/batch",
+          "{\"instances\":[{\"id\":\"b1\"},"
+          "{\"id\":\"b2\",\"params\":{\"orderId\":\"2\"}},"
+          "{\"id\":\"b1\"},"
+          "{\"id\":\"b-old\"},"
+          "{}]}");
+  expect_status(&r, 200, "batch");
+  ck_assert_msg(json_object_size(r.json) == 2, "batch: %s", r.body);
+  json_t *created = jget(r.json, "created"), *errors = jget(r.json, "errors");
+  ck_assert_msg(json_array_size(created) == 3 && json_array_size(errors) == 2,
+                "batch: %s", r.body);
+  ck_assert_str_eq(jstr(json_array_get(created, 0), "id"), "b1");
+  ck_assert_str_eq(jstr(json_array_get(created, 1), "id"), "b2");
+  const char *random_id = jstr(json_array_get(created, 2), "id");
+  ck_assert_msg(*random_id, "batch: no random id: %s", r.body);
+
+  struct {
+    int index;
+    const char *id, *code;
+  } want[] = {{2, "b1", "instance.duplicate_in_batch"},
+              {3, "b-old", "instance.already_exists"}};
+  for (int i = 0; i < 2; i++) {
+    json_t *e = json_array_get(errors, (size_t)i);
+    ck_assert_msg(json_integer_value(jget(e, "index")) == want[i].index &&
+                      !strcmp(jstr(e, "id"), want[i].id) &&
+                      !strcmp(jstr(e, "code"), want[i].code) &&
+                      *jstr(e, "message"),
+                  "batch error %d: %s", i, r.body);
+    /* The engine's internal "rc" does not leak; nothing else is there. */
+    ck_assert_msg(jget(e, "rc") == NULL && json_object_size(e) == 4,
+                  "batch error %d has extra fields: %s", i, r.body);
+  }
+  json_t *d = describe("b2");
+  ck_assert_str_eq(jstr(d, "params.orderId"), "2");
+  json_decref(d);
+  d = describe(random_id);
+  json_decref(d);
+  resp_free(&r);
+  ck_assert_int_eq(instance_count(), 4);
+
+  /* Refused batches create nothing. */
+  char big[1024];
+  size_t o = (size_t)snprintf(big, sizeof big, "{\"instances\":[");
+  for (int i = 0; i < 101; i++)
+    o += (size_t)snprintf(big + o, sizeof big - o, "%s{}", i ? "," : "");
+  snprintf(big + o, sizeof big - o, "]}");
+  const struct {
+    const char *body;
+    const char *code;
+  } bad[] = {
+      {"{\"instances\":[]}", "request.invalid"},
+      {big, "request.invalid"},
+      {"{\"instances\":[{\"id\":\"ok1\"},{\"id\":5}]}", "request.invalid"},
+      {"{\"instances\":[{\"id\":\"ok2\"},{\"nope\":1}]}", "request.invalid"},
+      {"{\"instances\":[{\"id\":\"ok3\"}],\"extra\":1}", "request.invalid"},
+      {"{\"instances\":{}}", "request.invalid"},
+      {"[{\"id\":\"ok4\"}]", "request.invalid"},
+      {"{\"instances\":[{\"id\":\"ok5\"}", "request.invalid_json"},
+      {NULL, "request.invalid_json"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    request(&r, "POST", WF "/batch", bad[i].body);
+    assert_error(&r, 400, bad[i].code, bad[i].body ? bad[i].body : "(none)");
+    resp_free(&r);
+  }
+  /* An invalid id inside a batch is reported per instance. */
+  request(&r, "POST", WF "/batch",
+          "{\"instances\":[{\"id\":\"a b\"},{\"id\":\"ok6\"}]}");
+  expect_status(&r, 200, "batch with an invalid id");
+  ck_assert_msg(json_array_size(jget(r.json, "created")) == 1 &&
+                    json_array_size(jget(r.json, "errors")) == 1 &&
+                    !strcmp(jstr(json_array_get(jget(r.json, "errors"), 0),
+                                 "code"),
+                            "instance.invalid_id"),
+                "batch with an invalid id: %s", r.body);
+  resp_free(&r);
+  ck_assert_int_eq(instance_count(), 5);
+  host_stop(&H);
+}
+END_TEST
+
+/* The ids of a list reply, appended to `seen` ("|id|id|..."). */
+static size_t collect_ids(json_t *list, char *seen, size_t len) {
+  size_t i, n = 0;
+  json_t *it;
+  json_array_foreach(jget(list, "instances"), i, it) {
+    char key[128];
+    snprintf(key, sizeof key, "|%s|", jstr(it, "id"));
+    ck_assert_msg(strstr(seen, key) == NULL, "id %s listed twice", key);
+    size_t o = strlen(seen);
+    snprintf(seen + o, len - o, "%s", key + 1); /* seen starts with "|" */
+    ck_assert_msg(*jstr(it, "status") &&
+                      json_is_integer(jget(it, "created_ms")),
+                  "list entry without status or created_ms");
+    n++;
+  }
+  return n;
+}
+
+/* Pages through GET list with `query` ("status=errored&") by `limit`;
+ * returns how many; `seen` gets the ids, each once, in order: "|a|b|". */
+static size_t page_all(const char *query, int limit, char *seen, size_t len,
+                       int *pages) {
+  snprintf(seen, len, "|");
+  char cursor[64] = "";
+  size_t total = 0;
+  *pages = 0;
+  for (int guard = 0; guard < 50; guard++) {
+    char path[256];
+    snprintf(path, sizeof path, WF "?%slimit=%d%s%s", query, limit,
+             cursor[0] ? "&cursor=" : "", cursor);
+    resp r;
+    request(&r, "GET", path, NULL);
+    expect_status(&r, 200, path);
+    size_t n = collect_ids(r.json, seen, len);
+    ck_assert_msg(n <= (size_t)limit, "%s: %zu > limit", path, n);
+    total += n;
+    (*pages)++;
+    json_t *c = jget(r.json, "cursor");
+    if (!json_is_string(c)) {
+      ck_assert_msg(c == NULL || json_is_null(c), "%s: cursor %s", path,
+                    r.body);
+      resp_free(&r);
+      return total;
+    }
+    ck_assert_msg(n == (size_t)limit, "%s: a cursor after a short page: %s",
+                  path, r.body);
+    snprintf(cursor, sizeof cursor, "%s", json_string_value(c));
+    resp_free(&r);
+  }
+  ck_abort_msg("paging did not end after 50 pages");
+  return 0;
+}
+
+START_TEST(list_filter_and_paging) {
+  host_start(&H, "h");
+  /* Five that error at once (amount 0), two that wait for the review. */
+  char id[32];
+  for (int i = 0; i < 5; i++) {
+    snprintf(id, sizeof id, "e%d", i);
+    create_order(id, 0, 1);
+  }
+  create_order("w0", 5, 1);
+  create_order("w1", 5, 1);
+  for (int i = 0; i < 5; i++) {
+    snprintf(id, sizeof id, "e%d", i);
+    json_decref(wait_status(id, "errored"));
+  }
+  json_decref(wait_status("w0", "waiting"));
+  json_decref(wait_status("w1", "waiting"));
+
+  char seen[1024];
+  int pages;
+  /* The five errored ones by 2: 2 + 2 + 1, newest first, each once. */
+  ck_assert_int_eq(page_all("status=errored&", 2, seen, sizeof seen, &pages),
+                   5);
+  ck_assert_int_eq(pages, 3);
+  ck_assert_str_eq(seen, "|e4|e3|e2|e1|e0|");
+  ck_assert_int_eq(page_all("status=waiting&", 2, seen, sizeof seen, &pages),
+                   2);
+  ck_assert_str_eq(seen, "|w1|w0|");
+  ck_assert_int_eq(page_all("status=complete&", 2, seen, sizeof seen, &pages),
+                   0);
+  ck_assert_int_eq(page_all("", 3, seen, sizeof seen, &pages), 7);
+  ck_assert_str_eq(seen, "|w1|w0|e4|e3|e2|e1|e0|");
+  ck_assert_int_eq(page_all("status=&", 1000, seen, sizeof seen, &pages), 7);
+  ck_assert_int_eq(pages, 1);
+
+  /* The statuses listed are those of the filter. */
+  resp r;
+  request(&r, "GET", WF "?status=errored&limit=1", NULL);
+  expect_status(&r, 200, "list errored");
+  ck_assert_str_eq(jstr(json_array_get(jget(r.json, "instances"), 0),
+                        "status"),
+                   "errored");
+  resp_free(&r);
+
+  const char *bad[] = {"?limit=0",      "?limit=1001", "?limit=abc",
+                       "?limit=",       "?limit=-1",   "?status=bogus",
+                       "?cursor=abc",   "?cursor=-3",  "?cursor=1x"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char path[128];
+    snprintf(path, sizeof path, WF "%s", bad[i]);
+    request(&r, "GET", path, NULL);
+    assert_error(&r, 400, "request.invalid", path);
+    resp_free(&r);
+  }
+  host_stop(&H);
+}
+END_TEST
+
+START_TEST(describe_instance) {
+  host_start(&H, "h");
+  create_order("d1", 5, 1);
+  json_t *d = wait_status("d1", "waiting");
+  char *text = jdump(d);
+  ck_assert_msg(!strcmp(jstr(d, "id"), "d1") &&
+                    !strcmp(jstr(d, "workflow"), "order-flow"),
+                "%s", text);
+  json_t *want = json_loads("{\"orderId\":\"7\",\"email\":\"a@b.c\","
+                            "\"amount\":5,\"graceSeconds\":1}",
+                            0, NULL);
+  ck_assert_msg(json_equal(jget(d, "params"), want), "params: %s", text);
+  json_decref(want);
+  ck_assert_msg(json_is_null(jget(d, "output")) &&
+                    json_is_null(jget(d, "error")) &&
+                    json_is_integer(jget(d, "created_ms")) &&
+                    json_is_integer(jget(d, "started_ms")) &&
+                    json_is_null(jget(d, "ended_ms")),
+                "%s", text);
+  ck_assert_msg(json_array_size(jget(d, "steps")) == 3, "steps: %s", text);
+
+  static const struct {
+    const char *key, *type, *status;
+    size_t attempts;
+  } steps[] = {{"reserve stock#1", "do", "complete", 1},
+               {"charge card#1", "do", "complete", 1},
+               {"manual review#1", "waitForEvent", "waiting", 0}};
+  for (size_t i = 0; i < 3; i++) {
+    json_t *s = json_array_get(jget(d, "steps"), i);
+    ck_assert_msg(!strcmp(jstr(s, "key"), steps[i].key) &&
+                      !strcmp(jstr(s, "type"), steps[i].type) &&
+                      !strcmp(jstr(s, "status"), steps[i].status) &&
+                      json_array_size(jget(s, "attempts")) ==
+                          steps[i].attempts,
+                  "step %zu: %s", i, text);
+    if (steps[i].attempts) {
+      json_t *a = json_array_get(jget(s, "attempts"), 0);
+      ck_assert_msg(json_integer_value(jget(a, "number")) == 1 &&
+                        json_is_null(jget(a, "error")) &&
+                        json_is_integer(jget(a, "started_ms")) &&
+                        json_is_integer(jget(a, "ended_ms")) &&
+                        json_is_string(jget(a, "build")),
+                    "attempt of %s: %s", steps[i].key, text);
+    }
+  }
+  ck_assert_msg(json_real_value(jget(step_of(d, "charge card#1"),
+                                     "result.amount")) == 5.0 &&
+                    !strcmp(jstr(step_of(d, "charge card#1"),
+                                 "result.idempotencyKey"),
+                            "d1/charge card#1"),
+                "charge result: %s", text);
+  free(text);
+  json_decref(d);
+  host_stop(&H);
+}
+END_TEST
+
+START_TEST(status_transitions) {
+  host_start(&H, "h");
+  create_order("t1", 5, 1);
+  json_decref(wait_status("t1", "waiting"));
+
+  /* waiting: resume and restart are illegal. */
+  patch_refused("t1", "{\"status\":\"resume\"}", "instance.cannot_resume");
+  patch_refused("t1", "{\"status\":\"restart\"}", "instance.cannot_restart");
+
+  /* pause (twice: idempotent), then resume runs it back to its wait. */
+  patch_ok("t1", "{\"status\":\"pause\"}", "paused");
+  patch_ok("t1", "{\"status\":\"pause\"}", "paused");
+  json_decref(wait_status("t1", "paused"));
+  patch_ok("t1", "{\"status\":\"resume\"}", "queued|running|waiting");
+  json_decref(wait_status("t1", "waiting"));
+
+  /* terminate; then nothing but restart. */
+  patch_ok("t1", "{\"status\":\"terminate\"}", "terminated");
+  json_t *before = wait_status("t1", "terminated");
+  patch_refused("t1", "{\"status\":\"terminate\"}",
+                "instance.cannot_terminate");
+  patch_refused("t1", "{\"status\":\"pause\"}", "instance.cannot_pause");
+  patch_refused("t1", "{\"status\":\"resume\"}", "instance.cannot_resume");
+  patch_refused("t1", "{\"status\":\"restart\",\"from\":{\"name\":\"no such "
+                      "step\"}}",
+                "instance.cannot_restart");
+  patch_refused("t1", "{\"status\":\"restart\",\"from\":{\"name\":\"charge "
+                      "card\",\"count\":2}}",
+                "instance.cannot_restart");
+
+  /* Restart from "charge card": "reserve stock" is kept as journaled. */
+  patch_ok("t1", "{\"status\":\"restart\",\"from\":{\"name\":\"charge card\"}}",
+           "queued|running|waiting");
+  json_t *after = wait_status("t1", "waiting");
+  char *b = jdump(before), *a = jdump(after);
+  ck_assert_msg(json_equal(step_of(before, "reserve stock#1"),
+                           step_of(after, "reserve stock#1")),
+                "reserve stock changed:\n%s\n%s", b, a);
+  ck_assert_msg(step_of(after, "charge card#1") &&
+                    !strcmp(jstr(step_of(after, "charge card#1"), "status"),
+                            "complete") &&
+                    step_of(after, "manual review#1"),
+                "after restart: %s", a);
+  free(b);
+  free(a);
+  json_decref(before);
+  json_decref(after);
+
+  /* A restart of everything from an ended instance. */
+  patch_ok("t1", "{\"status\":\"terminate\"}", "terminated");
+  patch_ok("t1", "{\"status\":\"restart\"}", "queued|running|waiting");
+  json_decref(wait_status("t1", "waiting"));
+
+  /* Malformed PATCH bodies. */
+  static const char *bad[] = {
+      "{\"status\":\"fly\"}",
+      "{}",
+      "{\"status\":5}",
+      "[\"pause\"]",
+      "{\"status\":\"restart\",\"from\":\"charge card\"}",
+      "{\"status\":\"restart\",\"from\":{\"count\":1}}",
+      "{\"status\":\"restart\",\"from\":{\"name\":\"charge card\",\"count\":0}}",
+      "{\"status\":\"restart\",\"from\":{\"name\":\"charge card\",\"count\":"
+      "\"1\"}}",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    resp r;
+    patch_status(&r, "t1", bad[i]);
+    assert_error(&r, 400, "request.invalid", bad[i]);
+    resp_free(&r);
+  }
+  resp r;
+  patch_status(&r, "t1", NULL);
+  assert_error(&r, 400, "request.invalid_json", "PATCH without a body");
+  resp_free(&r);
+  patch_status(&r, "t1", "{\"status\":");
+  assert_error(&r, 400, "request.invalid_json", "PATCH truncated");
+  resp_free(&r);
+  json_decref(wait_status("t1", "waiting"));
+  host_stop(&H);
+}
+END_TEST
+
+START_TEST(events_move_instances_on) {
+  host_start(&H, "h");
+  create_order("ev1", 5, 3600);
+  json_decref(wait_status("ev1", "waiting"));
+  resp r;
+  request(&r, "POST", WF "/ev1/events/approval", "{\"approved\":true}");
+  expect_status(&r, 202, "event");
+  ck_assert_msg(!strcmp(jstr(r.json, "id"), "ev1") &&
+                    !strcmp(jstr(r.json, "type"), "approval"),
+                "event reply: %s", r.body);
+  resp_free(&r);
+  /* It moves on: the review is journaled with the payload, the instance
+   * sleeps its grace period. */
+  int64_t deadline = now_ms() + SETTLE_MS;
+  for (;;) {
+    json_t *d = describe("ev1");
+    json_t *s = step_of(d, "manual review#1");
+    json_t *g = step_of(d, "grace period#1");
+    if (s && !strcmp(jstr(s, "status"), "complete") && g) {
+      char *text = jdump(d);
+      ck_assert_msg(json_is_true(jget(s, "result.payload.approved")) &&
+                        !strcmp(jstr(s, "result.type"), "approval") &&
+                        !strcmp(jstr(g, "type"), "sleep"),
+                    "%s", text);
+      free(text);
+      json_decref(d);
+      break;
+    }
+    if (now_ms() >= deadline) {
+      char *text = jdump(d);
+      ck_abort_msg("the event did not move ev1 on: %s", text);
+    }
+    json_decref(d);
+    sleep_ms(20);
+  }
+  json_decref(wait_status("ev1", "waiting"));
+
+  /* An event sent before the instance waits is kept for it; an event of
+   * another type does not wake it; an empty body is a null payload. */
+  create_order("ev2", 5, 0);
+  request(&r, "POST", WF "/ev2/events/unrelated", NULL);
+  expect_status(&r, 202, "unrelated event");
+  resp_free(&r);
+  request(&r, "POST", WF "/ev2/events/approval", "{\"approved\":true}");
+  expect_status(&r, 202, "early event");
+  resp_free(&r);
+  json_t *d = wait_status("ev2", "complete|errored");
+  ck_assert_str_eq(jstr(d, "status"), "complete");
+  json_decref(d);
+
+  /* Errors. */
+  request(&r, "POST", WF "/ghost/events/approval", "{}");
+  assert_error(&r, 404, "instance.not_found", "event to an unknown id");
+  resp_free(&r);
+  request(&r, "POST", WF "/ev1/events/a%20b", "{}");
+  assert_error(&r, 400, "request.invalid", "event type with a space");
+  resp_free(&r);
+  request(&r, "POST", WF "/ev1/events/approval", "{\"approved\":");
+  assert_error(&r, 400, "request.invalid_json", "truncated payload");
+  resp_free(&r);
+  host_stop(&H);
+}
+END_TEST
+
+START_TEST(healthz_and_metrics) {
+  host_start(&H, "h");
+  resp r;
+  request(&r, "GET", "/healthz", NULL);
+  expect_status(&r, 200, "healthz");
+  ck_assert_str_eq(jstr(r.json, "status"), "ok");
+  resp_free(&r);
+
+  create_order("m1", 5, 1);
+  create_order("m2", 0, 1);
+  json_decref(wait_status("m1", "waiting"));
+  json_decref(wait_status("m2", "errored"));
+  request(&r, "GET", "/metrics", NULL);
+  expect_status(&r, 200, "metrics");
+  char type[128];
+  ck_assert_msg(resp_header(&r, "content-type", type, sizeof type) &&
+                    !strncmp(type, "text/plain", 10),
+                "metrics content-type");
+  static const char *want[] = {
+      "duro_instances{workflow=\"order-flow\",status=\"waiting\"} 1\n",
+      "duro_instances{workflow=\"order-flow\",status=\"errored\"} 1\n",
+      "# TYPE duro_steps_completed_total counter\n",
+      "\nduro_steps_completed_total 3\n", /* 2 for m1, 1 for m2 */
+      "\nduro_instances_created_total 2\n",
+      "# TYPE duro_step_attempt_seconds histogram\n",
+      "duro_step_attempt_seconds_bucket{le=\"+Inf\"} 4\n",
+      "\nduro_step_attempt_seconds_count 4\n",
+      "\nduro_step_attempt_seconds_sum ",
+      "# TYPE duro_journal_commit_seconds histogram\n",
+      "duro_journal_commit_seconds_bucket{le=\"+Inf\"} ",
+      "\nduro_journal_commit_seconds_count ",
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    assert_contains(r.body, want[i]);
+  resp_free(&r);
+  host_stop(&H);
+}
+END_TEST
+
+/* ---- 2. a run held by its id ------------------------------------------------ */
+
+START_TEST(order_completes_by_id) {
+  host_start(&H, "h");
+  create("{\"id\":\"order-7\",\"params\":{\"orderId\":\"7\",\"email\":"
+         "\"a@b.c\",\"amount\":5,\"graceSeconds\":1}}",
+         "order-7");
+  json_decref(wait_status("order-7", "waiting"));
+  resp r;
+  request(&r, "POST", WF "/order-7/events/approval", "{\"approved\":true}");
+  expect_status(&r, 202, "approval");
+  resp_free(&r);
+  json_t *d = wait_status("order-7", "complete|errored|terminated");
+  char *text = jdump(d);
+  ck_assert_msg(!strcmp(jstr(d, "status"), "complete"), "%s", text);
+  ck_assert_msg(!strcmp(jstr(d, "output.orderId"), "7") &&
+                    json_is_true(jget(d, "output.approved")) &&
+                    json_is_object(jget(d, "output.charge")) &&
+                    json_real_value(jget(d, "output.charge.amount")) == 5.0 &&
+                    !strcmp(jstr(d, "output.charge.currency"), "EUR") &&
+                    !strncmp(jstr(d, "output.charge.chargeId"), "ch_", 3) &&
+                    !strcmp(jstr(d, "output.charge.idempotencyKey"),
+                            "order-7/charge card#1"),
+                "output: %s", text);
+  ck_assert_msg(json_is_null(jget(d, "error")) &&
+                    json_is_integer(jget(d, "ended_ms")) &&
+                    json_array_size(jget(d, "steps")) == 5,
+                "%s", text);
+  free(text);
+  json_decref(d);
+  host_stop(&H);
+}
+END_TEST
+
+START_TEST(order_errors_with_plugin_message) {
+  host_start(&H, "h");
+  create("{\"id\":\"order-0\",\"params\":{\"orderId\":\"7\",\"email\":"
+         "\"a@b.c\",\"amount\":0,\"graceSeconds\":1}}",
+         "order-0");
+  json_t *d = wait_status("order-0", "complete|errored|terminated");
+  char *text = jdump(d);
+  ck_assert_msg(!strcmp(jstr(d, "status"), "errored") &&
+                    json_is_null(jget(d, "output")) &&
+                    !strcmp(jstr(d, "error.message"),
+                            "amount must be positive, got 0.00") &&
+                    !strcmp(jstr(d, "error.name"), "NonRetryableError"),
+                "%s", text);
+  json_t *s = step_of(d, "charge card#1");
+  ck_assert_msg(s && !strcmp(jstr(s, "status"), "errored") &&
+                    json_array_size(jget(s, "attempts")) == 1,
+                "%s", text);
+  free(text);
+  json_decref(d);
+  /* An ended instance cannot be paused. */
+  patch_refused("order-0", "{\"status\":\"pause\"}", "instance.cannot_pause");
+  host_stop(&H);
+}
+END_TEST
+
+START_TEST(order_rejected_by_review) {
+  host_start(&H, "h");
+  create_order("order-r", 5, 1);
+  json_decref(wait_status("order-r", "waiting"));
+  resp r;
+  request(&r, "POST", WF "/order-r/events/approval",
+          "{\"approved\":false,\"reason\":\"fraud \\\"x\\\"\"}");
+  expect_status(&r, 202, "rejection");
+  resp_free(&r);
+  json_t *d = wait_status("order-r", "complete|errored|terminated");
+  char *text = jdump(d);
+  ck_assert_msg(!strcmp(jstr(d, "status"), "complete") &&
+                    json_is_false(jget(d, "output.approved")) &&
+                    !strcmp(jstr(d, "output.reason"), "rejected: fraud \"x\""),
+                "%s", text);
+  free(text);
+  json_decref(d);
+  host_stop(&H);
+}
+END_TEST
+
+/* ---- 3. errors ---------------------------------------------------------------- */
+
+typedef struct err_case {
+  const char *method, *path, *body;
+  long status;
+  const char *code;
+  const char *allow; /* the Allow header of a 405 */
+} err_case;
+
+#define ID101                                                                  \
+  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" \
+  "aaaaaaaaaaaaaaaaaaaaaaaaaaa"
+
+/* clang-format off */
+static const err_case err_cases[] = {
+    /* 400: the body */
+    {"POST", WF, "{\"id\":\"x\"", 400, "request.invalid_json", NULL},
+    {"POST", WF, "{\"id\":\"x\",}", 400, "request.invalid_json", NULL},
+    {"POST", WF, "{\"id\":\"x\",\"id\":\"y\"}", 400, "request.invalid_json", NULL},
+    {"POST", WF, "{\"id\":\"\xff\"}", 400, "request.invalid_json", NULL},
+    {"POST", WF, "{\"id\":5}", 400, "request.invalid", NULL},
+    {"POST", WF, "{\"id\":null}", 400, "request.invalid", NULL},
+    {"POST", WF, "{\"retention\":\"soon\"}", 400, "request.invalid", NULL},
+    {"POST", WF, "{\"retention\":-5}", 400, "request.invalid", NULL},
+    {"POST", WF, "{\"retention\":true}", 400, "request.invalid", NULL},
+    /* params parsed before the bad field (the params must not leak) */
+    {"POST", WF, "{\"params\":{\"a\":1},\"retention\":\"soon\"}", 400, "request.invalid", NULL},
+    {"POST", WF, "{\"params\":{\"a\":1},\"id\":7}", 400, "request.invalid", NULL},
+    {"POST", WF, "{\"params\":{\"a\":1},\"idd\":\"x\"}", 400, "request.invalid", NULL},
+    {"POST", WF, "{\"idd\":\"x\"}", 400, "request.invalid", NULL},
+    {"POST", WF, "[1,2]", 400, "request.invalid", NULL},
+    {"POST", WF, "\"c9\"", 400, "request.invalid", NULL},
+    {"POST", WF, "{\"id\":\"a b\"}", 400, "instance.invalid_id", NULL},
+    {"POST", WF, "{\"id\":\"" ID101 "\"}", 400, "instance.invalid_id", NULL},
+    {"POST", WF, "{\"id\":\"../x\"}", 400, "instance.invalid_id", NULL},
+    {"POST", WF, "{\"id\":\"x/y\"}", 400, "instance.invalid_id", NULL},
+    {"POST", WF, "{\"id\":\"\"}", 400, "instance.invalid_id", NULL},
+    {"POST", WF, "{\"id\":\"caf\xc3\xa9\"}", 400, "instance.invalid_id", NULL},
+    {"GET", WF "/a%20b", NULL, 400, "instance.invalid_id", NULL},
+    {"GET", WF "/" ID101, NULL, 400, "instance.invalid_id", NULL},
+    /* 404 */
+    {"POST", "/workflows/nope/instances", "{}", 404, "workflow.not_found", NULL},
+    {"GET", "/workflows/nope/instances", NULL, 404, "workflow.not_found", NULL},
+    {"GET", "/workflows/nope/instances/x1", NULL, 404, "workflow.not_found", NULL},
+    {"POST", "/workflows/nope/instances/batch", "{\"instances\":[{}]}", 404, "workflow.not_found", NULL},
+    {"GET", WF "/ghost", NULL, 404, "instance.not_found", NULL},
+    {"PATCH", WF "/ghost/status", "{\"status\":\"pause\"}", 404, "instance.not_found", NULL},
+    {"PATCH", WF "/ghost/status", "{\"status\":\"restart\"}", 404, "instance.not_found", NULL},
+    {"POST", WF "/ghost/events/approval", "{}", 404, "instance.not_found", NULL},
+    {"GET", "/", NULL, 404, "route.not_found", NULL},
+    {"GET", "/nope", NULL, 404, "route.not_found", NULL},
+    {"GET", "/workflows", NULL, 404, "route.not_found", NULL},
+    {"GET", "/workflows/order-flow", NULL, 404, "route.not_found", NULL},
+    {"GET", "/workflows/order-flow/things", NULL, 404, "route.not_found", NULL},
+    {"GET", WF "/x1/nope", NULL, 404, "route.not_found", NULL},
+    {"GET", WF "/x1/events", NULL, 404, "route.not_found", NULL},
+    {"GET", WF "/x1/a/b/c/d/e/f/g", NULL, 404, "route.not_found", NULL},
+    /* 405 */
+    {"DELETE", WF "/x1", NULL, 405, "request.method_not_allowed", "GET"},
+    {"PUT", WF "/x1", "{}", 405, "request.method_not_allowed", "GET"},
+    {"GET", WF "/x1/status", NULL, 405, "request.method_not_allowed", "PATCH"},
+    {"POST", WF "/x1/status", "{\"status\":\"pause\"}", 405, "request.method_not_allowed", "PATCH"},
+    {"GET", WF "/x1/events/approval", NULL, 405, "request.method_not_allowed", "POST"},
+    {"DELETE", WF, NULL, 405, "request.method_not_allowed", "GET, POST"},
+    {"POST", "/healthz", NULL, 405, "request.method_not_allowed", "GET"},
+    {"PUT", "/metrics", "x", 405, "request.method_not_allowed", "GET"},
+};
+/* clang-format on */
+
+#define N_ERR ((int)(sizeof err_cases / sizeof err_cases[0]))
+
+START_TEST(error_replies) {
+  host_start(&H, "h");
+  create("{\"id\":\"x1\"}", "x1");
+  for (int i = 0; i < N_ERR; i++) {
+    const err_case *c = &err_cases[i];
+    char what[512];
+    snprintf(what, sizeof what, "#%d %s %.60s %.80s", i, c->method, c->path,
+             c->body ? c->body : "");
+    resp r;
+    request(&r, c->method, c->path, c->body);
+    assert_error(&r, c->status, c->code, what);
+    if (c->allow) {
+      char allow[64];
+      ck_assert_msg(resp_header(&r, "allow", allow, sizeof allow) &&
+                        !strcmp(allow, c->allow),
+                    "%s: Allow %s, want %s", what,
+                    resp_header(&r, "allow", allow, sizeof allow) ? allow
+                                                                  : "none",
+                    c->allow);
+    }
+    resp_free(&r);
+  }
+  /* Nothing was created by any of them. */
+  ck_assert_int_eq(instance_count(), 1);
+  host_stop(&H);
+}
+END_TEST
+
+/* A create body of exactly `len` bytes: {"id":ID,"params":"xxx..."}. */
+static char *sized_body(const char *id, size_t len) {
+  char *b = malloc(len + 1);
+  ck_assert(b != NULL);
+  int head = snprintf(b, len + 1, "{\"id\":\"%s\",\"params\":\"", id);
+  ck_assert(head > 0 && (size_t)head + 2 <= len);
+  memset(b + head, 'x', len - (size_t)head - 2);
+  memcpy(b + len - 2, "\"}", 3);
+  return b;
+}
+
+START_TEST(body_over_limit_413) {
+  host_start(&H, "h");
+  create("{\"id\":\"x1\"}", "x1");
+  /* Exactly at the limit: accepted. */
+  char *body = sized_body("at-limit", MAX_BODY);
+  resp r;
+  request_auth(&r, "POST", WF, body, MAX_BODY, NULL);
+  expect_status(&r, 201, "a body of exactly max_body_bytes");
+  resp_free(&r);
+  free(body);
+  /* One byte over, and 4 KiB, on each route with a body. */
+  const size_t sizes[] = {MAX_BODY + 1, 4096};
+  const struct {
+    const char *method, *path;
+  } routes[] = {{"POST", WF},
+                {"POST", WF "/batch"},
+                {"PATCH", WF "/x1/status"},
+                {"POST", WF "/x1/events/approval"},
+                {"GET", "/healthz"}};
+  for (size_t s = 0; s < 2; s++)
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+      body = sized_body("over", sizes[s]);
+      request_auth(&r, routes[i].method, routes[i].path, body, sizes[s],
+                   NULL);
+      char what[128];
+      snprintf(what, sizeof what, "%s %s with %zu bytes", routes[i].method,
+               routes[i].path, sizes[s]);
+      assert_error(&r, 413, "request.too_large", what);
+      resp_free(&r);
+      free(body);
+    }
+  ck_assert_int_eq(instance_count(), 2);
+  json_t *d = describe("x1");
+  ck_assert_str_eq(jstr(d, "id"), "x1");
+  json_decref(d);
+  host_stop(&H);
+}
+END_TEST
+
+START_TEST(bearer_token_401) {
+  host_start_env(&H, "h", "127.0.0.1:0", "  token_env: DURO_TEST_TOKEN\n",
+                 "DURO_TEST_TOKEN=s3cret-Token_42");
+  static const char *wrong[] = {
+      NULL,
+      "Bearer wrong",
+      "Bearer s3cret-Token_4",
+      "Bearer s3cret-Token_422",
+      "Bearer S3CRET-TOKEN_42",
+      "Bearer  s3cret-Token_42",
+      "Basic czNjcmV0LVRva2VuXzQy",
+      "s3cret-Token_42",
+      "Bearer ",
+  };
+  static const char *paths[] = {"/healthz", "/metrics", WF, WF "/x",
+                                "/nope"};
+  for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++)
+    for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
+      resp r;
+      request_auth(&r, "GET", paths[p], NULL, 0, wrong[i]);
+      char what[128];
+      snprintf(what, sizeof what, "GET %s with %s", paths[p],
+               wrong[i] ? wrong[i] : "no Authorization");
+      assert_error(&r, 401, "request.unauthorized", what);
+      resp_free(&r);
+    }
+  resp r;
+  request_auth(&r, "POST", WF, "{\"id\":\"t\"}", 10, "Bearer nope");
+  assert_error(&r, 401, "request.unauthorized", "create without the token");
+  resp_free(&r);
+
+  static const char *right[] = {"Bearer s3cret-Token_42",
+                                "bearer s3cret-Token_42"};
+  for (size_t i = 0; i < 2; i++) {
+    request_auth(&r, "GET", "/healthz", NULL, 0, right[i]);
+    expect_status(&r, 200, right[i]);
+    resp_free(&r);
+    request_auth(&r, "GET", WF, NULL, 0, right[i]);
+    expect_status(&r, 200, right[i]);
+    ck_assert_int_eq(json_array_size(jget(r.json, "instances")), 0);
+    resp_free(&r);
+  }
+  request_auth(&r, "POST", WF, "{\"id\":\"t\"}", 10, right[0]);
+  expect_status(&r, 201, "create with the token");
+  resp_free(&r);
+  request_auth(&r, "GET", "/nope", NULL, 0, right[0]);
+  assert_error(&r, 404, "route.not_found", "unknown route with the token");
+  resp_free(&r);
+  host_stop(&H);
+}
+END_TEST
+
+/* Runs `duro run` on a config expected to be refused; returns its output. */
+static char *run_refused(const char *listen, const char *http_extra,
+                         const char *env_kv) {
+  write_config(&H, "refused", listen, http_extra);
+  spawn(&H, env_kv);
+  int code = wait_exit(&H, now_ms() + WAIT_MS);
+  char *log = slurp(H.log);
+  ck_assert_msg(code > 0 && code < 128,
+                "expected a non-zero exit, got %d (-1: hung); output:\n%s",
+                code, tail(log));
+  const char *mark = sanitizer_report(log);
+  ck_assert_msg(mark == NULL, "sanitizer report (\"%s\") in:\n%s", mark,
+                tail(log));
+  ck_assert_msg(strstr(log, "ready") == NULL, "said ready:\n%s", tail(log));
+  return log;
+}
+
+START_TEST(token_env_unset_refused) {
+  char *log = run_refused("127.0.0.1:0", "  token_env: DURO_TEST_TOKEN_UNSET\n",
+                          NULL);
+  assert_contains(log, "http.token_env");
+  assert_contains(log, "DURO_TEST_TOKEN_UNSET");
+  assert_contains(log, H.config);
+  free(log);
+  log = run_refused("127.0.0.1:0", "  token_env: DURO_TEST_TOKEN\n",
+                    "DURO_TEST_TOKEN=");
+  assert_contains(log, "http.token_env");
+  free(log);
+}
+END_TEST
+
+/* ---- 4. bind policy ----------------------------------------------------------- */
+
+START_TEST(public_listen_refused) {
+  static const char *listens[] = {"0.0.0.0:0", "\"[::]:0\""};
+  for (int i = 0; i < 2; i++) {
+    char *log = run_refused(listens[i], NULL, NULL);
+    assert_contains(log, "http.listen");
+    assert_contains(log, "loopback");
+    assert_contains(log, H.config);
+    free(log);
+  }
+  /* Not host:port at all. */
+  char *log = run_refused("nonsense", NULL, NULL);
+  assert_contains(log, "http.listen");
+  free(log);
+}
+END_TEST
+
+START_TEST(public_listen_allowed_insecure) {
+  host_start_env(&H, "h", "0.0.0.0:0", "  allow_insecure: true\n", NULL);
+  assert_healthy("start on 0.0.0.0"); /* through 127.0.0.1 */
+  host_stop(&H);
+  /* A token also lifts the refusal. */
+  host_start_env(&H, "h2", "0.0.0.0:0", "  token_env: DURO_TEST_TOKEN\n",
+                 "DURO_TEST_TOKEN=abc");
+  resp r;
+  request_auth(&r, "GET", "/healthz", NULL, 0, "Bearer abc");
+  expect_status(&r, 200, "healthz with the token on 0.0.0.0");
+  resp_free(&r);
+  host_stop(&H);
+}
+END_TEST
+
+/* ---- 5. malformed input over raw sockets -------------------------------------- */
+
+static int raw_connect(void) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ck_assert_msg(fd >= 0, "socket: %s", strerror(errno));
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(H.port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  struct timeval tv = {RAW_READ_MS / 1000, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  ck_assert_msg(connect(fd, (struct sockaddr *)&a, sizeof a) == 0,
+                "connect: %s", strerror(errno));
+  return fd;
+}
+
+/* Sends `data`; unless `cut`, reads the reply until the server closes, an
+ * error (a reset after a refused flood) or RAW_READ_MS.  The reply,
+ * NUL-terminated, malloc'ed. */
+static char *raw_exchange(const char *data, size_t len, int cut) {
+  int fd = raw_connect();
+  for (size_t off = 0; off < len;) {
+    ssize_t n = send(fd, data + off, len - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break; /* the server gave up on us: read what it said */
+    off += (size_t)n;
+  }
+  char *out = calloc(1, 1);
+  size_t olen = 0;
+  if (!cut) {
+    int64_t deadline = now_ms() + RAW_READ_MS;
+    while (now_ms() < deadline) {
+      char buf[16384];
+      ssize_t n = recv(fd, buf, sizeof buf, 0);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        break;
+      if (olen < 262144) {
+        out = realloc(out, olen + (size_t)n + 1);
+        ck_assert(out != NULL);
+        memcpy(out + olen, buf, (size_t)n);
+        olen += (size_t)n;
+        out[olen] = '\0';
+      }
+    }
+  }
+  close(fd);
+  return out;
+}
+
+/* The first final (non-1xx) status of an HTTP/1 reply, 0 if none. */
+static int reply_status(const char *reply) {
+  const char *p = reply;
+  while (p && !strncmp(p, "HTTP/1.", 7)) {
+    int st = atoi(p + 9);
+    if (st >= 200)
+      return st;
+    p = strstr(p, "\r\n\r\n");
+    if (p)
+      p += 4;
+  }
+  return 0;
+}
+
+enum raw_kind {
+  RAW_TEXT,        /* `text` as is */
+  RAW_HUGE_ID,     /* GET an instance whose id is 10 KB */
+  RAW_HUGE_WF,     /* POST to a workflow whose name is 10 KB */
+  RAW_HUGE_DEPTH,  /* GET a 10 KB path of 5000 segments */
+  RAW_HDR_COUNT,   /* 200 headers */
+  RAW_HDR_SIZE,    /* one 600 KB header */
+  RAW_RANDOM,      /* 4 KiB of pseudo-random bytes */
+  RAW_NUL,         /* 1000 NUL bytes */
+  RAW_CHUNKED_BIG, /* a chunked create body of 2 KiB */
+};
+
+typedef struct raw_case {
+  const char *name;
+  enum raw_kind kind;
+  const char *text;
+  size_t len;       /* of text, which may hold NUL bytes */
+  int cut;          /* close right after sending, read nothing */
+  int status;       /* the reply's status; 0 = any (or none) but a 5xx */
+  const char *code; /* the JSON error code in the reply, or NULL */
+} raw_case;
+
+#define CLOSE "Connection: close\r\n"
+#define T(literal) literal, sizeof literal - 1
+#define HOSTH "Host: t\r\n"
+
+/* clang-format off */
+static const raw_case raw_cases[] = {
+    {"truncated JSON", RAW_TEXT, T(
+     "POST " WF " HTTP/1.1\r\n" HOSTH CLOSE "Content-Length: 10\r\n\r\n{\"id\":\"tru"),
+     0, 400, "request.invalid_json"},
+    {"10 KB instance id in the path", RAW_HUGE_ID, NULL, 0, 0, 400, "instance.invalid_id"},
+    {"10 KB workflow name in the path", RAW_HUGE_WF, NULL, 0, 0, 404, "workflow.not_found"},
+    {"10 KB path of 5000 segments", RAW_HUGE_DEPTH, NULL, 0, 0, 404, "route.not_found"},
+    {"garbage request line", RAW_TEXT, T("HELLO\r\n\r\n"), 0, 400, NULL},
+    {"request line without a version", RAW_TEXT, T("GET /healthz\r\n\r\n"), 0, 0, NULL},
+    {"unknown HTTP version", RAW_TEXT, T("GET /healthz HTTP/9.9\r\n\r\n"), 0, 400, NULL},
+    {"body cut off mid-request", RAW_TEXT, T(
+     "POST " WF " HTTP/1.1\r\n" HOSTH "Content-Length: 100\r\n\r\n{\"id\":\"cu"),
+     1, 0, NULL},
+    {"headers cut off mid-request", RAW_TEXT, T(
+     "POST " WF " HTTP/1.1\r\n" HOSTH "Content-Len"), 1, 0, NULL},
+    {"header flood (200 headers)", RAW_HDR_COUNT, NULL, 0, 0, 400, NULL},
+    {"header flood (one 600 KB header)", RAW_HDR_SIZE, NULL, 0, 0, 0, NULL},
+    {"non-HTTP bytes (random)", RAW_RANDOM, NULL, 0, 0, 0, NULL},
+    {"non-HTTP bytes (NUL)", RAW_NUL, NULL, 0, 0, 400, NULL},
+    {"non-HTTP bytes (TLS ClientHello)", RAW_TEXT, T(
+     "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 client random......"), 0, 400, NULL},
+    {"HTTP/2 preface then garbage", RAW_TEXT, T(
+     "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" /* then DATA on stream 0: */
+     "\x00\x00\x00\x00\x00\x00\x00\x00\x00" "junk"),
+     0, 0, NULL},
+    {"invalid method FOO", RAW_TEXT, T(
+     "FOO /healthz HTTP/1.1\r\n" HOSTH CLOSE "\r\n"), 0, 405, "request.method_not_allowed"},
+    {"invalid method G@T", RAW_TEXT, T(
+     "G@T /healthz HTTP/1.1\r\n" HOSTH CLOSE "\r\n"), 0, 405, "request.method_not_allowed"},
+    {"invalid method with a non-UTF-8 byte", RAW_TEXT, T(
+     "G\xffT /healthz HTTP/1.1\r\n" HOSTH CLOSE "\r\n"), 0, 405, "request.method_not_allowed"},
+    {"DELETE on the collection", RAW_TEXT, T(
+     "DELETE " WF " HTTP/1.1\r\n" HOSTH CLOSE "\r\n"), 0, 405, "request.method_not_allowed"},
+    {"non-UTF-8 bytes in the path", RAW_TEXT, T(
+     "GET /\xff\xfe HTTP/1.1\r\n" HOSTH CLOSE "\r\n"), 0, 404, "route.not_found"},
+    {"percent-encoded non-UTF-8 in the path", RAW_TEXT, T(
+     "GET /%ff%fe HTTP/1.1\r\n" HOSTH CLOSE "\r\n"), 0, 404, "route.not_found"},
+    {"non-UTF-8 bytes in the query", RAW_TEXT, T(
+     "GET " WF "?status=\xff HTTP/1.1\r\n" HOSTH CLOSE "\r\n"), 0, 400, "request.invalid"},
+    {"non-UTF-8 bytes in a JSON body", RAW_TEXT, T(
+     "POST " WF " HTTP/1.1\r\n" HOSTH CLOSE "Content-Length: 11\r\n\r\n{\"id\":\"\xff\xfe\"}"),
+     0, 400, "request.invalid_json"},
+    {"Content-Length past every limit", RAW_TEXT, T(
+     "POST " WF " HTTP/1.1\r\n" HOSTH CLOSE "Content-Length: 99999999999\r\n\r\n{}"),
+     0, 413, NULL},
+    {"negative Content-Length", RAW_TEXT, T(
+     "POST " WF " HTTP/1.1\r\n" HOSTH CLOSE "Content-Length: -5\r\n\r\n{}"), 0, 400, NULL},
+    {"two Content-Lengths", RAW_TEXT, T(
+     "POST " WF " HTTP/1.1\r\n" HOSTH CLOSE "Content-Length: 2\r\nContent-Length: 12\r\n\r\n"
+     "{\"id\":\"zz\"}"), 0, 0, NULL},
+    {"broken chunked encoding", RAW_TEXT, T(
+     "POST " WF " HTTP/1.1\r\n" HOSTH CLOSE "Transfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n"),
+     0, 400, NULL},
+    {"chunked body over http.max_body_bytes", RAW_CHUNKED_BIG, NULL, 0, 0, 413, "request.too_large"},
+    {"Expect: 100-continue with a bad body", RAW_TEXT, T(
+     "POST " WF " HTTP/1.1\r\n" HOSTH CLOSE "Expect: 100-continue\r\nContent-Length: 8\r\n\r\n{\"id\":5}"),
+     0, 400, "request.invalid"},
+    {"pipelined requests", RAW_TEXT, T(
+     "GET /healthz HTTP/1.1\r\n" HOSTH "\r\nGET " WF "/nope HTTP/1.1\r\n" HOSTH CLOSE "\r\n"),
+     0, 200, "instance.not_found"}, /* the first answer, then the second */
+    {"HTTP/1.0 without Host", RAW_TEXT, T("GET /healthz HTTP/1.0\r\n\r\n"), 0, 200, NULL},
+};
+/* clang-format on */
+
+#define N_RAW ((int)(sizeof raw_cases / sizeof raw_cases[0]))
+
+/* The bytes of a raw case, malloc'ed; *len their count. */
+static char *raw_bytes(const raw_case *c, size_t *len) {
+  size_t cap = 700000;
+  char *b = malloc(cap);
+  ck_assert(b != NULL);
+  size_t n = 0;
+#define PUT(...) (n += (size_t)snprintf(b + n, cap - n, __VA_ARGS__))
+  switch (c->kind) {
+  case RAW_TEXT:
+    n = c->len;
+    memcpy(b, c->text, n);
+    break;
+  case RAW_HUGE_ID:
+  case RAW_HUGE_WF:
+  case RAW_HUGE_DEPTH:
+    PUT(c->kind == RAW_HUGE_WF ? "POST /workflows/" : c->kind == RAW_HUGE_ID
+                                                          ? "GET " WF "/"
+                                                          : "GET ");
+    for (int i = 0; i < 10240; i++)
+      b[n++] = c->kind == RAW_HUGE_DEPTH ? (i % 2 ? 'a' : '/') : 'a';
+    PUT("%s HTTP/1.1\r\n" HOSTH CLOSE "%s\r\n",
+        c->kind == RAW_HUGE_WF ? "/instances" : "",
+        c->kind == RAW_HUGE_WF ? "Content-Length: 2\r\n" : "");
+    if (c->kind == RAW_HUGE_WF)
+      PUT("{}");
+    break;
+  case RAW_HDR_COUNT:
+    PUT("GET /healthz HTTP/1.1\r\n" HOSTH CLOSE);
+    for (int i = 0; i < 200; i++)
+      PUT("X-Flood-%d: v\r\n", i);
+    PUT("\r\n");
+    break;
+  case RAW_HDR_SIZE:
+    PUT("GET /healthz HTTP/1.1\r\n" HOSTH CLOSE "X-Big: ");
+    memset(b + n, 'v', 600000);
+    n += 600000;
+    PUT("\r\n\r\n");
+    break;
+  case RAW_RANDOM: {
+    uint32_t x = 2463534242u; /* xorshift32, a fixed seed */
+    for (int i = 0; i < 4096; i++) {
+      x ^= x << 13;
+      x ^= x >> 17;
+      x ^= x << 5;
+      b[n++] = (char)(x & 0xff);
+    }
+    break;
+  }
+  case RAW_NUL:
+    memset(b, 0, 1000);
+    n = 1000;
+    break;
+  case RAW_CHUNKED_BIG:
+    PUT("POST " WF " HTTP/1.1\r\n" HOSTH CLOSE
+        "Transfer-Encoding: chunked\r\n\r\n");
+    for (int i = 0; i < 4; i++) {
+      PUT("200\r\n");
+      memset(b + n, ' ', 0x200);
+      n += 0x200;
+      PUT("\r\n");
+    }
+    PUT("0\r\n\r\n");
+    break;
+  }
+#undef PUT
+  *len = n;
+  return b;
+}
+
+/* Sends one raw case and checks the reply, then that the host still
+ * answers and that no instance appeared (`count` before). */
+static void raw_check(const raw_case *c, size_t count) {
+  size_t len;
+  char *data = raw_bytes(c, &len);
+  char *reply = raw_exchange(data, len, c->cut);
+  free(data);
+  int st = reply_status(reply);
+  ck_assert_msg(st < 500, "%s: a %d reply: %.300s", c->name, st, reply);
+  if (c->status)
+    ck_assert_msg(st == c->status, "%s: status %d, want %d; reply: %.400s",
+                  c->name, st, c->status, reply);
+  if (c->code) {
+    char want[128];
+    snprintf(want, sizeof want, "{\"error\":{\"code\":\"%s\",\"message\":\"",
+             c->code);
+    ck_assert_msg(strstr(reply, want) != NULL, "%s: no %s in reply: %.400s",
+                  c->name, want, reply);
+  }
+  free(reply);
+  assert_healthy(c->name);
+  ck_assert_msg(instance_count() == count, "%s: instances %zu -> %zu", c->name,
+                count, instance_count());
+}
+
+START_TEST(raw_input_leaves_host_serving) {
+  host_start(&H, "h");
+  create("{\"id\":\"r1\"}", "r1");
+  create("{\"id\":\"r2\"}", "r2");
+  raw_check(&raw_cases[_i], 2);
+  host_stop(&H);
+}
+END_TEST
+
+/* Raises the soft RLIMIT_NOFILE to at least `want` (up to the hard one);
+ * a host started after this inherits it. */
+static void raise_nofile(rlim_t want) {
+  struct rlimit rl;
+  ck_assert(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want
+                      ? want
+                      : rl.rlim_max;
+    ck_assert_msg(setrlimit(RLIMIT_NOFILE, &rl) == 0, "setrlimit: %s",
+                  strerror(errno));
+  }
+  ck_assert(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+  ck_assert_msg(rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want,
+                "RLIMIT_NOFILE is %llu (hard %llu), %llu needed",
+                (unsigned long long)rl.rlim_cur,
+                (unsigned long long)rl.rlim_max, (unsigned long long)want);
+}
+
+/* N_CONCURRENT keep-alive connections open at once, each with one GET
+ * /healthz answered, all held open while the host is asked again. */
+static void concurrent_connections(void) {
+  enum { CONNECTING, SENDING, READING, DONE };
+  static const char req[] = "GET /healthz HTTP/1.1\r\n" HOSTH "\r\n";
+  int *fd = calloc(N_CONCURRENT, sizeof *fd);
+  int *state = calloc(N_CONCURRENT, sizeof *state);
+  size_t *sent = calloc(N_CONCURRENT, sizeof *sent);
+  size_t *got = calloc(N_CONCURRENT, sizeof *got);
+  char(*buf)[512] = calloc(N_CONCURRENT, sizeof *buf);
+  struct pollfd *pf = calloc(N_CONCURRENT, sizeof *pf);
+  ck_assert(fd && state && sent && got && buf && pf);
+
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(H.port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  for (int i = 0; i < N_CONCURRENT; i++) {
+    fd[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    ck_assert_msg(fd[i] >= 0, "socket %d: %s", i, strerror(errno));
+    int r = connect(fd[i], (struct sockaddr *)&a, sizeof a);
+    ck_assert_msg(r == 0 || errno == EINPROGRESS, "connect %d: %s", i,
+                  strerror(errno));
+    state[i] = CONNECTING;
+  }
+  /* All connected before any request goes out; then send and read. */
+  int phase_connect = 1, done = 0, connected = 0;
+  int64_t deadline = now_ms() + 60000;
+  while (done < N_CONCURRENT) {
+    ck_assert_msg(now_ms() < deadline,
+                  "%d of %d connections answered (%d connected) in 60 s",
+                  done, N_CONCURRENT, connected);
+    for (int i = 0; i < N_CONCURRENT; i++) {
+      int wanted = phase_connect ? state[i] == CONNECTING
+                                 : state[i] == SENDING || state[i] == READING;
+      pf[i].fd = wanted ? fd[i] : -1; /* poll skips negative fds */
+      pf[i].events = state[i] == READING ? POLLIN : POLLOUT;
+      pf[i].revents = 0;
+    }
+    int r = poll(pf, N_CONCURRENT, 1000);
+    ck_assert_msg(r >= 0 || errno == EINTR, "poll: %s", strerror(errno));
+    for (int i = 0; i < N_CONCURRENT && r > 0; i++) {
+      if (!pf[i].revents)
+        continue;
+      if (state[i] == CONNECTING) {
+        int err = 0;
+        socklen_t el = sizeof err;
+        getsockopt(fd[i], SOL_SOCKET, SO_ERROR, &err, &el);
+        ck_assert_msg(err == 0, "connection %d: %s (errno %d)", i,
+                      strerror(err), err);
+        state[i] = SENDING;
+        connected++;
+      } else if (state[i] == SENDING) {
+        ssize_t n = send(fd[i], req + sent[i], sizeof req - 1 - sent[i],
+                         MSG_NOSIGNAL);
+        ck_assert_msg(n > 0 || errno == EAGAIN, "send %d: %s", i,
+                      strerror(errno));
+        if (n > 0 && (sent[i] += (size_t)n) == sizeof req - 1)
+          state[i] = READING;
+      } else if (state[i] == READING) {
+        ssize_t n = recv(fd[i], buf[i] + got[i], sizeof buf[i] - 1 - got[i],
+                         0);
+        ck_assert_msg(n > 0 || (n < 0 && errno == EAGAIN),
+                      "connection %d closed or failed (%s) after %zu bytes: "
+                      "%s",
+                      i, n < 0 ? strerror(errno) : "EOF", got[i], buf[i]);
+        if (n > 0) {
+          got[i] += (size_t)n;
+          buf[i][got[i]] = '\0';
+          /* the chunked body's end */
+          if (strstr(buf[i], "\r\n0\r\n\r\n")) {
+            ck_assert_msg(!strncmp(buf[i], "HTTP/1.1 200", 12) &&
+                              strstr(buf[i], "{\"status\":\"ok\"}"),
+                          "connection %d: %s", i, buf[i]);
+            state[i] = DONE;
+            done++;
+          }
+        }
+      }
+    }
+    if (phase_connect && connected == N_CONCURRENT)
+      phase_connect = 0;
+  }
+  /* All N_CONCURRENT still open on both sides: the host still answers. */
+  assert_healthy("1000 open connections");
+  resp r;
+  request(&r, "GET", "/metrics", NULL);
+  expect_status(&r, 200, "metrics with 1000 open connections");
+  resp_free(&r);
+  for (int i = 0; i < N_CONCURRENT; i++)
+    close(fd[i]);
+  free(fd);
+  free(state);
+  free(sent);
+  free(got);
+  free(buf);
+  free(pf);
+}
+
+START_TEST(sweep_then_concurrent_connections) {
+  raise_nofile(N_CONCURRENT + 256);
+  host_start(&H, "h");
+  create("{\"id\":\"r1\"}", "r1");
+  create("{\"id\":\"r2\"}", "r2");
+  for (int i = 0; i < N_RAW; i++)
+    raw_check(&raw_cases[i], 2);
+  concurrent_connections();
+  assert_healthy("closing 1000 connections");
+  ck_assert_int_eq(instance_count(), 2);
+  /* Twice, so the host has seen 2000 connections come and go. */
+  concurrent_connections();
+  assert_healthy("closing 1000 connections again");
+  create("{\"id\":\"r3\"}", "r3");
+  ck_assert_int_eq(instance_count(), 3);
+  host_stop(&H);
+}
+END_TEST
+
+/* ---- 6. shutdown -------------------------------------------------------------- */
+
+START_TEST(sigterm_with_open_connections) {
+  host_start(&H, "h");
+  create_order("s1", 5, 1);
+  json_decref(wait_status("s1", "waiting"));
+  /* An idle keep-alive connection, a request cut off mid-body, and a
+   * connection that never sent a byte. */
+  int idle = raw_connect();
+  static const char get[] = "GET /healthz HTTP/1.1\r\n" HOSTH "\r\n";
+  ck_assert(send(idle, get, sizeof get - 1, MSG_NOSIGNAL) ==
+            (ssize_t)(sizeof get - 1));
+  char buf[512];
+  ssize_t n = recv(idle, buf, sizeof buf - 1, 0);
+  ck_assert_msg(n > 12 && !strncmp(buf, "HTTP/1.1 200", 12),
+                "the keep-alive request was not answered");
+  int half = raw_connect();
+  static const char part[] = "POST " WF " HTTP/1.1\r\n" HOSTH
+                             "Content-Length: 100\r\n\r\n{\"id\":";
+  ck_assert(send(half, part, sizeof part - 1, MSG_NOSIGNAL) ==
+            (ssize_t)(sizeof part - 1));
+  int silent = raw_connect();
+  sleep_ms(100); /* the host has accepted all three */
+  host_stop(&H);
+  close(idle);
+  close(half);
+  close(silent);
+}
+END_TEST
+
+static Suite *http_suite(void) {
+  Suite *s = suite_create("http");
+  struct {
+    const char *name;
+    int timeout;
+  } groups[] = {{"routes", 60}, {"runs", 60},   {"errors", 60},
+                {"bind", 60},   {"sweep", 180}, {"shutdown", 60}};
+  TCase *tc[6];
+  for (int i = 0; i < 6; i++) {
+    tc[i] = tcase_create(groups[i].name);
+    tcase_add_unchecked_fixture(tc[i], tcase_setup, tcase_teardown);
+    tcase_add_checked_fixture(tc[i], setup, teardown);
+    tcase_set_timeout(tc[i], groups[i].timeout);
+    suite_add_tcase(s, tc[i]);
+  }
+  tcase_add_test(tc[0], create_with_and_without_id);
+  tcase_add_test(tc[0], batch_create);
+  tcase_add_test(tc[0], list_filter_and_paging);
+  tcase_add_test(tc[0], describe_instance);
+  tcase_add_test(tc[0], status_transitions);
+  tcase_add_test(tc[0], events_move_instances_on);
+  tcase_add_test(tc[0], healthz_and_metrics);
+
+  tcase_add_test(tc[1], order_completes_by_id);
+  tcase_add_test(tc[1], order_errors_with_plugin_message);
+  tcase_add_test(tc[1], order_rejected_by_review);
+
+  tcase_add_test(tc[2], error_replies);
+  tcase_add_test(tc[2], body_over_limit_413);
+  tcase_add_test(tc[2], bearer_token_401);
+  tcase_add_test(tc[2], token_env_unset_refused);
+
+  tcase_add_test(tc[3], public_listen_refused);
+  tcase_add_test(tc[3], public_listen_allowed_insecure);
+
+  tcase_add_loop_test(tc[4], raw_input_leaves_host_serving, 0, N_RAW);
+  tcase_add_test(tc[4], sweep_then_concurrent_connections);
+
+  tcase_add_test(tc[5], sigterm_with_open_connections);
+  return s;
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_IGN);
+  if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+    fprintf(stderr, "curl_global_init failed\n");
+    return EXIT_FAILURE;
+  }
+  SRunner *sr = srunner_create(http_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  curl_global_cleanup();
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
