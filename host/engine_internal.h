@@ -94,6 +94,11 @@ void engine_activation_done(duro_engine *e, entry *ent, const char *status,
 wf_reg *engine_find_workflow(const duro_engine *e, const char *name);
 wf_reg *engine_find_binding(const duro_engine *e, const char *binding);
 
+/* The status a reader should see: a running activation overlays the
+ * stored one. inspect.c. */
+const char *engine_live_status(duro_engine *e, int64_t rowid,
+                               const char *stored);
+
 /* Validates JSON text; returns 0, DURO_E_INVALID_OUTPUT, or
  * DURO_E_OUTPUT_TOO_LARGE when longer than `limit` bytes. */
 int json_text_check(const char *text, int64_t limit);

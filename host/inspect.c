@@ -1,0 +1,238 @@
+/* inspect.c — reading instances: status, describe, list, and the
+ * Prometheus metrics.
+ *
+ * Reads go to the journal (each thread has its own reader connection) and
+ * never block activations.  What only memory knows is laid over the
+ * stored rows: an instance an activation is running shows "running" (or
+ * "waitingForPause", or "terminated" once a terminate is pending). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_internal.h"
+#include "error.h"
+#include "util.h"
+
+/* ---- inspection -------------------------------------------------------------- */
+
+const char *engine_live_status(duro_engine *e, int64_t rowid,
+                               const char *stored) {
+  const char *s = stored;
+  pthread_mutex_lock(&e->mu);
+  entry *ent = idmap_get(&e->entries, rowid);
+  if (ent && ent->state == ENTRY_ACTIVE) {
+    if (__atomic_load_n(&ent->terminate_req, __ATOMIC_ACQUIRE))
+      s = "terminated";
+    else if (__atomic_load_n(&ent->pause_req, __ATOMIC_ACQUIRE))
+      s = "waitingForPause";
+    else
+      s = "running";
+  }
+  pthread_mutex_unlock(&e->mu);
+  return s;
+}
+
+int duro_instance_status(duro_engine *e, const char *workflow, const char *id,
+                         duro_status *out) {
+  if (!engine_find_workflow(e, workflow))
+    return DURO_E_WORKFLOW_NOT_FOUND;
+  journal_instance in = {0};
+  int rc = journal_instance_get(e->j, workflow, id, &in);
+  if (rc == 0)
+    *out = (duro_status)duro_status_parse(engine_live_status(e, in.rowid, in.status));
+  journal_instance_clear(&in);
+  return rc;
+}
+
+static json_t *json_raw_or_null(const char *text) {
+  if (!text)
+    return json_null();
+  json_t *v = json_loads(text, JSON_DECODE_ANY, NULL);
+  return v ? v : json_string(text);
+}
+
+static json_t *json_ms(int64_t ms) {
+  return ms == JOURNAL_NONE ? json_null() : json_integer(ms);
+}
+
+static void attempt_to_json(void *ctx, const char *key, uint32_t number,
+                            int64_t started_ms, int64_t ended_ms,
+                            const char *error, const char *build) {
+  json_t *by_key = ctx;
+  json_t *list = json_object_get(by_key, key);
+  if (!list) {
+    list = json_array();
+    json_object_set_new(by_key, key, list);
+  }
+  json_array_append_new(
+      list, json_pack("{s:I,s:o,s:o,s:o,s:s?}", "number", (json_int_t)number,
+                      "started_ms", json_ms(started_ms), "ended_ms",
+                      json_ms(ended_ms), "error", json_raw_or_null(error),
+                      "build", build));
+}
+
+int duro_instance_describe(duro_engine *e, const char *workflow,
+                           const char *id, json_t **out) {
+  *out = NULL;
+  if (!engine_find_workflow(e, workflow))
+    return DURO_E_WORKFLOW_NOT_FOUND;
+  if (!duro_instance_id_valid(id))
+    return DURO_E_INVALID_ID;
+  journal_instance in = {0};
+  int rc = journal_instance_get(e->j, workflow, id, &in);
+  if (rc)
+    return rc;
+  journal_step *steps = NULL;
+  size_t n = 0;
+  json_t *attempts = json_object();
+  rc = journal_steps_load(e->j, in.rowid, &steps, &n);
+  if (rc == 0)
+    rc = journal_attempts_each(e->j, in.rowid, attempt_to_json, attempts);
+  if (rc == 0) {
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+      journal_step *s = &steps[i];
+      json_t *att = json_object_get(attempts, s->key);
+      json_array_append_new(
+          arr,
+          json_pack("{s:s,s:s,s:I,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "key",
+                    s->key, "name", s->name, "count", (json_int_t)s->count,
+                    "type", s->type, "status", s->status, "result",
+                    json_raw_or_null(s->result), "error",
+                    json_raw_or_null(s->error), "started_ms",
+                    json_ms(s->started_ms), "ended_ms", json_ms(s->ended_ms),
+                    "wake_ms", json_ms(s->wake_ms), "attempts",
+                    att ? json_incref(att) : json_array()));
+    }
+    *out = json_pack(
+        "{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "id", in.id,
+        "workflow", in.workflow, "status", engine_live_status(e, in.rowid, in.status),
+        "params", json_raw_or_null(in.params), "output",
+        json_raw_or_null(in.output), "error", json_raw_or_null(in.error),
+        "created_ms", json_ms(in.created_ms), "started_ms",
+        json_ms(in.started_ms), "ended_ms", json_ms(in.ended_ms), "wake_ms",
+        json_ms(in.wake_ms), "steps", arr);
+  }
+  json_decref(attempts);
+  journal_steps_free(steps, n);
+  journal_instance_clear(&in);
+  return rc;
+}
+
+typedef struct list_ctx {
+  duro_engine *e;
+  json_t *arr;
+  int64_t last;
+} list_ctx;
+
+static void list_one(void *ctx, int64_t rowid, const char *id,
+                     const char *status, int64_t created_ms) {
+  list_ctx *l = ctx;
+  json_array_append_new(
+      l->arr, json_pack("{s:s,s:s,s:I}", "id", id, "status",
+                        engine_live_status(l->e, rowid, status), "created_ms",
+                        (json_int_t)created_ms));
+  l->last = rowid;
+}
+
+int duro_instance_list(duro_engine *e, const char *workflow, int status,
+                       size_t limit, const char *cursor, json_t **out) {
+  *out = NULL;
+  if (!engine_find_workflow(e, workflow))
+    return DURO_E_WORKFLOW_NOT_FOUND;
+  int64_t after = 0;
+  if (cursor && *cursor) {
+    char *end;
+    errno = 0;
+    after = strtoll(cursor, &end, 10);
+    if (errno || *end || after <= 0)
+      return DURO_E_INVALID_ARGUMENT;
+  }
+  if (limit == 0 || limit > 1000)
+    limit = 1000;
+  list_ctx l = {.e = e, .arr = json_array()};
+  /* "running" and "waitingForPause" live in memory, over stored rows */
+  const char *filter = status < 0 ? NULL : duro_status_name((duro_status)status);
+  int rc = journal_list(e->j, workflow, filter, after, limit, list_one, &l);
+  if (rc) {
+    json_decref(l.arr);
+    return rc;
+  }
+  char next[32] = "";
+  if (json_array_size(l.arr) == limit)
+    snprintf(next, sizeof next, "%lld", (long long)l.last);
+  *out = json_pack("{s:o,s:s?}", "instances", l.arr, "cursor",
+                   next[0] ? next : NULL);
+  return 0;
+}
+
+/* ---- metrics ---------------------------------------------------------------- */
+
+static void render_count(void *ctx, const char *workflow, const char *status,
+                         int64_t n) {
+  fprintf(ctx, "duro_instances{workflow=\"%s\",status=\"%s\"} %lld\n",
+          workflow, status, (long long)n);
+}
+
+size_t duro_engine_in_flight(duro_engine *e) {
+  pthread_mutex_lock(&e->mu);
+  size_t n = e->entries.len;
+  pthread_mutex_unlock(&e->mu);
+  return n;
+}
+
+char *duro_engine_metrics(duro_engine *e) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&text, &len);
+  if (!out) {
+    fprintf(stderr, "duro: out of memory\n");
+    abort();
+  }
+  fprintf(out, "# HELP duro_instances Instances by workflow and stored "
+               "status (running ones show as queued or waiting).\n"
+               "# TYPE duro_instances gauge\n");
+  journal_count_by_status(e->j, render_count, out);
+  pthread_mutex_lock(&e->mu);
+  size_t active = e->entries.len, queued = 0;
+  for (entry *ent = e->run_head; ent; ent = ent->next)
+    queued++;
+  pthread_mutex_unlock(&e->mu);
+  fprintf(out, "# HELP duro_runnable Instances queued for a worker.\n"
+               "# TYPE duro_runnable gauge\nduro_runnable %zu\n"
+               "# HELP duro_in_flight Instances runnable, running or under "
+               "a control operation.\n# TYPE duro_in_flight gauge\n"
+               "duro_in_flight %zu\n",
+          queued, active);
+  const struct {
+    const char *name, *help;
+    const uint64_t *value;
+  } counters[] = {
+      {"duro_activations_total", "Activations (calls of a workflow's run).",
+       &e->m.activations},
+      {"duro_steps_completed_total", "duro_do steps completed and journaled.",
+       &e->m.steps_completed},
+      {"duro_attempts_failed_total", "Failed duro_do attempts.",
+       &e->m.attempts_failed},
+      {"duro_retries_total", "Retries scheduled after a failed attempt.",
+       &e->m.retries_scheduled},
+      {"duro_instances_created_total", "Instances created.",
+       &e->m.instances_created},
+      {"duro_events_sent_total", "Events stored.", &e->m.events_sent},
+  };
+  for (size_t i = 0; i < sizeof counters / sizeof *counters; i++)
+    metrics_counter_render(out, counters[i].name, counters[i].help,
+                           __atomic_load_n(counters[i].value, __ATOMIC_RELAXED));
+  metrics_hist_render(out, "duro_step_attempt_seconds",
+                      "Wall time of duro_do attempts.", &e->m.attempt_us);
+  metrics_hist_render(out, "duro_journal_commit_seconds",
+                      "Journal group commits (one fsync each with "
+                      "synchronous=full).",
+                      journal_commit_latency(e->j));
+  metrics_counter_render(out, "duro_journal_batches_total",
+                         "Write batches committed (several share a commit).",
+                         journal_batches_committed(e->j));
+  fclose(out);
+  return text;
+}
