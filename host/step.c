@@ -60,8 +60,9 @@ struct duro_step {
   strmap name_counts; /* name → (uintptr_t) occurrences so far */
   int64_t seq;        /* step calls so far in this activation */
   uint32_t n_do;      /* duro_do steps in the journal, for the limit */
-  journal_event *events;
+  journal_event *events; /* loaded by the first event wait */
   size_t n_events;
+  int events_loaded;
   unsigned char *consumed;
 
   journal_batch batch; /* writes not yet committed */
@@ -571,6 +572,18 @@ static duro_rc api_wait_for_event(duro_step *a, const char *name,
     s->wake_ms = now + ms;
     put_step(a, s);
   }
+  /* Most activations never wait for an event: load them on first need. */
+  if (!a->events_loaded) {
+    if (journal_events_pending(a->e->j, a->inst.rowid, &a->events,
+                               &a->n_events) != 0) {
+      a->storage_failed = 1;
+      a->suspended = 1;
+      a->reason = SUSPEND_SHUTDOWN;
+      return DURO_SUSPEND;
+    }
+    a->consumed = xcalloc(a->n_events ? a->n_events : 1, 1);
+    a->events_loaded = 1;
+  }
   for (size_t i = 0; type && i < a->n_events; i++) {
     journal_event *ev = &a->events[i];
     if (a->consumed[i] || strcmp(ev->type, type) != 0)
@@ -743,10 +756,7 @@ static int load_journal(duro_step *a) {
    * journal nothing is replayed, so run()'s first lines log (they would
    * otherwise be suppressed on the first activation and never appear). */
   a->replaying = n > 0;
-  rc = journal_events_pending(a->e->j, a->inst.rowid, &a->events,
-                              &a->n_events);
-  a->consumed = xcalloc(a->n_events ? a->n_events : 1, 1);
-  return rc;
+  return 0;
 }
 
 /* Decides and commits the instance's new row. Returns its status. */
