@@ -375,6 +375,25 @@ static int recover(duro_engine *e) {
   return rc;
 }
 
+static void control_on_entry(duro_engine *e, entry *ent, int control);
+
+/* Takes a popped entry for what it was queued for, in the same critical
+ * section as the pop (mu held): an activation, or a control request. */
+static int claim_locked(entry *ent) {
+  int control = ent->apply_control;
+  ent->apply_control = 0;
+  ent->state = control ? ENTRY_CONTROL : ENTRY_ACTIVE;
+  return control;
+}
+
+/* Runs a claimed entry (mu not held). */
+static void run_claimed(duro_engine *e, entry *ent, int control) {
+  if (control)
+    control_on_entry(e, ent, control);
+  else
+    activation_run(e, ent);
+}
+
 static void *worker_main(void *arg) {
   duro_engine *e = arg;
   pthread_mutex_lock(&e->mu);
@@ -384,9 +403,9 @@ static void *worker_main(void *arg) {
       pthread_cond_wait(&e->work, &e->mu);
       continue;
     }
-    ent->state = ENTRY_ACTIVE;
+    int control = claim_locked(ent);
     pthread_mutex_unlock(&e->mu);
-    activation_run(e, ent);
+    run_claimed(e, ent, control);
     pthread_mutex_lock(&e->mu);
   }
   pthread_mutex_unlock(&e->mu);
@@ -511,20 +530,19 @@ size_t duro_engine_run_until_idle(duro_engine *e) {
     entry *ent = runnable_pop(e);
     if (!ent)
       break;
-    ent->state = ENTRY_ACTIVE;
+    int control = claim_locked(ent);
     pthread_mutex_unlock(&e->mu);
-    activation_run(e, ent);
-    ran++;
+    run_claimed(e, ent, control);
+    ran += !control; /* activations, not control requests */
     pthread_mutex_lock(&e->mu);
   }
   pthread_mutex_unlock(&e->mu);
   return ran;
 }
 
-static void control_on_entry(duro_engine *e, entry *ent, int control);
 
 void engine_activation_done(duro_engine *e, entry *ent, const char *status,
-                            int64_t wake_ms) {
+                            int64_t wake_ms, int may_commit) {
   int notify = 0, control = 0;
   pthread_mutex_lock(&e->mu);
   release_slot_locked(e, ent);
@@ -536,7 +554,11 @@ void engine_activation_done(duro_engine *e, entry *ent, const char *status,
     control = JOURNAL_CONTROL_TERMINATE;
   else if (!ended && ent->pause_req && strcmp(status, "paused") != 0)
     control = JOURNAL_CONTROL_PAUSE;
-  if (control) {
+  if (control && !may_commit) {
+    ent->apply_control = control;
+    runnable_push(e, ent);
+    control = 0;
+  } else if (control) {
     ent->state = ENTRY_CONTROL;
   } else if ((!strcmp(status, "queued") && !e->stopping) ||
              (!strcmp(status, "waiting") &&

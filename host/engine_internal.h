@@ -41,6 +41,8 @@ typedef struct entry {
   int terminate_req;
   /* An event (or wake) arrived while the entry was busy: run again. */
   int rerun;
+  /* Queued to have a pause or terminate applied rather than to run. */
+  int apply_control;
   struct entry *next;   /* runnable FIFO, or its workflow's deferred one */
   wf_reg *deferred_in;  /* set while waiting for a concurrency slot */
   wf_reg *counted;      /* the workflow whose slot this activation holds */
@@ -86,10 +88,13 @@ void activation_run(duro_engine *e, entry *ent);
  * calling engine_activation_done). engine.c. */
 int engine_activation_admit(duro_engine *e, entry *ent, wf_reg *wf);
 
-/* Called by activation_run when it has committed the instance's new row:
- * removes or requeues the entry. engine.c. */
+/* Called when the instance's new row is committed: removes or requeues
+ * the entry.  may_commit = 0 when called from a commit callback (which
+ * must not commit): a pause or terminate that arrived too late for the
+ * activation is then handed to a worker instead of applied here.
+ * engine.c. */
 void engine_activation_done(duro_engine *e, entry *ent, const char *status,
-                            int64_t wake_ms);
+                            int64_t wake_ms, int may_commit);
 
 wf_reg *engine_find_workflow(const duro_engine *e, const char *name);
 wf_reg *engine_find_binding(const duro_engine *e, const char *binding);

@@ -6,11 +6,13 @@
  * cached), so reads on different workers never wait for each other.  WAL lets reads proceed while a group commits, and a read started
  * after a commit returns sees it.
  *
- * Group commit: journal_commit() queues the caller's batch.  The batch at
- * the head of the queue belongs to the leader, who takes every batch queued
- * so far, runs them in one transaction, wakes their owners one by one, and
- * wakes the owner of the next head, who leads the next group.  Owners
- * arriving during a commit wait for the next one.  A batch is reported done only after COMMIT
+ * Group commit: journal_commit() queues the caller's batch.  One thread at
+ * a time leads: it takes every batch queued so far, runs them in one
+ * transaction, wakes their owners one by one, and passes the leadership to
+ * the owner of the next batch.  Owners arriving during a commit wait for
+ * the next one.  journal_commit_async() queues a batch nobody waits for:
+ * the leader runs its callback after the commit, so a worker can end an
+ * activation without waiting for its last fsync.  A batch is reported done only after COMMIT
  * returned, and with synchronous=FULL that means after the fsync.
  *
  * Invariant: this is the only file that includes sqlite3.h. */
@@ -151,7 +153,9 @@ typedef struct pending {
   journal_batch *batch;
   int done;
   int rc;
-  pthread_cond_t cv;
+  pthread_cond_t cv;  /* synchronous: its owner waits here */
+  journal_done_fn fn; /* asynchronous: called once committed */
+  void *ctx;
   struct pending *next;
 } pending;
 
@@ -165,8 +169,10 @@ struct journal {
   pthread_mutex_t readers_mu; /* guards `readers` */
   reader *readers;            /* every reader, closed with the journal */
 
-  pthread_mutex_t mu; /* guards the queue */
+  pthread_mutex_t mu; /* guards the queue and the leadership */
   pending *head, *tail;
+  int leading;       /* some thread is committing groups */
+  pending *handoff;  /* the waiter the leadership was passed to */
   char errmsg[256];
   metrics_hist commit_us;
   uint64_t batches;
@@ -487,52 +493,109 @@ static int commit_group(journal *j, pending *first, pending *last) {
   return exec_wr(j, "COMMIT");
 }
 
+static void enqueue(journal *j, pending *p) {
+  if (j->tail)
+    j->tail->next = p;
+  else
+    j->head = p;
+  j->tail = p;
+}
+
+/* Commits groups while this thread holds the leadership (mu held on entry
+ * and on return).  `mine` is the caller's own waiting batch, or NULL for an
+ * asynchronous caller.  Leadership passes to the next waiting synchronous
+ * submitter as soon as the caller's own batch is done, so a worker does
+ * not stay the committer for everyone; asynchronous batches at the head
+ * have nobody waiting on them, so the leader keeps going for those. */
+static void lead(journal *j, pending *mine) {
+  for (;;) {
+    pending *first = j->head;
+    if (!first) {
+      j->leading = 0;
+      return;
+    }
+    pending *last = j->tail; /* later arrivals wait for the next group */
+    pthread_mutex_unlock(&j->mu);
+    int64_t t0 = metrics_now_us();
+    int rc = commit_group(j, first, last);
+    metrics_hist_observe(&j->commit_us, metrics_now_us() - t0);
+    pthread_mutex_lock(&j->mu);
+
+    j->head = last->next;
+    if (!j->head)
+      j->tail = NULL;
+    pending *asyncs = NULL, **tail = &asyncs;
+    for (pending *p = first, *next;; p = next) {
+      int end = p == last;
+      next = p->next;
+      p->rc = rc;
+      p->done = 1;
+      j->batches++;
+      if (p->fn) {
+        p->next = NULL;
+        *tail = p;
+        tail = &p->next;
+      } else if (p != mine) {
+        pthread_cond_signal(&p->cv);
+      }
+      if (end)
+        break;
+    }
+    if (asyncs) {
+      /* Their callbacks run here, unlocked; they must not commit. */
+      pthread_mutex_unlock(&j->mu);
+      for (pending *p = asyncs, *next; p; p = next) {
+        next = p->next;
+        p->fn(p->ctx, p->rc);
+        free(p);
+      }
+      pthread_mutex_lock(&j->mu);
+    }
+    if (j->head && !j->head->fn) {
+      j->handoff = j->head;
+      pthread_cond_signal(&j->head->cv);
+      return; /* `leading` stays set: the leadership moved */
+    }
+  }
+}
+
 int journal_commit(journal *j, journal_batch *b) {
   if (b->n == 0)
     return 0;
   pending me = {.batch = b};
   pthread_cond_init(&me.cv, NULL);
   pthread_mutex_lock(&j->mu);
-  if (j->tail)
-    j->tail->next = &me;
-  else
-    j->head = &me;
-  j->tail = &me;
-  while (!me.done && j->head != &me)
+  enqueue(j, &me);
+  if (!j->leading) {
+    j->leading = 1;
+    lead(j, &me);
+  }
+  while (!me.done) {
+    if (j->handoff == &me) {
+      j->handoff = NULL;
+      lead(j, &me);
+      continue;
+    }
     pthread_cond_wait(&me.cv, &j->mu);
-  if (me.done) {
-    pthread_mutex_unlock(&j->mu);
-    pthread_cond_destroy(&me.cv);
-    return me.rc;
   }
-  /* Lead: take everything queued so far, ourselves first.  Later arrivals
-   * queue behind `last` and stay there during the commit. */
-  pending *last = j->tail;
-  pthread_mutex_unlock(&j->mu);
-
-  int64_t t0 = metrics_now_us();
-  int rc = commit_group(j, &me, last);
-  metrics_hist_observe(&j->commit_us, metrics_now_us() - t0);
-
-  pthread_mutex_lock(&j->mu);
-  j->head = last->next;
-  if (!j->head)
-    j->tail = NULL;
-  for (pending *p = &me, *next;; p = next) {
-    next = p->next;
-    p->rc = rc;
-    p->done = 1;
-    j->batches++;
-    if (p != &me)
-      pthread_cond_signal(&p->cv);
-    if (p == last)
-      break;
-  }
-  if (j->head)
-    pthread_cond_signal(&j->head->cv); /* the next leader */
   pthread_mutex_unlock(&j->mu);
   pthread_cond_destroy(&me.cv);
-  return rc;
+  return me.rc;
+}
+
+void journal_commit_async(journal *j, journal_batch *b, journal_done_fn fn,
+                          void *ctx) {
+  pending *p = xcalloc(1, sizeof *p);
+  p->batch = b;
+  p->fn = fn;
+  p->ctx = ctx;
+  pthread_mutex_lock(&j->mu);
+  enqueue(j, p);
+  if (!j->leading) {
+    j->leading = 1;
+    lead(j, NULL);
+  }
+  pthread_mutex_unlock(&j->mu);
 }
 
 /* ---- reads --------------------------------------------------------------- */

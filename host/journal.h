@@ -125,6 +125,14 @@ void journal_batch_free(journal_batch *b);
  * per-op results are in the ops. */
 int journal_commit(journal *j, journal_batch *b);
 
+/* Queues the batch and returns; fn(ctx, rc) is called exactly once, on
+ * whichever thread commits it, after the batch is on disk (or failed).
+ * The batch and everything its ops point to must live until then.  fn
+ * must not call journal_commit (it runs while its thread leads). */
+typedef void (*journal_done_fn)(void *ctx, int rc);
+void journal_commit_async(journal *j, journal_batch *b, journal_done_fn fn,
+                          void *ctx);
+
 /* ---- reads --------------------------------------------------------------- */
 
 /* Fills *out (caller frees with journal_instance_clear). DURO_E_NOT_FOUND. */

@@ -75,6 +75,7 @@ struct duro_step {
   const char *output;
   const char *where; /* "workflow/id", for logs */
   int storage_failed;
+  journal_instance final_row; /* the row the last commit stores */
 };
 
 struct duro_attempt {
@@ -759,127 +760,145 @@ static int load_journal(duro_step *a) {
   return 0;
 }
 
-/* Decides and commits the instance's new row. Returns its status. */
-static const char *finish(duro_step *a, duro_rc rc) {
+/* Decides the instance's new row and queues it, with the activation's
+ * last writes, for the final commit. */
+static void finish(duro_step *a, duro_rc rc) {
   int64_t now = now_ms(a);
-  journal_instance row = a->inst; /* borrowed strings; not cleared */
-  row.wake_ms = JOURNAL_NONE;
-  row.wait_type = NULL;
-  row.started_ms = a->inst.started_ms != JOURNAL_NONE ? a->inst.started_ms
-                                                       : now;
-  row.output = a->inst.output;
-  row.error = a->inst.error;
+  journal_instance *row = &a->final_row;
+  *row = a->inst; /* borrowed strings; never cleared */
+  row->wake_ms = JOURNAL_NONE;
+  row->wait_type = NULL;
+  row->started_ms = a->inst.started_ms != JOURNAL_NONE ? a->inst.started_ms
+                                                        : now;
   int clear_control = 0;
   if (a->suspended)
     rc = DURO_SUSPEND;
   if (rc == DURO_OK) {
-    row.status = "complete";
-    row.output = (char *)a->output;
-    row.error = NULL;
-    row.ended_ms = now;
+    row->status = "complete";
+    row->output = (char *)a->output;
+    row->error = NULL;
+    row->ended_ms = now;
     clear_control = 1;
   } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_WAIT) {
-    row.status = "waiting";
-    row.wake_ms = a->wake_ms;
-    row.wait_type = (char *)a->wait_type;
+    row->status = "waiting";
+    row->wake_ms = a->wake_ms;
+    row->wait_type = (char *)a->wait_type;
   } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_PAUSE) {
-    row.status = "paused";
-    row.paused_ms = now;
+    row->status = "paused";
+    row->paused_ms = now;
     clear_control = 1;
   } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_TERMINATE) {
-    row.status = "terminated";
-    row.ended_ms = now;
+    row->status = "terminated";
+    row->ended_ms = now;
     clear_control = 1;
   } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_SHUTDOWN) {
-    row.status = "queued";
+    row->status = "queued";
   } else {
-    row.status = "errored";
-    row.ended_ms = now;
+    row->status = "errored";
+    row->ended_ms = now;
     clear_control = 1;
     if (rc == DURO_ERROR && a->last_error)
-      row.error = (char *)a->last_error;
+      row->error = (char *)a->last_error;
     else
-      row.error = arena_take(
+      row->error = arena_take(
           a, error_json("Error", rc == DURO_ERROR
                                      ? "run() returned DURO_ERROR with no "
                                        "failed step"
                                      : "run() returned an unknown code or "
                                        "DURO_SUSPEND with no suspending step"));
   }
-  journal_batch_add(&a->batch, JOP_INSTANCE_SET)->inst = &row;
+  journal_batch_add(&a->batch, JOP_INSTANCE_SET)->inst = row;
   if (clear_control)
     journal_batch_add(&a->batch, JOP_INSTANCE_CONTROL_CLEAR)->rowid =
         a->inst.rowid;
-  if (flush(a) != 0)
-    return NULL;
-  if (!strcmp(row.status, "errored"))
-    log_write(DURO_LOG_WARN, a->where, "errored: %s", row.error);
-  else if (strcmp(row.status, "waiting") != 0)
-    log_write(DURO_LOG_DEBUG, a->where, "%s", row.status);
-  a->wake_ms = row.wake_ms;
-  return row.status;
+}
+
+static void activation_free(duro_step *a) {
+  journal_batch_free(&a->batch);
+  journal_events_free(a->events, a->n_events);
+  free(a->consumed);
+  strmap_free(&a->steps);
+  strmap_free(&a->name_counts);
+  journal_instance_clear(&a->inst);
+  arena_free(a);
+  free(a);
+}
+
+/* The final commit is on disk (or failed): only now may the engine let go
+ * of the instance.  Runs on whichever thread committed. */
+static void on_final_commit(void *ctx, int rc) {
+  duro_step *a = ctx;
+  const char *status = "";
+  int64_t wake = JOURNAL_NONE;
+  if (rc) {
+    log_error("%s: journal commit failed: %s", a->where,
+              journal_errmsg(a->e->j));
+  } else {
+    status = a->final_row.status;
+    wake = a->final_row.wake_ms;
+    if (!strcmp(status, "errored"))
+      log_write(DURO_LOG_WARN, a->where, "errored: %s", a->final_row.error);
+    else if (strcmp(status, "waiting") != 0)
+      log_write(DURO_LOG_DEBUG, a->where, "%s", status);
+  }
+  engine_activation_done(a->e, a->ent, status, wake, 0);
+  activation_free(a);
 }
 
 void activation_run(duro_engine *e, entry *ent) {
-  duro_step a = {.e = e, .ent = ent, .replaying = 1};
-  const char *status = "";
-  int64_t wake = JOURNAL_NONE;
-  if (journal_instance_get_rowid(e->j, ent->rowid, &a.inst) != 0)
+  duro_step *a = xcalloc(1, sizeof *a);
+  a->e = e;
+  a->ent = ent;
+  a->replaying = 1;
+  char status[32] = "";
+  if (journal_instance_get_rowid(e->j, ent->rowid, &a->inst) != 0)
     goto done;
-  a.where = arena_printf(&a, "%s/%s", a.inst.workflow, a.inst.id);
+  a->where = arena_printf(a, "%s/%s", a->inst.workflow, a->inst.id);
   /* Stale runnable entries (an event for a paused instance, a wake that a
    * control operation overtook) do nothing. */
-  if (strcmp(a.inst.status, "queued") != 0 &&
-      strcmp(a.inst.status, "waiting") != 0) {
-    status = a.inst.status;
+  if (strcmp(a->inst.status, "queued") != 0 &&
+      strcmp(a->inst.status, "waiting") != 0) {
+    snprintf(status, sizeof status, "%s", a->inst.status);
     goto done;
   }
-  a.wf = engine_find_workflow(e, a.inst.workflow);
-  if (!a.wf) {
+  a->wf = engine_find_workflow(e, a->inst.workflow);
+  if (!a->wf) {
     log_error("%s: workflow \"%s\" is not in the config; instance left %s",
-              a.where, a.inst.workflow, a.inst.status);
+              a->where, a->inst.workflow, a->inst.status);
     goto done;
   }
-  if (!engine_activation_admit(e, ent, a.wf))
-    goto parked; /* runs when one of the workflow's activations ends */
+  if (!engine_activation_admit(e, ent, a->wf)) {
+    activation_free(a); /* runs when one of the workflow's activations ends */
+    return;
+  }
   /* A request persisted before a crash, or while the last activation ran. */
-  if (a.inst.control == JOURNAL_CONTROL_PAUSE)
+  if (a->inst.control == JOURNAL_CONTROL_PAUSE)
     __atomic_store_n(&ent->pause_req, 1, __ATOMIC_RELEASE);
-  else if (a.inst.control == JOURNAL_CONTROL_TERMINATE)
+  else if (a->inst.control == JOURNAL_CONTROL_TERMINATE)
     __atomic_store_n(&ent->terminate_req, 1, __ATOMIC_RELEASE);
-  if (load_journal(&a) != 0) {
-    log_error("%s: cannot load journal: %s", a.where, journal_errmsg(e->j));
+  if (load_journal(a) != 0) {
+    log_error("%s: cannot load journal: %s", a->where, journal_errmsg(e->j));
     goto done;
   }
 
   duro_event ev = {.size = sizeof ev,
-                   .workflow = a.inst.workflow,
-                   .instance_id = a.inst.id,
-                   .params = a.inst.params,
-                   .created_ms = a.inst.created_ms};
+                   .workflow = a->inst.workflow,
+                   .instance_id = a->inst.id,
+                   .params = a->inst.params,
+                   .created_ms = a->inst.created_ms};
   duro_env env = {.engine = e};
   metrics_add(&e->m.activations, 1);
-  current_act = &a;
-  duro_rc rc = a.wf->run(&a, &ev, &env);
+  current_act = a;
+  duro_rc rc = a->wf->run(a, &ev, &env);
   current_act = NULL;
-  if (a.storage_failed)
+  if (a->storage_failed)
     goto done; /* the row is left as it was: recovery runs it again */
-  const char *st = finish(&a, rc);
-  if (st) {
-    status = st;
-    wake = a.wake_ms;
-  }
-done:;
-  /* `status` may point into a.inst or the arena: hand it over first. */
-  char copy[32];
-  snprintf(copy, sizeof copy, "%s", status);
-  engine_activation_done(e, ent, copy, wake);
-parked:
-  journal_batch_free(&a.batch);
-  journal_events_free(a.events, a.n_events);
-  free(a.consumed);
-  strmap_free(&a.steps);
-  strmap_free(&a.name_counts);
-  journal_instance_clear(&a.inst);
-  arena_free(&a);
+  /* The worker moves on at once; the engine lets go of the instance when
+   * the final commit lands (on_final_commit). */
+  finish(a, rc);
+  journal_commit_async(e->j, &a->batch, on_final_commit, a);
+  return;
+done:
+  engine_activation_done(e, ent, status, JOURNAL_NONE, 1);
+  activation_free(a);
 }
