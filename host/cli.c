@@ -13,8 +13,8 @@
  *
  * Exit status: 0 done; 1 the server answered an error ("duro: CODE:
  * MESSAGE") or could not be reached; 2 a usage error, which includes
- * invalid JSON, a broken config and an unset token variable, all found
- * before anything is sent. */
+ * invalid JSON, a WF, ID, --id or --type the server would refuse, a broken
+ * config and an unset token variable, all found before anything is sent. */
 #include "cli.h"
 
 #include <curl/curl.h>
@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -258,12 +259,32 @@ static void query_add(cli_ctx *c, char **path, const char *key,
   *path = p;
 }
 
+/* Refuses `s` (WF, ID, --id or --type, named `what`) unless it is a name
+ * the server takes in a path segment: the rule of instance ids, which the
+ * server applies to workflow names and event types too.  Checked here, not
+ * left to the server, because the server matches routes on the decoded,
+ * normalized path: an ID of "../x" (sent as "..%2Fx") would reach
+ * /workflows/WF/x, and one with more "../" another workflow's instance,
+ * instead of being refused. */
+static int check_name(const cli_verb *v, const char *what, const char *s) {
+  if (duro_instance_id_valid(s))
+    return CLI_OK;
+  return usage_error(v, "%s must be 1-100 characters of A-Z a-z 0-9 _ . : -, "
+                        "not \"%s\"", what, s);
+}
+
+/* WF, and ID for the verbs that take one (pos[1]). */
+static int check_instance(const cli_verb *v, const cli_args *a, int has_id) {
+  if (check_name(v, "WF", a->pos[0]))
+    return CLI_USAGE;
+  return has_id ? check_name(v, "ID", a->pos[1]) : CLI_OK;
+}
+
 static int build_trigger(cli_ctx *c, const cli_verb *v, const cli_args *a,
                          cli_req *r) {
   json_t *params = NULL;
-  if (a->id && !duro_instance_id_valid(a->id))
-    return usage_error(v, "--id must be 1-100 characters of A-Z a-z 0-9 _ . "
-                          ": -, not \"%s\"", a->id);
+  if (check_instance(v, a, 0) || (a->id && check_name(v, "--id", a->id)))
+    return CLI_USAGE;
   if (a->n_pos > 1 && parse_json_arg(v, "PARAMS", a->pos[1], &params))
     return CLI_USAGE;
   json_t *body = json_object();
@@ -281,6 +302,8 @@ static int build_trigger(cli_ctx *c, const cli_verb *v, const cli_args *a,
 static int build_list(cli_ctx *c, const cli_verb *v, const cli_args *a,
                       cli_req *r) {
   unsigned long long limit;
+  if (check_instance(v, a, 0))
+    return CLI_USAGE;
   if (a->limit && parse_count(v, "--limit", a->limit, &limit))
     return CLI_USAGE;
   r->method = "GET";
@@ -293,7 +316,8 @@ static int build_list(cli_ctx *c, const cli_verb *v, const cli_args *a,
 
 static int build_describe(cli_ctx *c, const cli_verb *v, const cli_args *a,
                           cli_req *r) {
-  (void)v;
+  if (check_instance(v, a, 1))
+    return CLI_USAGE;
   r->method = "GET";
   r->path = instances_path(c, a->pos[0], a->pos[1], NULL);
   return CLI_OK;
@@ -322,7 +346,7 @@ static int restart_from(const cli_verb *v, const cli_args *a, json_t **out) {
 static int build_control(cli_ctx *c, const cli_verb *v, const cli_args *a,
                          cli_req *r) {
   json_t *from;
-  if (restart_from(v, a, &from))
+  if (check_instance(v, a, 1) || restart_from(v, a, &from))
     return CLI_USAGE;
   json_t *body = json_pack("{s:s}", "status", v->action);
   if (from)
@@ -340,6 +364,8 @@ static int build_event(cli_ctx *c, const cli_verb *v, const cli_args *a,
   json_t *parsed;
   if (!a->type)
     return usage_error(v, "send-event needs --type T");
+  if (check_instance(v, a, 1) || check_name(v, "--type", a->type))
+    return CLI_USAGE;
   if (parse_json_arg(v, "--payload", payload, &parsed))
     return CLI_USAGE;
   json_decref(parsed); /* valid: the text goes as the user wrote it */
@@ -447,6 +473,24 @@ static size_t on_data(char *p, size_t size, size_t n, void *ud) {
   return len;
 }
 
+/* Whether the host of the base URL is a loopback name or address. */
+static int is_loopback(const char *base) {
+  const char *h = strstr(base, "://");
+  h = h ? h + 3 : base;
+  size_t authority = strcspn(h, "/?#");
+  const char *at = memchr(h, '@', authority);
+  while (at) { /* past any user:password@ */
+    authority -= (size_t)(at + 1 - h);
+    h = at + 1;
+    at = memchr(h, '@', authority);
+  }
+  size_t n = h[0] == '[' ? strcspn(h, "]") + 1 : strcspn(h, ":/?#");
+  return (n == 9 && !strncasecmp(h, "localhost", 9)) ||
+         (n >= 4 && !strncmp(h, "127.", 4) &&
+          strspn(h, "0123456789.") == n) ||
+         (n == 5 && !strncmp(h, "[::1]", 5));
+}
+
 static CURLcode perform(cli_ctx *c, const cli_req *r, cli_buf *b,
                         long *status) {
   CURL *h = c->curl;
@@ -455,6 +499,13 @@ static CURLcode perform(cli_ctx *c, const cli_req *r, cli_buf *b,
   add_header(c, "Content-Type: application/json");
   add_header(c, "Expect:"); /* no 100-continue round trip for big bodies */
   curl_easy_setopt(h, CURLOPT_URL, url);
+  /* libcurl sends requests through the proxy of http_proxy/all_proxy
+   * unless no_proxy exempts the host, and it does not exempt loopback: a
+   * user with a proxy set could not reach the default 127.0.0.1:8787 (the
+   * proxy's own loopback is another machine's), and the proxy would see the
+   * bearer token.  A loopback host is always asked directly. */
+  if (is_loopback(c->base))
+    curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
   if (r->body) {
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, r->body);
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(r->body));

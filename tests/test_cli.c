@@ -1,0 +1,1527 @@
+/* test_cli.c — the `duro workflows …` client against a real `duro run`.
+ *
+ * Every case that needs a host starts DURO_BIN (fork/exec) on a config
+ * generated in a fresh temporary directory: the order-flow example
+ * (ORDERS_PLUGIN, class OrderFlow) on `http.listen: 127.0.0.1:0`; the port
+ * comes from the host's line "ready: ... http on port N", as in
+ * test_http.c.  The client is then run as a user would run it: DURO_BIN
+ * `workflows VERB ... --url http://127.0.0.1:PORT`, forked and exec'ed in
+ * the case's directory (no config/duro.yaml there), with its stdout and
+ * stderr captured to files and its exit code checked: 0 done, 1 the
+ * server said no or could not be reached, 2 a usage error.  Every client
+ * run is also checked for sanitizer reports, and every error run for an
+ * empty stdout.  Every case that starts a host stops it with SIGTERM and
+ * asserts exit 0.
+ *
+ *  - trigger: with --id (options anywhere, --id=X), a duplicate, a random
+ *    id, --json, invalid PARAMS and an invalid --id (nothing created);
+ *  - instances list: the table, --status, --limit with the "next: --cursor"
+ *    line followed page by page, --json, an empty page, bad values;
+ *  - describe: a retried step (flakyCard) shows its failed attempt while it
+ *    waits for the retry; a completed order shows every step with its type
+ *    and the output; --json equals GET of the same instance;
+ *  - pause / resume / terminate print "ID: STATUS"; illegal transitions;
+ *  - restart and restart --from "charge card" (the steps before it are not
+ *    rerun), --count without --from;
+ *  - send-event moves the instance on; missing --type, invalid --payload;
+ *  - errors: unknown instance and workflow, names with a slash, a closed
+ *    port, unknown verbs and options, bad --url and --config, help;
+ *  - a proxy set in the environment is not used for a loopback host;
+ *  - the token: http.token_env read from --config, the variable unset, a
+ *    wrong token, and a client config giving both address and token.
+ *
+ * Waiting is by polling with deadlines, never by sleeping a guessed time.
+ * Children are killed on every way out: the helpers SIGKILL a child past
+ * its deadline, the teardown kills a host still running, children ask for
+ * SIGKILL when their parent dies, and in fork mode Check kills the case's
+ * process group when the case ends.  All traffic is on loopback. */
+#include <arpa/inet.h>
+#include <check.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef DURO_BIN
+#error "build with -DDURO_BIN=\"<path of the built duro binary>\""
+#endif
+#ifndef ORDERS_PLUGIN
+#error "build with -DORDERS_PLUGIN=\"<path of liborders.so>\""
+#endif
+
+extern char **environ;
+
+#define WAIT_MS 20000   /* for a host to say ready or to exit */
+#define CLI_MS 20000    /* for one client run */
+#define SETTLE_MS 20000 /* for an instance to reach a status */
+#define WF "order-flow"
+#define TOKEN_VAR "DURO_CLI_TEST_TOKEN"
+#define TOKEN "s3cret-Cli_7"
+
+/* A valid order's params; `extra` (a string literal, may be "") goes on
+ * the end of the object: ",\"graceSeconds\":1". */
+#define ORDER(extra)                                                           \
+  "{\"orderId\":\"42\",\"email\":\"a@b.c\",\"amount\":10" extra "}"
+
+/* ---- the temporary directory and cleanup --------------------------------- */
+
+/* base_dir is made by the runner process once per TCase (an unchecked
+ * fixture) and removed by it afterwards, so it goes even when a case fails
+ * (a failed assertion ends a forked case without its teardown). */
+static char base_dir[256];
+static char tmp_dir[320];
+static pid_t live_child = -1; /* a started host not yet reaped */
+
+static int rm_entry(const char *path, const struct stat *st, int flag,
+                    struct FTW *ftw) {
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  remove(path);
+  return 0;
+}
+
+static void rm_tree(char *dir) {
+  if (dir[0])
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  dir[0] = '\0';
+}
+
+static void tcase_setup(void) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(base_dir, sizeof base_dir, "%s/duro-cli-XXXXXX",
+           tmp && *tmp ? tmp : "/tmp");
+  ck_assert_msg(mkdtemp(base_dir) != NULL, "mkdtemp: %s", strerror(errno));
+}
+
+static void tcase_teardown(void) { rm_tree(base_dir); }
+
+static void setup(void) {
+  snprintf(tmp_dir, sizeof tmp_dir, "%s/case-XXXXXX", base_dir);
+  ck_assert_msg(mkdtemp(tmp_dir) != NULL, "mkdtemp: %s", strerror(errno));
+}
+
+static void teardown(void) {
+  if (live_child > 0) {
+    kill(live_child, SIGKILL);
+    waitpid(live_child, NULL, 0);
+    live_child = -1;
+  }
+  rm_tree(tmp_dir);
+}
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+    ;
+}
+
+/* The whole text file, malloc'ed and NUL-terminated ("" if absent). */
+static char *slurp(const char *path) {
+  char *buf = calloc(1, 1);
+  size_t n = 0;
+  ck_assert(buf != NULL);
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return buf;
+  char chunk[65536];
+  size_t got;
+  while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
+    buf = realloc(buf, n + got + 1);
+    ck_assert(buf != NULL);
+    memcpy(buf + n, chunk, got);
+    n += got;
+    buf[n] = '\0';
+  }
+  fclose(f);
+  return buf;
+}
+
+/* The last 1200 bytes of a text: Check refuses longer failure messages. */
+static const char *tail(const char *s) {
+  size_t n = strlen(s);
+  return n > 1200 ? s + n - 1200 : s;
+}
+
+#define assert_contains(hay, needle)                                           \
+  ck_assert_msg(strstr((hay), (needle)) != NULL, "expected \"%s\" in:\n%s",    \
+                (needle), tail(hay))
+
+/* A sanitizer (ASan, LSan, UBSan) report in a child's output. */
+static const char *sanitizer_report(const char *log) {
+  static const char *marks[] = {"Sanitizer",
+                                "runtime error:", "SUMMARY: ", NULL};
+  for (int i = 0; marks[i]; i++)
+    if (strstr(log, marks[i]))
+      return marks[i];
+  return NULL;
+}
+
+/* The environment of a child: ours without `drop` ("NAME", may be NULL)
+ * and without proxy variables (the client must talk to loopback
+ * directly), plus `add` ("NAME=value", may be NULL).  The array is
+ * malloc'ed, the strings borrowed. */
+static char **child_env(const char *drop, const char *add) {
+  static const char *proxies[] = {"http_proxy",  "HTTP_PROXY", "https_proxy",
+                                  "HTTPS_PROXY", "all_proxy",  "ALL_PROXY",
+                                  NULL};
+  size_t n = 0;
+  while (environ[n])
+    n++;
+  char **envp = calloc(n + 2, sizeof *envp);
+  ck_assert(envp != NULL);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    const char *e = environ[i];
+    size_t len = strcspn(e, "=");
+    int skip = drop && strlen(drop) == len && !strncmp(e, drop, len);
+    for (int p = 0; proxies[p] && !skip; p++)
+      skip = strlen(proxies[p]) == len && !strncmp(e, proxies[p], len);
+    if (!skip)
+      envp[k++] = environ[i];
+  }
+  if (add)
+    envp[k++] = (char *)add;
+  envp[k] = NULL;
+  return envp;
+}
+
+/* fork + exec of `argv` in tmp_dir with its stdout and stderr going to the
+ * files `out` and `err` (the same path: one file).  The environment is
+ * built before fork: the child only dups, chdirs and execs. */
+static pid_t spawn(const char *const *argv, char **envp, const char *out,
+                   const char *err) {
+  int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+  ck_assert_msg(fo >= 0, "%s: %s", out, strerror(errno));
+  int fe = fo;
+  if (strcmp(out, err)) {
+    fe = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+    ck_assert_msg(fe >= 0, "%s: %s", err, strerror(errno));
+  }
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  ck_assert_msg(pid >= 0, "fork: %s", strerror(errno));
+  if (pid == 0) {
+    /* _exit, never exit: nothing of the test process's may run here. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+      _exit(127);
+    if (dup2(fo, 1) < 0 || dup2(fe, 2) < 0 || chdir(tmp_dir) != 0)
+      _exit(127);
+    execve(DURO_BIN, (char *const *)argv, envp);
+    dprintf(2, "exec %s: %s\n", DURO_BIN, strerror(errno));
+    _exit(127);
+  }
+  close(fo);
+  if (fe != fo)
+    close(fe);
+  return pid;
+}
+
+/* Waits for `pid` to exit, SIGKILLing it past `deadline` (then returns
+ * -1).  Otherwise its exit code, 128 + signal when killed. */
+static int wait_exit(pid_t pid, int64_t deadline) {
+  int status = 0;
+  for (;;) {
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid)
+      break;
+    ck_assert_msg(r == 0 || errno == EINTR, "waitpid: %s", strerror(errno));
+    if (now_ms() >= deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    sleep_ms(2);
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* ---- the host ------------------------------------------------------------ */
+
+typedef struct host {
+  pid_t pid;
+  int port;
+  char config[400];
+  char log[400]; /* the host's stdout and stderr */
+  char url[64];  /* http://127.0.0.1:PORT */
+} host;
+
+/* The host a case talks to. */
+static host H;
+
+/* A config for the order flow on 127.0.0.1:0, with `http_extra` (lines of
+ * the http mapping, may be NULL). */
+static void write_config(host *h, const char *name, const char *http_extra) {
+  snprintf(h->config, sizeof h->config, "%s/%s.yaml", tmp_dir, name);
+  snprintf(h->log, sizeof h->log, "%s/%s.log", tmp_dir, name);
+  FILE *f = fopen(h->config, "w");
+  ck_assert_msg(f != NULL, "%s: %s", h->config, strerror(errno));
+  fprintf(f,
+          "storage:\n"
+          "  path: %s/var-%s/duro.db\n"
+          "  synchronous: normal\n"
+          "http:\n"
+          "  listen: 127.0.0.1:0\n"
+          "%s"
+          "engine:\n"
+          "  workers: 2\n"
+          "plugins:\n"
+          "  - name: orders\n"
+          "    path: %s\n"
+          "    workflows:\n"
+          "      - name: order-flow\n"
+          "        binding: ORDER_FLOW\n"
+          "        class_name: OrderFlow\n",
+          tmp_dir, name, http_extra ? http_extra : "", ORDERS_PLUGIN);
+  ck_assert(fclose(f) == 0);
+}
+
+/* Runs `duro run` to its "ready" line and reads the port from it. */
+static void host_start_env(host *h, const char *http_extra,
+                           const char *env_kv) {
+  write_config(h, "h", http_extra);
+  const char *argv[] = {DURO_BIN, "run", h->config, NULL};
+  char **envp = child_env(NULL, env_kv);
+  h->pid = spawn(argv, envp, h->log, h->log);
+  free(envp);
+  live_child = h->pid;
+  h->port = 0;
+  int64_t deadline = now_ms() + WAIT_MS;
+  for (;;) {
+    char *log = slurp(h->log);
+    const char *at = strstr(log, "http on port ");
+    if (at && strchr(at, '\n')) {
+      h->port = atoi(at + strlen("http on port "));
+      free(log);
+      ck_assert_msg(h->port > 0 && h->port < 65536, "bad port in the log");
+      snprintf(h->url, sizeof h->url, "http://127.0.0.1:%d", h->port);
+      return;
+    }
+    int status;
+    if (waitpid(h->pid, &status, WNOHANG) == h->pid) {
+      live_child = -1;
+      ck_abort_msg("duro run exited (status 0x%x) before ready:\n%s", status,
+                   tail(log));
+    }
+    if (now_ms() >= deadline) {
+      kill(h->pid, SIGKILL);
+      waitpid(h->pid, NULL, 0);
+      live_child = -1;
+      ck_abort_msg("duro run never said ready:\n%s", tail(log));
+    }
+    free(log);
+    sleep_ms(5);
+  }
+}
+
+static void host_start(host *h) { host_start_env(h, NULL, NULL); }
+
+/* SIGTERM; the host must exit 0 with no sanitizer report. */
+static void host_stop(host *h) {
+  ck_assert_int_eq(kill(h->pid, SIGTERM), 0);
+  int code = wait_exit(h->pid, now_ms() + WAIT_MS);
+  live_child = -1;
+  char *log = slurp(h->log);
+  if (code != 0 || sanitizer_report(log)) /* in full, for the test log */
+    fprintf(stderr, "---- %s ----\n%s---- end ----\n", h->log, log);
+  ck_assert_msg(code == 0, "exit %d after SIGTERM (-1: hung); output:\n%s",
+                code, tail(log));
+  const char *mark = sanitizer_report(log);
+  ck_assert_msg(mark == NULL, "sanitizer report (\"%s\") in:\n%s", mark,
+                tail(log));
+  free(log);
+}
+
+/* ---- the client ---------------------------------------------------------- */
+
+typedef struct run {
+  int code; /* the exit code */
+  char *out, *err;
+  char what[512]; /* the command line, for messages */
+} run;
+
+static void run_free(run *r) {
+  free(r->out);
+  free(r->err);
+  r->out = r->err = NULL;
+}
+
+/* Runs `duro workflows ARGS...` (args NULL-terminated) with the
+ * environment of child_env(drop, add); with `url`, "--url URL" is added
+ * last.  Fills *r; fails on a hang or a sanitizer report. */
+static void cli_env(run *r, const char *url, const char *drop, const char *add,
+                    const char *const *args) {
+  const char *argv[32];
+  size_t n = 0;
+  argv[n++] = DURO_BIN;
+  argv[n++] = "workflows";
+  for (size_t i = 0; args[i]; i++) {
+    ck_assert(n < 28);
+    argv[n++] = args[i];
+  }
+  if (url) {
+    argv[n++] = "--url";
+    argv[n++] = url;
+  }
+  argv[n] = NULL;
+  size_t w = 0;
+  r->what[0] = '\0';
+  for (size_t i = 1; i < n && w < sizeof r->what; i++)
+    w += (size_t)snprintf(r->what + w, sizeof r->what - w, "%s%s",
+                          i > 1 ? " " : "", argv[i]);
+
+  char out[400], err[400];
+  snprintf(out, sizeof out, "%s/cli.out", tmp_dir);
+  snprintf(err, sizeof err, "%s/cli.err", tmp_dir);
+  char **envp = child_env(drop, add);
+  pid_t pid = spawn(argv, envp, out, err);
+  free(envp);
+  r->code = wait_exit(pid, now_ms() + CLI_MS);
+  r->out = slurp(out);
+  r->err = slurp(err);
+  ck_assert_msg(r->code >= 0, "%s: hung; stderr:\n%s", r->what, tail(r->err));
+  const char *mark = sanitizer_report(r->err);
+  ck_assert_msg(mark == NULL, "%s: sanitizer report (\"%s\"):\n%s", r->what,
+                mark, tail(r->err));
+}
+
+/* `duro workflows ARGS... --url <the case's host>`. */
+#define CLI(r, ...)                                                            \
+  cli_env((r), H.url, NULL, NULL, (const char *const[]){__VA_ARGS__, NULL})
+
+/* Exit 0, nothing on stderr. */
+static void expect_ok(const run *r) {
+  ck_assert_msg(r->code == 0 && !r->err[0],
+                "%s: exit %d, want 0\nstdout:\n%s\nstderr:\n%s", r->what,
+                r->code, tail(r->out), tail(r->err));
+}
+
+/* Exit `code`, nothing on stdout, `needle` on stderr. */
+static void expect_fail(const run *r, int code, const char *needle) {
+  ck_assert_msg(r->code == code,
+                "%s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", r->what,
+                r->code, code, tail(r->out), tail(r->err));
+  ck_assert_msg(!r->out[0], "%s: stdout on failure:\n%s", r->what,
+                tail(r->out));
+  ck_assert_msg(strstr(r->err, needle) != NULL,
+                "%s: expected \"%s\" on stderr:\n%s", r->what, needle,
+                tail(r->err));
+}
+
+/* Exit 1 with exactly "duro: CODE: <message>\n" on stderr. */
+static void expect_server_error(const run *r, const char *code) {
+  char prefix[128];
+  snprintf(prefix, sizeof prefix, "duro: %s: ", code);
+  expect_fail(r, 1, prefix);
+  size_t len = strlen(r->err);
+  ck_assert_msg(
+      !strncmp(r->err, prefix, strlen(prefix)) && len > strlen(prefix) + 1 &&
+          r->err[len - 1] == '\n' && !strchr(r->err, '\n')[1],
+      "%s: not one line \"%s<message>\":\n%s", r->what, prefix, tail(r->err));
+}
+
+/* ---- JSON ---------------------------------------------------------------- */
+
+/* The member at a dotted path ("error.code", "steps"), borrowed. */
+static json_t *jget(json_t *v, const char *path) {
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", path);
+  char *save = NULL;
+  for (char *k = strtok_r(buf, ".", &save); k && v;
+       k = strtok_r(NULL, ".", &save))
+    v = json_object_get(v, k);
+  return v;
+}
+
+static const char *jstr(json_t *v, const char *path) {
+  const char *s = json_string_value(jget(v, path));
+  return s ? s : "";
+}
+
+/* The client's stdout parsed; fails unless it is JSON. */
+static json_t *out_json(const run *r) {
+  json_error_t e;
+  json_t *j = json_loads(r->out, JSON_DECODE_ANY, &e);
+  ck_assert_msg(j != NULL, "%s: stdout is not JSON (%s):\n%s", r->what, e.text,
+                tail(r->out));
+  return j;
+}
+
+/* The step with key `key` ("charge card#1") in a description, borrowed. */
+static json_t *step_of(json_t *d, const char *key) {
+  size_t i;
+  json_t *s;
+  json_array_foreach(jget(d, "steps"), i, s) {
+    if (!strcmp(jstr(s, "key"), key))
+      return s;
+  }
+  return NULL;
+}
+
+/* `describe WF ID --json`, parsed (caller's). */
+static json_t *describe_json(const char *id) {
+  run r;
+  CLI(&r, "instances", "describe", WF, id, "--json");
+  expect_ok(&r);
+  json_t *d = out_json(&r);
+  ck_assert_msg(!strcmp(jstr(d, "id"), id), "%s: %s", r.what, tail(r.out));
+  run_free(&r);
+  return d;
+}
+
+/* Whether `st` is one of `want` ("a|b|c"). */
+static int status_in(const char *st, const char *want) {
+  char pat[128], one[64];
+  snprintf(pat, sizeof pat, "|%s|", want);
+  snprintf(one, sizeof one, "|%s|", st);
+  return *st && strstr(pat, one) != NULL;
+}
+
+/* Polls describe --json until the status is one of `want`; fails after
+ * SETTLE_MS.  Returns the last description (caller's). */
+static json_t *wait_status(const char *id, const char *want) {
+  int64_t deadline = now_ms() + SETTLE_MS;
+  for (;;) {
+    json_t *d = describe_json(id);
+    if (status_in(jstr(d, "status"), want))
+      return d;
+    if (now_ms() >= deadline) {
+      char *text = json_dumps(d, JSON_COMPACT);
+      ck_abort_msg("%s: status never became %s; last: %s", id, want,
+                   tail(text ? text : "?"));
+    }
+    json_decref(d);
+    sleep_ms(20);
+  }
+}
+
+/* `list WF --json --limit 1000`, parsed (caller's). */
+static json_t *list_json(void) {
+  run r;
+  CLI(&r, "instances", "list", WF, "--json", "--limit", "1000");
+  expect_ok(&r);
+  json_t *l = out_json(&r);
+  ck_assert_msg(json_is_array(jget(l, "instances")), "%s: %s", r.what,
+                tail(r.out));
+  run_free(&r);
+  return l;
+}
+
+/* Whether the list answer has an instance with this id. */
+static int listed(json_t *list, const char *id) {
+  size_t i;
+  json_t *it;
+  json_array_foreach(jget(list, "instances"), i, it) {
+    if (!strcmp(jstr(it, "id"), id))
+      return 1;
+  }
+  return 0;
+}
+
+/* `trigger WF PARAMS --id ID`, expecting "created ID (queued)". */
+static void trigger(const char *id, const char *params) {
+  run r;
+  CLI(&r, "trigger", WF, params, "--id", id);
+  expect_ok(&r);
+  char want[256];
+  snprintf(want, sizeof want, "created %s (queued)\n", id);
+  ck_assert_msg(!strcmp(r.out, want), "%s: stdout \"%s\", want \"%s\"", r.what,
+                r.out, want);
+  run_free(&r);
+}
+
+/* A control verb, expecting exactly "ID: STATUS" with STATUS in `want`. */
+static void control(const char *verb, const char *id, const char *want) {
+  run r;
+  CLI(&r, "instances", verb, WF, id);
+  expect_ok(&r);
+  char st[64] = "";
+  size_t idl = strlen(id);
+  int shape = !strncmp(r.out, id, idl) && !strncmp(r.out + idl, ": ", 2) &&
+              sscanf(r.out + idl + 2, "%63[a-z]", st) == 1;
+  char line[128];
+  snprintf(line, sizeof line, "%s: %s\n", id, st);
+  ck_assert_msg(shape && !strcmp(r.out, line) && status_in(st, want),
+                "%s: stdout \"%s\", want \"%s: %s\"", r.what, r.out, id, want);
+  run_free(&r);
+}
+
+/* `send-event WF ID --type approval --payload {"approved":true}`. */
+static void approve(const char *id) {
+  run r;
+  CLI(&r, "instances", "send-event", WF, id, "--type", "approval", "--payload",
+      "{\"approved\":true}");
+  expect_ok(&r);
+  char want[128];
+  snprintf(want, sizeof want, "sent event approval to %s\n", id);
+  ck_assert_msg(!strcmp(r.out, want), "%s: stdout \"%s\", want \"%s\"", r.what,
+                r.out, want);
+  run_free(&r);
+}
+
+/* ---- text output --------------------------------------------------------- */
+
+/* The line of `text` that starts with `prefix`, copied into `line`
+ * (without its newline); NULL when there is none.  *next, when given,
+ * points at the text after that line. */
+static const char *line_of(const char *text, const char *prefix, char *line,
+                           size_t len, const char **next) {
+  size_t pl = strlen(prefix);
+  for (const char *l = text; l && *l;) {
+    const char *end = strchr(l, '\n');
+    size_t ll = end ? (size_t)(end - l) : strlen(l);
+    if (ll >= pl && !strncmp(l, prefix, pl)) {
+      snprintf(line, len, "%.*s", (int)ll, l);
+      if (next)
+        *next = end ? end + 1 : l + ll;
+      return line;
+    }
+    l = end ? end + 1 : NULL;
+  }
+  return NULL;
+}
+
+/* The status column of the list row of `id`, into st; NULL if no row. */
+static const char *row_status(const char *table, const char *id, char *st,
+                              size_t len) {
+  char prefix[128], line[512];
+  snprintf(prefix, sizeof prefix, "%s ", id);
+  if (!line_of(table, prefix, line, sizeof line, NULL))
+    return NULL;
+  char fmt[32];
+  snprintf(fmt, sizeof fmt, "%%*s %%%zus", len - 1);
+  return sscanf(line, fmt, st) == 1 ? st : NULL;
+}
+
+/* The row of step `key` in a describe report: its type, status and
+ * attempts columns.  Fails when there is no such row. */
+typedef struct step_row {
+  char type[32], status[32], attempts[16];
+  char line[512];
+  const char *after; /* the text after the row */
+} step_row;
+
+static void step_row_of(const run *r, const char *key, step_row *s) {
+  char prefix[128];
+  snprintf(prefix, sizeof prefix, "  %s ", key);
+  ck_assert_msg(line_of(r->out, prefix, s->line, sizeof s->line, &s->after),
+                "%s: no row for step \"%s\":\n%s", r->what, key, tail(r->out));
+  ck_assert_msg(sscanf(s->line + strlen(prefix), "%31s %31s %15s", s->type,
+                       s->status, s->attempts) == 3,
+                "%s: row of \"%s\" has no type/status/attempts: %s", r->what,
+                key, s->line);
+}
+
+/* ---- trigger ------------------------------------------------------------- */
+
+START_TEST(trigger_verb) {
+  host_start(&H);
+  trigger("t1", ORDER(""));
+
+  /* Options anywhere, and --id=VALUE. */
+  run r;
+  CLI(&r, "trigger", "--id", "t2", WF, ORDER(""));
+  expect_ok(&r);
+  ck_assert_str_eq(r.out, "created t2 (queued)\n");
+  run_free(&r);
+  CLI(&r, "trigger", WF, "--id=t3", ORDER(""), "--json");
+  expect_ok(&r);
+  json_t *j = out_json(&r);
+  ck_assert_msg(!strcmp(jstr(j, "id"), "t3") &&
+                    !strcmp(jstr(j, "status"), "queued"),
+                "%s: %s", r.what, r.out);
+  json_decref(j);
+  run_free(&r);
+
+  /* A duplicate: exit 1 with the server's code, the first one untouched. */
+  CLI(&r, "trigger", WF, "{\"other\":true}", "--id", "t1");
+  expect_server_error(&r, "instance.already_exists");
+  assert_contains(r.err, "order-flow/t1");
+  run_free(&r);
+  json_t *d = describe_json("t1");
+  ck_assert_str_eq(jstr(d, "params.orderId"), "42");
+  json_decref(d);
+
+  /* Without --id: a random id, another each time; without PARAMS too. */
+  char ids[2][128];
+  for (int i = 0; i < 2; i++) {
+    if (i == 0)
+      CLI(&r, "trigger", WF, ORDER(""));
+    else
+      CLI(&r, "trigger", WF);
+    expect_ok(&r);
+    char tailtext[32] = "";
+    ck_assert_msg(sscanf(r.out, "created %127s %31[^\n]", ids[i], tailtext) ==
+                          2 &&
+                      !strcmp(tailtext, "(queued)"),
+                  "%s: stdout \"%s\"", r.what, r.out);
+    ck_assert_msg(strlen(ids[i]) >= 8 &&
+                      strspn(ids[i],
+                             "abcdefghijklmnopqrstuvwxyz"
+                             "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-") ==
+                          strlen(ids[i]),
+                  "%s: random id \"%s\"", r.what, ids[i]);
+    run_free(&r);
+    d = describe_json(ids[i]);
+    json_decref(d);
+  }
+  ck_assert_str_ne(ids[0], ids[1]);
+
+  /* Invalid PARAMS and --id are refused before anything is sent. */
+  static const char *bad_params[] = {"{bad", "{\"a\":1,\"a\":2}", "", "[1,"};
+  for (size_t i = 0; i < sizeof bad_params / sizeof bad_params[0]; i++) {
+    CLI(&r, "trigger", WF, bad_params[i], "--id", "t-bad");
+    /* "" is an empty argument: refused as such, before the JSON check. */
+    expect_fail(&r, 2,
+                bad_params[i][0] ? "PARAMS is not valid JSON"
+                                 : "argument 2 is empty");
+    assert_contains(r.err, "usage: duro workflows trigger");
+    run_free(&r);
+  }
+  CLI(&r, "trigger", WF, ORDER(""), "--id", "bad id!");
+  expect_fail(&r, 2, "--id must be");
+  run_free(&r);
+  CLI(&r, "trigger", WF, ORDER(""), "--id", "x", "--id", "y");
+  expect_fail(&r, 2, "--id given twice");
+  run_free(&r);
+  CLI(&r, "trigger");
+  expect_fail(&r, 2, "missing arguments");
+  run_free(&r);
+
+  json_t *l = list_json();
+  ck_assert_msg(!listed(l, "t-bad") && !listed(l, "bad id!") &&
+                    !listed(l, "x") && !listed(l, "y"),
+                "a refused trigger created an instance");
+  ck_assert_int_eq(json_array_size(jget(l, "instances")), 5);
+  json_decref(l);
+  host_stop(&H);
+}
+END_TEST
+
+/* ---- instances list ------------------------------------------------------ */
+
+START_TEST(list_verb) {
+  host_start(&H);
+  /* Three that error at once (amount 0), two that wait for the review. */
+  static const char *ids[] = {"e0", "e1", "w0", "e2", "w1"};
+  static const char *want[] = {"errored", "errored", "waiting", "errored",
+                               "waiting"};
+  for (int i = 0; i < 5; i++)
+    trigger(ids[i], ids[i][0] == 'e'
+                        ? "{\"orderId\":\"1\",\"email\":\"a@b.c\",\"amount\":0}"
+                        : ORDER(""));
+  for (int i = 0; i < 5; i++)
+    json_decref(wait_status(ids[i], want[i]));
+
+  /* The table: a header, then every id with its status, newest first. */
+  run r;
+  CLI(&r, "instances", "list", WF);
+  expect_ok(&r);
+  ck_assert_msg(!strncmp(r.out, "ID ", 3) && strstr(r.out, "STATUS") &&
+                    strstr(r.out, "CREATED") && !strstr(r.out, "next:"),
+                "%s:\n%s", r.what, r.out);
+  const char *prev = r.out;
+  for (int i = 4; i >= 0; i--) {
+    char st[32], prefix[16], line[256];
+    ck_assert_msg(
+        row_status(r.out, ids[i], st, sizeof st) && !strcmp(st, want[i]),
+        "%s: row of %s (want %s):\n%s", r.what, ids[i], want[i], r.out);
+    snprintf(prefix, sizeof prefix, "%s ", ids[i]);
+    const char *next;
+    line_of(r.out, prefix, line, sizeof line, &next);
+    ck_assert_msg(next > prev, "%s: %s out of order:\n%s", r.what, ids[i],
+                  r.out);
+    prev = next;
+  }
+  run_free(&r);
+
+  /* --status: only those. */
+  CLI(&r, "instances", "list", WF, "--status", "waiting");
+  expect_ok(&r);
+  for (int i = 0; i < 5; i++) {
+    char st[32];
+    int shown = row_status(r.out, ids[i], st, sizeof st) != NULL;
+    ck_assert_msg(shown == (want[i][0] == 'w') &&
+                      (!shown || !strcmp(st, "waiting")),
+                  "%s: %s:\n%s", r.what, ids[i], r.out);
+  }
+  run_free(&r);
+  CLI(&r, "instances", "list", WF, "--status", "complete");
+  expect_ok(&r);
+  ck_assert_str_eq(r.out, "no instances\n");
+  run_free(&r);
+
+  /* --limit 2: two rows and "next: --cursor C"; following the cursors
+   * visits every instance once, newest first, and the last page has no
+   * cursor line. */
+  char cursor[256] = "", seen[256] = "|";
+  int pages = 0;
+  for (;;) {
+    ck_assert_msg(++pages <= 5, "paging did not end: %s", seen);
+    if (cursor[0])
+      CLI(&r, "instances", "list", WF, "--limit", "2", "--cursor", cursor);
+    else
+      CLI(&r, "instances", "list", WF, "--limit", "2");
+    expect_ok(&r);
+    int rows = 0;
+    for (int i = 4; i >= 0; i--) {
+      char st[32];
+      if (row_status(r.out, ids[i], st, sizeof st)) {
+        rows++;
+        size_t o = strlen(seen);
+        snprintf(seen + o, sizeof seen - o, "%s|", ids[i]);
+      }
+    }
+    char line[256];
+    const char *c = line_of(r.out, "next: --cursor ", line, sizeof line, NULL);
+    ck_assert_msg(rows == (pages < 3 ? 2 : 1) && (c != NULL) == (pages < 3),
+                  "%s: page %d:\n%s", r.what, pages, r.out);
+    run_free(&r);
+    if (!c)
+      break;
+    snprintf(cursor, sizeof cursor, "%s", line + strlen("next: --cursor "));
+    ck_assert_msg(cursor[0] && !strchr(cursor, ' '), "cursor line: %s", line);
+  }
+  ck_assert_str_eq(seen, "|w1|e2|w0|e1|e0|");
+
+  /* --json: the server's answer, with the cursor of a page. */
+  CLI(&r, "instances", "list", WF, "--json", "--limit", "2");
+  expect_ok(&r);
+  json_t *j = out_json(&r);
+  ck_assert_msg(
+      json_array_size(jget(j, "instances")) == 2 &&
+          !strcmp(jstr(json_array_get(jget(j, "instances"), 0), "id"), "w1") &&
+          json_is_string(jget(j, "cursor")),
+      "%s:\n%s", r.what, r.out);
+  json_decref(j);
+  run_free(&r);
+  json_t *l = list_json();
+  ck_assert_int_eq(json_array_size(jget(l, "instances")), 5);
+  json_decref(l);
+
+  /* Bad values: --limit is checked here, --status by the server. */
+  static const char *bad_limits[] = {"0", "-1", "abc", "4294967296", "2x"};
+  for (size_t i = 0; i < sizeof bad_limits / sizeof bad_limits[0]; i++) {
+    CLI(&r, "instances", "list", WF, "--limit", bad_limits[i]);
+    expect_fail(&r, 2, "--limit must be a whole number");
+    run_free(&r);
+  }
+  CLI(&r, "instances", "list", WF, "--status", "bogus");
+  expect_server_error(&r, "request.invalid");
+  run_free(&r);
+  CLI(&r, "instances", "list", WF, "--cursor", "abc");
+  expect_server_error(&r, "request.invalid");
+  run_free(&r);
+  CLI(&r, "instances", "list", WF, "--from", "x");
+  expect_fail(&r, 2, "--from does not apply to \"instances list\"");
+  run_free(&r);
+  host_stop(&H);
+}
+END_TEST
+
+/* ---- describe ------------------------------------------------------------ */
+
+/* A retried step: the first charge attempt fails, the retry is 10 s away.
+ * While the step waits for it, the report shows the failed attempt. */
+START_TEST(describe_retried_step) {
+  host_start(&H);
+  trigger("f1", ORDER(",\"flakyCard\":true,\"graceSeconds\":1"));
+  int64_t deadline = now_ms() + SETTLE_MS;
+  run r;
+  step_row s;
+  for (;;) {
+    CLI(&r, "instances", "describe", WF, "f1");
+    expect_ok(&r);
+    char line[256];
+    if (line_of(r.out, "  charge card#1 ", line, sizeof line, NULL) &&
+        strstr(r.out, "card issuer timed out"))
+      break;
+    ck_assert_msg(now_ms() < deadline, "no failed attempt shown:\n%s",
+                  tail(r.out));
+    run_free(&r);
+    sleep_ms(20);
+  }
+  ck_assert_msg(!strncmp(r.out, "order-flow/f1  waiting\n", 23), "%s:\n%s",
+                r.what, r.out);
+  step_row_of(&r, "reserve stock#1", &s);
+  ck_assert_msg(!strcmp(s.type, "do") && !strcmp(s.status, "complete") &&
+                    !strcmp(s.attempts, "1"),
+                "%s: %s", r.what, s.line);
+  step_row_of(&r, "charge card#1", &s);
+  ck_assert_msg(!strcmp(s.type, "do") && !strcmp(s.status, "waiting") &&
+                    !strcmp(s.attempts, "1") && strstr(s.line, "retry at "),
+                "%s: %s", r.what, s.line);
+  /* The next line, indented under the step: attempt 1 and its error. */
+  char attempt[256];
+  snprintf(attempt, sizeof attempt, "%.*s", (int)strcspn(s.after, "\n"),
+           s.after);
+  ck_assert_msg(!strncmp(attempt, "      attempt 1 ", 16) &&
+                    strstr(attempt, "card issuer timed out (simulated)"),
+                "%s: no failed attempt under charge card#1:\n%s", r.what,
+                r.out);
+  char line[256];
+  ck_assert_msg(line_of(r.out, "  wakes    ", line, sizeof line, NULL) &&
+                    strstr(line, "(in "),
+                "%s: no wake time:\n%s", r.what, r.out);
+  ck_assert_msg(!strstr(r.out, "manual review#1"), "%s:\n%s", r.what, r.out);
+  run_free(&r);
+
+  /* The same in the JSON: one attempt, failed, with the message. */
+  json_t *d = describe_json("f1");
+  json_t *a = json_array_get(jget(step_of(d, "charge card#1"), "attempts"), 0);
+  ck_assert_msg(
+      json_array_size(jget(step_of(d, "charge card#1"), "attempts")) == 1 &&
+          !strcmp(jstr(a, "error.message"),
+                  "card issuer timed out (simulated)"),
+      "describe --json of f1");
+  json_decref(d);
+  host_stop(&H);
+}
+END_TEST
+
+/* GET /workflows/order-flow/instances/ID from the host, parsed. */
+static size_t on_body(char *p, size_t size, size_t n, void *ud) {
+  char **buf = ud;
+  size_t have = strlen(*buf), len = size * n;
+  *buf = realloc(*buf, have + len + 1);
+  ck_assert(*buf != NULL);
+  memcpy(*buf + have, p, len);
+  (*buf)[have + len] = '\0';
+  return len;
+}
+
+static json_t *http_get(const char *id) {
+  char url[256], *body = calloc(1, 1);
+  ck_assert(body != NULL);
+  snprintf(url, sizeof url, "%s/workflows/" WF "/instances/%s", H.url, id);
+  CURL *c = curl_easy_init();
+  ck_assert(c != NULL);
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 15000L);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
+  CURLcode rc = curl_easy_perform(c);
+  long status = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  curl_easy_cleanup(c);
+  ck_assert_msg(rc == CURLE_OK && status == 200, "GET %s: %s, HTTP %ld: %s",
+                url, curl_easy_strerror(rc), status, tail(body));
+  json_t *j = json_loads(body, 0, NULL);
+  ck_assert_msg(j != NULL, "GET %s: not JSON: %s", url, tail(body));
+  free(body);
+  return j;
+}
+
+/* A completed order: every step with its type, the output; and --json is
+ * the server's description. */
+START_TEST(describe_completed) {
+  host_start(&H);
+  trigger("c1", ORDER(",\"graceSeconds\":1"));
+  json_decref(wait_status("c1", "waiting"));
+
+  /* Waiting for the review. */
+  run r;
+  step_row s;
+  CLI(&r, "instances", "describe", WF, "c1");
+  expect_ok(&r);
+  step_row_of(&r, "manual review#1", &s);
+  ck_assert_msg(!strcmp(s.type, "waitForEvent") &&
+                    !strcmp(s.status, "waiting") && !strcmp(s.attempts, "-") &&
+                    strstr(s.line, "times out "),
+                "%s: %s", r.what, s.line);
+  run_free(&r);
+
+  approve("c1");
+  json_decref(wait_status("c1", "complete|errored|terminated"));
+  CLI(&r, "instances", "describe", WF, "c1");
+  expect_ok(&r);
+  ck_assert_msg(!strncmp(r.out, "order-flow/c1  complete\n", 24), "%s:\n%s",
+                r.what, r.out);
+  char line[512];
+  ck_assert_msg(line_of(r.out, "  ended    ", line, sizeof line, NULL) &&
+                    strstr(line, "(took "),
+                "%s: ended:\n%s", r.what, r.out);
+  ck_assert_msg(line_of(r.out, "  params   ", line, sizeof line, NULL) &&
+                    strstr(line, "\"graceSeconds\":1"),
+                "%s: params:\n%s", r.what, r.out);
+  ck_assert_msg(line_of(r.out, "  output   {\"orderId\":\"42\",\"charge\":{",
+                        line, sizeof line, NULL),
+                "%s: output:\n%s", r.what, r.out);
+  ck_assert_msg(!strstr(r.out, "  error    ") &&
+                    !strstr(r.out, "  wakes    ") &&
+                    !strstr(r.out, "attempt 1 "),
+                "%s:\n%s", r.what, r.out);
+  static const struct {
+    const char *key, *type, *attempts;
+  } steps[] = {{"reserve stock#1", "do", "1"},
+               {"charge card#1", "do", "1"},
+               {"manual review#1", "waitForEvent", "-"},
+               {"grace period#1", "sleep", "-"},
+               {"send mail#1", "do", "1"}};
+  const char *prev = r.out;
+  for (size_t i = 0; i < 5; i++) {
+    step_row_of(&r, steps[i].key, &s);
+    ck_assert_msg(!strcmp(s.type, steps[i].type) &&
+                      !strcmp(s.status, "complete") &&
+                      !strcmp(s.attempts, steps[i].attempts) && s.after > prev,
+                  "%s: step %s: %s\n%s", r.what, steps[i].key, s.line, r.out);
+    prev = s.after;
+  }
+  step_row_of(&r, "manual review#1", &s);
+  assert_contains(s.line, "{\"type\":\"approval\",\"payload\":{\"approved\":"
+                          "true}");
+  step_row_of(&r, "send mail#1", &s);
+  assert_contains(s.line, "\"messageId\":\"<c1/send mail#1@orders>\"");
+  run_free(&r);
+
+  /* --json is GET of the same instance. */
+  json_t *cli = describe_json("c1");
+  json_t *api = http_get("c1");
+  ck_assert_str_eq(jstr(cli, "id"), jstr(api, "id"));
+  ck_assert_str_eq(jstr(cli, "status"), "complete");
+  ck_assert_str_eq(jstr(cli, "status"), jstr(api, "status"));
+  ck_assert_int_eq(json_array_size(jget(cli, "steps")), 5);
+  ck_assert_int_eq(json_array_size(jget(cli, "steps")),
+                   json_array_size(jget(api, "steps")));
+  ck_assert_msg(json_equal(cli, api), "describe --json differs from GET");
+  json_decref(cli);
+  json_decref(api);
+
+  CLI(&r, "instances", "describe", WF);
+  expect_fail(&r, 2, "missing arguments");
+  run_free(&r);
+  CLI(&r, "instances", "describe", WF, "c1", "c2");
+  expect_fail(&r, 2, "too many arguments");
+  run_free(&r);
+  host_stop(&H);
+}
+END_TEST
+
+/* ---- pause, resume, terminate -------------------------------------------- */
+
+START_TEST(control_verbs) {
+  host_start(&H);
+  trigger("p1", ORDER(""));
+  json_decref(wait_status("p1", "waiting"));
+
+  control("pause", "p1", "paused");
+  json_decref(wait_status("p1", "paused"));
+  run r;
+  CLI(&r, "instances", "list", WF, "--status", "paused");
+  expect_ok(&r);
+  char st[32];
+  ck_assert_msg(row_status(r.out, "p1", st, sizeof st) && !strcmp(st, "paused"),
+                "%s:\n%s", r.what, r.out);
+  run_free(&r);
+  control("resume", "p1", "queued|running|waiting");
+  json_decref(wait_status("p1", "waiting"));
+  CLI(&r, "instances", "resume", WF, "p1");
+  expect_server_error(&r, "instance.cannot_resume");
+  run_free(&r);
+
+  control("terminate", "p1", "terminated");
+  json_decref(wait_status("p1", "terminated"));
+  CLI(&r, "instances", "terminate", WF, "p1");
+  expect_server_error(&r, "instance.cannot_terminate");
+  run_free(&r);
+  CLI(&r, "instances", "pause", WF, "p1");
+  expect_server_error(&r, "instance.cannot_pause");
+  run_free(&r);
+
+  /* A complete instance cannot be resumed. */
+  trigger("p2", ORDER(",\"graceSeconds\":0"));
+  json_decref(wait_status("p2", "waiting"));
+  approve("p2");
+  json_decref(wait_status("p2", "complete"));
+  CLI(&r, "instances", "resume", WF, "p2");
+  expect_server_error(&r, "instance.cannot_resume");
+  assert_contains(r.err, "order-flow/p2");
+  run_free(&r);
+  json_t *d = describe_json("p2");
+  ck_assert_str_eq(jstr(d, "status"), "complete");
+  json_decref(d);
+
+  /* The control verbs take no extra options. */
+  CLI(&r, "instances", "pause", WF, "p2", "--from", "charge card");
+  expect_fail(&r, 2, "--from does not apply to \"instances pause\"");
+  run_free(&r);
+  host_stop(&H);
+}
+END_TEST
+
+/* ---- restart ------------------------------------------------------------- */
+
+START_TEST(restart_verb) {
+  host_start(&H);
+  trigger("r1", ORDER(",\"graceSeconds\":0"));
+  json_decref(wait_status("r1", "waiting"));
+  approve("r1");
+  json_t *before = wait_status("r1", "complete");
+
+  /* Only an ended instance restarts; --count needs --from. */
+  run r;
+  CLI(&r, "instances", "restart", WF, "r1", "--count", "2");
+  expect_fail(&r, 2, "--count needs --from");
+  run_free(&r);
+  CLI(&r, "instances", "restart", WF, "r1", "--from", "charge card", "--count",
+      "0");
+  expect_fail(&r, 2, "--count must be a whole number");
+  run_free(&r);
+  CLI(&r, "instances", "restart", WF, "r1", "--from", "no such step");
+  expect_server_error(&r, "instance.cannot_restart");
+  run_free(&r);
+
+  /* A full restart: every step runs again, from a clean journal.  The
+   * approval consumed by the discarded "manual review" is released to the
+   * rerun (journal.c, ST_EVENTS_RELEASE), so it completes without a new
+   * event.  The reply is the status when the host answered: the rerun may
+   * have completed by then.  (The rerun, not the old run, is recognised
+   * by the started times below.) */
+  control("restart", "r1", "queued|running|waiting|complete");
+  json_t *after = wait_status("r1", "complete");
+  json_t *rs0 = step_of(before, "reserve stock#1");
+  json_t *rs1 = step_of(after, "reserve stock#1");
+  ck_assert_msg(rs0 && rs1 &&
+                    json_integer_value(jget(rs1, "started_ms")) >
+                        json_integer_value(jget(rs0, "started_ms")),
+                "a full restart did not rerun reserve stock");
+  ck_assert_msg(json_equal(jget(step_of(before, "manual review#1"), "result"),
+                           jget(step_of(after, "manual review#1"), "result")),
+                "a full restart did not get the same approval back");
+  ck_assert_int_eq(json_array_size(jget(after, "steps")), 5);
+  json_decref(before);
+  before = after;
+
+  /* From "charge card": it and everything after it run again, "reserve
+   * stock" stays as journaled (the same started time). */
+  CLI(&r, "instances", "restart", WF, "r1", "--from", "charge card");
+  expect_ok(&r);
+  char st[32] = "";
+  ck_assert_msg(sscanf(r.out, "r1: %31[a-z]", st) == 1 &&
+                    status_in(st, "queued|running|waiting|complete"),
+                "%s: %s", r.what, r.out);
+  run_free(&r);
+  after = wait_status("r1", "complete");
+  rs0 = step_of(before, "reserve stock#1");
+  rs1 = step_of(after, "reserve stock#1");
+  ck_assert_msg(rs0 && rs1 && json_equal(rs0, rs1) &&
+                    json_integer_value(jget(rs0, "started_ms")) ==
+                        json_integer_value(jget(rs1, "started_ms")),
+                "restart --from \"charge card\" reran reserve stock");
+  json_t *cc0 = step_of(before, "charge card#1");
+  json_t *cc1 = step_of(after, "charge card#1");
+  ck_assert_msg(cc0 && cc1 &&
+                    json_integer_value(jget(cc1, "started_ms")) >
+                        json_integer_value(jget(cc0, "started_ms")),
+                "restart --from \"charge card\" did not rerun charge card");
+  ck_assert_int_eq(json_array_size(jget(after, "steps")), 5);
+  json_decref(before);
+  json_decref(after);
+
+  /* The report after it: every step complete again. */
+  CLI(&r, "instances", "describe", WF, "r1");
+  expect_ok(&r);
+  ck_assert_msg(!strncmp(r.out, "order-flow/r1  complete\n", 24), "%s:\n%s",
+                r.what, r.out);
+  static const char *keys[] = {"reserve stock#1", "charge card#1",
+                               "manual review#1", "grace period#1",
+                               "send mail#1"};
+  for (size_t i = 0; i < 5; i++) {
+    step_row s;
+    step_row_of(&r, keys[i], &s);
+    ck_assert_msg(!strcmp(s.status, "complete"), "%s: %s", r.what, s.line);
+  }
+  run_free(&r);
+  host_stop(&H);
+}
+END_TEST
+
+/* ---- send-event ---------------------------------------------------------- */
+
+START_TEST(send_event_verb) {
+  host_start(&H);
+  trigger("s1", ORDER(",\"graceSeconds\":3600"));
+  json_decref(wait_status("s1", "waiting"));
+
+  /* Refused locally: nothing is sent, the instance still waits. */
+  run r;
+  CLI(&r, "instances", "send-event", WF, "s1", "--payload",
+      "{\"approved\":true}");
+  expect_fail(&r, 2, "send-event needs --type T");
+  run_free(&r);
+  CLI(&r, "instances", "send-event", WF, "s1", "--type", "approval",
+      "--payload", "{\"approved\":");
+  expect_fail(&r, 2, "--payload is not valid JSON");
+  run_free(&r);
+  CLI(&r, "instances", "send-event", WF, "s1", "--type", "approval",
+      "--payload", "yes");
+  expect_fail(&r, 2, "--payload is not valid JSON");
+  run_free(&r);
+  cli_env(&r, NULL, NULL, NULL,
+          (const char *const[]){"instances", "send-event", WF, "s1", "--url",
+                                H.url, "--type", NULL});
+  expect_fail(&r, 2, "--type needs a value");
+  run_free(&r);
+  CLI(&r, "instances", "send-event", WF, "ghost", "--type", "approval");
+  expect_server_error(&r, "instance.not_found");
+  run_free(&r);
+  CLI(&r, "instances", "send-event", WF, "s1", "--type", "a/b");
+  expect_fail(&r, 2, "--type must be 1-100 characters");
+  run_free(&r);
+  json_t *d = describe_json("s1");
+  json_t *mr = step_of(d, "manual review#1");
+  ck_assert_msg(!strcmp(jstr(d, "status"), "waiting") && mr &&
+                    !strcmp(jstr(mr, "status"), "waiting"),
+                "s1 moved without an event");
+  json_decref(d);
+
+  /* The event: the review completes with the payload, the instance sleeps
+   * its grace period. */
+  approve("s1");
+  int64_t deadline = now_ms() + SETTLE_MS;
+  for (;;) {
+    d = describe_json("s1");
+    mr = step_of(d, "manual review#1");
+    json_t *g = step_of(d, "grace period#1");
+    if (mr && !strcmp(jstr(mr, "status"), "complete") && g) {
+      ck_assert_msg(json_is_true(jget(mr, "result.payload.approved")) &&
+                        !strcmp(jstr(mr, "result.type"), "approval") &&
+                        !strcmp(jstr(g, "type"), "sleep"),
+                    "s1 after the event");
+      json_decref(d);
+      break;
+    }
+    ck_assert_msg(now_ms() < deadline, "the event did not move s1 on");
+    json_decref(d);
+    sleep_ms(20);
+  }
+  json_decref(wait_status("s1", "waiting"));
+  CLI(&r, "instances", "describe", WF, "s1");
+  expect_ok(&r);
+  step_row s;
+  step_row_of(&r, "grace period#1", &s);
+  ck_assert_msg(!strcmp(s.type, "sleep") && !strcmp(s.status, "waiting") &&
+                    strstr(s.line, "until "),
+                "%s: %s", r.what, s.line);
+  run_free(&r);
+
+  /* Without --payload: a null payload, which the order takes as approval. */
+  trigger("s2", ORDER(",\"graceSeconds\":0"));
+  json_decref(wait_status("s2", "waiting"));
+  CLI(&r, "instances", "send-event", WF, "s2", "--type", "approval", "--json");
+  expect_ok(&r);
+  json_t *j = out_json(&r);
+  ck_assert_msg(!strcmp(jstr(j, "id"), "s2") &&
+                    !strcmp(jstr(j, "type"), "approval"),
+                "%s: %s", r.what, r.out);
+  json_decref(j);
+  run_free(&r);
+  d = wait_status("s2", "complete");
+  ck_assert_msg(
+      json_is_null(jget(step_of(d, "manual review#1"), "result.payload")),
+      "s2: payload not null");
+  json_decref(d);
+  host_stop(&H);
+}
+END_TEST
+
+/* ---- errors -------------------------------------------------------------- */
+
+START_TEST(not_found_and_usage) {
+  host_start(&H);
+  run r;
+  static const char *verbs[] = {"describe", "pause", "resume", "terminate",
+                                "restart"};
+  for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
+    CLI(&r, "instances", verbs[i], WF, "ghost");
+    expect_server_error(&r, "instance.not_found");
+    assert_contains(r.err, "order-flow/ghost");
+    run_free(&r);
+  }
+  CLI(&r, "trigger", "no-such-flow", "{}", "--id", "x1");
+  expect_server_error(&r, "workflow.not_found");
+  assert_contains(r.err, "no-such-flow");
+  run_free(&r);
+  CLI(&r, "instances", "list", "no-such-flow");
+  expect_server_error(&r, "workflow.not_found");
+  run_free(&r);
+  CLI(&r, "instances", "describe", "no-such-flow", "x1");
+  expect_server_error(&r, "workflow.not_found");
+  run_free(&r);
+  /* Names the server would refuse are refused here (exit 2), before a
+   * slash in one could take the request to another route. */
+  static const char *bad_ids[] = {"a b", "../x", "x/y",
+                                  "../../no-such-flow/"
+                                  "instances/x"};
+  for (size_t i = 0; i < sizeof bad_ids / sizeof bad_ids[0]; i++) {
+    CLI(&r, "instances", "describe", WF, bad_ids[i]);
+    expect_fail(&r, 2, "ID must be 1-100 characters");
+    run_free(&r);
+    CLI(&r, "instances", "pause", WF, bad_ids[i]);
+    expect_fail(&r, 2, "ID must be 1-100 characters");
+    run_free(&r);
+  }
+  CLI(&r, "instances", "list", "../order-flow");
+  expect_fail(&r, 2, "WF must be 1-100 characters");
+  run_free(&r);
+  CLI(&r, "trigger", "a/b", "{}");
+  expect_fail(&r, 2, "WF must be 1-100 characters");
+  run_free(&r);
+
+  /* Usage errors: exit 2, the usage on stderr, nothing sent. */
+  CLI(&r, "instances", "fly", WF, "x1");
+  expect_fail(&r, 2, "unknown command \"workflows instances fly\"");
+  run_free(&r);
+  CLI(&r, "trigger", WF, "--bogus");
+  expect_fail(&r, 2, "unknown option \"--bogus\"");
+  run_free(&r);
+  CLI(&r, "instances", "list", WF, "--json=yes");
+  expect_fail(&r, 2, "--json takes no value");
+  run_free(&r);
+  cli_env(&r, "ftp://127.0.0.1:1", NULL, NULL,
+          (const char *const[]){"instances", "list", WF, NULL});
+  expect_fail(&r, 2, "--url must start with http://");
+  run_free(&r);
+  cli_env(&r, NULL, NULL, NULL,
+          (const char *const[]){"instances", "list", WF, "--config",
+                                "missing.yaml", NULL});
+  expect_fail(&r, 2, "missing.yaml");
+  run_free(&r);
+
+  /* Help: exit 0 on stdout. */
+  cli_env(&r, NULL, NULL, NULL, (const char *const[]){"help", NULL});
+  expect_ok(&r);
+  assert_contains(r.out, "duro workflows instances send-event");
+  run_free(&r);
+  cli_env(&r, NULL, NULL, NULL,
+          (const char *const[]){"instances", "restart", "--help", NULL});
+  expect_ok(&r);
+  assert_contains(r.out, "usage: duro workflows instances restart WF ID");
+  run_free(&r);
+
+  /* A trailing slash on --url is fine. */
+  char url[80];
+  snprintf(url, sizeof url, "%s/", H.url);
+  cli_env(&r, url, NULL, NULL,
+          (const char *const[]){"instances", "list", WF, NULL});
+  expect_ok(&r);
+  ck_assert_str_eq(r.out, "no instances\n");
+  run_free(&r);
+
+  json_t *l = list_json();
+  ck_assert_int_eq(json_array_size(jget(l, "instances")), 0);
+  json_decref(l);
+  host_stop(&H);
+}
+END_TEST
+
+/* A loopback port bound but not listening: connecting to it is refused,
+ * and nobody else can take it while *fd is open.  The URL goes to url. */
+static void closed_port(int *fd, char *url, size_t len) {
+  *fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ck_assert(*fd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET,
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t alen = sizeof a;
+  ck_assert(bind(*fd, (struct sockaddr *)&a, sizeof a) == 0);
+  ck_assert(getsockname(*fd, (struct sockaddr *)&a, &alen) == 0);
+  snprintf(url, len, "http://127.0.0.1:%d", ntohs(a.sin_port));
+}
+
+/* No host: the connection is refused. */
+START_TEST(host_not_running) {
+  int fd;
+  char url[64];
+  closed_port(&fd, url, sizeof url);
+  run r;
+  const char *const *cmds[] = {
+      (const char *const[]){"trigger", WF, "{}", "--id", "x1", NULL},
+      (const char *const[]){"instances", "list", WF, NULL},
+      (const char *const[]){"instances", "describe", WF, "x1", NULL},
+      (const char *const[]){"instances", "pause", WF, "x1", NULL},
+      (const char *const[]){"instances", "send-event", WF, "x1", "--type",
+                            "approval", NULL},
+  };
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+    cli_env(&r, url, NULL, NULL, cmds[i]);
+    expect_fail(&r, 1, "cannot reach");
+    assert_contains(r.err, url);
+    run_free(&r);
+  }
+  /* Usage errors are still found first. */
+  cli_env(&r, url, NULL, NULL,
+          (const char *const[]){"trigger", WF, "{bad", NULL});
+  expect_fail(&r, 2, "PARAMS is not valid JSON");
+  run_free(&r);
+  close(fd);
+}
+END_TEST
+
+/* A proxy in the environment (here one that refuses every connection) is
+ * not used for a loopback host. */
+START_TEST(proxy_skipped_for_loopback) {
+  host_start(&H);
+  int fd;
+  char proxy[64], env[96], url[80];
+  closed_port(&fd, proxy, sizeof proxy);
+  static const char *vars[] = {"http_proxy", "HTTP_PROXY", "all_proxy"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    snprintf(env, sizeof env, "%s=%s", vars[i], proxy);
+    for (int local = 0; local < 2; local++) {
+      if (local)
+        snprintf(url, sizeof url, "http://localhost:%d", H.port);
+      else
+        snprintf(url, sizeof url, "%s", H.url);
+      run r;
+      cli_env(&r, url, NULL, env,
+              (const char *const[]){"instances", "list", WF, NULL});
+      expect_ok(&r);
+      ck_assert_str_eq(r.out, "no instances\n");
+      run_free(&r);
+    }
+  }
+  close(fd);
+  host_stop(&H);
+}
+END_TEST
+
+/* The token: http.token_env is read from --config, its value from the
+ * environment. */
+START_TEST(token_from_config) {
+  host_start_env(&H, "  token_env: " TOKEN_VAR "\n", TOKEN_VAR "=" TOKEN);
+  run r;
+  /* --config names the variable, the environment holds the token. */
+  cli_env(&r, H.url, TOKEN_VAR, TOKEN_VAR "=" TOKEN,
+          (const char *const[]){"trigger", WF, ORDER(""), "--id", "k1",
+                                "--config", H.config, NULL});
+  expect_ok(&r);
+  ck_assert_str_eq(r.out, "created k1 (queued)\n");
+  run_free(&r);
+  cli_env(&r, H.url, TOKEN_VAR, TOKEN_VAR "=" TOKEN,
+          (const char *const[]){"instances", "list", WF, "--config", H.config,
+                                NULL});
+  expect_ok(&r);
+  char st[32];
+  ck_assert_msg(row_status(r.out, "k1", st, sizeof st), "%s:\n%s", r.what,
+                r.out);
+  run_free(&r);
+
+  /* The variable unset or empty: exit 2 naming it, before anything is
+   * sent. */
+  cli_env(&r, H.url, TOKEN_VAR, NULL,
+          (const char *const[]){"trigger", WF, ORDER(""), "--id", "k2",
+                                "--config", H.config, NULL});
+  expect_fail(&r, 2, TOKEN_VAR " is not set");
+  assert_contains(r.err, H.config);
+  run_free(&r);
+  cli_env(&r, H.url, TOKEN_VAR, TOKEN_VAR "=",
+          (const char *const[]){"instances", "list", WF, "--config", H.config,
+                                NULL});
+  expect_fail(&r, 2, TOKEN_VAR);
+  run_free(&r);
+
+  /* A wrong token, or none (no --config): the server's 401. */
+  cli_env(&r, H.url, TOKEN_VAR, TOKEN_VAR "=wrong",
+          (const char *const[]){"instances", "list", WF, "--config", H.config,
+                                NULL});
+  expect_server_error(&r, "request.unauthorized");
+  run_free(&r);
+  cli_env(&r, H.url, TOKEN_VAR, TOKEN_VAR "=" TOKEN,
+          (const char *const[]){"instances", "list", WF, NULL});
+  expect_server_error(&r, "request.unauthorized");
+  run_free(&r);
+
+  /* A client config: the address from http.listen, no --url at all. */
+  char client[400];
+  snprintf(client, sizeof client, "%s/client.yaml", tmp_dir);
+  FILE *f = fopen(client, "w");
+  ck_assert(f != NULL);
+  fprintf(f, "http:\n  listen: 127.0.0.1:%d\n  token_env: %s\n", H.port,
+          TOKEN_VAR);
+  ck_assert(fclose(f) == 0);
+  cli_env(&r, NULL, TOKEN_VAR, TOKEN_VAR "=" TOKEN,
+          (const char *const[]){"instances", "describe", WF, "k1", "--config",
+                                client, NULL});
+  expect_ok(&r);
+  ck_assert_msg(!strncmp(r.out, "order-flow/k1  ", 15), "%s:\n%s", r.what,
+                r.out);
+  run_free(&r);
+  json_t *l;
+  cli_env(&r, NULL, TOKEN_VAR, TOKEN_VAR "=" TOKEN,
+          (const char *const[]){"instances", "list", WF, "--json", "--config",
+                                client, NULL});
+  expect_ok(&r);
+  l = out_json(&r);
+  ck_assert_msg(json_array_size(jget(l, "instances")) == 1 && listed(l, "k1"),
+                "%s: %s", r.what, r.out);
+  json_decref(l);
+  run_free(&r);
+  host_stop(&H);
+}
+END_TEST
+
+static Suite *cli_suite(void) {
+  Suite *s = suite_create("cli");
+  struct {
+    const char *name;
+    int timeout;
+  } groups[] = {{"verbs", 60}, {"errors", 60}};
+  TCase *tc[2];
+  for (int i = 0; i < 2; i++) {
+    tc[i] = tcase_create(groups[i].name);
+    tcase_add_unchecked_fixture(tc[i], tcase_setup, tcase_teardown);
+    tcase_add_checked_fixture(tc[i], setup, teardown);
+    tcase_set_timeout(tc[i], groups[i].timeout);
+    suite_add_tcase(s, tc[i]);
+  }
+  tcase_add_test(tc[0], trigger_verb);
+  tcase_add_test(tc[0], list_verb);
+  tcase_add_test(tc[0], describe_retried_step);
+  tcase_add_test(tc[0], describe_completed);
+  tcase_add_test(tc[0], control_verbs);
+  tcase_add_test(tc[0], restart_verb);
+  tcase_add_test(tc[0], send_event_verb);
+
+  tcase_add_test(tc[1], not_found_and_usage);
+  tcase_add_test(tc[1], host_not_running);
+  tcase_add_test(tc[1], proxy_skipped_for_loopback);
+  tcase_add_test(tc[1], token_from_config);
+  return s;
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_IGN);
+  if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+    fprintf(stderr, "curl_global_init failed\n");
+    return EXIT_FAILURE;
+  }
+  SRunner *sr = srunner_create(cli_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  curl_global_cleanup();
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
