@@ -217,6 +217,8 @@ static void runnable_remove(duro_engine *e, entry *ent) {
 }
 
 int engine_activation_admit(duro_engine *e, entry *ent, wf_reg *wf) {
+  if (!wf->limits.concurrency)
+    return 1; /* no limit, nothing to count: keep mu out of the hot path */
   int admitted = 1;
   pthread_mutex_lock(&e->mu);
   if (wf->limits.concurrency && wf->running >= wf->limits.concurrency) {

@@ -31,16 +31,14 @@
  *    wrong token, and a client config giving both address and token.
  *
  * Waiting is by polling with deadlines, never by sleeping a guessed time.
- * Children are killed on every way out: the helpers SIGKILL a child past
- * its deadline, the teardown kills a host still running, children ask for
- * SIGKILL when their parent dies, and in fork mode Check kills the case's
- * process group when the case ends.  All traffic is on loopback. */
+ * Children are killed on every way out: the helpers (proc.h) SIGKILL a child
+ * past its deadline, the teardown kills a host still running, children ask
+ * for SIGKILL when their parent dies, and in fork mode Check kills the
+ * case's process group when the case ends.  All traffic is on loopback. */
 #include <arpa/inet.h>
 #include <check.h>
 #include <curl/curl.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
 #include <jansson.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -49,12 +47,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "proc.h"
 
 #ifndef DURO_BIN
 #error "build with -DDURO_BIN=\"<path of the built duro binary>\""
@@ -62,8 +58,6 @@
 #ifndef ORDERS_PLUGIN
 #error "build with -DORDERS_PLUGIN=\"<path of liborders.so>\""
 #endif
-
-extern char **environ;
 
 #define WAIT_MS 20000   /* for a host to say ready or to exit */
 #define CLI_MS 20000    /* for one client run */
@@ -77,184 +71,21 @@ extern char **environ;
 #define ORDER(extra)                                                           \
   "{\"orderId\":\"42\",\"email\":\"a@b.c\",\"amount\":10" extra "}"
 
-/* ---- the temporary directory and cleanup --------------------------------- */
-
-/* base_dir is made by the runner process once per TCase (an unchecked
- * fixture) and removed by it afterwards, so it goes even when a case fails
- * (a failed assertion ends a forked case without its teardown). */
-static char base_dir[256];
-static char tmp_dir[320];
-static pid_t live_child = -1; /* a started host not yet reaped */
-
-static int rm_entry(const char *path, const struct stat *st, int flag,
-                    struct FTW *ftw) {
-  (void)st;
-  (void)flag;
-  (void)ftw;
-  remove(path);
-  return 0;
-}
-
-static void rm_tree(char *dir) {
-  if (dir[0])
-    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-  dir[0] = '\0';
-}
-
-static void tcase_setup(void) {
-  const char *tmp = getenv("TMPDIR");
-  snprintf(base_dir, sizeof base_dir, "%s/duro-cli-XXXXXX",
-           tmp && *tmp ? tmp : "/tmp");
-  ck_assert_msg(mkdtemp(base_dir) != NULL, "mkdtemp: %s", strerror(errno));
-}
-
-static void tcase_teardown(void) { rm_tree(base_dir); }
-
-static void setup(void) {
-  snprintf(tmp_dir, sizeof tmp_dir, "%s/case-XXXXXX", base_dir);
-  ck_assert_msg(mkdtemp(tmp_dir) != NULL, "mkdtemp: %s", strerror(errno));
-}
-
-static void teardown(void) {
-  if (live_child > 0) {
-    kill(live_child, SIGKILL);
-    waitpid(live_child, NULL, 0);
-    live_child = -1;
-  }
-  rm_tree(tmp_dir);
-}
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-    ;
-}
-
-/* The whole text file, malloc'ed and NUL-terminated ("" if absent). */
-static char *slurp(const char *path) {
-  char *buf = calloc(1, 1);
-  size_t n = 0;
-  ck_assert(buf != NULL);
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return buf;
-  char chunk[65536];
-  size_t got;
-  while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
-    buf = realloc(buf, n + got + 1);
-    ck_assert(buf != NULL);
-    memcpy(buf + n, chunk, got);
-    n += got;
-    buf[n] = '\0';
-  }
-  fclose(f);
-  return buf;
-}
-
-/* The last 1200 bytes of a text: Check refuses longer failure messages. */
-static const char *tail(const char *s) {
-  size_t n = strlen(s);
-  return n > 1200 ? s + n - 1200 : s;
-}
-
 #define assert_contains(hay, needle)                                           \
   ck_assert_msg(strstr((hay), (needle)) != NULL, "expected \"%s\" in:\n%s",    \
-                (needle), tail(hay))
+                (needle), proc_tail(hay))
 
-/* A sanitizer (ASan, LSan, UBSan) report in a child's output. */
-static const char *sanitizer_report(const char *log) {
-  static const char *marks[] = {"Sanitizer",
-                                "runtime error:", "SUMMARY: ", NULL};
-  for (int i = 0; marks[i]; i++)
-    if (strstr(log, marks[i]))
-      return marks[i];
-  return NULL;
-}
+/* ---- children ------------------------------------------------------------ */
 
 /* The environment of a child: ours without `drop` ("NAME", may be NULL)
  * and without proxy variables (the client must talk to loopback
  * directly), plus `add` ("NAME=value", may be NULL).  The array is
  * malloc'ed, the strings borrowed. */
 static char **child_env(const char *drop, const char *add) {
-  static const char *proxies[] = {"http_proxy",  "HTTP_PROXY", "https_proxy",
-                                  "HTTPS_PROXY", "all_proxy",  "ALL_PROXY",
-                                  NULL};
-  size_t n = 0;
-  while (environ[n])
-    n++;
-  char **envp = calloc(n + 2, sizeof *envp);
-  ck_assert(envp != NULL);
-  size_t k = 0;
-  for (size_t i = 0; i < n; i++) {
-    const char *e = environ[i];
-    size_t len = strcspn(e, "=");
-    int skip = drop && strlen(drop) == len && !strncmp(e, drop, len);
-    for (int p = 0; proxies[p] && !skip; p++)
-      skip = strlen(proxies[p]) == len && !strncmp(e, proxies[p], len);
-    if (!skip)
-      envp[k++] = environ[i];
-  }
-  if (add)
-    envp[k++] = (char *)add;
-  envp[k] = NULL;
-  return envp;
-}
-
-/* fork + exec of `argv` in tmp_dir with its stdout and stderr going to the
- * files `out` and `err` (the same path: one file).  The environment is
- * built before fork: the child only dups, chdirs and execs. */
-static pid_t spawn(const char *const *argv, char **envp, const char *out,
-                   const char *err) {
-  int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
-  ck_assert_msg(fo >= 0, "%s: %s", out, strerror(errno));
-  int fe = fo;
-  if (strcmp(out, err)) {
-    fe = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
-    ck_assert_msg(fe >= 0, "%s: %s", err, strerror(errno));
-  }
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  ck_assert_msg(pid >= 0, "fork: %s", strerror(errno));
-  if (pid == 0) {
-    /* _exit, never exit: nothing of the test process's may run here. */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent)
-      _exit(127);
-    if (dup2(fo, 1) < 0 || dup2(fe, 2) < 0 || chdir(tmp_dir) != 0)
-      _exit(127);
-    execve(DURO_BIN, (char *const *)argv, envp);
-    dprintf(2, "exec %s: %s\n", DURO_BIN, strerror(errno));
-    _exit(127);
-  }
-  close(fo);
-  if (fe != fo)
-    close(fe);
-  return pid;
-}
-
-/* Waits for `pid` to exit, SIGKILLing it past `deadline` (then returns
- * -1).  Otherwise its exit code, 128 + signal when killed. */
-static int wait_exit(pid_t pid, int64_t deadline) {
-  int status = 0;
-  for (;;) {
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid)
-      break;
-    ck_assert_msg(r == 0 || errno == EINTR, "waitpid: %s", strerror(errno));
-    if (now_ms() >= deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    sleep_ms(2);
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  const char *names[] = {"http_proxy",  "HTTP_PROXY", "https_proxy",
+                         "HTTPS_PROXY", "all_proxy",  "ALL_PROXY",
+                         drop,          NULL};
+  return proc_env(names, add);
 }
 
 /* ---- the host ------------------------------------------------------------ */
@@ -273,8 +104,8 @@ static host H;
 /* A config for the order flow on 127.0.0.1:0, with `http_extra` (lines of
  * the http mapping, may be NULL). */
 static void write_config(host *h, const char *name, const char *http_extra) {
-  snprintf(h->config, sizeof h->config, "%s/%s.yaml", tmp_dir, name);
-  snprintf(h->log, sizeof h->log, "%s/%s.log", tmp_dir, name);
+  snprintf(h->config, sizeof h->config, "%s/%s.yaml", proc_tmp_dir, name);
+  snprintf(h->log, sizeof h->log, "%s/%s.log", proc_tmp_dir, name);
   FILE *f = fopen(h->config, "w");
   ck_assert_msg(f != NULL, "%s: %s", h->config, strerror(errno));
   fprintf(f,
@@ -293,7 +124,7 @@ static void write_config(host *h, const char *name, const char *http_extra) {
           "      - name: order-flow\n"
           "        binding: ORDER_FLOW\n"
           "        class_name: OrderFlow\n",
-          tmp_dir, name, http_extra ? http_extra : "", ORDERS_PLUGIN);
+          proc_tmp_dir, name, http_extra ? http_extra : "", ORDERS_PLUGIN);
   ck_assert(fclose(f) == 0);
 }
 
@@ -303,54 +134,18 @@ static void host_start_env(host *h, const char *http_extra,
   write_config(h, "h", http_extra);
   const char *argv[] = {DURO_BIN, "run", h->config, NULL};
   char **envp = child_env(NULL, env_kv);
-  h->pid = spawn(argv, envp, h->log, h->log);
+  h->pid = proc_spawn(argv, envp, h->log, h->log);
   free(envp);
-  live_child = h->pid;
-  h->port = 0;
-  int64_t deadline = now_ms() + WAIT_MS;
-  for (;;) {
-    char *log = slurp(h->log);
-    const char *at = strstr(log, "http on port ");
-    if (at && strchr(at, '\n')) {
-      h->port = atoi(at + strlen("http on port "));
-      free(log);
-      ck_assert_msg(h->port > 0 && h->port < 65536, "bad port in the log");
-      snprintf(h->url, sizeof h->url, "http://127.0.0.1:%d", h->port);
-      return;
-    }
-    int status;
-    if (waitpid(h->pid, &status, WNOHANG) == h->pid) {
-      live_child = -1;
-      ck_abort_msg("duro run exited (status 0x%x) before ready:\n%s", status,
-                   tail(log));
-    }
-    if (now_ms() >= deadline) {
-      kill(h->pid, SIGKILL);
-      waitpid(h->pid, NULL, 0);
-      live_child = -1;
-      ck_abort_msg("duro run never said ready:\n%s", tail(log));
-    }
-    free(log);
-    sleep_ms(5);
-  }
+  proc_live = h->pid;
+  h->port = proc_wait_port(h->pid, h->log, proc_now_ms() + WAIT_MS);
+  snprintf(h->url, sizeof h->url, "http://127.0.0.1:%d", h->port);
 }
 
 static void host_start(host *h) { host_start_env(h, NULL, NULL); }
 
 /* SIGTERM; the host must exit 0 with no sanitizer report. */
 static void host_stop(host *h) {
-  ck_assert_int_eq(kill(h->pid, SIGTERM), 0);
-  int code = wait_exit(h->pid, now_ms() + WAIT_MS);
-  live_child = -1;
-  char *log = slurp(h->log);
-  if (code != 0 || sanitizer_report(log)) /* in full, for the test log */
-    fprintf(stderr, "---- %s ----\n%s---- end ----\n", h->log, log);
-  ck_assert_msg(code == 0, "exit %d after SIGTERM (-1: hung); output:\n%s",
-                code, tail(log));
-  const char *mark = sanitizer_report(log);
-  ck_assert_msg(mark == NULL, "sanitizer report (\"%s\") in:\n%s", mark,
-                tail(log));
-  free(log);
+  free(proc_stop(h->pid, h->log, proc_now_ms() + WAIT_MS));
 }
 
 /* ---- the client ---------------------------------------------------------- */
@@ -392,18 +187,19 @@ static void cli_env(run *r, const char *url, const char *drop, const char *add,
                           i > 1 ? " " : "", argv[i]);
 
   char out[400], err[400];
-  snprintf(out, sizeof out, "%s/cli.out", tmp_dir);
-  snprintf(err, sizeof err, "%s/cli.err", tmp_dir);
+  snprintf(out, sizeof out, "%s/cli.out", proc_tmp_dir);
+  snprintf(err, sizeof err, "%s/cli.err", proc_tmp_dir);
   char **envp = child_env(drop, add);
-  pid_t pid = spawn(argv, envp, out, err);
+  pid_t pid = proc_spawn(argv, envp, out, err);
   free(envp);
-  r->code = wait_exit(pid, now_ms() + CLI_MS);
-  r->out = slurp(out);
-  r->err = slurp(err);
-  ck_assert_msg(r->code >= 0, "%s: hung; stderr:\n%s", r->what, tail(r->err));
-  const char *mark = sanitizer_report(r->err);
+  r->code = proc_wait_exit(pid, proc_now_ms() + CLI_MS);
+  r->out = proc_slurp(out);
+  r->err = proc_slurp(err);
+  ck_assert_msg(r->code >= 0, "%s: hung; stderr:\n%s", r->what,
+                proc_tail(r->err));
+  const char *mark = proc_sanitizer_report(r->err);
   ck_assert_msg(mark == NULL, "%s: sanitizer report (\"%s\"):\n%s", r->what,
-                mark, tail(r->err));
+                mark, proc_tail(r->err));
 }
 
 /* `duro workflows ARGS... --url <the case's host>`. */
@@ -414,19 +210,19 @@ static void cli_env(run *r, const char *url, const char *drop, const char *add,
 static void expect_ok(const run *r) {
   ck_assert_msg(r->code == 0 && !r->err[0],
                 "%s: exit %d, want 0\nstdout:\n%s\nstderr:\n%s", r->what,
-                r->code, tail(r->out), tail(r->err));
+                r->code, proc_tail(r->out), proc_tail(r->err));
 }
 
 /* Exit `code`, nothing on stdout, `needle` on stderr. */
 static void expect_fail(const run *r, int code, const char *needle) {
   ck_assert_msg(r->code == code,
                 "%s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", r->what,
-                r->code, code, tail(r->out), tail(r->err));
+                r->code, code, proc_tail(r->out), proc_tail(r->err));
   ck_assert_msg(!r->out[0], "%s: stdout on failure:\n%s", r->what,
-                tail(r->out));
+                proc_tail(r->out));
   ck_assert_msg(strstr(r->err, needle) != NULL,
                 "%s: expected \"%s\" on stderr:\n%s", r->what, needle,
-                tail(r->err));
+                proc_tail(r->err));
 }
 
 /* Exit 1 with exactly "duro: CODE: <message>\n" on stderr. */
@@ -435,10 +231,11 @@ static void expect_server_error(const run *r, const char *code) {
   snprintf(prefix, sizeof prefix, "duro: %s: ", code);
   expect_fail(r, 1, prefix);
   size_t len = strlen(r->err);
-  ck_assert_msg(
-      !strncmp(r->err, prefix, strlen(prefix)) && len > strlen(prefix) + 1 &&
-          r->err[len - 1] == '\n' && !strchr(r->err, '\n')[1],
-      "%s: not one line \"%s<message>\":\n%s", r->what, prefix, tail(r->err));
+  ck_assert_msg(!strncmp(r->err, prefix, strlen(prefix)) &&
+                    len > strlen(prefix) + 1 && r->err[len - 1] == '\n' &&
+                    !strchr(r->err, '\n')[1],
+                "%s: not one line \"%s<message>\":\n%s", r->what, prefix,
+                proc_tail(r->err));
 }
 
 /* ---- JSON ---------------------------------------------------------------- */
@@ -464,7 +261,7 @@ static json_t *out_json(const run *r) {
   json_error_t e;
   json_t *j = json_loads(r->out, JSON_DECODE_ANY, &e);
   ck_assert_msg(j != NULL, "%s: stdout is not JSON (%s):\n%s", r->what, e.text,
-                tail(r->out));
+                proc_tail(r->out));
   return j;
 }
 
@@ -485,7 +282,7 @@ static json_t *describe_json(const char *id) {
   CLI(&r, "instances", "describe", WF, id, "--json");
   expect_ok(&r);
   json_t *d = out_json(&r);
-  ck_assert_msg(!strcmp(jstr(d, "id"), id), "%s: %s", r.what, tail(r.out));
+  ck_assert_msg(!strcmp(jstr(d, "id"), id), "%s: %s", r.what, proc_tail(r.out));
   run_free(&r);
   return d;
 }
@@ -501,18 +298,18 @@ static int status_in(const char *st, const char *want) {
 /* Polls describe --json until the status is one of `want`; fails after
  * SETTLE_MS.  Returns the last description (caller's). */
 static json_t *wait_status(const char *id, const char *want) {
-  int64_t deadline = now_ms() + SETTLE_MS;
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
   for (;;) {
     json_t *d = describe_json(id);
     if (status_in(jstr(d, "status"), want))
       return d;
-    if (now_ms() >= deadline) {
+    if (proc_now_ms() >= deadline) {
       char *text = json_dumps(d, JSON_COMPACT);
       ck_abort_msg("%s: status never became %s; last: %s", id, want,
-                   tail(text ? text : "?"));
+                   proc_tail(text ? text : "?"));
     }
     json_decref(d);
-    sleep_ms(20);
+    proc_sleep_ms(20);
   }
 }
 
@@ -523,7 +320,7 @@ static json_t *list_json(void) {
   expect_ok(&r);
   json_t *l = out_json(&r);
   ck_assert_msg(json_is_array(jget(l, "instances")), "%s: %s", r.what,
-                tail(r.out));
+                proc_tail(r.out));
   run_free(&r);
   return l;
 }
@@ -626,7 +423,8 @@ static void step_row_of(const run *r, const char *key, step_row *s) {
   char prefix[128];
   snprintf(prefix, sizeof prefix, "  %s ", key);
   ck_assert_msg(line_of(r->out, prefix, s->line, sizeof s->line, &s->after),
-                "%s: no row for step \"%s\":\n%s", r->what, key, tail(r->out));
+                "%s: no row for step \"%s\":\n%s", r->what, key,
+                proc_tail(r->out));
   ck_assert_msg(sscanf(s->line + strlen(prefix), "%31s %31s %15s", s->type,
                        s->status, s->attempts) == 3,
                 "%s: row of \"%s\" has no type/status/attempts: %s", r->what,
@@ -847,7 +645,7 @@ END_TEST
 START_TEST(describe_retried_step) {
   host_start(&H);
   trigger("f1", ORDER(",\"flakyCard\":true,\"graceSeconds\":1"));
-  int64_t deadline = now_ms() + SETTLE_MS;
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
   run r;
   step_row s;
   for (;;) {
@@ -857,10 +655,10 @@ START_TEST(describe_retried_step) {
     if (line_of(r.out, "  charge card#1 ", line, sizeof line, NULL) &&
         strstr(r.out, "card issuer timed out"))
       break;
-    ck_assert_msg(now_ms() < deadline, "no failed attempt shown:\n%s",
-                  tail(r.out));
+    ck_assert_msg(proc_now_ms() < deadline, "no failed attempt shown:\n%s",
+                  proc_tail(r.out));
     run_free(&r);
-    sleep_ms(20);
+    proc_sleep_ms(20);
   }
   ck_assert_msg(!strncmp(r.out, "order-flow/f1  waiting\n", 23), "%s:\n%s",
                 r.what, r.out);
@@ -928,9 +726,9 @@ static json_t *http_get(const char *id) {
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
   curl_easy_cleanup(c);
   ck_assert_msg(rc == CURLE_OK && status == 200, "GET %s: %s, HTTP %ld: %s",
-                url, curl_easy_strerror(rc), status, tail(body));
+                url, curl_easy_strerror(rc), status, proc_tail(body));
   json_t *j = json_loads(body, 0, NULL);
-  ck_assert_msg(j != NULL, "GET %s: not JSON: %s", url, tail(body));
+  ck_assert_msg(j != NULL, "GET %s: not JSON: %s", url, proc_tail(body));
   free(body);
   return j;
 }
@@ -1201,7 +999,7 @@ START_TEST(send_event_verb) {
   /* The event: the review completes with the payload, the instance sleeps
    * its grace period. */
   approve("s1");
-  int64_t deadline = now_ms() + SETTLE_MS;
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
   for (;;) {
     d = describe_json("s1");
     mr = step_of(d, "manual review#1");
@@ -1214,9 +1012,9 @@ START_TEST(send_event_verb) {
       json_decref(d);
       break;
     }
-    ck_assert_msg(now_ms() < deadline, "the event did not move s1 on");
+    ck_assert_msg(proc_now_ms() < deadline, "the event did not move s1 on");
     json_decref(d);
-    sleep_ms(20);
+    proc_sleep_ms(20);
   }
   json_decref(wait_status("s1", "waiting"));
   CLI(&r, "instances", "describe", WF, "s1");
@@ -1456,7 +1254,7 @@ START_TEST(token_from_config) {
 
   /* A client config: the address from http.listen, no --url at all. */
   char client[400];
-  snprintf(client, sizeof client, "%s/client.yaml", tmp_dir);
+  snprintf(client, sizeof client, "%s/client.yaml", proc_tmp_dir);
   FILE *f = fopen(client, "w");
   ck_assert(f != NULL);
   fprintf(f, "http:\n  listen: 127.0.0.1:%d\n  token_env: %s\n", H.port,
@@ -1492,8 +1290,7 @@ static Suite *cli_suite(void) {
   TCase *tc[2];
   for (int i = 0; i < 2; i++) {
     tc[i] = tcase_create(groups[i].name);
-    tcase_add_unchecked_fixture(tc[i], tcase_setup, tcase_teardown);
-    tcase_add_checked_fixture(tc[i], setup, teardown);
+    proc_fixtures(tc[i], "duro-cli");
     tcase_set_timeout(tc[i], groups[i].timeout);
     suite_add_tcase(s, tc[i]);
   }

@@ -13,7 +13,6 @@
  *   - a completed step's result never changed (every "seen" of a step
  *     carries the same token, and it is the one in the journal). */
 #include <check.h>
-#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,6 +25,7 @@
 
 #include "engine.h"
 #include "map.h"
+#include "proc.h"
 
 #define N_INSTANCES 32
 #define N_STEPS 40
@@ -135,12 +135,6 @@ static pid_t start_host(const crash_env *c, const char *log_level) {
   return pid;
 }
 
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-    ;
-}
-
 static int file_contains(const char *path, const char *needle) {
   char buf[8192];
   FILE *f = fopen(path, "r");
@@ -202,7 +196,7 @@ static void crash_loop(const char *synchronous) {
   while (kills < MAX_KILLS && (done = count_complete(&c)) < N_INSTANCES) {
     pid_t pid = start_host(&c, "warn");
     /* Vary the moment: early (during recovery), mid-run, late. */
-    sleep_ms(2 + rand() % 40);
+    proc_sleep_ms(2 + rand() % 40);
     kill(pid, SIGKILL);
     int st;
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
@@ -223,7 +217,7 @@ static void crash_loop(const char *synchronous) {
   for (; waited < 120000 && (!file_contains(c.err, " ready") ||
                              count_complete(&c) < N_INSTANCES);
        waited += 50)
-    sleep_ms(50);
+    proc_sleep_ms(50);
   kill(pid, SIGTERM);
   int st;
   ck_assert_int_eq(waitpid(pid, &st, 0), pid);
@@ -266,14 +260,10 @@ static void crash_loop(const char *synchronous) {
   }
   duro_engine_close(e);
   /* Passed: remove the evidence (a failure leaves it for a look). */
-  const char *files[] = {c.cfg, c.log, c.err, c.db};
+  const char *files[] = {c.cfg, c.log, c.err};
   for (size_t i = 0; i < sizeof files / sizeof *files; i++)
     unlink(files[i]);
-  char wal[256];
-  snprintf(wal, sizeof wal, "%s-wal", c.db);
-  unlink(wal);
-  snprintf(wal, sizeof wal, "%s-shm", c.db);
-  unlink(wal);
+  proc_remove_db(c.db);
   rmdir(c.dir);
   fprintf(stderr,
           "crash test (synchronous=%s): %d kills, %d step executions for %d "

@@ -18,28 +18,25 @@
  *    database (made by a brief good run) byte for byte as it was;
  *  - an unknown verb, or none, exits 2 with the usage.
  *
- * Children are killed on every way out: the helpers SIGKILL a child past
- * its deadline, the teardown kills one still running, the child asks for
- * SIGKILL when its parent dies, and in fork mode Check kills the case's
+ * Children are killed on every way out: the helpers (proc.h) SIGKILL a child
+ * past its deadline, the teardown kills one still running, the child asks
+ * for SIGKILL when its parent dies, and in fork mode Check kills the case's
  * process group when the case ends, passed, failed or timed out. */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "duro.h"
+#include "proc.h"
 
 #ifndef DURO_BIN
 #error "build with -DDURO_BIN=\"<path of the built duro binary>\""
@@ -50,79 +47,24 @@
 
 #define WAIT_MS 15000 /* for any one child to say ready or to exit */
 
-/* ---- the temporary directory and cleanup ------------------------------ */
-
-/* base_dir is made by the runner process once per TCase (an unchecked
- * fixture) and removed by it afterwards, so it goes even when a case fails:
- * in fork mode a failed assertion ends the case with _exit(), skipping the
- * case's own teardown.  Each case works in tmp_dir, a directory of its own
- * inside base_dir. */
-static char base_dir[256];
-static char tmp_dir[320];
-static pid_t live_child = -1; /* a started child not yet reaped */
-
-static int rm_entry(const char *path, const struct stat *st, int flag,
-                    struct FTW *ftw) {
-  (void)st;
-  (void)flag;
-  (void)ftw;
-  remove(path);
-  return 0;
-}
-
-static void rm_tree(char *dir) {
-  if (dir[0])
-    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-  dir[0] = '\0';
-}
-
-static void tcase_setup(void) {
-  const char *tmp = getenv("TMPDIR");
-  snprintf(base_dir, sizeof base_dir, "%s/duro-host-XXXXXX",
-           tmp && *tmp ? tmp : "/tmp");
-  ck_assert_msg(mkdtemp(base_dir) != NULL, "mkdtemp: %s", strerror(errno));
-}
-
-static void tcase_teardown(void) { rm_tree(base_dir); }
-
-static void setup(void) {
-  snprintf(tmp_dir, sizeof tmp_dir, "%s/case-XXXXXX", base_dir);
-  ck_assert_msg(mkdtemp(tmp_dir) != NULL, "mkdtemp: %s", strerror(errno));
-}
-
-static void teardown(void) {
-  if (live_child > 0) {
-    kill(live_child, SIGKILL);
-    waitpid(live_child, NULL, 0);
-    live_child = -1;
-  }
-  rm_tree(tmp_dir);
-}
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- running duro ------------------------------------------------------ */
 
 #define OUT_MAX 65536
 
-typedef struct proc {
+typedef struct child {
   pid_t pid;
   int fd[2]; /* stdout, stderr; -1 once at EOF */
   char text[2][OUT_MAX];
   size_t len[2];
   int code; /* exit status, 128 + signal when killed; -1 while running */
-} proc;
+} child;
 
 #define p_out(p) ((p)->text[0])
 #define p_err(p) ((p)->text[1])
 
 /* Starts DURO_BIN with args (NULL-terminated, without argv[0]) in
- * tmp_dir, so relative paths in a config land there. */
-static void proc_start(proc *p, const char *const *args) {
+ * proc_tmp_dir, so relative paths in a config land there. */
+static void child_start(child *p, const char *const *args) {
   const char *argv[8] = {DURO_BIN};
   size_t n = 1;
   for (; args[n - 1]; n++) {
@@ -135,21 +77,8 @@ static void proc_start(proc *p, const char *const *args) {
   ck_assert(pipe2(out, O_CLOEXEC) == 0 && pipe2(err, O_CLOEXEC) == 0);
   memset(p, 0, sizeof *p);
   p->code = -1;
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  ck_assert_msg(pid >= 0, "fork: %s", strerror(errno));
-  if (pid == 0) {
-    /* _exit, never exit: nothing of the test process's may run here. */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent)
-      _exit(127);
-    if (dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0 || chdir(tmp_dir) != 0)
-      _exit(127);
-    execv(DURO_BIN, (char *const *)argv);
-    dprintf(2, "exec %s: %s\n", DURO_BIN, strerror(errno));
-    _exit(127);
-  }
-  live_child = pid;
+  pid_t pid = proc_spawn_fd(argv, NULL, out[1], err[1]);
+  proc_live = pid;
   close(out[1]);
   close(err[1]);
   p->pid = pid;
@@ -160,13 +89,13 @@ static void proc_start(proc *p, const char *const *args) {
 /* Reads the child's output until `until` appears in its stderr (NULL:
  * until both pipes are closed) or `deadline` (monotonic ms).  Returns 1 on
  * success, 0 on timeout. */
-static int proc_read(proc *p, const char *until, int64_t deadline) {
+static int child_read(child *p, const char *until, int64_t deadline) {
   for (;;) {
     if (until && strstr(p_err(p), until))
       return 1;
     if (p->fd[0] < 0 && p->fd[1] < 0)
       return until == NULL;
-    int64_t left = deadline - now_ms();
+    int64_t left = deadline - proc_now_ms();
     if (left <= 0)
       return 0;
     struct pollfd pf[2] = {{.fd = p->fd[0], .events = POLLIN},
@@ -198,38 +127,24 @@ static int proc_read(proc *p, const char *until, int64_t deadline) {
 
 /* Reads to EOF and reaps the child, killing it past the deadline (which
  * fails the case).  Returns the exit code. */
-static int proc_wait(proc *p, int64_t deadline) {
-  int in_time = proc_read(p, NULL, deadline);
-  int status = 0;
-  for (;;) {
-    pid_t r = waitpid(p->pid, &status, WNOHANG);
-    if (r == p->pid)
-      break;
-    ck_assert_msg(r == 0 || errno == EINTR, "waitpid: %s", strerror(errno));
-    if (now_ms() >= deadline) {
-      in_time = 0;
-      kill(p->pid, SIGKILL);
-      waitpid(p->pid, &status, 0);
-      break;
-    }
-    usleep(10 * 1000);
-  }
-  live_child = -1;
+static int child_wait(child *p, int64_t deadline) {
+  int in_time = child_read(p, NULL, deadline);
+  p->code = proc_wait_exit(p->pid, deadline);
   for (int i = 0; i < 2; i++)
     if (p->fd[i] >= 0) {
       close(p->fd[i]);
       p->fd[i] = -1;
     }
-  p->code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  ck_assert_msg(in_time, "duro did not exit within %d ms; stderr:\n%s", WAIT_MS,
+  ck_assert_msg(in_time && p->code >= 0,
+                "duro did not exit within %d ms; stderr:\n%s", WAIT_MS,
                 p_err(p));
   return p->code;
 }
 
 /* Runs `duro VERB CONFIG` (or any args) to completion. */
-static int duro(proc *p, const char *const *args) {
-  proc_start(p, args);
-  return proc_wait(p, now_ms() + WAIT_MS);
+static int duro(child *p, const char *const *args) {
+  child_start(p, args);
+  return child_wait(p, proc_now_ms() + WAIT_MS);
 }
 
 /* A non-zero exit by the program itself, not a crash. */
@@ -250,7 +165,7 @@ static int duro(proc *p, const char *const *args) {
 
 static void write_config(const char *file, const char *tmpl, const char *db,
                          char *path_out, size_t path_len) {
-  snprintf(path_out, path_len, "%s/%s", tmp_dir, file);
+  snprintf(path_out, path_len, "%s/%s", proc_tmp_dir, file);
   FILE *f = fopen(path_out, "w");
   ck_assert_msg(f != NULL, "%s: %s", path_out, strerror(errno));
   for (const char *s = tmpl; *s;) {
@@ -261,7 +176,7 @@ static void write_config(const char *file, const char *tmpl, const char *db,
       fputs(FIXTURES_DIR, f);
       s += 5;
     } else if (!strncmp(s, "@TMP@", 5)) {
-      fputs(tmp_dir, f);
+      fputs(proc_tmp_dir, f);
       s += 5;
     } else {
       fputc(*s++, f);
@@ -380,7 +295,7 @@ static const bad_case bad_cases[] = {
 /* `needle` with @TMP@ and @FIX@ expanded. */
 static const char *expand(char *buf, size_t len, const char *needle) {
   if (!strncmp(needle, "@TMP@", 5))
-    snprintf(buf, len, "%s%s", tmp_dir, needle + 5);
+    snprintf(buf, len, "%s%s", proc_tmp_dir, needle + 5);
   else if (!strncmp(needle, "@FIX@", 5))
     snprintf(buf, len, "%s%s", FIXTURES_DIR, needle + 5);
   else
@@ -405,7 +320,7 @@ static int has_number_after(const char *s, const char *from, unsigned n) {
 
 /* The message of a refused config: "CONFIG:LINE:COLUMN: ..." and what is
  * wrong. */
-static void assert_message(const proc *p, const char *config,
+static void assert_message(const child *p, const char *config,
                            const bad_case *c) {
   char want[1024];
   snprintf(want, sizeof want, "%s:%s: ", config, c->where);
@@ -471,9 +386,9 @@ static void list_dir(const char *dir, char *out, size_t len) {
 
 START_TEST(check_good_config) {
   char config[512], db[512];
-  snprintf(db, sizeof db, "%s/var/duro.db", tmp_dir);
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
   write_config("good.yaml", good_config, db, config, sizeof config);
-  proc p;
+  child p;
   int code = duro(&p, (const char *[]){"check", config, NULL});
   ck_assert_msg(code == 0, "exit %d; stderr:\n%s", code, p_err(&p));
   assert_contains(p_out(&p), "ok");
@@ -485,9 +400,9 @@ END_TEST
 START_TEST(check_bad_config) {
   const bad_case c = bad_cases[_i];
   char config[512], db[512];
-  snprintf(db, sizeof db, "%s/var/duro.db", tmp_dir);
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
   write_config("bad.yaml", c.yaml, db, config, sizeof config);
-  proc p;
+  child p;
   duro(&p, (const char *[]){"check", config, NULL});
   assert_refused(&p);
   assert_message(&p, config, &c);
@@ -499,8 +414,8 @@ END_TEST
 
 START_TEST(check_missing_config_file) {
   char config[512];
-  snprintf(config, sizeof config, "%s/absent.yaml", tmp_dir);
-  proc p;
+  snprintf(config, sizeof config, "%s/absent.yaml", proc_tmp_dir);
+  child p;
   duro(&p, (const char *[]){"check", config, NULL});
   assert_refused(&p);
   assert_contains(p_err(&p), config);
@@ -512,17 +427,17 @@ END_TEST
 /* Starts `duro run CONFIG`, waits for "ready", stops it with `sig` and
  * asserts a clean exit. */
 static void run_until_ready_then_stop(const char *config, int sig) {
-  proc p;
-  proc_start(&p, (const char *[]){"run", config, NULL});
-  int ready = proc_read(&p, "ready", now_ms() + WAIT_MS);
+  child p;
+  child_start(&p, (const char *[]){"run", config, NULL});
+  int ready = child_read(&p, "ready", proc_now_ms() + WAIT_MS);
   if (!ready) {
     kill(p.pid, SIGKILL);
-    proc_wait(&p, now_ms() + WAIT_MS);
+    child_wait(&p, proc_now_ms() + WAIT_MS);
     ck_abort_msg("duro run never said ready (exit %d); stderr:\n%s", p.code,
                  p_err(&p));
   }
   ck_assert_int_eq(kill(p.pid, sig), 0);
-  int code = proc_wait(&p, now_ms() + WAIT_MS);
+  int code = child_wait(&p, proc_now_ms() + WAIT_MS);
   ck_assert_msg(code == 0, "exit %d after signal %d; stderr:\n%s", code, sig,
                 p_err(&p));
 }
@@ -531,7 +446,7 @@ static const int stop_signals[] = {SIGTERM, SIGINT};
 
 START_TEST(run_good_config_stops_cleanly) {
   char config[512], db[512];
-  snprintf(db, sizeof db, "%s/var/duro.db", tmp_dir);
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
   write_config("good.yaml", good_config, db, config, sizeof config);
   run_until_ready_then_stop(config, stop_signals[_i]);
   ck_assert_msg(exists(db), "duro run did not create %s", db);
@@ -542,10 +457,10 @@ END_TEST
 START_TEST(run_bad_config_creates_nothing) {
   const bad_case c = bad_cases[_i];
   char config[512], dir[512], db[600];
-  snprintf(dir, sizeof dir, "%s/fresh", tmp_dir);
+  snprintf(dir, sizeof dir, "%s/fresh", proc_tmp_dir);
   snprintf(db, sizeof db, "%s/sub/duro.db", dir);
   write_config("bad.yaml", c.yaml, db, config, sizeof config);
-  proc p;
+  child p;
   duro(&p, (const char *[]){"run", config, NULL});
   assert_refused(&p);
   assert_message(&p, config, &c);
@@ -559,7 +474,7 @@ END_TEST
 START_TEST(run_bad_config_keeps_database) {
   const bad_case c = bad_cases[_i];
   char good[512], bad[512], dir[512], db[600];
-  snprintf(dir, sizeof dir, "%s/var", tmp_dir);
+  snprintf(dir, sizeof dir, "%s/var", proc_tmp_dir);
   snprintf(db, sizeof db, "%s/duro.db", dir);
   write_config("good.yaml", good_config, db, good, sizeof good);
   run_until_ready_then_stop(good, SIGTERM);
@@ -570,7 +485,7 @@ START_TEST(run_bad_config_keeps_database) {
   list_dir(dir, files_before, sizeof files_before);
 
   write_config("bad.yaml", c.yaml, db, bad, sizeof bad);
-  proc p;
+  child p;
   duro(&p, (const char *[]){"run", bad, NULL});
   assert_refused(&p);
   assert_message(&p, bad, &c);
@@ -590,9 +505,9 @@ END_TEST
 
 START_TEST(run_missing_config_file) {
   char config[512], var[512];
-  snprintf(config, sizeof config, "%s/absent.yaml", tmp_dir);
-  snprintf(var, sizeof var, "%s/var", tmp_dir); /* the default storage */
-  proc p;
+  snprintf(config, sizeof config, "%s/absent.yaml", proc_tmp_dir);
+  snprintf(var, sizeof var, "%s/var", proc_tmp_dir); /* the default storage */
+  child p;
   duro(&p, (const char *[]){"run", config, NULL});
   assert_refused(&p);
   assert_contains(p_err(&p), config);
@@ -603,7 +518,7 @@ END_TEST
 /* ---- the command line ---------------------------------------------------- */
 
 START_TEST(unknown_verb_exits_2) {
-  proc p;
+  child p;
   int code = duro(&p, (const char *[]){"frobnicate", NULL});
   ck_assert_msg(code == 2, "exit %d; stderr:\n%s", code, p_err(&p));
   assert_contains(p_err(&p), "frobnicate");
@@ -612,7 +527,7 @@ START_TEST(unknown_verb_exits_2) {
 END_TEST
 
 START_TEST(no_verb_exits_2) {
-  proc p;
+  child p;
   int code = duro(&p, (const char *[]){NULL});
   ck_assert_msg(code == 2, "exit %d; stderr:\n%s", code, p_err(&p));
   assert_contains(p_err(&p), "usage");
@@ -620,7 +535,7 @@ START_TEST(no_verb_exits_2) {
 END_TEST
 
 START_TEST(help_exits_0) {
-  proc p;
+  child p;
   int code = duro(&p, (const char *[]){"help", NULL});
   ck_assert_msg(code == 0, "exit %d; stderr:\n%s", code, p_err(&p));
   assert_contains(p_out(&p), "usage");
@@ -631,8 +546,7 @@ static Suite *host_suite(void) {
   Suite *s = suite_create("host");
 
   TCase *tc = tcase_create("check");
-  tcase_add_unchecked_fixture(tc, tcase_setup, tcase_teardown);
-  tcase_add_checked_fixture(tc, setup, teardown);
+  proc_fixtures(tc, "duro-host");
   tcase_set_timeout(tc, 30);
   tcase_add_test(tc, check_good_config);
   tcase_add_loop_test(tc, check_bad_config, 0, N_BAD);
@@ -640,8 +554,7 @@ static Suite *host_suite(void) {
   suite_add_tcase(s, tc);
 
   tc = tcase_create("run");
-  tcase_add_unchecked_fixture(tc, tcase_setup, tcase_teardown);
-  tcase_add_checked_fixture(tc, setup, teardown);
+  proc_fixtures(tc, "duro-host");
   tcase_set_timeout(tc, 60);
   tcase_add_loop_test(tc, run_good_config_stops_cleanly, 0,
                       (int)(sizeof stop_signals / sizeof stop_signals[0]));
@@ -651,8 +564,7 @@ static Suite *host_suite(void) {
   suite_add_tcase(s, tc);
 
   tc = tcase_create("cli");
-  tcase_add_unchecked_fixture(tc, tcase_setup, tcase_teardown);
-  tcase_add_checked_fixture(tc, setup, teardown);
+  proc_fixtures(tc, "duro-host");
   tcase_add_test(tc, unknown_verb_exits_2);
   tcase_add_test(tc, no_verb_exits_2);
   tcase_add_test(tc, help_exits_0);

@@ -25,15 +25,13 @@
  *    appears;
  *  - shutdown: SIGTERM with idle and half-sent connections still open.
  *
- * Children are killed on every way out: the helpers SIGKILL a child past
- * its deadline, the teardown kills one still running, the child asks for
- * SIGKILL when its parent dies, and in fork mode Check kills the case's
+ * Children are killed on every way out: the helpers (proc.h) SIGKILL a child
+ * past its deadline, the teardown kills one still running, the child asks
+ * for SIGKILL when its parent dies, and in fork mode Check kills the case's
  * process group when the case ends.  All traffic is on loopback. */
 #include <check.h>
 #include <curl/curl.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
 #include <jansson.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -44,13 +42,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "proc.h"
 
 #ifndef DURO_BIN
 #error "build with -DDURO_BIN=\"<path of the built duro binary>\""
@@ -59,8 +55,6 @@
 #error "build with -DORDERS_PLUGIN=\"<path of liborders.so>\""
 #endif
 
-extern char **environ;
-
 #define WAIT_MS 20000     /* for a host to say ready or to exit */
 #define SETTLE_MS 20000   /* for an instance to reach a status */
 #define RAW_READ_MS 5000  /* for a raw-socket reply */
@@ -68,94 +62,9 @@ extern char **environ;
 #define MAX_BODY 1024     /* http.max_body_bytes of every generated config */
 #define WF "/workflows/order-flow/instances"
 
-/* ---- the temporary directory and cleanup ------------------------------ */
-
-/* base_dir is made by the runner process once per TCase (an unchecked
- * fixture) and removed by it afterwards, so it goes even when a case fails
- * (a failed assertion ends a forked case without its teardown). */
-static char base_dir[256];
-static char tmp_dir[320];
-static pid_t live_child = -1; /* a started host not yet reaped */
-
-static int rm_entry(const char *path, const struct stat *st, int flag,
-                    struct FTW *ftw) {
-  (void)st;
-  (void)flag;
-  (void)ftw;
-  remove(path);
-  return 0;
-}
-
-static void rm_tree(char *dir) {
-  if (dir[0])
-    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-  dir[0] = '\0';
-}
-
-static void tcase_setup(void) {
-  const char *tmp = getenv("TMPDIR");
-  snprintf(base_dir, sizeof base_dir, "%s/duro-http-XXXXXX",
-           tmp && *tmp ? tmp : "/tmp");
-  ck_assert_msg(mkdtemp(base_dir) != NULL, "mkdtemp: %s", strerror(errno));
-}
-
-static void tcase_teardown(void) { rm_tree(base_dir); }
-
-static void setup(void) {
-  snprintf(tmp_dir, sizeof tmp_dir, "%s/case-XXXXXX", base_dir);
-  ck_assert_msg(mkdtemp(tmp_dir) != NULL, "mkdtemp: %s", strerror(errno));
-}
-
-static void teardown(void) {
-  if (live_child > 0) {
-    kill(live_child, SIGKILL);
-    waitpid(live_child, NULL, 0);
-    live_child = -1;
-  }
-  rm_tree(tmp_dir);
-}
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-    ;
-}
-
 #define assert_contains(hay, needle)                                           \
   ck_assert_msg(strstr((hay), (needle)) != NULL, "expected \"%s\" in:\n%s",    \
                 (needle), (hay))
-
-/* The whole text file, malloc'ed and NUL-terminated ("" if absent). */
-static char *slurp(const char *path) {
-  char *buf = calloc(1, 1);
-  size_t n = 0;
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return buf;
-  char chunk[65536];
-  size_t got;
-  while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
-    buf = realloc(buf, n + got + 1);
-    ck_assert(buf != NULL);
-    memcpy(buf + n, chunk, got);
-    n += got;
-    buf[n] = '\0';
-  }
-  fclose(f);
-  return buf;
-}
-
-/* The last 1500 bytes of a log: Check refuses longer failure messages. */
-static const char *tail(const char *log) {
-  size_t n = strlen(log);
-  return n > 1500 ? log + n - 1500 : log;
-}
 
 /* ---- the host ------------------------------------------------------------ */
 
@@ -170,8 +79,8 @@ typedef struct host {
  * and `http_extra` (lines of the http mapping, may be NULL). */
 static void write_config(host *h, const char *name, const char *listen,
                          const char *http_extra) {
-  snprintf(h->config, sizeof h->config, "%s/%s.yaml", tmp_dir, name);
-  snprintf(h->log, sizeof h->log, "%s/%s.log", tmp_dir, name);
+  snprintf(h->config, sizeof h->config, "%s/%s.yaml", proc_tmp_dir, name);
+  snprintf(h->log, sizeof h->log, "%s/%s.log", proc_tmp_dir, name);
   FILE *f = fopen(h->config, "w");
   ck_assert_msg(f != NULL, "%s: %s", h->config, strerror(errno));
   fprintf(f,
@@ -191,111 +100,28 @@ static void write_config(host *h, const char *name, const char *listen,
           "      - name: order-flow\n"
           "        binding: ORDER_FLOW\n"
           "        class_name: OrderFlow\n",
-          tmp_dir, name, listen, MAX_BODY, http_extra ? http_extra : "",
+          proc_tmp_dir, name, listen, MAX_BODY, http_extra ? http_extra : "",
           ORDERS_PLUGIN);
   ck_assert(fclose(f) == 0);
 }
 
 /* Starts `duro run CONFIG` with `env_kv` ("NAME=value", may be NULL) added
- * to the environment.  The environment is built before fork: the child
- * only dups, chdirs and execs. */
-static void spawn(host *h, const char *env_kv) {
-  size_t n = 0;
-  while (environ[n])
-    n++;
-  char **envp = calloc(n + 2, sizeof *envp);
-  ck_assert(envp != NULL);
-  memcpy(envp, environ, n * sizeof *envp);
-  if (env_kv)
-    envp[n++] = (char *)env_kv;
+ * to the environment. */
+static void host_spawn(host *h, const char *env_kv) {
   const char *argv[] = {DURO_BIN, "run", h->config, NULL};
-
-  int log = open(h->log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC,
-                 0600);
-  ck_assert_msg(log >= 0, "%s: %s", h->log, strerror(errno));
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  ck_assert_msg(pid >= 0, "fork: %s", strerror(errno));
-  if (pid == 0) {
-    /* _exit, never exit: nothing of the test process's may run here. */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent)
-      _exit(127);
-    if (dup2(log, 1) < 0 || dup2(log, 2) < 0 || chdir(tmp_dir) != 0)
-      _exit(127);
-    execve(DURO_BIN, (char *const *)argv, envp);
-    dprintf(2, "exec %s: %s\n", DURO_BIN, strerror(errno));
-    _exit(127);
-  }
-  close(log);
+  char **envp = proc_env(NULL, env_kv);
+  h->pid = proc_spawn(argv, envp, h->log, h->log);
   free(envp);
-  live_child = pid;
-  h->pid = pid;
+  proc_live = h->pid;
   h->port = 0;
-}
-
-/* Waits for the child to exit, SIGKILLing it past `deadline` (then returns
- * -1).  Otherwise its exit code, 128 + signal when killed. */
-static int wait_exit(host *h, int64_t deadline) {
-  int status = 0;
-  for (;;) {
-    pid_t r = waitpid(h->pid, &status, WNOHANG);
-    if (r == h->pid)
-      break;
-    ck_assert_msg(r == 0 || errno == EINTR, "waitpid: %s", strerror(errno));
-    if (now_ms() >= deadline) {
-      kill(h->pid, SIGKILL);
-      waitpid(h->pid, &status, 0);
-      live_child = -1;
-      return -1;
-    }
-    sleep_ms(10);
-  }
-  live_child = -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-/* A sanitizer (ASan, LSan, UBSan) report in the host's output. */
-static const char *sanitizer_report(const char *log) {
-  static const char *marks[] = {"Sanitizer", "runtime error:",
-                                "SUMMARY: ", NULL};
-  for (int i = 0; marks[i]; i++)
-    if (strstr(log, marks[i]))
-      return marks[i];
-  return NULL;
 }
 
 /* Runs the host to its "ready" line and reads the port from it. */
 static void host_start_env(host *h, const char *name, const char *listen,
                            const char *http_extra, const char *env_kv) {
   write_config(h, name, listen, http_extra);
-  spawn(h, env_kv);
-  int64_t deadline = now_ms() + WAIT_MS;
-  for (;;) {
-    char *log = slurp(h->log);
-    const char *at = strstr(log, "http on port ");
-    if (at && strchr(at, '\n')) {
-      h->port = atoi(at + strlen("http on port "));
-      free(log);
-      ck_assert_msg(h->port > 0 && h->port < 65536, "bad port in the log");
-      return;
-    }
-    int status;
-    pid_t r = waitpid(h->pid, &status, WNOHANG);
-    if (r == h->pid) {
-      live_child = -1;
-      ck_abort_msg("duro run exited (status 0x%x) before ready:\n%s", status,
-                   tail(log));
-    }
-    if (now_ms() >= deadline) {
-      kill(h->pid, SIGKILL);
-      waitpid(h->pid, NULL, 0);
-      live_child = -1;
-      ck_abort_msg("duro run never said ready:\n%s", tail(log));
-    }
-    free(log);
-    sleep_ms(10);
-  }
+  host_spawn(h, env_kv);
+  h->port = proc_wait_port(h->pid, h->log, proc_now_ms() + WAIT_MS);
 }
 
 static void host_start(host *h, const char *name) {
@@ -304,16 +130,7 @@ static void host_start(host *h, const char *name) {
 
 /* SIGTERM; the host must exit 0 with no sanitizer report. */
 static void host_stop(host *h) {
-  ck_assert_int_eq(kill(h->pid, SIGTERM), 0);
-  int code = wait_exit(h, now_ms() + WAIT_MS);
-  char *log = slurp(h->log);
-  if (code != 0 || sanitizer_report(log)) /* in full, for the test log */
-    fprintf(stderr, "---- %s ----\n%s---- end ----\n", h->log, log);
-  ck_assert_msg(code == 0, "exit %d after SIGTERM (-1: hung); output:\n%s",
-                code, tail(log));
-  const char *mark = sanitizer_report(log);
-  ck_assert_msg(mark == NULL, "sanitizer report (\"%s\") in:\n%s", mark,
-                tail(log));
+  char *log = proc_stop(h->pid, h->log, proc_now_ms() + WAIT_MS);
   assert_contains(log, "stopping");
   free(log);
 }
@@ -519,7 +336,7 @@ static json_t *describe(const char *id) {
 /* Polls the instance until its status is one of `want` ("a|b|c"); fails
  * after SETTLE_MS.  Returns the last description (caller's). */
 static json_t *wait_status(const char *id, const char *want) {
-  int64_t deadline = now_ms() + SETTLE_MS;
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
   for (;;) {
     json_t *d = describe(id);
     const char *st = jstr(d, "status");
@@ -528,12 +345,12 @@ static json_t *wait_status(const char *id, const char *want) {
     snprintf(one, sizeof one, "|%s|", st);
     if (*st && strstr(pat, one))
       return d;
-    if (now_ms() >= deadline) {
+    if (proc_now_ms() >= deadline) {
       char *text = jdump(d);
       ck_abort_msg("%s: status never became %s; last: %s", id, want, text);
     }
     json_decref(d);
-    sleep_ms(20);
+    proc_sleep_ms(20);
   }
 }
 
@@ -995,7 +812,7 @@ START_TEST(events_move_instances_on) {
   resp_free(&r);
   /* It moves on: the review is journaled with the payload, the instance
    * sleeps its grace period. */
-  int64_t deadline = now_ms() + SETTLE_MS;
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
   for (;;) {
     json_t *d = describe("ev1");
     json_t *s = step_of(d, "manual review#1");
@@ -1010,12 +827,12 @@ START_TEST(events_move_instances_on) {
       json_decref(d);
       break;
     }
-    if (now_ms() >= deadline) {
+    if (proc_now_ms() >= deadline) {
       char *text = jdump(d);
       ck_abort_msg("the event did not move ev1 on: %s", text);
     }
     json_decref(d);
-    sleep_ms(20);
+    proc_sleep_ms(20);
   }
   json_decref(wait_status("ev1", "waiting"));
 
@@ -1370,16 +1187,17 @@ END_TEST
 static char *run_refused(const char *listen, const char *http_extra,
                          const char *env_kv) {
   write_config(&H, "refused", listen, http_extra);
-  spawn(&H, env_kv);
-  int code = wait_exit(&H, now_ms() + WAIT_MS);
-  char *log = slurp(H.log);
+  host_spawn(&H, env_kv);
+  int code = proc_wait_exit(H.pid, proc_now_ms() + WAIT_MS);
+  char *log = proc_slurp(H.log);
   ck_assert_msg(code > 0 && code < 128,
                 "expected a non-zero exit, got %d (-1: hung); output:\n%s",
-                code, tail(log));
-  const char *mark = sanitizer_report(log);
+                code, proc_tail(log));
+  const char *mark = proc_sanitizer_report(log);
   ck_assert_msg(mark == NULL, "sanitizer report (\"%s\") in:\n%s", mark,
-                tail(log));
-  ck_assert_msg(strstr(log, "ready") == NULL, "said ready:\n%s", tail(log));
+                proc_tail(log));
+  ck_assert_msg(strstr(log, "ready") == NULL, "said ready:\n%s",
+                proc_tail(log));
   return log;
 }
 
@@ -1461,8 +1279,8 @@ static char *raw_exchange(const char *data, size_t len, int cut) {
   char *out = calloc(1, 1);
   size_t olen = 0;
   if (!cut) {
-    int64_t deadline = now_ms() + RAW_READ_MS;
-    while (now_ms() < deadline) {
+    int64_t deadline = proc_now_ms() + RAW_READ_MS;
+    while (proc_now_ms() < deadline) {
       char buf[16384];
       ssize_t n = recv(fd, buf, sizeof buf, 0);
       if (n < 0 && errno == EINTR)
@@ -1736,9 +1554,9 @@ static void concurrent_connections(void) {
   }
   /* All connected before any request goes out; then send and read. */
   int phase_connect = 1, done = 0, connected = 0;
-  int64_t deadline = now_ms() + 60000;
+  int64_t deadline = proc_now_ms() + 60000;
   while (done < N_CONCURRENT) {
-    ck_assert_msg(now_ms() < deadline,
+    ck_assert_msg(proc_now_ms() < deadline,
                   "%d of %d connections answered (%d connected) in 60 s",
                   done, N_CONCURRENT, connected);
     for (int i = 0; i < N_CONCURRENT; i++) {
@@ -1849,7 +1667,7 @@ START_TEST(sigterm_with_open_connections) {
   ck_assert(send(half, part, sizeof part - 1, MSG_NOSIGNAL) ==
             (ssize_t)(sizeof part - 1));
   int silent = raw_connect();
-  sleep_ms(100); /* the host has accepted all three */
+  proc_sleep_ms(100); /* the host has accepted all three */
   host_stop(&H);
   close(idle);
   close(half);
@@ -1867,8 +1685,7 @@ static Suite *http_suite(void) {
   TCase *tc[6];
   for (int i = 0; i < 6; i++) {
     tc[i] = tcase_create(groups[i].name);
-    tcase_add_unchecked_fixture(tc[i], tcase_setup, tcase_teardown);
-    tcase_add_checked_fixture(tc[i], setup, teardown);
+    proc_fixtures(tc[i], "duro-http");
     tcase_set_timeout(tc[i], groups[i].timeout);
     suite_add_tcase(s, tc[i]);
   }

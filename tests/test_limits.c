@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "proc.h"
 
 #define DAY_MS (24LL * 3600 * 1000)
 
@@ -138,12 +139,7 @@ START_TEST(concurrency_limit_caps_running_activations) {
   /* Six workers were free; the workflow's limit held it to two. */
   ck_assert_int_eq(max_running, 2);
   duro_engine_close(e);
-  char path[96];
-  const char *suffix[] = {"", "-wal", "-shm"};
-  for (int i = 0; i < 3; i++) {
-    snprintf(path, sizeof path, "%s%s", db, suffix[i]);
-    unlink(path);
-  }
+  proc_remove_db(db);
   rmdir(dir);
 }
 END_TEST
