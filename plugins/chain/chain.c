@@ -9,8 +9,8 @@
  * A "seen" line is written only after duro_do returned DURO_OK, which the
  * host allows only once the step's result is committed.  So the test can
  * tell a completed step that ran again: an "exec" after a "seen" of the
- * same step.  Each line is one O_APPEND write, so a SIGKILL never leaves
- * half a line. */
+ * same step.  Each line is one O_APPEND write of a fixed-size record, so
+ * a SIGKILL never leaves half a line. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "duro.h"
+
+#define LINE_SIZE 64
 
 typedef struct chain_step {
   const char *instance;
@@ -30,9 +32,17 @@ static void append_line(const char *kind, const char *instance, int index,
   const char *path = getenv("DURO_CHAIN_LOG");
   if (!path)
     return;
-  char line[256];
-  int n = snprintf(line, sizeof line, "%s %s %d %s\n", kind, instance, index,
+  /* Fixed 64-byte records: at offsets that are multiples of 64, a record
+   * never straddles a page, and a SIGKILL can cut a write only between
+   * pages (a straddling line could be left half-written). */
+  char line[LINE_SIZE + 1];
+  int n = snprintf(line, sizeof line, "%s %s %d %s", kind, instance, index,
                    token);
+  if (n < 0 || n >= LINE_SIZE)
+    return;
+  memset(line + n, ' ', (size_t)(LINE_SIZE - 1 - n));
+  line[LINE_SIZE - 1] = '\n';
+  n = LINE_SIZE;
   int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);
   if (fd < 0)
     return;
