@@ -108,7 +108,8 @@ static int wants(const char *w) {
   return strstr(list, key) != NULL;
 }
 
-/* ---- an engine with a driver thread ---------------------------------------- */
+/* ---- an engine with a driver thread ----------------------------------------
+ */
 
 typedef struct bench_engine {
   duro_engine *e;
@@ -253,7 +254,8 @@ static void create_many(bench_engine *b, const char *wf, size_t n,
   free(reqs);
 }
 
-/* ---- workflows ---------------------------------------------------------------- */
+/* ---- workflows
+ * ---------------------------------------------------------------- */
 
 static int trivial(duro_attempt *a, void *arg) {
   (void)arg;
@@ -303,8 +305,7 @@ static int record_lateness(duro_attempt *a, void *arg) {
   return duro_attempt_result(a, "1");
 }
 
-static duro_rc wf_napper(duro_step *step, const duro_event *ev,
-                         duro_env *env) {
+static duro_rc wf_napper(duro_step *step, const duro_event *ev, duro_env *env) {
   (void)env;
   const char *p = strstr(ev->params, "\"at\":");
   int64_t at = p ? strtoll(p + 5, NULL, 10) : 0;
@@ -314,8 +315,7 @@ static duro_rc wf_napper(duro_step *step, const duro_event *ev,
   return DURO_OK;
 }
 
-static duro_rc wf_waiter(duro_step *step, const duro_event *ev,
-                         duro_env *env) {
+static duro_rc wf_waiter(duro_step *step, const duro_event *ev, duro_env *env) {
   (void)ev, (void)env;
   const char *e;
   DURO_TRY(duro_wait_for_event(step, "go", "go", "1 hour", &e));
@@ -328,7 +328,8 @@ static const wf_def workflows[] = {{"steps", wf_steps},
                                    {"waiter", wf_waiter}};
 #define N_WFS (sizeof workflows / sizeof *workflows)
 
-/* ---- W1 ------------------------------------------------------------------------ */
+/* ---- W1
+ * ------------------------------------------------------------------------ */
 
 static void w1_throughput(void) {
   size_t n = opts.quick ? 50 : 1000, steps = 10;
@@ -345,7 +346,8 @@ static void w1_throughput(void) {
          "1,900 steps/s");
 }
 
-/* ---- W2 ------------------------------------------------------------------------ */
+/* ---- W2
+ * ------------------------------------------------------------------------ */
 
 static double median_us(int64_t *v, size_t n) {
   qsort(v, n, sizeof *v, cmp_i64);
@@ -377,8 +379,10 @@ static double bare_sqlite_commit_us(void) {
   bench_remove_db(path);
   sqlite3 *db;
   sqlite3_open(path, &db);
-  sqlite3_exec(db, opts.sync_full ? "PRAGMA journal_mode=WAL;PRAGMA synchronous=FULL"
-                                  : "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL",
+  sqlite3_exec(db,
+               opts.sync_full
+                   ? "PRAGMA journal_mode=WAL;PRAGMA synchronous=FULL"
+                   : "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL",
                NULL, NULL, NULL);
   sqlite3_exec(db, "CREATE TABLE t(x)", NULL, NULL, NULL);
   sqlite3_stmt *st;
@@ -417,7 +421,8 @@ static void w2_latency(void) {
   report("W2 bare SQLite commit", bare_sqlite_commit_us() / 1000.0, "ms", NULL);
 }
 
-/* ---- W3 and R ------------------------------------------------------------------- */
+/* ---- W3 and R
+ * ------------------------------------------------------------------- */
 
 static void w3_sleepers(void) {
   size_t n = opts.quick ? 200 : opts.sleepers;
@@ -472,7 +477,9 @@ static void r_recovery(void) {
   report(fig, s, "s", NULL);
 }
 
-/* ---- W4 --------------------------------------------------------------------------- */
+/* ---- W4
+ * ---------------------------------------------------------------------------
+ */
 
 /* spread_ms = 0: every instance wakes at the same millisecond (a burst of
  * n activations); otherwise wake times are spread evenly over spread_ms,
@@ -486,7 +493,7 @@ static void w4_run(const char *label, int64_t spread_ms) {
   bench_start(&b);
   int64_t at = wall_ms() + 1000;
   duro_create_req *reqs = calloc(n, sizeof *reqs);
-  char (*params)[64] = calloc(n, sizeof *params);
+  char(*params)[64] = calloc(n, sizeof *params);
   for (size_t i = 0; i < n; i++) {
     snprintf(params[i], sizeof params[i], "{\"at\":%lld}",
              (long long)(at + spread_ms * (int64_t)i / (int64_t)n));
@@ -515,7 +522,9 @@ static void w4_lateness(void) {
   w4_run("spread", 1000);
 }
 
-/* ---- W5 --------------------------------------------------------------------------- */
+/* ---- W5
+ * ---------------------------------------------------------------------------
+ */
 
 typedef struct sender {
   duro_engine *e;
@@ -532,7 +541,7 @@ static void *send_events(void *arg) {
 
 static void w5_events(void) {
   size_t n = opts.quick ? 50 : 1000;
-  char (*ids)[40] = calloc(n, sizeof *ids);
+  char(*ids)[40] = calloc(n, sizeof *ids);
   bench_engine b;
   bench_open(&b, "w5", workflows, N_WFS, opts.workers, 1);
   bench_start(&b);
@@ -561,7 +570,9 @@ static void w5_events(void) {
   report(fig, ms, "ms", "1.8 s for 500 events");
 }
 
-/* ---- main --------------------------------------------------------------------------- */
+/* ---- main
+ * ---------------------------------------------------------------------------
+ */
 
 static int usage(void) {
   fprintf(stderr,

@@ -59,11 +59,11 @@ enum {
 
 typedef struct cli_args {
   const char *pos[CLI_MAX_POS];
-  size_t n_pos; /* counts past CLI_MAX_POS, to say "too many" */
+  size_t n_pos;   /* counts past CLI_MAX_POS, to say "too many" */
   unsigned given; /* the O_* bits seen */
   int json;
-  const char *config, *url, *id, *status, *limit, *cursor, *from, *count,
-      *type, *payload;
+  const char *config, *url, *id, *status, *limit, *cursor, *from, *count, *type,
+      *payload;
 } cli_args;
 
 static const struct cli_option {
@@ -203,8 +203,8 @@ static int parse_count(const cli_verb *v, const char *what, const char *s,
 }
 
 /* Parses the JSON argument `what`; refuses it, naming it, when invalid. */
-static int parse_json_arg(const cli_verb *v, const char *what,
-                          const char *text, json_t **out) {
+static int parse_json_arg(const cli_verb *v, const char *what, const char *text,
+                          json_t **out) {
   json_error_t e;
   *out = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &e);
   if (*out)
@@ -252,8 +252,8 @@ static void query_add(cli_ctx *c, char **path, const char *key,
   if (!value)
     return;
   char *e = escape(c, value);
-  char *p = xasprintf("%s%c%s=%s", *path, strchr(*path, '?') ? '&' : '?',
-                      key, e);
+  char *p =
+      xasprintf("%s%c%s=%s", *path, strchr(*path, '?') ? '&' : '?', key, e);
   free(e);
   free(*path);
   *path = p;
@@ -269,8 +269,10 @@ static void query_add(cli_ctx *c, char **path, const char *key,
 static int check_name(const cli_verb *v, const char *what, const char *s) {
   if (duro_instance_id_valid(s))
     return CLI_OK;
-  return usage_error(v, "%s must be 1-100 characters of A-Z a-z 0-9 _ . : -, "
-                        "not \"%s\"", what, s);
+  return usage_error(v,
+                     "%s must be 1-100 characters of A-Z a-z 0-9 _ . : -, "
+                     "not \"%s\"",
+                     what, s);
 }
 
 /* WF, and ID for the verbs that take one (pos[1]). */
@@ -392,8 +394,10 @@ static void add_header(cli_ctx *c, const char *h) {
 
 static int base_from_url(cli_ctx *c, const char *url) {
   if (strncmp(url, "http://", 7) && strncmp(url, "https://", 8)) {
-    fprintf(stderr, "duro: --url must start with http:// or https://, not "
-                    "\"%s\"\n", url);
+    fprintf(stderr,
+            "duro: --url must start with http:// or https://, not "
+            "\"%s\"\n",
+            url);
     return CLI_USAGE;
   }
   size_t len = strlen(url);
@@ -486,8 +490,7 @@ static int is_loopback(const char *base) {
   }
   size_t n = h[0] == '[' ? strcspn(h, "]") + 1 : strcspn(h, ":/?#");
   return (n == 9 && !strncasecmp(h, "localhost", 9)) ||
-         (n >= 4 && !strncmp(h, "127.", 4) &&
-          strspn(h, "0123456789.") == n) ||
+         (n >= 4 && !strncmp(h, "127.", 4) && strspn(h, "0123456789.") == n) ||
          (n == 5 && !strncmp(h, "[::1]", 5));
 }
 

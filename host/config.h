@@ -2,9 +2,9 @@
  *
  * config_load() reads the whole file, checks every key against the schema
  * (unknown key, wrong type, missing field, out-of-range value, duplicate
- * name or binding, a dead-letter queue equal to its own queue) and refuses it with "file:line:column: what is wrong".
- * Every string in the structs is owned by the config and freed by
- * config_free(). */
+ * name or binding, a dead-letter queue equal to its own queue) and refuses it
+ * with "file:line:column: what is wrong". Every string in the structs is owned
+ * by the config and freed by config_free(). */
 #ifndef DURO_CONFIG_H
 #define DURO_CONFIG_H
 
@@ -17,9 +17,9 @@ typedef struct config_pos {
 } config_pos;
 
 typedef struct config_workflow {
-  char *name;       /* "order-flow" (required) */
-  char *binding;    /* "ORDER_FLOW" (required) */
-  char *class_name; /* "OrderFlow" (required) */
+  char *name;           /* "order-flow" (required) */
+  char *binding;        /* "ORDER_FLOW" (required) */
+  char *class_name;     /* "OrderFlow" (required) */
   int64_t retention_ms; /* default 30 days */
   uint32_t max_steps;   /* limits.steps, default 10000, at most 25000 */
   uint32_t concurrency; /* limits.concurrency, 0 = unlimited */
@@ -59,14 +59,14 @@ typedef struct config_plugin {
 typedef struct config {
   char *file; /* the path it was read from, for messages */
   struct {
-    char *path;       /* default "var/duro.db" */
+    char *path;           /* default "var/duro.db" */
     int synchronous_full; /* "full" (default) = 1, "normal" = 0 */
   } storage;
   struct {
     char *listen;    /* default "127.0.0.1:8787" */
     char *token_env; /* NULL = no auth */
     int allow_insecure;
-    int64_t max_body_bytes; /* default 1 MiB */
+    int64_t max_body_bytes;   /* default 1 MiB */
     config_pos listen_pos;    /* where listen / token_env were given */
     config_pos token_env_pos; /* (0:0 when left to the default) */
   } http;
@@ -83,14 +83,13 @@ typedef struct config {
 config *config_load(const char *path, char *err, size_t errlen);
 
 /* Same, from a string (tests); `name` stands for the file in messages. */
-config *config_parse(const char *name, const char *text, size_t len,
-                     char *err, size_t errlen);
+config *config_parse(const char *name, const char *text, size_t len, char *err,
+                     size_t errlen);
 
 void config_free(config *cfg);
 
 /* The workflow named `name` across all plugins, or NULL. */
-const config_workflow *config_find_workflow(const config *cfg,
-                                            const char *name,
+const config_workflow *config_find_workflow(const config *cfg, const char *name,
                                             const config_plugin **plugin_out);
 
 #endif

@@ -23,12 +23,12 @@
 #include "util.h"
 
 #define NO_TIME INT64_MIN
-#define VALUE_WIDTH 100   /* params, output and error in the header */
-#define DETAIL_WIDTH 60   /* a step's result, error or wake time */
-#define ERROR_WIDTH 80    /* a failed attempt's error */
-#define KEY_WIDTH_MAX 40  /* the step key column */
-#define ATTEMPTS_HEAD 3   /* failed attempts shown before "... N more" */
-#define ATTEMPTS_TAIL 5   /* and after it */
+#define VALUE_WIDTH 100  /* params, output and error in the header */
+#define DETAIL_WIDTH 60  /* a step's result, error or wake time */
+#define ERROR_WIDTH 80   /* a failed attempt's error */
+#define KEY_WIDTH_MAX 40 /* the step key column */
+#define ATTEMPTS_HEAD 3  /* failed attempts shown before "... N more" */
+#define ATTEMPTS_TAIL 5  /* and after it */
 
 /* ---- text ---------------------------------------------------------------- */
 
@@ -128,8 +128,10 @@ static const char *iso_time(char buf[32], int64_t ms) {
 /* "250 ms", "3.2 s", "42 s", "4 m", "1.5 h", "3 d": one decimal below ten
  * units, none when it is ".0" or above ten. */
 static const char *span(char buf[32], int64_t ms) {
-  static const struct { int64_t ms; const char *unit; } units[] = {
-      {86400000, "d"}, {3600000, "h"}, {60000, "m"}, {1000, "s"}};
+  static const struct {
+    int64_t ms;
+    const char *unit;
+  } units[] = {{86400000, "d"}, {3600000, "h"}, {60000, "m"}, {1000, "s"}};
   if (ms < 0)
     ms = 0;
   snprintf(buf, 32, "%" PRId64 " ms", ms);
@@ -279,7 +281,8 @@ static void failed_attempts(FILE *out, const json_t *attempts) {
     failed += is_set(json_object_get(a, "error"));
   }
   size_t hidden = failed > ATTEMPTS_HEAD + ATTEMPTS_TAIL
-                      ? failed - ATTEMPTS_HEAD - ATTEMPTS_TAIL : 0;
+                      ? failed - ATTEMPTS_HEAD - ATTEMPTS_TAIL
+                      : 0;
   json_array_foreach(attempts, i, a) {
     if (!is_set(json_object_get(a, "error")))
       continue;

@@ -48,7 +48,8 @@ const char *duro_status_name(duro_status s) {
 }
 
 int duro_status_parse(const char *name) {
-  for (size_t i = 0; name && i < sizeof status_names / sizeof *status_names; i++)
+  for (size_t i = 0; name && i < sizeof status_names / sizeof *status_names;
+       i++)
     if (strcmp(status_names[i], name) == 0)
       return (int)i;
   return -1;
@@ -130,9 +131,8 @@ wf_reg *engine_find_binding(const duro_engine *e, const char *binding) {
   return NULL;
 }
 
-int duro_engine_register(duro_engine *e, const char *name,
-                         const char *binding, duro_run_fn run,
-                         const duro_workflow_limits *limits,
+int duro_engine_register(duro_engine *e, const char *name, const char *binding,
+                         duro_run_fn run, const duro_workflow_limits *limits,
                          const char *build) {
   if (!name || !run || engine_find_workflow(e, name) || e->threads)
     return DURO_E_INVALID_ARGUMENT;
@@ -155,7 +155,8 @@ int duro_engine_register(duro_engine *e, const char *name,
   return 0;
 }
 
-/* ---- entries and the runnable FIFO (call with mu held) -------------------- */
+/* ---- entries and the runnable FIFO (call with mu held) --------------------
+ */
 
 static entry *entry_take(duro_engine *e, int64_t rowid, int state) {
   entry *ent = xcalloc(1, sizeof *ent);
@@ -310,11 +311,11 @@ int duro_engine_open(const duro_engine_options *opt, duro_engine **out,
   duro_engine *e = xcalloc(1, sizeof *e);
   e->opt = *opt;
   e->clock = opt->clock ? opt->clock : duro_clock_real();
-  e->max_step_result = opt->max_step_result > 0 ? opt->max_step_result
-                                                : 1024 * 1024;
+  e->max_step_result =
+      opt->max_step_result > 0 ? opt->max_step_result : 1024 * 1024;
   e->polled_through = INT64_MIN;
-  int rc = journal_open(opt->db_path, opt->synchronous_full, &e->j, err,
-                        errlen);
+  int rc =
+      journal_open(opt->db_path, opt->synchronous_full, &e->j, err, errlen);
   if (rc) {
     free(e);
     return rc;
@@ -542,7 +543,6 @@ size_t duro_engine_run_until_idle(duro_engine *e) {
   return ran;
 }
 
-
 void engine_activation_done(duro_engine *e, entry *ent, const char *status,
                             int64_t wake_ms, int may_commit) {
   int notify = 0, control = 0;
@@ -564,7 +564,8 @@ void engine_activation_done(duro_engine *e, entry *ent, const char *status,
     ent->state = ENTRY_CONTROL;
   } else if ((!strcmp(status, "queued") && !e->stopping) ||
              (!strcmp(status, "waiting") &&
-              (ent->rerun || (wake_ms != JOURNAL_NONE && wake_ms <= horizon)))) {
+              (ent->rerun ||
+               (wake_ms != JOURNAL_NONE && wake_ms <= horizon)))) {
     ent->rerun = 0;
     runnable_push(e, ent);
     pthread_cond_broadcast(&e->changed);
@@ -581,7 +582,8 @@ void engine_activation_done(duro_engine *e, entry *ent, const char *status,
     e->opt.on_instance_end(e->opt.ctx, status);
 }
 
-/* ---- creation -------------------------------------------------------------- */
+/* ---- creation --------------------------------------------------------------
+ */
 
 static int check_create(duro_engine *e, const char *workflow, const char *id,
                         const char *params, const wf_reg **wf) {
@@ -598,8 +600,8 @@ static int check_create(duro_engine *e, const char *workflow, const char *id,
 int duro_instance_create(duro_engine *e, const char *workflow, const char *id,
                          const char *params, int64_t retention_ms,
                          char **id_out) {
-  duro_create_req req = {.id = id, .params = params,
-                         .retention_ms = retention_ms};
+  duro_create_req req = {
+      .id = id, .params = params, .retention_ms = retention_ms};
   json_t *res = NULL;
   if (id_out)
     *id_out = NULL;
@@ -609,8 +611,8 @@ int duro_instance_create(duro_engine *e, const char *workflow, const char *id,
   json_t *created = json_object_get(res, "created");
   if (json_array_size(created) == 1) {
     if (id_out)
-      *id_out = xstrdup(json_string_value(
-          json_object_get(json_array_get(created, 0), "id")));
+      *id_out = xstrdup(
+          json_string_value(json_object_get(json_array_get(created, 0), "id")));
   } else {
     rc = (int)json_integer_value(json_object_get(
         json_array_get(json_object_get(res, "errors"), 0), "rc"));
@@ -620,8 +622,10 @@ int duro_instance_create(duro_engine *e, const char *workflow, const char *id,
 }
 
 static int cmp_index(const void *a, const void *b) {
-  json_int_t x = json_integer_value(json_object_get(*(json_t *const *)a, "index"));
-  json_int_t y = json_integer_value(json_object_get(*(json_t *const *)b, "index"));
+  json_int_t x =
+      json_integer_value(json_object_get(*(json_t *const *)a, "index"));
+  json_int_t y =
+      json_integer_value(json_object_get(*(json_t *const *)b, "index"));
   return (x > y) - (x < y);
 }
 
@@ -638,10 +642,10 @@ static void json_array_sort_by_index(json_t *arr) {
 }
 
 static void batch_error(json_t *errors, size_t index, const char *id, int rc) {
-  json_array_append_new(
-      errors, json_pack("{s:I,s:s?,s:s,s:s,s:i}", "index", (json_int_t)index,
-                        "id", id, "code", duro_err_name(rc), "message",
-                        duro_err_str(rc), "rc", rc));
+  json_array_append_new(errors, json_pack("{s:I,s:s?,s:s,s:s,s:i}", "index",
+                                          (json_int_t)index, "id", id, "code",
+                                          duro_err_name(rc), "message",
+                                          duro_err_str(rc), "rc", rc));
 }
 
 int duro_instance_create_batch(duro_engine *e, const char *workflow,
@@ -721,7 +725,8 @@ int duro_instance_create_batch(duro_engine *e, const char *workflow,
   return rc;
 }
 
-/* ---- control --------------------------------------------------------------- */
+/* ---- control ---------------------------------------------------------------
+ */
 
 static int instance_rowid(duro_engine *e, const char *workflow, const char *id,
                           int64_t *rowid) {
@@ -750,8 +755,8 @@ static int commit_row(duro_engine *e, journal_instance *in, int clear_control) {
 static int persist_control(duro_engine *e, int64_t rowid, int control) {
   journal_instance in = {.rowid = rowid, .control = control};
   journal_batch b = {0};
-  journal_op *op = journal_batch_add(
-      &b, control ? JOP_INSTANCE_CONTROL : JOP_INSTANCE_CONTROL_CLEAR);
+  journal_op *op = journal_batch_add(&b, control ? JOP_INSTANCE_CONTROL
+                                                 : JOP_INSTANCE_CONTROL_CLEAR);
   op->rowid = rowid;
   op->inst = &in;
   int rc = journal_commit(e->j, &b);
@@ -830,8 +835,8 @@ static int apply_control_idle(duro_engine *e, int64_t rowid, int control) {
   return control_apply(e, ent, control);
 }
 
-static int request_control(duro_engine *e, const char *workflow,
-                           const char *id, int control) {
+static int request_control(duro_engine *e, const char *workflow, const char *id,
+                           int control) {
   int64_t rowid;
   int rc = instance_rowid(e, workflow, id, &rowid);
   if (rc)
@@ -873,8 +878,7 @@ int duro_instance_terminate(duro_engine *e, const char *workflow,
   return request_control(e, workflow, id, JOURNAL_CONTROL_TERMINATE);
 }
 
-int duro_instance_resume(duro_engine *e, const char *workflow,
-                         const char *id) {
+int duro_instance_resume(duro_engine *e, const char *workflow, const char *id) {
   int64_t rowid;
   int rc = instance_rowid(e, workflow, id, &rowid);
   if (rc)
@@ -922,8 +926,8 @@ int duro_instance_resume(duro_engine *e, const char *workflow,
   return rc;
 }
 
-int duro_instance_restart(duro_engine *e, const char *workflow,
-                          const char *id, const char *from, uint32_t count) {
+int duro_instance_restart(duro_engine *e, const char *workflow, const char *id,
+                          const char *from, uint32_t count) {
   int64_t rowid;
   int rc = instance_rowid(e, workflow, id, &rowid);
   if (rc)

@@ -45,11 +45,11 @@ const char *duro_status_name(duro_status s);
 int duro_status_parse(const char *name);
 
 typedef struct duro_engine_options {
-  const char *db_path;      /* SQLite file; created if missing */
-  int synchronous_full;     /* 1: fsync every commit (default); 0: normal */
-  uint32_t workers;         /* activation threads; 0 = run_until_idle only */
-  int64_t max_step_result;  /* bytes; 0 = 1 MiB */
-  duro_clock *clock;        /* NULL = real clock; borrowed */
+  const char *db_path;     /* SQLite file; created if missing */
+  int synchronous_full;    /* 1: fsync every commit (default); 0: normal */
+  uint32_t workers;        /* activation threads; 0 = run_until_idle only */
+  int64_t max_step_result; /* bytes; 0 = 1 MiB */
+  duro_clock *clock;       /* NULL = real clock; borrowed */
   /* Called (from any thread) when the earliest wake time may have moved
    * earlier; the host re-arms its timer from duro_engine_next_wake(). */
   void (*on_wake_change)(void *ctx);
@@ -72,9 +72,8 @@ int duro_engine_open(const duro_engine_options *opt, duro_engine **out,
 /* Registers a workflow before start. `name` and `binding` are copied;
  * `build` is the plugin build identity recorded on each attempt (may be
  * NULL). */
-int duro_engine_register(duro_engine *e, const char *name,
-                         const char *binding, duro_run_fn run,
-                         const duro_workflow_limits *limits,
+int duro_engine_register(duro_engine *e, const char *name, const char *binding,
+                         duro_run_fn run, const duro_workflow_limits *limits,
                          const char *build);
 
 /* Recovers instances left queued/running by a crash and starts workers. */
@@ -110,8 +109,8 @@ int duro_instance_create(duro_engine *e, const char *workflow, const char *id,
                          char **id_out);
 
 typedef struct duro_create_req {
-  const char *id;     /* NULL = random */
-  const char *params; /* NULL = "null" */
+  const char *id;       /* NULL = random */
+  const char *params;   /* NULL = "null" */
   int64_t retention_ms; /* < 0 = the workflow's */
 } duro_create_req;
 
@@ -130,8 +129,8 @@ int duro_instance_create_batch(duro_engine *e, const char *workflow,
  *            "started_ms","ended_ms","wake_ms",
  *            "attempts":[{"number","started_ms","ended_ms","error","build"}]}]}
  */
-int duro_instance_describe(duro_engine *e, const char *workflow,
-                           const char *id, json_t **out);
+int duro_instance_describe(duro_engine *e, const char *workflow, const char *id,
+                           json_t **out);
 
 /* The status alone. */
 int duro_instance_status(duro_engine *e, const char *workflow, const char *id,
@@ -150,8 +149,8 @@ int duro_instance_terminate(duro_engine *e, const char *workflow,
 /* from NULL: clear the journal and rerun everything.  Otherwise keep steps
  * journaled before step `from` (occurrence `count`, 0 = 1) and rerun from
  * it; DURO_E_CANNOT_RESTART when the journal has no such step. */
-int duro_instance_restart(duro_engine *e, const char *workflow,
-                          const char *id, const char *from, uint32_t count);
+int duro_instance_restart(duro_engine *e, const char *workflow, const char *id,
+                          const char *from, uint32_t count);
 
 /* Stores an event for the instance and wakes it if it waits for `type`.
  * payload NULL = "null". */

@@ -43,9 +43,9 @@ typedef struct entry {
   int rerun;
   /* Queued to have a pause or terminate applied rather than to run. */
   int apply_control;
-  struct entry *next;   /* runnable FIFO, or its workflow's deferred one */
-  wf_reg *deferred_in;  /* set while waiting for a concurrency slot */
-  wf_reg *counted;      /* the workflow whose slot this activation holds */
+  struct entry *next;  /* runnable FIFO, or its workflow's deferred one */
+  wf_reg *deferred_in; /* set while waiting for a concurrency slot */
+  wf_reg *counted;     /* the workflow whose slot this activation holds */
 } entry;
 
 struct duro_engine {

@@ -4,7 +4,9 @@
 
 const char *duro_err_name(int code) {
   switch (code) {
-#define X(name, value, str, desc) case value: return str;
+#define X(name, value, str, desc)                                              \
+  case value:                                                                  \
+    return str;
     DURO_ERRORS(X)
 #undef X
   default:
@@ -16,7 +18,9 @@ const char *duro_err_str(int code) {
   switch (code) {
   case 0:
     return "success";
-#define X(name, value, str, desc) case value: return desc;
+#define X(name, value, str, desc)                                              \
+  case value:                                                                  \
+    return desc;
     DURO_ERRORS(X)
 #undef X
   default:

@@ -62,8 +62,7 @@ static int make_parent_dirs(const char *path) {
 static int load_plugins(host *h) {
   int problems = 0;
   const config *cfg = h->cfg;
-  h->plugins = xcalloc(cfg->n_plugins ? cfg->n_plugins : 1,
-                       sizeof *h->plugins);
+  h->plugins = xcalloc(cfg->n_plugins ? cfg->n_plugins : 1, sizeof *h->plugins);
   for (size_t i = 0; i < cfg->n_plugins; i++) {
     const config_plugin *p = &cfg->plugins[i];
     char err[1024];
@@ -217,8 +216,10 @@ int host_run(const char *config_path) {
     goto stop;
   }
   if (make_parent_dirs(h.cfg->storage.path) != 0) {
-    fprintf(stderr, "%s: cannot create the directory for storage.path \"%s\": "
-            "%s\n", config_path, h.cfg->storage.path, strerror(errno));
+    fprintf(stderr,
+            "%s: cannot create the directory for storage.path \"%s\": "
+            "%s\n",
+            config_path, h.cfg->storage.path, strerror(errno));
     goto stop;
   }
   duro_engine_options opt = {

@@ -48,21 +48,33 @@ typedef struct route_handler {
   http_server *server;
 } route_handler;
 
-/* ---- responses ------------------------------------------------------------ */
+/* ---- responses ------------------------------------------------------------
+ */
 
 static const char *reason_of(int status) {
   switch (status) {
-  case 200: return "OK";
-  case 201: return "Created";
-  case 202: return "Accepted";
-  case 400: return "Bad Request";
-  case 401: return "Unauthorized";
-  case 404: return "Not Found";
-  case 405: return "Method Not Allowed";
-  case 409: return "Conflict";
-  case 413: return "Payload Too Large";
-  case 503: return "Service Unavailable";
-  default: return "Internal Server Error";
+  case 200:
+    return "OK";
+  case 201:
+    return "Created";
+  case 202:
+    return "Accepted";
+  case 400:
+    return "Bad Request";
+  case 401:
+    return "Unauthorized";
+  case 404:
+    return "Not Found";
+  case 405:
+    return "Method Not Allowed";
+  case 409:
+    return "Conflict";
+  case 413:
+    return "Payload Too Large";
+  case 503:
+    return "Service Unavailable";
+  default:
+    return "Internal Server Error";
   }
 }
 
@@ -90,15 +102,16 @@ static int send_json(h2o_req_t *req, int status, json_t *body) {
 }
 
 static int send_error(h2o_req_t *req, int status, const char *code,
-                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+                      const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 static int send_error(h2o_req_t *req, int status, const char *code,
                       const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   char *msg = xvasprintf(fmt, ap);
   va_end(ap);
-  json_t *body = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message",
-                           msg);
+  json_t *body =
+      json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
   if (!body) {
     /* The message echoes the request (method, path, query), which may not
      * be UTF-8; jansson refuses that and the reply was a 500 "{}"
@@ -143,13 +156,14 @@ static int send_engine_error(h2o_req_t *req, int rc, const char *wf,
     return send_error(req, 404, duro_err_name(rc), "no workflow named \"%s\"",
                       wf);
   if (id && rc != DURO_E_INVALID_ID)
-    return send_error(req, status_of(rc), duro_err_name(rc),
-                      "%s: %s/%s", duro_err_str(rc), wf, id);
+    return send_error(req, status_of(rc), duro_err_name(rc), "%s: %s/%s",
+                      duro_err_str(rc), wf, id);
   return send_error(req, status_of(rc), duro_err_name(rc), "%s",
                     duro_err_str(rc));
 }
 
-/* ---- request parsing ------------------------------------------------------- */
+/* ---- request parsing -------------------------------------------------------
+ */
 
 static int method_is(const h2o_req_t *req, const char *m) {
   return h2o_memis(req->method.base, req->method.len, m, strlen(m));
@@ -217,7 +231,8 @@ static json_t *parse_body(h2o_req_t *req, json_t *empty, int *sent) {
 
 static int name_valid(const char *s) { return duro_instance_id_valid(s); }
 
-/* ---- instance creation ------------------------------------------------------ */
+/* ---- instance creation ------------------------------------------------------
+ */
 
 typedef struct create_fields {
   const char *id;
@@ -266,7 +281,8 @@ static const char *read_create_fields(h2o_req_t *req, json_t *o,
     } else {
       free(f->params);
       f->params = NULL;
-      return h2o_concat(&req->pool, h2o_iovec_init(H2O_STRLIT("unknown field \"")),
+      return h2o_concat(&req->pool,
+                        h2o_iovec_init(H2O_STRLIT("unknown field \"")),
                         h2o_iovec_init(key, strlen(key)),
                         h2o_iovec_init(H2O_STRLIT("\"")))
           .base;
@@ -289,12 +305,13 @@ static int create_one(http_server *s, h2o_req_t *req, const char *wf) {
   if (f.id && !duro_instance_id_valid(f.id)) {
     json_decref(body);
     free(f.params);
-    return send_error(req, 400, duro_err_name(DURO_E_INVALID_ID),
-                      "instance ids are 1-100 characters of A-Z a-z 0-9 _ . : -");
+    return send_error(
+        req, 400, duro_err_name(DURO_E_INVALID_ID),
+        "instance ids are 1-100 characters of A-Z a-z 0-9 _ . : -");
   }
   char *id = NULL;
-  int rc = duro_instance_create(s->engine, wf, f.id, f.params, f.retention_ms,
-                                &id);
+  int rc =
+      duro_instance_create(s->engine, wf, f.id, f.params, f.retention_ms, &id);
   if (rc) {
     send_engine_error(req, rc, wf, f.id);
   } else {
@@ -355,7 +372,8 @@ static int create_batch(http_server *s, h2o_req_t *req, const char *wf) {
   return send_json(req, 200, result);
 }
 
-/* ---- the other routes ------------------------------------------------------- */
+/* ---- the other routes -------------------------------------------------------
+ */
 
 static int list_instances(http_server *s, h2o_req_t *req, const char *wf) {
   const char *status = query_param(req, "status");
@@ -370,8 +388,7 @@ static int list_instances(http_server *s, h2o_req_t *req, const char *wf) {
     char *end;
     lim = strtol(limit, &end, 10);
     if (*end || lim < 1 || lim > 1000)
-      return send_error(req, 400, "request.invalid",
-                        "limit must be 1 to 1000");
+      return send_error(req, 400, "request.invalid", "limit must be 1 to 1000");
   }
   json_t *out = NULL;
   int rc = duro_instance_list(s->engine, wf, st, (size_t)lim, cursor, &out);
@@ -411,8 +428,8 @@ static int change_status(http_server *s, h2o_req_t *req, const char *wf,
   } else if (!strcmp(action, "restart")) {
     const char *name = json_string_value(json_object_get(from, "name"));
     json_t *count = json_object_get(from, "count");
-    if ((from && !name) || (count && (!json_is_integer(count) ||
-                                      json_integer_value(count) < 1))) {
+    if ((from && !name) ||
+        (count && (!json_is_integer(count) || json_integer_value(count) < 1))) {
       json_decref(body);
       return send_error(req, 400, "request.invalid",
                         "\"from\" must be {\"name\": string, \"count\"?: "
@@ -445,8 +462,9 @@ static int change_status(http_server *s, h2o_req_t *req, const char *wf,
   rc = duro_instance_status(s->engine, wf, id, &now);
   if (rc)
     return send_engine_error(req, rc, wf, id);
-  return send_json(req, 200, json_pack("{s:s,s:s}", "id", id, "status",
-                                       duro_status_name(now)));
+  return send_json(
+      req, 200,
+      json_pack("{s:s,s:s}", "id", id, "status", duro_status_name(now)));
 }
 
 static int send_event(http_server *s, h2o_req_t *req, const char *wf,
@@ -474,7 +492,8 @@ static int metrics(http_server *s, h2o_req_t *req) {
   return 0;
 }
 
-/* ---- dispatch ----------------------------------------------------------------- */
+/* ---- dispatch
+ * ----------------------------------------------------------------- */
 
 /* Constant time in the token's length: no early exit on the first
  * differing byte. */
@@ -494,8 +513,8 @@ static int token_matches(const http_server *s, const h2o_req_t *req) {
 }
 
 static int wrong_method(h2o_req_t *req, const char *allowed) {
-  h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL,
-                 allowed, strlen(allowed));
+  h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL, allowed,
+                 strlen(allowed));
   return send_error(req, 405, "request.method_not_allowed",
                     "%.*s is not allowed here; use %s", (int)req->method.len,
                     req->method.base, allowed);
@@ -505,16 +524,16 @@ static int route(http_server *s, h2o_req_t *req) {
   char *seg[MAX_SEGMENTS];
   int n = split_path(req, seg);
   if (n == 1 && !strcmp(seg[0], "healthz"))
-    return method_is(req, "GET") ? send_json(req, 200, json_pack("{s:s}", "status", "ok"))
-                                 : wrong_method(req, "GET");
+    return method_is(req, "GET")
+               ? send_json(req, 200, json_pack("{s:s}", "status", "ok"))
+               : wrong_method(req, "GET");
   if (n == 1 && !strcmp(seg[0], "metrics"))
     return method_is(req, "GET") ? metrics(s, req) : wrong_method(req, "GET");
   if (n < 3 || strcmp(seg[0], "workflows") != 0 ||
       strcmp(seg[2], "instances") != 0)
     return send_error(req, 404, "route.not_found", "no route for %.*s %.*s",
                       (int)req->method.len, req->method.base,
-                      (int)req->path_normalized.len,
-                      req->path_normalized.base);
+                      (int)req->path_normalized.len, req->path_normalized.base);
   const char *wf = seg[1];
   if (!name_valid(wf))
     return send_error(req, 404, duro_err_name(DURO_E_WORKFLOW_NOT_FOUND),
@@ -530,8 +549,9 @@ static int route(http_server *s, h2o_req_t *req) {
   if (n == 4 && !strcmp(id, "batch") && method_is(req, "POST"))
     return create_batch(s, req, wf);
   if (!duro_instance_id_valid(id))
-    return send_error(req, 400, duro_err_name(DURO_E_INVALID_ID),
-                      "instance ids are 1-100 characters of A-Z a-z 0-9 _ . : -");
+    return send_error(
+        req, 400, duro_err_name(DURO_E_INVALID_ID),
+        "instance ids are 1-100 characters of A-Z a-z 0-9 _ . : -");
   if (n == 4)
     return method_is(req, "GET") ? describe(s, req, wf, id)
                                  : wrong_method(req, "GET");
@@ -540,8 +560,9 @@ static int route(http_server *s, h2o_req_t *req) {
                                    : wrong_method(req, "PATCH");
   if (n == 6 && !strcmp(seg[4], "events")) {
     if (!name_valid(seg[5]))
-      return send_error(req, 400, "request.invalid",
-                        "event types are 1-100 characters of A-Z a-z 0-9 _ . : -");
+      return send_error(
+          req, 400, "request.invalid",
+          "event types are 1-100 characters of A-Z a-z 0-9 _ . : -");
     return method_is(req, "POST") ? send_event(s, req, wf, id, seg[5])
                                   : wrong_method(req, "POST");
   }
@@ -562,7 +583,8 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req) {
   return route(s, req);
 }
 
-/* ---- listening ------------------------------------------------------------------- */
+/* ---- listening
+ * ------------------------------------------------------------------- */
 
 /* A client connection.  H2O owns the handle's `data`, so the server
  * pointer rides beside the handle. */

@@ -14,7 +14,8 @@
 #include "error.h"
 #include "util.h"
 
-/* ---- inspection -------------------------------------------------------------- */
+/* ---- inspection
+ * -------------------------------------------------------------- */
 
 const char *engine_live_status(duro_engine *e, int64_t rowid,
                                const char *stored) {
@@ -40,7 +41,8 @@ int duro_instance_status(duro_engine *e, const char *workflow, const char *id,
   journal_instance in = {0};
   int rc = journal_instance_get(e->j, workflow, id, &in);
   if (rc == 0)
-    *out = (duro_status)duro_status_parse(engine_live_status(e, in.rowid, in.status));
+    *out = (duro_status)duro_status_parse(
+        engine_live_status(e, in.rowid, in.status));
   journal_instance_clear(&in);
   return rc;
 }
@@ -72,8 +74,8 @@ static void attempt_to_json(void *ctx, const char *key, uint32_t number,
                       "build", build));
 }
 
-int duro_instance_describe(duro_engine *e, const char *workflow,
-                           const char *id, json_t **out) {
+int duro_instance_describe(duro_engine *e, const char *workflow, const char *id,
+                           json_t **out) {
   *out = NULL;
   if (!engine_find_workflow(e, workflow))
     return DURO_E_WORKFLOW_NOT_FOUND;
@@ -95,24 +97,24 @@ int duro_instance_describe(duro_engine *e, const char *workflow,
       journal_step *s = &steps[i];
       json_t *att = json_object_get(attempts, s->key);
       json_array_append_new(
-          arr,
-          json_pack("{s:s,s:s,s:I,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "key",
-                    s->key, "name", s->name, "count", (json_int_t)s->count,
-                    "type", s->type, "status", s->status, "result",
-                    json_raw_or_null(s->result), "error",
-                    json_raw_or_null(s->error), "started_ms",
-                    json_ms(s->started_ms), "ended_ms", json_ms(s->ended_ms),
-                    "wake_ms", json_ms(s->wake_ms), "attempts",
-                    att ? json_incref(att) : json_array()));
+          arr, json_pack("{s:s,s:s,s:I,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "key",
+                         s->key, "name", s->name, "count", (json_int_t)s->count,
+                         "type", s->type, "status", s->status, "result",
+                         json_raw_or_null(s->result), "error",
+                         json_raw_or_null(s->error), "started_ms",
+                         json_ms(s->started_ms), "ended_ms",
+                         json_ms(s->ended_ms), "wake_ms", json_ms(s->wake_ms),
+                         "attempts", att ? json_incref(att) : json_array()));
     }
-    *out = json_pack(
-        "{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "id", in.id,
-        "workflow", in.workflow, "status", engine_live_status(e, in.rowid, in.status),
-        "params", json_raw_or_null(in.params), "output",
-        json_raw_or_null(in.output), "error", json_raw_or_null(in.error),
-        "created_ms", json_ms(in.created_ms), "started_ms",
-        json_ms(in.started_ms), "ended_ms", json_ms(in.ended_ms), "wake_ms",
-        json_ms(in.wake_ms), "steps", arr);
+    *out = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "id",
+                     in.id, "workflow", in.workflow, "status",
+                     engine_live_status(e, in.rowid, in.status), "params",
+                     json_raw_or_null(in.params), "output",
+                     json_raw_or_null(in.output), "error",
+                     json_raw_or_null(in.error), "created_ms",
+                     json_ms(in.created_ms), "started_ms",
+                     json_ms(in.started_ms), "ended_ms", json_ms(in.ended_ms),
+                     "wake_ms", json_ms(in.wake_ms), "steps", arr);
   }
   json_decref(attempts);
   journal_steps_free(steps, n);
@@ -129,10 +131,10 @@ typedef struct list_ctx {
 static void list_one(void *ctx, int64_t rowid, const char *id,
                      const char *status, int64_t created_ms) {
   list_ctx *l = ctx;
-  json_array_append_new(
-      l->arr, json_pack("{s:s,s:s,s:I}", "id", id, "status",
-                        engine_live_status(l->e, rowid, status), "created_ms",
-                        (json_int_t)created_ms));
+  json_array_append_new(l->arr,
+                        json_pack("{s:s,s:s,s:I}", "id", id, "status",
+                                  engine_live_status(l->e, rowid, status),
+                                  "created_ms", (json_int_t)created_ms));
   l->last = rowid;
 }
 
@@ -153,7 +155,8 @@ int duro_instance_list(duro_engine *e, const char *workflow, int status,
     limit = 1000;
   list_ctx l = {.e = e, .arr = json_array()};
   /* "running" and "waitingForPause" live in memory, over stored rows */
-  const char *filter = status < 0 ? NULL : duro_status_name((duro_status)status);
+  const char *filter =
+      status < 0 ? NULL : duro_status_name((duro_status)status);
   int rc = journal_list(e->j, workflow, filter, after, limit, list_one, &l);
   if (rc) {
     json_decref(l.arr);
@@ -167,12 +170,13 @@ int duro_instance_list(duro_engine *e, const char *workflow, int status,
   return 0;
 }
 
-/* ---- metrics ---------------------------------------------------------------- */
+/* ---- metrics ----------------------------------------------------------------
+ */
 
 static void render_count(void *ctx, const char *workflow, const char *status,
                          int64_t n) {
-  fprintf(ctx, "duro_instances{workflow=\"%s\",status=\"%s\"} %lld\n",
-          workflow, status, (long long)n);
+  fprintf(ctx, "duro_instances{workflow=\"%s\",status=\"%s\"} %lld\n", workflow,
+          status, (long long)n);
 }
 
 size_t duro_engine_in_flight(duro_engine *e) {
@@ -199,11 +203,12 @@ char *duro_engine_metrics(duro_engine *e) {
   for (entry *ent = e->run_head; ent; ent = ent->next)
     queued++;
   pthread_mutex_unlock(&e->mu);
-  fprintf(out, "# HELP duro_runnable Instances queued for a worker.\n"
-               "# TYPE duro_runnable gauge\nduro_runnable %zu\n"
-               "# HELP duro_in_flight Instances runnable, running or under "
-               "a control operation.\n# TYPE duro_in_flight gauge\n"
-               "duro_in_flight %zu\n",
+  fprintf(out,
+          "# HELP duro_runnable Instances queued for a worker.\n"
+          "# TYPE duro_runnable gauge\nduro_runnable %zu\n"
+          "# HELP duro_in_flight Instances runnable, running or under "
+          "a control operation.\n# TYPE duro_in_flight gauge\n"
+          "duro_in_flight %zu\n",
           queued, active);
   const struct {
     const char *name, *help;
@@ -222,8 +227,9 @@ char *duro_engine_metrics(duro_engine *e) {
       {"duro_events_sent_total", "Events stored.", &e->m.events_sent},
   };
   for (size_t i = 0; i < sizeof counters / sizeof *counters; i++)
-    metrics_counter_render(out, counters[i].name, counters[i].help,
-                           __atomic_load_n(counters[i].value, __ATOMIC_RELAXED));
+    metrics_counter_render(
+        out, counters[i].name, counters[i].help,
+        __atomic_load_n(counters[i].value, __ATOMIC_RELAXED));
   metrics_hist_render(out, "duro_step_attempt_seconds",
                       "Wall time of duro_do attempts.", &e->m.attempt_us);
   metrics_hist_render(out, "duro_journal_commit_seconds",

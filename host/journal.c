@@ -3,8 +3,9 @@
  * Connections to one WAL-mode file: `wr` is used only by the thread that
  * currently leads a group commit; every thread that reads gets a reader
  * connection of its own (thread-local, with its prepared statements
- * cached), so reads on different workers never wait for each other.  WAL lets reads proceed while a group commits, and a read started
- * after a commit returns sees it.
+ * cached), so reads on different workers never wait for each other.  WAL lets
+ * reads proceed while a group commits, and a read started after a commit
+ * returns sees it.
  *
  * Group commit: journal_commit() queues the caller's batch.  One thread at
  * a time leads: it takes every batch queued so far, runs them in one
@@ -12,8 +13,8 @@
  * the owner of the next batch.  Owners arriving during a commit wait for
  * the next one.  journal_commit_async() queues a batch nobody waits for:
  * the leader runs its callback after the commit, so a worker can end an
- * activation without waiting for its last fsync.  A batch is reported done only after COMMIT
- * returned, and with synchronous=FULL that means after the fsync.
+ * activation without waiting for its last fsync.  A batch is reported done only
+ * after COMMIT returned, and with synchronous=FULL that means after the fsync.
  *
  * Invariant: this is the only file that includes sqlite3.h. */
 #include "journal.h"
@@ -83,9 +84,8 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     [ST_EVENT_INSERT] = "INSERT INTO events(instance,type,payload,ts_ms) "
                         "VALUES(?1,?2,?3,?4)",
     [ST_EVENT_CONSUME] = "UPDATE events SET consumed_by=?2 WHERE seq=?1",
-    [ST_WAKE_IF_WAITING] =
-        "UPDATE instances SET wake_ms=?3 WHERE rowid=?1 AND "
-        "status='waiting' AND wait_type=?2",
+    [ST_WAKE_IF_WAITING] = "UPDATE instances SET wake_ms=?3 WHERE rowid=?1 AND "
+                           "status='waiting' AND wait_type=?2",
     /* The expression matches the instances_expiry index. */
     [ST_SWEEP_PICK] =
         "INSERT INTO temp.sweep SELECT rowid FROM instances WHERE "
@@ -171,8 +171,8 @@ struct journal {
 
   pthread_mutex_t mu; /* guards the queue and the leadership */
   pending *head, *tail;
-  int leading;       /* some thread is committing groups */
-  pending *handoff;  /* the waiter the leadership was passed to */
+  int leading;      /* some thread is committing groups */
+  pending *handoff; /* the waiter the leadership was passed to */
   char errmsg[256];
   metrics_hist commit_us;
   uint64_t batches;
@@ -183,10 +183,9 @@ struct journal {
 static int open_conn(const char *path, int synchronous_full, sqlite3 **out,
                      char *err, size_t errlen) {
   sqlite3 *db = NULL;
-  int rc = sqlite3_open_v2(path, &db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-                               SQLITE_OPEN_NOMUTEX,
-                           NULL);
+  int rc = sqlite3_open_v2(
+      path, &db,
+      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
   if (rc != SQLITE_OK) {
     snprintf(err, errlen, "%s: cannot open database: %s", path,
              db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
@@ -467,8 +466,7 @@ static int apply_op(journal *j, journal_op *op) {
 
 static int exec_wr(journal *j, const char *sql) {
   if (sqlite3_exec(j->wr, sql, NULL, NULL, NULL) != SQLITE_OK) {
-    snprintf(j->errmsg, sizeof j->errmsg, "%s: %s", sql,
-             sqlite3_errmsg(j->wr));
+    snprintf(j->errmsg, sizeof j->errmsg, "%s: %s", sql, sqlite3_errmsg(j->wr));
     return DURO_E_STORAGE;
   }
   return 0;
@@ -606,8 +604,9 @@ static char *col_text(sqlite3_stmt *st, int i) {
 }
 
 static int64_t col_ms(sqlite3_stmt *st, int i) {
-  return sqlite3_column_type(st, i) == SQLITE_NULL ? JOURNAL_NONE
-                                                    : sqlite3_column_int64(st, i);
+  return sqlite3_column_type(st, i) == SQLITE_NULL
+             ? JOURNAL_NONE
+             : sqlite3_column_int64(st, i);
 }
 
 /* This thread's reader, opened on first use. */
@@ -639,8 +638,8 @@ static int prepare_rd(journal *j, reader *r, const char *sql,
       *st = r->cache[i].st;
       return 0;
     }
-  if (sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st,
-                         NULL) != SQLITE_OK) {
+  if (sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) !=
+      SQLITE_OK) {
     snprintf(j->errmsg, sizeof j->errmsg, "%s", sqlite3_errmsg(r->db));
     *st = NULL;
     return DURO_E_STORAGE;
@@ -896,9 +895,8 @@ int64_t journal_next_wake(journal *j, int64_t after_ms) {
   sqlite3_stmt *st = NULL;
   int64_t wake = JOURNAL_NONE;
   reader *r = reader_get(j);
-  if (prepare_rd(j, r,
-                 "SELECT MIN(wake_ms) FROM instances WHERE wake_ms>?1", &st) ==
-      0) {
+  if (prepare_rd(j, r, "SELECT MIN(wake_ms) FROM instances WHERE wake_ms>?1",
+                 &st) == 0) {
     sqlite3_bind_int64(st, 1, after_ms);
     if (sqlite3_step(st) == SQLITE_ROW)
       wake = col_ms(st, 0);

@@ -36,17 +36,21 @@ typedef struct journal_instance {
   int64_t retention_ms;
 } journal_instance;
 
-enum { JOURNAL_CONTROL_NONE = 0, JOURNAL_CONTROL_PAUSE = 1, JOURNAL_CONTROL_TERMINATE = 2 };
+enum {
+  JOURNAL_CONTROL_NONE = 0,
+  JOURNAL_CONTROL_PAUSE = 1,
+  JOURNAL_CONTROL_TERMINATE = 2
+};
 
 typedef struct journal_step {
-  char *key;  /* "name#count" */
+  char *key; /* "name#count" */
   char *name;
   uint32_t count;
-  int64_t seq;   /* call order within an activation */
-  char *type;    /* "do", "sleep", "waitForEvent" */
-  char *status;  /* "waiting", "complete", "errored" */
-  char *result;  /* JSON or NULL */
-  char *error;   /* {"name","message"} or NULL */
+  int64_t seq;  /* call order within an activation */
+  char *type;   /* "do", "sleep", "waitForEvent" */
+  char *status; /* "waiting", "complete", "errored" */
+  char *result; /* JSON or NULL */
+  char *error;  /* {"name","message"} or NULL */
   uint32_t attempts;
   int64_t started_ms, ended_ms, wake_ms;
 } journal_step;
@@ -71,7 +75,7 @@ typedef enum journal_op_kind {
   JOP_INSTANCE_SET,     /* inst: every mutable column of rowid */
   JOP_INSTANCE_CONTROL, /* inst.rowid, inst.control */
   JOP_INSTANCE_CONTROL_CLEAR, /* inst.rowid: control = NONE */
-  JOP_STEP_PUT,         /* rowid + step */
+  JOP_STEP_PUT,               /* rowid + step */
   JOP_STEPS_DISCARD,    /* rowid; from_seq (-1 = all): steps, attempts, and
                            un-consume events consumed by discarded steps */
   JOP_STEPS_SHIFT_WAKE, /* rowid; from_seq holds the delta (ms) added to
@@ -107,8 +111,8 @@ typedef struct journal_op {
   const char *event_type, *event_payload, *step_key;
   int64_t ts_ms;
   /* results */
-  int rc;             /* DURO_E_ALREADY_EXISTS for a duplicate insert */
-  int64_t out_rowid;  /* JOP_INSTANCE_INSERT / JOP_EVENT_INSERT */
+  int rc;            /* DURO_E_ALREADY_EXISTS for a duplicate insert */
+  int64_t out_rowid; /* JOP_INSTANCE_INSERT / JOP_EVENT_INSERT */
 } journal_op;
 
 typedef struct journal_batch {

@@ -59,9 +59,9 @@ static const struct {
     {"long_size", offsetof(duro_layout, long_size)},
     {"reserved", offsetof(duro_layout, reserved)},
 };
-_Static_assert(sizeof(duro_layout) ==
-                   sizeof(layout_fields) / sizeof(layout_fields[0]) *
-                       sizeof(uint16_t),
+_Static_assert(sizeof(duro_layout) == sizeof(layout_fields) /
+                                          sizeof(layout_fields[0]) *
+                                          sizeof(uint16_t),
                "every duro_layout field needs a row in layout_fields");
 
 static uint16_t layout_get(const duro_layout *l, size_t offset) {
@@ -78,8 +78,9 @@ refuse(char *err, size_t errlen, const char *name, const char *path,
        const char *fmt, ...) {
   if (err == NULL || errlen == 0)
     return DURO_E_PLUGIN;
-  int n = snprintf(err, errlen, "plugin \"%s\" (%s): ",
-                   name ? name : "(unnamed)", path ? path : "(no path)");
+  int n =
+      snprintf(err, errlen, "plugin \"%s\" (%s): ", name ? name : "(unnamed)",
+               path ? path : "(no path)");
   if (n >= 0 && (size_t)n < errlen) {
     va_list ap;
     va_start(ap, fmt);
@@ -260,9 +261,7 @@ close_handle:
   return rc;
 }
 
-const duro_plugin_info *loader_info(const loader_plugin *p) {
-  return p->info;
-}
+const duro_plugin_info *loader_info(const loader_plugin *p) { return p->info; }
 
 const char *loader_build(const loader_plugin *p) { return p->build; }
 

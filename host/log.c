@@ -41,10 +41,13 @@ void log_vwrite(int level, const char *where, const char *fmt, va_list ap) {
   clock_gettime(CLOCK_REALTIME, &ts);
   struct tm tm;
   gmtime_r(&ts.tv_sec, &tm);
-  int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s %s%s",
+  int n = snprintf(line, sizeof line,
+                   "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s %s%s",
                    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
                    tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
-                   names[level < 0 ? 0 : level > 3 ? 3 : level],
+                   names[level < 0   ? 0
+                         : level > 3 ? 3
+                                     : level],
                    where ? where : "", where ? ": " : "");
   if (n < 0 || (size_t)n >= sizeof line)
     n = 0;

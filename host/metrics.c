@@ -4,8 +4,8 @@
 #include <time.h>
 
 static const int64_t bounds_us[METRICS_BUCKETS] = {
-    50, 100, 250, 500, 1000, 2500, 5000, 10000, 50000, 250000, 1000000,
-    10000000};
+    50,   100,   250,   500,    1000,    2500,
+    5000, 10000, 50000, 250000, 1000000, 10000000};
 
 void metrics_hist_observe(metrics_hist *h, int64_t micros) {
   if (micros < 0)

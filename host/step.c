@@ -34,7 +34,7 @@
 
 typedef enum suspend_reason {
   SUSPEND_NONE = 0,
-  SUSPEND_WAIT,      /* sleep, back-off or event: a wake time is set */
+  SUSPEND_WAIT, /* sleep, back-off or event: a wake time is set */
   SUSPEND_PAUSE,
   SUSPEND_TERMINATE,
   SUSPEND_SHUTDOWN
@@ -56,10 +56,10 @@ struct duro_step {
   journal_instance inst; /* the row as loaded; owns its strings */
   arena_blk *arena;
 
-  strmap steps;       /* key → journal_step (arena) */
-  strmap name_counts; /* name → (uintptr_t) occurrences so far */
-  int64_t seq;        /* step calls so far in this activation */
-  uint32_t n_do;      /* duro_do steps in the journal, for the limit */
+  strmap steps;          /* key → journal_step (arena) */
+  strmap name_counts;    /* name → (uintptr_t) occurrences so far */
+  int64_t seq;           /* step calls so far in this activation */
+  uint32_t n_do;         /* duro_do steps in the journal, for the limit */
   journal_event *events; /* loaded by the first event wait */
   size_t n_events;
   int events_loaded;
@@ -92,7 +92,8 @@ struct duro_attempt {
 static __thread duro_step *current_act;
 static __thread duro_attempt *current_attempt;
 
-/* ---- arena ------------------------------------------------------------------ */
+/* ---- arena ------------------------------------------------------------------
+ */
 
 static void *arena_alloc(duro_step *a, size_t n) {
   arena_blk *b = xmalloc(sizeof *b + n);
@@ -133,7 +134,8 @@ static void arena_free(duro_step *a) {
   a->arena = NULL;
 }
 
-/* ---- helpers ------------------------------------------------------------------- */
+/* ---- helpers
+ * ------------------------------------------------------------------- */
 
 static int64_t now_ms(duro_step *a) { return duro_clock_now(a->e->clock); }
 
@@ -141,7 +143,9 @@ static const char *format_ms(char *buf, size_t len, int64_t ms) {
   static const struct {
     int64_t ms;
     const char *unit;
-  } units[] = {{86400000, "day"}, {3600000, "hour"}, {60000, "minute"},
+  } units[] = {{86400000, "day"},
+               {3600000, "hour"},
+               {60000, "minute"},
                {1000, "second"}};
   for (size_t i = 0; i < sizeof units / sizeof *units; i++)
     if (ms >= units[i].ms && ms % units[i].ms == 0) {
@@ -261,7 +265,8 @@ static int step_begin(duro_step *a, const char *name, const char *type,
   return 0;
 }
 
-/* ---- duro_do ------------------------------------------------------------------------ */
+/* ---- duro_do
+ * ------------------------------------------------------------------------ */
 
 static int64_t backoff_ms(int64_t delay, duro_backoff how, uint32_t attempt) {
   int64_t d = delay;
@@ -302,8 +307,8 @@ static int read_config(duro_step *a, const char *key,
        out->timeout_ms <= 0))
     bad = cfg->timeout;
   if (bad) {
-    char *msg = xasprintf("step \"%s\": invalid configuration value \"%s\"",
-                          key, bad);
+    char *msg =
+        xasprintf("step \"%s\": invalid configuration value \"%s\"", key, bad);
     fail_with(a, "Error", msg);
     free(msg);
     return -1;
@@ -376,9 +381,9 @@ static duro_rc api_do(duro_step *a, const char *name,
     if (ended > at.deadline_ms) {
       char buf[48];
       err_name = "TimeoutError";
-      err_msg = xasprintf("step \"%s\" attempt %u exceeded its timeout of %s",
-                          key, at.number,
-                          format_ms(buf, sizeof buf, c.timeout_ms));
+      err_msg =
+          xasprintf("step \"%s\" attempt %u exceeded its timeout of %s", key,
+                    at.number, format_ms(buf, sizeof buf, c.timeout_ms));
     } else {
       const char *text = at.result ? at.result : "null";
       int bad = json_text_check(text, a->e->max_step_result);
@@ -439,8 +444,10 @@ static duro_rc api_do(duro_step *a, const char *name,
   free(at.message);
   if (!final && at.number <= c.limit) {
     int64_t wait = backoff_ms(c.delay_ms, c.backoff, at.number);
-    log_write(DURO_LOG_INFO, a->where, "step \"%s\" attempt %u failed: %s; "
-              "retrying in %" PRId64 " ms", key, at.number, err_msg, wait);
+    log_write(DURO_LOG_INFO, a->where,
+              "step \"%s\" attempt %u failed: %s; "
+              "retrying in %" PRId64 " ms",
+              key, at.number, err_msg, wait);
     free(err_msg);
     metrics_add(&a->e->m.retries_scheduled, 1);
     s->wake_ms = ended + wait;
@@ -448,8 +455,9 @@ static duro_rc api_do(duro_step *a, const char *name,
     put_step(a, s);
     return suspend_until(a, s->wake_ms, NULL);
   }
-  log_write(DURO_LOG_WARN, a->where, "step \"%s\" failed after %u attempt%s: %s",
-            key, at.number, at.number == 1 ? "" : "s", err_msg);
+  log_write(DURO_LOG_WARN, a->where,
+            "step \"%s\" failed after %u attempt%s: %s", key, at.number,
+            at.number == 1 ? "" : "s", err_msg);
   free(err_msg);
   s->status = "errored";
   s->error = (char *)err;
@@ -460,7 +468,8 @@ static duro_rc api_do(duro_step *a, const char *name,
   return DURO_ERROR;
 }
 
-/* ---- sleeps -------------------------------------------------------------------------- */
+/* ---- sleeps
+ * -------------------------------------------------------------------------- */
 
 static duro_rc sleep_step(duro_step *a, const char *name, int64_t until,
                           int64_t duration, int relative) {
@@ -488,8 +497,7 @@ static duro_rc sleep_step(duro_step *a, const char *name, int64_t until,
   return suspend_until(a, s->wake_ms, NULL);
 }
 
-static duro_rc api_sleep(duro_step *a, const char *name,
-                         const char *duration) {
+static duro_rc api_sleep(duro_step *a, const char *name, const char *duration) {
   int64_t ms = 0;
   if (a->suspended)
     return DURO_SUSPEND;
@@ -517,7 +525,9 @@ static duro_rc api_sleep_until(duro_step *a, const char *name,
   return sleep_step(a, name, unix_ms, 0, 0);
 }
 
-/* ---- events ----------------------------------------------------------------------------- */
+/* ---- events
+ * -----------------------------------------------------------------------------
+ */
 
 static char *event_json(const journal_event *ev) {
   char ts[64];
@@ -560,8 +570,8 @@ static duro_rc api_wait_for_event(duro_step *a, const char *name,
   if (!s) {
     int64_t ms = DEFAULT_EVENT_TIMEOUT_MS;
     if (!type || !*type ||
-        (timeout && (duration_parse(timeout, &ms) != 0 ||
-                     ms > DURATION_MAX_SLEEP_MS))) {
+        (timeout &&
+         (duration_parse(timeout, &ms) != 0 || ms > DURATION_MAX_SLEEP_MS))) {
       char *msg = xasprintf("waitForEvent \"%s\": %s", key,
                             !type || !*type ? "needs an event type"
                                             : "invalid timeout");
@@ -604,11 +614,11 @@ static duro_rc api_wait_for_event(duro_step *a, const char *name,
   }
   if (now >= s->wake_ms) {
     char buf[48];
-    char *msg = xasprintf("waitForEvent \"%s\" timed out after %s waiting "
-                          "for an event of type \"%s\"",
-                          key,
-                          format_ms(buf, sizeof buf, s->wake_ms - s->started_ms),
-                          type ? type : "");
+    char *msg =
+        xasprintf("waitForEvent \"%s\" timed out after %s waiting "
+                  "for an event of type \"%s\"",
+                  key, format_ms(buf, sizeof buf, s->wake_ms - s->started_ms),
+                  type ? type : "");
     fail_with(a, "TimeoutError", msg);
     free(msg);
     s->status = "errored";
@@ -621,7 +631,8 @@ static duro_rc api_wait_for_event(duro_step *a, const char *name,
   return suspend_until(a, s->wake_ms, arena_strdup(a, type));
 }
 
-/* ---- output and errors ------------------------------------------------------------------ */
+/* ---- output and errors
+ * ------------------------------------------------------------------ */
 
 static const char *api_step_error(duro_step *a) {
   return a->last_error ? a->last_error : "null";
@@ -642,7 +653,8 @@ static duro_rc api_set_output(duro_step *a, const char *json) {
   return DURO_OK;
 }
 
-/* ---- inside an attempt --------------------------------------------------------------------- */
+/* ---- inside an attempt
+ * --------------------------------------------------------------------- */
 
 static uint32_t api_attempt_number(const duro_attempt *at) {
   return at->number;
@@ -676,7 +688,9 @@ static int api_attempt_cancelled(const duro_attempt *at) {
          __atomic_load_n(&at->act->e->stopping, __ATOMIC_ACQUIRE);
 }
 
-/* ---- bindings ------------------------------------------------------------------------------ */
+/* ---- bindings
+ * ------------------------------------------------------------------------------
+ */
 
 static duro_workflow *api_env_workflow(duro_env *env, const char *binding) {
   return (duro_workflow *)engine_find_binding(env->engine, binding);
@@ -690,7 +704,9 @@ static int api_workflow_create(duro_workflow *wf, const char *id,
   return duro_instance_create(w->engine, w->name, id, params, -1, NULL);
 }
 
-/* ---- logging ------------------------------------------------------------------------------- */
+/* ---- logging
+ * -------------------------------------------------------------------------------
+ */
 
 static void api_vlog(int level, const char *fmt, va_list ap) {
   duro_step *a = current_act;
@@ -730,7 +746,8 @@ static const duro_api host_api = {
 
 const duro_api *duro_host_api(void) { return &host_api; }
 
-/* ---- the activation -------------------------------------------------------------------------- */
+/* ---- the activation
+ * -------------------------------------------------------------------------- */
 
 static int load_journal(duro_step *a) {
   journal_step *loaded = NULL;
@@ -768,8 +785,8 @@ static void finish(duro_step *a, duro_rc rc) {
   *row = a->inst; /* borrowed strings; never cleared */
   row->wake_ms = JOURNAL_NONE;
   row->wait_type = NULL;
-  row->started_ms = a->inst.started_ms != JOURNAL_NONE ? a->inst.started_ms
-                                                        : now;
+  row->started_ms =
+      a->inst.started_ms != JOURNAL_NONE ? a->inst.started_ms : now;
   int clear_control = 0;
   if (a->suspended)
     rc = DURO_SUSPEND;

@@ -64,26 +64,32 @@ typedef enum duro_rc {
 /* Error codes (negative ints) and their stable names, shared by the engine,
  * the HTTP API and plugins.  X(ENUM, value, "name", "description") */
 #define DURO_ERRORS(X)                                                         \
-  X(ALREADY_EXISTS, -1, "instance.already_exists", "instance id already exists") \
-  X(DUPLICATE_IN_BATCH, -2, "instance.duplicate_in_batch", "instance id repeated in batch") \
-  X(NOT_FOUND, -3, "instance.not_found", "instance not found")                \
-  X(INVALID_ID, -4, "instance.invalid_id", "invalid instance id")             \
-  X(CANNOT_RESTART, -5, "instance.cannot_restart", "instance cannot be restarted") \
-  X(CANNOT_TERMINATE, -6, "instance.cannot_terminate", "instance cannot be terminated") \
-  X(CANNOT_PAUSE, -7, "instance.cannot_pause", "instance cannot be paused")   \
+  X(ALREADY_EXISTS, -1, "instance.already_exists",                             \
+    "instance id already exists")                                              \
+  X(DUPLICATE_IN_BATCH, -2, "instance.duplicate_in_batch",                     \
+    "instance id repeated in batch")                                           \
+  X(NOT_FOUND, -3, "instance.not_found", "instance not found")                 \
+  X(INVALID_ID, -4, "instance.invalid_id", "invalid instance id")              \
+  X(CANNOT_RESTART, -5, "instance.cannot_restart",                             \
+    "instance cannot be restarted")                                            \
+  X(CANNOT_TERMINATE, -6, "instance.cannot_terminate",                         \
+    "instance cannot be terminated")                                           \
+  X(CANNOT_PAUSE, -7, "instance.cannot_pause", "instance cannot be paused")    \
   X(CANNOT_RESUME, -8, "instance.cannot_resume", "instance cannot be resumed") \
-  X(WORKFLOW_NOT_FOUND, -9, "workflow.not_found", "workflow not found")      \
-  X(OUTPUT_TOO_LARGE, -10, "step.output_too_large", "step output too large") \
-  X(INVALID_OUTPUT, -11, "step.invalid_output", "step output is not valid JSON") \
-  X(STEP_LIMIT, -12, "step.limit_exceeded", "too many steps in one instance") \
-  X(INVALID_PARAMS, -13, "instance.invalid_params", "params are not valid JSON") \
-  X(INVALID_DURATION, -14, "duration.invalid", "invalid duration")           \
-  X(INVALID_ARGUMENT, -15, "invalid_argument", "invalid argument")           \
-  X(BINDING_NOT_FOUND, -16, "binding.not_found", "no such binding")          \
-  X(STORAGE, -17, "storage.error", "storage error")                          \
-  X(CONFIG, -18, "config.invalid", "invalid configuration")                  \
-  X(PLUGIN, -19, "plugin.load_failed", "plugin could not be loaded")         \
-  X(SHUTDOWN, -20, "engine.shutting_down", "engine is shutting down")        \
+  X(WORKFLOW_NOT_FOUND, -9, "workflow.not_found", "workflow not found")        \
+  X(OUTPUT_TOO_LARGE, -10, "step.output_too_large", "step output too large")   \
+  X(INVALID_OUTPUT, -11, "step.invalid_output",                                \
+    "step output is not valid JSON")                                           \
+  X(STEP_LIMIT, -12, "step.limit_exceeded", "too many steps in one instance")  \
+  X(INVALID_PARAMS, -13, "instance.invalid_params",                            \
+    "params are not valid JSON")                                               \
+  X(INVALID_DURATION, -14, "duration.invalid", "invalid duration")             \
+  X(INVALID_ARGUMENT, -15, "invalid_argument", "invalid argument")             \
+  X(BINDING_NOT_FOUND, -16, "binding.not_found", "no such binding")            \
+  X(STORAGE, -17, "storage.error", "storage error")                            \
+  X(CONFIG, -18, "config.invalid", "invalid configuration")                    \
+  X(PLUGIN, -19, "plugin.load_failed", "plugin could not be loaded")           \
+  X(SHUTDOWN, -20, "engine.shutting_down", "engine is shutting down")          \
   X(IO, -21, "io.error", "input/output error")
 
 #define DURO_ERROR_ENUM_(name, value, code, desc) DURO_E_##name = (value),
@@ -227,7 +233,8 @@ typedef struct duro_plugin_info {
 extern DURO_HIDDEN_ const duro_api *duro_api_ptr_;
 
 #define DURO_WORKFLOWS(array)                                                  \
-  .workflows = (array), .n_workflows = (uint32_t)(sizeof(array) / sizeof((array)[0]))
+  .workflows = (array),                                                        \
+  .n_workflows = (uint32_t)(sizeof(array) / sizeof((array)[0]))
 
 /* DURO_PLUGIN(.name = "orders", .version = "1.0", DURO_WORKFLOWS(defs),
  *             .init = my_init) — exactly once per plugin. */
@@ -236,10 +243,13 @@ extern DURO_HIDDEN_ const duro_api *duro_api_ptr_;
   static void duro_bind_(const duro_api *api) { duro_api_ptr_ = api; }         \
   DURO_EXPORT_ const duro_plugin_info *duro_plugin(void);                      \
   DURO_EXPORT_ const duro_plugin_info *duro_plugin(void) {                     \
-    static const duro_plugin_info info = {                                     \
-        .magic = DURO_PLUGIN_MAGIC, .size = sizeof(duro_plugin_info),          \
-        .abi_major = DURO_ABI_MAJOR, .abi_minor = DURO_ABI_MINOR,              \
-        .layout = DURO_LAYOUT_INIT, .bind = duro_bind_, __VA_ARGS__};          \
+    static const duro_plugin_info info = {.magic = DURO_PLUGIN_MAGIC,          \
+                                          .size = sizeof(duro_plugin_info),    \
+                                          .abi_major = DURO_ABI_MAJOR,         \
+                                          .abi_minor = DURO_ABI_MINOR,         \
+                                          .layout = DURO_LAYOUT_INIT,          \
+                                          .bind = duro_bind_,                  \
+                                          __VA_ARGS__};                        \
     return &info;                                                              \
   }                                                                            \
   typedef int duro_plugin_defined_
@@ -351,11 +361,17 @@ static inline int duro_workflow_create(duro_workflow *wf, const char *id,
 
 /* ---- logging ----------------------------------------------------------- */
 
-enum { DURO_LOG_DEBUG = 0, DURO_LOG_INFO = 1, DURO_LOG_WARN = 2, DURO_LOG_ERROR = 3 };
+enum {
+  DURO_LOG_DEBUG = 0,
+  DURO_LOG_INFO = 1,
+  DURO_LOG_WARN = 2,
+  DURO_LOG_ERROR = 3
+};
 
 /* Logged with the instance and step attached; suppressed while run() is
  * replaying completed steps, so a line appears once per attempt. */
-static inline DURO_PRINTF_(2, 3) void duro_log(int level, const char *fmt, ...) {
+static inline DURO_PRINTF_(2, 3) void duro_log(int level, const char *fmt,
+                                               ...) {
   va_list ap;
   va_start(ap, fmt);
   duro_api_ptr_->vlog(level, fmt, ap);

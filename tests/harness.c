@@ -26,9 +26,8 @@ static void open_engine(harness *h) {
   int rc = duro_engine_open(&opt, &h->e, err, sizeof err);
   ck_assert_msg(rc == 0, "engine open: %s", err);
   for (size_t i = 0; i < n_regs; i++)
-    ck_assert_int_eq(duro_engine_register(h->e, regs[i].name,
-                                          regs[i].binding, regs[i].run, NULL,
-                                          "test"),
+    ck_assert_int_eq(duro_engine_register(h->e, regs[i].name, regs[i].binding,
+                                          regs[i].run, NULL, "test"),
                      0);
 }
 
@@ -43,12 +42,12 @@ void harness_open(harness *h) {
   open_engine(h);
 }
 
-void harness_register_binding(harness *h, const char *name,
-                              const char *binding, duro_run_fn run) {
+void harness_register_binding(harness *h, const char *name, const char *binding,
+                              duro_run_fn run) {
   ck_assert(n_regs < sizeof regs / sizeof *regs);
   regs[n_regs++] = (reg){name, binding, run};
-  ck_assert_int_eq(
-      duro_engine_register(h->e, name, binding, run, NULL, "test"), 0);
+  ck_assert_int_eq(duro_engine_register(h->e, name, binding, run, NULL, "test"),
+                   0);
 }
 
 void harness_register(harness *h, const char *name, duro_run_fn run) {

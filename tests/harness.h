@@ -35,8 +35,8 @@ void harness_register(harness *h, const char *name, duro_run_fn run);
 /* Registers a workflow with a binding name, so that steps can reach it with
  * duro_env_workflow(env, binding).  `name` and `binding` must outlive the
  * harness (string literals): harness_reopen registers them again. */
-void harness_register_binding(harness *h, const char *name,
-                              const char *binding, duro_run_fn run);
+void harness_register_binding(harness *h, const char *name, const char *binding,
+                              duro_run_fn run);
 
 /* Advances the virtual clock and runs every activation that becomes due. */
 size_t harness_advance(harness *h, int64_t ms);

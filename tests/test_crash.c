@@ -92,13 +92,12 @@ static void create_instances(const crash_env *c) {
   snprintf(params, sizeof params, "{\"steps\":%d,\"nap_every\":4}", N_STEPS);
   for (int i = 0; i < N_INSTANCES; i++) {
     snprintf(ids[i], sizeof ids[i], "chain-%02d", i);
-    reqs[i] = (duro_create_req){.id = ids[i], .params = params,
-                                .retention_ms = -1};
+    reqs[i] =
+        (duro_create_req){.id = ids[i], .params = params, .retention_ms = -1};
   }
   json_t *res = NULL;
-  ck_assert_int_eq(duro_instance_create_batch(e, "chain", reqs, N_INSTANCES,
-                                              &res),
-                   0);
+  ck_assert_int_eq(
+      duro_instance_create_batch(e, "chain", reqs, N_INSTANCES, &res), 0);
   ck_assert_int_eq(json_array_size(json_object_get(res, "created")),
                    N_INSTANCES);
   json_decref(res);
@@ -153,8 +152,8 @@ typedef struct step_seen {
 
 /* Replays the chain log and fails on the first completed step that ran
  * again or changed its result. */
-static void check_log(const crash_env *c, step_seen seen[N_INSTANCES][N_STEPS + 1],
-                      int *execs) {
+static void check_log(const crash_env *c,
+                      step_seen seen[N_INSTANCES][N_STEPS + 1], int *execs) {
   FILE *f = fopen(c->log, "r");
   ck_assert_ptr_nonnull(f);
   char kind[8], inst[32], token[64];
@@ -177,8 +176,8 @@ static void check_log(const crash_env *c, step_seen seen[N_INSTANCES][N_STEPS + 
                     line, inst, idx);
       if (s->token[0])
         ck_assert_msg(!strcmp(s->token, token),
-                      "line %d: %s step %d result changed from %s to %s",
-                      line, inst, idx, s->token, token);
+                      "line %d: %s step %d result changed from %s to %s", line,
+                      inst, idx, s->token, token);
       else
         snprintf(s->token, sizeof s->token, "%s", token);
     }
@@ -200,13 +199,16 @@ static void crash_loop(const char *synchronous) {
     kill(pid, SIGKILL);
     int st;
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-    ck_assert_msg(WIFSIGNALED(st), "host exited on its own (status %d): "
-                  "see %s", st, c.err);
+    ck_assert_msg(WIFSIGNALED(st),
+                  "host exited on its own (status %d): "
+                  "see %s",
+                  st, c.err);
     kills++;
     int after = count_complete(&c);
     interrupted += after < N_INSTANCES;
   }
-  ck_assert_msg(interrupted >= 5, "only %d kills landed while work was left", interrupted);
+  ck_assert_msg(interrupted >= 5, "only %d kills landed while work was left",
+                interrupted);
 
   /* A last run finishes whatever the kills left.  It must be up (its
    * signal handlers installed, which it says with "ready") before the
@@ -214,8 +216,8 @@ static void crash_loop(const char *synchronous) {
   truncate(c.err, 0);
   pid_t pid = start_host(&c, "info");
   int waited = 0;
-  for (; waited < 120000 && (!file_contains(c.err, " ready") ||
-                             count_complete(&c) < N_INSTANCES);
+  for (; waited < 120000 &&
+         (!file_contains(c.err, " ready") || count_complete(&c) < N_INSTANCES);
        waited += 50)
     proc_sleep_ms(50);
   kill(pid, SIGTERM);

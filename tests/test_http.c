@@ -29,12 +29,12 @@
  * past its deadline, the teardown kills one still running, the child asks
  * for SIGKILL when its parent dies, and in fork mode Check kills the case's
  * process group when the case ends.  All traffic is on loopback. */
+#include <arpa/inet.h>
 #include <check.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
 #include <netinet/in.h>
-#include <arpa/inet.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
@@ -138,7 +138,8 @@ static void host_stop(host *h) {
 /* The host a case talks to through the helpers below. */
 static host H;
 
-/* ---- well-formed requests (libcurl) --------------------------------------- */
+/* ---- well-formed requests (libcurl) ---------------------------------------
+ */
 
 typedef struct resp {
   long status;
@@ -275,8 +276,8 @@ static char *jdump(json_t *v) {
  * {"error":{"code": code, "message": non-empty}}. */
 static void assert_error(const resp *r, long status, const char *code,
                          const char *what) {
-  ck_assert_msg(r->status == status, "%s: status %ld, want %ld; body: %s",
-                what, r->status, status, r->body ? r->body : "");
+  ck_assert_msg(r->status == status, "%s: status %ld, want %ld; body: %s", what,
+                r->status, status, r->body ? r->body : "");
   char type[128];
   ck_assert_msg(resp_header(r, "content-type", type, sizeof type) &&
                     !strncmp(type, "application/json", 16),
@@ -358,8 +359,8 @@ static json_t *wait_status(const char *id, const char *want) {
 static json_t *step_of(json_t *d, const char *key) {
   size_t i;
   json_t *s;
-  json_array_foreach(jget(d, "steps"), i, s) if (!strcmp(jstr(s, "key"), key))
-      return s;
+  json_array_foreach(jget(d, "steps"), i,
+                     s) if (!strcmp(jstr(s, "key"), key)) return s;
   return NULL;
 }
 
@@ -411,7 +412,8 @@ static void assert_healthy(const char *after) {
   resp_free(&r);
 }
 
-/* ---- 1. every route --------------------------------------------------------- */
+/* ---- 1. every route ---------------------------------------------------------
+ */
 
 START_TEST(create_with_and_without_id) {
   host_start(&H, "h");
@@ -437,8 +439,9 @@ START_TEST(create_with_and_without_id) {
     expect_status(&r, 201, bodies[i] ? bodies[i] : "(no body)");
     snprintf(ids[i], sizeof ids[i], "%s", jstr(r.json, "id"));
     ck_assert_msg(strlen(ids[i]) >= 8 && strlen(ids[i]) <= 100 &&
-                      strspn(ids[i], "abcdefghijklmnopqrstuvwxyz"
-                                     "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-") ==
+                      strspn(ids[i],
+                             "abcdefghijklmnopqrstuvwxyz"
+                             "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-") ==
                           strlen(ids[i]),
                   "random id: %s", r.body);
     ck_assert_str_eq(jstr(r.json, "status"), "queued");
@@ -537,12 +540,12 @@ START_TEST(batch_create) {
   request(&r, "POST", WF "/batch",
           "{\"instances\":[{\"id\":\"a b\"},{\"id\":\"ok6\"}]}");
   expect_status(&r, 200, "batch with an invalid id");
-  ck_assert_msg(json_array_size(jget(r.json, "created")) == 1 &&
-                    json_array_size(jget(r.json, "errors")) == 1 &&
-                    !strcmp(jstr(json_array_get(jget(r.json, "errors"), 0),
-                                 "code"),
-                            "instance.invalid_id"),
-                "batch with an invalid id: %s", r.body);
+  ck_assert_msg(
+      json_array_size(jget(r.json, "created")) == 1 &&
+          json_array_size(jget(r.json, "errors")) == 1 &&
+          !strcmp(jstr(json_array_get(jget(r.json, "errors"), 0), "code"),
+                  "instance.invalid_id"),
+      "batch with an invalid id: %s", r.body);
   resp_free(&r);
   ck_assert_int_eq(instance_count(), 5);
   host_stop(&H);
@@ -640,14 +643,13 @@ START_TEST(list_filter_and_paging) {
   resp r;
   request(&r, "GET", WF "?status=errored&limit=1", NULL);
   expect_status(&r, 200, "list errored");
-  ck_assert_str_eq(jstr(json_array_get(jget(r.json, "instances"), 0),
-                        "status"),
+  ck_assert_str_eq(jstr(json_array_get(jget(r.json, "instances"), 0), "status"),
                    "errored");
   resp_free(&r);
 
-  const char *bad[] = {"?limit=0",      "?limit=1001", "?limit=abc",
-                       "?limit=",       "?limit=-1",   "?status=bogus",
-                       "?cursor=abc",   "?cursor=-3",  "?cursor=1x"};
+  const char *bad[] = {"?limit=0",    "?limit=1001", "?limit=abc",
+                       "?limit=",     "?limit=-1",   "?status=bogus",
+                       "?cursor=abc", "?cursor=-3",  "?cursor=1x"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char path[128];
     snprintf(path, sizeof path, WF "%s", bad[i]);
@@ -691,8 +693,7 @@ START_TEST(describe_instance) {
     ck_assert_msg(!strcmp(jstr(s, "key"), steps[i].key) &&
                       !strcmp(jstr(s, "type"), steps[i].type) &&
                       !strcmp(jstr(s, "status"), steps[i].status) &&
-                      json_array_size(jget(s, "attempts")) ==
-                          steps[i].attempts,
+                      json_array_size(jget(s, "attempts")) == steps[i].attempts,
                   "step %zu: %s", i, text);
     if (steps[i].attempts) {
       json_t *a = json_array_get(jget(s, "attempts"), 0);
@@ -704,12 +705,12 @@ START_TEST(describe_instance) {
                     "attempt of %s: %s", steps[i].key, text);
     }
   }
-  ck_assert_msg(json_real_value(jget(step_of(d, "charge card#1"),
-                                     "result.amount")) == 5.0 &&
-                    !strcmp(jstr(step_of(d, "charge card#1"),
-                                 "result.idempotencyKey"),
-                            "d1/charge card#1"),
-                "charge result: %s", text);
+  ck_assert_msg(
+      json_real_value(jget(step_of(d, "charge card#1"), "result.amount")) ==
+              5.0 &&
+          !strcmp(jstr(step_of(d, "charge card#1"), "result.idempotencyKey"),
+                  "d1/charge card#1"),
+      "charge result: %s", text);
   free(text);
   json_decref(d);
   host_stop(&H);
@@ -739,11 +740,13 @@ START_TEST(status_transitions) {
                 "instance.cannot_terminate");
   patch_refused("t1", "{\"status\":\"pause\"}", "instance.cannot_pause");
   patch_refused("t1", "{\"status\":\"resume\"}", "instance.cannot_resume");
-  patch_refused("t1", "{\"status\":\"restart\",\"from\":{\"name\":\"no such "
-                      "step\"}}",
+  patch_refused("t1",
+                "{\"status\":\"restart\",\"from\":{\"name\":\"no such "
+                "step\"}}",
                 "instance.cannot_restart");
-  patch_refused("t1", "{\"status\":\"restart\",\"from\":{\"name\":\"charge "
-                      "card\",\"count\":2}}",
+  patch_refused("t1",
+                "{\"status\":\"restart\",\"from\":{\"name\":\"charge "
+                "card\",\"count\":2}}",
                 "instance.cannot_restart");
 
   /* Restart from "charge card": "reserve stock" is kept as journaled. */
@@ -777,7 +780,8 @@ START_TEST(status_transitions) {
       "[\"pause\"]",
       "{\"status\":\"restart\",\"from\":\"charge card\"}",
       "{\"status\":\"restart\",\"from\":{\"count\":1}}",
-      "{\"status\":\"restart\",\"from\":{\"name\":\"charge card\",\"count\":0}}",
+      "{\"status\":\"restart\",\"from\":{\"name\":\"charge "
+      "card\",\"count\":0}}",
       "{\"status\":\"restart\",\"from\":{\"name\":\"charge card\",\"count\":"
       "\"1\"}}",
   };
@@ -902,7 +906,8 @@ START_TEST(healthz_and_metrics) {
 }
 END_TEST
 
-/* ---- 2. a run held by its id ------------------------------------------------ */
+/* ---- 2. a run held by its id ------------------------------------------------
+ */
 
 START_TEST(order_completes_by_id) {
   host_start(&H, "h");
@@ -982,7 +987,8 @@ START_TEST(order_rejected_by_review) {
 }
 END_TEST
 
-/* ---- 3. errors ---------------------------------------------------------------- */
+/* ---- 3. errors
+ * ---------------------------------------------------------------- */
 
 typedef struct err_case {
   const char *method, *path, *body;
@@ -1114,8 +1120,7 @@ START_TEST(body_over_limit_413) {
   for (size_t s = 0; s < 2; s++)
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
       body = sized_body("over", sizes[s]);
-      request_auth(&r, routes[i].method, routes[i].path, body, sizes[s],
-                   NULL);
+      request_auth(&r, routes[i].method, routes[i].path, body, sizes[s], NULL);
       char what[128];
       snprintf(what, sizeof what, "%s %s with %zu bytes", routes[i].method,
                routes[i].path, sizes[s]);
@@ -1145,8 +1150,7 @@ START_TEST(bearer_token_401) {
       "s3cret-Token_42",
       "Bearer ",
   };
-  static const char *paths[] = {"/healthz", "/metrics", WF, WF "/x",
-                                "/nope"};
+  static const char *paths[] = {"/healthz", "/metrics", WF, WF "/x", "/nope"};
   for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++)
     for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
       resp r;
@@ -1202,8 +1206,8 @@ static char *run_refused(const char *listen, const char *http_extra,
 }
 
 START_TEST(token_env_unset_refused) {
-  char *log = run_refused("127.0.0.1:0", "  token_env: DURO_TEST_TOKEN_UNSET\n",
-                          NULL);
+  char *log =
+      run_refused("127.0.0.1:0", "  token_env: DURO_TEST_TOKEN_UNSET\n", NULL);
   assert_contains(log, "http.token_env");
   assert_contains(log, "DURO_TEST_TOKEN_UNSET");
   assert_contains(log, H.config);
@@ -1215,7 +1219,8 @@ START_TEST(token_env_unset_refused) {
 }
 END_TEST
 
-/* ---- 4. bind policy ----------------------------------------------------------- */
+/* ---- 4. bind policy
+ * ----------------------------------------------------------- */
 
 START_TEST(public_listen_refused) {
   static const char *listens[] = {"0.0.0.0:0", "\"[::]:0\""};
@@ -1248,7 +1253,8 @@ START_TEST(public_listen_allowed_insecure) {
 }
 END_TEST
 
-/* ---- 5. malformed input over raw sockets -------------------------------------- */
+/* ---- 5. malformed input over raw sockets
+ * -------------------------------------- */
 
 static int raw_connect(void) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -1422,9 +1428,9 @@ static char *raw_bytes(const raw_case *c, size_t *len) {
   case RAW_HUGE_ID:
   case RAW_HUGE_WF:
   case RAW_HUGE_DEPTH:
-    PUT(c->kind == RAW_HUGE_WF ? "POST /workflows/" : c->kind == RAW_HUGE_ID
-                                                          ? "GET " WF "/"
-                                                          : "GET ");
+    PUT(c->kind == RAW_HUGE_WF   ? "POST /workflows/"
+        : c->kind == RAW_HUGE_ID ? "GET " WF "/"
+                                 : "GET ");
     for (int i = 0; i < 10240; i++)
       b[n++] = c->kind == RAW_HUGE_DEPTH ? (i % 2 ? 'a' : '/') : 'a';
     PUT("%s HTTP/1.1\r\n" HOSTH CLOSE "%s\r\n",
@@ -1516,9 +1522,8 @@ static void raise_nofile(rlim_t want) {
   struct rlimit rl;
   ck_assert(getrlimit(RLIMIT_NOFILE, &rl) == 0);
   if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
-    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want
-                      ? want
-                      : rl.rlim_max;
+    rl.rlim_cur =
+        rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
     ck_assert_msg(setrlimit(RLIMIT_NOFILE, &rl) == 0, "setrlimit: %s",
                   strerror(errno));
   }
@@ -1557,8 +1562,8 @@ static void concurrent_connections(void) {
   int64_t deadline = proc_now_ms() + 60000;
   while (done < N_CONCURRENT) {
     ck_assert_msg(proc_now_ms() < deadline,
-                  "%d of %d connections answered (%d connected) in 60 s",
-                  done, N_CONCURRENT, connected);
+                  "%d of %d connections answered (%d connected) in 60 s", done,
+                  N_CONCURRENT, connected);
     for (int i = 0; i < N_CONCURRENT; i++) {
       int wanted = phase_connect ? state[i] == CONNECTING
                                  : state[i] == SENDING || state[i] == READING;
@@ -1580,15 +1585,14 @@ static void concurrent_connections(void) {
         state[i] = SENDING;
         connected++;
       } else if (state[i] == SENDING) {
-        ssize_t n = send(fd[i], req + sent[i], sizeof req - 1 - sent[i],
-                         MSG_NOSIGNAL);
+        ssize_t n =
+            send(fd[i], req + sent[i], sizeof req - 1 - sent[i], MSG_NOSIGNAL);
         ck_assert_msg(n > 0 || errno == EAGAIN, "send %d: %s", i,
                       strerror(errno));
         if (n > 0 && (sent[i] += (size_t)n) == sizeof req - 1)
           state[i] = READING;
       } else if (state[i] == READING) {
-        ssize_t n = recv(fd[i], buf[i] + got[i], sizeof buf[i] - 1 - got[i],
-                         0);
+        ssize_t n = recv(fd[i], buf[i] + got[i], sizeof buf[i] - 1 - got[i], 0);
         ck_assert_msg(n > 0 || (n < 0 && errno == EAGAIN),
                       "connection %d closed or failed (%s) after %zu bytes: "
                       "%s",
@@ -1645,7 +1649,8 @@ START_TEST(sweep_then_concurrent_connections) {
 }
 END_TEST
 
-/* ---- 6. shutdown -------------------------------------------------------------- */
+/* ---- 6. shutdown
+ * -------------------------------------------------------------- */
 
 START_TEST(sigterm_with_open_connections) {
   host_start(&H, "h");
@@ -1662,8 +1667,8 @@ START_TEST(sigterm_with_open_connections) {
   ck_assert_msg(n > 12 && !strncmp(buf, "HTTP/1.1 200", 12),
                 "the keep-alive request was not answered");
   int half = raw_connect();
-  static const char part[] = "POST " WF " HTTP/1.1\r\n" HOSTH
-                             "Content-Length: 100\r\n\r\n{\"id\":";
+  static const char part[] =
+      "POST " WF " HTTP/1.1\r\n" HOSTH "Content-Length: 100\r\n\r\n{\"id\":";
   ck_assert(send(half, part, sizeof part - 1, MSG_NOSIGNAL) ==
             (ssize_t)(sizeof part - 1));
   int silent = raw_connect();

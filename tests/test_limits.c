@@ -33,11 +33,14 @@ START_TEST(retention_deletes_after_exactly_its_time) {
   harness_open(&h);
   harness_register(&h, "wf", one_step);
   harness_start(&h);
-  ck_assert_int_eq(duro_instance_create(h.e, "wf", "keep-30d", "{}", -1, NULL), 0);
-  ck_assert_int_eq(duro_instance_create(h.e, "wf", "keep-1d", "{}", DAY_MS, NULL), 0);
+  ck_assert_int_eq(duro_instance_create(h.e, "wf", "keep-30d", "{}", -1, NULL),
+                   0);
+  ck_assert_int_eq(
+      duro_instance_create(h.e, "wf", "keep-1d", "{}", DAY_MS, NULL), 0);
   harness_run(&h);
   ck_assert_str_eq(harness_status(&h, "wf", "keep-30d"), "complete");
-  ck_assert_int_eq(duro_instance_send_event(h.e, "wf", "keep-1d", "late", "{}"), 0);
+  ck_assert_int_eq(duro_instance_send_event(h.e, "wf", "keep-1d", "late", "{}"),
+                   0);
 
   size_t swept = 99;
   harness_advance(&h, DAY_MS - 1);
@@ -47,11 +50,13 @@ START_TEST(retention_deletes_after_exactly_its_time) {
   ck_assert_int_eq(duro_engine_sweep(h.e, &swept), 0);
   ck_assert_uint_eq(swept, 1);
   duro_status st;
-  ck_assert_int_eq(duro_instance_status(h.e, "wf", "keep-1d", &st), DURO_E_NOT_FOUND);
+  ck_assert_int_eq(duro_instance_status(h.e, "wf", "keep-1d", &st),
+                   DURO_E_NOT_FOUND);
   ck_assert_str_eq(harness_status(&h, "wf", "keep-30d"), "complete");
 
   /* The id is free again, and the new instance starts with no journal. */
-  ck_assert_int_eq(duro_instance_create(h.e, "wf", "keep-1d", "{}", -1, NULL), 0);
+  ck_assert_int_eq(duro_instance_create(h.e, "wf", "keep-1d", "{}", -1, NULL),
+                   0);
   json_t *d = harness_describe(&h, "wf", "keep-1d");
   ck_assert_uint_eq(json_array_size(json_object_get(d, "steps")), 0);
   json_decref(d);
@@ -59,7 +64,8 @@ START_TEST(retention_deletes_after_exactly_its_time) {
   harness_advance(&h, 29 * DAY_MS);
   ck_assert_int_eq(duro_engine_sweep(h.e, &swept), 0);
   ck_assert_uint_eq(swept, 1);
-  ck_assert_int_eq(duro_instance_status(h.e, "wf", "keep-30d", &st), DURO_E_NOT_FOUND);
+  ck_assert_int_eq(duro_instance_status(h.e, "wf", "keep-30d", &st),
+                   DURO_E_NOT_FOUND);
   harness_close(&h);
 }
 END_TEST
@@ -123,10 +129,12 @@ START_TEST(concurrency_limit_caps_running_activations) {
   char err[256];
   ck_assert_int_eq(duro_engine_open(&opt, &e, err, sizeof err), 0);
   duro_workflow_limits lim = {.concurrency = 2};
-  ck_assert_int_eq(duro_engine_register(e, "capped", NULL, held, &lim, NULL), 0);
+  ck_assert_int_eq(duro_engine_register(e, "capped", NULL, held, &lim, NULL),
+                   0);
   ck_assert_int_eq(duro_engine_start(e), 0);
   for (int i = 0; i < 12; i++)
-    ck_assert_int_eq(duro_instance_create(e, "capped", NULL, "{}", -1, NULL), 0);
+    ck_assert_int_eq(duro_instance_create(e, "capped", NULL, "{}", -1, NULL),
+                     0);
   for (int waited = 0; waited < 20000; waited += 10) {
     pthread_mutex_lock(&mu);
     int done = finished;

@@ -261,9 +261,9 @@ static const struct {
     {"reserved", offsetof(duro_layout, reserved)},
 };
 #define N_LAYOUT_CASES (int)(sizeof layout_cases / sizeof layout_cases[0])
-_Static_assert(sizeof(duro_layout) ==
-                   sizeof layout_cases / sizeof layout_cases[0] *
-                       sizeof(uint16_t),
+_Static_assert(sizeof(duro_layout) == sizeof layout_cases /
+                                          sizeof layout_cases[0] *
+                                          sizeof(uint16_t),
                "a duro_layout field has no test case");
 
 START_TEST(test_check_layout_field) {
@@ -287,9 +287,7 @@ END_TEST
 static void mut_magic(mem_plugin *m) { m->info.magic = 0x12345678u; }
 static void mut_size(mem_plugin *m) { m->info.size = 8; }
 static void mut_major(mem_plugin *m) { m->info.abi_major = 2; }
-static void mut_minor(mem_plugin *m) {
-  m->info.abi_minor = DURO_ABI_MINOR + 1;
-}
+static void mut_minor(mem_plugin *m) { m->info.abi_minor = DURO_ABI_MINOR + 1; }
 static void mut_name(mem_plugin *m) { m->info.name = NULL; }
 static void mut_workflows(mem_plugin *m) { m->info.workflows = NULL; }
 static void mut_class(mem_plugin *m) { m->wf[1].class_name = NULL; }

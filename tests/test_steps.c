@@ -35,11 +35,11 @@ static harness H;
 enum { MAXN = 64 };
 
 static struct {
-  int top;                 /* entries into run() */
-  int calls[8];            /* callback executions, by slot */
-  uint32_t attempt[MAXN];  /* attempt numbers seen by cb_flaky / cb_slow */
-  int64_t deadline[MAXN];  /* their duro_attempt_deadline_ms */
-  int64_t started[MAXN];   /* virtual time when they started */
+  int top;                /* entries into run() */
+  int calls[8];           /* callback executions, by slot */
+  uint32_t attempt[MAXN]; /* attempt numbers seen by cb_flaky / cb_slow */
+  int64_t deadline[MAXN]; /* their duro_attempt_deadline_ms */
+  int64_t started[MAXN];  /* virtual time when they started */
   int cancelled_before[MAXN], cancelled_after[MAXN];
   int n_attempt;
   uint32_t succeed_on; /* cb_flaky succeeds on this attempt (0 = never) */
@@ -117,15 +117,15 @@ static json_int_t jint(json_t *o, const char *key) {
 }
 
 /* Asserts that `v` equals the JSON text `expected`. */
-#define assert_json(v, expected)                                              \
-  do {                                                                        \
-    json_t *want_ = json_loads((expected), JSON_DECODE_ANY, NULL);            \
-    ck_assert_msg(want_ != NULL, "bad expected JSON %s", (expected));         \
-    char *got_ = json_dumps((v), JSON_COMPACT | JSON_ENCODE_ANY);             \
-    ck_assert_msg(json_equal((v), want_), "JSON %s, expected %s",             \
-                  got_ ? got_ : "(null)", (expected));                        \
-    free(got_);                                                               \
-    json_decref(want_);                                                       \
+#define assert_json(v, expected)                                               \
+  do {                                                                         \
+    json_t *want_ = json_loads((expected), JSON_DECODE_ANY, NULL);             \
+    ck_assert_msg(want_ != NULL, "bad expected JSON %s", (expected));          \
+    char *got_ = json_dumps((v), JSON_COMPACT | JSON_ENCODE_ANY);              \
+    ck_assert_msg(json_equal((v), want_), "JSON %s, expected %s",              \
+                  got_ ? got_ : "(null)", (expected));                         \
+    free(got_);                                                                \
+    json_decref(want_);                                                        \
   } while (0)
 
 /* The step `key` in a describe JSON (the test fails when it is missing). */
@@ -214,8 +214,8 @@ static void start_flaky(const duro_step_config *cfg) {
 /* ---- duro_do: retries, back-off, final failures ------------------------ */
 
 START_TEST(test_retry_limit_exhausted) {
-  R = (duro_retries){.limit = 2, .delay = "1 minute",
-                     .backoff = DURO_BACKOFF_CONSTANT};
+  R = (duro_retries){
+      .limit = 2, .delay = "1 minute", .backoff = DURO_BACKOFF_CONSTANT};
   CFG.retries = &R;
   start_flaky(&CFG);
 
@@ -283,7 +283,8 @@ static const struct {
 };
 
 START_TEST(test_backoff_shapes) {
-  R = (duro_retries){.limit = 3, .delay = "1 second", .backoff = shapes[_i].how};
+  R = (duro_retries){
+      .limit = 3, .delay = "1 second", .backoff = shapes[_i].how};
   CFG.retries = &R;
   start_flaky(&CFG);
 
@@ -423,8 +424,8 @@ static duro_rc wf_abc_retry(duro_step *step, const duro_event *ev,
 }
 
 START_TEST(test_completed_step_not_rerun) {
-  R = (duro_retries){.limit = 4, .delay = "1 second",
-                     .backoff = DURO_BACKOFF_CONSTANT};
+  R = (duro_retries){
+      .limit = 4, .delay = "1 second", .backoff = DURO_BACKOFF_CONSTANT};
   CFG.retries = &R;
   C.cfg = &CFG;
   C.succeed_on = 3;
@@ -501,7 +502,8 @@ START_TEST(test_error_handled_in_run) {
 }
 END_TEST
 
-/* ---- per-attempt timeout -------------------------------------------------- */
+/* ---- per-attempt timeout --------------------------------------------------
+ */
 
 /* Attempt 1 sets a result and then overruns its deadline (it moves the
  * virtual clock itself); attempt 2 is quick. */
@@ -533,8 +535,8 @@ static duro_rc wf_timeout(duro_step *step, const duro_event *ev,
 }
 
 START_TEST(test_attempt_timeout) {
-  R = (duro_retries){.limit = 2, .delay = "1 second",
-                     .backoff = DURO_BACKOFF_CONSTANT};
+  R = (duro_retries){
+      .limit = 2, .delay = "1 second", .backoff = DURO_BACKOFF_CONSTANT};
   CFG = (duro_step_config){.retries = &R, .timeout = "1 minute"};
   C.cfg = &CFG;
   harness_register(&H, WF, wf_timeout);
@@ -605,8 +607,8 @@ static duro_rc wf_keys(duro_step *step, const duro_event *ev, duro_env *env) {
   C.top++;
   const char *ra, *rx;
   /* odd spacing: the journal must hand back the text, not a re-encoding */
-  DURO_TRY(duro_do(step, "a", NULL, cb_fixed, &(fixed){1, "{ \"v\" : 42 }"},
-                   &ra));
+  DURO_TRY(
+      duro_do(step, "a", NULL, cb_fixed, &(fixed){1, "{ \"v\" : 42 }"}, &ra));
   copy_seen(ra);
   for (int i = 0; i < 2; i++)
     DURO_TRY(duro_do(step, "x", NULL, cb_x, NULL, NULL));
@@ -663,7 +665,8 @@ START_TEST(test_cached_results_and_keys) {
 }
 END_TEST
 
-/* ---- sleeps ------------------------------------------------------------------ */
+/* ---- sleeps
+ * ------------------------------------------------------------------ */
 
 /* Sleeps for params.d, then one step. */
 static duro_rc wf_sleep(duro_step *step, const duro_event *ev, duro_env *env) {
@@ -683,8 +686,8 @@ static const struct {
   const char *text;
   int64_t ms;
 } sleeps[] = {
-    {"1 hour", HOUR}, {"3 days", 3 * DAY}, {"30d", 30 * DAY},
-    {"10 seconds", 10 * SEC}, {"500", 500}, {"365 days", 365 * DAY},
+    {"1 hour", HOUR},         {"3 days", 3 * DAY}, {"30d", 30 * DAY},
+    {"10 seconds", 10 * SEC}, {"500", 500},        {"365 days", 365 * DAY},
 };
 
 START_TEST(test_sleep_durations) {
@@ -816,7 +819,8 @@ START_TEST(test_sleep_invalid_uncaught) {
 }
 END_TEST
 
-/* ---- events ---------------------------------------------------------------- */
+/* ---- events ----------------------------------------------------------------
+ */
 
 static duro_rc wf_event(duro_step *step, const duro_event *ev, duro_env *env) {
   (void)ev;
@@ -842,9 +846,9 @@ START_TEST(test_event_delivered_later) {
   advance_nothing(5 * MIN);
   assert_status("e1", "waiting");
 
-  ck_assert_int_eq(duro_instance_send_event(H.e, WF, "e1", "approve",
-                                            "{\"by\":\"ann\"}"),
-                   0);
+  ck_assert_int_eq(
+      duro_instance_send_event(H.e, WF, "e1", "approve", "{\"by\":\"ann\"}"),
+      0);
   ck_assert_uint_eq(harness_run(&H), 1);
   assert_status("e1", "complete");
   d = desc(WF, "e1");
@@ -885,12 +889,12 @@ START_TEST(test_events_buffered_in_order) {
   assert_status("e2", "waiting");
   /* sent while it sleeps: stored, and no activation */
   advance_nothing(MIN);
-  ck_assert_int_eq(
-      duro_instance_send_event(H.e, WF, "e2", "go", "{\"n\":1}"), 0);
+  ck_assert_int_eq(duro_instance_send_event(H.e, WF, "e2", "go", "{\"n\":1}"),
+                   0);
   ck_assert_uint_eq(harness_run(&H), 0);
   advance_nothing(MIN);
-  ck_assert_int_eq(
-      duro_instance_send_event(H.e, WF, "e2", "go", "{\"n\":2}"), 0);
+  ck_assert_int_eq(duro_instance_send_event(H.e, WF, "e2", "go", "{\"n\":2}"),
+                   0);
   ck_assert_uint_eq(harness_run(&H), 0);
   assert_status("e2", "waiting");
 
@@ -904,8 +908,8 @@ START_TEST(test_events_buffered_in_order) {
   ck_assert_str_eq(jstr(step_of(d, "w#3"), "status"), "waiting");
 
   advance_nothing(MIN);
-  ck_assert_int_eq(
-      duro_instance_send_event(H.e, WF, "e2", "go", "{\"n\":3}"), 0);
+  ck_assert_int_eq(duro_instance_send_event(H.e, WF, "e2", "go", "{\"n\":3}"),
+                   0);
   ck_assert_uint_eq(harness_run(&H), 1);
   assert_status("e2", "complete");
   json_t *out = jget(desc(WF, "e2"), "output");
@@ -927,8 +931,7 @@ START_TEST(test_event_before_first_activation) {
   harness_register(&H, WF, wf_event);
   harness_start(&H);
   create(WF, "e3", NULL);
-  ck_assert_int_eq(duro_instance_send_event(H.e, WF, "e3", "approve", NULL),
-                   0);
+  ck_assert_int_eq(duro_instance_send_event(H.e, WF, "e3", "approve", NULL), 0);
   ck_assert_uint_eq(harness_run(&H), 1);
   assert_status("e3", "complete");
   json_t *out = jget(desc(WF, "e3"), "output");
@@ -990,8 +993,8 @@ START_TEST(test_event_other_type_does_not_wake) {
 
   ck_assert_uint_eq(harness_run(&H), 1);
   assert_status("e5", "waiting");
-  ck_assert_int_eq(
-      duro_instance_send_event(H.e, WF, "e5", "other", "\"o\""), 0);
+  ck_assert_int_eq(duro_instance_send_event(H.e, WF, "e5", "other", "\"o\""),
+                   0);
   ck_assert_uint_eq(harness_run(&H), 0);
   ck_assert_int_eq(C.top, 1);
   assert_status("e5", "waiting");
@@ -1063,8 +1066,8 @@ START_TEST(test_event_timeout_caught) {
 }
 END_TEST
 
-static duro_rc wf_event_timeout_uncaught(duro_step *step,
-                                         const duro_event *ev, duro_env *env) {
+static duro_rc wf_event_timeout_uncaught(duro_step *step, const duro_event *ev,
+                                         duro_env *env) {
   (void)ev;
   (void)env;
   C.top++;
@@ -1087,8 +1090,7 @@ END_TEST
 
 /* ---- instance lifecycle: create ------------------------------------------ */
 
-static duro_rc wf_simple(duro_step *step, const duro_event *ev,
-                         duro_env *env) {
+static duro_rc wf_simple(duro_step *step, const duro_event *ev, duro_env *env) {
   (void)env;
   C.top++;
   DURO_TRY(duro_do(step, "work", NULL, cb_fixed, &(fixed){1, "true"}, NULL));
@@ -1171,8 +1173,8 @@ START_TEST(test_create_invalid) {
                    DURO_E_WORKFLOW_NOT_FOUND);
   const char *bad_params[] = {"{", "not json", "{\"a\":}", ""};
   for (size_t i = 0; i < sizeof bad_params / sizeof *bad_params; i++)
-    ck_assert_msg(duro_instance_create(H.e, WF, "p", bad_params[i], -1,
-                                       NULL) == DURO_E_INVALID_PARAMS,
+    ck_assert_msg(duro_instance_create(H.e, WF, "p", bad_params[i], -1, NULL) ==
+                      DURO_E_INVALID_PARAMS,
                   "params \"%s\" accepted", bad_params[i]);
   /* nothing of the refused ones was stored */
   ck_assert_int_eq(duro_instance_create(H.e, WF, "p", "{}", -1, NULL), 0);
@@ -1209,10 +1211,9 @@ START_TEST(test_create_batch) {
       {.id = "b3", .params = "{", .retention_ms = -1},
   };
   json_t *res = NULL;
-  ck_assert_int_eq(
-      duro_instance_create_batch(H.e, WF, reqs, sizeof reqs / sizeof *reqs,
-                                 &res),
-      0);
+  ck_assert_int_eq(duro_instance_create_batch(H.e, WF, reqs,
+                                              sizeof reqs / sizeof *reqs, &res),
+                   0);
   ck_assert_ptr_nonnull(res);
   json_t *created = jget(res, "created");
   ck_assert_uint_eq(json_array_size(created), 3);
@@ -1249,7 +1250,8 @@ START_TEST(test_create_batch) {
 }
 END_TEST
 
-/* ---- pause, resume, terminate --------------------------------------------- */
+/* ---- pause, resume, terminate ---------------------------------------------
+ */
 
 static void start_sleeper(const char *id, const char *duration) {
   harness_register(&H, WF, wf_sleep);
@@ -1317,8 +1319,8 @@ static duro_rc wf_control_in_step(duro_step *step, const duro_event *ev,
   (void)ev;
   (void)env;
   C.top++;
-  DURO_TRY(duro_do(step, "a", NULL,
-                   C.final ? cb_terminate_self : cb_pause_self, NULL, NULL));
+  DURO_TRY(duro_do(step, "a", NULL, C.final ? cb_terminate_self : cb_pause_self,
+                   NULL, NULL));
   DURO_TRY(duro_do(step, "b", NULL, cb_fixed, &(fixed){2, "\"b\""}, NULL));
   return duro_set_output(step, "\"done\"");
 }
@@ -1401,8 +1403,7 @@ START_TEST(test_complete_refuses_transitions) {
   assert_status("c1", "complete");
   ck_assert_uint_eq(harness_run(&H), 0);
   ck_assert_int_eq(C.top, 1);
-  ck_assert_int_eq(duro_instance_pause(H.e, WF, "missing"),
-                   DURO_E_NOT_FOUND);
+  ck_assert_int_eq(duro_instance_pause(H.e, WF, "missing"), DURO_E_NOT_FOUND);
   ck_assert_int_eq(duro_instance_terminate(H.e, "nope", "c1"),
                    DURO_E_WORKFLOW_NOT_FOUND);
 }
@@ -1426,9 +1427,9 @@ static duro_rc wf_pause_backoff(duro_step *step, const duro_event *ev,
   (void)ev;
   (void)env;
   C.top++;
-  duro_step_config cfg = {.retries = &(duro_retries){
-                              .limit = 2, .delay = "1 minute",
-                              .backoff = DURO_BACKOFF_CONSTANT}};
+  duro_step_config cfg = {
+      .retries = &(duro_retries){
+          .limit = 2, .delay = "1 minute", .backoff = DURO_BACKOFF_CONSTANT}};
   DURO_TRY(duro_do(step, "a", &cfg, cb_pause_then_fail, NULL, NULL));
   return duro_set_output(step, "\"done\"");
 }
@@ -1543,7 +1544,8 @@ START_TEST(test_control_queued) {
 }
 END_TEST
 
-/* ---- restart ------------------------------------------------------------------ */
+/* ---- restart
+ * ------------------------------------------------------------------ */
 
 static duro_rc wf_abcd(duro_step *step, const duro_event *ev, duro_env *env) {
   (void)ev;
@@ -1709,7 +1711,8 @@ START_TEST(test_restart_releases_events) {
 }
 END_TEST
 
-/* ---- step results: limits and validation ---------------------------------- */
+/* ---- step results: limits and validation ----------------------------------
+ */
 
 static int cb_big(duro_attempt *a, void *arg) {
   (void)arg;
@@ -1737,8 +1740,8 @@ static duro_rc wf_big(duro_step *step, const duro_event *ev, duro_env *env) {
   (void)env;
   C.top++;
   DURO_TRY(duro_do(step, "a", NULL, cb_fixed, &(fixed){1, "{\"a\":1}"}, NULL));
-  DURO_TRY(duro_do(step, "big", NULL, C.final ? cb_bad_json : cb_big, NULL,
-                   NULL));
+  DURO_TRY(
+      duro_do(step, "big", NULL, C.final ? cb_bad_json : cb_big, NULL, NULL));
   return duro_set_output(step, "\"unreachable\"");
 }
 
@@ -1778,7 +1781,8 @@ START_TEST(test_invalid_output) {
 }
 END_TEST
 
-/* ---- bindings ----------------------------------------------------------------- */
+/* ---- bindings
+ * ----------------------------------------------------------------- */
 
 static duro_rc wf_child(duro_step *step, const duro_event *ev, duro_env *env) {
   (void)env;
@@ -1795,8 +1799,8 @@ static int cb_spawn(duro_attempt *a, void *arg) {
   C.create_rc[n] = duro_workflow_create(duro_env_workflow(env, "CHILD"),
                                         "child-1", "{\"from\":\"parent\"}");
   C.unknown_binding_null = duro_env_workflow(env, "NOPE") == NULL;
-  C.unknown_create_rc = duro_workflow_create(duro_env_workflow(env, "NOPE"),
-                                             "x", "{}");
+  C.unknown_create_rc =
+      duro_workflow_create(duro_env_workflow(env, "NOPE"), "x", "{}");
   if (n == 1)
     return duro_attempt_fail(a, "lost the response");
   if (C.create_rc[n] != 0 && C.create_rc[n] != DURO_E_ALREADY_EXISTS)
@@ -1804,13 +1808,12 @@ static int cb_spawn(duro_attempt *a, void *arg) {
   return duro_attempt_result(a, "\"child-1\"");
 }
 
-static duro_rc wf_parent(duro_step *step, const duro_event *ev,
-                         duro_env *env) {
+static duro_rc wf_parent(duro_step *step, const duro_event *ev, duro_env *env) {
   (void)ev;
   C.top++;
   const char *r;
-  duro_step_config cfg = {
-      .retries = &(duro_retries){.limit = 2, .delay = "1 second"}};
+  duro_step_config cfg = {.retries =
+                              &(duro_retries){.limit = 2, .delay = "1 second"}};
   DURO_TRY(duro_do(step, "spawn", &cfg, cb_spawn, env, &r));
   return duro_set_output(step, r);
 }
@@ -1840,7 +1843,8 @@ START_TEST(test_binding_creates_child) {
 }
 END_TEST
 
-/* ---- durability across a clean restart of the engine ---------------------- */
+/* ---- durability across a clean restart of the engine ----------------------
+ */
 
 static duro_rc wf_durable(duro_step *step, const duro_event *ev,
                           duro_env *env) {
@@ -1913,8 +1917,8 @@ END_TEST
 /* A retry's back-off survives a restart of the engine; attempt numbers go
  * on from the journal. */
 START_TEST(test_backoff_across_reopen) {
-  R = (duro_retries){.limit = 3, .delay = "1 minute",
-                     .backoff = DURO_BACKOFF_CONSTANT};
+  R = (duro_retries){
+      .limit = 3, .delay = "1 minute", .backoff = DURO_BACKOFF_CONSTANT};
   CFG.retries = &R;
   C.succeed_on = 2;
   start_flaky(&CFG);
@@ -1929,23 +1933,22 @@ START_TEST(test_backoff_across_reopen) {
 }
 END_TEST
 
-/* ---- sticky suspension -------------------------------------------------------- */
+/* ---- sticky suspension
+ * -------------------------------------------------------- */
 
 /* Ignores every return code. */
-static duro_rc wf_sticky(duro_step *step, const duro_event *ev,
-                         duro_env *env) {
+static duro_rc wf_sticky(duro_step *step, const duro_event *ev, duro_env *env) {
   (void)ev;
   (void)env;
   int base = C.n_rc;
   C.top++;
   const char *r = "unset", *e = "unset";
   C.rc[base + 0] = duro_sleep(step, "nap", "1 hour");
-  C.rc[base + 1] =
-      duro_do(step, "after", NULL, cb_fixed, &(fixed){1, "1"}, &r);
+  C.rc[base + 1] = duro_do(step, "after", NULL, cb_fixed, &(fixed){1, "1"}, &r);
   C.rc[base + 2] = duro_sleep(step, "nap2", "1 second");
   C.rc[base + 3] = duro_wait_for_event(step, "w", "go", NULL, &e);
-  C.rc[base + 4] = duro_do(step, "later", NULL, cb_fixed, &(fixed){2, "2"},
-                           NULL);
+  C.rc[base + 4] =
+      duro_do(step, "later", NULL, cb_fixed, &(fixed){2, "2"}, NULL);
   C.rc[base + 5] = duro_set_output(step, "\"finished\"");
   C.rc[base + 6] = r == NULL; /* results are NULLed on DURO_SUSPEND */
   C.n_rc += 7;
@@ -2006,7 +2009,8 @@ START_TEST(test_sticky_suspension) {
 }
 END_TEST
 
-/* ---- logging -------------------------------------------------------------------- */
+/* ---- logging
+ * -------------------------------------------------------------------- */
 
 static int cb_log(duro_attempt *a, void *arg) {
   (void)arg;
@@ -2077,7 +2081,8 @@ START_TEST(test_log_once_not_on_replay) {
 }
 END_TEST
 
-/* ---- suite ---------------------------------------------------------------------- */
+/* ---- suite
+ * ---------------------------------------------------------------------- */
 
 static TCase *tcase(Suite *s, const char *name) {
   TCase *tc = tcase_create(name);

@@ -36,8 +36,8 @@ static void append_line(const char *kind, const char *instance, int index,
    * never straddles a page, and a SIGKILL can cut a write only between
    * pages (a straddling line could be left half-written). */
   char line[LINE_SIZE + 1];
-  int n = snprintf(line, sizeof line, "%s %s %d %s", kind, instance, index,
-                   token);
+  int n =
+      snprintf(line, sizeof line, "%s %s %d %s", kind, instance, index, token);
   if (n < 0 || n >= LINE_SIZE)
     return;
   memset(line + n, ' ', (size_t)(LINE_SIZE - 1 - n));
