@@ -124,18 +124,66 @@ int duro_instance_describe(duro_engine *e, const char *workflow, const char *id,
 
 typedef struct list_ctx {
   duro_engine *e;
+  const char *filter; /* NULL = any */
   json_t *arr;
+  size_t scanned;
   int64_t last;
 } list_ctx;
 
+/* Adds one row unless its live status no longer matches the filter (a
+ * stored "waiting" instance an activation is running now). */
 static void list_one(void *ctx, int64_t rowid, const char *id,
                      const char *status, int64_t created_ms) {
   list_ctx *l = ctx;
-  json_array_append_new(l->arr,
-                        json_pack("{s:s,s:s,s:I}", "id", id, "status",
-                                  engine_live_status(l->e, rowid, status),
-                                  "created_ms", (json_int_t)created_ms));
+  const char *live = engine_live_status(l->e, rowid, status);
+  l->scanned++;
   l->last = rowid;
+  if (l->filter && strcmp(live, l->filter) != 0)
+    return;
+  json_array_append_new(l->arr,
+                        json_pack("{s:s,s:s,s:I}", "id", id, "status", live,
+                                  "created_ms", (json_int_t)created_ms));
+}
+
+static int cmp_rowid_desc(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x < y) - (x > y);
+}
+
+typedef struct active_ctx {
+  int64_t *rowids;
+  size_t n;
+  int64_t after;
+} active_ctx;
+
+static void collect_active(void *ctx, int64_t rowid, void *val) {
+  active_ctx *c = ctx;
+  const entry *ent = val;
+  if (ent->state == ENTRY_ACTIVE && (!c->after || rowid < c->after))
+    c->rowids[c->n++] = rowid;
+}
+
+/* "running" and "waitingForPause" are never stored: they are the instances
+ * an activation holds now, found in memory. */
+static int list_active(duro_engine *e, const char *workflow, list_ctx *l,
+                       int64_t after, size_t limit) {
+  pthread_mutex_lock(&e->mu);
+  active_ctx c = {.rowids = xcalloc(e->entries.len + 1, sizeof(int64_t)),
+                  .after = after};
+  idmap_each(&e->entries, collect_active, &c);
+  pthread_mutex_unlock(&e->mu);
+  int64_t *rowids = c.rowids;
+  size_t n = c.n;
+  qsort(rowids, n, sizeof *rowids, cmp_rowid_desc);
+  for (size_t i = 0; i < n && json_array_size(l->arr) < limit; i++) {
+    journal_instance in = {0};
+    if (journal_instance_get_rowid(e->j, rowids[i], &in) == 0 &&
+        !strcmp(in.workflow, workflow))
+      list_one(l, in.rowid, in.id, in.status, in.created_ms);
+    journal_instance_clear(&in);
+  }
+  free(rowids);
+  return 0;
 }
 
 int duro_instance_list(duro_engine *e, const char *workflow, int status,
@@ -154,16 +202,19 @@ int duro_instance_list(duro_engine *e, const char *workflow, int status,
   if (limit == 0 || limit > 1000)
     limit = 1000;
   list_ctx l = {.e = e, .arr = json_array()};
-  /* "running" and "waitingForPause" live in memory, over stored rows */
-  const char *filter =
-      status < 0 ? NULL : duro_status_name((duro_status)status);
-  int rc = journal_list(e->j, workflow, filter, after, limit, list_one, &l);
+  l.filter = status < 0 ? NULL : duro_status_name((duro_status)status);
+  int rc;
+  if (status == DURO_STATUS_RUNNING || status == DURO_STATUS_WAITING_FOR_PAUSE)
+    rc = list_active(e, workflow, &l, after, limit);
+  else
+    rc = journal_list(e->j, workflow, l.filter, after, limit, list_one, &l);
   if (rc) {
     json_decref(l.arr);
     return rc;
   }
+  /* A full page of rows looked at means there may be more. */
   char next[32] = "";
-  if (json_array_size(l.arr) == limit)
+  if (l.scanned == limit)
     snprintf(next, sizeof next, "%lld", (long long)l.last);
   *out = json_pack("{s:o,s:s?}", "instances", l.arr, "cursor",
                    next[0] ? next : NULL);

@@ -89,6 +89,13 @@ void *idmap_del(idmap *m, int64_t key) {
   }
 }
 
+void idmap_each(const idmap *m, void (*fn)(void *ctx, int64_t key, void *val),
+                void *ctx) {
+  for (size_t i = 0; i < m->cap; i++)
+    if (m->vals[i] && m->vals[i] != TOMB)
+      fn(ctx, m->keys[i], m->vals[i]);
+}
+
 void idmap_free(idmap *m) {
   free(m->keys);
   free(m->vals);

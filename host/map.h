@@ -17,6 +17,9 @@ typedef struct idmap {
 void *idmap_get(const idmap *m, int64_t key);
 void idmap_put(idmap *m, int64_t key, void *val); /* val != NULL */
 void *idmap_del(idmap *m, int64_t key);
+/* Calls fn for every entry (any order); fn must not change the map. */
+void idmap_each(const idmap *m, void (*fn)(void *ctx, int64_t key, void *val),
+                void *ctx);
 void idmap_free(idmap *m);
 
 typedef struct strmap {

@@ -135,15 +135,33 @@ START_TEST(concurrency_limit_caps_running_activations) {
   for (int i = 0; i < 12; i++)
     ck_assert_int_eq(duro_instance_create(e, "capped", NULL, "{}", -1, NULL),
                      0);
+  size_t seen_running = 0;
   for (int waited = 0; waited < 20000; waited += 10) {
     pthread_mutex_lock(&mu);
     int done = finished;
     pthread_mutex_unlock(&mu);
     if (done == 12)
       break;
+    /* "running" is not stored; the list finds it in memory */
+    json_t *list = NULL;
+    ck_assert_int_eq(
+        duro_instance_list(e, "capped", DURO_STATUS_RUNNING, 100, NULL, &list),
+        0);
+    json_t *items = json_object_get(list, "instances");
+    ck_assert_uint_le(json_array_size(items), 2);
+    size_t i;
+    json_t *it;
+    json_array_foreach(items, i, it) {
+      ck_assert_str_eq(json_string_value(json_object_get(it, "status")),
+                       "running");
+    }
+    if (json_array_size(items) > seen_running)
+      seen_running = json_array_size(items);
+    json_decref(list);
     usleep(10 * 1000);
   }
   ck_assert_int_eq(finished, 12);
+  ck_assert_uint_ge(seen_running, 1);
   /* Six workers were free; the workflow's limit held it to two. */
   ck_assert_int_eq(max_running, 2);
   duro_engine_close(e);
