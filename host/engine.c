@@ -744,9 +744,9 @@ static int instance_rowid(duro_engine *e, const char *workflow, const char *id,
 
 static int commit_row(duro_engine *e, journal_instance *in, int clear_control) {
   journal_batch b = {0};
-  journal_batch_add(&b, JOP_INSTANCE_SET)->inst = in;
-  if (clear_control)
-    journal_batch_add(&b, JOP_INSTANCE_CONTROL_CLEAR)->rowid = in->rowid;
+  journal_op *op = journal_batch_add(&b, JOP_INSTANCE_SET);
+  op->inst = in;
+  op->clear_control = clear_control;
   int rc = journal_commit(e->j, &b);
   journal_batch_free(&b);
   return rc;
@@ -912,8 +912,9 @@ int duro_instance_resume(duro_engine *e, const char *workflow, const char *id) {
     row_set_status(&in, "queued");
     in.paused_ms = JOURNAL_NONE;
     in.wake_ms = JOURNAL_NONE;
-    journal_batch_add(&b, JOP_INSTANCE_SET)->inst = &in;
-    journal_batch_add(&b, JOP_INSTANCE_CONTROL_CLEAR)->rowid = rowid;
+    journal_op *set = journal_batch_add(&b, JOP_INSTANCE_SET);
+    set->inst = &in;
+    set->clear_control = 1;
     rc = journal_commit(e->j, &b);
     journal_batch_free(&b);
     if (rc)
@@ -970,8 +971,9 @@ int duro_instance_restart(duro_engine *e, const char *workflow, const char *id,
     free(in.error);
     in.output = in.error = NULL;
     in.started_ms = in.ended_ms = in.wake_ms = in.paused_ms = JOURNAL_NONE;
-    journal_batch_add(&b, JOP_INSTANCE_SET)->inst = &in;
-    journal_batch_add(&b, JOP_INSTANCE_CONTROL_CLEAR)->rowid = rowid;
+    journal_op *set = journal_batch_add(&b, JOP_INSTANCE_SET);
+    set->inst = &in;
+    set->clear_control = 1;
     rc = journal_commit(e->j, &b);
     journal_batch_free(&b);
     if (rc)

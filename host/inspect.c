@@ -74,6 +74,25 @@ static void attempt_to_json(void *ctx, const char *key, uint32_t number,
                       "build", build));
 }
 
+/* A step's attempts: the failed ones have rows of their own; the one that
+ * succeeded is kept in the step row (journal.h) and rejoins them here.
+ * Returns a new reference. */
+static json_t *step_attempts(json_t *by_key, const journal_step *s) {
+  json_t *list = json_object_get(by_key, s->key);
+  list = list ? json_incref(list) : json_array();
+  size_t n = json_array_size(list);
+  json_t *lastn =
+      n ? json_object_get(json_array_get(list, n - 1), "number") : NULL;
+  int have_last = lastn && json_integer_value(lastn) == (json_int_t)s->attempts;
+  if (!strcmp(s->type, "do") && !strcmp(s->status, "complete") && !have_last)
+    json_array_append_new(list, json_pack("{s:I,s:o,s:o,s:n,s:s?}", "number",
+                                          (json_int_t)s->attempts, "started_ms",
+                                          json_ms(s->attempt_started_ms),
+                                          "ended_ms", json_ms(s->ended_ms),
+                                          "error", "build", s->build));
+  return list;
+}
+
 int duro_instance_describe(duro_engine *e, const char *workflow, const char *id,
                            json_t **out) {
   *out = NULL;
@@ -95,16 +114,16 @@ int duro_instance_describe(duro_engine *e, const char *workflow, const char *id,
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++) {
       journal_step *s = &steps[i];
-      json_t *att = json_object_get(attempts, s->key);
+      json_t *att = step_attempts(attempts, s);
       json_array_append_new(
-          arr, json_pack("{s:s,s:s,s:I,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "key",
-                         s->key, "name", s->name, "count", (json_int_t)s->count,
-                         "type", s->type, "status", s->status, "result",
-                         json_raw_or_null(s->result), "error",
-                         json_raw_or_null(s->error), "started_ms",
-                         json_ms(s->started_ms), "ended_ms",
-                         json_ms(s->ended_ms), "wake_ms", json_ms(s->wake_ms),
-                         "attempts", att ? json_incref(att) : json_array()));
+          arr,
+          json_pack("{s:s,s:s,s:I,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "key",
+                    s->key, "name", s->name, "count", (json_int_t)s->count,
+                    "type", s->type, "status", s->status, "result",
+                    json_raw_or_null(s->result), "error",
+                    json_raw_or_null(s->error), "started_ms",
+                    json_ms(s->started_ms), "ended_ms", json_ms(s->ended_ms),
+                    "wake_ms", json_ms(s->wake_ms), "attempts", att));
     }
     *out = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "id",
                      in.id, "workflow", in.workflow, "status",

@@ -59,14 +59,15 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
         "ON CONFLICT(workflow,id) DO NOTHING",
     [ST_INSTANCE_SET] =
         "UPDATE instances SET status=?2, output=?3, error=?4, started_ms=?5, "
-        "ended_ms=?6, wake_ms=?7, paused_ms=?8, wait_type=?9 WHERE rowid=?1",
+        "ended_ms=?6, wake_ms=?7, paused_ms=?8, wait_type=?9, "
+        "control=CASE WHEN ?10 THEN 0 ELSE control END WHERE rowid=?1",
     [ST_INSTANCE_CONTROL] = "UPDATE instances SET control=?2 WHERE rowid=?1",
     [ST_INSTANCE_CONTROL_CLEAR] =
         "UPDATE instances SET control=0 WHERE rowid=?1",
     [ST_STEP_PUT] =
         "INSERT OR REPLACE INTO steps(instance,key,seq,name,count,type,status,"
-        "result,error,attempts,started_ms,ended_ms,wake_ms) "
-        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
+        "result,error,attempts,started_ms,ended_ms,wake_ms,attempt_started_ms,"
+        "build) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)",
     [ST_STEPS_DISCARD] = "DELETE FROM steps WHERE instance=?1 AND seq>=?2",
     [ST_ATTEMPTS_DISCARD] =
         "DELETE FROM attempts WHERE instance=?1 AND key NOT IN "
@@ -104,7 +105,7 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
 
 static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);"
-    "INSERT OR IGNORE INTO meta VALUES('schema','1');"
+    "INSERT OR IGNORE INTO meta VALUES('schema','2');"
     "CREATE TABLE IF NOT EXISTS instances("
     " rowid INTEGER PRIMARY KEY,"
     " workflow TEXT NOT NULL, id TEXT NOT NULL, status TEXT NOT NULL,"
@@ -123,7 +124,8 @@ static const char schema_sql[] =
     " name TEXT NOT NULL, count INTEGER NOT NULL, type TEXT NOT NULL,"
     " status TEXT NOT NULL, result TEXT, error TEXT,"
     " attempts INTEGER NOT NULL, started_ms INTEGER, ended_ms INTEGER,"
-    " wake_ms INTEGER, PRIMARY KEY(instance, key)) WITHOUT ROWID;"
+    " wake_ms INTEGER, attempt_started_ms INTEGER, build TEXT,"
+    " PRIMARY KEY(instance, key)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS attempts("
     " instance INTEGER NOT NULL, key TEXT NOT NULL, number INTEGER NOT NULL,"
     " started_ms INTEGER, ended_ms INTEGER, error TEXT, build TEXT,"
@@ -218,6 +220,21 @@ int journal_open(const char *path, int synchronous_full, journal **out,
   char *msg = NULL;
   if (sqlite3_exec(j->wr, schema_sql, NULL, NULL, &msg) != SQLITE_OK) {
     snprintf(err, errlen, "%s: cannot create schema: %s", path,
+             msg ? msg : "?");
+    sqlite3_free(msg);
+    rc = DURO_E_STORAGE;
+    goto fail;
+  }
+  /* Schema 1 kept every attempt in `attempts`; schema 2 keeps the
+   * successful one in its step row. */
+  if (sqlite3_exec(j->wr, "SELECT attempt_started_ms, build FROM steps LIMIT 0",
+                   NULL, NULL, NULL) != SQLITE_OK &&
+      sqlite3_exec(j->wr,
+                   "ALTER TABLE steps ADD COLUMN attempt_started_ms INTEGER;"
+                   "ALTER TABLE steps ADD COLUMN build TEXT;"
+                   "UPDATE meta SET value='2' WHERE key='schema';",
+                   NULL, NULL, &msg) != SQLITE_OK) {
+    snprintf(err, errlen, "%s: cannot upgrade the schema: %s", path,
              msg ? msg : "?");
     sqlite3_free(msg);
     rc = DURO_E_STORAGE;
@@ -371,6 +388,7 @@ static int apply_op(journal *j, journal_op *op) {
     bind_ms(st, 7, in->wake_ms);
     bind_ms(st, 8, in->paused_ms);
     bind_text(st, 9, in->wait_type);
+    sqlite3_bind_int(st, 10, op->clear_control);
     return step_done(j, st);
   }
   case JOP_INSTANCE_CONTROL:
@@ -398,6 +416,8 @@ static int apply_op(journal *j, journal_op *op) {
     bind_ms(st, 11, s->started_ms);
     bind_ms(st, 12, s->ended_ms);
     bind_ms(st, 13, s->wake_ms);
+    bind_ms(st, 14, s->attempt_started_ms);
+    bind_text(st, 15, s->build);
     return step_done(j, st);
   }
   case JOP_STEPS_DISCARD:
@@ -750,7 +770,8 @@ int journal_steps_load(journal *j, int64_t rowid, journal_step **out,
   reader *r = reader_get(j);
   if ((rc = prepare_rd(j, r,
                        "SELECT key,name,count,seq,type,status,result,error,"
-                       "attempts,started_ms,ended_ms,wake_ms FROM steps "
+                       "attempts,started_ms,ended_ms,wake_ms,"
+                       "attempt_started_ms,build FROM steps "
                        "WHERE instance=?1 ORDER BY seq",
                        &st)))
     goto done;
@@ -774,6 +795,8 @@ int journal_steps_load(journal *j, int64_t rowid, journal_step **out,
     o->started_ms = col_ms(st, 9);
     o->ended_ms = col_ms(st, 10);
     o->wake_ms = col_ms(st, 11);
+    o->attempt_started_ms = col_ms(st, 12);
+    o->build = col_text(st, 13);
   }
   if (s != SQLITE_DONE) {
     snprintf(j->errmsg, sizeof j->errmsg, "%s", sqlite3_errmsg(r->db));
@@ -799,6 +822,7 @@ void journal_steps_free(journal_step *steps, size_t n) {
     free(steps[i].status);
     free(steps[i].result);
     free(steps[i].error);
+    free(steps[i].build);
   }
   free(steps);
 }

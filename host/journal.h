@@ -53,6 +53,11 @@ typedef struct journal_step {
   char *error;  /* {"name","message"} or NULL */
   uint32_t attempts;
   int64_t started_ms, ended_ms, wake_ms;
+  /* The successful attempt lives in the step row (it has no error to
+   * keep): when it started and on which build.  Failed attempts have rows
+   * of their own. */
+  int64_t attempt_started_ms;
+  char *build;
 } journal_step;
 
 typedef struct journal_event {
@@ -72,7 +77,8 @@ void journal_close(journal *j);
 
 typedef enum journal_op_kind {
   JOP_INSTANCE_INSERT,  /* inst: workflow,id,status,params,created,retention */
-  JOP_INSTANCE_SET,     /* inst: every mutable column of rowid */
+  JOP_INSTANCE_SET,     /* inst: every mutable column of rowid; with
+                           clear_control, also control = NONE */
   JOP_INSTANCE_CONTROL, /* inst.rowid, inst.control */
   JOP_INSTANCE_CONTROL_CLEAR, /* inst.rowid: control = NONE */
   JOP_STEP_PUT,               /* rowid + step */
@@ -110,6 +116,7 @@ typedef struct journal_op {
   int64_t event_seq;
   const char *event_type, *event_payload, *step_key;
   int64_t ts_ms;
+  int clear_control;
   /* results */
   int rc;            /* DURO_E_ALREADY_EXISTS for a duplicate insert */
   int64_t out_rowid; /* JOP_INSTANCE_INSERT / JOP_EVENT_INSERT */

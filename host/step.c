@@ -407,15 +407,12 @@ static duro_rc api_do(duro_step *a, const char *name,
   }
 
   s->attempts = at.number;
-  journal_op *op = journal_batch_add(&a->batch, JOP_ATTEMPT_PUT);
-  op->rowid = a->inst.rowid;
-  op->attempt = (journal_attempt){.key = s->key,
-                                  .number = at.number,
-                                  .started_ms = started,
-                                  .ended_ms = ended,
-                                  .build = a->wf->build};
   if (!err_name) {
+    /* The successful attempt is kept in the step row: one row written per
+     * step instead of two. */
     s->status = "complete";
+    s->attempt_started_ms = started;
+    s->build = (char *)a->wf->build;
     /* The step's error is that of a pending retry; a success ends it (the
      * failed attempts keep theirs). */
     s->error = NULL;
@@ -439,7 +436,14 @@ static duro_rc api_do(duro_step *a, const char *name,
 
   metrics_add(&a->e->m.attempts_failed, 1);
   const char *err = arena_take(a, error_json(err_name, err_msg));
-  op->attempt.error = err;
+  journal_op *op = journal_batch_add(&a->batch, JOP_ATTEMPT_PUT);
+  op->rowid = a->inst.rowid;
+  op->attempt = (journal_attempt){.key = s->key,
+                                  .number = at.number,
+                                  .started_ms = started,
+                                  .ended_ms = ended,
+                                  .error = err,
+                                  .build = a->wf->build};
   free(at.result);
   free(at.message);
   if (!final && at.number <= c.limit) {
@@ -765,6 +769,7 @@ static int load_journal(duro_step *a) {
     s->status = arena_strdup(a, loaded[i].status);
     s->result = arena_strdup(a, loaded[i].result);
     s->error = arena_strdup(a, loaded[i].error);
+    s->build = arena_strdup(a, loaded[i].build);
     strmap_put(&a->steps, s->key, s);
     if (!strcmp(s->type, "do"))
       a->n_do++;
@@ -824,10 +829,9 @@ static void finish(duro_step *a, duro_rc rc) {
                                      : "run() returned an unknown code or "
                                        "DURO_SUSPEND with no suspending step"));
   }
-  journal_batch_add(&a->batch, JOP_INSTANCE_SET)->inst = row;
-  if (clear_control)
-    journal_batch_add(&a->batch, JOP_INSTANCE_CONTROL_CLEAR)->rowid =
-        a->inst.rowid;
+  journal_op *op = journal_batch_add(&a->batch, JOP_INSTANCE_SET);
+  op->inst = row;
+  op->clear_control = clear_control;
 }
 
 static void activation_free(duro_step *a) {
