@@ -1,0 +1,214 @@
+/* test_journal.c — the store under the engine: group commit from many
+ * threads (synchronous and asynchronous batches together), per-op results
+ * inside a shared transaction, and opening a database of the previous
+ * schema. */
+#include <check.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "duro.h"
+#include "journal.h"
+#include "metrics.h"
+#include "proc.h"
+
+static char dir[64], db[96];
+
+static void fresh_db(void) {
+  snprintf(dir, sizeof dir, "/tmp/duro-journal-XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(db, sizeof db, "%s/j.db", dir);
+}
+
+static void drop_db(void) {
+  proc_remove_db(db);
+  rmdir(dir);
+}
+
+static journal *open_journal(void) {
+  journal *j = NULL;
+  char err[256];
+  ck_assert_msg(journal_open(db, 1, &j, err, sizeof err) == 0, "%s", err);
+  return j;
+}
+
+static int64_t count_rows(const char *sql) {
+  sqlite3 *h;
+  ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
+  sqlite3_stmt *st;
+  ck_assert_int_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+  int64_t n = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return n;
+}
+
+/* ---- many committers ------------------------------------------------------
+ */
+
+#define THREADS 16
+#define PER_THREAD 150
+
+typedef struct committer {
+  journal *j;
+  int index;
+  int async_done; /* callbacks seen, atomic */
+} committer;
+
+typedef struct async_batch {
+  journal_batch b;
+  journal_instance row;
+  char id[32];
+  committer *owner;
+} async_batch;
+
+static void on_done(void *ctx, int rc) {
+  async_batch *ab = ctx;
+  ck_assert_int_eq(rc, 0);
+  ck_assert_int_eq(ab->b.ops[0].rc, 0);
+  __atomic_add_fetch(&ab->owner->async_done, 1, __ATOMIC_RELAXED);
+  journal_batch_free(&ab->b);
+  free(ab);
+}
+
+static void *commit_many(void *arg) {
+  committer *c = arg;
+  for (int i = 0; i < PER_THREAD; i++) {
+    if (i % 2) {
+      async_batch *ab = calloc(1, sizeof *ab);
+      ab->owner = c;
+      snprintf(ab->id, sizeof ab->id, "a-%d-%d", c->index, i);
+      ab->row = (journal_instance){
+          .workflow = "wf", .id = ab->id, .status = "queued", .params = "null"};
+      journal_batch_add(&ab->b, JOP_INSTANCE_INSERT)->inst = &ab->row;
+      journal_commit_async(c->j, &ab->b, on_done, ab);
+    } else {
+      char id[32];
+      snprintf(id, sizeof id, "s-%d-%d", c->index, i);
+      journal_instance row = {
+          .workflow = "wf", .id = id, .status = "queued", .params = "null"};
+      journal_batch b = {0};
+      journal_batch_add(&b, JOP_INSTANCE_INSERT)->inst = &row;
+      ck_assert_int_eq(journal_commit(c->j, &b), 0);
+      ck_assert_int_eq(b.ops[0].rc, 0);
+      ck_assert_int_gt(b.ops[0].out_rowid, 0);
+      journal_batch_free(&b);
+    }
+  }
+  return NULL;
+}
+
+START_TEST(group_commit_from_many_threads) {
+  fresh_db();
+  journal *j = open_journal();
+  pthread_t th[THREADS];
+  committer c[THREADS];
+  for (int i = 0; i < THREADS; i++) {
+    c[i] = (committer){.j = j, .index = i};
+    pthread_create(&th[i], NULL, commit_many, &c[i]);
+  }
+  for (int i = 0; i < THREADS; i++)
+    pthread_join(th[i], NULL);
+  /* Every asynchronous batch's callback ran once, after its commit... */
+  for (int w = 0; w < 2000; w++) {
+    int all = 1;
+    for (int i = 0; i < THREADS; i++)
+      all &=
+          __atomic_load_n(&c[i].async_done, __ATOMIC_RELAXED) == PER_THREAD / 2;
+    if (all)
+      break;
+    usleep(1000);
+  }
+  for (int i = 0; i < THREADS; i++)
+    ck_assert_int_eq(c[i].async_done, PER_THREAD / 2);
+  /* ...and the batches shared transactions. */
+  ck_assert_uint_eq(journal_batches_committed(j), THREADS * PER_THREAD);
+  ck_assert_uint_lt(journal_commit_latency(j)->count, THREADS * PER_THREAD);
+  journal_close(j);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM instances"),
+                   THREADS * PER_THREAD);
+  drop_db();
+}
+END_TEST
+
+START_TEST(duplicate_in_a_shared_transaction) {
+  fresh_db();
+  journal *j = open_journal();
+  journal_instance a = {
+      .workflow = "wf", .id = "x", .status = "queued", .params = "null"};
+  journal_instance b = {
+      .workflow = "wf", .id = "y", .status = "queued", .params = "null"};
+  journal_batch batch = {0};
+  journal_batch_add(&batch, JOP_INSTANCE_INSERT)->inst = &a;
+  journal_batch_add(&batch, JOP_INSTANCE_INSERT)->inst = &a;
+  journal_batch_add(&batch, JOP_INSTANCE_INSERT)->inst = &b;
+  ck_assert_int_eq(journal_commit(j, &batch), 0);
+  ck_assert_int_eq(batch.ops[0].rc, 0);
+  ck_assert_int_eq(batch.ops[1].rc, DURO_E_ALREADY_EXISTS);
+  ck_assert_int_eq(batch.ops[2].rc, 0);
+  journal_batch_free(&batch);
+  journal_close(j);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM instances"), 2);
+  drop_db();
+}
+END_TEST
+
+/* ---- schema upgrade
+ * ---------------------------------------------------------- */
+
+START_TEST(opens_a_schema_1_database) {
+  fresh_db();
+  sqlite3 *h;
+  ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
+  /* The steps table as schema 1 made it, with a step and its attempt. */
+  ck_assert_int_eq(
+      sqlite3_exec(
+          h,
+          "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);"
+          "INSERT INTO meta VALUES('schema','1');"
+          "CREATE TABLE steps(instance INTEGER NOT NULL, key TEXT NOT NULL,"
+          " seq INTEGER NOT NULL, name TEXT NOT NULL, count INTEGER NOT NULL,"
+          " type TEXT NOT NULL, status TEXT NOT NULL, result TEXT, error TEXT,"
+          " attempts INTEGER NOT NULL, started_ms INTEGER, ended_ms INTEGER,"
+          " wake_ms INTEGER, PRIMARY KEY(instance, key)) WITHOUT ROWID;"
+          "INSERT INTO steps VALUES(1,'a#1',1,'a',1,'do','complete','7',NULL,"
+          " 1,10,20,NULL);",
+          NULL, NULL, NULL),
+      SQLITE_OK);
+  sqlite3_close(h);
+
+  journal *j = open_journal();
+  journal_step *steps = NULL;
+  size_t n = 0;
+  ck_assert_int_eq(journal_steps_load(j, 1, &steps, &n), 0);
+  ck_assert_uint_eq(n, 1);
+  ck_assert_str_eq(steps[0].result, "7"); /* kept */
+  ck_assert(steps[0].attempt_started_ms == JOURNAL_NONE);
+  ck_assert_ptr_null(steps[0].build);
+  journal_steps_free(steps, n);
+  journal_close(j);
+  ck_assert_int_eq(
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='2'"),
+      1);
+  drop_db();
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("journal");
+  TCase *tc = tcase_create("journal");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, group_commit_from_many_threads);
+  tcase_add_test(tc, duplicate_in_a_shared_transaction);
+  tcase_add_test(tc, opens_a_schema_1_database);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed != 0;
+}
