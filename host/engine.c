@@ -218,8 +218,11 @@ static void runnable_remove(duro_engine *e, entry *ent) {
 }
 
 int engine_activation_admit(duro_engine *e, entry *ent, wf_reg *wf) {
-  if (!wf->limits.concurrency)
-    return 1; /* no limit, nothing to count: keep mu out of the hot path */
+  if (!wf->limits.concurrency) {
+    /* no limit, nothing to count: keep mu out of the hot path */
+    __atomic_store_n(&ent->admitted, 1, __ATOMIC_RELEASE);
+    return 1;
+  }
   int admitted = 1;
   pthread_mutex_lock(&e->mu);
   if (wf->limits.concurrency && wf->running >= wf->limits.concurrency) {
@@ -236,6 +239,7 @@ int engine_activation_admit(duro_engine *e, entry *ent, wf_reg *wf) {
   } else {
     wf->running++;
     ent->counted = wf;
+    __atomic_store_n(&ent->admitted, 1, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&e->mu);
   return admitted;
@@ -386,6 +390,7 @@ static int claim_locked(entry *ent) {
   int control = ent->apply_control;
   ent->apply_control = 0;
   ent->state = control ? ENTRY_CONTROL : ENTRY_ACTIVE;
+  __atomic_store_n(&ent->admitted, 0, __ATOMIC_RELEASE);
   return control;
 }
 

@@ -46,6 +46,8 @@ typedef struct entry {
   struct entry *next;  /* runnable FIFO, or its workflow's deferred one */
   wf_reg *deferred_in; /* set while waiting for a concurrency slot */
   wf_reg *counted;     /* the workflow whose slot this activation holds */
+  int admitted;        /* ACTIVE and past the concurrency check: what
+                          readers see as "running" */
 } entry;
 
 struct duro_engine {

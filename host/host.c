@@ -196,6 +196,9 @@ int host_run(const char *config_path) {
   host h = {0};
   int code = 1, rc;
   raise_fd_limit();
+  /* HTTP requests run their engine calls on libuv's pool: enough threads
+   * that concurrent writes share group commits (read once, at first use). */
+  setenv("UV_THREADPOOL_SIZE", "16", 0);
   h.cfg = config_load(config_path, err, sizeof err);
   if (!h.cfg) {
     fprintf(stderr, "%s\n", err);
@@ -263,6 +266,8 @@ stop:
    * (it must do so before the walk below closes the rest). */
   http_stop(h.http);
   uv_run(&h.loop, UV_RUN_NOWAIT);
+  while (http_in_flight(h.http) > 0) /* answers still on the pool */
+    uv_run(&h.loop, UV_RUN_ONCE);
   http_free(h.http);
   h.http = NULL;
   /* Workers finish their current step, then suspend at the boundary. */

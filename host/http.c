@@ -2,14 +2,19 @@
  * API, served by H2O (libh2o, built for libuv) on the host's loop.
  *
  * H2O parses HTTP, buffers request bodies and writes responses
- * asynchronously, so a slow client never holds the loop.  Each request is
- * answered inline by one engine call (a journal read, or a group commit
- * for writes).  Every error is {"error":{"code","message"}} with the
- * status the code implies (error.h's names are the codes).
+ * asynchronously, so a slow client never holds the loop.  The loop copies
+ * each request into an exchange and hands it to libuv's thread pool, where
+ * the route runs its engine calls (journal reads, group commits); the
+ * answer goes back to H2O on the loop.  So the loop never waits for SQLite
+ * or an fsync, and concurrent writes from many clients share commits.  If
+ * the client goes away first, H2O disposes its request and the answer is
+ * dropped.  Every error is {"error":{"code","message"}} with the status
+ * the code implies (error.h's names are the codes).
  *
  * Lifecycle: http_start binds and listens; http_stop closes the listener;
- * the host then closes the loop's remaining handles (connections) and
- * calls http_free, which disposes the H2O context. */
+ * the host runs the loop until http_in_flight() is 0, closes the remaining
+ * handles (connections) and calls http_free, which disposes the H2O
+ * context. */
 #include "http.h"
 
 #include <arpa/inet.h>
@@ -41,6 +46,46 @@ struct http_server {
   char *token; /* NULL = no auth */
   size_t max_body;
   size_t connections; /* open client connections */
+  size_t in_flight;   /* exchanges handed to the thread pool */
+};
+
+/* A request as the routes see it: copied off H2O's request on the loop,
+ * so they can run on a pool thread. */
+typedef struct http_request {
+  char *method; /* NUL-terminated copies */
+  char *path;   /* normalized, without the query */
+  char *query;  /* after '?', or NULL */
+  char *body;
+  size_t body_len;
+  char *segments;  /* the path, split in place by split_path */
+  char *params[4]; /* query values handed out by query_param */
+  size_t n_params;
+} http_request;
+
+/* The answer the route wrote, sent by the loop. */
+typedef struct http_response {
+  int status;
+  const char *type;  /* static */
+  const char *allow; /* static, for 405 */
+  char *body;        /* malloc'ed */
+  size_t len;
+} http_response;
+
+typedef struct exchange_guard exchange_guard;
+
+typedef struct http_exchange {
+  uv_work_t work;
+  http_server *s;
+  h2o_req_t *req; /* NULL once H2O disposed it (the client went away) */
+  exchange_guard *guard;
+  http_request rq;
+  http_response rs;
+} http_exchange;
+
+/* Lives in the request's memory pool: H2O disposes it with the request,
+ * which tells the exchange its request is gone. */
+struct exchange_guard {
+  http_exchange *x;
 };
 
 typedef struct route_handler {
@@ -78,33 +123,33 @@ static const char *reason_of(int status) {
   }
 }
 
-static void send_text(h2o_req_t *req, int status, const char *type,
+static void send_text(http_exchange *x, int status, const char *type,
                       const char *body, size_t len) {
-  req->res.status = status;
-  req->res.reason = reason_of(status);
-  h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL,
-                 type, strlen(type));
-  h2o_iovec_t copy = h2o_strdup(&req->pool, body, len);
-  h2o_send_inline(req, copy.base, copy.len);
+  http_response *rs = &x->rs;
+  rs->status = status;
+  rs->type = type;
+  free(rs->body);
+  rs->body = xstrndup(body, len);
+  rs->len = len;
 }
 
 /* Sends `body` as JSON and drops the reference. */
-static int send_json(h2o_req_t *req, int status, json_t *body) {
+static int send_json(http_exchange *x, int status, json_t *body) {
   char *text = json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY);
   json_decref(body);
   if (!text) {
-    send_text(req, 500, "application/json", "{}", 2);
+    send_text(x, 500, "application/json", "{}", 2);
     return 0;
   }
-  send_text(req, status, "application/json", text, strlen(text));
+  send_text(x, status, "application/json", text, strlen(text));
   free(text);
   return 0;
 }
 
-static int send_error(h2o_req_t *req, int status, const char *code,
+static int send_error(http_exchange *x, int status, const char *code,
                       const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-static int send_error(h2o_req_t *req, int status, const char *code,
+static int send_error(http_exchange *x, int status, const char *code,
                       const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -122,7 +167,7 @@ static int send_error(h2o_req_t *req, int status, const char *code,
     body = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
   }
   free(msg);
-  return send_json(req, status, body);
+  return send_json(x, status, body);
 }
 
 static int status_of(int rc) {
@@ -150,33 +195,33 @@ static int status_of(int rc) {
 }
 
 /* An engine error, with the names involved in the message. */
-static int send_engine_error(h2o_req_t *req, int rc, const char *wf,
+static int send_engine_error(http_exchange *x, int rc, const char *wf,
                              const char *id) {
   if (rc == DURO_E_WORKFLOW_NOT_FOUND)
-    return send_error(req, 404, duro_err_name(rc), "no workflow named \"%s\"",
+    return send_error(x, 404, duro_err_name(rc), "no workflow named \"%s\"",
                       wf);
   if (id && rc != DURO_E_INVALID_ID)
-    return send_error(req, status_of(rc), duro_err_name(rc), "%s: %s/%s",
+    return send_error(x, status_of(rc), duro_err_name(rc), "%s: %s/%s",
                       duro_err_str(rc), wf, id);
-  return send_error(req, status_of(rc), duro_err_name(rc), "%s",
+  return send_error(x, status_of(rc), duro_err_name(rc), "%s",
                     duro_err_str(rc));
 }
 
 /* ---- request parsing -------------------------------------------------------
  */
 
-static int method_is(const h2o_req_t *req, const char *m) {
-  return h2o_memis(req->method.base, req->method.len, m, strlen(m));
+static int method_is(const http_exchange *x, const char *m) {
+  return strcmp(x->rq.method, m) == 0;
 }
 
-/* Splits the normalized path into at most MAX_SEGMENTS pool-allocated
- * segments.  Returns the count, or -1 when there are more. */
-static int split_path(h2o_req_t *req, char **seg) {
-  h2o_iovec_t p = h2o_strdup(&req->pool, req->path_normalized.base,
-                             req->path_normalized.len);
+/* Splits the path into at most MAX_SEGMENTS segments (owned by the
+ * request).  Returns the count, or -1 when there are more. */
+static int split_path(http_exchange *x, char **seg) {
+  free(x->rq.segments);
+  x->rq.segments = xstrdup(x->rq.path);
   int n = 0;
   char *save = NULL;
-  for (char *t = strtok_r(p.base, "/", &save); t;
+  for (char *t = strtok_r(x->rq.segments, "/", &save); t;
        t = strtok_r(NULL, "/", &save)) {
     if (n == MAX_SEGMENTS)
       return -1;
@@ -185,18 +230,21 @@ static int split_path(h2o_req_t *req, char **seg) {
   return n;
 }
 
-/* The value of `key` in the query string, pool-allocated, or NULL. */
-static const char *query_param(h2o_req_t *req, const char *key) {
-  if (req->query_at == SIZE_MAX)
+/* The value of `key` in the query string (owned by the request), or
+ * NULL. */
+static const char *query_param(http_exchange *x, const char *key) {
+  http_request *rq = &x->rq;
+  if (!rq->query || rq->n_params == sizeof rq->params / sizeof *rq->params)
     return NULL;
-  const char *q = req->path.base + req->query_at + 1;
-  size_t len = req->path.len - req->query_at - 1;
+  const char *q = rq->query;
+  size_t len = strlen(q);
   size_t klen = strlen(key);
   while (len > 0) {
     const char *amp = memchr(q, '&', len);
     size_t part = amp ? (size_t)(amp - q) : len;
     if (part > klen && q[klen] == '=' && memcmp(q, key, klen) == 0)
-      return h2o_strdup(&req->pool, q + klen + 1, part - klen - 1).base;
+      return rq->params[rq->n_params++] =
+                 xstrndup(q + klen + 1, part - klen - 1);
     if (!amp)
       break;
     len -= part + 1;
@@ -207,22 +255,22 @@ static const char *query_param(h2o_req_t *req, const char *key) {
 
 /* Parses the body as JSON.  An empty body is `empty` (may be NULL = an
  * error).  On failure sends 400 and returns NULL. */
-static json_t *parse_body(h2o_req_t *req, json_t *empty, int *sent) {
+static json_t *parse_body(http_exchange *x, json_t *empty, int *sent) {
   *sent = 0;
-  if (!req->entity.base || req->entity.len == 0) {
+  if (!x->rq.body || x->rq.body_len == 0) {
     if (empty)
       return empty;
     *sent = 1;
-    send_error(req, 400, "request.invalid_json", "a JSON body is required");
+    send_error(x, 400, "request.invalid_json", "a JSON body is required");
     return NULL;
   }
   json_decref(empty);
   json_error_t jerr;
-  json_t *v = json_loadb(req->entity.base, req->entity.len,
+  json_t *v = json_loadb(x->rq.body, x->rq.body_len,
                          JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
   if (!v) {
     *sent = 1;
-    send_error(req, 400, "request.invalid_json",
+    send_error(x, 400, "request.invalid_json",
                "the body is not valid JSON: %s at line %d, column %d",
                jerr.text, jerr.line, jerr.column);
   }
@@ -238,16 +286,16 @@ typedef struct create_fields {
   const char *id;
   char *params; /* malloc'ed JSON text, or NULL */
   int64_t retention_ms;
+  char problem[160];
 } create_fields;
 
-static const char *read_create_fields(h2o_req_t *req, json_t *o,
-                                      create_fields *f);
+static const char *read_create_fields(json_t *o, create_fields *f);
 
 /* Reads {id?, params?, retention?} into f.  Returns NULL, or a message
  * (pool-allocated) saying what is wrong; then f->params is freed (it
  * leaked when a bad field followed "params": test_http). */
-static const char *read_create(h2o_req_t *req, json_t *o, create_fields *f) {
-  const char *bad = read_create_fields(req, o, f);
+static const char *read_create(json_t *o, create_fields *f) {
+  const char *bad = read_create_fields(o, f);
   if (bad) {
     free(f->params);
     f->params = NULL;
@@ -255,8 +303,7 @@ static const char *read_create(h2o_req_t *req, json_t *o, create_fields *f) {
   return bad;
 }
 
-static const char *read_create_fields(h2o_req_t *req, json_t *o,
-                                      create_fields *f) {
+static const char *read_create_fields(json_t *o, create_fields *f) {
   memset(f, 0, sizeof *f);
   f->retention_ms = -1;
   if (!json_is_object(o))
@@ -281,41 +328,38 @@ static const char *read_create_fields(h2o_req_t *req, json_t *o,
     } else {
       free(f->params);
       f->params = NULL;
-      return h2o_concat(&req->pool,
-                        h2o_iovec_init(H2O_STRLIT("unknown field \"")),
-                        h2o_iovec_init(key, strlen(key)),
-                        h2o_iovec_init(H2O_STRLIT("\"")))
-          .base;
+      snprintf(f->problem, sizeof f->problem, "unknown field \"%.100s\"", key);
+      return f->problem;
     }
   }
   return NULL;
 }
 
-static int create_one(http_server *s, h2o_req_t *req, const char *wf) {
+static int create_one(http_server *s, http_exchange *x, const char *wf) {
   int sent;
-  json_t *body = parse_body(req, json_object(), &sent);
+  json_t *body = parse_body(x, json_object(), &sent);
   if (!body)
     return 0;
   create_fields f;
-  const char *bad = read_create(req, body, &f);
+  const char *bad = read_create(body, &f);
   if (bad) {
     json_decref(body);
-    return send_error(req, 400, "request.invalid", "%s", bad);
+    return send_error(x, 400, "request.invalid", "%s", bad);
   }
   if (f.id && !duro_instance_id_valid(f.id)) {
     json_decref(body);
     free(f.params);
     return send_error(
-        req, 400, duro_err_name(DURO_E_INVALID_ID),
+        x, 400, duro_err_name(DURO_E_INVALID_ID),
         "instance ids are 1-100 characters of A-Z a-z 0-9 _ . : -");
   }
   char *id = NULL;
   int rc =
       duro_instance_create(s->engine, wf, f.id, f.params, f.retention_ms, &id);
   if (rc) {
-    send_engine_error(req, rc, wf, f.id);
+    send_engine_error(x, rc, wf, f.id);
   } else {
-    send_json(req, 201, json_pack("{s:s,s:s}", "id", id, "status", "queued"));
+    send_json(x, 201, json_pack("{s:s,s:s}", "id", id, "status", "queued"));
   }
   free(id);
   free(f.params);
@@ -323,21 +367,21 @@ static int create_one(http_server *s, h2o_req_t *req, const char *wf) {
   return 0;
 }
 
-static int create_batch(http_server *s, h2o_req_t *req, const char *wf) {
+static int create_batch(http_server *s, http_exchange *x, const char *wf) {
   int sent;
-  json_t *body = parse_body(req, NULL, &sent);
+  json_t *body = parse_body(x, NULL, &sent);
   if (!body)
     return 0;
   json_t *list = json_object_get(body, "instances");
   if (!json_is_array(list) || json_object_size(body) != 1) {
     json_decref(body);
-    return send_error(req, 400, "request.invalid",
+    return send_error(x, 400, "request.invalid",
                       "the body must be {\"instances\": [...]}");
   }
   size_t n = json_array_size(list);
   if (n == 0 || n > MAX_BATCH) {
     json_decref(body);
-    return send_error(req, 400, "request.invalid",
+    return send_error(x, 400, "request.invalid",
                       "a batch holds 1 to %d instances, not %zu", MAX_BATCH, n);
   }
   duro_create_req reqs[MAX_BATCH];
@@ -345,7 +389,7 @@ static int create_batch(http_server *s, h2o_req_t *req, const char *wf) {
   size_t parsed = 0;
   const char *bad = NULL;
   for (; parsed < n && !bad; parsed++) {
-    bad = read_create(req, json_array_get(list, parsed), &f[parsed]);
+    bad = read_create(json_array_get(list, parsed), &f[parsed]);
     reqs[parsed] = (duro_create_req){.id = f[parsed].id,
                                      .params = f[parsed].params,
                                      .retention_ms = f[parsed].retention_ms};
@@ -354,7 +398,7 @@ static int create_batch(http_server *s, h2o_req_t *req, const char *wf) {
     for (size_t i = 0; i < parsed; i++)
       free(f[i].params);
     json_decref(body);
-    return send_error(req, 400, "request.invalid", "instances[%zu]: %s",
+    return send_error(x, 400, "request.invalid", "instances[%zu]: %s",
                       parsed - 1, bad);
   }
   json_t *result = NULL;
@@ -363,55 +407,55 @@ static int create_batch(http_server *s, h2o_req_t *req, const char *wf) {
     free(f[i].params);
   json_decref(body);
   if (rc)
-    return send_engine_error(req, rc, wf, NULL);
+    return send_engine_error(x, rc, wf, NULL);
   /* "rc" is the engine's internal code; clients get "code". */
   size_t i;
   json_t *err;
   json_array_foreach(json_object_get(result, "errors"), i, err)
       json_object_del(err, "rc");
-  return send_json(req, 200, result);
+  return send_json(x, 200, result);
 }
 
 /* ---- the other routes -------------------------------------------------------
  */
 
-static int list_instances(http_server *s, h2o_req_t *req, const char *wf) {
-  const char *status = query_param(req, "status");
-  const char *limit = query_param(req, "limit");
-  const char *cursor = query_param(req, "cursor");
+static int list_instances(http_server *s, http_exchange *x, const char *wf) {
+  const char *status = query_param(x, "status");
+  const char *limit = query_param(x, "limit");
+  const char *cursor = query_param(x, "cursor");
   int st = -1;
   if (status && *status && (st = duro_status_parse(status)) < 0)
-    return send_error(req, 400, "request.invalid", "unknown status \"%s\"",
+    return send_error(x, 400, "request.invalid", "unknown status \"%s\"",
                       status);
   long lim = 100;
   if (limit) {
     char *end;
     lim = strtol(limit, &end, 10);
     if (*end || lim < 1 || lim > 1000)
-      return send_error(req, 400, "request.invalid", "limit must be 1 to 1000");
+      return send_error(x, 400, "request.invalid", "limit must be 1 to 1000");
   }
   json_t *out = NULL;
   int rc = duro_instance_list(s->engine, wf, st, (size_t)lim, cursor, &out);
   if (rc == DURO_E_INVALID_ARGUMENT)
-    return send_error(req, 400, "request.invalid", "invalid cursor");
+    return send_error(x, 400, "request.invalid", "invalid cursor");
   if (rc)
-    return send_engine_error(req, rc, wf, NULL);
-  return send_json(req, 200, out);
+    return send_engine_error(x, rc, wf, NULL);
+  return send_json(x, 200, out);
 }
 
-static int describe(http_server *s, h2o_req_t *req, const char *wf,
+static int describe(http_server *s, http_exchange *x, const char *wf,
                     const char *id) {
   json_t *out = NULL;
   int rc = duro_instance_describe(s->engine, wf, id, &out);
   if (rc)
-    return send_engine_error(req, rc, wf, id);
-  return send_json(req, 200, out);
+    return send_engine_error(x, rc, wf, id);
+  return send_json(x, 200, out);
 }
 
-static int change_status(http_server *s, h2o_req_t *req, const char *wf,
+static int change_status(http_server *s, http_exchange *x, const char *wf,
                          const char *id) {
   int sent;
-  json_t *body = parse_body(req, NULL, &sent);
+  json_t *body = parse_body(x, NULL, &sent);
   if (!body)
     return 0;
   const char *action = json_string_value(json_object_get(body, "status"));
@@ -431,7 +475,7 @@ static int change_status(http_server *s, h2o_req_t *req, const char *wf,
     if ((from && !name) ||
         (count && (!json_is_integer(count) || json_integer_value(count) < 1))) {
       json_decref(body);
-      return send_error(req, 400, "request.invalid",
+      return send_error(x, 400, "request.invalid",
                         "\"from\" must be {\"name\": string, \"count\"?: "
                         "integer >= 1}");
     }
@@ -440,7 +484,7 @@ static int change_status(http_server *s, h2o_req_t *req, const char *wf,
     if (rc == DURO_E_CANNOT_RESTART && name) {
       /* `name` points into `body`: format the reply before freeing it
        * (test_http caught a use-after-free here). */
-      send_error(req, 409, duro_err_name(rc),
+      send_error(x, 409, duro_err_name(rc),
                  "%s/%s cannot be restarted from step \"%s\"#%u: "
                  "the journal has no such step, or the instance has "
                  "not ended",
@@ -453,24 +497,24 @@ static int change_status(http_server *s, h2o_req_t *req, const char *wf,
   }
   json_decref(body);
   if (rc == -1)
-    return send_error(req, 400, "request.invalid",
+    return send_error(x, 400, "request.invalid",
                       "\"status\" must be pause, resume, terminate or "
                       "restart");
   if (rc)
-    return send_engine_error(req, rc, wf, id);
+    return send_engine_error(x, rc, wf, id);
   duro_status now;
   rc = duro_instance_status(s->engine, wf, id, &now);
   if (rc)
-    return send_engine_error(req, rc, wf, id);
+    return send_engine_error(x, rc, wf, id);
   return send_json(
-      req, 200,
+      x, 200,
       json_pack("{s:s,s:s}", "id", id, "status", duro_status_name(now)));
 }
 
-static int send_event(http_server *s, h2o_req_t *req, const char *wf,
+static int send_event(http_server *s, http_exchange *x, const char *wf,
                       const char *id, const char *type) {
   int sent;
-  json_t *payload = parse_body(req, json_null(), &sent);
+  json_t *payload = parse_body(x, json_null(), &sent);
   if (!payload)
     return 0;
   char *text = json_dumps(payload, JSON_COMPACT | JSON_ENCODE_ANY);
@@ -478,16 +522,16 @@ static int send_event(http_server *s, h2o_req_t *req, const char *wf,
   int rc = duro_instance_send_event(s->engine, wf, id, type, text);
   free(text);
   if (rc == DURO_E_INVALID_PARAMS)
-    return send_error(req, 400, duro_err_name(rc),
+    return send_error(x, 400, duro_err_name(rc),
                       "the event payload is over the size limit");
   if (rc)
-    return send_engine_error(req, rc, wf, id);
-  return send_json(req, 202, json_pack("{s:s,s:s}", "id", id, "type", type));
+    return send_engine_error(x, rc, wf, id);
+  return send_json(x, 202, json_pack("{s:s,s:s}", "id", id, "type", type));
 }
 
-static int metrics(http_server *s, h2o_req_t *req) {
+static int metrics(http_server *s, http_exchange *x) {
   char *text = duro_engine_metrics(s->engine);
-  send_text(req, 200, "text/plain; version=0.0.4", text, strlen(text));
+  send_text(x, 200, "text/plain; version=0.0.4", text, strlen(text));
   free(text);
   return 0;
 }
@@ -497,7 +541,7 @@ static int metrics(http_server *s, h2o_req_t *req) {
 
 /* Constant time in the token's length: no early exit on the first
  * differing byte. */
-static int token_matches(const http_server *s, const h2o_req_t *req) {
+static int token_matches(const http_server *s, h2o_req_t *req) {
   ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_AUTHORIZATION, -1);
   if (i < 0)
     return 0;
@@ -512,76 +556,155 @@ static int token_matches(const http_server *s, const h2o_req_t *req) {
   return diff == 0;
 }
 
-static int wrong_method(h2o_req_t *req, const char *allowed) {
-  h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL, allowed,
-                 strlen(allowed));
-  return send_error(req, 405, "request.method_not_allowed",
-                    "%.*s is not allowed here; use %s", (int)req->method.len,
-                    req->method.base, allowed);
+static int wrong_method(http_exchange *x, const char *allowed) {
+  x->rs.allow = allowed;
+  return send_error(x, 405, "request.method_not_allowed",
+                    "%s is not allowed here; use %s", x->rq.method, allowed);
 }
 
-static int route(http_server *s, h2o_req_t *req) {
+static int route(http_server *s, http_exchange *x) {
   char *seg[MAX_SEGMENTS];
-  int n = split_path(req, seg);
+  int n = split_path(x, seg);
   if (n == 1 && !strcmp(seg[0], "healthz"))
-    return method_is(req, "GET")
-               ? send_json(req, 200, json_pack("{s:s}", "status", "ok"))
-               : wrong_method(req, "GET");
+    return method_is(x, "GET")
+               ? send_json(x, 200, json_pack("{s:s}", "status", "ok"))
+               : wrong_method(x, "GET");
   if (n == 1 && !strcmp(seg[0], "metrics"))
-    return method_is(req, "GET") ? metrics(s, req) : wrong_method(req, "GET");
+    return method_is(x, "GET") ? metrics(s, x) : wrong_method(x, "GET");
   if (n < 3 || strcmp(seg[0], "workflows") != 0 ||
       strcmp(seg[2], "instances") != 0)
-    return send_error(req, 404, "route.not_found", "no route for %.*s %.*s",
-                      (int)req->method.len, req->method.base,
-                      (int)req->path_normalized.len, req->path_normalized.base);
+    return send_error(x, 404, "route.not_found", "no route for %s %s",
+                      x->rq.method, x->rq.path);
   const char *wf = seg[1];
   if (!name_valid(wf))
-    return send_error(req, 404, duro_err_name(DURO_E_WORKFLOW_NOT_FOUND),
+    return send_error(x, 404, duro_err_name(DURO_E_WORKFLOW_NOT_FOUND),
                       "invalid workflow name");
   if (n == 3) {
-    if (method_is(req, "POST"))
-      return create_one(s, req, wf);
-    if (method_is(req, "GET"))
-      return list_instances(s, req, wf);
-    return wrong_method(req, "GET, POST");
+    if (method_is(x, "POST"))
+      return create_one(s, x, wf);
+    if (method_is(x, "GET"))
+      return list_instances(s, x, wf);
+    return wrong_method(x, "GET, POST");
   }
   const char *id = seg[3];
-  if (n == 4 && !strcmp(id, "batch") && method_is(req, "POST"))
-    return create_batch(s, req, wf);
+  if (n == 4 && !strcmp(id, "batch") && method_is(x, "POST"))
+    return create_batch(s, x, wf);
   if (!duro_instance_id_valid(id))
     return send_error(
-        req, 400, duro_err_name(DURO_E_INVALID_ID),
+        x, 400, duro_err_name(DURO_E_INVALID_ID),
         "instance ids are 1-100 characters of A-Z a-z 0-9 _ . : -");
   if (n == 4)
-    return method_is(req, "GET") ? describe(s, req, wf, id)
-                                 : wrong_method(req, "GET");
+    return method_is(x, "GET") ? describe(s, x, wf, id)
+                               : wrong_method(x, "GET");
   if (n == 5 && !strcmp(seg[4], "status"))
-    return method_is(req, "PATCH") ? change_status(s, req, wf, id)
-                                   : wrong_method(req, "PATCH");
+    return method_is(x, "PATCH") ? change_status(s, x, wf, id)
+                                 : wrong_method(x, "PATCH");
   if (n == 6 && !strcmp(seg[4], "events")) {
     if (!name_valid(seg[5]))
       return send_error(
-          req, 400, "request.invalid",
+          x, 400, "request.invalid",
           "event types are 1-100 characters of A-Z a-z 0-9 _ . : -");
-    return method_is(req, "POST") ? send_event(s, req, wf, id, seg[5])
-                                  : wrong_method(req, "POST");
+    return method_is(x, "POST") ? send_event(s, x, wf, id, seg[5])
+                                : wrong_method(x, "POST");
   }
-  return send_error(req, 404, "route.not_found", "no route for %.*s %.*s",
-                    (int)req->method.len, req->method.base,
-                    (int)req->path_normalized.len, req->path_normalized.base);
+  return send_error(x, 404, "route.not_found", "no route for %s %s",
+                    x->rq.method, x->rq.path);
 }
+
+/* ---- exchanges: the loop hands requests to the pool and back ------------ */
+
+static void exchange_free(http_exchange *x) {
+  http_request *rq = &x->rq;
+  free(rq->method);
+  free(rq->path);
+  free(rq->query);
+  free(rq->body);
+  free(rq->segments);
+  for (size_t i = 0; i < rq->n_params; i++)
+    free(rq->params[i]);
+  free(x->rs.body);
+  free(x);
+}
+
+static void on_guard_dispose(void *p) {
+  exchange_guard *g = p;
+  if (g->x)
+    g->x->req = NULL;
+}
+
+/* On the loop: hands the answer to H2O, unless the client is gone. */
+static void respond(http_exchange *x) {
+  h2o_req_t *req = x->req;
+  if (!req)
+    return;
+  if (x->guard)
+    x->guard->x = NULL;
+  http_response *rs = &x->rs;
+  req->res.status = rs->status ? rs->status : 500;
+  req->res.reason = reason_of(req->res.status);
+  const char *type = rs->type ? rs->type : "application/json";
+  h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL,
+                 type, strlen(type));
+  if (rs->allow)
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL,
+                   rs->allow, strlen(rs->allow));
+  h2o_send_inline(req, rs->body ? rs->body : "", rs->body ? rs->len : 0);
+}
+
+static void run_route(uv_work_t *w) {
+  http_exchange *x = w->data;
+  route(x->s, x);
+}
+
+static void after_route(uv_work_t *w, int status) {
+  http_exchange *x = w->data;
+  (void)status; /* the loop never cancels work */
+  respond(x);
+  x->s->in_flight--;
+  exchange_free(x);
+}
+
+static char *iov_dup(h2o_iovec_t v) { return xstrndup(v.base, v.len); }
 
 static int on_req(h2o_handler_t *self, h2o_req_t *req) {
   http_server *s = ((route_handler *)self)->server;
-  if (s->token && !token_matches(s, req))
-    return send_error(req, 401, "request.unauthorized",
-                      "a valid \"Authorization: Bearer\" token is required");
-  if (req->entity.base && req->entity.len > s->max_body)
-    return send_error(req, 413, "request.too_large",
-                      "the body is %zu bytes; the limit is %zu",
-                      req->entity.len, s->max_body);
-  return route(s, req);
+  http_exchange *x = xcalloc(1, sizeof *x);
+  x->s = s;
+  x->req = req;
+  x->rq.method = iov_dup(req->method);
+  x->rq.path = iov_dup(req->path_normalized);
+  if (req->query_at != SIZE_MAX)
+    x->rq.query = xstrndup(req->path.base + req->query_at + 1,
+                           req->path.len - req->query_at - 1);
+  /* Refusals that need no engine are answered here, on the loop. */
+  if (s->token && !token_matches(s, req)) {
+    send_error(x, 401, "request.unauthorized",
+               "a valid \"Authorization: Bearer\" token is required");
+  } else if (req->entity.base && req->entity.len > s->max_body) {
+    send_error(x, 413, "request.too_large",
+               "the body is %zu bytes; the limit is %zu", req->entity.len,
+               s->max_body);
+  } else {
+    if (req->entity.base) {
+      x->rq.body = xmalloc(req->entity.len + 1);
+      memcpy(x->rq.body, req->entity.base, req->entity.len);
+      x->rq.body[req->entity.len] = '\0';
+      x->rq.body_len = req->entity.len;
+    }
+    x->guard =
+        h2o_mem_alloc_shared(&req->pool, sizeof *x->guard, on_guard_dispose);
+    x->guard->x = x;
+    x->work.data = x;
+    s->in_flight++;
+    uv_queue_work(s->ctx.loop, &x->work, run_route, after_route);
+    return 0;
+  }
+  respond(x);
+  exchange_free(x);
+  return 0;
 }
+
+size_t http_in_flight(const http_server *s) { return s ? s->in_flight : 0; }
 
 /* ---- listening
  * ------------------------------------------------------------------- */

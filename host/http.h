@@ -24,6 +24,10 @@ int http_start(uv_loop_t *loop, duro_engine *e, const config *cfg,
                http_server **out, char *err, size_t errlen);
 void http_attach(http_server *s, duro_engine *e);
 
+/* Requests handed to the thread pool and not yet answered: the host runs
+ * the loop until this is 0 before it closes the engine. */
+size_t http_in_flight(const http_server *s);
+
 /* The port actually bound (useful with "127.0.0.1:0"). */
 int http_port(const http_server *s);
 

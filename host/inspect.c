@@ -22,7 +22,8 @@ const char *engine_live_status(duro_engine *e, int64_t rowid,
   const char *s = stored;
   pthread_mutex_lock(&e->mu);
   entry *ent = idmap_get(&e->entries, rowid);
-  if (ent && ent->state == ENTRY_ACTIVE) {
+  if (ent && ent->state == ENTRY_ACTIVE &&
+      __atomic_load_n(&ent->admitted, __ATOMIC_ACQUIRE)) {
     if (__atomic_load_n(&ent->terminate_req, __ATOMIC_ACQUIRE))
       s = "terminated";
     else if (__atomic_load_n(&ent->pause_req, __ATOMIC_ACQUIRE))
@@ -178,7 +179,9 @@ typedef struct active_ctx {
 static void collect_active(void *ctx, int64_t rowid, void *val) {
   active_ctx *c = ctx;
   const entry *ent = val;
-  if (ent->state == ENTRY_ACTIVE && (!c->after || rowid < c->after))
+  if (ent->state == ENTRY_ACTIVE &&
+      __atomic_load_n(&ent->admitted, __ATOMIC_ACQUIRE) &&
+      (!c->after || rowid < c->after))
     c->rowids[c->n++] = rowid;
 }
 
