@@ -299,7 +299,10 @@ static entry *control_begin(duro_engine *e, int64_t rowid, entry **active) {
  * instance runs, a waiting one runs if something woke it meanwhile, any
  * other is idle. */
 static void control_end(duro_engine *e, entry *ent, const char *status) {
-  if (!strcmp(status, "queued") || (!strcmp(status, "waiting") && ent->rerun)) {
+  /* A request an activation handed over (apply_control) that this
+   * operation overtook still gets applied, by a worker. */
+  if (!strcmp(status, "queued") || (!strcmp(status, "waiting") && ent->rerun) ||
+      ent->apply_control) {
     ent->rerun = 0;
     runnable_push(e, ent);
     pthread_cond_broadcast(&e->changed);
@@ -782,6 +785,10 @@ static int control_row(duro_engine *e, journal_instance *in, int control) {
   if (status_ended(in->status))
     return control == JOURNAL_CONTROL_PAUSE ? DURO_E_CANNOT_PAUSE
                                             : DURO_E_CANNOT_TERMINATE;
+  /* A terminate acknowledged earlier and not yet applied wins over a
+   * pause: the instance ends rather than waits. */
+  if (in->control == JOURNAL_CONTROL_TERMINATE)
+    control = JOURNAL_CONTROL_TERMINATE;
   char *old = xstrdup(in->status);
   if (control == JOURNAL_CONTROL_PAUSE) {
     if (!strcmp(old, "paused")) {

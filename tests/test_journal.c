@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "duro.h"
+#include "harness.h"
 #include "journal.h"
 #include "metrics.h"
 #include "proc.h"
@@ -198,6 +199,37 @@ START_TEST(opens_a_schema_1_database) {
 }
 END_TEST
 
+/* ---- a control request the journal holds ------------------------------------
+ */
+
+static duro_rc sleeper(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev, (void)env;
+  return duro_sleep(step, "nap", "1 hour");
+}
+
+START_TEST(acknowledged_terminate_wins_over_a_later_pause) {
+  harness h;
+  harness_open(&h);
+  harness_register(&h, "wf", sleeper);
+  harness_start(&h);
+  ck_assert_int_eq(duro_instance_create(h.e, "wf", "t", NULL, -1, NULL), 0);
+  harness_run(&h);
+  ck_assert_str_eq(harness_status(&h, "wf", "t"), "waiting");
+  /* A terminate persisted while an activation ran, which the activation
+   * ended before applying (the engine then hands it to a worker). */
+  sqlite3 *db;
+  ck_assert_int_eq(sqlite3_open(h.db, &db), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_exec(db,
+                                "UPDATE instances SET control=2 WHERE id='t'",
+                                NULL, NULL, NULL),
+                   SQLITE_OK);
+  sqlite3_close(db);
+  ck_assert_int_eq(duro_instance_pause(h.e, "wf", "t"), 0);
+  ck_assert_str_eq(harness_status(&h, "wf", "t"), "terminated");
+  harness_close(&h);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("journal");
   TCase *tc = tcase_create("journal");
@@ -205,6 +237,7 @@ int main(void) {
   tcase_add_test(tc, group_commit_from_many_threads);
   tcase_add_test(tc, duplicate_in_a_shared_transaction);
   tcase_add_test(tc, opens_a_schema_1_database);
+  tcase_add_test(tc, acknowledged_terminate_wins_over_a_later_pause);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
