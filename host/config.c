@@ -296,6 +296,8 @@ static const field engine_fields[] = {
     /* A step result larger than the 1 GiB instance state could never fit. */
     {"max_step_result", K_I64, offsetof(config, engine.max_step_result), false,
      1, GiB, NULL},
+    {"max_instance_state", K_I64, offsetof(config, engine.max_instance_state),
+     false, 1, 64 * GiB, NULL},
 };
 static const schema engine_schema =
     SCHEMA("engine", "in engine", -1, engine_fields);
@@ -854,6 +856,7 @@ config *config_parse(const char *name, const char *text, size_t len, char *err,
   cfg->http.max_body_bytes = 1 * MiB;
   cfg->engine.workers = 8;
   cfg->engine.max_step_result = 1 * MiB;
+  cfg->engine.max_instance_state = 1 * GiB;
 
   if (!yaml_parser_initialize(&yp)) {
     fprintf(stderr, "duro: out of memory creating a YAML parser\n");

@@ -320,6 +320,8 @@ int duro_engine_open(const duro_engine_options *opt, duro_engine **out,
   e->clock = opt->clock ? opt->clock : duro_clock_real();
   e->max_step_result =
       opt->max_step_result > 0 ? opt->max_step_result : 1024 * 1024;
+  e->max_instance_state = opt->max_instance_state > 0 ? opt->max_instance_state
+                                                      : 1024LL * 1024 * 1024;
   e->polled_through = INT64_MIN;
   int rc =
       journal_open(opt->db_path, opt->synchronous_full, &e->j, err, errlen);

@@ -49,7 +49,9 @@ typedef struct duro_engine_options {
   int synchronous_full;    /* 1: fsync every commit (default); 0: normal */
   uint32_t workers;        /* activation threads; 0 = run_until_idle only */
   int64_t max_step_result; /* bytes; 0 = 1 MiB */
-  duro_clock *clock;       /* NULL = real clock; borrowed */
+  /* bytes of params, step results and errors per instance; 0 = 1 GiB */
+  int64_t max_instance_state;
+  duro_clock *clock; /* NULL = real clock; borrowed */
   /* Called (from any thread) when the earliest wake time may have moved
    * earlier; the host re-arms its timer from duro_engine_next_wake(). */
   void (*on_wake_change)(void *ctx);

@@ -57,6 +57,7 @@ struct duro_engine {
   wf_reg *wfs;
   size_t n_wfs;
   int64_t max_step_result;
+  int64_t max_instance_state;
 
   pthread_mutex_t mu;
   pthread_cond_t work;    /* a runnable entry was queued, or stopping */

@@ -230,6 +230,7 @@ int host_run(const char *config_path) {
       .synchronous_full = h.cfg->storage.synchronous_full,
       .workers = h.cfg->engine.workers ? h.cfg->engine.workers : 8,
       .max_step_result = h.cfg->engine.max_step_result,
+      .max_instance_state = h.cfg->engine.max_instance_state,
       .on_wake_change = wake_changed,
       .ctx = &h,
   };

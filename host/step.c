@@ -60,6 +60,7 @@ struct duro_step {
   strmap name_counts;    /* name → (uintptr_t) occurrences so far */
   int64_t seq;           /* step calls so far in this activation */
   uint32_t n_do;         /* duro_do steps in the journal, for the limit */
+  int64_t state_bytes;   /* params + results + errors, for the state limit */
   journal_event *events; /* loaded by the first event wait */
   size_t n_events;
   int events_loaded;
@@ -397,6 +398,14 @@ static duro_rc api_do(duro_step *a, const char *name,
         err_name = duro_err_name(bad);
         err_msg = xasprintf("step \"%s\" returned invalid JSON", key);
         final = 1;
+      } else if (a->state_bytes + (int64_t)strlen(text) >
+                 a->e->max_instance_state) {
+        err_name = duro_err_name(DURO_E_STATE_TOO_LARGE);
+        err_msg = xasprintf("step \"%s\" would bring the instance's state to "
+                            "%" PRId64 " bytes; the limit is %" PRId64,
+                            key, a->state_bytes + (int64_t)strlen(text),
+                            a->e->max_instance_state);
+        final = 1;
       }
     }
   } else {
@@ -417,6 +426,7 @@ static duro_rc api_do(duro_step *a, const char *name,
      * failed attempts keep theirs). */
     s->error = NULL;
     s->result = arena_strdup(a, at.result ? at.result : "null");
+    a->state_bytes += (int64_t)strlen(s->result);
     s->ended_ms = ended;
     s->wake_ms = JOURNAL_NONE;
     put_step(a, s);
@@ -770,10 +780,13 @@ static int load_journal(duro_step *a) {
     s->result = arena_strdup(a, loaded[i].result);
     s->error = arena_strdup(a, loaded[i].error);
     s->build = arena_strdup(a, loaded[i].build);
+    a->state_bytes += (int64_t)(s->result ? strlen(s->result) : 0) +
+                      (int64_t)(s->error ? strlen(s->error) : 0);
     strmap_put(&a->steps, s->key, s);
     if (!strcmp(s->type, "do"))
       a->n_do++;
   }
+  a->state_bytes += (int64_t)strlen(a->inst.params);
   journal_steps_free(loaded, n);
   /* Replay lasts until a step call misses the journal; with an empty
    * journal nothing is replayed, so run()'s first lines log (they would

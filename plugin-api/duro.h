@@ -90,10 +90,12 @@ typedef enum duro_rc {
   X(CONFIG, -18, "config.invalid", "invalid configuration")                    \
   X(PLUGIN, -19, "plugin.load_failed", "plugin could not be loaded")           \
   X(SHUTDOWN, -20, "engine.shutting_down", "engine is shutting down")          \
-  X(IO, -21, "io.error", "input/output error")
+  X(IO, -21, "io.error", "input/output error")                                 \
+  X(STATE_TOO_LARGE, -22, "instance.state_too_large",                          \
+    "instance state over its limit")
 
 #define DURO_ERROR_ENUM_(name, value, code, desc) DURO_E_##name = (value),
-enum { DURO_ERRORS(DURO_ERROR_ENUM_) DURO_E_LAST_ = -22 };
+enum { DURO_ERRORS(DURO_ERROR_ENUM_) DURO_E_LAST_ = -23 };
 #undef DURO_ERROR_ENUM_
 
 /* ---- opaque handles --------------------------------------------------- */

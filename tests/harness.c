@@ -17,10 +17,13 @@ typedef struct reg {
 static reg regs[32];
 static size_t n_regs;
 
+static int64_t state_limit; /* 0 = the engine's default */
+
 static void open_engine(harness *h) {
   duro_engine_options opt = {.db_path = h->db,
                              .synchronous_full = 0,
                              .workers = 0,
+                             .max_instance_state = state_limit,
                              .clock = &h->clock};
   char err[512];
   int rc = duro_engine_open(&opt, &h->e, err, sizeof err);
@@ -55,6 +58,11 @@ void harness_register(harness *h, const char *name, duro_run_fn run) {
 }
 
 void harness_start(harness *h) { ck_assert_int_eq(duro_engine_start(h->e), 0); }
+
+void harness_set_state_limit(harness *h, int64_t bytes) {
+  state_limit = bytes;
+  harness_reopen(h);
+}
 
 void harness_reopen(harness *h) {
   duro_engine_close(h->e);

@@ -29,6 +29,8 @@ typedef struct harness {
 void harness_open(harness *h);
 /* Closes and reopens the engine on the same database (a clean restart). */
 void harness_reopen(harness *h);
+/* Reopens the engine with max_instance_state = bytes. */
+void harness_set_state_limit(harness *h, int64_t bytes);
 void harness_start(harness *h);
 void harness_close(harness *h);
 void harness_register(harness *h, const char *name, duro_run_fn run);

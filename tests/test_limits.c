@@ -91,6 +91,49 @@ START_TEST(retention_spares_running_instances) {
 }
 END_TEST
 
+/* ---- instance state --------------------------------------------------------
+ */
+
+static int four_hundred(duro_attempt *a, void *arg) {
+  (void)arg;
+  char json[403];
+  memset(json, 'x', sizeof json);
+  json[0] = json[401] = '"';
+  json[402] = '\0';
+  return duro_attempt_result(a, json);
+}
+
+static duro_rc three_big(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev, (void)env;
+  const char *r;
+  for (int i = 0; i < 3; i++)
+    DURO_TRY(duro_do(step, "big", NULL, four_hundred, NULL, &r));
+  return DURO_OK;
+}
+
+START_TEST(state_limit_fails_the_step_that_crosses_it) {
+  harness h;
+  harness_open(&h);
+  harness_register(&h, "wf", three_big);
+  harness_set_state_limit(&h, 1000); /* params "{}" + 2 x 402 fit, 3 do not */
+  ck_assert_int_eq(duro_instance_create(h.e, "wf", "s", "{}", -1, NULL), 0);
+  harness_run(&h);
+  ck_assert_str_eq(harness_status(&h, "wf", "s"), "errored");
+  json_t *d = harness_describe(&h, "wf", "s");
+  ck_assert_str_eq(
+      json_string_value(json_object_get(json_object_get(d, "error"), "name")),
+      "instance.state_too_large");
+  ck_assert_str_eq(
+      json_string_value(json_object_get(harness_step(d, "big#2"), "status")),
+      "complete");
+  ck_assert_uint_eq(
+      json_array_size(json_object_get(harness_step(d, "big#3"), "attempts")),
+      1); /* final: not retried */
+  json_decref(d);
+  harness_close(&h);
+}
+END_TEST
+
 /* ---- concurrency ------------------------------------------------------- */
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -175,6 +218,7 @@ int main(void) {
   TCase *tc = tcase_create("limits");
   tcase_add_test(tc, retention_deletes_after_exactly_its_time);
   tcase_add_test(tc, retention_spares_running_instances);
+  tcase_add_test(tc, state_limit_fails_the_step_that_crosses_it);
   tcase_add_test(tc, concurrency_limit_caps_running_activations);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
