@@ -172,48 +172,53 @@ static void entry_drop(duro_engine *e, entry *ent) {
   pthread_cond_broadcast(&e->changed);
 }
 
-static void runnable_push(duro_engine *e, entry *ent) {
-  ent->state = ENTRY_QUEUED;
+static void fifo_push(entry_fifo *q, entry *ent) {
   ent->next = NULL;
-  if (e->run_tail)
-    e->run_tail->next = ent;
+  if (q->tail)
+    q->tail->next = ent;
   else
-    e->run_head = ent;
-  e->run_tail = ent;
-  pthread_cond_signal(&e->work);
+    q->head = ent;
+  q->tail = ent;
 }
 
-static entry *runnable_pop(duro_engine *e) {
-  entry *ent = e->run_head;
+static entry *fifo_pop(entry_fifo *q) {
+  entry *ent = q->head;
   if (ent) {
-    e->run_head = ent->next;
-    if (!e->run_head)
-      e->run_tail = NULL;
+    q->head = ent->next;
+    if (!q->head)
+      q->tail = NULL;
     ent->next = NULL;
   }
   return ent;
 }
 
-/* Unlinks `ent` from a FIFO given by its head and tail pointers. */
-static void fifo_remove(entry **head, entry **tail, entry *ent) {
-  entry **pp = head, *prev = NULL;
+static void fifo_remove(entry_fifo *q, entry *ent) {
+  entry **pp = &q->head, *prev = NULL;
   for (; *pp; prev = *pp, pp = &(*pp)->next)
     if (*pp == ent) {
       *pp = ent->next;
-      if (*tail == ent)
-        *tail = prev;
+      if (q->tail == ent)
+        q->tail = prev;
       ent->next = NULL;
       return;
     }
 }
 
+static void runnable_push(duro_engine *e, entry *ent) {
+  ent->state = ENTRY_QUEUED;
+  fifo_push(&e->runnable, ent);
+  pthread_cond_signal(&e->work);
+}
+
+static entry *runnable_pop(duro_engine *e) { return fifo_pop(&e->runnable); }
+
+/* Takes a queued entry out of whichever FIFO holds it. */
 static void runnable_remove(duro_engine *e, entry *ent) {
   if (ent->deferred_in) {
-    wf_reg *wf = ent->deferred_in;
-    fifo_remove(&wf->deferred_head, &wf->deferred_tail, ent);
+    fifo_remove(&ent->deferred_in->deferred, ent);
     ent->deferred_in = NULL;
   } else {
-    fifo_remove(&e->run_head, &e->run_tail, ent);
+    fifo_remove(&e->runnable, ent);
   }
 }
 
@@ -228,12 +233,7 @@ int engine_activation_admit(duro_engine *e, entry *ent, wf_reg *wf) {
   if (wf->limits.concurrency && wf->running >= wf->limits.concurrency) {
     ent->state = ENTRY_QUEUED;
     ent->deferred_in = wf;
-    ent->next = NULL;
-    if (wf->deferred_tail)
-      wf->deferred_tail->next = ent;
-    else
-      wf->deferred_head = ent;
-    wf->deferred_tail = ent;
+    fifo_push(&wf->deferred, ent);
     pthread_cond_broadcast(&e->changed);
     admitted = 0;
   } else {
@@ -253,11 +253,8 @@ static void release_slot_locked(duro_engine *e, entry *ent) {
     return;
   ent->counted = NULL;
   wf->running--;
-  entry *next = wf->deferred_head;
+  entry *next = fifo_pop(&wf->deferred);
   if (next) {
-    wf->deferred_head = next->next;
-    if (!wf->deferred_head)
-      wf->deferred_tail = NULL;
     next->deferred_in = NULL;
     runnable_push(e, next);
   }
@@ -459,10 +456,8 @@ void duro_engine_close(duro_engine *e) {
   while ((ent = runnable_pop(e)))
     entry_drop(e, ent);
   for (size_t i = 0; i < e->n_wfs; i++)
-    while ((ent = e->wfs[i].deferred_head)) {
-      e->wfs[i].deferred_head = ent->next;
+    while ((ent = fifo_pop(&e->wfs[i].deferred)))
       entry_drop(e, ent);
-    }
   idmap_free(&e->entries);
   journal_close(e->j);
   for (size_t i = 0; i < e->n_wfs; i++) {

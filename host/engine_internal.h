@@ -17,6 +17,11 @@
 #include "map.h"
 #include "metrics.h"
 
+/* A FIFO of entries linked through entry.next. */
+typedef struct entry_fifo {
+  struct entry *head, *tail;
+} entry_fifo;
+
 typedef struct wf_reg {
   duro_engine *engine;
   char *name;
@@ -27,7 +32,7 @@ typedef struct wf_reg {
   /* Guarded by the engine's mu: activations running now, and instances
    * that were due while `limits.concurrency` of them ran. */
   uint32_t running;
-  struct entry *deferred_head, *deferred_tail;
+  entry_fifo deferred;
 } wf_reg;
 
 enum { ENTRY_QUEUED = 1, ENTRY_ACTIVE, ENTRY_CONTROL };
@@ -63,7 +68,7 @@ struct duro_engine {
   pthread_cond_t work;    /* a runnable entry was queued, or stopping */
   pthread_cond_t changed; /* an entry left the CONTROL or ACTIVE state */
   idmap entries;          /* rowid → entry */
-  entry *run_head, *run_tail;
+  entry_fifo runnable;
   int64_t polled_through; /* poll_due has queued every wake up to here */
   int stopping;
   pthread_t *threads;

@@ -273,7 +273,7 @@ char *duro_engine_metrics(duro_engine *e) {
   journal_count_by_status(e->j, render_count, out);
   pthread_mutex_lock(&e->mu);
   size_t active = e->entries.len, queued = 0;
-  for (entry *ent = e->run_head; ent; ent = ent->next)
+  for (entry *ent = e->runnable.head; ent; ent = ent->next)
     queued++;
   pthread_mutex_unlock(&e->mu);
   fprintf(out,
