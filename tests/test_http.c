@@ -44,6 +44,7 @@
 #include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "proc.h"
@@ -1680,6 +1681,49 @@ START_TEST(sigterm_with_open_connections) {
 }
 END_TEST
 
+/* "An acknowledged write is on disk": every create and event the host
+ * answered 201/202 is there after a SIGKILL and a restart. */
+START_TEST(acknowledged_writes_survive_kill_9) {
+  host_start(&H, "k");
+  enum { N = 40 };
+  char id[32], path[128];
+  for (int i = 0; i < N; i++) {
+    snprintf(id, sizeof id, "k%d", i);
+    create_order(id, 5, 3600);
+  }
+  for (int i = 0; i < N; i += 2) {
+    resp r;
+    snprintf(path, sizeof path, WF "/k%d/events/approval", i);
+    request(&r, "POST", path, "{\"approved\":true}");
+    expect_status(&r, 202, path);
+    resp_free(&r);
+  }
+  kill(H.pid, SIGKILL);
+  int st;
+  ck_assert_int_eq(waitpid(H.pid, &st, 0), H.pid);
+  ck_assert(WIFSIGNALED(st));
+  host_spawn(&H, NULL);
+  H.port = proc_wait_port(H.pid, H.log, proc_now_ms() + WAIT_MS);
+  ck_assert_uint_eq(instance_count(), N);
+  /* the approved half gets past its review: each event was kept */
+  for (int i = 0; i < N; i += 2) {
+    snprintf(id, sizeof id, "k%d", i);
+    json_t *d = wait_status(id, "waiting|complete");
+    for (int t = 0;
+         t < 200 &&
+         strcmp(jstr(step_of(d, "manual review#1"), "status"), "complete") != 0;
+         t++) {
+      json_decref(d);
+      proc_sleep_ms(25);
+      d = describe(id);
+    }
+    ck_assert_str_eq(jstr(step_of(d, "manual review#1"), "status"), "complete");
+    json_decref(d);
+  }
+  host_stop(&H);
+}
+END_TEST
+
 static Suite *http_suite(void) {
   Suite *s = suite_create("http");
   struct {
@@ -1718,6 +1762,7 @@ static Suite *http_suite(void) {
   tcase_add_test(tc[4], sweep_then_concurrent_connections);
 
   tcase_add_test(tc[5], sigterm_with_open_connections);
+  tcase_add_test(tc[5], acknowledged_writes_survive_kill_9);
   return s;
 }
 
