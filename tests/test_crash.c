@@ -185,6 +185,18 @@ static void check_log(const crash_env *c,
   fclose(f);
 }
 
+/* Passed: remove the evidence (a failure leaves it for a look). */
+static void remove_env(const crash_env *c) {
+  const char *files[] = {c->cfg, c->log, c->err};
+  for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+    unlink(files[i]);
+  char out[256];
+  snprintf(out, sizeof out, "%s/cli.out", c->dir);
+  unlink(out);
+  proc_remove_db(c->db);
+  rmdir(c->dir);
+}
+
 static void crash_loop(const char *synchronous) {
   crash_env c;
   setup_env(&c, synchronous);
@@ -261,17 +273,77 @@ static void crash_loop(const char *synchronous) {
     json_decref(d);
   }
   duro_engine_close(e);
-  /* Passed: remove the evidence (a failure leaves it for a look). */
-  const char *files[] = {c.cfg, c.log, c.err};
-  for (size_t i = 0; i < sizeof files / sizeof *files; i++)
-    unlink(files[i]);
-  proc_remove_db(c.db);
-  rmdir(c.dir);
+  remove_env(&c);
   fprintf(stderr,
           "crash test (synchronous=%s): %d kills, %d step executions for %d "
           "steps\n",
           synchronous, kills, execs, N_INSTANCES * N_STEPS);
 }
+
+/* A pause and a terminate acknowledged while an instance is inside a
+ * step are persisted at once: after a SIGKILL and a restart they take
+ * effect, and no further step runs. */
+static void cli(const char *verb, const char *id, int port, const char *log,
+                const char *want) {
+  char url[64];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+  const char *argv[] = {DURO_BIN, "workflows", "instances", verb, "chain",
+                        id,       "--url",     url,         NULL};
+  char **envp = proc_env(NULL, NULL);
+  pid_t pid = proc_spawn(argv, envp, log, log);
+  free(envp);
+  ck_assert_int_eq(proc_wait_exit(pid, proc_now_ms() + 10000), 0);
+  ck_assert_msg(file_contains(log, want), "%s %s: expected \"%s\"", verb, id,
+                want);
+}
+
+START_TEST(acknowledged_control_survives_kill_9) {
+  crash_env c;
+  setup_env(&c, "full");
+  snprintf(proc_tmp_dir, sizeof proc_tmp_dir, "%s", c.dir); /* the CLI's cwd */
+  duro_engine *e = open_engine(&c);
+  const char *params = "{\"steps\":3,\"hold_ms\":5000}";
+  ck_assert_int_eq(duro_instance_create(e, "chain", "held-p", params, -1, NULL),
+                   0);
+  ck_assert_int_eq(duro_instance_create(e, "chain", "held-t", params, -1, NULL),
+                   0);
+  duro_engine_close(e);
+
+  pid_t pid = start_host(&c, "info");
+  int port = proc_wait_port(pid, c.err, proc_now_ms() + 10000);
+  for (int t = 0; t < 400 && !(file_contains(c.log, "exec held-p 1") &&
+                               file_contains(c.log, "exec held-t 1"));
+       t++)
+    proc_sleep_ms(25);
+  char out[256];
+  snprintf(out, sizeof out, "%s/cli.out", c.dir);
+  cli("pause", "held-p", port, out, "held-p: waitingForPause");
+  cli("terminate", "held-t", port, out, "held-t: terminated");
+  kill(pid, SIGKILL);
+  int st;
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+
+  pid = start_host(&c, "info");
+  duro_status sp = DURO_STATUS_QUEUED, stt = DURO_STATUS_QUEUED;
+  for (int t = 0; t < 400; t++) {
+    e = open_engine(&c);
+    ck_assert_int_eq(duro_instance_status(e, "chain", "held-p", &sp), 0);
+    ck_assert_int_eq(duro_instance_status(e, "chain", "held-t", &stt), 0);
+    duro_engine_close(e);
+    if (sp == DURO_STATUS_PAUSED && stt == DURO_STATUS_TERMINATED)
+      break;
+    proc_sleep_ms(25);
+  }
+  ck_assert_str_eq(duro_status_name(sp), "paused");
+  ck_assert_str_eq(duro_status_name(stt), "terminated");
+  ck_assert(!file_contains(c.log, "exec held-p 2"));
+  ck_assert(!file_contains(c.log, "exec held-t 2"));
+  kill(pid, SIGTERM);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  remove_env(&c);
+}
+END_TEST
 
 START_TEST(kill_9_full) { crash_loop("full"); }
 END_TEST
@@ -289,6 +361,7 @@ int main(void) {
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, kill_9_full);
   tcase_add_test(tc, kill_9_normal);
+  tcase_add_test(tc, acknowledged_control_survives_kill_9);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

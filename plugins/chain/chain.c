@@ -25,6 +25,7 @@
 typedef struct chain_step {
   const char *instance;
   int index;
+  int hold_ms; /* how long step 1 takes (params "hold_ms") */
 } chain_step;
 
 static void append_line(const char *kind, const char *instance, int index,
@@ -59,8 +60,10 @@ static int run_step(duro_attempt *a, void *arg) {
   snprintf(token, sizeof token, "%d-%lld%09ld", (int)getpid(),
            (long long)ts.tv_sec, ts.tv_nsec);
   append_line("exec", cs->instance, cs->index, token);
-  /* A little work, so kills land inside callbacks too. */
-  struct timespec nap = {0, 300 * 1000};
+  /* A little work, so kills land inside callbacks too; step 1 can be made
+   * long, to hold the instance running while a test sends requests. */
+  long us = cs->index == 1 && cs->hold_ms > 0 ? cs->hold_ms * 1000L : 300;
+  struct timespec nap = {us / 1000000, (us % 1000000) * 1000};
   nanosleep(&nap, NULL);
   char json[96];
   snprintf(json, sizeof json, "\"%s\"", token);
@@ -78,8 +81,10 @@ static duro_rc chain(duro_step *step, const duro_event *ev, duro_env *env) {
   (void)env;
   int n = param(ev->params, "steps", 10);
   int nap_every = param(ev->params, "nap_every", 0);
+  int hold_ms = param(ev->params, "hold_ms", 0);
   for (int i = 1; i <= n; i++) {
-    chain_step cs = {.instance = ev->instance_id, .index = i};
+    chain_step cs = {
+        .instance = ev->instance_id, .index = i, .hold_ms = hold_ms};
     const char *result;
     DURO_TRY(duro_do(step, "step", NULL, run_step, &cs, &result));
     /* strip the quotes of the JSON string */
