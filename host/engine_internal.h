@@ -86,8 +86,9 @@ struct duro_engine {
   } m;
 };
 
-/* Runs one activation of the instance behind `ent` (state ACTIVE), writes
- * its outcome, and returns the status it stored. step.c. */
+/* Runs one activation of the instance behind `ent` (state ACTIVE) and
+ * queues its outcome for commit; engine_activation_done follows once that
+ * commit landed, possibly on another thread. step.c. */
 void activation_run(duro_engine *e, entry *ent);
 
 /* Called by activation_run once it knows the workflow: takes one of its

@@ -1,12 +1,14 @@
 /* step.c — one activation of an instance, and the step API plugins call
  * through the duro_api table.
  *
- * An activation loads the instance's journal (steps and unconsumed events)
- * once, calls the workflow's run(), and answers each step call from the
- * journal when it can (replay) or by doing the step.  Writes accumulate in
- * a batch; the batch is committed durably before a duro_do result is handed
- * back (a completed step is on disk before anything after it runs) and when
- * the activation ends, with the instance's new row.
+ * An activation loads the instance's journal (its steps; events on the
+ * first wait) once, calls the workflow's run(), and answers each step call
+ * from the journal when it can (replay) or by doing the step.  Writes
+ * accumulate in a batch; the batch is committed durably before a duro_do
+ * result is handed back (a completed step is on disk before anything after
+ * it runs).  When run() returns, the rest of the batch and the instance's
+ * new row are committed asynchronously: the worker moves on, and
+ * on_final_commit lets the engine release the instance once they landed.
  *
  * Suspension is sticky: once a step call decides the instance must yield
  * (sleep, back-off, event wait, pause, terminate, shutdown) every later call
