@@ -854,7 +854,7 @@ config *config_parse(const char *name, const char *text, size_t len, char *err,
   cfg->http.token_env = NULL;
   cfg->http.allow_insecure = 0;
   cfg->http.max_body_bytes = 1 * MiB;
-  cfg->engine.workers = 8;
+  cfg->engine.workers = 64;
   cfg->engine.max_step_result = 1 * MiB;
   cfg->engine.max_instance_state = 1 * GiB;
 

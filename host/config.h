@@ -71,7 +71,7 @@ typedef struct config {
     config_pos token_env_pos; /* (0:0 when left to the default) */
   } http;
   struct {
-    uint32_t workers;           /* activation threads, default 8 */
+    uint32_t workers;           /* activation threads, default 64 */
     int64_t max_step_result;    /* bytes, default 1 MiB */
     int64_t max_instance_state; /* bytes of params and results, 1 GiB */
   } engine;

@@ -228,7 +228,7 @@ int host_run(const char *config_path) {
   duro_engine_options opt = {
       .db_path = h.cfg->storage.path,
       .synchronous_full = h.cfg->storage.synchronous_full,
-      .workers = h.cfg->engine.workers ? h.cfg->engine.workers : 8,
+      .workers = h.cfg->engine.workers ? h.cfg->engine.workers : 64,
       .max_step_result = h.cfg->engine.max_step_result,
       .max_instance_state = h.cfg->engine.max_instance_state,
       .on_wake_change = wake_changed,

@@ -338,7 +338,7 @@ static void assert_default_sections(const config *cfg) {
   ck_assert_ptr_null(cfg->http.token_env);
   ck_assert_int_eq(cfg->http.allow_insecure, 0);
   ck_assert_int_eq(cfg->http.max_body_bytes, 1 * MiB);
-  ck_assert_uint_eq(cfg->engine.workers, 8);
+  ck_assert_uint_eq(cfg->engine.workers, 64);
   ck_assert_int_eq(cfg->engine.max_step_result, 1 * MiB);
 }
 
