@@ -42,9 +42,13 @@ typedef enum suspend_reason {
   SUSPEND_SHUTDOWN
 } suspend_reason;
 
+/* The arena: a bump allocator over 4 KiB chunks (bigger requests get a
+ * chunk of their own), freed whole when the activation ends. */
+#define ARENA_CHUNK 4096
 typedef struct arena_blk {
   struct arena_blk *next;
-  max_align_t align[];
+  size_t used, cap;
+  max_align_t data[];
 } arena_blk;
 
 struct duro_env {
@@ -99,10 +103,20 @@ static __thread duro_attempt *current_attempt;
  */
 
 static void *arena_alloc(duro_step *a, size_t n) {
-  arena_blk *b = xmalloc(sizeof *b + n);
-  b->next = a->arena;
-  a->arena = b;
-  return b->align;
+  size_t align = sizeof(max_align_t);
+  n = (n + align - 1) / align * align;
+  arena_blk *b = a->arena;
+  if (!b || b->cap - b->used < n) {
+    size_t cap = n > ARENA_CHUNK ? n : ARENA_CHUNK;
+    b = xmalloc(sizeof *b + cap);
+    b->next = a->arena;
+    b->used = 0;
+    b->cap = cap;
+    a->arena = b;
+  }
+  void *p = (char *)b->data + b->used;
+  b->used += n;
+  return p;
 }
 
 static char *arena_strdup(duro_step *a, const char *s) {
