@@ -81,17 +81,21 @@ static int cmp_i64(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static long rss_kib(void) {
+/* A line of /proc/self/status in KiB: "VmRSS" now, "VmHWM" the peak. */
+static long status_kib(const char *field) {
   FILE *f = fopen("/proc/self/status", "r");
-  char line[256];
+  char line[256], fmt[32];
+  snprintf(fmt, sizeof fmt, "%s: %%ld kB", field);
   long kib = -1;
   while (f && fgets(line, sizeof line, f))
-    if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+    if (sscanf(line, fmt, &kib) == 1)
       break;
   if (f)
     fclose(f);
   return kib;
 }
+
+static long rss_kib(void) { return status_kib("VmRSS"); }
 
 static long long file_size(const char *path) {
   struct stat st;
@@ -444,6 +448,8 @@ static void w3_sleepers(void) {
   report("W3 to all sleeping", all_s, "s", NULL);
   report("W3 RSS before", (double)rss0 / 1024, "MiB", NULL);
   report("W3 RSS after", (double)rss1 / 1024, "MiB", NULL);
+  report("W3 RSS peak (process)", (double)status_kib("VmHWM") / 1024, "MiB",
+         NULL);
   report("W3 RSS per sleeper", (double)(rss1 - rss0) * 1024 / (double)n,
          "bytes", "~90 KiB per sleeper");
   char wal[320];

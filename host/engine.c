@@ -17,6 +17,7 @@
 #include "engine_internal.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +170,12 @@ static entry *entry_take(duro_engine *e, int64_t rowid, int state) {
 static void entry_drop(duro_engine *e, entry *ent) {
   idmap_del(&e->entries, ent->rowid);
   free(ent);
+  /* After a burst (a million instances created at once) the map and the
+   * freed entries would keep the peak's memory: give it back once idle. */
+  if (e->entries.len == 0 && e->entries.cap > 65536) {
+    idmap_free(&e->entries);
+    malloc_trim(0);
+  }
   pthread_cond_broadcast(&e->changed);
 }
 

@@ -646,6 +646,9 @@ static reader *reader_get(journal *j) {
     fprintf(stderr, "duro: %s\n", err);
     abort();
   }
+  /* A reader looks at one instance at a time: a small page cache keeps
+   * the many readers (workers, HTTP pool) from holding megabytes each. */
+  sqlite3_exec(r->db, "PRAGMA cache_size=-256", NULL, NULL, NULL);
   pthread_mutex_lock(&j->readers_mu);
   r->next = j->readers;
   j->readers = r;
