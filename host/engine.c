@@ -740,14 +740,19 @@ int duro_instance_create_batch(duro_engine *e, const char *workflow,
 /* ---- control ---------------------------------------------------------------
  */
 
-static int instance_rowid(duro_engine *e, const char *workflow, const char *id,
-                          int64_t *rowid) {
+int engine_instance_get(duro_engine *e, const char *workflow, const char *id,
+                        journal_instance *in) {
   if (!engine_find_workflow(e, workflow))
     return DURO_E_WORKFLOW_NOT_FOUND;
   if (!duro_instance_id_valid(id))
     return DURO_E_INVALID_ID;
+  return journal_instance_get(e->j, workflow, id, in);
+}
+
+static int instance_rowid(duro_engine *e, const char *workflow, const char *id,
+                          int64_t *rowid) {
   journal_instance in = {0};
-  int rc = journal_instance_get(e->j, workflow, id, &in);
+  int rc = engine_instance_get(e, workflow, id, &in);
   if (rc == 0)
     *rowid = in.rowid;
   journal_instance_clear(&in);
@@ -814,23 +819,42 @@ static int control_row(duro_engine *e, journal_instance *in, int control) {
   return rc;
 }
 
-/* Applies a pause or terminate for the CONTROL entry `ent` and ends the
- * control operation.  A request for an instance that ended meanwhile is
- * dropped. */
-static int control_apply(duro_engine *e, entry *ent, int control) {
+/* A change to the stored row of an instance a CONTROL entry holds: it may
+ * rewrite `in` and commit; its return is the operation's. */
+typedef int (*row_change_fn)(duro_engine *e, journal_instance *in, void *arg);
+
+/* Reads the row of the instance `ent` holds, applies `change`, and ends the
+ * control operation with the status the row was left in. */
+static int change_held_row(duro_engine *e, entry *ent, row_change_fn change,
+                           void *arg) {
   journal_instance in = {0};
-  int64_t rowid = ent->rowid;
-  int rc = journal_instance_get_rowid(e->j, rowid, &in);
-  if (rc == 0) {
-    rc = control_row(e, &in, control);
-    if (rc == DURO_E_CANNOT_PAUSE || rc == DURO_E_CANNOT_TERMINATE)
-      rc = persist_control(e, rowid, 0); /* ended meanwhile: drop request */
-  }
+  int rc = journal_instance_get_rowid(e->j, ent->rowid, &in);
+  if (rc == 0)
+    rc = change(e, &in, arg);
   pthread_mutex_lock(&e->mu);
   control_end(e, ent, in.status ? in.status : "");
   pthread_mutex_unlock(&e->mu);
   journal_instance_clear(&in);
   return rc;
+}
+
+static int request_row(duro_engine *e, journal_instance *in, void *arg) {
+  return control_row(e, in, *(int *)arg);
+}
+
+/* A request handed over by an activation or left by a crash: one for an
+ * instance that ended meanwhile is dropped. */
+static int handed_request_row(duro_engine *e, journal_instance *in, void *arg) {
+  int rc = control_row(e, in, *(int *)arg);
+  if (rc == DURO_E_CANNOT_PAUSE || rc == DURO_E_CANNOT_TERMINATE)
+    rc = persist_control(e, in->rowid, 0);
+  return rc;
+}
+
+/* Applies a pause or terminate for the CONTROL entry `ent` and ends the
+ * control operation. */
+static int control_apply(duro_engine *e, entry *ent, int control) {
+  return change_held_row(e, ent, handed_request_row, &control);
 }
 
 static void control_on_entry(duro_engine *e, entry *ent, int control) {
@@ -874,15 +898,7 @@ static int request_control(duro_engine *e, const char *workflow, const char *id,
     return persist_control(e, rowid, control);
   }
   pthread_mutex_unlock(&e->mu);
-  journal_instance in = {0};
-  rc = journal_instance_get_rowid(e->j, rowid, &in);
-  if (rc == 0)
-    rc = control_row(e, &in, control);
-  pthread_mutex_lock(&e->mu);
-  control_end(e, ent, in.status ? in.status : "");
-  pthread_mutex_unlock(&e->mu);
-  journal_instance_clear(&in);
-  return rc;
+  return change_held_row(e, ent, request_row, &control);
 }
 
 int duro_instance_pause(duro_engine *e, const char *workflow, const char *id) {
@@ -892,6 +908,32 @@ int duro_instance_pause(duro_engine *e, const char *workflow, const char *id) {
 int duro_instance_terminate(duro_engine *e, const char *workflow,
                             const char *id) {
   return request_control(e, workflow, id, JOURNAL_CONTROL_TERMINATE);
+}
+
+static int resume_row(duro_engine *e, journal_instance *in, void *arg) {
+  (void)arg;
+  if (strcmp(in->status, "paused") != 0)
+    return DURO_E_CANNOT_RESUME;
+  int64_t now = duro_clock_now(e->clock);
+  journal_batch b = {0};
+  /* Sleeps and timeouts were frozen while paused: move them forward by
+   * the pause's length, then let an activation re-derive the wake. */
+  if (in->paused_ms != JOURNAL_NONE && now > in->paused_ms) {
+    journal_op *op = journal_batch_add(&b, JOP_STEPS_SHIFT_WAKE);
+    op->rowid = in->rowid;
+    op->from_seq = now - in->paused_ms;
+  }
+  row_set_status(in, "queued");
+  in->paused_ms = JOURNAL_NONE;
+  in->wake_ms = JOURNAL_NONE;
+  journal_op *set = journal_batch_add(&b, JOP_INSTANCE_SET);
+  set->inst = in;
+  set->clear_control = 1;
+  int rc = journal_commit(e->j, &b);
+  journal_batch_free(&b);
+  if (rc)
+    row_set_status(in, "paused");
+  return rc;
 }
 
 int duro_instance_resume(duro_engine *e, const char *workflow, const char *id) {
@@ -911,35 +953,52 @@ int duro_instance_resume(duro_engine *e, const char *workflow, const char *id) {
     return persist_control(e, rowid, 0);
   }
   pthread_mutex_unlock(&e->mu);
-  journal_instance in = {0};
-  rc = journal_instance_get_rowid(e->j, rowid, &in);
-  if (rc == 0 && strcmp(in.status, "paused") != 0)
-    rc = DURO_E_CANNOT_RESUME;
-  if (rc == 0) {
-    int64_t now = duro_clock_now(e->clock);
-    journal_batch b = {0};
-    /* Sleeps and timeouts were frozen while paused: move them forward by
-     * the pause's length, then let an activation re-derive the wake. */
-    if (in.paused_ms != JOURNAL_NONE && now > in.paused_ms) {
-      journal_op *op = journal_batch_add(&b, JOP_STEPS_SHIFT_WAKE);
-      op->rowid = rowid;
-      op->from_seq = now - in.paused_ms;
-    }
-    row_set_status(&in, "queued");
-    in.paused_ms = JOURNAL_NONE;
-    in.wake_ms = JOURNAL_NONE;
-    journal_op *set = journal_batch_add(&b, JOP_INSTANCE_SET);
-    set->inst = &in;
-    set->clear_control = 1;
-    rc = journal_commit(e->j, &b);
-    journal_batch_free(&b);
+  return change_held_row(e, ent, resume_row, NULL);
+}
+
+typedef struct restart_from {
+  const char *name; /* NULL: from the top */
+  uint32_t count;
+} restart_from;
+
+static int restart_row(duro_engine *e, journal_instance *in, void *arg) {
+  const restart_from *from = arg;
+  if (!status_ended(in->status))
+    return DURO_E_CANNOT_RESTART;
+  int64_t from_seq = -1;
+  if (from->name) {
+    journal_step *steps = NULL;
+    size_t n = 0;
+    int rc = journal_steps_load(e->j, in->rowid, &steps, &n);
+    char *key = xasprintf("%s#%u", from->name, from->count ? from->count : 1);
+    for (size_t i = 0; rc == 0 && i < n && from_seq < 0; i++)
+      if (!strcmp(steps[i].key, key))
+        from_seq = steps[i].seq;
+    free(key);
+    journal_steps_free(steps, n);
     if (rc)
-      row_set_status(&in, "paused");
+      return rc;
+    if (from_seq < 0)
+      return DURO_E_CANNOT_RESTART;
   }
-  pthread_mutex_lock(&e->mu);
-  control_end(e, ent, in.status ? in.status : "");
-  pthread_mutex_unlock(&e->mu);
-  journal_instance_clear(&in);
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_STEPS_DISCARD);
+  op->rowid = in->rowid;
+  op->from_seq = from_seq;
+  char *old = xstrdup(in->status);
+  row_set_status(in, "queued");
+  free(in->output);
+  free(in->error);
+  in->output = in->error = NULL;
+  in->started_ms = in->ended_ms = in->wake_ms = in->paused_ms = JOURNAL_NONE;
+  journal_op *set = journal_batch_add(&b, JOP_INSTANCE_SET);
+  set->inst = in;
+  set->clear_control = 1;
+  int rc = journal_commit(e->j, &b);
+  journal_batch_free(&b);
+  if (rc)
+    row_set_status(in, old);
+  free(old);
   return rc;
 }
 
@@ -955,53 +1014,8 @@ int duro_instance_restart(duro_engine *e, const char *workflow, const char *id,
   pthread_mutex_unlock(&e->mu);
   if (active)
     return DURO_E_CANNOT_RESTART;
-  journal_instance in = {0};
-  journal_step *steps = NULL;
-  size_t n = 0;
-  rc = journal_instance_get_rowid(e->j, rowid, &in);
-  if (rc == 0 && !status_ended(in.status))
-    rc = DURO_E_CANNOT_RESTART;
-  int64_t from_seq = -1;
-  if (rc == 0 && from) {
-    rc = journal_steps_load(e->j, rowid, &steps, &n);
-    char *key = xasprintf("%s#%u", from, count ? count : 1);
-    if (rc == 0) {
-      rc = DURO_E_CANNOT_RESTART;
-      for (size_t i = 0; i < n; i++)
-        if (!strcmp(steps[i].key, key)) {
-          from_seq = steps[i].seq;
-          rc = 0;
-          break;
-        }
-    }
-    free(key);
-  }
-  if (rc == 0) {
-    journal_batch b = {0};
-    journal_op *op = journal_batch_add(&b, JOP_STEPS_DISCARD);
-    op->rowid = rowid;
-    op->from_seq = from_seq;
-    char *old = xstrdup(in.status);
-    row_set_status(&in, "queued");
-    free(in.output);
-    free(in.error);
-    in.output = in.error = NULL;
-    in.started_ms = in.ended_ms = in.wake_ms = in.paused_ms = JOURNAL_NONE;
-    journal_op *set = journal_batch_add(&b, JOP_INSTANCE_SET);
-    set->inst = &in;
-    set->clear_control = 1;
-    rc = journal_commit(e->j, &b);
-    journal_batch_free(&b);
-    if (rc)
-      row_set_status(&in, old);
-    free(old);
-  }
-  journal_steps_free(steps, n);
-  pthread_mutex_lock(&e->mu);
-  control_end(e, ent, in.status ? in.status : "");
-  pthread_mutex_unlock(&e->mu);
-  journal_instance_clear(&in);
-  return rc;
+  restart_from rf = {.name = from, .count = count};
+  return change_held_row(e, ent, restart_row, &rf);
 }
 
 int duro_instance_send_event(duro_engine *e, const char *workflow,

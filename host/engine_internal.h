@@ -106,6 +106,11 @@ void engine_activation_done(duro_engine *e, entry *ent, const char *status,
                             int64_t wake_ms, int may_commit);
 
 wf_reg *engine_find_workflow(const duro_engine *e, const char *name);
+
+/* Reads an instance's row after checking the workflow and the id:
+ * DURO_E_WORKFLOW_NOT_FOUND, DURO_E_INVALID_ID, DURO_E_NOT_FOUND. */
+int engine_instance_get(duro_engine *e, const char *workflow, const char *id,
+                        journal_instance *in);
 wf_reg *engine_find_binding(const duro_engine *e, const char *binding);
 
 /* The status a reader should see: a running activation overlays the

@@ -97,12 +97,8 @@ static json_t *step_attempts(json_t *by_key, const journal_step *s) {
 int duro_instance_describe(duro_engine *e, const char *workflow, const char *id,
                            json_t **out) {
   *out = NULL;
-  if (!engine_find_workflow(e, workflow))
-    return DURO_E_WORKFLOW_NOT_FOUND;
-  if (!duro_instance_id_valid(id))
-    return DURO_E_INVALID_ID;
   journal_instance in = {0};
-  int rc = journal_instance_get(e->j, workflow, id, &in);
+  int rc = engine_instance_get(e, workflow, id, &in);
   if (rc)
     return rc;
   journal_step *steps = NULL;
