@@ -17,14 +17,15 @@ typedef struct reg {
 static reg regs[32];
 static size_t n_regs;
 
-static int64_t state_limit; /* 0 = the engine's default */
+static int64_t state_limit;     /* 0 = the engine's default */
+static uint32_t worker_threads; /* 0 = inline, on the virtual clock */
 
 static void open_engine(harness *h) {
   duro_engine_options opt = {.db_path = h->db,
                              .synchronous_full = 0,
-                             .workers = 0,
+                             .workers = worker_threads,
                              .max_instance_state = state_limit,
-                             .clock = &h->clock};
+                             .clock = worker_threads ? NULL : &h->clock};
   char err[512];
   int rc = duro_engine_open(&opt, &h->e, err, sizeof err);
   ck_assert_msg(rc == 0, "engine open: %s", err);
@@ -34,15 +35,23 @@ static void open_engine(harness *h) {
                      0);
 }
 
-void harness_open(harness *h) {
+static void harness_init(harness *h, uint32_t workers) {
   memset(h, 0, sizeof *h);
   n_regs = 0;
+  state_limit = 0;
+  worker_threads = workers;
   duro_api_ptr_ = duro_host_api();
   snprintf(h->dir, sizeof h->dir, "/tmp/duro-test-XXXXXX");
   ck_assert_ptr_nonnull(mkdtemp(h->dir));
   snprintf(h->db, sizeof h->db, "%s/duro.db", h->dir);
   duro_clock_virtual_init(&h->clock, T0_MS);
   open_engine(h);
+}
+
+void harness_open(harness *h) { harness_init(h, 0); }
+
+void harness_open_workers(harness *h, uint32_t workers) {
+  harness_init(h, workers);
 }
 
 void harness_register_binding(harness *h, const char *name, const char *binding,

@@ -27,6 +27,9 @@ typedef struct harness {
  * at T0_MS.  Register workflows with harness_register, then call
  * harness_start. */
 void harness_open(harness *h);
+/* The same with `workers` threads on the real clock: activations run as
+ * in the host (harness_run and harness_advance are not for it). */
+void harness_open_workers(harness *h, uint32_t workers);
 /* Closes and reopens the engine on the same database (a clean restart). */
 void harness_reopen(harness *h);
 /* Reopens the engine with max_instance_state = bytes. */

@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "proc.h"
+#include "suite_run.h"
 
 #ifndef DURO_BIN
 #error "build with -DDURO_BIN=\"<path of the built duro binary>\""
@@ -1315,10 +1316,7 @@ int main(void) {
     fprintf(stderr, "curl_global_init failed\n");
     return EXIT_FAILURE;
   }
-  SRunner *sr = srunner_create(cli_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  int rc = suite_run(cli_suite());
   curl_global_cleanup();
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return rc;
 }

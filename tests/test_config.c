@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "suite_run.h"
 
 #define MiB (1024LL * 1024)
 #define DAY_MS (24LL * 3600 * 1000)
@@ -759,10 +760,4 @@ static Suite *config_suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(config_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed != 0 ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return suite_run(config_suite()); }

@@ -26,6 +26,7 @@
 #include "engine.h"
 #include "map.h"
 #include "proc.h"
+#include "suite_run.h"
 
 #define N_INSTANCES 32
 #define N_STEPS 40
@@ -363,9 +364,5 @@ int main(void) {
   tcase_add_test(tc, kill_9_normal);
   tcase_add_test(tc, acknowledged_control_survives_kill_9);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed != 0;
+  return suite_run(s);
 }

@@ -7,6 +7,7 @@
 
 #include "duration.h"
 #include "duro.h"
+#include "suite_run.h"
 
 #define SEC 1000LL
 #define MIN (60 * SEC)
@@ -173,10 +174,4 @@ static Suite *duration_suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(duration_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed != 0 ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return suite_run(duration_suite()); }

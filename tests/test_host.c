@@ -37,6 +37,7 @@
 
 #include "duro.h"
 #include "proc.h"
+#include "suite_run.h"
 
 #ifndef DURO_BIN
 #error "build with -DDURO_BIN=\"<path of the built duro binary>\""
@@ -572,10 +573,4 @@ static Suite *host_suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(host_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return suite_run(host_suite()); }

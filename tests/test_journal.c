@@ -15,6 +15,7 @@
 #include "journal.h"
 #include "metrics.h"
 #include "proc.h"
+#include "suite_run.h"
 
 static char dir[64], db[96];
 
@@ -239,9 +240,5 @@ int main(void) {
   tcase_add_test(tc, opens_a_schema_1_database);
   tcase_add_test(tc, acknowledged_terminate_wins_over_a_later_pause);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed != 0;
+  return suite_run(s);
 }

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "proc.h"
+#include "suite_run.h"
 
 #define DAY_MS (24LL * 3600 * 1000)
 
@@ -162,15 +162,9 @@ static duro_rc held(duro_step *step, const duro_event *ev, duro_env *env) {
 }
 
 START_TEST(concurrency_limit_caps_running_activations) {
-  duro_api_ptr_ = duro_host_api(); /* as harness_open does */
-  char dir[] = "/tmp/duro-limits-XXXXXX";
-  ck_assert_ptr_nonnull(mkdtemp(dir));
-  char db[64];
-  snprintf(db, sizeof db, "%s/duro.db", dir);
-  duro_engine_options opt = {.db_path = db, .workers = 6};
-  duro_engine *e;
-  char err[256];
-  ck_assert_int_eq(duro_engine_open(&opt, &e, err, sizeof err), 0);
+  harness h;
+  harness_open_workers(&h, 6);
+  duro_engine *e = h.e;
   duro_workflow_limits lim = {.concurrency = 2};
   ck_assert_int_eq(duro_engine_register(e, "capped", NULL, held, &lim, NULL),
                    0);
@@ -207,9 +201,7 @@ START_TEST(concurrency_limit_caps_running_activations) {
   ck_assert_uint_ge(seen_running, 1);
   /* Six workers were free; the workflow's limit held it to two. */
   ck_assert_int_eq(max_running, 2);
-  duro_engine_close(e);
-  proc_remove_db(db);
-  rmdir(dir);
+  harness_close(&h);
 }
 END_TEST
 
@@ -221,9 +213,5 @@ int main(void) {
   tcase_add_test(tc, state_limit_fails_the_step_that_crosses_it);
   tcase_add_test(tc, concurrency_limit_caps_running_activations);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed != 0;
+  return suite_run(s);
 }

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "loader.h"
+#include "suite_run.h"
 
 #ifndef FIXTURES_DIR
 #error "build with -DFIXTURES_DIR=\"<dir holding libfixture_*.so>\""
@@ -382,10 +383,4 @@ static Suite *loader_suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(loader_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return suite_run(loader_suite()); }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "suite_run.h"
 
 #define POOL 12
 #define OPS 600
@@ -210,27 +211,12 @@ END_TEST
 /* Real workers and real time; the workflow's durations are long, so
  * instances stay mid-flight while operations race with activations. */
 START_TEST(random_lifecycles_threaded) {
-  duro_api_ptr_ = duro_host_api();
-  char dir[] = "/tmp/duro-random-XXXXXX";
-  ck_assert_ptr_nonnull(mkdtemp(dir));
-  char db[64];
-  snprintf(db, sizeof db, "%s/r.db", dir);
-  duro_engine_options opt = {.db_path = db, .workers = 4};
-  duro_engine *e;
-  char err[256];
-  ck_assert_int_eq(duro_engine_open(&opt, &e, err, sizeof err), 0);
-  ck_assert_int_eq(duro_engine_register(e, "wf", NULL, flow, NULL, NULL), 0);
-  ck_assert_int_eq(duro_engine_start(e), 0);
-  harness h = {.e = e};
+  harness h;
+  harness_open_workers(&h, 4);
+  harness_register(&h, "wf", flow);
+  harness_start(&h);
   random_ops(&h, 42, 0, "{\"fast\":1}");
-  duro_engine_close(e);
-  char path[96];
-  const char *sfx[] = {"", "-wal", "-shm"};
-  for (int i = 0; i < 3; i++) {
-    snprintf(path, sizeof path, "%s%s", db, sfx[i]);
-    unlink(path);
-  }
-  rmdir(dir);
+  harness_close(&h);
 }
 END_TEST
 
@@ -241,9 +227,5 @@ int main(void) {
   tcase_add_test(tc, random_lifecycles_inline);
   tcase_add_test(tc, random_lifecycles_threaded);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed != 0;
+  return suite_run(s);
 }

@@ -20,6 +20,7 @@
 
 #include "error.h"
 #include "harness.h"
+#include "suite_run.h"
 
 #define SEC 1000LL
 #define MIN (60 * SEC)
@@ -2164,10 +2165,4 @@ static Suite *steps_suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(steps_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return suite_run(steps_suite()); }
