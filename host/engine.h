@@ -167,6 +167,15 @@ int duro_instance_id_valid(const char *id);
  * 0 means every instance is waiting, paused or ended. */
 size_t duro_engine_in_flight(duro_engine *e);
 
+/* Group commits so far: transactions, the write batches they carried, and
+ * the time spent committing (what /metrics reports, as numbers). */
+typedef struct duro_journal_stats {
+  uint64_t commits;
+  uint64_t batches;
+  uint64_t commit_us;
+} duro_journal_stats;
+void duro_engine_journal_stats(duro_engine *e, duro_journal_stats *out);
+
 /* The Prometheus text for GET /metrics, malloc'ed (caller frees). */
 char *duro_engine_metrics(duro_engine *e);
 

@@ -255,6 +255,13 @@ size_t duro_engine_in_flight(duro_engine *e) {
   return n;
 }
 
+void duro_engine_journal_stats(duro_engine *e, duro_journal_stats *out) {
+  const metrics_hist *h = journal_commit_latency(e->j);
+  out->commits = __atomic_load_n(&h->count, __ATOMIC_RELAXED);
+  out->commit_us = __atomic_load_n(&h->sum_us, __ATOMIC_RELAXED);
+  out->batches = journal_batches_committed(e->j);
+}
+
 char *duro_engine_metrics(duro_engine *e) {
   char *text = NULL;
   size_t len = 0;
