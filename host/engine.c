@@ -875,15 +875,26 @@ static int apply_control_idle(duro_engine *e, int64_t rowid, int control) {
   return control_apply(e, ent, control);
 }
 
+/* Finds the instance and takes it for a control operation.  Returns 0 with
+ * mu held and either *ent (its CONTROL entry) or *active (an activation
+ * runs it) set; or an error, without mu. */
+static int control_enter(duro_engine *e, const char *workflow, const char *id,
+                         int64_t *rowid, entry **ent, entry **active) {
+  int rc = instance_rowid(e, workflow, id, rowid);
+  if (rc)
+    return rc;
+  pthread_mutex_lock(&e->mu);
+  *ent = control_begin(e, *rowid, active);
+  return 0;
+}
+
 static int request_control(duro_engine *e, const char *workflow, const char *id,
                            int control) {
   int64_t rowid;
-  int rc = instance_rowid(e, workflow, id, &rowid);
+  entry *ent, *active;
+  int rc = control_enter(e, workflow, id, &rowid, &ent, &active);
   if (rc)
     return rc;
-  entry *active;
-  pthread_mutex_lock(&e->mu);
-  entry *ent = control_begin(e, rowid, &active);
   if (active) {
     if (control == JOURNAL_CONTROL_PAUSE && active->terminate_req) {
       pthread_mutex_unlock(&e->mu);
@@ -938,12 +949,10 @@ static int resume_row(duro_engine *e, journal_instance *in, void *arg) {
 
 int duro_instance_resume(duro_engine *e, const char *workflow, const char *id) {
   int64_t rowid;
-  int rc = instance_rowid(e, workflow, id, &rowid);
+  entry *ent, *active;
+  int rc = control_enter(e, workflow, id, &rowid, &ent, &active);
   if (rc)
     return rc;
-  entry *active;
-  pthread_mutex_lock(&e->mu);
-  entry *ent = control_begin(e, rowid, &active);
   if (active) {
     /* waitingForPause: withdraw the request before it takes effect */
     int pending = __atomic_exchange_n(&active->pause_req, 0, __ATOMIC_ACQ_REL);
@@ -1005,12 +1014,10 @@ static int restart_row(duro_engine *e, journal_instance *in, void *arg) {
 int duro_instance_restart(duro_engine *e, const char *workflow, const char *id,
                           const char *from, uint32_t count) {
   int64_t rowid;
-  int rc = instance_rowid(e, workflow, id, &rowid);
+  entry *ent, *active;
+  int rc = control_enter(e, workflow, id, &rowid, &ent, &active);
   if (rc)
     return rc;
-  entry *active;
-  pthread_mutex_lock(&e->mu);
-  entry *ent = control_begin(e, rowid, &active);
   pthread_mutex_unlock(&e->mu);
   if (active)
     return DURO_E_CANNOT_RESTART;

@@ -217,6 +217,12 @@ static const char *next_key(duro_step *a, const char *name, uint32_t *count) {
     strmap_put(&a->name_counts, name, (void *)c); /* key already present */
   *count = (uint32_t)c;
   a->seq++;
+  /* Every step call, replayed or not, makes a key: format it on the stack
+   * and copy it into the arena, no heap round trip. */
+  char key[256];
+  int n = snprintf(key, sizeof key, "%s#%u", name, (unsigned)c);
+  if (n >= 0 && (size_t)n < sizeof key)
+    return arena_strdup(a, key);
   return arena_printf(a, "%s#%u", name, (unsigned)c);
 }
 
