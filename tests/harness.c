@@ -18,6 +18,8 @@ static reg regs[32];
 static size_t n_regs;
 
 static int64_t state_limit;     /* 0 = the engine's default */
+static ledger *crash_ledger;    /* NULL = the engine's private one */
+static uint32_t max_crashes;    /* 0 = the engine's default */
 static uint32_t worker_threads; /* 0 = inline, on the virtual clock */
 
 static void open_engine(harness *h) {
@@ -25,6 +27,8 @@ static void open_engine(harness *h) {
                              .synchronous_full = 0,
                              .workers = worker_threads,
                              .max_instance_state = state_limit,
+                             .ledger = crash_ledger,
+                             .max_crashes = max_crashes,
                              .clock = worker_threads ? NULL : &h->clock};
   char err[512];
   int rc = duro_engine_open(&opt, &h->e, err, sizeof err);
@@ -39,6 +43,8 @@ static void harness_init(harness *h, uint32_t workers) {
   memset(h, 0, sizeof *h);
   n_regs = 0;
   state_limit = 0;
+  crash_ledger = NULL;
+  max_crashes = 0;
   worker_threads = workers;
   duro_api_ptr_ = duro_host_api();
   snprintf(h->dir, sizeof h->dir, "/tmp/duro-test-XXXXXX");
@@ -70,6 +76,12 @@ void harness_start(harness *h) { ck_assert_int_eq(duro_engine_start(h->e), 0); }
 
 void harness_set_state_limit(harness *h, int64_t bytes) {
   state_limit = bytes;
+  harness_reopen(h);
+}
+
+void harness_set_ledger(harness *h, ledger *l, uint32_t crashes) {
+  crash_ledger = l;
+  max_crashes = crashes;
   harness_reopen(h);
 }
 

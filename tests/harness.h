@@ -13,6 +13,7 @@
 #include "clock.h"
 #include "duro.h"
 #include "engine.h"
+#include "ledger.h"
 
 #define T0_MS 1767225600000LL /* 2026-01-01T00:00:00Z */
 
@@ -34,6 +35,10 @@ void harness_open_workers(harness *h, uint32_t workers);
 void harness_reopen(harness *h);
 /* Reopens the engine with max_instance_state = bytes. */
 void harness_set_state_limit(harness *h, int64_t bytes);
+/* Reopens the engine with the crash ledger `l` (borrowed; the test frees
+ * it after harness_close) and engine.max_crashes = crashes (0: default):
+ * its start records what the ledger's last view holds. */
+void harness_set_ledger(harness *h, ledger *l, uint32_t crashes);
 void harness_start(harness *h);
 void harness_close(harness *h);
 void harness_register(harness *h, const char *name, duro_run_fn run);

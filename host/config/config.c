@@ -298,6 +298,10 @@ static const field engine_fields[] = {
      1, GiB, NULL},
     {"max_instance_state", K_I64, offsetof(config, engine.max_instance_state),
      false, 1, 64 * GiB, NULL},
+    {"max_crashes", K_U32, offsetof(config, engine.max_crashes), false, 1, 100,
+     NULL},
+    {"shutdown_grace", K_DURATION, offsetof(config, engine.shutdown_grace_ms),
+     false, 0, HOUR_MS, NULL},
 };
 static const schema engine_schema =
     SCHEMA("engine", "in engine", -1, engine_fields);
@@ -857,6 +861,8 @@ config *config_parse(const char *name, const char *text, size_t len, char *err,
   cfg->engine.workers = 64;
   cfg->engine.max_step_result = 1 * MiB;
   cfg->engine.max_instance_state = 1 * GiB;
+  cfg->engine.max_crashes = 3;
+  cfg->engine.shutdown_grace_ms = 30 * SECOND_MS;
 
   if (!yaml_parser_initialize(&yp)) {
     fprintf(stderr, "duro: out of memory creating a YAML parser\n");

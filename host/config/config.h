@@ -74,6 +74,10 @@ typedef struct config {
     uint32_t workers;           /* activation threads, default 64 */
     int64_t max_step_result;    /* bytes, default 1 MiB */
     int64_t max_instance_state; /* bytes of params and results, 1 GiB */
+    uint32_t max_crashes;       /* crashes of a step that error its
+                                   instance, default 3 */
+    int64_t shutdown_grace_ms;  /* a stop waits this long for running
+                                   attempts, default 30 s */
   } engine;
   config_plugin *plugins;
   size_t n_plugins;

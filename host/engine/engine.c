@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 
 #include "error.h"
 #include "log.h"
@@ -135,7 +136,7 @@ wf_reg *engine_find_binding(const duro_engine *e, const char *binding) {
 int duro_engine_register(duro_engine *e, const char *name, const char *binding,
                          duro_run_fn run, const duro_workflow_limits *limits,
                          const char *build) {
-  if (!name || !run || engine_find_workflow(e, name) || e->threads)
+  if (!name || !run || engine_find_workflow(e, name) || e->workers)
     return DURO_E_INVALID_ARGUMENT;
   /* Registration happens before start; nothing holds pointers yet, so the
    * array may move. */
@@ -333,9 +334,21 @@ int duro_engine_open(const duro_engine_options *opt, duro_engine **out,
     free(e);
     return rc;
   }
+  e->ledger = opt->ledger;
+  if (!e->ledger) {
+    e->ledger = ledger_create_private(ledger_slots_for(opt->workers));
+    e->own_ledger = 1;
+    if (!e->ledger) {
+      fprintf(stderr, "duro: out of memory\n");
+      abort();
+    }
+  }
+  e->max_crashes = opt->max_crashes ? opt->max_crashes : 3;
+  e->max_stuck = opt->max_hung ? opt->max_hung : opt->workers;
   pthread_mutex_init(&e->mu, NULL);
   pthread_cond_init(&e->work, NULL);
   pthread_cond_init(&e->changed, NULL);
+  pthread_cond_init(&e->watch, NULL);
   *out = e;
   return 0;
 }
@@ -411,10 +424,37 @@ static void run_claimed(duro_engine *e, entry *ent, int control) {
     activation_run(e, ent);
 }
 
+static __thread worker *current_worker;
+static __thread ledger_slot *current_slot;
+
+worker *engine_thread_worker(void) { return current_worker; }
+ledger_slot *engine_thread_slot(void) { return current_slot; }
+
+/* A worker leaves (mu held): stopping, or its hung attempt returned after
+ * a replacement took its place. */
+static void worker_exit_locked(duro_engine *e, worker *w) {
+  if (w->abandoned) {
+    e->stuck--;
+    free(w->hung_workflow);
+    free(w->hung_id);
+    free(w->hung_key);
+    w->hung_workflow = w->hung_id = w->hung_key = NULL;
+  } else {
+    e->live--;
+  }
+  w->exited = 1;
+  pthread_cond_broadcast(&e->changed);
+}
+
 static void *worker_main(void *arg) {
-  duro_engine *e = arg;
+  worker *w = arg;
+  duro_engine *e = w->e;
+  current_worker = w;
+  current_slot = w->slot;
+  ledger_thread_bind(e->ledger, w->slot);
+  ledger_thread_altstack();
   pthread_mutex_lock(&e->mu);
-  while (!e->stopping) {
+  while (!e->stopping && !w->abandoned) {
     entry *ent = runnable_pop(e);
     if (!ent) {
       pthread_cond_wait(&e->work, &e->mu);
@@ -425,38 +465,98 @@ static void *worker_main(void *arg) {
     run_claimed(e, ent, control);
     pthread_mutex_lock(&e->mu);
   }
+  worker_exit_locked(e, w);
   pthread_mutex_unlock(&e->mu);
+  ledger_release(e->ledger, w->slot);
   return NULL;
 }
 
+int engine_spawn_worker_locked(duro_engine *e) {
+  worker *w = xcalloc(1, sizeof *w);
+  w->e = e;
+  w->slot = ledger_claim(e->ledger, LEDGER_IDLE);
+  pthread_mutex_init(&w->mu, NULL);
+  if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+    ledger_release(e->ledger, w->slot);
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+    return DURO_E_IO;
+  }
+  e->workers = xrealloc(e->workers, (e->n_workers + 1) * sizeof *e->workers);
+  e->workers[e->n_workers++] = w;
+  e->live++;
+  return 0;
+}
+
 int duro_engine_start(duro_engine *e) {
-  int rc = recover(e);
+  int rc = engine_record_crashes(e);
+  if (rc == 0)
+    rc = recover(e);
   if (rc)
     return rc;
   duro_engine_poll_due(e);
   if (e->opt.workers == 0)
     return 0;
-  e->threads = xcalloc(e->opt.workers, sizeof *e->threads);
-  for (uint32_t i = 0; i < e->opt.workers; i++) {
-    if (pthread_create(&e->threads[i], NULL, worker_main, e) != 0) {
+  pthread_mutex_lock(&e->mu);
+  for (uint32_t i = 0; i < e->opt.workers && rc == 0; i++)
+    if ((rc = engine_spawn_worker_locked(e)) != 0)
       log_error("cannot start worker thread %u", i);
-      return DURO_E_IO;
+  pthread_mutex_unlock(&e->mu);
+  if (rc == 0 &&
+      pthread_create(&e->watchdog, NULL, engine_watchdog_main, e) == 0)
+    e->watchdog_started = 1;
+  return rc;
+}
+
+uint32_t duro_engine_stop(duro_engine *e, int64_t grace_ms) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  if (grace_ms >= 0) {
+    until.tv_sec += grace_ms / 1000;
+    until.tv_nsec += (grace_ms % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000;
     }
-    e->n_threads++;
   }
-  return 0;
+  pthread_mutex_lock(&e->mu);
+  __atomic_store_n(&e->stopping, 1, __ATOMIC_RELEASE);
+  pthread_cond_broadcast(&e->work);
+  pthread_cond_broadcast(&e->watch);
+  while (e->live > 0) {
+    if (grace_ms < 0)
+      pthread_cond_wait(&e->changed, &e->mu);
+    else if (pthread_cond_timedwait(&e->changed, &e->mu, &until) != 0)
+      break;
+  }
+  uint32_t left = e->live + e->stuck;
+  pthread_mutex_unlock(&e->mu);
+  if (e->watchdog_started) {
+    pthread_join(e->watchdog, NULL);
+    e->watchdog_started = 0;
+  }
+  return left;
 }
 
 void duro_engine_close(duro_engine *e) {
   if (!e)
     return;
+  duro_engine_stop(e, -1);
   pthread_mutex_lock(&e->mu);
-  __atomic_store_n(&e->stopping, 1, __ATOMIC_RELEASE);
-  pthread_cond_broadcast(&e->work);
+  uint32_t stuck = e->stuck;
   pthread_mutex_unlock(&e->mu);
-  for (uint32_t i = 0; i < e->n_threads; i++)
-    pthread_join(e->threads[i], NULL);
-  free(e->threads);
+  if (stuck) {
+    /* Their threads still use the engine: it goes with the process. */
+    log_warn("%u hung attempt(s) still running: the engine is not freed",
+             stuck);
+    return;
+  }
+  for (uint32_t i = 0; i < e->n_workers; i++) {
+    pthread_join(e->workers[i]->thread, NULL);
+    pthread_mutex_destroy(&e->workers[i]->mu);
+    free(e->workers[i]);
+  }
+  free(e->workers);
   /* Entries still queued were never started: their rows say queued or
    * waiting, which recovery handles. */
   entry *ent;
@@ -473,9 +573,12 @@ void duro_engine_close(duro_engine *e) {
     free(e->wfs[i].build);
   }
   free(e->wfs);
+  if (e->own_ledger)
+    ledger_free(e->ledger);
   pthread_mutex_destroy(&e->mu);
   pthread_cond_destroy(&e->work);
   pthread_cond_destroy(&e->changed);
+  pthread_cond_destroy(&e->watch);
   free(e);
 }
 
@@ -540,6 +643,12 @@ int64_t duro_engine_next_wake(duro_engine *e) {
 size_t duro_engine_run_until_idle(duro_engine *e) {
   size_t ran = 0;
   duro_engine_poll_due(e);
+  /* The calling thread runs plugin code: it takes a ledger slot while it
+   * does (none left: it runs without one). */
+  ledger_slot *slot = ledger_claim(e->ledger, LEDGER_IDLE);
+  ledger_slot *outer = current_slot;
+  current_slot = slot;
+  ledger_thread_bind(e->ledger, slot);
   pthread_mutex_lock(&e->mu);
   for (;;) {
     entry *ent = runnable_pop(e);
@@ -552,6 +661,9 @@ size_t duro_engine_run_until_idle(duro_engine *e) {
     pthread_mutex_lock(&e->mu);
   }
   pthread_mutex_unlock(&e->mu);
+  current_slot = outer;
+  ledger_release(e->ledger, slot);
+  ledger_thread_bind(e->ledger, outer);
   return ran;
 }
 
@@ -906,7 +1018,12 @@ static int request_control(duro_engine *e, const char *workflow, const char *id,
       __atomic_store_n(&active->terminate_req, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&e->mu);
     /* Persist the request: the activation may still run for a while. */
-    return persist_control(e, rowid, control);
+    int rc = persist_control(e, rowid, control);
+    /* An attempt hung past its timeout will not reach a step boundary:
+     * give up on it now, and the release applies the terminate. */
+    if (rc == 0 && control == JOURNAL_CONTROL_TERMINATE)
+      engine_abandon_entry(e, active);
+    return rc;
   }
   pthread_mutex_unlock(&e->mu);
   return change_held_row(e, ent, request_row, &control);

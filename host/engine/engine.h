@@ -52,6 +52,16 @@ typedef struct duro_engine_options {
   /* bytes of params, step results and errors per instance; 0 = 1 GiB */
   int64_t max_instance_state;
   duro_clock *clock; /* NULL = real clock; borrowed */
+  /* The crash ledger (engine/ledger.h), borrowed: shared with the
+   * supervisor under `duro run`.  NULL = a private one (nothing outlives
+   * a crash).  Its slots must be at least ledger_slots_for(workers). */
+  struct ledger *ledger;
+  /* Crashes of one step after which its instance ends errored with
+   * plugin.crashed; 0 = 3. */
+  uint32_t max_crashes;
+  /* Workers stuck in hung attempts that get a replacement; 0 = as many
+   * as `workers`. */
+  uint32_t max_hung;
   /* Called (from any thread) when the earliest wake time may have moved
    * earlier; the host re-arms its timer from duro_engine_next_wake(). */
   void (*on_wake_change)(void *ctx);
@@ -82,8 +92,19 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
 int duro_engine_start(duro_engine *e);
 
 /* Stops workers after their activations end (each suspends at its next
- * step boundary) and closes the journal. */
+ * step boundary), waiting at most grace_ms (< 0: as long as it takes).
+ * Returns how many attempts were still running when it gave up; then the
+ * engine must not be closed (threads still use it): the process exits. */
+uint32_t duro_engine_stop(duro_engine *e, int64_t grace_ms);
+
+/* duro_engine_stop without a deadline, then closes the journal and frees
+ * the engine (left allocated if a hung attempt's thread still runs). */
 void duro_engine_close(duro_engine *e);
+
+/* {"status":"ok"}, or {"status":"degraded","hung":[{"workflow","id",
+ * "step","attempt","running_ms"}], "stuck_workers", "stuck_cap"}: hung
+ * attempts whose threads still run. Caller owns it. */
+json_t *duro_engine_health(duro_engine *e);
 
 /* Runs runnable activations on this thread until none is left (queues due
  * wakes first). Returns how many activations ran. */

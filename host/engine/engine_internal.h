@@ -14,6 +14,7 @@
 
 #include "engine.h"
 #include "journal.h"
+#include "ledger.h"
 #include "map.h"
 #include "metrics.h"
 
@@ -55,6 +56,24 @@ typedef struct entry {
                           readers see as "running" */
 } entry;
 
+/* A worker thread.  Its `mu` is the handshake between the end of an
+ * attempt and the watchdog: whoever takes it first decides whether the
+ * attempt's outcome counts (the worker) or was given up on (the
+ * watchdog, once the attempt is past its deadline). */
+typedef struct worker {
+  duro_engine *e;
+  pthread_t thread;
+  ledger_slot *slot;
+  pthread_mutex_t mu;
+  struct duro_attempt *attempt; /* the callback running now (mu) */
+  int abandoned;                /* its attempt was given up on (mu) */
+  /* What it hangs in, once abandoned, for /healthz (engine mu). */
+  char *hung_workflow, *hung_id, *hung_key;
+  uint32_t hung_attempt;
+  int64_t hung_since_ms;
+  int exited; /* worker_main returned (engine mu) */
+} worker;
+
 struct duro_engine {
   duro_engine_options opt;
   duro_clock *clock;
@@ -71,8 +90,21 @@ struct duro_engine {
   entry_fifo runnable;
   int64_t polled_through; /* poll_due has queued every wake up to here */
   int stopping;
-  pthread_t *threads;
-  uint32_t n_threads;
+  /* Worker threads (never freed while the engine lives: the watchdog and
+   * stuck threads hold pointers); guarded by mu. */
+  worker **workers;
+  uint32_t n_workers;
+  uint32_t live;  /* workers in worker_main, not abandoned */
+  uint32_t stuck; /* abandoned workers still inside a plugin callback */
+  uint32_t max_stuck;
+  int stuck_cap_logged;
+  pthread_t watchdog;
+  int watchdog_started;
+  pthread_cond_t watch; /* wakes the watchdog early: stopping */
+
+  ledger *ledger;
+  int own_ledger;
+  uint32_t max_crashes;
 
   /* GET /metrics; updated with relaxed atomics from any thread */
   struct {
@@ -85,6 +117,53 @@ struct duro_engine {
     metrics_hist attempt_us;
   } m;
 };
+
+/* The calling thread's worker (NULL when activations run inline) and its
+ * ledger slot (NULL when it has none).  engine.c. */
+worker *engine_thread_worker(void);
+ledger_slot *engine_thread_slot(void);
+
+/* Records the attempts a dead engine's ledger holds as failed attempts
+ * `plugin.crashed`, erroring an instance whose step reached max_crashes.
+ * Runs at start, before any activation.  faults.c. */
+int engine_record_crashes(duro_engine *e);
+
+/* Gives up on the attempt worker `w` runs if it is past its deadline
+ * (and, when `ent` is not NULL, belongs to that entry): records it as
+ * failed, releases the instance, and starts a replacement worker.
+ * Returns 1 when it did.  Call without mu.  faults.c. */
+int engine_abandon_hung(duro_engine *e, worker *w, entry *ent);
+
+/* What the watchdog keeps of an attempt it gives up on: copies, owned. */
+typedef struct hung_attempt {
+  entry *ent;
+  int64_t rowid;
+  char *workflow, *id, *where, *build;
+  journal_step step; /* status "waiting"; its strings owned */
+  uint32_t number;
+  int64_t started_ms;
+  char *message; /* the TimeoutError's */
+} hung_attempt;
+
+/* Copies what the watchdog needs of attempt `at`, still running (call
+ * with its worker's mu held, so the attempt cannot end meanwhile).
+ * step.c. */
+struct duro_attempt;
+/* 1 when `at` is past its deadline (and runs for `ent`, unless NULL). */
+int attempt_is_hung(const struct duro_attempt *at, int64_t now,
+                    const entry *ent);
+void attempt_describe(const struct duro_attempt *at, hung_attempt *out);
+void hung_attempt_clear(hung_attempt *h);
+
+/* Gives up on whichever hung attempt runs for entry `ent` (a terminate
+ * calls it).  Returns 1 when it did.  faults.c. */
+int engine_abandon_entry(duro_engine *e, entry *ent);
+
+/* The watchdog thread: looks for hung attempts every 100 ms. faults.c. */
+void *engine_watchdog_main(void *arg);
+
+/* Starts one more worker thread (mu held).  engine.c. */
+int engine_spawn_worker_locked(duro_engine *e);
 
 /* Runs one activation of the instance behind `ent` (state ACTIVE) and
  * queues its outcome for commit; engine_activation_done follows once that

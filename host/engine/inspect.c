@@ -278,14 +278,18 @@ char *duro_engine_metrics(duro_engine *e) {
   size_t active = e->entries.len, queued = 0;
   for (entry *ent = e->runnable.head; ent; ent = ent->next)
     queued++;
+  uint32_t hung = e->stuck;
   pthread_mutex_unlock(&e->mu);
   fprintf(out,
           "# HELP duro_runnable Instances queued for a worker.\n"
           "# TYPE duro_runnable gauge\nduro_runnable %zu\n"
           "# HELP duro_in_flight Instances runnable, running or under "
           "a control operation.\n# TYPE duro_in_flight gauge\n"
-          "duro_in_flight %zu\n",
-          queued, active);
+          "duro_in_flight %zu\n"
+          "# HELP duro_attempts_hung Attempts given up on past their "
+          "timeout whose callbacks still run (each holds a thread).\n"
+          "# TYPE duro_attempts_hung gauge\nduro_attempts_hung %u\n",
+          queued, active, hung);
   const struct {
     const char *name, *help;
     const uint64_t *value;

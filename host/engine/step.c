@@ -39,7 +39,8 @@ typedef enum suspend_reason {
   SUSPEND_WAIT, /* sleep, back-off or event: a wake time is set */
   SUSPEND_PAUSE,
   SUSPEND_TERMINATE,
-  SUSPEND_SHUTDOWN
+  SUSPEND_SHUTDOWN,
+  SUSPEND_ABANDONED /* the watchdog gave up on a hung attempt */
 } suspend_reason;
 
 /* The arena: a bump allocator over 4 KiB chunks (bigger requests get a
@@ -83,13 +84,15 @@ struct duro_step {
   const char *where; /* "workflow/id", for logs */
   int storage_failed;
   journal_instance final_row; /* the row the last commit stores */
+  worker *worker;             /* NULL when run inline */
+  ledger_slot *slot;          /* the thread's crash-ledger slot, or NULL */
 };
 
 struct duro_attempt {
   duro_step *act;
   journal_step *step;
   uint32_t number;
-  int64_t deadline_ms;
+  int64_t started_ms, deadline_ms, timeout_ms;
   const char *idempotency_key;
   char *result; /* malloc'ed copy */
   char *message;
@@ -339,6 +342,125 @@ static int read_config(duro_step *a, const char *key,
   return 0;
 }
 
+/* The callback is about to run: the ledger says so (should the process
+ * die inside it, the next engine counts a crash), and the watchdog may
+ * find it through the worker. */
+static void attempt_begin(duro_step *a, duro_attempt *at) {
+  ledger_slot *sl = a->slot;
+  if (sl) {
+    const journal_step *s = at->step;
+    sl->rowid = a->inst.rowid;
+    sl->attempt = at->number;
+    sl->count = s->count;
+    sl->seq = s->seq;
+    sl->started_ms = at->started_ms;
+    sl->deadline_ms = at->deadline_ms;
+    sl->step_started_ms = s->started_ms;
+    ledger_copy(sl->key, sizeof sl->key, s->key);
+    ledger_copy(sl->name, sizeof sl->name, s->name);
+    ledger_set_state(sl, LEDGER_ATTEMPT);
+  }
+  if (a->worker) {
+    pthread_mutex_lock(&a->worker->mu);
+    a->worker->attempt = at;
+    pthread_mutex_unlock(&a->worker->mu);
+  }
+}
+
+/* The callback returned.  Returns 1 when the watchdog gave up on it
+ * meanwhile: then nothing of the activation may be written any more. */
+static int attempt_end(duro_step *a) {
+  int abandoned = 0;
+  if (a->worker) {
+    pthread_mutex_lock(&a->worker->mu);
+    abandoned = a->worker->abandoned;
+    a->worker->attempt = NULL;
+    pthread_mutex_unlock(&a->worker->mu);
+  }
+  if (abandoned) {
+    a->suspended = 1;
+    a->reason = SUSPEND_ABANDONED;
+    return 1;
+  }
+  if (a->slot)
+    ledger_set_state(a->slot, LEDGER_ACTIVATION);
+  return 0;
+}
+
+int attempt_is_hung(const duro_attempt *at, int64_t now, const entry *ent) {
+  return now > at->deadline_ms && (!ent || at->act->ent == ent);
+}
+
+void attempt_describe(const duro_attempt *at, hung_attempt *out) {
+  const duro_step *a = at->act;
+  const journal_step *s = at->step;
+  char buf[48];
+  out->ent = a->ent;
+  out->rowid = a->inst.rowid;
+  out->workflow = xstrdup(a->inst.workflow);
+  out->id = xstrdup(a->inst.id);
+  out->where = xstrdup(a->where);
+  out->build = a->wf->build ? xstrdup(a->wf->build) : NULL;
+  out->number = at->number;
+  out->started_ms = at->started_ms;
+  out->step = *s;
+  out->step.key = xstrdup(s->key);
+  out->step.name = xstrdup(s->name);
+  out->step.type = xstrdup(s->type);
+  out->step.status = xstrdup("waiting");
+  out->step.result = NULL;
+  out->step.error = NULL;
+  out->step.build = s->build ? xstrdup(s->build) : NULL;
+  out->message =
+      xasprintf("step \"%s\" attempt %u did not return within its "
+                "timeout of %s: abandoned, its late result will "
+                "be discarded",
+                s->key, at->number, format_ms(buf, sizeof buf, at->timeout_ms));
+}
+
+void hung_attempt_clear(hung_attempt *h) {
+  free(h->workflow);
+  free(h->id);
+  free(h->where);
+  free(h->build);
+  free(h->message);
+  free(h->step.key);
+  free(h->step.name);
+  free(h->step.type);
+  free(h->step.status);
+  free(h->step.error);
+  free(h->step.build);
+  memset(h, 0, sizeof *h);
+}
+
+/* The step's last attempt ended without its activation (it crashed the
+ * engine, or hung and was abandoned): apply the retry policy now that
+ * the step's configuration is known again.  Returns 1 with *rc set when
+ * the call ends here (a back-off to wait, or the retries are spent). */
+static int retry_orphaned(duro_step *a, journal_step *s, const do_config *c,
+                          duro_rc *rc) {
+  if (s->attempts == 0 || s->wake_ms != JOURNAL_NONE)
+    return 0;
+  int64_t now = now_ms(a);
+  if (s->attempts > c->limit) {
+    log_write(DURO_LOG_WARN, a->where, "step \"%s\" failed after %u attempts",
+              s->key, s->attempts);
+    s->status = "errored";
+    s->ended_ms = now;
+    put_step(a, s);
+    a->last_error = s->error;
+    *rc = DURO_ERROR;
+    return 1;
+  }
+  s->wake_ms = now + backoff_ms(c->delay_ms, c->backoff, s->attempts);
+  put_step(a, s);
+  metrics_add(&a->e->m.retries_scheduled, 1);
+  if (now >= s->wake_ms)
+    return 0;
+  *rc = suspend_until(a, s->wake_ms, NULL);
+  return 1;
+}
+
 static duro_rc api_do(duro_step *a, const char *name,
                       const duro_step_config *cfg, duro_step_fn fn, void *arg,
                       const char **result) {
@@ -379,6 +501,8 @@ static duro_rc api_do(duro_step *a, const char *name,
     s = new_step(a, key, name, count, "do");
     a->n_do++;
   }
+  if (retry_orphaned(a, s, &c, &rc))
+    return rc;
   int64_t started = now_ms(a);
   if (s->wake_ms != JOURNAL_NONE && started < s->wake_ms)
     return suspend_until(a, s->wake_ms, NULL); /* back-off not over */
@@ -387,14 +511,22 @@ static duro_rc api_do(duro_step *a, const char *name,
       .act = a,
       .step = s,
       .number = s->attempts + 1,
+      .started_ms = started,
       .deadline_ms = started + c.timeout_ms,
+      .timeout_ms = c.timeout_ms,
       .idempotency_key = arena_printf(a, "%s/%s", a->inst.id, key),
   };
   current_attempt = &at;
+  attempt_begin(a, &at);
   int64_t t0 = metrics_now_us();
   int fn_rc = fn(&at, arg);
   metrics_hist_observe(&a->e->m.attempt_us, metrics_now_us() - t0);
   current_attempt = NULL;
+  if (attempt_end(a)) {
+    free(at.result);
+    free(at.message);
+    return DURO_SUSPEND; /* its outcome was recorded as a timeout */
+  }
   int64_t ended = now_ms(a);
 
   const char *err_name = NULL;
@@ -720,8 +852,10 @@ static int64_t api_attempt_deadline_ms(const duro_attempt *at) {
 }
 
 static int api_attempt_cancelled(const duro_attempt *at) {
+  const worker *w = at->act->worker;
   return now_ms(at->act) > at->deadline_ms ||
-         __atomic_load_n(&at->act->e->stopping, __ATOMIC_ACQUIRE);
+         __atomic_load_n(&at->act->e->stopping, __ATOMIC_ACQUIRE) ||
+         (w && __atomic_load_n(&w->abandoned, __ATOMIC_ACQUIRE));
 }
 
 /* ---- bindings
@@ -927,6 +1061,14 @@ void activation_run(duro_engine *e, entry *ent) {
     activation_free(a); /* runs when one of the workflow's activations ends */
     return;
   }
+  a->worker = engine_thread_worker();
+  a->slot = engine_thread_slot();
+  if (a->slot) {
+    a->slot->rowid = a->inst.rowid;
+    ledger_copy(a->slot->workflow, sizeof a->slot->workflow, a->inst.workflow);
+    ledger_copy(a->slot->id, sizeof a->slot->id, a->inst.id);
+    ledger_set_state(a->slot, LEDGER_ACTIVATION);
+  }
   /* A request persisted before a crash, or while the last activation ran. */
   if (a->inst.control == JOURNAL_CONTROL_PAUSE)
     __atomic_store_n(&ent->pause_req, 1, __ATOMIC_RELEASE);
@@ -947,6 +1089,14 @@ void activation_run(duro_engine *e, entry *ent) {
   current_act = a;
   duro_rc rc = a->wf->run(a, &ev, &env);
   current_act = NULL;
+  if (a->reason == SUSPEND_ABANDONED) {
+    /* The watchdog recorded the hung attempt and let go of the instance,
+     * which may be running elsewhere by now: touch nothing of it. */
+    activation_free(a);
+    return;
+  }
+  if (a->slot)
+    ledger_set_state(a->slot, LEDGER_IDLE);
   if (a->storage_failed)
     goto done; /* the row is left as it was: recovery runs it again */
   /* The worker moves on at once; the engine lets go of the instance when
@@ -955,6 +1105,8 @@ void activation_run(duro_engine *e, entry *ent) {
   journal_commit_async(e->j, &a->batch, on_final_commit, a);
   return;
 done:
+  if (a->slot)
+    ledger_set_state(a->slot, LEDGER_IDLE);
   engine_activation_done(e, ent, status, JOURNAL_NONE, 1);
   activation_free(a);
 }

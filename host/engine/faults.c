@@ -1,0 +1,369 @@
+/* faults.c — plugin faults made per-instance events.
+ *
+ * Crashes: when plugin code brings the engine process down, the
+ * supervisor keeps the crash ledger (ledger.h) and starts a new engine,
+ * which records, before any activation runs, what the dead one's threads
+ * were doing: an attempt whose callback was running becomes a failed
+ * attempt `plugin.crashed` (its step's retry policy then applies, at the
+ * step's next call), and a step that crashed the engine
+ * engine.max_crashes times ends its instance errored, whatever its retry
+ * policy says.  A crash in run() outside any step ends the instance at
+ * once: that code runs again on every activation, so it would crash
+ * again.  Only the thread the crash handlers blamed counts; a death they
+ * did not see (a SIGKILL from outside) blames nobody.
+ *
+ * Hangs: the watchdog thread looks at every worker ten times a second.
+ * An attempt past its deadline is given up on: recorded as a failed
+ * attempt (TimeoutError), its instance released to run again under its
+ * retry policy, its worker replaced (up to max_hung replacements) so
+ * healthy instances keep running.  The stuck thread discards whatever its
+ * callback returns and exits when it does.  The handshake is the
+ * worker's mutex (engine_internal.h): an attempt's end and the watchdog
+ * never both decide its outcome. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine_internal.h"
+#include "error.h"
+#include "log.h"
+#include "util.h"
+
+#define CRASHED "plugin.crashed"
+#define WATCHDOG_PERIOD_MS 100
+
+/* ---- crashes ------------------------------------------------------------ */
+
+typedef struct crash_count {
+  const char *key;
+  uint32_t n;
+} crash_count;
+
+static void count_crash(void *ctx, const char *key, uint32_t number,
+                        int64_t started_ms, int64_t ended_ms, const char *error,
+                        const char *build) {
+  (void)number, (void)started_ms, (void)ended_ms, (void)build;
+  crash_count *c = ctx;
+  if (!strcmp(key, c->key) && error &&
+      strstr(error, "\"name\":\"" CRASHED "\""))
+    c->n++;
+}
+
+static void row_set(char **field, char *value) {
+  free(*field);
+  *field = value;
+}
+
+/* Ends the instance errored with `error` (owned by the row from now). */
+static void instance_errored(journal_batch *b, journal_instance *in,
+                             char *error, int64_t now) {
+  row_set(&in->status, xstrdup("errored"));
+  row_set(&in->error, error);
+  in->ended_ms = now;
+  in->wake_ms = JOURNAL_NONE;
+  journal_op *op = journal_batch_add(b, JOP_INSTANCE_SET);
+  op->inst = in;
+  op->clear_control = 1;
+}
+
+/* The step row the crashed attempt belongs to: the journaled one, or the
+ * one the dead activation had not committed yet. */
+static journal_step step_of(const journal_step *steps, size_t n,
+                            const ledger_slot *sl) {
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(steps[i].key, sl->key))
+      return steps[i];
+  return (journal_step){.key = (char *)sl->key,
+                        .name = (char *)sl->name,
+                        .count = sl->count,
+                        .seq = sl->seq,
+                        .type = "do",
+                        .started_ms = sl->step_started_ms,
+                        .ended_ms = JOURNAL_NONE,
+                        .wake_ms = JOURNAL_NONE,
+                        .attempt_started_ms = JOURNAL_NONE};
+}
+
+/* Adds the crashed attempt of slot `sl` to `b`; errors the instance when
+ * its step reached max_crashes. */
+static int crash_in_attempt(duro_engine *e, journal_batch *b,
+                            journal_instance *in, const ledger_slot *sl,
+                            const char *how, int64_t now, char **owned) {
+  journal_step *steps = NULL;
+  size_t n = 0;
+  int rc = journal_steps_load(e->j, in->rowid, &steps, &n);
+  crash_count cc = {.key = sl->key};
+  if (rc == 0)
+    rc = journal_attempts_each(e->j, in->rowid, count_crash, &cc);
+  if (rc) {
+    journal_steps_free(steps, n);
+    return rc;
+  }
+  journal_step found = step_of(steps, n, sl);
+  if (!strcmp(found.status ? found.status : "", "complete") ||
+      !strcmp(found.status ? found.status : "", "errored")) {
+    journal_steps_free(steps, n); /* a stale slot: the step ended */
+    return 0;
+  }
+  uint32_t crashes = cc.n + 1;
+  const wf_reg *wf = engine_find_workflow(e, in->workflow);
+  char *msg = xasprintf("step \"%s\" attempt %u crashed the engine: %s",
+                        sl->key, sl->attempt, how);
+  char *err = owned[0] = error_json(CRASHED, msg);
+  journal_op *op = journal_batch_add(b, JOP_ATTEMPT_PUT);
+  op->rowid = in->rowid;
+  op->attempt = (journal_attempt){.key = sl->key,
+                                  .number = sl->attempt,
+                                  .started_ms = sl->started_ms,
+                                  .ended_ms = now,
+                                  .error = err,
+                                  .build = wf ? wf->build : NULL};
+  /* The policy is applied at the step's next call (retry_orphaned in
+   * step.c): a failed attempt with no wake time. */
+  journal_step *s = xmalloc(sizeof *s);
+  *s = found;
+  s->attempts = sl->attempt;
+  s->error = err;
+  s->status = "waiting";
+  s->wake_ms = JOURNAL_NONE;
+  log_write(DURO_LOG_WARN, NULL, "%s/%s: %s (crash %u of %u)", in->workflow,
+            in->id, msg, crashes, e->max_crashes);
+  if (crashes >= e->max_crashes) {
+    s->status = "errored";
+    s->ended_ms = now;
+    char *why = xasprintf("step \"%s\" crashed the engine %u times "
+                          "(engine.max_crashes is %u); the last time it was "
+                          "%s",
+                          sl->key, crashes, e->max_crashes, how);
+    instance_errored(b, in, error_json(CRASHED, why), now);
+    log_write(DURO_LOG_WARN, NULL, "%s/%s: errored: %s", in->workflow, in->id,
+              why);
+    free(why);
+  }
+  free(msg);
+  op = journal_batch_add(b, JOP_STEP_PUT);
+  op->rowid = in->rowid;
+  op->step = s;
+  rc = journal_commit(e->j, b);
+  free(s);
+  journal_steps_free(steps, n);
+  return rc;
+}
+
+static int record_crash(duro_engine *e, const ledger_slot *sl, int in_attempt,
+                        const char *how, int64_t now) {
+  journal_instance in = {0};
+  int rc = journal_instance_get_rowid(e->j, sl->rowid, &in);
+  if (rc == DURO_E_NOT_FOUND)
+    return 0;
+  journal_batch b = {0};
+  char *owned[1] = {NULL};
+  if (rc == 0 &&
+      (!strcmp(in.status, "complete") || !strcmp(in.status, "errored") ||
+       !strcmp(in.status, "terminated")))
+    ; /* it ended meanwhile: nothing to record */
+  else if (rc == 0 && in_attempt)
+    rc = crash_in_attempt(e, &b, &in, sl, how, now, owned);
+  else if (rc == 0) {
+    char *why = xasprintf("run() crashed the engine outside any step (%s); "
+                          "code outside steps runs again on every "
+                          "activation, so it would crash again",
+                          how);
+    instance_errored(&b, &in, error_json(CRASHED, why), now);
+    log_write(DURO_LOG_WARN, NULL, "%s/%s: errored: %s", in.workflow, in.id,
+              why);
+    free(why);
+    rc = journal_commit(e->j, &b);
+  }
+  free(owned[0]);
+  journal_batch_free(&b);
+  journal_instance_clear(&in);
+  return rc;
+}
+
+int engine_record_crashes(duro_engine *e) {
+  ledger *l = e->ledger;
+  int code;
+  ledger_death death = ledger_last_death(l, &code);
+  if (death == LEDGER_DEATH_NONE)
+    return 0;
+  int blamed = ledger_last_blamed(l);
+  char how[96];
+  ledger_death_text(l, how, sizeof how);
+  int64_t now = duro_clock_now(e->clock);
+  int rc = 0;
+  for (uint32_t i = 0; i < ledger_size(l) && rc == 0; i++) {
+    const ledger_slot *sl = ledger_last_slot(l, i);
+    ledger_state st = ledger_get_state(sl);
+    if (st != LEDGER_ATTEMPT && st != LEDGER_ACTIVATION)
+      continue;
+    /* The thread the handlers caught; with none caught, an exit that
+     * skipped them (_exit from a callback) is laid on the callbacks. */
+    int guilty = blamed >= 0 ? (int)i == blamed
+                             : blamed == -1 && death == LEDGER_DEATH_EXIT &&
+                                   st == LEDGER_ATTEMPT;
+    if (guilty)
+      rc = record_crash(e, sl, st == LEDGER_ATTEMPT, how, now);
+  }
+  if (rc == 0)
+    ledger_last_clear(l);
+  else
+    log_error("cannot record the crashed attempts: %s", journal_errmsg(e->j));
+  return rc;
+}
+
+/* ---- hangs -------------------------------------------------------------- */
+
+static void record_hung(duro_engine *e, hung_attempt *h, int64_t now) {
+  char *err = error_json("TimeoutError", h->message);
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_ATTEMPT_PUT);
+  op->rowid = h->rowid;
+  op->attempt = (journal_attempt){.key = h->step.key,
+                                  .number = h->number,
+                                  .started_ms = h->started_ms,
+                                  .ended_ms = now,
+                                  .error = err,
+                                  .build = h->build};
+  /* As for a crash: the retry policy applies at the step's next call. */
+  h->step.attempts = h->number;
+  h->step.error = err;
+  h->step.wake_ms = JOURNAL_NONE;
+  op = journal_batch_add(&b, JOP_STEP_PUT);
+  op->rowid = h->rowid;
+  op->step = &h->step;
+  if (journal_commit(e->j, &b) != 0)
+    log_error("%s: cannot record the hung attempt: %s", h->where,
+              journal_errmsg(e->j));
+  journal_batch_free(&b);
+  h->step.error = NULL;
+  free(err);
+}
+
+/* The worker is out of the pool (mu held): count it stuck, keep what
+ * /healthz shows, and start a replacement while under the cap. */
+static void replace_worker_locked(duro_engine *e, worker *w, hung_attempt *h,
+                                  int64_t now) {
+  e->live--;
+  e->stuck++;
+  w->hung_workflow = xstrdup(h->workflow);
+  w->hung_id = xstrdup(h->id);
+  w->hung_key = xstrdup(h->step.key);
+  w->hung_attempt = h->number;
+  w->hung_since_ms = h->started_ms > 0 ? h->started_ms : now;
+  if (e->stopping)
+    return;
+  if (e->stuck > e->max_stuck) {
+    if (!e->stuck_cap_logged)
+      log_error("%u workers are stuck in hung attempts, the cap: no more "
+                "replacements; instances wait for a free worker",
+                e->max_stuck);
+    e->stuck_cap_logged = 1;
+    return;
+  }
+  if (engine_spawn_worker_locked(e) != 0)
+    log_error("cannot start a worker to replace a hung one");
+}
+
+int engine_abandon_hung(duro_engine *e, worker *w, entry *ent) {
+  int64_t now = duro_clock_now(e->clock);
+  hung_attempt h = {0};
+  pthread_mutex_lock(&w->mu);
+  struct duro_attempt *at = w->attempt;
+  if (!at || w->abandoned || !attempt_is_hung(at, now, ent)) {
+    pthread_mutex_unlock(&w->mu);
+    return 0;
+  }
+  attempt_describe(at, &h);
+  /* Under both locks (w->mu, then the engine's): the thread sees itself
+   * abandoned and the counts move in one step. */
+  pthread_mutex_lock(&e->mu);
+  __atomic_store_n(&w->abandoned, 1, __ATOMIC_RELEASE);
+  replace_worker_locked(e, w, &h, now);
+  pthread_mutex_unlock(&e->mu);
+  /* A later crash must not count this attempt again (set before the
+   * thread can return and give its slot back). */
+  if (w->slot)
+    ledger_set_state(w->slot, LEDGER_ABANDONED);
+  pthread_mutex_unlock(&w->mu);
+
+  log_write(DURO_LOG_WARN, h.where, "%s; its worker is replaced", h.message);
+  record_hung(e, &h, now);
+  /* The instance runs again (or takes a pending pause or terminate). */
+  engine_activation_done(e, h.ent, "queued", JOURNAL_NONE, 1);
+  hung_attempt_clear(&h);
+  return 1;
+}
+
+/* The workers as they are now (mu held); the array is the caller's. */
+static worker **workers_snapshot(duro_engine *e, uint32_t *n) {
+  *n = e->n_workers;
+  worker **v = xmalloc((*n ? *n : 1) * sizeof *v);
+  if (*n)
+    memcpy(v, e->workers, *n * sizeof *v);
+  return v;
+}
+
+int engine_abandon_entry(duro_engine *e, entry *ent) {
+  uint32_t n;
+  pthread_mutex_lock(&e->mu);
+  worker **ws = workers_snapshot(e, &n);
+  pthread_mutex_unlock(&e->mu);
+  int done = 0;
+  for (uint32_t i = 0; i < n && !done; i++)
+    done = engine_abandon_hung(e, ws[i], ent);
+  free(ws);
+  return done;
+}
+
+void *engine_watchdog_main(void *arg) {
+  duro_engine *e = arg;
+  pthread_mutex_lock(&e->mu);
+  while (!e->stopping) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += WATCHDOG_PERIOD_MS * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&e->watch, &e->mu, &until);
+    if (e->stopping)
+      break;
+    uint32_t n;
+    worker **ws = workers_snapshot(e, &n);
+    pthread_mutex_unlock(&e->mu);
+    for (uint32_t i = 0; i < n; i++)
+      engine_abandon_hung(e, ws[i], NULL);
+    free(ws);
+    pthread_mutex_lock(&e->mu);
+  }
+  pthread_mutex_unlock(&e->mu);
+  return NULL;
+}
+
+json_t *duro_engine_health(duro_engine *e) {
+  int64_t now = duro_clock_now(e->clock);
+  json_t *hung = json_array();
+  pthread_mutex_lock(&e->mu);
+  for (uint32_t i = 0; i < e->n_workers; i++) {
+    const worker *w = e->workers[i];
+    if (!w->abandoned || w->exited || !w->hung_id)
+      continue;
+    json_array_append_new(
+        hung, json_pack("{s:s,s:s,s:s,s:I,s:I}", "workflow", w->hung_workflow,
+                        "id", w->hung_id, "step", w->hung_key, "attempt",
+                        (json_int_t)w->hung_attempt, "running_ms",
+                        (json_int_t)(now - w->hung_since_ms)));
+  }
+  uint32_t stuck = e->stuck, cap = e->max_stuck;
+  pthread_mutex_unlock(&e->mu);
+  if (json_array_size(hung) == 0) {
+    json_decref(hung);
+    return json_pack("{s:s}", "status", "ok");
+  }
+  return json_pack("{s:s,s:o,s:I,s:I}", "status", "degraded", "hung", hung,
+                   "stuck_workers", (json_int_t)stuck, "stuck_cap",
+                   (json_int_t)cap);
+}
