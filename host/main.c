@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "host.h"
+#include "supervisor.h"
 
 #define DEFAULT_CONFIG "config/duro.yaml"
 
@@ -26,7 +27,7 @@ int main(int argc, char **argv) {
   const char *verb = argv[1];
   const char *cfg = argc > 2 ? argv[2] : DEFAULT_CONFIG;
   if (!strcmp(verb, "run"))
-    return host_run(cfg);
+    return supervisor_run(cfg);
   if (!strcmp(verb, "check"))
     return host_check(cfg);
   if (!strcmp(verb, "workflows"))

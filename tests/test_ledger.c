@@ -27,8 +27,8 @@
 
 static harness H;
 static ledger *L;
-static duro_retries R = {.limit = 5, .delay = "1 minute",
-                         .backoff = DURO_BACKOFF_CONSTANT};
+static duro_retries R = {
+    .limit = 5, .delay = "1 minute", .backoff = DURO_BACKOFF_CONSTANT};
 static int calls_a, calls_boom;
 static uint32_t boom_attempt;
 
@@ -124,7 +124,8 @@ static const staged boom1 = {"i1", LEDGER_ATTEMPT, "boom", 2, 1, 1};
 static json_t *boom_step(json_t *d) { return harness_step(d, "boom#1"); }
 
 static const char *error_name(json_t *o) {
-  return json_string_value(json_object_get(json_object_get(o, "error"), "name"));
+  return json_string_value(
+      json_object_get(json_object_get(o, "error"), "name"));
 }
 
 /* A blamed attempt is a failed attempt; the back-off follows, then the
@@ -173,8 +174,8 @@ START_TEST(max_crashes_errors_the_instance) {
   ck_assert_str_eq(harness_status(&H, WF, "i1"), "errored");
   json_t *d = harness_describe(&H, WF, "i1");
   ck_assert_str_eq(error_name(d), "plugin.crashed");
-  ck_assert_str_eq(
-      json_string_value(json_object_get(boom_step(d), "status")), "errored");
+  ck_assert_str_eq(json_string_value(json_object_get(boom_step(d), "status")),
+                   "errored");
   json_decref(d);
   harness_advance(&H, 10 * MIN);
   ck_assert_str_eq(harness_status(&H, WF, "i1"), "errored");

@@ -1019,8 +1019,8 @@ static int request_control(duro_engine *e, const char *workflow, const char *id,
     pthread_mutex_unlock(&e->mu);
     /* Persist the request: the activation may still run for a while. */
     int rc = persist_control(e, rowid, control);
-    /* An attempt hung past its timeout will not reach a step boundary:
-     * give up on it now, and the release applies the terminate. */
+    /* Do not wait for the running callback (it may hang): give up on it
+     * now, and the release applies the terminate. */
     if (rc == 0 && control == JOURNAL_CONTROL_TERMINATE)
       engine_abandon_entry(e, active);
     return rc;

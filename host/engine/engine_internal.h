@@ -142,7 +142,8 @@ typedef struct hung_attempt {
   journal_step step; /* status "waiting"; its strings owned */
   uint32_t number;
   int64_t started_ms;
-  char *message; /* the TimeoutError's */
+  const char *error_name; /* "TimeoutError" or "instance.terminated" */
+  char *message;
 } hung_attempt;
 
 /* Copies what the watchdog needs of attempt `at`, still running (call
@@ -152,11 +153,17 @@ struct duro_attempt;
 /* 1 when `at` is past its deadline (and runs for `ent`, unless NULL). */
 int attempt_is_hung(const struct duro_attempt *at, int64_t now,
                     const entry *ent);
-void attempt_describe(const struct duro_attempt *at, hung_attempt *out);
+/* 1 when `at` runs for `ent`. */
+int attempt_runs_for(const struct duro_attempt *at, const entry *ent);
+/* terminated: the attempt is abandoned because its instance was
+ * terminated, not because it hung. */
+void attempt_describe(const struct duro_attempt *at, int terminated,
+                      hung_attempt *out);
 void hung_attempt_clear(hung_attempt *h);
 
-/* Gives up on whichever hung attempt runs for entry `ent` (a terminate
- * calls it).  Returns 1 when it did.  faults.c. */
+/* Gives up on whichever attempt runs for entry `ent`, hung or not: a
+ * terminate must not wait for a callback.  Returns 1 when it did.
+ * faults.c. */
 int engine_abandon_entry(duro_engine *e, entry *ent);
 
 /* The watchdog thread: looks for hung attempts every 100 ms. faults.c. */

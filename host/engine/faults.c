@@ -216,7 +216,7 @@ int engine_record_crashes(duro_engine *e) {
 /* ---- hangs -------------------------------------------------------------- */
 
 static void record_hung(duro_engine *e, hung_attempt *h, int64_t now) {
-  char *err = error_json("TimeoutError", h->message);
+  char *err = error_json(h->error_name, h->message);
   journal_batch b = {0};
   journal_op *op = journal_batch_add(&b, JOP_ATTEMPT_PUT);
   op->rowid = h->rowid;
@@ -266,16 +266,21 @@ static void replace_worker_locked(duro_engine *e, worker *w, hung_attempt *h,
     log_error("cannot start a worker to replace a hung one");
 }
 
-int engine_abandon_hung(duro_engine *e, worker *w, entry *ent) {
+/* Gives up on w's attempt: hung (past its deadline, for `ent` unless
+ * NULL), or, with `terminated`, whatever its deadline when it runs for
+ * `ent`. */
+static int abandon(duro_engine *e, worker *w, entry *ent, int terminated) {
   int64_t now = duro_clock_now(e->clock);
   hung_attempt h = {0};
   pthread_mutex_lock(&w->mu);
   struct duro_attempt *at = w->attempt;
-  if (!at || w->abandoned || !attempt_is_hung(at, now, ent)) {
+  if (!at || w->abandoned ||
+      !(terminated ? attempt_runs_for(at, ent)
+                   : attempt_is_hung(at, now, ent))) {
     pthread_mutex_unlock(&w->mu);
     return 0;
   }
-  attempt_describe(at, &h);
+  attempt_describe(at, terminated, &h);
   /* Under both locks (w->mu, then the engine's): the thread sees itself
    * abandoned and the counts move in one step. */
   pthread_mutex_lock(&e->mu);
@@ -296,6 +301,10 @@ int engine_abandon_hung(duro_engine *e, worker *w, entry *ent) {
   return 1;
 }
 
+int engine_abandon_hung(duro_engine *e, worker *w, entry *ent) {
+  return abandon(e, w, ent, 0);
+}
+
 /* The workers as they are now (mu held); the array is the caller's. */
 static worker **workers_snapshot(duro_engine *e, uint32_t *n) {
   *n = e->n_workers;
@@ -312,7 +321,7 @@ int engine_abandon_entry(duro_engine *e, entry *ent) {
   pthread_mutex_unlock(&e->mu);
   int done = 0;
   for (uint32_t i = 0; i < n && !done; i++)
-    done = engine_abandon_hung(e, ws[i], ent);
+    done = abandon(e, ws[i], ent, 1);
   free(ws);
   return done;
 }

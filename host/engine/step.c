@@ -391,7 +391,12 @@ int attempt_is_hung(const duro_attempt *at, int64_t now, const entry *ent) {
   return now > at->deadline_ms && (!ent || at->act->ent == ent);
 }
 
-void attempt_describe(const duro_attempt *at, hung_attempt *out) {
+int attempt_runs_for(const duro_attempt *at, const entry *ent) {
+  return at->act->ent == ent;
+}
+
+void attempt_describe(const duro_attempt *at, int terminated,
+                      hung_attempt *out) {
   const duro_step *a = at->act;
   const journal_step *s = at->step;
   char buf[48];
@@ -411,11 +416,18 @@ void attempt_describe(const duro_attempt *at, hung_attempt *out) {
   out->step.result = NULL;
   out->step.error = NULL;
   out->step.build = s->build ? xstrdup(s->build) : NULL;
-  out->message =
-      xasprintf("step \"%s\" attempt %u did not return within its "
-                "timeout of %s: abandoned, its late result will "
-                "be discarded",
-                s->key, at->number, format_ms(buf, sizeof buf, at->timeout_ms));
+  out->error_name = terminated ? "instance.terminated" : "TimeoutError";
+  if (terminated)
+    out->message = xasprintf("step \"%s\" attempt %u was running when the "
+                             "instance was terminated: abandoned, its late "
+                             "result will be discarded",
+                             s->key, at->number);
+  else
+    out->message = xasprintf("step \"%s\" attempt %u did not return within "
+                             "its timeout of %s: abandoned, its late result "
+                             "will be discarded",
+                             s->key, at->number,
+                             format_ms(buf, sizeof buf, at->timeout_ms));
 }
 
 void hung_attempt_clear(hung_attempt *h) {

@@ -1,93 +1,104 @@
-/* host.c — wires a config to a running engine.
+/* host.c — the engine process of `duro run`, and `duro check`.
  *
  * One libuv loop owns the signals and the wake timer; activations run on
  * the engine's worker threads and never on the loop.  The timer is armed
  * for the earliest wake time in the journal (capped at one second, a
  * safety net), and re-armed through a uv_async whenever an activation
- * stores an earlier one. */
+ * stores an earlier one.
+ *
+ * The process is forked by the supervisor (supervisor.h), which keeps the
+ * listening socket, the crash ledger and the storage lock across engine
+ * restarts.  A stop (SIGTERM, SIGINT) gives running attempts
+ * engine.shutdown_grace, then exits anyway; a second SIGINT exits at
+ * once.  SIGHUP is logged, never fatal. */
 #include "host.h"
 
 #include <errno.h>
-#include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "config.h"
 #include "engine.h"
 #include "error.h"
 #include "http.h"
+#include "ledger.h"
 #include "loader.h"
 #include "log.h"
+#include "supervisor.h"
 #include "util.h"
 
 typedef struct host {
-  config *cfg;
+  const config *cfg;
   duro_engine *engine;
   http_server *http;
   loader_plugin **plugins;
   size_t n_plugins;
+  ledger *ledger;
   uv_loop_t loop;
   uv_timer_t timer;
   uv_timer_t sweeper;
   uv_async_t rearm;
-  uv_signal_t sigint, sigterm;
+  uv_signal_t sigint, sigterm, sighup;
+  int sigints;
 } host;
 
-/* Creates the directories above `path` (like mkdir -p of its dirname). */
-static int make_parent_dirs(const char *path) {
-  char *copy = xstrdup(path);
-  char *dir = dirname(copy);
-  int rc = 0;
-  for (char *p = dir + 1; *p; p++) {
-    if (*p != '/')
-      continue;
-    *p = '\0';
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-      rc = -1;
-    *p = '/';
+/* Loads plugin i of the config and checks that it exports each
+ * workflow's class.  Reports each problem as file:line:column and
+ * returns their number; *out is the plugin, or NULL. */
+static int load_plugin(const config *cfg, size_t i, ledger_slot *slot,
+                       loader_plugin **out) {
+  const config_plugin *p = &cfg->plugins[i];
+  char err[1024];
+  int problems = 0;
+  *out = NULL;
+  /* Should a constructor or init crash, the ledger names the plugin. */
+  if (slot) {
+    ledger_copy(slot->plugin, sizeof slot->plugin, p->name);
+    ledger_set_state(slot, LEDGER_LOADING);
   }
-  if (strcmp(dir, ".") != 0 && mkdir(dir, 0755) != 0 && errno != EEXIST)
-    rc = -1;
-  free(copy);
-  return rc;
+  int rc = loader_open(p->name, p->path, duro_host_api(), out, err, sizeof err);
+  if (slot)
+    ledger_set_state(slot, LEDGER_IDLE);
+  if (rc) {
+    fprintf(stderr, "%s:%d:%d: %s\n", cfg->file, p->pos.line, p->pos.column,
+            err);
+    return 1;
+  }
+  for (size_t k = 0; k < p->n_workflows; k++) {
+    const config_workflow *w = &p->workflows[k];
+    if (loader_find_workflow(*out, w->class_name))
+      continue;
+    fprintf(stderr,
+            "%s:%d:%d: workflow \"%s\": plugin \"%s\" (%s) exports no "
+            "class \"%s\"\n",
+            cfg->file, w->pos.line, w->pos.column, w->name, p->name, p->path,
+            w->class_name);
+    problems++;
+  }
+  return problems;
 }
 
-/* Loads every plugin and checks that it exports each workflow's class.
- * Reports each problem as file:line:column and returns their number. */
 static int load_plugins(host *h) {
   int problems = 0;
   const config *cfg = h->cfg;
+  ledger_slot *slot = h->ledger ? ledger_claim(h->ledger, LEDGER_IDLE) : NULL;
+  if (slot)
+    ledger_thread_bind(h->ledger, slot);
   h->plugins = xcalloc(cfg->n_plugins ? cfg->n_plugins : 1, sizeof *h->plugins);
   for (size_t i = 0; i < cfg->n_plugins; i++) {
-    const config_plugin *p = &cfg->plugins[i];
-    char err[1024];
-    loader_plugin *lp = NULL;
-    if (loader_open(p->name, p->path, duro_host_api(), &lp, err, sizeof err)) {
-      fprintf(stderr, "%s:%d:%d: %s\n", cfg->file, p->pos.line, p->pos.column,
-              err);
-      problems++;
-      continue;
-    }
-    h->plugins[h->n_plugins++] = lp;
-    for (size_t k = 0; k < p->n_workflows; k++) {
-      const config_workflow *w = &p->workflows[k];
-      duro_run_fn run = loader_find_workflow(lp, w->class_name);
-      if (!run) {
-        fprintf(stderr,
-                "%s:%d:%d: workflow \"%s\": plugin \"%s\" (%s) exports no "
-                "class \"%s\"\n",
-                cfg->file, w->pos.line, w->pos.column, w->name, p->name,
-                p->path, w->class_name);
-        problems++;
-        continue;
-      }
-    }
+    loader_plugin *lp;
+    problems += load_plugin(cfg, i, slot, &lp);
+    if (lp)
+      h->plugins[h->n_plugins++] = lp;
   }
+  if (h->ledger)
+    ledger_release(h->ledger, slot);
   return problems;
 }
 
@@ -117,26 +128,75 @@ static void unload_plugins(host *h) {
   h->n_plugins = 0;
 }
 
+/* ---- duro check ---------------------------------------------------------- */
+
+/* Loads plugin i in a child process: its problems are printed there; a
+ * crash or exit() while loading is reported here.  Returns the number of
+ * problems. */
+static int check_plugin(const config *cfg, size_t i) {
+  const config_plugin *p = &cfg->plugins[i];
+  int pipefd[2];
+  if (pipe(pipefd) != 0)
+    return 1;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(pipefd[0]);
+    loader_plugin *lp;
+    unsigned char problems = (unsigned char)load_plugin(cfg, i, NULL, &lp);
+    loader_close(lp);
+    /* Reaching here is what proves the load did not end the process. */
+    if (write(pipefd[1], &problems, 1) != 1)
+      _exit(1);
+    _exit(0);
+  }
+  close(pipefd[1]);
+  unsigned char problems = 0;
+  ssize_t got = pid > 0 ? read(pipefd[0], &problems, 1) : -1;
+  close(pipefd[0]);
+  int status = 0;
+  if (pid > 0)
+    waitpid(pid, &status, 0);
+  if (got == 1)
+    return problems;
+  char how[64];
+  if (pid < 0)
+    snprintf(how, sizeof how, "could not be checked (fork: %s)",
+             strerror(errno));
+  else if (WIFSIGNALED(status))
+    snprintf(how, sizeof how, "crashed while loading (signal %d, SIG%s)",
+             WTERMSIG(status), sigabbrev_np(WTERMSIG(status)));
+  else
+    snprintf(how, sizeof how, "exited with status %d while loading",
+             WEXITSTATUS(status));
+  fprintf(stderr, "%s:%d:%d: plugin \"%s\" (%s) %s\n", cfg->file, p->pos.line,
+          p->pos.column, p->name, p->path, how);
+  return 1;
+}
+
 int host_check(const char *config_path) {
   char err[1024];
-  host h = {0};
-  h.cfg = config_load(config_path, err, sizeof err);
-  if (!h.cfg) {
+  config *cfg = config_load(config_path, err, sizeof err);
+  if (!cfg) {
     fprintf(stderr, "%s\n", err);
     return 1;
   }
-  int problems = load_plugins(&h);
-  unload_plugins(&h);
-  if (http_check(h.cfg, err, sizeof err) != 0) {
+  int problems = 0;
+  for (size_t i = 0; i < cfg->n_plugins; i++)
+    problems += check_plugin(cfg, i);
+  if (http_check(cfg, err, sizeof err) != 0) {
     fprintf(stderr, "%s\n", err);
     problems++;
   }
   if (!problems)
-    printf("%s: ok (%zu plugin%s)\n", config_path, h.cfg->n_plugins,
-           h.cfg->n_plugins == 1 ? "" : "s");
-  config_free(h.cfg);
+    printf("%s: ok (%zu plugin%s)\n", config_path, cfg->n_plugins,
+           cfg->n_plugins == 1 ? "" : "s");
+  config_free(cfg);
   return problems ? 1 : 0;
 }
+
+/* ---- the loop -------------------------------------------------------------
+ */
 
 static void on_timer(uv_timer_t *t);
 
@@ -171,6 +231,15 @@ static void wake_changed(void *ctx) { uv_async_send(&((host *)ctx)->rearm); }
 
 static void on_signal(uv_signal_t *s, int signum) {
   host *h = s->loop->data;
+  if (signum == SIGHUP) {
+    log_info("SIGHUP: plugin reload is not available yet; carrying on");
+    return;
+  }
+  if (signum == SIGINT && ++h->sigints > 1) {
+    log_warn("second SIGINT: exiting now; running attempts run again after "
+             "restart");
+    _exit(1);
+  }
   log_info("signal %d: stopping", signum);
   http_stop(h->http); /* no new connections; answered ones drain below */
   uv_stop(s->loop);
@@ -191,46 +260,72 @@ static void raise_fd_limit(void) {
   }
 }
 
-int host_run(const char *config_path) {
+/* Tells the supervisor the plugins are loaded and waits for the storage
+ * lock it hands over; -1 when it refused (it says why) or is gone. */
+static int wait_for_lock(int ctl_fd, int *lock_fd) {
+  char msg;
+  if (supervisor_send(ctl_fd, 'L', -1) != 0 ||
+      supervisor_recv(ctl_fd, &msg, lock_fd) != 0 || msg != 'G')
+    return -1;
+  return 0;
+}
+
+static void start_handles(host *h) {
+  uv_timer_init(&h->loop, &h->timer);
+  uv_timer_init(&h->loop, &h->sweeper);
+  uv_async_init(&h->loop, &h->rearm, on_rearm);
+  uv_signal_init(&h->loop, &h->sigint);
+  uv_signal_init(&h->loop, &h->sigterm);
+  uv_signal_init(&h->loop, &h->sighup);
+  uv_signal_start(&h->sigint, on_signal, SIGINT);
+  uv_signal_start(&h->sigterm, on_signal, SIGTERM);
+  uv_signal_start(&h->sighup, on_signal, SIGHUP);
+}
+
+/* Lets the engine's running attempts finish within shutdown_grace; past
+ * it, exits without waiting (they run again after a restart). */
+static void stop_engine(host *h) {
+  int64_t grace = h->cfg->engine.shutdown_grace_ms;
+  uint32_t left = duro_engine_stop(h->engine, grace);
+  if (left) {
+    log_warn("engine.shutdown_grace (%lld ms) passed with %u attempt(s) "
+             "still running: exiting anyway; they run again after restart",
+             (long long)grace, left);
+    _exit(0);
+  }
+  duro_engine_close(h->engine);
+  h->engine = NULL;
+}
+
+int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
+                     int ctl_fd) {
   char err[1024];
-  host h = {0};
-  int code = 1, rc;
+  host h = {.cfg = cfg, .ledger = ledger};
+  int code = 1, rc, lock_fd = -1;
   raise_fd_limit();
+  ledger_install_crash_handlers(ledger);
   /* HTTP requests run their engine calls on libuv's pool: enough threads
    * that concurrent writes share group commits (read once, at first use). */
   setenv("UV_THREADPOOL_SIZE", "16", 0);
-  h.cfg = config_load(config_path, err, sizeof err);
-  if (!h.cfg) {
-    fprintf(stderr, "%s\n", err);
-    return 1;
-  }
-  /* Everything that can refuse the config runs before the store is
-   * created or opened: plugins, the http policy, the bind itself. */
   if (load_plugins(&h) != 0)
     goto out;
-  if (http_check(h.cfg, err, sizeof err) != 0) {
-    fprintf(stderr, "%s\n", err);
+  if (wait_for_lock(ctl_fd, &lock_fd) != 0)
     goto out;
-  }
   uv_loop_init(&h.loop);
   h.loop.data = &h;
-  if (http_start(&h.loop, NULL, h.cfg, &h.http, err, sizeof err) != 0) {
+  if (http_start(&h.loop, NULL, cfg, listen_fd, &h.http, err, sizeof err) !=
+      0) {
     fprintf(stderr, "%s\n", err);
-    goto stop;
-  }
-  if (make_parent_dirs(h.cfg->storage.path) != 0) {
-    fprintf(stderr,
-            "%s: cannot create the directory for storage.path \"%s\": "
-            "%s\n",
-            config_path, h.cfg->storage.path, strerror(errno));
     goto stop;
   }
   duro_engine_options opt = {
-      .db_path = h.cfg->storage.path,
-      .synchronous_full = h.cfg->storage.synchronous_full,
-      .workers = h.cfg->engine.workers ? h.cfg->engine.workers : 64,
-      .max_step_result = h.cfg->engine.max_step_result,
-      .max_instance_state = h.cfg->engine.max_instance_state,
+      .db_path = cfg->storage.path,
+      .synchronous_full = cfg->storage.synchronous_full,
+      .workers = cfg->engine.workers ? cfg->engine.workers : 64,
+      .max_step_result = cfg->engine.max_step_result,
+      .max_instance_state = cfg->engine.max_instance_state,
+      .ledger = ledger,
+      .max_crashes = cfg->engine.max_crashes,
       .on_wake_change = wake_changed,
       .ctx = &h,
   };
@@ -240,23 +335,16 @@ int host_run(const char *config_path) {
   }
   register_workflows(&h);
   http_attach(h.http, h.engine);
-
-  uv_timer_init(&h.loop, &h.timer);
-  uv_timer_init(&h.loop, &h.sweeper);
-  uv_async_init(&h.loop, &h.rearm, on_rearm);
-  uv_signal_init(&h.loop, &h.sigint);
-  uv_signal_init(&h.loop, &h.sigterm);
-  uv_signal_start(&h.sigint, on_signal, SIGINT);
-  uv_signal_start(&h.sigterm, on_signal, SIGTERM);
-
+  start_handles(&h);
   if ((rc = duro_engine_start(h.engine)) != 0) {
     fprintf(stderr, "duro: cannot start the engine: %s\n", duro_err_str(rc));
     goto stop;
   }
   log_info("ready: %zu plugin(s), storage %s (synchronous=%s), http on port %d",
-           h.n_plugins, h.cfg->storage.path,
-           h.cfg->storage.synchronous_full ? "full" : "normal",
+           h.n_plugins, cfg->storage.path,
+           cfg->storage.synchronous_full ? "full" : "normal",
            http_port(h.http));
+  supervisor_send(ctl_fd, 'R', -1);
   arm_timer(&h);
   uv_timer_start(&h.sweeper, on_sweep, 5000, 60000);
   uv_run(&h.loop, UV_RUN_DEFAULT);
@@ -272,13 +360,15 @@ stop:
   http_free(h.http);
   h.http = NULL;
   /* Workers finish their current step, then suspend at the boundary. */
-  duro_engine_close(h.engine);
-  h.engine = NULL;
+  if (h.engine)
+    stop_engine(&h);
   uv_walk(&h.loop, close_handle, NULL);
   uv_run(&h.loop, UV_RUN_DEFAULT);
   uv_loop_close(&h.loop);
 out:
   unload_plugins(&h);
-  config_free(h.cfg);
+  if (lock_fd >= 0)
+    close(lock_fd);
+  close(ctl_fd);
   return code;
 }

@@ -18,11 +18,14 @@
 #include "http.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #define H2O_USE_LIBUV 1
 #include <h2o.h>
@@ -565,9 +568,10 @@ static int wrong_method(http_exchange *x, const char *allowed) {
 static int route(http_server *s, http_exchange *x) {
   char *seg[MAX_SEGMENTS];
   int n = split_path(x, seg);
+  /* 200 while the host serves; "degraded" names hung attempts. */
   if (n == 1 && !strcmp(seg[0], "healthz"))
     return method_is(x, "GET")
-               ? send_json(x, 200, json_pack("{s:s}", "status", "ok"))
+               ? send_json(x, 200, duro_engine_health(s->engine))
                : wrong_method(x, "GET");
   if (n == 1 && !strcmp(seg[0], "metrics"))
     return method_is(x, "GET") ? metrics(s, x) : wrong_method(x, "GET");
@@ -815,8 +819,30 @@ int http_check(const config *cfg, char *err, size_t errlen) {
 
 void http_attach(http_server *s, duro_engine *e) { s->engine = e; }
 
+int http_bind(const config *cfg, int *fd_out, char *err, size_t errlen) {
+  const char *where = cfg->http.listen ? cfg->http.listen : "127.0.0.1:8787";
+  struct sockaddr_storage addr;
+  const char *token;
+  if (resolve(cfg, &addr, &token, err, errlen) != 0)
+    return -1;
+  int fd = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), on = 1;
+  socklen_t alen = addr.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                              : sizeof(struct sockaddr_in);
+  if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
+      bind(fd, (struct sockaddr *)&addr, alen) != 0 ||
+      listen(fd, SOMAXCONN) != 0) {
+    snprintf(err, errlen, "%s: cannot listen on %s: %s", cfg->file, where,
+             strerror(errno));
+    if (fd >= 0)
+      close(fd);
+    return -1;
+  }
+  *fd_out = fd;
+  return 0;
+}
+
 int http_start(uv_loop_t *loop, duro_engine *e, const config *cfg,
-               http_server **out, char *err, size_t errlen) {
+               int listen_fd, http_server **out, char *err, size_t errlen) {
   const char *listen = cfg->http.listen ? cfg->http.listen : "127.0.0.1:8787";
   struct sockaddr_storage addr;
   const char *token;
@@ -845,7 +871,9 @@ int http_start(uv_loop_t *loop, duro_engine *e, const config *cfg,
 
   uv_tcp_init(loop, &s->listener);
   s->listener.data = s;
-  int rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0);
+  int rc = listen_fd >= 0
+               ? uv_tcp_open(&s->listener, listen_fd)
+               : uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0);
   if (rc == 0)
     rc = uv_listen((uv_stream_t *)&s->listener, SOMAXCONN, on_accept);
   if (rc != 0) {

@@ -16,12 +16,19 @@ typedef struct http_server http_server;
  * http.allow_insecure, and a token_env naming an unset variable. */
 int http_check(const config *cfg, char *err, size_t errlen);
 
-/* Listens on cfg->http.listen (after http_check's checks).  `e` may be
+/* Binds and listens on cfg->http.listen (after http_check's checks) with
+ * plain sockets: the supervisor does it once, and every engine process it
+ * starts serves the same socket (connections wait in its backlog while an
+ * engine restarts).  *fd_out is close-on-exec. */
+int http_bind(const config *cfg, int *fd_out, char *err, size_t errlen);
+
+/* Serves HTTP on listen_fd (from http_bind), or, when it is -1, binds
+ * cfg->http.listen itself (after http_check's checks).  `e` may be
  * NULL and attached later with http_attach, before the loop runs: no
  * request is read until then.  On error returns non-zero with a message
  * in err (and *out, if set, is freed with http_free after the loop ran). */
 int http_start(uv_loop_t *loop, duro_engine *e, const config *cfg,
-               http_server **out, char *err, size_t errlen);
+               int listen_fd, http_server **out, char *err, size_t errlen);
 void http_attach(http_server *s, duro_engine *e);
 
 /* Requests handed to the thread pool and not yet answered: the host runs

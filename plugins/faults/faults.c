@@ -1,0 +1,220 @@
+/* faults.c — the fault-isolation test plugin (tests/test_faults.c):
+ * workflow class "Fault" runs ordinary steps and, between them, one step
+ * whose callback misbehaves the way a buggy plugin does, on every attempt,
+ * so the test can check that the host survives it.  Params:
+ *
+ *   {"fault": "none|segv|abort|stack|exit|hang", "steps": N,
+ *    "hold_ms": M, "timeout_s": T}
+ *
+ * The instance runs step#1, then (unless fault is "none") the step
+ * "fault", then step#2 .. step#N; every ordinary step takes M ms (default
+ * 0), so instances are still running when another one crashes the host.
+ * The fault step retries 10 times, 100 ms apart, with a timeout of T
+ * seconds (default 1) when it hangs.  The faults are:
+ *
+ *   segv   a write through a NULL pointer
+ *   abort  abort()
+ *   stack  unbounded recursion, a 4 KiB frame per call
+ *   exit   exit(0) from the worker thread
+ *   hang   sleeps in a loop forever (without burning a core)
+ *
+ * Like the chain plugin, it writes what it does to the file named by
+ * $DURO_FAULTS_LOG, outside the journal, in fixed 64-byte O_APPEND
+ * records so a crash never leaves half a line:
+ *
+ *   exec <instance> <i> <token>   step i's callback ran (the fault step is
+ *                                 i = 0; its record is written before the
+ *                                 fault)
+ *   seen <instance> <i> <token>   run() got step i's result from duro_do
+ *
+ * "seen" is written only after duro_do returned DURO_OK, which the host
+ * allows only once the result is committed: an "exec" after a "seen" of
+ * the same step is a completed step that ran again. */
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "duro.h"
+
+#define LINE_SIZE 64
+
+/* The faults are compiled without sanitizer instrumentation, so in a
+ * sanitizer build they still crash the way they do in a plain one (a
+ * SIGSEGV, not a sanitizer report) and the stack frames are real ones. */
+#if defined(__GNUC__)
+#define PLAIN_ __attribute__((noinline, no_sanitize("address", "undefined")))
+#else
+#define PLAIN_
+#endif
+
+typedef struct fault_step {
+  const char *instance;
+  int index;
+  int hold_ms;
+  const char *fault;
+} fault_step;
+
+static void append_line(const char *kind, const char *instance, int index,
+                        const char *token) {
+  const char *path = getenv("DURO_FAULTS_LOG");
+  if (!path)
+    return;
+  /* At offsets that are multiples of 64 a record never straddles a page,
+   * so a crash can never leave part of one. */
+  char line[LINE_SIZE + 1];
+  int n =
+      snprintf(line, sizeof line, "%s %s %d %s", kind, instance, index, token);
+  if (n < 0 || n >= LINE_SIZE)
+    return;
+  memset(line + n, ' ', (size_t)(LINE_SIZE - 1 - n));
+  line[LINE_SIZE - 1] = '\n';
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);
+  if (fd < 0)
+    return;
+  if (write(fd, line, LINE_SIZE) != LINE_SIZE)
+    duro_log(DURO_LOG_ERROR, "short write to %s", path);
+  close(fd);
+}
+
+/* A token unique to this run of a callback: pid and wall time in ns. */
+static void make_token(char *buf, size_t len) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  snprintf(buf, len, "%d-%lld%09ld", (int)getpid(), (long long)ts.tv_sec,
+           ts.tv_nsec);
+}
+
+static void nap_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static int ordinary_step(duro_attempt *a, void *arg) {
+  const fault_step *fs = arg;
+  char token[40];
+  make_token(token, sizeof token);
+  append_line("exec", fs->instance, fs->index, token);
+  if (fs->hold_ms > 0)
+    nap_ms(fs->hold_ms);
+  char json[64];
+  snprintf(json, sizeof json, "\"%s\"", token);
+  return duro_attempt_result(a, json);
+}
+
+/* Both the pointer and the store are volatile: the compiler cannot see
+ * the pointer is NULL, and must emit the store (with a plain `int *`,
+ * GCC drops it). */
+static PLAIN_ void write_null(void) {
+  volatile int *volatile p = NULL;
+  *p = 1;
+}
+
+/* Each frame holds a 4 KiB volatile array and uses it after the call, so
+ * the call is not a tail call and the recursion is not folded away.  The
+ * unsigned depth wraps only after 2^32 calls: the stack ends long before,
+ * but the compiler cannot call the recursion infinite. */
+static PLAIN_ unsigned recurse(unsigned depth) {
+  volatile char frame[4096];
+  frame[0] = (char)depth;
+  frame[sizeof frame - 1] = (char)depth;
+  if (depth == 0)
+    return 0;
+  return recurse(depth + 1) + (unsigned char)frame[0] +
+         (unsigned char)frame[sizeof frame - 1];
+}
+
+static int fault_step_fn(duro_attempt *a, void *arg) {
+  const fault_step *fs = arg;
+  char token[40];
+  make_token(token, sizeof token);
+  append_line("exec", fs->instance, 0, token);
+  if (!strcmp(fs->fault, "segv"))
+    write_null();
+  else if (!strcmp(fs->fault, "abort"))
+    abort();
+  else if (!strcmp(fs->fault, "stack"))
+    return (int)recurse(1);
+  else if (!strcmp(fs->fault, "exit"))
+    exit(0);
+  else if (!strcmp(fs->fault, "hang"))
+    for (;;)
+      nap_ms(50);
+  return duro_attempt_fail_final(a, "unknown fault \"%s\"", fs->fault);
+}
+
+/* The value of "key" in a flat JSON object: a number (as text) or a
+ * string (without its quotes), copied into out; NULL when absent. */
+static const char *param(const char *params, const char *key, char *out,
+                         size_t len) {
+  char quoted[32];
+  snprintf(quoted, sizeof quoted, "\"%s\"", key);
+  const char *p = strstr(params, quoted);
+  if (!p)
+    return NULL;
+  p += strlen(quoted);
+  p += strspn(p, " \t\r\n");
+  if (*p++ != ':')
+    return NULL;
+  p += strspn(p, " \t\r\n");
+  size_t n = *p == '"' ? strcspn(++p, "\"") : strcspn(p, ",} \t\r\n");
+  snprintf(out, len, "%.*s", (int)n, p);
+  return out;
+}
+
+static int int_param(const char *params, const char *key, int fallback) {
+  char buf[32];
+  return param(params, key, buf, sizeof buf) ? atoi(buf) : fallback;
+}
+
+static duro_rc do_ordinary(duro_step *step, const duro_event *ev, int index,
+                           int hold_ms) {
+  fault_step fs = {
+      .instance = ev->instance_id, .index = index, .hold_ms = hold_ms};
+  const char *result;
+  DURO_TRY(duro_do(step, "step", NULL, ordinary_step, &fs, &result));
+  /* strip the quotes of the JSON string */
+  char token[64];
+  snprintf(token, sizeof token, "%.*s", (int)strlen(result) - 2, result + 1);
+  append_line("seen", ev->instance_id, index, token);
+  return DURO_OK;
+}
+
+static duro_rc fault_flow(duro_step *step, const duro_event *ev,
+                          duro_env *env) {
+  (void)env;
+  char fault[16];
+  if (!param(ev->params, "fault", fault, sizeof fault))
+    snprintf(fault, sizeof fault, "none");
+  int n = int_param(ev->params, "steps", 3);
+  int hold_ms = int_param(ev->params, "hold_ms", 0);
+  char timeout[32];
+  snprintf(timeout, sizeof timeout, "%d seconds",
+           int_param(ev->params, "timeout_s", 1));
+
+  for (int i = 1; i <= n; i++) {
+    DURO_TRY(do_ordinary(step, ev, i, hold_ms));
+    if (i == 1 && strcmp(fault, "none") != 0) {
+      /* After a completed step, so the test sees that one never runs
+       * again; the timeout matters only to "hang". */
+      duro_retries retries = {
+          .limit = 10, .delay = "100", .backoff = DURO_BACKOFF_CONSTANT};
+      duro_step_config cfg = {.retries = &retries,
+                              .timeout =
+                                  !strcmp(fault, "hang") ? timeout : NULL};
+      fault_step fs = {.instance = ev->instance_id, .fault = fault};
+      const char *result;
+      DURO_TRY(duro_do(step, "fault", &cfg, fault_step_fn, &fs, &result));
+    }
+  }
+  char out[64];
+  snprintf(out, sizeof out, "{\"steps\":%d}", n);
+  return duro_set_output(step, out);
+}
+
+static const duro_workflow_def workflows[] = {{"Fault", fault_flow}};
+
+DURO_PLUGIN(.name = "faults", .version = "1", DURO_WORKFLOWS(workflows));

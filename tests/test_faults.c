@@ -1,0 +1,1066 @@
+/* test_faults.c — a crashing or hanging plugin never takes the host down.
+ *
+ * Every case runs the real DURO_BIN (fork/exec, tests/proc.h) on a config
+ * generated in the case's own temporary directory, with the faults plugin
+ * (FAULTS_PLUGIN, plugins/faults/faults.c: workflow "fault-flow", class
+ * "Fault") and `http.listen: 127.0.0.1:0`.  `duro run` is a supervisor
+ * that forks the engine process and starts it again when it dies; the
+ * host's stdout and stderr go to one file, where the cases read the
+ * supervisor's lines ("engine started (pid N)", "... died ...",
+ * "restarting in N ms") and each engine's "ready: ... http on port N".
+ * The plugin writes "exec"/"seen" records to a file outside the journal
+ * ($DURO_FAULTS_LOG), from which a completed step that ran again shows.
+ *
+ *  - crash kinds (segv, abort, stack overflow, exit(0); a loop test): an
+ *    instance whose step crashes the engine on every attempt, beside a
+ *    healthy one that spans the crash and one created after it; the
+ *    supervisor survives, the port is kept, HTTP answers again within 5 s,
+ *    the healthy ones complete, the poisoned one ends `errored` with
+ *    `plugin.crashed` after exactly engine.max_crashes crashes, each
+ *    recorded as an attempt and logged with plugin, workflow, instance
+ *    and step; no completed step ran again;
+ *  - hang: attempts that never return are abandoned at their timeout and
+ *    their workers replaced, so healthy instances complete; /healthz says
+ *    degraded and names them, /metrics counts them, a terminate takes
+ *    effect at once, SIGTERM stops within engine.shutdown_grace;
+ *  - one host per database: a second `duro run` on the same storage.path
+ *    exits 1 naming the first one's pid;
+ *  - SIGKILL of the supervisor leaves no engine behind;
+ *  - SIGHUP is not fatal;
+ *  - a second SIGINT forces the stop of a host waiting for a hung attempt;
+ *  - `duro check` of a plugin whose constructor segfaults or calls exit(0)
+ *    exits 1 naming the plugin, and survives it.
+ *
+ * The hosts run with ASan's and UBSan's SIGSEGV/SIGBUS handlers off
+ * (handle_segv=0): in a sanitizer build the plugin's deliberate SIGSEGV
+ * would otherwise become a report and an exit(1), and the cases are about
+ * an engine killed by a signal.  Sanitizer reports still fail a case,
+ * except those of an engine the plugin crashed on purpose.
+ *
+ * Children are killed on every way out: the helpers SIGKILL a child past
+ * its deadline, the teardown kills one still running (proc_live), the
+ * child asks for SIGKILL when its parent dies.  All traffic is on
+ * loopback. */
+#include <check.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "proc.h"
+#include "suite_run.h"
+
+#ifndef DURO_BIN
+#error "build with -DDURO_BIN=\"<path of the built duro binary>\""
+#endif
+#ifndef FAULTS_PLUGIN
+#error "build with -DFAULTS_PLUGIN=\"<path of libfaults.so>\""
+#endif
+#ifndef FIXTURES_DIR
+#error "build with -DFIXTURES_DIR=\"<dir holding libfixture_*.so>\""
+#endif
+
+#define WAIT_MS 20000   /* for a host to say ready */
+#define SETTLE_MS 30000 /* for instances to end, restarts included */
+#define MAX_CRASHES 3   /* engine.max_crashes of the crash cases */
+#define WF "/workflows/fault-flow/instances"
+#define LINE_SIZE 64 /* a record of the faults log */
+
+#define assert_contains(hay, needle)                                           \
+  ck_assert_msg(strstr((hay), (needle)) != NULL, "expected \"%s\" in:\n%s",    \
+                (needle), proc_tail(hay))
+
+/* ---- the host ------------------------------------------------------------ */
+
+typedef struct host {
+  pid_t pid; /* the supervisor */
+  int port;
+  char config[400];
+  char log[400];    /* the host's stdout and stderr */
+  char faults[400]; /* $DURO_FAULTS_LOG */
+  char env_asan[1024], env_ubsan[1024], env_faults[460];
+} host;
+
+/* A config for the faults plugin on `db`, with `engine` as the engine
+ * mapping ("{ workers: 2 }"). */
+static void write_config(host *h, const char *name, const char *db,
+                         const char *engine) {
+  snprintf(h->config, sizeof h->config, "%s/%s.yaml", proc_tmp_dir, name);
+  snprintf(h->log, sizeof h->log, "%s/%s.log", proc_tmp_dir, name);
+  snprintf(h->faults, sizeof h->faults, "%s/faults.log", proc_tmp_dir);
+  FILE *f = fopen(h->config, "w");
+  ck_assert_msg(f != NULL, "%s: %s", h->config, strerror(errno));
+  fprintf(f,
+          "storage: { path: %s, synchronous: normal }\n"
+          "http: { listen: \"127.0.0.1:0\" }\n"
+          "engine: %s\n"
+          "plugins:\n"
+          "  - name: faults\n"
+          "    path: %s\n"
+          "    workflows:\n"
+          "      - name: fault-flow\n"
+          "        binding: FAULT_FLOW\n"
+          "        class_name: Fault\n",
+          db, engine, FAULTS_PLUGIN);
+  ck_assert(fclose(f) == 0);
+}
+
+/* ASAN_OPTIONS or UBSAN_OPTIONS as we have it, plus the handlers off (see
+ * the top of the file), into `buf` as "NAME=value". */
+static void sanitizer_env(char *buf, size_t len, const char *name) {
+  const char *have = getenv(name);
+  snprintf(buf, len, "%s=%s%shandle_segv=0:handle_sigbus=0:handle_abort=0",
+           name, have && *have ? have : "", have && *have ? ":" : "");
+}
+
+/* Our environment with the sanitizer options above and $DURO_FAULTS_LOG;
+ * the strings live in `h`.  The array is malloc'ed (free it). */
+static char **host_env(host *h) {
+  static const char *const drop[] = {"ASAN_OPTIONS", "UBSAN_OPTIONS",
+                                     "DURO_FAULTS_LOG", NULL};
+  sanitizer_env(h->env_asan, sizeof h->env_asan, "ASAN_OPTIONS");
+  sanitizer_env(h->env_ubsan, sizeof h->env_ubsan, "UBSAN_OPTIONS");
+  snprintf(h->env_faults, sizeof h->env_faults, "DURO_FAULTS_LOG=%s",
+           h->faults);
+  char **base = proc_env(drop, NULL);
+  size_t n = 0;
+  while (base[n])
+    n++;
+  char **envp = realloc(base, (n + 4) * sizeof *envp);
+  ck_assert(envp != NULL);
+  envp[n++] = h->env_asan;
+  envp[n++] = h->env_ubsan;
+  envp[n++] = h->env_faults;
+  envp[n] = NULL;
+  return envp;
+}
+
+/* `duro ARGS...` (up to 3 arguments) in proc_tmp_dir, its output in
+ * `out`, with the host environment of `h`. */
+static pid_t spawn_duro(host *h, const char *a1, const char *a2,
+                        const char *out) {
+  const char *argv[] = {DURO_BIN, a1, a2, NULL};
+  char **envp = host_env(h);
+  pid_t pid = proc_spawn(argv, envp, out, out);
+  free(envp);
+  return pid;
+}
+
+/* `duro run` on a new config named `name`, to its "ready" line. */
+static void host_start_db(host *h, const char *name, const char *db,
+                          const char *engine) {
+  write_config(h, name, db, engine);
+  h->pid = spawn_duro(h, "run", h->config, h->log);
+  proc_live = h->pid;
+  h->port = proc_wait_port(h->pid, h->log, proc_now_ms() + WAIT_MS);
+}
+
+static void host_start(host *h, const char *engine) {
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  host_start_db(h, "host", db, engine);
+}
+
+/* Non-zero while `pid`, our child, has not exited; one that has is
+ * reaped. */
+static int child_running(pid_t pid) {
+  int st;
+  if (waitpid(pid, &st, WNOHANG) == 0)
+    return 1;
+  if (pid == proc_live)
+    proc_live = -1;
+  return 0;
+}
+
+/* Non-zero once `pid` (not our child) is gone: no such process, or a
+ * zombie waiting for whoever adopted it. */
+static int pid_gone(pid_t pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH)
+    return 1;
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return 1;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *rp = strrchr(buf, ')'); /* after "pid (comm)" comes the state */
+  return rp && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+static int wait_pid_gone(pid_t pid, int ms) {
+  int64_t deadline = proc_now_ms() + ms;
+  while (!pid_gone(pid)) {
+    if (proc_now_ms() >= deadline)
+      return 0;
+    proc_sleep_ms(10);
+  }
+  return 1;
+}
+
+/* ---- the host's log ------------------------------------------------------ */
+
+/* The pids of "engine started (pid N)" lines in order, at most `max`;
+ * returns how many. */
+static size_t engine_pids(const char *log, pid_t *pids, size_t max) {
+  static const char mark[] = "engine started (pid ";
+  size_t n = 0;
+  for (const char *p = strstr(log, mark); p && n < max; p = strstr(p + 1, mark))
+    pids[n++] = (pid_t)atoi(p + strlen(mark));
+  return n;
+}
+
+/* The pid of the last engine started, waiting for its line; fails when
+ * none shows within 5 s. */
+static pid_t last_engine(const host *h) {
+  int64_t deadline = proc_now_ms() + 5000;
+  for (;;) {
+    char *log = proc_slurp(h->log);
+    pid_t pids[64];
+    size_t n = engine_pids(log, pids, 64);
+    if (n) {
+      free(log);
+      ck_assert_msg(pids[n - 1] > 0 && pids[n - 1] != h->pid,
+                    "engine pid %d, supervisor %d", (int)pids[n - 1],
+                    (int)h->pid);
+      return pids[n - 1];
+    }
+    if (proc_now_ms() >= deadline)
+      ck_abort_msg("no \"engine started (pid N)\" line in:\n%s",
+                   proc_tail(log));
+    free(log);
+    proc_sleep_ms(10);
+  }
+}
+
+/* The lines of `log` that contain `needle`, copied into one malloc'ed
+ * text (caller frees); *count gets how many. */
+static char *lines_with(const char *log, const char *needle, int *count) {
+  size_t cap = strlen(log) + 1, len = 0;
+  char *out = malloc(cap);
+  ck_assert(out != NULL);
+  out[0] = '\0';
+  *count = 0;
+  for (const char *l = log; *l;) {
+    const char *end = strchr(l, '\n');
+    size_t n = end ? (size_t)(end - l) : strlen(l);
+    char *line = strndup(l, n);
+    if (strstr(line, needle)) {
+      memcpy(out + len, line, n);
+      len += n;
+      out[len++] = '\n';
+      out[len] = '\0';
+      (*count)++;
+    }
+    free(line);
+    l += n + (end ? 1 : 0);
+  }
+  return out;
+}
+
+/* Fails on a sanitizer report in `log` other than one of the processes in
+ * `excused` (engines the plugin crashed on purpose).  ASan and LSan head
+ * their reports "==PID==ERROR:" / "==PID==WARNING:"; UBSan's
+ * "runtime error:" names no process and is never excused. */
+static void assert_no_report(const char *log, const pid_t *excused,
+                             size_t n_excused) {
+  const char *ub = strstr(log, "runtime error:");
+  ck_assert_msg(ub == NULL, "UBSan report: %.600s", ub);
+  for (const char *p = strstr(log, "=="); p; p = strstr(p + 2, "==")) {
+    char *end;
+    long pid = strtol(p + 2, &end, 10);
+    if (end == p + 2 || strncmp(end, "==", 2) != 0 ||
+        (strncmp(end + 2, "ERROR", 5) && strncmp(end + 2, "WARNING", 7)))
+      continue;
+    int ok = 0;
+    for (size_t i = 0; i < n_excused; i++)
+      ok |= excused[i] == (pid_t)pid;
+    if (!ok)
+      fprintf(stderr, "---- sanitizer report ----\n%s---- end ----\n", p);
+    ck_assert_msg(ok, "sanitizer report of pid %ld: %.300s", pid, p);
+    p = end;
+  }
+}
+
+/* SIGTERM to the supervisor: it must exit 0 by `deadline`, its engine
+ * must be gone within 2 s and no sanitizer report appear but those of
+ * engines that died before the last one started (when `excuse_dead`). */
+static void host_stop(host *h, int64_t deadline, int excuse_dead) {
+  pid_t engine = last_engine(h);
+  ck_assert_int_eq(kill(h->pid, SIGTERM), 0);
+  int code = proc_wait_exit(h->pid, deadline);
+  char *log = proc_slurp(h->log);
+  if (code != 0)
+    fprintf(stderr, "---- %s ----\n%s---- end ----\n", h->log, log);
+  ck_assert_msg(code == 0, "exit %d after SIGTERM (-1: hung); output:\n%s",
+                code, proc_tail(log));
+  ck_assert_msg(wait_pid_gone(engine, 2000),
+                "engine %d still there after the supervisor exited",
+                (int)engine);
+  pid_t pids[64];
+  size_t n = engine_pids(log, pids, 64);
+  assert_no_report(log, pids, excuse_dead && n ? n - 1 : 0);
+  free(log);
+}
+
+/* ---- HTTP (libcurl) ------------------------------------------------------ */
+
+typedef struct resp {
+  long status;
+  char *body;
+  size_t len;
+  json_t *json; /* the body parsed, or NULL */
+} resp;
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud) {
+  resp *r = ud;
+  size_t len = size * n;
+  r->body = realloc(r->body, r->len + len + 1);
+  ck_assert(r->body != NULL);
+  memcpy(r->body + r->len, p, len);
+  r->len += len;
+  r->body[r->len] = '\0';
+  return len;
+}
+
+static void resp_free(resp *r) {
+  free(r->body);
+  json_decref(r->json);
+  memset(r, 0, sizeof *r);
+}
+
+/* METHOD path on `port` with `body` (NULL: none).  Returns 0, or -1 when
+ * no answer came (refused, reset, timed out: an engine restarting). */
+static int http_try(int port, resp *r, const char *method, const char *path,
+                    const char *body) {
+  memset(r, 0, sizeof *r);
+  CURL *c = curl_easy_init();
+  ck_assert(c != NULL);
+  char url[512];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+  struct curl_slist *hdrs = NULL;
+  hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+  hdrs = curl_slist_append(hdrs, "Expect:");
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 3000L);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+  if (body) {
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+  }
+  if (body || strcmp(method, "GET") != 0)
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+  CURLcode rc = curl_easy_perform(c);
+  if (rc == CURLE_OK)
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+  curl_slist_free_all(hdrs);
+  curl_easy_cleanup(c);
+  if (rc != CURLE_OK) {
+    resp_free(r);
+    return -1;
+  }
+  if (r->body)
+    r->json = json_loadb(r->body, r->len, JSON_DECODE_ANY, NULL);
+  return 0;
+}
+
+/* The same, failing when no answer came. */
+static void http(int port, resp *r, const char *method, const char *path,
+                 const char *body) {
+  ck_assert_msg(http_try(port, r, method, path, body) == 0,
+                "%s %s: no answer from port %d", method, path, port);
+}
+
+/* The member at a dotted path ("error.name"), borrowed. */
+static json_t *jget(json_t *v, const char *path) {
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", path);
+  char *save = NULL;
+  for (char *k = strtok_r(buf, ".", &save); k && v;
+       k = strtok_r(NULL, ".", &save))
+    v = json_object_get(v, k);
+  return v;
+}
+
+static const char *jstr(json_t *v, const char *path) {
+  const char *s = json_string_value(jget(v, path));
+  return s ? s : "";
+}
+
+static char *jdump(json_t *v) {
+  char *s = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+  return s ? s : strdup("(null)");
+}
+
+/* The name of an {"name","message"} error, given as an object or as a
+ * string holding its JSON, into `out` ("" when there is none). */
+static const char *error_name(json_t *err, char *out, size_t len) {
+  out[0] = '\0';
+  if (json_is_object(err)) {
+    snprintf(out, len, "%s", jstr(err, "name"));
+  } else if (json_is_string(err)) {
+    json_t *v = json_loads(json_string_value(err), JSON_DECODE_ANY, NULL);
+    snprintf(out, len, "%s", v ? jstr(v, "name") : json_string_value(err));
+    json_decref(v);
+  }
+  return out;
+}
+
+/* The step with key `key` in a description, borrowed (NULL: none). */
+static json_t *step_of(json_t *d, const char *key) {
+  size_t i;
+  json_t *s;
+  json_array_foreach(jget(d, "steps"), i, s) {
+    if (!strcmp(jstr(s, "key"), key))
+      return s;
+  }
+  return NULL;
+}
+
+/* How many of a step's attempts failed with error name `name`, and in
+ * *others how many had another error or none. */
+static int attempts_with(json_t *step, const char *name, int *others) {
+  int n = 0, o = 0;
+  size_t i;
+  json_t *a;
+  json_array_foreach(jget(step, "attempts"), i, a) {
+    char en[128];
+    if (!strcmp(error_name(jget(a, "error"), en, sizeof en), name))
+      n++;
+    else
+      o++;
+  }
+  if (others)
+    *others = o;
+  return n;
+}
+
+/* Creates instance `id` with `params`, again while no answer comes (an
+ * engine restarting); a 409 after such a retry means the lost request
+ * had created it. */
+static void create(const host *h, const char *id, const char *params) {
+  char body[512];
+  snprintf(body, sizeof body, "{\"id\":\"%s\",\"params\":%s}", id, params);
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  int retried = 0;
+  for (;;) {
+    resp r;
+    if (http_try(h->port, &r, "POST", WF, body) == 0) {
+      int ok = r.status == 201 ||
+               (retried && r.status == 409 &&
+                !strcmp(jstr(r.json, "error.code"), "instance.already_exists"));
+      ck_assert_msg(ok, "create %s: %ld %s", id, r.status,
+                    r.body ? r.body : "");
+      resp_free(&r);
+      return;
+    }
+    ck_assert_msg(proc_now_ms() < deadline, "create %s: no answer", id);
+    retried = 1;
+    proc_sleep_ms(50);
+  }
+}
+
+/* The description of `id`, or NULL when no answer came. */
+static json_t *describe(const host *h, const char *id) {
+  char path[256];
+  snprintf(path, sizeof path, WF "/%s", id);
+  resp r;
+  if (http_try(h->port, &r, "GET", path, NULL) != 0)
+    return NULL;
+  ck_assert_msg(r.status == 200, "GET %s: %ld %s", path, r.status,
+                r.body ? r.body : "");
+  json_t *j = json_incref(r.json);
+  resp_free(&r);
+  return j;
+}
+
+/* Polls `id` until its status is `want` or one that ends it (complete,
+ * errored, terminated), by `deadline`; it must be `want`.  Returns the
+ * last description (caller's). */
+static json_t *wait_status(const host *h, const char *id, const char *want,
+                           int64_t deadline) {
+  json_t *d = NULL;
+  for (;;) {
+    json_decref(d);
+    d = describe(h, id);
+    const char *st = d ? jstr(d, "status") : "";
+    if (!strcmp(st, want) || !strcmp(st, "complete") ||
+        !strcmp(st, "errored") || !strcmp(st, "terminated") ||
+        proc_now_ms() >= deadline)
+      break;
+    proc_sleep_ms(20);
+  }
+  char *text = jdump(d);
+  ck_assert_msg(d && !strcmp(jstr(d, "status"), want),
+                "%s: status never became %s; last: %s", id, want, text);
+  free(text);
+  return d;
+}
+
+/* GET /healthz until it answers 200, by `deadline`; the reply is the
+ * caller's. */
+static void wait_healthz(const host *h, resp *r, int64_t deadline) {
+  for (;;) {
+    if (http_try(h->port, r, "GET", "/healthz", NULL) == 0) {
+      if (r->status == 200)
+        return;
+      resp_free(r);
+    }
+    ck_assert_msg(proc_now_ms() < deadline, "/healthz: no 200 by the deadline");
+    proc_sleep_ms(20);
+  }
+}
+
+/* ---- the faults log ------------------------------------------------------ */
+
+typedef struct record {
+  char kind[8];
+  char inst[32];
+  int index;
+  char token[40];
+} record;
+
+/* The records of the faults log (malloc'ed, *n of them). */
+static record *read_records(const host *h, size_t *n) {
+  char *text = proc_slurp(h->faults);
+  size_t len = strlen(text);
+  ck_assert_msg(len % LINE_SIZE == 0, "faults log of %zu bytes", len);
+  *n = len / LINE_SIZE;
+  record *recs = calloc(*n + 1, sizeof *recs);
+  ck_assert(recs != NULL);
+  for (size_t i = 0; i < *n; i++) {
+    record *r = &recs[i];
+    ck_assert_msg(sscanf(text + i * LINE_SIZE, "%7s %31s %d %39s", r->kind,
+                         r->inst, &r->index, r->token) == 4,
+                  "bad record %zu: %.64s", i, text + i * LINE_SIZE);
+  }
+  free(text);
+  return recs;
+}
+
+/* How many `kind` records of (inst, index) the faults log holds. */
+static int count_records(const host *h, const char *kind, const char *inst,
+                         int index) {
+  size_t n;
+  record *recs = read_records(h, &n);
+  int c = 0;
+  for (size_t i = 0; i < n; i++)
+    c += !strcmp(recs[i].kind, kind) && !strcmp(recs[i].inst, inst) &&
+         recs[i].index == index;
+  free(recs);
+  return c;
+}
+
+static void wait_record(const host *h, const char *kind, const char *inst,
+                        int index, int ms) {
+  int64_t deadline = proc_now_ms() + ms;
+  while (count_records(h, kind, inst, index) == 0) {
+    ck_assert_msg(proc_now_ms() < deadline, "no \"%s %s %d\" in %s by now",
+                  kind, inst, index, h->faults);
+    proc_sleep_ms(10);
+  }
+}
+
+/* How many engine processes ran step callbacks of `inst` (a token
+ * starts with the pid of the process that made it). */
+static int engines_of(const host *h, const char *inst) {
+  size_t n;
+  record *recs = read_records(h, &n);
+  int distinct = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(recs[i].kind, "exec") || strcmp(recs[i].inst, inst))
+      continue;
+    int pid = atoi(recs[i].token), before = 0;
+    for (size_t j = 0; j < i; j++)
+      before |= !strcmp(recs[j].kind, "exec") && !strcmp(recs[j].inst, inst) &&
+                atoi(recs[j].token) == pid;
+    distinct += !before;
+  }
+  free(recs);
+  return distinct;
+}
+
+/* No step callback ran after its step had completed (an "exec" after a
+ * "seen" of the same step), every "seen" carries the token of an earlier
+ * "exec" of its step, and a step's result never changed (every "seen" of
+ * it carries the same token). */
+static void assert_no_rerun(const host *h) {
+  size_t n;
+  record *recs = read_records(h, &n);
+  for (size_t i = 0; i < n; i++) {
+    const record *r = &recs[i];
+    const char *first_seen = NULL;
+    int ran = 0;
+    for (size_t j = 0; j < i; j++) {
+      const record *q = &recs[j];
+      if (strcmp(q->inst, r->inst) || q->index != r->index)
+        continue;
+      if (!strcmp(q->kind, "exec"))
+        ran |= !strcmp(q->token, r->token);
+      else if (!first_seen)
+        first_seen = q->token;
+    }
+    if (!strcmp(r->kind, "exec")) {
+      ck_assert_msg(first_seen == NULL,
+                    "record %zu: %s step %d ran again after it completed "
+                    "with %s",
+                    i, r->inst, r->index, first_seen);
+    } else {
+      ck_assert_msg(ran, "record %zu: %s step %d seen with %s, never run", i,
+                    r->inst, r->index, r->token);
+      ck_assert_msg(!first_seen || !strcmp(first_seen, r->token),
+                    "record %zu: %s step %d result changed from %s to %s", i,
+                    r->inst, r->index, first_seen, r->token);
+    }
+  }
+  free(recs);
+}
+
+/* ---- crash kinds ---------------------------------------------------------
+ */
+
+static const struct {
+  const char *fault;
+  const char *how[2]; /* what the "died" line must say of how */
+} kinds[] = {
+    {"segv", {"SIGSEGV"}},
+    {"abort", {"SIGABRT"}},
+    {"stack", {"SIGSEGV"}},
+    {"exit", {"exit", "status 0"}},
+};
+#define N_KINDS (sizeof kinds / sizeof kinds[0])
+
+START_TEST(crash_kind) {
+  const char *fault = kinds[_i].fault;
+  host H;
+  host_start(&H, "{ workers: 4, max_crashes: 3 }");
+  pid_t supervisor = H.pid, first_engine = last_engine(&H);
+  char a[32], b[32], p[32];
+  snprintf(a, sizeof a, "a-%s", fault);
+  snprintf(b, sizeof b, "b-%s", fault);
+  snprintf(p, sizeof p, "p-%s", fault);
+
+  /* A is inside its first step when P crashes the engine. */
+  create(&H, a, "{\"fault\":\"none\",\"steps\":6,\"hold_ms\":300}");
+  wait_record(&H, "exec", a, 1, 10000);
+  char params[128];
+  snprintf(params, sizeof params, "{\"fault\":\"%s\",\"steps\":2}", fault);
+  create(&H, p, params);
+
+  int64_t t0 = proc_now_ms();
+  for (;;) {
+    char *log = proc_slurp(H.log);
+    int died = strstr(log, "died") != NULL;
+    if (!died && proc_now_ms() >= t0 + 15000)
+      ck_abort_msg("no \"died\" line 15 s after creating %s:\n%s", p,
+                   proc_tail(log));
+    free(log);
+    if (died)
+      break;
+    proc_sleep_ms(10);
+  }
+  int64_t died_at = proc_now_ms();
+  resp r;
+  wait_healthz(&H, &r, died_at + 5000);
+  resp_free(&r);
+  ck_assert_msg(child_running(supervisor), "the supervisor exited");
+  create(&H, b, "{\"fault\":\"none\",\"steps\":3}");
+
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  json_t *da = wait_status(&H, a, "complete", deadline);
+  json_t *db = wait_status(&H, b, "complete", deadline);
+  json_t *dp = wait_status(&H, p, "errored", deadline);
+  ck_assert_msg(child_running(supervisor), "the supervisor exited");
+
+  char *text = jdump(dp), en[128];
+  ck_assert_msg(
+      !strcmp(error_name(jget(dp, "error"), en, sizeof en), "plugin.crashed"),
+      "%s error: %s", p, text);
+  json_t *fs = step_of(dp, "fault#1");
+  int others = 0;
+  int crashed = fs ? attempts_with(fs, "plugin.crashed", &others) : 0;
+  ck_assert_msg(fs && crashed >= 1 && crashed <= MAX_CRASHES && others == 0,
+                "%s fault#1: %d attempt(s) plugin.crashed, %d other: %s", p,
+                crashed, others, text);
+  ck_assert_msg(!strcmp(jstr(step_of(dp, "step#1"), "status"), "complete") &&
+                    step_of(dp, "step#2") == NULL,
+                "%s steps: %s", p, text);
+  free(text);
+  for (int k = 1; k <= 6; k++) {
+    char key[16];
+    snprintf(key, sizeof key, "step#%d", k);
+    ck_assert_str_eq(jstr(step_of(da, key), "status"), "complete");
+    if (k <= 3)
+      ck_assert_str_eq(jstr(step_of(db, key), "status"), "complete");
+  }
+  json_decref(da);
+  json_decref(db);
+  json_decref(dp);
+
+  /* The supervisor's account, complete once it stopped: each crash logged
+   * with how and where, an engine started again after each, on the same
+   * port. */
+  host_stop(&H, proc_now_ms() + 10000, 1);
+  char *log = proc_slurp(H.log);
+  int n_died, n_restart;
+  char *died = lines_with(log, "died", &n_died);
+  free(lines_with(log, "restarting in", &n_restart));
+  ck_assert_msg(n_died == MAX_CRASHES,
+                "%d \"died\" lines, want engine.max_crashes = %d:\n%s", n_died,
+                MAX_CRASHES, proc_tail(log));
+  ck_assert_msg(n_restart >= n_died, "%d \"restarting in\" for %d \"died\"",
+                n_restart, n_died);
+  for (const char *l = died; *l; l = strchr(l, '\n') + 1) {
+    char line[2048];
+    snprintf(line, sizeof line, "%.*s", (int)strcspn(l, "\n"), l);
+    const char *want[] = {"faults",  "fault-flow",     p,
+                          "fault#1", kinds[_i].how[0], kinds[_i].how[1]};
+    for (size_t w = 0; w < sizeof want / sizeof *want; w++)
+      if (want[w])
+        ck_assert_msg(strstr(line, want[w]) != NULL,
+                      "\"died\" line without \"%s\": %s", want[w], line);
+  }
+  free(died);
+  pid_t pids[64];
+  size_t n_engines = engine_pids(log, pids, 64);
+  ck_assert_msg(n_engines == (size_t)n_died + 1 && pids[0] == first_engine,
+                "%zu engines started for %d deaths", n_engines, n_died);
+  for (size_t i = 1; i < n_engines; i++)
+    ck_assert_msg(pids[i] != pids[i - 1] && pids[i] != supervisor,
+                  "engine pid %d reused", (int)pids[i]);
+  static const char mark[] = "http on port ";
+  int n_ready = 0;
+  for (const char *at = strstr(log, mark); at; at = strstr(at + 1, mark)) {
+    n_ready++;
+    ck_assert_msg(atoi(at + strlen(mark)) == H.port,
+                  "an engine served port %d, not %d", atoi(at + strlen(mark)),
+                  H.port);
+  }
+  ck_assert_int_eq(n_ready, (int)n_engines);
+  free(log);
+
+  /* Outside the journal: each crash is one run of the fault callback, and
+   * no completed step ran again. */
+  int fault_runs = count_records(&H, "exec", p, 0);
+  ck_assert_msg(fault_runs == n_died && crashed == n_died,
+                "%d run(s) of the fault step, %d attempt(s) recorded, %d "
+                "crash(es) logged",
+                fault_runs, crashed, n_died);
+  ck_assert_int_eq(count_records(&H, "exec", p, 2), 0);
+  ck_assert_msg(engines_of(&H, a) >= 2, "%s did not span a crash", a);
+  for (int k = 1; k <= 6; k++) {
+    ck_assert_msg(count_records(&H, "seen", a, k) >= 1, "%s %d not seen", a, k);
+    if (k <= 3)
+      ck_assert_msg(count_records(&H, "seen", b, k) >= 1, "%s %d not seen", b,
+                    k);
+  }
+  assert_no_rerun(&H);
+}
+END_TEST
+
+/* ---- hung attempts ------------------------------------------------------- */
+
+/* The value of the metric line "NAME VALUE" in a Prometheus text, or -1. */
+static long metric(const char *text, const char *name) {
+  size_t n = strlen(name);
+  for (const char *l = text; *l;) {
+    if (!strncmp(l, name, n) && l[n] == ' ')
+      return strtol(l + n + 1, NULL, 10);
+    const char *nl = strchr(l, '\n');
+    if (!nl)
+      break;
+    l = nl + 1;
+  }
+  return -1;
+}
+
+START_TEST(hang_is_abandoned) {
+  host H;
+  host_start(&H, "{ workers: 2, shutdown_grace: \"2 seconds\" }");
+  const char *hang = "{\"fault\":\"hang\",\"steps\":2}";
+  create(&H, "h1", hang);
+  create(&H, "h2", hang);
+  wait_record(&H, "exec", "h1", 0, 10000);
+  wait_record(&H, "exec", "h2", 0, 10000);
+
+  /* Both workers hang: their replacements run the healthy ones. */
+  int64_t deadline = proc_now_ms() + 6000;
+  const char *ok[] = {"ok1", "ok2", "ok3"};
+  for (int i = 0; i < 3; i++)
+    create(&H, ok[i], "{\"fault\":\"none\",\"steps\":3}");
+  for (int i = 0; i < 3; i++)
+    json_decref(wait_status(&H, ok[i], "complete", deadline));
+
+  /* /healthz names a hung attempt. */
+  resp r;
+  int64_t until = proc_now_ms() + 5000;
+  for (;;) {
+    http(H.port, &r, "GET", "/healthz", NULL);
+    ck_assert_msg(r.status == 200, "/healthz %ld %s", r.status,
+                  r.body ? r.body : "");
+    if (!strcmp(jstr(r.json, "status"), "degraded") || proc_now_ms() >= until)
+      break;
+    resp_free(&r);
+    proc_sleep_ms(50);
+  }
+  ck_assert_msg(!strcmp(jstr(r.json, "status"), "degraded") &&
+                    json_array_size(jget(r.json, "hung")) >= 1,
+                "/healthz: %s", r.body ? r.body : "");
+  int named = 0;
+  size_t i;
+  json_t *e;
+  json_array_foreach(jget(r.json, "hung"), i, e) {
+    const char *id = jstr(e, "id"), *step = jstr(e, "step");
+    if ((!strcmp(id, "h1") || !strcmp(id, "h2")) &&
+        !strcmp(jstr(e, "workflow"), "fault-flow") &&
+        (!strcmp(step, "fault#1") || !strcmp(step, "fault")) &&
+        json_integer_value(jget(e, "attempt")) >= 1 &&
+        json_integer_value(jget(e, "running_ms")) >= 900)
+      named++;
+  }
+  ck_assert_msg(named >= 1, "no hung entry for h1/h2 fault#1: %s", r.body);
+  resp_free(&r);
+
+  http(H.port, &r, "GET", "/metrics", NULL);
+  ck_assert_int_eq(r.status, 200);
+  long hung = metric(r.body ? r.body : "", "duro_attempts_hung");
+  ck_assert_msg(hung >= 1, "duro_attempts_hung %ld in:\n%s", hung,
+                proc_tail(r.body ? r.body : ""));
+  resp_free(&r);
+
+  /* An abandoned attempt is a failed one, TimeoutError. */
+  until = proc_now_ms() + 5000;
+  for (;;) {
+    json_t *d = describe(&H, "h2");
+    ck_assert(d != NULL);
+    int timeouts = attempts_with(step_of(d, "fault#1"), "TimeoutError", NULL);
+    char *text = jdump(d);
+    json_decref(d);
+    if (timeouts >= 1) {
+      free(text);
+      break;
+    }
+    ck_assert_msg(proc_now_ms() < until, "no TimeoutError attempt: %s", text);
+    free(text);
+    proc_sleep_ms(50);
+  }
+
+  /* A terminate of a hung instance takes effect at once, and nothing of
+   * it runs afterwards. */
+  int64_t t0 = proc_now_ms();
+  http(H.port, &r, "PATCH", WF "/h1/status", "{\"status\":\"terminate\"}");
+  ck_assert_msg(r.status == 200, "terminate h1: %ld %s", r.status,
+                r.body ? r.body : "");
+  resp_free(&r);
+  json_decref(wait_status(&H, "h1", "terminated", t0 + 1500));
+  proc_sleep_ms(300);
+  int runs = count_records(&H, "exec", "h1", 0);
+  proc_sleep_ms(2500); /* past the timeout and the retry delay */
+  json_t *d = describe(&H, "h1");
+  ck_assert_str_eq(jstr(d, "status"), "terminated");
+  json_decref(d);
+  ck_assert_int_eq(count_records(&H, "exec", "h1", 2), 0);
+  ck_assert_msg(count_records(&H, "exec", "h1", 0) == runs,
+                "the fault step of terminated h1 ran again (%d runs, then %d)",
+                runs, count_records(&H, "exec", "h1", 0));
+  assert_no_rerun(&H);
+
+  /* h2 still hangs: the stop waits shutdown_grace (2 s), no longer. */
+  host_stop(&H, proc_now_ms() + 2000 + 3000, 0);
+}
+END_TEST
+
+/* ---- the process boundary ------------------------------------------------ */
+
+START_TEST(second_host_refused) {
+  host H, second;
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  host_start_db(&H, "first", db, "{ workers: 2 }");
+  write_config(&second, "second", db, "{ workers: 2 }");
+  int64_t t0 = proc_now_ms();
+  pid_t pid = spawn_duro(&second, "run", second.config, second.log);
+  int code = proc_wait_exit(pid, t0 + 10000);
+  char *log = proc_slurp(second.log);
+  ck_assert_msg(code == 1 && proc_now_ms() - t0 <= 5000,
+                "second host: exit %d (-1: still running at 10 s) after %lld "
+                "ms:\n%s",
+                code, (long long)(proc_now_ms() - t0), proc_tail(log));
+  char want[32];
+  snprintf(want, sizeof want, "pid %d", (int)H.pid);
+  ck_assert_msg(strstr(log, want) != NULL, "expected \"%s\" in:\n%s", want,
+                proc_tail(log));
+  assert_no_report(log, NULL, 0);
+  free(log);
+
+  resp r;
+  http(H.port, &r, "GET", "/healthz", NULL);
+  ck_assert_msg(r.status == 200 && !strcmp(jstr(r.json, "status"), "ok"),
+                "first host /healthz: %ld %s", r.status, r.body ? r.body : "");
+  resp_free(&r);
+  create(&H, "after", "{\"fault\":\"none\",\"steps\":2}");
+  json_decref(wait_status(&H, "after", "complete", proc_now_ms() + 10000));
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
+START_TEST(sigkill_leaves_no_engine) {
+  host H;
+  host_start(&H, "{ workers: 2 }");
+  /* The engine is inside a step when its supervisor goes. */
+  create(&H, "busy", "{\"fault\":\"none\",\"steps\":1,\"hold_ms\":5000}");
+  wait_record(&H, "exec", "busy", 1, 10000);
+  pid_t engine = last_engine(&H);
+  ck_assert_msg(!pid_gone(engine), "engine %d not running", (int)engine);
+  ck_assert_int_eq(kill(H.pid, SIGKILL), 0);
+  ck_assert_int_eq(proc_wait_exit(H.pid, proc_now_ms() + 2000), 128 + SIGKILL);
+  ck_assert_msg(wait_pid_gone(engine, 2000),
+                "engine %d still there 2 s after SIGKILL of the supervisor",
+                (int)engine);
+}
+END_TEST
+
+START_TEST(sighup_is_not_fatal) {
+  host H;
+  host_start(&H, "{ workers: 2 }");
+  ck_assert_int_eq(kill(H.pid, SIGHUP), 0);
+  int64_t deadline = proc_now_ms() + 3000;
+  for (;;) {
+    char *log = proc_slurp(H.log);
+    if (!child_running(H.pid))
+      ck_abort_msg("the host exited on SIGHUP:\n%s", proc_tail(log));
+    int said = strcasestr(log, "reload") != NULL;
+    if (!said && proc_now_ms() >= deadline)
+      ck_abort_msg("no line mentions reload after SIGHUP:\n%s", proc_tail(log));
+    free(log);
+    if (said)
+      break;
+    proc_sleep_ms(10);
+  }
+  ck_assert_msg(child_running(H.pid), "the host exited on SIGHUP");
+  resp r;
+  wait_healthz(&H, &r, proc_now_ms() + 5000);
+  ck_assert_msg(!strcmp(jstr(r.json, "status"), "ok"), "/healthz: %s",
+                r.body ? r.body : "");
+  resp_free(&r);
+  create(&H, "after-hup", "{\"fault\":\"none\",\"steps\":2}");
+  json_decref(wait_status(&H, "after-hup", "complete", proc_now_ms() + 10000));
+  ck_assert_msg(child_running(H.pid), "the host exited after SIGHUP");
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
+START_TEST(second_sigint_forces_stop) {
+  host H;
+  host_start(&H, "{ workers: 2, shutdown_grace: \"30 seconds\" }");
+  /* Within its 60 s timeout, the attempt is running, not abandoned: the
+   * first SIGINT waits for it. */
+  create(&H, "stuck", "{\"fault\":\"hang\",\"steps\":2,\"timeout_s\":60}");
+  wait_record(&H, "exec", "stuck", 0, 10000);
+  pid_t engine = last_engine(&H);
+  ck_assert_int_eq(kill(H.pid, SIGINT), 0);
+  proc_sleep_ms(200);
+  ck_assert_msg(child_running(H.pid),
+                "the host did not wait shutdown_grace for a running attempt");
+  ck_assert_int_eq(kill(H.pid, SIGINT), 0);
+  int64_t t0 = proc_now_ms();
+  int code = proc_wait_exit(H.pid, t0 + 3000);
+  char *log = proc_slurp(H.log);
+  ck_assert_msg(code >= 0 && (code < 128 || code == 128 + SIGINT),
+                "after the second SIGINT: exit %d (-1: still running at 3 s)"
+                ":\n%s",
+                code, proc_tail(log));
+  ck_assert_msg(wait_pid_gone(engine, 2000),
+                "engine %d still there after a forced stop", (int)engine);
+  assert_no_report(log, NULL, 0);
+  free(log);
+}
+END_TEST
+
+/* ---- duro check of plugins that die while loading ------------------------ */
+
+static const struct {
+  const char *fixture, *name, *word;
+} ctor_cases[] = {
+    /* Neither word is in the fixture's path, so the message says it. */
+    {"ctor_crash", "segv_at_load", "crashed"},
+    {"ctor_exit", "exit_at_load", "exited"},
+};
+
+START_TEST(check_survives_ctor) {
+  host H;
+  snprintf(H.config, sizeof H.config, "%s/check.yaml", proc_tmp_dir);
+  snprintf(H.log, sizeof H.log, "%s/check.log", proc_tmp_dir);
+  snprintf(H.faults, sizeof H.faults, "%s/faults.log", proc_tmp_dir);
+  FILE *f = fopen(H.config, "w");
+  ck_assert(f != NULL);
+  fprintf(f,
+          "storage: { path: %s/var/duro.db }\n"
+          "plugins:\n"
+          "  - name: %s\n"
+          "    path: %s/libfixture_%s.so\n"
+          "    workflows:\n"
+          "      - { name: hello, binding: HELLO, class_name: Hello }\n",
+          proc_tmp_dir, ctor_cases[_i].name, FIXTURES_DIR,
+          ctor_cases[_i].fixture);
+  ck_assert(fclose(f) == 0);
+  pid_t pid = spawn_duro(&H, "check", H.config, H.log);
+  proc_live = pid;
+  int code = proc_wait_exit(pid, proc_now_ms() + 15000);
+  char *log = proc_slurp(H.log);
+  ck_assert_msg(
+      code == 1,
+      "duro check: exit %d (-1: hung; 128+N: killed by signal N):\n%s", code,
+      proc_tail(log));
+  assert_contains(log, ctor_cases[_i].name);
+  assert_contains(log, ctor_cases[_i].word);
+  assert_no_report(log, NULL, 0);
+  free(log);
+}
+END_TEST
+
+static Suite *faults_suite(void) {
+  Suite *s = suite_create("faults");
+  TCase *crash = tcase_create("crash");
+  TCase *hang = tcase_create("hang");
+  TCase *process = tcase_create("process");
+  TCase *check = tcase_create("check");
+  TCase *all[] = {crash, hang, process, check};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+    proc_fixtures(all[i], "duro-faults");
+    tcase_set_timeout(all[i], 60);
+    suite_add_tcase(s, all[i]);
+  }
+  tcase_add_loop_test(crash, crash_kind, 0, (int)N_KINDS);
+  tcase_add_test(hang, hang_is_abandoned);
+  tcase_add_test(process, second_host_refused);
+  tcase_add_test(process, sigkill_leaves_no_engine);
+  tcase_add_test(process, sighup_is_not_fatal);
+  tcase_add_test(process, second_sigint_forces_stop);
+  tcase_add_loop_test(check, check_survives_ctor, 0,
+                      (int)(sizeof ctor_cases / sizeof *ctor_cases));
+  return s;
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_IGN);
+  if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+    fprintf(stderr, "curl_global_init failed\n");
+    return EXIT_FAILURE;
+  }
+  int rc = suite_run(faults_suite());
+  curl_global_cleanup();
+  return rc;
+}
