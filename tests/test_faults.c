@@ -882,6 +882,34 @@ START_TEST(hang_is_abandoned) {
 }
 END_TEST
 
+/* A terminate does not wait for a running callback, even one well within
+ * its timeout: the instance ends at once, the attempt is recorded as
+ * abandoned (instance.terminated), and nothing of it runs afterwards. */
+START_TEST(terminate_does_not_wait_for_callback) {
+  host H;
+  host_start(&H, "{ workers: 2, shutdown_grace: \"2 seconds\" }");
+  create(&H, "long", "{\"fault\":\"hang\",\"steps\":2,\"timeout_s\":60}");
+  wait_record(&H, "exec", "long", 0, 10000);
+  resp r;
+  int64_t t0 = proc_now_ms();
+  http(H.port, &r, "PATCH", WF "/long/status", "{\"status\":\"terminate\"}");
+  ck_assert_msg(r.status == 200, "terminate: %ld %s", r.status,
+                r.body ? r.body : "");
+  resp_free(&r);
+  json_t *d = wait_status(&H, "long", "terminated", t0 + 1000);
+  ck_assert_int_eq(
+      attempts_with(step_of(d, "fault#1"), "instance.terminated", NULL), 1);
+  json_decref(d);
+  /* Its thread still runs the callback: other instances still get one. */
+  create(&H, "after", "{\"fault\":\"none\",\"steps\":2}");
+  json_decref(wait_status(&H, "after", "complete", proc_now_ms() + 5000));
+  proc_sleep_ms(500);
+  ck_assert_int_eq(count_records(&H, "exec", "long", 0), 1);
+  ck_assert_int_eq(count_records(&H, "exec", "long", 2), 0);
+  host_stop(&H, proc_now_ms() + 2000 + 3000, 0);
+}
+END_TEST
+
 /* ---- the process boundary ------------------------------------------------ */
 
 START_TEST(second_host_refused) {
@@ -1045,6 +1073,7 @@ static Suite *faults_suite(void) {
   }
   tcase_add_loop_test(crash, crash_kind, 0, (int)N_KINDS);
   tcase_add_test(hang, hang_is_abandoned);
+  tcase_add_test(hang, terminate_does_not_wait_for_callback);
   tcase_add_test(process, second_host_refused);
   tcase_add_test(process, sigkill_leaves_no_engine);
   tcase_add_test(process, sighup_is_not_fatal);
