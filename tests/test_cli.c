@@ -50,8 +50,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "http_client.h"
 #include "proc.h"
-#include "suite_run.h"
 
 #ifndef DURO_BIN
 #error "build with -DDURO_BIN=\"<path of the built duro binary>\""
@@ -241,22 +241,6 @@ static void expect_server_error(const run *r, const char *code) {
 
 /* ---- JSON ---------------------------------------------------------------- */
 
-/* The member at a dotted path ("error.code", "steps"), borrowed. */
-static json_t *jget(json_t *v, const char *path) {
-  char buf[256];
-  snprintf(buf, sizeof buf, "%s", path);
-  char *save = NULL;
-  for (char *k = strtok_r(buf, ".", &save); k && v;
-       k = strtok_r(NULL, ".", &save))
-    v = json_object_get(v, k);
-  return v;
-}
-
-static const char *jstr(json_t *v, const char *path) {
-  const char *s = json_string_value(jget(v, path));
-  return s ? s : "";
-}
-
 /* The client's stdout parsed; fails unless it is JSON. */
 static json_t *out_json(const run *r) {
   json_error_t e;
@@ -264,17 +248,6 @@ static json_t *out_json(const run *r) {
   ck_assert_msg(j != NULL, "%s: stdout is not JSON (%s):\n%s", r->what, e.text,
                 proc_tail(r->out));
   return j;
-}
-
-/* The step with key `key` ("charge card#1") in a description, borrowed. */
-static json_t *step_of(json_t *d, const char *key) {
-  size_t i;
-  json_t *s;
-  json_array_foreach(jget(d, "steps"), i, s) {
-    if (!strcmp(jstr(s, "key"), key))
-      return s;
-  }
-  return NULL;
 }
 
 /* `describe WF ID --json`, parsed (caller's). */
@@ -700,37 +673,20 @@ START_TEST(describe_retried_step) {
 END_TEST
 
 /* GET /workflows/order-flow/instances/ID from the host, parsed. */
-static size_t on_body(char *p, size_t size, size_t n, void *ud) {
-  char **buf = ud;
-  size_t have = strlen(*buf), len = size * n;
-  *buf = realloc(*buf, have + len + 1);
-  ck_assert(*buf != NULL);
-  memcpy(*buf + have, p, len);
-  (*buf)[have + len] = '\0';
-  return len;
-}
-
-static json_t *http_get(const char *id) {
-  char url[256], *body = calloc(1, 1);
-  ck_assert(body != NULL);
-  snprintf(url, sizeof url, "%s/workflows/" WF "/instances/%s", H.url, id);
-  CURL *c = curl_easy_init();
-  ck_assert(c != NULL);
-  curl_easy_setopt(c, CURLOPT_URL, url);
-  curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 15000L);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
-  CURLcode rc = curl_easy_perform(c);
-  long status = 0;
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-  curl_easy_cleanup(c);
-  ck_assert_msg(rc == CURLE_OK && status == 200, "GET %s: %s, HTTP %ld: %s",
-                url, curl_easy_strerror(rc), status, proc_tail(body));
+static json_t *api_describe(const char *id) {
+  char path[256], url[320];
+  snprintf(path, sizeof path, "/workflows/" WF "/instances/%s", id);
+  snprintf(url, sizeof url, "%s%s", H.url, path);
+  http_resp r;
+  CURLcode rc =
+      http_send(H.port, &(http_req){.method = "GET", .path = path}, &r);
+  const char *body = r.body ? r.body : "";
+  ck_assert_msg(rc == CURLE_OK && r.status == 200, "GET %s: %s, HTTP %ld: %s",
+                url, curl_easy_strerror(rc), r.status, proc_tail(body));
+  /* Without JSON_DECODE_ANY, unlike r.json: a description is an object. */
   json_t *j = json_loads(body, 0, NULL);
   ck_assert_msg(j != NULL, "GET %s: not JSON: %s", url, proc_tail(body));
-  free(body);
+  http_resp_free(&r);
   return j;
 }
 
@@ -798,7 +754,7 @@ START_TEST(describe_completed) {
 
   /* --json is GET of the same instance. */
   json_t *cli = describe_json("c1");
-  json_t *api = http_get("c1");
+  json_t *api = api_describe("c1");
   ck_assert_str_eq(jstr(cli, "id"), jstr(api, "id"));
   ck_assert_str_eq(jstr(cli, "status"), "complete");
   ck_assert_str_eq(jstr(cli, "status"), jstr(api, "status"));
@@ -1310,13 +1266,4 @@ static Suite *cli_suite(void) {
   return s;
 }
 
-int main(void) {
-  signal(SIGPIPE, SIG_IGN);
-  if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-    fprintf(stderr, "curl_global_init failed\n");
-    return EXIT_FAILURE;
-  }
-  int rc = suite_run(cli_suite());
-  curl_global_cleanup();
-  return rc;
-}
+int main(void) { return http_suite_run(cli_suite()); }

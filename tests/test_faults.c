@@ -54,8 +54,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "http_client.h"
 #include "proc.h"
-#include "suite_run.h"
 
 #ifndef DURO_BIN
 #error "build with -DDURO_BIN=\"<path of the built duro binary>\""
@@ -184,16 +184,13 @@ static int child_running(pid_t pid) {
 static int pid_gone(pid_t pid) {
   if (kill(pid, 0) != 0 && errno == ESRCH)
     return 1;
-  char path[64], buf[512];
+  char path[64];
   snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(path, "r");
-  if (!f)
-    return 1;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  const char *rp = strrchr(buf, ')'); /* after "pid (comm)" comes the state */
-  return rp && (rp[2] == 'Z' || rp[2] == 'X');
+  char *text = proc_slurp(path);       /* "" once the process is gone */
+  const char *rp = strrchr(text, ')'); /* after "pid (comm)" comes the state */
+  int gone = !rp || rp[2] == 'Z' || rp[2] == 'X';
+  free(text);
+  return gone;
 }
 
 static int wait_pid_gone(pid_t pid, int ms) {
@@ -311,97 +308,22 @@ static void host_stop(host *h, int64_t deadline, int excuse_dead) {
   free(log);
 }
 
-/* ---- HTTP (libcurl) ------------------------------------------------------ */
-
-typedef struct resp {
-  long status;
-  char *body;
-  size_t len;
-  json_t *json; /* the body parsed, or NULL */
-} resp;
-
-static size_t on_body(char *p, size_t size, size_t n, void *ud) {
-  resp *r = ud;
-  size_t len = size * n;
-  r->body = realloc(r->body, r->len + len + 1);
-  ck_assert(r->body != NULL);
-  memcpy(r->body + r->len, p, len);
-  r->len += len;
-  r->body[r->len] = '\0';
-  return len;
-}
-
-static void resp_free(resp *r) {
-  free(r->body);
-  json_decref(r->json);
-  memset(r, 0, sizeof *r);
-}
+/* ---- HTTP (libcurl, tests/http_client.h) -------------------------------- */
 
 /* METHOD path on `port` with `body` (NULL: none).  Returns 0, or -1 when
  * no answer came (refused, reset, timed out: an engine restarting). */
-static int http_try(int port, resp *r, const char *method, const char *path,
-                    const char *body) {
-  memset(r, 0, sizeof *r);
-  CURL *c = curl_easy_init();
-  ck_assert(c != NULL);
-  char url[512];
-  snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
-  struct curl_slist *hdrs = NULL;
-  hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
-  hdrs = curl_slist_append(hdrs, "Expect:");
-  curl_easy_setopt(c, CURLOPT_URL, url);
-  curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 3000L);
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
-  if (body) {
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-  }
-  if (body || strcmp(method, "GET") != 0)
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-  CURLcode rc = curl_easy_perform(c);
-  if (rc == CURLE_OK)
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
-  curl_slist_free_all(hdrs);
-  curl_easy_cleanup(c);
-  if (rc != CURLE_OK) {
-    resp_free(r);
-    return -1;
-  }
-  if (r->body)
-    r->json = json_loadb(r->body, r->len, JSON_DECODE_ANY, NULL);
-  return 0;
+static int request_try(int port, http_resp *r, const char *method,
+                       const char *path, const char *body) {
+  http_req q = {
+      .method = method, .path = path, .body = body, .timeout_ms = 3000};
+  return http_send(port, &q, r) == CURLE_OK ? 0 : -1;
 }
 
 /* The same, failing when no answer came. */
-static void http(int port, resp *r, const char *method, const char *path,
-                 const char *body) {
-  ck_assert_msg(http_try(port, r, method, path, body) == 0,
+static void request(int port, http_resp *r, const char *method,
+                    const char *path, const char *body) {
+  ck_assert_msg(request_try(port, r, method, path, body) == 0,
                 "%s %s: no answer from port %d", method, path, port);
-}
-
-/* The member at a dotted path ("error.name"), borrowed. */
-static json_t *jget(json_t *v, const char *path) {
-  char buf[256];
-  snprintf(buf, sizeof buf, "%s", path);
-  char *save = NULL;
-  for (char *k = strtok_r(buf, ".", &save); k && v;
-       k = strtok_r(NULL, ".", &save))
-    v = json_object_get(v, k);
-  return v;
-}
-
-static const char *jstr(json_t *v, const char *path) {
-  const char *s = json_string_value(jget(v, path));
-  return s ? s : "";
-}
-
-static char *jdump(json_t *v) {
-  char *s = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-  return s ? s : strdup("(null)");
 }
 
 /* The name of an {"name","message"} error, given as an object or as a
@@ -416,17 +338,6 @@ static const char *error_name(json_t *err, char *out, size_t len) {
     json_decref(v);
   }
   return out;
-}
-
-/* The step with key `key` in a description, borrowed (NULL: none). */
-static json_t *step_of(json_t *d, const char *key) {
-  size_t i;
-  json_t *s;
-  json_array_foreach(jget(d, "steps"), i, s) {
-    if (!strcmp(jstr(s, "key"), key))
-      return s;
-  }
-  return NULL;
 }
 
 /* How many of a step's attempts failed with error name `name`, and in
@@ -456,14 +367,14 @@ static void create(const host *h, const char *id, const char *params) {
   int64_t deadline = proc_now_ms() + SETTLE_MS;
   int retried = 0;
   for (;;) {
-    resp r;
-    if (http_try(h->port, &r, "POST", WF, body) == 0) {
+    http_resp r;
+    if (request_try(h->port, &r, "POST", WF, body) == 0) {
       int ok = r.status == 201 ||
                (retried && r.status == 409 &&
                 !strcmp(jstr(r.json, "error.code"), "instance.already_exists"));
       ck_assert_msg(ok, "create %s: %ld %s", id, r.status,
                     r.body ? r.body : "");
-      resp_free(&r);
+      http_resp_free(&r);
       return;
     }
     ck_assert_msg(proc_now_ms() < deadline, "create %s: no answer", id);
@@ -476,13 +387,13 @@ static void create(const host *h, const char *id, const char *params) {
 static json_t *describe(const host *h, const char *id) {
   char path[256];
   snprintf(path, sizeof path, WF "/%s", id);
-  resp r;
-  if (http_try(h->port, &r, "GET", path, NULL) != 0)
+  http_resp r;
+  if (request_try(h->port, &r, "GET", path, NULL) != 0)
     return NULL;
   ck_assert_msg(r.status == 200, "GET %s: %ld %s", path, r.status,
                 r.body ? r.body : "");
   json_t *j = json_incref(r.json);
-  resp_free(&r);
+  http_resp_free(&r);
   return j;
 }
 
@@ -511,12 +422,12 @@ static json_t *wait_status(const host *h, const char *id, const char *want,
 
 /* GET /healthz until it answers 200, by `deadline`; the reply is the
  * caller's. */
-static void wait_healthz(const host *h, resp *r, int64_t deadline) {
+static void wait_healthz(const host *h, http_resp *r, int64_t deadline) {
   for (;;) {
-    if (http_try(h->port, r, "GET", "/healthz", NULL) == 0) {
+    if (request_try(h->port, r, "GET", "/healthz", NULL) == 0) {
       if (r->status == 200)
         return;
-      resp_free(r);
+      http_resp_free(r);
     }
     ck_assert_msg(proc_now_ms() < deadline, "/healthz: no 200 by the deadline");
     proc_sleep_ms(20);
@@ -672,9 +583,9 @@ START_TEST(crash_kind) {
     proc_sleep_ms(10);
   }
   int64_t died_at = proc_now_ms();
-  resp r;
+  http_resp r;
   wait_healthz(&H, &r, died_at + 5000);
-  resp_free(&r);
+  http_resp_free(&r);
   ck_assert_msg(child_running(supervisor), "the supervisor exited");
   create(&H, b, "{\"fault\":\"none\",\"steps\":3}");
 
@@ -804,15 +715,15 @@ START_TEST(hang_is_abandoned) {
     json_decref(wait_status(&H, ok[i], "complete", deadline));
 
   /* /healthz names a hung attempt. */
-  resp r;
+  http_resp r;
   int64_t until = proc_now_ms() + 5000;
   for (;;) {
-    http(H.port, &r, "GET", "/healthz", NULL);
+    request(H.port, &r, "GET", "/healthz", NULL);
     ck_assert_msg(r.status == 200, "/healthz %ld %s", r.status,
                   r.body ? r.body : "");
     if (!strcmp(jstr(r.json, "status"), "degraded") || proc_now_ms() >= until)
       break;
-    resp_free(&r);
+    http_resp_free(&r);
     proc_sleep_ms(50);
   }
   ck_assert_msg(!strcmp(jstr(r.json, "status"), "degraded") &&
@@ -831,14 +742,14 @@ START_TEST(hang_is_abandoned) {
       named++;
   }
   ck_assert_msg(named >= 1, "no hung entry for h1/h2 fault#1: %s", r.body);
-  resp_free(&r);
+  http_resp_free(&r);
 
-  http(H.port, &r, "GET", "/metrics", NULL);
+  request(H.port, &r, "GET", "/metrics", NULL);
   ck_assert_int_eq(r.status, 200);
   long hung = metric(r.body ? r.body : "", "duro_attempts_hung");
   ck_assert_msg(hung >= 1, "duro_attempts_hung %ld in:\n%s", hung,
                 proc_tail(r.body ? r.body : ""));
-  resp_free(&r);
+  http_resp_free(&r);
 
   /* An abandoned attempt is a failed one, TimeoutError. */
   until = proc_now_ms() + 5000;
@@ -860,10 +771,10 @@ START_TEST(hang_is_abandoned) {
   /* A terminate of a hung instance takes effect at once, and nothing of
    * it runs afterwards. */
   int64_t t0 = proc_now_ms();
-  http(H.port, &r, "PATCH", WF "/h1/status", "{\"status\":\"terminate\"}");
+  request(H.port, &r, "PATCH", WF "/h1/status", "{\"status\":\"terminate\"}");
   ck_assert_msg(r.status == 200, "terminate h1: %ld %s", r.status,
                 r.body ? r.body : "");
-  resp_free(&r);
+  http_resp_free(&r);
   json_decref(wait_status(&H, "h1", "terminated", t0 + 1500));
   proc_sleep_ms(300);
   int runs = count_records(&H, "exec", "h1", 0);
@@ -890,12 +801,12 @@ START_TEST(terminate_does_not_wait_for_callback) {
   host_start(&H, "{ workers: 2, shutdown_grace: \"2 seconds\" }");
   create(&H, "long", "{\"fault\":\"hang\",\"steps\":2,\"timeout_s\":60}");
   wait_record(&H, "exec", "long", 0, 10000);
-  resp r;
+  http_resp r;
   int64_t t0 = proc_now_ms();
-  http(H.port, &r, "PATCH", WF "/long/status", "{\"status\":\"terminate\"}");
+  request(H.port, &r, "PATCH", WF "/long/status", "{\"status\":\"terminate\"}");
   ck_assert_msg(r.status == 200, "terminate: %ld %s", r.status,
                 r.body ? r.body : "");
-  resp_free(&r);
+  http_resp_free(&r);
   json_t *d = wait_status(&H, "long", "terminated", t0 + 1000);
   ck_assert_int_eq(
       attempts_with(step_of(d, "fault#1"), "instance.terminated", NULL), 1);
@@ -933,11 +844,11 @@ START_TEST(second_host_refused) {
   assert_no_report(log, NULL, 0);
   free(log);
 
-  resp r;
-  http(H.port, &r, "GET", "/healthz", NULL);
+  http_resp r;
+  request(H.port, &r, "GET", "/healthz", NULL);
   ck_assert_msg(r.status == 200 && !strcmp(jstr(r.json, "status"), "ok"),
                 "first host /healthz: %ld %s", r.status, r.body ? r.body : "");
-  resp_free(&r);
+  http_resp_free(&r);
   create(&H, "after", "{\"fault\":\"none\",\"steps\":2}");
   json_decref(wait_status(&H, "after", "complete", proc_now_ms() + 10000));
   host_stop(&H, proc_now_ms() + 10000, 0);
@@ -978,11 +889,11 @@ START_TEST(sighup_is_not_fatal) {
     proc_sleep_ms(10);
   }
   ck_assert_msg(child_running(H.pid), "the host exited on SIGHUP");
-  resp r;
+  http_resp r;
   wait_healthz(&H, &r, proc_now_ms() + 5000);
   ck_assert_msg(!strcmp(jstr(r.json, "status"), "ok"), "/healthz: %s",
                 r.body ? r.body : "");
-  resp_free(&r);
+  http_resp_free(&r);
   create(&H, "after-hup", "{\"fault\":\"none\",\"steps\":2}");
   json_decref(wait_status(&H, "after-hup", "complete", proc_now_ms() + 10000));
   ck_assert_msg(child_running(H.pid), "the host exited after SIGHUP");
@@ -1083,13 +994,4 @@ static Suite *faults_suite(void) {
   return s;
 }
 
-int main(void) {
-  signal(SIGPIPE, SIG_IGN);
-  if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-    fprintf(stderr, "curl_global_init failed\n");
-    return EXIT_FAILURE;
-  }
-  int rc = suite_run(faults_suite());
-  curl_global_cleanup();
-  return rc;
-}
+int main(void) { return http_suite_run(faults_suite()); }

@@ -41,14 +41,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "http_client.h"
 #include "proc.h"
-#include "suite_run.h"
 
 #ifndef DURO_BIN
 #error "build with -DDURO_BIN=\"<path of the built duro binary>\""
@@ -140,152 +139,41 @@ static void host_stop(host *h) {
 /* The host a case talks to through the helpers below. */
 static host H;
 
-/* ---- well-formed requests (libcurl) ---------------------------------------
- */
-
-typedef struct resp {
-  long status;
-  char *body;
-  size_t len;
-  char headers[8192];
-  size_t hlen;
-  json_t *json; /* the body parsed, or NULL */
-} resp;
-
-static size_t on_body(char *p, size_t size, size_t n, void *ud) {
-  resp *r = ud;
-  size_t len = size * n;
-  r->body = realloc(r->body, r->len + len + 1);
-  ck_assert(r->body != NULL);
-  memcpy(r->body + r->len, p, len);
-  r->len += len;
-  r->body[r->len] = '\0';
-  return len;
-}
-
-static size_t on_header(char *p, size_t size, size_t n, void *ud) {
-  resp *r = ud;
-  size_t len = size * n;
-  size_t room = sizeof r->headers - 1 - r->hlen;
-  size_t take = len < room ? len : room;
-  memcpy(r->headers + r->hlen, p, take);
-  r->hlen += take;
-  r->headers[r->hlen] = '\0';
-  return len;
-}
-
-static void resp_free(resp *r) {
-  free(r->body);
-  json_decref(r->json);
-  memset(r, 0, sizeof *r);
-}
-
-/* The value of header `name` (lowercase) in r, copied into out, or NULL. */
-static const char *resp_header(const resp *r, const char *name, char *out,
-                               size_t len) {
-  size_t nl = strlen(name);
-  for (const char *l = r->headers; l && *l;) {
-    if (!strncasecmp(l, name, nl) && l[nl] == ':') {
-      const char *v = l + nl + 1;
-      while (*v == ' ')
-        v++;
-      size_t vl = strcspn(v, "\r\n");
-      snprintf(out, len, "%.*s", (int)vl, v);
-      return out;
-    }
-    l = strchr(l, '\n');
-    if (l)
-      l++;
-  }
-  return NULL;
-}
+/* ---- well-formed requests (libcurl, tests/http_client.h) -------------- */
 
 /* METHOD path to the host of the case, with `body` (NULL: none) of `blen`
  * bytes and an Authorization header (NULL: none).  Returns the status. */
-static long request_auth(resp *r, const char *method, const char *path,
+static long request_auth(http_resp *r, const char *method, const char *path,
                          const char *body, size_t blen, const char *auth) {
-  memset(r, 0, sizeof *r);
-  CURL *c = curl_easy_init();
-  ck_assert(c != NULL);
-  char url[12288];
-  snprintf(url, sizeof url, "http://127.0.0.1:%d%s", H.port, path);
-  struct curl_slist *hdrs = NULL;
-  hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
-  hdrs = curl_slist_append(hdrs, "Expect:"); /* no 100-continue round trip */
-  char authz[512];
-  if (auth) {
-    snprintf(authz, sizeof authz, "Authorization: %s", auth);
-    hdrs = curl_slist_append(hdrs, authz);
-  }
-  curl_easy_setopt(c, CURLOPT_URL, url);
-  curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 15000L);
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
-  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-  curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
-  if (body) {
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)blen);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-  }
-  if (!strcmp(method, "POST") && !body) {
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, 0L);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
-  }
-  /* The method as given, also for a GET with a body (curl would POST). */
-  if (body || strcmp(method, "GET") != 0)
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-  CURLcode rc = curl_easy_perform(c);
+  http_req q = {.method = method,
+                .path = path,
+                .body = body,
+                .body_len = blen,
+                .auth = auth,
+                .timeout_ms = 15000};
+  CURLcode rc = http_send(H.port, &q, r);
   ck_assert_msg(rc == CURLE_OK, "%s %s: %s", method, path,
                 curl_easy_strerror(rc));
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
-  curl_slist_free_all(hdrs);
-  curl_easy_cleanup(c);
-  if (r->body)
-    r->json = json_loadb(r->body, r->len, JSON_DECODE_ANY, NULL);
   return r->status;
 }
 
-static long request(resp *r, const char *method, const char *path,
+static long request(http_resp *r, const char *method, const char *path,
                     const char *body) {
   return request_auth(r, method, path, body, body ? strlen(body) : 0, NULL);
 }
 
-/* The member at a dotted path ("error.code", "steps"), borrowed. */
-static json_t *jget(json_t *v, const char *path) {
-  char buf[256];
-  snprintf(buf, sizeof buf, "%s", path);
-  char *save = NULL;
-  for (char *k = strtok_r(buf, ".", &save); k && v;
-       k = strtok_r(NULL, ".", &save))
-    v = json_object_get(v, k);
-  return v;
-}
-
-static const char *jstr(json_t *v, const char *path) {
-  const char *s = json_string_value(jget(v, path));
-  return s ? s : "";
-}
-
-static char *jdump(json_t *v) {
-  char *s = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-  return s ? s : strdup("(null)");
-}
-
 /* An error reply: `status`, Content-Type application/json and exactly
  * {"error":{"code": code, "message": non-empty}}. */
-static void assert_error(const resp *r, long status, const char *code,
+static void assert_error(const http_resp *r, long status, const char *code,
                          const char *what) {
   ck_assert_msg(r->status == status, "%s: status %ld, want %ld; body: %s", what,
                 r->status, status, r->body ? r->body : "");
   char type[128];
-  ck_assert_msg(resp_header(r, "content-type", type, sizeof type) &&
-                    !strncmp(type, "application/json", 16),
-                "%s: content-type %s", what,
-                resp_header(r, "content-type", type, sizeof type) ? type
-                                                                  : "none");
+  ck_assert_msg(
+      http_resp_header(r, "content-type", type, sizeof type) &&
+          !strncmp(type, "application/json", 16),
+      "%s: content-type %s", what,
+      http_resp_header(r, "content-type", type, sizeof type) ? type : "none");
   ck_assert_msg(json_is_object(r->json) && json_object_size(r->json) == 1 &&
                     json_is_object(jget(r->json, "error")) &&
                     json_object_size(jget(r->json, "error")) == 2,
@@ -304,7 +192,7 @@ static void assert_error(const resp *r, long status, const char *code,
 
 /* POST a create and expect 201 {id, status: queued}. */
 static void create(const char *body, const char *want_id) {
-  resp r;
+  http_resp r;
   request(&r, "POST", WF, body);
   expect_status(&r, 201, body);
   ck_assert_msg(json_object_size(r.json) == 2 &&
@@ -312,7 +200,7 @@ static void create(const char *body, const char *want_id) {
                 "create %s: %s", body, r.body);
   if (want_id)
     ck_assert_str_eq(jstr(r.json, "id"), want_id);
-  resp_free(&r);
+  http_resp_free(&r);
 }
 
 static void create_order(const char *id, double amount, int grace) {
@@ -328,11 +216,11 @@ static void create_order(const char *id, double amount, int grace) {
 static json_t *describe(const char *id) {
   char path[256];
   snprintf(path, sizeof path, WF "/%s", id);
-  resp r;
+  http_resp r;
   request(&r, "GET", path, NULL);
   expect_status(&r, 200, path);
   json_t *j = json_incref(r.json);
-  resp_free(&r);
+  http_resp_free(&r);
   return j;
 }
 
@@ -357,24 +245,15 @@ static json_t *wait_status(const char *id, const char *want) {
   }
 }
 
-/* The step with key `key` ("charge card#1") in a description, borrowed. */
-static json_t *step_of(json_t *d, const char *key) {
-  size_t i;
-  json_t *s;
-  json_array_foreach(jget(d, "steps"), i,
-                     s) if (!strcmp(jstr(s, "key"), key)) return s;
-  return NULL;
-}
-
 /* PATCH .../{id}/status with `body`; returns the reply (caller frees). */
-static void patch_status(resp *r, const char *id, const char *body) {
+static void patch_status(http_resp *r, const char *id, const char *body) {
   char path[256];
   snprintf(path, sizeof path, WF "/%s/status", id);
   request(r, "PATCH", path, body);
 }
 
 static void patch_ok(const char *id, const char *body, const char *want) {
-  resp r;
+  http_resp r;
   patch_status(&r, id, body);
   expect_status(&r, 200, body);
   char pat[128], one[40];
@@ -382,36 +261,36 @@ static void patch_ok(const char *id, const char *body, const char *want) {
   snprintf(one, sizeof one, "|%s|", jstr(r.json, "status"));
   ck_assert_msg(!strcmp(jstr(r.json, "id"), id) && strstr(pat, one),
                 "PATCH %s %s: %s, want status %s", id, body, r.body, want);
-  resp_free(&r);
+  http_resp_free(&r);
 }
 
 static void patch_refused(const char *id, const char *body, const char *code) {
-  resp r;
+  http_resp r;
   patch_status(&r, id, body);
   char what[256];
   snprintf(what, sizeof what, "PATCH %s %s", id, body);
   assert_error(&r, 409, code, what);
-  resp_free(&r);
+  http_resp_free(&r);
 }
 
 /* How many instances GET list reports (all statuses). */
 static size_t instance_count(void) {
-  resp r;
+  http_resp r;
   request(&r, "GET", WF "?limit=1000", NULL);
   expect_status(&r, 200, "list");
   size_t n = json_array_size(jget(r.json, "instances"));
   ck_assert_msg(json_is_array(jget(r.json, "instances")), "list: %s", r.body);
-  resp_free(&r);
+  http_resp_free(&r);
   return n;
 }
 
 static void assert_healthy(const char *after) {
-  resp r;
+  http_resp r;
   request(&r, "GET", "/healthz", NULL);
   ck_assert_msg(r.status == 200 && !strcmp(jstr(r.json, "status"), "ok"),
                 "after %s: /healthz %ld %s", after, r.status,
                 r.body ? r.body : "");
-  resp_free(&r);
+  http_resp_free(&r);
 }
 
 /* ---- 1. every route ---------------------------------------------------------
@@ -436,7 +315,7 @@ START_TEST(create_with_and_without_id) {
   char ids[3][128];
   const char *bodies[] = {"{\"params\":{\"orderId\":\"2\"}}", "{}", NULL};
   for (int i = 0; i < 3; i++) {
-    resp r;
+    http_resp r;
     request(&r, "POST", WF, bodies[i]);
     expect_status(&r, 201, bodies[i] ? bodies[i] : "(no body)");
     snprintf(ids[i], sizeof ids[i], "%s", jstr(r.json, "id"));
@@ -447,7 +326,7 @@ START_TEST(create_with_and_without_id) {
                           strlen(ids[i]),
                   "random id: %s", r.body);
     ck_assert_str_eq(jstr(r.json, "status"), "queued");
-    resp_free(&r);
+    http_resp_free(&r);
     json_t *d = describe(ids[i]);
     ck_assert_str_eq(jstr(d, "id"), ids[i]);
     json_decref(d);
@@ -456,11 +335,11 @@ START_TEST(create_with_and_without_id) {
   ck_assert_str_ne(ids[1], ids[2]);
 
   /* A duplicate: 409 naming the instance, and the first one untouched. */
-  resp r;
+  http_resp r;
   request(&r, "POST", WF, "{\"id\":\"c1\",\"params\":{\"other\":true}}");
   assert_error(&r, 409, "instance.already_exists", "duplicate");
   assert_contains(jstr(r.json, "error.message"), "order-flow/c1");
-  resp_free(&r);
+  http_resp_free(&r);
   json_t *d = describe("c1");
   ck_assert_str_eq(jstr(d, "params.orderId"), "1");
   json_decref(d);
@@ -472,7 +351,7 @@ END_TEST
 START_TEST(batch_create) {
   host_start(&H, "h");
   create("{\"id\":\"b-old\"}", "b-old");
-  resp r;
+  http_resp r;
   request(&r, "POST", WF "/batch",
           "{\"instances\":[{\"id\":\"b1\"},"
           "{\"id\":\"b2\",\"params\":{\"orderId\":\"2\"}},"
@@ -510,7 +389,7 @@ START_TEST(batch_create) {
   json_decref(d);
   d = describe(random_id);
   json_decref(d);
-  resp_free(&r);
+  http_resp_free(&r);
   ck_assert_int_eq(instance_count(), 4);
 
   /* Refused batches create nothing. */
@@ -536,7 +415,7 @@ START_TEST(batch_create) {
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     request(&r, "POST", WF "/batch", bad[i].body);
     assert_error(&r, 400, bad[i].code, bad[i].body ? bad[i].body : "(none)");
-    resp_free(&r);
+    http_resp_free(&r);
   }
   /* An invalid id inside a batch is reported per instance. */
   request(&r, "POST", WF "/batch",
@@ -548,7 +427,7 @@ START_TEST(batch_create) {
           !strcmp(jstr(json_array_get(jget(r.json, "errors"), 0), "code"),
                   "instance.invalid_id"),
       "batch with an invalid id: %s", r.body);
-  resp_free(&r);
+  http_resp_free(&r);
   ck_assert_int_eq(instance_count(), 5);
   host_stop(&H);
 }
@@ -584,7 +463,7 @@ static size_t page_all(const char *query, int limit, char *seen, size_t len,
     char path[256];
     snprintf(path, sizeof path, WF "?%slimit=%d%s%s", query, limit,
              cursor[0] ? "&cursor=" : "", cursor);
-    resp r;
+    http_resp r;
     request(&r, "GET", path, NULL);
     expect_status(&r, 200, path);
     size_t n = collect_ids(r.json, seen, len);
@@ -595,13 +474,13 @@ static size_t page_all(const char *query, int limit, char *seen, size_t len,
     if (!json_is_string(c)) {
       ck_assert_msg(c == NULL || json_is_null(c), "%s: cursor %s", path,
                     r.body);
-      resp_free(&r);
+      http_resp_free(&r);
       return total;
     }
     ck_assert_msg(n == (size_t)limit, "%s: a cursor after a short page: %s",
                   path, r.body);
     snprintf(cursor, sizeof cursor, "%s", json_string_value(c));
-    resp_free(&r);
+    http_resp_free(&r);
   }
   ck_abort_msg("paging did not end after 50 pages");
   return 0;
@@ -642,12 +521,12 @@ START_TEST(list_filter_and_paging) {
   ck_assert_int_eq(pages, 1);
 
   /* The statuses listed are those of the filter. */
-  resp r;
+  http_resp r;
   request(&r, "GET", WF "?status=errored&limit=1", NULL);
   expect_status(&r, 200, "list errored");
   ck_assert_str_eq(jstr(json_array_get(jget(r.json, "instances"), 0), "status"),
                    "errored");
-  resp_free(&r);
+  http_resp_free(&r);
 
   const char *bad[] = {"?limit=0",    "?limit=1001", "?limit=abc",
                        "?limit=",     "?limit=-1",   "?status=bogus",
@@ -657,7 +536,7 @@ START_TEST(list_filter_and_paging) {
     snprintf(path, sizeof path, WF "%s", bad[i]);
     request(&r, "GET", path, NULL);
     assert_error(&r, 400, "request.invalid", path);
-    resp_free(&r);
+    http_resp_free(&r);
   }
   host_stop(&H);
 }
@@ -788,18 +667,18 @@ START_TEST(status_transitions) {
       "\"1\"}}",
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    resp r;
+    http_resp r;
     patch_status(&r, "t1", bad[i]);
     assert_error(&r, 400, "request.invalid", bad[i]);
-    resp_free(&r);
+    http_resp_free(&r);
   }
-  resp r;
+  http_resp r;
   patch_status(&r, "t1", NULL);
   assert_error(&r, 400, "request.invalid_json", "PATCH without a body");
-  resp_free(&r);
+  http_resp_free(&r);
   patch_status(&r, "t1", "{\"status\":");
   assert_error(&r, 400, "request.invalid_json", "PATCH truncated");
-  resp_free(&r);
+  http_resp_free(&r);
   json_decref(wait_status("t1", "waiting"));
   host_stop(&H);
 }
@@ -809,13 +688,13 @@ START_TEST(events_move_instances_on) {
   host_start(&H, "h");
   create_order("ev1", 5, 3600);
   json_decref(wait_status("ev1", "waiting"));
-  resp r;
+  http_resp r;
   request(&r, "POST", WF "/ev1/events/approval", "{\"approved\":true}");
   expect_status(&r, 202, "event");
   ck_assert_msg(!strcmp(jstr(r.json, "id"), "ev1") &&
                     !strcmp(jstr(r.json, "type"), "approval"),
                 "event reply: %s", r.body);
-  resp_free(&r);
+  http_resp_free(&r);
   /* It moves on: the review is journaled with the payload, the instance
    * sleeps its grace period. */
   int64_t deadline = proc_now_ms() + SETTLE_MS;
@@ -847,10 +726,10 @@ START_TEST(events_move_instances_on) {
   create_order("ev2", 5, 0);
   request(&r, "POST", WF "/ev2/events/unrelated", NULL);
   expect_status(&r, 202, "unrelated event");
-  resp_free(&r);
+  http_resp_free(&r);
   request(&r, "POST", WF "/ev2/events/approval", "{\"approved\":true}");
   expect_status(&r, 202, "early event");
-  resp_free(&r);
+  http_resp_free(&r);
   json_t *d = wait_status("ev2", "complete|errored");
   ck_assert_str_eq(jstr(d, "status"), "complete");
   json_decref(d);
@@ -858,24 +737,24 @@ START_TEST(events_move_instances_on) {
   /* Errors. */
   request(&r, "POST", WF "/ghost/events/approval", "{}");
   assert_error(&r, 404, "instance.not_found", "event to an unknown id");
-  resp_free(&r);
+  http_resp_free(&r);
   request(&r, "POST", WF "/ev1/events/a%20b", "{}");
   assert_error(&r, 400, "request.invalid", "event type with a space");
-  resp_free(&r);
+  http_resp_free(&r);
   request(&r, "POST", WF "/ev1/events/approval", "{\"approved\":");
   assert_error(&r, 400, "request.invalid_json", "truncated payload");
-  resp_free(&r);
+  http_resp_free(&r);
   host_stop(&H);
 }
 END_TEST
 
 START_TEST(healthz_and_metrics) {
   host_start(&H, "h");
-  resp r;
+  http_resp r;
   request(&r, "GET", "/healthz", NULL);
   expect_status(&r, 200, "healthz");
   ck_assert_str_eq(jstr(r.json, "status"), "ok");
-  resp_free(&r);
+  http_resp_free(&r);
 
   create_order("m1", 5, 1);
   create_order("m2", 0, 1);
@@ -884,7 +763,7 @@ START_TEST(healthz_and_metrics) {
   request(&r, "GET", "/metrics", NULL);
   expect_status(&r, 200, "metrics");
   char type[128];
-  ck_assert_msg(resp_header(&r, "content-type", type, sizeof type) &&
+  ck_assert_msg(http_resp_header(&r, "content-type", type, sizeof type) &&
                     !strncmp(type, "text/plain", 10),
                 "metrics content-type");
   static const char *want[] = {
@@ -903,7 +782,7 @@ START_TEST(healthz_and_metrics) {
   };
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
     assert_contains(r.body, want[i]);
-  resp_free(&r);
+  http_resp_free(&r);
   host_stop(&H);
 }
 END_TEST
@@ -917,10 +796,10 @@ START_TEST(order_completes_by_id) {
          "\"a@b.c\",\"amount\":5,\"graceSeconds\":1}}",
          "order-7");
   json_decref(wait_status("order-7", "waiting"));
-  resp r;
+  http_resp r;
   request(&r, "POST", WF "/order-7/events/approval", "{\"approved\":true}");
   expect_status(&r, 202, "approval");
-  resp_free(&r);
+  http_resp_free(&r);
   json_t *d = wait_status("order-7", "complete|errored|terminated");
   char *text = jdump(d);
   ck_assert_msg(!strcmp(jstr(d, "status"), "complete"), "%s", text);
@@ -972,11 +851,11 @@ START_TEST(order_rejected_by_review) {
   host_start(&H, "h");
   create_order("order-r", 5, 1);
   json_decref(wait_status("order-r", "waiting"));
-  resp r;
+  http_resp r;
   request(&r, "POST", WF "/order-r/events/approval",
           "{\"approved\":false,\"reason\":\"fraud \\\"x\\\"\"}");
   expect_status(&r, 202, "rejection");
-  resp_free(&r);
+  http_resp_free(&r);
   json_t *d = wait_status("order-r", "complete|errored|terminated");
   char *text = jdump(d);
   ck_assert_msg(!strcmp(jstr(d, "status"), "complete") &&
@@ -1069,19 +948,19 @@ START_TEST(error_replies) {
     char what[512];
     snprintf(what, sizeof what, "#%d %s %.60s %.80s", i, c->method, c->path,
              c->body ? c->body : "");
-    resp r;
+    http_resp r;
     request(&r, c->method, c->path, c->body);
     assert_error(&r, c->status, c->code, what);
     if (c->allow) {
       char allow[64];
-      ck_assert_msg(resp_header(&r, "allow", allow, sizeof allow) &&
+      ck_assert_msg(http_resp_header(&r, "allow", allow, sizeof allow) &&
                         !strcmp(allow, c->allow),
                     "%s: Allow %s, want %s", what,
-                    resp_header(&r, "allow", allow, sizeof allow) ? allow
-                                                                  : "none",
+                    http_resp_header(&r, "allow", allow, sizeof allow) ? allow
+                                                                       : "none",
                     c->allow);
     }
-    resp_free(&r);
+    http_resp_free(&r);
   }
   /* Nothing was created by any of them. */
   ck_assert_int_eq(instance_count(), 1);
@@ -1105,10 +984,10 @@ START_TEST(body_over_limit_413) {
   create("{\"id\":\"x1\"}", "x1");
   /* Exactly at the limit: accepted. */
   char *body = sized_body("at-limit", MAX_BODY);
-  resp r;
+  http_resp r;
   request_auth(&r, "POST", WF, body, MAX_BODY, NULL);
   expect_status(&r, 201, "a body of exactly max_body_bytes");
-  resp_free(&r);
+  http_resp_free(&r);
   free(body);
   /* One byte over, and 4 KiB, on each route with a body. */
   const size_t sizes[] = {MAX_BODY + 1, 4096};
@@ -1127,7 +1006,7 @@ START_TEST(body_over_limit_413) {
       snprintf(what, sizeof what, "%s %s with %zu bytes", routes[i].method,
                routes[i].path, sizes[s]);
       assert_error(&r, 413, "request.too_large", what);
-      resp_free(&r);
+      http_resp_free(&r);
       free(body);
     }
   ck_assert_int_eq(instance_count(), 2);
@@ -1155,36 +1034,36 @@ START_TEST(bearer_token_401) {
   static const char *paths[] = {"/healthz", "/metrics", WF, WF "/x", "/nope"};
   for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++)
     for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
-      resp r;
+      http_resp r;
       request_auth(&r, "GET", paths[p], NULL, 0, wrong[i]);
       char what[128];
       snprintf(what, sizeof what, "GET %s with %s", paths[p],
                wrong[i] ? wrong[i] : "no Authorization");
       assert_error(&r, 401, "request.unauthorized", what);
-      resp_free(&r);
+      http_resp_free(&r);
     }
-  resp r;
+  http_resp r;
   request_auth(&r, "POST", WF, "{\"id\":\"t\"}", 10, "Bearer nope");
   assert_error(&r, 401, "request.unauthorized", "create without the token");
-  resp_free(&r);
+  http_resp_free(&r);
 
   static const char *right[] = {"Bearer s3cret-Token_42",
                                 "bearer s3cret-Token_42"};
   for (size_t i = 0; i < 2; i++) {
     request_auth(&r, "GET", "/healthz", NULL, 0, right[i]);
     expect_status(&r, 200, right[i]);
-    resp_free(&r);
+    http_resp_free(&r);
     request_auth(&r, "GET", WF, NULL, 0, right[i]);
     expect_status(&r, 200, right[i]);
     ck_assert_int_eq(json_array_size(jget(r.json, "instances")), 0);
-    resp_free(&r);
+    http_resp_free(&r);
   }
   request_auth(&r, "POST", WF, "{\"id\":\"t\"}", 10, right[0]);
   expect_status(&r, 201, "create with the token");
-  resp_free(&r);
+  http_resp_free(&r);
   request_auth(&r, "GET", "/nope", NULL, 0, right[0]);
   assert_error(&r, 404, "route.not_found", "unknown route with the token");
-  resp_free(&r);
+  http_resp_free(&r);
   host_stop(&H);
 }
 END_TEST
@@ -1247,10 +1126,10 @@ START_TEST(public_listen_allowed_insecure) {
   /* A token also lifts the refusal. */
   host_start_env(&H, "h2", "0.0.0.0:0", "  token_env: DURO_TEST_TOKEN\n",
                  "DURO_TEST_TOKEN=abc");
-  resp r;
+  http_resp r;
   request_auth(&r, "GET", "/healthz", NULL, 0, "Bearer abc");
   expect_status(&r, 200, "healthz with the token on 0.0.0.0");
-  resp_free(&r);
+  http_resp_free(&r);
   host_stop(&H);
 }
 END_TEST
@@ -1618,10 +1497,10 @@ static void concurrent_connections(void) {
   }
   /* All N_CONCURRENT still open on both sides: the host still answers. */
   assert_healthy("1000 open connections");
-  resp r;
+  http_resp r;
   request(&r, "GET", "/metrics", NULL);
   expect_status(&r, 200, "metrics with 1000 open connections");
-  resp_free(&r);
+  http_resp_free(&r);
   for (int i = 0; i < N_CONCURRENT; i++)
     close(fd[i]);
   free(fd);
@@ -1693,11 +1572,11 @@ START_TEST(acknowledged_writes_survive_kill_9) {
     create_order(id, 5, 3600);
   }
   for (int i = 0; i < N; i += 2) {
-    resp r;
+    http_resp r;
     snprintf(path, sizeof path, WF "/k%d/events/approval", i);
     request(&r, "POST", path, "{\"approved\":true}");
     expect_status(&r, 202, path);
-    resp_free(&r);
+    http_resp_free(&r);
   }
   kill(H.pid, SIGKILL);
   int st;
@@ -1767,13 +1646,4 @@ static Suite *http_suite(void) {
   return s;
 }
 
-int main(void) {
-  signal(SIGPIPE, SIG_IGN);
-  if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-    fprintf(stderr, "curl_global_init failed\n");
-    return EXIT_FAILURE;
-  }
-  int rc = suite_run(http_suite());
-  curl_global_cleanup();
-  return rc;
-}
+int main(void) { return http_suite_run(http_suite()); }

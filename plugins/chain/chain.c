@@ -9,18 +9,17 @@
  * A "seen" line is written only after duro_do returned DURO_OK, which the
  * host allows only once the step's result is committed.  So the test can
  * tell a completed step that ran again: an "exec" after a "seen" of the
- * same step.  Each line is one O_APPEND write of a fixed-size record, so
- * a SIGKILL never leaves half a line. */
-#include <fcntl.h>
+ * same step.  Each line is one O_APPEND write of a fixed-size record
+ * (plugins/sidelog.h), so a SIGKILL never leaves half a line. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "duro.h"
+#include "sidelog.h"
 
-#define LINE_SIZE 64
+#define LOG_ENV "DURO_CHAIN_LOG"
 
 typedef struct chain_step {
   const char *instance;
@@ -28,38 +27,11 @@ typedef struct chain_step {
   int hold_ms; /* how long step 1 takes (params "hold_ms") */
 } chain_step;
 
-static void append_line(const char *kind, const char *instance, int index,
-                        const char *token) {
-  const char *path = getenv("DURO_CHAIN_LOG");
-  if (!path)
-    return;
-  /* Fixed 64-byte records: at offsets that are multiples of 64, a record
-   * never straddles a page, and a SIGKILL can cut a write only between
-   * pages (a straddling line could be left half-written). */
-  char line[LINE_SIZE + 1];
-  int n =
-      snprintf(line, sizeof line, "%s %s %d %s", kind, instance, index, token);
-  if (n < 0 || n >= LINE_SIZE)
-    return;
-  memset(line + n, ' ', (size_t)(LINE_SIZE - 1 - n));
-  line[LINE_SIZE - 1] = '\n';
-  n = LINE_SIZE;
-  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);
-  if (fd < 0)
-    return;
-  if (write(fd, line, (size_t)n) != n)
-    duro_log(DURO_LOG_ERROR, "short write to %s", path);
-  close(fd);
-}
-
 static int run_step(duro_attempt *a, void *arg) {
   const chain_step *cs = arg;
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
   char token[64];
-  snprintf(token, sizeof token, "%d-%lld%09ld", (int)getpid(),
-           (long long)ts.tv_sec, ts.tv_nsec);
-  append_line("exec", cs->instance, cs->index, token);
+  sidelog_token(token, sizeof token);
+  sidelog_append(LOG_ENV, "exec", cs->instance, cs->index, token);
   /* A little work, so kills land inside callbacks too; step 1 can be made
    * long, to hold the instance running while a test sends requests. */
   long us = cs->index == 1 && cs->hold_ms > 0 ? cs->hold_ms * 1000L : 300;
@@ -87,10 +59,7 @@ static duro_rc chain(duro_step *step, const duro_event *ev, duro_env *env) {
         .instance = ev->instance_id, .index = i, .hold_ms = hold_ms};
     const char *result;
     DURO_TRY(duro_do(step, "step", NULL, run_step, &cs, &result));
-    /* strip the quotes of the JSON string */
-    char token[64];
-    snprintf(token, sizeof token, "%.*s", (int)strlen(result) - 2, result + 1);
-    append_line("seen", ev->instance_id, i, token);
+    sidelog_seen(LOG_ENV, ev->instance_id, i, result);
     if (nap_every > 0 && i % nap_every == 0)
       DURO_TRY(duro_sleep(step, "nap", "5"));
   }

@@ -20,7 +20,7 @@
  *
  * Like the chain plugin, it writes what it does to the file named by
  * $DURO_FAULTS_LOG, outside the journal, in fixed 64-byte O_APPEND
- * records so a crash never leaves half a line:
+ * records (plugins/sidelog.h) so a crash never leaves half a line:
  *
  *   exec <instance> <i> <token>   step i's callback ran (the fault step is
  *                                 i = 0; its record is written before the
@@ -30,17 +30,16 @@
  * "seen" is written only after duro_do returned DURO_OK, which the host
  * allows only once the result is committed: an "exec" after a "seen" of
  * the same step is a completed step that ran again. */
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "duro.h"
+#include "sidelog.h"
 
-#define LINE_SIZE 64
+#define LOG_ENV "DURO_FAULTS_LOG"
 
 /* The faults are compiled without sanitizer instrumentation, so in a
  * sanitizer build they still crash the way they do in a plain one (a
@@ -58,36 +57,6 @@ typedef struct fault_step {
   const char *fault;
 } fault_step;
 
-static void append_line(const char *kind, const char *instance, int index,
-                        const char *token) {
-  const char *path = getenv("DURO_FAULTS_LOG");
-  if (!path)
-    return;
-  /* At offsets that are multiples of 64 a record never straddles a page,
-   * so a crash can never leave part of one. */
-  char line[LINE_SIZE + 1];
-  int n =
-      snprintf(line, sizeof line, "%s %s %d %s", kind, instance, index, token);
-  if (n < 0 || n >= LINE_SIZE)
-    return;
-  memset(line + n, ' ', (size_t)(LINE_SIZE - 1 - n));
-  line[LINE_SIZE - 1] = '\n';
-  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);
-  if (fd < 0)
-    return;
-  if (write(fd, line, LINE_SIZE) != LINE_SIZE)
-    duro_log(DURO_LOG_ERROR, "short write to %s", path);
-  close(fd);
-}
-
-/* A token unique to this run of a callback: pid and wall time in ns. */
-static void make_token(char *buf, size_t len) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  snprintf(buf, len, "%d-%lld%09ld", (int)getpid(), (long long)ts.tv_sec,
-           ts.tv_nsec);
-}
-
 static void nap_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
@@ -96,8 +65,8 @@ static void nap_ms(long ms) {
 static int ordinary_step(duro_attempt *a, void *arg) {
   const fault_step *fs = arg;
   char token[40];
-  make_token(token, sizeof token);
-  append_line("exec", fs->instance, fs->index, token);
+  sidelog_token(token, sizeof token);
+  sidelog_append(LOG_ENV, "exec", fs->instance, fs->index, token);
   if (fs->hold_ms > 0)
     nap_ms(fs->hold_ms);
   char json[64];
@@ -130,8 +99,8 @@ static PLAIN_ unsigned recurse(unsigned depth) {
 static int fault_step_fn(duro_attempt *a, void *arg) {
   const fault_step *fs = arg;
   char token[40];
-  make_token(token, sizeof token);
-  append_line("exec", fs->instance, 0, token);
+  sidelog_token(token, sizeof token);
+  sidelog_append(LOG_ENV, "exec", fs->instance, 0, token);
   if (!strcmp(fs->fault, "segv"))
     write_null();
   else if (!strcmp(fs->fault, "abort"))
@@ -176,10 +145,7 @@ static duro_rc do_ordinary(duro_step *step, const duro_event *ev, int index,
       .instance = ev->instance_id, .index = index, .hold_ms = hold_ms};
   const char *result;
   DURO_TRY(duro_do(step, "step", NULL, ordinary_step, &fs, &result));
-  /* strip the quotes of the JSON string */
-  char token[64];
-  snprintf(token, sizeof token, "%.*s", (int)strlen(result) - 2, result + 1);
-  append_line("seen", ev->instance_id, index, token);
+  sidelog_seen(LOG_ENV, ev->instance_id, index, result);
   return DURO_OK;
 }
 
