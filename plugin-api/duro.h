@@ -46,6 +46,28 @@ extern "C" {
 #define DURO_ABI_MINOR 0
 #define DURO_PLUGIN_MAGIC 0x4f525544u /* "DURO" little-endian */
 
+/* Which plugins a host loads.  Within a major, the structs that cross the
+ * boundary only grow, at their end: the API table, duro_event, the
+ * descriptor, duro_workflow_def, duro_step_config and duro_retries.  The
+ * descriptor records their sizes as the plugin was built (its own in
+ * `size`, the others in its layout fingerprint), and the host loads a
+ * plugin when
+ *   - its abi_major is the host's;
+ *   - its abi_minor is at most the host's.  A plugin built against an older
+ *     minor loads on a newer host.  One built against a newer minor is
+ *     refused at load, naming abi_minor and both values: it may call
+ *     members this host lacks, and load time is when an operator can act on
+ *     that, not halfway through a workflow;
+ *   - no size in its fingerprint is larger than the host's (smaller means
+ *     older), and its pointer and long sizes are the host's.
+ * Then each side reads only what both know.  Of what the host hands over
+ * (the table, duro_event) a plugin reads the members its header declares,
+ * which a host as new or newer always has.  Of what the plugin hands over
+ * (the descriptor, its workflow table, step configs and retries) the host
+ * reads only as many bytes as the plugin's sizes say and takes zero for
+ * the rest.  Whoever appends a member bumps DURO_ABI_MINOR and makes zero
+ * mean "as before". */
+
 /* ---- status codes and errors ----------------------------------------- */
 
 typedef enum duro_rc {
@@ -107,6 +129,8 @@ typedef struct duro_workflow duro_workflow; /* a workflow binding */
 
 /* ---- what run() receives ---------------------------------------------- */
 
+/* It may grow at its end in a later minor: `size` is the host's, never less
+ * than the plugin's own sizeof(duro_event). */
 typedef struct duro_event {
   uint32_t size;           /* sizeof(duro_event) as the host built it */
   const char *workflow;    /* workflow name from the config */
@@ -131,7 +155,11 @@ typedef struct duro_retries {
 
 /* NULL config = defaults: 5 retries, "10 seconds", exponential, "10 minutes".
  * A given .retries is taken literally (limit 0 = no retries); within it a
- * NULL delay means the default delay; a NULL .timeout means the default. */
+ * NULL delay means the default delay; a NULL .timeout means the default.
+ * Neither struct carries a size: the host reads as much of them as the
+ * plugin's layout fingerprint says (step_config_size, retries_size) and
+ * takes zero for members appended since.  Fill them with designated
+ * initializers, so that every member you do not name is zero too. */
 typedef struct duro_step_config {
   const duro_retries *retries;
   const char *timeout; /* per attempt, cooperative: a late result is dropped */
@@ -153,8 +181,9 @@ typedef struct duro_workflow_def {
 /* ---- the API table ------------------------------------------------------
  * The host fills it and hands it to the plugin at load.  Members are only
  * ever appended, never reordered or removed: a plugin built against an older
- * minor version sees a prefix of the table, and `size` tells how much of it
- * the host provides.  Bump DURO_ABI_MINOR when appending. */
+ * minor version sees a prefix of the table, `size` tells how much of it the
+ * host provides and `abi_minor` which minor the host speaks.  Bump
+ * DURO_ABI_MINOR when appending.  DURO_API_HAS() tests one member. */
 typedef struct duro_api {
   uint32_t size;
   uint32_t abi_minor;
@@ -180,8 +209,10 @@ typedef struct duro_api {
 } duro_api;
 
 /* ---- the plugin descriptor ---------------------------------------------
- * The layout fingerprint lets the host refuse a plugin whose structs differ
- * from its own, naming the field and both values. */
+ * The layout fingerprint holds the sizes of the boundary structs as the
+ * plugin was built.  The host refuses a plugin whose sizes it cannot honour
+ * (a struct larger than its own, another pointer or long size), naming the
+ * field and both values; a smaller struct is an older minor's. */
 typedef struct duro_layout {
   uint16_t event_size;
   uint16_t step_config_size;
@@ -205,7 +236,7 @@ typedef struct duro_layout {
 
 typedef struct duro_plugin_info {
   uint32_t magic; /* DURO_PLUGIN_MAGIC */
-  uint32_t size;  /* sizeof(duro_plugin_info) */
+  uint32_t size;  /* sizeof(duro_plugin_info) as the plugin was built */
   uint16_t abi_major;
   uint16_t abi_minor;
   duro_layout layout;
@@ -233,6 +264,23 @@ typedef struct duro_plugin_info {
 #define DURO_PRINTF_(f, a)
 #endif
 extern DURO_HIDDEN_ const duro_api *duro_api_ptr_;
+
+/* DURO_API_HAS(member): non-zero when the host's table reaches past `member`
+ * and fills it.  A host never loads a plugin built against a newer minor
+ * than its own, so every member a plugin's header declares lies within the
+ * table the loader binds.  Test members where that does not hold: a table
+ * bound without the loader's checks (an embedder, a test harness) may be
+ * shorter or leave members NULL.  For example:
+ *
+ *   if (DURO_API_HAS(err_name))
+ *     duro_log(DURO_LOG_WARN, "create: %s", duro_api_ptr_->err_name(rc));
+ *
+ * DURO_API_TABLE_HAS(api, member) is the same test on any table pointer. */
+#define DURO_API_TABLE_HAS(api, member)                                        \
+  ((api) != NULL &&                                                            \
+   (api)->size >= offsetof(duro_api, member) + sizeof((api)->member) &&        \
+   (api)->member != NULL)
+#define DURO_API_HAS(member) DURO_API_TABLE_HAS(duro_api_ptr_, member)
 
 #define DURO_WORKFLOWS(array)                                                  \
   .workflows = (array),                                                        \

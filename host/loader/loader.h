@@ -1,10 +1,11 @@
 /* loader.h — opens plugin shared objects and checks they fit this host.
  *
  * loader_open() dlopens with RTLD_NOW | RTLD_LOCAL, finds the `duro_plugin`
- * function, and checks the descriptor it returns: magic, size, ABI major,
- * then the layout fingerprint field by field.  Only then does it bind the
- * API table and call the plugin's init.  Every refusal names the plugin, its
- * path, and the field with both values. */
+ * function, and checks the descriptor it returns: magic, size, ABI major and
+ * minor, then the layout fingerprint field by field.  Only then does it
+ * bind the API table and call the plugin's init.  Every refusal names the
+ * plugin, its path, and the field with both values.  A plugin built against
+ * an older minor loads (duro.h, "Which plugins a host loads"). */
 #ifndef DURO_LOADER_H
 #define DURO_LOADER_H
 
@@ -14,16 +15,25 @@
 
 typedef struct loader_plugin loader_plugin;
 
-/* Loads `path` as plugin `name`.  On error returns a DURO_E_PLUGIN and
- * writes a message into err. */
+/* Loads `path` as plugin `name` and binds `api`, which must outlive the
+ * plugin; the plugin is checked against that table's size and abi_minor.
+ * On error returns a DURO_E_PLUGIN and writes a message into err. */
 int loader_open(const char *name, const char *path, const duro_api *api,
                 loader_plugin **out, char *err, size_t errlen);
 
 /* Checks a descriptor without loading anything (used by loader_open and
- * the tests).  Returns 0 or DURO_E_PLUGIN with a message. */
-int loader_check_info(const duro_plugin_info *info, const char *name,
-                      const char *path, char *err, size_t errlen);
+ * the tests) against `api`'s size and abi_minor, or this host's own table
+ * when api is NULL.  Returns 0 or DURO_E_PLUGIN with a message. */
+int loader_check_info(const duro_plugin_info *info, const duro_api *api,
+                      const char *name, const char *path, char *err,
+                      size_t errlen);
 
+/* The descriptor as this host reads it: the plugin's bytes up to the size
+ * it declared, zero beyond, and its workflow table read with the plugin's
+ * entry size into entries of this host's.  Its layout is the plugin's: a
+ * member a later minor appends to duro_step_config or duro_retries must be
+ * read only when layout.step_config_size or layout.retries_size reaches it
+ * (duro.h promises zero otherwise). */
 const duro_plugin_info *loader_info(const loader_plugin *p);
 
 /* The build identity: a 16-hex-digit hash (FNV-1a 64) of the file's
