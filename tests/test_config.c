@@ -187,6 +187,13 @@ static const bad_case bad[] = {
      "t.yaml:8:20: \"retention\" is not a valid duration: \"-1d\""},
     {WF_HEAD WF_ABC "        retention: [30d]\n",
      "t.yaml:8:20: \"retention\" must be a duration"},
+    /* Past the longest duration the parser takes, named as a limit. */
+    {WF_HEAD WF_ABC "        retention: 36501 days\n",
+     "t.yaml:8:20: \"retention\" must be at most 36500 days"},
+    {WF_HEAD WF_ABC "        retention: 9223372036854775807\n",
+     "t.yaml:8:20: \"retention\" must be at most 36500 days"},
+    {WF_HEAD WF_ABC "        retention: 9999999999999999999 days\n",
+     "t.yaml:8:20: \"retention\" must be at most 36500 days"},
     {WF_HEAD WF_ABC "        limits: { steps: 0 }\n",
      "t.yaml:8:26: \"steps\" must be between 1 and 25000"},
     {WF_HEAD WF_ABC "        limits: { steps: 25001 }\n",
@@ -288,6 +295,31 @@ static const bad_case bad[] = {
      "t.yaml:5:15: each entry of \"crons\" must be a non-empty string"},
     {TRIGGERS_HEAD "      crons: [\"\"]\n",
      "t.yaml:5:15: each entry of \"crons\" must be a non-empty string"},
+
+    /* Queues and crons pass every check above, then are refused, at their
+     * first entry, because nothing acts on them yet.  The rows that were
+     * accepted before show the checks still run first: the edges of every
+     * range, every duration form and the queue references all pass. */
+    {Q_HEAD "      producers:\n"
+            "        - {binding: B1, queue: q}\n"
+            "        - {binding: B2, queue: q}\n"
+            "      consumers:\n"
+            "        - {queue: unproduced, dead_letter_queue: nowhere}\n",
+     "t.yaml:6:11: \"queues.producers\" is not supported yet"},
+    {CONSUMER_Q, "t.yaml:6:11: \"queues.consumers\" is not supported yet"},
+    {Q_HEAD
+     "      consumers:\n"
+     "        - {queue: q1, max_batch_size: 100, max_batch_timeout: 60s,\n"
+     "           retry_delay: 12 hours, max_retries: 100}\n"
+     "        - {queue: q2, max_batch_size: 1, max_batch_timeout: 0,\n"
+     "           max_retries: 0}\n"
+     "        - {queue: q3, max_batch_timeout: 250ms,\n"
+     "           retry_delay: \"1.5 minutes\"}\n",
+     "t.yaml:6:11: \"queues.consumers\" is not supported yet"},
+    {TRIGGERS_HEAD "      crons: [\"*/15 * * * *\"]\n",
+     "t.yaml:5:15: \"triggers.crons\" is not supported yet"},
+    {TRIGGERS_HEAD "      crons:\n        - \"0 3 * * *\"\n",
+     "t.yaml:6:11: \"triggers.crons\" is not supported yet"},
 };
 
 START_TEST(test_bad) {
@@ -326,6 +358,116 @@ START_TEST(test_small_error_buffer) {
   err[0] = 'x';
   ck_assert_ptr_null(parse("storge: {}\n", err, 0));
   ck_assert_int_eq(err[0], 'x');
+}
+END_TEST
+
+/* ---- Depth ------------------------------------------------------------- */
+
+/* A document `depth` levels deep: the top-level mapping, then under its key
+ * "a" depth - 1 collections of one kind nested in each other, the innermost
+ * holding 1.  Block mappings grow by a line and an indent per level, so
+ * their size is quadratic: keep them shallow.  Returns malloc'ed text. */
+typedef enum nest_kind { FLOW_SEQ, FLOW_MAP, BLOCK_SEQ, BLOCK_MAP } nest_kind;
+
+static char *nested(nest_kind kind, int depth) {
+  int inner = depth - 1;
+  size_t cap = 64 + (size_t)inner * 8 +
+               (kind == BLOCK_MAP ? (size_t)inner * (size_t)(2 * inner) : 0);
+  char *s = malloc(cap);
+  ck_assert_ptr_nonnull(s);
+  size_t o = 0;
+  o += (size_t)snprintf(
+      s + o, cap - o, kind == FLOW_SEQ || kind == FLOW_MAP ? "a: " : "a:\n  ");
+  for (int i = 0; i < inner; i++) {
+    switch (kind) {
+    case FLOW_SEQ:
+      s[o++] = '[';
+      break;
+    case FLOW_MAP:
+      memcpy(s + o, "{b: ", 4);
+      o += 4;
+      break;
+    case BLOCK_SEQ: /* "- - - 1": compact nested sequences */
+      memcpy(s + o, "- ", 2);
+      o += 2;
+      break;
+    case BLOCK_MAP:
+      if (i > 0) {
+        s[o++] = '\n';
+        memset(s + o, ' ', (size_t)(2 * (i + 1)));
+        o += (size_t)(2 * (i + 1));
+      }
+      memcpy(s + o, "b:", 2);
+      o += 2;
+      break;
+    }
+  }
+  if (kind == BLOCK_MAP && inner > 0)
+    s[o++] = ' ';
+  s[o++] = '1';
+  for (int i = 0; i < inner && (kind == FLOW_SEQ || kind == FLOW_MAP); i++)
+    s[o++] = kind == FLOW_SEQ ? ']' : '}';
+  s[o++] = '\n';
+  s[o] = '\0';
+  ck_assert_uint_lt(o, cap);
+  return s;
+}
+
+static void expect_refused(const char *text, const char *error) {
+  char err[512] = "";
+  config *cfg = config_parse("t.yaml", text, strlen(text), err, sizeof err);
+  if (cfg)
+    config_free(cfg);
+  ck_assert_msg(cfg == NULL, "accepted, expected \"%s\"", error);
+  ck_assert_msg(strcmp(err, error) == 0, "got \"%s\", expected \"%s\"", err,
+                error);
+}
+
+/* Where the 65th level of each kind opens: the 64th collection under "a". */
+static const char *const too_deep[] = {
+    [FLOW_SEQ] = "t.yaml:1:67: mappings and lists nested deeper than 64 levels",
+    [FLOW_MAP] =
+        "t.yaml:1:256: mappings and lists nested deeper than 64 levels",
+    [BLOCK_SEQ] =
+        "t.yaml:2:129: mappings and lists nested deeper than 64 levels",
+    [BLOCK_MAP] =
+        "t.yaml:65:129: mappings and lists nested deeper than 64 levels",
+};
+
+/* 64 levels are composed and walked (and refused for the key "a", which
+ * proves it); 65 are refused at the collection that opens the 65th level.
+ * This holds whatever the speed of the machine. */
+START_TEST(test_depth_limit) {
+  for (nest_kind k = FLOW_SEQ; k <= BLOCK_MAP; k++) {
+    char *text = nested(k, 64);
+    expect_refused(text, "t.yaml:1:1: unknown key \"a\" at the top level");
+    free(text);
+    text = nested(k, 65);
+    expect_refused(text, too_deep[k]);
+    free(text);
+  }
+}
+END_TEST
+
+/* A hostile depth is refused the same way, having scanned only the first
+ * 65 levels; composing 100,000 nested flow collections takes libyaml tens
+ * of seconds each.  Also in a second document, which would otherwise be
+ * composed in full before being refused for being there. */
+START_TEST(test_depth_hostile) {
+  for (nest_kind k = FLOW_SEQ; k <= BLOCK_SEQ; k++) {
+    char *text = nested(k, 100000);
+    expect_refused(text, too_deep[k]);
+    free(text);
+  }
+  char *deep = nested(FLOW_SEQ, 100000);
+  size_t n = strlen(deep) + 32;
+  char *two = malloc(n);
+  ck_assert_ptr_nonnull(two);
+  snprintf(two, n, "engine: {}\n---\n%s", deep);
+  expect_refused(
+      two, "t.yaml:3:67: mappings and lists nested deeper than 64 levels");
+  free(two);
+  free(deep);
 }
 END_TEST
 
@@ -381,19 +523,6 @@ static void check_workflow_defaults(const config *cfg) {
   ck_assert_int_eq(w->pos.column, 9);
 }
 
-static void check_consumer_defaults(const config *cfg) {
-  ck_assert_uint_eq(cfg->plugins[0].n_consumers, 1);
-  const config_consumer *c = &cfg->plugins[0].consumers[0];
-  ck_assert_str_eq(c->queue, "q");
-  ck_assert_uint_eq(c->max_batch_size, 10);
-  ck_assert_int_eq(c->max_batch_timeout_ms, 5000);
-  ck_assert_uint_eq(c->max_retries, 3);
-  ck_assert_int_eq(c->retry_delay_ms, 0);
-  ck_assert_ptr_null(c->dead_letter_queue);
-  ck_assert_int_eq(c->pos.line, 6);
-  ck_assert_int_eq(c->pos.column, 11);
-}
-
 static void check_limits_edges(const config *cfg) {
   ck_assert_uint_eq(cfg->engine.workers, 1024);
   ck_assert_int_eq(cfg->engine.max_step_result, 1);
@@ -403,21 +532,13 @@ static void check_limits_edges(const config *cfg) {
   ck_assert_uint_eq(pl->workflows[0].concurrency, UINT32_MAX);
   ck_assert_int_eq(pl->workflows[0].retention_ms, 0);
   ck_assert_uint_eq(pl->workflows[1].max_steps, 1);
-  ck_assert_uint_eq(pl->consumers[0].max_batch_size, 100);
-  ck_assert_int_eq(pl->consumers[0].max_batch_timeout_ms, 60000);
-  ck_assert_int_eq(pl->consumers[0].retry_delay_ms, 12 * 3600 * 1000);
-  ck_assert_uint_eq(pl->consumers[0].max_retries, 100);
-  ck_assert_uint_eq(pl->consumers[1].max_batch_size, 1);
-  ck_assert_int_eq(pl->consumers[1].max_batch_timeout_ms, 0);
-  ck_assert_uint_eq(pl->consumers[1].max_retries, 0);
+  ck_assert_int_eq(pl->workflows[1].retention_ms, 36500 * DAY_MS);
 }
 
 static void check_durations(const config *cfg) {
   const config_plugin *pl = &cfg->plugins[0];
   ck_assert_int_eq(pl->workflows[0].retention_ms, 60000); /* plain = ms */
   ck_assert_int_eq(pl->workflows[1].retention_ms, 5400000);
-  ck_assert_int_eq(pl->consumers[0].max_batch_timeout_ms, 250);
-  ck_assert_int_eq(pl->consumers[0].retry_delay_ms, 90000);
 }
 
 static void check_scalar_typing(const config *cfg) {
@@ -436,19 +557,6 @@ static void check_aliases(const config *cfg) {
     ck_assert_uint_eq(pl->workflows[i].max_steps, 5);
     ck_assert_uint_eq(pl->workflows[i].concurrency, 2);
   }
-}
-
-/* Only obviously wrong queue references are refused: a consumer may read a
- * queue no producer declares (HTTP can send to it), a dead-letter queue
- * need not be consumed, two bindings may produce to one queue. */
-static void check_queue_refs(const config *cfg) {
-  const config_plugin *pl = &cfg->plugins[0];
-  ck_assert_uint_eq(pl->n_producers, 2);
-  ck_assert_str_eq(pl->producers[0].queue, "q");
-  ck_assert_str_eq(pl->producers[1].queue, "q");
-  ck_assert_uint_eq(pl->n_consumers, 1);
-  ck_assert_str_eq(pl->consumers[0].queue, "unproduced");
-  ck_assert_str_eq(pl->consumers[0].dead_letter_queue, "nowhere");
 }
 
 static void check_quoted_crlf(const config *cfg) {
@@ -488,7 +596,6 @@ static const good_case good[] = {
      check_workflow_defaults},
     {WF_HEAD "      - {name: a, binding: A, class_name: C, limits: {}}\n",
      check_workflow_defaults},
-    {CONSUMER_Q, check_consumer_defaults},
     {"http: {max_body_bytes: 1073741824}\n"
      "engine: {workers: 1024, max_step_result: 1}\n"
      "plugins:\n"
@@ -497,24 +604,15 @@ static const good_case good[] = {
      "    workflows:\n"
      "      - {name: a, binding: A, class_name: C, retention: 0,\n"
      "         limits: {steps: 25000, concurrency: 4294967295}}\n"
-     "      - {name: b, binding: B, class_name: C, limits: {steps: 1}}\n"
-     "    queues:\n"
-     "      consumers:\n"
-     "        - {queue: q1, max_batch_size: 100, max_batch_timeout: 60s,\n"
-     "           retry_delay: 12 hours, max_retries: 100}\n"
-     "        - {queue: q2, max_batch_size: 1, max_batch_timeout: 0,\n"
-     "           max_retries: 0}\n",
+     "      - {name: b, binding: B, class_name: C, limits: {steps: 1},\n"
+     "         retention: 36500 days}\n",
      check_limits_edges},
     {"plugins:\n"
      "  - name: p\n"
      "    path: p.so\n"
      "    workflows:\n"
      "      - {name: a, binding: A, class_name: C, retention: 60000}\n"
-     "      - {name: b, binding: B, class_name: C, retention: 1.5 hours}\n"
-     "    queues:\n"
-     "      consumers:\n"
-     "        - {queue: q, max_batch_timeout: 250ms,\n"
-     "           retry_delay: \"1.5 minutes\"}\n",
+     "      - {name: b, binding: B, class_name: C, retention: 1.5 hours}\n",
      check_durations},
     {"storage: {path: \"null\", synchronous: normal}\n"
      "http: {listen: 8787, token_env: \"TOKEN\", allow_insecure: true}\n"
@@ -528,12 +626,6 @@ static const good_case good[] = {
      "         limits: &shared {steps: 5, concurrency: 2}}\n"
      "      - {name: b, binding: B, class_name: C, limits: *shared}\n",
      check_aliases},
-    {Q_HEAD "      producers:\n"
-            "        - {binding: B1, queue: q}\n"
-            "        - {binding: B2, queue: q}\n"
-            "      consumers:\n"
-            "        - {queue: unproduced, dead_letter_queue: nowhere}\n",
-     check_queue_refs},
     {"\"storage\":\r\n  'path': x.db\r\nengine:\r\n  workers: 3\r\n",
      check_quoted_crlf},
     {"engine: {workers: 3}\n...\n", check_workers_3},
@@ -549,7 +641,8 @@ START_TEST(test_good) {
 }
 END_TEST
 
-/* The example of the design, with every value it sets. */
+/* The example of the design, with every value it sets; its queues and
+ * cron are left out, being refused until something acts on them. */
 static const char full_example[] =
     "storage:  { path: var/duro.db, synchronous: full }   # full | normal\n"
     "http:     { listen: 127.0.0.1:8787, token_env: DURO_TOKEN, "
@@ -560,16 +653,7 @@ static const char full_example[] =
     "    path: build/plugins/orders/liborders.so\n"
     "    workflows:\n"
     "      - { name: order-flow, binding: ORDER_FLOW, class_name: OrderFlow,\n"
-    "          retention: 30d, limits: { steps: 10000, concurrency: 100 } }\n"
-    "    queues:\n"
-    "      producers: [ { binding: ORDER_JOBS, queue: order-jobs } ]\n"
-    "      consumers:\n"
-    "        - { queue: order-jobs, max_batch_size: 100, max_batch_timeout: "
-    "5s,\n"
-    "            max_retries: 3, retry_delay: 30s, dead_letter_queue: "
-    "order-jobs-dlq }\n"
-    "    triggers:\n"
-    "      crons: [\"*/15 * * * *\"]\n";
+    "          retention: 30d, limits: { steps: 10000, concurrency: 100 } }\n";
 
 static void check_full_example(const config *cfg, const char *file) {
   ck_assert_str_eq(cfg->file, file);
@@ -600,25 +684,9 @@ static void check_full_example(const config *cfg, const char *file) {
   ck_assert_int_eq(w->pos.line, 8);
   ck_assert_int_eq(w->pos.column, 9);
 
-  ck_assert_uint_eq(pl->n_producers, 1);
-  ck_assert_str_eq(pl->producers[0].binding, "ORDER_JOBS");
-  ck_assert_str_eq(pl->producers[0].queue, "order-jobs");
-  ck_assert_int_eq(pl->producers[0].pos.line, 11);
-  ck_assert_int_eq(pl->producers[0].pos.column, 20);
-
-  ck_assert_uint_eq(pl->n_consumers, 1);
-  const config_consumer *c = &pl->consumers[0];
-  ck_assert_str_eq(c->queue, "order-jobs");
-  ck_assert_uint_eq(c->max_batch_size, 100);
-  ck_assert_int_eq(c->max_batch_timeout_ms, 5000);
-  ck_assert_uint_eq(c->max_retries, 3);
-  ck_assert_int_eq(c->retry_delay_ms, 30000);
-  ck_assert_str_eq(c->dead_letter_queue, "order-jobs-dlq");
-  ck_assert_int_eq(c->pos.line, 13);
-  ck_assert_int_eq(c->pos.column, 11);
-
-  ck_assert_uint_eq(pl->n_crons, 1);
-  ck_assert_str_eq(pl->crons[0], "*/15 * * * *");
+  ck_assert_uint_eq(pl->n_producers, 0);
+  ck_assert_uint_eq(pl->n_consumers, 0);
+  ck_assert_uint_eq(pl->n_crons, 0);
 }
 
 START_TEST(test_full_example) {
@@ -742,6 +810,8 @@ static Suite *config_suite(void) {
   tcase_add_loop_test(tc, test_bad, 0, (int)(sizeof bad / sizeof bad[0]));
   tcase_add_test(tc, test_nul_in_text);
   tcase_add_test(tc, test_small_error_buffer);
+  tcase_add_test(tc, test_depth_limit);
+  tcase_add_test(tc, test_depth_hostile);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("accepted");

@@ -1,6 +1,8 @@
-/* test_duration.c — duration_parse() against a table of accepted and
- * refused texts.  Each row is its own Check loop iteration, so a failure
- * names the row's index and text. */
+/* test_duration.c — duration_parse() against tables of accepted texts,
+ * refused ones, and well-formed ones refused for being longer than
+ * DURATION_MAX_MS (values whose deadlines would overflow int64_t).  Each
+ * row is its own Check loop iteration, so a failure names the row's index
+ * and text. */
 #include <check.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -79,11 +81,14 @@ static const good_case good[] = {
     {"1.0000000000000 s", 1 * SEC}, /* trailing zeros do not count */
     {"0.123456875 w", 74666718},    /* nine significant digits */
     {"0.000000625 w", 378},
-    /* The limits of int64_t. */
-    {"9223372036854775807", INT64_MAX},
-    {"106751991167 days", 106751991167LL * DAY},
-    {"15250284452 weeks", 15250284452LL * WEEK},
+    /* The limits: the longest sleep, and the longest duration. */
     {"365 days", DURATION_MAX_SLEEP_MS},
+    {"36500 days", DURATION_MAX_MS},
+    {"3153600000000", DURATION_MAX_MS},
+    {"3153600000 s", DURATION_MAX_MS},
+    {"36499.5 days", DURATION_MAX_MS - 12 * HOUR},
+    {"5214 weeks", 5214 * WEEK},
+    {"876000 hours", DURATION_MAX_MS},
 };
 
 typedef struct bad_case {
@@ -127,12 +132,30 @@ static const bad_case bad[] = {
     {"0.000000001 w", "0.6048 ms"},
     {"1.0000000001 s", "fraction below a millisecond"},
     {"0.1234567891 w", "ten significant fractional digits"},
+    {"9223372036854775807.5", "fraction past INT64_MAX (not whole anyway)"},
+    {"99999999999999999999 fortnights", "too long, but no unit either"},
+};
+
+/* Well-formed, but longer than DURATION_MAX_MS: refused, and
+ * duration_parse_detail() says that was the only reason. */
+static const bad_case too_long[] = {
+    /* int64_t could hold these, but as deadlines and back-offs they would
+     * overflow their callers' arithmetic. */
+    {"3153600000001", "a millisecond past the longest duration"},
+    {"36501 days", "a day past the longest duration"},
+    {"36500.5 days", "a fraction past the longest duration"},
+    {"5215 weeks", "weeks past the longest duration"},
+    {"9223372036854775807", "INT64_MAX milliseconds"},
+    {"106751991167 days", "the most days int64_t holds"},
+    {"15250284452 weeks", "the most weeks int64_t holds"},
+    /* Past int64_t itself: the arithmetic is checked, not wrapped. */
+    {"9223372036854775807 hours", "INT64_MAX hours"},
+    {"9999999999999999999 days", "digits past INT64_MAX, with a unit"},
     {"9223372036854775808", "one past INT64_MAX"},
     {"99999999999999999999999", "far past INT64_MAX"},
     {"106751991168 days", "days overflow"},
     {"15250284453 w", "weeks overflow"},
     {"106751991167.9 days", "the fraction overflows"},
-    {"9223372036854775807.5", "fraction past INT64_MAX (not whole anyway)"},
 };
 
 START_TEST(test_good) {
@@ -154,6 +177,26 @@ START_TEST(test_bad) {
                 (long long)ms);
   /* A refusal leaves the output alone. */
   ck_assert_msg(ms == -12345, "row %d \"%s\": output written", _i, c->text);
+  int too = -1;
+  ck_assert_int_eq(duration_parse_detail(c->text, &ms, &too),
+                   DURO_E_INVALID_DURATION);
+  ck_assert_msg(too == 0, "row %d \"%s\": called too long", _i, c->text);
+}
+END_TEST
+
+START_TEST(test_too_long) {
+  const bad_case *c = &too_long[_i];
+  int64_t ms = -12345;
+  int rc = duration_parse(c->text, &ms);
+  ck_assert_msg(rc == DURO_E_INVALID_DURATION,
+                "row %d \"%s\" (%s): rc %d, ms %lld", _i, c->text, c->why, rc,
+                (long long)ms);
+  ck_assert_msg(ms == -12345, "row %d \"%s\": output written", _i, c->text);
+  int too = 0;
+  ck_assert_int_eq(duration_parse_detail(c->text, &ms, &too),
+                   DURO_E_INVALID_DURATION);
+  ck_assert_msg(too == 1, "row %d \"%s\": not called too long", _i, c->text);
+  ck_assert_int_eq(ms, -12345);
 }
 END_TEST
 
@@ -169,6 +212,8 @@ static Suite *duration_suite(void) {
   TCase *tc = tcase_create("parse");
   tcase_add_loop_test(tc, test_good, 0, (int)(sizeof good / sizeof good[0]));
   tcase_add_loop_test(tc, test_bad, 0, (int)(sizeof bad / sizeof bad[0]));
+  tcase_add_loop_test(tc, test_too_long, 0,
+                      (int)(sizeof too_long / sizeof too_long[0]));
   tcase_add_test(tc, test_null);
   suite_add_tcase(s, tc);
   return s;

@@ -19,9 +19,16 @@
  * the result must be a whole number of milliseconds, so "1.5ms" and
  * "0.0001s" are refused rather than rounded.  Trailing zeros of a fraction
  * do not count; at most nine significant fractional digits are accepted,
- * which keeps the arithmetic in 64 bits.  Values beyond INT64_MAX ms are
- * refused; no upper limit is applied here, callers check their own (for
- * instance DURATION_MAX_SLEEP_MS).  The output is written only on success. */
+ * which keeps the arithmetic in 64 bits.
+ *
+ * Values longer than DURATION_MAX_MS (36500 days) are refused here, for
+ * every caller: the values become deadlines and back-offs, sums and
+ * products in int64_t milliseconds, and "9223372036854775807" (INT64_MAX
+ * ms) would overflow the first addition to a clock reading.  The arithmetic
+ * up to that check is itself overflow-checked, so no text, however many its
+ * digits, overflows here.  Callers with a smaller limit check their own
+ * (for instance DURATION_MAX_SLEEP_MS).  The output is written only on
+ * success. */
 #include "duration.h"
 
 #include <stdbool.h>
@@ -86,6 +93,12 @@ static int find_unit(const char *s, int64_t *ms_out) {
 }
 
 int duration_parse(const char *text, int64_t *ms_out) {
+  return duration_parse_detail(text, ms_out, NULL);
+}
+
+int duration_parse_detail(const char *text, int64_t *ms_out, int *too_long) {
+  if (too_long)
+    *too_long = 0;
   if (!text || !ms_out)
     return DURO_E_INVALID_DURATION;
 
@@ -93,11 +106,14 @@ int duration_parse(const char *text, int64_t *ms_out) {
   size_t int_len = digits_len(p);
   if (int_len == 0)
     return DURO_E_INVALID_DURATION; /* empty, sign, blank or letter first */
+  /* An overflow is noted, not returned at once: the rest of the text
+   * decides whether it is a duration at all, or only too long. */
+  bool overflow = false;
   int64_t whole = 0;
   for (size_t i = 0; i < int_len; i++) {
     if (__builtin_mul_overflow(whole, 10, &whole) ||
         __builtin_add_overflow(whole, p[i] - '0', &whole))
-      return DURO_E_INVALID_DURATION;
+      overflow = true;
   }
   p += int_len;
 
@@ -131,15 +147,20 @@ int duration_parse(const char *text, int64_t *ms_out) {
       return DURO_E_INVALID_DURATION;
   }
 
-  int64_t ms;
-  if (__builtin_mul_overflow(whole, unit_ms, &ms))
-    return DURO_E_INVALID_DURATION;
-  if (frac != 0) {
+  int64_t ms = 0;
+  if (!overflow && __builtin_mul_overflow(whole, unit_ms, &ms))
+    overflow = true;
+  if (!overflow && frac != 0) {
     int64_t part = frac * unit_ms; /* cannot overflow, see MAX_FRAC_DIGITS */
     if (part % frac_den != 0)
       return DURO_E_INVALID_DURATION; /* not a whole millisecond */
     if (__builtin_add_overflow(ms, part / frac_den, &ms))
-      return DURO_E_INVALID_DURATION;
+      overflow = true;
+  }
+  if (overflow || ms > DURATION_MAX_MS) {
+    if (too_long)
+      *too_long = 1;
+    return DURO_E_INVALID_DURATION;
   }
   *ms_out = ms;
   return 0;

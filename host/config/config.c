@@ -18,7 +18,14 @@
  * names, the one namespace of workflow and producer bindings, and the queue
  * of a consumer, since a queue has one consumer) are recorded as they are
  * parsed, so a duplicate is reported at the second occurrence with the
- * position of the first.
+ * position of the first.  Queue producers and consumers and cron triggers
+ * pass all these checks and are then refused as not supported yet (see
+ * queues_and_crons_supported).
+ *
+ * Before any of that, one pass over libyaml's events refuses a document
+ * nested deeper than MAX_DEPTH levels, at the first collection past it:
+ * composing 100,000 nested flow collections ("[[[...") takes libyaml
+ * tens of seconds.
  *
  * Lifecycle: config_parse() builds a config with every default filled in,
  * overwrites what the file sets, and on the first error frees it all and
@@ -223,7 +230,7 @@ typedef enum field_kind {
   K_BOOL,     /* int, 0 or 1 */
   K_U32,      /* uint32_t in [min, max] */
   K_I64,      /* int64_t in [min, max] */
-  K_DURATION, /* int64_t milliseconds in [min, max] */
+  K_DURATION, /* int64_t milliseconds in [min, max], max <= DURATION_MAX_MS */
   K_ENUM,     /* int, the value of the matching choice */
   K_NESTED    /* a mapping or list the caller walks itself */
 } field_kind;
@@ -329,7 +336,7 @@ static const field workflow_fields[] = {
                   true, 0, 0, NULL},
     [WF_RETENTION] = {"retention", K_DURATION,
                       offsetof(config_workflow, retention_ms), false, 0,
-                      INT64_MAX, NULL},
+                      DURATION_MAX_MS, NULL},
     [WF_LIMITS] = {"limits", K_NESTED, 0, false, 0, 0, NULL},
 };
 static const schema workflow_schema =
@@ -344,6 +351,15 @@ static const field limits_fields[] = {
 };
 static const schema limits_schema =
     SCHEMA("limits", "in limits", -1, limits_fields);
+
+/* Queues (producers and consumers) and cron triggers are parsed and checked
+ * in full, but nothing in the host acts on them yet: a config declaring one
+ * would pass `duro check` and then be ignored, its messages never sent or
+ * consumed, its crons never fired.  So each declared producer, consumer or
+ * cron is refused, after its own checks, as not supported yet; empty
+ * sections declare nothing and pass.  The parsing stays (and its tests) so
+ * that the issue adding queues or crons only has to turn this on. */
+static const bool queues_and_crons_supported = false;
 
 enum { QS_PRODUCERS, QS_CONSUMERS };
 static const field queues_fields[] = {
@@ -452,12 +468,17 @@ static int take_value(parser *p, const field *f, const yaml_node_t *v,
 
   case K_DURATION: {
     int64_t ms = 0;
+    int too_long = 0;
     if (v->type != YAML_SCALAR_NODE)
       return fail(p, v, "\"%s\" must be a duration such as \"30s\"", f->key);
     if (memchr(v->data.scalar.value, '\0', v->data.scalar.length) ||
-        duration_parse(scalar(v), &ms) < 0)
+        duration_parse_detail(scalar(v), &ms, &too_long) < 0) {
+      if (too_long) /* past the parser's limit, so past the field's too */
+        return fail(p, v, "\"%s\" must be at most %s", f->key,
+                    format_ms(limit, sizeof limit, f->max));
       return fail(p, v, "\"%s\" is not a valid duration: \"%s\"", f->key,
                   show_n(&b, scalar(v), v->data.scalar.length));
+    }
     if (ms < f->min || ms > f->max)
       return fail(p, v, "\"%s\" must be at most %s", f->key,
                   format_ms(limit, sizeof limit, f->max));
@@ -681,6 +702,13 @@ static int parse_queues(parser *p, yaml_node_t *node, config_plugin *pl) {
         (rc = parse_consumer(p, item, &pl->consumers[i])) < 0)
       return rc;
   }
+
+  if (!queues_and_crons_supported && pl->n_producers > 0)
+    return fail(p, list_item(p, v[QS_PRODUCERS], 0),
+                "\"queues.producers\" is not supported yet");
+  if (!queues_and_crons_supported && pl->n_consumers > 0)
+    return fail(p, list_item(p, v[QS_CONSUMERS], 0),
+                "\"queues.consumers\" is not supported yet");
   return 0;
 }
 
@@ -707,6 +735,9 @@ static int parse_triggers(parser *p, yaml_node_t *node, config_plugin *pl) {
     if ((rc = take_string(p, item, "crons", &pl->crons[i])) < 0)
       return rc;
   }
+  if (!queues_and_crons_supported && n > 0)
+    return fail(p, list_item(p, v[TR_CRONS], 0),
+                "\"triggers.crons\" is not supported yet");
   return 0;
 }
 
@@ -799,6 +830,49 @@ static int parse_root(parser *p, yaml_node_t *root) {
   return 0;
 }
 
+/* How deep collections may nest.  The schema needs 6 levels (the top
+ * level, plugins, a plugin, workflows, a workflow, limits); the cap is
+ * there because libyaml takes time quadratic in the depth of flow
+ * collections (its scanner rechecks every open flow level at each token),
+ * so a hostile 100,000 levels would keep `duro check` busy for tens of
+ * seconds before any message. */
+#define MAX_DEPTH 64
+
+/* Streams the text's events once before it is composed, and refuses it at
+ * the first collection nested deeper than MAX_DEPTH, having scanned only
+ * that far.  Returns 0 also when libyaml refuses the text: the load that
+ * follows meets the same error and reports it in its usual order. */
+static int check_depth(parser *p) {
+  yaml_parser_t yp;
+  yaml_event_t ev;
+  int depth = 0, rc = 0;
+
+  if (!yaml_parser_initialize(&yp)) {
+    fprintf(stderr, "duro: out of memory creating a YAML parser\n");
+    abort();
+  }
+  yaml_parser_set_input_string(&yp, (const unsigned char *)p->text, p->len);
+  while (rc == 0 && yaml_parser_parse(&yp, &ev)) {
+    yaml_event_type_t type = ev.type;
+    if (type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) {
+      if (++depth > MAX_DEPTH)
+        rc = fail_at(p,
+                     (config_pos){(int)ev.start_mark.line + 1,
+                                  (int)ev.start_mark.column + 1},
+                     "mappings and lists nested deeper than %d levels",
+                     MAX_DEPTH);
+    } else if (type == YAML_SEQUENCE_END_EVENT ||
+               type == YAML_MAPPING_END_EVENT) {
+      depth--;
+    }
+    yaml_event_delete(&ev);
+    if (type == YAML_STREAM_END_EVENT)
+      break;
+  }
+  yaml_parser_delete(&yp);
+  return rc;
+}
+
 /* libyaml's own refusal, at its mark.  Reader errors (bad UTF-8, control
  * characters) carry a byte offset instead, turned here into a line and a
  * column counted in characters as libyaml counts them. */
@@ -864,6 +938,10 @@ config *config_parse(const char *name, const char *text, size_t len, char *err,
   cfg->engine.max_crashes = 3;
   cfg->engine.shutdown_grace_ms = 30 * SECOND_MS;
 
+  if ((rc = check_depth(&p)) < 0) {
+    config_free(cfg);
+    return NULL;
+  }
   if (!yaml_parser_initialize(&yp)) {
     fprintf(stderr, "duro: out of memory creating a YAML parser\n");
     abort();

@@ -2,9 +2,12 @@
  *
  * config_load() reads the whole file, checks every key against the schema
  * (unknown key, wrong type, missing field, out-of-range value, duplicate
- * name or binding, a dead-letter queue equal to its own queue) and refuses it
- * with "file:line:column: what is wrong". Every string in the structs is owned
- * by the config and freed by config_free(). */
+ * name or binding, a dead-letter queue equal to its own queue, nesting
+ * deeper than 64 levels) and refuses it with "file:line:column: what is
+ * wrong". Queue producers and consumers and cron triggers are checked the
+ * same way and then refused as not supported yet, since nothing acts on
+ * them: in a returned config their arrays are empty. Every string in the
+ * structs is owned by the config and freed by config_free(). */
 #ifndef DURO_CONFIG_H
 #define DURO_CONFIG_H
 
@@ -20,7 +23,7 @@ typedef struct config_workflow {
   char *name;           /* "order-flow" (required) */
   char *binding;        /* "ORDER_FLOW" (required) */
   char *class_name;     /* "OrderFlow" (required) */
-  int64_t retention_ms; /* default 30 days */
+  int64_t retention_ms; /* default 30 days, at most 36500 */
   uint32_t max_steps;   /* limits.steps, default 10000, at most 25000 */
   uint32_t concurrency; /* limits.concurrency, 0 = unlimited */
   config_pos pos;
