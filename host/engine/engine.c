@@ -57,7 +57,7 @@ int duro_status_parse(const char *name) {
   return -1;
 }
 
-static int status_ended(const char *s) {
+int status_ended(const char *s) {
   return !strcmp(s, "complete") || !strcmp(s, "errored") ||
          !strcmp(s, "terminated");
 }
@@ -160,7 +160,7 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
 /* ---- entries and the runnable FIFO (call with mu held) --------------------
  */
 
-static entry *entry_take(duro_engine *e, int64_t rowid, int state) {
+entry *entry_take(duro_engine *e, int64_t rowid, int state) {
   entry *ent = xcalloc(1, sizeof *ent);
   ent->rowid = rowid;
   ent->state = state;
@@ -168,7 +168,7 @@ static entry *entry_take(duro_engine *e, int64_t rowid, int state) {
   return ent;
 }
 
-static void entry_drop(duro_engine *e, entry *ent) {
+void entry_drop(duro_engine *e, entry *ent) {
   idmap_del(&e->entries, ent->rowid);
   free(ent);
   /* After a burst (a million instances created at once) the map and the
@@ -180,7 +180,7 @@ static void entry_drop(duro_engine *e, entry *ent) {
   pthread_cond_broadcast(&e->changed);
 }
 
-static void fifo_push(entry_fifo *q, entry *ent) {
+void fifo_push(entry_fifo *q, entry *ent) {
   ent->next = NULL;
   if (q->tail)
     q->tail->next = ent;
@@ -189,7 +189,7 @@ static void fifo_push(entry_fifo *q, entry *ent) {
   q->tail = ent;
 }
 
-static entry *fifo_pop(entry_fifo *q) {
+entry *fifo_pop(entry_fifo *q) {
   entry *ent = q->head;
   if (ent) {
     q->head = ent->next;
@@ -200,7 +200,7 @@ static entry *fifo_pop(entry_fifo *q) {
   return ent;
 }
 
-static void fifo_remove(entry_fifo *q, entry *ent) {
+void fifo_remove(entry_fifo *q, entry *ent) {
   entry **pp = &q->head, *prev = NULL;
   for (; *pp; prev = *pp, pp = &(*pp)->next)
     if (*pp == ent) {
@@ -212,7 +212,7 @@ static void fifo_remove(entry_fifo *q, entry *ent) {
     }
 }
 
-static void runnable_push(duro_engine *e, entry *ent) {
+void runnable_push(duro_engine *e, entry *ent) {
   ent->state = ENTRY_QUEUED;
   fifo_push(&e->runnable, ent);
   pthread_cond_signal(&e->work);
@@ -221,8 +221,10 @@ static void runnable_push(duro_engine *e, entry *ent) {
 static entry *runnable_pop(duro_engine *e) { return fifo_pop(&e->runnable); }
 
 /* Takes a queued entry out of whichever FIFO holds it. */
-static void runnable_remove(duro_engine *e, entry *ent) {
-  if (ent->deferred_in) {
+void runnable_remove(duro_engine *e, entry *ent) {
+  if (ent->state == ENTRY_RETRY) {
+    fifo_remove(&e->retrying, ent);
+  } else if (ent->deferred_in) {
     fifo_remove(&ent->deferred_in->deferred, ent);
     ent->deferred_in = NULL;
   } else {
@@ -255,7 +257,7 @@ int engine_activation_admit(duro_engine *e, entry *ent, wf_reg *wf) {
 
 /* Gives back the activation's concurrency slot and lets one parked
  * instance of the workflow run. */
-static void release_slot_locked(duro_engine *e, entry *ent) {
+void release_slot_locked(duro_engine *e, entry *ent) {
   wf_reg *wf = ent->counted;
   if (!wf)
     return;
@@ -275,45 +277,6 @@ static void make_runnable_locked(duro_engine *e, int64_t rowid) {
     runnable_push(e, entry_take(e, rowid, ENTRY_QUEUED));
   else if (ent->state != ENTRY_QUEUED)
     ent->rerun = 1;
-}
-
-/* Takes a CONTROL entry for an instance, waiting out other control
- * operations.  Returns NULL with *active set when an activation runs it. */
-static entry *control_begin(duro_engine *e, int64_t rowid, entry **active) {
-  *active = NULL;
-  for (;;) {
-    entry *ent = idmap_get(&e->entries, rowid);
-    if (!ent)
-      return entry_take(e, rowid, ENTRY_CONTROL);
-    if (ent->state == ENTRY_ACTIVE) {
-      *active = ent;
-      return NULL;
-    }
-    if (ent->state == ENTRY_QUEUED) {
-      /* It was due to run: remember that for control_end. */
-      runnable_remove(e, ent);
-      ent->state = ENTRY_CONTROL;
-      ent->rerun = 1;
-      return ent;
-    }
-    pthread_cond_wait(&e->changed, &e->mu);
-  }
-}
-
-/* Ends a control operation given the status now stored: a queued
- * instance runs, a waiting one runs if something woke it meanwhile, any
- * other is idle. */
-static void control_end(duro_engine *e, entry *ent, const char *status) {
-  /* A request an activation handed over (apply_control) that this
-   * operation overtook still gets applied, by a worker. */
-  if (!strcmp(status, "queued") || (!strcmp(status, "waiting") && ent->rerun) ||
-      ent->apply_control) {
-    ent->rerun = 0;
-    runnable_push(e, ent);
-    pthread_cond_broadcast(&e->changed);
-  } else {
-    entry_drop(e, ent);
-  }
 }
 
 /* ---- open / start / close ------------------------------------------------ */
@@ -349,62 +312,12 @@ int duro_engine_open(const duro_engine_options *opt, duro_engine **out,
   pthread_cond_init(&e->work, NULL);
   pthread_cond_init(&e->changed, NULL);
   pthread_cond_init(&e->watch, NULL);
+  pthread_cond_init(&e->sched, NULL);
+  for (size_t i = 0; i < sizeof e->control_mu / sizeof *e->control_mu; i++)
+    pthread_mutex_init(&e->control_mu[i], NULL);
   *out = e;
   return 0;
 }
-
-typedef struct recover_ctx {
-  duro_engine *e;
-  int64_t *rowids;
-  int *controls;
-  char **statuses;
-  size_t n, cap;
-} recover_ctx;
-
-static void recover_one(void *ctx, int64_t rowid, const char *status,
-                        int control) {
-  recover_ctx *r = ctx;
-  if (r->n == r->cap) {
-    r->cap = r->cap ? r->cap * 2 : 64;
-    r->rowids = xrealloc(r->rowids, r->cap * sizeof *r->rowids);
-    r->controls = xrealloc(r->controls, r->cap * sizeof *r->controls);
-    r->statuses = xrealloc(r->statuses, r->cap * sizeof *r->statuses);
-  }
-  r->rowids[r->n] = rowid;
-  r->controls[r->n] = control;
-  r->statuses[r->n] = xstrdup(status);
-  r->n++;
-}
-
-static int apply_control_idle(duro_engine *e, int64_t rowid, int control);
-
-/* Instances a crash left runnable are queued again; a pause or terminate
- * acknowledged while an activation ran is applied now. */
-static int recover(duro_engine *e) {
-  recover_ctx r = {.e = e};
-  int rc = journal_recover_each(e->j, recover_one, &r);
-  size_t queued = 0;
-  for (size_t i = 0; i < r.n && !rc; i++) {
-    if (r.controls[i]) {
-      rc = apply_control_idle(e, r.rowids[i], r.controls[i]);
-    } else {
-      pthread_mutex_lock(&e->mu);
-      make_runnable_locked(e, r.rowids[i]);
-      pthread_mutex_unlock(&e->mu);
-      queued++;
-    }
-  }
-  for (size_t i = 0; i < r.n; i++)
-    free(r.statuses[i]);
-  free(r.rowids);
-  free(r.controls);
-  free(r.statuses);
-  if (queued)
-    log_info("recovered %zu runnable instance(s)", queued);
-  return rc;
-}
-
-static void control_on_entry(duro_engine *e, entry *ent, int control);
 
 /* Takes a popped entry for what it was queued for, in the same critical
  * section as the pop (mu held): an activation, or a control request. */
@@ -491,7 +404,7 @@ int engine_spawn_worker_locked(duro_engine *e) {
 int duro_engine_start(duro_engine *e) {
   int rc = engine_record_crashes(e);
   if (rc == 0)
-    rc = recover(e);
+    rc = engine_reconcile(e);
   if (rc)
     return rc;
   duro_engine_poll_due(e);
@@ -505,6 +418,9 @@ int duro_engine_start(duro_engine *e) {
   if (rc == 0 &&
       pthread_create(&e->watchdog, NULL, engine_watchdog_main, e) == 0)
     e->watchdog_started = 1;
+  if (rc == 0 &&
+      pthread_create(&e->scheduler, NULL, engine_scheduler_main, e) == 0)
+    e->scheduler_started = 1;
   return rc;
 }
 
@@ -523,6 +439,7 @@ uint32_t duro_engine_stop(duro_engine *e, int64_t grace_ms) {
   __atomic_store_n(&e->stopping, 1, __ATOMIC_RELEASE);
   pthread_cond_broadcast(&e->work);
   pthread_cond_broadcast(&e->watch);
+  pthread_cond_broadcast(&e->sched);
   while (e->live > 0) {
     if (grace_ms < 0)
       pthread_cond_wait(&e->changed, &e->mu);
@@ -534,6 +451,10 @@ uint32_t duro_engine_stop(duro_engine *e, int64_t grace_ms) {
   if (e->watchdog_started) {
     pthread_join(e->watchdog, NULL);
     e->watchdog_started = 0;
+  }
+  if (e->scheduler_started) {
+    pthread_join(e->scheduler, NULL);
+    e->scheduler_started = 0;
   }
   return left;
 }
@@ -565,6 +486,8 @@ void duro_engine_close(duro_engine *e) {
   for (size_t i = 0; i < e->n_wfs; i++)
     while ((ent = fifo_pop(&e->wfs[i].deferred)))
       entry_drop(e, ent);
+  while ((ent = fifo_pop(&e->retrying)))
+    entry_drop(e, ent);
   idmap_free(&e->entries);
   journal_close(e->j);
   for (size_t i = 0; i < e->n_wfs; i++) {
@@ -579,6 +502,9 @@ void duro_engine_close(duro_engine *e) {
   pthread_cond_destroy(&e->work);
   pthread_cond_destroy(&e->changed);
   pthread_cond_destroy(&e->watch);
+  pthread_cond_destroy(&e->sched);
+  for (size_t i = 0; i < sizeof e->control_mu / sizeof *e->control_mu; i++)
+    pthread_mutex_destroy(&e->control_mu[i]);
   free(e);
 }
 
@@ -589,12 +515,19 @@ void duro_engine_poll_due(duro_engine *e) {
   int64_t rowids[DUE_BATCH], wakes[DUE_BATCH];
   int64_t after;
   pthread_mutex_lock(&e->mu);
+  /* The clock stepped back: what was looked at up to the old time is
+   * looked at again as it comes due (queued ones are skipped below). */
+  if (now < e->polled_through)
+    e->polled_through = now;
   after = e->polled_through;
   pthread_mutex_unlock(&e->mu);
   for (;;) {
     size_t n = 0;
-    if (journal_due(e->j, after, now, DUE_BATCH, rowids, wakes, &n) != 0)
-      break;
+    if (journal_due(e->j, after, now, DUE_BATCH, rowids, wakes, &n) != 0) {
+      /* Never move the watermark past wakes that were not read. */
+      log_error("reading due wakes: %s", journal_errmsg(e->j));
+      return;
+    }
     pthread_mutex_lock(&e->mu);
     for (size_t i = 0; i < n; i++)
       if (!idmap_get(&e->entries, rowids[i]))
@@ -636,7 +569,9 @@ int64_t duro_engine_next_wake(duro_engine *e) {
   pthread_mutex_lock(&e->mu);
   int64_t after = e->polled_through;
   pthread_mutex_unlock(&e->mu);
-  int64_t w = journal_next_wake(e->j, after);
+  int64_t w;
+  if (journal_next_wake(e->j, after, &w) != 0)
+    return duro_clock_now(e->clock) + 1000; /* look again in a second */
   return w == JOURNAL_NONE ? INT64_MAX : w;
 }
 
@@ -650,6 +585,7 @@ size_t duro_engine_run_until_idle(duro_engine *e) {
   current_slot = slot;
   ledger_thread_bind(e->ledger, slot);
   pthread_mutex_lock(&e->mu);
+  engine_retries_due_locked(e, engine_mono_ms(e));
   for (;;) {
     entry *ent = runnable_pop(e);
     if (!ent)
@@ -673,7 +609,12 @@ void engine_activation_done(duro_engine *e, entry *ent, const char *status,
   pthread_mutex_lock(&e->mu);
   release_slot_locked(e, ent);
   int64_t now = duro_clock_now(e->clock);
-  int64_t horizon = now > e->polled_through ? now : e->polled_through;
+  /* A due wake runs now.  After the clock stepped back the watermark is
+   * reset rather than trusted (the poll looks again from now), so a sleep
+   * still in the future is never run early, and never spins. */
+  if (now < e->polled_through)
+    e->polled_through = now;
+  int64_t horizon = now;
   int ended = !*status || status_ended(status);
   /* A request that arrived after the activation's last step boundary. */
   if (!ended && ent->terminate_req && strcmp(status, "terminated") != 0)
@@ -700,8 +641,11 @@ void engine_activation_done(duro_engine *e, entry *ent, const char *status,
   pthread_mutex_unlock(&e->mu);
   if (control)
     control_on_entry(e, ent, control);
-  if (notify && e->opt.on_wake_change)
-    e->opt.on_wake_change(e->opt.ctx);
+  if (notify) {
+    engine_kick_scheduler(e);
+    if (e->opt.on_wake_change)
+      e->opt.on_wake_change(e->opt.ctx);
+  }
   if (*status && status_ended(status) && e->opt.on_instance_end)
     e->opt.on_instance_end(e->opt.ctx, status);
 }
@@ -847,345 +791,4 @@ int duro_instance_create_batch(duro_engine *e, const char *workflow,
   free(rows);
   free(op_of);
   return rc;
-}
-
-/* ---- control ---------------------------------------------------------------
- */
-
-int engine_instance_get(duro_engine *e, const char *workflow, const char *id,
-                        journal_instance *in) {
-  if (!engine_find_workflow(e, workflow))
-    return DURO_E_WORKFLOW_NOT_FOUND;
-  if (!duro_instance_id_valid(id))
-    return DURO_E_INVALID_ID;
-  return journal_instance_get(e->j, workflow, id, in);
-}
-
-static int instance_rowid(duro_engine *e, const char *workflow, const char *id,
-                          int64_t *rowid) {
-  journal_instance in = {0};
-  int rc = engine_instance_get(e, workflow, id, &in);
-  if (rc == 0)
-    *rowid = in.rowid;
-  journal_instance_clear(&in);
-  return rc;
-}
-
-static int commit_row(duro_engine *e, journal_instance *in, int clear_control) {
-  journal_batch b = {0};
-  journal_op *op = journal_batch_add(&b, JOP_INSTANCE_SET);
-  op->inst = in;
-  op->clear_control = clear_control;
-  int rc = journal_commit(e->j, &b);
-  journal_batch_free(&b);
-  return rc;
-}
-
-static int persist_control(duro_engine *e, int64_t rowid, int control) {
-  journal_instance in = {.rowid = rowid, .control = control};
-  journal_batch b = {0};
-  journal_op *op = journal_batch_add(&b, control ? JOP_INSTANCE_CONTROL
-                                                 : JOP_INSTANCE_CONTROL_CLEAR);
-  op->rowid = rowid;
-  op->inst = &in;
-  int rc = journal_commit(e->j, &b);
-  journal_batch_free(&b);
-  return rc;
-}
-
-/* Rows read from the journal own their strings: replace, never alias. */
-static void row_set_status(journal_instance *in, const char *status) {
-  free(in->status);
-  in->status = xstrdup(status);
-}
-
-/* Pause or terminate an instance that no activation runs (the caller holds
- * its CONTROL entry, or is recovery before any worker starts). */
-static int control_row(duro_engine *e, journal_instance *in, int control) {
-  int64_t now = duro_clock_now(e->clock);
-  if (status_ended(in->status))
-    return control == JOURNAL_CONTROL_PAUSE ? DURO_E_CANNOT_PAUSE
-                                            : DURO_E_CANNOT_TERMINATE;
-  /* A terminate acknowledged earlier and not yet applied wins over a
-   * pause: the instance ends rather than waits. */
-  if (in->control == JOURNAL_CONTROL_TERMINATE)
-    control = JOURNAL_CONTROL_TERMINATE;
-  char *old = xstrdup(in->status);
-  if (control == JOURNAL_CONTROL_PAUSE) {
-    if (!strcmp(old, "paused")) {
-      free(old);
-      return persist_control(e, in->rowid, 0);
-    }
-    row_set_status(in, "paused");
-    in->paused_ms = now;
-    in->wake_ms = JOURNAL_NONE; /* frozen: waiting steps keep theirs */
-  } else {
-    row_set_status(in, "terminated");
-    in->ended_ms = now;
-    in->wake_ms = JOURNAL_NONE;
-  }
-  int rc = commit_row(e, in, 1);
-  if (rc)
-    row_set_status(in, old);
-  free(old);
-  return rc;
-}
-
-/* A change to the stored row of an instance a CONTROL entry holds: it may
- * rewrite `in` and commit; its return is the operation's. */
-typedef int (*row_change_fn)(duro_engine *e, journal_instance *in, void *arg);
-
-/* Reads the row of the instance `ent` holds, applies `change`, and ends the
- * control operation with the status the row was left in. */
-static int change_held_row(duro_engine *e, entry *ent, row_change_fn change,
-                           void *arg) {
-  journal_instance in = {0};
-  int rc = journal_instance_get_rowid(e->j, ent->rowid, &in);
-  if (rc == 0)
-    rc = change(e, &in, arg);
-  pthread_mutex_lock(&e->mu);
-  control_end(e, ent, in.status ? in.status : "");
-  pthread_mutex_unlock(&e->mu);
-  journal_instance_clear(&in);
-  return rc;
-}
-
-static int request_row(duro_engine *e, journal_instance *in, void *arg) {
-  return control_row(e, in, *(int *)arg);
-}
-
-/* A request handed over by an activation or left by a crash: one for an
- * instance that ended meanwhile is dropped. */
-static int handed_request_row(duro_engine *e, journal_instance *in, void *arg) {
-  int rc = control_row(e, in, *(int *)arg);
-  if (rc == DURO_E_CANNOT_PAUSE || rc == DURO_E_CANNOT_TERMINATE)
-    rc = persist_control(e, in->rowid, 0);
-  return rc;
-}
-
-/* Applies a pause or terminate for the CONTROL entry `ent` and ends the
- * control operation. */
-static int control_apply(duro_engine *e, entry *ent, int control) {
-  return change_held_row(e, ent, handed_request_row, &control);
-}
-
-static void control_on_entry(duro_engine *e, entry *ent, int control) {
-  int rc = control_apply(e, ent, control);
-  if (rc)
-    log_error("applying a %s request: %s",
-              control == JOURNAL_CONTROL_PAUSE ? "pause" : "terminate",
-              duro_err_str(rc));
-}
-
-static int apply_control_idle(duro_engine *e, int64_t rowid, int control) {
-  entry *active;
-  pthread_mutex_lock(&e->mu);
-  entry *ent = control_begin(e, rowid, &active);
-  pthread_mutex_unlock(&e->mu);
-  if (!ent)
-    return 0; /* an activation will see the control column */
-  return control_apply(e, ent, control);
-}
-
-/* Finds the instance and takes it for a control operation.  Returns 0 with
- * mu held and either *ent (its CONTROL entry) or *active (an activation
- * runs it) set; or an error, without mu. */
-static int control_enter(duro_engine *e, const char *workflow, const char *id,
-                         int64_t *rowid, entry **ent, entry **active) {
-  int rc = instance_rowid(e, workflow, id, rowid);
-  if (rc)
-    return rc;
-  pthread_mutex_lock(&e->mu);
-  *ent = control_begin(e, *rowid, active);
-  return 0;
-}
-
-static int request_control(duro_engine *e, const char *workflow, const char *id,
-                           int control) {
-  int64_t rowid;
-  entry *ent, *active;
-  int rc = control_enter(e, workflow, id, &rowid, &ent, &active);
-  if (rc)
-    return rc;
-  if (active) {
-    if (control == JOURNAL_CONTROL_PAUSE && active->terminate_req) {
-      pthread_mutex_unlock(&e->mu);
-      return DURO_E_CANNOT_PAUSE;
-    }
-    if (control == JOURNAL_CONTROL_PAUSE)
-      __atomic_store_n(&active->pause_req, 1, __ATOMIC_RELEASE);
-    else
-      __atomic_store_n(&active->terminate_req, 1, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&e->mu);
-    /* Persist the request: the activation may still run for a while. */
-    int rc = persist_control(e, rowid, control);
-    /* Do not wait for the running callback (it may hang): give up on it
-     * now, and the release applies the terminate. */
-    if (rc == 0 && control == JOURNAL_CONTROL_TERMINATE)
-      engine_abandon_entry(e, active);
-    return rc;
-  }
-  pthread_mutex_unlock(&e->mu);
-  return change_held_row(e, ent, request_row, &control);
-}
-
-int duro_instance_pause(duro_engine *e, const char *workflow, const char *id) {
-  return request_control(e, workflow, id, JOURNAL_CONTROL_PAUSE);
-}
-
-int duro_instance_terminate(duro_engine *e, const char *workflow,
-                            const char *id) {
-  return request_control(e, workflow, id, JOURNAL_CONTROL_TERMINATE);
-}
-
-static int resume_row(duro_engine *e, journal_instance *in, void *arg) {
-  (void)arg;
-  if (strcmp(in->status, "paused") != 0)
-    return DURO_E_CANNOT_RESUME;
-  int64_t now = duro_clock_now(e->clock);
-  journal_batch b = {0};
-  /* Sleeps and timeouts were frozen while paused: move them forward by
-   * the pause's length, then let an activation re-derive the wake. */
-  if (in->paused_ms != JOURNAL_NONE && now > in->paused_ms) {
-    journal_op *op = journal_batch_add(&b, JOP_STEPS_SHIFT_WAKE);
-    op->rowid = in->rowid;
-    op->from_seq = now - in->paused_ms;
-  }
-  row_set_status(in, "queued");
-  in->paused_ms = JOURNAL_NONE;
-  in->wake_ms = JOURNAL_NONE;
-  journal_op *set = journal_batch_add(&b, JOP_INSTANCE_SET);
-  set->inst = in;
-  set->clear_control = 1;
-  int rc = journal_commit(e->j, &b);
-  journal_batch_free(&b);
-  if (rc)
-    row_set_status(in, "paused");
-  return rc;
-}
-
-int duro_instance_resume(duro_engine *e, const char *workflow, const char *id) {
-  int64_t rowid;
-  entry *ent, *active;
-  int rc = control_enter(e, workflow, id, &rowid, &ent, &active);
-  if (rc)
-    return rc;
-  if (active) {
-    /* waitingForPause: withdraw the request before it takes effect */
-    int pending = __atomic_exchange_n(&active->pause_req, 0, __ATOMIC_ACQ_REL);
-    pthread_mutex_unlock(&e->mu);
-    if (!pending)
-      return DURO_E_CANNOT_RESUME;
-    return persist_control(e, rowid, 0);
-  }
-  pthread_mutex_unlock(&e->mu);
-  return change_held_row(e, ent, resume_row, NULL);
-}
-
-typedef struct restart_from {
-  const char *name; /* NULL: from the top */
-  uint32_t count;
-} restart_from;
-
-static int restart_row(duro_engine *e, journal_instance *in, void *arg) {
-  const restart_from *from = arg;
-  if (!status_ended(in->status))
-    return DURO_E_CANNOT_RESTART;
-  int64_t from_seq = -1;
-  if (from->name) {
-    journal_step *steps = NULL;
-    size_t n = 0;
-    int rc = journal_steps_load(e->j, in->rowid, &steps, &n);
-    char *key = xasprintf("%s#%u", from->name, from->count ? from->count : 1);
-    for (size_t i = 0; rc == 0 && i < n && from_seq < 0; i++)
-      if (!strcmp(steps[i].key, key))
-        from_seq = steps[i].seq;
-    free(key);
-    journal_steps_free(steps, n);
-    if (rc)
-      return rc;
-    if (from_seq < 0)
-      return DURO_E_CANNOT_RESTART;
-  }
-  journal_batch b = {0};
-  journal_op *op = journal_batch_add(&b, JOP_STEPS_DISCARD);
-  op->rowid = in->rowid;
-  op->from_seq = from_seq;
-  char *old = xstrdup(in->status);
-  row_set_status(in, "queued");
-  free(in->output);
-  free(in->error);
-  in->output = in->error = NULL;
-  in->started_ms = in->ended_ms = in->wake_ms = in->paused_ms = JOURNAL_NONE;
-  journal_op *set = journal_batch_add(&b, JOP_INSTANCE_SET);
-  set->inst = in;
-  set->clear_control = 1;
-  int rc = journal_commit(e->j, &b);
-  journal_batch_free(&b);
-  if (rc)
-    row_set_status(in, old);
-  free(old);
-  return rc;
-}
-
-int duro_instance_restart(duro_engine *e, const char *workflow, const char *id,
-                          const char *from, uint32_t count) {
-  int64_t rowid;
-  entry *ent, *active;
-  int rc = control_enter(e, workflow, id, &rowid, &ent, &active);
-  if (rc)
-    return rc;
-  pthread_mutex_unlock(&e->mu);
-  if (active)
-    return DURO_E_CANNOT_RESTART;
-  restart_from rf = {.name = from, .count = count};
-  return change_held_row(e, ent, restart_row, &rf);
-}
-
-int duro_instance_send_event(duro_engine *e, const char *workflow,
-                             const char *id, const char *type,
-                             const char *payload) {
-  if (!type || !*type || strlen(type) > 100)
-    return DURO_E_INVALID_ARGUMENT;
-  if (payload && json_text_check(payload, e->max_step_result) != 0)
-    return DURO_E_INVALID_PARAMS;
-  int64_t rowid;
-  int rc = instance_rowid(e, workflow, id, &rowid);
-  if (rc)
-    return rc;
-  journal_batch b = {0};
-  journal_op *op = journal_batch_add(&b, JOP_EVENT_INSERT);
-  op->rowid = rowid;
-  op->event_type = type;
-  op->event_payload = payload ? payload : "null";
-  op->ts_ms = duro_clock_now(e->clock);
-  /* In the same commit, make the wake time due if the instance waits for
-   * this type: should the host stop before the woken activation runs,
-   * recovery finds it due like any timer. */
-  journal_op *wake = journal_batch_add(&b, JOP_WAKE_IF_WAITING);
-  wake->rowid = rowid;
-  wake->event_type = type;
-  wake->ts_ms = op->ts_ms;
-  rc = journal_commit(e->j, &b);
-  journal_batch_free(&b);
-  if (rc)
-    return rc;
-  metrics_add(&e->m.events_sent, 1);
-  /* Wake the instance if it waits for this type.  With no entry the row is
-   * current (engine_internal.h), so reading it under mu is exact. */
-  pthread_mutex_lock(&e->mu);
-  entry *ent = idmap_get(&e->entries, rowid);
-  if (ent) {
-    if (ent->state != ENTRY_QUEUED)
-      ent->rerun = 1;
-  } else {
-    journal_instance in = {0};
-    if (journal_instance_get_rowid(e->j, rowid, &in) == 0 &&
-        !strcmp(in.status, "waiting") && in.wait_type &&
-        !strcmp(in.wait_type, type))
-      runnable_push(e, entry_take(e, rowid, ENTRY_QUEUED));
-    journal_instance_clear(&in);
-  }
-  pthread_mutex_unlock(&e->mu);
-  return 0;
 }

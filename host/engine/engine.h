@@ -101,9 +101,10 @@ uint32_t duro_engine_stop(duro_engine *e, int64_t grace_ms);
  * the engine (left allocated if a hung attempt's thread still runs). */
 void duro_engine_close(duro_engine *e);
 
-/* {"status":"ok"}, or {"status":"degraded","hung":[{"workflow","id",
- * "step","attempt","running_ms"}], "stuck_workers", "stuck_cap"}: hung
- * attempts whose threads still run. Caller owns it. */
+/* {"status":"ok"}, or {"status":"degraded", "storage": {"status":"writes
+ * failing","error"} while journal writes fail, "hung":[{"workflow","id",
+ * "step","attempt","running_ms"}], "stuck_workers", "stuck_cap" while
+ * hung attempts' threads still run}.  Caller owns it. */
 json_t *duro_engine_health(duro_engine *e);
 
 /* Runs runnable activations on this thread until none is left (queues due

@@ -36,7 +36,12 @@ typedef struct wf_reg {
   entry_fifo deferred;
 } wf_reg;
 
-enum { ENTRY_QUEUED = 1, ENTRY_ACTIVE, ENTRY_CONTROL };
+enum {
+  ENTRY_QUEUED = 1,
+  ENTRY_ACTIVE,
+  ENTRY_CONTROL,
+  ENTRY_RETRY /* its activation could not write: runs after a back-off */
+};
 
 typedef struct entry {
   int64_t rowid;
@@ -49,11 +54,13 @@ typedef struct entry {
   int rerun;
   /* Queued to have a pause or terminate applied rather than to run. */
   int apply_control;
-  struct entry *next;  /* runnable FIFO, or its workflow's deferred one */
-  wf_reg *deferred_in; /* set while waiting for a concurrency slot */
-  wf_reg *counted;     /* the workflow whose slot this activation holds */
-  int admitted;        /* ACTIVE and past the concurrency check: what
-                          readers see as "running" */
+  struct entry *next;      /* runnable FIFO, or its workflow's deferred one */
+  wf_reg *deferred_in;     /* set while waiting for a concurrency slot */
+  wf_reg *counted;         /* the workflow whose slot this activation holds */
+  int64_t retry_at;        /* ENTRY_RETRY: when (engine_mono_ms) */
+  uint32_t write_failures; /* in a row, for the back-off */
+  int admitted;            /* ACTIVE and past the concurrency check: what
+                              readers see as "running" */
 } entry;
 
 /* A worker thread.  Its `mu` is the handshake between the end of an
@@ -101,6 +108,18 @@ struct duro_engine {
   pthread_t watchdog;
   int watchdog_started;
   pthread_cond_t watch; /* wakes the watchdog early: stopping */
+
+  /* The scheduler thread (scheduler.c): due wakes, storage retries,
+   * reconciliation with the journal, the retention sweep. */
+  pthread_t scheduler;
+  int scheduler_started;
+  pthread_cond_t sched; /* a wake moved earlier, a retry queued, stopping */
+  int sched_kick;
+  entry_fifo retrying; /* ENTRY_RETRY entries */
+
+  /* Control requests on one instance are serialized (flag set and
+   * persisted in one critical section), in stripes by rowid. */
+  pthread_mutex_t control_mu[16];
 
   ledger *ledger;
   int own_ledger;
@@ -192,6 +211,61 @@ void engine_activation_done(duro_engine *e, entry *ent, const char *status,
                             int64_t wake_ms, int may_commit);
 
 wf_reg *engine_find_workflow(const duro_engine *e, const char *name);
+
+/* ---- entries (engine.c; call with mu held) ---- */
+
+/* "complete", "errored", "terminated". */
+int status_ended(const char *status);
+/* Creates the instance's entry in `state`. */
+entry *entry_take(duro_engine *e, int64_t rowid, int state);
+/* Forgets the entry (its row is current again). */
+void entry_drop(duro_engine *e, entry *ent);
+/* Queues the entry to run. */
+void runnable_push(duro_engine *e, entry *ent);
+/* Takes a queued entry out of whichever queue holds it. */
+void runnable_remove(duro_engine *e, entry *ent);
+/* Gives back the activation's concurrency slot and lets one parked
+ * instance of the workflow run. */
+void release_slot_locked(duro_engine *e, entry *ent);
+void fifo_push(entry_fifo *q, entry *ent);
+entry *fifo_pop(entry_fifo *q);
+void fifo_remove(entry_fifo *q, entry *ent);
+
+/* ---- the scheduler (scheduler.c) ---- */
+
+/* Milliseconds for back-offs and timers: CLOCK_MONOTONIC on the real
+ * clock (a clock step neither hastens nor stalls them), the virtual
+ * clock's time in tests. */
+int64_t engine_mono_ms(const duro_engine *e);
+
+/* The activation of `ent` could not write (storage): its uncommitted
+ * work is dropped and the instance runs again, from its journal, after a
+ * back-off (0.1 s doubling to 5 s).  Nothing acknowledged is lost: a step
+ * result is acknowledged only once on disk.  mu not held. */
+void engine_activation_retry(duro_engine *e, entry *ent);
+
+/* Requeues retry entries whose time came (mu held); the next retry's
+ * time, or INT64_MAX. */
+int64_t engine_retries_due_locked(duro_engine *e, int64_t now);
+
+/* Makes every instance the journal says is runnable, and has no entry,
+ * runnable; applies persisted pause/terminate requests nobody holds.
+ * Start-up recovery, and a periodic pass after storage failures. */
+int engine_reconcile(duro_engine *e);
+
+/* Wakes the scheduler (a wake moved earlier, a retry was queued). */
+void engine_kick_scheduler(duro_engine *e);
+
+void *engine_scheduler_main(void *arg);
+
+/* ---- control (control.c) ---- */
+
+/* Applies a pause or terminate an activation handed over (its CONTROL
+ * entry `ent`), then ends the control operation. */
+void control_on_entry(duro_engine *e, entry *ent, int control);
+/* Applies a pause or terminate found persisted at start (no activation
+ * runs the instance). */
+int apply_control_idle(duro_engine *e, int64_t rowid, int control);
 
 /* Reads an instance's row after checking the workflow and the id:
  * DURO_E_WORKFLOW_NOT_FOUND, DURO_E_INVALID_ID, DURO_E_NOT_FOUND. */

@@ -368,11 +368,23 @@ json_t *duro_engine_health(duro_engine *e) {
   }
   uint32_t stuck = e->stuck, cap = e->max_stuck;
   pthread_mutex_unlock(&e->mu);
-  if (json_array_size(hung) == 0) {
+  char storage[256];
+  int failing = journal_failing(e->j, storage, sizeof storage, NULL);
+  if (json_array_size(hung) == 0 && !failing) {
     json_decref(hung);
     return json_pack("{s:s}", "status", "ok");
   }
-  return json_pack("{s:s,s:o,s:I,s:I}", "status", "degraded", "hung", hung,
-                   "stuck_workers", (json_int_t)stuck, "stuck_cap",
-                   (json_int_t)cap);
+  json_t *h = json_pack("{s:s}", "status", "degraded");
+  if (failing)
+    json_object_set_new(
+        h, "storage",
+        json_pack("{s:s,s:s}", "status", "writes failing", "error", storage));
+  if (json_array_size(hung)) {
+    json_object_set_new(h, "hung", hung);
+    json_object_set_new(h, "stuck_workers", json_integer(stuck));
+    json_object_set_new(h, "stuck_cap", json_integer(cap));
+  } else {
+    json_decref(hung);
+  }
+  return h;
 }

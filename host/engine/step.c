@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "duration.h"
@@ -66,7 +67,7 @@ struct duro_step {
   strmap steps;          /* key → journal_step (arena) */
   strmap name_counts;    /* name → (uintptr_t) occurrences so far */
   int64_t seq;           /* step calls so far in this activation */
-  uint32_t n_do;         /* duro_do steps in the journal, for the limit */
+  uint32_t n_steps;      /* steps of every kind, for limits.steps */
   int64_t state_bytes;   /* params + results + errors, for the state limit */
   journal_event *events; /* loaded by the first event wait */
   size_t n_events;
@@ -84,6 +85,7 @@ struct duro_step {
   const char *where; /* "workflow/id", for logs */
   int storage_failed;
   journal_instance final_row; /* the row the last commit stores */
+  ssize_t event_wake_op;      /* its index in the final batch, or -1 */
   worker *worker;             /* NULL when run inline */
   ledger_slot *slot;          /* the thread's crash-ledger slot, or NULL */
 };
@@ -229,6 +231,19 @@ static const char *next_key(duro_step *a, const char *name, uint32_t *count) {
   return arena_printf(a, "%s#%u", name, (unsigned)c);
 }
 
+/* Whether a new step would cross the workflow's limits.steps (every kind
+ * counts: do, sleep, waitForEvent).  Sets the error when it would. */
+static int step_limit_reached(duro_step *a, const char *key) {
+  if (a->n_steps < a->wf->limits.max_steps)
+    return 0;
+  char *msg = xasprintf("step \"%s\" would exceed the workflow's limit "
+                        "of %u steps",
+                        key, a->wf->limits.max_steps);
+  fail_with(a, duro_err_name(DURO_E_STEP_LIMIT), msg);
+  free(msg);
+  return 1;
+}
+
 static journal_step *new_step(duro_step *a, const char *key, const char *name,
                               uint32_t count, const char *type) {
   journal_step *s = arena_alloc(a, sizeof *s);
@@ -242,6 +257,7 @@ static journal_step *new_step(duro_step *a, const char *key, const char *name,
   s->started_ms = now_ms(a);
   s->ended_ms = s->wake_ms = JOURNAL_NONE;
   strmap_put(&a->steps, s->key, s);
+  a->n_steps++;
   return s;
 }
 
@@ -294,14 +310,21 @@ static int step_begin(duro_step *a, const char *name, const char *type,
 /* ---- duro_do
  * ------------------------------------------------------------------------ */
 
+/* The wait before retry `attempt`+1, at most the longest sleep (365
+ * days): computed so it cannot overflow, whatever the delay and count. */
 static int64_t backoff_ms(int64_t delay, duro_backoff how, uint32_t attempt) {
-  int64_t d = delay;
+  const int64_t max = DURATION_MAX_SLEEP_MS;
+  if (delay <= 0)
+    return 0;
+  if (delay >= max)
+    return max;
   if (how == DURO_BACKOFF_LINEAR)
-    d = delay * (int64_t)attempt;
-  else if (how != DURO_BACKOFF_CONSTANT)
-    for (uint32_t i = 1; i < attempt && d < DURATION_MAX_SLEEP_MS; i++)
-      d *= 2;
-  return d > DURATION_MAX_SLEEP_MS ? DURATION_MAX_SLEEP_MS : d;
+    return (int64_t)attempt > max / delay ? max : delay * (int64_t)attempt;
+  int64_t d = delay;
+  if (how != DURO_BACKOFF_CONSTANT)
+    for (uint32_t i = 1; i < attempt && d < max; i++)
+      d = d > max / 2 ? max : d * 2;
+  return d > max ? max : d;
 }
 
 typedef struct do_config {
@@ -323,19 +346,24 @@ static int read_config(duro_step *a, const char *key,
     out->limit = cfg->retries->limit;
     out->backoff = cfg->retries->backoff;
     if (cfg->retries->delay &&
-        duration_parse(cfg->retries->delay, &out->delay_ms) != 0)
+        (duration_parse(cfg->retries->delay, &out->delay_ms) != 0 ||
+         out->delay_ms > DURATION_MAX_SLEEP_MS))
       bad = cfg->retries->delay;
     if ((unsigned)out->backoff > DURO_BACKOFF_LINEAR)
       bad = "backoff";
   }
   if (!bad && cfg->timeout &&
       (duration_parse(cfg->timeout, &out->timeout_ms) != 0 ||
-       out->timeout_ms <= 0))
+       out->timeout_ms <= 0 || out->timeout_ms > DURATION_MAX_SLEEP_MS))
     bad = cfg->timeout;
   if (bad) {
-    char *msg =
-        xasprintf("step \"%s\": invalid configuration value \"%s\"", key, bad);
-    fail_with(a, "Error", msg);
+    char *msg = xasprintf("step \"%s\": invalid configuration value \"%s\" "
+                          "(durations are at most 365 days)",
+                          key, bad);
+    fail_with(a,
+              strcmp(bad, "backoff") ? duro_err_name(DURO_E_INVALID_DURATION)
+                                     : "Error",
+              msg);
     free(msg);
     return -1;
   }
@@ -502,16 +530,9 @@ static duro_rc api_do(duro_step *a, const char *name,
   if (read_config(a, key, cfg, &c))
     return DURO_ERROR;
   if (!s) {
-    if (a->n_do >= a->wf->limits.max_steps) {
-      char *msg = xasprintf("step \"%s\" would exceed the workflow's limit "
-                            "of %u steps",
-                            key, a->wf->limits.max_steps);
-      fail_with(a, duro_err_name(DURO_E_STEP_LIMIT), msg);
-      free(msg);
+    if (step_limit_reached(a, key))
       return DURO_ERROR;
-    }
     s = new_step(a, key, name, count, "do");
-    a->n_do++;
   }
   if (retry_orphaned(a, s, &c, &rc))
     return rc;
@@ -664,6 +685,8 @@ static duro_rc sleep_step(duro_step *a, const char *name, int64_t until,
   a->replaying = 0;
   int64_t now = now_ms(a);
   if (!s) {
+    if (step_limit_reached(a, key))
+      return DURO_ERROR;
     s = new_step(a, key, name, count, "sleep");
     s->wake_ms = relative ? now + duration : until;
     put_step(a, s);
@@ -697,7 +720,9 @@ static duro_rc api_sleep_until(duro_step *a, const char *name,
                                int64_t unix_ms) {
   if (a->suspended)
     return DURO_SUSPEND;
-  if (unix_ms - now_ms(a) > DURATION_MAX_SLEEP_MS) {
+  int64_t now = now_ms(a);
+  /* Compared so that no value of unix_ms overflows. */
+  if (unix_ms > now && unix_ms - now > DURATION_MAX_SLEEP_MS) {
     fail_with(a, duro_err_name(DURO_E_INVALID_DURATION),
               "sleep_until: more than 365 days ahead");
     return DURO_ERROR;
@@ -759,6 +784,8 @@ static duro_rc api_wait_for_event(duro_step *a, const char *name,
       free(msg);
       return DURO_ERROR;
     }
+    if (step_limit_reached(a, key))
+      return DURO_ERROR;
     s = new_step(a, key, name, count, "waitForEvent");
     s->wake_ms = now + ms;
     put_step(a, s);
@@ -951,8 +978,7 @@ static int load_journal(duro_step *a) {
     a->state_bytes += (int64_t)(s->result ? strlen(s->result) : 0) +
                       (int64_t)(s->error ? strlen(s->error) : 0);
     strmap_put(&a->steps, s->key, s);
-    if (!strcmp(s->type, "do"))
-      a->n_do++;
+    a->n_steps++;
   }
   a->state_bytes += (int64_t)strlen(a->inst.params);
   journal_steps_free(loaded, n);
@@ -1013,6 +1039,18 @@ static void finish(duro_step *a, duro_rc rc) {
   journal_op *op = journal_batch_add(&a->batch, JOP_INSTANCE_SET);
   op->inst = row;
   op->clear_control = clear_control;
+  /* An event of the awaited type may have been stored after this
+   * activation read the events (while it ran, or while this commit
+   * waited): in the same transaction, the wait is then due at once.  The
+   * event's arrival and the instance's wake are one durable fact,
+   * whichever commit lands first. */
+  a->event_wake_op = -1;
+  if (row->wait_type) {
+    a->event_wake_op = (ssize_t)a->batch.n;
+    op = journal_batch_add(&a->batch, JOP_WAKE_IF_EVENT_PENDING);
+    op->rowid = row->rowid;
+    op->ts_ms = now;
+  }
 }
 
 static void activation_free(duro_step *a) {
@@ -1033,11 +1071,19 @@ static void on_final_commit(void *ctx, int rc) {
   const char *status = "";
   int64_t wake = JOURNAL_NONE;
   if (rc) {
-    log_error("%s: journal commit failed: %s", a->where,
+    /* Nothing of it is on disk: the instance runs again from its journal
+     * once writes succeed. */
+    log_error("%s: journal commit failed: %s; retrying", a->where,
               journal_errmsg(a->e->j));
+    engine_activation_retry(a->e, a->ent);
+    activation_free(a);
+    return;
   } else {
     status = a->final_row.status;
     wake = a->final_row.wake_ms;
+    if (a->event_wake_op >= 0 && a->batch.ops[a->event_wake_op].out_rowid)
+      wake = a->batch.ops[a->event_wake_op].ts_ms;
+    a->ent->write_failures = 0;
     if (!strcmp(status, "errored"))
       log_write(DURO_LOG_WARN, a->where, "errored: %s", a->final_row.error);
     else if (strcmp(status, "waiting") != 0)
@@ -1053,8 +1099,11 @@ void activation_run(duro_engine *e, entry *ent) {
   a->ent = ent;
   a->replaying = 1;
   char status[32] = "";
-  if (journal_instance_get_rowid(e->j, ent->rowid, &a->inst) != 0)
-    goto done;
+  int rc = journal_instance_get_rowid(e->j, ent->rowid, &a->inst);
+  if (rc == DURO_E_STORAGE)
+    goto retry;
+  if (rc)
+    goto done; /* swept meanwhile */
   a->where = arena_printf(a, "%s/%s", a->inst.workflow, a->inst.id);
   /* Stale runnable entries (an event for a paused instance, a wake that a
    * control operation overtook) do nothing. */
@@ -1088,7 +1137,7 @@ void activation_run(duro_engine *e, entry *ent) {
     __atomic_store_n(&ent->terminate_req, 1, __ATOMIC_RELEASE);
   if (load_journal(a) != 0) {
     log_error("%s: cannot load journal: %s", a->where, journal_errmsg(e->j));
-    goto done;
+    goto retry;
   }
 
   duro_event ev = {.size = sizeof ev,
@@ -1099,7 +1148,7 @@ void activation_run(duro_engine *e, entry *ent) {
   duro_env env = {.engine = e};
   metrics_add(&e->m.activations, 1);
   current_act = a;
-  duro_rc rc = a->wf->run(a, &ev, &env);
+  duro_rc out = a->wf->run(a, &ev, &env);
   current_act = NULL;
   if (a->reason == SUSPEND_ABANDONED) {
     /* The watchdog recorded the hung attempt and let go of the instance,
@@ -1110,15 +1159,21 @@ void activation_run(duro_engine *e, entry *ent) {
   if (a->slot)
     ledger_set_state(a->slot, LEDGER_IDLE);
   if (a->storage_failed)
-    goto done; /* the row is left as it was: recovery runs it again */
+    goto retry; /* its row is as its last successful write left it */
   /* The worker moves on at once; the engine lets go of the instance when
    * the final commit lands (on_final_commit). */
-  finish(a, rc);
+  finish(a, out);
   journal_commit_async(e->j, &a->batch, on_final_commit, a);
   return;
 done:
   if (a->slot)
     ledger_set_state(a->slot, LEDGER_IDLE);
   engine_activation_done(e, ent, status, JOURNAL_NONE, 1);
+  activation_free(a);
+  return;
+retry:
+  if (a->slot)
+    ledger_set_state(a->slot, LEDGER_IDLE);
+  engine_activation_retry(e, ent);
   activation_free(a);
 }

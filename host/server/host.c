@@ -1,10 +1,9 @@
 /* host.c — the engine process of `duro run`, and `duro check`.
  *
- * One libuv loop owns the signals and the wake timer; activations run on
- * the engine's worker threads and never on the loop.  The timer is armed
- * for the earliest wake time in the journal (capped at one second, a
- * safety net), and re-armed through a uv_async whenever an activation
- * stores an earlier one.
+ * One libuv loop owns the signals and HTTP; it never touches SQLite: the
+ * engine's own threads run activations, poll the wake index, retry failed
+ * writes and sweep retention (engine/scheduler.c), and HTTP requests run
+ * on libuv's thread pool.
  *
  * The process is forked by the supervisor (supervisor.h), which keeps the
  * listening socket, the crash ledger and the storage lock across engine
@@ -41,9 +40,6 @@ typedef struct host {
   size_t n_plugins;
   ledger *ledger;
   uv_loop_t loop;
-  uv_timer_t timer;
-  uv_timer_t sweeper;
-  uv_async_t rearm;
   uv_signal_t sigint, sigterm, sighup;
   int sigints;
 } host;
@@ -198,37 +194,6 @@ int host_check(const char *config_path) {
 /* ---- the loop -------------------------------------------------------------
  */
 
-static void on_timer(uv_timer_t *t);
-
-static void arm_timer(host *h) {
-  duro_engine_poll_due(h->engine);
-  int64_t next = duro_engine_next_wake(h->engine);
-  int64_t now = duro_clock_now(duro_clock_real());
-  int64_t delay = next == INT64_MAX ? 1000 : next - now;
-  if (delay < 0)
-    delay = 0;
-  if (delay > 1000)
-    delay = 1000;
-  uv_timer_start(&h->timer, on_timer, (uint64_t)delay, 0);
-}
-
-static void on_timer(uv_timer_t *t) { arm_timer(t->loop->data); }
-
-static void on_rearm(uv_async_t *a) { arm_timer(a->loop->data); }
-
-/* Retention: ended instances past their retention are deleted, in bounded
- * transactions, once a minute. */
-static void on_sweep(uv_timer_t *t) {
-  host *h = t->loop->data;
-  size_t n = 0;
-  if (duro_engine_sweep(h->engine, &n) != 0)
-    log_error("retention sweep failed");
-  else if (n)
-    log_info("retention: deleted %zu ended instance(s)", n);
-}
-
-static void wake_changed(void *ctx) { uv_async_send(&((host *)ctx)->rearm); }
-
 static void on_signal(uv_signal_t *s, int signum) {
   host *h = s->loop->data;
   if (signum == SIGHUP) {
@@ -271,9 +236,6 @@ static int wait_for_lock(int ctl_fd, int *lock_fd) {
 }
 
 static void start_handles(host *h) {
-  uv_timer_init(&h->loop, &h->timer);
-  uv_timer_init(&h->loop, &h->sweeper);
-  uv_async_init(&h->loop, &h->rearm, on_rearm);
   uv_signal_init(&h->loop, &h->sigint);
   uv_signal_init(&h->loop, &h->sigterm);
   uv_signal_init(&h->loop, &h->sighup);
@@ -326,8 +288,6 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
       .max_instance_state = cfg->engine.max_instance_state,
       .ledger = ledger,
       .max_crashes = cfg->engine.max_crashes,
-      .on_wake_change = wake_changed,
-      .ctx = &h,
   };
   if (duro_engine_open(&opt, &h.engine, err, sizeof err) != 0) {
     fprintf(stderr, "%s\n", err);
@@ -345,8 +305,6 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
            cfg->storage.synchronous_full ? "full" : "normal",
            http_port(h.http));
   supervisor_send(ctl_fd, 'R', -1);
-  arm_timer(&h);
-  uv_timer_start(&h.sweeper, on_sweep, 5000, 60000);
   uv_run(&h.loop, UV_RUN_DEFAULT);
   code = 0;
 

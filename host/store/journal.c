@@ -43,6 +43,7 @@ enum {
   ST_EVENT_INSERT,
   ST_EVENT_CONSUME,
   ST_WAKE_IF_WAITING,
+  ST_WAKE_IF_EVENT_PENDING,
   ST_SWEEP_PICK,
   ST_SWEEP_STEPS,
   ST_SWEEP_ATTEMPTS,
@@ -87,6 +88,11 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     [ST_EVENT_CONSUME] = "UPDATE events SET consumed_by=?2 WHERE seq=?1",
     [ST_WAKE_IF_WAITING] = "UPDATE instances SET wake_ms=?3 WHERE rowid=?1 AND "
                            "status='waiting' AND wait_type=?2",
+    [ST_WAKE_IF_EVENT_PENDING] =
+        "UPDATE instances SET wake_ms=?2 WHERE rowid=?1 AND "
+        "status='waiting' AND wait_type IS NOT NULL AND EXISTS(SELECT 1 "
+        "FROM events WHERE instance=?1 AND type=instances.wait_type AND "
+        "consumed_by IS NULL)",
     /* The expression matches the instances_expiry index. */
     [ST_SWEEP_PICK] =
         "INSERT INTO temp.sweep SELECT rowid FROM instances WHERE "
@@ -117,6 +123,10 @@ static const char schema_sql[] =
     "CREATE INDEX IF NOT EXISTS instances_wake ON instances(wake_ms)"
     " WHERE wake_ms IS NOT NULL;"
     "CREATE INDEX IF NOT EXISTS instances_status ON instances(status);"
+    /* Reconciliation looks for persisted requests: few, so a partial
+     * index keeps it from reading every row. */
+    "CREATE INDEX IF NOT EXISTS instances_control ON instances(control) "
+    "WHERE control<>0;"
     "CREATE INDEX IF NOT EXISTS instances_expiry ON instances("
     " ended_ms + retention_ms) WHERE ended_ms IS NOT NULL;"
     "CREATE TABLE IF NOT EXISTS steps("
@@ -159,6 +169,7 @@ typedef struct pending {
   journal_done_fn fn; /* asynchronous: called once committed */
   void *ctx;
   struct pending *next;
+  char err[256]; /* the group's failure, for the waiting thread */
 } pending;
 
 struct journal {
@@ -175,10 +186,23 @@ struct journal {
   pending *head, *tail;
   int leading;      /* some thread is committing groups */
   pending *handoff; /* the waiter the leadership was passed to */
-  char errmsg[256];
   metrics_hist commit_us;
   uint64_t batches;
+  /* Writes are failing: the last group commit failed (mu). */
+  int failing;
+  char failing_err[256];
+  uint64_t failures; /* failed group commits so far (mu) */
 };
+
+/* The last failure's message, per thread (like errno): readers fail on
+ * their own threads, and a group commit's failure is copied to every
+ * thread that waited on it. */
+static __thread char last_err[256];
+
+static void set_err(sqlite3 *db, const char *what) {
+  snprintf(last_err, sizeof last_err, "%s%s%s", what ? what : "",
+           what ? ": " : "", db ? sqlite3_errmsg(db) : "no connection");
+}
 
 /* ---- open / close -------------------------------------------------------- */
 
@@ -297,7 +321,21 @@ void journal_close(journal *j) {
   free(j);
 }
 
-const char *journal_errmsg(journal *j) { return j->errmsg; }
+const char *journal_errmsg(journal *j) {
+  (void)j;
+  return last_err;
+}
+
+int journal_failing(journal *j, char *msg, size_t len, uint64_t *failures) {
+  pthread_mutex_lock(&j->mu);
+  int failing = j->failing;
+  if (msg && len)
+    snprintf(msg, len, "%s", failing ? j->failing_err : "");
+  if (failures)
+    *failures = j->failures;
+  pthread_mutex_unlock(&j->mu);
+  return failing;
+}
 
 const struct metrics_hist *journal_commit_latency(journal *j) {
   return &j->commit_us;
@@ -351,7 +389,7 @@ static int step_done(journal *j, sqlite3_stmt *st) {
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);
   if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
-    snprintf(j->errmsg, sizeof j->errmsg, "%s", sqlite3_errmsg(j->wr));
+    set_err(j->wr, NULL);
     return DURO_E_STORAGE;
   }
   return 0;
@@ -478,19 +516,30 @@ static int apply_op(journal *j, journal_op *op) {
       if ((rc = step_done(j, j->ws[k])))
         return rc;
     return 0;
-  case JOP_WAKE_IF_WAITING:
+  case JOP_WAKE_IF_WAITING: {
     st = j->ws[ST_WAKE_IF_WAITING];
     sqlite3_bind_int64(st, 1, op->rowid);
     bind_text(st, 2, op->event_type);
     sqlite3_bind_int64(st, 3, op->ts_ms);
-    return step_done(j, st);
+    int rc = step_done(j, st);
+    op->out_rowid = rc == 0 ? sqlite3_changes(j->wr) : 0;
+    return rc;
+  }
+  case JOP_WAKE_IF_EVENT_PENDING: {
+    st = j->ws[ST_WAKE_IF_EVENT_PENDING];
+    sqlite3_bind_int64(st, 1, op->rowid);
+    sqlite3_bind_int64(st, 2, op->ts_ms);
+    int rc = step_done(j, st);
+    op->out_rowid = rc == 0 ? sqlite3_changes(j->wr) : 0;
+    return rc;
+  }
   }
   return DURO_E_INVALID_ARGUMENT;
 }
 
 static int exec_wr(journal *j, const char *sql) {
   if (sqlite3_exec(j->wr, sql, NULL, NULL, NULL) != SQLITE_OK) {
-    snprintf(j->errmsg, sizeof j->errmsg, "%s: %s", sql, sqlite3_errmsg(j->wr));
+    set_err(j->wr, sql);
     return DURO_E_STORAGE;
   }
   return 0;
@@ -508,11 +557,18 @@ static int commit_group(journal *j, pending *first, pending *last) {
     if (p == last)
       break;
   }
-  if (rc) {
+  if (rc == 0)
+    rc = exec_wr(j, "COMMIT");
+  /* A failed statement or COMMIT (a full disk, an I/O error, a busy
+   * lock) can leave the transaction open: never leave it so, or every
+   * later batch would join a transaction that cannot commit. */
+  if (rc && !sqlite3_get_autocommit(j->wr)) {
+    char keep[sizeof last_err];
+    memcpy(keep, last_err, sizeof keep);
     exec_wr(j, "ROLLBACK");
-    return rc;
+    memcpy(last_err, keep, sizeof keep);
   }
-  return exec_wr(j, "COMMIT");
+  return rc;
 }
 
 static void enqueue(journal *j, pending *p) {
@@ -542,6 +598,11 @@ static void lead(journal *j, pending *mine) {
     int rc = commit_group(j, first, last);
     metrics_hist_observe(&j->commit_us, metrics_now_us() - t0);
     pthread_mutex_lock(&j->mu);
+    j->failing = rc != 0;
+    if (rc) {
+      memcpy(j->failing_err, last_err, sizeof j->failing_err);
+      j->failures++;
+    }
 
     j->head = last->next;
     if (!j->head)
@@ -551,6 +612,8 @@ static void lead(journal *j, pending *mine) {
       int end = p == last;
       next = p->next;
       p->rc = rc;
+      if (rc)
+        memcpy(p->err, last_err, sizeof p->err);
       p->done = 1;
       j->batches++;
       if (p->fn) {
@@ -602,6 +665,8 @@ int journal_commit(journal *j, journal_batch *b) {
   }
   pthread_mutex_unlock(&j->mu);
   pthread_cond_destroy(&me.cv);
+  if (me.rc)
+    memcpy(last_err, me.err, sizeof last_err);
   return me.rc;
 }
 
@@ -639,12 +704,12 @@ static reader *reader_get(journal *j) {
   if (r)
     return r;
   r = xcalloc(1, sizeof *r);
-  char err[256];
-  if (open_conn(j->path, j->synchronous_full, &r->db, err, sizeof err) != 0) {
-    /* the writer has the same file open: this is a broken disk or fd
-     * exhaustion, and the journal cannot serve this thread */
-    fprintf(stderr, "duro: %s\n", err);
-    abort();
+  if (open_conn(j->path, j->synchronous_full, &r->db, last_err,
+                sizeof last_err) != 0) {
+    /* A deleted file, a broken disk, no descriptors left: this read
+     * fails with a storage error, and the next one tries again. */
+    free(r);
+    return NULL;
   }
   /* A reader looks at one instance at a time: a small page cache keeps
    * the many readers (workers, HTTP pool) from holding megabytes each. */
@@ -660,6 +725,10 @@ static reader *reader_get(journal *j) {
 /* The cached statement for `sql` (a literal), prepared on first use. */
 static int prepare_rd(journal *j, reader *r, const char *sql,
                       sqlite3_stmt **st) {
+  (void)j;
+  *st = NULL;
+  if (!r)
+    return DURO_E_STORAGE; /* reader_get said why */
   for (size_t i = 0; i < r->n; i++)
     if (r->cache[i].sql == sql) {
       *st = r->cache[i].st;
@@ -667,7 +736,7 @@ static int prepare_rd(journal *j, reader *r, const char *sql,
     }
   if (sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) !=
       SQLITE_OK) {
-    snprintf(j->errmsg, sizeof j->errmsg, "%s", sqlite3_errmsg(r->db));
+    set_err(r->db, NULL);
     *st = NULL;
     return DURO_E_STORAGE;
   }
@@ -681,7 +750,7 @@ static int prepare_rd(journal *j, reader *r, const char *sql,
 
 /* Ends a read: cached statements are reset, others finalized. */
 static void release_rd(reader *r, sqlite3_stmt *st) {
-  if (!st)
+  if (!r || !st)
     return;
   for (size_t i = 0; i < r->n; i++)
     if (r->cache[i].st == st) {
@@ -690,6 +759,16 @@ static void release_rd(reader *r, sqlite3_stmt *st) {
       return;
     }
   sqlite3_finalize(st);
+}
+
+/* The end of a row loop: SQLITE_DONE is the only success; anything else
+ * (an I/O error, a corrupt page) is a storage error, never "no more
+ * rows". */
+static int rows_end(reader *r, int s) {
+  if (s == SQLITE_DONE)
+    return 0;
+  set_err(r->db, NULL);
+  return DURO_E_STORAGE;
 }
 
 #define INSTANCE_COLS                                                          \
@@ -735,7 +814,7 @@ static int instance_query(journal *j, const char *sql, int64_t rowid,
   } else if (s == SQLITE_DONE) {
     rc = DURO_E_NOT_FOUND;
   } else {
-    snprintf(j->errmsg, sizeof j->errmsg, "%s", sqlite3_errmsg(r->db));
+    set_err(r->db, NULL);
     rc = DURO_E_STORAGE;
   }
 done:
@@ -805,10 +884,7 @@ int journal_steps_load(journal *j, int64_t rowid, journal_step **out,
     o->attempt_started_ms = col_ms(st, 12);
     o->build = col_text(st, 13);
   }
-  if (s != SQLITE_DONE) {
-    snprintf(j->errmsg, sizeof j->errmsg, "%s", sqlite3_errmsg(r->db));
-    rc = DURO_E_STORAGE;
-  }
+  rc = rows_end(r, s);
 done:
   release_rd(r, st);
   if (rc) {
@@ -849,11 +925,13 @@ int journal_attempts_each(journal *j, int64_t rowid,
                        &st)))
     goto done;
   sqlite3_bind_int64(st, 1, rowid);
-  while (sqlite3_step(st) == SQLITE_ROW)
+  int s;
+  while ((s = sqlite3_step(st)) == SQLITE_ROW)
     fn(ctx, (const char *)sqlite3_column_text(st, 0),
        (uint32_t)sqlite3_column_int64(st, 1), col_ms(st, 2), col_ms(st, 3),
        (const char *)sqlite3_column_text(st, 4),
        (const char *)sqlite3_column_text(st, 5));
+  rc = rows_end(r, s);
 done:
   release_rd(r, st);
   return rc;
@@ -872,7 +950,8 @@ int journal_events_pending(journal *j, int64_t rowid, journal_event **out,
                        &st)))
     goto done;
   sqlite3_bind_int64(st, 1, rowid);
-  while (sqlite3_step(st) == SQLITE_ROW) {
+  int s;
+  while ((s = sqlite3_step(st)) == SQLITE_ROW) {
     if (len == cap) {
       cap = cap ? cap * 2 : 8;
       v = xrealloc(v, cap * sizeof *v);
@@ -883,8 +962,14 @@ int journal_events_pending(journal *j, int64_t rowid, journal_event **out,
     o->payload = col_text(st, 2);
     o->ts_ms = sqlite3_column_int64(st, 3);
   }
+  rc = rows_end(r, s);
 done:
   release_rd(r, st);
+  if (rc) {
+    journal_events_free(v, len);
+    v = NULL;
+    len = 0;
+  }
   *out = v;
   *n = len;
   return rc;
@@ -912,28 +997,36 @@ int journal_due(journal *j, int64_t after_ms, int64_t upto_ms, size_t limit,
   sqlite3_bind_int64(st, 1, after_ms);
   sqlite3_bind_int64(st, 2, upto_ms);
   sqlite3_bind_int64(st, 3, (sqlite3_int64)limit);
-  while (sqlite3_step(st) == SQLITE_ROW) {
+  int s;
+  while ((s = sqlite3_step(st)) == SQLITE_ROW) {
     rowids[*n] = sqlite3_column_int64(st, 0);
     wakes[*n] = sqlite3_column_int64(st, 1);
     (*n)++;
   }
+  rc = rows_end(r, s);
+  if (rc)
+    *n = 0;
 done:
   release_rd(r, st);
   return rc;
 }
 
-int64_t journal_next_wake(journal *j, int64_t after_ms) {
+int journal_next_wake(journal *j, int64_t after_ms, int64_t *wake) {
   sqlite3_stmt *st = NULL;
-  int64_t wake = JOURNAL_NONE;
+  *wake = JOURNAL_NONE;
   reader *r = reader_get(j);
-  if (prepare_rd(j, r, "SELECT MIN(wake_ms) FROM instances WHERE wake_ms>?1",
-                 &st) == 0) {
+  int rc = prepare_rd(
+      j, r, "SELECT MIN(wake_ms) FROM instances WHERE wake_ms>?1", &st);
+  if (rc == 0) {
     sqlite3_bind_int64(st, 1, after_ms);
-    if (sqlite3_step(st) == SQLITE_ROW)
-      wake = col_ms(st, 0);
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW)
+      *wake = col_ms(st, 0);
+    else
+      rc = rows_end(r, s);
   }
   release_rd(r, st);
-  return wake;
+  return rc;
 }
 
 int journal_recover_each(journal *j,
@@ -949,9 +1042,11 @@ int journal_recover_each(journal *j,
                        "('waiting','paused'))",
                        &st)))
     goto done;
-  while (sqlite3_step(st) == SQLITE_ROW)
+  int s;
+  while ((s = sqlite3_step(st)) == SQLITE_ROW)
     fn(ctx, sqlite3_column_int64(st, 0),
        (const char *)sqlite3_column_text(st, 1), sqlite3_column_int(st, 2));
+  rc = rows_end(r, s);
 done:
   release_rd(r, st);
   return rc;
@@ -975,10 +1070,12 @@ int journal_list(journal *j, const char *workflow, const char *status,
   bind_text(st, 2, status);
   sqlite3_bind_int64(st, 3, cursor);
   sqlite3_bind_int64(st, 4, (sqlite3_int64)limit);
-  while (sqlite3_step(st) == SQLITE_ROW)
+  int s;
+  while ((s = sqlite3_step(st)) == SQLITE_ROW)
     fn(ctx, sqlite3_column_int64(st, 0),
        (const char *)sqlite3_column_text(st, 1),
        (const char *)sqlite3_column_text(st, 2), sqlite3_column_int64(st, 3));
+  rc = rows_end(r, s);
 done:
   release_rd(r, st);
   return rc;
@@ -996,9 +1093,11 @@ int journal_count_by_status(journal *j,
                        "GROUP BY workflow,status ORDER BY workflow,status",
                        &st)))
     goto done;
-  while (sqlite3_step(st) == SQLITE_ROW)
+  int s;
+  while ((s = sqlite3_step(st)) == SQLITE_ROW)
     fn(ctx, (const char *)sqlite3_column_text(st, 0),
        (const char *)sqlite3_column_text(st, 1), sqlite3_column_int64(st, 2));
+  rc = rows_end(r, s);
 done:
   release_rd(r, st);
   return rc;

@@ -90,11 +90,16 @@ typedef enum journal_op_kind {
   JOP_EVENT_INSERT,     /* rowid + event (seq assigned) */
   JOP_EVENT_CONSUME,    /* event seq + step key */
   JOP_WAKE_IF_WAITING,  /* rowid, event_type, ts_ms: wake_ms = ts_ms when the
-                           instance waits for that event type */
-  JOP_SWEEP,            /* ts_ms, from_seq = limit: deletes up to `limit`
-                           ended instances whose retention ran out by ts_ms,
-                           with their steps, attempts and events;
-                           out_rowid = how many */
+                           instance waits for that event type; out_rowid =
+                           1 when it did */
+  JOP_WAKE_IF_EVENT_PENDING, /* rowid, ts_ms: wake_ms = ts_ms when the
+                                instance waits for a type of which an
+                                unconsumed event is stored; out_rowid = 1
+                                when it did */
+  JOP_SWEEP,                 /* ts_ms, from_seq = limit: deletes up to `limit`
+                                ended instances whose retention ran out by ts_ms,
+                                with their steps, attempts and events;
+                                out_rowid = how many */
 } journal_op_kind;
 
 typedef struct journal_attempt {
@@ -177,8 +182,9 @@ void journal_events_free(journal_event *ev, size_t n);
 int journal_due(journal *j, int64_t after_ms, int64_t upto_ms, size_t limit,
                 int64_t *rowids, int64_t *wakes, size_t *n);
 
-/* The smallest wake time above after_ms, or JOURNAL_NONE. */
-int64_t journal_next_wake(journal *j, int64_t after_ms);
+/* The smallest wake time above after_ms into *wake, JOURNAL_NONE if none.
+ * Returns 0 or DURO_E_STORAGE. */
+int journal_next_wake(journal *j, int64_t after_ms, int64_t *wake);
 
 /* Calls fn for every instance whose status is "queued" or whose control
  * column is set and status not ended (crash recovery). */
@@ -207,7 +213,14 @@ struct metrics_hist;
 const struct metrics_hist *journal_commit_latency(journal *j);
 uint64_t journal_batches_committed(journal *j);
 
-/* The underlying error message of the last failure (for logs). */
+/* 1 while writes fail (the last group commit failed), with its message in
+ * msg (may be NULL); 0 once one succeeds again.  *failures (may be NULL):
+ * failed group commits so far. */
+int journal_failing(journal *j, char *msg, size_t len, uint64_t *failures);
+
+/* The underlying error message of the calling thread's last failure (for
+ * logs); a failed group commit's message reaches every thread that
+ * waited on it. */
 const char *journal_errmsg(journal *j);
 
 #endif

@@ -1,0 +1,424 @@
+/* control.c — control operations on instances: pause, resume, terminate,
+ * restart (from a step) and events, and the requests an activation or a
+ * crash handed over.
+ *
+ * An operation on an idle instance takes a CONTROL entry (the instance's
+ * row is then the operation's to rewrite), changes the row, and ends the
+ * entry with the status it left.  On an ACTIVE instance a pause or
+ * terminate sets a flag the activation reads at its next step boundary,
+ * and is persisted in the row's `control` column so a crash cannot lose an
+ * acknowledged request. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_internal.h"
+#include "error.h"
+#include "log.h"
+#include "util.h"
+
+/* Takes a CONTROL entry for an instance, waiting out other control
+ * operations.  Returns NULL with *active set when an activation runs it. */
+static entry *control_begin(duro_engine *e, int64_t rowid, entry **active) {
+  *active = NULL;
+  for (;;) {
+    entry *ent = idmap_get(&e->entries, rowid);
+    if (!ent)
+      return entry_take(e, rowid, ENTRY_CONTROL);
+    if (ent->state == ENTRY_ACTIVE) {
+      *active = ent;
+      return NULL;
+    }
+    if (ent->state == ENTRY_QUEUED) {
+      /* It was due to run: remember that for control_end. */
+      runnable_remove(e, ent);
+      ent->state = ENTRY_CONTROL;
+      ent->rerun = 1;
+      return ent;
+    }
+    pthread_cond_wait(&e->changed, &e->mu);
+  }
+}
+
+/* Ends a control operation given the status now stored: a queued
+ * instance runs, a waiting one runs if something woke it meanwhile, any
+ * other is idle. */
+static void control_end(duro_engine *e, entry *ent, const char *status) {
+  /* A request an activation handed over (apply_control) that this
+   * operation overtook still gets applied, by a worker. */
+  if (!strcmp(status, "queued") || (!strcmp(status, "waiting") && ent->rerun) ||
+      ent->apply_control) {
+    ent->rerun = 0;
+    runnable_push(e, ent);
+    pthread_cond_broadcast(&e->changed);
+  } else {
+    entry_drop(e, ent);
+  }
+}
+
+int engine_instance_get(duro_engine *e, const char *workflow, const char *id,
+                        journal_instance *in) {
+  if (!engine_find_workflow(e, workflow))
+    return DURO_E_WORKFLOW_NOT_FOUND;
+  if (!duro_instance_id_valid(id))
+    return DURO_E_INVALID_ID;
+  return journal_instance_get(e->j, workflow, id, in);
+}
+
+static int instance_rowid(duro_engine *e, const char *workflow, const char *id,
+                          int64_t *rowid) {
+  journal_instance in = {0};
+  int rc = engine_instance_get(e, workflow, id, &in);
+  if (rc == 0)
+    *rowid = in.rowid;
+  journal_instance_clear(&in);
+  return rc;
+}
+
+static int commit_row(duro_engine *e, journal_instance *in, int clear_control) {
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_INSTANCE_SET);
+  op->inst = in;
+  op->clear_control = clear_control;
+  int rc = journal_commit(e->j, &b);
+  journal_batch_free(&b);
+  return rc;
+}
+
+static int persist_control(duro_engine *e, int64_t rowid, int control) {
+  journal_instance in = {.rowid = rowid, .control = control};
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, control ? JOP_INSTANCE_CONTROL
+                                                 : JOP_INSTANCE_CONTROL_CLEAR);
+  op->rowid = rowid;
+  op->inst = &in;
+  int rc = journal_commit(e->j, &b);
+  journal_batch_free(&b);
+  return rc;
+}
+
+/* Rows read from the journal own their strings: replace, never alias. */
+static void row_set_status(journal_instance *in, const char *status) {
+  free(in->status);
+  in->status = xstrdup(status);
+}
+
+/* Pause or terminate an instance that no activation runs (the caller holds
+ * its CONTROL entry, or is recovery before any worker starts). */
+static int control_row(duro_engine *e, journal_instance *in, int control) {
+  int64_t now = duro_clock_now(e->clock);
+  if (status_ended(in->status))
+    return control == JOURNAL_CONTROL_PAUSE ? DURO_E_CANNOT_PAUSE
+                                            : DURO_E_CANNOT_TERMINATE;
+  /* A terminate acknowledged earlier and not yet applied wins over a
+   * pause: the instance ends rather than waits. */
+  if (in->control == JOURNAL_CONTROL_TERMINATE)
+    control = JOURNAL_CONTROL_TERMINATE;
+  char *old = xstrdup(in->status);
+  if (control == JOURNAL_CONTROL_PAUSE) {
+    if (!strcmp(old, "paused")) {
+      free(old);
+      return persist_control(e, in->rowid, 0);
+    }
+    row_set_status(in, "paused");
+    in->paused_ms = now;
+    in->wake_ms = JOURNAL_NONE; /* frozen: waiting steps keep theirs */
+  } else {
+    row_set_status(in, "terminated");
+    in->ended_ms = now;
+    in->wake_ms = JOURNAL_NONE;
+  }
+  int rc = commit_row(e, in, 1);
+  if (rc)
+    row_set_status(in, old);
+  free(old);
+  return rc;
+}
+
+/* A change to the stored row of an instance a CONTROL entry holds: it may
+ * rewrite `in` and commit; its return is the operation's. */
+typedef int (*row_change_fn)(duro_engine *e, journal_instance *in, void *arg);
+
+/* Reads the row of the instance `ent` holds, applies `change`, and ends the
+ * control operation with the status the row was left in. */
+static int change_held_row(duro_engine *e, entry *ent, row_change_fn change,
+                           void *arg) {
+  journal_instance in = {0};
+  int rc = journal_instance_get_rowid(e->j, ent->rowid, &in);
+  if (rc == 0)
+    rc = change(e, &in, arg);
+  pthread_mutex_lock(&e->mu);
+  control_end(e, ent, in.status ? in.status : "");
+  pthread_mutex_unlock(&e->mu);
+  journal_instance_clear(&in);
+  return rc;
+}
+
+static int request_row(duro_engine *e, journal_instance *in, void *arg) {
+  return control_row(e, in, *(int *)arg);
+}
+
+/* A request handed over by an activation or left by a crash: one for an
+ * instance that ended meanwhile is dropped. */
+static int handed_request_row(duro_engine *e, journal_instance *in, void *arg) {
+  int rc = control_row(e, in, *(int *)arg);
+  if (rc == DURO_E_CANNOT_PAUSE || rc == DURO_E_CANNOT_TERMINATE)
+    rc = persist_control(e, in->rowid, 0);
+  return rc;
+}
+
+/* Applies a pause or terminate for the CONTROL entry `ent` and ends the
+ * control operation. */
+static int control_apply(duro_engine *e, entry *ent, int control) {
+  return change_held_row(e, ent, handed_request_row, &control);
+}
+
+void control_on_entry(duro_engine *e, entry *ent, int control) {
+  int rc = control_apply(e, ent, control);
+  if (rc)
+    log_error("applying a %s request: %s",
+              control == JOURNAL_CONTROL_PAUSE ? "pause" : "terminate",
+              duro_err_str(rc));
+}
+
+int apply_control_idle(duro_engine *e, int64_t rowid, int control) {
+  entry *active;
+  pthread_mutex_lock(&e->mu);
+  entry *ent = control_begin(e, rowid, &active);
+  pthread_mutex_unlock(&e->mu);
+  if (!ent)
+    return 0; /* an activation will see the control column */
+  return control_apply(e, ent, control);
+}
+
+/* Requests on one instance run one at a time, from reading its state to
+ * persisting the request: two that arrive together (a pause and a resume)
+ * are stored in the order they are acknowledged. */
+static pthread_mutex_t *control_stripe(duro_engine *e, int64_t rowid) {
+  size_t n = sizeof e->control_mu / sizeof *e->control_mu;
+  return &e->control_mu[(uint64_t)rowid % n];
+}
+
+/* Finds the instance and takes it for a control operation.  Returns 0 with
+ * its stripe and mu held and either *ent (its CONTROL entry) or *active
+ * (an activation runs it) set; or an error, holding nothing.  The caller
+ * lets go of the stripe with control_leave. */
+static int control_enter(duro_engine *e, const char *workflow, const char *id,
+                         int64_t *rowid, entry **ent, entry **active) {
+  int rc = instance_rowid(e, workflow, id, rowid);
+  if (rc)
+    return rc;
+  pthread_mutex_lock(control_stripe(e, *rowid));
+  pthread_mutex_lock(&e->mu);
+  *ent = control_begin(e, *rowid, active);
+  return 0;
+}
+
+static int control_leave(duro_engine *e, int64_t rowid, int rc) {
+  pthread_mutex_unlock(control_stripe(e, rowid));
+  return rc;
+}
+
+/* A pause or terminate for a running instance: set for the activation
+ * (it reads it at its next step boundary) and persisted, so a crash
+ * cannot lose it; a failed write takes the flag back.  mu held on entry,
+ * not on return. */
+static int request_active(duro_engine *e, int64_t rowid, entry *active,
+                          int control) {
+  if (control == JOURNAL_CONTROL_PAUSE && active->terminate_req) {
+    pthread_mutex_unlock(&e->mu);
+    return DURO_E_CANNOT_PAUSE;
+  }
+  int *flag = control == JOURNAL_CONTROL_PAUSE ? &active->pause_req
+                                               : &active->terminate_req;
+  int before = __atomic_exchange_n(flag, 1, __ATOMIC_ACQ_REL);
+  pthread_mutex_unlock(&e->mu);
+  int rc = persist_control(e, rowid, control);
+  if (rc)
+    __atomic_store_n(flag, before, __ATOMIC_RELEASE);
+  return rc;
+}
+
+static int request_control(duro_engine *e, const char *workflow, const char *id,
+                           int control) {
+  int64_t rowid;
+  entry *ent, *active;
+  int rc = control_enter(e, workflow, id, &rowid, &ent, &active);
+  if (rc)
+    return rc;
+  if (active) {
+    rc = request_active(e, rowid, active, control);
+    control_leave(e, rowid, rc);
+    /* Do not wait for the running callback (it may hang): give up on it
+     * now, and the release applies the terminate. */
+    if (rc == 0 && control == JOURNAL_CONTROL_TERMINATE)
+      engine_abandon_entry(e, active);
+    return rc;
+  }
+  pthread_mutex_unlock(&e->mu);
+  return control_leave(e, rowid,
+                       change_held_row(e, ent, request_row, &control));
+}
+
+int duro_instance_pause(duro_engine *e, const char *workflow, const char *id) {
+  return request_control(e, workflow, id, JOURNAL_CONTROL_PAUSE);
+}
+
+int duro_instance_terminate(duro_engine *e, const char *workflow,
+                            const char *id) {
+  return request_control(e, workflow, id, JOURNAL_CONTROL_TERMINATE);
+}
+
+static int resume_row(duro_engine *e, journal_instance *in, void *arg) {
+  (void)arg;
+  if (strcmp(in->status, "paused") != 0)
+    return DURO_E_CANNOT_RESUME;
+  int64_t now = duro_clock_now(e->clock);
+  journal_batch b = {0};
+  /* Sleeps and timeouts were frozen while paused: move them forward by
+   * the pause's length, then let an activation re-derive the wake. */
+  if (in->paused_ms != JOURNAL_NONE && now > in->paused_ms) {
+    journal_op *op = journal_batch_add(&b, JOP_STEPS_SHIFT_WAKE);
+    op->rowid = in->rowid;
+    op->from_seq = now - in->paused_ms;
+  }
+  row_set_status(in, "queued");
+  in->paused_ms = JOURNAL_NONE;
+  in->wake_ms = JOURNAL_NONE;
+  journal_op *set = journal_batch_add(&b, JOP_INSTANCE_SET);
+  set->inst = in;
+  set->clear_control = 1;
+  int rc = journal_commit(e->j, &b);
+  journal_batch_free(&b);
+  if (rc)
+    row_set_status(in, "paused");
+  return rc;
+}
+
+int duro_instance_resume(duro_engine *e, const char *workflow, const char *id) {
+  int64_t rowid;
+  entry *ent, *active;
+  int rc = control_enter(e, workflow, id, &rowid, &ent, &active);
+  if (rc)
+    return rc;
+  if (active) {
+    /* waitingForPause: withdraw the request before it takes effect (a
+     * pending terminate stays persisted) */
+    int pending = __atomic_exchange_n(&active->pause_req, 0, __ATOMIC_ACQ_REL);
+    int terminating = active->terminate_req;
+    pthread_mutex_unlock(&e->mu);
+    if (!pending)
+      return control_leave(e, rowid, DURO_E_CANNOT_RESUME);
+    rc = persist_control(e, rowid, terminating ? JOURNAL_CONTROL_TERMINATE : 0);
+    if (rc)
+      __atomic_store_n(&active->pause_req, 1, __ATOMIC_RELEASE);
+    return control_leave(e, rowid, rc);
+  }
+  pthread_mutex_unlock(&e->mu);
+  return control_leave(e, rowid, change_held_row(e, ent, resume_row, NULL));
+}
+
+typedef struct restart_from {
+  const char *name; /* NULL: from the top */
+  uint32_t count;
+} restart_from;
+
+static int restart_row(duro_engine *e, journal_instance *in, void *arg) {
+  const restart_from *from = arg;
+  if (!status_ended(in->status))
+    return DURO_E_CANNOT_RESTART;
+  int64_t from_seq = -1;
+  if (from->name) {
+    journal_step *steps = NULL;
+    size_t n = 0;
+    int rc = journal_steps_load(e->j, in->rowid, &steps, &n);
+    char *key = xasprintf("%s#%u", from->name, from->count ? from->count : 1);
+    for (size_t i = 0; rc == 0 && i < n && from_seq < 0; i++)
+      if (!strcmp(steps[i].key, key))
+        from_seq = steps[i].seq;
+    free(key);
+    journal_steps_free(steps, n);
+    if (rc)
+      return rc;
+    if (from_seq < 0)
+      return DURO_E_CANNOT_RESTART;
+  }
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_STEPS_DISCARD);
+  op->rowid = in->rowid;
+  op->from_seq = from_seq;
+  char *old = xstrdup(in->status);
+  row_set_status(in, "queued");
+  free(in->output);
+  free(in->error);
+  in->output = in->error = NULL;
+  in->started_ms = in->ended_ms = in->wake_ms = in->paused_ms = JOURNAL_NONE;
+  journal_op *set = journal_batch_add(&b, JOP_INSTANCE_SET);
+  set->inst = in;
+  set->clear_control = 1;
+  int rc = journal_commit(e->j, &b);
+  journal_batch_free(&b);
+  if (rc)
+    row_set_status(in, old);
+  free(old);
+  return rc;
+}
+
+int duro_instance_restart(duro_engine *e, const char *workflow, const char *id,
+                          const char *from, uint32_t count) {
+  int64_t rowid;
+  entry *ent, *active;
+  int rc = control_enter(e, workflow, id, &rowid, &ent, &active);
+  if (rc)
+    return rc;
+  pthread_mutex_unlock(&e->mu);
+  if (active)
+    return control_leave(e, rowid, DURO_E_CANNOT_RESTART);
+  restart_from rf = {.name = from, .count = count};
+  return control_leave(e, rowid, change_held_row(e, ent, restart_row, &rf));
+}
+
+int duro_instance_send_event(duro_engine *e, const char *workflow,
+                             const char *id, const char *type,
+                             const char *payload) {
+  if (!type || !*type || strlen(type) > 100)
+    return DURO_E_INVALID_ARGUMENT;
+  if (payload && json_text_check(payload, e->max_step_result) != 0)
+    return DURO_E_INVALID_PARAMS;
+  int64_t rowid;
+  int rc = instance_rowid(e, workflow, id, &rowid);
+  if (rc)
+    return rc;
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_EVENT_INSERT);
+  op->rowid = rowid;
+  op->event_type = type;
+  op->event_payload = payload ? payload : "null";
+  op->ts_ms = duro_clock_now(e->clock);
+  /* In the same commit, make the wake time due if the instance waits for
+   * this type: should the host stop before the woken activation runs,
+   * recovery finds it due like any timer. */
+  journal_op *wake = journal_batch_add(&b, JOP_WAKE_IF_WAITING);
+  wake->rowid = rowid;
+  wake->event_type = type;
+  wake->ts_ms = op->ts_ms;
+  rc = journal_commit(e->j, &b);
+  int woke = rc == 0 && wake->out_rowid > 0;
+  journal_batch_free(&b);
+  if (rc)
+    return rc;
+  metrics_add(&e->m.events_sent, 1);
+  /* Wake the instance if it waits for this type: the commit said whether
+   * it does (no read that could fail).  An activation running it gets
+   * `rerun`, and its own last commit finds the event stored. */
+  pthread_mutex_lock(&e->mu);
+  entry *ent = idmap_get(&e->entries, rowid);
+  if (ent) {
+    if (ent->state != ENTRY_QUEUED)
+      ent->rerun = 1;
+  } else if (woke) {
+    runnable_push(e, entry_take(e, rowid, ENTRY_QUEUED));
+  }
+  pthread_mutex_unlock(&e->mu);
+  return 0;
+}

@@ -1,0 +1,206 @@
+/* scheduler.c — the engine's scheduler thread, and the retry of work that
+ * could not be written.
+ *
+ * The database is the one source of truth for runnable work; memory only
+ * caches it.  So the scheduler, one thread beside the workers, keeps the
+ * cache honest without ever running on the host's event loop:
+ *  - due wakes: it polls the journal's wake index and sleeps until the
+ *    earliest wake (at most a second, so a clock step is noticed);
+ *  - storage retries: an activation whose write failed (a full disk, an
+ *    I/O error) gives its instance back with a back-off; the scheduler
+ *    queues it again when the time comes;
+ *  - reconciliation: every instance the journal says is queued, or has a
+ *    persisted pause/terminate nobody applied, and that no entry holds,
+ *    is made runnable.  At start that is crash recovery; later it runs
+ *    once writes succeed again after any failed, so nothing acknowledged
+ *    waits for a restart;
+ *  - the retention sweep, once a minute.
+ * Timers and back-offs run on CLOCK_MONOTONIC (engine_mono_ms): wake times
+ * stay absolute wall-clock times in the journal, but a clock step back
+ * only delays them, never busy-loops. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine_internal.h"
+#include "error.h"
+#include "log.h"
+#include "util.h"
+
+#define RETRY_FIRST_MS 100
+#define RETRY_MAX_MS 5000
+#define SWEEP_EVERY_MS 60000
+#define SWEEP_FIRST_MS 5000
+#define WAIT_MAX_MS 1000
+
+int64_t engine_mono_ms(const duro_engine *e) {
+  if (e->clock != duro_clock_real())
+    return duro_clock_now(e->clock);
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void engine_kick_scheduler(duro_engine *e) {
+  pthread_mutex_lock(&e->mu);
+  e->sched_kick = 1;
+  pthread_cond_signal(&e->sched);
+  pthread_mutex_unlock(&e->mu);
+}
+
+void engine_activation_retry(duro_engine *e, entry *ent) {
+  pthread_mutex_lock(&e->mu);
+  release_slot_locked(e, ent);
+  if (e->stopping) {
+    /* Its row is as the last successful write left it: the next start
+     * finds it. */
+    entry_drop(e, ent);
+    pthread_mutex_unlock(&e->mu);
+    return;
+  }
+  int64_t delay = RETRY_FIRST_MS;
+  for (uint32_t i = 0; i < ent->write_failures && delay < RETRY_MAX_MS; i++)
+    delay *= 2;
+  if (delay > RETRY_MAX_MS)
+    delay = RETRY_MAX_MS;
+  ent->write_failures++;
+  ent->retry_at = engine_mono_ms(e) + delay;
+  ent->state = ENTRY_RETRY;
+  ent->rerun = 0;
+  fifo_push(&e->retrying, ent);
+  e->sched_kick = 1;
+  pthread_cond_signal(&e->sched);
+  pthread_cond_broadcast(&e->changed);
+  pthread_mutex_unlock(&e->mu);
+}
+
+int64_t engine_retries_due_locked(duro_engine *e, int64_t now) {
+  int64_t next = INT64_MAX;
+  entry *keep = NULL, **tail = &keep, *ent;
+  while ((ent = fifo_pop(&e->retrying))) {
+    if (ent->retry_at <= now) {
+      runnable_push(e, ent);
+      continue;
+    }
+    if (ent->retry_at < next)
+      next = ent->retry_at;
+    *tail = ent;
+    tail = &ent->next;
+  }
+  for (entry *n; keep; keep = n) {
+    n = keep->next;
+    fifo_push(&e->retrying, keep);
+  }
+  return next;
+}
+
+/* ---- reconciliation ----------------------------------------------------- */
+
+typedef struct found_row {
+  int64_t rowid;
+  int control;
+} found_row;
+
+typedef struct found {
+  found_row *v;
+  size_t n, cap;
+} found;
+
+static void collect(void *ctx, int64_t rowid, const char *status, int control) {
+  (void)status;
+  found *f = ctx;
+  if (f->n == f->cap) {
+    f->cap = f->cap ? f->cap * 2 : 64;
+    f->v = xrealloc(f->v, f->cap * sizeof *f->v);
+  }
+  f->v[f->n++] = (found_row){rowid, control};
+}
+
+int engine_reconcile(duro_engine *e) {
+  found f = {0};
+  int rc = journal_recover_each(e->j, collect, &f);
+  size_t queued = 0;
+  for (size_t i = 0; i < f.n && rc == 0; i++) {
+    pthread_mutex_lock(&e->mu);
+    int held = idmap_get(&e->entries, f.v[i].rowid) != NULL;
+    if (!held && !f.v[i].control) {
+      runnable_push(e, entry_take(e, f.v[i].rowid, ENTRY_QUEUED));
+      queued++;
+    }
+    pthread_mutex_unlock(&e->mu);
+    /* A pause or terminate acknowledged while an activation ran, that the
+     * activation could not apply: apply it now. */
+    if (!held && f.v[i].control)
+      rc = apply_control_idle(e, f.v[i].rowid, f.v[i].control);
+  }
+  free(f.v);
+  if (queued)
+    log_info("recovered %zu runnable instance(s)", queued);
+  return rc;
+}
+
+/* ---- the thread -----------------------------------------------------------
+ */
+
+static void wait_ms(duro_engine *e, int64_t ms) {
+  /* mu held.  The condition variable uses CLOCK_REALTIME; a step of it
+   * only shortens or lengthens one wait of at most WAIT_MAX_MS. */
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += ms / 1000;
+  until.tv_nsec += (ms % 1000) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  pthread_cond_timedwait(&e->sched, &e->mu, &until);
+}
+
+void *engine_scheduler_main(void *arg) {
+  duro_engine *e = arg;
+  int64_t next_sweep = engine_mono_ms(e) + SWEEP_FIRST_MS;
+  uint64_t reconciled_failures = 0;
+  pthread_mutex_lock(&e->mu);
+  while (!e->stopping) {
+    e->sched_kick = 0;
+    pthread_mutex_unlock(&e->mu);
+
+    duro_engine_poll_due(e);
+    int64_t wake = duro_engine_next_wake(e);
+    int64_t mono = engine_mono_ms(e);
+    uint64_t failures;
+    int failing = journal_failing(e->j, NULL, 0, &failures);
+    if (!failing && failures != reconciled_failures) {
+      log_info("storage writes succeed again: reconciling with the journal");
+      if (engine_reconcile(e) == 0)
+        reconciled_failures = failures;
+    }
+    if (mono >= next_sweep) {
+      size_t n = 0;
+      if (duro_engine_sweep(e, &n) != 0)
+        log_error("retention sweep failed: %s", journal_errmsg(e->j));
+      else if (n)
+        log_info("retention: deleted %zu ended instance(s)", n);
+      next_sweep = mono + SWEEP_EVERY_MS;
+    }
+
+    pthread_mutex_lock(&e->mu);
+    int64_t retry = engine_retries_due_locked(e, engine_mono_ms(e));
+    if (e->stopping || e->sched_kick)
+      continue;
+    int64_t now = duro_clock_now(e->clock);
+    mono = engine_mono_ms(e);
+    int64_t delay = WAIT_MAX_MS;
+    if (wake != INT64_MAX && wake - now < delay)
+      delay = wake - now;
+    if (retry != INT64_MAX && retry - mono < delay)
+      delay = retry - mono;
+    if (failing && delay > 100)
+      delay = 100; /* notice recovery quickly */
+    if (delay > 0)
+      wait_ms(e, delay);
+  }
+  pthread_mutex_unlock(&e->mu);
+  return NULL;
+}
