@@ -205,6 +205,35 @@ START_TEST(concurrency_limit_caps_running_activations) {
 }
 END_TEST
 
+/* limits.steps counts every kind of step, sleeps and event waits too. */
+static duro_rc sleepy(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev, (void)env;
+  for (int i = 0; i < 20; i++)
+    DURO_TRY(duro_sleep(step, "nap", "1 second"));
+  return duro_set_output(step, "{}");
+}
+
+START_TEST(step_limit_counts_sleeps) {
+  harness h;
+  harness_open(&h);
+  duro_workflow_limits lim = {.max_steps = 10};
+  ck_assert_int_eq(
+      duro_engine_register(h.e, "sleepy", NULL, sleepy, &lim, NULL), 0);
+  harness_start(&h);
+  ck_assert_int_eq(duro_instance_create(h.e, "sleepy", "s", NULL, -1, NULL), 0);
+  for (int i = 0; i < 30; i++)
+    harness_advance(&h, 1000);
+  ck_assert_str_eq(harness_status(&h, "sleepy", "s"), "errored");
+  json_t *d = harness_describe(&h, "sleepy", "s");
+  ck_assert_str_eq(
+      json_string_value(json_object_get(json_object_get(d, "error"), "name")),
+      "step.limit_exceeded");
+  ck_assert_uint_eq(json_array_size(json_object_get(d, "steps")), 10);
+  json_decref(d);
+  harness_close(&h);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("limits");
   TCase *tc = tcase_create("limits");
@@ -212,6 +241,7 @@ int main(void) {
   tcase_add_test(tc, retention_spares_running_instances);
   tcase_add_test(tc, state_limit_fails_the_step_that_crosses_it);
   tcase_add_test(tc, concurrency_limit_caps_running_activations);
+  tcase_add_test(tc, step_limit_counts_sleeps);
   suite_add_tcase(s, tc);
   return suite_run(s);
 }

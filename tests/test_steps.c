@@ -820,6 +820,77 @@ START_TEST(test_sleep_invalid_uncaught) {
 }
 END_TEST
 
+/* Values at the edge of int64 neither overflow (UBSan halts the test if
+ * they do) nor pass: a sleep_until far in the past completes, one far in
+ * the future is refused, a retry delay or timeout past 365 days is
+ * duration.invalid, a linear back-off of a year stays a year. */
+static duro_rc wf_extremes(duro_step *step, const duro_event *ev,
+                           duro_env *env) {
+  (void)ev;
+  (void)env;
+  C.rc[0] = duro_sleep_until(step, "far past", INT64_MIN);
+  C.rc[1] = duro_sleep_until(step, "far future", INT64_MAX);
+  duro_step_config cfg = {.timeout = "400 days"};
+  C.rc[2] =
+      duro_do(step, "long timeout", &cfg, cb_fixed, &(fixed){1, "1"}, NULL);
+  copy_seen(duro_step_error(step));
+  duro_retries r = {
+      .limit = 5, .delay = "366 days", .backoff = DURO_BACKOFF_LINEAR};
+  duro_step_config cfg2 = {.retries = &r};
+  C.rc[3] =
+      duro_do(step, "long delay", &cfg2, cb_fixed, &(fixed){1, "1"}, NULL);
+  return duro_set_output(step, "{}");
+}
+
+START_TEST(test_duration_extremes) {
+  harness_register(&H, WF, wf_extremes);
+  harness_start(&H);
+  create(WF, "x1", NULL);
+  harness_run(&H);
+  ck_assert_int_eq(C.rc[0], DURO_OK);
+  ck_assert_int_eq(C.rc[1], DURO_ERROR);
+  ck_assert_int_eq(C.rc[2], DURO_ERROR);
+  json_t *e = json_loads(C.seen[0], 0, NULL);
+  ck_assert_msg(e != NULL, "%s", C.seen[0]);
+  assert_error(e, "duration.invalid", NULL);
+  json_decref(e);
+  ck_assert_int_eq(C.rc[3], DURO_ERROR);
+  assert_status("x1", "complete");
+}
+END_TEST
+
+/* A year-long linear back-off, many attempts in: capped, not overflowed. */
+static int cb_always_fails(duro_attempt *a, void *arg) {
+  (void)arg;
+  C.calls[0]++;
+  return duro_attempt_fail(a, "no");
+}
+
+static duro_rc wf_year_backoff(duro_step *step, const duro_event *ev,
+                               duro_env *env) {
+  (void)ev;
+  (void)env;
+  duro_retries r = {
+      .limit = 100, .delay = "200 days", .backoff = DURO_BACKOFF_LINEAR};
+  duro_step_config cfg = {.retries = &r};
+  DURO_TRY(duro_do(step, "f", &cfg, cb_always_fails, NULL, NULL));
+  return duro_set_output(step, "{}");
+}
+
+START_TEST(test_backoff_capped_at_a_year) {
+  harness_register(&H, WF, wf_year_backoff);
+  harness_start(&H);
+  create(WF, "y1", NULL);
+  harness_run(&H);
+  ck_assert_int_eq(jint(desc(WF, "y1"), "wake_ms"), T0_MS + 200 * DAY);
+  harness_advance(&H, 200 * DAY);
+  /* attempt 2 failed: 2 x 200 days, capped at 365 */
+  ck_assert_int_eq(C.calls[0], 2);
+  ck_assert_int_eq(jint(desc(WF, "y1"), "wake_ms"),
+                   T0_MS + 200 * DAY + 365 * DAY);
+}
+END_TEST
+
 /* ---- events ----------------------------------------------------------------
  */
 
@@ -2117,6 +2188,8 @@ static Suite *steps_suite(void) {
   tcase_add_test(tc, test_sleep_until_past);
   tcase_add_test(tc, test_sleep_invalid);
   tcase_add_test(tc, test_sleep_invalid_uncaught);
+  tcase_add_test(tc, test_duration_extremes);
+  tcase_add_test(tc, test_backoff_capped_at_a_year);
 
   tc = tcase(s, "events");
   tcase_add_test(tc, test_event_delivered_later);
