@@ -47,6 +47,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -901,6 +902,37 @@ START_TEST(sighup_is_not_fatal) {
 }
 END_TEST
 
+/* The event loop never waits for SQLite: with another process holding the
+ * database's write lock past the moment the retention sweep runs (5 s
+ * after start, then every minute), /healthz still answers at once. */
+START_TEST(loop_never_waits_for_sqlite) {
+  host H;
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  host_start_db(&H, "host", db, "{ workers: 2 }");
+  int64_t ready = proc_now_ms();
+  sqlite3 *other;
+  ck_assert_int_eq(sqlite3_open(db, &other), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_exec(other, "BEGIN IMMEDIATE", NULL, NULL, NULL),
+                   SQLITE_OK);
+  proc_sleep_ms((int)(ready + 6500 - proc_now_ms())); /* past the sweep */
+  for (int i = 0; i < 3; i++) {
+    http_resp r;
+    int64_t t0 = proc_now_ms();
+    ck_assert_msg(request_try(H.port, &r, "GET", "/healthz", NULL) == 0,
+                  "/healthz did not answer while the database was locked");
+    int64_t took = proc_now_ms() - t0;
+    ck_assert_int_eq(r.status, 200);
+    http_resp_free(&r);
+    ck_assert_msg(took < 1000, "/healthz took %lld ms", (long long)took);
+    proc_sleep_ms(500);
+  }
+  sqlite3_exec(other, "ROLLBACK", NULL, NULL, NULL);
+  sqlite3_close(other);
+  host_stop(&H, proc_now_ms() + 15000, 0);
+}
+END_TEST
+
 START_TEST(second_sigint_forces_stop) {
   host H;
   host_start(&H, "{ workers: 2, shutdown_grace: \"30 seconds\" }");
@@ -988,6 +1020,7 @@ static Suite *faults_suite(void) {
   tcase_add_test(process, second_host_refused);
   tcase_add_test(process, sigkill_leaves_no_engine);
   tcase_add_test(process, sighup_is_not_fatal);
+  tcase_add_test(process, loop_never_waits_for_sqlite);
   tcase_add_test(process, second_sigint_forces_stop);
   tcase_add_loop_test(check, check_survives_ctor, 0,
                       (int)(sizeof ctor_cases / sizeof *ctor_cases));

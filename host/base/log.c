@@ -24,12 +24,19 @@ static int level_from_env(void) {
   return DURO_LOG_INFO;
 }
 
-void log_set_level(int level) { threshold = level; }
+/* Read and set from any thread: atomics, the environment read at most
+ * once per race (both readers get the same value). */
+void log_set_level(int level) {
+  __atomic_store_n(&threshold, level, __ATOMIC_RELAXED);
+}
 
 int log_enabled(int level) {
-  if (threshold < 0)
-    threshold = level_from_env();
-  return level >= threshold;
+  int t = __atomic_load_n(&threshold, __ATOMIC_RELAXED);
+  if (t < 0) {
+    t = level_from_env();
+    __atomic_store_n(&threshold, t, __ATOMIC_RELAXED);
+  }
+  return level >= t;
 }
 
 void log_vwrite(int level, const char *where, const char *fmt, va_list ap) {
