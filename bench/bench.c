@@ -1,12 +1,12 @@
 /* bench.c — the speed and memory of durable execution, measured against
- * the real engine (host/engine.h) with durable settings.
+ * the real engine (host/engine/engine.h) with durable settings.
  *
- * The engine runs in this process with worker threads and a driver thread
- * that plays the host loop's part (sleep until the next wake, poll what is
- * due), so every figure includes journaling, group commit, scheduling and
- * replay; only HTTP is left out.  Each workload prints one line naming
- * the setting it ran under and, for scale, the figure of the best open
- * engines measured on the same kind of machine.  --csv prints
+ * The engine runs in this process with its worker threads and its
+ * scheduler thread (which sleeps until the next wake and polls what is
+ * due), as under `duro run`, so every figure includes journaling, group
+ * commit, scheduling and replay; only HTTP is left out.  Each workload prints
+ * one line naming the setting it ran under and, for scale, the figure of the
+ * best open engines measured on the same kind of machine.  --csv prints
  * figure,value,unit,setting instead.
  *
  *   W1 throughput   1000 instances x 10 trivial steps
@@ -112,7 +112,7 @@ static int wants(const char *w) {
   return strstr(list, key) != NULL;
 }
 
-/* ---- an engine with a driver thread ----------------------------------------
+/* ---- an engine, counting the instances that end ---------------------------
  */
 
 typedef struct bench_engine {
@@ -121,9 +121,6 @@ typedef struct bench_engine {
   pthread_mutex_t mu;
   pthread_cond_t cond;
   size_t ended;
-  int wake_changed;
-  int stop;
-  pthread_t driver;
 } bench_engine;
 
 static void on_end(void *ctx, const char *status) {
@@ -133,42 +130,6 @@ static void on_end(void *ctx, const char *status) {
   b->ended++;
   pthread_cond_broadcast(&b->cond);
   pthread_mutex_unlock(&b->mu);
-}
-
-static void on_wake(void *ctx) {
-  bench_engine *b = ctx;
-  pthread_mutex_lock(&b->mu);
-  b->wake_changed = 1;
-  pthread_cond_broadcast(&b->cond);
-  pthread_mutex_unlock(&b->mu);
-}
-
-/* The host loop's timer: poll what is due, sleep until the next wake (at
- * most a second), wake early when an activation stores an earlier one. */
-static void *driver_main(void *arg) {
-  bench_engine *b = arg;
-  pthread_mutex_lock(&b->mu);
-  while (!b->stop) {
-    pthread_mutex_unlock(&b->mu);
-    duro_engine_poll_due(b->e);
-    int64_t next = duro_engine_next_wake(b->e);
-    pthread_mutex_lock(&b->mu);
-    int64_t now = wall_ms();
-    int64_t delay = next == INT64_MAX ? 1000 : next - now;
-    if (delay > 1000)
-      delay = 1000;
-    if (delay > 0 && !b->wake_changed && !b->stop) {
-      struct timespec ts;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      int64_t ns = ts.tv_nsec + delay * 1000000;
-      ts.tv_sec += ns / 1000000000;
-      ts.tv_nsec = ns % 1000000000;
-      pthread_cond_timedwait(&b->cond, &b->mu, &ts);
-    }
-    b->wake_changed = 0;
-  }
-  pthread_mutex_unlock(&b->mu);
-  return NULL;
 }
 
 static void bench_remove_db(const char *db) {
@@ -196,7 +157,6 @@ static void bench_open(bench_engine *b, const char *name, const wf_def *wfs,
   duro_engine_options o = {.db_path = b->db,
                            .synchronous_full = opts.sync_full,
                            .workers = workers,
-                           .on_wake_change = on_wake,
                            .on_instance_end = on_end,
                            .ctx = b};
   char err[512];
@@ -213,16 +173,9 @@ static void bench_start(bench_engine *b) {
     fprintf(stderr, "bench: engine start failed\n");
     exit(1);
   }
-  pthread_create(&b->driver, NULL, driver_main, b);
 }
 
 static void bench_close(bench_engine *b, int remove) {
-  pthread_mutex_lock(&b->mu);
-  b->stop = 1;
-  pthread_cond_broadcast(&b->cond);
-  pthread_mutex_unlock(&b->mu);
-  if (b->driver)
-    pthread_join(b->driver, NULL);
   duro_engine_close(b->e);
   if (remove)
     bench_remove_db(b->db);
