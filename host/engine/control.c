@@ -29,7 +29,7 @@ static entry *control_begin(duro_engine *e, int64_t rowid, entry **active) {
       *active = ent;
       return NULL;
     }
-    if (ent->state == ENTRY_QUEUED) {
+    if (ent->state == ENTRY_QUEUED || ent->state == ENTRY_RETRY) {
       /* It was due to run: remember that for control_end. */
       runnable_remove(e, ent);
       ent->state = ENTRY_CONTROL;
