@@ -285,6 +285,9 @@ static int resume_row(duro_engine *e, journal_instance *in, void *arg) {
   row_set_status(in, "queued");
   in->paused_ms = JOURNAL_NONE;
   in->wake_ms = JOURNAL_NONE;
+  /* A pause for a diverged replay kept its error; resuming clears it. */
+  free(in->error);
+  in->error = NULL;
   journal_op *set = journal_batch_add(&b, JOP_INSTANCE_SET);
   set->inst = in;
   set->clear_control = 1;

@@ -75,6 +75,9 @@ typedef struct duro_workflow_limits {
   int64_t retention_ms; /* how long an ended instance is kept; 0 = 30 days */
   uint32_t max_steps;   /* 0 = 10000 */
   uint32_t concurrency; /* running activations at once; 0 = unlimited */
+  /* on_divergence: a replay that diverges pauses the instance (1) rather
+   * than erroring it (0, the default). */
+  int pause_on_divergence;
 } duro_workflow_limits;
 
 /* Opens (creating if needed) the journal. On error *err names the file. */

@@ -41,7 +41,9 @@ typedef enum suspend_reason {
   SUSPEND_PAUSE,
   SUSPEND_TERMINATE,
   SUSPEND_SHUTDOWN,
-  SUSPEND_ABANDONED /* the watchdog gave up on a hung attempt */
+  SUSPEND_ABANDONED, /* the watchdog gave up on a hung attempt */
+  SUSPEND_DIVERGED   /* the code asked for a step its journal does not have
+                        there */
 } suspend_reason;
 
 /* The arena: a bump allocator over 4 KiB chunks (bigger requests get a
@@ -65,6 +67,7 @@ struct duro_step {
   arena_blk *arena;
 
   strmap steps;          /* key → journal_step (arena) */
+  idmap by_seq;          /* journaled call position → journal_step */
   strmap name_counts;    /* name → (uintptr_t) occurrences so far */
   int64_t seq;           /* step calls so far in this activation */
   uint32_t n_steps;      /* steps of every kind, for limits.steps */
@@ -278,8 +281,36 @@ static int flush(duro_step *a) {
   return rc;
 }
 
+/* The code asked, at call position a->seq, for step `key` of `type`, and
+ * the journal disagrees: stop the activation (sticky, like any
+ * suspension) with replay.diverged naming both; the workflow's
+ * on_divergence makes the instance errored or paused. */
+static duro_rc diverge(duro_step *a, const journal_step *journaled,
+                       const char *key, const char *type) {
+  char *msg;
+  if (journaled && journaled->seq == a->seq)
+    msg = xasprintf("at step call %" PRId64 " the journal has \"%s\" (%s) "
+                    "but the code asked for \"%s\" (%s): the workflow's "
+                    "code changed under this instance",
+                    a->seq, journaled->key, journaled->type, key, type);
+  else
+    msg = xasprintf("the code asked for \"%s\" (%s) at step call %" PRId64
+                    ", but the journal has it at call %" PRId64
+                    ": the workflow's code changed under this instance",
+                    key, type, a->seq, journaled->seq);
+  log_write(DURO_LOG_WARN, a->where, "replay diverged: %s", msg);
+  fail_with(a, "replay.diverged", msg);
+  free(msg);
+  a->suspended = 1;
+  a->reason = SUSPEND_DIVERGED;
+  return DURO_SUSPEND;
+}
+
 /* Common entry of every step call: validates the name, honours requests,
- * finds the journaled step.  Returns 0 to proceed, or the rc to return. */
+ * finds the journaled step and checks that it sits at this call's
+ * position (a step inserted, renamed, removed or reordered since the
+ * journal was written is caught here, before it runs).  Returns 0 to
+ * proceed, or the rc to return. */
 static int step_begin(duro_step *a, const char *name, const char *type,
                       const char **key, uint32_t *count, journal_step **s,
                       duro_rc *rc) {
@@ -295,13 +326,10 @@ static int step_begin(duro_step *a, const char *name, const char *type,
   }
   *key = next_key(a, name, count);
   *s = strmap_get(&a->steps, *key);
-  if (*s && strcmp((*s)->type, type) != 0) {
-    char *msg = xasprintf("step \"%s\" is journaled as %s but was called as "
-                          "%s: the workflow's code diverged from its journal",
-                          *key, (*s)->type, type);
-    fail_with(a, "step.divergence", msg);
-    free(msg);
-    *rc = DURO_ERROR;
+  const journal_step *there = idmap_get(&a->by_seq, a->seq);
+  if (there != *s || (*s && strcmp((*s)->type, type) != 0)) {
+    *rc = diverge(a, there ? there : *s, *key, type);
+    *s = NULL;
     return 1;
   }
   return 0;
@@ -978,6 +1006,7 @@ static int load_journal(duro_step *a) {
     a->state_bytes += (int64_t)(s->result ? strlen(s->result) : 0) +
                       (int64_t)(s->error ? strlen(s->error) : 0);
     strmap_put(&a->steps, s->key, s);
+    idmap_put(&a->by_seq, s->seq, s);
     a->n_steps++;
   }
   a->state_bytes += (int64_t)strlen(a->inst.params);
@@ -1022,6 +1051,18 @@ static void finish(duro_step *a, duro_rc rc) {
     clear_control = 1;
   } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_SHUTDOWN) {
     row->status = "queued";
+  } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_DIVERGED &&
+             a->wf->limits.pause_on_divergence) {
+    /* For an operator: roll the build back, or restart --from. */
+    row->status = "paused";
+    row->paused_ms = now;
+    row->error = (char *)a->last_error;
+    clear_control = 1;
+  } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_DIVERGED) {
+    row->status = "errored";
+    row->ended_ms = now;
+    row->error = (char *)a->last_error;
+    clear_control = 1;
   } else {
     row->status = "errored";
     row->ended_ms = now;
@@ -1058,6 +1099,7 @@ static void activation_free(duro_step *a) {
   journal_events_free(a->events, a->n_events);
   free(a->consumed);
   strmap_free(&a->steps);
+  idmap_free(&a->by_seq);
   strmap_free(&a->name_counts);
   journal_instance_clear(&a->inst);
   arena_free(a);

@@ -1,0 +1,171 @@
+/* test_versions.c — a workflow's code changing under its in-flight
+ * instances, on a virtual clock.
+ *
+ * One workflow whose code depends on `version`, as a redeployed build
+ * would: v1 journals A, a sleep, B; the later versions insert, rename,
+ * remove or reorder a step, or only change the output.  An instance
+ * journaled under v1 that wakes under another version must either replay
+ * cleanly (the same steps in the same order) or stop with
+ * `replay.diverged` naming the journaled and the requested step, before
+ * any step of the new code runs; on_divergence decides whether it errors
+ * or pauses for an operator, who can roll the code back and resume. */
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+#include "suite_run.h"
+
+#define WF "flow"
+#define MIN (60 * 1000LL)
+
+enum {
+  V1,
+  V2_SAME,
+  V2_RENAMED,
+  V2_RENAMED_LATE,
+  V2_INSERTED,
+  V2_REMOVED,
+  V2_REORDERED
+};
+
+/* Each version's steps, in call order: "nap" is the sleep. */
+static const char *const code[][4] = {
+    [V1] = {"A", "nap", "B"},
+    [V2_SAME] = {"A", "nap", "B"},
+    [V2_RENAMED] = {"A2", "nap", "B"},
+    [V2_RENAMED_LATE] = {"A", "nap", "B2"},
+    [V2_INSERTED] = {"A", "X", "nap", "B"},
+    [V2_REMOVED] = {"nap", "B"},
+    [V2_REORDERED] = {"nap", "A", "B"},
+};
+
+static harness H;
+static int version;
+static int ran; /* step callbacks run */
+static char last_ran[16];
+
+static int step_cb(duro_attempt *a, void *arg) {
+  ran++;
+  snprintf(last_ran, sizeof last_ran, "%s", (const char *)arg);
+  return duro_attempt_result(a, "1");
+}
+
+static duro_rc flow(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev, (void)env;
+  for (int i = 0; i < 4 && code[version][i]; i++) {
+    const char *name = code[version][i];
+    if (!strcmp(name, "nap"))
+      DURO_TRY(duro_sleep(step, "nap", "1 minute"));
+    else
+      DURO_TRY(duro_do(step, name, NULL, step_cb, (void *)name, NULL));
+  }
+  return duro_set_output(step, version == V2_SAME ? "2" : "1");
+}
+
+static void start(int pause_on_divergence) {
+  harness_open(&H);
+  duro_workflow_limits lim = {.pause_on_divergence = pause_on_divergence};
+  ck_assert_int_eq(duro_engine_register(H.e, WF, NULL, flow, &lim, "v"), 0);
+  harness_start(&H);
+  version = V1;
+  ck_assert_int_eq(duro_instance_create(H.e, WF, "i1", NULL, -1, NULL), 0);
+  harness_run(&H);
+  ck_assert_str_eq(harness_status(&H, WF, "i1"), "waiting");
+  ck_assert_int_eq(ran, 1); /* A */
+}
+
+static const char *error_field(json_t *d, const char *field) {
+  return json_string_value(json_object_get(json_object_get(d, "error"), field));
+}
+
+/* The same steps in the same order replay cleanly, whatever else changed. */
+START_TEST(same_steps_replay) {
+  start(0);
+  version = V2_SAME;
+  harness_advance(&H, MIN);
+  ck_assert_str_eq(harness_status(&H, WF, "i1"), "complete");
+  ck_assert_int_eq(ran, 2); /* A was not run again; B ran */
+  json_t *d = harness_describe(&H, WF, "i1");
+  ck_assert_int_eq(json_integer_value(json_object_get(d, "output")), 2);
+  json_decref(d);
+  harness_close(&H);
+}
+END_TEST
+
+static const struct {
+  int version;
+  const char *journaled, *requested; /* both named in the message */
+} changes[] = {
+    {V2_RENAMED, "A#1", "A2#1"},
+    {V2_INSERTED, "nap#1", "X#1"},
+    {V2_REMOVED, "A#1", "nap#1"},
+    {V2_REORDERED, "A#1", "nap#1"},
+};
+
+/* Each change is caught before any of the new code's steps runs. */
+START_TEST(change_is_caught) {
+  start(0);
+  version = changes[_i].version;
+  harness_advance(&H, MIN);
+  ck_assert_str_eq(harness_status(&H, WF, "i1"), "errored");
+  json_t *d = harness_describe(&H, WF, "i1");
+  ck_assert_str_eq(error_field(d, "name"), "replay.diverged");
+  const char *msg = error_field(d, "message");
+  ck_assert_msg(strstr(msg, changes[_i].requested), "%s", msg);
+  ck_assert_msg(strstr(msg, changes[_i].journaled), "%s", msg);
+  json_decref(d);
+  ck_assert_int_eq(ran, 1); /* nothing of the new code ran */
+  harness_close(&H);
+}
+END_TEST
+
+/* A step renamed past the journal's end is no divergence: B was never
+ * journaled, so B2 simply runs. */
+START_TEST(change_past_the_journal_runs) {
+  start(0);
+  version = V2_RENAMED_LATE;
+  harness_advance(&H, MIN);
+  ck_assert_str_eq(harness_status(&H, WF, "i1"), "complete");
+  ck_assert_int_eq(ran, 2);
+  ck_assert_str_eq(last_ran, "B2");
+  harness_close(&H);
+}
+END_TEST
+
+/* on_divergence: pause — the instance waits for an operator, with the
+ * reason; rolling the code back and resuming completes it. */
+START_TEST(pause_then_roll_back) {
+  start(1);
+  version = V2_INSERTED;
+  harness_advance(&H, MIN);
+  ck_assert_str_eq(harness_status(&H, WF, "i1"), "paused");
+  json_t *d = harness_describe(&H, WF, "i1");
+  ck_assert_str_eq(error_field(d, "name"), "replay.diverged");
+  json_decref(d);
+  harness_advance(&H, 10 * MIN);
+  ck_assert_str_eq(harness_status(&H, WF, "i1"), "paused");
+  version = V1;
+  ck_assert_int_eq(duro_instance_resume(H.e, WF, "i1"), 0);
+  harness_run(&H);
+  ck_assert_str_eq(harness_status(&H, WF, "i1"), "complete");
+  d = harness_describe(&H, WF, "i1");
+  ck_assert(json_is_null(json_object_get(d, "error")));
+  json_decref(d);
+  ck_assert_int_eq(ran, 2); /* A, then B; never X */
+  ck_assert_str_eq(last_ran, "B");
+  harness_close(&H);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("versions");
+  TCase *tc = tcase_create("divergence");
+  tcase_add_test(tc, same_steps_replay);
+  tcase_add_loop_test(tc, change_is_caught, 0,
+                      (int)(sizeof changes / sizeof *changes));
+  tcase_add_test(tc, change_past_the_journal_runs);
+  tcase_add_test(tc, pause_then_roll_back);
+  suite_add_tcase(s, tc);
+  return suite_run(s);
+}
