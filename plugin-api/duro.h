@@ -114,10 +114,13 @@ typedef enum duro_rc {
   X(SHUTDOWN, -20, "engine.shutting_down", "engine is shutting down")          \
   X(IO, -21, "io.error", "input/output error")                                 \
   X(STATE_TOO_LARGE, -22, "instance.state_too_large",                          \
-    "instance state over its limit")
+    "instance state over its limit")                                           \
+  X(BUSY, -23, "build.in_use", "the build is still in use")                    \
+  X(BUILD_UNAVAILABLE, -24, "build.unavailable",                               \
+    "the build the instance is pinned to is not loaded")
 
 #define DURO_ERROR_ENUM_(name, value, code, desc) DURO_E_##name = (value),
-enum { DURO_ERRORS(DURO_ERROR_ENUM_) DURO_E_LAST_ = -23 };
+enum { DURO_ERRORS(DURO_ERROR_ENUM_) DURO_E_LAST_ = -25 };
 #undef DURO_ERROR_ENUM_
 
 /* ---- opaque handles --------------------------------------------------- */

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "error.h"
+
 #include "harness.h"
 #include "suite_run.h"
 
@@ -158,6 +160,121 @@ START_TEST(pause_then_roll_back) {
 }
 END_TEST
 
+/* ---- builds: pinned and latest ------------------------------------------ */
+
+/* Two builds of one workflow: each says which it is in its output. */
+static duro_rc flow_build(duro_step *step, int build) {
+  DURO_TRY(duro_do(step, "A", NULL, step_cb, (void *)"A", NULL));
+  DURO_TRY(duro_sleep(step, "nap", "1 minute"));
+  DURO_TRY(duro_do(step, "B", NULL, step_cb, (void *)"B", NULL));
+  return duro_set_output(step, build == 1 ? "\"v1\"" : "\"v2\"");
+}
+static duro_rc flow_v1(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev, (void)env;
+  return flow_build(step, 1);
+}
+static duro_rc flow_v2(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev, (void)env;
+  return flow_build(step, 2);
+}
+
+static const char *output_of(const char *id) {
+  static char out[32];
+  json_t *d = harness_describe(&H, WF, id);
+  const char *o = json_string_value(json_object_get(d, "output"));
+  snprintf(out, sizeof out, "%s", o ? o : "");
+  json_decref(d);
+  return out;
+}
+
+static void open_builds(int latest) {
+  harness_open(&H);
+  duro_workflow_limits lim = {.versioning_latest = latest};
+  ck_assert_int_eq(duro_engine_register(H.e, WF, NULL, flow_v1, &lim, "h1"), 0);
+  harness_start(&H);
+  ck_assert_int_eq(duro_instance_create(H.e, WF, "old", NULL, -1, NULL), 0);
+  harness_run(&H); /* on h1, asleep */
+  ck_assert_int_eq(duro_engine_add_build(H.e, WF, "h2", flow_v2, 1), 0);
+  ck_assert_int_eq(duro_instance_create(H.e, WF, "new", NULL, -1, NULL), 0);
+  harness_run(&H);
+}
+
+/* versioning: pinned — an instance finishes on the build it started on;
+ * new ones start on the newest; the old build is needed until then. */
+START_TEST(pinned_finishes_on_its_build) {
+  open_builds(0);
+  ck_assert_int_eq(duro_engine_retire_build(H.e, WF, "h1"), DURO_E_BUSY);
+  ck_assert_int_eq(duro_engine_retire_build(H.e, WF, "h2"), DURO_E_BUSY);
+  harness_advance(&H, MIN);
+  ck_assert_str_eq(output_of("old"), "v1");
+  ck_assert_str_eq(output_of("new"), "v2");
+  /* every attempt records the build it ran on */
+  json_t *d = harness_describe(&H, WF, "old");
+  json_t *steps = json_object_get(d, "steps");
+  ck_assert_str_eq(
+      json_string_value(json_object_get(
+          json_array_get(json_object_get(json_array_get(steps, 2), "attempts"),
+                         0),
+          "build")),
+      "h1");
+  json_decref(d);
+  ck_assert_int_eq(duro_engine_retire_build(H.e, WF, "h1"), 0);
+  ck_assert_int_eq(duro_engine_retire_build(H.e, WF, "h1"), DURO_E_NOT_FOUND);
+  harness_close(&H);
+}
+END_TEST
+
+/* versioning: latest — every activation runs the newest build. */
+START_TEST(latest_moves_to_the_newest) {
+  open_builds(1);
+  harness_advance(&H, MIN);
+  ck_assert_str_eq(output_of("old"), "v2");
+  ck_assert_str_eq(output_of("new"), "v2");
+  ck_assert_int_eq(duro_engine_retire_build(H.e, WF, "h1"), 0);
+  harness_close(&H);
+}
+END_TEST
+
+static void reopen_with(const char *newest, duro_run_fn run, const char *older,
+                        duro_run_fn older_run) {
+  duro_engine_close(H.e);
+  duro_engine_options opt = {
+      .db_path = H.db, .synchronous_full = 0, .clock = &H.clock};
+  char err[256];
+  ck_assert_msg(duro_engine_open(&opt, &H.e, err, sizeof err) == 0, "%s", err);
+  ck_assert_int_eq(duro_engine_register(H.e, WF, NULL, run, NULL, newest), 0);
+  if (older)
+    ck_assert_int_eq(duro_engine_add_build(H.e, WF, older, older_run, 0), 0);
+  harness_start(&H);
+}
+
+/* Pinned across a restart: the host loads the pinned build (from its build
+ * store) beside the newest. */
+START_TEST(pinned_across_a_restart) {
+  open_builds(0);
+  reopen_with("h2", flow_v2, "h1", flow_v1);
+  harness_advance(&H, MIN);
+  ck_assert_str_eq(output_of("old"), "v1");
+  ck_assert_str_eq(output_of("new"), "v2");
+  harness_close(&H);
+}
+END_TEST
+
+/* A pinned build that is gone: the instance waits for an operator,
+ * paused with build.unavailable, rather than replay on other code. */
+START_TEST(missing_pinned_build_pauses) {
+  open_builds(0);
+  reopen_with("h2", flow_v2, NULL, NULL);
+  harness_advance(&H, MIN);
+  ck_assert_str_eq(harness_status(&H, WF, "old"), "paused");
+  json_t *d = harness_describe(&H, WF, "old");
+  ck_assert_str_eq(error_field(d, "name"), "build.unavailable");
+  json_decref(d);
+  ck_assert_str_eq(output_of("new"), "v2");
+  harness_close(&H);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("versions");
   TCase *tc = tcase_create("divergence");
@@ -167,5 +284,11 @@ int main(void) {
   tcase_add_test(tc, change_past_the_journal_runs);
   tcase_add_test(tc, pause_then_roll_back);
   suite_add_tcase(s, tc);
+  TCase *builds = tcase_create("builds");
+  tcase_add_test(builds, pinned_finishes_on_its_build);
+  tcase_add_test(builds, latest_moves_to_the_newest);
+  tcase_add_test(builds, pinned_across_a_restart);
+  tcase_add_test(builds, missing_pinned_build_pauses);
+  suite_add_tcase(s, builds);
   return suite_run(s);
 }

@@ -326,7 +326,21 @@ static const field plugin_fields[] = {
 static const schema plugin_schema =
     SCHEMA("plugin", "in plugin", PL_NAME, plugin_fields);
 
-enum { WF_NAME, WF_BINDING, WF_CLASS, WF_RETENTION, WF_LIMITS };
+enum {
+  WF_NAME,
+  WF_BINDING,
+  WF_CLASS,
+  WF_RETENTION,
+  WF_LIMITS,
+  WF_VERSIONING,
+  WF_DIVERGENCE
+};
+/* Which build an in-flight instance runs after a reload. */
+static const choice versioning_choices[] = {
+    {"pinned", 0}, {"latest", 1}, {NULL, 0}};
+/* What a replay that no longer matches its journal does. */
+static const choice divergence_choices[] = {
+    {"error", 0}, {"pause", 1}, {NULL, 0}};
 static const field workflow_fields[] = {
     [WF_NAME] = {"name", K_STRING, offsetof(config_workflow, name), true, 0, 0,
                  NULL},
@@ -338,6 +352,12 @@ static const field workflow_fields[] = {
                       offsetof(config_workflow, retention_ms), false, 0,
                       DURATION_MAX_MS, NULL},
     [WF_LIMITS] = {"limits", K_NESTED, 0, false, 0, 0, NULL},
+    [WF_VERSIONING] = {"versioning", K_ENUM,
+                       offsetof(config_workflow, versioning_latest), false, 0,
+                       0, versioning_choices},
+    [WF_DIVERGENCE] = {"on_divergence", K_ENUM,
+                       offsetof(config_workflow, pause_on_divergence), false,
+                       0, 0, divergence_choices},
 };
 static const schema workflow_schema =
     SCHEMA("workflow", "in workflow", WF_NAME, workflow_fields);

@@ -146,15 +146,14 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
   w->engine = e;
   w->name = xstrdup(name);
   w->binding = binding ? xstrdup(binding) : NULL;
-  w->build = build ? xstrdup(build) : NULL;
-  w->run = run;
+  pthread_mutex_init(&w->builds_mu, NULL);
   if (limits)
     w->limits = *limits;
   if (w->limits.retention_ms <= 0)
     w->limits.retention_ms = DEFAULT_RETENTION_MS;
   if (w->limits.max_steps == 0)
     w->limits.max_steps = DEFAULT_MAX_STEPS;
-  return 0;
+  return duro_engine_add_build(e, name, build, run, 1);
 }
 
 /* ---- entries and the runnable FIFO (call with mu held) --------------------
@@ -493,7 +492,7 @@ void duro_engine_close(duro_engine *e) {
   for (size_t i = 0; i < e->n_wfs; i++) {
     free(e->wfs[i].name);
     free(e->wfs[i].binding);
-    free(e->wfs[i].build);
+    builds_free(&e->wfs[i]);
   }
   free(e->wfs);
   if (e->own_ledger)

@@ -78,6 +78,10 @@ typedef struct duro_workflow_limits {
   /* on_divergence: a replay that diverges pauses the instance (1) rather
    * than erroring it (0, the default). */
   int pause_on_divergence;
+  /* versioning: every activation runs the newest build (1, `latest`), or
+   * an instance runs the build it started on until it ends (0, `pinned`,
+   * the default). */
+  int versioning_latest;
 } duro_workflow_limits;
 
 /* Opens (creating if needed) the journal. On error *err names the file. */
@@ -90,6 +94,27 @@ int duro_engine_open(const duro_engine_options *opt, duro_engine **out,
 int duro_engine_register(duro_engine *e, const char *name, const char *binding,
                          duro_run_fn run, const duro_workflow_limits *limits,
                          const char *build);
+
+/* Adds a build of registered workflow `workflow`: newest = 1 makes it the
+ * one new instances (and every activation under versioning: latest) run
+ * from now on; newest = 0 keeps it as an older build for the instances
+ * pinned to it (at start, from the build store).  A hash already present
+ * only becomes the newest.  Safe while the engine runs (a reload). */
+int duro_engine_add_build(duro_engine *e, const char *workflow,
+                          const char *hash, duro_run_fn run, int newest);
+
+/* Drops a build that is not the newest, once no activation runs it and no
+ * instance that has not ended is pinned to it: 0 (the caller may unload
+ * its code now), DURO_E_BUSY while still needed, DURO_E_NOT_FOUND. */
+int duro_engine_retire_build(duro_engine *e, const char *workflow,
+                             const char *hash);
+
+/* Calls fn for each (workflow, build) an instance that has not ended is
+ * pinned to. */
+int duro_engine_pinned_builds(duro_engine *e,
+                              void (*fn)(void *ctx, const char *workflow,
+                                         const char *build),
+                              void *ctx);
 
 /* Recovers instances left queued/running by a crash and starts workers. */
 int duro_engine_start(duro_engine *e);

@@ -23,13 +23,25 @@ typedef struct entry_fifo {
   struct entry *head, *tail;
 } entry_fifo;
 
+/* One build (a plugin's .so, by content hash) of a workflow. */
+typedef struct wf_build {
+  char *hash; /* NULL: a build with no identity (in-process workflows) */
+  duro_run_fn run;
+  uint32_t running; /* activations on it now (the workflow's builds_mu) */
+} wf_build;
+
 typedef struct wf_reg {
   duro_engine *engine;
   char *name;
   char *binding;
-  char *build;
-  duro_run_fn run;
   duro_workflow_limits limits;
+  /* Its builds, oldest first; the last is the newest, which new instances
+   * (and every activation of a `latest` workflow) run.  Older ones stay
+   * while an instance pinned to them has not ended.  builds_mu guards the
+   * array and the counts; a wf_build lives until it is retired. */
+  pthread_mutex_t builds_mu;
+  wf_build **builds;
+  size_t n_builds;
   /* Guarded by the engine's mu: activations running now, and instances
    * that were due while `limits.concurrency` of them ran. */
   uint32_t running;
@@ -211,6 +223,18 @@ void engine_activation_done(duro_engine *e, entry *ent, const char *status,
                             int64_t wake_ms, int may_commit);
 
 wf_reg *engine_find_workflow(const duro_engine *e, const char *name);
+
+/* ---- builds (builds.c) ---- */
+
+/* The build an activation of an instance runs: the one it is pinned to
+ * (`pinned`, may be NULL: not yet pinned) under versioning: pinned, else
+ * the newest.  Counted as running until build_release.  NULL when the
+ * pinned build is not loaded. */
+wf_build *build_acquire(wf_reg *wf, const char *pinned);
+void build_release(wf_reg *wf, wf_build *b);
+/* The newest build's hash (may be NULL). */
+const char *build_newest_hash(wf_reg *wf);
+void builds_free(wf_reg *wf);
 
 /* ---- entries (engine.c; call with mu held) ---- */
 

@@ -107,7 +107,7 @@ static int crash_in_attempt(duro_engine *e, journal_batch *b,
     return 0;
   }
   uint32_t crashes = cc.n + 1;
-  const wf_reg *wf = engine_find_workflow(e, in->workflow);
+  wf_reg *wf = engine_find_workflow(e, in->workflow);
   char *msg = xasprintf("step \"%s\" attempt %u crashed the engine: %s",
                         sl->key, sl->attempt, how);
   char *err = owned[0] = error_json(CRASHED, msg);
@@ -118,7 +118,9 @@ static int crash_in_attempt(duro_engine *e, journal_batch *b,
                                   .started_ms = sl->started_ms,
                                   .ended_ms = now,
                                   .error = err,
-                                  .build = wf ? wf->build : NULL};
+                                  .build = in->build ? in->build
+                                           : wf      ? build_newest_hash(wf)
+                                                     : NULL};
   /* The policy is applied at the step's next call (retry_orphaned in
    * step.c): a failed attempt with no wake time. */
   journal_step *s = xmalloc(sizeof *s);

@@ -42,8 +42,9 @@ typedef enum suspend_reason {
   SUSPEND_TERMINATE,
   SUSPEND_SHUTDOWN,
   SUSPEND_ABANDONED, /* the watchdog gave up on a hung attempt */
-  SUSPEND_DIVERGED   /* the code asked for a step its journal does not have
+  SUSPEND_DIVERGED,  /* the code asked for a step its journal does not have
                         there */
+  SUSPEND_NO_BUILD   /* the build it is pinned to is not loaded */
 } suspend_reason;
 
 /* The arena: a bump allocator over 4 KiB chunks (bigger requests get a
@@ -89,6 +90,8 @@ struct duro_step {
   int storage_failed;
   journal_instance final_row; /* the row the last commit stores */
   ssize_t event_wake_op;      /* its index in the final batch, or -1 */
+  wf_build *build;            /* the build it runs (acquired) */
+  const char *build_hash;     /* its hash, or NULL */
   worker *worker;             /* NULL when run inline */
   ledger_slot *slot;          /* the thread's crash-ledger slot, or NULL */
 };
@@ -461,7 +464,7 @@ void attempt_describe(const duro_attempt *at, int terminated,
   out->workflow = xstrdup(a->inst.workflow);
   out->id = xstrdup(a->inst.id);
   out->where = xstrdup(a->where);
-  out->build = a->wf->build ? xstrdup(a->wf->build) : NULL;
+  out->build = a->build_hash ? xstrdup(a->build_hash) : NULL;
   out->number = at->number;
   out->started_ms = at->started_ms;
   out->step = *s;
@@ -636,7 +639,7 @@ static duro_rc api_do(duro_step *a, const char *name,
      * step instead of two. */
     s->status = "complete";
     s->attempt_started_ms = started;
-    s->build = (char *)a->wf->build;
+    s->build = (char *)a->build_hash;
     /* The step's error is that of a pending retry; a success ends it (the
      * failed attempts keep theirs). */
     s->error = NULL;
@@ -668,7 +671,7 @@ static duro_rc api_do(duro_step *a, const char *name,
                                   .started_ms = started,
                                   .ended_ms = ended,
                                   .error = err,
-                                  .build = a->wf->build};
+                                  .build = a->build_hash};
   free(at.result);
   free(at.message);
   if (!final && at.number <= c.limit) {
@@ -1051,8 +1054,9 @@ static void finish(duro_step *a, duro_rc rc) {
     clear_control = 1;
   } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_SHUTDOWN) {
     row->status = "queued";
-  } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_DIVERGED &&
-             a->wf->limits.pause_on_divergence) {
+  } else if (rc == DURO_SUSPEND && (a->reason == SUSPEND_NO_BUILD ||
+                                    (a->reason == SUSPEND_DIVERGED &&
+                                     a->wf->limits.pause_on_divergence))) {
     /* For an operator: roll the build back, or restart --from. */
     row->status = "paused";
     row->paused_ms = now;
@@ -1077,6 +1081,10 @@ static void finish(duro_step *a, duro_rc rc) {
                                      : "run() returned an unknown code or "
                                        "DURO_SUSPEND with no suspending step"));
   }
+  /* Pinned at its first activation (versioning: pinned); under latest,
+   * the build it last ran on. */
+  if (a->build_hash)
+    row->build = (char *)a->build_hash;
   journal_op *op = journal_batch_add(&a->batch, JOP_INSTANCE_SET);
   op->inst = row;
   op->clear_control = clear_control;
@@ -1095,6 +1103,8 @@ static void finish(duro_step *a, duro_rc rc) {
 }
 
 static void activation_free(duro_step *a) {
+  if (a->wf)
+    build_release(a->wf, a->build);
   journal_batch_free(&a->batch);
   journal_events_free(a->events, a->n_events);
   free(a->consumed);
@@ -1189,9 +1199,24 @@ void activation_run(duro_engine *e, entry *ent) {
                    .created_ms = a->inst.created_ms};
   duro_env env = {.engine = e};
   metrics_add(&e->m.activations, 1);
-  current_act = a;
-  duro_rc out = a->wf->run(a, &ev, &env);
-  current_act = NULL;
+  duro_rc out = DURO_SUSPEND;
+  a->build = build_acquire(a->wf, a->inst.build);
+  if (a->build) {
+    a->build_hash = a->build->hash;
+    current_act = a;
+    out = a->build->run(a, &ev, &env);
+    current_act = NULL;
+  } else {
+    /* Its build left the store (deleted by hand?): wait for an operator
+     * rather than replay on other code. */
+    char *msg = xasprintf("pinned to build %s, which is not loaded; put "
+                          "that build back, or restart the instance",
+                          a->inst.build);
+    fail_with(a, duro_err_name(DURO_E_BUILD_UNAVAILABLE), msg);
+    free(msg);
+    a->suspended = 1;
+    a->reason = SUSPEND_NO_BUILD;
+  }
   if (a->reason == SUSPEND_ABANDONED) {
     /* The watchdog recorded the hung attempt and let go of the instance,
      * which may be running elsewhere by now: touch nothing of it. */

@@ -61,7 +61,8 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     [ST_INSTANCE_SET] =
         "UPDATE instances SET status=?2, output=?3, error=?4, started_ms=?5, "
         "ended_ms=?6, wake_ms=?7, paused_ms=?8, wait_type=?9, "
-        "control=CASE WHEN ?10 THEN 0 ELSE control END WHERE rowid=?1",
+        "control=CASE WHEN ?10 THEN 0 ELSE control END, build=?11 "
+        "WHERE rowid=?1",
     [ST_INSTANCE_CONTROL] = "UPDATE instances SET control=?2 WHERE rowid=?1",
     [ST_INSTANCE_CONTROL_CLEAR] =
         "UPDATE instances SET control=0 WHERE rowid=?1",
@@ -111,7 +112,7 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
 
 static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);"
-    "INSERT OR IGNORE INTO meta VALUES('schema','2');"
+    "INSERT OR IGNORE INTO meta VALUES('schema','3');"
     "CREATE TABLE IF NOT EXISTS instances("
     " rowid INTEGER PRIMARY KEY,"
     " workflow TEXT NOT NULL, id TEXT NOT NULL, status TEXT NOT NULL,"
@@ -119,6 +120,7 @@ static const char schema_sql[] =
     " created_ms INTEGER NOT NULL, started_ms INTEGER, ended_ms INTEGER,"
     " wake_ms INTEGER, paused_ms INTEGER, wait_type TEXT,"
     " control INTEGER NOT NULL DEFAULT 0, retention_ms INTEGER NOT NULL,"
+    " build TEXT,"
     " UNIQUE(workflow, id));"
     "CREATE INDEX IF NOT EXISTS instances_wake ON instances(wake_ms)"
     " WHERE wake_ms IS NOT NULL;"
@@ -261,6 +263,26 @@ int journal_open(const char *path, int synchronous_full, journal **out,
                    "ALTER TABLE steps ADD COLUMN attempt_started_ms INTEGER;"
                    "ALTER TABLE steps ADD COLUMN build TEXT;"
                    "UPDATE meta SET value='2' WHERE key='schema';",
+                   NULL, NULL, &msg) != SQLITE_OK) {
+    snprintf(err, errlen, "%s: cannot upgrade the schema: %s", path,
+             msg ? msg : "?");
+    sqlite3_free(msg);
+    rc = DURO_E_STORAGE;
+    goto fail;
+  }
+  /* Schema 3 pins an instance to the build it runs on (hot reload); the
+   * index serves the question "is any instance that has not ended still
+   * pinned to this build". */
+  if ((sqlite3_exec(j->wr, "SELECT build FROM instances LIMIT 0", NULL, NULL,
+                    NULL) != SQLITE_OK &&
+       sqlite3_exec(j->wr,
+                    "ALTER TABLE instances ADD COLUMN build TEXT;"
+                    "UPDATE meta SET value='3' WHERE key='schema';",
+                    NULL, NULL, &msg) != SQLITE_OK) ||
+      sqlite3_exec(j->wr,
+                   "CREATE INDEX IF NOT EXISTS instances_build ON "
+                   "instances(workflow, build) WHERE build IS NOT NULL AND "
+                   "status IN ('queued','waiting','paused')",
                    NULL, NULL, &msg) != SQLITE_OK) {
     snprintf(err, errlen, "%s: cannot upgrade the schema: %s", path,
              msg ? msg : "?");
@@ -431,6 +453,7 @@ static int apply_op(journal *j, journal_op *op) {
     bind_ms(st, 8, in->paused_ms);
     bind_text(st, 9, in->wait_type);
     sqlite3_bind_int(st, 10, op->clear_control);
+    bind_text(st, 11, in->build);
     return step_done(j, st);
   }
   case JOP_INSTANCE_CONTROL:
@@ -773,7 +796,7 @@ static int rows_end(reader *r, int s) {
 
 #define INSTANCE_COLS                                                          \
   "rowid,workflow,id,status,params,output,error,created_ms,started_ms,"        \
-  "ended_ms,wake_ms,paused_ms,wait_type,control,retention_ms"
+  "ended_ms,wake_ms,paused_ms,wait_type,control,retention_ms,build"
 
 static void read_instance(sqlite3_stmt *st, journal_instance *o) {
   o->rowid = sqlite3_column_int64(st, 0);
@@ -791,6 +814,7 @@ static void read_instance(sqlite3_stmt *st, journal_instance *o) {
   o->wait_type = col_text(st, 12);
   o->control = sqlite3_column_int(st, 13);
   o->retention_ms = sqlite3_column_int64(st, 14);
+  o->build = col_text(st, 15);
 }
 
 static int instance_query(journal *j, const char *sql, int64_t rowid,
@@ -844,6 +868,7 @@ void journal_instance_clear(journal_instance *in) {
   free(in->output);
   free(in->error);
   free(in->wait_type);
+  free(in->build);
   memset(in, 0, sizeof *in);
 }
 
@@ -1099,6 +1124,51 @@ int journal_count_by_status(journal *j,
        (const char *)sqlite3_column_text(st, 1), sqlite3_column_int64(st, 2));
   rc = rows_end(r, s);
 done:
+  release_rd(r, st);
+  return rc;
+}
+
+int journal_build_pinned(journal *j, const char *workflow, const char *build,
+                         int *pinned) {
+  sqlite3_stmt *st = NULL;
+  *pinned = 0;
+  reader *r = reader_get(j);
+  int rc = prepare_rd(j, r,
+                      "SELECT 1 FROM instances WHERE workflow=?1 AND build=?2 "
+                      "AND build IS NOT NULL AND status IN "
+                      "('queued','waiting','paused') LIMIT 1",
+                      &st);
+  if (rc == 0) {
+    bind_text(st, 1, workflow);
+    bind_text(st, 2, build);
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW)
+      *pinned = 1;
+    else
+      rc = rows_end(r, s);
+  }
+  release_rd(r, st);
+  return rc;
+}
+
+int journal_pinned_builds(journal *j,
+                          void (*fn)(void *ctx, const char *workflow,
+                                     const char *build),
+                          void *ctx) {
+  sqlite3_stmt *st = NULL;
+  reader *r = reader_get(j);
+  int rc = prepare_rd(j, r,
+                      "SELECT DISTINCT workflow, build FROM instances WHERE "
+                      "build IS NOT NULL AND status IN "
+                      "('queued','waiting','paused')",
+                      &st);
+  if (rc == 0) {
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW)
+      fn(ctx, (const char *)sqlite3_column_text(st, 0),
+         (const char *)sqlite3_column_text(st, 1));
+    rc = rows_end(r, s);
+  }
   release_rd(r, st);
   return rc;
 }

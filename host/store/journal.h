@@ -34,6 +34,7 @@ typedef struct journal_instance {
   char *wait_type;   /* the event type waited on, or NULL */
   int control;       /* JOURNAL_CONTROL_* requested while running */
   int64_t retention_ms;
+  char *build; /* the build it is pinned to (content hash), or NULL */
 } journal_instance;
 
 enum {
@@ -192,6 +193,18 @@ int journal_recover_each(journal *j,
                          void (*fn)(void *ctx, int64_t rowid,
                                     const char *status, int control),
                          void *ctx);
+
+/* Whether an instance of `workflow` that has not ended is pinned to
+ * `build`. */
+int journal_build_pinned(journal *j, const char *workflow, const char *build,
+                         int *pinned);
+
+/* Calls fn for each distinct (workflow, build) that an instance that has
+ * not ended is pinned to. */
+int journal_pinned_builds(journal *j,
+                          void (*fn)(void *ctx, const char *workflow,
+                                     const char *build),
+                          void *ctx);
 
 /* Instances of a workflow, newest first, after cursor rowid (0 = start);
  * status NULL = any. */

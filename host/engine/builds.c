@@ -1,0 +1,146 @@
+/* builds.c — the builds of each workflow, for hot reload.
+ *
+ * A workflow may have several builds loaded at once: the newest, which new
+ * instances start on (and every activation runs under versioning:
+ * latest), and older ones that instances pinned to them still need
+ * (versioning: pinned, the default).  A build is identified by the content
+ * hash of its .so; the host loads and unloads the code, the engine only
+ * keeps run() pointers and counts who uses them, so the host never
+ * unloads code an activation is running or an instance will need.
+ *
+ * The array only grows at the end (a newer build) and loses members on
+ * retirement; wf_build structs are freed only when retired, after their
+ * count of running activations reached zero under builds_mu. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_internal.h"
+#include "error.h"
+#include "log.h"
+#include "util.h"
+
+static int same_hash(const char *a, const char *b) {
+  return a == b || (a && b && !strcmp(a, b));
+}
+
+static wf_build *find_locked(wf_reg *wf, const char *hash) {
+  for (size_t i = 0; i < wf->n_builds; i++)
+    if (same_hash(wf->builds[i]->hash, hash))
+      return wf->builds[i];
+  return NULL;
+}
+
+int duro_engine_add_build(duro_engine *e, const char *workflow,
+                          const char *hash, duro_run_fn run, int newest) {
+  wf_reg *wf = engine_find_workflow(e, workflow);
+  if (!wf || !run)
+    return wf ? DURO_E_INVALID_ARGUMENT : DURO_E_WORKFLOW_NOT_FOUND;
+  pthread_mutex_lock(&wf->builds_mu);
+  wf_build *b = find_locked(wf, hash);
+  if (b) {
+    /* Known: it only moves to the newest place (a rollback). */
+    size_t i = 0;
+    while (wf->builds[i] != b)
+      i++;
+    if (newest) {
+      memmove(&wf->builds[i], &wf->builds[i + 1],
+              (wf->n_builds - i - 1) * sizeof *wf->builds);
+      wf->builds[wf->n_builds - 1] = b;
+    }
+  } else {
+    b = xcalloc(1, sizeof *b);
+    b->hash = hash ? xstrdup(hash) : NULL;
+    b->run = run;
+    wf->builds = xrealloc(wf->builds, (wf->n_builds + 1) * sizeof *wf->builds);
+    if (newest || wf->n_builds == 0) {
+      wf->builds[wf->n_builds] = b;
+    } else {
+      /* An older build goes before the newest. */
+      wf->builds[wf->n_builds] = wf->builds[wf->n_builds - 1];
+      wf->builds[wf->n_builds - 1] = b;
+    }
+    wf->n_builds++;
+  }
+  pthread_mutex_unlock(&wf->builds_mu);
+  return 0;
+}
+
+wf_build *build_acquire(wf_reg *wf, const char *pinned) {
+  pthread_mutex_lock(&wf->builds_mu);
+  wf_build *b = NULL;
+  if (!wf->limits.versioning_latest && pinned)
+    b = find_locked(wf, pinned);
+  else if (wf->n_builds)
+    b = wf->builds[wf->n_builds - 1];
+  if (b)
+    b->running++;
+  pthread_mutex_unlock(&wf->builds_mu);
+  return b;
+}
+
+void build_release(wf_reg *wf, wf_build *b) {
+  if (!b)
+    return;
+  pthread_mutex_lock(&wf->builds_mu);
+  b->running--;
+  pthread_mutex_unlock(&wf->builds_mu);
+}
+
+const char *build_newest_hash(wf_reg *wf) {
+  pthread_mutex_lock(&wf->builds_mu);
+  const char *h = wf->n_builds ? wf->builds[wf->n_builds - 1]->hash : NULL;
+  pthread_mutex_unlock(&wf->builds_mu);
+  return h;
+}
+
+int duro_engine_retire_build(duro_engine *e, const char *workflow,
+                             const char *hash) {
+  wf_reg *wf = engine_find_workflow(e, workflow);
+  if (!wf)
+    return DURO_E_WORKFLOW_NOT_FOUND;
+  /* Pinned by an instance that has not ended: it will run again on it.
+   * No new pin can appear meanwhile: new instances pin the newest. */
+  int pinned = 0;
+  int rc = journal_build_pinned(e->j, workflow, hash, &pinned);
+  if (rc)
+    return rc;
+  if (pinned)
+    return DURO_E_BUSY;
+  pthread_mutex_lock(&wf->builds_mu);
+  wf_build *b = find_locked(wf, hash);
+  rc = 0;
+  if (!b)
+    rc = DURO_E_NOT_FOUND;
+  else if (b == wf->builds[wf->n_builds - 1] || b->running)
+    rc = DURO_E_BUSY;
+  if (rc == 0) {
+    size_t i = 0;
+    while (wf->builds[i] != b)
+      i++;
+    memmove(&wf->builds[i], &wf->builds[i + 1],
+            (wf->n_builds - i - 1) * sizeof *wf->builds);
+    wf->n_builds--;
+    free(b->hash);
+    free(b);
+  }
+  pthread_mutex_unlock(&wf->builds_mu);
+  return rc;
+}
+
+int duro_engine_pinned_builds(duro_engine *e,
+                              void (*fn)(void *ctx, const char *workflow,
+                                         const char *build),
+                              void *ctx) {
+  return journal_pinned_builds(e->j, fn, ctx);
+}
+
+void builds_free(wf_reg *wf) {
+  for (size_t i = 0; i < wf->n_builds; i++) {
+    free(wf->builds[i]->hash);
+    free(wf->builds[i]);
+  }
+  free(wf->builds);
+  wf->builds = NULL;
+  wf->n_builds = 0;
+  pthread_mutex_destroy(&wf->builds_mu);
+}
