@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "host.h"
+#include "reload.h"
 #include "supervisor.h"
 
 #define DEFAULT_CONFIG "config/duro.yaml"
@@ -30,6 +31,8 @@ int main(int argc, char **argv) {
     return supervisor_run(cfg);
   if (!strcmp(verb, "check"))
     return host_check(cfg);
+  if (!strcmp(verb, "__load")) /* the reload probe (reload/reload.h) */
+    return reload_probe_main(argc, argv);
   if (!strcmp(verb, "workflows"))
     return cli_main(argc, argv);
   if (!strcmp(verb, "help") || !strcmp(verb, "--help") || !strcmp(verb, "-h"))

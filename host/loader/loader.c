@@ -275,7 +275,7 @@ int loader_check_info(const duro_plugin_info *info, const duro_api *api,
 /* FNV-1a 64 over the file's bytes, as 16 lowercase hex digits.  It is an
  * identity, not a defence: it tells builds apart in the journal and the
  * logs, and is cheap enough to run on every load. */
-static int hash_file(const char *path, char out[17]) {
+int loader_hash_file(const char *path, char out[17]) {
   FILE *f = fopen(path, "rb");
   if (f == NULL)
     return -errno;
@@ -313,7 +313,7 @@ int loader_open(const char *name, const char *path, const duro_api *api,
 
   /* Hash right after dlopen so the identity describes the file we mapped,
    * and so a read failure never has to undo a plugin's init. */
-  int hrc = hash_file(path, build);
+  int hrc = loader_hash_file(path, build);
   if (hrc != 0) {
     rc = refuse(err, errlen, name, path, "cannot read the file: %s",
                 strerror(-hrc));

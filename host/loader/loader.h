@@ -36,6 +36,10 @@ int loader_check_info(const duro_plugin_info *info, const duro_api *api,
  * (duro.h promises zero otherwise). */
 const duro_plugin_info *loader_info(const loader_plugin *p);
 
+/* A file's build identity (FNV-1a 64 of its bytes, 16 lowercase hex
+ * digits and a NUL) into out.  Returns 0 or a negative errno. */
+int loader_hash_file(const char *path, char out[17]);
+
 /* The build identity: a 16-hex-digit hash (FNV-1a 64) of the file's
  * content, computed at load. */
 const char *loader_build(const loader_plugin *p);

@@ -29,6 +29,7 @@
 #include "ledger.h"
 #include "loader.h"
 #include "log.h"
+#include "reload.h"
 #include "supervisor.h"
 #include "util.h"
 
@@ -36,9 +37,11 @@ typedef struct host {
   const config *cfg;
   duro_engine *engine;
   http_server *http;
-  loader_plugin **plugins;
-  size_t n_plugins;
+  reloader *plugins;
   ledger *ledger;
+  uv_timer_t gc;
+  uv_work_t gc_work;
+  int gc_running;
   uv_loop_t loop;
   uv_signal_t sigint, sigterm, sighup;
   int sigints;
@@ -78,50 +81,6 @@ static int load_plugin(const config *cfg, size_t i, ledger_slot *slot,
     problems++;
   }
   return problems;
-}
-
-static int load_plugins(host *h) {
-  int problems = 0;
-  const config *cfg = h->cfg;
-  ledger_slot *slot = h->ledger ? ledger_claim(h->ledger, LEDGER_IDLE) : NULL;
-  if (slot)
-    ledger_thread_bind(h->ledger, slot);
-  h->plugins = xcalloc(cfg->n_plugins ? cfg->n_plugins : 1, sizeof *h->plugins);
-  for (size_t i = 0; i < cfg->n_plugins; i++) {
-    loader_plugin *lp;
-    problems += load_plugin(cfg, i, slot, &lp);
-    if (lp)
-      h->plugins[h->n_plugins++] = lp;
-  }
-  if (h->ledger)
-    ledger_release(h->ledger, slot);
-  return problems;
-}
-
-/* Registers every workflow of the loaded plugins (all of them loaded:
- * load_plugins found no problem, so plugins[i] is config plugin i). */
-static void register_workflows(host *h) {
-  for (size_t i = 0; i < h->cfg->n_plugins; i++) {
-    const config_plugin *p = &h->cfg->plugins[i];
-    for (size_t k = 0; k < p->n_workflows; k++) {
-      const config_workflow *w = &p->workflows[k];
-      duro_workflow_limits lim = {.retention_ms = w->retention_ms,
-                                  .max_steps = w->max_steps,
-                                  .concurrency = w->concurrency};
-      /* names are unique (config.c checked), so this cannot fail */
-      duro_engine_register(h->engine, w->name, w->binding,
-                           loader_find_workflow(h->plugins[i], w->class_name),
-                           &lim, loader_build(h->plugins[i]));
-    }
-  }
-}
-
-static void unload_plugins(host *h) {
-  for (size_t i = 0; i < h->n_plugins; i++)
-    loader_close(h->plugins[i]);
-  free(h->plugins);
-  h->plugins = NULL;
-  h->n_plugins = 0;
 }
 
 /* ---- duro check ---------------------------------------------------------- */
@@ -194,10 +153,29 @@ int host_check(const char *config_path) {
 /* ---- the loop -------------------------------------------------------------
  */
 
+/* Builds no instance needs are unloaded every few seconds, off the loop
+ * (the check reads the journal). */
+static void gc_work(uv_work_t *w) { reload_gc(((host *)w->data)->plugins); }
+
+static void gc_done(uv_work_t *w, int status) {
+  (void)status;
+  ((host *)w->data)->gc_running = 0;
+}
+
+static void on_gc(uv_timer_t *t) {
+  host *h = t->loop->data;
+  if (h->gc_running)
+    return;
+  h->gc_work.data = h;
+  if (uv_queue_work(t->loop, &h->gc_work, gc_work, gc_done) == 0)
+    h->gc_running = 1;
+}
+
 static void on_signal(uv_signal_t *s, int signum) {
   host *h = s->loop->data;
   if (signum == SIGHUP) {
-    log_info("SIGHUP: plugin reload is not available yet; carrying on");
+    log_info("SIGHUP: reloading every plugin");
+    reload_plugins(h->plugins, NULL, NULL);
     return;
   }
   if (signum == SIGINT && ++h->sigints > 1) {
@@ -242,6 +220,9 @@ static void start_handles(host *h) {
   uv_signal_start(&h->sigint, on_signal, SIGINT);
   uv_signal_start(&h->sigterm, on_signal, SIGTERM);
   uv_signal_start(&h->sighup, on_signal, SIGHUP);
+  uv_timer_init(&h->loop, &h->gc);
+  uv_timer_start(&h->gc, on_gc, 10000, 10000);
+  reload_watch(h->plugins, &h->loop);
 }
 
 /* Lets the engine's running attempts finish within shutdown_grace; past
@@ -269,7 +250,11 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
   /* HTTP requests run their engine calls on libuv's pool: enough threads
    * that concurrent writes share group commits (read once, at first use). */
   setenv("UV_THREADPOOL_SIZE", "16", 0);
-  if (load_plugins(&h) != 0)
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  self[n > 0 ? n : 0] = '\0';
+  h.plugins = reload_new(cfg, ledger, self);
+  if (reload_load_initial(h.plugins) != 0)
     goto out;
   if (wait_for_lock(ctl_fd, &lock_fd) != 0)
     goto out;
@@ -293,7 +278,7 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
     fprintf(stderr, "%s\n", err);
     goto stop;
   }
-  register_workflows(&h);
+  reload_attach(h.plugins, h.engine);
   http_attach(h.http, h.engine);
   start_handles(&h);
   if ((rc = duro_engine_start(h.engine)) != 0) {
@@ -301,7 +286,7 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
     goto stop;
   }
   log_info("ready: %zu plugin(s), storage %s (synchronous=%s), http on port %d",
-           h.n_plugins, cfg->storage.path,
+           cfg->n_plugins, cfg->storage.path,
            cfg->storage.synchronous_full ? "full" : "normal",
            http_port(h.http));
   supervisor_send(ctl_fd, 'R', -1);
@@ -317,6 +302,11 @@ stop:
     uv_run(&h.loop, UV_RUN_ONCE);
   http_free(h.http);
   h.http = NULL;
+  /* A build collection on the pool uses the engine: let it finish. */
+  if (h.gc.loop)
+    uv_timer_stop(&h.gc);
+  while (h.gc_running)
+    uv_run(&h.loop, UV_RUN_ONCE);
   /* Workers finish their current step, then suspend at the boundary. */
   if (h.engine)
     stop_engine(&h);
@@ -324,7 +314,7 @@ stop:
   uv_run(&h.loop, UV_RUN_DEFAULT);
   uv_loop_close(&h.loop);
 out:
-  unload_plugins(&h);
+  reload_free(h.plugins);
   if (lock_fd >= 0)
     close(lock_fd);
   close(ctl_fd);

@@ -9,7 +9,28 @@
  * or an fsync, and concurrent writes from many clients share commits.  If
  * the client goes away first, H2O disposes its request and the answer is
  * dropped.  Every error is {"error":{"code","message"}} with the status
- * the code implies (error.h's names are the codes).
+ * the code implies (error.h's names are the codes); a storage error is a
+ * 503 with Retry-After, since the same request may succeed a moment later.
+ *
+ * Memory before authentication.  H2O 2.2 calls a handler only once a
+ * request's whole body is in, so a token checked there comes after the
+ * body was buffered.  Two things keep unauthenticated and oversized
+ * requests from costing memory:
+ *  - the gate: on a listener with a token, the first request of every
+ *    connection is read here up to the end of its head (at most 64 KiB),
+ *    parsed with H2O's own parser, and answered 401 at once when the token
+ *    is missing or wrong; its body is never stored (it is read and thrown
+ *    away while the answer is delivered).  With the right token, the bytes
+ *    read so far and the socket go to H2O.  A 401 always closes the
+ *    connection, so a client without the token never gets to a second
+ *    request;
+ *  - bounded reads: every read H2O makes goes through h2o_alloc_bounded,
+ *    which refuses it (H2O then closes the connection) when the bytes all
+ *    connections hold would pass the budget (http_budget), and, on a
+ *    listener with a token, once the head of a later request on a kept
+ *    connection shows a wrong token.
+ * H2O refuses a Content-Length over http.max_body_bytes from the headers
+ * (its 413 is rewritten as our JSON error) and stops a chunked body there.
  *
  * Lifecycle: http_start binds and listens; http_stop closes the listener;
  * the host runs the loop until http_in_flight() is 0, closes the remaining
@@ -21,9 +42,11 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -37,6 +60,28 @@
 
 #define MAX_SEGMENTS 8
 #define MAX_BATCH 100
+#define GATE_HEAD_MAX 65536    /* bytes of a head the gate reads */
+#define GATE_LINGER_MS 2000    /* how long a refused body is read away */
+#define BUDGET_MIN (64u << 20) /* http_budget: at least 64 MiB, */
+#define BUDGET_BODIES 16       /* or this many bodies of the largest size */
+#define BUSY_LOG_MS 10000      /* at most one "over the budget" line */
+
+/* picohttpparser, the parser H2O reads HTTP/1 with.  libh2o exports it
+ * but Debian installs no header for it; these are its declarations, the
+ * same since 2014.  The gate parses heads with it, so the gate and H2O
+ * never read one head two ways. */
+struct phr_header {
+  const char *name;
+  size_t name_len;
+  const char *value;
+  size_t value_len;
+};
+int phr_parse_request(const char *buf, size_t len, const char **method,
+                      size_t *method_len, const char **path, size_t *path_len,
+                      int *minor_version, struct phr_header *headers,
+                      size_t *num_headers, size_t last_len);
+
+typedef struct http_conn http_conn;
 
 struct http_server {
   duro_engine *engine;
@@ -44,11 +89,23 @@ struct http_server {
   h2o_context_t ctx;
   h2o_accept_ctx_t accept_ctx;
   uv_tcp_t listener;
+  uv_prepare_t bound; /* rewraps H2O's reads before each poll */
+  uv_timer_t sweep;   /* the gate's deadlines */
+  int started;        /* the H2O context exists */
   int listening;
+  int handles; /* bound and sweep, until their close callbacks ran */
+  int stopping;
   int port;
   char *token; /* NULL = no auth */
   size_t max_body;
-  size_t connections; /* open client connections */
+  size_t budget;
+  size_t gate_bytes;   /* heads held by the gate */
+  size_t h2o_bytes;    /* H2O's input buffers */
+  size_t copied_bytes; /* bodies copied into exchanges */
+  uint64_t busy_logged;
+  size_t busy_refusals;
+  http_conn *conns;   /* every open client connection */
+  size_t connections; /* their number */
   size_t in_flight;   /* exchanges handed to the thread pool */
 };
 
@@ -70,6 +127,7 @@ typedef struct http_response {
   int status;
   const char *type;  /* static */
   const char *allow; /* static, for 405 */
+  int close;         /* close the connection after it */
   char *body;        /* malloc'ed */
   size_t len;
 } http_response;
@@ -119,6 +177,10 @@ static const char *reason_of(int status) {
     return "Conflict";
   case 413:
     return "Payload Too Large";
+  case 417:
+    return "Expectation Failed";
+  case 431:
+    return "Request Header Fields Too Large";
   case 503:
     return "Service Unavailable";
   default:
@@ -149,15 +211,8 @@ static int send_json(http_exchange *x, int status, json_t *body) {
   return 0;
 }
 
-static int send_error(http_exchange *x, int status, const char *code,
-                      const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int send_error(http_exchange *x, int status, const char *code,
-                      const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  char *msg = xvasprintf(fmt, ap);
-  va_end(ap);
+/* {"error":{"code","message"}} as text (malloc'ed). */
+static char *error_text(const char *code, char *msg) {
   json_t *body =
       json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
   if (!body) {
@@ -169,8 +224,25 @@ static int send_error(http_exchange *x, int status, const char *code,
         *p = '?';
     body = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
   }
+  char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+  json_decref(body);
+  return text ? text : xstrdup("{}");
+}
+
+static int send_error(http_exchange *x, int status, const char *code,
+                      const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int send_error(http_exchange *x, int status, const char *code,
+                      const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *msg = xvasprintf(fmt, ap);
+  va_end(ap);
+  char *text = error_text(code, msg);
   free(msg);
-  return send_json(x, status, body);
+  send_text(x, status, "application/json", text, strlen(text));
+  free(text);
+  return 0;
 }
 
 static int status_of(int rc) {
@@ -190,6 +262,9 @@ static int status_of(int rc) {
   case DURO_E_INVALID_DURATION:
   case DURO_E_DUPLICATE_IN_BATCH:
     return 400;
+  /* A full disk or a failing write: nothing was done, and the engine
+   * retries its own writes; the client should too (Retry-After). */
+  case DURO_E_STORAGE:
   case DURO_E_SHUTDOWN:
     return 503;
   default:
@@ -542,21 +617,158 @@ static int metrics(http_server *s, http_exchange *x) {
 /* ---- dispatch
  * ----------------------------------------------------------------- */
 
-/* Constant time in the token's length: no early exit on the first
- * differing byte. */
-static int token_matches(const http_server *s, h2o_req_t *req) {
-  ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_AUTHORIZATION, -1);
-  if (i < 0)
+static int name_is(const http_header *h, const char *name) {
+  return h->name_len == strlen(name) &&
+         strncasecmp(h->name, name, h->name_len) == 0;
+}
+
+/* The first header named `name`, or NULL (as H2O's lookup). */
+static const http_header *header_of(const http_header *h, size_t n,
+                                    const char *name) {
+  for (size_t i = 0; i < n; i++)
+    if (name_is(&h[i], name))
+      return &h[i];
+  return NULL;
+}
+
+/* "Authorization: Bearer <token>", compared in constant time in the
+ * token's length: no early exit on the first differing byte. */
+static int token_ok(const http_server *s, const http_header *h, size_t n) {
+  if (!s->token)
+    return 1;
+  const http_header *a = header_of(h, n, "authorization");
+  if (!a)
     return 0;
-  h2o_iovec_t v = req->headers.entries[i].value;
   static const char prefix[] = "Bearer ";
   size_t plen = sizeof prefix - 1, tlen = strlen(s->token);
-  if (v.len != plen + tlen || strncasecmp(v.base, prefix, plen) != 0)
+  if (a->value_len != plen + tlen || strncasecmp(a->value, prefix, plen) != 0)
     return 0;
   unsigned char diff = 0;
   for (size_t k = 0; k < tlen; k++)
-    diff |= (unsigned char)v.base[plen + k] ^ (unsigned char)s->token[k];
+    diff |= (unsigned char)a->value[plen + k] ^ (unsigned char)s->token[k];
   return diff == 0;
+}
+
+/* A Content-Length value as H2O reads it (digits only), or -1. */
+static long long length_of(const http_header *h) {
+  if (h->value_len == 0 || h->value_len > 18)
+    return -1;
+  long long v = 0;
+  for (size_t i = 0; i < h->value_len; i++) {
+    if (h->value[i] < '0' || h->value[i] > '9')
+      return -1;
+    v = v * 10 + (h->value[i] - '0');
+  }
+  return v;
+}
+
+/* A body whose length the headers give two ways.  H2O lets
+ * Transfer-Encoding win over Content-Length and takes the first of two
+ * Content-Lengths; a proxy in front may choose the other, and then the
+ * bytes one reads as a body the other reads as a next request (request
+ * smuggling, RFC 9112 6.3).  So such a request is refused, and its
+ * connection closed.  Returns what is wrong, or NULL. */
+static const char *framing_problem(const http_header *h, size_t n) {
+  size_t te = 0, cl = 0;
+  long long len = -1;
+  for (size_t i = 0; i < n; i++) {
+    if (name_is(&h[i], "transfer-encoding")) {
+      te++;
+    } else if (name_is(&h[i], "content-length")) {
+      long long v = length_of(&h[i]);
+      if (cl++ && v != len)
+        return "the request has Content-Length headers that differ";
+      len = v;
+    }
+  }
+  if (te && cl)
+    return "the request has both Transfer-Encoding and Content-Length";
+  if (te > 1)
+    return "the request has more than one Transfer-Encoding header";
+  return NULL;
+}
+
+/* Segment `want` (0-based) of the path, split on '/' as split_path does,
+ * by pointer and length (it may hold NUL bytes). */
+static int segment_at(const char *p, size_t len, int want, const char **seg,
+                      size_t *seg_len) {
+  int k = 0;
+  for (size_t i = 0; i < len;) {
+    while (i < len && p[i] == '/')
+      i++;
+    if (i == len)
+      break;
+    size_t start = i;
+    while (i < len && p[i] != '/')
+      i++;
+    if (k++ == want) {
+      *seg = p + start;
+      *seg_len = i - start;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static int segment_is(const char *p, size_t len, int at, const char *word) {
+  const char *seg;
+  size_t seg_len;
+  return segment_at(p, len, at, &seg, &seg_len) && seg_len == strlen(word) &&
+         memcmp(seg, word, seg_len) == 0;
+}
+
+/* A NUL byte in the path (%00 once decoded) would end the C strings the
+ * routes work on, so "/instances/abc%00def" addressed instance "abc".
+ * Refuses it, naming the instance id when that is the segment it is in.
+ * Returns 1 when it answered. */
+static int refuse_nul(http_exchange *x, const http_input *in) {
+  const char *nul = memchr(in->path, '\0', in->path_len);
+  if (nul) {
+    const char *seg;
+    size_t seg_len;
+    int in_id = segment_at(in->path, in->path_len, 3, &seg, &seg_len) &&
+                nul >= seg && nul < seg + seg_len &&
+                segment_is(in->path, in->path_len, 0, "workflows") &&
+                segment_is(in->path, in->path_len, 2, "instances");
+    if (in_id)
+      send_error(x, 400, duro_err_name(DURO_E_INVALID_ID),
+                 "instance ids are 1-100 characters of A-Z a-z 0-9 _ . : -; "
+                 "this one holds a NUL byte (%%00)");
+    else
+      send_error(x, 400, "request.invalid", "the path holds a NUL byte (%%00)");
+    return 1;
+  }
+  if (in->query && memchr(in->query, '\0', in->query_len)) {
+    send_error(x, 400, "request.invalid", "the query holds a NUL byte");
+    return 1;
+  }
+  return 0;
+}
+
+/* The refusals that need no engine, answered on the loop: a missing or
+ * wrong token, a stopping server, an ambiguous body length, a body over
+ * the limit, a NUL in the path.  Returns 1 when it answered. */
+static int refuse_early(http_server *s, http_exchange *x,
+                        const http_input *in) {
+  const char *bad;
+  if (!token_ok(s, in->headers, in->n_headers)) {
+    x->rs.close = 1;
+    send_error(x, 401, "request.unauthorized",
+               "a valid \"Authorization: Bearer\" token is required");
+  } else if (s->stopping) {
+    x->rs.close = 1;
+    send_error(x, 503, duro_err_name(DURO_E_SHUTDOWN), "the host is stopping");
+  } else if ((bad = framing_problem(in->headers, in->n_headers))) {
+    x->rs.close = 1;
+    send_error(x, 400, "request.invalid", "%s", bad);
+  } else if (in->body && in->body_len > s->max_body) {
+    send_error(x, 413, "request.too_large",
+               "the body is %zu bytes; the limit is %zu", in->body_len,
+               s->max_body);
+  } else {
+    return refuse_nul(x, in);
+  }
+  return 1;
 }
 
 static int wrong_method(http_exchange *x, const char *allowed) {
@@ -617,8 +829,31 @@ static int route(http_server *s, http_exchange *x) {
 
 /* ---- exchanges: the loop hands requests to the pool and back ------------ */
 
+static http_exchange *exchange_new(http_server *s, const http_input *in) {
+  http_exchange *x = xcalloc(1, sizeof *x);
+  x->s = s;
+  x->rq.method = xstrndup(in->method, in->method_len);
+  x->rq.path = xstrndup(in->path, in->path_len);
+  if (in->query)
+    x->rq.query = xstrndup(in->query, in->query_len);
+  return x;
+}
+
+/* Copies the body for the route: H2O's copy goes with its request, which
+ * a client that goes away takes with it while the route still runs. */
+static void exchange_take_body(http_exchange *x, const http_input *in) {
+  if (!in->body)
+    return;
+  x->rq.body = xmalloc(in->body_len + 1);
+  memcpy(x->rq.body, in->body, in->body_len);
+  x->rq.body[in->body_len] = '\0';
+  x->rq.body_len = in->body_len;
+  x->s->copied_bytes += in->body_len;
+}
+
 static void exchange_free(http_exchange *x) {
   http_request *rq = &x->rq;
+  x->s->copied_bytes -= rq->body_len;
   free(rq->method);
   free(rq->path);
   free(rq->query);
@@ -652,6 +887,11 @@ static void respond(http_exchange *x) {
   if (rs->allow)
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL,
                    rs->allow, strlen(rs->allow));
+  if (req->res.status == 503)
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL,
+                   H2O_STRLIT("1"));
+  if (rs->close)
+    req->http1_is_persistent = 0;
   h2o_send_inline(req, rs->body ? rs->body : "", rs->body ? rs->len : 0);
 }
 
@@ -668,40 +908,98 @@ static void after_route(uv_work_t *w, int status) {
   exchange_free(x);
 }
 
-static char *iov_dup(h2o_iovec_t v) { return xstrndup(v.base, v.len); }
+static size_t buffered(const http_server *s) {
+  return s->gate_bytes + s->h2o_bytes + s->copied_bytes;
+}
+
+/* Counts a refusal for the budget and says so in the log, at most once
+ * per BUSY_LOG_MS. */
+static void note_busy(http_server *s) {
+  s->busy_refusals++;
+  uint64_t now = s->started ? uv_now(s->ctx.loop) : 0;
+  if (s->started && now - s->busy_logged >= BUSY_LOG_MS) {
+    log_warn("http: %zu read(s) or request(s) refused: requests being "
+             "received hold %zu bytes, over the budget of %zu",
+             s->busy_refusals, buffered(s), s->budget);
+    s->busy_logged = now;
+    s->busy_refusals = 0;
+  }
+}
+
+/* The headers of H2O's request as they were sent.  H2O keeps neither
+ * Content-Length nor Transfer-Encoding among req->headers, so the head is
+ * parsed again from the connection's input buffer, where it stays until
+ * the answer is sent (H2O then consumes it); the method and path must
+ * come out as H2O read them.  Returns the count, or -1. */
+static int raw_headers(h2o_req_t *req, http_header *out) {
+  h2o_socket_t *sock = req->conn->callbacks->get_socket
+                           ? req->conn->callbacks->get_socket(req->conn)
+                           : NULL;
+  if (!sock || !sock->input || !sock->input->bytes)
+    return -1;
+  size_t len = sock->input->size;
+  if (len > H2O_MAX_REQLEN)
+    len = H2O_MAX_REQLEN;
+  struct phr_header h[HTTP_MAX_HEADERS];
+  size_t n = HTTP_MAX_HEADERS, mlen, plen;
+  const char *m, *p;
+  int minor;
+  int r = phr_parse_request(sock->input->bytes, len, &m, &mlen, &p, &plen,
+                            &minor, h, &n, 0);
+  if (r <= 0 || mlen != req->input.method.len ||
+      memcmp(m, req->input.method.base, mlen) != 0 ||
+      plen != req->input.path.len || memcmp(p, req->input.path.base, plen))
+    return -1;
+  for (size_t i = 0; i < n; i++)
+    out[i] =
+        (http_header){h[i].name, h[i].name_len, h[i].value, h[i].value_len};
+  return (int)n;
+}
 
 static int on_req(h2o_handler_t *self, h2o_req_t *req) {
   http_server *s = ((route_handler *)self)->server;
-  http_exchange *x = xcalloc(1, sizeof *x);
-  x->s = s;
+  http_header hdrs[HTTP_MAX_HEADERS];
+  int n = raw_headers(req, hdrs);
+  http_input in = {.method = req->method.base,
+                   .method_len = req->method.len,
+                   .path = req->path_normalized.base,
+                   .path_len = req->path_normalized.len,
+                   .headers = hdrs,
+                   .n_headers = n > 0 ? (size_t)n : 0,
+                   .body = req->entity.base,
+                   .body_len = req->entity.base ? req->entity.len : 0};
+  if (req->query_at != SIZE_MAX) {
+    in.query = req->path.base + req->query_at + 1;
+    in.query_len = req->path.len - req->query_at - 1;
+  }
+  http_exchange *x = exchange_new(s, &in);
   x->req = req;
-  x->rq.method = iov_dup(req->method);
-  x->rq.path = iov_dup(req->path_normalized);
-  if (req->query_at != SIZE_MAX)
-    x->rq.query = xstrndup(req->path.base + req->query_at + 1,
-                           req->path.len - req->query_at - 1);
-  /* Refusals that need no engine are answered here, on the loop. */
-  if (s->token && !token_matches(s, req)) {
-    send_error(x, 401, "request.unauthorized",
-               "a valid \"Authorization: Bearer\" token is required");
-  } else if (req->entity.base && req->entity.len > s->max_body) {
-    send_error(x, 413, "request.too_large",
-               "the body is %zu bytes; the limit is %zu", req->entity.len,
-               s->max_body);
-  } else {
-    if (req->entity.base) {
-      x->rq.body = xmalloc(req->entity.len + 1);
-      memcpy(x->rq.body, req->entity.base, req->entity.len);
-      x->rq.body[req->entity.len] = '\0';
-      x->rq.body_len = req->entity.len;
+  if (n < 0) {
+    x->rs.close = 1;
+    send_error(x, 400, "request.invalid", "the request head is malformed");
+  } else if (!refuse_early(s, x, &in)) {
+    if (in.body_len && buffered(s) + in.body_len > s->budget) {
+      note_busy(s);
+      send_error(x, 503, "server.busy",
+                 "the host holds too many request bodies; retry");
+    } else {
+      exchange_take_body(x, &in);
+      x->guard =
+          h2o_mem_alloc_shared(&req->pool, sizeof *x->guard, on_guard_dispose);
+      x->guard->x = x;
+      x->work.data = x;
+      int rc = uv_queue_work(s->ctx.loop, &x->work, run_route, after_route);
+      if (rc == 0) {
+        s->in_flight++;
+        return 0;
+      }
+      /* Counted in flight, it would keep the host's shutdown waiting for
+       * an answer that never comes. */
+      log_error("http: cannot queue %s %s: %s", x->rq.method, x->rq.path,
+                uv_strerror(rc));
+      send_error(x, 503, "server.busy", "the request could not be queued: %s",
+                 uv_strerror(rc));
     }
-    x->guard =
-        h2o_mem_alloc_shared(&req->pool, sizeof *x->guard, on_guard_dispose);
-    x->guard->x = x;
-    x->work.data = x;
-    s->in_flight++;
-    uv_queue_work(s->ctx.loop, &x->work, run_route, after_route);
-    return 0;
   }
   respond(x);
   exchange_free(x);
@@ -710,38 +1008,471 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req) {
 
 size_t http_in_flight(const http_server *s) { return s ? s->in_flight : 0; }
 
-/* ---- listening
- * ------------------------------------------------------------------- */
+/* ---- one request without sockets ----------------------------------------- */
 
-/* A client connection.  H2O owns the handle's `data`, so the server
- * pointer rides beside the handle. */
-typedef struct http_conn {
-  uv_tcp_t tcp; /* first: the close callback gets this pointer */
+http_server *http_server_new(duro_engine *e, const char *token,
+                             size_t max_body) {
+  http_server *s = xcalloc(1, sizeof *s);
+  s->engine = e;
+  s->token = token ? xstrdup(token) : NULL;
+  s->max_body = max_body;
+  s->budget = SIZE_MAX;
+  return s;
+}
+
+void http_serve(http_server *s, const http_input *in, http_output *out) {
+  http_exchange *x = exchange_new(s, in);
+  if (!refuse_early(s, x, in)) {
+    exchange_take_body(x, in);
+    route(s, x);
+  }
+  http_response *rs = &x->rs;
+  *out = (http_output){.status = rs->status ? rs->status : 500,
+                       .content_type = rs->type ? rs->type : "application/json",
+                       .allow = rs->allow,
+                       .close = rs->close,
+                       .body = rs->body,
+                       .len = rs->len};
+  out->retry_after = out->status == 503;
+  rs->body = NULL;
+  exchange_free(x);
+}
+
+void http_output_free(http_output *out) {
+  free(out->body);
+  out->body = NULL;
+}
+
+int http_parse_head(const char *buf, size_t len, http_input *in,
+                    http_header *hdrs, char **path_out) {
+  struct phr_header h[HTTP_MAX_HEADERS];
+  size_t n = HTTP_MAX_HEADERS;
+  const char *path;
+  size_t path_len;
+  int minor;
+  memset(in, 0, sizeof *in);
+  *path_out = NULL;
+  if (len > H2O_MAX_REQLEN) /* H2O reads no further for a head */
+    len = H2O_MAX_REQLEN;
+  int r = phr_parse_request(buf, len, &in->method, &in->method_len, &path,
+                            &path_len, &minor, h, &n, 0);
+  if (r < 0)
+    return r;
+  for (size_t i = 0; i < n; i++)
+    hdrs[i] =
+        (http_header){h[i].name, h[i].name_len, h[i].value, h[i].value_len};
+  in->headers = hdrs;
+  in->n_headers = n;
+  h2o_mem_pool_t pool;
+  h2o_mem_init_pool(&pool);
+  size_t query_at = SIZE_MAX, *norm = NULL;
+  h2o_iovec_t norm_path =
+      h2o_url_normalize_path(&pool, path, path_len, &query_at, &norm);
+  *path_out = xmalloc(norm_path.len + 1);
+  memcpy(*path_out, norm_path.base, norm_path.len);
+  (*path_out)[norm_path.len] = '\0';
+  in->path = *path_out;
+  in->path_len = norm_path.len;
+  if (query_at != SIZE_MAX) {
+    in->query = path + query_at + 1;
+    in->query_len = path_len - query_at - 1;
+  }
+  h2o_mem_clear_pool(&pool);
+  return r;
+}
+
+/* ---- H2O's own refusals as JSON -------------------------------------------
+ */
+
+/* H2O answers some requests itself before any handler runs (a
+ * Content-Length over the limit, broken chunked encoding, an unknown
+ * Expect, a path outside "/"), in text/plain.  A filter on the host's
+ * fallback path, which those answers go through, rewrites them as our
+ * {"error":{"code","message"}}. */
+typedef struct json_filter {
+  h2o_filter_t super;
   http_server *server;
-} http_conn;
+} json_filter;
+
+typedef struct json_ostream {
+  h2o_ostream_t super;
+  http_server *server;
+} json_ostream;
+
+static void json_error_send(h2o_ostream_t *self, h2o_req_t *req,
+                            h2o_iovec_t *bufs, size_t bufcnt,
+                            h2o_send_state_t state) {
+  http_server *s = ((json_ostream *)self)->server;
+  if (bufcnt == 0) {
+    h2o_ostream_send_next(self, req, bufs, bufcnt, state);
+    return;
+  }
+  int st = req->res.status;
+  const char *code = st == 413   ? "request.too_large"
+                     : st == 404 ? "route.not_found"
+                                 : "request.invalid";
+  char *msg = st == 413 ? xasprintf("the body is over the limit of %zu bytes",
+                                    s->max_body)
+                        : xasprintf("%.*s", (int)bufs[0].len, bufs[0].base);
+  char *text = error_text(code, msg);
+  free(msg);
+  h2o_iovec_t body = h2o_strdup(&req->pool, text, strlen(text));
+  free(text);
+  req->res.content_length = body.len; /* headers are not written yet */
+  h2o_ostream_send_next(self, req, &body, 1, state);
+}
+
+static void on_setup_json_errors(h2o_filter_t *self, h2o_req_t *req,
+                                 h2o_ostream_t **slot) {
+  ssize_t i = h2o_find_header(&req->res.headers, H2O_TOKEN_CONTENT_TYPE, -1);
+  if (req->res.status >= 400 && i >= 0) {
+    req->res.headers.entries[i].value =
+        h2o_iovec_init(H2O_STRLIT("application/json"));
+    json_ostream *o = (json_ostream *)h2o_add_ostream(req, sizeof *o, slot);
+    o->super.do_send = json_error_send;
+    o->server = ((json_filter *)self)->server;
+    slot = &o->super.next;
+  }
+  h2o_setup_next_ostream(req, slot);
+}
+
+/* ---- connections: the gate and the budget ---------------------------------
+ */
+
+typedef enum conn_state {
+  CONN_GATE,     /* the gate reads the first head */
+  CONN_REFUSING, /* the gate writes its refusal */
+  CONN_LINGER,   /* ... and reads the body away until the client is done */
+  CONN_H2O,      /* H2O serves it */
+} conn_state;
+
+/* A client connection.  H2O owns the handle's `data` once it has the
+ * socket, so the server pointer rides beside the handle. */
+struct http_conn {
+  uv_tcp_t tcp; /* first: libuv's callbacks get this pointer */
+  http_server *server;
+  http_conn *prev, *next; /* server->conns */
+  conn_state state;
+  h2o_socket_t *sock;    /* CONN_H2O */
+  uv_alloc_cb h2o_alloc; /* H2O's, which h2o_alloc_bounded wraps */
+  size_t counted;        /* of sock->input, in server->h2o_bytes */
+  const char *checked;   /* the head at this address had the token */
+  const char *tried;     /* an incomplete head at this address ... */
+  size_t tried_len;      /* ... was this long */
+  char *head;            /* CONN_GATE: the bytes read so far */
+  size_t head_len, head_cap;
+  uint64_t deadline; /* uv_now: CONN_GATE, CONN_LINGER */
+  size_t drained;    /* CONN_LINGER: bytes thrown away */
+  char *reply;       /* CONN_REFUSING */
+  uv_write_t write;
+  uv_shutdown_t shutdown;
+};
+
+/* Where lingering connections read the bodies they throw away. */
+static char drain[16384];
+
+/* What an H2O input buffer holds in memory. */
+static size_t input_bytes(const h2o_buffer_t *b) {
+  return b && b->bytes ? offsetof(h2o_buffer_t, _buf) + b->capacity : 0;
+}
+
+static void gate_forget_head(http_conn *c) {
+  c->server->gate_bytes -= c->head_cap;
+  free(c->head);
+  c->head = NULL;
+  c->head_len = c->head_cap = 0;
+}
 
 static void on_conn_closed(uv_handle_t *handle) {
   http_conn *c = (http_conn *)handle;
-  c->server->connections--;
+  http_server *s = c->server;
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    s->conns = c->next;
+  if (c->next)
+    c->next->prev = c->prev;
+  s->connections--;
+  s->h2o_bytes -= c->counted; /* H2O freed the buffer with its socket */
+  gate_forget_head(c);
+  free(c->reply);
   free(c);
+}
+
+/* Closes a connection the gate still holds (H2O closes its own). */
+static void gate_close(http_conn *c) {
+  if (!uv_is_closing((uv_handle_t *)&c->tcp))
+    uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+}
+
+/* Whether the head at the start of an H2O connection's input may be read
+ * further: on a listener with a token, not once a complete head shows a
+ * missing or wrong one (the gate saw the first request of the connection;
+ * this catches the later ones on a kept connection, before their body). */
+static int h2o_head_allowed(http_conn *c) {
+  h2o_buffer_t *in = c->sock->input;
+  if (!c->server->token || !in || !in->bytes || c->checked == in->bytes)
+    return 1;
+  struct phr_header h[HTTP_MAX_HEADERS];
+  http_header hh[HTTP_MAX_HEADERS];
+  size_t n = HTTP_MAX_HEADERS, mlen, plen;
+  const char *m, *p;
+  int minor;
+  /* Told the length it had last time, the parser first looks for the end
+   * of the head in the new bytes only: a head sent a byte at a time costs
+   * no more than one sent at once. */
+  size_t last =
+      c->tried == in->bytes && c->tried_len <= in->size ? c->tried_len : 0;
+  int r = phr_parse_request(in->bytes, in->size, &m, &mlen, &p, &plen, &minor,
+                            h, &n, last);
+  c->tried = in->bytes;
+  c->tried_len = in->size;
+  if (r <= 0)
+    return 1; /* incomplete, or H2O refuses it (400) */
+  for (size_t i = 0; i < n; i++)
+    hh[i] = (http_header){h[i].name, h[i].name_len, h[i].value, h[i].value_len};
+  if (!token_ok(c->server, hh, n))
+    return 0;
+  c->checked = in->bytes;
+  return 1;
+}
+
+/* Every read H2O makes: H2O's allocation, then a refusal (libuv hands
+ * H2O UV_ENOBUFS and H2O closes the connection) when the buffer grew past
+ * the budget, or the head shows a wrong token. */
+static void h2o_alloc_bounded(uv_handle_t *handle, size_t suggested,
+                              uv_buf_t *buf) {
+  http_conn *c = (http_conn *)handle;
+  http_server *s = c->server;
+  c->h2o_alloc(handle, suggested, buf);
+  size_t now = input_bytes(c->sock->input);
+  int grew = now > c->counted;
+  s->h2o_bytes = s->h2o_bytes - c->counted + now;
+  c->counted = now;
+  if (grew && buffered(s) > s->budget) {
+    note_busy(s);
+    *buf = uv_buf_init(NULL, 0);
+  } else if (!h2o_head_allowed(c)) {
+    *buf = uv_buf_init(NULL, 0);
+  }
+}
+
+/* H2O starts reading with its own allocator each time it reads a new
+ * request; wrap it again.  Only the loop calls uv_read_start. */
+static void bound_reads(http_conn *c) {
+  uv_stream_t *st = (uv_stream_t *)&c->tcp;
+  if (c->state == CONN_H2O && !uv_is_closing((uv_handle_t *)st) &&
+      st->alloc_cb && st->alloc_cb != h2o_alloc_bounded) {
+    c->h2o_alloc = st->alloc_cb;
+    st->alloc_cb = h2o_alloc_bounded;
+  }
+}
+
+/* Before each poll of the loop, where every read happens: the exact bytes
+ * H2O holds (it frees a buffer when a request is answered), and the reads
+ * H2O started since (after an answer it reads the next request). */
+static void on_prepare(uv_prepare_t *p) {
+  http_server *s = p->data;
+  size_t total = 0;
+  for (http_conn *c = s->conns; c; c = c->next) {
+    if (c->state != CONN_H2O || uv_is_closing((uv_handle_t *)&c->tcp))
+      continue;
+    c->counted = input_bytes(c->sock->input);
+    total += c->counted;
+    bound_reads(c);
+  }
+  for (http_conn *c = s->conns; c; c = c->next)
+    if (c->state == CONN_H2O && uv_is_closing((uv_handle_t *)&c->tcp))
+      total += c->counted; /* subtracted when its close callback runs */
+  s->h2o_bytes = total;
+}
+
+/* Hands the connection to H2O with the bytes the gate read (or none). */
+static void hand_over(http_conn *c) {
+  http_server *s = c->server;
+  uv_read_stop((uv_stream_t *)&c->tcp);
+  h2o_socket_t *sock =
+      h2o_uv_socket_create((uv_stream_t *)&c->tcp, on_conn_closed);
+  if (c->head_len) {
+    h2o_iovec_t room = h2o_buffer_reserve(&sock->input, c->head_len);
+    memcpy(room.base, c->head, c->head_len);
+    sock->input->size += c->head_len;
+  }
+  gate_forget_head(c);
+  c->sock = sock;
+  c->state = CONN_H2O;
+  c->counted = input_bytes(sock->input);
+  s->h2o_bytes += c->counted;
+  h2o_accept(&s->accept_ctx, sock);
+  bound_reads(c);
+}
+
+static void on_shutdown(uv_shutdown_t *r, int status) {
+  (void)r;
+  (void)status;
+}
+
+static void gate_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf);
+static void gate_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf);
+
+/* The refusal is out: the client reads it once it has sent its body, so
+ * the body is read and thrown away for a while (closing with unread bytes
+ * would reset the connection, and the answer with it). */
+static void on_refusal_written(uv_write_t *w, int status) {
+  http_conn *c = (http_conn *)w->handle;
+  free(c->reply);
+  c->reply = NULL;
+  if (uv_is_closing((uv_handle_t *)&c->tcp))
+    return;
+  c->state = CONN_LINGER;
+  c->deadline = uv_now(c->tcp.loop) + GATE_LINGER_MS;
+  if (status != 0 ||
+      uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, on_shutdown) != 0 ||
+      uv_read_start((uv_stream_t *)&c->tcp, gate_alloc, gate_read) != 0)
+    gate_close(c);
+}
+
+/* Answers the gate's connection with `status` and closes it. */
+static void gate_refuse(http_conn *c, int status, const char *code,
+                        const char *msg) {
+  uv_read_stop((uv_stream_t *)&c->tcp);
+  gate_forget_head(c);
+  char *m = xstrdup(msg);
+  char *body = error_text(code, m);
+  free(m);
+  c->reply = xasprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+                       "Content-Length: %zu\r\nConnection: close\r\n%s\r\n%s",
+                       status, reason_of(status), strlen(body),
+                       status == 503 ? "Retry-After: 1\r\n" : "", body);
+  free(body);
+  c->state = CONN_REFUSING;
+  uv_buf_t b = uv_buf_init(c->reply, (unsigned)strlen(c->reply));
+  if (uv_write(&c->write, (uv_stream_t *)&c->tcp, &b, 1, on_refusal_written))
+    gate_close(c);
+}
+
+static void gate_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
+  http_conn *c = (http_conn *)handle;
+  http_server *s = c->server;
+  (void)suggested;
+  if (c->state == CONN_LINGER) {
+    *buf = uv_buf_init(drain, sizeof drain);
+    return;
+  }
+  if (c->head_len == c->head_cap) {
+    size_t cap = c->head_cap ? c->head_cap * 2 : 4096;
+    if (cap > GATE_HEAD_MAX || buffered(s) + cap - c->head_cap > s->budget) {
+      *buf = uv_buf_init(NULL, 0); /* gate_read refuses */
+      return;
+    }
+    c->head = xrealloc(c->head, cap);
+    s->gate_bytes += cap - c->head_cap;
+    c->head_cap = cap;
+  }
+  *buf =
+      uv_buf_init(c->head + c->head_len, (unsigned)(c->head_cap - c->head_len));
+}
+
+static void gate_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
+  http_conn *c = (http_conn *)st;
+  http_server *s = c->server;
+  (void)buf;
+  if (c->state == CONN_LINGER) {
+    /* A body of any size the routes accept is read to its end. */
+    if (n < 0 || (c->drained += (size_t)n) > s->max_body + GATE_HEAD_MAX)
+      gate_close(c);
+    return;
+  }
+  if (n == UV_ENOBUFS) {
+    if (c->head_cap * 2 > GATE_HEAD_MAX) {
+      char msg[96];
+      snprintf(msg, sizeof msg, "the request head is over %d bytes",
+               GATE_HEAD_MAX);
+      gate_refuse(c, 431, "request.too_large", msg);
+    } else {
+      note_busy(s);
+      gate_refuse(c, 503, "server.busy",
+                  "the host holds too many requests; retry");
+    }
+    return;
+  }
+  if (n < 0) {
+    gate_close(c);
+    return;
+  }
+  size_t before = c->head_len;
+  c->head_len += (size_t)n;
+  struct phr_header h[HTTP_MAX_HEADERS];
+  http_header hh[HTTP_MAX_HEADERS];
+  size_t nh = HTTP_MAX_HEADERS, mlen, plen;
+  const char *m, *p;
+  int minor;
+  int r = phr_parse_request(c->head, c->head_len, &m, &mlen, &p, &plen, &minor,
+                            h, &nh, before);
+  if (r == -2)
+    return; /* more to come; gate_alloc bounds it */
+  if (r == -1) {
+    hand_over(c); /* H2O answers malformed input (400) and closes */
+    return;
+  }
+  for (size_t i = 0; i < nh; i++)
+    hh[i] = (http_header){h[i].name, h[i].name_len, h[i].value, h[i].value_len};
+  if (token_ok(s, hh, nh))
+    hand_over(c);
+  else
+    gate_refuse(c, 401, "request.unauthorized",
+                "a valid \"Authorization: Bearer\" token is required");
+}
+
+/* Once a second: gate connections past their deadline (a head that never
+ * completes, a refused client still sending) are closed. */
+static void on_sweep(uv_timer_t *t) {
+  http_server *s = t->data;
+  uint64_t now = uv_now(t->loop);
+  for (http_conn *c = s->conns; c; c = c->next)
+    if ((c->state == CONN_GATE || c->state == CONN_LINGER) &&
+        now >= c->deadline)
+      gate_close(c);
 }
 
 static void on_accept(uv_stream_t *listener, int status) {
   http_server *s = listener->data;
-  if (status != 0)
-    return;
-  http_conn *c = h2o_mem_alloc(sizeof *c);
-  c->server = s;
-  uv_tcp_init(listener->loop, &c->tcp);
-  s->connections++;
-  if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0) {
-    uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+  if (status != 0) {
+    log_warn("http: accept: %s", uv_strerror(status));
     return;
   }
-  h2o_socket_t *sock =
-      h2o_uv_socket_create((uv_stream_t *)&c->tcp, on_conn_closed);
-  h2o_accept(&s->accept_ctx, sock);
+  http_conn *c = xcalloc(1, sizeof *c);
+  c->server = s;
+  int rc = uv_tcp_init(listener->loop, &c->tcp);
+  if (rc != 0) {
+    log_error("http: cannot take a connection: %s", uv_strerror(rc));
+    free(c);
+    return;
+  }
+  c->next = s->conns;
+  if (s->conns)
+    s->conns->prev = c;
+  s->conns = c;
+  s->connections++;
+  if ((rc = uv_accept(listener, (uv_stream_t *)&c->tcp)) != 0) {
+    log_warn("http: accept: %s", uv_strerror(rc));
+    gate_close(c);
+    return;
+  }
+  if (!s->token) {
+    hand_over(c);
+    return;
+  }
+  c->state = CONN_GATE;
+  c->deadline = uv_now(listener->loop) + s->config.http1.req_timeout;
+  if (uv_read_start((uv_stream_t *)&c->tcp, gate_alloc, gate_read) != 0)
+    gate_close(c);
 }
+
+size_t http_budget(const http_server *s) { return s->budget; }
+
+/* ---- listening
+ * ------------------------------------------------------------------- */
 
 /* "127.0.0.1:8787", "[::1]:8787", "localhost:8787". */
 static int parse_listen(const char *listen, struct sockaddr_storage *addr,
@@ -849,15 +1580,20 @@ int http_start(uv_loop_t *loop, duro_engine *e, const config *cfg,
   if (resolve(cfg, &addr, &token, err, errlen) != 0)
     return -1;
 
-  http_server *s = xcalloc(1, sizeof *s);
-  s->engine = e;
-  s->token = token ? xstrdup(token) : NULL;
-  s->max_body = cfg->http.max_body_bytes > 0 ? (size_t)cfg->http.max_body_bytes
-                                             : 1024 * 1024;
+  size_t max_body = cfg->http.max_body_bytes > 0
+                        ? (size_t)cfg->http.max_body_bytes
+                        : 1024 * 1024;
+  http_server *s = http_server_new(e, token, max_body);
+  s->budget = max_body * BUDGET_BODIES > BUDGET_MIN ? max_body * BUDGET_BODIES
+                                                    : BUDGET_MIN;
   h2o_config_init(&s->config);
-  /* H2O refuses bodies past its own limit with a plain-text 413; keep that
-   * limit above ours so clients get the JSON error in the common case. */
-  s->config.max_request_entity_size = s->max_body * 2 + 65536;
+  /* H2O refuses a larger Content-Length from the headers, and stops a
+   * chunked body there (H2O counts a chunked body's last byte as over,
+   * hence the + 1; our own check answers one byte over). */
+  s->config.max_request_entity_size = s->max_body + 1;
+  /* HTTP/1.1 only: an h2c connection would carry many streams, each
+   * buffering a body, past the gate and outside the budget. */
+  s->config.http1.upgrade_to_http2 = 0;
   h2o_hostconf_t *host = h2o_config_register_host(
       &s->config, h2o_iovec_init(H2O_STRLIT("default")), 65535);
   h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
@@ -865,42 +1601,87 @@ int http_start(uv_loop_t *loop, duro_engine *e, const config *cfg,
       (route_handler *)h2o_create_handler(path, sizeof(route_handler));
   h->super.on_req = on_req;
   h->server = s;
+  json_filter *f =
+      (json_filter *)h2o_create_filter(&host->fallback_path, sizeof *f);
+  f->super.on_setup_ostream = on_setup_json_errors;
+  f->server = s;
   h2o_context_init(&s->ctx, loop, &s->config);
+  s->started = 1;
   s->accept_ctx.ctx = &s->ctx;
   s->accept_ctx.hosts = s->config.hosts;
+  *out = s; /* on failure, the caller frees it once the loop ran */
 
-  uv_tcp_init(loop, &s->listener);
-  s->listener.data = s;
-  int rc = listen_fd >= 0
-               ? uv_tcp_open(&s->listener, listen_fd)
-               : uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0);
-  if (rc == 0)
-    rc = uv_listen((uv_stream_t *)&s->listener, SOMAXCONN, on_accept);
+  /* Neither handle keeps the loop running on its own. */
+  int rc = uv_prepare_init(loop, &s->bound);
+  if (rc == 0) {
+    s->handles++;
+    s->bound.data = s;
+    uv_unref((uv_handle_t *)&s->bound);
+    rc = uv_prepare_start(&s->bound, on_prepare);
+  }
+  if (rc == 0 && (rc = uv_timer_init(loop, &s->sweep)) == 0) {
+    s->handles++;
+    s->sweep.data = s;
+    uv_unref((uv_handle_t *)&s->sweep);
+    rc = uv_timer_start(&s->sweep, on_sweep, 1000, 1000);
+  }
+  if (rc != 0) {
+    snprintf(err, errlen, "%s: cannot start serving HTTP: %s", cfg->file,
+             uv_strerror(rc));
+    return -1;
+  }
+  rc = uv_tcp_init(loop, &s->listener);
   if (rc != 0) {
     snprintf(err, errlen, "%s: cannot listen on %s: %s", cfg->file, listen,
              uv_strerror(rc));
-    uv_close((uv_handle_t *)&s->listener, NULL);
-    *out = s; /* the caller frees it once the loop closed the handle */
     return -1;
   }
-  s->listening = 1;
+  s->listener.data = s;
+  s->listening = 1; /* http_stop closes it */
+  rc = listen_fd >= 0 ? uv_tcp_open(&s->listener, listen_fd)
+                      : uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0);
+  if (rc == 0)
+    rc = uv_listen((uv_stream_t *)&s->listener, SOMAXCONN, on_accept);
   struct sockaddr_storage bound;
   int blen = sizeof bound;
-  uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &blen);
+  if (rc == 0)
+    rc = uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &blen);
+  if (rc != 0) {
+    snprintf(err, errlen, "%s: cannot listen on %s: %s", cfg->file, listen,
+             uv_strerror(rc));
+    return -1;
+  }
   s->port = ntohs(bound.ss_family == AF_INET6
                       ? ((struct sockaddr_in6 *)&bound)->sin6_port
                       : ((struct sockaddr_in *)&bound)->sin_port);
-  *out = s;
   return 0;
 }
 
 int http_port(const http_server *s) { return s->port; }
 
+static void on_handle_closed(uv_handle_t *h) {
+  http_server *s = h->data;
+  s->handles--;
+}
+
 void http_stop(http_server *s) {
-  if (s && s->listening) {
+  if (!s)
+    return;
+  s->stopping = 1;
+  if (s->listening) {
     uv_close((uv_handle_t *)&s->listener, NULL);
     s->listening = 0;
   }
+  if (s->handles == 2) {
+    uv_close((uv_handle_t *)&s->bound, on_handle_closed);
+    uv_close((uv_handle_t *)&s->sweep, on_handle_closed);
+  } else if (s->handles == 1) {
+    uv_close((uv_handle_t *)&s->bound, on_handle_closed);
+  }
+  /* Heads not yet read will not be served. */
+  for (http_conn *c = s->conns; c; c = c->next)
+    if (c->state != CONN_H2O)
+      gate_close(c);
 }
 
 /* H2O 2.2 asserts when a context is disposed with connections still open
@@ -913,13 +1694,17 @@ static http_server *volatile left_to_exit; /* volatile: a store to a
 void http_free(http_server *s) {
   if (!s)
     return;
-  if (s->connections > 0) {
-    log_warn("http: %zu connection(s) still open at shutdown", s->connections);
+  if (s->started && (s->connections > 0 || s->handles > 0)) {
+    if (s->connections > 0)
+      log_warn("http: %zu connection(s) still open at shutdown",
+               s->connections);
     left_to_exit = s;
     return;
   }
-  h2o_context_dispose(&s->ctx);
-  h2o_config_dispose(&s->config);
+  if (s->started) {
+    h2o_context_dispose(&s->ctx);
+    h2o_config_dispose(&s->config);
+  }
   free(s->token);
   free(s);
 }

@@ -263,8 +263,9 @@ static int on_signal(supervisor *sv, int signo) {
     return rc;
   }
   if (signo == SIGHUP) {
-    log_write(DURO_LOG_INFO, WHO,
-              "SIGHUP: plugin reload is not available yet; carrying on");
+    /* A reload: the engine loads changed plugin builds. */
+    if (sv->child > 0)
+      kill(sv->child, SIGHUP);
     return -1;
   }
   /* SIGINT / SIGTERM */

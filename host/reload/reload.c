@@ -1,0 +1,650 @@
+/* reload.c — plugin builds in the engine process (reload.h).
+ *
+ * Each config plugin has its loaded builds, oldest first, the newest last.
+ * The engine keeps the run() pointers of each workflow's builds
+ * (engine/builds.c); this module owns the code they point into, and only
+ * unloads a build after the engine agreed to retire it from every
+ * workflow of the plugin. */
+#include "reload.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "ledger.h"
+#include "loader.h"
+#include "log.h"
+#include "store.h"
+#include "util.h"
+
+extern char **environ;
+
+#define DEBOUNCE_MS 250
+
+typedef struct build {
+  char hash[17];
+  loader_plugin *lp;
+  int64_t loaded_ms;
+} build;
+
+typedef struct plugin_state {
+  reloader *r;
+  const config_plugin *cfg;
+  build *builds; /* oldest first; the last is the newest */
+  size_t n;
+  char *initial_copy; /* before reload_attach: the private copy loaded */
+  uv_fs_event_t watch;
+  uv_timer_t debounce;
+  int watching;
+} plugin_state;
+
+struct reloader {
+  const config *cfg;
+  ledger *ledger;
+  char *self;
+  duro_engine *e;
+  char *store_dir;
+  char *tmp_dir;
+  pthread_mutex_t mu;
+  plugin_state *plugins;
+  int restarted; /* an engine died before this one (the ledger says so) */
+};
+
+static int64_t wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+reloader *reload_new(const config *cfg, ledger *l, const char *self) {
+  reloader *r = xcalloc(1, sizeof *r);
+  r->cfg = cfg;
+  r->ledger = l;
+  r->restarted = l && ledger_last_death(l, NULL) != LEDGER_DEATH_NONE;
+  r->self = xstrdup(self);
+  r->store_dir = build_store_dir(cfg->storage.path);
+  pthread_mutex_init(&r->mu, NULL);
+  r->plugins = xcalloc(cfg->n_plugins ? cfg->n_plugins : 1, sizeof *r->plugins);
+  for (size_t i = 0; i < cfg->n_plugins; i++) {
+    r->plugins[i].r = r;
+    r->plugins[i].cfg = &cfg->plugins[i];
+  }
+  return r;
+}
+
+static void remove_tmp_dir(reloader *r) {
+  if (!r->tmp_dir)
+    return;
+  for (size_t i = 0; i < r->cfg->n_plugins; i++) {
+    plugin_state *p = &r->plugins[i];
+    if (p->initial_copy)
+      unlink(p->initial_copy);
+    free(p->initial_copy);
+    p->initial_copy = NULL;
+  }
+  rmdir(r->tmp_dir);
+  free(r->tmp_dir);
+  r->tmp_dir = NULL;
+}
+
+void reload_free(reloader *r) {
+  if (!r)
+    return;
+  remove_tmp_dir(r);
+  for (size_t i = 0; i < r->cfg->n_plugins; i++) {
+    plugin_state *p = &r->plugins[i];
+    for (size_t k = 0; k < p->n; k++)
+      loader_close(p->builds[k].lp);
+    free(p->builds);
+  }
+  free(r->plugins);
+  free(r->store_dir);
+  free(r->self);
+  pthread_mutex_destroy(&r->mu);
+  free(r);
+}
+
+/* ---- the probe ------------------------------------------------------------
+ */
+
+int reload_probe_main(int argc, char **argv) {
+  if (argc < 4) {
+    fprintf(stderr, "usage: duro __load NAME PATH [CLASS...]\n");
+    return 2;
+  }
+  char err[1024];
+  loader_plugin *lp = NULL;
+  if (loader_open(argv[2], argv[3], duro_host_api(), &lp, err, sizeof err)) {
+    fprintf(stderr, "%s\n", err);
+    return 1;
+  }
+  int bad = 0;
+  for (int i = 4; i < argc; i++)
+    if (!loader_find_workflow(lp, argv[i])) {
+      fprintf(stderr, "plugin \"%s\" (%s) exports no class \"%s\"\n", argv[2],
+              argv[3], argv[i]);
+      bad = 1;
+    }
+  loader_close(lp);
+  return bad;
+}
+
+/* Loads `path` as plugin p in a child process first: a build that fails or
+ * crashes while loading (constructors, init) is refused there, not here.
+ * Returns 0, or -1 with why in err. */
+static int probe(reloader *r, const plugin_state *p, const char *path,
+                 char *err, size_t errlen) {
+  const config_plugin *c = p->cfg;
+  char **argv = xcalloc(c->n_workflows + 5, sizeof *argv);
+  size_t n = 0;
+  argv[n++] = "duro";
+  argv[n++] = "__load";
+  argv[n++] = c->name;
+  argv[n++] = (char *)path;
+  for (size_t k = 0; k < c->n_workflows; k++)
+    argv[n++] = c->workflows[k].class_name;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    free(argv);
+    snprintf(err, errlen, "pipe: %s", strerror(errno));
+    return -1;
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], STDERR_FILENO);
+  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY,
+                                   0);
+  pid_t pid;
+  int rc = posix_spawn(&pid, r->self, &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  free(argv);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    snprintf(err, errlen, "cannot start the load probe %s: %s", r->self,
+             strerror(rc));
+    return -1;
+  }
+  char out[1024];
+  size_t got = 0;
+  ssize_t k;
+  while ((k = read(fds[0], out + got, sizeof out - 1 - got)) > 0 ||
+         (k < 0 && errno == EINTR))
+    if (k > 0)
+      got += (size_t)k;
+  out[got] = '\0';
+  close(fds[0]);
+  int status;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    return 0;
+  out[strcspn(out, "\n")] = '\0';
+  if (WIFSIGNALED(status))
+    snprintf(err, errlen, "crashed while loading (signal %d, SIG%s)%s%.600s",
+             WTERMSIG(status), sigabbrev_np(WTERMSIG(status)), *out ? ": " : "",
+             out);
+  else if (*out)
+    snprintf(err, errlen, "%s", out);
+  else
+    snprintf(err, errlen, "exited with status %d while loading",
+             WEXITSTATUS(status));
+  return -1;
+}
+
+/* ---- loading ---------------------------------------------------------------
+ */
+
+static build *find_build(plugin_state *p, const char *hash) {
+  for (size_t k = 0; k < p->n; k++)
+    if (!strcmp(p->builds[k].hash, hash))
+      return &p->builds[k];
+  return NULL;
+}
+
+/* Loads `path` (a copy) in this process, its classes checked, and adds it
+ * to the plugin's builds (newest or, with newest = 0, before it). */
+static int load_build(reloader *r, plugin_state *p, const char *path,
+                      const char *hash, int newest, char *err, size_t errlen) {
+  ledger_slot *slot =
+      r->ledger ? ledger_claim(r->ledger, LEDGER_LOADING) : NULL;
+  if (slot) {
+    ledger_copy(slot->plugin, sizeof slot->plugin, p->cfg->name);
+    ledger_thread_bind(r->ledger, slot);
+  }
+  loader_plugin *lp = NULL;
+  int rc = loader_open(p->cfg->name, path, duro_host_api(), &lp, err, errlen);
+  if (slot)
+    ledger_release(r->ledger, slot);
+  if (rc)
+    return -1;
+  for (size_t k = 0; k < p->cfg->n_workflows; k++)
+    if (!loader_find_workflow(lp, p->cfg->workflows[k].class_name)) {
+      snprintf(err, errlen, "plugin \"%s\" (%s) exports no class \"%s\"",
+               p->cfg->name, path, p->cfg->workflows[k].class_name);
+      loader_close(lp);
+      return -1;
+    }
+  p->builds = xrealloc(p->builds, (p->n + 1) * sizeof *p->builds);
+  build b = {.lp = lp, .loaded_ms = wall_ms()};
+  snprintf(b.hash, sizeof b.hash, "%s", hash);
+  if (newest || p->n == 0) {
+    p->builds[p->n] = b;
+  } else {
+    p->builds[p->n] = p->builds[p->n - 1];
+    p->builds[p->n - 1] = b;
+  }
+  p->n++;
+  return 0;
+}
+
+/* The plugin's last good build, as remembered in the store. */
+static char *newest_marker(const reloader *r, const plugin_state *p) {
+  return xasprintf("%s/%s.newest", r->store_dir, p->cfg->name);
+}
+
+static void remember_newest(reloader *r, plugin_state *p) {
+  char *path = newest_marker(r, p);
+  FILE *f = fopen(path, "w");
+  if (f) {
+    fprintf(f, "%s\n", p->builds[p->n - 1].hash);
+    fclose(f);
+  }
+  free(path);
+}
+
+/* A probe refused the configured file at start: serve the last good build
+ * from the store instead, if there is one. */
+static int load_fallback(reloader *r, plugin_state *p, const char *why) {
+  char *marker = newest_marker(r, p);
+  char hash[32] = "";
+  FILE *f = fopen(marker, "r");
+  free(marker);
+  if (!f)
+    return -1;
+  if (!fgets(hash, sizeof hash, f))
+    hash[0] = '\0';
+  fclose(f);
+  hash[strcspn(hash, "\n")] = '\0';
+  if (strlen(hash) != 16)
+    return -1;
+  char *path = build_store_path(r->store_dir, hash);
+  char err[1024];
+  int rc = probe(r, p, path, err, sizeof err) == 0
+               ? load_build(r, p, path, hash, 1, err, sizeof err)
+               : -1;
+  if (rc == 0)
+    log_warn("plugin \"%s\": %s (%s); serving its last good build %s from "
+             "the build store",
+             p->cfg->name, p->cfg->path, why, hash);
+  free(path);
+  return rc;
+}
+
+/* Prints why plugin c was refused as file:line:column, naming the path
+ * the user configured rather than the copy that was loaded. */
+static void report_refusal(const config *cfg, const config_plugin *c,
+                           const char *copy, const char *err) {
+  char msg[1200];
+  const char *at = copy ? strstr(err, copy) : NULL;
+  if (at)
+    snprintf(msg, sizeof msg, "%.*s%s%s", (int)(at - err), err, c->path,
+             at + strlen(copy));
+  else
+    snprintf(msg, sizeof msg, "%s", err);
+  const char *cls = strstr(msg, "exports no class \"");
+  for (size_t k = 0; cls && k < c->n_workflows; k++) {
+    const config_workflow *w = &c->workflows[k];
+    size_t n = strlen(w->class_name);
+    const char *name = cls + strlen("exports no class \"");
+    if (!strncmp(name, w->class_name, n) && name[n] == '"') {
+      fprintf(stderr,
+              "%s:%d:%d: workflow \"%s\": plugin \"%s\" (%s) exports no "
+              "class \"%s\"\n",
+              cfg->file, w->pos.line, w->pos.column, w->name, c->name, c->path,
+              w->class_name);
+      return;
+    }
+  }
+  if (strstr(msg, c->name))
+    fprintf(stderr, "%s:%d:%d: %s\n", cfg->file, c->pos.line, c->pos.column,
+            msg);
+  else
+    fprintf(stderr, "%s:%d:%d: plugin \"%s\" (%s): %s\n", cfg->file,
+            c->pos.line, c->pos.column, c->name, c->path, msg);
+}
+
+int reload_load_initial(reloader *r) {
+  const config *cfg = r->cfg;
+  int problems = 0;
+  char tmpl[] = "/tmp/duro-builds-XXXXXX";
+  const char *tmpdir = getenv("TMPDIR");
+  char *dir = tmpdir && *tmpdir ? xasprintf("%s/duro-builds-XXXXXX", tmpdir)
+                                : xstrdup(tmpl);
+  if (!mkdtemp(dir)) {
+    fprintf(stderr, "duro: cannot create a temporary directory (%s): %s\n", dir,
+            strerror(errno));
+    free(dir);
+    return 1;
+  }
+  r->tmp_dir = dir;
+  for (size_t i = 0; i < cfg->n_plugins; i++) {
+    plugin_state *p = &r->plugins[i];
+    const config_plugin *c = p->cfg;
+    char err[1024], hash[17];
+    char *copy = NULL;
+    int rc =
+        build_store_import(r->tmp_dir, c->path, hash, &copy, err, sizeof err);
+    if (rc == 0 && (rc = probe(r, p, copy, err, sizeof err)) != 0 &&
+        r->restarted && load_fallback(r, p, err) == 0) {
+      unlink(copy);
+      free(copy);
+      continue;
+    }
+    if (rc == 0)
+      rc = load_build(r, p, copy, hash, 1, err, sizeof err);
+    if (rc) {
+      report_refusal(cfg, c, copy, err);
+      if (copy)
+        unlink(copy);
+      free(copy);
+      problems++;
+      continue;
+    }
+    p->initial_copy = copy;
+  }
+  return problems;
+}
+
+/* ---- attaching to the engine ----------------------------------------------
+ */
+
+typedef struct pin {
+  char *workflow, *build;
+} pin;
+typedef struct pins {
+  pin *v;
+  size_t n;
+} pins;
+
+static void collect_pin(void *ctx, const char *workflow, const char *build) {
+  pins *ps = ctx;
+  ps->v = xrealloc(ps->v, (ps->n + 1) * sizeof *ps->v);
+  ps->v[ps->n++] = (pin){xstrdup(workflow), xstrdup(build)};
+}
+
+/* Gives the engine build b's run() for each workflow of the plugin. */
+static void add_to_engine(reloader *r, plugin_state *p, const build *b,
+                          int newest) {
+  for (size_t k = 0; k < p->cfg->n_workflows; k++) {
+    const config_workflow *w = &p->cfg->workflows[k];
+    duro_run_fn run = loader_find_workflow(b->lp, w->class_name);
+    if (run)
+      duro_engine_add_build(r->e, w->name, b->hash, run, newest);
+  }
+}
+
+static void register_workflows(reloader *r) {
+  for (size_t i = 0; i < r->cfg->n_plugins; i++) {
+    plugin_state *p = &r->plugins[i];
+    const build *newest = &p->builds[p->n - 1];
+    for (size_t k = 0; k < p->cfg->n_workflows; k++) {
+      const config_workflow *w = &p->cfg->workflows[k];
+      duro_workflow_limits lim = {
+          .retention_ms = w->retention_ms,
+          .max_steps = w->max_steps,
+          .concurrency = w->concurrency,
+          .pause_on_divergence = w->pause_on_divergence,
+          .versioning_latest = w->versioning_latest,
+      };
+      /* names are unique (config.c checked), so this cannot fail */
+      duro_engine_register(r->e, w->name, w->binding,
+                           loader_find_workflow(newest->lp, w->class_name),
+                           &lim, newest->hash);
+    }
+  }
+}
+
+/* Builds in-flight instances are pinned to, from the store. */
+static void load_pinned(reloader *r) {
+  pins ps = {0};
+  if (duro_engine_pinned_builds(r->e, collect_pin, &ps) != 0)
+    log_error("cannot list the builds instances are pinned to");
+  for (size_t i = 0; i < ps.n; i++) {
+    const config_plugin *c = NULL;
+    if (config_find_workflow(r->cfg, ps.v[i].workflow, &c)) {
+      plugin_state *p = &r->plugins[c - r->cfg->plugins];
+      if (!find_build(p, ps.v[i].build)) {
+        char *path = build_store_path(r->store_dir, ps.v[i].build);
+        char err[1024];
+        if (probe(r, p, path, err, sizeof err) == 0 &&
+            load_build(r, p, path, ps.v[i].build, 0, err, sizeof err) == 0) {
+          add_to_engine(r, p, &p->builds[p->n - 2], 0);
+          log_info("plugin \"%s\": build %s loaded for the instances pinned "
+                   "to it",
+                   c->name, ps.v[i].build);
+        } else {
+          log_error("plugin \"%s\": build %s, which instances of %s are "
+                    "pinned to, cannot be loaded: %s",
+                    c->name, ps.v[i].build, ps.v[i].workflow, err);
+        }
+        free(path);
+      }
+    }
+    free(ps.v[i].workflow);
+    free(ps.v[i].build);
+  }
+  free(ps.v);
+}
+
+int reload_attach(reloader *r, duro_engine *e) {
+  pthread_mutex_lock(&r->mu);
+  r->e = e;
+  for (size_t i = 0; i < r->cfg->n_plugins; i++) {
+    plugin_state *p = &r->plugins[i];
+    if (!p->initial_copy)
+      continue; /* served from the store already */
+    char err[1024], hash[17];
+    char *stored = NULL;
+    if (build_store_import(r->store_dir, p->initial_copy, hash, &stored, err,
+                           sizeof err) != 0)
+      log_error("plugin \"%s\": %s", p->cfg->name, err);
+    free(stored);
+    remember_newest(r, p);
+  }
+  remove_tmp_dir(r);
+  register_workflows(r);
+  load_pinned(r);
+  pthread_mutex_unlock(&r->mu);
+  return 0;
+}
+
+/* ---- reloading
+ * ---------------------------------------------------------------
+ */
+
+static json_t *reload_one(reloader *r, plugin_state *p) {
+  const config_plugin *c = p->cfg;
+  char previous[17]; /* a copy: loading a build moves the array */
+  snprintf(previous, sizeof previous, "%s", p->builds[p->n - 1].hash);
+  char err[1024] = "", hash[17];
+  json_t *rep = json_pack("{s:s,s:s}", "name", c->name, "previous", previous);
+  char current[17];
+  if (loader_hash_file(c->path, current) == 0 && !strcmp(current, previous)) {
+    json_object_set_new(rep, "status", json_string("unchanged"));
+    json_object_set_new(rep, "build", json_string(previous));
+    return rep;
+  }
+  char *stored = NULL;
+  int rc =
+      build_store_import(r->store_dir, c->path, hash, &stored, err, sizeof err);
+  build *known = rc == 0 ? find_build(p, hash) : NULL;
+  if (rc == 0 && known == &p->builds[p->n - 1]) {
+    json_object_set_new(rep, "status", json_string("unchanged"));
+  } else if (rc == 0 && known) {
+    /* Back to a build still loaded for pinned instances: a rollback. */
+    build b = *known;
+    size_t at = (size_t)(known - p->builds);
+    memmove(&p->builds[at], &p->builds[at + 1],
+            (p->n - at - 1) * sizeof *p->builds);
+    p->builds[p->n - 1] = b;
+    add_to_engine(r, p, &p->builds[p->n - 1], 1);
+    json_object_set_new(rep, "status", json_string("loaded"));
+  } else if (rc == 0 && (rc = probe(r, p, stored, err, sizeof err)) == 0 &&
+             (rc = load_build(r, p, stored, hash, 1, err, sizeof err)) == 0) {
+    add_to_engine(r, p, &p->builds[p->n - 1], 1);
+    json_object_set_new(rep, "status", json_string("loaded"));
+  }
+  if (rc) {
+    if (stored && !find_build(p, hash))
+      build_store_remove(r->store_dir, hash);
+    log_error("plugin \"%s\": new build of %s refused: %s; build %s keeps "
+              "serving",
+              c->name, c->path, err, previous);
+    json_object_set_new(rep, "status", json_string("refused"));
+    json_object_set_new(rep, "error", json_string(err));
+  } else {
+    json_object_set_new(rep, "build", json_string(hash));
+    if (strcmp(hash, previous) != 0) {
+      remember_newest(r, p);
+      log_info("plugin \"%s\": build %s is the newest (was %s)", c->name, hash,
+               previous);
+    }
+  }
+  free(stored);
+  return rep;
+}
+
+int reload_plugins(reloader *r, const char *name, json_t **report) {
+  json_t *list = json_array();
+  int refused = 0, found = 0;
+  pthread_mutex_lock(&r->mu);
+  for (size_t i = 0; i < r->cfg->n_plugins && r->e; i++) {
+    plugin_state *p = &r->plugins[i];
+    if (name && strcmp(name, p->cfg->name) != 0)
+      continue;
+    found++;
+    json_t *rep = reload_one(r, p);
+    refused +=
+        !strcmp(json_string_value(json_object_get(rep, "status")), "refused");
+    json_array_append_new(list, rep);
+  }
+  pthread_mutex_unlock(&r->mu);
+  if (report)
+    *report = json_pack("{s:o}", "plugins", list);
+  else
+    json_decref(list);
+  return name && !found ? -1 : refused;
+}
+
+void reload_gc(reloader *r) {
+  pthread_mutex_lock(&r->mu);
+  for (size_t i = 0; r->e && i < r->cfg->n_plugins; i++) {
+    plugin_state *p = &r->plugins[i];
+    for (size_t k = 0; k + 1 < p->n;) {
+      int unused = 1;
+      for (size_t w = 0; w < p->cfg->n_workflows; w++) {
+        int rc = duro_engine_retire_build(r->e, p->cfg->workflows[w].name,
+                                          p->builds[k].hash);
+        if (rc != 0 && rc != DURO_E_NOT_FOUND)
+          unused = 0;
+      }
+      if (!unused) {
+        k++;
+        continue;
+      }
+      log_info("plugin \"%s\": build %s unloaded: no instance needs it",
+               p->cfg->name, p->builds[k].hash);
+      loader_close(p->builds[k].lp);
+      build_store_remove(r->store_dir, p->builds[k].hash);
+      memmove(&p->builds[k], &p->builds[k + 1],
+              (p->n - k - 1) * sizeof *p->builds);
+      p->n--;
+    }
+  }
+  pthread_mutex_unlock(&r->mu);
+}
+
+json_t *reload_list(reloader *r) {
+  json_t *list = json_array();
+  pthread_mutex_lock(&r->mu);
+  for (size_t i = 0; i < r->cfg->n_plugins; i++) {
+    plugin_state *p = &r->plugins[i];
+    json_t *builds = json_array();
+    for (size_t k = 0; k < p->n; k++)
+      json_array_append_new(
+          builds, json_pack("{s:s,s:b,s:I}", "build", p->builds[k].hash,
+                            "newest", k + 1 == p->n, "loaded_ms",
+                            (json_int_t)p->builds[k].loaded_ms));
+    json_array_append_new(list,
+                          json_pack("{s:s,s:s,s:o}", "name", p->cfg->name,
+                                    "path", p->cfg->path, "builds", builds));
+  }
+  pthread_mutex_unlock(&r->mu);
+  return json_pack("{s:o}", "plugins", list);
+}
+
+/* ---- watching the files
+ * ------------------------------------------------------
+ */
+
+static void on_debounced(uv_timer_t *t) {
+  plugin_state *p = t->data;
+  json_t *rep = NULL;
+  reload_plugins(p->r, p->cfg->name, &rep);
+  json_decref(rep);
+}
+
+static void on_fs_event(uv_fs_event_t *h, const char *filename, int events,
+                        int status) {
+  (void)events;
+  plugin_state *p = h->data;
+  char *copy = xstrdup(p->cfg->path);
+  int ours = status == 0 && filename && !strcmp(filename, basename(copy));
+  free(copy);
+  if (ours) /* a cp writes in several pieces: wait for the last */
+    uv_timer_start(&p->debounce, on_debounced, DEBOUNCE_MS, 0);
+}
+
+int reload_watch(reloader *r, uv_loop_t *loop) {
+  for (size_t i = 0; i < r->cfg->n_plugins; i++) {
+    plugin_state *p = &r->plugins[i];
+    char *copy = xstrdup(p->cfg->path);
+    const char *dir = dirname(copy);
+    uv_fs_event_init(loop, &p->watch);
+    uv_timer_init(loop, &p->debounce);
+    p->watch.data = p->debounce.data = p;
+    int rc = uv_fs_event_start(&p->watch, on_fs_event, dir, 0);
+    if (rc != 0)
+      log_warn("plugin \"%s\": cannot watch %s (%s): reload it with SIGHUP "
+               "or duro reload",
+               p->cfg->name, dir, uv_strerror(rc));
+    p->watching = 1;
+    free(copy);
+  }
+  return 0;
+}
+
+void reload_unwatch(reloader *r) {
+  for (size_t i = 0; i < r->cfg->n_plugins; i++) {
+    plugin_state *p = &r->plugins[i];
+    if (!p->watching)
+      continue;
+    uv_fs_event_stop(&p->watch);
+    uv_timer_stop(&p->debounce);
+    uv_close((uv_handle_t *)&p->watch, NULL);
+    uv_close((uv_handle_t *)&p->debounce, NULL);
+    p->watching = 0;
+  }
+}

@@ -1,0 +1,73 @@
+/* reload.h — the plugins of the engine process, and their hot reload.
+ *
+ * Every build a plugin has is loaded from its copy in the build store
+ * (store.h), never from the path the user writes to.  A new build (a
+ * changed file, seen by a directory watch, SIGHUP, `duro reload` or
+ * POST /plugins/{name}/reload) is copied, then loaded in a probe process
+ * first (`duro __load`: dlopen, constructors, ABI checks, init, every
+ * configured class), so a build that fails or crashes while loading is
+ * refused with the previous one still serving; only then is it loaded
+ * beside the old builds and made the newest of each of its workflows.
+ * Instances pinned to older builds keep them loaded; a periodic pass
+ * unloads and deletes builds no instance needs (reload_gc).
+ *
+ * All functions take the reloader's lock: reloads from the loop (watch,
+ * SIGHUP) and from the HTTP pool are serialized. */
+#ifndef DURO_RELOAD_H
+#define DURO_RELOAD_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <uv.h>
+
+#include "config.h"
+#include "engine.h"
+
+struct ledger;
+typedef struct reloader reloader;
+
+/* `cfg` and `ledger` (may be NULL) are borrowed; `self` is the path of the
+ * duro binary, for probes. */
+reloader *reload_new(const config *cfg, struct ledger *ledger,
+                     const char *self);
+void reload_free(reloader *r);
+
+/* Loads every plugin's configured file, before the storage lock: the
+ * copies go to a private temporary directory (nothing is created beside
+ * the database yet).  When the supervisor restarts a dead engine, a file
+ * that fails its probe falls back to the plugin's last good build in the
+ * store (a bad deploy must not become a crash loop); on a first start it
+ * is refused.  Prints each problem as file:line:column and returns their
+ * number. */
+int reload_load_initial(reloader *r);
+
+/* Once the storage lock is held and the engine open: moves the initial
+ * copies into the build store, registers every workflow with its newest
+ * build, and loads the older builds in-flight instances are pinned to. */
+int reload_attach(reloader *r, duro_engine *e);
+
+/* Reloads plugin `name` (NULL: every plugin).  *report (may be NULL)
+ * receives {"plugins":[{"name","status":"loaded|unchanged|refused",
+ * "build","previous","error"}]}; returns the number refused (or -1 for an
+ * unknown name). */
+int reload_plugins(reloader *r, const char *name, json_t **report);
+
+/* Unloads and deletes every build that is not the newest and that no
+ * activation runs and no instance that has not ended is pinned to.  Runs
+ * journal reads: not on the event loop. */
+void reload_gc(reloader *r);
+
+/* {"plugins":[{"name","path","builds":[{"build","newest","loaded_ms"}]}]} */
+json_t *reload_list(reloader *r);
+
+/* Watches each plugin's file (its directory: an editor or a cp that
+ * replaces the file is seen too) and reloads it ~250 ms after it last
+ * changed. */
+int reload_watch(reloader *r, uv_loop_t *loop);
+void reload_unwatch(reloader *r);
+
+/* `duro __load NAME PATH [CLASS...]`: the probe.  Loads the plugin, checks
+ * its classes, unloads it; exit code 0 when all is well. */
+int reload_probe_main(int argc, char **argv);
+
+#endif
