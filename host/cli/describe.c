@@ -220,6 +220,27 @@ static void times(FILE *out, const json_t *in, int64_t now_ms) {
   }
 }
 
+/* The plugin builds its attempts ran on; several are flagged: its code
+ * changed while it was in flight. */
+static void builds(FILE *out, const json_t *list) {
+  size_t n = json_array_size(list), i;
+  const json_t *b;
+  if (n == 0)
+    return;
+  char line[256] = "";
+  json_array_foreach(list, i, b) {
+    size_t used = strlen(line);
+    snprintf(line + used, sizeof line - used, "%s%s", i ? " -> " : "",
+             json_string_value(b) ? json_string_value(b) : "?");
+  }
+  if (n > 1) {
+    size_t used = strlen(line);
+    snprintf(line + used, sizeof line - used,
+             "  (ran on %zu builds: its code changed in flight)", n);
+  }
+  field(out, n > 1 ? "builds" : "build", line);
+}
+
 static void header(FILE *out, const json_t *in, int64_t now_ms) {
   describe_text(out, str_field(in, "workflow"), 0, 0);
   fputc('/', out);
@@ -233,6 +254,7 @@ static void header(FILE *out, const json_t *in, int64_t now_ms) {
     json_field(out, "output", json_object_get(in, "output"), json_text);
   if (is_set(json_object_get(in, "error")))
     json_field(out, "error", json_object_get(in, "error"), error_text);
+  builds(out, json_object_get(in, "builds"));
 }
 
 /* ---- steps --------------------------------------------------------------- */

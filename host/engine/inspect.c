@@ -94,6 +94,20 @@ static json_t *step_attempts(json_t *by_key, const journal_step *s) {
   return list;
 }
 
+/* Adds the build of each attempt in `att` to `builds` (once each). */
+static void note_builds(json_t *builds, json_t *att) {
+  size_t i, k;
+  json_t *a, *b;
+  json_array_foreach(att, i, a) {
+    const char *h = json_string_value(json_object_get(a, "build"));
+    int seen = !h;
+    json_array_foreach(builds, k, b) seen |=
+        h && !strcmp(h, json_string_value(b));
+    if (!seen)
+      json_array_append_new(builds, json_string(h));
+  }
+}
+
 int duro_instance_describe(duro_engine *e, const char *workflow, const char *id,
                            json_t **out) {
   *out = NULL;
@@ -108,10 +122,11 @@ int duro_instance_describe(duro_engine *e, const char *workflow, const char *id,
   if (rc == 0)
     rc = journal_attempts_each(e->j, in.rowid, attempt_to_json, attempts);
   if (rc == 0) {
-    json_t *arr = json_array();
+    json_t *arr = json_array(), *builds = json_array();
     for (size_t i = 0; i < n; i++) {
       journal_step *s = &steps[i];
       json_t *att = step_attempts(attempts, s);
+      note_builds(builds, att);
       json_array_append_new(
           arr,
           json_pack("{s:s,s:s,s:I,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "key",
@@ -131,6 +146,14 @@ int duro_instance_describe(duro_engine *e, const char *workflow, const char *id,
                      json_ms(in.created_ms), "started_ms",
                      json_ms(in.started_ms), "ended_ms", json_ms(in.ended_ms),
                      "wake_ms", json_ms(in.wake_ms), "steps", arr);
+    /* The builds its attempts ran on, oldest first; more than one means
+     * its code changed while it was in flight (versioning: latest, or a
+     * restart on another build). */
+    json_object_set_new(*out, "build",
+                        in.build ? json_string(in.build) : json_null());
+    json_object_set_new(*out, "builds", builds);
+    json_object_set_new(*out, "several_builds",
+                        json_boolean(json_array_size(builds) > 1));
   }
   json_decref(attempts);
   journal_steps_free(steps, n);
