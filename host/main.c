@@ -8,18 +8,45 @@
 #include "cli.h"
 #include "host.h"
 #include "reload.h"
+#include "replay.h"
 #include "supervisor.h"
 
 #define DEFAULT_CONFIG "config/duro.yaml"
 
 static int usage(FILE *out) {
-  fprintf(out,
-          "usage: duro run [CONFIG]     run the host (default %s)\n"
-          "       duro check [CONFIG]   validate the config and its plugins\n"
-          "       duro help             print this\n",
-          DEFAULT_CONFIG);
+  fprintf(
+      out,
+      "usage: duro run [CONFIG]     run the host (default %s)\n"
+      "       duro check [CONFIG]   validate the config and its plugins\n"
+      "       duro check [CONFIG] --replay NEW.so [--plugin NAME] [--json]\n"
+      "                             replay the instances in flight on a "
+      "new build,\n"
+      "                             running nothing: which would "
+      "diverge?\n"
+      "       duro help             print this\n",
+      DEFAULT_CONFIG);
   cli_usage(out);
   return out == stderr ? 2 : 0;
+}
+
+/* duro check [CONFIG] [--replay NEW.so [--plugin NAME] [--json]] */
+static int check(int argc, char **argv) {
+  const char *cfg = DEFAULT_CONFIG, *replay = NULL, *plugin = NULL;
+  int as_json = 0;
+  for (int i = 2; i < argc; i++) {
+    if (!strcmp(argv[i], "--replay") && i + 1 < argc)
+      replay = argv[++i];
+    else if (!strcmp(argv[i], "--plugin") && i + 1 < argc)
+      plugin = argv[++i];
+    else if (!strcmp(argv[i], "--json"))
+      as_json = 1;
+    else if (argv[i][0] == '-')
+      return usage(stderr);
+    else
+      cfg = argv[i];
+  }
+  return replay ? replay_check_main(cfg, replay, plugin, as_json)
+                : host_check(cfg);
 }
 
 int main(int argc, char **argv) {
@@ -30,7 +57,7 @@ int main(int argc, char **argv) {
   if (!strcmp(verb, "run"))
     return supervisor_run(cfg);
   if (!strcmp(verb, "check"))
-    return host_check(cfg);
+    return check(argc, argv);
   if (!strcmp(verb, "__load")) /* the reload probe (reload/reload.h) */
     return reload_probe_main(argc, argv);
   if (!strcmp(verb, "workflows"))

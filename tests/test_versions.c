@@ -11,6 +11,7 @@
  * or pauses for an operator, who can roll the code back and resume. */
 #include <check.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
@@ -160,6 +161,52 @@ START_TEST(pause_then_roll_back) {
 }
 END_TEST
 
+/* The dry run: every in-flight instance replayed on the new code, nothing
+ * run, waited or written; exactly the diverging ones are reported. */
+START_TEST(dry_run_reports_divergence_and_changes_nothing) {
+  start(0);
+  ck_assert_int_eq(duro_instance_create(H.e, WF, "i2", NULL, -1, NULL), 0);
+  harness_run(&H);
+  json_t *before = harness_describe(&H, WF, "i1");
+  char *before_text = json_dumps(before, JSON_SORT_KEYS);
+  json_decref(before);
+  int ran_before = ran;
+
+  version = V2_SAME;
+  json_t *rep = NULL;
+  ck_assert_int_eq(duro_engine_dry_run(H.e, WF, flow, &rep), 0);
+  ck_assert_int_eq(json_integer_value(json_object_get(rep, "diverged")), 0);
+  json_t *list = json_object_get(rep, "instances");
+  ck_assert_uint_eq(json_array_size(list), 2);
+  json_t *one = json_array_get(list, 0);
+  ck_assert_str_eq(json_string_value(json_object_get(one, "status")),
+                   "replays");
+  ck_assert_str_eq(json_string_value(json_object_get(one, "next")), "nap#1");
+  json_decref(rep);
+
+  version = V2_INSERTED;
+  ck_assert_int_eq(duro_engine_dry_run(H.e, WF, flow, &rep), 0);
+  ck_assert_int_eq(json_integer_value(json_object_get(rep, "diverged")), 2);
+  one = json_array_get(json_object_get(rep, "instances"), 0);
+  ck_assert_str_eq(json_string_value(json_object_get(one, "status")),
+                   "diverged");
+  const char *msg = json_string_value(
+      json_object_get(json_object_get(one, "error"), "message"));
+  ck_assert_msg(strstr(msg, "X#1") && strstr(msg, "nap#1"), "%s", msg);
+  json_decref(rep);
+
+  ck_assert_int_eq(ran, ran_before); /* no callback ran */
+  json_t *after = harness_describe(&H, WF, "i1");
+  char *after_text = json_dumps(after, JSON_SORT_KEYS);
+  json_decref(after);
+  ck_assert_str_eq(after_text, before_text);
+  free(before_text);
+  free(after_text);
+  ck_assert_str_eq(harness_status(&H, WF, "i1"), "waiting");
+  harness_close(&H);
+}
+END_TEST
+
 /* ---- builds: pinned and latest ------------------------------------------ */
 
 /* Two builds of one workflow: each says which it is in its output. */
@@ -283,6 +330,7 @@ int main(void) {
                       (int)(sizeof changes / sizeof *changes));
   tcase_add_test(tc, change_past_the_journal_runs);
   tcase_add_test(tc, pause_then_roll_back);
+  tcase_add_test(tc, dry_run_reports_divergence_and_changes_nothing);
   suite_add_tcase(s, tc);
   TCase *builds = tcase_create("builds");
   tcase_add_test(builds, pinned_finishes_on_its_build);

@@ -144,3 +144,59 @@ void builds_free(wf_reg *wf) {
   wf->n_builds = 0;
   pthread_mutex_destroy(&wf->builds_mu);
 }
+
+/* ---- a dry run of another build ------------------------------------------ */
+
+typedef struct rowids {
+  int64_t *v;
+  size_t n;
+  int64_t last;
+} rowids;
+
+static void collect_rowid(void *ctx, int64_t rowid, const char *id,
+                          const char *status, int64_t created_ms) {
+  (void)id, (void)status, (void)created_ms;
+  rowids *r = ctx;
+  r->v = xrealloc(r->v, (r->n + 1) * sizeof *r->v);
+  r->v[r->n++] = rowid;
+  r->last = rowid;
+}
+
+int duro_engine_dry_run(duro_engine *e, const char *workflow, duro_run_fn run,
+                        json_t **report) {
+  *report = NULL;
+  wf_reg *wf = engine_find_workflow(e, workflow);
+  if (!wf)
+    return DURO_E_WORKFLOW_NOT_FOUND;
+  /* In flight: every stored status that has not ended (a running instance
+   * is stored queued or waiting). */
+  static const char *const live[] = {"queued", "waiting", "paused"};
+  rowids ids = {0};
+  int rc = 0;
+  for (size_t s = 0; s < 3 && rc == 0; s++) {
+    ids.last = 0;
+    for (;;) {
+      size_t before = ids.n;
+      rc = journal_list(e->j, workflow, live[s], ids.last, 1000, collect_rowid,
+                        &ids);
+      if (rc || ids.n - before < 1000)
+        break;
+    }
+  }
+  json_t *list = json_array();
+  size_t diverged = 0;
+  for (size_t i = 0; i < ids.n && rc == 0; i++) {
+    json_t *one = activation_dry_run(e, wf, ids.v[i], run);
+    diverged +=
+        !strcmp(json_string_value(json_object_get(one, "status")), "diverged");
+    json_array_append_new(list, one);
+  }
+  free(ids.v);
+  if (rc) {
+    json_decref(list);
+    return rc;
+  }
+  *report = json_pack("{s:s,s:o,s:I}", "workflow", workflow, "instances", list,
+                      "diverged", (json_int_t)diverged);
+  return 0;
+}

@@ -291,7 +291,8 @@ int duro_engine_open(const duro_engine_options *opt, duro_engine **out,
                                                       : 1024LL * 1024 * 1024;
   e->polled_through = INT64_MIN;
   int rc =
-      journal_open(opt->db_path, opt->synchronous_full, &e->j, err, errlen);
+      journal_open(opt->db_path, opt->read_only ? -1 : opt->synchronous_full,
+                   &e->j, err, errlen);
   if (rc) {
     free(e);
     return rc;

@@ -47,6 +47,7 @@ int duro_status_parse(const char *name);
 typedef struct duro_engine_options {
   const char *db_path;     /* SQLite file; created if missing */
   int synchronous_full;    /* 1: fsync every commit (default); 0: normal */
+  int read_only;           /* open the journal read-only (a dry run) */
   uint32_t workers;        /* activation threads; 0 = run_until_idle only */
   int64_t max_step_result; /* bytes; 0 = 1 MiB */
   /* bytes of params, step results and errors per instance; 0 = 1 GiB */
@@ -115,6 +116,15 @@ int duro_engine_pinned_builds(duro_engine *e,
                               void (*fn)(void *ctx, const char *workflow,
                                          const char *build),
                               void *ctx);
+
+/* Replays every instance of `workflow` that has not ended on `run` (the
+ * workflow's class in another build) without running, waiting or writing
+ * anything, to see whether a deploy would diverge.  *report (caller owns):
+ * {"workflow","diverged":N,"instances":[{"id","status":"replays|completes|
+ * diverged","journaled","next"?,"error"?}]}.  Open the engine with
+ * read_only to run it beside a live host. */
+int duro_engine_dry_run(duro_engine *e, const char *workflow, duro_run_fn run,
+                        json_t **report);
 
 /* Recovers instances left queued/running by a crash and starts workers. */
 int duro_engine_start(duro_engine *e);

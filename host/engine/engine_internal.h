@@ -203,6 +203,13 @@ void *engine_watchdog_main(void *arg);
 /* Starts one more worker thread (mu held).  engine.c. */
 int engine_spawn_worker_locked(duro_engine *e);
 
+/* Replays the instance `rowid` of workflow `wf` on `run` (another build)
+ * without running, waiting or writing anything: {"id","status":
+ * "replays|completes|diverged|unreadable","journaled","next"?,"error"?}.
+ * step.c. */
+json_t *activation_dry_run(duro_engine *e, wf_reg *wf, int64_t rowid,
+                           duro_run_fn run);
+
 /* Runs one activation of the instance behind `ent` (state ACTIVE) and
  * queues its outcome for commit; engine_activation_done follows once that
  * commit landed, possibly on another thread. step.c. */

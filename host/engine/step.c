@@ -44,7 +44,8 @@ typedef enum suspend_reason {
   SUSPEND_ABANDONED, /* the watchdog gave up on a hung attempt */
   SUSPEND_DIVERGED,  /* the code asked for a step its journal does not have
                         there */
-  SUSPEND_NO_BUILD   /* the build it is pinned to is not loaded */
+  SUSPEND_NO_BUILD,  /* the build it is pinned to is not loaded */
+  SUSPEND_DRY        /* a dry run reached what it would have to run */
 } suspend_reason;
 
 /* The arena: a bump allocator over 4 KiB chunks (bigger requests get a
@@ -91,6 +92,8 @@ struct duro_step {
   journal_instance final_row; /* the row the last commit stores */
   ssize_t event_wake_op;      /* its index in the final batch, or -1 */
   wf_build *build;            /* the build it runs (acquired) */
+  int dry;                    /* a dry run: replays, never runs or writes */
+  const char *dry_next;       /* where a dry run stopped */
   const char *build_hash;     /* its hash, or NULL */
   worker *worker;             /* NULL when run inline */
   ledger_slot *slot;          /* the thread's crash-ledger slot, or NULL */
@@ -195,6 +198,8 @@ static void fail_with(duro_step *a, const char *name, const char *message) {
 static int at_boundary(duro_step *a) {
   if (a->suspended)
     return 1;
+  if (!a->ent)
+    return 0; /* a dry run: no control requests */
   suspend_reason r = SUSPEND_NONE;
   if (__atomic_load_n(&a->ent->terminate_req, __ATOMIC_ACQUIRE))
     r = SUSPEND_TERMINATE;
@@ -301,7 +306,8 @@ static duro_rc diverge(duro_step *a, const journal_step *journaled,
                     ", but the journal has it at call %" PRId64
                     ": the workflow's code changed under this instance",
                     key, type, a->seq, journaled->seq);
-  log_write(DURO_LOG_WARN, a->where, "replay diverged: %s", msg);
+  if (!a->dry)
+    log_write(DURO_LOG_WARN, a->where, "replay diverged: %s", msg);
   fail_with(a, "replay.diverged", msg);
   free(msg);
   a->suspended = 1;
@@ -532,6 +538,15 @@ static int retry_orphaned(duro_step *a, journal_step *s, const do_config *c,
   return 1;
 }
 
+/* A dry run replays only what is journaled as done: at the first step
+ * call that would run a callback, start or finish a wait, it stops. */
+static duro_rc dry_stop(duro_step *a, const char *key) {
+  a->dry_next = key;
+  a->suspended = 1;
+  a->reason = SUSPEND_DRY;
+  return DURO_SUSPEND;
+}
+
 static duro_rc api_do(duro_step *a, const char *name,
                       const duro_step_config *cfg, duro_step_fn fn, void *arg,
                       const char **result) {
@@ -552,6 +567,8 @@ static duro_rc api_do(duro_step *a, const char *name,
     a->last_error = s->error;
     return DURO_ERROR;
   }
+  if (a->dry)
+    return dry_stop(a, key);
   a->replaying = 0;
   do_config c;
   if (!fn) {
@@ -713,6 +730,8 @@ static duro_rc sleep_step(duro_step *a, const char *name, int64_t until,
     return rc;
   if (s && !strcmp(s->status, "complete"))
     return DURO_OK;
+  if (a->dry)
+    return dry_stop(a, key);
   a->replaying = 0;
   int64_t now = now_ms(a);
   if (!s) {
@@ -801,6 +820,8 @@ static duro_rc api_wait_for_event(duro_step *a, const char *name,
     a->last_error = s->error;
     return DURO_ERROR;
   }
+  if (a->dry)
+    return dry_stop(a, key);
   a->replaying = 0;
   int64_t now = now_ms(a);
   if (!s) {
@@ -950,8 +971,9 @@ static int api_workflow_create(duro_workflow *wf, const char *id,
 
 static void api_vlog(int level, const char *fmt, va_list ap) {
   duro_step *a = current_act;
-  /* Lines from run() while it replays were already logged once. */
-  if (a && a->replaying && !current_attempt)
+  /* Lines from run() while it replays were already logged once; a dry
+   * run logs nothing. */
+  if (a && ((a->replaying && !current_attempt) || a->dry))
     return;
   char where[512];
   if (a && current_attempt)
@@ -1243,4 +1265,50 @@ retry:
     ledger_set_state(a->slot, LEDGER_IDLE);
   engine_activation_retry(e, ent);
   activation_free(a);
+}
+
+/* ---- a dry run
+ * ---------------------------------------------------------------
+ */
+
+json_t *activation_dry_run(duro_engine *e, wf_reg *wf, int64_t rowid,
+                           duro_run_fn run) {
+  duro_step *a = xcalloc(1, sizeof *a);
+  a->e = e;
+  a->wf = wf;
+  a->dry = 1;
+  a->replaying = 1;
+  json_t *out = NULL;
+  int rc = journal_instance_get_rowid(e->j, rowid, &a->inst);
+  if (rc == 0)
+    rc = load_journal(a);
+  if (rc) {
+    out = json_pack("{s:I,s:s,s:s}", "rowid", (json_int_t)rowid, "status",
+                    "unreadable", "error", journal_errmsg(e->j));
+    a->wf = NULL;
+    activation_free(a);
+    return out;
+  }
+  a->where = arena_printf(a, "%s/%s", a->inst.workflow, a->inst.id);
+  duro_event ev = {.size = sizeof ev,
+                   .workflow = a->inst.workflow,
+                   .instance_id = a->inst.id,
+                   .params = a->inst.params,
+                   .created_ms = a->inst.created_ms};
+  duro_env env = {.engine = e};
+  current_act = a;
+  duro_rc r = run(a, &ev, &env);
+  current_act = NULL;
+  int diverged = a->suspended && a->reason == SUSPEND_DIVERGED;
+  const char *status = diverged                                   ? "diverged"
+                       : a->suspended && a->reason == SUSPEND_DRY ? "replays"
+                       : r == DURO_OK                             ? "completes"
+                                                                  : "replays";
+  out = json_pack("{s:s,s:s,s:I,s:s?}", "id", a->inst.id, "status", status,
+                  "journaled", (json_int_t)a->n_steps, "next", a->dry_next);
+  if (diverged)
+    json_object_set_new(out, "error", json_loads(a->last_error, 0, NULL));
+  a->wf = NULL; /* no build was acquired */
+  activation_free(a);
+  return out;
 }

@@ -70,6 +70,8 @@ typedef struct journal_event {
 
 /* ---- open / close ------------------------------------------------------- */
 
+/* synchronous_full: 1 FULL, 0 NORMAL, -1 read-only (the file must exist,
+ * at the current schema; every write fails). */
 int journal_open(const char *path, int synchronous_full, journal **out,
                  char *err, size_t errlen);
 void journal_close(journal *j);
