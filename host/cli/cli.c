@@ -102,7 +102,7 @@ typedef struct cli_ctx {
 
 typedef struct cli_verb cli_verb;
 struct cli_verb {
-  const char *name; /* "trigger", "instances list" */
+  const char *name; /* "workflows trigger", "reload", "plugins list" */
   const char *args; /* its usage after the name */
   size_t min_pos, max_pos;
   unsigned opts;      /* O_* bits it takes beyond O_COMMON */
@@ -636,44 +636,124 @@ static void print_answer(const cli_verb *v, const cli_args *a,
 
 /* ---- the verbs ----------------------------------------------------------- */
 
+/* ---- plugins ----------------------------------------------------------- */
+
+static int build_reload(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                        cli_req *r) {
+  (void)v;
+  r->method = "POST";
+  r->body = xstrdup("{}");
+  if (a->n_pos) {
+    char *n = escape(c, a->pos[0]);
+    r->path = xasprintf("/plugins/%s/reload", n);
+    free(n);
+  } else {
+    r->path = xstrdup("/plugins/reload");
+  }
+  return CLI_OK;
+}
+
+static int build_plugins(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                         cli_req *r) {
+  (void)c, (void)v, (void)a;
+  r->method = "GET";
+  r->path = xstrdup("/plugins");
+  return CLI_OK;
+}
+
+/* One line per plugin reloaded: loaded, unchanged or refused (and why). */
+static void print_reload(const cli_args *a, const json_t *r) {
+  (void)a;
+  size_t i;
+  const json_t *p;
+  json_array_foreach(json_object_get(r, "plugins"), i, p) {
+    put(p, "name");
+    fputs(": ", stdout);
+    put(p, "status");
+    const char *build = json_string_value(json_object_get(p, "build"));
+    const char *prev = json_string_value(json_object_get(p, "previous"));
+    const char *err = json_string_value(json_object_get(p, "error"));
+    if (build && prev && strcmp(build, prev) != 0)
+      printf(" build %s (was %s)", build, prev);
+    else if (build)
+      printf(" build %s", build);
+    if (err) {
+      fputs(": ", stdout);
+      describe_text(stdout, err, 0, 0);
+    }
+    fputc('\n', stdout);
+  }
+}
+
+/* Each plugin and its loaded builds, the newest marked. */
+static void print_plugins(const cli_args *a, const json_t *r) {
+  (void)a;
+  size_t i, k;
+  const json_t *p, *b;
+  json_array_foreach(json_object_get(r, "plugins"), i, p) {
+    put(p, "name");
+    fputs("  ", stdout);
+    put(p, "path");
+    fputc('\n', stdout);
+    json_array_foreach(json_object_get(p, "builds"), k, b) {
+      char t[32];
+      fputs("  ", stdout);
+      put(b, "build");
+      printf(
+          "  loaded %s%s\n",
+          describe_time(t, json_integer_value(json_object_get(b, "loaded_ms"))),
+          json_is_true(json_object_get(b, "newest")) ? "  newest" : "");
+    }
+  }
+}
+
 static const cli_verb verbs[] = {
-    {"trigger", "WF [PARAMS] [--id ID]", 1, 2, O_ID, NULL, build_trigger,
-     print_created},
-    {"instances list", "WF [--status S] [--limit N] [--cursor C]", 1, 1,
-     O_STATUS | O_LIMIT | O_CURSOR, NULL, build_list, print_list},
-    {"instances describe", "WF ID", 2, 2, 0, NULL, build_describe,
+    {"workflows trigger", "WF [PARAMS] [--id ID]", 1, 2, O_ID, NULL,
+     build_trigger, print_created},
+    {"workflows instances list", "WF [--status S] [--limit N] [--cursor C]", 1,
+     1, O_STATUS | O_LIMIT | O_CURSOR, NULL, build_list, print_list},
+    {"workflows instances describe", "WF ID", 2, 2, 0, NULL, build_describe,
      print_describe},
-    {"instances pause", "WF ID", 2, 2, 0, "pause", build_control, print_status},
-    {"instances resume", "WF ID", 2, 2, 0, "resume", build_control,
+    {"workflows instances pause", "WF ID", 2, 2, 0, "pause", build_control,
      print_status},
-    {"instances terminate", "WF ID", 2, 2, 0, "terminate", build_control,
+    {"workflows instances resume", "WF ID", 2, 2, 0, "resume", build_control,
      print_status},
-    {"instances restart", "WF ID [--from STEP [--count N]]", 2, 2,
+    {"workflows instances terminate", "WF ID", 2, 2, 0, "terminate",
+     build_control, print_status},
+    {"workflows instances restart", "WF ID [--from STEP [--count N]]", 2, 2,
      O_FROM | O_COUNT, "restart", build_control, print_status},
-    {"instances send-event", "WF ID --type T [--payload JSON]", 2, 2,
+    {"workflows instances send-event", "WF ID --type T [--payload JSON]", 2, 2,
      O_TYPE | O_PAYLOAD, NULL, build_event, print_event},
+    {"reload", "[PLUGIN]", 0, 1, 0, NULL, build_reload, print_reload},
+    {"plugins list", "", 0, 0, 0, NULL, build_plugins, print_plugins},
 };
 static const size_t n_verbs = sizeof verbs / sizeof verbs[0];
 
-/* The verb named by argv[2] (and argv[3] after "instances"); *next is the
- * index of its first argument. */
+/* The verb named by the longest run of argv[1..] that names one ("reload",
+ * "plugins list", "workflows instances list"); *next is the index of its
+ * first argument. */
 static const cli_verb *find_verb(int argc, char **argv, int *next) {
-  int words = !strcmp(argv[2], "instances") && argc > 3 ? 2 : 1;
-  char *name = xasprintf("%s%s%s", argv[2], words == 2 ? " " : "",
-                         words == 2 ? argv[3] : "");
-  const cli_verb *found = NULL;
-  for (size_t i = 0; i < n_verbs && !found; i++)
-    if (!strcmp(verbs[i].name, name))
-      found = &verbs[i];
-  free(name);
-  *next = 2 + words;
-  return found;
+  for (int words = 3; words >= 1; words--) {
+    if (1 + words > argc)
+      continue;
+    char name[256] = "";
+    for (int w = 0; w < words; w++)
+      snprintf(name + strlen(name), sizeof name - strlen(name), "%s%s",
+               w ? " " : "", argv[1 + w]);
+    for (size_t i = 0; i < n_verbs; i++)
+      if (!strcmp(verbs[i].name, name)) {
+        *next = 1 + words;
+        return &verbs[i];
+      }
+  }
+  *next = 2;
+  return NULL;
 }
 
 /* ---- usage --------------------------------------------------------------- */
 
 static void verb_usage(FILE *out, const char *prefix, const cli_verb *v) {
-  fprintf(out, "%sduro workflows %s %s\n", prefix, v->name, v->args);
+  fprintf(out, "%sduro %s %s\n", prefix, v->name, v->args);
 }
 
 static void options_usage(FILE *out) {
@@ -740,15 +820,16 @@ static int run_verb(const cli_verb *v, const cli_args *a) {
 }
 
 int cli_main(int argc, char **argv) {
-  if (argc < 3)
+  int group_only = !strcmp(argv[1], "workflows") || !strcmp(argv[1], "plugins");
+  if (argc < 3 && group_only)
     return usage(stderr);
-  if (is_help(argv[2]))
+  if (argc >= 3 && is_help(argv[2]))
     return usage(stdout);
   int next;
   const cli_verb *v = find_verb(argc, argv, &next);
   if (!v) {
-    fprintf(stderr, "duro: unknown command \"workflows");
-    for (int i = 2; i < next; i++)
+    fprintf(stderr, "duro: unknown command \"%s", argv[1]);
+    for (int i = 2; i < argc && i < 4 && argv[i][0] != '-'; i++)
       fprintf(stderr, " %s", argv[i]);
     fprintf(stderr, "\"\n");
     return usage(stderr);

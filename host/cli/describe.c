@@ -125,6 +125,10 @@ static const char *iso_time(char buf[32], int64_t ms) {
   return buf;
 }
 
+const char *describe_time(char buf[32], int64_t ms) {
+  return iso_time(buf, ms);
+}
+
 /* "250 ms", "3.2 s", "42 s", "4 m", "1.5 h", "3 d": one decimal below ten
  * units, none when it is ".0" or above ten. */
 static const char *span(char buf[32], int64_t ms) {

@@ -22,4 +22,8 @@ void describe_list(FILE *out, const json_t *list);
  * to `pad` code points.  Everything the server sent goes through this. */
 void describe_text(FILE *out, const char *s, size_t max, size_t pad);
 
+/* Unix ms as ISO 8601 UTC ("2026-01-01T00:00:00.000Z"), or "-" for none;
+ * into buf, returned. */
+const char *describe_time(char buf[32], int64_t ms);
+
 #endif
