@@ -700,8 +700,9 @@ static void print_plugins(const cli_args *a, const json_t *r) {
       fputs("  ", stdout);
       put(b, "build");
       printf(
-          "  loaded %s%s\n",
+          "  loaded %s  %" JSON_INTEGER_FORMAT " pinned instance(s)%s\n",
           describe_time(t, json_integer_value(json_object_get(b, "loaded_ms"))),
+          json_integer_value(json_object_get(b, "instances")),
           json_is_true(json_object_get(b, "newest")) ? "  newest" : "");
     }
   }

@@ -129,7 +129,7 @@ int duro_engine_retire_build(duro_engine *e, const char *workflow,
 
 int duro_engine_pinned_builds(duro_engine *e,
                               void (*fn)(void *ctx, const char *workflow,
-                                         const char *build),
+                                         const char *build, int64_t n),
                               void *ctx) {
   return journal_pinned_builds(e->j, fn, ctx);
 }

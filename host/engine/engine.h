@@ -110,11 +110,11 @@ int duro_engine_add_build(duro_engine *e, const char *workflow,
 int duro_engine_retire_build(duro_engine *e, const char *workflow,
                              const char *hash);
 
-/* Calls fn for each (workflow, build) an instance that has not ended is
- * pinned to. */
+/* Calls fn for each (workflow, build) instances that have not ended are
+ * pinned to, with how many. */
 int duro_engine_pinned_builds(duro_engine *e,
                               void (*fn)(void *ctx, const char *workflow,
-                                         const char *build),
+                                         const char *build, int64_t n),
                               void *ctx);
 
 /* Replays every instance of `workflow` that has not ended on `run` (the

@@ -378,7 +378,9 @@ typedef struct pins {
   size_t n;
 } pins;
 
-static void collect_pin(void *ctx, const char *workflow, const char *build) {
+static void collect_pin(void *ctx, const char *workflow, const char *build,
+                        int64_t n) {
+  (void)n;
   pins *ps = ctx;
   ps->v = xrealloc(ps->v, (ps->n + 1) * sizeof *ps->v);
   ps->v[ps->n++] = (pin){xstrdup(workflow), xstrdup(build)};
@@ -576,17 +578,39 @@ void reload_gc(reloader *r) {
   pthread_mutex_unlock(&r->mu);
 }
 
+typedef struct pin_count {
+  const plugin_state *p;
+  const char *build;
+  int64_t n;
+} pin_count;
+
+static void count_pins(void *ctx, const char *workflow, const char *build,
+                       int64_t n) {
+  pin_count *c = ctx;
+  if (strcmp(build, c->build) != 0)
+    return;
+  for (size_t k = 0; k < c->p->cfg->n_workflows; k++)
+    if (!strcmp(c->p->cfg->workflows[k].name, workflow))
+      c->n += n;
+}
+
 json_t *reload_list(reloader *r) {
   json_t *list = json_array();
   pthread_mutex_lock(&r->mu);
   for (size_t i = 0; i < r->cfg->n_plugins; i++) {
     plugin_state *p = &r->plugins[i];
     json_t *builds = json_array();
-    for (size_t k = 0; k < p->n; k++)
+    for (size_t k = 0; k < p->n; k++) {
+      /* how many instances that have not ended are pinned to it */
+      pin_count c = {.p = p, .build = p->builds[k].hash};
+      if (r->e)
+        duro_engine_pinned_builds(r->e, count_pins, &c);
       json_array_append_new(
-          builds, json_pack("{s:s,s:b,s:I}", "build", p->builds[k].hash,
+          builds, json_pack("{s:s,s:b,s:I,s:I}", "build", p->builds[k].hash,
                             "newest", k + 1 == p->n, "loaded_ms",
-                            (json_int_t)p->builds[k].loaded_ms));
+                            (json_int_t)p->builds[k].loaded_ms, "instances",
+                            (json_int_t)c.n));
+    }
     json_array_append_new(list,
                           json_pack("{s:s,s:s,s:o}", "name", p->cfg->name,
                                     "path", p->cfg->path, "builds", builds));

@@ -213,9 +213,8 @@ static void set_err(sqlite3 *db, const char *what) {
 static int open_conn(const char *path, int synchronous_full, sqlite3 **out,
                      char *err, size_t errlen) {
   sqlite3 *db = NULL;
-  int flags = synchronous_full < 0
-                  ? SQLITE_OPEN_READONLY
-                  : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  int flags = synchronous_full < 0 ? SQLITE_OPEN_READONLY
+                                   : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
   int rc = sqlite3_open_v2(path, &db, flags | SQLITE_OPEN_NOMUTEX, NULL);
   if (rc != SQLITE_OK) {
     snprintf(err, errlen, "%s: cannot open database: %s", path,
@@ -1165,20 +1164,20 @@ int journal_build_pinned(journal *j, const char *workflow, const char *build,
 
 int journal_pinned_builds(journal *j,
                           void (*fn)(void *ctx, const char *workflow,
-                                     const char *build),
+                                     const char *build, int64_t n),
                           void *ctx) {
   sqlite3_stmt *st = NULL;
   reader *r = reader_get(j);
   int rc = prepare_rd(j, r,
-                      "SELECT DISTINCT workflow, build FROM instances WHERE "
-                      "build IS NOT NULL AND status IN "
-                      "('queued','waiting','paused')",
+                      "SELECT workflow, build, COUNT(*) FROM instances "
+                      "WHERE build IS NOT NULL AND status IN "
+                      "('queued','waiting','paused') GROUP BY workflow, build",
                       &st);
   if (rc == 0) {
     int s;
     while ((s = sqlite3_step(st)) == SQLITE_ROW)
       fn(ctx, (const char *)sqlite3_column_text(st, 0),
-         (const char *)sqlite3_column_text(st, 1));
+         (const char *)sqlite3_column_text(st, 1), sqlite3_column_int64(st, 2));
     rc = rows_end(r, s);
   }
   release_rd(r, st);

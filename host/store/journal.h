@@ -201,11 +201,11 @@ int journal_recover_each(journal *j,
 int journal_build_pinned(journal *j, const char *workflow, const char *build,
                          int *pinned);
 
-/* Calls fn for each distinct (workflow, build) that an instance that has
- * not ended is pinned to. */
+/* Calls fn for each (workflow, build) that instances that have not ended
+ * are pinned to, with how many. */
 int journal_pinned_builds(journal *j,
                           void (*fn)(void *ctx, const char *workflow,
-                                     const char *build),
+                                     const char *build, int64_t n),
                           void *ctx);
 
 /* Instances of a workflow, newest first, after cursor rowid (0 = start);
