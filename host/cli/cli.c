@@ -163,7 +163,9 @@ static int check_args(const cli_verb *v, const cli_args *a) {
   for (size_t i = 0; i < N_OPTIONS; i++)
     if (extra & options[i].bit)
       return usage_error(v, "%s does not apply to \"%s\"", options[i].name,
-                         v->name);
+                         /* "instances list", as users name it */
+                         strncmp(v->name, "workflows ", 10) ? v->name
+                                                            : v->name + 10);
   return CLI_OK;
 }
 

@@ -356,8 +356,8 @@ static const field workflow_fields[] = {
                        offsetof(config_workflow, versioning_latest), false, 0,
                        0, versioning_choices},
     [WF_DIVERGENCE] = {"on_divergence", K_ENUM,
-                       offsetof(config_workflow, pause_on_divergence), false,
-                       0, 0, divergence_choices},
+                       offsetof(config_workflow, pause_on_divergence), false, 0,
+                       0, divergence_choices},
 };
 static const schema workflow_schema =
     SCHEMA("workflow", "in workflow", WF_NAME, workflow_fields);

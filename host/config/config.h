@@ -20,12 +20,12 @@ typedef struct config_pos {
 } config_pos;
 
 typedef struct config_workflow {
-  char *name;           /* "order-flow" (required) */
-  char *binding;        /* "ORDER_FLOW" (required) */
-  char *class_name;     /* "OrderFlow" (required) */
-  int64_t retention_ms; /* default 30 days, at most 36500 */
-  uint32_t max_steps;   /* limits.steps, default 10000, at most 25000 */
-  uint32_t concurrency; /* limits.concurrency, 0 = unlimited */
+  char *name;              /* "order-flow" (required) */
+  char *binding;           /* "ORDER_FLOW" (required) */
+  char *class_name;        /* "OrderFlow" (required) */
+  int64_t retention_ms;    /* default 30 days, at most 36500 */
+  uint32_t max_steps;      /* limits.steps, default 10000, at most 25000 */
+  uint32_t concurrency;    /* limits.concurrency, 0 = unlimited */
   int versioning_latest;   /* versioning: pinned (0, default) | latest (1) */
   int pause_on_divergence; /* on_divergence: error (0, default) | pause */
   config_pos pos;
