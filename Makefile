@@ -1,5 +1,5 @@
 # Convenience targets; the build itself is meson's (meson.build).
-.PHONY: all deps build run check test bench demo clean
+.PHONY: all deps build run check test bench demo fuzz clean
 
 all: build
 
@@ -31,3 +31,8 @@ bench: build
 # 100 orders end to end through the CLI (examples/demo.sh).
 demo: build
 	@examples/demo.sh
+
+# libFuzzer on the config loader, durations and HTTP (fuzz/run.sh): clang
+# builds in build-fuzz/, FUZZ_SECONDS (default 60) per target.
+fuzz:
+	@bash fuzz/run.sh

@@ -16,14 +16,23 @@
  *  - runs: an order held by its id from creation to its output, one that
  *    errors with the plugin's message, one the reviewer rejects;
  *  - errors: each 400/404/405/413 with {"error":{"code","message"}}, the
- *    bearer token (401), a token_env naming an unset variable;
+ *    bearer token (401), a token_env naming an unset variable, a later
+ *    request with a wrong token on a kept connection cut at its head, and
+ *    503 with Retry-After while the engine's writes fail (its
+ *    RLIMIT_FSIZE lowered to one byte with prlimit: a full disk);
  *  - bind: a public listen address without a token is refused, unless
  *    allow_insecure;
  *  - sweep: malformed input over raw sockets, one input per fresh host and
  *    then all of them on one host followed by 1000 concurrent keep-alive
  *    connections; the host answers /healthz after each and no instance
  *    appears;
- *  - shutdown: SIGTERM with idle and half-sent connections still open.
+ *  - shutdown: SIGTERM with idle and half-sent connections still open;
+ *  - memory: 300 connections sending 1 MiB bodies at once, without the
+ *    token (each refused 401 at its head) and with none required (past
+ *    the budget reads are refused): the engine's VmRSS stays bounded;
+ *  - in process: http.c linked into this test with uv_queue_work wrapped
+ *    (-Wl,--wrap) to fail: the request is answered 503 and nothing is
+ *    left in flight for a shutdown to wait on.
  *
  * Children are killed on every way out: the helpers (proc.h) SIGKILL a child
  * past its deadline, the teardown kills one still running, the child asks
@@ -45,7 +54,11 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <uv.h>
 
+#include "config.h"
+#include "engine.h"
+#include "http.h"
 #include "http_client.h"
 #include "proc.h"
 
@@ -60,7 +73,7 @@
 #define SETTLE_MS 20000   /* for an instance to reach a status */
 #define RAW_READ_MS 5000  /* for a raw-socket reply */
 #define N_CONCURRENT 1000 /* simultaneous connections in the sweep */
-#define MAX_BODY 1024     /* http.max_body_bytes of every generated config */
+#define MAX_BODY 1024     /* http.max_body_bytes of generated configs */
 #define WF "/workflows/order-flow/instances"
 
 #define assert_contains(hay, needle)                                           \
@@ -76,8 +89,13 @@ typedef struct host {
   char log[400]; /* the child's stdout and stderr */
 } host;
 
-/* A config for the order flow: `listen`, http.max_body_bytes = MAX_BODY,
- * and `http_extra` (lines of the http mapping, may be NULL). */
+/* http.max_body_bytes of the configs written next (the memory cases need
+ * bodies of a realistic size). */
+static long cfg_max_body = MAX_BODY;
+
+/* A config for the order flow: `listen`, http.max_body_bytes =
+ * cfg_max_body, and `http_extra` (lines of the http mapping, may be
+ * NULL). */
 static void write_config(host *h, const char *name, const char *listen,
                          const char *http_extra) {
   snprintf(h->config, sizeof h->config, "%s/%s.yaml", proc_tmp_dir, name);
@@ -90,7 +108,7 @@ static void write_config(host *h, const char *name, const char *listen,
           "  synchronous: normal\n"
           "http:\n"
           "  listen: %s\n"
-          "  max_body_bytes: %d\n"
+          "  max_body_bytes: %ld\n"
           "%s"
           "engine:\n"
           "  workers: 2\n"
@@ -101,8 +119,8 @@ static void write_config(host *h, const char *name, const char *listen,
           "      - name: order-flow\n"
           "        binding: ORDER_FLOW\n"
           "        class_name: OrderFlow\n",
-          proc_tmp_dir, name, listen, MAX_BODY, http_extra ? http_extra : "",
-          ORDERS_PLUGIN);
+          proc_tmp_dir, name, listen, cfg_max_body,
+          http_extra ? http_extra : "", ORDERS_PLUGIN);
   ck_assert(fclose(f) == 0);
 }
 
@@ -138,6 +156,36 @@ static void host_stop(host *h) {
 
 /* The host a case talks to through the helpers below. */
 static host H;
+
+/* The pid of h's engine process (the child of `duro run`), from the last
+ * "engine started (pid N)" line of its log. */
+static pid_t engine_pid(const host *h) {
+  static const char mark[] = "engine started (pid ";
+  char *log = proc_slurp(h->log);
+  const char *last = NULL;
+  for (const char *p = log; (p = strstr(p, mark)); p++)
+    last = p;
+  ck_assert_msg(last != NULL, "no \"%s\" in:\n%s", mark, proc_tail(log));
+  pid_t pid = (pid_t)atoi(last + sizeof mark - 1);
+  free(log);
+  ck_assert(pid > 0);
+  return pid;
+}
+
+/* VmRSS of `pid`, in KiB. */
+static long rss_kib(pid_t pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *f = fopen(path, "r");
+  ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+  long kib = -1;
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, "VmRSS:", 6))
+      kib = atol(line + 6);
+  fclose(f);
+  ck_assert_msg(kib > 0, "no VmRSS in %s", path);
+  return kib;
+}
 
 /* ---- well-formed requests (libcurl, tests/http_client.h) -------------- */
 
@@ -290,6 +338,15 @@ static void assert_healthy(const char *after) {
   ck_assert_msg(r.status == 200 && !strcmp(jstr(r.json, "status"), "ok"),
                 "after %s: /healthz %ld %s", after, r.status,
                 r.body ? r.body : "");
+  http_resp_free(&r);
+}
+
+/* /healthz is ok, asked with the Authorization header `auth`. */
+static void assert_healthy_auth(const char *auth) {
+  http_resp r;
+  request_auth(&r, "GET", "/healthz", NULL, 0, auth);
+  ck_assert_msg(r.status == 200 && !strcmp(jstr(r.json, "status"), "ok"),
+                "/healthz %ld %s", r.status, r.body ? r.body : "");
   http_resp_free(&r);
 }
 
@@ -1272,12 +1329,41 @@ static const raw_case raw_cases[] = {
      0, 400, "request.invalid_json"},
     {"Content-Length past every limit", RAW_TEXT, T(
      "POST " WF " HTTP/1.1\r\n" HOSTH CLOSE "Content-Length: 99999999999\r\n\r\n{}"),
-     0, 413, NULL},
+     0, 413, "request.too_large"},
     {"negative Content-Length", RAW_TEXT, T(
      "POST " WF " HTTP/1.1\r\n" HOSTH CLOSE "Content-Length: -5\r\n\r\n{}"), 0, 400, NULL},
     {"two Content-Lengths", RAW_TEXT, T(
      "POST " WF " HTTP/1.1\r\n" HOSTH CLOSE "Content-Length: 2\r\nContent-Length: 12\r\n\r\n"
-     "{\"id\":\"zz\"}"), 0, 0, NULL},
+     "{\"id\":\"zz\"}"), 0, 400, "request.invalid"},
+    /* Request smuggling: H2O reads the chunked body, a proxy in front may
+     * read 4 bytes and take the rest for a second request. */
+    {"Transfer-Encoding and Content-Length", RAW_TEXT, T(
+     "POST " WF " HTTP/1.1\r\n" HOSTH "Content-Length: 4\r\n"
+     "Transfer-Encoding: chunked\r\n\r\n"
+     "d\r\n{\"id\":\"smug\"}\r\n0\r\n\r\n"
+     "POST " WF " HTTP/1.1\r\n" HOSTH CLOSE "Content-Length: 14\r\n\r\n{\"id\":\"smug2\"}"),
+     0, 400, "request.invalid"},
+    {"Content-Length and Transfer-Encoding", RAW_TEXT, T(
+     "POST " WF " HTTP/1.1\r\n" HOSTH CLOSE "Transfer-Encoding: chunked\r\n"
+     "Content-Length: 19\r\n\r\n"
+     "d\r\n{\"id\":\"smug\"}\r\n0\r\n\r\n"), 0, 400, "request.invalid"},
+    {"two Transfer-Encodings", RAW_TEXT, T(
+     "POST " WF " HTTP/1.1\r\n" HOSTH CLOSE "Transfer-Encoding: identity\r\n"
+     "Transfer-Encoding: chunked\r\n\r\n"
+     "d\r\n{\"id\":\"smug\"}\r\n0\r\n\r\n"), 0, 400, "request.invalid"},
+    /* %00 decodes to a NUL byte, which ended the id where C strings end:
+     * "r1%00x" addressed r1. */
+    {"%00 in an instance id", RAW_TEXT, T(
+     "GET " WF "/r1%00x HTTP/1.1\r\n" HOSTH CLOSE "\r\n"), 0, 400, "instance.invalid_id"},
+    {"%00 ending an instance id", RAW_TEXT, T(
+     "PATCH " WF "/r1%00/status HTTP/1.1\r\n" HOSTH CLOSE "Content-Length: 18\r\n\r\n"
+     "{\"status\":\"pause\"}"), 0, 400, "instance.invalid_id"},
+    {"%00 in a workflow name", RAW_TEXT, T(
+     "GET /workflows/order-flow%00x/instances HTTP/1.1\r\n" HOSTH CLOSE "\r\n"),
+     0, 400, "request.invalid"},
+    {"%00 in an event type", RAW_TEXT, T(
+     "POST " WF "/r1/events/approval%00x HTTP/1.1\r\n" HOSTH CLOSE "Content-Length: 2\r\n\r\n{}"),
+     0, 400, "request.invalid"},
     {"broken chunked encoding", RAW_TEXT, T(
      "POST " WF " HTTP/1.1\r\n" HOSTH CLOSE "Transfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n"),
      0, 400, NULL},
@@ -1604,15 +1690,461 @@ START_TEST(acknowledged_writes_survive_kill_9) {
 }
 END_TEST
 
+/* ---- 7. storage errors
+ * --------------------------------------------------------- */
+
+/* While on, the engine's RLIMIT_FSIZE is one byte: every write SQLite
+ * makes past it fails with EFBIG (SIGXFSZ is ignored, inherited from the
+ * case), as on a full disk, and reads still work. */
+static void storage_fails(pid_t engine, int on) {
+  struct rlimit rl = {on ? 1 : RLIM_INFINITY, RLIM_INFINITY};
+  ck_assert_msg(prlimit(engine, RLIMIT_FSIZE, &rl, NULL) == 0, "prlimit %d: %s",
+                (int)engine, strerror(errno));
+}
+
+START_TEST(storage_errors_503) {
+  signal(SIGXFSZ, SIG_IGN);
+  host_start(&H, "h");
+  create_order("s1", 5, 3600);
+  json_decref(wait_status("s1", "waiting"));
+  pid_t engine = engine_pid(&H);
+  storage_fails(engine, 1);
+  static const struct {
+    const char *method, *path, *body;
+  } writes[] = {
+      {"POST", WF, "{\"id\":\"s2\"}"},
+      {"POST", WF "/batch",
+       "{\"instances\":[{\"id\":\"s3\"},{\"id\":\"s4\"}]}"},
+      {"PATCH", WF "/s1/status", "{\"status\":\"pause\"}"},
+      {"POST", WF "/s1/events/approval", "{\"approved\":true}"},
+  };
+  for (size_t i = 0; i < sizeof writes / sizeof writes[0]; i++) {
+    http_resp r;
+    request(&r, writes[i].method, writes[i].path, writes[i].body);
+    char what[160], retry[16];
+    snprintf(what, sizeof what, "%s %s while writes fail", writes[i].method,
+             writes[i].path);
+    assert_error(&r, 503, "storage.error", what);
+    ck_assert_msg(http_resp_header(&r, "retry-after", retry, sizeof retry) &&
+                      !strcmp(retry, "1"),
+                  "%s: no \"Retry-After: 1\" in:\n%s", what, r.headers);
+    http_resp_free(&r);
+  }
+  /* Reads still answer; /healthz says why the writes fail. */
+  http_resp r;
+  request(&r, "GET", "/healthz", NULL);
+  ck_assert_msg(r.status == 200 &&
+                    !strcmp(jstr(r.json, "status"), "degraded") &&
+                    !strcmp(jstr(r.json, "storage.status"), "writes failing"),
+                "/healthz while writes fail: %ld %s", r.status, r.body);
+  http_resp_free(&r);
+  json_t *d = describe("s1");
+  ck_assert_str_eq(jstr(d, "status"), "waiting");
+  json_decref(d);
+
+  /* Once writes succeed again, the same create goes through. */
+  storage_fails(engine, 0);
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  for (;;) {
+    request(&r, "POST", WF, "{\"id\":\"s2\"}");
+    if (r.status == 201)
+      break;
+    ck_assert_msg(r.status == 503 && proc_now_ms() < deadline,
+                  "create after writes recovered: %ld %s", r.status, r.body);
+    http_resp_free(&r);
+    proc_sleep_ms(50);
+  }
+  http_resp_free(&r);
+  ck_assert_int_eq(instance_count(), 2); /* s1, s2: not the batch's */
+  host_stop(&H);
+}
+END_TEST
+
+/* ---- 8. memory before authentication, and the budget
+ * ------------------------------------ */
+
+#define MEM_CONNS 300
+#define MEM_BODY (1024 * 1024)
+
+/* What happened to each of MEM_CONNS connections that each sent `head`
+ * and then all of a MEM_BODY-byte body but its last byte. */
+typedef struct flood {
+  int fd[MEM_CONNS];
+  int state[MEM_CONNS];
+  int holding; /* sent all but the last byte, no answer, still open */
+  int refused; /* answered with a 4xx/5xx, or closed, or reset */
+  int bad;     /* answered anything else */
+  char example[512];
+} flood;
+
+enum { CONNECTING, SENDING, HOLDING, ENDED };
+
+/* Reads what connection i got: an answer, an end, or (not yet) nothing. */
+static void flood_read(flood *f, int i) {
+  char buf[512];
+  ssize_t n = recv(f->fd[i], buf, sizeof buf - 1, MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR))
+    return;
+  buf[n > 0 ? n : 0] = '\0';
+  if (n > 0 && reply_status(buf) < 400) {
+    f->bad++;
+    snprintf(f->example, sizeof f->example, "%s", buf);
+  } else {
+    f->refused++;
+  }
+  if (f->state[i] == HOLDING)
+    f->holding--;
+  f->state[i] = ENDED;
+}
+
+/* Sends the flood and returns once every connection holds or was
+ * refused; the connections stay open (flood_end closes them). */
+static void flood_start(flood *f, const char *head) {
+  static char body[MEM_BODY];
+  memset(body, 'x', sizeof body);
+  int *state = f->state;
+  size_t sent[MEM_CONNS], hlen = strlen(head), total = hlen + MEM_BODY - 1;
+  struct pollfd pf[MEM_CONNS];
+  memset(f, 0, sizeof *f);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(H.port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  for (int i = 0; i < MEM_CONNS; i++) {
+    f->fd[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    ck_assert_msg(f->fd[i] >= 0, "socket: %s", strerror(errno));
+    int r = connect(f->fd[i], (struct sockaddr *)&a, sizeof a);
+    ck_assert_msg(r == 0 || errno == EINPROGRESS, "connect: %s",
+                  strerror(errno));
+    state[i] = CONNECTING;
+    sent[i] = 0;
+  }
+  int64_t deadline = proc_now_ms() + 60000;
+  for (int open = MEM_CONNS; open > 0;) {
+    ck_assert_msg(proc_now_ms() < deadline,
+                  "%d connections still sending after 60 s", open);
+    for (int i = 0; i < MEM_CONNS; i++) {
+      int live = state[i] == CONNECTING || state[i] == SENDING;
+      pf[i].fd = live ? f->fd[i] : -1;
+      pf[i].events = state[i] == SENDING ? POLLIN | POLLOUT : POLLOUT;
+      pf[i].revents = 0;
+    }
+    int r = poll(pf, MEM_CONNS, 1000);
+    ck_assert_msg(r >= 0 || errno == EINTR, "poll: %s", strerror(errno));
+    for (int i = 0; i < MEM_CONNS && r > 0; i++) {
+      if (!pf[i].revents)
+        continue;
+      if (state[i] == CONNECTING) {
+        int err = 0;
+        socklen_t el = sizeof err;
+        getsockopt(f->fd[i], SOL_SOCKET, SO_ERROR, &err, &el);
+        ck_assert_msg(err == 0, "connection %d: %s", i, strerror(err));
+        state[i] = SENDING;
+        continue;
+      }
+      if (pf[i].revents & (POLLIN | POLLERR | POLLHUP)) {
+        /* An answer (or a close) before the body was all sent. */
+        flood_read(f, i);
+        if (state[i] == ENDED)
+          open--;
+        continue;
+      }
+      size_t off = sent[i];
+      const char *src = off < hlen ? head + off : body + (off - hlen);
+      size_t len = off < hlen ? hlen - off : total - off;
+      ssize_t n = send(f->fd[i], src, len, MSG_NOSIGNAL);
+      if (n < 0 && errno != EAGAIN && errno != EINTR) {
+        f->refused++; /* reset: the host gave up on it */
+        state[i] = ENDED;
+        open--;
+      } else if (n > 0 && (sent[i] += (size_t)n) == total) {
+        f->holding++;
+        state[i] = HOLDING;
+        open--;
+      }
+    }
+  }
+}
+
+/* The kernel holds a whole 1 MiB body in the sockets' buffers, so the
+ * sends end before the host has read much: this waits until the engine's
+ * VmRSS has been steady for a second (at most 20 s), reading the answers
+ * and ends meanwhile.  Returns the largest VmRSS seen, in KiB. */
+static long flood_settle(flood *f, pid_t engine) {
+  long peak = rss_kib(engine), last = peak;
+  int64_t deadline = proc_now_ms() + 20000, steady_since = proc_now_ms();
+  while (proc_now_ms() < deadline && proc_now_ms() - steady_since < 1000) {
+    struct pollfd pf[MEM_CONNS];
+    for (int i = 0; i < MEM_CONNS; i++)
+      pf[i] = (struct pollfd){.fd = f->state[i] == ENDED ? -1 : f->fd[i],
+                              .events = POLLIN};
+    if (poll(pf, MEM_CONNS, 100) > 0)
+      for (int i = 0; i < MEM_CONNS; i++)
+        if (pf[i].revents)
+          flood_read(f, i);
+    long now = rss_kib(engine);
+    if (now > peak)
+      peak = now;
+    if (labs(now - last) > 1024)
+      steady_since = proc_now_ms();
+    last = now;
+  }
+  return peak;
+}
+
+static void flood_end(flood *f) {
+  for (int i = 0; i < MEM_CONNS; i++)
+    close(f->fd[i]);
+}
+
+/* The environment of the memory cases' hosts: AddressSanitizer (the
+ * test build) keeps freed memory in a quarantine of up to 256 MiB, which
+ * VmRSS would count as the host's; a small one leaves what it holds. */
+static void small_quarantine(void) {
+  ck_assert(setenv("ASAN_OPTIONS", "detect_leaks=1:quarantine_size_mb=4", 1) ==
+            0);
+}
+
+/* 300 clients without the token each send a 1 MiB create: each is
+ * answered 401 from its head, and the host never holds the bodies (H2O
+ * alone would have buffered them all before the handler saw the token). */
+START_TEST(unauthenticated_bodies_refused_at_the_head) {
+  raise_nofile(MEM_CONNS + 256);
+  small_quarantine();
+  cfg_max_body = MEM_BODY;
+  host_start_env(&H, "h", "127.0.0.1:0", "  token_env: DURO_TEST_TOKEN\n",
+                 "DURO_TEST_TOKEN=s3cret");
+  pid_t engine = engine_pid(&H);
+  http_resp r;
+  request_auth(&r, "GET", "/healthz", NULL, 0, "Bearer s3cret");
+  expect_status(&r, 200, "healthz with the token");
+  http_resp_free(&r);
+  long before = rss_kib(engine);
+  char head[256];
+  snprintf(head, sizeof head,
+           "POST " WF " HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer nope\r\n"
+           "Content-Length: %d\r\n\r\n",
+           MEM_BODY);
+  flood f;
+  flood_start(&f, head);
+  long during = flood_settle(&f, engine);
+  ck_assert_msg(during - before < 32 * 1024,
+                "the engine grew from %ld to %ld KiB with %d unauthenticated "
+                "1 MiB bodies",
+                before, during, MEM_CONNS);
+  ck_assert_msg(f.bad == 0, "a flood connection was answered: %s", f.example);
+  ck_assert_msg(f.refused == MEM_CONNS,
+                "%d of %d unauthenticated connections refused, %d held open",
+                f.refused, MEM_CONNS, f.holding);
+  flood_end(&f);
+  request_auth(&r, "GET", WF, NULL, 0, "Bearer s3cret");
+  expect_status(&r, 200, "list with the token after the flood");
+  ck_assert_int_eq(json_array_size(jget(r.json, "instances")), 0);
+  http_resp_free(&r);
+  fprintf(stderr, "unauthenticated flood: engine VmRSS %ld -> %ld KiB\n",
+          before, during);
+  host_stop(&H);
+}
+END_TEST
+
+/* 300 clients with nothing to stop them (no token) each send a 1 MiB
+ * create and hold its last byte: the host holds at most its budget
+ * (64 MiB here) and refuses the reads past it.  VmRSS may pass the budget
+ * by AddressSanitizer's shadow and the largest buffers' last doubling;
+ * without the budget it grew by 320 MiB. */
+START_TEST(bodies_past_the_budget_refused) {
+  raise_nofile(MEM_CONNS + 256);
+  small_quarantine();
+  cfg_max_body = MEM_BODY;
+  host_start(&H, "h");
+  pid_t engine = engine_pid(&H);
+  assert_healthy("start");
+  long before = rss_kib(engine);
+  char head[256];
+  snprintf(head, sizeof head,
+           "POST " WF " HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n",
+           MEM_BODY);
+  flood f;
+  flood_start(&f, head);
+  long during = flood_settle(&f, engine);
+  ck_assert_msg(during - before < 128 * 1024,
+                "the engine grew from %ld to %ld KiB holding %d of %d 1 MiB "
+                "bodies (budget 64 MiB)",
+                before, during, f.holding, MEM_CONNS);
+  ck_assert_msg(f.bad == 0, "a flood connection was answered: %s", f.example);
+  ck_assert_msg(f.refused > 0, "no connection refused; %d held", f.holding);
+  /* Room again once they are gone. */
+  flood_end(&f);
+  assert_healthy("the flood");
+  create("{\"id\":\"after\"}", "after");
+  ck_assert_int_eq(instance_count(), 1);
+  fprintf(stderr,
+          "budget flood: engine VmRSS %ld -> %ld KiB, %d held, %d refused\n",
+          before, during, f.holding, f.refused);
+  host_stop(&H);
+}
+END_TEST
+
+/* A connection whose first request had the token: a later request on it
+ * with a wrong token is read no further than its head (a proxy in front
+ * may carry many clients' requests on one connection). */
+START_TEST(kept_connection_wrong_token_cut_at_head) {
+  enum { BIG = 64 * 1024 * 1024 };
+  cfg_max_body = BIG;
+  host_start_env(&H, "h", "127.0.0.1:0", "  token_env: DURO_TEST_TOKEN\n",
+                 "DURO_TEST_TOKEN=s3cret");
+  int fd = raw_connect();
+  static const char get[] =
+      "GET /healthz HTTP/1.1\r\n" HOSTH "Authorization: Bearer s3cret\r\n\r\n";
+  ck_assert(send(fd, get, sizeof get - 1, MSG_NOSIGNAL) ==
+            (ssize_t)(sizeof get - 1));
+  char buf[1024] = "";
+  size_t got = 0;
+  while (!strstr(buf, "\r\n0\r\n\r\n")) {
+    ssize_t n = recv(fd, buf + got, sizeof buf - 1 - got, 0);
+    ck_assert_msg(n > 0, "no answer to the first request");
+    got += (size_t)n;
+    buf[got] = '\0';
+  }
+  ck_assert_msg(!strncmp(buf, "HTTP/1.1 200", 12), "%s", buf);
+  char head[256];
+  snprintf(head, sizeof head,
+           "POST " WF " HTTP/1.1\r\n" HOSTH "Authorization: Bearer nope\r\n"
+           "Content-Length: %d\r\n\r\n",
+           BIG);
+  ck_assert(send(fd, head, strlen(head), MSG_NOSIGNAL) ==
+            (ssize_t)strlen(head));
+  char *chunk = malloc(65536);
+  ck_assert(chunk != NULL);
+  memset(chunk, 'x', 65536);
+  size_t sent = 0;
+  while (sent < BIG) {
+    ssize_t n = send(fd, chunk, 65536, MSG_NOSIGNAL);
+    if (n <= 0)
+      break;
+    sent += (size_t)n;
+  }
+  free(chunk);
+  ssize_t n = recv(fd, buf, sizeof buf - 1, 0);
+  buf[n > 0 ? n : 0] = '\0';
+  ck_assert_msg(sent < BIG / 2,
+                "the host took %zu bytes of a body with a wrong token; "
+                "answer: %.200s",
+                sent, buf);
+  ck_assert_msg(n <= 0 || reply_status(buf) >= 400, "answered: %.300s", buf);
+  close(fd);
+  assert_healthy_auth("Bearer s3cret");
+  host_stop(&H);
+}
+END_TEST
+
+/* ---- 9. the server in this process
+ * -------------------------------------------------------- */
+
+/* uv_queue_work fails while this is set (-Wl,--wrap=uv_queue_work). */
+static int queue_fails;
+
+int __real_uv_queue_work(uv_loop_t *loop, uv_work_t *req, uv_work_cb work,
+                         uv_after_work_cb after);
+int __wrap_uv_queue_work(uv_loop_t *loop, uv_work_t *req, uv_work_cb work,
+                         uv_after_work_cb after);
+int __wrap_uv_queue_work(uv_loop_t *loop, uv_work_t *req, uv_work_cb work,
+                         uv_after_work_cb after) {
+  if (queue_fails)
+    return UV_ENOMEM;
+  return __real_uv_queue_work(loop, req, work, after);
+}
+
+/* The step API's table, as a loaded plugin has it (duro.h). */
+const duro_api *duro_api_ptr_;
+
+static duro_rc trivial_run(duro_step *step, const duro_event *ev,
+                           duro_env *env) {
+  (void)ev;
+  (void)env;
+  return duro_set_output(step, "{}");
+}
+
+/* Sends `req` on a fresh connection to the in-process server and runs
+ * its loop until the server closes the connection; the reply. */
+static char *inproc_exchange(uv_loop_t *loop, int port, const char *req) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ck_assert(fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+  ck_assert(send(fd, req, strlen(req), MSG_NOSIGNAL) == (ssize_t)strlen(req));
+  char *out = calloc(1, 4096);
+  size_t got = 0;
+  int64_t deadline = proc_now_ms() + RAW_READ_MS;
+  for (;;) {
+    ck_assert_msg(proc_now_ms() < deadline, "no answer to %s in %d ms: %s", req,
+                  RAW_READ_MS, out);
+    uv_run(loop, UV_RUN_NOWAIT);
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 5) <= 0)
+      continue;
+    ssize_t n = recv(fd, out + got, 4095 - got, 0);
+    if (n <= 0)
+      break;
+    got += (size_t)n;
+  }
+  close(fd);
+  return out;
+}
+
+START_TEST(queue_failure_answers_503) {
+  char err[512], db[400], yaml[400];
+  snprintf(db, sizeof db, "%s/inproc.db", proc_tmp_dir);
+  snprintf(yaml, sizeof yaml, "http:\n  listen: 127.0.0.1:0\nplugins: []\n");
+  config *cfg =
+      config_parse("inproc.yaml", yaml, strlen(yaml), err, sizeof err);
+  ck_assert_msg(cfg != NULL, "%s", err);
+  duro_api_ptr_ = duro_host_api();
+  duro_engine_options opt = {.db_path = db, .workers = 0};
+  duro_engine *e;
+  ck_assert_msg(duro_engine_open(&opt, &e, err, sizeof err) == 0, "%s", err);
+  ck_assert_int_eq(duro_engine_register(e, "wf", "WF", trivial_run, NULL, NULL),
+                   0);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  http_server *s;
+  ck_assert_msg(http_start(&loop, e, cfg, -1, &s, err, sizeof err) == 0, "%s",
+                err);
+  static const char req[] =
+      "POST /workflows/wf/instances HTTP/1.1\r\nHost: t\r\n"
+      "Connection: close\r\nContent-Length: 11\r\n\r\n{\"id\":\"q1\"}";
+  queue_fails = 1;
+  char *reply = inproc_exchange(&loop, http_port(s), req);
+  ck_assert_msg(reply_status(reply) == 503 &&
+                    strstr(reply, "\"code\":\"server.busy\"") &&
+                    strcasestr(reply, "\r\nretry-after: 1\r\n"),
+                "a request that cannot be queued: %s", reply);
+  ck_assert_uint_eq(http_in_flight(s), 0);
+  free(reply);
+  queue_fails = 0;
+  reply = inproc_exchange(&loop, http_port(s), req);
+  ck_assert_msg(reply_status(reply) == 201, "once it can be queued: %s", reply);
+  free(reply);
+  /* The host's shutdown: nothing left in flight to wait for. */
+  http_stop(s);
+  uv_run(&loop, UV_RUN_NOWAIT);
+  ck_assert_uint_eq(http_in_flight(s), 0);
+  http_free(s);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  ck_assert_int_eq(uv_loop_close(&loop), 0);
+  duro_engine_close(e);
+  config_free(cfg);
+}
+END_TEST
+
 static Suite *http_suite(void) {
   Suite *s = suite_create("http");
   struct {
     const char *name;
     int timeout;
-  } groups[] = {{"routes", 60}, {"runs", 60},   {"errors", 60},
-                {"bind", 60},   {"sweep", 180}, {"shutdown", 60}};
-  TCase *tc[6];
-  for (int i = 0; i < 6; i++) {
+  } groups[] = {{"routes", 60},  {"runs", 60},      {"errors", 60},
+                {"bind", 60},    {"sweep", 180},    {"shutdown", 60},
+                {"memory", 180}, {"in process", 60}};
+  TCase *tc[8];
+  for (int i = 0; i < 8; i++) {
     tc[i] = tcase_create(groups[i].name);
     proc_fixtures(tc[i], "duro-http");
     tcase_set_timeout(tc[i], groups[i].timeout);
@@ -1634,6 +2166,8 @@ static Suite *http_suite(void) {
   tcase_add_test(tc[2], body_over_limit_413);
   tcase_add_test(tc[2], bearer_token_401);
   tcase_add_test(tc[2], token_env_unset_refused);
+  tcase_add_test(tc[2], storage_errors_503);
+  tcase_add_test(tc[2], kept_connection_wrong_token_cut_at_head);
 
   tcase_add_test(tc[3], public_listen_refused);
   tcase_add_test(tc[3], public_listen_allowed_insecure);
@@ -1643,6 +2177,11 @@ static Suite *http_suite(void) {
 
   tcase_add_test(tc[5], sigterm_with_open_connections);
   tcase_add_test(tc[5], acknowledged_writes_survive_kill_9);
+
+  tcase_add_test(tc[6], unauthenticated_bodies_refused_at_the_head);
+  tcase_add_test(tc[6], bodies_past_the_budget_refused);
+
+  tcase_add_test(tc[7], queue_failure_answers_503);
   return s;
 }
 

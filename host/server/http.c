@@ -995,8 +995,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req) {
       }
       /* Counted in flight, it would keep the host's shutdown waiting for
        * an answer that never comes. */
-      log_error("http: cannot queue %s %s: %s", x->rq.method, x->rq.path,
-                uv_strerror(rc));
+      log_error("http: cannot queue a request: %s", uv_strerror(rc));
       send_error(x, 503, "server.busy", "the request could not be queued: %s",
                  uv_strerror(rc));
     }
