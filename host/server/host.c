@@ -280,6 +280,7 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
   }
   reload_attach(h.plugins, h.engine);
   http_attach(h.http, h.engine);
+  http_attach_plugins(h.http, h.plugins);
   start_handles(&h);
   if ((rc = duro_engine_start(h.engine)) != 0) {
     fprintf(stderr, "duro: cannot start the engine: %s\n", duro_err_str(rc));

@@ -56,6 +56,7 @@
 #include "duration.h"
 #include "error.h"
 #include "log.h"
+#include "reload.h"
 #include "util.h"
 
 #define MAX_SEGMENTS 8
@@ -85,6 +86,7 @@ typedef struct http_conn http_conn;
 
 struct http_server {
   duro_engine *engine;
+  reloader *plugins; /* NULL: no plugin routes (tests, fuzzing) */
   h2o_globalconf_t config;
   h2o_context_t ctx;
   h2o_accept_ctx_t accept_ctx;
@@ -607,9 +609,40 @@ static int send_event(http_server *s, http_exchange *x, const char *wf,
   return send_json(x, 202, json_pack("{s:s,s:s}", "id", id, "type", type));
 }
 
+/* Each loaded plugin build, with the instances pinned to it. */
+static char *plugin_metrics(http_server *s) {
+  if (!s->plugins)
+    return xstrdup("");
+  json_t *list = reload_list(s->plugins);
+  char *text = xstrdup("# HELP duro_plugin_build_instances Instances that "
+                       "have not ended, pinned to each loaded build.\n"
+                       "# TYPE duro_plugin_build_instances gauge\n");
+  size_t i, k;
+  json_t *p, *b;
+  json_array_foreach(json_object_get(list, "plugins"), i, p) {
+    json_array_foreach(json_object_get(p, "builds"), k, b) {
+      char *line =
+          xasprintf("%sduro_plugin_build_instances{plugin=\"%s\",build=\"%s\","
+                    "newest=\"%d\"} %" JSON_INTEGER_FORMAT "\n",
+                    text, json_string_value(json_object_get(p, "name")),
+                    json_string_value(json_object_get(b, "build")),
+                    json_is_true(json_object_get(b, "newest")),
+                    json_integer_value(json_object_get(b, "instances")));
+      free(text);
+      text = line;
+    }
+  }
+  json_decref(list);
+  return text;
+}
+
 static int metrics(http_server *s, http_exchange *x) {
-  char *text = duro_engine_metrics(s->engine);
+  char *engine = duro_engine_metrics(s->engine);
+  char *builds = plugin_metrics(s);
+  char *text = xasprintf("%s%s", engine, builds);
   send_text(x, 200, "text/plain; version=0.0.4", text, strlen(text));
+  free(engine);
+  free(builds);
   free(text);
   return 0;
 }
@@ -777,6 +810,30 @@ static int wrong_method(http_exchange *x, const char *allowed) {
                     "%s is not allowed here; use %s", x->rq.method, allowed);
 }
 
+/* GET /plugins: each plugin and its loaded builds.  POST /plugins/reload
+ * and /plugins/{name}/reload: load changed builds now (the reload runs on
+ * this pool thread; the file watch and SIGHUP take the same lock). */
+static int plugins_route(http_server *s, http_exchange *x, char **seg, int n) {
+  if (!s->plugins)
+    return send_error(x, 404, "route.not_found", "no plugins here");
+  if (n == 1)
+    return method_is(x, "GET") ? send_json(x, 200, reload_list(s->plugins))
+                               : wrong_method(x, "GET");
+  const char *name = n == 3 ? seg[1] : NULL;
+  if (!((n == 2 && !strcmp(seg[1], "reload")) ||
+        (n == 3 && !strcmp(seg[2], "reload"))))
+    return send_error(x, 404, "route.not_found", "no route for %s %s",
+                      x->rq.method, x->rq.path);
+  if (!method_is(x, "POST"))
+    return wrong_method(x, "POST");
+  json_t *report = NULL;
+  if (reload_plugins(s->plugins, name, &report) < 0) {
+    json_decref(report);
+    return send_error(x, 404, "plugin.not_found", "no plugin \"%s\"", name);
+  }
+  return send_json(x, 200, report);
+}
+
 static int route(http_server *s, http_exchange *x) {
   char *seg[MAX_SEGMENTS];
   int n = split_path(x, seg);
@@ -787,6 +844,8 @@ static int route(http_server *s, http_exchange *x) {
                : wrong_method(x, "GET");
   if (n == 1 && !strcmp(seg[0], "metrics"))
     return method_is(x, "GET") ? metrics(s, x) : wrong_method(x, "GET");
+  if (n >= 1 && !strcmp(seg[0], "plugins"))
+    return plugins_route(s, x, seg, n);
   if (n < 3 || strcmp(seg[0], "workflows") != 0 ||
       strcmp(seg[2], "instances") != 0)
     return send_error(x, 404, "route.not_found", "no route for %s %s",
@@ -1548,6 +1607,10 @@ int http_check(const config *cfg, char *err, size_t errlen) {
 }
 
 void http_attach(http_server *s, duro_engine *e) { s->engine = e; }
+
+void http_attach_plugins(http_server *s, reloader *plugins) {
+  s->plugins = plugins;
+}
 
 int http_bind(const config *cfg, int *fd_out, char *err, size_t errlen) {
   const char *where = cfg->http.listen ? cfg->http.listen : "127.0.0.1:8787";

@@ -30,6 +30,9 @@ int http_bind(const config *cfg, int *fd_out, char *err, size_t errlen);
 int http_start(uv_loop_t *loop, duro_engine *e, const config *cfg,
                int listen_fd, http_server **out, char *err, size_t errlen);
 void http_attach(http_server *s, duro_engine *e);
+/* Serves GET /plugins and POST /plugins[/{name}]/reload from `plugins`. */
+struct reloader;
+void http_attach_plugins(http_server *s, struct reloader *plugins);
 
 /* Requests handed to the thread pool and not yet answered: the host runs
  * the loop until this is 0 before it closes the engine. */
