@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
@@ -31,6 +32,7 @@
 extern char **environ;
 
 #define DEBOUNCE_MS 250
+#define PROBE_TIMEOUT_MS 10000
 
 typedef struct build {
   char hash[17];
@@ -43,7 +45,9 @@ typedef struct plugin_state {
   const config_plugin *cfg;
   build *builds; /* oldest first; the last is the newest */
   size_t n;
-  char *initial_copy; /* before reload_attach: the private copy loaded */
+  /* Before reload_attach: the private copy loaded, kept open (its file is
+   * already deleted, so a start that never finishes leaves nothing). */
+  int initial_fd;
   uv_fs_event_t watch;
   uv_timer_t debounce;
   int watching;
@@ -55,11 +59,17 @@ struct reloader {
   char *self;
   duro_engine *e;
   char *store_dir;
-  char *tmp_dir;
   pthread_mutex_t mu;
   plugin_state *plugins;
+  int queued;    /* reload jobs on the pool (the loop's thread only) */
   int restarted; /* an engine died before this one (the ledger says so) */
 };
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static int64_t wall_ms(void) {
   struct timespec ts;
@@ -79,29 +89,24 @@ reloader *reload_new(const config *cfg, ledger *l, const char *self) {
   for (size_t i = 0; i < cfg->n_plugins; i++) {
     r->plugins[i].r = r;
     r->plugins[i].cfg = &cfg->plugins[i];
+    r->plugins[i].initial_fd = -1;
   }
   return r;
 }
 
-static void remove_tmp_dir(reloader *r) {
-  if (!r->tmp_dir)
-    return;
+static void close_initial(reloader *r) {
   for (size_t i = 0; i < r->cfg->n_plugins; i++) {
     plugin_state *p = &r->plugins[i];
-    if (p->initial_copy)
-      unlink(p->initial_copy);
-    free(p->initial_copy);
-    p->initial_copy = NULL;
+    if (p->initial_fd >= 0)
+      close(p->initial_fd);
+    p->initial_fd = -1;
   }
-  rmdir(r->tmp_dir);
-  free(r->tmp_dir);
-  r->tmp_dir = NULL;
 }
 
 void reload_free(reloader *r) {
   if (!r)
     return;
-  remove_tmp_dir(r);
+  close_initial(r);
   for (size_t i = 0; i < r->cfg->n_plugins; i++) {
     plugin_state *p = &r->plugins[i];
     for (size_t k = 0; k < p->n; k++)
@@ -113,6 +118,19 @@ void reload_free(reloader *r) {
   free(r->self);
   pthread_mutex_destroy(&r->mu);
   free(r);
+}
+
+/* err with the first mention of `copy` (a build's private copy) replaced
+ * by `source`, the path the user wrote: the copy may be gone by the time
+ * anyone reads the message. */
+static void name_source(char *out, size_t len, const char *err,
+                        const char *copy, const char *source) {
+  const char *at = copy ? strstr(err, copy) : NULL;
+  if (at)
+    snprintf(out, len, "%.*s%s%s", (int)(at - err), err, source,
+             at + strlen(copy));
+  else
+    snprintf(out, len, "%s", err);
 }
 
 /* ---- the probe ------------------------------------------------------------
@@ -176,18 +194,46 @@ static int probe(reloader *r, const plugin_state *p, const char *path,
              strerror(rc));
     return -1;
   }
+  /* A constructor that never returns must not hold the reload (and the
+   * host's stop) forever. */
   char out[1024];
   size_t got = 0;
-  ssize_t k;
-  while ((k = read(fds[0], out + got, sizeof out - 1 - got)) > 0 ||
-         (k < 0 && errno == EINTR))
-    if (k > 0)
-      got += (size_t)k;
+  int64_t deadline = mono_ms() + PROBE_TIMEOUT_MS, timed_out = 0;
+  for (;;) {
+    int64_t left = deadline - mono_ms();
+    struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+    if (left <= 0) {
+      timed_out = 1;
+      break;
+    }
+    int n = poll(&pfd, 1, (int)left);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      continue;
+    ssize_t k = read(fds[0], out + got, sizeof out - 1 - got);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k <= 0)
+      break; /* EOF: the probe ended */
+    got += (size_t)k;
+    if (got == sizeof out - 1)
+      got = 0; /* keep reading; only the first line is reported */
+  }
   out[got] = '\0';
   close(fds[0]);
+  if (timed_out)
+    kill(pid, SIGKILL);
   int status;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
     ;
+  if (timed_out) {
+    snprintf(err, errlen,
+             "did not finish loading within %d s (a constructor or init "
+             "that never returns?)",
+             PROBE_TIMEOUT_MS / 1000);
+    return -1;
+  }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
     return 0;
   out[strcspn(out, "\n")] = '\0';
@@ -297,12 +343,7 @@ static int load_fallback(reloader *r, plugin_state *p, const char *why) {
 static void report_refusal(const config *cfg, const config_plugin *c,
                            const char *copy, const char *err) {
   char msg[1200];
-  const char *at = copy ? strstr(err, copy) : NULL;
-  if (at)
-    snprintf(msg, sizeof msg, "%.*s%s%s", (int)(at - err), err, c->path,
-             at + strlen(copy));
-  else
-    snprintf(msg, sizeof msg, "%s", err);
+  name_source(msg, sizeof msg, err, copy, c->path);
   const char *cls = strstr(msg, "exports no class \"");
   for (size_t k = 0; cls && k < c->n_workflows; k++) {
     const config_workflow *w = &c->workflows[k];
@@ -338,14 +379,12 @@ int reload_load_initial(reloader *r) {
     free(dir);
     return 1;
   }
-  r->tmp_dir = dir;
   for (size_t i = 0; i < cfg->n_plugins; i++) {
     plugin_state *p = &r->plugins[i];
     const config_plugin *c = p->cfg;
     char err[1024], hash[17];
     char *copy = NULL;
-    int rc =
-        build_store_import(r->tmp_dir, c->path, hash, &copy, err, sizeof err);
+    int rc = build_store_import(dir, c->path, hash, &copy, err, sizeof err);
     if (rc == 0 && (rc = probe(r, p, copy, err, sizeof err)) != 0 &&
         r->restarted && load_fallback(r, p, err) == 0) {
       unlink(copy);
@@ -362,8 +401,14 @@ int reload_load_initial(reloader *r) {
       problems++;
       continue;
     }
-    p->initial_copy = copy;
+    /* Mapped now: the file can go; the descriptor keeps its bytes for
+     * the store (reload_attach). */
+    p->initial_fd = open(copy, O_RDONLY | O_CLOEXEC);
+    unlink(copy);
+    free(copy);
   }
+  rmdir(dir);
+  free(dir);
   return problems;
 }
 
@@ -455,17 +500,18 @@ int reload_attach(reloader *r, duro_engine *e) {
   r->e = e;
   for (size_t i = 0; i < r->cfg->n_plugins; i++) {
     plugin_state *p = &r->plugins[i];
-    if (!p->initial_copy)
+    if (p->initial_fd < 0)
       continue; /* served from the store already */
-    char err[1024], hash[17];
+    char err[1024], hash[17], src[64];
     char *stored = NULL;
-    if (build_store_import(r->store_dir, p->initial_copy, hash, &stored, err,
-                           sizeof err) != 0)
+    snprintf(src, sizeof src, "/proc/self/fd/%d", p->initial_fd);
+    if (build_store_import(r->store_dir, src, hash, &stored, err, sizeof err) !=
+        0)
       log_error("plugin \"%s\": %s", p->cfg->name, err);
     free(stored);
     remember_newest(r, p);
   }
-  remove_tmp_dir(r);
+  close_initial(r);
   register_workflows(r);
   load_pinned(r);
   pthread_mutex_unlock(&r->mu);
@@ -511,9 +557,11 @@ static json_t *reload_one(reloader *r, plugin_state *p) {
   if (rc) {
     if (stored && !find_build(p, hash))
       build_store_remove(r->store_dir, hash);
+    char shown[1200];
+    name_source(shown, sizeof shown, err, stored, c->path);
     log_error("plugin \"%s\": new build of %s refused: %s; build %s keeps "
               "serving",
-              c->name, c->path, err, previous);
+              c->name, c->path, shown, previous);
     json_object_set_new(rep, "status", json_string("refused"));
     json_object_set_new(rep, "error", json_string(err));
   } else {
@@ -566,10 +614,10 @@ void reload_gc(reloader *r) {
         k++;
         continue;
       }
-      log_info("plugin \"%s\": build %s unloaded: no instance needs it",
-               p->cfg->name, p->builds[k].hash);
       loader_close(p->builds[k].lp);
       build_store_remove(r->store_dir, p->builds[k].hash);
+      log_info("plugin \"%s\": build %s unloaded: no instance needs it",
+               p->cfg->name, p->builds[k].hash);
       memmove(&p->builds[k], &p->builds[k + 1],
               (p->n - k - 1) * sizeof *p->builds);
       p->n--;
@@ -623,11 +671,44 @@ json_t *reload_list(reloader *r) {
  * ------------------------------------------------------
  */
 
+/* A reload probes and loads code: on libuv's pool, never on the loop. */
+typedef struct reload_job {
+  uv_work_t work;
+  reloader *r;
+  char *name; /* NULL: every plugin */
+} reload_job;
+
+static void job_run(uv_work_t *w) {
+  reload_job *j = (reload_job *)w;
+  reload_plugins(j->r, j->name, NULL);
+}
+
+static void job_done(uv_work_t *w, int status) {
+  (void)status;
+  reload_job *j = (reload_job *)w;
+  j->r->queued--;
+  free(j->name);
+  free(j);
+}
+
+void reload_queue(reloader *r, uv_loop_t *loop, const char *name) {
+  reload_job *j = xcalloc(1, sizeof *j);
+  j->r = r;
+  j->name = name ? xstrdup(name) : NULL;
+  if (uv_queue_work(loop, &j->work, job_run, job_done) != 0) {
+    log_error("cannot queue a reload of %s", name ? name : "every plugin");
+    free(j->name);
+    free(j);
+    return;
+  }
+  r->queued++;
+}
+
+int reload_queued(const reloader *r) { return r->queued; }
+
 static void on_debounced(uv_timer_t *t) {
   plugin_state *p = t->data;
-  json_t *rep = NULL;
-  reload_plugins(p->r, p->cfg->name, &rep);
-  json_decref(rep);
+  reload_queue(p->r, t->loop, p->cfg->name);
 }
 
 static void on_fs_event(uv_fs_event_t *h, const char *filename, int events,

@@ -52,6 +52,12 @@ int reload_attach(reloader *r, duro_engine *e);
  * unknown name). */
 int reload_plugins(reloader *r, const char *name, json_t **report);
 
+/* reload_plugins on libuv's pool (for the loop: a watch, SIGHUP). */
+void reload_queue(reloader *r, uv_loop_t *loop, const char *name);
+/* Reloads queued and not finished: the host waits for none before it
+ * closes the engine. */
+int reload_queued(const reloader *r);
+
 /* Unloads and deletes every build that is not the newest and that no
  * activation runs and no instance that has not ended is pinned to.  Runs
  * journal reads: not on the event loop. */

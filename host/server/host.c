@@ -175,7 +175,7 @@ static void on_signal(uv_signal_t *s, int signum) {
   host *h = s->loop->data;
   if (signum == SIGHUP) {
     log_info("SIGHUP: reloading every plugin");
-    reload_plugins(h->plugins, NULL, NULL);
+    reload_queue(h->plugins, s->loop, NULL);
     return;
   }
   if (signum == SIGINT && ++h->sigints > 1) {
@@ -303,10 +303,12 @@ stop:
     uv_run(&h.loop, UV_RUN_ONCE);
   http_free(h.http);
   h.http = NULL;
-  /* A build collection on the pool uses the engine: let it finish. */
+  /* A build collection or a reload on the pool uses the engine: let it
+   * finish.  The watch stops first, so no new reload is queued. */
+  reload_unwatch(h.plugins);
   if (h.gc.loop)
     uv_timer_stop(&h.gc);
-  while (h.gc_running)
+  while (h.gc_running || reload_queued(h.plugins))
     uv_run(&h.loop, UV_RUN_ONCE);
   /* Workers finish their current step, then suspend at the boundary. */
   if (h.engine)

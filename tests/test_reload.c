@@ -1,0 +1,825 @@
+/* test_reload.c — hot reload of a plugin under a real `duro run`.
+ *
+ * Every case runs DURO_BIN (fork/exec, tests/proc.h) in a temporary
+ * directory of its own, on a config whose one plugin "deploy" is the file
+ * plugin.so there, a copy of the deploy fixture's v1 build
+ * (plugins/deploy/deploy.c: steps A, a sleep "nap" of params "nap", B;
+ * output {"build": "v1" | "v2" | "v2r" | "v2i"}).  The plugin's class
+ * Flow serves three workflows: `pinned` (default versioning), `latest`
+ * (versioning: latest) and `latestp` (latest, on_divergence: pause).  A
+ * deploy writes another build over plugin.so while instances sleep, the
+ * way a user would: in place (cp), or written beside and renamed over it.
+ * What the host did is read from its log (one file for stdout and stderr:
+ * the supervisor's "engine started (pid N)", the engine's "build H is the
+ * newest (was H)", "refused", "unloaded" lines), from the instances'
+ * descriptions over HTTP (output, error, the build hash of every step
+ * attempt), from the build store (var/builds/<hash>.so) and from the
+ * engine's /proc/PID/maps.
+ *
+ *  - in place: no process dies, the new build is the newest within 2 s,
+ *    pinned instances finish on the build they started on, latest ones
+ *    move to the new build (their attempts show both hashes), and the old
+ *    build is unloaded, deleted and unmapped once nothing needs it;
+ *  - write then rename is seen too; a deploy of identical bytes is no
+ *    reload at all;
+ *  - SIGHUP to the supervisor reloads, also a change the directory watch
+ *    cannot see (a write through a hard link elsewhere), and a cp followed
+ *    at once by SIGHUP loads the build once, not twice;
+ *  - pinned across a host restart: the old build is loaded from the store;
+ *  - broken builds (undefined symbol, ABI major, init fails, constructor
+ *    crash) are refused with the cause, the engine survives, v1 serves;
+ *  - divergence under latest: a renamed or inserted step errors the
+ *    instance with replay.diverged naming both step keys, or pauses it
+ *    (on_divergence: pause) until a rollback and a resume complete it.
+ *
+ * The hosts run with ASan's and UBSan's SIGSEGV handlers off, as in
+ * test_faults: the constructor-crash build must kill its load probe with
+ * a signal, which the refusal then names.  All traffic is on loopback. */
+#include <check.h>
+#include <curl/curl.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "http_client.h"
+#include "proc.h"
+
+#ifndef DURO_BIN
+#error "build with -DDURO_BIN=\"<path of the built duro binary>\""
+#endif
+#if !defined(DEPLOY_V1) || !defined(DEPLOY_V2) ||                              \
+    !defined(DEPLOY_V2_RENAMED) || !defined(DEPLOY_V2_INSERTED)
+#error "build with -DDEPLOY_V1=\"<path>\" and V2, V2_RENAMED, V2_INSERTED"
+#endif
+#ifndef FIXTURES_DIR
+#error "build with -DFIXTURES_DIR=\"<dir holding libfixture_*.so>\""
+#endif
+
+#define WAIT_MS 20000       /* for a host to say ready */
+#define NEWEST_MS 2000      /* from a deploy to its "is the newest" line */
+#define UNLOAD_MS 15000     /* for an unused build to be unloaded (10 s pass) */
+#define SETTLE_MS 15000     /* for an instance to reach a status */
+#define QUIET_MS 800        /* past the watch's 250 ms debounce and a probe */
+#define NAP "\"3 seconds\"" /* the sleep of instances a deploy lands on */
+#define SHORT "{\"nap\":\"200 ms\"}" /* instances that only need to end */
+
+#define assert_contains(hay, needle)                                           \
+  ck_assert_msg(strstr((hay), (needle)) != NULL, "expected \"%s\" in:\n%s",    \
+                (needle), proc_tail(hay))
+
+/* ---- files --------------------------------------------------------------- */
+
+/* Writes the bytes of `src` over `dst` in place (open with O_TRUNC, the
+ * inode kept), as cp does. */
+static void put_file(const char *dst, const char *src) {
+  char *data = NULL;
+  size_t len = 0;
+  FILE *in = fopen(src, "rb");
+  ck_assert_msg(in != NULL, "%s: %s", src, strerror(errno));
+  char chunk[65536];
+  size_t got;
+  while ((got = fread(chunk, 1, sizeof chunk, in)) > 0) {
+    data = realloc(data, len + got);
+    ck_assert(data != NULL);
+    memcpy(data + len, chunk, got);
+    len += got;
+  }
+  fclose(in);
+  int fd = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+  ck_assert_msg(fd >= 0, "%s: %s", dst, strerror(errno));
+  for (size_t off = 0; off < len;) {
+    ssize_t k = write(fd, data + off, len - off);
+    ck_assert_msg(k > 0 || errno == EINTR, "write %s: %s", dst,
+                  strerror(errno));
+    if (k > 0)
+      off += (size_t)k;
+  }
+  ck_assert(close(fd) == 0);
+  free(data);
+}
+
+/* A deploy that never shows a half-written file: `src` written to
+ * `dst`.tmp, renamed over `dst`. */
+static void put_file_renamed(const char *dst, const char *src) {
+  char tmp[512];
+  snprintf(tmp, sizeof tmp, "%s.tmp", dst);
+  put_file(tmp, src);
+  ck_assert_msg(rename(tmp, dst) == 0, "rename %s: %s", tmp, strerror(errno));
+}
+
+static int file_exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+/* ---- the host ------------------------------------------------------------ */
+
+typedef struct host {
+  pid_t pid;    /* the supervisor */
+  pid_t engine; /* from its "engine started (pid N)" line */
+  int port;
+  char config[400];
+  char log[400];    /* the host's stdout and stderr */
+  char plugin[400]; /* the configured plugin path, deploys go here */
+  char store[400];  /* the build store, var/builds */
+  char env_asan[1024], env_ubsan[1024];
+} host;
+
+/* The config: plugin.so, a v1 build, serving three workflows of one
+ * class. */
+static void host_init(host *h) {
+  memset(h, 0, sizeof *h);
+  snprintf(h->config, sizeof h->config, "%s/host.yaml", proc_tmp_dir);
+  snprintf(h->plugin, sizeof h->plugin, "%s/plugin.so", proc_tmp_dir);
+  snprintf(h->store, sizeof h->store, "%s/var/builds", proc_tmp_dir);
+  put_file(h->plugin, DEPLOY_V1);
+  FILE *f = fopen(h->config, "w");
+  ck_assert_msg(f != NULL, "%s: %s", h->config, strerror(errno));
+  fprintf(f,
+          "storage: { path: %s/var/duro.db, synchronous: normal }\n"
+          "http: { listen: \"127.0.0.1:0\" }\n"
+          "engine: { workers: 2 }\n"
+          "plugins:\n"
+          "  - name: deploy\n"
+          "    path: %s\n"
+          "    workflows:\n"
+          "      - { name: pinned, binding: PINNED, class_name: Flow }\n"
+          "      - name: latest\n"
+          "        binding: LATEST\n"
+          "        class_name: Flow\n"
+          "        versioning: latest\n"
+          "      - name: latestp\n"
+          "        binding: LATESTP\n"
+          "        class_name: Flow\n"
+          "        versioning: latest\n"
+          "        on_divergence: pause\n",
+          proc_tmp_dir, h->plugin);
+  ck_assert(fclose(f) == 0);
+}
+
+/* ASAN_OPTIONS or UBSAN_OPTIONS as we have it, plus the SIGSEGV handlers
+ * off (see the top of the file), into `buf` as "NAME=value". */
+static void sanitizer_env(char *buf, size_t len, const char *name) {
+  const char *have = getenv(name);
+  snprintf(buf, len, "%s=%s%shandle_segv=0:handle_sigbus=0:handle_abort=0",
+           name, have && *have ? have : "", have && *have ? ":" : "");
+}
+
+/* The pid of the last "engine started (pid N)" line of `log`, 0: none;
+ * *count gets how many such lines there are. */
+static pid_t engine_of(const char *log, int *count) {
+  static const char mark[] = "engine started (pid ";
+  pid_t last = 0;
+  int n = 0;
+  for (const char *p = strstr(log, mark); p; p = strstr(p + 1, mark)) {
+    last = (pid_t)atoi(p + strlen(mark));
+    n++;
+  }
+  if (count)
+    *count = n;
+  return last;
+}
+
+/* `duro run` on the config, its output in `log_name` (a file of its own
+ * per start: proc_spawn truncates), to its "ready" line. */
+static void host_start(host *h, const char *log_name) {
+  static const char *const drop[] = {"ASAN_OPTIONS", "UBSAN_OPTIONS", NULL};
+  snprintf(h->log, sizeof h->log, "%s/%s", proc_tmp_dir, log_name);
+  sanitizer_env(h->env_asan, sizeof h->env_asan, "ASAN_OPTIONS");
+  sanitizer_env(h->env_ubsan, sizeof h->env_ubsan, "UBSAN_OPTIONS");
+  char **base = proc_env(drop, NULL);
+  size_t n = 0;
+  while (base[n])
+    n++;
+  char **envp = realloc(base, (n + 3) * sizeof *envp);
+  ck_assert(envp != NULL);
+  envp[n++] = h->env_asan;
+  envp[n++] = h->env_ubsan;
+  envp[n] = NULL;
+  const char *argv[] = {DURO_BIN, "run", h->config, NULL};
+  h->pid = proc_spawn(argv, envp, h->log, h->log);
+  free(envp);
+  proc_live = h->pid;
+  h->port = proc_wait_port(h->pid, h->log, proc_now_ms() + WAIT_MS);
+  char *log = proc_slurp(h->log);
+  h->engine = engine_of(log, NULL);
+  ck_assert_msg(h->engine > 0 && h->engine != h->pid,
+                "no engine pid (supervisor %d) in:\n%s", (int)h->pid,
+                proc_tail(log));
+  free(log);
+}
+
+/* Non-zero once `pid` (not our child) is gone: no such process, or a
+ * zombie. */
+static int pid_gone(pid_t pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH)
+    return 1;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  char *text = proc_slurp(path);
+  const char *rp = strrchr(text, ')'); /* after "pid (comm)": the state */
+  int gone = !rp || rp[2] == 'Z' || rp[2] == 'X';
+  free(text);
+  return gone;
+}
+
+/* Nothing died: the supervisor runs, the engine it started first is the
+ * only one and still runs, and no line says a process died. */
+static void assert_alive(host *h) {
+  char *log = proc_slurp(h->log);
+  int status, engines;
+  ck_assert_msg(waitpid(h->pid, &status, WNOHANG) == 0,
+                "the supervisor exited:\n%s", proc_tail(log));
+  pid_t engine = engine_of(log, &engines);
+  ck_assert_msg(engines == 1 && engine == h->engine && !pid_gone(engine),
+                "engine %d replaced or gone (%d engine(s) started):\n%s",
+                (int)h->engine, engines, proc_tail(log));
+  ck_assert_msg(strstr(log, "died") == NULL, "a process died:\n%s",
+                proc_tail(log));
+  free(log);
+}
+
+/* SIGTERM: exit 0, no sanitizer report (proc_stop), the engine gone. */
+static void host_stop(host *h) {
+  free(proc_stop(h->pid, h->log, proc_now_ms() + 15000));
+  int64_t deadline = proc_now_ms() + 2000;
+  while (!pid_gone(h->engine)) {
+    ck_assert_msg(proc_now_ms() < deadline,
+                  "engine %d still there after the supervisor exited",
+                  (int)h->engine);
+    proc_sleep_ms(10);
+  }
+}
+
+/* ---- the host's log ------------------------------------------------------ */
+
+/* How many lines of the log hold `needle`. */
+static int count_lines(const host *h, const char *needle) {
+  char *log = proc_slurp(h->log);
+  int n = 0;
+  for (const char *l = log; *l;) {
+    size_t len = strcspn(l, "\n");
+    const char *at = strstr(l, needle);
+    n += at && at < l + len;
+    l += len + (l[len] == '\n');
+  }
+  free(log);
+  return n;
+}
+
+/* Waits until `count` lines hold `needle`, by `deadline`. */
+static void wait_lines(const host *h, const char *needle, int count,
+                       int64_t deadline) {
+  for (;;) {
+    int n = count_lines(h, needle);
+    if (n >= count)
+      return;
+    if (proc_now_ms() >= deadline) {
+      char *log = proc_slurp(h->log);
+      ck_abort_msg("%d line(s) with \"%s\", want %d, by the deadline:\n%s", n,
+                   needle, count, proc_tail(log));
+    }
+    proc_sleep_ms(10);
+  }
+}
+
+#define NEWEST_MARK "plugin \"deploy\": build "
+
+/* The `k`th (0-based) "build H is the newest (was P)" line's hashes. */
+static void newest_line(const host *h, int k, char hash[17], char was[17]) {
+  char *log = proc_slurp(h->log);
+  int seen = 0;
+  for (const char *p = strstr(log, NEWEST_MARK); p;
+       p = strstr(p + 1, NEWEST_MARK)) {
+    if (sscanf(p + strlen(NEWEST_MARK),
+               "%16[0-9a-f] is the newest (was %16[0-9a-f])", hash, was) == 2 &&
+        seen++ == k) {
+      free(log);
+      return;
+    }
+  }
+  ck_abort_msg("no \"is the newest\" line #%d in:\n%s", k + 1, proc_tail(log));
+}
+
+/* ---- the build store and the engine's mappings --------------------------- */
+
+static int by_name(const void *a, const void *b) { return strcmp(a, b); }
+
+/* The hashes of the builds in the store (the <hash>.so files), sorted,
+ * into `out` as "H1 H2 ..."; returns how many. */
+static int store_builds(const host *h, char *out, size_t len) {
+  char names[16][17];
+  int n = 0;
+  DIR *d = opendir(h->store);
+  ck_assert_msg(d != NULL, "%s: %s", h->store, strerror(errno));
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    size_t l = strlen(e->d_name);
+    if (l == 19 && !strcmp(e->d_name + 16, ".so") && n < 16)
+      snprintf(names[n++], 17, "%.16s", e->d_name);
+  }
+  closedir(d);
+  qsort(names, (size_t)n, sizeof names[0], by_name);
+  out[0] = '\0';
+  for (int i = 0; i < n; i++)
+    snprintf(out + strlen(out), len - strlen(out), "%s%s", i ? " " : "",
+             names[i]);
+  return n;
+}
+
+/* The hash of the one build in the store (right after the first start). */
+static void only_build(const host *h, char hash[17]) {
+  char list[400];
+  int n = store_builds(h, list, sizeof list);
+  ck_assert_msg(n == 1, "%d build(s) in the store: %s", n, list);
+  snprintf(hash, 17, "%.16s", list);
+}
+
+static int store_has(const host *h, const char *hash) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s.so", h->store, hash);
+  return file_exists(path);
+}
+
+/* Whether the engine maps a file named "<hash>.so" (the store's copy or
+ * the private copy of the first load, "(deleted)" or not). */
+static int engine_maps(const host *h, const char *hash) {
+  char path[64], name[32];
+  snprintf(path, sizeof path, "/proc/%d/maps", (int)h->engine);
+  snprintf(name, sizeof name, "/%s.so", hash);
+  char *maps = proc_slurp(path);
+  ck_assert_msg(*maps, "%s is empty or unreadable", path);
+  int found = strstr(maps, name) != NULL;
+  free(maps);
+  return found;
+}
+
+/* ---- HTTP (libcurl, tests/http_client.h) -------------------------------- */
+
+static void request(const host *h, http_resp *r, const char *method,
+                    const char *path, const char *body) {
+  http_req q = {
+      .method = method, .path = path, .body = body, .timeout_ms = 5000};
+  ck_assert_msg(http_send(h->port, &q, r) == CURLE_OK,
+                "%s %s: no answer from port %d", method, path, h->port);
+}
+
+static void create(const host *h, const char *wf, const char *id,
+                   const char *params) {
+  char path[128], body[256];
+  snprintf(path, sizeof path, "/workflows/%s/instances", wf);
+  snprintf(body, sizeof body, "{\"id\":\"%s\",\"params\":%s}", id, params);
+  http_resp r;
+  request(h, &r, "POST", path, body);
+  ck_assert_msg(r.status == 201, "create %s/%s: %ld %s", wf, id, r.status,
+                r.body ? r.body : "");
+  http_resp_free(&r);
+}
+
+static json_t *describe(const host *h, const char *wf, const char *id) {
+  char path[128];
+  snprintf(path, sizeof path, "/workflows/%s/instances/%s", wf, id);
+  http_resp r;
+  request(h, &r, "GET", path, NULL);
+  ck_assert_msg(r.status == 200, "GET %s: %ld %s", path, r.status,
+                r.body ? r.body : "");
+  json_t *d = json_incref(r.json);
+  http_resp_free(&r);
+  return d;
+}
+
+/* Polls until the status is `want` or one that ends the instance, by
+ * `deadline`; it must be `want`.  Returns the description (caller's). */
+static json_t *wait_status(const host *h, const char *wf, const char *id,
+                           const char *want, int64_t deadline) {
+  json_t *d = NULL;
+  for (;;) {
+    json_decref(d);
+    d = describe(h, wf, id);
+    const char *st = jstr(d, "status");
+    if (!strcmp(st, want) || !strcmp(st, "complete") ||
+        !strcmp(st, "errored") || !strcmp(st, "terminated") ||
+        proc_now_ms() >= deadline)
+      break;
+    proc_sleep_ms(20);
+  }
+  char *text = jdump(d);
+  ck_assert_msg(!strcmp(jstr(d, "status"), want),
+                "%s/%s: status never became %s; last: %s", wf, id, want,
+                proc_tail(text));
+  free(text);
+  return d;
+}
+
+/* Status `want` now, by the same poll, within SETTLE_MS. */
+static json_t *settle(const host *h, const char *wf, const char *id,
+                      const char *want) {
+  return wait_status(h, wf, id, want, proc_now_ms() + SETTLE_MS);
+}
+
+/* The build of attempt `i` of step `key`, "" when there is none. */
+static const char *attempt_build(json_t *d, const char *key, size_t i) {
+  json_t *a = json_array_get(jget(step_of(d, key), "attempts"), i);
+  return jstr(a, "build");
+}
+
+/* The instance completed with output {"build": version}, its steps A and
+ * B each in one attempt, A on build `a`, B on build `b`. */
+static void assert_ran(json_t *d, const char *version, const char *a,
+                       const char *b) {
+  char *text = jdump(d);
+  ck_assert_msg(!strcmp(jstr(d, "status"), "complete") &&
+                    !strcmp(jstr(d, "output.build"), version),
+                "want complete with build %s: %s", version, proc_tail(text));
+  ck_assert_msg(json_array_size(jget(step_of(d, "A#1"), "attempts")) == 1 &&
+                    json_array_size(jget(step_of(d, "B#1"), "attempts")) == 1,
+                "A and B in one attempt each: %s", proc_tail(text));
+  ck_assert_msg(!strcmp(attempt_build(d, "A#1", 0), a) &&
+                    !strcmp(attempt_build(d, "B#1", 0), b),
+                "want A on %s, B on %s: %s", a, b, proc_tail(text));
+  free(text);
+}
+
+/* The builds the instance's attempts ran on, as its description lists
+ * them ("builds"), into `out` as "H1 H2". */
+static const char *builds_of(json_t *d, char *out, size_t len) {
+  out[0] = '\0';
+  size_t i;
+  json_t *b;
+  json_array_foreach(jget(d, "builds"), i, b)
+      snprintf(out + strlen(out), len - strlen(out), "%s%s", i ? " " : "",
+               json_string_value(b) ? json_string_value(b) : "?");
+  return out;
+}
+
+/* Waits for status `status` with error replay.diverged, whose message
+ * names the `journaled` and the `requested` step keys; returns the
+ * description (caller's). */
+static json_t *wait_diverged(const host *h, const char *wf, const char *id,
+                             const char *status, const char *journaled,
+                             const char *requested) {
+  json_t *d = settle(h, wf, id, status);
+  char *text = jdump(d);
+  ck_assert_msg(!strcmp(jstr(d, "error.name"), "replay.diverged"),
+                "%s/%s: want replay.diverged: %s", wf, id, proc_tail(text));
+  const char *msg = jstr(d, "error.message");
+  char want1[32], want2[32];
+  snprintf(want1, sizeof want1, "\"%s\"", journaled);
+  snprintf(want2, sizeof want2, "\"%s\"", requested);
+  ck_assert_msg(strstr(msg, want1) && strstr(msg, want2),
+                "%s/%s: the message names not both %s and %s: %s", wf, id,
+                want1, want2, msg);
+  free(text);
+  return d;
+}
+
+/* Deploys `src` over the plugin in place and waits for the `k`th
+ * (1-based) "is the newest" line, within NEWEST_MS; its hashes go to
+ * hash and was. */
+static void deploy(host *h, const char *src, int k, char hash[17],
+                   char was[17]) {
+  int64_t t0 = proc_now_ms();
+  put_file(h->plugin, src);
+  wait_lines(h, "is the newest", k, t0 + NEWEST_MS);
+  newest_line(h, k - 1, hash, was);
+}
+
+/* ---- 1. in place --------------------------------------------------------- */
+
+START_TEST(deploy_in_place) {
+  host H;
+  host_init(&H);
+  host_start(&H, "host.log");
+  char h1[17], h2[17], was[17], list[400];
+  only_build(&H, h1);
+  create(&H, "pinned", "p-old", "{\"nap\":" NAP "}");
+  create(&H, "latest", "l-old", "{\"nap\":" NAP "}");
+  json_decref(settle(&H, "pinned", "p-old", "waiting"));
+  json_decref(settle(&H, "latest", "l-old", "waiting"));
+  ck_assert_msg(engine_maps(&H, h1), "the engine does not map build %s", h1);
+
+  deploy(&H, DEPLOY_V2, 1, h2, was);
+  ck_assert_str_eq(was, h1);
+  ck_assert_str_ne(h2, h1);
+  ck_assert_msg(store_has(&H, h2), "build %s not in the store", h2);
+  assert_alive(&H);
+
+  create(&H, "pinned", "p-new", SHORT);
+  json_t *d = settle(&H, "pinned", "p-new", "complete");
+  assert_ran(d, "v2", h2, h2);
+  ck_assert_str_eq(builds_of(d, list, sizeof list), h2);
+  json_decref(d);
+
+  /* The ones asleep across the deploy: pinned stays on v1, latest
+   * replays A's v1 result and runs B on v2. */
+  d = settle(&H, "pinned", "p-old", "complete");
+  assert_ran(d, "v1", h1, h1);
+  ck_assert_str_eq(builds_of(d, list, sizeof list), h1);
+  json_decref(d);
+  d = settle(&H, "latest", "l-old", "complete");
+  assert_ran(d, "v2", h1, h2);
+  char both[40];
+  snprintf(both, sizeof both, "%s %s", h1, h2);
+  ck_assert_str_eq(builds_of(d, list, sizeof list), both);
+  json_decref(d);
+  assert_alive(&H);
+
+  /* Nothing needs v1 now: unloaded, deleted, unmapped; v2 stays. */
+  char unloaded[128];
+  snprintf(unloaded, sizeof unloaded, "build %s unloaded: no instance needs it",
+           h1);
+  int64_t t0 = proc_now_ms();
+  wait_lines(&H, unloaded, 1, t0 + UNLOAD_MS);
+  /* The line is written as the unload starts: dlclose and the deletion
+   * follow it. */
+  int64_t seen = proc_now_ms();
+  while ((store_has(&H, h1) || engine_maps(&H, h1)) &&
+         proc_now_ms() < seen + 1000)
+    proc_sleep_ms(10);
+  ck_assert_msg(!store_has(&H, h1),
+                "unloaded build %s still in the store 1 s after its line", h1);
+  ck_assert_msg(!engine_maps(&H, h1),
+                "unloaded build %s still mapped by the engine 1 s after its "
+                "line",
+                h1);
+  ck_assert_msg(store_has(&H, h2) && engine_maps(&H, h2),
+                "the newest build %s was unloaded", h2);
+  snprintf(unloaded, sizeof unloaded, "build %s unloaded", h2);
+  ck_assert_int_eq(count_lines(&H, unloaded), 0);
+  assert_alive(&H);
+  host_stop(&H);
+}
+END_TEST
+
+/* ---- 2. write then rename; identical bytes --------------------------------
+ */
+
+START_TEST(deploy_by_rename) {
+  host H;
+  host_init(&H);
+  host_start(&H, "host.log");
+  char h1[17], h2[17], was[17], before[400], after[400];
+  only_build(&H, h1);
+  int64_t t0 = proc_now_ms();
+  put_file_renamed(H.plugin, DEPLOY_V2);
+  wait_lines(&H, "is the newest", 1, t0 + NEWEST_MS);
+  newest_line(&H, 0, h2, was);
+  ck_assert_str_eq(was, h1);
+  ck_assert_str_ne(h2, h1);
+  create(&H, "pinned", "n1", SHORT);
+  json_t *d = settle(&H, "pinned", "n1", "complete");
+  assert_ran(d, "v2", h2, h2);
+  json_decref(d);
+
+  /* The same bytes again, in place, by rename, and then SIGHUP: no new
+   * build, no log line about one, no new file in the store. */
+  store_builds(&H, before, sizeof before);
+  put_file(H.plugin, DEPLOY_V2);
+  proc_sleep_ms(QUIET_MS);
+  put_file_renamed(H.plugin, DEPLOY_V2);
+  proc_sleep_ms(QUIET_MS);
+  ck_assert_int_eq(kill(H.pid, SIGHUP), 0);
+  wait_lines(&H, "SIGHUP: reloading", 1, proc_now_ms() + 2000);
+  proc_sleep_ms(QUIET_MS);
+  ck_assert_int_eq(count_lines(&H, "is the newest"), 1);
+  ck_assert_int_eq(count_lines(&H, "refused"), 0);
+  /* The unload pass may have deleted v1 meanwhile; nothing else changed. */
+  store_builds(&H, after, sizeof after);
+  ck_assert_msg(!strcmp(after, before) || !strcmp(after, h2),
+                "the store held %s, then %s", before, after);
+  create(&H, "pinned", "n2", SHORT);
+  d = settle(&H, "pinned", "n2", "complete");
+  assert_ran(d, "v2", h2, h2);
+  json_decref(d);
+  assert_alive(&H);
+  host_stop(&H);
+}
+END_TEST
+
+/* ---- 3. SIGHUP ------------------------------------------------------------
+ */
+
+START_TEST(sighup_reloads) {
+  host H;
+  host_init(&H);
+  host_start(&H, "host.log");
+  char h1[17], h2[17], hash[17], was[17];
+  only_build(&H, h1);
+
+  /* A write through a hard link in another directory changes the file
+   * without an event in the plugin's directory: only SIGHUP loads it. */
+  char other[400], link_path[420];
+  snprintf(other, sizeof other, "%s/elsewhere", proc_tmp_dir);
+  snprintf(link_path, sizeof link_path, "%s/plugin.so", other);
+  ck_assert(mkdir(other, 0700) == 0);
+  ck_assert_msg(link(H.plugin, link_path) == 0, "link: %s", strerror(errno));
+  put_file(link_path, DEPLOY_V2);
+  proc_sleep_ms(QUIET_MS);
+  ck_assert_msg(count_lines(&H, "is the newest") == 0,
+                "the watch saw a write through another link: the case "
+                "cannot tell SIGHUP's reload from the watch's");
+  int64_t t0 = proc_now_ms();
+  ck_assert_int_eq(kill(H.pid, SIGHUP), 0);
+  wait_lines(&H, "is the newest", 1, t0 + 1000);
+  newest_line(&H, 0, h2, was);
+  ck_assert_str_eq(was, h1);
+  ck_assert_str_ne(h2, h1);
+  create(&H, "pinned", "n1", SHORT);
+  json_t *d = settle(&H, "pinned", "n1", "complete");
+  assert_ran(d, "v2", h2, h2);
+  json_decref(d);
+
+  /* cp and SIGHUP at once: loaded within 1 s, once (the watch's reload
+   * that follows finds it unchanged). */
+  t0 = proc_now_ms();
+  put_file(H.plugin, DEPLOY_V1);
+  ck_assert_int_eq(kill(H.pid, SIGHUP), 0);
+  wait_lines(&H, "is the newest", 2, t0 + 1000);
+  newest_line(&H, 1, hash, was);
+  ck_assert_str_eq(hash, h1);
+  ck_assert_str_eq(was, h2);
+  proc_sleep_ms(QUIET_MS);
+  ck_assert_int_eq(count_lines(&H, "is the newest"), 2);
+  ck_assert_int_eq(count_lines(&H, "SIGHUP: reloading"), 2);
+  create(&H, "pinned", "n2", SHORT);
+  d = settle(&H, "pinned", "n2", "complete");
+  assert_ran(d, "v1", h1, h1);
+  json_decref(d);
+  assert_alive(&H);
+  host_stop(&H);
+}
+END_TEST
+
+/* ---- 4. pinned across a restart ------------------------------------------ */
+
+START_TEST(pinned_across_restart) {
+  host H;
+  host_init(&H);
+  host_start(&H, "first.log");
+  char h1[17], h2[17], was[17];
+  only_build(&H, h1);
+  create(&H, "pinned", "p-old", "{\"nap\":\"4 seconds\"}");
+  create(&H, "latest", "l-old", "{\"nap\":\"4 seconds\"}");
+  json_decref(settle(&H, "pinned", "p-old", "waiting"));
+  json_decref(settle(&H, "latest", "l-old", "waiting"));
+  deploy(&H, DEPLOY_V2, 1, h2, was);
+  ck_assert_str_eq(was, h1);
+  host_stop(&H);
+
+  /* The file is v2 now: the start loads it as the newest, and v1 from
+   * the store for p-old. */
+  host_start(&H, "second.log");
+  char pinned_line[128];
+  snprintf(pinned_line, sizeof pinned_line,
+           "build %s loaded for the instances pinned to it", h1);
+  wait_lines(&H, pinned_line, 1, proc_now_ms() + 2000);
+  /* Still asleep: what follows ran on this host. */
+  json_t *d = describe(&H, "pinned", "p-old");
+  char *text = jdump(d);
+  ck_assert_msg(!strcmp(jstr(d, "status"), "waiting"),
+                "p-old no longer asleep after the restart: %s",
+                proc_tail(text));
+  free(text);
+  json_decref(d);
+  create(&H, "pinned", "p-new", SHORT);
+  d = settle(&H, "pinned", "p-new", "complete");
+  assert_ran(d, "v2", h2, h2);
+  json_decref(d);
+  d = settle(&H, "pinned", "p-old", "complete");
+  assert_ran(d, "v1", h1, h1);
+  json_decref(d);
+  d = settle(&H, "latest", "l-old", "complete");
+  assert_ran(d, "v2", h1, h2);
+  json_decref(d);
+  assert_alive(&H);
+  host_stop(&H);
+}
+END_TEST
+
+/* ---- 5. broken builds -----------------------------------------------------
+ */
+
+static const struct {
+  const char *fixture, *cause;
+} broken[] = {
+    {"undefined_symbol", "undefined symbol: duro_fixture_missing_function"},
+    {"abi_major_mismatch", "abi_major is 99"},
+    {"init_fails", "init returned"},
+    {"ctor_crash", "crashed while loading (signal 11, SIGSEGV)"},
+};
+
+START_TEST(broken_build_refused) {
+  host H;
+  host_init(&H);
+  host_start(&H, "host.log");
+  char h1[17], src[512], want[700];
+  only_build(&H, h1);
+  snprintf(src, sizeof src, "%s/libfixture_%s.so", FIXTURES_DIR,
+           broken[_i].fixture);
+  int64_t t0 = proc_now_ms();
+  put_file(H.plugin, src);
+  wait_lines(&H, "refused", 1, t0 + 3000);
+  char *log = proc_slurp(H.log);
+  snprintf(want, sizeof want,
+           "plugin \"deploy\": new build of %s refused: ", H.plugin);
+  assert_contains(log, want);
+  assert_contains(log, broken[_i].cause);
+  snprintf(want, sizeof want, "; build %s keeps serving", h1);
+  assert_contains(log, want);
+  ck_assert_msg(strstr(log, "is the newest") == NULL, "a broken build loaded");
+  free(log);
+  assert_alive(&H);
+  /* The refused build leaves nothing in the store. */
+  char list[400];
+  ck_assert_msg(store_builds(&H, list, sizeof list) == 1 && !strcmp(list, h1),
+                "the store holds %s, want only %s", list, h1);
+  create(&H, "pinned", "after", SHORT);
+  json_t *d = settle(&H, "pinned", "after", "complete");
+  assert_ran(d, "v1", h1, h1);
+  json_decref(d);
+  assert_alive(&H);
+  host_stop(&H);
+}
+END_TEST
+
+/* ---- 6. divergence under latest -------------------------------------------
+ */
+
+START_TEST(divergence_under_latest) {
+  host H;
+  host_init(&H);
+  host_start(&H, "host.log");
+  char h1[17], hash[17], was[17];
+  only_build(&H, h1);
+  create(&H, "latest", "renamed", "{\"nap\":" NAP "}");
+  create(&H, "latestp", "paused", "{\"nap\":" NAP "}");
+  json_decref(settle(&H, "latest", "renamed", "waiting"));
+  json_decref(settle(&H, "latestp", "paused", "waiting"));
+
+  /* A renamed to A2 under them: caught at their wake, before any step of
+   * the new code runs. */
+  deploy(&H, DEPLOY_V2_RENAMED, 1, hash, was);
+  json_t *d = wait_diverged(&H, "latest", "renamed", "errored", "A#1", "A2#1");
+  ck_assert_msg(step_of(d, "A2#1") == NULL && step_of(d, "B#1") == NULL,
+                "a step of the new code ran");
+  json_decref(d);
+  d = wait_diverged(&H, "latestp", "paused", "paused", "A#1", "A2#1");
+  json_decref(d);
+  proc_sleep_ms(500);
+  d = describe(&H, "latestp", "paused");
+  ck_assert_str_eq(jstr(d, "status"), "paused");
+  json_decref(d);
+
+  /* Rolled back to v1, resumed: it completes on v1. */
+  deploy(&H, DEPLOY_V1, 2, hash, was);
+  ck_assert_str_eq(hash, h1);
+  http_resp r;
+  request(&H, &r, "PATCH", "/workflows/latestp/instances/paused/status",
+          "{\"status\":\"resume\"}");
+  ck_assert_msg(r.status == 200, "resume: %ld %s", r.status,
+                r.body ? r.body : "");
+  http_resp_free(&r);
+  d = settle(&H, "latestp", "paused", "complete");
+  assert_ran(d, "v1", h1, h1);
+  ck_assert_msg(json_is_null(jget(d, "error")), "error kept after resume");
+  json_decref(d);
+
+  /* X inserted after A, under an instance asleep past A. */
+  create(&H, "latest", "inserted", "{\"nap\":\"2 seconds\"}");
+  json_decref(settle(&H, "latest", "inserted", "waiting"));
+  deploy(&H, DEPLOY_V2_INSERTED, 3, hash, was);
+  d = wait_diverged(&H, "latest", "inserted", "errored", "nap#1", "X#1");
+  ck_assert_msg(step_of(d, "X#1") == NULL && step_of(d, "B#1") == NULL,
+                "a step of the new code ran");
+  json_decref(d);
+  assert_alive(&H);
+  host_stop(&H);
+}
+END_TEST
+
+static Suite *reload_suite(void) {
+  Suite *s = suite_create("reload");
+  TCase *tc = tcase_create("reload");
+  proc_fixtures(tc, "duro-reload");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, deploy_in_place);
+  tcase_add_test(tc, deploy_by_rename);
+  tcase_add_test(tc, sighup_reloads);
+  tcase_add_test(tc, pinned_across_restart);
+  tcase_add_loop_test(tc, broken_build_refused, 0,
+                      (int)(sizeof broken / sizeof *broken));
+  tcase_add_test(tc, divergence_under_latest);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return http_suite_run(reload_suite()); }
