@@ -1,5 +1,5 @@
 # Convenience targets; the build itself is meson's (meson.build).
-.PHONY: all deps build run check test bench demo fuzz clean
+.PHONY: all deps build run check test bench demo chaos fuzz clean
 
 all: build
 
@@ -36,3 +36,12 @@ demo: build
 # builds in build-fuzz/, FUZZ_SECONDS (default 60) per target.
 fuzz:
 	@bash fuzz/run.sh
+
+# The long durability run (tests/chaos.c): the host SIGKILLed CHAOS_KILLS
+# times (default 1000) under an HTTP workload, then checked; CHAOS_SEED
+# picks the random choices (both from the environment or the command line,
+# `make chaos CHAOS_KILLS=20`).  Not part of `make test`.
+chaos: deps
+	@[ -f build/build.ninja ] || meson setup build --buildtype=debugoptimized >/dev/null
+	@ninja -C build chaos >/dev/null || ninja -C build chaos
+	./build/tests/chaos

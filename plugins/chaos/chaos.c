@@ -1,0 +1,122 @@
+/* chaos.c — the plugin of the long durability run (tests/chaos.c, `make
+ * chaos`): workflow class "Chaos" mixes every kind of step an instance can
+ * be suspended in, so that the host killed at random moments is killed
+ * inside each of them.  Params (all optional):
+ *
+ *   {"steps": N, "events": E, "nap_every": K, "nap_ms": M, "hold_ms": H,
+ *    "flaky": F}
+ *
+ * It runs step#1 .. step#N; each callback takes H ms.  After every K-th
+ * step it sleeps M ms ("nap").  Event waits ("go", type "go") are spread
+ * over the run: by the end of step i it has received i*E/N of the E
+ * distinct events {"k": 1..E}.  The sender may deliver an event twice (it
+ * retries a request whose answer a kill cut off), so a wait that gets a
+ * k already seen just waits again: the workflow consumes events the way
+ * an idempotent consumer does.  Step F fails its first attempt, so a
+ * back-off wait is among the suspensions too.
+ *
+ * Like the chain plugin, it writes what its steps do to the file named by
+ * $DURO_CHAOS_LOG, outside the journal, in fixed 64-byte O_APPEND records
+ * (plugins/sidelog.h):
+ *
+ *   exec <instance> <i> <token>   step i's callback started
+ *   fail <instance> <i> <token>   that attempt failed on purpose (flaky)
+ *   seen <instance> <i> <token>   run() got step i's result from duro_do
+ *
+ * "seen" is written only after duro_do returned DURO_OK, which the host
+ * allows only once the result is committed: an "exec" after a "seen" of
+ * the same step of the same run of the instance is a completed step that
+ * ran again.  (The driver adds records of its own to the same file to
+ * mark restarts, pauses and terminates; see tests/chaos.c.) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "duro.h"
+#include "sidelog.h"
+
+#define LOG_ENV "DURO_CHAOS_LOG"
+#define MAX_EVENTS 16
+
+typedef struct chaos_step {
+  const char *instance;
+  int index;
+  int hold_ms;
+  int flaky; /* fail the first attempt */
+} chaos_step;
+
+static int run_step(duro_attempt *a, void *arg) {
+  const chaos_step *cs = arg;
+  char token[40];
+  sidelog_token(token, sizeof token);
+  sidelog_append(LOG_ENV, "exec", cs->instance, cs->index, token);
+  if (cs->hold_ms > 0) {
+    struct timespec nap = {cs->hold_ms / 1000,
+                           (long)(cs->hold_ms % 1000) * 1000000L};
+    nanosleep(&nap, NULL);
+  }
+  if (cs->flaky && duro_attempt_number(a) == 1) {
+    /* Recorded, so the driver can tell a failure it asked for from an
+     * attempt a kill interrupted. */
+    sidelog_append(LOG_ENV, "fail", cs->instance, cs->index, token);
+    return duro_attempt_fail(a, "flaky on purpose");
+  }
+  char json[64];
+  snprintf(json, sizeof json, "\"%s\"", token);
+  return duro_attempt_result(a, json);
+}
+
+static int param(const char *params, const char *key, int fallback) {
+  char pattern[32];
+  snprintf(pattern, sizeof pattern, "\"%s\":", key);
+  const char *p = strstr(params, pattern);
+  return p ? atoi(p + strlen(pattern)) : fallback;
+}
+
+static duro_rc chaos(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env;
+  int n = param(ev->params, "steps", 5);
+  int events = param(ev->params, "events", 0);
+  int nap_every = param(ev->params, "nap_every", 0);
+  int hold_ms = param(ev->params, "hold_ms", 0);
+  int flaky = param(ev->params, "flaky", 0);
+  char nap[16];
+  snprintf(nap, sizeof nap, "%d", param(ev->params, "nap_ms", 10));
+  if (events < 0 || events > MAX_EVENTS)
+    events = 0;
+  /* Replayed from the journal on every activation: the waits' results
+   * rebuild the same set each time (rule 3: branch only on results). */
+  int got[MAX_EVENTS + 1] = {0}, distinct = 0;
+  duro_retries retries = {
+      .limit = 5, .delay = "30", .backoff = DURO_BACKOFF_CONSTANT};
+  duro_step_config cfg = {.retries = &retries};
+  for (int i = 1; i <= n; i++) {
+    chaos_step cs = {.instance = ev->instance_id,
+                     .index = i,
+                     .hold_ms = hold_ms,
+                     .flaky = i == flaky};
+    const char *result;
+    DURO_TRY(duro_do(step, "step", &cfg, run_step, &cs, &result));
+    sidelog_seen(LOG_ENV, ev->instance_id, i, result);
+    if (nap_every > 0 && i % nap_every == 0)
+      DURO_TRY(duro_sleep(step, "nap", nap));
+    while (distinct < events * i / n) {
+      const char *event;
+      DURO_TRY(duro_wait_for_event(step, "go", "go", "1 hour", &event));
+      const char *k = strstr(event, "\"k\":");
+      int v = k ? atoi(k + 4) : 0;
+      if (v >= 1 && v <= events && !got[v]) {
+        got[v] = 1;
+        distinct++;
+      }
+    }
+  }
+  char out[64];
+  snprintf(out, sizeof out, "{\"steps\":%d,\"events\":%d}", n, events);
+  return duro_set_output(step, out);
+}
+
+static const duro_workflow_def workflows[] = {{"Chaos", chaos}};
+
+DURO_PLUGIN(.name = "chaos", .version = "1", DURO_WORKFLOWS(workflows));

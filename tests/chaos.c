@@ -1,0 +1,1427 @@
+/* chaos.c — `make chaos`: a long durability run, not one of the test
+ * suites.  It starts a real `duro run` (DURO_BIN, a supervisor and its
+ * engine) on the chaos plugin (CHAOS_PLUGIN, plugins/chaos/chaos.c: steps,
+ * naps, event waits, a retried step), drives a mixed workload at it over
+ * HTTP from a few threads, and SIGKILLs the supervisor (the engine dies
+ * with it) at CHAOS_KILLS random moments (default 1000), starting it again
+ * each time on the same database and config.  Then it lets the host finish
+ * everything and checks that nothing the host acknowledged was lost and no
+ * completed step ran again.  It runs copies of the binary and the plugin,
+ * made at the start in the run's directory: the build directory may be
+ * rebuilt while a run of twenty minutes goes on.
+ *
+ * The kills land at random moments after the host said ready, in its
+ * start-up (the lock, the engine's fork, recovery), or a fraction of a
+ * millisecond after a request of a chosen kind (create, event, control)
+ * went out, so that some land between a request's commit and its answer.
+ *
+ * The workload: creates with explicit ids (single and in batches of 3),
+ * events, pause, resume, terminate, restart (from the top and from a
+ * step) and reads.  Every operation and its outcome goes to acks.log, and
+ * the outcomes to memory: acknowledged (2xx), refused (4xx: it did not
+ * happen), unknown (the kill cut the answer off, or a 5xx: it may have
+ * happened) or not sent (connection refused: the host was down).  Creates
+ * and events whose outcome is unknown are sent again: a create retried
+ * with its id is acknowledged by its 409, and the plugin consumes events
+ * idempotently (each carries {"k": 1..E} and a repeated k is waited past).
+ * Controls are not retried; their unknown outcomes widen what the end
+ * state may be.  Requests go through libcurl into http_client.h's reply
+ * struct and JSON path helpers.
+ *
+ * The plugin logs "exec" inside each step callback, "fail" for a failure
+ * it was asked for and "seen" once duro_do returned OK (the result is then
+ * committed), in 64-byte O_APPEND records outside the journal.  This
+ * driver appends records of its own to the same file, so they fall in
+ * order with the plugin's:
+ *
+ *   rstq <id> <k> r<n>   before restart request n (from step k; 1: the top)
+ *   rsta <id> <k> r<n>   after request n was acknowledged
+ *   rstx <id> <k> r<n>   after request n was refused or never sent
+ *   term <id> 0 r<n>     after a terminate was acknowledged
+ *   paus <id> 0 r<n>     after a pause was acknowledged
+ *   resq <id> 0 r<n>     before a resume request
+ *
+ * A restart is the start of a new generation of the steps it discards (the
+ * marker comes before the request, so the new generation's records come
+ * after it).  One whose outcome is unknown counts as a restart too, without
+ * vouching that a step seen after it ran after it: that can only hide a
+ * finding, never invent one.  From that file the checks are: no step ran
+ * after it was seen in the same generation ("rerun"); no seen result
+ * changed; no step ran after an acknowledged terminate, nor a new step
+ * after an acknowledged pause before a resume.  From the final state read
+ * over HTTP: every acknowledged create exists and ended as the acknowledged
+ * controls say (terminated after a terminate, complete otherwise, either
+ * when an unknown outcome allows both), every acknowledged event was
+ * consumed by a wait, every paused instance was still paused at the end of
+ * the kills, and each complete instance's step results are those its last
+ * generation saw.  `PRAGMA integrity_check` runs on the database every
+ * CHAOS_CHECK_EVERY kills while the host is down, and at the end.
+ *
+ * Environment: CHAOS_KILLS, CHAOS_SEED, CHAOS_THREADS (4), CHAOS_PACE_MS
+ * (mean pause between one thread's requests, 35), CHAOS_FINISH_S (how
+ * long the host gets to finish, 300), CHAOS_CHECK_EVERY (100),
+ * CHAOS_DIR (where to put the run; default a fresh /tmp/duro-chaos-*,
+ * removed after a clean run unless CHAOS_KEEP=1).  Prints one line per
+ * figure and exits 1 on any loss, rerun or failed check. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "http_client.h"
+
+#define WF "chaos"
+#define MAX_STEPS 10
+#define MAX_EVENTS 3
+#define MAX_THREADS 16
+#define RECORD 64 /* plugins/sidelog.h's SIDELOG_RECORD */
+#define TOKEN 32
+#define REQ_TIMEOUT_MS 10000L
+
+/* ---- settings and the run's files --------------------------------------- */
+
+static int kills_wanted = 1000, n_threads = 4, pace_ms = 35, finish_s = 300,
+           check_every = 100;
+static unsigned seed;
+static char dir[256], cfg_path[320], db_path[320], side_path[320],
+    host_log[320], ack_path[320], problems_path[320], bin_path[320],
+    plugin_path[320];
+static int side_fd = -1, ack_fd = -1;
+static FILE *problems;
+static int64_t t0;
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+    ;
+}
+
+static int env_int(const char *name, int fallback) {
+  const char *v = getenv(name);
+  return v && *v ? atoi(v) : fallback;
+}
+
+static void die(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "chaos: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, " (the run is in %s)\n", dir);
+  va_end(ap);
+  exit(2);
+}
+
+/* A finding: counted by the caller, the first few printed, all kept in
+ * problems.txt. */
+static pthread_mutex_t problems_mu = PTHREAD_MUTEX_INITIALIZER;
+static int problems_printed;
+
+static void problem(const char *fmt, ...) {
+  char line[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  pthread_mutex_lock(&problems_mu);
+  fprintf(problems, "%s\n", line);
+  fflush(problems);
+  if (problems_printed++ < 20)
+    fprintf(stderr, "chaos: PROBLEM: %s\n", line);
+  pthread_mutex_unlock(&problems_mu);
+}
+
+/* One O_APPEND write per record, as the plugin writes its own: records of
+ * the two processes interleave whole, in the order they were written. */
+static void side_record(const char *kind, const char *id, int index,
+                        unsigned req) {
+  char line[RECORD + 1];
+  int n = snprintf(line, sizeof line, "%s %s %d r%u", kind, id, index, req);
+  memset(line + n, ' ', (size_t)(RECORD - 1 - n));
+  line[RECORD - 1] = '\n';
+  if (write(side_fd, line, RECORD) != RECORD)
+    die("write %s: %s", side_path, strerror(errno));
+}
+
+/* ---- what was asked and what the host said ------------------------------ */
+
+enum kind {
+  K_CREATE,
+  K_BATCH,
+  K_EVENT,
+  K_PAUSE,
+  K_RESUME,
+  K_TERMINATE,
+  K_RESTART,
+  K_RESTART_FROM,
+  K_GET,
+  N_KINDS
+};
+static const char *kind_name[N_KINDS] = {"create",  "batch",        "event",
+                                         "pause",   "resume",       "terminate",
+                                         "restart", "restart-from", "get"};
+
+typedef enum outcome { OUT_ACK, OUT_REFUSED, OUT_UNKNOWN, OUT_DOWN } outcome;
+static const char *outcome_name[] = {"ack", "refused", "unknown", "notsent"};
+
+static long n_out[N_KINDS][4];     /* by kind and outcome */
+static long created_in_batch;      /* instances acknowledged by batches */
+static long retried_creates;       /* creates sent again after an unknown */
+static long retried_events;        /* events sent again after an unknown */
+static long server_errors;         /* 5xx answers */
+static long inflight[N_KINDS];     /* requests being sent now */
+static long kills_during[N_KINDS]; /* kills with such a request in flight */
+static unsigned req_seq;
+
+enum { C_NONE, C_PENDING, C_ACKED };
+enum { POSS_COMPLETE = 1, POSS_TERMINATED = 2 };
+
+typedef struct inst {
+  char id[16];
+  uint8_t steps, events, nap_every, flaky;
+  uint16_t nap_ms, hold_ms;
+  uint8_t create;     /* C_*: pending until acknowledged */
+  uint8_t ev_acked;   /* bit k: event k acknowledged */
+  uint8_t ev_pending; /* bit k: sent with an unknown outcome, to resend */
+  uint8_t poss;       /* POSS_*: end states the controls allow */
+  uint8_t pause_expected;
+  /* the final state read over HTTP */
+  uint8_t final_checked;
+  char final_tok[MAX_STEPS + 1][TOKEN];
+} inst;
+
+static inst *insts;
+static int n_cap;
+
+/* A driver thread owns instances t, t + T, t + 2T, ...: one thread sends
+ * every request about an instance, so the order in which it got the
+ * answers is the order the host applied them. */
+typedef struct driver {
+  int t;
+  unsigned rnd;
+  pthread_t th;
+  int *mine; /* instance numbers, in creation order */
+  int n_mine;
+  int next; /* the next number to allocate */
+} driver;
+
+static driver drivers[MAX_THREADS];
+static int g_port; /* 0: the host is down */
+static int g_stop;
+
+static int rnd(unsigned *r, int n) { return n > 0 ? (int)(rand_r(r) % n) : 0; }
+
+static void ack_line(enum kind k, outcome o, const char *id, int arg,
+                     long status) {
+  char line[160];
+  int n = snprintf(line, sizeof line, "%lld %s %s %s %d %ld\n",
+                   (long long)(now_ms() - t0), outcome_name[o], kind_name[k],
+                   id, arg, status);
+  if (write(ack_fd, line, (size_t)n) != n)
+    die("write %s: %s", ack_path, strerror(errno));
+}
+
+/* libcurl to 127.0.0.1:port, filling an http_resp of http_client.h.  Not
+ * http_send(): that one reports progress to Check, which needs a running
+ * test case. */
+static size_t on_body(char *p, size_t size, size_t n, void *ud) {
+  http_resp *r = ud;
+  size_t len = size * n;
+  char *grown = realloc(r->body, r->len + len + 1);
+  if (!grown)
+    return 0; /* curl fails the transfer: an unknown outcome */
+  r->body = grown;
+  memcpy(r->body + r->len, p, len);
+  r->len += len;
+  r->body[r->len] = '\0';
+  return len;
+}
+
+static CURLcode send_request(int port, const char *method, const char *path,
+                             const char *body, http_resp *r) {
+  memset(r, 0, sizeof *r);
+  CURL *c = curl_easy_init();
+  if (!c)
+    die("curl_easy_init failed");
+  char url[256];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+  struct curl_slist *hdrs = NULL;
+  hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+  hdrs = curl_slist_append(hdrs, "Expect:");
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, REQ_TIMEOUT_MS);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+  if (body) {
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+  }
+  if (strcmp(method, "GET") != 0)
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+  CURLcode rc = curl_easy_perform(c);
+  if (rc == CURLE_OK)
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+  curl_slist_free_all(hdrs);
+  curl_easy_cleanup(c);
+  if (rc != CURLE_OK) {
+    http_resp_free(r);
+    return rc;
+  }
+  if (r->body)
+    r->json = json_loadb(r->body, r->len, JSON_DECODE_ANY, NULL);
+  return CURLE_OK;
+}
+
+/* One request; its outcome.  A refused connection means nothing was sent;
+ * any other failure, or a 5xx, leaves the outcome unknown. */
+static outcome call(enum kind k, int port, const char *method, const char *path,
+                    const char *body, http_resp *r) {
+  __atomic_add_fetch(&inflight[k], 1, __ATOMIC_SEQ_CST);
+  CURLcode rc = send_request(port, method, path, body, r);
+  __atomic_sub_fetch(&inflight[k], 1, __ATOMIC_SEQ_CST);
+  outcome o;
+  if (rc == CURLE_COULDNT_CONNECT)
+    o = OUT_DOWN;
+  else if (rc != CURLE_OK)
+    o = OUT_UNKNOWN;
+  else if (r->status >= 200 && r->status < 300)
+    o = OUT_ACK;
+  else if (r->status >= 400 && r->status < 500)
+    o = OUT_REFUSED;
+  else {
+    o = OUT_UNKNOWN;
+    __atomic_add_fetch(&server_errors, 1, __ATOMIC_RELAXED);
+    problem("%s %s: HTTP %ld %s", method, path, r->status,
+            r->body ? r->body : "");
+  }
+  __atomic_add_fetch(&n_out[k][o], 1, __ATOMIC_RELAXED);
+  return o;
+}
+
+static const char *err_code(http_resp *r) {
+  return jstr(r->json, "error.code");
+}
+
+static void params_json(const inst *in, char *buf, size_t len) {
+  snprintf(buf, len,
+           "{\"steps\":%d,\"events\":%d,\"nap_every\":%d,\"nap_ms\":%d,"
+           "\"hold_ms\":%d,\"flaky\":%d}",
+           in->steps, in->events, in->nap_every, in->nap_ms, in->hold_ms,
+           in->flaky);
+}
+
+/* ---- the operations ------------------------------------------------------ */
+
+static int new_instance(driver *d) {
+  int n = d->next;
+  if (n >= n_cap)
+    return -1;
+  d->next += n_threads;
+  inst *in = &insts[n];
+  snprintf(in->id, sizeof in->id, "c%06d", n);
+  unsigned *r = &d->rnd;
+  in->steps = (uint8_t)(3 + rnd(r, MAX_STEPS - 2));
+  in->events = (uint8_t)(rnd(r, 10) < 3 ? 0 : 1 + rnd(r, MAX_EVENTS));
+  in->nap_every = (uint8_t)(rnd(r, 4) == 0 ? 0 : 2 + rnd(r, 3));
+  in->nap_ms = (uint16_t)(5 + rnd(r, 300));
+  in->hold_ms = (uint16_t)rnd(r, 25);
+  in->flaky = (uint8_t)(rnd(r, 10) < 4 ? 1 + rnd(r, in->steps) : 0);
+  in->poss = POSS_COMPLETE;
+  in->create = C_PENDING;
+  d->mine[d->n_mine++] = n;
+  return n;
+}
+
+static void create_one(int port, int n) {
+  inst *in = &insts[n];
+  char params[160], body[256], path[64];
+  params_json(in, params, sizeof params);
+  snprintf(body, sizeof body, "{\"id\":\"%s\",\"params\":%s}", in->id, params);
+  snprintf(path, sizeof path, "/workflows/%s/instances", WF);
+  http_resp r;
+  outcome o = call(K_CREATE, port, "POST", path, body, &r);
+  ack_line(K_CREATE, o, in->id, 0, r.status);
+  if (o == OUT_ACK) {
+    in->create = C_ACKED;
+  } else if (o == OUT_REFUSED) {
+    if (r.status == 409 && !strcmp(err_code(&r), "instance.already_exists"))
+      in->create = C_ACKED; /* an earlier attempt was applied */
+    else
+      problem("create %s refused: HTTP %ld %s", in->id, r.status,
+              r.body ? r.body : "");
+  }
+  http_resp_free(&r);
+}
+
+/* Sends pending creates again (their first outcome was unknown). */
+static void retry_create(int port, int n) {
+  __atomic_add_fetch(&retried_creates, 1, __ATOMIC_RELAXED);
+  create_one(port, n);
+}
+
+static void create_batch(driver *d, int port) {
+  int ns[3], k = 0;
+  for (; k < 3; k++)
+    if ((ns[k] = new_instance(d)) < 0)
+      break;
+  if (k == 0)
+    return;
+  char body[1024], path[64];
+  size_t at = (size_t)snprintf(body, sizeof body, "{\"instances\":[");
+  for (int i = 0; i < k; i++) {
+    char params[160];
+    params_json(&insts[ns[i]], params, sizeof params);
+    at += (size_t)snprintf(body + at, sizeof body - at,
+                           "%s{\"id\":\"%s\",\"params\":%s}", i ? "," : "",
+                           insts[ns[i]].id, params);
+  }
+  snprintf(body + at, sizeof body - at, "]}");
+  snprintf(path, sizeof path, "/workflows/%s/instances/batch", WF);
+  http_resp r;
+  outcome o = call(K_BATCH, port, "POST", path, body, &r);
+  ack_line(K_BATCH, o, insts[ns[0]].id, k, r.status);
+  if (o == OUT_ACK) {
+    size_t i;
+    json_t *c;
+    json_array_foreach(jget(r.json, "created"), i, c) {
+      const char *id = jstr(c, "id");
+      int n = id[0] == 'c' ? atoi(id + 1) : -1;
+      if (n >= 0 && n < n_cap && !strcmp(insts[n].id, id)) {
+        insts[n].create = C_ACKED;
+        __atomic_add_fetch(&created_in_batch, 1, __ATOMIC_RELAXED);
+      }
+    }
+    json_array_foreach(jget(r.json, "errors"), i, c) {
+      problem("batch create of %s: %s", jstr(c, "id"), jstr(c, "code"));
+    }
+  } else if (o == OUT_REFUSED) {
+    problem("batch create refused: HTTP %ld %s", r.status,
+            r.body ? r.body : "");
+  }
+  /* Anything not acknowledged stays pending and is sent again alone. */
+  http_resp_free(&r);
+}
+
+static void send_event(int port, int n, int k) {
+  inst *in = &insts[n];
+  char path[128], body[32];
+  snprintf(path, sizeof path, "/workflows/%s/instances/%s/events/go", WF,
+           in->id);
+  snprintf(body, sizeof body, "{\"k\":%d}", k);
+  http_resp r;
+  outcome o = call(K_EVENT, port, "POST", path, body, &r);
+  ack_line(K_EVENT, o, in->id, k, r.status);
+  if (o == OUT_ACK) {
+    in->ev_acked |= (uint8_t)(1u << k);
+    in->ev_pending &= (uint8_t) ~(1u << k);
+  } else if (o == OUT_REFUSED) {
+    problem("event %d to %s refused: HTTP %ld %s", k, in->id, r.status,
+            r.body ? r.body : "");
+  } else {
+    in->ev_pending |= (uint8_t)(1u << k);
+  }
+  http_resp_free(&r);
+}
+
+static outcome patch_status(enum kind kind, int port, const inst *in,
+                            const char *body, http_resp *r) {
+  char path[128];
+  snprintf(path, sizeof path, "/workflows/%s/instances/%s/status", WF, in->id);
+  return call(kind, port, "PATCH", path, body, r);
+}
+
+static void pause_one(int port, int n) {
+  inst *in = &insts[n];
+  http_resp r;
+  outcome o = patch_status(K_PAUSE, port, in, "{\"status\":\"pause\"}", &r);
+  ack_line(K_PAUSE, o, in->id, 0, r.status);
+  if (o == OUT_ACK) {
+    in->pause_expected = 1;
+    side_record("paus", in->id, 0,
+                __atomic_add_fetch(&req_seq, 1, __ATOMIC_RELAXED));
+  }
+  http_resp_free(&r);
+}
+
+static void resume_one(int port, int n) {
+  inst *in = &insts[n];
+  http_resp r;
+  side_record("resq", in->id, 0,
+              __atomic_add_fetch(&req_seq, 1, __ATOMIC_RELAXED));
+  outcome o = patch_status(K_RESUME, port, in, "{\"status\":\"resume\"}", &r);
+  ack_line(K_RESUME, o, in->id, 0, r.status);
+  if (o == OUT_ACK || o == OUT_UNKNOWN)
+    in->pause_expected = 0;
+  http_resp_free(&r);
+}
+
+static void terminate_one(int port, int n) {
+  inst *in = &insts[n];
+  http_resp r;
+  outcome o =
+      patch_status(K_TERMINATE, port, in, "{\"status\":\"terminate\"}", &r);
+  ack_line(K_TERMINATE, o, in->id, 0, r.status);
+  if (o == OUT_ACK) {
+    in->poss = POSS_TERMINATED;
+    in->pause_expected = 0;
+    side_record("term", in->id, 0,
+                __atomic_add_fetch(&req_seq, 1, __ATOMIC_RELAXED));
+  } else if (o == OUT_UNKNOWN) {
+    in->poss |= POSS_TERMINATED;
+    in->pause_expected = 0;
+  }
+  http_resp_free(&r);
+}
+
+/* From the top (from = 0) or from step#from. */
+static void restart_one(int port, int n, int from) {
+  inst *in = &insts[n];
+  enum kind k = from ? K_RESTART_FROM : K_RESTART;
+  char body[96];
+  if (from)
+    snprintf(body, sizeof body,
+             "{\"status\":\"restart\",\"from\":{\"name\":\"step\","
+             "\"count\":%d}}",
+             from);
+  else
+    snprintf(body, sizeof body, "{\"status\":\"restart\"}");
+  unsigned req = __atomic_add_fetch(&req_seq, 1, __ATOMIC_RELAXED);
+  side_record("rstq", in->id, from ? from : 1, req);
+  http_resp r;
+  outcome o = patch_status(k, port, in, body, &r);
+  ack_line(k, o, in->id, from, r.status);
+  if (o == OUT_ACK) {
+    in->poss = POSS_COMPLETE;
+    in->pause_expected = 0;
+    side_record("rsta", in->id, from ? from : 1, req);
+  } else if (o == OUT_UNKNOWN) {
+    in->poss |= POSS_COMPLETE;
+    in->pause_expected = 0;
+  } else {
+    side_record("rstx", in->id, from ? from : 1, req);
+  }
+  http_resp_free(&r);
+}
+
+static void get_one(int port, int n) {
+  inst *in = &insts[n];
+  char path[128];
+  snprintf(path, sizeof path, "/workflows/%s/instances/%s", WF, in->id);
+  http_resp r;
+  outcome o = call(K_GET, port, "GET", path, NULL, &r);
+  if (o == OUT_REFUSED && in->create == C_ACKED)
+    problem("GET %s (acknowledged create): HTTP %ld %s", in->id, r.status,
+            r.body ? r.body : "");
+  http_resp_free(&r);
+}
+
+/* ---- the driver threads -------------------------------------------------- */
+
+/* An instance of d's whose create was acknowledged, most often a recent
+ * one (they are the ones still running); -1 if it has none. */
+static int pick(driver *d) {
+  for (int tries = 0; tries < 8 && d->n_mine > 0; tries++) {
+    int i = rnd(&d->rnd, 10) < 7 && d->n_mine > 12
+                ? d->n_mine - 1 - rnd(&d->rnd, 12)
+                : rnd(&d->rnd, d->n_mine);
+    if (insts[d->mine[i]].create == C_ACKED)
+      return d->mine[i];
+  }
+  return -1;
+}
+
+/* An event an instance still needs (not acknowledged, not pending). */
+static int pick_event(driver *d, int *n_out) {
+  for (int tries = 0; tries < 8; tries++) {
+    int n = pick(d);
+    if (n < 0)
+      return 0;
+    inst *in = &insts[n];
+    int start = rnd(&d->rnd, MAX_EVENTS);
+    for (int j = 0; j < in->events; j++) {
+      int k = 1 + (start + j) % in->events;
+      if (!((in->ev_acked | in->ev_pending) & (1u << k))) {
+        *n_out = n;
+        return k;
+      }
+    }
+  }
+  return 0;
+}
+
+/* The first unresolved create or event of d's, retried before anything
+ * new: 1 if there was one. */
+static int retry_pending(driver *d, int port) {
+  for (int i = d->n_mine - 1; i >= 0 && i >= d->n_mine - 64; i--) {
+    inst *in = &insts[d->mine[i]];
+    if (in->create == C_PENDING) {
+      retry_create(port, d->mine[i]);
+      return 1;
+    }
+    if (in->ev_pending) {
+      for (int k = 1; k <= MAX_EVENTS; k++)
+        if (in->ev_pending & (1u << k)) {
+          __atomic_add_fetch(&retried_events, 1, __ATOMIC_RELAXED);
+          send_event(port, d->mine[i], k);
+          return 1;
+        }
+    }
+  }
+  return 0;
+}
+
+static void one_operation(driver *d, int port) {
+  if (retry_pending(d, port))
+    return;
+  int r = rnd(&d->rnd, 100), n, k;
+  if (r < 10 || d->n_mine < 4) {
+    if ((n = new_instance(d)) >= 0)
+      create_one(port, n);
+  } else if (r < 13) {
+    create_batch(d, port);
+  } else if (r < 45) {
+    if ((k = pick_event(d, &n)) > 0)
+      send_event(port, n, k);
+  } else if (r < 57) {
+    if ((n = pick(d)) >= 0)
+      pause_one(port, n);
+  } else if (r < 69) {
+    /* Mostly an instance paused before. */
+    n = -1;
+    for (int tries = 0; tries < 6 && n < 0; tries++) {
+      int c = pick(d);
+      if (c >= 0 && insts[c].pause_expected)
+        n = c;
+    }
+    if (n < 0)
+      n = pick(d);
+    if (n >= 0)
+      resume_one(port, n);
+  } else if (r < 74) {
+    if ((n = pick(d)) >= 0)
+      terminate_one(port, n);
+  } else if (r < 88) {
+    if ((n = pick(d)) >= 0)
+      restart_one(port, n,
+                  rnd(&d->rnd, 2) ? 0 : 1 + rnd(&d->rnd, insts[n].steps));
+  } else {
+    if ((n = pick(d)) >= 0)
+      get_one(port, n);
+  }
+}
+
+static void *drive(void *arg) {
+  driver *d = arg;
+  while (!__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) {
+    int port = __atomic_load_n(&g_port, __ATOMIC_ACQUIRE);
+    if (!port) {
+      sleep_ms(2);
+      continue;
+    }
+    one_operation(d, port);
+    sleep_ms(rnd(&d->rnd, 2 * pace_ms + 1));
+  }
+  return NULL;
+}
+
+/* ---- the host ------------------------------------------------------------ */
+
+static pid_t spawn_host(off_t *log_at) {
+  int fd = open(host_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    die("open %s: %s", host_log, strerror(errno));
+  struct stat st;
+  fstat(fd, &st);
+  *log_at = st.st_size;
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0)
+    die("fork: %s", strerror(errno));
+  if (pid == 0) {
+    /* Only async-signal-safe calls: the parent has threads. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+      _exit(127);
+    if (dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+      _exit(127);
+    execl(bin_path, "duro", "run", cfg_path, (char *)NULL);
+    _exit(127);
+  }
+  close(fd);
+  return pid;
+}
+
+/* The port of the host started at log offset `at`, once it said ready;
+ * -1 when it exited first (reaped) or said nothing by the deadline. */
+static int wait_ready(pid_t pid, off_t at, int64_t deadline) {
+  static const char mark[] = "http on port ";
+  char buf[65536];
+  for (;;) {
+    /* One start writes a few lines before it is ready. */
+    int fd = open(host_log, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      ssize_t got = pread(fd, buf, sizeof buf - 1, at);
+      close(fd);
+      buf[got > 0 ? got : 0] = '\0';
+      const char *p = strstr(buf, mark);
+      if (p && strchr(p, '\n'))
+        return atoi(p + strlen(mark));
+    }
+    int st;
+    if (waitpid(pid, &st, WNOHANG) == pid)
+      return -1;
+    if (now_ms() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, NULL, 0);
+      return -1;
+    }
+    sleep_ms(2);
+  }
+}
+
+/* Starts the host until one says ready (a start may be refused while the
+ * engine of the killed one still holds the lock). */
+static pid_t start_ready(int *port, long *failed_starts) {
+  for (int tries = 0; tries < 20; tries++) {
+    off_t at;
+    pid_t pid = spawn_host(&at);
+    int p = wait_ready(pid, at, now_ms() + 30000);
+    if (p > 0) {
+      *port = p;
+      return pid;
+    }
+    (*failed_starts)++;
+    problem("a host start failed (see %s after offset %lld)", host_log,
+            (long long)at);
+    sleep_ms(200);
+  }
+  die("the host would not start");
+  return -1;
+}
+
+/* PRAGMA integrity_check on the database: 1 when it says "ok". */
+static int integrity_ok(void) {
+  sqlite3 *db = NULL;
+  int ok = 0;
+  if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK) {
+    sqlite3_busy_timeout(db, 10000);
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL) ==
+        SQLITE_OK) {
+      int rows = 0;
+      while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *v = (const char *)sqlite3_column_text(st, 0);
+        rows++;
+        if (v && !strcmp(v, "ok") && rows == 1)
+          ok = 1;
+        else {
+          ok = 0;
+          problem("integrity_check: %s", v ? v : "(null)");
+        }
+      }
+    }
+    sqlite3_finalize(st);
+  } else {
+    problem("integrity_check: cannot open %s: %s", db_path,
+            db ? sqlite3_errmsg(db) : "?");
+  }
+  sqlite3_close(db);
+  return ok;
+}
+
+/* ---- the end: finish everything, read the final state -------------------- */
+
+/* Sends a request until the host answers (it is up and nothing kills it
+ * now): the outcome, with *r filled. */
+static outcome settle(enum kind k, int port, const char *method,
+                      const char *path, const char *body, http_resp *r) {
+  for (int tries = 0;; tries++) {
+    outcome o = call(k, port, method, path, body, r);
+    if (o == OUT_ACK || o == OUT_REFUSED || tries >= 20)
+      return o;
+    http_resp_free(r);
+    sleep_ms(100);
+  }
+}
+
+static int status_is(const char *s, const char *a) { return !strcmp(s, a); }
+
+static int ended(const char *s) {
+  return status_is(s, "complete") || status_is(s, "terminated") ||
+         status_is(s, "errored");
+}
+
+typedef struct figures {
+  long lost_creates, lost_events, lost_controls, unfinished;
+  long complete, terminated, other;
+  long pause_checked;
+} figures;
+
+/* Reads instance n over HTTP; its description (NULL: no answer). */
+static json_t *describe(int port, int n, long *status) {
+  char path[128];
+  snprintf(path, sizeof path, "/workflows/%s/instances/%s", WF, insts[n].id);
+  http_resp r;
+  outcome o = settle(K_GET, port, "GET", path, NULL, &r);
+  *status = r.status;
+  json_t *d = o == OUT_ACK ? json_incref(r.json) : NULL;
+  http_resp_free(&r);
+  (void)o;
+  return d;
+}
+
+/* Pending creates and events resolved; paused instances checked; every
+ * event sent; everything paused resumed until all instances ended. */
+static void finish(int port, figures *f) {
+  for (int n = 0; n < n_cap; n++) {
+    inst *in = &insts[n];
+    for (int t = 0; in->create == C_PENDING && t < 10; t++)
+      retry_create(port, n);
+    if (in->create == C_PENDING)
+      problem("create %s: no answer after 10 tries", in->id);
+  }
+  /* An instance paused (acknowledged, no resume sent since) is still
+   * paused after all the kills, or ended at the pause's step boundary. */
+  for (int n = 0; n < n_cap; n++) {
+    inst *in = &insts[n];
+    if (in->create != C_ACKED || !in->pause_expected)
+      continue;
+    long st;
+    json_t *d = describe(port, n, &st);
+    const char *s = jstr(d, "status");
+    f->pause_checked++;
+    if (!(status_is(s, "paused") || status_is(s, "waitingForPause") ||
+          status_is(s, "complete") ||
+          (status_is(s, "terminated") && (in->poss & POSS_TERMINATED)))) {
+      f->lost_controls++;
+      problem("%s: pause acknowledged, no resume sent, but it is \"%s\"",
+              in->id, s);
+    }
+    json_decref(d);
+  }
+  for (int n = 0; n < n_cap; n++) {
+    inst *in = &insts[n];
+    if (in->create != C_ACKED)
+      continue;
+    for (int k = 1; k <= in->events; k++) {
+      for (int t = 0; !(in->ev_acked & (1u << k)) && t < 10; t++)
+        send_event(port, n, k);
+      if (!(in->ev_acked & (1u << k)))
+        problem("event %d to %s: no answer after 10 tries", k, in->id);
+    }
+  }
+  /* Resume whatever is paused, until every instance ended. */
+  uint8_t *done = calloc((size_t)n_cap, 1);
+  int64_t deadline = now_ms() + (int64_t)finish_s * 1000;
+  /* Every step, nap and back-off here is short: 30 s in which no
+   * instance ends means the rest never will (an event that was lost). */
+  int64_t progress_at = now_ms();
+  int last_left = -1;
+  for (int round = 0;; round++) {
+    int left = 0;
+    for (int n = 0; n < n_cap; n++) {
+      inst *in = &insts[n];
+      if (in->create != C_ACKED || done[n])
+        continue;
+      long st;
+      json_t *d = describe(port, n, &st);
+      const char *s = jstr(d, "status");
+      if (ended(s)) {
+        done[n] = 1;
+      } else {
+        left++;
+        if (status_is(s, "paused") || status_is(s, "waitingForPause")) {
+          http_resp r;
+          side_record("resq", in->id, 0,
+                      __atomic_add_fetch(&req_seq, 1, __ATOMIC_RELAXED));
+          outcome o =
+              patch_status(K_RESUME, port, in, "{\"status\":\"resume\"}", &r);
+          ack_line(K_RESUME, o, in->id, 0, r.status);
+          http_resp_free(&r);
+        }
+      }
+      json_decref(d);
+    }
+    if (left != last_left) {
+      last_left = left;
+      progress_at = now_ms();
+    }
+    if (!left || now_ms() > deadline || now_ms() - progress_at > 30000)
+      break;
+    sleep_ms(200);
+  }
+  free(done);
+}
+
+/* The final state of every acknowledged instance, checked against what
+ * was acknowledged; each complete one's step results kept for the log
+ * check. */
+static void check_final(int port, figures *f) {
+  for (int n = 0; n < n_cap; n++) {
+    inst *in = &insts[n];
+    if (in->create != C_ACKED)
+      continue;
+    long st;
+    json_t *d = describe(port, n, &st);
+    if (!d) {
+      f->lost_creates++;
+      problem("%s: create acknowledged, GET says HTTP %ld", in->id, st);
+      continue;
+    }
+    const char *s = jstr(d, "status");
+    int want_complete = in->poss & POSS_COMPLETE,
+        want_term = in->poss & POSS_TERMINATED;
+    if (status_is(s, "complete")) {
+      f->complete++;
+      if (!want_complete) {
+        f->lost_controls++;
+        problem("%s: complete, but a terminate was acknowledged", in->id);
+      }
+      json_t *out = jget(d, "output");
+      if (json_integer_value(jget(out, "steps")) != in->steps) {
+        f->other++;
+        char *o = jdump(out);
+        problem("%s: complete with output %s, want %d steps", in->id, o,
+                in->steps);
+        free(o);
+      }
+      in->final_checked = 1;
+      for (int i = 1; i <= in->steps; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "step#%d", i);
+        json_t *sj = step_of(d, key);
+        snprintf(in->final_tok[i], TOKEN, "%s", jstr(sj, "result"));
+      }
+    } else if (status_is(s, "terminated")) {
+      f->terminated++;
+      if (!want_term) {
+        f->lost_controls++;
+        problem("%s: terminated, but no terminate was acknowledged or "
+                "left unanswered",
+                in->id);
+      }
+    } else {
+      f->unfinished++;
+      char *text = jdump(d);
+      problem("%s: ended the run \"%s\" (acknowledged events 0x%x): %.1200s",
+              in->id, s, in->ev_acked, text);
+      free(text);
+    }
+    /* Every acknowledged event was consumed by a wait, unless the
+     * instance may have been terminated first. */
+    if (!status_is(s, "terminated")) {
+      uint8_t consumed = 0;
+      size_t i;
+      json_t *sj;
+      json_array_foreach(jget(d, "steps"), i, sj) {
+        if (status_is(jstr(sj, "type"), "waitForEvent") &&
+            status_is(jstr(sj, "status"), "complete")) {
+          json_int_t k = json_integer_value(jget(sj, "result.payload.k"));
+          if (k >= 1 && k <= MAX_EVENTS)
+            consumed |= (uint8_t)(1u << k);
+        }
+      }
+      for (int k = 1; k <= in->events; k++)
+        if ((in->ev_acked & (1u << k)) && !(consumed & (1u << k))) {
+          f->lost_events++;
+          problem("%s: event %d acknowledged, never consumed (status %s)",
+                  in->id, k, s);
+        }
+    }
+    json_decref(d);
+  }
+}
+
+/* ---- the side log -------------------------------------------------------- */
+
+typedef struct gen_state {
+  char tok[MAX_STEPS + 1][TOKEN]; /* seen in this generation */
+  uint8_t started[MAX_STEPS + 1]; /* an attempt ran in this generation */
+  uint8_t open[MAX_STEPS + 1];    /* an attempt without an end yet */
+  uint8_t terminated, paused;
+} gen_state;
+
+typedef struct log_figures {
+  long records, execs, seens, reruns, changed, seen_unrun, cut_off;
+  long after_terminate, after_pause, restarts, final_mismatch;
+} log_figures;
+
+static void check_side_log(log_figures *lf) {
+  FILE *fp = fopen(side_path, "r");
+  if (!fp)
+    die("open %s: %s", side_path, strerror(errno));
+  /* First pass: the restart requests that were refused or never sent
+   * (1), and those acknowledged (2). */
+  uint8_t *fate = calloc((size_t)req_seq + 2, 1);
+  char rec[RECORD + 1], kind[8], id[16], token[48];
+  int idx;
+  while (fread(rec, 1, RECORD, fp) == RECORD) {
+    rec[RECORD] = '\0';
+    if (sscanf(rec, "%7s %15s %d %47s", kind, id, &idx, token) == 4 &&
+        (!strcmp(kind, "rstx") || !strcmp(kind, "rsta"))) {
+      unsigned r = (unsigned)atoi(token + 1);
+      if (r <= req_seq)
+        fate[r] = kind[3] == 'x' ? 1 : 2;
+    }
+  }
+  rewind(fp);
+  gen_state *gs = calloc((size_t)n_cap, sizeof *gs);
+  long line = 0;
+  while (fread(rec, 1, RECORD, fp) == RECORD) {
+    rec[RECORD] = '\0';
+    line++;
+    if (sscanf(rec, "%7s %15s %d %47s", kind, id, &idx, token) != 4 ||
+        id[0] != 'c') {
+      problem("side log record %ld unreadable: %.63s", line, rec);
+      continue;
+    }
+    int n = atoi(id + 1);
+    if (n < 0 || n >= n_cap || idx < 0 || idx > MAX_STEPS) {
+      problem("side log record %ld out of range: %.63s", line, rec);
+      continue;
+    }
+    lf->records++;
+    gen_state *g = &gs[n];
+    if (!strcmp(kind, "exec")) {
+      lf->execs++;
+      if (g->tok[idx][0]) {
+        lf->reruns++;
+        problem("RERUN: record %ld: %s step %d ran (%s) after it completed "
+                "with %s in the same generation",
+                line, id, idx, token, g->tok[idx]);
+      }
+      if (g->terminated) {
+        lf->after_terminate++;
+        problem("record %ld: %s step %d ran (%s) after a terminate was "
+                "acknowledged",
+                line, id, idx, token);
+      } else if (g->paused && !g->started[idx]) {
+        lf->after_pause++;
+        problem("record %ld: %s step %d started (%s) after a pause was "
+                "acknowledged, before any resume",
+                line, id, idx, token);
+      }
+      lf->cut_off += g->open[idx];
+      g->open[idx] = 1;
+      g->started[idx] = 1;
+    } else if (!strcmp(kind, "fail")) {
+      g->open[idx] = 0;
+    } else if (!strcmp(kind, "seen")) {
+      lf->seens++;
+      g->open[idx] = 0;
+      if (!g->started[idx]) {
+        lf->seen_unrun++;
+        problem("record %ld: %s step %d seen (%s), never run in this "
+                "generation",
+                line, id, idx, token);
+      }
+      if (!g->tok[idx][0])
+        snprintf(g->tok[idx], TOKEN, "%.31s", token);
+      else if (strcmp(g->tok[idx], token) != 0) {
+        lf->changed++;
+        problem("record %ld: %s step %d result changed from %s to %s", line, id,
+                idx, g->tok[idx], token);
+      }
+    } else if (!strcmp(kind, "rstq")) {
+      unsigned r = (unsigned)atoi(token + 1);
+      int f = r <= req_seq ? fate[r] : 0;
+      if (f == 1)
+        continue;
+      lf->restarts++;
+      /* Unknown (0): the old generation may still be running, so a step
+       * it had started is not flagged when seen again. */
+      for (int i = idx < 1 ? 1 : idx; i <= MAX_STEPS; i++) {
+        g->tok[i][0] = '\0';
+        g->open[i] = 0;
+        if (f == 2)
+          g->started[i] = 0;
+      }
+      g->terminated = g->paused = 0;
+    } else if (!strcmp(kind, "term")) {
+      g->terminated = 1;
+    } else if (!strcmp(kind, "paus")) {
+      g->paused = 1;
+    } else if (!strcmp(kind, "resq")) {
+      g->paused = 0;
+    } else if (strcmp(kind, "rstx") != 0 && strcmp(kind, "rsta") != 0) {
+      problem("side log record %ld: unknown kind: %.63s", line, rec);
+    }
+  }
+  fclose(fp);
+  /* A complete instance's journaled results are those its last
+   * generation saw. */
+  for (int n = 0; n < n_cap; n++) {
+    inst *in = &insts[n];
+    if (!in->final_checked)
+      continue;
+    for (int i = 1; i <= in->steps; i++)
+      if (gs[n].tok[i][0] && strcmp(gs[n].tok[i], in->final_tok[i]) != 0) {
+        lf->final_mismatch++;
+        problem("%s step %d: journal has %s, its last generation saw %s",
+                in->id, i, in->final_tok[i], gs[n].tok[i]);
+      }
+  }
+  free(gs);
+  free(fate);
+}
+
+/* Warnings and errors in the host's log, by message, for the report. */
+static void host_log_summary(long *warns, long *errors) {
+  FILE *fp = fopen(host_log, "r");
+  *warns = *errors = 0;
+  if (!fp)
+    return;
+  char line[4096];
+  int shown = 0;
+  while (fgets(line, sizeof line, fp)) {
+    if (strstr(line, " warn "))
+      (*warns)++;
+    else if (strstr(line, " error ")) {
+      (*errors)++;
+      if (shown++ < 5)
+        fprintf(stderr, "chaos: host log: %s", line);
+    }
+  }
+  fclose(fp);
+}
+
+/* ---- main ------------------------------------------------------------------
+ */
+
+static void write_file(const char *path, const char *text) {
+  FILE *fp = fopen(path, "w");
+  if (!fp || fputs(text, fp) < 0 || fclose(fp) != 0)
+    die("write %s: %s", path, strerror(errno));
+}
+
+/* A copy of `from` at `to`, with its mode. */
+static void copy_file(const char *from, const char *to) {
+  int in = open(from, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (in < 0 || fstat(in, &st) != 0)
+    die("open %s: %s", from, strerror(errno));
+  int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, st.st_mode);
+  if (out < 0)
+    die("create %s: %s", to, strerror(errno));
+  char buf[65536];
+  ssize_t got;
+  while ((got = read(in, buf, sizeof buf)) > 0)
+    if (write(out, buf, (size_t)got) != got)
+      die("write %s: %s", to, strerror(errno));
+  if (got < 0 || close(out) != 0)
+    die("copy %s: %s", from, strerror(errno));
+  close(in);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag,
+                    struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  remove(path);
+  return 0;
+}
+
+/* The run's directory and all in it (the host adds its build store). */
+static void rm_run(void) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+int main(void) {
+  signal(SIGPIPE, SIG_IGN);
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  kills_wanted = env_int("CHAOS_KILLS", 1000);
+  n_threads = env_int("CHAOS_THREADS", 4);
+  pace_ms = env_int("CHAOS_PACE_MS", 35);
+  finish_s = env_int("CHAOS_FINISH_S", 300);
+  check_every = env_int("CHAOS_CHECK_EVERY", 100);
+  seed = (unsigned)env_int("CHAOS_SEED", (int)(time(NULL) ^ getpid()));
+  if (kills_wanted < 0 || n_threads < 1 || n_threads > MAX_THREADS ||
+      pace_ms < 0) {
+    fprintf(stderr,
+            "chaos: bad CHAOS_KILLS, CHAOS_THREADS (1..%d) or "
+            "CHAOS_PACE_MS\n",
+            MAX_THREADS);
+    return 2;
+  }
+  const char *given = getenv("CHAOS_DIR");
+  if (given && *given) {
+    snprintf(dir, sizeof dir, "%s", given);
+    mkdir(dir, 0755);
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+      die("CHAOS_DIR %s is not a directory", dir);
+  } else {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/duro-chaos-XXXXXX",
+             tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir))
+      die("mkdtemp: %s", strerror(errno));
+  }
+  snprintf(cfg_path, sizeof cfg_path, "%s/duro.yaml", dir);
+  snprintf(db_path, sizeof db_path, "%s/duro.db", dir);
+  snprintf(side_path, sizeof side_path, "%s/side.log", dir);
+  snprintf(host_log, sizeof host_log, "%s/host.log", dir);
+  snprintf(ack_path, sizeof ack_path, "%s/acks.log", dir);
+  snprintf(problems_path, sizeof problems_path, "%s/problems.txt", dir);
+  snprintf(bin_path, sizeof bin_path, "%s/duro", dir);
+  snprintf(plugin_path, sizeof plugin_path, "%s/libchaos.so", dir);
+  /* Copies: a rebuild of the build directory during the run must not
+   * change, or take away, what it runs. */
+  copy_file(DURO_BIN, bin_path);
+  copy_file(CHAOS_PLUGIN, plugin_path);
+  /* A fresh run: CHAOS_DIR may hold an earlier one. */
+  unlink(side_path);
+  unlink(host_log);
+  unlink(ack_path);
+  static const char *db_files[] = {"", "-wal", "-shm"};
+  for (size_t i = 0; i < 3; i++) {
+    char p[400];
+    snprintf(p, sizeof p, "%s%s", db_path, db_files[i]);
+    unlink(p);
+  }
+  char yaml[1024];
+  snprintf(yaml, sizeof yaml,
+           "storage: { path: %s, synchronous: full }\n"
+           "http: { listen: \"127.0.0.1:0\" }\n"
+           "plugins:\n"
+           "  - name: chaos\n"
+           "    path: %s\n"
+           "    workflows:\n"
+           "      - { name: %s, binding: CHAOS, class_name: Chaos }\n",
+           db_path, plugin_path, WF);
+  write_file(cfg_path, yaml);
+  side_fd = open(side_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  ack_fd = open(ack_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  problems = fopen(problems_path, "w");
+  if (side_fd < 0 || ack_fd < 0 || !problems)
+    die("cannot create the run's files: %s", strerror(errno));
+  setenv("DURO_CHAOS_LOG", side_path, 1);
+  setenv("DURO_LOG", "info", 1);
+  if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+    die("curl_global_init failed");
+
+  n_cap = kills_wanted * 40 + 2000;
+  insts = calloc((size_t)n_cap, sizeof *insts);
+  if (!insts)
+    die("out of memory");
+  printf("chaos: %d kills, seed %u, %d threads, run in %s\n", kills_wanted,
+         seed, n_threads, dir);
+  t0 = now_ms();
+  for (int t = 0; t < n_threads; t++) {
+    driver *d = &drivers[t];
+    d->t = t;
+    d->rnd = seed * 2654435761u + (unsigned)t * 40503u + 1;
+    d->next = t;
+    d->mine = calloc((size_t)n_cap / (size_t)n_threads + 2, sizeof *d->mine);
+    if (pthread_create(&d->th, NULL, drive, d) != 0)
+      die("pthread_create failed");
+  }
+
+  unsigned r = seed;
+  long failed_starts = 0, early = 0, integrity_checks = 0, integrity_bad = 0;
+  int64_t last_print = now_ms();
+  for (int kill_no = 1; kill_no <= kills_wanted; kill_no++) {
+    pid_t pid;
+    int kind = rnd(&r, 100);
+    if (kind < 15) {
+      /* In the start-up: the lock, the engine's fork, recovery (what
+       * was queued or running is queued again) and the first steps. */
+      off_t at;
+      pid = spawn_host(&at);
+      sleep_ms(rnd(&r, 120));
+      early++;
+    } else {
+      int port;
+      pid = start_ready(&port, &failed_starts);
+      __atomic_store_n(&g_port, port, __ATOMIC_RELEASE);
+      if (kind < 45) {
+        /* While a request of a chosen kind is being answered: a moment
+         * (0 to 0.4 ms) after it was seen in flight, before or after its
+         * commit. */
+        static const int targets[][2] = {{K_CREATE, K_BATCH},
+                                         {K_EVENT, K_EVENT},
+                                         {K_PAUSE, K_RESUME},
+                                         {K_TERMINATE, K_RESTART_FROM}};
+        const int *tk = targets[rnd(&r, 4)];
+        sleep_ms(20 + rnd(&r, 600));
+        for (int64_t until = now_ms() + 400; now_ms() < until;) {
+          int busy = 0;
+          for (int k = tk[0]; k <= tk[1]; k++)
+            busy |= __atomic_load_n(&inflight[k], __ATOMIC_SEQ_CST) > 0;
+          if (busy) {
+            struct timespec ts = {0, 1000L * rnd(&r, 400)};
+            nanosleep(&ts, NULL);
+            break;
+          }
+          struct timespec ts = {0, 50000};
+          nanosleep(&ts, NULL);
+        }
+      } else {
+        sleep_ms(kind < 65 ? rnd(&r, 200) : 200 + rnd(&r, 1500));
+      }
+    }
+    for (int k = 0; k < N_KINDS; k++)
+      if (__atomic_load_n(&inflight[k], __ATOMIC_SEQ_CST) > 0)
+        kills_during[k]++;
+    kill(pid, SIGKILL);
+    __atomic_store_n(&g_port, 0, __ATOMIC_RELEASE);
+    int st;
+    if (waitpid(pid, &st, 0) != pid || !WIFSIGNALED(st) ||
+        WTERMSIG(st) != SIGKILL) {
+      /* It exited by itself: refused the lock, or worse.  Look. */
+      failed_starts++;
+      problem("kill %d: the host had exited by itself (%s %d)", kill_no,
+              WIFSIGNALED(st) ? "signal" : "exit code",
+              WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    }
+    if (check_every > 0 && kill_no % check_every == 0) {
+      /* The engine dies of its supervisor's death a moment later. */
+      sleep_ms(100);
+      integrity_checks++;
+      integrity_bad += !integrity_ok();
+    }
+    if (now_ms() - last_print > 30000) {
+      last_print = now_ms();
+      long acks = 0;
+      for (int k = 0; k < N_KINDS; k++)
+        acks += k == K_GET ? 0 : n_out[k][OUT_ACK];
+      printf("chaos: ... %d kills, %ld acknowledged operations, %.0f s\n",
+             kill_no, acks, (now_ms() - t0) / 1000.0);
+    }
+  }
+  __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
+  for (int t = 0; t < n_threads; t++)
+    pthread_join(drivers[t].th, NULL);
+  int64_t chaos_end = now_ms();
+
+  /* The last host: nothing kills it. */
+  int port;
+  pid_t pid = start_ready(&port, &failed_starts);
+  figures f = {0};
+  finish(port, &f);
+  check_final(port, &f);
+  kill(pid, SIGTERM);
+  int st = 0, waited = 0;
+  while (waitpid(pid, &st, WNOHANG) != pid) {
+    if (waited++ > 6000) {
+      problem("the host did not stop within 60 s of SIGTERM");
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      break;
+    }
+    sleep_ms(10);
+  }
+  int clean_stop = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+  if (!clean_stop)
+    problem("the last host did not stop cleanly (status 0x%x)", st);
+  integrity_checks++;
+  integrity_bad += !integrity_ok();
+
+  log_figures lf = {0};
+  check_side_log(&lf);
+  long warns, errors;
+  host_log_summary(&warns, &errors);
+
+  /* ---- the figures ---- */
+  long acks = 0, refused = 0, unknown = 0, notsent = 0;
+  for (int k = 0; k < N_KINDS; k++) {
+    if (k == K_GET)
+      continue;
+    acks += n_out[k][OUT_ACK];
+    refused += n_out[k][OUT_REFUSED];
+    unknown += n_out[k][OUT_UNKNOWN];
+    notsent += n_out[k][OUT_DOWN];
+  }
+  long n_created = 0;
+  for (int n = 0; n < n_cap; n++)
+    n_created += insts[n].create == C_ACKED;
+  long lost =
+      f.lost_creates + f.lost_events + f.lost_controls + f.unfinished + f.other;
+  long reruns = lf.reruns + lf.changed + lf.final_mismatch;
+  long control_runs = lf.after_terminate + lf.after_pause;
+  printf("chaos: kills: %d (%ld in start-up/recovery; with a request in "
+         "flight: create %ld, batch %ld, event %ld, pause %ld, resume %ld, "
+         "terminate %ld, restart %ld, read %ld; step attempts cut off and "
+         "run again: %ld; failed starts %ld)\n",
+         kills_wanted, early, kills_during[K_CREATE], kills_during[K_BATCH],
+         kills_during[K_EVENT], kills_during[K_PAUSE], kills_during[K_RESUME],
+         kills_during[K_TERMINATE],
+         kills_during[K_RESTART] + kills_during[K_RESTART_FROM],
+         kills_during[K_GET], lf.cut_off, failed_starts);
+  printf("chaos: acknowledged: %ld operations (create %ld, batch %ld of "
+         "%ld instances, event %ld, pause %ld, resume %ld, terminate %ld, "
+         "restart %ld, restart from a step %ld)\n",
+         acks, n_out[K_CREATE][OUT_ACK], n_out[K_BATCH][OUT_ACK],
+         created_in_batch, n_out[K_EVENT][OUT_ACK], n_out[K_PAUSE][OUT_ACK],
+         n_out[K_RESUME][OUT_ACK], n_out[K_TERMINATE][OUT_ACK],
+         n_out[K_RESTART][OUT_ACK], n_out[K_RESTART_FROM][OUT_ACK]);
+  printf("chaos: not acknowledged: refused %ld (resent creates that "
+         "existed %ld, pause %ld, resume %ld, terminate %ld, restart %ld: "
+         "not allowed in the instance's state), unknown outcome %ld "
+         "(creates resent %ld, events resent %ld), not sent %ld, 5xx %ld\n",
+         refused, n_out[K_CREATE][OUT_REFUSED], n_out[K_PAUSE][OUT_REFUSED],
+         n_out[K_RESUME][OUT_REFUSED], n_out[K_TERMINATE][OUT_REFUSED],
+         n_out[K_RESTART][OUT_REFUSED] + n_out[K_RESTART_FROM][OUT_REFUSED],
+         unknown, retried_creates, retried_events, notsent, server_errors);
+  printf("chaos: instances: %ld acknowledged, %ld complete, %ld terminated; "
+         "%ld step executions, %ld restarts in the log; %ld paused ones "
+         "checked after the kills\n",
+         n_created, f.complete, f.terminated, lf.execs, lf.restarts,
+         f.pause_checked);
+  printf("chaos: lost: %ld (creates %ld, events %ld, controls %ld, "
+         "unfinished %ld, wrong output %ld)\n",
+         lost, f.lost_creates, f.lost_events, f.lost_controls, f.unfinished,
+         f.other);
+  printf("chaos: rerun-after-completion: %ld (results changed %ld, journal "
+         "unlike the last seen %ld, seen but never run %ld)\n",
+         lf.reruns, lf.changed, lf.final_mismatch, lf.seen_unrun);
+  printf("chaos: steps run after an acknowledged terminate: %ld, new steps "
+         "after an acknowledged pause: %ld\n",
+         lf.after_terminate, lf.after_pause);
+  printf("chaos: integrity: %s (%ld checks, %ld failed); host stopped "
+         "%s; host log: %ld warnings, %ld errors\n",
+         integrity_bad ? "FAILED" : "ok", integrity_checks, integrity_bad,
+         clean_stop ? "cleanly" : "UNCLEANLY", warns, errors);
+  printf("chaos: elapsed: %.1f s (%.1f s of kills, %.1f s to finish and "
+         "check)\n",
+         (now_ms() - t0) / 1000.0, (chaos_end - t0) / 1000.0,
+         (now_ms() - chaos_end) / 1000.0);
+  int bad = lost || reruns || control_runs || integrity_bad || !clean_stop ||
+            lf.seen_unrun || problems_printed;
+  fclose(problems);
+  close(side_fd);
+  close(ack_fd);
+  curl_global_cleanup();
+  if (bad) {
+    printf("chaos: FAILED; the evidence is in %s (problems.txt, side.log, "
+           "acks.log, host.log, duro.db)\n",
+           dir);
+    return 1;
+  }
+  if (env_int("CHAOS_KEEP", 0) || (given && *given))
+    printf("chaos: passed; the run is in %s\n", dir);
+  else {
+    rm_run();
+    printf("chaos: passed\n");
+  }
+  return 0;
+}
