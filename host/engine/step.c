@@ -409,8 +409,15 @@ static int read_config(duro_step *a, const char *key,
 
 /* The callback is about to run: the ledger says so (should the process
  * die inside it, the next engine counts a crash), and the watchdog may
- * find it through the worker. */
-static void attempt_begin(duro_step *a, duro_attempt *at) {
+ * find it through the worker.  Returns 1 when a terminate or pause came
+ * since the step boundary: the callback must not start.  (A terminate
+ * sets its flag, then looks for the worker's attempt under the worker's
+ * mutex; the attempt is published under that mutex before the flag is
+ * read here, so either the terminate finds the attempt and abandons it,
+ * or the flag is seen here.) */
+static int attempt_end(duro_step *a);
+
+static int attempt_begin(duro_step *a, duro_attempt *at) {
   ledger_slot *sl = a->slot;
   if (sl) {
     const journal_step *s = at->step;
@@ -430,6 +437,12 @@ static void attempt_begin(duro_step *a, duro_attempt *at) {
     a->worker->attempt = at;
     pthread_mutex_unlock(&a->worker->mu);
   }
+  if (!at_boundary(a))
+    return 0;
+  /* Withdrawn before it ran; if the terminate already gave up on it, the
+   * activation is the watchdog's to account for (attempt_end says so). */
+  attempt_end(a);
+  return 1;
 }
 
 /* The callback returned.  Returns 1 when the watchdog gave up on it
@@ -597,8 +610,9 @@ static duro_rc api_do(duro_step *a, const char *name,
       .timeout_ms = c.timeout_ms,
       .idempotency_key = arena_printf(a, "%s/%s", a->inst.id, key),
   };
+  if (attempt_begin(a, &at))
+    return DURO_SUSPEND; /* a terminate or pause won the race */
   current_attempt = &at;
-  attempt_begin(a, &at);
   int64_t t0 = metrics_now_us();
   int fn_rc = fn(&at, arg);
   metrics_hist_observe(&a->e->m.attempt_us, metrics_now_us() - t0);
