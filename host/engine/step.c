@@ -1181,6 +1181,16 @@ static void on_final_commit(void *ctx, int rc) {
   activation_free(a);
 }
 
+/* What run() is handed: the instance's id, params and creation time
+ * (borrowed from the activation). */
+static duro_event event_of(const duro_step *a) {
+  return (duro_event){.size = sizeof(duro_event),
+                      .workflow = a->inst.workflow,
+                      .instance_id = a->inst.id,
+                      .params = a->inst.params,
+                      .created_ms = a->inst.created_ms};
+}
+
 void activation_run(duro_engine *e, entry *ent) {
   duro_step *a = xcalloc(1, sizeof *a);
   a->e = e;
@@ -1228,11 +1238,7 @@ void activation_run(duro_engine *e, entry *ent) {
     goto retry;
   }
 
-  duro_event ev = {.size = sizeof ev,
-                   .workflow = a->inst.workflow,
-                   .instance_id = a->inst.id,
-                   .params = a->inst.params,
-                   .created_ms = a->inst.created_ms};
+  duro_event ev = event_of(a);
   duro_env env = {.engine = e};
   metrics_add(&e->m.activations, 1);
   duro_rc out = DURO_SUSPEND;
@@ -1304,11 +1310,7 @@ json_t *activation_dry_run(duro_engine *e, wf_reg *wf, int64_t rowid,
     return out;
   }
   a->where = arena_printf(a, "%s/%s", a->inst.workflow, a->inst.id);
-  duro_event ev = {.size = sizeof ev,
-                   .workflow = a->inst.workflow,
-                   .instance_id = a->inst.id,
-                   .params = a->inst.params,
-                   .created_ms = a->inst.created_ms};
+  duro_event ev = event_of(a);
   duro_env env = {.engine = e};
   current_act = a;
   duro_rc r = run(a, &ev, &env);
