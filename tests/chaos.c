@@ -25,8 +25,8 @@
  * with its id is acknowledged by its 409, and the plugin consumes events
  * idempotently (each carries {"k": 1..E} and a repeated k is waited past).
  * Controls are not retried; their unknown outcomes widen what the end
- * state may be.  Requests go through libcurl into http_client.h's reply
- * struct and JSON path helpers.
+ * state may be.  Requests go through http_client.h's libcurl client,
+ * unchecked (this is no Check test case), and its JSON path helpers.
  *
  * The plugin logs "exec" inside each step callback, "fail" for a failure
  * it was asked for and "seen" once duro_do returned OK (the result is then
@@ -240,58 +240,19 @@ static void ack_line(enum kind k, outcome o, const char *id, int arg,
     die("write %s: %s", ack_path, strerror(errno));
 }
 
-/* libcurl to 127.0.0.1:port, filling an http_resp of http_client.h.  Not
- * http_send(): that one reports progress to Check, which needs a running
- * test case. */
-static size_t on_body(char *p, size_t size, size_t n, void *ud) {
-  http_resp *r = ud;
-  size_t len = size * n;
-  char *grown = realloc(r->body, r->len + len + 1);
-  if (!grown)
-    return 0; /* curl fails the transfer: an unknown outcome */
-  r->body = grown;
-  memcpy(r->body + r->len, p, len);
-  r->len += len;
-  r->body[r->len] = '\0';
-  return len;
-}
-
+/* libcurl to 127.0.0.1:port through http_client.h, unchecked: this is
+ * no Check test case. */
 static CURLcode send_request(int port, const char *method, const char *path,
                              const char *body, http_resp *r) {
-  memset(r, 0, sizeof *r);
-  CURL *c = curl_easy_init();
-  if (!c)
+  http_req q = {.method = method,
+                .path = path,
+                .body = body,
+                .timeout_ms = REQ_TIMEOUT_MS,
+                .unchecked = 1};
+  CURLcode rc = http_send(port, &q, r);
+  if (rc == CURLE_FAILED_INIT)
     die("curl_easy_init failed");
-  char url[256];
-  snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
-  struct curl_slist *hdrs = NULL;
-  hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
-  hdrs = curl_slist_append(hdrs, "Expect:");
-  curl_easy_setopt(c, CURLOPT_URL, url);
-  curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, REQ_TIMEOUT_MS);
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
-  if (body) {
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-  }
-  if (strcmp(method, "GET") != 0)
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-  CURLcode rc = curl_easy_perform(c);
-  if (rc == CURLE_OK)
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
-  curl_slist_free_all(hdrs);
-  curl_easy_cleanup(c);
-  if (rc != CURLE_OK) {
-    http_resp_free(r);
-    return rc;
-  }
-  if (r->body)
-    r->json = json_loadb(r->body, r->len, JSON_DECODE_ANY, NULL);
-  return CURLE_OK;
+  return rc;
 }
 
 /* One request; its outcome.  A refused connection means nothing was sent;

@@ -2,8 +2,9 @@
  * reading the JSON of its replies.
  *
  * The suites that talk to a real host's control plane (test_http, test_cli,
- * test_faults) send their requests through libcurl on loopback and look
- * into the JSON bodies by dotted paths.  This module holds what they share:
+ * test_faults, test_reload, and chaos.c) send their requests through
+ * libcurl on loopback and look into the JSON bodies by dotted paths.  This
+ * module holds what they share:
  *
  *  - http_send(): one request to 127.0.0.1:PORT, the reply's status,
  *    headers, body and the body parsed, in an http_resp;
@@ -41,6 +42,11 @@ typedef struct http_req {
   size_t body_len;    /* bytes of body; 0: strlen(body) */
   const char *auth;   /* the Authorization header's value, NULL: none */
   long timeout_ms;    /* for the whole exchange; 0: 15 s */
+  /* Non-zero outside a Check test case (tests/chaos.c): no assertion runs,
+   * not even one that holds, for Check ends a process that makes one
+   * without a test case around it; no curl handle is CURLE_FAILED_INIT,
+   * a body that does not fit in memory a failed transfer. */
+  int unchecked;
 } http_req;
 
 /* Sends `q` to 127.0.0.1:`port` and fills *r.  Returns CURLE_OK when an

@@ -168,36 +168,31 @@ START_TEST(test_good) {
 }
 END_TEST
 
-START_TEST(test_bad) {
-  const bad_case *c = &bad[_i];
+/* Row `row` of a table of refusals: refused, the output left alone, and
+ * called too long by duration_parse_detail() exactly when `want_too_long`. */
+static void assert_refused(const bad_case *c, int row, int want_too_long) {
   int64_t ms = -12345;
   int rc = duration_parse(c->text, &ms);
   ck_assert_msg(rc == DURO_E_INVALID_DURATION,
-                "row %d \"%s\" (%s): rc %d, ms %lld", _i, c->text, c->why, rc,
+                "row %d \"%s\" (%s): rc %d, ms %lld", row, c->text, c->why, rc,
                 (long long)ms);
   /* A refusal leaves the output alone. */
-  ck_assert_msg(ms == -12345, "row %d \"%s\": output written", _i, c->text);
-  int too = -1;
+  ck_assert_msg(ms == -12345, "row %d \"%s\": output written", row, c->text);
+  int too = want_too_long ? 0 : -1; /* not the answer wanted: must be set */
   ck_assert_int_eq(duration_parse_detail(c->text, &ms, &too),
                    DURO_E_INVALID_DURATION);
-  ck_assert_msg(too == 0, "row %d \"%s\": called too long", _i, c->text);
+  if (want_too_long) {
+    ck_assert_msg(too == 1, "row %d \"%s\": not called too long", row, c->text);
+    ck_assert_int_eq(ms, -12345);
+  } else {
+    ck_assert_msg(too == 0, "row %d \"%s\": called too long", row, c->text);
+  }
 }
+
+START_TEST(test_bad) { assert_refused(&bad[_i], _i, 0); }
 END_TEST
 
-START_TEST(test_too_long) {
-  const bad_case *c = &too_long[_i];
-  int64_t ms = -12345;
-  int rc = duration_parse(c->text, &ms);
-  ck_assert_msg(rc == DURO_E_INVALID_DURATION,
-                "row %d \"%s\" (%s): rc %d, ms %lld", _i, c->text, c->why, rc,
-                (long long)ms);
-  ck_assert_msg(ms == -12345, "row %d \"%s\": output written", _i, c->text);
-  int too = 0;
-  ck_assert_int_eq(duration_parse_detail(c->text, &ms, &too),
-                   DURO_E_INVALID_DURATION);
-  ck_assert_msg(too == 1, "row %d \"%s\": not called too long", _i, c->text);
-  ck_assert_int_eq(ms, -12345);
-}
+START_TEST(test_too_long) { assert_refused(&too_long[_i], _i, 1); }
 END_TEST
 
 START_TEST(test_null) {

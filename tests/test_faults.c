@@ -1,6 +1,6 @@
 /* test_faults.c — a crashing or hanging plugin never takes the host down.
  *
- * Every case runs the real DURO_BIN (fork/exec, tests/proc.h) on a config
+ * Every case runs the real DURO_BIN (tests/host_run.h) on a config
  * generated in the case's own temporary directory, with the faults plugin
  * (FAULTS_PLUGIN, plugins/faults/faults.c: workflow "fault-flow", class
  * "Fault") and `http.listen: 127.0.0.1:0`.  `duro run` is a supervisor
@@ -42,9 +42,6 @@
  * child asks for SIGKILL when its parent dies.  All traffic is on
  * loopback. */
 #include <check.h>
-#include <curl/curl.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -52,15 +49,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "host_run.h"
 #include "http_client.h"
 #include "proc.h"
 
-#ifndef DURO_BIN
-#error "build with -DDURO_BIN=\"<path of the built duro binary>\""
-#endif
 #ifndef FAULTS_PLUGIN
 #error "build with -DFAULTS_PLUGIN=\"<path of libfaults.so>\""
 #endif
@@ -68,264 +62,61 @@
 #error "build with -DFIXTURES_DIR=\"<dir holding libfixture_*.so>\""
 #endif
 
-#define WAIT_MS 20000   /* for a host to say ready */
 #define SETTLE_MS 30000 /* for instances to end, restarts included */
 #define MAX_CRASHES 3   /* engine.max_crashes of the crash cases */
-#define WF "/workflows/fault-flow/instances"
+#define FLOW "fault-flow"
+#define WF "/workflows/" FLOW "/instances"
 #define LINE_SIZE 64 /* a record of the faults log */
 
-#define assert_contains(hay, needle)                                           \
-  ck_assert_msg(strstr((hay), (needle)) != NULL, "expected \"%s\" in:\n%s",    \
-                (needle), proc_tail(hay))
+/* ---- the host (tests/host_run.h) ----------------------------------------- */
 
-/* ---- the host ------------------------------------------------------------ */
+/* $DURO_FAULTS_LOG: one file a case, which all its hosts write. */
+static const char *faults_log(void) {
+  static char path[400];
+  snprintf(path, sizeof path, "%s/faults.log", proc_tmp_dir);
+  return path;
+}
 
-typedef struct host {
-  pid_t pid; /* the supervisor */
-  int port;
-  char config[400];
-  char log[400];    /* the host's stdout and stderr */
-  char faults[400]; /* $DURO_FAULTS_LOG */
-  char env_asan[1024], env_ubsan[1024], env_faults[460];
-} host;
+/* The case's database, var/duro.db. */
+static const char *db_path(void) {
+  static char path[400];
+  snprintf(path, sizeof path, "%s/var/duro.db", proc_tmp_dir);
+  return path;
+}
 
-/* A config for the faults plugin on `db`, with `engine` as the engine
- * mapping ("{ workers: 2 }"). */
-static void write_config(host *h, const char *name, const char *db,
+/* A host named `name` (NAME.yaml, NAME.log) with $DURO_FAULTS_LOG set.  Its
+ * engine restarts under the cases: a request gives up after 3 s, and a
+ * description that got no answer is none. */
+static void faults_host(host_run *h, const char *name) {
+  host_init(h, name);
+  host_setenv(h, "DURO_FAULTS_LOG", faults_log());
+  h->request_ms = 3000;
+  h->restarts = 1;
+}
+
+/* A host with a config for the faults plugin on `db`, with `engine` as
+ * the engine mapping ("{ workers: 2 }"). */
+static void write_config(host_run *h, const char *name, const char *db,
                          const char *engine) {
-  snprintf(h->config, sizeof h->config, "%s/%s.yaml", proc_tmp_dir, name);
-  snprintf(h->log, sizeof h->log, "%s/%s.log", proc_tmp_dir, name);
-  snprintf(h->faults, sizeof h->faults, "%s/faults.log", proc_tmp_dir);
-  FILE *f = fopen(h->config, "w");
-  ck_assert_msg(f != NULL, "%s: %s", h->config, strerror(errno));
-  fprintf(f,
-          "storage: { path: %s, synchronous: normal }\n"
-          "http: { listen: \"127.0.0.1:0\" }\n"
-          "engine: %s\n"
-          "plugins:\n"
-          "  - name: faults\n"
-          "    path: %s\n"
-          "    workflows:\n"
-          "      - name: fault-flow\n"
-          "        binding: FAULT_FLOW\n"
-          "        class_name: Fault\n",
-          db, engine, FAULTS_PLUGIN);
-  ck_assert(fclose(f) == 0);
-}
-
-/* ASAN_OPTIONS or UBSAN_OPTIONS as we have it, plus the handlers off (see
- * the top of the file), into `buf` as "NAME=value". */
-static void sanitizer_env(char *buf, size_t len, const char *name) {
-  const char *have = getenv(name);
-  snprintf(buf, len, "%s=%s%shandle_segv=0:handle_sigbus=0:handle_abort=0",
-           name, have && *have ? have : "", have && *have ? ":" : "");
-}
-
-/* Our environment with the sanitizer options above and $DURO_FAULTS_LOG;
- * the strings live in `h`.  The array is malloc'ed (free it). */
-static char **host_env(host *h) {
-  static const char *const drop[] = {"ASAN_OPTIONS", "UBSAN_OPTIONS",
-                                     "DURO_FAULTS_LOG", NULL};
-  sanitizer_env(h->env_asan, sizeof h->env_asan, "ASAN_OPTIONS");
-  sanitizer_env(h->env_ubsan, sizeof h->env_ubsan, "UBSAN_OPTIONS");
-  snprintf(h->env_faults, sizeof h->env_faults, "DURO_FAULTS_LOG=%s",
-           h->faults);
-  char **base = proc_env(drop, NULL);
-  size_t n = 0;
-  while (base[n])
-    n++;
-  char **envp = realloc(base, (n + 4) * sizeof *envp);
-  ck_assert(envp != NULL);
-  envp[n++] = h->env_asan;
-  envp[n++] = h->env_ubsan;
-  envp[n++] = h->env_faults;
-  envp[n] = NULL;
-  return envp;
-}
-
-/* `duro ARGS...` (up to 3 arguments) in proc_tmp_dir, its output in
- * `out`, with the host environment of `h`. */
-static pid_t spawn_duro(host *h, const char *a1, const char *a2,
-                        const char *out) {
-  const char *argv[] = {DURO_BIN, a1, a2, NULL};
-  char **envp = host_env(h);
-  pid_t pid = proc_spawn(argv, envp, out, out);
-  free(envp);
-  return pid;
+  faults_host(h, name);
+  host_write_config(h, db, engine, "faults", FAULTS_PLUGIN,
+                    "      - name: " FLOW "\n"
+                    "        binding: FAULT_FLOW\n"
+                    "        class_name: Fault\n");
 }
 
 /* `duro run` on a new config named `name`, to its "ready" line. */
-static void host_start_db(host *h, const char *name, const char *db,
-                          const char *engine) {
+static void start_db(host_run *h, const char *name, const char *db,
+                     const char *engine) {
   write_config(h, name, db, engine);
-  h->pid = spawn_duro(h, "run", h->config, h->log);
-  proc_live = h->pid;
-  h->port = proc_wait_port(h->pid, h->log, proc_now_ms() + WAIT_MS);
+  host_start(h);
 }
 
-static void host_start(host *h, const char *engine) {
-  char db[400];
-  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
-  host_start_db(h, "host", db, engine);
+static void start(host_run *h, const char *engine) {
+  start_db(h, "host", db_path(), engine);
 }
 
-/* Non-zero while `pid`, our child, has not exited; one that has is
- * reaped. */
-static int child_running(pid_t pid) {
-  int st;
-  if (waitpid(pid, &st, WNOHANG) == 0)
-    return 1;
-  if (pid == proc_live)
-    proc_live = -1;
-  return 0;
-}
-
-/* Non-zero once `pid` (not our child) is gone: no such process, or a
- * zombie waiting for whoever adopted it. */
-static int pid_gone(pid_t pid) {
-  if (kill(pid, 0) != 0 && errno == ESRCH)
-    return 1;
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  char *text = proc_slurp(path);       /* "" once the process is gone */
-  const char *rp = strrchr(text, ')'); /* after "pid (comm)" comes the state */
-  int gone = !rp || rp[2] == 'Z' || rp[2] == 'X';
-  free(text);
-  return gone;
-}
-
-static int wait_pid_gone(pid_t pid, int ms) {
-  int64_t deadline = proc_now_ms() + ms;
-  while (!pid_gone(pid)) {
-    if (proc_now_ms() >= deadline)
-      return 0;
-    proc_sleep_ms(10);
-  }
-  return 1;
-}
-
-/* ---- the host's log ------------------------------------------------------ */
-
-/* The pids of "engine started (pid N)" lines in order, at most `max`;
- * returns how many. */
-static size_t engine_pids(const char *log, pid_t *pids, size_t max) {
-  static const char mark[] = "engine started (pid ";
-  size_t n = 0;
-  for (const char *p = strstr(log, mark); p && n < max; p = strstr(p + 1, mark))
-    pids[n++] = (pid_t)atoi(p + strlen(mark));
-  return n;
-}
-
-/* The pid of the last engine started, waiting for its line; fails when
- * none shows within 5 s. */
-static pid_t last_engine(const host *h) {
-  int64_t deadline = proc_now_ms() + 5000;
-  for (;;) {
-    char *log = proc_slurp(h->log);
-    pid_t pids[64];
-    size_t n = engine_pids(log, pids, 64);
-    if (n) {
-      free(log);
-      ck_assert_msg(pids[n - 1] > 0 && pids[n - 1] != h->pid,
-                    "engine pid %d, supervisor %d", (int)pids[n - 1],
-                    (int)h->pid);
-      return pids[n - 1];
-    }
-    if (proc_now_ms() >= deadline)
-      ck_abort_msg("no \"engine started (pid N)\" line in:\n%s",
-                   proc_tail(log));
-    free(log);
-    proc_sleep_ms(10);
-  }
-}
-
-/* The lines of `log` that contain `needle`, copied into one malloc'ed
- * text (caller frees); *count gets how many. */
-static char *lines_with(const char *log, const char *needle, int *count) {
-  size_t cap = strlen(log) + 1, len = 0;
-  char *out = malloc(cap);
-  ck_assert(out != NULL);
-  out[0] = '\0';
-  *count = 0;
-  for (const char *l = log; *l;) {
-    const char *end = strchr(l, '\n');
-    size_t n = end ? (size_t)(end - l) : strlen(l);
-    char *line = strndup(l, n);
-    if (strstr(line, needle)) {
-      memcpy(out + len, line, n);
-      len += n;
-      out[len++] = '\n';
-      out[len] = '\0';
-      (*count)++;
-    }
-    free(line);
-    l += n + (end ? 1 : 0);
-  }
-  return out;
-}
-
-/* Fails on a sanitizer report in `log` other than one of the processes in
- * `excused` (engines the plugin crashed on purpose).  ASan and LSan head
- * their reports "==PID==ERROR:" / "==PID==WARNING:"; UBSan's
- * "runtime error:" names no process and is never excused. */
-static void assert_no_report(const char *log, const pid_t *excused,
-                             size_t n_excused) {
-  const char *ub = strstr(log, "runtime error:");
-  ck_assert_msg(ub == NULL, "UBSan report: %.600s", ub);
-  for (const char *p = strstr(log, "=="); p; p = strstr(p + 2, "==")) {
-    char *end;
-    long pid = strtol(p + 2, &end, 10);
-    if (end == p + 2 || strncmp(end, "==", 2) != 0 ||
-        (strncmp(end + 2, "ERROR", 5) && strncmp(end + 2, "WARNING", 7)))
-      continue;
-    int ok = 0;
-    for (size_t i = 0; i < n_excused; i++)
-      ok |= excused[i] == (pid_t)pid;
-    if (!ok)
-      fprintf(stderr, "---- sanitizer report ----\n%s---- end ----\n", p);
-    ck_assert_msg(ok, "sanitizer report of pid %ld: %.300s", pid, p);
-    p = end;
-  }
-}
-
-/* SIGTERM to the supervisor: it must exit 0 by `deadline`, its engine
- * must be gone within 2 s and no sanitizer report appear but those of
- * engines that died before the last one started (when `excuse_dead`). */
-static void host_stop(host *h, int64_t deadline, int excuse_dead) {
-  pid_t engine = last_engine(h);
-  ck_assert_int_eq(kill(h->pid, SIGTERM), 0);
-  int code = proc_wait_exit(h->pid, deadline);
-  char *log = proc_slurp(h->log);
-  if (code != 0)
-    fprintf(stderr, "---- %s ----\n%s---- end ----\n", h->log, log);
-  ck_assert_msg(code == 0, "exit %d after SIGTERM (-1: hung); output:\n%s",
-                code, proc_tail(log));
-  ck_assert_msg(wait_pid_gone(engine, 2000),
-                "engine %d still there after the supervisor exited",
-                (int)engine);
-  pid_t pids[64];
-  size_t n = engine_pids(log, pids, 64);
-  assert_no_report(log, pids, excuse_dead && n ? n - 1 : 0);
-  free(log);
-}
-
-/* ---- HTTP (libcurl, tests/http_client.h) -------------------------------- */
-
-/* METHOD path on `port` with `body` (NULL: none).  Returns 0, or -1 when
- * no answer came (refused, reset, timed out: an engine restarting). */
-static int request_try(int port, http_resp *r, const char *method,
-                       const char *path, const char *body) {
-  http_req q = {
-      .method = method, .path = path, .body = body, .timeout_ms = 3000};
-  return http_send(port, &q, r) == CURLE_OK ? 0 : -1;
-}
-
-/* The same, failing when no answer came. */
-static void request(int port, http_resp *r, const char *method,
-                    const char *path, const char *body) {
-  ck_assert_msg(request_try(port, r, method, path, body) == 0,
-                "%s %s: no answer from port %d", method, path, port);
-}
+/* ---- HTTP (tests/host_run.h) --------------------------------------------- */
 
 /* The name of an {"name","message"} error, given as an object or as a
  * string holding its JSON, into `out` ("" when there is none). */
@@ -362,14 +153,14 @@ static int attempts_with(json_t *step, const char *name, int *others) {
 /* Creates instance `id` with `params`, again while no answer comes (an
  * engine restarting); a 409 after such a retry means the lost request
  * had created it. */
-static void create(const host *h, const char *id, const char *params) {
+static void create(const host_run *h, const char *id, const char *params) {
   char body[512];
   snprintf(body, sizeof body, "{\"id\":\"%s\",\"params\":%s}", id, params);
   int64_t deadline = proc_now_ms() + SETTLE_MS;
   int retried = 0;
   for (;;) {
     http_resp r;
-    if (request_try(h->port, &r, "POST", WF, body) == 0) {
+    if (host_request_try(h, &r, "POST", WF, body) == 0) {
       int ok = r.status == 201 ||
                (retried && r.status == 409 &&
                 !strcmp(jstr(r.json, "error.code"), "instance.already_exists"));
@@ -384,48 +175,18 @@ static void create(const host *h, const char *id, const char *params) {
   }
 }
 
-/* The description of `id`, or NULL when no answer came. */
-static json_t *describe(const host *h, const char *id) {
-  char path[256];
-  snprintf(path, sizeof path, WF "/%s", id);
-  http_resp r;
-  if (request_try(h->port, &r, "GET", path, NULL) != 0)
-    return NULL;
-  ck_assert_msg(r.status == 200, "GET %s: %ld %s", path, r.status,
-                r.body ? r.body : "");
-  json_t *j = json_incref(r.json);
-  http_resp_free(&r);
-  return j;
-}
-
-/* Polls `id` until its status is `want` or one that ends it (complete,
- * errored, terminated), by `deadline`; it must be `want`.  Returns the
- * last description (caller's). */
-static json_t *wait_status(const host *h, const char *id, const char *want,
-                           int64_t deadline) {
-  json_t *d = NULL;
-  for (;;) {
-    json_decref(d);
-    d = describe(h, id);
-    const char *st = d ? jstr(d, "status") : "";
-    if (!strcmp(st, want) || !strcmp(st, "complete") ||
-        !strcmp(st, "errored") || !strcmp(st, "terminated") ||
-        proc_now_ms() >= deadline)
-      break;
-    proc_sleep_ms(20);
-  }
-  char *text = jdump(d);
-  ck_assert_msg(d && !strcmp(jstr(d, "status"), want),
-                "%s: status never became %s; last: %s", id, want, text);
-  free(text);
-  return d;
+/* A new healthy instance `id` of two steps completes within `ms`. */
+static void assert_healthy_completes(const host_run *h, const char *id,
+                                     int ms) {
+  create(h, id, "{\"fault\":\"none\",\"steps\":2}");
+  json_decref(host_wait_status(h, FLOW, id, "complete", proc_now_ms() + ms));
 }
 
 /* GET /healthz until it answers 200, by `deadline`; the reply is the
  * caller's. */
-static void wait_healthz(const host *h, http_resp *r, int64_t deadline) {
+static void wait_healthz(const host_run *h, http_resp *r, int64_t deadline) {
   for (;;) {
-    if (request_try(h->port, r, "GET", "/healthz", NULL) == 0) {
+    if (host_request_try(h, r, "GET", "/healthz", NULL) == 0) {
       if (r->status == 200)
         return;
       http_resp_free(r);
@@ -445,8 +206,8 @@ typedef struct record {
 } record;
 
 /* The records of the faults log (malloc'ed, *n of them). */
-static record *read_records(const host *h, size_t *n) {
-  char *text = proc_slurp(h->faults);
+static record *read_records(size_t *n) {
+  char *text = proc_slurp(faults_log());
   size_t len = strlen(text);
   ck_assert_msg(len % LINE_SIZE == 0, "faults log of %zu bytes", len);
   *n = len / LINE_SIZE;
@@ -463,10 +224,9 @@ static record *read_records(const host *h, size_t *n) {
 }
 
 /* How many `kind` records of (inst, index) the faults log holds. */
-static int count_records(const host *h, const char *kind, const char *inst,
-                         int index) {
+static int count_records(const char *kind, const char *inst, int index) {
   size_t n;
-  record *recs = read_records(h, &n);
+  record *recs = read_records(&n);
   int c = 0;
   for (size_t i = 0; i < n; i++)
     c += !strcmp(recs[i].kind, kind) && !strcmp(recs[i].inst, inst) &&
@@ -475,21 +235,20 @@ static int count_records(const host *h, const char *kind, const char *inst,
   return c;
 }
 
-static void wait_record(const host *h, const char *kind, const char *inst,
-                        int index, int ms) {
+static void wait_record(const char *kind, const char *inst, int index, int ms) {
   int64_t deadline = proc_now_ms() + ms;
-  while (count_records(h, kind, inst, index) == 0) {
+  while (count_records(kind, inst, index) == 0) {
     ck_assert_msg(proc_now_ms() < deadline, "no \"%s %s %d\" in %s by now",
-                  kind, inst, index, h->faults);
+                  kind, inst, index, faults_log());
     proc_sleep_ms(10);
   }
 }
 
 /* How many engine processes ran step callbacks of `inst` (a token
  * starts with the pid of the process that made it). */
-static int engines_of(const host *h, const char *inst) {
+static int engines_of(const char *inst) {
   size_t n;
-  record *recs = read_records(h, &n);
+  record *recs = read_records(&n);
   int distinct = 0;
   for (size_t i = 0; i < n; i++) {
     if (strcmp(recs[i].kind, "exec") || strcmp(recs[i].inst, inst))
@@ -508,9 +267,9 @@ static int engines_of(const host *h, const char *inst) {
  * "seen" of the same step), every "seen" carries the token of an earlier
  * "exec" of its step, and a step's result never changed (every "seen" of
  * it carries the same token). */
-static void assert_no_rerun(const host *h) {
+static void assert_no_rerun(void) {
   size_t n;
-  record *recs = read_records(h, &n);
+  record *recs = read_records(&n);
   for (size_t i = 0; i < n; i++) {
     const record *r = &recs[i];
     const char *first_seen = NULL;
@@ -556,9 +315,9 @@ static const struct {
 
 START_TEST(crash_kind) {
   const char *fault = kinds[_i].fault;
-  host H;
-  host_start(&H, "{ workers: 4, max_crashes: 3 }");
-  pid_t supervisor = H.pid, first_engine = last_engine(&H);
+  host_run H;
+  start(&H, "{ workers: 4, max_crashes: 3 }");
+  pid_t supervisor = H.pid, first_engine = host_last_engine(&H);
   char a[32], b[32], p[32];
   snprintf(a, sizeof a, "a-%s", fault);
   snprintf(b, sizeof b, "b-%s", fault);
@@ -566,7 +325,7 @@ START_TEST(crash_kind) {
 
   /* A is inside its first step when P crashes the engine. */
   create(&H, a, "{\"fault\":\"none\",\"steps\":6,\"hold_ms\":300}");
-  wait_record(&H, "exec", a, 1, 10000);
+  wait_record("exec", a, 1, 10000);
   char params[128];
   snprintf(params, sizeof params, "{\"fault\":\"%s\",\"steps\":2}", fault);
   create(&H, p, params);
@@ -587,14 +346,14 @@ START_TEST(crash_kind) {
   http_resp r;
   wait_healthz(&H, &r, died_at + 5000);
   http_resp_free(&r);
-  ck_assert_msg(child_running(supervisor), "the supervisor exited");
+  ck_assert_msg(host_running(supervisor), "the supervisor exited");
   create(&H, b, "{\"fault\":\"none\",\"steps\":3}");
 
   int64_t deadline = proc_now_ms() + SETTLE_MS;
-  json_t *da = wait_status(&H, a, "complete", deadline);
-  json_t *db = wait_status(&H, b, "complete", deadline);
-  json_t *dp = wait_status(&H, p, "errored", deadline);
-  ck_assert_msg(child_running(supervisor), "the supervisor exited");
+  json_t *da = host_wait_status(&H, FLOW, a, "complete", deadline);
+  json_t *db = host_wait_status(&H, FLOW, b, "complete", deadline);
+  json_t *dp = host_wait_status(&H, FLOW, p, "errored", deadline);
+  ck_assert_msg(host_running(supervisor), "the supervisor exited");
 
   char *text = jdump(dp), en[128];
   ck_assert_msg(
@@ -627,8 +386,8 @@ START_TEST(crash_kind) {
   host_stop(&H, proc_now_ms() + 10000, 1);
   char *log = proc_slurp(H.log);
   int n_died, n_restart;
-  char *died = lines_with(log, "died", &n_died);
-  free(lines_with(log, "restarting in", &n_restart));
+  char *died = host_lines_with(log, "died", &n_died);
+  free(host_lines_with(log, "restarting in", &n_restart));
   ck_assert_msg(n_died == MAX_CRASHES,
                 "%d \"died\" lines, want engine.max_crashes = %d:\n%s", n_died,
                 MAX_CRASHES, proc_tail(log));
@@ -646,7 +405,7 @@ START_TEST(crash_kind) {
   }
   free(died);
   pid_t pids[64];
-  size_t n_engines = engine_pids(log, pids, 64);
+  size_t n_engines = host_engine_pids(log, pids, 64);
   ck_assert_msg(n_engines == (size_t)n_died + 1 && pids[0] == first_engine,
                 "%zu engines started for %d deaths", n_engines, n_died);
   for (size_t i = 1; i < n_engines; i++)
@@ -665,20 +424,19 @@ START_TEST(crash_kind) {
 
   /* Outside the journal: each crash is one run of the fault callback, and
    * no completed step ran again. */
-  int fault_runs = count_records(&H, "exec", p, 0);
+  int fault_runs = count_records("exec", p, 0);
   ck_assert_msg(fault_runs == n_died && crashed == n_died,
                 "%d run(s) of the fault step, %d attempt(s) recorded, %d "
                 "crash(es) logged",
                 fault_runs, crashed, n_died);
-  ck_assert_int_eq(count_records(&H, "exec", p, 2), 0);
-  ck_assert_msg(engines_of(&H, a) >= 2, "%s did not span a crash", a);
+  ck_assert_int_eq(count_records("exec", p, 2), 0);
+  ck_assert_msg(engines_of(a) >= 2, "%s did not span a crash", a);
   for (int k = 1; k <= 6; k++) {
-    ck_assert_msg(count_records(&H, "seen", a, k) >= 1, "%s %d not seen", a, k);
+    ck_assert_msg(count_records("seen", a, k) >= 1, "%s %d not seen", a, k);
     if (k <= 3)
-      ck_assert_msg(count_records(&H, "seen", b, k) >= 1, "%s %d not seen", b,
-                    k);
+      ck_assert_msg(count_records("seen", b, k) >= 1, "%s %d not seen", b, k);
   }
-  assert_no_rerun(&H);
+  assert_no_rerun();
 }
 END_TEST
 
@@ -699,13 +457,13 @@ static long metric(const char *text, const char *name) {
 }
 
 START_TEST(hang_is_abandoned) {
-  host H;
-  host_start(&H, "{ workers: 2, shutdown_grace: \"2 seconds\" }");
+  host_run H;
+  start(&H, "{ workers: 2, shutdown_grace: \"2 seconds\" }");
   const char *hang = "{\"fault\":\"hang\",\"steps\":2}";
   create(&H, "h1", hang);
   create(&H, "h2", hang);
-  wait_record(&H, "exec", "h1", 0, 10000);
-  wait_record(&H, "exec", "h2", 0, 10000);
+  wait_record("exec", "h1", 0, 10000);
+  wait_record("exec", "h2", 0, 10000);
 
   /* Both workers hang: their replacements run the healthy ones. */
   int64_t deadline = proc_now_ms() + 6000;
@@ -713,13 +471,13 @@ START_TEST(hang_is_abandoned) {
   for (int i = 0; i < 3; i++)
     create(&H, ok[i], "{\"fault\":\"none\",\"steps\":3}");
   for (int i = 0; i < 3; i++)
-    json_decref(wait_status(&H, ok[i], "complete", deadline));
+    json_decref(host_wait_status(&H, FLOW, ok[i], "complete", deadline));
 
   /* /healthz names a hung attempt. */
   http_resp r;
   int64_t until = proc_now_ms() + 5000;
   for (;;) {
-    request(H.port, &r, "GET", "/healthz", NULL);
+    host_request(&H, &r, "GET", "/healthz", NULL);
     ck_assert_msg(r.status == 200, "/healthz %ld %s", r.status,
                   r.body ? r.body : "");
     if (!strcmp(jstr(r.json, "status"), "degraded") || proc_now_ms() >= until)
@@ -745,7 +503,7 @@ START_TEST(hang_is_abandoned) {
   ck_assert_msg(named >= 1, "no hung entry for h1/h2 fault#1: %s", r.body);
   http_resp_free(&r);
 
-  request(H.port, &r, "GET", "/metrics", NULL);
+  host_request(&H, &r, "GET", "/metrics", NULL);
   ck_assert_int_eq(r.status, 200);
   long hung = metric(r.body ? r.body : "", "duro_attempts_hung");
   ck_assert_msg(hung >= 1, "duro_attempts_hung %ld in:\n%s", hung,
@@ -755,7 +513,7 @@ START_TEST(hang_is_abandoned) {
   /* An abandoned attempt is a failed one, TimeoutError. */
   until = proc_now_ms() + 5000;
   for (;;) {
-    json_t *d = describe(&H, "h2");
+    json_t *d = host_describe(&H, FLOW, "h2");
     ck_assert(d != NULL);
     int timeouts = attempts_with(step_of(d, "fault#1"), "TimeoutError", NULL);
     char *text = jdump(d);
@@ -772,22 +530,22 @@ START_TEST(hang_is_abandoned) {
   /* A terminate of a hung instance takes effect at once, and nothing of
    * it runs afterwards. */
   int64_t t0 = proc_now_ms();
-  request(H.port, &r, "PATCH", WF "/h1/status", "{\"status\":\"terminate\"}");
+  host_request(&H, &r, "PATCH", WF "/h1/status", "{\"status\":\"terminate\"}");
   ck_assert_msg(r.status == 200, "terminate h1: %ld %s", r.status,
                 r.body ? r.body : "");
   http_resp_free(&r);
-  json_decref(wait_status(&H, "h1", "terminated", t0 + 1500));
+  json_decref(host_wait_status(&H, FLOW, "h1", "terminated", t0 + 1500));
   proc_sleep_ms(300);
-  int runs = count_records(&H, "exec", "h1", 0);
+  int runs = count_records("exec", "h1", 0);
   proc_sleep_ms(2500); /* past the timeout and the retry delay */
-  json_t *d = describe(&H, "h1");
+  json_t *d = host_describe(&H, FLOW, "h1");
   ck_assert_str_eq(jstr(d, "status"), "terminated");
   json_decref(d);
-  ck_assert_int_eq(count_records(&H, "exec", "h1", 2), 0);
-  ck_assert_msg(count_records(&H, "exec", "h1", 0) == runs,
+  ck_assert_int_eq(count_records("exec", "h1", 2), 0);
+  ck_assert_msg(count_records("exec", "h1", 0) == runs,
                 "the fault step of terminated h1 ran again (%d runs, then %d)",
-                runs, count_records(&H, "exec", "h1", 0));
-  assert_no_rerun(&H);
+                runs, count_records("exec", "h1", 0));
+  assert_no_rerun();
 
   /* h2 still hangs: the stop waits shutdown_grace (2 s), no longer. */
   host_stop(&H, proc_now_ms() + 2000 + 3000, 0);
@@ -798,26 +556,26 @@ END_TEST
  * its timeout: the instance ends at once, the attempt is recorded as
  * abandoned (instance.terminated), and nothing of it runs afterwards. */
 START_TEST(terminate_does_not_wait_for_callback) {
-  host H;
-  host_start(&H, "{ workers: 2, shutdown_grace: \"2 seconds\" }");
+  host_run H;
+  start(&H, "{ workers: 2, shutdown_grace: \"2 seconds\" }");
   create(&H, "long", "{\"fault\":\"hang\",\"steps\":2,\"timeout_s\":60}");
-  wait_record(&H, "exec", "long", 0, 10000);
+  wait_record("exec", "long", 0, 10000);
   http_resp r;
   int64_t t0 = proc_now_ms();
-  request(H.port, &r, "PATCH", WF "/long/status", "{\"status\":\"terminate\"}");
+  host_request(&H, &r, "PATCH", WF "/long/status",
+               "{\"status\":\"terminate\"}");
   ck_assert_msg(r.status == 200, "terminate: %ld %s", r.status,
                 r.body ? r.body : "");
   http_resp_free(&r);
-  json_t *d = wait_status(&H, "long", "terminated", t0 + 1000);
+  json_t *d = host_wait_status(&H, FLOW, "long", "terminated", t0 + 1000);
   ck_assert_int_eq(
       attempts_with(step_of(d, "fault#1"), "instance.terminated", NULL), 1);
   json_decref(d);
   /* Its thread still runs the callback: other instances still get one. */
-  create(&H, "after", "{\"fault\":\"none\",\"steps\":2}");
-  json_decref(wait_status(&H, "after", "complete", proc_now_ms() + 5000));
+  assert_healthy_completes(&H, "after", 5000);
   proc_sleep_ms(500);
-  ck_assert_int_eq(count_records(&H, "exec", "long", 0), 1);
-  ck_assert_int_eq(count_records(&H, "exec", "long", 2), 0);
+  ck_assert_int_eq(count_records("exec", "long", 0), 1);
+  ck_assert_int_eq(count_records("exec", "long", 2), 0);
   host_stop(&H, proc_now_ms() + 2000 + 3000, 0);
 }
 END_TEST
@@ -825,13 +583,11 @@ END_TEST
 /* ---- the process boundary ------------------------------------------------ */
 
 START_TEST(second_host_refused) {
-  host H, second;
-  char db[400];
-  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
-  host_start_db(&H, "first", db, "{ workers: 2 }");
-  write_config(&second, "second", db, "{ workers: 2 }");
+  host_run H, second;
+  start_db(&H, "first", db_path(), "{ workers: 2 }");
+  write_config(&second, "second", db_path(), "{ workers: 2 }");
   int64_t t0 = proc_now_ms();
-  pid_t pid = spawn_duro(&second, "run", second.config, second.log);
+  pid_t pid = host_spawn(&second, "run");
   int code = proc_wait_exit(pid, t0 + 10000);
   char *log = proc_slurp(second.log);
   ck_assert_msg(code == 1 && proc_now_ms() - t0 <= 5000,
@@ -842,44 +598,43 @@ START_TEST(second_host_refused) {
   snprintf(want, sizeof want, "pid %d", (int)H.pid);
   ck_assert_msg(strstr(log, want) != NULL, "expected \"%s\" in:\n%s", want,
                 proc_tail(log));
-  assert_no_report(log, NULL, 0);
+  host_assert_no_report(log, NULL, 0);
   free(log);
 
   http_resp r;
-  request(H.port, &r, "GET", "/healthz", NULL);
+  host_request(&H, &r, "GET", "/healthz", NULL);
   ck_assert_msg(r.status == 200 && !strcmp(jstr(r.json, "status"), "ok"),
                 "first host /healthz: %ld %s", r.status, r.body ? r.body : "");
   http_resp_free(&r);
-  create(&H, "after", "{\"fault\":\"none\",\"steps\":2}");
-  json_decref(wait_status(&H, "after", "complete", proc_now_ms() + 10000));
+  assert_healthy_completes(&H, "after", 10000);
   host_stop(&H, proc_now_ms() + 10000, 0);
 }
 END_TEST
 
 START_TEST(sigkill_leaves_no_engine) {
-  host H;
-  host_start(&H, "{ workers: 2 }");
+  host_run H;
+  start(&H, "{ workers: 2 }");
   /* The engine is inside a step when its supervisor goes. */
   create(&H, "busy", "{\"fault\":\"none\",\"steps\":1,\"hold_ms\":5000}");
-  wait_record(&H, "exec", "busy", 1, 10000);
-  pid_t engine = last_engine(&H);
-  ck_assert_msg(!pid_gone(engine), "engine %d not running", (int)engine);
+  wait_record("exec", "busy", 1, 10000);
+  pid_t engine = host_last_engine(&H);
+  ck_assert_msg(!host_pid_gone(engine), "engine %d not running", (int)engine);
   ck_assert_int_eq(kill(H.pid, SIGKILL), 0);
   ck_assert_int_eq(proc_wait_exit(H.pid, proc_now_ms() + 2000), 128 + SIGKILL);
-  ck_assert_msg(wait_pid_gone(engine, 2000),
+  ck_assert_msg(host_wait_gone(engine, 2000),
                 "engine %d still there 2 s after SIGKILL of the supervisor",
                 (int)engine);
 }
 END_TEST
 
 START_TEST(sighup_is_not_fatal) {
-  host H;
-  host_start(&H, "{ workers: 2 }");
+  host_run H;
+  start(&H, "{ workers: 2 }");
   ck_assert_int_eq(kill(H.pid, SIGHUP), 0);
   int64_t deadline = proc_now_ms() + 3000;
   for (;;) {
     char *log = proc_slurp(H.log);
-    if (!child_running(H.pid))
+    if (!host_running(H.pid))
       ck_abort_msg("the host exited on SIGHUP:\n%s", proc_tail(log));
     int said = strcasestr(log, "reload") != NULL;
     if (!said && proc_now_ms() >= deadline)
@@ -889,15 +644,14 @@ START_TEST(sighup_is_not_fatal) {
       break;
     proc_sleep_ms(10);
   }
-  ck_assert_msg(child_running(H.pid), "the host exited on SIGHUP");
+  ck_assert_msg(host_running(H.pid), "the host exited on SIGHUP");
   http_resp r;
   wait_healthz(&H, &r, proc_now_ms() + 5000);
   ck_assert_msg(!strcmp(jstr(r.json, "status"), "ok"), "/healthz: %s",
                 r.body ? r.body : "");
   http_resp_free(&r);
-  create(&H, "after-hup", "{\"fault\":\"none\",\"steps\":2}");
-  json_decref(wait_status(&H, "after-hup", "complete", proc_now_ms() + 10000));
-  ck_assert_msg(child_running(H.pid), "the host exited after SIGHUP");
+  assert_healthy_completes(&H, "after-hup", 10000);
+  ck_assert_msg(host_running(H.pid), "the host exited after SIGHUP");
   host_stop(&H, proc_now_ms() + 10000, 0);
 }
 END_TEST
@@ -906,20 +660,18 @@ END_TEST
  * database's write lock past the moment the retention sweep runs (5 s
  * after start, then every minute), /healthz still answers at once. */
 START_TEST(loop_never_waits_for_sqlite) {
-  host H;
-  char db[400];
-  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
-  host_start_db(&H, "host", db, "{ workers: 2 }");
+  host_run H;
+  start(&H, "{ workers: 2 }");
   int64_t ready = proc_now_ms();
   sqlite3 *other;
-  ck_assert_int_eq(sqlite3_open(db, &other), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_open(db_path(), &other), SQLITE_OK);
   ck_assert_int_eq(sqlite3_exec(other, "BEGIN IMMEDIATE", NULL, NULL, NULL),
                    SQLITE_OK);
   proc_sleep_ms((int)(ready + 6500 - proc_now_ms())); /* past the sweep */
   for (int i = 0; i < 3; i++) {
     http_resp r;
     int64_t t0 = proc_now_ms();
-    ck_assert_msg(request_try(H.port, &r, "GET", "/healthz", NULL) == 0,
+    ck_assert_msg(host_request_try(&H, &r, "GET", "/healthz", NULL) == 0,
                   "/healthz did not answer while the database was locked");
     int64_t took = proc_now_ms() - t0;
     ck_assert_int_eq(r.status, 200);
@@ -934,16 +686,16 @@ START_TEST(loop_never_waits_for_sqlite) {
 END_TEST
 
 START_TEST(second_sigint_forces_stop) {
-  host H;
-  host_start(&H, "{ workers: 2, shutdown_grace: \"30 seconds\" }");
+  host_run H;
+  start(&H, "{ workers: 2, shutdown_grace: \"30 seconds\" }");
   /* Within its 60 s timeout, the attempt is running, not abandoned: the
    * first SIGINT waits for it. */
   create(&H, "stuck", "{\"fault\":\"hang\",\"steps\":2,\"timeout_s\":60}");
-  wait_record(&H, "exec", "stuck", 0, 10000);
-  pid_t engine = last_engine(&H);
+  wait_record("exec", "stuck", 0, 10000);
+  pid_t engine = host_last_engine(&H);
   ck_assert_int_eq(kill(H.pid, SIGINT), 0);
   proc_sleep_ms(200);
-  ck_assert_msg(child_running(H.pid),
+  ck_assert_msg(host_running(H.pid),
                 "the host did not wait shutdown_grace for a running attempt");
   ck_assert_int_eq(kill(H.pid, SIGINT), 0);
   int64_t t0 = proc_now_ms();
@@ -953,9 +705,9 @@ START_TEST(second_sigint_forces_stop) {
                 "after the second SIGINT: exit %d (-1: still running at 3 s)"
                 ":\n%s",
                 code, proc_tail(log));
-  ck_assert_msg(wait_pid_gone(engine, 2000),
+  ck_assert_msg(host_wait_gone(engine, 2000),
                 "engine %d still there after a forced stop", (int)engine);
-  assert_no_report(log, NULL, 0);
+  host_assert_no_report(log, NULL, 0);
   free(log);
 }
 END_TEST
@@ -971,10 +723,8 @@ static const struct {
 };
 
 START_TEST(check_survives_ctor) {
-  host H;
-  snprintf(H.config, sizeof H.config, "%s/check.yaml", proc_tmp_dir);
-  snprintf(H.log, sizeof H.log, "%s/check.log", proc_tmp_dir);
-  snprintf(H.faults, sizeof H.faults, "%s/faults.log", proc_tmp_dir);
+  host_run H;
+  faults_host(&H, "check");
   FILE *f = fopen(H.config, "w");
   ck_assert(f != NULL);
   fprintf(f,
@@ -987,7 +737,7 @@ START_TEST(check_survives_ctor) {
           proc_tmp_dir, ctor_cases[_i].name, FIXTURES_DIR,
           ctor_cases[_i].fixture);
   ck_assert(fclose(f) == 0);
-  pid_t pid = spawn_duro(&H, "check", H.config, H.log);
+  pid_t pid = host_spawn(&H, "check");
   proc_live = pid;
   int code = proc_wait_exit(pid, proc_now_ms() + 15000);
   char *log = proc_slurp(H.log);
@@ -997,7 +747,7 @@ START_TEST(check_survives_ctor) {
       proc_tail(log));
   assert_contains(log, ctor_cases[_i].name);
   assert_contains(log, ctor_cases[_i].word);
-  assert_no_report(log, NULL, 0);
+  host_assert_no_report(log, NULL, 0);
   free(log);
 }
 END_TEST

@@ -1,6 +1,6 @@
 /* test_reload.c — hot reload of a plugin under a real `duro run`.
  *
- * Every case runs DURO_BIN (fork/exec, tests/proc.h) in a temporary
+ * Every case runs DURO_BIN (tests/host_run.h) in a temporary
  * directory of its own, on a config whose one plugin "deploy" is the file
  * plugin.so there, a copy of the deploy fixture's v1 build
  * (plugins/deploy/deploy.c: steps A, a sleep "nap" of params "nap", B;
@@ -32,11 +32,11 @@
  *    instance with replay.diverged naming both step keys, or pauses it
  *    (on_divergence: pause) until a rollback and a resume complete it.
  *
- * The hosts run with ASan's and UBSan's SIGSEGV handlers off, as in
- * test_faults: the constructor-crash build must kill its load probe with
- * a signal, which the refusal then names.  All traffic is on loopback. */
+ * The hosts run with ASan's and UBSan's SIGSEGV handlers off
+ * (tests/host_run.h): the constructor-crash build must kill its load probe
+ * with a signal, which the refusal then names.  All traffic is on
+ * loopback. */
 #include <check.h>
-#include <curl/curl.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -47,15 +47,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "host_run.h"
 #include "http_client.h"
 #include "proc.h"
 
-#ifndef DURO_BIN
-#error "build with -DDURO_BIN=\"<path of the built duro binary>\""
-#endif
 #if !defined(DEPLOY_V1) || !defined(DEPLOY_V2) ||                              \
     !defined(DEPLOY_V2_RENAMED) || !defined(DEPLOY_V2_INSERTED)
 #error "build with -DDEPLOY_V1=\"<path>\" and V2, V2_RENAMED, V2_INSERTED"
@@ -64,17 +61,12 @@
 #error "build with -DFIXTURES_DIR=\"<dir holding libfixture_*.so>\""
 #endif
 
-#define WAIT_MS 20000       /* for a host to say ready */
 #define NEWEST_MS 2000      /* from a deploy to its "is the newest" line */
 #define UNLOAD_MS 15000     /* for an unused build to be unloaded (10 s pass) */
 #define SETTLE_MS 15000     /* for an instance to reach a status */
 #define QUIET_MS 800        /* past the watch's 250 ms debounce and a probe */
 #define NAP "\"3 seconds\"" /* the sleep of instances a deploy lands on */
 #define SHORT "{\"nap\":\"200 ms\"}" /* instances that only need to end */
-
-#define assert_contains(hay, needle)                                           \
-  ck_assert_msg(strstr((hay), (needle)) != NULL, "expected \"%s\" in:\n%s",    \
-                (needle), proc_tail(hay))
 
 /* ---- files --------------------------------------------------------------- */
 
@@ -121,182 +113,48 @@ static int file_exists(const char *path) {
   return stat(path, &st) == 0;
 }
 
-/* ---- the host ------------------------------------------------------------ */
+/* ---- the host (tests/host_run.h) ----------------------------------------- */
 
 typedef struct host {
-  pid_t pid;    /* the supervisor */
-  pid_t engine; /* from its "engine started (pid N)" line */
-  int port;
-  char config[400];
-  char log[400];    /* the host's stdout and stderr */
+  host_run run;
   char plugin[400]; /* the configured plugin path, deploys go here */
   char store[400];  /* the build store, var/builds */
-  char env_asan[1024], env_ubsan[1024];
 } host;
-
-/* The config: plugin.so, a v1 build, serving three workflows of one
- * class. */
-static void host_init(host *h) {
-  memset(h, 0, sizeof *h);
-  snprintf(h->config, sizeof h->config, "%s/host.yaml", proc_tmp_dir);
-  snprintf(h->plugin, sizeof h->plugin, "%s/plugin.so", proc_tmp_dir);
-  snprintf(h->store, sizeof h->store, "%s/var/builds", proc_tmp_dir);
-  put_file(h->plugin, DEPLOY_V1);
-  FILE *f = fopen(h->config, "w");
-  ck_assert_msg(f != NULL, "%s: %s", h->config, strerror(errno));
-  fprintf(f,
-          "storage: { path: %s/var/duro.db, synchronous: normal }\n"
-          "http: { listen: \"127.0.0.1:0\" }\n"
-          "engine: { workers: 2 }\n"
-          "plugins:\n"
-          "  - name: deploy\n"
-          "    path: %s\n"
-          "    workflows:\n"
-          "      - { name: pinned, binding: PINNED, class_name: Flow }\n"
-          "      - name: latest\n"
-          "        binding: LATEST\n"
-          "        class_name: Flow\n"
-          "        versioning: latest\n"
-          "      - name: latestp\n"
-          "        binding: LATESTP\n"
-          "        class_name: Flow\n"
-          "        versioning: latest\n"
-          "        on_divergence: pause\n",
-          proc_tmp_dir, h->plugin);
-  ck_assert(fclose(f) == 0);
-}
-
-/* ASAN_OPTIONS or UBSAN_OPTIONS as we have it, plus the SIGSEGV handlers
- * off (see the top of the file), into `buf` as "NAME=value". */
-static void sanitizer_env(char *buf, size_t len, const char *name) {
-  const char *have = getenv(name);
-  snprintf(buf, len, "%s=%s%shandle_segv=0:handle_sigbus=0:handle_abort=0",
-           name, have && *have ? have : "", have && *have ? ":" : "");
-}
-
-/* The pid of the last "engine started (pid N)" line of `log`, 0: none;
- * *count gets how many such lines there are. */
-static pid_t engine_of(const char *log, int *count) {
-  static const char mark[] = "engine started (pid ";
-  pid_t last = 0;
-  int n = 0;
-  for (const char *p = strstr(log, mark); p; p = strstr(p + 1, mark)) {
-    last = (pid_t)atoi(p + strlen(mark));
-    n++;
-  }
-  if (count)
-    *count = n;
-  return last;
-}
 
 /* `duro run` on the config, its output in `log_name` (a file of its own
  * per start: proc_spawn truncates), to its "ready" line. */
-static void host_start(host *h, const char *log_name) {
-  static const char *const drop[] = {"ASAN_OPTIONS", "UBSAN_OPTIONS", NULL};
-  snprintf(h->log, sizeof h->log, "%s/%s", proc_tmp_dir, log_name);
-  sanitizer_env(h->env_asan, sizeof h->env_asan, "ASAN_OPTIONS");
-  sanitizer_env(h->env_ubsan, sizeof h->env_ubsan, "UBSAN_OPTIONS");
-  char **base = proc_env(drop, NULL);
-  size_t n = 0;
-  while (base[n])
-    n++;
-  char **envp = realloc(base, (n + 3) * sizeof *envp);
-  ck_assert(envp != NULL);
-  envp[n++] = h->env_asan;
-  envp[n++] = h->env_ubsan;
-  envp[n] = NULL;
-  const char *argv[] = {DURO_BIN, "run", h->config, NULL};
-  h->pid = proc_spawn(argv, envp, h->log, h->log);
-  free(envp);
-  proc_live = h->pid;
-  h->port = proc_wait_port(h->pid, h->log, proc_now_ms() + WAIT_MS);
-  char *log = proc_slurp(h->log);
-  h->engine = engine_of(log, NULL);
-  ck_assert_msg(h->engine > 0 && h->engine != h->pid,
-                "no engine pid (supervisor %d) in:\n%s", (int)h->pid,
-                proc_tail(log));
-  free(log);
-}
-
-/* Non-zero once `pid` (not our child) is gone: no such process, or a
- * zombie. */
-static int pid_gone(pid_t pid) {
-  if (kill(pid, 0) != 0 && errno == ESRCH)
-    return 1;
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  char *text = proc_slurp(path);
-  const char *rp = strrchr(text, ')'); /* after "pid (comm)": the state */
-  int gone = !rp || rp[2] == 'Z' || rp[2] == 'X';
-  free(text);
-  return gone;
+static void start(host *h, const char *log_name) {
+  snprintf(h->run.log, sizeof h->run.log, "%s/%s", proc_tmp_dir, log_name);
+  host_start(&h->run);
 }
 
 /* Nothing died: the supervisor runs, the engine it started first is the
  * only one and still runs, and no line says a process died. */
 static void assert_alive(host *h) {
-  char *log = proc_slurp(h->log);
-  int status, engines;
-  ck_assert_msg(waitpid(h->pid, &status, WNOHANG) == 0,
-                "the supervisor exited:\n%s", proc_tail(log));
-  pid_t engine = engine_of(log, &engines);
-  ck_assert_msg(engines == 1 && engine == h->engine && !pid_gone(engine),
+  char *log = proc_slurp(h->run.log);
+  ck_assert_msg(host_running(h->run.pid), "the supervisor exited:\n%s",
+                proc_tail(log));
+  pid_t engines[64];
+  size_t n = host_engine_pids(log, engines, 64);
+  ck_assert_msg(n == 1 && engines[0] == h->run.engine &&
+                    !host_pid_gone(engines[0]),
                 "engine %d replaced or gone (%d engine(s) started):\n%s",
-                (int)h->engine, engines, proc_tail(log));
+                (int)h->run.engine, (int)n, proc_tail(log));
   ck_assert_msg(strstr(log, "died") == NULL, "a process died:\n%s",
                 proc_tail(log));
   free(log);
 }
 
-/* SIGTERM: exit 0, no sanitizer report (proc_stop), the engine gone. */
-static void host_stop(host *h) {
-  free(proc_stop(h->pid, h->log, proc_now_ms() + 15000));
-  int64_t deadline = proc_now_ms() + 2000;
-  while (!pid_gone(h->engine)) {
-    ck_assert_msg(proc_now_ms() < deadline,
-                  "engine %d still there after the supervisor exited",
-                  (int)h->engine);
-    proc_sleep_ms(10);
-  }
-}
+/* SIGTERM: exit 0, no sanitizer report, the engine gone. */
+static void stop(host *h) { host_stop(&h->run, proc_now_ms() + 15000, 0); }
 
 /* ---- the host's log ------------------------------------------------------ */
-
-/* How many lines of the log hold `needle`. */
-static int count_lines(const host *h, const char *needle) {
-  char *log = proc_slurp(h->log);
-  int n = 0;
-  for (const char *l = log; *l;) {
-    size_t len = strcspn(l, "\n");
-    const char *at = strstr(l, needle);
-    n += at && at < l + len;
-    l += len + (l[len] == '\n');
-  }
-  free(log);
-  return n;
-}
-
-/* Waits until `count` lines hold `needle`, by `deadline`. */
-static void wait_lines(const host *h, const char *needle, int count,
-                       int64_t deadline) {
-  for (;;) {
-    int n = count_lines(h, needle);
-    if (n >= count)
-      return;
-    if (proc_now_ms() >= deadline) {
-      char *log = proc_slurp(h->log);
-      ck_abort_msg("%d line(s) with \"%s\", want %d, by the deadline:\n%s", n,
-                   needle, count, proc_tail(log));
-    }
-    proc_sleep_ms(10);
-  }
-}
 
 #define NEWEST_MARK "plugin \"deploy\": build "
 
 /* The `k`th (0-based) "build H is the newest (was P)" line's hashes. */
 static void newest_line(const host *h, int k, char hash[17], char was[17]) {
-  char *log = proc_slurp(h->log);
+  char *log = proc_slurp(h->run.log);
   int seen = 0;
   for (const char *p = strstr(log, NEWEST_MARK); p;
        p = strstr(p + 1, NEWEST_MARK)) {
@@ -354,7 +212,7 @@ static int store_has(const host *h, const char *hash) {
  * the private copy of the first load, "(deleted)" or not). */
 static int engine_maps(const host *h, const char *hash) {
   char path[64], name[32];
-  snprintf(path, sizeof path, "/proc/%d/maps", (int)h->engine);
+  snprintf(path, sizeof path, "/proc/%d/maps", (int)h->run.engine);
   snprintf(name, sizeof name, "/%s.so", hash);
   char *maps = proc_slurp(path);
   ck_assert_msg(*maps, "%s is empty or unreadable", path);
@@ -363,15 +221,37 @@ static int engine_maps(const host *h, const char *hash) {
   return found;
 }
 
-/* ---- HTTP (libcurl, tests/http_client.h) -------------------------------- */
+/* The three workflows of the deploy plugin's one class. */
+#define WORKFLOWS                                                              \
+  "      - { name: pinned, binding: PINNED, class_name: Flow }\n"              \
+  "      - name: latest\n"                                                     \
+  "        binding: LATEST\n"                                                  \
+  "        class_name: Flow\n"                                                 \
+  "        versioning: latest\n"                                               \
+  "      - name: latestp\n"                                                    \
+  "        binding: LATESTP\n"                                                 \
+  "        class_name: Flow\n"                                                 \
+  "        versioning: latest\n"                                               \
+  "        on_divergence: pause\n"
 
-static void request(const host *h, http_resp *r, const char *method,
-                    const char *path, const char *body) {
-  http_req q = {
-      .method = method, .path = path, .body = body, .timeout_ms = 5000};
-  ck_assert_msg(http_send(h->port, &q, r) == CURLE_OK,
-                "%s %s: no answer from port %d", method, path, h->port);
+/* A host whose config's plugin is plugin.so, a v1 build, started with its
+ * output in `log_name`; `v1` gets the hash of that build, the store's
+ * only one. */
+static void start_v1(host *h, const char *log_name, char v1[17]) {
+  host_init(&h->run, "host");
+  h->run.request_ms = 5000;
+  snprintf(h->plugin, sizeof h->plugin, "%s/plugin.so", proc_tmp_dir);
+  snprintf(h->store, sizeof h->store, "%s/var/builds", proc_tmp_dir);
+  put_file(h->plugin, DEPLOY_V1);
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  host_write_config(&h->run, db, "{ workers: 2 }", "deploy", h->plugin,
+                    WORKFLOWS);
+  start(h, log_name);
+  only_build(h, v1);
 }
+
+/* ---- HTTP (tests/host_run.h) --------------------------------------------- */
 
 static void create(const host *h, const char *wf, const char *id,
                    const char *params) {
@@ -379,51 +259,16 @@ static void create(const host *h, const char *wf, const char *id,
   snprintf(path, sizeof path, "/workflows/%s/instances", wf);
   snprintf(body, sizeof body, "{\"id\":\"%s\",\"params\":%s}", id, params);
   http_resp r;
-  request(h, &r, "POST", path, body);
+  host_request(&h->run, &r, "POST", path, body);
   ck_assert_msg(r.status == 201, "create %s/%s: %ld %s", wf, id, r.status,
                 r.body ? r.body : "");
   http_resp_free(&r);
 }
 
-static json_t *describe(const host *h, const char *wf, const char *id) {
-  char path[128];
-  snprintf(path, sizeof path, "/workflows/%s/instances/%s", wf, id);
-  http_resp r;
-  request(h, &r, "GET", path, NULL);
-  ck_assert_msg(r.status == 200, "GET %s: %ld %s", path, r.status,
-                r.body ? r.body : "");
-  json_t *d = json_incref(r.json);
-  http_resp_free(&r);
-  return d;
-}
-
-/* Polls until the status is `want` or one that ends the instance, by
- * `deadline`; it must be `want`.  Returns the description (caller's). */
-static json_t *wait_status(const host *h, const char *wf, const char *id,
-                           const char *want, int64_t deadline) {
-  json_t *d = NULL;
-  for (;;) {
-    json_decref(d);
-    d = describe(h, wf, id);
-    const char *st = jstr(d, "status");
-    if (!strcmp(st, want) || !strcmp(st, "complete") ||
-        !strcmp(st, "errored") || !strcmp(st, "terminated") ||
-        proc_now_ms() >= deadline)
-      break;
-    proc_sleep_ms(20);
-  }
-  char *text = jdump(d);
-  ck_assert_msg(!strcmp(jstr(d, "status"), want),
-                "%s/%s: status never became %s; last: %s", wf, id, want,
-                proc_tail(text));
-  free(text);
-  return d;
-}
-
-/* Status `want` now, by the same poll, within SETTLE_MS. */
+/* Status `want` now (host_wait_status()), within SETTLE_MS. */
 static json_t *settle(const host *h, const char *wf, const char *id,
                       const char *want) {
-  return wait_status(h, wf, id, want, proc_now_ms() + SETTLE_MS);
+  return host_wait_status(&h->run, wf, id, want, proc_now_ms() + SETTLE_MS);
 }
 
 /* The build of attempt `i` of step `key`, "" when there is none. */
@@ -447,6 +292,16 @@ static void assert_ran(json_t *d, const char *version, const char *a,
                     !strcmp(attempt_build(d, "B#1", 0), b),
                 "want A on %s, B on %s: %s", a, b, proc_tail(text));
   free(text);
+}
+
+/* A new pinned instance `id` completes on build `hash` alone, with
+ * output {"build": version}. */
+static void assert_new_runs_on(const host *h, const char *id,
+                               const char *version, const char *hash) {
+  create(h, "pinned", id, SHORT);
+  json_t *d = settle(h, "pinned", id, "complete");
+  assert_ran(d, version, hash, hash);
+  json_decref(d);
 }
 
 /* The builds the instance's attempts ran on, as its description lists
@@ -489,7 +344,7 @@ static void deploy(host *h, const char *src, int k, char hash[17],
                    char was[17]) {
   int64_t t0 = proc_now_ms();
   put_file(h->plugin, src);
-  wait_lines(h, "is the newest", k, t0 + NEWEST_MS);
+  host_wait_lines(&h->run, "is the newest", k, t0 + NEWEST_MS);
   newest_line(h, k - 1, hash, was);
 }
 
@@ -497,10 +352,8 @@ static void deploy(host *h, const char *src, int k, char hash[17],
 
 START_TEST(deploy_in_place) {
   host H;
-  host_init(&H);
-  host_start(&H, "host.log");
   char h1[17], h2[17], was[17], list[400];
-  only_build(&H, h1);
+  start_v1(&H, "host.log", h1);
   create(&H, "pinned", "p-old", "{\"nap\":" NAP "}");
   create(&H, "latest", "l-old", "{\"nap\":" NAP "}");
   json_decref(settle(&H, "pinned", "p-old", "waiting"));
@@ -538,7 +391,7 @@ START_TEST(deploy_in_place) {
   snprintf(unloaded, sizeof unloaded, "build %s unloaded: no instance needs it",
            h1);
   int64_t t0 = proc_now_ms();
-  wait_lines(&H, unloaded, 1, t0 + UNLOAD_MS);
+  host_wait_lines(&H.run, unloaded, 1, t0 + UNLOAD_MS);
   /* The line is written as the unload starts: dlclose and the deletion
    * follow it. */
   int64_t seen = proc_now_ms();
@@ -554,9 +407,9 @@ START_TEST(deploy_in_place) {
   ck_assert_msg(store_has(&H, h2) && engine_maps(&H, h2),
                 "the newest build %s was unloaded", h2);
   snprintf(unloaded, sizeof unloaded, "build %s unloaded", h2);
-  ck_assert_int_eq(count_lines(&H, unloaded), 0);
+  ck_assert_int_eq(host_count_lines(&H.run, unloaded), 0);
   assert_alive(&H);
-  host_stop(&H);
+  stop(&H);
 }
 END_TEST
 
@@ -565,20 +418,15 @@ END_TEST
 
 START_TEST(deploy_by_rename) {
   host H;
-  host_init(&H);
-  host_start(&H, "host.log");
   char h1[17], h2[17], was[17], before[400], after[400];
-  only_build(&H, h1);
+  start_v1(&H, "host.log", h1);
   int64_t t0 = proc_now_ms();
   put_file_renamed(H.plugin, DEPLOY_V2);
-  wait_lines(&H, "is the newest", 1, t0 + NEWEST_MS);
+  host_wait_lines(&H.run, "is the newest", 1, t0 + NEWEST_MS);
   newest_line(&H, 0, h2, was);
   ck_assert_str_eq(was, h1);
   ck_assert_str_ne(h2, h1);
-  create(&H, "pinned", "n1", SHORT);
-  json_t *d = settle(&H, "pinned", "n1", "complete");
-  assert_ran(d, "v2", h2, h2);
-  json_decref(d);
+  assert_new_runs_on(&H, "n1", "v2", h2);
 
   /* The same bytes again, in place, by rename, and then SIGHUP: no new
    * build, no log line about one, no new file in the store. */
@@ -587,21 +435,18 @@ START_TEST(deploy_by_rename) {
   proc_sleep_ms(QUIET_MS);
   put_file_renamed(H.plugin, DEPLOY_V2);
   proc_sleep_ms(QUIET_MS);
-  ck_assert_int_eq(kill(H.pid, SIGHUP), 0);
-  wait_lines(&H, "SIGHUP: reloading", 1, proc_now_ms() + 2000);
+  ck_assert_int_eq(kill(H.run.pid, SIGHUP), 0);
+  host_wait_lines(&H.run, "SIGHUP: reloading", 1, proc_now_ms() + 2000);
   proc_sleep_ms(QUIET_MS);
-  ck_assert_int_eq(count_lines(&H, "is the newest"), 1);
-  ck_assert_int_eq(count_lines(&H, "refused"), 0);
+  ck_assert_int_eq(host_count_lines(&H.run, "is the newest"), 1);
+  ck_assert_int_eq(host_count_lines(&H.run, "refused"), 0);
   /* The unload pass may have deleted v1 meanwhile; nothing else changed. */
   store_builds(&H, after, sizeof after);
   ck_assert_msg(!strcmp(after, before) || !strcmp(after, h2),
                 "the store held %s, then %s", before, after);
-  create(&H, "pinned", "n2", SHORT);
-  d = settle(&H, "pinned", "n2", "complete");
-  assert_ran(d, "v2", h2, h2);
-  json_decref(d);
+  assert_new_runs_on(&H, "n2", "v2", h2);
   assert_alive(&H);
-  host_stop(&H);
+  stop(&H);
 }
 END_TEST
 
@@ -610,10 +455,8 @@ END_TEST
 
 START_TEST(sighup_reloads) {
   host H;
-  host_init(&H);
-  host_start(&H, "host.log");
   char h1[17], h2[17], hash[17], was[17];
-  only_build(&H, h1);
+  start_v1(&H, "host.log", h1);
 
   /* A write through a hard link in another directory changes the file
    * without an event in the plugin's directory: only SIGHUP loads it. */
@@ -624,38 +467,32 @@ START_TEST(sighup_reloads) {
   ck_assert_msg(link(H.plugin, link_path) == 0, "link: %s", strerror(errno));
   put_file(link_path, DEPLOY_V2);
   proc_sleep_ms(QUIET_MS);
-  ck_assert_msg(count_lines(&H, "is the newest") == 0,
+  ck_assert_msg(host_count_lines(&H.run, "is the newest") == 0,
                 "the watch saw a write through another link: the case "
                 "cannot tell SIGHUP's reload from the watch's");
   int64_t t0 = proc_now_ms();
-  ck_assert_int_eq(kill(H.pid, SIGHUP), 0);
-  wait_lines(&H, "is the newest", 1, t0 + 1000);
+  ck_assert_int_eq(kill(H.run.pid, SIGHUP), 0);
+  host_wait_lines(&H.run, "is the newest", 1, t0 + 1000);
   newest_line(&H, 0, h2, was);
   ck_assert_str_eq(was, h1);
   ck_assert_str_ne(h2, h1);
-  create(&H, "pinned", "n1", SHORT);
-  json_t *d = settle(&H, "pinned", "n1", "complete");
-  assert_ran(d, "v2", h2, h2);
-  json_decref(d);
+  assert_new_runs_on(&H, "n1", "v2", h2);
 
   /* cp and SIGHUP at once: loaded within 1 s, once (the watch's reload
    * that follows finds it unchanged). */
   t0 = proc_now_ms();
   put_file(H.plugin, DEPLOY_V1);
-  ck_assert_int_eq(kill(H.pid, SIGHUP), 0);
-  wait_lines(&H, "is the newest", 2, t0 + 1000);
+  ck_assert_int_eq(kill(H.run.pid, SIGHUP), 0);
+  host_wait_lines(&H.run, "is the newest", 2, t0 + 1000);
   newest_line(&H, 1, hash, was);
   ck_assert_str_eq(hash, h1);
   ck_assert_str_eq(was, h2);
   proc_sleep_ms(QUIET_MS);
-  ck_assert_int_eq(count_lines(&H, "is the newest"), 2);
-  ck_assert_int_eq(count_lines(&H, "SIGHUP: reloading"), 2);
-  create(&H, "pinned", "n2", SHORT);
-  d = settle(&H, "pinned", "n2", "complete");
-  assert_ran(d, "v1", h1, h1);
-  json_decref(d);
+  ck_assert_int_eq(host_count_lines(&H.run, "is the newest"), 2);
+  ck_assert_int_eq(host_count_lines(&H.run, "SIGHUP: reloading"), 2);
+  assert_new_runs_on(&H, "n2", "v1", h1);
   assert_alive(&H);
-  host_stop(&H);
+  stop(&H);
 }
 END_TEST
 
@@ -663,37 +500,32 @@ END_TEST
 
 START_TEST(pinned_across_restart) {
   host H;
-  host_init(&H);
-  host_start(&H, "first.log");
   char h1[17], h2[17], was[17];
-  only_build(&H, h1);
+  start_v1(&H, "first.log", h1);
   create(&H, "pinned", "p-old", "{\"nap\":\"4 seconds\"}");
   create(&H, "latest", "l-old", "{\"nap\":\"4 seconds\"}");
   json_decref(settle(&H, "pinned", "p-old", "waiting"));
   json_decref(settle(&H, "latest", "l-old", "waiting"));
   deploy(&H, DEPLOY_V2, 1, h2, was);
   ck_assert_str_eq(was, h1);
-  host_stop(&H);
+  stop(&H);
 
   /* The file is v2 now: the start loads it as the newest, and v1 from
    * the store for p-old. */
-  host_start(&H, "second.log");
+  start(&H, "second.log");
   char pinned_line[128];
   snprintf(pinned_line, sizeof pinned_line,
            "build %s loaded for the instances pinned to it", h1);
-  wait_lines(&H, pinned_line, 1, proc_now_ms() + 2000);
+  host_wait_lines(&H.run, pinned_line, 1, proc_now_ms() + 2000);
   /* Still asleep: what follows ran on this host. */
-  json_t *d = describe(&H, "pinned", "p-old");
+  json_t *d = host_describe(&H.run, "pinned", "p-old");
   char *text = jdump(d);
   ck_assert_msg(!strcmp(jstr(d, "status"), "waiting"),
                 "p-old no longer asleep after the restart: %s",
                 proc_tail(text));
   free(text);
   json_decref(d);
-  create(&H, "pinned", "p-new", SHORT);
-  d = settle(&H, "pinned", "p-new", "complete");
-  assert_ran(d, "v2", h2, h2);
-  json_decref(d);
+  assert_new_runs_on(&H, "p-new", "v2", h2);
   d = settle(&H, "pinned", "p-old", "complete");
   assert_ran(d, "v1", h1, h1);
   json_decref(d);
@@ -701,7 +533,7 @@ START_TEST(pinned_across_restart) {
   assert_ran(d, "v2", h1, h2);
   json_decref(d);
   assert_alive(&H);
-  host_stop(&H);
+  stop(&H);
 }
 END_TEST
 
@@ -719,16 +551,14 @@ static const struct {
 
 START_TEST(broken_build_refused) {
   host H;
-  host_init(&H);
-  host_start(&H, "host.log");
   char h1[17], src[512], want[700];
-  only_build(&H, h1);
+  start_v1(&H, "host.log", h1);
   snprintf(src, sizeof src, "%s/libfixture_%s.so", FIXTURES_DIR,
            broken[_i].fixture);
   int64_t t0 = proc_now_ms();
   put_file(H.plugin, src);
-  wait_lines(&H, "refused", 1, t0 + 3000);
-  char *log = proc_slurp(H.log);
+  host_wait_lines(&H.run, "refused", 1, t0 + 3000);
+  char *log = proc_slurp(H.run.log);
   snprintf(want, sizeof want,
            "plugin \"deploy\": new build of %s refused: ", H.plugin);
   assert_contains(log, want);
@@ -742,12 +572,9 @@ START_TEST(broken_build_refused) {
   char list[400];
   ck_assert_msg(store_builds(&H, list, sizeof list) == 1 && !strcmp(list, h1),
                 "the store holds %s, want only %s", list, h1);
-  create(&H, "pinned", "after", SHORT);
-  json_t *d = settle(&H, "pinned", "after", "complete");
-  assert_ran(d, "v1", h1, h1);
-  json_decref(d);
+  assert_new_runs_on(&H, "after", "v1", h1);
   assert_alive(&H);
-  host_stop(&H);
+  stop(&H);
 }
 END_TEST
 
@@ -756,10 +583,8 @@ END_TEST
 
 START_TEST(divergence_under_latest) {
   host H;
-  host_init(&H);
-  host_start(&H, "host.log");
   char h1[17], hash[17], was[17];
-  only_build(&H, h1);
+  start_v1(&H, "host.log", h1);
   create(&H, "latest", "renamed", "{\"nap\":" NAP "}");
   create(&H, "latestp", "paused", "{\"nap\":" NAP "}");
   json_decref(settle(&H, "latest", "renamed", "waiting"));
@@ -775,7 +600,7 @@ START_TEST(divergence_under_latest) {
   d = wait_diverged(&H, "latestp", "paused", "paused", "A#1", "A2#1");
   json_decref(d);
   proc_sleep_ms(500);
-  d = describe(&H, "latestp", "paused");
+  d = host_describe(&H.run, "latestp", "paused");
   ck_assert_str_eq(jstr(d, "status"), "paused");
   json_decref(d);
 
@@ -783,8 +608,9 @@ START_TEST(divergence_under_latest) {
   deploy(&H, DEPLOY_V1, 2, hash, was);
   ck_assert_str_eq(hash, h1);
   http_resp r;
-  request(&H, &r, "PATCH", "/workflows/latestp/instances/paused/status",
-          "{\"status\":\"resume\"}");
+  host_request(&H.run, &r, "PATCH",
+               "/workflows/latestp/instances/paused/status",
+               "{\"status\":\"resume\"}");
   ck_assert_msg(r.status == 200, "resume: %ld %s", r.status,
                 r.body ? r.body : "");
   http_resp_free(&r);
@@ -802,7 +628,7 @@ START_TEST(divergence_under_latest) {
                 "a step of the new code ran");
   json_decref(d);
   assert_alive(&H);
-  host_stop(&H);
+  stop(&H);
 }
 END_TEST
 
