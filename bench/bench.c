@@ -17,7 +17,9 @@
  *   W4 lateness     1000 instances sleeping 1 s: wake lateness p50/p99/max
  *   W5 events       1000 instances waiting for an event: send all, time to
  *                   all complete
- *   R  recovery     N queued instances: engine reopened, time to re-arm */
+ *   R  recovery     N queued instances: engine reopened, time to re-arm
+ *   Q1 queue        200,000 messages sent in batches of 100, then pulled
+ *                   and acked in batches of 100, from one thread */
 #include <fcntl.h>
 #include <pthread.h>
 #include <sqlite3.h>
@@ -30,6 +32,7 @@
 
 #include "duro.h"
 #include "engine.h"
+#include "queue.h"
 
 const duro_api *duro_api_ptr_;
 
@@ -548,15 +551,68 @@ static void w5_events(void) {
   report(fig, ms, "ms", "1.8 s for 500 events");
 }
 
+/* ---- Q1
+ * ------------------------------------------------------------------------ */
+
+/* Each batch is one commit (one fsync under synchronous=full): the figure
+ * is about what one producer and one consumer get, not the group commit of
+ * many. */
+static void q1_queue(void) {
+  size_t n = opts.quick ? 1000 : 200000, batch = 100;
+  bench_engine b;
+  bench_open(&b, "q1", NULL, 0, 1, 1);
+  bench_start(&b);
+  duro_queue_register(b.e, "bench", NULL);
+  char err[256];
+  duro_queue_send_req reqs[100];
+  for (size_t i = 0; i < batch; i++)
+    reqs[i] = (duro_queue_send_req){"{\"order\":42,\"sku\":\"A-1\"}", 0};
+  int64_t t0 = now_us();
+  for (size_t sent = 0; sent < n; sent += batch)
+    if (duro_queue_send_batch(b.e, "bench", reqs, batch, NULL, err,
+                              sizeof err) != 0) {
+      fprintf(stderr, "bench: send: %s\n", err);
+      exit(1);
+    }
+  int64_t t1 = now_us();
+  size_t done = 0;
+  while (done < n) {
+    json_t *msgs = NULL, *res = NULL;
+    if (duro_queue_pull(b.e, "bench", (uint32_t)batch, 60000, &msgs, err,
+                        sizeof err) != 0 ||
+        json_array_size(msgs) == 0) {
+      fprintf(stderr, "bench: pull: %s\n", err);
+      exit(1);
+    }
+    const char *leases[100];
+    size_t k = json_array_size(msgs);
+    for (size_t i = 0; i < k; i++)
+      leases[i] = json_string_value(
+          json_object_get(json_array_get(msgs, i), "lease_id"));
+    duro_queue_ack(b.e, "bench", leases, k, NULL, 0, &res, err, sizeof err);
+    done += (size_t)json_integer_value(json_object_get(res, "acked"));
+    json_decref(res);
+    json_decref(msgs);
+  }
+  int64_t t2 = now_us();
+  bench_close(&b, 1);
+  report("Q1 sent (batches of 100)", (double)n / ((double)(t1 - t0) / 1e6),
+         "msg/s", NULL);
+  report("Q1 pulled+acked (of 100)", (double)n / ((double)(t2 - t1) / 1e6),
+         "msg/s", NULL);
+  report("Q1 end to end", (double)n / ((double)(t2 - t0) / 1e6), "msg/s", NULL);
+}
+
 /* ---- main
  * ---------------------------------------------------------------------------
  */
 
 static int usage(void) {
-  fprintf(stderr,
-          "usage: duro-bench [--csv] [--quick] [--synchronous full|normal]\n"
-          "                  [--workers N] [--sleepers N] [--only W1,W2,...]\n"
-          "                  [--dir DIR]\n");
+  fprintf(
+      stderr,
+      "usage: duro-bench [--csv] [--quick] [--synchronous full|normal]\n"
+      "                  [--workers N] [--sleepers N] [--only W1,W2,Q1,...]\n"
+      "                  [--dir DIR]\n");
   return 2;
 }
 
@@ -599,6 +655,8 @@ int main(int argc, char **argv) {
     w5_events();
   if (wants("R"))
     r_recovery();
+  if (wants("Q1"))
+    q1_queue();
   rmdir(opts.dir);
   return 0;
 }

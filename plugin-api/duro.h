@@ -117,10 +117,18 @@ typedef enum duro_rc {
     "instance state over its limit")                                           \
   X(BUSY, -23, "build.in_use", "the build is still in use")                    \
   X(BUILD_UNAVAILABLE, -24, "build.unavailable",                               \
-    "the build the instance is pinned to is not loaded")
+    "the build the instance is pinned to is not loaded")                       \
+  X(QUEUE_NOT_FOUND, -25, "queue.not_found", "no such queue")                  \
+  X(MESSAGE_TOO_LARGE, -26, "queue.message_too_large",                         \
+    "message body over 128 KB")                                                \
+  X(BATCH_TOO_LARGE, -27, "queue.batch_too_large",                             \
+    "batch over 100 messages or 256 KB")                                       \
+  X(INVALID_MESSAGE, -28, "queue.invalid_message",                             \
+    "message body is not valid JSON")                                          \
+  X(LEASE_NOT_HELD, -29, "queue.lease_not_held", "unknown or expired lease")
 
 #define DURO_ERROR_ENUM_(name, value, code, desc) DURO_E_##name = (value),
-enum { DURO_ERRORS(DURO_ERROR_ENUM_) DURO_E_LAST_ = -25 };
+enum { DURO_ERRORS(DURO_ERROR_ENUM_) DURO_E_LAST_ = -30 };
 #undef DURO_ERROR_ENUM_
 
 /* ---- opaque handles --------------------------------------------------- */

@@ -24,6 +24,7 @@
  *  - restart and restart --from "charge card" (the steps before it are not
  *    rerun), --count without --from;
  *  - send-event moves the instance on; missing --type, invalid --payload;
+ *  - queues send (with --delay), list and describe, and their refusals;
  *  - errors: unknown instance and workflow, names with a slash, a closed
  *    port, unknown verbs and options, bad --url and --config, help;
  *  - a proxy set in the environment is not used for a loopback host;
@@ -102,6 +103,10 @@ typedef struct host {
 /* The host a case talks to. */
 static host H;
 
+/* Lines appended to the order plugin's mapping in the configs written next
+ * (its queues), or NULL. */
+static const char *cfg_plugin_extra;
+
 /* A config for the order flow on 127.0.0.1:0, with `http_extra` (lines of
  * the http mapping, may be NULL). */
 static void write_config(host *h, const char *name, const char *http_extra) {
@@ -126,6 +131,8 @@ static void write_config(host *h, const char *name, const char *http_extra) {
           "        binding: ORDER_FLOW\n"
           "        class_name: OrderFlow\n",
           proc_tmp_dir, name, http_extra ? http_extra : "", ORDERS_PLUGIN);
+  if (cfg_plugin_extra)
+    fputs(cfg_plugin_extra, f);
   ck_assert(fclose(f) == 0);
 }
 
@@ -163,15 +170,16 @@ static void run_free(run *r) {
   r->out = r->err = NULL;
 }
 
-/* Runs `duro workflows ARGS...` (args NULL-terminated) with the
- * environment of child_env(drop, add); with `url`, "--url URL" is added
- * last.  Fills *r; fails on a hang or a sanitizer report. */
-static void cli_env(run *r, const char *url, const char *drop, const char *add,
-                    const char *const *args) {
+/* Runs `duro GROUP ARGS...` (args NULL-terminated) with the environment
+ * of child_env(drop, add); with `url`, "--url URL" is added last.  Fills
+ * *r; fails on a hang or a sanitizer report. */
+static void cli_group_env(run *r, const char *group, const char *url,
+                          const char *drop, const char *add,
+                          const char *const *args) {
   const char *argv[32];
   size_t n = 0;
   argv[n++] = DURO_BIN;
-  argv[n++] = "workflows";
+  argv[n++] = group;
   for (size_t i = 0; args[i]; i++) {
     ck_assert(n < 28);
     argv[n++] = args[i];
@@ -201,6 +209,11 @@ static void cli_env(run *r, const char *url, const char *drop, const char *add,
   const char *mark = proc_sanitizer_report(r->err);
   ck_assert_msg(mark == NULL, "%s: sanitizer report (\"%s\"):\n%s", r->what,
                 mark, proc_tail(r->err));
+}
+
+static void cli_env(run *r, const char *url, const char *drop, const char *add,
+                    const char *const *args) {
+  cli_group_env(r, "workflows", url, drop, add, args);
 }
 
 /* `duro workflows ARGS... --url <the case's host>`. */
@@ -1238,6 +1251,77 @@ START_TEST(token_from_config) {
 }
 END_TEST
 
+/* ---- queues -------------------------------------------------------------- */
+
+/* `duro queues ARGS... --url <the case's host>`. */
+#define QUEUES(r, ...)                                                         \
+  cli_group_env((r), "queues", H.url, NULL, NULL,                              \
+                (const char *const[]){__VA_ARGS__, NULL})
+
+START_TEST(queues_verbs) {
+  cfg_plugin_extra = "    queues:\n"
+                     "      consumers:\n"
+                     "        - {queue: jobs}\n";
+  host_start(&H);
+  run r;
+  QUEUES(&r, "send", "jobs", "{\"n\":1}");
+  expect_ok(&r);
+  assert_contains(r.out, "sent message 1 to jobs");
+  run_free(&r);
+  QUEUES(&r, "send", "jobs", "[2]", "--delay", "60");
+  expect_ok(&r);
+  run_free(&r);
+  QUEUES(&r, "list");
+  expect_ok(&r);
+  assert_contains(r.out, "QUEUE");
+  char line[256];
+  ck_assert_msg(line_of(r.out, "jobs ", line, sizeof line, NULL) != NULL, "%s",
+                r.out);
+  /* ready 1, delayed 1, in flight 0, dropped 0 */
+  int ready, delayed, in_flight, dropped;
+  ck_assert_int_eq(
+      sscanf(line, "jobs %d %d %d %d", &ready, &delayed, &in_flight, &dropped),
+      4);
+  ck_assert_msg(ready == 1 && delayed == 1 && in_flight == 0 && dropped == 0,
+                "%s", line);
+  run_free(&r);
+  QUEUES(&r, "describe", "jobs", "--json");
+  expect_ok(&r);
+  json_t *j = out_json(&r);
+  ck_assert_int_eq(json_integer_value(jget(j, "ready")), 1);
+  ck_assert_int_eq(json_integer_value(jget(j, "delayed")), 1);
+  json_decref(j);
+  run_free(&r);
+  QUEUES(&r, "describe", "jobs");
+  expect_ok(&r);
+  assert_contains(r.out, "delayed");
+  run_free(&r);
+
+  QUEUES(&r, "send", "jobs", "{\"n\":");
+  expect_fail(&r, 2, "BODY is not valid JSON");
+  run_free(&r);
+  QUEUES(&r, "send", "jobs", "1", "--delay", "soon");
+  expect_fail(&r, 2, "--delay must be a whole number");
+  run_free(&r);
+  QUEUES(&r, "send", "jobs", "1", "--delay", "43201");
+  expect_server_error(&r, "invalid_argument");
+  run_free(&r);
+  QUEUES(&r, "send", "nope", "1");
+  expect_server_error(&r, "queue.not_found");
+  run_free(&r);
+  QUEUES(&r, "describe", "nope");
+  expect_server_error(&r, "queue.not_found");
+  run_free(&r);
+  QUEUES(&r, "describe", "a/b");
+  expect_fail(&r, 2, "QUEUE must be 1-100 characters");
+  run_free(&r);
+  QUEUES(&r, "send", "jobs");
+  expect_fail(&r, 2, "missing arguments");
+  run_free(&r);
+  host_stop(&H);
+}
+END_TEST
+
 static Suite *cli_suite(void) {
   Suite *s = suite_create("cli");
   struct {
@@ -1258,6 +1342,7 @@ static Suite *cli_suite(void) {
   tcase_add_test(tc[0], control_verbs);
   tcase_add_test(tc[0], restart_verb);
   tcase_add_test(tc[0], send_event_verb);
+  tcase_add_test(tc[0], queues_verbs);
 
   tcase_add_test(tc[1], not_found_and_usage);
   tcase_add_test(tc[1], host_not_running);

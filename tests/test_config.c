@@ -296,26 +296,32 @@ static const bad_case bad[] = {
     {TRIGGERS_HEAD "      crons: [\"\"]\n",
      "t.yaml:5:15: each entry of \"crons\" must be a non-empty string"},
 
-    /* Queues and crons pass every check above, then are refused, at their
-     * first entry, because nothing acts on them yet.  The rows that were
-     * accepted before show the checks still run first: the edges of every
-     * range, every duration form and the queue references all pass. */
+    {CONSUMER_Q "          max_concurrency: 0\n",
+     "t.yaml:7:28: \"max_concurrency\" must be between 1 and 250"},
+    {CONSUMER_Q "          max_concurrency: 251\n",
+     "t.yaml:7:28: \"max_concurrency\" must be between 1 and 250"},
+    {CONSUMER_Q "          message_retention: 15d\n",
+     "t.yaml:7:30: \"message_retention\" must be at most 2 weeks"},
+    {CONSUMER_Q "          message_retention: 59s\n",
+     "t.yaml:7:30: \"message_retention\" must be at least 1 minute"},
+    /* A producer must send to a queue some consumer consumes or
+     * dead-letters into, in any plugin; another producer is not enough. */
     {Q_HEAD "      producers:\n"
             "        - {binding: B1, queue: q}\n"
             "        - {binding: B2, queue: q}\n"
             "      consumers:\n"
             "        - {queue: unproduced, dead_letter_queue: nowhere}\n",
-     "t.yaml:6:11: \"queues.producers\" is not supported yet"},
-    {CONSUMER_Q, "t.yaml:6:11: \"queues.consumers\" is not supported yet"},
-    {Q_HEAD
-     "      consumers:\n"
-     "        - {queue: q1, max_batch_size: 100, max_batch_timeout: 60s,\n"
-     "           retry_delay: 12 hours, max_retries: 100}\n"
-     "        - {queue: q2, max_batch_size: 1, max_batch_timeout: 0,\n"
-     "           max_retries: 0}\n"
-     "        - {queue: q3, max_batch_timeout: 250ms,\n"
-     "           retry_delay: \"1.5 minutes\"}\n",
-     "t.yaml:6:11: \"queues.consumers\" is not supported yet"},
+     "t.yaml:6:32: producer \"B1\" sends to queue \"q\", which no consumer "
+     "consumes or names as its dead_letter_queue"},
+    {CONSUMER_Q "      producers:\n"
+                "        - {binding: B, queue: q}\n"
+                "        - {binding: C,\n"
+                "           queue: r}\n",
+     "t.yaml:10:19: producer \"C\" sends to queue \"r\", which no consumer "
+     "consumes or names as its dead_letter_queue"},
+
+    /* Crons pass every check above, then are refused, at their first
+     * entry, because nothing acts on them yet. */
     {TRIGGERS_HEAD "      crons: [\"*/15 * * * *\"]\n",
      "t.yaml:5:15: \"triggers.crons\" is not supported yet"},
     {TRIGGERS_HEAD "      crons:\n        - \"0 3 * * *\"\n",
@@ -568,6 +574,50 @@ static void check_workers_3(const config *cfg) {
   ck_assert_uint_eq(cfg->engine.workers, 3);
 }
 
+static void check_consumer_defaults(const config *cfg) {
+  ck_assert_uint_eq(cfg->plugins[0].n_consumers, 1);
+  const config_consumer *c = &cfg->plugins[0].consumers[0];
+  ck_assert_str_eq(c->queue, "q");
+  ck_assert_uint_eq(c->max_batch_size, 10);
+  ck_assert_int_eq(c->max_batch_timeout_ms, 5000);
+  ck_assert_uint_eq(c->max_retries, 3);
+  ck_assert_int_eq(c->retry_delay_ms, 0);
+  ck_assert_ptr_null(c->dead_letter_queue);
+  ck_assert_uint_eq(c->max_concurrency, 0);
+  ck_assert_int_eq(c->message_retention_ms, 4 * DAY_MS);
+  ck_assert_int_eq(c->pos.line, 6);
+  ck_assert_int_eq(c->pos.column, 11);
+}
+
+static void check_consumer_edges(const config *cfg) {
+  ck_assert_uint_eq(cfg->plugins[0].n_consumers, 3);
+  const config_consumer *c = cfg->plugins[0].consumers;
+  ck_assert_uint_eq(c[0].max_batch_size, 100);
+  ck_assert_int_eq(c[0].max_batch_timeout_ms, 60000);
+  ck_assert_int_eq(c[0].retry_delay_ms, 12 * 3600 * 1000LL);
+  ck_assert_uint_eq(c[0].max_retries, 100);
+  ck_assert_uint_eq(c[0].max_concurrency, 250);
+  ck_assert_int_eq(c[0].message_retention_ms, 14 * DAY_MS);
+  ck_assert_uint_eq(c[1].max_batch_size, 1);
+  ck_assert_int_eq(c[1].max_batch_timeout_ms, 0);
+  ck_assert_uint_eq(c[1].max_retries, 0);
+  ck_assert_int_eq(c[1].message_retention_ms, 60000);
+  ck_assert_int_eq(c[2].max_batch_timeout_ms, 250);
+  ck_assert_int_eq(c[2].retry_delay_ms, 90000);
+}
+
+static void check_producers(const config *cfg) {
+  ck_assert_uint_eq(cfg->n_plugins, 2);
+  const config_plugin *pl = &cfg->plugins[0];
+  ck_assert_uint_eq(pl->n_producers, 2);
+  ck_assert_str_eq(pl->producers[0].binding, "B1");
+  ck_assert_str_eq(pl->producers[0].queue, "q");
+  ck_assert_int_eq(pl->producers[0].queue_pos.line, 6);
+  ck_assert_int_eq(pl->producers[0].queue_pos.column, 32);
+  ck_assert_str_eq(pl->producers[1].queue, "dlq");
+  ck_assert_str_eq(cfg->plugins[1].consumers[0].dead_letter_queue, "dlq");
+}
+
 typedef struct good_case {
   const char *yaml;
   void (*check)(const config *cfg);
@@ -629,6 +679,32 @@ static const good_case good[] = {
     {"\"storage\":\r\n  'path': x.db\r\nengine:\r\n  workers: 3\r\n",
      check_quoted_crlf},
     {"engine: {workers: 3}\n...\n", check_workers_3},
+    {CONSUMER_Q, check_consumer_defaults},
+    {Q_HEAD
+     "      consumers:\n"
+     "        - {queue: q1, max_batch_size: 100, max_batch_timeout: 60s,\n"
+     "           retry_delay: 12 hours, max_retries: 100,\n"
+     "           max_concurrency: 250, message_retention: 14d}\n"
+     "        - {queue: q2, max_batch_size: 1, max_batch_timeout: 0,\n"
+     "           max_retries: 0, max_concurrency: 1, message_retention: 1m}\n"
+     "        - {queue: q3, max_batch_timeout: 250ms,\n"
+     "           retry_delay: \"1.5 minutes\"}\n",
+     check_consumer_edges},
+    /* producers to a consumed queue and to a dead-letter queue, across
+     * plugins */
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    queues:\n"
+     "      producers:\n"
+     "        - {binding: B1, queue: q}\n"
+     "        - {binding: B2, queue: dlq}\n"
+     "  - name: c\n"
+     "    path: c.so\n"
+     "    queues:\n"
+     "      consumers:\n"
+     "        - {queue: q, dead_letter_queue: dlq}\n",
+     check_producers},
 };
 
 START_TEST(test_good) {
@@ -641,8 +717,8 @@ START_TEST(test_good) {
 }
 END_TEST
 
-/* The example of the design, with every value it sets; its queues and
- * cron are left out, being refused until something acts on them. */
+/* The example of the design, with every value it sets; its cron is left
+ * out, being refused until something acts on it. */
 static const char full_example[] =
     "storage:  { path: var/duro.db, synchronous: full }   # full | normal\n"
     "http:     { listen: 127.0.0.1:8787, token_env: DURO_TOKEN, "

@@ -32,7 +32,9 @@
  *    the budget reads are refused): the engine's VmRSS stays bounded;
  *  - in process: http.c linked into this test with uv_queue_work wrapped
  *    (-Wl,--wrap) to fail: the request is answered 503 and nothing is
- *    left in flight for a shutdown to wait on.
+ *    left in flight for a shutdown to wait on;
+ *  - queues: send, batch, pull, ack, retry into the dead-letter queue and
+ *    the counts, then every refusal (404, 413, 400, 405).
  *
  * Children are killed on every way out: the helpers (proc.h) SIGKILL a child
  * past its deadline, the teardown kills one still running, the child asks
@@ -2135,16 +2137,192 @@ START_TEST(queue_failure_answers_503) {
 }
 END_TEST
 
+/* ---- queues ---------------------------------------------------------------
+ */
+
+/* A host whose order plugin consumes "jobs" (one retry, then "jobs-dlq")
+ * and produces into it, with bodies up to 1 MiB. */
+static void host_start_queues(host *h, const char *name) {
+  cfg_max_body = 1 << 20;
+  write_config(h, name, "127.0.0.1:0", NULL);
+  FILE *f = fopen(h->config, "a");
+  ck_assert(f != NULL);
+  fputs(
+      "    queues:\n"
+      "      producers:\n"
+      "        - {binding: JOBS, queue: jobs}\n"
+      "      consumers:\n"
+      "        - {queue: jobs, max_retries: 1, dead_letter_queue: jobs-dlq}\n",
+      f);
+  ck_assert(fclose(f) == 0);
+  host_spawn(h, NULL);
+  h->port = proc_wait_port(h->pid, h->log, proc_now_ms() + WAIT_MS);
+}
+
+/* POST to /queues/{q}/messages{suffix} expecting `status`; the JSON is the
+ * caller's. */
+static json_t *queue_post(const char *q, const char *suffix, const char *body,
+                          int status) {
+  char path[256];
+  snprintf(path, sizeof path, "/queues/%s/messages%s", q, suffix);
+  http_resp r;
+  request(&r, "POST", path, body);
+  expect_status(&r, status, path);
+  json_t *j = json_incref(r.json);
+  http_resp_free(&r);
+  return j;
+}
+
+/* {"acks":[{"lease_id": lease}]} or a retry of it. */
+static json_t *queue_ack_one(const char *q, const char *lease, int retry) {
+  char body[256];
+  snprintf(body, sizeof body, "{\"%s\":[{\"lease_id\":\"%s\"}]}",
+           retry ? "retries" : "acks", lease);
+  return queue_post(q, "/ack", body, 200);
+}
+
+START_TEST(queue_send_pull_ack) {
+  host_start_queues(&H, "q");
+  json_t *one = queue_post("jobs", "", "{\"body\":{\"n\":1}}", 201);
+  ck_assert(json_integer_value(jget(one, "id")) > 0);
+  json_decref(one);
+  json_t *b = queue_post("jobs", "/batch",
+                         "{\"messages\":[{\"body\":2},{\"body\":[3],"
+                         "\"delay_seconds\":3600}]}",
+                         201);
+  ck_assert_uint_eq(json_array_size(jget(b, "ids")), 2);
+  json_decref(b);
+  http_resp r;
+  request(&r, "GET", "/queues/jobs", NULL);
+  expect_status(&r, 200, "GET /queues/jobs");
+  ck_assert_int_eq(json_integer_value(jget(r.json, "ready")), 2);
+  ck_assert_int_eq(json_integer_value(jget(r.json, "delayed")), 1);
+  http_resp_free(&r);
+
+  json_t *m = queue_post("jobs", "/pull", "{\"batch_size\":10}", 200);
+  json_t *msgs = jget(m, "messages");
+  ck_assert_uint_eq(json_array_size(msgs), 2);
+  ck_assert_int_eq(json_integer_value(jget(json_array_get(msgs, 0), "body.n")),
+                   1);
+  ck_assert_int_eq(
+      json_integer_value(jget(json_array_get(msgs, 0), "attempts")), 1);
+  const char *lease0 = jstr(json_array_get(msgs, 0), "lease_id");
+  const char *lease1 = jstr(json_array_get(msgs, 1), "lease_id");
+  json_t *res = queue_ack_one("jobs", lease0, 0);
+  ck_assert_int_eq(json_integer_value(jget(res, "acked")), 1);
+  json_decref(res);
+  /* acked twice: reported, not an error of the request */
+  res = queue_ack_one("jobs", lease0, 0);
+  ck_assert_int_eq(json_integer_value(jget(res, "acked")), 0);
+  ck_assert_str_eq(jstr(json_array_get(jget(res, "errors"), 0), "code"),
+                   "queue.lease_not_held");
+  json_decref(res);
+  /* max_retries 1: the first retry delays it, the second dead-letters */
+  res = queue_ack_one("jobs", lease1, 1);
+  ck_assert_int_eq(json_integer_value(jget(res, "retried")), 1);
+  json_decref(res);
+  json_decref(m);
+  m = queue_post("jobs", "/pull", "{\"visibility_timeout_ms\":60000}", 200);
+  msgs = jget(m, "messages");
+  ck_assert_uint_eq(json_array_size(msgs), 1);
+  ck_assert_int_eq(
+      json_integer_value(jget(json_array_get(msgs, 0), "attempts")), 2);
+  res = queue_ack_one("jobs", jstr(json_array_get(msgs, 0), "lease_id"), 1);
+  ck_assert_int_eq(json_integer_value(jget(res, "dead_lettered")), 1);
+  json_decref(res);
+  json_decref(m);
+  m = queue_post("jobs-dlq", "/pull", NULL, 200);
+  ck_assert_uint_eq(json_array_size(jget(m, "messages")), 1);
+  json_decref(m);
+
+  request(&r, "GET", "/queues", NULL);
+  expect_status(&r, 200, "GET /queues");
+  ck_assert_uint_eq(json_array_size(r.json), 2);
+  ck_assert_str_eq(jstr(json_array_get(r.json, 0), "name"), "jobs");
+  ck_assert_int_eq(
+      json_integer_value(jget(json_array_get(r.json, 0), "delayed")), 1);
+  ck_assert_str_eq(jstr(json_array_get(r.json, 1), "name"), "jobs-dlq");
+  ck_assert_int_eq(
+      json_integer_value(jget(json_array_get(r.json, 1), "in_flight")), 1);
+  http_resp_free(&r);
+  host_stop(&H);
+}
+END_TEST
+
+/* A message body of `len` bytes of JSON (a string), as a request. */
+static char *message_of(size_t len) {
+  char *s = malloc(len + 32);
+  ck_assert_ptr_nonnull(s);
+  int o = sprintf(s, "{\"body\":\"");
+  memset(s + o, 'a', len - 2);
+  strcpy(s + o + len - 2, "\"}");
+  return s;
+}
+
+START_TEST(queue_errors) {
+  host_start_queues(&H, "qe");
+  http_resp r;
+  request(&r, "POST", "/queues/nope/messages", "{\"body\":1}");
+  assert_error(&r, 404, "queue.not_found", "unknown queue");
+  http_resp_free(&r);
+  request(&r, "GET", "/queues/nope", NULL);
+  assert_error(&r, 404, "queue.not_found", "GET unknown queue");
+  http_resp_free(&r);
+  char *big = message_of(128 * 1024 + 1);
+  request(&r, "POST", "/queues/jobs/messages", big);
+  assert_error(&r, 413, "queue.message_too_large", "128 KB + 1");
+  assert_contains(jstr(r.json, "error.message"), "128 KB");
+  http_resp_free(&r);
+  free(big);
+  char many[2048] = "{\"messages\":[";
+  for (int i = 0; i < 101; i++)
+    strcat(many, i ? ",{\"body\":1}" : "{\"body\":1}");
+  strcat(many, "]}");
+  request(&r, "POST", "/queues/jobs/messages/batch", many);
+  assert_error(&r, 413, "queue.batch_too_large", "101 messages");
+  http_resp_free(&r);
+  request(&r, "POST", "/queues/jobs/messages", "{\"body\":");
+  assert_error(&r, 400, "request.invalid_json", "malformed JSON");
+  http_resp_free(&r);
+  request(&r, "POST", "/queues/jobs/messages", "{\"delay_seconds\":1}");
+  assert_error(&r, 400, "request.invalid", "no body");
+  http_resp_free(&r);
+  request(&r, "POST", "/queues/jobs/messages",
+          "{\"body\":1,\"delay_seconds\":-1}");
+  assert_error(&r, 400, "invalid_argument", "negative delay");
+  http_resp_free(&r);
+  request(&r, "POST", "/queues/jobs/messages",
+          "{\"body\":1,\"delay_seconds\":43201}");
+  assert_error(&r, 400, "invalid_argument", "delay over 12 h");
+  assert_contains(jstr(r.json, "error.message"), "12 hours");
+  http_resp_free(&r);
+  request(&r, "POST", "/queues/jobs/messages/pull", "{\"batch_size\":101}");
+  assert_error(&r, 400, "invalid_argument", "batch_size 101");
+  http_resp_free(&r);
+  request(&r, "POST", "/queues/jobs/messages/ack", "{\"acks\":[1]}");
+  assert_error(&r, 400, "request.invalid", "ack without lease_id");
+  http_resp_free(&r);
+  request(&r, "GET", "/queues/jobs/messages", NULL);
+  assert_error(&r, 405, "request.method_not_allowed", "GET messages");
+  http_resp_free(&r);
+  /* nothing refused was stored */
+  request(&r, "GET", "/queues/jobs", NULL);
+  ck_assert_int_eq(json_integer_value(jget(r.json, "ready")), 0);
+  http_resp_free(&r);
+  host_stop(&H);
+}
+END_TEST
+
 static Suite *http_suite(void) {
   Suite *s = suite_create("http");
   struct {
     const char *name;
     int timeout;
-  } groups[] = {{"routes", 60},  {"runs", 60},      {"errors", 60},
-                {"bind", 60},    {"sweep", 180},    {"shutdown", 60},
-                {"memory", 180}, {"in process", 60}};
-  TCase *tc[8];
-  for (int i = 0; i < 8; i++) {
+  } groups[] = {{"routes", 60},  {"runs", 60},       {"errors", 60},
+                {"bind", 60},    {"sweep", 180},     {"shutdown", 60},
+                {"memory", 180}, {"in process", 60}, {"queues", 60}};
+  TCase *tc[9];
+  for (int i = 0; i < 9; i++) {
     tc[i] = tcase_create(groups[i].name);
     proc_fixtures(tc[i], "duro-http");
     tcase_set_timeout(tc[i], groups[i].timeout);
@@ -2182,6 +2360,8 @@ static Suite *http_suite(void) {
   tcase_add_test(tc[6], bodies_past_the_budget_refused);
 
   tcase_add_test(tc[7], queue_failure_answers_503);
+  tcase_add_test(tc[8], queue_send_pull_ack);
+  tcase_add_test(tc[8], queue_errors);
   return s;
 }
 

@@ -200,6 +200,35 @@ START_TEST(opens_a_schema_1_database) {
 }
 END_TEST
 
+/* Schema 4 adds the messages table to a schema 3 file in place. */
+START_TEST(upgrades_schema_3_to_4) {
+  fresh_db();
+  journal_close(open_journal());
+  sqlite3 *h;
+  ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_exec(h,
+                                "DROP TABLE messages;"
+                                "UPDATE meta SET value='3' WHERE key='schema'",
+                                NULL, NULL, NULL),
+                   SQLITE_OK);
+  sqlite3_close(h);
+  journal *j = open_journal();
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_MESSAGE_INSERT);
+  op->queue = "q";
+  op->body = "1";
+  ck_assert_int_eq(journal_commit(j, &b), 0);
+  ck_assert_int_eq(b.ops[0].out_rowid, 1);
+  journal_batch_free(&b);
+  journal_close(j);
+  ck_assert_int_eq(
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='4'"),
+      1);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM messages"), 1);
+  drop_db();
+}
+END_TEST
+
 /* ---- a control request the journal holds ------------------------------------
  */
 
@@ -238,6 +267,7 @@ int main(void) {
   tcase_add_test(tc, group_commit_from_many_threads);
   tcase_add_test(tc, duplicate_in_a_shared_transaction);
   tcase_add_test(tc, opens_a_schema_1_database);
+  tcase_add_test(tc, upgrades_schema_3_to_4);
   tcase_add_test(tc, acknowledged_terminate_wins_over_a_later_pause);
   suite_add_tcase(s, tc);
   return suite_run(s);

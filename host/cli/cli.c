@@ -1,6 +1,7 @@
-/* cli.c — `duro workflows …`: the command-line client of a running host's
- * HTTP API (DESIGN.md §4), so that triggering, listing, inspecting and
- * steering instances takes one command instead of a curl line.
+/* cli.c — `duro workflows …`, `duro plugins …`, `duro queues …`: the
+ * command-line client of a running host's HTTP API, so that triggering,
+ * listing, inspecting and steering instances, or sending to a queue, takes
+ * one command instead of a curl line.
  *
  * One invocation sends one request.  Its course: find the verb in
  * verbs[]; parse the arguments (options may come anywhere, "--" ends
@@ -54,6 +55,7 @@ enum {
   O_COUNT = 1u << 8,
   O_TYPE = 1u << 9,
   O_PAYLOAD = 1u << 10,
+  O_DELAY = 1u << 11,
   O_COMMON = O_JSON | O_CONFIG | O_URL /* every verb takes these */
 };
 
@@ -63,7 +65,7 @@ typedef struct cli_args {
   unsigned given; /* the O_* bits seen */
   int json;
   const char *config, *url, *id, *status, *limit, *cursor, *from, *count, *type,
-      *payload;
+      *payload, *delay;
 } cli_args;
 
 static const struct cli_option {
@@ -82,6 +84,7 @@ static const struct cli_option {
     {"--count", O_COUNT, offsetof(cli_args, count)},
     {"--type", O_TYPE, offsetof(cli_args, type)},
     {"--payload", O_PAYLOAD, offsetof(cli_args, payload)},
+    {"--delay", O_DELAY, offsetof(cli_args, delay)},
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
@@ -710,6 +713,96 @@ static void print_plugins(const cli_args *a, const json_t *r) {
   }
 }
 
+/* ---- queues ------------------------------------------------------------ */
+
+/* "/queues/Q" and `tail`, after checking Q as the server would. */
+static int queue_path(cli_ctx *c, const cli_verb *v, const char *q,
+                      const char *tail, char **out) {
+  if (check_name(v, "QUEUE", q))
+    return CLI_USAGE;
+  char *e = escape(c, q);
+  *out = xasprintf("/queues/%s%s", e, tail);
+  free(e);
+  return CLI_OK;
+}
+
+static int build_queue_send(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                            cli_req *r) {
+  json_t *body;
+  unsigned long long delay = 0;
+  /* 0 is a valid delay, which parse_count refuses */
+  if (a->delay && strcmp(a->delay, "0") &&
+      parse_count(v, "--delay", a->delay, &delay))
+    return CLI_USAGE;
+  if (parse_json_arg(v, "BODY", a->pos[1], &body))
+    return CLI_USAGE;
+  if (queue_path(c, v, a->pos[0], "/messages", &r->path)) {
+    json_decref(body);
+    return CLI_USAGE;
+  }
+  json_t *msg = json_pack("{s:o}", "body", body);
+  if (delay)
+    json_object_set_new(msg, "delay_seconds", json_integer((json_int_t)delay));
+  r->method = "POST";
+  r->body = dump(msg);
+  json_decref(msg);
+  return CLI_OK;
+}
+
+static int build_queues_list(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                             cli_req *r) {
+  (void)c, (void)v, (void)a;
+  r->method = "GET";
+  r->path = xstrdup("/queues");
+  return CLI_OK;
+}
+
+static int build_queue_describe(cli_ctx *c, const cli_verb *v,
+                                const cli_args *a, cli_req *r) {
+  r->method = "GET";
+  return queue_path(c, v, a->pos[0], "", &r->path);
+}
+
+static void print_queue_sent(const cli_args *a, const json_t *r) {
+  printf("sent message %" JSON_INTEGER_FORMAT " to ",
+         json_integer_value(json_object_get(r, "id")));
+  describe_text(stdout, a->pos[0], 0, 0);
+  fputc('\n', stdout);
+}
+
+static json_int_t count_of(const json_t *q, const char *key) {
+  return json_integer_value(json_object_get(q, key));
+}
+
+/* One queue per line: its counts, and how old its oldest message is. */
+static void print_queues(const cli_args *a, const json_t *r) {
+  (void)a;
+  size_t i;
+  const json_t *q;
+  printf("%-24s %8s %8s %9s %8s %14s\n", "QUEUE", "READY", "DELAYED",
+         "IN_FLIGHT", "DROPPED", "OLDEST_AGE_MS");
+  json_array_foreach(r, i, q) {
+    const char *name = json_string_value(json_object_get(q, "name"));
+    printf("%-24s %8" JSON_INTEGER_FORMAT " %8" JSON_INTEGER_FORMAT
+           " %9" JSON_INTEGER_FORMAT " %8" JSON_INTEGER_FORMAT
+           " %14" JSON_INTEGER_FORMAT "\n",
+           name ? name : "", count_of(q, "ready"), count_of(q, "delayed"),
+           count_of(q, "in_flight"), count_of(q, "dropped"),
+           count_of(q, "oldest_age_ms"));
+  }
+}
+
+static void print_queue(const cli_args *a, const json_t *r) {
+  (void)a;
+  static const char *const keys[] = {"ready", "delayed", "in_flight", "dropped",
+                                     "oldest_age_ms"};
+  fputs("queue:         ", stdout);
+  put(r, "name");
+  fputc('\n', stdout);
+  for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+    printf("%-14s %" JSON_INTEGER_FORMAT "\n", keys[i], count_of(r, keys[i]));
+}
+
 static const cli_verb verbs[] = {
     {"workflows trigger", "WF [PARAMS] [--id ID]", 1, 2, O_ID, NULL,
      build_trigger, print_created},
@@ -729,6 +822,11 @@ static const cli_verb verbs[] = {
      O_TYPE | O_PAYLOAD, NULL, build_event, print_event},
     {"reload", "[PLUGIN]", 0, 1, 0, NULL, build_reload, print_reload},
     {"plugins list", "", 0, 0, 0, NULL, build_plugins, print_plugins},
+    {"queues send", "QUEUE BODY [--delay SECONDS]", 2, 2, O_DELAY, NULL,
+     build_queue_send, print_queue_sent},
+    {"queues list", "", 0, 0, 0, NULL, build_queues_list, print_queues},
+    {"queues describe", "QUEUE", 1, 1, 0, NULL, build_queue_describe,
+     print_queue},
 };
 static const size_t n_verbs = sizeof verbs / sizeof verbs[0];
 
@@ -823,7 +921,8 @@ static int run_verb(const cli_verb *v, const cli_args *a) {
 }
 
 int cli_main(int argc, char **argv) {
-  int group_only = !strcmp(argv[1], "workflows") || !strcmp(argv[1], "plugins");
+  int group_only = !strcmp(argv[1], "workflows") ||
+                   !strcmp(argv[1], "plugins") || !strcmp(argv[1], "queues");
   if (argc < 3 && group_only)
     return usage(stderr);
   if (argc >= 3 && is_help(argv[2]))

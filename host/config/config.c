@@ -18,9 +18,10 @@
  * names, the one namespace of workflow and producer bindings, and the queue
  * of a consumer, since a queue has one consumer) are recorded as they are
  * parsed, so a duplicate is reported at the second occurrence with the
- * position of the first.  Queue producers and consumers and cron triggers
- * pass all these checks and are then refused as not supported yet (see
- * queues_and_crons_supported).
+ * position of the first.  Once every plugin is read, each queue producer
+ * must send to a queue some consumer consumes or dead-letters into.  Cron
+ * triggers pass all these checks and are then refused as not supported
+ * yet (see crons_supported).
  *
  * Before any of that, one pass over libyaml's events refuses a document
  * nested deeper than MAX_DEPTH levels, at the first collection past it:
@@ -50,6 +51,7 @@
 #define MiB (1024LL * 1024)
 #define GiB (1024LL * MiB)
 #define SECOND_MS 1000LL
+#define MINUTE_MS (60LL * SECOND_MS)
 #define HOUR_MS (3600LL * SECOND_MS)
 #define DAY_MS (24LL * HOUR_MS)
 
@@ -372,14 +374,13 @@ static const field limits_fields[] = {
 static const schema limits_schema =
     SCHEMA("limits", "in limits", -1, limits_fields);
 
-/* Queues (producers and consumers) and cron triggers are parsed and checked
- * in full, but nothing in the host acts on them yet: a config declaring one
- * would pass `duro check` and then be ignored, its messages never sent or
- * consumed, its crons never fired.  So each declared producer, consumer or
- * cron is refused, after its own checks, as not supported yet; empty
- * sections declare nothing and pass.  The parsing stays (and its tests) so
- * that the issue adding queues or crons only has to turn this on. */
-static const bool queues_and_crons_supported = false;
+/* Cron triggers are parsed and checked in full, but nothing in the host
+ * acts on them yet: a config declaring one would pass `duro check` and
+ * then be ignored, its crons never fired.  So each declared cron is
+ * refused, after its own checks, as not supported yet; an empty section
+ * declares nothing and passes.  The parsing stays (and its tests) so that
+ * the issue adding crons only has to turn this on. */
+static const bool crons_supported = false;
 
 enum { QS_PRODUCERS, QS_CONSUMERS };
 static const field queues_fields[] = {
@@ -400,7 +401,16 @@ static const schema producer_schema =
     SCHEMA("producer", "in producer", PR_BINDING, producer_fields);
 
 /* The ranges are Cloudflare Queues' documented limits. */
-enum { CO_QUEUE, CO_BATCH, CO_TIMEOUT, CO_RETRIES, CO_DELAY, CO_DLQ };
+enum {
+  CO_QUEUE,
+  CO_BATCH,
+  CO_TIMEOUT,
+  CO_RETRIES,
+  CO_DELAY,
+  CO_DLQ,
+  CO_CONCURRENCY,
+  CO_RETENTION
+};
 static const field consumer_fields[] = {
     [CO_QUEUE] = {"queue", K_STRING, offsetof(config_consumer, queue), true, 0,
                   0, NULL},
@@ -419,6 +429,14 @@ static const field consumer_fields[] = {
     [CO_DLQ] = {"dead_letter_queue", K_STRING,
                 offsetof(config_consumer, dead_letter_queue), false, 0, 0,
                 NULL},
+    [CO_CONCURRENCY] = {"max_concurrency", K_U32,
+                        offsetof(config_consumer, max_concurrency), false, 1,
+                        250, NULL},
+    /* The queue's, kept with its one consumer; parse_consumer refuses
+     * less than a minute, which would delete messages as they arrive. */
+    [CO_RETENTION] = {"message_retention", K_DURATION,
+                      offsetof(config_consumer, message_retention_ms), false, 0,
+                      14 * DAY_MS, NULL},
 };
 static const schema consumer_schema =
     SCHEMA("consumer", "in consumer", CO_QUEUE, consumer_fields);
@@ -664,6 +682,7 @@ static int parse_producer(parser *p, yaml_node_t *node, config_producer *pr) {
   pr->pos = pos_of(node);
   if ((rc = parse_mapping(p, node, &producer_schema, pr, v)) < 0)
     return rc;
+  pr->queue_pos = pos_of(v[PR_QUEUE]);
   return unique(p, "binding name", pr->binding, v[PR_BINDING]);
 }
 
@@ -675,9 +694,13 @@ static int parse_consumer(parser *p, yaml_node_t *node, config_consumer *c) {
   c->max_batch_timeout_ms = 5 * SECOND_MS;
   c->max_retries = 3;
   c->retry_delay_ms = 0;
+  c->message_retention_ms = 4 * DAY_MS;
   c->pos = pos_of(node);
   if ((rc = parse_mapping(p, node, &consumer_schema, c, v)) < 0)
     return rc;
+  if (c->message_retention_ms < MINUTE_MS)
+    return fail(p, v[CO_RETENTION],
+                "\"message_retention\" must be at least 1 minute");
   /* Dead-lettering into the queue itself would retry a message forever. */
   if (c->dead_letter_queue && strcmp(c->dead_letter_queue, c->queue) == 0) {
     shown b;
@@ -722,13 +745,6 @@ static int parse_queues(parser *p, yaml_node_t *node, config_plugin *pl) {
         (rc = parse_consumer(p, item, &pl->consumers[i])) < 0)
       return rc;
   }
-
-  if (!queues_and_crons_supported && pl->n_producers > 0)
-    return fail(p, list_item(p, v[QS_PRODUCERS], 0),
-                "\"queues.producers\" is not supported yet");
-  if (!queues_and_crons_supported && pl->n_consumers > 0)
-    return fail(p, list_item(p, v[QS_CONSUMERS], 0),
-                "\"queues.consumers\" is not supported yet");
   return 0;
 }
 
@@ -755,7 +771,7 @@ static int parse_triggers(parser *p, yaml_node_t *node, config_plugin *pl) {
     if ((rc = take_string(p, item, "crons", &pl->crons[i])) < 0)
       return rc;
   }
-  if (!queues_and_crons_supported && n > 0)
+  if (!crons_supported && n > 0)
     return fail(p, list_item(p, v[TR_CRONS], 0),
                 "\"triggers.crons\" is not supported yet");
   return 0;
@@ -794,6 +810,37 @@ static int parse_plugin(parser *p, yaml_node_t *node, config_plugin *pl) {
     return rc;
   if (rc > 0 && (rc = parse_triggers(p, v[PL_TRIGGERS], pl)) < 0)
     return rc;
+  return 0;
+}
+
+/* 1 when some consumer of any plugin consumes `queue` or dead-letters
+ * into it. */
+static int queue_declared(const config *cfg, const char *queue) {
+  for (size_t i = 0; i < cfg->n_plugins; i++)
+    for (size_t k = 0; k < cfg->plugins[i].n_consumers; k++) {
+      const config_consumer *c = &cfg->plugins[i].consumers[k];
+      if (strcmp(c->queue, queue) == 0 ||
+          (c->dead_letter_queue && strcmp(c->dead_letter_queue, queue) == 0))
+        return 1;
+    }
+  return 0;
+}
+
+/* A message sent to a queue nobody consumes would only wait for its
+ * retention to run out: refuse the producer, at its queue. */
+static int check_producers(parser *p) {
+  const config *cfg = p->cfg;
+  for (size_t i = 0; i < cfg->n_plugins; i++)
+    for (size_t k = 0; k < cfg->plugins[i].n_producers; k++) {
+      const config_producer *pr = &cfg->plugins[i].producers[k];
+      if (queue_declared(cfg, pr->queue))
+        continue;
+      shown b, q;
+      return fail_at(p, pr->queue_pos,
+                     "producer \"%s\" sends to queue \"%s\", which no "
+                     "consumer consumes or names as its dead_letter_queue",
+                     show(&b, pr->binding), show(&q, pr->queue));
+    }
   return 0;
 }
 
@@ -847,7 +894,7 @@ static int parse_root(parser *p, yaml_node_t *root) {
         (rc = parse_plugin(p, item, &cfg->plugins[i])) < 0)
       return rc;
   }
-  return 0;
+  return check_producers(p);
 }
 
 /* How deep collections may nest.  The schema needs 6 levels (the top

@@ -4,9 +4,10 @@
  * (unknown key, wrong type, missing field, out-of-range value, duplicate
  * name or binding, a dead-letter queue equal to its own queue, nesting
  * deeper than 64 levels) and refuses it with "file:line:column: what is
- * wrong". Queue producers and consumers and cron triggers are checked the
- * same way and then refused as not supported yet, since nothing acts on
- * them: in a returned config their arrays are empty. Every string in the
+ * wrong", as is a queue producer bound to a queue that no consumer
+ * consumes or names as its dead-letter queue.  Cron triggers are checked
+ * the same way and then refused as not supported yet, since nothing acts
+ * on them: in a returned config their array is empty. Every string in the
  * structs is owned by the config and freed by config_free(). */
 #ifndef DURO_CONFIG_H
 #define DURO_CONFIG_H
@@ -35,6 +36,7 @@ typedef struct config_producer {
   char *binding;
   char *queue;
   config_pos pos;
+  config_pos queue_pos; /* of its "queue" value */
 } config_producer;
 
 typedef struct config_consumer {
@@ -44,6 +46,9 @@ typedef struct config_consumer {
   uint32_t max_retries;         /* default 3 */
   int64_t retry_delay_ms;       /* default 0 */
   char *dead_letter_queue;      /* NULL = none */
+  uint32_t max_concurrency;     /* 0 (default) = as many as useful */
+  int64_t message_retention_ms; /* of the queue's messages, default 4 days,
+                                   1 minute to 14 days */
   config_pos pos;
 } config_consumer;
 

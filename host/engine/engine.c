@@ -26,6 +26,7 @@
 
 #include "error.h"
 #include "log.h"
+#include "queue.h"
 #include "util.h"
 
 #define DEFAULT_RETENTION_MS (30LL * 24 * 3600 * 1000)
@@ -489,6 +490,7 @@ void duro_engine_close(duro_engine *e) {
   while ((ent = fifo_pop(&e->retrying)))
     entry_drop(e, ent);
   idmap_free(&e->entries);
+  queue_registry_free(e->queues);
   journal_close(e->j);
   for (size_t i = 0; i < e->n_wfs; i++) {
     free(e->wfs[i].name);

@@ -1,5 +1,6 @@
 /* engine_internal.h — what engine.c (instances, scheduling) and step.c (the
- * step API inside an activation) share.  Not for other modules.
+ * step API inside an activation) share, and queues/queue.c, which stores
+ * in the engine's journal on the engine's clock.  Not for other modules.
  *
  * The in-memory state of the engine is only about instances something is
  * happening to: an `entry` exists while an instance is runnable (QUEUED),
@@ -136,6 +137,10 @@ struct duro_engine {
   ledger *ledger;
   int own_ledger;
   uint32_t max_crashes;
+
+  /* Durable queues (queues/queue.c), created on the first registration;
+   * they live in this engine's journal. */
+  struct queue_registry *queues;
 
   /* GET /metrics; updated with relaxed atomics from any thread */
   struct {

@@ -14,7 +14,8 @@
  *    is made runnable.  At start that is crash recovery; later it runs
  *    once writes succeed again after any failed, so nothing acknowledged
  *    waits for a restart;
- *  - the retention sweep, once a minute.
+ *  - the retention sweep (instances, then queue messages), once a
+ *    minute.
  * Timers and back-offs run on CLOCK_MONOTONIC (engine_mono_ms): wake times
  * stay absolute wall-clock times in the journal, but a clock step back
  * only delays them, never busy-loops. */
@@ -26,6 +27,7 @@
 #include "engine_internal.h"
 #include "error.h"
 #include "log.h"
+#include "queue.h"
 #include "util.h"
 
 #define RETRY_FIRST_MS 100
@@ -182,6 +184,10 @@ void *engine_scheduler_main(void *arg) {
         log_error("retention sweep failed: %s", journal_errmsg(e->j));
       else if (n)
         log_info("retention: deleted %zu ended instance(s)", n);
+      if (duro_queues_sweep(e, &n) != 0)
+        log_error("queue retention sweep failed: %s", journal_errmsg(e->j));
+      else if (n)
+        log_info("retention: deleted %zu queue message(s)", n);
       next_sweep = mono + SWEEP_EVERY_MS;
     }
 

@@ -29,6 +29,7 @@
 #include "ledger.h"
 #include "loader.h"
 #include "log.h"
+#include "queue.h"
 #include "reload.h"
 #include "supervisor.h"
 #include "util.h"
@@ -240,6 +241,32 @@ static void stop_engine(host *h) {
   h->engine = NULL;
 }
 
+/* Every queue the config names: producers' and dead-letter queues with
+ * the defaults, then each consumer's queue with its consumer's options. */
+static int register_queues(const config *cfg, duro_engine *e) {
+  int rc = 0;
+  for (size_t i = 0; i < cfg->n_plugins && !rc; i++) {
+    const config_plugin *pl = &cfg->plugins[i];
+    for (size_t k = 0; k < pl->n_producers && !rc; k++)
+      if (!duro_queue_exists(e, pl->producers[k].queue))
+        rc = duro_queue_register(e, pl->producers[k].queue, NULL);
+    for (size_t k = 0; k < pl->n_consumers && !rc; k++)
+      if (pl->consumers[k].dead_letter_queue &&
+          !duro_queue_exists(e, pl->consumers[k].dead_letter_queue))
+        rc = duro_queue_register(e, pl->consumers[k].dead_letter_queue, NULL);
+  }
+  for (size_t i = 0; i < cfg->n_plugins && !rc; i++)
+    for (size_t k = 0; k < cfg->plugins[i].n_consumers && !rc; k++) {
+      const config_consumer *c = &cfg->plugins[i].consumers[k];
+      duro_queue_options o = {.max_retries = (int32_t)c->max_retries,
+                              .retry_delay_ms = c->retry_delay_ms,
+                              .dead_letter = c->dead_letter_queue,
+                              .retention_ms = c->message_retention_ms};
+      rc = duro_queue_register(e, c->queue, &o);
+    }
+  return rc;
+}
+
 int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
                      int ctl_fd) {
   char err[1024];
@@ -276,6 +303,10 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
   };
   if (duro_engine_open(&opt, &h.engine, err, sizeof err) != 0) {
     fprintf(stderr, "%s\n", err);
+    goto stop;
+  }
+  if ((rc = register_queues(cfg, h.engine)) != 0) {
+    fprintf(stderr, "duro: cannot register the queues: %s\n", duro_err_str(rc));
     goto stop;
   }
   reload_attach(h.plugins, h.engine);

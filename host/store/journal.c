@@ -50,6 +50,14 @@ enum {
   ST_SWEEP_EVENTS,
   ST_SWEEP_INSTANCES,
   ST_SWEEP_CLEAR,
+  ST_MESSAGE_INSERT,
+  ST_MESSAGE_PICK,
+  ST_MESSAGE_LEASE,
+  ST_MESSAGE_ACK,
+  ST_MESSAGE_HELD,
+  ST_MESSAGE_MOVE,
+  ST_MESSAGE_DELETE,
+  ST_MESSAGES_EXPIRE,
   ST_WRITE_COUNT_
 };
 
@@ -108,11 +116,36 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     [ST_SWEEP_INSTANCES] =
         "DELETE FROM instances WHERE rowid IN (SELECT id FROM temp.sweep)",
     [ST_SWEEP_CLEAR] = "DELETE FROM temp.sweep",
+    [ST_MESSAGE_INSERT] = "INSERT INTO messages(queue,body,attempts,"
+                          "visible_ms,sent_ms) VALUES(?1,?2,0,?4,?3)",
+    /* Served by messages_next: the queue's visible messages in order. */
+    [ST_MESSAGE_PICK] =
+        "SELECT seq,attempts,body,sent_ms,last_error FROM messages WHERE "
+        "queue=?1 AND visible_ms<=?2 ORDER BY visible_ms,seq LIMIT ?3",
+    [ST_MESSAGE_LEASE] = "UPDATE messages SET lease=?2, visible_ms=?3, "
+                         "attempts=attempts+1 WHERE seq=?1",
+    /* A lease is held while its message is invisible: once visible_ms
+     * passed, the message may be pulled again under another lease.  The
+     * unary + keeps the planner on messages_lease: on (queue, visible_ms)
+     * it would walk every message in flight (bench Q1 pulled and acked
+     * 52,000 msg/s so, 85,000 with it). */
+    [ST_MESSAGE_ACK] = "DELETE FROM messages WHERE lease=?1 AND +queue=?2 "
+                       "AND +visible_ms>?3",
+    [ST_MESSAGE_HELD] = "SELECT seq,attempts FROM messages WHERE lease=?1 "
+                        "AND +queue=?2 AND +visible_ms>?3",
+    [ST_MESSAGE_MOVE] =
+        "UPDATE messages SET queue=?2, lease=NULL, visible_ms=?3, "
+        "last_error=COALESCE(?4,last_error) WHERE seq=?1",
+    [ST_MESSAGE_DELETE] = "DELETE FROM messages WHERE seq=?1",
+    /* Served by messages_age. */
+    [ST_MESSAGES_EXPIRE] =
+        "DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE "
+        "queue=?1 AND sent_ms<?2 LIMIT ?3)",
 };
 
 static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);"
-    "INSERT OR IGNORE INTO meta VALUES('schema','3');"
+    "INSERT OR IGNORE INTO meta VALUES('schema','4');"
     "CREATE TABLE IF NOT EXISTS instances("
     " rowid INTEGER PRIMARY KEY,"
     " workflow TEXT NOT NULL, id TEXT NOT NULL, status TEXT NOT NULL,"
@@ -146,11 +179,22 @@ static const char schema_sql[] =
     " seq INTEGER PRIMARY KEY, instance INTEGER NOT NULL,"
     " type TEXT NOT NULL, payload TEXT NOT NULL, ts_ms INTEGER NOT NULL,"
     " consumed_by TEXT);"
-    "CREATE INDEX IF NOT EXISTS events_by_instance ON events(instance, seq);";
+    "CREATE INDEX IF NOT EXISTS events_by_instance ON events(instance, seq);"
+    /* Schema 4: queue messages.  messages_next serves a pull (the next
+     * visible messages of a queue), messages_lease an ack, messages_age
+     * the retention sweep and the oldest message of a queue. */
+    "CREATE TABLE IF NOT EXISTS messages("
+    " seq INTEGER PRIMARY KEY, queue TEXT NOT NULL, body TEXT NOT NULL,"
+    " attempts INTEGER NOT NULL, visible_ms INTEGER NOT NULL, lease TEXT,"
+    " sent_ms INTEGER NOT NULL, last_error TEXT);"
+    "CREATE INDEX IF NOT EXISTS messages_next ON messages(queue, visible_ms);"
+    "CREATE INDEX IF NOT EXISTS messages_lease ON messages(lease)"
+    " WHERE lease IS NOT NULL;"
+    "CREATE INDEX IF NOT EXISTS messages_age ON messages(queue, sent_ms);";
 
 /* A thread's read connection and its cached statements, keyed by the
  * address of their SQL text (always a string literal here). */
-#define READER_CACHE 16
+#define READER_CACHE 24
 typedef struct reader {
   sqlite3 *db;
   struct {
@@ -290,7 +334,11 @@ int journal_open(const char *path, int synchronous_full, journal **out,
       sqlite3_exec(j->wr,
                    "CREATE INDEX IF NOT EXISTS instances_build ON "
                    "instances(workflow, build) WHERE build IS NOT NULL AND "
-                   "status IN ('queued','waiting','paused')",
+                   "status IN ('queued','waiting','paused');"
+                   /* Schema 4 only adds the messages table, which the
+                    * schema above creates where it is missing. */
+                   "UPDATE meta SET value='4' WHERE key='schema' AND "
+                   "value='3'",
                    NULL, NULL, &msg) != SQLITE_OK) {
     snprintf(err, errlen, "%s: cannot upgrade the schema: %s", path,
              msg ? msg : "?");
@@ -428,6 +476,86 @@ static int step_done(journal *j, sqlite3_stmt *st) {
   return 0;
 }
 
+/* Picks the visible messages first, then leases them one by one: an
+ * UPDATE while the SELECT still walks the index it changes could meet a
+ * row twice. */
+static int message_lease(journal *j, journal_op *op) {
+  sqlite3_stmt *st = j->ws[ST_MESSAGE_PICK];
+  bind_text(st, 1, op->queue);
+  sqlite3_bind_int64(st, 2, op->ts_ms);
+  sqlite3_bind_int64(st, 3, (sqlite3_int64)op->n_leases);
+  journal_message *v = xcalloc(op->n_leases ? op->n_leases : 1, sizeof *v);
+  size_t n = 0;
+  int s = SQLITE_DONE;
+  while (n < op->n_leases && (s = sqlite3_step(st)) == SQLITE_ROW) {
+    journal_message *m = &v[n++];
+    m->seq = sqlite3_column_int64(st, 0);
+    m->attempts = (uint32_t)sqlite3_column_int64(st, 1) + 1;
+    m->body = xstrdup((const char *)sqlite3_column_text(st, 2));
+    m->sent_ms = sqlite3_column_int64(st, 3);
+    const unsigned char *err = sqlite3_column_text(st, 4);
+    m->last_error = err ? xstrdup((const char *)err) : NULL;
+    m->queue = xstrdup(op->queue);
+    m->lease = xstrdup(op->leases[n - 1]);
+    m->visible_ms = op->visible_ms;
+  }
+  int rc = n < op->n_leases && s != SQLITE_DONE;
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  op->messages = v;
+  op->n_messages = n;
+  if (rc) {
+    set_err(j->wr, NULL);
+    return DURO_E_STORAGE;
+  }
+  for (size_t i = 0; i < n; i++) {
+    st = j->ws[ST_MESSAGE_LEASE];
+    sqlite3_bind_int64(st, 1, v[i].seq);
+    bind_text(st, 2, v[i].lease);
+    sqlite3_bind_int64(st, 3, op->visible_ms);
+    if ((rc = step_done(j, st)))
+      return rc;
+  }
+  return 0;
+}
+
+/* A retried message goes back to its queue after the delay, unless it
+ * has had its max_attempts: then to the dead-letter queue (visible at
+ * once, attempts and error kept), or it is dropped. */
+static int message_retry(journal *j, journal_op *op) {
+  sqlite3_stmt *st = j->ws[ST_MESSAGE_HELD];
+  bind_text(st, 1, op->lease);
+  bind_text(st, 2, op->queue);
+  sqlite3_bind_int64(st, 3, op->ts_ms);
+  int s = sqlite3_step(st);
+  int64_t seq = s == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+  int64_t attempts = s == SQLITE_ROW ? sqlite3_column_int64(st, 1) : 0;
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  if (s != SQLITE_ROW && s != SQLITE_DONE) {
+    set_err(j->wr, NULL);
+    return DURO_E_STORAGE;
+  }
+  if (s == SQLITE_DONE) {
+    op->out_rowid = JOURNAL_RETRY_NOT_HELD;
+    return 0;
+  }
+  int spent = attempts >= (int64_t)op->max_attempts;
+  if (spent && !op->dead_letter_queue) {
+    st = j->ws[ST_MESSAGE_DELETE];
+    sqlite3_bind_int64(st, 1, seq);
+    op->out_rowid = JOURNAL_RETRY_DROPPED;
+    return step_done(j, st);
+  }
+  st = j->ws[ST_MESSAGE_MOVE];
+  sqlite3_bind_int64(st, 1, seq);
+  bind_text(st, 2, spent ? op->dead_letter_queue : op->queue);
+  sqlite3_bind_int64(st, 3, spent ? op->ts_ms : op->visible_ms);
+  bind_text(st, 4, op->error);
+  op->out_rowid = spent ? JOURNAL_RETRY_DEAD_LETTERED : JOURNAL_RETRY_DELAYED;
+  return step_done(j, st);
+}
+
 static int apply_op(journal *j, journal_op *op) {
   sqlite3_stmt *st;
   int rc;
@@ -549,6 +677,38 @@ static int apply_op(journal *j, journal_op *op) {
     for (int k = ST_SWEEP_STEPS; k <= ST_SWEEP_CLEAR; k++)
       if ((rc = step_done(j, j->ws[k])))
         return rc;
+    return 0;
+  case JOP_MESSAGE_INSERT:
+    st = j->ws[ST_MESSAGE_INSERT];
+    bind_text(st, 1, op->queue);
+    bind_text(st, 2, op->body);
+    sqlite3_bind_int64(st, 3, op->ts_ms);
+    sqlite3_bind_int64(st, 4, op->visible_ms);
+    if ((rc = step_done(j, st)))
+      return rc;
+    op->out_rowid = sqlite3_last_insert_rowid(j->wr);
+    return 0;
+  case JOP_MESSAGE_LEASE:
+    return message_lease(j, op);
+  case JOP_MESSAGE_ACK:
+    st = j->ws[ST_MESSAGE_ACK];
+    bind_text(st, 1, op->lease);
+    bind_text(st, 2, op->queue);
+    sqlite3_bind_int64(st, 3, op->ts_ms);
+    if ((rc = step_done(j, st)))
+      return rc;
+    op->out_rowid = sqlite3_changes(j->wr);
+    return 0;
+  case JOP_MESSAGE_RETRY:
+    return message_retry(j, op);
+  case JOP_MESSAGES_EXPIRE:
+    st = j->ws[ST_MESSAGES_EXPIRE];
+    bind_text(st, 1, op->queue);
+    sqlite3_bind_int64(st, 2, op->ts_ms);
+    sqlite3_bind_int64(st, 3, op->from_seq);
+    if ((rc = step_done(j, st)))
+      return rc;
+    op->out_rowid = sqlite3_changes(j->wr);
     return 0;
   case JOP_WAKE_IF_WAITING: {
     st = j->ws[ST_WAKE_IF_WAITING];
@@ -1178,6 +1338,46 @@ int journal_pinned_builds(journal *j,
     while ((s = sqlite3_step(st)) == SQLITE_ROW)
       fn(ctx, (const char *)sqlite3_column_text(st, 0),
          (const char *)sqlite3_column_text(st, 1), sqlite3_column_int64(st, 2));
+    rc = rows_end(r, s);
+  }
+  release_rd(r, st);
+  return rc;
+}
+
+void journal_messages_free(journal_message *m, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    free(m[i].queue);
+    free(m[i].body);
+    free(m[i].lease);
+    free(m[i].last_error);
+  }
+  free(m);
+}
+
+/* One pass over the queue's rows (or every row): the counts are sums of
+ * conditions rather than separate index probes. */
+int journal_queue_stats_each(journal *j, const char *queue, int64_t now_ms,
+                             void (*fn)(void *ctx, const char *queue,
+                                        const journal_queue_stats *st),
+                             void *ctx) {
+  sqlite3_stmt *st = NULL;
+  reader *r = reader_get(j);
+  int rc = prepare_rd(
+      j, r,
+      "SELECT queue, SUM(visible_ms<=?2), SUM(visible_ms>?2 AND lease IS "
+      "NULL), SUM(visible_ms>?2 AND lease IS NOT NULL), MIN(sent_ms) FROM "
+      "messages WHERE ?1 IS NULL OR queue=?1 GROUP BY queue ORDER BY queue",
+      &st);
+  if (rc == 0) {
+    bind_text(st, 1, queue);
+    sqlite3_bind_int64(st, 2, now_ms);
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+      journal_queue_stats q = {sqlite3_column_int64(st, 1),
+                               sqlite3_column_int64(st, 2),
+                               sqlite3_column_int64(st, 3), col_ms(st, 4)};
+      fn(ctx, (const char *)sqlite3_column_text(st, 0), &q);
+    }
     rc = rows_end(r, s);
   }
   release_rd(r, st);

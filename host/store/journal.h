@@ -68,6 +68,27 @@ typedef struct journal_event {
   int64_t ts_ms;
 } journal_event;
 
+/* A queue message.  visible_ms is when it may next be pulled: its delay,
+ * its retry delay, or the end of its lease; lease is the id of the pull
+ * that holds it (NULL when none ever did since its last retry). */
+typedef struct journal_message {
+  int64_t seq; /* arrival order; the message id */
+  char *queue;
+  char *body; /* JSON text */
+  uint32_t attempts;
+  int64_t visible_ms, sent_ms;
+  char *lease;      /* NULL = not held */
+  char *last_error; /* NULL = none */
+} journal_message;
+
+/* What a JOP_MESSAGE_RETRY did (in out_rowid). */
+enum {
+  JOURNAL_RETRY_NOT_HELD = 0, /* no message holds that lease any more */
+  JOURNAL_RETRY_DELAYED = 1,
+  JOURNAL_RETRY_DEAD_LETTERED = 2,
+  JOURNAL_RETRY_DROPPED = 3
+};
+
 /* ---- open / close ------------------------------------------------------- */
 
 /* synchronous_full: 1 FULL, 0 NORMAL, -1 read-only (the file must exist,
@@ -103,6 +124,25 @@ typedef enum journal_op_kind {
                                 ended instances whose retention ran out by ts_ms,
                                 with their steps, attempts and events;
                                 out_rowid = how many */
+  /* Queue messages; every one names its queue. */
+  JOP_MESSAGE_INSERT,  /* queue, body, ts_ms = sent, visible_ms; out_rowid =
+                          the message's seq */
+  JOP_MESSAGE_LEASE,   /* queue, ts_ms = now, visible_ms = lease expiry,
+                          leases[n_leases]: up to n_leases visible messages,
+                          oldest visible first, each gets the next lease id
+                          and attempts + 1; messages/n_messages receive
+                          them (free with journal_messages_free, even when
+                          the commit failed) */
+  JOP_MESSAGE_ACK,     /* queue, lease, ts_ms: deletes the message whose
+                          lease it is, if still held at ts_ms; out_rowid =
+                          1 when it did */
+  JOP_MESSAGE_RETRY,   /* queue, lease, ts_ms, visible_ms = when to deliver
+                          again, error (may be NULL), max_attempts,
+                          dead_letter_queue (NULL = drop): out_rowid is a
+                          JOURNAL_RETRY_* */
+  JOP_MESSAGES_EXPIRE, /* queue, ts_ms, from_seq = limit: deletes up to
+                          `limit` messages sent before ts_ms; out_rowid =
+                          how many */
 } journal_op_kind;
 
 typedef struct journal_attempt {
@@ -125,9 +165,17 @@ typedef struct journal_op {
   const char *event_type, *event_payload, *step_key;
   int64_t ts_ms;
   int clear_control;
+  /* queue messages (JOP_MESSAGE_*) */
+  const char *queue, *body, *lease, *error, *dead_letter_queue;
+  int64_t visible_ms;
+  uint32_t max_attempts;
+  const char *const *leases;
+  size_t n_leases;
   /* results */
-  int rc;            /* DURO_E_ALREADY_EXISTS for a duplicate insert */
-  int64_t out_rowid; /* JOP_INSTANCE_INSERT / JOP_EVENT_INSERT */
+  int rc;                    /* DURO_E_ALREADY_EXISTS for a duplicate insert */
+  int64_t out_rowid;         /* JOP_INSTANCE_INSERT / JOP_EVENT_INSERT */
+  journal_message *messages; /* JOP_MESSAGE_LEASE */
+  size_t n_messages;
 } journal_op;
 
 typedef struct journal_batch {
@@ -221,6 +269,20 @@ int journal_count_by_status(journal *j,
                             void (*fn)(void *ctx, const char *workflow,
                                        const char *status, int64_t n),
                             void *ctx);
+
+/* Per queue (queue NULL = every queue that holds messages), in name
+ * order: messages visible at now_ms (ready), not yet visible and not held
+ * (delayed), held by an unexpired lease (in flight), and the oldest
+ * message's sent_ms (JOURNAL_NONE when none). */
+typedef struct journal_queue_stats {
+  int64_t ready, delayed, in_flight, oldest_sent_ms;
+} journal_queue_stats;
+int journal_queue_stats_each(journal *j, const char *queue, int64_t now_ms,
+                             void (*fn)(void *ctx, const char *queue,
+                                        const journal_queue_stats *st),
+                             void *ctx);
+
+void journal_messages_free(journal_message *m, size_t n);
 
 /* How long group commits take (one observation per transaction) and how
  * many batches they carried. */

@@ -1,0 +1,493 @@
+/* queue.c — durable queues: the registry of queues and their consumer
+ * options, validation of what producers send, and the pull / ack / retry
+ * cycle, all stored as messages rows of the engine's journal.
+ *
+ * The journal is the only state of a message: a lease is a column, its
+ * expiry the message's visible_ms, so nothing here needs recovery after a
+ * crash and an expired lease needs no timer (the message is simply
+ * visible again).  Memory holds only the registry (names and options,
+ * guarded by its mutex) and the count of messages dropped.
+ * Invariant: a send is validated whole before anything is written, and a
+ * batch is written in one commit, so it is stored entirely or not at all.
+ * It lives beside the engine (engine_internal.h) because it writes the
+ * engine's journal and reads the engine's clock. */
+#include "queue.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "engine_internal.h"
+#include "error.h"
+#include "util.h"
+
+#define DEFAULT_MAX_RETRIES 3
+#define EXPIRE_CHUNK 1000 /* messages deleted per sweep transaction */
+
+typedef struct queue_reg {
+  char *name;
+  duro_queue_options opt; /* dead_letter owned */
+  uint64_t dropped;       /* messages dropped out of retries */
+} queue_reg;
+
+struct queue_registry {
+  pthread_mutex_t mu;
+  queue_reg *v;
+  size_t n;
+};
+
+static struct queue_registry *registry(duro_engine *e) {
+  pthread_mutex_lock(&e->mu);
+  if (!e->queues) {
+    e->queues = xcalloc(1, sizeof *e->queues);
+    pthread_mutex_init(&e->queues->mu, NULL);
+  }
+  struct queue_registry *r = e->queues;
+  pthread_mutex_unlock(&e->mu);
+  return r;
+}
+
+static queue_reg *find_locked(struct queue_registry *r, const char *name) {
+  for (size_t i = 0; i < r->n; i++)
+    if (strcmp(r->v[i].name, name) == 0)
+      return &r->v[i];
+  return NULL;
+}
+
+void queue_registry_free(struct queue_registry *r) {
+  if (!r)
+    return;
+  for (size_t i = 0; i < r->n; i++) {
+    free(r->v[i].name);
+    free((char *)r->v[i].opt.dead_letter);
+  }
+  free(r->v);
+  pthread_mutex_destroy(&r->mu);
+  free(r);
+}
+
+int duro_queue_register(duro_engine *e, const char *name,
+                        const duro_queue_options *opt) {
+  /* names are copied into fixed buffers by the sweep and ack */
+  if (!name || !*name || strlen(name) > 255 ||
+      (opt && opt->dead_letter && strlen(opt->dead_letter) > 255))
+    return DURO_E_INVALID_ARGUMENT;
+  duro_queue_options o = opt ? *opt : (duro_queue_options){.max_retries = -1};
+  if (o.max_retries < 0)
+    o.max_retries = DEFAULT_MAX_RETRIES;
+  if (o.retention_ms <= 0)
+    o.retention_ms = DURO_QUEUE_DEFAULT_RETENTION_MS;
+  if (o.retry_delay_ms < 0 || o.retry_delay_ms > DURO_QUEUE_MAX_DELAY_MS)
+    return DURO_E_INVALID_ARGUMENT;
+  o.dead_letter = o.dead_letter ? xstrdup(o.dead_letter) : NULL;
+  struct queue_registry *r = registry(e);
+  pthread_mutex_lock(&r->mu);
+  queue_reg *q = find_locked(r, name);
+  if (!q) {
+    r->v = xrealloc(r->v, (r->n + 1) * sizeof *r->v);
+    q = &r->v[r->n++];
+    *q = (queue_reg){.name = xstrdup(name)};
+  } else {
+    free((char *)q->opt.dead_letter);
+  }
+  q->opt = o;
+  pthread_mutex_unlock(&r->mu);
+  return 0;
+}
+
+/* Copies the queue's options (dead_letter into dlq, when given).  Returns
+ * DURO_E_QUEUE_NOT_FOUND for an unregistered name. */
+static int queue_options(duro_engine *e, const char *name,
+                         duro_queue_options *out, char *dlq, size_t dlqlen) {
+  struct queue_registry *r = registry(e);
+  pthread_mutex_lock(&r->mu);
+  queue_reg *q = name ? find_locked(r, name) : NULL;
+  if (q) {
+    *out = q->opt;
+    if (dlq)
+      snprintf(dlq, dlqlen, "%s", q->opt.dead_letter ? q->opt.dead_letter : "");
+    out->dead_letter = dlq && q->opt.dead_letter ? dlq : NULL;
+  }
+  pthread_mutex_unlock(&r->mu);
+  return q ? 0 : DURO_E_QUEUE_NOT_FOUND;
+}
+
+int duro_queue_exists(duro_engine *e, const char *name) {
+  duro_queue_options o;
+  return queue_options(e, name, &o, NULL, 0) == 0;
+}
+
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) {
+  if (err && errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return rc;
+}
+
+static int not_found(char *err, size_t errlen, const char *queue) {
+  return fail(err, errlen, DURO_E_QUEUE_NOT_FOUND, "no queue named '%s'",
+              queue ? queue : "");
+}
+
+/* ---- send -------------------------------------------------------------- */
+
+/* One message: what the limits say, in the words the producer needs. */
+static int check_message(const duro_queue_send_req *m, size_t index, char *err,
+                         size_t errlen) {
+  char where[40] = "";
+  if (index != SIZE_MAX)
+    snprintf(where, sizeof where, "message %zu: ", index);
+  if (!m->body)
+    return fail(err, errlen, DURO_E_INVALID_MESSAGE, "%sno body", where);
+  size_t len = strlen(m->body);
+  if (len > DURO_QUEUE_MAX_BODY)
+    return fail(err, errlen, DURO_E_MESSAGE_TOO_LARGE,
+                "%sbody is %zu bytes, over the limit of %d (128 KB)", where,
+                len, DURO_QUEUE_MAX_BODY);
+  json_error_t jerr;
+  json_t *v = json_loads(m->body, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
+  if (!v)
+    return fail(err, errlen, DURO_E_INVALID_MESSAGE,
+                "%sbody is not valid JSON: %s", where, jerr.text);
+  json_decref(v);
+  if (m->delay_ms < 0 || m->delay_ms > DURO_QUEUE_MAX_DELAY_MS)
+    return fail(err, errlen, DURO_E_INVALID_ARGUMENT,
+                "%sdelay must be between 0 and 43200 seconds (12 hours)",
+                where);
+  return 0;
+}
+
+int duro_queue_send_batch(duro_engine *e, const char *queue,
+                          const duro_queue_send_req *reqs, size_t n,
+                          int64_t *ids, char *err, size_t errlen) {
+  duro_queue_options o;
+  if (queue_options(e, queue, &o, NULL, 0) != 0)
+    return not_found(err, errlen, queue);
+  if (n == 0)
+    return fail(err, errlen, DURO_E_INVALID_ARGUMENT, "no messages to send");
+  if (n > DURO_QUEUE_MAX_BATCH)
+    return fail(err, errlen, DURO_E_BATCH_TOO_LARGE,
+                "%zu messages, over the limit of %d per batch", n,
+                DURO_QUEUE_MAX_BATCH);
+  size_t total = 0;
+  for (size_t i = 0; i < n; i++) {
+    int rc = check_message(&reqs[i], n > 1 ? i : SIZE_MAX, err, errlen);
+    if (rc)
+      return rc;
+    total += strlen(reqs[i].body);
+  }
+  if (total > DURO_QUEUE_MAX_BATCH_BYTES)
+    return fail(err, errlen, DURO_E_BATCH_TOO_LARGE,
+                "the batch's bodies are %zu bytes, over the limit of %d "
+                "(256 KB)",
+                total, DURO_QUEUE_MAX_BATCH_BYTES);
+  int64_t now = duro_clock_now(e->clock);
+  journal_batch b = {0};
+  for (size_t i = 0; i < n; i++) {
+    journal_op *op = journal_batch_add(&b, JOP_MESSAGE_INSERT);
+    op->queue = queue;
+    op->body = reqs[i].body;
+    op->ts_ms = now;
+    op->visible_ms = now + reqs[i].delay_ms;
+  }
+  int rc = journal_commit(e->j, &b);
+  for (size_t i = 0; i < n && ids; i++)
+    ids[i] = rc ? 0 : b.ops[i].out_rowid;
+  journal_batch_free(&b);
+  if (rc)
+    return fail(err, errlen, rc, "%s", journal_errmsg(e->j));
+  return 0;
+}
+
+int duro_queue_send(duro_engine *e, const char *queue, const char *body,
+                    int64_t delay_ms, int64_t *id, char *err, size_t errlen) {
+  duro_queue_send_req one = {body, delay_ms};
+  return duro_queue_send_batch(e, queue, &one, 1, id, err, errlen);
+}
+
+/* ---- pull and ack -------------------------------------------------------- */
+
+/* 128 random bits, hex: a lease id cannot be guessed, only handed out. */
+static void lease_id(char out[33]) {
+  unsigned char b[16];
+  if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
+    fprintf(stderr, "duro: getrandom failed\n");
+    abort();
+  }
+  for (int i = 0; i < 16; i++)
+    snprintf(out + 2 * i, 3, "%02x", b[i]);
+}
+
+static json_t *message_json(const journal_message *m) {
+  json_t *body = json_loads(m->body, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+  json_t *o =
+      json_pack("{sI,ss,sI,so*,sI}", "id", (json_int_t)m->seq, "lease_id",
+                m->lease, "attempts", (json_int_t)m->attempts, "body", body,
+                "sent_ms", (json_int_t)m->sent_ms);
+  if (m->last_error)
+    json_object_set_new(o, "last_error", json_string(m->last_error));
+  return o;
+}
+
+int duro_queue_pull(duro_engine *e, const char *queue, uint32_t batch_size,
+                    int64_t visibility_ms, json_t **out, char *err,
+                    size_t errlen) {
+  *out = NULL;
+  duro_queue_options o;
+  if (queue_options(e, queue, &o, NULL, 0) != 0)
+    return not_found(err, errlen, queue);
+  if (batch_size < 1 || batch_size > DURO_QUEUE_MAX_BATCH)
+    return fail(err, errlen, DURO_E_INVALID_ARGUMENT,
+                "batch_size must be between 1 and %d", DURO_QUEUE_MAX_BATCH);
+  if (visibility_ms == 0)
+    visibility_ms = DURO_QUEUE_DEFAULT_VISIBILITY_MS;
+  if (visibility_ms < 0 || visibility_ms > DURO_QUEUE_MAX_DELAY_MS)
+    return fail(err, errlen, DURO_E_INVALID_ARGUMENT,
+                "the visibility timeout must be between 1 ms and 12 hours");
+  char ids[DURO_QUEUE_MAX_BATCH][33];
+  const char *leases[DURO_QUEUE_MAX_BATCH];
+  for (uint32_t i = 0; i < batch_size; i++) {
+    lease_id(ids[i]);
+    leases[i] = ids[i];
+  }
+  int64_t now = duro_clock_now(e->clock);
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_MESSAGE_LEASE);
+  op->queue = queue;
+  op->ts_ms = now;
+  op->visible_ms = now + visibility_ms;
+  op->leases = leases;
+  op->n_leases = batch_size;
+  int rc = journal_commit(e->j, &b);
+  op = &b.ops[0];
+  if (rc == 0) {
+    *out = json_array();
+    for (size_t i = 0; i < op->n_messages; i++)
+      json_array_append_new(*out, message_json(&op->messages[i]));
+  }
+  journal_messages_free(op->messages, op->n_messages);
+  journal_batch_free(&b);
+  if (rc)
+    return fail(err, errlen, rc, "%s", journal_errmsg(e->j));
+  return 0;
+}
+
+static void lease_error(json_t *errors, const char *lease) {
+  json_array_append_new(
+      errors, json_pack("{ss,ss,ss}", "lease_id", lease, "code",
+                        duro_err_name(DURO_E_LEASE_NOT_HELD), "message",
+                        "no message holds this lease: unknown, already "
+                        "acked or retried, or expired"));
+}
+
+/* The outcome of the ops as {"acked",...}; the retries follow the acks. */
+static json_t *ack_result(const journal_batch *b, size_t n_acks) {
+  json_int_t acked = 0, retried = 0, dead = 0, dropped = 0;
+  json_t *errors = json_array();
+  for (size_t i = 0; i < b->n; i++) {
+    const journal_op *op = &b->ops[i];
+    if (i < n_acks && op->out_rowid)
+      acked++;
+    else if (i >= n_acks && op->out_rowid == JOURNAL_RETRY_DELAYED)
+      retried++;
+    else if (i >= n_acks && op->out_rowid == JOURNAL_RETRY_DEAD_LETTERED)
+      dead++;
+    else if (i >= n_acks && op->out_rowid == JOURNAL_RETRY_DROPPED)
+      dropped++;
+    else
+      lease_error(errors, op->lease);
+  }
+  return json_pack("{sI,sI,sI,sI,so}", "acked", acked, "retried", retried,
+                   "dead_lettered", dead, "dropped", dropped, "errors", errors);
+}
+
+static int check_retries(const duro_queue_retry *retries, size_t n, char *err,
+                         size_t errlen) {
+  for (size_t i = 0; i < n; i++) {
+    if (!retries[i].lease_id)
+      return fail(err, errlen, DURO_E_INVALID_ARGUMENT,
+                  "retry %zu: no lease_id", i);
+    if (retries[i].delay_ms > DURO_QUEUE_MAX_DELAY_MS)
+      return fail(err, errlen, DURO_E_INVALID_ARGUMENT,
+                  "retry %zu: delay must be between 0 and 43200 seconds "
+                  "(12 hours)",
+                  i);
+  }
+  return 0;
+}
+
+static void count_dropped(duro_engine *e, const char *queue, uint64_t n) {
+  struct queue_registry *r = registry(e);
+  pthread_mutex_lock(&r->mu);
+  queue_reg *q = find_locked(r, queue);
+  if (q)
+    q->dropped += n;
+  pthread_mutex_unlock(&r->mu);
+}
+
+int duro_queue_ack(duro_engine *e, const char *queue, const char *const *acks,
+                   size_t n_acks, const duro_queue_retry *retries,
+                   size_t n_retries, json_t **result, char *err,
+                   size_t errlen) {
+  *result = NULL;
+  duro_queue_options o;
+  char dlq[256];
+  if (queue_options(e, queue, &o, dlq, sizeof dlq) != 0)
+    return not_found(err, errlen, queue);
+  int rc = check_retries(retries, n_retries, err, errlen);
+  for (size_t i = 0; i < n_acks && !rc; i++)
+    if (!acks[i])
+      rc =
+          fail(err, errlen, DURO_E_INVALID_ARGUMENT, "ack %zu: no lease_id", i);
+  if (rc)
+    return rc;
+  int64_t now = duro_clock_now(e->clock);
+  journal_batch b = {0};
+  for (size_t i = 0; i < n_acks; i++) {
+    journal_op *op = journal_batch_add(&b, JOP_MESSAGE_ACK);
+    op->queue = queue;
+    op->lease = acks[i];
+    op->ts_ms = now;
+  }
+  for (size_t i = 0; i < n_retries; i++) {
+    const duro_queue_retry *r = &retries[i];
+    journal_op *op = journal_batch_add(&b, JOP_MESSAGE_RETRY);
+    op->queue = queue;
+    op->lease = r->lease_id;
+    op->ts_ms = now;
+    op->visible_ms = now + (r->delay_ms < 0 ? o.retry_delay_ms : r->delay_ms);
+    op->error = r->error;
+    op->max_attempts = (uint32_t)o.max_retries + 1;
+    op->dead_letter_queue = o.dead_letter;
+  }
+  rc = journal_commit(e->j, &b);
+  if (rc == 0) {
+    *result = ack_result(&b, n_acks);
+    json_int_t dropped =
+        json_integer_value(json_object_get(*result, "dropped"));
+    if (dropped)
+      count_dropped(e, queue, (uint64_t)dropped);
+  }
+  journal_batch_free(&b);
+  if (rc)
+    return fail(err, errlen, rc, "%s", journal_errmsg(e->j));
+  return 0;
+}
+
+/* ---- stats and retention ------------------------------------------------- */
+
+typedef struct stats_ctx {
+  json_t *by_name; /* name → stats object of a registered queue */
+  int64_t now;
+} stats_ctx;
+
+static void stats_row(void *ctx, const char *queue,
+                      const journal_queue_stats *st) {
+  stats_ctx *c = ctx;
+  json_t *o = json_object_get(c->by_name, queue);
+  if (!o)
+    return; /* messages of a queue no longer declared */
+  json_object_set_new(o, "ready", json_integer(st->ready));
+  json_object_set_new(o, "delayed", json_integer(st->delayed));
+  json_object_set_new(o, "in_flight", json_integer(st->in_flight));
+  if (st->oldest_sent_ms != JOURNAL_NONE)
+    json_object_set_new(o, "oldest_age_ms",
+                        json_integer(c->now - st->oldest_sent_ms));
+}
+
+/* Registered queues (or the one named), each with zero counts. */
+static json_t *stats_skeleton(duro_engine *e, const char *queue) {
+  json_t *by_name = json_object();
+  struct queue_registry *r = registry(e);
+  pthread_mutex_lock(&r->mu);
+  for (size_t i = 0; i < r->n; i++) {
+    if (queue && strcmp(queue, r->v[i].name) != 0)
+      continue;
+    json_object_set_new(by_name, r->v[i].name,
+                        json_pack("{ss,si,si,si,si,sI}", "name", r->v[i].name,
+                                  "ready", 0, "delayed", 0, "in_flight", 0,
+                                  "oldest_age_ms", 0, "dropped",
+                                  (json_int_t)r->v[i].dropped));
+  }
+  pthread_mutex_unlock(&r->mu);
+  return by_name;
+}
+
+static int cmp_names(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+int duro_queue_stats(duro_engine *e, const char *queue, json_t **out) {
+  *out = NULL;
+  stats_ctx c = {stats_skeleton(e, queue), duro_clock_now(e->clock)};
+  if (queue && !json_object_get(c.by_name, queue)) {
+    json_decref(c.by_name);
+    return DURO_E_QUEUE_NOT_FOUND;
+  }
+  int rc = journal_queue_stats_each(e->j, queue, c.now, stats_row, &c);
+  if (rc) {
+    json_decref(c.by_name);
+    return rc;
+  }
+  if (queue) {
+    *out = json_incref(json_object_get(c.by_name, queue));
+  } else {
+    /* jansson keeps insertion order: sort by name for a stable listing */
+    *out = json_array();
+    const char **names =
+        xcalloc(json_object_size(c.by_name) + 1, sizeof *names);
+    size_t n = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(c.by_name, k, v) names[n++] = k;
+    qsort(names, n, sizeof *names, cmp_names);
+    for (size_t i = 0; i < n; i++)
+      json_array_append(*out, json_object_get(c.by_name, names[i]));
+    free(names);
+  }
+  json_decref(c.by_name);
+  return 0;
+}
+
+int duro_queues_sweep(duro_engine *e, size_t *deleted) {
+  size_t total = 0;
+  int rc = 0;
+  struct queue_registry *r = registry(e);
+  int64_t now = duro_clock_now(e->clock);
+  for (size_t i = 0; rc == 0; i++) {
+    char name[256];
+    int64_t retention = 0;
+    pthread_mutex_lock(&r->mu);
+    int more = i < r->n;
+    if (more) {
+      snprintf(name, sizeof name, "%s", r->v[i].name);
+      retention = r->v[i].opt.retention_ms;
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (!more)
+      break;
+    for (;;) { /* bounded transactions */
+      journal_batch b = {0};
+      journal_op *op = journal_batch_add(&b, JOP_MESSAGES_EXPIRE);
+      op->queue = name;
+      op->ts_ms = now - retention;
+      op->from_seq = EXPIRE_CHUNK;
+      rc = journal_commit(e->j, &b);
+      size_t n = rc ? 0 : (size_t)op->out_rowid;
+      journal_batch_free(&b);
+      total += n;
+      if (rc || n < EXPIRE_CHUNK)
+        break;
+    }
+  }
+  if (deleted)
+    *deleted = total;
+  return rc;
+}

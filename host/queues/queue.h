@@ -1,0 +1,94 @@
+/* queue.h — durable queues in the engine's journal (Cloudflare Queues'
+ * model): producers send JSON messages, consumers pull them under a lease
+ * and ack or retry each one.
+ *
+ * A queue is registered (from the config) on an open engine.  Every
+ * message lives in the journal, so one acknowledged by send survives a
+ * crash; a pulled message is invisible until its lease expires, then is
+ * delivered again with attempts + 1.  A message retried after
+ * max_retries + 1 attempts goes to the queue's dead-letter queue, or is
+ * dropped (and counted) when it has none.  Time is the engine's clock.
+ *
+ * All functions return 0 or a negative DURO_E_* code; where an `err`
+ * buffer is taken it receives a sentence naming the limit broken. */
+#ifndef DURO_QUEUE_H
+#define DURO_QUEUE_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+
+#define DURO_QUEUE_MAX_BODY (128 * 1024)        /* bytes of one body */
+#define DURO_QUEUE_MAX_BATCH 100                /* messages in one send */
+#define DURO_QUEUE_MAX_BATCH_BYTES (256 * 1024) /* bodies of one send */
+#define DURO_QUEUE_MAX_DELAY_MS (12LL * 3600 * 1000)
+#define DURO_QUEUE_DEFAULT_VISIBILITY_MS 30000
+#define DURO_QUEUE_DEFAULT_RETENTION_MS (4LL * 24 * 3600 * 1000)
+
+typedef struct duro_queue_options {
+  int32_t max_retries;     /* < 0 = 3 */
+  int64_t retry_delay_ms;  /* a retry's delay when it gives none */
+  const char *dead_letter; /* NULL = drop messages out of retries */
+  int64_t retention_ms;    /* 0 = 4 days */
+} duro_queue_options;
+
+/* Registers queue `name` (copied, with the options; opt NULL = defaults).
+ * Registering a name again replaces its options. */
+int duro_queue_register(duro_engine *e, const char *name,
+                        const duro_queue_options *opt);
+
+/* 1 when the queue is registered. */
+int duro_queue_exists(duro_engine *e, const char *name);
+
+typedef struct duro_queue_send_req {
+  const char *body; /* JSON text */
+  int64_t delay_ms; /* 0..12 h before it can be pulled */
+} duro_queue_send_req;
+
+/* Sends one message; *id (may be NULL) receives its id. */
+int duro_queue_send(duro_engine *e, const char *queue, const char *body,
+                    int64_t delay_ms, int64_t *id, char *err, size_t errlen);
+
+/* Sends up to 100 messages of at most 256 KB together in one commit, or
+ * none of them; ids[i] (ids may be NULL) receives message i's id. */
+int duro_queue_send_batch(duro_engine *e, const char *queue,
+                          const duro_queue_send_req *reqs, size_t n,
+                          int64_t *ids, char *err, size_t errlen);
+
+/* Leases up to batch_size (1..100) visible messages for visibility_ms
+ * (1 ms..12 h; 0 = 30 s).  *out (caller owns): [{"id","lease_id",
+ * "attempts","body","sent_ms","last_error"?}], oldest visible first. */
+int duro_queue_pull(duro_engine *e, const char *queue, uint32_t batch_size,
+                    int64_t visibility_ms, json_t **out, char *err,
+                    size_t errlen);
+
+typedef struct duro_queue_retry {
+  const char *lease_id;
+  int64_t delay_ms;  /* < 0 = the queue's retry_delay */
+  const char *error; /* why (JSON text kept as last_error), may be NULL */
+} duro_queue_retry;
+
+/* Acks (deletes) and retries leased messages in one commit.  *result
+ * (caller owns): {"acked","retried","dead_lettered","dropped","errors":
+ * [{"lease_id","code","message"}]}, an error for each lease that is
+ * unknown or expired. */
+int duro_queue_ack(duro_engine *e, const char *queue, const char *const *acks,
+                   size_t n_acks, const duro_queue_retry *retries,
+                   size_t n_retries, json_t **result, char *err, size_t errlen);
+
+/* queue NULL: [{"name","ready","delayed","in_flight","oldest_age_ms",
+ * "dropped"}] for every registered queue, by name; else that queue's
+ * object.  Caller owns *out. */
+int duro_queue_stats(duro_engine *e, const char *queue, json_t **out);
+
+/* Deletes messages older than their queue's retention; *deleted (may be
+ * NULL) receives how many.  The engine's retention sweep calls it. */
+int duro_queues_sweep(duro_engine *e, size_t *deleted);
+
+/* Frees the registry (duro_engine_close). */
+struct queue_registry;
+void queue_registry_free(struct queue_registry *r);
+
+#endif
