@@ -569,8 +569,8 @@ static void q1_queue(void) {
     reqs[i] = (duro_queue_send_req){"{\"order\":42,\"sku\":\"A-1\"}", 0};
   int64_t t0 = now_us();
   for (size_t sent = 0; sent < n; sent += batch)
-    if (duro_queue_send_batch(b.e, "bench", reqs, batch, NULL, err,
-                              sizeof err) != 0) {
+    if (duro_queue_enqueue_batch(b.e, "bench", reqs, batch, NULL, err,
+                                 sizeof err) != 0) {
       fprintf(stderr, "bench: send: %s\n", err);
       exit(1);
     }

@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 #define DURO_ABI_MAJOR 1
-#define DURO_ABI_MINOR 0
+#define DURO_ABI_MINOR 1
 #define DURO_PLUGIN_MAGIC 0x4f525544u /* "DURO" little-endian */
 
 /* Which plugins a host loads.  Within a major, the structs that cross the
@@ -137,6 +137,7 @@ typedef struct duro_step duro_step;         /* one activation of an instance */
 typedef struct duro_attempt duro_attempt;   /* one attempt of a duro_do step */
 typedef struct duro_env duro_env;           /* the bindings from the config */
 typedef struct duro_workflow duro_workflow; /* a workflow binding */
+typedef struct duro_queue duro_queue;       /* a queue producer binding */
 
 /* ---- what run() receives ---------------------------------------------- */
 
@@ -217,6 +218,11 @@ typedef struct duro_api {
   void (*vlog)(int level, const char *fmt, va_list);
   const char *(*strerror)(int code);
   const char *(*err_name)(int code);
+  /* ---- minor 1: queues ---- */
+  duro_queue *(*env_queue)(duro_env *, const char *binding);
+  int (*queue_send)(duro_queue *, const char *json, int64_t delay_ms);
+  int (*queue_send_batch)(duro_queue *, const char *const *json, size_t n,
+                          int64_t delay_ms);
 } duro_api;
 
 /* ---- the plugin descriptor ---------------------------------------------
@@ -418,6 +424,34 @@ static inline duro_workflow *duro_env_workflow(duro_env *env,
 static inline int duro_workflow_create(duro_workflow *wf, const char *id,
                                        const char *params) {
   return duro_api_ptr_->workflow_create(wf, id, params);
+}
+
+/* The queue bound to `binding` by the plugin's queues.producers, or NULL. */
+static inline duro_queue *duro_env_queue(duro_env *env, const char *binding) {
+  return duro_api_ptr_->env_queue(env, binding);
+}
+
+/* Sends a JSON message (at most 128 KB), deliverable after delay_ms
+ * (0..12 h).  Returns 0 or a DURO_E_* code (queue.not_found,
+ * queue.message_too_large, queue.invalid_message, duration.invalid).
+ *
+ * Inside a step callback the send is TRANSACTIONAL: it is committed in the
+ * same transaction as the step's result, so the message is enqueued
+ * exactly once if the step completes, and not at all if the attempt fails
+ * or the host dies before the result is on disk (a retried attempt sends
+ * again; only the attempt that completes counts).  In run() outside a
+ * callback a send is refused (DURO_E_INVALID_ARGUMENT): that code runs
+ * again on every replay.  Elsewhere (init) it is committed at once. */
+static inline int duro_queue_send(duro_queue *q, const char *json,
+                                  int64_t delay_ms) {
+  return duro_api_ptr_->queue_send(q, json, delay_ms);
+}
+
+/* The same for up to 100 messages of at most 256 KB together: all or
+ * none. */
+static inline int duro_queue_send_batch(duro_queue *q, const char *const *json,
+                                        size_t n, int64_t delay_ms) {
+  return duro_api_ptr_->queue_send_batch(q, json, n, delay_ms);
 }
 
 /* ---- logging ----------------------------------------------------------- */

@@ -4,10 +4,12 @@
  * sweep, on the real clock), the limits on what is sent, and messages
  * surviving a restart of the engine. */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "error.h"
 #include "harness.h"
 #include "queue.h"
 #include "suite_run.h"
@@ -26,7 +28,7 @@ static int64_t send(harness *h, const char *q, const char *body,
                     int64_t delay_ms) {
   int64_t id = 0;
   ck_assert_int_eq(
-      duro_queue_send(h->e, q, body, delay_ms, &id, err, sizeof err), 0);
+      duro_queue_enqueue(h->e, q, body, delay_ms, &id, err, sizeof err), 0);
   ck_assert_int_gt(id, 0);
   return id;
 }
@@ -331,34 +333,38 @@ START_TEST(bad_input_is_refused) {
   harness h;
   open_with_queue(&h);
   int64_t id;
-  ck_assert_int_eq(duro_queue_send(h.e, "nope", "1", 0, &id, err, sizeof err),
-                   DURO_E_QUEUE_NOT_FOUND);
+  ck_assert_int_eq(
+      duro_queue_enqueue(h.e, "nope", "1", 0, &id, err, sizeof err),
+      DURO_E_QUEUE_NOT_FOUND);
   ck_assert_ptr_nonnull(strstr(err, "nope"));
   char *big = repeat_body(DURO_QUEUE_MAX_BODY + 1);
-  ck_assert_int_eq(duro_queue_send(h.e, "jobs", big, 0, &id, err, sizeof err),
-                   DURO_E_MESSAGE_TOO_LARGE);
+  ck_assert_int_eq(
+      duro_queue_enqueue(h.e, "jobs", big, 0, &id, err, sizeof err),
+      DURO_E_MESSAGE_TOO_LARGE);
   ck_assert_ptr_nonnull(strstr(err, "128 KB"));
   free(big);
   char *max = repeat_body(DURO_QUEUE_MAX_BODY);
-  ck_assert_int_eq(duro_queue_send(h.e, "jobs", max, 0, &id, err, sizeof err),
-                   0);
+  ck_assert_int_eq(
+      duro_queue_enqueue(h.e, "jobs", max, 0, &id, err, sizeof err), 0);
   free(max);
   ck_assert_int_eq(
-      duro_queue_send(h.e, "jobs", "{\"a\":", 0, &id, err, sizeof err),
+      duro_queue_enqueue(h.e, "jobs", "{\"a\":", 0, &id, err, sizeof err),
       DURO_E_INVALID_MESSAGE);
-  ck_assert_int_eq(duro_queue_send(h.e, "jobs", "1", -1, &id, err, sizeof err),
-                   DURO_E_INVALID_ARGUMENT);
   ck_assert_int_eq(
-      duro_queue_send(h.e, "jobs", "1", 12 * HOUR_MS + 1, &id, err, sizeof err),
+      duro_queue_enqueue(h.e, "jobs", "1", -1, &id, err, sizeof err),
       DURO_E_INVALID_ARGUMENT);
+  ck_assert_int_eq(duro_queue_enqueue(h.e, "jobs", "1", 12 * HOUR_MS + 1, &id,
+                                      err, sizeof err),
+                   DURO_E_INVALID_ARGUMENT);
   ck_assert_ptr_nonnull(strstr(err, "12 hours"));
   ck_assert_int_eq(
-      duro_queue_send(h.e, "jobs", "1", 12 * HOUR_MS, &id, err, sizeof err), 0);
+      duro_queue_enqueue(h.e, "jobs", "1", 12 * HOUR_MS, &id, err, sizeof err),
+      0);
   duro_queue_send_req reqs[101];
   for (size_t i = 0; i < 101; i++)
     reqs[i] = (duro_queue_send_req){"1", 0};
   ck_assert_int_eq(
-      duro_queue_send_batch(h.e, "jobs", reqs, 101, NULL, err, sizeof err),
+      duro_queue_enqueue_batch(h.e, "jobs", reqs, 101, NULL, err, sizeof err),
       DURO_E_BATCH_TOO_LARGE);
   ck_assert_ptr_nonnull(strstr(err, "100"));
   /* 256 KB + 1 over three bodies, each within its own limit */
@@ -367,19 +373,19 @@ START_TEST(bad_input_is_refused) {
   char *b3 = repeat_body(11);
   duro_queue_send_req three[] = {{b1, 0}, {b2, 0}, {b3, 0}};
   ck_assert_int_eq(
-      duro_queue_send_batch(h.e, "jobs", three, 3, NULL, err, sizeof err),
+      duro_queue_enqueue_batch(h.e, "jobs", three, 3, NULL, err, sizeof err),
       DURO_E_BATCH_TOO_LARGE);
   ck_assert_ptr_nonnull(strstr(err, "256 KB"));
   three[2].body = "1"; /* 256 KB - 9: accepted */
   int64_t ids[3];
   ck_assert_int_eq(
-      duro_queue_send_batch(h.e, "jobs", three, 3, ids, err, sizeof err), 0);
+      duro_queue_enqueue_batch(h.e, "jobs", three, 3, ids, err, sizeof err), 0);
   ck_assert_int_eq(ids[1], ids[0] + 1);
   free(b1), free(b2), free(b3);
   /* a bad message anywhere refuses the whole batch */
   duro_queue_send_req mixed[] = {{"1", 0}, {"nope", 0}};
   ck_assert_int_eq(
-      duro_queue_send_batch(h.e, "jobs", mixed, 2, NULL, err, sizeof err),
+      duro_queue_enqueue_batch(h.e, "jobs", mixed, 2, NULL, err, sizeof err),
       DURO_E_INVALID_MESSAGE);
   ck_assert_ptr_nonnull(strstr(err, "message 1"));
   json_t *st = stats(&h, "jobs");
@@ -397,6 +403,67 @@ START_TEST(bad_input_is_refused) {
   ck_assert_int_eq(
       duro_queue_ack(h.e, "jobs", NULL, 0, &r, 1, &out, err, sizeof err),
       DURO_E_INVALID_ARGUMENT);
+  harness_close(&h);
+}
+END_TEST
+
+/* ---- transactional sends from a workflow ----------------------------------
+ */
+
+static int send_rc_outside;
+
+/* Sends "attempt N", then fails its first attempt: only the attempt that
+ * completes may have sent. */
+static int send_then_maybe_fail(duro_attempt *a, void *arg) {
+  duro_queue *q = arg;
+  char body[32];
+  snprintf(body, sizeof body, "\"attempt %u\"", duro_attempt_number(a));
+  ck_assert_int_eq(duro_queue_send(q, body, 0), 0);
+  if (duro_attempt_number(a) == 1)
+    return duro_attempt_fail(a, "the card service is down");
+  return duro_attempt_result(a, "1");
+}
+
+static duro_rc sender(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev;
+  duro_queue *q = duro_env_queue(env, "JOBS");
+  ck_assert_ptr_nonnull(q);
+  ck_assert_ptr_null(duro_env_queue(env, "NOPE"));
+  /* outside a callback a send would repeat on every replay */
+  send_rc_outside = duro_queue_send(q, "\"outside\"", 0);
+  duro_step_config cfg = {
+      .retries = &(duro_retries){
+          .limit = 3, .delay = "1 second", .backoff = DURO_BACKOFF_CONSTANT}};
+  DURO_TRY(duro_do(step, "send", &cfg, send_then_maybe_fail, q, NULL));
+  DURO_TRY(duro_sleep(step, "nap", "1 minute"));
+  return duro_set_output(step, "1");
+}
+
+/* The send commits with the step's result: the failed attempt sent
+ * nothing, the completing one exactly once, and replays send nothing. */
+START_TEST(send_in_a_step_is_transactional) {
+  harness h;
+  open_with_queue(&h);
+  ck_assert_int_eq(duro_queue_bind(h.e, "JOBS", "jobs"), 0);
+  ck_assert_int_eq(duro_queue_bind(h.e, "OTHER", "missing"),
+                   DURO_E_QUEUE_NOT_FOUND);
+  harness_register(&h, "sender", sender);
+  ck_assert_int_eq(duro_instance_create(h.e, "sender", "s1", NULL, -1, NULL),
+                   0);
+  harness_run(&h); /* attempt 1 sends, then fails: nothing enqueued */
+  ck_assert_int_eq(send_rc_outside, DURO_E_INVALID_ARGUMENT);
+  json_t *m = pull(&h, "jobs", 10, 0);
+  ck_assert_uint_eq(json_array_size(m), 0);
+  json_decref(m);
+  harness_advance(&h, 1000);  /* attempt 2 sends and completes */
+  harness_advance(&h, 60000); /* the nap ends: a replay of the step */
+  ck_assert_str_eq(harness_status(&h, "sender", "s1"), "complete");
+  m = pull(&h, "jobs", 10, 0);
+  ck_assert_uint_eq(json_array_size(m), 1);
+  ck_assert_str_eq(
+      json_string_value(json_object_get(json_array_get(m, 0), "body")),
+      "attempt 2");
+  json_decref(m);
   harness_close(&h);
 }
 END_TEST
@@ -442,6 +509,7 @@ int main(void) {
   TCase *tc = tcase_create("queues");
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, send_pull_ack_round_trip);
+  tcase_add_test(tc, send_in_a_step_is_transactional);
   tcase_add_test(tc, delayed_message_waits);
   tcase_add_test(tc, expired_lease_delivers_again);
   tcase_add_test(tc, retry_with_delay);

@@ -28,6 +28,7 @@
 #include "engine_internal.h"
 #include "error.h"
 #include "log.h"
+#include "queue.h"
 #include "util.h"
 
 #define DEFAULT_RETRIES 5
@@ -108,6 +109,9 @@ struct duro_attempt {
   char *result; /* malloc'ed copy */
   char *message;
   int failed, final;
+  /* Queue sends made by the callback: committed with the step's result,
+   * or dropped with a failed attempt. */
+  journal_batch sends;
 };
 
 static __thread duro_step *current_act;
@@ -620,6 +624,7 @@ static duro_rc api_do(duro_step *a, const char *name,
   if (attempt_end(a)) {
     free(at.result);
     free(at.message);
+    journal_batch_free(&at.sends);
     return DURO_SUSPEND; /* its outcome was recorded as a timeout */
   }
   int64_t ended = now_ms(a);
@@ -678,6 +683,11 @@ static duro_rc api_do(duro_step *a, const char *name,
     a->state_bytes += (int64_t)strlen(s->result);
     s->ended_ms = ended;
     s->wake_ms = JOURNAL_NONE;
+    /* Its queue sends commit in the same transaction as its result:
+     * enqueued exactly once, with the step. */
+    for (size_t i = 0; i < at.sends.n; i++)
+      *journal_batch_add(&a->batch, at.sends.ops[i].kind) = at.sends.ops[i];
+    journal_batch_free(&at.sends);
     put_step(a, s);
     free(at.result);
     free(at.message);
@@ -705,6 +715,7 @@ static duro_rc api_do(duro_step *a, const char *name,
                                   .build = a->build_hash};
   free(at.result);
   free(at.message);
+  journal_batch_free(&at.sends); /* a failed attempt sent nothing */
   if (!final && at.number <= c.limit) {
     int64_t wait = backoff_ms(c.delay_ms, c.backoff, at.number);
     log_write(DURO_LOG_INFO, a->where,
@@ -979,6 +990,50 @@ static int api_workflow_create(duro_workflow *wf, const char *id,
   return duro_instance_create(w->engine, w->name, id, params, -1, NULL);
 }
 
+static duro_queue *api_env_queue(duro_env *env, const char *binding) {
+  return (duro_queue *)queue_producer_find(env->engine, binding);
+}
+
+/* Inside a callback: checked now, committed with the step's result.  In
+ * run() outside one: refused (it would repeat on every replay).
+ * Anywhere else (init): committed now. */
+static int api_queue_send_batch(duro_queue *q, const char *const *json,
+                                size_t n, int64_t delay_ms) {
+  const queue_producer *p = (const queue_producer *)q;
+  if (!p)
+    return DURO_E_QUEUE_NOT_FOUND;
+  if (!json || n == 0 || n > DURO_QUEUE_MAX_BATCH)
+    return n > DURO_QUEUE_MAX_BATCH ? DURO_E_BATCH_TOO_LARGE
+                                    : DURO_E_INVALID_ARGUMENT;
+  duro_attempt *at = current_attempt;
+  duro_step *a = current_act;
+  if (a && !at) {
+    log_write(DURO_LOG_WARN, a->where,
+              "queue send to \"%s\" outside a step callback refused: it "
+              "would repeat on every replay",
+              p->queue);
+    return DURO_E_INVALID_ARGUMENT;
+  }
+  duro_queue_send_req reqs[DURO_QUEUE_MAX_BATCH];
+  for (size_t i = 0; i < n; i++)
+    reqs[i] = (duro_queue_send_req){.body = at ? arena_strdup(at->act, json[i])
+                                               : json[i],
+                                    .delay_ms = delay_ms};
+  char err[256];
+  int rc = at ? queue_send_ops(p->engine, p->queue, reqs, n, &at->sends, err,
+                               sizeof err)
+              : duro_queue_enqueue_batch(p->engine, p->queue, reqs, n, NULL,
+                                         err, sizeof err);
+  if (rc)
+    log_write(DURO_LOG_WARN, a ? a->where : "plugin", "queue send refused: %s",
+              err);
+  return rc;
+}
+
+static int api_queue_send(duro_queue *q, const char *json, int64_t delay_ms) {
+  return api_queue_send_batch(q, &json, 1, delay_ms);
+}
+
 /* ---- logging
  * -------------------------------------------------------------------------------
  */
@@ -1018,6 +1073,9 @@ static const duro_api host_api = {
     .vlog = api_vlog,
     .strerror = duro_err_str,
     .err_name = duro_err_name,
+    .env_queue = api_env_queue,
+    .queue_send = api_queue_send,
+    .queue_send_batch = api_queue_send_batch,
 };
 
 const duro_api *duro_host_api(void) { return &host_api; }

@@ -36,6 +36,8 @@ struct queue_registry {
   pthread_mutex_t mu;
   queue_reg *v;
   size_t n;
+  queue_producer **bindings; /* stable pointers: plugins hold them */
+  size_t n_bindings;
 };
 
 static struct queue_registry *registry(duro_engine *e) {
@@ -64,6 +66,11 @@ void queue_registry_free(struct queue_registry *r) {
     free((char *)r->v[i].opt.dead_letter);
   }
   free(r->v);
+  for (size_t i = 0; i < r->n_bindings; i++) {
+    free(r->bindings[i]->binding);
+    free(r->bindings[i]);
+  }
+  free(r->bindings);
   pthread_mutex_destroy(&r->mu);
   free(r);
 }
@@ -95,6 +102,40 @@ int duro_queue_register(duro_engine *e, const char *name,
   q->opt = o;
   pthread_mutex_unlock(&r->mu);
   return 0;
+}
+
+int duro_queue_bind(duro_engine *e, const char *binding, const char *queue) {
+  struct queue_registry *r = registry(e);
+  pthread_mutex_lock(&r->mu);
+  queue_reg *q = queue ? find_locked(r, queue) : NULL;
+  int rc = q && binding ? 0 : DURO_E_QUEUE_NOT_FOUND;
+  for (size_t i = 0; rc == 0 && i < r->n_bindings; i++)
+    if (!strcmp(r->bindings[i]->binding, binding)) {
+      r->bindings[i]->queue = q->name;
+      binding = NULL;
+      break;
+    }
+  if (rc == 0 && binding) {
+    queue_producer *p = xcalloc(1, sizeof *p);
+    *p = (queue_producer){
+        .engine = e, .binding = xstrdup(binding), .queue = q->name};
+    r->bindings =
+        xrealloc(r->bindings, (r->n_bindings + 1) * sizeof *r->bindings);
+    r->bindings[r->n_bindings++] = p;
+  }
+  pthread_mutex_unlock(&r->mu);
+  return rc;
+}
+
+const queue_producer *queue_producer_find(duro_engine *e, const char *binding) {
+  struct queue_registry *r = registry(e);
+  const queue_producer *p = NULL;
+  pthread_mutex_lock(&r->mu);
+  for (size_t i = 0; binding && i < r->n_bindings && !p; i++)
+    if (!strcmp(r->bindings[i]->binding, binding))
+      p = r->bindings[i];
+  pthread_mutex_unlock(&r->mu);
+  return p;
 }
 
 /* Copies the queue's options (dead_letter into dlq, when given).  Returns
@@ -164,9 +205,9 @@ static int check_message(const duro_queue_send_req *m, size_t index, char *err,
   return 0;
 }
 
-int duro_queue_send_batch(duro_engine *e, const char *queue,
-                          const duro_queue_send_req *reqs, size_t n,
-                          int64_t *ids, char *err, size_t errlen) {
+int queue_send_ops(duro_engine *e, const char *queue,
+                   const duro_queue_send_req *reqs, size_t n, journal_batch *b,
+                   char *err, size_t errlen) {
   duro_queue_options o;
   if (queue_options(e, queue, &o, NULL, 0) != 0)
     return not_found(err, errlen, queue);
@@ -189,15 +230,26 @@ int duro_queue_send_batch(duro_engine *e, const char *queue,
                 "(256 KB)",
                 total, DURO_QUEUE_MAX_BATCH_BYTES);
   int64_t now = duro_clock_now(e->clock);
-  journal_batch b = {0};
   for (size_t i = 0; i < n; i++) {
-    journal_op *op = journal_batch_add(&b, JOP_MESSAGE_INSERT);
+    journal_op *op = journal_batch_add(b, JOP_MESSAGE_INSERT);
     op->queue = queue;
     op->body = reqs[i].body;
     op->ts_ms = now;
     op->visible_ms = now + reqs[i].delay_ms;
   }
-  int rc = journal_commit(e->j, &b);
+  return 0;
+}
+
+int duro_queue_enqueue_batch(duro_engine *e, const char *queue,
+                             const duro_queue_send_req *reqs, size_t n,
+                             int64_t *ids, char *err, size_t errlen) {
+  journal_batch b = {0};
+  int rc = queue_send_ops(e, queue, reqs, n, &b, err, errlen);
+  if (rc) {
+    journal_batch_free(&b);
+    return rc;
+  }
+  rc = journal_commit(e->j, &b);
   for (size_t i = 0; i < n && ids; i++)
     ids[i] = rc ? 0 : b.ops[i].out_rowid;
   journal_batch_free(&b);
@@ -206,10 +258,11 @@ int duro_queue_send_batch(duro_engine *e, const char *queue,
   return 0;
 }
 
-int duro_queue_send(duro_engine *e, const char *queue, const char *body,
-                    int64_t delay_ms, int64_t *id, char *err, size_t errlen) {
+int duro_queue_enqueue(duro_engine *e, const char *queue, const char *body,
+                       int64_t delay_ms, int64_t *id, char *err,
+                       size_t errlen) {
   duro_queue_send_req one = {body, delay_ms};
-  return duro_queue_send_batch(e, queue, &one, 1, id, err, errlen);
+  return duro_queue_enqueue_batch(e, queue, &one, 1, id, err, errlen);
 }
 
 /* ---- pull and ack -------------------------------------------------------- */

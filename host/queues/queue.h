@@ -48,14 +48,34 @@ typedef struct duro_queue_send_req {
 } duro_queue_send_req;
 
 /* Sends one message; *id (may be NULL) receives its id. */
-int duro_queue_send(duro_engine *e, const char *queue, const char *body,
-                    int64_t delay_ms, int64_t *id, char *err, size_t errlen);
+int duro_queue_enqueue(duro_engine *e, const char *queue, const char *body,
+                       int64_t delay_ms, int64_t *id, char *err, size_t errlen);
 
 /* Sends up to 100 messages of at most 256 KB together in one commit, or
  * none of them; ids[i] (ids may be NULL) receives message i's id. */
-int duro_queue_send_batch(duro_engine *e, const char *queue,
-                          const duro_queue_send_req *reqs, size_t n,
-                          int64_t *ids, char *err, size_t errlen);
+int duro_queue_enqueue_batch(duro_engine *e, const char *queue,
+                             const duro_queue_send_req *reqs, size_t n,
+                             int64_t *ids, char *err, size_t errlen);
+
+/* Checks a send (queue, sizes, delays) and appends its inserts to `b`, to
+ * be committed with whatever else `b` holds (a step's result: a
+ * transactional send).  The strings must live until `b` is committed. */
+struct journal_batch;
+int queue_send_ops(duro_engine *e, const char *queue,
+                   const duro_queue_send_req *reqs, size_t n,
+                   struct journal_batch *b, char *err, size_t errlen);
+
+/* Producer bindings (a plugin's queues.producers): `binding` sends to
+ * registered `queue`.  One namespace for the engine; bind before start. */
+int duro_queue_bind(duro_engine *e, const char *binding, const char *queue);
+
+/* What duro_env_queue hands a plugin: lives as long as the engine. */
+typedef struct queue_producer {
+  duro_engine *engine;
+  char *binding;
+  const char *queue;
+} queue_producer;
+const queue_producer *queue_producer_find(duro_engine *e, const char *binding);
 
 /* Leases up to batch_size (1..100) visible messages for visibility_ms
  * (1 ms..12 h; 0 = 30 s).  *out (caller owns): [{"id","lease_id",

@@ -264,6 +264,11 @@ static int register_queues(const config *cfg, duro_engine *e) {
                               .retention_ms = c->message_retention_ms};
       rc = duro_queue_register(e, c->queue, &o);
     }
+  /* duro_env_queue(env, BINDING) in the plugins' code */
+  for (size_t i = 0; i < cfg->n_plugins && !rc; i++)
+    for (size_t k = 0; k < cfg->plugins[i].n_producers && !rc; k++)
+      rc = duro_queue_bind(e, cfg->plugins[i].producers[k].binding,
+                           cfg->plugins[i].producers[k].queue);
   return rc;
 }
 

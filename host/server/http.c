@@ -891,8 +891,8 @@ static int queue_send(http_server *s, http_exchange *x, const char *q) {
   }
   char err[256] = "";
   int64_t id = 0;
-  int rc =
-      duro_queue_send(s->engine, q, m.body, m.delay_ms, &id, err, sizeof err);
+  int rc = duro_queue_enqueue(s->engine, q, m.body, m.delay_ms, &id, err,
+                              sizeof err);
   free(text);
   if (rc)
     return queue_error(x, rc, err);
@@ -926,9 +926,9 @@ static int queue_send_batch(http_server *s, http_exchange *x, const char *q) {
   json_decref(body);
   char err[256] = "";
   int64_t ids[DURO_QUEUE_MAX_BATCH];
-  int rc =
-      bad ? 0
-          : duro_queue_send_batch(s->engine, q, reqs, n, ids, err, sizeof err);
+  int rc = bad ? 0
+               : duro_queue_enqueue_batch(s->engine, q, reqs, n, ids, err,
+                                          sizeof err);
   for (size_t i = 0; i < got; i++)
     free(texts[i]);
   if (bad)
