@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 #define DURO_ABI_MAJOR 1
-#define DURO_ABI_MINOR 1
+#define DURO_ABI_MINOR 2
 #define DURO_PLUGIN_MAGIC 0x4f525544u /* "DURO" little-endian */
 
 /* Which plugins a host loads.  Within a major, the structs that cross the
@@ -138,6 +138,7 @@ typedef struct duro_attempt duro_attempt;   /* one attempt of a duro_do step */
 typedef struct duro_env duro_env;           /* the bindings from the config */
 typedef struct duro_workflow duro_workflow; /* a workflow binding */
 typedef struct duro_queue duro_queue;       /* a queue producer binding */
+typedef struct duro_message_batch duro_message_batch; /* a consumer's batch */
 
 /* ---- what run() receives ---------------------------------------------- */
 
@@ -150,6 +151,25 @@ typedef struct duro_event {
   const char *params;      /* JSON text; "null" when created without params */
   int64_t created_ms;      /* creation time, Unix ms */
 } duro_event;
+
+/* One message of a batch handed to a plugin's queue handler; borrowed
+ * until the handler returns.  It may grow at its end in a later minor:
+ * `size` is the host's, never less than the plugin's sizeof. */
+typedef struct duro_message {
+  uint32_t size;     /* sizeof(duro_message) as the host built it */
+  int64_t id;        /* the message id (arrival order) */
+  const char *body;  /* JSON text */
+  uint32_t attempts; /* deliveries so far, this one included */
+  int64_t sent_ms;   /* when it was sent, Unix ms */
+} duro_message;
+
+/* A queue consumer: called with a batch of messages of a queue the plugin
+ * consumes (queues.consumers).  Mark each message with duro_message_ack /
+ * duro_message_retry, or all with duro_batch_ack_all / _retry_all; those
+ * left unmarked are acked when it returns 0 and retried otherwise.
+ * Delivery is at least once: make the work idempotent (the message id is
+ * stable across deliveries). */
+typedef int (*duro_queue_fn)(duro_message_batch *batch, duro_env *env);
 
 /* ---- step configuration ----------------------------------------------- */
 
@@ -223,6 +243,14 @@ typedef struct duro_api {
   int (*queue_send)(duro_queue *, const char *json, int64_t delay_ms);
   int (*queue_send_batch)(duro_queue *, const char *const *json, size_t n,
                           int64_t delay_ms);
+  /* ---- minor 2: queue consumers ---- */
+  const char *(*batch_queue)(const duro_message_batch *);
+  size_t (*batch_size)(const duro_message_batch *);
+  const duro_message *(*batch_message)(const duro_message_batch *, size_t i);
+  int (*message_ack)(duro_message_batch *, size_t i);
+  int (*message_retry)(duro_message_batch *, size_t i, int64_t delay_ms);
+  int (*ack_all)(duro_message_batch *);
+  int (*retry_all)(duro_message_batch *, int64_t delay_ms);
 } duro_api;
 
 /* ---- the plugin descriptor ---------------------------------------------
@@ -266,7 +294,10 @@ typedef struct duro_plugin_info {
   void (*bind)(const duro_api *api);
   int (*init)(void);  /* optional; non-zero refuses the load */
   void (*fini)(void); /* optional; called before dlclose */
-  void *reserved[8];  /* queue consumer and cron handler go here; zero */
+  /* minor 2, optional: the handler of the queues this plugin consumes
+   * (Cloudflare's queue(batch, env)).  Older plugins have zero here. */
+  duro_queue_fn queue;
+  void *reserved[7]; /* the cron handler goes here; zero */
 } duro_plugin_info;
 
 /* The table pointer, set once by bind() when the host loads this copy of
@@ -452,6 +483,47 @@ static inline int duro_queue_send(duro_queue *q, const char *json,
 static inline int duro_queue_send_batch(duro_queue *q, const char *const *json,
                                         size_t n, int64_t delay_ms) {
   return duro_api_ptr_->queue_send_batch(q, json, n, delay_ms);
+}
+
+/* ---- in a queue handler ------------------------------------------------ */
+
+/* The queue the batch is from. */
+static inline const char *duro_batch_queue(const duro_message_batch *b) {
+  return duro_api_ptr_->batch_queue(b);
+}
+
+/* How many messages it holds (1..max_batch_size). */
+static inline size_t duro_batch_size(const duro_message_batch *b) {
+  return duro_api_ptr_->batch_size(b);
+}
+
+/* Message i (0-based), or NULL past the end. */
+static inline const duro_message *
+duro_batch_message(const duro_message_batch *b, size_t i) {
+  return duro_api_ptr_->batch_message(b, i);
+}
+
+/* Marks message i done (deleted when the handler returns).  The last mark
+ * of a message wins.  Returns 0 or DURO_E_INVALID_ARGUMENT. */
+static inline int duro_message_ack(duro_message_batch *b, size_t i) {
+  return duro_api_ptr_->message_ack(b, i);
+}
+
+/* Marks message i to be delivered again after delay_ms (< 0 = the
+ * consumer's retry_delay); past max_retries it goes to the dead-letter
+ * queue instead. */
+static inline int duro_message_retry(duro_message_batch *b, size_t i,
+                                     int64_t delay_ms) {
+  return duro_api_ptr_->message_retry(b, i, delay_ms);
+}
+
+static inline int duro_batch_ack_all(duro_message_batch *b) {
+  return duro_api_ptr_->ack_all(b);
+}
+
+static inline int duro_batch_retry_all(duro_message_batch *b,
+                                       int64_t delay_ms) {
+  return duro_api_ptr_->retry_all(b, delay_ms);
 }
 
 /* ---- logging ----------------------------------------------------------- */

@@ -283,6 +283,26 @@ static const bad_case bad[] = {
     /* A queue has one consumer, across all plugins. */
     {CONSUMER_Q "        - queue: q\n",
      "t.yaml:7:18: duplicate consumer for queue \"q\" (first at 6:18)"},
+    /* The no-code consumer: a declared workflow, a JSON pointer. */
+    {CONSUMER_Q "          workflow: nowhere\n"
+                "          id_from: /jobId\n",
+     "t.yaml:7:21: consumer of queue \"q\" creates instances of workflow "
+     "\"nowhere\", which no plugin declares"},
+    {CONSUMER_Q "          workflow: a\n"
+                "          id_from: jobId\n"
+                "    workflows:\n" WF_ABC,
+     "t.yaml:8:20: \"id_from\" is not a JSON pointer (RFC 6901: \"\" or "
+     "\"/a/b\", with ~0 for '~' and ~1 for '/'): \"jobId\""},
+    {CONSUMER_Q "          workflow: a\n"
+                "          id_from: /a~2b\n",
+     "t.yaml:8:20: \"id_from\" is not a JSON pointer (RFC 6901: \"\" or "
+     "\"/a/b\", with ~0 for '~' and ~1 for '/'): \"/a~2b\""},
+    {CONSUMER_Q "          id_from: /jobId\n",
+     "t.yaml:7:20: \"id_from\" needs \"workflow\": it names where a "
+     "message's instance id is"},
+    {CONSUMER_Q "          workflow: a\n",
+     "t.yaml:7:21: \"workflow\" needs \"id_from\", the JSON pointer to each "
+     "message's instance id (e.g. \"/jobId\")"},
 
     /* triggers */
     {"plugins:\n  - name: p\n    path: p.so\n    triggers: [a]\n",
@@ -574,9 +594,19 @@ static void check_workers_3(const config *cfg) {
   ck_assert_uint_eq(cfg->engine.workers, 3);
 }
 
+static void check_workflow_consumer(const config *cfg) {
+  const config_consumer *c = &cfg->plugins[0].consumers[0];
+  ck_assert_str_eq(c->workflow, "job-flow");
+  ck_assert_str_eq(c->id_from, "/job~1id");
+  ck_assert_int_eq(c->workflow_pos.line, 6);
+  ck_assert_uint_eq(cfg->plugins[1].n_consumers, 0);
+}
+
 static void check_consumer_defaults(const config *cfg) {
   ck_assert_uint_eq(cfg->plugins[0].n_consumers, 1);
   const config_consumer *c = &cfg->plugins[0].consumers[0];
+  ck_assert_ptr_null(c->workflow);
+  ck_assert_ptr_null(c->id_from);
   ck_assert_str_eq(c->queue, "q");
   ck_assert_uint_eq(c->max_batch_size, 10);
   ck_assert_int_eq(c->max_batch_timeout_ms, 5000);
@@ -705,6 +735,18 @@ static const good_case good[] = {
      "      consumers:\n"
      "        - {queue: q, dead_letter_queue: dlq}\n",
      check_producers},
+    /* a no-code consumer of one plugin, the workflow of a later one */
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    queues:\n"
+     "      consumers:\n"
+     "        - {queue: jobs, workflow: job-flow, id_from: \"/job~1id\"}\n"
+     "  - name: w\n"
+     "    path: w.so\n"
+     "    workflows:\n"
+     "      - {name: job-flow, binding: J, class_name: C}\n",
+     check_workflow_consumer},
 };
 
 START_TEST(test_good) {

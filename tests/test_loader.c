@@ -234,7 +234,8 @@ START_TEST(test_older_minor_runs) {
   const duro_plugin_info *info = loader_info(p);
   ck_assert_uint_eq(info->layout.api_size, offsetof(duro_api, err_name));
   ck_assert_uint_eq(info->layout.event_size, offsetof(duro_event, created_ms));
-  ck_assert_uint_eq(info->size, offsetof(duro_plugin_info, reserved));
+  ck_assert_uint_eq(info->size, offsetof(duro_plugin_info, queue));
+  ck_assert_ptr_null(info->queue);
   for (size_t i = 0; i < sizeof info->reserved / sizeof info->reserved[0]; i++)
     ck_assert_ptr_null(info->reserved[i]);
   ck_assert_str_eq(info->name, "older_minor");
@@ -496,7 +497,7 @@ START_TEST(test_check_short_descriptor) {
   mem_plugin m;
   mem_good(&m);
   char err[512] = "";
-  m.info.size = (uint32_t)offsetof(duro_plugin_info, reserved);
+  m.info.size = (uint32_t)offsetof(duro_plugin_info, queue);
   ck_assert_msg(mem_check(&m, err, sizeof err) == 0, "%s", err);
 
   m.info.size = (uint32_t)offsetof(duro_plugin_info, bind);

@@ -4,6 +4,8 @@
  * sweep, on the real clock), the limits on what is sent, and messages
  * surviving a restart of the engine. */
 #include <check.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -504,6 +506,437 @@ START_TEST(messages_survive_a_restart) {
 }
 END_TEST
 
+/* ---- the no-code consumer: queue → one workflow instance per job id ---- */
+
+static int job_runs[256]; /* step callback runs per job number */
+
+static int count_run(duro_attempt *a, void *arg) {
+  int n = (int)(intptr_t)arg;
+  ck_assert(n >= 0 && n < 256);
+  job_runs[n]++;
+  return duro_attempt_result(a, "1");
+}
+
+/* Its params are the message body {"jobId", "n"}. */
+static duro_rc job_flow(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env;
+  json_t *p = json_loads(ev->params, JSON_DECODE_ANY, NULL);
+  json_int_t n = json_integer_value(json_object_get(p, "n"));
+  json_decref(p);
+  DURO_TRY(duro_do(step, "work", NULL, count_run, (void *)(intptr_t)n, NULL));
+  return duro_set_output(step, ev->params);
+}
+
+static void open_with_consumer(harness *h, const duro_queue_options *o) {
+  memset(job_runs, 0, sizeof job_runs);
+  harness_open(h);
+  harness_register(h, "job-flow", job_flow);
+  harness_start(h);
+  ck_assert_int_eq(duro_queue_register(h->e, "jobs", o), 0);
+  ck_assert_int_eq(duro_queue_register(h->e, "dlq", NULL), 0);
+  ck_assert_int_eq(
+      duro_queue_consume_workflow(h->e, "jobs", "job-flow", "/jobId", 10), 0);
+}
+
+static size_t instance_count(harness *h) {
+  json_t *l = NULL;
+  ck_assert_int_eq(duro_instance_list(h->e, "job-flow", -1, 1000, NULL, &l), 0);
+  size_t n = json_array_size(json_object_get(l, "instances"));
+  json_decref(l);
+  return n;
+}
+
+START_TEST(consumer_creates_and_acks) {
+  harness h;
+  open_with_consumer(&h, NULL);
+  ck_assert_int_eq(
+      duro_queue_consume_workflow(h.e, "nope", "job-flow", "/jobId", 10),
+      DURO_E_QUEUE_NOT_FOUND);
+  ck_assert_int_eq(
+      duro_queue_consume_workflow(h.e, "jobs", "job-flow", "jobId", 10),
+      DURO_E_INVALID_ARGUMENT);
+  send(&h, "jobs", "{\"jobId\":\"a-1\",\"n\":1}", 0);
+  send(&h, "jobs", "{\"jobId\":42,\"n\":2}", 0);
+  ck_assert_uint_eq(duro_queues_dispatch(h.e), 2);
+  ck_assert_uint_eq(duro_queues_dispatch(h.e), 0);
+  json_t *st = stats(&h, "jobs");
+  ck_assert_int_eq(int_of(st, "ready") + int_of(st, "in_flight"), 0);
+  json_decref(st);
+  harness_run(&h);
+  ck_assert_str_eq(harness_status(&h, "job-flow", "a-1"), "complete");
+  ck_assert_str_eq(harness_status(&h, "job-flow", "42"), "complete");
+  json_t *d = harness_describe(&h, "job-flow", "42");
+  ck_assert_int_eq(int_of(json_object_get(d, "params"), "jobId"), 42);
+  json_decref(d);
+  ck_assert_int_eq(job_runs[1], 1);
+  ck_assert_int_eq(job_runs[2], 1);
+  /* the run loop dispatches too: a later send runs to completion */
+  send(&h, "jobs", "{\"jobId\":\"b\",\"n\":3}", 0);
+  harness_run(&h);
+  ck_assert_str_eq(harness_status(&h, "job-flow", "b"), "complete");
+  harness_close(&h);
+}
+END_TEST
+
+/* 100 job ids, each sent twice, plus redeliveries of leases that expired
+ * under a consumer that died: exactly 100 instances, each run once. */
+START_TEST(consumer_exactly_one_instance_per_job) {
+  harness h;
+  open_with_consumer(&h, NULL);
+  char body[64];
+  for (int round = 0; round < 2; round++)
+    for (int i = 0; i < 100; i++) {
+      snprintf(body, sizeof body, "{\"jobId\":\"job-%d\",\"n\":%d}", i, i);
+      send(&h, "jobs", body, 0);
+    }
+  /* a consumer that leases 60 messages and dies without acking */
+  json_t *lost = pull(&h, "jobs", 60, 5000);
+  ck_assert_uint_eq(json_array_size(lost), 60);
+  json_decref(lost);
+  harness_run(&h);           /* the 140 others */
+  harness_advance(&h, 5000); /* the 60 come back */
+  /* and the same job ids sent again, after their instances completed */
+  for (int i = 0; i < 100; i += 7) {
+    snprintf(body, sizeof body, "{\"jobId\":\"job-%d\",\"n\":%d}", i, i);
+    send(&h, "jobs", body, 0);
+  }
+  harness_run(&h);
+  ck_assert_uint_eq(instance_count(&h), 100);
+  for (int i = 0; i < 100; i++) {
+    snprintf(body, sizeof body, "job-%d", i);
+    ck_assert_str_eq(harness_status(&h, "job-flow", body), "complete");
+    ck_assert_msg(job_runs[i] == 1, "job %d ran %d times", i, job_runs[i]);
+  }
+  json_t *st = stats(&h, "jobs");
+  ck_assert_int_eq(
+      int_of(st, "ready") + int_of(st, "in_flight") + int_of(st, "delayed"), 0);
+  json_decref(st);
+  harness_close(&h);
+}
+END_TEST
+
+/* A body without a usable id is retried, then dead-lettered with why. */
+START_TEST(consumer_bad_pointer_dead_letters) {
+  harness h;
+  duro_queue_options o = {
+      .max_retries = 2, .retry_delay_ms = 1000, .dead_letter = "dlq"};
+  open_with_consumer(&h, &o);
+  send(&h, "jobs", "{\"job\":\"x\"}", 0);
+  send(&h, "jobs", "{\"jobId\":{\"nested\":1}}", 0);
+  send(&h, "jobs", "{\"jobId\":\"ok\",\"n\":5}", 0);
+  harness_run(&h);
+  ck_assert_str_eq(harness_status(&h, "job-flow", "ok"), "complete");
+  for (int i = 0; i < 2; i++) { /* attempts 1 and 2 failed */
+    json_t *st = stats(&h, "jobs");
+    ck_assert_int_eq(int_of(st, "delayed"), 2);
+    json_decref(st);
+    harness_advance(&h, 1000);
+  }
+  json_t *st = stats(&h, "jobs");
+  ck_assert_int_eq(
+      int_of(st, "ready") + int_of(st, "delayed") + int_of(st, "in_flight"), 0);
+  json_decref(st);
+  json_t *m = pull(&h, "dlq", 10, 0);
+  ck_assert_uint_eq(json_array_size(m), 2);
+  json_t *m0 = json_array_get(m, 0), *m1 = json_array_get(m, 1);
+  ck_assert_int_eq(int_of(m0, "attempts"), 4); /* 3, +1 for this pull */
+  ck_assert_str_eq(
+      json_string_value(json_object_get(m0, "last_error")),
+      "\"id_from \\\"/jobId\\\": no such member in the message body\"");
+  ck_assert_str_eq(
+      json_string_value(json_object_get(m1, "last_error")),
+      "\"id_from \\\"/jobId\\\": the value is not a string or a number\"");
+  json_decref(m);
+  ck_assert_uint_eq(instance_count(&h), 1);
+  harness_close(&h);
+}
+END_TEST
+
+START_TEST(json_pointers) {
+  json_t *doc =
+      json_loads("{\"a\":{\"b/c\":[10,{\"~k\":\"v\"}]},\"\":1}", 0, NULL);
+  ck_assert_ptr_eq(duro_json_pointer_get(doc, ""), doc);
+  ck_assert_int_eq(json_integer_value(duro_json_pointer_get(doc, "/a/b~1c/0")),
+                   10);
+  ck_assert_str_eq(
+      json_string_value(duro_json_pointer_get(doc, "/a/b~1c/1/~0k")), "v");
+  ck_assert_int_eq(json_integer_value(duro_json_pointer_get(doc, "/")), 1);
+  ck_assert_ptr_null(duro_json_pointer_get(doc, "/a/b~1c/01"));
+  ck_assert_ptr_null(duro_json_pointer_get(doc, "/a/b~1c/2"));
+  ck_assert_ptr_null(duro_json_pointer_get(doc, "/a/x"));
+  ck_assert(!duro_json_pointer_valid("a"));
+  ck_assert(!duro_json_pointer_valid("/a~2"));
+  ck_assert(!duro_json_pointer_valid("/a~"));
+  json_decref(doc);
+}
+END_TEST
+
+/* With workers, the scheduler thread runs the consumer: no inline call. */
+START_TEST(consumer_runs_on_the_scheduler) {
+  harness h;
+  memset(job_runs, 0, sizeof job_runs);
+  harness_open_workers(&h, 2);
+  harness_register(&h, "job-flow", job_flow);
+  harness_start(&h);
+  ck_assert_int_eq(duro_queue_register(h.e, "jobs", NULL), 0);
+  ck_assert_int_eq(
+      duro_queue_consume_workflow(h.e, "jobs", "job-flow", "/jobId", 3), 0);
+  char body[64];
+  for (int i = 0; i < 20; i++) {
+    snprintf(body, sizeof body, "{\"jobId\":\"j%d\",\"n\":%d}", i % 10, i % 10);
+    send(&h, "jobs", body, 0);
+  }
+  for (int i = 0;; i++) {
+    int done = 1;
+    for (int k = 0; k < 10 && done; k++) {
+      snprintf(body, sizeof body, "j%d", k);
+      duro_status st;
+      done = duro_instance_status(h.e, "job-flow", body, &st) == 0 &&
+             st == DURO_STATUS_COMPLETE;
+    }
+    if (done)
+      break;
+    ck_assert_msg(i < 100, "the jobs did not complete within 10 s");
+    usleep(100 * 1000);
+  }
+  json_t *st = stats(&h, "jobs");
+  ck_assert_int_eq(int_of(st, "ready") + int_of(st, "in_flight"), 0);
+  json_decref(st);
+  ck_assert_uint_eq(instance_count(&h), 10);
+  for (int k = 0; k < 10; k++)
+    ck_assert_int_eq(job_runs[k], 1);
+  harness_close(&h);
+}
+END_TEST
+
+/* ---- push consumers: a plugin's queue handler ------------------------- */
+
+static size_t batch_sizes[64], n_batches;
+static int handler_rc;
+static char last_bodies[8][64];
+
+/* Records the batch; marks nothing: its return code decides. */
+static int record_batch(duro_message_batch *b, duro_env *env) {
+  (void)env;
+  ck_assert_str_eq(duro_batch_queue(b), "jobs");
+  ck_assert_uint_lt(n_batches, 64);
+  batch_sizes[n_batches++] = duro_batch_size(b);
+  for (size_t i = 0; i < duro_batch_size(b) && i < 8; i++) {
+    const duro_message *m = duro_batch_message(b, i);
+    ck_assert_uint_eq(m->size, sizeof(duro_message));
+    snprintf(last_bodies[i], sizeof last_bodies[i], "%s", m->body);
+  }
+  ck_assert_ptr_null(duro_batch_message(b, duro_batch_size(b)));
+  return handler_rc;
+}
+
+static void open_push(harness *h, duro_queue_fn fn, uint32_t size,
+                      int64_t timeout_ms, const duro_queue_options *qo) {
+  n_batches = 0;
+  handler_rc = 0;
+  harness_open(h);
+  harness_start(h);
+  ck_assert_int_eq(duro_queue_register(h->e, "jobs", qo), 0);
+  ck_assert_int_eq(duro_queue_register(h->e, "dlq", NULL), 0);
+  duro_queue_consumer_opts o = {.max_batch_size = size,
+                                .max_batch_timeout_ms = timeout_ms};
+  ck_assert_int_eq(duro_queue_consume(h->e, "jobs", fn, &o), 0);
+}
+
+static json_int_t left_in(harness *h, const char *q) {
+  json_t *st = stats(h, q);
+  json_int_t n =
+      int_of(st, "ready") + int_of(st, "delayed") + int_of(st, "in_flight");
+  json_decref(st);
+  return n;
+}
+
+START_TEST(push_batches_by_size_and_timeout) {
+  harness h;
+  open_push(&h, record_batch, 3, 5000, NULL);
+  char body[32];
+  for (int i = 0; i < 7; i++) {
+    snprintf(body, sizeof body, "{\"n\":%d}", i);
+    send(&h, "jobs", body, 0);
+  }
+  harness_run(&h); /* two full batches; one message waits for more */
+  ck_assert_uint_eq(n_batches, 2);
+  ck_assert_uint_eq(batch_sizes[0], 3);
+  ck_assert_uint_eq(batch_sizes[1], 3);
+  ck_assert_str_eq(last_bodies[0], "{\"n\":3}");
+  harness_advance(&h, 4999);
+  ck_assert_uint_eq(n_batches, 2);
+  harness_advance(&h, 1); /* it waited max_batch_timeout */
+  ck_assert_uint_eq(n_batches, 3);
+  ck_assert_uint_eq(batch_sizes[2], 1);
+  ck_assert_str_eq(last_bodies[0], "{\"n\":6}");
+  ck_assert_int_eq(left_in(&h, "jobs"), 0); /* returned 0: all acked */
+  harness_close(&h);
+}
+END_TEST
+
+/* Even messages acked, odd ones retried in 1 s; then all acked. */
+static int ack_even(duro_message_batch *b, duro_env *env) {
+  (void)env;
+  batch_sizes[n_batches++] = duro_batch_size(b);
+  if (duro_batch_message(b, 0)->attempts > 1)
+    return duro_batch_ack_all(b);
+  for (size_t i = 0; i < duro_batch_size(b); i++)
+    ck_assert_int_eq(
+        i % 2 ? duro_message_retry(b, i, 1000) : duro_message_ack(b, i), 0);
+  ck_assert_int_eq(duro_message_ack(b, duro_batch_size(b)),
+                   DURO_E_INVALID_ARGUMENT);
+  return 1; /* every message is marked: the code changes nothing */
+}
+
+START_TEST(push_per_message_ack_and_retry) {
+  harness h;
+  open_push(&h, ack_even, 10, 0, NULL);
+  for (int i = 0; i < 4; i++)
+    send(&h, "jobs", "1", 0);
+  harness_run(&h);
+  ck_assert_uint_eq(n_batches, 1);
+  json_t *st = stats(&h, "jobs");
+  ck_assert_int_eq(int_of(st, "delayed"), 2);
+  ck_assert_int_eq(int_of(st, "ready") + int_of(st, "in_flight"), 0);
+  json_decref(st);
+  harness_advance(&h, 1000);
+  ck_assert_uint_eq(n_batches, 2);
+  ck_assert_uint_eq(batch_sizes[1], 2);
+  ck_assert_int_eq(left_in(&h, "jobs"), 0);
+  harness_close(&h);
+}
+END_TEST
+
+/* Unmarked messages: retried when the handler fails, acked when not. */
+START_TEST(push_return_code_decides_unmarked) {
+  harness h;
+  duro_queue_options qo = {.max_retries = -1, .retry_delay_ms = 60000};
+  open_push(&h, record_batch, 10, 0, &qo);
+  send(&h, "jobs", "\"a\"", 0);
+  send(&h, "jobs", "\"b\"", 0);
+  handler_rc = 7;
+  harness_run(&h);
+  ck_assert_uint_eq(n_batches, 1);
+  json_t *st = stats(&h, "jobs");
+  ck_assert_int_eq(int_of(st, "delayed"), 2); /* the queue's retry_delay */
+  json_decref(st);
+  handler_rc = 0;
+  harness_advance(&h, 60000);
+  ck_assert_uint_eq(n_batches, 2);
+  ck_assert_uint_eq(batch_sizes[1], 2);
+  ck_assert_int_eq(left_in(&h, "jobs"), 0);
+  harness_close(&h);
+}
+END_TEST
+
+static int retry_everything(duro_message_batch *b, duro_env *env) {
+  (void)env;
+  n_batches++;
+  return duro_batch_retry_all(b, 0);
+}
+
+START_TEST(push_dead_letters_after_max_retries) {
+  harness h;
+  duro_queue_options qo = {.max_retries = 2, .dead_letter = "dlq"};
+  open_push(&h, retry_everything, 10, 0, &qo);
+  send(&h, "jobs", "{\"k\":1}", 0);
+  harness_run(&h);
+  ck_assert_uint_eq(n_batches, 3); /* 1 + max_retries deliveries */
+  ck_assert_int_eq(left_in(&h, "jobs"), 0);
+  json_t *m = pull(&h, "dlq", 10, 0);
+  ck_assert_uint_eq(json_array_size(m), 1);
+  ck_assert_int_eq(int_of(json_array_get(m, 0), "attempts"), 4);
+  ck_assert_str_eq(
+      json_string_value(json_object_get(json_array_get(m, 0), "last_error")),
+      "\"retried by the queue handler\"");
+  json_decref(m);
+  harness_close(&h);
+}
+END_TEST
+
+/* A consumer stopped (a new build without a handler): the queue is left
+ * to pull consumers. */
+START_TEST(push_unconsume_stops_the_handler) {
+  harness h;
+  open_push(&h, record_batch, 10, 0, NULL);
+  ck_assert_int_eq(duro_queue_unconsume(h.e, "jobs"), 0);
+  ck_assert_int_eq(duro_queue_unconsume(h.e, "jobs"), DURO_E_QUEUE_NOT_FOUND);
+  send(&h, "jobs", "1", 0);
+  harness_run(&h);
+  ck_assert_uint_eq(n_batches, 0);
+  json_t *st = stats(&h, "jobs");
+  ck_assert_int_eq(int_of(st, "ready"), 1);
+  json_decref(st);
+  harness_close(&h);
+}
+END_TEST
+
+/* With workers, batches run on threads of their own, at most
+ * max_concurrency at once. */
+static int in_handler, most_in_handler, released, handled;
+static pthread_mutex_t conc_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int slow_handler(duro_message_batch *b, duro_env *env) {
+  (void)env;
+  pthread_mutex_lock(&conc_mu);
+  in_handler++;
+  if (in_handler > most_in_handler)
+    most_in_handler = in_handler;
+  pthread_mutex_unlock(&conc_mu);
+  for (;;) {
+    pthread_mutex_lock(&conc_mu);
+    int go = released;
+    pthread_mutex_unlock(&conc_mu);
+    if (go)
+      break;
+    usleep(5000);
+  }
+  pthread_mutex_lock(&conc_mu);
+  in_handler--;
+  handled += (int)duro_batch_size(b);
+  pthread_mutex_unlock(&conc_mu);
+  return 0;
+}
+
+static int conc_read(int *v) {
+  pthread_mutex_lock(&conc_mu);
+  int x = *v;
+  pthread_mutex_unlock(&conc_mu);
+  return x;
+}
+
+START_TEST(push_max_concurrency) {
+  harness h;
+  harness_open_workers(&h, 1);
+  harness_start(&h);
+  ck_assert_int_eq(duro_queue_register(h.e, "jobs", NULL), 0);
+  duro_queue_consumer_opts o = {.max_batch_size = 1, .max_concurrency = 2};
+  ck_assert_int_eq(duro_queue_consume(h.e, "jobs", slow_handler, &o), 0);
+  for (int i = 0; i < 6; i++)
+    send(&h, "jobs", "1", 0);
+  for (int i = 0; conc_read(&in_handler) < 2; i++) {
+    ck_assert_msg(i < 500, "two batches did not start within 5 s");
+    usleep(10000);
+  }
+  usleep(1500 * 1000); /* a scheduler pass or more: no third batch */
+  ck_assert_int_eq(conc_read(&most_in_handler), 2);
+  pthread_mutex_lock(&conc_mu);
+  released = 1;
+  pthread_mutex_unlock(&conc_mu);
+  for (int i = 0; conc_read(&handled) < 6; i++) {
+    ck_assert_msg(i < 500, "the batches did not finish within 5 s");
+    usleep(10000);
+  }
+  ck_assert_int_eq(conc_read(&most_in_handler), 2);
+  for (int i = 0; left_in(&h, "jobs") > 0; i++) {
+    ck_assert_msg(i < 500, "the last ack did not land within 5 s");
+    usleep(10000);
+  }
+  harness_close(&h);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("queues");
   TCase *tc = tcase_create("queues");
@@ -519,6 +952,17 @@ int main(void) {
   tcase_add_test(tc, scheduler_runs_the_queue_sweep);
   tcase_add_test(tc, bad_input_is_refused);
   tcase_add_test(tc, messages_survive_a_restart);
+  tcase_add_test(tc, consumer_creates_and_acks);
+  tcase_add_test(tc, consumer_exactly_one_instance_per_job);
+  tcase_add_test(tc, consumer_bad_pointer_dead_letters);
+  tcase_add_test(tc, json_pointers);
+  tcase_add_test(tc, consumer_runs_on_the_scheduler);
+  tcase_add_test(tc, push_batches_by_size_and_timeout);
+  tcase_add_test(tc, push_per_message_ack_and_retry);
+  tcase_add_test(tc, push_return_code_decides_unmarked);
+  tcase_add_test(tc, push_dead_letters_after_max_retries);
+  tcase_add_test(tc, push_unconsume_stops_the_handler);
+  tcase_add_test(tc, push_max_concurrency);
   suite_add_tcase(s, tc);
   return suite_run(s);
 }

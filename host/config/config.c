@@ -251,7 +251,7 @@ typedef struct field {
   const choice *choices; /* K_ENUM, ended by a NULL name */
 } field;
 
-#define MAX_FIELDS 8
+#define MAX_FIELDS 10
 
 typedef struct schema {
   const char *noun;  /* "workflow", for "workflow ... is missing ..." */
@@ -409,7 +409,9 @@ enum {
   CO_DELAY,
   CO_DLQ,
   CO_CONCURRENCY,
-  CO_RETENTION
+  CO_RETENTION,
+  CO_WORKFLOW,
+  CO_ID_FROM
 };
 static const field consumer_fields[] = {
     [CO_QUEUE] = {"queue", K_STRING, offsetof(config_consumer, queue), true, 0,
@@ -437,6 +439,10 @@ static const field consumer_fields[] = {
     [CO_RETENTION] = {"message_retention", K_DURATION,
                       offsetof(config_consumer, message_retention_ms), false, 0,
                       14 * DAY_MS, NULL},
+    [CO_WORKFLOW] = {"workflow", K_STRING, offsetof(config_consumer, workflow),
+                     false, 0, 0, NULL},
+    [CO_ID_FROM] = {"id_from", K_STRING, offsetof(config_consumer, id_from),
+                    false, 0, 0, NULL},
 };
 static const schema consumer_schema =
     SCHEMA("consumer", "in consumer", CO_QUEUE, consumer_fields);
@@ -686,6 +692,40 @@ static int parse_producer(parser *p, yaml_node_t *node, config_producer *pr) {
   return unique(p, "binding name", pr->binding, v[PR_BINDING]);
 }
 
+/* RFC 6901: "" (the whole body) or "/"-led tokens where '~' only starts
+ * the escapes ~0 and ~1. */
+static int json_pointer_ok(const char *ptr) {
+  if (*ptr && *ptr != '/')
+    return 0;
+  for (const char *q = ptr; *q; q++)
+    if (*q == '~' && q[1] != '0' && q[1] != '1')
+      return 0;
+  return 1;
+}
+
+/* The no-code consumer's keys go together; whether its workflow exists is
+ * known once every plugin is read (check_consumers). */
+static int check_id_from(parser *p, config_consumer *c, yaml_node_t **v) {
+  if (c->workflow)
+    c->workflow_pos = pos_of(v[CO_WORKFLOW]);
+  if (c->id_from && !c->workflow)
+    return fail(p, v[CO_ID_FROM],
+                "\"id_from\" needs \"workflow\": it names where a message's "
+                "instance id is");
+  if (c->workflow && !c->id_from)
+    return fail(p, v[CO_WORKFLOW],
+                "\"workflow\" needs \"id_from\", the JSON pointer to each "
+                "message's instance id (e.g. \"/jobId\")");
+  if (c->id_from && !json_pointer_ok(c->id_from)) {
+    shown b;
+    return fail(p, v[CO_ID_FROM],
+                "\"id_from\" is not a JSON pointer (RFC 6901: \"\" or "
+                "\"/a/b\", with ~0 for '~' and ~1 for '/'): \"%s\"",
+                show(&b, c->id_from));
+  }
+  return 0;
+}
+
 static int parse_consumer(parser *p, yaml_node_t *node, config_consumer *c) {
   yaml_node_t *v[MAX_FIELDS];
   int rc;
@@ -709,6 +749,8 @@ static int parse_consumer(parser *p, yaml_node_t *node, config_consumer *c) {
                 "\"%s\"",
                 show(&b, c->queue));
   }
+  if ((rc = check_id_from(p, c, v)) < 0)
+    return rc;
   return unique(p, "consumer for queue", c->queue, v[CO_QUEUE]);
 }
 
@@ -844,6 +886,23 @@ static int check_producers(parser *p) {
   return 0;
 }
 
+/* A no-code consumer's workflow must be declared, by any plugin. */
+static int check_consumers(parser *p) {
+  const config *cfg = p->cfg;
+  for (size_t i = 0; i < cfg->n_plugins; i++)
+    for (size_t k = 0; k < cfg->plugins[i].n_consumers; k++) {
+      const config_consumer *c = &cfg->plugins[i].consumers[k];
+      if (!c->workflow || config_find_workflow(cfg, c->workflow, NULL))
+        continue;
+      shown b, q;
+      return fail_at(p, c->workflow_pos,
+                     "consumer of queue \"%s\" creates instances of workflow "
+                     "\"%s\", which no plugin declares",
+                     show(&q, c->queue), show(&b, c->workflow));
+    }
+  return 0;
+}
+
 static int parse_root(parser *p, yaml_node_t *root) {
   config *cfg = p->cfg;
   yaml_node_t *v[MAX_FIELDS];
@@ -894,6 +953,8 @@ static int parse_root(parser *p, yaml_node_t *root) {
         (rc = parse_plugin(p, item, &cfg->plugins[i])) < 0)
       return rc;
   }
+  if ((rc = check_consumers(p)) < 0)
+    return rc;
   return check_producers(p);
 }
 
@@ -1104,6 +1165,8 @@ void config_free(config *cfg) {
     for (size_t j = 0; j < pl->n_consumers; j++) {
       free(pl->consumers[j].queue);
       free(pl->consumers[j].dead_letter_queue);
+      free(pl->consumers[j].workflow);
+      free(pl->consumers[j].id_from);
     }
     free(pl->consumers);
     for (size_t j = 0; j < pl->n_crons; j++)

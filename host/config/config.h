@@ -49,7 +49,13 @@ typedef struct config_consumer {
   uint32_t max_concurrency;     /* 0 (default) = as many as useful */
   int64_t message_retention_ms; /* of the queue's messages, default 4 days,
                                    1 minute to 14 days */
+  /* The no-code consumer: each message creates one instance of workflow
+   * (declared by some plugin), its id at JSON pointer id_from in the body.
+   * NULL = the plugin's queue handler consumes the queue. */
+  char *workflow;
+  char *id_from; /* required with workflow, RFC 6901 */
   config_pos pos;
+  config_pos workflow_pos; /* of its "workflow" value */
 } config_consumer;
 
 typedef struct config_plugin {

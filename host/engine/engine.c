@@ -490,6 +490,7 @@ void duro_engine_close(duro_engine *e) {
   while ((ent = fifo_pop(&e->retrying)))
     entry_drop(e, ent);
   idmap_free(&e->entries);
+  queue_consumers_free(e->consumers); /* waits for handlers: before queues */
   queue_registry_free(e->queues);
   journal_close(e->j);
   for (size_t i = 0; i < e->n_wfs; i++) {
@@ -691,6 +692,31 @@ int duro_instance_create(duro_engine *e, const char *workflow, const char *id,
   return rc;
 }
 
+void engine_instance_insert_op(const wf_reg *wf, const char *id,
+                               const duro_create_req *req, int64_t now,
+                               journal_instance *row, journal_batch *b) {
+  *row = (journal_instance){0};
+  row->workflow = (char *)wf->name;
+  row->id = (char *)id;
+  row->status = "queued";
+  row->params = (char *)(req->params ? req->params : "null");
+  row->created_ms = now;
+  row->retention_ms =
+      req->retention_ms >= 0 ? req->retention_ms : wf->limits.retention_ms;
+  journal_batch_add(b, JOP_INSTANCE_INSERT)->inst = row;
+}
+
+static void created_locked(duro_engine *e, int64_t rowid) {
+  make_runnable_locked(e, rowid);
+  metrics_add(&e->m.instances_created, 1);
+}
+
+void engine_instance_created(duro_engine *e, int64_t rowid) {
+  pthread_mutex_lock(&e->mu);
+  created_locked(e, rowid);
+  pthread_mutex_unlock(&e->mu);
+}
+
 static int cmp_index(const void *a, const void *b) {
   json_int_t x =
       json_integer_value(json_object_get(*(json_t *const *)a, "index"));
@@ -748,16 +774,8 @@ int duro_instance_create_batch(duro_engine *e, const char *workflow,
       continue;
     }
     strmap_put(&seen, ids[i], ids[i]);
-    journal_instance *r = &rows[i];
-    r->workflow = (char *)wf->name;
-    r->id = ids[i];
-    r->status = "queued";
-    r->params = (char *)(reqs[i].params ? reqs[i].params : "null");
-    r->created_ms = now;
-    r->retention_ms = reqs[i].retention_ms >= 0 ? reqs[i].retention_ms
-                                                : wf->limits.retention_ms;
     op_of[i] = b.n;
-    journal_batch_add(&b, JOP_INSTANCE_INSERT)->inst = r;
+    engine_instance_insert_op(wf, ids[i], &reqs[i], now, &rows[i], &b);
   }
   rc = journal_commit(e->j, &b);
   if (rc == 0) {
@@ -770,8 +788,7 @@ int duro_instance_create_batch(duro_engine *e, const char *workflow,
         batch_error(errors, i, ids[i], op->rc);
         continue;
       }
-      make_runnable_locked(e, op->out_rowid);
-      metrics_add(&e->m.instances_created, 1);
+      created_locked(e, op->out_rowid);
       json_array_append_new(created, json_pack("{s:s}", "id", ids[i]));
     }
     pthread_mutex_unlock(&e->mu);

@@ -19,6 +19,12 @@
 #include "map.h"
 #include "metrics.h"
 
+/* What run() and a queue handler get as their env: the engine, which is
+ * all a plugin reaches through it (its bindings). */
+struct duro_env {
+  duro_engine *engine;
+};
+
 /* A FIFO of entries linked through entry.next. */
 typedef struct entry_fifo {
   struct entry *head, *tail;
@@ -141,6 +147,8 @@ struct duro_engine {
   /* Durable queues (queues/queue.c), created on the first registration;
    * they live in this engine's journal. */
   struct queue_registry *queues;
+  /* Queues consumed by the engine itself (queues/consumer.c). */
+  struct queue_consumers *consumers;
 
   /* GET /metrics; updated with relaxed atomics from any thread */
   struct {
@@ -235,6 +243,15 @@ void engine_activation_done(duro_engine *e, entry *ent, const char *status,
                             int64_t wake_ms, int may_commit);
 
 wf_reg *engine_find_workflow(const duro_engine *e, const char *name);
+
+/* Fills `row` for a new instance of wf with id (both borrowed until b is
+ * committed) and req's params and retention, and appends its insert to b:
+ * for callers that commit a creation with other writes.  engine.c. */
+void engine_instance_insert_op(const wf_reg *wf, const char *id,
+                               const duro_create_req *req, int64_t now,
+                               journal_instance *row, journal_batch *b);
+/* After such an insert committed (op rc 0): the instance is runnable. */
+void engine_instance_created(duro_engine *e, int64_t rowid);
 
 /* ---- builds (builds.c) ---- */
 

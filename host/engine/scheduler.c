@@ -15,7 +15,10 @@
  *    once writes succeed again after any failed, so nothing acknowledged
  *    waits for a restart;
  *  - the retention sweep (instances, then queue messages), once a
- *    minute.
+ *    minute;
+ *  - the engine's own queue consumers (queues/consumer.c): a batch per
+ *    consumer per pass, passes back to back while messages come, else at
+ *    least once a second (a send kicks it sooner).
  * Timers and back-offs run on CLOCK_MONOTONIC (engine_mono_ms): wake times
  * stay absolute wall-clock times in the journal, but a clock step back
  * only delays them, never busy-loops. */
@@ -169,6 +172,8 @@ void *engine_scheduler_main(void *arg) {
     pthread_mutex_unlock(&e->mu);
 
     duro_engine_poll_due(e);
+    /* a full pass handled messages: there may be more, so no wait */
+    int busy = duro_queues_dispatch(e) > 0;
     int64_t wake = duro_engine_next_wake(e);
     int64_t mono = engine_mono_ms(e);
     uint64_t failures;
@@ -193,7 +198,7 @@ void *engine_scheduler_main(void *arg) {
 
     pthread_mutex_lock(&e->mu);
     int64_t retry = engine_retries_due_locked(e, engine_mono_ms(e));
-    if (e->stopping || e->sched_kick)
+    if (e->stopping || e->sched_kick || busy)
       continue;
     int64_t now = duro_clock_now(e->clock);
     mono = engine_mono_ms(e);

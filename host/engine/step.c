@@ -58,10 +58,6 @@ typedef struct arena_blk {
   max_align_t data[];
 } arena_blk;
 
-struct duro_env {
-  duro_engine *engine;
-};
-
 struct duro_step {
   duro_engine *e;
   entry *ent;
@@ -1076,6 +1072,13 @@ static const duro_api host_api = {
     .env_queue = api_env_queue,
     .queue_send = api_queue_send,
     .queue_send_batch = api_queue_send_batch,
+    .batch_queue = queue_api_batch_queue,
+    .batch_size = queue_api_batch_size,
+    .batch_message = queue_api_batch_message,
+    .message_ack = queue_api_message_ack,
+    .message_retry = queue_api_message_retry,
+    .ack_all = queue_api_ack_all,
+    .retry_all = queue_api_retry_all,
 };
 
 const duro_api *duro_host_api(void) { return &host_api; }

@@ -129,6 +129,10 @@ static void read_descriptor(const duro_plugin_info *theirs,
   size_t n = theirs->size < sizeof *ours ? theirs->size : sizeof *ours;
   memset(ours, 0, sizeof *ours);
   memcpy(ours, theirs, n);
+  /* Before minor 2 the queue handler's slot was reserved: whatever a
+   * plugin of then left in it is no handler. */
+  if (n >= DESCRIPTOR_HEAD && ours->abi_minor < 2)
+    ours->queue = NULL;
 }
 
 /* Entry i of the plugin's workflow table, which is an array of the

@@ -250,6 +250,8 @@ int duro_queue_enqueue_batch(duro_engine *e, const char *queue,
     return rc;
   }
   rc = journal_commit(e->j, &b);
+  if (rc == 0 && e->consumers)
+    engine_kick_scheduler(e); /* an engine-run consumer may take it now */
   for (size_t i = 0; i < n && ids; i++)
     ids[i] = rc ? 0 : b.ops[i].out_rowid;
   journal_batch_free(&b);

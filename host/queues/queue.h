@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "duro.h"
 #include "engine.h"
 
 #define DURO_QUEUE_MAX_BODY (128 * 1024)        /* bytes of one body */
@@ -106,6 +107,71 @@ int duro_queue_stats(duro_engine *e, const char *queue, json_t **out);
 /* Deletes messages older than their queue's retention; *deleted (may be
  * NULL) receives how many.  The engine's retention sweep calls it. */
 int duro_queues_sweep(duro_engine *e, size_t *deleted);
+
+/* ---- consumers the engine runs itself (consumer.c) ---------------------- */
+
+/* The no-code consumer: every message of `queue` creates one instance of
+ * `workflow` whose id is the string or number at JSON pointer `id_from`
+ * (RFC 6901) in the body and whose params are the body; the message is
+ * acked in the same commit as the creation, so a message delivered or
+ * sent twice finds the instance existing and is acked as a no-op.  A body
+ * without a usable id is retried (then dead-lettered) with the reason.
+ * Messages are leased max_batch_size (1..100; 0 = 10) at a time.  The
+ * queue must be registered; a queue has one such consumer (registering
+ * it again replaces it). */
+int duro_queue_consume_workflow(duro_engine *e, const char *queue,
+                                const char *workflow, const char *id_from,
+                                uint32_t max_batch_size);
+
+/* A push consumer: `handler` (a plugin's queue handler) gets the queue's
+ * messages in batches of up to max_batch_size, or fewer once the first
+ * visible message seen waited max_batch_timeout_ms; at most
+ * max_concurrency batches run at once (on threads of their own when the
+ * engine has workers, else inline in duro_queues_dispatch).  A batch is
+ * leased for visibility_ms: a handler that dies leaves it leased, and it
+ * comes back when the lease ends.  Marks and return code decide each
+ * message's fate (duro.h, duro_queue_fn).  A queue has one consumer:
+ * this replaces a workflow consumer of the queue, and the reverse. */
+typedef struct duro_queue_consumer_opts {
+  uint32_t max_batch_size;      /* 1..100; 0 = 10 */
+  int64_t max_batch_timeout_ms; /* 0 = deliver what is there */
+  uint32_t max_concurrency;     /* 0 = 250 */
+  int64_t visibility_ms;        /* 0 = 30 s */
+} duro_queue_consumer_opts;
+int duro_queue_consume(duro_engine *e, const char *queue, duro_queue_fn handler,
+                       const duro_queue_consumer_opts *opt);
+
+/* Stops feeding the queue to its engine-run consumer (a new build without
+ * a queue handler); batches in the handler finish.  DURO_E_QUEUE_NOT_FOUND
+ * when it had none. */
+int duro_queue_unconsume(duro_engine *e, const char *queue);
+
+/* 1 while a batch runs inside handler fn: its plugin build must stay
+ * loaded. */
+int duro_queue_handler_running(duro_engine *e, duro_queue_fn fn);
+
+/* The batch side of the plugin API (step.c puts them in the table). */
+const char *queue_api_batch_queue(const duro_message_batch *b);
+size_t queue_api_batch_size(const duro_message_batch *b);
+const duro_message *queue_api_batch_message(const duro_message_batch *b,
+                                            size_t i);
+int queue_api_message_ack(duro_message_batch *b, size_t i);
+int queue_api_message_retry(duro_message_batch *b, size_t i, int64_t delay_ms);
+int queue_api_ack_all(duro_message_batch *b);
+int queue_api_retry_all(duro_message_batch *b, int64_t delay_ms);
+
+/* Leases and handles one batch of each engine-run consumer's visible
+ * messages; returns how many messages it handled.  The scheduler thread
+ * calls it (workers > 0); tests on the virtual clock call it inline. */
+size_t duro_queues_dispatch(duro_engine *e);
+
+/* 1 when `ptr` is a well-formed JSON pointer ("" or "/a/b~1c~0"). */
+int duro_json_pointer_valid(const char *ptr);
+/* The value `ptr` designates in `doc` (borrowed), or NULL. */
+json_t *duro_json_pointer_get(json_t *doc, const char *ptr);
+
+struct queue_consumers;
+void queue_consumers_free(struct queue_consumers *c);
 
 /* Frees the registry (duro_engine_close). */
 struct queue_registry;

@@ -26,6 +26,7 @@
 #include "ledger.h"
 #include "loader.h"
 #include "log.h"
+#include "queue.h"
 #include "store.h"
 #include "util.h"
 
@@ -432,8 +433,31 @@ static void collect_pin(void *ctx, const char *workflow, const char *build,
 }
 
 /* Gives the engine build b's run() for each workflow of the plugin. */
+/* The plugin's consumers that name no workflow are fed to the newest
+ * build's queue handler; without one they are pull consumers (HTTP), and
+ * an older build's handler, which may be unloaded, is no longer called. */
+static void register_consumers(reloader *r, plugin_state *p, const build *b) {
+  duro_queue_fn fn = loader_info(b->lp)->queue;
+  for (size_t k = 0; k < p->cfg->n_consumers; k++) {
+    const config_consumer *c = &p->cfg->consumers[k];
+    if (c->workflow)
+      continue;
+    if (!fn) {
+      duro_queue_unconsume(r->e, c->queue);
+      continue;
+    }
+    duro_queue_consumer_opts o = {c->max_batch_size, c->max_batch_timeout_ms,
+                                  c->max_concurrency, 0};
+    if (duro_queue_consume(r->e, c->queue, fn, &o) != 0)
+      log_error("plugin \"%s\": cannot consume queue \"%s\"", p->cfg->name,
+                c->queue);
+  }
+}
+
 static void add_to_engine(reloader *r, plugin_state *p, const build *b,
                           int newest) {
+  if (newest)
+    register_consumers(r, p, b);
   for (size_t k = 0; k < p->cfg->n_workflows; k++) {
     const config_workflow *w = &p->cfg->workflows[k];
     duro_run_fn run = loader_find_workflow(b->lp, w->class_name);
@@ -446,6 +470,7 @@ static void register_workflows(reloader *r) {
   for (size_t i = 0; i < r->cfg->n_plugins; i++) {
     plugin_state *p = &r->plugins[i];
     const build *newest = &p->builds[p->n - 1];
+    register_consumers(r, p, newest);
     for (size_t k = 0; k < p->cfg->n_workflows; k++) {
       const config_workflow *w = &p->cfg->workflows[k];
       duro_workflow_limits lim = {
@@ -603,7 +628,9 @@ void reload_gc(reloader *r) {
   for (size_t i = 0; r->e && i < r->cfg->n_plugins; i++) {
     plugin_state *p = &r->plugins[i];
     for (size_t k = 0; k + 1 < p->n;) {
-      int unused = 1;
+      /* a batch of an older build's queue handler may still run */
+      int unused = !duro_queue_handler_running(
+          r->e, loader_info(p->builds[k].lp)->queue);
       for (size_t w = 0; w < p->cfg->n_workflows; w++) {
         int rc = duro_engine_retire_build(r->e, p->cfg->workflows[w].name,
                                           p->builds[k].hash);

@@ -20,6 +20,7 @@
 #include "engine.h"
 #include "error.h"
 #include "loader.h"
+#include "queue.h"
 #include "util.h"
 
 /* Loads `so` in a child first: a build that crashes while loading ends the

@@ -263,6 +263,9 @@ static int register_queues(const config *cfg, duro_engine *e) {
                               .dead_letter = c->dead_letter_queue,
                               .retention_ms = c->message_retention_ms};
       rc = duro_queue_register(e, c->queue, &o);
+      if (!rc && c->workflow) /* the no-code consumer: the engine runs it */
+        rc = duro_queue_consume_workflow(e, c->queue, c->workflow, c->id_from,
+                                         c->max_batch_size);
     }
   /* duro_env_queue(env, BINDING) in the plugins' code */
   for (size_t i = 0; i < cfg->n_plugins && !rc; i++)

@@ -1,0 +1,630 @@
+/* consumer.c — the consumers the engine runs itself: the no-code consumer
+ * that turns each message of a queue into one workflow instance, and push
+ * consumers that feed a plugin's queue handler batches of messages.
+ *
+ * It owns the list of consumers (guarded by its mutex, with the count of
+ * batches each has in a handler) and the dispatch pass, run by the
+ * scheduler thread or inline by tests, that leases batches for them.
+ * Exactly one instance per job id comes from the journal, not from memory:
+ * the instance insert and the message ack are one commit, so either both
+ * happened or neither did, and a second delivery of the same job (a
+ * duplicate send, an expired lease, a crash after the commit but before
+ * anything else) finds the instance already there and only acks.  A
+ * message whose body yields no usable id is retried through the queue's
+ * ordinary retry, so max_retries and the dead-letter queue apply to it.
+ * A push batch is leased before its handler runs and settled after it
+ * returns, so a handler that dies leaves the lease to run out: delivery
+ * is at least once.  The batch timer (max_batch_timeout) lives in memory:
+ * after a restart a partial batch waits one timeout again. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_internal.h"
+#include "error.h"
+#include "log.h"
+#include "queue.h"
+#include "util.h"
+
+#define DEFAULT_BATCH 10
+
+typedef struct wf_consumer {
+  char *queue, *workflow, *id_from; /* workflow NULL: a push consumer */
+  uint32_t batch;
+  duro_queue_fn handler;
+  duro_queue_consumer_opts opt;
+  int64_t waiting_since; /* a partial batch is waiting since; 0 = none */
+  uint32_t in_flight;    /* batches in the handler */
+} wf_consumer;
+
+struct queue_consumers {
+  pthread_mutex_t mu;
+  pthread_cond_t idle; /* a batch left its handler */
+  wf_consumer *v;
+  size_t n;
+  uint32_t threads; /* batch threads not yet finished */
+  /* Handlers with batches inside, and how many: a reload must not unload
+   * the code of one (duro_queue_handler_running). */
+  struct running {
+    duro_queue_fn fn;
+    uint32_t n;
+  } * running;
+  size_t n_running;
+};
+
+static struct queue_consumers *consumers(duro_engine *e) {
+  pthread_mutex_lock(&e->mu);
+  if (!e->consumers) {
+    e->consumers = xcalloc(1, sizeof *e->consumers);
+    pthread_mutex_init(&e->consumers->mu, NULL);
+    pthread_cond_init(&e->consumers->idle, NULL);
+  }
+  struct queue_consumers *c = e->consumers;
+  pthread_mutex_unlock(&e->mu);
+  return c;
+}
+
+static void consumer_clear(wf_consumer *c) {
+  free(c->queue);
+  free(c->workflow);
+  free(c->id_from);
+}
+
+void queue_consumers_free(struct queue_consumers *c) {
+  if (!c)
+    return;
+  pthread_mutex_lock(&c->mu); /* batches still in a handler use the engine */
+  while (c->threads)
+    pthread_cond_wait(&c->idle, &c->mu);
+  pthread_mutex_unlock(&c->mu);
+  pthread_cond_destroy(&c->idle);
+  free(c->running);
+  for (size_t i = 0; i < c->n; i++)
+    consumer_clear(&c->v[i]);
+  free(c->v);
+  pthread_mutex_destroy(&c->mu);
+  free(c);
+}
+
+/* ---- JSON pointers (RFC 6901) --------------------------------------------
+ */
+
+int duro_json_pointer_valid(const char *ptr) {
+  if (!ptr || (*ptr && *ptr != '/'))
+    return 0;
+  for (const char *p = ptr; *p; p++)
+    if (*p == '~' && p[1] != '0' && p[1] != '1')
+      return 0;
+  return 1;
+}
+
+/* An array index token: "0" or digits without a leading zero. */
+static int array_index(const char *tok, size_t *out) {
+  if (!*tok || (tok[0] == '0' && tok[1]) || strlen(tok) > 9)
+    return 0;
+  size_t v = 0;
+  for (const char *p = tok; *p; p++) {
+    if (*p < '0' || *p > '9')
+      return 0;
+    v = v * 10 + (size_t)(*p - '0');
+  }
+  *out = v;
+  return 1;
+}
+
+json_t *duro_json_pointer_get(json_t *doc, const char *ptr) {
+  if (!duro_json_pointer_valid(ptr))
+    return NULL;
+  char *tok = xcalloc(strlen(ptr) + 1, 1);
+  const char *p = ptr;
+  while (doc && *p == '/') {
+    size_t n = 0;
+    for (p++; *p && *p != '/'; p++) /* ~1 is '/', ~0 is '~' */
+      tok[n++] = *p == '~' ? (*++p == '1' ? '/' : '~') : *p;
+    tok[n] = '\0';
+    size_t i;
+    if (json_is_object(doc))
+      doc = json_object_get(doc, tok);
+    else if (json_is_array(doc) && array_index(tok, &i))
+      doc = json_array_get(doc, i);
+    else
+      doc = NULL;
+  }
+  free(tok);
+  return doc;
+}
+
+/* ---- registration --------------------------------------------------------
+ */
+
+/* Adds or replaces the queue's consumer with `c` (taken). */
+static void consumer_put(duro_engine *e, wf_consumer c) {
+  struct queue_consumers *cs = consumers(e);
+  pthread_mutex_lock(&cs->mu);
+  wf_consumer *old = NULL;
+  for (size_t i = 0; i < cs->n && !old; i++)
+    if (!strcmp(cs->v[i].queue, c.queue))
+      old = &cs->v[i];
+  if (old) {
+    c.in_flight = old->in_flight;
+    consumer_clear(old);
+  } else {
+    cs->v = xrealloc(cs->v, (cs->n + 1) * sizeof *cs->v);
+    old = &cs->v[cs->n++];
+  }
+  *old = c;
+  pthread_mutex_unlock(&cs->mu);
+}
+
+int duro_queue_consume_workflow(duro_engine *e, const char *queue,
+                                const char *workflow, const char *id_from,
+                                uint32_t max_batch_size) {
+  if (!workflow || !*workflow || !duro_json_pointer_valid(id_from) ||
+      max_batch_size > DURO_QUEUE_MAX_BATCH)
+    return DURO_E_INVALID_ARGUMENT;
+  if (!duro_queue_exists(e, queue))
+    return DURO_E_QUEUE_NOT_FOUND;
+  consumer_put(e, (wf_consumer){.queue = xstrdup(queue),
+                                .workflow = xstrdup(workflow),
+                                .id_from = xstrdup(id_from),
+                                .batch = max_batch_size ? max_batch_size
+                                                        : DEFAULT_BATCH});
+  return 0;
+}
+
+int duro_queue_consume(duro_engine *e, const char *queue, duro_queue_fn handler,
+                       const duro_queue_consumer_opts *opt) {
+  duro_queue_consumer_opts o = opt ? *opt : (duro_queue_consumer_opts){0};
+  if (!handler || o.max_batch_size > DURO_QUEUE_MAX_BATCH ||
+      o.max_batch_timeout_ms < 0 || o.visibility_ms < 0 ||
+      o.visibility_ms > DURO_QUEUE_MAX_DELAY_MS)
+    return DURO_E_INVALID_ARGUMENT;
+  if (!duro_queue_exists(e, queue))
+    return DURO_E_QUEUE_NOT_FOUND;
+  o.max_batch_size = o.max_batch_size ? o.max_batch_size : DEFAULT_BATCH;
+  o.max_concurrency = o.max_concurrency ? o.max_concurrency : 250;
+  consumer_put(e, (wf_consumer){.queue = xstrdup(queue),
+                                .batch = o.max_batch_size,
+                                .handler = handler,
+                                .opt = o});
+  return 0;
+}
+
+int duro_queue_unconsume(duro_engine *e, const char *queue) {
+  struct queue_consumers *cs = consumers(e);
+  int rc = DURO_E_QUEUE_NOT_FOUND;
+  pthread_mutex_lock(&cs->mu);
+  for (size_t i = 0; i < cs->n && rc; i++)
+    if (!strcmp(cs->v[i].queue, queue)) {
+      /* batches in its handler still count in `running` */
+      consumer_clear(&cs->v[i]);
+      cs->v[i] = cs->v[--cs->n];
+      rc = 0;
+    }
+  pthread_mutex_unlock(&cs->mu);
+  return rc;
+}
+
+/* A copy of consumer i (the caller clears it), or 0 past the end: the
+ * list is not held while a batch is handled. */
+static int consumer_copy(struct queue_consumers *cs, size_t i,
+                         wf_consumer *out) {
+  pthread_mutex_lock(&cs->mu);
+  int more = i < cs->n;
+  if (more) {
+    *out = cs->v[i];
+    out->queue = xstrdup(cs->v[i].queue);
+    out->workflow = cs->v[i].workflow ? xstrdup(cs->v[i].workflow) : NULL;
+    out->id_from = cs->v[i].id_from ? xstrdup(cs->v[i].id_from) : NULL;
+  }
+  pthread_mutex_unlock(&cs->mu);
+  return more;
+}
+
+/* ---- dispatch -------------------------------------------------------------
+ */
+
+/* One leased message on its way to an instance. */
+typedef struct job {
+  const char *lease;
+  char *id;     /* NULL: the body has no usable id */
+  char *params; /* the body as JSON text */
+  char *error;  /* why not, as JSON text (a string) */
+  size_t op;    /* index of its insert in the batch */
+} job;
+
+static char *error_text(const char *fmt, const char *ptr, const char *what) {
+  char msg[512];
+  snprintf(msg, sizeof msg, fmt, ptr, what);
+  json_t *s = json_string(msg);
+  char *t = json_dumps(s, JSON_ENCODE_ANY);
+  json_decref(s);
+  return t;
+}
+
+/* The instance id at the consumer's pointer, or an error for the retry. */
+static void job_prepare(duro_engine *e, const wf_consumer *c, json_t *msg,
+                        job *jb) {
+  json_t *body = json_object_get(msg, "body");
+  jb->lease = json_string_value(json_object_get(msg, "lease_id"));
+  jb->params = json_dumps(body, JSON_ENCODE_ANY | JSON_COMPACT);
+  json_t *v = duro_json_pointer_get(body, c->id_from);
+  char num[64];
+  const char *id = NULL;
+  if (json_is_string(v)) {
+    id = json_string_value(v);
+  } else if (json_is_integer(v)) {
+    snprintf(num, sizeof num, "%lld", (long long)json_integer_value(v));
+    id = num;
+  } else if (json_is_real(v)) {
+    snprintf(num, sizeof num, "%.17g", json_real_value(v));
+    id = num;
+  }
+  if (!v)
+    jb->error = error_text("id_from \"%s\": %s", c->id_from,
+                           "no such member in the message body");
+  else if (!id)
+    jb->error = error_text("id_from \"%s\": %s", c->id_from,
+                           "the value is not a string or a number");
+  else if (!duro_instance_id_valid(id))
+    jb->error = error_text("id_from \"%s\": %s", c->id_from,
+                           "the value is not a valid instance id");
+  else if (!jb->params || json_text_check(jb->params, e->max_step_result))
+    jb->error = error_text("id_from \"%s\": %s", c->id_from,
+                           "the body is too large for an instance's params");
+  else
+    jb->id = xstrdup(id);
+}
+
+/* Retries the jobs that have no id, with their reasons. */
+static void retry_bad(duro_engine *e, const char *queue, job *jobs, size_t n) {
+  duro_queue_retry *r = xcalloc(n ? n : 1, sizeof *r);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!jobs[i].id)
+      r[k++] = (duro_queue_retry){jobs[i].lease, -1, jobs[i].error};
+  json_t *res = NULL;
+  char err[256];
+  if (k && duro_queue_ack(e, queue, NULL, 0, r, k, &res, err, sizeof err))
+    log_error("queue %s: retrying %zu message(s): %s", queue, k, err);
+  json_decref(res);
+  free(r);
+}
+
+/* Creates and acks the good jobs in one commit. */
+static void create_and_ack(duro_engine *e, const wf_consumer *c,
+                           const wf_reg *wf, job *jobs, size_t n) {
+  journal_instance *rows = xcalloc(n ? n : 1, sizeof *rows);
+  journal_batch b = {0};
+  int64_t now = duro_clock_now(e->clock);
+  for (size_t i = 0; i < n; i++) {
+    if (!jobs[i].id)
+      continue;
+    duro_create_req req = {.params = jobs[i].params, .retention_ms = -1};
+    jobs[i].op = b.n;
+    engine_instance_insert_op(wf, jobs[i].id, &req, now, &rows[i], &b);
+    journal_op *ack = journal_batch_add(&b, JOP_MESSAGE_ACK);
+    ack->queue = c->queue;
+    ack->lease = jobs[i].lease;
+    ack->ts_ms = now;
+  }
+  if (b.n && journal_commit(e->j, &b) != 0) {
+    /* Nothing was written: the leases run out and the messages return. */
+    log_error("queue %s: creating instances of %s: %s", c->queue, c->workflow,
+              journal_errmsg(e->j));
+  } else {
+    for (size_t i = 0; i < n; i++)
+      if (jobs[i].id && b.ops[jobs[i].op].rc == 0)
+        engine_instance_created(e, b.ops[jobs[i].op].out_rowid);
+    /* DURO_E_ALREADY_EXISTS: a job seen before; its ack went through. */
+  }
+  journal_batch_free(&b);
+  free(rows);
+}
+
+static size_t dispatch_workflow(duro_engine *e, const wf_consumer *c) {
+  const wf_reg *wf = engine_find_workflow(e, c->workflow);
+  if (!wf)
+    return 0; /* not loaded (yet): the messages wait in the queue */
+  json_t *msgs = NULL;
+  char err[256];
+  if (duro_queue_pull(e, c->queue, c->batch, 0, &msgs, err, sizeof err)) {
+    log_error("queue %s: leasing messages: %s", c->queue, err);
+    return 0;
+  }
+  size_t n = json_array_size(msgs);
+  job *jobs = xcalloc(n ? n : 1, sizeof *jobs);
+  for (size_t i = 0; i < n; i++)
+    job_prepare(e, c, json_array_get(msgs, i), &jobs[i]);
+  create_and_ack(e, c, wf, jobs, n);
+  retry_bad(e, c->queue, jobs, n);
+  for (size_t i = 0; i < n; i++) {
+    free(jobs[i].id);
+    free(jobs[i].params);
+    free(jobs[i].error);
+  }
+  free(jobs);
+  json_decref(msgs);
+  return n;
+}
+
+/* ---- push consumers ------------------------------------------------------
+ */
+
+enum { MARK_NONE, MARK_ACK, MARK_RETRY };
+
+struct duro_message_batch {
+  duro_engine *e;
+  char *queue;
+  duro_queue_fn handler;
+  size_t n;
+  duro_message *msgs; /* bodies owned */
+  char **leases;
+  int *mark;
+  int64_t *delay; /* of a MARK_RETRY */
+};
+
+static duro_message_batch *batch_new(duro_engine *e, const wf_consumer *c,
+                                     duro_queue_fn fn, json_t *msgs) {
+  duro_message_batch *b = xcalloc(1, sizeof *b);
+  size_t n = json_array_size(msgs);
+  *b = (duro_message_batch){e,
+                            xstrdup(c->queue),
+                            fn,
+                            n,
+                            xcalloc(n, sizeof *b->msgs),
+                            xcalloc(n, sizeof *b->leases),
+                            xcalloc(n, sizeof *b->mark),
+                            xcalloc(n, sizeof *b->delay)};
+  for (size_t i = 0; i < n; i++) {
+    json_t *m = json_array_get(msgs, i);
+    b->leases[i] = xstrdup(json_string_value(json_object_get(m, "lease_id")));
+    b->msgs[i] = (duro_message){
+        .size = sizeof(duro_message),
+        .id = json_integer_value(json_object_get(m, "id")),
+        .body = json_dumps(json_object_get(m, "body"),
+                           JSON_ENCODE_ANY | JSON_COMPACT),
+        .attempts =
+            (uint32_t)json_integer_value(json_object_get(m, "attempts")),
+        .sent_ms = json_integer_value(json_object_get(m, "sent_ms"))};
+  }
+  return b;
+}
+
+static void batch_free(duro_message_batch *b) {
+  for (size_t i = 0; i < b->n; i++) {
+    free((char *)b->msgs[i].body);
+    free(b->leases[i]);
+  }
+  free(b->msgs);
+  free(b->leases);
+  free(b->mark);
+  free(b->delay);
+  free(b->queue);
+  free(b);
+}
+
+/* Acks and retries the messages by their marks, the unmarked ones by the
+ * handler's return code, in one commit. */
+static void batch_settle(duro_message_batch *b, int rc) {
+  const char **acks = xcalloc(b->n, sizeof *acks);
+  duro_queue_retry *retries = xcalloc(b->n, sizeof *retries);
+  size_t na = 0, nr = 0;
+  char why[80];
+  snprintf(why, sizeof why, "\"the queue handler returned %d\"", rc);
+  for (size_t i = 0; i < b->n; i++) {
+    int mark = b->mark[i] ? b->mark[i] : rc == 0 ? MARK_ACK : MARK_RETRY;
+    if (mark == MARK_ACK)
+      acks[na++] = b->leases[i];
+    else
+      retries[nr++] = (duro_queue_retry){
+          b->leases[i], b->mark[i] ? b->delay[i] : -1,
+          b->mark[i] ? "\"retried by the queue handler\"" : why};
+  }
+  json_t *res = NULL;
+  char err[256];
+  if (duro_queue_ack(b->e, b->queue, acks, na, retries, nr, &res, err,
+                     sizeof err))
+    log_error("queue %s: settling a batch of %zu: %s", b->queue, b->n, err);
+  json_decref(res);
+  free(acks);
+  free(retries);
+}
+
+/* Counts a batch in or out of handler fn (cs->mu held). */
+static void running_add_locked(struct queue_consumers *cs, duro_queue_fn fn,
+                               int delta) {
+  for (size_t i = 0; i < cs->n_running; i++)
+    if (cs->running[i].fn == fn) {
+      cs->running[i].n += (uint32_t)delta;
+      return;
+    }
+  cs->running =
+      xrealloc(cs->running, (cs->n_running + 1) * sizeof *cs->running);
+  cs->running[cs->n_running++] = (struct running){fn, (uint32_t)delta};
+}
+
+int duro_queue_handler_running(duro_engine *e, duro_queue_fn fn) {
+  pthread_mutex_lock(&e->mu);
+  struct queue_consumers *cs = e->consumers;
+  pthread_mutex_unlock(&e->mu);
+  int busy = 0;
+  if (!cs || !fn)
+    return 0;
+  pthread_mutex_lock(&cs->mu);
+  for (size_t i = 0; i < cs->n_running; i++)
+    busy |= cs->running[i].fn == fn && cs->running[i].n > 0;
+  pthread_mutex_unlock(&cs->mu);
+  return busy;
+}
+
+/* The batch left handler fn: its slot is free for the next one. */
+static void batch_done(duro_engine *e, const char *queue, duro_queue_fn fn) {
+  struct queue_consumers *cs = e->consumers;
+  pthread_mutex_lock(&cs->mu);
+  for (size_t i = 0; i < cs->n; i++)
+    if (!strcmp(cs->v[i].queue, queue) && cs->v[i].in_flight)
+      cs->v[i].in_flight--;
+  running_add_locked(cs, fn, -1);
+  pthread_mutex_unlock(&cs->mu);
+}
+
+static void batch_run(duro_message_batch *b) {
+  duro_env env = {b->e};
+  batch_settle(b, b->handler(b, &env));
+  batch_done(b->e, b->queue, b->handler);
+}
+
+static void *batch_thread(void *arg) {
+  duro_message_batch *b = arg;
+  duro_engine *e = b->e;
+  batch_run(b);
+  batch_free(b);
+  engine_kick_scheduler(e); /* a slot is free: more may go now */
+  struct queue_consumers *cs = e->consumers;
+  pthread_mutex_lock(&cs->mu);
+  cs->threads--;
+  pthread_cond_broadcast(&cs->idle);
+  pthread_mutex_unlock(&cs->mu);
+  return NULL;
+}
+
+static void ready_row(void *ctx, const char *queue,
+                      const journal_queue_stats *st) {
+  (void)queue;
+  *(int64_t *)ctx = st->ready;
+}
+
+/* Whether a batch should go now: a full one is there, or a partial one
+ * waited max_batch_timeout (the wait is remembered in the registry).
+ * Then takes one of the consumer's max_concurrency slots. */
+static duro_queue_fn batch_due(duro_engine *e, const wf_consumer *c) {
+  int64_t now = duro_clock_now(e->clock), ready = 0;
+  if (journal_queue_stats_each(e->j, c->queue, now, ready_row, &ready))
+    return NULL;
+  struct queue_consumers *cs = e->consumers;
+  duro_queue_fn fn = NULL;
+  int go = 0;
+  pthread_mutex_lock(&cs->mu);
+  for (size_t i = 0; i < cs->n; i++) {
+    wf_consumer *q = &cs->v[i];
+    if (strcmp(q->queue, c->queue) != 0)
+      continue;
+    if (ready == 0)
+      q->waiting_since = 0;
+    else if (ready < q->batch && q->opt.max_batch_timeout_ms > 0 &&
+             !q->waiting_since)
+      q->waiting_since = now;
+    go = ready >= q->batch ||
+         (ready > 0 && now - q->waiting_since >= q->opt.max_batch_timeout_ms);
+    go = go && q->in_flight < q->opt.max_concurrency;
+    if (go && q->handler) {
+      q->waiting_since = 0;
+      q->in_flight++;
+      fn = q->handler; /* the current build's, counted under the lock */
+      running_add_locked(cs, fn, 1);
+    }
+  }
+  pthread_mutex_unlock(&cs->mu);
+  return fn;
+}
+
+static size_t dispatch_push(duro_engine *e, const wf_consumer *c) {
+  duro_queue_fn fn = batch_due(e, c);
+  if (!fn)
+    return 0;
+  json_t *msgs = NULL;
+  char err[256];
+  size_t n = 0;
+  if (duro_queue_pull(e, c->queue, c->batch, c->opt.visibility_ms, &msgs, err,
+                      sizeof err))
+    log_error("queue %s: leasing a batch: %s", c->queue, err);
+  else
+    n = json_array_size(msgs);
+  if (n == 0) {
+    json_decref(msgs);
+    batch_done(e, c->queue, fn);
+    return 0;
+  }
+  duro_message_batch *b = batch_new(e, c, fn, msgs);
+  json_decref(msgs);
+  pthread_t t;
+  pthread_attr_t attr;
+  int threaded = e->opt.workers > 0;
+  if (threaded) {
+    struct queue_consumers *cs = e->consumers;
+    pthread_mutex_lock(&cs->mu);
+    cs->threads++;
+    pthread_mutex_unlock(&cs->mu);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, batch_thread, b) != 0)
+      batch_thread(b); /* no thread: this one runs it */
+    pthread_attr_destroy(&attr);
+  } else {
+    batch_run(b);
+    batch_free(b);
+  }
+  return n;
+}
+
+/* ---- the plugin's side of a batch (duro.h, minor 2) ----------------------
+ */
+
+const char *queue_api_batch_queue(const duro_message_batch *b) {
+  return b ? b->queue : NULL;
+}
+
+size_t queue_api_batch_size(const duro_message_batch *b) {
+  return b ? b->n : 0;
+}
+
+const duro_message *queue_api_batch_message(const duro_message_batch *b,
+                                            size_t i) {
+  return b && i < b->n ? &b->msgs[i] : NULL;
+}
+
+static int mark(duro_message_batch *b, size_t i, int how, int64_t delay_ms) {
+  if (!b || i >= b->n || delay_ms > DURO_QUEUE_MAX_DELAY_MS)
+    return DURO_E_INVALID_ARGUMENT;
+  b->mark[i] = how;
+  b->delay[i] = delay_ms;
+  return 0;
+}
+
+int queue_api_message_ack(duro_message_batch *b, size_t i) {
+  return mark(b, i, MARK_ACK, 0);
+}
+
+int queue_api_message_retry(duro_message_batch *b, size_t i, int64_t delay_ms) {
+  return mark(b, i, MARK_RETRY, delay_ms);
+}
+
+int queue_api_ack_all(duro_message_batch *b) {
+  for (size_t i = 0; b && i < b->n; i++)
+    mark(b, i, MARK_ACK, 0);
+  return b ? 0 : DURO_E_INVALID_ARGUMENT;
+}
+
+int queue_api_retry_all(duro_message_batch *b, int64_t delay_ms) {
+  int rc = b ? 0 : DURO_E_INVALID_ARGUMENT;
+  for (size_t i = 0; b && i < b->n && !rc; i++)
+    rc = mark(b, i, MARK_RETRY, delay_ms);
+  return rc;
+}
+
+size_t duro_queues_dispatch(duro_engine *e) {
+  pthread_mutex_lock(&e->mu);
+  struct queue_consumers *cs = e->consumers;
+  pthread_mutex_unlock(&e->mu);
+  if (!cs)
+    return 0;
+  size_t handled = 0;
+  wf_consumer c;
+  for (size_t i = 0; consumer_copy(cs, i, &c); i++) {
+    handled += c.workflow ? dispatch_workflow(e, &c) : dispatch_push(e, &c);
+    consumer_clear(&c);
+  }
+  return handled;
+}

@@ -1,0 +1,316 @@
+/* test_queue_host.c — queue consumers on a real `duro run` (DURO_BIN,
+ * tests/host_run.h), in the case's own directory.
+ *
+ *  - a push consumer: the queue_handler fixture (FIXTURES_DIR), loaded by
+ *    the host, gets the messages of queue "in" in batches of at most
+ *    max_batch_size and forwards each to queue "out" (which a second
+ *    plugin consumes, as a pull consumer), retrying one once;
+ *  - the no-code consumer under kill -9: a stream of messages sent to a
+ *    host whose queue `jobs` feeds workflow fault-flow (the faults plugin,
+ *    FAULTS_PLUGIN) with one instance per job id, while its engine process
+ *    is SIGKILLed again and again (the supervisor starts a new one each
+ *    time).  No send that was answered 201 is lost (each of its job ids
+ *    has an instance, which completes), and each instance is created once:
+ *    a second creation of a job (after an ack lost with its engine) would
+ *    be refused by its id, and a job created anew would run its step again
+ *    after its result was seen, which the plugin's side log
+ *    ($DURO_FAULTS_LOG, "exec"/"seen" records) would show.  A send that
+ *    got no answer is sent again until one comes: it may be stored twice,
+ *    which must still make one instance.  The queue ends empty. */
+#include <check.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "host_run.h"
+#include "http_client.h"
+#include "proc.h"
+
+#ifndef FAULTS_PLUGIN
+#error "build with -DFAULTS_PLUGIN=\"<path of libfaults.so>\""
+#endif
+#ifndef FIXTURES_DIR
+#error "build with -DFIXTURES_DIR=\"<dir holding libfixture_*.so>\""
+#endif
+
+#define FLOW "fault-flow"
+#define JOBS 200
+#define KILL_EVERY 50 /* sends between two kills */
+#define SETTLE_MS 60000
+#define LINE_SIZE 64 /* a record of the faults log */
+
+/* ---- a push consumer ------------------------------------------------------
+ */
+
+static int64_t queue_count(host_run *h, const char *q, const char *what) {
+  char path[64];
+  snprintf(path, sizeof path, "/queues/%s", q);
+  http_resp r;
+  host_request(h, &r, "GET", path, NULL);
+  ck_assert_int_eq(r.status, 200);
+  int64_t n = json_integer_value(jget(r.json, what));
+  http_resp_free(&r);
+  return n;
+}
+
+static void start_push(host_run *h) {
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  host_init(h, "push");
+  h->request_ms = 3000;
+  h->restarts = 1;
+  host_write_config(
+      h, db, "{ workers: 2 }", "qh",
+      FIXTURES_DIR "/libfixture_queue_handler.so",
+      "      - { name: hello, binding: HELLO, class_name: Hello }\n"
+      "    queues:\n"
+      "      producers: [{ binding: OUT, queue: out }]\n"
+      "      consumers:\n"
+      "        - { queue: in, max_batch_size: 4, max_batch_timeout: 0 }\n"
+      "  - name: sink\n"
+      "    path: " FIXTURES_DIR "/libfixture_good_v1.so\n"
+      "    queues:\n"
+      "      consumers: [{ queue: out }]\n");
+  host_start(h);
+}
+
+START_TEST(push_handler_gets_batches) {
+  host_run H;
+  start_push(&H);
+  char body[2048] = "{\"messages\":[";
+  for (int i = 0; i < 10; i++)
+    snprintf(body + strlen(body), sizeof body - strlen(body),
+             "{\"body\":{\"n\":%d}},", i);
+  strcat(body, "{\"body\":{\"retry\":true}}]}");
+  http_resp r;
+  host_request(&H, &r, "POST", "/queues/in/messages/batch", body);
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  int64_t deadline = proc_now_ms() + 10000;
+  while (queue_count(&H, "out", "ready") < 11) {
+    ck_assert_msg(proc_now_ms() < deadline, "out holds %lld of 11",
+                  (long long)queue_count(&H, "out", "ready"));
+    proc_sleep_ms(50);
+  }
+  host_request(&H, &r, "POST", "/queues/out/messages/pull",
+               "{\"batch_size\":100}");
+  ck_assert_int_eq(r.status, 200);
+  json_t *msgs = jget(r.json, "messages");
+  ck_assert_uint_eq(json_array_size(msgs), 11);
+  int seen[10] = {0}, retried = 0;
+  size_t i;
+  json_t *m;
+  json_array_foreach(msgs, i, m) {
+    json_t *got = json_object_get(m, "body");
+    ck_assert_int_le(json_integer_value(json_object_get(got, "batch")), 4);
+    json_t *sent = json_object_get(got, "body");
+    if (json_object_get(sent, "retry")) {
+      retried++;
+      ck_assert_int_eq(json_integer_value(json_object_get(got, "attempts")), 2);
+    } else {
+      seen[json_integer_value(json_object_get(sent, "n"))]++;
+    }
+  }
+  http_resp_free(&r);
+  ck_assert_int_eq(retried, 1);
+  for (int k = 0; k < 10; k++)
+    ck_assert_int_eq(seen[k], 1);
+  ck_assert_int_eq(
+      queue_count(&H, "in", "ready") + queue_count(&H, "in", "in_flight"), 0);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
+/* A handler that kills its engine leaves its batch leased: the message
+ * comes back, to the next engine, once the lease (30 s) ends. */
+START_TEST(push_handler_crash_redelivers) {
+  host_run H;
+  start_push(&H);
+  pid_t first = host_last_engine(&H);
+  http_resp r;
+  host_request(&H, &r, "POST", "/queues/in/messages",
+               "{\"body\":{\"crash\":true}}");
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  ck_assert_msg(host_wait_gone(first, 10000), "the handler did not crash");
+  int64_t deadline = proc_now_ms() + 45000;
+  for (;;) {
+    if (host_request_try(&H, &r, "GET", "/queues/out", NULL) == 0) {
+      int64_t ready = json_integer_value(jget(r.json, "ready"));
+      http_resp_free(&r);
+      if (ready == 1)
+        break;
+    }
+    ck_assert_msg(proc_now_ms() < deadline, "not delivered again in 45 s");
+    proc_sleep_ms(200);
+  }
+  host_request(&H, &r, "POST", "/queues/out/messages/pull", NULL);
+  ck_assert_int_eq(r.status, 200);
+  ck_assert_int_eq(
+      json_integer_value(
+          jget(json_array_get(jget(r.json, "messages"), 0), "body.attempts")),
+      2);
+  http_resp_free(&r);
+  ck_assert_int_ne(host_last_engine(&H), first);
+  host_stop(&H, proc_now_ms() + 10000, 1);
+}
+END_TEST
+
+/* ---- the no-code consumer under kill -9 -----------------------------------
+ */
+
+static const char *faults_log(void) {
+  static char path[400];
+  snprintf(path, sizeof path, "%s/faults.log", proc_tmp_dir);
+  return path;
+}
+
+static void start(host_run *h) {
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  host_init(h, "host");
+  host_setenv(h, "DURO_FAULTS_LOG", faults_log());
+  h->request_ms = 3000;
+  h->restarts = 1;
+  host_write_config(h, db, "{ workers: 2 }", "faults", FAULTS_PLUGIN,
+                    "      - name: " FLOW "\n"
+                    "        binding: FAULT_FLOW\n"
+                    "        class_name: Fault\n"
+                    "    queues:\n"
+                    "      consumers:\n"
+                    "        - { queue: jobs, workflow: " FLOW ",\n"
+                    "            id_from: /jobId, max_batch_size: 20 }\n");
+  host_start(h);
+}
+
+/* Sends job i until a 201 answers (a send without an answer may have been
+ * stored: sending it again is the duplicate the consumer must absorb). */
+static void send_job(host_run *h, int i) {
+  char body[160];
+  snprintf(body, sizeof body,
+           "{\"body\":{\"jobId\":\"j-%d\",\"fault\":\"none\",\"steps\":1}}", i);
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  for (;;) {
+    http_resp r;
+    if (host_request_try(h, &r, "POST", "/queues/jobs/messages", body) == 0) {
+      int status = (int)r.status;
+      http_resp_free(&r);
+      if (status == 201)
+        return;
+      ck_assert_msg(status >= 500, "send j-%d: %d", i, status);
+    }
+    ck_assert_msg(proc_now_ms() < deadline, "send j-%d: no 201", i);
+    proc_sleep_ms(50);
+  }
+}
+
+/* The instance of job i comes to exist (the consumer creates it on its
+ * next pass, about a second after the send) and completes. */
+static void assert_job_done(host_run *h, int i) {
+  char id[32], path[128];
+  snprintf(id, sizeof id, "j-%d", i);
+  snprintf(path, sizeof path, "/workflows/%s/instances/%s", FLOW, id);
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  for (;;) {
+    http_resp r = {0};
+    int found =
+        host_request_try(h, &r, "GET", path, NULL) == 0 && r.status == 200;
+    http_resp_free(&r);
+    if (found)
+      break;
+    ck_assert_msg(proc_now_ms() < deadline, "%s was never created", id);
+    proc_sleep_ms(50);
+  }
+  json_t *d = host_wait_status(h, FLOW, id, "complete", deadline);
+  json_decref(d);
+}
+
+static int64_t queue_left(host_run *h) {
+  http_resp r;
+  if (host_request_try(h, &r, "GET", "/queues/jobs", NULL) != 0)
+    return -1;
+  int64_t n = r.status != 200
+                  ? -1
+                  : json_integer_value(jget(r.json, "ready")) +
+                        json_integer_value(jget(r.json, "delayed")) +
+                        json_integer_value(jget(r.json, "in_flight"));
+  http_resp_free(&r);
+  return n;
+}
+
+/* No step ran again after run() had seen its result: a job created a
+ * second time would. */
+static void assert_no_step_after_seen(void) {
+  char *text = proc_slurp(faults_log());
+  size_t n = strlen(text) / LINE_SIZE;
+  char *seen = calloc(JOBS, 1);
+  ck_assert(seen != NULL);
+  for (size_t i = 0; i < n; i++) {
+    char kind[8], inst[32], token[40];
+    int index, job;
+    ck_assert(sscanf(text + i * LINE_SIZE, "%7s %31s %d %39s", kind, inst,
+                     &index, token) == 4);
+    ck_assert(sscanf(inst, "j-%d", &job) == 1 && job >= 0 && job < JOBS);
+    if (!strcmp(kind, "seen"))
+      seen[job] = 1;
+    else
+      ck_assert_msg(!seen[job], "j-%d ran its step after its result was seen",
+                    job);
+  }
+  for (int i = 0; i < JOBS; i++)
+    ck_assert_msg(seen[i], "j-%d never completed its step", i);
+  free(seen);
+  free(text);
+}
+
+START_TEST(acked_sends_survive_kill9) {
+  host_run H;
+  start(&H);
+  int kills = 0;
+  for (int i = 0; i < JOBS; i++) {
+    send_job(&H, i);
+    if (i % KILL_EVERY == KILL_EVERY - 1 && i + 1 < JOBS) {
+      pid_t engine = host_last_engine(&H);
+      ck_assert_int_eq(kill(engine, SIGKILL), 0);
+      ck_assert_msg(host_wait_gone(engine, 5000), "engine %d survived",
+                    (int)engine);
+      kills++;
+    }
+  }
+  ck_assert_int_eq(kills, JOBS / KILL_EVERY - 1);
+  pid_t pids[16];
+  char *log = proc_slurp(H.log);
+  ck_assert_uint_ge(host_engine_pids(log, pids, 16), (size_t)kills + 1);
+  free(log);
+  for (int i = 0; i < JOBS; i++)
+    assert_job_done(&H, i);
+  http_resp r;
+  host_request(&H, &r, "GET", "/workflows/" FLOW "/instances?limit=1000", NULL);
+  ck_assert_int_eq(r.status, 200);
+  ck_assert_uint_eq(json_array_size(jget(r.json, "instances")), JOBS);
+  http_resp_free(&r);
+  int64_t deadline = proc_now_ms() + 10000;
+  while (queue_left(&H) != 0) {
+    ck_assert_msg(proc_now_ms() < deadline, "the queue is not empty");
+    proc_sleep_ms(50);
+  }
+  assert_no_step_after_seen();
+  host_stop(&H, proc_now_ms() + 10000, 1);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("queue_host");
+  TCase *tc = tcase_create("queue_host");
+  proc_fixtures(tc, "duro-queue-host");
+  tcase_set_timeout(tc, 240);
+  tcase_add_test(tc, push_handler_gets_batches);
+  tcase_add_test(tc, push_handler_crash_redelivers);
+  tcase_add_test(tc, acked_sends_survive_kill9);
+  suite_add_tcase(s, tc);
+  return http_suite_run(s);
+}
