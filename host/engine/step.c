@@ -1178,13 +1178,17 @@ static void finish(duro_step *a, duro_rc rc) {
                                      : "run() returned an unknown code or "
                                        "DURO_SUSPEND with no suspending step"));
   }
-  /* Pinned at its first activation (versioning: pinned); under latest,
-   * the build it last ran on. */
-  if (a->build_hash)
-    row->build = (char *)a->build_hash;
   journal_op *op = journal_batch_add(&a->batch, JOP_INSTANCE_SET);
   op->inst = row;
   op->clear_control = clear_control;
+  /* Pinned at its first activation (versioning: pinned); under latest,
+   * the build it last ran on.  Written only when it changes. */
+  if (a->build_hash &&
+      (!a->inst.build || strcmp(a->inst.build, a->build_hash) != 0)) {
+    op = journal_batch_add(&a->batch, JOP_INSTANCE_PIN);
+    op->rowid = row->rowid;
+    op->step_key = a->build_hash;
+  }
   /* An event of the awaited type may have been stored after this
    * activation read the events (while it ran, or while this commit
    * waited): in the same transaction, the wait is then due at once.  The

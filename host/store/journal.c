@@ -44,6 +44,7 @@ enum {
   ST_EVENT_CONSUME,
   ST_WAKE_IF_WAITING,
   ST_WAKE_IF_EVENT_PENDING,
+  ST_INSTANCE_PIN,
   ST_SWEEP_PICK,
   ST_SWEEP_STEPS,
   ST_SWEEP_ATTEMPTS,
@@ -69,7 +70,7 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     [ST_INSTANCE_SET] =
         "UPDATE instances SET status=?2, output=?3, error=?4, started_ms=?5, "
         "ended_ms=?6, wake_ms=?7, paused_ms=?8, wait_type=?9, "
-        "control=CASE WHEN ?10 THEN 0 ELSE control END, build=?11 "
+        "control=CASE WHEN ?10 THEN 0 ELSE control END "
         "WHERE rowid=?1",
     [ST_INSTANCE_CONTROL] = "UPDATE instances SET control=?2 WHERE rowid=?1",
     [ST_INSTANCE_CONTROL_CLEAR] =
@@ -97,6 +98,10 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     [ST_EVENT_CONSUME] = "UPDATE events SET consumed_by=?2 WHERE seq=?1",
     [ST_WAKE_IF_WAITING] = "UPDATE instances SET wake_ms=?3 WHERE rowid=?1 AND "
                            "status='waiting' AND wait_type=?2",
+    /* Only when it changes: the pin index is not touched by the many
+     * status writes of an instance. */
+    [ST_INSTANCE_PIN] = "UPDATE instances SET build=?2 WHERE rowid=?1 AND "
+                        "build IS NOT ?2",
     [ST_WAKE_IF_EVENT_PENDING] =
         "UPDATE instances SET wake_ms=?2 WHERE rowid=?1 AND "
         "status='waiting' AND wait_type IS NOT NULL AND EXISTS(SELECT 1 "
@@ -332,9 +337,11 @@ int journal_open(const char *path, int synchronous_full, journal **out,
                     "UPDATE meta SET value='3' WHERE key='schema';",
                     NULL, NULL, &msg) != SQLITE_OK) ||
       sqlite3_exec(j->wr,
-                   "CREATE INDEX IF NOT EXISTS instances_build ON "
-                   "instances(workflow, build) WHERE build IS NOT NULL AND "
-                   "status IN ('queued','waiting','paused');"
+                   /* Over the build alone: a status in the predicate
+                    * would make every status write update the index. */
+                   "DROP INDEX IF EXISTS instances_build;"
+                   "CREATE INDEX IF NOT EXISTS instances_pin ON "
+                   "instances(workflow, build) WHERE build IS NOT NULL;"
                    /* Schema 4 only adds the messages table, which the
                     * schema above creates where it is missing. */
                    "UPDATE meta SET value='4' WHERE key='schema' AND "
@@ -592,7 +599,6 @@ static int apply_op(journal *j, journal_op *op) {
     bind_ms(st, 8, in->paused_ms);
     bind_text(st, 9, in->wait_type);
     sqlite3_bind_int(st, 10, op->clear_control);
-    bind_text(st, 11, in->build);
     return step_done(j, st);
   }
   case JOP_INSTANCE_CONTROL:
@@ -719,6 +725,11 @@ static int apply_op(journal *j, journal_op *op) {
     op->out_rowid = rc == 0 ? sqlite3_changes(j->wr) : 0;
     return rc;
   }
+  case JOP_INSTANCE_PIN:
+    st = j->ws[ST_INSTANCE_PIN];
+    sqlite3_bind_int64(st, 1, op->rowid);
+    bind_text(st, 2, op->step_key);
+    return step_done(j, st);
   case JOP_WAKE_IF_EVENT_PENDING: {
     st = j->ws[ST_WAKE_IF_EVENT_PENDING];
     sqlite3_bind_int64(st, 1, op->rowid);

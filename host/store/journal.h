@@ -101,7 +101,8 @@ void journal_close(journal *j);
 
 typedef enum journal_op_kind {
   JOP_INSTANCE_INSERT,  /* inst: workflow,id,status,params,created,retention */
-  JOP_INSTANCE_SET,     /* inst: every mutable column of rowid; with
+  JOP_INSTANCE_SET,     /* inst: every mutable column of rowid but the
+                           build pin (JOP_INSTANCE_PIN); with
                            clear_control, also control = NONE */
   JOP_INSTANCE_CONTROL, /* inst.rowid, inst.control */
   JOP_INSTANCE_CONTROL_CLEAR, /* inst.rowid: control = NONE */
@@ -116,6 +117,8 @@ typedef enum journal_op_kind {
   JOP_WAKE_IF_WAITING,  /* rowid, event_type, ts_ms: wake_ms = ts_ms when the
                            instance waits for that event type; out_rowid =
                            1 when it did */
+  JOP_INSTANCE_PIN,     /* rowid, step_key = the build hash it runs on: the
+                           instance's pin, written only when it changes */
   JOP_WAKE_IF_EVENT_PENDING, /* rowid, ts_ms: wake_ms = ts_ms when the
                                 instance waits for a type of which an
                                 unconsumed event is stored; out_rowid = 1
