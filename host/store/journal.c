@@ -563,6 +563,13 @@ static int message_retry(journal *j, journal_op *op) {
   return step_done(j, st);
 }
 
+/* step_done, then how many rows the statement changed into out_rowid. */
+static int step_changes(journal *j, sqlite3_stmt *st, journal_op *op) {
+  int rc = step_done(j, st);
+  op->out_rowid = rc == 0 ? sqlite3_changes(j->wr) : 0;
+  return rc;
+}
+
 static int apply_op(journal *j, journal_op *op) {
   sqlite3_stmt *st;
   int rc;
@@ -701,10 +708,7 @@ static int apply_op(journal *j, journal_op *op) {
     bind_text(st, 1, op->lease);
     bind_text(st, 2, op->queue);
     sqlite3_bind_int64(st, 3, op->ts_ms);
-    if ((rc = step_done(j, st)))
-      return rc;
-    op->out_rowid = sqlite3_changes(j->wr);
-    return 0;
+    return step_changes(j, st, op);
   case JOP_MESSAGE_RETRY:
     return message_retry(j, op);
   case JOP_MESSAGES_EXPIRE:
@@ -712,18 +716,13 @@ static int apply_op(journal *j, journal_op *op) {
     bind_text(st, 1, op->queue);
     sqlite3_bind_int64(st, 2, op->ts_ms);
     sqlite3_bind_int64(st, 3, op->from_seq);
-    if ((rc = step_done(j, st)))
-      return rc;
-    op->out_rowid = sqlite3_changes(j->wr);
-    return 0;
+    return step_changes(j, st, op);
   case JOP_WAKE_IF_WAITING: {
     st = j->ws[ST_WAKE_IF_WAITING];
     sqlite3_bind_int64(st, 1, op->rowid);
     bind_text(st, 2, op->event_type);
     sqlite3_bind_int64(st, 3, op->ts_ms);
-    int rc = step_done(j, st);
-    op->out_rowid = rc == 0 ? sqlite3_changes(j->wr) : 0;
-    return rc;
+    return step_changes(j, st, op);
   }
   case JOP_INSTANCE_PIN:
     st = j->ws[ST_INSTANCE_PIN];
@@ -734,9 +733,7 @@ static int apply_op(journal *j, journal_op *op) {
     st = j->ws[ST_WAKE_IF_EVENT_PENDING];
     sqlite3_bind_int64(st, 1, op->rowid);
     sqlite3_bind_int64(st, 2, op->ts_ms);
-    int rc = step_done(j, st);
-    op->out_rowid = rc == 0 ? sqlite3_changes(j->wr) : 0;
-    return rc;
+    return step_changes(j, st, op);
   }
   }
   return DURO_E_INVALID_ARGUMENT;
