@@ -177,6 +177,49 @@ START_TEST(expired_lease_delivers_again) {
 }
 END_TEST
 
+/* An expired lease is a failed attempt: after max_retries + 1 deliveries
+ * never acked (a handler that crashed the host each time, say) the
+ * message goes to the dead-letter queue, or is dropped, instead of being
+ * delivered forever. */
+START_TEST(expired_leases_count_as_attempts) {
+  harness h;
+  harness_open(&h);
+  harness_start(&h);
+  duro_queue_options o = {.max_retries = 1, .dead_letter = "dlq"};
+  ck_assert_int_eq(duro_queue_register(h.e, "jobs", &o), 0);
+  ck_assert_int_eq(duro_queue_register(h.e, "dlq", NULL), 0);
+  duro_queue_options drop = {.max_retries = 0};
+  ck_assert_int_eq(duro_queue_register(h.e, "drops", &drop), 0);
+  send(&h, "jobs", "\"poison\"", 0);
+  send(&h, "drops", "\"poison\"", 0);
+  for (int attempt = 1; attempt <= 2; attempt++) {
+    json_t *m = pull(&h, "jobs", 1, 1000);
+    ck_assert_uint_eq(json_array_size(m), 1);
+    ck_assert_int_eq(int_of(json_array_get(m, 0), "attempts"), attempt);
+    json_decref(m);
+    harness_advance(&h, 1000); /* never acked: the lease runs out */
+  }
+  json_t *m = pull(&h, "jobs", 1, 1000);
+  ck_assert_uint_eq(json_array_size(m), 0);
+  json_decref(m);
+  m = pull(&h, "dlq", 1, 1000);
+  ck_assert_uint_eq(json_array_size(m), 1);
+  ck_assert_int_eq(int_of(json_array_get(m, 0), "attempts"), 3);
+  json_decref(m);
+  m = pull(&h, "drops", 1, 1000);
+  ck_assert_uint_eq(json_array_size(m), 1);
+  json_decref(m);
+  harness_advance(&h, 1000);
+  m = pull(&h, "drops", 1, 1000);
+  ck_assert_uint_eq(json_array_size(m), 0);
+  json_decref(m);
+  json_t *st = stats(&h, "drops");
+  ck_assert_int_eq(int_of(st, "dropped"), 1);
+  json_decref(st);
+  harness_close(&h);
+}
+END_TEST
+
 START_TEST(retry_with_delay) {
   harness h;
   open_with_queue(&h);
@@ -945,6 +988,7 @@ int main(void) {
   tcase_add_test(tc, send_in_a_step_is_transactional);
   tcase_add_test(tc, delayed_message_waits);
   tcase_add_test(tc, expired_lease_delivers_again);
+  tcase_add_test(tc, expired_leases_count_as_attempts);
   tcase_add_test(tc, retry_with_delay);
   tcase_add_test(tc, max_retries_dead_letters);
   tcase_add_test(tc, max_retries_without_dead_letter_drops);

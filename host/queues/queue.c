@@ -291,6 +291,8 @@ static json_t *message_json(const journal_message *m) {
   return o;
 }
 
+static void count_dropped(duro_engine *e, const char *queue, uint64_t n);
+
 int duro_queue_pull(duro_engine *e, const char *queue, uint32_t batch_size,
                     int64_t visibility_ms, json_t **out, char *err,
                     size_t errlen) {
@@ -314,14 +316,20 @@ int duro_queue_pull(duro_engine *e, const char *queue, uint32_t batch_size,
   }
   int64_t now = duro_clock_now(e->clock);
   journal_batch b = {0};
+  char dlq[256];
+  queue_options(e, queue, &o, dlq, sizeof dlq);
   journal_op *op = journal_batch_add(&b, JOP_MESSAGE_LEASE);
   op->queue = queue;
   op->ts_ms = now;
   op->visible_ms = now + visibility_ms;
   op->leases = leases;
   op->n_leases = batch_size;
+  op->max_attempts = (uint32_t)o.max_retries + 1;
+  op->dead_letter_queue = *dlq ? dlq : NULL;
   int rc = journal_commit(e->j, &b);
   op = &b.ops[0];
+  if (rc == 0 && !op->dead_letter_queue && op->out_rowid > 0)
+    count_dropped(e, queue, (uint64_t)op->out_rowid);
   if (rc == 0) {
     *out = json_array();
     for (size_t i = 0; i < op->n_messages; i++)

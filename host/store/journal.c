@@ -492,9 +492,18 @@ static int message_lease(journal *j, journal_op *op) {
   sqlite3_bind_int64(st, 2, op->ts_ms);
   sqlite3_bind_int64(st, 3, (sqlite3_int64)op->n_leases);
   journal_message *v = xcalloc(op->n_leases ? op->n_leases : 1, sizeof *v);
-  size_t n = 0;
+  int64_t *spent = xcalloc(op->n_leases ? op->n_leases : 1, sizeof *spent);
+  size_t n = 0, n_spent = 0;
   int s = SQLITE_DONE;
-  while (n < op->n_leases && (s = sqlite3_step(st)) == SQLITE_ROW) {
+  while (n + n_spent < op->n_leases && (s = sqlite3_step(st)) == SQLITE_ROW) {
+    /* Delivered max_attempts times and the last lease ran out unacked:
+     * an expired lease is a failed attempt too (a handler that crashes
+     * the host never acks), so it goes the way of a spent retry. */
+    if (op->max_attempts &&
+        sqlite3_column_int64(st, 1) >= (int64_t)op->max_attempts) {
+      spent[n_spent++] = sqlite3_column_int64(st, 0);
+      continue;
+    }
     journal_message *m = &v[n++];
     m->seq = sqlite3_column_int64(st, 0);
     m->attempts = (uint32_t)sqlite3_column_int64(st, 1) + 1;
@@ -506,15 +515,32 @@ static int message_lease(journal *j, journal_op *op) {
     m->lease = xstrdup(op->leases[n - 1]);
     m->visible_ms = op->visible_ms;
   }
-  int rc = n < op->n_leases && s != SQLITE_DONE;
+  int rc = n + n_spent < op->n_leases && s != SQLITE_DONE;
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);
   op->messages = v;
   op->n_messages = n;
   if (rc) {
+    free(spent);
     set_err(j->wr, NULL);
     return DURO_E_STORAGE;
   }
+  op->out_rowid = (int64_t)n_spent; /* dead-lettered or dropped */
+  for (size_t i = 0; i < n_spent && rc == 0; i++) {
+    st = j->ws[op->dead_letter_queue ? ST_MESSAGE_MOVE : ST_MESSAGE_DELETE];
+    sqlite3_bind_int64(st, 1, spent[i]);
+    if (op->dead_letter_queue) {
+      bind_text(st, 2, op->dead_letter_queue);
+      sqlite3_bind_int64(st, 3, op->ts_ms);
+      bind_text(st, 4,
+                "{\"name\":\"queue.lease_expired\",\"message\":"
+                "\"delivered max_retries + 1 times, never acked\"}");
+    }
+    rc = step_done(j, st);
+  }
+  free(spent);
+  if (rc)
+    return rc;
   for (size_t i = 0; i < n; i++) {
     st = j->ws[ST_MESSAGE_LEASE];
     sqlite3_bind_int64(st, 1, v[i].seq);
