@@ -278,6 +278,13 @@ static const bad_case bad[] = {
     {CONSUMER_Q "          dead_letter_queue: q\n",
      "t.yaml:7:30: \"dead_letter_queue\" must differ from the consumer's queue "
      "\"q\""},
+    {CONSUMER_Q "          dead_letter_queue: \"dead letters\"\n",
+     "t.yaml:7:30: queue names are 1-100 characters of A-Z a-z 0-9 _ . : -, "
+     "not \"dead letters\""},
+    {Q_HEAD "      consumers:\n"
+            "        - queue: jobs/1\n",
+     "t.yaml:6:18: queue names are 1-100 characters of A-Z a-z 0-9 _ . : -, "
+     "not \"jobs/1\""},
     {CONSUMER_Q "          visibility_timeout: 30s\n",
      "t.yaml:7:11: unknown key \"visibility_timeout\" in consumer"},
     /* A queue has one consumer, across all plugins. */

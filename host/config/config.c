@@ -681,6 +681,25 @@ static int parse_workflow(parser *p, yaml_node_t *node, config_workflow *w) {
   return unique(p, "binding name", w->binding, v[WF_BINDING]);
 }
 
+/* A queue name as the HTTP routes and the CLI can name it: 1-100
+ * characters of A-Z a-z 0-9 _ . : - (a queue named otherwise could be
+ * declared but never reached). */
+static int queue_name(parser *p, yaml_node_t *node, const char *name) {
+  size_t n = strlen(name);
+  int ok = n >= 1 && n <= 100;
+  for (const char *q = name; ok && *q; q++)
+    ok = (*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') ||
+         (*q >= '0' && *q <= '9') || *q == '_' || *q == '.' || *q == ':' ||
+         *q == '-';
+  if (ok)
+    return 0;
+  shown b;
+  return fail(p, node,
+              "queue names are 1-100 characters of A-Z a-z 0-9 _ . : -, "
+              "not \"%s\"",
+              show(&b, name));
+}
+
 static int parse_producer(parser *p, yaml_node_t *node, config_producer *pr) {
   yaml_node_t *v[MAX_FIELDS];
   int rc;
@@ -689,6 +708,8 @@ static int parse_producer(parser *p, yaml_node_t *node, config_producer *pr) {
   if ((rc = parse_mapping(p, node, &producer_schema, pr, v)) < 0)
     return rc;
   pr->queue_pos = pos_of(v[PR_QUEUE]);
+  if ((rc = queue_name(p, v[PR_QUEUE], pr->queue)) < 0)
+    return rc;
   return unique(p, "binding name", pr->binding, v[PR_BINDING]);
 }
 
@@ -741,6 +762,10 @@ static int parse_consumer(parser *p, yaml_node_t *node, config_consumer *c) {
   if (c->message_retention_ms < MINUTE_MS)
     return fail(p, v[CO_RETENTION],
                 "\"message_retention\" must be at least 1 minute");
+  if ((rc = queue_name(p, v[CO_QUEUE], c->queue)) < 0 ||
+      (c->dead_letter_queue &&
+       (rc = queue_name(p, v[CO_DLQ], c->dead_letter_queue)) < 0))
+    return rc;
   /* Dead-lettering into the queue itself would retry a message forever. */
   if (c->dead_letter_queue && strcmp(c->dead_letter_queue, c->queue) == 0) {
     shown b;
