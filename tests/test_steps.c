@@ -1,5 +1,5 @@
-/* test_steps.c — the step semantics of DESIGN.md §1, row by row, against the
- * real engine: a fresh SQLite journal per test, workers = 0, and a virtual
+/* test_steps.c — the step semantics (the README's table), row by row, against
+ * the real engine: a fresh SQLite journal per test, workers = 0, and a virtual
  * clock (nothing here sleeps; time moves only when a test advances it).
  *
  * Workflows are ordinary duro.h entrypoints defined below.  What their step

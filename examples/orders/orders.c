@@ -1,4 +1,4 @@
-/* orders.c — the order flow of DESIGN.md as a duro plugin: a tutorial to
+/* orders.c — the order flow of the README as a duro plugin: a tutorial to
  * copy from.
  *
  *   reserve stock -> charge card -> manual review -> grace period -> send mail
