@@ -560,6 +560,30 @@ static duro_rc dry_stop(duro_step *a, const char *key) {
   return DURO_SUSPEND;
 }
 
+/* A journaled step answers from the journal: its result when it completed
+ * (into *out, may be NULL), its error when it errored; a dry run stops at
+ * anything else.  Returns 1 with *rc set when the call ends here. */
+static int from_journal(duro_step *a, const journal_step *s, const char *key,
+                        const char **out, duro_rc *rc) {
+  if (s && !strcmp(s->status, "complete")) {
+    if (out)
+      *out = s->result;
+    *rc = DURO_OK;
+    return 1;
+  }
+  if (s && !strcmp(s->status, "errored")) {
+    a->last_error = s->error;
+    *rc = DURO_ERROR;
+    return 1;
+  }
+  if (a->dry) {
+    *rc = dry_stop(a, key);
+    return 1;
+  }
+  a->replaying = 0;
+  return 0;
+}
+
 static duro_rc api_do(duro_step *a, const char *name,
                       const duro_step_config *cfg, duro_step_fn fn, void *arg,
                       const char **result) {
@@ -569,20 +593,9 @@ static duro_rc api_do(duro_step *a, const char *name,
   duro_rc rc;
   if (result)
     *result = NULL;
-  if (step_begin(a, name, "do", &key, &count, &s, &rc))
+  if (step_begin(a, name, "do", &key, &count, &s, &rc) ||
+      from_journal(a, s, key, result, &rc))
     return rc;
-  if (s && !strcmp(s->status, "complete")) {
-    if (result)
-      *result = s->result;
-    return DURO_OK;
-  }
-  if (s && !strcmp(s->status, "errored")) {
-    a->last_error = s->error;
-    return DURO_ERROR;
-  }
-  if (a->dry)
-    return dry_stop(a, key);
-  a->replaying = 0;
   do_config c;
   if (!fn) {
     fail_with(a, "Error", "duro_do needs a callback");
@@ -747,13 +760,9 @@ static duro_rc sleep_step(duro_step *a, const char *name, int64_t until,
   uint32_t count;
   journal_step *s;
   duro_rc rc;
-  if (step_begin(a, name, "sleep", &key, &count, &s, &rc))
+  if (step_begin(a, name, "sleep", &key, &count, &s, &rc) ||
+      from_journal(a, s, key, NULL, &rc))
     return rc;
-  if (s && !strcmp(s->status, "complete"))
-    return DURO_OK;
-  if (a->dry)
-    return dry_stop(a, key);
-  a->replaying = 0;
   int64_t now = now_ms(a);
   if (!s) {
     if (step_limit_reached(a, key))
@@ -830,20 +839,9 @@ static duro_rc api_wait_for_event(duro_step *a, const char *name,
   duro_rc rc;
   if (event)
     *event = NULL;
-  if (step_begin(a, name, "waitForEvent", &key, &count, &s, &rc))
+  if (step_begin(a, name, "waitForEvent", &key, &count, &s, &rc) ||
+      from_journal(a, s, key, event, &rc))
     return rc;
-  if (s && !strcmp(s->status, "complete")) {
-    if (event)
-      *event = s->result;
-    return DURO_OK;
-  }
-  if (s && !strcmp(s->status, "errored")) {
-    a->last_error = s->error;
-    return DURO_ERROR;
-  }
-  if (a->dry)
-    return dry_stop(a, key);
-  a->replaying = 0;
   int64_t now = now_ms(a);
   if (!s) {
     int64_t ms = DEFAULT_EVENT_TIMEOUT_MS;
