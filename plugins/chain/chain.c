@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "duro.h"
+#include "params.h"
 #include "sidelog.h"
 
 #define LOG_ENV "DURO_CHAIN_LOG"
@@ -42,18 +43,11 @@ static int run_step(duro_attempt *a, void *arg) {
   return duro_attempt_result(a, json);
 }
 
-static int param(const char *params, const char *key, int fallback) {
-  char pattern[32];
-  snprintf(pattern, sizeof pattern, "\"%s\":", key);
-  const char *p = strstr(params, pattern);
-  return p ? atoi(p + strlen(pattern)) : fallback;
-}
-
 static duro_rc chain(duro_step *step, const duro_event *ev, duro_env *env) {
   (void)env;
-  int n = param(ev->params, "steps", 10);
-  int nap_every = param(ev->params, "nap_every", 0);
-  int hold_ms = param(ev->params, "hold_ms", 0);
+  int n = param_int(ev->params, "steps", 10);
+  int nap_every = param_int(ev->params, "nap_every", 0);
+  int hold_ms = param_int(ev->params, "hold_ms", 0);
   for (int i = 1; i <= n; i++) {
     chain_step cs = {
         .instance = ev->instance_id, .index = i, .hold_ms = hold_ms};

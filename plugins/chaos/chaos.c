@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "duro.h"
+#include "params.h"
 #include "sidelog.h"
 
 #define LOG_ENV "DURO_CHAOS_LOG"
@@ -67,22 +68,15 @@ static int run_step(duro_attempt *a, void *arg) {
   return duro_attempt_result(a, json);
 }
 
-static int param(const char *params, const char *key, int fallback) {
-  char pattern[32];
-  snprintf(pattern, sizeof pattern, "\"%s\":", key);
-  const char *p = strstr(params, pattern);
-  return p ? atoi(p + strlen(pattern)) : fallback;
-}
-
 static duro_rc chaos(duro_step *step, const duro_event *ev, duro_env *env) {
   (void)env;
-  int n = param(ev->params, "steps", 5);
-  int events = param(ev->params, "events", 0);
-  int nap_every = param(ev->params, "nap_every", 0);
-  int hold_ms = param(ev->params, "hold_ms", 0);
-  int flaky = param(ev->params, "flaky", 0);
+  int n = param_int(ev->params, "steps", 5);
+  int events = param_int(ev->params, "events", 0);
+  int nap_every = param_int(ev->params, "nap_every", 0);
+  int hold_ms = param_int(ev->params, "hold_ms", 0);
+  int flaky = param_int(ev->params, "flaky", 0);
   char nap[16];
-  snprintf(nap, sizeof nap, "%d", param(ev->params, "nap_ms", 10));
+  snprintf(nap, sizeof nap, "%d", param_int(ev->params, "nap_ms", 10));
   if (events < 0 || events > MAX_EVENTS)
     events = 0;
   /* Replayed from the journal on every activation: the waits' results
