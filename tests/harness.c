@@ -19,6 +19,13 @@ typedef struct reg {
 static reg regs[32];
 static size_t n_regs;
 
+typedef struct queue_reg {
+  const char *name;
+  duro_queue_options opt;
+} queue_reg;
+static queue_reg queues[8];
+static size_t n_queues;
+
 static int64_t state_limit;     /* 0 = the engine's default */
 static ledger *crash_ledger;    /* NULL = the engine's private one */
 static uint32_t max_crashes;    /* 0 = the engine's default */
@@ -39,11 +46,15 @@ static void open_engine(harness *h) {
     ck_assert_int_eq(duro_engine_register(h->e, regs[i].name, regs[i].binding,
                                           regs[i].run, NULL, "test"),
                      0);
+  for (size_t i = 0; i < n_queues; i++)
+    ck_assert_int_eq(duro_queue_register(h->e, queues[i].name, &queues[i].opt),
+                     0);
 }
 
 static void harness_init(harness *h, uint32_t workers) {
   memset(h, 0, sizeof *h);
   n_regs = 0;
+  n_queues = 0;
   state_limit = 0;
   crash_ledger = NULL;
   max_crashes = 0;
@@ -72,6 +83,16 @@ void harness_register_binding(harness *h, const char *name, const char *binding,
 
 void harness_register(harness *h, const char *name, duro_run_fn run) {
   harness_register_binding(h, name, NULL, run);
+}
+
+void harness_register_queue(harness *h, const char *name,
+                            const duro_queue_options *opt) {
+  ck_assert(n_queues < sizeof queues / sizeof *queues);
+  queues[n_queues++] = (queue_reg){name, opt ? *opt : (duro_queue_options){0}};
+  if (!opt)
+    queues[n_queues - 1].opt.max_retries = -1;
+  ck_assert_int_eq(duro_queue_register(h->e, name, &queues[n_queues - 1].opt),
+                   0);
 }
 
 void harness_start(harness *h) { ck_assert_int_eq(duro_engine_start(h->e), 0); }

@@ -48,6 +48,13 @@ void harness_register(harness *h, const char *name, duro_run_fn run);
 void harness_register_binding(harness *h, const char *name, const char *binding,
                               duro_run_fn run);
 
+/* Registers a queue (opt NULL: the defaults), again at each reopen before
+ * the engine starts, as the host does; name and opt's strings must
+ * outlive the harness. */
+struct duro_queue_options;
+void harness_register_queue(harness *h, const char *name,
+                            const struct duro_queue_options *opt);
+
 /* Advances the virtual clock and runs every activation that becomes due. */
 size_t harness_advance(harness *h, int64_t ms);
 size_t harness_run(harness *h);

@@ -285,8 +285,12 @@ static const bad_case bad[] = {
             "        - queue: jobs/1\n",
      "t.yaml:6:18: queue names are 1-100 characters of A-Z a-z 0-9 _ . : -, "
      "not \"jobs/1\""},
-    {CONSUMER_Q "          visibility_timeout: 30s\n",
-     "t.yaml:7:11: unknown key \"visibility_timeout\" in consumer"},
+    {CONSUMER_Q "          visibility_timeout: 999ms\n",
+     "t.yaml:7:31: \"visibility_timeout\" must be at least 1 second"},
+    {CONSUMER_Q "          visibility_timeout: 13h\n",
+     "t.yaml:7:31: \"visibility_timeout\" must be at most 12 hours"},
+    {CONSUMER_Q "          visibility_timeout_ms: 30000\n",
+     "t.yaml:7:11: unknown key \"visibility_timeout_ms\" in consumer"},
     /* A queue has one consumer, across all plugins. */
     {CONSUMER_Q "        - queue: q\n",
      "t.yaml:7:18: duplicate consumer for queue \"q\" (first at 6:18)"},
@@ -622,6 +626,7 @@ static void check_consumer_defaults(const config *cfg) {
   ck_assert_ptr_null(c->dead_letter_queue);
   ck_assert_uint_eq(c->max_concurrency, 0);
   ck_assert_int_eq(c->message_retention_ms, 4 * DAY_MS);
+  ck_assert_int_eq(c->visibility_timeout_ms, 30000);
   ck_assert_int_eq(c->pos.line, 6);
   ck_assert_int_eq(c->pos.column, 11);
 }

@@ -12,7 +12,11 @@
  * any step ends it at once; a death nobody was blamed for (a SIGKILL from
  * outside) records nothing; an exit that skipped the handlers is laid on
  * the callbacks that were running; a stale slot for a completed step or
- * an ended instance records nothing. */
+ * an ended instance records nothing.  A queue handler's batch stopped by
+ * the death is settled by the next engine: the guilty one's messages are
+ * retried under the queue's policy with the crash as their error (into
+ * the dead-letter queue when out of retries), a bystander's return at
+ * once; messages it acked before the death stay acked. */
 #include <check.h>
 #include <signal.h>
 #include <string.h>
@@ -20,6 +24,7 @@
 #include "harness.h"
 #include "journal.h"
 #include "ledger.h"
+#include "queue.h"
 #include "suite_run.h"
 
 #define WF "flow"
@@ -270,6 +275,121 @@ START_TEST(recorded_once) {
 }
 END_TEST
 
+/* ---- queue handler batches ---------------------------------------------
+ */
+
+static const duro_queue_options strict = {.max_retries = 0,
+                                          .dead_letter = "dead"};
+
+/* Sends n messages to q and leases them as one push batch would, with
+ * the lease prefix `prefix`; returns the lease ids' array (caller
+ * decrefs). */
+static json_t *lease_batch(const char *q, int n, char prefix[]) {
+  for (int i = 0; i < n; i++) {
+    char body[32], err[128];
+    snprintf(body, sizeof body, "{\"n\":%d}", i);
+    ck_assert_int_eq(duro_queue_enqueue(H.e, q, body, 0, NULL, err, sizeof err),
+                     0);
+  }
+  queue_lease_prefix(prefix);
+  json_t *msgs = NULL;
+  char err[128];
+  ck_assert_int_eq(queue_pull_batch(H.e, q, (uint32_t)n, 10 * MIN, prefix,
+                                    &msgs, err, sizeof err),
+                   0);
+  ck_assert_uint_eq(json_array_size(msgs), (size_t)n);
+  return msgs;
+}
+
+/* The ledger as a queue handler's thread leaves it. */
+static void crash_batch(const char *q, const char *prefix, uint32_t n,
+                        int blamed, ledger_death how, int code) {
+  ledger_slot *s = ledger_claim(L, LEDGER_BATCH);
+  ck_assert_ptr_nonnull(s);
+  ledger_copy(s->workflow, sizeof s->workflow, q);
+  ledger_copy(s->plugin, sizeof s->plugin, "consumer");
+  ledger_copy(s->key, sizeof s->key, prefix);
+  s->count = n;
+  if (blamed)
+    ledger_blame(L, (int)(s - ledger_slot_at(L, 0)), 0, code);
+  ledger_rotate(L, how, code);
+  harness_set_ledger(&H, L, 3);
+}
+
+static json_t *stats(const char *q) {
+  json_t *o = NULL;
+  ck_assert_int_eq(duro_queue_stats(H.e, q, &o), 0);
+  return o;
+}
+
+static int64_t stat(const char *q, const char *what) {
+  json_t *o = stats(q);
+  int64_t v = json_integer_value(json_object_get(o, what));
+  json_decref(o);
+  return v;
+}
+
+/* The guilty batch, out of retries (max_retries 0): its unacked messages
+ * are in the dead-letter queue at once with the crash as their error; the
+ * one acked before the crash is not. */
+START_TEST(crashed_batch_goes_by_the_retry_policy) {
+  harness_register_queue(&H, "dead", NULL);
+  harness_register_queue(&H, "q", &strict);
+  char prefix[QUEUE_LEASE_PREFIX];
+  json_t *msgs = lease_batch("q", 3, prefix);
+  const char *first =
+      json_string_value(json_object_get(json_array_get(msgs, 0), "lease_id"));
+  json_t *res = NULL;
+  char err[128];
+  ck_assert_int_eq(
+      duro_queue_ack(H.e, "q", &first, 1, NULL, 0, &res, err, sizeof err), 0);
+  ck_assert_int_eq(json_integer_value(json_object_get(res, "acked")), 1);
+  json_decref(res);
+  json_decref(msgs);
+  crash_batch("q", prefix, 3, 1, LEDGER_DEATH_SIGNAL, SIGSEGV);
+  ck_assert_int_eq(stat("q", "ready") + stat("q", "in_flight"), 0);
+  ck_assert_int_eq(stat("dead", "ready"), 2);
+  ck_assert_int_eq(duro_queue_pull(H.e, "dead", 10, 0, &msgs, err, sizeof err),
+                   0);
+  ck_assert_uint_eq(json_array_size(msgs), 2);
+  size_t i;
+  json_t *m;
+  json_array_foreach(msgs, i, m) {
+    const char *last = json_string_value(json_object_get(m, "last_error"));
+    ck_assert_msg(last && strstr(last, "plugin.crashed") &&
+                      strstr(last, "SIGSEGV") && strstr(last, "consumer"),
+                  "last_error: %s", last ? last : "(none)");
+    ck_assert_int_ne(
+        json_integer_value(json_object_get(json_object_get(m, "body"), "n")),
+        0);
+  }
+  json_decref(msgs);
+}
+END_TEST
+
+/* A batch whose thread was not to blame (another thread crashed, or the
+ * engine was killed from outside) comes back at once, with its retries
+ * left, not when its 10-minute lease ends. */
+START_TEST(bystander_batch_returns_at_once) {
+  harness_register_queue(&H, "q", NULL);
+  char prefix[QUEUE_LEASE_PREFIX];
+  json_decref(lease_batch("q", 2, prefix));
+  ck_assert_int_eq(stat("q", "in_flight"), 2);
+  crash_batch("q", prefix, 2, 0, LEDGER_DEATH_SIGNAL, SIGKILL);
+  ck_assert_int_eq(stat("q", "in_flight"), 0);
+  ck_assert_int_eq(stat("q", "ready"), 2);
+  json_t *msgs = NULL;
+  char err[128];
+  ck_assert_int_eq(duro_queue_pull(H.e, "q", 10, 0, &msgs, err, sizeof err), 0);
+  ck_assert_uint_eq(json_array_size(msgs), 2);
+  json_t *m = json_array_get(msgs, 0);
+  ck_assert_int_eq(json_integer_value(json_object_get(m, "attempts")), 2);
+  ck_assert_ptr_nonnull(strstr(
+      json_string_value(json_object_get(m, "last_error")), "engine.stopped"));
+  json_decref(msgs);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("ledger");
   TCase *tc = tcase_create("crashes");
@@ -282,6 +402,8 @@ int main(void) {
   tcase_add_test(tc, unblamed_exit_counts_running_attempts);
   tcase_add_test(tc, ended_instance_is_left_alone);
   tcase_add_test(tc, recorded_once);
+  tcase_add_test(tc, crashed_batch_goes_by_the_retry_policy);
+  tcase_add_test(tc, bystander_batch_returns_at_once);
   suite_add_tcase(s, tc);
   return suite_run(s);
 }

@@ -57,26 +57,29 @@ static int64_t queue_count(host_run *h, const char *q, const char *what) {
   return n;
 }
 
-static void start_push(host_run *h) {
+static void start_push_engine(host_run *h, const char *engine) {
   char db[400];
   snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
   host_init(h, "push");
   h->request_ms = 3000;
   h->restarts = 1;
   host_write_config(
-      h, db, "{ workers: 2 }", "qh",
-      FIXTURES_DIR "/libfixture_queue_handler.so",
+      h, db, engine, "qh", FIXTURES_DIR "/libfixture_queue_handler.so",
       "      - { name: hello, binding: HELLO, class_name: Hello }\n"
       "    queues:\n"
       "      producers: [{ binding: OUT, queue: out }]\n"
       "      consumers:\n"
-      "        - { queue: in, max_batch_size: 4, max_batch_timeout: 0 }\n"
+      "        - { queue: in, max_batch_size: 4, max_batch_timeout: 0,\n"
+      "            max_retries: 2, dead_letter_queue: in-dead,\n"
+      "            visibility_timeout: 10m }\n"
       "  - name: sink\n"
       "    path: " FIXTURES_DIR "/libfixture_good_v1.so\n"
       "    queues:\n"
       "      consumers: [{ queue: out }]\n");
   host_start(h);
 }
+
+static void start_push(host_run *h) { start_push_engine(h, "{ workers: 2 }"); }
 
 START_TEST(push_handler_gets_batches) {
   host_run H;
@@ -125,8 +128,35 @@ START_TEST(push_handler_gets_batches) {
 }
 END_TEST
 
-/* A handler that kills its engine leaves its batch leased: the message
- * comes back, to the next engine, once the lease (30 s) ends. */
+/* Waits until queue q holds n ready messages, then pulls them. */
+static json_t *pull_when_ready(host_run *h, const char *q, int64_t n,
+                               int64_t within_ms) {
+  char path[64];
+  snprintf(path, sizeof path, "/queues/%s", q);
+  int64_t deadline = proc_now_ms() + within_ms;
+  http_resp r = {0};
+  for (;;) {
+    if (host_request_try(h, &r, "GET", path, NULL) == 0) {
+      int64_t ready = json_integer_value(jget(r.json, "ready"));
+      http_resp_free(&r);
+      if (ready == n)
+        break;
+    }
+    ck_assert_msg(proc_now_ms() < deadline, "%s: not %lld ready in %lld ms", q,
+                  (long long)n, (long long)within_ms);
+    proc_sleep_ms(100);
+  }
+  snprintf(path, sizeof path, "/queues/%s/messages/pull", q);
+  host_request(h, &r, "POST", path, "{\"batch_size\":100}");
+  ck_assert_int_eq(r.status, 200);
+  json_t *msgs = json_incref(jget(r.json, "messages"));
+  http_resp_free(&r);
+  return msgs;
+}
+
+/* A handler that kills its engine is named in the crash ledger: the next
+ * engine retries its batch at once, not when the lease (10 minutes here)
+ * ends. */
 START_TEST(push_handler_crash_redelivers) {
   host_run H;
   start_push(&H);
@@ -139,26 +169,59 @@ START_TEST(push_handler_crash_redelivers) {
     ck_assert_int_eq(r.status, 201);
   http_resp_free(&r);
   ck_assert_msg(host_wait_gone(first, 10000), "the handler did not crash");
-  int64_t deadline = proc_now_ms() + 45000;
-  for (;;) {
-    if (host_request_try(&H, &r, "GET", "/queues/out", NULL) == 0) {
-      int64_t ready = json_integer_value(jget(r.json, "ready"));
-      http_resp_free(&r);
-      if (ready == 1)
-        break;
-    }
-    ck_assert_msg(proc_now_ms() < deadline, "not delivered again in 45 s");
-    proc_sleep_ms(200);
-  }
-  host_request(&H, &r, "POST", "/queues/out/messages/pull", NULL);
-  ck_assert_int_eq(r.status, 200);
+  json_t *msgs = pull_when_ready(&H, "out", 1, 30000);
   ck_assert_int_eq(
-      json_integer_value(
-          jget(json_array_get(jget(r.json, "messages"), 0), "body.attempts")),
-      2);
-  http_resp_free(&r);
+      json_integer_value(jget(json_array_get(msgs, 0), "body.attempts")), 2);
+  json_decref(msgs);
   ck_assert_int_ne(host_last_engine(&H), first);
   host_stop(&H, proc_now_ms() + 10000, 1);
+}
+END_TEST
+
+/* A handler that crashes on every delivery: max_retries (2) + 1 crashes,
+ * each recorded as the message's failed attempt, then the message is in
+ * the dead-letter queue with the crash as its last error. */
+START_TEST(push_handler_always_crashing_dead_letters) {
+  host_run H;
+  start_push(&H);
+  http_resp r = {0};
+  if (host_request_try(&H, &r, "POST", "/queues/in/messages",
+                       "{\"body\":{\"crash\":\"always\"}}") == 0)
+    ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  json_t *msgs = pull_when_ready(&H, "in-dead", 1, 30000);
+  json_t *m = json_array_get(msgs, 0);
+  ck_assert_str_eq(json_string_value(jget(m, "body.crash")), "always");
+  ck_assert_int_eq(json_integer_value(jget(m, "attempts")), 4);
+  const char *last = json_string_value(jget(m, "last_error"));
+  ck_assert_ptr_nonnull(last);
+  ck_assert_msg(strstr(last, "plugin.crashed") &&
+                    strstr(last, "queue handler of plugin"),
+                "last_error: %s", last);
+  json_decref(msgs);
+  ck_assert_int_eq(queue_count(&H, "in", "ready"), 0);
+  ck_assert_int_eq(queue_count(&H, "in", "in_flight"), 0);
+  host_stop(&H, proc_now_ms() + 10000, 1);
+}
+END_TEST
+
+/* A handler that never returns does not hold the host past
+ * engine.shutdown_grace on SIGTERM. */
+START_TEST(push_hung_handler_does_not_hold_shutdown) {
+  host_run H;
+  start_push_engine(&H, "{ workers: 2, shutdown_grace: 1s }");
+  http_resp r;
+  host_request(&H, &r, "POST", "/queues/in/messages",
+               "{\"body\":{\"hang\":true}}");
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  int64_t deadline = proc_now_ms() + 10000;
+  while (queue_count(&H, "in", "in_flight") != 1) {
+    ck_assert_msg(proc_now_ms() < deadline, "the batch never went");
+    proc_sleep_ms(50);
+  }
+  host_stop(&H, proc_now_ms() + 8000, 0);
+  ck_assert_int_eq(host_count_lines(&H, "queue batch(es) still running"), 1);
 }
 END_TEST
 
@@ -312,6 +375,8 @@ int main(void) {
   tcase_set_timeout(tc, 240);
   tcase_add_test(tc, push_handler_gets_batches);
   tcase_add_test(tc, push_handler_crash_redelivers);
+  tcase_add_test(tc, push_handler_always_crashing_dead_letters);
+  tcase_add_test(tc, push_hung_handler_does_not_hold_shutdown);
   tcase_add_test(tc, acked_sends_survive_kill9);
   suite_add_tcase(s, tc);
   return http_suite_run(s);

@@ -818,6 +818,40 @@ START_TEST(push_batches_by_size_and_timeout) {
 }
 END_TEST
 
+/* The batch timeout runs from when the oldest message became visible,
+ * a time the journal keeps: the scheduler is told exactly when to look,
+ * and a restart does not start the wait over.  A delayed message names
+ * the time it becomes visible. */
+START_TEST(push_batch_timeout_is_exact_and_survives_a_restart) {
+  harness h;
+  open_push(&h, record_batch, 3, 5000, NULL);
+  send(&h, "jobs", "{\"n\":0}", 0);
+  int64_t next = 0;
+  ck_assert_uint_eq(queue_consumers_dispatch(h.e, &next), 0);
+  ck_assert_int_eq(next, T0_MS + 5000);
+  harness_advance(&h, 3000);
+  ck_assert_uint_eq(n_batches, 0);
+  /* a clean restart: the consumer is registered again, as the host does */
+  harness_reopen(&h);
+  ck_assert_int_eq(duro_queue_register(h.e, "jobs", NULL), 0);
+  duro_queue_consumer_opts o = {.max_batch_size = 3,
+                                .max_batch_timeout_ms = 5000};
+  ck_assert_int_eq(duro_queue_consume(h.e, "jobs", record_batch, &o), 0);
+  ck_assert_uint_eq(queue_consumers_dispatch(h.e, &next), 0);
+  ck_assert_int_eq(next, T0_MS + 5000);
+  harness_advance(&h, 1999);
+  ck_assert_uint_eq(n_batches, 0);
+  harness_advance(&h, 1);
+  ck_assert_uint_eq(n_batches, 1);
+  ck_assert_uint_eq(batch_sizes[0], 1);
+  /* nothing visible: a delayed message says when it will be */
+  send(&h, "jobs", "{\"n\":1}", 60000);
+  ck_assert_uint_eq(queue_consumers_dispatch(h.e, &next), 0);
+  ck_assert_int_eq(next, T0_MS + 5000 + 60000);
+  harness_close(&h);
+}
+END_TEST
+
 /* Even messages acked, odd ones retried in 1 s; then all acked. */
 static int ack_even(duro_message_batch *b, duro_env *env) {
   (void)env;
@@ -1002,6 +1036,7 @@ int main(void) {
   tcase_add_test(tc, json_pointers);
   tcase_add_test(tc, consumer_runs_on_the_scheduler);
   tcase_add_test(tc, push_batches_by_size_and_timeout);
+  tcase_add_test(tc, push_batch_timeout_is_exact_and_survives_a_restart);
   tcase_add_test(tc, push_per_message_ack_and_retry);
   tcase_add_test(tc, push_return_code_decides_unmarked);
   tcase_add_test(tc, push_dead_letters_after_max_retries);

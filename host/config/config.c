@@ -251,7 +251,7 @@ typedef struct field {
   const choice *choices; /* K_ENUM, ended by a NULL name */
 } field;
 
-#define MAX_FIELDS 10
+#define MAX_FIELDS 12
 
 typedef struct schema {
   const char *noun;  /* "workflow", for "workflow ... is missing ..." */
@@ -411,7 +411,8 @@ enum {
   CO_CONCURRENCY,
   CO_RETENTION,
   CO_WORKFLOW,
-  CO_ID_FROM
+  CO_ID_FROM,
+  CO_VISIBILITY
 };
 static const field consumer_fields[] = {
     [CO_QUEUE] = {"queue", K_STRING, offsetof(config_consumer, queue), true, 0,
@@ -443,6 +444,9 @@ static const field consumer_fields[] = {
                      false, 0, 0, NULL},
     [CO_ID_FROM] = {"id_from", K_STRING, offsetof(config_consumer, id_from),
                     false, 0, 0, NULL},
+    [CO_VISIBILITY] = {"visibility_timeout", K_DURATION,
+                       offsetof(config_consumer, visibility_timeout_ms), false,
+                       SECOND_MS, 12 * HOUR_MS, NULL},
 };
 static const schema consumer_schema =
     SCHEMA("consumer", "in consumer", CO_QUEUE, consumer_fields);
@@ -523,7 +527,12 @@ static int take_value(parser *p, const field *f, const yaml_node_t *v,
       return fail(p, v, "\"%s\" is not a valid duration: \"%s\"", f->key,
                   show_n(&b, scalar(v), v->data.scalar.length));
     }
-    if (ms < f->min || ms > f->max)
+    if (ms < f->min) {
+      char least[64];
+      return fail(p, v, "\"%s\" must be at least %s", f->key,
+                  format_ms(least, sizeof least, f->min));
+    }
+    if (ms > f->max)
       return fail(p, v, "\"%s\" must be at most %s", f->key,
                   format_ms(limit, sizeof limit, f->max));
     *(int64_t *)(void *)slot = ms;
@@ -756,6 +765,7 @@ static int parse_consumer(parser *p, yaml_node_t *node, config_consumer *c) {
   c->max_retries = 3;
   c->retry_delay_ms = 0;
   c->message_retention_ms = 4 * DAY_MS;
+  c->visibility_timeout_ms = 30 * SECOND_MS;
   c->pos = pos_of(node);
   if ((rc = parse_mapping(p, node, &consumer_schema, c, v)) < 0)
     return rc;

@@ -49,6 +49,10 @@ typedef struct config_consumer {
   uint32_t max_concurrency;     /* 0 (default) = as many as useful */
   int64_t message_retention_ms; /* of the queue's messages, default 4 days,
                                    1 minute to 14 days */
+  /* How long a push batch stays leased to the queue handler (default
+   * 30 s, 1 s to 12 h): a handler still running after it no longer holds
+   * its messages, which are delivered again. */
+  int64_t visibility_timeout_ms;
   /* The no-code consumer: each message creates one instance of workflow
    * (declared by some plugin), its id at JSON pointer id_from in the body.
    * NULL = the plugin's queue handler consumes the queue. */

@@ -448,6 +448,7 @@ uint32_t duro_engine_stop(duro_engine *e, int64_t grace_ms) {
       break;
   }
   uint32_t left = e->live + e->stuck;
+  struct queue_consumers *qc = e->consumers;
   pthread_mutex_unlock(&e->mu);
   if (e->watchdog_started) {
     pthread_join(e->watchdog, NULL);
@@ -457,6 +458,10 @@ uint32_t duro_engine_stop(duro_engine *e, int64_t grace_ms) {
     pthread_join(e->scheduler, NULL);
     e->scheduler_started = 0;
   }
+  /* Queue batches in their handlers (none start now: the scheduler is
+   * gone) get the same grace; one still there is settled by no one, and
+   * its messages return when its lease ends. */
+  left += queue_consumers_wait(qc, grace_ms < 0 ? NULL : &until);
   return left;
 }
 

@@ -28,6 +28,7 @@
 #include "engine_internal.h"
 #include "error.h"
 #include "log.h"
+#include "queue.h"
 #include "util.h"
 
 #define CRASHED "plugin.crashed"
@@ -184,6 +185,30 @@ static int record_crash(duro_engine *e, const ledger_slot *sl, int in_attempt,
   return rc;
 }
 
+/* A queue handler's batch stopped by the death: the guilty one is
+ * retried as its queue's retry policy says, with the crash as the error
+ * (so a handler that always crashes ends in the dead-letter queue after
+ * max_retries + 1 deliveries); a bystander's messages return at once. */
+static int record_batch_crash(duro_engine *e, const ledger_slot *sl, int guilty,
+                              const char *how) {
+  char *why = guilty
+                  ? xasprintf("the queue handler of plugin \"%s\" crashed the "
+                              "engine (%s)",
+                              sl->plugin, how)
+                  : xasprintf("the engine stopped (%s) while the queue handler "
+                              "ran this batch",
+                              how);
+  char *err = error_json(guilty ? CRASHED : "engine.stopped", why);
+  if (guilty)
+    log_write(DURO_LOG_WARN, NULL, "queue %s: %s; %u message(s) retried",
+              sl->workflow, why, sl->count);
+  queue_batch_release(e, sl->workflow, sl->key, sl->count, guilty ? -1 : 0,
+                      err);
+  free(err);
+  free(why);
+  return 0; /* a release that failed leaves the leases to run out */
+}
+
 int engine_record_crashes(duro_engine *e) {
   ledger *l = e->ledger;
   int code;
@@ -198,14 +223,16 @@ int engine_record_crashes(duro_engine *e) {
   for (uint32_t i = 0; i < ledger_size(l) && rc == 0; i++) {
     const ledger_slot *sl = ledger_last_slot(l, i);
     ledger_state st = ledger_get_state(sl);
-    if (st != LEDGER_ATTEMPT && st != LEDGER_ACTIVATION)
+    if (st != LEDGER_ATTEMPT && st != LEDGER_ACTIVATION && st != LEDGER_BATCH)
       continue;
     /* The thread the handlers caught; with none caught, an exit that
      * skipped them (_exit from a callback) is laid on the callbacks. */
     int guilty = blamed >= 0 ? (int)i == blamed
                              : blamed == -1 && death == LEDGER_DEATH_EXIT &&
-                                   st == LEDGER_ATTEMPT;
-    if (guilty)
+                                   st != LEDGER_ACTIVATION;
+    if (st == LEDGER_BATCH)
+      rc = record_batch_crash(e, sl, guilty, how);
+    else if (guilty)
       rc = record_crash(e, sl, st == LEDGER_ATTEMPT, how, now);
   }
   if (rc == 0)

@@ -12,10 +12,11 @@
  * process, not of the machine (after a power cut an interrupted attempt
  * simply runs again, as the rules for plugin authors allow).
  *
- * One slot per thread that runs plugin code (worker threads, and the main
- * thread while it loads plugins).  A slot's fields are written by its
- * thread only, before it publishes the slot's state with a release store;
- * readers (the watchdog, the next engine) load the state first.
+ * One slot per thread that runs plugin code (worker threads, queue
+ * handler threads, and the main thread while it loads plugins).  A slot's
+ * fields are written by its thread only, before it publishes the slot's state
+ * with a release store; readers (the watchdog, the next engine) load the state
+ * first.
  *
  * The crash handlers (ledger_install_crash_handlers) record which slot's
  * thread died and how: a fatal signal on that thread, or exit() called
@@ -34,6 +35,8 @@ typedef enum ledger_state {
   LEDGER_ATTEMPT,    /* inside a step callback */
   LEDGER_LOADING,    /* loading a plugin (dlopen, constructors, init) */
   LEDGER_ABANDONED,  /* in a hung callback the watchdog gave up on */
+  LEDGER_BATCH,      /* in a queue handler: workflow = the queue, key = the
+                        batch's lease prefix, count = its messages */
 } ledger_state;
 
 #define LEDGER_NAME_MAX 128
@@ -132,10 +135,14 @@ void ledger_last_clear(ledger *l);
  * from plugin code)": the last death, into buf. */
 const char *ledger_death_text(const ledger *l, char *buf, size_t len);
 
+/* Queue handler batches that run with a slot; more at once run without
+ * one (a crash in those is seen when their leases end). */
+#define LEDGER_BATCH_SLOTS 32
+
 /* Slots an engine with `workers` worker threads needs: the workers, as
- * many replacements for hung ones, the main thread. */
+ * many replacements for hung ones, the main thread, queue batches. */
 static inline uint32_t ledger_slots_for(uint32_t workers) {
-  return (workers ? workers : 1) * 2 + 2;
+  return (workers ? workers : 1) * 2 + 2 + LEDGER_BATCH_SLOTS;
 }
 
 #endif

@@ -17,8 +17,9 @@
  *  - the retention sweep (instances, then queue messages), once a
  *    minute;
  *  - the engine's own queue consumers (queues/consumer.c): a batch per
- *    consumer per pass, passes back to back while messages come, else at
- *    least once a second (a send kicks it sooner).
+ *    consumer per pass, passes back to back while messages come, else
+ *    when the next batch timeout ends or message becomes visible (a send
+ *    or a batch's end kicks it sooner).
  * Timers and back-offs run on CLOCK_MONOTONIC (engine_mono_ms): wake times
  * stay absolute wall-clock times in the journal, but a clock step back
  * only delays them, never busy-loops. */
@@ -173,7 +174,8 @@ void *engine_scheduler_main(void *arg) {
 
     duro_engine_poll_due(e);
     /* a full pass handled messages: there may be more, so no wait */
-    int busy = duro_queues_dispatch(e) > 0;
+    int64_t consumers_due;
+    int busy = queue_consumers_dispatch(e, &consumers_due) > 0;
     int64_t wake = duro_engine_next_wake(e);
     int64_t mono = engine_mono_ms(e);
     uint64_t failures;
@@ -205,6 +207,8 @@ void *engine_scheduler_main(void *arg) {
     int64_t delay = WAIT_MAX_MS;
     if (wake != INT64_MAX && wake - now < delay)
       delay = wake - now;
+    if (consumers_due != JOURNAL_NONE && consumers_due - now < delay)
+      delay = consumers_due - now;
     if (retry != INT64_MAX && retry - mono < delay)
       delay = retry - mono;
     if (failing && delay > 100)

@@ -694,6 +694,7 @@ static duro_rc api_do(duro_step *a, const char *name,
     s->wake_ms = JOURNAL_NONE;
     /* Its queue sends commit in the same transaction as its result:
      * enqueued exactly once, with the step. */
+    int sent = at.sends.n > 0;
     for (size_t i = 0; i < at.sends.n; i++)
       *journal_batch_add(&a->batch, at.sends.ops[i].kind) = at.sends.ops[i];
     journal_batch_free(&at.sends);
@@ -707,6 +708,8 @@ static duro_rc api_do(duro_step *a, const char *name,
       return DURO_SUSPEND;
     }
     metrics_add(&a->e->m.steps_completed, 1);
+    if (sent)
+      engine_kick_scheduler(a->e); /* a consumer may take them now */
     if (result)
       *result = s->result;
     return DURO_OK;

@@ -14,8 +14,9 @@
  * ordinary retry, so max_retries and the dead-letter queue apply to it.
  * A push batch is leased before its handler runs and settled after it
  * returns, so a handler that dies leaves the lease to run out: delivery
- * is at least once.  The batch timer (max_batch_timeout) lives in memory:
- * after a restart a partial batch waits one timeout again. */
+ * is at least once.  The batch timer (max_batch_timeout) runs from the
+ * time the oldest visible message became visible, which the journal
+ * keeps: a restart does not start it over. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,11 +32,11 @@
 
 typedef struct wf_consumer {
   char *queue, *workflow, *id_from; /* workflow NULL: a push consumer */
+  char *plugin;                     /* a push consumer's, for the ledger */
   uint32_t batch;
   duro_queue_fn handler;
   duro_queue_consumer_opts opt;
-  int64_t waiting_since; /* a partial batch is waiting since; 0 = none */
-  uint32_t in_flight;    /* batches in the handler */
+  uint32_t in_flight; /* batches in the handler */
 } wf_consumer;
 
 struct queue_consumers {
@@ -69,15 +70,29 @@ static void consumer_clear(wf_consumer *c) {
   free(c->queue);
   free(c->workflow);
   free(c->id_from);
+  free(c->plugin);
+}
+
+uint32_t queue_consumers_wait(struct queue_consumers *c,
+                              const struct timespec *until) {
+  if (!c)
+    return 0;
+  pthread_mutex_lock(&c->mu);
+  while (c->threads) {
+    if (!until)
+      pthread_cond_wait(&c->idle, &c->mu);
+    else if (pthread_cond_timedwait(&c->idle, &c->mu, until) != 0)
+      break;
+  }
+  uint32_t left = c->threads;
+  pthread_mutex_unlock(&c->mu);
+  return left;
 }
 
 void queue_consumers_free(struct queue_consumers *c) {
   if (!c)
     return;
-  pthread_mutex_lock(&c->mu); /* batches still in a handler use the engine */
-  while (c->threads)
-    pthread_cond_wait(&c->idle, &c->mu);
-  pthread_mutex_unlock(&c->mu);
+  queue_consumers_wait(c, NULL); /* batches in a handler use the engine */
   pthread_cond_destroy(&c->idle);
   free(c->running);
   for (size_t i = 0; i < c->n; i++)
@@ -185,6 +200,7 @@ int duro_queue_consume(duro_engine *e, const char *queue, duro_queue_fn handler,
   o.max_batch_size = o.max_batch_size ? o.max_batch_size : DEFAULT_BATCH;
   o.max_concurrency = o.max_concurrency ? o.max_concurrency : 250;
   consumer_put(e, (wf_consumer){.queue = xstrdup(queue),
+                                .plugin = o.plugin ? xstrdup(o.plugin) : NULL,
                                 .batch = o.max_batch_size,
                                 .handler = handler,
                                 .opt = o});
@@ -217,6 +233,7 @@ static int consumer_copy(struct queue_consumers *cs, size_t i,
     out->queue = xstrdup(cs->v[i].queue);
     out->workflow = cs->v[i].workflow ? xstrdup(cs->v[i].workflow) : NULL;
     out->id_from = cs->v[i].id_from ? xstrdup(cs->v[i].id_from) : NULL;
+    out->plugin = cs->v[i].plugin ? xstrdup(cs->v[i].plugin) : NULL;
   }
   pthread_mutex_unlock(&cs->mu);
   return more;
@@ -323,10 +340,18 @@ static void create_and_ack(duro_engine *e, const wf_consumer *c,
   free(rows);
 }
 
-static size_t dispatch_workflow(duro_engine *e, const wf_consumer *c) {
+static size_t dispatch_workflow(duro_engine *e, const wf_consumer *c,
+                                int64_t *due) {
   const wf_reg *wf = engine_find_workflow(e, c->workflow);
   if (!wf)
     return 0; /* not loaded (yet): the messages wait in the queue */
+  /* Nothing visible: no write transaction, and a wake when there is. */
+  journal_queue_ready_info r = {0, JOURNAL_NONE, JOURNAL_NONE};
+  int64_t now = duro_clock_now(e->clock);
+  if (journal_queue_ready(e->j, c->queue, now, 1, &r) == 0 && !r.ready) {
+    *due = r.next_visible_ms;
+    return 0;
+  }
   json_t *msgs = NULL;
   char err[256];
   if (duro_queue_pull(e, c->queue, c->batch, 0, &msgs, err, sizeof err)) {
@@ -356,7 +381,8 @@ enum { MARK_NONE, MARK_ACK, MARK_RETRY };
 
 struct duro_message_batch {
   duro_engine *e;
-  char *queue;
+  char *queue, *plugin;
+  char prefix[QUEUE_LEASE_PREFIX]; /* of its leases (queue_batch_lease) */
   duro_queue_fn handler;
   size_t n;
   duro_message *msgs; /* bodies owned */
@@ -366,17 +392,21 @@ struct duro_message_batch {
 };
 
 static duro_message_batch *batch_new(duro_engine *e, const wf_consumer *c,
-                                     duro_queue_fn fn, json_t *msgs) {
+                                     duro_queue_fn fn, const char *prefix,
+                                     json_t *msgs) {
   duro_message_batch *b = xcalloc(1, sizeof *b);
   size_t n = json_array_size(msgs);
   *b = (duro_message_batch){e,
                             xstrdup(c->queue),
+                            c->plugin ? xstrdup(c->plugin) : NULL,
+                            {0},
                             fn,
                             n,
                             xcalloc(n, sizeof *b->msgs),
                             xcalloc(n, sizeof *b->leases),
                             xcalloc(n, sizeof *b->mark),
                             xcalloc(n, sizeof *b->delay)};
+  snprintf(b->prefix, sizeof b->prefix, "%s", prefix);
   for (size_t i = 0; i < n; i++) {
     json_t *m = json_array_get(msgs, i);
     b->leases[i] = xstrdup(json_string_value(json_object_get(m, "lease_id")));
@@ -402,6 +432,7 @@ static void batch_free(duro_message_batch *b) {
   free(b->mark);
   free(b->delay);
   free(b->queue);
+  free(b->plugin);
   free(b);
 }
 
@@ -476,10 +507,31 @@ static void batch_run(duro_message_batch *b) {
   batch_done(b->e, b->queue, b->handler);
 }
 
+/* Says in the crash ledger which batch this thread runs: if the handler
+ * brings the engine down, the next one retries the batch at once, with
+ * the crash as its error, instead of waiting out the lease. */
+static ledger_slot *batch_slot(duro_message_batch *b) {
+  ledger *l = b->e->ledger;
+  ledger_slot *sl = l ? ledger_claim(l, LEDGER_IDLE) : NULL;
+  if (!sl)
+    return NULL; /* all taken: the lease covers this batch */
+  ledger_copy(sl->workflow, sizeof sl->workflow, b->queue);
+  ledger_copy(sl->plugin, sizeof sl->plugin, b->plugin);
+  ledger_copy(sl->key, sizeof sl->key, b->prefix);
+  sl->count = (uint32_t)b->n;
+  sl->started_ms = duro_clock_now(b->e->clock);
+  ledger_set_state(sl, LEDGER_BATCH);
+  ledger_thread_bind(l, sl);
+  return sl;
+}
+
 static void *batch_thread(void *arg) {
   duro_message_batch *b = arg;
   duro_engine *e = b->e;
+  ledger_thread_altstack();
+  ledger_slot *sl = batch_slot(b);
   batch_run(b);
+  ledger_release(e->ledger, sl);
   batch_free(b);
   engine_kick_scheduler(e); /* a slot is free: more may go now */
   struct queue_consumers *cs = e->consumers;
@@ -490,37 +542,41 @@ static void *batch_thread(void *arg) {
   return NULL;
 }
 
-static void ready_row(void *ctx, const char *queue,
-                      const journal_queue_stats *st) {
-  (void)queue;
-  *(int64_t *)ctx = st->ready;
+/* The earlier of two times, JOURNAL_NONE being "never". */
+static int64_t earlier(int64_t a, int64_t b) {
+  return a == JOURNAL_NONE ? b : b == JOURNAL_NONE || a < b ? a : b;
 }
 
-/* Whether a batch should go now: a full one is there, or a partial one
- * waited max_batch_timeout (the wait is remembered in the registry).
- * Then takes one of the consumer's max_concurrency slots. */
-static duro_queue_fn batch_due(duro_engine *e, const wf_consumer *c) {
-  int64_t now = duro_clock_now(e->clock), ready = 0;
-  if (journal_queue_stats_each(e->j, c->queue, now, ready_row, &ready))
+/* Whether a batch should go now: a full one is there, or the oldest
+ * visible message has waited max_batch_timeout since it became visible
+ * (a time the journal keeps, so the wait is exact and survives a
+ * restart).  Then takes one of the consumer's max_concurrency slots.
+ * Else *due gets when to look again (JOURNAL_NONE: when kicked). */
+static duro_queue_fn batch_due(duro_engine *e, const wf_consumer *c,
+                               int64_t *due) {
+  int64_t now = duro_clock_now(e->clock);
+  journal_queue_ready_info r = {0, JOURNAL_NONE, JOURNAL_NONE};
+  *due = JOURNAL_NONE;
+  if (journal_queue_ready(e->j, c->queue, now, c->batch, &r)) {
+    *due = now + 1000; /* storage trouble: look again in a second */
     return NULL;
+  }
   struct queue_consumers *cs = e->consumers;
   duro_queue_fn fn = NULL;
-  int go = 0;
   pthread_mutex_lock(&cs->mu);
   for (size_t i = 0; i < cs->n; i++) {
     wf_consumer *q = &cs->v[i];
     if (strcmp(q->queue, c->queue) != 0)
       continue;
-    if (ready == 0)
-      q->waiting_since = 0;
-    else if (ready < q->batch && q->opt.max_batch_timeout_ms > 0 &&
-             !q->waiting_since)
-      q->waiting_since = now;
-    go = ready >= q->batch ||
-         (ready > 0 && now - q->waiting_since >= q->opt.max_batch_timeout_ms);
-    go = go && q->in_flight < q->opt.max_concurrency;
+    int64_t full_at = r.ready
+                          ? r.oldest_visible_ms + q->opt.max_batch_timeout_ms
+                          : JOURNAL_NONE;
+    int go = r.ready >= q->batch || (r.ready > 0 && now >= full_at);
+    if (q->in_flight >= q->opt.max_concurrency)
+      go = 0; /* a batch's end kicks the scheduler */
+    else if (!go)
+      *due = earlier(full_at, r.next_visible_ms);
     if (go && q->handler) {
-      q->waiting_since = 0;
       q->in_flight++;
       fn = q->handler; /* the current build's, counted under the lock */
       running_add_locked(cs, fn, 1);
@@ -530,15 +586,17 @@ static duro_queue_fn batch_due(duro_engine *e, const wf_consumer *c) {
   return fn;
 }
 
-static size_t dispatch_push(duro_engine *e, const wf_consumer *c) {
-  duro_queue_fn fn = batch_due(e, c);
+static size_t dispatch_push(duro_engine *e, const wf_consumer *c,
+                            int64_t *due) {
+  duro_queue_fn fn = batch_due(e, c, due);
   if (!fn)
     return 0;
   json_t *msgs = NULL;
-  char err[256];
+  char err[256], prefix[QUEUE_LEASE_PREFIX];
   size_t n = 0;
-  if (duro_queue_pull(e, c->queue, c->batch, c->opt.visibility_ms, &msgs, err,
-                      sizeof err))
+  queue_lease_prefix(prefix);
+  if (queue_pull_batch(e, c->queue, c->batch, c->opt.visibility_ms, prefix,
+                       &msgs, err, sizeof err))
     log_error("queue %s: leasing a batch: %s", c->queue, err);
   else
     n = json_array_size(msgs);
@@ -547,7 +605,7 @@ static size_t dispatch_push(duro_engine *e, const wf_consumer *c) {
     batch_done(e, c->queue, fn);
     return 0;
   }
-  duro_message_batch *b = batch_new(e, c, fn, msgs);
+  duro_message_batch *b = batch_new(e, c, fn, prefix, msgs);
   json_decref(msgs);
   pthread_t t;
   pthread_attr_t attr;
@@ -614,17 +672,46 @@ int queue_api_retry_all(duro_message_batch *b, int64_t delay_ms) {
   return rc;
 }
 
-size_t duro_queues_dispatch(duro_engine *e) {
+size_t queue_consumers_dispatch(duro_engine *e, int64_t *next_ms) {
   pthread_mutex_lock(&e->mu);
   struct queue_consumers *cs = e->consumers;
   pthread_mutex_unlock(&e->mu);
-  if (!cs)
-    return 0;
+  int64_t next = JOURNAL_NONE;
   size_t handled = 0;
   wf_consumer c;
-  for (size_t i = 0; consumer_copy(cs, i, &c); i++) {
-    handled += c.workflow ? dispatch_workflow(e, &c) : dispatch_push(e, &c);
+  for (size_t i = 0; cs && consumer_copy(cs, i, &c); i++) {
+    int64_t due = JOURNAL_NONE;
+    handled += c.workflow ? dispatch_workflow(e, &c, &due)
+                          : dispatch_push(e, &c, &due);
+    next = earlier(next, due);
     consumer_clear(&c);
   }
+  if (next_ms)
+    *next_ms = next;
   return handled;
+}
+
+size_t duro_queues_dispatch(duro_engine *e) {
+  return queue_consumers_dispatch(e, NULL);
+}
+
+int queue_batch_release(duro_engine *e, const char *queue, const char *prefix,
+                        uint32_t n, int64_t delay_ms, const char *error) {
+  if (n > DURO_QUEUE_MAX_BATCH || !duro_queue_exists(e, queue))
+    return 0; /* not a batch this config knows: its leases run out */
+  char ids[DURO_QUEUE_MAX_BATCH][QUEUE_LEASE_PREFIX + 4];
+  duro_queue_retry r[DURO_QUEUE_MAX_BATCH];
+  for (uint32_t i = 0; i < n; i++) {
+    queue_batch_lease(ids[i], sizeof ids[i], prefix, i);
+    r[i] = (duro_queue_retry){ids[i], delay_ms, error};
+  }
+  json_t *res = NULL;
+  char err[256];
+  /* Leases acked before the crash, or already run out, are reported in
+   * res and need nothing. */
+  int rc = duro_queue_ack(e, queue, NULL, 0, r, n, &res, err, sizeof err);
+  if (rc)
+    log_error("queue %s: releasing a batch of %u: %s", queue, n, err);
+  json_decref(res);
+  return rc;
 }

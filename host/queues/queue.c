@@ -270,7 +270,7 @@ int duro_queue_enqueue(duro_engine *e, const char *queue, const char *body,
 /* ---- pull and ack -------------------------------------------------------- */
 
 /* 128 random bits, hex: a lease id cannot be guessed, only handed out. */
-static void lease_id(char out[33]) {
+static void lease_id(char out[QUEUE_LEASE_PREFIX]) {
   unsigned char b[16];
   if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
     fprintf(stderr, "duro: getrandom failed\n");
@@ -293,9 +293,18 @@ static json_t *message_json(const journal_message *m) {
 
 static void count_dropped(duro_engine *e, const char *queue, uint64_t n);
 
+void queue_lease_prefix(char out[QUEUE_LEASE_PREFIX]) { lease_id(out); }
+
 int duro_queue_pull(duro_engine *e, const char *queue, uint32_t batch_size,
                     int64_t visibility_ms, json_t **out, char *err,
                     size_t errlen) {
+  return queue_pull_batch(e, queue, batch_size, visibility_ms, NULL, out, err,
+                          errlen);
+}
+
+int queue_pull_batch(duro_engine *e, const char *queue, uint32_t batch_size,
+                     int64_t visibility_ms, const char *prefix, json_t **out,
+                     char *err, size_t errlen) {
   *out = NULL;
   duro_queue_options o;
   if (queue_options(e, queue, &o, NULL, 0) != 0)
@@ -308,10 +317,13 @@ int duro_queue_pull(duro_engine *e, const char *queue, uint32_t batch_size,
   if (visibility_ms < 0 || visibility_ms > DURO_QUEUE_MAX_DELAY_MS)
     return fail(err, errlen, DURO_E_INVALID_ARGUMENT,
                 "the visibility timeout must be between 1 ms and 12 hours");
-  char ids[DURO_QUEUE_MAX_BATCH][33];
+  char ids[DURO_QUEUE_MAX_BATCH][QUEUE_LEASE_PREFIX + 4];
   const char *leases[DURO_QUEUE_MAX_BATCH];
   for (uint32_t i = 0; i < batch_size; i++) {
-    lease_id(ids[i]);
+    if (prefix)
+      queue_batch_lease(ids[i], sizeof ids[i], prefix, i);
+    else
+      lease_id(ids[i]);
     leases[i] = ids[i];
   }
   int64_t now = duro_clock_now(e->clock);

@@ -17,6 +17,7 @@
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "duro.h"
 #include "engine.h"
@@ -85,6 +86,21 @@ int duro_queue_pull(duro_engine *e, const char *queue, uint32_t batch_size,
                     int64_t visibility_ms, json_t **out, char *err,
                     size_t errlen);
 
+/* A push batch's leases share a random prefix, "<prefix>.<i>" for its
+ * message i, so the crash ledger can name the whole batch in one field
+ * (consumer.c).  QUEUE_LEASE_PREFIX counts the terminating NUL. */
+#define QUEUE_LEASE_PREFIX 33
+void queue_lease_prefix(char out[QUEUE_LEASE_PREFIX]);
+static inline void queue_batch_lease(char *out, size_t len, const char *prefix,
+                                     uint32_t i) {
+  snprintf(out, len, "%s.%u", prefix, i);
+}
+/* duro_queue_pull, with the leases named from `prefix` (NULL: each one
+ * random). */
+int queue_pull_batch(duro_engine *e, const char *queue, uint32_t batch_size,
+                     int64_t visibility_ms, const char *prefix, json_t **out,
+                     char *err, size_t errlen);
+
 typedef struct duro_queue_retry {
   const char *lease_id;
   int64_t delay_ms;  /* < 0 = the queue's retry_delay */
@@ -137,6 +153,7 @@ typedef struct duro_queue_consumer_opts {
   int64_t max_batch_timeout_ms; /* 0 = deliver what is there */
   uint32_t max_concurrency;     /* 0 = 250 */
   int64_t visibility_ms;        /* 0 = 30 s */
+  const char *plugin;           /* the handler's, named in crash reports */
 } duro_queue_consumer_opts;
 int duro_queue_consume(duro_engine *e, const char *queue, duro_queue_fn handler,
                        const duro_queue_consumer_opts *opt);
@@ -160,10 +177,22 @@ int queue_api_message_retry(duro_message_batch *b, size_t i, int64_t delay_ms);
 int queue_api_ack_all(duro_message_batch *b);
 int queue_api_retry_all(duro_message_batch *b, int64_t delay_ms);
 
+/* The batch whose leases are "<prefix>.0" .. "<prefix>.<n-1>" stopped in
+ * its handler (the engine died): each message still leased is retried
+ * after delay_ms (< 0: the queue's retry_delay) with `error` (JSON text),
+ * and is dead-lettered or dropped when out of retries. */
+int queue_batch_release(duro_engine *e, const char *queue, const char *prefix,
+                        uint32_t n, int64_t delay_ms, const char *error);
+
 /* Leases and handles one batch of each engine-run consumer's visible
  * messages; returns how many messages it handled.  The scheduler thread
  * calls it (workers > 0); tests on the virtual clock call it inline. */
 size_t duro_queues_dispatch(duro_engine *e);
+/* The same; *next_ms (may be NULL) gets when a consumer has work next (a
+ * batch timeout ending, a delayed or leased message becoming visible), in
+ * the engine clock's ms, JOURNAL_NONE (INT64_MIN) when only a send or a
+ * batch's end will make some. */
+size_t queue_consumers_dispatch(duro_engine *e, int64_t *next_ms);
 
 /* 1 when `ptr` is a well-formed JSON pointer ("" or "/a/b~1c~0"). */
 int duro_json_pointer_valid(const char *ptr);
@@ -171,6 +200,11 @@ int duro_json_pointer_valid(const char *ptr);
 json_t *duro_json_pointer_get(json_t *doc, const char *ptr);
 
 struct queue_consumers;
+/* Waits until no batch is in a handler, or until `until` (CLOCK_REALTIME;
+ * NULL: no limit); returns the batches still in one. */
+struct timespec;
+uint32_t queue_consumers_wait(struct queue_consumers *c,
+                              const struct timespec *until);
 void queue_consumers_free(struct queue_consumers *c);
 
 /* Frees the registry (duro_engine_close). */

@@ -447,7 +447,8 @@ static void register_consumers(reloader *r, plugin_state *p, const build *b) {
       continue;
     }
     duro_queue_consumer_opts o = {c->max_batch_size, c->max_batch_timeout_ms,
-                                  c->max_concurrency, 0};
+                                  c->max_concurrency, c->visibility_timeout_ms,
+                                  p->cfg->name};
     if (duro_queue_consume(r->e, c->queue, fn, &o) != 0)
       log_error("plugin \"%s\": cannot consume queue \"%s\"", p->cfg->name,
                 c->queue);

@@ -232,8 +232,9 @@ static void stop_engine(host *h) {
   int64_t grace = h->cfg->engine.shutdown_grace_ms;
   uint32_t left = duro_engine_stop(h->engine, grace);
   if (left) {
-    log_warn("engine.shutdown_grace (%lld ms) passed with %u attempt(s) "
-             "still running: exiting anyway; they run again after restart",
+    log_warn("engine.shutdown_grace (%lld ms) passed with %u attempt(s) or "
+             "queue batch(es) still running: exiting anyway; they run again "
+             "after restart",
              (long long)grace, left);
     _exit(0);
   }

@@ -1388,6 +1388,46 @@ void journal_messages_free(journal_message *m, size_t n) {
   free(m);
 }
 
+/* Two probes of messages_next, each reading at most `limit` + 1 rows:
+ * what a consumer's dispatch asks on every pass, whatever the queue's
+ * depth. */
+static const char sql_queue_ready[] =
+    "SELECT COUNT(*), MIN(visible_ms) FROM (SELECT visible_ms FROM messages "
+    "WHERE queue=?1 AND visible_ms<=?2 ORDER BY visible_ms LIMIT ?3)";
+static const char sql_queue_next[] =
+    "SELECT MIN(visible_ms) FROM messages WHERE queue=?1 AND visible_ms>?2";
+
+int journal_queue_ready(journal *j, const char *queue, int64_t now_ms,
+                        uint32_t limit, journal_queue_ready_info *out) {
+  reader *r = reader_get(j);
+  sqlite3_stmt *st = NULL;
+  int s = SQLITE_DONE;
+  int rc = prepare_rd(j, r, sql_queue_ready, &st);
+  if (rc == 0) {
+    bind_text(st, 1, queue);
+    sqlite3_bind_int64(st, 2, now_ms);
+    sqlite3_bind_int64(st, 3, limit);
+    if ((s = sqlite3_step(st)) == SQLITE_ROW) {
+      out->ready = (uint32_t)sqlite3_column_int64(st, 0);
+      out->oldest_visible_ms = col_ms(st, 1);
+      s = sqlite3_step(st);
+    }
+    rc = rows_end(r, s);
+    release_rd(r, st);
+  }
+  if (rc == 0 && (rc = prepare_rd(j, r, sql_queue_next, &st)) == 0) {
+    bind_text(st, 1, queue);
+    sqlite3_bind_int64(st, 2, now_ms);
+    if ((s = sqlite3_step(st)) == SQLITE_ROW) {
+      out->next_visible_ms = col_ms(st, 0);
+      s = sqlite3_step(st);
+    }
+    rc = rows_end(r, s);
+    release_rd(r, st);
+  }
+  return rc;
+}
+
 /* One pass over the queue's rows (or every row): the counts are sums of
  * conditions rather than separate index probes. */
 int journal_queue_stats_each(journal *j, const char *queue, int64_t now_ms,

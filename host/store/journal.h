@@ -285,6 +285,17 @@ int journal_queue_stats_each(journal *j, const char *queue, int64_t now_ms,
                                         const journal_queue_stats *st),
                              void *ctx);
 
+/* What a consumer needs to decide on a batch: how many messages of the
+ * queue are visible at now_ms (counted up to `limit`), since when the
+ * oldest of those has been visible, and when the next message becomes
+ * visible (a delay or a lease ending); JOURNAL_NONE when there is none. */
+typedef struct journal_queue_ready_info {
+  uint32_t ready;
+  int64_t oldest_visible_ms, next_visible_ms;
+} journal_queue_ready_info;
+int journal_queue_ready(journal *j, const char *queue, int64_t now_ms,
+                        uint32_t limit, journal_queue_ready_info *out);
+
 void journal_messages_free(journal_message *m, size_t n);
 
 /* How long group commits take (one observation per transaction) and how
