@@ -200,8 +200,9 @@ START_TEST(opens_a_schema_1_database) {
 }
 END_TEST
 
-/* Schema 4 adds the messages table to a schema 3 file in place. */
-START_TEST(upgrades_schema_3_to_4) {
+/* Schema 4 adds the messages table to a schema 3 file in place (and 5
+ * follows). */
+START_TEST(upgrades_schema_3_to_5) {
   fresh_db();
   journal_close(open_journal());
   sqlite3 *h;
@@ -222,8 +223,37 @@ START_TEST(upgrades_schema_3_to_4) {
   journal_batch_free(&b);
   journal_close(j);
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='4'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='5'"),
       1);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM messages"), 1);
+  drop_db();
+}
+END_TEST
+
+/* Schema 5 drops schema 4's index on leases (a lease id names its row);
+ * messages are kept. */
+START_TEST(upgrades_schema_4_to_5) {
+  fresh_db();
+  journal_close(open_journal());
+  sqlite3 *h;
+  ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
+  ck_assert_int_eq(
+      sqlite3_exec(h,
+                   "CREATE INDEX messages_lease ON messages(lease) WHERE "
+                   "lease IS NOT NULL;"
+                   "INSERT INTO messages(queue,body,attempts,visible_ms,"
+                   "sent_ms) VALUES('q','1',0,0,0);"
+                   "UPDATE meta SET value='4' WHERE key='schema'",
+                   NULL, NULL, NULL),
+      SQLITE_OK);
+  sqlite3_close(h);
+  journal_close(open_journal());
+  ck_assert_int_eq(
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='5'"),
+      1);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM sqlite_master WHERE "
+                              "name='messages_lease'"),
+                   0);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM messages"), 1);
   drop_db();
 }
@@ -267,7 +297,8 @@ int main(void) {
   tcase_add_test(tc, group_commit_from_many_threads);
   tcase_add_test(tc, duplicate_in_a_shared_transaction);
   tcase_add_test(tc, opens_a_schema_1_database);
-  tcase_add_test(tc, upgrades_schema_3_to_4);
+  tcase_add_test(tc, upgrades_schema_3_to_5);
+  tcase_add_test(tc, upgrades_schema_4_to_5);
   tcase_add_test(tc, acknowledged_terminate_wins_over_a_later_pause);
   suite_add_tcase(s, tc);
   return suite_run(s);

@@ -19,6 +19,7 @@
  * once; messages it acked before the death stay acked. */
 #include <check.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -282,9 +283,9 @@ static const duro_queue_options strict = {.max_retries = 0,
                                           .dead_letter = "dead"};
 
 /* Sends n messages to q and leases them as one push batch would, with
- * the lease prefix `prefix`; returns the lease ids' array (caller
- * decrefs). */
-static json_t *lease_batch(const char *q, int n, char prefix[]) {
+ * the lease token `prefix`; returns the first message's lease id (caller
+ * frees). */
+static char *lease_batch(const char *q, int n, char prefix[]) {
   for (int i = 0; i < n; i++) {
     char body[32], err[128];
     snprintf(body, sizeof body, "{\"n\":%d}", i);
@@ -292,13 +293,16 @@ static json_t *lease_batch(const char *q, int n, char prefix[]) {
                      0);
   }
   queue_lease_prefix(prefix);
-  json_t *msgs = NULL;
+  journal_message *msgs = NULL;
+  size_t got = 0;
   char err[128];
-  ck_assert_int_eq(queue_pull_batch(H.e, q, (uint32_t)n, 10 * MIN, prefix,
-                                    &msgs, err, sizeof err),
+  ck_assert_int_eq(queue_lease(H.e, q, (uint32_t)n, 10 * MIN, prefix, &msgs,
+                               &got, err, sizeof err),
                    0);
-  ck_assert_uint_eq(json_array_size(msgs), (size_t)n);
-  return msgs;
+  ck_assert_uint_eq(got, (size_t)n);
+  char *first = strdup(msgs[0].lease);
+  journal_messages_free(msgs, got);
+  return first;
 }
 
 /* The ledger as a queue handler's thread leaves it. */
@@ -336,16 +340,15 @@ START_TEST(crashed_batch_goes_by_the_retry_policy) {
   harness_register_queue(&H, "dead", NULL);
   harness_register_queue(&H, "q", &strict);
   char prefix[QUEUE_LEASE_PREFIX];
-  json_t *msgs = lease_batch("q", 3, prefix);
-  const char *first =
-      json_string_value(json_object_get(json_array_get(msgs, 0), "lease_id"));
-  json_t *res = NULL;
+  char *first = lease_batch("q", 3, prefix);
+  const char *acks[] = {first};
+  json_t *res = NULL, *msgs = NULL;
   char err[128];
   ck_assert_int_eq(
-      duro_queue_ack(H.e, "q", &first, 1, NULL, 0, &res, err, sizeof err), 0);
+      duro_queue_ack(H.e, "q", acks, 1, NULL, 0, &res, err, sizeof err), 0);
   ck_assert_int_eq(json_integer_value(json_object_get(res, "acked")), 1);
   json_decref(res);
-  json_decref(msgs);
+  free(first);
   crash_batch("q", prefix, 3, 1, LEDGER_DEATH_SIGNAL, SIGSEGV);
   ck_assert_int_eq(stat("q", "ready") + stat("q", "in_flight"), 0);
   ck_assert_int_eq(stat("dead", "ready"), 2);
@@ -373,7 +376,7 @@ END_TEST
 START_TEST(bystander_batch_returns_at_once) {
   harness_register_queue(&H, "q", NULL);
   char prefix[QUEUE_LEASE_PREFIX];
-  json_decref(lease_batch("q", 2, prefix));
+  free(lease_batch("q", 2, prefix));
   ck_assert_int_eq(stat("q", "in_flight"), 2);
   crash_batch("q", prefix, 2, 0, LEDGER_DEATH_SIGNAL, SIGKILL);
   ck_assert_int_eq(stat("q", "in_flight"), 0);

@@ -87,7 +87,11 @@ START_TEST(send_pull_ack_round_trip) {
   ck_assert_int_eq(int_of(first, "attempts"), 1);
   ck_assert_int_eq(int_of(first, "sent_ms"), T0_MS);
   ck_assert_int_eq(int_of(json_object_get(first, "body"), "n"), 1);
-  ck_assert_uint_eq(strlen(lease_of(m, 0)), 32);
+  /* 128 random bits in hex, then the message's id */
+  char want[40];
+  snprintf(want, sizeof want, "-%lld", (long long)a);
+  ck_assert_uint_eq(strlen(lease_of(m, 0)), 32 + strlen(want));
+  ck_assert_str_eq(lease_of(m, 0) + 32, want);
   ck_assert_str_ne(lease_of(m, 0), lease_of(m, 1));
   json_t *st = stats(&h, "jobs");
   ck_assert_int_eq(int_of(st, "in_flight"), 2);
@@ -97,6 +101,17 @@ START_TEST(send_pull_ack_round_trip) {
   json_t *none = pull(&h, "jobs", 10, 0);
   ck_assert_uint_eq(json_array_size(none), 0);
   json_decref(none);
+  /* a lease id naming the right message with another token, or no
+   * message at all, holds nothing */
+  char forged[64];
+  snprintf(forged, sizeof forged, "%032d%s", 0, lease_of(m, 0) + 32);
+  const char *bogus[] = {forged, "-1", "x", ""};
+  for (size_t k = 0; k < 4; k++) {
+    json_t *r = ack(&h, "jobs", bogus[k]);
+    ck_assert_int_eq(int_of(r, "acked"), 0);
+    ck_assert_uint_eq(json_array_size(json_object_get(r, "errors")), 1);
+    json_decref(r);
+  }
   const char *leases[] = {lease_of(m, 0), lease_of(m, 1)};
   json_t *res = NULL;
   ck_assert_int_eq(

@@ -202,8 +202,7 @@ static int record_batch_crash(duro_engine *e, const ledger_slot *sl, int guilty,
   if (guilty)
     log_write(DURO_LOG_WARN, NULL, "queue %s: %s; %u message(s) retried",
               sl->workflow, why, sl->count);
-  queue_batch_release(e, sl->workflow, sl->key, sl->count, guilty ? -1 : 0,
-                      err);
+  queue_batch_release(e, sl->workflow, sl->key, guilty ? -1 : 0, err);
   free(err);
   free(why);
   return 0; /* a release that failed leaves the leases to run out */

@@ -391,11 +391,11 @@ struct duro_message_batch {
   int64_t *delay; /* of a MARK_RETRY */
 };
 
+/* Takes the messages' bodies and leases; frees the rest of `msgs`. */
 static duro_message_batch *batch_new(duro_engine *e, const wf_consumer *c,
                                      duro_queue_fn fn, const char *prefix,
-                                     json_t *msgs) {
+                                     journal_message *msgs, size_t n) {
   duro_message_batch *b = xcalloc(1, sizeof *b);
-  size_t n = json_array_size(msgs);
   *b = (duro_message_batch){e,
                             xstrdup(c->queue),
                             c->plugin ? xstrdup(c->plugin) : NULL,
@@ -408,17 +408,16 @@ static duro_message_batch *batch_new(duro_engine *e, const wf_consumer *c,
                             xcalloc(n, sizeof *b->delay)};
   snprintf(b->prefix, sizeof b->prefix, "%s", prefix);
   for (size_t i = 0; i < n; i++) {
-    json_t *m = json_array_get(msgs, i);
-    b->leases[i] = xstrdup(json_string_value(json_object_get(m, "lease_id")));
-    b->msgs[i] = (duro_message){
-        .size = sizeof(duro_message),
-        .id = json_integer_value(json_object_get(m, "id")),
-        .body = json_dumps(json_object_get(m, "body"),
-                           JSON_ENCODE_ANY | JSON_COMPACT),
-        .attempts =
-            (uint32_t)json_integer_value(json_object_get(m, "attempts")),
-        .sent_ms = json_integer_value(json_object_get(m, "sent_ms"))};
+    journal_message *m = &msgs[i];
+    b->leases[i] = m->lease;
+    b->msgs[i] = (duro_message){.size = sizeof(duro_message),
+                                .id = m->seq,
+                                .body = m->body,
+                                .attempts = m->attempts,
+                                .sent_ms = m->sent_ms};
+    m->lease = m->body = NULL;
   }
+  journal_messages_free(msgs, n);
   return b;
 }
 
@@ -591,22 +590,19 @@ static size_t dispatch_push(duro_engine *e, const wf_consumer *c,
   duro_queue_fn fn = batch_due(e, c, due);
   if (!fn)
     return 0;
-  json_t *msgs = NULL;
+  journal_message *msgs = NULL;
   char err[256], prefix[QUEUE_LEASE_PREFIX];
   size_t n = 0;
   queue_lease_prefix(prefix);
-  if (queue_pull_batch(e, c->queue, c->batch, c->opt.visibility_ms, prefix,
-                       &msgs, err, sizeof err))
+  if (queue_lease(e, c->queue, c->batch, c->opt.visibility_ms, prefix, &msgs,
+                  &n, err, sizeof err))
     log_error("queue %s: leasing a batch: %s", c->queue, err);
-  else
-    n = json_array_size(msgs);
   if (n == 0) {
-    json_decref(msgs);
+    journal_messages_free(msgs, n);
     batch_done(e, c->queue, fn);
     return 0;
   }
-  duro_message_batch *b = batch_new(e, c, fn, prefix, msgs);
-  json_decref(msgs);
+  duro_message_batch *b = batch_new(e, c, fn, prefix, msgs, n);
   pthread_t t;
   pthread_attr_t attr;
   int threaded = e->opt.workers > 0;
@@ -695,23 +691,42 @@ size_t duro_queues_dispatch(duro_engine *e) {
   return queue_consumers_dispatch(e, NULL);
 }
 
+typedef struct held {
+  char *lease[DURO_QUEUE_MAX_BATCH];
+  size_t n;
+} held;
+
+static void collect_lease(void *ctx, const char *lease) {
+  held *h = ctx;
+  if (h->n < DURO_QUEUE_MAX_BATCH)
+    h->lease[h->n++] = xstrdup(lease);
+}
+
 int queue_batch_release(duro_engine *e, const char *queue, const char *prefix,
-                        uint32_t n, int64_t delay_ms, const char *error) {
-  if (n > DURO_QUEUE_MAX_BATCH || !duro_queue_exists(e, queue))
-    return 0; /* not a batch this config knows: its leases run out */
-  char ids[DURO_QUEUE_MAX_BATCH][QUEUE_LEASE_PREFIX + 4];
-  duro_queue_retry r[DURO_QUEUE_MAX_BATCH];
-  for (uint32_t i = 0; i < n; i++) {
-    queue_batch_lease(ids[i], sizeof ids[i], prefix, i);
-    r[i] = (duro_queue_retry){ids[i], delay_ms, error};
+                        int64_t delay_ms, const char *error) {
+  if (!duro_queue_exists(e, queue))
+    return 0; /* not a queue this config knows: its leases run out */
+  held h = {.n = 0};
+  int64_t now = duro_clock_now(e->clock);
+  if (journal_queue_leases(e->j, queue, now, prefix, collect_lease, &h)) {
+    log_error("queue %s: finding a stopped batch: %s", queue,
+              journal_errmsg(e->j));
+    return DURO_E_STORAGE;
   }
+  /* Fewer than the batch: the handler acked or retried some before the
+   * death (a settle is one commit: all or none). */
+  duro_queue_retry r[DURO_QUEUE_MAX_BATCH];
+  for (size_t i = 0; i < h.n; i++)
+    r[i] = (duro_queue_retry){h.lease[i], delay_ms, error};
   json_t *res = NULL;
   char err[256];
-  /* Leases acked before the crash, or already run out, are reported in
-   * res and need nothing. */
-  int rc = duro_queue_ack(e, queue, NULL, 0, r, n, &res, err, sizeof err);
+  int rc =
+      h.n ? duro_queue_ack(e, queue, NULL, 0, r, h.n, &res, err, sizeof err)
+          : 0;
   if (rc)
-    log_error("queue %s: releasing a batch of %u: %s", queue, n, err);
+    log_error("queue %s: releasing a batch of %zu: %s", queue, h.n, err);
   json_decref(res);
+  for (size_t i = 0; i < h.n; i++)
+    free(h.lease[i]);
   return rc;
 }

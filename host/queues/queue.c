@@ -269,7 +269,8 @@ int duro_queue_enqueue(duro_engine *e, const char *queue, const char *body,
 
 /* ---- pull and ack -------------------------------------------------------- */
 
-/* 128 random bits, hex: a lease id cannot be guessed, only handed out. */
+/* 128 random bits, hex: a lease id cannot be guessed, only handed out
+ * (the seq after it says which message it holds). */
 static void lease_id(char out[QUEUE_LEASE_PREFIX]) {
   unsigned char b[16];
   if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
@@ -298,14 +299,25 @@ void queue_lease_prefix(char out[QUEUE_LEASE_PREFIX]) { lease_id(out); }
 int duro_queue_pull(duro_engine *e, const char *queue, uint32_t batch_size,
                     int64_t visibility_ms, json_t **out, char *err,
                     size_t errlen) {
-  return queue_pull_batch(e, queue, batch_size, visibility_ms, NULL, out, err,
-                          errlen);
+  journal_message *m = NULL;
+  size_t n = 0;
+  *out = NULL;
+  int rc = queue_lease(e, queue, batch_size, visibility_ms, NULL, &m, &n, err,
+                       errlen);
+  if (rc == 0) {
+    *out = json_array();
+    for (size_t i = 0; i < n; i++)
+      json_array_append_new(*out, message_json(&m[i]));
+  }
+  journal_messages_free(m, n);
+  return rc;
 }
 
-int queue_pull_batch(duro_engine *e, const char *queue, uint32_t batch_size,
-                     int64_t visibility_ms, const char *prefix, json_t **out,
-                     char *err, size_t errlen) {
-  *out = NULL;
+int queue_lease(duro_engine *e, const char *queue, uint32_t batch_size,
+                int64_t visibility_ms, const char *prefix,
+                journal_message **msgs, size_t *n, char *err, size_t errlen) {
+  *msgs = NULL;
+  *n = 0;
   duro_queue_options o;
   if (queue_options(e, queue, &o, NULL, 0) != 0)
     return not_found(err, errlen, queue);
@@ -317,15 +329,9 @@ int queue_pull_batch(duro_engine *e, const char *queue, uint32_t batch_size,
   if (visibility_ms < 0 || visibility_ms > DURO_QUEUE_MAX_DELAY_MS)
     return fail(err, errlen, DURO_E_INVALID_ARGUMENT,
                 "the visibility timeout must be between 1 ms and 12 hours");
-  char ids[DURO_QUEUE_MAX_BATCH][QUEUE_LEASE_PREFIX + 4];
-  const char *leases[DURO_QUEUE_MAX_BATCH];
-  for (uint32_t i = 0; i < batch_size; i++) {
-    if (prefix)
-      queue_batch_lease(ids[i], sizeof ids[i], prefix, i);
-    else
-      lease_id(ids[i]);
-    leases[i] = ids[i];
-  }
+  char token[QUEUE_LEASE_PREFIX];
+  if (!prefix)
+    lease_id(token);
   int64_t now = duro_clock_now(e->clock);
   journal_batch b = {0};
   char dlq[256];
@@ -334,7 +340,7 @@ int queue_pull_batch(duro_engine *e, const char *queue, uint32_t batch_size,
   op->queue = queue;
   op->ts_ms = now;
   op->visible_ms = now + visibility_ms;
-  op->leases = leases;
+  op->lease_token = prefix ? prefix : token;
   op->n_leases = batch_size;
   op->max_attempts = (uint32_t)o.max_retries + 1;
   op->dead_letter_queue = *dlq ? dlq : NULL;
@@ -343,11 +349,11 @@ int queue_pull_batch(duro_engine *e, const char *queue, uint32_t batch_size,
   if (rc == 0 && !op->dead_letter_queue && op->out_rowid > 0)
     count_dropped(e, queue, (uint64_t)op->out_rowid);
   if (rc == 0) {
-    *out = json_array();
-    for (size_t i = 0; i < op->n_messages; i++)
-      json_array_append_new(*out, message_json(&op->messages[i]));
+    *msgs = op->messages;
+    *n = op->n_messages;
+  } else {
+    journal_messages_free(op->messages, op->n_messages);
   }
-  journal_messages_free(op->messages, op->n_messages);
   journal_batch_free(&b);
   if (rc)
     return fail(err, errlen, rc, "%s", journal_errmsg(e->j));

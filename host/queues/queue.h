@@ -17,7 +17,6 @@
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "duro.h"
 #include "engine.h"
@@ -86,20 +85,19 @@ int duro_queue_pull(duro_engine *e, const char *queue, uint32_t batch_size,
                     int64_t visibility_ms, json_t **out, char *err,
                     size_t errlen);
 
-/* A push batch's leases share a random prefix, "<prefix>.<i>" for its
- * message i, so the crash ledger can name the whole batch in one field
- * (consumer.c).  QUEUE_LEASE_PREFIX counts the terminating NUL. */
+/* The leases of one pull share a random token: lease id
+ * "<token>-<seq>" for message seq, so the crash ledger can name a whole
+ * batch in one field (consumer.c).  QUEUE_LEASE_PREFIX counts the NUL. */
 #define QUEUE_LEASE_PREFIX 33
 void queue_lease_prefix(char out[QUEUE_LEASE_PREFIX]);
-static inline void queue_batch_lease(char *out, size_t len, const char *prefix,
-                                     uint32_t i) {
-  snprintf(out, len, "%s.%u", prefix, i);
-}
-/* duro_queue_pull, with the leases named from `prefix` (NULL: each one
- * random). */
-int queue_pull_batch(duro_engine *e, const char *queue, uint32_t batch_size,
-                     int64_t visibility_ms, const char *prefix, json_t **out,
-                     char *err, size_t errlen);
+/* duro_queue_pull without JSON, with the leases' token `prefix` (NULL: a
+ * new one): *msgs (caller frees with journal_messages_free) gets *n
+ * messages. */
+struct journal_message;
+int queue_lease(duro_engine *e, const char *queue, uint32_t batch_size,
+                int64_t visibility_ms, const char *prefix,
+                struct journal_message **msgs, size_t *n, char *err,
+                size_t errlen);
 
 typedef struct duro_queue_retry {
   const char *lease_id;
@@ -177,12 +175,12 @@ int queue_api_message_retry(duro_message_batch *b, size_t i, int64_t delay_ms);
 int queue_api_ack_all(duro_message_batch *b);
 int queue_api_retry_all(duro_message_batch *b, int64_t delay_ms);
 
-/* The batch whose leases are "<prefix>.0" .. "<prefix>.<n-1>" stopped in
- * its handler (the engine died): each message still leased is retried
- * after delay_ms (< 0: the queue's retry_delay) with `error` (JSON text),
- * and is dead-lettered or dropped when out of retries. */
+/* The batch of lease token `prefix` stopped in its handler
+ * (the engine died): each message still leased is retried after delay_ms
+ * (< 0: the queue's retry_delay) with `error` (JSON text), and is
+ * dead-lettered or dropped when out of retries. */
 int queue_batch_release(duro_engine *e, const char *queue, const char *prefix,
-                        uint32_t n, int64_t delay_ms, const char *error);
+                        int64_t delay_ms, const char *error);
 
 /* Leases and handles one batch of each engine-run consumer's visible
  * messages; returns how many messages it handled.  The scheduler thread

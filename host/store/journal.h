@@ -131,9 +131,12 @@ typedef enum journal_op_kind {
   JOP_MESSAGE_INSERT,  /* queue, body, ts_ms = sent, visible_ms; out_rowid =
                           the message's seq */
   JOP_MESSAGE_LEASE,   /* queue, ts_ms = now, visible_ms = lease expiry,
-                          leases[n_leases]: up to n_leases visible messages,
-                          oldest visible first, each gets the next lease id
-                          and attempts + 1; messages/n_messages receive
+                          lease_token, n_leases: up to n_leases visible
+                          messages, oldest visible first, each gets lease
+                          id "<lease_token>-<seq>" and attempts + 1;
+                          max_attempts, dead_letter_queue: messages out of
+                          attempts go there (or are deleted), counted in
+                          out_rowid; messages/n_messages receive
                           them (free with journal_messages_free, even when
                           the commit failed) */
   JOP_MESSAGE_ACK,     /* queue, lease, ts_ms: deletes the message whose
@@ -172,7 +175,7 @@ typedef struct journal_op {
   const char *queue, *body, *lease, *error, *dead_letter_queue;
   int64_t visible_ms;
   uint32_t max_attempts;
-  const char *const *leases;
+  const char *lease_token; /* JOP_MESSAGE_LEASE */
   size_t n_leases;
   /* results */
   int rc;                    /* DURO_E_ALREADY_EXISTS for a duplicate insert */
@@ -295,6 +298,16 @@ typedef struct journal_queue_ready_info {
 } journal_queue_ready_info;
 int journal_queue_ready(journal *j, const char *queue, int64_t now_ms,
                         uint32_t limit, journal_queue_ready_info *out);
+
+/* The message a lease id names (its "-<seq>" suffix), or 0 for a string
+ * that is not a lease id. */
+int64_t journal_lease_seq(const char *lease);
+
+/* Calls fn with each lease of token `token` still held at now_ms in the
+ * queue (a batch's, after a crash). */
+int journal_queue_leases(journal *j, const char *queue, int64_t now_ms,
+                         const char *token,
+                         void (*fn)(void *ctx, const char *lease), void *ctx);
 
 void journal_messages_free(journal_message *m, size_t n);
 
