@@ -255,6 +255,27 @@ START_TEST(upgrades_schema_4_to_5) {
                               "name='messages_lease'"),
                    0);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM messages"), 1);
+  /* ids are no longer reused once the table empties */
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM sqlite_master WHERE "
+                              "name='messages' AND sql LIKE "
+                              "'%AUTOINCREMENT%'"),
+                   1);
+  journal *j = open_journal();
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_MESSAGES_EXPIRE);
+  op->queue = "q";
+  op->ts_ms = 1;
+  op->from_seq = 10;
+  ck_assert_int_eq(journal_commit(j, &b), 0);
+  journal_batch_reset(&b);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM messages"), 0);
+  op = journal_batch_add(&b, JOP_MESSAGE_INSERT);
+  op->queue = "q";
+  op->body = "2";
+  ck_assert_int_eq(journal_commit(j, &b), 0);
+  ck_assert_int_eq(b.ops[0].out_rowid, 2);
+  journal_batch_free(&b);
+  journal_close(j);
   drop_db();
 }
 END_TEST

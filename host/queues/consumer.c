@@ -382,7 +382,8 @@ enum { MARK_NONE, MARK_ACK, MARK_RETRY };
 struct duro_message_batch {
   duro_engine *e;
   char *queue, *plugin;
-  char prefix[QUEUE_LEASE_PREFIX]; /* of its leases (queue_batch_lease) */
+  char prefix[QUEUE_LEASE_PREFIX]; /* its leases' token */
+  ledger_slot *slot;               /* its crash ledger slot, or NULL */
   duro_queue_fn handler;
   size_t n;
   duro_message *msgs; /* bodies owned */
@@ -396,16 +397,15 @@ static duro_message_batch *batch_new(duro_engine *e, const wf_consumer *c,
                                      duro_queue_fn fn, const char *prefix,
                                      journal_message *msgs, size_t n) {
   duro_message_batch *b = xcalloc(1, sizeof *b);
-  *b = (duro_message_batch){e,
-                            xstrdup(c->queue),
-                            c->plugin ? xstrdup(c->plugin) : NULL,
-                            {0},
-                            fn,
-                            n,
-                            xcalloc(n, sizeof *b->msgs),
-                            xcalloc(n, sizeof *b->leases),
-                            xcalloc(n, sizeof *b->mark),
-                            xcalloc(n, sizeof *b->delay)};
+  *b = (duro_message_batch){.e = e,
+                            .queue = xstrdup(c->queue),
+                            .plugin = c->plugin ? xstrdup(c->plugin) : NULL,
+                            .handler = fn,
+                            .n = n,
+                            .msgs = xcalloc(n, sizeof *b->msgs),
+                            .leases = xcalloc(n, sizeof *b->leases),
+                            .mark = xcalloc(n, sizeof *b->mark),
+                            .delay = xcalloc(n, sizeof *b->delay)};
   snprintf(b->prefix, sizeof b->prefix, "%s", prefix);
   for (size_t i = 0; i < n; i++) {
     journal_message *m = &msgs[i];
@@ -506,21 +506,24 @@ static void batch_run(duro_message_batch *b) {
   batch_done(b->e, b->queue, b->handler);
 }
 
-/* Says in the crash ledger which batch this thread runs: if the handler
- * brings the engine down, the next one retries the batch at once, with
- * the crash as its error, instead of waiting out the lease. */
-static ledger_slot *batch_slot(duro_message_batch *b) {
-  ledger *l = b->e->ledger;
-  ledger_slot *sl = l ? ledger_claim(l, LEDGER_IDLE) : NULL;
+/* Says in the crash ledger which batch is about to be leased, before the
+ * lease commits: if the engine dies from then on — the handler crashing
+ * it, or anything else — the next engine retries the batch at once
+ * instead of waiting out the lease (the thread that runs the handler
+ * binds the slot, so a crash in it is laid on this batch).  NULL when
+ * there is no ledger or every slot is taken: the lease covers it. */
+static ledger_slot *batch_slot(duro_engine *e, const wf_consumer *c,
+                               const char *prefix) {
+  ledger *l = e->ledger;
+  ledger_slot *sl = l && e->opt.workers ? ledger_claim(l, LEDGER_IDLE) : NULL;
   if (!sl)
-    return NULL; /* all taken: the lease covers this batch */
-  ledger_copy(sl->workflow, sizeof sl->workflow, b->queue);
-  ledger_copy(sl->plugin, sizeof sl->plugin, b->plugin);
-  ledger_copy(sl->key, sizeof sl->key, b->prefix);
-  sl->count = (uint32_t)b->n;
-  sl->started_ms = duro_clock_now(b->e->clock);
+    return NULL;
+  ledger_copy(sl->workflow, sizeof sl->workflow, c->queue);
+  ledger_copy(sl->plugin, sizeof sl->plugin, c->plugin);
+  ledger_copy(sl->key, sizeof sl->key, prefix);
+  sl->count = 0;
+  sl->started_ms = duro_clock_now(e->clock);
   ledger_set_state(sl, LEDGER_BATCH);
-  ledger_thread_bind(l, sl);
   return sl;
 }
 
@@ -528,9 +531,9 @@ static void *batch_thread(void *arg) {
   duro_message_batch *b = arg;
   duro_engine *e = b->e;
   ledger_thread_altstack();
-  ledger_slot *sl = batch_slot(b);
+  ledger_thread_bind(e->ledger, b->slot);
   batch_run(b);
-  ledger_release(e->ledger, sl);
+  ledger_release(e->ledger, b->slot);
   batch_free(b);
   engine_kick_scheduler(e); /* a slot is free: more may go now */
   struct queue_consumers *cs = e->consumers;
@@ -594,15 +597,20 @@ static size_t dispatch_push(duro_engine *e, const wf_consumer *c,
   char err[256], prefix[QUEUE_LEASE_PREFIX];
   size_t n = 0;
   queue_lease_prefix(prefix);
+  ledger_slot *slot = batch_slot(e, c, prefix);
   if (queue_lease(e, c->queue, c->batch, c->opt.visibility_ms, prefix, &msgs,
                   &n, err, sizeof err))
     log_error("queue %s: leasing a batch: %s", c->queue, err);
   if (n == 0) {
     journal_messages_free(msgs, n);
+    ledger_release(e->ledger, slot);
     batch_done(e, c->queue, fn);
     return 0;
   }
+  if (slot)
+    slot->count = (uint32_t)n;
   duro_message_batch *b = batch_new(e, c, fn, prefix, msgs, n);
+  b->slot = slot;
   pthread_t t;
   pthread_attr_t attr;
   int threaded = e->opt.workers > 0;

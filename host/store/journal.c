@@ -189,8 +189,11 @@ static const char schema_sql[] =
      * visible messages of a queue), messages_age the retention sweep and
      * the oldest message of a queue.  (Schema 5 dropped messages_lease:
      * a lease id names its row.) */
+    /* AUTOINCREMENT: a message id is never used again, even once every
+     * message is acked and the table is empty. */
     "CREATE TABLE IF NOT EXISTS messages("
-    " seq INTEGER PRIMARY KEY, queue TEXT NOT NULL, body TEXT NOT NULL,"
+    " seq INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL,"
+    " body TEXT NOT NULL,"
     " attempts INTEGER NOT NULL, visible_ms INTEGER NOT NULL, lease TEXT,"
     " sent_ms INTEGER NOT NULL, last_error TEXT);"
     "CREATE INDEX IF NOT EXISTS messages_next ON messages(queue, visible_ms);"
@@ -295,9 +298,16 @@ static int open_conn(const char *path, int synchronous_full, sqlite3 **out,
   return 0;
 }
 
+static int exists_cb(void *ctx, int n, char **v, char **names) {
+  (void)n, (void)v, (void)names;
+  *(int *)ctx = 1;
+  return 0;
+}
+
 int journal_open(const char *path, int synchronous_full, journal **out,
                  char *err, size_t errlen) {
   journal *j = xcalloc(1, sizeof *j);
+  int old_messages = 0;
   int rc = open_conn(path, synchronous_full, &j->wr, err, errlen);
   if (rc)
     goto fail;
@@ -308,6 +318,36 @@ int journal_open(const char *path, int synchronous_full, journal **out,
     snprintf(err, errlen, "%s: cannot create schema: %s", path,
              msg ? msg : "?");
     sqlite3_free(msg);
+    rc = DURO_E_STORAGE;
+    goto fail;
+  }
+  /* Schema 4's messages table reused the ids of deleted messages; schema
+   * 5 rebuilds it with AUTOINCREMENT (ids go on from the highest kept). */
+  if (sqlite3_exec(j->wr,
+                   "SELECT 1 FROM sqlite_master WHERE name='messages' AND "
+                   "sql NOT LIKE '%AUTOINCREMENT%'",
+                   exists_cb, &old_messages, &msg) != SQLITE_OK ||
+      (old_messages &&
+       sqlite3_exec(
+           j->wr,
+           "BEGIN IMMEDIATE;"
+           "CREATE TABLE messages_v5("
+           " seq INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL,"
+           " body TEXT NOT NULL, attempts INTEGER NOT NULL,"
+           " visible_ms INTEGER NOT NULL, lease TEXT,"
+           " sent_ms INTEGER NOT NULL, last_error TEXT);"
+           "INSERT INTO messages_v5 SELECT seq,queue,body,attempts,"
+           " visible_ms,lease,sent_ms,last_error FROM messages;"
+           "DROP TABLE messages;"
+           "ALTER TABLE messages_v5 RENAME TO messages;"
+           "CREATE INDEX messages_next ON messages(queue, visible_ms);"
+           "CREATE INDEX messages_age ON messages(queue, sent_ms);"
+           "COMMIT",
+           NULL, NULL, &msg) != SQLITE_OK)) {
+    snprintf(err, errlen, "%s: cannot upgrade the messages table: %s", path,
+             msg ? msg : "?");
+    sqlite3_free(msg);
+    sqlite3_exec(j->wr, "ROLLBACK", NULL, NULL, NULL);
     rc = DURO_E_STORAGE;
     goto fail;
   }

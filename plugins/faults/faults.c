@@ -29,7 +29,14 @@
  *
  * "seen" is written only after duro_do returned DURO_OK, which the host
  * allows only once the result is committed: an "exec" after a "seen" of
- * the same step is a completed step that ran again. */
+ * the same step is a completed step that ran again.
+ *
+ * Its queue handler (tests/test_queue_host.c) acks every message of a
+ * batch, after one record per message:
+ *
+ *   msg <id>/<attempts> <n> <token>   the handler got message id on its
+ *                                     delivery `attempts`; n is the
+ *                                     body's "n" */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,4 +190,18 @@ static duro_rc fault_flow(duro_step *step, const duro_event *ev,
 
 static const duro_workflow_def workflows[] = {{"Fault", fault_flow}};
 
-DURO_PLUGIN(.name = "faults", .version = "1", DURO_WORKFLOWS(workflows));
+static int on_queue(duro_message_batch *b, duro_env *env) {
+  (void)env;
+  char token[48], what[40];
+  sidelog_token(token, sizeof token);
+  for (size_t i = 0; i < duro_batch_size(b); i++) {
+    const duro_message *m = duro_batch_message(b, i);
+    snprintf(what, sizeof what, "%lld/%u", (long long)m->id, m->attempts);
+    sidelog_append("DURO_FAULTS_LOG", "msg", what, int_param(m->body, "n", -1),
+                   token);
+  }
+  return 0; /* every message acked */
+}
+
+DURO_PLUGIN(.name = "faults", .version = "1", DURO_WORKFLOWS(workflows),
+            .queue = on_queue);
