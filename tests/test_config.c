@@ -327,6 +327,12 @@ static const bad_case bad[] = {
     {TRIGGERS_HEAD "      crons: [\"\"]\n",
      "t.yaml:5:15: each entry of \"crons\" must be a non-empty string"},
 
+    {WF_HEAD WF_ABC "        lifecycle_queue: events\n",
+     "t.yaml:8:26: workflow \"a\" publishes its lifecycle to queue "
+     "\"events\", which no consumer consumes or names as its "
+     "dead_letter_queue"},
+    {WF_HEAD WF_ABC "        lifecycle_queue: \"a b\"\n",
+     "t.yaml:8:26: queue names are 1-100 characters"},
     {CONSUMER_Q "          max_concurrency: 0\n",
      "t.yaml:7:28: \"max_concurrency\" must be between 1 and 250"},
     {CONSUMER_Q "          max_concurrency: 251\n",

@@ -767,6 +767,92 @@ START_TEST(consumer_runs_on_the_scheduler) {
 }
 END_TEST
 
+/* ---- lifecycle messages ---------------------------------------------------
+ */
+
+static int fail_for_good(duro_attempt *a, void *arg) {
+  (void)arg;
+  return duro_attempt_fail_final(a, "it failed");
+}
+
+/* Params {"do": "ok" | "fail" | "sleep"}. */
+static duro_rc life_flow(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env;
+  if (strstr(ev->params, "fail"))
+    DURO_TRY(duro_do(step, "fail", NULL, fail_for_good, NULL, NULL));
+  if (strstr(ev->params, "sleep"))
+    DURO_TRY(duro_sleep(step, "nap", "1 hour"));
+  return duro_set_output(step, "{\"ok\":true}");
+}
+
+/* The next lifecycle message's "type, instance" (and its output or
+ * error name), or "" when there is none. */
+static const char *next_life(harness *h, char *buf, size_t len) {
+  json_t *m = pull(h, "life", 1, 0);
+  buf[0] = '\0';
+  json_t *b = json_object_get(json_array_get(m, 0), "body");
+  if (b) {
+    json_t *out = json_object_get(b, "output"),
+           *err = json_object_get(b, "error");
+    snprintf(buf, len, "%s %s%s%s",
+             json_string_value(json_object_get(b, "type")),
+             json_string_value(json_object_get(b, "instance_id")),
+             out ? " ok" : "", err ? " error" : "");
+    ck_assert_str_eq(json_string_value(json_object_get(b, "workflow")),
+                     "life-flow");
+    json_t *r = ack(
+        h, "life",
+        json_string_value(json_object_get(json_array_get(m, 0), "lease_id")));
+    json_decref(r);
+  }
+  json_decref(m);
+  return buf;
+}
+
+/* Each start and end of an instance is one message, committed with the
+ * status change: started then complete / errored; a terminate of a
+ * sleeping instance; a restart starts it again; a pause says nothing. */
+START_TEST(lifecycle_messages) {
+  harness h;
+  harness_open(&h);
+  duro_workflow_limits lim = {.lifecycle_queue = "life"};
+  ck_assert_int_eq(
+      duro_engine_register(h.e, "life-flow", NULL, life_flow, &lim, "test"), 0);
+  harness_start(&h);
+  ck_assert_int_eq(duro_queue_register(h.e, "life", NULL), 0);
+  char buf[128];
+  ck_assert_int_eq(
+      duro_instance_create(h.e, "life-flow", "a", "{\"do\":\"ok\"}", -1, NULL),
+      0);
+  ck_assert_int_eq(duro_instance_create(h.e, "life-flow", "b",
+                                        "{\"do\":\"fail\"}", -1, NULL),
+                   0);
+  ck_assert_int_eq(duro_instance_create(h.e, "life-flow", "c",
+                                        "{\"do\":\"sleep\"}", -1, NULL),
+                   0);
+  ck_assert_str_eq(next_life(&h, buf, sizeof buf), ""); /* none ran yet */
+  harness_run(&h);
+  ck_assert_str_eq(next_life(&h, buf, sizeof buf), "started a");
+  ck_assert_str_eq(next_life(&h, buf, sizeof buf), "complete a ok");
+  ck_assert_str_eq(next_life(&h, buf, sizeof buf), "started b");
+  ck_assert_str_eq(next_life(&h, buf, sizeof buf), "errored b error");
+  ck_assert_str_eq(next_life(&h, buf, sizeof buf), "started c");
+  ck_assert_str_eq(next_life(&h, buf, sizeof buf), "");
+  ck_assert_int_eq(duro_instance_pause(h.e, "life-flow", "c"), 0);
+  harness_run(&h);
+  ck_assert_str_eq(next_life(&h, buf, sizeof buf), "");
+  ck_assert_int_eq(duro_instance_terminate(h.e, "life-flow", "c"), 0);
+  harness_run(&h);
+  ck_assert_str_eq(next_life(&h, buf, sizeof buf), "terminated c");
+  ck_assert_int_eq(duro_instance_restart(h.e, "life-flow", "a", NULL, 0), 0);
+  harness_run(&h);
+  ck_assert_str_eq(next_life(&h, buf, sizeof buf), "started a");
+  ck_assert_str_eq(next_life(&h, buf, sizeof buf), "complete a ok");
+  ck_assert_str_eq(next_life(&h, buf, sizeof buf), "");
+  harness_close(&h);
+}
+END_TEST
+
 /* ---- push consumers: a plugin's queue handler ------------------------- */
 
 static size_t batch_sizes[64], n_batches;
@@ -1050,6 +1136,7 @@ int main(void) {
   tcase_add_test(tc, consumer_bad_pointer_dead_letters);
   tcase_add_test(tc, json_pointers);
   tcase_add_test(tc, consumer_runs_on_the_scheduler);
+  tcase_add_test(tc, lifecycle_messages);
   tcase_add_test(tc, push_batches_by_size_and_timeout);
   tcase_add_test(tc, push_batch_timeout_is_exact_and_survives_a_restart);
   tcase_add_test(tc, push_per_message_ack_and_retry);

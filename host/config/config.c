@@ -335,7 +335,8 @@ enum {
   WF_RETENTION,
   WF_LIMITS,
   WF_VERSIONING,
-  WF_DIVERGENCE
+  WF_DIVERGENCE,
+  WF_LIFECYCLE
 };
 /* Which build an in-flight instance runs after a reload. */
 static const choice versioning_choices[] = {
@@ -360,6 +361,9 @@ static const field workflow_fields[] = {
     [WF_DIVERGENCE] = {"on_divergence", K_ENUM,
                        offsetof(config_workflow, pause_on_divergence), false, 0,
                        0, divergence_choices},
+    [WF_LIFECYCLE] = {"lifecycle_queue", K_STRING,
+                      offsetof(config_workflow, lifecycle_queue), false, 0, 0,
+                      NULL},
 };
 static const schema workflow_schema =
     SCHEMA("workflow", "in workflow", WF_NAME, workflow_fields);
@@ -668,6 +672,8 @@ static int unique(parser *p, const char *kind, const char *name,
   return 0;
 }
 
+static int queue_name(parser *p, yaml_node_t *node, const char *name);
+
 static int parse_workflow(parser *p, yaml_node_t *node, config_workflow *w) {
   yaml_node_t *v[MAX_FIELDS];
   int rc;
@@ -687,6 +693,10 @@ static int parse_workflow(parser *p, yaml_node_t *node, config_workflow *w) {
   }
   if ((rc = unique(p, "workflow name", w->name, v[WF_NAME])) < 0)
     return rc;
+  if (w->lifecycle_queue &&
+      (rc = queue_name(p, v[WF_LIFECYCLE], w->lifecycle_queue)) < 0)
+    return rc;
+  w->lifecycle_pos = v[WF_LIFECYCLE] ? pos_of(v[WF_LIFECYCLE]) : w->pos;
   return unique(p, "binding name", w->binding, v[WF_BINDING]);
 }
 
@@ -921,6 +931,24 @@ static int check_producers(parser *p) {
   return 0;
 }
 
+/* The same for a workflow's lifecycle messages. */
+static int check_lifecycle_queues(parser *p) {
+  const config *cfg = p->cfg;
+  for (size_t i = 0; i < cfg->n_plugins; i++)
+    for (size_t k = 0; k < cfg->plugins[i].n_workflows; k++) {
+      const config_workflow *w = &cfg->plugins[i].workflows[k];
+      if (!w->lifecycle_queue || queue_declared(cfg, w->lifecycle_queue))
+        continue;
+      shown b, q;
+      return fail_at(p, w->lifecycle_pos,
+                     "workflow \"%s\" publishes its lifecycle to queue "
+                     "\"%s\", which no consumer consumes or names as its "
+                     "dead_letter_queue",
+                     show(&b, w->name), show(&q, w->lifecycle_queue));
+    }
+  return 0;
+}
+
 /* A no-code consumer's workflow must be declared, by any plugin. */
 static int check_consumers(parser *p) {
   const config *cfg = p->cfg;
@@ -989,6 +1017,8 @@ static int parse_root(parser *p, yaml_node_t *root) {
       return rc;
   }
   if ((rc = check_consumers(p)) < 0)
+    return rc;
+  if ((rc = check_lifecycle_queues(p)) < 0)
     return rc;
   return check_producers(p);
 }
@@ -1190,6 +1220,7 @@ void config_free(config *cfg) {
       free(pl->workflows[j].name);
       free(pl->workflows[j].binding);
       free(pl->workflows[j].class_name);
+      free(pl->workflows[j].lifecycle_queue);
     }
     free(pl->workflows);
     for (size_t j = 0; j < pl->n_producers; j++) {

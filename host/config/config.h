@@ -29,7 +29,11 @@ typedef struct config_workflow {
   uint32_t concurrency;    /* limits.concurrency, 0 = unlimited */
   int versioning_latest;   /* versioning: pinned (0, default) | latest (1) */
   int pause_on_divergence; /* on_divergence: error (0, default) | pause */
+  /* A queue (consumed or dead-lettered into by some consumer) that gets a
+   * message as each instance starts and ends; NULL = none. */
+  char *lifecycle_queue;
   config_pos pos;
+  config_pos lifecycle_pos; /* of its "lifecycle_queue" value */
 } config_workflow;
 
 typedef struct config_producer {

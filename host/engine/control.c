@@ -75,13 +75,22 @@ static int instance_rowid(duro_engine *e, const char *workflow, const char *id,
   return rc;
 }
 
-static int commit_row(duro_engine *e, journal_instance *in, int clear_control) {
+/* Writes the row, which was `from_status`, with its lifecycle message
+ * (lifecycle.c) in the same commit. */
+static int commit_row(duro_engine *e, journal_instance *in, int clear_control,
+                      const char *from_status) {
   journal_batch b = {0};
   journal_op *op = journal_batch_add(&b, JOP_INSTANCE_SET);
   op->inst = in;
   op->clear_control = clear_control;
+  char *owned[2];
+  engine_lifecycle_ops(engine_find_workflow(e, in->workflow), &b, in,
+                       from_status, in->started_ms, duro_clock_now(e->clock),
+                       owned);
   int rc = journal_commit(e->j, &b);
   journal_batch_free(&b);
+  free(owned[0]);
+  free(owned[1]);
   return rc;
 }
 
@@ -128,7 +137,7 @@ static int control_row(duro_engine *e, journal_instance *in, int control) {
     in->ended_ms = now;
     in->wake_ms = JOURNAL_NONE;
   }
-  int rc = commit_row(e, in, 1);
+  int rc = commit_row(e, in, 1, old);
   if (rc)
     row_set_status(in, old);
   free(old);

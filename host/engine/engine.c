@@ -150,6 +150,8 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
   pthread_mutex_init(&w->builds_mu, NULL);
   if (limits)
     w->limits = *limits;
+  if (w->limits.lifecycle_queue)
+    w->limits.lifecycle_queue = xstrdup(w->limits.lifecycle_queue);
   if (w->limits.retention_ms <= 0)
     w->limits.retention_ms = DEFAULT_RETENTION_MS;
   if (w->limits.max_steps == 0)
@@ -501,6 +503,7 @@ void duro_engine_close(duro_engine *e) {
   for (size_t i = 0; i < e->n_wfs; i++) {
     free(e->wfs[i].name);
     free(e->wfs[i].binding);
+    free((char *)e->wfs[i].limits.lifecycle_queue);
     builds_free(&e->wfs[i]);
   }
   free(e->wfs);

@@ -83,6 +83,10 @@ typedef struct duro_workflow_limits {
    * an instance runs the build it started on until it ends (0, `pinned`,
    * the default). */
   int versioning_latest;
+  /* A registered queue that gets a message each time an instance starts,
+   * completes, errors or is terminated, in the same commit (copied);
+   * NULL = none. */
+  const char *lifecycle_queue;
 } duro_workflow_limits;
 
 /* Opens (creating if needed) the journal. On error *err names the file. */

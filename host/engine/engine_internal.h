@@ -338,4 +338,14 @@ int json_text_check(const char *text, int64_t limit);
 /* {"name":..,"message":..} as a malloc'ed string. */
 char *error_json(const char *name, const char *message);
 
+/* Appends to b the lifecycle messages (lifecycle.c) of an instance
+ * whose row becomes `row`, having been `from_status` (NULL: new) with
+ * started_ms `from_started_ms`, when its workflow has a lifecycle queue:
+ * "started" the first time it runs, then "complete" / "errored" /
+ * "terminated".  Their bodies go to owned[0..1] (the caller frees them
+ * after the commit); returns how many. */
+int engine_lifecycle_ops(const wf_reg *wf, journal_batch *b,
+                         const journal_instance *row, const char *from_status,
+                         int64_t from_started_ms, int64_t now, char *owned[2]);
+
 #endif

@@ -56,16 +56,22 @@ static void row_set(char **field, char *value) {
   *field = value;
 }
 
-/* Ends the instance errored with `error` (owned by the row from now). */
-static void instance_errored(journal_batch *b, journal_instance *in,
-                             char *error, int64_t now) {
-  row_set(&in->status, xstrdup("errored"));
+/* Ends the instance errored with `error` (owned by the row from now);
+ * its lifecycle message, if any, goes to owned[0..1] (lifecycle.c). */
+static void instance_errored(duro_engine *e, journal_batch *b,
+                             journal_instance *in, char *error, int64_t now,
+                             char *owned[2]) {
+  char *from = in->status;
+  in->status = xstrdup("errored");
   row_set(&in->error, error);
   in->ended_ms = now;
   in->wake_ms = JOURNAL_NONE;
   journal_op *op = journal_batch_add(b, JOP_INSTANCE_SET);
   op->inst = in;
   op->clear_control = 1;
+  engine_lifecycle_ops(engine_find_workflow(e, in->workflow), b, in, from,
+                       in->started_ms, now, owned);
+  free(from);
 }
 
 /* The step row the crashed attempt belongs to: the journaled one, or the
@@ -139,7 +145,7 @@ static int crash_in_attempt(duro_engine *e, journal_batch *b,
                           "(engine.max_crashes is %u); the last time it was "
                           "%s",
                           sl->key, crashes, e->max_crashes, how);
-    instance_errored(b, in, error_json(CRASHED, why), now);
+    instance_errored(e, b, in, error_json(CRASHED, why), now, owned + 1);
     log_write(DURO_LOG_WARN, NULL, "%s/%s: errored: %s", in->workflow, in->id,
               why);
     free(why);
@@ -161,7 +167,7 @@ static int record_crash(duro_engine *e, const ledger_slot *sl, int in_attempt,
   if (rc == DURO_E_NOT_FOUND)
     return 0;
   journal_batch b = {0};
-  char *owned[1] = {NULL};
+  char *owned[3] = {NULL, NULL, NULL};
   if (rc == 0 &&
       (!strcmp(in.status, "complete") || !strcmp(in.status, "errored") ||
        !strcmp(in.status, "terminated")))
@@ -173,13 +179,14 @@ static int record_crash(duro_engine *e, const ledger_slot *sl, int in_attempt,
                           "code outside steps runs again on every "
                           "activation, so it would crash again",
                           how);
-    instance_errored(&b, &in, error_json(CRASHED, why), now);
+    instance_errored(e, &b, &in, error_json(CRASHED, why), now, owned + 1);
     log_write(DURO_LOG_WARN, NULL, "%s/%s: errored: %s", in.workflow, in.id,
               why);
     free(why);
     rc = journal_commit(e->j, &b);
   }
-  free(owned[0]);
+  for (size_t i = 0; i < 3; i++)
+    free(owned[i]);
   journal_batch_free(&b);
   journal_instance_clear(&in);
   return rc;

@@ -480,6 +480,7 @@ static void register_workflows(reloader *r) {
           .concurrency = w->concurrency,
           .pause_on_divergence = w->pause_on_divergence,
           .versioning_latest = w->versioning_latest,
+          .lifecycle_queue = w->lifecycle_queue,
       };
       /* names are unique (config.c checked), so this cannot fail */
       duro_engine_register(r->e, w->name, w->binding,

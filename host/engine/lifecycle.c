@@ -1,0 +1,76 @@
+/* lifecycle.c — an instance's lifecycle published to a queue: a workflow
+ * declared with `lifecycle_queue: Q` gets a message on Q when one of its
+ * instances starts, completes, errors or is terminated.
+ *
+ * The message is inserted in the same transaction as the status change
+ * it reports, wherever that change is written (an activation's final
+ * commit, a terminate of an idle instance, a crash or hang recorded by
+ * faults.c): a consumer sees each change exactly once, never one that
+ * was rolled back, and never misses one that was committed — which a
+ * broker beside the database could not promise.  A restart (--from) runs
+ * the instance again, so it starts again. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_internal.h"
+#include "queue.h"
+#include "util.h"
+
+static void add_message(journal_batch *b, const char *queue, char *body,
+                        int64_t now, char **owned) {
+  journal_op *op = journal_batch_add(b, JOP_MESSAGE_INSERT);
+  op->queue = queue;
+  op->body = body;
+  op->ts_ms = now;
+  op->visible_ms = now;
+  *owned = body;
+}
+
+/* {"type", "workflow", "instance_id", "ts_ms", "output"? | "error"?}: the
+ * instance's output or error goes along when it fits in a message. */
+static char *body_of(const char *type, const journal_instance *row,
+                     int64_t now) {
+  json_t *o =
+      json_pack("{ss,ss,ss,sI}", "type", type, "workflow", row->workflow,
+                "instance_id", row->id, "ts_ms", (json_int_t)now);
+  const char *key = !strcmp(type, "complete")  ? "output"
+                    : !strcmp(type, "errored") ? "error"
+                                               : NULL;
+  const char *text = key && !strcmp(key, "output") ? row->output
+                     : key                         ? row->error
+                                                   : NULL;
+  char *body = NULL;
+  if (text) {
+    json_t *v = json_loads(text, JSON_DECODE_ANY, NULL);
+    if (v)
+      json_object_set_new(o, key, v);
+    body = json_dumps(o, JSON_COMPACT);
+    if (body && strlen(body) > DURO_QUEUE_MAX_BODY) {
+      free(body);
+      json_object_del(o, key);
+      json_object_set_new(o, "truncated", json_true());
+      body = NULL;
+    }
+  }
+  if (!body)
+    body = json_dumps(o, JSON_COMPACT);
+  json_decref(o);
+  return body;
+}
+
+int engine_lifecycle_ops(const wf_reg *wf, journal_batch *b,
+                         const journal_instance *row, const char *from_status,
+                         int64_t from_started_ms, int64_t now, char *owned[2]) {
+  owned[0] = owned[1] = NULL;
+  const char *queue = wf ? wf->limits.lifecycle_queue : NULL;
+  if (!queue)
+    return 0;
+  int n = 0;
+  if (from_started_ms == JOURNAL_NONE && row->started_ms != JOURNAL_NONE)
+    add_message(b, queue, body_of("started", row, now), now, &owned[n++]);
+  if (status_ended(row->status) &&
+      (!from_status || strcmp(from_status, row->status) != 0))
+    add_message(b, queue, body_of(row->status, row, now), now, &owned[n++]);
+  return n;
+}
