@@ -24,9 +24,12 @@ test: deps
 clean:
 	rm -rf build build-test
 
-# The benchmarks (figures, not assertions); BENCH_ARGS="--csv" etc.
+# The benchmarks (figures, not assertions): the engine in-process
+# (bench/bench.c; BENCH_ARGS="--csv --only W1,Q1" etc.), then Q2, the queue
+# through a real host over HTTP (bench/q2.c; BENCH_Q2_ARGS="--quick" etc.).
 bench: build
 	./build/bench/duro-bench $(BENCH_ARGS)
+	./build/bench/duro-bench-q2 $(BENCH_Q2_ARGS)
 
 # 100 orders end to end through the CLI (examples/demo.sh).
 demo: build

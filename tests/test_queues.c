@@ -320,6 +320,12 @@ START_TEST(max_retries_without_dead_letter_drops) {
   ck_assert_int_eq(int_of(st, "dropped"), 1);
   ck_assert_int_eq(int_of(st, "ready") + int_of(st, "delayed"), 0);
   json_decref(st);
+  /* the count is in the journal: a restart keeps it */
+  harness_reopen(&h);
+  ck_assert_int_eq(duro_queue_register(h.e, "jobs", NULL), 0);
+  st = stats(&h, "jobs");
+  ck_assert_int_eq(int_of(st, "dropped"), 1);
+  json_decref(st);
   harness_close(&h);
 }
 END_TEST

@@ -6,7 +6,8 @@
  * expiry the message's visible_ms, so nothing here needs recovery after a
  * crash and an expired lease needs no timer (the message is simply
  * visible again).  Memory holds only the registry (names and options,
- * guarded by its mutex) and the count of messages dropped.
+ * guarded by its mutex); even the count of messages dropped is a row,
+ * written by the commit that drops them.
  * Invariant: a send is validated whole before anything is written, and a
  * batch is written in one commit, so it is stored entirely or not at all.
  * It lives beside the engine (engine_internal.h) because it writes the
@@ -29,7 +30,6 @@
 typedef struct queue_reg {
   char *name;
   duro_queue_options opt; /* dead_letter owned */
-  uint64_t dropped;       /* messages dropped out of retries */
 } queue_reg;
 
 struct queue_registry {
@@ -292,8 +292,6 @@ static json_t *message_json(const journal_message *m) {
   return o;
 }
 
-static void count_dropped(duro_engine *e, const char *queue, uint64_t n);
-
 void queue_lease_prefix(char out[QUEUE_LEASE_PREFIX]) { lease_id(out); }
 
 int duro_queue_pull(duro_engine *e, const char *queue, uint32_t batch_size,
@@ -346,8 +344,6 @@ int queue_lease(duro_engine *e, const char *queue, uint32_t batch_size,
   op->dead_letter_queue = *dlq ? dlq : NULL;
   int rc = journal_commit(e->j, &b);
   op = &b.ops[0];
-  if (rc == 0 && !op->dead_letter_queue && op->out_rowid > 0)
-    count_dropped(e, queue, (uint64_t)op->out_rowid);
   if (rc == 0) {
     *msgs = op->messages;
     *n = op->n_messages;
@@ -404,15 +400,6 @@ static int check_retries(const duro_queue_retry *retries, size_t n, char *err,
   return 0;
 }
 
-static void count_dropped(duro_engine *e, const char *queue, uint64_t n) {
-  struct queue_registry *r = registry(e);
-  pthread_mutex_lock(&r->mu);
-  queue_reg *q = find_locked(r, queue);
-  if (q)
-    q->dropped += n;
-  pthread_mutex_unlock(&r->mu);
-}
-
 int duro_queue_ack(duro_engine *e, const char *queue, const char *const *acks,
                    size_t n_acks, const duro_queue_retry *retries,
                    size_t n_retries, json_t **result, char *err,
@@ -449,13 +436,8 @@ int duro_queue_ack(duro_engine *e, const char *queue, const char *const *acks,
     op->dead_letter_queue = o.dead_letter;
   }
   rc = journal_commit(e->j, &b);
-  if (rc == 0) {
+  if (rc == 0)
     *result = ack_result(&b, n_acks);
-    json_int_t dropped =
-        json_integer_value(json_object_get(*result, "dropped"));
-    if (dropped)
-      count_dropped(e, queue, (uint64_t)dropped);
-  }
   journal_batch_free(&b);
   if (rc)
     return fail(err, errlen, rc, "%s", journal_errmsg(e->j));
@@ -483,6 +465,13 @@ static void stats_row(void *ctx, const char *queue,
                         json_integer(c->now - st->oldest_sent_ms));
 }
 
+static void dropped_row(void *ctx, const char *queue, int64_t dropped) {
+  stats_ctx *c = ctx;
+  json_t *o = json_object_get(c->by_name, queue);
+  if (o)
+    json_object_set_new(o, "dropped", json_integer(dropped));
+}
+
 /* Registered queues (or the one named), each with zero counts. */
 static json_t *stats_skeleton(duro_engine *e, const char *queue) {
   json_t *by_name = json_object();
@@ -494,8 +483,7 @@ static json_t *stats_skeleton(duro_engine *e, const char *queue) {
     json_object_set_new(by_name, r->v[i].name,
                         json_pack("{ss,si,si,si,si,sI}", "name", r->v[i].name,
                                   "ready", 0, "delayed", 0, "in_flight", 0,
-                                  "oldest_age_ms", 0, "dropped",
-                                  (json_int_t)r->v[i].dropped));
+                                  "oldest_age_ms", 0, "dropped", 0));
   }
   pthread_mutex_unlock(&r->mu);
   return by_name;
@@ -513,6 +501,8 @@ int duro_queue_stats(duro_engine *e, const char *queue, json_t **out) {
     return DURO_E_QUEUE_NOT_FOUND;
   }
   int rc = journal_queue_stats_each(e->j, queue, c.now, stats_row, &c);
+  if (rc == 0)
+    rc = journal_queue_dropped_each(e->j, dropped_row, &c);
   if (rc) {
     json_decref(c.by_name);
     return rc;

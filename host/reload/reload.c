@@ -438,10 +438,12 @@ static void collect_pin(void *ctx, const char *workflow, const char *build,
  * an older build's handler, which may be unloaded, is no longer called. */
 static void register_consumers(reloader *r, plugin_state *p, const build *b) {
   duro_queue_fn fn = loader_info(b->lp)->queue;
+  size_t fed = 0;
   for (size_t k = 0; k < p->cfg->n_consumers; k++) {
     const config_consumer *c = &p->cfg->consumers[k];
     if (c->workflow)
       continue;
+    fed++;
     if (!fn) {
       duro_queue_unconsume(r->e, c->queue);
       continue;
@@ -453,6 +455,11 @@ static void register_consumers(reloader *r, plugin_state *p, const build *b) {
       log_error("plugin \"%s\": cannot consume queue \"%s\"", p->cfg->name,
                 c->queue);
   }
+  if (fn && !fed)
+    log_warn("plugin \"%s\" has a queue handler but its config declares no "
+             "consumer for it (queues.consumers without a workflow): it is "
+             "never called",
+             p->cfg->name);
 }
 
 static void add_to_engine(reloader *r, plugin_state *p, const build *b,

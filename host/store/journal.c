@@ -56,6 +56,7 @@ enum {
   ST_MESSAGE_LEASE,
   ST_MESSAGE_ACK,
   ST_MESSAGE_HELD,
+  ST_MESSAGES_DROPPED,
   ST_MESSAGE_MOVE,
   ST_MESSAGE_DELETE,
   ST_MESSAGES_EXPIRE,
@@ -142,6 +143,9 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
         "UPDATE messages SET queue=?2, lease=NULL, visible_ms=?3, "
         "last_error=COALESCE(?4,last_error) WHERE seq=?1",
     [ST_MESSAGE_DELETE] = "DELETE FROM messages WHERE seq=?1",
+    [ST_MESSAGES_DROPPED] =
+        "INSERT INTO queue_counts(queue,dropped) VALUES(?1,?2) "
+        "ON CONFLICT(queue) DO UPDATE SET dropped=dropped+excluded.dropped",
     /* Served by messages_age. */
     [ST_MESSAGES_EXPIRE] =
         "DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE "
@@ -197,7 +201,11 @@ static const char schema_sql[] =
     " attempts INTEGER NOT NULL, visible_ms INTEGER NOT NULL, lease TEXT,"
     " sent_ms INTEGER NOT NULL, last_error TEXT);"
     "CREATE INDEX IF NOT EXISTS messages_next ON messages(queue, visible_ms);"
-    "CREATE INDEX IF NOT EXISTS messages_age ON messages(queue, sent_ms);";
+    "CREATE INDEX IF NOT EXISTS messages_age ON messages(queue, sent_ms);"
+    /* Schema 5: messages dropped out of retries (no dead-letter queue),
+     * counted in the commit that drops them. */
+    "CREATE TABLE IF NOT EXISTS queue_counts(queue TEXT PRIMARY KEY,"
+    " dropped INTEGER NOT NULL) WITHOUT ROWID;";
 
 /* A thread's read connection and its cached statements, keyed by the
  * address of their SQL text (always a string literal here). */
@@ -538,6 +546,14 @@ int64_t journal_lease_seq(const char *lease) {
   return seq;
 }
 
+/* Counts n messages of `queue` dropped (queue_counts). */
+static int count_dropped(journal *j, const char *queue, int64_t n) {
+  sqlite3_stmt *st = j->ws[ST_MESSAGES_DROPPED];
+  bind_text(st, 1, queue);
+  sqlite3_bind_int64(st, 2, n);
+  return step_done(j, st);
+}
+
 /* Picks the visible messages first, then leases them one by one: an
  * UPDATE while the SELECT still walks the index it changes could meet a
  * row twice. */
@@ -593,6 +609,8 @@ static int message_lease(journal *j, journal_op *op) {
     }
     rc = step_done(j, st);
   }
+  if (rc == 0 && n_spent && !op->dead_letter_queue)
+    rc = count_dropped(j, op->queue, (int64_t)n_spent);
   free(spent);
   if (rc)
     return rc;
@@ -634,7 +652,8 @@ static int message_retry(journal *j, journal_op *op) {
     st = j->ws[ST_MESSAGE_DELETE];
     sqlite3_bind_int64(st, 1, seq);
     op->out_rowid = JOURNAL_RETRY_DROPPED;
-    return step_done(j, st);
+    int rc = step_done(j, st);
+    return rc ? rc : count_dropped(j, op->queue, 1);
   }
   st = j->ws[ST_MESSAGE_MOVE];
   sqlite3_bind_int64(st, 1, seq);
@@ -1512,6 +1531,27 @@ int journal_queue_leases(journal *j, const char *queue, int64_t now_ms,
   release_rd(r, st);
   free(lo);
   free(hi);
+  return rc;
+}
+
+static const char sql_queue_dropped[] =
+    "SELECT queue, dropped FROM queue_counts";
+
+int journal_queue_dropped_each(journal *j,
+                               void (*fn)(void *ctx, const char *queue,
+                                          int64_t dropped),
+                               void *ctx) {
+  reader *r = reader_get(j);
+  sqlite3_stmt *st = NULL;
+  int rc = prepare_rd(j, r, sql_queue_dropped, &st);
+  if (rc)
+    return rc;
+  int s;
+  while ((s = sqlite3_step(st)) == SQLITE_ROW)
+    fn(ctx, (const char *)sqlite3_column_text(st, 0),
+       sqlite3_column_int64(st, 1));
+  rc = rows_end(r, s);
+  release_rd(r, st);
   return rc;
 }
 

@@ -309,6 +309,13 @@ int journal_queue_leases(journal *j, const char *queue, int64_t now_ms,
                          const char *token,
                          void (*fn)(void *ctx, const char *lease), void *ctx);
 
+/* Calls fn with each queue that has dropped messages (out of retries
+ * with no dead-letter queue) and how many, since the database began. */
+int journal_queue_dropped_each(journal *j,
+                               void (*fn)(void *ctx, const char *queue,
+                                          int64_t dropped),
+                               void *ctx);
+
 void journal_messages_free(journal_message *m, size_t n);
 
 /* How long group commits take (one observation per transaction) and how

@@ -1,0 +1,178 @@
+/* test_examples.c — the example plugins of examples/ on a real `duro run`
+ * (DURO_BIN, tests/host_run.h), configured as their comments say, so an
+ * example a user copies keeps doing what it claims.
+ *
+ *  - examples/jobs (JOBS_PLUGIN): a queue handler that starts one
+ *    job-flow instance per job id.  50 messages are sent over HTTP, 10 of
+ *    them repeating an earlier job id (40 distinct jobs), some one by one
+ *    and some in a batch: exactly 40 instances exist, each completes with
+ *    the example's output, the queue ends empty and nothing reaches the
+ *    dead-letter queue. */
+#include <check.h>
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host_run.h"
+#include "http_client.h"
+#include "proc.h"
+
+#ifndef JOBS_PLUGIN
+#error "build with -DJOBS_PLUGIN=\"<path of libjobs.so>\""
+#endif
+
+#define SENDS 50
+#define DISTINCT 40
+#define SETTLE_MS 30000
+
+/* A queue's stats (GET /queues/{q}), caller's. */
+static json_t *queue_stats(const host_run *h, const char *q) {
+  char path[64];
+  snprintf(path, sizeof path, "/queues/%s", q);
+  http_resp r;
+  host_request(h, &r, "GET", path, NULL);
+  ck_assert_msg(r.status == 200, "GET %s: %ld %s", path, r.status,
+                r.body ? r.body : "");
+  json_t *st = json_incref(r.json);
+  http_resp_free(&r);
+  return st;
+}
+
+static int64_t stat_of(json_t *st, const char *what) {
+  return json_integer_value(json_object_get(st, what));
+}
+
+/* The instances of job-flow (GET .../instances?limit=1000), caller's. */
+static json_t *list_jobs(const host_run *h) {
+  http_resp r;
+  host_request(h, &r, "GET", "/workflows/job-flow/instances?limit=1000", NULL);
+  ck_assert_msg(r.status == 200, "list: %ld %s", r.status,
+                r.body ? r.body : "");
+  json_t *list = json_incref(jget(r.json, "instances"));
+  ck_assert_msg(json_is_array(list), "list: %s", r.body);
+  http_resp_free(&r);
+  return list;
+}
+
+/* Job i of the 50 sent: jobs 0..39, then 0..9 again (the duplicates). */
+static int job_of(int i) { return i < DISTINCT ? i : i - DISTINCT; }
+
+START_TEST(jobs_example_one_instance_per_job) {
+  host_run H;
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  host_init(&H, "jobs");
+  /* The declaration at the top of examples/jobs/jobs.c. */
+  host_write_config(&H, db, "{ workers: 2 }", "jobs", JOBS_PLUGIN,
+                    "      - { name: job-flow, binding: JOB_FLOW,"
+                    " class_name: JobFlow }\n"
+                    "    queues:\n"
+                    "      producers: [{ binding: JOBS, queue: jobs }]\n"
+                    "      consumers: [{ queue: jobs, max_batch_size: 100,\n"
+                    "                    dead_letter_queue: jobs-dlq }]\n");
+  host_start(&H);
+
+  /* Messages 0..29 one by one, 30..49 (10 distinct, 10 duplicates) in one
+   * batch. */
+  http_resp r;
+  char body[2048];
+  for (int i = 0; i < 30; i++) {
+    snprintf(body, sizeof body, "{\"body\":{\"jobId\":\"job-%d\",\"send\":%d}}",
+             job_of(i), i);
+    host_request(&H, &r, "POST", "/queues/jobs/messages", body);
+    ck_assert_msg(r.status == 201, "send %d: %ld %s", i, r.status,
+                  r.body ? r.body : "");
+    http_resp_free(&r);
+  }
+  size_t len = (size_t)snprintf(body, sizeof body, "{\"messages\":[");
+  for (int i = 30; i < SENDS; i++)
+    len += (size_t)snprintf(body + len, sizeof body - len,
+                            "%s{\"body\":{\"jobId\":\"job-%d\",\"send\":%d}}",
+                            i > 30 ? "," : "", job_of(i), i);
+  snprintf(body + len, sizeof body - len, "]}");
+  host_request(&H, &r, "POST", "/queues/jobs/messages/batch", body);
+  ck_assert_msg(r.status == 201, "batch: %ld %s", r.status,
+                r.body ? r.body : "");
+  ck_assert_uint_eq(json_array_size(jget(r.json, "ids")), SENDS - 30);
+  http_resp_free(&r);
+
+  /* Every job completes, with the example's output.  An instance exists
+   * once the handler has taken its message: 404 until then. */
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  for (int j = 0; j < DISTINCT; j++) {
+    char id[32], path[96];
+    snprintf(id, sizeof id, "job-%d", j);
+    snprintf(path, sizeof path, "/workflows/job-flow/instances/%s", id);
+    for (;;) {
+      host_request(&H, &r, "GET", path, NULL);
+      long status = r.status;
+      http_resp_free(&r);
+      if (status == 200)
+        break;
+      ck_assert_msg(status == 404 && proc_now_ms() < deadline,
+                    "%s: %ld, no instance", id, status);
+      proc_sleep_ms(20);
+    }
+    json_t *d = host_wait_status(&H, "job-flow", id, "complete", deadline);
+    ck_assert_msg(json_is_true(jget(d, "output.done")), "%s: output %s", id,
+                  jdump(jget(d, "output")));
+    json_decref(d);
+  }
+
+  /* The queue drains: every message acked, none retried. */
+  json_t *st;
+  for (;;) {
+    st = queue_stats(&H, "jobs");
+    if (stat_of(st, "ready") + stat_of(st, "delayed") +
+            stat_of(st, "in_flight") ==
+        0)
+      break;
+    char *text = jdump(st);
+    ck_assert_msg(proc_now_ms() < deadline, "jobs not drained: %s", text);
+    free(text);
+    json_decref(st);
+    proc_sleep_ms(50);
+  }
+  ck_assert_int_eq(stat_of(st, "dropped"), 0);
+  json_decref(st);
+  st = queue_stats(&H, "jobs-dlq");
+  char *text = jdump(st);
+  ck_assert_msg(stat_of(st, "ready") + stat_of(st, "delayed") +
+                        stat_of(st, "in_flight") + stat_of(st, "dropped") ==
+                    0,
+                "jobs-dlq: %s", text);
+  free(text);
+  json_decref(st);
+
+  /* Exactly the 40 jobs: the duplicates made no instance of their own. */
+  json_t *list = list_jobs(&H);
+  ck_assert_uint_eq(json_array_size(list), DISTINCT);
+  int seen[DISTINCT] = {0};
+  size_t i;
+  json_t *inst;
+  json_array_foreach(list, i, inst) {
+    const char *id = jstr(inst, "id");
+    int j = -1;
+    ck_assert_msg(sscanf(id, "job-%d", &j) == 1 && j >= 0 && j < DISTINCT,
+                  "unexpected instance %s", id);
+    seen[j]++;
+    ck_assert_str_eq(jstr(inst, "status"), "complete");
+  }
+  json_decref(list);
+  for (int j = 0; j < DISTINCT; j++)
+    ck_assert_msg(seen[j] == 1, "job-%d: %d instances", j, seen[j]);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("examples");
+  TCase *tc = tcase_create("examples");
+  proc_fixtures(tc, "duro-examples");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, jobs_example_one_instance_per_job);
+  suite_add_tcase(s, tc);
+  return http_suite_run(s);
+}
