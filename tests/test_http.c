@@ -2241,9 +2241,24 @@ START_TEST(queue_send_pull_ack) {
   ck_assert_str_eq(jstr(json_array_get(r.json, 0), "name"), "jobs");
   ck_assert_int_eq(
       json_integer_value(jget(json_array_get(r.json, 0), "delayed")), 1);
+  ck_assert_int_eq(
+      json_integer_value(jget(json_array_get(r.json, 0), "dead_lettered")), 1);
   ck_assert_str_eq(jstr(json_array_get(r.json, 1), "name"), "jobs-dlq");
   ck_assert_int_eq(
       json_integer_value(jget(json_array_get(r.json, 1), "in_flight")), 1);
+  http_resp_free(&r);
+  /* the same in /metrics */
+  request(&r, "GET", "/metrics", NULL);
+  expect_status(&r, 200, "GET /metrics");
+  static const char *const lines[] = {
+      "duro_queue_messages{queue=\"jobs\",state=\"delayed\"} 1\n",
+      "duro_queue_messages{queue=\"jobs\",state=\"ready\"} 0\n",
+      "duro_queue_messages{queue=\"jobs-dlq\",state=\"in_flight\"} 1\n",
+      "duro_queue_dead_lettered_total{queue=\"jobs\"} 1\n",
+      "duro_queue_dropped_total{queue=\"jobs\"} 0\n",
+      "# TYPE duro_queue_lag_seconds gauge\n"};
+  for (size_t i = 0; i < sizeof lines / sizeof *lines; i++)
+    ck_assert_msg(strstr(r.body, lines[i]), "/metrics lacks %s", lines[i]);
   http_resp_free(&r);
   host_stop(&H);
 }

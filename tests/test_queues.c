@@ -174,6 +174,11 @@ START_TEST(expired_lease_delivers_again) {
   ck_assert_int_eq(int_of(st, "ready"), 1);
   ck_assert_int_eq(int_of(st, "in_flight"), 0);
   ck_assert_int_eq(int_of(st, "oldest_age_ms"), 5000);
+  ck_assert_int_eq(int_of(st, "lag_ms"), 0); /* visible again just now */
+  json_decref(st);
+  harness_advance(&h, 250);
+  st = stats(&h, "jobs");
+  ck_assert_int_eq(int_of(st, "lag_ms"), 250);
   json_decref(st);
   json_t *m2 = pull(&h, "jobs", 1, 5000);
   ck_assert_uint_eq(json_array_size(m2), 1);
@@ -291,6 +296,8 @@ START_TEST(max_retries_dead_letters) {
   json_decref(m);
   json_t *st = stats(&h, "jobs");
   ck_assert_int_eq(int_of(st, "ready") + int_of(st, "delayed"), 0);
+  ck_assert_int_eq(int_of(st, "dead_lettered"), 1);
+  ck_assert_int_eq(int_of(st, "dropped"), 0);
   json_decref(st);
   m = pull(&h, "dlq", 10, 0);
   ck_assert_uint_eq(json_array_size(m), 1);

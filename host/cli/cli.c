@@ -774,28 +774,32 @@ static json_int_t count_of(const json_t *q, const char *key) {
   return json_integer_value(json_object_get(q, key));
 }
 
-/* One queue per line: its counts, and how old its oldest message is. */
+/* One queue per line: its counts, how old its oldest message is, and
+ * how long its oldest ready one has waited for a consumer. */
 static void print_queues(const cli_args *a, const json_t *r) {
   (void)a;
   size_t i;
   const json_t *q;
-  printf("%-24s %8s %8s %9s %8s %14s\n", "QUEUE", "READY", "DELAYED",
-         "IN_FLIGHT", "DROPPED", "OLDEST_AGE_MS");
+  printf("%-24s %8s %8s %9s %8s %8s %14s %10s\n", "QUEUE", "READY", "DELAYED",
+         "IN_FLIGHT", "DROPPED", "DEAD", "OLDEST_AGE_MS", "LAG_MS");
   json_array_foreach(r, i, q) {
     const char *name = json_string_value(json_object_get(q, "name"));
     printf("%-24s %8" JSON_INTEGER_FORMAT " %8" JSON_INTEGER_FORMAT
            " %9" JSON_INTEGER_FORMAT " %8" JSON_INTEGER_FORMAT
-           " %14" JSON_INTEGER_FORMAT "\n",
+           " %8" JSON_INTEGER_FORMAT " %14" JSON_INTEGER_FORMAT
+           " %10" JSON_INTEGER_FORMAT "\n",
            name ? name : "", count_of(q, "ready"), count_of(q, "delayed"),
            count_of(q, "in_flight"), count_of(q, "dropped"),
-           count_of(q, "oldest_age_ms"));
+           count_of(q, "dead_lettered"), count_of(q, "oldest_age_ms"),
+           count_of(q, "lag_ms"));
   }
 }
 
 static void print_queue(const cli_args *a, const json_t *r) {
   (void)a;
-  static const char *const keys[] = {"ready", "delayed", "in_flight", "dropped",
-                                     "oldest_age_ms"};
+  static const char *const keys[] = {
+      "ready",         "delayed",       "in_flight", "dropped",
+      "dead_lettered", "oldest_age_ms", "lag_ms"};
   fputs("queue:         ", stdout);
   put(r, "name");
   fputc('\n', stdout);

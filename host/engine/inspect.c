@@ -12,6 +12,7 @@
 
 #include "engine_internal.h"
 #include "error.h"
+#include "queue.h"
 #include "util.h"
 
 /* ---- inspection
@@ -285,6 +286,55 @@ void duro_engine_journal_stats(duro_engine *e, duro_journal_stats *out) {
   out->batches = journal_batches_committed(e->j);
 }
 
+/* Each registered queue's depth by state, age and lag, and its messages
+ * out of retries (queue names are [A-Za-z0-9_.:-]: safe as labels). */
+static void render_queues(duro_engine *e, FILE *out) {
+  json_t *qs = NULL;
+  if (duro_queue_stats(e, NULL, &qs) != 0 || json_array_size(qs) == 0) {
+    json_decref(qs);
+    return;
+  }
+  static const char *const states[] = {"ready", "delayed", "in_flight"};
+  size_t i;
+  json_t *q;
+  fprintf(out, "# HELP duro_queue_messages Messages of a queue by state.\n"
+               "# TYPE duro_queue_messages gauge\n");
+  json_array_foreach(qs, i, q) {
+    for (size_t k = 0; k < 3; k++)
+      fprintf(
+          out,
+          "duro_queue_messages{queue=\"%s\",state=\"%s\"} %" JSON_INTEGER_FORMAT
+          "\n",
+          json_string_value(json_object_get(q, "name")), states[k],
+          json_integer_value(json_object_get(q, states[k])));
+  }
+  static const struct {
+    const char *name, *type, *help, *key;
+    double scale;
+  } series[] = {
+      {"duro_queue_oldest_age_seconds", "gauge",
+       "Age of a queue's oldest message.", "oldest_age_ms", 1e-3},
+      {"duro_queue_lag_seconds", "gauge",
+       "How long a queue's oldest ready message has waited for a consumer.",
+       "lag_ms", 1e-3},
+      {"duro_queue_dropped_total", "counter",
+       "Messages dropped out of retries (no dead-letter queue).", "dropped", 1},
+      {"duro_queue_dead_lettered_total", "counter",
+       "Messages moved to the dead-letter queue out of retries.",
+       "dead_lettered", 1},
+  };
+  for (size_t k = 0; k < sizeof series / sizeof *series; k++) {
+    fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", series[k].name, series[k].help,
+            series[k].name, series[k].type);
+    json_array_foreach(qs, i, q)
+        fprintf(out, "%s{queue=\"%s\"} %g\n", series[k].name,
+                json_string_value(json_object_get(q, "name")),
+                (double)json_integer_value(json_object_get(q, series[k].key)) *
+                    series[k].scale);
+  }
+  json_decref(qs);
+}
+
 char *duro_engine_metrics(duro_engine *e) {
   char *text = NULL;
   size_t len = 0;
@@ -342,6 +392,7 @@ char *duro_engine_metrics(duro_engine *e) {
   metrics_counter_render(out, "duro_journal_batches_total",
                          "Write batches committed (several share a commit).",
                          journal_batches_committed(e->j));
+  render_queues(e, out);
   fclose(out);
   return text;
 }

@@ -463,13 +463,19 @@ static void stats_row(void *ctx, const char *queue,
   if (st->oldest_sent_ms != JOURNAL_NONE)
     json_object_set_new(o, "oldest_age_ms",
                         json_integer(c->now - st->oldest_sent_ms));
+  if (st->oldest_ready_ms != JOURNAL_NONE)
+    json_object_set_new(o, "lag_ms",
+                        json_integer(c->now - st->oldest_ready_ms));
 }
 
-static void dropped_row(void *ctx, const char *queue, int64_t dropped) {
+static void counts_row(void *ctx, const char *queue, int64_t dropped,
+                       int64_t dead_lettered) {
   stats_ctx *c = ctx;
   json_t *o = json_object_get(c->by_name, queue);
-  if (o)
-    json_object_set_new(o, "dropped", json_integer(dropped));
+  if (!o)
+    return;
+  json_object_set_new(o, "dropped", json_integer(dropped));
+  json_object_set_new(o, "dead_lettered", json_integer(dead_lettered));
 }
 
 /* Registered queues (or the one named), each with zero counts. */
@@ -481,9 +487,10 @@ static json_t *stats_skeleton(duro_engine *e, const char *queue) {
     if (queue && strcmp(queue, r->v[i].name) != 0)
       continue;
     json_object_set_new(by_name, r->v[i].name,
-                        json_pack("{ss,si,si,si,si,sI}", "name", r->v[i].name,
-                                  "ready", 0, "delayed", 0, "in_flight", 0,
-                                  "oldest_age_ms", 0, "dropped", 0));
+                        json_pack("{ss,si,si,si,si,si,si,si}", "name",
+                                  r->v[i].name, "ready", 0, "delayed", 0,
+                                  "in_flight", 0, "oldest_age_ms", 0, "lag_ms",
+                                  0, "dropped", 0, "dead_lettered", 0));
   }
   pthread_mutex_unlock(&r->mu);
   return by_name;
@@ -502,7 +509,7 @@ int duro_queue_stats(duro_engine *e, const char *queue, json_t **out) {
   }
   int rc = journal_queue_stats_each(e->j, queue, c.now, stats_row, &c);
   if (rc == 0)
-    rc = journal_queue_dropped_each(e->j, dropped_row, &c);
+    rc = journal_queue_counts_each(e->j, counts_row, &c);
   if (rc) {
     json_decref(c.by_name);
     return rc;

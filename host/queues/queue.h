@@ -114,8 +114,11 @@ int duro_queue_ack(duro_engine *e, const char *queue, const char *const *acks,
                    size_t n_retries, json_t **result, char *err, size_t errlen);
 
 /* queue NULL: [{"name","ready","delayed","in_flight","oldest_age_ms",
- * "dropped"}] for every registered queue, by name; else that queue's
- * object.  Caller owns *out. */
+ * "lag_ms","dropped","dead_lettered"}] for every registered queue, by
+ * name; else that queue's object.  lag_ms: how long the oldest ready
+ * message has been waiting for a consumer since it became visible;
+ * dropped and dead_lettered count messages out of retries since the
+ * database began.  Caller owns *out. */
 int duro_queue_stats(duro_engine *e, const char *queue, json_t **out);
 
 /* Deletes messages older than their queue's retention; *deleted (may be

@@ -144,8 +144,10 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
         "last_error=COALESCE(?4,last_error) WHERE seq=?1",
     [ST_MESSAGE_DELETE] = "DELETE FROM messages WHERE seq=?1",
     [ST_MESSAGES_DROPPED] =
-        "INSERT INTO queue_counts(queue,dropped) VALUES(?1,?2) "
-        "ON CONFLICT(queue) DO UPDATE SET dropped=dropped+excluded.dropped",
+        "INSERT INTO queue_counts(queue,dropped,dead_lettered) "
+        "VALUES(?1,?2,?3) ON CONFLICT(queue) DO UPDATE SET "
+        "dropped=dropped+excluded.dropped,"
+        "dead_lettered=dead_lettered+excluded.dead_lettered",
     /* Served by messages_age. */
     [ST_MESSAGES_EXPIRE] =
         "DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE "
@@ -202,10 +204,12 @@ static const char schema_sql[] =
     " sent_ms INTEGER NOT NULL, last_error TEXT);"
     "CREATE INDEX IF NOT EXISTS messages_next ON messages(queue, visible_ms);"
     "CREATE INDEX IF NOT EXISTS messages_age ON messages(queue, sent_ms);"
-    /* Schema 5: messages dropped out of retries (no dead-letter queue),
-     * counted in the commit that drops them. */
+    /* Schema 5: messages of a queue out of retries, dropped (no
+     * dead-letter queue) or dead-lettered, counted in the commit that
+     * drops or moves them. */
     "CREATE TABLE IF NOT EXISTS queue_counts(queue TEXT PRIMARY KEY,"
-    " dropped INTEGER NOT NULL) WITHOUT ROWID;";
+    " dropped INTEGER NOT NULL, dead_lettered INTEGER NOT NULL)"
+    " WITHOUT ROWID;";
 
 /* A thread's read connection and its cached statements, keyed by the
  * address of their SQL text (always a string literal here). */
@@ -546,11 +550,14 @@ int64_t journal_lease_seq(const char *lease) {
   return seq;
 }
 
-/* Counts n messages of `queue` dropped (queue_counts). */
-static int count_dropped(journal *j, const char *queue, int64_t n) {
+/* Counts n messages of `queue` out of retries (queue_counts): dropped,
+ * or moved to its dead-letter queue. */
+static int count_spent(journal *j, const char *queue, int dead_lettered,
+                       int64_t n) {
   sqlite3_stmt *st = j->ws[ST_MESSAGES_DROPPED];
   bind_text(st, 1, queue);
-  sqlite3_bind_int64(st, 2, n);
+  sqlite3_bind_int64(st, 2, dead_lettered ? 0 : n);
+  sqlite3_bind_int64(st, 3, dead_lettered ? n : 0);
   return step_done(j, st);
 }
 
@@ -609,8 +616,9 @@ static int message_lease(journal *j, journal_op *op) {
     }
     rc = step_done(j, st);
   }
-  if (rc == 0 && n_spent && !op->dead_letter_queue)
-    rc = count_dropped(j, op->queue, (int64_t)n_spent);
+  if (rc == 0 && n_spent)
+    rc = count_spent(j, op->queue, op->dead_letter_queue != NULL,
+                     (int64_t)n_spent);
   free(spent);
   if (rc)
     return rc;
@@ -653,7 +661,7 @@ static int message_retry(journal *j, journal_op *op) {
     sqlite3_bind_int64(st, 1, seq);
     op->out_rowid = JOURNAL_RETRY_DROPPED;
     int rc = step_done(j, st);
-    return rc ? rc : count_dropped(j, op->queue, 1);
+    return rc ? rc : count_spent(j, op->queue, 0, 1);
   }
   st = j->ws[ST_MESSAGE_MOVE];
   sqlite3_bind_int64(st, 1, seq);
@@ -661,7 +669,8 @@ static int message_retry(journal *j, journal_op *op) {
   sqlite3_bind_int64(st, 3, spent ? op->ts_ms : op->visible_ms);
   bind_text(st, 4, op->error);
   op->out_rowid = spent ? JOURNAL_RETRY_DEAD_LETTERED : JOURNAL_RETRY_DELAYED;
-  return step_done(j, st);
+  int rc = step_done(j, st);
+  return rc || !spent ? rc : count_spent(j, op->queue, 1, 1);
 }
 
 /* step_done, then how many rows the statement changed into out_rowid. */
@@ -1534,22 +1543,23 @@ int journal_queue_leases(journal *j, const char *queue, int64_t now_ms,
   return rc;
 }
 
-static const char sql_queue_dropped[] =
-    "SELECT queue, dropped FROM queue_counts";
+static const char sql_queue_counts[] =
+    "SELECT queue, dropped, dead_lettered FROM queue_counts";
 
-int journal_queue_dropped_each(journal *j,
-                               void (*fn)(void *ctx, const char *queue,
-                                          int64_t dropped),
-                               void *ctx) {
+int journal_queue_counts_each(journal *j,
+                              void (*fn)(void *ctx, const char *queue,
+                                         int64_t dropped,
+                                         int64_t dead_lettered),
+                              void *ctx) {
   reader *r = reader_get(j);
   sqlite3_stmt *st = NULL;
-  int rc = prepare_rd(j, r, sql_queue_dropped, &st);
+  int rc = prepare_rd(j, r, sql_queue_counts, &st);
   if (rc)
     return rc;
   int s;
   while ((s = sqlite3_step(st)) == SQLITE_ROW)
     fn(ctx, (const char *)sqlite3_column_text(st, 0),
-       sqlite3_column_int64(st, 1));
+       sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2));
   rc = rows_end(r, s);
   release_rd(r, st);
   return rc;
@@ -1566,17 +1576,18 @@ int journal_queue_stats_each(journal *j, const char *queue, int64_t now_ms,
   int rc = prepare_rd(
       j, r,
       "SELECT queue, SUM(visible_ms<=?2), SUM(visible_ms>?2 AND lease IS "
-      "NULL), SUM(visible_ms>?2 AND lease IS NOT NULL), MIN(sent_ms) FROM "
-      "messages WHERE ?1 IS NULL OR queue=?1 GROUP BY queue ORDER BY queue",
+      "NULL), SUM(visible_ms>?2 AND lease IS NOT NULL), MIN(sent_ms), "
+      "MIN(CASE WHEN visible_ms<=?2 THEN visible_ms END) FROM messages "
+      "WHERE ?1 IS NULL OR queue=?1 GROUP BY queue ORDER BY queue",
       &st);
   if (rc == 0) {
     bind_text(st, 1, queue);
     sqlite3_bind_int64(st, 2, now_ms);
     int s;
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-      journal_queue_stats q = {sqlite3_column_int64(st, 1),
-                               sqlite3_column_int64(st, 2),
-                               sqlite3_column_int64(st, 3), col_ms(st, 4)};
+      journal_queue_stats q = {
+          sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2),
+          sqlite3_column_int64(st, 3), col_ms(st, 4), col_ms(st, 5)};
       fn(ctx, (const char *)sqlite3_column_text(st, 0), &q);
     }
     rc = rows_end(r, s);

@@ -282,6 +282,7 @@ int journal_count_by_status(journal *j,
  * message's sent_ms (JOURNAL_NONE when none). */
 typedef struct journal_queue_stats {
   int64_t ready, delayed, in_flight, oldest_sent_ms;
+  int64_t oldest_ready_ms; /* since when the oldest ready one is visible */
 } journal_queue_stats;
 int journal_queue_stats_each(journal *j, const char *queue, int64_t now_ms,
                              void (*fn)(void *ctx, const char *queue,
@@ -309,12 +310,14 @@ int journal_queue_leases(journal *j, const char *queue, int64_t now_ms,
                          const char *token,
                          void (*fn)(void *ctx, const char *lease), void *ctx);
 
-/* Calls fn with each queue that has dropped messages (out of retries
- * with no dead-letter queue) and how many, since the database began. */
-int journal_queue_dropped_each(journal *j,
-                               void (*fn)(void *ctx, const char *queue,
-                                          int64_t dropped),
-                               void *ctx);
+/* Calls fn with each queue that had messages out of retries, and how
+ * many it dropped (no dead-letter queue) and dead-lettered, since the
+ * database began. */
+int journal_queue_counts_each(journal *j,
+                              void (*fn)(void *ctx, const char *queue,
+                                         int64_t dropped,
+                                         int64_t dead_lettered),
+                              void *ctx);
 
 void journal_messages_free(journal_message *m, size_t n);
 
