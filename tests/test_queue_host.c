@@ -540,6 +540,93 @@ START_TEST(push_stream_survives_kill9) {
 }
 END_TEST
 
+/* ---- a transactional send under kill -9 ---------------------------------
+ */
+
+#define SENDERS 60
+
+/* SENDERS instances each send one message from inside their one step's
+ * callback, holding 40 ms on each side of the send, while the engine is
+ * SIGKILLed at random moments: attempts cut short run again (the faults
+ * log shows them), yet each instance's message is in the queue exactly
+ * once — committed with the step's result, never by an attempt that did
+ * not complete. */
+START_TEST(transactional_send_survives_kill9) {
+  host_run H;
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  host_init(&H, "send");
+  host_setenv(&H, "DURO_FAULTS_LOG", faults_log());
+  H.request_ms = 3000;
+  H.restarts = 1;
+  host_write_config(&H, db, "{ workers: 4 }", "faults", FAULTS_PLUGIN,
+                    "      - { name: send-flow, binding: SEND_FLOW,\n"
+                    "          class_name: Sender }\n"
+                    "    queues:\n"
+                    "      producers: [{ binding: SENT, queue: sent }]\n"
+                    "  - name: sink\n"
+                    "    path: " FIXTURES_DIR "/libfixture_good_v1.so\n"
+                    "    queues:\n"
+                    "      consumers: [{ queue: sent }]\n");
+  host_start(&H);
+  killer k = {.h = &H, .seed = (unsigned)proc_now_ms()};
+  fprintf(stderr, "send: kill seed %u\n", k.seed);
+  pthread_t t;
+  ck_assert_int_eq(pthread_create(&t, NULL, kill_loop, &k), 0);
+  for (int i = 0; i < SENDERS; i++) {
+    char path[96], body[64];
+    snprintf(path, sizeof path, "/workflows/send-flow/instances");
+    snprintf(body, sizeof body, "{\"id\":\"s-%d\",\"params\":{\"hold_ms\":40}}",
+             i);
+    int64_t deadline = proc_now_ms() + SETTLE_MS;
+    for (;;) {
+      http_resp r;
+      int status = 0;
+      if (host_request_try(&H, &r, "POST", path, body) == 0) {
+        status = (int)r.status;
+        http_resp_free(&r);
+      }
+      if (status == 201 || status == 409) /* 409: created, answer lost */
+        break;
+      ck_assert_msg(proc_now_ms() < deadline, "create s-%d: no 201", i);
+      proc_sleep_ms(50);
+    }
+  }
+  /* the kills go on while the instances run */
+  for (int i = 0; i < SENDERS; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "s-%d", i);
+    json_decref(host_wait_status(&H, "send-flow", id, "complete",
+                                 proc_now_ms() + SETTLE_MS));
+  }
+  __atomic_store_n(&k.stop, 1, __ATOMIC_RELEASE);
+  pthread_join(t, NULL);
+  json_t *msgs = pull_when_ready(&H, "sent", SENDERS, SETTLE_MS);
+  int seen[SENDERS] = {0};
+  size_t i;
+  json_t *m;
+  json_array_foreach(msgs, i, m) {
+    int n = -1;
+    ck_assert(sscanf(json_string_value(jget(m, "body.instance")), "s-%d", &n) ==
+                  1 &&
+              n >= 0 && n < SENDERS);
+    seen[n]++;
+  }
+  json_decref(msgs);
+  for (int n = 0; n < SENDERS; n++)
+    ck_assert_msg(seen[n] == 1, "s-%d sent %d message(s)", n, seen[n]);
+  /* how many attempts the kills cut short (they sent nothing) */
+  char *text = proc_slurp(faults_log());
+  size_t execs = strlen(text) / LINE_SIZE;
+  free(text);
+  fprintf(stderr, "send: %d instances, %zu attempts, %d kills\n", SENDERS,
+          execs, k.kills);
+  ck_assert_uint_ge(execs, SENDERS);
+  ck_assert_int_ge(k.kills, 1);
+  host_stop(&H, proc_now_ms() + 10000, 1);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("queue_host");
   TCase *tc = tcase_create("queue_host");
@@ -551,6 +638,7 @@ int main(void) {
   tcase_add_test(tc, push_hung_handler_does_not_hold_shutdown);
   tcase_add_test(tc, acked_sends_survive_kill9);
   tcase_add_test(tc, push_stream_survives_kill9);
+  tcase_add_test(tc, transactional_send_survives_kill9);
   suite_add_tcase(s, tc);
   return http_suite_run(s);
 }

@@ -188,7 +188,42 @@ static duro_rc fault_flow(duro_step *step, const duro_event *ev,
   return duro_set_output(step, out);
 }
 
-static const duro_workflow_def workflows[] = {{"Fault", fault_flow}};
+/* Class "Sender": one step that sends {"instance": ID} to the queue bound
+ * to SENT from inside its callback (a transactional send: committed with
+ * the step's result), holding hold_ms before and after the send so a
+ * kill can land inside the attempt; "exec <instance> 1" records each
+ * attempt that ran. */
+typedef struct send_step {
+  const char *instance;
+  int hold_ms;
+  duro_queue *q;
+} send_step;
+
+static int send_step_fn(duro_attempt *a, void *arg) {
+  const send_step *ss = arg;
+  char token[40], body[160];
+  sidelog_token(token, sizeof token);
+  sidelog_append(LOG_ENV, "exec", ss->instance, 1, token);
+  nap_ms(ss->hold_ms);
+  snprintf(body, sizeof body, "{\"instance\":\"%s\"}", ss->instance);
+  if (duro_queue_send(ss->q, body, 0) != 0)
+    return duro_attempt_fail(a, "the send was refused");
+  nap_ms(ss->hold_ms);
+  return duro_attempt_result(a, "1");
+}
+
+static duro_rc send_flow(duro_step *step, const duro_event *ev, duro_env *env) {
+  send_step ss = {.instance = ev->instance_id,
+                  .hold_ms = int_param(ev->params, "hold_ms", 0),
+                  .q = duro_env_queue(env, "SENT")};
+  if (!ss.q)
+    return duro_set_output(step, "\"no SENT binding\"");
+  DURO_TRY(duro_do(step, "send", NULL, send_step_fn, &ss, NULL));
+  return duro_set_output(step, "\"sent\"");
+}
+
+static const duro_workflow_def workflows[] = {{"Fault", fault_flow},
+                                              {"Sender", send_flow}};
 
 static int on_queue(duro_message_batch *b, duro_env *env) {
   (void)env;
