@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 #define DURO_ABI_MAJOR 1
-#define DURO_ABI_MINOR 2
+#define DURO_ABI_MINOR 3
 #define DURO_PLUGIN_MAGIC 0x4f525544u /* "DURO" little-endian */
 
 /* Which plugins a host loads.  Within a major, the structs that cross the
@@ -171,6 +171,24 @@ typedef struct duro_message {
  * stable across deliveries). */
 typedef int (*duro_queue_fn)(duro_message_batch *batch, duro_env *env);
 
+/* A cron tick (minor 3): what a plugin's scheduled handler receives. */
+typedef struct duro_scheduled_event {
+  size_t size;          /* sizeof(duro_scheduled_event) as the host built */
+  const char *cron;     /* the expression, as declared in triggers.crons */
+  int64_t scheduled_ms; /* the tick, Unix ms (UTC) */
+  const char *timezone; /* the trigger's IANA zone, or NULL for UTC */
+} duro_scheduled_event;
+
+/* A cron handler (Cloudflare's scheduled(controller, env)): called once
+ * per tick of each cron the plugin declares as a string (or as a mapping
+ * without a workflow).  Each tick is claimed in the journal before the
+ * handler runs, so no tick fires twice — across restarts and crashes too
+ * — and a handler that crashes or returns non-zero leaves the tick
+ * `failed`, not retried: to do durable work, create a workflow instance
+ * here, with an id built from scheduled_ms (duro_workflow_create returns
+ * DURO_E_ALREADY_EXISTS for a tick already handled).  0 = success. */
+typedef int (*duro_scheduled_fn)(const duro_scheduled_event *ev, duro_env *env);
+
 /* ---- step configuration ----------------------------------------------- */
 
 typedef enum duro_backoff {
@@ -297,7 +315,10 @@ typedef struct duro_plugin_info {
   /* minor 2, optional: the handler of the queues this plugin consumes
    * (Cloudflare's queue(batch, env)).  Older plugins have zero here. */
   duro_queue_fn queue;
-  void *reserved[7]; /* the cron handler goes here; zero */
+  /* minor 3, optional: the handler of the plugin's cron triggers
+   * (Cloudflare's scheduled(controller, env)). */
+  duro_scheduled_fn scheduled;
+  void *reserved[6]; /* zero */
 } duro_plugin_info;
 
 /* The table pointer, set once by bind() when the host loads this copy of

@@ -2,6 +2,7 @@
 #include "harness.h"
 
 #include "queue.h"
+#include "trigger.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,14 @@ typedef struct queue_reg {
 static queue_reg queues[8];
 static size_t n_queues;
 
+static duro_cron_spec crons[8];
+static size_t n_crons;
+static struct {
+  const char *plugin;
+  duro_scheduled_fn fn;
+} cron_handlers[4];
+static size_t n_cron_handlers;
+
 static int64_t state_limit;     /* 0 = the engine's default */
 static ledger *crash_ledger;    /* NULL = the engine's private one */
 static uint32_t max_crashes;    /* 0 = the engine's default */
@@ -49,12 +58,18 @@ static void open_engine(harness *h) {
   for (size_t i = 0; i < n_queues; i++)
     ck_assert_int_eq(duro_queue_register(h->e, queues[i].name, &queues[i].opt),
                      0);
+  for (size_t i = 0; i < n_crons; i++)
+    ck_assert_int_eq(duro_cron_register(h->e, &crons[i], err, sizeof err), 0);
+  for (size_t i = 0; i < n_cron_handlers; i++)
+    duro_cron_set_handler(h->e, cron_handlers[i].plugin, cron_handlers[i].fn);
 }
 
 static void harness_init(harness *h, uint32_t workers) {
   memset(h, 0, sizeof *h);
   n_regs = 0;
   n_queues = 0;
+  n_crons = 0;
+  n_cron_handlers = 0;
   state_limit = 0;
   crash_ledger = NULL;
   max_crashes = 0;
@@ -95,6 +110,22 @@ void harness_register_queue(harness *h, const char *name,
                    0);
 }
 
+void harness_register_cron(harness *h, const duro_cron_spec *spec) {
+  ck_assert(n_crons < sizeof crons / sizeof *crons);
+  crons[n_crons++] = *spec;
+  char err[256];
+  int rc = duro_cron_register(h->e, spec, err, sizeof err);
+  ck_assert_msg(rc == 0, "cron: %s", err);
+}
+
+void harness_set_cron_handler(harness *h, const char *plugin,
+                              duro_scheduled_fn fn) {
+  ck_assert(n_cron_handlers < sizeof cron_handlers / sizeof *cron_handlers);
+  cron_handlers[n_cron_handlers].plugin = plugin;
+  cron_handlers[n_cron_handlers++].fn = fn;
+  duro_cron_set_handler(h->e, plugin, fn);
+}
+
 void harness_start(harness *h) { ck_assert_int_eq(duro_engine_start(h->e), 0); }
 
 void harness_set_state_limit(harness *h, int64_t bytes) {
@@ -110,6 +141,13 @@ void harness_set_ledger(harness *h, ledger *l, uint32_t crashes) {
 
 void harness_reopen(harness *h) {
   duro_engine_close(h->e);
+  open_engine(h);
+  harness_start(h);
+}
+
+void harness_down_for(harness *h, int64_t ms) {
+  duro_engine_close(h->e);
+  duro_clock_advance(&h->clock, ms);
   open_engine(h);
   harness_start(h);
 }
@@ -130,7 +168,8 @@ size_t harness_run(harness *h) {
   /* the engine's queue consumers, as its scheduler thread runs them */
   size_t total = 0, n;
   do {
-    n = duro_queues_dispatch(h->e);
+    n = duro_crons_dispatch(h->e, NULL);
+    n += duro_queues_dispatch(h->e);
     n += duro_engine_run_until_idle(h->e);
     total += n;
   } while (n);

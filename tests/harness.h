@@ -33,6 +33,10 @@ void harness_open(harness *h);
 void harness_open_workers(harness *h, uint32_t workers);
 /* Closes and reopens the engine on the same database (a clean restart). */
 void harness_reopen(harness *h);
+/* Closes the engine, lets `ms` pass on the virtual clock with no engine
+ * running, then opens and starts it again (ticks, wakes and leases that
+ * came meanwhile are found by the new one). */
+void harness_down_for(harness *h, int64_t ms);
 /* Reopens the engine with max_instance_state = bytes. */
 void harness_set_state_limit(harness *h, int64_t bytes);
 /* Reopens the engine with the crash ledger `l` (borrowed; the test frees
@@ -54,6 +58,14 @@ void harness_register_binding(harness *h, const char *name, const char *binding,
 struct duro_queue_options;
 void harness_register_queue(harness *h, const char *name,
                             const struct duro_queue_options *opt);
+
+/* Registers a cron trigger (trigger.h) and a plugin's scheduled handler,
+ * again at each reopen before the engine starts, as the host does; the
+ * strings must outlive the harness.  harness_run fires the due ticks. */
+struct duro_cron_spec;
+void harness_register_cron(harness *h, const struct duro_cron_spec *spec);
+void harness_set_cron_handler(harness *h, const char *plugin,
+                              duro_scheduled_fn fn);
 
 /* Advances the virtual clock and runs every activation that becomes due. */
 size_t harness_advance(harness *h, int64_t ms);

@@ -323,9 +323,161 @@ static const bad_case bad[] = {
     {TRIGGERS_HEAD "      crons: \"*/5 * * * *\"\n",
      "t.yaml:5:14: \"crons\" must be a list"},
     {TRIGGERS_HEAD "      crons: [{a: 1}]\n",
-     "t.yaml:5:15: each entry of \"crons\" must be a non-empty string"},
+     "t.yaml:5:16: unknown key \"a\" in cron"},
     {TRIGGERS_HEAD "      crons: [\"\"]\n",
-     "t.yaml:5:15: each entry of \"crons\" must be a non-empty string"},
+     "t.yaml:5:15: each entry of \"crons\" must be a cron expression or a "
+     "mapping with a \"schedule\""},
+    {TRIGGERS_HEAD "      crons: [~]\n",
+     "t.yaml:5:15: each entry of \"crons\" must be a cron expression or a "
+     "mapping with a \"schedule\""},
+    {TRIGGERS_HEAD "      crons: [[a]]\n",
+     "t.yaml:5:15: each entry of \"crons\" must be a cron expression or a "
+     "mapping with a \"schedule\""},
+    {TRIGGERS_HEAD "      crons: [{timezone: UTC}]\n",
+     "t.yaml:5:15: cron is missing \"schedule\""},
+    {TRIGGERS_HEAD "      crons: [{schedule: \"\"}]\n",
+     "t.yaml:5:26: \"schedule\" must be a non-empty string"},
+
+    /* A bad expression is placed at its offending token (past the opening
+     * quote of a quoted scalar), or at its end when a field is missing. */
+    {TRIGGERS_HEAD "      crons: [\"61 * * * *\"]\n",
+     "t.yaml:5:16: invalid cron expression \"61 * * * *\": minute field: 61 "
+     "is out of range 0-59"},
+    {TRIGGERS_HEAD "      crons: ['0 3 * * *', '*/5 * * 13 *']\n",
+     "t.yaml:5:37: invalid cron expression \"*/5 * * 13 *\": month field: "
+     "13 is out of range 1-12"},
+    {TRIGGERS_HEAD "      crons:\n        - 0 9 * * 0\n",
+     "t.yaml:6:19: invalid cron expression \"0 9 * * 0\": day-of-week field: "
+     "0 is not a weekday: weekdays are 1-7 with 1 = Sunday"},
+    {TRIGGERS_HEAD "      crons:\n        - schedule: 0 9 * *\n",
+     "t.yaml:6:28: invalid cron expression \"0 9 * *\": expected 5 fields, "
+     "got 4"},
+    {TRIGGERS_HEAD "      crons:\n        - schedule: \"\xc3\xa9 9 * * *\"\n",
+     "t.yaml:6:22: invalid cron expression \"\xc3\xa9 9 * * *\": minute "
+     "field:"},
+    {TRIGGERS_HEAD "      crons:\n        - {schedule: \"0 9 * * *\", "
+                   "timezone: \"America/New York\"}\n",
+     "t.yaml:6:45: time zone \"America/New York\" has a character no zone "
+     "name has"},
+    {TRIGGERS_HEAD "      crons:\n        - {schedule: \"0 9 1 * *\", "
+                   "schedule: \"0 9 2 * *\"}\n",
+     "t.yaml:6:35: duplicate key \"schedule\" in cron"},
+
+    /* options */
+    {TRIGGERS_HEAD "      crons:\n"
+                   "        - schedule: 0 9 * * *\n"
+                   "          timezone: Mars/Olympus_Mons\n",
+     "t.yaml:7:21: unknown time zone \"Mars/Olympus_Mons\" (not in the "
+     "system's time zone database"},
+    {TRIGGERS_HEAD "      crons:\n"
+                   "        - schedule: 0 9 * * *\n"
+                   "          timezone: ../etc/passwd\n",
+     "t.yaml:7:21: time zone \"../etc/passwd\" must be a zone name such as "
+     "Europe/Berlin, not a path"},
+    {TRIGGERS_HEAD "      crons:\n"
+                   "        - schedule: 0 9 * * *\n"
+                   "          timezone: \"Europe/\\\"x\"\n",
+     "t.yaml:7:21: unknown time zone \"Europe/\\\"x\" (not in the system's "
+     "time zone database)"},
+    {TRIGGERS_HEAD "      crons:\n"
+                   "        - schedule: 0 9 * * *\n"
+                   "          catch_up: some\n",
+     "t.yaml:7:21: \"catch_up\" must be \"none\", \"latest\" or \"all\""},
+    {TRIGGERS_HEAD "      crons:\n"
+                   "        - schedule: 0 9 * * *\n"
+                   "          overlap: queue\n",
+     "t.yaml:7:20: \"overlap\" must be \"skip\" or \"allow\""},
+    {TRIGGERS_HEAD "      crons:\n"
+                   "        - schedule: 0 9 * * *\n"
+                   "          max_catch_up: 0\n",
+     "t.yaml:7:25: \"max_catch_up\" must be between 1 and 10000"},
+    {TRIGGERS_HEAD "      crons:\n"
+                   "        - schedule: 0 9 * * *\n"
+                   "          max_catch_up: 10001\n",
+     "t.yaml:7:25: \"max_catch_up\" must be between 1 and 10000"},
+    {TRIGGERS_HEAD "      crons:\n"
+                   "        - schedule: 0 9 * * *\n"
+                   "          overlap_allow: true\n",
+     "t.yaml:7:11: unknown key \"overlap_allow\" in cron"},
+
+    /* The no-code form: a declared workflow, an id template that makes
+     * valid instance ids. */
+    {TRIGGERS_HEAD "      crons:\n"
+                   "        - schedule: 0 9 * * *\n"
+                   "          workflow: nightly\n",
+     "t.yaml:7:21: cron \"0 9 * * *\" creates instances of workflow "
+     "\"nightly\", which no plugin declares"},
+    {TRIGGERS_HEAD "      crons:\n"
+                   "        - schedule: 0 9 * * *\n"
+                   "          id: \"report-{date}\"\n",
+     "t.yaml:7:15: \"id\" needs \"workflow\": it is the id template of the "
+     "instances a cron creates"},
+    {TRIGGERS_HEAD "      crons:\n"
+                   "        - schedule: 0 9 * * *\n"
+                   "          workflow: a\n"
+                   "          id: \"report-{day}\"\n",
+     "t.yaml:8:15: \"id\" template \"report-{day}\": unknown placeholder "
+     "\"{day}\" (the placeholders are {date}, {time}, {datetime} and {ts})"},
+    {TRIGGERS_HEAD "      crons:\n"
+                   "        - schedule: 0 9 * * *\n"
+                   "          workflow: a\n"
+                   "          id: \"report-{date\"\n",
+     "t.yaml:8:15: \"id\" template \"report-{date\": a \"{\" with no \"}\" "
+     "after it"},
+    {TRIGGERS_HEAD "      crons:\n"
+                   "        - schedule: 0 9 * * *\n"
+                   "          workflow: a\n"
+                   "          id: \"report-{{date}\"\n",
+     "t.yaml:8:15: \"id\" template \"report-{{date}\": a \"{\" with no \"}\" "
+     "after it"},
+    {TRIGGERS_HEAD "      crons:\n"
+                   "        - schedule: 0 9 * * *\n"
+                   "          workflow: a\n"
+                   "          id: \"report-date}\"\n",
+     "t.yaml:8:15: \"id\" template \"report-date}\": a \"}\" with no \"{\" "
+     "before it"},
+    {TRIGGERS_HEAD "      crons:\n"
+                   "        - schedule: 0 9 * * *\n"
+                   "          workflow: a\n"
+                   "          id: \"daily report {date}\"\n",
+     "t.yaml:8:15: \"id\" template \"daily report {date}\" makes ids such as "
+     "\"daily report 2025-01-31\", which is not an instance id (1-100 "
+     "characters of A-Z a-z 0-9 _ . : -)"},
+    /* 85 characters and a 16-character {datetime}: 101 */
+    {TRIGGERS_HEAD
+     "      crons:\n"
+     "        - schedule: 0 9 * * *\n"
+     "          workflow: a\n"
+     "          id: "
+     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+     "aaaaaaaaaaaaaaaaaaaaaaaa{datetime}\n",
+     "t.yaml:8:15: \"id\" template \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+     "aaaaaaaaaaaaaaaaaaaaaaa...\" makes ids such as"},
+
+    /* The same trigger twice in a plugin would fire twice per tick; a
+     * default spelled out is the same trigger. */
+    {TRIGGERS_HEAD
+     "      crons: [\"0 3 * * *\", \"0 4 * * *\", \"0 3 * * *\"]\n",
+     "t.yaml:5:41: duplicate cron trigger \"0 3 * * *\" (first at 5:15): it "
+     "would fire twice"},
+    {TRIGGERS_HEAD "      crons:\n"
+                   "        - {schedule: 0 9 * * *, timezone: Europe/Berlin}\n"
+                   "        - {schedule: 0 9 * * *, timezone: Europe/Berlin,\n"
+                   "           catch_up: all}\n",
+     "t.yaml:7:11: duplicate cron trigger \"0 9 * * *\" (first at 6:11): it "
+     "would fire twice"},
+    {TRIGGERS_HEAD "      crons:\n"
+                   "        - 0 9 * * *\n"
+                   "        - {schedule: 0 9 * * *, timezone: UTC}\n",
+     "t.yaml:7:11: duplicate cron trigger \"0 9 * * *\" (first at 6:11): it "
+     "would fire twice"},
+    {TRIGGERS_HEAD "      crons:\n"
+                   "        - {schedule: 0 9 * * *, workflow: a}\n"
+                   "        - {schedule: 0 9 * * *, workflow: a,\n"
+                   "           id: \"cron-{datetime}\"}\n"
+                   "    workflows:\n" WF_ABC,
+     "t.yaml:7:11: duplicate cron trigger \"0 9 * * *\" (first at 6:11): it "
+     "would fire twice"},
 
     {WF_HEAD WF_ABC "        lifecycle_queue: events\n",
      "t.yaml:8:26: workflow \"a\" publishes its lifecycle to queue "
@@ -357,12 +509,6 @@ static const bad_case bad[] = {
      "t.yaml:10:19: producer \"C\" sends to queue \"r\", which no consumer "
      "consumes or names as its dead_letter_queue"},
 
-    /* Crons pass every check above, then are refused, at their first
-     * entry, because nothing acts on them yet. */
-    {TRIGGERS_HEAD "      crons: [\"*/15 * * * *\"]\n",
-     "t.yaml:5:15: \"triggers.crons\" is not supported yet"},
-    {TRIGGERS_HEAD "      crons:\n        - \"0 3 * * *\"\n",
-     "t.yaml:6:11: \"triggers.crons\" is not supported yet"},
 };
 
 START_TEST(test_bad) {
@@ -666,6 +812,74 @@ static void check_producers(const config *cfg) {
   ck_assert_str_eq(cfg->plugins[1].consumers[0].dead_letter_queue, "dlq");
 }
 
+/* The string form: a schedule, every option at its default; a numbered
+ * weekday field gets a note, a named one none. */
+static void check_cron_strings(const config *cfg) {
+  const config_plugin *pl = &cfg->plugins[0];
+  ck_assert_uint_eq(pl->n_crons, 3);
+  const config_cron *c = pl->crons;
+  ck_assert_str_eq(c[0].schedule, "0 9 * * 1-5");
+  ck_assert_ptr_null(c[0].timezone);
+  ck_assert_ptr_null(c[0].workflow);
+  ck_assert_ptr_null(c[0].id);
+  ck_assert_int_eq(c[0].catch_up, CONFIG_CATCH_UP_LATEST);
+  ck_assert_uint_eq(c[0].max_catch_up, 100);
+  ck_assert_int_eq(c[0].overlap_allow, 0);
+  ck_assert_ptr_nonnull(c[0].weekday_note);
+  ck_assert_msg(strstr(c[0].weekday_note, "Sunday to Thursday") != NULL,
+                "note: %s", c[0].weekday_note);
+  ck_assert_int_eq(c[0].pos.line, 6);
+  ck_assert_int_eq(c[0].pos.column, 11);
+  ck_assert_int_eq(c[0].schedule_pos.line, 6); /* past the quote */
+  ck_assert_int_eq(c[0].schedule_pos.column, 12);
+  ck_assert_str_eq(c[1].schedule, "0 9 * * MON-FRI");
+  ck_assert_ptr_null(c[1].weekday_note);
+  ck_assert_int_eq(c[1].schedule_pos.line, 7); /* plain */
+  ck_assert_int_eq(c[1].schedule_pos.column, 11);
+  ck_assert_str_eq(c[2].schedule, "*/15 * * * *");
+  ck_assert_ptr_null(c[2].weekday_note);
+  ck_assert_int_eq(c[2].workflow_pos.line, 0);
+}
+
+/* The mapping form, every key set; a workflow without an id gets the
+ * default template; the same schedule in another zone is another
+ * trigger. */
+static void check_cron_mappings(const config *cfg) {
+  const config_plugin *pl = &cfg->plugins[0];
+  ck_assert_uint_eq(pl->n_crons, 3);
+  const config_cron *c = pl->crons;
+  ck_assert_str_eq(c[0].schedule, "30 2 L * ?");
+  ck_assert_str_eq(c[0].timezone, "Europe/Berlin");
+  ck_assert_str_eq(c[0].workflow, "report");
+  ck_assert_str_eq(c[0].id, "report-{date}.{time}:{ts}_{datetime}");
+  ck_assert_int_eq(c[0].catch_up, CONFIG_CATCH_UP_ALL);
+  ck_assert_uint_eq(c[0].max_catch_up, 10000);
+  ck_assert_int_eq(c[0].overlap_allow, 1);
+  ck_assert_ptr_null(c[0].weekday_note);
+  ck_assert_int_eq(c[0].pos.line, 6);
+  ck_assert_int_eq(c[0].pos.column, 11);
+  ck_assert_int_eq(c[0].schedule_pos.line, 6);
+  ck_assert_int_eq(c[0].schedule_pos.column, 22);
+  ck_assert_int_eq(c[0].workflow_pos.line, 8);
+  ck_assert_int_eq(c[0].workflow_pos.column, 21);
+
+  ck_assert_str_eq(c[1].schedule, "30 2 L * ?");
+  ck_assert_str_eq(c[1].timezone, "UTC");
+  ck_assert_str_eq(c[1].workflow, "report");
+  ck_assert_str_eq(c[1].id, "cron-{datetime}");
+  ck_assert_int_eq(c[1].catch_up, CONFIG_CATCH_UP_NONE);
+  ck_assert_uint_eq(c[1].max_catch_up, 1);
+  ck_assert_int_eq(c[1].overlap_allow, 0);
+
+  ck_assert_str_eq(c[2].schedule, "0 9 * * 2,7");
+  ck_assert_ptr_null(c[2].timezone);
+  ck_assert_ptr_null(c[2].workflow);
+  ck_assert_ptr_null(c[2].id);
+  ck_assert_int_eq(c[2].catch_up, CONFIG_CATCH_UP_LATEST);
+  ck_assert_uint_eq(c[2].max_catch_up, 100);
+  ck_assert_ptr_nonnull(c[2].weekday_note);
+}
+
 typedef struct good_case {
   const char *yaml;
   void (*check)(const config *cfg);
@@ -765,6 +979,30 @@ static const good_case good[] = {
      "    workflows:\n"
      "      - {name: job-flow, binding: J, class_name: C}\n",
      check_workflow_consumer},
+    {TRIGGERS_HEAD "      crons:\n"
+                   "        - \"0 9 * * 1-5\"\n"
+                   "        - 0 9 * * MON-FRI\n"
+                   "        - '*/15 * * * *'\n",
+     check_cron_strings},
+    /* a no-code cron of one plugin, the workflow of a later one */
+    {TRIGGERS_HEAD
+     "      crons:\n"
+     "        - schedule: \"30 2 L * ?\"\n"
+     "          timezone: Europe/Berlin\n"
+     "          workflow: report\n"
+     "          id: \"report-{date}.{time}:{ts}_{datetime}\"\n"
+     "          catch_up: all\n"
+     "          max_catch_up: 10000\n"
+     "          overlap: allow\n"
+     "        - {schedule: 30 2 L * ?, timezone: UTC, "
+     "workflow: report,\n"
+     "           catch_up: none, max_catch_up: 1, overlap: skip}\n"
+     "        - {schedule: \"0 9 * * 2,7\"}\n"
+     "  - name: w\n"
+     "    path: w.so\n"
+     "    workflows:\n"
+     "      - {name: report, binding: R, class_name: C}\n",
+     check_cron_mappings},
 };
 
 START_TEST(test_good) {
@@ -777,8 +1015,7 @@ START_TEST(test_good) {
 }
 END_TEST
 
-/* The example of the design, with every value it sets; its cron is left
- * out, being refused until something acts on it. */
+/* The example of the design, with every value it sets. */
 static const char full_example[] =
     "storage:  { path: var/duro.db, synchronous: full }   # full | normal\n"
     "http:     { listen: 127.0.0.1:8787, token_env: DURO_TOKEN, "
@@ -789,7 +1026,9 @@ static const char full_example[] =
     "    path: build/plugins/orders/liborders.so\n"
     "    workflows:\n"
     "      - { name: order-flow, binding: ORDER_FLOW, class_name: OrderFlow,\n"
-    "          retention: 30d, limits: { steps: 10000, concurrency: 100 } }\n";
+    "          retention: 30d, limits: { steps: 10000, concurrency: 100 } }\n"
+    "    triggers:\n"
+    "      crons: [\"*/5 * * * *\"]\n";
 
 static void check_full_example(const config *cfg, const char *file) {
   ck_assert_str_eq(cfg->file, file);
@@ -822,7 +1061,10 @@ static void check_full_example(const config *cfg, const char *file) {
 
   ck_assert_uint_eq(pl->n_producers, 0);
   ck_assert_uint_eq(pl->n_consumers, 0);
-  ck_assert_uint_eq(pl->n_crons, 0);
+  ck_assert_uint_eq(pl->n_crons, 1);
+  ck_assert_str_eq(pl->crons[0].schedule, "*/5 * * * *");
+  ck_assert_int_eq(pl->crons[0].schedule_pos.line, 11);
+  ck_assert_int_eq(pl->crons[0].schedule_pos.column, 16);
 }
 
 START_TEST(test_full_example) {

@@ -19,9 +19,11 @@
  * of a consumer, since a queue has one consumer) are recorded as they are
  * parsed, so a duplicate is reported at the second occurrence with the
  * position of the first.  Once every plugin is read, each queue producer
- * must send to a queue some consumer consumes or dead-letters into.  Cron
- * triggers pass all these checks and are then refused as not supported
- * yet (see crons_supported).
+ * must send to a queue some consumer consumes or dead-letters into, and
+ * each no-code consumer or cron trigger must name a workflow some plugin
+ * declares.  Cron expressions, time zones and instance id templates are
+ * checked here too (cron/expr.h), each refused at the line and column of
+ * the offending token, so `duro check` catches what `duro run` would.
  *
  * Before any of that, one pass over libyaml's events refuses a document
  * nested deeper than MAX_DEPTH levels, at the first collection past it:
@@ -46,6 +48,7 @@
 
 #include "duration.h"
 #include "duro.h"
+#include "expr.h"
 #include "util.h"
 
 #define MiB (1024LL * 1024)
@@ -378,14 +381,6 @@ static const field limits_fields[] = {
 static const schema limits_schema =
     SCHEMA("limits", "in limits", -1, limits_fields);
 
-/* Cron triggers are parsed and checked in full, but nothing in the host
- * acts on them yet: a config declaring one would pass `duro check` and
- * then be ignored, its crons never fired.  So each declared cron is
- * refused, after its own checks, as not supported yet; an empty section
- * declares nothing and passes.  The parsing stays (and its tests) so that
- * the issue adding crons only has to turn this on. */
-static const bool crons_supported = false;
-
 enum { QS_PRODUCERS, QS_CONSUMERS };
 static const field queues_fields[] = {
     [QS_PRODUCERS] = {"producers", K_NESTED, 0, false, 0, 0, NULL},
@@ -461,6 +456,42 @@ static const field triggers_fields[] = {
 };
 static const schema triggers_schema =
     SCHEMA("triggers", "in triggers", -1, triggers_fields);
+
+/* A cron trigger in its mapping form; the string form is a schedule with
+ * every other key at its default. */
+enum {
+  CR_SCHEDULE,
+  CR_TIMEZONE,
+  CR_WORKFLOW,
+  CR_ID,
+  CR_CATCH_UP,
+  CR_MAX_CATCH_UP,
+  CR_OVERLAP
+};
+/* What happens to the ticks that passed while the host was down. */
+static const choice catch_up_choices[] = {{"none", CONFIG_CATCH_UP_NONE},
+                                          {"latest", CONFIG_CATCH_UP_LATEST},
+                                          {"all", CONFIG_CATCH_UP_ALL},
+                                          {NULL, 0}};
+/* A tick that comes while the previous one still runs. */
+static const choice overlap_choices[] = {{"skip", 0}, {"allow", 1}, {NULL, 0}};
+static const field cron_fields[] = {
+    [CR_SCHEDULE] = {"schedule", K_STRING, offsetof(config_cron, schedule),
+                     true, 0, 0, NULL},
+    [CR_TIMEZONE] = {"timezone", K_STRING, offsetof(config_cron, timezone),
+                     false, 0, 0, NULL},
+    [CR_WORKFLOW] = {"workflow", K_STRING, offsetof(config_cron, workflow),
+                     false, 0, 0, NULL},
+    [CR_ID] = {"id", K_STRING, offsetof(config_cron, id), false, 0, 0, NULL},
+    [CR_CATCH_UP] = {"catch_up", K_ENUM, offsetof(config_cron, catch_up), false,
+                     0, 0, catch_up_choices},
+    [CR_MAX_CATCH_UP] = {"max_catch_up", K_U32,
+                         offsetof(config_cron, max_catch_up), false, 1, 10000,
+                         NULL},
+    [CR_OVERLAP] = {"overlap", K_ENUM, offsetof(config_cron, overlap_allow),
+                    false, 0, 0, overlap_choices},
+};
+static const schema cron_schema = SCHEMA("cron", "in cron", -1, cron_fields);
 
 /* ---- Walking ----------------------------------------------------------- */
 
@@ -700,17 +731,24 @@ static int parse_workflow(parser *p, yaml_node_t *node, config_workflow *w) {
   return unique(p, "binding name", w->binding, v[WF_BINDING]);
 }
 
-/* A queue name as the HTTP routes and the CLI can name it: 1-100
- * characters of A-Z a-z 0-9 _ . : - (a queue named otherwise could be
- * declared but never reached). */
+/* 1-100 characters of A-Z a-z 0-9 _ . : -: the rule of instance ids
+ * (duro_instance_id_valid in engine.c, copied so that the config does not
+ * depend on the engine) and of queue names, which the same HTTP routes and
+ * CLI verbs take. */
+static bool name_chars_ok(const char *name, size_t n) {
+  bool ok = n >= 1 && n <= 100;
+  for (size_t i = 0; ok && i < n; i++) {
+    char c = name[i];
+    ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':' || c == '-';
+  }
+  return ok;
+}
+
+/* A queue name as the HTTP routes and the CLI can name it (a queue named
+ * otherwise could be declared but never reached). */
 static int queue_name(parser *p, yaml_node_t *node, const char *name) {
-  size_t n = strlen(name);
-  int ok = n >= 1 && n <= 100;
-  for (const char *q = name; ok && *q; q++)
-    ok = (*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') ||
-         (*q >= '0' && *q <= '9') || *q == '_' || *q == '.' || *q == ':' ||
-         *q == '-';
-  if (ok)
+  if (name_chars_ok(name, strlen(name)))
     return 0;
   shown b;
   return fail(p, node,
@@ -835,6 +873,175 @@ static int parse_queues(parser *p, yaml_node_t *node, config_plugin *pl) {
   return 0;
 }
 
+/* The position of byte `offset` of a scalar's value: the scalar's first
+ * character, one more past an opening quote, then one column per
+ * character (not byte) before it.  Exact for a value on one line without
+ * escapes, which is how a cron expression is written; a folded or escaped
+ * one is placed on its first line. */
+static config_pos scalar_pos(const yaml_node_t *v, size_t offset) {
+  config_pos pos = pos_of(v);
+  if (v->data.scalar.style == YAML_SINGLE_QUOTED_SCALAR_STYLE ||
+      v->data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE)
+    pos.column++;
+  const char *s = scalar(v);
+  for (size_t i = 0; i < offset && i < v->data.scalar.length; i++)
+    if (((unsigned char)s[i] & 0xC0) != 0x80)
+      pos.column++;
+  return pos;
+}
+
+/* Writes `tmpl` with each placeholder replaced by its value at a sample
+ * tick into out (NUL-terminated, cut at outlen), or returns -1 with why in
+ * msg.  The samples have the width the real values have, so the length
+ * checked is the length every tick's id will have ({ts} stays 13 digits
+ * until the year 2286). */
+static int id_template_sample(const char *tmpl, char *out, size_t outlen,
+                              char *msg, size_t msglen) {
+  static const struct {
+    const char *name;
+    const char *sample;
+  } ph[] = {{"date", "2025-01-31"},
+            {"time", "0930"},
+            {"datetime", "2025-01-31T09:30"},
+            {"ts", "1738315800000"}};
+  size_t o = 0;
+  shown b;
+  for (const char *q = tmpl; *q; q++) {
+    const char *piece = q;
+    size_t len = 1;
+    if (*q == '}') {
+      snprintf(msg, msglen, "a \"}\" with no \"{\" before it");
+      return -1;
+    }
+    if (*q == '{') {
+      const char *end = strpbrk(q + 1, "{}");
+      if (!end || *end == '{') {
+        snprintf(msg, msglen, "a \"{\" with no \"}\" after it");
+        return -1;
+      }
+      size_t n = (size_t)(end - q - 1), k = 0;
+      while (k < sizeof ph / sizeof ph[0] &&
+             !(strlen(ph[k].name) == n && memcmp(ph[k].name, q + 1, n) == 0))
+        k++;
+      if (k == sizeof ph / sizeof ph[0]) {
+        snprintf(msg, msglen,
+                 "unknown placeholder \"{%s}\" (the placeholders are {date}, "
+                 "{time}, {datetime} and {ts})",
+                 show_n(&b, q + 1, n));
+        return -1;
+      }
+      piece = ph[k].sample;
+      len = strlen(piece);
+      q = end;
+    }
+    for (size_t i = 0; i < len && o + 1 < outlen; i++)
+      out[o++] = piece[i];
+  }
+  out[o] = '\0';
+  return 0;
+}
+
+/* The instance id of every tick must be one the engine takes, or each
+ * tick would fail at its fire instead of here. */
+static int check_id_template(parser *p, const yaml_node_t *v,
+                             const char *tmpl) {
+  char sample[256], why[160];
+  shown b, t;
+  if (id_template_sample(tmpl, sample, sizeof sample, why, sizeof why) < 0)
+    return fail(p, v, "\"id\" template \"%s\": %s", show(&t, tmpl), why);
+  if (!name_chars_ok(sample, strlen(sample)))
+    return fail(p, v,
+                "\"id\" template \"%s\" makes ids such as \"%s\", which is "
+                "not an instance id (1-100 characters of A-Z a-z 0-9 _ . : "
+                "-)",
+                show(&t, tmpl), show(&b, sample));
+  return 0;
+}
+
+static bool same_str(const char *a, const char *b) {
+  return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* "UTC" and no zone are the same zone. */
+static const char *utc_null(const char *tz) {
+  return tz && strcmp(tz, "UTC") == 0 ? NULL : tz;
+}
+
+/* One entry of triggers.crons: a string (the handler form) or a mapping.
+ * Whether its workflow exists is known once every plugin is read
+ * (check_crons). */
+static int parse_cron(parser *p, yaml_node_t *node, config_cron *c) {
+  yaml_node_t *v[MAX_FIELDS];
+  yaml_node_t *sched;
+  int rc;
+
+  c->catch_up = CONFIG_CATCH_UP_LATEST;
+  c->max_catch_up = 100;
+  c->overlap_allow = 0;
+  c->pos = pos_of(node);
+  if (node->type == YAML_MAPPING_NODE) {
+    if ((rc = parse_mapping(p, node, &cron_schema, c, v)) < 0)
+      return rc;
+    sched = v[CR_SCHEDULE];
+  } else {
+    if (node->type != YAML_SCALAR_NODE || is_null(node) ||
+        node->data.scalar.length == 0)
+      return fail(p, node,
+                  "each entry of \"crons\" must be a cron expression or a "
+                  "mapping with a \"schedule\"");
+    if ((rc = take_string(p, node, "crons", &c->schedule)) < 0)
+      return rc;
+    for (size_t i = 0; i < MAX_FIELDS; i++)
+      v[i] = NULL;
+    sched = node;
+  }
+  c->schedule_pos = scalar_pos(sched, 0);
+
+  cron_expr e;
+  cron_error ce;
+  if (cron_parse(c->schedule, &e, &ce) < 0) {
+    shown b;
+    return fail_at(p, scalar_pos(sched, ce.offset),
+                   "invalid cron expression \"%s\": %s", show(&b, c->schedule),
+                   ce.msg);
+  }
+  char note[256];
+  if (cron_weekday_note(&e, note, sizeof note))
+    c->weekday_note = xstrdup(note);
+
+  char why[256];
+  if (c->timezone && !cron_tz_valid(c->timezone, why, sizeof why)) {
+    /* cron_tz_valid() quotes the name as it is: a name that a raw quote
+     * would garble is shown escaped instead. */
+    bool plain = true;
+    for (const char *q = c->timezone; *q; q++)
+      if ((unsigned char)*q < 0x20 || *q == '"' || *q == '\\' || *q == 0x7f)
+        plain = false;
+    shown b;
+    if (!plain)
+      return fail(p, v[CR_TIMEZONE],
+                  "unknown time zone \"%s\" (not in the system's time zone "
+                  "database)",
+                  show(&b, c->timezone));
+    return fail(p, v[CR_TIMEZONE], "%s", why);
+  }
+
+  /* The id template names the instances of the no-code form; without a
+   * workflow there are none to name. */
+  if (c->id && !c->workflow)
+    return fail(p, v[CR_ID],
+                "\"id\" needs \"workflow\": it is the id template of the "
+                "instances a cron creates");
+  if (c->workflow) {
+    c->workflow_pos = pos_of(v[CR_WORKFLOW]);
+    if (!c->id)
+      c->id = xstrdup("cron-{datetime}");
+    else if ((rc = check_id_template(p, v[CR_ID], c->id)) < 0)
+      return rc;
+  }
+  return 0;
+}
+
 static int parse_triggers(parser *p, yaml_node_t *node, config_plugin *pl) {
   yaml_node_t *v[MAX_FIELDS];
   size_t n;
@@ -848,19 +1055,25 @@ static int parse_triggers(parser *p, yaml_node_t *node, config_plugin *pl) {
     pl->crons = xcalloc(n, sizeof *pl->crons);
     pl->n_crons = n;
   }
-  /* The cron module checks the expressions; here they are only strings. */
   for (size_t i = 0; i < n; i++) {
-    yaml_node_t *item = list_item(p, v[TR_CRONS], i);
-    if (item->type != YAML_SCALAR_NODE || is_null(item) ||
-        item->data.scalar.length == 0)
-      return fail(p, item,
-                  "each entry of \"crons\" must be a non-empty string");
-    if ((rc = take_string(p, item, "crons", &pl->crons[i])) < 0)
+    config_cron *c = &pl->crons[i];
+    if ((rc = parse_cron(p, list_item(p, v[TR_CRONS], i), c)) < 0)
       return rc;
+    /* The same trigger twice would fire twice per tick: two handler
+     * calls, or two attempts at the same instance id. */
+    for (size_t k = 0; k < i; k++) {
+      const config_cron *d = &pl->crons[k];
+      if (same_str(c->schedule, d->schedule) &&
+          same_str(utc_null(c->timezone), utc_null(d->timezone)) &&
+          same_str(c->workflow, d->workflow) && same_str(c->id, d->id)) {
+        shown b;
+        return fail_at(p, c->pos,
+                       "duplicate cron trigger \"%s\" (first at %d:%d): it "
+                       "would fire twice",
+                       show(&b, c->schedule), d->pos.line, d->pos.column);
+      }
+    }
   }
-  if (!crons_supported && n > 0)
-    return fail(p, list_item(p, v[TR_CRONS], 0),
-                "\"triggers.crons\" is not supported yet");
   return 0;
 }
 
@@ -966,6 +1179,23 @@ static int check_consumers(parser *p) {
   return 0;
 }
 
+/* The same for a no-code cron trigger. */
+static int check_crons(parser *p) {
+  const config *cfg = p->cfg;
+  for (size_t i = 0; i < cfg->n_plugins; i++)
+    for (size_t k = 0; k < cfg->plugins[i].n_crons; k++) {
+      const config_cron *c = &cfg->plugins[i].crons[k];
+      if (!c->workflow || config_find_workflow(cfg, c->workflow, NULL))
+        continue;
+      shown b, q;
+      return fail_at(p, c->workflow_pos,
+                     "cron \"%s\" creates instances of workflow \"%s\", "
+                     "which no plugin declares",
+                     show(&q, c->schedule), show(&b, c->workflow));
+    }
+  return 0;
+}
+
 static int parse_root(parser *p, yaml_node_t *root) {
   config *cfg = p->cfg;
   yaml_node_t *v[MAX_FIELDS];
@@ -1016,7 +1246,7 @@ static int parse_root(parser *p, yaml_node_t *root) {
         (rc = parse_plugin(p, item, &cfg->plugins[i])) < 0)
       return rc;
   }
-  if ((rc = check_consumers(p)) < 0)
+  if ((rc = check_consumers(p)) < 0 || (rc = check_crons(p)) < 0)
     return rc;
   if ((rc = check_lifecycle_queues(p)) < 0)
     return rc;
@@ -1235,8 +1465,13 @@ void config_free(config *cfg) {
       free(pl->consumers[j].id_from);
     }
     free(pl->consumers);
-    for (size_t j = 0; j < pl->n_crons; j++)
-      free(pl->crons[j]);
+    for (size_t j = 0; j < pl->n_crons; j++) {
+      free(pl->crons[j].schedule);
+      free(pl->crons[j].timezone);
+      free(pl->crons[j].workflow);
+      free(pl->crons[j].id);
+      free(pl->crons[j].weekday_note);
+    }
     free(pl->crons);
     free(pl->name);
     free(pl->path);

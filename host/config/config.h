@@ -6,9 +6,9 @@
  * deeper than 64 levels) and refuses it with "file:line:column: what is
  * wrong", as is a queue producer bound to a queue that no consumer
  * consumes or names as its dead-letter queue.  Cron triggers are checked
- * the same way and then refused as not supported yet, since nothing acts
- * on them: in a returned config their array is empty. Every string in the
- * structs is owned by the config and freed by config_free(). */
+ * the same way (the expression, its zone, the workflow of the no-code
+ * form, the id template).  Every string in the structs is owned by the
+ * config and freed by config_free(). */
 #ifndef DURO_CONFIG_H
 #define DURO_CONFIG_H
 
@@ -66,6 +66,28 @@ typedef struct config_consumer {
   config_pos workflow_pos; /* of its "workflow" value */
 } config_consumer;
 
+/* A cron trigger (triggers.crons): a string is the handler form (the
+ * plugin's scheduled handler fires on the schedule); a mapping may name a
+ * workflow (the no-code form: one instance per tick) and the options. */
+enum { CONFIG_CATCH_UP_LATEST = 0, CONFIG_CATCH_UP_NONE, CONFIG_CATCH_UP_ALL };
+typedef struct config_cron {
+  char *schedule;        /* the expression as written (checked by cron_parse) */
+  char *timezone;        /* IANA name; NULL = UTC */
+  char *workflow;        /* no-code form: declared by some plugin; NULL =
+                            the plugin's scheduled handler */
+  char *id;              /* no-code form: the instance id template
+                            ({date} {time} {datetime} {ts}); default
+                            "cron-{datetime}" */
+  int catch_up;          /* CONFIG_CATCH_UP_*: latest (default) | none | all */
+  uint32_t max_catch_up; /* catch_up all: at most this many late fires
+                            (default 100, 1..10000) */
+  int overlap_allow;     /* overlap: skip (0, default) | allow (1) */
+  char *weekday_note;    /* what a numbered weekday field means, or NULL */
+  config_pos pos;
+  config_pos schedule_pos; /* of the expression's first character */
+  config_pos workflow_pos;
+} config_cron;
+
 typedef struct config_plugin {
   char *name; /* required, unique */
   char *path; /* required: the .so */
@@ -75,7 +97,7 @@ typedef struct config_plugin {
   size_t n_producers;
   config_consumer *consumers;
   size_t n_consumers;
-  char **crons; /* 5-field expressions, validated later by the cron module */
+  config_cron *crons;
   size_t n_crons;
   config_pos pos;
 } config_plugin;

@@ -27,6 +27,7 @@
 #include "error.h"
 #include "log.h"
 #include "queue.h"
+#include "trigger.h"
 #include "util.h"
 
 #define DEFAULT_RETENTION_MS (30LL * 24 * 3600 * 1000)
@@ -464,6 +465,7 @@ uint32_t duro_engine_stop(duro_engine *e, int64_t grace_ms) {
    * gone) get the same grace; one still there is settled by no one, and
    * its messages return when its lease ends. */
   left += queue_consumers_wait(qc, grace_ms < 0 ? NULL : &until);
+  left += cron_registry_wait(e->crons, grace_ms < 0 ? NULL : &until);
   return left;
 }
 
@@ -498,6 +500,7 @@ void duro_engine_close(duro_engine *e) {
     entry_drop(e, ent);
   idmap_free(&e->entries);
   queue_consumers_free(e->consumers); /* waits for handlers: before queues */
+  cron_registry_free(e->crons);
   queue_registry_free(e->queues);
   journal_close(e->j);
   for (size_t i = 0; i < e->n_wfs; i++) {

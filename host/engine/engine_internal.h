@@ -149,6 +149,8 @@ struct duro_engine {
   struct queue_registry *queues;
   /* Queues consumed by the engine itself (queues/consumer.c). */
   struct queue_consumers *consumers;
+  /* Cron triggers (cron/trigger.c), created on the first registration. */
+  struct cron_registry *crons;
 
   /* GET /metrics; updated with relaxed atomics from any thread */
   struct {

@@ -37,6 +37,8 @@ typedef enum ledger_state {
   LEDGER_ABANDONED,  /* in a hung callback the watchdog gave up on */
   LEDGER_BATCH,      /* in a queue handler: workflow = the queue, key = the
                         batch's lease prefix, count = its messages */
+  LEDGER_CRON,       /* in a scheduled handler: workflow = the schedule,
+                        key = the trigger, started_ms = the tick */
 } ledger_state;
 
 #define LEDGER_NAME_MAX 128

@@ -16,6 +16,7 @@
  *    waits for a restart;
  *  - the retention sweep (instances, then queue messages), once a
  *    minute;
+ *  - cron triggers (cron/trigger.c): the ticks that are due;
  *  - the engine's own queue consumers (queues/consumer.c): a batch per
  *    consumer per pass, passes back to back while messages come, else
  *    when the next batch timeout ends or message becomes visible (a send
@@ -32,6 +33,7 @@
 #include "error.h"
 #include "log.h"
 #include "queue.h"
+#include "trigger.h"
 #include "util.h"
 
 #define RETRY_FIRST_MS 100
@@ -174,8 +176,9 @@ void *engine_scheduler_main(void *arg) {
 
     duro_engine_poll_due(e);
     /* a full pass handled messages: there may be more, so no wait */
-    int64_t consumers_due;
+    int64_t consumers_due, cron_due;
     int busy = queue_consumers_dispatch(e, &consumers_due) > 0;
+    duro_crons_dispatch(e, &cron_due);
     int64_t wake = duro_engine_next_wake(e);
     int64_t mono = engine_mono_ms(e);
     uint64_t failures;
@@ -209,6 +212,8 @@ void *engine_scheduler_main(void *arg) {
       delay = wake - now;
     if (consumers_due != JOURNAL_NONE && consumers_due - now < delay)
       delay = consumers_due - now;
+    if (cron_due != INT64_MAX && cron_due - now < delay)
+      delay = cron_due - now;
     if (retry != INT64_MAX && retry - mono < delay)
       delay = retry - mono;
     if (failing && delay > 100)

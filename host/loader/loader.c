@@ -133,6 +133,9 @@ static void read_descriptor(const duro_plugin_info *theirs,
    * plugin of then left in it is no handler. */
   if (n >= DESCRIPTOR_HEAD && ours->abi_minor < 2)
     ours->queue = NULL;
+  /* The same for the cron handler's slot before minor 3. */
+  if (n >= DESCRIPTOR_HEAD && ours->abi_minor < 3)
+    ours->scheduled = NULL;
 }
 
 /* Entry i of the plugin's workflow table, which is an array of the

@@ -28,6 +28,7 @@
 #include "log.h"
 #include "queue.h"
 #include "store.h"
+#include "trigger.h"
 #include "util.h"
 
 extern char **environ;
@@ -464,8 +465,11 @@ static void register_consumers(reloader *r, plugin_state *p, const build *b) {
 
 static void add_to_engine(reloader *r, plugin_state *p, const build *b,
                           int newest) {
-  if (newest)
+  if (newest) {
     register_consumers(r, p, b);
+    /* the newest build's handler fires the plugin's next ticks */
+    duro_cron_set_handler(r->e, p->cfg->name, loader_info(b->lp)->scheduled);
+  }
   for (size_t k = 0; k < p->cfg->n_workflows; k++) {
     const config_workflow *w = &p->cfg->workflows[k];
     duro_run_fn run = loader_find_workflow(b->lp, w->class_name);
@@ -637,9 +641,12 @@ void reload_gc(reloader *r) {
   for (size_t i = 0; r->e && i < r->cfg->n_plugins; i++) {
     plugin_state *p = &r->plugins[i];
     for (size_t k = 0; k + 1 < p->n;) {
-      /* a batch of an older build's queue handler may still run */
+      /* a batch of an older build's queue handler, or a tick of its
+       * scheduled handler, may still run */
       int unused = !duro_queue_handler_running(
-          r->e, loader_info(p->builds[k].lp)->queue);
+                       r->e, loader_info(p->builds[k].lp)->queue) &&
+                   !duro_cron_handler_running(
+                       r->e, loader_info(p->builds[k].lp)->scheduled);
       for (size_t w = 0; w < p->cfg->n_workflows; w++) {
         int rc = duro_engine_retire_build(r->e, p->cfg->workflows[w].name,
                                           p->builds[k].hash);

@@ -32,6 +32,7 @@
 #include "queue.h"
 #include "reload.h"
 #include "supervisor.h"
+#include "trigger.h"
 #include "util.h"
 
 typedef struct host {
@@ -137,6 +138,15 @@ int host_check(const char *config_path) {
     fprintf(stderr, "%s\n", err);
     return 1;
   }
+  /* A numbered weekday field is valid but easy to misread (1 = Sunday
+   * here, Monday in a crontab): say what it means, without failing. */
+  for (size_t i = 0; i < cfg->n_plugins; i++)
+    for (size_t k = 0; k < cfg->plugins[i].n_crons; k++) {
+      const config_cron *c = &cfg->plugins[i].crons[k];
+      if (c->weekday_note)
+        fprintf(stderr, "note: %s:%d:%d: %s\n", cfg->file, c->schedule_pos.line,
+                c->schedule_pos.column, c->weekday_note);
+    }
   int problems = 0;
   for (size_t i = 0; i < cfg->n_plugins; i++)
     problems += check_plugin(cfg, i);
@@ -276,6 +286,33 @@ static int register_queues(const config *cfg, duro_engine *e) {
   return rc;
 }
 
+/* Every cron trigger of every plugin; a numbered weekday field is noted
+ * in the log (1 = Sunday here, unlike a crontab). */
+static int register_crons(const config *cfg, duro_engine *e) {
+  char err[512];
+  for (size_t i = 0; i < cfg->n_plugins; i++)
+    for (size_t k = 0; k < cfg->plugins[i].n_crons; k++) {
+      const config_cron *c = &cfg->plugins[i].crons[k];
+      duro_cron_spec spec = {.plugin = cfg->plugins[i].name,
+                             .schedule = c->schedule,
+                             .timezone = c->timezone,
+                             .workflow = c->workflow,
+                             .id = c->id,
+                             .catch_up = c->catch_up,
+                             .max_catch_up = c->max_catch_up,
+                             .overlap_allow = c->overlap_allow};
+      if (duro_cron_register(e, &spec, err, sizeof err) != 0) {
+        fprintf(stderr, "%s:%d:%d: %s\n", cfg->file, c->pos.line, c->pos.column,
+                err);
+        return DURO_E_INVALID_ARGUMENT;
+      }
+      if (c->weekday_note)
+        log_info("note: %s:%d:%d: %s", cfg->file, c->schedule_pos.line,
+                 c->schedule_pos.column, c->weekday_note);
+    }
+  return 0;
+}
+
 int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
                      int ctl_fd) {
   char err[1024];
@@ -318,6 +355,8 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
     fprintf(stderr, "duro: cannot register the queues: %s\n", duro_err_str(rc));
     goto stop;
   }
+  if (register_crons(cfg, h.engine) != 0)
+    goto stop;
   reload_attach(h.plugins, h.engine);
   http_attach(h.http, h.engine);
   http_attach_plugins(h.http, h.plugins);

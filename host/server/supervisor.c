@@ -179,7 +179,7 @@ static void describe_running(const supervisor *sv, char *buf, size_t len) {
     ledger_state st = ledger_get_state(s);
     if ((blamed >= 0 && (int)i != blamed) ||
         (st != LEDGER_ATTEMPT && st != LEDGER_ACTIVATION &&
-         st != LEDGER_LOADING && st != LEDGER_BATCH))
+         st != LEDGER_LOADING && st != LEDGER_BATCH && st != LEDGER_CRON))
       continue;
     const config_plugin *p = NULL;
     config_find_workflow(sv->cfg, s->workflow, &p);
@@ -187,6 +187,10 @@ static void describe_running(const supervisor *sv, char *buf, size_t len) {
     if (st == LEDGER_LOADING)
       n = snprintf(buf + used, len - used, " while loading plugin \"%s\"",
                    s->plugin);
+    else if (st == LEDGER_CRON)
+      n = snprintf(buf + used, len - used,
+                   "%s plugin \"%s\" scheduled handler (cron \"%s\")",
+                   used ? ";" : " while running", s->plugin, s->workflow);
     else if (st == LEDGER_BATCH)
       n = snprintf(buf + used, len - used,
                    "%s plugin \"%s\" queue handler (queue \"%s\", a batch "

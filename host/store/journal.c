@@ -60,6 +60,10 @@ enum {
   ST_MESSAGE_MOVE,
   ST_MESSAGE_DELETE,
   ST_MESSAGES_EXPIRE,
+  ST_CRON_SINCE,
+  ST_CRON_TICK,
+  ST_CRON_TICK_SET,
+  ST_CRON_MISSED_EXTRA,
   ST_WRITE_COUNT_
 };
 
@@ -149,6 +153,16 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
         "dropped=dropped+excluded.dropped,"
         "dead_lettered=dead_lettered+excluded.dead_lettered",
     /* Served by messages_age. */
+    [ST_CRON_SINCE] = "INSERT OR IGNORE INTO cron_triggers(trigger,since_ms,"
+                      "missed_extra) VALUES(?1,?2,0)",
+    /* A tick is claimed by inserting its row: a second claim changes
+     * nothing (out_rowid 0). */
+    [ST_CRON_TICK] = "INSERT OR IGNORE INTO cron_ticks(trigger,tick_ms,state,"
+                     "fired_ms,instance,error) VALUES(?1,?2,?3,?4,?5,?6)",
+    [ST_CRON_TICK_SET] = "UPDATE cron_ticks SET state=?3, error=?4 WHERE "
+                         "trigger=?1 AND tick_ms=?2",
+    [ST_CRON_MISSED_EXTRA] = "UPDATE cron_triggers SET "
+                             "missed_extra=missed_extra+?2 WHERE trigger=?1",
     [ST_MESSAGES_EXPIRE] =
         "DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE "
         "queue=?1 AND sent_ms<?2 LIMIT ?3)",
@@ -207,6 +221,17 @@ static const char schema_sql[] =
     /* Schema 5: messages of a queue out of retries, dropped (no
      * dead-letter queue) or dead-lettered, counted in the commit that
      * drops or moves them. */
+    /* Schema 5: cron triggers.  A trigger is known from since_ms on (no
+     * tick before it is missed); each tick that came is a row, claimed
+     * before anything fires; missed_extra counts missed ticks past the
+     * number recorded one by one. */
+    "CREATE TABLE IF NOT EXISTS cron_triggers(trigger TEXT PRIMARY KEY,"
+    " since_ms INTEGER NOT NULL, missed_extra INTEGER NOT NULL)"
+    " WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS cron_ticks(trigger TEXT NOT NULL,"
+    " tick_ms INTEGER NOT NULL, state TEXT NOT NULL, fired_ms INTEGER,"
+    " instance TEXT, error TEXT, PRIMARY KEY(trigger, tick_ms))"
+    " WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS queue_counts(queue TEXT PRIMARY KEY,"
     " dropped INTEGER NOT NULL, dead_lettered INTEGER NOT NULL)"
     " WITHOUT ROWID;";
@@ -822,6 +847,32 @@ static int apply_op(journal *j, journal_op *op) {
     return step_changes(j, st, op);
   case JOP_MESSAGE_RETRY:
     return message_retry(j, op);
+  case JOP_CRON_SINCE:
+    st = j->ws[ST_CRON_SINCE];
+    bind_text(st, 1, op->queue);
+    sqlite3_bind_int64(st, 2, op->ts_ms);
+    return step_done(j, st);
+  case JOP_CRON_TICK:
+    st = j->ws[ST_CRON_TICK];
+    bind_text(st, 1, op->queue);
+    sqlite3_bind_int64(st, 2, op->visible_ms);
+    bind_text(st, 3, op->body);
+    bind_ms(st, 4, op->ts_ms);
+    bind_text(st, 5, op->lease);
+    bind_text(st, 6, op->error);
+    return step_changes(j, st, op);
+  case JOP_CRON_TICK_SET:
+    st = j->ws[ST_CRON_TICK_SET];
+    bind_text(st, 1, op->queue);
+    sqlite3_bind_int64(st, 2, op->visible_ms);
+    bind_text(st, 3, op->body);
+    bind_text(st, 4, op->error);
+    return step_done(j, st);
+  case JOP_CRON_MISSED_EXTRA:
+    st = j->ws[ST_CRON_MISSED_EXTRA];
+    bind_text(st, 1, op->queue);
+    sqlite3_bind_int64(st, 2, op->from_seq);
+    return step_done(j, st);
   case JOP_MESSAGES_EXPIRE:
     st = j->ws[ST_MESSAGES_EXPIRE];
     bind_text(st, 1, op->queue);
@@ -1510,6 +1561,81 @@ int journal_queue_ready(journal *j, const char *queue, int64_t now_ms,
     rc = rows_end(r, s);
     release_rd(r, st);
   }
+  return rc;
+}
+
+static const char sql_cron_state[] =
+    "SELECT since_ms, missed_extra, (SELECT MAX(tick_ms) FROM cron_ticks "
+    "WHERE trigger=?1) FROM cron_triggers WHERE trigger=?1";
+
+int journal_cron_state(journal *j, const char *trigger, journal_cron *out) {
+  reader *r = reader_get(j);
+  sqlite3_stmt *st = NULL;
+  memset(out, 0, sizeof *out);
+  out->since_ms = out->last_tick_ms = JOURNAL_NONE;
+  int rc = prepare_rd(j, r, sql_cron_state, &st);
+  if (rc)
+    return rc;
+  bind_text(st, 1, trigger);
+  int s = sqlite3_step(st);
+  if (s == SQLITE_ROW) {
+    out->since_ms = sqlite3_column_int64(st, 0);
+    out->missed_extra = sqlite3_column_int64(st, 1);
+    out->last_tick_ms = col_ms(st, 2);
+    s = sqlite3_step(st);
+  }
+  rc = rows_end(r, s);
+  release_rd(r, st);
+  return rc;
+}
+
+static const char sql_cron_counts[] =
+    "SELECT state, COUNT(*) FROM cron_ticks WHERE trigger=?1 GROUP BY state";
+
+int journal_cron_counts(journal *j, const char *trigger,
+                        void (*fn)(void *ctx, const char *state, int64_t n),
+                        void *ctx) {
+  reader *r = reader_get(j);
+  sqlite3_stmt *st = NULL;
+  int rc = prepare_rd(j, r, sql_cron_counts, &st);
+  if (rc)
+    return rc;
+  bind_text(st, 1, trigger);
+  int s;
+  while ((s = sqlite3_step(st)) == SQLITE_ROW)
+    fn(ctx, (const char *)sqlite3_column_text(st, 0),
+       sqlite3_column_int64(st, 1));
+  rc = rows_end(r, s);
+  release_rd(r, st);
+  return rc;
+}
+
+static const char sql_cron_ticks[] =
+    "SELECT tick_ms, state, fired_ms, instance, error FROM cron_ticks WHERE "
+    "trigger=?1 AND (?2 IS NULL OR state=?2) ORDER BY tick_ms DESC LIMIT ?3";
+
+int journal_cron_ticks(journal *j, const char *trigger, const char *state,
+                       size_t limit,
+                       void (*fn)(void *ctx, const journal_cron_tick *t),
+                       void *ctx) {
+  reader *r = reader_get(j);
+  sqlite3_stmt *st = NULL;
+  int rc = prepare_rd(j, r, sql_cron_ticks, &st);
+  if (rc)
+    return rc;
+  bind_text(st, 1, trigger);
+  bind_text(st, 2, state);
+  sqlite3_bind_int64(st, 3, (sqlite3_int64)limit);
+  int s;
+  while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+    journal_cron_tick t = {
+        sqlite3_column_int64(st, 0), (const char *)sqlite3_column_text(st, 1),
+        col_ms(st, 2), (const char *)sqlite3_column_text(st, 3),
+        (const char *)sqlite3_column_text(st, 4)};
+    fn(ctx, &t);
+  }
+  rc = rows_end(r, s);
+  release_rd(r, st);
   return rc;
 }
 

@@ -128,27 +128,39 @@ typedef enum journal_op_kind {
                                 with their steps, attempts and events;
                                 out_rowid = how many */
   /* Queue messages; every one names its queue. */
-  JOP_MESSAGE_INSERT,  /* queue, body, ts_ms = sent, visible_ms; out_rowid =
-                          the message's seq */
-  JOP_MESSAGE_LEASE,   /* queue, ts_ms = now, visible_ms = lease expiry,
-                          lease_token, n_leases: up to n_leases visible
-                          messages, oldest visible first, each gets lease
-                          id "<lease_token>-<seq>" and attempts + 1;
-                          max_attempts, dead_letter_queue: messages out of
-                          attempts go there (or are deleted), counted in
-                          out_rowid; messages/n_messages receive
-                          them (free with journal_messages_free, even when
-                          the commit failed) */
-  JOP_MESSAGE_ACK,     /* queue, lease, ts_ms: deletes the message whose
-                          lease it is, if still held at ts_ms; out_rowid =
-                          1 when it did */
-  JOP_MESSAGE_RETRY,   /* queue, lease, ts_ms, visible_ms = when to deliver
-                          again, error (may be NULL), max_attempts,
-                          dead_letter_queue (NULL = drop): out_rowid is a
-                          JOURNAL_RETRY_* */
-  JOP_MESSAGES_EXPIRE, /* queue, ts_ms, from_seq = limit: deletes up to
-                          `limit` messages sent before ts_ms; out_rowid =
-                          how many */
+  JOP_MESSAGE_INSERT, /* queue, body, ts_ms = sent, visible_ms; out_rowid =
+                         the message's seq */
+  JOP_MESSAGE_LEASE,  /* queue, ts_ms = now, visible_ms = lease expiry,
+                         lease_token, n_leases: up to n_leases visible
+                         messages, oldest visible first, each gets lease
+                         id "<lease_token>-<seq>" and attempts + 1;
+                         max_attempts, dead_letter_queue: messages out of
+                         attempts go there (or are deleted), counted in
+                         out_rowid; messages/n_messages receive
+                         them (free with journal_messages_free, even when
+                         the commit failed) */
+  JOP_MESSAGE_ACK,    /* queue, lease, ts_ms: deletes the message whose
+                         lease it is, if still held at ts_ms; out_rowid =
+                         1 when it did */
+  JOP_MESSAGE_RETRY,  /* queue, lease, ts_ms, visible_ms = when to deliver
+                         again, error (may be NULL), max_attempts,
+                         dead_letter_queue (NULL = drop): out_rowid is a
+                         JOURNAL_RETRY_* */
+  /* Cron triggers; `queue` names the trigger (its key). */
+  JOP_CRON_SINCE,        /* queue, ts_ms: the trigger is known from ts_ms
+                            on, unless it was already */
+  JOP_CRON_TICK,         /* queue, visible_ms = the tick, body = its state,
+                            ts_ms = fired (JOURNAL_NONE: not), lease = the
+                            instance (may be NULL), error (may be NULL):
+                            claims the tick; out_rowid = 1, or 0 when the
+                            tick was claimed before */
+  JOP_CRON_TICK_SET,     /* queue, visible_ms = the tick, body = its new
+                            state, error (may be NULL) */
+  JOP_CRON_MISSED_EXTRA, /* queue, from_seq = n: n more missed ticks not
+                            recorded one by one */
+  JOP_MESSAGES_EXPIRE,   /* queue, ts_ms, from_seq = limit: deletes up to
+                            `limit` messages sent before ts_ms; out_rowid =
+                            how many */
 } journal_op_kind;
 
 typedef struct journal_attempt {
@@ -318,6 +330,33 @@ int journal_queue_counts_each(journal *j,
                                          int64_t dropped,
                                          int64_t dead_lettered),
                               void *ctx);
+
+/* A cron trigger as the journal knows it: since when (JOURNAL_NONE:
+ * never seen), its newest tick row (JOURNAL_NONE: none), and the missed
+ * ticks not recorded one by one. */
+typedef struct journal_cron {
+  int64_t since_ms, last_tick_ms, missed_extra;
+} journal_cron;
+int journal_cron_state(journal *j, const char *trigger, journal_cron *out);
+
+/* Calls fn with each state of the trigger's ticks and how many. */
+int journal_cron_counts(journal *j, const char *trigger,
+                        void (*fn)(void *ctx, const char *state, int64_t n),
+                        void *ctx);
+
+/* A tick row (strings valid during the callback). */
+typedef struct journal_cron_tick {
+  int64_t tick_ms;
+  const char *state;
+  int64_t fired_ms; /* JOURNAL_NONE: never fired */
+  const char *instance, *error;
+} journal_cron_tick;
+/* Calls fn with the trigger's newest `limit` ticks (of `state`, or any
+ * when NULL), newest first. */
+int journal_cron_ticks(journal *j, const char *trigger, const char *state,
+                       size_t limit,
+                       void (*fn)(void *ctx, const journal_cron_tick *t),
+                       void *ctx);
 
 void journal_messages_free(journal_message *m, size_t n);
 

@@ -1,0 +1,810 @@
+/* trigger.c — cron triggers in the engine (trigger.h).
+ *
+ * The registry (guarded by its mutex) holds each trigger's schedule and
+ * policies and, in memory only, the next tick to look at and how many of
+ * its handler ticks run.  Everything a restart must know is in the
+ * journal: when a trigger was first seen (so a new trigger misses
+ * nothing from before it existed), and one row per tick that came.
+ *
+ * The first dispatch after start reconciles each trigger with its rows:
+ * ticks between its newest row and now that are more than LATE_MS old
+ * passed while no host ran, and are recorded `missed` (the newest
+ * MAX_MISSED_ROWS one by one, the rest counted), then fired late as
+ * catch_up says; a tick still `fired` belongs to a handler the stop cut
+ * short and becomes `failed`.  From then on a tick fires when it comes,
+ * claimed before it runs. */
+#include "trigger.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine_internal.h"
+#include "error.h"
+#include "expr.h"
+#include "log.h"
+#include "tz.h"
+#include "util.h"
+
+#define LATE_MS 60000         /* a tick older than this at start: missed */
+#define MAX_MISSED_ROWS 10000 /* missed ticks recorded one by one */
+#define MISSED_CHUNK 1000     /* missed rows per commit */
+#define DEFAULT_MAX_CATCH_UP 100
+#define DEFAULT_ID "cron-{datetime}"
+
+typedef struct cron_trigger {
+  char *key; /* the journal's name for it: every field that defines it */
+  char *plugin, *schedule, *timezone, *workflow, *id;
+  cron_expr expr;
+  int catch_up;
+  uint32_t max_catch_up;
+  int overlap_allow;
+  /* memory only */
+  int recovered;       /* the first dispatch reconciled it */
+  int64_t next_ms;     /* the next tick to fire (CRON_NEVER: none) */
+  uint32_t running;    /* its handler ticks in flight */
+  char *last_instance; /* no-code: the newest tick's instance */
+} cron_trigger;
+
+struct cron_registry {
+  pthread_mutex_t mu;
+  pthread_cond_t idle; /* a handler thread finished */
+  cron_trigger *v;
+  size_t n;
+  struct handler {
+    char *plugin;
+    duro_scheduled_fn fn;
+    uint32_t running; /* ticks inside fn */
+  } * handlers;
+  size_t n_handlers;
+  uint32_t threads; /* handler threads not yet finished */
+};
+
+static struct cron_registry *registry(duro_engine *e) {
+  pthread_mutex_lock(&e->mu);
+  if (!e->crons) {
+    e->crons = xcalloc(1, sizeof *e->crons);
+    pthread_mutex_init(&e->crons->mu, NULL);
+    pthread_cond_init(&e->crons->idle, NULL);
+  }
+  struct cron_registry *r = e->crons;
+  pthread_mutex_unlock(&e->mu);
+  return r;
+}
+
+static void trigger_clear(cron_trigger *t) {
+  free(t->key);
+  free(t->plugin);
+  free(t->schedule);
+  free(t->timezone);
+  free(t->workflow);
+  free(t->id);
+  free(t->last_instance);
+}
+
+uint32_t cron_registry_wait(struct cron_registry *r,
+                            const struct timespec *until) {
+  if (!r)
+    return 0;
+  pthread_mutex_lock(&r->mu);
+  while (r->threads) {
+    if (!until)
+      pthread_cond_wait(&r->idle, &r->mu);
+    else if (pthread_cond_timedwait(&r->idle, &r->mu, until) != 0)
+      break;
+  }
+  uint32_t left = r->threads;
+  pthread_mutex_unlock(&r->mu);
+  return left;
+}
+
+void cron_registry_free(struct cron_registry *r) {
+  if (!r)
+    return;
+  cron_registry_wait(r, NULL);
+  for (size_t i = 0; i < r->n; i++)
+    trigger_clear(&r->v[i]);
+  free(r->v);
+  for (size_t i = 0; i < r->n_handlers; i++)
+    free(r->handlers[i].plugin);
+  free(r->handlers);
+  pthread_cond_destroy(&r->idle);
+  pthread_mutex_destroy(&r->mu);
+  free(r);
+}
+
+/* ---- instance ids from ticks ----------------------------------------------
+ */
+
+/* The tick's wall-clock fields in the trigger's zone. */
+static void local_tm(int64_t tick_ms, const char *tz, struct tm *out) {
+  time_t t = (time_t)(tick_ms / 1000);
+  if (tz && cron_tz_enter(tz)) {
+    t += (time_t)cron_tz_offset((int64_t)t);
+    cron_tz_leave();
+  }
+  gmtime_r(&t, out);
+}
+
+int cron_expand_id(const char *tmpl, int64_t tick_ms, const char *tz, char *out,
+                   size_t len) {
+  struct tm tm;
+  local_tm(tick_ms, tz, &tm);
+  size_t n = 0;
+  for (const char *p = tmpl; *p; p++) {
+    char piece[32];
+    const char *add = piece;
+    if (*p != '{') {
+      piece[0] = *p;
+      piece[1] = '\0';
+    } else {
+      const char *end = strchr(p, '}');
+      if (!end)
+        return -1;
+      size_t k = (size_t)(end - p - 1);
+      if (k == 4 && !strncmp(p + 1, "date", 4))
+        strftime(piece, sizeof piece, "%Y-%m-%d", &tm);
+      else if (k == 4 && !strncmp(p + 1, "time", 4))
+        strftime(piece, sizeof piece, "%H%M", &tm);
+      else if (k == 8 && !strncmp(p + 1, "datetime", 8))
+        strftime(piece, sizeof piece, "%Y-%m-%dT%H:%M", &tm);
+      else if (k == 2 && !strncmp(p + 1, "ts", 2))
+        snprintf(piece, sizeof piece, "%lld", (long long)tick_ms);
+      else
+        return -1;
+      p = end;
+    }
+    size_t m = strlen(add);
+    if (n + m >= len)
+      return -1;
+    memcpy(out + n, add, m);
+    n += m;
+  }
+  out[n] = '\0';
+  return duro_instance_id_valid(out) ? 0 : -1;
+}
+
+/* ---- registration ---------------------------------------------------------
+ */
+
+int duro_cron_register(duro_engine *e, const duro_cron_spec *spec, char *err,
+                       size_t errlen) {
+  cron_expr expr;
+  cron_error ce;
+  char id[128];
+  if (!spec || !spec->plugin || !spec->schedule) {
+    snprintf(err, errlen, "a cron trigger needs a plugin and a schedule");
+    return DURO_E_INVALID_ARGUMENT;
+  }
+  if (cron_parse(spec->schedule, &expr, &ce) != 0) {
+    snprintf(err, errlen, "invalid cron expression \"%s\": %s", spec->schedule,
+             ce.msg);
+    return DURO_E_INVALID_ARGUMENT;
+  }
+  if (!cron_tz_valid(spec->timezone, err, errlen))
+    return DURO_E_INVALID_ARGUMENT;
+  const char *tmpl = spec->id ? spec->id : DEFAULT_ID;
+  if (spec->workflow && cron_expand_id(tmpl, 0, NULL, id, sizeof id) != 0) {
+    snprintf(err, errlen,
+             "cron id \"%s\" does not make a valid instance id (placeholders "
+             "{date} {time} {datetime} {ts}; 1-100 characters of A-Z a-z "
+             "0-9 _ . : -)",
+             tmpl);
+    return DURO_E_INVALID_ARGUMENT;
+  }
+  cron_trigger t = {.plugin = xstrdup(spec->plugin),
+                    .schedule = xstrdup(spec->schedule),
+                    .timezone = spec->timezone ? xstrdup(spec->timezone) : NULL,
+                    .workflow = spec->workflow ? xstrdup(spec->workflow) : NULL,
+                    .id = spec->workflow ? xstrdup(tmpl) : NULL,
+                    .expr = expr,
+                    .catch_up = spec->catch_up,
+                    .max_catch_up = spec->max_catch_up ? spec->max_catch_up
+                                                       : DEFAULT_MAX_CATCH_UP,
+                    .overlap_allow = spec->overlap_allow,
+                    .next_ms = CRON_NEVER};
+  /* What makes it this trigger: change any of it and it is a new one. */
+  t.key = xasprintf("%s|%s|%s|%s|%s", t.plugin, t.schedule,
+                    t.timezone ? t.timezone : "UTC",
+                    t.workflow ? t.workflow : "", t.id ? t.id : "");
+  struct cron_registry *r = registry(e);
+  pthread_mutex_lock(&r->mu);
+  r->v = xrealloc(r->v, (r->n + 1) * sizeof *r->v);
+  r->v[r->n++] = t;
+  pthread_mutex_unlock(&r->mu);
+  return 0;
+}
+
+void duro_cron_set_handler(duro_engine *e, const char *plugin,
+                           duro_scheduled_fn fn) {
+  struct cron_registry *r = registry(e);
+  pthread_mutex_lock(&r->mu);
+  struct handler *h = NULL;
+  for (size_t i = 0; i < r->n_handlers && !h; i++)
+    if (!strcmp(r->handlers[i].plugin, plugin))
+      h = &r->handlers[i];
+  if (!h) {
+    r->handlers =
+        xrealloc(r->handlers, (r->n_handlers + 1) * sizeof *r->handlers);
+    h = &r->handlers[r->n_handlers++];
+    *h = (struct handler){xstrdup(plugin), NULL, 0};
+  }
+  h->fn = fn;
+  pthread_mutex_unlock(&r->mu);
+}
+
+/* The plugin's handler, counted as running (r->mu held). */
+static duro_scheduled_fn handler_take_locked(struct cron_registry *r,
+                                             const char *plugin) {
+  for (size_t i = 0; i < r->n_handlers; i++)
+    if (!strcmp(r->handlers[i].plugin, plugin) && r->handlers[i].fn) {
+      r->handlers[i].running++;
+      return r->handlers[i].fn;
+    }
+  return NULL;
+}
+
+static void handler_put(struct cron_registry *r, duro_scheduled_fn fn) {
+  pthread_mutex_lock(&r->mu);
+  for (size_t i = 0; i < r->n_handlers; i++)
+    if (r->handlers[i].fn == fn && r->handlers[i].running) {
+      r->handlers[i].running--;
+      break;
+    }
+  pthread_mutex_unlock(&r->mu);
+}
+
+int duro_cron_handler_running(duro_engine *e, duro_scheduled_fn fn) {
+  pthread_mutex_lock(&e->mu);
+  struct cron_registry *r = e->crons;
+  pthread_mutex_unlock(&e->mu);
+  int busy = 0;
+  if (!r || !fn)
+    return 0;
+  pthread_mutex_lock(&r->mu);
+  for (size_t i = 0; i < r->n_handlers; i++)
+    busy |= r->handlers[i].fn == fn && r->handlers[i].running > 0;
+  pthread_mutex_unlock(&r->mu);
+  return busy;
+}
+
+/* ---- tick rows ------------------------------------------------------------
+ */
+
+/* Claims the tick with `state`; 1 when this call claimed it, 0 when it
+ * was claimed before, < 0 on a storage error. */
+static int tick_put(duro_engine *e, const cron_trigger *t, int64_t tick,
+                    const char *state, int64_t fired, const char *instance,
+                    const char *error) {
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_CRON_TICK);
+  op->queue = t->key;
+  op->visible_ms = tick;
+  op->body = state;
+  op->ts_ms = fired;
+  op->lease = instance;
+  op->error = error;
+  int rc = journal_commit(e->j, &b);
+  int claimed = rc == 0 ? (int)b.ops[0].out_rowid : rc;
+  journal_batch_free(&b);
+  return claimed;
+}
+
+static void tick_set(duro_engine *e, const char *key, int64_t tick,
+                     const char *state, const char *error) {
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_CRON_TICK_SET);
+  op->queue = key;
+  op->visible_ms = tick;
+  op->body = state;
+  op->error = error;
+  if (journal_commit(e->j, &b) != 0)
+    log_error("cron: cannot record a tick: %s", journal_errmsg(e->j));
+  journal_batch_free(&b);
+}
+
+static char *error_text(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+static char *error_text(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *msg = xvasprintf(fmt, ap);
+  va_end(ap);
+  json_t *s = json_string(msg);
+  char *text = json_dumps(s, JSON_ENCODE_ANY);
+  json_decref(s);
+  free(msg);
+  return text;
+}
+
+/* ---- firing ---------------------------------------------------------------
+ */
+
+/* A copy of what a fire needs, so the registry is not held meanwhile. */
+typedef struct fire {
+  duro_engine *e;
+  char *key, *plugin, *schedule, *timezone, *workflow, *id;
+  int64_t tick;
+  duro_scheduled_fn fn;
+  ledger_slot *slot;
+} fire;
+
+static void fire_free(fire *f) {
+  free(f->key);
+  free(f->plugin);
+  free(f->schedule);
+  free(f->timezone);
+  free(f->workflow);
+  free(f->id);
+  free(f);
+}
+
+static fire *fire_of(duro_engine *e, const cron_trigger *t, int64_t tick) {
+  fire *f = xcalloc(1, sizeof *f);
+  *f = (fire){e,
+              xstrdup(t->key),
+              xstrdup(t->plugin),
+              xstrdup(t->schedule),
+              t->timezone ? xstrdup(t->timezone) : NULL,
+              t->workflow ? xstrdup(t->workflow) : NULL,
+              t->id ? xstrdup(t->id) : NULL,
+              tick,
+              NULL,
+              NULL};
+  return f;
+}
+
+/* Runs the handler for tick f->tick; the caller claimed the tick (or it
+ * is a fire outside the schedule: key NULL) and counted fn running. */
+static int run_handler(fire *f) {
+  duro_scheduled_event ev = {.size = sizeof ev,
+                             .cron = f->schedule,
+                             .scheduled_ms = f->tick,
+                             .timezone = f->timezone};
+  duro_env env = {f->e};
+  int rc = f->fn(&ev, &env);
+  if (f->key) {
+    char *err = rc ? error_text("the scheduled handler returned %d", rc) : NULL;
+    tick_set(f->e, f->key, f->tick, rc ? "failed" : "complete", err);
+    free(err);
+  }
+  return rc;
+}
+
+/* The trigger's tick counter, after a handler tick ended. */
+static void trigger_done(struct cron_registry *r, const char *key) {
+  pthread_mutex_lock(&r->mu);
+  for (size_t i = 0; i < r->n; i++)
+    if (!strcmp(r->v[i].key, key) && r->v[i].running)
+      r->v[i].running--;
+  pthread_mutex_unlock(&r->mu);
+}
+
+static void *handler_thread(void *arg) {
+  fire *f = arg;
+  duro_engine *e = f->e;
+  struct cron_registry *r = e->crons;
+  ledger_thread_altstack();
+  ledger_thread_bind(e->ledger, f->slot);
+  run_handler(f);
+  ledger_release(e->ledger, f->slot);
+  handler_put(r, f->fn);
+  trigger_done(r, f->key);
+  fire_free(f);
+  pthread_mutex_lock(&r->mu);
+  r->threads--;
+  pthread_cond_broadcast(&r->idle);
+  pthread_mutex_unlock(&r->mu);
+  return NULL;
+}
+
+/* The crash ledger says which handler runs, so a crash in it is named in
+ * the log (its tick is found `fired` at the next start: failed). */
+static ledger_slot *handler_slot(duro_engine *e, const fire *f) {
+  ledger_slot *sl =
+      e->ledger && e->opt.workers ? ledger_claim(e->ledger, LEDGER_IDLE) : NULL;
+  if (!sl)
+    return NULL;
+  ledger_copy(sl->workflow, sizeof sl->workflow, f->schedule);
+  ledger_copy(sl->plugin, sizeof sl->plugin, f->plugin);
+  ledger_copy(sl->key, sizeof sl->key, f->key);
+  sl->started_ms = f->tick;
+  ledger_set_state(sl, LEDGER_CRON);
+  return sl;
+}
+
+/* Handler form: claims the tick, then runs the handler on a thread of its
+ * own (inline without workers).  `late`: fired by catch-up. */
+static void fire_handler(duro_engine *e, cron_trigger *t, int64_t tick,
+                         int64_t now) {
+  struct cron_registry *r = e->crons;
+  pthread_mutex_lock(&r->mu);
+  duro_scheduled_fn fn = handler_take_locked(r, t->plugin);
+  pthread_mutex_unlock(&r->mu);
+  if (!fn) {
+    char *err = error_text("plugin \"%s\" has no scheduled handler (a cron "
+                           "given as a string needs one)",
+                           t->plugin);
+    tick_put(e, t, tick, "failed", now, NULL, err);
+    log_warn("cron %s (plugin %s): %s", t->schedule, t->plugin, err);
+    free(err);
+    return;
+  }
+  if (tick_put(e, t, tick, "fired", now, NULL, NULL) != 1) {
+    handler_put(r, fn); /* claimed before, or not recorded: no fire */
+    return;
+  }
+  pthread_mutex_lock(&r->mu);
+  t->running++;
+  pthread_mutex_unlock(&r->mu);
+  fire *f = fire_of(e, t, tick);
+  f->fn = fn;
+  if (e->opt.workers == 0) {
+    run_handler(f);
+    handler_put(r, fn);
+    trigger_done(r, f->key);
+    fire_free(f);
+    return;
+  }
+  f->slot = handler_slot(e, f);
+  pthread_mutex_lock(&r->mu);
+  r->threads++;
+  pthread_mutex_unlock(&r->mu);
+  pthread_t th;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&th, &attr, handler_thread, f) != 0)
+    handler_thread(f); /* no thread: this one runs it */
+  pthread_attr_destroy(&attr);
+}
+
+/* No-code form: the instance and the tick row, one commit.  An instance
+ * that exists already (its id came from an earlier tick, or from a fire
+ * outside the schedule) makes the tick complete all the same. */
+static void fire_workflow(duro_engine *e, cron_trigger *t, int64_t tick,
+                          int64_t now, const char *key) {
+  char id[128];
+  const wf_reg *wf = engine_find_workflow(e, t->workflow);
+  if (cron_expand_id(t->id, tick, t->timezone, id, sizeof id) != 0 || !wf) {
+    char *err = wf ? error_text("id \"%s\" makes no valid instance id", t->id)
+                   : error_text("workflow \"%s\" is not loaded", t->workflow);
+    if (key)
+      tick_put(e, t, tick, "failed", now, NULL, err);
+    log_warn("cron %s (plugin %s): %s", t->schedule, t->plugin, err);
+    free(err);
+    return;
+  }
+  char *params = xasprintf("{\"cron\":\"%s\",\"scheduled_ms\":%lld}",
+                           t->schedule, (long long)tick);
+  duro_create_req req = {.params = params, .retention_ms = -1};
+  journal_instance row = {0};
+  journal_batch b = {0};
+  engine_instance_insert_op(wf, id, &req, now, &row, &b);
+  if (key) {
+    journal_op *op = journal_batch_add(&b, JOP_CRON_TICK);
+    op->queue = key;
+    op->visible_ms = tick;
+    op->body = "complete";
+    op->ts_ms = now;
+    op->lease = id;
+  }
+  if (journal_commit(e->j, &b) != 0)
+    log_error("cron %s (plugin %s): creating %s/%s: %s", t->schedule, t->plugin,
+              t->workflow, id, journal_errmsg(e->j));
+  else if (b.ops[0].rc == 0)
+    engine_instance_created(e, b.ops[0].out_rowid);
+  journal_batch_free(&b);
+  free(params);
+  struct cron_registry *r = e->crons;
+  pthread_mutex_lock(&r->mu);
+  free(t->last_instance);
+  t->last_instance = xstrdup(id);
+  pthread_mutex_unlock(&r->mu);
+}
+
+/* Whether the previous tick still runs (its handler, or its instance). */
+static int still_running(duro_engine *e, const cron_trigger *t) {
+  struct cron_registry *r = e->crons;
+  pthread_mutex_lock(&r->mu);
+  int running = t->running > 0;
+  char *last = t->last_instance ? xstrdup(t->last_instance) : NULL;
+  pthread_mutex_unlock(&r->mu);
+  if (!t->workflow || !last) {
+    free(last);
+    return !t->workflow && running;
+  }
+  journal_instance in = {0};
+  int busy = journal_instance_get(e->j, t->workflow, last, &in) == 0 &&
+             !status_ended(in.status);
+  journal_instance_clear(&in);
+  free(last);
+  return busy;
+}
+
+static void fire_tick(duro_engine *e, cron_trigger *t, int64_t tick,
+                      int64_t now) {
+  if (!t->overlap_allow && still_running(e, t)) {
+    char *err = error_text("overlap: skip, and the previous tick's %s was "
+                           "still running",
+                           t->workflow ? "instance" : "handler");
+    tick_put(e, t, tick, "skipped", JOURNAL_NONE, NULL, err);
+    free(err);
+    return;
+  }
+  if (t->workflow)
+    fire_workflow(e, t, tick, now, t->key);
+  else
+    fire_handler(e, t, tick, now);
+}
+
+/* ---- reconciling with the journal at start --------------------------------
+ */
+
+typedef struct tick_list {
+  int64_t *v;
+  size_t n, cap;
+} tick_list;
+
+static void cut_short(void *ctx, const journal_cron_tick *tk) {
+  tick_list *l = ctx;
+  if (l->n == l->cap) {
+    l->cap = l->cap ? l->cap * 2 : 8;
+    l->v = xrealloc(l->v, l->cap * sizeof *l->v);
+  }
+  l->v[l->n++] = tk->tick_ms;
+}
+
+static void newest_instance(void *ctx, const journal_cron_tick *tk) {
+  char **out = ctx;
+  if (!*out && tk->instance)
+    *out = xstrdup(tk->instance);
+}
+
+static void record_missed(duro_engine *e, const cron_trigger *t,
+                          const int64_t *ticks, size_t n, int64_t extra) {
+  for (size_t i = 0; i < n; i += MISSED_CHUNK) {
+    journal_batch b = {0};
+    for (size_t k = i; k < n && k < i + MISSED_CHUNK; k++) {
+      journal_op *op = journal_batch_add(&b, JOP_CRON_TICK);
+      op->queue = t->key;
+      op->visible_ms = ticks[k];
+      op->body = "missed";
+      op->ts_ms = JOURNAL_NONE;
+      op->error = "\"no host was running when it came\"";
+    }
+    if (i == 0 && extra > 0) {
+      journal_op *op = journal_batch_add(&b, JOP_CRON_MISSED_EXTRA);
+      op->queue = t->key;
+      op->from_seq = extra;
+    }
+    if (journal_commit(e->j, &b) != 0)
+      log_error("cron: cannot record missed ticks: %s", journal_errmsg(e->j));
+    journal_batch_free(&b);
+  }
+}
+
+/* The first dispatch for t: ticks cut short by the last stop, ticks
+ * missed while no host ran, and the catch-up.  Sets t->next_ms. */
+static void recover(duro_engine *e, cron_trigger *t, int64_t now) {
+  journal_cron st;
+  t->recovered = 1;
+  if (journal_cron_state(e->j, t->key, &st) != 0) {
+    t->recovered = 0; /* storage trouble: try again next pass */
+    return;
+  }
+  if (st.since_ms == JOURNAL_NONE) {
+    /* New: nothing before now was ever due. */
+    journal_batch b = {0};
+    journal_op *op = journal_batch_add(&b, JOP_CRON_SINCE);
+    op->queue = t->key;
+    op->ts_ms = now;
+    if (journal_commit(e->j, &b) != 0)
+      t->recovered = 0;
+    journal_batch_free(&b);
+    t->next_ms = cron_next(&t->expr, now - 1, t->timezone);
+    return;
+  }
+  tick_list cut = {0};
+  journal_cron_ticks(e->j, t->key, "fired", 1000, cut_short, &cut);
+  for (size_t i = 0; i < cut.n; i++)
+    tick_set(e, t->key, cut.v[i], "failed",
+             "\"the host stopped while the handler ran\"");
+  free(cut.v);
+  if (t->workflow)
+    journal_cron_ticks(e->j, t->key, "complete", 1, newest_instance,
+                       &t->last_instance);
+  /* The ticks since the newest row (or since it was first seen) that are
+   * more than LATE_MS old: missed.  The newest MAX_MISSED_ROWS are kept
+   * in a ring; older ones are only counted. */
+  int64_t from =
+      st.last_tick_ms != JOURNAL_NONE ? st.last_tick_ms : st.since_ms - 1;
+  int64_t *ring = xcalloc(MAX_MISSED_ROWS, sizeof *ring);
+  size_t count = 0;
+  int64_t tick = cron_next(&t->expr, from, t->timezone);
+  while (tick != CRON_NEVER && tick < now - LATE_MS) {
+    ring[count++ % MAX_MISSED_ROWS] = tick;
+    tick = cron_next(&t->expr, tick, t->timezone);
+  }
+  size_t n = count < MAX_MISSED_ROWS ? count : MAX_MISSED_ROWS;
+  int64_t extra = (int64_t)(count - n);
+  int64_t *missed = xcalloc(n ? n : 1, sizeof *missed);
+  for (size_t k = 0; k < n; k++) /* oldest first */
+    missed[k] = ring[(count - n + k) % MAX_MISSED_ROWS];
+  free(ring);
+  t->next_ms = tick; /* the first one that is on time */
+  size_t late = t->catch_up == DURO_CRON_CATCH_UP_ALL      ? t->max_catch_up
+                : t->catch_up == DURO_CRON_CATCH_UP_LATEST ? 1
+                                                           : 0;
+  if (late > n)
+    late = n;
+  if (n) {
+    record_missed(e, t, missed, n - late, extra);
+    log_warn("cron %s (plugin %s): %zu tick(s) missed while no host ran, "
+             "%zu fired late (catch_up: %s)",
+             t->schedule, t->plugin, count, late,
+             t->catch_up == DURO_CRON_CATCH_UP_ALL      ? "all"
+             : t->catch_up == DURO_CRON_CATCH_UP_LATEST ? "latest"
+                                                        : "none");
+  }
+  for (size_t i = n - late; i < n; i++)
+    fire_tick(e, t, missed[i], now);
+  free(missed);
+}
+
+/* ---- dispatch -------------------------------------------------------------
+ */
+
+size_t duro_crons_dispatch(duro_engine *e, int64_t *next_ms) {
+  pthread_mutex_lock(&e->mu);
+  struct cron_registry *r = e->crons;
+  pthread_mutex_unlock(&e->mu);
+  int64_t next = INT64_MAX;
+  size_t fired = 0;
+  /* Triggers are only added before start: the array stays put, and one
+   * thread (the scheduler) dispatches, so each trigger's memory fields
+   * are its own but for `running` (under the mutex). */
+  for (size_t i = 0; r && i < r->n; i++) {
+    cron_trigger *t = &r->v[i];
+    int64_t now = duro_clock_now(e->clock);
+    if (!t->recovered)
+      recover(e, t, now);
+    while (t->recovered && t->next_ms != CRON_NEVER && t->next_ms <= now) {
+      fire_tick(e, t, t->next_ms, now);
+      fired++;
+      t->next_ms = cron_next(&t->expr, t->next_ms, t->timezone);
+    }
+    if (t->next_ms < next)
+      next = t->next_ms;
+  }
+  if (next_ms)
+    *next_ms = next;
+  return fired;
+}
+
+int duro_cron_fire_now(duro_engine *e, const char *schedule, json_t **out) {
+  *out = NULL;
+  struct cron_registry *r = registry(e);
+  int64_t now = duro_clock_now(e->clock);
+  int64_t tick = now - now % 60000; /* the current minute */
+  json_t *res = json_array();
+  for (size_t i = 0; i < r->n; i++) {
+    cron_trigger *t = &r->v[i];
+    if (strcmp(t->schedule, schedule) != 0)
+      continue;
+    json_t *o =
+        json_pack("{ss,ss}", "plugin", t->plugin, "schedule", t->schedule);
+    if (t->workflow) {
+      char id[128];
+      fire_workflow(e, t, tick, now, NULL);
+      int ok = cron_expand_id(t->id, tick, t->timezone, id, sizeof id) == 0;
+      json_object_set_new(o, "state", json_string(ok ? "complete" : "failed"));
+      if (ok)
+        json_object_set_new(o, "instance", json_string(id));
+    } else {
+      pthread_mutex_lock(&r->mu);
+      duro_scheduled_fn fn = handler_take_locked(r, t->plugin);
+      pthread_mutex_unlock(&r->mu);
+      int rc = -1;
+      if (fn) {
+        fire *f = fire_of(e, t, tick);
+        free(f->key);
+        f->key = NULL; /* not a tick of the schedule: no row */
+        f->fn = fn;
+        rc = run_handler(f);
+        handler_put(r, fn);
+        fire_free(f);
+      }
+      json_object_set_new(o, "state",
+                          json_string(rc == 0 ? "complete" : "failed"));
+      if (!fn)
+        json_object_set_new(o, "error",
+                            json_string("the plugin has no scheduled handler"));
+      else if (rc)
+        json_object_set_new(
+            o, "error", json_sprintf("the scheduled handler returned %d", rc));
+    }
+    json_array_append_new(res, o);
+  }
+  if (json_array_size(res) == 0) {
+    json_decref(res);
+    return DURO_E_NOT_FOUND;
+  }
+  *out = res;
+  return 0;
+}
+
+/* ---- listing --------------------------------------------------------------
+ */
+
+static void count_state(void *ctx, const char *state, int64_t n) {
+  json_t *o = ctx;
+  if (!strcmp(state, "missed"))
+    n += json_integer_value(json_object_get(o, "missed"));
+  json_object_set_new(o, state, json_integer(n));
+}
+
+static void last_tick(void *ctx, const journal_cron_tick *tk) {
+  json_t *o = json_pack("{sI,ss}", "tick_ms", (json_int_t)tk->tick_ms, "state",
+                        tk->state);
+  if (tk->fired_ms != JOURNAL_NONE)
+    json_object_set_new(o, "fired_ms", json_integer(tk->fired_ms));
+  if (tk->instance)
+    json_object_set_new(o, "instance", json_string(tk->instance));
+  if (tk->error) {
+    json_t *err = json_loads(tk->error, JSON_DECODE_ANY, NULL);
+    json_object_set_new(o, "error", err ? err : json_string(tk->error));
+  }
+  json_object_set_new((json_t *)ctx, "last", o);
+}
+
+int duro_cron_list(duro_engine *e, json_t **out) {
+  struct cron_registry *r = registry(e);
+  int64_t now = duro_clock_now(e->clock);
+  json_t *res = json_array();
+  int rc = 0;
+  for (size_t i = 0; i < r->n && rc == 0; i++) {
+    const cron_trigger *t = &r->v[i];
+    static const char *const policy[] = {"latest", "none", "all"};
+    json_t *o =
+        json_pack("{ss,ss,ss?,ss,ss,sn}", "plugin", t->plugin, "schedule",
+                  t->schedule, "timezone", t->timezone, "catch_up",
+                  policy[t->catch_up >= 0 && t->catch_up < 3 ? t->catch_up : 0],
+                  "overlap", t->overlap_allow ? "allow" : "skip", "last");
+    if (t->workflow) {
+      json_object_set_new(o, "workflow", json_string(t->workflow));
+      json_object_set_new(o, "id", json_string(t->id));
+    }
+    json_t *next = json_array();
+    int64_t tick = now - 1;
+    for (int k = 0; k < 5; k++) {
+      tick = cron_next(&t->expr, tick, t->timezone);
+      if (tick == CRON_NEVER)
+        break;
+      json_array_append_new(next, json_integer(tick));
+    }
+    json_object_set_new(o, "next", next);
+    static const char *const states[] = {"fired", "complete", "failed",
+                                         "missed", "skipped"};
+    for (size_t k = 0; k < 5; k++)
+      json_object_set_new(o, states[k], json_integer(0));
+    journal_cron st;
+    rc = journal_cron_state(e->j, t->key, &st);
+    if (rc == 0 && st.missed_extra)
+      json_object_set_new(o, "missed", json_integer(st.missed_extra));
+    if (rc == 0)
+      rc = journal_cron_counts(e->j, t->key, count_state, o);
+    if (rc == 0)
+      rc = journal_cron_ticks(e->j, t->key, NULL, 1, last_tick, o);
+    json_array_append_new(res, o);
+  }
+  if (rc) {
+    json_decref(res);
+    return rc;
+  }
+  *out = res;
+  return 0;
+}

@@ -1,0 +1,99 @@
+/* trigger.h — cron triggers in the engine: each declared schedule fires
+ * once per tick, durably.
+ *
+ * A trigger is a schedule (cron/expr.h) of a plugin, in UTC or a time
+ * zone, that either calls the plugin's scheduled handler (duro.h) or, in
+ * the no-code form, creates one instance of a workflow per tick with an
+ * id built from the tick's time.  Every tick is a row of the journal
+ * (cron_ticks), claimed in a transaction before anything runs, so a
+ * restart, a crash right after a fire or a slow handler never fires a tick
+ * twice; in the no-code form the instance and the tick row are one
+ * commit.  Ticks that passed while the host was down are recorded
+ * `missed` at start and fired late as catch_up says; a tick that comes
+ * while the previous one's handler or instance still runs is `skipped`
+ * or fired as overlap says.
+ *
+ * Tick states: fired (claimed; the handler runs), complete (the handler
+ * returned 0, or the instance was created — or existed), failed (the
+ * handler returned non-zero, crashed or was cut short by a stop), missed,
+ * skipped.  Times are the engine clock's (a virtual one in tests). */
+#ifndef DURO_CRON_TRIGGER_H
+#define DURO_CRON_TRIGGER_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "duro.h"
+#include "engine.h"
+
+enum {
+  DURO_CRON_CATCH_UP_LATEST = 0, /* the latest missed tick fires late */
+  DURO_CRON_CATCH_UP_NONE,       /* missed ticks stay missed */
+  DURO_CRON_CATCH_UP_ALL,        /* each fires late, up to max_catch_up */
+};
+
+typedef struct duro_cron_spec {
+  const char *plugin;    /* its config name (logs, GET /crons) */
+  const char *schedule;  /* the expression */
+  const char *timezone;  /* IANA name; NULL = UTC */
+  const char *workflow;  /* no-code form; NULL = the plugin's handler */
+  const char *id;        /* no-code id template; NULL = "cron-{datetime}" */
+  int catch_up;          /* DURO_CRON_CATCH_UP_* */
+  uint32_t max_catch_up; /* catch_up all: late fires at most; 0 = 100 */
+  int overlap_allow;     /* 0: skip a tick while the previous one runs */
+} duro_cron_spec;
+
+/* Registers a trigger (strings copied) before start.  An invalid
+ * expression, zone or id template is DURO_E_INVALID_ARGUMENT with the
+ * reason in err. */
+int duro_cron_register(duro_engine *e, const duro_cron_spec *spec, char *err,
+                       size_t errlen);
+
+/* The scheduled handler of plugin `plugin` (its newest build; NULL: none,
+ * its handler-form ticks then wait, recorded failed).  Safe while the
+ * engine runs (a reload). */
+void duro_cron_set_handler(duro_engine *e, const char *plugin,
+                           duro_scheduled_fn fn);
+
+/* 1 while a tick runs inside handler fn: its build must stay loaded. */
+int duro_cron_handler_running(duro_engine *e, duro_scheduled_fn fn);
+
+/* Fires every tick that is due (and, at the first call, records the
+ * ticks missed since each trigger last fired, catching up as its policy
+ * says).  Returns how many fired; *next_ms (may be NULL) gets the next
+ * tick of any trigger, in the engine clock's ms (INT64_MAX: none).  The
+ * scheduler thread calls it; tests on the virtual clock call it inline
+ * (handlers then run on the calling thread). */
+size_t duro_crons_dispatch(duro_engine *e, int64_t *next_ms);
+
+/* Fires now, outside the schedule, every trigger whose expression is
+ * exactly `schedule` (POST /__scheduled?cron=..., `duro cron trigger`):
+ * the handler runs on the calling thread, or the instance is created with
+ * the id of the current minute.  *out (caller owns): [{"plugin",
+ * "schedule", "state", "instance"?, "error"?}].  DURO_E_NOT_FOUND when no
+ * trigger has that expression. */
+int duro_cron_fire_now(duro_engine *e, const char *schedule, json_t **out);
+
+/* Every trigger (caller owns *out): [{"plugin", "schedule", "timezone",
+ * "workflow"?, "id"?, "catch_up", "overlap", "next": [5 ticks as ms],
+ * "last": {"tick_ms", "fired_ms", "state", "instance"?, "error"?} | null,
+ * "fired", "complete", "failed", "missed", "skipped"}] in config order. */
+int duro_cron_list(duro_engine *e, json_t **out);
+
+/* Expands an id template ({date} YYYY-MM-DD, {time} HHMM, {datetime}
+ * YYYY-MM-DDTHH:MM, {ts} Unix ms; the date and time in zone tz, NULL =
+ * UTC) for tick_ms into out; -1 for an unknown placeholder, a result too
+ * long for out, or one that is not a valid instance id. */
+int cron_expand_id(const char *tmpl, int64_t tick_ms, const char *tz, char *out,
+                   size_t len);
+
+struct cron_registry;
+/* Waits until no handler thread runs, or until `until` (CLOCK_REALTIME;
+ * NULL: no limit); returns how many still run. */
+struct timespec;
+uint32_t cron_registry_wait(struct cron_registry *r,
+                            const struct timespec *until);
+void cron_registry_free(struct cron_registry *r);
+
+#endif
