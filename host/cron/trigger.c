@@ -34,6 +34,7 @@
 #define MISSED_CHUNK 1000     /* missed rows per commit */
 #define DEFAULT_MAX_CATCH_UP 100
 #define DEFAULT_ID "cron-{datetime}"
+#define TICK_RETENTION_MS (30LL * 24 * 3600 * 1000) /* rows; counts stay */
 
 typedef struct cron_trigger {
   char *key; /* the journal's name for it: every field that defines it */
@@ -737,15 +738,19 @@ int duro_cron_fire_now(duro_engine *e, const char *schedule, json_t **out) {
   return 0;
 }
 
+int duro_crons_sweep(duro_engine *e, size_t *deleted) {
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_CRON_SWEEP);
+  op->ts_ms = duro_clock_now(e->clock) - TICK_RETENTION_MS;
+  int rc = journal_commit(e->j, &b);
+  if (deleted)
+    *deleted = rc ? 0 : (size_t)b.ops[0].out_rowid;
+  journal_batch_free(&b);
+  return rc;
+}
+
 /* ---- listing --------------------------------------------------------------
  */
-
-static void count_state(void *ctx, const char *state, int64_t n) {
-  json_t *o = ctx;
-  if (!strcmp(state, "missed"))
-    n += json_integer_value(json_object_get(o, "missed"));
-  json_object_set_new(o, state, json_integer(n));
-}
 
 static void last_tick(void *ctx, const journal_cron_tick *tk) {
   json_t *o = json_pack("{sI,ss}", "tick_ms", (json_int_t)tk->tick_ms, "state",
@@ -787,16 +792,16 @@ int duro_cron_list(duro_engine *e, json_t **out) {
       json_array_append_new(next, json_integer(tick));
     }
     json_object_set_new(o, "next", next);
-    static const char *const states[] = {"fired", "complete", "failed",
-                                         "missed", "skipped"};
-    for (size_t k = 0; k < 5; k++)
-      json_object_set_new(o, states[k], json_integer(0));
     journal_cron st;
     rc = journal_cron_state(e->j, t->key, &st);
-    if (rc == 0 && st.missed_extra)
-      json_object_set_new(o, "missed", json_integer(st.missed_extra));
-    if (rc == 0)
-      rc = journal_cron_counts(e->j, t->key, count_state, o);
+    pthread_mutex_lock(&r->mu);
+    json_int_t running = t->running;
+    pthread_mutex_unlock(&r->mu);
+    json_object_set_new(o, "running", json_integer(running));
+    json_object_set_new(o, "complete", json_integer(st.complete));
+    json_object_set_new(o, "failed", json_integer(st.failed));
+    json_object_set_new(o, "missed", json_integer(st.missed));
+    json_object_set_new(o, "skipped", json_integer(st.skipped));
     if (rc == 0)
       rc = journal_cron_ticks(e->j, t->key, NULL, 1, last_tick, o);
     json_array_append_new(res, o);

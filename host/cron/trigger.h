@@ -78,7 +78,9 @@ int duro_cron_fire_now(duro_engine *e, const char *schedule, json_t **out);
 /* Every trigger (caller owns *out): [{"plugin", "schedule", "timezone",
  * "workflow"?, "id"?, "catch_up", "overlap", "next": [5 ticks as ms],
  * "last": {"tick_ms", "fired_ms", "state", "instance"?, "error"?} | null,
- * "fired", "complete", "failed", "missed", "skipped"}] in config order. */
+ * "running" (handler ticks now), "complete", "failed", "missed",
+ * "skipped" (ticks so far, since the trigger was first seen)}] in config
+ * order. */
 int duro_cron_list(duro_engine *e, json_t **out);
 
 /* Expands an id template ({date} YYYY-MM-DD, {time} HHMM, {datetime}
@@ -87,6 +89,11 @@ int duro_cron_list(duro_engine *e, json_t **out);
  * long for out, or one that is not a valid instance id. */
 int cron_expand_id(const char *tmpl, int64_t tick_ms, const char *tz, char *out,
                    size_t len);
+
+/* Deletes tick rows older than 30 days, but each trigger's newest (the
+ * counts of duro_cron_list stay); *deleted (may be NULL) gets how many.
+ * The engine's retention sweep calls it. */
+int duro_crons_sweep(duro_engine *e, size_t *deleted);
 
 struct cron_registry;
 /* Waits until no handler thread runs, or until `until` (CLOCK_REALTIME;

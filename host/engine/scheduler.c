@@ -198,6 +198,8 @@ void *engine_scheduler_main(void *arg) {
         log_error("queue retention sweep failed: %s", journal_errmsg(e->j));
       else if (n)
         log_info("retention: deleted %zu queue message(s)", n);
+      if (duro_crons_sweep(e, &n) != 0)
+        log_error("cron tick sweep failed: %s", journal_errmsg(e->j));
       next_sweep = mono + SWEEP_EVERY_MS;
     }
 

@@ -64,6 +64,8 @@ enum {
   ST_CRON_TICK,
   ST_CRON_TICK_SET,
   ST_CRON_MISSED_EXTRA,
+  ST_CRON_COUNT,
+  ST_CRON_SWEEP,
   ST_WRITE_COUNT_
 };
 
@@ -154,15 +156,27 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
         "dead_lettered=dead_lettered+excluded.dead_lettered",
     /* Served by messages_age. */
     [ST_CRON_SINCE] = "INSERT OR IGNORE INTO cron_triggers(trigger,since_ms,"
-                      "missed_extra) VALUES(?1,?2,0)",
+                      "complete,failed,missed,skipped) VALUES(?1,?2,0,0,0,0)",
     /* A tick is claimed by inserting its row: a second claim changes
      * nothing (out_rowid 0). */
     [ST_CRON_TICK] = "INSERT OR IGNORE INTO cron_ticks(trigger,tick_ms,state,"
                      "fired_ms,instance,error) VALUES(?1,?2,?3,?4,?5,?6)",
+    /* Only a tick still `fired` is settled, once. */
     [ST_CRON_TICK_SET] = "UPDATE cron_ticks SET state=?3, error=?4 WHERE "
-                         "trigger=?1 AND tick_ms=?2",
-    [ST_CRON_MISSED_EXTRA] = "UPDATE cron_triggers SET "
-                             "missed_extra=missed_extra+?2 WHERE trigger=?1",
+                         "trigger=?1 AND tick_ms=?2 AND state='fired'",
+    [ST_CRON_MISSED_EXTRA] = "UPDATE cron_triggers SET missed=missed+?2 "
+                             "WHERE trigger=?1",
+    /* The counts go with the rows' writes, so they outlive the rows the
+     * sweep deletes. */
+    [ST_CRON_COUNT] =
+        "UPDATE cron_triggers SET complete=complete+(?2='complete'),"
+        "failed=failed+(?2='failed'),missed=missed+(?2='missed'),"
+        "skipped=skipped+(?2='skipped') WHERE trigger=?1",
+    /* Ticks older than ?1, but each trigger's newest, which says where
+     * its schedule stands. */
+    [ST_CRON_SWEEP] =
+        "DELETE FROM cron_ticks WHERE tick_ms<?1 AND tick_ms<(SELECT "
+        "MAX(tick_ms) FROM cron_ticks AS c WHERE c.trigger=cron_ticks.trigger)",
     [ST_MESSAGES_EXPIRE] =
         "DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE "
         "queue=?1 AND sent_ms<?2 LIMIT ?3)",
@@ -222,12 +236,13 @@ static const char schema_sql[] =
      * dead-letter queue) or dead-lettered, counted in the commit that
      * drops or moves them. */
     /* Schema 5: cron triggers.  A trigger is known from since_ms on (no
-     * tick before it is missed); each tick that came is a row, claimed
-     * before anything fires; missed_extra counts missed ticks past the
-     * number recorded one by one. */
+     * tick before it is missed) and counts its ticks by how they ended;
+     * each tick that came is a row, claimed before anything fires, kept
+     * 30 days (cron/trigger.c sweeps them). */
     "CREATE TABLE IF NOT EXISTS cron_triggers(trigger TEXT PRIMARY KEY,"
-    " since_ms INTEGER NOT NULL, missed_extra INTEGER NOT NULL)"
-    " WITHOUT ROWID;"
+    " since_ms INTEGER NOT NULL, complete INTEGER NOT NULL,"
+    " failed INTEGER NOT NULL, missed INTEGER NOT NULL,"
+    " skipped INTEGER NOT NULL) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS cron_ticks(trigger TEXT NOT NULL,"
     " tick_ms INTEGER NOT NULL, state TEXT NOT NULL, fired_ms INTEGER,"
     " instance TEXT, error TEXT, PRIMARY KEY(trigger, tick_ms))"
@@ -575,6 +590,14 @@ int64_t journal_lease_seq(const char *lease) {
   return seq;
 }
 
+/* Counts a tick of the trigger by its state (cron_triggers). */
+static int cron_count(journal *j, const char *trigger, const char *state) {
+  sqlite3_stmt *st = j->ws[ST_CRON_COUNT];
+  bind_text(st, 1, trigger);
+  bind_text(st, 2, state);
+  return step_done(j, st);
+}
+
 /* Counts n messages of `queue` out of retries (queue_counts): dropped,
  * or moved to its dead-letter queue. */
 static int count_spent(journal *j, const char *queue, int dead_lettered,
@@ -860,14 +883,22 @@ static int apply_op(journal *j, journal_op *op) {
     bind_ms(st, 4, op->ts_ms);
     bind_text(st, 5, op->lease);
     bind_text(st, 6, op->error);
-    return step_changes(j, st, op);
+    if ((rc = step_changes(j, st, op)) || !op->out_rowid)
+      return rc;
+    return cron_count(j, op->queue, op->body);
   case JOP_CRON_TICK_SET:
     st = j->ws[ST_CRON_TICK_SET];
     bind_text(st, 1, op->queue);
     sqlite3_bind_int64(st, 2, op->visible_ms);
     bind_text(st, 3, op->body);
     bind_text(st, 4, op->error);
-    return step_done(j, st);
+    if ((rc = step_changes(j, st, op)) || !op->out_rowid)
+      return rc;
+    return cron_count(j, op->queue, op->body);
+  case JOP_CRON_SWEEP:
+    st = j->ws[ST_CRON_SWEEP];
+    sqlite3_bind_int64(st, 1, op->ts_ms);
+    return step_changes(j, st, op);
   case JOP_CRON_MISSED_EXTRA:
     st = j->ws[ST_CRON_MISSED_EXTRA];
     bind_text(st, 1, op->queue);
@@ -1565,8 +1596,8 @@ int journal_queue_ready(journal *j, const char *queue, int64_t now_ms,
 }
 
 static const char sql_cron_state[] =
-    "SELECT since_ms, missed_extra, (SELECT MAX(tick_ms) FROM cron_ticks "
-    "WHERE trigger=?1) FROM cron_triggers WHERE trigger=?1";
+    "SELECT since_ms, (SELECT MAX(tick_ms) FROM cron_ticks WHERE trigger=?1),"
+    " complete, failed, missed, skipped FROM cron_triggers WHERE trigger=?1";
 
 int journal_cron_state(journal *j, const char *trigger, journal_cron *out) {
   reader *r = reader_get(j);
@@ -1580,31 +1611,13 @@ int journal_cron_state(journal *j, const char *trigger, journal_cron *out) {
   int s = sqlite3_step(st);
   if (s == SQLITE_ROW) {
     out->since_ms = sqlite3_column_int64(st, 0);
-    out->missed_extra = sqlite3_column_int64(st, 1);
-    out->last_tick_ms = col_ms(st, 2);
+    out->last_tick_ms = col_ms(st, 1);
+    out->complete = sqlite3_column_int64(st, 2);
+    out->failed = sqlite3_column_int64(st, 3);
+    out->missed = sqlite3_column_int64(st, 4);
+    out->skipped = sqlite3_column_int64(st, 5);
     s = sqlite3_step(st);
   }
-  rc = rows_end(r, s);
-  release_rd(r, st);
-  return rc;
-}
-
-static const char sql_cron_counts[] =
-    "SELECT state, COUNT(*) FROM cron_ticks WHERE trigger=?1 GROUP BY state";
-
-int journal_cron_counts(journal *j, const char *trigger,
-                        void (*fn)(void *ctx, const char *state, int64_t n),
-                        void *ctx) {
-  reader *r = reader_get(j);
-  sqlite3_stmt *st = NULL;
-  int rc = prepare_rd(j, r, sql_cron_counts, &st);
-  if (rc)
-    return rc;
-  bind_text(st, 1, trigger);
-  int s;
-  while ((s = sqlite3_step(st)) == SQLITE_ROW)
-    fn(ctx, (const char *)sqlite3_column_text(st, 0),
-       sqlite3_column_int64(st, 1));
   rc = rows_end(r, s);
   release_rd(r, st);
   return rc;

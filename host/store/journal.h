@@ -155,9 +155,12 @@ typedef enum journal_op_kind {
                             claims the tick; out_rowid = 1, or 0 when the
                             tick was claimed before */
   JOP_CRON_TICK_SET,     /* queue, visible_ms = the tick, body = its new
-                            state, error (may be NULL) */
+                            state, error (may be NULL): settles a tick
+                            still `fired`; out_rowid = 1 when it did */
   JOP_CRON_MISSED_EXTRA, /* queue, from_seq = n: n more missed ticks not
                             recorded one by one */
+  JOP_CRON_SWEEP,        /* ts_ms: deletes tick rows older than it but
+                            each trigger's newest; out_rowid = how many */
   JOP_MESSAGES_EXPIRE,   /* queue, ts_ms, from_seq = limit: deletes up to
                             `limit` messages sent before ts_ms; out_rowid =
                             how many */
@@ -332,17 +335,14 @@ int journal_queue_counts_each(journal *j,
                               void *ctx);
 
 /* A cron trigger as the journal knows it: since when (JOURNAL_NONE:
- * never seen), its newest tick row (JOURNAL_NONE: none), and the missed
- * ticks not recorded one by one. */
+ * never seen), its newest tick row (JOURNAL_NONE: none), and how its
+ * ticks ended so far (counted as the rows were written: the sweep of old
+ * rows leaves the counts alone). */
 typedef struct journal_cron {
-  int64_t since_ms, last_tick_ms, missed_extra;
+  int64_t since_ms, last_tick_ms;
+  int64_t complete, failed, missed, skipped;
 } journal_cron;
 int journal_cron_state(journal *j, const char *trigger, journal_cron *out);
-
-/* Calls fn with each state of the trigger's ticks and how many. */
-int journal_cron_counts(journal *j, const char *trigger,
-                        void (*fn)(void *ctx, const char *state, int64_t n),
-                        void *ctx);
 
 /* A tick row (strings valid during the callback). */
 typedef struct journal_cron_tick {
