@@ -216,6 +216,19 @@ START_TEST(missed_ticks_catch_up_all_capped) {
 }
 END_TEST
 
+/* A host that could not fire for two hours (a machine asleep) treats the
+ * ticks it slept through as missed, as after a stop. */
+START_TEST(a_stall_is_like_a_stop) {
+  add("*/15 * * * *", DURO_CRON_CATCH_UP_LATEST, 0);
+  harness_run(&H); /* 00:00 */
+  harness_advance(&H, 2 * HOUR);
+  ck_assert_uint_eq(n_fired, 3); /* 00:00, 01:45 late, 02:00 */
+  ck_assert_int_eq(fired_at[1], T0_MS + 105 * MIN);
+  ck_assert_int_eq(fired_at[2], T0_MS + 2 * HOUR);
+  ck_assert_int_eq(count(0, "missed"), 6);
+}
+END_TEST
+
 /* A week down with an every-minute trigger: 10,080 ticks, the newest
  * 10,000 recorded one by one and the rest counted. */
 START_TEST(many_missed_ticks_are_counted) {
@@ -444,6 +457,7 @@ int main(void) {
   tcase_add_test(tc, missed_ticks_catch_up_latest);
   tcase_add_test(tc, missed_ticks_catch_up_all_capped);
   tcase_add_test(tc, many_missed_ticks_are_counted);
+  tcase_add_test(tc, a_stall_is_like_a_stop);
   tcase_add_test(tc, old_ticks_are_swept_counts_stay);
   tcase_add_test(tc, no_code_creates_one_instance_per_tick);
   tcase_add_test(tc, ids_use_the_trigger_zone);

@@ -575,7 +575,8 @@ static void record_missed(duro_engine *e, const cron_trigger *t,
       op->visible_ms = ticks[k];
       op->body = "missed";
       op->ts_ms = JOURNAL_NONE;
-      op->error = "\"no host was running when it came\"";
+      op->error = "\"nothing fired it when it came: no host ran, or the "
+                  "host could not (a machine asleep)\"";
     }
     if (i == 0 && extra > 0) {
       journal_op *op = journal_batch_add(&b, JOP_CRON_MISSED_EXTRA);
@@ -586,6 +587,44 @@ static void record_missed(duro_engine *e, const cron_trigger *t,
       log_error("cron: cannot record missed ticks: %s", journal_errmsg(e->j));
     journal_batch_free(&b);
   }
+}
+
+/* Ticks from `tick` on that are more than LATE_MS old at `now` came
+ * while nothing could fire them: recorded missed (the newest
+ * MAX_MISSED_ROWS one by one, in a ring; older ones only counted), and
+ * fired late as catch_up says.  Returns the first tick that is on time. */
+static int64_t settle_late(duro_engine *e, cron_trigger *t, int64_t tick,
+                           int64_t now, const char *why) {
+  int64_t *ring = xcalloc(MAX_MISSED_ROWS, sizeof *ring);
+  size_t count = 0;
+  while (tick != CRON_NEVER && tick < now - LATE_MS) {
+    ring[count++ % MAX_MISSED_ROWS] = tick;
+    tick = cron_next(&t->expr, tick, t->timezone);
+  }
+  size_t n = count < MAX_MISSED_ROWS ? count : MAX_MISSED_ROWS;
+  int64_t extra = (int64_t)(count - n);
+  int64_t *missed = xcalloc(n ? n : 1, sizeof *missed);
+  for (size_t k = 0; k < n; k++) /* oldest first */
+    missed[k] = ring[(count - n + k) % MAX_MISSED_ROWS];
+  free(ring);
+  size_t late = t->catch_up == DURO_CRON_CATCH_UP_ALL      ? t->max_catch_up
+                : t->catch_up == DURO_CRON_CATCH_UP_LATEST ? 1
+                                                           : 0;
+  if (late > n)
+    late = n;
+  if (n) {
+    record_missed(e, t, missed, n - late, extra);
+    log_warn("cron %s (plugin %s): %zu tick(s) missed %s, %zu fired late "
+             "(catch_up: %s)",
+             t->schedule, t->plugin, count, why, late,
+             t->catch_up == DURO_CRON_CATCH_UP_ALL      ? "all"
+             : t->catch_up == DURO_CRON_CATCH_UP_LATEST ? "latest"
+                                                        : "none");
+  }
+  for (size_t i = n - late; i < n; i++)
+    fire_tick(e, t, missed[i], now);
+  free(missed);
+  return tick;
 }
 
 /* The first dispatch for t: ticks cut short by the last stop, ticks
@@ -618,42 +657,10 @@ static void recover(duro_engine *e, cron_trigger *t, int64_t now) {
   if (t->workflow)
     journal_cron_ticks(e->j, t->key, "complete", 1, newest_instance,
                        &t->last_instance);
-  /* The ticks since the newest row (or since it was first seen) that are
-   * more than LATE_MS old: missed.  The newest MAX_MISSED_ROWS are kept
-   * in a ring; older ones are only counted. */
   int64_t from =
       st.last_tick_ms != JOURNAL_NONE ? st.last_tick_ms : st.since_ms - 1;
-  int64_t *ring = xcalloc(MAX_MISSED_ROWS, sizeof *ring);
-  size_t count = 0;
-  int64_t tick = cron_next(&t->expr, from, t->timezone);
-  while (tick != CRON_NEVER && tick < now - LATE_MS) {
-    ring[count++ % MAX_MISSED_ROWS] = tick;
-    tick = cron_next(&t->expr, tick, t->timezone);
-  }
-  size_t n = count < MAX_MISSED_ROWS ? count : MAX_MISSED_ROWS;
-  int64_t extra = (int64_t)(count - n);
-  int64_t *missed = xcalloc(n ? n : 1, sizeof *missed);
-  for (size_t k = 0; k < n; k++) /* oldest first */
-    missed[k] = ring[(count - n + k) % MAX_MISSED_ROWS];
-  free(ring);
-  t->next_ms = tick; /* the first one that is on time */
-  size_t late = t->catch_up == DURO_CRON_CATCH_UP_ALL      ? t->max_catch_up
-                : t->catch_up == DURO_CRON_CATCH_UP_LATEST ? 1
-                                                           : 0;
-  if (late > n)
-    late = n;
-  if (n) {
-    record_missed(e, t, missed, n - late, extra);
-    log_warn("cron %s (plugin %s): %zu tick(s) missed while no host ran, "
-             "%zu fired late (catch_up: %s)",
-             t->schedule, t->plugin, count, late,
-             t->catch_up == DURO_CRON_CATCH_UP_ALL      ? "all"
-             : t->catch_up == DURO_CRON_CATCH_UP_LATEST ? "latest"
-                                                        : "none");
-  }
-  for (size_t i = n - late; i < n; i++)
-    fire_tick(e, t, missed[i], now);
-  free(missed);
+  t->next_ms = settle_late(e, t, cron_next(&t->expr, from, t->timezone), now,
+                           "while no host ran");
 }
 
 /* ---- dispatch -------------------------------------------------------------
@@ -673,6 +680,10 @@ size_t duro_crons_dispatch(duro_engine *e, int64_t *next_ms) {
     int64_t now = duro_clock_now(e->clock);
     if (!t->recovered)
       recover(e, t, now);
+    /* The scheduler stalled (the machine slept, say): as after a stop. */
+    if (t->recovered && t->next_ms != CRON_NEVER && t->next_ms < now - LATE_MS)
+      t->next_ms = settle_late(e, t, t->next_ms, now,
+                               "while the host could not fire them");
     while (t->recovered && t->next_ms != CRON_NEVER && t->next_ms <= now) {
       fire_tick(e, t, t->next_ms, now);
       fired++;
