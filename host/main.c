@@ -61,7 +61,8 @@ int main(int argc, char **argv) {
   if (!strcmp(verb, "__load")) /* the reload probe (reload/reload.h) */
     return reload_probe_main(argc, argv);
   if (!strcmp(verb, "workflows") || !strcmp(verb, "reload") ||
-      !strcmp(verb, "plugins") || !strcmp(verb, "queues"))
+      !strcmp(verb, "plugins") || !strcmp(verb, "queues") ||
+      !strcmp(verb, "cron"))
     return cli_main(argc, argv);
   if (!strcmp(verb, "help") || !strcmp(verb, "--help") || !strcmp(verb, "-h"))
     return usage(stdout);

@@ -125,10 +125,12 @@ typedef enum duro_rc {
     "batch over 100 messages or 256 KB")                                       \
   X(INVALID_MESSAGE, -28, "queue.invalid_message",                             \
     "message body is not valid JSON")                                          \
-  X(LEASE_NOT_HELD, -29, "queue.lease_not_held", "unknown or expired lease")
+  X(LEASE_NOT_HELD, -29, "queue.lease_not_held", "unknown or expired lease")   \
+  X(CRON_NOT_FOUND, -30, "cron.not_found",                                     \
+    "no cron trigger has that expression")
 
 #define DURO_ERROR_ENUM_(name, value, code, desc) DURO_E_##name = (value),
-enum { DURO_ERRORS(DURO_ERROR_ENUM_) DURO_E_LAST_ = -30 };
+enum { DURO_ERRORS(DURO_ERROR_ENUM_) DURO_E_LAST_ = -31 };
 #undef DURO_ERROR_ENUM_
 
 /* ---- opaque handles --------------------------------------------------- */

@@ -25,6 +25,8 @@
  *    rerun), --count without --from;
  *  - send-event moves the instance on; missing --type, invalid --payload;
  *  - queues send (with --delay), list and describe, and their refusals;
+ *  - cron list (the table and --json) and cron trigger (the instance it
+ *    creates), an unknown expression, missing and split arguments;
  *  - errors: unknown instance and workflow, names with a slash, a closed
  *    port, unknown verbs and options, bad --url and --config, help;
  *  - a proxy set in the environment is not used for a loopback host;
@@ -1322,6 +1324,89 @@ START_TEST(queues_verbs) {
 }
 END_TEST
 
+/* ---- cron ---------------------------------------------------------------- */
+
+/* `duro cron ARGS... --url <the case's host>`. */
+#define CRON(r, ...)                                                           \
+  cli_group_env((r), "cron", H.url, NULL, NULL,                                \
+                (const char *const[]){__VA_ARGS__, NULL})
+
+START_TEST(cron_verbs) {
+  cfg_plugin_extra = "    triggers:\n"
+                     "      crons:\n"
+                     "        - {schedule: \"0 3 * * *\", workflow: "
+                     "order-flow, id: \"nightly-{date}\"}\n";
+  host_start(&H);
+  run r;
+  CRON(&r, "list");
+  expect_ok(&r);
+  char line[512];
+  ck_assert_msg(line_of(r.out, "PLUGIN ", line, sizeof line, NULL) != NULL,
+                "%s", r.out);
+  static const char *const head[] = {"SCHEDULE", "TZ",     "TARGET",  "NEXT",
+                                     "LAST",     "MISSED", "SKIPPED", "FAILED"};
+  for (size_t i = 0; i < sizeof head / sizeof *head; i++)
+    assert_contains(line, head[i]);
+  ck_assert_msg(line_of(r.out, "orders ", line, sizeof line, NULL) != NULL,
+                "%s", r.out);
+  /* schedule, zone, target, the next tick at 03:00 UTC, no last tick */
+  assert_contains(line, " 0 3 * * * ");
+  assert_contains(line, " UTC ");
+  assert_contains(line, " order-flow ");
+  assert_contains(line, "T03:00:00Z ");
+  assert_contains(line, " - ");
+  run_free(&r);
+  CRON(&r, "list", "--json");
+  expect_ok(&r);
+  json_t *j = out_json(&r);
+  ck_assert_msg(
+      json_array_size(j) == 1 &&
+          !strcmp(jstr(json_array_get(j, 0), "schedule"), "0 3 * * *") &&
+          json_array_size(jget(json_array_get(j, 0), "next")) == 5,
+      "%s", proc_tail(r.out));
+  json_decref(j);
+  run_free(&r);
+
+  /* fired by hand: one line, the instance of today's tick, which exists */
+  CRON(&r, "trigger", "0 3 * * *");
+  expect_ok(&r);
+  ck_assert_msg(line_of(r.out, "orders: complete instance nightly-", line,
+                        sizeof line, NULL) != NULL &&
+                    !strchr(r.out, '\n')[1],
+                "%s: %s", r.what, proc_tail(r.out));
+  char id[512];
+  snprintf(id, sizeof id, "%.100s",
+           line + strlen("orders: complete instance "));
+  run_free(&r);
+  json_decref(describe_json(id));
+  CRON(&r, "trigger", "0 3 * * *", "--json");
+  expect_ok(&r);
+  j = out_json(&r);
+  ck_assert_msg(json_array_size(j) == 1 &&
+                    !strcmp(jstr(json_array_get(j, 0), "state"), "complete"),
+                "%s", proc_tail(r.out));
+  json_decref(j);
+  run_free(&r);
+
+  CRON(&r, "trigger", "1 2 * * *");
+  expect_server_error(&r, "cron.not_found");
+  run_free(&r);
+  CRON(&r, "trigger");
+  expect_fail(&r, 2, "missing arguments");
+  run_free(&r);
+  CRON(&r, "trigger", "0", "3", "*", "*", "*");
+  expect_fail(&r, 2, "too many arguments");
+  run_free(&r);
+  CRON(&r, "list", "--id", "x");
+  expect_fail(&r, 2, "--id does not apply");
+  run_free(&r);
+  CRON(&r, "nope");
+  expect_fail(&r, 2, "unknown command \"cron nope\"");
+  run_free(&r);
+  host_stop(&H);
+}
+END_TEST
+
 static Suite *cli_suite(void) {
   Suite *s = suite_create("cli");
   struct {
@@ -1343,6 +1428,7 @@ static Suite *cli_suite(void) {
   tcase_add_test(tc[0], restart_verb);
   tcase_add_test(tc[0], send_event_verb);
   tcase_add_test(tc[0], queues_verbs);
+  tcase_add_test(tc[0], cron_verbs);
 
   tcase_add_test(tc[1], not_found_and_usage);
   tcase_add_test(tc[1], host_not_running);

@@ -394,7 +394,7 @@ START_TEST(fire_now_outside_the_schedule) {
       "complete");
   json_decref(out);
   ck_assert_int_eq(duro_cron_fire_now(H.e, "0 4 * * *", &out),
-                   DURO_E_NOT_FOUND);
+                   DURO_E_CRON_NOT_FOUND);
   /* not a tick: nothing recorded */
   ck_assert_int_eq(count(0, "complete"), 0);
 }

@@ -7,18 +7,28 @@
  *    them repeating an earlier job id (40 distinct jobs), some one by one
  *    and some in a batch: exactly 40 instances exist, each completes with
  *    the example's output, the queue ends empty and nothing reaches the
- *    dead-letter queue. */
+ *    dead-letter queue;
+ *  - examples/nightly (NIGHTLY_PLUGIN): a cron trigger's scheduled
+ *    handler that starts one nightly-report instance per tick.  The
+ *    trigger is fired by hand (POST /__scheduled, Cloudflare's local test
+ *    route) twice: one instance, named by today's UTC date, completes
+ *    with the example's totals; GET /crons shows the next ticks at 03:00
+ *    UTC; a numbered weekday field is explained in the start-up log. */
 #include <check.h>
 #include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "host_run.h"
 #include "http_client.h"
 #include "proc.h"
 
+#ifndef NIGHTLY_PLUGIN
+#error "build with -DNIGHTLY_PLUGIN=\"<path of libnightly.so>\""
+#endif
 #ifndef JOBS_PLUGIN
 #error "build with -DJOBS_PLUGIN=\"<path of libjobs.so>\""
 #endif
@@ -167,12 +177,67 @@ START_TEST(jobs_example_one_instance_per_job) {
 }
 END_TEST
 
+START_TEST(nightly_example_fires_by_hand) {
+  host_run H;
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  host_init(&H, "nightly");
+  /* The declaration at the top of examples/nightly/nightly.c, and a
+   * second schedule whose weekdays are numbers. */
+  host_write_config(&H, db, "{ workers: 2 }", "nightly", NIGHTLY_PLUGIN,
+                    "      - { name: nightly-report, binding: REPORT,"
+                    " class_name: Report }\n"
+                    "    triggers:\n"
+                    "      crons: [\"0 3 * * *\", \"0 9 * * 2-6\"]\n");
+  host_start(&H);
+  ck_assert_int_eq(
+      host_count_lines(&H, "weekday field \"2-6\" means Monday to Friday"), 1);
+  char id[32];
+  time_t now = time(NULL);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  strftime(id, sizeof id, "report-%Y-%m-%d", &tm);
+  for (int k = 0; k < 2; k++) {
+    http_resp r;
+    host_request(&H, &r, "POST", "/__scheduled?cron=0+3+*+*+*", NULL);
+    ck_assert_msg(r.status == 200, "fire: %ld %s", r.status,
+                  r.body ? r.body : "");
+    ck_assert_uint_eq(json_array_size(r.json), 1);
+    ck_assert_str_eq(jstr(json_array_get(r.json, 0), "plugin"), "nightly");
+    ck_assert_str_eq(jstr(json_array_get(r.json, 0), "state"), "complete");
+    http_resp_free(&r);
+  }
+  json_t *d = host_wait_status(&H, "nightly-report", id, "complete",
+                               proc_now_ms() + SETTLE_MS);
+  ck_assert_int_eq(json_integer_value(jget(d, "output.orders")), 128);
+  json_decref(d);
+  http_resp r;
+  host_request(&H, &r, "GET", "/workflows/nightly-report/instances", NULL);
+  ck_assert_uint_eq(json_array_size(jget(r.json, "instances")), 1);
+  http_resp_free(&r);
+  host_request(&H, &r, "GET", "/crons", NULL);
+  ck_assert_int_eq(r.status, 200);
+  json_t *t = json_array_get(r.json, 0);
+  ck_assert_str_eq(jstr(t, "schedule"), "0 3 * * *");
+  json_t *next = jget(t, "next");
+  ck_assert_uint_eq(json_array_size(next), 5);
+  for (size_t i = 0; i < 5; i++) {
+    json_int_t ms = json_integer_value(json_array_get(next, i));
+    ck_assert_int_eq(ms % (24 * 3600 * 1000LL), 3 * 3600 * 1000LL);
+    ck_assert_int_gt(ms, (json_int_t)now * 1000);
+  }
+  http_resp_free(&r);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("examples");
   TCase *tc = tcase_create("examples");
   proc_fixtures(tc, "duro-examples");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, jobs_example_one_instance_per_job);
+  tcase_add_test(tc, nightly_example_fires_by_hand);
   suite_add_tcase(s, tc);
   return http_suite_run(s);
 }

@@ -34,7 +34,11 @@
  *    (-Wl,--wrap) to fail: the request is answered 503 and nothing is
  *    left in flight for a shutdown to wait on;
  *  - queues: send, batch, pull, ack, retry into the dead-letter queue and
- *    the counts, then every refusal (404, 413, 400, 405).
+ *    the counts, then every refusal (404, 413, 400, 405);
+ *  - crons: a nightly cron in the no-code form listed with its next five
+ *    ticks, fired by hand through /__scheduled (POST and GET, "+" and %XX
+ *    in the expression) into one instance however often it fires in a
+ *    day, the refusals (404, 400, 405) and its /metrics series.
  *
  * Children are killed on every way out: the helpers (proc.h) SIGKILL a child
  * past its deadline, the teardown kills one still running, the child asks
@@ -55,6 +59,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -2328,6 +2333,158 @@ START_TEST(queue_errors) {
 }
 END_TEST
 
+/* ---- cron triggers ---------------------------------------------------------
+ */
+
+#define CRON_LABELS "{plugin=\"orders\",schedule=\"0 3 * * *\"}"
+
+/* A host whose order plugin declares a nightly cron in the no-code form:
+ * one order-flow instance per tick, "nightly-" and the tick's UTC date. */
+static void host_start_crons(host *h, const char *name) {
+  write_config(h, name, "127.0.0.1:0", NULL);
+  FILE *f = fopen(h->config, "a");
+  ck_assert(f != NULL);
+  fputs("    triggers:\n"
+        "      crons:\n"
+        "        - {schedule: \"0 3 * * *\", workflow: order-flow, "
+        "id: \"nightly-{date}\"}\n",
+        f);
+  ck_assert(fclose(f) == 0);
+  host_spawn(h, NULL);
+  h->port = proc_wait_port(h->pid, h->log, proc_now_ms() + WAIT_MS);
+}
+
+static int64_t wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* "nightly-YYYY-MM-DD" of today, UTC. */
+static void nightly_id(char out[32]) {
+  time_t t = (time_t)(wall_ms() / 1000);
+  struct tm tm;
+  ck_assert(gmtime_r(&t, &tm) != NULL);
+  strftime(out, 32, "nightly-%Y-%m-%d", &tm);
+}
+
+/* METHOD /__scheduled?QUERY answered 200 with one trigger fired complete;
+ * returns its instance id (malloc'ed). */
+static char *fire_nightly(const char *method, const char *query) {
+  char path[128];
+  snprintf(path, sizeof path, "/__scheduled?%s", query);
+  http_resp r;
+  request(&r, method, path, NULL);
+  expect_status(&r, 200, path);
+  ck_assert_msg(json_array_size(r.json) == 1, "%s: %s", path, r.body);
+  json_t *t = json_array_get(r.json, 0);
+  ck_assert_msg(!strcmp(jstr(t, "plugin"), "orders") &&
+                    !strcmp(jstr(t, "schedule"), "0 3 * * *") &&
+                    !strcmp(jstr(t, "state"), "complete"),
+                "%s: %s", path, r.body);
+  char *id = strdup(jstr(t, "instance"));
+  http_resp_free(&r);
+  return id;
+}
+
+START_TEST(cron_list_fire_and_metrics) {
+  host_start_crons(&H, "cron");
+  http_resp r;
+  int64_t now = wall_ms();
+  request(&r, "GET", "/crons", NULL);
+  expect_status(&r, 200, "GET /crons");
+  ck_assert_msg(json_array_size(r.json) == 1, "GET /crons: %s", r.body);
+  json_t *t = json_array_get(r.json, 0);
+  ck_assert_str_eq(jstr(t, "plugin"), "orders");
+  ck_assert_str_eq(jstr(t, "schedule"), "0 3 * * *");
+  ck_assert_str_eq(jstr(t, "workflow"), "order-flow");
+  ck_assert_msg(json_is_null(jget(t, "last")), "last: %s", r.body);
+  /* five ticks, at 03:00 UTC, a day apart, the first within a day */
+  json_t *next = jget(t, "next");
+  ck_assert_msg(json_array_size(next) == 5, "next: %s", r.body);
+  int64_t first = json_integer_value(json_array_get(next, 0));
+  ck_assert_msg(first > now - 60000 && first <= now + 86400000,
+                "next[0] %lld, now %lld", (long long)first, (long long)now);
+  for (size_t i = 0; i < 5; i++) {
+    int64_t ms = json_integer_value(json_array_get(next, i));
+    ck_assert_msg(ms % 86400000 == 3 * 3600000, "next[%zu]: %s", i, r.body);
+    ck_assert_msg(ms == first + (int64_t)i * 86400000, "next[%zu]: %s", i,
+                  r.body);
+  }
+  http_resp_free(&r);
+
+  /* Fired by hand: the instance of today's tick, which then exists.  The
+   * id is the date of the minute it fired in, so read the date on both
+   * sides (a run across midnight UTC sees two dates). */
+  char before[32], after[32];
+  nightly_id(before);
+  char *id = fire_nightly("POST", "cron=0+3+*+*+*");
+  nightly_id(after);
+  ck_assert_msg(!strcmp(id, before) || !strcmp(id, after),
+                "instance \"%s\", want %s", id, after);
+  json_decref(describe(id));
+  ck_assert_uint_eq(instance_count(), 1);
+  /* The same minute again, by POST and by a plain GET with %XX escapes:
+   * complete, the same id, no second instance (the id exists). */
+  char *again = fire_nightly("POST", "cron=0+3+*+*+*");
+  char *by_get = fire_nightly("GET", "cron=0%203%20%2A%20*%20*");
+  nightly_id(before);
+  if (!strcmp(before, after)) {
+    ck_assert_str_eq(again, id);
+    ck_assert_str_eq(by_get, id);
+    ck_assert_uint_eq(instance_count(), 1);
+  }
+  free(again);
+  free(by_get);
+  free(id);
+
+  request(&r, "POST", "/__scheduled?cron=1+2+*+*+*", NULL);
+  assert_error(&r, 404, "cron.not_found", "unknown expression");
+  assert_contains(jstr(r.json, "error.message"), "1 2 * * *");
+  http_resp_free(&r);
+  request(&r, "POST", "/__scheduled", NULL);
+  assert_error(&r, 400, "invalid_argument", "no cron parameter");
+  http_resp_free(&r);
+  request(&r, "POST", "/__scheduled?cron=", NULL);
+  assert_error(&r, 400, "invalid_argument", "empty cron parameter");
+  http_resp_free(&r);
+  request(&r, "POST", "/__scheduled?cron=0%2", NULL);
+  assert_error(&r, 400, "invalid_argument", "broken escape");
+  http_resp_free(&r);
+  request(&r, "DELETE", "/__scheduled?cron=0+3+*+*+*", NULL);
+  assert_error(&r, 405, "request.method_not_allowed", "DELETE /__scheduled");
+  http_resp_free(&r);
+  request(&r, "POST", "/crons", "{}");
+  assert_error(&r, 405, "request.method_not_allowed", "POST /crons");
+  http_resp_free(&r);
+
+  request(&r, "GET", "/metrics", NULL);
+  expect_status(&r, 200, "GET /metrics");
+  static const char *const lines[] = {
+      "# TYPE duro_cron_fires_total counter\n",
+      "\nduro_cron_fires_total" CRON_LABELS " ",
+      "# TYPE duro_cron_failures_total counter\n",
+      "\nduro_cron_failures_total" CRON_LABELS " 0\n",
+      "# TYPE duro_cron_missed_total counter\n",
+      "\nduro_cron_missed_total" CRON_LABELS " ",
+      "# TYPE duro_cron_skipped_total counter\n",
+      "\nduro_cron_skipped_total" CRON_LABELS " ",
+      "# TYPE duro_cron_next_fire_timestamp_seconds gauge\n",
+  };
+  for (size_t i = 0; i < sizeof lines / sizeof *lines; i++)
+    ck_assert_msg(strstr(r.body, lines[i]), "/metrics lacks %s", lines[i]);
+  char want[160];
+  snprintf(want, sizeof want,
+           "\nduro_cron_next_fire_timestamp_seconds" CRON_LABELS " %lld\n",
+           (long long)(first / 1000));
+  /* unless 03:00 UTC passed meanwhile */
+  if (wall_ms() < first)
+    ck_assert_msg(strstr(r.body, want), "/metrics lacks %s", want);
+  http_resp_free(&r);
+  host_stop(&H);
+}
+END_TEST
+
 static Suite *http_suite(void) {
   Suite *s = suite_create("http");
   struct {
@@ -2335,9 +2492,10 @@ static Suite *http_suite(void) {
     int timeout;
   } groups[] = {{"routes", 60},  {"runs", 60},       {"errors", 60},
                 {"bind", 60},    {"sweep", 180},     {"shutdown", 60},
-                {"memory", 180}, {"in process", 60}, {"queues", 60}};
-  TCase *tc[9];
-  for (int i = 0; i < 9; i++) {
+                {"memory", 180}, {"in process", 60}, {"queues", 60},
+                {"crons", 60}};
+  TCase *tc[10];
+  for (int i = 0; i < 10; i++) {
     tc[i] = tcase_create(groups[i].name);
     proc_fixtures(tc[i], "duro-http");
     tcase_set_timeout(tc[i], groups[i].timeout);
@@ -2377,6 +2535,7 @@ static Suite *http_suite(void) {
   tcase_add_test(tc[7], queue_failure_answers_503);
   tcase_add_test(tc[8], queue_send_pull_ack);
   tcase_add_test(tc[8], queue_errors);
+  tcase_add_test(tc[9], cron_list_fire_and_metrics);
   return s;
 }
 

@@ -1,7 +1,8 @@
-/* cli.c — `duro workflows …`, `duro plugins …`, `duro queues …`: the
- * command-line client of a running host's HTTP API, so that triggering,
- * listing, inspecting and steering instances, or sending to a queue, takes
- * one command instead of a curl line.
+/* cli.c — `duro workflows …`, `duro plugins …`, `duro queues …`, `duro
+ * cron …`: the command-line client of a running host's HTTP API, so that
+ * triggering, listing, inspecting and steering instances, sending to a
+ * queue, or firing a cron trigger, takes one command instead of a curl
+ * line.
  *
  * One invocation sends one request.  Its course: find the verb in
  * verbs[]; parse the arguments (options may come anywhere, "--" ends
@@ -807,6 +808,61 @@ static void print_queue(const cli_args *a, const json_t *r) {
     printf("%-14s %" JSON_INTEGER_FORMAT "\n", keys[i], count_of(r, keys[i]));
 }
 
+/* ---- cron ---------------------------------------------------------------- */
+
+static int build_crons(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                       cli_req *r) {
+  (void)c, (void)v, (void)a;
+  r->method = "GET";
+  r->path = xstrdup("/crons");
+  return CLI_OK;
+}
+
+/* POST /__scheduled?cron=EXPR: EXPR is one argument ("0 3 * * *", quoted
+ * against the shell's globbing), escaped whole. */
+static int build_cron_trigger(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                              cli_req *r) {
+  (void)v;
+  r->method = "POST";
+  r->path = xstrdup("/__scheduled");
+  query_add(c, &r->path, "cron", a->pos[0]);
+  r->body = xstrdup("{}");
+  return CLI_OK;
+}
+
+static void print_crons(const cli_args *a, const json_t *r) {
+  (void)a;
+  describe_crons(stdout, r);
+}
+
+/* One line per trigger fired: "PLUGIN: STATE", the instance it created
+ * (or found), and the handler's error. */
+static void print_cron_fired(const cli_args *a, const json_t *r) {
+  (void)a;
+  size_t i;
+  const json_t *t;
+  json_array_foreach(r, i, t) {
+    put(t, "plugin");
+    fputs(": ", stdout);
+    put(t, "state");
+    if (json_string_value(json_object_get(t, "instance"))) {
+      fputs(" instance ", stdout);
+      put(t, "instance");
+    }
+    const json_t *err = json_object_get(t, "error");
+    if (json_is_string(err)) {
+      fputs(": ", stdout);
+      describe_text(stdout, json_string_value(err), 200, 0);
+    } else if (err && !json_is_null(err)) {
+      char *text = dump((json_t *)err);
+      fputs(": ", stdout);
+      describe_text(stdout, text, 200, 0);
+      free(text);
+    }
+    fputc('\n', stdout);
+  }
+}
+
 static const cli_verb verbs[] = {
     {"workflows trigger", "WF [PARAMS] [--id ID]", 1, 2, O_ID, NULL,
      build_trigger, print_created},
@@ -831,6 +887,9 @@ static const cli_verb verbs[] = {
     {"queues list", "", 0, 0, 0, NULL, build_queues_list, print_queues},
     {"queues describe", "QUEUE", 1, 1, 0, NULL, build_queue_describe,
      print_queue},
+    {"cron list", "", 0, 0, 0, NULL, build_crons, print_crons},
+    {"cron trigger", "EXPR", 1, 1, 0, NULL, build_cron_trigger,
+     print_cron_fired},
 };
 static const size_t n_verbs = sizeof verbs / sizeof verbs[0];
 
@@ -926,7 +985,8 @@ static int run_verb(const cli_verb *v, const cli_args *a) {
 
 int cli_main(int argc, char **argv) {
   int group_only = !strcmp(argv[1], "workflows") ||
-                   !strcmp(argv[1], "plugins") || !strcmp(argv[1], "queues");
+                   !strcmp(argv[1], "plugins") || !strcmp(argv[1], "queues") ||
+                   !strcmp(argv[1], "cron");
   if (argc < 3 && group_only)
     return usage(stderr);
   if (argc >= 3 && is_help(argv[2]))

@@ -186,6 +186,66 @@ void describe_list(FILE *out, const json_t *list) {
   }
 }
 
+#define CRON_COLUMNS 9
+
+/* The cells of one trigger's row, malloc'ed. */
+static void cron_cells(const json_t *t, char *cell[CRON_COLUMNS]) {
+  char a[32], b[32];
+  const json_t *last = json_object_get(t, "last");
+  const json_t *next = json_array_get(json_object_get(t, "next"), 0);
+  const char *tz = str_field(t, "timezone"), *wf = str_field(t, "workflow");
+  const char *state = is_set(last) ? str_field(last, "state") : NULL;
+  cell[0] = xstrdup(str_field(t, "plugin") ? str_field(t, "plugin") : "-");
+  cell[1] = xstrdup(str_field(t, "schedule") ? str_field(t, "schedule") : "-");
+  cell[2] = xstrdup(tz ? tz : "UTC");
+  cell[3] = xstrdup(wf ? wf : "handler");
+  cell[4] = xstrdup(iso_time(
+      a, json_is_integer(next) ? (int64_t)json_integer_value(next) : NO_TIME));
+  cell[5] = is_set(last)
+                ? xasprintf("%s %s", iso_time(b, ms_field(last, "tick_ms")),
+                            state ? state : "-")
+                : xstrdup("-");
+  static const char *const counts[] = {"missed", "skipped", "failed"};
+  for (size_t k = 0; k < 3; k++) {
+    const json_t *v = json_object_get(t, counts[k]);
+    cell[6 + k] = json_is_integer(v) ? xasprintf("%" JSON_INTEGER_FORMAT,
+                                                 json_integer_value(v))
+                                     : xstrdup("-");
+  }
+}
+
+void describe_crons(FILE *out, const json_t *list) {
+  static const char *const head[CRON_COLUMNS] = {
+      "PLUGIN", "SCHEDULE", "TZ",      "TARGET", "NEXT",
+      "LAST",   "MISSED",   "SKIPPED", "FAILED"};
+  size_t n = json_array_size(list), w[CRON_COLUMNS];
+  if (n == 0) {
+    fputs("no cron triggers\n", out);
+    return;
+  }
+  char *(*cells)[CRON_COLUMNS] = xcalloc(n, sizeof *cells);
+  for (size_t c = 0; c < CRON_COLUMNS; c++)
+    w[c] = strlen(head[c]);
+  for (size_t i = 0; i < n; i++) {
+    cron_cells(json_array_get(list, i), cells[i]);
+    for (size_t c = 0; c < CRON_COLUMNS; c++) {
+      size_t cw = text_width(cells[i][c]);
+      w[c] = cw > w[c] ? cw : w[c];
+    }
+  }
+  for (size_t c = 0; c < CRON_COLUMNS; c++)
+    describe_text(out, head[c], 0, c + 1 < CRON_COLUMNS ? w[c] + 2 : 0);
+  fputc('\n', out);
+  for (size_t i = 0; i < n; i++) {
+    for (size_t c = 0; c < CRON_COLUMNS; c++) {
+      describe_text(out, cells[i][c], 0, c + 1 < CRON_COLUMNS ? w[c] + 2 : 0);
+      free(cells[i][c]);
+    }
+    fputc('\n', out);
+  }
+  free(cells);
+}
+
 /* ---- the header ---------------------------------------------------------- */
 
 static void field(FILE *out, const char *label, const char *value) {

@@ -17,6 +17,11 @@ void describe_instance(FILE *out, const json_t *inst, int64_t now_ms);
  * table, then "next: --cursor X" when there is a next page. */
 void describe_list(FILE *out, const json_t *list);
 
+/* GET /crons' array as a table: plugin, schedule, zone, target (the
+ * workflow, or "handler"), the next tick, the last one with its state,
+ * and the missed, skipped and failed counts. */
+void describe_crons(FILE *out, const json_t *list);
+
 /* Prints `s` (NULL prints "-") with control characters shown as '?', cut
  * to `max` code points with "..." (0 = no limit), then pads with spaces
  * to `pad` code points.  Everything the server sent goes through this. */

@@ -466,8 +466,8 @@ static void fire_handler(duro_engine *e, cron_trigger *t, int64_t tick,
 /* No-code form: the instance and the tick row, one commit.  An instance
  * that exists already (its id came from an earlier tick, or from a fire
  * outside the schedule) makes the tick complete all the same. */
-static void fire_workflow(duro_engine *e, cron_trigger *t, int64_t tick,
-                          int64_t now, const char *key) {
+static int fire_workflow(duro_engine *e, cron_trigger *t, int64_t tick,
+                         int64_t now, const char *key) {
   char id[128];
   const wf_reg *wf = engine_find_workflow(e, t->workflow);
   if (cron_expand_id(t->id, tick, t->timezone, id, sizeof id) != 0 || !wf) {
@@ -477,7 +477,7 @@ static void fire_workflow(duro_engine *e, cron_trigger *t, int64_t tick,
       tick_put(e, t, tick, "failed", now, NULL, err);
     log_warn("cron %s (plugin %s): %s", t->schedule, t->plugin, err);
     free(err);
-    return;
+    return -1;
   }
   char *params = xasprintf("{\"cron\":\"%s\",\"scheduled_ms\":%lld}",
                            t->schedule, (long long)tick);
@@ -493,7 +493,8 @@ static void fire_workflow(duro_engine *e, cron_trigger *t, int64_t tick,
     op->ts_ms = now;
     op->lease = id;
   }
-  if (journal_commit(e->j, &b) != 0)
+  int rc = journal_commit(e->j, &b);
+  if (rc != 0)
     log_error("cron %s (plugin %s): creating %s/%s: %s", t->schedule, t->plugin,
               t->workflow, id, journal_errmsg(e->j));
   else if (b.ops[0].rc == 0)
@@ -502,9 +503,12 @@ static void fire_workflow(duro_engine *e, cron_trigger *t, int64_t tick,
   free(params);
   struct cron_registry *r = e->crons;
   pthread_mutex_lock(&r->mu);
-  free(t->last_instance);
-  t->last_instance = xstrdup(id);
+  if (rc == 0) {
+    free(t->last_instance);
+    t->last_instance = xstrdup(id);
+  }
   pthread_mutex_unlock(&r->mu);
+  return rc ? -1 : 0;
 }
 
 /* Whether the previous tick still runs (its handler, or its instance). */
@@ -711,8 +715,8 @@ int duro_cron_fire_now(duro_engine *e, const char *schedule, json_t **out) {
         json_pack("{ss,ss}", "plugin", t->plugin, "schedule", t->schedule);
     if (t->workflow) {
       char id[128];
-      fire_workflow(e, t, tick, now, NULL);
-      int ok = cron_expand_id(t->id, tick, t->timezone, id, sizeof id) == 0;
+      int ok = fire_workflow(e, t, tick, now, NULL) == 0 &&
+               cron_expand_id(t->id, tick, t->timezone, id, sizeof id) == 0;
       json_object_set_new(o, "state", json_string(ok ? "complete" : "failed"));
       if (ok)
         json_object_set_new(o, "instance", json_string(id));
@@ -743,7 +747,7 @@ int duro_cron_fire_now(duro_engine *e, const char *schedule, json_t **out) {
   }
   if (json_array_size(res) == 0) {
     json_decref(res);
-    return DURO_E_NOT_FOUND;
+    return DURO_E_CRON_NOT_FOUND;
   }
   *out = res;
   return 0;

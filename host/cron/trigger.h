@@ -71,8 +71,8 @@ size_t duro_crons_dispatch(duro_engine *e, int64_t *next_ms);
  * exactly `schedule` (POST /__scheduled?cron=..., `duro cron trigger`):
  * the handler runs on the calling thread, or the instance is created with
  * the id of the current minute.  *out (caller owns): [{"plugin",
- * "schedule", "state", "instance"?, "error"?}].  DURO_E_NOT_FOUND when no
- * trigger has that expression. */
+ * "schedule", "state", "instance"?, "error"?}].  DURO_E_CRON_NOT_FOUND
+ * when no trigger has that expression.  Not a tick: nothing is recorded. */
 int duro_cron_fire_now(duro_engine *e, const char *schedule, json_t **out);
 
 /* Every trigger (caller owns *out): [{"plugin", "schedule", "timezone",

@@ -433,10 +433,10 @@ static void collect_pin(void *ctx, const char *workflow, const char *build,
   ps->v[ps->n++] = (pin){xstrdup(workflow), xstrdup(build)};
 }
 
-/* Gives the engine build b's run() for each workflow of the plugin. */
 /* The plugin's consumers that name no workflow are fed to the newest
  * build's queue handler; without one they are pull consumers (HTTP), and
- * an older build's handler, which may be unloaded, is no longer called. */
+ * an older build's handler, which may be unloaded, is no longer called.
+ * The same build's scheduled handler fires the plugin's cron ticks. */
 static void register_consumers(reloader *r, plugin_state *p, const build *b) {
   duro_queue_fn fn = loader_info(b->lp)->queue;
   size_t fed = 0;
@@ -456,6 +456,8 @@ static void register_consumers(reloader *r, plugin_state *p, const build *b) {
       log_error("plugin \"%s\": cannot consume queue \"%s\"", p->cfg->name,
                 c->queue);
   }
+  /* The newest build's scheduled handler fires the plugin's next ticks. */
+  duro_cron_set_handler(r->e, p->cfg->name, loader_info(b->lp)->scheduled);
   if (fn && !fed)
     log_warn("plugin \"%s\" has a queue handler but its config declares no "
              "consumer for it (queues.consumers without a workflow): it is "
@@ -463,13 +465,11 @@ static void register_consumers(reloader *r, plugin_state *p, const build *b) {
              p->cfg->name);
 }
 
+/* Gives the engine build b's run() for each workflow of the plugin. */
 static void add_to_engine(reloader *r, plugin_state *p, const build *b,
                           int newest) {
-  if (newest) {
+  if (newest)
     register_consumers(r, p, b);
-    /* the newest build's handler fires the plugin's next ticks */
-    duro_cron_set_handler(r->e, p->cfg->name, loader_info(b->lp)->scheduled);
-  }
   for (size_t k = 0; k < p->cfg->n_workflows; k++) {
     const config_workflow *w = &p->cfg->workflows[k];
     duro_run_fn run = loader_find_workflow(b->lp, w->class_name);

@@ -58,6 +58,7 @@
 #include "log.h"
 #include "queue.h"
 #include "reload.h"
+#include "trigger.h"
 #include "util.h"
 
 #define MAX_SEGMENTS 8
@@ -1077,6 +1078,84 @@ static int queues_route(http_server *s, http_exchange *x, char **seg, int n) {
                     x->rq.method, x->rq.path);
 }
 
+/* Cron triggers. */
+
+static int hex_digit(char c) {
+  return c >= '0' && c <= '9'   ? c - '0'
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                : -1;
+}
+
+/* Decodes a query value in place as a form does ('+' is a space, %XX a
+ * byte): the query reaches the routes as sent, and the spaces of a cron
+ * expression come as "+" (Cloudflare's examples) or "%20" (curl's
+ * escaping, `duro cron trigger`).  Returns -1 on a broken escape or a NUL
+ * byte. */
+static int form_decode(char *s) {
+  char *w = s;
+  for (const char *r = s; *r; r++) {
+    if (*r == '+') {
+      *w++ = ' ';
+    } else if (*r == '%') {
+      int hi = hex_digit(r[1]), lo = hi < 0 ? -1 : hex_digit(r[2]);
+      if (lo < 0 || (hi == 0 && lo == 0))
+        return -1;
+      *w++ = (char)(hi << 4 | lo);
+      r += 2;
+    } else {
+      *w++ = *r;
+    }
+  }
+  *w = '\0';
+  return 0;
+}
+
+/* POST /__scheduled?cron=EXPR (and GET, as Cloudflare's local dev takes
+ * a plain curl): fires every trigger declared with exactly EXPR now, on
+ * this pool thread, as `wrangler dev --test-scheduled` does. */
+static int scheduled_route(http_server *s, http_exchange *x) {
+  if (!method_is(x, "POST") && !method_is(x, "GET"))
+    return wrong_method(x, "GET, POST");
+  /* a copy the request owns: decoded in place */
+  char *cron = (char *)query_param(x, "cron");
+  if (!cron || !*cron)
+    return send_error(x, 400, duro_err_name(DURO_E_INVALID_ARGUMENT),
+                      "the cron expression is required: "
+                      "/__scheduled?cron=0+3+*+*+*");
+  if (form_decode(cron) < 0)
+    return send_error(x, 400, duro_err_name(DURO_E_INVALID_ARGUMENT),
+                      "the cron parameter holds a broken %%XX escape or a "
+                      "NUL byte");
+  json_t *out = NULL;
+  int rc = duro_cron_fire_now(s->engine, cron, &out);
+  if (rc == DURO_E_CRON_NOT_FOUND) {
+    json_decref(out);
+    return send_error(x, 404, duro_err_name(rc),
+                      "no cron trigger has the expression \"%s\"", cron);
+  }
+  if (rc) {
+    json_decref(out);
+    return send_error(x, status_of(rc), duro_err_name(rc), "%s",
+                      duro_err_str(rc));
+  }
+  return send_json(x, 200, out);
+}
+
+/* GET /crons: each trigger, its next ticks, its last one and its counts. */
+static int crons_route(http_server *s, http_exchange *x) {
+  if (!method_is(x, "GET"))
+    return wrong_method(x, "GET");
+  json_t *out = NULL;
+  int rc = duro_cron_list(s->engine, &out);
+  if (rc) {
+    json_decref(out);
+    return send_error(x, status_of(rc), duro_err_name(rc), "%s",
+                      duro_err_str(rc));
+  }
+  return send_json(x, 200, out);
+}
+
 static int route(http_server *s, http_exchange *x) {
   char *seg[MAX_SEGMENTS];
   int n = split_path(x, seg);
@@ -1091,6 +1170,10 @@ static int route(http_server *s, http_exchange *x) {
     return plugins_route(s, x, seg, n);
   if (n >= 1 && !strcmp(seg[0], "queues"))
     return queues_route(s, x, seg, n);
+  if (n == 1 && !strcmp(seg[0], "crons"))
+    return crons_route(s, x);
+  if (n == 1 && !strcmp(seg[0], "__scheduled"))
+    return scheduled_route(s, x);
   if (n < 3 || strcmp(seg[0], "workflows") != 0 ||
       strcmp(seg[2], "instances") != 0)
     return send_error(x, 404, "route.not_found", "no route for %s %s",
