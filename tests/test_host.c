@@ -398,6 +398,29 @@ START_TEST(check_good_config) {
 }
 END_TEST
 
+/* A numbered weekday field gets a note saying which days it means (1 =
+ * Sunday here); names get none; the check still passes. */
+START_TEST(check_notes_numbered_weekdays) {
+  static const char yaml[] =
+      HEAD PLUGIN("@FIX@/libfixture_good_v1.so") WORKFLOW(
+          "Hello") "    triggers:\n"
+                   "      crons:\n"
+                   "        - { schedule: \"0 9 * * 1-5\", workflow: hello }\n"
+                   "        - { schedule: \"0 9 * * MON-FRI\", workflow: hello "
+                   "}\n";
+  char config[512], db[512];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  write_config("cron.yaml", yaml, db, config, sizeof config);
+  child p;
+  int code = duro(&p, (const char *[]){"check", config, NULL});
+  ck_assert_msg(code == 0, "exit %d; stderr:\n%s", code, p_err(&p));
+  assert_contains(p_err(&p), "weekday field \"1-5\" means Sunday to Thursday");
+  const char *note = strstr(p_err(&p), "note: ");
+  ck_assert_ptr_nonnull(note);
+  ck_assert_ptr_null(strstr(note + 1, "note: ")); /* MON-FRI: none */
+}
+END_TEST
+
 START_TEST(check_bad_config) {
   const bad_case c = bad_cases[_i];
   char config[512], db[512];
@@ -550,6 +573,7 @@ static Suite *host_suite(void) {
   proc_fixtures(tc, "duro-host");
   tcase_set_timeout(tc, 30);
   tcase_add_test(tc, check_good_config);
+  tcase_add_test(tc, check_notes_numbered_weekdays);
   tcase_add_loop_test(tc, check_bad_config, 0, N_BAD);
   tcase_add_test(tc, check_missing_config_file);
   suite_add_tcase(s, tc);
