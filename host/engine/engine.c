@@ -755,70 +755,150 @@ static void batch_error(json_t *errors, size_t index, const char *id, int rc) {
                                           duro_err_str(rc), "rc", rc));
 }
 
-int duro_instance_create_batch(duro_engine *e, const char *workflow,
-                               const duro_create_req *reqs, size_t n,
-                               json_t **result) {
-  const wf_reg *wf = engine_find_workflow(e, workflow);
-  *result = NULL;
-  if (!wf)
-    return DURO_E_WORKFLOW_NOT_FOUND;
-  json_t *created = json_array(), *errors = json_array();
-  journal_instance *rows = xcalloc(n ? n : 1, sizeof *rows);
-  char **ids = xcalloc(n ? n : 1, sizeof *ids);
-  size_t *op_of = xcalloc(n ? n : 1, sizeof *op_of);
-  journal_batch b = {0};
-  strmap seen = {0};
-  int64_t now = duro_clock_now(e->clock);
-  int rc = 0;
+/* A batch of creations on its way to disk: everything its ops point to
+ * lives here until the commit is done. */
+typedef struct create_job {
+  duro_engine *e;
+  char *workflow;
+  size_t n;
+  journal_instance *rows;
+  char **ids;
+  char **params; /* copies: the caller's may be gone by the commit */
+  size_t *op_of; /* the op of request i; SIZE_MAX: refused before */
+  journal_batch b;
+  json_t *errors;
+  duro_create_done_fn done;
+  void *ctx;
+} create_job;
 
-  for (size_t i = 0; i < n; i++) {
-    const wf_reg *w;
-    op_of[i] = SIZE_MAX;
-    int bad = check_create(e, workflow, reqs[i].id, reqs[i].params, &w);
-    if (bad) {
-      batch_error(errors, i, reqs[i].id, bad);
-      continue;
-    }
-    ids[i] = reqs[i].id ? xstrdup(reqs[i].id) : random_id(now);
-    if (strmap_get(&seen, ids[i])) {
-      batch_error(errors, i, ids[i], DURO_E_DUPLICATE_IN_BATCH);
-      continue;
-    }
-    strmap_put(&seen, ids[i], ids[i]);
-    op_of[i] = b.n;
-    engine_instance_insert_op(wf, ids[i], &reqs[i], now, &rows[i], &b);
+static void create_job_free(create_job *job) {
+  journal_batch_free(&job->b);
+  for (size_t i = 0; i < job->n; i++) {
+    free(job->ids[i]);
+    free(job->params[i]);
   }
-  rc = journal_commit(e->j, &b);
+  free(job->ids);
+  free(job->params);
+  free(job->rows);
+  free(job->op_of);
+  free(job->workflow);
+  json_decref(job->errors);
+  free(job);
+}
+
+/* On the thread that committed: the created instances become runnable,
+ * and the caller hears the outcome. */
+static void create_finish(void *ctx, int rc) {
+  create_job *job = ctx;
+  duro_engine *e = job->e;
+  json_t *result = NULL;
   if (rc == 0) {
+    json_t *created = json_array();
     pthread_mutex_lock(&e->mu);
-    for (size_t i = 0; i < n; i++) {
-      if (op_of[i] == SIZE_MAX)
+    for (size_t i = 0; i < job->n; i++) {
+      if (job->op_of[i] == SIZE_MAX)
         continue;
-      journal_op *op = &b.ops[op_of[i]];
+      journal_op *op = &job->b.ops[job->op_of[i]];
       if (op->rc) {
-        batch_error(errors, i, ids[i], op->rc);
+        batch_error(job->errors, i, job->ids[i], op->rc);
         continue;
       }
       created_locked(e, op->out_rowid);
-      json_array_append_new(created, json_pack("{s:s}", "id", ids[i]));
+      json_array_append_new(created, json_pack("{s:s}", "id", job->ids[i]));
     }
     pthread_mutex_unlock(&e->mu);
     /* Errors found before and after the commit, in request order. */
-    json_array_sort_by_index(errors);
-    *result = json_pack("{s:o,s:o}", "created", created, "errors", errors);
-    created = errors = NULL;
+    json_array_sort_by_index(job->errors);
+    result = json_pack("{s:o,s:O}", "created", created, "errors", job->errors);
   } else {
-    log_error("creating %zu instance(s) of %s: %s", n, workflow,
+    log_error("creating %zu instance(s) of %s: %s", job->n, job->workflow,
               journal_errmsg(e->j));
   }
-  json_decref(created);
-  json_decref(errors);
+  duro_create_done_fn done = job->done;
+  void *done_ctx = job->ctx;
+  create_job_free(job);
+  done(done_ctx, rc, result);
+}
+
+int duro_instance_create_batch_async(duro_engine *e, const char *workflow,
+                                     const duro_create_req *reqs, size_t n,
+                                     duro_create_done_fn done, void *ctx) {
+  const wf_reg *wf = engine_find_workflow(e, workflow);
+  if (!wf)
+    return DURO_E_WORKFLOW_NOT_FOUND;
+  create_job *job = xcalloc(1, sizeof *job);
+  *job = (create_job){.e = e,
+                      .workflow = xstrdup(workflow),
+                      .n = n,
+                      .rows = xcalloc(n ? n : 1, sizeof *job->rows),
+                      .ids = xcalloc(n ? n : 1, sizeof *job->ids),
+                      .params = xcalloc(n ? n : 1, sizeof *job->params),
+                      .op_of = xcalloc(n ? n : 1, sizeof *job->op_of),
+                      .errors = json_array(),
+                      .done = done,
+                      .ctx = ctx};
+  strmap seen = {0};
+  int64_t now = duro_clock_now(e->clock);
+  for (size_t i = 0; i < n; i++) {
+    const wf_reg *w;
+    job->op_of[i] = SIZE_MAX;
+    int bad = check_create(e, workflow, reqs[i].id, reqs[i].params, &w);
+    if (bad) {
+      batch_error(job->errors, i, reqs[i].id, bad);
+      continue;
+    }
+    job->ids[i] = reqs[i].id ? xstrdup(reqs[i].id) : random_id(now);
+    if (strmap_get(&seen, job->ids[i])) {
+      batch_error(job->errors, i, job->ids[i], DURO_E_DUPLICATE_IN_BATCH);
+      continue;
+    }
+    strmap_put(&seen, job->ids[i], job->ids[i]);
+    job->params[i] = reqs[i].params ? xstrdup(reqs[i].params) : NULL;
+    duro_create_req req = reqs[i];
+    req.params = job->params[i];
+    job->op_of[i] = job->b.n;
+    engine_instance_insert_op(wf, job->ids[i], &req, now, &job->rows[i],
+                              &job->b);
+  }
   strmap_free(&seen);
-  journal_batch_free(&b);
-  for (size_t i = 0; i < n; i++)
-    free(ids[i]);
-  free(ids);
-  free(rows);
-  free(op_of);
-  return rc;
+  journal_commit_async(e->j, &job->b, create_finish, job);
+  return 0;
+}
+
+/* The synchronous form waits for the asynchronous one's answer. */
+typedef struct create_wait {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done, rc;
+  json_t *result;
+} create_wait;
+
+static void create_waited(void *ctx, int rc, json_t *result) {
+  create_wait *w = ctx;
+  pthread_mutex_lock(&w->mu);
+  w->rc = rc;
+  w->result = result;
+  w->done = 1;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+int duro_instance_create_batch(duro_engine *e, const char *workflow,
+                               const duro_create_req *reqs, size_t n,
+                               json_t **result) {
+  create_wait w = {.mu = PTHREAD_MUTEX_INITIALIZER,
+                   .cv = PTHREAD_COND_INITIALIZER};
+  *result = NULL;
+  int rc =
+      duro_instance_create_batch_async(e, workflow, reqs, n, create_waited, &w);
+  if (rc)
+    return rc;
+  pthread_mutex_lock(&w.mu);
+  while (!w.done)
+    pthread_cond_wait(&w.cv, &w.mu);
+  pthread_mutex_unlock(&w.mu);
+  pthread_cond_destroy(&w.cv);
+  pthread_mutex_destroy(&w.mu);
+  *result = w.result;
+  return w.rc;
 }

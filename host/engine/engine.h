@@ -187,6 +187,17 @@ int duro_instance_create_batch(duro_engine *e, const char *workflow,
                                const duro_create_req *reqs, size_t n,
                                json_t **result);
 
+/* The same without waiting: returns DURO_E_WORKFLOW_NOT_FOUND, or 0 and
+ * then calls done(ctx, rc, result) exactly once — with rc 0 and *result
+ * (done owns it) as above once the batch is on disk, or with a storage
+ * error and NULL — on whichever thread commits the batch (perhaps this
+ * one, before returning).  done must not block: many creations share
+ * the commit it runs after.  reqs are copied. */
+typedef void (*duro_create_done_fn)(void *ctx, int rc, json_t *result);
+int duro_instance_create_batch_async(duro_engine *e, const char *workflow,
+                                     const duro_create_req *reqs, size_t n,
+                                     duro_create_done_fn done, void *ctx);
+
 /* The instance as JSON, caller owns it:
  * {"id","workflow","status","params","output","error":{name,message}|null,
  *  "created_ms","started_ms","ended_ms","wake_ms",

@@ -97,7 +97,9 @@ struct http_server {
   uv_timer_t sweep;   /* the gate's deadlines */
   int started;        /* the H2O context exists */
   int listening;
-  int handles; /* bound and sweep, until their close callbacks ran */
+  int handles; /* bound, sweep and done_async, until their close callbacks
+                 ran */
+  int sweep_closed;
   int stopping;
   int port;
   char *token; /* NULL = no auth */
@@ -111,6 +113,13 @@ struct http_server {
   http_conn *conns;   /* every open client connection */
   size_t connections; /* their number */
   size_t in_flight;   /* exchanges handed to the thread pool */
+  /* Answers completed off the loop (a create's commit): the thread that
+   * committed queues the exchange here and wakes the loop, which sends
+   * it.  Open until the last exchange in flight is answered. */
+  uv_async_t done_async;
+  int done_open;
+  pthread_mutex_t done_mu;
+  struct http_exchange *done_head;
 };
 
 /* A request as the routes see it: copied off H2O's request on the loop,
@@ -141,6 +150,10 @@ typedef struct exchange_guard exchange_guard;
 typedef struct http_exchange {
   uv_work_t work;
   http_server *s;
+  /* Who must let go before the answer is sent (on the loop): the route's
+   * run on the pool, and a commit the route handed it to. */
+  int owners;
+  struct http_exchange *next_done;
   h2o_req_t *req; /* NULL once H2O disposed it (the client went away) */
   exchange_guard *guard;
   http_request rq;
@@ -422,6 +435,80 @@ static const char *read_create_fields(json_t *o, create_fields *f) {
   return NULL;
 }
 
+/* Creations are answered when their commit is done, without a thread
+ * waiting for it (on a served connection; a request without one, as in
+ * http_serve, waits).  The route's thread returns at once, so creations
+ * arriving meanwhile share the commit. */
+static void exchange_complete(http_exchange *x);
+
+typedef struct create_answer {
+  http_exchange *x;
+  char *wf, *id; /* for the error's message */
+  int batch;
+} create_answer;
+
+static void answer_created(create_answer *a, int rc, json_t *result) {
+  http_exchange *x = a->x;
+  if (rc) {
+    send_engine_error(x, rc, a->wf, a->id);
+  } else if (a->batch) {
+    /* "rc" is the engine's internal code; clients get "code". */
+    size_t i;
+    json_t *err;
+    json_array_foreach(json_object_get(result, "errors"), i, err)
+        json_object_del(err, "rc");
+    send_json(x, 200, json_incref(result));
+  } else {
+    json_t *one = json_array_get(json_object_get(result, "created"), 0);
+    if (one)
+      send_json(x, 201,
+                json_pack("{s:O,s:s}", "id", json_object_get(one, "id"),
+                          "status", "queued"));
+    else
+      send_engine_error(
+          x,
+          (int)json_integer_value(json_object_get(
+              json_array_get(json_object_get(result, "errors"), 0), "rc")),
+          a->wf, a->id);
+  }
+  json_decref(result);
+}
+
+static void on_created(void *ctx, int rc, json_t *result) {
+  create_answer *a = ctx;
+  http_exchange *x = a->x;
+  answer_created(a, rc, result);
+  free(a->wf);
+  free(a->id);
+  free(a);
+  exchange_complete(x);
+}
+
+/* Hands the creations to the engine; the answer follows their commit. */
+static int create_deferred(http_server *s, http_exchange *x, const char *wf,
+                           const duro_create_req *reqs, size_t n, int batch) {
+  create_answer *a = xcalloc(1, sizeof *a);
+  *a = (create_answer){
+      x, xstrdup(wf), !batch && reqs[0].id ? xstrdup(reqs[0].id) : NULL, batch};
+  if (!x->req) { /* no loop to answer from: wait */
+    json_t *result = NULL;
+    int rc = duro_instance_create_batch(s->engine, wf, reqs, n, &result);
+    answer_created(a, rc, result);
+  } else {
+    x->owners++; /* before the commit can complete */
+    int rc =
+        duro_instance_create_batch_async(s->engine, wf, reqs, n, on_created, a);
+    if (rc == 0)
+      return 0; /* a is on_created's now */
+    x->owners--;
+    send_engine_error(x, rc, wf, a->id);
+  }
+  free(a->wf);
+  free(a->id);
+  free(a);
+  return 0;
+}
+
 static int create_one(http_server *s, http_exchange *x, const char *wf) {
   int sent;
   json_t *body = parse_body(x, json_object(), &sent);
@@ -440,15 +527,9 @@ static int create_one(http_server *s, http_exchange *x, const char *wf) {
         x, 400, duro_err_name(DURO_E_INVALID_ID),
         "instance ids are 1-100 characters of A-Z a-z 0-9 _ . : -");
   }
-  char *id = NULL;
-  int rc =
-      duro_instance_create(s->engine, wf, f.id, f.params, f.retention_ms, &id);
-  if (rc) {
-    send_engine_error(x, rc, wf, f.id);
-  } else {
-    send_json(x, 201, json_pack("{s:s,s:s}", "id", id, "status", "queued"));
-  }
-  free(id);
+  duro_create_req req = {
+      .id = f.id, .params = f.params, .retention_ms = f.retention_ms};
+  create_deferred(s, x, wf, &req, 1, 0);
   free(f.params);
   json_decref(body);
   return 0;
@@ -488,19 +569,11 @@ static int create_batch(http_server *s, http_exchange *x, const char *wf) {
     return send_error(x, 400, "request.invalid", "instances[%zu]: %s",
                       parsed - 1, bad);
   }
-  json_t *result = NULL;
-  int rc = duro_instance_create_batch(s->engine, wf, reqs, n, &result);
+  create_deferred(s, x, wf, reqs, n, 1);
   for (size_t i = 0; i < n; i++)
     free(f[i].params);
   json_decref(body);
-  if (rc)
-    return send_engine_error(x, rc, wf, NULL);
-  /* "rc" is the engine's internal code; clients get "code". */
-  size_t i;
-  json_t *err;
-  json_array_foreach(json_object_get(result, "errors"), i, err)
-      json_object_del(err, "rc");
-  return send_json(x, 200, result);
+  return 0;
 }
 
 /* ---- the other routes -------------------------------------------------------
@@ -1216,6 +1289,8 @@ static int route(http_server *s, http_exchange *x) {
 
 /* ---- exchanges: the loop hands requests to the pool and back ------------ */
 
+static void on_handle_closed(uv_handle_t *h);
+
 static http_exchange *exchange_new(http_server *s, const http_input *in) {
   http_exchange *x = xcalloc(1, sizeof *x);
   x->s = s;
@@ -1287,12 +1362,51 @@ static void run_route(uv_work_t *w) {
   route(x->s, x);
 }
 
-static void after_route(uv_work_t *w, int status) {
-  http_exchange *x = w->data;
-  (void)status; /* the loop never cancels work */
+static void close_done_async(http_server *s) {
+  if (s->done_open) {
+    s->done_open = 0;
+    uv_close((uv_handle_t *)&s->done_async, on_handle_closed);
+  }
+}
+
+/* On the loop: the last owner let go of the exchange: answer it. */
+static void release(http_exchange *x) {
+  if (--x->owners > 0)
+    return;
+  http_server *s = x->s;
   respond(x);
-  x->s->in_flight--;
+  s->in_flight--;
   exchange_free(x);
+  if (s->stopping && s->in_flight == 0)
+    close_done_async(s);
+}
+
+static void after_route(uv_work_t *w, int status) {
+  (void)status; /* the loop never cancels work */
+  release(w->data);
+}
+
+/* Any thread: the answer of a deferred exchange is written. */
+static void exchange_complete(http_exchange *x) {
+  http_server *s = x->s;
+  pthread_mutex_lock(&s->done_mu);
+  x->next_done = s->done_head;
+  s->done_head = x;
+  pthread_mutex_unlock(&s->done_mu);
+  uv_async_send(&s->done_async);
+}
+
+static void on_done_async(uv_async_t *a) {
+  http_server *s = a->data;
+  pthread_mutex_lock(&s->done_mu);
+  http_exchange *x = s->done_head;
+  s->done_head = NULL;
+  pthread_mutex_unlock(&s->done_mu);
+  while (x) {
+    http_exchange *next = x->next_done;
+    release(x);
+    x = next;
+  }
 }
 
 static size_t buffered(const http_server *s) {
@@ -1375,6 +1489,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req) {
           h2o_mem_alloc_shared(&req->pool, sizeof *x->guard, on_guard_dispose);
       x->guard->x = x;
       x->work.data = x;
+      x->owners = 1;
       int rc = uv_queue_work(s->ctx.loop, &x->work, run_route, after_route);
       if (rc == 0) {
         s->in_flight++;
@@ -1399,6 +1514,7 @@ size_t http_in_flight(const http_server *s) { return s ? s->in_flight : 0; }
 http_server *http_server_new(duro_engine *e, const char *token,
                              size_t max_body) {
   http_server *s = xcalloc(1, sizeof *s);
+  pthread_mutex_init(&s->done_mu, NULL);
   s->engine = e;
   s->token = token ? xstrdup(token) : NULL;
   s->max_body = max_body;
@@ -2015,6 +2131,13 @@ int http_start(uv_loop_t *loop, duro_engine *e, const config *cfg,
     uv_unref((uv_handle_t *)&s->sweep);
     rc = uv_timer_start(&s->sweep, on_sweep, 1000, 1000);
   }
+  if (rc == 0 &&
+      (rc = uv_async_init(loop, &s->done_async, on_done_async)) == 0) {
+    s->handles++;
+    s->done_open = 1;
+    s->done_async.data = s;
+    uv_unref((uv_handle_t *)&s->done_async);
+  }
   if (rc != 0) {
     snprintf(err, errlen, "%s: cannot start serving HTTP: %s", cfg->file,
              uv_strerror(rc));
@@ -2062,12 +2185,16 @@ void http_stop(http_server *s) {
     uv_close((uv_handle_t *)&s->listener, NULL);
     s->listening = 0;
   }
-  if (s->handles == 2) {
+  if (s->handles >= 2 && !s->sweep_closed) {
     uv_close((uv_handle_t *)&s->bound, on_handle_closed);
     uv_close((uv_handle_t *)&s->sweep, on_handle_closed);
-  } else if (s->handles == 1) {
+    s->sweep_closed = 1;
+  } else if (s->handles == 1 && !s->done_open) {
     uv_close((uv_handle_t *)&s->bound, on_handle_closed);
   }
+  /* Deferred answers still coming keep it open (release closes it). */
+  if (s->in_flight == 0)
+    close_done_async(s);
   /* Heads not yet read will not be served. */
   for (http_conn *c = s->conns; c; c = c->next)
     if (c->state != CONN_H2O)
@@ -2095,6 +2222,7 @@ void http_free(http_server *s) {
     h2o_context_dispose(&s->ctx);
     h2o_config_dispose(&s->config);
   }
+  pthread_mutex_destroy(&s->done_mu);
   free(s->token);
   free(s);
 }
