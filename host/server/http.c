@@ -1354,6 +1354,10 @@ static void respond(http_exchange *x) {
                    H2O_STRLIT("1"));
   if (rs->close)
     req->http1_is_persistent = 0;
+  /* h2o_send_inline leaves the length unset, and H2O's chunked encoder
+   * then closes the connection after any answer but 200: with the length
+   * known, a 201 or a 404 keeps the connection open too. */
+  req->res.content_length = rs->body ? rs->len : 0;
   h2o_send_inline(req, rs->body ? rs->body : "", rs->body ? rs->len : 0);
 }
 
