@@ -51,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "http_client.h"
@@ -421,6 +422,55 @@ static void step_row_of(const run *r, const char *key, step_row *s) {
 }
 
 /* ---- trigger ------------------------------------------------------------- */
+
+/* `trigger --wait`: the output once the instance ends (an approval sent
+ * by another client 700 ms in), its error and exit 1 when it errors, the
+ * status when DURATION runs out; `instances status`, the light read. */
+START_TEST(trigger_wait_verb) {
+  host_start(&H);
+  pid_t pid = fork();
+  ck_assert(pid >= 0);
+  if (pid == 0) {
+    usleep(700 * 1000);
+    if (!freopen("/dev/null", "w", stdout))
+      _exit(126);
+    execl(DURO_BIN, DURO_BIN, "workflows", "instances", "send-event", WF, "tw1",
+          "--type", "approval", "--payload", "{\"approved\":true}", "--url",
+          H.url, (char *)NULL);
+    _exit(127);
+  }
+  run r;
+  CLI(&r, "trigger", WF, ORDER(",\"graceSeconds\":0"), "--id", "tw1", "--wait");
+  expect_ok(&r);
+  assert_contains(r.out, "\"orderId\": \"42\"");
+  assert_contains(r.out, "\"approved\": true");
+  ck_assert_msg(!strstr(r.out, "created"), "%s", r.out);
+  run_free(&r);
+  int st;
+  ck_assert(waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
+            WEXITSTATUS(st) == 0);
+
+  CLI(&r, "trigger", WF, "{\"orderId\":\"1\",\"email\":\"a@b.c\",\"amount\":0}",
+      "--id", "tw2", "--wait", "30s");
+  expect_fail(&r, 1, "tw2 errored: NonRetryableError: amount must be positive");
+  run_free(&r);
+
+  CLI(&r, "trigger", WF, ORDER(""), "--id", "tw3", "--wait=300ms", "--json");
+  ck_assert_msg(r.code == 1, "exit %d: %s", r.code, r.err);
+  assert_contains(r.out, "\"status\": \"waiting\"");
+  assert_contains(r.err, "tw3 waiting after 300ms");
+  run_free(&r);
+
+  CLI(&r, "instances", "status", WF, "tw1");
+  expect_ok(&r);
+  assert_contains(r.out, "tw1: complete\noutput: {");
+  run_free(&r);
+  CLI(&r, "trigger", WF, ORDER(""), "--wait=soon");
+  expect_fail(&r, 2, "--wait takes a duration");
+  run_free(&r);
+  host_stop(&H);
+}
+END_TEST
 
 START_TEST(trigger_verb) {
   host_start(&H);
@@ -1421,6 +1471,7 @@ static Suite *cli_suite(void) {
     suite_add_tcase(s, tc[i]);
   }
   tcase_add_test(tc[0], trigger_verb);
+  tcase_add_test(tc[0], trigger_wait_verb);
   tcase_add_test(tc[0], list_verb);
   tcase_add_test(tc[0], describe_retried_step);
   tcase_add_test(tc[0], describe_completed);

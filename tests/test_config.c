@@ -119,6 +119,10 @@ static const bad_case bad[] = {
     {"http:\n  listen: {host: a}\n",
      "t.yaml:2:11: \"listen\" must be a non-empty string"},
     {"http:\n  tls: true\n", "t.yaml:2:3: unknown key \"tls\" in http"},
+    {"http: { max_wait: 11 minutes }\n",
+     "t.yaml:1:19: \"max_wait\" must be at most 10 minutes"},
+    {"http: { max_wait: soon }\n",
+     "t.yaml:1:19: \"max_wait\" is not a valid duration: \"soon\""},
 
     /* engine: integers are decimal, plain and range-checked */
     {"engine:\n  workers: eight\n",
@@ -670,6 +674,7 @@ static void assert_default_sections(const config *cfg) {
   ck_assert_ptr_null(cfg->http.token_env);
   ck_assert_int_eq(cfg->http.allow_insecure, 0);
   ck_assert_int_eq(cfg->http.max_body_bytes, 1 * MiB);
+  ck_assert_int_eq(cfg->http.max_wait_ms, 60 * 1000);
   ck_assert_uint_eq(cfg->engine.workers, 64);
   ck_assert_int_eq(cfg->engine.max_step_result, 1 * MiB);
 }
@@ -716,6 +721,7 @@ static void check_limits_edges(const config *cfg) {
   ck_assert_uint_eq(cfg->engine.workers, 1024);
   ck_assert_int_eq(cfg->engine.max_step_result, 1);
   ck_assert_int_eq(cfg->http.max_body_bytes, 1024 * MiB);
+  ck_assert_int_eq(cfg->http.max_wait_ms, 10 * 60 * 1000);
   const config_plugin *pl = &cfg->plugins[0];
   ck_assert_uint_eq(pl->workflows[0].max_steps, 25000);
   ck_assert_uint_eq(pl->workflows[0].concurrency, UINT32_MAX);
@@ -908,7 +914,7 @@ static const good_case good[] = {
      check_workflow_defaults},
     {WF_HEAD "      - {name: a, binding: A, class_name: C, limits: {}}\n",
      check_workflow_defaults},
-    {"http: {max_body_bytes: 1073741824}\n"
+    {"http: {max_body_bytes: 1073741824, max_wait: 10 minutes}\n"
      "engine: {workers: 1024, max_step_result: 1}\n"
      "plugins:\n"
      "  - name: p\n"

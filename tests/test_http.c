@@ -862,6 +862,239 @@ START_TEST(healthz_and_metrics) {
 }
 END_TEST
 
+/* ---- waiting for the end: ?wait= and the light status ------------------- */
+
+#define N_WAITERS 200
+
+static int raw_connect(void);
+static int reply_status(const char *reply);
+static void raise_nofile(rlim_t want);
+
+/* GET path; the reply's status into *status, its JSON (caller's) back,
+ * and how long it took into *ms. */
+static json_t *timed_get(const char *path, long *status, int64_t *ms) {
+  http_resp r;
+  int64_t t0 = proc_now_ms();
+  *status = request(&r, "GET", path, NULL);
+  *ms = proc_now_ms() - t0;
+  json_t *j = json_incref(r.json);
+  http_resp_free(&r);
+  return j;
+}
+
+/* The light status: exactly its eight keys, no steps. */
+static void assert_summary(json_t *j, const char *id, const char *status) {
+  char *text = jdump(j);
+  ck_assert_msg(
+      json_object_size(j) == 8 && !jget(j, "steps") &&
+          !strcmp(jstr(j, "id"), id) &&
+          !strcmp(jstr(j, "workflow"), "order-flow") &&
+          !strcmp(jstr(j, "status"), status) && json_object_get(j, "output") &&
+          json_object_get(j, "error") &&
+          json_is_integer(jget(j, "created_ms")) &&
+          json_object_get(j, "started_ms") && json_object_get(j, "ended_ms"),
+      "want the light status of %s, %s: %s", id, status, text);
+  free(text);
+}
+
+static void send_approval(const char *id) {
+  char path[256];
+  snprintf(path, sizeof path, WF "/%s/events/approval", id);
+  http_resp r;
+  request(&r, "POST", path, "{\"approved\":true}");
+  expect_status(&r, 202, path);
+  http_resp_free(&r);
+}
+
+START_TEST(wait_for_the_end) {
+  host_start_env(&H, "h", "127.0.0.1:0", "  max_wait: 2s\n", NULL);
+  long st;
+  int64_t ms;
+
+  /* Answered when the instance ends (its grace period, a second, after
+   * the approval), with its output. */
+  create_order("w1", 5, 1);
+  json_decref(wait_status("w1", "waiting"));
+  send_approval("w1");
+  json_t *j = timed_get(WF "/w1?wait=10s", &st, &ms);
+  ck_assert_msg(st == 200 && ms < 1900, "status %ld after %lld ms", st,
+                (long long)ms);
+  assert_summary(j, "w1", "complete");
+  ck_assert_msg(!strcmp(jstr(j, "output.orderId"), "7") &&
+                    json_is_integer(jget(j, "ended_ms")),
+                "%s", jdump(j));
+  json_decref(j);
+
+  /* Ended already: at once. */
+  j = timed_get(WF "/w1?wait=10s", &st, &ms);
+  ck_assert_msg(st == 200 && ms < 500, "status %ld after %lld ms", st,
+                (long long)ms);
+  assert_summary(j, "w1", "complete");
+  json_decref(j);
+
+  /* The wait runs out: the status as it is, after the wait, not before. */
+  create_order("w2", 5, 3600);
+  json_decref(wait_status("w2", "waiting"));
+  j = timed_get(WF "/w2?wait=500ms", &st, &ms);
+  ck_assert_msg(st == 200 && ms >= 490 && ms < 700, "status %ld after %lld ms",
+                st, (long long)ms);
+  assert_summary(j, "w2", "waiting");
+  json_decref(j);
+  j = timed_get(WF "/w2?wait=300", &st, &ms); /* bare milliseconds */
+  ck_assert_msg(st == 200 && ms >= 290 && ms < 500, "status %ld after %lld ms",
+                st, (long long)ms);
+  json_decref(j);
+  /* Clamped to http.max_wait (2 s here), not refused. */
+  j = timed_get(WF "/w2?wait=1h", &st, &ms);
+  ck_assert_msg(st == 200 && ms >= 1990 && ms < 2300,
+                "status %ld after %lld ms", st, (long long)ms);
+  assert_summary(j, "w2", "waiting");
+  json_decref(j);
+  /* wait=0 is the light status now. */
+  j = timed_get(WF "/w2?wait=0", &st, &ms);
+  ck_assert_msg(st == 200 && ms < 300, "status %ld after %lld ms", st,
+                (long long)ms);
+  assert_summary(j, "w2", "waiting");
+  json_decref(j);
+
+  /* A terminate ends a wait too. */
+  http_resp r;
+  patch_status(&r, "w2", "{\"status\":\"terminate\"}");
+  http_resp_free(&r);
+  j = timed_get(WF "/w2?wait=10s", &st, &ms);
+  ck_assert_msg(st == 200 && ms < 1000, "status %ld after %lld ms", st,
+                (long long)ms);
+  assert_summary(j, "w2", "terminated");
+  json_decref(j);
+
+  /* Refusals. */
+  request(&r, "GET", WF "/ghost?wait=1s", NULL);
+  assert_error(&r, 404, "instance.not_found", "wait on an unknown id");
+  http_resp_free(&r);
+  request(&r, "GET", "/workflows/nope/instances/w1?wait=1s", NULL);
+  assert_error(&r, 404, "workflow.not_found", "wait on an unknown workflow");
+  http_resp_free(&r);
+  request(&r, "GET", WF "/w1?wait=soon", NULL);
+  assert_error(&r, 400, "request.invalid", "a bad wait");
+  http_resp_free(&r);
+  request(&r, "GET", WF "/w1?wait=-5s", NULL);
+  assert_error(&r, 400, "request.invalid", "a negative wait");
+  http_resp_free(&r);
+  host_stop(&H);
+}
+END_TEST
+
+START_TEST(light_status_route) {
+  host_start(&H, "h");
+  create_order("l1", 0, 1); /* errors at once */
+  json_decref(wait_status("l1", "errored"));
+  long st;
+  int64_t ms;
+  json_t *j = timed_get(WF "/l1/status", &st, &ms);
+  ck_assert_int_eq(st, 200);
+  assert_summary(j, "l1", "errored");
+  ck_assert_msg(!strcmp(jstr(j, "error.name"), "NonRetryableError") &&
+                    json_is_null(jget(j, "output")),
+                "%s", jdump(j));
+  json_decref(j);
+  http_resp r;
+  request(&r, "GET", WF "/ghost/status", NULL);
+  assert_error(&r, 404, "instance.not_found", "status of an unknown id");
+  http_resp_free(&r);
+  request(&r, "DELETE", WF "/l1/status", NULL);
+  assert_error(&r, 405, "request.method_not_allowed", "DELETE status");
+  http_resp_free(&r);
+  host_stop(&H);
+}
+END_TEST
+
+/* Sends a GET ?wait= on a raw connection of its own; its reply is read
+ * later. */
+static int raw_wait(const char *id, const char *wait) {
+  int fd = raw_connect();
+  char req[256];
+  int n = snprintf(req, sizeof req,
+                   "GET " WF "/%s?wait=%s HTTP/1.1\r\nHost: x\r\n"
+                   "Connection: close\r\n\r\n",
+                   id, wait);
+  ck_assert(send(fd, req, (size_t)n, MSG_NOSIGNAL) == n);
+  return fd;
+}
+
+/* Reads a raw reply until the server closes (or `until`). */
+static char *raw_reply(int fd, int64_t until) {
+  char *out = calloc(1, 1);
+  size_t olen = 0;
+  while (proc_now_ms() < until) {
+    char buf[4096];
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+      continue;
+    if (n <= 0)
+      break;
+    out = realloc(out, olen + (size_t)n + 1);
+    ck_assert(out != NULL);
+    memcpy(out + olen, buf, (size_t)n);
+    olen += (size_t)n;
+    out[olen] = '\0';
+  }
+  close(fd);
+  return out;
+}
+
+START_TEST(many_waiters) {
+  raise_nofile(4 * N_WAITERS);
+  host_start(&H, "h");
+  char id[32];
+  for (int i = 0; i < N_WAITERS; i++) {
+    snprintf(id, sizeof id, "m%d", i);
+    create_order(id, 5, 0);
+  }
+  for (int i = 0; i < N_WAITERS; i++) {
+    snprintf(id, sizeof id, "m%d", i);
+    json_decref(wait_status(id, "waiting"));
+  }
+  int fds[N_WAITERS];
+  for (int i = 0; i < N_WAITERS; i++) {
+    snprintf(id, sizeof id, "m%d", i);
+    fds[i] = raw_wait(id, "30s");
+  }
+  proc_sleep_ms(200); /* every GET is waiting now */
+  for (int i = 0; i < N_WAITERS; i++) {
+    snprintf(id, sizeof id, "m%d", i);
+    send_approval(id);
+  }
+  int64_t until = proc_now_ms() + SETTLE_MS;
+  for (int i = 0; i < N_WAITERS; i++) {
+    struct timeval tv = {SETTLE_MS / 1000, 0};
+    setsockopt(fds[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char *reply = raw_reply(fds[i], until);
+    snprintf(id, sizeof id, "\"id\":\"m%d\"", i);
+    ck_assert_msg(reply_status(reply) == 200 && strstr(reply, id) &&
+                      strstr(reply, "\"status\":\"complete\""),
+                  "waiter %d: %s", i, reply);
+    free(reply);
+  }
+  /* A waiter whose client went away costs nothing once its instance
+   * ends; one still waiting at shutdown is answered at once. */
+  create_order("gone", 5, 3600);
+  create_order("held", 5, 3600);
+  json_decref(wait_status("gone", "waiting"));
+  json_decref(wait_status("held", "waiting"));
+  close(raw_wait("gone", "30s"));
+  int held = raw_wait("held", "30s");
+  proc_sleep_ms(200);
+  int64_t t0 = proc_now_ms();
+  host_stop(&H);
+  ck_assert_msg(proc_now_ms() - t0 < 5000, "the stop waited for the wait");
+  char *reply = raw_reply(held, proc_now_ms() + RAW_READ_MS);
+  ck_assert_msg(reply_status(reply) == 200 &&
+                    strstr(reply, "\"status\":\"waiting\""),
+                "held: %s", reply);
+  free(reply);
+}
+END_TEST
+
 /* ---- 2. a run held by its id ------------------------------------------------
  */
 
@@ -1004,8 +1237,10 @@ static const err_case err_cases[] = {
     /* 405 */
     {"DELETE", WF "/x1", NULL, 405, "request.method_not_allowed", "GET"},
     {"PUT", WF "/x1", "{}", 405, "request.method_not_allowed", "GET"},
-    {"GET", WF "/x1/status", NULL, 405, "request.method_not_allowed", "PATCH"},
-    {"POST", WF "/x1/status", "{\"status\":\"pause\"}", 405, "request.method_not_allowed", "PATCH"},
+    {"DELETE", WF "/x1/status", NULL, 405, "request.method_not_allowed",
+     "GET, PATCH"},
+    {"POST", WF "/x1/status", "{\"status\":\"pause\"}", 405,
+     "request.method_not_allowed", "GET, PATCH"},
     {"GET", WF "/x1/events/approval", NULL, 405, "request.method_not_allowed", "POST"},
     {"DELETE", WF, NULL, 405, "request.method_not_allowed", "GET, POST"},
     {"POST", "/healthz", NULL, 405, "request.method_not_allowed", "GET"},
@@ -2125,11 +2360,20 @@ START_TEST(queue_failure_answers_503) {
   http_server *s;
   ck_assert_msg(http_start(&loop, e, cfg, -1, &s, err, sizeof err) == 0, "%s",
                 err);
-  static const char req[] =
+  /* A create runs on the loop (its commit on the journal's writer); an
+   * event goes to the pool. */
+  static const char create[] =
       "POST /workflows/wf/instances HTTP/1.1\r\nHost: t\r\n"
       "Connection: close\r\nContent-Length: 11\r\n\r\n{\"id\":\"q1\"}";
+  static const char req[] =
+      "POST /workflows/wf/instances/q1/events/go HTTP/1.1\r\nHost: t\r\n"
+      "Connection: close\r\nContent-Length: 2\r\n\r\n{}";
   queue_fails = 1;
-  char *reply = inproc_exchange(&loop, http_port(s), req);
+  char *reply = inproc_exchange(&loop, http_port(s), create);
+  ck_assert_msg(reply_status(reply) == 201, "a create needs no pool: %s",
+                reply);
+  free(reply);
+  reply = inproc_exchange(&loop, http_port(s), req);
   ck_assert_msg(reply_status(reply) == 503 &&
                     strstr(reply, "\"code\":\"server.busy\"") &&
                     strcasestr(reply, "\r\nretry-after: 1\r\n"),
@@ -2138,7 +2382,7 @@ START_TEST(queue_failure_answers_503) {
   free(reply);
   queue_fails = 0;
   reply = inproc_exchange(&loop, http_port(s), req);
-  ck_assert_msg(reply_status(reply) == 201, "once it can be queued: %s", reply);
+  ck_assert_msg(reply_status(reply) == 202, "once it can be queued: %s", reply);
   free(reply);
   /* The host's shutdown: nothing left in flight to wait for. */
   http_stop(s);
@@ -2522,6 +2766,9 @@ static Suite *http_suite(void) {
   tcase_add_test(tc[1], order_completes_by_id);
   tcase_add_test(tc[1], order_errors_with_plugin_message);
   tcase_add_test(tc[1], order_rejected_by_review);
+  tcase_add_test(tc[1], wait_for_the_end);
+  tcase_add_test(tc[1], light_status_route);
+  tcase_add_test(tc[1], many_waiters);
 
   tcase_add_test(tc[2], error_replies);
   tcase_add_test(tc[2], body_over_limit_413);

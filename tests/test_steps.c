@@ -719,6 +719,63 @@ START_TEST(test_sleep_durations) {
 }
 END_TEST
 
+/* ---- watches: a callback when an instance ends ------------------------ */
+
+static int watch_calls;
+static char watch_status[32];
+
+static void on_watch(void *ctx, const char *status) {
+  (void)ctx;
+  watch_calls++;
+  snprintf(watch_status, sizeof watch_status, "%s", status);
+}
+
+START_TEST(test_watch_fire_and_cancel) {
+  harness_register(&H, WF, wf_sleep);
+  harness_start(&H);
+  watch_calls = 0;
+  create(WF, "w1", "{\"d\":\"10 seconds\"}");
+  create(WF, "w2", "{\"d\":\"10 seconds\"}");
+  create(WF, "w3", "{\"d\":\"10 seconds\"}");
+  ck_assert_uint_eq(harness_run(&H), 3);
+  duro_watch *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+  ck_assert_int_eq(duro_instance_watch(H.e, WF, "w1", on_watch, NULL, &a), 0);
+  ck_assert_int_eq(duro_instance_watch(H.e, WF, "w1", on_watch, NULL, &b), 0);
+  ck_assert_int_eq(duro_instance_watch(H.e, WF, "w2", on_watch, NULL, &c), 0);
+  ck_assert_int_eq(duro_instance_watch(H.e, WF, "ghost", on_watch, NULL, &d),
+                   DURO_E_NOT_FOUND);
+  ck_assert_ptr_null(d);
+  ck_assert_int_eq(duro_instance_watch(H.e, WF, "w3", on_watch, NULL, &d), 0);
+  /* Cancelled before the end: never called. */
+  ck_assert_int_eq(duro_watch_cancel(H.e, b), 0);
+  ck_assert_int_eq(duro_instance_terminate(H.e, WF, "w3"), 0);
+  ck_assert_int_eq(watch_calls, 1); /* the terminate of an idle instance */
+  ck_assert_str_eq(watch_status, "terminated");
+  ck_assert_int_eq(duro_watch_cancel(H.e, d), 1);
+  ck_assert_uint_eq(harness_advance(&H, 10 * SEC), 2);
+  /* Ended, then given back: called once each. */
+  ck_assert_int_eq(watch_calls, 3);
+  ck_assert_str_eq(watch_status, "complete");
+  ck_assert_int_eq(duro_watch_cancel(H.e, a), 1);
+  ck_assert_int_eq(duro_watch_cancel(H.e, c), 1);
+  /* Registered on an ended instance: said so, never called. */
+  ck_assert_int_eq(duro_instance_watch(H.e, WF, "w1", on_watch, NULL, &a),
+                   DURO_WATCH_ENDED);
+  ck_assert_ptr_null(a);
+  ck_assert_int_eq(watch_calls, 3);
+  /* The light read: the row, no steps. */
+  json_t *j = NULL;
+  ck_assert_int_eq(duro_instance_summary(H.e, WF, "w1", &j), 0);
+  ck_assert_uint_eq(json_object_size(j), 8);
+  ck_assert_str_eq(jstr(j, "status"), "complete");
+  assert_json(jget(j, "output"), "\"woke\"");
+  ck_assert_ptr_null(json_object_get(j, "steps"));
+  json_decref(j);
+  ck_assert_int_eq(duro_instance_summary(H.e, WF, "ghost", &j),
+                   DURO_E_NOT_FOUND);
+}
+END_TEST
+
 static duro_rc wf_sleep_until(duro_step *step, const duro_event *ev,
                               duro_env *env) {
   (void)ev;
@@ -2166,6 +2223,7 @@ static TCase *tcase(Suite *s, const char *name) {
 static Suite *steps_suite(void) {
   Suite *s = suite_create("steps");
   TCase *tc = tcase(s, "do");
+  tcase_add_test(tc, test_watch_fire_and_cancel);
   tcase_add_test(tc, test_retry_limit_exhausted);
   tcase_add_loop_test(tc, test_backoff_shapes, 0,
                       sizeof shapes / sizeof *shapes);

@@ -33,6 +33,7 @@
 
 #include "config.h"
 #include "describe.h"
+#include "duration.h"
 #include "engine.h"
 #include "util.h"
 
@@ -57,6 +58,7 @@ enum {
   O_TYPE = 1u << 9,
   O_PAYLOAD = 1u << 10,
   O_DELAY = 1u << 11,
+  O_WAIT = 1u << 12,
   O_COMMON = O_JSON | O_CONFIG | O_URL /* every verb takes these */
 };
 
@@ -67,6 +69,7 @@ typedef struct cli_args {
   int json;
   const char *config, *url, *id, *status, *limit, *cursor, *from, *count, *type,
       *payload, *delay;
+  const char *wait; /* --wait: "" without a DURATION */
 } cli_args;
 
 static const struct cli_option {
@@ -86,6 +89,7 @@ static const struct cli_option {
     {"--type", O_TYPE, offsetof(cli_args, type)},
     {"--payload", O_PAYLOAD, offsetof(cli_args, payload)},
     {"--delay", O_DELAY, offsetof(cli_args, delay)},
+    {"--wait", O_WAIT, offsetof(cli_args, wait)},
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
@@ -101,6 +105,7 @@ typedef struct cli_ctx {
   CURL *curl;
   char *base; /* "http://127.0.0.1:8787", no trailing slash */
   struct curl_slist *headers;
+  int headers_added; /* perform's own, once per invocation */
   char errbuf[CURL_ERROR_SIZE];
 } cli_ctx;
 
@@ -146,6 +151,22 @@ static int parse_option(const cli_verb *v, cli_args *a, int argc, char **argv,
   if (o->bit == O_JSON) {
     a->json = 1;
     return eq ? usage_error(v, "--json takes no value") : CLI_OK;
+  }
+  if (o->bit == O_WAIT) {
+    /* Its DURATION is optional: the next argument is it only when it
+     * reads as one ("30s", "2 minutes", "500"). */
+    int64_t ms;
+    const char *next = *i + 1 < argc ? argv[*i + 1] : NULL;
+    if (eq)
+      a->wait = eq + 1;
+    else if (next && next[0] != '-' && duration_parse(next, &ms) == 0)
+      a->wait = argv[++*i];
+    else
+      a->wait = "";
+    if (eq && duration_parse(a->wait, &ms) != 0)
+      return usage_error(v, "--wait takes a duration such as 30s, not \"%s\"",
+                         a->wait);
+    return CLI_OK;
   }
   const char *value = eq ? eq + 1 : *i + 1 < argc ? argv[++*i] : NULL;
   if (!value)
@@ -504,9 +525,12 @@ static CURLcode perform(cli_ctx *c, const cli_req *r, cli_buf *b,
                         long *status) {
   CURL *h = c->curl;
   char *url = xasprintf("%s%s", c->base, r->path);
-  add_header(c, "Accept: application/json");
-  add_header(c, "Content-Type: application/json");
-  add_header(c, "Expect:"); /* no 100-continue round trip for big bodies */
+  if (!c->headers_added) { /* --wait sends more than one request */
+    add_header(c, "Accept: application/json");
+    add_header(c, "Content-Type: application/json");
+    add_header(c, "Expect:"); /* no 100-continue round trip for big bodies */
+    c->headers_added = 1;
+  }
   curl_easy_setopt(h, CURLOPT_URL, url);
   /* libcurl sends requests through the proxy of http_proxy/all_proxy
    * unless no_proxy exempts the host, and it does not exempt loopback: a
@@ -518,6 +542,8 @@ static CURLcode perform(cli_ctx *c, const cli_req *r, cli_buf *b,
   if (r->body) {
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, r->body);
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(r->body));
+  } else {
+    curl_easy_setopt(h, CURLOPT_HTTPGET, 1L); /* after a POST */
   }
   if (strcmp(r->method, r->body ? "POST" : "GET"))
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, r->method);
@@ -641,6 +667,124 @@ static void print_answer(const cli_verb *v, const cli_args *a,
 }
 
 /* ---- the verbs ----------------------------------------------------------- */
+
+/* The longest ?wait= one request of --wait asks for (the server clamps it
+ * to http.max_wait too): well inside perform's 120 s timeout. */
+#define CLI_WAIT_STEP_MS 50000
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int ended(const char *status) {
+  return status && (!strcmp(status, "complete") || !strcmp(status, "errored") ||
+                    !strcmp(status, "terminated"));
+}
+
+/* `trigger --wait [DURATION]`: GETs the instance with ?wait= until it has
+ * ended (or DURATION ran out), then prints its output (0), or its error
+ * (1).  With --json, the instance's light status whatever it is. */
+static int wait_result(cli_ctx *c, const cli_args *a, const json_t *created) {
+  const char *id = json_string_value(json_object_get(created, "id"));
+  int64_t limit = -1; /* no DURATION: until it ends */
+  if (*a->wait)
+    duration_parse(a->wait, &limit); /* checked by parse_option */
+  int64_t deadline = mono_ms() + (limit < 0 ? 0 : limit);
+  json_t *st = NULL;
+  int rc = CLI_OK;
+  for (;;) {
+    int64_t left = limit < 0 ? CLI_WAIT_STEP_MS : deadline - mono_ms();
+    if (left > CLI_WAIT_STEP_MS)
+      left = CLI_WAIT_STEP_MS;
+    if (left < 0)
+      left = 0;
+    char ms[32];
+    snprintf(ms, sizeof ms, "%lldms", (long long)left);
+    cli_req r = {.method = "GET"};
+    r.path = instances_path(c, a->pos[0], id, NULL);
+    query_add(c, &r.path, "wait", ms);
+    rc = send_request(c, &r, &st);
+    free(r.path);
+    if (rc != CLI_OK)
+      return rc;
+    const char *status = json_string_value(json_object_get(st, "status"));
+    if (ended(status) || (limit >= 0 && mono_ms() >= deadline))
+      break;
+    json_decref(st);
+    st = NULL;
+  }
+  const char *status = json_string_value(json_object_get(st, "status"));
+  if (a->json) {
+    char *text = json_dumps(st, JSON_INDENT(2));
+    if (text)
+      puts(text);
+    free(text);
+  }
+  if (status && !strcmp(status, "complete")) {
+    if (!a->json) {
+      char *text = json_dumps(json_object_get(st, "output"),
+                              JSON_INDENT(2) | JSON_ENCODE_ANY);
+      if (text)
+        puts(text);
+      free(text);
+    }
+  } else {
+    rc = CLI_FAILED;
+    fputs("duro: ", stderr);
+    describe_text(stderr, id, 0, 0);
+    fputc(' ', stderr);
+    describe_text(stderr, status ? status : "?", 0, 0);
+    if (!ended(status)) {
+      fputs(" after ", stderr);
+      describe_text(stderr, a->wait, 0, 0);
+    }
+    const json_t *err = json_object_get(st, "error");
+    if (err && !json_is_null(err)) {
+      const char *name = json_string_value(json_object_get(err, "name"));
+      const char *msg = json_string_value(json_object_get(err, "message"));
+      fputs(": ", stderr);
+      if (name || msg) {
+        describe_text(stderr, name ? name : "Error", 0, 0);
+        fputs(": ", stderr);
+        describe_text(stderr, msg ? msg : "", 0, 0);
+      } else {
+        char *text = dump((json_t *)err);
+        describe_text(stderr, text, 200, 0);
+        free(text);
+      }
+    }
+    fputc('\n', stderr);
+  }
+  json_decref(st);
+  return rc;
+}
+
+static int build_summary(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                         cli_req *r) {
+  if (check_instance(v, a, 1))
+    return CLI_USAGE;
+  r->method = "GET";
+  r->path = instances_path(c, a->pos[0], a->pos[1], "/status");
+  return CLI_OK;
+}
+
+/* "ID: STATUS", then the output or the error when it has ended. */
+static void print_summary(const cli_args *a, const json_t *r) {
+  print_status(a, r);
+  const char *keys[] = {"output", "error"};
+  for (size_t i = 0; i < 2; i++) {
+    const json_t *v = json_object_get(r, keys[i]);
+    if (!v || json_is_null(v))
+      continue;
+    char *text = dump((json_t *)v);
+    printf("%s: ", keys[i]);
+    describe_text(stdout, text, 0, 0);
+    fputc('\n', stdout);
+    free(text);
+  }
+}
 
 /* ---- plugins ----------------------------------------------------------- */
 
@@ -864,12 +1008,14 @@ static void print_cron_fired(const cli_args *a, const json_t *r) {
 }
 
 static const cli_verb verbs[] = {
-    {"workflows trigger", "WF [PARAMS] [--id ID]", 1, 2, O_ID, NULL,
-     build_trigger, print_created},
+    {"workflows trigger", "WF [PARAMS] [--id ID] [--wait [DURATION]]", 1, 2,
+     O_ID | O_WAIT, NULL, build_trigger, print_created},
     {"workflows instances list", "WF [--status S] [--limit N] [--cursor C]", 1,
      1, O_STATUS | O_LIMIT | O_CURSOR, NULL, build_list, print_list},
     {"workflows instances describe", "WF ID", 2, 2, 0, NULL, build_describe,
      print_describe},
+    {"workflows instances status", "WF ID", 2, 2, 0, NULL, build_summary,
+     print_summary},
     {"workflows instances pause", "WF ID", 2, 2, 0, "pause", build_control,
      print_status},
     {"workflows instances resume", "WF ID", 2, 2, 0, "resume", build_control,
@@ -971,7 +1117,9 @@ static int run_verb(const cli_verb *v, const cli_args *a) {
     rc = find_host(&c, a);
   if (rc == CLI_OK)
     rc = send_request(&c, &r, &answer);
-  if (rc == CLI_OK)
+  if (rc == CLI_OK && a->wait)
+    rc = wait_result(&c, a, answer);
+  else if (rc == CLI_OK)
     print_answer(v, a, answer);
   json_decref(answer);
   free(r.path);

@@ -300,6 +300,8 @@ static const field http_fields[] = {
      0, NULL},
     {"max_body_bytes", K_I64, offsetof(config, http.max_body_bytes), false, 1,
      GiB, NULL},
+    {"max_wait", K_DURATION, offsetof(config, http.max_wait_ms), false, 0,
+     10 * MINUTE_MS, NULL},
 };
 static const schema http_schema = SCHEMA("http", "in http", -1, http_fields);
 
@@ -1355,6 +1357,7 @@ config *config_parse(const char *name, const char *text, size_t len, char *err,
   cfg->http.token_env = NULL;
   cfg->http.allow_insecure = 0;
   cfg->http.max_body_bytes = 1 * MiB;
+  cfg->http.max_wait_ms = 60 * 1000;
   cfg->engine.workers = 64;
   cfg->engine.max_step_result = 1 * MiB;
   cfg->engine.max_instance_state = 1 * GiB;

@@ -113,6 +113,7 @@ typedef struct config {
     char *token_env; /* NULL = no auth */
     int allow_insecure;
     int64_t max_body_bytes;   /* default 1 MiB */
+    int64_t max_wait_ms;      /* the longest ?wait=, default 60 s */
     config_pos listen_pos;    /* where listen / token_env were given */
     config_pos token_env_pos; /* (0:0 when left to the default) */
   } http;

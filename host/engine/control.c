@@ -140,6 +140,8 @@ static int control_row(duro_engine *e, journal_instance *in, int control) {
   int rc = commit_row(e, in, 1, old);
   if (rc)
     row_set_status(in, old);
+  else if (control == JOURNAL_CONTROL_TERMINATE)
+    engine_watch_fire(e, in->rowid, "terminated");
   free(old);
   return rc;
 }

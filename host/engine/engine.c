@@ -313,6 +313,7 @@ int duro_engine_open(const duro_engine_options *opt, duro_engine **out,
   e->max_crashes = opt->max_crashes ? opt->max_crashes : 3;
   e->max_stuck = opt->max_hung ? opt->max_hung : opt->workers;
   pthread_mutex_init(&e->mu, NULL);
+  pthread_mutex_init(&e->watches_mu, NULL);
   pthread_cond_init(&e->work, NULL);
   pthread_cond_init(&e->changed, NULL);
   pthread_cond_init(&e->watch, NULL);
@@ -512,7 +513,9 @@ void duro_engine_close(duro_engine *e) {
   free(e->wfs);
   if (e->own_ledger)
     ledger_free(e->ledger);
+  engine_watches_free(e);
   pthread_mutex_destroy(&e->mu);
+  pthread_mutex_destroy(&e->watches_mu);
   pthread_cond_destroy(&e->work);
   pthread_cond_destroy(&e->changed);
   pthread_cond_destroy(&e->watch);
@@ -620,6 +623,7 @@ size_t duro_engine_run_until_idle(duro_engine *e) {
 void engine_activation_done(duro_engine *e, entry *ent, const char *status,
                             int64_t wake_ms, int may_commit) {
   int notify = 0, control = 0;
+  int64_t rowid = ent->rowid; /* ent may be gone below */
   pthread_mutex_lock(&e->mu);
   release_slot_locked(e, ent);
   int64_t now = duro_clock_now(e->clock);
@@ -660,8 +664,11 @@ void engine_activation_done(duro_engine *e, entry *ent, const char *status,
     if (e->opt.on_wake_change)
       e->opt.on_wake_change(e->opt.ctx);
   }
-  if (*status && status_ended(status) && e->opt.on_instance_end)
-    e->opt.on_instance_end(e->opt.ctx, status);
+  if (*status && status_ended(status)) {
+    engine_watch_fire(e, rowid, status);
+    if (e->opt.on_instance_end)
+      e->opt.on_instance_end(e->opt.ctx, status);
+  }
 }
 
 /* ---- creation --------------------------------------------------------------
@@ -820,9 +827,12 @@ static void create_finish(void *ctx, int rc) {
   done(done_ctx, rc, result);
 }
 
-int duro_instance_create_batch_async(duro_engine *e, const char *workflow,
-                                     const duro_create_req *reqs, size_t n,
-                                     duro_create_done_fn done, void *ctx) {
+/* background: the commit never runs on this thread (the asynchronous
+ * API's promise); else this thread may lead it (the synchronous form
+ * waits anyway, and saves the writer thread's wake-up). */
+static int create_batch(duro_engine *e, const char *workflow,
+                        const duro_create_req *reqs, size_t n,
+                        duro_create_done_fn done, void *ctx, int background) {
   const wf_reg *wf = engine_find_workflow(e, workflow);
   if (!wf)
     return DURO_E_WORKFLOW_NOT_FOUND;
@@ -861,8 +871,17 @@ int duro_instance_create_batch_async(duro_engine *e, const char *workflow,
                               &job->b);
   }
   strmap_free(&seen);
-  journal_commit_async(e->j, &job->b, create_finish, job);
+  if (background)
+    journal_commit_background(e->j, &job->b, create_finish, job);
+  else
+    journal_commit_async(e->j, &job->b, create_finish, job);
   return 0;
+}
+
+int duro_instance_create_batch_async(duro_engine *e, const char *workflow,
+                                     const duro_create_req *reqs, size_t n,
+                                     duro_create_done_fn done, void *ctx) {
+  return create_batch(e, workflow, reqs, n, done, ctx, 1);
 }
 
 /* The synchronous form waits for the asynchronous one's answer. */
@@ -889,8 +908,7 @@ int duro_instance_create_batch(duro_engine *e, const char *workflow,
   create_wait w = {.mu = PTHREAD_MUTEX_INITIALIZER,
                    .cv = PTHREAD_COND_INITIALIZER};
   *result = NULL;
-  int rc =
-      duro_instance_create_batch_async(e, workflow, reqs, n, create_waited, &w);
+  int rc = create_batch(e, workflow, reqs, n, create_waited, &w, 0);
   if (rc)
     return rc;
   pthread_mutex_lock(&w.mu);

@@ -190,9 +190,10 @@ int duro_instance_create_batch(duro_engine *e, const char *workflow,
 /* The same without waiting: returns DURO_E_WORKFLOW_NOT_FOUND, or 0 and
  * then calls done(ctx, rc, result) exactly once — with rc 0 and *result
  * (done owns it) as above once the batch is on disk, or with a storage
- * error and NULL — on whichever thread commits the batch (perhaps this
- * one, before returning).  done must not block: many creations share
- * the commit it runs after.  reqs are copied. */
+ * error and NULL — on the thread that commits the batch, never this
+ * one: a caller that must not wait for a disk (the HTTP loop) may call
+ * it.  done must not block: many creations share the commit it runs
+ * after.  reqs are copied. */
 typedef void (*duro_create_done_fn)(void *ctx, int rc, json_t *result);
 int duro_instance_create_batch_async(duro_engine *e, const char *workflow,
                                      const duro_create_req *reqs, size_t n,
@@ -212,6 +213,41 @@ int duro_instance_describe(duro_engine *e, const char *workflow, const char *id,
 /* The status alone. */
 int duro_instance_status(duro_engine *e, const char *workflow, const char *id,
                          duro_status *out);
+
+/* The instance without its steps, from its row alone (no step or attempt
+ * is read), for clients that poll or wait, caller owns it:
+ * {"id","workflow","status","output","error","created_ms","started_ms",
+ *  "ended_ms"}. */
+int duro_instance_summary(duro_engine *e, const char *workflow, const char *id,
+                          json_t **out);
+
+/* ---- waiting for an instance to end (watch.c) ---------------------------
+ *
+ * Waiters cost no thread: a watch is a callback kept in a map by instance
+ * and called by whichever engine thread stored the instance's end, once
+ * that row is committed (so a read from fn's caller onwards sees it). */
+
+typedef struct duro_watch duro_watch;
+/* status: "complete", "errored" or "terminated", borrowed for the call.
+ * Runs on an engine thread (often the one committing for many
+ * instances): it must not block or call into the engine. */
+typedef void (*duro_watch_fn)(void *ctx, const char *status);
+
+/* duro_instance_watch's answer for an instance that has ended already. */
+#define DURO_WATCH_ENDED 1
+
+/* Registers fn to be called once when the instance ends.  Returns 0 with
+ * *out set, DURO_WATCH_ENDED (fn is never called, *out NULL) when it has
+ * ended already, or an error (DURO_E_NOT_FOUND, ...).  Every watch
+ * returned must be given back with duro_watch_cancel, once, whether fn
+ * was called or not. */
+int duro_instance_watch(duro_engine *e, const char *workflow, const char *id,
+                        duro_watch_fn fn, void *ctx, duro_watch **out);
+
+/* Gives `w` back: returns 0 when fn had not been called, and now never
+ * will be; 1 when it was called, or is being called on another thread
+ * (exactly once either way).  w is gone afterwards. */
+int duro_watch_cancel(duro_engine *e, duro_watch *w);
 
 /* Lists instances, newest first: [{id,status,created_ms}]; status < 0 = any;
  * after_id NULL = from the start (cursor paging). */

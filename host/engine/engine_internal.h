@@ -140,6 +140,11 @@ struct duro_engine {
    * persisted in one critical section), in stripes by rowid. */
   pthread_mutex_t control_mu[16];
 
+  /* Waiters for instances to end (watch.c): rowid → its duro_watch
+   * list.  A lock of its own, never held while calling out. */
+  pthread_mutex_t watches_mu;
+  idmap watches;
+
   ledger *ledger;
   int own_ledger;
   uint32_t max_crashes;
@@ -285,6 +290,14 @@ void release_slot_locked(duro_engine *e, entry *ent);
 void fifo_push(entry_fifo *q, entry *ent);
 entry *fifo_pop(entry_fifo *q);
 void fifo_remove(entry_fifo *q, entry *ent);
+
+/* ---- watches (watch.c) ---- */
+
+/* The instance `rowid` ended with `status`, now committed: calls and
+ * forgets its watches.  Call without mu. */
+void engine_watch_fire(duro_engine *e, int64_t rowid, const char *status);
+/* Forgets watches never given back (at close). */
+void engine_watches_free(duro_engine *e);
 
 /* ---- the scheduler (scheduler.c) ---- */
 

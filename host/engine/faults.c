@@ -185,6 +185,9 @@ static int record_crash(duro_engine *e, const ledger_slot *sl, int in_attempt,
     free(why);
     rc = journal_commit(e->j, &b);
   }
+  /* It had not ended (see above): now it may have. */
+  if (rc == 0 && !strcmp(in.status, "errored"))
+    engine_watch_fire(e, in.rowid, "errored");
   for (size_t i = 0; i < 3; i++)
     free(owned[i]);
   journal_batch_free(&b);

@@ -163,6 +163,22 @@ int duro_instance_describe(duro_engine *e, const char *workflow, const char *id,
   return rc;
 }
 
+int duro_instance_summary(duro_engine *e, const char *workflow, const char *id,
+                          json_t **out) {
+  *out = NULL;
+  journal_instance in = {0};
+  int rc = engine_instance_get(e, workflow, id, &in);
+  if (rc == 0)
+    *out = json_pack(
+        "{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o}", "id", in.id, "workflow",
+        in.workflow, "status", engine_live_status(e, in.rowid, in.status),
+        "output", json_raw_or_null(in.output), "error",
+        json_raw_or_null(in.error), "created_ms", json_ms(in.created_ms),
+        "started_ms", json_ms(in.started_ms), "ended_ms", json_ms(in.ended_ms));
+  journal_instance_clear(&in);
+  return rc;
+}
+
 typedef struct list_ctx {
   duro_engine *e;
   const char *filter; /* NULL = any */

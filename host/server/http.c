@@ -104,6 +104,7 @@ struct http_server {
   int port;
   char *token; /* NULL = no auth */
   size_t max_body;
+  int64_t max_wait_ms; /* the longest ?wait= (http.max_wait) */
   size_t budget;
   size_t gate_bytes;   /* heads held by the gate */
   size_t h2o_bytes;    /* H2O's input buffers */
@@ -120,6 +121,13 @@ struct http_server {
   int done_open;
   pthread_mutex_t done_mu;
   struct http_exchange *done_head;
+  /* GETs waiting for their instance to end whose timer runs (loop). */
+  struct http_wait *waits;
+  /* While stopping, answers stay in flight one more loop turn, so their
+   * writes complete before the host closes the connections. */
+  uv_idle_t linger;
+  int linger_open;
+  size_t lingering;
 };
 
 /* A request as the routes see it: copied off H2O's request on the loop,
@@ -146,6 +154,7 @@ typedef struct http_response {
 } http_response;
 
 typedef struct exchange_guard exchange_guard;
+typedef struct http_wait http_wait;
 
 typedef struct http_exchange {
   uv_work_t work;
@@ -156,6 +165,7 @@ typedef struct http_exchange {
   struct http_exchange *next_done;
   h2o_req_t *req; /* NULL once H2O disposed it (the client went away) */
   exchange_guard *guard;
+  http_wait *wait; /* a GET ?wait= not yet answered, or NULL */
   http_request rq;
   http_response rs;
 } http_exchange;
@@ -610,6 +620,187 @@ static int describe(http_server *s, http_exchange *x, const char *wf,
   if (rc)
     return send_engine_error(x, rc, wf, id);
   return send_json(x, 200, out);
+}
+
+/* The light status: the row without steps or attempts. */
+static int summary(http_server *s, http_exchange *x, const char *wf,
+                   const char *id) {
+  json_t *out = NULL;
+  int rc = duro_instance_summary(s->engine, wf, id, &out);
+  if (rc)
+    return send_engine_error(x, rc, wf, id);
+  return send_json(x, 200, out);
+}
+
+/* ---- GET ?wait=: answered when the instance ends --------------------------
+ *
+ * The route registers a watch (engine.h) and leaves the exchange
+ * unanswered, holding one more owner.  Three things may end the wait, all
+ * decided on the loop: the watch's call (from an engine thread, through
+ * the done queue: wait_fired), the wait's timer, and the end of the
+ * client or of the server (wait_timeout).  The first gives the watch back
+ * and reads the light status on the pool (wait_answer); the answer goes
+ * out once the timer's handle is closed.  A timeout whose cancel finds
+ * the watch already called does nothing: that call is on its way to the
+ * loop and answers.  A waiter holds no thread, only its exchange, a watch
+ * and a timer. */
+
+struct http_wait {
+  http_exchange *x;
+  const char *wf, *id; /* in x's request */
+  duro_watch *watch;   /* NULL once given back */
+  int64_t ms;
+  uv_timer_t timer;
+  int timer_open; /* the timer was initialized (it is closed at the end) */
+  int answering;  /* the status read is queued: the wait is over */
+  http_wait *prev, *next; /* s->waits while the timer runs */
+  uv_work_t read;
+};
+
+static void exchange_complete(http_exchange *x);
+static void release(http_exchange *x);
+
+/* An engine thread: the instance ended. */
+static void on_instance_ended(void *ctx, const char *status) {
+  (void)status; /* the answer reads the row, output and error included */
+  exchange_complete(ctx);
+}
+
+static void wait_unlink(http_wait *w) {
+  http_server *s = w->x->s;
+  if (w->prev)
+    w->prev->next = w->next;
+  else if (s->waits == w)
+    s->waits = w->next;
+  if (w->next)
+    w->next->prev = w->prev;
+  w->prev = w->next = NULL;
+}
+
+static void wait_read(uv_work_t *r) {
+  http_wait *w = r->data;
+  summary(w->x->s, w->x, w->wf, w->id);
+}
+
+static void wait_closed(uv_handle_t *h) {
+  http_wait *w = h->data;
+  http_exchange *x = w->x;
+  x->wait = NULL;
+  free(w);
+  release(x);
+}
+
+/* On the loop: the status is in x->rs; the timer's handle goes first, so
+ * nothing of the wait is left once the exchange is released. */
+static void wait_done(http_wait *w) {
+  if (w->timer_open) {
+    uv_close((uv_handle_t *)&w->timer, wait_closed);
+    return;
+  }
+  wait_closed((uv_handle_t *)&w->timer);
+}
+
+static void after_wait_read(uv_work_t *r, int status) {
+  (void)status;
+  wait_done(r->data);
+}
+
+/* On the loop, once: reads the light status on the pool to answer. */
+static void wait_answer(http_wait *w) {
+  w->answering = 1;
+  if (w->timer_open) {
+    uv_timer_stop(&w->timer);
+    wait_unlink(w);
+  }
+  w->read.data = w;
+  int rc =
+      uv_queue_work(w->x->s->ctx.loop, &w->read, wait_read, after_wait_read);
+  if (rc != 0) {
+    send_error(w->x, 503, "server.busy", "the answer could not be queued: %s",
+               uv_strerror(rc));
+    wait_done(w);
+  }
+}
+
+/* On the loop: the watch's call arrived. */
+static void wait_fired(http_wait *w) {
+  if (w->watch) {
+    duro_watch_cancel(w->x->s->engine, w->watch); /* gives it back */
+    w->watch = NULL;
+  }
+  if (!w->answering)
+    wait_answer(w);
+}
+
+/* On the loop: the time ran out, the client went away, or the server
+ * stops: answer with the status as it is. */
+static void wait_timeout(http_wait *w) {
+  if (w->answering || !w->watch)
+    return; /* answered, or the watch's call is on its way */
+  int fired = duro_watch_cancel(w->x->s->engine, w->watch);
+  w->watch = NULL;
+  if (!fired)
+    wait_answer(w);
+}
+
+static void on_wait_timer(uv_timer_t *t) { wait_timeout(t->data); }
+
+/* On the loop, after the route returned: times the wait. */
+static void wait_arm(http_wait *w) {
+  http_server *s = w->x->s;
+  if (w->answering)
+    return;
+  if (!w->x->req || s->stopping) {
+    wait_timeout(w);
+    return;
+  }
+  int rc = uv_timer_init(s->ctx.loop, &w->timer);
+  if (rc == 0) {
+    w->timer_open = 1;
+    w->timer.data = w;
+    rc = uv_timer_start(&w->timer, on_wait_timer, (uint64_t)w->ms, 0);
+  }
+  if (rc != 0) {
+    wait_timeout(w);
+    return;
+  }
+  w->next = s->waits;
+  if (s->waits)
+    s->waits->prev = w;
+  s->waits = w;
+}
+
+/* GET /workflows/{wf}/instances/{id}[?wait=DURATION]: the whole
+ * instance, or, with wait, its light status once it has ended or the
+ * wait (at most http.max_wait) ran out. */
+static int get_instance(http_server *s, http_exchange *x, const char *wf,
+                        const char *id) {
+  const char *wait = query_param(x, "wait");
+  if (!wait)
+    return describe(s, x, wf, id);
+  int64_t ms;
+  if (duration_parse(wait, &ms) != 0)
+    return send_error(x, 400, "request.invalid",
+                      "wait must be a duration such as \"30s\", \"500ms\" "
+                      "or milliseconds");
+  if (ms > s->max_wait_ms)
+    ms = s->max_wait_ms;
+  if (ms == 0 || !x->req) /* no loop to answer from later: now */
+    return summary(s, x, wf, id);
+  http_wait *w = xcalloc(1, sizeof *w);
+  *w = (http_wait){.x = x, .wf = wf, .id = id, .ms = ms};
+  x->wait = w;
+  x->owners++; /* before the watch can be called */
+  int rc =
+      duro_instance_watch(s->engine, wf, id, on_instance_ended, x, &w->watch);
+  if (rc == 0)
+    return 0; /* answered by the watch or the timer */
+  x->owners--;
+  x->wait = NULL;
+  free(w);
+  if (rc == DURO_WATCH_ENDED)
+    return summary(s, x, wf, id);
+  return send_engine_error(x, rc, wf, id);
 }
 
 static int change_status(http_server *s, http_exchange *x, const char *wf,
@@ -1270,11 +1461,14 @@ static int route(http_server *s, http_exchange *x) {
         x, 400, duro_err_name(DURO_E_INVALID_ID),
         "instance ids are 1-100 characters of A-Z a-z 0-9 _ . : -");
   if (n == 4)
-    return method_is(x, "GET") ? describe(s, x, wf, id)
+    return method_is(x, "GET") ? get_instance(s, x, wf, id)
                                : wrong_method(x, "GET");
-  if (n == 5 && !strcmp(seg[4], "status"))
+  if (n == 5 && !strcmp(seg[4], "status")) {
+    if (method_is(x, "GET"))
+      return summary(s, x, wf, id);
     return method_is(x, "PATCH") ? change_status(s, x, wf, id)
-                                 : wrong_method(x, "PATCH");
+                                 : wrong_method(x, "GET, PATCH");
+  }
   if (n == 6 && !strcmp(seg[4], "events")) {
     if (!name_valid(seg[5]))
       return send_error(
@@ -1329,8 +1523,13 @@ static void exchange_free(http_exchange *x) {
 
 static void on_guard_dispose(void *p) {
   exchange_guard *g = p;
-  if (g->x)
-    g->x->req = NULL;
+  if (!g->x)
+    return;
+  g->x->req = NULL;
+  /* A waiting GET whose client went away ends now (one whose route is
+   * still running ends when it returns: wait_arm). */
+  if (g->x->wait && g->x->wait->timer_open)
+    wait_timeout(g->x->wait);
 }
 
 /* On the loop: hands the answer to H2O, unless the client is gone. */
@@ -1371,6 +1570,21 @@ static void close_done_async(http_server *s) {
     s->done_open = 0;
     uv_close((uv_handle_t *)&s->done_async, on_handle_closed);
   }
+  if (s->linger_open) {
+    s->linger_open = 0;
+    uv_close((uv_handle_t *)&s->linger, on_handle_closed);
+  }
+}
+
+/* The turn after answers were written at shutdown: their writes have
+ * completed (libuv reports them before idle handles run). */
+static void on_linger(uv_idle_t *h) {
+  http_server *s = h->data;
+  uv_idle_stop(h);
+  s->in_flight -= s->lingering;
+  s->lingering = 0;
+  if (s->in_flight == 0)
+    close_done_async(s);
 }
 
 /* On the loop: the last owner let go of the exchange: answer it. */
@@ -1378,16 +1592,25 @@ static void release(http_exchange *x) {
   if (--x->owners > 0)
     return;
   http_server *s = x->s;
+  int wrote = x->req != NULL;
   respond(x);
-  s->in_flight--;
   exchange_free(x);
+  if (s->stopping && wrote && s->linger_open &&
+      uv_idle_start(&s->linger, on_linger) == 0) {
+    s->lingering++;
+    return;
+  }
+  s->in_flight--;
   if (s->stopping && s->in_flight == 0)
     close_done_async(s);
 }
 
 static void after_route(uv_work_t *w, int status) {
   (void)status; /* the loop never cancels work */
-  release(w->data);
+  http_exchange *x = w->data;
+  if (x->wait)
+    wait_arm(x->wait);
+  release(x);
 }
 
 /* Any thread: the answer of a deferred exchange is written. */
@@ -1408,7 +1631,10 @@ static void on_done_async(uv_async_t *a) {
   pthread_mutex_unlock(&s->done_mu);
   while (x) {
     http_exchange *next = x->next_done;
-    release(x);
+    if (x->wait) /* a watch's call: the only way a waiting GET gets here */
+      wait_fired(x->wait);
+    else
+      release(x);
     x = next;
   }
 }
@@ -1461,6 +1687,26 @@ static int raw_headers(h2o_req_t *req, http_header *out) {
   return (int)n;
 }
 
+/* Creations run on the loop itself: parsing their body costs less than
+ * two thread hops, and their commit goes to the journal's writer thread,
+ * so the loop never waits for a disk.  Everything else may read or wait:
+ * the pool. */
+static int on_the_loop(const http_input *in) {
+  static const char prefix[] = "/workflows/";
+  if (in->method_len != 4 || memcmp(in->method, "POST", 4) != 0 ||
+      in->path_len <= sizeof prefix - 1 ||
+      memcmp(in->path, prefix, sizeof prefix - 1) != 0)
+    return 0;
+  const char *wf = in->path + sizeof prefix - 1;
+  const char *end = in->path + in->path_len;
+  const char *slash = memchr(wf, '/', (size_t)(end - wf));
+  if (!slash)
+    return 0;
+  size_t rest = (size_t)(end - slash);
+  return (rest == 10 && !memcmp(slash, "/instances", 10)) ||
+         (rest == 16 && !memcmp(slash, "/instances/batch", 16));
+}
+
 static int on_req(h2o_handler_t *self, h2o_req_t *req) {
   http_server *s = ((route_handler *)self)->server;
   http_header hdrs[HTTP_MAX_HEADERS];
@@ -1494,6 +1740,12 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req) {
       x->guard->x = x;
       x->work.data = x;
       x->owners = 1;
+      if (on_the_loop(&in)) {
+        s->in_flight++;
+        route(s, x);
+        release(x);
+        return 0;
+      }
       int rc = uv_queue_work(s->ctx.loop, &x->work, run_route, after_route);
       if (rc == 0) {
         s->in_flight++;
@@ -1522,6 +1774,7 @@ http_server *http_server_new(duro_engine *e, const char *token,
   s->engine = e;
   s->token = token ? xstrdup(token) : NULL;
   s->max_body = max_body;
+  s->max_wait_ms = 60 * 1000;
   s->budget = SIZE_MAX;
   return s;
 }
@@ -2094,6 +2347,7 @@ int http_start(uv_loop_t *loop, duro_engine *e, const config *cfg,
                         ? (size_t)cfg->http.max_body_bytes
                         : 1024 * 1024;
   http_server *s = http_server_new(e, token, max_body);
+  s->max_wait_ms = cfg->http.max_wait_ms;
   s->budget = max_body * BUDGET_BODIES > BUDGET_MIN ? max_body * BUDGET_BODIES
                                                     : BUDGET_MIN;
   h2o_config_init(&s->config);
@@ -2141,6 +2395,11 @@ int http_start(uv_loop_t *loop, duro_engine *e, const config *cfg,
     s->done_open = 1;
     s->done_async.data = s;
     uv_unref((uv_handle_t *)&s->done_async);
+  }
+  if (rc == 0 && (rc = uv_idle_init(loop, &s->linger)) == 0) {
+    s->handles++;
+    s->linger_open = 1;
+    s->linger.data = s; /* active only while answers linger */
   }
   if (rc != 0) {
     snprintf(err, errlen, "%s: cannot start serving HTTP: %s", cfg->file,
@@ -2195,6 +2454,11 @@ void http_stop(http_server *s) {
     s->sweep_closed = 1;
   } else if (s->handles == 1 && !s->done_open) {
     uv_close((uv_handle_t *)&s->bound, on_handle_closed);
+  }
+  /* Waiting GETs are answered now, with the status as it is. */
+  for (http_wait *w = s->waits, *next; w; w = next) {
+    next = w->next;
+    wait_timeout(w);
   }
   /* Deferred answers still coming keep it open (release closes it). */
   if (s->in_flight == 0)

@@ -297,6 +297,12 @@ struct journal {
   int failing;
   char failing_err[256];
   uint64_t failures; /* failed group commits so far (mu) */
+  /* The writer thread, started by the first background commit: it leads
+   * when nobody does, so a caller that must not block (the HTTP loop)
+   * never commits on its own thread. */
+  pthread_t writer;
+  pthread_cond_t writer_cv;
+  int writer_started, closing;
 };
 
 /* The last failure's message, per thread (like errno): readers fail on
@@ -472,6 +478,7 @@ statements:
   pthread_key_create(&j->reader_key, NULL);
   pthread_mutex_init(&j->readers_mu, NULL);
   pthread_mutex_init(&j->mu, NULL);
+  pthread_cond_init(&j->writer_cv, NULL);
   *out = j;
   return 0;
 
@@ -486,6 +493,14 @@ fail:
 void journal_close(journal *j) {
   if (!j)
     return;
+  pthread_mutex_lock(&j->mu);
+  j->closing = 1;
+  pthread_cond_broadcast(&j->writer_cv);
+  int writer = j->writer_started;
+  pthread_mutex_unlock(&j->mu);
+  if (writer)
+    pthread_join(j->writer, NULL);
+  pthread_cond_destroy(&j->writer_cv);
   for (int i = 0; i < ST_WRITE_COUNT_; i++)
     sqlite3_finalize(j->ws[i]);
   sqlite3_close(j->wr);
@@ -1063,6 +1078,43 @@ int journal_commit(journal *j, journal_batch *b) {
   if (me.rc)
     memcpy(last_err, me.err, sizeof last_err);
   return me.rc;
+}
+
+/* The writer thread: leads whenever batches wait and nobody leads. */
+static void *writer_main(void *arg) {
+  journal *j = arg;
+  pthread_mutex_lock(&j->mu);
+  for (;;) {
+    while (!j->closing && (!j->head || j->leading))
+      pthread_cond_wait(&j->writer_cv, &j->mu);
+    if (j->closing && (!j->head || j->leading))
+      break;
+    j->leading = 1;
+    lead(j, NULL);
+  }
+  pthread_mutex_unlock(&j->mu);
+  return NULL;
+}
+
+void journal_commit_background(journal *j, journal_batch *b, journal_done_fn fn,
+                               void *ctx) {
+  pending *p = xcalloc(1, sizeof *p);
+  p->batch = b;
+  p->fn = fn;
+  p->ctx = ctx;
+  pthread_mutex_lock(&j->mu);
+  enqueue(j, p);
+  if (!j->writer_started) {
+    if (pthread_create(&j->writer, NULL, writer_main, j) == 0) {
+      j->writer_started = 1;
+    } else if (!j->leading) { /* no thread: this one leads after all */
+      j->leading = 1;
+      lead(j, NULL);
+    }
+  }
+  if (!j->leading)
+    pthread_cond_signal(&j->writer_cv);
+  pthread_mutex_unlock(&j->mu);
 }
 
 void journal_commit_async(journal *j, journal_batch *b, journal_done_fn fn,

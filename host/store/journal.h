@@ -221,6 +221,12 @@ typedef void (*journal_done_fn)(void *ctx, int rc);
 void journal_commit_async(journal *j, journal_batch *b, journal_done_fn fn,
                           void *ctx);
 
+/* journal_commit_async that never commits on the calling thread: when no
+ * thread leads, the journal's writer thread (started on first use) does.
+ * For callers that must not block on a disk: the HTTP loop. */
+void journal_commit_background(journal *j, journal_batch *b, journal_done_fn fn,
+                               void *ctx);
+
 /* ---- reads --------------------------------------------------------------- */
 
 /* Fills *out (caller frees with journal_instance_clear). DURO_E_NOT_FOUND. */
