@@ -1,5 +1,5 @@
 # Convenience targets; the build itself is meson's (meson.build).
-.PHONY: all deps build run check test bench demo chaos fuzz clean
+.PHONY: all deps build run check test bench bench-http demo chaos fuzz clean
 
 all: build
 
@@ -26,10 +26,19 @@ clean:
 
 # The benchmarks (figures, not assertions): the engine in-process
 # (bench/bench.c; BENCH_ARGS="--csv --only W1,Q1" etc.), then Q2, the queue
-# through a real host over HTTP (bench/q2.c; BENCH_Q2_ARGS="--quick" etc.).
+# through a real host over HTTP (bench/q2.c; BENCH_Q2_ARGS="--quick" etc.),
+# then H1-H4, creations and workloads through HTTP measured with wrk
+# (bench-http below; about 40 s).
 bench: build
 	./build/bench/duro-bench $(BENCH_ARGS)
 	./build/bench/duro-bench-q2 $(BENCH_Q2_ARGS)
+	@$(MAKE) --no-print-directory bench-http
+
+# H1-H4 alone (bench/http/run.sh; BENCH_HTTP_ARGS="--quick", "--perf",
+# "--only H1,H3", "--synchronous normal"); installs wrk if missing.
+bench-http: build
+	@bash bench/http/deps.sh
+	bench/http/run.sh $(BENCH_HTTP_ARGS)
 
 # 100 orders end to end through the CLI (examples/demo.sh).
 demo: build

@@ -1,0 +1,261 @@
+/* drive.c — the client of H3 and H4 (bench/http/run.sh): creates N
+ * instances of a workflow through POST /workflows/{wf}/instances, each with
+ * an id of its own, on C keep-alive connections at once (libcurl multi, one
+ * thread, so the client takes little of the CPU the host needs), and with
+ * --await then learns each one's result: GET /workflows/{wf}/instances/{id}
+ * (with ?wait=30s when the host supports it, else polled) until it is
+ * complete.  Prints, as the other benches do, one line per figure:
+ *
+ *   NAME creates/s         N / the time to the last 201
+ *   NAME steps/s           (--await) N * --steps / the time from the first
+ *                          create to the last result learned
+ *   NAME GETs per instance (--await) how many GETs learning took
+ *
+ * Figures, never assertions; but any reply other than the expected one, or
+ * an instance that ends otherwise than complete, exits 1. */
+#include <curl/curl.h>
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *name = "H?", *setting = "", *wf = "One", *prefix = "i";
+static int port, conns = 64, await_results, steps = 1, use_wait;
+static long n = 1000;
+
+static int64_t now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void report(const char *figure, double value, const char *unit) {
+  char full[64];
+  snprintf(full, sizeof full, "%s %s", name, figure);
+  printf("%-28s %12.3f %-10s [%s]\n", full, value, unit, setting);
+  fflush(stdout);
+}
+
+typedef struct slot {
+  CURL *c;
+  long id; /* the instance this request is about */
+  char body[128], url[256];
+  char *buf;
+  size_t len, cap;
+} slot;
+
+static size_t on_body(char *p, size_t size, size_t nm, void *ud) {
+  slot *s = ud;
+  size_t len = size * nm;
+  if (s->len + len + 1 > s->cap) {
+    s->cap = (s->len + len + 1) * 2;
+    s->buf = realloc(s->buf, s->cap);
+    if (!s->buf)
+      exit(1);
+  }
+  memcpy(s->buf + s->len, p, len);
+  s->len += len;
+  s->buf[s->len] = '\0';
+  return len;
+}
+
+static struct curl_slist *hdrs;
+
+static void slot_init(slot *s) {
+  memset(s, 0, sizeof *s);
+  s->c = curl_easy_init();
+  curl_easy_setopt(s->c, CURLOPT_NOPROXY, "*");
+  curl_easy_setopt(s->c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(s->c, CURLOPT_TCP_NODELAY, 1L);
+  curl_easy_setopt(s->c, CURLOPT_TIMEOUT_MS, 120000L);
+  curl_easy_setopt(s->c, CURLOPT_HTTPHEADER, hdrs);
+  curl_easy_setopt(s->c, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(s->c, CURLOPT_WRITEDATA, s);
+  curl_easy_setopt(s->c, CURLOPT_PRIVATE, s);
+}
+
+static void start_create(CURLM *m, slot *s, long id) {
+  s->id = id;
+  s->len = 0;
+  snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d/workflows/%s/instances",
+           port, wf);
+  snprintf(s->body, sizeof s->body, "{\"id\":\"%s-%ld\",\"params\":{\"i\":%ld}}",
+           prefix, id, id);
+  curl_easy_setopt(s->c, CURLOPT_HTTPGET, 0L);
+  curl_easy_setopt(s->c, CURLOPT_URL, s->url);
+  curl_easy_setopt(s->c, CURLOPT_POSTFIELDSIZE, (long)strlen(s->body));
+  curl_easy_setopt(s->c, CURLOPT_POSTFIELDS, s->body);
+  curl_multi_add_handle(m, s->c);
+}
+
+static void start_get(CURLM *m, slot *s, long id) {
+  s->id = id;
+  s->len = 0;
+  snprintf(s->url, sizeof s->url,
+           "http://127.0.0.1:%d/workflows/%s/instances/%s-%ld%s", port, wf,
+           prefix, id, use_wait ? "?wait=30s" : "");
+  curl_easy_setopt(s->c, CURLOPT_HTTPGET, 1L);
+  curl_easy_setopt(s->c, CURLOPT_URL, s->url);
+  curl_multi_add_handle(m, s->c);
+}
+
+/* Runs the multi handle until a transfer ends; returns its slot. */
+static slot *next_done(CURLM *m, long *status) {
+  for (;;) {
+    int running, left;
+    curl_multi_perform(m, &running);
+    CURLMsg *msg;
+    while ((msg = curl_multi_info_read(m, &left))) {
+      if (msg->msg != CURLMSG_DONE)
+        continue;
+      slot *s;
+      curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&s);
+      CURLcode rc = msg->data.result;
+      curl_multi_remove_handle(m, msg->easy_handle);
+      if (rc != CURLE_OK) {
+        fprintf(stderr, "drive: %s: %s\n", s->url, curl_easy_strerror(rc));
+        exit(1);
+      }
+      curl_easy_getinfo(s->c, CURLINFO_RESPONSE_CODE, status);
+      return s;
+    }
+    curl_multi_poll(m, NULL, 0, 100, NULL);
+  }
+}
+
+/* A separate probe: does GET ...?wait= hold the request until the instance
+ * ends?  An instance that sleeps an hour must keep it ~300 ms. */
+static int probe_wait(CURLM *m, slot *s) {
+  const char *saved_wf = wf, *saved_prefix = prefix;
+  long status;
+  wf = "Nap";
+  prefix = "probe";
+  start_create(m, s, 0);
+  next_done(m, &status);
+  if (status != 201) {
+    fprintf(stderr, "drive: probe create: %ld %s\n", status, s->buf);
+    exit(1);
+  }
+  snprintf(s->url, sizeof s->url,
+           "http://127.0.0.1:%d/workflows/Nap/instances/probe-0?wait=300ms",
+           port);
+  s->len = 0;
+  curl_easy_setopt(s->c, CURLOPT_HTTPGET, 1L);
+  curl_easy_setopt(s->c, CURLOPT_URL, s->url);
+  int64_t t0 = now_us();
+  curl_multi_add_handle(m, s->c);
+  next_done(m, &status);
+  int64_t took = now_us() - t0;
+  wf = saved_wf;
+  prefix = saved_prefix;
+  return status == 200 && took >= 250000;
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--await"))
+      await_results = 1;
+    else if (!v)
+      goto usage;
+    else if (!strcmp(a, "--port"))
+      port = atoi(argv[++i]);
+    else if (!strcmp(a, "--wf"))
+      wf = argv[++i];
+    else if (!strcmp(a, "-n"))
+      n = atol(argv[++i]);
+    else if (!strcmp(a, "-c"))
+      conns = atoi(argv[++i]);
+    else if (!strcmp(a, "--steps"))
+      steps = atoi(argv[++i]);
+    else if (!strcmp(a, "--name"))
+      name = argv[++i];
+    else if (!strcmp(a, "--setting"))
+      setting = argv[++i];
+    else if (!strcmp(a, "--prefix"))
+      prefix = argv[++i];
+    else
+      goto usage;
+  }
+  if (port <= 0 || n <= 0 || conns <= 0)
+    goto usage;
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+  hdrs = curl_slist_append(hdrs, "Expect:");
+  CURLM *m = curl_multi_init();
+  curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, (long)conns + 1);
+  slot *slots = calloc((size_t)conns, sizeof *slots);
+  for (int i = 0; i < conns; i++)
+    slot_init(&slots[i]);
+  if (await_results)
+    use_wait = probe_wait(m, &slots[0]);
+
+  /* Creations, C at a time. */
+  long next = 0, done = 0, status;
+  int64_t t0 = now_us();
+  for (int i = 0; i < conns && next < n; i++)
+    start_create(m, &slots[i], next++);
+  while (done < n) {
+    slot *s = next_done(m, &status);
+    if (status != 201) {
+      fprintf(stderr, "drive: create %s-%ld: %ld %s\n", prefix, s->id, status,
+              s->buf ? s->buf : "");
+      return 1;
+    }
+    done++;
+    if (next < n)
+      start_create(m, s, next++);
+  }
+  int64_t t1 = now_us();
+  report("creates/s", (double)n / ((double)(t1 - t0) / 1e6), "inst/s");
+  if (!await_results)
+    return 0;
+
+  /* Results: each id asked until it is complete; one not yet complete goes
+   * to the back of the queue. */
+  long *queue = malloc((size_t)n * sizeof *queue), head = 0, queued = n,
+       gets = 0;
+  for (long i = 0; i < n; i++)
+    queue[i] = i;
+  long learned = 0; /* the queue is a ring: head .. head + queued */
+  for (int i = 0; i < conns && queued > 0; i++, queued--)
+    start_get(m, &slots[i], queue[head++ % n]);
+  while (learned < n) {
+    slot *s = next_done(m, &status);
+    gets++;
+    json_t *j = status == 200 ? json_loadb(s->buf, s->len, 0, NULL) : NULL;
+    const char *st = json_string_value(json_object_get(j, "status"));
+    if (!st) {
+      fprintf(stderr, "drive: GET %s: %ld %s\n", s->url, status,
+              s->buf ? s->buf : "");
+      return 1;
+    }
+    if (!strcmp(st, "complete")) {
+      learned++;
+    } else if (!strcmp(st, "errored") || !strcmp(st, "terminated")) {
+      fprintf(stderr, "drive: %s ended %s: %s\n", s->url, st, s->buf);
+      return 1;
+    } else {
+      queue[(head + queued) % n] = s->id;
+      queued++;
+    }
+    json_decref(j);
+    if (queued > 0) {
+      start_get(m, s, queue[head++ % n]);
+      queued--;
+    }
+  }
+  int64_t t2 = now_us();
+  report("steps/s", (double)(n * steps) / ((double)(t2 - t0) / 1e6),
+         "steps/s");
+  report("to all results", (double)(t2 - t0) / 1e6, "s");
+  report(use_wait ? "GETs per instance (wait)" : "GETs per instance (poll)",
+         (double)gets / (double)n, "GETs");
+  return 0;
+usage:
+  fprintf(stderr, "usage: drive --port P [--wf WF] [-n N] [-c CONNS] "
+                  "[--await [--steps S]] [--name H3] [--setting TEXT]\n");
+  return 2;
+}

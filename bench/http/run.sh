@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# run.sh — H1-H4, the HTTP figures: a real `duro run` (build/host/duro) of
+# the bench plugin (bench/http/bench_plugin.c: One, Ten, Nap), started by
+# this script on a config it writes into a directory of its own under
+# bench-data/ (on the disk the figures are about, not a tmpfs), HTTP on a
+# port the kernel picks (read back from the host's "ready ... http on port
+# N" line), storage `synchronous: full` unless --synchronous normal, 64
+# workers.  A fresh host for each figure:
+#
+#   H1 single creates  wrk (single.lua), 64 connections, 10 s of
+#                      POST /workflows/One/instances {"params": {...}};
+#                      creates/s and latency p50/p99 (wrk's distribution)
+#   H2 batch creates   wrk (batch.lua), 16 connections, 10 s of
+#                      POST /workflows/One/instances/batch of 100;
+#                      instances/s
+#   H3 W1 via HTTP     duro-bench-http-drive: 1000 instances of Ten (10
+#                      steps) created on 32 connections, then each one's
+#                      result learned (GET .../instances/{id}, with
+#                      ?wait=30s if the host holds such a request, else
+#                      polled); steps/s = 10,000 / the whole time
+#   H4 W3 via HTTP     duro-bench-http-drive: 10,000 creates of Nap (one
+#                      step, then sleep an hour) on 64 connections
+#
+# One line per figure, "NAME  value unit  [setting]".  --quick: a smoke run
+# (1 s each, 100 and 1000 instances).  --perf: `perf record -g` of the
+# engine process during H1, its top symbols printed after.  --keep keeps
+# the host directories.  Figures, never assertions: an HTTP error or a host
+# that does not exit 0 on SIGTERM ends the run with exit 1 (files kept).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+here=bench/http
+build=${BUILD_DIR:-build}
+duro=$build/host/duro
+plugin=$(realpath "$build/bench/libbench.so")
+drive=$build/bench/duro-bench-http-drive
+
+quick=0 sync=full keep=0 perf=0 parent=bench-data only="H1,H2,H3,H4"
+threads=${BENCH_WRK_THREADS:-2}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) quick=1 ;;
+    --keep) keep=1 ;;
+    --perf) perf=1 ;;
+    --synchronous) sync=$2; shift ;;
+    --dir) parent=$2; shift ;;
+    --only) only=$2; shift ;;
+    --threads) threads=$2; shift ;;
+    *) echo "usage: run.sh [--quick] [--synchronous full|normal] [--only H1,H3]" \
+            "[--threads N] [--perf] [--keep] [--dir DIR]" >&2; exit 2 ;;
+  esac
+  shift
+done
+for f in "$duro" "$plugin" "$drive"; do
+  [ -x "$f" ] || [ -f "$f" ] || { echo "run.sh: $f is not built" >&2; exit 1; }
+done
+command -v wrk >/dev/null || { echo "run.sh: wrk is missing (bench/http/deps.sh)" >&2; exit 1; }
+if [ $quick = 1 ]; then
+  secs=1 h3_n=100 h4_n=1000
+else
+  secs=10 h3_n=1000 h4_n=10000
+fi
+export BENCH_LUA_DIR=$PWD/$here
+
+mkdir -p "$parent"
+dir="" host_pid="" port=""
+fail() {
+  echo "run.sh: $*${dir:+ (host files kept in $dir)}" >&2
+  [ -n "$host_pid" ] && kill -KILL "$host_pid" 2>/dev/null
+  exit 1
+}
+trap '[ -n "$host_pid" ] && kill -KILL "$host_pid" 2>/dev/null; true' EXIT
+
+start_host() {
+  dir=$(realpath "$(mktemp -d "$parent/http.XXXXXX")")
+  cat >"$dir/duro.yaml" <<YAML
+storage: { path: $dir/duro.db, synchronous: $sync }
+http: { listen: "127.0.0.1:0" }
+engine: { workers: 64 }
+plugins:
+  - name: bench
+    path: $plugin
+    workflows:
+      - { name: One, binding: ONE, class_name: One }
+      - { name: Ten, binding: TEN, class_name: Ten }
+      - { name: Nap, binding: NAP, class_name: Nap }
+YAML
+  "$duro" run "$dir/duro.yaml" >"$dir/host.log" 2>&1 &
+  host_pid=$!
+  port=""
+  for _ in $(seq 2000); do
+    port=$(sed -n 's/.*http on port \([0-9]*\).*/\1/p' "$dir/host.log" | head -1)
+    [ -n "$port" ] && return 0
+    kill -0 "$host_pid" 2>/dev/null || break
+    sleep 0.01
+  done
+  cat "$dir/host.log" >&2
+  fail "$duro did not get ready"
+}
+
+# SIGTERM: the host must exit 0 within 30 s.
+stop_host() {
+  kill -TERM "$host_pid"
+  local st=0
+  timeout 30 tail --pid="$host_pid" -f /dev/null || fail "the host did not stop within 30 s"
+  wait "$host_pid" || st=$?
+  host_pid=""
+  [ $st = 0 ] || fail "the host ended with status $st after SIGTERM"
+  [ $keep = 1 ] || rm -rf "$dir"
+}
+
+wants() { [[ ",$only," == *",$1,"* ]]; }
+
+# wrk SCRIPT NAME CONNECTIONS PER_REQUEST PATH: one figure's run, whose
+# errors (written by report.lua's done) fail the bench.
+run_wrk() {
+  local script=$1 name=$2 c=$3 per=$4 path=$5
+  local t=$threads
+  [ "$t" -gt "$c" ] && t=$c
+  BENCH_NAME=$name BENCH_PER_REQUEST=$per BENCH_ERRFILE=$dir/wrk.errors \
+  BENCH_SETTING="synchronous=$sync http wrk -t$t -c$c ${secs}s" \
+    wrk -t"$t" -c"$c" -d"${secs}s" --timeout 30s -s "$here/$script" \
+      "http://127.0.0.1:$port$path" >"$dir/wrk.out" 2>"$dir/wrk.err" ||
+    { cat "$dir/wrk.out" "$dir/wrk.err" >&2; fail "wrk failed"; }
+  # wrk's own summary first, then done()'s lines: keep only ours.
+  grep "^$name " "$dir/wrk.out"
+  [ ! -s "$dir/wrk.errors" ] || { cat "$dir/wrk.out" "$dir/wrk.err" >&2; fail "$name: errors"; }
+}
+
+if wants H1; then
+  start_host
+  if [ $perf = 1 ]; then
+    engine=$(ps -o pid= --ppid "$host_pid" | head -1 | tr -d ' ')
+    perf record -g -o "$dir/perf.data" -p "$engine" -- sleep "$secs" \
+      >/dev/null 2>"$dir/perf.err" &
+    perf_pid=$!
+  fi
+  run_wrk single.lua H1 64 1 /workflows/One/instances
+  if [ $perf = 1 ]; then
+    wait "$perf_pid" || true
+    perf report -i "$dir/perf.data" --no-children --percent-limit 1 \
+      --sort sym --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' |
+      head -25 >"$dir/perf.top"
+    perf report -i "$dir/perf.data" --no-children --sort dso --stdio \
+      -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -8 >"$dir/perf.dso"
+    perf_dir=$dir
+    echo "H1 perf of the engine (pid $engine): $dir/perf.data; top symbols:"
+    sed 's/^/  /' "$dir/perf.top"
+    echo "H1 perf by object:"
+    sed 's/^/  /' "$dir/perf.dso"
+  fi
+  keep_h1=$keep
+  [ -z "${perf_dir:-}" ] || keep=1 # the profile stays, and its host's files
+  stop_host
+  keep=$keep_h1
+fi
+
+if wants H2; then
+  start_host
+  run_wrk batch.lua H2 16 100 /workflows/One/instances/batch
+  stop_host
+fi
+
+if wants H3; then
+  start_host
+  "$drive" --port "$port" --wf Ten -n "$h3_n" -c 32 --await --steps 10 \
+    --name H3 --setting "synchronous=$sync http drive -c32 $h3_n x Ten" ||
+    fail "H3 failed"
+  stop_host
+fi
+
+if wants H4; then
+  start_host
+  "$drive" --port "$port" --wf Nap -n "$h4_n" -c 64 \
+    --name H4 --setting "synchronous=$sync http drive -c64 $h4_n x Nap" ||
+    fail "H4 failed"
+  stop_host
+fi
+[ $keep = 1 ] || [ -n "${perf_dir:-}" ] || rmdir "$parent" 2>/dev/null || true
