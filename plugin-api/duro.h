@@ -127,10 +127,12 @@ typedef enum duro_rc {
     "message body is not valid JSON")                                          \
   X(LEASE_NOT_HELD, -29, "queue.lease_not_held", "unknown or expired lease")   \
   X(CRON_NOT_FOUND, -30, "cron.not_found",                                     \
-    "no cron trigger has that expression")
+    "no cron trigger has that expression")                                     \
+  X(OVERLOADED, -31, "engine.overloaded",                                      \
+    "too many instances are queued; retry later")
 
 #define DURO_ERROR_ENUM_(name, value, code, desc) DURO_E_##name = (value),
-enum { DURO_ERRORS(DURO_ERROR_ENUM_) DURO_E_LAST_ = -31 };
+enum { DURO_ERRORS(DURO_ERROR_ENUM_) DURO_E_LAST_ = -32 };
 #undef DURO_ERROR_ENUM_
 
 /* ---- opaque handles --------------------------------------------------- */

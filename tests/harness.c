@@ -36,6 +36,8 @@ static struct {
 static size_t n_cron_handlers;
 
 static int64_t state_limit;     /* 0 = the engine's default */
+static size_t runnable_cap;     /* 0 = the engine's default */
+static size_t queued_cap;       /* 0 = none */
 static ledger *crash_ledger;    /* NULL = the engine's private one */
 static uint32_t max_crashes;    /* 0 = the engine's default */
 static uint32_t worker_threads; /* 0 = inline, on the virtual clock */
@@ -45,6 +47,8 @@ static void open_engine(harness *h) {
                              .synchronous_full = 0,
                              .workers = worker_threads,
                              .max_instance_state = state_limit,
+                             .max_runnable = runnable_cap,
+                             .max_queued = queued_cap,
                              .ledger = crash_ledger,
                              .max_crashes = max_crashes,
                              .clock = worker_threads ? NULL : &h->clock};
@@ -71,6 +75,7 @@ static void harness_init(harness *h, uint32_t workers) {
   n_crons = 0;
   n_cron_handlers = 0;
   state_limit = 0;
+  runnable_cap = queued_cap = 0;
   crash_ledger = NULL;
   max_crashes = 0;
   worker_threads = workers;
@@ -127,6 +132,13 @@ void harness_set_cron_handler(harness *h, const char *plugin,
 }
 
 void harness_start(harness *h) { ck_assert_int_eq(duro_engine_start(h->e), 0); }
+
+void harness_set_backlog_limits(harness *h, size_t max_runnable,
+                                size_t max_queued) {
+  runnable_cap = max_runnable;
+  queued_cap = max_queued;
+  harness_reopen(h);
+}
 
 void harness_set_state_limit(harness *h, int64_t bytes) {
   state_limit = bytes;

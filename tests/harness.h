@@ -37,6 +37,9 @@ void harness_reopen(harness *h);
  * running, then opens and starts it again (ticks, wakes and leases that
  * came meanwhile are found by the new one). */
 void harness_down_for(harness *h, int64_t ms);
+/* Reopens the engine with max_runnable and max_queued (0: defaults). */
+void harness_set_backlog_limits(harness *h, size_t max_runnable,
+                                size_t max_queued);
 /* Reopens the engine with max_instance_state = bytes. */
 void harness_set_state_limit(harness *h, int64_t bytes);
 /* Reopens the engine with the crash ledger `l` (borrowed; the test frees

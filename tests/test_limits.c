@@ -234,6 +234,89 @@ START_TEST(step_limit_counts_sleeps) {
 }
 END_TEST
 
+/* ---- the backlog --------------------------------------------------------
+ */
+
+static void create_many(harness *h, const char *prefix, int n) {
+  duro_create_req reqs[200];
+  char ids[200][16];
+  ck_assert_int_le(n, 200);
+  for (int i = 0; i < n; i++) {
+    snprintf(ids[i], sizeof ids[i], "%s%d", prefix, i);
+    reqs[i] = (duro_create_req){.id = ids[i], .retention_ms = -1};
+  }
+  json_t *res = NULL;
+  ck_assert_int_eq(
+      duro_instance_create_batch(h->e, "wf", reqs, (size_t)n, &res), 0);
+  ck_assert_uint_eq(json_array_size(json_object_get(res, "created")),
+                    (size_t)n);
+  json_decref(res);
+}
+
+/* Instances with an entry in memory: in flight less the backlog in rows
+ * (/metrics' duro_backlog_in_journal). */
+static size_t engine_entries(harness *h) {
+  char *m = duro_engine_metrics(h->e);
+  const char *at = strstr(m, "\nduro_backlog_in_journal ");
+  ck_assert_ptr_nonnull(at);
+  size_t rows = (size_t)strtoull(at + 25, NULL, 10);
+  free(m);
+  return duro_engine_in_flight(h->e) - rows;
+}
+
+static size_t completed(harness *h) {
+  json_t *l = NULL;
+  ck_assert_int_eq(
+      duro_instance_list(h->e, "wf", DURO_STATUS_COMPLETE, 1000, NULL, &l), 0);
+  size_t n = json_array_size(json_object_get(l, "instances"));
+  json_decref(l);
+  return n;
+}
+
+/* Past max_runnable, new instances are rows, not memory: 150 creations
+ * hold 8 entries; all 150 run as the backlog is pulled in, and a backlog
+ * left by a stop is pulled in by the next engine the same way. */
+START_TEST(backlog_costs_rows_not_memory) {
+  harness h;
+  harness_open(&h);
+  harness_register(&h, "wf", one_step);
+  harness_start(&h);
+  harness_set_backlog_limits(&h, 8, 0);
+  create_many(&h, "a", 150);
+  ck_assert_uint_eq(duro_engine_in_flight(h.e), 150);
+  ck_assert_uint_le(engine_entries(&h), 8);
+  harness_run(&h);
+  ck_assert_uint_eq(completed(&h), 150);
+  create_many(&h, "b", 100);
+  ck_assert_uint_le(engine_entries(&h), 8);
+  harness_reopen(&h); /* recovery finds 100 queued rows */
+  ck_assert_uint_le(engine_entries(&h), 8);
+  ck_assert_uint_eq(duro_engine_in_flight(h.e), 100);
+  harness_run(&h);
+  ck_assert_uint_eq(completed(&h), 250);
+  harness_close(&h);
+}
+END_TEST
+
+/* engine.max_queued: creations are refused, overloaded, while that many
+ * instances wait, and accepted again once they ran. */
+START_TEST(max_queued_refuses_creations) {
+  harness h;
+  harness_open(&h);
+  harness_register(&h, "wf", one_step);
+  harness_start(&h);
+  harness_set_backlog_limits(&h, 8, 50);
+  create_many(&h, "a", 60); /* 0 queued when it came: taken whole */
+  ck_assert_int_eq(duro_instance_create(h.e, "wf", "late", NULL, -1, NULL),
+                   DURO_E_OVERLOADED);
+  harness_run(&h);
+  ck_assert_int_eq(duro_instance_create(h.e, "wf", "late", NULL, -1, NULL), 0);
+  harness_run(&h);
+  ck_assert_uint_eq(completed(&h), 61);
+  harness_close(&h);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("limits");
   TCase *tc = tcase_create("limits");
@@ -242,6 +325,8 @@ int main(void) {
   tcase_add_test(tc, state_limit_fails_the_step_that_crosses_it);
   tcase_add_test(tc, concurrency_limit_caps_running_activations);
   tcase_add_test(tc, step_limit_counts_sleeps);
+  tcase_add_test(tc, backlog_costs_rows_not_memory);
+  tcase_add_test(tc, max_queued_refuses_creations);
   suite_add_tcase(s, tc);
   return suite_run(s);
 }

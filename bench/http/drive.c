@@ -81,8 +81,8 @@ static void start_create(CURLM *m, slot *s, long id) {
   s->len = 0;
   snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d/workflows/%s/instances",
            port, wf);
-  snprintf(s->body, sizeof s->body, "{\"id\":\"%s-%ld\",\"params\":{\"i\":%ld}}",
-           prefix, id, id);
+  snprintf(s->body, sizeof s->body,
+           "{\"id\":\"%s-%ld\",\"params\":{\"i\":%ld}}", prefix, id, id);
   curl_easy_setopt(s->c, CURLOPT_HTTPGET, 0L);
   curl_easy_setopt(s->c, CURLOPT_URL, s->url);
   curl_easy_setopt(s->c, CURLOPT_POSTFIELDSIZE, (long)strlen(s->body));
@@ -248,8 +248,7 @@ int main(int argc, char **argv) {
     }
   }
   int64_t t2 = now_us();
-  report("steps/s", (double)(n * steps) / ((double)(t2 - t0) / 1e6),
-         "steps/s");
+  report("steps/s", (double)(n * steps) / ((double)(t2 - t0) / 1e6), "steps/s");
   report("to all results", (double)(t2 - t0) / 1e6, "s");
   report(use_wait ? "GETs per instance (wait)" : "GETs per instance (poll)",
          (double)gets / (double)n, "GETs");

@@ -316,6 +316,8 @@ static const field engine_fields[] = {
      NULL},
     {"shutdown_grace", K_DURATION, offsetof(config, engine.shutdown_grace_ms),
      false, 0, HOUR_MS, NULL},
+    {"max_queued", K_I64, offsetof(config, engine.max_queued), false, 0,
+     1000000000, NULL},
 };
 static const schema engine_schema =
     SCHEMA("engine", "in engine", -1, engine_fields);

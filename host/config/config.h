@@ -125,6 +125,9 @@ typedef struct config {
                                    instance, default 3 */
     int64_t shutdown_grace_ms;  /* a stop waits this long for running
                                    attempts, default 30 s */
+    int64_t max_queued;         /* creations answer 503 while this many
+                                   instances are queued; 0 (default) =
+                                   no limit */
   } engine;
   config_plugin *plugins;
   size_t n_plugins;

@@ -190,11 +190,13 @@ void fifo_push(entry_fifo *q, entry *ent) {
   else
     q->head = ent;
   q->tail = ent;
+  q->n++;
 }
 
 entry *fifo_pop(entry_fifo *q) {
   entry *ent = q->head;
   if (ent) {
+    q->n--;
     q->head = ent->next;
     if (!q->head)
       q->tail = NULL;
@@ -211,6 +213,7 @@ void fifo_remove(entry_fifo *q, entry *ent) {
       if (q->tail == ent)
         q->tail = prev;
       ent->next = NULL;
+      q->n--;
       return;
     }
 }
@@ -221,7 +224,16 @@ void runnable_push(duro_engine *e, entry *ent) {
   pthread_cond_signal(&e->work);
 }
 
-static entry *runnable_pop(duro_engine *e) { return fifo_pop(&e->runnable); }
+static entry *runnable_pop(duro_engine *e) {
+  entry *ent = fifo_pop(&e->runnable);
+  /* Draining: the scheduler pulls in the backlog kept only as rows. */
+  if (ent && e->spill_min != INT64_MAX &&
+      e->runnable.n == e->max_runnable / 2) {
+    e->sched_kick = 1;
+    pthread_cond_signal(&e->sched);
+  }
+  return ent;
+}
 
 /* Takes a queued entry out of whichever FIFO holds it. */
 void runnable_remove(duro_engine *e, entry *ent) {
@@ -282,6 +294,70 @@ static void make_runnable_locked(duro_engine *e, int64_t rowid) {
     ent->rerun = 1;
 }
 
+/* A new queued instance: runnable in memory while the FIFO holds fewer
+ * than max_runnable, else a row the scheduler pulls in later, so a
+ * burst of creations costs rows, not memory. */
+void engine_queue_new_locked(duro_engine *e, int64_t rowid) {
+  if (e->runnable.n >= e->max_runnable && !idmap_get(&e->entries, rowid)) {
+    if (rowid < e->spill_min)
+      e->spill_min = rowid;
+    e->spilled++;
+    return;
+  }
+  make_runnable_locked(e, rowid);
+}
+
+size_t engine_backlog(duro_engine *e) {
+  pthread_mutex_lock(&e->mu);
+  size_t n = e->runnable.n + e->spilled;
+  pthread_mutex_unlock(&e->mu);
+  return n;
+}
+
+/* The scheduler: queued rows from spill_min on, in rowid order, become
+ * runnable until the FIFO is half full again. */
+void engine_refill(duro_engine *e) {
+  enum { PAGE = 1000 };
+  int64_t rowids[PAGE];
+  for (;;) {
+    pthread_mutex_lock(&e->mu);
+    int64_t from = e->spill_min;
+    size_t room = e->runnable.n < e->max_runnable / 2
+                      ? e->max_runnable / 2 - e->runnable.n
+                      : 0;
+    if (from == INT64_MAX || room == 0 || e->stopping) {
+      pthread_mutex_unlock(&e->mu);
+      return;
+    }
+    e->spill_min = INT64_MAX; /* refusals meanwhile set it again */
+    pthread_mutex_unlock(&e->mu);
+    size_t limit = room < PAGE ? room : PAGE, n = 0;
+    int rc = journal_queued_from(e->j, from, limit, rowids, &n);
+    pthread_mutex_lock(&e->mu);
+    if (rc) {
+      if (from < e->spill_min)
+        e->spill_min = from; /* look again next pass */
+      pthread_mutex_unlock(&e->mu);
+      log_error("reading the backlog: %s", journal_errmsg(e->j));
+      return;
+    }
+    for (size_t i = 0; i < n; i++)
+      if (!idmap_get(&e->entries, rowids[i])) {
+        runnable_push(e, entry_take(e, rowids[i], ENTRY_QUEUED));
+        if (e->spilled)
+          e->spilled--;
+      }
+    if (n == limit && rowids[n - 1] + 1 < e->spill_min)
+      e->spill_min = rowids[n - 1] + 1; /* more may follow */
+    else if (n < limit && e->spill_min == INT64_MAX)
+      e->spilled = 0; /* the rows are all in: nothing left behind */
+    pthread_cond_broadcast(&e->work);
+    pthread_mutex_unlock(&e->mu);
+    if (n < limit)
+      return;
+  }
+}
+
 /* ---- open / start / close ------------------------------------------------ */
 
 int duro_engine_open(const duro_engine_options *opt, duro_engine **out,
@@ -294,6 +370,8 @@ int duro_engine_open(const duro_engine_options *opt, duro_engine **out,
   e->max_instance_state = opt->max_instance_state > 0 ? opt->max_instance_state
                                                       : 1024LL * 1024 * 1024;
   e->polled_through = INT64_MIN;
+  e->max_runnable = opt->max_runnable ? opt->max_runnable : 10000;
+  e->spill_min = INT64_MAX;
   int rc =
       journal_open(opt->db_path, opt->read_only ? -1 : opt->synchronous_full,
                    &e->j, err, errlen);
@@ -605,6 +683,13 @@ size_t duro_engine_run_until_idle(duro_engine *e) {
   engine_retries_due_locked(e, engine_mono_ms(e));
   for (;;) {
     entry *ent = runnable_pop(e);
+    if (!ent && e->spill_min != INT64_MAX) {
+      /* the backlog's turn, as the scheduler thread would pull it in */
+      pthread_mutex_unlock(&e->mu);
+      engine_refill(e);
+      pthread_mutex_lock(&e->mu);
+      ent = runnable_pop(e);
+    }
     if (!ent)
       break;
     int control = claim_locked(ent);
@@ -725,7 +810,7 @@ void engine_instance_insert_op(const wf_reg *wf, const char *id,
 }
 
 static void created_locked(duro_engine *e, int64_t rowid) {
-  make_runnable_locked(e, rowid);
+  engine_queue_new_locked(e, rowid);
   metrics_add(&e->m.instances_created, 1);
 }
 
@@ -836,6 +921,8 @@ static int create_batch(duro_engine *e, const char *workflow,
   const wf_reg *wf = engine_find_workflow(e, workflow);
   if (!wf)
     return DURO_E_WORKFLOW_NOT_FOUND;
+  if (e->opt.max_queued && engine_backlog(e) >= e->opt.max_queued)
+    return DURO_E_OVERLOADED;
   create_job *job = xcalloc(1, sizeof *job);
   *job = (create_job){.e = e,
                       .workflow = xstrdup(workflow),

@@ -63,6 +63,12 @@ typedef struct duro_engine_options {
   /* Workers stuck in hung attempts that get a replacement; 0 = as many
    * as `workers`. */
   uint32_t max_hung;
+  /* Queued instances kept runnable in memory; past it a backlog stays in
+   * the journal and is pulled in as workers free up; 0 = 10000. */
+  size_t max_runnable;
+  /* Creations are refused with DURO_E_OVERLOADED while this many
+   * instances are queued; 0 = never. */
+  size_t max_queued;
   /* Called (from any thread) when the earliest wake time may have moved
    * earlier; the host re-arms its timer from duro_engine_next_wake(). */
   void (*on_wake_change)(void *ctx);

@@ -28,6 +28,7 @@ struct duro_env {
 /* A FIFO of entries linked through entry.next. */
 typedef struct entry_fifo {
   struct entry *head, *tail;
+  size_t n;
 } entry_fifo;
 
 /* One build (a plugin's .so, by content hash) of a workflow. */
@@ -154,6 +155,13 @@ struct duro_engine {
   struct queue_registry *queues;
   /* Queues consumed by the engine itself (queues/consumer.c). */
   struct queue_consumers *consumers;
+  /* The backlog beyond max_runnable (mu): new instances that got no
+   * entry stay `queued` rows only, and the scheduler pulls them back in
+   * rowid order (engine_refill) as the runnable FIFO drains.  spill_min
+   * is the lowest such rowid (INT64_MAX: none); spilled counts them. */
+  size_t max_runnable;
+  int64_t spill_min;
+  size_t spilled;
   /* Cron triggers (cron/trigger.c), created on the first registration. */
   struct cron_registry *crons;
 
@@ -250,6 +258,14 @@ void engine_activation_done(duro_engine *e, entry *ent, const char *status,
                             int64_t wake_ms, int may_commit);
 
 wf_reg *engine_find_workflow(const duro_engine *e, const char *name);
+
+/* A queued instance with no entry: runnable now, or left to the backlog
+ * when the runnable FIFO is full (mu held).  engine.c. */
+void engine_queue_new_locked(duro_engine *e, int64_t rowid);
+/* Pulls backlog rows into the runnable FIFO (the scheduler thread). */
+void engine_refill(duro_engine *e);
+/* Instances queued: runnable in memory and in the backlog. */
+size_t engine_backlog(duro_engine *e);
 
 /* Fills `row` for a new instance of wf with id (both borrowed until b is
  * committed) and req's params and retention, and appends its insert to b:

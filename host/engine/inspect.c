@@ -291,7 +291,7 @@ static void render_count(void *ctx, const char *workflow, const char *status,
 
 size_t duro_engine_in_flight(duro_engine *e) {
   pthread_mutex_lock(&e->mu);
-  size_t n = e->entries.len;
+  size_t n = e->entries.len + e->spilled; /* the backlog in rows too */
   pthread_mutex_unlock(&e->mu);
   return n;
 }
@@ -449,7 +449,27 @@ char *duro_engine_metrics(duro_engine *e) {
   for (entry *ent = e->runnable.head; ent; ent = ent->next)
     queued++;
   uint32_t hung = e->stuck;
+  size_t backlog = e->runnable.n + e->spilled, spilled = e->spilled;
   pthread_mutex_unlock(&e->mu);
+  int64_t oldest = JOURNAL_NONE;
+  if (backlog)
+    journal_oldest_queued(e->j, &oldest);
+  fprintf(out,
+          "# HELP duro_backlog Instances queued for a worker, in memory or "
+          "(past engine limits) only in the journal.\n"
+          "# TYPE duro_backlog gauge\nduro_backlog %zu\n"
+          "# HELP duro_backlog_in_journal Queued instances kept only as "
+          "rows until workers free up.\n"
+          "# TYPE duro_backlog_in_journal gauge\nduro_backlog_in_journal "
+          "%zu\n"
+          "# HELP duro_backlog_oldest_age_seconds How long the oldest queued "
+          "instance has waited.\n"
+          "# TYPE duro_backlog_oldest_age_seconds gauge\n"
+          "duro_backlog_oldest_age_seconds %.3f\n",
+          backlog, spilled,
+          oldest == JOURNAL_NONE
+              ? 0.0
+              : (double)(duro_clock_now(e->clock) - oldest) / 1000.0);
   fprintf(out,
           "# HELP duro_runnable Instances queued for a worker.\n"
           "# TYPE duro_runnable gauge\nduro_runnable %zu\n"

@@ -133,7 +133,7 @@ int engine_reconcile(duro_engine *e) {
     pthread_mutex_lock(&e->mu);
     int held = idmap_get(&e->entries, f.v[i].rowid) != NULL;
     if (!held && !f.v[i].control) {
-      runnable_push(e, entry_take(e, f.v[i].rowid, ENTRY_QUEUED));
+      engine_queue_new_locked(e, f.v[i].rowid);
       queued++;
     }
     pthread_mutex_unlock(&e->mu);
@@ -175,6 +175,7 @@ void *engine_scheduler_main(void *arg) {
     pthread_mutex_unlock(&e->mu);
 
     duro_engine_poll_due(e);
+    engine_refill(e);
     /* a full pass handled messages: there may be more, so no wait */
     int64_t consumers_due, cron_due;
     int busy = queue_consumers_dispatch(e, &consumers_due) > 0;

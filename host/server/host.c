@@ -346,6 +346,7 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
       .max_instance_state = cfg->engine.max_instance_state,
       .ledger = ledger,
       .max_crashes = cfg->engine.max_crashes,
+      .max_queued = (size_t)cfg->engine.max_queued,
   };
   if (duro_engine_open(&opt, &h.engine, err, sizeof err) != 0) {
     fprintf(stderr, "%s\n", err);

@@ -1647,6 +1647,49 @@ int journal_queue_ready(journal *j, const char *queue, int64_t now_ms,
   return rc;
 }
 
+static const char sql_queued_from[] =
+    "SELECT rowid FROM instances WHERE status='queued' AND rowid>=?1 "
+    "ORDER BY rowid LIMIT ?2";
+
+int journal_queued_from(journal *j, int64_t from, size_t limit, int64_t *rowids,
+                        size_t *n) {
+  reader *r = reader_get(j);
+  sqlite3_stmt *st = NULL;
+  *n = 0;
+  int rc = prepare_rd(j, r, sql_queued_from, &st);
+  if (rc)
+    return rc;
+  sqlite3_bind_int64(st, 1, from);
+  sqlite3_bind_int64(st, 2, (sqlite3_int64)limit);
+  int s;
+  while ((s = sqlite3_step(st)) == SQLITE_ROW && *n < limit)
+    rowids[(*n)++] = sqlite3_column_int64(st, 0);
+  rc = rows_end(r, s == SQLITE_ROW ? SQLITE_DONE : s);
+  release_rd(r, st);
+  return rc;
+}
+
+static const char sql_oldest_queued[] =
+    "SELECT created_ms FROM instances WHERE status='queued' ORDER BY rowid "
+    "LIMIT 1";
+
+int journal_oldest_queued(journal *j, int64_t *created_ms) {
+  reader *r = reader_get(j);
+  sqlite3_stmt *st = NULL;
+  *created_ms = JOURNAL_NONE;
+  int rc = prepare_rd(j, r, sql_oldest_queued, &st);
+  if (rc)
+    return rc;
+  int s = sqlite3_step(st);
+  if (s == SQLITE_ROW) {
+    *created_ms = sqlite3_column_int64(st, 0);
+    s = sqlite3_step(st);
+  }
+  rc = rows_end(r, s);
+  release_rd(r, st);
+  return rc;
+}
+
 static const char sql_cron_state[] =
     "SELECT since_ms, (SELECT MAX(tick_ms) FROM cron_ticks WHERE trigger=?1),"
     " complete, failed, missed, skipped FROM cron_triggers WHERE trigger=?1";

@@ -271,6 +271,13 @@ int journal_recover_each(journal *j,
                                     const char *status, int control),
                          void *ctx);
 
+/* Up to `limit` queued instances from rowid `from` on, in rowid order
+ * (instances_status serves it), into rowids; *n how many. */
+int journal_queued_from(journal *j, int64_t from, size_t limit, int64_t *rowids,
+                        size_t *n);
+/* The oldest queued instance's created_ms (JOURNAL_NONE: none). */
+int journal_oldest_queued(journal *j, int64_t *created_ms);
+
 /* Whether an instance of `workflow` that has not ended is pinned to
  * `build`. */
 int journal_build_pinned(journal *j, const char *workflow, const char *build,
