@@ -235,22 +235,30 @@ static const char *faults_log(void) {
   return path;
 }
 
-static void start(host_run *h) {
+/* A host of the faults plugin (its side log in faults_log()) whose
+ * config goes on with `rest` after the plugin's first workflow line, and
+ * which the supervisor restarts when its engine is killed. */
+static void start_faults(host_run *h, const char *name, const char *engine,
+                         const char *rest) {
   char db[400];
   snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
-  host_init(h, "host");
+  host_init(h, name);
   host_setenv(h, "DURO_FAULTS_LOG", faults_log());
   h->request_ms = 3000;
   h->restarts = 1;
-  host_write_config(h, db, "{ workers: 2 }", "faults", FAULTS_PLUGIN,
-                    "      - name: " FLOW "\n"
-                    "        binding: FAULT_FLOW\n"
-                    "        class_name: Fault\n"
-                    "    queues:\n"
-                    "      consumers:\n"
-                    "        - { queue: jobs, workflow: " FLOW ",\n"
-                    "            id_from: /jobId, max_batch_size: 20 }\n");
+  host_write_config(h, db, engine, "faults", FAULTS_PLUGIN, rest);
   host_start(h);
+}
+
+static void start(host_run *h) {
+  start_faults(h, "host", "{ workers: 2 }",
+               "      - name: " FLOW "\n"
+               "        binding: FAULT_FLOW\n"
+               "        class_name: Fault\n"
+               "    queues:\n"
+               "      consumers:\n"
+               "        - { queue: jobs, workflow: " FLOW ",\n"
+               "            id_from: /jobId, max_batch_size: 20 }\n");
 }
 
 /* Sends job i until a 201 answers (a send without an answer may have been
@@ -381,22 +389,15 @@ END_TEST
 #define MAX_SEQ 40000 /* message ids: the stream, and sends repeated */
 
 static void start_stream(host_run *h) {
-  char db[400];
-  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
-  host_init(h, "stream");
-  host_setenv(h, "DURO_FAULTS_LOG", faults_log());
-  h->request_ms = 3000;
-  h->restarts = 1;
-  host_write_config(h, db, "{ workers: 2 }", "faults", FAULTS_PLUGIN,
-                    "      - name: " FLOW "\n"
-                    "        binding: FAULT_FLOW\n"
-                    "        class_name: Fault\n"
-                    "    queues:\n"
-                    "      consumers:\n"
-                    "        - { queue: stream, max_batch_size: 100,\n"
-                    "            max_batch_timeout: 0, max_retries: 100,\n"
-                    "            max_concurrency: 16 }\n");
-  host_start(h);
+  start_faults(h, "stream", "{ workers: 2 }",
+               "      - name: " FLOW "\n"
+               "        binding: FAULT_FLOW\n"
+               "        class_name: Fault\n"
+               "    queues:\n"
+               "      consumers:\n"
+               "        - { queue: stream, max_batch_size: 100,\n"
+               "            max_batch_timeout: 0, max_retries: 100,\n"
+               "            max_concurrency: 16 }\n");
 }
 
 typedef struct killer {
@@ -553,22 +554,15 @@ END_TEST
  * not complete. */
 START_TEST(transactional_send_survives_kill9) {
   host_run H;
-  char db[400];
-  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
-  host_init(&H, "send");
-  host_setenv(&H, "DURO_FAULTS_LOG", faults_log());
-  H.request_ms = 3000;
-  H.restarts = 1;
-  host_write_config(&H, db, "{ workers: 4 }", "faults", FAULTS_PLUGIN,
-                    "      - { name: send-flow, binding: SEND_FLOW,\n"
-                    "          class_name: Sender }\n"
-                    "    queues:\n"
-                    "      producers: [{ binding: SENT, queue: sent }]\n"
-                    "  - name: sink\n"
-                    "    path: " FIXTURES_DIR "/libfixture_good_v1.so\n"
-                    "    queues:\n"
-                    "      consumers: [{ queue: sent }]\n");
-  host_start(&H);
+  start_faults(&H, "send", "{ workers: 4 }",
+               "      - { name: send-flow, binding: SEND_FLOW,\n"
+               "          class_name: Sender }\n"
+               "    queues:\n"
+               "      producers: [{ binding: SENT, queue: sent }]\n"
+               "  - name: sink\n"
+               "    path: " FIXTURES_DIR "/libfixture_good_v1.so\n"
+               "    queues:\n"
+               "      consumers: [{ queue: sent }]\n");
   killer k = {.h = &H, .seed = (unsigned)proc_now_ms()};
   fprintf(stderr, "send: kill seed %u\n", k.seed);
   pthread_t t;
