@@ -27,14 +27,14 @@ clean:
 # The benchmarks (figures, not assertions): the engine in-process
 # (bench/bench.c; BENCH_ARGS="--csv --only W1,Q1" etc.), then Q2, the queue
 # through a real host over HTTP (bench/q2.c; BENCH_Q2_ARGS="--quick" etc.),
-# then H1-H4, creations and workloads through HTTP measured with wrk
-# (bench-http below; about 40 s).
+# then H1-H6, creations, workloads and an overload through HTTP measured
+# with wrk (bench-http below; about 2 minutes).
 bench: build
 	./build/bench/duro-bench $(BENCH_ARGS)
 	./build/bench/duro-bench-q2 $(BENCH_Q2_ARGS)
 	@$(MAKE) --no-print-directory bench-http
 
-# H1-H4 alone (bench/http/run.sh; BENCH_HTTP_ARGS="--quick", "--perf",
+# H1-H6 alone (bench/http/run.sh; BENCH_HTTP_ARGS="--quick", "--perf",
 # "--only H1,H3", "--synchronous normal"); installs wrk if missing.
 bench-http: build
 	@bash bench/http/deps.sh

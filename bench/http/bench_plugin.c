@@ -2,8 +2,8 @@
  * each step trivial so that the figures are the host's and not the
  * plugin's:
  *
- *   One   one step (H1, H2: creations through HTTP)
- *   Ten   ten steps in a row (H3: W1 through HTTP)
+ *   One   one step (H1, H2: creations through HTTP; H5: create-and-wait)
+ *   Ten   ten steps in a row (H3: W1 through HTTP; H6: overload)
  *   Nap   one step, then duro_sleep for an hour (H4: W3 through HTTP)
  *
  * Each ends with a small output, so a client learning the result sees

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run.sh — H1-H4, the HTTP figures: a real `duro run` (build/host/duro) of
+# run.sh — H1-H6, the HTTP figures: a real `duro run` (build/host/duro) of
 # the bench plugin (bench/http/bench_plugin.c: One, Ten, Nap), started by
 # this script on a config it writes into a directory of its own under
 # bench-data/ (on the disk the figures are about, not a tmpfs), HTTP on a
@@ -20,9 +20,20 @@
 #                      polled); steps/s = 10,000 / the whole time
 #   H4 W3 via HTTP     duro-bench-http-drive: 10,000 creates of Nap (one
 #                      step, then sleep an hour) on 64 connections
+#   H5 create-and-wait duro-bench-http-drive --create-wait: one connection,
+#                      1000 times in sequence a create of One and then
+#                      GET .../instances/{id}?wait=10s until complete;
+#                      create-to-result latency p50/p99/max
+#   H6 overload        duro-bench-http-drive --overload: creates of Ten at
+#                      the maximum rate on 64 connections for 60 s, every
+#                      5 s a line of the engine's VmRSS (its pid from the
+#                      host's "engine started (pid N)") and /metrics's
+#                      duro_backlog, duro_backlog_in_journal and complete
+#                      instances; then creates/s accepted, completions/s,
+#                      RSS start/peak/end, the backlog at the end
 #
 # One line per figure, "NAME  value unit  [setting]".  --quick: a smoke run
-# (1 s each, 100 and 1000 instances).  --perf: `perf record -g` of the
+# (1 s each, 100 and 1000 instances, H5 100, H6 10 s).  --perf: `perf record -g` of the
 # engine process during H1, its top symbols printed after.  --keep keeps
 # the host directories.  Figures, never assertions: an HTTP error or a host
 # that does not exit 0 on SIGTERM ends the run with exit 1 (files kept).
@@ -34,7 +45,7 @@ duro=$build/host/duro
 plugin=$(realpath "$build/bench/libbench.so")
 drive=$build/bench/duro-bench-http-drive
 
-quick=0 sync=full keep=0 perf=0 parent=bench-data only="H1,H2,H3,H4"
+quick=0 sync=full keep=0 perf=0 parent=bench-data only="H1,H2,H3,H4,H5,H6"
 threads=${BENCH_WRK_THREADS:-2}
 while [ $# -gt 0 ]; do
   case $1 in
@@ -46,7 +57,7 @@ while [ $# -gt 0 ]; do
     --only) only=$2; shift ;;
     --threads) threads=$2; shift ;;
     *) echo "usage: run.sh [--quick] [--synchronous full|normal] [--only H1,H3]" \
-            "[--threads N] [--perf] [--keep] [--dir DIR]" >&2; exit 2 ;;
+            "[--threads N] [--perf] [--keep] [--dir DIR]  (H1-H6)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -55,9 +66,9 @@ for f in "$duro" "$plugin" "$drive"; do
 done
 command -v wrk >/dev/null || { echo "run.sh: wrk is missing (bench/http/deps.sh)" >&2; exit 1; }
 if [ $quick = 1 ]; then
-  secs=1 h3_n=100 h4_n=1000
+  secs=1 h3_n=100 h4_n=1000 h5_n=100 h6_secs=10
 else
-  secs=10 h3_n=1000 h4_n=10000
+  secs=10 h3_n=1000 h4_n=10000 h5_n=1000 h6_secs=60
 fi
 export BENCH_LUA_DIR=$PWD/$here
 
@@ -173,6 +184,29 @@ if wants H4; then
   "$drive" --port "$port" --wf Nap -n "$h4_n" -c 64 \
     --name H4 --setting "synchronous=$sync http drive -c64 $h4_n x Nap" ||
     fail "H4 failed"
+  stop_host
+fi
+if wants H5; then
+  start_host
+  "$drive" --port "$port" --wf One -n "$h5_n" -c 1 --create-wait \
+    --name H5 --setting "synchronous=$sync http drive -c1 $h5_n x One" ||
+    fail "H5 failed"
+  stop_host
+fi
+
+if wants H6; then
+  start_host
+  engine=""
+  for _ in $(seq 500); do
+    engine=$(sed -n 's/.*engine started (pid \([0-9]*\)).*/\1/p' "$dir/host.log" | tail -1)
+    [ -n "$engine" ] && break
+    sleep 0.01
+  done
+  [ -n "$engine" ] || fail "H6: no \"engine started (pid N)\" in the host log"
+  "$drive" --port "$port" --wf Ten -c 64 --overload "$h6_secs" --every 5 \
+    --engine-pid "$engine" --name H6 \
+    --setting "synchronous=$sync http drive -c64 ${h6_secs}s x Ten" ||
+    fail "H6 failed"
   stop_host
 fi
 [ $keep = 1 ] || [ -n "${perf_dir:-}" ] || rmdir "$parent" 2>/dev/null || true
