@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 2)
     return 0;
   http_server *s = fuzz_http_server(NULL);
-  unsigned route = data[0] % 12, pick = data[1];
+  unsigned route = data[0] % 15, pick = data[1];
   const char *rest = (const char *)data + 2;
   size_t rest_len = size - 2;
   const char *wf = pick & 0x80 ? "waiter" : "wf";
@@ -66,11 +66,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     in.method = "GET";
     snprintf(path, sizeof path, "/%s", pick & 1 ? "healthz" : "metrics");
     break;
+  case 9: /* ?wait= and the other queries of one instance */
+    in.method = "GET";
+    snprintf(path, sizeof path, "/workflows/%s/instances/%s", wf, id);
+    in.query = rest;
+    in.query_len = rest_len;
+    in.body = NULL;
+    in.body_len = 0;
+    break;
+  case 10: /* the cron routes: /__scheduled?cron=..., /crons */
+    in.method = pick & 1 ? "GET" : "POST";
+    snprintf(path, sizeof path, "/%s", pick & 2 ? "crons" : "__scheduled");
+    in.query = rest;
+    in.query_len = rest_len;
+    in.body = NULL;
+    in.body_len = 0;
+    break;
+  case 11: /* the queue routes' bodies */
+    snprintf(path, sizeof path, "/queues/q/messages%s",
+             pick & 1   ? ""
+             : pick & 2 ? "/batch"
+             : pick & 4 ? "/pull"
+                        : "/ack");
+    break;
   default: /* the path itself, with any method */
     in.method = pick & 1 ? "GET" : pick & 2 ? "PATCH" : "POST";
     break;
   }
-  if (route <= 8) {
+  if (route <= 11) {
     in.path = path;
     in.path_len = strlen(path);
   } else {

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "queue.h"
+#include "trigger.h"
 
 /* The step API's table, as a loaded plugin has it (duro.h). */
 const duro_api *duro_api_ptr_;
@@ -62,6 +64,16 @@ http_server *fuzz_http_server(const char *token) {
   }
   duro_engine_register(engine, "wf", "WF", run_now, NULL, "fuzz");
   duro_engine_register(engine, "waiter", "WAITER", run_waiter, NULL, "fuzz");
+  /* a queue for the queue routes, a no-code cron for the cron routes */
+  duro_queue_register(engine, "q", NULL);
+  duro_cron_spec cron = {.plugin = "fuzz",
+                         .schedule = "0 3 * * *",
+                         .workflow = "wf",
+                         .id = "n-{date}"};
+  if (duro_cron_register(engine, &cron, err, sizeof err) != 0) {
+    fprintf(stderr, "fuzz: %s\n", err);
+    abort();
+  }
   server = http_server_new(engine, token, 4096);
   atexit(cleanup);
   return server;
