@@ -392,9 +392,50 @@ int duro_instance_restart(duro_engine *e, const char *workflow, const char *id,
   return control_leave(e, rowid, change_held_row(e, ent, restart_row, &rf));
 }
 
-int duro_instance_send_event(duro_engine *e, const char *workflow,
-                             const char *id, const char *type,
-                             const char *payload) {
+/* An event on its way to disk: what its ops point to lives here. */
+typedef struct event_job {
+  duro_engine *e;
+  int64_t rowid;
+  char *type, *payload;
+  journal_batch b;
+  duro_done_fn done;
+  void *ctx;
+} event_job;
+
+/* On the thread that committed: wake the instance if it waits for this
+ * type (the commit said whether it does: no read that could fail).  An
+ * activation running it gets `rerun`, and its own last commit finds the
+ * event stored. */
+static void event_stored(void *ctx, int rc) {
+  event_job *job = ctx;
+  duro_engine *e = job->e;
+  if (rc == 0) {
+    int woke = job->b.ops[1].out_rowid > 0;
+    metrics_add(&e->m.events_sent, 1);
+    pthread_mutex_lock(&e->mu);
+    entry *ent = idmap_get(&e->entries, job->rowid);
+    if (ent) {
+      if (ent->state != ENTRY_QUEUED)
+        ent->rerun = 1;
+    } else if (woke) {
+      runnable_push(e, entry_take(e, job->rowid, ENTRY_QUEUED));
+    }
+    pthread_mutex_unlock(&e->mu);
+  }
+  duro_done_fn done = job->done;
+  void *done_ctx = job->ctx;
+  journal_batch_free(&job->b);
+  free(job->type);
+  free(job->payload);
+  free(job);
+  done(done_ctx, rc);
+}
+
+/* background: the commit never runs on this thread; else this thread
+ * may lead it (the synchronous form waits anyway). */
+static int send_event(duro_engine *e, const char *workflow, const char *id,
+                      const char *type, const char *payload, duro_done_fn done,
+                      void *ctx, int background) {
   if (!type || !*type || strlen(type) > 100)
     return DURO_E_INVALID_ARGUMENT;
   if (payload && json_text_check(payload, e->max_step_result) != 0)
@@ -403,36 +444,67 @@ int duro_instance_send_event(duro_engine *e, const char *workflow,
   int rc = instance_rowid(e, workflow, id, &rowid);
   if (rc)
     return rc;
-  journal_batch b = {0};
-  journal_op *op = journal_batch_add(&b, JOP_EVENT_INSERT);
+  event_job *job = xcalloc(1, sizeof *job);
+  *job = (event_job){.e = e,
+                     .rowid = rowid,
+                     .type = xstrdup(type),
+                     .payload = xstrdup(payload ? payload : "null"),
+                     .done = done,
+                     .ctx = ctx};
+  journal_op *op = journal_batch_add(&job->b, JOP_EVENT_INSERT);
   op->rowid = rowid;
-  op->event_type = type;
-  op->event_payload = payload ? payload : "null";
+  op->event_type = job->type;
+  op->event_payload = job->payload;
   op->ts_ms = duro_clock_now(e->clock);
   /* In the same commit, make the wake time due if the instance waits for
    * this type: should the host stop before the woken activation runs,
    * recovery finds it due like any timer. */
-  journal_op *wake = journal_batch_add(&b, JOP_WAKE_IF_WAITING);
+  journal_op *wake = journal_batch_add(&job->b, JOP_WAKE_IF_WAITING);
   wake->rowid = rowid;
-  wake->event_type = type;
+  wake->event_type = job->type;
   wake->ts_ms = op->ts_ms;
-  rc = journal_commit(e->j, &b);
-  int woke = rc == 0 && wake->out_rowid > 0;
-  journal_batch_free(&b);
+  if (background)
+    journal_commit_background(e->j, &job->b, event_stored, job);
+  else
+    journal_commit_async(e->j, &job->b, event_stored, job);
+  return 0;
+}
+
+int duro_instance_send_event_async(duro_engine *e, const char *workflow,
+                                   const char *id, const char *type,
+                                   const char *payload, duro_done_fn done,
+                                   void *ctx) {
+  return send_event(e, workflow, id, type, payload, done, ctx, 1);
+}
+
+typedef struct event_wait {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done, rc;
+} event_wait;
+
+static void event_waited(void *ctx, int rc) {
+  event_wait *w = ctx;
+  pthread_mutex_lock(&w->mu);
+  w->rc = rc;
+  w->done = 1;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+int duro_instance_send_event(duro_engine *e, const char *workflow,
+                             const char *id, const char *type,
+                             const char *payload) {
+  event_wait w = {.mu = PTHREAD_MUTEX_INITIALIZER,
+                  .cv = PTHREAD_COND_INITIALIZER};
+  int rc = send_event(e, workflow, id, type, payload, event_waited, &w, 0);
   if (rc)
     return rc;
-  metrics_add(&e->m.events_sent, 1);
-  /* Wake the instance if it waits for this type: the commit said whether
-   * it does (no read that could fail).  An activation running it gets
-   * `rerun`, and its own last commit finds the event stored. */
-  pthread_mutex_lock(&e->mu);
-  entry *ent = idmap_get(&e->entries, rowid);
-  if (ent) {
-    if (ent->state != ENTRY_QUEUED)
-      ent->rerun = 1;
-  } else if (woke) {
-    runnable_push(e, entry_take(e, rowid, ENTRY_QUEUED));
-  }
-  pthread_mutex_unlock(&e->mu);
-  return 0;
+  pthread_mutex_lock(&w.mu);
+  while (!w.done)
+    pthread_cond_wait(&w.cv, &w.mu);
+  pthread_mutex_unlock(&w.mu);
+  pthread_cond_destroy(&w.cv);
+  pthread_mutex_destroy(&w.mu);
+  return w.rc;
 }

@@ -276,6 +276,15 @@ int duro_instance_restart(duro_engine *e, const char *workflow, const char *id,
 int duro_instance_send_event(duro_engine *e, const char *workflow,
                              const char *id, const char *type,
                              const char *payload);
+/* The same without waiting for the commit: returns an error found before
+ * it (unknown instance, bad type or payload), or 0 and then calls
+ * done(ctx, rc) once the event is on disk (rc 0) or the write failed, on
+ * the thread that committed it, never this one. */
+typedef void (*duro_done_fn)(void *ctx, int rc);
+int duro_instance_send_event_async(duro_engine *e, const char *workflow,
+                                   const char *id, const char *type,
+                                   const char *payload, duro_done_fn done,
+                                   void *ctx);
 
 /* 1 when `id` is 1-100 chars of [A-Za-z0-9_.:-]. */
 int duro_instance_id_valid(const char *id);

@@ -658,7 +658,6 @@ struct http_wait {
   uv_work_t read;
 };
 
-static void exchange_complete(http_exchange *x);
 static void release(http_exchange *x);
 
 /* An engine thread: the instance ended. */
@@ -863,6 +862,38 @@ static int change_status(http_server *s, http_exchange *x, const char *wf,
       json_pack("{s:s,s:s}", "id", id, "status", duro_status_name(now)));
 }
 
+/* An event is answered 202 once it is on disk, without a thread waiting
+ * for the commit (as a creation is). */
+typedef struct event_answer {
+  http_exchange *x;
+  char *wf, *id, *type;
+} event_answer;
+
+static void answer_event(event_answer *a, int rc) {
+  if (rc == DURO_E_INVALID_PARAMS)
+    send_error(a->x, 400, duro_err_name(rc),
+               "the event payload is over the size limit");
+  else if (rc)
+    send_engine_error(a->x, rc, a->wf, a->id);
+  else
+    send_json(a->x, 202, json_pack("{s:s,s:s}", "id", a->id, "type", a->type));
+}
+
+static void event_answer_free(event_answer *a) {
+  free(a->wf);
+  free(a->id);
+  free(a->type);
+  free(a);
+}
+
+static void on_event_stored(void *ctx, int rc) {
+  event_answer *a = ctx;
+  http_exchange *x = a->x;
+  answer_event(a, rc);
+  event_answer_free(a);
+  exchange_complete(x);
+}
+
 static int send_event(http_server *s, http_exchange *x, const char *wf,
                       const char *id, const char *type) {
   int sent;
@@ -871,14 +902,25 @@ static int send_event(http_server *s, http_exchange *x, const char *wf,
     return 0;
   char *text = json_dumps(payload, JSON_COMPACT | JSON_ENCODE_ANY);
   json_decref(payload);
-  int rc = duro_instance_send_event(s->engine, wf, id, type, text);
+  event_answer *a = xcalloc(1, sizeof *a);
+  *a = (event_answer){x, xstrdup(wf), xstrdup(id), xstrdup(type)};
+  int rc;
+  if (!x->req) { /* no loop to answer from: wait */
+    rc = duro_instance_send_event(s->engine, wf, id, type, text);
+  } else {
+    x->owners++; /* before the commit can complete */
+    rc = duro_instance_send_event_async(s->engine, wf, id, type, text,
+                                        on_event_stored, a);
+    if (rc == 0) {
+      free(text);
+      return 0; /* a is on_event_stored's now */
+    }
+    x->owners--;
+  }
   free(text);
-  if (rc == DURO_E_INVALID_PARAMS)
-    return send_error(x, 400, duro_err_name(rc),
-                      "the event payload is over the size limit");
-  if (rc)
-    return send_engine_error(x, rc, wf, id);
-  return send_json(x, 202, json_pack("{s:s,s:s}", "id", id, "type", type));
+  answer_event(a, rc);
+  event_answer_free(a);
+  return 0;
 }
 
 /* Each loaded plugin build, with the instances pinned to it. */
