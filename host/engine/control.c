@@ -477,34 +477,12 @@ int duro_instance_send_event_async(duro_engine *e, const char *workflow,
   return send_event(e, workflow, id, type, payload, done, ctx, 1);
 }
 
-typedef struct event_wait {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int done, rc;
-} event_wait;
-
-static void event_waited(void *ctx, int rc) {
-  event_wait *w = ctx;
-  pthread_mutex_lock(&w->mu);
-  w->rc = rc;
-  w->done = 1;
-  pthread_cond_signal(&w->cv);
-  pthread_mutex_unlock(&w->mu);
-}
+static void event_waited(void *ctx, int rc) { engine_wait_done(ctx, rc, NULL); }
 
 int duro_instance_send_event(duro_engine *e, const char *workflow,
                              const char *id, const char *type,
                              const char *payload) {
-  event_wait w = {.mu = PTHREAD_MUTEX_INITIALIZER,
-                  .cv = PTHREAD_COND_INITIALIZER};
+  engine_wait w = ENGINE_WAIT_INIT;
   int rc = send_event(e, workflow, id, type, payload, event_waited, &w, 0);
-  if (rc)
-    return rc;
-  pthread_mutex_lock(&w.mu);
-  while (!w.done)
-    pthread_cond_wait(&w.cv, &w.mu);
-  pthread_mutex_unlock(&w.mu);
-  pthread_cond_destroy(&w.cv);
-  pthread_mutex_destroy(&w.mu);
-  return w.rc;
+  return rc ? rc : engine_wait_for(&w, NULL);
 }

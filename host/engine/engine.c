@@ -972,15 +972,7 @@ int duro_instance_create_batch_async(duro_engine *e, const char *workflow,
 }
 
 /* The synchronous form waits for the asynchronous one's answer. */
-typedef struct create_wait {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int done, rc;
-  json_t *result;
-} create_wait;
-
-static void create_waited(void *ctx, int rc, json_t *result) {
-  create_wait *w = ctx;
+void engine_wait_done(engine_wait *w, int rc, void *result) {
   pthread_mutex_lock(&w->mu);
   w->rc = rc;
   w->result = result;
@@ -989,21 +981,32 @@ static void create_waited(void *ctx, int rc, json_t *result) {
   pthread_mutex_unlock(&w->mu);
 }
 
+int engine_wait_for(engine_wait *w, void **result) {
+  pthread_mutex_lock(&w->mu);
+  while (!w->done)
+    pthread_cond_wait(&w->cv, &w->mu);
+  pthread_mutex_unlock(&w->mu);
+  pthread_cond_destroy(&w->cv);
+  pthread_mutex_destroy(&w->mu);
+  if (result)
+    *result = w->result;
+  return w->rc;
+}
+
+static void create_waited(void *ctx, int rc, json_t *result) {
+  engine_wait_done(ctx, rc, result);
+}
+
 int duro_instance_create_batch(duro_engine *e, const char *workflow,
                                const duro_create_req *reqs, size_t n,
                                json_t **result) {
-  create_wait w = {.mu = PTHREAD_MUTEX_INITIALIZER,
-                   .cv = PTHREAD_COND_INITIALIZER};
+  engine_wait w = ENGINE_WAIT_INIT;
   *result = NULL;
   int rc = create_batch(e, workflow, reqs, n, create_waited, &w, 0);
   if (rc)
     return rc;
-  pthread_mutex_lock(&w.mu);
-  while (!w.done)
-    pthread_cond_wait(&w.cv, &w.mu);
-  pthread_mutex_unlock(&w.mu);
-  pthread_cond_destroy(&w.cv);
-  pthread_mutex_destroy(&w.mu);
-  *result = w.result;
-  return w.rc;
+  void *out = NULL;
+  rc = engine_wait_for(&w, &out);
+  *result = out;
+  return rc;
 }

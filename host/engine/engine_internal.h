@@ -259,6 +259,21 @@ void engine_activation_done(duro_engine *e, entry *ent, const char *status,
 
 wf_reg *engine_find_workflow(const duro_engine *e, const char *name);
 
+/* The synchronous forms of asynchronous operations wait on one of these:
+ * engine_wait_done (any thread) hands over rc and a result, and
+ * engine_wait_for (the waiting thread) returns rc once it came.
+ * engine.c. */
+typedef struct engine_wait {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done, rc;
+  void *result;
+} engine_wait;
+#define ENGINE_WAIT_INIT                                                       \
+  { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER }
+void engine_wait_done(engine_wait *w, int rc, void *result);
+int engine_wait_for(engine_wait *w, void **result);
+
 /* A queued instance with no entry: runnable now, or left to the backlog
  * when the runnable FIFO is full (mu held).  engine.c. */
 void engine_queue_new_locked(duro_engine *e, int64_t rowid);
