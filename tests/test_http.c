@@ -419,6 +419,20 @@ START_TEST(create_with_and_without_id) {
   ck_assert_str_eq(jstr(d, "params.orderId"), "1");
   json_decref(d);
   ck_assert_int_eq(instance_count(), 7);
+  /* The workflow at a glance: its 7 instances by status, whatever each
+   * has reached by now. */
+  request(&r, "GET", "/workflows/order-flow", NULL);
+  expect_status(&r, 200, "GET /workflows/order-flow");
+  ck_assert_str_eq(jstr(r.json, "name"), "order-flow");
+  json_int_t total = 0;
+  const char *k;
+  json_t *v;
+  json_object_foreach(jget(r.json, "instances"), k, v) total +=
+      json_integer_value(v);
+  ck_assert_int_eq(total, 7);
+  ck_assert(json_is_integer(jget(r.json, "backlog")));
+  ck_assert(json_is_integer(jget(r.json, "oldest_queued_age_ms")));
+  http_resp_free(&r);
   host_stop(&H);
 }
 END_TEST
@@ -1229,7 +1243,7 @@ static const err_case err_cases[] = {
     {"GET", "/", NULL, 404, "route.not_found", NULL},
     {"GET", "/nope", NULL, 404, "route.not_found", NULL},
     {"GET", "/workflows", NULL, 404, "route.not_found", NULL},
-    {"GET", "/workflows/order-flow", NULL, 404, "route.not_found", NULL},
+    {"GET", "/workflows/order-flow/x", NULL, 404, "route.not_found", NULL},
     {"GET", "/workflows/order-flow/things", NULL, 404, "route.not_found", NULL},
     {"GET", WF "/x1/nope", NULL, 404, "route.not_found", NULL},
     {"GET", WF "/x1/events", NULL, 404, "route.not_found", NULL},
@@ -1245,6 +1259,9 @@ static const err_case err_cases[] = {
     {"DELETE", WF, NULL, 405, "request.method_not_allowed", "GET, POST"},
     {"POST", "/healthz", NULL, 405, "request.method_not_allowed", "GET"},
     {"PUT", "/metrics", "x", 405, "request.method_not_allowed", "GET"},
+    {"POST", "/workflows/order-flow", "{}", 405, "request.method_not_allowed",
+     "GET"},
+    {"GET", "/workflows/nope", NULL, 404, "workflow.not_found", NULL},
 };
 /* clang-format on */
 

@@ -289,6 +289,11 @@ int duro_instance_send_event_async(duro_engine *e, const char *workflow,
 /* 1 when `id` is 1-100 chars of [A-Za-z0-9_.:-]. */
 int duro_instance_id_valid(const char *id);
 
+/* A workflow at a glance (caller owns *out): {"name", "instances":
+ * {status: count} as stored (running ones show as queued or waiting),
+ * "backlog" (queued), "oldest_queued_age_ms"}. */
+int duro_workflow_stats(duro_engine *e, const char *workflow, json_t **out);
+
 /* Instances runnable, running or under a control operation right now:
  * 0 means every instance is waiting, paused or ended. */
 size_t duro_engine_in_flight(duro_engine *e);

@@ -289,6 +289,41 @@ static void render_count(void *ctx, const char *workflow, const char *status,
           status, (long long)n);
 }
 
+typedef struct wf_counts {
+  const char *workflow;
+  json_t *by_status;
+} wf_counts;
+
+static void count_of_workflow(void *ctx, const char *workflow,
+                              const char *status, int64_t n) {
+  wf_counts *c = ctx;
+  if (!strcmp(workflow, c->workflow))
+    json_object_set_new(c->by_status, status, json_integer(n));
+}
+
+int duro_workflow_stats(duro_engine *e, const char *workflow, json_t **out) {
+  *out = NULL;
+  if (!engine_find_workflow(e, workflow))
+    return DURO_E_WORKFLOW_NOT_FOUND;
+  wf_counts c = {workflow, json_object()};
+  int64_t oldest = JOURNAL_NONE;
+  int rc = journal_count_by_status(e->j, count_of_workflow, &c);
+  if (rc == 0)
+    rc = journal_oldest_queued_of(e->j, workflow, &oldest);
+  if (rc) {
+    json_decref(c.by_status);
+    return rc;
+  }
+  json_int_t queued =
+      json_integer_value(json_object_get(c.by_status, "queued"));
+  *out = json_pack("{s:s,s:o,s:I,s:I}", "name", workflow, "instances",
+                   c.by_status, "backlog", queued, "oldest_queued_age_ms",
+                   (json_int_t)(oldest == JOURNAL_NONE
+                                    ? 0
+                                    : duro_clock_now(e->clock) - oldest));
+  return 0;
+}
+
 size_t duro_engine_in_flight(duro_engine *e) {
   pthread_mutex_lock(&e->mu);
   size_t n = e->entries.len + e->spilled; /* the backlog in rows too */

@@ -1418,6 +1418,18 @@ static int form_decode(char *s) {
   return 0;
 }
 
+/* GET /workflows/{wf}: its instances by status and its backlog. */
+static int workflow_route(http_server *s, http_exchange *x, const char *wf) {
+  if (!method_is(x, "GET"))
+    return wrong_method(x, "GET");
+  json_t *out = NULL;
+  int rc = name_valid(wf) ? duro_workflow_stats(s->engine, wf, &out)
+                          : DURO_E_WORKFLOW_NOT_FOUND;
+  if (rc)
+    return send_engine_error(x, rc, wf, NULL);
+  return send_json(x, 200, out);
+}
+
 /* POST /__scheduled?cron=EXPR (and GET, as Cloudflare's local dev takes
  * a plain curl): fires every trigger declared with exactly EXPR now, on
  * this pool thread, as `wrangler dev --test-scheduled` does. */
@@ -1481,6 +1493,8 @@ static int route(http_server *s, http_exchange *x) {
     return crons_route(s, x);
   if (n == 1 && !strcmp(seg[0], "__scheduled"))
     return scheduled_route(s, x);
+  if (n == 2 && !strcmp(seg[0], "workflows"))
+    return workflow_route(s, x, seg[1]);
   if (n < 3 || strcmp(seg[0], "workflows") != 0 ||
       strcmp(seg[2], "instances") != 0)
     return send_error(x, 404, "route.not_found", "no route for %s %s",

@@ -1690,6 +1690,29 @@ int journal_oldest_queued(journal *j, int64_t *created_ms) {
   return rc;
 }
 
+static const char sql_oldest_queued_of[] =
+    "SELECT created_ms FROM instances WHERE status='queued' AND +workflow=?1 "
+    "ORDER BY rowid LIMIT 1";
+
+int journal_oldest_queued_of(journal *j, const char *workflow,
+                             int64_t *created_ms) {
+  reader *r = reader_get(j);
+  sqlite3_stmt *st = NULL;
+  *created_ms = JOURNAL_NONE;
+  int rc = prepare_rd(j, r, sql_oldest_queued_of, &st);
+  if (rc)
+    return rc;
+  bind_text(st, 1, workflow);
+  int s = sqlite3_step(st);
+  if (s == SQLITE_ROW) {
+    *created_ms = sqlite3_column_int64(st, 0);
+    s = sqlite3_step(st);
+  }
+  rc = rows_end(r, s);
+  release_rd(r, st);
+  return rc;
+}
+
 static const char sql_cron_state[] =
     "SELECT since_ms, (SELECT MAX(tick_ms) FROM cron_ticks WHERE trigger=?1),"
     " complete, failed, missed, skipped FROM cron_triggers WHERE trigger=?1";
