@@ -776,6 +776,14 @@ START_TEST(describe_completed) {
 
   approve("c1");
   json_decref(wait_status("c1", "complete|errored|terminated"));
+  /* the workflow at a glance */
+  CLI(&r, "describe", WF);
+  expect_ok(&r);
+  ck_assert_msg(strstr(r.out, "workflow:      order-flow\n") &&
+                    strstr(r.out, "complete       1\n") &&
+                    strstr(r.out, "backlog        0 "),
+                "%s:\n%s", r.what, r.out);
+  run_free(&r);
   CLI(&r, "instances", "describe", WF, "c1");
   expect_ok(&r);
   ck_assert_msg(!strncmp(r.out, "order-flow/c1  complete\n", 24), "%s:\n%s",

@@ -343,6 +343,17 @@ static int build_list(cli_ctx *c, const cli_verb *v, const cli_args *a,
   return CLI_OK;
 }
 
+static int build_workflow(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                          cli_req *r) {
+  if (check_instance(v, a, 0))
+    return CLI_USAGE;
+  char *w = escape(c, a->pos[0]);
+  r->method = "GET";
+  r->path = xasprintf("/workflows/%s", w);
+  free(w);
+  return CLI_OK;
+}
+
 static int build_describe(cli_ctx *c, const cli_verb *v, const cli_args *a,
                           cli_req *r) {
   if (check_instance(v, a, 1))
@@ -613,6 +624,23 @@ static int send_request(cli_ctx *c, const cli_req *r, json_t **out) {
 
 static void put(const json_t *o, const char *key) {
   describe_text(stdout, json_string_value(json_object_get(o, key)), 0, 0);
+}
+
+/* The workflow's instances by status, its backlog and how long its
+ * oldest queued instance has waited. */
+static void print_workflow(const cli_args *a, const json_t *r) {
+  (void)a;
+  fputs("workflow:      ", stdout);
+  put(r, "name");
+  fputc('\n', stdout);
+  const char *status;
+  const json_t *n;
+  json_object_foreach((json_t *)json_object_get(r, "instances"), status, n)
+      printf("%-14s %" JSON_INTEGER_FORMAT "\n", status, json_integer_value(n));
+  printf("backlog        %" JSON_INTEGER_FORMAT
+         " (oldest queued %" JSON_INTEGER_FORMAT " ms)\n",
+         json_integer_value(json_object_get(r, "backlog")),
+         json_integer_value(json_object_get(r, "oldest_queued_age_ms")));
 }
 
 static void print_created(const cli_args *a, const json_t *r) {
@@ -1012,6 +1040,7 @@ static const cli_verb verbs[] = {
      O_ID | O_WAIT, NULL, build_trigger, print_created},
     {"workflows instances list", "WF [--status S] [--limit N] [--cursor C]", 1,
      1, O_STATUS | O_LIMIT | O_CURSOR, NULL, build_list, print_list},
+    {"workflows describe", "WF", 1, 1, 0, NULL, build_workflow, print_workflow},
     {"workflows instances describe", "WF ID", 2, 2, 0, NULL, build_describe,
      print_describe},
     {"workflows instances status", "WF ID", 2, 2, 0, NULL, build_summary,
