@@ -303,15 +303,22 @@ static void assert_job_done(host_run *h, int i) {
   json_decref(d);
 }
 
-static int64_t queue_left(host_run *h) {
+/* The messages queue q still holds (ready, delayed or in flight), -1
+ * while the host does not answer; *dropped (may be NULL) how many it
+ * dropped. */
+static int64_t queue_left(host_run *h, const char *q, int64_t *dropped) {
+  char path[64];
+  snprintf(path, sizeof path, "/queues/%s", q);
   http_resp r;
-  if (host_request_try(h, &r, "GET", "/queues/jobs", NULL) != 0)
+  if (host_request_try(h, &r, "GET", path, NULL) != 0)
     return -1;
   int64_t n = r.status != 200
                   ? -1
                   : json_integer_value(jget(r.json, "ready")) +
                         json_integer_value(jget(r.json, "delayed")) +
                         json_integer_value(jget(r.json, "in_flight"));
+  if (dropped)
+    *dropped = json_integer_value(jget(r.json, "dropped"));
   http_resp_free(&r);
   return n;
 }
@@ -368,7 +375,7 @@ START_TEST(acked_sends_survive_kill9) {
   ck_assert_uint_eq(json_array_size(jget(r.json, "instances")), JOBS);
   http_resp_free(&r);
   int64_t deadline = proc_now_ms() + 10000;
-  while (queue_left(&H) != 0) {
+  while (queue_left(&H, "jobs", NULL) != 0) {
     ck_assert_msg(proc_now_ms() < deadline, "the queue is not empty");
     proc_sleep_ms(50);
   }
@@ -498,20 +505,6 @@ static void assert_stream_handled(int kills) {
   free(text);
 }
 
-static int64_t stream_left(host_run *h, int64_t *dropped) {
-  http_resp r;
-  if (host_request_try(h, &r, "GET", "/queues/stream", NULL) != 0)
-    return -1;
-  int64_t n = r.status != 200
-                  ? -1
-                  : json_integer_value(jget(r.json, "ready")) +
-                        json_integer_value(jget(r.json, "delayed")) +
-                        json_integer_value(jget(r.json, "in_flight"));
-  *dropped = json_integer_value(jget(r.json, "dropped"));
-  http_resp_free(&r);
-  return n;
-}
-
 /* 10,000 messages sent in batches of 50 to a push consumer while its
  * engine is SIGKILLed at random moments: no acknowledged send lost, each
  * message handled at least once, none after its ack was journaled. */
@@ -531,7 +524,7 @@ START_TEST(push_stream_survives_kill9) {
   pthread_join(t, NULL);
   ck_assert_int_ge(k.kills, STREAM_KILLS / 2);
   int64_t deadline = proc_now_ms() + SETTLE_MS, dropped = 0;
-  while (stream_left(&H, &dropped) != 0) {
+  while (queue_left(&H, "stream", &dropped) != 0) {
     ck_assert_msg(proc_now_ms() < deadline, "the stream is not consumed");
     proc_sleep_ms(100);
   }

@@ -52,6 +52,14 @@ static json_int_t int_of(json_t *o, const char *key) {
   return json_integer_value(json_object_get(o, key));
 }
 
+/* Pulls as pull() does and lets go of the messages: how many came. */
+static size_t pulled(harness *h, const char *q, uint32_t n, int64_t vis) {
+  json_t *m = pull(h, q, n, vis);
+  size_t got = json_array_size(m);
+  json_decref(m);
+  return got;
+}
+
 static json_t *ack(harness *h, const char *q, const char *lease) {
   json_t *res = NULL;
   ck_assert_int_eq(
@@ -98,9 +106,7 @@ START_TEST(send_pull_ack_round_trip) {
   ck_assert_int_eq(int_of(st, "ready"), 0);
   json_decref(st);
   /* leased: nothing more to pull */
-  json_t *none = pull(&h, "jobs", 10, 0);
-  ck_assert_uint_eq(json_array_size(none), 0);
-  json_decref(none);
+  ck_assert_uint_eq(pulled(&h, "jobs", 10, 0), 0);
   /* a lease id naming the right message with another token, or no
    * message at all, holds nothing */
   char forged[64];
@@ -144,17 +150,11 @@ START_TEST(delayed_message_waits) {
   json_t *st = stats(&h, "jobs");
   ck_assert_int_eq(int_of(st, "delayed"), 1);
   json_decref(st);
-  json_t *m = pull(&h, "jobs", 1, 0);
-  ck_assert_uint_eq(json_array_size(m), 0);
-  json_decref(m);
+  ck_assert_uint_eq(pulled(&h, "jobs", 1, 0), 0);
   harness_advance(&h, 59999);
-  m = pull(&h, "jobs", 1, 0);
-  ck_assert_uint_eq(json_array_size(m), 0);
-  json_decref(m);
+  ck_assert_uint_eq(pulled(&h, "jobs", 1, 0), 0);
   harness_advance(&h, 1);
-  m = pull(&h, "jobs", 1, 0);
-  ck_assert_uint_eq(json_array_size(m), 1);
-  json_decref(m);
+  ck_assert_uint_eq(pulled(&h, "jobs", 1, 0), 1);
   harness_close(&h);
 }
 END_TEST
@@ -166,9 +166,7 @@ START_TEST(expired_lease_delivers_again) {
   json_t *m1 = pull(&h, "jobs", 1, 5000);
   ck_assert_uint_eq(json_array_size(m1), 1);
   harness_advance(&h, 4999);
-  json_t *none = pull(&h, "jobs", 1, 5000);
-  ck_assert_uint_eq(json_array_size(none), 0);
-  json_decref(none);
+  ck_assert_uint_eq(pulled(&h, "jobs", 1, 5000), 0);
   harness_advance(&h, 1);
   json_t *st = stats(&h, "jobs");
   ck_assert_int_eq(int_of(st, "ready"), 1);
@@ -219,20 +217,14 @@ START_TEST(expired_leases_count_as_attempts) {
     json_decref(m);
     harness_advance(&h, 1000); /* never acked: the lease runs out */
   }
-  json_t *m = pull(&h, "jobs", 1, 1000);
-  ck_assert_uint_eq(json_array_size(m), 0);
-  json_decref(m);
-  m = pull(&h, "dlq", 1, 1000);
+  ck_assert_uint_eq(pulled(&h, "jobs", 1, 1000), 0);
+  json_t *m = pull(&h, "dlq", 1, 1000);
   ck_assert_uint_eq(json_array_size(m), 1);
   ck_assert_int_eq(int_of(json_array_get(m, 0), "attempts"), 3);
   json_decref(m);
-  m = pull(&h, "drops", 1, 1000);
-  ck_assert_uint_eq(json_array_size(m), 1);
-  json_decref(m);
+  ck_assert_uint_eq(pulled(&h, "drops", 1, 1000), 1);
   harness_advance(&h, 1000);
-  m = pull(&h, "drops", 1, 1000);
-  ck_assert_uint_eq(json_array_size(m), 0);
-  json_decref(m);
+  ck_assert_uint_eq(pulled(&h, "drops", 1, 1000), 0);
   json_t *st = stats(&h, "drops");
   ck_assert_int_eq(int_of(st, "dropped"), 1);
   json_decref(st);
@@ -252,9 +244,7 @@ START_TEST(retry_with_delay) {
   json_t *st = stats(&h, "jobs");
   ck_assert_int_eq(int_of(st, "delayed"), 1);
   json_decref(st);
-  m = pull(&h, "jobs", 1, 0);
-  ck_assert_uint_eq(json_array_size(m), 0);
-  json_decref(m);
+  ck_assert_uint_eq(pulled(&h, "jobs", 1, 0), 0);
   harness_advance(&h, 10000);
   m = pull(&h, "jobs", 1, 0);
   ck_assert_uint_eq(json_array_size(m), 1);
@@ -525,13 +515,11 @@ START_TEST(send_in_a_step_is_transactional) {
                    0);
   harness_run(&h); /* attempt 1 sends, then fails: nothing enqueued */
   ck_assert_int_eq(send_rc_outside, DURO_E_INVALID_ARGUMENT);
-  json_t *m = pull(&h, "jobs", 10, 0);
-  ck_assert_uint_eq(json_array_size(m), 0);
-  json_decref(m);
+  ck_assert_uint_eq(pulled(&h, "jobs", 10, 0), 0);
   harness_advance(&h, 1000);  /* attempt 2 sends and completes */
   harness_advance(&h, 60000); /* the nap ends: a replay of the step */
   ck_assert_str_eq(harness_status(&h, "sender", "s1"), "complete");
-  m = pull(&h, "jobs", 10, 0);
+  json_t *m = pull(&h, "jobs", 10, 0);
   ck_assert_uint_eq(json_array_size(m), 1);
   ck_assert_str_eq(
       json_string_value(json_object_get(json_array_get(m, 0), "body")),
@@ -661,9 +649,7 @@ START_TEST(consumer_exactly_one_instance_per_job) {
       send(&h, "jobs", body, 0);
     }
   /* a consumer that leases 60 messages and dies without acking */
-  json_t *lost = pull(&h, "jobs", 60, 5000);
-  ck_assert_uint_eq(json_array_size(lost), 60);
-  json_decref(lost);
+  ck_assert_uint_eq(pulled(&h, "jobs", 60, 5000), 60);
   harness_run(&h);           /* the 140 others */
   harness_advance(&h, 5000); /* the 60 come back */
   /* and the same job ids sent again, after their instances completed */

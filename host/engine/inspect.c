@@ -309,7 +309,7 @@ int duro_workflow_stats(duro_engine *e, const char *workflow, json_t **out) {
   int64_t oldest = JOURNAL_NONE;
   int rc = journal_count_by_status(e->j, count_of_workflow, &c);
   if (rc == 0)
-    rc = journal_oldest_queued_of(e->j, workflow, &oldest);
+    rc = journal_oldest_queued(e->j, workflow, &oldest);
   if (rc) {
     json_decref(c.by_status);
     return rc;
@@ -488,7 +488,7 @@ char *duro_engine_metrics(duro_engine *e) {
   pthread_mutex_unlock(&e->mu);
   int64_t oldest = JOURNAL_NONE;
   if (backlog)
-    journal_oldest_queued(e->j, &oldest);
+    journal_oldest_queued(e->j, NULL, &oldest);
   fprintf(out,
           "# HELP duro_backlog Instances queued for a worker, in memory or "
           "(past engine limits) only in the journal.\n"

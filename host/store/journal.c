@@ -743,6 +743,12 @@ static int step_changes(journal *j, sqlite3_stmt *st, journal_op *op) {
   return rc;
 }
 
+/* Runs a tick row's write; a row it changed counts in its state. */
+static int cron_tick_written(journal *j, sqlite3_stmt *st, journal_op *op) {
+  int rc = step_changes(j, st, op);
+  return rc || !op->out_rowid ? rc : cron_count(j, op->queue, op->body);
+}
+
 static int apply_op(journal *j, journal_op *op) {
   sqlite3_stmt *st;
   int rc;
@@ -898,18 +904,14 @@ static int apply_op(journal *j, journal_op *op) {
     bind_ms(st, 4, op->ts_ms);
     bind_text(st, 5, op->lease);
     bind_text(st, 6, op->error);
-    if ((rc = step_changes(j, st, op)) || !op->out_rowid)
-      return rc;
-    return cron_count(j, op->queue, op->body);
+    return cron_tick_written(j, st, op);
   case JOP_CRON_TICK_SET:
     st = j->ws[ST_CRON_TICK_SET];
     bind_text(st, 1, op->queue);
     sqlite3_bind_int64(st, 2, op->visible_ms);
     bind_text(st, 3, op->body);
     bind_text(st, 4, op->error);
-    if ((rc = step_changes(j, st, op)) || !op->out_rowid)
-      return rc;
-    return cron_count(j, op->queue, op->body);
+    return cron_tick_written(j, st, op);
   case JOP_CRON_SWEEP:
     st = j->ws[ST_CRON_SWEEP];
     sqlite3_bind_int64(st, 1, op->ts_ms);
@@ -1669,37 +1671,18 @@ int journal_queued_from(journal *j, int64_t from, size_t limit, int64_t *rowids,
   return rc;
 }
 
+/* On instances_status, in rowid order: the unary + keeps the planner off
+ * (workflow, id), which would read every instance of the workflow. */
 static const char sql_oldest_queued[] =
-    "SELECT created_ms FROM instances WHERE status='queued' ORDER BY rowid "
-    "LIMIT 1";
+    "SELECT created_ms FROM instances WHERE status='queued' AND "
+    "(?1 IS NULL OR +workflow=?1) ORDER BY rowid LIMIT 1";
 
-int journal_oldest_queued(journal *j, int64_t *created_ms) {
+int journal_oldest_queued(journal *j, const char *workflow,
+                          int64_t *created_ms) {
   reader *r = reader_get(j);
   sqlite3_stmt *st = NULL;
   *created_ms = JOURNAL_NONE;
   int rc = prepare_rd(j, r, sql_oldest_queued, &st);
-  if (rc)
-    return rc;
-  int s = sqlite3_step(st);
-  if (s == SQLITE_ROW) {
-    *created_ms = sqlite3_column_int64(st, 0);
-    s = sqlite3_step(st);
-  }
-  rc = rows_end(r, s);
-  release_rd(r, st);
-  return rc;
-}
-
-static const char sql_oldest_queued_of[] =
-    "SELECT created_ms FROM instances WHERE status='queued' AND +workflow=?1 "
-    "ORDER BY rowid LIMIT 1";
-
-int journal_oldest_queued_of(journal *j, const char *workflow,
-                             int64_t *created_ms) {
-  reader *r = reader_get(j);
-  sqlite3_stmt *st = NULL;
-  *created_ms = JOURNAL_NONE;
-  int rc = prepare_rd(j, r, sql_oldest_queued_of, &st);
   if (rc)
     return rc;
   bind_text(st, 1, workflow);

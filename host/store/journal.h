@@ -275,11 +275,10 @@ int journal_recover_each(journal *j,
  * (instances_status serves it), into rowids; *n how many. */
 int journal_queued_from(journal *j, int64_t from, size_t limit, int64_t *rowids,
                         size_t *n);
-/* The oldest queued instance's created_ms (JOURNAL_NONE: none), of every
- * workflow or of one. */
-int journal_oldest_queued(journal *j, int64_t *created_ms);
-int journal_oldest_queued_of(journal *j, const char *workflow,
-                             int64_t *created_ms);
+/* The oldest queued instance's created_ms (JOURNAL_NONE: none), of one
+ * workflow or (NULL) of every one. */
+int journal_oldest_queued(journal *j, const char *workflow,
+                          int64_t *created_ms);
 
 /* Whether an instance of `workflow` that has not ended is pinned to
  * `build`. */
