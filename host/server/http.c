@@ -1748,20 +1748,12 @@ static int raw_headers(h2o_req_t *req, http_header *out) {
  * two thread hops, and their commit goes to the journal's writer thread,
  * so the loop never waits for a disk.  Everything else may read or wait:
  * the pool. */
-static int on_the_loop(const http_input *in) {
-  static const char prefix[] = "/workflows/";
-  if (in->method_len != 4 || memcmp(in->method, "POST", 4) != 0 ||
-      in->path_len <= sizeof prefix - 1 ||
-      memcmp(in->path, prefix, sizeof prefix - 1) != 0)
-    return 0;
-  const char *wf = in->path + sizeof prefix - 1;
-  const char *end = in->path + in->path_len;
-  const char *slash = memchr(wf, '/', (size_t)(end - wf));
-  if (!slash)
-    return 0;
-  size_t rest = (size_t)(end - slash);
-  return (rest == 10 && !memcmp(slash, "/instances", 10)) ||
-         (rest == 16 && !memcmp(slash, "/instances/batch", 16));
+static int on_the_loop(http_exchange *x) {
+  char *seg[MAX_SEGMENTS];
+  int n = split_path(x, seg); /* as route() reads it */
+  return method_is(x, "POST") &&
+         (n == 3 || (n == 4 && !strcmp(seg[3], "batch"))) &&
+         !strcmp(seg[0], "workflows") && !strcmp(seg[2], "instances");
 }
 
 static int on_req(h2o_handler_t *self, h2o_req_t *req) {
@@ -1797,7 +1789,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req) {
       x->guard->x = x;
       x->work.data = x;
       x->owners = 1;
-      if (on_the_loop(&in)) {
+      if (on_the_loop(x)) {
         s->in_flight++;
         route(s, x);
         release(x);
