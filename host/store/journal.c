@@ -20,6 +20,7 @@
 #include "journal.h"
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +67,9 @@ enum {
   ST_CRON_MISSED_EXTRA,
   ST_CRON_COUNT,
   ST_CRON_SWEEP,
+  ST_BEGIN,
+  ST_COMMIT,
+  ST_ROLLBACK,
   ST_WRITE_COUNT_
 };
 
@@ -180,6 +184,10 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     [ST_MESSAGES_EXPIRE] =
         "DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE "
         "queue=?1 AND sent_ms<?2 LIMIT ?3)",
+    /* A group's transaction: prepared once, as every other write. */
+    [ST_BEGIN] = "BEGIN IMMEDIATE",
+    [ST_COMMIT] = "COMMIT",
+    [ST_ROLLBACK] = "ROLLBACK",
 };
 
 static const char schema_sql[] =
@@ -268,9 +276,13 @@ typedef struct reader {
  * variable, so a commit wakes exactly the threads it concerns. */
 typedef struct pending {
   journal_batch *batch;
-  int done;
+  int done;    /* written before `wake` is posted */
+  int handoff; /* the leadership was passed to this waiter */
   int rc;
-  pthread_cond_t cv;  /* synchronous: its owner waits here */
+  /* Synchronous: its owner sleeps here, without the queue's mutex, so a
+   * group of waiters wakes without contending for it.  Posted once: when
+   * the batch is done, or when the leadership passes to its owner. */
+  sem_t wake;
   journal_done_fn fn; /* asynchronous: called once committed */
   void *ctx;
   struct pending *next;
@@ -289,8 +301,7 @@ struct journal {
 
   pthread_mutex_t mu; /* guards the queue and the leadership */
   pending *head, *tail;
-  int leading;      /* some thread is committing groups */
-  pending *handoff; /* the waiter the leadership was passed to */
+  int leading; /* some thread is committing groups */
   metrics_hist commit_us;
   uint64_t batches;
   /* Writes are failing: the last group commit failed (mu). */
@@ -949,9 +960,13 @@ static int apply_op(journal *j, journal_op *op) {
   return DURO_E_INVALID_ARGUMENT;
 }
 
-static int exec_wr(journal *j, const char *sql) {
-  if (sqlite3_exec(j->wr, sql, NULL, NULL, NULL) != SQLITE_OK) {
-    set_err(j->wr, sql);
+/* Runs one of the transaction statements. */
+static int exec_ws(journal *j, int which) {
+  sqlite3_stmt *st = j->ws[which];
+  int s = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (s != SQLITE_DONE) {
+    set_err(j->wr, write_sql[which]);
     return DURO_E_STORAGE;
   }
   return 0;
@@ -960,7 +975,7 @@ static int exec_wr(journal *j, const char *sql) {
 /* Runs every batch of the group in one transaction.  A failure fails the
  * whole group: nothing of it is reported done. */
 static int commit_group(journal *j, pending *first, pending *last) {
-  int rc = exec_wr(j, "BEGIN IMMEDIATE");
+  int rc = exec_ws(j, ST_BEGIN);
   if (rc)
     return rc;
   for (pending *p = first; !rc; p = p->next) {
@@ -970,14 +985,14 @@ static int commit_group(journal *j, pending *first, pending *last) {
       break;
   }
   if (rc == 0)
-    rc = exec_wr(j, "COMMIT");
+    rc = exec_ws(j, ST_COMMIT);
   /* A failed statement or COMMIT (a full disk, an I/O error, a busy
    * lock) can leave the transaction open: never leave it so, or every
    * later batch would join a transaction that cannot commit. */
   if (rc && !sqlite3_get_autocommit(j->wr)) {
     char keep[sizeof last_err];
     memcpy(keep, last_err, sizeof keep);
-    exec_wr(j, "ROLLBACK");
+    exec_ws(j, ST_ROLLBACK);
     memcpy(last_err, keep, sizeof keep);
   }
   return rc;
@@ -1019,38 +1034,35 @@ static void lead(journal *j, pending *mine) {
     j->head = last->next;
     if (!j->head)
       j->tail = NULL;
-    pending *asyncs = NULL, **tail = &asyncs;
-    for (pending *p = first, *next;; p = next) {
-      int end = p == last;
-      next = p->next;
+    for (pending *p = first;; p = p->next) {
       p->rc = rc;
       if (rc)
         memcpy(p->err, last_err, sizeof p->err);
       p->done = 1;
       j->batches++;
+      if (p == last)
+        break;
+    }
+    /* Unlocked from here: the group is off the queue, and a waiter owns
+     * its pending again as soon as it is posted (read `next` first).
+     * Asynchronous callbacks must not commit. */
+    pthread_mutex_unlock(&j->mu);
+    for (pending *p = first, *next;; p = next) {
+      int end = p == last;
+      next = p->next;
       if (p->fn) {
-        p->next = NULL;
-        *tail = p;
-        tail = &p->next;
+        p->fn(p->ctx, p->rc);
+        free(p);
       } else if (p != mine) {
-        pthread_cond_signal(&p->cv);
+        sem_post(&p->wake);
       }
       if (end)
         break;
     }
-    if (asyncs) {
-      /* Their callbacks run here, unlocked; they must not commit. */
-      pthread_mutex_unlock(&j->mu);
-      for (pending *p = asyncs, *next; p; p = next) {
-        next = p->next;
-        p->fn(p->ctx, p->rc);
-        free(p);
-      }
-      pthread_mutex_lock(&j->mu);
-    }
+    pthread_mutex_lock(&j->mu);
     if (j->head && !j->head->fn) {
-      j->handoff = j->head;
-      pthread_cond_signal(&j->head->cv);
+      j->head->handoff = 1;
+      sem_post(&j->head->wake);
       return; /* `leading` stays set: the leadership moved */
     }
   }
@@ -1060,23 +1072,28 @@ int journal_commit(journal *j, journal_batch *b) {
   if (b->n == 0)
     return 0;
   pending me = {.batch = b};
-  pthread_cond_init(&me.cv, NULL);
+  sem_init(&me.wake, 0, 0);
   pthread_mutex_lock(&j->mu);
   enqueue(j, &me);
   if (!j->leading) {
     j->leading = 1;
     lead(j, &me);
   }
-  while (!me.done) {
-    if (j->handoff == &me) {
-      j->handoff = NULL;
-      lead(j, &me);
-      continue;
-    }
-    pthread_cond_wait(&me.cv, &j->mu);
-  }
+  int done = me.done;
   pthread_mutex_unlock(&j->mu);
-  pthread_cond_destroy(&me.cv);
+  while (!done) {
+    while (sem_wait(&me.wake) != 0) /* EINTR */
+      ;
+    done = me.done; /* written before the post */
+    if (!done && me.handoff) {
+      pthread_mutex_lock(&j->mu);
+      me.handoff = 0;
+      lead(j, &me); /* leads its own group, so it returns done */
+      done = me.done;
+      pthread_mutex_unlock(&j->mu);
+    }
+  }
+  sem_destroy(&me.wake);
   if (me.rc)
     memcpy(last_err, me.err, sizeof last_err);
   return me.rc;
