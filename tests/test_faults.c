@@ -555,6 +555,35 @@ END_TEST
 /* A terminate does not wait for a running callback, even one well within
  * its timeout: the instance ends at once, the attempt is recorded as
  * abandoned (instance.terminated), and nothing of it runs afterwards. */
+/* One worker thread runs several activations, each on its fiber, parked
+ * while its step commits.  When one of them hangs, the others parked on
+ * that thread must not wait for it: once the watchdog gives up on the
+ * hung attempt they run again elsewhere, and no completed step of theirs
+ * runs twice. */
+START_TEST(hang_does_not_hold_parked_activations) {
+  host_run H;
+  start(&H, "{ workers: 1, shutdown_grace: \"2 seconds\" }");
+  /* One batch: p is first in the queue, so it has steps left to commit
+   * when h, on the same thread, reaches its hanging step. */
+  http_resp r;
+  host_request(&H, &r, "POST", WF "/batch",
+               "{\"instances\":[{\"id\":\"p\",\"params\":{\"fault\":"
+               "\"none\",\"steps\":6}},{\"id\":\"h\",\"params\":{"
+               "\"fault\":\"hang\",\"steps\":2}}]}");
+  ck_assert_msg(r.status == 201 || r.status == 200, "batch: %ld %s", r.status,
+                r.body ? r.body : "");
+  http_resp_free(&r);
+  wait_record("exec", "h", 0, 10000);
+  /* The hung attempt times out after 1 s; p completes well before h's
+   * retry (100 ms later) can hang the replacement worker too. */
+  json_decref(
+      host_wait_status(&H, FLOW, "p", "complete", proc_now_ms() + 8000));
+  for (int k = 1; k <= 6; k++)
+    ck_assert_msg(count_records("seen", "p", k) >= 1, "p %d not seen", k);
+  assert_no_rerun();
+}
+END_TEST
+
 START_TEST(terminate_does_not_wait_for_callback) {
   host_run H;
   start(&H, "{ workers: 2, shutdown_grace: \"2 seconds\" }");
@@ -767,6 +796,7 @@ static Suite *faults_suite(void) {
   tcase_add_loop_test(crash, crash_kind, 0, (int)N_KINDS);
   tcase_add_test(hang, hang_is_abandoned);
   tcase_add_test(hang, terminate_does_not_wait_for_callback);
+  tcase_add_test(hang, hang_does_not_hold_parked_activations);
   tcase_add_test(process, second_host_refused);
   tcase_add_test(process, sigkill_leaves_no_engine);
   tcase_add_test(process, sighup_is_not_fatal);

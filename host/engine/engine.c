@@ -15,6 +15,7 @@
  * the row's `control` column so a crash cannot lose an acknowledged pause
  * or terminate. */
 #include "engine_internal.h"
+#include "fiber.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -412,14 +413,6 @@ static int claim_locked(entry *ent) {
   return control;
 }
 
-/* Runs a claimed entry (mu not held). */
-static void run_claimed(duro_engine *e, entry *ent, int control) {
-  if (control)
-    control_on_entry(e, ent, control);
-  else
-    activation_run(e, ent);
-}
-
 static __thread worker *current_worker;
 static __thread ledger_slot *current_slot;
 
@@ -442,6 +435,134 @@ static void worker_exit_locked(duro_engine *e, worker *w) {
   pthread_cond_broadcast(&e->changed);
 }
 
+/* ---- activations on fibers ----------------------------------------------- */
+
+/* At most this many activations share a worker: enough to keep it busy
+ * through a commit, few enough that a slow callback delays few others. */
+#define WORKER_MAX_TASKS 16
+#define WORKER_SPARE_FIBERS 4
+
+typedef struct engine_task {
+  duro_engine *e;
+  worker *w;
+  entry *ent;
+  fiber *f;
+  int rc;       /* the parked commit's result */
+  int orphaned; /* see engine_commit_step */
+  struct engine_task *next;
+} engine_task;
+
+static __thread engine_task *current_task;
+
+static void task_main(void *arg) {
+  engine_task *t = arg;
+  activation_run(t->e, t->ent);
+}
+
+static void ready_push_locked(worker *w, engine_task *t) {
+  t->next = NULL;
+  if (w->ready_tail)
+    w->ready_tail->next = t;
+  else
+    w->ready_head = t;
+  w->ready_tail = t;
+}
+
+static engine_task *ready_pop_locked(worker *w) {
+  engine_task *t = w->ready_head;
+  if (t && !(w->ready_head = t->next))
+    w->ready_tail = NULL;
+  return t;
+}
+
+/* Runs t until it parks or ends (mu not held). */
+static void task_resume(duro_engine *e, worker *w, engine_task *t) {
+  current_task = t;
+  fiber_resume(t->f);
+  current_task = NULL;
+  if (!fiber_finished(t->f))
+    return; /* parked on a commit: its callback makes it ready */
+  if (w->n_spare < WORKER_SPARE_FIBERS)
+    w->spare[w->n_spare++] = t->f;
+  else
+    fiber_destroy(t->f);
+  free(t);
+  pthread_mutex_lock(&e->mu);
+  w->tasks--;
+  pthread_mutex_unlock(&e->mu);
+}
+
+/* Starts the activation of a claimed entry on a fiber of its own, or on
+ * the worker's stack when no fiber can be had (mu not held). */
+static void task_start(duro_engine *e, worker *w, entry *ent) {
+  fiber *f = w->n_spare ? w->spare[--w->n_spare] : fiber_create();
+  if (!f) {
+    activation_run(e, ent);
+    return;
+  }
+  engine_task *t = xcalloc(1, sizeof *t);
+  t->e = e;
+  t->w = w;
+  t->ent = ent;
+  t->f = f;
+  fiber_start(f, task_main, t);
+  pthread_mutex_lock(&e->mu);
+  w->tasks++;
+  pthread_mutex_unlock(&e->mu);
+  task_resume(e, w, t);
+}
+
+/* The commit a task parked on landed (on the committing thread). */
+static void on_task_commit(void *ctx, int rc) {
+  engine_task *t = ctx;
+  duro_engine *e = t->e;
+  worker *w = t->w;
+  entry *ent = t->ent;
+  pthread_mutex_lock(&e->mu);
+  t->rc = rc;
+  /* Its worker hangs in another activation: this one must not wait for
+   * that to end.  Its step is durable now, so it can run again from the
+   * journal elsewhere; the fiber only unwinds, if the worker returns. */
+  int orphan = t->orphaned = __atomic_load_n(&w->abandoned, __ATOMIC_ACQUIRE);
+  ready_push_locked(w, t);
+  pthread_cond_signal(&w->wake);
+  pthread_mutex_unlock(&e->mu);
+  if (orphan)
+    engine_activation_done(e, ent, "queued", JOURNAL_NONE, 0);
+}
+
+int engine_commit_step(duro_engine *e, journal_batch *b, int *orphaned) {
+  engine_task *t = current_task;
+  *orphaned = 0;
+  if (!t || fiber_self() != t->f)
+    return journal_commit(e->j, b);
+  journal_commit_background(e->j, b, on_task_commit, t);
+  fiber_yield();
+  /* Back on this worker, the commit done (the worker set current_task). */
+  *orphaned = t->orphaned;
+  return t->rc;
+}
+
+size_t engine_orphan_ready_locked(duro_engine *e, worker *w, entry ***out) {
+  (void)e;
+  size_t n = 0;
+  for (engine_task *t = w->ready_head; t; t = t->next)
+    n++;
+  *out = n ? xmalloc(n * sizeof **out) : NULL;
+  n = 0;
+  for (engine_task *t = w->ready_head; t; t = t->next)
+    if (!t->orphaned) {
+      t->orphaned = 1;
+      (*out)[n++] = t->ent;
+    }
+  return n;
+}
+
+/* A worker runs ready tasks first (their instances are furthest along),
+ * then starts new activations while it has room; it sleeps on its own
+ * condition while tasks of its own are parked (a commit wakes it within
+ * a group's time), otherwise on the engine's.  It leaves, when stopping
+ * or abandoned, once its tasks have ended. */
 static void *worker_main(void *arg) {
   worker *w = arg;
   duro_engine *e = w->e;
@@ -449,20 +570,39 @@ static void *worker_main(void *arg) {
   current_slot = w->slot;
   ledger_thread_bind(e->ledger, w->slot);
   ledger_thread_altstack();
+  w->spare = xcalloc(WORKER_SPARE_FIBERS, sizeof *w->spare);
   pthread_mutex_lock(&e->mu);
-  while (!e->stopping && !w->abandoned) {
-    entry *ent = runnable_pop(e);
-    if (!ent) {
-      pthread_cond_wait(&e->work, &e->mu);
+  for (;;) {
+    engine_task *t = ready_pop_locked(w);
+    if (t) {
+      pthread_mutex_unlock(&e->mu);
+      task_resume(e, w, t);
+      pthread_mutex_lock(&e->mu);
       continue;
     }
-    int control = claim_locked(ent);
-    pthread_mutex_unlock(&e->mu);
-    run_claimed(e, ent, control);
-    pthread_mutex_lock(&e->mu);
+    int leaving = e->stopping || w->abandoned;
+    if (leaving && w->tasks == 0)
+      break;
+    entry *ent =
+        !leaving && w->tasks < WORKER_MAX_TASKS ? runnable_pop(e) : NULL;
+    if (ent) {
+      int control = claim_locked(ent);
+      pthread_mutex_unlock(&e->mu);
+      if (control)
+        control_on_entry(e, ent, control);
+      else
+        task_start(e, w, ent);
+      pthread_mutex_lock(&e->mu);
+      continue;
+    }
+    pthread_cond_wait(w->tasks ? &w->wake : &e->work, &e->mu);
   }
   worker_exit_locked(e, w);
   pthread_mutex_unlock(&e->mu);
+  while (w->n_spare)
+    fiber_destroy(w->spare[--w->n_spare]);
+  free(w->spare);
+  w->spare = NULL;
   ledger_release(e->ledger, w->slot);
   return NULL;
 }
@@ -472,9 +612,11 @@ int engine_spawn_worker_locked(duro_engine *e) {
   w->e = e;
   w->slot = ledger_claim(e->ledger, LEDGER_IDLE);
   pthread_mutex_init(&w->mu, NULL);
+  pthread_cond_init(&w->wake, NULL);
   if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
     ledger_release(e->ledger, w->slot);
     pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->wake);
     free(w);
     return DURO_E_IO;
   }
@@ -564,6 +706,7 @@ void duro_engine_close(duro_engine *e) {
   for (uint32_t i = 0; i < e->n_workers; i++) {
     pthread_join(e->workers[i]->thread, NULL);
     pthread_mutex_destroy(&e->workers[i]->mu);
+    pthread_cond_destroy(&e->workers[i]->wake);
     free(e->workers[i]);
   }
   free(e->workers);
@@ -694,8 +837,11 @@ size_t duro_engine_run_until_idle(duro_engine *e) {
       break;
     int control = claim_locked(ent);
     pthread_mutex_unlock(&e->mu);
-    run_claimed(e, ent, control);
-    ran += !control; /* activations, not control requests */
+    if (control)
+      control_on_entry(e, ent, control);
+    else
+      activation_run(e, ent); /* on this stack: commits wait here */
+    ran += !control;          /* activations, not control requests */
     pthread_mutex_lock(&e->mu);
   }
   pthread_mutex_unlock(&e->mu);

@@ -99,6 +99,13 @@ typedef struct worker {
   uint32_t hung_attempt;
   int64_t hung_since_ms;
   int exited; /* worker_main returned (engine mu) */
+  /* Activations on their own fibers (fiber.h), all on this thread: those
+   * whose step commit landed wait in `ready` to be resumed (engine mu). */
+  struct engine_task *ready_head, *ready_tail;
+  uint32_t tasks;       /* started, not finished (engine mu) */
+  pthread_cond_t wake;  /* a task became ready, or stopping (engine mu) */
+  struct fiber **spare; /* finished fibers kept for the next task (own) */
+  uint32_t n_spare;
 } worker;
 
 struct duro_engine {
@@ -180,6 +187,18 @@ struct duro_engine {
 /* The calling thread's worker (NULL when activations run inline) and its
  * ledger slot (NULL when it has none).  engine.c. */
 worker *engine_thread_worker(void);
+
+/* Commits a step's batch.  On a worker's fiber the worker runs other
+ * activations until the batch is durable; elsewhere the thread waits.
+ * *orphaned: the worker hung in another activation meanwhile, so this one
+ * was handed back to the engine (runs again from its journal): touch
+ * nothing of the instance.  Orphans only unwind. */
+int engine_commit_step(duro_engine *e, journal_batch *b, int *orphaned);
+
+/* The watchdog gave up on w (mu held): ready tasks become orphans; their
+ * entries go to *out (the caller releases them, unlocked). */
+size_t engine_orphan_ready_locked(duro_engine *e, worker *w,
+                                  struct entry ***out);
 ledger_slot *engine_thread_slot(void);
 
 /* Records the attempts a dead engine's ledger holds as failed attempts

@@ -324,6 +324,11 @@ static int abandon(duro_engine *e, worker *w, entry *ent, int terminated) {
   pthread_mutex_lock(&e->mu);
   __atomic_store_n(&w->abandoned, 1, __ATOMIC_RELEASE);
   replace_worker_locked(e, w, &h, now);
+  /* Activations parked on the same worker would wait for the hung one:
+   * those ready now run again elsewhere (on_task_commit hands back the
+   * rest as their commits land). */
+  entry **orphans;
+  size_t n_orphans = engine_orphan_ready_locked(e, w, &orphans);
   pthread_mutex_unlock(&e->mu);
   /* A later crash must not count this attempt again (set before the
    * thread can return and give its slot back). */
@@ -335,6 +340,9 @@ static int abandon(duro_engine *e, worker *w, entry *ent, int terminated) {
   record_hung(e, &h, now);
   /* The instance runs again (or takes a pending pause or terminate). */
   engine_activation_done(e, h.ent, "queued", JOURNAL_NONE, 1);
+  for (size_t i = 0; i < n_orphans; i++)
+    engine_activation_done(e, orphans[i], "queued", JOURNAL_NONE, 1);
+  free(orphans);
   hung_attempt_clear(&h);
   return 1;
 }

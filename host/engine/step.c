@@ -278,9 +278,32 @@ static void put_step(duro_step *a, journal_step *s) {
   op->step = s;
 }
 
+/* The ledger slot names this activation: set when it starts, and again
+ * whenever it resumes on its worker (others ran meanwhile). */
+static void slot_bind(duro_step *a) {
+  if (!a->slot)
+    return;
+  a->slot->rowid = a->inst.rowid;
+  ledger_copy(a->slot->workflow, sizeof a->slot->workflow, a->inst.workflow);
+  ledger_copy(a->slot->id, sizeof a->slot->id, a->inst.id);
+  ledger_set_state(a->slot, LEDGER_ACTIVATION);
+}
+
+/* Commits the batch: the activation may park here while its worker runs
+ * others (engine_commit_step). */
 static int flush(duro_step *a) {
-  int rc = journal_commit(a->e->j, &a->batch);
+  if (a->slot)
+    ledger_set_state(a->slot, LEDGER_IDLE);
+  int orphaned;
+  int rc = engine_commit_step(a->e, &a->batch, &orphaned);
   journal_batch_reset(&a->batch);
+  current_act = a; /* others ran on this thread meanwhile */
+  if (orphaned) {
+    a->suspended = 1;
+    a->reason = SUSPEND_ABANDONED;
+    return DURO_E_IO;
+  }
+  slot_bind(a);
   if (rc) {
     a->storage_failed = 1;
     log_error("%s: journal commit failed: %s", a->where,
@@ -704,7 +727,8 @@ static duro_rc api_do(duro_step *a, const char *name,
     /* The result is on disk before the plugin sees it. */
     if (flush(a) != 0) {
       a->suspended = 1;
-      a->reason = SUSPEND_SHUTDOWN;
+      if (a->reason != SUSPEND_ABANDONED)
+        a->reason = SUSPEND_SHUTDOWN;
       return DURO_SUSPEND;
     }
     metrics_add(&a->e->m.steps_completed, 1);
@@ -1294,12 +1318,7 @@ void activation_run(duro_engine *e, entry *ent) {
   }
   a->worker = engine_thread_worker();
   a->slot = engine_thread_slot();
-  if (a->slot) {
-    a->slot->rowid = a->inst.rowid;
-    ledger_copy(a->slot->workflow, sizeof a->slot->workflow, a->inst.workflow);
-    ledger_copy(a->slot->id, sizeof a->slot->id, a->inst.id);
-    ledger_set_state(a->slot, LEDGER_ACTIVATION);
-  }
+  slot_bind(a);
   /* A request persisted before a crash, or while the last activation ran. */
   if (a->inst.control == JOURNAL_CONTROL_PAUSE)
     __atomic_store_n(&ent->pause_req, 1, __ATOMIC_RELEASE);
