@@ -440,7 +440,10 @@ static void worker_exit_locked(duro_engine *e, worker *w) {
 /* At most this many activations share a worker: enough to keep it busy
  * through a commit, few enough that a slow callback delays few others. */
 #define WORKER_MAX_TASKS 16
-#define WORKER_SPARE_FIBERS 4
+/* Finished fibers are kept, so a busy worker maps no stacks: a new
+ * mapping costs a page fault for every stack page the activation
+ * touches. */
+#define WORKER_SPARE_FIBERS WORKER_MAX_TASKS
 
 typedef struct engine_task {
   duro_engine *e;
@@ -535,6 +538,14 @@ int engine_commit_step(duro_engine *e, journal_batch *b, int *orphaned) {
   engine_task *t = current_task;
   *orphaned = 0;
   if (!t || fiber_self() != t->f)
+    return journal_commit(e->j, b);
+  /* Nothing else for this worker to run: it commits itself, as the
+   * group's leader, rather than wait for a hop to the writer thread and
+   * back (a sequence of steps would pay two thread wakes each). */
+  pthread_mutex_lock(&e->mu);
+  int idle = !t->w->ready_head && !e->runnable.head;
+  pthread_mutex_unlock(&e->mu);
+  if (idle)
     return journal_commit(e->j, b);
   journal_commit_background(e->j, b, on_task_commit, t);
   fiber_yield();
