@@ -1,5 +1,5 @@
 # Convenience targets; the build itself is meson's (meson.build).
-.PHONY: all deps build run check test bench bench-http demo chaos fuzz clean
+.PHONY: all deps build run check test bench bench-http bench-overload demo chaos fuzz clean
 
 all: build
 
@@ -39,6 +39,11 @@ bench: build
 bench-http: build
 	@bash bench/http/deps.sh
 	bench/http/run.sh $(BENCH_HTTP_ARGS)
+
+# H6 alone for 10 minutes: RSS and completions under sustained overload.
+bench-overload: build
+	@bash bench/http/deps.sh
+	bench/http/run.sh --only H6 --overload-seconds 600
 
 # 100 orders end to end through the CLI (examples/demo.sh).
 demo: build

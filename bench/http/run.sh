@@ -33,7 +33,8 @@
 #                      RSS start/peak/end, the backlog at the end
 #
 # One line per figure, "NAME  value unit  [setting]".  --quick: a smoke run
-# (1 s each, 100 and 1000 instances, H5 100, H6 10 s).  --perf: `perf record -g` of the
+# (1 s each, 100 and 1000 instances, H5 100, H6 10 s); --overload-seconds N
+# sets H6's length (`make bench-overload`: --only H6 --overload-seconds 600).  --perf: `perf record -g` of the
 # engine process during H1, its top symbols printed after.  --keep keeps
 # the host directories.  Figures, never assertions: an HTTP error or a host
 # that does not exit 0 on SIGTERM ends the run with exit 1 (files kept).
@@ -46,6 +47,7 @@ plugin=$(realpath "$build/bench/libbench.so")
 drive=$build/bench/duro-bench-http-drive
 
 quick=0 sync=full keep=0 perf=0 parent=bench-data only="H1,H2,H3,H4,H5,H6"
+h6_override=""
 threads=${BENCH_WRK_THREADS:-2}
 while [ $# -gt 0 ]; do
   case $1 in
@@ -56,8 +58,10 @@ while [ $# -gt 0 ]; do
     --dir) parent=$2; shift ;;
     --only) only=$2; shift ;;
     --threads) threads=$2; shift ;;
+    --overload-seconds) h6_override=$2; shift ;;
     *) echo "usage: run.sh [--quick] [--synchronous full|normal] [--only H1,H3]" \
-            "[--threads N] [--perf] [--keep] [--dir DIR]  (H1-H6)" >&2; exit 2 ;;
+            "[--threads N] [--perf] [--keep] [--dir DIR]" \
+            "[--overload-seconds N]  (H1-H6)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -70,6 +74,7 @@ if [ $quick = 1 ]; then
 else
   secs=10 h3_n=1000 h4_n=10000 h5_n=1000 h6_secs=60
 fi
+[ -n "$h6_override" ] && h6_secs=$h6_override
 export BENCH_LUA_DIR=$PWD/$here
 
 mkdir -p "$parent"
