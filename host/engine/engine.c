@@ -534,24 +534,40 @@ static void on_task_commit(void *ctx, int rc) {
     engine_activation_done(e, ent, "queued", JOURNAL_NONE, 0);
 }
 
-int engine_commit_step(duro_engine *e, journal_batch *b, int *orphaned) {
-  engine_task *t = current_task;
-  *orphaned = 0;
-  if (!t || fiber_self() != t->f)
-    return journal_commit(e->j, b);
-  /* Nothing else for this worker to run: it commits itself, as the
-   * group's leader, rather than wait for a hop to the writer thread and
-   * back (a sequence of steps would pay two thread wakes each). */
+/* Nothing else for this task's worker to run: it may commit itself, as
+ * the group's leader, rather than hand the batch to the writer thread
+ * (a sequence of steps would pay two thread wakes a step for the hop). */
+static int worker_idle(duro_engine *e, const engine_task *t) {
   pthread_mutex_lock(&e->mu);
   int idle = !t->w->ready_head && !e->runnable.head;
   pthread_mutex_unlock(&e->mu);
-  if (idle)
+  return idle;
+}
+
+static engine_task *task_here(void) {
+  engine_task *t = current_task;
+  return t && fiber_self() == t->f ? t : NULL;
+}
+
+int engine_commit_step(duro_engine *e, journal_batch *b, int *orphaned) {
+  engine_task *t = task_here();
+  *orphaned = 0;
+  if (!t || worker_idle(e, t))
     return journal_commit(e->j, b);
   journal_commit_background(e->j, b, on_task_commit, t);
   fiber_yield();
   /* Back on this worker, the commit done (the worker set current_task). */
   *orphaned = t->orphaned;
   return t->rc;
+}
+
+void engine_commit_final(duro_engine *e, journal_batch *b, journal_done_fn fn,
+                         void *ctx) {
+  engine_task *t = task_here();
+  if (t && !worker_idle(e, t))
+    journal_commit_background(e->j, b, fn, ctx); /* never lead: others wait */
+  else
+    journal_commit_async(e->j, b, fn, ctx);
 }
 
 size_t engine_orphan_ready_locked(duro_engine *e, worker *w, entry ***out) {

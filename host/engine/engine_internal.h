@@ -195,6 +195,12 @@ worker *engine_thread_worker(void);
  * nothing of the instance.  Orphans only unwind. */
 int engine_commit_step(duro_engine *e, journal_batch *b, int *orphaned);
 
+/* An activation's last writes, committed without waiting; fn(ctx, rc)
+ * runs when they are durable.  A busy worker hands them to the writer
+ * thread rather than lead the group through its fsync. */
+void engine_commit_final(duro_engine *e, journal_batch *b, journal_done_fn fn,
+                         void *ctx);
+
 /* The watchdog gave up on w (mu held): ready tasks become orphans; their
  * entries go to *out (the caller releases them, unlocked). */
 size_t engine_orphan_ready_locked(duro_engine *e, worker *w,

@@ -1363,7 +1363,7 @@ void activation_run(duro_engine *e, entry *ent) {
   /* The worker moves on at once; the engine lets go of the instance when
    * the final commit lands (on_final_commit). */
   finish(a, out);
-  journal_commit_async(e->j, &a->batch, on_final_commit, a);
+  engine_commit_final(e, &a->batch, on_final_commit, a);
   return;
 done:
   if (a->slot)
