@@ -12,7 +12,8 @@
 #                      creates/s and latency p50/p99 (wrk's distribution)
 #   H2 batch creates   wrk (batch.lua), 16 connections, 10 s of
 #                      POST /workflows/One/instances/batch of 100;
-#                      instances/s
+#                      instances/s; for H1 and H2 also the instances
+#                      completed during the run (/metrics)
 #   H3 W1 via HTTP     duro-bench-http-drive: 1000 instances of Ten (10
 #                      steps) created on 32 connections, then each one's
 #                      result learned (GET .../instances/{id}, with
@@ -126,6 +127,19 @@ stop_host() {
 
 wants() { [[ ",$only," == *",$1,"* ]]; }
 
+# NAME: the instances the host completed while wrk created them (the
+# creates it accepted faster than it ran are the difference), from
+# /metrics's duro_instances{status="complete"}, read over bash's /dev/tcp.
+report_completed() {
+  exec 3<>"/dev/tcp/127.0.0.1/$port"
+  printf 'GET /metrics HTTP/1.0\r\nHost: bench\r\n\r\n' >&3
+  awk -v name="$1 completed meanwhile" -v secs="$secs" -v sync="$sync" '
+    /^duro_instances\{.*status="complete"/ { n += $NF }
+    END { printf "%-28s %12.3f %-10s [synchronous=%s http wrk %ss]\n",
+                 name, n / secs, "inst/s", sync, secs }' <&3
+  exec 3<&-
+}
+
 # wrk SCRIPT NAME CONNECTIONS PER_REQUEST PATH: one figure's run, whose
 # errors (written by report.lua's done) fail the bench.
 run_wrk() {
@@ -151,6 +165,7 @@ if wants H1; then
     perf_pid=$!
   fi
   run_wrk single.lua H1 64 1 /workflows/One/instances
+  report_completed H1
   if [ $perf = 1 ]; then
     wait "$perf_pid" || true
     perf report -i "$dir/perf.data" --no-children --percent-limit 1 \
@@ -173,6 +188,7 @@ fi
 if wants H2; then
   start_host
   run_wrk batch.lua H2 16 100 /workflows/One/instances/batch
+  report_completed H2
   stop_host
 fi
 
