@@ -1,5 +1,5 @@
 # Convenience targets; the build itself is meson's (meson.build).
-.PHONY: all deps build run check test bench bench-http bench-overload demo chaos fuzz clean
+.PHONY: all deps build run check test bench bench-http bench-overload demo chaos fuzz clean install
 
 all: build
 
@@ -16,6 +16,19 @@ run: build
 
 check: build
 	./build/host/duro check config/duro.yaml
+
+# The host `duro`, duro.h, duro-plugin.pc, duro(1), the plugin template and
+# an example systemd unit under PREFIX (default /usr/local), staged under
+# DESTDIR when given: `sudo make install`, `make install
+# PREFIX=$$HOME/.local`, `make install PREFIX=/usr DESTDIR=/tmp/pkg`.
+# build/ is configured for PREFIX only when it names another, so that a
+# `sudo make install` after `make` does not regenerate build/ as root.
+PREFIX ?= /usr/local
+build_prefix = $(shell meson introspect build --buildoptions | python3 -c \
+  'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')
+install: build
+	$(if $(filter-out $(PREFIX),$(build_prefix)),meson configure build --prefix "$(PREFIX)")
+	meson install -C build $(if $(DESTDIR),--destdir "$(abspath $(DESTDIR))")
 
 # Every test, under AddressSanitizer and UndefinedBehaviorSanitizer.
 test: deps
