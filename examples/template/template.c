@@ -8,8 +8,9 @@
  *   cp -r examples/template myflow && cd myflow   (or from the installed
  *                                     share/doc/duro/template)
  *   mv template.c myflow.c            then NAME = myflow in the Makefile,
- *                                     .name = "myflow" below and
- *                                     path: ./libmyflow.so in duro.yaml
+ *                                     .name = "myflow" below, and in
+ *                                     duro.yaml name: myflow and
+ *                                     path: ./libmyflow.so
  *   make                              builds libmyflow.so
  *   duro run duro.yaml                serves it on 127.0.0.1:8787
  *   duro workflows trigger hello '{"name":"Ada"}' --wait
