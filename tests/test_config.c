@@ -1,6 +1,8 @@
 /* test_config.c — config_parse() and config_load() against tables of YAML
- * texts: every refusal with its exact "file:line:column: message", every
- * default, the full example of the design, and the file-level errors.
+ * texts: every refusal with its exact "file:line:column: message" (an
+ * unknown key with the nearest known one), every default, the full example
+ * of the design, the file-level errors, and file paths resolved against
+ * the config file's directory from any current directory.
  * Each table row runs as its own Check loop iteration. */
 #include <check.h>
 #include <errno.h>
@@ -8,9 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
+#include "paths.h"
 #include "suite_run.h"
 
 #define MiB (1024LL * 1024)
@@ -1036,9 +1040,18 @@ static const char full_example[] =
     "    triggers:\n"
     "      crons: [\"*/5 * * * *\"]\n";
 
-static void check_full_example(const config *cfg, const char *file) {
+/* `path` as config_load() resolves it beside a config in `dir`, or as
+ * written when dir is NULL (config_parse). */
+static void assert_path(const char *got, const char *dir, const char *path) {
+  char want[1024];
+  snprintf(want, sizeof want, "%s%s%s", dir ? dir : "", dir ? "/" : "", path);
+  ck_assert_str_eq(got, want);
+}
+
+static void check_full_example(const config *cfg, const char *file,
+                               const char *dir) {
   ck_assert_str_eq(cfg->file, file);
-  ck_assert_str_eq(cfg->storage.path, "var/duro.db");
+  assert_path(cfg->storage.path, dir, "var/duro.db");
   ck_assert_int_eq(cfg->storage.synchronous_full, 1);
   ck_assert_str_eq(cfg->http.listen, "127.0.0.1:8787");
   ck_assert_str_eq(cfg->http.token_env, "DURO_TOKEN");
@@ -1050,7 +1063,7 @@ static void check_full_example(const config *cfg, const char *file) {
   ck_assert_uint_eq(cfg->n_plugins, 1);
   const config_plugin *pl = &cfg->plugins[0];
   ck_assert_str_eq(pl->name, "orders");
-  ck_assert_str_eq(pl->path, "build/plugins/orders/liborders.so");
+  assert_path(pl->path, dir, "build/plugins/orders/liborders.so");
   ck_assert_int_eq(pl->pos.line, 5);
   ck_assert_int_eq(pl->pos.column, 5);
 
@@ -1078,7 +1091,7 @@ START_TEST(test_full_example) {
   config *cfg = config_parse("config/duro.yaml", full_example,
                              strlen(full_example), err, sizeof err);
   ck_assert_msg(cfg != NULL, "refused: %s", err);
-  check_full_example(cfg, "config/duro.yaml");
+  check_full_example(cfg, "config/duro.yaml", NULL);
   config_free(cfg);
 }
 END_TEST
@@ -1139,7 +1152,10 @@ START_TEST(test_load_file) {
   char err[512] = "";
   config *cfg = config_load(path, err, sizeof err);
   ck_assert_msg(cfg != NULL, "refused: %s", err);
-  check_full_example(cfg, path);
+  char *dir = realpath(getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", NULL);
+  ck_assert_ptr_nonnull(dir);
+  check_full_example(cfg, path, dir);
+  free(dir);
   config_free(cfg);
   unlink(path);
   free(path);
@@ -1187,6 +1203,180 @@ START_TEST(test_load_empty_file) {
 }
 END_TEST
 
+/* ---- Did you mean ------------------------------------------------------ */
+
+typedef struct suggest_case {
+  const char *yaml;
+  const char *error; /* the whole message */
+} suggest_case;
+
+/* An unknown key names the nearest known key of its own mapping when it is
+ * a few edits away, and none when nothing is close. */
+static const suggest_case suggest_cases[] = {
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: w\n"
+     "        binding: W\n"
+     "        clas_name: W\n",
+     "t.yaml:7:9: unknown key \"clas_name\" in workflow — did you mean "
+     "\"class_name\"?"},
+    {"storge: {}\n",
+     "t.yaml:1:1: unknown key \"storge\" at the top level — did you mean "
+     "\"storage\"?"},
+    /* a swap of neighbours is one edit; case is ignored */
+    {"engine:\n  wrokers: 2\n",
+     "t.yaml:2:3: unknown key \"wrokers\" in engine — did you mean "
+     "\"workers\"?"},
+    {"http:\n  Max_Wait: 5s\n",
+     "t.yaml:2:3: unknown key \"Max_Wait\" in http — did you mean "
+     "\"max_wait\"?"},
+    /* the nearest of several: "retention", not "versioning" */
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - {name: w, binding: W, class_name: C, retension: 1d}\n",
+     "t.yaml:5:46: unknown key \"retension\" in workflow — did you mean "
+     "\"retention\"?"},
+    /* only the keys of that mapping: "path" is a storage key, not http's */
+    {"http:\n  path: x\n", "t.yaml:2:3: unknown key \"path\" in http"},
+    /* too far for their length: no guess */
+    {"storage:\n  sync: full\n", "t.yaml:2:3: unknown key \"sync\" in storage"},
+    {"http:\n  tls: true\n", "t.yaml:2:3: unknown key \"tls\" in http"},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    triggers:\n"
+     "      crons:\n"
+     "        - {schedule: \"* * * * *\", overlap_allow: true}\n",
+     "t.yaml:6:35: unknown key \"overlap_allow\" in cron"},
+};
+
+START_TEST(test_unknown_key_suggests) {
+  const suggest_case *c = &suggest_cases[_i];
+  char err[512] = "";
+  config *cfg = parse(c->yaml, err, sizeof err);
+  ck_assert_msg(cfg == NULL, "row %d accepted", _i);
+  ck_assert_str_eq(err, c->error);
+}
+END_TEST
+
+/* ---- Paths ------------------------------------------------------------- */
+
+typedef struct path_case {
+  const char *dir, *path, *want;
+} path_case;
+
+static const path_case path_cases[] = {
+    {"/etc/duro", "libx.so", "/etc/duro/libx.so"},
+    {"/etc/duro", "./libx.so", "/etc/duro/libx.so"},
+    {"/etc/duro", ".//./libx.so", "/etc/duro/libx.so"},
+    {"/etc/duro/", "libx.so", "/etc/duro/libx.so"},
+    {"/etc/duro", "../build/libx.so", "/etc/build/libx.so"},
+    {"/etc/duro", "../../../x.db", "/x.db"}, /* no higher than the root */
+    {"/", "var/duro.db", "/var/duro.db"},
+    {"/", "../x", "/x"},
+    {"/etc/duro", "/opt/libx.so", "/opt/libx.so"}, /* absolute: as is */
+    {"/etc/duro", "..", "/etc"},
+    {"/etc/duro", ".", "/etc/duro"},
+    /* a ".." after a name stays: the name may be a symbolic link */
+    {"/etc/duro", "lib/../libx.so", "/etc/duro/lib/../libx.so"},
+};
+
+START_TEST(test_resolve_path) {
+  const path_case *c = &path_cases[_i];
+  char *got = config_resolve_path(c->dir, c->path);
+  ck_assert_str_eq(got, c->want);
+  free(got);
+}
+END_TEST
+
+/* A fresh directory (realpath'ed) with a "conf" directory in it; the
+ * caller removes both. */
+static char *temp_tree(void) {
+  const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+  char tmpl[512];
+  snprintf(tmpl, sizeof tmpl, "%s/duro-paths-XXXXXX", tmp);
+  ck_assert_ptr_nonnull(mkdtemp(tmpl));
+  char *dir = realpath(tmpl, NULL);
+  ck_assert_ptr_nonnull(dir);
+  char conf[600];
+  snprintf(conf, sizeof conf, "%s/conf", dir);
+  ck_assert_int_eq(mkdir(conf, 0755), 0);
+  return dir;
+}
+
+static void remove_tree(const char *dir, const char *file) {
+  char p[700];
+  snprintf(p, sizeof p, "%s/conf/%s", dir, file);
+  unlink(p);
+  snprintf(p, sizeof p, "%s/conf", dir);
+  rmdir(p);
+  rmdir(dir);
+}
+
+/* Relative paths in a file are resolved against the file's directory, from
+ * whatever directory the file is loaded: here the current directory is
+ * elsewhere each time, and a bare "libx.so" lands beside the config. */
+START_TEST(test_load_resolves_beside_config) {
+  char *dir = temp_tree();
+  char file[800], conf[700];
+  snprintf(conf, sizeof conf, "%s/conf", dir);
+  snprintf(file, sizeof file, "%s/duro.yaml", conf);
+  FILE *f = fopen(file, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs("storage: { path: var/duro.db }\n"
+        "plugins:\n"
+        "  - { name: bare, path: libx.so }\n"
+        "  - { name: up, path: ../build/liby.so }\n"
+        "  - { name: abs, path: /opt/duro/libz.so }\n",
+        f);
+  ck_assert_int_eq(fclose(f), 0);
+
+  /* From "/", by absolute path; from the tree's root, by "conf/duro.yaml";
+   * from the config's own directory, by "duro.yaml". */
+  const char *cwds[] = {"/", dir, conf};
+  const char *names[] = {file, "conf/duro.yaml", "duro.yaml"};
+  for (int i = 0; i < 3; i++) {
+    ck_assert_int_eq(chdir(cwds[i]), 0);
+    char err[512] = "";
+    config *cfg = config_load(names[i], err, sizeof err);
+    ck_assert_msg(cfg != NULL, "from %s: %s", cwds[i], err);
+    ck_assert_str_eq(cfg->file, names[i]); /* messages keep the name given */
+    assert_path(cfg->storage.path, conf, "var/duro.db");
+    assert_path(cfg->plugins[0].path, conf, "libx.so");
+    assert_path(cfg->plugins[1].path, dir, "build/liby.so");
+    ck_assert_str_eq(cfg->plugins[2].path, "/opt/duro/libz.so");
+    config_free(cfg);
+  }
+  ck_assert_int_eq(chdir("/"), 0);
+  remove_tree(dir, "duro.yaml");
+  free(dir);
+}
+END_TEST
+
+/* The default database, not written in the file, is beside it too. */
+START_TEST(test_load_default_storage_beside_config) {
+  char *dir = temp_tree();
+  char file[800], conf[700];
+  snprintf(conf, sizeof conf, "%s/conf", dir);
+  snprintf(file, sizeof file, "%s/empty.yaml", conf);
+  FILE *f = fopen(file, "w");
+  ck_assert_ptr_nonnull(f);
+  ck_assert_int_eq(fclose(f), 0);
+  ck_assert_int_eq(chdir("/"), 0);
+  char err[512] = "";
+  config *cfg = config_load(file, err, sizeof err);
+  ck_assert_msg(cfg != NULL, "%s", err);
+  assert_path(cfg->storage.path, conf, "var/duro.db");
+  config_free(cfg);
+  remove_tree(dir, "empty.yaml");
+  free(dir);
+}
+END_TEST
+
 static Suite *config_suite(void) {
   Suite *s = suite_create("config");
 
@@ -1196,6 +1386,8 @@ static Suite *config_suite(void) {
   tcase_add_test(tc, test_small_error_buffer);
   tcase_add_test(tc, test_depth_limit);
   tcase_add_test(tc, test_depth_hostile);
+  tcase_add_loop_test(tc, test_unknown_key_suggests, 0,
+                      (int)(sizeof suggest_cases / sizeof suggest_cases[0]));
   suite_add_tcase(s, tc);
 
   tc = tcase_create("accepted");
@@ -1210,6 +1402,13 @@ static Suite *config_suite(void) {
   tcase_add_test(tc, test_load_missing_file);
   tcase_add_test(tc, test_load_directory);
   tcase_add_test(tc, test_load_empty_file);
+  tcase_add_test(tc, test_load_resolves_beside_config);
+  tcase_add_test(tc, test_load_default_storage_beside_config);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("paths");
+  tcase_add_loop_test(tc, test_resolve_path, 0,
+                      (int)(sizeof path_cases / sizeof path_cases[0]));
   suite_add_tcase(s, tc);
   return s;
 }

@@ -196,6 +196,59 @@ START_TEST(test_missing_file_refused) {
 }
 END_TEST
 
+/* A path without a '/' is a file in the current directory, never a name
+ * for dlopen's library search: "libc.so.6" is in the system's library
+ * path (and already mapped), but not in FIXTURES_DIR, so it must not load. */
+START_TEST(test_bare_path_not_searched) {
+  ck_assert_int_eq(chdir(FIXTURES_DIR), 0);
+  char err[1024] = "";
+  loader_plugin *p = NULL;
+  ck_assert_int_eq(loader_open("libc", "libc.so.6", &api, &p, err, sizeof err),
+                   DURO_E_PLUGIN);
+  ck_assert_ptr_null(p);
+  assert_contains(err, "dlopen failed");
+  assert_contains(err, "./libc.so.6");
+}
+END_TEST
+
+/* ...and a bare name of a file that is there loads it. */
+START_TEST(test_bare_path_in_current_dir) {
+  ck_assert_int_eq(chdir(FIXTURES_DIR), 0);
+  char err[1024] = "";
+  loader_plugin *p = NULL;
+  int rc =
+      loader_open("good", "libfixture_good_v1.so", &api, &p, err, sizeof err);
+  ck_assert_msg(rc == 0, "rc %d: %s", rc, err);
+  ck_assert(loader_find_workflow(p, "Hello") != NULL);
+  loader_close(p);
+}
+END_TEST
+
+/* A class_name the plugin lacks is refused with the classes it has. */
+START_TEST(test_missing_class_lists_classes) {
+  char path[512], err[1024] = "", want[1024];
+  fixture_path(path, sizeof path, "good_v1");
+  loader_plugin *p = NULL;
+  ck_assert_int_eq(loader_open("good", path, &api, &p, err, sizeof err), 0);
+  ck_assert(loader_find_workflow(p, "Helo") == NULL);
+  ck_assert_int_eq(
+      loader_missing_class(p, "good", path, "Helo", err, sizeof err),
+      DURO_E_PLUGIN);
+  snprintf(want, sizeof want,
+           "plugin \"good\" (%s) exports no class \"Helo\"; it exports "
+           "\"Hello\"",
+           path);
+  ck_assert_str_eq(err, want);
+  char list[64];
+  ck_assert_str_eq(loader_class_list(p, list, sizeof list), "\"Hello\"");
+  /* A small buffer cuts the message; it stays a string. */
+  char small[24];
+  loader_missing_class(p, "good", path, "Helo", small, sizeof small);
+  ck_assert_uint_eq(strlen(small), sizeof small - 1);
+  loader_close(p);
+}
+END_TEST
+
 START_TEST(test_close_null) { loader_close(NULL); }
 END_TEST
 
@@ -601,6 +654,9 @@ static Suite *loader_suite(void) {
   tcase_add_test(open, test_build_is_fnv1a_of_file);
   tcase_add_loop_test(open, test_bad_fixture_refused, 0, N_BAD_FIXTURES);
   tcase_add_test(open, test_missing_file_refused);
+  tcase_add_test(open, test_bare_path_not_searched);
+  tcase_add_test(open, test_bare_path_in_current_dir);
+  tcase_add_test(open, test_missing_class_lists_classes);
   tcase_add_test(open, test_close_null);
   suite_add_tcase(s, open);
 

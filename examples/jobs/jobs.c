@@ -12,7 +12,7 @@
  *
  *   plugins:
  *     - name: jobs
- *       path: build/examples/libjobs.so
+ *       path: ../build/examples/libjobs.so  # from a config in config/
  *       workflows:
  *         - { name: job-flow, binding: JOB_FLOW, class_name: JobFlow }
  *       queues:

@@ -12,7 +12,7 @@
  *
  *   plugins:
  *     - name: nightly
- *       path: build/examples/libnightly.so
+ *       path: ../build/examples/libnightly.so  # from a config in config/
  *       workflows:
  *         - { name: nightly-report, binding: REPORT, class_name: Report }
  *       triggers:

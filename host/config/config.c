@@ -49,6 +49,8 @@
 #include "duration.h"
 #include "duro.h"
 #include "expr.h"
+#include "paths.h"
+#include "suggest.h"
 #include "util.h"
 
 #define MiB (1024LL * 1024)
@@ -605,6 +607,22 @@ static int take_value(parser *p, const field *f, const yaml_node_t *v,
   return 0;
 }
 
+/* An unknown key, with the schema's nearest key when one is close: a
+ * typo is the likeliest reason for a key to be unknown. */
+static int unknown_key(parser *p, const yaml_node_t *k, const schema *s) {
+  const char *keys[MAX_FIELDS];
+  shown b;
+  for (size_t i = 0; i < s->n_fields; i++)
+    keys[i] = s->fields[i].key;
+  const char *key = scalar(k);
+  size_t len = k->data.scalar.length;
+  const char *near = suggest_nearest(key, len, keys, s->n_fields);
+  if (near)
+    return fail(p, k, "unknown key \"%s\" %s — did you mean \"%s\"?",
+                show_n(&b, key, len), s->where, near);
+  return fail(p, k, "unknown key \"%s\" %s", show_n(&b, key, len), s->where);
+}
+
 /* Walks one mapping against its schema: refuses keys that are not strings,
  * unknown keys and repeated keys, stores every scalar field into `base`,
  * leaves each field's value node in vals[field index] (NULL when absent),
@@ -632,8 +650,7 @@ static int parse_mapping(parser *p, yaml_node_t *node, const schema *s,
                                 memcmp(s->fields[i].key, key, key_len) == 0))
       i++;
     if (i == s->n_fields)
-      return fail(p, k, "unknown key \"%s\" %s", show_n(&b, key, key_len),
-                  s->where);
+      return unknown_key(p, k, s);
     if (vals[i])
       return fail(p, k, "duplicate key \"%s\" %s", s->fields[i].key, s->where);
     vals[i] = v;
@@ -1407,6 +1424,25 @@ out_parser:
   return cfg;
 }
 
+/* *slot resolved against dir (paths.h), replacing it. */
+static void resolve_into(char **slot, const char *dir) {
+  char *resolved = config_resolve_path(dir, *slot);
+  free(*slot);
+  *slot = resolved;
+}
+
+/* Every file path of a config read from `file`, the default database's
+ * too, anchored to the file's directory: a config then names the same
+ * files from any current directory, and a plugin path always holds a
+ * '/', so dlopen never searches the library path for it. */
+static void resolve_paths(config *cfg, const char *file) {
+  char *dir = config_dir_of(file);
+  resolve_into(&cfg->storage.path, dir);
+  for (size_t i = 0; i < cfg->n_plugins; i++)
+    resolve_into(&cfg->plugins[i].path, dir);
+  free(dir);
+}
+
 config *config_load(const char *path, char *err, size_t errlen) {
   FILE *f = NULL;
   char *buf = NULL;
@@ -1434,6 +1470,8 @@ config *config_load(const char *path, char *err, size_t errlen) {
     }
   }
   cfg = config_parse(path, buf, len, err, errlen);
+  if (cfg)
+    resolve_paths(cfg, path);
   goto out;
 
 fail_io:

@@ -7,8 +7,15 @@
  * wrong", as is a queue producer bound to a queue that no consumer
  * consumes or names as its dead-letter queue.  Cron triggers are checked
  * the same way (the expression, its zone, the workflow of the no-code
- * form, the id template).  Every string in the structs is owned by the
- * config and freed by config_free(). */
+ * form, the id template).  An unknown key is refused with the nearest
+ * known key when one is close ("did you mean", suggest.h).  Every string
+ * in the structs is owned by the config and freed by config_free().
+ *
+ * File paths (storage.path, each plugin's path) are written relative to
+ * the config file: config_load() resolves them against its directory into
+ * absolute paths (paths.h), so the same config names the same files from
+ * any current directory.  config_parse(), which has no file, leaves them
+ * as written. */
 #ifndef DURO_CONFIG_H
 #define DURO_CONFIG_H
 
@@ -90,7 +97,7 @@ typedef struct config_cron {
 
 typedef struct config_plugin {
   char *name; /* required, unique */
-  char *path; /* required: the .so */
+  char *path; /* required: the .so (absolute after config_load) */
   config_workflow *workflows;
   size_t n_workflows;
   config_producer *producers;
@@ -105,7 +112,8 @@ typedef struct config_plugin {
 typedef struct config {
   char *file; /* the path it was read from, for messages */
   struct {
-    char *path;           /* default "var/duro.db" */
+    char *path;           /* default "var/duro.db"; absolute after
+                             config_load, beside the config file */
     int synchronous_full; /* "full" (default) = 1, "normal" = 0 */
   } storage;
   struct {
@@ -133,8 +141,8 @@ typedef struct config {
   size_t n_plugins;
 } config;
 
-/* Parses `path`.  On error returns NULL and writes
- * "path:line:column: message" into err. */
+/* Parses `path`, then resolves its file paths against its directory.  On
+ * error returns NULL and writes "path:line:column: message" into err. */
 config *config_load(const char *path, char *err, size_t errlen);
 
 /* Same, from a string (tests); `name` stands for the file in messages. */

@@ -311,7 +311,12 @@ int loader_open(const char *name, const char *path, const duro_api *api,
   /* RTLD_NOW: an undefined symbol fails the load now, with dlerror naming
    * it, instead of killing the host the first time a workflow calls it.
    * RTLD_LOCAL: plugins must not resolve against one another. */
-  void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  /* A path without a '/' would make dlopen search the system's library
+   * path (LD_LIBRARY_PATH, the ld.so cache, /usr/lib) and load whatever
+   * it finds under that name; a plugin is a file, named as one. */
+  char *file = strchr(path, '/') ? xstrdup(path) : xasprintf("./%s", path);
+  void *handle = dlopen(file, RTLD_NOW | RTLD_LOCAL);
+  free(file);
   if (handle == NULL) {
     const char *why = dlerror();
     return refuse(err, errlen, name, path, "dlopen failed: %s",
@@ -387,6 +392,34 @@ duro_run_fn loader_find_workflow(const loader_plugin *p,
     if (strcmp(p->workflows[i].class_name, class_name) == 0)
       return p->workflows[i].run;
   return NULL;
+}
+
+const char *loader_class_list(const loader_plugin *p, char *buf, size_t len) {
+  size_t n = 0;
+  if (len == 0)
+    return buf;
+  buf[0] = '\0';
+  if (p->info.n_workflows == 0)
+    snprintf(buf, len, "no classes");
+  for (uint32_t i = 0; i < p->info.n_workflows && n < len; i++) {
+    int k = snprintf(buf + n, len - n, "%s\"%s\"", i ? ", " : "",
+                     p->workflows[i].class_name);
+    if (k < 0)
+      break;
+    n += (size_t)k;
+  }
+  return buf;
+}
+
+int loader_missing_class(const loader_plugin *p, const char *name,
+                         const char *path, const char *class_name, char *err,
+                         size_t errlen) {
+  char list[512];
+  snprintf(err, errlen,
+           "plugin \"%s\" (%s) exports no class \"%s\"; it exports %s",
+           name ? name : "(unnamed)", path ? path : "(no path)", class_name,
+           loader_class_list(p, list, sizeof list));
+  return DURO_E_PLUGIN;
 }
 
 void loader_close(loader_plugin *p) {

@@ -1,11 +1,13 @@
 /* loader.h — opens plugin shared objects and checks they fit this host.
  *
- * loader_open() dlopens with RTLD_NOW | RTLD_LOCAL, finds the `duro_plugin`
- * function, and checks the descriptor it returns: magic, size, ABI major and
- * minor, then the layout fingerprint field by field.  Only then does it
- * bind the API table and call the plugin's init.  Every refusal names the
- * plugin, its path, and the field with both values.  A plugin built against
- * an older minor loads (duro.h, "Which plugins a host loads"). */
+ * loader_open() dlopens with RTLD_NOW | RTLD_LOCAL (a path without a '/'
+ * as "./PATH": never through the system's library search), finds the
+ * `duro_plugin` function, and checks the descriptor it returns: magic,
+ * size, ABI major and minor, then the layout fingerprint field by field.
+ * Only then does it bind the API table and call the plugin's init.  Every
+ * refusal names the plugin, its path, and the field with both values.  A
+ * plugin built against an older minor loads (duro.h, "Which plugins a host
+ * loads"). */
 #ifndef DURO_LOADER_H
 #define DURO_LOADER_H
 
@@ -47,6 +49,18 @@ const char *loader_build(const loader_plugin *p);
 /* The entrypoint exported under `class_name`, or NULL. */
 duro_run_fn loader_find_workflow(const loader_plugin *p,
                                  const char *class_name);
+
+/* The classes the plugin exports, in its order, as `"A", "B"` (or `no
+ * classes`), into buf (cut at len); returns buf. */
+const char *loader_class_list(const loader_plugin *p, char *buf, size_t len);
+
+/* Writes `plugin "NAME" (PATH) exports no class "CLASS"; it exports "A",
+ * "B"` into err and returns DURO_E_PLUGIN: the refusal of a class_name
+ * that loader_find_workflow did not find, with what the plugin offers
+ * instead. */
+int loader_missing_class(const loader_plugin *p, const char *name,
+                         const char *path, const char *class_name, char *err,
+                         size_t errlen);
 
 /* Calls fini and dlcloses. NULL is fine. */
 void loader_close(loader_plugin *p);

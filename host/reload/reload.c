@@ -152,8 +152,8 @@ int reload_probe_main(int argc, char **argv) {
   int bad = 0;
   for (int i = 4; i < argc; i++)
     if (!loader_find_workflow(lp, argv[i])) {
-      fprintf(stderr, "plugin \"%s\" (%s) exports no class \"%s\"\n", argv[2],
-              argv[3], argv[i]);
+      loader_missing_class(lp, argv[2], argv[3], argv[i], err, sizeof err);
+      fprintf(stderr, "%s\n", err);
       bad = 1;
     }
   loader_close(lp);
@@ -279,8 +279,8 @@ static int load_build(reloader *r, plugin_state *p, const char *path,
     return -1;
   for (size_t k = 0; k < p->cfg->n_workflows; k++)
     if (!loader_find_workflow(lp, p->cfg->workflows[k].class_name)) {
-      snprintf(err, errlen, "plugin \"%s\" (%s) exports no class \"%s\"",
-               p->cfg->name, path, p->cfg->workflows[k].class_name);
+      loader_missing_class(lp, p->cfg->name, path,
+                           p->cfg->workflows[k].class_name, err, errlen);
       loader_close(lp);
       return -1;
     }
@@ -352,11 +352,9 @@ static void report_refusal(const config *cfg, const config_plugin *c,
     size_t n = strlen(w->class_name);
     const char *name = cls + strlen("exports no class \"");
     if (!strncmp(name, w->class_name, n) && name[n] == '"') {
-      fprintf(stderr,
-              "%s:%d:%d: workflow \"%s\": plugin \"%s\" (%s) exports no "
-              "class \"%s\"\n",
-              cfg->file, w->pos.line, w->pos.column, w->name, c->name, c->path,
-              w->class_name);
+      /* msg names the configured path and lists the classes there are */
+      fprintf(stderr, "%s:%d:%d: workflow \"%s\": %s\n", cfg->file, w->pos.line,
+              w->pos.column, w->name, msg);
       return;
     }
   }

@@ -106,8 +106,8 @@ static int replay_all(const config *cfg, const config_plugin *p,
     if (!run) {
       fprintf(stderr,
               "duro: the new build exports no class \"%s\" (workflow "
-              "\"%s\")\n",
-              w->class_name, w->name);
+              "\"%s\"); it exports %s\n",
+              w->class_name, w->name, loader_class_list(lp, err, sizeof err));
       code = 2;
       break;
     }

@@ -75,11 +75,10 @@ static int load_plugin(const config *cfg, size_t i, ledger_slot *slot,
     const config_workflow *w = &p->workflows[k];
     if (loader_find_workflow(*out, w->class_name))
       continue;
-    fprintf(stderr,
-            "%s:%d:%d: workflow \"%s\": plugin \"%s\" (%s) exports no "
-            "class \"%s\"\n",
-            cfg->file, w->pos.line, w->pos.column, w->name, p->name, p->path,
-            w->class_name);
+    loader_missing_class(*out, p->name, p->path, w->class_name, err,
+                         sizeof err);
+    fprintf(stderr, "%s:%d:%d: workflow \"%s\": %s\n", cfg->file, w->pos.line,
+            w->pos.column, w->name, err);
     problems++;
   }
   return problems;
