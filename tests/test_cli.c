@@ -43,6 +43,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -51,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -82,14 +84,16 @@
 
 /* ---- children ------------------------------------------------------------ */
 
-/* The environment of a child: ours without `drop` ("NAME", may be NULL)
- * and without proxy variables (the client must talk to loopback
- * directly), plus `add` ("NAME=value", may be NULL).  The array is
- * malloc'ed, the strings borrowed. */
+/* The environment of a child: ours without `drop` ("NAME", may be NULL),
+ * without proxy variables (the client must talk to loopback directly) and
+ * without the client's own variables (a case sets those it tests), plus
+ * `add` ("NAME=value", may be NULL).  The array is malloc'ed, the strings
+ * borrowed. */
+#define CHILD_DROP                                                             \
+  "http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy",       \
+      "ALL_PROXY", "DURO_URL", "DURO_CONFIG", "DURO_TOKEN"
 static char **child_env(const char *drop, const char *add) {
-  const char *names[] = {"http_proxy",  "HTTP_PROXY", "https_proxy",
-                         "HTTPS_PROXY", "all_proxy",  "ALL_PROXY",
-                         drop,          NULL};
+  const char *names[] = {CHILD_DROP, drop, NULL};
   return proc_env(names, add);
 }
 
@@ -176,9 +180,8 @@ static void run_free(run *r) {
 /* Runs `duro GROUP ARGS...` (args NULL-terminated) with the environment
  * of child_env(drop, add); with `url`, "--url URL" is added last.  Fills
  * *r; fails on a hang or a sanitizer report. */
-static void cli_group_env(run *r, const char *group, const char *url,
-                          const char *drop, const char *add,
-                          const char *const *args) {
+static void cli_exec(run *r, const char *group, const char *url, char **envp,
+                     const char *const *args) {
   const char *argv[32];
   size_t n = 0;
   argv[n++] = DURO_BIN;
@@ -201,9 +204,7 @@ static void cli_group_env(run *r, const char *group, const char *url,
   char out[400], err[400];
   snprintf(out, sizeof out, "%s/cli.out", proc_tmp_dir);
   snprintf(err, sizeof err, "%s/cli.err", proc_tmp_dir);
-  char **envp = child_env(drop, add);
   pid_t pid = proc_spawn(argv, envp, out, err);
-  free(envp);
   r->code = proc_wait_exit(pid, proc_now_ms() + CLI_MS);
   r->out = proc_slurp(out);
   r->err = proc_slurp(err);
@@ -212,6 +213,43 @@ static void cli_group_env(run *r, const char *group, const char *url,
   const char *mark = proc_sanitizer_report(r->err);
   ck_assert_msg(mark == NULL, "%s: sanitizer report (\"%s\"):\n%s", r->what,
                 mark, proc_tail(r->err));
+}
+
+static void cli_group_env(run *r, const char *group, const char *url,
+                          const char *drop, const char *add,
+                          const char *const *args) {
+  char **envp = child_env(drop, add);
+  cli_exec(r, group, url, envp, args);
+  free(envp);
+}
+
+/* `duro workflows ARGS...` in child_env()'s environment plus `vars`
+ * ("NAME=value", NULL-terminated, at most 8). */
+static void cli_vars(run *r, const char *url, const char *const *vars,
+                     const char *const *args) {
+  const char *drop[24] = {CHILD_DROP};
+  char names[8][64];
+  size_t d = 0, n = 0;
+  while (drop[d])
+    d++;
+  for (; vars[n]; n++) {
+    ck_assert(n < 8);
+    snprintf(names[n], sizeof names[n], "%.*s", (int)strcspn(vars[n], "="),
+             vars[n]);
+    drop[d++] = names[n];
+  }
+  drop[d] = NULL;
+  char **envp = proc_env(drop, NULL);
+  size_t k = 0;
+  while (envp[k])
+    k++;
+  char **all = realloc(envp, (k + n + 1) * sizeof *all);
+  ck_assert(all != NULL);
+  for (size_t i = 0; i < n; i++)
+    all[k++] = (char *)vars[i];
+  all[k] = NULL;
+  cli_exec(r, "workflows", url, all, args);
+  free(all);
 }
 
 static void cli_env(run *r, const char *url, const char *drop, const char *add,
@@ -1311,6 +1349,250 @@ START_TEST(token_from_config) {
 }
 END_TEST
 
+/* A value too long for the screen is cut on its line, which says where and
+ * how much; --full prints it whole. */
+START_TEST(describe_full) {
+  host_start(&H);
+  static char note[5001];
+  memset(note, 'n', 5000);
+  char params[5200];
+  snprintf(params, sizeof params, ORDER(",\"note\":\"%s\""), note);
+  trigger("long1", params);
+  json_t *d = describe_json("long1");
+  char *compact = json_dumps(jget(d, "params"), JSON_COMPACT | JSON_ENCODE_ANY);
+  ck_assert_ptr_nonnull(compact);
+  size_t total = strlen(compact);
+  ck_assert_uint_gt(total, 5000);
+  json_decref(d);
+
+  /* The header's values are cut at 100 characters: 99 and the "…". */
+  char want[5400];
+  snprintf(want, sizeof want,
+           "\n  params   %.99s… (cut at 99 of %zu,%03zu bytes; --full shows "
+           "all)\n",
+           compact, total / 1000, total % 1000);
+  run r;
+  CLI(&r, "instances", "describe", WF, "long1");
+  expect_ok(&r);
+  assert_contains(r.out, want);
+  run_free(&r);
+
+  snprintf(want, sizeof want, "\n  params   %s\n", compact);
+  CLI(&r, "instances", "describe", WF, "long1", "--full");
+  expect_ok(&r);
+  assert_contains(r.out, want);
+  ck_assert_msg(strstr(r.out, "cut at") == NULL && !strstr(r.out, "…"),
+                "%s: cut something:\n%s", r.what, proc_tail(r.out));
+  run_free(&r);
+
+  /* --full is describe's alone, and takes no value. */
+  CLI(&r, "instances", "list", WF, "--full");
+  expect_fail(&r, 2, "--full does not apply");
+  run_free(&r);
+  CLI(&r, "instances", "describe", WF, "long1", "--full=yes");
+  expect_fail(&r, 2, "--full takes no value");
+  run_free(&r);
+  free(compact);
+  host_stop(&H);
+}
+END_TEST
+
+/* The environment: DURO_URL, DURO_CONFIG and DURO_TOKEN, each used when
+ * its flag is not given, each below its flag. */
+START_TEST(environment_variables) {
+  host_start_env(&H, "  token_env: " TOKEN_VAR "\n", TOKEN_VAR "=" TOKEN);
+  int fd;
+  char closed[64];
+  closed_port(&fd, closed, sizeof closed);
+  char url_env[128], closed_env[128], cfg_env[600], missing_env[600];
+  char client[400];
+  snprintf(url_env, sizeof url_env, "DURO_URL=%s", H.url);
+  snprintf(closed_env, sizeof closed_env, "DURO_URL=%s", closed);
+  snprintf(client, sizeof client, "%s/client.yaml", proc_tmp_dir);
+  snprintf(cfg_env, sizeof cfg_env, "DURO_CONFIG=%s", client);
+  snprintf(missing_env, sizeof missing_env, "DURO_CONFIG=%s/nowhere.yaml",
+           proc_tmp_dir);
+  FILE *f = fopen(client, "w");
+  ck_assert(f != NULL);
+  fprintf(f, "http:\n  listen: 127.0.0.1:%d\n  token_env: %s\n", H.port,
+          TOKEN_VAR);
+  ck_assert(fclose(f) == 0);
+  const char *const list[] = {"instances", "list", WF, NULL};
+  const char *const list_config[] = {"instances", "list", WF,
+                                     "--config",  client, NULL};
+  run r;
+
+  /* DURO_URL and DURO_TOKEN: no flag, no config. */
+  cli_vars(&r, NULL, (const char *const[]){url_env, "DURO_TOKEN=" TOKEN, NULL},
+           list);
+  expect_ok(&r);
+  ck_assert_str_eq(r.out, "no instances\n");
+  run_free(&r);
+  /* The token is DURO_TOKEN's: none or a wrong one, the host's 401. */
+  cli_vars(&r, NULL, (const char *const[]){url_env, NULL}, list);
+  expect_server_error(&r, "request.unauthorized");
+  run_free(&r);
+  cli_vars(&r, NULL, (const char *const[]){url_env, "DURO_TOKEN=wrong", NULL},
+           list);
+  expect_server_error(&r, "request.unauthorized");
+  run_free(&r);
+  /* DURO_URL is where it goes (here nowhere)... */
+  cli_vars(&r, NULL,
+           (const char *const[]){closed_env, "DURO_TOKEN=" TOKEN, NULL}, list);
+  expect_fail(&r, 1, "cannot reach");
+  assert_contains(r.err, closed);
+  run_free(&r);
+  /* ...unless --url says otherwise. */
+  cli_vars(&r, H.url,
+           (const char *const[]){closed_env, "DURO_TOKEN=" TOKEN, NULL}, list);
+  expect_ok(&r);
+  run_free(&r);
+  cli_vars(&r, NULL, (const char *const[]){"DURO_URL=ftp://x", NULL}, list);
+  expect_fail(&r, 2, "DURO_URL must start with http:// or https://");
+  run_free(&r);
+
+  /* DURO_CONFIG: the address and the token's variable from the file; an
+   * empty DURO_URL counts as unset. */
+  cli_vars(
+      &r, NULL,
+      (const char *const[]){cfg_env, TOKEN_VAR "=" TOKEN, "DURO_URL=", NULL},
+      list);
+  expect_ok(&r);
+  run_free(&r);
+  /* DURO_URL over DURO_CONFIG's address, DURO_TOKEN over its variable. */
+  cli_vars(
+      &r, NULL,
+      (const char *const[]){cfg_env, closed_env, TOKEN_VAR "=" TOKEN, NULL},
+      list);
+  expect_fail(&r, 1, "cannot reach");
+  run_free(&r);
+  cli_vars(&r, NULL,
+           (const char *const[]){cfg_env, TOKEN_VAR "=wrong",
+                                 "DURO_TOKEN=" TOKEN, NULL},
+           list);
+  expect_ok(&r);
+  run_free(&r);
+  /* Neither variable set: exit 2 naming both, nothing sent. */
+  cli_vars(&r, NULL, (const char *const[]){cfg_env, NULL}, list);
+  expect_fail(&r, 2, TOKEN_VAR " is not set (nor is DURO_TOKEN)");
+  run_free(&r);
+  /* A DURO_CONFIG that names no file: exit 2, saying where it came from. */
+  cli_vars(&r, NULL, (const char *const[]){missing_env, NULL}, list);
+  expect_fail(&r, 2, "cannot read");
+  assert_contains(r.err, "(from DURO_CONFIG)");
+  run_free(&r);
+
+  /* --config over all three: its address over DURO_URL, its variable over
+   * DURO_TOKEN, and DURO_CONFIG (naming no file) is not read. */
+  cli_vars(&r, NULL,
+           (const char *const[]){closed_env, missing_env, TOKEN_VAR "=" TOKEN,
+                                 "DURO_TOKEN=wrong", NULL},
+           list_config);
+  expect_ok(&r);
+  run_free(&r);
+  /* ...but DURO_TOKEN still stands in for its variable when that is unset. */
+  cli_vars(&r, NULL, (const char *const[]){"DURO_TOKEN=" TOKEN, NULL},
+           list_config);
+  expect_ok(&r);
+  run_free(&r);
+
+  /* The help says the order. */
+  cli_vars(&r, NULL, (const char *const[]){NULL},
+           (const char *const[]){"-h", NULL});
+  expect_ok(&r);
+  assert_contains(r.out, "DURO_URL");
+  assert_contains(r.out, "DURO_CONFIG");
+  assert_contains(r.out, "DURO_TOKEN");
+  assert_contains(r.out, "a flag wins over the environment");
+  run_free(&r);
+  close(fd);
+  host_stop(&H);
+}
+END_TEST
+
+/* Paths in a config are relative to the config file, not to the current
+ * directory.  The client runs in the case's directory; the config is in
+ * conf/ under it and names a bare "libx.so" (beside it, not on the
+ * library path) and var/duro.db. */
+START_TEST(config_paths_beside_file) {
+  char conf[400], so[500], real_conf[PATH_MAX];
+  snprintf(conf, sizeof conf, "%s/conf", proc_tmp_dir);
+  ck_assert_int_eq(mkdir(conf, 0755), 0);
+  ck_assert_ptr_nonnull(realpath(conf, real_conf));
+  snprintf(so, sizeof so, "%s/libx.so", conf);
+  ck_assert_int_eq(symlink(ORDERS_PLUGIN, so), 0);
+  static const char *const texts[][2] = {
+      {"duro.yaml", "OrderFlow"},
+      {"typo.yaml", "OrderFlw"},
+      {"keys.yaml", "OrderFlow\n        clas_name: OrderFlow"},
+  };
+  for (size_t i = 0; i < 3; i++) {
+    char file[600];
+    snprintf(file, sizeof file, "%s/%s", conf, texts[i][0]);
+    FILE *f = fopen(file, "w");
+    ck_assert(f != NULL);
+    fprintf(f,
+            "storage: { path: var/duro.db, synchronous: normal }\n"
+            "http: { listen: \"127.0.0.1:0\" }\n"
+            "engine: { workers: 2 }\n"
+            "plugins:\n"
+            "  - name: orders\n"
+            "    path: libx.so\n"
+            "    workflows:\n"
+            "      - name: order-flow\n"
+            "        binding: ORDER_FLOW\n"
+            "        class_name: %s\n",
+            texts[i][1]);
+    ck_assert(fclose(f) == 0);
+  }
+  run r;
+  cli_group_env(&r, "check", NULL, NULL, NULL,
+                (const char *const[]){"conf/duro.yaml", NULL});
+  expect_ok(&r);
+  ck_assert_str_eq(r.out, "conf/duro.yaml: ok (1 plugin)\n");
+  run_free(&r);
+
+  /* A class the plugin lacks: the error lists the ones it has, at the
+   * resolved path. */
+  char want[PATH_MAX + 200];
+  snprintf(want, sizeof want,
+           "conf/typo.yaml:8:9: workflow \"order-flow\": plugin \"orders\" "
+           "(%s/libx.so) exports no class \"OrderFlw\"; it exports "
+           "\"OrderFlow\"",
+           real_conf);
+  cli_group_env(&r, "check", NULL, NULL, NULL,
+                (const char *const[]){"conf/typo.yaml", NULL});
+  expect_fail(&r, 1, want);
+  run_free(&r);
+  /* A misspelt key: the nearest one. */
+  cli_group_env(&r, "check", NULL, NULL, NULL,
+                (const char *const[]){"conf/keys.yaml", NULL});
+  expect_fail(&r, 1,
+              "conf/keys.yaml:11:9: unknown key \"clas_name\" in workflow — "
+              "did you mean \"class_name\"?");
+  run_free(&r);
+
+  /* The host puts its database beside the config, and says where. */
+  char log[500], db[PATH_MAX + 50], cwd_var[500];
+  snprintf(log, sizeof log, "%s/run.log", proc_tmp_dir);
+  const char *argv[] = {DURO_BIN, "run", "conf/duro.yaml", NULL};
+  char **envp = child_env(NULL, NULL);
+  pid_t pid = proc_spawn(argv, envp, log, log);
+  free(envp);
+  proc_live = pid;
+  proc_wait_port(pid, log, proc_now_ms() + WAIT_MS);
+  snprintf(db, sizeof db, "%s/var/duro.db", real_conf);
+  ck_assert_msg(access(db, F_OK) == 0, "no %s", db);
+  snprintf(cwd_var, sizeof cwd_var, "%s/var", proc_tmp_dir);
+  ck_assert_msg(access(cwd_var, F_OK) != 0, "%s was created", cwd_var);
+  char *text = proc_stop(pid, log, proc_now_ms() + WAIT_MS);
+  proc_live = -1;
+  snprintf(want, sizeof want, "storage %s ", db);
+  assert_contains(text, want);
+  free(text);
+}
+END_TEST
+
 /* ---- queues -------------------------------------------------------------- */
 
 /* `duro queues ARGS... --url <the case's host>`. */
@@ -1488,11 +1770,14 @@ static Suite *cli_suite(void) {
   tcase_add_test(tc[0], send_event_verb);
   tcase_add_test(tc[0], queues_verbs);
   tcase_add_test(tc[0], cron_verbs);
+  tcase_add_test(tc[0], describe_full);
 
   tcase_add_test(tc[1], not_found_and_usage);
   tcase_add_test(tc[1], host_not_running);
   tcase_add_test(tc[1], proxy_skipped_for_loopback);
   tcase_add_test(tc[1], token_from_config);
+  tcase_add_test(tc[1], environment_variables);
+  tcase_add_test(tc[1], config_paths_beside_file);
   return s;
 }
 

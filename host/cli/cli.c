@@ -8,8 +8,9 @@
  * verbs[]; parse the arguments (options may come anywhere, "--" ends
  * them); build the request locally, which is where PARAMS and --payload
  * must prove to be JSON, so nothing malformed is ever sent; then find the
- * host (--url, else http.listen of the config) and its token (the variable
- * named by http.token_env); send the request with libcurl; print the
+ * host and its token, flags before the environment (DURO_URL, DURO_CONFIG,
+ * DURO_TOKEN) before config/duro.yaml (find_host); send the request with
+ * libcurl; print the
  * answer, as the server's JSON with --json, else as text (describe.c
  * renders the list table and the describe report).
  *
@@ -59,6 +60,7 @@ enum {
   O_PAYLOAD = 1u << 10,
   O_DELAY = 1u << 11,
   O_WAIT = 1u << 12,
+  O_FULL = 1u << 13,
   O_COMMON = O_JSON | O_CONFIG | O_URL /* every verb takes these */
 };
 
@@ -67,6 +69,7 @@ typedef struct cli_args {
   size_t n_pos;   /* counts past CLI_MAX_POS, to say "too many" */
   unsigned given; /* the O_* bits seen */
   int json;
+  int full; /* --full: describe cuts no value short */
   const char *config, *url, *id, *status, *limit, *cursor, *from, *count, *type,
       *payload, *delay;
   const char *wait; /* --wait: "" without a DURATION */
@@ -75,9 +78,10 @@ typedef struct cli_args {
 static const struct cli_option {
   const char *name;
   unsigned bit;
-  size_t offset; /* of its value in cli_args; unused for the flag --json */
+  size_t offset; /* of its value in cli_args; unused for the flags */
 } options[] = {
     {"--json", O_JSON, 0},
+    {"--full", O_FULL, 0},
     {"--config", O_CONFIG, offsetof(cli_args, config)},
     {"--url", O_URL, offsetof(cli_args, url)},
     {"--id", O_ID, offsetof(cli_args, id)},
@@ -148,9 +152,9 @@ static int parse_option(const cli_verb *v, cli_args *a, int argc, char **argv,
   if (a->given & o->bit)
     return usage_error(v, "%s given twice", o->name);
   a->given |= o->bit;
-  if (o->bit == O_JSON) {
-    a->json = 1;
-    return eq ? usage_error(v, "--json takes no value") : CLI_OK;
+  if (o->bit == O_JSON || o->bit == O_FULL) {
+    *(o->bit == O_JSON ? &a->json : &a->full) = 1;
+    return eq ? usage_error(v, "%s takes no value", o->name) : CLI_OK;
   }
   if (o->bit == O_WAIT) {
     /* Its DURATION is optional: the next argument is it only when it
@@ -430,11 +434,12 @@ static void add_header(cli_ctx *c, const char *h) {
   c->headers = l;
 }
 
-static int base_from_url(cli_ctx *c, const char *url) {
+/* `url` (from `what`: "--url" or "DURO_URL") as the base, without
+ * trailing slashes. */
+static int base_from_url(cli_ctx *c, const char *what, const char *url) {
   if (strncmp(url, "http://", 7) && strncmp(url, "https://", 8)) {
     fprintf(stderr,
-            "duro: --url must start with http:// or https://, not "
-            "\"%s\"\n",
+            "duro: %s must start with http:// or https://, not \"%s\"\n", what,
             url);
     return CLI_USAGE;
   }
@@ -460,40 +465,74 @@ static void base_from_listen(cli_ctx *c, const char *listen) {
   free(host);
 }
 
-static int add_token(cli_ctx *c, const config *cfg) {
-  const char *var = cfg ? cfg->http.token_env : NULL;
-  if (!var)
-    return CLI_OK;
-  const char *token = getenv(var);
-  if (!token || !*token) {
-    fprintf(stderr, "duro: %s sets http.token_env to %s, but %s is not set\n",
-            cfg->file, var, var);
-    return CLI_USAGE;
-  }
+/* An environment variable, NULL when unset or empty (an empty one is
+ * what `DURO_URL= duro ...` writes to switch it off). */
+static const char *env(const char *name) {
+  const char *v = getenv(name);
+  return v && *v ? v : NULL;
+}
+
+static void add_bearer(cli_ctx *c, const char *token) {
   char *h = xasprintf("Authorization: Bearer %s", token);
   add_header(c, h);
   free(h);
-  return CLI_OK;
 }
 
-/* The base URL from --url or the config's http.listen, and the token. */
+/* The bearer token, the first set of: the variable --config's
+ * http.token_env names, $DURO_TOKEN, the variable the config's (found
+ * otherwise) names.  None while the config names one is a usage error:
+ * the host would answer 401. */
+static int add_token(cli_ctx *c, const cli_args *a, const config *cfg) {
+  const char *var = cfg ? cfg->http.token_env : NULL;
+  const char *token = NULL;
+  if (a->config && var)
+    token = env(var);
+  if (!token)
+    token = env("DURO_TOKEN");
+  if (!token && var)
+    token = env(var);
+  if (token) {
+    add_bearer(c, token);
+    return CLI_OK;
+  }
+  if (!var)
+    return CLI_OK;
+  fprintf(stderr,
+          "duro: %s sets http.token_env to %s, but %s is not set (nor is "
+          "DURO_TOKEN)\n",
+          cfg->file, var, var);
+  return CLI_USAGE;
+}
+
+/* Where the host is and its token; a command-line flag wins over the
+ * environment, which wins over config/duro.yaml (usage() lists it):
+ *   the config:  --config; $DURO_CONFIG; config/duro.yaml if it exists
+ *   the URL:     --url; --config's http.listen; $DURO_URL; the config's
+ *                http.listen; 127.0.0.1:8787
+ *   the token:   --config's http.token_env variable; $DURO_TOKEN; the
+ *                config's http.token_env variable; none */
 static int find_host(cli_ctx *c, const cli_args *a) {
-  const char *path = a->config;
+  const char *path = a->config ? a->config : env("DURO_CONFIG");
   if (!path && access(CLI_DEFAULT_CONFIG, F_OK) == 0)
     path = CLI_DEFAULT_CONFIG;
   config *cfg = NULL;
   char err[1024];
   if (path && !(cfg = config_load(path, err, sizeof err))) {
-    fprintf(stderr, "duro: %s\n", err);
+    fprintf(stderr, "duro: %s%s\n", err,
+            !a->config && env("DURO_CONFIG") ? " (from DURO_CONFIG)" : "");
     return CLI_USAGE;
   }
   int rc = CLI_OK;
   if (a->url)
-    rc = base_from_url(c, a->url);
+    rc = base_from_url(c, "--url", a->url);
+  else if (a->config)
+    base_from_listen(c, cfg->http.listen);
+  else if (env("DURO_URL"))
+    rc = base_from_url(c, "DURO_URL", env("DURO_URL"));
   else
     base_from_listen(c, cfg ? cfg->http.listen : CLI_DEFAULT_LISTEN);
   if (rc == CLI_OK)
-    rc = add_token(c, cfg);
+    rc = add_token(c, a, cfg);
   config_free(cfg);
   return rc;
 }
@@ -675,11 +714,10 @@ static void print_list(const cli_args *a, const json_t *r) {
 }
 
 static void print_describe(const cli_args *a, const json_t *r) {
-  (void)a;
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   int64_t now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-  describe_instance(stdout, r, now_ms);
+  describe_instance(stdout, r, now_ms, a->full);
 }
 
 static void print_answer(const cli_verb *v, const cli_args *a,
@@ -1041,8 +1079,8 @@ static const cli_verb verbs[] = {
     {"workflows instances list", "WF [--status S] [--limit N] [--cursor C]", 1,
      1, O_STATUS | O_LIMIT | O_CURSOR, NULL, build_list, print_list},
     {"workflows describe", "WF", 1, 1, 0, NULL, build_workflow, print_workflow},
-    {"workflows instances describe", "WF ID", 2, 2, 0, NULL, build_describe,
-     print_describe},
+    {"workflows instances describe", "WF ID [--full]", 2, 2, O_FULL, NULL,
+     build_describe, print_describe},
     {"workflows instances status", "WF ID", 2, 2, 0, NULL, build_summary,
      print_summary},
     {"workflows instances pause", "WF ID", 2, 2, 0, "pause", build_control,
@@ -1096,11 +1134,27 @@ static void verb_usage(FILE *out, const char *prefix, const cli_verb *v) {
 }
 
 static void options_usage(FILE *out) {
-  fputs("  client options: --url http://HOST:PORT (default: http.listen of "
-        "the config)\n"
-        "                  --config FILE (default " CLI_DEFAULT_CONFIG
-        ", if it exists)\n"
-        "                  --json (print the server's JSON)\n",
+  fputs("  client options: --url http://HOST:PORT  the host (default: "
+        "$DURO_URL, the config)\n"
+        "                  --config FILE  read http.listen and "
+        "http.token_env from FILE\n"
+        "                  --json  print the server's JSON\n",
+        out);
+}
+
+/* The precedence find_host() applies, for the full help. */
+static void environment_usage(FILE *out) {
+  fputs("  environment: DURO_URL (as --url), DURO_CONFIG (as --config), "
+        "DURO_TOKEN\n"
+        "  each is the first found (a flag wins over the environment):\n"
+        "    host:   --url; http.listen of --config; $DURO_URL; http.listen "
+        "of the\n"
+        "            config; http://" CLI_DEFAULT_LISTEN "\n"
+        "    config: --config; $DURO_CONFIG; " CLI_DEFAULT_CONFIG
+        " if it exists\n"
+        "    token:  the variable --config's http.token_env names; "
+        "$DURO_TOKEN; the\n"
+        "            variable the config's http.token_env names; none\n",
         out);
 }
 
@@ -1108,12 +1162,15 @@ void cli_usage(FILE *out) {
   for (size_t i = 0; i < n_verbs; i++)
     verb_usage(out, "       ", &verbs[i]);
   options_usage(out);
+  environment_usage(out);
 }
 
 static int usage(FILE *out) {
   for (size_t i = 0; i < n_verbs; i++)
     verb_usage(out, i ? "       " : "usage: ", &verbs[i]);
   options_usage(out);
+  if (out == stdout)
+    environment_usage(out);
   return out == stderr ? CLI_USAGE : CLI_OK;
 }
 
@@ -1182,6 +1239,7 @@ int cli_main(int argc, char **argv) {
   if (rc == CLI_HELP) {
     verb_usage(stdout, "usage: ", v);
     options_usage(stdout);
+    environment_usage(stdout);
     return CLI_OK;
   }
   return rc ? rc : run_verb(v, &a);

@@ -5,15 +5,18 @@
  * (workflow/id, status, times as ISO 8601 UTC, params, output or error),
  * then one line per step (key, type, status, attempts, how long it took or
  * waited, its result or error or wake time) and, under each step, its
- * failed attempts, so retries show at a glance.  Long values are cut; the
- * full record is `--json`.
+ * failed attempts, so retries show at a glance.  Long values are cut to fit
+ * a screen, never silently: a line that cut something says where and how
+ * much at its end ("… (cut at 97 of 5,000 bytes; --full shows all)"), and
+ * `--full` cuts nothing; the full record is also `--json`.
  *
  * The module reads only what it is handed (the server's JSON and the
  * caller's clock) and never fails: a field that is missing or of another
  * type prints as "-", because a newer server may add fields and an older
  * one may lack some.  Every string from the server goes out through
- * describe_text(), which replaces control characters, so a step error
- * cannot move the cursor or recolour the terminal. */
+ * put_cut() (describe_text() outside the report), which replaces control
+ * characters, so a step error cannot move the cursor or recolour the
+ * terminal. */
 #include "describe.h"
 
 #include <inttypes.h>
@@ -65,19 +68,66 @@ static void put_clean(FILE *out, const char *s, size_t len) {
   }
 }
 
-void describe_text(FILE *out, const char *s, size_t max, size_t pad) {
+/* "5,000": byte counts people read at a glance. */
+static const char *grouped(char buf[32], size_t n) {
+  char digits[24];
+  int len = snprintf(digits, sizeof digits, "%zu", n);
+  size_t o = 0;
+  for (int i = 0; i < len; i++) {
+    if (i && (len - i) % 3 == 0)
+      buf[o++] = ',';
+    buf[o++] = digits[i];
+  }
+  buf[o] = '\0';
+  return buf;
+}
+
+/* The report being written: where, whether values may be cut, and what
+ * its current line has cut so far, which end_line() says. */
+typedef struct report {
+  FILE *out;
+  int full;       /* cut nothing */
+  char cuts[256]; /* "cut at 97 of 5,000 bytes; key cut at ..." */
+} report;
+
+/* Prints `s` (NULL prints "-") cleaned, cut to `max` code points with "…"
+ * when longer (max 0, or a full line: never), then pads it to `pad`; a
+ * cut is noted in l->cuts, named `what` ("" for the line's one value). */
+static void put_cut(report *l, const char *what, const char *s, size_t max,
+                    size_t pad) {
   if (!s)
     s = "-";
   size_t width = text_width(s);
-  if (max > 3 && width > max) {
-    put_clean(out, s, prefix_bytes(s, max - 3));
-    fputs("...", out);
-    width = max;
+  if (l->full || max < 2 || width <= max) {
+    put_clean(l->out, s, strlen(s));
   } else {
-    put_clean(out, s, strlen(s));
+    size_t shown = prefix_bytes(s, max - 1);
+    put_clean(l->out, s, shown);
+    fputs("…", l->out);
+    width = max;
+    char a[32], b[32];
+    size_t used = strlen(l->cuts);
+    snprintf(l->cuts + used, sizeof l->cuts - used,
+             "%s%s%scut at %s of %s bytes", used ? "; " : "", what,
+             *what ? " " : "", grouped(a, shown), grouped(b, strlen(s)));
   }
   for (; width < pad; width++)
-    fputc(' ', out);
+    fputc(' ', l->out);
+}
+
+/* Ends the line, saying what it cut and how to see it whole. */
+static void end_line(report *l) {
+  if (l->cuts[0])
+    fprintf(l->out, " (%s; --full shows all)", l->cuts);
+  fputc('\n', l->out);
+  l->cuts[0] = '\0';
+}
+
+void describe_text(FILE *out, const char *s, size_t max, size_t pad) {
+  report l = {.out = out};
+  put_cut(&l, "", s, max, pad);
+  if (l.cuts[0])
+    fprintf(out, " (%s)", l.cuts);
 }
 
 /* ---- values -------------------------------------------------------------- */
@@ -248,45 +298,45 @@ void describe_crons(FILE *out, const json_t *list) {
 
 /* ---- the header ---------------------------------------------------------- */
 
-static void field(FILE *out, const char *label, const char *value) {
-  fprintf(out, "  %-8s ", label);
-  describe_text(out, value, VALUE_WIDTH, 0);
-  fputc('\n', out);
+static void field(report *l, const char *label, const char *value) {
+  fprintf(l->out, "  %-8s ", label);
+  put_cut(l, "", value, VALUE_WIDTH, 0);
+  end_line(l);
 }
 
-static void json_field(FILE *out, const char *label, const json_t *v,
+static void json_field(report *l, const char *label, const json_t *v,
                        char *(*render)(const json_t *)) {
   char *s = render(v);
-  field(out, label, s);
+  field(l, label, s);
   free(s);
 }
 
-static void times(FILE *out, const json_t *in, int64_t now_ms) {
+static void times(report *l, const json_t *in, int64_t now_ms) {
   char a[32], b[32], line[96];
   int64_t created = ms_field(in, "created_ms");
   int64_t started = ms_field(in, "started_ms");
   int64_t ended = ms_field(in, "ended_ms");
   int64_t wake = ms_field(in, "wake_ms");
-  field(out, "created", iso_time(a, created));
-  field(out, "started", iso_time(a, started));
+  field(l, "created", iso_time(a, created));
+  field(l, "started", iso_time(a, started));
   if (ended != NO_TIME) {
     snprintf(line, sizeof line, "%s (took %s)", iso_time(a, ended),
              took(b, started != NO_TIME ? started : created, ended));
-    field(out, "ended", line);
+    field(l, "ended", line);
   } else {
-    field(out, "ended", "-");
+    field(l, "ended", "-");
   }
   if (wake != NO_TIME) {
     int later = wake > now_ms;
     snprintf(line, sizeof line, "%s (%s%s)", iso_time(a, wake),
              later ? "in " : "due", later ? span(b, wake - now_ms) : "");
-    field(out, "wakes", line);
+    field(l, "wakes", line);
   }
 }
 
 /* The plugin builds its attempts ran on; several are flagged: its code
  * changed while it was in flight. */
-static void builds(FILE *out, const json_t *list) {
+static void builds(report *l, const json_t *list) {
   size_t n = json_array_size(list), i;
   const json_t *b;
   if (n == 0)
@@ -302,23 +352,23 @@ static void builds(FILE *out, const json_t *list) {
     snprintf(line + used, sizeof line - used,
              "  (ran on %zu builds: its code changed in flight)", n);
   }
-  field(out, n > 1 ? "builds" : "build", line);
+  field(l, n > 1 ? "builds" : "build", line);
 }
 
-static void header(FILE *out, const json_t *in, int64_t now_ms) {
-  describe_text(out, str_field(in, "workflow"), 0, 0);
-  fputc('/', out);
-  describe_text(out, str_field(in, "id"), 0, 0);
-  fputs("  ", out);
-  describe_text(out, str_field(in, "status"), 0, 0);
-  fputc('\n', out);
-  times(out, in, now_ms);
-  json_field(out, "params", json_object_get(in, "params"), json_text);
+static void header(report *l, const json_t *in, int64_t now_ms) {
+  put_cut(l, "", str_field(in, "workflow"), 0, 0);
+  fputc('/', l->out);
+  put_cut(l, "", str_field(in, "id"), 0, 0);
+  fputs("  ", l->out);
+  put_cut(l, "", str_field(in, "status"), 0, 0);
+  end_line(l);
+  times(l, in, now_ms);
+  json_field(l, "params", json_object_get(in, "params"), json_text);
   if (is_set(json_object_get(in, "output")))
-    json_field(out, "output", json_object_get(in, "output"), json_text);
+    json_field(l, "output", json_object_get(in, "output"), json_text);
   if (is_set(json_object_get(in, "error")))
-    json_field(out, "error", json_object_get(in, "error"), error_text);
-  builds(out, json_object_get(in, "builds"));
+    json_field(l, "error", json_object_get(in, "error"), error_text);
+  builds(l, json_object_get(in, "builds"));
 }
 
 /* ---- steps --------------------------------------------------------------- */
@@ -344,29 +394,29 @@ static char *step_detail(const json_t *s) {
   return xasprintf("retry at %s", iso_time(t, wake)); /* a do's back-off */
 }
 
-static void attempt_line(FILE *out, const json_t *a) {
+static void attempt_line(report *l, const json_t *a) {
   char t[32], d[32];
   int64_t started = ms_field(a, "started_ms");
   const json_t *number = json_object_get(a, "number");
-  fprintf(out, "      attempt %-3" JSON_INTEGER_FORMAT " %s  ",
+  fprintf(l->out, "      attempt %-3" JSON_INTEGER_FORMAT " %s  ",
           json_is_integer(number) ? json_integer_value(number) : 0,
           iso_time(t, started));
-  describe_text(out, took(d, started, ms_field(a, "ended_ms")), 0, 8);
+  put_cut(l, "", took(d, started, ms_field(a, "ended_ms")), 0, 8);
   char *err = error_text(json_object_get(a, "error"));
-  describe_text(out, err, ERROR_WIDTH, 0);
+  put_cut(l, "", err, ERROR_WIDTH, 0);
   free(err);
-  fputc('\n', out);
+  end_line(l);
 }
 
 /* The failed attempts of one step; past ATTEMPTS_HEAD + ATTEMPTS_TAIL the
- * middle ones fold into "... N more failed attempts". */
-static void failed_attempts(FILE *out, const json_t *attempts) {
+ * middle ones fold into "... N more failed attempts", unless full. */
+static void failed_attempts(report *l, const json_t *attempts) {
   size_t i, failed = 0, k = 0;
   const json_t *a;
   json_array_foreach(attempts, i, a) {
     failed += is_set(json_object_get(a, "error"));
   }
-  size_t hidden = failed > ATTEMPTS_HEAD + ATTEMPTS_TAIL
+  size_t hidden = !l->full && failed > ATTEMPTS_HEAD + ATTEMPTS_TAIL
                       ? failed - ATTEMPTS_HEAD - ATTEMPTS_TAIL
                       : 0;
   json_array_foreach(attempts, i, a) {
@@ -375,39 +425,41 @@ static void failed_attempts(FILE *out, const json_t *attempts) {
     k++;
     if (hidden && k > ATTEMPTS_HEAD && k <= ATTEMPTS_HEAD + hidden) {
       if (k == ATTEMPTS_HEAD + 1)
-        fprintf(out, "      ... %zu more failed attempts\n", hidden);
+        fprintf(l->out,
+                "      ... %zu more failed attempts (--full shows all)\n",
+                hidden);
       continue;
     }
-    attempt_line(out, a);
+    attempt_line(l, a);
   }
 }
 
-static void step_line(FILE *out, const json_t *s, size_t key_w) {
+static void step_line(report *l, const json_t *s, size_t key_w) {
   char buf[32];
   const json_t *attempts = json_object_get(s, "attempts");
-  fputs("  ", out);
-  describe_text(out, str_field(s, "key"), key_w, key_w + 2);
-  describe_text(out, str_field(s, "type"), 0, 14);
-  describe_text(out, str_field(s, "status"), 0, 10);
+  fputs("  ", l->out);
+  put_cut(l, "key", str_field(s, "key"), key_w, key_w + 2);
+  put_cut(l, "", str_field(s, "type"), 0, 14);
+  put_cut(l, "", str_field(s, "status"), 0, 10);
   if (str_eq(str_field(s, "type"), "do"))
     snprintf(buf, sizeof buf, "%zu", json_array_size(attempts));
   else
     strcpy(buf, "-");
-  describe_text(out, buf, 0, 10);
+  put_cut(l, "", buf, 0, 10);
   int64_t started = ms_field(s, "started_ms"), ended = ms_field(s, "ended_ms");
-  describe_text(out, took(buf, started, ended), 0, 9);
+  put_cut(l, "", took(buf, started, ended), 0, 9);
   char *detail = step_detail(s);
-  describe_text(out, detail, DETAIL_WIDTH, 0);
+  put_cut(l, "result", detail, DETAIL_WIDTH, 0);
   free(detail);
-  fputc('\n', out);
-  failed_attempts(out, attempts);
+  end_line(l);
+  failed_attempts(l, attempts);
 }
 
-static void steps(FILE *out, const json_t *list) {
+static void steps(report *l, const json_t *list) {
   size_t i, key_w = 4;
   const json_t *s;
   if (json_array_size(list) == 0) {
-    fputs("\n  no steps yet\n", out);
+    fputs("\n  no steps yet\n", l->out);
     return;
   }
   json_array_foreach(list, i, s) {
@@ -415,13 +467,17 @@ static void steps(FILE *out, const json_t *list) {
     size_t w = text_width(key ? key : "-");
     key_w = w > key_w ? w : key_w;
   }
-  key_w = key_w > KEY_WIDTH_MAX ? KEY_WIDTH_MAX : key_w;
-  fprintf(out, "\n  %-*s  %-12s  %-8s  %-8s  %-7s  %s\n", (int)key_w, "STEP",
+  /* A full report widens the column to its longest key instead. */
+  if (!l->full && key_w > KEY_WIDTH_MAX)
+    key_w = KEY_WIDTH_MAX;
+  fprintf(l->out, "\n  %-*s  %-12s  %-8s  %-8s  %-7s  %s\n", (int)key_w, "STEP",
           "TYPE", "STATUS", "ATTEMPTS", "TOOK", "RESULT");
-  json_array_foreach(list, i, s) step_line(out, s, key_w);
+  json_array_foreach(list, i, s) step_line(l, s, key_w);
 }
 
-void describe_instance(FILE *out, const json_t *inst, int64_t now_ms) {
-  header(out, inst, now_ms);
-  steps(out, json_object_get(inst, "steps"));
+void describe_instance(FILE *out, const json_t *inst, int64_t now_ms,
+                       int full) {
+  report l = {.out = out, .full = full};
+  header(&l, inst, now_ms);
+  steps(&l, json_object_get(inst, "steps"));
 }

@@ -10,8 +10,11 @@
 
 /* The describe JSON of one instance (engine.h) as a report: header, then
  * one line per step with its failed attempts under it.  `now_ms` (Unix
- * ms) turns a wake time into "in 3 m". */
-void describe_instance(FILE *out, const json_t *inst, int64_t now_ms);
+ * ms) turns a wake time into "in 3 m".  Long values are cut to fit a
+ * screen, each cut said on its line ("… (cut at 97 of 5,000 bytes; --full
+ * shows all)"), and long runs of failed attempts folded; `full` prints
+ * everything. */
+void describe_instance(FILE *out, const json_t *inst, int64_t now_ms, int full);
 
 /* A list answer {"instances":[{id,status,created_ms}],"cursor"} as a
  * table, then "next: --cursor X" when there is a next page. */
@@ -23,8 +26,9 @@ void describe_list(FILE *out, const json_t *list);
 void describe_crons(FILE *out, const json_t *list);
 
 /* Prints `s` (NULL prints "-") with control characters shown as '?', cut
- * to `max` code points with "..." (0 = no limit), then pads with spaces
- * to `pad` code points.  Everything the server sent goes through this. */
+ * to `max` code points ending in "…" (0 = no limit), then pads with spaces
+ * to `pad` code points; a cut value is followed by " (cut at N of M
+ * bytes)".  Everything the server sent goes through this or the report. */
 void describe_text(FILE *out, const char *s, size_t max, size_t pad);
 
 /* Unix ms as ISO 8601 UTC ("2026-01-01T00:00:00.000Z"), or "-" for none;
