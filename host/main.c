@@ -26,6 +26,10 @@ static int usage(FILE *out) {
       "       duro help             print this\n",
       DEFAULT_CONFIG);
   cli_usage(out);
+  fputs("  paths in CONFIG (storage.path, a plugin's path) are relative to "
+        "CONFIG's\n"
+        "  directory, not the current one\n",
+        out);
   return out == stderr ? 2 : 0;
 }
 

@@ -10,9 +10,8 @@
  * must prove to be JSON, so nothing malformed is ever sent; then find the
  * host and its token, flags before the environment (DURO_URL, DURO_CONFIG,
  * DURO_TOKEN) before config/duro.yaml (find_host); send the request with
- * libcurl; print the
- * answer, as the server's JSON with --json, else as text (describe.c
- * renders the list table and the describe report).
+ * libcurl; print the answer, as the server's JSON with --json, else as
+ * text (describe.c renders the list table and the describe report).
  *
  * Exit status: 0 done; 1 the server answered an error ("duro: CODE:
  * MESSAGE") or could not be reached; 2 a usage error, which includes

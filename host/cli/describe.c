@@ -92,42 +92,42 @@ typedef struct report {
 
 /* Prints `s` (NULL prints "-") cleaned, cut to `max` code points with "…"
  * when longer (max 0, or a full line: never), then pads it to `pad`; a
- * cut is noted in l->cuts, named `what` ("" for the line's one value). */
-static void put_cut(report *l, const char *what, const char *s, size_t max,
+ * cut is noted in rep->cuts, named `what` ("" for the line's one value). */
+static void put_cut(report *rep, const char *what, const char *s, size_t max,
                     size_t pad) {
   if (!s)
     s = "-";
   size_t width = text_width(s);
-  if (l->full || max < 2 || width <= max) {
-    put_clean(l->out, s, strlen(s));
+  if (rep->full || max < 2 || width <= max) {
+    put_clean(rep->out, s, strlen(s));
   } else {
     size_t shown = prefix_bytes(s, max - 1);
-    put_clean(l->out, s, shown);
-    fputs("…", l->out);
+    put_clean(rep->out, s, shown);
+    fputs("…", rep->out);
     width = max;
     char a[32], b[32];
-    size_t used = strlen(l->cuts);
-    snprintf(l->cuts + used, sizeof l->cuts - used,
+    size_t used = strlen(rep->cuts);
+    snprintf(rep->cuts + used, sizeof rep->cuts - used,
              "%s%s%scut at %s of %s bytes", used ? "; " : "", what,
              *what ? " " : "", grouped(a, shown), grouped(b, strlen(s)));
   }
   for (; width < pad; width++)
-    fputc(' ', l->out);
+    fputc(' ', rep->out);
 }
 
 /* Ends the line, saying what it cut and how to see it whole. */
-static void end_line(report *l) {
-  if (l->cuts[0])
-    fprintf(l->out, " (%s; --full shows all)", l->cuts);
-  fputc('\n', l->out);
-  l->cuts[0] = '\0';
+static void end_line(report *rep) {
+  if (rep->cuts[0])
+    fprintf(rep->out, " (%s; --full shows all)", rep->cuts);
+  fputc('\n', rep->out);
+  rep->cuts[0] = '\0';
 }
 
 void describe_text(FILE *out, const char *s, size_t max, size_t pad) {
-  report l = {.out = out};
-  put_cut(&l, "", s, max, pad);
-  if (l.cuts[0])
-    fprintf(out, " (%s)", l.cuts);
+  report rep = {.out = out};
+  put_cut(&rep, "", s, max, pad);
+  if (rep.cuts[0])
+    fprintf(out, " (%s)", rep.cuts);
 }
 
 /* ---- values -------------------------------------------------------------- */
@@ -298,45 +298,45 @@ void describe_crons(FILE *out, const json_t *list) {
 
 /* ---- the header ---------------------------------------------------------- */
 
-static void field(report *l, const char *label, const char *value) {
-  fprintf(l->out, "  %-8s ", label);
-  put_cut(l, "", value, VALUE_WIDTH, 0);
-  end_line(l);
+static void field(report *rep, const char *label, const char *value) {
+  fprintf(rep->out, "  %-8s ", label);
+  put_cut(rep, "", value, VALUE_WIDTH, 0);
+  end_line(rep);
 }
 
-static void json_field(report *l, const char *label, const json_t *v,
+static void json_field(report *rep, const char *label, const json_t *v,
                        char *(*render)(const json_t *)) {
   char *s = render(v);
-  field(l, label, s);
+  field(rep, label, s);
   free(s);
 }
 
-static void times(report *l, const json_t *in, int64_t now_ms) {
+static void times(report *rep, const json_t *in, int64_t now_ms) {
   char a[32], b[32], line[96];
   int64_t created = ms_field(in, "created_ms");
   int64_t started = ms_field(in, "started_ms");
   int64_t ended = ms_field(in, "ended_ms");
   int64_t wake = ms_field(in, "wake_ms");
-  field(l, "created", iso_time(a, created));
-  field(l, "started", iso_time(a, started));
+  field(rep, "created", iso_time(a, created));
+  field(rep, "started", iso_time(a, started));
   if (ended != NO_TIME) {
     snprintf(line, sizeof line, "%s (took %s)", iso_time(a, ended),
              took(b, started != NO_TIME ? started : created, ended));
-    field(l, "ended", line);
+    field(rep, "ended", line);
   } else {
-    field(l, "ended", "-");
+    field(rep, "ended", "-");
   }
   if (wake != NO_TIME) {
     int later = wake > now_ms;
     snprintf(line, sizeof line, "%s (%s%s)", iso_time(a, wake),
              later ? "in " : "due", later ? span(b, wake - now_ms) : "");
-    field(l, "wakes", line);
+    field(rep, "wakes", line);
   }
 }
 
 /* The plugin builds its attempts ran on; several are flagged: its code
  * changed while it was in flight. */
-static void builds(report *l, const json_t *list) {
+static void builds(report *rep, const json_t *list) {
   size_t n = json_array_size(list), i;
   const json_t *b;
   if (n == 0)
@@ -352,23 +352,23 @@ static void builds(report *l, const json_t *list) {
     snprintf(line + used, sizeof line - used,
              "  (ran on %zu builds: its code changed in flight)", n);
   }
-  field(l, n > 1 ? "builds" : "build", line);
+  field(rep, n > 1 ? "builds" : "build", line);
 }
 
-static void header(report *l, const json_t *in, int64_t now_ms) {
-  put_cut(l, "", str_field(in, "workflow"), 0, 0);
-  fputc('/', l->out);
-  put_cut(l, "", str_field(in, "id"), 0, 0);
-  fputs("  ", l->out);
-  put_cut(l, "", str_field(in, "status"), 0, 0);
-  end_line(l);
-  times(l, in, now_ms);
-  json_field(l, "params", json_object_get(in, "params"), json_text);
+static void header(report *rep, const json_t *in, int64_t now_ms) {
+  put_cut(rep, "", str_field(in, "workflow"), 0, 0);
+  fputc('/', rep->out);
+  put_cut(rep, "", str_field(in, "id"), 0, 0);
+  fputs("  ", rep->out);
+  put_cut(rep, "", str_field(in, "status"), 0, 0);
+  end_line(rep);
+  times(rep, in, now_ms);
+  json_field(rep, "params", json_object_get(in, "params"), json_text);
   if (is_set(json_object_get(in, "output")))
-    json_field(l, "output", json_object_get(in, "output"), json_text);
+    json_field(rep, "output", json_object_get(in, "output"), json_text);
   if (is_set(json_object_get(in, "error")))
-    json_field(l, "error", json_object_get(in, "error"), error_text);
-  builds(l, json_object_get(in, "builds"));
+    json_field(rep, "error", json_object_get(in, "error"), error_text);
+  builds(rep, json_object_get(in, "builds"));
 }
 
 /* ---- steps --------------------------------------------------------------- */
@@ -394,29 +394,29 @@ static char *step_detail(const json_t *s) {
   return xasprintf("retry at %s", iso_time(t, wake)); /* a do's back-off */
 }
 
-static void attempt_line(report *l, const json_t *a) {
+static void attempt_line(report *rep, const json_t *a) {
   char t[32], d[32];
   int64_t started = ms_field(a, "started_ms");
   const json_t *number = json_object_get(a, "number");
-  fprintf(l->out, "      attempt %-3" JSON_INTEGER_FORMAT " %s  ",
+  fprintf(rep->out, "      attempt %-3" JSON_INTEGER_FORMAT " %s  ",
           json_is_integer(number) ? json_integer_value(number) : 0,
           iso_time(t, started));
-  put_cut(l, "", took(d, started, ms_field(a, "ended_ms")), 0, 8);
+  put_cut(rep, "", took(d, started, ms_field(a, "ended_ms")), 0, 8);
   char *err = error_text(json_object_get(a, "error"));
-  put_cut(l, "", err, ERROR_WIDTH, 0);
+  put_cut(rep, "", err, ERROR_WIDTH, 0);
   free(err);
-  end_line(l);
+  end_line(rep);
 }
 
 /* The failed attempts of one step; past ATTEMPTS_HEAD + ATTEMPTS_TAIL the
  * middle ones fold into "... N more failed attempts", unless full. */
-static void failed_attempts(report *l, const json_t *attempts) {
+static void failed_attempts(report *rep, const json_t *attempts) {
   size_t i, failed = 0, k = 0;
   const json_t *a;
   json_array_foreach(attempts, i, a) {
     failed += is_set(json_object_get(a, "error"));
   }
-  size_t hidden = !l->full && failed > ATTEMPTS_HEAD + ATTEMPTS_TAIL
+  size_t hidden = !rep->full && failed > ATTEMPTS_HEAD + ATTEMPTS_TAIL
                       ? failed - ATTEMPTS_HEAD - ATTEMPTS_TAIL
                       : 0;
   json_array_foreach(attempts, i, a) {
@@ -425,41 +425,41 @@ static void failed_attempts(report *l, const json_t *attempts) {
     k++;
     if (hidden && k > ATTEMPTS_HEAD && k <= ATTEMPTS_HEAD + hidden) {
       if (k == ATTEMPTS_HEAD + 1)
-        fprintf(l->out,
+        fprintf(rep->out,
                 "      ... %zu more failed attempts (--full shows all)\n",
                 hidden);
       continue;
     }
-    attempt_line(l, a);
+    attempt_line(rep, a);
   }
 }
 
-static void step_line(report *l, const json_t *s, size_t key_w) {
+static void step_line(report *rep, const json_t *s, size_t key_w) {
   char buf[32];
   const json_t *attempts = json_object_get(s, "attempts");
-  fputs("  ", l->out);
-  put_cut(l, "key", str_field(s, "key"), key_w, key_w + 2);
-  put_cut(l, "", str_field(s, "type"), 0, 14);
-  put_cut(l, "", str_field(s, "status"), 0, 10);
+  fputs("  ", rep->out);
+  put_cut(rep, "key", str_field(s, "key"), key_w, key_w + 2);
+  put_cut(rep, "", str_field(s, "type"), 0, 14);
+  put_cut(rep, "", str_field(s, "status"), 0, 10);
   if (str_eq(str_field(s, "type"), "do"))
     snprintf(buf, sizeof buf, "%zu", json_array_size(attempts));
   else
     strcpy(buf, "-");
-  put_cut(l, "", buf, 0, 10);
+  put_cut(rep, "", buf, 0, 10);
   int64_t started = ms_field(s, "started_ms"), ended = ms_field(s, "ended_ms");
-  put_cut(l, "", took(buf, started, ended), 0, 9);
+  put_cut(rep, "", took(buf, started, ended), 0, 9);
   char *detail = step_detail(s);
-  put_cut(l, "result", detail, DETAIL_WIDTH, 0);
+  put_cut(rep, "result", detail, DETAIL_WIDTH, 0);
   free(detail);
-  end_line(l);
-  failed_attempts(l, attempts);
+  end_line(rep);
+  failed_attempts(rep, attempts);
 }
 
-static void steps(report *l, const json_t *list) {
+static void steps(report *rep, const json_t *list) {
   size_t i, key_w = 4;
   const json_t *s;
   if (json_array_size(list) == 0) {
-    fputs("\n  no steps yet\n", l->out);
+    fputs("\n  no steps yet\n", rep->out);
     return;
   }
   json_array_foreach(list, i, s) {
@@ -468,16 +468,16 @@ static void steps(report *l, const json_t *list) {
     key_w = w > key_w ? w : key_w;
   }
   /* A full report widens the column to its longest key instead. */
-  if (!l->full && key_w > KEY_WIDTH_MAX)
+  if (!rep->full && key_w > KEY_WIDTH_MAX)
     key_w = KEY_WIDTH_MAX;
-  fprintf(l->out, "\n  %-*s  %-12s  %-8s  %-8s  %-7s  %s\n", (int)key_w, "STEP",
-          "TYPE", "STATUS", "ATTEMPTS", "TOOK", "RESULT");
-  json_array_foreach(list, i, s) step_line(l, s, key_w);
+  fprintf(rep->out, "\n  %-*s  %-12s  %-8s  %-8s  %-7s  %s\n", (int)key_w,
+          "STEP", "TYPE", "STATUS", "ATTEMPTS", "TOOK", "RESULT");
+  json_array_foreach(list, i, s) step_line(rep, s, key_w);
 }
 
 void describe_instance(FILE *out, const json_t *inst, int64_t now_ms,
                        int full) {
-  report l = {.out = out, .full = full};
-  header(&l, inst, now_ms);
-  steps(&l, json_object_get(inst, "steps"));
+  report rep = {.out = out, .full = full};
+  header(&rep, inst, now_ms);
+  steps(&rep, json_object_get(inst, "steps"));
 }
