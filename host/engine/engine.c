@@ -97,15 +97,37 @@ static char *random_id(int64_t now_ms) {
 }
 
 int json_text_check(const char *text, int64_t limit) {
+  return json_text_check_at(text, limit, NULL, 0);
+}
+
+int json_text_check_at(const char *text, int64_t limit, char *why,
+                       size_t why_len) {
   size_t len = strlen(text);
   if (limit > 0 && (int64_t)len > limit)
     return DURO_E_OUTPUT_TOO_LARGE;
   json_error_t jerr;
   json_t *v = json_loadb(text, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
-  if (!v)
+  if (!v) {
+    if (why)
+      snprintf(why, why_len, "%s at line %d, column %d (byte %d)", jerr.text,
+               jerr.line, jerr.column, jerr.position);
     return DURO_E_INVALID_OUTPUT;
+  }
   json_decref(v);
   return 0;
+}
+
+void engine_event_stored(duro_engine *e, int64_t rowid, int woke) {
+  metrics_add(&e->m.events_sent, 1);
+  pthread_mutex_lock(&e->mu);
+  entry *ent = idmap_get(&e->entries, rowid);
+  if (ent) {
+    if (ent->state != ENTRY_QUEUED)
+      ent->rerun = 1;
+  } else if (woke) {
+    runnable_push(e, entry_take(e, rowid, ENTRY_QUEUED));
+  }
+  pthread_mutex_unlock(&e->mu);
 }
 
 char *error_json(const char *name, const char *message) {

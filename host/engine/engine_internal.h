@@ -405,6 +405,15 @@ const char *engine_live_status(duro_engine *e, int64_t rowid,
 /* Validates JSON text; returns 0, DURO_E_INVALID_OUTPUT, or
  * DURO_E_OUTPUT_TOO_LARGE when longer than `limit` bytes. */
 int json_text_check(const char *text, int64_t limit);
+/* The same; on DURO_E_INVALID_OUTPUT it writes why and where the parse
+ * failed ("... at line L, column C (byte P)") into why (may be NULL). */
+int json_text_check_at(const char *text, int64_t limit, char *why,
+                       size_t why_len);
+
+/* An event for instance `rowid` is on disk, and its commit made the wake
+ * time due (`woke`) when the instance waits for its type: an activation
+ * running the instance runs it again, an idle one that woke is queued. */
+void engine_event_stored(duro_engine *e, int64_t rowid, int woke);
 
 /* {"name":..,"message":..} as a malloc'ed string. */
 char *error_json(const char *name, const char *message);
