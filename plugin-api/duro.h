@@ -22,7 +22,9 @@
  *     duro_attempt_idempotency_key() ("instance-id/step-key") to the
  *     services you call.
  *  5. Every step call returns DURO_OK, DURO_SUSPEND or DURO_ERROR.  Return
- *     from run() at once on DURO_SUSPEND: DURO_TRY() does it for you.
+ *     from run() at once on DURO_SUSPEND: DURO_TRY() does it for you.  The
+ *     compiler warns when a step call's result is ignored (DURO_MUST_CHECK_);
+ *     with GCC even a (void) cast does not silence it: use the result.
  *     Suspension is sticky: once told to suspend, every later step call in
  *     the activation returns DURO_SUSPEND and does nothing.
  *  6. Memory: strings the host hands you (params, results, events, errors)
@@ -43,7 +45,7 @@ extern "C" {
 #endif
 
 #define DURO_ABI_MAJOR 1
-#define DURO_ABI_MINOR 3
+#define DURO_ABI_MINOR 4
 #define DURO_PLUGIN_MAGIC 0x4f525544u /* "DURO" little-endian */
 
 /* Which plugins a host loads.  Within a major, the structs that cross the
@@ -82,6 +84,41 @@ typedef enum duro_rc {
     if (duro_try_rc_ != DURO_OK)                                               \
       return duro_try_rc_;                                                     \
   } while (0)
+
+/* The names of the errors a plugin meets: the "name" of duro_step_error()'s
+ * {"name","message"} JSON and of an instance's error.  Test the last one
+ * with duro_error_is(step, DURO_ERR_...). */
+/* A step callback failed (duro_attempt_fail) on its last try, a step call
+ * was misused, or run() failed with duro_fail(). */
+#define DURO_ERR_ERROR "Error"
+/* A step callback failed with duro_attempt_fail_final(): not retried. */
+#define DURO_ERR_NON_RETRYABLE "NonRetryableError"
+/* An attempt overran its step's timeout on its last try, or
+ * duro_wait_for_event() waited out its timeout. */
+#define DURO_ERR_TIMEOUT "TimeoutError"
+/* A step result over the result limit (never retried). */
+#define DURO_ERR_OUTPUT_TOO_LARGE "step.output_too_large"
+/* A step result that is not JSON (never retried). */
+#define DURO_ERR_INVALID_OUTPUT "step.invalid_output"
+/* A new step would exceed the workflow's limits.steps. */
+#define DURO_ERR_STEP_LIMIT "step.limit_exceeded"
+/* A step result would bring the instance's state over its limit. */
+#define DURO_ERR_STATE_TOO_LARGE "instance.state_too_large"
+/* A sleep, timeout or retry delay that is not a duration of at most 365
+ * days. */
+#define DURO_ERR_INVALID_DURATION "duration.invalid"
+/* The code asked for a step the journal has elsewhere or not at all (the
+ * code changed under the instance); the step call returned DURO_SUSPEND. */
+#define DURO_ERR_DIVERGED "replay.diverged"
+/* A step's attempt was running when the plugin crashed the host. */
+#define DURO_ERR_CRASHED "plugin.crashed"
+/* A step's attempt was running when the host stopped without a crash. */
+#define DURO_ERR_STOPPED "engine.stopped"
+/* A step's attempt was running when the instance was terminated. */
+#define DURO_ERR_TERMINATED "instance.terminated"
+/* The build the instance is pinned to is not loaded (the instance is
+ * paused with this error). */
+#define DURO_ERR_BUILD_UNAVAILABLE "build.unavailable"
 
 /* Error codes (negative ints) and their stable names, shared by the engine,
  * the HTTP API and plugins.  X(ENUM, value, "name", "description") */
@@ -273,6 +310,11 @@ typedef struct duro_api {
   int (*message_retry)(duro_message_batch *, size_t i, int64_t delay_ms);
   int (*ack_all)(duro_message_batch *);
   int (*retry_all)(duro_message_batch *, int64_t delay_ms);
+  /* ---- minor 4: failing run(), error names, events to other instances */
+  duro_rc (*vfail)(duro_step *, const char *fmt, va_list);
+  int (*error_is)(duro_step *, const char *name);
+  int (*workflow_send_event)(duro_workflow *, const char *id, const char *type,
+                             const char *payload);
 } duro_api;
 
 /* ---- the plugin descriptor ---------------------------------------------
@@ -331,10 +373,12 @@ typedef struct duro_plugin_info {
 #define DURO_HIDDEN_ __attribute__((visibility("hidden")))
 #define DURO_EXPORT_ __attribute__((visibility("default")))
 #define DURO_PRINTF_(f, a) __attribute__((format(printf, f, a)))
+#define DURO_MUST_CHECK_ __attribute__((warn_unused_result))
 #else
 #define DURO_HIDDEN_
 #define DURO_EXPORT_
 #define DURO_PRINTF_(f, a)
+#define DURO_MUST_CHECK_
 #endif
 extern DURO_HIDDEN_ const duro_api *duro_api_ptr_;
 
@@ -381,20 +425,24 @@ extern DURO_HIDDEN_ const duro_api *duro_api_ptr_;
 
 /* A retried, journaled step.  *result is the step's JSON result (borrowed
  * until the activation ends); on DURO_ERROR, duro_step_error() says why. */
-static inline duro_rc duro_do(duro_step *step, const char *name,
-                              const duro_step_config *cfg, duro_step_fn fn,
-                              void *arg, const char **result) {
+static inline DURO_MUST_CHECK_ duro_rc duro_do(duro_step *step,
+                                               const char *name,
+                                               const duro_step_config *cfg,
+                                               duro_step_fn fn, void *arg,
+                                               const char **result) {
   return duro_api_ptr_->do_step(step, name, cfg, fn, arg, result);
 }
 
 /* A durable sleep: "10 seconds", "1 hour", "3 days", "30d", or ms ("500"). */
-static inline duro_rc duro_sleep(duro_step *step, const char *name,
-                                 const char *duration) {
+static inline DURO_MUST_CHECK_ duro_rc duro_sleep(duro_step *step,
+                                                  const char *name,
+                                                  const char *duration) {
   return duro_api_ptr_->sleep(step, name, duration);
 }
 
-static inline duro_rc duro_sleep_until(duro_step *step, const char *name,
-                                       int64_t unix_ms) {
+static inline DURO_MUST_CHECK_ duro_rc duro_sleep_until(duro_step *step,
+                                                        const char *name,
+                                                        int64_t unix_ms) {
   return duro_api_ptr_->sleep_until(step, name, unix_ms);
 }
 
@@ -402,9 +450,11 @@ static inline duro_rc duro_sleep_until(duro_step *step, const char *name,
  * are buffered and delivered in arrival order.  *event is
  * {"type","payload","timestamp"}.  timeout NULL = "24 hours"; a timeout
  * returns DURO_ERROR, which run() may handle. */
-static inline duro_rc duro_wait_for_event(duro_step *step, const char *name,
-                                          const char *type, const char *timeout,
-                                          const char **event) {
+static inline DURO_MUST_CHECK_ duro_rc duro_wait_for_event(duro_step *step,
+                                                           const char *name,
+                                                           const char *type,
+                                                           const char *timeout,
+                                                           const char **event) {
   return duro_api_ptr_->wait_for_event(step, name, type, timeout, event);
 }
 
@@ -413,9 +463,33 @@ static inline const char *duro_step_error(duro_step *step) {
   return duro_api_ptr_->step_error(step);
 }
 
+/* Whether the last DURO_ERROR of this activation is named `name` (one of
+ * the DURO_ERR_* above): 1 or 0, 0 when nothing failed.  The same test as
+ * reading "name" from duro_step_error()'s JSON. */
+static inline int duro_error_is(duro_step *step, const char *name) {
+  return duro_api_ptr_->error_is(step, name);
+}
+
+/* Fails the instance with the plugin's own message: returns DURO_ERROR,
+ * and when run() returns that, the instance ends `errored` with
+ * {"name":"Error","message":...} (duro_step_error() says the same until a
+ * later step call fails).  Code outside steps runs again on every
+ * activation, so the message must be built from params and step results
+ * only (rule 3).  After a suspension it returns DURO_SUSPEND. */
+static inline DURO_MUST_CHECK_ DURO_PRINTF_(2, 3) duro_rc
+    duro_fail(duro_step *step, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  duro_rc rc = duro_api_ptr_->vfail(step, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
 /* Sets the instance output (JSON, copied).  Returns DURO_OK, or DURO_ERROR
- * when the JSON is invalid or too large. */
-static inline duro_rc duro_set_output(duro_step *step, const char *json) {
+ * when the JSON is invalid (the error names the parse position) or too
+ * large. */
+static inline DURO_MUST_CHECK_ duro_rc duro_set_output(duro_step *step,
+                                                       const char *json) {
   return duro_api_ptr_->set_output(step, json);
 }
 
@@ -425,7 +499,10 @@ static inline uint32_t duro_attempt_number(const duro_attempt *a) {
   return duro_api_ptr_->attempt_number(a);
 }
 
-/* Sets the step's JSON result (copied). */
+/* Sets the step's JSON result (copied).  Returns 0, or
+ * DURO_E_INVALID_OUTPUT when it is not JSON: then the attempt fails with
+ * step.invalid_output naming the step and the parse position (not
+ * retried), unless a later call sets a valid result. */
 static inline int duro_attempt_result(duro_attempt *a, const char *json) {
   return duro_api_ptr_->attempt_result(a, json);
 }
@@ -480,6 +557,22 @@ static inline duro_workflow *duro_env_workflow(duro_env *env,
 static inline int duro_workflow_create(duro_workflow *wf, const char *id,
                                        const char *params) {
   return duro_api_ptr_->workflow_create(wf, id, params);
+}
+
+/* Sends an event of `type` with a JSON payload (NULL = null) to instance
+ * `id` of the bound workflow: what POST .../events does, so a child can
+ * signal its parent.  Returns 0 or a DURO_E_* code (binding.not_found,
+ * instance.not_found, invalid_argument for an empty or long type,
+ * instance.invalid_params for a bad payload).  Durable like a queue send:
+ * inside a step callback the event is committed in the same transaction as
+ * the step's result (sent once if the step completes, not at all if the
+ * attempt fails); in run() outside a callback it is refused
+ * (DURO_E_INVALID_ARGUMENT); elsewhere (a queue or cron handler) it is
+ * committed before the call returns. */
+static inline int duro_workflow_send_event(duro_workflow *wf, const char *id,
+                                           const char *type,
+                                           const char *payload) {
+  return duro_api_ptr_->workflow_send_event(wf, id, type, payload);
 }
 
 /* The queue bound to `binding` by the plugin's queues.producers, or NULL. */

@@ -57,6 +57,11 @@ static struct {
   const char *timeout; /* wf_event_timeout's timeout */
   int after_wait;      /* wf_sticky: the rc's of the ignored calls */
   const char *self_id; /* instance id a callback controls itself by */
+  int error_is[8];     /* duro_error_is answers, by slot */
+  int result_rc;       /* cb_bad_json: what duro_attempt_result returned */
+  int send_rc[8];      /* duro_workflow_send_event by attempt number */
+  int send_refused_rc; /* the same from run(), outside a callback */
+  int send_missing_rc; /* the same to an instance that does not exist */
 } C;
 
 static duro_retries R;
@@ -1858,10 +1863,16 @@ static int cb_big(duro_attempt *a, void *arg) {
   return 0;
 }
 
+/* Sets a result that is not JSON; returns what duro_attempt_result said,
+ * or (C.n_rc set) ignores it and returns 0, or (C.succeed_on set) sets a
+ * valid result after it. */
 static int cb_bad_json(duro_attempt *a, void *arg) {
   (void)arg;
   C.calls[2]++;
-  return duro_attempt_result(a, "{\"unterminated\": ");
+  C.result_rc = duro_attempt_result(a, "{\"a\": 1,\n \"b\": }");
+  if (C.succeed_on)
+    return duro_attempt_result(a, "{\"b\":2}");
+  return C.n_rc ? 0 : C.result_rc;
 }
 
 static duro_rc wf_big(duro_step *step, const duro_event *ev, duro_env *env) {
@@ -1895,18 +1906,160 @@ START_TEST(test_output_too_large) {
 }
 END_TEST
 
+/* _i = 0: the callback returns duro_attempt_result's code; 1: it ignores
+ * it and returns 0.  Either way the attempt fails at once, naming the
+ * step and where the parse stopped. */
 START_TEST(test_invalid_output) {
   harness_register(&H, WF, wf_big);
   harness_start(&H);
   C.final = 1; /* selects cb_bad_json */
+  C.n_rc = _i;
   create(WF, "o2", NULL);
   harness_run(&H);
   assert_status("o2", "errored");
   ck_assert_int_eq(C.calls[2], 1);
+  ck_assert_int_eq(C.result_rc, DURO_E_INVALID_OUTPUT);
   json_t *d = desc(WF, "o2");
-  assert_error(jget(d, "error"), "step.invalid_output", "big#1");
+  assert_error(jget(d, "error"), DURO_ERR_INVALID_OUTPUT,
+               "step \"big#1\" attempt 1: the result is not valid JSON");
+  assert_error(jget(d, "error"), DURO_ERR_INVALID_OUTPUT, "line 2, column 7");
   ck_assert(json_is_null(jget(step_of(d, "big#1"), "result")));
   assert_json(jget(step_of(d, "a#1"), "result"), "{\"a\":1}");
+}
+END_TEST
+
+/* A valid result set after an invalid one is the step's result. */
+START_TEST(test_invalid_then_valid_output) {
+  harness_register(&H, WF, wf_big);
+  harness_start(&H);
+  C.final = 1;
+  C.succeed_on = 1;
+  create(WF, "o3", NULL);
+  harness_run(&H);
+  ck_assert_int_eq(C.result_rc, DURO_E_INVALID_OUTPUT);
+  json_t *d = desc(WF, "o3");
+  assert_json(jget(step_of(d, "big#1"), "result"), "{\"b\":2}");
+  assert_status("o3", "complete");
+}
+END_TEST
+
+static duro_rc wf_bad_output(duro_step *step, const duro_event *ev,
+                             duro_env *env) {
+  (void)ev;
+  (void)env;
+  C.top++;
+  return duro_set_output(step, "{\"total\": 12,}");
+}
+
+START_TEST(test_set_output_invalid) {
+  harness_register(&H, WF, wf_bad_output);
+  harness_start(&H);
+  create(WF, "o4", NULL);
+  harness_run(&H);
+  assert_status("o4", "errored");
+  json_t *err = jget(desc(WF, "o4"), "error");
+  assert_error(err, DURO_ERR_INVALID_OUTPUT, "the output is not valid JSON: ");
+  assert_error(err, DURO_ERR_INVALID_OUTPUT, "line 1, column 14");
+  ck_assert_ptr_null(strstr(jstr(err, "message"), "step"));
+}
+END_TEST
+
+/* ---- run()'s own failure and error names --------------------------------
+ */
+
+/* A sleep, then duro_fail: the first activation is told to suspend (the
+ * call is sticky), the second fails the instance with the message. */
+static duro_rc wf_fail(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env;
+  C.top++;
+  C.error_is[C.n_rc] = duro_error_is(step, DURO_ERR_ERROR);
+  duro_rc slept = duro_sleep(step, "nap", "1 minute");
+  duro_rc failed = duro_fail(step, "order %s has no lines", ev->params);
+  ck_assert_int_lt(C.n_rc, MAXN);
+  C.rc[C.n_rc++] = failed;
+  copy_seen(duro_step_error(step));
+  C.error_is[C.n_rc + 3] = duro_error_is(step, DURO_ERR_ERROR);
+  if (slept != DURO_OK)
+    return slept;
+  return failed;
+}
+
+START_TEST(test_run_fails_with_message) {
+  harness_register(&H, WF, wf_fail);
+  harness_start(&H);
+  create(WF, "r1", "\"A-17\"");
+
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("r1", "waiting");
+  ck_assert_int_eq(C.rc[0], DURO_SUSPEND);
+  ck_assert_str_eq(C.seen[0], "null"); /* nothing failed yet */
+  ck_assert_uint_eq(harness_advance(&H, MIN), 1);
+  assert_status("r1", "errored");
+  ck_assert_int_eq(C.rc[1], DURO_ERROR);
+  ck_assert_int_eq(C.error_is[1], 0); /* before duro_fail */
+  ck_assert_int_eq(C.error_is[5], 1); /* after it */
+  json_t *e = json_loads(C.seen[1], 0, NULL);
+  ck_assert_ptr_nonnull(e);
+  assert_error(e, DURO_ERR_ERROR, NULL);
+  ck_assert_str_eq(jstr(e, "message"), "order \"A-17\" has no lines");
+  json_decref(e);
+  json_t *d = desc(WF, "r1");
+  assert_error(jget(d, "error"), "Error", NULL);
+  ck_assert_str_eq(jstr(jget(d, "error"), "message"),
+                   "order \"A-17\" has no lines");
+  ck_assert_str_eq(jstr(step_of(d, "nap#1"), "status"), "complete");
+  advance_nothing(DAY); /* ended: never runs again */
+}
+END_TEST
+
+/* A duro_do whose only attempt overruns its timeout is recognised with
+ * duro_error_is, and run() handles it. */
+static duro_rc wf_timeout_is(duro_step *step, const duro_event *ev,
+                             duro_env *env) {
+  (void)ev;
+  (void)env;
+  C.top++;
+  const char *r;
+  duro_rc rc = duro_do(step, "slow", C.cfg, cb_slow, NULL, &r);
+  C.rc[C.n_rc++] = rc;
+  C.error_is[0] = duro_error_is(step, DURO_ERR_TIMEOUT);
+  C.error_is[1] = duro_error_is(step, DURO_ERR_ERROR);
+  C.error_is[2] = duro_error_is(step, DURO_ERR_NON_RETRYABLE);
+  if (rc == DURO_ERROR && duro_error_is(step, DURO_ERR_TIMEOUT))
+    return duro_set_output(step, "\"gave up\"");
+  return rc == DURO_OK ? duro_set_output(step, r) : rc;
+}
+
+START_TEST(test_error_is_timeout) {
+  CFG = (duro_step_config){.retries = &(duro_retries){.limit = 0},
+                           .timeout = "1 minute"};
+  C.cfg = &CFG;
+  harness_register(&H, WF, wf_timeout_is);
+  harness_start(&H);
+  create(WF, "t9", NULL);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  ck_assert_int_eq(C.rc[0], DURO_ERROR);
+  ck_assert_int_eq(C.error_is[0], 1);
+  ck_assert_int_eq(C.error_is[1], 0);
+  ck_assert_int_eq(C.error_is[2], 0);
+  assert_status("t9", "complete");
+  assert_json(jget(desc(WF, "t9"), "output"), "\"gave up\"");
+}
+END_TEST
+
+/* The names duro.h lists are the ones the engine writes. */
+START_TEST(test_error_names_match) {
+  ck_assert_str_eq(DURO_ERR_OUTPUT_TOO_LARGE,
+                   duro_err_name(DURO_E_OUTPUT_TOO_LARGE));
+  ck_assert_str_eq(DURO_ERR_INVALID_OUTPUT,
+                   duro_err_name(DURO_E_INVALID_OUTPUT));
+  ck_assert_str_eq(DURO_ERR_STEP_LIMIT, duro_err_name(DURO_E_STEP_LIMIT));
+  ck_assert_str_eq(DURO_ERR_STATE_TOO_LARGE,
+                   duro_err_name(DURO_E_STATE_TOO_LARGE));
+  ck_assert_str_eq(DURO_ERR_INVALID_DURATION,
+                   duro_err_name(DURO_E_INVALID_DURATION));
+  ck_assert_str_eq(DURO_ERR_BUILD_UNAVAILABLE,
+                   duro_err_name(DURO_E_BUILD_UNAVAILABLE));
 }
 END_TEST
 
@@ -1946,6 +2099,86 @@ static duro_rc wf_parent(duro_step *step, const duro_event *ev, duro_env *env) {
   DURO_TRY(duro_do(step, "spawn", &cfg, cb_spawn, env, &r));
   return duro_set_output(step, r);
 }
+
+/* ---- a child signals its parent
+ * ------------------------------------------------------- */
+
+/* Sends child.done to the parent; attempt 1 then fails, so its send must
+ * be dropped, attempt 2 completes and its send lands with the result. */
+static int cb_notify(duro_attempt *a, void *arg) {
+  duro_env *env = arg;
+  uint32_t n = duro_attempt_number(a);
+  ck_assert_uint_lt(n, 8);
+  C.calls[3]++;
+  duro_workflow *parent = duro_env_workflow(env, "PARENT");
+  char payload[32];
+  snprintf(payload, sizeof payload, "{\"attempt\":%u}", (unsigned)n);
+  C.send_rc[n] = duro_workflow_send_event(parent, "p", "child.done", payload);
+  C.send_missing_rc =
+      duro_workflow_send_event(parent, "nobody", "child.done", NULL);
+  if (n == 1)
+    return duro_attempt_fail(a, "lost the response");
+  return duro_attempt_result(a, "true");
+}
+
+static duro_rc wf_signalling_child(duro_step *step, const duro_event *ev,
+                                   duro_env *env) {
+  (void)ev;
+  C.calls[5]++;
+  C.send_refused_rc = duro_workflow_send_event(duro_env_workflow(env, "PARENT"),
+                                               "p", "child.done", NULL);
+  duro_step_config cfg = {.retries =
+                              &(duro_retries){.limit = 2, .delay = "1 second"}};
+  DURO_TRY(duro_do(step, "notify", &cfg, cb_notify, env, NULL));
+  return DURO_OK;
+}
+
+static int cb_spawn_signalling(duro_attempt *a, void *arg) {
+  int rc =
+      duro_workflow_create(duro_env_workflow(arg, "CHILD"), "child-1", NULL);
+  if (rc != 0 && rc != DURO_E_ALREADY_EXISTS)
+    return duro_attempt_fail(a, "create: %d", rc);
+  return duro_attempt_result(a, "\"child-1\"");
+}
+
+static duro_rc wf_waiting_parent(duro_step *step, const duro_event *ev,
+                                 duro_env *env) {
+  (void)ev;
+  C.top++;
+  const char *e;
+  DURO_TRY(duro_do(step, "spawn", NULL, cb_spawn_signalling, env, NULL));
+  DURO_TRY(duro_wait_for_event(step, "child", "child.done", "1 hour", &e));
+  return duro_set_output(step, e);
+}
+
+START_TEST(test_child_signals_parent) {
+  harness_register_binding(&H, "parent", "PARENT", wf_waiting_parent);
+  harness_register_binding(&H, "child", "CHILD", wf_signalling_child);
+  harness_start(&H);
+  create("parent", "p", NULL);
+
+  ck_assert_uint_eq(harness_run(&H), 2); /* the parent, then the child */
+  ck_assert_int_eq(C.send_rc[1], 0);
+  ck_assert_int_eq(C.send_missing_rc, DURO_E_NOT_FOUND);
+  ck_assert_int_eq(C.send_refused_rc, DURO_E_INVALID_ARGUMENT);
+  /* attempt 1 failed: its event was never stored, the parent waits on */
+  ck_assert_str_eq(harness_status(&H, "parent", "p"), "waiting");
+  ck_assert_str_eq(harness_status(&H, "child", "child-1"), "waiting");
+  ck_assert_str_eq(jstr(step_of(desc("parent", "p"), "child#1"), "status"),
+                   "waiting");
+
+  /* attempt 2 completes: its event lands with its result and wakes the
+   * parent at once */
+  ck_assert_uint_eq(harness_advance(&H, SEC), 2);
+  ck_assert_int_eq(C.calls[3], 2);
+  ck_assert_str_eq(harness_status(&H, "child", "child-1"), "complete");
+  ck_assert_str_eq(harness_status(&H, "parent", "p"), "complete");
+  json_t *out = jget(desc("parent", "p"), "output");
+  ck_assert_str_eq(jstr(out, "type"), "child.done");
+  assert_json(jget(out, "payload"), "{\"attempt\":2}");
+  advance_nothing(DAY);
+}
+END_TEST
 
 START_TEST(test_binding_creates_child) {
   harness_register_binding(&H, "parent", "PARENT", wf_parent);
@@ -2237,7 +2470,14 @@ static Suite *steps_suite(void) {
   tcase_add_test(tc, test_attempt_timeout_exhausted);
   tcase_add_test(tc, test_cached_results_and_keys);
   tcase_add_test(tc, test_output_too_large);
-  tcase_add_test(tc, test_invalid_output);
+  tcase_add_loop_test(tc, test_invalid_output, 0, 2);
+  tcase_add_test(tc, test_invalid_then_valid_output);
+  tcase_add_test(tc, test_set_output_invalid);
+
+  tc = tcase(s, "errors");
+  tcase_add_test(tc, test_run_fails_with_message);
+  tcase_add_test(tc, test_error_is_timeout);
+  tcase_add_test(tc, test_error_names_match);
 
   tc = tcase(s, "sleep");
   tcase_add_loop_test(tc, test_sleep_durations, 0,
@@ -2286,6 +2526,7 @@ static Suite *steps_suite(void) {
 
   tc = tcase(s, "bindings");
   tcase_add_test(tc, test_binding_creates_child);
+  tcase_add_test(tc, test_child_signals_parent);
 
   tc = tcase(s, "durability");
   tcase_add_loop_test(tc, test_durable_across_reopen, 0, 2);

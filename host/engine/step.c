@@ -104,11 +104,19 @@ struct duro_attempt {
   const char *idempotency_key;
   char *result; /* malloc'ed copy */
   char *message;
+  char *bad_result; /* why the last result set was not JSON, or NULL */
   int failed, final;
-  /* Queue sends made by the callback: committed with the step's result,
-   * or dropped with a failed attempt. */
+  /* Queue sends and events made by the callback: committed with the
+   * step's result, or dropped with a failed attempt. */
   journal_batch sends;
 };
+
+static void attempt_clear(duro_attempt *at) {
+  free(at->result);
+  free(at->message);
+  free(at->bad_result);
+  journal_batch_free(&at->sends);
+}
 
 static __thread duro_step *current_act;
 static __thread duro_attempt *current_attempt;
@@ -654,9 +662,7 @@ static duro_rc api_do(duro_step *a, const char *name,
   metrics_hist_observe(&a->e->m.attempt_us, metrics_now_us() - t0);
   current_attempt = NULL;
   if (attempt_end(a)) {
-    free(at.result);
-    free(at.message);
-    journal_batch_free(&at.sends);
+    attempt_clear(&at);
     return DURO_SUSPEND; /* its outcome was recorded as a timeout */
   }
   int64_t ended = now_ms(a);
@@ -664,25 +670,28 @@ static duro_rc api_do(duro_step *a, const char *name,
   const char *err_name = NULL;
   char *err_msg = NULL;
   int final = 0;
-  if (fn_rc == 0 && !at.failed) {
+  /* A result that is not JSON was refused when it was set (the callback
+   * may have returned that code, or ignored it). */
+  if (!at.failed && (fn_rc == 0 || at.bad_result)) {
     if (ended > at.deadline_ms) {
       char buf[48];
       err_name = "TimeoutError";
       err_msg =
           xasprintf("step \"%s\" attempt %u exceeded its timeout of %s", key,
                     at.number, format_ms(buf, sizeof buf, c.timeout_ms));
+    } else if (at.bad_result) {
+      err_name = duro_err_name(DURO_E_INVALID_OUTPUT);
+      err_msg = xstrdup(at.bad_result);
+      final = 1; /* the same code would set the same text */
     } else {
+      /* duro_attempt_result parsed it already: only its size is left. */
       const char *text = at.result ? at.result : "null";
-      int bad = json_text_check(text, a->e->max_step_result);
-      if (bad == DURO_E_OUTPUT_TOO_LARGE) {
-        err_name = duro_err_name(bad);
+      int64_t limit = a->e->max_step_result;
+      if (limit > 0 && (int64_t)strlen(text) > limit) {
+        err_name = duro_err_name(DURO_E_OUTPUT_TOO_LARGE);
         err_msg = xasprintf("step \"%s\" returned %zu bytes; the limit is "
                             "%" PRId64 " bytes",
-                            key, strlen(text), a->e->max_step_result);
-        final = 1;
-      } else if (bad) {
-        err_name = duro_err_name(bad);
-        err_msg = xasprintf("step \"%s\" returned invalid JSON", key);
+                            key, strlen(text), limit);
         final = 1;
       } else if (a->state_bytes + (int64_t)strlen(text) >
                  a->e->max_instance_state) {
@@ -715,15 +724,17 @@ static duro_rc api_do(duro_step *a, const char *name,
     a->state_bytes += (int64_t)strlen(s->result);
     s->ended_ms = ended;
     s->wake_ms = JOURNAL_NONE;
-    /* Its queue sends commit in the same transaction as its result:
-     * enqueued exactly once, with the step. */
-    int sent = at.sends.n > 0;
-    for (size_t i = 0; i < at.sends.n; i++)
+    /* Its queue sends and events commit in the same transaction as its
+     * result: exactly once, with the step. */
+    int sent = 0;
+    size_t first_send = a->batch.n;
+    for (size_t i = 0; i < at.sends.n; i++) {
+      sent |= at.sends.ops[i].kind == JOP_MESSAGE_INSERT;
       *journal_batch_add(&a->batch, at.sends.ops[i].kind) = at.sends.ops[i];
-    journal_batch_free(&at.sends);
+    }
+    size_t n_sends = at.sends.n;
     put_step(a, s);
-    free(at.result);
-    free(at.message);
+    attempt_clear(&at);
     /* The result is on disk before the plugin sees it. */
     if (flush(a) != 0) {
       a->suspended = 1;
@@ -734,6 +745,12 @@ static duro_rc api_do(duro_step *a, const char *name,
     metrics_add(&a->e->m.steps_completed, 1);
     if (sent)
       engine_kick_scheduler(a->e); /* a consumer may take them now */
+    /* The ops stay readable after the commit reset the batch: wake the
+     * instances whose events landed. */
+    for (size_t i = first_send; i < first_send + n_sends; i++)
+      if (a->batch.ops[i].kind == JOP_WAKE_IF_WAITING)
+        engine_event_stored(a->e, a->batch.ops[i].rowid,
+                            a->batch.ops[i].out_rowid > 0);
     if (result)
       *result = s->result;
     return DURO_OK;
@@ -749,9 +766,7 @@ static duro_rc api_do(duro_step *a, const char *name,
                                   .ended_ms = ended,
                                   .error = err,
                                   .build = a->build_hash};
-  free(at.result);
-  free(at.message);
-  journal_batch_free(&at.sends); /* a failed attempt sent nothing */
+  attempt_clear(&at); /* a failed attempt sent nothing */
   if (!final && at.number <= c.limit) {
     int64_t wait = backoff_ms(c.delay_ms, c.backoff, at.number);
     log_write(DURO_LOG_INFO, a->where,
@@ -943,13 +958,38 @@ static const char *api_step_error(duro_step *a) {
   return a->last_error ? a->last_error : "null";
 }
 
+static int api_error_is(duro_step *a, const char *name) {
+  if (!a->last_error || !name)
+    return 0;
+  json_t *err = json_loads(a->last_error, 0, NULL);
+  const char *got = json_string_value(json_object_get(err, "name"));
+  int is = got && !strcmp(got, name);
+  json_decref(err);
+  return is;
+}
+
+/* run()'s own failure: the instance's error when run() returns it. */
+static duro_rc api_vfail(duro_step *a, const char *fmt, va_list ap) {
+  if (a->suspended)
+    return DURO_SUSPEND;
+  char *msg = fmt ? xvasprintf(fmt, ap) : xstrdup("run() failed");
+  fail_with(a, "Error", msg);
+  free(msg);
+  return DURO_ERROR;
+}
+
 static duro_rc api_set_output(duro_step *a, const char *json) {
   if (a->suspended)
     return DURO_SUSPEND;
   const char *text = json ? json : "null";
-  int bad = json_text_check(text, a->e->max_step_result);
+  char why[256];
+  int bad = json_text_check_at(text, a->e->max_step_result, why, sizeof why);
   if (bad) {
-    char *msg = xasprintf("instance output: %s", duro_err_str(bad));
+    char *msg = bad == DURO_E_OUTPUT_TOO_LARGE
+                    ? xasprintf("the output is %zu bytes; the limit is %" PRId64
+                                " bytes",
+                                strlen(text), a->e->max_step_result)
+                    : xasprintf("the output is not valid JSON: %s", why);
     fail_with(a, duro_err_name(bad), msg);
     free(msg);
     return DURO_ERROR;
@@ -965,9 +1005,21 @@ static uint32_t api_attempt_number(const duro_attempt *at) {
   return at->number;
 }
 
+/* Parsed here, so that the error names the step and the position; the
+ * size is checked when the callback returns. */
 static int api_attempt_result(duro_attempt *at, const char *json) {
+  const char *text = json ? json : "null";
+  char why[256];
+  free(at->bad_result);
+  at->bad_result = NULL;
+  if (json_text_check_at(text, 0, why, sizeof why) != 0) {
+    at->bad_result = xasprintf("step \"%s\" attempt %u: the result is not "
+                               "valid JSON: %s",
+                               at->step->key, at->number, why);
+    return DURO_E_INVALID_OUTPUT;
+  }
   free(at->result);
-  at->result = xstrdup(json ? json : "null");
+  at->result = xstrdup(text);
   return 0;
 }
 
@@ -1009,6 +1061,49 @@ static int api_workflow_create(duro_workflow *wf, const char *id,
     return DURO_E_BINDING_NOT_FOUND;
   const wf_reg *w = (const wf_reg *)wf;
   return duro_instance_create(w->engine, w->name, id, params, -1, NULL);
+}
+
+/* Like a queue send: inside a callback the event's ops join the step's
+ * commit (engine_event_stored wakes the receiver after it), in run()
+ * outside one it is refused, elsewhere it is stored at once. */
+static int api_workflow_send_event(duro_workflow *wf, const char *id,
+                                   const char *type, const char *payload) {
+  if (!wf)
+    return DURO_E_BINDING_NOT_FOUND;
+  const wf_reg *w = (const wf_reg *)wf;
+  duro_engine *e = w->engine;
+  duro_attempt *at = current_attempt;
+  duro_step *a = current_act;
+  if (a && !at) {
+    log_write(DURO_LOG_WARN, a->where,
+              "event to %s/%s outside a step callback refused: it would "
+              "repeat on every replay",
+              w->name, id ? id : "");
+    return DURO_E_INVALID_ARGUMENT;
+  }
+  if (!at)
+    return duro_instance_send_event(e, w->name, id, type, payload);
+  if (!type || !*type || strlen(type) > 100)
+    return DURO_E_INVALID_ARGUMENT;
+  if (payload && json_text_check(payload, e->max_step_result) != 0)
+    return DURO_E_INVALID_PARAMS;
+  journal_instance in = {0};
+  int rc = engine_instance_get(e, w->name, id, &in);
+  int64_t rowid = in.rowid;
+  journal_instance_clear(&in);
+  if (rc)
+    return rc;
+  journal_op *op = journal_batch_add(&at->sends, JOP_EVENT_INSERT);
+  op->rowid = rowid;
+  op->event_type = arena_strdup(at->act, type);
+  op->event_payload = arena_strdup(at->act, payload ? payload : "null");
+  op->ts_ms = now_ms(at->act);
+  /* Due at once, in the same commit, if the receiver waits for it. */
+  journal_op *wake = journal_batch_add(&at->sends, JOP_WAKE_IF_WAITING);
+  wake->rowid = rowid;
+  wake->event_type = op->event_type;
+  wake->ts_ms = op->ts_ms;
+  return 0;
 }
 
 static duro_queue *api_env_queue(duro_env *env, const char *binding) {
@@ -1104,6 +1199,9 @@ static const duro_api host_api = {
     .message_retry = queue_api_message_retry,
     .ack_all = queue_api_ack_all,
     .retry_all = queue_api_retry_all,
+    .vfail = api_vfail,
+    .error_is = api_error_is,
+    .workflow_send_event = api_workflow_send_event,
 };
 
 const duro_api *duro_host_api(void) { return &host_api; }
