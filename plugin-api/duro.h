@@ -88,36 +88,31 @@ typedef enum duro_rc {
 /* The names of the errors a plugin meets: the "name" of duro_step_error()'s
  * {"name","message"} JSON and of an instance's error.  Test the last one
  * with duro_error_is(step, DURO_ERR_...). */
-/* A step callback failed (duro_attempt_fail) on its last try, a step call
- * was misused, or run() failed with duro_fail(). */
+/* duro_attempt_fail on the last try, a misused step call, or duro_fail */
 #define DURO_ERR_ERROR "Error"
-/* A step callback failed with duro_attempt_fail_final(): not retried. */
+/* duro_attempt_fail_final: the step was not retried */
 #define DURO_ERR_NON_RETRYABLE "NonRetryableError"
-/* An attempt overran its step's timeout on its last try, or
- * duro_wait_for_event() waited out its timeout. */
+/* the last attempt overran its timeout, or an event wait timed out */
 #define DURO_ERR_TIMEOUT "TimeoutError"
-/* A step result over the result limit (never retried). */
+/* a step result over engine.max_step_result (not retried) */
 #define DURO_ERR_OUTPUT_TOO_LARGE "step.output_too_large"
-/* A step result that is not JSON (never retried). */
+/* a step result or output that is not JSON (not retried) */
 #define DURO_ERR_INVALID_OUTPUT "step.invalid_output"
-/* A new step would exceed the workflow's limits.steps. */
+/* a new step would exceed the workflow's limits.steps */
 #define DURO_ERR_STEP_LIMIT "step.limit_exceeded"
-/* A step result would bring the instance's state over its limit. */
+/* a step result would bring the instance's state over its limit */
 #define DURO_ERR_STATE_TOO_LARGE "instance.state_too_large"
-/* A sleep, timeout or retry delay that is not a duration of at most 365
- * days. */
+/* a sleep, timeout or retry delay that is not a duration up to 365 days */
 #define DURO_ERR_INVALID_DURATION "duration.invalid"
-/* The code asked for a step the journal has elsewhere or not at all (the
- * code changed under the instance); the step call returned DURO_SUSPEND. */
+/* the code asked for a step its journal does not have there (suspends) */
 #define DURO_ERR_DIVERGED "replay.diverged"
-/* A step's attempt was running when the plugin crashed the host. */
+/* an attempt was running when the plugin crashed the host */
 #define DURO_ERR_CRASHED "plugin.crashed"
-/* A step's attempt was running when the host stopped without a crash. */
+/* an attempt was running when the host stopped without a crash */
 #define DURO_ERR_STOPPED "engine.stopped"
-/* A step's attempt was running when the instance was terminated. */
+/* an attempt was running when the instance was terminated */
 #define DURO_ERR_TERMINATED "instance.terminated"
-/* The build the instance is pinned to is not loaded (the instance is
- * paused with this error). */
+/* the build the instance is pinned to is not loaded (it is paused) */
 #define DURO_ERR_BUILD_UNAVAILABLE "build.unavailable"
 
 /* Error codes (negative ints) and their stable names, shared by the engine,

@@ -736,7 +736,16 @@ static duro_rc api_do(duro_step *a, const char *name,
     put_step(a, s);
     attempt_clear(&at);
     /* The result is on disk before the plugin sees it. */
-    if (flush(a) != 0) {
+    int flushed = flush(a);
+    /* The ops stay readable after the commit reset the batch: wake the
+     * receivers of its events.  Even when this activation cannot go on
+     * (abandoned meanwhile, or the write failed): a receiver woken for
+     * nothing only replays and waits again. */
+    for (size_t i = first_send; i < first_send + n_sends; i++)
+      if (a->batch.ops[i].kind == JOP_WAKE_IF_WAITING)
+        engine_event_stored(a->e, a->batch.ops[i].rowid,
+                            a->batch.ops[i].out_rowid > 0);
+    if (flushed != 0) {
       a->suspended = 1;
       if (a->reason != SUSPEND_ABANDONED)
         a->reason = SUSPEND_SHUTDOWN;
@@ -745,12 +754,6 @@ static duro_rc api_do(duro_step *a, const char *name,
     metrics_add(&a->e->m.steps_completed, 1);
     if (sent)
       engine_kick_scheduler(a->e); /* a consumer may take them now */
-    /* The ops stay readable after the commit reset the batch: wake the
-     * instances whose events landed. */
-    for (size_t i = first_send; i < first_send + n_sends; i++)
-      if (a->batch.ops[i].kind == JOP_WAKE_IF_WAITING)
-        engine_event_stored(a->e, a->batch.ops[i].rowid,
-                            a->batch.ops[i].out_rowid > 0);
     if (result)
       *result = s->result;
     return DURO_OK;
