@@ -53,15 +53,16 @@ static struct {
   char keys[8][256]; /* idempotency keys */
   int create_rc[8];  /* duro_workflow_create by attempt number */
   int unknown_binding_null, unknown_create_rc;
-  int64_t until;       /* wf_sleep_until's target */
-  const char *timeout; /* wf_event_timeout's timeout */
-  int after_wait;      /* wf_sticky: the rc's of the ignored calls */
-  const char *self_id; /* instance id a callback controls itself by */
-  int error_is[8];     /* duro_error_is answers, by slot */
-  int result_rc;       /* cb_bad_json: what duro_attempt_result returned */
-  int send_rc[8];      /* duro_workflow_send_event by attempt number */
-  int send_refused_rc; /* the same from run(), outside a callback */
-  int send_missing_rc; /* the same to an instance that does not exist */
+  int64_t until;            /* wf_sleep_until's target */
+  const char *timeout;      /* wf_event_timeout's timeout */
+  int after_wait;           /* wf_sticky: the rc's of the ignored calls */
+  const char *self_id;      /* instance id a callback controls itself by */
+  int error_is[8];          /* duro_error_is answers, by slot */
+  int result_rc;            /* cb_bad_json: what duro_attempt_result returned */
+  int send_rc[8];           /* duro_workflow_send_event by attempt number */
+  int send_refused_rc;      /* the same from run(), outside a callback */
+  int send_missing_rc;      /* the same to an instance that does not exist */
+  duro_workflow *parent_wf; /* the PARENT binding, as run() saw it */
 } C;
 
 static duro_retries R;
@@ -2146,6 +2147,7 @@ static duro_rc wf_waiting_parent(duro_step *step, const duro_event *ev,
   (void)ev;
   C.top++;
   const char *e;
+  C.parent_wf = duro_env_workflow(env, "PARENT");
   DURO_TRY(duro_do(step, "spawn", NULL, cb_spawn_signalling, env, NULL));
   DURO_TRY(duro_wait_for_event(step, "child", "child.done", "1 hour", &e));
   return duro_set_output(step, e);
@@ -2177,6 +2179,31 @@ START_TEST(test_child_signals_parent) {
   ck_assert_str_eq(jstr(out, "type"), "child.done");
   assert_json(jget(out, "payload"), "{\"attempt\":2}");
   advance_nothing(DAY);
+}
+END_TEST
+
+/* Outside any activation (a queue or cron handler's place; here the test's
+ * own thread) a send is stored before it returns. */
+START_TEST(test_send_event_outside_activation) {
+  harness_register_binding(&H, "parent", "PARENT", wf_waiting_parent);
+  harness_register_binding(&H, "child", "CHILD", wf_simple);
+  harness_start(&H);
+  create("parent", "p", NULL);
+  harness_run(&H);
+  ck_assert_str_eq(harness_status(&H, "parent", "p"), "waiting");
+  ck_assert_ptr_nonnull(C.parent_wf);
+  ck_assert_int_eq(duro_workflow_send_event(C.parent_wf, "p", "", NULL),
+                   DURO_E_INVALID_ARGUMENT);
+  ck_assert_int_eq(
+      duro_workflow_send_event(C.parent_wf, "p", "child.done", "{oops"),
+      DURO_E_INVALID_PARAMS);
+  ck_assert_int_eq(duro_workflow_send_event(NULL, "p", "child.done", NULL),
+                   DURO_E_BINDING_NOT_FOUND);
+  ck_assert_int_eq(
+      duro_workflow_send_event(C.parent_wf, "p", "child.done", "[1]"), 0);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  ck_assert_str_eq(harness_status(&H, "parent", "p"), "complete");
+  assert_json(jget(jget(desc("parent", "p"), "output"), "payload"), "[1]");
 }
 END_TEST
 
@@ -2527,6 +2554,7 @@ static Suite *steps_suite(void) {
   tc = tcase(s, "bindings");
   tcase_add_test(tc, test_binding_creates_child);
   tcase_add_test(tc, test_child_signals_parent);
+  tcase_add_test(tc, test_send_event_outside_activation);
 
   tc = tcase(s, "durability");
   tcase_add_loop_test(tc, test_durable_across_reopen, 0, 2);
