@@ -19,8 +19,9 @@
  *     anything read from the world in a step.
  *  4. Side effects must be idempotent: an attempt can run more than once when
  *     the host dies before its result is committed.  Pass
- *     duro_attempt_idempotency_key() ("instance-id/step-key") to the
- *     services you call.
+ *     duro_attempt_idempotency_key() ("instance-id/step-key", plus
+ *     "@<n>" once the instance was restarted n times) to the services you
+ *     call.
  *  5. Every step call returns DURO_OK, DURO_SUSPEND or DURO_ERROR.  Return
  *     from run() at once on DURO_SUSPEND: DURO_TRY() does it for you.  The
  *     compiler warns when a step call's result is ignored (DURO_MUST_CHECK_);
@@ -161,10 +162,12 @@ typedef enum duro_rc {
   X(CRON_NOT_FOUND, -30, "cron.not_found",                                     \
     "no cron trigger has that expression")                                     \
   X(OVERLOADED, -31, "engine.overloaded",                                      \
-    "too many instances are queued; retry later")
+    "too many instances are queued; retry later")                              \
+  X(INSTANCE_ENDED, -32, "instance.ended",                                     \
+    "instance has ended (complete, errored or terminated)")
 
 #define DURO_ERROR_ENUM_(name, value, code, desc) DURO_E_##name = (value),
-enum { DURO_ERRORS(DURO_ERROR_ENUM_) DURO_E_LAST_ = -32 };
+enum { DURO_ERRORS(DURO_ERROR_ENUM_) DURO_E_LAST_ = -33 };
 #undef DURO_ERROR_ENUM_
 
 /* ---- opaque handles --------------------------------------------------- */
@@ -523,7 +526,9 @@ static inline DURO_PRINTF_(2, 3) int duro_attempt_fail_final(duro_attempt *a,
   return rc;
 }
 
-/* "instance-id/step-key": stable across attempts and host restarts. */
+/* "instance-id/step-key": stable across attempts and host restarts.  A
+ * step re-run by a restart of the instance gets a new one,
+ * "instance-id/step-key@n" after its n-th restart. */
 static inline const char *duro_attempt_idempotency_key(const duro_attempt *a) {
   return duro_api_ptr_->attempt_idempotency_key(a);
 }

@@ -958,15 +958,19 @@ START_TEST(restart_verb) {
   run_free(&r);
   CLI(&r, "instances", "restart", WF, "r1", "--from", "no such step");
   expect_server_error(&r, "instance.cannot_restart");
+  /* it says which steps there are */
+  ck_assert_msg(strstr(r.err, "its steps: \"reserve stock\"#1, \"charge "
+                              "card\"#1") != NULL,
+                "%s: %s", r.what, r.err);
   run_free(&r);
 
   /* A full restart: every step runs again, from a clean journal.  The
-   * approval consumed by the discarded "manual review" is released to the
-   * rerun (journal.c, ST_EVENTS_RELEASE), so it completes without a new
-   * event.  The reply is the status when the host answered: the rerun may
-   * have completed by then.  (The rerun, not the old run, is recognised
-   * by the started times below.) */
-  control("restart", "r1", "queued|running|waiting|complete");
+   * approval consumed by the discarded "manual review" stays consumed:
+   * the rerun waits for a new one.  (The rerun, not the old run, is
+   * recognised by the started times below.) */
+  control("restart", "r1", "queued|running|waiting");
+  json_decref(wait_status("r1", "waiting"));
+  approve("r1");
   json_t *after = wait_status("r1", "complete");
   json_t *rs0 = step_of(before, "reserve stock#1");
   json_t *rs1 = step_of(after, "reserve stock#1");
@@ -974,9 +978,9 @@ START_TEST(restart_verb) {
                     json_integer_value(jget(rs1, "started_ms")) >
                         json_integer_value(jget(rs0, "started_ms")),
                 "a full restart did not rerun reserve stock");
-  ck_assert_msg(json_equal(jget(step_of(before, "manual review#1"), "result"),
-                           jget(step_of(after, "manual review#1"), "result")),
-                "a full restart did not get the same approval back");
+  ck_assert_msg(!json_equal(jget(step_of(before, "manual review#1"), "result"),
+                            jget(step_of(after, "manual review#1"), "result")),
+                "a full restart got the consumed approval back");
   ck_assert_int_eq(json_array_size(jget(after, "steps")), 5);
   json_decref(before);
   before = after;
@@ -987,9 +991,11 @@ START_TEST(restart_verb) {
   expect_ok(&r);
   char st[32] = "";
   ck_assert_msg(sscanf(r.out, "r1: %31[a-z]", st) == 1 &&
-                    status_in(st, "queued|running|waiting|complete"),
+                    status_in(st, "queued|running|waiting"),
                 "%s: %s", r.what, r.out);
   run_free(&r);
+  json_decref(wait_status("r1", "waiting"));
+  approve("r1");
   after = wait_status("r1", "complete");
   rs0 = step_of(before, "reserve stock#1");
   rs1 = step_of(after, "reserve stock#1");

@@ -335,32 +335,76 @@ int duro_instance_resume(duro_engine *e, const char *workflow, const char *id) {
 typedef struct restart_from {
   const char *name; /* NULL: from the top */
   uint32_t count;
+  char **why; /* may be NULL: receives why it cannot be restarted */
 } restart_from;
+
+/* Only an ended instance is restarted: one that runs, waits or is paused
+ * has a run in progress, and a restart would race it. */
+static char *not_ended_reason(const char *status) {
+  return xasprintf("instance is %s; only an ended instance (complete, "
+                   "errored, terminated) can be restarted",
+                   status);
+}
+
+/* "the journal has no step "x"#2; its steps: "a"#1, "b"#1", at most 20. */
+static char *no_such_step_reason(const char *key, const journal_step *steps,
+                                 size_t n) {
+  char *text =
+      n ? xasprintf("the journal has no step %s; its steps:", key)
+        : xasprintf("the journal has no step %s; it has no steps", key);
+  size_t shown = n < 20 ? n : 20;
+  for (size_t i = 0; i < shown; i++) {
+    char *longer = xasprintf("%s%s \"%s\"#%u", text, i ? "," : "",
+                             steps[i].name, steps[i].count);
+    free(text);
+    text = longer;
+  }
+  if (n > shown) {
+    char *longer = xasprintf("%s and %zu more", text, n - shown);
+    free(text);
+    text = longer;
+  }
+  return text;
+}
 
 static int restart_row(duro_engine *e, journal_instance *in, void *arg) {
   const restart_from *from = arg;
-  if (!status_ended(in->status))
+  if (!status_ended(in->status)) {
+    if (from->why)
+      *from->why = not_ended_reason(in->status);
     return DURO_E_CANNOT_RESTART;
+  }
   int64_t from_seq = -1;
   if (from->name) {
     journal_step *steps = NULL;
     size_t n = 0;
     int rc = journal_steps_load(e->j, in->rowid, &steps, &n);
-    char *key = xasprintf("%s#%u", from->name, from->count ? from->count : 1);
+    uint32_t count = from->count ? from->count : 1;
+    char *key = xasprintf("%s#%u", from->name, count);
     for (size_t i = 0; rc == 0 && i < n && from_seq < 0; i++)
       if (!strcmp(steps[i].key, key))
         from_seq = steps[i].seq;
     free(key);
+    if (rc == 0 && from_seq < 0 && from->why) {
+      char *shown = xasprintf("\"%s\"#%u", from->name, count);
+      *from->why = no_such_step_reason(shown, steps, n);
+      free(shown);
+    }
     journal_steps_free(steps, n);
     if (rc)
       return rc;
     if (from_seq < 0)
       return DURO_E_CANNOT_RESTART;
   }
+  /* The re-run is a new run: the discarded steps' results and attempts
+   * go, the events they consumed stay consumed (a wait in the re-run
+   * needs a new event), and the restart count, part of every
+   * idempotency key, goes up. */
   journal_batch b = {0};
   journal_op *op = journal_batch_add(&b, JOP_STEPS_DISCARD);
   op->rowid = in->rowid;
   op->from_seq = from_seq;
+  journal_batch_add(&b, JOP_INSTANCE_RESTARTED)->rowid = in->rowid;
   char *old = xstrdup(in->status);
   row_set_status(in, "queued");
   free(in->output);
@@ -378,18 +422,29 @@ static int restart_row(duro_engine *e, journal_instance *in, void *arg) {
   return rc;
 }
 
-int duro_instance_restart(duro_engine *e, const char *workflow, const char *id,
-                          const char *from, uint32_t count) {
+int duro_instance_restart_why(duro_engine *e, const char *workflow,
+                              const char *id, const char *from, uint32_t count,
+                              char **why) {
+  if (why)
+    *why = NULL;
   int64_t rowid;
   entry *ent, *active;
   int rc = control_enter(e, workflow, id, &rowid, &ent, &active);
   if (rc)
     return rc;
   pthread_mutex_unlock(&e->mu);
-  if (active)
+  if (active) {
+    if (why)
+      *why = not_ended_reason("running");
     return control_leave(e, rowid, DURO_E_CANNOT_RESTART);
-  restart_from rf = {.name = from, .count = count};
+  }
+  restart_from rf = {.name = from, .count = count, .why = why};
   return control_leave(e, rowid, change_held_row(e, ent, restart_row, &rf));
+}
+
+int duro_instance_restart(duro_engine *e, const char *workflow, const char *id,
+                          const char *from, uint32_t count) {
+  return duro_instance_restart_why(e, workflow, id, from, count, NULL);
 }
 
 /* An event on its way to disk: what its ops point to lives here. */
@@ -409,6 +464,8 @@ typedef struct event_job {
 static void event_stored(void *ctx, int rc) {
   event_job *job = ctx;
   duro_engine *e = job->e;
+  if (rc == 0)
+    rc = job->b.ops[0].rc; /* DURO_E_INSTANCE_ENDED: nothing stored */
   if (rc == 0) {
     int woke = job->b.ops[1].out_rowid > 0;
     metrics_add(&e->m.events_sent, 1);
@@ -440,8 +497,15 @@ static int send_event(duro_engine *e, const char *workflow, const char *id,
     return DURO_E_INVALID_ARGUMENT;
   if (payload && json_text_check(payload, e->max_step_result) != 0)
     return DURO_E_INVALID_PARAMS;
-  int64_t rowid;
-  int rc = instance_rowid(e, workflow, id, &rowid);
+  journal_instance in = {0};
+  int rc = engine_instance_get(e, workflow, id, &in);
+  int64_t rowid = in.rowid;
+  /* An ended instance takes no events: nothing would consume one, and a
+   * restart's re-run should not find stale ones.  (The commit checks
+   * again, for an end that comes between.) */
+  if (rc == 0 && status_ended(in.status))
+    rc = DURO_E_INSTANCE_ENDED;
+  journal_instance_clear(&in);
   if (rc)
     return rc;
   event_job *job = xcalloc(1, sizeof *job);

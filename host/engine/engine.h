@@ -265,14 +265,24 @@ int duro_instance_resume(duro_engine *e, const char *workflow, const char *id);
 int duro_instance_terminate(duro_engine *e, const char *workflow,
                             const char *id);
 
-/* from NULL: clear the journal and rerun everything.  Otherwise keep steps
- * journaled before step `from` (occurrence `count`, 0 = 1) and rerun from
- * it; DURO_E_CANNOT_RESTART when the journal has no such step. */
+/* Runs an ended instance again.  from NULL: clear the journal and rerun
+ * everything.  Otherwise keep steps journaled before step `from`
+ * (occurrence `count`, 0 = 1) and rerun from it.  Events the discarded
+ * steps consumed stay consumed; the restart count (in idempotency keys)
+ * goes up.  DURO_E_CANNOT_RESTART when the instance has not ended or the
+ * journal has no such step. */
 int duro_instance_restart(duro_engine *e, const char *workflow, const char *id,
                           const char *from, uint32_t count);
+/* The same; on DURO_E_CANNOT_RESTART *why (caller frees; NULL otherwise)
+ * says why: the instance's status when it has not ended, or the journaled
+ * step keys when `from` names none of them. */
+int duro_instance_restart_why(duro_engine *e, const char *workflow,
+                              const char *id, const char *from, uint32_t count,
+                              char **why);
 
 /* Stores an event for the instance and wakes it if it waits for `type`.
- * payload NULL = "null". */
+ * payload NULL = "null".  DURO_E_INSTANCE_ENDED, nothing stored, when the
+ * instance has ended (complete, errored, terminated). */
 int duro_instance_send_event(duro_engine *e, const char *workflow,
                              const char *id, const char *type,
                              const char *payload);

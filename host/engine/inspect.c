@@ -154,6 +154,8 @@ int duro_instance_describe(duro_engine *e, const char *workflow, const char *id,
     json_object_set_new(*out, "build",
                         in.build ? json_string(in.build) : json_null());
     json_object_set_new(*out, "builds", builds);
+    /* How many times it was restarted: the "@n" of its idempotency keys. */
+    json_object_set_new(*out, "restarts", json_integer(in.restarts));
     json_object_set_new(*out, "several_builds",
                         json_boolean(json_array_size(builds) > 1));
   }

@@ -652,7 +652,11 @@ static duro_rc api_do(duro_step *a, const char *name,
       .started_ms = started,
       .deadline_ms = started + c.timeout_ms,
       .timeout_ms = c.timeout_ms,
-      .idempotency_key = arena_printf(a, "%s/%s", a->inst.id, key),
+      /* A restart's re-run is a new request: "@<restarts>" sets it apart. */
+      .idempotency_key = a->inst.restarts
+                             ? arena_printf(a, "%s/%s@%" PRId64, a->inst.id,
+                                            key, a->inst.restarts)
+                             : arena_printf(a, "%s/%s", a->inst.id, key),
   };
   if (attempt_begin(a, &at))
     return DURO_SUSPEND; /* a terminate or pause won the race */

@@ -286,6 +286,7 @@ static int status_of(int rc) {
   case DURO_E_CANNOT_TERMINATE:
   case DURO_E_CANNOT_PAUSE:
   case DURO_E_CANNOT_RESUME:
+  case DURO_E_INSTANCE_ENDED:
     return 409;
   case DURO_E_INVALID_ID:
   case DURO_E_INVALID_PARAMS:
@@ -831,18 +832,23 @@ static int change_status(http_server *s, http_exchange *x, const char *wf,
                         "integer >= 1}");
     }
     uint32_t n = count ? (uint32_t)json_integer_value(count) : 1;
-    rc = duro_instance_restart(s->engine, wf, id, name, n);
-    if (rc == DURO_E_CANNOT_RESTART && name) {
+    char *why;
+    rc = duro_instance_restart_why(s->engine, wf, id, name, n, &why);
+    if (rc == DURO_E_CANNOT_RESTART && why) {
       /* `name` points into `body`: format the reply before freeing it
        * (test_http caught a use-after-free here). */
-      send_error(x, 409, duro_err_name(rc),
-                 "%s/%s cannot be restarted from step \"%s\"#%u: "
-                 "the journal has no such step, or the instance has "
-                 "not ended",
-                 wf, id, name, n);
+      if (name)
+        send_error(x, 409, duro_err_name(rc),
+                   "%s/%s cannot be restarted from step \"%s\"#%u: %s", wf, id,
+                   name, n, why);
+      else
+        send_error(x, 409, duro_err_name(rc), "%s/%s cannot be restarted: %s",
+                   wf, id, why);
+      free(why);
       json_decref(body);
       return 0;
     }
+    free(why);
   } else {
     rc = -1;
   }
@@ -869,10 +875,17 @@ typedef struct event_answer {
   char *wf, *id, *type;
 } event_answer;
 
-static void answer_event(event_answer *a, int rc) {
+/* status: the ended instance's, when known (NULL: an end that overtook
+ * the event's commit). */
+static void answer_event(event_answer *a, int rc, const char *status) {
   if (rc == DURO_E_INVALID_PARAMS)
     send_error(a->x, 400, duro_err_name(rc),
                "the event payload is over the size limit");
+  else if (rc == DURO_E_INSTANCE_ENDED)
+    send_error(a->x, 409, duro_err_name(rc),
+               "%s/%s is %s: an ended instance takes no events (restart it "
+               "first); the event was not stored",
+               a->wf, a->id, status ? status : "ended");
   else if (rc)
     send_engine_error(a->x, rc, a->wf, a->id);
   else
@@ -889,7 +902,7 @@ static void event_answer_free(event_answer *a) {
 static void on_event_stored(void *ctx, int rc) {
   event_answer *a = ctx;
   http_exchange *x = a->x;
-  answer_event(a, rc);
+  answer_event(a, rc, NULL);
   event_answer_free(a);
   exchange_complete(x);
 }
@@ -918,7 +931,10 @@ static int send_event(http_server *s, http_exchange *x, const char *wf,
     x->owners--;
   }
   free(text);
-  answer_event(a, rc);
+  duro_status now;
+  int ended = rc == DURO_E_INSTANCE_ENDED &&
+              duro_instance_status(s->engine, wf, id, &now) == 0;
+  answer_event(a, rc, ended ? duro_status_name(now) : NULL);
   event_answer_free(a);
   return 0;
 }

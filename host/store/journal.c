@@ -37,8 +37,9 @@ enum {
   ST_INSTANCE_CONTROL_CLEAR,
   ST_STEP_PUT,
   ST_STEPS_DISCARD,
+  ST_STEPS_CANCEL,
+  ST_INSTANCE_RESTARTED,
   ST_ATTEMPTS_DISCARD,
-  ST_EVENTS_RELEASE,
   ST_STEPS_SHIFT_WAKE,
   ST_ATTEMPT_PUT,
   ST_EVENT_INSERT,
@@ -94,18 +95,24 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     [ST_ATTEMPTS_DISCARD] =
         "DELETE FROM attempts WHERE instance=?1 AND key NOT IN "
         "(SELECT key FROM steps WHERE instance=?1)",
-    [ST_EVENTS_RELEASE] =
-        "UPDATE events SET consumed_by=NULL WHERE instance=?1 AND "
-        "consumed_by IS NOT NULL AND consumed_by NOT IN "
-        "(SELECT key FROM steps WHERE instance=?1)",
+    /* An instance that ends closes the steps still pending (a back-off,
+     * a sleep, an event wait): nothing will run them. */
+    [ST_STEPS_CANCEL] =
+        "UPDATE steps SET status='cancelled', ended_ms=?2, wake_ms=NULL "
+        "WHERE instance=?1 AND status='waiting'",
+    [ST_INSTANCE_RESTARTED] =
+        "UPDATE instances SET restarts=restarts+1 WHERE rowid=?1",
     [ST_STEPS_SHIFT_WAKE] =
         "UPDATE steps SET wake_ms=wake_ms+?2 WHERE instance=?1 AND "
         "status='waiting' AND wake_ms IS NOT NULL",
     [ST_ATTEMPT_PUT] =
         "INSERT OR REPLACE INTO attempts(instance,key,number,started_ms,"
         "ended_ms,error,build) VALUES(?1,?2,?3,?4,?5,?6,?7)",
+    /* Nothing is stored for an instance that has ended: checked in the
+     * commit, so an end that overtakes the event cannot be missed. */
     [ST_EVENT_INSERT] = "INSERT INTO events(instance,type,payload,ts_ms) "
-                        "VALUES(?1,?2,?3,?4)",
+                        "SELECT ?1,?2,?3,?4 FROM instances WHERE rowid=?1 AND "
+                        "status NOT IN ('complete','errored','terminated')",
     [ST_EVENT_CONSUME] = "UPDATE events SET consumed_by=?2 WHERE seq=?1",
     [ST_WAKE_IF_WAITING] = "UPDATE instances SET wake_ms=?3 WHERE rowid=?1 AND "
                            "status='waiting' AND wait_type=?2",
@@ -192,7 +199,7 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
 
 static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);"
-    "INSERT OR IGNORE INTO meta VALUES('schema','5');"
+    "INSERT OR IGNORE INTO meta VALUES('schema','6');"
     "CREATE TABLE IF NOT EXISTS instances("
     " rowid INTEGER PRIMARY KEY,"
     " workflow TEXT NOT NULL, id TEXT NOT NULL, status TEXT NOT NULL,"
@@ -200,7 +207,7 @@ static const char schema_sql[] =
     " created_ms INTEGER NOT NULL, started_ms INTEGER, ended_ms INTEGER,"
     " wake_ms INTEGER, paused_ms INTEGER, wait_type TEXT,"
     " control INTEGER NOT NULL DEFAULT 0, retention_ms INTEGER NOT NULL,"
-    " build TEXT,"
+    " build TEXT, restarts INTEGER NOT NULL DEFAULT 0,"
     " UNIQUE(workflow, id));"
     "CREATE INDEX IF NOT EXISTS instances_wake ON instances(wake_ms)"
     " WHERE wake_ms IS NOT NULL;"
@@ -457,6 +464,24 @@ int journal_open(const char *path, int synchronous_full, journal **out,
                    "DROP INDEX IF EXISTS messages_lease;"
                    "UPDATE meta SET value='5' WHERE key='schema' AND "
                    "value IN ('3','4')",
+                   NULL, NULL, &msg) != SQLITE_OK) {
+    snprintf(err, errlen, "%s: cannot upgrade the schema: %s", path,
+             msg ? msg : "?");
+    sqlite3_free(msg);
+    rc = DURO_E_STORAGE;
+    goto fail;
+  }
+  /* Schema 6 counts an instance's restarts: a re-run step's idempotency
+   * key names the run it belongs to. */
+  if ((sqlite3_exec(j->wr, "SELECT restarts FROM instances LIMIT 0", NULL, NULL,
+                    NULL) != SQLITE_OK &&
+       sqlite3_exec(j->wr,
+                    "ALTER TABLE instances ADD COLUMN restarts INTEGER NOT "
+                    "NULL DEFAULT 0;",
+                    NULL, NULL, &msg) != SQLITE_OK) ||
+      sqlite3_exec(j->wr,
+                   "UPDATE meta SET value='6' WHERE key='schema' AND "
+                   "value='5'",
                    NULL, NULL, &msg) != SQLITE_OK) {
     snprintf(err, errlen, "%s: cannot upgrade the schema: %s", path,
              msg ? msg : "?");
@@ -796,6 +821,14 @@ static int apply_op(journal *j, journal_op *op) {
     bind_ms(st, 8, in->paused_ms);
     bind_text(st, 9, in->wait_type);
     sqlite3_bind_int(st, 10, op->clear_control);
+    if ((rc = step_done(j, st)))
+      return rc;
+    if (strcmp(in->status, "errored") != 0 &&
+        strcmp(in->status, "terminated") != 0)
+      return 0;
+    st = j->ws[ST_STEPS_CANCEL];
+    sqlite3_bind_int64(st, 1, in->rowid);
+    bind_ms(st, 2, in->ended_ms);
     return step_done(j, st);
   }
   case JOP_INSTANCE_CONTROL:
@@ -835,9 +868,9 @@ static int apply_op(journal *j, journal_op *op) {
       return rc;
     st = j->ws[ST_ATTEMPTS_DISCARD];
     sqlite3_bind_int64(st, 1, op->rowid);
-    if ((rc = step_done(j, st)))
-      return rc;
-    st = j->ws[ST_EVENTS_RELEASE];
+    return step_done(j, st);
+  case JOP_INSTANCE_RESTARTED:
+    st = j->ws[ST_INSTANCE_RESTARTED];
     sqlite3_bind_int64(st, 1, op->rowid);
     return step_done(j, st);
   case JOP_STEPS_SHIFT_WAKE:
@@ -863,6 +896,11 @@ static int apply_op(journal *j, journal_op *op) {
     sqlite3_bind_int64(st, 4, op->ts_ms);
     if ((rc = step_done(j, st)))
       return rc;
+    if (sqlite3_changes(j->wr) == 0) {
+      op->rc = DURO_E_INSTANCE_ENDED;
+      return 0;
+    }
+    op->rc = 0;
     op->out_rowid = sqlite3_last_insert_rowid(j->wr);
     return 0;
   case JOP_EVENT_CONSUME:
@@ -1239,7 +1277,7 @@ static int rows_end(reader *r, int s) {
 
 #define INSTANCE_COLS                                                          \
   "rowid,workflow,id,status,params,output,error,created_ms,started_ms,"        \
-  "ended_ms,wake_ms,paused_ms,wait_type,control,retention_ms,build"
+  "ended_ms,wake_ms,paused_ms,wait_type,control,retention_ms,build,restarts"
 
 static void read_instance(sqlite3_stmt *st, journal_instance *o) {
   o->rowid = sqlite3_column_int64(st, 0);
@@ -1258,6 +1296,7 @@ static void read_instance(sqlite3_stmt *st, journal_instance *o) {
   o->control = sqlite3_column_int(st, 13);
   o->retention_ms = sqlite3_column_int64(st, 14);
   o->build = col_text(st, 15);
+  o->restarts = sqlite3_column_int64(st, 16);
 }
 
 static int instance_query(journal *j, const char *sql, int64_t rowid,

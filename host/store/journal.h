@@ -35,6 +35,9 @@ typedef struct journal_instance {
   int control;       /* JOURNAL_CONTROL_* requested while running */
   int64_t retention_ms;
   char *build; /* the build it is pinned to (content hash), or NULL */
+  /* How many times it was restarted; only JOP_INSTANCE_RESTARTED writes
+   * it. */
+  int64_t restarts;
 } journal_instance;
 
 enum {
@@ -47,9 +50,11 @@ typedef struct journal_step {
   char *key; /* "name#count" */
   char *name;
   uint32_t count;
-  int64_t seq;  /* call order within an activation */
-  char *type;   /* "do", "sleep", "waitForEvent" */
-  char *status; /* "waiting", "complete", "errored" */
+  int64_t seq; /* call order within an activation */
+  char *type;  /* "do", "sleep", "waitForEvent" */
+  /* "waiting", "complete", "errored", or "cancelled": still pending when
+   * its instance errored or was terminated. */
+  char *status;
   char *result; /* JSON or NULL */
   char *error;  /* {"name","message"} or NULL */
   uint32_t attempts;
@@ -102,23 +107,26 @@ void journal_close(journal *j);
 typedef enum journal_op_kind {
   JOP_INSTANCE_INSERT,  /* inst: workflow,id,status,params,created,retention */
   JOP_INSTANCE_SET,     /* inst: every mutable column of rowid but the
-                           build pin (JOP_INSTANCE_PIN); with
-                           clear_control, also control = NONE */
+                           build pin (JOP_INSTANCE_PIN) and restarts; with
+                           clear_control, also control = NONE; errored or
+                           terminated: its waiting steps become
+                           "cancelled" at ended_ms */
   JOP_INSTANCE_CONTROL, /* inst.rowid, inst.control */
   JOP_INSTANCE_CONTROL_CLEAR, /* inst.rowid: control = NONE */
   JOP_STEP_PUT,               /* rowid + step */
-  JOP_STEPS_DISCARD,    /* rowid; from_seq (-1 = all): steps, attempts, and
-                           un-consume events consumed by discarded steps */
-  JOP_STEPS_SHIFT_WAKE, /* rowid; from_seq holds the delta (ms) added to
-                           the wake time of every waiting step */
-  JOP_ATTEMPT_PUT,      /* rowid + attempt */
-  JOP_EVENT_INSERT,     /* rowid + event (seq assigned) */
-  JOP_EVENT_CONSUME,    /* event seq + step key */
-  JOP_WAKE_IF_WAITING,  /* rowid, event_type, ts_ms: wake_ms = ts_ms when the
-                           instance waits for that event type; out_rowid =
-                           1 when it did */
-  JOP_INSTANCE_PIN,     /* rowid, step_key = the build hash it runs on: the
-                           instance's pin, written only when it changes */
+  JOP_STEPS_DISCARD,          /* rowid; from_seq (-1 = all): steps and attempts;
+                                 the events they consumed stay consumed */
+  JOP_STEPS_SHIFT_WAKE,       /* rowid; from_seq holds the delta (ms) added to
+                                 the wake time of every waiting step */
+  JOP_ATTEMPT_PUT,            /* rowid + attempt */
+  JOP_EVENT_INSERT,           /* rowid + event (seq assigned); rc =
+                                 DURO_E_INSTANCE_ENDED when it has ended */
+  JOP_EVENT_CONSUME,          /* event seq + step key */
+  JOP_WAKE_IF_WAITING, /* rowid, event_type, ts_ms: wake_ms = ts_ms when the
+                          instance waits for that event type; out_rowid =
+                          1 when it did */
+  JOP_INSTANCE_PIN,    /* rowid, step_key = the build hash it runs on: the
+                          instance's pin, written only when it changes */
   JOP_WAKE_IF_EVENT_PENDING, /* rowid, ts_ms: wake_ms = ts_ms when the
                                 instance waits for a type of which an
                                 unconsumed event is stored; out_rowid = 1
@@ -161,9 +169,11 @@ typedef enum journal_op_kind {
                             recorded one by one */
   JOP_CRON_SWEEP,        /* ts_ms: deletes tick rows older than it but
                             each trigger's newest; out_rowid = how many */
-  JOP_MESSAGES_EXPIRE,   /* queue, ts_ms, from_seq = limit: deletes up to
-                            `limit` messages sent before ts_ms; out_rowid =
-                            how many */
+  /* rowid: restarts + 1 */
+  JOP_INSTANCE_RESTARTED,
+  JOP_MESSAGES_EXPIRE, /* queue, ts_ms, from_seq = limit: deletes up to
+                          `limit` messages sent before ts_ms; out_rowid =
+                          how many */
 } journal_op_kind;
 
 typedef struct journal_attempt {
