@@ -33,6 +33,11 @@
  *     copied.  Free only what you allocated.
  *  7. Plugins start no threads, install no signal handlers, keep no mutable
  *     globals: a hot reload loads a fresh copy and only the journal survives.
+ *  8. A step callback that blocks holds its worker thread: run() executes on
+ *     a fiber of that thread, and the other activations parked on it (each
+ *     waiting for its step's commit) resume only when the callback returns.
+ *     Give slow calls a step timeout: past it the worker is replaced and the
+ *     activations parked on it run elsewhere.
  */
 #ifndef DURO_H
 #define DURO_H
