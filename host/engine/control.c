@@ -466,19 +466,8 @@ static void event_stored(void *ctx, int rc) {
   duro_engine *e = job->e;
   if (rc == 0)
     rc = job->b.ops[0].rc; /* DURO_E_INSTANCE_ENDED: nothing stored */
-  if (rc == 0) {
-    int woke = job->b.ops[1].out_rowid > 0;
-    metrics_add(&e->m.events_sent, 1);
-    pthread_mutex_lock(&e->mu);
-    entry *ent = idmap_get(&e->entries, job->rowid);
-    if (ent) {
-      if (ent->state != ENTRY_QUEUED)
-        ent->rerun = 1;
-    } else if (woke) {
-      runnable_push(e, entry_take(e, job->rowid, ENTRY_QUEUED));
-    }
-    pthread_mutex_unlock(&e->mu);
-  }
+  if (rc == 0)
+    engine_event_stored(e, job->rowid, job->b.ops[1].out_rowid > 0);
   duro_done_fn done = job->done;
   void *done_ctx = job->ctx;
   journal_batch_free(&job->b);

@@ -31,7 +31,7 @@
 #include "queue.h"
 #include "util.h"
 
-#define CRASHED "plugin.crashed"
+#define CRASHED DURO_ERR_CRASHED
 #define WATCHDOG_PERIOD_MS 100
 
 /* ---- crashes ------------------------------------------------------------ */
@@ -208,7 +208,7 @@ static int record_batch_crash(duro_engine *e, const ledger_slot *sl, int guilty,
                   : xasprintf("the engine stopped (%s) while the queue handler "
                               "ran this batch",
                               how);
-  char *err = error_json(guilty ? CRASHED : "engine.stopped", why);
+  char *err = error_json(guilty ? CRASHED : DURO_ERR_STOPPED, why);
   if (guilty)
     log_write(DURO_LOG_WARN, NULL, "queue %s: %s; %u message(s) retried",
               sl->workflow, why, sl->count);

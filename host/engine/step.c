@@ -525,7 +525,7 @@ void attempt_describe(const duro_attempt *at, int terminated,
   out->step.result = NULL;
   out->step.error = NULL;
   out->step.build = s->build ? xstrdup(s->build) : NULL;
-  out->error_name = terminated ? "instance.terminated" : "TimeoutError";
+  out->error_name = terminated ? DURO_ERR_TERMINATED : DURO_ERR_TIMEOUT;
   if (terminated)
     out->message = xasprintf("step \"%s\" attempt %u was running when the "
                              "instance was terminated: abandoned, its late "
@@ -679,7 +679,7 @@ static duro_rc api_do(duro_step *a, const char *name,
   if (!at.failed && (fn_rc == 0 || at.bad_result)) {
     if (ended > at.deadline_ms) {
       char buf[48];
-      err_name = "TimeoutError";
+      err_name = DURO_ERR_TIMEOUT;
       err_msg =
           xasprintf("step \"%s\" attempt %u exceeded its timeout of %s", key,
                     at.number, format_ms(buf, sizeof buf, c.timeout_ms));
@@ -708,7 +708,7 @@ static duro_rc api_do(duro_step *a, const char *name,
       }
     }
   } else {
-    err_name = at.final ? "NonRetryableError" : "Error";
+    err_name = at.final ? DURO_ERR_NON_RETRYABLE : DURO_ERR_ERROR;
     err_msg = at.message ? xstrdup(at.message)
                          : xasprintf("step callback returned %d", fn_rc);
     final = at.final;
@@ -946,7 +946,7 @@ static duro_rc api_wait_for_event(duro_step *a, const char *name,
                   "for an event of type \"%s\"",
                   key, format_ms(buf, sizeof buf, s->wake_ms - s->started_ms),
                   type ? type : "");
-    fail_with(a, "TimeoutError", msg);
+    fail_with(a, DURO_ERR_TIMEOUT, msg);
     free(msg);
     s->status = "errored";
     s->error = (char *)a->last_error;
