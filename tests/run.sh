@@ -20,8 +20,12 @@ meson test -C "$dir" --no-rebuild --print-errorlogs --verbose \
 status=$?
 
 # Each Check suite prints "NN%: Checks: N, Failures: F, Errors: E".
-awk '/^Running suite\(s\): / { name = $3 }
-     /^[0-9]+%: Checks: / { printf "  %-10s %s\n", name, $0 }' "$log"
+# One line a test, named as meson and the README's test table name it:
+# Check suites with their summary, the other tests with their result.
+awk '/^Running suite\(s\): / { name = "test_" $3 }
+     /^[0-9]+%: Checks: / { printf "  %-16s %s\n", name, $0 }' "$log"
+sed -nE 's/^ *[0-9]+\/[0-9]+ +([a-z0-9_]+) +(OK|FAIL|TIMEOUT|SKIP)( .*|$)/\1 \2/p' "$log" |
+  awk '$1 !~ /^test_/ { printf "  %-16s %s\n", $1, $2 }'
 passed=0 failed=0 check_suites=0
 while read -r n f e; do
   check_suites=$((check_suites + 1))
