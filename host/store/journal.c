@@ -1,11 +1,6 @@
-/* journal.c — the SQLite store: schema, group commit, and reads.
- *
- * Connections to one WAL-mode file: `wr` is used only by the thread that
- * currently leads a group commit; every thread that reads gets a reader
- * connection of its own (thread-local, with its prepared statements
- * cached), so reads on different workers never wait for each other.  WAL lets
- * reads proceed while a group commits, and a read started after a commit
- * returns sees it.
+/* journal.c — the journal's backend-independent half: batches, group
+ * commit, error state and metrics; every read and write reaches the
+ * database through a backend (backend.h; sqlite.c is the one there is).
  *
  * Group commit: journal_commit() queues the caller's batch.  One thread at
  * a time leads: it takes every batch queued so far, runs them in one
@@ -14,270 +9,21 @@
  * the next one.  journal_commit_async() queues a batch nobody waits for:
  * the leader runs its callback after the commit, so a worker can end an
  * activation without waiting for its last fsync.  A batch is reported done only
- * after COMMIT returned, and with synchronous=FULL that means after the fsync.
- *
- * Invariant: this is the only file that includes sqlite3.h. */
+ * after the backend's commit returned, and with synchronous=FULL that means
+ * after the fsync. */
 #include "journal.h"
 
 #include <pthread.h>
 #include <semaphore.h>
-#include <sqlite3.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "duro.h"
 #include "metrics.h"
 #include "util.h"
-
-enum {
-  ST_INSTANCE_INSERT,
-  ST_INSTANCE_SET,
-  ST_INSTANCE_CONTROL,
-  ST_INSTANCE_CONTROL_CLEAR,
-  ST_STEP_PUT,
-  ST_STEPS_DISCARD,
-  ST_STEPS_CANCEL,
-  ST_INSTANCE_RESTARTED,
-  ST_ATTEMPTS_DISCARD,
-  ST_STEPS_SHIFT_WAKE,
-  ST_ATTEMPT_PUT,
-  ST_EVENT_INSERT,
-  ST_EVENT_CONSUME,
-  ST_WAKE_IF_WAITING,
-  ST_WAKE_IF_EVENT_PENDING,
-  ST_INSTANCE_PIN,
-  ST_SWEEP_PICK,
-  ST_SWEEP_STEPS,
-  ST_SWEEP_ATTEMPTS,
-  ST_SWEEP_EVENTS,
-  ST_SWEEP_INSTANCES,
-  ST_SWEEP_CLEAR,
-  ST_MESSAGE_INSERT,
-  ST_MESSAGE_PICK,
-  ST_MESSAGE_LEASE,
-  ST_MESSAGE_ACK,
-  ST_MESSAGE_HELD,
-  ST_MESSAGES_DROPPED,
-  ST_MESSAGE_MOVE,
-  ST_MESSAGE_DELETE,
-  ST_MESSAGES_EXPIRE,
-  ST_CRON_SINCE,
-  ST_CRON_TICK,
-  ST_CRON_TICK_SET,
-  ST_CRON_MISSED_EXTRA,
-  ST_CRON_COUNT,
-  ST_CRON_SWEEP,
-  ST_BEGIN,
-  ST_COMMIT,
-  ST_ROLLBACK,
-  ST_WRITE_COUNT_
-};
-
-static const char *const write_sql[ST_WRITE_COUNT_] = {
-    [ST_INSTANCE_INSERT] =
-        "INSERT INTO instances(workflow,id,status,params,created_ms,"
-        "retention_ms) VALUES(?1,?2,?3,?4,?5,?6) "
-        "ON CONFLICT(workflow,id) DO NOTHING",
-    [ST_INSTANCE_SET] =
-        "UPDATE instances SET status=?2, output=?3, error=?4, started_ms=?5, "
-        "ended_ms=?6, wake_ms=?7, paused_ms=?8, wait_type=?9, "
-        "control=CASE WHEN ?10 THEN 0 ELSE control END "
-        "WHERE rowid=?1",
-    [ST_INSTANCE_CONTROL] = "UPDATE instances SET control=?2 WHERE rowid=?1",
-    [ST_INSTANCE_CONTROL_CLEAR] =
-        "UPDATE instances SET control=0 WHERE rowid=?1",
-    [ST_STEP_PUT] =
-        "INSERT OR REPLACE INTO steps(instance,key,seq,name,count,type,status,"
-        "result,error,attempts,started_ms,ended_ms,wake_ms,attempt_started_ms,"
-        "build) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)",
-    [ST_STEPS_DISCARD] = "DELETE FROM steps WHERE instance=?1 AND seq>=?2",
-    [ST_ATTEMPTS_DISCARD] =
-        "DELETE FROM attempts WHERE instance=?1 AND key NOT IN "
-        "(SELECT key FROM steps WHERE instance=?1)",
-    /* An instance that ends closes the steps still pending (a back-off,
-     * a sleep, an event wait): nothing will run them. */
-    [ST_STEPS_CANCEL] =
-        "UPDATE steps SET status='cancelled', ended_ms=?2, wake_ms=NULL "
-        "WHERE instance=?1 AND status='waiting'",
-    [ST_INSTANCE_RESTARTED] =
-        "UPDATE instances SET restarts=restarts+1 WHERE rowid=?1",
-    [ST_STEPS_SHIFT_WAKE] =
-        "UPDATE steps SET wake_ms=wake_ms+?2 WHERE instance=?1 AND "
-        "status='waiting' AND wake_ms IS NOT NULL",
-    [ST_ATTEMPT_PUT] =
-        "INSERT OR REPLACE INTO attempts(instance,key,number,started_ms,"
-        "ended_ms,error,build) VALUES(?1,?2,?3,?4,?5,?6,?7)",
-    /* Nothing is stored for an instance that has ended: checked in the
-     * commit, so an end that overtakes the event cannot be missed. */
-    [ST_EVENT_INSERT] = "INSERT INTO events(instance,type,payload,ts_ms) "
-                        "SELECT ?1,?2,?3,?4 FROM instances WHERE rowid=?1 AND "
-                        "status NOT IN ('complete','errored','terminated')",
-    [ST_EVENT_CONSUME] = "UPDATE events SET consumed_by=?2 WHERE seq=?1",
-    [ST_WAKE_IF_WAITING] = "UPDATE instances SET wake_ms=?3 WHERE rowid=?1 AND "
-                           "status='waiting' AND wait_type=?2",
-    /* Only when it changes: the pin index is not touched by the many
-     * status writes of an instance. */
-    [ST_INSTANCE_PIN] = "UPDATE instances SET build=?2 WHERE rowid=?1 AND "
-                        "build IS NOT ?2",
-    [ST_WAKE_IF_EVENT_PENDING] =
-        "UPDATE instances SET wake_ms=?2 WHERE rowid=?1 AND "
-        "status='waiting' AND wait_type IS NOT NULL AND EXISTS(SELECT 1 "
-        "FROM events WHERE instance=?1 AND type=instances.wait_type AND "
-        "consumed_by IS NULL)",
-    /* The expression matches the instances_expiry index. */
-    [ST_SWEEP_PICK] =
-        "INSERT INTO temp.sweep SELECT rowid FROM instances WHERE "
-        "ended_ms IS NOT NULL AND ended_ms + retention_ms <= ?1 AND "
-        "status IN ('complete','errored','terminated') LIMIT ?2",
-    [ST_SWEEP_STEPS] =
-        "DELETE FROM steps WHERE instance IN (SELECT id FROM temp.sweep)",
-    [ST_SWEEP_ATTEMPTS] =
-        "DELETE FROM attempts WHERE instance IN (SELECT id FROM temp.sweep)",
-    [ST_SWEEP_EVENTS] =
-        "DELETE FROM events WHERE instance IN (SELECT id FROM temp.sweep)",
-    [ST_SWEEP_INSTANCES] =
-        "DELETE FROM instances WHERE rowid IN (SELECT id FROM temp.sweep)",
-    [ST_SWEEP_CLEAR] = "DELETE FROM temp.sweep",
-    [ST_MESSAGE_INSERT] = "INSERT INTO messages(queue,body,attempts,"
-                          "visible_ms,sent_ms) VALUES(?1,?2,0,?4,?3)",
-    /* Served by messages_next: the queue's visible messages in order. */
-    [ST_MESSAGE_PICK] =
-        "SELECT seq,attempts,body,sent_ms,last_error FROM messages WHERE "
-        "queue=?1 AND visible_ms<=?2 ORDER BY visible_ms,seq LIMIT ?3",
-    [ST_MESSAGE_LEASE] = "UPDATE messages SET lease=?2, visible_ms=?3, "
-                         "attempts=attempts+1 WHERE seq=?1",
-    /* A lease is held while its message is invisible: once visible_ms
-     * passed, the message may be pulled again under another lease.  A
-     * lease id names its message ("<token>-<seq>", lease_seq), so an ack
-     * finds the row by its key and needs no index on leases (bench Q1:
-     * one index fewer to keep on every lease and ack). */
-    [ST_MESSAGE_ACK] = "DELETE FROM messages WHERE seq=?4 AND lease=?1 AND "
-                       "queue=?2 AND visible_ms>?3",
-    [ST_MESSAGE_HELD] = "SELECT seq,attempts FROM messages WHERE seq=?4 AND "
-                        "lease=?1 AND queue=?2 AND visible_ms>?3",
-    [ST_MESSAGE_MOVE] =
-        "UPDATE messages SET queue=?2, lease=NULL, visible_ms=?3, "
-        "last_error=COALESCE(?4,last_error) WHERE seq=?1",
-    [ST_MESSAGE_DELETE] = "DELETE FROM messages WHERE seq=?1",
-    [ST_MESSAGES_DROPPED] =
-        "INSERT INTO queue_counts(queue,dropped,dead_lettered) "
-        "VALUES(?1,?2,?3) ON CONFLICT(queue) DO UPDATE SET "
-        "dropped=dropped+excluded.dropped,"
-        "dead_lettered=dead_lettered+excluded.dead_lettered",
-    /* Served by messages_age. */
-    [ST_CRON_SINCE] = "INSERT OR IGNORE INTO cron_triggers(trigger,since_ms,"
-                      "complete,failed,missed,skipped) VALUES(?1,?2,0,0,0,0)",
-    /* A tick is claimed by inserting its row: a second claim changes
-     * nothing (out_rowid 0). */
-    [ST_CRON_TICK] = "INSERT OR IGNORE INTO cron_ticks(trigger,tick_ms,state,"
-                     "fired_ms,instance,error) VALUES(?1,?2,?3,?4,?5,?6)",
-    /* Only a tick still `fired` is settled, once. */
-    [ST_CRON_TICK_SET] = "UPDATE cron_ticks SET state=?3, error=?4 WHERE "
-                         "trigger=?1 AND tick_ms=?2 AND state='fired'",
-    [ST_CRON_MISSED_EXTRA] = "UPDATE cron_triggers SET missed=missed+?2 "
-                             "WHERE trigger=?1",
-    /* The counts go with the rows' writes, so they outlive the rows the
-     * sweep deletes. */
-    [ST_CRON_COUNT] =
-        "UPDATE cron_triggers SET complete=complete+(?2='complete'),"
-        "failed=failed+(?2='failed'),missed=missed+(?2='missed'),"
-        "skipped=skipped+(?2='skipped') WHERE trigger=?1",
-    /* Ticks older than ?1, but each trigger's newest, which says where
-     * its schedule stands. */
-    [ST_CRON_SWEEP] =
-        "DELETE FROM cron_ticks WHERE tick_ms<?1 AND tick_ms<(SELECT "
-        "MAX(tick_ms) FROM cron_ticks AS c WHERE c.trigger=cron_ticks.trigger)",
-    [ST_MESSAGES_EXPIRE] =
-        "DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE "
-        "queue=?1 AND sent_ms<?2 LIMIT ?3)",
-    /* A group's transaction: prepared once, as every other write. */
-    [ST_BEGIN] = "BEGIN IMMEDIATE",
-    [ST_COMMIT] = "COMMIT",
-    [ST_ROLLBACK] = "ROLLBACK",
-};
-
-static const char schema_sql[] =
-    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);"
-    "INSERT OR IGNORE INTO meta VALUES('schema','6');"
-    "CREATE TABLE IF NOT EXISTS instances("
-    " rowid INTEGER PRIMARY KEY,"
-    " workflow TEXT NOT NULL, id TEXT NOT NULL, status TEXT NOT NULL,"
-    " params TEXT NOT NULL, output TEXT, error TEXT,"
-    " created_ms INTEGER NOT NULL, started_ms INTEGER, ended_ms INTEGER,"
-    " wake_ms INTEGER, paused_ms INTEGER, wait_type TEXT,"
-    " control INTEGER NOT NULL DEFAULT 0, retention_ms INTEGER NOT NULL,"
-    " build TEXT, restarts INTEGER NOT NULL DEFAULT 0,"
-    " UNIQUE(workflow, id));"
-    "CREATE INDEX IF NOT EXISTS instances_wake ON instances(wake_ms)"
-    " WHERE wake_ms IS NOT NULL;"
-    "CREATE INDEX IF NOT EXISTS instances_status ON instances(status);"
-    /* Reconciliation looks for persisted requests: few, so a partial
-     * index keeps it from reading every row. */
-    "CREATE INDEX IF NOT EXISTS instances_control ON instances(control) "
-    "WHERE control<>0;"
-    "CREATE INDEX IF NOT EXISTS instances_expiry ON instances("
-    " ended_ms + retention_ms) WHERE ended_ms IS NOT NULL;"
-    "CREATE TABLE IF NOT EXISTS steps("
-    " instance INTEGER NOT NULL, key TEXT NOT NULL, seq INTEGER NOT NULL,"
-    " name TEXT NOT NULL, count INTEGER NOT NULL, type TEXT NOT NULL,"
-    " status TEXT NOT NULL, result TEXT, error TEXT,"
-    " attempts INTEGER NOT NULL, started_ms INTEGER, ended_ms INTEGER,"
-    " wake_ms INTEGER, attempt_started_ms INTEGER, build TEXT,"
-    " PRIMARY KEY(instance, key)) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS attempts("
-    " instance INTEGER NOT NULL, key TEXT NOT NULL, number INTEGER NOT NULL,"
-    " started_ms INTEGER, ended_ms INTEGER, error TEXT, build TEXT,"
-    " PRIMARY KEY(instance, key, number)) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS events("
-    " seq INTEGER PRIMARY KEY, instance INTEGER NOT NULL,"
-    " type TEXT NOT NULL, payload TEXT NOT NULL, ts_ms INTEGER NOT NULL,"
-    " consumed_by TEXT);"
-    "CREATE INDEX IF NOT EXISTS events_by_instance ON events(instance, seq);"
-    /* Schema 4: queue messages.  messages_next serves a pull (the next
-     * visible messages of a queue), messages_age the retention sweep and
-     * the oldest message of a queue.  (Schema 5 dropped messages_lease:
-     * a lease id names its row.) */
-    /* AUTOINCREMENT: a message id is never used again, even once every
-     * message is acked and the table is empty. */
-    "CREATE TABLE IF NOT EXISTS messages("
-    " seq INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL,"
-    " body TEXT NOT NULL,"
-    " attempts INTEGER NOT NULL, visible_ms INTEGER NOT NULL, lease TEXT,"
-    " sent_ms INTEGER NOT NULL, last_error TEXT);"
-    "CREATE INDEX IF NOT EXISTS messages_next ON messages(queue, visible_ms);"
-    "CREATE INDEX IF NOT EXISTS messages_age ON messages(queue, sent_ms);"
-    /* Schema 5: messages of a queue out of retries, dropped (no
-     * dead-letter queue) or dead-lettered, counted in the commit that
-     * drops or moves them. */
-    /* Schema 5: cron triggers.  A trigger is known from since_ms on (no
-     * tick before it is missed) and counts its ticks by how they ended;
-     * each tick that came is a row, claimed before anything fires, kept
-     * 30 days (cron/trigger.c sweeps them). */
-    "CREATE TABLE IF NOT EXISTS cron_triggers(trigger TEXT PRIMARY KEY,"
-    " since_ms INTEGER NOT NULL, complete INTEGER NOT NULL,"
-    " failed INTEGER NOT NULL, missed INTEGER NOT NULL,"
-    " skipped INTEGER NOT NULL) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS cron_ticks(trigger TEXT NOT NULL,"
-    " tick_ms INTEGER NOT NULL, state TEXT NOT NULL, fired_ms INTEGER,"
-    " instance TEXT, error TEXT, PRIMARY KEY(trigger, tick_ms))"
-    " WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS queue_counts(queue TEXT PRIMARY KEY,"
-    " dropped INTEGER NOT NULL, dead_lettered INTEGER NOT NULL)"
-    " WITHOUT ROWID;";
-
-/* A thread's read connection and its cached statements, keyed by the
- * address of their SQL text (always a string literal here). */
-#define READER_CACHE 24
-typedef struct reader {
-  sqlite3 *db;
-  struct {
-    const char *sql;
-    sqlite3_stmt *st;
-  } cache[READER_CACHE];
-  size_t n;
-  struct reader *next;
-} reader;
 
 /* A batch waiting in the commit queue.  Each has its own condition
  * variable, so a commit wakes exactly the threads it concerns. */
@@ -297,14 +43,8 @@ typedef struct pending {
 } pending;
 
 struct journal {
-  sqlite3 *wr;
-  sqlite3 *rd;
-  sqlite3_stmt *ws[ST_WRITE_COUNT_];
-  char *path;
-  int synchronous_full;
-  pthread_key_t reader_key;
-  pthread_mutex_t readers_mu; /* guards `readers` */
-  reader *readers;            /* every reader, closed with the journal */
+  const store_backend *be;
+  void *db; /* the backend's handle */
 
   pthread_mutex_t mu; /* guards the queue and the leadership */
   pending *head, *tail;
@@ -328,202 +68,29 @@ struct journal {
  * thread that waited on it. */
 static __thread char last_err[256];
 
-static void set_err(sqlite3 *db, const char *what) {
-  snprintf(last_err, sizeof last_err, "%s%s%s", what ? what : "",
-           what ? ": " : "", db ? sqlite3_errmsg(db) : "no connection");
+void store_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(last_err, sizeof last_err, fmt, ap);
+  va_end(ap);
 }
 
 /* ---- open / close -------------------------------------------------------- */
 
-/* synchronous_full < 0: a read-only connection (a dry run beside a running
- * host), which sets nothing. */
-static int open_conn(const char *path, int synchronous_full, sqlite3 **out,
-                     char *err, size_t errlen) {
-  sqlite3 *db = NULL;
-  int flags = synchronous_full < 0 ? SQLITE_OPEN_READONLY
-                                   : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
-  int rc = sqlite3_open_v2(path, &db, flags | SQLITE_OPEN_NOMUTEX, NULL);
-  if (rc != SQLITE_OK) {
-    snprintf(err, errlen, "%s: cannot open database: %s", path,
-             db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-    sqlite3_close(db);
-    return DURO_E_STORAGE;
-  }
-  sqlite3_busy_timeout(db, 10000);
-  if (synchronous_full < 0) {
-    *out = db;
-    return 0;
-  }
-  /* 1 KiB pages (for a new file; an existing one keeps its own): a step's
-   * commit appends about two pages to the WAL and fsyncs them, and with
-   * 4 KiB pages that fsync cost ~50% more than a bare one-row commit on
-   * the development machine; with 1 KiB pages, 5-15% (bench W2). */
-  char sql[200];
-  snprintf(sql, sizeof sql,
-           "PRAGMA page_size=1024; PRAGMA journal_mode=WAL;"
-           "PRAGMA synchronous=%s; PRAGMA foreign_keys=OFF;",
-           synchronous_full ? "FULL" : "NORMAL");
-  char *msg = NULL;
-  if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-    snprintf(err, errlen, "%s: %s", path, msg ? msg : "pragma failed");
-    sqlite3_free(msg);
-    sqlite3_close(db);
-    return DURO_E_STORAGE;
-  }
-  *out = db;
-  return 0;
-}
-
-static int exists_cb(void *ctx, int n, char **v, char **names) {
-  (void)n, (void)v, (void)names;
-  *(int *)ctx = 1;
-  return 0;
-}
-
 int journal_open(const char *path, int synchronous_full, journal **out,
                  char *err, size_t errlen) {
-  journal *j = xcalloc(1, sizeof *j);
-  int old_messages = 0;
-  int rc = open_conn(path, synchronous_full, &j->wr, err, errlen);
+  const store_backend *be = &store_sqlite;
+  void *db = NULL;
+  int rc = be->open(path, synchronous_full, &db, err, errlen);
   if (rc)
-    goto fail;
-  char *msg = NULL;
-  if (synchronous_full < 0)
-    goto statements; /* read-only: the schema is as the host left it */
-  if (sqlite3_exec(j->wr, schema_sql, NULL, NULL, &msg) != SQLITE_OK) {
-    snprintf(err, errlen, "%s: cannot create schema: %s", path,
-             msg ? msg : "?");
-    sqlite3_free(msg);
-    rc = DURO_E_STORAGE;
-    goto fail;
-  }
-  /* Schema 4's messages table reused the ids of deleted messages; schema
-   * 5 rebuilds it with AUTOINCREMENT (ids go on from the highest kept). */
-  if (sqlite3_exec(j->wr,
-                   "SELECT 1 FROM sqlite_master WHERE name='messages' AND "
-                   "sql NOT LIKE '%AUTOINCREMENT%'",
-                   exists_cb, &old_messages, &msg) != SQLITE_OK ||
-      (old_messages &&
-       sqlite3_exec(
-           j->wr,
-           "BEGIN IMMEDIATE;"
-           "CREATE TABLE messages_v5("
-           " seq INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL,"
-           " body TEXT NOT NULL, attempts INTEGER NOT NULL,"
-           " visible_ms INTEGER NOT NULL, lease TEXT,"
-           " sent_ms INTEGER NOT NULL, last_error TEXT);"
-           "INSERT INTO messages_v5 SELECT seq,queue,body,attempts,"
-           " visible_ms,lease,sent_ms,last_error FROM messages;"
-           "DROP TABLE messages;"
-           "ALTER TABLE messages_v5 RENAME TO messages;"
-           "CREATE INDEX messages_next ON messages(queue, visible_ms);"
-           "CREATE INDEX messages_age ON messages(queue, sent_ms);"
-           "COMMIT",
-           NULL, NULL, &msg) != SQLITE_OK)) {
-    snprintf(err, errlen, "%s: cannot upgrade the messages table: %s", path,
-             msg ? msg : "?");
-    sqlite3_free(msg);
-    sqlite3_exec(j->wr, "ROLLBACK", NULL, NULL, NULL);
-    rc = DURO_E_STORAGE;
-    goto fail;
-  }
-  /* Schema 1 kept every attempt in `attempts`; schema 2 keeps the
-   * successful one in its step row. */
-  if (sqlite3_exec(j->wr, "SELECT attempt_started_ms, build FROM steps LIMIT 0",
-                   NULL, NULL, NULL) != SQLITE_OK &&
-      sqlite3_exec(j->wr,
-                   "ALTER TABLE steps ADD COLUMN attempt_started_ms INTEGER;"
-                   "ALTER TABLE steps ADD COLUMN build TEXT;"
-                   "UPDATE meta SET value='2' WHERE key='schema';",
-                   NULL, NULL, &msg) != SQLITE_OK) {
-    snprintf(err, errlen, "%s: cannot upgrade the schema: %s", path,
-             msg ? msg : "?");
-    sqlite3_free(msg);
-    rc = DURO_E_STORAGE;
-    goto fail;
-  }
-  /* Schema 3 pins an instance to the build it runs on (hot reload); the
-   * index serves the question "is any instance that has not ended still
-   * pinned to this build". */
-  if ((sqlite3_exec(j->wr, "SELECT build FROM instances LIMIT 0", NULL, NULL,
-                    NULL) != SQLITE_OK &&
-       sqlite3_exec(j->wr,
-                    "ALTER TABLE instances ADD COLUMN build TEXT;"
-                    "UPDATE meta SET value='3' WHERE key='schema';",
-                    NULL, NULL, &msg) != SQLITE_OK) ||
-      sqlite3_exec(j->wr,
-                   /* Over the build alone: a status in the predicate
-                    * would make every status write update the index. */
-                   "DROP INDEX IF EXISTS instances_build;"
-                   "CREATE INDEX IF NOT EXISTS instances_pin ON "
-                   "instances(workflow, build) WHERE build IS NOT NULL;"
-                   /* Schema 4 only adds the messages table, which the
-                    * schema above creates where it is missing; schema 5
-                    * drops its lease index (leases held under schema 4
-                    * cannot be acked: they run out and deliver again). */
-                   "DROP INDEX IF EXISTS messages_lease;"
-                   "UPDATE meta SET value='5' WHERE key='schema' AND "
-                   "value IN ('3','4')",
-                   NULL, NULL, &msg) != SQLITE_OK) {
-    snprintf(err, errlen, "%s: cannot upgrade the schema: %s", path,
-             msg ? msg : "?");
-    sqlite3_free(msg);
-    rc = DURO_E_STORAGE;
-    goto fail;
-  }
-  /* Schema 6 counts an instance's restarts: a re-run step's idempotency
-   * key names the run it belongs to. */
-  if ((sqlite3_exec(j->wr, "SELECT restarts FROM instances LIMIT 0", NULL, NULL,
-                    NULL) != SQLITE_OK &&
-       sqlite3_exec(j->wr,
-                    "ALTER TABLE instances ADD COLUMN restarts INTEGER NOT "
-                    "NULL DEFAULT 0;",
-                    NULL, NULL, &msg) != SQLITE_OK) ||
-      sqlite3_exec(j->wr,
-                   "UPDATE meta SET value='6' WHERE key='schema' AND "
-                   "value='5'",
-                   NULL, NULL, &msg) != SQLITE_OK) {
-    snprintf(err, errlen, "%s: cannot upgrade the schema: %s", path,
-             msg ? msg : "?");
-    sqlite3_free(msg);
-    rc = DURO_E_STORAGE;
-    goto fail;
-  }
-statements:
-  /* The sweep's scratch table lives in the connection's temp database,
-   * writable even on a read-only connection. */
-  if (sqlite3_exec(j->wr,
-                   "CREATE TEMP TABLE IF NOT EXISTS sweep(id INTEGER "
-                   "PRIMARY KEY)",
-                   NULL, NULL, &msg) != SQLITE_OK) {
-    snprintf(err, errlen, "%s: %s", path, msg ? msg : "?");
-    sqlite3_free(msg);
-    rc = DURO_E_STORAGE;
-    goto fail;
-  }
-  for (int i = 0; i < ST_WRITE_COUNT_; i++) {
-    if (sqlite3_prepare_v3(j->wr, write_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
-                           &j->ws[i], NULL) != SQLITE_OK) {
-      snprintf(err, errlen, "%s: %s", path, sqlite3_errmsg(j->wr));
-      rc = DURO_E_STORAGE;
-      goto fail;
-    }
-  }
-  j->path = xstrdup(path);
-  j->synchronous_full = synchronous_full;
-  pthread_key_create(&j->reader_key, NULL);
-  pthread_mutex_init(&j->readers_mu, NULL);
+    return rc;
+  journal *j = xcalloc(1, sizeof *j);
+  j->be = be;
+  j->db = db;
   pthread_mutex_init(&j->mu, NULL);
   pthread_cond_init(&j->writer_cv, NULL);
   *out = j;
   return 0;
-
-fail:
-  for (int i = 0; i < ST_WRITE_COUNT_; i++)
-    sqlite3_finalize(j->ws[i]);
-  sqlite3_close(j->wr);
-  free(j);
-  return rc;
 }
 
 void journal_close(journal *j) {
@@ -537,19 +104,7 @@ void journal_close(journal *j) {
   if (writer)
     pthread_join(j->writer, NULL);
   pthread_cond_destroy(&j->writer_cv);
-  for (int i = 0; i < ST_WRITE_COUNT_; i++)
-    sqlite3_finalize(j->ws[i]);
-  sqlite3_close(j->wr);
-  for (reader *r = j->readers, *next; r; r = next) {
-    next = r->next;
-    for (size_t i = 0; i < r->n; i++)
-      sqlite3_finalize(r->cache[i].st);
-    sqlite3_close(r->db);
-    free(r);
-  }
-  pthread_key_delete(j->reader_key);
-  pthread_mutex_destroy(&j->readers_mu);
-  free(j->path);
+  j->be->close(j->db);
   pthread_mutex_destroy(&j->mu);
   free(j);
 }
@@ -601,33 +156,6 @@ void journal_batch_free(journal_batch *b) {
   memset(b, 0, sizeof *b);
 }
 
-/* ---- applying ops on the writer connection ------------------------------- */
-
-static void bind_text(sqlite3_stmt *st, int i, const char *s) {
-  if (s)
-    sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
-  else
-    sqlite3_bind_null(st, i);
-}
-
-static void bind_ms(sqlite3_stmt *st, int i, int64_t v) {
-  if (v == JOURNAL_NONE)
-    sqlite3_bind_null(st, i);
-  else
-    sqlite3_bind_int64(st, i, v);
-}
-
-static int step_done(journal *j, sqlite3_stmt *st) {
-  int rc = sqlite3_step(st);
-  sqlite3_reset(st);
-  sqlite3_clear_bindings(st);
-  if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
-    set_err(j->wr, NULL);
-    return DURO_E_STORAGE;
-  }
-  return 0;
-}
-
 int64_t journal_lease_seq(const char *lease) {
   const char *dash = lease ? strrchr(lease, '-') : NULL;
   if (!dash || !dash[1] || strlen(dash + 1) > 18)
@@ -641,396 +169,28 @@ int64_t journal_lease_seq(const char *lease) {
   return seq;
 }
 
-/* Counts a tick of the trigger by its state (cron_triggers). */
-static int cron_count(journal *j, const char *trigger, const char *state) {
-  sqlite3_stmt *st = j->ws[ST_CRON_COUNT];
-  bind_text(st, 1, trigger);
-  bind_text(st, 2, state);
-  return step_done(j, st);
-}
-
-/* Counts n messages of `queue` out of retries (queue_counts): dropped,
- * or moved to its dead-letter queue. */
-static int count_spent(journal *j, const char *queue, int dead_lettered,
-                       int64_t n) {
-  sqlite3_stmt *st = j->ws[ST_MESSAGES_DROPPED];
-  bind_text(st, 1, queue);
-  sqlite3_bind_int64(st, 2, dead_lettered ? 0 : n);
-  sqlite3_bind_int64(st, 3, dead_lettered ? n : 0);
-  return step_done(j, st);
-}
-
-/* Picks the visible messages first, then leases them one by one: an
- * UPDATE while the SELECT still walks the index it changes could meet a
- * row twice. */
-static int message_lease(journal *j, journal_op *op) {
-  sqlite3_stmt *st = j->ws[ST_MESSAGE_PICK];
-  bind_text(st, 1, op->queue);
-  sqlite3_bind_int64(st, 2, op->ts_ms);
-  sqlite3_bind_int64(st, 3, (sqlite3_int64)op->n_leases);
-  journal_message *v = xcalloc(op->n_leases ? op->n_leases : 1, sizeof *v);
-  int64_t *spent = xcalloc(op->n_leases ? op->n_leases : 1, sizeof *spent);
-  size_t n = 0, n_spent = 0;
-  int s = SQLITE_DONE;
-  while (n + n_spent < op->n_leases && (s = sqlite3_step(st)) == SQLITE_ROW) {
-    /* Delivered max_attempts times and the last lease ran out unacked:
-     * an expired lease is a failed attempt too (a handler that crashes
-     * the host never acks), so it goes the way of a spent retry. */
-    if (op->max_attempts &&
-        sqlite3_column_int64(st, 1) >= (int64_t)op->max_attempts) {
-      spent[n_spent++] = sqlite3_column_int64(st, 0);
-      continue;
-    }
-    journal_message *m = &v[n++];
-    m->seq = sqlite3_column_int64(st, 0);
-    m->attempts = (uint32_t)sqlite3_column_int64(st, 1) + 1;
-    m->body = xstrdup((const char *)sqlite3_column_text(st, 2));
-    m->sent_ms = sqlite3_column_int64(st, 3);
-    const unsigned char *err = sqlite3_column_text(st, 4);
-    m->last_error = err ? xstrdup((const char *)err) : NULL;
-    m->queue = xstrdup(op->queue);
-    m->lease = xasprintf("%s-%lld", op->lease_token, (long long)m->seq);
-    m->visible_ms = op->visible_ms;
-  }
-  int rc = n + n_spent < op->n_leases && s != SQLITE_DONE;
-  sqlite3_reset(st);
-  sqlite3_clear_bindings(st);
-  op->messages = v;
-  op->n_messages = n;
-  if (rc) {
-    free(spent);
-    set_err(j->wr, NULL);
-    return DURO_E_STORAGE;
-  }
-  op->out_rowid = (int64_t)n_spent; /* dead-lettered or dropped */
-  for (size_t i = 0; i < n_spent && rc == 0; i++) {
-    st = j->ws[op->dead_letter_queue ? ST_MESSAGE_MOVE : ST_MESSAGE_DELETE];
-    sqlite3_bind_int64(st, 1, spent[i]);
-    if (op->dead_letter_queue) {
-      bind_text(st, 2, op->dead_letter_queue);
-      sqlite3_bind_int64(st, 3, op->ts_ms);
-      bind_text(st, 4,
-                "{\"name\":\"queue.lease_expired\",\"message\":"
-                "\"delivered max_retries + 1 times, never acked\"}");
-    }
-    rc = step_done(j, st);
-  }
-  if (rc == 0 && n_spent)
-    rc = count_spent(j, op->queue, op->dead_letter_queue != NULL,
-                     (int64_t)n_spent);
-  free(spent);
-  if (rc)
-    return rc;
-  for (size_t i = 0; i < n; i++) {
-    st = j->ws[ST_MESSAGE_LEASE];
-    sqlite3_bind_int64(st, 1, v[i].seq);
-    bind_text(st, 2, v[i].lease);
-    sqlite3_bind_int64(st, 3, op->visible_ms);
-    if ((rc = step_done(j, st)))
-      return rc;
-  }
-  return 0;
-}
-
-/* A retried message goes back to its queue after the delay, unless it
- * has had its max_attempts: then to the dead-letter queue (visible at
- * once, attempts and error kept), or it is dropped. */
-static int message_retry(journal *j, journal_op *op) {
-  sqlite3_stmt *st = j->ws[ST_MESSAGE_HELD];
-  bind_text(st, 1, op->lease);
-  bind_text(st, 2, op->queue);
-  sqlite3_bind_int64(st, 3, op->ts_ms);
-  sqlite3_bind_int64(st, 4, journal_lease_seq(op->lease));
-  int s = sqlite3_step(st);
-  int64_t seq = s == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-  int64_t attempts = s == SQLITE_ROW ? sqlite3_column_int64(st, 1) : 0;
-  sqlite3_reset(st);
-  sqlite3_clear_bindings(st);
-  if (s != SQLITE_ROW && s != SQLITE_DONE) {
-    set_err(j->wr, NULL);
-    return DURO_E_STORAGE;
-  }
-  if (s == SQLITE_DONE) {
-    op->out_rowid = JOURNAL_RETRY_NOT_HELD;
-    return 0;
-  }
-  int spent = attempts >= (int64_t)op->max_attempts;
-  if (spent && !op->dead_letter_queue) {
-    st = j->ws[ST_MESSAGE_DELETE];
-    sqlite3_bind_int64(st, 1, seq);
-    op->out_rowid = JOURNAL_RETRY_DROPPED;
-    int rc = step_done(j, st);
-    return rc ? rc : count_spent(j, op->queue, 0, 1);
-  }
-  st = j->ws[ST_MESSAGE_MOVE];
-  sqlite3_bind_int64(st, 1, seq);
-  bind_text(st, 2, spent ? op->dead_letter_queue : op->queue);
-  sqlite3_bind_int64(st, 3, spent ? op->ts_ms : op->visible_ms);
-  bind_text(st, 4, op->error);
-  op->out_rowid = spent ? JOURNAL_RETRY_DEAD_LETTERED : JOURNAL_RETRY_DELAYED;
-  int rc = step_done(j, st);
-  return rc || !spent ? rc : count_spent(j, op->queue, 1, 1);
-}
-
-/* step_done, then how many rows the statement changed into out_rowid. */
-static int step_changes(journal *j, sqlite3_stmt *st, journal_op *op) {
-  int rc = step_done(j, st);
-  op->out_rowid = rc == 0 ? sqlite3_changes(j->wr) : 0;
-  return rc;
-}
-
-/* Runs a tick row's write; a row it changed counts in its state. */
-static int cron_tick_written(journal *j, sqlite3_stmt *st, journal_op *op) {
-  int rc = step_changes(j, st, op);
-  return rc || !op->out_rowid ? rc : cron_count(j, op->queue, op->body);
-}
-
-static int apply_op(journal *j, journal_op *op) {
-  sqlite3_stmt *st;
-  int rc;
-  switch (op->kind) {
-  case JOP_INSTANCE_INSERT: {
-    const journal_instance *in = op->inst;
-    st = j->ws[ST_INSTANCE_INSERT];
-    bind_text(st, 1, in->workflow);
-    bind_text(st, 2, in->id);
-    bind_text(st, 3, in->status);
-    bind_text(st, 4, in->params);
-    sqlite3_bind_int64(st, 5, in->created_ms);
-    sqlite3_bind_int64(st, 6, in->retention_ms);
-    if ((rc = step_done(j, st)))
-      return rc;
-    if (sqlite3_changes(j->wr) == 0) {
-      op->rc = DURO_E_ALREADY_EXISTS;
-    } else {
-      op->rc = 0;
-      op->out_rowid = sqlite3_last_insert_rowid(j->wr);
-    }
-    return 0;
-  }
-  case JOP_INSTANCE_SET: {
-    const journal_instance *in = op->inst;
-    st = j->ws[ST_INSTANCE_SET];
-    sqlite3_bind_int64(st, 1, in->rowid);
-    bind_text(st, 2, in->status);
-    bind_text(st, 3, in->output);
-    bind_text(st, 4, in->error);
-    bind_ms(st, 5, in->started_ms);
-    bind_ms(st, 6, in->ended_ms);
-    bind_ms(st, 7, in->wake_ms);
-    bind_ms(st, 8, in->paused_ms);
-    bind_text(st, 9, in->wait_type);
-    sqlite3_bind_int(st, 10, op->clear_control);
-    if ((rc = step_done(j, st)))
-      return rc;
-    if (strcmp(in->status, "errored") != 0 &&
-        strcmp(in->status, "terminated") != 0)
-      return 0;
-    st = j->ws[ST_STEPS_CANCEL];
-    sqlite3_bind_int64(st, 1, in->rowid);
-    bind_ms(st, 2, in->ended_ms);
-    return step_done(j, st);
-  }
-  case JOP_INSTANCE_CONTROL:
-    st = j->ws[ST_INSTANCE_CONTROL];
-    sqlite3_bind_int64(st, 1, op->rowid);
-    sqlite3_bind_int(st, 2, op->inst ? op->inst->control : 0);
-    return step_done(j, st);
-  case JOP_INSTANCE_CONTROL_CLEAR:
-    st = j->ws[ST_INSTANCE_CONTROL_CLEAR];
-    sqlite3_bind_int64(st, 1, op->rowid);
-    return step_done(j, st);
-  case JOP_STEP_PUT: {
-    const journal_step *s = op->step;
-    st = j->ws[ST_STEP_PUT];
-    sqlite3_bind_int64(st, 1, op->rowid);
-    bind_text(st, 2, s->key);
-    sqlite3_bind_int64(st, 3, s->seq);
-    bind_text(st, 4, s->name);
-    sqlite3_bind_int64(st, 5, s->count);
-    bind_text(st, 6, s->type);
-    bind_text(st, 7, s->status);
-    bind_text(st, 8, s->result);
-    bind_text(st, 9, s->error);
-    sqlite3_bind_int64(st, 10, s->attempts);
-    bind_ms(st, 11, s->started_ms);
-    bind_ms(st, 12, s->ended_ms);
-    bind_ms(st, 13, s->wake_ms);
-    bind_ms(st, 14, s->attempt_started_ms);
-    bind_text(st, 15, s->build);
-    return step_done(j, st);
-  }
-  case JOP_STEPS_DISCARD:
-    st = j->ws[ST_STEPS_DISCARD];
-    sqlite3_bind_int64(st, 1, op->rowid);
-    sqlite3_bind_int64(st, 2, op->from_seq < 0 ? INT64_MIN : op->from_seq);
-    if ((rc = step_done(j, st)))
-      return rc;
-    st = j->ws[ST_ATTEMPTS_DISCARD];
-    sqlite3_bind_int64(st, 1, op->rowid);
-    return step_done(j, st);
-  case JOP_INSTANCE_RESTARTED:
-    st = j->ws[ST_INSTANCE_RESTARTED];
-    sqlite3_bind_int64(st, 1, op->rowid);
-    return step_done(j, st);
-  case JOP_STEPS_SHIFT_WAKE:
-    st = j->ws[ST_STEPS_SHIFT_WAKE];
-    sqlite3_bind_int64(st, 1, op->rowid);
-    sqlite3_bind_int64(st, 2, op->from_seq);
-    return step_done(j, st);
-  case JOP_ATTEMPT_PUT:
-    st = j->ws[ST_ATTEMPT_PUT];
-    sqlite3_bind_int64(st, 1, op->rowid);
-    bind_text(st, 2, op->attempt.key);
-    sqlite3_bind_int64(st, 3, op->attempt.number);
-    bind_ms(st, 4, op->attempt.started_ms);
-    bind_ms(st, 5, op->attempt.ended_ms);
-    bind_text(st, 6, op->attempt.error);
-    bind_text(st, 7, op->attempt.build);
-    return step_done(j, st);
-  case JOP_EVENT_INSERT:
-    st = j->ws[ST_EVENT_INSERT];
-    sqlite3_bind_int64(st, 1, op->rowid);
-    bind_text(st, 2, op->event_type);
-    bind_text(st, 3, op->event_payload);
-    sqlite3_bind_int64(st, 4, op->ts_ms);
-    if ((rc = step_done(j, st)))
-      return rc;
-    if (sqlite3_changes(j->wr) == 0) {
-      op->rc = DURO_E_INSTANCE_ENDED;
-      return 0;
-    }
-    op->rc = 0;
-    op->out_rowid = sqlite3_last_insert_rowid(j->wr);
-    return 0;
-  case JOP_EVENT_CONSUME:
-    st = j->ws[ST_EVENT_CONSUME];
-    sqlite3_bind_int64(st, 1, op->event_seq);
-    bind_text(st, 2, op->step_key);
-    return step_done(j, st);
-  case JOP_SWEEP:
-    st = j->ws[ST_SWEEP_PICK];
-    sqlite3_bind_int64(st, 1, op->ts_ms);
-    sqlite3_bind_int64(st, 2, op->from_seq);
-    if ((rc = step_done(j, st)))
-      return rc;
-    op->out_rowid = sqlite3_changes(j->wr);
-    for (int k = ST_SWEEP_STEPS; k <= ST_SWEEP_CLEAR; k++)
-      if ((rc = step_done(j, j->ws[k])))
-        return rc;
-    return 0;
-  case JOP_MESSAGE_INSERT:
-    st = j->ws[ST_MESSAGE_INSERT];
-    bind_text(st, 1, op->queue);
-    bind_text(st, 2, op->body);
-    sqlite3_bind_int64(st, 3, op->ts_ms);
-    sqlite3_bind_int64(st, 4, op->visible_ms);
-    if ((rc = step_done(j, st)))
-      return rc;
-    op->out_rowid = sqlite3_last_insert_rowid(j->wr);
-    return 0;
-  case JOP_MESSAGE_LEASE:
-    return message_lease(j, op);
-  case JOP_MESSAGE_ACK:
-    st = j->ws[ST_MESSAGE_ACK];
-    bind_text(st, 1, op->lease);
-    bind_text(st, 2, op->queue);
-    sqlite3_bind_int64(st, 3, op->ts_ms);
-    sqlite3_bind_int64(st, 4, journal_lease_seq(op->lease));
-    return step_changes(j, st, op);
-  case JOP_MESSAGE_RETRY:
-    return message_retry(j, op);
-  case JOP_CRON_SINCE:
-    st = j->ws[ST_CRON_SINCE];
-    bind_text(st, 1, op->queue);
-    sqlite3_bind_int64(st, 2, op->ts_ms);
-    return step_done(j, st);
-  case JOP_CRON_TICK:
-    st = j->ws[ST_CRON_TICK];
-    bind_text(st, 1, op->queue);
-    sqlite3_bind_int64(st, 2, op->visible_ms);
-    bind_text(st, 3, op->body);
-    bind_ms(st, 4, op->ts_ms);
-    bind_text(st, 5, op->lease);
-    bind_text(st, 6, op->error);
-    return cron_tick_written(j, st, op);
-  case JOP_CRON_TICK_SET:
-    st = j->ws[ST_CRON_TICK_SET];
-    bind_text(st, 1, op->queue);
-    sqlite3_bind_int64(st, 2, op->visible_ms);
-    bind_text(st, 3, op->body);
-    bind_text(st, 4, op->error);
-    return cron_tick_written(j, st, op);
-  case JOP_CRON_SWEEP:
-    st = j->ws[ST_CRON_SWEEP];
-    sqlite3_bind_int64(st, 1, op->ts_ms);
-    return step_changes(j, st, op);
-  case JOP_CRON_MISSED_EXTRA:
-    st = j->ws[ST_CRON_MISSED_EXTRA];
-    bind_text(st, 1, op->queue);
-    sqlite3_bind_int64(st, 2, op->from_seq);
-    return step_done(j, st);
-  case JOP_MESSAGES_EXPIRE:
-    st = j->ws[ST_MESSAGES_EXPIRE];
-    bind_text(st, 1, op->queue);
-    sqlite3_bind_int64(st, 2, op->ts_ms);
-    sqlite3_bind_int64(st, 3, op->from_seq);
-    return step_changes(j, st, op);
-  case JOP_WAKE_IF_WAITING: {
-    st = j->ws[ST_WAKE_IF_WAITING];
-    sqlite3_bind_int64(st, 1, op->rowid);
-    bind_text(st, 2, op->event_type);
-    sqlite3_bind_int64(st, 3, op->ts_ms);
-    return step_changes(j, st, op);
-  }
-  case JOP_INSTANCE_PIN:
-    st = j->ws[ST_INSTANCE_PIN];
-    sqlite3_bind_int64(st, 1, op->rowid);
-    bind_text(st, 2, op->step_key);
-    return step_done(j, st);
-  case JOP_WAKE_IF_EVENT_PENDING: {
-    st = j->ws[ST_WAKE_IF_EVENT_PENDING];
-    sqlite3_bind_int64(st, 1, op->rowid);
-    sqlite3_bind_int64(st, 2, op->ts_ms);
-    return step_changes(j, st, op);
-  }
-  }
-  return DURO_E_INVALID_ARGUMENT;
-}
-
-/* Runs one of the transaction statements. */
-static int exec_ws(journal *j, int which) {
-  sqlite3_stmt *st = j->ws[which];
-  int s = sqlite3_step(st);
-  sqlite3_reset(st);
-  if (s != SQLITE_DONE) {
-    set_err(j->wr, write_sql[which]);
-    return DURO_E_STORAGE;
-  }
-  return 0;
-}
+/* ---- group commit -------------------------------------------------------- */
 
 /* Runs every batch of the group in one transaction.  A failure fails the
  * whole group: nothing of it is reported done. */
 static int commit_group(journal *j, pending *first, pending *last) {
-  int rc = exec_ws(j, ST_BEGIN);
-  if (rc)
-    return rc;
+  const store_backend *be = j->be;
+  int rc = be->begin(j->db);
   for (pending *p = first; !rc; p = p->next) {
     for (size_t i = 0; i < p->batch->n && !rc; i++)
-      rc = apply_op(j, &p->batch->ops[i]);
+      rc = be->apply(j->db, &p->batch->ops[i]);
     if (p == last)
       break;
   }
   if (rc == 0)
-    rc = exec_ws(j, ST_COMMIT);
-  /* A failed statement or COMMIT (a full disk, an I/O error, a busy
-   * lock) can leave the transaction open: never leave it so, or every
-   * later batch would join a transaction that cannot commit. */
-  if (rc && !sqlite3_get_autocommit(j->wr)) {
+    rc = be->commit(j->db);
+  /* Never leave a failed transaction open, or every later batch would
+   * join a transaction that cannot commit; the message stays the one of
+   * the failure, not of the rollback. */
+  if (rc) {
     char keep[sizeof last_err];
     memcpy(keep, last_err, sizeof keep);
-    exec_ws(j, ST_ROLLBACK);
+    be->rollback(j->db);
     memcpy(last_err, keep, sizeof keep);
   }
   return rc;
@@ -1189,157 +349,125 @@ void journal_commit_async(journal *j, journal_batch *b, journal_done_fn fn,
   pthread_mutex_unlock(&j->mu);
 }
 
-/* ---- reads --------------------------------------------------------------- */
-
-static char *col_text(sqlite3_stmt *st, int i) {
-  const unsigned char *t = sqlite3_column_text(st, i);
-  return t ? xstrdup((const char *)t) : NULL;
-}
-
-static int64_t col_ms(sqlite3_stmt *st, int i) {
-  return sqlite3_column_type(st, i) == SQLITE_NULL
-             ? JOURNAL_NONE
-             : sqlite3_column_int64(st, i);
-}
-
-/* This thread's reader, opened on first use. */
-static reader *reader_get(journal *j) {
-  reader *r = pthread_getspecific(j->reader_key);
-  if (r)
-    return r;
-  r = xcalloc(1, sizeof *r);
-  if (open_conn(j->path, j->synchronous_full, &r->db, last_err,
-                sizeof last_err) != 0) {
-    /* A deleted file, a broken disk, no descriptors left: this read
-     * fails with a storage error, and the next one tries again. */
-    free(r);
-    return NULL;
-  }
-  /* A reader looks at one instance at a time: a small page cache keeps
-   * the many readers (workers, HTTP pool) from holding megabytes each. */
-  sqlite3_exec(r->db, "PRAGMA cache_size=-256", NULL, NULL, NULL);
-  pthread_mutex_lock(&j->readers_mu);
-  r->next = j->readers;
-  j->readers = r;
-  pthread_mutex_unlock(&j->readers_mu);
-  pthread_setspecific(j->reader_key, r);
-  return r;
-}
-
-/* The cached statement for `sql` (a literal), prepared on first use. */
-static int prepare_rd(journal *j, reader *r, const char *sql,
-                      sqlite3_stmt **st) {
-  (void)j;
-  *st = NULL;
-  if (!r)
-    return DURO_E_STORAGE; /* reader_get said why */
-  for (size_t i = 0; i < r->n; i++)
-    if (r->cache[i].sql == sql) {
-      *st = r->cache[i].st;
-      return 0;
-    }
-  if (sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) !=
-      SQLITE_OK) {
-    set_err(r->db, NULL);
-    *st = NULL;
-    return DURO_E_STORAGE;
-  }
-  if (r->n < READER_CACHE) {
-    r->cache[r->n].sql = sql;
-    r->cache[r->n].st = *st;
-    r->n++;
-  }
-  return 0;
-}
-
-/* Ends a read: cached statements are reset, others finalized. */
-static void release_rd(reader *r, sqlite3_stmt *st) {
-  if (!r || !st)
-    return;
-  for (size_t i = 0; i < r->n; i++)
-    if (r->cache[i].st == st) {
-      sqlite3_reset(st);
-      sqlite3_clear_bindings(st);
-      return;
-    }
-  sqlite3_finalize(st);
-}
-
-/* The end of a row loop: SQLITE_DONE is the only success; anything else
- * (an I/O error, a corrupt page) is a storage error, never "no more
- * rows". */
-static int rows_end(reader *r, int s) {
-  if (s == SQLITE_DONE)
-    return 0;
-  set_err(r->db, NULL);
-  return DURO_E_STORAGE;
-}
-
-#define INSTANCE_COLS                                                          \
-  "rowid,workflow,id,status,params,output,error,created_ms,started_ms,"        \
-  "ended_ms,wake_ms,paused_ms,wait_type,control,retention_ms,build,restarts"
-
-static void read_instance(sqlite3_stmt *st, journal_instance *o) {
-  o->rowid = sqlite3_column_int64(st, 0);
-  o->workflow = col_text(st, 1);
-  o->id = col_text(st, 2);
-  o->status = col_text(st, 3);
-  o->params = col_text(st, 4);
-  o->output = col_text(st, 5);
-  o->error = col_text(st, 6);
-  o->created_ms = col_ms(st, 7);
-  o->started_ms = col_ms(st, 8);
-  o->ended_ms = col_ms(st, 9);
-  o->wake_ms = col_ms(st, 10);
-  o->paused_ms = col_ms(st, 11);
-  o->wait_type = col_text(st, 12);
-  o->control = sqlite3_column_int(st, 13);
-  o->retention_ms = sqlite3_column_int64(st, 14);
-  o->build = col_text(st, 15);
-  o->restarts = sqlite3_column_int64(st, 16);
-}
-
-static int instance_query(journal *j, const char *sql, int64_t rowid,
-                          const char *workflow, const char *id,
-                          journal_instance *out) {
-  sqlite3_stmt *st = NULL;
-  int rc;
-  reader *r = reader_get(j);
-  if ((rc = prepare_rd(j, r, sql, &st)))
-    goto done;
-  if (workflow) {
-    bind_text(st, 1, workflow);
-    bind_text(st, 2, id);
-  } else {
-    sqlite3_bind_int64(st, 1, rowid);
-  }
-  int s = sqlite3_step(st);
-  if (s == SQLITE_ROW) {
-    read_instance(st, out);
-    rc = 0;
-  } else if (s == SQLITE_DONE) {
-    rc = DURO_E_NOT_FOUND;
-  } else {
-    set_err(r->db, NULL);
-    rc = DURO_E_STORAGE;
-  }
-done:
-  release_rd(r, st);
-  return rc;
-}
+/* ---- reads: the backend's ------------------------------------------------ */
 
 int journal_instance_get(journal *j, const char *workflow, const char *id,
                          journal_instance *out) {
-  return instance_query(
-      j, "SELECT " INSTANCE_COLS " FROM instances WHERE workflow=?1 AND id=?2",
-      0, workflow, id, out);
+  return j->be->instance_get(j->db, workflow, id, out);
 }
 
 int journal_instance_get_rowid(journal *j, int64_t rowid,
                                journal_instance *out) {
-  return instance_query(
-      j, "SELECT " INSTANCE_COLS " FROM instances WHERE rowid=?1", rowid, NULL,
-      NULL, out);
+  return j->be->instance_get_rowid(j->db, rowid, out);
+}
+
+int journal_steps_load(journal *j, int64_t rowid, journal_step **out,
+                       size_t *n) {
+  return j->be->steps_load(j->db, rowid, out, n);
+}
+
+int journal_attempts_each(journal *j, int64_t rowid,
+                          void (*fn)(void *ctx, const char *key,
+                                     uint32_t number, int64_t started_ms,
+                                     int64_t ended_ms, const char *error,
+                                     const char *build),
+                          void *ctx) {
+  return j->be->attempts_each(j->db, rowid, fn, ctx);
+}
+
+int journal_events_pending(journal *j, int64_t rowid, journal_event **out,
+                           size_t *n) {
+  return j->be->events_pending(j->db, rowid, out, n);
+}
+
+int journal_due(journal *j, int64_t after_ms, int64_t upto_ms, size_t limit,
+                int64_t *rowids, int64_t *wakes, size_t *n) {
+  return j->be->due(j->db, after_ms, upto_ms, limit, rowids, wakes, n);
+}
+
+int journal_next_wake(journal *j, int64_t after_ms, int64_t *wake) {
+  return j->be->next_wake(j->db, after_ms, wake);
+}
+
+int journal_recover_each(journal *j,
+                         void (*fn)(void *ctx, int64_t rowid,
+                                    const char *status, int control),
+                         void *ctx) {
+  return j->be->recover_each(j->db, fn, ctx);
+}
+
+int journal_queued_from(journal *j, int64_t from, size_t limit, int64_t *rowids,
+                        size_t *n) {
+  return j->be->queued_from(j->db, from, limit, rowids, n);
+}
+
+int journal_oldest_queued(journal *j, const char *workflow,
+                          int64_t *created_ms) {
+  return j->be->oldest_queued(j->db, workflow, created_ms);
+}
+
+int journal_build_pinned(journal *j, const char *workflow, const char *build,
+                         int *pinned) {
+  return j->be->build_pinned(j->db, workflow, build, pinned);
+}
+
+int journal_pinned_builds(journal *j,
+                          void (*fn)(void *ctx, const char *workflow,
+                                     const char *build, int64_t n),
+                          void *ctx) {
+  return j->be->pinned_builds(j->db, fn, ctx);
+}
+
+int journal_list(journal *j, const char *workflow, const char *status,
+                 int64_t cursor, size_t limit,
+                 void (*fn)(void *ctx, int64_t rowid, const char *id,
+                            const char *status, int64_t created_ms),
+                 void *ctx) {
+  return j->be->list(j->db, workflow, status, cursor, limit, fn, ctx);
+}
+
+int journal_count_by_status(journal *j,
+                            void (*fn)(void *ctx, const char *workflow,
+                                       const char *status, int64_t n),
+                            void *ctx) {
+  return j->be->count_by_status(j->db, fn, ctx);
+}
+
+int journal_queue_stats_each(journal *j, const char *queue, int64_t now_ms,
+                             void (*fn)(void *ctx, const char *queue,
+                                        const journal_queue_stats *st),
+                             void *ctx) {
+  return j->be->queue_stats_each(j->db, queue, now_ms, fn, ctx);
+}
+
+int journal_queue_ready(journal *j, const char *queue, int64_t now_ms,
+                        uint32_t limit, journal_queue_ready_info *out) {
+  return j->be->queue_ready(j->db, queue, now_ms, limit, out);
+}
+
+int journal_queue_leases(journal *j, const char *queue, int64_t now_ms,
+                         const char *token,
+                         void (*fn)(void *ctx, const char *lease), void *ctx) {
+  return j->be->queue_leases(j->db, queue, now_ms, token, fn, ctx);
+}
+
+int journal_queue_counts_each(journal *j,
+                              void (*fn)(void *ctx, const char *queue,
+                                         int64_t dropped,
+                                         int64_t dead_lettered),
+                              void *ctx) {
+  return j->be->queue_counts_each(j->db, fn, ctx);
+}
+
+int journal_cron_state(journal *j, const char *trigger, journal_cron *out) {
+  return j->be->cron_state(j->db, trigger, out);
+}
+
+int journal_cron_ticks(journal *j, const char *trigger, const char *state,
+                       size_t limit,
+                       void (*fn)(void *ctx, const journal_cron_tick *t),
+                       void *ctx) {
+  return j->be->cron_ticks(j->db, trigger, state, limit, fn, ctx);
 }
 
 void journal_instance_clear(journal_instance *in) {
@@ -1352,56 +480,6 @@ void journal_instance_clear(journal_instance *in) {
   free(in->wait_type);
   free(in->build);
   memset(in, 0, sizeof *in);
-}
-
-int journal_steps_load(journal *j, int64_t rowid, journal_step **out,
-                       size_t *n) {
-  sqlite3_stmt *st = NULL;
-  journal_step *v = NULL;
-  size_t len = 0, cap = 0;
-  int rc;
-  reader *r = reader_get(j);
-  if ((rc = prepare_rd(j, r,
-                       "SELECT key,name,count,seq,type,status,result,error,"
-                       "attempts,started_ms,ended_ms,wake_ms,"
-                       "attempt_started_ms,build FROM steps "
-                       "WHERE instance=?1 ORDER BY seq",
-                       &st)))
-    goto done;
-  sqlite3_bind_int64(st, 1, rowid);
-  int s;
-  while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-    if (len == cap) {
-      cap = cap ? cap * 2 : 16;
-      v = xrealloc(v, cap * sizeof *v);
-    }
-    journal_step *o = &v[len++];
-    o->key = col_text(st, 0);
-    o->name = col_text(st, 1);
-    o->count = (uint32_t)sqlite3_column_int64(st, 2);
-    o->seq = sqlite3_column_int64(st, 3);
-    o->type = col_text(st, 4);
-    o->status = col_text(st, 5);
-    o->result = col_text(st, 6);
-    o->error = col_text(st, 7);
-    o->attempts = (uint32_t)sqlite3_column_int64(st, 8);
-    o->started_ms = col_ms(st, 9);
-    o->ended_ms = col_ms(st, 10);
-    o->wake_ms = col_ms(st, 11);
-    o->attempt_started_ms = col_ms(st, 12);
-    o->build = col_text(st, 13);
-  }
-  rc = rows_end(r, s);
-done:
-  release_rd(r, st);
-  if (rc) {
-    journal_steps_free(v, len);
-    v = NULL;
-    len = 0;
-  }
-  *out = v;
-  *n = len;
-  return rc;
 }
 
 void journal_steps_free(journal_step *steps, size_t n) {
@@ -1417,242 +495,12 @@ void journal_steps_free(journal_step *steps, size_t n) {
   free(steps);
 }
 
-int journal_attempts_each(journal *j, int64_t rowid,
-                          void (*fn)(void *ctx, const char *key,
-                                     uint32_t number, int64_t started_ms,
-                                     int64_t ended_ms, const char *error,
-                                     const char *build),
-                          void *ctx) {
-  sqlite3_stmt *st = NULL;
-  int rc;
-  reader *r = reader_get(j);
-  if ((rc = prepare_rd(j, r,
-                       "SELECT key,number,started_ms,ended_ms,error,build "
-                       "FROM attempts WHERE instance=?1 ORDER BY key,number",
-                       &st)))
-    goto done;
-  sqlite3_bind_int64(st, 1, rowid);
-  int s;
-  while ((s = sqlite3_step(st)) == SQLITE_ROW)
-    fn(ctx, (const char *)sqlite3_column_text(st, 0),
-       (uint32_t)sqlite3_column_int64(st, 1), col_ms(st, 2), col_ms(st, 3),
-       (const char *)sqlite3_column_text(st, 4),
-       (const char *)sqlite3_column_text(st, 5));
-  rc = rows_end(r, s);
-done:
-  release_rd(r, st);
-  return rc;
-}
-
-int journal_events_pending(journal *j, int64_t rowid, journal_event **out,
-                           size_t *n) {
-  sqlite3_stmt *st = NULL;
-  journal_event *v = NULL;
-  size_t len = 0, cap = 0;
-  int rc;
-  reader *r = reader_get(j);
-  if ((rc = prepare_rd(j, r,
-                       "SELECT seq,type,payload,ts_ms FROM events WHERE "
-                       "instance=?1 AND consumed_by IS NULL ORDER BY seq",
-                       &st)))
-    goto done;
-  sqlite3_bind_int64(st, 1, rowid);
-  int s;
-  while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-    if (len == cap) {
-      cap = cap ? cap * 2 : 8;
-      v = xrealloc(v, cap * sizeof *v);
-    }
-    journal_event *o = &v[len++];
-    o->seq = sqlite3_column_int64(st, 0);
-    o->type = col_text(st, 1);
-    o->payload = col_text(st, 2);
-    o->ts_ms = sqlite3_column_int64(st, 3);
-  }
-  rc = rows_end(r, s);
-done:
-  release_rd(r, st);
-  if (rc) {
-    journal_events_free(v, len);
-    v = NULL;
-    len = 0;
-  }
-  *out = v;
-  *n = len;
-  return rc;
-}
-
 void journal_events_free(journal_event *ev, size_t n) {
   for (size_t i = 0; i < n; i++) {
     free(ev[i].type);
     free(ev[i].payload);
   }
   free(ev);
-}
-
-int journal_due(journal *j, int64_t after_ms, int64_t upto_ms, size_t limit,
-                int64_t *rowids, int64_t *wakes, size_t *n) {
-  sqlite3_stmt *st = NULL;
-  int rc;
-  *n = 0;
-  reader *r = reader_get(j);
-  if ((rc = prepare_rd(j, r,
-                       "SELECT rowid, wake_ms FROM instances WHERE wake_ms>?1 "
-                       "AND wake_ms<=?2 ORDER BY wake_ms LIMIT ?3",
-                       &st)))
-    goto done;
-  sqlite3_bind_int64(st, 1, after_ms);
-  sqlite3_bind_int64(st, 2, upto_ms);
-  sqlite3_bind_int64(st, 3, (sqlite3_int64)limit);
-  int s;
-  while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-    rowids[*n] = sqlite3_column_int64(st, 0);
-    wakes[*n] = sqlite3_column_int64(st, 1);
-    (*n)++;
-  }
-  rc = rows_end(r, s);
-  if (rc)
-    *n = 0;
-done:
-  release_rd(r, st);
-  return rc;
-}
-
-int journal_next_wake(journal *j, int64_t after_ms, int64_t *wake) {
-  sqlite3_stmt *st = NULL;
-  *wake = JOURNAL_NONE;
-  reader *r = reader_get(j);
-  int rc = prepare_rd(
-      j, r, "SELECT MIN(wake_ms) FROM instances WHERE wake_ms>?1", &st);
-  if (rc == 0) {
-    sqlite3_bind_int64(st, 1, after_ms);
-    int s = sqlite3_step(st);
-    if (s == SQLITE_ROW)
-      *wake = col_ms(st, 0);
-    else
-      rc = rows_end(r, s);
-  }
-  release_rd(r, st);
-  return rc;
-}
-
-int journal_recover_each(journal *j,
-                         void (*fn)(void *ctx, int64_t rowid,
-                                    const char *status, int control),
-                         void *ctx) {
-  sqlite3_stmt *st = NULL;
-  int rc;
-  reader *r = reader_get(j);
-  if ((rc = prepare_rd(j, r,
-                       "SELECT rowid,status,control FROM instances WHERE "
-                       "status='queued' OR (control<>0 AND status IN "
-                       "('waiting','paused'))",
-                       &st)))
-    goto done;
-  int s;
-  while ((s = sqlite3_step(st)) == SQLITE_ROW)
-    fn(ctx, sqlite3_column_int64(st, 0),
-       (const char *)sqlite3_column_text(st, 1), sqlite3_column_int(st, 2));
-  rc = rows_end(r, s);
-done:
-  release_rd(r, st);
-  return rc;
-}
-
-int journal_list(journal *j, const char *workflow, const char *status,
-                 int64_t cursor, size_t limit,
-                 void (*fn)(void *ctx, int64_t rowid, const char *id,
-                            const char *status, int64_t created_ms),
-                 void *ctx) {
-  sqlite3_stmt *st = NULL;
-  int rc;
-  reader *r = reader_get(j);
-  if ((rc = prepare_rd(j, r,
-                       "SELECT rowid,id,status,created_ms FROM instances "
-                       "WHERE workflow=?1 AND (?2 IS NULL OR status=?2) AND "
-                       "(?3=0 OR rowid<?3) ORDER BY rowid DESC LIMIT ?4",
-                       &st)))
-    goto done;
-  bind_text(st, 1, workflow);
-  bind_text(st, 2, status);
-  sqlite3_bind_int64(st, 3, cursor);
-  sqlite3_bind_int64(st, 4, (sqlite3_int64)limit);
-  int s;
-  while ((s = sqlite3_step(st)) == SQLITE_ROW)
-    fn(ctx, sqlite3_column_int64(st, 0),
-       (const char *)sqlite3_column_text(st, 1),
-       (const char *)sqlite3_column_text(st, 2), sqlite3_column_int64(st, 3));
-  rc = rows_end(r, s);
-done:
-  release_rd(r, st);
-  return rc;
-}
-
-int journal_count_by_status(journal *j,
-                            void (*fn)(void *ctx, const char *workflow,
-                                       const char *status, int64_t n),
-                            void *ctx) {
-  sqlite3_stmt *st = NULL;
-  int rc;
-  reader *r = reader_get(j);
-  if ((rc = prepare_rd(j, r,
-                       "SELECT workflow,status,COUNT(*) FROM instances "
-                       "GROUP BY workflow,status ORDER BY workflow,status",
-                       &st)))
-    goto done;
-  int s;
-  while ((s = sqlite3_step(st)) == SQLITE_ROW)
-    fn(ctx, (const char *)sqlite3_column_text(st, 0),
-       (const char *)sqlite3_column_text(st, 1), sqlite3_column_int64(st, 2));
-  rc = rows_end(r, s);
-done:
-  release_rd(r, st);
-  return rc;
-}
-
-int journal_build_pinned(journal *j, const char *workflow, const char *build,
-                         int *pinned) {
-  sqlite3_stmt *st = NULL;
-  *pinned = 0;
-  reader *r = reader_get(j);
-  int rc = prepare_rd(j, r,
-                      "SELECT 1 FROM instances WHERE workflow=?1 AND build=?2 "
-                      "AND build IS NOT NULL AND status IN "
-                      "('queued','waiting','paused') LIMIT 1",
-                      &st);
-  if (rc == 0) {
-    bind_text(st, 1, workflow);
-    bind_text(st, 2, build);
-    int s = sqlite3_step(st);
-    if (s == SQLITE_ROW)
-      *pinned = 1;
-    else
-      rc = rows_end(r, s);
-  }
-  release_rd(r, st);
-  return rc;
-}
-
-int journal_pinned_builds(journal *j,
-                          void (*fn)(void *ctx, const char *workflow,
-                                     const char *build, int64_t n),
-                          void *ctx) {
-  sqlite3_stmt *st = NULL;
-  reader *r = reader_get(j);
-  int rc = prepare_rd(j, r,
-                      "SELECT workflow, build, COUNT(*) FROM instances "
-                      "WHERE build IS NOT NULL AND status IN "
-                      "('queued','waiting','paused') GROUP BY workflow, build",
-                      &st);
-  if (rc == 0) {
-    int s;
-    while ((s = sqlite3_step(st)) == SQLITE_ROW)
-      fn(ctx, (const char *)sqlite3_column_text(st, 0),
-         (const char *)sqlite3_column_text(st, 1), sqlite3_column_int64(st, 2));
-    rc = rows_end(r, s);
-  }
-  release_rd(r, st);
-  return rc;
 }
 
 void journal_messages_free(journal_message *m, size_t n) {
@@ -1663,231 +511,4 @@ void journal_messages_free(journal_message *m, size_t n) {
     free(m[i].last_error);
   }
   free(m);
-}
-
-/* Two probes of messages_next, each reading at most `limit` + 1 rows:
- * what a consumer's dispatch asks on every pass, whatever the queue's
- * depth. */
-static const char sql_queue_ready[] =
-    "SELECT COUNT(*), MIN(visible_ms) FROM (SELECT visible_ms FROM messages "
-    "WHERE queue=?1 AND visible_ms<=?2 ORDER BY visible_ms LIMIT ?3)";
-static const char sql_queue_next[] =
-    "SELECT MIN(visible_ms) FROM messages WHERE queue=?1 AND visible_ms>?2";
-
-int journal_queue_ready(journal *j, const char *queue, int64_t now_ms,
-                        uint32_t limit, journal_queue_ready_info *out) {
-  reader *r = reader_get(j);
-  sqlite3_stmt *st = NULL;
-  int s = SQLITE_DONE;
-  int rc = prepare_rd(j, r, sql_queue_ready, &st);
-  if (rc == 0) {
-    bind_text(st, 1, queue);
-    sqlite3_bind_int64(st, 2, now_ms);
-    sqlite3_bind_int64(st, 3, limit);
-    if ((s = sqlite3_step(st)) == SQLITE_ROW) {
-      out->ready = (uint32_t)sqlite3_column_int64(st, 0);
-      out->oldest_visible_ms = col_ms(st, 1);
-      s = sqlite3_step(st);
-    }
-    rc = rows_end(r, s);
-    release_rd(r, st);
-  }
-  if (rc == 0 && (rc = prepare_rd(j, r, sql_queue_next, &st)) == 0) {
-    bind_text(st, 1, queue);
-    sqlite3_bind_int64(st, 2, now_ms);
-    if ((s = sqlite3_step(st)) == SQLITE_ROW) {
-      out->next_visible_ms = col_ms(st, 0);
-      s = sqlite3_step(st);
-    }
-    rc = rows_end(r, s);
-    release_rd(r, st);
-  }
-  return rc;
-}
-
-static const char sql_queued_from[] =
-    "SELECT rowid FROM instances WHERE status='queued' AND rowid>=?1 "
-    "ORDER BY rowid LIMIT ?2";
-
-int journal_queued_from(journal *j, int64_t from, size_t limit, int64_t *rowids,
-                        size_t *n) {
-  reader *r = reader_get(j);
-  sqlite3_stmt *st = NULL;
-  *n = 0;
-  int rc = prepare_rd(j, r, sql_queued_from, &st);
-  if (rc)
-    return rc;
-  sqlite3_bind_int64(st, 1, from);
-  sqlite3_bind_int64(st, 2, (sqlite3_int64)limit);
-  int s;
-  while ((s = sqlite3_step(st)) == SQLITE_ROW && *n < limit)
-    rowids[(*n)++] = sqlite3_column_int64(st, 0);
-  rc = rows_end(r, s == SQLITE_ROW ? SQLITE_DONE : s);
-  release_rd(r, st);
-  return rc;
-}
-
-/* On instances_status, in rowid order: the unary + keeps the planner off
- * (workflow, id), which would read every instance of the workflow. */
-static const char sql_oldest_queued[] =
-    "SELECT created_ms FROM instances WHERE status='queued' AND "
-    "(?1 IS NULL OR +workflow=?1) ORDER BY rowid LIMIT 1";
-
-int journal_oldest_queued(journal *j, const char *workflow,
-                          int64_t *created_ms) {
-  reader *r = reader_get(j);
-  sqlite3_stmt *st = NULL;
-  *created_ms = JOURNAL_NONE;
-  int rc = prepare_rd(j, r, sql_oldest_queued, &st);
-  if (rc)
-    return rc;
-  bind_text(st, 1, workflow);
-  int s = sqlite3_step(st);
-  if (s == SQLITE_ROW) {
-    *created_ms = sqlite3_column_int64(st, 0);
-    s = sqlite3_step(st);
-  }
-  rc = rows_end(r, s);
-  release_rd(r, st);
-  return rc;
-}
-
-static const char sql_cron_state[] =
-    "SELECT since_ms, (SELECT MAX(tick_ms) FROM cron_ticks WHERE trigger=?1),"
-    " complete, failed, missed, skipped FROM cron_triggers WHERE trigger=?1";
-
-int journal_cron_state(journal *j, const char *trigger, journal_cron *out) {
-  reader *r = reader_get(j);
-  sqlite3_stmt *st = NULL;
-  memset(out, 0, sizeof *out);
-  out->since_ms = out->last_tick_ms = JOURNAL_NONE;
-  int rc = prepare_rd(j, r, sql_cron_state, &st);
-  if (rc)
-    return rc;
-  bind_text(st, 1, trigger);
-  int s = sqlite3_step(st);
-  if (s == SQLITE_ROW) {
-    out->since_ms = sqlite3_column_int64(st, 0);
-    out->last_tick_ms = col_ms(st, 1);
-    out->complete = sqlite3_column_int64(st, 2);
-    out->failed = sqlite3_column_int64(st, 3);
-    out->missed = sqlite3_column_int64(st, 4);
-    out->skipped = sqlite3_column_int64(st, 5);
-    s = sqlite3_step(st);
-  }
-  rc = rows_end(r, s);
-  release_rd(r, st);
-  return rc;
-}
-
-static const char sql_cron_ticks[] =
-    "SELECT tick_ms, state, fired_ms, instance, error FROM cron_ticks WHERE "
-    "trigger=?1 AND (?2 IS NULL OR state=?2) ORDER BY tick_ms DESC LIMIT ?3";
-
-int journal_cron_ticks(journal *j, const char *trigger, const char *state,
-                       size_t limit,
-                       void (*fn)(void *ctx, const journal_cron_tick *t),
-                       void *ctx) {
-  reader *r = reader_get(j);
-  sqlite3_stmt *st = NULL;
-  int rc = prepare_rd(j, r, sql_cron_ticks, &st);
-  if (rc)
-    return rc;
-  bind_text(st, 1, trigger);
-  bind_text(st, 2, state);
-  sqlite3_bind_int64(st, 3, (sqlite3_int64)limit);
-  int s;
-  while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-    journal_cron_tick t = {
-        sqlite3_column_int64(st, 0), (const char *)sqlite3_column_text(st, 1),
-        col_ms(st, 2), (const char *)sqlite3_column_text(st, 3),
-        (const char *)sqlite3_column_text(st, 4)};
-    fn(ctx, &t);
-  }
-  rc = rows_end(r, s);
-  release_rd(r, st);
-  return rc;
-}
-
-/* The queue's held messages (visible_ms after now: in flight, or
- * delayed, which hold no lease) on messages_next, with the token's
- * leases: "<token>-<seq>" sorts between "<token>-" and "<token>.". */
-static const char sql_queue_leases[] =
-    "SELECT lease FROM messages WHERE queue=?1 AND visible_ms>?2 AND "
-    "lease>=?3 AND lease<?4";
-
-int journal_queue_leases(journal *j, const char *queue, int64_t now_ms,
-                         const char *token,
-                         void (*fn)(void *ctx, const char *lease), void *ctx) {
-  reader *r = reader_get(j);
-  sqlite3_stmt *st = NULL;
-  int rc = prepare_rd(j, r, sql_queue_leases, &st);
-  if (rc)
-    return rc;
-  char *lo = xasprintf("%s-", token), *hi = xasprintf("%s.", token);
-  bind_text(st, 1, queue);
-  sqlite3_bind_int64(st, 2, now_ms);
-  bind_text(st, 3, lo);
-  bind_text(st, 4, hi);
-  int s;
-  while ((s = sqlite3_step(st)) == SQLITE_ROW)
-    fn(ctx, (const char *)sqlite3_column_text(st, 0));
-  rc = rows_end(r, s);
-  release_rd(r, st);
-  free(lo);
-  free(hi);
-  return rc;
-}
-
-static const char sql_queue_counts[] =
-    "SELECT queue, dropped, dead_lettered FROM queue_counts";
-
-int journal_queue_counts_each(journal *j,
-                              void (*fn)(void *ctx, const char *queue,
-                                         int64_t dropped,
-                                         int64_t dead_lettered),
-                              void *ctx) {
-  reader *r = reader_get(j);
-  sqlite3_stmt *st = NULL;
-  int rc = prepare_rd(j, r, sql_queue_counts, &st);
-  if (rc)
-    return rc;
-  int s;
-  while ((s = sqlite3_step(st)) == SQLITE_ROW)
-    fn(ctx, (const char *)sqlite3_column_text(st, 0),
-       sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2));
-  rc = rows_end(r, s);
-  release_rd(r, st);
-  return rc;
-}
-
-/* One pass over the queue's rows (or every row): the counts are sums of
- * conditions rather than separate index probes. */
-int journal_queue_stats_each(journal *j, const char *queue, int64_t now_ms,
-                             void (*fn)(void *ctx, const char *queue,
-                                        const journal_queue_stats *st),
-                             void *ctx) {
-  sqlite3_stmt *st = NULL;
-  reader *r = reader_get(j);
-  int rc = prepare_rd(
-      j, r,
-      "SELECT queue, SUM(visible_ms<=?2), SUM(visible_ms>?2 AND lease IS "
-      "NULL), SUM(visible_ms>?2 AND lease IS NOT NULL), MIN(sent_ms), "
-      "MIN(CASE WHEN visible_ms<=?2 THEN visible_ms END) FROM messages "
-      "WHERE ?1 IS NULL OR queue=?1 GROUP BY queue ORDER BY queue",
-      &st);
-  if (rc == 0) {
-    bind_text(st, 1, queue);
-    sqlite3_bind_int64(st, 2, now_ms);
-    int s;
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-      journal_queue_stats q = {
-          sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2),
-          sqlite3_column_int64(st, 3), col_ms(st, 4), col_ms(st, 5)};
-      fn(ctx, (const char *)sqlite3_column_text(st, 0), &q);
-    }
-    rc = rows_end(r, s);
-  }
-  release_rd(r, st);
-  return rc;
 }

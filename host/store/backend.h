@@ -1,0 +1,131 @@
+/* backend.h — what a storage backend implements for the journal.
+ *
+ * journal.c owns everything that does not depend on the database: the
+ * batches, the group commit (its queue, the leadership, the writer
+ * thread), the error state and the metrics.  A backend owns the database:
+ * its connections, the schema and its migrations, how each JOP_* op is
+ * written, and every read query.  journal.c calls it through this table.
+ *
+ * Threads: begin, apply, commit and rollback are only ever called by the
+ * thread that leads the group commit, one group at a time, so a backend
+ * needs one writer connection and no locking of its own for it.  Reads
+ * come from any thread, concurrently with each other and with a group's
+ * transaction: a backend gives each reading thread its own connection (or
+ * otherwise makes reads thread-safe), and a read must see every group
+ * whose commit returned.
+ *
+ * Errors: a member that fails returns DURO_E_STORAGE (reads may also
+ * return DURO_E_NOT_FOUND where journal.h says so) after calling
+ * store_error() on the failing thread with the underlying message. */
+#ifndef DURO_BACKEND_H
+#define DURO_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "journal.h"
+
+typedef struct store_backend {
+  /* Opens (creating it unless read-only) the store at `path`, bringing
+   * its schema to the current version: the schema version and its
+   * migrations are the backend's.  synchronous_full as journal_open.  On
+   * failure, a message in err and nothing left open.  *db is the handle
+   * every other member gets. */
+  int (*open)(const char *path, int synchronous_full, void **db, char *err,
+              size_t errlen);
+  /* Closes every connection, the readers' too.  No call is running or
+   * will come. */
+  void (*close)(void *db);
+
+  /* ---- the group's transaction (leader thread only) ---------------------
+   * begin, then apply for every op of every batch of the group, then
+   * commit: all of the group's ops are durable together, or none is.
+   * When any of them fails, rollback follows. */
+
+  /* Starts the group's write transaction, taking the store's write lock
+   * now (a later apply must not fail for want of it). */
+  int (*begin)(void *db);
+  /* Writes one op within the transaction, as journal.h's journal_op_kind
+   * describes it, and fills its results (rc, out_rowid, messages and
+   * n_messages).  An op-level outcome (a duplicate instance, an event for
+   * an ended instance) is op->rc with 0 returned; a nonzero return fails
+   * the whole group.  May allocate op->messages even when it fails. */
+  int (*apply)(void *db, journal_op *op);
+  /* Makes the transaction durable: it returns only once the group is on
+   * disk as synchronous_full asked.  A failure means the group is not
+   * committed. */
+  int (*commit)(void *db);
+  /* After a failed begin, apply or commit: leaves no transaction open
+   * (whatever is left of it is rolled back), so the next group starts
+   * clean.  Must not fail in a way that matters; its own error is
+   * ignored. */
+  void (*rollback)(void *db);
+
+  /* ---- reads (any thread; see journal.h for each contract) -------------
+   * Each is journal.h's function of the same name, on the backend's
+   * handle. */
+  int (*instance_get)(void *db, const char *workflow, const char *id,
+                      journal_instance *out);
+  int (*instance_get_rowid)(void *db, int64_t rowid, journal_instance *out);
+  int (*steps_load)(void *db, int64_t rowid, journal_step **out, size_t *n);
+  int (*attempts_each)(void *db, int64_t rowid,
+                       void (*fn)(void *ctx, const char *key, uint32_t number,
+                                  int64_t started_ms, int64_t ended_ms,
+                                  const char *error, const char *build),
+                       void *ctx);
+  int (*events_pending)(void *db, int64_t rowid, journal_event **out,
+                        size_t *n);
+  int (*due)(void *db, int64_t after_ms, int64_t upto_ms, size_t limit,
+             int64_t *rowids, int64_t *wakes, size_t *n);
+  int (*next_wake)(void *db, int64_t after_ms, int64_t *wake);
+  int (*recover_each)(void *db,
+                      void (*fn)(void *ctx, int64_t rowid, const char *status,
+                                 int control),
+                      void *ctx);
+  int (*queued_from)(void *db, int64_t from, size_t limit, int64_t *rowids,
+                     size_t *n);
+  int (*oldest_queued)(void *db, const char *workflow, int64_t *created_ms);
+  int (*build_pinned)(void *db, const char *workflow, const char *build,
+                      int *pinned);
+  int (*pinned_builds)(void *db,
+                       void (*fn)(void *ctx, const char *workflow,
+                                  const char *build, int64_t n),
+                       void *ctx);
+  int (*list)(void *db, const char *workflow, const char *status,
+              int64_t cursor, size_t limit,
+              void (*fn)(void *ctx, int64_t rowid, const char *id,
+                         const char *status, int64_t created_ms),
+              void *ctx);
+  int (*count_by_status)(void *db,
+                         void (*fn)(void *ctx, const char *workflow,
+                                    const char *status, int64_t n),
+                         void *ctx);
+  int (*queue_stats_each)(void *db, const char *queue, int64_t now_ms,
+                          void (*fn)(void *ctx, const char *queue,
+                                     const journal_queue_stats *st),
+                          void *ctx);
+  int (*queue_ready)(void *db, const char *queue, int64_t now_ms,
+                     uint32_t limit, journal_queue_ready_info *out);
+  int (*queue_leases)(void *db, const char *queue, int64_t now_ms,
+                      const char *token,
+                      void (*fn)(void *ctx, const char *lease), void *ctx);
+  int (*queue_counts_each)(void *db,
+                           void (*fn)(void *ctx, const char *queue,
+                                      int64_t dropped, int64_t dead_lettered),
+                           void *ctx);
+  int (*cron_state)(void *db, const char *trigger, journal_cron *out);
+  int (*cron_ticks)(void *db, const char *trigger, const char *state,
+                    size_t limit,
+                    void (*fn)(void *ctx, const journal_cron_tick *t),
+                    void *ctx);
+} store_backend;
+
+/* The SQLite backend (sqlite.c). */
+extern const store_backend store_sqlite;
+
+/* Records why the calling thread's operation failed: what journal_errmsg
+ * returns on this thread (and, for a group's transaction, on every thread
+ * that waited on it). */
+void store_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif
