@@ -7,8 +7,9 @@
  * all), so durability costs one fsync per group, not per step.
  * Reads go through a separate connection and see every committed batch.
  *
- * journal.c is the only file that includes sqlite3.h: the engine sees rows
- * as plain structs, which keeps a second storage backend possible. */
+ * The engine sees rows as plain structs.  journal.c does the batches and
+ * the group commit; the database is a backend's (backend.h): SQLite, in
+ * sqlite.c, the only file that includes sqlite3.h. */
 #ifndef DURO_JOURNAL_H
 #define DURO_JOURNAL_H
 
