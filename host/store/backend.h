@@ -42,14 +42,17 @@ typedef struct store_backend {
    * commit: all of the group's ops are durable together, or none is.
    * When any of them fails, rollback follows. */
 
-  /* Starts the group's write transaction, taking the store's write lock
-   * now (a later apply must not fail for want of it). */
+  /* Starts the group's transaction on the writer connection, taking
+   * whatever write lock the database has at once (SQLite: BEGIN
+   * IMMEDIATE), so that no apply fails for want of it. */
   int (*begin)(void *db);
   /* Writes one op within the transaction, as journal.h's journal_op_kind
    * describes it, and fills its results (rc, out_rowid, messages and
-   * n_messages).  An op-level outcome (a duplicate instance, an event for
-   * an ended instance) is op->rc with 0 returned; a nonzero return fails
-   * the whole group.  May allocate op->messages even when it fails. */
+   * n_messages).  Ops come in order and each sees the writes of those
+   * before it, in its own batch or an earlier one of the group.  An op-level
+   * outcome (a duplicate instance, an event for an ended instance) is op->rc
+   * with 0 returned; a nonzero return fails the whole group.  May allocate
+   * op->messages even when it fails. */
   int (*apply)(void *db, journal_op *op);
   /* Makes the transaction durable: it returns only once the group is on
    * disk as synchronous_full asked.  A failure means the group is not
