@@ -123,8 +123,13 @@ typedef struct store_backend {
                     void *ctx);
 } store_backend;
 
-/* The SQLite backend (sqlite.c). */
+/* The SQLite backend (sqlite.c), the one journal_open uses. */
 extern const store_backend store_sqlite;
+
+/* journal_open on the given backend: `be` must outlive the journal. */
+int journal_open_backend(const store_backend *be, const char *path,
+                         int synchronous_full, journal **out, char *err,
+                         size_t errlen);
 
 /* Records why the calling thread's operation failed: what journal_errmsg
  * returns on this thread (and, for a group's transaction, on every thread

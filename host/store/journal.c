@@ -79,7 +79,13 @@ void store_error(const char *fmt, ...) {
 
 int journal_open(const char *path, int synchronous_full, journal **out,
                  char *err, size_t errlen) {
-  const store_backend *be = &store_sqlite;
+  return journal_open_backend(&store_sqlite, path, synchronous_full, out, err,
+                              errlen);
+}
+
+int journal_open_backend(const store_backend *be, const char *path,
+                         int synchronous_full, journal **out, char *err,
+                         size_t errlen) {
   void *db = NULL;
   int rc = be->open(path, synchronous_full, &db, err, errlen);
   if (rc)
