@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL cluster for tests and benchmarks, from Debian's
+# server package (postgresql, installed by .ci/deps).
+#
+#   cluster.sh start DIR   initdb into DIR/data and start the server; print
+#                          a libpq connection string on stdout once it
+#                          accepts connections to its database `duro`
+#   cluster.sh stop DIR    stop the server fast and remove DIR
+#
+# The server listens only on a Unix socket in DIR (no TCP), keeps fsync
+# and synchronous_commit on (durability figures depend on them) and a
+# small shared_buffers.  Its superuser `duro` has a random password
+# (scram-sha-256), part of the printed string.  Started by root, the
+# server runs as the system user `duro-test` (made if missing), since
+# postgres refuses to run as root; otherwise as the caller.  DIR must be
+# missing or empty, and reachable by that user.  Both commands are safe
+# to repeat: a second start prints the running cluster's string, a second
+# stop does nothing.  No `main` cluster of the system is ever used.
+set -euo pipefail
+
+# Nothing of the caller's libpq environment may redirect our clients.
+while read -r v; do unset "$v"; done < <(compgen -e | grep '^PG' || true)
+
+readonly test_user=duro-test
+readonly port=5432 # only names the socket file: there is no TCP
+
+die() {
+  echo "cluster.sh: $*" >&2
+  exit 1
+}
+
+# The newest server under DURO_PG_LIB (default /usr/lib/postgresql).
+find_bindir() {
+  local lib=${DURO_PG_LIB:-/usr/lib/postgresql} best="" v
+  for d in "$lib"/*/bin; do
+    [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ] && [ -x "$d/postgres" ] || continue
+    v=$(basename "$(dirname "$d")")
+    if [ -z "$best" ] || [ "${v%%.*}" -gt "$(basename "$(dirname "$best")")" ]; then
+      best=$d
+    fi
+  done
+  [ -n "$best" ] || die "no PostgreSQL server (initdb, pg_ctl, postgres) under $lib/*/bin: install the Debian packages postgresql and libpq-dev (bash .ci/deps)"
+  echo "$best"
+}
+
+# Runs a command as the cluster's owner.
+as_owner() {
+  if [ "$(id -u)" -eq 0 ]; then
+    runuser -u "$test_user" -- "$@"
+  else
+    "$@"
+  fi
+}
+
+ensure_user() {
+  [ "$(id -u)" -eq 0 ] || return 0
+  id -u "$test_user" >/dev/null 2>&1 && return 0
+  # Another start may be making it at the same moment: check again.
+  useradd --system --no-create-home --home-dir /nonexistent \
+    --shell /usr/sbin/nologin "$test_user" 2>/dev/null ||
+    id -u "$test_user" >/dev/null 2>&1 ||
+    die "cannot create the system user $test_user"
+}
+
+# A value quoted for a libpq key=value string.
+quote() {
+  local v=${1//\\/\\\\}
+  printf "'%s'" "${v//\'/\\\'}"
+}
+
+running() { [ -f "$1/data/postmaster.pid" ] && as_owner "$bindir/pg_ctl" -D "$1/data" status >/dev/null 2>&1; }
+
+start() {
+  local dir=$1
+  if [ -f "$dir/conninfo" ] && running "$dir"; then
+    cat "$dir/conninfo"
+    return 0
+  fi
+  mkdir -p "$dir"
+  dir=$(cd "$dir" && pwd)
+  [ -z "$(ls -A "$dir")" ] || die "$dir is not empty (and holds no running cluster)"
+  # The socket's path must fit in sockaddr_un (107 bytes).
+  [ ${#dir} -le 80 ] || die "$dir is too long for a Unix socket path"
+  ensure_user
+  if [ "$(id -u)" -eq 0 ]; then
+    chown "$test_user:" "$dir"
+    runuser -u "$test_user" -- test -x "$dir" ||
+      die "$test_user cannot reach $dir: a directory above it is closed to other users (choose another TMPDIR)"
+  fi
+  chmod 700 "$dir"
+
+  local password
+  password=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+  as_owner sh -c 'umask 077; cat >"$1"' sh "$dir/pwfile" <<<"$password"
+  # --no-sync: a throwaway cluster needs no fsync of initdb's own files;
+  # the server itself runs with fsync on.
+  as_owner "$bindir/initdb" -D "$dir/data" -U duro --pwfile="$dir/pwfile" \
+    --auth=scram-sha-256 -E UTF8 --locale=C --no-sync --no-instructions \
+    >"$dir/initdb.log" 2>&1 || {
+    cat "$dir/initdb.log" >&2
+    die "initdb failed"
+  }
+  rm -f "$dir/pwfile"
+  as_owner sh -c 'cat >>"$1"' sh "$dir/data/postgresql.conf" <<EOF
+# cluster.sh: a throwaway cluster on a Unix socket only
+listen_addresses = ''
+unix_socket_directories = '$dir'
+port = $port
+fsync = on
+synchronous_commit = on
+full_page_writes = on
+shared_buffers = 16MB
+max_connections = 20
+EOF
+  as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -s -w \
+    -t 30 start || {
+    cat "$dir/server.log" >&2 2>/dev/null || true
+    die "the server did not start (log: $dir/server.log)"
+  }
+  local i
+  for ((i = 0; i < 300; i++)); do
+    "$bindir/pg_isready" -q -h "$dir" -p "$port" -d postgres && break
+    sleep 0.1
+  done
+  "$bindir/pg_isready" -q -h "$dir" -p "$port" -d postgres ||
+    die "the server does not accept connections (log: $dir/server.log)"
+  PGPASSWORD=$password "$bindir/createdb" -h "$dir" -p "$port" -U duro duro ||
+    die "createdb duro failed"
+  local conninfo="host=$(quote "$dir") port=$port dbname=duro user=duro password=$password"
+  as_owner sh -c 'umask 077; cat >"$1"' sh "$dir/conninfo" <<<"$conninfo"
+  echo "$conninfo"
+}
+
+stop() {
+  local dir=$1
+  [ -e "$dir" ] || return 0
+  if [ -f "$dir/data/postmaster.pid" ]; then
+    bindir=$(find_bindir)
+    # Immediate: nothing of a throwaway cluster is worth a checkpoint.
+    # pg_ctl waits until the postmaster and all its children are gone.
+    if ! as_owner "$bindir/pg_ctl" -D "$dir/data" -s -w -t 30 \
+      -m immediate stop >/dev/null 2>&1 && running "$dir"; then
+      die "the server in $dir did not stop"
+    fi
+  fi
+  rm -rf "$dir"
+}
+
+[ $# -eq 2 ] && [ -n "$2" ] || die "usage: cluster.sh start|stop DIR"
+case $1 in
+  start) bindir=$(find_bindir); start "$2" ;;
+  stop) stop "$2" ;;
+  *) die "usage: cluster.sh start|stop DIR" ;;
+esac
