@@ -1,5 +1,5 @@
 # Convenience targets; the build itself is meson's (meson.build).
-.PHONY: all deps build run check test bench bench-http bench-overload demo chaos fuzz clean install
+.PHONY: all deps build run check test bench bench-http bench-pg bench-overload demo chaos fuzz clean install
 
 all: build
 
@@ -46,6 +46,14 @@ bench: build
 	./build/bench/duro-bench $(BENCH_ARGS)
 	./build/bench/duro-bench-q2 $(BENCH_Q2_ARGS)
 	@$(MAKE) --no-print-directory bench-http
+
+# One bare PostgreSQL commit of one row, mean p50 p99 over 2000 commits on
+# a throwaway cluster with fsync on (bench/pg_commit.c; BENCH_PG_ARGS=
+# "--commits 10000", "--csv"): the reference a PostgreSQL journal's W2 is
+# measured against.  Built only when libpq is found (make deps installs it).
+bench-pg: build
+	@[ -x build/bench/duro-bench-pg ] || { echo "build/bench/duro-bench-pg is missing: libpq was not found when build/ was configured (meson setup --reconfigure build)" >&2; exit 1; }
+	./build/bench/duro-bench-pg $(BENCH_PG_ARGS)
 
 # H1-H6 alone (bench/http/run.sh; BENCH_HTTP_ARGS="--quick", "--perf",
 # "--only H1,H3", "--synchronous normal"); installs wrk if missing.
