@@ -23,16 +23,26 @@
  * happened) or not sent (connection refused: the host was down).  Creates
  * and events whose outcome is unknown are sent again: a create retried
  * with its id is acknowledged by its 409, and the plugin consumes events
- * idempotently (each carries {"k": 1..E} and a repeated k is waited past).
- * Controls are not retried; their unknown outcomes widen what the end
- * state may be.  Requests go through http_client.h's libcurl client,
- * unchecked (this is no Check test case), and its JSON path helpers.
+ * idempotently (each carries {"k": 1..E, "send": S}, S numbering the
+ * instance's sends, and a repeated k is waited past).  An event for an
+ * ended instance is refused (409 instance.ended, nothing stored): not a
+ * finding; the instance needs it again only if a restart makes it wait
+ * for it.  A restart (acknowledged, or with an unknown outcome) leaves the
+ * events its discarded steps consumed consumed, so the re-run waits for
+ * new ones: the driver sends every event of the instance again ("sent
+ * again after a restart"; one still buffered from before is delivered
+ * first, and the repeat is waited past or stays buffered).  Controls are
+ * not retried; their unknown outcomes widen what the end state may be.
+ * Requests go through http_client.h's libcurl client, unchecked (this is
+ * no Check test case), and its JSON path helpers.
  *
  * The plugin logs "exec" inside each step callback, "fail" for a failure
- * it was asked for and "seen" once duro_do returned OK (the result is then
- * committed), in 64-byte O_APPEND records outside the journal.  This
- * driver appends records of its own to the same file, so they fall in
- * order with the plugin's:
+ * it was asked for, "seen" once duro_do returned OK (the result is then
+ * committed) and "got <id> <k> s<S>" when a wait returned event k of send
+ * S (on every replay too, and maybe before the consumption is committed:
+ * a kill then leaves the event first in line), in 64-byte O_APPEND
+ * records outside the journal.  This driver appends records of its own to
+ * the same file, so they fall in order with the plugin's:
  *
  *   rstq <id> <k> r<n>   before restart request n (from step k; 1: the top)
  *   rsta <id> <k> r<n>   after request n was acknowledged
@@ -48,14 +58,21 @@
  * finding, never invent one.  From that file the checks are: no step ran
  * after it was seen in the same generation ("rerun"); no seen result
  * changed; no step ran after an acknowledged terminate, nor a new step
- * after an acknowledged pause before a resume.  From the final state read
+ * after an acknowledged pause before a resume; every acknowledged event was
+ * consumed at least once (a restart may have discarded the wait, not the
+ * consumption), or is still buffered behind every consumed one: the host
+ * delivers an instance's events in arrival order, so an acknowledged
+ * event passed over by a later send's is lost; one still buffered at the
+ * end is fine (its instance had all it needed, or was terminated) and a
+ * "got" for an event never stored is a finding.  From the final state read
  * over HTTP: every acknowledged create exists and ended as the acknowledged
  * controls say (terminated after a terminate, complete otherwise, either
- * when an unknown outcome allows both), every acknowledged event was
- * consumed by a wait, every paused instance was still paused at the end of
- * the kills, and each complete instance's step results are those its last
- * generation saw.  `PRAGMA integrity_check` runs on the database every
- * CHAOS_CHECK_EVERY kills while the host is down, and at the end.
+ * when an unknown outcome allows both), every event acknowledged since the
+ * instance's last restart is in one of its journal's waits, every paused
+ * instance was still paused at the end of the kills, and each complete
+ * instance's step results are those its last generation saw.
+ * `PRAGMA integrity_check` runs on the database every CHAOS_CHECK_EVERY
+ * kills while the host is down, and at the end.
  *
  * Environment: CHAOS_KILLS, CHAOS_SEED, CHAOS_THREADS (4), CHAOS_PACE_MS
  * (mean pause between one thread's requests, 35), CHAOS_FINISH_S (how
@@ -187,6 +204,8 @@ static long n_out[N_KINDS][4];     /* by kind and outcome */
 static long created_in_batch;      /* instances acknowledged by batches */
 static long retried_creates;       /* creates sent again after an unknown */
 static long retried_events;        /* events sent again after an unknown */
+static long resent_events;         /* events sent again after a restart */
+static long refused_events;        /* 409 instance.ended: not stored */
 static long server_errors;         /* 5xx answers */
 static long inflight[N_KINDS];     /* requests being sent now */
 static long kills_during[N_KINDS]; /* kills with such a request in flight */
@@ -200,8 +219,11 @@ typedef struct inst {
   uint8_t steps, events, nap_every, flaky;
   uint16_t nap_ms, hold_ms;
   uint8_t create;     /* C_*: pending until acknowledged */
-  uint8_t ev_acked;   /* bit k: event k acknowledged */
+  uint8_t ev_acked;   /* bit k: event k acknowledged since the last restart */
   uint8_t ev_pending; /* bit k: sent with an unknown outcome, to resend */
+  uint8_t ev_ended;   /* bit k: refused since it, the instance had ended */
+  uint8_t ev_again;   /* bit k: sent before a restart, not since */
+  uint16_t ev_sends;  /* the last send number ("send" in the payload) */
   uint8_t poss;       /* POSS_*: end states the controls allow */
   uint8_t pause_expected;
   /* the final state read over HTTP */
@@ -211,6 +233,32 @@ typedef struct inst {
 
 static inst *insts;
 static int n_cap;
+
+/* Every event request, in the order each instance's sends went out (one
+ * thread sends all of an instance's): the host consumes an instance's
+ * events in the order they arrived, so an acknowledged one never consumed
+ * while a later one was is a lost event. */
+typedef struct ev_send {
+  int n;
+  uint16_t send;
+  uint8_t k, outcome, consumed;
+} ev_send;
+
+static pthread_mutex_t sends_mu = PTHREAD_MUTEX_INITIALIZER;
+static ev_send *sends;
+static size_t n_sends, sends_cap;
+
+static void record_send(int n, uint16_t send, int k, outcome o) {
+  pthread_mutex_lock(&sends_mu);
+  if (n_sends == sends_cap) {
+    sends_cap = sends_cap ? 2 * sends_cap : 4096;
+    sends = realloc(sends, sends_cap * sizeof *sends);
+    if (!sends)
+      die("out of memory");
+  }
+  sends[n_sends++] = (ev_send){n, send, (uint8_t)k, (uint8_t)o, 0};
+  pthread_mutex_unlock(&sends_mu);
+}
 
 /* A driver thread owns instances t, t + T, t + 2T, ...: one thread sends
  * every request about an instance, so the order in which it got the
@@ -387,21 +435,35 @@ static void create_batch(driver *d, int port) {
 
 static void send_event(int port, int n, int k) {
   inst *in = &insts[n];
-  char path[128], body[32];
+  char path[128], body[48];
+  uint8_t bit = (uint8_t)(1u << k);
+  uint16_t send = ++in->ev_sends;
   snprintf(path, sizeof path, "/workflows/%s/instances/%s/events/go", WF,
            in->id);
-  snprintf(body, sizeof body, "{\"k\":%d}", k);
+  snprintf(body, sizeof body, "{\"k\":%d,\"send\":%u}", k, send);
+  if (in->ev_again & bit) {
+    __atomic_add_fetch(&resent_events, 1, __ATOMIC_RELAXED);
+    in->ev_again &= (uint8_t)~bit;
+  }
   http_resp r;
   outcome o = call(K_EVENT, port, "POST", path, body, &r);
   ack_line(K_EVENT, o, in->id, k, r.status);
+  record_send(n, send, k, o);
   if (o == OUT_ACK) {
-    in->ev_acked |= (uint8_t)(1u << k);
-    in->ev_pending &= (uint8_t) ~(1u << k);
+    in->ev_acked |= bit;
+    in->ev_pending &= (uint8_t)~bit;
   } else if (o == OUT_REFUSED) {
-    problem("event %d to %s refused: HTTP %ld %s", k, in->id, r.status,
-            r.body ? r.body : "");
+    /* An ended instance takes no events; it needs this one again only
+     * if a restart makes it wait for it. */
+    in->ev_pending &= (uint8_t)~bit;
+    if (r.status == 409 && !strcmp(err_code(&r), "instance.ended")) {
+      in->ev_ended |= bit;
+      __atomic_add_fetch(&refused_events, 1, __ATOMIC_RELAXED);
+    } else
+      problem("event %d to %s refused: HTTP %ld %s", k, in->id, r.status,
+              r.body ? r.body : "");
   } else {
-    in->ev_pending |= (uint8_t)(1u << k);
+    in->ev_pending |= bit;
   }
   http_resp_free(&r);
 }
@@ -473,6 +535,13 @@ static void restart_one(int port, int n, int from) {
   http_resp r;
   outcome o = patch_status(k, port, in, body, &r);
   ack_line(k, o, in->id, from, r.status);
+  if (o == OUT_ACK || o == OUT_UNKNOWN) {
+    /* The re-run's waits need new events: those the discarded steps
+     * consumed stay consumed.  Every event is sent again (one never
+     * consumed is still buffered, and a repeated k is waited past). */
+    in->ev_again |= (uint8_t)(in->ev_acked | in->ev_ended);
+    in->ev_acked = in->ev_ended = 0;
+  }
   if (o == OUT_ACK) {
     in->poss = POSS_COMPLETE;
     in->pause_expected = 0;
@@ -513,7 +582,8 @@ static int pick(driver *d) {
   return -1;
 }
 
-/* An event an instance still needs (not acknowledged, not pending). */
+/* An event an instance still needs in its current run (not acknowledged,
+ * not pending, not refused because the instance had ended). */
 static int pick_event(driver *d, int *n_out) {
   for (int tries = 0; tries < 8; tries++) {
     int n = pick(d);
@@ -523,7 +593,7 @@ static int pick_event(driver *d, int *n_out) {
     int start = rnd(&d->rnd, MAX_EVENTS);
     for (int j = 0; j < in->events; j++) {
       int k = 1 + (start + j) % in->events;
-      if (!((in->ev_acked | in->ev_pending) & (1u << k))) {
+      if (!((in->ev_acked | in->ev_pending | in->ev_ended) & (1u << k))) {
         *n_out = n;
         return k;
       }
@@ -787,9 +857,10 @@ static void finish(int port, figures *f) {
     if (in->create != C_ACKED)
       continue;
     for (int k = 1; k <= in->events; k++) {
-      for (int t = 0; !(in->ev_acked & (1u << k)) && t < 10; t++)
+      uint8_t bit = (uint8_t)(1u << k);
+      for (int t = 0; !((in->ev_acked | in->ev_ended) & bit) && t < 10; t++)
         send_event(port, n, k);
-      if (!(in->ev_acked & (1u << k)))
+      if (!((in->ev_acked | in->ev_ended) & bit))
         problem("event %d to %s: no answer after 10 tries", k, in->id);
     }
   }
@@ -890,8 +961,10 @@ static void check_final(int port, figures *f) {
               in->id, s, in->ev_acked, text);
       free(text);
     }
-    /* Every acknowledged event was consumed by a wait, unless the
-     * instance may have been terminated first. */
+    /* Every event acknowledged in the instance's current run (since its
+     * last restart) is in a wait of the journal, unless the instance may
+     * have been terminated first.  Those of earlier runs are checked
+     * from the side log (check_events). */
     if (!status_is(s, "terminated")) {
       uint8_t consumed = 0;
       size_t i;
@@ -927,7 +1000,60 @@ typedef struct gen_state {
 typedef struct log_figures {
   long records, execs, seens, reruns, changed, seen_unrun, cut_off;
   long after_terminate, after_pause, restarts, final_mismatch;
+  long ev_consumed, ev_unconsumed, ev_lost, ev_unsent;
 } log_figures;
+
+static int send_cmp(const void *a, const void *b) {
+  const ev_send *x = a, *y = b;
+  if (x->n != y->n)
+    return x->n < y->n ? -1 : 1;
+  return (x->send > y->send) - (x->send < y->send);
+}
+
+/* A "got" record: the plugin's wait returned the event of that send. */
+static void event_got(log_figures *lf, long line, int n, int k,
+                      const char *token) {
+  ev_send key = {.n = n, .send = (uint16_t)atoi(token + 1)};
+  ev_send *e = token[0] == 's' && n_sends > 0
+                   ? bsearch(&key, sends, n_sends, sizeof *sends, send_cmp)
+                   : NULL;
+  if (!e || e->k != k || e->outcome == OUT_REFUSED || e->outcome == OUT_DOWN) {
+    lf->ev_unsent++;
+    problem("record %ld: %s got event %d (%s), which was not stored", line,
+            insts[n].id, k, token);
+    return;
+  }
+  e->consumed = 1;
+}
+
+/* Each acknowledged event was consumed at least once (by a wait a later
+ * restart may have discarded: it stays consumed), or it is still
+ * buffered: then so are all sent after it, and the instance had all it
+ * needed or was terminated (an unfinished instance is counted apart). */
+static void check_events(log_figures *lf) {
+  for (size_t i = 0; i < n_sends;) {
+    size_t end = i;
+    uint16_t last_consumed = 0;
+    for (; end < n_sends && sends[end].n == sends[i].n; end++)
+      if (sends[end].consumed)
+        last_consumed = sends[end].send;
+    for (; i < end; i++) {
+      const ev_send *e = &sends[i];
+      if (e->outcome != OUT_ACK)
+        continue;
+      if (e->consumed)
+        lf->ev_consumed++;
+      else if (e->send > last_consumed)
+        lf->ev_unconsumed++;
+      else {
+        lf->ev_lost++;
+        problem("%s: event %d (send %u) acknowledged, never consumed, but "
+                "send %u, sent after it, was",
+                insts[e->n].id, e->k, e->send, last_consumed);
+      }
+    }
+  }
+}
 
 static void check_side_log(log_figures *lf) {
   FILE *fp = fopen(side_path, "r");
@@ -936,6 +1062,7 @@ static void check_side_log(log_figures *lf) {
   /* First pass: the restart requests that were refused or never sent
    * (1), and those acknowledged (2). */
   uint8_t *fate = calloc((size_t)req_seq + 2, 1);
+  qsort(sends, n_sends, sizeof *sends, send_cmp);
   char rec[RECORD + 1], kind[8], id[16], token[48];
   int idx;
   while (fread(rec, 1, RECORD, fp) == RECORD) {
@@ -1005,6 +1132,8 @@ static void check_side_log(log_figures *lf) {
         problem("record %ld: %s step %d result changed from %s to %s", line, id,
                 idx, g->tok[idx], token);
       }
+    } else if (!strcmp(kind, "got")) {
+      event_got(lf, line, n, idx, token);
     } else if (!strcmp(kind, "rstq")) {
       unsigned r = (unsigned)atoi(token + 1);
       int f = r <= req_seq ? fate[r] : 0;
@@ -1031,6 +1160,7 @@ static void check_side_log(log_figures *lf) {
     }
   }
   fclose(fp);
+  check_events(lf);
   /* A complete instance's journaled results are those its last
    * generation saw. */
   for (int n = 0; n < n_cap; n++) {
@@ -1315,8 +1445,9 @@ int main(void) {
   long n_created = 0;
   for (int n = 0; n < n_cap; n++)
     n_created += insts[n].create == C_ACKED;
+  long lost_events = f.lost_events + lf.ev_lost;
   long lost =
-      f.lost_creates + f.lost_events + f.lost_controls + f.unfinished + f.other;
+      lost_events + f.lost_creates + f.lost_controls + f.unfinished + f.other;
   long reruns = lf.reruns + lf.changed + lf.final_mismatch;
   long control_runs = lf.after_terminate + lf.after_pause;
   printf("chaos: kills: %d (%ld in start-up/recovery; with a request in "
@@ -1336,13 +1467,22 @@ int main(void) {
          n_out[K_RESUME][OUT_ACK], n_out[K_TERMINATE][OUT_ACK],
          n_out[K_RESTART][OUT_ACK], n_out[K_RESTART_FROM][OUT_ACK]);
   printf("chaos: not acknowledged: refused %ld (resent creates that "
-         "existed %ld, pause %ld, resume %ld, terminate %ld, restart %ld: "
-         "not allowed in the instance's state), unknown outcome %ld "
-         "(creates resent %ld, events resent %ld), not sent %ld, 5xx %ld\n",
-         refused, n_out[K_CREATE][OUT_REFUSED], n_out[K_PAUSE][OUT_REFUSED],
-         n_out[K_RESUME][OUT_REFUSED], n_out[K_TERMINATE][OUT_REFUSED],
+         "existed %ld, event %ld: the instance had ended, pause %ld, resume "
+         "%ld, terminate %ld, restart %ld: not allowed in the instance's "
+         "state), unknown outcome %ld (creates resent %ld, events resent "
+         "%ld), not sent %ld, 5xx %ld\n",
+         refused, n_out[K_CREATE][OUT_REFUSED], refused_events,
+         n_out[K_PAUSE][OUT_REFUSED], n_out[K_RESUME][OUT_REFUSED],
+         n_out[K_TERMINATE][OUT_REFUSED],
          n_out[K_RESTART][OUT_REFUSED] + n_out[K_RESTART_FROM][OUT_REFUSED],
          unknown, retried_creates, retried_events, notsent, server_errors);
+  printf("chaos: events: %ld acknowledged, %ld consumed (at least once: a "
+         "restart leaves them consumed), %ld still buffered after every one "
+         "consumed (their instance had all it needed, or was terminated); "
+         "%ld sent again after a restart (its re-run waits for new ones); "
+         "%ld consumed but never stored\n",
+         n_out[K_EVENT][OUT_ACK], lf.ev_consumed, lf.ev_unconsumed,
+         resent_events, lf.ev_unsent);
   printf("chaos: instances: %ld acknowledged, %ld complete, %ld terminated; "
          "%ld step executions, %ld restarts in the log; %ld paused ones "
          "checked after the kills\n",
@@ -1350,7 +1490,7 @@ int main(void) {
          f.pause_checked);
   printf("chaos: lost: %ld (creates %ld, events %ld, controls %ld, "
          "unfinished %ld, wrong output %ld)\n",
-         lost, f.lost_creates, f.lost_events, f.lost_controls, f.unfinished,
+         lost, f.lost_creates, lost_events, f.lost_controls, f.unfinished,
          f.other);
   printf("chaos: rerun-after-completion: %ld (results changed %ld, journal "
          "unlike the last seen %ld, seen but never run %ld)\n",

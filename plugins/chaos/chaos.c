@@ -9,11 +9,12 @@
  * It runs step#1 .. step#N; each callback takes H ms.  After every K-th
  * step it sleeps M ms ("nap").  Event waits ("go", type "go") are spread
  * over the run: by the end of step i it has received i*E/N of the E
- * distinct events {"k": 1..E}.  The sender may deliver an event twice (it
- * retries a request whose answer a kill cut off), so a wait that gets a
- * k already seen just waits again: the workflow consumes events the way
- * an idempotent consumer does.  Step F fails its first attempt, so a
- * back-off wait is among the suspensions too.
+ * distinct events {"k": 1..E, "send": S}.  The sender may deliver an
+ * event twice (it retries a request whose answer a kill cut off, and sends
+ * the events again after a restart, whose re-run needs new ones), so a
+ * wait that gets a k already seen just waits again: the workflow consumes
+ * events the way an idempotent consumer does.  Step F fails its first
+ * attempt, so a back-off wait is among the suspensions too.
  *
  * Like the chain plugin, it writes what its steps do to the file named by
  * $DURO_CHAOS_LOG, outside the journal, in fixed 64-byte O_APPEND records
@@ -22,6 +23,7 @@
  *   exec <instance> <i> <token>   step i's callback started
  *   fail <instance> <i> <token>   that attempt failed on purpose (flaky)
  *   seen <instance> <i> <token>   run() got step i's result from duro_do
+ *   got <instance> <k> s<S>       run() got event k of the sender's send S
  *
  * "seen" is written only after duro_do returned DURO_OK, which the host
  * allows only once the result is committed: an "exec" after a "seen" of
@@ -99,7 +101,14 @@ static duro_rc chaos(duro_step *step, const duro_event *ev, duro_env *env) {
       const char *event;
       DURO_TRY(duro_wait_for_event(step, "go", "go", "1 hour", &event));
       const char *k = strstr(event, "\"k\":");
+      const char *send = strstr(event, "\"send\":");
       int v = k ? atoi(k + 4) : 0;
+      /* Written on every replay too, and possibly before the consumption
+       * is committed (a kill then leaves the event first in line, to be
+       * consumed again): the driver reads "consumed at least once". */
+      char tag[24];
+      snprintf(tag, sizeof tag, "s%d", send ? atoi(send + 7) : 0);
+      sidelog_append(LOG_ENV, "got", ev->instance_id, v, tag);
       if (v >= 1 && v <= events && !got[v]) {
         got[v] = 1;
         distinct++;
