@@ -47,13 +47,18 @@
  *   rstq <id> <k> r<n>   before restart request n (from step k; 1: the top)
  *   rsta <id> <k> r<n>   after request n was acknowledged
  *   rstx <id> <k> r<n>   after request n was refused or never sent
+ *   rstu <id> <k> r<n>   after request n's answer was cut off
  *   term <id> 0 r<n>     after a terminate was acknowledged
  *   paus <id> 0 r<n>     after a pause was acknowledged
  *   resq <id> 0 r<n>     before a resume request
  *
  * A restart is the start of a new generation of the steps it discards (the
  * marker comes before the request, so the new generation's records come
- * after it).  One whose outcome is unknown counts as a restart too, without
+ * after it).  Only an ended instance can be restarted, so the old
+ * generation may still finish its last steps between the request and the
+ * answer (the restart then waits in the host's queue behind the end): a
+ * "seen" of a discarded step there is of either generation and is not
+ * counted.  One whose outcome is unknown counts as a restart too, without
  * vouching that a step seen after it ran after it: that can only hide a
  * finding, never invent one.  From that file the checks are: no step ran
  * after it was seen in the same generation ("rerun"); no seen result
@@ -549,6 +554,7 @@ static void restart_one(int port, int n, int from) {
   } else if (o == OUT_UNKNOWN) {
     in->poss |= POSS_COMPLETE;
     in->pause_expected = 0;
+    side_record("rstu", in->id, from ? from : 1, req);
   } else {
     side_record("rstx", in->id, from ? from : 1, req);
   }
@@ -995,6 +1001,9 @@ typedef struct gen_state {
   uint8_t started[MAX_STEPS + 1]; /* an attempt ran in this generation */
   uint8_t open[MAX_STEPS + 1];    /* an attempt without an end yet */
   uint8_t terminated, paused;
+  /* From a restart request to its answer: the first step it discards
+   * (0: no restart in flight). */
+  uint8_t restarting_from;
 } gen_state;
 
 typedef struct log_figures {
@@ -1119,6 +1128,9 @@ static void check_side_log(log_figures *lf) {
     } else if (!strcmp(kind, "seen")) {
       lf->seens++;
       g->open[idx] = 0;
+      /* The old generation finishing, or the new one starting. */
+      if (g->restarting_from && idx >= g->restarting_from)
+        continue;
       if (!g->started[idx]) {
         lf->seen_unrun++;
         problem("record %ld: %s step %d seen (%s), never run in this "
@@ -1149,13 +1161,16 @@ static void check_side_log(log_figures *lf) {
           g->started[i] = 0;
       }
       g->terminated = g->paused = 0;
+      g->restarting_from = (uint8_t)(idx < 1 ? 1 : idx);
+    } else if (!strcmp(kind, "rsta") || !strcmp(kind, "rstu")) {
+      g->restarting_from = 0;
     } else if (!strcmp(kind, "term")) {
       g->terminated = 1;
     } else if (!strcmp(kind, "paus")) {
       g->paused = 1;
     } else if (!strcmp(kind, "resq")) {
       g->paused = 0;
-    } else if (strcmp(kind, "rstx") != 0 && strcmp(kind, "rsta") != 0) {
+    } else if (strcmp(kind, "rstx") != 0) {
       problem("side log record %ld: unknown kind: %.63s", line, rec);
     }
   }
