@@ -126,6 +126,13 @@ typedef struct store_backend {
 /* The SQLite backend (sqlite.c), the one journal_open uses. */
 extern const store_backend store_sqlite;
 
+#include "duro_config.h"
+#if DURO_HAVE_PG
+/* The PostgreSQL backend (pg.c), built when libpq is found: `path` is a
+ * libpq connection string.  Not yet selectable from the configuration. */
+extern const store_backend store_pg;
+#endif
+
 /* journal_open on the given backend: `be` must outlive the journal. */
 int journal_open_backend(const store_backend *be, const char *path,
                          int synchronous_full, journal **out, char *err,
