@@ -41,9 +41,12 @@ static size_t queued_cap;       /* 0 = none */
 static ledger *crash_ledger;    /* NULL = the engine's private one */
 static uint32_t max_crashes;    /* 0 = the engine's default */
 static uint32_t worker_threads; /* 0 = inline, on the virtual clock */
+/* The journal's backend; NULL = SQLite at h->db. */
+static const struct store_backend *journal_backend;
 
 static void open_engine(harness *h) {
   duro_engine_options opt = {.db_path = h->db,
+                             .backend = journal_backend,
                              .synchronous_full = 0,
                              .workers = worker_threads,
                              .max_instance_state = state_limit,
@@ -79,6 +82,7 @@ static void harness_init(harness *h, uint32_t workers) {
   crash_ledger = NULL;
   max_crashes = 0;
   worker_threads = workers;
+  journal_backend = NULL;
   duro_api_ptr_ = duro_host_api();
   snprintf(h->dir, sizeof h->dir, "/tmp/duro-test-XXXXXX");
   ck_assert_ptr_nonnull(mkdtemp(h->dir));
@@ -91,6 +95,19 @@ void harness_open(harness *h) { harness_init(h, 0); }
 
 void harness_open_workers(harness *h, uint32_t workers) {
   harness_init(h, workers);
+}
+
+static void harness_close_files(harness *h);
+
+void harness_open_backend(harness *h, const struct store_backend *be,
+                          const char *path) {
+  harness_init(h, 0);
+  duro_engine_close(h->e);
+  ck_assert_uint_lt(strlen(path), sizeof h->db);
+  harness_close_files(h);
+  snprintf(h->db, sizeof h->db, "%s", path);
+  journal_backend = be;
+  open_engine(h);
 }
 
 void harness_register_binding(harness *h, const char *name, const char *binding,
@@ -164,9 +181,8 @@ void harness_down_for(harness *h, int64_t ms) {
   harness_start(h);
 }
 
-void harness_close(harness *h) {
-  duro_engine_close(h->e);
-  h->e = NULL;
+/* Removes the SQLite files, if any, and the directory. */
+static void harness_close_files(harness *h) {
   char path[320];
   const char *suffix[] = {"", "-wal", "-shm"};
   for (size_t i = 0; i < 3; i++) {
@@ -174,6 +190,13 @@ void harness_close(harness *h) {
     unlink(path);
   }
   rmdir(h->dir);
+}
+
+void harness_close(harness *h) {
+  duro_engine_close(h->e);
+  h->e = NULL;
+  if (!journal_backend)
+    harness_close_files(h);
 }
 
 size_t harness_run(harness *h) {

@@ -37,6 +37,12 @@ void harness_reopen(harness *h);
  * running, then opens and starts it again (ticks, wakes and leases that
  * came meanwhile are found by the new one). */
 void harness_down_for(harness *h, int64_t ms);
+/* harness_open on a journal of another backend (store/backend.h):
+ * `path` is what it opens (PostgreSQL: a connection string), which must
+ * hold no journal yet; harness_close removes nothing there. */
+struct store_backend;
+void harness_open_backend(harness *h, const struct store_backend *be,
+                          const char *path);
 /* Reopens the engine with max_runnable and max_queued (0: defaults). */
 void harness_set_backlog_limits(harness *h, size_t max_runnable,
                                 size_t max_queued);

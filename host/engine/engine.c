@@ -25,6 +25,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "backend.h"
 #include "error.h"
 #include "log.h"
 #include "queue.h"
@@ -395,9 +396,9 @@ int duro_engine_open(const duro_engine_options *opt, duro_engine **out,
   e->polled_through = INT64_MIN;
   e->max_runnable = opt->max_runnable ? opt->max_runnable : 10000;
   e->spill_min = INT64_MAX;
-  int rc =
-      journal_open(opt->db_path, opt->read_only ? -1 : opt->synchronous_full,
-                   &e->j, err, errlen);
+  int rc = journal_open_backend(
+      opt->backend ? opt->backend : &store_sqlite, opt->db_path,
+      opt->read_only ? -1 : opt->synchronous_full, &e->j, err, errlen);
   if (rc) {
     free(e);
     return rc;

@@ -45,7 +45,11 @@ const char *duro_status_name(duro_status s);
 int duro_status_parse(const char *name);
 
 typedef struct duro_engine_options {
-  const char *db_path;     /* SQLite file; created if missing */
+  const char *db_path; /* SQLite file; created if missing */
+  /* The journal's backend (store/backend.h), borrowed; NULL = SQLite.
+   * Another one opens db_path as its own (PostgreSQL: a connection
+   * string).  For tests: the configuration does not set it yet. */
+  const struct store_backend *backend;
   int synchronous_full;    /* 1: fsync every commit (default); 0: normal */
   int read_only;           /* open the journal read-only (a dry run) */
   uint32_t workers;        /* activation threads; 0 = run_until_idle only */
