@@ -1,0 +1,1156 @@
+/* test_pg_journal.c — the journal on the PostgreSQL backend (store/pg.c)
+ * through journal.h, on a throwaway cluster (tests/pg_cluster.h) that an
+ * unchecked fixture starts once for the run; each case gets a database of
+ * its own in it.
+ *
+ *  - "journal": group commit from many threads (synchronous and
+ *    asynchronous batches together); per-op results inside a shared
+ *    transaction (duplicates, events for ended instances); instances,
+ *    steps, attempts, events and wakes written and read back as sqlite.c
+ *    does; a failing op fails its whole group with libpq's message and
+ *    leaves the next group clean; the schema version row; read-only;
+ *    the list, count, wake-poll and sweep reads; queue messages and cron
+ *    ticks; and a real engine whose journal is PostgreSQL, which runs
+ *    instances of a three-step workflow to the end across a reopen. */
+#include <check.h>
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "duro.h"
+#include "harness.h"
+#include "journal.h"
+#include "metrics.h"
+#include "pg_cluster.h"
+#include "suite_run.h"
+
+/* ---- the cluster, held by Check's runner process ------------------------ */
+
+static pg_cluster cluster = {.postmaster = -1};
+static char cluster_err[1024];
+
+static void cluster_start(void) {
+  pg_cluster_start(&cluster, cluster_err, sizeof cluster_err);
+}
+
+static void cluster_stop(void) {
+  char err[1024];
+  if (pg_cluster_stop(&cluster, err, sizeof err) != 0)
+    fprintf(stderr, "test_pg_journal: %s\n", err);
+}
+
+/* The case's own database: its connection string (libpq takes the last
+ * dbname given). */
+static char conninfo[700];
+
+static void exec_ok(PGconn *c, const char *sql) {
+  PGresult *r = PQexec(c, sql);
+  ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", sql,
+                PQresultErrorMessage(r));
+  PQclear(r);
+}
+
+static void fresh_db(void) {
+  ck_assert_msg(cluster.dir[0], "no cluster: %s", cluster_err);
+  PGconn *c = PQconnectdb(cluster.conninfo);
+  ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+  static int n;
+  char name[64], sql[128];
+  snprintf(name, sizeof name, "j_%d_%d", (int)getpid(), n++);
+  snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
+  exec_ok(c, sql);
+  PQfinish(c);
+  snprintf(conninfo, sizeof conninfo, "%s dbname=%s", cluster.conninfo, name);
+}
+
+static journal *open_mode(int synchronous_full) {
+  journal *j = NULL;
+  char err[512];
+  ck_assert_msg(journal_open_backend(&store_pg, conninfo, synchronous_full, &j,
+                                     err, sizeof err) == 0,
+                "%s", err);
+  return j;
+}
+
+static journal *open_journal(void) { return open_mode(1); }
+
+/* The one integer a query returns, read on a connection of its own. */
+static int64_t count_rows(const char *sql) {
+  PGconn *c = PQconnectdb(conninfo);
+  ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+  PGresult *r = PQexec(c, sql);
+  ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1,
+                "%s: %s", sql, PQresultErrorMessage(r));
+  int64_t n = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+  PQclear(r);
+  PQfinish(c);
+  return n;
+}
+
+static void commit_ok(journal *j, journal_batch *b) {
+  int rc = journal_commit(j, b);
+  ck_assert_msg(rc == 0, "commit: %d %s", rc, journal_errmsg(j));
+}
+
+/* Inserts a queued instance and returns its rowid. */
+static int64_t insert(journal *j, const char *wf, const char *id,
+                      int64_t created_ms) {
+  journal_instance in = {.workflow = (char *)wf,
+                         .id = (char *)id,
+                         .status = "queued",
+                         .params = "{\"n\":1}",
+                         .created_ms = created_ms,
+                         .retention_ms = 1000};
+  journal_batch b = {0};
+  journal_batch_add(&b, JOP_INSTANCE_INSERT)->inst = &in;
+  commit_ok(j, &b);
+  ck_assert_int_eq(b.ops[0].rc, 0);
+  int64_t rowid = b.ops[0].out_rowid;
+  ck_assert_int_gt(rowid, 0);
+  journal_batch_free(&b);
+  return rowid;
+}
+
+/* Writes every mutable column of an instance (JOP_INSTANCE_SET). */
+static void set_row(journal *j, const journal_instance *in, int clear) {
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_INSTANCE_SET);
+  op->inst = in;
+  op->clear_control = clear;
+  commit_ok(j, &b);
+  journal_batch_free(&b);
+}
+
+/* ---- many committers ---------------------------------------------------- */
+
+#define THREADS 8
+#define PER_THREAD 40
+
+typedef struct committer {
+  journal *j;
+  int index;
+  int async_done; /* callbacks seen, atomic */
+} committer;
+
+typedef struct async_batch {
+  journal_batch b;
+  journal_instance row;
+  char id[32];
+  committer *owner;
+} async_batch;
+
+static void on_done(void *ctx, int rc) {
+  async_batch *ab = ctx;
+  ck_assert_int_eq(rc, 0);
+  ck_assert_int_eq(ab->b.ops[0].rc, 0);
+  __atomic_add_fetch(&ab->owner->async_done, 1, __ATOMIC_RELAXED);
+  journal_batch_free(&ab->b);
+  free(ab);
+}
+
+static void *commit_many(void *arg) {
+  committer *c = arg;
+  for (int i = 0; i < PER_THREAD; i++) {
+    if (i % 2) {
+      async_batch *ab = calloc(1, sizeof *ab);
+      ab->owner = c;
+      snprintf(ab->id, sizeof ab->id, "a-%d-%d", c->index, i);
+      ab->row = (journal_instance){
+          .workflow = "wf", .id = ab->id, .status = "queued", .params = "null"};
+      journal_batch_add(&ab->b, JOP_INSTANCE_INSERT)->inst = &ab->row;
+      journal_commit_async(c->j, &ab->b, on_done, ab);
+    } else {
+      char id[32];
+      snprintf(id, sizeof id, "s-%d-%d", c->index, i);
+      journal_instance row = {
+          .workflow = "wf", .id = id, .status = "queued", .params = "null"};
+      journal_batch b = {0};
+      journal_batch_add(&b, JOP_INSTANCE_INSERT)->inst = &row;
+      ck_assert_int_eq(journal_commit(c->j, &b), 0);
+      ck_assert_int_eq(b.ops[0].rc, 0);
+      ck_assert_int_gt(b.ops[0].out_rowid, 0);
+      /* read back at once, on this thread's own connection */
+      journal_instance got = {0};
+      ck_assert_int_eq(
+          journal_instance_get_rowid(c->j, b.ops[0].out_rowid, &got), 0);
+      ck_assert_str_eq(got.id, id);
+      journal_instance_clear(&got);
+      journal_batch_free(&b);
+    }
+  }
+  return NULL;
+}
+
+START_TEST(group_commit_from_many_threads) {
+  fresh_db();
+  journal *j = open_journal();
+  pthread_t th[THREADS];
+  committer c[THREADS];
+  for (int i = 0; i < THREADS; i++) {
+    c[i] = (committer){.j = j, .index = i};
+    pthread_create(&th[i], NULL, commit_many, &c[i]);
+  }
+  for (int i = 0; i < THREADS; i++)
+    pthread_join(th[i], NULL);
+  for (int w = 0; w < 5000; w++) {
+    int all = 1;
+    for (int i = 0; i < THREADS; i++)
+      all &=
+          __atomic_load_n(&c[i].async_done, __ATOMIC_RELAXED) == PER_THREAD / 2;
+    if (all)
+      break;
+    usleep(1000);
+  }
+  for (int i = 0; i < THREADS; i++)
+    ck_assert_int_eq(c[i].async_done, PER_THREAD / 2);
+  /* ...and the batches shared transactions. */
+  ck_assert_uint_eq(journal_batches_committed(j), THREADS * PER_THREAD);
+  ck_assert_uint_lt(journal_commit_latency(j)->count, THREADS * PER_THREAD);
+  journal_close(j);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM instances"),
+                   THREADS * PER_THREAD);
+}
+END_TEST
+
+START_TEST(duplicate_in_a_shared_transaction) {
+  fresh_db();
+  journal *j = open_journal();
+  journal_instance a = {
+      .workflow = "wf", .id = "x", .status = "queued", .params = "null"};
+  journal_instance b = {
+      .workflow = "wf", .id = "y", .status = "queued", .params = "null"};
+  journal_batch batch = {0};
+  journal_batch_add(&batch, JOP_INSTANCE_INSERT)->inst = &a;
+  journal_batch_add(&batch, JOP_INSTANCE_INSERT)->inst = &a;
+  journal_batch_add(&batch, JOP_INSTANCE_INSERT)->inst = &b;
+  commit_ok(j, &batch);
+  ck_assert_int_eq(batch.ops[0].rc, 0);
+  ck_assert_int_eq(batch.ops[1].rc, DURO_E_ALREADY_EXISTS);
+  ck_assert_int_eq(batch.ops[2].rc, 0);
+  ck_assert_int_ne(batch.ops[0].out_rowid, batch.ops[2].out_rowid);
+  journal_batch_free(&batch);
+  journal_close(j);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM instances"), 2);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' "
+                              "AND value='6'"),
+                   1);
+}
+END_TEST
+
+START_TEST(instance_insert_set_get) {
+  fresh_db();
+  journal *j = open_journal();
+  int64_t rowid = insert(j, "wf", "i1", 5);
+  journal_instance got = {0};
+  ck_assert_int_eq(journal_instance_get(j, "wf", "i1", &got), 0);
+  ck_assert_int_eq(got.rowid, rowid);
+  ck_assert_str_eq(got.workflow, "wf");
+  ck_assert_str_eq(got.status, "queued");
+  ck_assert_str_eq(got.params, "{\"n\":1}");
+  ck_assert_ptr_null(got.output);
+  ck_assert_ptr_null(got.error);
+  ck_assert_ptr_null(got.wait_type);
+  ck_assert_ptr_null(got.build);
+  ck_assert_int_eq(got.created_ms, 5);
+  ck_assert(got.started_ms == JOURNAL_NONE);
+  ck_assert(got.wake_ms == JOURNAL_NONE);
+  ck_assert_int_eq(got.retention_ms, 1000);
+  ck_assert_int_eq(got.control, 0);
+  ck_assert_int_eq(got.restarts, 0);
+  journal_instance_clear(&got);
+  ck_assert_int_eq(journal_instance_get(j, "wf", "nope", &got),
+                   DURO_E_NOT_FOUND);
+  ck_assert_int_eq(journal_instance_get_rowid(j, rowid + 100, &got),
+                   DURO_E_NOT_FOUND);
+
+  /* control requested, then a set that clears it */
+  journal_instance ctl = {.control = JOURNAL_CONTROL_PAUSE};
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_INSTANCE_CONTROL);
+  op->rowid = rowid;
+  op->inst = &ctl;
+  journal_batch_add(&b, JOP_INSTANCE_RESTARTED)->rowid = rowid;
+  op = journal_batch_add(&b, JOP_INSTANCE_PIN);
+  op->rowid = rowid;
+  op->step_key = "build-1";
+  commit_ok(j, &b);
+  journal_batch_free(&b);
+  ck_assert_int_eq(journal_instance_get_rowid(j, rowid, &got), 0);
+  ck_assert_int_eq(got.control, JOURNAL_CONTROL_PAUSE);
+  ck_assert_int_eq(got.restarts, 1);
+  ck_assert_str_eq(got.build, "build-1");
+  journal_instance_clear(&got);
+
+  journal_instance in = {.rowid = rowid,
+                         .status = "waiting",
+                         .output = "{\"o\":2}",
+                         .started_ms = 10,
+                         .ended_ms = JOURNAL_NONE,
+                         .wake_ms = 99,
+                         .paused_ms = JOURNAL_NONE,
+                         .wait_type = "paid"};
+  set_row(j, &in, 0);
+  ck_assert_int_eq(journal_instance_get_rowid(j, rowid, &got), 0);
+  ck_assert_str_eq(got.status, "waiting");
+  ck_assert_str_eq(got.output, "{\"o\":2}");
+  ck_assert_int_eq(got.started_ms, 10);
+  ck_assert(got.ended_ms == JOURNAL_NONE);
+  ck_assert_int_eq(got.wake_ms, 99);
+  ck_assert_str_eq(got.wait_type, "paid");
+  ck_assert_int_eq(got.control, JOURNAL_CONTROL_PAUSE); /* not cleared */
+  ck_assert_str_eq(got.build, "build-1");               /* not a set's */
+  journal_instance_clear(&got);
+  set_row(j, &in, 1);
+  ck_assert_int_eq(journal_instance_get_rowid(j, rowid, &got), 0);
+  ck_assert_int_eq(got.control, 0);
+  journal_instance_clear(&got);
+
+  /* a control clear of its own */
+  ctl.control = JOURNAL_CONTROL_TERMINATE;
+  op = journal_batch_add(&b, JOP_INSTANCE_CONTROL);
+  op->rowid = rowid;
+  op->inst = &ctl;
+  commit_ok(j, &b);
+  journal_batch_reset(&b);
+  journal_batch_add(&b, JOP_INSTANCE_CONTROL_CLEAR)->rowid = rowid;
+  commit_ok(j, &b);
+  journal_batch_free(&b);
+  ck_assert_int_eq(count_rows("SELECT control FROM instances"), 0);
+  journal_close(j);
+}
+END_TEST
+
+static journal_step step_row(const char *key, const char *name, int64_t seq,
+                             const char *status, int64_t wake) {
+  return (journal_step){.key = (char *)key,
+                        .name = (char *)name,
+                        .count = 1,
+                        .seq = seq,
+                        .type = wake == JOURNAL_NONE ? "do" : "sleep",
+                        .status = (char *)status,
+                        .attempts = 1,
+                        .started_ms = seq * 10,
+                        .ended_ms = JOURNAL_NONE,
+                        .wake_ms = wake,
+                        .attempt_started_ms = JOURNAL_NONE};
+}
+
+typedef struct seen_attempts {
+  char text[512];
+} seen_attempts;
+
+static void on_attempt(void *ctx, const char *key, uint32_t number,
+                       int64_t started_ms, int64_t ended_ms, const char *error,
+                       const char *build) {
+  seen_attempts *s = ctx;
+  size_t n = strlen(s->text);
+  snprintf(s->text + n, sizeof s->text - n, "%s/%u/%lld/%lld/%s/%s;", key,
+           number, (long long)started_ms, (long long)ended_ms,
+           error ? error : "-", build ? build : "-");
+}
+
+START_TEST(steps_and_attempts) {
+  fresh_db();
+  journal *j = open_journal();
+  int64_t rowid = insert(j, "wf", "s1", 0);
+  journal_step a = step_row("a#1", "a", 1, "complete", JOURNAL_NONE);
+  a.result = "\"ra\"";
+  a.ended_ms = 15;
+  a.attempt_started_ms = 12;
+  a.build = "b1";
+  journal_step nap = step_row("nap#1", "nap", 2, "waiting", 500);
+  journal_step c = step_row("c#1", "c", 3, "waiting", JOURNAL_NONE);
+  c.error = "{\"name\":\"x\",\"message\":\"y\"}";
+  journal_batch b = {0};
+  journal_op *op;
+  const journal_step *rows[] = {&a, &nap, &c};
+  for (int i = 0; i < 3; i++) {
+    op = journal_batch_add(&b, JOP_STEP_PUT);
+    op->rowid = rowid;
+    op->step = rows[i];
+  }
+  op = journal_batch_add(&b, JOP_ATTEMPT_PUT);
+  op->rowid = rowid;
+  op->attempt = (journal_attempt){"c#1", 2, 30, 31, "boom 2", "b1"};
+  op = journal_batch_add(&b, JOP_ATTEMPT_PUT);
+  op->rowid = rowid;
+  op->attempt = (journal_attempt){"c#1", 1, 20, 21, "boom 1", NULL};
+  commit_ok(j, &b);
+  journal_batch_reset(&b);
+
+  /* a put of the same key replaces the row */
+  c.attempts = 3;
+  c.result = "\"rc\"";
+  op = journal_batch_add(&b, JOP_STEP_PUT);
+  op->rowid = rowid;
+  op->step = &c;
+  op = journal_batch_add(&b, JOP_STEPS_SHIFT_WAKE);
+  op->rowid = rowid;
+  op->from_seq = 100;
+  commit_ok(j, &b);
+  journal_batch_reset(&b);
+
+  journal_step *s = NULL;
+  size_t n = 0;
+  ck_assert_int_eq(journal_steps_load(j, rowid, &s, &n), 0);
+  ck_assert_uint_eq(n, 3);
+  ck_assert_str_eq(s[0].key, "a#1");
+  ck_assert_str_eq(s[0].name, "a");
+  ck_assert_uint_eq(s[0].count, 1);
+  ck_assert_str_eq(s[0].type, "do");
+  ck_assert_str_eq(s[0].result, "\"ra\"");
+  ck_assert_ptr_null(s[0].error);
+  ck_assert_int_eq(s[0].ended_ms, 15);
+  ck_assert_int_eq(s[0].attempt_started_ms, 12);
+  ck_assert_str_eq(s[0].build, "b1");
+  ck_assert(s[0].wake_ms == JOURNAL_NONE);
+  ck_assert_str_eq(s[1].key, "nap#1");
+  ck_assert_int_eq(s[1].wake_ms, 600); /* shifted */
+  ck_assert_str_eq(s[2].key, "c#1");
+  ck_assert_uint_eq(s[2].attempts, 3);
+  ck_assert_str_eq(s[2].result, "\"rc\"");
+  ck_assert_str_eq(s[2].error, "{\"name\":\"x\",\"message\":\"y\"}");
+  ck_assert_ptr_null(s[2].build);
+  journal_steps_free(s, n);
+
+  seen_attempts seen = {""};
+  ck_assert_int_eq(journal_attempts_each(j, rowid, on_attempt, &seen), 0);
+  ck_assert_str_eq(seen.text, "c#1/1/20/21/boom 1/-;c#1/2/30/31/boom 2/b1;");
+
+  /* an errored instance cancels its waiting steps at ended_ms */
+  journal_instance in = {.rowid = rowid,
+                         .status = "errored",
+                         .error = "{}",
+                         .started_ms = 1,
+                         .ended_ms = 77,
+                         .wake_ms = JOURNAL_NONE,
+                         .paused_ms = JOURNAL_NONE};
+  set_row(j, &in, 0);
+  ck_assert_int_eq(journal_steps_load(j, rowid, &s, &n), 0);
+  ck_assert_str_eq(s[0].status, "complete");
+  ck_assert_str_eq(s[1].status, "cancelled");
+  ck_assert_int_eq(s[1].ended_ms, 77);
+  ck_assert(s[1].wake_ms == JOURNAL_NONE);
+  ck_assert_str_eq(s[2].status, "cancelled");
+  journal_steps_free(s, n);
+
+  /* a discard from seq 2 drops nap and c, and c's attempts */
+  op = journal_batch_add(&b, JOP_STEPS_DISCARD);
+  op->rowid = rowid;
+  op->from_seq = 2;
+  commit_ok(j, &b);
+  journal_batch_reset(&b);
+  ck_assert_int_eq(journal_steps_load(j, rowid, &s, &n), 0);
+  ck_assert_uint_eq(n, 1);
+  ck_assert_str_eq(s[0].key, "a#1");
+  journal_steps_free(s, n);
+  seen.text[0] = 0;
+  ck_assert_int_eq(journal_attempts_each(j, rowid, on_attempt, &seen), 0);
+  ck_assert_str_eq(seen.text, "");
+  /* -1: all of them */
+  op = journal_batch_add(&b, JOP_STEPS_DISCARD);
+  op->rowid = rowid;
+  op->from_seq = -1;
+  commit_ok(j, &b);
+  journal_batch_free(&b);
+  ck_assert_int_eq(journal_steps_load(j, rowid, &s, &n), 0);
+  ck_assert_uint_eq(n, 0);
+  journal_steps_free(s, n);
+  journal_close(j);
+}
+END_TEST
+
+START_TEST(events_and_wakes) {
+  fresh_db();
+  journal *j = open_journal();
+  int64_t rowid = insert(j, "wf", "e1", 0);
+  journal_instance in = {.rowid = rowid,
+                         .status = "waiting",
+                         .started_ms = 1,
+                         .ended_ms = JOURNAL_NONE,
+                         .wake_ms = JOURNAL_NONE,
+                         .paused_ms = JOURNAL_NONE,
+                         .wait_type = "paid"};
+  set_row(j, &in, 0);
+
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_EVENT_INSERT);
+  op->rowid = rowid;
+  op->event_type = "shipped";
+  op->event_payload = "{\"a\":1}";
+  op->ts_ms = 40;
+  /* not the type it waits for: no wake */
+  op = journal_batch_add(&b, JOP_WAKE_IF_WAITING);
+  op->rowid = rowid;
+  op->event_type = "shipped";
+  op->ts_ms = 40;
+  op = journal_batch_add(&b, JOP_WAKE_IF_EVENT_PENDING);
+  op->rowid = rowid;
+  op->ts_ms = 41;
+  commit_ok(j, &b);
+  ck_assert_int_eq(b.ops[0].rc, 0);
+  int64_t first = b.ops[0].out_rowid;
+  ck_assert_int_gt(first, 0);
+  ck_assert_int_eq(b.ops[1].out_rowid, 0);
+  ck_assert_int_eq(b.ops[2].out_rowid, 0);
+  journal_batch_reset(&b);
+
+  op = journal_batch_add(&b, JOP_EVENT_INSERT);
+  op->rowid = rowid;
+  op->event_type = "paid";
+  op->event_payload = "{}";
+  op->ts_ms = 50;
+  op = journal_batch_add(&b, JOP_WAKE_IF_WAITING);
+  op->rowid = rowid;
+  op->event_type = "paid";
+  op->ts_ms = 50;
+  commit_ok(j, &b);
+  int64_t second = b.ops[0].out_rowid;
+  ck_assert_int_gt(second, first);
+  ck_assert_int_eq(b.ops[1].out_rowid, 1);
+  journal_batch_reset(&b);
+
+  journal_instance got = {0};
+  ck_assert_int_eq(journal_instance_get_rowid(j, rowid, &got), 0);
+  ck_assert_int_eq(got.wake_ms, 50);
+  journal_instance_clear(&got);
+
+  journal_event *ev = NULL;
+  size_t n = 0;
+  ck_assert_int_eq(journal_events_pending(j, rowid, &ev, &n), 0);
+  ck_assert_uint_eq(n, 2);
+  ck_assert_int_eq(ev[0].seq, first);
+  ck_assert_str_eq(ev[0].type, "shipped");
+  ck_assert_str_eq(ev[0].payload, "{\"a\":1}");
+  ck_assert_int_eq(ev[0].ts_ms, 40);
+  ck_assert_str_eq(ev[1].type, "paid");
+  journal_events_free(ev, n);
+
+  /* wake-if-event-pending sees the unconsumed "paid" */
+  op = journal_batch_add(&b, JOP_WAKE_IF_EVENT_PENDING);
+  op->rowid = rowid;
+  op->ts_ms = 60;
+  commit_ok(j, &b);
+  ck_assert_int_eq(b.ops[0].out_rowid, 1);
+  journal_batch_reset(&b);
+
+  op = journal_batch_add(&b, JOP_EVENT_CONSUME);
+  op->event_seq = second;
+  op->step_key = "pay#1";
+  op = journal_batch_add(&b, JOP_WAKE_IF_EVENT_PENDING);
+  op->rowid = rowid;
+  op->ts_ms = 70;
+  commit_ok(j, &b);
+  ck_assert_int_eq(b.ops[1].out_rowid, 0); /* consumed: nothing pending */
+  journal_batch_reset(&b);
+  ck_assert_int_eq(journal_events_pending(j, rowid, &ev, &n), 0);
+  ck_assert_uint_eq(n, 1);
+  ck_assert_int_eq(ev[0].seq, first);
+  journal_events_free(ev, n);
+
+  /* once it has ended, an event is refused, in the same group as others */
+  in.status = "complete";
+  in.ended_ms = 80;
+  in.wait_type = NULL;
+  set_row(j, &in, 0);
+  int64_t other = insert(j, "wf", "e2", 0);
+  op = journal_batch_add(&b, JOP_EVENT_INSERT);
+  op->rowid = rowid;
+  op->event_type = "paid";
+  op->event_payload = "{}";
+  op = journal_batch_add(&b, JOP_EVENT_INSERT);
+  op->rowid = other;
+  op->event_type = "paid";
+  op->event_payload = "{}";
+  commit_ok(j, &b);
+  ck_assert_int_eq(b.ops[0].rc, DURO_E_INSTANCE_ENDED);
+  ck_assert_int_eq(b.ops[1].rc, 0);
+  journal_batch_free(&b);
+  journal_close(j);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM events"), 3);
+}
+END_TEST
+
+/* A failing op fails the whole group with the server's words; nothing of
+ * it stays, and the next group commits. */
+START_TEST(failed_op_fails_its_group) {
+  fresh_db();
+  journal *j = open_journal();
+  int64_t rowid = insert(j, "wf", "f1", 0);
+  journal_step bad = step_row("k#1", "k", 1, "complete", JOURNAL_NONE);
+  bad.key = NULL; /* NOT NULL */
+  journal_instance ok = {
+      .workflow = "wf", .id = "f2", .status = "queued", .params = "null"};
+  journal_batch b = {0};
+  journal_batch_add(&b, JOP_INSTANCE_INSERT)->inst = &ok;
+  journal_op *op = journal_batch_add(&b, JOP_STEP_PUT);
+  op->rowid = rowid;
+  op->step = &bad;
+  ck_assert_int_eq(journal_commit(j, &b), DURO_E_STORAGE);
+  ck_assert_msg(strstr(journal_errmsg(j), "null value") != NULL, "%s",
+                journal_errmsg(j));
+  char msg[256];
+  ck_assert_int_eq(journal_failing(j, msg, sizeof msg, NULL), 1);
+  journal_batch_free(&b);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM instances"), 1);
+  insert(j, "wf", "f3", 0);
+  ck_assert_int_eq(journal_failing(j, NULL, 0, NULL), 0);
+  journal_close(j);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM instances"), 2);
+}
+END_TEST
+
+/* Read-only: reads work, every write fails. */
+START_TEST(read_only_reads_and_refuses_writes) {
+  fresh_db();
+  journal *j = open_journal();
+  insert(j, "wf", "r1", 0);
+  journal_close(j);
+  j = open_mode(-1);
+  journal_instance got = {0};
+  ck_assert_int_eq(journal_instance_get(j, "wf", "r1", &got), 0);
+  journal_instance_clear(&got);
+  journal_instance in = {
+      .workflow = "wf", .id = "r2", .status = "queued", .params = "null"};
+  journal_batch b = {0};
+  journal_batch_add(&b, JOP_INSTANCE_INSERT)->inst = &in;
+  ck_assert_int_eq(journal_commit(j, &b), DURO_E_STORAGE);
+  ck_assert_msg(strstr(journal_errmsg(j), "read-only") != NULL, "%s",
+                journal_errmsg(j));
+  journal_batch_free(&b);
+  journal_close(j);
+  /* a database with no journal is not opened read-only */
+  fresh_db();
+  char err[512];
+  ck_assert_int_eq(
+      journal_open_backend(&store_pg, conninfo, -1, &j, err, sizeof err),
+      DURO_E_STORAGE);
+  ck_assert_msg(strstr(err, "schema") != NULL, "%s", err);
+}
+END_TEST
+
+/* ---- list, count, wake-poll and sweep reads ----------------------------- */
+
+static void on_row(void *ctx, int64_t rowid, const char *id, const char *status,
+                   int64_t created_ms) {
+  char *t = ctx;
+  size_t n = strlen(t);
+  snprintf(t + n, 256 - n, "%s:%s:%lld;", id, status, (long long)created_ms);
+  (void)rowid;
+}
+
+static void on_count(void *ctx, const char *wf, const char *status, int64_t n) {
+  char *t = ctx;
+  size_t len = strlen(t);
+  snprintf(t + len, 256 - len, "%s/%s=%lld;", wf, status, (long long)n);
+}
+
+static void on_recover(void *ctx, int64_t rowid, const char *status,
+                       int control) {
+  char *t = ctx;
+  size_t len = strlen(t);
+  snprintf(t + len, 256 - len, "%lld:%s:%d;", (long long)rowid, status,
+           control);
+}
+
+static void on_pinned(void *ctx, const char *wf, const char *build, int64_t n) {
+  on_count(ctx, wf, build, n);
+}
+
+START_TEST(list_count_wake_and_sweep) {
+  fresh_db();
+  journal *j = open_journal();
+  int64_t r1 = insert(j, "wf", "i1", 100);
+  int64_t r2 = insert(j, "wf", "i2", 200);
+  int64_t r3 = insert(j, "wf", "i3", 300);
+  int64_t r4 = insert(j, "other", "o1", 50);
+  journal_instance w2 = {.rowid = r2,
+                         .status = "waiting",
+                         .ended_ms = JOURNAL_NONE,
+                         .started_ms = 1,
+                         .wake_ms = 1000,
+                         .paused_ms = JOURNAL_NONE};
+  set_row(j, &w2, 0);
+  journal_instance w3 = w2;
+  w3.rowid = r3;
+  w3.wake_ms = 500;
+  set_row(j, &w3, 0);
+  journal_instance done = {.rowid = r4,
+                           .status = "complete",
+                           .started_ms = 1,
+                           .ended_ms = 2000,
+                           .wake_ms = JOURNAL_NONE,
+                           .paused_ms = JOURNAL_NONE};
+  set_row(j, &done, 0);
+  journal_instance ctl = {.control = JOURNAL_CONTROL_TERMINATE};
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_INSTANCE_CONTROL);
+  op->rowid = r2;
+  op->inst = &ctl;
+  op = journal_batch_add(&b, JOP_INSTANCE_PIN);
+  op->rowid = r3;
+  op->step_key = "h1";
+  op = journal_batch_add(&b, JOP_INSTANCE_PIN);
+  op->rowid = r4; /* ended: not counted as pinned */
+  op->step_key = "h1";
+  commit_ok(j, &b);
+  journal_batch_reset(&b);
+
+  int64_t rowids[8], wakes[8];
+  size_t n = 0;
+  ck_assert_int_eq(journal_due(j, 0, 1000, 8, rowids, wakes, &n), 0);
+  ck_assert_uint_eq(n, 2);
+  ck_assert_int_eq(rowids[0], r3);
+  ck_assert_int_eq(wakes[0], 500);
+  ck_assert_int_eq(rowids[1], r2);
+  ck_assert_int_eq(journal_due(j, 500, 999, 8, rowids, wakes, &n), 0);
+  ck_assert_uint_eq(n, 0);
+  ck_assert_int_eq(journal_due(j, 0, 1000, 1, rowids, wakes, &n), 0);
+  ck_assert_uint_eq(n, 1);
+  int64_t wake = 0;
+  ck_assert_int_eq(journal_next_wake(j, 0, &wake), 0);
+  ck_assert_int_eq(wake, 500);
+  ck_assert_int_eq(journal_next_wake(j, 500, &wake), 0);
+  ck_assert_int_eq(wake, 1000);
+  ck_assert_int_eq(journal_next_wake(j, 1000, &wake), 0);
+  ck_assert(wake == JOURNAL_NONE);
+
+  char t[256] = "";
+  ck_assert_int_eq(journal_recover_each(j, on_recover, t), 0);
+  char want[128];
+  snprintf(want, sizeof want, "%lld:queued:0;%lld:waiting:2;", (long long)r1,
+           (long long)r2);
+  ck_assert_str_eq(t, want);
+
+  ck_assert_int_eq(journal_queued_from(j, 0, 8, rowids, &n), 0);
+  ck_assert_uint_eq(n, 1);
+  ck_assert_int_eq(rowids[0], r1);
+  ck_assert_int_eq(journal_queued_from(j, r1 + 1, 8, rowids, &n), 0);
+  ck_assert_uint_eq(n, 0);
+  int64_t created = 0;
+  ck_assert_int_eq(journal_oldest_queued(j, NULL, &created), 0);
+  ck_assert_int_eq(created, 100);
+  ck_assert_int_eq(journal_oldest_queued(j, "other", &created), 0);
+  ck_assert(created == JOURNAL_NONE);
+
+  int pinned = 0;
+  ck_assert_int_eq(journal_build_pinned(j, "wf", "h1", &pinned), 0);
+  ck_assert_int_eq(pinned, 1);
+  ck_assert_int_eq(journal_build_pinned(j, "other", "h1", &pinned), 0);
+  ck_assert_int_eq(pinned, 0);
+  t[0] = 0;
+  ck_assert_int_eq(journal_pinned_builds(j, on_pinned, t), 0);
+  ck_assert_str_eq(t, "wf/h1=1;");
+
+  t[0] = 0;
+  ck_assert_int_eq(journal_list(j, "wf", NULL, 0, 2, on_row, t), 0);
+  ck_assert_str_eq(t, "i3:waiting:300;i2:waiting:200;");
+  t[0] = 0;
+  ck_assert_int_eq(journal_list(j, "wf", NULL, r2, 10, on_row, t), 0);
+  ck_assert_str_eq(t, "i1:queued:100;");
+  t[0] = 0;
+  ck_assert_int_eq(journal_list(j, "wf", "queued", 0, 10, on_row, t), 0);
+  ck_assert_str_eq(t, "i1:queued:100;");
+  t[0] = 0;
+  ck_assert_int_eq(journal_count_by_status(j, on_count, t), 0);
+  ck_assert_str_eq(t, "other/complete=1;wf/queued=1;wf/waiting=2;");
+
+  /* the sweep: retention 1000 after ended 2000 */
+  op = journal_batch_add(&b, JOP_EVENT_INSERT);
+  op->rowid = r4; /* refused: ended, nothing to sweep there */
+  op->event_type = "x";
+  op->event_payload = "{}";
+  journal_step st = step_row("a#1", "a", 1, "complete", JOURNAL_NONE);
+  op = journal_batch_add(&b, JOP_STEP_PUT);
+  op->rowid = r4;
+  op->step = &st;
+  op = journal_batch_add(&b, JOP_SWEEP);
+  op->ts_ms = 2999;
+  op->from_seq = 10;
+  commit_ok(j, &b);
+  ck_assert_int_eq(b.ops[2].out_rowid, 0);
+  journal_batch_reset(&b);
+  op = journal_batch_add(&b, JOP_SWEEP);
+  op->ts_ms = 3000;
+  op->from_seq = 10;
+  commit_ok(j, &b);
+  ck_assert_int_eq(b.ops[0].out_rowid, 1);
+  journal_batch_free(&b);
+  journal_instance got = {0};
+  ck_assert_int_eq(journal_instance_get_rowid(j, r4, &got), DURO_E_NOT_FOUND);
+  journal_close(j);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM steps"), 0);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM instances"), 3);
+}
+END_TEST
+
+/* ---- queues ---------------------------------------------------------------
+ */
+
+static int64_t send(journal *j, const char *queue, const char *body,
+                    int64_t sent, int64_t visible) {
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_MESSAGE_INSERT);
+  op->queue = queue;
+  op->body = body;
+  op->ts_ms = sent;
+  op->visible_ms = visible;
+  commit_ok(j, &b);
+  int64_t seq = b.ops[0].out_rowid;
+  journal_batch_free(&b);
+  return seq;
+}
+
+static void on_stats(void *ctx, const char *queue,
+                     const journal_queue_stats *st) {
+  char *t = ctx;
+  size_t n = strlen(t);
+  snprintf(t + n, 256 - n, "%s:%lld/%lld/%lld/%lld/%lld;", queue,
+           (long long)st->ready, (long long)st->delayed,
+           (long long)st->in_flight, (long long)st->oldest_sent_ms,
+           (long long)st->oldest_ready_ms);
+}
+
+static void on_lease(void *ctx, const char *lease) {
+  char *t = ctx;
+  size_t n = strlen(t);
+  snprintf(t + n, 256 - n, "%s;", lease);
+}
+
+static void on_queue_counts(void *ctx, const char *queue, int64_t dropped,
+                            int64_t dead) {
+  char *t = ctx;
+  size_t n = strlen(t);
+  snprintf(t + n, 256 - n, "%s:%lld/%lld;", queue, (long long)dropped,
+           (long long)dead);
+}
+
+START_TEST(queue_messages) {
+  fresh_db();
+  journal *j = open_journal();
+  int64_t m1 = send(j, "q", "1", 10, 10);
+  int64_t m2 = send(j, "q", "2", 11, 11);
+  int64_t m3 = send(j, "q", "3", 12, 500); /* delayed */
+  ck_assert_int_gt(m2, m1);
+  ck_assert_int_gt(m3, m2);
+
+  journal_queue_ready_info ri = {0};
+  ck_assert_int_eq(journal_queue_ready(j, "q", 100, 10, &ri), 0);
+  ck_assert_uint_eq(ri.ready, 2);
+  ck_assert_int_eq(ri.oldest_visible_ms, 10);
+  ck_assert_int_eq(ri.next_visible_ms, 500);
+
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_MESSAGE_LEASE);
+  op->queue = "q";
+  op->ts_ms = 100;
+  op->visible_ms = 200;
+  op->lease_token = "tok";
+  op->n_leases = 5;
+  op->max_attempts = 2;
+  commit_ok(j, &b);
+  ck_assert_uint_eq(b.ops[0].n_messages, 2);
+  ck_assert_int_eq(b.ops[0].out_rowid, 0);
+  journal_message *m = b.ops[0].messages;
+  ck_assert_int_eq(m[0].seq, m1);
+  ck_assert_str_eq(m[0].body, "1");
+  ck_assert_uint_eq(m[0].attempts, 1);
+  ck_assert_int_eq(m[0].sent_ms, 10);
+  ck_assert_str_eq(m[0].queue, "q");
+  char lease1[64], lease2[64];
+  snprintf(lease1, sizeof lease1, "%s", m[0].lease);
+  snprintf(lease2, sizeof lease2, "%s", m[1].lease);
+  char want[64];
+  snprintf(want, sizeof want, "tok-%lld", (long long)m1);
+  ck_assert_str_eq(lease1, want);
+  journal_messages_free(b.ops[0].messages, b.ops[0].n_messages);
+  journal_batch_reset(&b);
+
+  char t[256] = "";
+  ck_assert_int_eq(journal_queue_stats_each(j, NULL, 150, on_stats, t), 0);
+  ck_assert_str_eq(t, "q:0/1/2/10/-9223372036854775808;");
+  t[0] = 0;
+  ck_assert_int_eq(journal_queue_leases(j, "q", 150, "tok", on_lease, t), 0);
+  ck_assert_ptr_nonnull(strstr(t, lease1));
+  ck_assert_ptr_nonnull(strstr(t, lease2));
+  t[0] = 0;
+  ck_assert_int_eq(journal_queue_leases(j, "q", 150, "to", on_lease, t), 0);
+  ck_assert_str_eq(t, "");
+
+  /* ack the first; an ack after the lease ran out does nothing */
+  op = journal_batch_add(&b, JOP_MESSAGE_ACK);
+  op->queue = "q";
+  op->lease = lease1;
+  op->ts_ms = 150;
+  commit_ok(j, &b);
+  ck_assert_int_eq(b.ops[0].out_rowid, 1);
+  journal_batch_reset(&b);
+  op = journal_batch_add(&b, JOP_MESSAGE_ACK);
+  op->queue = "q";
+  op->lease = lease2;
+  op->ts_ms = 250;
+  commit_ok(j, &b);
+  ck_assert_int_eq(b.ops[0].out_rowid, 0);
+  journal_batch_reset(&b);
+
+  /* retry the second: delayed, with its error */
+  op = journal_batch_add(&b, JOP_MESSAGE_RETRY);
+  op->queue = "q";
+  op->lease = lease2;
+  op->ts_ms = 150;
+  op->visible_ms = 300;
+  op->error = "oops";
+  op->max_attempts = 2;
+  op->dead_letter_queue = "dlq";
+  commit_ok(j, &b);
+  ck_assert_int_eq(b.ops[0].out_rowid, JOURNAL_RETRY_DELAYED);
+  journal_batch_reset(&b);
+  /* the lease is no longer held */
+  op = journal_batch_add(&b, JOP_MESSAGE_RETRY);
+  op->queue = "q";
+  op->lease = lease2;
+  op->ts_ms = 150;
+  op->max_attempts = 2;
+  commit_ok(j, &b);
+  ck_assert_int_eq(b.ops[0].out_rowid, JOURNAL_RETRY_NOT_HELD);
+  journal_batch_reset(&b);
+
+  /* second delivery of m2, then its retry goes to the dead letters */
+  op = journal_batch_add(&b, JOP_MESSAGE_LEASE);
+  op->queue = "q";
+  op->ts_ms = 300;
+  op->visible_ms = 400;
+  op->lease_token = "t2";
+  op->n_leases = 1;
+  op->max_attempts = 2;
+  commit_ok(j, &b);
+  ck_assert_uint_eq(b.ops[0].n_messages, 1);
+  ck_assert_int_eq(b.ops[0].messages[0].seq, m2);
+  ck_assert_uint_eq(b.ops[0].messages[0].attempts, 2);
+  ck_assert_str_eq(b.ops[0].messages[0].last_error, "oops");
+  snprintf(lease2, sizeof lease2, "%s", b.ops[0].messages[0].lease);
+  journal_messages_free(b.ops[0].messages, b.ops[0].n_messages);
+  journal_batch_reset(&b);
+  op = journal_batch_add(&b, JOP_MESSAGE_RETRY);
+  op->queue = "q";
+  op->lease = lease2;
+  op->ts_ms = 350;
+  op->visible_ms = 1000;
+  op->error = "again";
+  op->max_attempts = 2;
+  op->dead_letter_queue = "dlq";
+  commit_ok(j, &b);
+  ck_assert_int_eq(b.ops[0].out_rowid, JOURNAL_RETRY_DEAD_LETTERED);
+  journal_batch_reset(&b);
+
+  /* m3, leased twice and never acked, is dropped at the third pull */
+  for (int i = 0; i < 3; i++) {
+    op = journal_batch_add(&b, JOP_MESSAGE_LEASE);
+    op->queue = "q";
+    op->ts_ms = 600 + i * 100;
+    op->visible_ms = 650 + i * 100;
+    op->lease_token = "t3";
+    op->n_leases = 1;
+    op->max_attempts = 2;
+    commit_ok(j, &b);
+    ck_assert_uint_eq(b.ops[0].n_messages, i < 2 ? 1 : 0);
+    ck_assert_int_eq(b.ops[0].out_rowid, i < 2 ? 0 : 1);
+    journal_messages_free(b.ops[0].messages, b.ops[0].n_messages);
+    journal_batch_reset(&b);
+  }
+  t[0] = 0;
+  ck_assert_int_eq(journal_queue_counts_each(j, on_queue_counts, t), 0);
+  ck_assert_str_eq(t, "q:1/1;");
+  t[0] = 0;
+  ck_assert_int_eq(journal_queue_stats_each(j, "dlq", 1000, on_stats, t), 0);
+  ck_assert_str_eq(t, "dlq:1/0/0/11/350;");
+
+  /* expiry by sent time; ids are never reused */
+  op = journal_batch_add(&b, JOP_MESSAGES_EXPIRE);
+  op->queue = "dlq";
+  op->ts_ms = 12;
+  op->from_seq = 10;
+  commit_ok(j, &b);
+  ck_assert_int_eq(b.ops[0].out_rowid, 1);
+  journal_batch_free(&b);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM messages"), 0);
+  ck_assert_int_gt(send(j, "q", "4", 0, 0), m3);
+  journal_close(j);
+}
+END_TEST
+
+/* ---- cron -----------------------------------------------------------------
+ */
+
+static void on_tick(void *ctx, const journal_cron_tick *tk) {
+  char *t = ctx;
+  size_t n = strlen(t);
+  snprintf(t + n, 256 - n, "%lld:%s:%lld:%s:%s;", (long long)tk->tick_ms,
+           tk->state, (long long)tk->fired_ms,
+           tk->instance ? tk->instance : "-", tk->error ? tk->error : "-");
+}
+
+static int64_t tick(journal *j, int64_t at, const char *state, int64_t fired,
+                    const char *instance) {
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_CRON_TICK);
+  op->queue = "nightly";
+  op->visible_ms = at;
+  op->body = state;
+  op->ts_ms = fired;
+  op->lease = instance;
+  commit_ok(j, &b);
+  int64_t claimed = b.ops[0].out_rowid;
+  journal_batch_free(&b);
+  return claimed;
+}
+
+START_TEST(cron_ticks) {
+  fresh_db();
+  journal *j = open_journal();
+  journal_cron c;
+  ck_assert_int_eq(journal_cron_state(j, "nightly", &c), 0);
+  ck_assert(c.since_ms == JOURNAL_NONE);
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_CRON_SINCE);
+  op->queue = "nightly";
+  op->ts_ms = 5;
+  op = journal_batch_add(&b, JOP_CRON_SINCE); /* already known */
+  op->queue = "nightly";
+  op->ts_ms = 9;
+  commit_ok(j, &b);
+  journal_batch_reset(&b);
+
+  ck_assert_int_eq(tick(j, 100, "fired", 101, "i-1"), 1);
+  ck_assert_int_eq(tick(j, 100, "fired", 102, "i-2"), 0); /* claimed */
+  ck_assert_int_eq(tick(j, 200, "missed", JOURNAL_NONE, NULL), 1);
+  ck_assert_int_eq(tick(j, 300, "skipped", JOURNAL_NONE, NULL), 1);
+  op = journal_batch_add(&b, JOP_CRON_TICK_SET);
+  op->queue = "nightly";
+  op->visible_ms = 100;
+  op->body = "failed";
+  op->error = "boom";
+  op = journal_batch_add(&b, JOP_CRON_TICK_SET); /* settled once */
+  op->queue = "nightly";
+  op->visible_ms = 100;
+  op->body = "complete";
+  op = journal_batch_add(&b, JOP_CRON_MISSED_EXTRA);
+  op->queue = "nightly";
+  op->from_seq = 4;
+  commit_ok(j, &b);
+  ck_assert_int_eq(b.ops[0].out_rowid, 1);
+  ck_assert_int_eq(b.ops[1].out_rowid, 0);
+  journal_batch_reset(&b);
+
+  ck_assert_int_eq(journal_cron_state(j, "nightly", &c), 0);
+  ck_assert_int_eq(c.since_ms, 5);
+  ck_assert_int_eq(c.last_tick_ms, 300);
+  ck_assert_int_eq(c.complete, 0);
+  ck_assert_int_eq(c.failed, 1);
+  ck_assert_int_eq(c.missed, 5);
+  ck_assert_int_eq(c.skipped, 1);
+
+  char t[256] = "";
+  ck_assert_int_eq(journal_cron_ticks(j, "nightly", NULL, 2, on_tick, t), 0);
+  ck_assert_str_eq(t, "300:skipped:-9223372036854775808:-:-;"
+                      "200:missed:-9223372036854775808:-:-;");
+  t[0] = 0;
+  ck_assert_int_eq(journal_cron_ticks(j, "nightly", "failed", 9, on_tick, t),
+                   0);
+  ck_assert_str_eq(t, "100:failed:101:i-1:boom;");
+
+  /* the sweep keeps the newest tick and the counts */
+  op = journal_batch_add(&b, JOP_CRON_SWEEP);
+  op->ts_ms = 1000;
+  commit_ok(j, &b);
+  ck_assert_int_eq(b.ops[0].out_rowid, 2);
+  journal_batch_free(&b);
+  ck_assert_int_eq(journal_cron_state(j, "nightly", &c), 0);
+  ck_assert_int_eq(c.last_tick_ms, 300);
+  ck_assert_int_eq(c.failed, 1);
+  journal_close(j);
+}
+END_TEST
+
+/* ---- a real engine on it ------------------------------------------------- */
+
+static int cb_named(duro_attempt *a, void *arg) {
+  char buf[64];
+  snprintf(buf, sizeof buf, "\"%s\"", (const char *)arg);
+  return duro_attempt_result(a, buf);
+}
+
+/* a, a sleep, b, c: the output joins what they returned. */
+static duro_rc wf_three(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev, (void)env;
+  const char *ra, *rb, *rc;
+  DURO_TRY(duro_do(step, "a", NULL, cb_named, "a", &ra));
+  DURO_TRY(duro_sleep(step, "nap", "1 minute"));
+  DURO_TRY(duro_do(step, "b", NULL, cb_named, "b", &rb));
+  DURO_TRY(duro_do(step, "c", NULL, cb_named, "c", &rc));
+  char out[128];
+  snprintf(out, sizeof out, "[%s,%s,%s]", ra, rb, rc);
+  return duro_set_output(step, out);
+}
+
+START_TEST(engine_runs_three_steps) {
+  fresh_db();
+  harness h;
+  harness_open_backend(&h, &store_pg, conninfo);
+  harness_register(&h, "three", wf_three);
+  harness_start(&h);
+  const char *ids[] = {"t1", "t2", "t3"};
+  for (int i = 0; i < 3; i++)
+    ck_assert_int_eq(duro_instance_create(h.e, "three", ids[i], NULL, -1, NULL),
+                     0);
+  ck_assert_int_eq(duro_instance_create(h.e, "three", "t1", NULL, -1, NULL),
+                   DURO_E_ALREADY_EXISTS);
+  ck_assert_uint_eq(harness_run(&h), 3);
+  for (int i = 0; i < 3; i++)
+    ck_assert_str_eq(harness_status(&h, "three", ids[i]), "waiting");
+  /* a restart while they sleep: the journal holds their wakes */
+  harness_reopen(&h);
+  ck_assert_uint_eq(harness_advance(&h, 60 * 1000), 3);
+  for (int i = 0; i < 3; i++) {
+    ck_assert_str_eq(harness_status(&h, "three", ids[i]), "complete");
+    json_t *d = harness_describe(&h, "three", ids[i]);
+    ck_assert_str_eq(json_string_value(json_object_get(d, "status")),
+                     "complete");
+    json_t *out = json_object_get(d, "output");
+    char *text = json_dumps(out, JSON_COMPACT);
+    ck_assert_str_eq(text, "[\"a\",\"b\",\"c\"]");
+    free(text);
+    ck_assert_ptr_nonnull(harness_step(d, "c#1"));
+    json_decref(d);
+  }
+  harness_close(&h);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM steps"), 12);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM instances WHERE "
+                              "status='complete'"),
+                   3);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("pg_journal");
+  TCase *tc = tcase_create("journal");
+  tcase_add_unchecked_fixture(tc, cluster_start, cluster_stop);
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, group_commit_from_many_threads);
+  tcase_add_test(tc, duplicate_in_a_shared_transaction);
+  tcase_add_test(tc, instance_insert_set_get);
+  tcase_add_test(tc, steps_and_attempts);
+  tcase_add_test(tc, events_and_wakes);
+  tcase_add_test(tc, failed_op_fails_its_group);
+  tcase_add_test(tc, read_only_reads_and_refuses_writes);
+  tcase_add_test(tc, list_count_wake_and_sweep);
+  tcase_add_test(tc, queue_messages);
+  tcase_add_test(tc, cron_ticks);
+  tcase_add_test(tc, engine_runs_three_steps);
+  suite_add_tcase(s, tc);
+  return suite_run(s);
+}
