@@ -9,6 +9,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend.h"
+#if DURO_HAVE_PG
+#include <libpq-fe.h>
+#endif
+
 const duro_api *duro_api_ptr_;
 
 typedef struct reg {
@@ -71,6 +76,36 @@ static void open_engine(harness *h) {
     duro_cron_set_handler(h->e, cron_handlers[i].plugin, cron_handlers[i].fn);
 }
 
+/* DURO_TEST_PG=<libpq connection string of a running server>: every
+ * engine the harness opens journals in a new database there (PostgreSQL
+ * backend) instead of a SQLite file, to run engine suites on it.  Cases
+ * that open h->db with SQLite themselves do not apply. */
+static void on_test_pg(harness *h) {
+  const char *server = getenv("DURO_TEST_PG");
+  if (!server || !*server)
+    return;
+#if DURO_HAVE_PG
+  PGconn *c = PQconnectdb(server);
+  ck_assert_msg(PQstatus(c) == CONNECTION_OK, "DURO_TEST_PG: %s",
+                PQerrorMessage(c));
+  static int n;
+  char name[64], sql[128];
+  snprintf(name, sizeof name, "h_%d_%d", (int)getpid(), n++);
+  snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
+  PGresult *r = PQexec(c, sql);
+  ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", sql,
+                PQresultErrorMessage(r));
+  PQclear(r);
+  PQfinish(c);
+  ck_assert_int_lt(snprintf(h->db, sizeof h->db, "%s dbname=%s", server, name),
+                   (int)sizeof h->db);
+  journal_backend = &store_pg;
+  rmdir(h->dir); /* nothing of the journal goes there */
+#else
+  ck_abort_msg("DURO_TEST_PG: built without libpq");
+#endif
+}
+
 static void harness_init(harness *h, uint32_t workers) {
   memset(h, 0, sizeof *h);
   n_regs = 0;
@@ -87,6 +122,7 @@ static void harness_init(harness *h, uint32_t workers) {
   snprintf(h->dir, sizeof h->dir, "/tmp/duro-test-XXXXXX");
   ck_assert_ptr_nonnull(mkdtemp(h->dir));
   snprintf(h->db, sizeof h->db, "%s/duro.db", h->dir);
+  on_test_pg(h);
   duro_clock_virtual_init(&h->clock, T0_MS);
   open_engine(h);
 }
