@@ -10,8 +10,9 @@
  *    does; a failing op fails its whole group with libpq's message and
  *    leaves the next group clean; the schema version row; read-only;
  *    the list, count, wake-poll and sweep reads; queue messages and cron
- *    ticks; and a real engine whose journal is PostgreSQL, which runs
- *    instances of a three-step workflow to the end across a reopen. */
+ *    ticks; connections the server dropped made again; and a real engine whose
+ * journal is PostgreSQL, which runs instances of a three-step workflow to the
+ * end across a reopen. */
 #include <check.h>
 #include <libpq-fe.h>
 #include <pthread.h>
@@ -604,6 +605,47 @@ START_TEST(failed_op_fails_its_group) {
 }
 END_TEST
 
+/* Ends every other session on the case's database (as a server restart
+ * would) and waits until they are gone. */
+static void drop_sessions(void) {
+  PGconn *c = PQconnectdb(conninfo);
+  ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+  PQclear(PQexec(c, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname=current_database() AND "
+                    "pid<>pg_backend_pid()"));
+  for (int i = 0; i < 500; i++) {
+    PGresult *r = PQexec(c, "SELECT COUNT(*) FROM pg_stat_activity WHERE "
+                            "datname=current_database() AND "
+                            "pid<>pg_backend_pid()");
+    int left = atoi(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    if (left == 0)
+      break;
+    usleep(10000);
+  }
+  PQfinish(c);
+}
+
+/* Connections the server dropped are made again: the next group and the
+ * next read succeed. */
+START_TEST(dropped_connections_are_made_again) {
+  fresh_db();
+  journal *j = open_journal();
+  insert(j, "wf", "d1", 0);
+  journal_instance got = {0};
+  ck_assert_int_eq(journal_instance_get(j, "wf", "d1", &got), 0);
+  journal_instance_clear(&got);
+  drop_sessions();
+  insert(j, "wf", "d2", 0);
+  ck_assert_int_eq(journal_failing(j, NULL, 0, NULL), 0);
+  drop_sessions();
+  ck_assert_int_eq(journal_instance_get(j, "wf", "d2", &got), 0);
+  ck_assert_str_eq(got.id, "d2");
+  journal_instance_clear(&got);
+  journal_close(j);
+}
+END_TEST
+
 /* Read-only: reads work, every write fails. */
 START_TEST(read_only_reads_and_refuses_writes) {
   fresh_db();
@@ -1146,6 +1188,7 @@ int main(void) {
   tcase_add_test(tc, steps_and_attempts);
   tcase_add_test(tc, events_and_wakes);
   tcase_add_test(tc, failed_op_fails_its_group);
+  tcase_add_test(tc, dropped_connections_are_made_again);
   tcase_add_test(tc, read_only_reads_and_refuses_writes);
   tcase_add_test(tc, list_count_wake_and_sweep);
   tcase_add_test(tc, queue_messages);

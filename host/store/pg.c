@@ -475,11 +475,17 @@ static int writer_ready(pg_store *pg) {
   return 0;
 }
 
+/* libpq learns that the server dropped the connection only when it next
+ * uses it: a BEGIN that finds it so connects again and begins once more
+ * (nothing was written yet), so that a restarted server costs no group. */
 static int pg_begin(void *db) {
   pg_store *pg = db;
   if (writer_ready(pg))
     return DURO_E_STORAGE;
-  return exec_cmd(pg->wr, "BEGIN", NULL, 0);
+  int rc = exec_cmd(pg->wr, "BEGIN", NULL, 0);
+  if (rc && PQstatus(pg->wr) != CONNECTION_OK && writer_ready(pg) == 0)
+    rc = exec_cmd(pg->wr, "BEGIN", NULL, 0);
+  return rc;
 }
 
 /* COMMIT of a transaction that failed answers "ROLLBACK": not committed. */
@@ -889,7 +895,7 @@ static reader *reader_get(pg_store *pg) {
 
 /* Runs a read on this thread's connection, preparing it on first use;
  * the rows (to PQclear), or NULL with the error recorded. */
-static PGresult *query(pg_store *pg, const char *sql, const params *p) {
+static PGresult *query_once(pg_store *pg, const char *sql, const params *p) {
   reader *r = reader_get(pg);
   if (!r)
     return NULL;
@@ -921,6 +927,16 @@ ran:
     PQclear(res);
     return NULL;
   }
+  return res;
+}
+
+/* query_once, again on a new connection when the server had dropped the
+ * thread's one (a read changes nothing: it can run twice). */
+static PGresult *query(pg_store *pg, const char *sql, const params *p) {
+  PGresult *res = query_once(pg, sql, p);
+  reader *r = pthread_getspecific(pg->reader_key);
+  if (!res && r && PQstatus(r->conn) != CONNECTION_OK)
+    res = query_once(pg, sql, p);
   return res;
 }
 
