@@ -10,9 +10,9 @@
  *    does; a failing op fails its whole group with libpq's message and
  *    leaves the next group clean; the schema version row; read-only;
  *    the list, count, wake-poll and sweep reads; queue messages and cron
- *    ticks; connections the server dropped made again; and a real engine whose
- * journal is PostgreSQL, which runs instances of a three-step workflow to the
- * end across a reopen. */
+ *    ticks; connections the server dropped, made again; and a real engine
+ *    whose journal is PostgreSQL, which runs instances of a three-step
+ *    workflow to the end across a reopen. */
 #include <check.h>
 #include <libpq-fe.h>
 #include <pthread.h>
