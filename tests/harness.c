@@ -135,6 +135,18 @@ void harness_open_workers(harness *h, uint32_t workers) {
 
 static void harness_close_files(harness *h);
 
+const struct store_backend *harness_backend(void) { return journal_backend; }
+
+journal *harness_journal_open(harness *h) {
+  journal *j = NULL;
+  char err[512];
+  int rc =
+      journal_open_backend(journal_backend ? journal_backend : &store_sqlite,
+                           h->db, 0, &j, err, sizeof err);
+  ck_assert_msg(rc == 0, "journal open: %s", err);
+  return j;
+}
+
 void harness_open_backend(harness *h, const struct store_backend *be,
                           const char *path) {
   harness_init(h, 0);

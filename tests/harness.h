@@ -43,6 +43,13 @@ void harness_down_for(harness *h, int64_t ms);
 struct store_backend;
 void harness_open_backend(harness *h, const struct store_backend *be,
                           const char *path);
+/* The backend the harness's engines journal on (NULL = SQLite), for an
+ * engine a test opens itself on h->db. */
+const struct store_backend *harness_backend(void);
+/* Opens h->db as the engine does (on harness_backend()), for a test that
+ * writes rows behind the engine's back; the test closes it. */
+struct journal;
+struct journal *harness_journal_open(harness *h);
 /* Reopens the engine with max_runnable and max_queued (0: defaults). */
 void harness_set_backlog_limits(harness *h, size_t max_runnable,
                                 size_t max_queued);

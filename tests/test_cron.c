@@ -146,9 +146,7 @@ START_TEST(crash_after_a_fire_fires_nothing_twice) {
   harness_run(&H); /* 00:00: the trigger is known */
   harness_reopen(&H);
   /* as a dead engine leaves it: 01:00 claimed, never settled */
-  journal *j;
-  char err[256];
-  ck_assert_int_eq(journal_open(H.db, 0, &j, err, sizeof err), 0);
+  journal *j = harness_journal_open(&H);
   journal_batch b = {0};
   journal_op *op = journal_batch_add(&b, JOP_CRON_TICK);
   op->queue = "p|0 * * * *|UTC||";

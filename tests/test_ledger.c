@@ -77,9 +77,7 @@ static void create(const char *id) {
 }
 
 static int64_t rowid_of(const char *id) {
-  journal *j;
-  char err[256];
-  ck_assert_msg(journal_open(H.db, 0, &j, err, sizeof err) == 0, "%s", err);
+  journal *j = harness_journal_open(&H);
   journal_instance in = {0};
   ck_assert_int_eq(journal_instance_get(j, WF, id, &in), 0);
   int64_t rowid = in.rowid;

@@ -285,8 +285,10 @@ END_TEST
 static void reopen_with(const char *newest, duro_run_fn run, const char *older,
                         duro_run_fn older_run) {
   duro_engine_close(H.e);
-  duro_engine_options opt = {
-      .db_path = H.db, .synchronous_full = 0, .clock = &H.clock};
+  duro_engine_options opt = {.db_path = H.db,
+                             .backend = harness_backend(),
+                             .synchronous_full = 0,
+                             .clock = &H.clock};
   char err[256];
   ck_assert_msg(duro_engine_open(&opt, &H.e, err, sizeof err) == 0, "%s", err);
   ck_assert_int_eq(duro_engine_register(H.e, WF, NULL, run, NULL, newest), 0);
