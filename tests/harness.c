@@ -102,6 +102,7 @@ static void on_test_pg(harness *h) {
   journal_backend = &store_pg;
   rmdir(h->dir); /* nothing of the journal goes there */
 #else
+  (void)h;
   ck_abort_msg("DURO_TEST_PG: built without libpq");
 #endif
 }
