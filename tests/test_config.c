@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "duro_config.h"
 #include "paths.h"
 #include "suite_run.h"
 
@@ -103,6 +104,13 @@ static const bad_case bad[] = {
     {"storage:\n  path: a\n  path: b\n",
      "t.yaml:3:3: duplicate key \"path\" in storage"},
     {"storage:\n  sync: full\n", "t.yaml:2:3: unknown key \"sync\" in storage"},
+    {"storage:\n  postgresql: \"\"\n",
+     "t.yaml:2:15: \"postgresql\" must be a non-empty string"},
+#if !DURO_HAVE_PG
+    {"storage:\n  postgresql: x\n",
+     "t.yaml:2:15: \"postgresql\": this duro was built without PostgreSQL "
+     "(libpq)"},
+#endif
     {"storage:\r\n  sync: full\r\n",
      "t.yaml:2:3: unknown key \"sync\" in storage"},
     /* A key's control characters are escaped in the message. */
@@ -674,6 +682,7 @@ static void assert_default_sections(const config *cfg) {
   ck_assert_str_eq(cfg->file, "t.yaml");
   ck_assert_str_eq(cfg->storage.path, "var/duro.db");
   ck_assert_int_eq(cfg->storage.synchronous_full, 1);
+  ck_assert_ptr_null(cfg->storage.postgresql);
   ck_assert_str_eq(cfg->http.listen, "127.0.0.1:8787");
   ck_assert_ptr_null(cfg->http.token_env);
   ck_assert_int_eq(cfg->http.allow_insecure, 0);
@@ -761,6 +770,12 @@ static void check_aliases(const config *cfg) {
 static void check_quoted_crlf(const config *cfg) {
   ck_assert_str_eq(cfg->storage.path, "x.db");
   ck_assert_uint_eq(cfg->engine.workers, 3);
+}
+
+/* A connection string, kept as written (not a path to resolve). */
+static void check_postgresql(const config *cfg) {
+  ck_assert_str_eq(cfg->storage.postgresql, "host=/run/pg dbname=duro");
+  ck_assert_str_eq(cfg->storage.path, "var/duro.db");
 }
 
 static void check_workers_3(const config *cfg) {
@@ -951,6 +966,10 @@ static const good_case good[] = {
     {"\"storage\":\r\n  'path': x.db\r\nengine:\r\n  workers: 3\r\n",
      check_quoted_crlf},
     {"engine: {workers: 3}\n...\n", check_workers_3},
+#if DURO_HAVE_PG
+    {"storage:\n  postgresql: \"host=/run/pg dbname=duro\"\n",
+     check_postgresql},
+#endif
     {CONSUMER_Q, check_consumer_defaults},
     {Q_HEAD
      "      consumers:\n"

@@ -36,6 +36,7 @@
  * and is released by config_free().  Positions in messages are 1-based;
  * libyaml's marks are 0-based. */
 #include "config.h"
+#include "duro_config.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -290,6 +291,8 @@ static const field storage_fields[] = {
     {"path", K_STRING, offsetof(config, storage.path), false, 0, 0, NULL},
     {"synchronous", K_ENUM, offsetof(config, storage.synchronous_full), false,
      0, 0, synchronous_choices},
+    {"postgresql", K_STRING, offsetof(config, storage.postgresql), false, 0, 0,
+     NULL},
 };
 static const schema storage_schema =
     SCHEMA("storage", "in storage", -1, storage_fields);
@@ -1246,6 +1249,10 @@ static int parse_root(parser *p, yaml_node_t *root) {
     int present = rc > 0;
     if (present && (rc = parse_mapping(p, sec, sections[i].s, cfg, sv)) < 0)
       return rc;
+    if (present && sections[i].index == ROOT_STORAGE && sv[2] && !DURO_HAVE_PG)
+      return fail(p, sv[2],
+                  "\"postgresql\": this duro was built without PostgreSQL "
+                  "(libpq)");
     /* http.c checks these against the bind policy later, and names them */
     if (present && sections[i].index == ROOT_HTTP) {
       if (sv[0])
@@ -1521,6 +1528,7 @@ void config_free(config *cfg) {
   }
   free(cfg->plugins);
   free(cfg->storage.path);
+  free(cfg->storage.postgresql);
   free(cfg->http.listen);
   free(cfg->http.token_env);
   free(cfg->file);

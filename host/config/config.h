@@ -115,6 +115,10 @@ typedef struct config {
     char *path;           /* default "var/duro.db"; absolute after
                              config_load, beside the config file */
     int synchronous_full; /* "full" (default) = 1, "normal" = 0 */
+    /* A libpq connection string: the journal is in that PostgreSQL
+     * database rather than at path (which still places the lock file
+     * and the stored builds); NULL = SQLite. */
+    char *postgresql;
   } storage;
   struct {
     char *listen;    /* default "127.0.0.1:8787" */

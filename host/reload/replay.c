@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "config.h"
 #include "engine.h"
 #include "error.h"
@@ -90,12 +91,19 @@ static void print_report(const json_t *rep) {
 static int replay_all(const config *cfg, const config_plugin *p,
                       loader_plugin *lp, int as_json) {
   duro_engine_options opt = {.db_path = cfg->storage.path, .read_only = 1};
+  if (cfg->storage.postgresql) {
+    opt.backend = store_backend_postgresql();
+    opt.db_path = cfg->storage.postgresql;
+  }
   duro_engine *e = NULL;
-  char err[1024];
-  if (access(cfg->storage.path, R_OK) != 0 ||
+  char err[1024] = "";
+  if ((!cfg->storage.postgresql && access(cfg->storage.path, R_OK) != 0) ||
       duro_engine_open(&opt, &e, err, sizeof err) != 0) {
-    fprintf(stderr, "duro: cannot read the journal %s%s%s\n", cfg->storage.path,
-            e ? ": " : "", e ? err : "");
+    /* Not the connection string: it may hold a password. */
+    fprintf(stderr, "duro: cannot read the journal %s%s%s\n",
+            cfg->storage.postgresql ? "in PostgreSQL" : cfg->storage.path,
+            cfg->storage.postgresql ? ": " : "",
+            cfg->storage.postgresql ? err : "");
     return 2;
   }
   int code = 0;

@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "backend.h"
 #include "config.h"
 #include "engine.h"
 #include "error.h"
@@ -347,6 +348,10 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
       .max_crashes = cfg->engine.max_crashes,
       .max_queued = (size_t)cfg->engine.max_queued,
   };
+  if (cfg->storage.postgresql) {
+    opt.backend = store_backend_postgresql();
+    opt.db_path = cfg->storage.postgresql;
+  }
   if (duro_engine_open(&opt, &h.engine, err, sizeof err) != 0) {
     fprintf(stderr, "%s\n", err);
     goto stop;
@@ -365,8 +370,10 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
     fprintf(stderr, "duro: cannot start the engine: %s\n", duro_err_str(rc));
     goto stop;
   }
+  /* Not the connection string: it may hold a password. */
   log_info("ready: %zu plugin(s), storage %s (synchronous=%s), http on port %d",
-           cfg->n_plugins, cfg->storage.path,
+           cfg->n_plugins,
+           cfg->storage.postgresql ? "PostgreSQL" : cfg->storage.path,
            cfg->storage.synchronous_full ? "full" : "normal",
            http_port(h.http));
   supervisor_send(ctl_fd, 'R', -1);

@@ -129,9 +129,13 @@ extern const store_backend store_sqlite;
 #include "duro_config.h"
 #if DURO_HAVE_PG
 /* The PostgreSQL backend (pg.c), built when libpq is found: `path` is a
- * libpq connection string.  Not yet selectable from the configuration. */
+ * libpq connection string. */
 extern const store_backend store_pg;
 #endif
+
+/* What storage.postgresql selects: store_pg, or NULL in a build without
+ * libpq (where the configuration refuses the key). */
+const store_backend *store_backend_postgresql(void);
 
 /* journal_open on the given backend: `be` must outlive the journal. */
 int journal_open_backend(const store_backend *be, const char *path,

@@ -83,6 +83,14 @@ int journal_open(const char *path, int synchronous_full, journal **out,
                               errlen);
 }
 
+const store_backend *store_backend_postgresql(void) {
+#if DURO_HAVE_PG
+  return &store_pg;
+#else
+  return NULL;
+#endif
+}
+
 int journal_open_backend(const store_backend *be, const char *path,
                          int synchronous_full, journal **out, char *err,
                          size_t errlen) {
