@@ -1,12 +1,14 @@
 /* main.c — the `duro` command line.  `duro run [CONFIG]` and `duro check
  * [CONFIG]` run the host in this process (host.c); `duro workflows …` is a
- * client that talks HTTP to a running host (cli.c).  Everything else lives
+ * client that talks HTTP to a running host (cli.c); `duro migrate` copies
+ * a stopped host's journal (migrate_cmd.c).  Everything else lives
  * in the host library. */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 #include "host.h"
+#include "migrate_cmd.h"
 #include "reload.h"
 #include "replay.h"
 #include "supervisor.h"
@@ -25,6 +27,7 @@ static int usage(FILE *out) {
       "diverge?\n"
       "       duro help             print this\n",
       DEFAULT_CONFIG);
+  migrate_usage(out);
   cli_usage(out);
   fputs("  paths in CONFIG (storage.path, a plugin's path) are relative to "
         "CONFIG's\n"
@@ -62,6 +65,8 @@ int main(int argc, char **argv) {
     return supervisor_run(cfg);
   if (!strcmp(verb, "check"))
     return check(argc, argv);
+  if (!strcmp(verb, "migrate"))
+    return migrate_main(argc, argv);
   if (!strcmp(verb, "__load")) /* the reload probe (reload/reload.h) */
     return reload_probe_main(argc, argv);
   if (!strcmp(verb, "workflows") || !strcmp(verb, "reload") ||

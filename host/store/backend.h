@@ -25,6 +25,21 @@
 
 #include "journal.h"
 
+/* A table of the schema, as a copy between backends names it
+ * (migrate.h lists schema 6's). */
+typedef struct store_table {
+  const char *name;
+  const char *columns; /* "a,b,c": every column, in the copy's order */
+  size_t n_columns;
+  /* The key the database numbers (instances.rowid, events.seq,
+   * messages.seq), or NULL. */
+  const char *serial;
+} store_table;
+
+/* One row of a copy: n_columns values as text, NULL for SQL NULL.
+ * Returns 0 to go on. */
+typedef int (*store_row_fn)(void *ctx, const char *const *values);
+
 typedef struct store_backend {
   /* Opens (creating it unless read-only) the store at `path`, bringing
    * its schema to the current version: the schema version and its
@@ -121,6 +136,38 @@ typedef struct store_backend {
                     size_t limit,
                     void (*fn)(void *ctx, const journal_cron_tick *t),
                     void *ctx);
+
+  /* ---- copying a journal to another backend (migrate.c) ----------------
+   * Only on the thread that copies, with no host on either database.
+   * A backend that is never a source leaves table_export NULL; one that
+   * is never a target leaves table_import and key_continue NULL. */
+
+  /* The schema version the store at `path` records, read without opening
+   * it as a journal (nothing is created or upgraded): 0 with it in
+   * version; DURO_E_NOT_FOUND when `path` holds no journal, with why in
+   * err.  NULL on a backend that is never a source. */
+  int (*schema_version)(const char *path, char *version, size_t n, char *err,
+                        size_t errlen);
+  /* How many rows `t` holds. */
+  int (*table_count)(void *db, const store_table *t, int64_t *n);
+  /* Calls put with each row of `t`, its columns in t->columns' order as
+   * text (integers in decimal, NULL for SQL NULL), and, when t->serial,
+   * sets *key_high to the highest value the key has ever taken, deleted
+   * rows included (0 for none).  Stops at put's first nonzero return and
+   * returns it. */
+  int (*table_export)(void *db, const store_table *t, int64_t *key_high,
+                      store_row_fn put, void *put_ctx);
+  /* Within the group transaction (begin ... commit): bulk-loads into `t`
+   * the rows `produce` hands to put (each as table_export gives them),
+   * keeping every value, keys included.  *n gets how many were loaded. */
+  int (*table_import)(void *db, const store_table *t,
+                      int (*produce)(void *ctx, store_row_fn put,
+                                     void *put_ctx),
+                      void *ctx, int64_t *n);
+  /* Within the same transaction: makes t->serial's next value greater
+   * than `high` and than every key in the table, so that no id is
+   * handed out twice. */
+  int (*key_continue)(void *db, const store_table *t, int64_t high);
 } store_backend;
 
 /* The SQLite backend (sqlite.c), the one journal_open uses. */
