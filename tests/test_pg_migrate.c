@@ -15,7 +15,9 @@
  *    ids past every copied one;
  *  - the refusals: a source whose host is running (its lock held), a
  *    target that already holds rows (nothing copied, the counts said), a
- *    file that is not a journal, and a journal of another schema. */
+ *    file that is not a journal, and a journal of another schema;
+ *  - all or nothing: a row the server refuses in the last table leaves
+ *    no row of any table. */
 #include <check.h>
 #include <jansson.h>
 #include <libpq-fe.h>
@@ -638,6 +640,50 @@ START_TEST(other_schema_is_refused) {
 }
 END_TEST
 
+/* A row PostgreSQL refuses in the last table copied (text that is not
+ * UTF-8, which SQLite stores as given) fails the whole copy: no row of
+ * any table is left, and once the row is mended a second migrate finds
+ * the target empty and copies everything. */
+START_TEST(failed_copy_leaves_nothing) {
+  fresh_db();
+  char path[400];
+  snprintf(path, sizeof path, "%s/j.db", proc_tmp_dir);
+  journal *j = NULL;
+  char err[256];
+  ck_assert_int_eq(journal_open(path, 1, &j, err, sizeof err), 0);
+  journal_close(j);
+  sqlite3 *db;
+  ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+  ck_assert_int_eq(
+      sqlite3_exec(db,
+                   "INSERT INTO instances(workflow,id,status,params,"
+                   "created_ms,retention_ms) VALUES('wf','a','queued','{}',1,"
+                   "1),('wf','b','queued','{}',2,1);"
+                   "INSERT INTO cron_ticks VALUES('t',1,'failed',1,NULL,"
+                   "CAST(X'FF' AS TEXT))",
+                   NULL, NULL, NULL),
+      SQLITE_OK);
+  char *out;
+  int rc = migrate(path, conninfo, &out);
+  ck_assert_msg(rc == 1, "exited %d:\n%s", rc, proc_tail(out));
+  assert_contains(out, "copy failed, nothing copied");
+  assert_contains(out, "UTF8");
+  free(out);
+  ck_assert_int_eq(pg_int("SELECT COUNT(*) FROM instances"), 0);
+  ck_assert_int_eq(pg_int("SELECT COUNT(*) FROM cron_ticks"), 0);
+
+  ck_assert_int_eq(sqlite3_exec(db, "UPDATE cron_ticks SET error='mended'",
+                                NULL, NULL, NULL),
+                   SQLITE_OK);
+  sqlite3_close(db);
+  rc = migrate(path, conninfo, &out);
+  ck_assert_msg(rc == 0, "exited %d:\n%s", rc, proc_tail(out));
+  free(out);
+  ck_assert_int_eq(pg_int("SELECT COUNT(*) FROM instances"), 2);
+  ck_assert_int_eq(pg_int("SELECT COUNT(*) FROM cron_ticks"), 1);
+}
+END_TEST
+
 /* The copy's list holds every table of the SQLite schema (but meta). */
 START_TEST(every_table_is_copied) {
   char path[400];
@@ -681,6 +727,7 @@ int main(void) {
   tcase_add_test(tc, target_with_rows_is_refused);
   tcase_add_test(tc, not_a_journal_is_refused);
   tcase_add_test(tc, other_schema_is_refused);
+  tcase_add_test(tc, failed_copy_leaves_nothing);
   tcase_add_test(tc, every_table_is_copied);
   suite_add_tcase(s, tc);
   return http_suite_run(s);
