@@ -174,6 +174,32 @@ int pg_cluster_stop(pg_cluster *c, char *err, size_t n) {
   return 0;
 }
 
+int pg_cluster_kill(pg_cluster *c, char *err, size_t n) {
+  char out[256], said[1024];
+  int code =
+      pg_cluster_script("kill", c->dir, out, sizeof out, said, sizeof said);
+  if (code != 0) {
+    snprintf(err, n, "%s kill %s: exit %d: %s", PG_CLUSTER_SH, c->dir, code,
+             said[0] ? said : "(no message)");
+    return -1;
+  }
+  c->postmaster = -1;
+  return 0;
+}
+
+int pg_cluster_restart(pg_cluster *c, char *err, size_t n) {
+  char conninfo[sizeof c->conninfo], said[1024];
+  int code = pg_cluster_script("start", c->dir, conninfo, sizeof conninfo, said,
+                               sizeof said);
+  c->postmaster = read_postmaster(c->dir);
+  if (code != 0 || strcmp(conninfo, c->conninfo) != 0 || c->postmaster < 0) {
+    snprintf(err, n, "%s start %s again: exit %d: %s", PG_CLUSTER_SH, c->dir,
+             code, said[0] ? said : "(no message)");
+    return -1;
+  }
+  return 0;
+}
+
 /* ---- processes -----------------------------------------------------------
  * From /proc/PID/stat: "PID (COMM) STATE PPID ...", COMM possibly holding
  * spaces and parentheses, so read up to the last ')'. */

@@ -6,7 +6,9 @@
  * listening only on a Unix socket in that directory, with fsync and
  * synchronous_commit on and a database `duro`; it returns the script's
  * libpq connection string.  pg_cluster_stop() stops the server and removes
- * the directory.
+ * the directory; pg_cluster_kill() and pg_cluster_restart() take the
+ * server away and bring it back in between, as a crash and a restart of
+ * a database server would.
  *
  * The server is not a child of the caller: it outlives a caller that dies
  * without pg_cluster_stop() (a Check case that fails in fork mode), so
@@ -34,6 +36,17 @@ int pg_cluster_start(pg_cluster *c, char *err, size_t n);
  * returns when the server and all its processes have exited.  Returns 0,
  * or -1 with the reason in `err`.  Safe on a stopped `c`. */
 int pg_cluster_stop(pg_cluster *c, char *err, size_t n);
+
+/* Stops the server at once, as a crash of it would (`cluster.sh kill`):
+ * its clients are cut off and connections refused, and its directory and
+ * data are kept for pg_cluster_restart().  Returns once every server
+ * process has exited: 0, or -1 with the reason in `err`. */
+int pg_cluster_kill(pg_cluster *c, char *err, size_t n);
+
+/* Starts a killed cluster again on its data (crash recovery), on the same
+ * socket: the same connection string works again.  Returns once it
+ * accepts connections: 0, or -1 with the reason in `err`. */
+int pg_cluster_restart(pg_cluster *c, char *err, size_t n);
 
 /* Runs `cluster.sh VERB DIR` itself (for the script's own tests): its
  * stdout into `out`, its stderr into `err` (trailing newlines dropped).

@@ -10,7 +10,10 @@
  *    libpq's own words;
  *  - "lifecycle": a stop leaves no postgres process (neither of the "sql"
  *    cluster nor of one started in the case) and no directory, and is safe
- *    twice; the script's start is idempotent on a running cluster; without
+ *    twice; the script's start is idempotent on a running cluster; a kill
+ *    ends every server process and cuts its clients off but keeps the
+ *    directory, and a start after it brings the cluster back with its
+ *    committed rows and the same connection string; without
  *    the server packages the start says to install them and leaves
  *    nothing behind. */
 #include <check.h>
@@ -216,6 +219,59 @@ START_TEST(script_start_and_stop_twice) {
 }
 END_TEST
 
+/* A kill is a crash of the server: its processes are gone and its clients
+ * cut off, its directory stays; the start after it brings the same cluster
+ * back (same connection string) with what was committed. */
+START_TEST(kill_keeps_the_data_for_a_restart) {
+  pg_cluster c;
+  char err[1024];
+  ck_assert_msg(pg_cluster_start(&c, err, sizeof err) == 0, "%s", err);
+  PGconn *conn = PQconnectdb(c.conninfo);
+  PGresult *r = PQexec(conn, "CREATE TABLE t(x INT); INSERT INTO t VALUES(7)");
+  int created = PQresultStatus(r) == PGRES_COMMAND_OK;
+  PQclear(r);
+  pid_t pids[MAX_PIDS];
+  size_t n = pg_cluster_processes(c.postmaster, pids, MAX_PIDS);
+  char first[sizeof c.conninfo];
+  snprintf(first, sizeof first, "%s", c.conninfo);
+  int killed = pg_cluster_kill(&c, err, sizeof err);
+  size_t alive = 0;
+  for (size_t i = 0; i < n && i < MAX_PIDS; i++)
+    alive += (size_t)pg_process_alive(pids[i]);
+  int dir_kept = exists(c.dir);
+  r = PQexec(conn, "SELECT 1");
+  int cut_off = PQresultStatus(r) != PGRES_TUPLES_OK;
+  PQclear(r);
+  PQfinish(conn);
+  int restarted = pg_cluster_restart(&c, err, sizeof err);
+  char *x = NULL;
+  if (restarted == 0) {
+    conn = PQconnectdb(c.conninfo);
+    r = PQexec(conn, "SELECT x FROM t");
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+      x = strdup(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    PQfinish(conn);
+  }
+  int same = !strcmp(c.conninfo, first);
+  /* Stopped before any assertion: a failed one would skip the stop. */
+  char stop_err[1024];
+  int stopped = pg_cluster_stop(&c, stop_err, sizeof stop_err);
+
+  ck_assert_msg(created, "CREATE TABLE failed");
+  ck_assert_msg(killed == 0, "%s", err);
+  ck_assert_msg(n >= 2 && alive == 0, "%zu of %zu postgres processes left",
+                alive, n);
+  ck_assert_msg(dir_kept, "the kill removed the directory");
+  ck_assert_msg(cut_off, "a client of the killed server still got rows");
+  ck_assert_msg(restarted == 0, "%s", err);
+  ck_assert_msg(same, "another connection string after the restart");
+  ck_assert_msg(x && !strcmp(x, "7"), "after the restart: %s", x ? x : "none");
+  free(x);
+  ck_assert_msg(stopped == 0, "%s", stop_err);
+}
+END_TEST
+
 START_TEST(missing_packages_are_named) {
   const char *old_tmp = getenv("TMPDIR");
   char tmp[256];
@@ -262,6 +318,7 @@ static Suite *pg_suite(void) {
   tcase_add_test(tc, shared_cluster_left_no_process);
   tcase_add_test(tc, stop_leaves_no_process_and_no_directory);
   tcase_add_test(tc, script_start_and_stop_twice);
+  tcase_add_test(tc, kill_keeps_the_data_for_a_restart);
   tcase_add_test(tc, missing_packages_are_named);
   suite_add_tcase(s, tc);
   return s;

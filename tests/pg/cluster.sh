@@ -6,6 +6,11 @@
 #                          a libpq connection string on stdout once it
 #                          accepts connections to its database `duro`
 #   cluster.sh stop DIR    stop the server fast and remove DIR
+#   cluster.sh kill DIR    stop the server at once as a crash would (an
+#                          immediate shutdown: no checkpoint, clients cut
+#                          off) and keep DIR; a later start brings the
+#                          same cluster back with its data (crash
+#                          recovery) and prints the same string
 #
 # The server listens only on a Unix socket in DIR (no TCP), keeps fsync
 # and synchronous_commit on (durability figures depend on them) and a
@@ -15,7 +20,7 @@
 # postgres refuses to run as root; otherwise as the caller.  DIR must be
 # missing or empty, and reachable by that user.  Both commands are safe
 # to repeat: a second start prints the running cluster's string, a second
-# stop does nothing.  No `main` cluster of the system is ever used.
+# stop (or kill) does nothing.  No `main` cluster of the system is ever used.
 set -euo pipefail
 
 # Nothing of the caller's libpq environment may redirect our clients.
@@ -70,9 +75,32 @@ quote() {
 
 running() { [ -f "$1/data/postmaster.pid" ] && as_owner "$bindir/pg_ctl" -D "$1/data" status >/dev/null 2>&1; }
 
+# Starts the server of DIR's data and waits until it accepts connections.
+serve() {
+  local dir=$1
+  as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -s -w \
+    -t 30 start || {
+    cat "$dir/server.log" >&2 2>/dev/null || true
+    die "the server did not start (log: $dir/server.log)"
+  }
+  local i
+  for ((i = 0; i < 300; i++)); do
+    "$bindir/pg_isready" -q -h "$dir" -p "$port" -d postgres && break
+    sleep 0.1
+  done
+  "$bindir/pg_isready" -q -h "$dir" -p "$port" -d postgres ||
+    die "the server does not accept connections (log: $dir/server.log)"
+}
+
 start() {
   local dir=$1
   if [ -f "$dir/conninfo" ] && running "$dir"; then
+    cat "$dir/conninfo"
+    return 0
+  fi
+  # A cluster that was killed: the same server on the same data again.
+  if [ -f "$dir/conninfo" ] && [ -d "$dir/data" ]; then
+    serve "$dir"
     cat "$dir/conninfo"
     return 0
   fi
@@ -101,6 +129,8 @@ start() {
     die "initdb failed"
   }
   rm -f "$dir/pwfile"
+  # A host reads on one connection per thread (its HTTP pool's 16, its
+  # workers, its scheduler) beside its writer's: room for a few hosts.
   as_owner sh -c 'cat >>"$1"' sh "$dir/data/postgresql.conf" <<EOF
 # cluster.sh: a throwaway cluster on a Unix socket only
 listen_addresses = ''
@@ -110,20 +140,9 @@ fsync = on
 synchronous_commit = on
 full_page_writes = on
 shared_buffers = 16MB
-max_connections = 20
+max_connections = 64
 EOF
-  as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -s -w \
-    -t 30 start || {
-    cat "$dir/server.log" >&2 2>/dev/null || true
-    die "the server did not start (log: $dir/server.log)"
-  }
-  local i
-  for ((i = 0; i < 300; i++)); do
-    "$bindir/pg_isready" -q -h "$dir" -p "$port" -d postgres && break
-    sleep 0.1
-  done
-  "$bindir/pg_isready" -q -h "$dir" -p "$port" -d postgres ||
-    die "the server does not accept connections (log: $dir/server.log)"
+  serve "$dir"
   PGPASSWORD=$password "$bindir/createdb" -h "$dir" -p "$port" -U duro duro ||
     die "createdb duro failed"
   local conninfo="host=$(quote "$dir") port=$port dbname=duro user=duro password=$password"
@@ -131,24 +150,31 @@ EOF
   echo "$conninfo"
 }
 
+# Stops DIR's server at once, if one runs.  Immediate: nothing of a
+# throwaway cluster is worth a checkpoint, and to its clients it is a
+# crash.  pg_ctl waits until the postmaster and all its children are gone.
+halt() {
+  local dir=$1
+  [ -f "$dir/data/postmaster.pid" ] || return 0
+  bindir=$(find_bindir)
+  if ! as_owner "$bindir/pg_ctl" -D "$dir/data" -s -w -t 30 \
+    -m immediate stop >/dev/null 2>&1 && running "$dir"; then
+    die "the server in $dir did not stop"
+  fi
+}
+
 stop() {
   local dir=$1
   [ -e "$dir" ] || return 0
-  if [ -f "$dir/data/postmaster.pid" ]; then
-    bindir=$(find_bindir)
-    # Immediate: nothing of a throwaway cluster is worth a checkpoint.
-    # pg_ctl waits until the postmaster and all its children are gone.
-    if ! as_owner "$bindir/pg_ctl" -D "$dir/data" -s -w -t 30 \
-      -m immediate stop >/dev/null 2>&1 && running "$dir"; then
-      die "the server in $dir did not stop"
-    fi
-  fi
+  halt "$dir"
   rm -rf "$dir"
 }
 
-[ $# -eq 2 ] && [ -n "$2" ] || die "usage: cluster.sh start|stop DIR"
+usage="usage: cluster.sh start|stop|kill DIR"
+[ $# -eq 2 ] && [ -n "$2" ] || die "$usage"
 case $1 in
   start) bindir=$(find_bindir); start "$2" ;;
   stop) stop "$2" ;;
-  *) die "usage: cluster.sh start|stop DIR" ;;
+  kill) [ -f "$2/conninfo" ] || die "no cluster in $2"; halt "$2" ;;
+  *) die "$usage" ;;
 esac
