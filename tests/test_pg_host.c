@@ -9,13 +9,25 @@
  *    finds the complete instance there;
  *  - the ready line names PostgreSQL, never the connection string (it
  *    holds a password);
- *  - an unreachable server is an error at start that says why. */
+ *  - at start, a server that cannot be reached is tried again for
+ *    storage.connect_timeout, each failure logged: one that comes up
+ *    meanwhile is used, one that never does fails the start with libpq's
+ *    message; a wrong password fails it at once, naming the user;
+ *  - the server killed mid-run (tests/pg_cluster.h's kill and restart, a
+ *    cluster of the case's own) under instances of the faults plugin's
+ *    many-step workflow (FAULTS_PLUGIN): creates answer 503 with
+ *    Retry-After and /healthz is degraded with the storage error while it
+ *    is down; once it is back, without a restart of the host, every
+ *    acknowledged create completes, no completed step ran again (the
+ *    plugin's log outside the journal, plugins/sidelog.h) and /healthz is
+ *    ok. */
 #include <check.h>
 #include <jansson.h>
 #include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "host_run.h"
@@ -25,6 +37,9 @@
 
 #ifndef ORDERS_PLUGIN
 #error "build with -DORDERS_PLUGIN=\"<path of liborders.so>\""
+#endif
+#ifndef FAULTS_PLUGIN
+#error "build with -DFAULTS_PLUGIN=\"<path of libfaults.so>\""
 #endif
 
 #define SETTLE_MS 20000
@@ -42,25 +57,43 @@ static void cluster_stop(void) {
     fprintf(stderr, "test_pg_host: %s\n", err);
 }
 
-/* The order-flow plugin's config, its journal at `conninfo`. */
-static void write_config(const host_run *h, const char *conninfo) {
+#define ORDER_FLOW                                                             \
+  "  - name: orders\n"                                                         \
+  "    path: " ORDERS_PLUGIN "\n"                                              \
+  "    workflows:\n"                                                           \
+  "      - { name: order-flow, binding: ORDER_FLOW, class_name: OrderFlow }\n"
+
+#define FAULT_FLOW                                                             \
+  "  - name: faults\n"                                                         \
+  "    path: " FAULTS_PLUGIN "\n"                                              \
+  "    workflows:\n"                                                           \
+  "      - { name: fault-flow, binding: FAULT_FLOW, class_name: Fault }\n"
+
+/* A config with its journal at `conninfo`, `storage` (indented lines, may
+ * be "") added to the storage mapping, `engine` as the engine mapping and
+ * `plugins` (ORDER_FLOW, FAULT_FLOW) as the plugins list. */
+static void write_config_of(const host_run *h, const char *conninfo,
+                            const char *storage, const char *engine,
+                            const char *plugins) {
   FILE *f = fopen(h->config, "w");
   ck_assert_ptr_nonnull(f);
   fprintf(f,
           "storage:\n"
           "  path: %s/var/duro.db\n"
           "  postgresql: \"%s\"\n"
-          "  synchronous: normal\n"
+          "%s"
           "http: { listen: \"127.0.0.1:0\" }\n"
-          "engine: { workers: 2 }\n"
+          "engine: %s\n"
           "plugins:\n"
-          "  - name: orders\n"
-          "    path: %s\n"
-          "    workflows:\n"
-          "      - { name: order-flow, binding: ORDER_FLOW,"
-          " class_name: OrderFlow }\n",
-          proc_tmp_dir, conninfo, ORDERS_PLUGIN);
+          "%s",
+          proc_tmp_dir, conninfo, storage, engine, plugins);
   ck_assert(fclose(f) == 0);
+}
+
+/* The order-flow plugin's config, its journal at `conninfo`. */
+static void write_config(const host_run *h, const char *conninfo) {
+  write_config_of(h, conninfo, "  synchronous: normal\n", "{ workers: 2 }",
+                  ORDER_FLOW);
 }
 
 static int64_t count_rows(const char *sql) {
@@ -138,24 +171,363 @@ START_TEST(order_completes_with_its_journal_in_postgresql) {
 }
 END_TEST
 
+/* `duro run` of the config of `h`, which must exit by itself within
+ * `within_ms`: its exit status, with *took_ms how long it ran. */
+static int run_to_exit(host_run *h, int within_ms, int64_t *took_ms) {
+  int64_t start = proc_now_ms();
+  pid_t pid = host_spawn(h, "run");
+  proc_live = pid;
+  int code = proc_wait_exit(pid, start + within_ms);
+  ck_assert_msg(code >= 0, "duro run still running after %d ms", within_ms);
+  *took_ms = proc_now_ms() - start;
+  return code;
+}
+
+/* No server ever comes: the start is tried again for
+ * storage.connect_timeout, each failure logged, then fails with libpq's
+ * message and a status that is not 0. */
 START_TEST(unreachable_server_is_an_error_at_start) {
   host_run H;
   host_init(&H, "nopg");
   char conninfo[600];
-  snprintf(conninfo, sizeof conninfo, "host=%s/nowhere dbname=duro",
+  snprintf(conninfo, sizeof conninfo, "host=%s/nowhere dbname=duro user=duro",
            proc_tmp_dir);
+  write_config_of(&H, conninfo,
+                  "  connect_timeout: 2s\n  synchronous: normal\n",
+                  "{ workers: 2 }", ORDER_FLOW);
+  int64_t took;
+  int code = run_to_exit(&H, SETTLE_MS, &took);
+  char *log = proc_slurp(H.log);
+  ck_assert_msg(code != 0, "exit 0 without a database:\n%s", proc_tail(log));
+  ck_assert_msg(took >= 2000 && took < 10000, "gave up after %lld ms",
+                (long long)took);
+  int n = 0;
+  free(host_lines_with(log, "trying again in", &n));
+  ck_assert_msg(n >= 3, "%d retries logged:\n%s", n, proc_tail(log));
+  assert_contains(log, "cannot connect to PostgreSQL as user \"duro\"");
+  assert_contains(log, "No such file or directory");
+  assert_contains(log, "(gave up after 2 s: storage.connect_timeout)");
+  ck_assert_msg(strstr(log, "ready:") == NULL, "%s", proc_tail(log));
+  free(log);
+}
+END_TEST
+
+/* A wrong password will not mend itself: no retry, whatever
+ * storage.connect_timeout (30 s by default), and the message names the
+ * user and says what the server said. */
+START_TEST(wrong_password_fails_the_start_at_once) {
+  ck_assert_msg(cluster.dir[0], "no cluster: %s", cluster_err);
+  host_run H;
+  host_init(&H, "badpw");
+  char conninfo[600];
+  const char *pw = strstr(cluster.conninfo, "password=");
+  ck_assert_ptr_nonnull(pw);
+  snprintf(conninfo, sizeof conninfo, "%.*spassword=wrong",
+           (int)(pw - cluster.conninfo), cluster.conninfo);
   write_config(&H, conninfo);
-  pid_t pid = host_spawn(&H, "run");
-  proc_live = pid;
-  int64_t deadline = proc_now_ms() + SETTLE_MS;
-  while (host_running(pid)) {
-    ck_assert_msg(proc_now_ms() < deadline, "duro run did not give up");
+  int64_t took;
+  int code = run_to_exit(&H, SETTLE_MS, &took);
+  char *log = proc_slurp(H.log);
+  ck_assert_msg(code != 0, "exit 0 with a wrong password:\n%s", proc_tail(log));
+  ck_assert_msg(took < 10000, "gave up after %lld ms", (long long)took);
+  assert_contains(log, "cannot connect to PostgreSQL as user \"duro\"");
+  assert_contains(log, "password authentication failed for user \"duro\"");
+  ck_assert_msg(strstr(log, "trying again") == NULL, "%s", proc_tail(log));
+  free(log);
+}
+END_TEST
+
+/* ---- the server lost and back -------------------------------------------
+ * A cluster of the tcase's own (the unchecked fixture's), killed and
+ * restarted by its cases: each case first brings it up, so one that failed
+ * with it down does not take the next one down too. */
+
+static pg_cluster outage = {.postmaster = -1};
+static char outage_err[1024];
+
+static void outage_start(void) {
+  pg_cluster_start(&outage, outage_err, sizeof outage_err);
+}
+
+static void outage_stop(void) {
+  char err[1024];
+  if (pg_cluster_stop(&outage, err, sizeof err) != 0)
+    fprintf(stderr, "test_pg_host: %s\n", err);
+}
+
+static void outage_up(void) {
+  ck_assert_msg(outage.dir[0], "no cluster: %s", outage_err);
+  char err[1024];
+  ck_assert_msg(pg_cluster_restart(&outage, err, sizeof err) == 0, "%s", err);
+}
+
+static void outage_kill(void) {
+  char err[1024];
+  ck_assert_msg(pg_cluster_kill(&outage, err, sizeof err) == 0, "%s", err);
+}
+
+/* The host starts while the server is down, and the server comes up 1.5 s
+ * later (a child of the case restarts it): the start waits for it, logging
+ * each failed try, and the host then serves. */
+START_TEST(start_waits_for_a_server_that_comes_up) {
+  outage_up();
+  outage_kill();
+  host_run H;
+  host_init(&H, "late");
+  write_config(&H, outage.conninfo);
+  pid_t helper = fork();
+  ck_assert_int_ge(helper, 0);
+  if (helper == 0) {
+    proc_sleep_ms(1500);
+    char err[1024];
+    _exit(pg_cluster_restart(&outage, err, sizeof err) == 0 ? 0 : 1);
+  }
+  host_start(&H);
+  int st;
+  ck_assert_int_eq(waitpid(helper, &st, 0), helper);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "restart failed");
+  ck_assert_int_ge(host_count_lines(&H, "cannot connect to PostgreSQL"), 1);
+  ck_assert_int_ge(host_count_lines(&H, "trying again in"), 1);
+  post(&H, "/workflows/order-flow/instances",
+       "{\"id\":\"late1\",\"params\":{\"orderId\":\"late1\",\"email\":"
+       "\"a@example.com\",\"amount\":5,\"graceSeconds\":0}}",
+       201);
+  host_stop(&H, proc_now_ms() + SETTLE_MS, 0);
+}
+END_TEST
+
+/* The server restarted (killed, started again) while the host was idle:
+ * the first requests after it, each a read on a pool thread's connection
+ * or a write on the writer's, all of them cut off by the restart, are
+ * answered as if nothing had happened: the connections are made again
+ * and the statement run once more. */
+START_TEST(server_restart_while_idle_costs_no_request) {
+  outage_up();
+  host_run H;
+  host_init(&H, "idle");
+  write_config(&H, outage.conninfo);
+  host_start(&H);
+  post(&H, "/workflows/order-flow/instances", "{\"id\":\"idle0\"}", 201);
+  /* reads from every thread of the HTTP pool, so each has a connection */
+  for (int i = 0; i < 64; i++) {
+    http_resp r;
+    host_request(&H, &r, "GET", "/workflows/order-flow/instances/idle0", NULL);
+    ck_assert_msg(r.status == 200, "GET: %ld %s", r.status, r.body);
+    http_resp_free(&r);
+  }
+  outage_kill();
+  outage_up();
+  for (int i = 0; i < 64; i++) {
+    http_resp r;
+    host_request(&H, &r, "GET", "/workflows/order-flow/instances/idle0", NULL);
+    ck_assert_msg(r.status == 200, "GET %d after the restart: %ld %s", i,
+                  r.status, r.body);
+    http_resp_free(&r);
+  }
+  post(&H, "/workflows/order-flow/instances", "{\"id\":\"idle1\"}", 201);
+  host_stop(&H, proc_now_ms() + SETTLE_MS, 0);
+}
+END_TEST
+
+/* ---- the faults plugin's log (plugins/sidelog.h) */
+
+#define RECORD 64 /* a record of the log: plugins/sidelog.h */
+#define MID_INSTANCES 16
+#define MID_STEPS 40
+#define MAX_ACKED 64
+
+static const char *faults_log(void) {
+  static char path[400];
+  snprintf(path, sizeof path, "%s/faults.log", proc_tmp_dir);
+  return path;
+}
+
+typedef struct record {
+  char kind[8], inst[32], token[40];
+  int index;
+} record;
+
+/* The log's records (malloc'ed, *n of them). */
+static record *read_records(size_t *n) {
+  char *text = proc_slurp(faults_log());
+  size_t len = strlen(text);
+  ck_assert_msg(len % RECORD == 0, "faults log of %zu bytes", len);
+  *n = len / RECORD;
+  record *recs = calloc(*n + 1, sizeof *recs);
+  ck_assert_ptr_nonnull(recs);
+  for (size_t i = 0; i < *n; i++) {
+    record *r = &recs[i];
+    ck_assert_msg(sscanf(text + i * RECORD, "%7s %31s %d %39s", r->kind,
+                         r->inst, &r->index, r->token) == 4,
+                  "bad record %zu", i);
+  }
+  free(text);
+  return recs;
+}
+
+/* How many distinct steps (instance, index) have a `kind` record. */
+static size_t count_kind(const char *kind) {
+  size_t n, c = 0;
+  record *recs = read_records(&n);
+  for (size_t i = 0; i < n; i++) {
+    int before = 0;
+    for (size_t j = 0; j < i && !before; j++)
+      before = !strcmp(recs[j].kind, kind) &&
+               !strcmp(recs[j].inst, recs[i].inst) &&
+               recs[j].index == recs[i].index;
+    c += !strcmp(recs[i].kind, kind) && !before;
+  }
+  free(recs);
+  return c;
+}
+
+/* No step callback ran after run() had its result (an "exec" after a
+ * "seen" of the same step), and no result changed. */
+static void assert_no_rerun(void) {
+  size_t n;
+  record *recs = read_records(&n);
+  for (size_t i = 0; i < n; i++) {
+    const char *first_seen = NULL;
+    for (size_t j = 0; j < i && !first_seen; j++)
+      if (!strcmp(recs[j].kind, "seen") &&
+          !strcmp(recs[j].inst, recs[i].inst) && recs[j].index == recs[i].index)
+        first_seen = recs[j].token;
+    if (!strcmp(recs[i].kind, "exec"))
+      ck_assert_msg(!first_seen, "%s step %d ran again after it completed",
+                    recs[i].inst, recs[i].index);
+    else
+      ck_assert_msg(!first_seen || !strcmp(first_seen, recs[i].token),
+                    "%s step %d: result changed", recs[i].inst, recs[i].index);
+  }
+  free(recs);
+}
+
+/* POST of instance `id` of fault-flow (MID_STEPS steps): the status, and
+ * the reply in `r` (caller's). */
+static long create_fault_flow(const host_run *h, const char *id, http_resp *r) {
+  char body[256];
+  snprintf(body, sizeof body,
+           "{\"id\":\"%.31s\",\"params\":{\"fault\":\"none\",\"steps\":%d,"
+           "\"hold_ms\":5}}",
+           id, MID_STEPS);
+  host_request(h, r, "POST", "/workflows/fault-flow/instances", body);
+  return r->status;
+}
+
+/* /healthz until its "status" is `want`, by `deadline`; the last reply's
+ * JSON (caller's). */
+static json_t *wait_health(const host_run *h, const char *want,
+                           int64_t deadline) {
+  for (;;) {
+    http_resp r;
+    host_request(h, &r, "GET", "/healthz", NULL);
+    ck_assert_msg(r.status == 200, "/healthz: %ld %s", r.status, r.body);
+    if (!strcmp(jstr(r.json, "status"), want)) {
+      json_t *j = json_incref(r.json);
+      http_resp_free(&r);
+      return j;
+    }
+    ck_assert_msg(proc_now_ms() < deadline, "/healthz not %s: %s", want,
+                  r.body);
+    http_resp_free(&r);
     proc_sleep_ms(20);
   }
-  proc_live = -1;
-  char *log = proc_slurp(H.log);
-  assert_contains(log, "cannot connect to PostgreSQL");
-  free(log);
+}
+
+/* The server killed under running instances: writes are refused (503,
+ * Retry-After) and /healthz says why while it is down; once it is back,
+ * the same host (no engine restart) completes every acknowledged create,
+ * runs no completed step again and is healthy. */
+START_TEST(server_lost_mid_run_loses_nothing) {
+  outage_up();
+  host_run H;
+  host_init(&H, "midrun");
+  host_setenv(&H, "DURO_FAULTS_LOG", faults_log());
+  /* full: a step whose commit returned is on disk before run() sees its
+   * result (normal, synchronous_commit=off, may lose the last ones to a
+   * server crash, and the steps would rightly run again). */
+  write_config_of(&H, outage.conninfo, "  synchronous: full\n",
+                  "{ workers: 4 }", FAULT_FLOW);
+  host_start(&H);
+  char acked[MAX_ACKED][16];
+  int n_acked = 0;
+  http_resp r;
+  for (int i = 0; i < MID_INSTANCES; i++) {
+    snprintf(acked[n_acked], sizeof acked[0], "m%d", i);
+    ck_assert_int_eq(create_fault_flow(&H, acked[n_acked++], &r), 201);
+    http_resp_free(&r);
+  }
+  /* mid-run: some steps done, most to come */
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  while (count_kind("seen") < 20) {
+    ck_assert_msg(proc_now_ms() < deadline, "no steps ran");
+    proc_sleep_ms(5);
+  }
+  outage_kill();
+  size_t seen_at_kill = count_kind("seen");
+  ck_assert_msg(seen_at_kill < MID_INSTANCES * MID_STEPS,
+                "every step had run before the kill");
+
+  /* Down: creates refused with Retry-After (one that raced the kill may
+   * have gone through), /healthz degraded with the storage error. */
+  int refused = 0;
+  for (int i = 0; refused < 3; i++) {
+    ck_assert_msg(i < 50, "creates still accepted with the server down");
+    char id[16];
+    snprintf(id, sizeof id, "down%d", i);
+    long status = create_fault_flow(&H, id, &r);
+    if (status == 201) {
+      snprintf(acked[n_acked++], sizeof acked[0], "%s", id);
+    } else {
+      char retry[16];
+      ck_assert_msg(status == 503 &&
+                        !strcmp(jstr(r.json, "error.code"), "storage.error"),
+                    "create while down: %ld %s", status, r.body);
+      ck_assert_msg(http_resp_header(&r, "retry-after", retry, sizeof retry) &&
+                        !strcmp(retry, "1"),
+                    "no \"Retry-After: 1\" in:\n%s", r.headers);
+      refused++;
+    }
+    http_resp_free(&r);
+  }
+  json_t *health = wait_health(&H, "degraded", proc_now_ms() + SETTLE_MS);
+  ck_assert_str_eq(jstr(health, "storage.status"), "writes failing");
+  char *said = jdump(health);
+  ck_assert_msg(strstr(jstr(health, "storage.error"), "PostgreSQL") ||
+                    strstr(jstr(health, "storage.error"), "server"),
+                "storage error: %s", said);
+  free(said);
+  json_decref(health);
+  proc_sleep_ms(1500); /* activations fail and back off meanwhile */
+
+  /* Back: the same host takes creates again and finishes everything. */
+  outage_up();
+  deadline = proc_now_ms() + SETTLE_MS;
+  for (int i = 0; i < 4; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "back%d", i);
+    long status;
+    while ((status = create_fault_flow(&H, id, &r)) == 503) {
+      ck_assert_msg(proc_now_ms() < deadline, "creates still refused");
+      http_resp_free(&r);
+      proc_sleep_ms(50);
+    }
+    ck_assert_msg(status == 201, "create after the server came back: %ld %s",
+                  status, r.body);
+    http_resp_free(&r);
+    snprintf(acked[n_acked++], sizeof acked[0], "%s", id);
+  }
+  for (int i = 0; i < n_acked; i++)
+    json_decref(host_wait_status(&H, "fault-flow", acked[i], "complete",
+                                 proc_now_ms() + SETTLE_MS));
+  json_decref(wait_health(&H, "ok", proc_now_ms() + SETTLE_MS));
+  assert_no_rerun();
+  ck_assert_int_eq(count_kind("seen"), (size_t)n_acked * MID_STEPS);
+  /* the outage did cut activations short: they ran again from the journal */
+  ck_assert_int_ge(host_count_lines(&H, "journal commit failed"), 1);
+  ck_assert_int_eq(host_count_lines(&H, "engine started"), 1);
+  ck_assert_int_ge(host_count_lines(&H, "storage writes succeed again"), 1);
+  host_stop(&H, proc_now_ms() + SETTLE_MS, 0);
 }
 END_TEST
 
@@ -167,6 +539,15 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, order_completes_with_its_journal_in_postgresql);
   tcase_add_test(tc, unreachable_server_is_an_error_at_start);
+  tcase_add_test(tc, wrong_password_fails_the_start_at_once);
   suite_add_tcase(s, tc);
+  TCase *out = tcase_create("outage");
+  tcase_add_unchecked_fixture(out, outage_start, outage_stop);
+  proc_fixtures(out, "duro-pg-outage");
+  tcase_set_timeout(out, 180);
+  tcase_add_test(out, start_waits_for_a_server_that_comes_up);
+  tcase_add_test(out, server_restart_while_idle_costs_no_request);
+  tcase_add_test(out, server_lost_mid_run_loses_nothing);
+  suite_add_tcase(s, out);
   return http_suite_run(s);
 }

@@ -293,6 +293,8 @@ static const field storage_fields[] = {
      0, 0, synchronous_choices},
     {"postgresql", K_STRING, offsetof(config, storage.postgresql), false, 0, 0,
      NULL},
+    {"connect_timeout", K_DURATION,
+     offsetof(config, storage.connect_timeout_ms), false, 0, HOUR_MS, NULL},
 };
 static const schema storage_schema =
     SCHEMA("storage", "in storage", -1, storage_fields);
@@ -1379,6 +1381,7 @@ config *config_parse(const char *name, const char *text, size_t len, char *err,
   cfg->file = xstrdup(p.file);
   cfg->storage.path = xstrdup("var/duro.db");
   cfg->storage.synchronous_full = 1;
+  cfg->storage.connect_timeout_ms = 30 * SECOND_MS;
   cfg->http.listen = xstrdup("127.0.0.1:8787");
   cfg->http.token_env = NULL;
   cfg->http.allow_insecure = 0;

@@ -119,6 +119,10 @@ typedef struct config {
      * database rather than at path (which still places the lock file
      * and the stored builds); NULL = SQLite. */
     char *postgresql;
+    /* How long `duro run` keeps trying a PostgreSQL server it cannot reach
+     * at start (one still booting) before it gives up; default 30 s, 0 =
+     * one try. */
+    int64_t connect_timeout_ms;
   } storage;
   struct {
     char *listen;    /* default "127.0.0.1:8787" */

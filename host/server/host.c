@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -224,6 +225,50 @@ static int wait_for_lock(int ctl_fd, int *lock_fd) {
   return 0;
 }
 
+/* ---- opening the journal -------------------------------------------------
+ * A host may start before its database server (boot order, a server
+ * restarting): while the server cannot be reached (STORE_UNREACHABLE),
+ * the open is tried again with a back-off (0.1 s doubling to 5 s), each
+ * failure logged, for storage.connect_timeout.  A refusal (a wrong
+ * password, an unknown database) will not mend itself: it fails at once.
+ * Meanwhile HTTP connections wait in the listening socket's backlog, and
+ * a SIGTERM ends the process (its handler is not installed yet). */
+
+#define CONNECT_RETRY_FIRST_MS 100
+#define CONNECT_RETRY_MAX_MS 5000
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int open_engine(host *h, const duro_engine_options *opt, char *err,
+                       size_t errlen) {
+  int64_t timeout = h->cfg->storage.connect_timeout_ms;
+  int64_t give_up = mono_ms() + timeout, delay = CONNECT_RETRY_FIRST_MS;
+  for (;;) {
+    int rc = duro_engine_open(opt, &h->engine, err, errlen);
+    if (rc != STORE_UNREACHABLE)
+      return rc;
+    int64_t left = give_up - mono_ms();
+    if (left <= 0) {
+      size_t n = strlen(err);
+      snprintf(err + n, errlen - n,
+               " (gave up after %lld %s: storage.connect_timeout)",
+               (long long)(timeout % 1000 ? timeout : timeout / 1000),
+               timeout % 1000 ? "ms" : "s");
+      return rc;
+    }
+    int64_t wait = delay < left ? delay : left;
+    log_warn("%s (trying again in %lld ms)", err, (long long)wait);
+    struct timespec ts = {wait / 1000, (long)(wait % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+      ;
+    delay = delay * 2 < CONNECT_RETRY_MAX_MS ? delay * 2 : CONNECT_RETRY_MAX_MS;
+  }
+}
+
 static void start_handles(host *h) {
   uv_signal_init(&h->loop, &h->sigint);
   uv_signal_init(&h->loop, &h->sigterm);
@@ -352,7 +397,7 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
     opt.backend = store_backend_postgresql();
     opt.db_path = cfg->storage.postgresql;
   }
-  if (duro_engine_open(&opt, &h.engine, err, sizeof err) != 0) {
+  if (open_engine(&h, &opt, err, sizeof err) != 0) {
     fprintf(stderr, "%s\n", err);
     goto stop;
   }

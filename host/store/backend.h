@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "duro.h"
 #include "journal.h"
 
 /* A table of the schema, as a copy between backends names it
@@ -40,12 +41,18 @@ typedef struct store_table {
  * Returns 0 to go on. */
 typedef int (*store_row_fn)(void *ctx, const char *const *values);
 
+/* What open returns for a store that is away, not refusing (see open). */
+#define STORE_UNREACHABLE DURO_E_IO
+
 typedef struct store_backend {
   /* Opens (creating it unless read-only) the store at `path`, bringing
    * its schema to the current version: the schema version and its
    * migrations are the backend's.  synchronous_full as journal_open.  On
-   * failure, a message in err and nothing left open.  *db is the handle
-   * every other member gets. */
+   * failure, a message in err and nothing left open: STORE_UNREACHABLE
+   * when the store could not be reached but may be later by itself (a
+   * database server that is down or still starting; the caller may open
+   * again), else DURO_E_STORAGE.  *db is the handle every other member
+   * gets. */
   int (*open)(const char *path, int synchronous_full, void **db, char *err,
               size_t errlen);
   /* Closes every connection, the readers' too.  No call is running or

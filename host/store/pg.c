@@ -27,6 +27,7 @@
 
 #include "backend.h"
 #include "duro.h"
+#include "log.h"
 #include "util.h"
 
 #define SCHEMA_VERSION "6"
@@ -302,13 +303,66 @@ static int64_t get_ms(const PGresult *r, int row, int col) {
   return PQgetisnull(r, row, col) ? JOURNAL_NONE : get_i64(r, row, col);
 }
 
-/* Records libpq's message (without its trailing newline). */
+/* Joins libpq's lines into one, for the log: its hint comes on an indented
+ * line of its own ("…failed: No such file or directory\n\tIs the server
+ * running…").  A newline and its indent become "; " (never longer). */
+static void one_line(char *s) {
+  char *w = s;
+  for (const char *r = s; *r;) {
+    if (*r != '\n') {
+      *w++ = *r++;
+      continue;
+    }
+    size_t indent = strspn(++r, "\t ");
+    r += indent;
+    if (indent)
+      *w++ = ';';
+    *w++ = ' ';
+  }
+  *w = '\0';
+}
+
+/* Records libpq's message (on one line, without its trailing newline). */
 static void set_err(const char *what, const char *msg) {
   size_t n = msg ? strlen(msg) : 0;
   while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
     n--;
-  store_error("%s%s%.*s", what ? what : "", what ? ": " : "", (int)n,
-              msg ? msg : "");
+  char line[512];
+  snprintf(line, sizeof line, "%.*s", (int)n, msg ? msg : "");
+  one_line(line);
+  store_error("%s%s%s", what ? what : "", what ? ": " : "", line);
+}
+
+/* Why a statement failed: the result's message, or the connection's when
+ * the result has none (libpq could not send it, or got no answer). */
+static const char *failure_of(PGconn *c, const PGresult *r) {
+  const char *msg = PQresultErrorMessage(r);
+  return msg && *msg ? msg : PQerrorMessage(c);
+}
+
+/* ---- a connection the server dropped -------------------------------------
+ * libpq does not always know it at once: when the server went away while a
+ * connection sat idle, the next statement fails ("server closed the
+ * connection unexpectedly") but PQstatus may still say CONNECTION_OK (only
+ * the write failed).  So a failure is taken as the connection's when libpq
+ * calls it bad, when the error has no SQLSTATE (every error the server
+ * sends has one: none is libpq's own, about the connection), or when its
+ * class says so: 08 (connection exception) or 57P (the server ended the
+ * session: a shutdown, pg_terminate_backend).  Such a connection is
+ * closed and set to NULL, which PQstatus calls CONNECTION_BAD, so its next
+ * use connects again (writer_ready, reader_get). */
+static int connection_lost(PGconn *c, const PGresult *r) {
+  if (PQstatus(c) != CONNECTION_OK)
+    return 1;
+  const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+  return !state || !strncmp(state, "08", 2) || !strncmp(state, "57P", 3);
+}
+
+static void drop_if_lost(PGconn **c, const PGresult *r) {
+  if (*c && connection_lost(*c, r)) {
+    PQfinish(*c);
+    *c = NULL;
+  }
 }
 
 /* Runs a command with no parameters (BEGIN, COMMIT, the schema); 0 or
@@ -318,9 +372,9 @@ static int exec_cmd(PGconn *c, const char *sql, char *err, size_t errlen) {
   int ok = PQresultStatus(r) == PGRES_COMMAND_OK ||
            PQresultStatus(r) == PGRES_TUPLES_OK;
   if (!ok) {
-    set_err(NULL, PQresultErrorMessage(r));
+    set_err(NULL, failure_of(c, r));
     if (err)
-      snprintf(err, errlen, "%s", PQresultErrorMessage(r));
+      snprintf(err, errlen, "%s", failure_of(c, r));
   }
   PQclear(r);
   return ok ? 0 : DURO_E_STORAGE;
@@ -348,19 +402,38 @@ typedef struct pg_store {
   reader *readers;            /* every reader, closed with the store */
 } pg_store;
 
+/* A notice of the server's (client_min_messages=warning: its warnings,
+ * such as "terminating connection due to immediate shutdown command")
+ * goes to the log as one line, never straight to stderr, libpq's
+ * default. */
+static void log_notice(void *arg, const char *message) {
+  (void)arg;
+  char line[512];
+  snprintf(line, sizeof line, "%s", message);
+  size_t n = strlen(line);
+  while (n && (line[n - 1] == '\n' || line[n - 1] == ' '))
+    line[--n] = '\0';
+  one_line(line);
+  log_warn("PostgreSQL: %s", line);
+}
+
 /* Connects and sets the session as synchronous_full asks. */
 static PGconn *connect_to(const char *conninfo, int synchronous_full, char *err,
                           size_t errlen) {
   PGconn *c = PQconnectdb(conninfo);
   if (PQstatus(c) != CONNECTION_OK) {
-    snprintf(err, errlen, "cannot connect to PostgreSQL: %s",
-             PQerrorMessage(c));
+    /* The user too: a refusal's message does not always name it. */
+    const char *user = PQuser(c);
+    snprintf(err, errlen, "cannot connect to PostgreSQL as user \"%s\": %s",
+             user ? user : "", PQerrorMessage(c));
     size_t n = strlen(err);
     while (n && err[n - 1] == '\n')
       err[--n] = 0;
+    one_line(err);
     PQfinish(c);
     return NULL;
   }
+  PQsetNoticeProcessor(c, log_notice, NULL);
   const char *session = synchronous_full < 0
                             ? "SET default_transaction_read_only=on"
                         : synchronous_full ? "SET synchronous_commit=on"
@@ -411,11 +484,35 @@ static int schema_check(PGconn *c, char *err, size_t errlen) {
   return rc;
 }
 
+/* After a failed connect at open: STORE_UNREACHABLE when it may succeed
+ * later by itself, DURO_E_STORAGE when the server refused us for good.
+ * PQping asks the server's state without logging in: no answer (no server
+ * on the socket or port yet) and "not accepting connections" (starting
+ * up, in recovery, shutting down) are the server being away.  A server
+ * that answers normally refused our login (a wrong password, an unknown
+ * user or database), unless it came up between the two calls: one more
+ * connect tells; when it succeeds, *c is that connection and 0 returns. */
+static int open_failed(const char *conninfo, int synchronous_full, PGconn **c,
+                       char *err, size_t errlen) {
+  switch (PQping(conninfo)) {
+  case PQPING_NO_RESPONSE:
+  case PQPING_REJECT:
+    return STORE_UNREACHABLE;
+  case PQPING_NO_ATTEMPT: /* a connection string libpq cannot use */
+    return DURO_E_STORAGE;
+  case PQPING_OK:
+    break;
+  }
+  *c = connect_to(conninfo, synchronous_full, err, errlen);
+  return *c ? 0 : DURO_E_STORAGE;
+}
+
 static int pg_open(const char *conninfo, int synchronous_full, void **out,
                    char *err, size_t errlen) {
   PGconn *c = connect_to(conninfo, synchronous_full, err, errlen);
-  if (!c)
-    return DURO_E_STORAGE;
+  int rc;
+  if (!c && (rc = open_failed(conninfo, synchronous_full, &c, err, errlen)))
+    return rc;
   char msg[512];
   /* Created in one transaction: two hosts opening one empty database
    * leave one schema. */
@@ -478,23 +575,39 @@ static int writer_ready(pg_store *pg) {
 /* libpq learns that the server dropped the connection only when it next
  * uses it: a BEGIN that finds it so connects again and begins once more
  * (nothing was written yet), so that a restarted server costs no group. */
+static int begin_once(pg_store *pg) {
+  PGresult *r = PQexec(pg->wr, "BEGIN");
+  int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+  if (!ok) {
+    set_err("BEGIN", failure_of(pg->wr, r));
+    drop_if_lost(&pg->wr, r);
+  }
+  PQclear(r);
+  return ok ? 0 : DURO_E_STORAGE;
+}
+
 static int pg_begin(void *db) {
   pg_store *pg = db;
   if (writer_ready(pg))
     return DURO_E_STORAGE;
-  int rc = exec_cmd(pg->wr, "BEGIN", NULL, 0);
+  int rc = begin_once(pg);
   if (rc && PQstatus(pg->wr) != CONNECTION_OK && writer_ready(pg) == 0)
-    rc = exec_cmd(pg->wr, "BEGIN", NULL, 0);
+    rc = begin_once(pg);
   return rc;
 }
 
-/* COMMIT of a transaction that failed answers "ROLLBACK": not committed. */
+/* COMMIT of a transaction that failed answers "ROLLBACK": not committed.
+ * A COMMIT the server's crash cut off fails the group like any other
+ * failure (it may have landed: then the engine, which runs the instances
+ * again from the journal, finds it there), and the connection is made
+ * again for the next group. */
 static int pg_commit(void *db) {
   pg_store *pg = db;
   PGresult *r = PQexec(pg->wr, "COMMIT");
   int rc = 0;
   if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-    set_err("COMMIT", PQresultErrorMessage(r));
+    set_err("COMMIT", failure_of(pg->wr, r));
+    drop_if_lost(&pg->wr, r);
     rc = DURO_E_STORAGE;
   } else if (strcmp(PQcmdStatus(r), "COMMIT") != 0) {
     store_error("COMMIT: the transaction was rolled back");
@@ -524,7 +637,8 @@ static PGresult *run_w(pg_store *pg, int which, const params *p) {
   PGresult *r = PQexecPrepared(pg->wr, name, p->n, p->v, NULL, NULL, 0);
   ExecStatusType s = PQresultStatus(r);
   if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
-    set_err(NULL, PQresultErrorMessage(r));
+    set_err(NULL, failure_of(pg->wr, r));
+    drop_if_lost(&pg->wr, r); /* the group fails; the next one reconnects */
     PQclear(r);
     return NULL;
   }
@@ -912,7 +1026,8 @@ static PGresult *query_once(pg_store *pg, const char *sql, const params *p) {
     snprintf(name, sizeof name, "r%zu", i);
     res = PQprepare(r->conn, name, sql, 0, NULL);
     if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-      set_err(NULL, PQresultErrorMessage(res));
+      set_err(NULL, failure_of(r->conn, res));
+      drop_if_lost(&r->conn, res);
       PQclear(res);
       return NULL;
     }
@@ -923,7 +1038,8 @@ static PGresult *query_once(pg_store *pg, const char *sql, const params *p) {
   res = PQexecPrepared(r->conn, name, p->n, p->v, NULL, NULL, 0);
 ran:
   if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-    set_err(NULL, PQresultErrorMessage(res));
+    set_err(NULL, failure_of(r->conn, res));
+    drop_if_lost(&r->conn, res);
     PQclear(res);
     return NULL;
   }
@@ -931,7 +1047,7 @@ ran:
 }
 
 /* query_once, again on a new connection when the server had dropped the
- * thread's one (a read changes nothing: it can run twice). */
+ * thread's one (drop_if_lost; a read changes nothing: it can run twice). */
 static PGresult *query(pg_store *pg, const char *sql, const params *p) {
   PGresult *res = query_once(pg, sql, p);
   reader *r = pthread_getspecific(pg->reader_key);
