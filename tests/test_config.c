@@ -111,6 +111,10 @@ static const bad_case bad[] = {
      "t.yaml:2:15: \"postgresql\": this duro was built without PostgreSQL "
      "(libpq)"},
 #endif
+    {"storage: { connect_timeout: 2h }\n",
+     "t.yaml:1:29: \"connect_timeout\" must be at most 1 hour"},
+    {"storage: { connect_timeout: soon }\n",
+     "t.yaml:1:29: \"connect_timeout\" is not a valid duration: \"soon\""},
     {"storage:\r\n  sync: full\r\n",
      "t.yaml:2:3: unknown key \"sync\" in storage"},
     /* A key's control characters are escaped in the message. */
@@ -683,6 +687,7 @@ static void assert_default_sections(const config *cfg) {
   ck_assert_str_eq(cfg->storage.path, "var/duro.db");
   ck_assert_int_eq(cfg->storage.synchronous_full, 1);
   ck_assert_ptr_null(cfg->storage.postgresql);
+  ck_assert_int_eq(cfg->storage.connect_timeout_ms, 30 * 1000);
   ck_assert_str_eq(cfg->http.listen, "127.0.0.1:8787");
   ck_assert_ptr_null(cfg->http.token_env);
   ck_assert_int_eq(cfg->http.allow_insecure, 0);
