@@ -261,6 +261,23 @@ static void outage_up(void) {
   ck_assert_msg(pg_cluster_restart(&outage, err, sizeof err) == 0, "%s", err);
 }
 
+/* A new database `name` on the cluster, and into `out` the connection
+ * string for it: each case its own journal, so a host never meets
+ * another case's instances. */
+static void outage_database(const char *name, char *out, size_t n) {
+  PGconn *c = PQconnectdb(outage.conninfo);
+  ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+  char sql[128];
+  snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
+  PGresult *r = PQexec(c, sql);
+  ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", sql,
+                PQresultErrorMessage(r));
+  PQclear(r);
+  PQfinish(c);
+  /* libpq takes the last of a repeated keyword */
+  snprintf(out, n, "%s dbname=%s", outage.conninfo, name);
+}
+
 static void outage_kill(void) {
   char err[1024];
   ck_assert_msg(pg_cluster_kill(&outage, err, sizeof err) == 0, "%s", err);
@@ -271,10 +288,12 @@ static void outage_kill(void) {
  * each failed try, and the host then serves. */
 START_TEST(start_waits_for_a_server_that_comes_up) {
   outage_up();
+  char conninfo[600];
+  outage_database("late", conninfo, sizeof conninfo);
   outage_kill();
   host_run H;
   host_init(&H, "late");
-  write_config(&H, outage.conninfo);
+  write_config(&H, conninfo);
   pid_t helper = fork();
   ck_assert_int_ge(helper, 0);
   if (helper == 0) {
@@ -303,9 +322,11 @@ END_TEST
  * and the statement run once more. */
 START_TEST(server_restart_while_idle_costs_no_request) {
   outage_up();
+  char conninfo[600];
+  outage_database("idle", conninfo, sizeof conninfo);
   host_run H;
   host_init(&H, "idle");
-  write_config(&H, outage.conninfo);
+  write_config(&H, conninfo);
   host_start(&H);
   post(&H, "/workflows/order-flow/instances", "{\"id\":\"idle0\"}", 201);
   /* reads from every thread of the HTTP pool, so each has a connection */
@@ -440,14 +461,16 @@ static json_t *wait_health(const host_run *h, const char *want,
  * runs no completed step again and is healthy. */
 START_TEST(server_lost_mid_run_loses_nothing) {
   outage_up();
+  char conninfo[600];
+  outage_database("midrun", conninfo, sizeof conninfo);
   host_run H;
   host_init(&H, "midrun");
   host_setenv(&H, "DURO_FAULTS_LOG", faults_log());
   /* full: a step whose commit returned is on disk before run() sees its
    * result (normal, synchronous_commit=off, may lose the last ones to a
    * server crash, and the steps would rightly run again). */
-  write_config_of(&H, outage.conninfo, "  synchronous: full\n",
-                  "{ workers: 4 }", FAULT_FLOW);
+  write_config_of(&H, conninfo, "  synchronous: full\n", "{ workers: 4 }",
+                  FAULT_FLOW);
   host_start(&H);
   char acked[MAX_ACKED][16];
   int n_acked = 0;
