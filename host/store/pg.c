@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "duro.h"
@@ -1047,12 +1048,20 @@ ran:
 }
 
 /* query_once, again on a new connection when the server had dropped the
- * thread's one (drop_if_lost; a read changes nothing: it can run twice). */
+ * thread's one or could not be reached (drop_if_lost; a read changes
+ * nothing: it can run twice).  A server that was just restarted may take
+ * a moment to take new sessions, so up to three tries, 50 and 100 ms
+ * apart: a read waits at most 150 ms more for a server that is away. */
 static PGresult *query(pg_store *pg, const char *sql, const params *p) {
-  PGresult *res = query_once(pg, sql, p);
-  reader *r = pthread_getspecific(pg->reader_key);
-  if (!res && r && PQstatus(r->conn) != CONNECTION_OK)
+  PGresult *res = NULL;
+  for (int attempt = 0; attempt < 3; attempt++) {
+    if (attempt)
+      usleep(50000u * (unsigned)attempt);
     res = query_once(pg, sql, p);
+    reader *r = pthread_getspecific(pg->reader_key);
+    if (res || (r && PQstatus(r->conn) == CONNECTION_OK))
+      break; /* done, or a failure of the statement, not the connection */
+  }
   return res;
 }
 
