@@ -50,10 +50,14 @@ bench: build
 # One bare PostgreSQL commit of one row, mean p50 p99 over 2000 commits on
 # a throwaway cluster with fsync on (bench/pg_commit.c; BENCH_PG_ARGS=
 # "--commits 10000", "--csv"): the reference a PostgreSQL journal's W2 is
-# measured against.  Built only when libpq is found (make deps installs it).
+# measured against; then W1-W3 with the engine's journal on a throwaway
+# cluster of their own (duro-bench --postgresql auto; BENCH_PG_ENGINE_ARGS=
+# "--csv", "--sleepers 10000").  Built only when libpq is found (make deps
+# installs it).
 bench-pg: build
 	@[ -x build/bench/duro-bench-pg ] || { echo "build/bench/duro-bench-pg is missing: libpq was not found when build/ was configured (meson setup --reconfigure build)" >&2; exit 1; }
 	./build/bench/duro-bench-pg $(BENCH_PG_ARGS)
+	./build/bench/duro-bench --postgresql auto --only W1,W2,W3 $(BENCH_PG_ENGINE_ARGS)
 
 # H1-H6 alone (bench/http/run.sh; BENCH_HTTP_ARGS="--quick", "--perf",
 # "--only H1,H3", "--synchronous normal"); installs wrk if missing.

@@ -9,6 +9,13 @@
  * best open engines measured on the same kind of machine.  --csv prints
  * figure,value,unit,setting instead.
  *
+ * --postgresql CONNINFO puts the journal in PostgreSQL instead (the
+ * backend of store/pg.c): each workload in a new database on that server,
+ * dropped after it; --postgresql auto starts a throwaway cluster
+ * (tests/pg_cluster.h) and stops it at the end.  The setting then reads
+ * "postgresql" instead of the SQLite one, and W2 sets its steps beside a
+ * bare PostgreSQL commit of one row (pg_bare.h) instead of a SQLite one.
+ *
  *   W1 throughput   1000 instances x 10 trivial steps
  *   W2 latency      one instance, 100 sequential steps (median of 5), beside
  *                   a raw fdatasync and a bare one-row SQLite commit
@@ -34,9 +41,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "duro.h"
 #include "engine.h"
 #include "queue.h"
+
+#if DURO_HAVE_PG
+#include <libpq-fe.h>
+
+#include "pg_bare.h"
+#include "pg_cluster.h"
+#endif
 
 const duro_api *duro_api_ptr_;
 
@@ -48,6 +63,9 @@ typedef struct bench_opts {
   int quick;
   const char *only;
   char dir[256];
+  /* The server's libpq connection string; NULL = the journal in SQLite
+   * files under dir. */
+  const char *postgresql;
 } bench_opts;
 
 static bench_opts opts = {.sync_full = 1, .workers = 64, .sleepers = 100000};
@@ -68,8 +86,12 @@ static int64_t wall_ms(void) {
 
 static const char *setting(void) {
   static char buf[96];
-  snprintf(buf, sizeof buf, "synchronous=%s workers=%u",
-           opts.sync_full ? "full" : "normal", opts.workers);
+  if (opts.postgresql)
+    snprintf(buf, sizeof buf, "postgresql%s workers=%u",
+             opts.sync_full ? "" : " synchronous_commit=off", opts.workers);
+  else
+    snprintf(buf, sizeof buf, "synchronous=%s workers=%u",
+             opts.sync_full ? "full" : "normal", opts.workers);
   return buf;
 }
 
@@ -124,28 +146,118 @@ static int wants(const char *w) {
 
 typedef struct bench_engine {
   duro_engine *e;
-  char db[300];
+  char name[32]; /* the workload's: its file's or its database's name */
+  char db[1024]; /* the SQLite file, or the database's connection string */
   pthread_mutex_t mu;
   pthread_cond_t cond;
   size_t ended;
+  size_t failed; /* ended otherwise than "complete" */
 } bench_engine;
 
 static void on_end(void *ctx, const char *status) {
   bench_engine *b = ctx;
-  (void)status;
   pthread_mutex_lock(&b->mu);
   b->ended++;
+  b->failed += strcmp(status, "complete") != 0;
   pthread_cond_broadcast(&b->cond);
   pthread_mutex_unlock(&b->mu);
 }
 
-static void bench_remove_db(const char *db) {
+static void bench_remove_files(const char *db) {
   char p[320];
   const char *sfx[] = {"", "-wal", "-shm"};
   for (int i = 0; i < 3; i++) {
     snprintf(p, sizeof p, "%s%s", db, sfx[i]);
     unlink(p);
   }
+}
+
+/* ---- a database per workload on PostgreSQL ------------------------------ */
+
+#if DURO_HAVE_PG
+static void quiet(void *arg, const char *message) { (void)arg, (void)message; }
+
+/* Runs `sql` on the server (its own database) in a connection of its
+ * own; 0, or -1 with the reason on stderr. */
+static int pg_admin(const char *sql) {
+  PGconn *c = PQconnectdb(opts.postgresql);
+  int ok = PQstatus(c) == CONNECTION_OK;
+  if (!ok)
+    fprintf(stderr, "bench: %s", PQerrorMessage(c));
+  if (ok) {
+    PQsetNoticeProcessor(c, quiet, NULL); /* "does not exist, skipping" */
+    PGresult *r = PQexec(c, sql);
+    ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!ok)
+      fprintf(stderr, "bench: %s: %s", sql, PQresultErrorMessage(r));
+    PQclear(r);
+  }
+  PQfinish(c);
+  return ok ? 0 : -1;
+}
+
+/* The database of workload `name`: this process's, so that runs sharing
+ * a server do not meet. */
+static void pg_database(const char *name, char *out, size_t n) {
+  snprintf(out, n, "duro_bench_%d_%s", (int)getpid(), name);
+}
+
+/* Workload `name`'s connection string into `conninfo`: the server's,
+ * its dbname replaced (the last one counts). */
+static void pg_database_conninfo(const char *name, char *conninfo, size_t n) {
+  char db[64];
+  pg_database(name, db, sizeof db);
+  if (snprintf(conninfo, n, "%s dbname=%s", opts.postgresql, db) >= (int)n) {
+    fprintf(stderr, "bench: the connection string is too long\n");
+    exit(1);
+  }
+}
+
+/* A new, empty database for workload `name`. */
+static void pg_database_create(const char *name) {
+  char db[64], sql[128];
+  pg_database(name, db, sizeof db);
+  snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s", db);
+  if (pg_admin(sql) != 0)
+    exit(1);
+  snprintf(sql, sizeof sql, "CREATE DATABASE %s", db);
+  if (pg_admin(sql) != 0)
+    exit(1);
+}
+
+static void pg_database_drop(const char *name) {
+  char db[64], sql[128];
+  pg_database(name, db, sizeof db);
+  snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s", db);
+  pg_admin(sql); /* a database left behind is reported, not fatal */
+}
+
+/* The size of workload `name`'s database in bytes, or 0. */
+static long long pg_database_bytes(const char *name) {
+  char db[64], sql[128];
+  pg_database(name, db, sizeof db);
+  snprintf(sql, sizeof sql, "SELECT pg_database_size('%s')", db);
+  PGconn *c = PQconnectdb(opts.postgresql);
+  PGresult *r = PQexec(c, sql);
+  long long bytes = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1
+                        ? atoll(PQgetvalue(r, 0, 0))
+                        : 0;
+  PQclear(r);
+  PQfinish(c);
+  return bytes;
+}
+#endif
+
+/* Removes workload `name`'s journal: its files, or its database. */
+static void bench_remove_journal(const char *name, const char *db) {
+#if DURO_HAVE_PG
+  if (opts.postgresql) {
+    pg_database_drop(name);
+    return;
+  }
+#endif
+  (void)name;
+  bench_remove_files(db);
 }
 
 typedef struct wf_def {
@@ -158,10 +270,23 @@ static void bench_open(bench_engine *b, const char *name, const wf_def *wfs,
   memset(b, 0, sizeof *b);
   pthread_mutex_init(&b->mu, NULL);
   pthread_cond_init(&b->cond, NULL);
-  snprintf(b->db, sizeof b->db, "%s/%s.db", opts.dir, name);
-  if (fresh)
-    bench_remove_db(b->db);
+  snprintf(b->name, sizeof b->name, "%s", name);
+  const store_backend *backend = NULL;
+#if DURO_HAVE_PG
+  if (opts.postgresql) {
+    backend = &store_pg;
+    if (fresh)
+      pg_database_create(name);
+    pg_database_conninfo(name, b->db, sizeof b->db);
+  }
+#endif
+  if (!backend) {
+    snprintf(b->db, sizeof b->db, "%s/%s.db", opts.dir, name);
+    if (fresh)
+      bench_remove_files(b->db);
+  }
   duro_engine_options o = {.db_path = b->db,
+                           .backend = backend,
                            .synchronous_full = opts.sync_full,
                            .workers = workers,
                            .on_instance_end = on_end,
@@ -182,10 +307,14 @@ static void bench_start(bench_engine *b) {
   }
 }
 
+/* A figure of instances that failed would mislead: said, never hidden. */
 static void bench_close(bench_engine *b, int remove) {
+  if (b->failed)
+    fprintf(stderr, "bench: %s: %zu instances did not complete\n", b->name,
+            b->failed);
   duro_engine_close(b->e);
   if (remove)
-    bench_remove_db(b->db);
+    bench_remove_journal(b->name, b->db);
 }
 
 static void wait_ended(bench_engine *b, size_t n) {
@@ -318,9 +447,10 @@ static double median_us(int64_t *v, size_t n) {
   return n % 2 ? (double)v[n / 2] : (double)(v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-static double raw_fdatasync_us(void) {
+/* The median of 200 rewrites + fdatasync of a 4 KiB block in `dir`. */
+static double raw_fdatasync_us(const char *dir) {
   char path[300];
-  snprintf(path, sizeof path, "%s/fsync.bin", opts.dir);
+  snprintf(path, sizeof path, "%s/fsync.bin", dir);
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   char block[4096];
   memset(block, 'x', sizeof block);
@@ -340,7 +470,7 @@ static double raw_fdatasync_us(void) {
 static double bare_sqlite_commit_us(void) {
   char path[300];
   snprintf(path, sizeof path, "%s/bare.db", opts.dir);
-  bench_remove_db(path);
+  bench_remove_files(path);
   sqlite3 *db;
   sqlite3_open(path, &db);
   sqlite3_exec(db,
@@ -363,9 +493,46 @@ static double bare_sqlite_commit_us(void) {
   }
   sqlite3_finalize(st);
   sqlite3_close(db);
-  bench_remove_db(path);
+  bench_remove_files(path);
   return median_us(v, 200);
 }
+
+#if DURO_HAVE_PG
+/* The cluster --postgresql auto started; its dir is "" otherwise. */
+static pg_cluster cluster = {.postmaster = -1};
+
+static void stop_cluster(void) {
+  char err[1024];
+  if (pg_cluster_stop(&cluster, err, sizeof err) != 0)
+    fprintf(stderr, "duro-bench: %s\n", err);
+}
+
+/* A bare commit of one row on the same server, in a database of its own,
+ * timed as the bare SQLite commit is (the median of 200), and the step's
+ * latency over it. */
+static void w2_postgresql_reference(double step_us) {
+  char conninfo[1024], err[1024];
+  pg_database_create("w2bare");
+  pg_database_conninfo("w2bare", conninfo, sizeof conninfo);
+  PGconn *conn = pg_bare_open(conninfo, err, sizeof err);
+  int64_t v[200];
+  long id = 1;
+  int ok = conn && pg_bare_time(conn, pg_bare_commit, 50, 200, &id, v) == 0;
+  if (!conn)
+    fprintf(stderr, "bench: bare commit: %s", err);
+  PQfinish(conn);
+  pg_database_drop("w2bare");
+  if (!ok)
+    exit(1);
+  /* Only where the server's files are known to be: its WAL's filesystem. */
+  if (cluster.dir[0])
+    report("W2 raw fdatasync", raw_fdatasync_us(cluster.dir) / 1000.0, "ms",
+           NULL);
+  double bare_us = median_us(v, 200);
+  report("W2 bare PostgreSQL commit", bare_us / 1000.0, "ms", NULL);
+  report("W2 step / bare commit", step_us / bare_us, "x", "target <= 1.2");
+}
+#endif
 
 static void w2_latency(void) {
   int64_t runs[5];
@@ -387,7 +554,13 @@ static void w2_latency(void) {
       (double)(j1.commit_us - j0.commit_us) / (double)(j1.commits - j0.commits);
   report("W2 per-step latency", step_us / 1000.0, "ms/step", "3 ms/step");
   report("W2 of which its commit", commit_us / 1000.0, "ms", NULL);
-  report("W2 raw fdatasync", raw_fdatasync_us() / 1000.0, "ms", NULL);
+  if (opts.postgresql) {
+#if DURO_HAVE_PG
+    w2_postgresql_reference(step_us);
+#endif
+    return;
+  }
+  report("W2 raw fdatasync", raw_fdatasync_us(opts.dir) / 1000.0, "ms", NULL);
   report("W2 bare SQLite commit", bare_sqlite_commit_us() / 1000.0, "ms", NULL);
 }
 
@@ -418,9 +591,17 @@ static void w3_sleepers(void) {
          NULL);
   report("W3 RSS per sleeper", (double)(rss1 - rss0) * 1024 / (double)n,
          "bytes", "~90 KiB per sleeper");
-  char wal[320];
-  snprintf(wal, sizeof wal, "%s-wal", b.db);
-  long long bytes = file_size(b.db) + file_size(wal);
+  long long bytes;
+#if DURO_HAVE_PG
+  if (opts.postgresql)
+    bytes = pg_database_bytes(b.name);
+  else
+#endif
+  {
+    char wal[sizeof b.db + 8];
+    snprintf(wal, sizeof wal, "%s-wal", b.db);
+    bytes = file_size(b.db) + file_size(wal);
+  }
   report("W3 database size", (double)bytes / (1024 * 1024), "MiB", NULL);
   report("W3 database per sleeper", (double)bytes / (double)n, "bytes", NULL);
   bench_close(&b, 1);
@@ -441,7 +622,7 @@ static void r_recovery(void) {
   double s = (double)(now_us() - t0) / 1e6;
   size_t armed = duro_engine_in_flight(b.e);
   duro_engine_close(b.e);
-  bench_remove_db(b.db);
+  bench_remove_journal(b.name, b.db);
   if (armed != n)
     fprintf(stderr, "bench: R re-armed %zu of %zu\n", armed, n);
   char fig[48];
@@ -705,7 +886,7 @@ static int usage(void) {
       stderr,
       "usage: duro-bench [--csv] [--quick] [--synchronous full|normal]\n"
       "                  [--workers N] [--sleepers N] [--only W1,W2,Q1,...]\n"
-      "                  [--dir DIR]\n");
+      "                  [--dir DIR] [--postgresql CONNINFO|auto]\n");
   return 2;
 }
 
@@ -728,8 +909,28 @@ int main(int argc, char **argv) {
       opts.only = argv[++i];
     else if (!strcmp(a, "--dir") && v)
       snprintf(opts.dir, sizeof opts.dir, "%s", argv[++i]);
+    else if (!strcmp(a, "--postgresql") && v)
+      opts.postgresql = argv[++i];
     else
       return usage();
+  }
+  if (opts.postgresql) {
+#if DURO_HAVE_PG
+    char err[1024];
+    if (!strcmp(opts.postgresql, "auto")) {
+      if (pg_cluster_start(&cluster, err, sizeof err) != 0) {
+        fprintf(stderr, "duro-bench: %s\n", err);
+        return 1;
+      }
+      opts.postgresql = cluster.conninfo;
+      /* The server is no child of ours: stopped on every way out. */
+      atexit(stop_cluster);
+    }
+#else
+    fprintf(stderr, "duro-bench: --postgresql is not available: this "
+                    "duro-bench was built without libpq\n");
+    return 2;
+#endif
   }
   mkdir(opts.dir, 0755);
   duro_api_ptr_ = duro_host_api();

@@ -5,7 +5,8 @@
  *
  * It starts a throwaway cluster of its own (tests/pg/cluster.sh through
  * tests/pg_cluster.h: a Unix socket, fsync and synchronous_commit on),
- * creates a one-table schema, and times N commits (default 2000, after 50
+ * creates a one-table schema (pg_bare.h, shared with duro-bench's W2 on
+ * PostgreSQL), and times N commits (default 2000, after 50
  * untimed ones) of one INSERT each in an explicit transaction, two ways:
  *
  *   PG commit          BEGIN, INSERT (prepared), COMMIT: three round trips,
@@ -25,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pg_bare.h"
 #include "pg_cluster.h"
 
 #define WARMUP 50
@@ -66,16 +68,6 @@ static void report_spread(const char *name, int64_t *v, size_t n) {
   report(fig, (double)v[n * 99 / 100] / 1000.0, "ms");
 }
 
-/* Runs `sql` and returns 0 when the server answered `want`. */
-static int run(PGconn *conn, const char *sql, ExecStatusType want) {
-  PGresult *r = PQexec(conn, sql);
-  int ok = PQresultStatus(r) == want;
-  if (!ok)
-    fprintf(stderr, "duro-bench-pg: %s: %s", sql, PQresultErrorMessage(r));
-  PQclear(r);
-  return ok ? 0 : -1;
-}
-
 /* The one value of a one-row query into `out` ("?" on failure). */
 static void value_of(PGconn *conn, const char *sql, char *out, size_t n) {
   PGresult *r = PQexec(conn, sql);
@@ -86,31 +78,6 @@ static void value_of(PGconn *conn, const char *sql, char *out, size_t n) {
   PQclear(r);
 }
 
-/* One commit of row `id`: three round trips. */
-static int commit_three(PGconn *conn, long id) {
-  char text[24];
-  snprintf(text, sizeof text, "%ld", id);
-  const char *params[] = {text};
-  if (run(conn, "BEGIN", PGRES_COMMAND_OK) != 0)
-    return -1;
-  PGresult *r = PQexecPrepared(conn, "insert", 1, params, NULL, NULL, 0);
-  int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-  if (!ok)
-    fprintf(stderr, "duro-bench-pg: insert: %s", PQresultErrorMessage(r));
-  PQclear(r);
-  return ok ? run(conn, "COMMIT", PGRES_COMMAND_OK) : -1;
-}
-
-/* One commit of row `id`: one message. */
-static int commit_one(PGconn *conn, long id) {
-  char sql[160];
-  snprintf(sql, sizeof sql,
-           "BEGIN; INSERT INTO bench_commit VALUES (%ld, 'step result'); "
-           "COMMIT",
-           id);
-  return run(conn, sql, PGRES_COMMAND_OK);
-}
-
 /* Times `n` commits of `commit` after WARMUP untimed ones, from row
  * `*next_id` on; reports them under `name`. */
 static int measure(PGconn *conn, const char *name,
@@ -118,18 +85,11 @@ static int measure(PGconn *conn, const char *name,
   int64_t *v = malloc(n * sizeof *v);
   if (!v)
     return -1;
-  for (size_t i = 0; i < WARMUP + n; i++) {
-    int64_t t = now_us();
-    if (commit(conn, (*next_id)++) != 0) {
-      free(v);
-      return -1;
-    }
-    if (i >= WARMUP)
-      v[i - WARMUP] = now_us() - t;
-  }
-  report_spread(name, v, n);
+  int rc = pg_bare_time(conn, commit, WARMUP, n, next_id, v);
+  if (rc == 0)
+    report_spread(name, v, n);
   free(v);
-  return 0;
+  return rc;
 }
 
 /* The median of 200 rewrites + fdatasync of a 4 KiB block in `dir`, in µs. */
@@ -159,10 +119,10 @@ static double raw_fdatasync_us(const char *dir) {
 }
 
 static int bench(const pg_cluster *c, size_t commits) {
-  PGconn *conn = PQconnectdb(c->conninfo);
-  if (PQstatus(conn) != CONNECTION_OK) {
-    fprintf(stderr, "duro-bench-pg: connect: %s", PQerrorMessage(conn));
-    PQfinish(conn);
+  char err[1024];
+  PGconn *conn = pg_bare_open(c->conninfo, err, sizeof err);
+  if (!conn) {
+    fprintf(stderr, "duro-bench-pg: %s", err);
     return -1;
   }
   char version[32], fsync[8], sync_commit[16];
@@ -175,20 +135,9 @@ static int bench(const pg_cluster *c, size_t commits) {
            fsync, sync_commit, commits);
 
   long id = 1;
-  int ok = run(conn,
-               "CREATE TABLE bench_commit (id bigint PRIMARY KEY, result text)",
-               PGRES_COMMAND_OK) == 0;
-  if (ok) {
-    PGresult *r = PQprepare(
-        conn, "insert", "INSERT INTO bench_commit VALUES ($1, 'step result')",
-        1, NULL);
-    ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    if (!ok)
-      fprintf(stderr, "duro-bench-pg: prepare: %s", PQresultErrorMessage(r));
-    PQclear(r);
-  }
-  ok = ok && measure(conn, "PG commit", commit_three, commits, &id) == 0 &&
-       measure(conn, "PG commit, 1 msg", commit_one, commits, &id) == 0;
+  int ok = measure(conn, "PG commit", pg_bare_commit, commits, &id) == 0 &&
+           measure(conn, "PG commit, 1 msg", pg_bare_commit_one_msg, commits,
+                   &id) == 0;
   PQfinish(conn);
   /* In the cluster's directory: the filesystem its WAL is on. */
   if (ok)
