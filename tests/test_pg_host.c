@@ -32,7 +32,7 @@
 
 #include "host_run.h"
 #include "http_client.h"
-#include "pg_cluster.h"
+#include "pg_fixture.h"
 #include "proc.h"
 
 #ifndef ORDERS_PLUGIN
@@ -44,18 +44,11 @@
 
 #define SETTLE_MS 20000
 
-static pg_cluster cluster = {.postmaster = -1};
-static char cluster_err[1024];
+static pg_fixture pg = {.suite = "test_pg_host"};
 
-static void cluster_start(void) {
-  pg_cluster_start(&cluster, cluster_err, sizeof cluster_err);
-}
+static void cluster_start(void) { pg_fixture_up(&pg); }
 
-static void cluster_stop(void) {
-  char err[1024];
-  if (pg_cluster_stop(&cluster, err, sizeof err) != 0)
-    fprintf(stderr, "test_pg_host: %s\n", err);
-}
+static void cluster_stop(void) { pg_fixture_down(&pg); }
 
 #define ORDER_FLOW                                                             \
   "  - name: orders\n"                                                         \
@@ -97,7 +90,7 @@ static void write_config(const host_run *h, const char *conninfo) {
 }
 
 static int64_t count_rows(const char *sql) {
-  PGconn *c = PQconnectdb(cluster.conninfo);
+  PGconn *c = PQconnectdb(pg.cluster.conninfo);
   ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
   PGresult *r = PQexec(c, sql);
   ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1,
@@ -118,10 +111,10 @@ static void post(const host_run *h, const char *path, const char *body,
 }
 
 START_TEST(order_completes_with_its_journal_in_postgresql) {
-  ck_assert_msg(cluster.dir[0], "no cluster: %s", cluster_err);
+  ck_assert_msg(pg.cluster.dir[0], "no cluster: %s", pg.err);
   host_run H;
   host_init(&H, "pg");
-  write_config(&H, cluster.conninfo);
+  write_config(&H, pg.cluster.conninfo);
   host_start(&H);
   char *log = proc_slurp(H.log);
   int n = 0;
@@ -216,14 +209,14 @@ END_TEST
  * storage.connect_timeout (30 s by default), and the message names the
  * user and says what the server said. */
 START_TEST(wrong_password_fails_the_start_at_once) {
-  ck_assert_msg(cluster.dir[0], "no cluster: %s", cluster_err);
+  ck_assert_msg(pg.cluster.dir[0], "no cluster: %s", pg.err);
   host_run H;
   host_init(&H, "badpw");
   char conninfo[600];
-  const char *pw = strstr(cluster.conninfo, "password=");
+  const char *pw = strstr(pg.cluster.conninfo, "password=");
   ck_assert_ptr_nonnull(pw);
   snprintf(conninfo, sizeof conninfo, "%.*spassword=wrong",
-           (int)(pw - cluster.conninfo), cluster.conninfo);
+           (int)(pw - pg.cluster.conninfo), pg.cluster.conninfo);
   write_config(&H, conninfo);
   int64_t took;
   int code = run_to_exit(&H, SETTLE_MS, &took);
@@ -242,45 +235,30 @@ END_TEST
  * restarted by its cases: each case first brings it up, so one that failed
  * with it down does not take the next one down too. */
 
-static pg_cluster outage = {.postmaster = -1};
-static char outage_err[1024];
+static pg_fixture outage = {.suite = "test_pg_host"};
 
-static void outage_start(void) {
-  pg_cluster_start(&outage, outage_err, sizeof outage_err);
-}
+static void outage_start(void) { pg_fixture_up(&outage); }
 
-static void outage_stop(void) {
-  char err[1024];
-  if (pg_cluster_stop(&outage, err, sizeof err) != 0)
-    fprintf(stderr, "test_pg_host: %s\n", err);
-}
+static void outage_stop(void) { pg_fixture_down(&outage); }
 
 static void outage_up(void) {
-  ck_assert_msg(outage.dir[0], "no cluster: %s", outage_err);
+  ck_assert_msg(outage.cluster.dir[0], "no cluster: %s", outage.err);
   char err[1024];
-  ck_assert_msg(pg_cluster_restart(&outage, err, sizeof err) == 0, "%s", err);
+  ck_assert_msg(pg_cluster_restart(&outage.cluster, err, sizeof err) == 0, "%s",
+                err);
 }
 
 /* A new database `name` on the cluster, and into `out` the connection
  * string for it: each case its own journal, so a host never meets
  * another case's instances. */
 static void outage_database(const char *name, char *out, size_t n) {
-  PGconn *c = PQconnectdb(outage.conninfo);
-  ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
-  char sql[128];
-  snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
-  PGresult *r = PQexec(c, sql);
-  ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", sql,
-                PQresultErrorMessage(r));
-  PQclear(r);
-  PQfinish(c);
-  /* libpq takes the last of a repeated keyword */
-  snprintf(out, n, "%s dbname=%s", outage.conninfo, name);
+  pg_fixture_database(&outage, name, out, n);
 }
 
 static void outage_kill(void) {
   char err[1024];
-  ck_assert_msg(pg_cluster_kill(&outage, err, sizeof err) == 0, "%s", err);
+  ck_assert_msg(pg_cluster_kill(&outage.cluster, err, sizeof err) == 0, "%s",
+                err);
 }
 
 /* The host starts while the server is down, and the server comes up 1.5 s
@@ -299,7 +277,7 @@ START_TEST(start_waits_for_a_server_that_comes_up) {
   if (helper == 0) {
     proc_sleep_ms(1500);
     char err[1024];
-    _exit(pg_cluster_restart(&outage, err, sizeof err) == 0 ? 0 : 1);
+    _exit(pg_cluster_restart(&outage.cluster, err, sizeof err) == 0 ? 0 : 1);
   }
   host_start(&H);
   int st;

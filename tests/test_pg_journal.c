@@ -26,46 +26,26 @@
 #include "harness.h"
 #include "journal.h"
 #include "metrics.h"
-#include "pg_cluster.h"
+#include "pg_fixture.h"
 #include "suite_run.h"
 
 /* ---- the cluster, held by Check's runner process ------------------------ */
 
-static pg_cluster cluster = {.postmaster = -1};
-static char cluster_err[1024];
+static pg_fixture pg = {.suite = "test_pg_journal"};
 
-static void cluster_start(void) {
-  pg_cluster_start(&cluster, cluster_err, sizeof cluster_err);
-}
+static void cluster_start(void) { pg_fixture_up(&pg); }
 
-static void cluster_stop(void) {
-  char err[1024];
-  if (pg_cluster_stop(&cluster, err, sizeof err) != 0)
-    fprintf(stderr, "test_pg_journal: %s\n", err);
-}
+static void cluster_stop(void) { pg_fixture_down(&pg); }
 
 /* The case's own database: its connection string (libpq takes the last
  * dbname given). */
 static char conninfo[700];
 
-static void exec_ok(PGconn *c, const char *sql) {
-  PGresult *r = PQexec(c, sql);
-  ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", sql,
-                PQresultErrorMessage(r));
-  PQclear(r);
-}
-
 static void fresh_db(void) {
-  ck_assert_msg(cluster.dir[0], "no cluster: %s", cluster_err);
-  PGconn *c = PQconnectdb(cluster.conninfo);
-  ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
   static int n;
-  char name[64], sql[128];
+  char name[64];
   snprintf(name, sizeof name, "j_%d_%d", (int)getpid(), n++);
-  snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
-  exec_ok(c, sql);
-  PQfinish(c);
-  snprintf(conninfo, sizeof conninfo, "%s dbname=%s", cluster.conninfo, name);
+  pg_fixture_database(&pg, name, conninfo, sizeof conninfo);
 }
 
 static journal *open_mode(int synchronous_full) {
