@@ -230,6 +230,43 @@ START_TEST(wrong_password_fails_the_start_at_once) {
 }
 END_TEST
 
+/* Two hosts on one database, each with a storage.path of its own (so the
+ * lock file beside it does not see the other): the second is refused at
+ * start, naming the session that holds the database, and the first goes
+ * on serving. */
+START_TEST(second_host_on_one_database_is_refused) {
+  char conninfo[700];
+  pg_fixture_database(&pg, "twohosts", conninfo, sizeof conninfo);
+  host_run A, B;
+  host_init(&A, "first");
+  write_config_of(&A, conninfo, "  synchronous: full\n", "{ workers: 2 }",
+                  ORDER_FLOW);
+  host_start(&A);
+  host_init(&B, "second");
+  FILE *f = fopen(B.config, "w");
+  ck_assert_ptr_nonnull(f);
+  fprintf(f,
+          "storage:\n  path: %s/other/duro.db\n  postgresql: \"%s\"\n"
+          "http: { listen: \"127.0.0.1:0\" }\nengine: { workers: 2 }\n"
+          "plugins:\n%s",
+          proc_tmp_dir, conninfo, ORDER_FLOW);
+  ck_assert(fclose(f) == 0);
+  int64_t took;
+  int code = run_to_exit(&B, SETTLE_MS, &took);
+  char *log = proc_slurp(B.log);
+  ck_assert_msg(code != 0, "a second host started:\n%s", proc_tail(log));
+  assert_contains(log, "the journal of another duro host");
+  assert_contains(log, "server pid");
+  ck_assert_msg(strstr(log, "ready:") == NULL, "%s", proc_tail(log));
+  free(log);
+  post(&A, "/workflows/order-flow/instances",
+       "{\"id\":\"a1\",\"params\":{\"orderId\":\"a1\",\"email\":"
+       "\"a@example.com\",\"amount\":5,\"graceSeconds\":0}}",
+       201);
+  host_stop(&A, proc_now_ms() + SETTLE_MS, 0);
+}
+END_TEST
+
 /* ---- the server lost and back -------------------------------------------
  * A cluster of the tcase's own (the unchecked fixture's), killed and
  * restarted by its cases: each case first brings it up, so one that failed
@@ -544,6 +581,7 @@ int main(void) {
   tcase_add_test(tc, order_completes_with_its_journal_in_postgresql);
   tcase_add_test(tc, unreachable_server_is_an_error_at_start);
   tcase_add_test(tc, wrong_password_fails_the_start_at_once);
+  tcase_add_test(tc, second_host_on_one_database_is_refused);
   suite_add_tcase(s, tc);
   TCase *out = tcase_create("outage");
   tcase_add_unchecked_fixture(out, outage_start, outage_stop);

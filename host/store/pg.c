@@ -508,6 +508,63 @@ static int open_failed(const char *conninfo, int synchronous_full, PGconn **c,
   return *c ? 0 : DURO_E_STORAGE;
 }
 
+/* ---- one host per database ----------------------------------------------
+ * The engine assumes it is the only writer of its journal (its memory of
+ * runnable instances, leases and ticks is its own), and the lock file
+ * beside storage.path guards only one machine.  So the writer connection
+ * holds a session-level advisory lock: a second host on the same
+ * database is refused at start, naming the session that holds it.  The
+ * server releases the lock when that session ends, also when its engine
+ * died (its socket closes), so a restarted engine waits a few seconds
+ * for its predecessor's session to go. */
+#define HOST_LOCK_KEY "7140101" /* the schema's creation takes 7140100 */
+#define HOST_LOCK_WAIT_MS 5000
+
+/* Takes the host lock on `c`: 0, or DURO_E_STORAGE with who holds it (or
+ * why the statement failed) in `err`. */
+static int take_host_lock(PGconn *c, char *err, size_t errlen) {
+  PGresult *r = PQexec(c, "SELECT pg_try_advisory_lock(" HOST_LOCK_KEY ")");
+  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+    snprintf(err, errlen, "PostgreSQL: cannot take the host lock: %s",
+             failure_of(c, r));
+    PQclear(r);
+    return DURO_E_STORAGE;
+  }
+  int taken = !strcmp(PQgetvalue(r, 0, 0), "t");
+  PQclear(r);
+  if (taken)
+    return 0;
+  /* A one-bigint advisory key is (classid, objid) = (high, low) 32 bits. */
+  r = PQexec(c, "SELECT a.pid, coalesce(a.client_addr::text, 'local socket'),"
+                " to_char(a.backend_start, 'YYYY-MM-DD HH24:MI:SS TZ')"
+                " FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+                " WHERE l.locktype = 'advisory' AND l.granted"
+                " AND l.classid = 0 AND l.objid = " HOST_LOCK_KEY
+                " AND l.objsubid = 1");
+  if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+    snprintf(err, errlen,
+             "this PostgreSQL database is the journal of another duro host "
+             "(its session: server pid %s from %s, since %s); two hosts must "
+             "not share one database",
+             PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2));
+  else
+    snprintf(err, errlen,
+             "this PostgreSQL database is the journal of another duro host; "
+             "two hosts must not share one database");
+  PQclear(r);
+  return DURO_E_STORAGE;
+}
+
+/* take_host_lock, waiting HOST_LOCK_WAIT_MS for a session that is going. */
+static int take_host_lock_waiting(PGconn *c, char *err, size_t errlen) {
+  for (int waited = 0;; waited += 100) {
+    int rc = take_host_lock(c, err, errlen);
+    if (rc == 0 || waited >= HOST_LOCK_WAIT_MS)
+      return rc;
+    usleep(100000);
+  }
+}
+
 static int pg_open(const char *conninfo, int synchronous_full, void **out,
                    char *err, size_t errlen) {
   PGconn *c = connect_to(conninfo, synchronous_full, err, errlen);
@@ -526,7 +583,8 @@ static int pg_open(const char *conninfo, int synchronous_full, void **out,
     PQfinish(c);
     return DURO_E_STORAGE;
   }
-  if (schema_check(c, err, errlen) || prepare_writes(c, err, errlen)) {
+  if (schema_check(c, err, errlen) || prepare_writes(c, err, errlen) ||
+      (synchronous_full >= 0 && take_host_lock_waiting(c, err, errlen))) {
     PQfinish(c);
     return DURO_E_STORAGE;
   }
@@ -563,7 +621,10 @@ static int writer_ready(pg_store *pg) {
     return 0;
   char err[512];
   PGconn *c = connect_to(pg->conninfo, pg->synchronous_full, err, sizeof err);
-  if (!c || prepare_writes(c, err, sizeof err)) {
+  /* The new session takes the host lock again: the old one's went with it
+   * (then writes fail until it is free, should another host have it). */
+  if (!c || prepare_writes(c, err, sizeof err) ||
+      take_host_lock(c, err, sizeof err)) {
     store_error("%s", err);
     PQfinish(c);
     return DURO_E_STORAGE;
