@@ -399,6 +399,9 @@ int duro_engine_open(const duro_engine_options *opt, duro_engine **out,
   int rc = journal_open_backend(
       opt->backend ? opt->backend : &store_sqlite, opt->db_path,
       opt->read_only ? -1 : opt->synchronous_full, &e->j, err, errlen);
+  if (rc == 0 && opt->claim_store && !opt->read_only &&
+      (rc = journal_claim(e->j, err, errlen)) != 0)
+    journal_close(e->j);
   if (rc) {
     free(e);
     return rc;

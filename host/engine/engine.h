@@ -50,8 +50,12 @@ typedef struct duro_engine_options {
    * Another one opens db_path as its own (PostgreSQL: a connection
    * string).  For tests: the configuration does not set it yet. */
   const struct store_backend *backend;
-  int synchronous_full;    /* 1: fsync every commit (default); 0: normal */
-  int read_only;           /* open the journal read-only (a dry run) */
+  int synchronous_full; /* 1: fsync every commit (default); 0: normal */
+  int read_only;        /* open the journal read-only (a dry run) */
+  /* The only host on its store (journal_claim): duro run sets it; tests
+   * that reopen a store another engine still holds (a simulated crash)
+   * do not. */
+  int claim_store;
   uint32_t workers;        /* activation threads; 0 = run_until_idle only */
   int64_t max_step_result; /* bytes; 0 = 1 MiB */
   /* bytes of params, step results and errors per instance; 0 = 1 GiB */

@@ -386,6 +386,7 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
   duro_engine_options opt = {
       .db_path = cfg->storage.path,
       .synchronous_full = cfg->storage.synchronous_full,
+      .claim_store = 1,
       .workers = cfg->engine.workers ? cfg->engine.workers : 64,
       .max_step_result = cfg->engine.max_step_result,
       .max_instance_state = cfg->engine.max_instance_state,

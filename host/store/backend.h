@@ -175,6 +175,12 @@ typedef struct store_backend {
    * than `high` and than every key in the table, so that no id is
    * handed out twice. */
   int (*key_continue)(void *db, const store_table *t, int64_t high);
+
+  /* Makes the opener the only host on the store for as long as it stays
+   * open: 0, or DURO_E_STORAGE with who holds it in err.  NULL where the
+   * store cannot be reached by another machine's host anyway (SQLite: the
+   * lock file beside it guards it). */
+  int (*claim)(void *db, char *err, size_t errlen);
 } store_backend;
 
 /* The SQLite backend (sqlite.c), the one journal_open uses. */

@@ -123,6 +123,10 @@ void journal_close(journal *j) {
   free(j);
 }
 
+int journal_claim(journal *j, char *err, size_t errlen) {
+  return j->be->claim ? j->be->claim(j->db, err, errlen) : 0;
+}
+
 const char *journal_errmsg(journal *j) {
   (void)j;
   return last_err;

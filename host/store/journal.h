@@ -400,6 +400,11 @@ int journal_failing(journal *j, char *msg, size_t len, uint64_t *failures);
 /* The underlying error message of the calling thread's last failure (for
  * logs); a failed group commit's message reaches every thread that
  * waited on it. */
+/* Makes this journal's host the only one on its store while it is open
+ * (backend.h's claim; nothing to do for SQLite).  0, or DURO_E_STORAGE
+ * with why in err. */
+int journal_claim(journal *j, char *err, size_t errlen);
+
 const char *journal_errmsg(journal *j);
 
 #endif

@@ -401,6 +401,7 @@ typedef struct pg_store {
   pthread_key_t reader_key;
   pthread_mutex_t readers_mu; /* guards `readers` */
   reader *readers;            /* every reader, closed with the store */
+  int claimed; /* the writer's session holds the host lock (pg_claim) */
 } pg_store;
 
 /* A notice of the server's (client_min_messages=warning: its warnings,
@@ -583,8 +584,7 @@ static int pg_open(const char *conninfo, int synchronous_full, void **out,
     PQfinish(c);
     return DURO_E_STORAGE;
   }
-  if (schema_check(c, err, errlen) || prepare_writes(c, err, errlen) ||
-      (synchronous_full >= 0 && take_host_lock_waiting(c, err, errlen))) {
+  if (schema_check(c, err, errlen) || prepare_writes(c, err, errlen)) {
     PQfinish(c);
     return DURO_E_STORAGE;
   }
@@ -596,6 +596,13 @@ static int pg_open(const char *conninfo, int synchronous_full, void **out,
   pthread_mutex_init(&pg->readers_mu, NULL);
   *out = pg;
   return 0;
+}
+
+static int pg_claim(void *db, char *err, size_t errlen) {
+  pg_store *pg = db;
+  int rc = take_host_lock_waiting(pg->wr, err, errlen);
+  pg->claimed = rc == 0;
+  return rc;
 }
 
 static void pg_close(void *db) {
@@ -624,7 +631,7 @@ static int writer_ready(pg_store *pg) {
   /* The new session takes the host lock again: the old one's went with it
    * (then writes fail until it is free, should another host have it). */
   if (!c || prepare_writes(c, err, sizeof err) ||
-      take_host_lock(c, err, sizeof err)) {
+      (pg->claimed && take_host_lock(c, err, sizeof err))) {
     store_error("%s", err);
     PQfinish(c);
     return DURO_E_STORAGE;
@@ -1727,6 +1734,7 @@ static int pg_key_continue(void *db, const store_table *t, int64_t high) {
 
 const store_backend store_pg = {
     .open = pg_open,
+    .claim = pg_claim,
     .close = pg_close,
     .begin = pg_begin,
     .apply = pg_apply,
