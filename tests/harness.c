@@ -11,7 +11,7 @@
 
 #include "backend.h"
 #if DURO_HAVE_PG
-#include <libpq-fe.h>
+#include "pg_fixture.h"
 #endif
 
 const duro_api *duro_api_ptr_;
@@ -85,20 +85,10 @@ static void on_test_pg(harness *h) {
   if (!server || !*server)
     return;
 #if DURO_HAVE_PG
-  PGconn *c = PQconnectdb(server);
-  ck_assert_msg(PQstatus(c) == CONNECTION_OK, "DURO_TEST_PG: %s",
-                PQerrorMessage(c));
   static int n;
-  char name[64], sql[128];
+  char name[64];
   snprintf(name, sizeof name, "h_%d_%d", (int)getpid(), n++);
-  snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
-  PGresult *r = PQexec(c, sql);
-  ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", sql,
-                PQresultErrorMessage(r));
-  PQclear(r);
-  PQfinish(c);
-  ck_assert_int_lt(snprintf(h->db, sizeof h->db, "%s dbname=%s", server, name),
-                   (int)sizeof h->db);
+  pg_create_database(server, name, h->db, sizeof h->db);
   journal_backend = &store_pg;
   rmdir(h->dir); /* nothing of the journal goes there */
 #else

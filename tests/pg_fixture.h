@@ -25,4 +25,12 @@ void pg_fixture_down(pg_fixture *f);
 void pg_fixture_database(pg_fixture *f, const char *name, char *conninfo,
                          size_t n);
 
+/* The same on the server of the connection string `server`. */
+void pg_create_database(const char *server, const char *name, char *conninfo,
+                        size_t n);
+
+/* The one integer `sql` returns, read on a connection of its own
+ * (asserting one row). */
+long long pg_query_int(const char *conninfo, const char *sql);
+
 #endif

@@ -90,15 +90,7 @@ static void write_config(const host_run *h, const char *conninfo) {
 }
 
 static int64_t count_rows(const char *sql) {
-  PGconn *c = PQconnectdb(pg.cluster.conninfo);
-  ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
-  PGresult *r = PQexec(c, sql);
-  ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1,
-                "%s: %s", sql, PQresultErrorMessage(r));
-  int64_t n = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-  PQclear(r);
-  PQfinish(c);
-  return n;
+  return pg_query_int(pg.cluster.conninfo, sql);
 }
 
 static void post(const host_run *h, const char *path, const char *body,

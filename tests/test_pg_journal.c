@@ -61,15 +61,7 @@ static journal *open_journal(void) { return open_mode(1); }
 
 /* The one integer a query returns, read on a connection of its own. */
 static int64_t count_rows(const char *sql) {
-  PGconn *c = PQconnectdb(conninfo);
-  ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
-  PGresult *r = PQexec(c, sql);
-  ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1,
-                "%s: %s", sql, PQresultErrorMessage(r));
-  int64_t n = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-  PQclear(r);
-  PQfinish(c);
-  return n;
+  return pg_query_int(conninfo, sql);
 }
 
 static void commit_ok(journal *j, journal_batch *b) {

@@ -59,17 +59,7 @@ static void fresh_db(void) {
 }
 
 /* The one integer a query on the case's database returns. */
-static int64_t pg_int(const char *sql) {
-  PGconn *c = PQconnectdb(conninfo);
-  ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
-  PGresult *r = PQexec(c, sql);
-  ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1,
-                "%s: %s", sql, PQresultErrorMessage(r));
-  int64_t n = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-  PQclear(r);
-  PQfinish(c);
-  return n;
-}
+static int64_t pg_int(const char *sql) { return pg_query_int(conninfo, sql); }
 
 static char db_path[400];
 
