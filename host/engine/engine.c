@@ -481,6 +481,8 @@ typedef struct engine_task {
   struct engine_task *next;
 } engine_task;
 
+/* The task whose fiber runs on this thread; NULL on the worker's own
+ * stack (set by task_resume around the switch). */
 static __thread engine_task *current_task;
 
 static void task_main(void *arg) {
@@ -570,13 +572,8 @@ static int worker_idle(duro_engine *e, const engine_task *t) {
   return idle;
 }
 
-static engine_task *task_here(void) {
-  engine_task *t = current_task;
-  return t && fiber_self() == t->f ? t : NULL;
-}
-
 int engine_commit_step(duro_engine *e, journal_batch *b, int *orphaned) {
-  engine_task *t = task_here();
+  engine_task *t = current_task;
   *orphaned = 0;
   if (!t || worker_idle(e, t))
     return journal_commit(e->j, b);
@@ -589,15 +586,14 @@ int engine_commit_step(duro_engine *e, journal_batch *b, int *orphaned) {
 
 void engine_commit_final(duro_engine *e, journal_batch *b, journal_done_fn fn,
                          void *ctx) {
-  engine_task *t = task_here();
+  engine_task *t = current_task;
   if (t && !worker_idle(e, t))
     journal_commit_background(e->j, b, fn, ctx); /* never lead: others wait */
   else
     journal_commit_async(e->j, b, fn, ctx);
 }
 
-size_t engine_orphan_ready_locked(duro_engine *e, worker *w, entry ***out) {
-  (void)e;
+size_t engine_orphan_ready_locked(worker *w, entry ***out) {
   size_t n = 0;
   for (engine_task *t = w->ready_head; t; t = t->next)
     n++;

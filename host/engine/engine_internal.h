@@ -203,8 +203,7 @@ void engine_commit_final(duro_engine *e, journal_batch *b, journal_done_fn fn,
 
 /* The watchdog gave up on w (mu held): ready tasks become orphans; their
  * entries go to *out (the caller releases them, unlocked). */
-size_t engine_orphan_ready_locked(duro_engine *e, worker *w,
-                                  struct entry ***out);
+size_t engine_orphan_ready_locked(worker *w, struct entry ***out);
 ledger_slot *engine_thread_slot(void);
 
 /* Records the attempts a dead engine's ledger holds as failed attempts

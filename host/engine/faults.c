@@ -328,7 +328,7 @@ static int abandon(duro_engine *e, worker *w, entry *ent, int terminated) {
    * those ready now run again elsewhere (on_task_commit hands back the
    * rest as their commits land). */
   entry **orphans;
-  size_t n_orphans = engine_orphan_ready_locked(e, w, &orphans);
+  size_t n_orphans = engine_orphan_ready_locked(w, &orphans);
   pthread_mutex_unlock(&e->mu);
   /* A later crash must not count this attempt again (set before the
    * thread can return and give its slot back). */

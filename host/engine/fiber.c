@@ -23,6 +23,8 @@ struct fiber {
   ucontext_t ctx;
   void *map; /* guard page + stack */
   size_t map_size;
+  void *stack; /* above the guard page */
+  size_t stack_size;
   fiber_fn fn;
   void *arg;
   int finished;
@@ -70,6 +72,8 @@ fiber *fiber_create(void) {
     return NULL;
   }
   mprotect(f->map, page, PROT_NONE); /* an overflow faults, not corrupts */
+  f->stack = (char *)f->map + page;
+  f->stack_size = f->map_size - page;
   f->finished = 1;
   return f;
 }
@@ -109,10 +113,9 @@ static void trampoline(void) {
 }
 
 void fiber_start(fiber *f, fiber_fn fn, void *arg) {
-  size_t page = (size_t)sysconf(_SC_PAGESIZE);
   getcontext(&f->ctx);
-  f->ctx.uc_stack.ss_sp = (char *)f->map + page;
-  f->ctx.uc_stack.ss_size = f->map_size - page;
+  f->ctx.uc_stack.ss_sp = f->stack;
+  f->ctx.uc_stack.ss_size = f->stack_size;
   f->ctx.uc_link = NULL;
   f->fn = fn;
   f->arg = arg;
@@ -129,9 +132,7 @@ void fiber_resume(fiber *f) {
   running = f;
 #if FIBER_ASAN
   void *fake = NULL;
-  size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  __sanitizer_start_switch_fiber(&fake, (char *)f->map + page,
-                                 f->map_size - page);
+  __sanitizer_start_switch_fiber(&fake, f->stack, f->stack_size);
 #endif
   swapcontext(&thread_ctx, &f->ctx);
 #if FIBER_ASAN
@@ -143,5 +144,3 @@ void fiber_resume(fiber *f) {
 void fiber_yield(void) { switch_to_thread(running, 0); }
 
 int fiber_finished(const fiber *f) { return f->finished; }
-
-fiber *fiber_self(void) { return running; }

@@ -36,7 +36,4 @@ void fiber_yield(void);
 /* fn has returned; f may be started again. */
 int fiber_finished(const fiber *f);
 
-/* The fiber running on this thread, or NULL on the thread's own stack. */
-fiber *fiber_self(void);
-
 #endif

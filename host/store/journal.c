@@ -331,12 +331,19 @@ static void *writer_main(void *arg) {
   return NULL;
 }
 
-void journal_commit_background(journal *j, journal_batch *b, journal_done_fn fn,
-                               void *ctx) {
+/* An asynchronous batch's place in the queue, freed once its callback
+ * ran (lead). */
+static pending *pending_async(journal_batch *b, journal_done_fn fn, void *ctx) {
   pending *p = xcalloc(1, sizeof *p);
   p->batch = b;
   p->fn = fn;
   p->ctx = ctx;
+  return p;
+}
+
+void journal_commit_background(journal *j, journal_batch *b, journal_done_fn fn,
+                               void *ctx) {
+  pending *p = pending_async(b, fn, ctx);
   pthread_mutex_lock(&j->mu);
   enqueue(j, p);
   if (!j->writer_started) {
@@ -354,10 +361,7 @@ void journal_commit_background(journal *j, journal_batch *b, journal_done_fn fn,
 
 void journal_commit_async(journal *j, journal_batch *b, journal_done_fn fn,
                           void *ctx) {
-  pending *p = xcalloc(1, sizeof *p);
-  p->batch = b;
-  p->fn = fn;
-  p->ctx = ctx;
+  pending *p = pending_async(b, fn, ctx);
   pthread_mutex_lock(&j->mu);
   enqueue(j, p);
   if (!j->leading) {
