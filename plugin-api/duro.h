@@ -169,10 +169,12 @@ typedef enum duro_rc {
   X(OVERLOADED, -31, "engine.overloaded",                                      \
     "too many instances are queued; retry later")                              \
   X(INSTANCE_ENDED, -32, "instance.ended",                                     \
-    "instance has ended (complete, errored or terminated)")
+    "instance has ended (complete, errored or terminated)")                    \
+  X(HOST_UNAVAILABLE, -33, "host.unavailable",                                 \
+    "the host that runs the instance did not answer; retry")
 
 #define DURO_ERROR_ENUM_(name, value, code, desc) DURO_E_##name = (value),
-enum { DURO_ERRORS(DURO_ERROR_ENUM_) DURO_E_LAST_ = -33 };
+enum { DURO_ERRORS(DURO_ERROR_ENUM_) DURO_E_LAST_ = -34 };
 #undef DURO_ERROR_ENUM_
 
 /* ---- opaque handles --------------------------------------------------- */

@@ -34,6 +34,7 @@
 #include "http_client.h"
 #include "pg_fixture.h"
 #include "proc.h"
+#include "sidelog_read.h"
 
 #ifndef ORDERS_PLUGIN
 #error "build with -DORDERS_PLUGIN=\"<path of liborders.so>\""
@@ -222,43 +223,6 @@ START_TEST(wrong_password_fails_the_start_at_once) {
 }
 END_TEST
 
-/* Two hosts on one database, each with a storage.path of its own (so the
- * lock file beside it does not see the other): the second is refused at
- * start, naming the session that holds the database, and the first goes
- * on serving. */
-START_TEST(second_host_on_one_database_is_refused) {
-  char conninfo[700];
-  pg_fixture_database(&pg, "twohosts", conninfo, sizeof conninfo);
-  host_run A, B;
-  host_init(&A, "first");
-  write_config_of(&A, conninfo, "  synchronous: full\n", "{ workers: 2 }",
-                  ORDER_FLOW);
-  host_start(&A);
-  host_init(&B, "second");
-  FILE *f = fopen(B.config, "w");
-  ck_assert_ptr_nonnull(f);
-  fprintf(f,
-          "storage:\n  path: %s/other/duro.db\n  postgresql: \"%s\"\n"
-          "http: { listen: \"127.0.0.1:0\" }\nengine: { workers: 2 }\n"
-          "plugins:\n%s",
-          proc_tmp_dir, conninfo, ORDER_FLOW);
-  ck_assert(fclose(f) == 0);
-  int64_t took;
-  int code = run_to_exit(&B, SETTLE_MS, &took);
-  char *log = proc_slurp(B.log);
-  ck_assert_msg(code != 0, "a second host started:\n%s", proc_tail(log));
-  assert_contains(log, "the journal of another duro host");
-  assert_contains(log, "server pid");
-  ck_assert_msg(strstr(log, "ready:") == NULL, "%s", proc_tail(log));
-  free(log);
-  post(&A, "/workflows/order-flow/instances",
-       "{\"id\":\"a1\",\"params\":{\"orderId\":\"a1\",\"email\":"
-       "\"a@example.com\",\"amount\":5,\"graceSeconds\":0}}",
-       201);
-  host_stop(&A, proc_now_ms() + SETTLE_MS, 0);
-}
-END_TEST
-
 /* ---- the server lost and back -------------------------------------------
  * A cluster of the tcase's own (the unchecked fixture's), killed and
  * restarted by its cases: each case first brings it up, so one that failed
@@ -362,7 +326,6 @@ END_TEST
 
 /* ---- the faults plugin's log (plugins/sidelog.h) */
 
-#define RECORD 64 /* a record of the log: plugins/sidelog.h */
 #define MID_INSTANCES 16
 #define MID_STEPS 40
 #define MAX_ACKED 64
@@ -373,65 +336,11 @@ static const char *faults_log(void) {
   return path;
 }
 
-typedef struct record {
-  char kind[8], inst[32], token[40];
-  int index;
-} record;
-
-/* The log's records (malloc'ed, *n of them). */
-static record *read_records(size_t *n) {
-  char *text = proc_slurp(faults_log());
-  size_t len = strlen(text);
-  ck_assert_msg(len % RECORD == 0, "faults log of %zu bytes", len);
-  *n = len / RECORD;
-  record *recs = calloc(*n + 1, sizeof *recs);
-  ck_assert_ptr_nonnull(recs);
-  for (size_t i = 0; i < *n; i++) {
-    record *r = &recs[i];
-    ck_assert_msg(sscanf(text + i * RECORD, "%7s %31s %d %39s", r->kind,
-                         r->inst, &r->index, r->token) == 4,
-                  "bad record %zu", i);
-  }
-  free(text);
-  return recs;
-}
-
-/* How many distinct steps (instance, index) have a `kind` record. */
 static size_t count_kind(const char *kind) {
-  size_t n, c = 0;
-  record *recs = read_records(&n);
-  for (size_t i = 0; i < n; i++) {
-    int before = 0;
-    for (size_t j = 0; j < i && !before; j++)
-      before = !strcmp(recs[j].kind, kind) &&
-               !strcmp(recs[j].inst, recs[i].inst) &&
-               recs[j].index == recs[i].index;
-    c += !strcmp(recs[i].kind, kind) && !before;
-  }
-  free(recs);
-  return c;
+  return sidelog_steps(faults_log(), kind);
 }
 
-/* No step callback ran after run() had its result (an "exec" after a
- * "seen" of the same step), and no result changed. */
-static void assert_no_rerun(void) {
-  size_t n;
-  record *recs = read_records(&n);
-  for (size_t i = 0; i < n; i++) {
-    const char *first_seen = NULL;
-    for (size_t j = 0; j < i && !first_seen; j++)
-      if (!strcmp(recs[j].kind, "seen") &&
-          !strcmp(recs[j].inst, recs[i].inst) && recs[j].index == recs[i].index)
-        first_seen = recs[j].token;
-    if (!strcmp(recs[i].kind, "exec"))
-      ck_assert_msg(!first_seen, "%s step %d ran again after it completed",
-                    recs[i].inst, recs[i].index);
-    else
-      ck_assert_msg(!first_seen || !strcmp(first_seen, recs[i].token),
-                    "%s step %d: result changed", recs[i].inst, recs[i].index);
-  }
-  free(recs);
-}
+static void assert_no_rerun(void) { sidelog_assert_no_rerun(faults_log()); }
 
 /* POST of instance `id` of fault-flow (MID_STEPS steps): the status, and
  * the reply in `r` (caller's). */
@@ -573,7 +482,6 @@ int main(void) {
   tcase_add_test(tc, order_completes_with_its_journal_in_postgresql);
   tcase_add_test(tc, unreachable_server_is_an_error_at_start);
   tcase_add_test(tc, wrong_password_fails_the_start_at_once);
-  tcase_add_test(tc, second_host_on_one_database_is_refused);
   suite_add_tcase(s, tc);
   TCase *out = tcase_create("outage");
   tcase_add_unchecked_fixture(out, outage_start, outage_stop);

@@ -295,6 +295,8 @@ static const field storage_fields[] = {
      NULL},
     {"connect_timeout", K_DURATION,
      offsetof(config, storage.connect_timeout_ms), false, 0, HOUR_MS, NULL},
+    {"lease", K_DURATION, offsetof(config, storage.lease_ms), false,
+     SECOND_MS / 2, HOUR_MS, NULL},
 };
 static const schema storage_schema =
     SCHEMA("storage", "in storage", -1, storage_fields);
@@ -1382,6 +1384,7 @@ config *config_parse(const char *name, const char *text, size_t len, char *err,
   cfg->storage.path = xstrdup("var/duro.db");
   cfg->storage.synchronous_full = 1;
   cfg->storage.connect_timeout_ms = 30 * SECOND_MS;
+  cfg->storage.lease_ms = 5 * SECOND_MS;
   cfg->http.listen = xstrdup("127.0.0.1:8787");
   cfg->http.token_env = NULL;
   cfg->http.allow_insecure = 0;

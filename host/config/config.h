@@ -123,6 +123,11 @@ typedef struct config {
      * at start (one still booting) before it gives up; default 30 s, 0 =
      * one try. */
     int64_t connect_timeout_ms;
+    /* On PostgreSQL, each host's lease on the instances it runs: a host
+     * that has not renewed it for this long (a crash, a partition) is
+     * taken as gone and the others take its instances over; default 5 s,
+     * at least 0.5 s. */
+    int64_t lease_ms;
   } storage;
   struct {
     char *listen;    /* default "127.0.0.1:8787" */

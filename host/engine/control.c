@@ -250,11 +250,37 @@ static int request_active(duro_engine *e, int64_t rowid, entry *active,
   return rc;
 }
 
+/* 1 when another host runs the instance: the request `op`
+ * (CONTROL_OP_*) went there, and *rc is its answer; 0 when it runs here
+ * (or on no host: it does now); else *rc is why neither could be told. */
+static int forwarded(duro_engine *e, const char *workflow, const char *id,
+                     int op, const char *from, uint32_t count, char **why,
+                     int *rc) {
+  if (!journal_host(e->j))
+    return 0;
+  int64_t rowid, owner = 0;
+  if ((*rc = instance_rowid(e, workflow, id, &rowid)) != 0)
+    return 1;
+  int where = engine_control_elsewhere(e, rowid, &owner);
+  if (where == 0)
+    return 0;
+  *rc = where < 0 ? where
+                  : engine_forward_control(e, owner, op, workflow, id, from,
+                                           count, why);
+  return 1;
+}
+
 static int request_control(duro_engine *e, const char *workflow, const char *id,
                            int control) {
   int64_t rowid;
   entry *ent, *active;
-  int rc = control_enter(e, workflow, id, &rowid, &ent, &active);
+  int rc;
+  if (forwarded(e, workflow, id,
+                control == JOURNAL_CONTROL_PAUSE ? CONTROL_OP_PAUSE
+                                                 : CONTROL_OP_TERMINATE,
+                NULL, 0, NULL, &rc))
+    return rc;
+  rc = control_enter(e, workflow, id, &rowid, &ent, &active);
   if (rc)
     return rc;
   if (active) {
@@ -312,7 +338,10 @@ static int resume_row(duro_engine *e, journal_instance *in, void *arg) {
 int duro_instance_resume(duro_engine *e, const char *workflow, const char *id) {
   int64_t rowid;
   entry *ent, *active;
-  int rc = control_enter(e, workflow, id, &rowid, &ent, &active);
+  int rc;
+  if (forwarded(e, workflow, id, CONTROL_OP_RESUME, NULL, 0, NULL, &rc))
+    return rc;
+  rc = control_enter(e, workflow, id, &rowid, &ent, &active);
   if (rc)
     return rc;
   if (active) {
@@ -429,7 +458,10 @@ int duro_instance_restart_why(duro_engine *e, const char *workflow,
     *why = NULL;
   int64_t rowid;
   entry *ent, *active;
-  int rc = control_enter(e, workflow, id, &rowid, &ent, &active);
+  int rc;
+  if (forwarded(e, workflow, id, CONTROL_OP_RESTART, from, count, why, &rc))
+    return rc;
+  rc = control_enter(e, workflow, id, &rowid, &ent, &active);
   if (rc)
     return rc;
   pthread_mutex_unlock(&e->mu);
@@ -467,7 +499,7 @@ static void event_stored(void *ctx, int rc) {
   if (rc == 0)
     rc = job->b.ops[0].rc; /* DURO_E_INSTANCE_ENDED: nothing stored */
   if (rc == 0)
-    engine_event_stored(e, job->rowid, job->b.ops[1].out_rowid > 0);
+    engine_event_stored(e, &job->b.ops[1]);
   duro_done_fn done = job->done;
   void *done_ctx = job->ctx;
   journal_batch_free(&job->b);

@@ -118,8 +118,14 @@ int json_text_check_at(const char *text, int64_t limit, char *why,
   return 0;
 }
 
-void engine_event_stored(duro_engine *e, int64_t rowid, int woke) {
+void engine_event_stored(duro_engine *e, const journal_op *wake) {
   metrics_add(&e->m.events_sent, 1);
+  /* Another host runs it: the commit sent that host a notice. */
+  if (wake->out_owner == journal_host(e->j))
+    engine_instance_poke(e, wake->rowid, wake->out_rowid > 0);
+}
+
+void engine_instance_poke(duro_engine *e, int64_t rowid, int woke) {
   pthread_mutex_lock(&e->mu);
   entry *ent = idmap_get(&e->entries, rowid);
   if (ent) {
@@ -399,9 +405,6 @@ int duro_engine_open(const duro_engine_options *opt, duro_engine **out,
   int rc = journal_open_backend(
       opt->backend ? opt->backend : &store_sqlite, opt->db_path,
       opt->read_only ? -1 : opt->synchronous_full, &e->j, err, errlen);
-  if (rc == 0 && opt->claim_store && !opt->read_only &&
-      (rc = journal_claim(e->j, err, errlen)) != 0)
-    journal_close(e->j);
   if (rc) {
     free(e);
     return rc;
@@ -425,6 +428,14 @@ int duro_engine_open(const duro_engine_options *opt, duro_engine **out,
   pthread_cond_init(&e->sched, NULL);
   for (size_t i = 0; i < sizeof e->control_mu / sizeof *e->control_mu; i++)
     pthread_mutex_init(&e->control_mu[i], NULL);
+  if ((rc = engine_join(e, err, errlen)) != 0) {
+    /* nothing else was started yet */
+    journal_close(e->j);
+    if (e->own_ledger)
+      ledger_free(e->ledger);
+    free(e);
+    return rc;
+  }
   *out = e;
   return 0;
 }
@@ -676,6 +687,10 @@ int engine_spawn_worker_locked(duro_engine *e) {
 }
 
 int duro_engine_start(duro_engine *e) {
+  /* Instances of hosts that stopped (this one's previous run among them)
+   * become this host's first, so that recovery finds them. */
+  engine_takeover(e);
+  e->next_takeover = engine_mono_ms(e) + engine_lease_ms(e) / 2;
   int rc = engine_record_crashes(e);
   if (rc == 0)
     rc = engine_reconcile(e);
@@ -743,6 +758,7 @@ void duro_engine_close(duro_engine *e) {
   if (!e)
     return;
   duro_engine_stop(e, -1);
+  journal_quiet(e->j); /* other hosts' notices use what goes below */
   pthread_mutex_lock(&e->mu);
   uint32_t stuck = e->stuck;
   pthread_mutex_unlock(&e->mu);
@@ -792,6 +808,8 @@ void duro_engine_close(duro_engine *e) {
   pthread_cond_destroy(&e->sched);
   for (size_t i = 0; i < sizeof e->control_mu / sizeof *e->control_mu; i++)
     pthread_mutex_destroy(&e->control_mu[i]);
+  pthread_mutex_destroy(&e->fw_mu);
+  pthread_cond_destroy(&e->fw_cv);
   free(e);
 }
 

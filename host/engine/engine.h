@@ -52,10 +52,18 @@ typedef struct duro_engine_options {
   const struct store_backend *backend;
   int synchronous_full; /* 1: fsync every commit (default); 0: normal */
   int read_only;        /* open the journal read-only (a dry run) */
-  /* The only host on its store (journal_claim): duro run sets it; tests
-   * that reopen a store another engine still holds (a simulated crash)
-   * do not. */
-  int claim_store;
+  /* Joins the store as one of the hosts that share it (journal_join; a
+   * PostgreSQL store): this engine then runs only the instances it owns,
+   * and takes over those of hosts whose lease ran out.  duro run sets it;
+   * an engine that does not runs the instances of no host (tests). */
+  int join_store;
+  /* The lease of a joined host: renewed every third of it; a host that
+   * did not renew it for this long is taken as gone.  0 = 5 s. */
+  int64_t lease_ms;
+  /* Called (from a thread of the journal's) when this host's lease was
+   * found lost: another host took over its instances, so nothing it
+   * still runs can be written; the host should exit.  NULL: logged. */
+  void (*on_lease_lost)(void *ctx);
   uint32_t workers;        /* activation threads; 0 = run_until_idle only */
   int64_t max_step_result; /* bytes; 0 = 1 MiB */
   /* bytes of params, step results and errors per instance; 0 = 1 GiB */

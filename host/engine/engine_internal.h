@@ -172,6 +172,16 @@ struct duro_engine {
   /* Cron triggers (cron/trigger.c), created on the first registration. */
   struct cron_registry *crons;
 
+  /* The other hosts of a shared store (hosts.c): control requests this
+   * host forwarded, waiting for their answers (fw_mu), and when the
+   * scheduler next renews the lease and takes over stopped hosts'
+   * instances (engine_mono_ms; the scheduler thread's). */
+  pthread_mutex_t fw_mu;
+  pthread_cond_t fw_cv;
+  struct forward_wait *fw_list;
+  uint64_t fw_next;
+  int64_t next_takeover;
+
   /* GET /metrics; updated with relaxed atomics from any thread */
   struct {
     uint64_t activations;
@@ -381,6 +391,33 @@ void engine_kick_scheduler(duro_engine *e);
 
 void *engine_scheduler_main(void *arg);
 
+/* ---- other hosts on a shared store (hosts.c) ---- */
+
+/* Joins the store as a host when the options say so (at open). */
+int engine_join(duro_engine *e, char *err, size_t errlen);
+/* The lease of this host (the option, or its default). */
+int64_t engine_lease_ms(const duro_engine *e);
+/* Renews the lease and takes over stopped hosts' instances, then makes
+ * them runnable as recovery does.  At start, and from the scheduler. */
+void engine_takeover(duro_engine *e);
+/* The scheduler's turn: engine_takeover when due; when it next is. */
+int64_t engine_hosts_tick(duro_engine *e, int64_t mono);
+/* Whether a control request for instance `rowid` belongs to another
+ * host: 1 with it in *owner, 0 when it runs here, or an error. */
+int engine_control_elsewhere(duro_engine *e, int64_t rowid, int64_t *owner);
+enum {
+  CONTROL_OP_PAUSE,
+  CONTROL_OP_TERMINATE,
+  CONTROL_OP_RESUME,
+  CONTROL_OP_RESTART
+};
+/* Sends control request `op` to host `owner` and waits for its answer:
+ * what the owner's duro_instance_* returned (and, for a restart, *why),
+ * or DURO_E_HOST_UNAVAILABLE when no answer came in time. */
+int engine_forward_control(duro_engine *e, int64_t owner, int op,
+                           const char *workflow, const char *id,
+                           const char *from, uint32_t count, char **why);
+
 /* ---- control (control.c) ---- */
 
 /* Applies a pause or terminate an activation handed over (its CONTROL
@@ -409,10 +446,13 @@ int json_text_check(const char *text, int64_t limit);
 int json_text_check_at(const char *text, int64_t limit, char *why,
                        size_t why_len);
 
-/* An event for instance `rowid` is on disk, and its commit made the wake
- * time due (`woke`) when the instance waits for its type: an activation
- * running the instance runs it again, an idle one that woke is queued. */
-void engine_event_stored(duro_engine *e, int64_t rowid, int woke);
+/* An event is on disk; `wake` is its committed JOP_WAKE_IF_WAITING op,
+ * which says whether the commit made the instance due (it waits for the
+ * type) and which host runs it.  On this host: engine_instance_poke. */
+void engine_event_stored(duro_engine *e, const journal_op *wake);
+/* Something for instance `rowid` (an event) arrived: an activation
+ * running it runs it again; an idle one runs when `woke`. */
+void engine_instance_poke(duro_engine *e, int64_t rowid, int woke);
 
 /* {"name":..,"message":..} as a malloc'ed string. */
 char *error_json(const char *name, const char *message);

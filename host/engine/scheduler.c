@@ -17,6 +17,8 @@
  *  - the retention sweep (instances, then queue messages), once a
  *    minute;
  *  - cron triggers (cron/trigger.c): the ticks that are due;
+ *  - on a store several hosts share (hosts.c), every half lease: the
+ *    lease's renewal and the takeover of stopped hosts' instances;
  *  - the engine's own queue consumers (queues/consumer.c): a batch per
  *    consumer per pass, passes back to back while messages come, else
  *    when the next batch timeout ends or message becomes visible (a send
@@ -180,6 +182,7 @@ void *engine_scheduler_main(void *arg) {
     int64_t consumers_due, cron_due;
     int busy = queue_consumers_dispatch(e, &consumers_due) > 0;
     duro_crons_dispatch(e, &cron_due);
+    int64_t hosts_due = engine_hosts_tick(e, engine_mono_ms(e));
     int64_t wake = duro_engine_next_wake(e);
     int64_t mono = engine_mono_ms(e);
     uint64_t failures;
@@ -219,6 +222,8 @@ void *engine_scheduler_main(void *arg) {
       delay = cron_due - now;
     if (retry != INT64_MAX && retry - mono < delay)
       delay = retry - mono;
+    if (hosts_due != INT64_MAX && hosts_due - mono < delay)
+      delay = hosts_due - mono;
     if (failing && delay > 100)
       delay = 100; /* notice recovery quickly */
     if (delay > 0)

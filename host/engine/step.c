@@ -747,8 +747,7 @@ static duro_rc api_do(duro_step *a, const char *name,
      * nothing only replays and waits again. */
     for (size_t i = first_send; i < first_send + n_sends; i++)
       if (a->batch.ops[i].kind == JOP_WAKE_IF_WAITING)
-        engine_event_stored(a->e, a->batch.ops[i].rowid,
-                            a->batch.ops[i].out_rowid > 0);
+        engine_event_stored(a->e, &a->batch.ops[i]);
     if (flushed != 0) {
       a->suspended = 1;
       if (a->reason != SUSPEND_ABANDONED)

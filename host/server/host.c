@@ -358,6 +358,15 @@ static int register_crons(const config *cfg, duro_engine *e) {
   return 0;
 }
 
+/* Another host took over this one's instances (its lease ran out: it was
+ * cut off from the database, or stalled): nothing it still runs can be
+ * written.  Its supervisor starts a new engine, which joins afresh. */
+static void lease_lost(void *ctx) {
+  (void)ctx;
+  log_error("exiting: the engine restarts as a new host");
+  _exit(75);
+}
+
 int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
                      int ctl_fd) {
   char err[1024];
@@ -386,7 +395,9 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
   duro_engine_options opt = {
       .db_path = cfg->storage.path,
       .synchronous_full = cfg->storage.synchronous_full,
-      .claim_store = 1,
+      .join_store = 1,
+      .lease_ms = cfg->storage.lease_ms,
+      .on_lease_lost = lease_lost,
       .workers = cfg->engine.workers ? cfg->engine.workers : 64,
       .max_step_result = cfg->engine.max_step_result,
       .max_instance_state = cfg->engine.max_instance_state,

@@ -298,6 +298,7 @@ static int status_of(int rc) {
   /* A full disk or a failing write: nothing was done, and the engine
    * retries its own writes; the client should too (Retry-After). */
   case DURO_E_STORAGE:
+  case DURO_E_HOST_UNAVAILABLE:
   case DURO_E_SHUTDOWN:
   case DURO_E_OVERLOADED:
     return 503;

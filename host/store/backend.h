@@ -176,11 +176,22 @@ typedef struct store_backend {
    * handed out twice. */
   int (*key_continue)(void *db, const store_table *t, int64_t high);
 
-  /* Makes the opener the only host on the store for as long as it stays
-   * open: 0, or DURO_E_STORAGE with who holds it in err.  NULL where the
-   * store cannot be reached by another machine's host anyway (SQLite: the
-   * lock file beside it guards it). */
-  int (*claim)(void *db, char *err, size_t errlen);
+  /* ---- several hosts on one store (NULL where a store has one host:
+   * SQLite, whose lock file beside it guards it) ----------------------
+   * journal.h's journal_join, journal_takeover, journal_adopt and
+   * journal_notify, on the backend's handle.  Once joined, every
+   * instance the journal inserts is this host's, and the reads of
+   * runnable work (due, next_wake, recover_each, queued_from) see only
+   * this host's instances. */
+  int (*join)(void *db, int64_t lease_ms, const store_host_hooks *hooks,
+              int64_t *host, char *err, size_t errlen);
+  int (*takeover)(void *db, size_t limit,
+                  void (*fn)(void *ctx, int64_t rowid, int64_t wake_ms),
+                  void *ctx, size_t *moved);
+  int (*adopt)(void *db, int64_t rowid, int64_t *owner);
+  int (*notify)(void *db, int64_t host, const char *text);
+  /* Stops calling the hooks (journal_quiet); the host stays joined. */
+  void (*quiet)(void *db);
 } store_backend;
 
 /* The SQLite backend (sqlite.c), the one journal_open uses. */

@@ -61,6 +61,7 @@ struct journal {
   pthread_t writer;
   pthread_cond_t writer_cv;
   int writer_started, closing;
+  int64_t host; /* journal_join's id; 0: not joined */
 };
 
 /* The last failure's message, per thread (like errno): readers fail on
@@ -123,8 +124,38 @@ void journal_close(journal *j) {
   free(j);
 }
 
-int journal_claim(journal *j, char *err, size_t errlen) {
-  return j->be->claim ? j->be->claim(j->db, err, errlen) : 0;
+int journal_join(journal *j, int64_t lease_ms, const store_host_hooks *hooks,
+                 char *err, size_t errlen) {
+  if (!j->be->join)
+    return 0;
+  return j->be->join(j->db, lease_ms, hooks, &j->host, err, errlen);
+}
+
+int64_t journal_host(journal *j) { return j->host; }
+
+int journal_takeover(journal *j, size_t limit,
+                     void (*fn)(void *ctx, int64_t rowid, int64_t wake_ms),
+                     void *ctx, size_t *moved) {
+  *moved = 0;
+  if (!j->be->takeover || !j->host)
+    return 0;
+  return j->be->takeover(j->db, limit, fn, ctx, moved);
+}
+
+int journal_adopt(journal *j, int64_t rowid, int64_t *owner) {
+  *owner = j->host;
+  if (!j->be->adopt || !j->host)
+    return 0;
+  return j->be->adopt(j->db, rowid, owner);
+}
+
+void journal_quiet(journal *j) {
+  if (j->be->quiet)
+    j->be->quiet(j->db);
+}
+
+int journal_notify(journal *j, int64_t host, const char *text) {
+  return j->be->notify ? j->be->notify(j->db, host, text) : DURO_E_STORAGE;
 }
 
 const char *journal_errmsg(journal *j) {

@@ -206,6 +206,8 @@ typedef struct journal_op {
   /* results */
   int rc;                    /* DURO_E_ALREADY_EXISTS for a duplicate insert */
   int64_t out_rowid;         /* JOP_INSTANCE_INSERT / JOP_EVENT_INSERT */
+  int64_t out_owner;         /* JOP_WAKE_IF_WAITING: the host that runs the
+                                instance (journal_host: this one) */
   journal_message *messages; /* JOP_MESSAGE_LEASE */
   size_t n_messages;
 } journal_op;
@@ -400,10 +402,47 @@ int journal_failing(journal *j, char *msg, size_t len, uint64_t *failures);
 /* The underlying error message of the calling thread's last failure (for
  * logs); a failed group commit's message reaches every thread that
  * waited on it. */
-/* Makes this journal's host the only one on its store while it is open
- * (backend.h's claim; nothing to do for SQLite).  0, or DURO_E_STORAGE
- * with why in err. */
-int journal_claim(journal *j, char *err, size_t errlen);
+/* ---- several hosts on one store ------------------------------------------
+ * On a store that several hosts share (PostgreSQL), each instance is run
+ * by one host, its owner, under that host's lease; see pg.c.  On one that
+ * has a single host (SQLite) these do nothing: every instance is the
+ * host's, and journal_host is 0. */
+
+/* What a joined journal tells its host, from a thread of the journal's:
+ * notice(ctx, text) for each notice another host sent it (journal_notify)
+ * and "resync" after notices may have been missed; lost(ctx), once, when
+ * the host's lease was found lost (another host took over its instances):
+ * the host must stop, for its writes fail from then on. */
+typedef struct store_host_hooks {
+  void (*notice)(void *ctx, const char *text);
+  void (*lost)(void *ctx);
+  void *ctx;
+} store_host_hooks;
+
+/* Registers this journal's opener as a host holding a lease of lease_ms
+ * that the journal renews; hooks is copied.  0, or DURO_E_STORAGE with
+ * why in err. */
+int journal_join(journal *j, int64_t lease_ms, const store_host_hooks *hooks,
+                 char *err, size_t errlen);
+/* This host's id on the store; 0 when it has not joined one. */
+int64_t journal_host(journal *j);
+/* Renews this host's lease, marks dead the hosts whose lease ran out,
+ * and moves up to `limit` of the unended instances of dead hosts (or of
+ * none) to this host, calling fn for each moved one with its wake time
+ * (JOURNAL_NONE for none).  *moved: how many. */
+int journal_takeover(journal *j, size_t limit,
+                     void (*fn)(void *ctx, int64_t rowid, int64_t wake_ms),
+                     void *ctx, size_t *moved);
+/* The host that runs instance `rowid`, into *owner: this host when it
+ * already did, or when its owner is no live host (the instance is then
+ * taken over here at once).  DURO_E_NOT_FOUND when there is no such
+ * instance. */
+int journal_adopt(journal *j, int64_t rowid, int64_t *owner);
+/* Sends `text` (under 8000 bytes) to host `host`'s notice hook. */
+int journal_notify(journal *j, int64_t host, const char *text);
+/* No hook is called from now on (before what they use goes away); the
+ * host stays joined until the journal closes. */
+void journal_quiet(journal *j);
 
 const char *journal_errmsg(journal *j);
 

@@ -20,10 +20,12 @@
  * Invariant: this is the only file that includes libpq-fe.h. */
 #include <inttypes.h>
 #include <libpq-fe.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -31,7 +33,9 @@
 #include "log.h"
 #include "util.h"
 
-#define SCHEMA_VERSION "6"
+/* 7: schema 6 and the hosts sharing the database (the hosts table, each
+ * instance's owner).  A journal of 6 is brought to 7 when opened. */
+#define SCHEMA_VERSION "7"
 
 /* Bytewise text, as SQLite compares it. */
 #define TXT "TEXT COLLATE \"C\""
@@ -49,8 +53,25 @@ static const char schema_sql[] =
     " control INTEGER NOT NULL DEFAULT 0, retention_ms BIGINT NOT NULL,"
     " build " TXT ", restarts BIGINT NOT NULL DEFAULT 0,"
     " UNIQUE(workflow, id));"
-    "CREATE INDEX IF NOT EXISTS instances_wake ON instances(wake_ms)"
-    " WHERE wake_ms IS NOT NULL;"
+    /* Schema 7: the host that runs an instance (hosts.id; 0: none yet, so
+     * the first host to look takes it).  Every host reads its own. */
+    "ALTER TABLE instances ADD COLUMN IF NOT EXISTS"
+    " owner BIGINT NOT NULL DEFAULT 0;"
+    "DROP INDEX IF EXISTS instances_wake;"
+    "CREATE INDEX IF NOT EXISTS instances_owner_wake ON instances(owner,"
+    " wake_ms) WHERE wake_ms IS NOT NULL;"
+    "CREATE INDEX IF NOT EXISTS instances_owner_queued ON instances(owner,"
+    " rowid) WHERE status='queued';"
+    "CREATE INDEX IF NOT EXISTS instances_owner_live ON instances(owner)"
+    " WHERE status NOT IN ('complete','errored','terminated');"
+    /* A host while it lives: it renews `heartbeat` (the server's clock)
+     * every third of lease_ms; one that stopped renewing is `dead` and
+     * its instances go to the others. */
+    "CREATE TABLE IF NOT EXISTS hosts(id BIGSERIAL PRIMARY KEY,"
+    " name " TXT " NOT NULL, pid BIGINT NOT NULL,"
+    " started TIMESTAMPTZ NOT NULL DEFAULT now(),"
+    " heartbeat TIMESTAMPTZ NOT NULL DEFAULT now(),"
+    " lease_ms BIGINT NOT NULL, dead BOOLEAN NOT NULL DEFAULT false);"
     "CREATE INDEX IF NOT EXISTS instances_status ON instances(status);"
     "CREATE INDEX IF NOT EXISTS instances_control ON instances(control) "
     "WHERE control<>0;"
@@ -91,7 +112,9 @@ static const char schema_sql[] =
     " tick_ms BIGINT NOT NULL, state " TXT " NOT NULL, fired_ms BIGINT,"
     " instance " TXT ", error " TXT ", PRIMARY KEY(trigger, tick_ms));"
     "CREATE TABLE IF NOT EXISTS queue_counts(queue " TXT " PRIMARY KEY,"
-    " dropped BIGINT NOT NULL, dead_lettered BIGINT NOT NULL);";
+    " dropped BIGINT NOT NULL, dead_lettered BIGINT NOT NULL);"
+    "UPDATE meta SET value='" SCHEMA_VERSION "' WHERE key='schema' AND"
+    " value='6';";
 
 /* ---- the writer's statements --------------------------------------------
  * Parameters are typed where PostgreSQL could not infer them (a bare $n in
@@ -130,6 +153,7 @@ enum {
   ST_CRON_MISSED_EXTRA,
   ST_CRON_COUNT,
   ST_CRON_SWEEP,
+  ST_NOTIFY,
   ST_WRITE_COUNT_
 };
 
@@ -137,7 +161,7 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     /* RETURNING gives no row for a duplicate: that is the duplicate. */
     [ST_INSTANCE_INSERT] =
         "INSERT INTO instances(workflow,id,status,params,created_ms,"
-        "retention_ms) VALUES($1,$2,$3,$4,$5,$6) "
+        "retention_ms,owner) VALUES($1,$2,$3,$4,$5,$6,$7) "
         "ON CONFLICT(workflow,id) DO NOTHING RETURNING rowid",
     [ST_INSTANCE_SET] =
         "UPDATE instances SET status=$2, output=$3, error=$4, started_ms=$5, "
@@ -184,8 +208,10 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
         "WHERE rowid=$1::bigint AND "
         "status NOT IN ('complete','errored','terminated') RETURNING seq",
     [ST_EVENT_CONSUME] = "UPDATE events SET consumed_by=$2 WHERE seq=$1",
-    [ST_WAKE_IF_WAITING] = "UPDATE instances SET wake_ms=$3 WHERE rowid=$1 AND "
-                           "status='waiting' AND wait_type=$2",
+    [ST_WAKE_IF_WAITING] =
+        "WITH u AS (UPDATE instances SET wake_ms=$3 WHERE rowid=$1 AND "
+        "status='waiting' AND wait_type=$2 RETURNING 1) "
+        "SELECT (SELECT COUNT(*) FROM u), owner FROM instances WHERE rowid=$1",
     /* Only when it changes. */
     [ST_INSTANCE_PIN] = "UPDATE instances SET build=$2::text WHERE rowid=$1 "
                         "AND build IS DISTINCT FROM $2::text",
@@ -213,7 +239,10 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
                           "RETURNING seq",
     [ST_MESSAGE_PICK] =
         "SELECT seq,attempts,body,sent_ms,last_error FROM messages WHERE "
-        "queue=$1 AND visible_ms<=$2 ORDER BY visible_ms,seq LIMIT $3",
+        "queue=$1 AND visible_ms<=$2 ORDER BY visible_ms,seq LIMIT $3 "
+        /* another host's lease of the same messages, not yet committed,
+         * is left to it: a message is leased to one consumer at a time */
+        "FOR UPDATE SKIP LOCKED",
     [ST_MESSAGE_LEASE] = "UPDATE messages SET lease=$2, visible_ms=$3, "
                          "attempts=attempts+1 WHERE seq=$1",
     /* A lease is held while its message is invisible; its id names its
@@ -253,6 +282,8 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     [ST_CRON_SWEEP] =
         "DELETE FROM cron_ticks WHERE tick_ms<$1 AND tick_ms<(SELECT "
         "MAX(tick_ms) FROM cron_ticks AS c WHERE c.trigger=cron_ticks.trigger)",
+    /* Delivered to the channel's listener when the group commits. */
+    [ST_NOTIFY] = "SELECT pg_notify($1, $2)",
     [ST_MESSAGES_EXPIRE] =
         "DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE "
         "queue=$1 AND sent_ms<$2 LIMIT $3)",
@@ -401,8 +432,18 @@ typedef struct pg_store {
   pthread_key_t reader_key;
   pthread_mutex_t readers_mu; /* guards `readers` */
   reader *readers;            /* every reader, closed with the store */
-  int claimed; /* the writer's session holds the host lock (pg_claim) */
+  /* Set by join (0: not a host; its instances have owner 0). */
+  int64_t host;
+  int64_t lease_ms;
+  store_host_hooks hooks;
+  pthread_t keeper; /* renews the lease, takes the notices (keeper_main) */
+  int keeper_started;
+  int stopping; /* atomic */
+  int lost;     /* atomic: the lease was found lost */
 } pg_store;
+
+/* Notices to host N go to channel "duro_host_N". */
+#define HOST_CHANNEL "duro_host_"
 
 /* A notice of the server's (client_min_messages=warning: its warnings,
  * such as "terminating connection due to immediate shutdown command")
@@ -509,63 +550,6 @@ static int open_failed(const char *conninfo, int synchronous_full, PGconn **c,
   return *c ? 0 : DURO_E_STORAGE;
 }
 
-/* ---- one host per database ----------------------------------------------
- * The engine assumes it is the only writer of its journal (its memory of
- * runnable instances, leases and ticks is its own), and the lock file
- * beside storage.path guards only one machine.  So the writer connection
- * holds a session-level advisory lock: a second host on the same
- * database is refused at start, naming the session that holds it.  The
- * server releases the lock when that session ends, also when its engine
- * died (its socket closes), so a restarted engine waits a few seconds
- * for its predecessor's session to go. */
-#define HOST_LOCK_KEY "7140101" /* the schema's creation takes 7140100 */
-#define HOST_LOCK_WAIT_MS 5000
-
-/* Takes the host lock on `c`: 0, or DURO_E_STORAGE with who holds it (or
- * why the statement failed) in `err`. */
-static int take_host_lock(PGconn *c, char *err, size_t errlen) {
-  PGresult *r = PQexec(c, "SELECT pg_try_advisory_lock(" HOST_LOCK_KEY ")");
-  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-    snprintf(err, errlen, "PostgreSQL: cannot take the host lock: %s",
-             failure_of(c, r));
-    PQclear(r);
-    return DURO_E_STORAGE;
-  }
-  int taken = !strcmp(PQgetvalue(r, 0, 0), "t");
-  PQclear(r);
-  if (taken)
-    return 0;
-  /* A one-bigint advisory key is (classid, objid) = (high, low) 32 bits. */
-  r = PQexec(c, "SELECT a.pid, coalesce(a.client_addr::text, 'local socket'),"
-                " to_char(a.backend_start, 'YYYY-MM-DD HH24:MI:SS TZ')"
-                " FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
-                " WHERE l.locktype = 'advisory' AND l.granted"
-                " AND l.classid = 0 AND l.objid = " HOST_LOCK_KEY
-                " AND l.objsubid = 1");
-  if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
-    snprintf(err, errlen,
-             "this PostgreSQL database is the journal of another duro host "
-             "(its session: server pid %s from %s, since %s); two hosts must "
-             "not share one database",
-             PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2));
-  else
-    snprintf(err, errlen,
-             "this PostgreSQL database is the journal of another duro host; "
-             "two hosts must not share one database");
-  PQclear(r);
-  return DURO_E_STORAGE;
-}
-
-/* take_host_lock, waiting HOST_LOCK_WAIT_MS for a session that is going. */
-static int take_host_lock_waiting(PGconn *c, char *err, size_t errlen) {
-  for (int waited = 0;; waited += 100) {
-    int rc = take_host_lock(c, err, errlen);
-    if (rc == 0 || waited >= HOST_LOCK_WAIT_MS)
-      return rc;
-    usleep(100000);
-  }
-}
-
 static int pg_open(const char *conninfo, int synchronous_full, void **out,
                    char *err, size_t errlen) {
   PGconn *c = connect_to(conninfo, synchronous_full, err, errlen);
@@ -598,15 +582,13 @@ static int pg_open(const char *conninfo, int synchronous_full, void **out,
   return 0;
 }
 
-static int pg_claim(void *db, char *err, size_t errlen) {
-  pg_store *pg = db;
-  int rc = take_host_lock_waiting(pg->wr, err, errlen);
-  pg->claimed = rc == 0;
-  return rc;
-}
+/* The membership of a host (below). */
+static void host_leave(pg_store *pg);
+static void host_lost(pg_store *pg);
 
 static void pg_close(void *db) {
   pg_store *pg = db;
+  host_leave(pg);
   PQfinish(pg->wr);
   for (reader *r = pg->readers, *next; r; r = next) {
     next = r->next;
@@ -628,10 +610,7 @@ static int writer_ready(pg_store *pg) {
     return 0;
   char err[512];
   PGconn *c = connect_to(pg->conninfo, pg->synchronous_full, err, sizeof err);
-  /* The new session takes the host lock again: the old one's went with it
-   * (then writes fail until it is free, should another host have it). */
-  if (!c || prepare_writes(c, err, sizeof err) ||
-      (pg->claimed && take_host_lock(c, err, sizeof err))) {
+  if (!c || prepare_writes(c, err, sizeof err)) {
     store_error("%s", err);
     PQfinish(c);
     return DURO_E_STORAGE;
@@ -645,14 +624,42 @@ static int writer_ready(pg_store *pg) {
  * uses it: a BEGIN that finds it so connects again and begins once more
  * (nothing was written yet), so that a restarted server costs no group. */
 static int begin_once(pg_store *pg) {
-  PGresult *r = PQexec(pg->wr, "BEGIN");
-  int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-  if (!ok) {
+  if (!pg->host) {
+    PGresult *r = PQexec(pg->wr, "BEGIN");
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!ok) {
+      set_err("BEGIN", failure_of(pg->wr, r));
+      drop_if_lost(&pg->wr, r);
+    }
+    PQclear(r);
+    return ok ? 0 : DURO_E_STORAGE;
+  }
+  /* A host's group holds its own lease row, alive, until it commits (the
+   * fence above): in the same round trip as BEGIN. */
+  char sql[128];
+  snprintf(sql, sizeof sql,
+           "BEGIN; SELECT id FROM hosts WHERE id=%" PRId64
+           " AND NOT dead FOR SHARE",
+           pg->host);
+  PGresult *r = PQexec(pg->wr, sql);
+  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
     set_err("BEGIN", failure_of(pg->wr, r));
     drop_if_lost(&pg->wr, r);
+    PQclear(r);
+    return DURO_E_STORAGE;
   }
+  int alive = PQntuples(r) == 1;
   PQclear(r);
-  return ok ? 0 : DURO_E_STORAGE;
+  if (!alive) {
+    store_error("this host (%" PRId64 ") lost its lease: another host took "
+                "over its instances",
+                pg->host);
+    PGresult *rb = PQexec(pg->wr, "ROLLBACK");
+    PQclear(rb);
+    host_lost(pg);
+    return DURO_E_STORAGE;
+  }
+  return 0;
 }
 
 static int pg_begin(void *db) {
@@ -864,6 +871,28 @@ static int write_returning(pg_store *pg, int which, const params *p,
   return 0;
 }
 
+/* Whether the event woke the instance (out_rowid), and which host runs it
+ * (out_owner): another host is sent a notice "e <rowid> <woke>",
+ * delivered when the group commits. */
+static int wake_if_waiting(pg_store *pg, journal_op *op, const params *p) {
+  PGresult *r = run_w(pg, ST_WAKE_IF_WAITING, p);
+  if (!r)
+    return DURO_E_STORAGE;
+  int found = PQntuples(r) > 0;
+  op->out_rowid = found ? get_i64(r, 0, 0) : 0;
+  op->out_owner = found ? get_i64(r, 0, 1) : pg->host;
+  PQclear(r);
+  if (op->out_owner == pg->host)
+    return 0;
+  char channel[40], text[48];
+  snprintf(channel, sizeof channel, HOST_CHANNEL "%" PRId64, op->out_owner);
+  snprintf(text, sizeof text, "e %" PRId64 " %d", op->rowid, op->out_rowid > 0);
+  params n = {0};
+  p_text(&n, channel);
+  p_text(&n, text);
+  return write_done(pg, ST_NOTIFY, &n);
+}
+
 static int pg_apply(void *db, journal_op *op) {
   pg_store *pg = db;
   params p = {0};
@@ -877,6 +906,7 @@ static int pg_apply(void *db, journal_op *op) {
     p_text(&p, in->params);
     p_i64(&p, in->created_ms);
     p_i64(&p, in->retention_ms);
+    p_i64(&p, pg->host);
     if ((rc = write_returning(pg, ST_INSTANCE_INSERT, &p, &inserted,
                               &op->out_rowid)))
       return rc;
@@ -1031,7 +1061,7 @@ static int pg_apply(void *db, journal_op *op) {
     p_i64(&p, op->rowid);
     p_text(&p, op->event_type);
     p_i64(&p, op->ts_ms);
-    return write_changes(pg, ST_WAKE_IF_WAITING, &p, op);
+    return wake_if_waiting(pg, op, &p);
   case JOP_INSTANCE_PIN:
     p_i64(&p, op->rowid);
     p_text(&p, op->step_key);
@@ -1282,10 +1312,12 @@ static int pg_due(void *db, int64_t after_ms, int64_t upto_ms, size_t limit,
   p_i64(&p, upto_ms);
   p_i64(&p, (int64_t)limit);
   *n = 0;
-  PGresult *r = query(db,
-                      "SELECT rowid, wake_ms FROM instances WHERE wake_ms>$1 "
-                      "AND wake_ms<=$2 ORDER BY wake_ms LIMIT $3",
-                      &p);
+  p_i64(&p, ((pg_store *)db)->host);
+  PGresult *r =
+      query(db,
+            "SELECT rowid, wake_ms FROM instances WHERE owner=$4 "
+            "AND wake_ms>$1 AND wake_ms<=$2 ORDER BY wake_ms LIMIT $3",
+            &p);
   if (!r)
     return DURO_E_STORAGE;
   for (int i = 0; i < PQntuples(r) && *n < limit; i++) {
@@ -1300,9 +1332,11 @@ static int pg_due(void *db, int64_t after_ms, int64_t upto_ms, size_t limit,
 static int pg_next_wake(void *db, int64_t after_ms, int64_t *wake) {
   params p = {0};
   p_i64(&p, after_ms);
+  p_i64(&p, ((pg_store *)db)->host);
   *wake = JOURNAL_NONE;
-  PGresult *r =
-      query(db, "SELECT MIN(wake_ms) FROM instances WHERE wake_ms>$1", &p);
+  PGresult *r = query(
+      db, "SELECT MIN(wake_ms) FROM instances WHERE owner=$2 AND wake_ms>$1",
+      &p);
   if (!r)
     return DURO_E_STORAGE;
   if (PQntuples(r) > 0)
@@ -1316,10 +1350,11 @@ static int pg_recover_each(void *db,
                                       const char *status, int control),
                            void *ctx) {
   params p = {0};
+  p_i64(&p, ((pg_store *)db)->host);
   PGresult *r = query(db,
                       "SELECT rowid,status,control FROM instances WHERE "
-                      "status='queued' OR (control<>0 AND status IN "
-                      "('waiting','paused'))",
+                      "owner=$1 AND (status='queued' OR (control<>0 AND "
+                      "status IN ('waiting','paused')))",
                       &p);
   if (!r)
     return DURO_E_STORAGE;
@@ -1334,10 +1369,11 @@ static int pg_queued_from(void *db, int64_t from, size_t limit, int64_t *rowids,
   params p = {0};
   p_i64(&p, from);
   p_i64(&p, (int64_t)limit);
+  p_i64(&p, ((pg_store *)db)->host);
   *n = 0;
   PGresult *r = query(db,
-                      "SELECT rowid FROM instances WHERE status='queued' AND "
-                      "rowid>=$1 ORDER BY rowid LIMIT $2",
+                      "SELECT rowid FROM instances WHERE owner=$3 AND "
+                      "status='queued' AND rowid>=$1 ORDER BY rowid LIMIT $2",
                       &p);
   if (!r)
     return DURO_E_STORAGE;
@@ -1732,9 +1768,314 @@ static int pg_key_continue(void *db, const store_table *t, int64_t high) {
   return rc;
 }
 
+/* ---- several hosts on one database ----------------------------------------
+ * A host that joins gets a row in `hosts` and a lease on it: its keeper
+ * thread renews `heartbeat` (the server's clock, so the hosts' clocks
+ * never matter) every third of the lease.  Each instance row names the
+ * host that runs it (`owner`); a host reads only its own runnable
+ * instances and wakes, so each runs on one host and each wake fires once.
+ * The lease is all-or-nothing: one row for every instance a host runs, so
+ * renewing costs one UPDATE whatever their number.
+ *
+ * A host whose heartbeat is older than its lease is marked dead by the
+ * next host's takeover pass, and its instances move, in batches claimed
+ * with FOR UPDATE SKIP LOCKED so that survivors share them, to whoever
+ * claims them.  A restarted server gives every host a full lease again
+ * (pg_postmaster_start_time): an outage of the database kills no host.
+ *
+ * Fencing: every group transaction of a host first takes its own hosts
+ * row FOR SHARE, and only if it is not dead.  Marking a host dead waits
+ * for that lock, so a group of a host that was only slow either commits
+ * before its instances move (and the taker replays it) or finds itself
+ * dead and fails; then the host has lost its lease and must stop
+ * (hooks.lost).  No step of a moved instance is written twice.
+ *
+ * Notices: the keeper LISTENs on "duro_host_<id>" and hands each payload
+ * to hooks.notice; other hosts send them with pg_notify (an event stored
+ * for an instance this host runs, a control request). */
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void host_lost(pg_store *pg) {
+  if (__atomic_exchange_n(&pg->lost, 1, __ATOMIC_ACQ_REL) == 0 &&
+      pg->hooks.lost)
+    pg->hooks.lost(pg->hooks.ctx);
+}
+
+/* Renews the lease on `c`: 1, 0 when the host was found dead, -1 when the
+ * statement failed (the connection, most likely). */
+static int lease_renew(pg_store *pg, PGconn *c) {
+  char id[24];
+  snprintf(id, sizeof id, "%" PRId64, pg->host);
+  const char *v[1] = {id};
+  PGresult *r = PQexecParams(c,
+                             "UPDATE hosts SET heartbeat=now() WHERE id=$1 "
+                             "AND NOT dead",
+                             1, NULL, v, NULL, NULL, 0);
+  int rc = PQresultStatus(r) != PGRES_COMMAND_OK ? -1
+           : strcmp(PQcmdTuples(r), "1") == 0    ? 1
+                                                 : 0;
+  if (rc < 0)
+    log_warn("PostgreSQL: renewing host %" PRId64 "'s lease: %s", pg->host,
+             failure_of(c, r));
+  PQclear(r);
+  return rc;
+}
+
+/* The keeper's session: connected, listening. */
+static PGconn *keeper_connect(pg_store *pg) {
+  char err[512], sql[64];
+  PGconn *c = connect_to(pg->conninfo, pg->synchronous_full, err, sizeof err);
+  if (!c)
+    return NULL;
+  snprintf(sql, sizeof sql, "LISTEN " HOST_CHANNEL "%" PRId64, pg->host);
+  if (exec_cmd(c, sql, err, sizeof err) != 0) {
+    PQfinish(c);
+    return NULL;
+  }
+  return c;
+}
+
+static void *keeper_main(void *arg) {
+  pg_store *pg = arg;
+  PGconn *c = NULL;
+  int64_t next_beat = 0, beat_every = pg->lease_ms / 3;
+  int listened_before = 0;
+  while (!__atomic_load_n(&pg->stopping, __ATOMIC_ACQUIRE)) {
+    if (!c) {
+      if (!(c = keeper_connect(pg))) {
+        usleep(200000);
+        continue;
+      }
+      /* Notices sent while it was away are gone: the engine looks again
+       * at what they could have said. */
+      if (listened_before && pg->hooks.notice)
+        pg->hooks.notice(pg->hooks.ctx, "resync");
+      listened_before = 1;
+      next_beat = 0;
+    }
+    int64_t now = mono_ms();
+    if (now >= next_beat) {
+      int rc = lease_renew(pg, c);
+      if (rc == 0) {
+        host_lost(pg);
+        break;
+      }
+      if (rc < 0) {
+        PQfinish(c);
+        c = NULL;
+        continue;
+      }
+      next_beat = now + beat_every;
+    }
+    int64_t wait = next_beat - mono_ms();
+    struct pollfd pfd = {.fd = PQsocket(c), .events = POLLIN};
+    poll(&pfd, 1, (int)(wait < 100 ? (wait > 0 ? wait : 0) : 100));
+    if (!PQconsumeInput(c)) {
+      PQfinish(c);
+      c = NULL;
+      continue;
+    }
+    for (PGnotify *n; (n = PQnotifies(c)); PQfreemem(n))
+      if (pg->hooks.notice)
+        pg->hooks.notice(pg->hooks.ctx, n->extra);
+  }
+  PQfinish(c);
+  return NULL;
+}
+
+static int pg_join(void *db, int64_t lease_ms, const store_host_hooks *hooks,
+                   int64_t *host, char *err, size_t errlen) {
+  pg_store *pg = db;
+  char name[256] = "", pid[24], lease[24];
+  gethostname(name, sizeof name - 1);
+  snprintf(pid, sizeof pid, "%d", (int)getpid());
+  snprintf(lease, sizeof lease, "%" PRId64, lease_ms);
+  const char *v[3] = {name, pid, lease};
+  PGresult *r = PQexecParams(pg->wr,
+                             "INSERT INTO hosts(name,pid,lease_ms) "
+                             "VALUES($1,$2,$3) RETURNING id",
+                             3, NULL, v, NULL, NULL, 0);
+  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+    snprintf(err, errlen, "PostgreSQL: cannot join as a host: %s",
+             failure_of(pg->wr, r));
+    PQclear(r);
+    return DURO_E_STORAGE;
+  }
+  pg->host = get_i64(r, 0, 0);
+  PQclear(r);
+  pg->lease_ms = lease_ms;
+  pg->hooks = *hooks;
+  if (pthread_create(&pg->keeper, NULL, keeper_main, pg) != 0) {
+    snprintf(err, errlen, "cannot start the lease keeper thread");
+    return DURO_E_STORAGE;
+  }
+  pg->keeper_started = 1;
+  *host = pg->host;
+  return 0;
+}
+
+/* Runs `sql` on c within the caller's transaction; NULL after a failure
+ * (recorded). */
+static PGresult *tx_exec(PGconn *c, const char *sql, const params *p) {
+  PGresult *r = PQexecParams(c, sql, p->n, NULL, p->v, NULL, NULL, 0);
+  ExecStatusType s = PQresultStatus(r);
+  if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
+    set_err(NULL, failure_of(c, r));
+    PQclear(r);
+    return NULL;
+  }
+  return r;
+}
+
+static int pg_takeover(void *db, size_t limit,
+                       void (*fn)(void *ctx, int64_t rowid, int64_t wake_ms),
+                       void *ctx, size_t *moved) {
+  pg_store *pg = db;
+  *moved = 0;
+  reader *rd = reader_get(pg);
+  if (!rd)
+    return DURO_E_STORAGE;
+  PGconn *c = rd->conn;
+  params me = {0};
+  p_i64(&me, pg->host);
+  PGresult *r = NULL;
+  int rc = DURO_E_STORAGE;
+  if (exec_cmd(c, "BEGIN", NULL, 0))
+    goto out;
+  /* Its own lease first: a host that lost it takes nothing. */
+  if (!(r = tx_exec(c,
+                    "UPDATE hosts SET heartbeat=now() WHERE id=$1 AND "
+                    "NOT dead",
+                    &me)))
+    goto out;
+  int alive = strcmp(PQcmdTuples(r), "1") == 0;
+  PQclear(r);
+  if (!alive) {
+    store_error("host %" PRId64 " lost its lease", pg->host);
+    host_lost(pg);
+    goto out;
+  }
+  if (!(r = tx_exec(c,
+                    "UPDATE hosts SET dead=true WHERE id<>$1 AND NOT dead "
+                    "AND greatest(heartbeat, pg_postmaster_start_time()) < "
+                    "now() - lease_ms * interval '1 millisecond' "
+                    "RETURNING id, name, pid",
+                    &me)))
+    goto out;
+  for (int i = 0; i < PQntuples(r); i++)
+    log_warn("host %s (%s, pid %s) stopped renewing its lease: its "
+             "instances move to the hosts left",
+             PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2));
+  PQclear(r);
+  params q = {0};
+  p_i64(&q, pg->host);
+  p_i64(&q, (int64_t)limit);
+  if (!(r = tx_exec(c,
+                    "WITH picked AS (SELECT rowid FROM instances WHERE "
+                    "owner = ANY(ARRAY(SELECT id FROM hosts WHERE dead) || "
+                    "0::bigint) AND status NOT IN "
+                    "('complete','errored','terminated') LIMIT $2 "
+                    "FOR UPDATE SKIP LOCKED) "
+                    "UPDATE instances SET owner=$1 FROM picked WHERE "
+                    "instances.rowid=picked.rowid "
+                    "RETURNING instances.rowid, instances.wake_ms",
+                    &q)))
+    goto out;
+  PGresult *taken = r;
+  r = tx_exec(c,
+              "DELETE FROM hosts WHERE dead AND NOT EXISTS (SELECT 1 FROM "
+              "instances WHERE owner=hosts.id AND status NOT IN "
+              "('complete','errored','terminated'))",
+              &(params){0});
+  if (!r || exec_cmd(c, "COMMIT", NULL, 0)) {
+    PQclear(taken);
+    goto out;
+  }
+  for (int i = 0; i < PQntuples(taken); i++)
+    fn(ctx, get_i64(taken, i, 0), get_ms(taken, i, 1));
+  *moved = (size_t)PQntuples(taken);
+  PQclear(taken);
+  rc = 0;
+out:
+  PQclear(r);
+  if (rc) {
+    PGresult *rb = PQexec(c, "ROLLBACK");
+    PQclear(rb);
+    drop_if_lost(&rd->conn, NULL);
+  }
+  return rc;
+}
+
+static int pg_adopt(void *db, int64_t rowid, int64_t *owner) {
+  pg_store *pg = db;
+  params p = {0};
+  p_i64(&p, rowid);
+  p_i64(&p, pg->host);
+  PGresult *r = query(
+      pg,
+      "WITH cur AS (SELECT owner FROM instances WHERE rowid=$1), "
+      "up AS (UPDATE instances SET owner=$2 WHERE rowid=$1 AND owner<>$2 AND "
+      "NOT EXISTS (SELECT 1 FROM hosts h WHERE h.id=instances.owner AND NOT "
+      "h.dead) RETURNING owner) "
+      "SELECT (SELECT owner FROM up), (SELECT owner FROM cur)",
+      &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  int rc = 0;
+  if (!PQgetisnull(r, 0, 0))
+    *owner = get_i64(r, 0, 0);
+  else if (!PQgetisnull(r, 0, 1))
+    *owner = get_i64(r, 0, 1);
+  else
+    rc = DURO_E_NOT_FOUND;
+  PQclear(r);
+  return rc;
+}
+
+static int pg_notify(void *db, int64_t host, const char *text) {
+  char channel[40];
+  snprintf(channel, sizeof channel, HOST_CHANNEL "%" PRId64, host);
+  params p = {0};
+  p_text(&p, channel);
+  p_text(&p, text);
+  PGresult *r = query(db, "SELECT pg_notify($1, $2)", &p);
+  PQclear(r);
+  return r ? 0 : DURO_E_STORAGE;
+}
+
+/* No more notices: the keeper stops (the lease then runs out unless the
+ * store is closed soon, which ends it). */
+static void pg_quiet(void *db) {
+  pg_store *pg = db;
+  if (!pg->keeper_started)
+    return;
+  __atomic_store_n(&pg->stopping, 1, __ATOMIC_RELEASE);
+  pthread_join(pg->keeper, NULL);
+  pg->keeper_started = 0;
+}
+
+/* At close: a host that leaves cleanly marks itself dead so that its
+ * instances move at once, not a lease later. */
+static void host_leave(pg_store *pg) {
+  pg_quiet(pg);
+  if (!pg->host || __atomic_load_n(&pg->lost, __ATOMIC_ACQUIRE) ||
+      PQstatus(pg->wr) != CONNECTION_OK)
+    return;
+  char id[24];
+  snprintf(id, sizeof id, "%" PRId64, pg->host);
+  const char *v[1] = {id};
+  PGresult *r = PQexecParams(pg->wr, "UPDATE hosts SET dead=true WHERE id=$1",
+                             1, NULL, v, NULL, NULL, 0);
+  PQclear(r);
+}
+
 const store_backend store_pg = {
     .open = pg_open,
-    .claim = pg_claim,
     .close = pg_close,
     .begin = pg_begin,
     .apply = pg_apply,
@@ -1763,4 +2104,9 @@ const store_backend store_pg = {
     .table_count = pg_table_count,
     .table_import = pg_table_import,
     .key_continue = pg_key_continue,
+    .join = pg_join,
+    .takeover = pg_takeover,
+    .adopt = pg_adopt,
+    .notify = pg_notify,
+    .quiet = pg_quiet,
 };

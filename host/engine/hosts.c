@@ -1,0 +1,271 @@
+/* hosts.c — this engine as one of the hosts that share a store.
+ *
+ * On a shared store (PostgreSQL; journal.h, "several hosts on one store")
+ * every instance is run by one host, its owner, under that host's lease.
+ * This file is what the engine does about the others:
+ *  - takeover: the scheduler renews this host's lease and takes over the
+ *    instances of hosts whose lease ran out (and of none: a migrated
+ *    journal's), then treats them as start-up recovery would (their queued
+ *    ones run, their wakes are polled from the earliest);
+ *  - notices from other hosts, on the journal's keeper thread: an event
+ *    they stored for an instance this host runs ("e <rowid> <woke>"), a
+ *    control request to carry out here and answer, the answer to one this
+ *    host sent, and "resync" after notices may have been lost;
+ *  - forwarding: a pause, resume, terminate or restart that reaches this
+ *    host for an instance another host runs is sent to that host, which
+ *    applies it as its own and answers; the caller gets that answer, or
+ *    DURO_E_HOST_UNAVAILABLE when none came in time.  Nothing is
+ *    acknowledged that the owner did not commit.
+ * On a store with one host none of this runs (journal_host is 0). */
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine_internal.h"
+#include "log.h"
+#include "util.h"
+
+#define LEASE_DEFAULT_MS 5000
+#define TAKEOVER_BATCH 1000
+#define FORWARD_WAIT_MS 10000
+
+/* A control request this host forwarded, waiting for its answer. */
+typedef struct forward_wait {
+  uint64_t id;
+  int done, rc;
+  char *why;
+  struct forward_wait *next;
+} forward_wait;
+
+/* Set while this thread carries out a request another host forwarded:
+ * it is never forwarded again. */
+static __thread int carrying_out;
+
+int64_t engine_lease_ms(const duro_engine *e) {
+  return e->opt.lease_ms > 0 ? e->opt.lease_ms : LEASE_DEFAULT_MS;
+}
+
+/* ---- takeover -------------------------------------------------------------
+ */
+
+static void note_wake(void *ctx, int64_t rowid, int64_t wake_ms) {
+  (void)rowid;
+  int64_t *earliest = ctx;
+  if (wake_ms != JOURNAL_NONE && wake_ms < *earliest)
+    *earliest = wake_ms;
+}
+
+/* Looks again at every wake from `from` on (the poll skips those held). */
+static void repoll_from(duro_engine *e, int64_t from) {
+  pthread_mutex_lock(&e->mu);
+  if (from < e->polled_through)
+    e->polled_through = from;
+  e->sched_kick = 1;
+  pthread_cond_signal(&e->sched);
+  pthread_mutex_unlock(&e->mu);
+}
+
+void engine_takeover(duro_engine *e) {
+  if (!journal_host(e->j))
+    return;
+  size_t total = 0, moved;
+  int64_t earliest = INT64_MAX;
+  do {
+    if (journal_takeover(e->j, TAKEOVER_BATCH, note_wake, &earliest, &moved) !=
+        0) {
+      log_error("taking over the instances of stopped hosts: %s",
+                journal_errmsg(e->j));
+      break;
+    }
+    total += moved;
+  } while (moved == TAKEOVER_BATCH);
+  if (!total)
+    return;
+  log_info("took over %zu instance(s) of stopped hosts", total);
+  if (earliest != INT64_MAX)
+    repoll_from(e, earliest - 1);
+  if (engine_reconcile(e) != 0)
+    log_error("recovering taken-over instances: %s", journal_errmsg(e->j));
+}
+
+int64_t engine_hosts_tick(duro_engine *e, int64_t mono) {
+  if (!journal_host(e->j))
+    return INT64_MAX;
+  if (mono >= e->next_takeover) {
+    engine_takeover(e);
+    e->next_takeover = mono + engine_lease_ms(e) / 2;
+  }
+  return e->next_takeover;
+}
+
+/* ---- forwarding -----------------------------------------------------------
+ */
+
+static const char *const control_ops[] = {"pause", "terminate", "resume",
+                                          "restart"};
+
+int engine_control_elsewhere(duro_engine *e, int64_t rowid, int64_t *owner) {
+  if (!journal_host(e->j))
+    return 0;
+  int rc = journal_adopt(e->j, rowid, owner);
+  if (rc)
+    return rc;
+  if (*owner == journal_host(e->j))
+    return 0;
+  /* Carrying out another host's request for an instance that moved on
+   * meanwhile: its caller retries. */
+  return carrying_out ? DURO_E_HOST_UNAVAILABLE : 1;
+}
+
+int engine_forward_control(duro_engine *e, int64_t owner, int op,
+                           const char *workflow, const char *id,
+                           const char *from, uint32_t count, char **why) {
+  forward_wait w = {0};
+  pthread_mutex_lock(&e->fw_mu);
+  w.id = ++e->fw_next;
+  w.next = e->fw_list;
+  e->fw_list = &w;
+  pthread_mutex_unlock(&e->fw_mu);
+  json_t *req =
+      json_pack("{s:I,s:I,s:s,s:s,s:s,s:I}", "q", (json_int_t)w.id, "from",
+                (json_int_t)journal_host(e->j), "op", control_ops[op],
+                "workflow", workflow, "id", id, "count", (json_int_t)count);
+  if (from)
+    json_object_set_new(req, "step", json_string(from));
+  char *text = json_dumps(req, JSON_COMPACT);
+  json_decref(req);
+  int rc = journal_notify(e->j, owner, text);
+  free(text);
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += FORWARD_WAIT_MS / 1000;
+  pthread_mutex_lock(&e->fw_mu);
+  while (rc == 0 && !w.done)
+    if (pthread_cond_timedwait(&e->fw_cv, &e->fw_mu, &until) == ETIMEDOUT)
+      break;
+  for (forward_wait **p = &e->fw_list; *p; p = &(*p)->next)
+    if (*p == &w) {
+      *p = w.next;
+      break;
+    }
+  pthread_mutex_unlock(&e->fw_mu);
+  if (rc == 0 && !w.done) {
+    log_warn("host %" PRId64 " did not answer a %s of %s/%s in %d s", owner,
+             control_ops[op], workflow, id, FORWARD_WAIT_MS / 1000);
+    rc = DURO_E_HOST_UNAVAILABLE;
+  } else if (rc == 0) {
+    rc = w.rc;
+  } else {
+    rc = DURO_E_HOST_UNAVAILABLE;
+  }
+  if (why)
+    *why = w.why;
+  else
+    free(w.why);
+  return rc;
+}
+
+/* Another host's request, carried out here as if it came to this host. */
+static void carry_out(duro_engine *e, json_t *req) {
+  json_int_t q = 0, from = 0, count = 0;
+  const char *op = NULL, *workflow = NULL, *id = NULL, *step = NULL;
+  if (json_unpack(req, "{s:I,s:I,s:s,s:s,s:s,s?I,s?s}", "q", &q, "from", &from,
+                  "op", &op, "workflow", &workflow, "id", &id, "count", &count,
+                  "step", &step) != 0) {
+    log_warn("a malformed control request from another host: ignored");
+    return;
+  }
+  char *why = NULL;
+  int rc = DURO_E_INVALID_ARGUMENT;
+  carrying_out = 1;
+  if (!strcmp(op, "pause"))
+    rc = duro_instance_pause(e, workflow, id);
+  else if (!strcmp(op, "terminate"))
+    rc = duro_instance_terminate(e, workflow, id);
+  else if (!strcmp(op, "resume"))
+    rc = duro_instance_resume(e, workflow, id);
+  else if (!strcmp(op, "restart"))
+    rc =
+        duro_instance_restart_why(e, workflow, id, step, (uint32_t)count, &why);
+  carrying_out = 0;
+  json_t *ans = json_pack("{s:I,s:i}", "r", q, "rc", rc);
+  if (why)
+    json_object_set_new(ans, "why", json_string(why));
+  free(why);
+  char *text = json_dumps(ans, JSON_COMPACT);
+  json_decref(ans);
+  if (journal_notify(e->j, (int64_t)from, text) != 0)
+    log_warn("answering host %" PRId64 ": %s", (int64_t)from,
+             journal_errmsg(e->j));
+  free(text);
+}
+
+static void answer_came(duro_engine *e, json_t *ans) {
+  json_int_t r = 0;
+  int rc = 0;
+  const char *why = NULL;
+  if (json_unpack(ans, "{s:I,s:i,s?s}", "r", &r, "rc", &rc, "why", &why) != 0)
+    return;
+  pthread_mutex_lock(&e->fw_mu);
+  for (forward_wait *w = e->fw_list; w; w = w->next)
+    if (w->id == (uint64_t)r) {
+      w->rc = rc;
+      w->why = why ? xstrdup(why) : NULL;
+      w->done = 1;
+      pthread_cond_broadcast(&e->fw_cv);
+      break;
+    }
+  pthread_mutex_unlock(&e->fw_mu);
+}
+
+/* ---- notices ----------------------------------------------------------------
+ */
+
+static void on_notice(void *ctx, const char *text) {
+  duro_engine *e = ctx;
+  long long rowid;
+  int woke;
+  if (sscanf(text, "e %lld %d", &rowid, &woke) == 2) {
+    engine_instance_poke(e, (int64_t)rowid, woke);
+    return;
+  }
+  if (!strcmp(text, "resync")) {
+    /* An event's notice may be lost with it: its wake is in the journal. */
+    repoll_from(e, INT64_MIN);
+    return;
+  }
+  json_t *msg = json_loads(text, 0, NULL);
+  if (json_is_object(msg) && json_object_get(msg, "q"))
+    carry_out(e, msg);
+  else if (json_is_object(msg) && json_object_get(msg, "r"))
+    answer_came(e, msg);
+  else
+    log_warn("an unknown notice from another host: ignored");
+  json_decref(msg);
+}
+
+static void on_lost(void *ctx) {
+  duro_engine *e = ctx;
+  log_error("this host's lease on the store was lost: another host took over "
+            "its instances (it did not renew the lease for %" PRId64 " ms)",
+            engine_lease_ms(e));
+  if (e->opt.on_lease_lost)
+    e->opt.on_lease_lost(e->opt.ctx);
+}
+
+int engine_join(duro_engine *e, char *err, size_t errlen) {
+  pthread_mutex_init(&e->fw_mu, NULL);
+  pthread_cond_init(&e->fw_cv, NULL);
+  if (!e->opt.join_store || e->opt.read_only)
+    return 0;
+  store_host_hooks hooks = {.notice = on_notice, .lost = on_lost, .ctx = e};
+  int rc = journal_join(e->j, engine_lease_ms(e), &hooks, err, errlen);
+  if (rc == 0 && journal_host(e->j))
+    log_info("joined the store as host %" PRId64 " (lease %" PRId64 " ms)",
+             journal_host(e->j), engine_lease_ms(e));
+  return rc;
+}

@@ -1,0 +1,66 @@
+/* sidelog_read.c — reading the test plugins' side-effect log
+ * (sidelog_read.h). */
+#include "sidelog_read.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proc.h"
+
+#define RECORD 64 /* SIDELOG_RECORD of plugins/sidelog.h */
+
+sidelog_rec *sidelog_read(const char *path, size_t *n) {
+  char *text = proc_slurp(path);
+  size_t len = strlen(text);
+  ck_assert_msg(len % RECORD == 0, "side log %s of %zu bytes", path, len);
+  *n = len / RECORD;
+  sidelog_rec *recs = calloc(*n + 1, sizeof *recs);
+  ck_assert_ptr_nonnull(recs);
+  for (size_t i = 0; i < *n; i++) {
+    sidelog_rec *r = &recs[i];
+    ck_assert_msg(sscanf(text + i * RECORD, "%7s %31s %d %39s", r->kind,
+                         r->inst, &r->index, r->token) == 4,
+                  "bad record %zu: %.64s", i, text + i * RECORD);
+  }
+  free(text);
+  return recs;
+}
+
+static int same_step(const sidelog_rec *a, const sidelog_rec *b) {
+  return !strcmp(a->inst, b->inst) && a->index == b->index;
+}
+
+size_t sidelog_steps(const char *path, const char *kind) {
+  size_t n, c = 0;
+  sidelog_rec *recs = sidelog_read(path, &n);
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(recs[i].kind, kind) != 0)
+      continue;
+    int before = 0;
+    for (size_t j = 0; j < i && !before; j++)
+      before = !strcmp(recs[j].kind, kind) && same_step(&recs[j], &recs[i]);
+    c += !before;
+  }
+  free(recs);
+  return c;
+}
+
+void sidelog_assert_no_rerun(const char *path) {
+  size_t n;
+  sidelog_rec *recs = sidelog_read(path, &n);
+  for (size_t i = 0; i < n; i++) {
+    const char *first_seen = NULL;
+    for (size_t j = 0; j < i && !first_seen; j++)
+      if (!strcmp(recs[j].kind, "seen") && same_step(&recs[j], &recs[i]))
+        first_seen = recs[j].token;
+    if (!strcmp(recs[i].kind, "exec"))
+      ck_assert_msg(!first_seen, "%s step %d ran again after it completed",
+                    recs[i].inst, recs[i].index);
+    else
+      ck_assert_msg(!first_seen || !strcmp(first_seen, recs[i].token),
+                    "%s step %d: result changed", recs[i].inst, recs[i].index);
+  }
+  free(recs);
+}

@@ -1,0 +1,520 @@
+/* test_pg_hosts.c — three real `duro run` hosts (DURO_BIN,
+ * tests/host_run.h) on one PostgreSQL database (a throwaway cluster,
+ * tests/pg_fixture.h; each case a database of its own), each with its own
+ * directory for storage.path and a lease of 1 s:
+ *
+ *  - a mixed workload created round-robin on the three (many-step
+ *    instances of the faults plugin, FAULTS_PLUGIN, and orders whose
+ *    approval event goes through another host than the one that created
+ *    them) completes, every instance once, on all three hosts, and no
+ *    completed step runs again (the plugin's log outside the journal,
+ *    plugins/sidelog.h);
+ *  - kill -9 of one host of three mid-run: the other two take over its
+ *    instances once its lease runs out and finish them from their last
+ *    completed step, running none again; its hosts row goes;
+ *  - pause, resume, an event, restart and terminate of an instance, each
+ *    sent to a host that does not run it, take effect, and the instance
+ *    stays where it runs;
+ *  - messages pulled from three hosts at once are each leased to one of
+ *    them: no message twice, none lost;
+ *  - ticks of a cron trigger that three hosts starting together all find
+ *    due fire once each: one instance a tick, counted once;
+ *  - a host stopped (SIGSTOP) past its lease is taken over and, once it
+ *    runs again, finds its lease lost, exits and comes back as a new host
+ *    (its supervisor restarts the engine); an event for an instance it
+ *    used to run, sent to it, reaches the new owner. */
+#include <check.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "host_run.h"
+#include "http_client.h"
+#include "pg_fixture.h"
+#include "proc.h"
+#include "sidelog_read.h"
+
+#ifndef ORDERS_PLUGIN
+#error "build with -DORDERS_PLUGIN=\"<path of liborders.so>\""
+#endif
+#ifndef FAULTS_PLUGIN
+#error "build with -DFAULTS_PLUGIN=\"<path of libfaults.so>\""
+#endif
+
+#define HOSTS 3
+#define SETTLE_MS 30000
+
+static pg_fixture pg = {.suite = "test_pg_hosts"};
+
+static void cluster_start(void) { pg_fixture_up(&pg); }
+
+/* A case that failed may have left hosts running: none outlives the
+ * suite (their command lines name its directory). */
+static void cluster_stop(void) {
+  if (system("pkill -KILL -f 'duro-pg-hosts-' >/dev/null 2>&1") == -1)
+    perror("pkill");
+  pg_fixture_down(&pg);
+}
+
+#define PLUGINS                                                                \
+  "  - name: orders\n"                                                         \
+  "    path: " ORDERS_PLUGIN "\n"                                              \
+  "    workflows:\n"                                                           \
+  "      - { name: order-flow, binding: ORDER_FLOW, class_name: OrderFlow }\n" \
+  "    queues:\n"                                                              \
+  "      consumers: [{ queue: jobs }]\n"                                       \
+  "  - name: faults\n"                                                         \
+  "    path: " FAULTS_PLUGIN "\n"                                              \
+  "    workflows:\n"                                                           \
+  "      - { name: fault-flow, binding: FAULT_FLOW, class_name: Fault }\n"
+
+/* The plugins, with a cron trigger that starts an order-flow instance
+ * every minute and fires every missed tick. */
+#define PLUGINS_WITH_CRON                                                      \
+  PLUGINS "    triggers:\n"                                                    \
+          "      crons:\n"                                                     \
+          "        - { schedule: \"* * * * *\", workflow: order-flow,\n"       \
+          "            id: \"tick-{ts}\", catch_up: all, overlap: allow }\n"
+
+static const char *faults_log(void) {
+  static char path[400];
+  snprintf(path, sizeof path, "%s/faults.log", proc_tmp_dir);
+  return path;
+}
+
+/* Host `i` of a case: its config and log in the case's directory, its
+ * storage.path (the lock file, stored builds) in a directory of its own,
+ * the journal in `conninfo`. */
+static void host_prepare(host_run *h, int i, const char *conninfo,
+                         const char *plugins) {
+  char name[16];
+  snprintf(name, sizeof name, "h%d", i);
+  host_init(h, name);
+  h->request_ms = 15000;
+  host_setenv(h, "DURO_FAULTS_LOG", faults_log());
+  FILE *f = fopen(h->config, "w");
+  ck_assert_ptr_nonnull(f);
+  fprintf(f,
+          "storage:\n"
+          "  path: %s/%s/duro.db\n"
+          "  postgresql: \"%s\"\n"
+          "  synchronous: full\n"
+          "  lease: 1s\n"
+          "http: { listen: \"127.0.0.1:0\" }\n"
+          "engine: { workers: 4 }\n"
+          "plugins:\n"
+          "%s",
+          proc_tmp_dir, name, conninfo, plugins);
+  ck_assert(fclose(f) == 0);
+}
+
+static void hosts_start(host_run *h, const char *db, const char *plugins,
+                        char *conninfo, size_t n) {
+  ck_assert_msg(pg.cluster.dir[0], "no cluster: %s", pg.err);
+  pg_fixture_database(&pg, db, conninfo, n);
+  for (int i = 0; i < HOSTS; i++) {
+    host_prepare(&h[i], i, conninfo, plugins);
+    host_start(&h[i]);
+  }
+}
+
+static int64_t count_rows(const char *conninfo, const char *sql) {
+  return pg_query_int(conninfo, sql);
+}
+
+static long request(const host_run *h, const char *method, const char *path,
+                    const char *body, http_resp *r) {
+  host_request(h, r, method, path, body);
+  return r->status;
+}
+
+static void expect(const host_run *h, const char *method, const char *path,
+                   const char *body, long status) {
+  http_resp r;
+  long got = request(h, method, path, body, &r);
+  ck_assert_msg(got == status, "%s %s: %ld %s", method, path, got,
+                r.body ? r.body : "");
+  http_resp_free(&r);
+}
+
+static void create_fault_flow(const host_run *h, const char *id, int steps) {
+  char body[256];
+  snprintf(body, sizeof body,
+           "{\"id\":\"%s\",\"params\":{\"fault\":\"none\",\"steps\":%d,"
+           "\"hold_ms\":5}}",
+           id, steps);
+  expect(h, "POST", "/workflows/fault-flow/instances", body, 201);
+}
+
+static void create_order(const host_run *h, const char *id) {
+  char body[256];
+  snprintf(body, sizeof body,
+           "{\"id\":\"%s\",\"params\":{\"orderId\":\"%s\",\"email\":"
+           "\"a@example.com\",\"amount\":5,\"graceSeconds\":0}}",
+           id, id);
+  expect(h, "POST", "/workflows/order-flow/instances", body, 201);
+}
+
+/* Waits, asking host h, until order `id` waits for its review. */
+static void wait_review(const host_run *h, const char *id) {
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  for (;;) {
+    json_t *d = host_describe(h, "order-flow", id);
+    int waits = d && step_of(d, "manual review#1") != NULL &&
+                !strcmp(jstr(d, "status"), "waiting");
+    json_decref(d);
+    if (waits)
+      return;
+    ck_assert_msg(proc_now_ms() < deadline, "%s never waited for review", id);
+    proc_sleep_ms(20);
+  }
+}
+
+static void approve(const host_run *h, const char *id) {
+  char path[128];
+  snprintf(path, sizeof path,
+           "/workflows/order-flow/instances/%s/events/"
+           "approval",
+           id);
+  expect(h, "POST", path, "{\"approved\":true}", 202);
+}
+
+static void control(const host_run *h, const char *id, const char *body,
+                    long status) {
+  char path[128];
+  snprintf(path, sizeof path, "/workflows/order-flow/instances/%s/status", id);
+  expect(h, "PATCH", path, body, status);
+}
+
+static void wait_status(const host_run *h, const char *wf, const char *id,
+                        const char *status) {
+  json_decref(host_wait_status(h, wf, id, status, proc_now_ms() + SETTLE_MS));
+}
+
+/* The host id that runs instance `id` (instances.owner). */
+static int64_t owner_of(const char *conninfo, const char *id) {
+  char sql[160];
+  snprintf(sql, sizeof sql, "SELECT owner FROM instances WHERE id='%s'", id);
+  return count_rows(conninfo, sql);
+}
+
+static void hosts_stop(host_run *h, int skip) {
+  for (int i = 0; i < HOSTS; i++)
+    if (i != skip)
+      host_stop(&h[i], proc_now_ms() + SETTLE_MS, 0);
+}
+
+#define MIXED_FAULTS 24
+#define MIXED_ORDERS 6
+#define MIXED_STEPS 20
+
+START_TEST(mixed_workload_runs_once_on_three_hosts) {
+  host_run h[HOSTS];
+  char conninfo[700];
+  hosts_start(h, "mixed", PLUGINS, conninfo, sizeof conninfo);
+  char id[32];
+  for (int i = 0; i < MIXED_FAULTS; i++) {
+    snprintf(id, sizeof id, "f%d", i);
+    create_fault_flow(&h[i % HOSTS], id, MIXED_STEPS);
+  }
+  for (int i = 0; i < MIXED_ORDERS; i++) {
+    snprintf(id, sizeof id, "o%d", i);
+    create_order(&h[i % HOSTS], id);
+  }
+  /* each order's event through the next host, its status read on the one
+   * after */
+  for (int i = 0; i < MIXED_ORDERS; i++) {
+    snprintf(id, sizeof id, "o%d", i);
+    wait_review(&h[(i + 2) % HOSTS], id);
+    approve(&h[(i + 1) % HOSTS], id);
+  }
+  for (int i = 0; i < MIXED_ORDERS; i++) {
+    snprintf(id, sizeof id, "o%d", i);
+    wait_status(&h[(i + 2) % HOSTS], "order-flow", id, "complete");
+  }
+  for (int i = 0; i < MIXED_FAULTS; i++) {
+    snprintf(id, sizeof id, "f%d", i);
+    wait_status(&h[(i + 1) % HOSTS], "fault-flow", id, "complete");
+  }
+  sidelog_assert_no_rerun(faults_log());
+  ck_assert_uint_eq(sidelog_steps(faults_log(), "exec"),
+                    MIXED_FAULTS * MIXED_STEPS);
+  ck_assert_uint_eq(sidelog_steps(faults_log(), "seen"),
+                    MIXED_FAULTS * MIXED_STEPS);
+  /* every host ran its share: instances stay with the host that made them */
+  ck_assert_int_eq(count_rows(conninfo, "SELECT COUNT(DISTINCT owner) FROM "
+                                        "instances"),
+                   HOSTS);
+  ck_assert_int_eq(count_rows(conninfo, "SELECT COUNT(*) FROM instances "
+                                        "WHERE status<>'complete'"),
+                   0);
+  ck_assert_int_eq(count_rows(conninfo, "SELECT COUNT(*) FROM hosts"), HOSTS);
+  hosts_stop(h, -1);
+  /* a host that stops cleanly hands its instances on at once */
+  ck_assert_int_eq(count_rows(conninfo, "SELECT COUNT(*) FROM hosts WHERE "
+                                        "NOT dead"),
+                   0);
+}
+END_TEST
+
+#define KILL_FAULTS 24
+#define KILL_STEPS 40
+
+START_TEST(kill_one_of_three_loses_nothing) {
+  host_run h[HOSTS];
+  char conninfo[700];
+  hosts_start(h, "killone", PLUGINS, conninfo, sizeof conninfo);
+  char id[32];
+  for (int i = 0; i < KILL_FAULTS; i++) {
+    snprintf(id, sizeof id, "k%d", i);
+    create_fault_flow(&h[i % HOSTS], id, KILL_STEPS);
+  }
+  int64_t victim = owner_of(conninfo, "k1"); /* made on h[1] */
+  /* mid-run: some steps done, most to come */
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  while (sidelog_steps(faults_log(), "seen") < 60) {
+    ck_assert_msg(proc_now_ms() < deadline, "no steps ran");
+    proc_sleep_ms(5);
+  }
+  kill(h[1].engine, SIGKILL);
+  kill(h[1].pid, SIGKILL);
+  waitpid(h[1].pid, NULL, 0);
+  ck_assert_msg(sidelog_steps(faults_log(), "seen") < KILL_FAULTS * KILL_STEPS,
+                "every step had run before the kill");
+  for (int i = 0; i < KILL_FAULTS; i++) {
+    snprintf(id, sizeof id, "k%d", i);
+    wait_status(&h[i % 2 ? 0 : 2], "fault-flow", id, "complete");
+  }
+  sidelog_assert_no_rerun(faults_log());
+  ck_assert_uint_eq(sidelog_steps(faults_log(), "seen"),
+                    KILL_FAULTS * KILL_STEPS);
+  ck_assert_int_ge(host_count_lines(&h[0], "took over") +
+                       host_count_lines(&h[2], "took over"),
+                   1);
+  char sql[128];
+  snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM instances WHERE owner=%lld",
+           (long long)victim);
+  ck_assert_int_eq(count_rows(conninfo, sql), 0);
+  snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM hosts WHERE id=%lld",
+           (long long)victim);
+  ck_assert_int_eq(count_rows(conninfo, sql), 0);
+  hosts_stop(h, 1);
+}
+END_TEST
+
+START_TEST(control_through_another_host) {
+  host_run h[HOSTS];
+  char conninfo[700];
+  hosts_start(h, "control", PLUGINS, conninfo, sizeof conninfo);
+  create_order(&h[0], "c1");
+  int64_t runner = owner_of(conninfo, "c1");
+  wait_review(&h[2], "c1");
+  control(&h[1], "c1", "{\"status\":\"pause\"}", 200);
+  wait_status(&h[2], "order-flow", "c1", "paused");
+  control(&h[2], "c1", "{\"status\":\"resume\"}", 200);
+  wait_review(&h[1], "c1");
+  /* the owner's answer comes back: a resume of a running instance */
+  http_resp r;
+  char path[128] = "/workflows/order-flow/instances/c1/status";
+  ck_assert_int_eq(request(&h[1], "PATCH", path, "{\"status\":\"resume\"}", &r),
+                   409);
+  ck_assert_str_eq(jstr(r.json, "error.code"), "instance.cannot_resume");
+  http_resp_free(&r);
+  approve(&h[1], "c1");
+  wait_status(&h[0], "order-flow", "c1", "complete");
+  control(&h[2], "c1", "{\"status\":\"restart\"}", 200);
+  wait_review(&h[0], "c1");
+  /* a restart of an instance that has not ended: the owner's reason */
+  ck_assert_int_eq(request(&h[1], "PATCH", path,
+                           "{\"status\":\"restart\",\"from\":{\"name\":"
+                           "\"nope\"}}",
+                           &r),
+                   409);
+  assert_contains(jstr(r.json, "error.message"), "instance is waiting");
+  http_resp_free(&r);
+  control(&h[1], "c1", "{\"status\":\"terminate\"}", 200);
+  wait_status(&h[2], "order-flow", "c1", "terminated");
+  ck_assert_int_eq(owner_of(conninfo, "c1"), runner);
+  hosts_stop(h, -1);
+}
+END_TEST
+
+#define MESSAGES 300
+
+/* Pulls from host h until `got` of them came back empty in a row, writing
+ * each message's id on its own line to `out`; a child of the case. */
+static int pull_all(const host_run *h, const char *out) {
+  FILE *f = fopen(out, "w");
+  if (!f)
+    return 1;
+  for (int empty = 0; empty < 3;) {
+    http_resp r;
+    if (host_request_try(h, &r, "POST", "/queues/jobs/messages/pull",
+                         "{\"batch_size\":7,\"visibility_timeout_ms\":"
+                         "600000}") != 0 ||
+        r.status != 200) {
+      fclose(f);
+      return 1;
+    }
+    json_t *msgs = jget(r.json, "messages");
+    size_t i;
+    json_t *m;
+    empty = json_array_size(msgs) ? 0 : empty + 1;
+    json_array_foreach(msgs, i, m) fprintf(
+        f, "%lld\n", (long long)json_integer_value(json_object_get(m, "id")));
+    http_resp_free(&r);
+    if (!json_array_size(msgs))
+      proc_sleep_ms(50);
+  }
+  return fclose(f) != 0;
+}
+
+START_TEST(queue_message_leased_to_one_host) {
+  host_run h[HOSTS];
+  char conninfo[700];
+  hosts_start(h, "queue", PLUGINS, conninfo, sizeof conninfo);
+  for (int b = 0; b < MESSAGES / 100; b++) {
+    char body[8192] = "{\"messages\":[";
+    for (int i = 0; i < 100; i++)
+      snprintf(body + strlen(body), sizeof body - strlen(body),
+               "%s{\"body\":{\"n\":%d}}", i ? "," : "", b * 100 + i);
+    strcat(body, "]}");
+    expect(&h[b], "POST", "/queues/jobs/messages/batch", body, 201);
+  }
+  pid_t kids[HOSTS];
+  char out[HOSTS][400];
+  for (int i = 0; i < HOSTS; i++) {
+    snprintf(out[i], sizeof out[i], "%s/pulled%d", proc_tmp_dir, i);
+    kids[i] = fork();
+    ck_assert_int_ge(kids[i], 0);
+    if (kids[i] == 0)
+      _exit(pull_all(&h[i], out[i]));
+  }
+  for (int i = 0; i < HOSTS; i++) {
+    int st;
+    ck_assert_int_eq(waitpid(kids[i], &st, 0), kids[i]);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "puller %d failed", i);
+  }
+  static char seen[MESSAGES * 4];
+  int total = 0, hosts_with_some = 0;
+  for (int i = 0; i < HOSTS; i++) {
+    FILE *f = fopen(out[i], "r");
+    ck_assert_ptr_nonnull(f);
+    long long mid;
+    int mine = 0;
+    while (fscanf(f, "%lld", &mid) == 1) {
+      ck_assert_msg(mid > 0 && mid < (long long)sizeof seen, "id %lld", mid);
+      ck_assert_msg(!seen[mid], "message %lld leased twice", mid);
+      seen[mid] = 1;
+      total++;
+      mine++;
+    }
+    fclose(f);
+    hosts_with_some += mine > 0;
+  }
+  ck_assert_int_eq(total, MESSAGES);
+  ck_assert_int_ge(hosts_with_some, 2);
+  hosts_stop(h, -1);
+}
+END_TEST
+
+START_TEST(cron_tick_fires_once_across_hosts) {
+  ck_assert_msg(pg.cluster.dir[0], "no cluster: %s", pg.err);
+  char conninfo[700];
+  pg_fixture_database(&pg, "cron", conninfo, sizeof conninfo);
+  host_run h[HOSTS];
+  /* One host sees the trigger first (it is new: it has missed nothing),
+   * then, with every host stopped, its first sight moves ten minutes
+   * back: ten ticks were missed, and every host starts to catch up at
+   * once. */
+  host_prepare(&h[0], 0, conninfo, PLUGINS_WITH_CRON);
+  host_start(&h[0]);
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  while (count_rows(conninfo, "SELECT COUNT(*) FROM cron_triggers") != 1) {
+    ck_assert_msg(proc_now_ms() < deadline, "the trigger was never seen");
+    proc_sleep_ms(20);
+  }
+  host_stop(&h[0], proc_now_ms() + SETTLE_MS, 0);
+  pg_query_int(conninfo, "WITH u AS (UPDATE cron_triggers SET "
+                         "since_ms=since_ms-600000 RETURNING 1) "
+                         "SELECT COUNT(*) FROM u");
+  pg_query_int(conninfo, "WITH d AS (DELETE FROM cron_ticks RETURNING 1), "
+                         "i AS (DELETE FROM instances RETURNING 1) "
+                         "SELECT (SELECT COUNT(*) FROM d)+(SELECT COUNT(*) "
+                         "FROM i)");
+  for (int i = 0; i < HOSTS; i++) {
+    host_prepare(&h[i], i, conninfo, PLUGINS_WITH_CRON);
+    h[i].pid = host_spawn(&h[i], "run");
+  }
+  for (int i = 0; i < HOSTS; i++)
+    host_wait_lines(&h[i], "ready:", 1, proc_now_ms() + SETTLE_MS);
+  deadline = proc_now_ms() + SETTLE_MS;
+  int64_t ticks;
+  while ((ticks = count_rows(conninfo, "SELECT COUNT(*) FROM cron_ticks "
+                                       "WHERE state<>'missed'")) < 10) {
+    ck_assert_msg(proc_now_ms() < deadline, "%lld ticks fired",
+                  (long long)ticks);
+    proc_sleep_ms(50);
+  }
+  proc_sleep_ms(1000); /* a second fire of any of them would come now */
+  ticks = count_rows(conninfo, "SELECT COUNT(*) FROM cron_ticks WHERE "
+                               "state<>'missed'");
+  ck_assert_int_eq(count_rows(conninfo, "SELECT COUNT(*) FROM instances WHERE "
+                                        "id LIKE 'tick-%'"),
+                   ticks);
+  ck_assert_int_eq(count_rows(conninfo, "SELECT complete FROM cron_triggers"),
+                   ticks);
+  for (int i = 0; i < HOSTS; i++)
+    host_stop(&h[i], proc_now_ms() + SETTLE_MS, 0);
+}
+END_TEST
+
+START_TEST(stalled_host_is_fenced_and_rejoins) {
+  host_run h[HOSTS];
+  char conninfo[700];
+  hosts_start(h, "stall", PLUGINS, conninfo, sizeof conninfo);
+  h[1].restarts = 1;
+  create_order(&h[1], "s1");
+  wait_review(&h[0], "s1");
+  int64_t before = owner_of(conninfo, "s1");
+  kill(h[1].engine, SIGSTOP);
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  while (owner_of(conninfo, "s1") == before) {
+    ck_assert_msg(proc_now_ms() < deadline, "s1 never moved");
+    proc_sleep_ms(50);
+  }
+  kill(h[1].engine, SIGCONT);
+  /* it finds its lease gone, exits, and its supervisor starts a new
+   * engine, which joins as a new host */
+  host_wait_lines(&h[1], "lease on the store was lost", 1,
+                  proc_now_ms() + SETTLE_MS);
+  host_wait_lines(&h[1], "ready:", 2, proc_now_ms() + SETTLE_MS);
+  approve(&h[1], "s1");
+  wait_status(&h[1], "order-flow", "s1", "complete");
+  ck_assert_int_eq(count_rows(conninfo, "SELECT COUNT(*) FROM hosts WHERE "
+                                        "NOT dead"),
+                   HOSTS);
+  for (int i = 0; i < HOSTS; i++)
+    host_stop(&h[i], proc_now_ms() + SETTLE_MS, i == 1);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("pg_hosts");
+  TCase *tc = tcase_create("hosts");
+  tcase_add_unchecked_fixture(tc, cluster_start, cluster_stop);
+  proc_fixtures(tc, "duro-pg-hosts");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, mixed_workload_runs_once_on_three_hosts);
+  tcase_add_test(tc, kill_one_of_three_loses_nothing);
+  tcase_add_test(tc, control_through_another_host);
+  tcase_add_test(tc, queue_message_leased_to_one_host);
+  tcase_add_test(tc, cron_tick_fires_once_across_hosts);
+  tcase_add_test(tc, stalled_host_is_fenced_and_rejoins);
+  suite_add_tcase(s, tc);
+  return http_suite_run(s);
+}
