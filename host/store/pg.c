@@ -17,10 +17,9 @@
  * in SQLite, whatever the database's locale (a lease range scan depends
  * on it).
  *
- * Invariant: this is the only file that includes libpq-fe.h. */
+ * Connections and errors are pg_conn.c's, the hosts sharing a database
+ * pg_hosts.c's (pg_internal.h). */
 #include <inttypes.h>
-#include <libpq-fe.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,10 +27,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend.h"
 #include "duro.h"
 #include "log.h"
-#include "util.h"
+#include "pg_internal.h"
 
 /* 7: schema 6 and the hosts sharing the database (the hosts table, each
  * instance's owner).  A journal of 6 is brought to 7 when opened. */
@@ -289,208 +287,6 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
         "queue=$1 AND sent_ms<$2 LIMIT $3)",
 };
 
-/* ---- parameters and results --------------------------------------------- */
-
-#define MAX_PARAMS 16
-
-/* A statement's parameters as text (libpq's text format): integers are
- * formatted into buf, strings are borrowed. */
-typedef struct params {
-  const char *v[MAX_PARAMS];
-  char buf[MAX_PARAMS][24];
-  int n;
-} params;
-
-static void p_text(params *p, const char *s) { p->v[p->n++] = s; }
-
-static void p_i64(params *p, int64_t x) {
-  snprintf(p->buf[p->n], sizeof p->buf[p->n], "%" PRId64, x);
-  p->v[p->n] = p->buf[p->n];
-  p->n++;
-}
-
-/* A time column: JOURNAL_NONE is NULL. */
-static void p_ms(params *p, int64_t x) {
-  if (x == JOURNAL_NONE)
-    p->v[p->n++] = NULL;
-  else
-    p_i64(p, x);
-}
-
-static char *get_text(const PGresult *r, int row, int col) {
-  return PQgetisnull(r, row, col) ? NULL : xstrdup(PQgetvalue(r, row, col));
-}
-
-/* A borrowed string, NULL for SQL NULL. */
-static const char *get_str(const PGresult *r, int row, int col) {
-  return PQgetisnull(r, row, col) ? NULL : PQgetvalue(r, row, col);
-}
-
-static int64_t get_i64(const PGresult *r, int row, int col) {
-  return PQgetisnull(r, row, col) ? 0
-                                  : strtoll(PQgetvalue(r, row, col), NULL, 10);
-}
-
-static int64_t get_ms(const PGresult *r, int row, int col) {
-  return PQgetisnull(r, row, col) ? JOURNAL_NONE : get_i64(r, row, col);
-}
-
-/* Joins libpq's lines into one, for the log: its hint comes on an indented
- * line of its own ("…failed: No such file or directory\n\tIs the server
- * running…").  A newline and its indent become "; " (never longer). */
-static void one_line(char *s) {
-  char *w = s;
-  for (const char *r = s; *r;) {
-    if (*r != '\n') {
-      *w++ = *r++;
-      continue;
-    }
-    size_t indent = strspn(++r, "\t ");
-    r += indent;
-    if (indent)
-      *w++ = ';';
-    *w++ = ' ';
-  }
-  *w = '\0';
-}
-
-/* Records libpq's message (on one line, without its trailing newline). */
-static void set_err(const char *what, const char *msg) {
-  size_t n = msg ? strlen(msg) : 0;
-  while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
-    n--;
-  char line[512];
-  snprintf(line, sizeof line, "%.*s", (int)n, msg ? msg : "");
-  one_line(line);
-  store_error("%s%s%s", what ? what : "", what ? ": " : "", line);
-}
-
-/* Why a statement failed: the result's message, or the connection's when
- * the result has none (libpq could not send it, or got no answer). */
-static const char *failure_of(PGconn *c, const PGresult *r) {
-  const char *msg = PQresultErrorMessage(r);
-  return msg && *msg ? msg : PQerrorMessage(c);
-}
-
-/* ---- a connection the server dropped -------------------------------------
- * libpq does not always know it at once: when the server went away while a
- * connection sat idle, the next statement fails ("server closed the
- * connection unexpectedly") but PQstatus may still say CONNECTION_OK (only
- * the write failed).  So a failure is taken as the connection's when libpq
- * calls it bad, when the error has no SQLSTATE (every error the server
- * sends has one: none is libpq's own, about the connection), or when its
- * class says so: 08 (connection exception) or 57P (the server ended the
- * session: a shutdown, pg_terminate_backend).  Such a connection is
- * closed and set to NULL, which PQstatus calls CONNECTION_BAD, so its next
- * use connects again (writer_ready, reader_get). */
-static int connection_lost(PGconn *c, const PGresult *r) {
-  if (PQstatus(c) != CONNECTION_OK)
-    return 1;
-  const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
-  return !state || !strncmp(state, "08", 2) || !strncmp(state, "57P", 3);
-}
-
-static void drop_if_lost(PGconn **c, const PGresult *r) {
-  if (*c && connection_lost(*c, r)) {
-    PQfinish(*c);
-    *c = NULL;
-  }
-}
-
-/* Runs a command with no parameters (BEGIN, COMMIT, the schema); 0 or
- * DURO_E_STORAGE with the message recorded and, when err, copied there. */
-static int exec_cmd(PGconn *c, const char *sql, char *err, size_t errlen) {
-  PGresult *r = PQexec(c, sql);
-  int ok = PQresultStatus(r) == PGRES_COMMAND_OK ||
-           PQresultStatus(r) == PGRES_TUPLES_OK;
-  if (!ok) {
-    set_err(NULL, failure_of(c, r));
-    if (err)
-      snprintf(err, errlen, "%s", failure_of(c, r));
-  }
-  PQclear(r);
-  return ok ? 0 : DURO_E_STORAGE;
-}
-
-/* ---- connections ---------------------------------------------------------
- */
-
-/* A thread's read connection and the names of its prepared statements,
- * keyed by the address of their SQL text (always a literal here). */
-#define READER_CACHE 32
-typedef struct reader {
-  PGconn *conn;
-  const char *sql[READER_CACHE];
-  size_t n;
-  struct reader *next;
-} reader;
-
-typedef struct pg_store {
-  PGconn *wr;
-  char *conninfo;
-  int synchronous_full;
-  pthread_key_t reader_key;
-  pthread_mutex_t readers_mu; /* guards `readers` */
-  reader *readers;            /* every reader, closed with the store */
-  /* Set by join (0: not a host; its instances have owner 0). */
-  int64_t host;
-  int64_t lease_ms;
-  store_host_hooks hooks;
-  pthread_t keeper; /* renews the lease, takes the notices (keeper_main) */
-  int keeper_started;
-  int stopping; /* atomic */
-  int lost;     /* atomic: the lease was found lost */
-} pg_store;
-
-/* Notices to host N go to channel "duro_host_N". */
-#define HOST_CHANNEL "duro_host_"
-
-/* A notice of the server's (client_min_messages=warning: its warnings,
- * such as "terminating connection due to immediate shutdown command")
- * goes to the log as one line, never straight to stderr, libpq's
- * default. */
-static void log_notice(void *arg, const char *message) {
-  (void)arg;
-  char line[512];
-  snprintf(line, sizeof line, "%s", message);
-  size_t n = strlen(line);
-  while (n && (line[n - 1] == '\n' || line[n - 1] == ' '))
-    line[--n] = '\0';
-  one_line(line);
-  log_warn("PostgreSQL: %s", line);
-}
-
-/* Connects and sets the session as synchronous_full asks. */
-static PGconn *connect_to(const char *conninfo, int synchronous_full, char *err,
-                          size_t errlen) {
-  PGconn *c = PQconnectdb(conninfo);
-  if (PQstatus(c) != CONNECTION_OK) {
-    /* The user too: a refusal's message does not always name it. */
-    const char *user = PQuser(c);
-    snprintf(err, errlen, "cannot connect to PostgreSQL as user \"%s\": %s",
-             user ? user : "", PQerrorMessage(c));
-    size_t n = strlen(err);
-    while (n && err[n - 1] == '\n')
-      err[--n] = 0;
-    one_line(err);
-    PQfinish(c);
-    return NULL;
-  }
-  PQsetNoticeProcessor(c, log_notice, NULL);
-  const char *session = synchronous_full < 0
-                            ? "SET default_transaction_read_only=on"
-                        : synchronous_full ? "SET synchronous_commit=on"
-                                           : "SET synchronous_commit=off";
-  char msg[256];
-  if (exec_cmd(c, "SET client_min_messages=warning", msg, sizeof msg) ||
-      exec_cmd(c, session, msg, sizeof msg)) {
-    snprintf(err, errlen, "PostgreSQL: %s", msg);
-    PQfinish(c);
-    return NULL;
-  }
-  return c;
-}
-
 /* Prepares every write statement on the writer connection as "w<i>". */
 static int prepare_writes(PGconn *c, char *err, size_t errlen) {
   for (int i = 0; i < ST_WRITE_COUNT_; i++) {
@@ -546,13 +342,13 @@ static int open_failed(const char *conninfo, int synchronous_full, PGconn **c,
   case PQPING_OK:
     break;
   }
-  *c = connect_to(conninfo, synchronous_full, err, errlen);
+  *c = pg_connect(conninfo, synchronous_full, err, errlen);
   return *c ? 0 : DURO_E_STORAGE;
 }
 
 static int pg_open(const char *conninfo, int synchronous_full, void **out,
                    char *err, size_t errlen) {
-  PGconn *c = connect_to(conninfo, synchronous_full, err, errlen);
+  PGconn *c = pg_connect(conninfo, synchronous_full, err, errlen);
   int rc;
   if (!c && (rc = open_failed(conninfo, synchronous_full, &c, err, errlen)))
     return rc;
@@ -560,10 +356,11 @@ static int pg_open(const char *conninfo, int synchronous_full, void **out,
   /* Created in one transaction: two hosts opening one empty database
    * leave one schema. */
   if (synchronous_full >= 0 &&
-      (exec_cmd(c, "BEGIN", msg, sizeof msg) ||
-       exec_cmd(c, "SELECT pg_advisory_xact_lock(7140100)", msg, sizeof msg) ||
-       exec_cmd(c, schema_sql, msg, sizeof msg) ||
-       exec_cmd(c, "COMMIT", msg, sizeof msg))) {
+      (pg_exec_cmd(c, "BEGIN", msg, sizeof msg) ||
+       pg_exec_cmd(c, "SELECT pg_advisory_xact_lock(7140100)", msg,
+                   sizeof msg) ||
+       pg_exec_cmd(c, schema_sql, msg, sizeof msg) ||
+       pg_exec_cmd(c, "COMMIT", msg, sizeof msg))) {
     snprintf(err, errlen, "PostgreSQL: cannot create schema: %s", msg);
     PQfinish(c);
     return DURO_E_STORAGE;
@@ -582,13 +379,9 @@ static int pg_open(const char *conninfo, int synchronous_full, void **out,
   return 0;
 }
 
-/* The membership of a host (below). */
-static void host_leave(pg_store *pg);
-static void host_lost(pg_store *pg);
-
 static void pg_close(void *db) {
   pg_store *pg = db;
-  host_leave(pg);
+  pg_host_leave(pg);
   PQfinish(pg->wr);
   for (reader *r = pg->readers, *next; r; r = next) {
     next = r->next;
@@ -609,7 +402,7 @@ static int writer_ready(pg_store *pg) {
   if (PQstatus(pg->wr) == CONNECTION_OK)
     return 0;
   char err[512];
-  PGconn *c = connect_to(pg->conninfo, pg->synchronous_full, err, sizeof err);
+  PGconn *c = pg_connect(pg->conninfo, pg->synchronous_full, err, sizeof err);
   if (!c || prepare_writes(c, err, sizeof err)) {
     store_error("%s", err);
     PQfinish(c);
@@ -628,8 +421,8 @@ static int begin_once(pg_store *pg) {
     PGresult *r = PQexec(pg->wr, "BEGIN");
     int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     if (!ok) {
-      set_err("BEGIN", failure_of(pg->wr, r));
-      drop_if_lost(&pg->wr, r);
+      pg_set_err("BEGIN", pg_failure_of(pg->wr, r));
+      pg_drop_if_lost(&pg->wr, r);
     }
     PQclear(r);
     return ok ? 0 : DURO_E_STORAGE;
@@ -643,8 +436,8 @@ static int begin_once(pg_store *pg) {
            pg->host);
   PGresult *r = PQexec(pg->wr, sql);
   if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-    set_err("BEGIN", failure_of(pg->wr, r));
-    drop_if_lost(&pg->wr, r);
+    pg_set_err("BEGIN", pg_failure_of(pg->wr, r));
+    pg_drop_if_lost(&pg->wr, r);
     PQclear(r);
     return DURO_E_STORAGE;
   }
@@ -656,7 +449,7 @@ static int begin_once(pg_store *pg) {
                 pg->host);
     PGresult *rb = PQexec(pg->wr, "ROLLBACK");
     PQclear(rb);
-    host_lost(pg);
+    pg_host_lost(pg);
     return DURO_E_STORAGE;
   }
   return 0;
@@ -682,8 +475,8 @@ static int pg_commit(void *db) {
   PGresult *r = PQexec(pg->wr, "COMMIT");
   int rc = 0;
   if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-    set_err("COMMIT", failure_of(pg->wr, r));
-    drop_if_lost(&pg->wr, r);
+    pg_set_err("COMMIT", pg_failure_of(pg->wr, r));
+    pg_drop_if_lost(&pg->wr, r);
     rc = DURO_E_STORAGE;
   } else if (strcmp(PQcmdStatus(r), "COMMIT") != 0) {
     store_error("COMMIT: the transaction was rolled back");
@@ -713,8 +506,8 @@ static PGresult *run_w(pg_store *pg, int which, const params *p) {
   PGresult *r = PQexecPrepared(pg->wr, name, p->n, p->v, NULL, NULL, 0);
   ExecStatusType s = PQresultStatus(r);
   if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
-    set_err(NULL, failure_of(pg->wr, r));
-    drop_if_lost(&pg->wr, r); /* the group fails; the next one reconnects */
+    pg_set_err(NULL, pg_failure_of(pg->wr, r));
+    pg_drop_if_lost(&pg->wr, r); /* the group fails; the next one reconnects */
     PQclear(r);
     return NULL;
   }
@@ -1078,91 +871,6 @@ static int pg_apply(void *db, journal_op *op) {
 /* ---- reads ----------------------------------------------------------------
  */
 
-/* This thread's reader, connected on first use. */
-static reader *reader_get(pg_store *pg) {
-  reader *r = pthread_getspecific(pg->reader_key);
-  if (r && PQstatus(r->conn) == CONNECTION_OK)
-    return r;
-  char err[512];
-  PGconn *c = connect_to(pg->conninfo, pg->synchronous_full, err, sizeof err);
-  if (!c) {
-    /* The server is away: this read fails, and the next one tries again. */
-    store_error("%s", err);
-    return NULL;
-  }
-  if (r) { /* a dropped connection: its statements went with it */
-    PQfinish(r->conn);
-    r->conn = c;
-    r->n = 0;
-    return r;
-  }
-  r = xcalloc(1, sizeof *r);
-  r->conn = c;
-  pthread_mutex_lock(&pg->readers_mu);
-  r->next = pg->readers;
-  pg->readers = r;
-  pthread_mutex_unlock(&pg->readers_mu);
-  pthread_setspecific(pg->reader_key, r);
-  return r;
-}
-
-/* Runs a read on this thread's connection, preparing it on first use;
- * the rows (to PQclear), or NULL with the error recorded. */
-static PGresult *query_once(pg_store *pg, const char *sql, const params *p) {
-  reader *r = reader_get(pg);
-  if (!r)
-    return NULL;
-  char name[16];
-  size_t i = 0;
-  while (i < r->n && r->sql[i] != sql)
-    i++;
-  PGresult *res;
-  if (i == r->n) {
-    if (i == READER_CACHE) {
-      res = PQexecParams(r->conn, sql, p->n, NULL, p->v, NULL, NULL, 0);
-      goto ran;
-    }
-    snprintf(name, sizeof name, "r%zu", i);
-    res = PQprepare(r->conn, name, sql, 0, NULL);
-    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-      set_err(NULL, failure_of(r->conn, res));
-      drop_if_lost(&r->conn, res);
-      PQclear(res);
-      return NULL;
-    }
-    PQclear(res);
-    r->sql[r->n++] = sql;
-  }
-  snprintf(name, sizeof name, "r%zu", i);
-  res = PQexecPrepared(r->conn, name, p->n, p->v, NULL, NULL, 0);
-ran:
-  if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-    set_err(NULL, failure_of(r->conn, res));
-    drop_if_lost(&r->conn, res);
-    PQclear(res);
-    return NULL;
-  }
-  return res;
-}
-
-/* query_once, again on a new connection when the server had dropped the
- * thread's one or could not be reached (drop_if_lost; a read changes
- * nothing: it can run twice).  A server that was just restarted may take
- * a moment to take new sessions, so up to three tries, 50 and 100 ms
- * apart: a read waits at most 150 ms more for a server that is away. */
-static PGresult *query(pg_store *pg, const char *sql, const params *p) {
-  PGresult *res = NULL;
-  for (int attempt = 0; attempt < 3; attempt++) {
-    if (attempt)
-      usleep(50000u * (unsigned)attempt);
-    res = query_once(pg, sql, p);
-    reader *r = pthread_getspecific(pg->reader_key);
-    if (res || (r && PQstatus(r->conn) == CONNECTION_OK))
-      break; /* done, or a failure of the statement, not the connection */
-  }
-  return res;
-}
-
 #define INSTANCE_COLS                                                          \
   "rowid,workflow,id,status,params,output,error,created_ms,started_ms,"        \
   "ended_ms,wake_ms,paused_ms,wait_type,control,retention_ms,build,restarts"
@@ -1189,7 +897,7 @@ static void read_instance(const PGresult *r, journal_instance *o) {
 
 static int instance_query(pg_store *pg, const char *sql, const params *p,
                           journal_instance *out) {
-  PGresult *r = query(pg, sql, p);
+  PGresult *r = pg_query(pg, sql, p);
   if (!r)
     return DURO_E_STORAGE;
   int rc = DURO_E_NOT_FOUND;
@@ -1225,12 +933,12 @@ static int pg_steps_load(void *db, int64_t rowid, journal_step **out,
   p_i64(&p, rowid);
   *out = NULL;
   *n = 0;
-  PGresult *r = query(db,
-                      "SELECT key,name,count,seq,type,status,result,error,"
-                      "attempts,started_ms,ended_ms,wake_ms,"
-                      "attempt_started_ms,build FROM steps "
-                      "WHERE instance=$1 ORDER BY seq",
-                      &p);
+  PGresult *r = pg_query(db,
+                         "SELECT key,name,count,seq,type,status,result,error,"
+                         "attempts,started_ms,ended_ms,wake_ms,"
+                         "attempt_started_ms,build FROM steps "
+                         "WHERE instance=$1 ORDER BY seq",
+                         &p);
   if (!r)
     return DURO_E_STORAGE;
   int rows = PQntuples(r);
@@ -1266,10 +974,10 @@ static int pg_attempts_each(void *db, int64_t rowid,
                             void *ctx) {
   params p = {0};
   p_i64(&p, rowid);
-  PGresult *r = query(db,
-                      "SELECT key,number,started_ms,ended_ms,error,build "
-                      "FROM attempts WHERE instance=$1 ORDER BY key,number",
-                      &p);
+  PGresult *r = pg_query(db,
+                         "SELECT key,number,started_ms,ended_ms,error,build "
+                         "FROM attempts WHERE instance=$1 ORDER BY key,number",
+                         &p);
   if (!r)
     return DURO_E_STORAGE;
   for (int i = 0; i < PQntuples(r); i++)
@@ -1285,10 +993,10 @@ static int pg_events_pending(void *db, int64_t rowid, journal_event **out,
   p_i64(&p, rowid);
   *out = NULL;
   *n = 0;
-  PGresult *r = query(db,
-                      "SELECT seq,type,payload,ts_ms FROM events WHERE "
-                      "instance=$1 AND consumed_by IS NULL ORDER BY seq",
-                      &p);
+  PGresult *r = pg_query(db,
+                         "SELECT seq,type,payload,ts_ms FROM events WHERE "
+                         "instance=$1 AND consumed_by IS NULL ORDER BY seq",
+                         &p);
   if (!r)
     return DURO_E_STORAGE;
   int rows = PQntuples(r);
@@ -1314,10 +1022,10 @@ static int pg_due(void *db, int64_t after_ms, int64_t upto_ms, size_t limit,
   *n = 0;
   p_i64(&p, ((pg_store *)db)->host);
   PGresult *r =
-      query(db,
-            "SELECT rowid, wake_ms FROM instances WHERE owner=$4 "
-            "AND wake_ms>$1 AND wake_ms<=$2 ORDER BY wake_ms LIMIT $3",
-            &p);
+      pg_query(db,
+               "SELECT rowid, wake_ms FROM instances WHERE owner=$4 "
+               "AND wake_ms>$1 AND wake_ms<=$2 ORDER BY wake_ms LIMIT $3",
+               &p);
   if (!r)
     return DURO_E_STORAGE;
   for (int i = 0; i < PQntuples(r) && *n < limit; i++) {
@@ -1334,7 +1042,7 @@ static int pg_next_wake(void *db, int64_t after_ms, int64_t *wake) {
   p_i64(&p, after_ms);
   p_i64(&p, ((pg_store *)db)->host);
   *wake = JOURNAL_NONE;
-  PGresult *r = query(
+  PGresult *r = pg_query(
       db, "SELECT MIN(wake_ms) FROM instances WHERE owner=$2 AND wake_ms>$1",
       &p);
   if (!r)
@@ -1351,11 +1059,11 @@ static int pg_recover_each(void *db,
                            void *ctx) {
   params p = {0};
   p_i64(&p, ((pg_store *)db)->host);
-  PGresult *r = query(db,
-                      "SELECT rowid,status,control FROM instances WHERE "
-                      "owner=$1 AND (status='queued' OR (control<>0 AND "
-                      "status IN ('waiting','paused')))",
-                      &p);
+  PGresult *r = pg_query(db,
+                         "SELECT rowid,status,control FROM instances WHERE "
+                         "owner=$1 AND (status='queued' OR (control<>0 AND "
+                         "status IN ('waiting','paused')))",
+                         &p);
   if (!r)
     return DURO_E_STORAGE;
   for (int i = 0; i < PQntuples(r); i++)
@@ -1371,10 +1079,11 @@ static int pg_queued_from(void *db, int64_t from, size_t limit, int64_t *rowids,
   p_i64(&p, (int64_t)limit);
   p_i64(&p, ((pg_store *)db)->host);
   *n = 0;
-  PGresult *r = query(db,
-                      "SELECT rowid FROM instances WHERE owner=$3 AND "
-                      "status='queued' AND rowid>=$1 ORDER BY rowid LIMIT $2",
-                      &p);
+  PGresult *r =
+      pg_query(db,
+               "SELECT rowid FROM instances WHERE owner=$3 AND "
+               "status='queued' AND rowid>=$1 ORDER BY rowid LIMIT $2",
+               &p);
   if (!r)
     return DURO_E_STORAGE;
   for (int i = 0; i < PQntuples(r) && *n < limit; i++)
@@ -1388,11 +1097,12 @@ static int pg_oldest_queued(void *db, const char *workflow,
   params p = {0};
   p_text(&p, workflow);
   *created_ms = JOURNAL_NONE;
-  PGresult *r = query(db,
-                      "SELECT created_ms FROM instances WHERE status='queued' "
-                      "AND ($1::text IS NULL OR workflow=$1::text) "
-                      "ORDER BY rowid LIMIT 1",
-                      &p);
+  PGresult *r =
+      pg_query(db,
+               "SELECT created_ms FROM instances WHERE status='queued' "
+               "AND ($1::text IS NULL OR workflow=$1::text) "
+               "ORDER BY rowid LIMIT 1",
+               &p);
   if (!r)
     return DURO_E_STORAGE;
   if (PQntuples(r) > 0)
@@ -1407,11 +1117,12 @@ static int pg_build_pinned(void *db, const char *workflow, const char *build,
   p_text(&p, workflow);
   p_text(&p, build);
   *pinned = 0;
-  PGresult *r = query(db,
-                      "SELECT 1 FROM instances WHERE workflow=$1 AND build=$2 "
-                      "AND build IS NOT NULL AND status IN "
-                      "('queued','waiting','paused') LIMIT 1",
-                      &p);
+  PGresult *r =
+      pg_query(db,
+               "SELECT 1 FROM instances WHERE workflow=$1 AND build=$2 "
+               "AND build IS NOT NULL AND status IN "
+               "('queued','waiting','paused') LIMIT 1",
+               &p);
   if (!r)
     return DURO_E_STORAGE;
   *pinned = PQntuples(r) > 0;
@@ -1424,11 +1135,12 @@ static int pg_pinned_builds(void *db,
                                        const char *build, int64_t n),
                             void *ctx) {
   params p = {0};
-  PGresult *r = query(db,
-                      "SELECT workflow, build, COUNT(*) FROM instances "
-                      "WHERE build IS NOT NULL AND status IN "
-                      "('queued','waiting','paused') GROUP BY workflow, build",
-                      &p);
+  PGresult *r =
+      pg_query(db,
+               "SELECT workflow, build, COUNT(*) FROM instances "
+               "WHERE build IS NOT NULL AND status IN "
+               "('queued','waiting','paused') GROUP BY workflow, build",
+               &p);
   if (!r)
     return DURO_E_STORAGE;
   for (int i = 0; i < PQntuples(r); i++)
@@ -1447,12 +1159,13 @@ static int pg_list(void *db, const char *workflow, const char *status,
   p_text(&p, status);
   p_i64(&p, cursor);
   p_i64(&p, (int64_t)limit);
-  PGresult *r = query(db,
-                      "SELECT rowid,id,status,created_ms FROM instances "
-                      "WHERE workflow=$1 AND ($2::text IS NULL OR "
-                      "status=$2::text) AND ($3::bigint=0 OR rowid<$3::bigint) "
-                      "ORDER BY rowid DESC LIMIT $4",
-                      &p);
+  PGresult *r =
+      pg_query(db,
+               "SELECT rowid,id,status,created_ms FROM instances "
+               "WHERE workflow=$1 AND ($2::text IS NULL OR "
+               "status=$2::text) AND ($3::bigint=0 OR rowid<$3::bigint) "
+               "ORDER BY rowid DESC LIMIT $4",
+               &p);
   if (!r)
     return DURO_E_STORAGE;
   for (int i = 0; i < PQntuples(r); i++)
@@ -1467,10 +1180,10 @@ static int pg_count_by_status(void *db,
                                          const char *status, int64_t n),
                               void *ctx) {
   params p = {0};
-  PGresult *r = query(db,
-                      "SELECT workflow,status,COUNT(*) FROM instances "
-                      "GROUP BY workflow,status ORDER BY workflow,status",
-                      &p);
+  PGresult *r = pg_query(db,
+                         "SELECT workflow,status,COUNT(*) FROM instances "
+                         "GROUP BY workflow,status ORDER BY workflow,status",
+                         &p);
   if (!r)
     return DURO_E_STORAGE;
   for (int i = 0; i < PQntuples(r); i++)
@@ -1486,7 +1199,7 @@ static int pg_queue_stats_each(void *db, const char *queue, int64_t now_ms,
   params p = {0};
   p_text(&p, queue);
   p_i64(&p, now_ms);
-  PGresult *r = query(
+  PGresult *r = pg_query(
       db,
       "SELECT queue, SUM((visible_ms<=$2)::int), SUM((visible_ms>$2 AND "
       "lease IS NULL)::int), SUM((visible_ms>$2 AND lease IS NOT NULL)::int), "
@@ -1513,11 +1226,11 @@ static int pg_queue_ready(void *db, const char *queue, int64_t now_ms,
   p_i64(&p, now_ms);
   p_i64(&p, limit);
   PGresult *r =
-      query(db,
-            "SELECT COUNT(*), MIN(visible_ms) FROM (SELECT visible_ms FROM "
-            "messages WHERE queue=$1 AND visible_ms<=$2 ORDER BY visible_ms "
-            "LIMIT $3) AS ready",
-            &p);
+      pg_query(db,
+               "SELECT COUNT(*), MIN(visible_ms) FROM (SELECT visible_ms FROM "
+               "messages WHERE queue=$1 AND visible_ms<=$2 ORDER BY visible_ms "
+               "LIMIT $3) AS ready",
+               &p);
   if (!r)
     return DURO_E_STORAGE;
   out->ready = (uint32_t)get_i64(r, 0, 0);
@@ -1526,10 +1239,10 @@ static int pg_queue_ready(void *db, const char *queue, int64_t now_ms,
   params q = {0};
   p_text(&q, queue);
   p_i64(&q, now_ms);
-  r = query(db,
-            "SELECT MIN(visible_ms) FROM messages WHERE queue=$1 AND "
-            "visible_ms>$2",
-            &q);
+  r = pg_query(db,
+               "SELECT MIN(visible_ms) FROM messages WHERE queue=$1 AND "
+               "visible_ms>$2",
+               &q);
   if (!r)
     return DURO_E_STORAGE;
   out->next_visible_ms = get_ms(r, 0, 0);
@@ -1549,10 +1262,10 @@ static int pg_queue_leases(void *db, const char *queue, int64_t now_ms,
   p_i64(&p, now_ms);
   p_text(&p, lo);
   p_text(&p, hi);
-  PGresult *r = query(db,
-                      "SELECT lease FROM messages WHERE queue=$1 AND "
-                      "visible_ms>$2 AND lease>=$3 AND lease<$4",
-                      &p);
+  PGresult *r = pg_query(db,
+                         "SELECT lease FROM messages WHERE queue=$1 AND "
+                         "visible_ms>$2 AND lease>=$3 AND lease<$4",
+                         &p);
   free(lo);
   free(hi);
   if (!r)
@@ -1569,8 +1282,8 @@ static int pg_queue_counts_each(void *db,
                                            int64_t dead_lettered),
                                 void *ctx) {
   params p = {0};
-  PGresult *r =
-      query(db, "SELECT queue, dropped, dead_lettered FROM queue_counts", &p);
+  PGresult *r = pg_query(
+      db, "SELECT queue, dropped, dead_lettered FROM queue_counts", &p);
   if (!r)
     return DURO_E_STORAGE;
   for (int i = 0; i < PQntuples(r); i++)
@@ -1584,11 +1297,12 @@ static int pg_cron_state(void *db, const char *trigger, journal_cron *out) {
   p_text(&p, trigger);
   memset(out, 0, sizeof *out);
   out->since_ms = out->last_tick_ms = JOURNAL_NONE;
-  PGresult *r = query(db,
-                      "SELECT since_ms, (SELECT MAX(tick_ms) FROM cron_ticks "
-                      "WHERE trigger=$1), complete, failed, missed, skipped "
-                      "FROM cron_triggers WHERE trigger=$1",
-                      &p);
+  PGresult *r =
+      pg_query(db,
+               "SELECT since_ms, (SELECT MAX(tick_ms) FROM cron_ticks "
+               "WHERE trigger=$1), complete, failed, missed, skipped "
+               "FROM cron_triggers WHERE trigger=$1",
+               &p);
   if (!r)
     return DURO_E_STORAGE;
   if (PQntuples(r) > 0) {
@@ -1611,11 +1325,12 @@ static int pg_cron_ticks(void *db, const char *trigger, const char *state,
   p_text(&p, trigger);
   p_text(&p, state);
   p_i64(&p, (int64_t)limit);
-  PGresult *r = query(db,
-                      "SELECT tick_ms, state, fired_ms, instance, error FROM "
-                      "cron_ticks WHERE trigger=$1 AND ($2::text IS NULL OR "
-                      "state=$2::text) ORDER BY tick_ms DESC LIMIT $3",
-                      &p);
+  PGresult *r =
+      pg_query(db,
+               "SELECT tick_ms, state, fired_ms, instance, error FROM "
+               "cron_ticks WHERE trigger=$1 AND ($2::text IS NULL OR "
+               "state=$2::text) ORDER BY tick_ms DESC LIMIT $3",
+               &p);
   if (!r)
     return DURO_E_STORAGE;
   for (int i = 0; i < PQntuples(r); i++) {
@@ -1641,7 +1356,7 @@ static int pg_table_count(void *db, const store_table *t, int64_t *n) {
   if (ok)
     *n = get_i64(r, 0, 0);
   else
-    set_err(t->name, PQresultErrorMessage(r));
+    pg_set_err(t->name, PQresultErrorMessage(r));
   PQclear(r);
   return ok ? 0 : DURO_E_STORAGE;
 }
@@ -1668,7 +1383,7 @@ static void copy_byte(copy_in *c, char ch) {
 
 static int copy_flush(copy_in *c) {
   if (c->len && PQputCopyData(c->pg->wr, c->buf, (int)c->len) != 1) {
-    set_err("COPY", PQerrorMessage(c->pg->wr));
+    pg_set_err("COPY", PQerrorMessage(c->pg->wr));
     return DURO_E_STORAGE;
   }
   c->len = 0;
@@ -1714,13 +1429,13 @@ static int pg_table_import(void *db, const store_table *t,
   pg_store *pg = db;
   /* duro's text is UTF-8, whatever the database's default client
    * encoding. */
-  if (exec_cmd(pg->wr, "SET client_encoding='UTF8'", NULL, 0))
+  if (pg_exec_cmd(pg->wr, "SET client_encoding='UTF8'", NULL, 0))
     return DURO_E_STORAGE;
   char *sql = xasprintf("COPY %s(%s) FROM STDIN", t->name, t->columns);
   PGresult *r = PQexec(pg->wr, sql);
   free(sql);
   if (PQresultStatus(r) != PGRES_COPY_IN) {
-    set_err(t->name, PQresultErrorMessage(r));
+    pg_set_err(t->name, PQresultErrorMessage(r));
     PQclear(r);
     return DURO_E_STORAGE;
   }
@@ -1739,13 +1454,13 @@ static int pg_table_import(void *db, const store_table *t,
   while ((r = PQgetResult(pg->wr)) != NULL) {
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
       if (ok && rc == 0)
-        set_err(t->name, PQresultErrorMessage(r));
+        pg_set_err(t->name, PQresultErrorMessage(r));
       ok = 0;
     }
     PQclear(r);
   }
   if (!ended && rc == 0)
-    set_err("COPY", PQerrorMessage(pg->wr));
+    pg_set_err("COPY", PQerrorMessage(pg->wr));
   if (rc)
     return rc;
   if (!ok)
@@ -1763,315 +1478,9 @@ static int pg_key_continue(void *db, const store_table *t, int64_t high) {
                 "GREATEST(%" PRId64 ", COALESCE(MAX(%s),0), 1), "
                 "GREATEST(%" PRId64 ", COALESCE(MAX(%s),0)) > 0) FROM %s",
                 t->name, t->serial, high, t->serial, high, t->serial, t->name);
-  int rc = exec_cmd(pg->wr, sql, NULL, 0);
+  int rc = pg_exec_cmd(pg->wr, sql, NULL, 0);
   free(sql);
   return rc;
-}
-
-/* ---- several hosts on one database ----------------------------------------
- * A host that joins gets a row in `hosts` and a lease on it: its keeper
- * thread renews `heartbeat` (the server's clock, so the hosts' clocks
- * never matter) every third of the lease.  Each instance row names the
- * host that runs it (`owner`); a host reads only its own runnable
- * instances and wakes, so each runs on one host and each wake fires once.
- * The lease is all-or-nothing: one row for every instance a host runs, so
- * renewing costs one UPDATE whatever their number.
- *
- * A host whose heartbeat is older than its lease is marked dead by the
- * next host's takeover pass, and its instances move, in batches claimed
- * with FOR UPDATE SKIP LOCKED so that survivors share them, to whoever
- * claims them.  A restarted server gives every host a full lease again
- * (pg_postmaster_start_time): an outage of the database kills no host.
- *
- * Fencing: every group transaction of a host first takes its own hosts
- * row FOR SHARE, and only if it is not dead.  Marking a host dead waits
- * for that lock, so a group of a host that was only slow either commits
- * before its instances move (and the taker replays it) or finds itself
- * dead and fails; then the host has lost its lease and must stop
- * (hooks.lost).  No step of a moved instance is written twice.
- *
- * Notices: the keeper LISTENs on "duro_host_<id>" and hands each payload
- * to hooks.notice; other hosts send them with pg_notify (an event stored
- * for an instance this host runs, a control request). */
-
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void host_lost(pg_store *pg) {
-  if (__atomic_exchange_n(&pg->lost, 1, __ATOMIC_ACQ_REL) == 0 &&
-      pg->hooks.lost)
-    pg->hooks.lost(pg->hooks.ctx);
-}
-
-/* Renews the lease on `c`: 1, 0 when the host was found dead, -1 when the
- * statement failed (the connection, most likely). */
-static int lease_renew(pg_store *pg, PGconn *c) {
-  char id[24];
-  snprintf(id, sizeof id, "%" PRId64, pg->host);
-  const char *v[1] = {id};
-  PGresult *r = PQexecParams(c,
-                             "UPDATE hosts SET heartbeat=now() WHERE id=$1 "
-                             "AND NOT dead",
-                             1, NULL, v, NULL, NULL, 0);
-  int rc = PQresultStatus(r) != PGRES_COMMAND_OK ? -1
-           : strcmp(PQcmdTuples(r), "1") == 0    ? 1
-                                                 : 0;
-  if (rc < 0)
-    log_warn("PostgreSQL: renewing host %" PRId64 "'s lease: %s", pg->host,
-             failure_of(c, r));
-  PQclear(r);
-  return rc;
-}
-
-/* The keeper's session: connected, listening. */
-static PGconn *keeper_connect(pg_store *pg) {
-  char err[512], sql[64];
-  PGconn *c = connect_to(pg->conninfo, pg->synchronous_full, err, sizeof err);
-  if (!c)
-    return NULL;
-  snprintf(sql, sizeof sql, "LISTEN " HOST_CHANNEL "%" PRId64, pg->host);
-  if (exec_cmd(c, sql, err, sizeof err) != 0) {
-    PQfinish(c);
-    return NULL;
-  }
-  return c;
-}
-
-static void *keeper_main(void *arg) {
-  pg_store *pg = arg;
-  PGconn *c = NULL;
-  int64_t next_beat = 0, beat_every = pg->lease_ms / 3;
-  int listened_before = 0;
-  while (!__atomic_load_n(&pg->stopping, __ATOMIC_ACQUIRE)) {
-    if (!c) {
-      if (!(c = keeper_connect(pg))) {
-        usleep(200000);
-        continue;
-      }
-      /* Notices sent while it was away are gone: the engine looks again
-       * at what they could have said. */
-      if (listened_before && pg->hooks.notice)
-        pg->hooks.notice(pg->hooks.ctx, "resync");
-      listened_before = 1;
-      next_beat = 0;
-    }
-    int64_t now = mono_ms();
-    if (now >= next_beat) {
-      int rc = lease_renew(pg, c);
-      if (rc == 0) {
-        host_lost(pg);
-        break;
-      }
-      if (rc < 0) {
-        PQfinish(c);
-        c = NULL;
-        continue;
-      }
-      next_beat = now + beat_every;
-    }
-    int64_t wait = next_beat - mono_ms();
-    struct pollfd pfd = {.fd = PQsocket(c), .events = POLLIN};
-    poll(&pfd, 1, (int)(wait < 100 ? (wait > 0 ? wait : 0) : 100));
-    if (!PQconsumeInput(c)) {
-      PQfinish(c);
-      c = NULL;
-      continue;
-    }
-    for (PGnotify *n; (n = PQnotifies(c)); PQfreemem(n))
-      if (pg->hooks.notice)
-        pg->hooks.notice(pg->hooks.ctx, n->extra);
-  }
-  PQfinish(c);
-  return NULL;
-}
-
-static int pg_join(void *db, int64_t lease_ms, const store_host_hooks *hooks,
-                   int64_t *host, char *err, size_t errlen) {
-  pg_store *pg = db;
-  char name[256] = "", pid[24], lease[24];
-  gethostname(name, sizeof name - 1);
-  snprintf(pid, sizeof pid, "%d", (int)getpid());
-  snprintf(lease, sizeof lease, "%" PRId64, lease_ms);
-  const char *v[3] = {name, pid, lease};
-  PGresult *r = PQexecParams(pg->wr,
-                             "INSERT INTO hosts(name,pid,lease_ms) "
-                             "VALUES($1,$2,$3) RETURNING id",
-                             3, NULL, v, NULL, NULL, 0);
-  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-    snprintf(err, errlen, "PostgreSQL: cannot join as a host: %s",
-             failure_of(pg->wr, r));
-    PQclear(r);
-    return DURO_E_STORAGE;
-  }
-  pg->host = get_i64(r, 0, 0);
-  PQclear(r);
-  pg->lease_ms = lease_ms;
-  pg->hooks = *hooks;
-  if (pthread_create(&pg->keeper, NULL, keeper_main, pg) != 0) {
-    snprintf(err, errlen, "cannot start the lease keeper thread");
-    return DURO_E_STORAGE;
-  }
-  pg->keeper_started = 1;
-  *host = pg->host;
-  return 0;
-}
-
-/* Runs `sql` on c within the caller's transaction; NULL after a failure
- * (recorded). */
-static PGresult *tx_exec(PGconn *c, const char *sql, const params *p) {
-  PGresult *r = PQexecParams(c, sql, p->n, NULL, p->v, NULL, NULL, 0);
-  ExecStatusType s = PQresultStatus(r);
-  if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
-    set_err(NULL, failure_of(c, r));
-    PQclear(r);
-    return NULL;
-  }
-  return r;
-}
-
-static int pg_takeover(void *db, size_t limit,
-                       void (*fn)(void *ctx, int64_t rowid, int64_t wake_ms),
-                       void *ctx, size_t *moved) {
-  pg_store *pg = db;
-  *moved = 0;
-  reader *rd = reader_get(pg);
-  if (!rd)
-    return DURO_E_STORAGE;
-  PGconn *c = rd->conn;
-  params me = {0};
-  p_i64(&me, pg->host);
-  PGresult *r = NULL;
-  int rc = DURO_E_STORAGE;
-  if (exec_cmd(c, "BEGIN", NULL, 0))
-    goto out;
-  /* Its own lease first: a host that lost it takes nothing. */
-  if (!(r = tx_exec(c,
-                    "UPDATE hosts SET heartbeat=now() WHERE id=$1 AND "
-                    "NOT dead",
-                    &me)))
-    goto out;
-  int alive = strcmp(PQcmdTuples(r), "1") == 0;
-  PQclear(r);
-  if (!alive) {
-    store_error("host %" PRId64 " lost its lease", pg->host);
-    host_lost(pg);
-    goto out;
-  }
-  if (!(r = tx_exec(c,
-                    "UPDATE hosts SET dead=true WHERE id<>$1 AND NOT dead "
-                    "AND greatest(heartbeat, pg_postmaster_start_time()) < "
-                    "now() - lease_ms * interval '1 millisecond' "
-                    "RETURNING id, name, pid",
-                    &me)))
-    goto out;
-  for (int i = 0; i < PQntuples(r); i++)
-    log_warn("host %s (%s, pid %s) stopped renewing its lease: its "
-             "instances move to the hosts left",
-             PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2));
-  PQclear(r);
-  params q = {0};
-  p_i64(&q, pg->host);
-  p_i64(&q, (int64_t)limit);
-  if (!(r = tx_exec(c,
-                    "WITH picked AS (SELECT rowid FROM instances WHERE "
-                    "owner = ANY(ARRAY(SELECT id FROM hosts WHERE dead) || "
-                    "0::bigint) AND status NOT IN "
-                    "('complete','errored','terminated') LIMIT $2 "
-                    "FOR UPDATE SKIP LOCKED) "
-                    "UPDATE instances SET owner=$1 FROM picked WHERE "
-                    "instances.rowid=picked.rowid "
-                    "RETURNING instances.rowid, instances.wake_ms",
-                    &q)))
-    goto out;
-  PGresult *taken = r;
-  r = tx_exec(c,
-              "DELETE FROM hosts WHERE dead AND NOT EXISTS (SELECT 1 FROM "
-              "instances WHERE owner=hosts.id AND status NOT IN "
-              "('complete','errored','terminated'))",
-              &(params){0});
-  if (!r || exec_cmd(c, "COMMIT", NULL, 0)) {
-    PQclear(taken);
-    goto out;
-  }
-  for (int i = 0; i < PQntuples(taken); i++)
-    fn(ctx, get_i64(taken, i, 0), get_ms(taken, i, 1));
-  *moved = (size_t)PQntuples(taken);
-  PQclear(taken);
-  rc = 0;
-out:
-  PQclear(r);
-  if (rc) {
-    PGresult *rb = PQexec(c, "ROLLBACK");
-    PQclear(rb);
-    drop_if_lost(&rd->conn, NULL);
-  }
-  return rc;
-}
-
-static int pg_adopt(void *db, int64_t rowid, int64_t *owner) {
-  pg_store *pg = db;
-  params p = {0};
-  p_i64(&p, rowid);
-  p_i64(&p, pg->host);
-  PGresult *r = query(
-      pg,
-      "WITH cur AS (SELECT owner FROM instances WHERE rowid=$1), "
-      "up AS (UPDATE instances SET owner=$2 WHERE rowid=$1 AND owner<>$2 AND "
-      "NOT EXISTS (SELECT 1 FROM hosts h WHERE h.id=instances.owner AND NOT "
-      "h.dead) RETURNING owner) "
-      "SELECT (SELECT owner FROM up), (SELECT owner FROM cur)",
-      &p);
-  if (!r)
-    return DURO_E_STORAGE;
-  int rc = 0;
-  if (!PQgetisnull(r, 0, 0))
-    *owner = get_i64(r, 0, 0);
-  else if (!PQgetisnull(r, 0, 1))
-    *owner = get_i64(r, 0, 1);
-  else
-    rc = DURO_E_NOT_FOUND;
-  PQclear(r);
-  return rc;
-}
-
-static int pg_notify(void *db, int64_t host, const char *text) {
-  char channel[40];
-  snprintf(channel, sizeof channel, HOST_CHANNEL "%" PRId64, host);
-  params p = {0};
-  p_text(&p, channel);
-  p_text(&p, text);
-  PGresult *r = query(db, "SELECT pg_notify($1, $2)", &p);
-  PQclear(r);
-  return r ? 0 : DURO_E_STORAGE;
-}
-
-/* No more notices: the keeper stops (the lease then runs out unless the
- * store is closed soon, which ends it). */
-static void pg_quiet(void *db) {
-  pg_store *pg = db;
-  if (!pg->keeper_started)
-    return;
-  __atomic_store_n(&pg->stopping, 1, __ATOMIC_RELEASE);
-  pthread_join(pg->keeper, NULL);
-  pg->keeper_started = 0;
-}
-
-/* At close: a host that leaves cleanly marks itself dead so that its
- * instances move at once, not a lease later. */
-static void host_leave(pg_store *pg) {
-  pg_quiet(pg);
-  if (!pg->host || __atomic_load_n(&pg->lost, __ATOMIC_ACQUIRE) ||
-      PQstatus(pg->wr) != CONNECTION_OK)
-    return;
-  char id[24];
-  snprintf(id, sizeof id, "%" PRId64, pg->host);
-  const char *v[1] = {id};
-  PGresult *r = PQexecParams(pg->wr, "UPDATE hosts SET dead=true WHERE id=$1",
-                             1, NULL, v, NULL, NULL, 0);
-  PQclear(r);
 }
 
 const store_backend store_pg = {

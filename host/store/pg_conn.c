@@ -1,0 +1,219 @@
+/* pg_conn.c — the PostgreSQL backend's connections (pg_internal.h): made
+ * and set up, dropped when the server went away so that their next use
+ * connects again, one reader per thread, and libpq's errors recorded on
+ * one line. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "pg_internal.h"
+
+/* Joins libpq's lines into one, for the log: its hint comes on an indented
+ * line of its own ("…failed: No such file or directory\n\tIs the server
+ * running…").  A newline and its indent become "; " (never longer). */
+static void one_line(char *s) {
+  char *w = s;
+  for (const char *r = s; *r;) {
+    if (*r != '\n') {
+      *w++ = *r++;
+      continue;
+    }
+    size_t indent = strspn(++r, "\t ");
+    r += indent;
+    if (indent)
+      *w++ = ';';
+    *w++ = ' ';
+  }
+  *w = '\0';
+}
+
+/* Records libpq's message (on one line, without its trailing newline). */
+void pg_set_err(const char *what, const char *msg) {
+  size_t n = msg ? strlen(msg) : 0;
+  while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+    n--;
+  char line[512];
+  snprintf(line, sizeof line, "%.*s", (int)n, msg ? msg : "");
+  one_line(line);
+  store_error("%s%s%s", what ? what : "", what ? ": " : "", line);
+}
+
+/* Why a statement failed: the result's message, or the connection's when
+ * the result has none (libpq could not send it, or got no answer). */
+const char *pg_failure_of(PGconn *c, const PGresult *r) {
+  const char *msg = PQresultErrorMessage(r);
+  return msg && *msg ? msg : PQerrorMessage(c);
+}
+
+/* ---- a connection the server dropped -------------------------------------
+ * libpq does not always know it at once: when the server went away while a
+ * connection sat idle, the next statement fails ("server closed the
+ * connection unexpectedly") but PQstatus may still say CONNECTION_OK (only
+ * the write failed).  So a failure is taken as the connection's when libpq
+ * calls it bad, when the error has no SQLSTATE (every error the server
+ * sends has one: none is libpq's own, about the connection), or when its
+ * class says so: 08 (connection exception) or 57P (the server ended the
+ * session: a shutdown, pg_terminate_backend).  Such a connection is
+ * closed and set to NULL, which PQstatus calls CONNECTION_BAD, so its next
+ * use connects again (writer_ready, reader_get). */
+static int connection_lost(PGconn *c, const PGresult *r) {
+  if (PQstatus(c) != CONNECTION_OK)
+    return 1;
+  const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+  return !state || !strncmp(state, "08", 2) || !strncmp(state, "57P", 3);
+}
+
+void pg_drop_if_lost(PGconn **c, const PGresult *r) {
+  if (*c && connection_lost(*c, r)) {
+    PQfinish(*c);
+    *c = NULL;
+  }
+}
+
+/* Runs a command with no parameters (BEGIN, COMMIT, the schema); 0 or
+ * DURO_E_STORAGE with the message recorded and, when err, copied there. */
+int pg_exec_cmd(PGconn *c, const char *sql, char *err, size_t errlen) {
+  PGresult *r = PQexec(c, sql);
+  int ok = PQresultStatus(r) == PGRES_COMMAND_OK ||
+           PQresultStatus(r) == PGRES_TUPLES_OK;
+  if (!ok) {
+    pg_set_err(NULL, pg_failure_of(c, r));
+    if (err)
+      snprintf(err, errlen, "%s", pg_failure_of(c, r));
+  }
+  PQclear(r);
+  return ok ? 0 : DURO_E_STORAGE;
+}
+
+/* A notice of the server's (client_min_messages=warning: its warnings,
+ * such as "terminating connection due to immediate shutdown command")
+ * goes to the log as one line, never straight to stderr, libpq's
+ * default. */
+static void log_notice(void *arg, const char *message) {
+  (void)arg;
+  char line[512];
+  snprintf(line, sizeof line, "%s", message);
+  size_t n = strlen(line);
+  while (n && (line[n - 1] == '\n' || line[n - 1] == ' '))
+    line[--n] = '\0';
+  one_line(line);
+  log_warn("PostgreSQL: %s", line);
+}
+
+/* Connects and sets the session as synchronous_full asks. */
+PGconn *pg_connect(const char *conninfo, int synchronous_full, char *err,
+                   size_t errlen) {
+  PGconn *c = PQconnectdb(conninfo);
+  if (PQstatus(c) != CONNECTION_OK) {
+    /* The user too: a refusal's message does not always name it. */
+    const char *user = PQuser(c);
+    snprintf(err, errlen, "cannot connect to PostgreSQL as user \"%s\": %s",
+             user ? user : "", PQerrorMessage(c));
+    size_t n = strlen(err);
+    while (n && err[n - 1] == '\n')
+      err[--n] = 0;
+    one_line(err);
+    PQfinish(c);
+    return NULL;
+  }
+  PQsetNoticeProcessor(c, log_notice, NULL);
+  const char *session = synchronous_full < 0
+                            ? "SET default_transaction_read_only=on"
+                        : synchronous_full ? "SET synchronous_commit=on"
+                                           : "SET synchronous_commit=off";
+  char msg[256];
+  if (pg_exec_cmd(c, "SET client_min_messages=warning", msg, sizeof msg) ||
+      pg_exec_cmd(c, session, msg, sizeof msg)) {
+    snprintf(err, errlen, "PostgreSQL: %s", msg);
+    PQfinish(c);
+    return NULL;
+  }
+  return c;
+}
+
+/* This thread's reader, connected on first use. */
+reader *pg_reader(pg_store *pg) {
+  reader *r = pthread_getspecific(pg->reader_key);
+  if (r && PQstatus(r->conn) == CONNECTION_OK)
+    return r;
+  char err[512];
+  PGconn *c = pg_connect(pg->conninfo, pg->synchronous_full, err, sizeof err);
+  if (!c) {
+    /* The server is away: this read fails, and the next one tries again. */
+    store_error("%s", err);
+    return NULL;
+  }
+  if (r) { /* a dropped connection: its statements went with it */
+    PQfinish(r->conn);
+    r->conn = c;
+    r->n = 0;
+    return r;
+  }
+  r = xcalloc(1, sizeof *r);
+  r->conn = c;
+  pthread_mutex_lock(&pg->readers_mu);
+  r->next = pg->readers;
+  pg->readers = r;
+  pthread_mutex_unlock(&pg->readers_mu);
+  pthread_setspecific(pg->reader_key, r);
+  return r;
+}
+
+/* Runs a read on this thread's connection, preparing it on first use;
+ * the rows (to PQclear), or NULL with the error recorded. */
+static PGresult *query_once(pg_store *pg, const char *sql, const params *p) {
+  reader *r = pg_reader(pg);
+  if (!r)
+    return NULL;
+  char name[16];
+  size_t i = 0;
+  while (i < r->n && r->sql[i] != sql)
+    i++;
+  PGresult *res;
+  if (i == r->n) {
+    if (i == READER_CACHE) {
+      res = PQexecParams(r->conn, sql, p->n, NULL, p->v, NULL, NULL, 0);
+      goto ran;
+    }
+    snprintf(name, sizeof name, "r%zu", i);
+    res = PQprepare(r->conn, name, sql, 0, NULL);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+      pg_set_err(NULL, pg_failure_of(r->conn, res));
+      pg_drop_if_lost(&r->conn, res);
+      PQclear(res);
+      return NULL;
+    }
+    PQclear(res);
+    r->sql[r->n++] = sql;
+  }
+  snprintf(name, sizeof name, "r%zu", i);
+  res = PQexecPrepared(r->conn, name, p->n, p->v, NULL, NULL, 0);
+ran:
+  if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+    pg_set_err(NULL, pg_failure_of(r->conn, res));
+    pg_drop_if_lost(&r->conn, res);
+    PQclear(res);
+    return NULL;
+  }
+  return res;
+}
+
+/* query_once, again on a new connection when the server had dropped the
+ * thread's one or could not be reached (drop_if_lost; a read changes
+ * nothing: it can run twice).  A server that was just restarted may take
+ * a moment to take new sessions, so up to three tries, 50 and 100 ms
+ * apart: a read waits at most 150 ms more for a server that is away. */
+PGresult *pg_query(pg_store *pg, const char *sql, const params *p) {
+  PGresult *res = NULL;
+  for (int attempt = 0; attempt < 3; attempt++) {
+    if (attempt)
+      usleep(50000u * (unsigned)attempt);
+    res = query_once(pg, sql, p);
+    reader *r = pthread_getspecific(pg->reader_key);
+    if (res || (r && PQstatus(r->conn) == CONNECTION_OK))
+      break; /* done, or a failure of the statement, not the connection */
+  }
+  return res;
+}

@@ -1,0 +1,316 @@
+/* pg_hosts.c — several hosts on one PostgreSQL database (journal.h's
+ * journal_join and what follows it).
+ *
+ * A host that joins gets a row in `hosts` and a lease on it: its keeper
+ * thread renews `heartbeat` (the server's clock, so the hosts' clocks
+ * never matter) every third of the lease.  Each instance row names the
+ * host that runs it (`owner`); a host reads only its own runnable
+ * instances and wakes, so each runs on one host and each wake fires once.
+ * The lease is all-or-nothing: one row for every instance a host runs, so
+ * renewing costs one UPDATE whatever their number.
+ *
+ * A host whose heartbeat is older than its lease is marked dead by the
+ * next host's takeover pass, and its instances move, in batches claimed
+ * with FOR UPDATE SKIP LOCKED so that survivors share them, to whoever
+ * claims them.  A restarted server gives every host a full lease again
+ * (pg_postmaster_start_time): an outage of the database kills no host.
+ *
+ * Fencing: every group transaction of a host first takes its own hosts
+ * row FOR SHARE, and only if it is not dead.  Marking a host dead waits
+ * for that lock, so a group of a host that was only slow either commits
+ * before its instances move (and the taker replays it) or finds itself
+ * dead and fails; then the host has lost its lease and must stop
+ * (hooks.lost).  No step of a moved instance is written twice.
+ *
+ * Notices: the keeper LISTENs on "duro_host_<id>" and hands each payload
+ * to hooks.notice; other hosts send them with pg_notify (an event stored
+ * for an instance this host runs, a control request). */
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "pg_internal.h"
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void pg_host_lost(pg_store *pg) {
+  if (__atomic_exchange_n(&pg->lost, 1, __ATOMIC_ACQ_REL) == 0 &&
+      pg->hooks.lost)
+    pg->hooks.lost(pg->hooks.ctx);
+}
+
+/* Renews the lease on `c`: 1, 0 when the host was found dead, -1 when the
+ * statement failed (the connection, most likely). */
+static int lease_renew(pg_store *pg, PGconn *c) {
+  char id[24];
+  snprintf(id, sizeof id, "%" PRId64, pg->host);
+  const char *v[1] = {id};
+  PGresult *r = PQexecParams(c,
+                             "UPDATE hosts SET heartbeat=now() WHERE id=$1 "
+                             "AND NOT dead",
+                             1, NULL, v, NULL, NULL, 0);
+  int rc = PQresultStatus(r) != PGRES_COMMAND_OK ? -1
+           : strcmp(PQcmdTuples(r), "1") == 0    ? 1
+                                                 : 0;
+  if (rc < 0)
+    log_warn("PostgreSQL: renewing host %" PRId64 "'s lease: %s", pg->host,
+             pg_failure_of(c, r));
+  PQclear(r);
+  return rc;
+}
+
+/* The keeper's session: connected, listening. */
+static PGconn *keeper_connect(pg_store *pg) {
+  char err[512], sql[64];
+  PGconn *c = pg_connect(pg->conninfo, pg->synchronous_full, err, sizeof err);
+  if (!c)
+    return NULL;
+  snprintf(sql, sizeof sql, "LISTEN " HOST_CHANNEL "%" PRId64, pg->host);
+  if (pg_exec_cmd(c, sql, err, sizeof err) != 0) {
+    PQfinish(c);
+    return NULL;
+  }
+  return c;
+}
+
+static void *keeper_main(void *arg) {
+  pg_store *pg = arg;
+  PGconn *c = NULL;
+  int64_t next_beat = 0, beat_every = pg->lease_ms / 3;
+  int listened_before = 0;
+  while (!__atomic_load_n(&pg->stopping, __ATOMIC_ACQUIRE)) {
+    if (!c) {
+      if (!(c = keeper_connect(pg))) {
+        usleep(200000);
+        continue;
+      }
+      /* Notices sent while it was away are gone: the engine looks again
+       * at what they could have said. */
+      if (listened_before && pg->hooks.notice)
+        pg->hooks.notice(pg->hooks.ctx, "resync");
+      listened_before = 1;
+      next_beat = 0;
+    }
+    int64_t now = mono_ms();
+    if (now >= next_beat) {
+      int rc = lease_renew(pg, c);
+      if (rc == 0) {
+        pg_host_lost(pg);
+        break;
+      }
+      if (rc < 0) {
+        PQfinish(c);
+        c = NULL;
+        continue;
+      }
+      next_beat = now + beat_every;
+    }
+    int64_t wait = next_beat - mono_ms();
+    struct pollfd pfd = {.fd = PQsocket(c), .events = POLLIN};
+    poll(&pfd, 1, (int)(wait < 100 ? (wait > 0 ? wait : 0) : 100));
+    if (!PQconsumeInput(c)) {
+      PQfinish(c);
+      c = NULL;
+      continue;
+    }
+    for (PGnotify *n; (n = PQnotifies(c)); PQfreemem(n))
+      if (pg->hooks.notice)
+        pg->hooks.notice(pg->hooks.ctx, n->extra);
+  }
+  PQfinish(c);
+  return NULL;
+}
+
+int pg_join(void *db, int64_t lease_ms, const store_host_hooks *hooks,
+            int64_t *host, char *err, size_t errlen) {
+  pg_store *pg = db;
+  char name[256] = "", pid[24], lease[24];
+  gethostname(name, sizeof name - 1);
+  snprintf(pid, sizeof pid, "%d", (int)getpid());
+  snprintf(lease, sizeof lease, "%" PRId64, lease_ms);
+  const char *v[3] = {name, pid, lease};
+  PGresult *r = PQexecParams(pg->wr,
+                             "INSERT INTO hosts(name,pid,lease_ms) "
+                             "VALUES($1,$2,$3) RETURNING id",
+                             3, NULL, v, NULL, NULL, 0);
+  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+    snprintf(err, errlen, "PostgreSQL: cannot join as a host: %s",
+             pg_failure_of(pg->wr, r));
+    PQclear(r);
+    return DURO_E_STORAGE;
+  }
+  pg->host = get_i64(r, 0, 0);
+  PQclear(r);
+  pg->lease_ms = lease_ms;
+  pg->hooks = *hooks;
+  if (pthread_create(&pg->keeper, NULL, keeper_main, pg) != 0) {
+    snprintf(err, errlen, "cannot start the lease keeper thread");
+    return DURO_E_STORAGE;
+  }
+  pg->keeper_started = 1;
+  *host = pg->host;
+  return 0;
+}
+
+/* Runs `sql` on c within the caller's transaction; NULL after a failure
+ * (recorded). */
+static PGresult *tx_exec(PGconn *c, const char *sql, const params *p) {
+  PGresult *r = PQexecParams(c, sql, p->n, NULL, p->v, NULL, NULL, 0);
+  ExecStatusType s = PQresultStatus(r);
+  if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
+    pg_set_err(NULL, pg_failure_of(c, r));
+    PQclear(r);
+    return NULL;
+  }
+  return r;
+}
+
+int pg_takeover(void *db, size_t limit,
+                void (*fn)(void *ctx, int64_t rowid, int64_t wake_ms),
+                void *ctx, size_t *moved) {
+  pg_store *pg = db;
+  *moved = 0;
+  reader *rd = pg_reader(pg);
+  if (!rd)
+    return DURO_E_STORAGE;
+  PGconn *c = rd->conn;
+  params me = {0};
+  p_i64(&me, pg->host);
+  PGresult *r = NULL;
+  int rc = DURO_E_STORAGE;
+  if (pg_exec_cmd(c, "BEGIN", NULL, 0))
+    goto out;
+  /* Its own lease first: a host that lost it takes nothing. */
+  if (!(r = tx_exec(c,
+                    "UPDATE hosts SET heartbeat=now() WHERE id=$1 AND "
+                    "NOT dead",
+                    &me)))
+    goto out;
+  int alive = strcmp(PQcmdTuples(r), "1") == 0;
+  PQclear(r);
+  if (!alive) {
+    store_error("host %" PRId64 " lost its lease", pg->host);
+    pg_host_lost(pg);
+    goto out;
+  }
+  if (!(r = tx_exec(c,
+                    "UPDATE hosts SET dead=true WHERE id<>$1 AND NOT dead "
+                    "AND greatest(heartbeat, pg_postmaster_start_time()) < "
+                    "now() - lease_ms * interval '1 millisecond' "
+                    "RETURNING id, name, pid",
+                    &me)))
+    goto out;
+  for (int i = 0; i < PQntuples(r); i++)
+    log_warn("host %s (%s, pid %s) stopped renewing its lease: its "
+             "instances move to the hosts left",
+             PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2));
+  PQclear(r);
+  params q = {0};
+  p_i64(&q, pg->host);
+  p_i64(&q, (int64_t)limit);
+  if (!(r = tx_exec(c,
+                    "WITH picked AS (SELECT rowid FROM instances WHERE "
+                    "owner = ANY(ARRAY(SELECT id FROM hosts WHERE dead) || "
+                    "0::bigint) AND status NOT IN "
+                    "('complete','errored','terminated') LIMIT $2 "
+                    "FOR UPDATE SKIP LOCKED) "
+                    "UPDATE instances SET owner=$1 FROM picked WHERE "
+                    "instances.rowid=picked.rowid "
+                    "RETURNING instances.rowid, instances.wake_ms",
+                    &q)))
+    goto out;
+  PGresult *taken = r;
+  r = tx_exec(c,
+              "DELETE FROM hosts WHERE dead AND NOT EXISTS (SELECT 1 FROM "
+              "instances WHERE owner=hosts.id AND status NOT IN "
+              "('complete','errored','terminated'))",
+              &(params){0});
+  if (!r || pg_exec_cmd(c, "COMMIT", NULL, 0)) {
+    PQclear(taken);
+    goto out;
+  }
+  for (int i = 0; i < PQntuples(taken); i++)
+    fn(ctx, get_i64(taken, i, 0), get_ms(taken, i, 1));
+  *moved = (size_t)PQntuples(taken);
+  PQclear(taken);
+  rc = 0;
+out:
+  PQclear(r);
+  if (rc) {
+    PGresult *rb = PQexec(c, "ROLLBACK");
+    PQclear(rb);
+    pg_drop_if_lost(&rd->conn, NULL);
+  }
+  return rc;
+}
+
+int pg_adopt(void *db, int64_t rowid, int64_t *owner) {
+  pg_store *pg = db;
+  params p = {0};
+  p_i64(&p, rowid);
+  p_i64(&p, pg->host);
+  PGresult *r = pg_query(
+      pg,
+      "WITH cur AS (SELECT owner FROM instances WHERE rowid=$1), "
+      "up AS (UPDATE instances SET owner=$2 WHERE rowid=$1 AND owner<>$2 AND "
+      "NOT EXISTS (SELECT 1 FROM hosts h WHERE h.id=instances.owner AND NOT "
+      "h.dead) RETURNING owner) "
+      "SELECT (SELECT owner FROM up), (SELECT owner FROM cur)",
+      &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  int rc = 0;
+  if (!PQgetisnull(r, 0, 0))
+    *owner = get_i64(r, 0, 0);
+  else if (!PQgetisnull(r, 0, 1))
+    *owner = get_i64(r, 0, 1);
+  else
+    rc = DURO_E_NOT_FOUND;
+  PQclear(r);
+  return rc;
+}
+
+int pg_notify(void *db, int64_t host, const char *text) {
+  char channel[40];
+  snprintf(channel, sizeof channel, HOST_CHANNEL "%" PRId64, host);
+  params p = {0};
+  p_text(&p, channel);
+  p_text(&p, text);
+  PGresult *r = pg_query(db, "SELECT pg_notify($1, $2)", &p);
+  PQclear(r);
+  return r ? 0 : DURO_E_STORAGE;
+}
+
+/* No more notices: the keeper stops (the lease then runs out unless the
+ * store is closed soon, which ends it). */
+void pg_quiet(void *db) {
+  pg_store *pg = db;
+  if (!pg->keeper_started)
+    return;
+  __atomic_store_n(&pg->stopping, 1, __ATOMIC_RELEASE);
+  pthread_join(pg->keeper, NULL);
+  pg->keeper_started = 0;
+}
+
+/* At close: a host that leaves cleanly marks itself dead so that its
+ * instances move at once, not a lease later. */
+void pg_host_leave(pg_store *pg) {
+  pg_quiet(pg);
+  if (!pg->host || __atomic_load_n(&pg->lost, __ATOMIC_ACQUIRE) ||
+      PQstatus(pg->wr) != CONNECTION_OK)
+    return;
+  char id[24];
+  snprintf(id, sizeof id, "%" PRId64, pg->host);
+  const char *v[1] = {id};
+  PGresult *r = PQexecParams(pg->wr, "UPDATE hosts SET dead=true WHERE id=$1",
+                             1, NULL, v, NULL, NULL, 0);
+  PQclear(r);
+}

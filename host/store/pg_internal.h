@@ -1,0 +1,141 @@
+/* pg_internal.h — what the files of the PostgreSQL backend share: a
+ * statement's parameters and its results' columns (text format), the
+ * store's handle and its connections, and the calls that run statements.
+ *
+ *   pg.c        the schema, the group's transaction, every op and read
+ *   pg_conn.c   connections: made, dropped when the server went away,
+ *               a thread's reader, errors recorded on one line
+ *   pg_hosts.c  several hosts on one database: leases, takeover, notices
+ *
+ * Invariant: these are the only files that include libpq-fe.h. */
+#ifndef DURO_PG_INTERNAL_H
+#define DURO_PG_INTERNAL_H
+
+#include <inttypes.h>
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "backend.h"
+#include "journal.h"
+#include "util.h"
+
+#define MAX_PARAMS 16
+
+/* A statement's parameters as text (libpq's text format): integers are
+ * formatted into buf, strings are borrowed. */
+typedef struct params {
+  const char *v[MAX_PARAMS];
+  char buf[MAX_PARAMS][24];
+  int n;
+} params;
+
+static inline void p_text(params *p, const char *s) { p->v[p->n++] = s; }
+
+static inline void p_i64(params *p, int64_t x) {
+  snprintf(p->buf[p->n], sizeof p->buf[p->n], "%" PRId64, x);
+  p->v[p->n] = p->buf[p->n];
+  p->n++;
+}
+
+/* A time column: JOURNAL_NONE is NULL. */
+static inline void p_ms(params *p, int64_t x) {
+  if (x == JOURNAL_NONE)
+    p->v[p->n++] = NULL;
+  else
+    p_i64(p, x);
+}
+
+static inline char *get_text(const PGresult *r, int row, int col) {
+  return PQgetisnull(r, row, col) ? NULL : xstrdup(PQgetvalue(r, row, col));
+}
+
+/* A borrowed string, NULL for SQL NULL. */
+static inline const char *get_str(const PGresult *r, int row, int col) {
+  return PQgetisnull(r, row, col) ? NULL : PQgetvalue(r, row, col);
+}
+
+static inline int64_t get_i64(const PGresult *r, int row, int col) {
+  return PQgetisnull(r, row, col) ? 0
+                                  : strtoll(PQgetvalue(r, row, col), NULL, 10);
+}
+
+static inline int64_t get_ms(const PGresult *r, int row, int col) {
+  return PQgetisnull(r, row, col) ? JOURNAL_NONE : get_i64(r, row, col);
+}
+
+/* A thread's read connection and the names of its prepared statements,
+ * keyed by the address of their SQL text (always a literal here). */
+#define READER_CACHE 32
+typedef struct reader {
+  PGconn *conn;
+  const char *sql[READER_CACHE];
+  size_t n;
+  struct reader *next;
+} reader;
+
+typedef struct pg_store {
+  PGconn *wr;
+  char *conninfo;
+  int synchronous_full;
+  pthread_key_t reader_key;
+  pthread_mutex_t readers_mu; /* guards `readers` */
+  reader *readers;            /* every reader, closed with the store */
+  /* Set by join (0: not a host; its instances have owner 0). */
+  int64_t host;
+  int64_t lease_ms;
+  store_host_hooks hooks;
+  pthread_t keeper; /* renews the lease, takes the notices (keeper_main) */
+  int keeper_started;
+  int stopping; /* atomic */
+  int lost;     /* atomic: the lease was found lost */
+} pg_store;
+
+/* Notices to host N go to channel "duro_host_N". */
+#define HOST_CHANNEL "duro_host_"
+
+/* ---- pg_conn.c ---- */
+
+/* Records libpq's message `msg` (on one line, without its trailing
+ * newline) as the calling thread's store error, after "what: ". */
+void pg_set_err(const char *what, const char *msg);
+/* Why a statement failed: the result's message, or the connection's when
+ * the result has none (libpq could not send it, or got no answer). */
+const char *pg_failure_of(PGconn *c, const PGresult *r);
+/* Closes *c and sets it to NULL when the failure `r` (may be NULL) was the
+ * connection's, so that its next use connects again. */
+void pg_drop_if_lost(PGconn **c, const PGresult *r);
+/* Runs a command with no parameters: 0 or DURO_E_STORAGE with the
+ * message recorded and, when err, copied there. */
+int pg_exec_cmd(PGconn *c, const char *sql, char *err, size_t errlen);
+/* Connects and sets the session as synchronous_full asks (-1: read-only);
+ * NULL with why in err. */
+PGconn *pg_connect(const char *conninfo, int synchronous_full, char *err,
+                   size_t errlen);
+/* This thread's reader, connected on first use; NULL with the error
+ * recorded when the server cannot be reached. */
+reader *pg_reader(pg_store *pg);
+/* Runs a read on this thread's connection (again on a new one, up to
+ * three tries, when the server dropped it): the rows (to PQclear), or
+ * NULL with the error recorded. */
+PGresult *pg_query(pg_store *pg, const char *sql, const params *p);
+
+/* ---- pg_hosts.c (backend.h's members of the same names) ---- */
+
+int pg_join(void *db, int64_t lease_ms, const store_host_hooks *hooks,
+            int64_t *host, char *err, size_t errlen);
+int pg_takeover(void *db, size_t limit,
+                void (*fn)(void *ctx, int64_t rowid, int64_t wake_ms),
+                void *ctx, size_t *moved);
+int pg_adopt(void *db, int64_t rowid, int64_t *owner);
+int pg_notify(void *db, int64_t host, const char *text);
+void pg_quiet(void *db);
+/* At close: the keeper stops and a host that leaves cleanly marks itself
+ * dead, so that its instances move at once, not a lease later. */
+void pg_host_leave(pg_store *pg);
+/* The lease was found lost: hooks.lost, once. */
+void pg_host_lost(pg_store *pg);
+
+#endif
