@@ -58,6 +58,7 @@ bench-pg: build
 	@[ -x build/bench/duro-bench-pg ] || { echo "build/bench/duro-bench-pg is missing: libpq was not found when build/ was configured (meson setup --reconfigure build)" >&2; exit 1; }
 	./build/bench/duro-bench-pg $(BENCH_PG_ARGS)
 	./build/bench/duro-bench --postgresql auto --only W1,W2,W3 $(BENCH_PG_ENGINE_ARGS)
+	./build/bench/duro-bench --postgresql auto --only W1,W2,W3 --hosts 3 $(BENCH_PG_ENGINE_ARGS)
 
 # H1-H6 alone (bench/http/run.sh; BENCH_HTTP_ARGS="--quick", "--perf",
 # "--only H1,H3", "--synchronous normal"); installs wrk if missing.

@@ -15,6 +15,10 @@
  * (tests/pg_cluster.h) and stops it at the end.  The setting then reads
  * "postgresql" instead of the SQLite one, and W2 sets its steps beside a
  * bare PostgreSQL commit of one row (pg_bare.h) instead of a SQLite one.
+ * On PostgreSQL every engine joins the journal as a host, as `duro run`
+ * does; --hosts N runs W1, W2 and W3 on N engines of this process that
+ * share it (as N `duro run`s on one database would): instances are
+ * created on them in turn, each runs its own.
  *
  *   W1 throughput   1000 instances x 10 trivial steps
  *   W2 latency      one instance, 100 sequential steps (median of 5), beside
@@ -66,9 +70,12 @@ typedef struct bench_opts {
   /* The server's libpq connection string; NULL = the journal in SQLite
    * files under dir. */
   const char *postgresql;
+  /* Engines sharing the journal, each joined as a host (PostgreSQL). */
+  uint32_t hosts;
 } bench_opts;
 
-static bench_opts opts = {.sync_full = 1, .workers = 64, .sleepers = 100000};
+static bench_opts opts = {
+    .sync_full = 1, .workers = 64, .sleepers = 100000, .hosts = 1};
 
 /* ---- time and reporting ------------------------------------------------- */
 
@@ -86,7 +93,11 @@ static int64_t wall_ms(void) {
 
 static const char *setting(void) {
   static char buf[96];
-  if (opts.postgresql)
+  if (opts.postgresql && opts.hosts > 1)
+    snprintf(buf, sizeof buf, "postgresql%s hosts=%u workers=%u each",
+             opts.sync_full ? "" : " synchronous_commit=off", opts.hosts,
+             opts.workers);
+  else if (opts.postgresql)
     snprintf(buf, sizeof buf, "postgresql%s workers=%u",
              opts.sync_full ? "" : " synchronous_commit=off", opts.workers);
   else
@@ -144,8 +155,15 @@ static int wants(const char *w) {
 /* ---- an engine, counting the instances that end ---------------------------
  */
 
+#define MAX_HOSTS 8
+
+/* The engine of a workload; with --hosts N, N engines on one journal,
+ * each joined as a host (`e` is the first): the workload's instances are
+ * created on them in turn, and each runs its own. */
 typedef struct bench_engine {
   duro_engine *e;
+  duro_engine *hosts[MAX_HOSTS];
+  uint32_t n_hosts;
   char name[32]; /* the workload's: its file's or its database's name */
   char db[1024]; /* the SQLite file, or the database's connection string */
   pthread_mutex_t mu;
@@ -265,8 +283,10 @@ typedef struct wf_def {
   duro_run_fn run;
 } wf_def;
 
+/* hosts: engines on the journal (PostgreSQL only; 1 on SQLite). */
 static void bench_open(bench_engine *b, const char *name, const wf_def *wfs,
-                       size_t n_wfs, uint32_t workers, int fresh) {
+                       size_t n_wfs, uint32_t workers, int fresh,
+                       uint32_t hosts) {
   memset(b, 0, sizeof *b);
   pthread_mutex_init(&b->mu, NULL);
   pthread_cond_init(&b->cond, NULL);
@@ -285,34 +305,48 @@ static void bench_open(bench_engine *b, const char *name, const wf_def *wfs,
     if (fresh)
       bench_remove_files(b->db);
   }
+  b->n_hosts = backend ? hosts : 1;
   duro_engine_options o = {.db_path = b->db,
                            .backend = backend,
                            .synchronous_full = opts.sync_full,
+                           .join_store = backend != NULL,
                            .workers = workers,
                            .on_instance_end = on_end,
                            .ctx = b};
   char err[512];
-  if (duro_engine_open(&o, &b->e, err, sizeof err) != 0) {
-    fprintf(stderr, "bench: %s\n", err);
-    exit(1);
+  for (uint32_t h = 0; h < b->n_hosts; h++) {
+    if (duro_engine_open(&o, &b->hosts[h], err, sizeof err) != 0) {
+      fprintf(stderr, "bench: %s\n", err);
+      exit(1);
+    }
+    for (size_t i = 0; i < n_wfs; i++)
+      duro_engine_register(b->hosts[h], wfs[i].name, NULL, wfs[i].run, NULL,
+                           "bench");
   }
-  for (size_t i = 0; i < n_wfs; i++)
-    duro_engine_register(b->e, wfs[i].name, NULL, wfs[i].run, NULL, "bench");
+  b->e = b->hosts[0];
 }
 
 static void bench_start(bench_engine *b) {
-  if (duro_engine_start(b->e) != 0) {
-    fprintf(stderr, "bench: engine start failed\n");
-    exit(1);
-  }
+  for (uint32_t h = 0; h < b->n_hosts; h++)
+    if (duro_engine_start(b->hosts[h]) != 0) {
+      fprintf(stderr, "bench: engine start failed\n");
+      exit(1);
+    }
 }
+
+/* Some workload's instances did not all complete: the exit status says
+ * so (the smoke tests rely on it). */
+static int any_failed;
 
 /* A figure of instances that failed would mislead: said, never hidden. */
 static void bench_close(bench_engine *b, int remove) {
-  if (b->failed)
+  if (b->failed) {
     fprintf(stderr, "bench: %s: %zu instances did not complete\n", b->name,
             b->failed);
-  duro_engine_close(b->e);
+    any_failed = 1;
+  }
+  for (uint32_t h = 0; h < b->n_hosts; h++)
+    duro_engine_close(b->hosts[h]);
   if (remove)
     bench_remove_journal(b->name, b->db);
 }
@@ -325,20 +359,23 @@ static void wait_ended(bench_engine *b, size_t n) {
 }
 
 static void wait_settled(bench_engine *b) {
-  while (duro_engine_in_flight(b->e) > 0)
-    usleep(1000);
+  for (uint32_t h = 0; h < b->n_hosts; h++)
+    while (duro_engine_in_flight(b->hosts[h]) > 0)
+      usleep(1000);
 }
 
-/* Creates n instances of `wf` in batches; params may be NULL. */
+/* Creates n instances of `wf` in batches, on the hosts in turn; params
+ * may be NULL. */
 static void create_many(bench_engine *b, const char *wf, size_t n,
                         const char *params, size_t batch) {
   duro_create_req *reqs = calloc(batch, sizeof *reqs);
   for (size_t i = 0; i < batch; i++)
     reqs[i] = (duro_create_req){.params = params, .retention_ms = -1};
-  for (size_t done = 0; done < n; done += batch) {
+  for (size_t done = 0, turn = 0; done < n; done += batch, turn++) {
     size_t k = n - done < batch ? n - done : batch;
     json_t *res = NULL;
-    if (duro_instance_create_batch(b->e, wf, reqs, k, &res) != 0) {
+    if (duro_instance_create_batch(b->hosts[turn % b->n_hosts], wf, reqs, k,
+                                   &res) != 0) {
       fprintf(stderr, "bench: create_batch failed\n");
       exit(1);
     }
@@ -427,7 +464,7 @@ static const wf_def workflows[] = {{"steps", wf_steps},
 static void w1_throughput(void) {
   size_t n = opts.quick ? 50 : 1000, steps = 10;
   bench_engine b;
-  bench_open(&b, "w1", workflows, N_WFS, opts.workers, 1);
+  bench_open(&b, "w1", workflows, N_WFS, opts.workers, 1, opts.hosts);
   bench_start(&b);
   int64_t t0 = now_us();
   create_many(&b, "steps", n, "{\"steps\":10}", 100);
@@ -537,7 +574,7 @@ static void w2_postgresql_reference(double step_us) {
 static void w2_latency(void) {
   int64_t runs[5];
   bench_engine b;
-  bench_open(&b, "w2", workflows, N_WFS, opts.workers, 1);
+  bench_open(&b, "w2", workflows, N_WFS, opts.workers, 1, opts.hosts);
   bench_start(&b);
   duro_journal_stats j0, j1;
   duro_engine_journal_stats(b.e, &j0);
@@ -570,7 +607,7 @@ static void w2_latency(void) {
 static void w3_sleepers(void) {
   size_t n = opts.quick ? 200 : opts.sleepers;
   bench_engine b;
-  bench_open(&b, "w3", workflows, N_WFS, opts.workers, 1);
+  bench_open(&b, "w3", workflows, N_WFS, opts.workers, 1, opts.hosts);
   bench_start(&b);
   long rss0 = rss_kib();
   __atomic_store_n(&slept_steps, 0, __ATOMIC_RELAXED);
@@ -612,11 +649,11 @@ static void r_recovery(void) {
   bench_engine b;
   /* workers = 0 and no start: instances are created and stay queued, as a
    * host killed before it ran them leaves them. */
-  bench_open(&b, "r", workflows, N_WFS, 0, 1);
+  bench_open(&b, "r", workflows, N_WFS, 0, 1, 1);
   create_many(&b, "steps", n, "{\"steps\":1}", 1000);
   duro_engine_close(b.e);
   int64_t t0 = now_us();
-  bench_open(&b, "r", workflows, N_WFS, 0, 0);
+  bench_open(&b, "r", workflows, N_WFS, 0, 0, 1);
   if (duro_engine_start(b.e) != 0)
     exit(1);
   double s = (double)(now_us() - t0) / 1e6;
@@ -642,7 +679,7 @@ static void w4_run(const char *label, int64_t spread_ms) {
   lateness_ms = calloc(n, sizeof *lateness_ms);
   lateness_n = 0;
   bench_engine b;
-  bench_open(&b, "w4", workflows, N_WFS, opts.workers, 1);
+  bench_open(&b, "w4", workflows, N_WFS, opts.workers, 1, 1);
   bench_start(&b);
   int64_t at = wall_ms() + 1000;
   duro_create_req *reqs = calloc(n, sizeof *reqs);
@@ -709,7 +746,7 @@ static void w5_events(void) {
   size_t n = opts.quick ? 50 : 1000;
   char(*ids)[40] = calloc(n, sizeof *ids);
   bench_engine b;
-  bench_open(&b, "w5", workflows, N_WFS, opts.workers, 1);
+  bench_open(&b, "w5", workflows, N_WFS, opts.workers, 1, 1);
   bench_start(&b);
   for (size_t i = 0; i < n; i++) {
     snprintf(ids[i], sizeof ids[i], "w-%zu", i);
@@ -795,7 +832,7 @@ static int64_t q1_left(duro_engine *e) {
 static void q1_push(void) {
   size_t n = opts.quick ? 1000 : 200000;
   bench_engine b;
-  bench_open(&b, "q1push", NULL, 0, opts.workers, 1);
+  bench_open(&b, "q1push", NULL, 0, opts.workers, 1, 1);
   duro_queue_register(b.e, "bench", NULL);
   duro_queue_consumer_opts co = {.max_batch_size = 100,
                                  .max_batch_timeout_ms = 0};
@@ -833,7 +870,7 @@ static void q1_push(void) {
 static void q1_queue(void) {
   size_t n = opts.quick ? 1000 : 200000, batch = 100;
   bench_engine b;
-  bench_open(&b, "q1", NULL, 0, 1, 1);
+  bench_open(&b, "q1", NULL, 0, 1, 1, 1);
   bench_start(&b);
   duro_queue_register(b.e, "bench", NULL);
   char err[256];
@@ -886,7 +923,8 @@ static int usage(void) {
       stderr,
       "usage: duro-bench [--csv] [--quick] [--synchronous full|normal]\n"
       "                  [--workers N] [--sleepers N] [--only W1,W2,Q1,...]\n"
-      "                  [--dir DIR] [--postgresql CONNINFO|auto]\n");
+      "                  [--dir DIR] [--postgresql CONNINFO|auto]\n"
+      "                  [--hosts N (with --postgresql, W1-W3)]\n");
   return 2;
 }
 
@@ -911,8 +949,18 @@ int main(int argc, char **argv) {
       snprintf(opts.dir, sizeof opts.dir, "%s", argv[++i]);
     else if (!strcmp(a, "--postgresql") && v)
       opts.postgresql = argv[++i];
+    else if (!strcmp(a, "--hosts") && v)
+      opts.hosts = (uint32_t)atoi(argv[++i]);
     else
       return usage();
+  }
+  if (opts.hosts < 1 || opts.hosts > MAX_HOSTS ||
+      (opts.hosts > 1 && !opts.postgresql)) {
+    fprintf(stderr,
+            "duro-bench: --hosts takes 1 to %d, and more than one "
+            "needs --postgresql\n",
+            MAX_HOSTS);
+    return 2;
   }
   if (opts.postgresql) {
 #if DURO_HAVE_PG
@@ -954,5 +1002,5 @@ int main(int argc, char **argv) {
     q1_queue();
   }
   rmdir(opts.dir);
-  return 0;
+  return any_failed;
 }
