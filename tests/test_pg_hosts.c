@@ -208,6 +208,26 @@ static void hosts_stop(host_run *h, int skip) {
       host_stop(&h[i], proc_now_ms() + SETTLE_MS, 0);
 }
 
+/* A child that waits on host h for order `id` to end (GET ?wait=20s):
+ * it exits 0 when the answer came within 10 s saying complete. */
+static pid_t wait_elsewhere(const host_run *h, const char *id) {
+  pid_t kid = fork();
+  ck_assert_int_ge(kid, 0);
+  if (kid)
+    return kid;
+  char path[128];
+  snprintf(path, sizeof path, "/workflows/order-flow/instances/%s?wait=20s",
+           id);
+  host_run mine = *h;
+  mine.request_ms = 30000;
+  http_resp r;
+  int64_t t0 = proc_now_ms();
+  int ok = host_request_try(&mine, &r, "GET", path, NULL) == 0 &&
+           r.status == 200 && !strcmp(jstr(r.json, "status"), "complete") &&
+           proc_now_ms() - t0 < 10000;
+  _exit(ok ? 0 : 1);
+}
+
 #define MIXED_FAULTS 24
 #define MIXED_ORDERS 6
 #define MIXED_STEPS 20
@@ -226,12 +246,22 @@ START_TEST(mixed_workload_runs_once_on_three_hosts) {
     create_order(&h[i % HOSTS], id);
   }
   /* each order's event through the next host, its status read on the one
-   * after */
+   * after; the first awaited there too (a remote watch) */
+  pid_t waiter = 0;
   for (int i = 0; i < MIXED_ORDERS; i++) {
     snprintf(id, sizeof id, "o%d", i);
     wait_review(&h[(i + 2) % HOSTS], id);
+    if (i == 0) {
+      waiter = wait_elsewhere(&h[2], id);
+      proc_sleep_ms(300); /* its watch registered */
+    }
     approve(&h[(i + 1) % HOSTS], id);
   }
+  int st;
+  ck_assert_int_eq(waitpid(waiter, &st, 0), waiter);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                "a wait on another host than the owner did not end with "
+                "the instance");
   for (int i = 0; i < MIXED_ORDERS; i++) {
     snprintf(id, sizeof id, "o%d", i);
     wait_status(&h[(i + 2) % HOSTS], "order-flow", id, "complete");

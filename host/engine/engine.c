@@ -808,8 +808,7 @@ void duro_engine_close(duro_engine *e) {
   pthread_cond_destroy(&e->sched);
   for (size_t i = 0; i < sizeof e->control_mu / sizeof *e->control_mu; i++)
     pthread_mutex_destroy(&e->control_mu[i]);
-  pthread_mutex_destroy(&e->fw_mu);
-  pthread_cond_destroy(&e->fw_cv);
+  engine_hosts_free(e);
   free(e);
 }
 

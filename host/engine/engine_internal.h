@@ -180,6 +180,10 @@ struct duro_engine {
   pthread_cond_t fw_cv;
   struct forward_wait *fw_list;
   uint64_t fw_next;
+  /* Hosts waiting for instances of this one to end (fw_mu): rowid → its
+   * list; remote_watched counts the rowids, read without the lock. */
+  idmap remote_watches;
+  size_t remote_watched;
   int64_t next_takeover;
 
   /* GET /metrics; updated with relaxed atomics from any thread */
@@ -411,6 +415,15 @@ enum {
   CONTROL_OP_RESUME,
   CONTROL_OP_RESTART
 };
+/* A watch on this host for instance `rowid`, which host `owner` runs:
+ * asks that host to say when it ends. */
+void engine_watch_elsewhere(duro_engine *e, int64_t owner, int64_t rowid);
+/* Instance `rowid` of this host ended (committed): tells the hosts that
+ * wait for it. */
+void engine_remote_watches_fire(duro_engine *e, int64_t rowid,
+                                const char *status);
+/* At close. */
+void engine_hosts_free(duro_engine *e);
 /* Sends control request `op` to host `owner` and waits for its answer:
  * what the owner's duro_instance_* returned (and, for a restart, *why),
  * or DURO_E_HOST_UNAVAILABLE when no answer came in time. */

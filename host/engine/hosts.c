@@ -15,7 +15,11 @@
  *    host for an instance another host runs is sent to that host, which
  *    applies it as its own and answers; the caller gets that answer, or
  *    DURO_E_HOST_UNAVAILABLE when none came in time.  Nothing is
- *    acknowledged that the owner did not commit.
+ *    acknowledged that the owner did not commit;
+ *  - remote watches: a waiter on this host for an instance another host
+ *    runs ("?wait") asks that host ("w <rowid> <host>") to say when the
+ *    instance ends ("d <rowid> <status>").  Should the owner die first, the
+ *    waiter's own time limit ends the wait.
  * On a store with one host none of this runs (journal_host is 0). */
 #include <errno.h>
 #include <inttypes.h>
@@ -222,15 +226,92 @@ static void answer_came(duro_engine *e, json_t *ans) {
   pthread_mutex_unlock(&e->fw_mu);
 }
 
+/* ---- remote watches -------------------------------------------------------
+ */
+
+/* The hosts waiting for one of this host's instances to end. */
+typedef struct remote_watchers {
+  size_t n;
+  int64_t host[];
+} remote_watchers;
+
+void engine_watch_elsewhere(duro_engine *e, int64_t owner, int64_t rowid) {
+  char text[64];
+  snprintf(text, sizeof text, "w %" PRId64 " %" PRId64, rowid,
+           journal_host(e->j));
+  if (journal_notify(e->j, owner, text) != 0)
+    log_warn("asking host %" PRId64 " to report an end: %s", owner,
+             journal_errmsg(e->j));
+}
+
+void engine_remote_watches_fire(duro_engine *e, int64_t rowid,
+                                const char *status) {
+  if (!__atomic_load_n(&e->remote_watched, __ATOMIC_ACQUIRE))
+    return;
+  pthread_mutex_lock(&e->fw_mu);
+  remote_watchers *rw = idmap_del(&e->remote_watches, rowid);
+  if (rw)
+    __atomic_sub_fetch(&e->remote_watched, 1, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&e->fw_mu);
+  if (!rw)
+    return;
+  char text[96];
+  snprintf(text, sizeof text, "d %" PRId64 " %.20s", rowid, status);
+  for (size_t i = 0; i < rw->n; i++)
+    journal_notify(e->j, rw->host[i], text);
+  free(rw);
+}
+
+/* Host `host` waits for instance `rowid` to end: remembered, then the row
+ * read again, since the end may have come before the request. */
+static void watch_for(duro_engine *e, int64_t rowid, int64_t host) {
+  pthread_mutex_lock(&e->fw_mu);
+  remote_watchers *rw = idmap_get(&e->remote_watches, rowid);
+  size_t n = rw ? rw->n : 0;
+  remote_watchers *more = xrealloc(rw, sizeof *rw + (n + 1) * sizeof(int64_t));
+  more->n = n + 1;
+  more->host[n] = host;
+  idmap_put(&e->remote_watches, rowid, more);
+  if (!rw)
+    __atomic_add_fetch(&e->remote_watched, 1, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&e->fw_mu);
+  journal_instance in = {0};
+  int rc = journal_instance_get_rowid(e->j, rowid, &in);
+  if (rc == DURO_E_NOT_FOUND || (rc == 0 && status_ended(in.status)))
+    engine_remote_watches_fire(e, rowid, rc ? "gone" : in.status);
+  journal_instance_clear(&in);
+}
+
+static void free_watchers(void *ctx, int64_t key, void *val) {
+  (void)ctx, (void)key;
+  free(val);
+}
+
+void engine_hosts_free(duro_engine *e) {
+  idmap_each(&e->remote_watches, free_watchers, NULL);
+  idmap_free(&e->remote_watches);
+  pthread_mutex_destroy(&e->fw_mu);
+  pthread_cond_destroy(&e->fw_cv);
+}
+
 /* ---- notices ----------------------------------------------------------------
  */
 
 static void on_notice(void *ctx, const char *text) {
   duro_engine *e = ctx;
-  long long rowid;
+  long long rowid, host;
   int woke;
+  char status[24];
   if (sscanf(text, "e %lld %d", &rowid, &woke) == 2) {
     engine_instance_poke(e, (int64_t)rowid, woke);
+    return;
+  }
+  if (sscanf(text, "w %lld %lld", &rowid, &host) == 2) {
+    watch_for(e, (int64_t)rowid, (int64_t)host);
+    return;
+  }
+  if (sscanf(text, "d %lld %23s", &rowid, status) == 2) {
+    engine_watch_fire(e, (int64_t)rowid, status);
     return;
   }
   if (!strcmp(text, "resync")) {

@@ -79,7 +79,7 @@ int duro_instance_watch(duro_engine *e, const char *workflow, const char *id,
   int rc = engine_instance_get(e, workflow, id, &in);
   if (rc == 0 && status_ended(in.status))
     rc = DURO_WATCH_ENDED;
-  int64_t rowid = in.rowid;
+  int64_t rowid = in.rowid, owner = in.owner;
   journal_instance_clear(&in);
   if (rc)
     return rc;
@@ -94,6 +94,9 @@ int duro_instance_watch(duro_engine *e, const char *workflow, const char *id,
     head->prev = w;
   idmap_put(&e->watches, rowid, w);
   pthread_mutex_unlock(&e->watches_mu);
+  /* Another host runs it: that host tells this one of its end. */
+  if (owner != journal_host(e->j))
+    engine_watch_elsewhere(e, owner, rowid);
 
   /* An end committed between the read above and the registration fired
    * without w: read again. */
@@ -131,6 +134,7 @@ int duro_watch_cancel(duro_engine *e, duro_watch *w) {
 }
 
 void engine_watch_fire(duro_engine *e, int64_t rowid, const char *status) {
+  engine_remote_watches_fire(e, rowid, status);
   pthread_mutex_lock(&e->watches_mu);
   duro_watch *list = e->watches.len ? idmap_del(&e->watches, rowid) : NULL;
   for (duro_watch *w = list; w; w = w->next)

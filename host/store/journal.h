@@ -39,6 +39,9 @@ typedef struct journal_instance {
   /* How many times it was restarted; only JOP_INSTANCE_RESTARTED writes
    * it. */
   int64_t restarts;
+  /* The host that runs it (journal_host's id; read, never written through
+   * this struct): 0 on a store with one host. */
+  int64_t owner;
 } journal_instance;
 
 enum {

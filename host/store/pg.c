@@ -223,7 +223,9 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     [ST_SWEEP] =
         "WITH picked AS (SELECT rowid FROM instances WHERE "
         "ended_ms IS NOT NULL AND (ended_ms + retention_ms) <= $1 AND "
-        "status IN ('complete','errored','terminated') LIMIT $2), "
+        "status IN ('complete','errored','terminated') LIMIT $2 "
+        /* another host sweeping at the same time takes other rows */
+        "FOR UPDATE SKIP LOCKED), "
         "s AS (DELETE FROM steps WHERE instance IN (SELECT rowid FROM "
         "picked)), "
         "a AS (DELETE FROM attempts WHERE instance IN (SELECT rowid FROM "
@@ -346,6 +348,15 @@ static int open_failed(const char *conninfo, int synchronous_full, PGconn **c,
   return *c ? 0 : DURO_E_STORAGE;
 }
 
+/* 1 when the database holds a journal of this schema version. */
+static int schema_current(PGconn *c) {
+  PGresult *r = PQexec(c, "SELECT value FROM meta WHERE key='schema'");
+  int current = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+                !strcmp(PQgetvalue(r, 0, 0), SCHEMA_VERSION);
+  PQclear(r);
+  return current;
+}
+
 static int pg_open(const char *conninfo, int synchronous_full, void **out,
                    char *err, size_t errlen) {
   PGconn *c = pg_connect(conninfo, synchronous_full, err, errlen);
@@ -354,8 +365,10 @@ static int pg_open(const char *conninfo, int synchronous_full, void **out,
     return rc;
   char msg[512];
   /* Created in one transaction: two hosts opening one empty database
-   * leave one schema. */
-  if (synchronous_full >= 0 &&
+   * leave one schema.  A current schema is left alone: its DDL would take
+   * its tables' exclusive locks under hosts already running on them (and
+   * deadlock with a takeover's row locks). */
+  if (synchronous_full >= 0 && !schema_current(c) &&
       (pg_exec_cmd(c, "BEGIN", msg, sizeof msg) ||
        pg_exec_cmd(c, "SELECT pg_advisory_xact_lock(7140100)", msg,
                    sizeof msg) ||
@@ -873,7 +886,8 @@ static int pg_apply(void *db, journal_op *op) {
 
 #define INSTANCE_COLS                                                          \
   "rowid,workflow,id,status,params,output,error,created_ms,started_ms,"        \
-  "ended_ms,wake_ms,paused_ms,wait_type,control,retention_ms,build,restarts"
+  "ended_ms,wake_ms,paused_ms,wait_type,control,retention_ms,build,restarts,"  \
+  "owner"
 
 static void read_instance(const PGresult *r, journal_instance *o) {
   o->rowid = get_i64(r, 0, 0);
@@ -893,6 +907,7 @@ static void read_instance(const PGresult *r, journal_instance *o) {
   o->retention_ms = get_i64(r, 0, 14);
   o->build = get_text(r, 0, 15);
   o->restarts = get_i64(r, 0, 16);
+  o->owner = get_i64(r, 0, 17);
 }
 
 static int instance_query(pg_store *pg, const char *sql, const params *p,
