@@ -34,7 +34,12 @@
  *    (-Wl,--wrap) to fail: the request is answered 503 and nothing is
  *    left in flight for a shutdown to wait on;
  *  - queues: send, batch, pull, ack, retry into the dead-letter queue and
- *    the counts, then every refusal (404, 413, 400, 405);
+ *    the counts, then every refusal (404, 413, 400, 405); a dead-letter
+ *    queue's messages kept however often they are pulled, and sent back
+ *    (redrive) to the queue that dead-lettered them;
+ *  - the dashboard's files: served without the token on a listener that
+ *    has one, with their Content-Type, while every data route still
+ *    answers 401;
  *  - crons: a nightly cron in the no-code form listed with its next five
  *    ticks, fired by hand through /__scheduled (POST and GET, "+" and %XX
  *    in the expression) into one instance however often it fires in a
@@ -1240,7 +1245,7 @@ static const err_case err_cases[] = {
     {"PATCH", WF "/ghost/status", "{\"status\":\"pause\"}", 404, "instance.not_found", NULL},
     {"PATCH", WF "/ghost/status", "{\"status\":\"restart\"}", 404, "instance.not_found", NULL},
     {"POST", WF "/ghost/events/approval", "{}", 404, "instance.not_found", NULL},
-    {"GET", "/", NULL, 404, "route.not_found", NULL},
+    {"GET", "/ui/nope.js", NULL, 404, "route.not_found", NULL},
     {"GET", "/nope", NULL, 404, "route.not_found", NULL},
     {"GET", "/workflows", NULL, 404, "route.not_found", NULL},
     {"GET", "/workflows/order-flow/x", NULL, 404, "route.not_found", NULL},
@@ -1390,6 +1395,58 @@ START_TEST(bearer_token_401) {
   http_resp_free(&r);
   request_auth(&r, "GET", "/nope", NULL, 0, right[0]);
   assert_error(&r, 404, "route.not_found", "unknown route with the token");
+  http_resp_free(&r);
+  host_stop(&H);
+}
+END_TEST
+
+/* The dashboard's static files need no token; nothing else does without
+ * it, not even a path that leaves /ui/ once normalized, or a GET of "/"
+ * that carries a body. */
+START_TEST(dashboard_files_without_token) {
+  host_start_env(&H, "d", "127.0.0.1:0", "  token_env: DURO_TEST_TOKEN\n",
+                 "DURO_TEST_TOKEN=s3cret-Token_42");
+  static const struct {
+    const char *path, *type, *text;
+  } files[] = {
+      {"/", "text/html; charset=utf-8", "<!doctype html>"},
+      {"/?x=1", "text/html; charset=utf-8", "/ui/app.js"},
+      {"/ui/app.js", "text/javascript; charset=utf-8", "sessionStorage"},
+      {"/ui/style.css", "text/css; charset=utf-8", ":focus-visible"},
+  };
+  for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+    http_resp r;
+    request_auth(&r, "GET", files[i].path, NULL, 0, NULL);
+    expect_status(&r, 200, files[i].path);
+    char type[128];
+    ck_assert_ptr_nonnull(
+        http_resp_header(&r, "content-type", type, sizeof type));
+    ck_assert_str_eq(type, files[i].type);
+    assert_contains(r.body, files[i].text);
+    http_resp_free(&r);
+  }
+  http_resp r;
+  request_auth(&r, "GET", "/ui/nope.js", NULL, 0, NULL);
+  assert_error(&r, 404, "route.not_found", "an unknown dashboard file");
+  http_resp_free(&r);
+  static const struct {
+    const char *method, *path, *body;
+  } refused[] = {
+      {"GET", "/healthz", NULL},
+      {"GET", "/ui/../healthz", NULL},
+      {"GET", "/ui/%2e%2e/metrics", NULL},
+      {"GET", "/plugins", NULL},
+      {"POST", "/", NULL},
+      {"GET", "/", "{}"},
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+    request_auth(&r, refused[i].method, refused[i].path, refused[i].body, 0,
+                 NULL);
+    assert_error(&r, 401, "request.unauthorized", refused[i].path);
+    http_resp_free(&r);
+  }
+  request_auth(&r, "POST", "/", NULL, 0, "Bearer s3cret-Token_42");
+  assert_error(&r, 405, "request.method_not_allowed", "POST / with the token");
   http_resp_free(&r);
   host_stop(&H);
 }
@@ -2540,6 +2597,108 @@ START_TEST(queue_send_pull_ack) {
 }
 END_TEST
 
+/* Pulls every visible message of `q` and retries each at once; returns
+ * how many it pulled. */
+static size_t queue_pull_retry_all(const char *q) {
+  json_t *m = queue_post(q, "/pull", "{\"batch_size\":100}", 200);
+  size_t i, n = json_array_size(jget(m, "messages"));
+  json_t *msg;
+  json_array_foreach(jget(m, "messages"), i, msg) {
+    char body[256];
+    snprintf(body, sizeof body,
+             "{\"retries\":[{\"lease_id\":\"%s\",\"delay_seconds\":0}]}",
+             jstr(msg, "lease_id"));
+    json_decref(queue_post(q, "/ack", body, 200));
+  }
+  json_decref(m);
+  return n;
+}
+
+static json_int_t queue_ready(const char *q) {
+  char path[128];
+  snprintf(path, sizeof path, "/queues/%s", q);
+  http_resp r;
+  request(&r, "GET", path, NULL);
+  expect_status(&r, 200, path);
+  json_int_t n = json_integer_value(jget(r.json, "ready"));
+  http_resp_free(&r);
+  return n;
+}
+
+/* A dead-letter queue no consumer consumes keeps its messages however often
+ * they are pulled (they are out of attempts already), and sends them back
+ * to the queue that dead-lettered them as new messages, oldest first. */
+START_TEST(queue_redrive) {
+  host_start_queues(&H, "qr");
+  json_decref(queue_post("jobs", "", "{\"body\":{\"n\":1}}", 201));
+  ck_assert_uint_eq(queue_pull_retry_all("jobs"), 1);
+  ck_assert_uint_eq(queue_pull_retry_all("jobs"), 1); /* dead-lettered */
+  json_decref(queue_post("jobs-dlq", "", "{\"body\":{\"n\":2}}", 201));
+  for (int i = 0; i < 4; i++)
+    ck_assert_uint_eq(queue_pull_retry_all("jobs-dlq"), 2);
+  ck_assert_int_eq(queue_ready("jobs-dlq"), 2);
+
+  json_t *out = queue_post("jobs-dlq", "/redrive", "{\"batch_size\":1}", 200);
+  ck_assert_str_eq(jstr(out, "to"), "jobs");
+  json_t *moved = jget(out, "moved");
+  ck_assert_uint_eq(json_array_size(moved), 1);
+  ck_assert_int_eq(json_integer_value(jget(json_array_get(moved, 0), "body.n")),
+                   1);
+  ck_assert_int_eq(
+      json_integer_value(jget(json_array_get(moved, 0), "attempts")), 6);
+  ck_assert(json_integer_value(jget(json_array_get(moved, 0), "new_id")) >
+            json_integer_value(jget(json_array_get(moved, 0), "id")));
+  json_decref(out);
+  ck_assert_int_eq(queue_ready("jobs-dlq"), 1);
+  ck_assert_int_eq(queue_ready("jobs"), 1);
+  /* back with no attempts: max_retries 1 gives it two deliveries again */
+  json_t *m = queue_post("jobs", "/pull", NULL, 200);
+  ck_assert_int_eq(json_integer_value(
+                       jget(json_array_get(jget(m, "messages"), 0), "body.n")),
+                   1);
+  ck_assert_int_eq(json_integer_value(jget(
+                       json_array_get(jget(m, "messages"), 0), "attempts")),
+                   1);
+  json_decref(m);
+
+  out = queue_post("jobs-dlq", "/redrive", NULL, 200);
+  ck_assert_uint_eq(json_array_size(jget(out, "moved")), 1);
+  json_decref(out);
+  out = queue_post("jobs-dlq", "/redrive", "{}", 200); /* nothing left */
+  ck_assert_uint_eq(json_array_size(jget(out, "moved")), 0);
+  json_decref(out);
+  ck_assert_int_eq(queue_ready("jobs-dlq"), 0);
+  ck_assert_int_eq(queue_ready("jobs"), 1);
+
+  static const struct {
+    const char *q, *body;
+    long status;
+    const char *code;
+  } refused[] = {
+      {"jobs", "{}", 400, "invalid_argument"}, /* nothing dead-letters here */
+      {"jobs-dlq", "{\"to\":\"nope\"}", 404, "queue.not_found"},
+      {"jobs-dlq", "{\"to\":\"jobs-dlq\"}", 400, "invalid_argument"},
+      {"jobs-dlq", "{\"batch_size\":0}", 400, "invalid_argument"},
+      {"jobs-dlq", "{\"batch_size\":101}", 400, "invalid_argument"},
+      {"jobs-dlq", "{\"to\":1}", 400, "request.invalid"},
+      {"nope", "{}", 404, "queue.not_found"},
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+    char path[128];
+    snprintf(path, sizeof path, "/queues/%s/messages/redrive", refused[i].q);
+    http_resp r;
+    request(&r, "POST", path, refused[i].body);
+    assert_error(&r, refused[i].status, refused[i].code, refused[i].body);
+    http_resp_free(&r);
+  }
+  http_resp r;
+  request(&r, "GET", "/queues/jobs-dlq/messages/redrive", NULL);
+  assert_error(&r, 405, "request.method_not_allowed", "GET redrive");
+  http_resp_free(&r);
+  host_stop(&H);
+}
+END_TEST
+
 /* A message body of `len` bytes of JSON (a string), as a request. */
 static char *message_of(size_t len) {
   char *s = malloc(len + 32);
@@ -2790,6 +2949,7 @@ static Suite *http_suite(void) {
   tcase_add_test(tc[2], error_replies);
   tcase_add_test(tc[2], body_over_limit_413);
   tcase_add_test(tc[2], bearer_token_401);
+  tcase_add_test(tc[2], dashboard_files_without_token);
   tcase_add_test(tc[2], token_env_unset_refused);
   tcase_add_test(tc[2], storage_errors_503);
   tcase_add_test(tc[2], kept_connection_wrong_token_cut_at_head);
@@ -2809,6 +2969,7 @@ static Suite *http_suite(void) {
   tcase_add_test(tc[7], queue_failure_answers_503);
   tcase_add_test(tc[8], queue_send_pull_ack);
   tcase_add_test(tc[8], queue_errors);
+  tcase_add_test(tc[8], queue_redrive);
   tcase_add_test(tc[9], cron_list_fire_and_metrics);
   return s;
 }

@@ -356,6 +356,95 @@ int queue_lease(duro_engine *e, const char *queue, uint32_t batch_size,
   return 0;
 }
 
+/* The one queue whose consumer dead-letters into `dlq`, copied into `to`
+ * (256 bytes).  DURO_E_INVALID_ARGUMENT when none or several do. */
+static int redrive_source(duro_engine *e, const char *dlq, char *to, int *n) {
+  struct queue_registry *r = registry(e);
+  *n = 0;
+  pthread_mutex_lock(&r->mu);
+  for (size_t i = 0; i < r->n; i++)
+    if (r->v[i].opt.dead_letter && !strcmp(r->v[i].opt.dead_letter, dlq) &&
+        (*n)++ == 0)
+      snprintf(to, 256, "%s", r->v[i].name);
+  pthread_mutex_unlock(&r->mu);
+  return *n == 1 ? 0 : DURO_E_INVALID_ARGUMENT;
+}
+
+int duro_queue_redrive(duro_engine *e, const char *queue, const char *to,
+                       uint32_t batch_size, json_t **out, char *err,
+                       size_t errlen) {
+  *out = NULL;
+  char target[256];
+  int n_sources;
+  if (!duro_queue_exists(e, queue))
+    return not_found(err, errlen, queue);
+  if (to && !duro_queue_exists(e, to))
+    return not_found(err, errlen, to);
+  if (!to && redrive_source(e, queue, target, &n_sources) != 0)
+    return fail(err, errlen, DURO_E_INVALID_ARGUMENT,
+                "%d queues dead-letter into \"%s\": name the queue to "
+                "send its messages to (\"to\")",
+                n_sources, queue);
+  if (!to)
+    to = target;
+  if (!strcmp(to, queue))
+    return fail(err, errlen, DURO_E_INVALID_ARGUMENT,
+                "a queue's messages cannot be sent back to itself");
+  if (batch_size < 1 || batch_size > DURO_QUEUE_MAX_BATCH)
+    return fail(err, errlen, DURO_E_INVALID_ARGUMENT,
+                "batch_size must be between 1 and %d", DURO_QUEUE_MAX_BATCH);
+  /* First a lease with no attempt limit, so that none of these messages,
+   * spent by definition, is dropped or moved on by it; then the move, one
+   * commit.  A crash between the two leaves them where they were. */
+  char token[QUEUE_LEASE_PREFIX];
+  lease_id(token);
+  int64_t now = duro_clock_now(e->clock);
+  journal_batch lease = {0};
+  journal_op *op = journal_batch_add(&lease, JOP_MESSAGE_LEASE);
+  op->queue = queue;
+  op->ts_ms = now;
+  op->visible_ms = now + DURO_QUEUE_DEFAULT_VISIBILITY_MS;
+  op->lease_token = token;
+  op->n_leases = batch_size;
+  int rc = journal_commit(e->j, &lease);
+  journal_message *m = lease.ops[0].messages;
+  size_t n = lease.ops[0].n_messages;
+  journal_batch move = {0};
+  for (size_t i = 0; rc == 0 && i < n; i++) {
+    op = journal_batch_add(&move, JOP_MESSAGE_INSERT);
+    op->queue = to;
+    op->body = m[i].body;
+    op->ts_ms = now;
+    op->visible_ms = now;
+    op = journal_batch_add(&move, JOP_MESSAGE_ACK);
+    op->queue = queue;
+    op->lease = m[i].lease;
+    op->ts_ms = now;
+  }
+  if (rc == 0 && n)
+    rc = journal_commit(e->j, &move);
+  if (rc == 0) {
+    json_t *moved = json_array();
+    for (size_t i = 0; i < n; i++) {
+      json_t *o = message_json(&m[i]);
+      json_object_del(o, "lease_id");
+      json_object_set_new(o, "attempts",
+                          json_integer((json_int_t)m[i].attempts - 1));
+      json_object_set_new(o, "new_id", json_integer(move.ops[2 * i].out_rowid));
+      json_array_append_new(moved, o);
+    }
+    *out = json_pack("{s:s,s:o}", "to", to, "moved", moved);
+    if (n && e->consumers)
+      engine_kick_scheduler(e); /* an engine-run consumer may take them now */
+  }
+  journal_batch_free(&move);
+  journal_messages_free(m, n);
+  journal_batch_free(&lease);
+  if (rc)
+    return fail(err, errlen, rc, "%s", journal_errmsg(e->j));
+  return 0;
+}
+
 static void lease_error(json_t *errors, const char *lease) {
   json_array_append_new(
       errors, json_pack("{ss,ss,ss}", "lease_id", lease, "code",

@@ -28,6 +28,11 @@
 #define DURO_QUEUE_DEFAULT_VISIBILITY_MS 30000
 #define DURO_QUEUE_DEFAULT_RETENTION_MS (4LL * 24 * 3600 * 1000)
 
+/* max_retries of a queue no consumer consumes (a dead-letter queue that
+ * is only pulled over HTTP): its messages are out of attempts already, and
+ * a pull must not drop them. */
+#define DURO_QUEUE_NO_RETRY_LIMIT INT32_MAX
+
 typedef struct duro_queue_options {
   int32_t max_retries;     /* < 0 = 3 */
   int64_t retry_delay_ms;  /* a retry's delay when it gives none */
@@ -104,6 +109,19 @@ typedef struct duro_queue_retry {
   int64_t delay_ms;  /* < 0 = the queue's retry_delay */
   const char *error; /* why (JSON text kept as last_error), may be NULL */
 } duro_queue_retry;
+
+/* Sends up to batch_size (1-100) of the oldest visible messages of
+ * `queue` (a dead-letter queue) back to `to`, or, when `to` is NULL, to
+ * the one queue whose consumer dead-letters into `queue`: each becomes a
+ * new message of `to` with no attempts, and leaves `queue` in the same
+ * commit.  Its attempts are not counted against `queue`'s retries.
+ * *out (caller owns): {"to", "moved": [{"id", "new_id", "attempts",
+ * "body", "sent_ms", "last_error"?}]}.  DURO_E_QUEUE_NOT_FOUND for an
+ * unknown queue or target, DURO_E_INVALID_ARGUMENT when `to` is needed
+ * (no queue or several dead-letter into `queue`) or is `queue`. */
+int duro_queue_redrive(duro_engine *e, const char *queue, const char *to,
+                       uint32_t batch_size, json_t **out, char *err,
+                       size_t errlen);
 
 /* Acks (deletes) and retries leased messages in one commit.  *result
  * (caller owns): {"acked","retried","dead_lettered","dropped","errors":

@@ -683,6 +683,20 @@ static void count_pins(void *ctx, const char *workflow, const char *build,
       c->n += n;
 }
 
+/* What a plugin's config gives it to serve: its workflows, the queues
+ * it consumes and its cron schedules. */
+static json_t *plugin_serves(const config_plugin *c) {
+  json_t *wfs = json_array(), *queues = json_array(), *crons = json_array();
+  for (size_t i = 0; i < c->n_workflows; i++)
+    json_array_append_new(wfs, json_string(c->workflows[i].name));
+  for (size_t i = 0; i < c->n_consumers; i++)
+    json_array_append_new(queues, json_string(c->consumers[i].queue));
+  for (size_t i = 0; i < c->n_crons; i++)
+    json_array_append_new(crons, json_string(c->crons[i].schedule));
+  return json_pack("{s:o,s:o,s:o}", "workflows", wfs, "queues", queues, "crons",
+                   crons);
+}
+
 json_t *reload_list(reloader *r) {
   json_t *list = json_array();
   pthread_mutex_lock(&r->mu);
@@ -701,8 +715,9 @@ json_t *reload_list(reloader *r) {
                             (json_int_t)c.n));
     }
     json_array_append_new(list,
-                          json_pack("{s:s,s:s,s:o}", "name", p->cfg->name,
-                                    "path", p->cfg->path, "builds", builds));
+                          json_pack("{s:s,s:s,s:o,s:o}", "name", p->cfg->name,
+                                    "path", p->cfg->path, "builds", builds,
+                                    "serves", plugin_serves(p->cfg)));
   }
   pthread_mutex_unlock(&r->mu);
   return json_pack("{s:o}", "plugins", list);

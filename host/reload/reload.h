@@ -63,7 +63,10 @@ int reload_queued(const reloader *r);
  * journal reads: not on the event loop. */
 void reload_gc(reloader *r);
 
-/* {"plugins":[{"name","path","builds":[{"build","newest","loaded_ms"}]}]} */
+/* {"plugins":[{"name","path","builds":[{"build","newest","loaded_ms",
+ * "instances"}],"serves":{"workflows","queues","crons"}}]}: "serves" is
+ * what the config gives the plugin (workflow names, consumed queues, cron
+ * schedules). */
 json_t *reload_list(reloader *r);
 
 /* Watches each plugin's file (its directory: an editor or a cp that

@@ -298,18 +298,23 @@ static void stop_engine(host *h) {
 }
 
 /* Every queue the config names: producers' and dead-letter queues with
- * the defaults, then each consumer's queue with its consumer's options. */
+ * no retry limit (their messages, out of attempts already, must survive a
+ * pull over HTTP), then each consumer's queue with its consumer's
+ * options. */
 static int register_queues(const config *cfg, duro_engine *e) {
   int rc = 0;
+  const duro_queue_options unconsumed = {.max_retries =
+                                             DURO_QUEUE_NO_RETRY_LIMIT};
   for (size_t i = 0; i < cfg->n_plugins && !rc; i++) {
     const config_plugin *pl = &cfg->plugins[i];
     for (size_t k = 0; k < pl->n_producers && !rc; k++)
       if (!duro_queue_exists(e, pl->producers[k].queue))
-        rc = duro_queue_register(e, pl->producers[k].queue, NULL);
+        rc = duro_queue_register(e, pl->producers[k].queue, &unconsumed);
     for (size_t k = 0; k < pl->n_consumers && !rc; k++)
       if (pl->consumers[k].dead_letter_queue &&
           !duro_queue_exists(e, pl->consumers[k].dead_letter_queue))
-        rc = duro_queue_register(e, pl->consumers[k].dead_letter_queue, NULL);
+        rc = duro_queue_register(e, pl->consumers[k].dead_letter_queue,
+                                 &unconsumed);
   }
   for (size_t i = 0; i < cfg->n_plugins && !rc; i++)
     for (size_t k = 0; k < cfg->plugins[i].n_consumers && !rc; k++) {

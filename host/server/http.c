@@ -23,7 +23,9 @@
  *    away while the answer is delivered).  With the right token, the bytes
  *    read so far and the socket go to H2O.  A 401 always closes the
  *    connection, so a client without the token never gets to a second
- *    request;
+ *    request.  The dashboard's static files (a GET of "/" or "/ui/..."
+ *    without a body) are the exception: they hold no data, and the page
+ *    sends the token with the API calls it makes;
  *  - bounded reads: every read H2O makes goes through h2o_alloc_bounded,
  *    which refuses it (H2O then closes the connection) when the bytes all
  *    connections hold would pass the budget (http_budget), and, on a
@@ -53,6 +55,7 @@
 #define H2O_USE_LIBUV 1
 #include <h2o.h>
 
+#include "dashboard.h"
 #include "duration.h"
 #include "error.h"
 #include "log.h"
@@ -1013,6 +1016,26 @@ static int token_ok(const http_server *s, const http_header *h, size_t n) {
   return diff == 0;
 }
 
+/* A request for the dashboard's static files, which need no token (the
+ * page asks for it and sends it with its API calls): a GET of "/" or
+ * "/ui/..." without a body.  `path` may hold the query. */
+static int public_request(const char *method, size_t method_len,
+                          const char *path, size_t path_len,
+                          const http_header *h, size_t n) {
+  const char *q = memchr(path, '?', path_len);
+  if (q)
+    path_len = (size_t)(q - path);
+  if (method_len != 3 || memcmp(method, "GET", 3) != 0 ||
+      !dashboard_path(path, path_len))
+    return 0;
+  for (size_t i = 0; i < n; i++)
+    if (name_is(&h[i], "transfer-encoding") ||
+        (name_is(&h[i], "content-length") &&
+         !(h[i].value_len == 1 && h[i].value[0] == '0')))
+      return 0;
+  return 1;
+}
+
 /* A Content-Length value as H2O reads it (digits only), or -1. */
 static long long length_of(const http_header *h) {
   if (h->value_len == 0 || h->value_len > 18)
@@ -1115,7 +1138,9 @@ static int refuse_nul(http_exchange *x, const http_input *in) {
 static int refuse_early(http_server *s, http_exchange *x,
                         const http_input *in) {
   const char *bad;
-  if (!token_ok(s, in->headers, in->n_headers)) {
+  if (!token_ok(s, in->headers, in->n_headers) &&
+      !public_request(in->method, in->method_len, in->path, in->path_len,
+                      in->headers, in->n_headers)) {
     x->rs.close = 1;
     send_error(x, 401, "request.unauthorized",
                "a valid \"Authorization: Bearer\" token is required");
@@ -1303,6 +1328,33 @@ static int queue_pull(http_server *s, http_exchange *x, const char *q) {
   return send_json(x, 200, json_pack("{so}", "messages", msgs));
 }
 
+/* POST /queues/{q}/messages/redrive: the oldest visible messages of a
+ * dead-letter queue sent back, each as a new message, in one commit. */
+static int queue_redrive(http_server *s, http_exchange *x, const char *q) {
+  int sent;
+  json_t *body = parse_body(x, json_object(), &sent);
+  if (!body)
+    return 0;
+  int64_t batch = 10;
+  json_t *to = json_object_get(body, "to");
+  int bad = !json_is_object(body) ||
+            read_count(body, "batch_size", INT32_MAX, &batch) ||
+            (to && !json_is_string(to));
+  if (bad) {
+    json_decref(body);
+    return send_error(x, 400, "request.invalid",
+                      "the body is {\"batch_size\"?: 1-100, \"to\"?: queue}");
+  }
+  char err[256] = "";
+  json_t *out = NULL;
+  int rc = duro_queue_redrive(s->engine, q, to ? json_string_value(to) : NULL,
+                              (uint32_t)batch, &out, err, sizeof err);
+  json_decref(body); /* after the call: `to` is borrowed from it */
+  if (rc)
+    return queue_error(x, rc, err);
+  return send_json(x, 200, out);
+}
+
 /* The lease ids of "acks" and the entries of "retries", borrowed from
  * `body`.  Returns a problem, or NULL. */
 static const char *read_acks(json_t *body, const char ***acks, size_t *n_acks,
@@ -1398,6 +1450,8 @@ static int queues_route(http_server *s, http_exchange *x, char **seg, int n) {
     return queue_pull(s, x, q);
   if (!strcmp(seg[3], "ack"))
     return queue_ack(s, x, q);
+  if (!strcmp(seg[3], "redrive"))
+    return queue_redrive(s, x, q);
   return send_error(x, 404, "route.not_found", "no route for %s %s",
                     x->rq.method, x->rq.path);
 }
@@ -1492,7 +1546,21 @@ static int crons_route(http_server *s, http_exchange *x) {
   return send_json(x, 200, out);
 }
 
+/* GET / and /ui/NAME: the dashboard's files, from the binary. */
+static int dashboard_route(http_exchange *x) {
+  if (!method_is(x, "GET"))
+    return wrong_method(x, "GET");
+  const dashboard_file *f = dashboard_find(x->rq.path);
+  if (!f)
+    return send_error(x, 404, "route.not_found", "no dashboard file %s",
+                      x->rq.path);
+  send_text(x, 200, f->type, (const char *)f->data, f->len);
+  return 0;
+}
+
 static int route(http_server *s, http_exchange *x) {
+  if (dashboard_path(x->rq.path, strlen(x->rq.path)))
+    return dashboard_route(x);
   char *seg[MAX_SEGMENTS];
   int n = split_path(x, seg);
   /* 200 while the host serves; "degraded" names hung attempts. */
@@ -1766,6 +1834,8 @@ static int raw_headers(h2o_req_t *req, http_header *out) {
  * so the loop never waits for a disk.  Everything else may read or wait:
  * the pool. */
 static int on_the_loop(http_exchange *x) {
+  if (dashboard_path(x->rq.path, strlen(x->rq.path)))
+    return 1; /* a copy from memory */
   char *seg[MAX_SEGMENTS];
   int n = split_path(x, seg); /* as route() reads it */
   return method_is(x, "POST") &&
@@ -2056,7 +2126,7 @@ static int h2o_head_allowed(http_conn *c) {
     return 1; /* incomplete, or H2O refuses it (400) */
   for (size_t i = 0; i < n; i++)
     hh[i] = (http_header){h[i].name, h[i].name_len, h[i].value, h[i].value_len};
-  if (!token_ok(c->server, hh, n))
+  if (!token_ok(c->server, hh, n) && !public_request(m, mlen, p, plen, hh, n))
     return 0;
   c->checked = in->bytes;
   return 1;
@@ -2242,7 +2312,7 @@ static void gate_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
   }
   for (size_t i = 0; i < nh; i++)
     hh[i] = (http_header){h[i].name, h[i].name_len, h[i].value, h[i].value_len};
-  if (token_ok(s, hh, nh))
+  if (token_ok(s, hh, nh) || public_request(m, mlen, p, plen, hh, nh))
     hand_over(c);
   else
     gate_refuse(c, 401, "request.unauthorized",

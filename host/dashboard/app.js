@@ -1,0 +1,780 @@
+/* duro's dashboard: a page of the host's own HTTP listener that reads and
+ * acts only through the public JSON API (so anything shown here a script
+ * can get too).  Views are picked by the URL's hash; the open view polls
+ * the API every POLL_MS and updates its data in place (forms and focus are
+ * left alone).  On a listener with a token the page asks for it once and
+ * keeps it in sessionStorage: for this tab only, gone when it closes. */
+'use strict';
+
+const TOKEN_KEY = 'duro.token';
+const POLL_MS = 2000;
+const PAGE_SIZE = 20;
+const HISTORY_MS = 5 * 60 * 1000; /* what the health charts show */
+const STATUSES = ['queued', 'running', 'waiting', 'waitingForPause', 'paused',
+                  'complete', 'errored', 'terminated'];
+
+const app = {
+  view: null,      /* {refresh(), stop?()} of the open view */
+  gen: 0,          /* bumped on navigation: late answers are dropped */
+  plugins: null,   /* the last GET /plugins */
+  samples: [],     /* [{t, counters}] from GET /metrics, oldest first */
+  health: null,    /* the last GET /healthz body */
+};
+
+/* ---- DOM ---------------------------------------------------------------- */
+
+/* An element with attributes (on* are listeners) and children (strings
+ * become text nodes: nothing from the API is parsed as HTML). */
+function h(tag, attrs, ...kids) {
+  return build(document.createElement(tag), attrs, kids);
+}
+function svg(tag, attrs, ...kids) {
+  return build(document.createElementNS('http://www.w3.org/2000/svg', tag),
+               attrs, kids);
+}
+function build(el, attrs, kids) {
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else if (k === 'text') el.textContent = v;
+    else el.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const kid of kids.flat()) {
+    if (kid === null || kid === undefined || kid === false) continue;
+    el.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
+  }
+  return el;
+}
+function fill(el, ...kids) {
+  el.replaceChildren();
+  return build(el, null, kids);
+}
+const $ = (sel) => document.querySelector(sel);
+
+/* ---- formatting --------------------------------------------------------- */
+
+function pad(n, w = 2) { return String(n).padStart(w, '0'); }
+function fmtTime(ms) {
+  if (ms === null || ms === undefined) return '—';
+  const d = new Date(ms);
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ` +
+         `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+}
+function fmtClock(ms) {
+  const d = new Date(ms);
+  return `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}` +
+         `.${pad(d.getMilliseconds(), 3)}`;
+}
+function fmtDur(ms) {
+  if (ms === null || ms === undefined || ms < 0) return '—';
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60000) return `${(ms / 1000).toFixed(1)} s`;
+  const s = Math.round(ms / 1000);
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ${Math.floor(s % 3600 / 60)} min`;
+  return `${Math.floor(s / 86400)} d ${Math.floor(s % 86400 / 3600)} h`;
+}
+function fmtJSON(v) {
+  return typeof v === 'string' ? v : JSON.stringify(v, null, 2);
+}
+function errText(e) {
+  if (e === null || e === undefined) return '';
+  if (typeof e === 'object' && (e.name || e.message))
+    return [e.name, e.message].filter(Boolean).join(': ');
+  return fmtJSON(e);
+}
+function badge(status) {
+  return h('span', {class: `badge s-${status}`}, status);
+}
+const enc = encodeURIComponent;
+
+/* ---- the API ------------------------------------------------------------ */
+
+/* One request: {status, ok, json, text}; status 0 when no answer came.
+ * A 401 asks for the token. */
+async function api(method, path, body) {
+  const headers = {};
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers.Authorization = `Bearer ${token}`;
+  const init = {method, headers};
+  if (body !== undefined) {
+    headers['Content-Type'] = 'application/json';
+    init.body = typeof body === 'string' ? body : JSON.stringify(body);
+  }
+  let res;
+  try {
+    res = await fetch(path, init);
+  } catch (e) {
+    return {status: 0, ok: false, json: null, text: `no answer: ${e.message}`};
+  }
+  const text = await res.text();
+  let json = null;
+  try { json = JSON.parse(text); } catch (e) { /* /metrics is text */ }
+  if (res.status === 401)
+    askToken(token ? 'The host refused this token.' : '');
+  return {status: res.status, ok: res.ok, json, text};
+}
+
+/* "HTTP 409 instance.ended: …" for an answer that is an error. */
+function describeAnswer(r) {
+  if (r.status === 0) return r.text;
+  const e = r.json && r.json.error;
+  return e ? `HTTP ${r.status} ${e.code}: ${e.message}`
+           : `HTTP ${r.status}${r.text ? `: ${r.text}` : ''}`;
+}
+
+/* Loads `path` as JSON; an error answer becomes an exception whose message
+ * describes it. */
+async function load(path) {
+  const r = await api('GET', path);
+  if (!r.ok) throw new Error(describeAnswer(r));
+  return r.json;
+}
+
+/* ---- the token ---------------------------------------------------------- */
+
+function askToken(message) {
+  const form = $('#token-form');
+  if (!form.hidden && !message) return;
+  stopView();
+  $('#main').hidden = true;
+  form.hidden = false;
+  $('#token-error').textContent = message || '';
+  $('#token-input').focus();
+}
+
+$('#token-form').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  sessionStorage.setItem(TOKEN_KEY, $('#token-input').value);
+  const r = await api('GET', '/healthz');
+  if (r.status === 401) return; /* askToken said so */
+  $('#token-form').hidden = true;
+  $('#main').hidden = false;
+  $('#token-input').value = '';
+  boot();
+});
+
+/* ---- views and polling -------------------------------------------------- */
+
+function stopView() {
+  if (app.view && app.view.stop) app.view.stop();
+  app.view = null;
+  app.gen++;
+}
+
+/* Opens a view: `make(main, gen)` builds it and returns {refresh}; its
+ * refresh runs now and every POLL_MS until another view opens. */
+function open(make, title) {
+  stopView();
+  const gen = app.gen;
+  const main = fill($('#main'));
+  document.title = `${title} · duro`;
+  const view = make(main, gen);
+  app.view = view;
+  let timer = null;
+  const tick = async () => {
+    if (app.gen !== gen) return;
+    try {
+      await view.refresh();
+    } catch (e) {
+      if (app.gen === gen) view.error && view.error(e);
+    }
+    if (app.gen === gen) timer = setTimeout(tick, POLL_MS);
+  };
+  view.stop = () => clearTimeout(timer);
+  tick();
+}
+
+/* A paragraph that shows a load failure (role=alert), emptied on success. */
+function errorLine() {
+  const p = h('p', {class: 'error', role: 'alert'});
+  return {
+    el: p,
+    show(e) { p.textContent = e ? String(e.message || e) : ''; },
+  };
+}
+
+function route() {
+  const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
+  let nav = 'instances';
+  if (parts[0] === 'wf' && parts[1] && parts[2] === 'i' && parts[3])
+    open((m, g) => instanceView(m, g, parts[1], parts[3]), parts[3]);
+  else if (parts[0] === 'wf' && parts[1])
+    open((m, g) => listView(m, g, parts[1]), parts[1]);
+  else if (parts[0] === 'queues') { nav = 'queues'; open(queuesView, 'Queues'); }
+  else if (parts[0] === 'crons') { nav = 'crons'; open(cronsView, 'Crons'); }
+  else if (parts[0] === 'plugins') { nav = 'plugins'; open(pluginsView, 'Plugins'); }
+  else if (parts[0] === 'health') { nav = 'health'; open(healthView, 'Health'); }
+  else open(homeView, 'Workflows');
+  for (const a of document.querySelectorAll('[data-nav]'))
+    if (a.dataset.nav === nav) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  $('#main').focus({preventScroll: true});
+}
+
+/* ---- workflows: the home page ------------------------------------------- */
+
+function workflowNames() {
+  const names = [];
+  for (const p of (app.plugins && app.plugins.plugins) || [])
+    for (const w of (p.serves && p.serves.workflows) || []) names.push(w);
+  return names;
+}
+
+function countsLine(instances) {
+  const parts = STATUSES.filter((s) => instances[s])
+                        .map((s) => h('span', null, badge(s), ' ', instances[s]));
+  return parts.length ? parts : [h('span', {class: 'muted'}, 'no instances')];
+}
+
+function homeView(main, gen) {
+  const err = errorLine();
+  const list = h('div', {class: 'grid'});
+  main.append(h('h1', null, 'Workflows'), err.el, list);
+  return {
+    error: err.show,
+    async refresh() {
+      app.plugins = await load('/plugins');
+      const names = workflowNames();
+      const stats = await Promise.all(names.map((n) =>
+          load(`/workflows/${enc(n)}`).catch((e) => ({name: n, failed: e}))));
+      if (app.gen !== gen) return;
+      err.show(null);
+      fill(list, stats.map((s) => h('section', {class: 'card'},
+        h('h2', null, h('a', {href: `#/wf/${enc(s.name)}`}, s.name)),
+        s.failed ? h('p', {class: 'error'}, s.failed.message)
+                 : h('div', {class: 'counts'}, countsLine(s.instances)),
+        s.failed ? null : h('p', {class: 'muted'},
+          `backlog ${s.backlog}`, s.backlog ? `, oldest waited ${fmtDur(s.oldest_queued_age_ms)}` : ''))));
+      if (!names.length) list.append(h('p', {class: 'muted'}, 'No workflows are configured.'));
+    },
+  };
+}
+
+/* ---- one workflow's instances ------------------------------------------- */
+
+function listView(main, gen, wf) {
+  const st = {status: '', prefix: '', cursors: [''], page: 0};
+  const err = errorLine();
+  const counts = h('div', {class: 'counts', role: 'group', 'aria-label': 'Counts by status'});
+  const select = h('select', {id: 'status-filter', onchange: () => { st.status = select.value; restart(); }},
+    h('option', {value: ''}, 'any status'),
+    STATUSES.map((s) => h('option', {value: s}, s)));
+  const prefix = h('input', {id: 'id-prefix', type: 'search', placeholder: 'id prefix', autocomplete: 'off'});
+  const searchForm = h('form', {class: 'row', role: 'search', onsubmit: (ev) => {
+      ev.preventDefault(); st.prefix = prefix.value.trim(); restart(); }},
+    h('div', null, h('label', {for: 'status-filter'}, 'Status'), select),
+    h('div', null, h('label', {for: 'id-prefix'}, 'Find by id prefix'), prefix),
+    h('button', {type: 'submit', id: 'find'}, 'Find'));
+  const tbody = h('tbody', {id: 'instance-rows'});
+  const note = h('p', {class: 'muted', id: 'list-note', 'aria-live': 'polite'});
+  const newer = h('button', {type: 'button', id: 'page-newer', onclick: () => { st.page--; view.refresh(); }}, '← Newer');
+  const older = h('button', {type: 'button', id: 'page-older', onclick: () => { st.page++; view.refresh(); }}, 'Older →');
+  const pageNo = h('span', {class: 'muted'});
+  main.append(
+    h('p', null, h('a', {href: '#/'}, '← Workflows')),
+    h('h1', null, wf), err.el, counts, searchForm,
+    h('div', {class: 'table-wrap'}, h('table', {id: 'instances'},
+      h('thead', null, h('tr', null, h('th', null, 'Instance'), h('th', null, 'Status'),
+        h('th', null, 'Created'))), tbody)),
+    h('div', {class: 'pager'}, newer, older, pageNo), note);
+
+  function restart() { st.cursors = ['']; st.page = 0; view.refresh(); }
+
+  function pressCount(s) { st.status = s; select.value = s; restart(); }
+
+  /* Up to PAGE_SIZE rows: a page of the API's listing, or, with a prefix,
+   * the matches found by reading the listing in pages of 1000 (the API
+   * has no prefix filter; at most 20 pages are read). */
+  async function rows() {
+    const q = st.status ? `&status=${enc(st.status)}` : '';
+    const base = `/workflows/${enc(wf)}/instances?`;
+    if (!st.prefix) {
+      const r = await load(`${base}limit=${PAGE_SIZE}${q}&cursor=${enc(st.cursors[st.page] || '')}`);
+      st.cursors[st.page + 1] = r.cursor || null;
+      return {items: r.instances, more: !!r.cursor, note: ''};
+    }
+    const matches = [];
+    let cursor = '', scanned = 0, pages = 0;
+    do {
+      const r = await load(`${base}limit=1000${q}&cursor=${enc(cursor)}`);
+      scanned += r.instances.length;
+      for (const i of r.instances) if (i.id.startsWith(st.prefix)) matches.push(i);
+      cursor = r.cursor;
+    } while (cursor && ++pages < 20);
+    const from = st.page * PAGE_SIZE;
+    return {items: matches.slice(from, from + PAGE_SIZE),
+            more: matches.length > from + PAGE_SIZE,
+            note: `${matches.length} ${matches.length === 1 ? 'instance starts' : 'instances start'} with “${st.prefix}” ` +
+                  `among ${scanned} read${cursor ? ' (stopped after 20,000: narrow by status)' : ''}.`};
+  }
+
+  const view = {
+    error: err.show,
+    async refresh() {
+      const [stats, page] = await Promise.all([load(`/workflows/${enc(wf)}`), rows()]);
+      if (app.gen !== gen) return;
+      err.show(null);
+      const total = Object.values(stats.instances).reduce((a, b) => a + b, 0);
+      fill(counts, [['', 'all', total], ...STATUSES.map((s) => [s, s, stats.instances[s] || 0])]
+        .filter(([s, , n]) => !s || n || s === st.status)
+        .map(([s, label, n]) => h('button', {type: 'button', 'aria-pressed': String(st.status === s),
+          'data-status': s || 'all', onclick: () => pressCount(s)}, `${label} ${n}`)));
+      fill(tbody, page.items.map((i) => h('tr', {'data-id': i.id},
+        h('td', null, h('a', {href: `#/wf/${enc(wf)}/i/${enc(i.id)}`}, i.id)),
+        h('td', null, badge(i.status)),
+        h('td', null, fmtTime(i.created_ms)))));
+      if (!page.items.length)
+        tbody.append(h('tr', null, h('td', {colspan: 3, class: 'muted'}, 'No instances match.')));
+      newer.disabled = st.page === 0;
+      older.disabled = !page.more;
+      pageNo.textContent = `page ${st.page + 1} · updated ${fmtClock(Date.now()).slice(0, 8)}`;
+      note.textContent = page.note;
+    },
+  };
+  return view;
+}
+
+/* ---- confirming an action ---------------------------------------------- */
+
+/* A confirmation panel and the answer line under it: ask(what, method,
+ * url, body) shows what the request will do and the request itself, sends
+ * it on Confirm and shows the API's answer, errors included; done(r) runs
+ * after. */
+function confirmer(done) {
+  const box = h('div', {class: 'panel confirm', id: 'confirm', hidden: true});
+  const answer = h('div', {id: 'answer', class: 'answer', role: 'status', 'aria-live': 'polite'});
+  function ask(what, method, url, body, describe) {
+    const yes = h('button', {type: 'button', id: 'confirm-yes', class: 'primary'}, 'Confirm');
+    const no = h('button', {type: 'button', id: 'confirm-no'}, 'Cancel');
+    const shown = body === undefined ? '' : `\n${typeof body === 'string' ? body : JSON.stringify(body)}`;
+    fill(box, h('p', {id: 'confirm-text'}, what), h('pre', null, `${method} ${url}${shown}`),
+      h('div', {class: 'actions'}, yes, no));
+    box.hidden = false;
+    const opener = document.activeElement;
+    yes.focus();
+    no.onclick = () => { box.hidden = true; if (opener) opener.focus(); };
+    yes.onclick = async () => {
+      yes.disabled = no.disabled = true;
+      const r = await api(method, url, body);
+      box.hidden = true;
+      answer.className = `answer ${r.ok ? 'good' : 'bad'}`;
+      answer.setAttribute('role', r.ok ? 'status' : 'alert');
+      fill(answer, h('strong', null, r.ok ? 'Done: ' : 'Refused: '),
+        r.ok ? (describe ? describe(r) : `HTTP ${r.status} ${r.text}`) : describeAnswer(r));
+      if (opener) opener.focus();
+      if (done) done(r);
+    };
+  }
+  return {box, answer, ask};
+}
+
+/* ---- one instance ------------------------------------------------------- */
+
+function instanceView(main, gen, wf, id) {
+  const path = `/workflows/${enc(wf)}/instances/${enc(id)}`;
+  const err = errorLine();
+  const head = h('div');
+  const facts = h('dl', {class: 'kv'});
+  const data = h('div');
+  const timeline = h('div', {id: 'timeline'});
+  const steps = h('div', {id: 'steps'});
+  const events = h('div', {id: 'events'});
+  const conf = confirmer(() => view.refresh().catch(err.show));
+  const confirmThen = conf.ask;
+
+  const statusUrl = `${path}/status`;
+  const action = (label, status, what, cls) => h('button', {type: 'button', id: `act-${status}`, class: cls,
+    onclick: () => confirmThen(what, 'PATCH', statusUrl, {status})}, label);
+  const fromStep = h('select', {id: 'restart-from'});
+  const evType = h('input', {id: 'event-type', value: 'approval', autocomplete: 'off'});
+  const evPayload = h('textarea', {id: 'event-payload', spellcheck: 'false'}, '{"approved": true}');
+  const actions = h('section', {class: 'card'},
+    h('h2', null, 'Actions'),
+    h('div', {class: 'actions'},
+      action('Pause', 'pause', `Pause ${id}: it stops before its next step (a running attempt finishes).`),
+      action('Resume', 'resume', `Resume ${id}: it continues where it paused.`),
+      action('Terminate', 'terminate', `Terminate ${id}: it ends now and cannot be resumed (only restarted).`, 'danger'),
+      action('Restart', 'restart', `Restart ${id} from its beginning: every step runs again with the same params.`)),
+    h('div', {class: 'row'},
+      h('div', null, h('label', {for: 'restart-from'}, 'Restart from step'), fromStep),
+      h('button', {type: 'button', id: 'act-restart-from', onclick: () => {
+        const [name, count] = JSON.parse(fromStep.value || '[null]');
+        if (!name) return;
+        confirmThen(`Restart ${id} from step “${name}” (#${count}): the steps before it keep their results, it and the ones after run again.`,
+                    'PATCH', statusUrl, {status: 'restart', from: {name, count}});
+      }}, 'Restart from step')),
+    h('div', {class: 'row'},
+      h('div', null, h('label', {for: 'event-type'}, 'Event type'), evType)),
+    h('div', null, h('label', {for: 'event-payload'}, 'Payload (JSON)'), evPayload),
+    h('div', {class: 'row'}, h('button', {type: 'button', id: 'act-event', onclick: () => {
+      const type = evType.value.trim();
+      confirmThen(`Send the event “${type}” to ${id} with this payload.`, 'POST',
+                  `${path}/events/${enc(type)}`, evPayload.value);
+    }}, 'Send event')),
+    conf.box, conf.answer);
+
+  main.append(h('p', null, h('a', {href: `#/wf/${enc(wf)}`}, `← ${wf}`)), head, err.el,
+    h('section', {class: 'card'}, facts, data), actions,
+    h('section', {class: 'card'}, h('h2', null, 'Timeline'), timeline, steps),
+    h('section', {class: 'card'}, h('h2', null, 'Events received'), events));
+
+  const view = {
+    error: err.show,
+    async refresh() {
+      const inst = await load(path);
+      if (app.gen !== gen) return;
+      err.show(null);
+      fill(head, h('h1', null, inst.id, ' ', h('span', {id: 'instance-status'}, badge(inst.status))));
+      fill(facts,
+        h('dt', null, 'Workflow'), h('dd', null, inst.workflow),
+        h('dt', null, 'Created'), h('dd', null, fmtTime(inst.created_ms)),
+        h('dt', null, 'Started'), h('dd', null, fmtTime(inst.started_ms)),
+        h('dt', null, 'Ended'), h('dd', null, fmtTime(inst.ended_ms)),
+        inst.wake_ms ? [h('dt', null, 'Wakes'), h('dd', null, fmtTime(inst.wake_ms))] : null,
+        h('dt', null, 'Restarts'), h('dd', null, inst.restarts),
+        h('dt', null, 'Builds'), h('dd', null, (inst.builds || []).join(', ') || inst.build || '—'));
+      fill(data,
+        h('h2', null, 'Params'), h('pre', {id: 'params'}, fmtJSON(inst.params)),
+        inst.error !== null ? [h('h2', null, 'Error'), h('pre', {id: 'error', class: 'error'}, fmtJSON(inst.error))]
+                            : [h('h2', null, 'Output'), h('pre', {id: 'output'}, inst.output === null ? '—' : fmtJSON(inst.output))]);
+      if (document.activeElement !== fromStep) {
+        const keep = fromStep.value;
+        fill(fromStep, inst.steps.map((s) => h('option', {value: JSON.stringify([s.name, s.count])},
+          `${s.name}${s.count > 1 ? ` #${s.count}` : ''}`)));
+        if (keep) fromStep.value = keep;
+      }
+      fill(timeline, drawTimeline(inst));
+      fill(steps, stepList(inst));
+      const got = inst.steps.filter((s) => s.type === 'waitForEvent');
+      fill(events, got.length ? h('ul', null, got.map((s) => h('li', null,
+        h('strong', null, s.name), ' — ',
+        s.status === 'complete' ? [`received ${fmtTime(s.ended_ms)}: `, h('pre', null, fmtJSON(s.result))]
+                                : s.error ? h('span', {class: 'error'}, errText(s.error))
+                                          : `waiting since ${fmtTime(s.started_ms)}${s.wake_ms ? `, until ${fmtTime(s.wake_ms)}` : ''}`)))
+        : h('p', {class: 'muted'}, 'No event waits.'));
+    },
+  };
+  return view;
+}
+
+/* The spans of an instance's timeline, per step: attempts, back-off waits,
+ * sleeps and event waits, each {kind, from, to, label}. */
+function spansOf(step, now) {
+  const out = [];
+  if (step.type === 'do') {
+    const att = step.attempts || [];
+    att.forEach((a, k) => {
+      const end = a.ended_ms ?? now;
+      const failed = a.error !== null && a.error !== undefined;
+      out.push({kind: a.ended_ms === null ? 'running' : failed ? 'failed' : 'ok', from: a.started_ms, to: end,
+                label: `attempt ${a.number}: ${fmtClock(a.started_ms)}, ${fmtDur(end - a.started_ms)}` +
+                       (failed ? `, ${errText(a.error)}` : a.ended_ms === null ? ', running' : ', ok') +
+                       (a.build ? `, build ${a.build}` : '')});
+      const next = att[k + 1];
+      const waitEnd = next ? next.started_ms : (failed && step.status !== 'errored' ? (step.wake_ms ?? now) : null);
+      if (failed && a.ended_ms !== null && waitEnd !== null && waitEnd > a.ended_ms)
+        out.push({kind: 'backoff', from: a.ended_ms, to: waitEnd,
+                  label: `back-off ${fmtDur(waitEnd - a.ended_ms)}${next ? '' : ' (next attempt pending)'}`});
+    });
+  } else if (step.started_ms !== null) {
+    const to = step.ended_ms ?? (step.type === 'sleep' ? (step.wake_ms ?? now) : now);
+    out.push({kind: step.type === 'sleep' ? 'sleep' : 'event', from: step.started_ms, to,
+              label: `${step.type === 'sleep' ? 'sleep' : 'waiting for an event'}: ${fmtDur(to - step.started_ms)}` +
+                     (step.ended_ms === null ? ' so far' : '')});
+  }
+  return out;
+}
+
+const SPAN_COLORS = {ok: '#2e9e57', failed: '#d2433a', running: '#2456c7', backoff: '#e8c36a',
+                     sleep: '#9c86cf', event: '#e48a2f'};
+
+function drawTimeline(inst) {
+  const now = Date.now();
+  const rows = inst.steps.map((s) => ({step: s, spans: spansOf(s, now)}));
+  const t0 = inst.created_ms;
+  let t1 = inst.ended_ms ?? now;
+  for (const r of rows) for (const sp of r.spans) t1 = Math.max(t1, sp.to);
+  const W = 960, L = 180, R = 10, RH = 24, TOP = 22;
+  const span = Math.max(t1 - t0, 1);
+  const x = (t) => L + (W - L - R) * (t - t0) / span;
+  const H = TOP + RH * Math.max(rows.length, 1) + 8;
+  const g = svg('svg', {viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: 'img',
+                        'aria-label': `Timeline of ${inst.steps.length} steps over ${fmtDur(span)}`});
+  g.append(svg('text', {x: L, y: 14}, fmtClock(t0)),
+           svg('text', {x: W - R, y: 14, 'text-anchor': 'end'}, `+${fmtDur(span)}`),
+           svg('line', {x1: L, y1: TOP - 4, x2: W - R, y2: TOP - 4, stroke: '#ccd'}));
+  rows.forEach((r, i) => {
+    const y = TOP + i * RH;
+    const name = r.step.name.length > 24 ? `${r.step.name.slice(0, 23)}…` : r.step.name;
+    g.append(svg('text', {x: 4, y: y + 15}, name + (r.step.count > 1 ? ` #${r.step.count}` : '')));
+    for (const sp of r.spans) {
+      const x1 = x(sp.from), w = Math.max(x(sp.to) - x1, 2);
+      const half = sp.kind === 'backoff' || sp.kind === 'sleep' || sp.kind === 'event';
+      g.append(svg('rect', {x: x1, y: y + (half ? 7 : 3), width: w, height: half ? 8 : 16, rx: 2,
+                            fill: SPAN_COLORS[sp.kind], class: `span span-${sp.kind}`},
+                   svg('title', null, `${r.step.name}: ${sp.label}`)));
+    }
+  });
+  const legend = h('div', {class: 'legend'}, Object.entries({ok: 'attempt ok', failed: 'attempt failed',
+    running: 'running', backoff: 'back-off', sleep: 'sleep', event: 'event wait'})
+    .map(([k, v]) => h('span', null, h('i', {style: `background:${SPAN_COLORS[k]}`}), v)));
+  return [h('div', {class: 'table-wrap'}, g), legend];
+}
+
+/* Each step with its attempts in order, as text. */
+function stepList(inst) {
+  if (!inst.steps.length) return h('p', {class: 'muted'}, 'No steps yet.');
+  return inst.steps.map((s) => h('div', {class: 'step', 'data-step': s.name},
+    h('h3', null, s.name, s.count > 1 ? ` #${s.count}` : '', ' ', badge(s.status), ' ',
+      h('span', {class: 'muted'}, s.type)),
+    s.type === 'do' ? h('ol', {class: 'attempts'}, (s.attempts || []).map((a, k, all) => {
+      const failed = a.error !== null && a.error !== undefined;
+      const next = all[k + 1];
+      return h('li', {class: 'attempt', 'data-number': a.number},
+        `#${a.number} · started ${fmtClock(a.started_ms)} · `,
+        a.ended_ms === null ? 'running' : fmtDur(a.ended_ms - a.started_ms), ' · ',
+        failed ? h('span', {class: 'error'}, errText(a.error))
+               : a.ended_ms === null ? '' : h('span', null, 'ok'),
+        a.build ? h('span', {class: 'muted'}, ` · build ${a.build}`) : '',
+        failed && next && a.ended_ms !== null ? h('div', {class: 'muted'}, `waited ${fmtDur(next.started_ms - a.ended_ms)} (back-off)`) : '');
+    })) : h('p', {class: 'muted'},
+      s.type === 'sleep' ? `slept from ${fmtTime(s.started_ms)}, until ${fmtTime(s.wake_ms ?? s.ended_ms)}`
+                         : `waited from ${fmtTime(s.started_ms)}${s.ended_ms ? ` to ${fmtTime(s.ended_ms)}` : ''}`),
+    s.status === 'complete' && s.type === 'do' ? h('pre', {class: 'result'}, fmtJSON(s.result)) : '',
+    s.error && s.type !== 'do' ? h('p', {class: 'error'}, errText(s.error)) : ''));
+}
+
+/* ---- queues ------------------------------------------------------------- */
+
+/* Queues no plugin consumes (dead-letter queues): their messages are out
+ * of attempts, so browsing them (a pull with a 1 ms lease) takes nothing
+ * from a consumer. */
+function consumedQueues() {
+  const set = new Set();
+  for (const p of (app.plugins && app.plugins.plugins) || [])
+    for (const q of (p.serves && p.serves.queues) || []) set.add(q);
+  return set;
+}
+
+function queuesView(main, gen) {
+  const err = errorLine();
+  const tbody = h('tbody', {id: 'queue-rows'});
+  const detail = h('div', {id: 'queue-detail'});
+  main.append(h('h1', null, 'Queues'), err.el,
+    h('div', {class: 'table-wrap'}, h('table', null, h('thead', null, h('tr', null,
+      ['Queue', 'Ready', 'Delayed', 'In flight', 'Dead-lettered', 'Dropped', 'Oldest', 'Lag', '']
+        .map((t, i) => h('th', {class: i && i < 8 ? 'num' : null}, t)))), tbody)),
+    detail);
+
+  async function browse(q) {
+    const r = await api('POST', `/queues/${enc(q)}/messages/pull`, {batch_size: 20, visibility_timeout_ms: 1});
+    const conf = confirmer(() => view.refresh().catch(err.show));
+    const count = h('input', {id: 'redrive-count', type: 'number', min: 1, max: 100, value: 10});
+    fill(detail, h('section', {class: 'card'},
+      h('h2', null, `Dead-letter queue ${q}`),
+      h('p', {class: 'muted'}, 'The oldest 20 messages. Browsing pulls them with a 1 ms lease: they stay here, and each attempts count grows by one.'),
+      r.ok ? (r.json.messages.length ? h('ol', {id: 'dlq-messages'}, r.json.messages.map((m) => h('li', null,
+                `#${m.id} · sent ${fmtTime(m.sent_ms)} · ${m.attempts} attempts`,
+                m.last_error ? h('div', {class: 'error'}, m.last_error) : '',
+                h('pre', null, fmtJSON(m.body)))))
+                                   : h('p', {class: 'muted'}, 'Empty.'))
+           : h('p', {class: 'error', role: 'alert'}, describeAnswer(r)),
+      h('div', {class: 'row'},
+        h('div', null, h('label', {for: 'redrive-count'}, 'How many (oldest first)'), count),
+        h('button', {type: 'button', id: 'redrive', onclick: () => {
+          const n = Number(count.value);
+          conf.ask(`Send the ${n} oldest messages of ${q} back to the queue that dead-lettered them, as new messages with no attempts.`,
+                   'POST', `/queues/${enc(q)}/messages/redrive`, {batch_size: n},
+                   (a) => `sent ${a.json.moved.length} back to ${a.json.to}.`);
+        }}, 'Send back')), conf.box, conf.answer));
+    detail.querySelector('h2').scrollIntoView({block: 'nearest'});
+  }
+
+  const view = {
+    error: err.show,
+    async refresh() {
+      const [queues, plugins] = await Promise.all([load('/queues'), load('/plugins')]);
+      if (app.gen !== gen) return;
+      app.plugins = plugins;
+      err.show(null);
+      const consumed = consumedQueues();
+      fill(tbody, queues.map((q) => h('tr', {'data-queue': q.name},
+        h('td', null, q.name, consumed.has(q.name) ? '' : h('span', {class: 'muted'}, ' (not consumed)')),
+        [q.ready, q.delayed, q.in_flight, q.dead_lettered, q.dropped].map((n) => h('td', {class: 'num'}, n)),
+        h('td', {class: 'num'}, q.oldest_age_ms ? fmtDur(q.oldest_age_ms) : '—'),
+        h('td', {class: 'num'}, q.lag_ms ? fmtDur(q.lag_ms) : '—'),
+        h('td', null, consumed.has(q.name) ? ''
+          : h('button', {type: 'button', 'data-browse': q.name, onclick: () => browse(q.name)}, 'Browse')))));
+      if (!queues.length) tbody.append(h('tr', null, h('td', {colspan: 9, class: 'muted'}, 'No queues.')));
+    },
+  };
+  return view;
+}
+
+/* ---- crons -------------------------------------------------------------- */
+
+function cronsView(main, gen) {
+  const err = errorLine();
+  const tbody = h('tbody', {id: 'cron-rows'});
+  main.append(h('h1', null, 'Cron triggers'), err.el,
+    h('div', {class: 'table-wrap'}, h('table', null, h('thead', null, h('tr', null,
+      ['Trigger', 'Next fires', 'Last', 'Fired', 'Complete', 'Failed', 'Missed', 'Skipped']
+        .map((t, i) => h('th', {class: i > 2 ? 'num' : null}, t)))), tbody)));
+  return {
+    error: err.show,
+    async refresh() {
+      const crons = await load('/crons');
+      if (app.gen !== gen) return;
+      err.show(null);
+      fill(tbody, crons.map((c) => h('tr', null,
+        h('td', null, h('code', null, c.schedule), ` ${c.timezone || 'UTC'}`, h('br'),
+          h('span', {class: 'muted'}, `${c.plugin} → ${c.workflow ? `workflow ${c.workflow}` : 'handler'}`)),
+        h('td', null, (c.next || []).slice(0, 3).map((t) => h('div', null, fmtTime(t)))),
+        h('td', null, c.last ? [fmtTime(c.last.tick_ms), ' ', badge(c.last.state),
+          c.last.instance && c.workflow ? [' ', h('a', {href: `#/wf/${enc(c.workflow)}/i/${enc(c.last.instance)}`}, c.last.instance)]
+                                        : c.last.instance ? ` ${c.last.instance}` : '',
+          c.last.error ? h('div', {class: 'error'}, errText(c.last.error)) : ''] : h('span', {class: 'muted'}, 'never')),
+        [c.fired, c.complete, c.failed, c.missed, c.skipped].map((n) => h('td', {class: 'num'}, n ?? 0)))));
+      if (!crons.length) tbody.append(h('tr', null, h('td', {colspan: 8, class: 'muted'}, 'No cron triggers.')));
+    },
+  };
+}
+
+/* ---- plugins ------------------------------------------------------------ */
+
+function pluginsView(main, gen) {
+  const err = errorLine();
+  const list = h('div', {id: 'plugin-list'});
+  main.append(h('h1', null, 'Plugins'), err.el, list);
+  return {
+    error: err.show,
+    async refresh() {
+      const r = await load('/plugins');
+      if (app.gen !== gen) return;
+      app.plugins = r;
+      err.show(null);
+      fill(list, r.plugins.map((p) => h('section', {class: 'card', 'data-plugin': p.name},
+        h('h2', null, p.name), h('p', {class: 'muted'}, h('code', null, p.path)),
+        h('div', {class: 'table-wrap'}, h('table', null,
+          h('thead', null, h('tr', null, h('th', null, 'Build'), h('th', null, 'Loaded'),
+            h('th', {class: 'num'}, 'Instances pinned'))),
+          h('tbody', null, p.builds.map((b) => h('tr', null,
+            h('td', null, h('code', null, b.build), b.newest ? ' (newest)' : ''),
+            h('td', null, fmtTime(b.loaded_ms)), h('td', {class: 'num'}, b.instances)))))),
+        h('dl', {class: 'kv'},
+          h('dt', null, 'Workflows'), h('dd', null, p.serves.workflows.length
+            ? p.serves.workflows.map((w, i) => [i ? ', ' : '', h('a', {href: `#/wf/${enc(w)}`}, w)]) : '—'),
+          h('dt', null, 'Consumes'), h('dd', null, p.serves.queues.join(', ') || '—'),
+          h('dt', null, 'Crons'), h('dd', null, p.serves.crons.join(', ') || '—')))));
+    },
+  };
+}
+
+/* ---- health: the engine's counters, drawn ------------------------------- */
+
+const COUNTERS = [
+  ['duro_steps_completed_total', 'Steps completed /s'],
+  ['duro_attempts_failed_total', 'Failed attempts /s'],
+  ['duro_retries_total', 'Retries /s'],
+  ['duro_instances_created_total', 'Instances created /s'],
+];
+
+/* The sum over label sets of each counter in a Prometheus text. */
+function parseCounters(text) {
+  const out = {};
+  for (const line of text.split('\n')) {
+    const m = /^([a-z_]+)(\{[^}]*\})?\s+([0-9.eE+-]+)$/.exec(line);
+    if (m) out[m[1]] = (out[m[1]] || 0) + Number(m[3]);
+  }
+  return out;
+}
+
+/* Samples /metrics and /healthz every POLL_MS whatever view is open, so
+ * the charts have the minutes since the page opened. */
+async function sample() {
+  const [m, hz] = await Promise.all([api('GET', '/metrics'), api('GET', '/healthz')]);
+  const now = Date.now();
+  if (m.ok) {
+    app.samples.push({t: now, c: parseCounters(m.text)});
+    while (app.samples.length && app.samples[0].t < now - HISTORY_MS - POLL_MS) app.samples.shift();
+  }
+  app.health = hz.json || (hz.status === 401 ? null : {status: 'down'});
+  const dot = $('#health-dot');
+  const status = app.health ? app.health.status : 'unknown';
+  dot.className = `dot ${status}`;
+  dot.setAttribute('aria-label', `health ${status}`);
+  dot.title = `health: ${status}`;
+}
+
+/* A rate chart: one bar per sampling interval over HISTORY_MS. */
+function rateChart(name, label) {
+  const W = 600, H = 150, L = 40, B = 20, T = 10;
+  const pts = [];
+  for (let i = 1; i < app.samples.length; i++) {
+    const a = app.samples[i - 1], b = app.samples[i];
+    const d = (b.c[name] ?? 0) - (a.c[name] ?? 0);
+    pts.push({t: b.t, dt: b.t - a.t, v: Math.max(d, 0) / ((b.t - a.t) / 1000)});
+  }
+  const now = Date.now();
+  const max = Math.max(1, ...pts.map((p) => p.v));
+  const x = (t) => L + (W - L - 4) * (1 - (now - t) / HISTORY_MS);
+  const y = (v) => H - B - (H - B - T) * v / max;
+  const cur = pts.length ? pts[pts.length - 1].v : 0;
+  const g = svg('svg', {viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: 'img', class: 'chart',
+                        'data-counter': name, 'aria-label': `${label}: ${cur.toFixed(2)} now, at most ${max.toFixed(2)} over 5 minutes`},
+    svg('line', {x1: L, y1: H - B, x2: W - 4, y2: H - B, stroke: '#99a'}),
+    svg('line', {x1: L, y1: T, x2: L, y2: H - B, stroke: '#99a'}),
+    svg('text', {x: L - 4, y: T + 8, 'text-anchor': 'end'}, max >= 10 ? max.toFixed(0) : max.toFixed(1)),
+    svg('text', {x: L - 4, y: H - B, 'text-anchor': 'end'}, '0'),
+    svg('text', {x: L, y: H - 4}, '5 min ago'),
+    svg('text', {x: W - 4, y: H - 4, 'text-anchor': 'end'}, 'now'));
+  for (const p of pts) {
+    const x1 = x(p.t - p.dt), x2 = x(p.t);
+    if (x2 < L) continue;
+    g.append(svg('rect', {x: Math.max(x1, L), y: y(p.v), width: Math.max(x2 - Math.max(x1, L) - 1, 1),
+                          height: H - B - y(p.v), fill: name.includes('fail') ? '#d2433a' : name.includes('retr') ? '#e8a33a' : '#2456c7'},
+                 svg('title', null, `${fmtClock(p.t).slice(0, 8)}: ${p.v.toFixed(2)}/s`)));
+  }
+  return h('section', {class: 'card'}, h('h2', null, label, ' ',
+    h('span', {class: 'muted'}, `${cur.toFixed(2)} now`)), g);
+}
+
+function healthView(main, gen) {
+  const err = errorLine();
+  const status = h('p', {id: 'health-status'});
+  const charts = h('div', {class: 'grid', id: 'charts'});
+  main.append(h('h1', null, 'Health'), err.el, status, charts,
+    h('p', {class: 'muted'}, 'From the engine\'s counters (GET /metrics), sampled every 2 s since this page opened; the last 5 minutes.'));
+  return {
+    error: err.show,
+    async refresh() {
+      if (app.gen !== gen) return;
+      const hz = app.health;
+      fill(status, 'Host: ', hz ? h('span', {class: `badge ${hz.status === 'ok' ? 's-complete' : 's-errored'}`}, hz.status)
+                                : h('span', {class: 'muted'}, 'unknown'),
+        hz && hz.status !== 'ok' ? h('pre', {class: 'error'}, fmtJSON(hz)) : '');
+      fill(charts, COUNTERS.map(([n, l]) => rateChart(n, l)));
+    },
+  };
+}
+
+/* ---- start -------------------------------------------------------------- */
+
+let sampling = null;
+async function boot() {
+  const r = await api('GET', '/healthz');
+  if (r.status === 401) return;
+  const [q, c] = await Promise.all([api('GET', '/queues'), api('GET', '/crons'),
+                                    load('/plugins').then((p) => { app.plugins = p; }).catch(() => {})]);
+  $('[data-nav="queues"]').hidden = !(q.ok && q.json.length);
+  $('[data-nav="crons"]').hidden = !(c.ok && c.json.length);
+  if (!sampling) {
+    const loop = async () => { await sample(); sampling = setTimeout(loop, POLL_MS); };
+    loop();
+  }
+  route();
+}
+
+window.addEventListener('hashchange', route);
+boot();

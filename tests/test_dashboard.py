@@ -1,0 +1,360 @@
+#!/usr/bin/env python3
+"""test_dashboard: the web dashboard (host/dashboard/) in headless Chromium,
+driven through Selenium (Debian's chromium, chromium-driver and
+python3-selenium, which .ci/deps installs), against a real `duro run` of
+the order-flow example with a queue, its dead-letter queue and a nightly
+cron.  Offline: the host listens on 127.0.0.1, the page loads nothing else.
+
+It checks that the list shows the instances created over the API, that the
+status filter and the id-prefix search work, that the detail page shows a
+retried step's attempts in order, that pause and resume from the page
+change the status (read back over the API), that an error of the API (an
+event for an ended instance: 409) is shown on the page, that a listener
+with a token asks for it, that the page fits a 375 px screen, and that the
+browser logged no error but the ones those refusals cause.  Screenshots of
+every page at 1280x800 and 375 px wide go to ARTEFACT_DIR.
+
+Usage: test_dashboard.py DURO_BIN ORDERS_PLUGIN NIGHTLY_PLUGIN ARTEFACT_DIR
+Prints one line "test_dashboard: pass" or "test_dashboard: FAIL: why"."""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+DURO, ORDERS, NIGHTLY, ARTEFACTS = sys.argv[1:5]
+WF = "order-flow"
+TOKEN = "dash-Token_1"
+
+
+class Host:
+    """`duro run` on a config of its own in `tmp`, stopped by stop()."""
+
+    def __init__(self, tmp, name, token=False):
+        self.dir = os.path.join(tmp, name)
+        os.makedirs(self.dir)
+        config = os.path.join(self.dir, "duro.yaml")
+        with open(config, "w") as f:
+            f.write(f"""storage:
+  path: {self.dir}/duro.db
+  synchronous: normal
+http:
+  listen: 127.0.0.1:0
+{"  token_env: DASH_TOKEN" if token else ""}
+engine:
+  workers: 2
+plugins:
+  - name: orders
+    path: {ORDERS}
+    workflows:
+      - {{name: order-flow, binding: ORDER_FLOW, class_name: OrderFlow}}
+    queues:
+      producers: [{{binding: JOBS, queue: jobs}}]
+      consumers:
+        - {{queue: jobs, max_retries: 1, dead_letter_queue: jobs-dlq}}
+  - name: nightly
+    path: {NIGHTLY}
+    workflows:
+      - {{name: nightly-report, binding: REPORT, class_name: Report}}
+    triggers:
+      crons: ["0 3 * * *"]
+""")
+        self.log = os.path.join(self.dir, "duro.log")
+        env = dict(os.environ, DASH_TOKEN=TOKEN)
+        self.token = TOKEN if token else None
+        with open(self.log, "w") as out:
+            self.proc = subprocess.Popen([DURO, "run", config], stdout=out,
+                                         stderr=subprocess.STDOUT, env=env)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            m = re.search(r"http on port (\d+)", open(self.log).read())
+            if m:
+                self.base = f"http://127.0.0.1:{m.group(1)}"
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError("duro run never said ready:\n" + open(self.log).read())
+
+    def api(self, method, path, body=None):
+        """(status, JSON) of one request."""
+        data = None if body is None else (
+            body if isinstance(body, str) else json.dumps(body)).encode()
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req.add_header("Content-Type", "application/json")
+        if self.token:
+            req.add_header("Authorization", "Bearer " + self.token)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                text = r.read().decode()
+                return r.status, json.loads(text) if text else None
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read().decode() or "null")
+
+    def status(self, iid):
+        return self.api("GET", f"/workflows/{WF}/instances/{iid}/status")[1]["status"]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def browser(profile):
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu",
+              "--disable-dev-shm-usage", f"--user-data-dir={profile}",
+              "--window-size=1280,800", "--no-first-run",
+              "--disable-background-networking", "--disable-sync",
+              "--disable-component-update", "--disable-default-apps"):
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    service = Service(shutil.which("chromedriver") or "/usr/bin/chromedriver")
+    d = webdriver.Chrome(service=service, options=opts)
+    d.set_window_size(1280, 800)
+    return d
+
+
+def wait_for(d, what, fn, timeout=15):
+    try:
+        return WebDriverWait(d, timeout, poll_frequency=0.1).until(lambda _: fn())
+    except Exception:
+        raise AssertionError(f"timed out waiting for {what}")
+
+
+def rows(d):
+    """The instance ids the list shows."""
+    return [e.get_attribute("data-id")
+            for e in d.find_elements(By.CSS_SELECTOR, "#instance-rows tr[data-id]")]
+
+
+def answer_text(d):
+    return d.find_element(By.ID, "answer").text
+
+
+def confirm(d, button_id):
+    """Clicks an action, checks the confirmation says what it will send,
+    confirms, and returns the answer shown."""
+    d.find_element(By.ID, button_id).click()
+    text = wait_for(d, "the confirmation",
+                    lambda: d.find_element(By.ID, "confirm").is_displayed()
+                    and d.find_element(By.ID, "confirm").text)
+    assert "Confirm" in text, text
+    before = answer_text(d)
+    # Keyboard: Confirm has the focus; Enter presses it.
+    assert d.switch_to.active_element.get_attribute("id") == "confirm-yes"
+    d.switch_to.active_element.send_keys(Keys.ENTER)
+    return wait_for(d, "the API's answer",
+                    lambda: answer_text(d) != before and answer_text(d)), text
+
+
+def shot(d, name):
+    d.save_screenshot(os.path.join(ARTEFACTS, name + ".png"))
+
+
+def severe_logs(d, allowed):
+    """Browser log entries of level SEVERE that no pattern in `allowed`
+    explains."""
+    bad = []
+    for e in d.get_log("browser"):
+        if e["level"] == "SEVERE" and not any(re.search(p, e["message"]) for p in allowed):
+            bad.append(e["message"])
+    return bad
+
+
+def main():
+    os.makedirs(ARTEFACTS, exist_ok=True)
+    for f in os.listdir(ARTEFACTS):
+        if f.endswith(".png"):
+            os.remove(os.path.join(ARTEFACTS, f))
+    tmp = tempfile.mkdtemp(prefix="duro-dashboard-")
+    hosts, drivers = [], []
+    try:
+        h = Host(tmp, "open")
+        hosts.append(h)
+        # Instances over the API: a card that fails once (a retried
+        # step), orders that wait for their review, one terminated.
+        order = {"orderId": "A-1", "email": "a@b.c", "amount": 10}
+        assert h.api("POST", f"/workflows/{WF}/instances",
+                     {"id": "flaky-1", "params": dict(order, flakyCard=True)})[0] == 201
+        ids = ["wait-1", "batch-a-1", "batch-a-2", "batch-b-1", "term-1"]
+        for iid in ids:
+            assert h.api("POST", f"/workflows/{WF}/instances",
+                         {"id": iid, "params": order})[0] == 201
+        deadline = time.time() + 15
+        while any(h.status(i) != "waiting" for i in ids):
+            assert time.time() < deadline, "the orders never waited for review"
+            time.sleep(0.1)
+        assert h.api("PATCH", f"/workflows/{WF}/instances/term-1/status",
+                     {"status": "terminate"})[0] == 200
+        assert h.api("POST", "/queues/jobs/messages", {"body": {"job": 1}})[0] == 201
+        assert h.api("POST", "/queues/jobs-dlq/messages",
+                     {"body": {"job": "dead"}})[0] == 201
+        assert h.api("POST", "/__scheduled?cron=0+3+*+*+*")[0] == 200
+
+        d = browser(os.path.join(tmp, "profile"))
+        drivers.append(d)
+        d.get(h.base + "/")
+        wait_for(d, "the workflow cards",
+                 lambda: d.find_elements(By.LINK_TEXT, WF))
+        d.find_element(By.LINK_TEXT, WF).click()
+        want = set(ids) | {"flaky-1"}
+        wait_for(d, "every instance in the list", lambda: want <= set(rows(d)))
+        counts = d.find_element(By.CSS_SELECTOR, ".counts").text
+        assert "terminated 1" in counts and "all 6" in counts, counts
+        shot(d, "list-desktop")
+
+        # the status filter
+        Select(d.find_element(By.ID, "status-filter")).select_by_value("terminated")
+        wait_for(d, "only the terminated instance", lambda: rows(d) == ["term-1"])
+        Select(d.find_element(By.ID, "status-filter")).select_by_value("")
+        wait_for(d, "every instance again", lambda: want <= set(rows(d)))
+        # the id-prefix search, from the keyboard
+        box = d.find_element(By.ID, "id-prefix")
+        box.send_keys("batch-a")
+        box.send_keys(Keys.ENTER)
+        wait_for(d, "the prefix matches",
+                 lambda: sorted(rows(d)) == ["batch-a-1", "batch-a-2"])
+        assert "2 instances start with" in d.find_element(By.ID, "list-note").text
+
+        # pause and resume from the page, read back over the API
+        d.get(h.base + f"/#/wf/{WF}/i/wait-1")
+        wait_for(d, "the detail page",
+                 lambda: "waiting" in d.find_element(By.ID, "instance-status").text)
+        ans, what = confirm(d, "act-pause")
+        assert "PATCH /workflows/order-flow/instances/wait-1/status" in what, what
+        assert "Done" in ans, ans
+        wait_for(d, "paused over the API", lambda: h.status("wait-1") == "paused")
+        wait_for(d, "paused on the page",
+                 lambda: "paused" in d.find_element(By.ID, "instance-status").text)
+        ans, _ = confirm(d, "act-resume")
+        assert "Done" in ans, ans
+        wait_for(d, "resumed over the API", lambda: h.status("wait-1") != "paused")
+
+        # an error of the API is shown: an event for an ended instance
+        d.get(h.base + f"/#/wf/{WF}/i/term-1")
+        wait_for(d, "the terminated instance",
+                 lambda: "terminated" in d.find_element(By.ID, "instance-status").text)
+        ans, _ = confirm(d, "act-event")
+        assert "409" in ans and "instance.ended" in ans, ans
+        assert d.find_element(By.ID, "answer").get_attribute("role") == "alert"
+
+        # the retried step: its attempts in order, the failed one first
+        d.get(h.base + f"/#/wf/{WF}/i/flaky-1")
+
+        def charge_attempts():
+            return d.find_elements(
+                By.CSS_SELECTOR, '.step[data-step="charge card"] li.attempt')
+        wait_for(d, "the second attempt of the charge (after a 10 s back-off)",
+                 lambda: len(charge_attempts()) >= 2, timeout=30)
+        att = charge_attempts()
+        assert [a.get_attribute("data-number") for a in att] == ["1", "2"]
+        assert "card issuer timed out" in att[0].text, att[0].text
+        assert "back-off" in att[0].text, att[0].text
+        assert d.find_elements(By.CSS_SELECTOR, "#timeline rect.span-failed")
+        assert d.find_elements(By.CSS_SELECTOR, "#timeline rect.span-backoff")
+        shot(d, "detail-desktop")
+
+        # queues: the counts, a dead-letter queue browsed
+        d.get(h.base + "/#/queues")
+        wait_for(d, "the queues",
+                 lambda: d.find_elements(By.CSS_SELECTOR, 'tr[data-queue="jobs-dlq"]'))
+        d.find_element(By.CSS_SELECTOR, '[data-browse="jobs-dlq"]').click()
+        wait_for(d, "the dead-lettered message",
+                 lambda: "dead" in d.find_element(By.ID, "dlq-messages").text)
+        shot(d, "queues-desktop")
+        d.get(h.base + "/#/crons")
+        wait_for(d, "the cron", lambda: "0 3 * * *" in d.find_element(By.ID, "cron-rows").text)
+        shot(d, "crons-desktop")
+        d.get(h.base + "/#/plugins")
+        wait_for(d, "the plugins",
+                 lambda: "nightly-report" in d.find_element(By.ID, "plugin-list").text)
+        shot(d, "plugins-desktop")
+        d.get(h.base + "/#/health")
+        wait_for(d, "the charts with samples",
+                 lambda: d.find_elements(By.CSS_SELECTOR, 'svg.chart[data-counter="duro_steps_completed_total"] rect'))
+        shot(d, "health-desktop")
+
+        # keyboard: Tab from the top reaches the navigation's links
+        d.find_element(By.TAG_NAME, "body").send_keys(Keys.TAB)
+        assert d.switch_to.active_element.tag_name == "a"
+
+        # a phone's width: nothing wider than the screen
+        d.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                          {"width": 375, "height": 800, "deviceScaleFactor": 1,
+                           "mobile": True})
+        pages = [("list", f"#/wf/{WF}", "#instance-rows tr"),
+                 ("detail", f"#/wf/{WF}/i/flaky-1", "li.attempt"),
+                 ("queues", "#/queues", "tr[data-queue]"),
+                 ("crons", "#/crons", "#cron-rows tr"),
+                 ("plugins", "#/plugins", "#plugin-list section"),
+                 ("health", "#/health", "svg.chart")]
+        for name, frag, sel in pages:
+            d.get(h.base + "/" + frag)
+            wait_for(d, f"the {name} page at 375 px",
+                     lambda: d.find_elements(By.CSS_SELECTOR, sel))
+            width = d.execute_script("return document.documentElement.scrollWidth")
+            assert width <= 375, f"the {name} page is {width} px wide at 375 px"
+            shot(d, f"{name}-phone")
+
+        bad = severe_logs(d, [r"/events/approval .*409"])
+        assert not bad, "browser errors:\n" + "\n".join(bad)
+
+        # A listener with a token: the page asks for it and keeps it for
+        # the session.
+        t = Host(tmp, "token", token=True)
+        hosts.append(t)
+        d2 = browser(os.path.join(tmp, "profile2"))
+        drivers.append(d2)
+        d2.get(t.base + "/")
+        wait_for(d2, "the token form",
+                 lambda: d2.find_element(By.ID, "token-form").is_displayed())
+        field = d2.find_element(By.ID, "token-input")
+        field.send_keys("wrong")
+        field.send_keys(Keys.ENTER)
+        wait_for(d2, "the refusal of a wrong token",
+                 lambda: "refused" in d2.find_element(By.ID, "token-error").text)
+        field.clear()
+        field.send_keys(TOKEN)
+        field.send_keys(Keys.ENTER)
+        wait_for(d2, "the workflows behind the token",
+                 lambda: d2.find_elements(By.LINK_TEXT, WF))
+        assert d2.execute_script("return sessionStorage.getItem('duro.token')") == TOKEN
+        assert d2.execute_script("return localStorage.length") == 0
+        bad = severe_logs(d2, [r"/healthz .*401"])
+        assert not bad, "browser errors behind the token:\n" + "\n".join(bad)
+    finally:
+        for d in drivers:
+            d.quit()
+        for h in hosts:
+            h.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    start = time.time()
+    try:
+        main()
+    except Exception as e:  # one line for the summary, the trace for the log
+        import traceback
+        traceback.print_exc()
+        print(f"test_dashboard: FAIL: {e}".splitlines()[0])
+        sys.exit(1)
+    print(f"test_dashboard: pass ({time.time() - start:.1f} s; screenshots in {ARTEFACTS})")
