@@ -16,6 +16,7 @@ every page at 1280x800 and 375 px wide go to ARTEFACT_DIR.
 
 Usage: test_dashboard.py DURO_BIN ORDERS_PLUGIN NIGHTLY_PLUGIN ARTEFACT_DIR
 Prints one line "test_dashboard: pass" or "test_dashboard: FAIL: why"."""
+import base64
 import json
 import os
 import re
@@ -29,6 +30,9 @@ import urllib.error
 import urllib.request
 
 from selenium import webdriver
+from selenium.common.exceptions import (NoSuchElementException,
+                                        StaleElementReferenceException,
+                                        TimeoutException)
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -133,16 +137,22 @@ def browser(profile):
 
 
 def wait_for(d, what, fn, timeout=15):
+    """fn() once it is true; the page re-renders its data as it polls, so
+    an element found a moment ago may be gone: that is tried again."""
     try:
-        return WebDriverWait(d, timeout, poll_frequency=0.1).until(lambda _: fn())
-    except Exception:
-        raise AssertionError(f"timed out waiting for {what}")
+        return WebDriverWait(d, timeout, poll_frequency=0.1,
+                             ignored_exceptions=[StaleElementReferenceException,
+                                                 NoSuchElementException]
+                             ).until(lambda _: fn())
+    except TimeoutException:
+        raise AssertionError(f"timed out waiting for {what}") from None
 
 
 def rows(d):
-    """The instance ids the list shows."""
-    return [e.get_attribute("data-id")
-            for e in d.find_elements(By.CSS_SELECTOR, "#instance-rows tr[data-id]")]
+    """The instance ids the list shows (read at once, in the page)."""
+    return d.execute_script(
+        "return [...document.querySelectorAll('#instance-rows tr[data-id]')]"
+        ".map((r) => r.dataset.id)")
 
 
 def answer_text(d):
@@ -165,8 +175,19 @@ def confirm(d, button_id):
                     lambda: answer_text(d) != before and answer_text(d)), text
 
 
+def viewport(d, width, height):
+    """The page's viewport exactly, as a device of that size has it."""
+    d.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                      {"width": width, "height": height,
+                       "deviceScaleFactor": 1, "mobile": width < 600})
+
+
 def shot(d, name):
-    d.save_screenshot(os.path.join(ARTEFACTS, name + ".png"))
+    """The whole page (beyond the viewport) as ARTEFACTS/NAME.png."""
+    png = d.execute_cdp_cmd("Page.captureScreenshot",
+                            {"format": "png", "captureBeyondViewport": True})
+    with open(os.path.join(ARTEFACTS, name + ".png"), "wb") as f:
+        f.write(base64.b64decode(png["data"]))
 
 
 def severe_logs(d, allowed):
@@ -211,6 +232,7 @@ def main():
 
         d = browser(os.path.join(tmp, "profile"))
         drivers.append(d)
+        viewport(d, 1280, 800)
         d.get(h.base + "/")
         wait_for(d, "the workflow cards",
                  lambda: d.find_elements(By.LINK_TEXT, WF))
@@ -260,14 +282,18 @@ def main():
         d.get(h.base + f"/#/wf/{WF}/i/flaky-1")
 
         def charge_attempts():
-            return d.find_elements(
-                By.CSS_SELECTOR, '.step[data-step="charge card"] li.attempt')
+            """[[number, text]] of the charge's attempts, as shown."""
+            return d.execute_script(
+                "return [...document.querySelectorAll("
+                "'.step[data-step=\"charge card\"] li.attempt')]"
+                ".map((a) => [a.dataset.number, a.textContent])")
         wait_for(d, "the second attempt of the charge (after a 10 s back-off)",
                  lambda: len(charge_attempts()) >= 2, timeout=30)
         att = charge_attempts()
-        assert [a.get_attribute("data-number") for a in att] == ["1", "2"]
-        assert "card issuer timed out" in att[0].text, att[0].text
-        assert "back-off" in att[0].text, att[0].text
+        assert [n for n, _ in att] == ["1", "2"], att
+        assert "card issuer timed out" in att[0][1], att
+        assert "back-off" in att[0][1], att
+        assert "ok" in att[1][1], att
         assert d.find_elements(By.CSS_SELECTOR, "#timeline rect.span-failed")
         assert d.find_elements(By.CSS_SELECTOR, "#timeline rect.span-backoff")
         shot(d, "detail-desktop")
@@ -287,9 +313,12 @@ def main():
         wait_for(d, "the plugins",
                  lambda: "nightly-report" in d.find_element(By.ID, "plugin-list").text)
         shot(d, "plugins-desktop")
-        d.get(h.base + "/#/health")
-        wait_for(d, "the charts with samples",
-                 lambda: d.find_elements(By.CSS_SELECTOR, 'svg.chart[data-counter="duro_steps_completed_total"] rect'))
+        # the counters drawn: the steps completed while the page was open
+        # (the retried charge, the resumed order) make a bar
+        d.find_element(By.CSS_SELECTOR, '[data-nav="health"]').click()
+        wait_for(d, "a bar of steps completed", lambda: d.execute_script(
+            "return [...document.querySelectorAll('svg.chart[data-counter="
+            "duro_steps_completed_total] rect')].some((r) => r.getAttribute('height') > 0)"))
         shot(d, "health-desktop")
 
         # keyboard: Tab from the top reaches the navigation's links
@@ -297,9 +326,7 @@ def main():
         assert d.switch_to.active_element.tag_name == "a"
 
         # a phone's width: nothing wider than the screen
-        d.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                          {"width": 375, "height": 800, "deviceScaleFactor": 1,
-                           "mobile": True})
+        viewport(d, 375, 800)
         pages = [("list", f"#/wf/{WF}", "#instance-rows tr"),
                  ("detail", f"#/wf/{WF}/i/flaky-1", "li.attempt"),
                  ("queues", "#/queues", "tr[data-queue]"),

@@ -7,6 +7,7 @@
 'use strict';
 
 const TOKEN_KEY = 'duro.token';
+const SAMPLES_KEY = 'duro.samples'; /* the health history, for this tab */
 const POLL_MS = 2000;
 const PAGE_SIZE = 20;
 const HISTORY_MS = 5 * 60 * 1000; /* what the health charts show */
@@ -17,7 +18,7 @@ const app = {
   view: null,      /* {refresh(), stop?()} of the open view */
   gen: 0,          /* bumped on navigation: late answers are dropped */
   plugins: null,   /* the last GET /plugins */
-  samples: [],     /* [{t, counters}] from GET /metrics, oldest first */
+  samples: [],     /* [{t, c: {counter: value}}] from GET /metrics, oldest first */
   health: null,    /* the last GET /healthz body */
 };
 
@@ -499,7 +500,7 @@ function drawTimeline(inst) {
   const span = Math.max(t1 - t0, 1);
   const x = (t) => L + (W - L - R) * (t - t0) / span;
   const H = TOP + RH * Math.max(rows.length, 1) + 8;
-  const g = svg('svg', {viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: 'img',
+  const g = svg('svg', {viewBox: `0 0 ${W} ${H}`, class: 'timeline', role: 'img',
                         'aria-label': `Timeline of ${inst.steps.length} steps over ${fmtDur(span)}`});
   g.append(svg('text', {x: L, y: 14}, fmtClock(t0)),
            svg('text', {x: W - R, y: 14, 'text-anchor': 'end'}, `+${fmtDur(span)}`),
@@ -696,8 +697,11 @@ async function sample() {
   const [m, hz] = await Promise.all([api('GET', '/metrics'), api('GET', '/healthz')]);
   const now = Date.now();
   if (m.ok) {
-    app.samples.push({t: now, c: parseCounters(m.text)});
+    const all = parseCounters(m.text), c = {};
+    for (const [name] of COUNTERS) c[name] = all[name] ?? 0;
+    app.samples.push({t: now, c});
     while (app.samples.length && app.samples[0].t < now - HISTORY_MS - POLL_MS) app.samples.shift();
+    try { sessionStorage.setItem(SAMPLES_KEY, JSON.stringify(app.samples)); } catch (e) { /* full: keep in memory */ }
   }
   app.health = hz.json || (hz.status === 401 ? null : {status: 'down'});
   const dot = $('#health-dot');
@@ -707,21 +711,30 @@ async function sample() {
   dot.title = `health: ${status}`;
 }
 
-/* A rate chart: one bar per sampling interval over HISTORY_MS. */
+const BUCKET_MS = 10000; /* one bar of a chart */
+
+/* A rate chart over HISTORY_MS: one bar per BUCKET_MS, the counter's
+ * increase over the sampling intervals that ended in it, per second (a
+ * counter that went down, a restarted host, counts as no increase). */
 function rateChart(name, label) {
-  const W = 600, H = 150, L = 40, B = 20, T = 10;
-  const pts = [];
+  const W = 340, H = 130, L = 30, B = 18, T = 8;
+  const now = Date.now();
+  const buckets = new Map();
   for (let i = 1; i < app.samples.length; i++) {
     const a = app.samples[i - 1], b = app.samples[i];
-    const d = (b.c[name] ?? 0) - (a.c[name] ?? 0);
-    pts.push({t: b.t, dt: b.t - a.t, v: Math.max(d, 0) / ((b.t - a.t) / 1000)});
+    const k = Math.floor(b.t / BUCKET_MS);
+    const e = buckets.get(k) || {inc: 0, ms: 0};
+    e.inc += Math.max((b.c[name] ?? 0) - (a.c[name] ?? 0), 0);
+    e.ms += b.t - a.t;
+    buckets.set(k, e);
   }
-  const now = Date.now();
+  const pts = [...buckets].map(([k, e]) => ({t: Math.min((k + 1) * BUCKET_MS, now), dt: BUCKET_MS,
+                                              v: e.ms ? e.inc / (e.ms / 1000) : 0}));
   const max = Math.max(1, ...pts.map((p) => p.v));
   const x = (t) => L + (W - L - 4) * (1 - (now - t) / HISTORY_MS);
   const y = (v) => H - B - (H - B - T) * v / max;
-  const cur = pts.length ? pts[pts.length - 1].v : 0;
-  const g = svg('svg', {viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: 'img', class: 'chart',
+  const cur = pts.length ? pts[pts.length - 1].v : 0; /* the current bucket */
+  const g = svg('svg', {viewBox: `0 0 ${W} ${H}`, role: 'img', class: 'chart',
                         'data-counter': name, 'aria-label': `${label}: ${cur.toFixed(2)} now, at most ${max.toFixed(2)} over 5 minutes`},
     svg('line', {x1: L, y1: H - B, x2: W - 4, y2: H - B, stroke: '#99a'}),
     svg('line', {x1: L, y1: T, x2: L, y2: H - B, stroke: '#99a'}),
@@ -762,6 +775,8 @@ function healthView(main, gen) {
 /* ---- start -------------------------------------------------------------- */
 
 let sampling = null;
+try { app.samples = JSON.parse(sessionStorage.getItem(SAMPLES_KEY)) || []; } catch (e) { app.samples = []; }
+
 async function boot() {
   const r = await api('GET', '/healthz');
   if (r.status === 401) return;
