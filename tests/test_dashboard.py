@@ -241,6 +241,11 @@ def main():
         wait_for(d, "every instance in the list", lambda: want <= set(rows(d)))
         counts = d.find_element(By.CSS_SELECTOR, ".counts").text
         assert "terminated 1" in counts and "all 6" in counts, counts
+        # live: an instance created now shows up without a reload
+        assert h.api("POST", f"/workflows/{WF}/instances",
+                     {"id": "live-1", "params": order})[0] == 201
+        wait_for(d, "the new instance, newest first",
+                 lambda: rows(d)[:1] == ["live-1"])
         shot(d, "list-desktop")
 
         # the status filter
@@ -306,12 +311,17 @@ def main():
         wait_for(d, "the dead-lettered message",
                  lambda: "dead" in d.find_element(By.ID, "dlq-messages").text)
         shot(d, "queues-desktop")
+        ans, what = confirm(d, "redrive")
+        assert "POST /queues/jobs-dlq/messages/redrive" in what, what
+        assert "sent 1 back to jobs" in ans, ans
+        assert h.api("GET", "/queues/jobs")[1]["ready"] == 2
         d.get(h.base + "/#/crons")
         wait_for(d, "the cron", lambda: "0 3 * * *" in d.find_element(By.ID, "cron-rows").text)
         shot(d, "crons-desktop")
         d.get(h.base + "/#/plugins")
-        wait_for(d, "the plugins",
-                 lambda: "nightly-report" in d.find_element(By.ID, "plugin-list").text)
+        wait_for(d, "the plugins and what they serve", lambda: d.execute_script(
+            "return [...document.querySelectorAll('#plugin-list a')]"
+            ".map((a) => a.textContent).join(' ')") == "order-flow nightly-report")
         shot(d, "plugins-desktop")
         # the counters drawn: the steps completed while the page was open
         # (the retried charge, the resumed order) make a bar

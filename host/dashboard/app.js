@@ -40,7 +40,7 @@ function build(el, attrs, kids) {
     else if (k === 'text') el.textContent = v;
     else el.setAttribute(k, v === true ? '' : String(v));
   }
-  for (const kid of kids.flat()) {
+  for (const kid of kids.flat(Infinity)) {
     if (kid === null || kid === undefined || kid === false) continue;
     el.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
   }
@@ -558,14 +558,23 @@ function consumedQueues() {
   return set;
 }
 
+const QUEUE_COLUMNS = ['Queue', 'Ready', 'Delayed', 'In flight', 'Dead-lettered', 'Dropped',
+                       'Oldest', 'Lag', ''];
+
+/* Cells labelled with their column, for the stacked rows of a narrow
+ * screen (style.css: table.stack). */
+function labelled(row, columns) {
+  [...row.children].forEach((td, i) => { if (columns[i]) td.dataset.label = columns[i]; });
+  return row;
+}
+
 function queuesView(main, gen) {
   const err = errorLine();
   const tbody = h('tbody', {id: 'queue-rows'});
   const detail = h('div', {id: 'queue-detail'});
   main.append(h('h1', null, 'Queues'), err.el,
-    h('div', {class: 'table-wrap'}, h('table', null, h('thead', null, h('tr', null,
-      ['Queue', 'Ready', 'Delayed', 'In flight', 'Dead-lettered', 'Dropped', 'Oldest', 'Lag', '']
-        .map((t, i) => h('th', {class: i && i < 8 ? 'num' : null}, t)))), tbody)),
+    h('div', {class: 'table-wrap'}, h('table', {class: 'stack'}, h('thead', null, h('tr', null,
+      QUEUE_COLUMNS.map((t, i) => h('th', {class: i && i < 8 ? 'num' : null}, t)))), tbody)),
     detail);
 
   async function browse(q) {
@@ -576,7 +585,7 @@ function queuesView(main, gen) {
       h('h2', null, `Dead-letter queue ${q}`),
       h('p', {class: 'muted'}, 'The oldest 20 messages. Browsing pulls them with a 1 ms lease: they stay here, and each attempts count grows by one.'),
       r.ok ? (r.json.messages.length ? h('ol', {id: 'dlq-messages'}, r.json.messages.map((m) => h('li', null,
-                `#${m.id} · sent ${fmtTime(m.sent_ms)} · ${m.attempts} attempts`,
+                `#${m.id} · sent ${fmtTime(m.sent_ms)} · attempts: ${m.attempts}`,
                 m.last_error ? h('div', {class: 'error'}, m.last_error) : '',
                 h('pre', null, fmtJSON(m.body)))))
                                    : h('p', {class: 'muted'}, 'Empty.'))
@@ -600,13 +609,14 @@ function queuesView(main, gen) {
       app.plugins = plugins;
       err.show(null);
       const consumed = consumedQueues();
-      fill(tbody, queues.map((q) => h('tr', {'data-queue': q.name},
+      fill(tbody, queues.map((q) => labelled(h('tr', {'data-queue': q.name},
         h('td', null, q.name, consumed.has(q.name) ? '' : h('span', {class: 'muted'}, ' (not consumed)')),
         [q.ready, q.delayed, q.in_flight, q.dead_lettered, q.dropped].map((n) => h('td', {class: 'num'}, n)),
         h('td', {class: 'num'}, q.oldest_age_ms ? fmtDur(q.oldest_age_ms) : '—'),
         h('td', {class: 'num'}, q.lag_ms ? fmtDur(q.lag_ms) : '—'),
         h('td', null, consumed.has(q.name) ? ''
-          : h('button', {type: 'button', 'data-browse': q.name, onclick: () => browse(q.name)}, 'Browse')))));
+          : h('button', {type: 'button', 'data-browse': q.name, onclick: () => browse(q.name)}, 'Browse'))),
+        QUEUE_COLUMNS)));
       if (!queues.length) tbody.append(h('tr', null, h('td', {colspan: 9, class: 'muted'}, 'No queues.')));
     },
   };
@@ -615,20 +625,22 @@ function queuesView(main, gen) {
 
 /* ---- crons -------------------------------------------------------------- */
 
+const CRON_COLUMNS = ['Trigger', 'Next fires', 'Last tick', 'Fired', 'Complete', 'Failed',
+                      'Missed', 'Skipped'];
+
 function cronsView(main, gen) {
   const err = errorLine();
   const tbody = h('tbody', {id: 'cron-rows'});
   main.append(h('h1', null, 'Cron triggers'), err.el,
-    h('div', {class: 'table-wrap'}, h('table', null, h('thead', null, h('tr', null,
-      ['Trigger', 'Next fires', 'Last', 'Fired', 'Complete', 'Failed', 'Missed', 'Skipped']
-        .map((t, i) => h('th', {class: i > 2 ? 'num' : null}, t)))), tbody)));
+    h('div', {class: 'table-wrap'}, h('table', {class: 'stack'}, h('thead', null, h('tr', null,
+      CRON_COLUMNS.map((t, i) => h('th', {class: i > 2 ? 'num' : null}, t)))), tbody)));
   return {
     error: err.show,
     async refresh() {
       const crons = await load('/crons');
       if (app.gen !== gen) return;
       err.show(null);
-      fill(tbody, crons.map((c) => h('tr', null,
+      fill(tbody, crons.map((c) => labelled(h('tr', null,
         h('td', null, h('code', null, c.schedule), ` ${c.timezone || 'UTC'}`, h('br'),
           h('span', {class: 'muted'}, `${c.plugin} → ${c.workflow ? `workflow ${c.workflow}` : 'handler'}`)),
         h('td', null, (c.next || []).slice(0, 3).map((t) => h('div', null, fmtTime(t)))),
@@ -636,7 +648,8 @@ function cronsView(main, gen) {
           c.last.instance && c.workflow ? [' ', h('a', {href: `#/wf/${enc(c.workflow)}/i/${enc(c.last.instance)}`}, c.last.instance)]
                                         : c.last.instance ? ` ${c.last.instance}` : '',
           c.last.error ? h('div', {class: 'error'}, errText(c.last.error)) : ''] : h('span', {class: 'muted'}, 'never')),
-        [c.fired, c.complete, c.failed, c.missed, c.skipped].map((n) => h('td', {class: 'num'}, n ?? 0)))));
+        [c.fired, c.complete, c.failed, c.missed, c.skipped].map((n) => h('td', {class: 'num'}, n ?? 0))),
+        CRON_COLUMNS)));
       if (!crons.length) tbody.append(h('tr', null, h('td', {colspan: 8, class: 'muted'}, 'No cron triggers.')));
     },
   };
