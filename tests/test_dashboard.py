@@ -8,7 +8,8 @@ cron.  Offline: the host listens on 127.0.0.1, the page loads nothing else.
 It checks that the list shows the instances created over the API, that the
 status filter and the id-prefix search work, that the detail page shows a
 retried step's attempts in order, that pause and resume from the page
-change the status (read back over the API), that an error of the API (an
+change the status (read back over the API), that a restart from a chosen
+step does, that an error of the API (an
 event for an ended instance: 409) is shown on the page, that a listener
 with a token asks for it, that the page fits a 375 px screen, and that the
 browser logged no error but the ones those refusals cause.  Screenshots of
@@ -282,6 +283,14 @@ def main():
         ans, _ = confirm(d, "act-event")
         assert "409" in ans and "instance.ended" in ans, ans
         assert d.find_element(By.ID, "answer").get_attribute("role") == "alert"
+        # restart from a chosen step: the steps before it are kept
+        Select(d.find_element(By.ID, "restart-from")).select_by_visible_text("charge card")
+        ans, what = confirm(d, "act-restart-from")
+        assert '"from":{"name":"charge card","count":1}' in what, what
+        assert "Done" in ans, ans
+        wait_for(d, "the restarted instance waiting again",
+                 lambda: h.status("term-1") == "waiting")
+        assert h.api("GET", f"/workflows/{WF}/instances/term-1")[1]["restarts"] == 1
 
         # the retried step: its attempts in order, the failed one first
         d.get(h.base + f"/#/wf/{WF}/i/flaky-1")

@@ -165,7 +165,7 @@ function stopView() {
 
 /* Opens a view: `make(main, gen)` builds it and returns {refresh}; its
  * refresh runs now and every POLL_MS until another view opens. */
-function open(make, title) {
+function openView(make, title) {
   stopView();
   const gen = app.gen;
   const main = fill($('#main'));
@@ -199,14 +199,14 @@ function route() {
   const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
   let nav = 'instances';
   if (parts[0] === 'wf' && parts[1] && parts[2] === 'i' && parts[3])
-    open((m, g) => instanceView(m, g, parts[1], parts[3]), parts[3]);
+    openView((m, g) => instanceView(m, g, parts[1], parts[3]), parts[3]);
   else if (parts[0] === 'wf' && parts[1])
-    open((m, g) => listView(m, g, parts[1]), parts[1]);
-  else if (parts[0] === 'queues') { nav = 'queues'; open(queuesView, 'Queues'); }
-  else if (parts[0] === 'crons') { nav = 'crons'; open(cronsView, 'Crons'); }
-  else if (parts[0] === 'plugins') { nav = 'plugins'; open(pluginsView, 'Plugins'); }
-  else if (parts[0] === 'health') { nav = 'health'; open(healthView, 'Health'); }
-  else open(homeView, 'Workflows');
+    openView((m, g) => listView(m, g, parts[1]), parts[1]);
+  else if (parts[0] === 'queues') { nav = 'queues'; openView(queuesView, 'Queues'); }
+  else if (parts[0] === 'crons') { nav = 'crons'; openView(cronsView, 'Crons'); }
+  else if (parts[0] === 'plugins') { nav = 'plugins'; openView(pluginsView, 'Plugins'); }
+  else if (parts[0] === 'health') { nav = 'health'; openView(healthView, 'Health'); }
+  else openView(homeView, 'Workflows');
   for (const a of document.querySelectorAll('[data-nav]'))
     if (a.dataset.nav === nav) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
