@@ -10,6 +10,7 @@ const TOKEN_KEY = 'duro.token';
 const SAMPLES_KEY = 'duro.samples'; /* the health history, for this tab */
 const POLL_MS = 2000;
 const PAGE_SIZE = 20;
+const SCAN_MS = 10000; /* how often an id-prefix search reads the listing again */
 const HISTORY_MS = 5 * 60 * 1000; /* what the health charts show */
 const STATUSES = ['queued', 'running', 'waiting', 'waitingForPause', 'paused',
                   'complete', 'errored', 'terminated'];
@@ -255,7 +256,7 @@ function homeView(main, gen) {
 /* ---- one workflow's instances ------------------------------------------- */
 
 function listView(main, gen, wf) {
-  const st = {status: '', prefix: '', cursors: [''], page: 0};
+  const st = {status: '', prefix: '', cursors: [''], page: 0, scan: null};
   const err = errorLine();
   const counts = h('div', {class: 'counts', role: 'group', 'aria-label': 'Counts by status'});
   const select = h('select', {id: 'status-filter', onchange: () => { st.status = select.value; restart(); }},
@@ -280,7 +281,7 @@ function listView(main, gen, wf) {
         h('th', null, 'Created'))), tbody)),
     h('div', {class: 'pager'}, newer, older, pageNo), note);
 
-  function restart() { st.cursors = ['']; st.page = 0; view.refresh(); }
+  function restart() { st.cursors = ['']; st.page = 0; st.scan = null; view.refresh(); }
 
   function pressCount(s) { st.status = s; select.value = s; restart(); }
 
@@ -295,19 +296,25 @@ function listView(main, gen, wf) {
       st.cursors[st.page + 1] = r.cursor || null;
       return {items: r.instances, more: !!r.cursor, note: ''};
     }
-    const matches = [];
-    let cursor = '', scanned = 0, pages = 0;
-    do {
-      const r = await load(`${base}limit=1000${q}&cursor=${enc(cursor)}`);
-      scanned += r.instances.length;
-      for (const i of r.instances) if (i.id.startsWith(st.prefix)) matches.push(i);
-      cursor = r.cursor;
-    } while (cursor && ++pages < 20);
+    /* A scan is read again every SCAN_MS, not at every poll. */
+    const key = `${st.prefix}\n${st.status}`;
+    if (!st.scan || st.scan.key !== key || Date.now() - st.scan.at > SCAN_MS) {
+      const matches = [];
+      let cursor = '', scanned = 0, pages = 0;
+      do {
+        const r = await load(`${base}limit=1000${q}&cursor=${enc(cursor)}`);
+        scanned += r.instances.length;
+        for (const i of r.instances) if (i.id.startsWith(st.prefix)) matches.push(i);
+        cursor = r.cursor;
+      } while (cursor && ++pages < 20);
+      st.scan = {key, at: Date.now(), matches, scanned, cut: !!cursor};
+    }
+    const {matches, scanned, cut} = st.scan;
     const from = st.page * PAGE_SIZE;
     return {items: matches.slice(from, from + PAGE_SIZE),
             more: matches.length > from + PAGE_SIZE,
             note: `${matches.length} ${matches.length === 1 ? 'instance starts' : 'instances start'} with “${st.prefix}” ` +
-                  `among ${scanned} read${cursor ? ' (stopped after 20,000: narrow by status)' : ''}.`};
+                  `among ${scanned} read${cut ? ' (stopped after 20,000: narrow by status)' : ''}.`};
   }
 
   const view = {
