@@ -283,6 +283,17 @@ START_TEST(mixed_workload_runs_once_on_three_hosts) {
                                         "WHERE status<>'complete'"),
                    0);
   ck_assert_int_eq(count_rows(conninfo, "SELECT COUNT(*) FROM hosts"), HOSTS);
+  /* /healthz names each host as the hosts table does */
+  for (int i = 0; i < HOSTS; i++) {
+    http_resp r;
+    ck_assert_int_eq(request(&h[i], "GET", "/healthz", NULL, &r), 200);
+    char sql[96];
+    snprintf(sql, sizeof sql, "SELECT lease_ms FROM hosts WHERE id=%lld",
+             (long long)json_integer_value(jget(r.json, "host.id")));
+    ck_assert_int_eq(count_rows(conninfo, sql), 1000);
+    ck_assert_int_eq(json_integer_value(jget(r.json, "host.lease_ms")), 1000);
+    http_resp_free(&r);
+  }
   hosts_stop(h, -1);
   /* a host that stops cleanly hands its instances on at once */
   ck_assert_int_eq(count_rows(conninfo, "SELECT COUNT(*) FROM hosts WHERE "

@@ -416,11 +416,18 @@ json_t *duro_engine_health(duro_engine *e) {
   pthread_mutex_unlock(&e->mu);
   char storage[256];
   int failing = journal_failing(e->j, storage, sizeof storage, NULL);
+  json_t *h = json_pack("{s:s}", "status",
+                        json_array_size(hung) || failing ? "degraded" : "ok");
+  /* Which host this is among those sharing the store. */
+  if (journal_host(e->j))
+    json_object_set_new(h, "host",
+                        json_pack("{s:I,s:I}", "id",
+                                  (json_int_t)journal_host(e->j), "lease_ms",
+                                  (json_int_t)engine_lease_ms(e)));
   if (json_array_size(hung) == 0 && !failing) {
     json_decref(hung);
-    return json_pack("{s:s}", "status", "ok");
+    return h;
   }
-  json_t *h = json_pack("{s:s}", "status", "degraded");
   if (failing)
     json_object_set_new(
         h, "storage",
