@@ -51,16 +51,30 @@ void sidelog_assert_no_rerun(const char *path) {
   size_t n;
   sidelog_rec *recs = sidelog_read(path, &n);
   for (size_t i = 0; i < n; i++) {
+    const sidelog_rec *r = &recs[i];
     const char *first_seen = NULL;
-    for (size_t j = 0; j < i && !first_seen; j++)
-      if (!strcmp(recs[j].kind, "seen") && same_step(&recs[j], &recs[i]))
-        first_seen = recs[j].token;
-    if (!strcmp(recs[i].kind, "exec"))
-      ck_assert_msg(!first_seen, "%s step %d ran again after it completed",
-                    recs[i].inst, recs[i].index);
-    else
-      ck_assert_msg(!first_seen || !strcmp(first_seen, recs[i].token),
-                    "%s step %d: result changed", recs[i].inst, recs[i].index);
+    int ran = 0;
+    for (size_t j = 0; j < i; j++) {
+      const sidelog_rec *q = &recs[j];
+      if (!same_step(q, r))
+        continue;
+      if (!strcmp(q->kind, "exec"))
+        ran |= !strcmp(q->token, r->token);
+      else if (!first_seen)
+        first_seen = q->token;
+    }
+    if (!strcmp(r->kind, "exec")) {
+      ck_assert_msg(first_seen == NULL,
+                    "record %zu: %s step %d ran again after it completed "
+                    "with %s",
+                    i, r->inst, r->index, first_seen);
+    } else {
+      ck_assert_msg(ran, "record %zu: %s step %d seen with %s, never run", i,
+                    r->inst, r->index, r->token);
+      ck_assert_msg(!first_seen || !strcmp(first_seen, r->token),
+                    "record %zu: %s step %d result changed from %s to %s", i,
+                    r->inst, r->index, first_seen, r->token);
+    }
   }
   free(recs);
 }

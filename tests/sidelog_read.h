@@ -19,8 +19,10 @@ sidelog_rec *sidelog_read(const char *path, size_t *n);
 /* How many distinct steps (instance, index) have a `kind` record. */
 size_t sidelog_steps(const char *path, const char *kind);
 
-/* No step callback ran after run() had its result (an "exec" after a
- * "seen" of the same step), and no result changed. */
+/* No step callback ran after its step had completed (an "exec" after a
+ * "seen" of the same step), every "seen" carries the token of an earlier
+ * "exec" of its step, and a step's result never changed (every "seen" of
+ * it carries the same token). */
 void sidelog_assert_no_rerun(const char *path);
 
 #endif

@@ -54,6 +54,7 @@
 #include "host_run.h"
 #include "http_client.h"
 #include "proc.h"
+#include "sidelog_read.h"
 
 #ifndef FAULTS_PLUGIN
 #error "build with -DFAULTS_PLUGIN=\"<path of libfaults.so>\""
@@ -66,7 +67,6 @@
 #define MAX_CRASHES 3   /* engine.max_crashes of the crash cases */
 #define FLOW "fault-flow"
 #define WF "/workflows/" FLOW "/instances"
-#define LINE_SIZE 64 /* a record of the faults log */
 
 /* ---- the host (tests/host_run.h) ----------------------------------------- */
 
@@ -198,35 +198,15 @@ static void wait_healthz(const host_run *h, http_resp *r, int64_t deadline) {
 
 /* ---- the faults log ------------------------------------------------------ */
 
-typedef struct record {
-  char kind[8];
-  char inst[32];
-  int index;
-  char token[40];
-} record;
-
 /* The records of the faults log (malloc'ed, *n of them). */
-static record *read_records(size_t *n) {
-  char *text = proc_slurp(faults_log());
-  size_t len = strlen(text);
-  ck_assert_msg(len % LINE_SIZE == 0, "faults log of %zu bytes", len);
-  *n = len / LINE_SIZE;
-  record *recs = calloc(*n + 1, sizeof *recs);
-  ck_assert(recs != NULL);
-  for (size_t i = 0; i < *n; i++) {
-    record *r = &recs[i];
-    ck_assert_msg(sscanf(text + i * LINE_SIZE, "%7s %31s %d %39s", r->kind,
-                         r->inst, &r->index, r->token) == 4,
-                  "bad record %zu: %.64s", i, text + i * LINE_SIZE);
-  }
-  free(text);
-  return recs;
+static sidelog_rec *read_records(size_t *n) {
+  return sidelog_read(faults_log(), n);
 }
 
 /* How many `kind` records of (inst, index) the faults log holds. */
 static int count_records(const char *kind, const char *inst, int index) {
   size_t n;
-  record *recs = read_records(&n);
+  sidelog_rec *recs = read_records(&n);
   int c = 0;
   for (size_t i = 0; i < n; i++)
     c += !strcmp(recs[i].kind, kind) && !strcmp(recs[i].inst, inst) &&
@@ -248,7 +228,7 @@ static void wait_record(const char *kind, const char *inst, int index, int ms) {
  * starts with the pid of the process that made it). */
 static int engines_of(const char *inst) {
   size_t n;
-  record *recs = read_records(&n);
+  sidelog_rec *recs = read_records(&n);
   int distinct = 0;
   for (size_t i = 0; i < n; i++) {
     if (strcmp(recs[i].kind, "exec") || strcmp(recs[i].inst, inst))
@@ -263,41 +243,7 @@ static int engines_of(const char *inst) {
   return distinct;
 }
 
-/* No step callback ran after its step had completed (an "exec" after a
- * "seen" of the same step), every "seen" carries the token of an earlier
- * "exec" of its step, and a step's result never changed (every "seen" of
- * it carries the same token). */
-static void assert_no_rerun(void) {
-  size_t n;
-  record *recs = read_records(&n);
-  for (size_t i = 0; i < n; i++) {
-    const record *r = &recs[i];
-    const char *first_seen = NULL;
-    int ran = 0;
-    for (size_t j = 0; j < i; j++) {
-      const record *q = &recs[j];
-      if (strcmp(q->inst, r->inst) || q->index != r->index)
-        continue;
-      if (!strcmp(q->kind, "exec"))
-        ran |= !strcmp(q->token, r->token);
-      else if (!first_seen)
-        first_seen = q->token;
-    }
-    if (!strcmp(r->kind, "exec")) {
-      ck_assert_msg(first_seen == NULL,
-                    "record %zu: %s step %d ran again after it completed "
-                    "with %s",
-                    i, r->inst, r->index, first_seen);
-    } else {
-      ck_assert_msg(ran, "record %zu: %s step %d seen with %s, never run", i,
-                    r->inst, r->index, r->token);
-      ck_assert_msg(!first_seen || !strcmp(first_seen, r->token),
-                    "record %zu: %s step %d result changed from %s to %s", i,
-                    r->inst, r->index, first_seen, r->token);
-    }
-  }
-  free(recs);
-}
+static void assert_no_rerun(void) { sidelog_assert_no_rerun(faults_log()); }
 
 /* ---- crash kinds ---------------------------------------------------------
  */
