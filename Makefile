@@ -1,5 +1,5 @@
 # Convenience targets; the build itself is meson's (meson.build).
-.PHONY: all deps build run check test bench bench-http bench-pg bench-overload demo chaos fuzz clean install
+.PHONY: all deps build run check test bench bench-http bench-pg bench-dbos bench-overload demo chaos fuzz clean install
 
 all: build
 
@@ -59,6 +59,14 @@ bench-pg: build
 	./build/bench/duro-bench-pg $(BENCH_PG_ARGS)
 	./build/bench/duro-bench --postgresql auto --only W1,W2,W3 $(BENCH_PG_ENGINE_ARGS)
 	./build/bench/duro-bench --postgresql auto --only W1,W2,W3 --hosts 3 $(BENCH_PG_ENGINE_ARGS)
+
+# The same W1-W3 on DBOS Transact (its TypeScript SDK, pinned in
+# bench/dbos/package.json) against a throwaway cluster of the same kind, for
+# figures beside bench-pg's measured on this machine (bench/dbos/run.sh;
+# BENCH_DBOS_ARGS="--sleepers 100000", "--pool 64", "--csv").  Installs
+# nodejs and npm when missing and the SDK with npm ci.
+bench-dbos:
+	bench/dbos/run.sh $(BENCH_DBOS_ARGS)
 
 # H1-H6 alone (bench/http/run.sh; BENCH_HTTP_ARGS="--quick", "--perf",
 # "--only H1,H3", "--synchronous normal"); installs wrk if missing.
