@@ -544,6 +544,50 @@ START_TEST(stalled_host_is_fenced_and_rejoins) {
 }
 END_TEST
 
+/* The deploy plugin (plugins/deploy) at `path`: build v1 or v2. */
+#define DEPLOY_AT(path)                                                        \
+  "  - name: deploy\n"                                                         \
+  "    path: " path "\n"                                                       \
+  "    workflows:\n"                                                           \
+  "      - { name: flow, binding: FLOW, class_name: Flow }\n"
+
+/* A host that never loaded build v1 (its config says v2) takes over an
+ * instance pinned to v1 and finishes it on v1, fetched from the
+ * database. */
+START_TEST(takeover_fetches_the_pinned_build) {
+  ck_assert_msg(pg.cluster.dir[0], "no cluster: %s", pg.err);
+  char conninfo[700];
+  pg_fixture_database(&pg, "builds", conninfo, sizeof conninfo);
+  host_run a, b;
+  host_prepare(&a, 0, conninfo, DEPLOY_AT(DEPLOY_V1));
+  host_prepare(&b, 1, conninfo, DEPLOY_AT(DEPLOY_V2));
+  host_start(&a);
+  host_start(&b);
+  expect(&a, "POST", "/workflows/flow/instances",
+         "{\"id\":\"d1\",\"params\":{\"nap\":\"4 seconds\"}}", 201);
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  for (;;) {
+    json_t *d = host_describe(&b, "flow", "d1");
+    int asleep = d && !strcmp(jstr(d, "status"), "waiting");
+    json_decref(d);
+    if (asleep)
+      break;
+    ck_assert_msg(proc_now_ms() < deadline, "d1 never slept");
+    proc_sleep_ms(20);
+  }
+  ck_assert_int_eq(count_rows(conninfo, "SELECT COUNT(*) FROM builds"), 2);
+  kill(a.engine, SIGKILL);
+  kill(a.pid, SIGKILL);
+  waitpid(a.pid, NULL, 0);
+  json_t *d =
+      host_wait_status(&b, "flow", "d1", "complete", proc_now_ms() + SETTLE_MS);
+  ck_assert_str_eq(jstr(d, "output.build"), "v1");
+  json_decref(d);
+  ck_assert_int_eq(host_count_lines(&b, "fetched from the database"), 1);
+  host_stop(&b, proc_now_ms() + SETTLE_MS, 0);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("pg_hosts");
   TCase *tc = tcase_create("hosts");
@@ -556,6 +600,7 @@ int main(void) {
   tcase_add_test(tc, queue_message_leased_to_one_host);
   tcase_add_test(tc, cron_tick_fires_once_across_hosts);
   tcase_add_test(tc, stalled_host_is_fenced_and_rejoins);
+  tcase_add_test(tc, takeover_fetches_the_pinned_build);
   suite_add_tcase(s, tc);
   return http_suite_run(s);
 }

@@ -127,6 +127,20 @@ int duro_engine_retire_build(duro_engine *e, const char *workflow,
   return rc;
 }
 
+int duro_engine_build_share(duro_engine *e, const char *hash,
+                            const char *plugin, const char *path) {
+  return journal_build_put(e->j, hash, plugin, path, duro_clock_now(e->clock));
+}
+
+int duro_engine_build_fetch(duro_engine *e, const char *hash,
+                            const char *path) {
+  return journal_build_get(e->j, hash, path);
+}
+
+int duro_engine_builds_prune(duro_engine *e, int64_t unseen_ms, size_t *n) {
+  return journal_builds_prune(e->j, duro_clock_now(e->clock) - unseen_ms, n);
+}
+
 int duro_engine_pinned_builds(duro_engine *e,
                               void (*fn)(void *ctx, const char *workflow,
                                          const char *build, int64_t n),

@@ -64,6 +64,10 @@ typedef struct duro_engine_options {
    * found lost: another host took over its instances, so nothing it
    * still runs can be written; the host should exit.  NULL: logged. */
   void (*on_lease_lost)(void *ctx);
+  /* Called (from the scheduler thread) when this host took over other
+   * hosts' instances, before any of them runs: the host loads the builds
+   * they are pinned to (duro_engine_build_fetch). */
+  void (*on_takeover)(void *ctx);
   uint32_t workers;        /* activation threads; 0 = run_until_idle only */
   int64_t max_step_result; /* bytes; 0 = 1 MiB */
   /* bytes of params, step results and errors per instance; 0 = 1 GiB */
@@ -135,6 +139,17 @@ int duro_engine_add_build(duro_engine *e, const char *workflow,
  * its code now), DURO_E_BUSY while still needed, DURO_E_NOT_FOUND. */
 int duro_engine_retire_build(duro_engine *e, const char *workflow,
                              const char *hash);
+
+/* On a store several hosts share, the plugin builds they may need of each
+ * other (journal_build_put and _get): share offers the build file at
+ * `path` (or says it is still loaded here), fetch writes build `hash` to
+ * `path` (DURO_E_NOT_FOUND when no host shared it), prune drops those no
+ * host has offered for `unseen_ms` and no instance needs.  On a store
+ * with one host they do nothing (fetch: DURO_E_NOT_FOUND). */
+int duro_engine_build_share(duro_engine *e, const char *hash,
+                            const char *plugin, const char *path);
+int duro_engine_build_fetch(duro_engine *e, const char *hash, const char *path);
+int duro_engine_builds_prune(duro_engine *e, int64_t unseen_ms, size_t *n);
 
 /* Calls fn for each (workflow, build) instances that have not ended are
  * pinned to, with how many. */

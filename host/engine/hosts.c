@@ -90,6 +90,8 @@ void engine_takeover(duro_engine *e) {
   if (!total)
     return;
   log_info("took over %zu instance(s) of stopped hosts", total);
+  if (e->opt.on_takeover)
+    e->opt.on_takeover(e->opt.ctx);
   if (earliest != INT64_MAX)
     repoll_from(e, earliest - 1);
   if (engine_reconcile(e) != 0)

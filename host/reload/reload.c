@@ -63,8 +63,9 @@ struct reloader {
   char *store_dir;
   pthread_mutex_t mu;
   plugin_state *plugins;
-  int queued;    /* reload jobs on the pool (the loop's thread only) */
-  int restarted; /* an engine died before this one (the ledger says so) */
+  int queued;         /* reload jobs on the pool (the loop's thread only) */
+  int restarted;      /* an engine died before this one (the ledger says so) */
+  int64_t next_prune; /* mono_ms: the shared builds' next prune (mu) */
 };
 
 static int64_t mono_ms(void) {
@@ -499,6 +500,41 @@ static void register_workflows(reloader *r) {
   }
 }
 
+/* ---- builds shared by the hosts of one database ------------------------
+ * On a store several hosts share, every build a host has loaded is offered
+ * to the others (duro_engine_build_share, again at each gc pass, which
+ * marks it still in use), and a pinned build missing from the local store
+ * is fetched from there: a host that takes over an instance pinned to a
+ * build it never loaded runs it on that build.  Builds no host has
+ * offered for a day and no instance needs are pruned.  On SQLite these
+ * do nothing. */
+#define BUILDS_UNSEEN_MS (24LL * 3600 * 1000)
+#define BUILDS_PRUNE_EVERY_MS (10LL * 60 * 1000)
+
+static void share_builds(reloader *r) {
+  for (size_t i = 0; r->e && i < r->cfg->n_plugins; i++) {
+    const plugin_state *p = &r->plugins[i];
+    for (size_t k = 0; k < p->n; k++) {
+      char *path = build_store_path(r->store_dir, p->builds[k].hash);
+      if (duro_engine_build_share(r->e, p->builds[k].hash, p->cfg->name,
+                                  path) != 0)
+        log_warn("plugin \"%s\": cannot offer build %s to the other hosts",
+                 p->cfg->name, p->builds[k].hash);
+      free(path);
+    }
+  }
+}
+
+/* The build file at `path` is there, or is fetched from the other hosts'
+ * offers. */
+static void fetch_if_missing(reloader *r, const char *name, const char *hash,
+                             const char *path) {
+  if (access(path, R_OK) == 0)
+    return;
+  if (duro_engine_build_fetch(r->e, hash, path) == 0)
+    log_info("plugin \"%s\": build %s fetched from the database", name, hash);
+}
+
 /* Builds in-flight instances are pinned to, from the store. */
 static void load_pinned(reloader *r) {
   pins ps = {0};
@@ -510,6 +546,7 @@ static void load_pinned(reloader *r) {
       plugin_state *p = &r->plugins[c - r->cfg->plugins];
       if (!find_build(p, ps.v[i].build)) {
         char *path = build_store_path(r->store_dir, ps.v[i].build);
+        fetch_if_missing(r, c->name, ps.v[i].build, path);
         char err[1024];
         if (probe(r, p, path, err, sizeof err) == 0 &&
             load_build(r, p, path, ps.v[i].build, 0, err, sizeof err) == 0) {
@@ -550,8 +587,16 @@ int reload_attach(reloader *r, duro_engine *e) {
   close_initial(r);
   register_workflows(r);
   load_pinned(r);
+  share_builds(r);
   pthread_mutex_unlock(&r->mu);
   return 0;
+}
+
+void reload_load_pinned(reloader *r) {
+  pthread_mutex_lock(&r->mu);
+  if (r->e)
+    load_pinned(r);
+  pthread_mutex_unlock(&r->mu);
 }
 
 /* ---- reloading
@@ -626,6 +671,7 @@ int reload_plugins(reloader *r, const char *name, json_t **report) {
         !strcmp(json_string_value(json_object_get(rep, "status")), "refused");
     json_array_append_new(list, rep);
   }
+  share_builds(r);
   pthread_mutex_unlock(&r->mu);
   if (report)
     *report = json_pack("{s:o}", "plugins", list);
@@ -636,6 +682,16 @@ int reload_plugins(reloader *r, const char *name, json_t **report) {
 
 void reload_gc(reloader *r) {
   pthread_mutex_lock(&r->mu);
+  share_builds(r);
+  int64_t now = mono_ms();
+  if (r->e && now >= r->next_prune) {
+    size_t n = 0;
+    if (duro_engine_builds_prune(r->e, BUILDS_UNSEEN_MS, &n) == 0 && n)
+      log_info("%zu build(s) no host has loaded for a day dropped from the "
+               "database",
+               n);
+    r->next_prune = now + BUILDS_PRUNE_EVERY_MS;
+  }
   for (size_t i = 0; r->e && i < r->cfg->n_plugins; i++) {
     plugin_state *p = &r->plugins[i];
     for (size_t k = 0; k + 1 < p->n;) {

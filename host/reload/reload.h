@@ -58,6 +58,11 @@ void reload_queue(reloader *r, uv_loop_t *loop, const char *name);
  * closes the engine. */
 int reload_queued(const reloader *r);
 
+/* Loads the builds instances are pinned to that are not loaded yet,
+ * fetching from the other hosts of a shared database those missing from
+ * the store (after a takeover brought such instances). */
+void reload_load_pinned(reloader *r);
+
 /* Unloads and deletes every build that is not the newest and that no
  * activation runs and no instance that has not ended is pinned to.  Runs
  * journal reads: not on the event loop. */

@@ -366,6 +366,11 @@ static int register_crons(const config *cfg, duro_engine *e) {
 /* Another host took over this one's instances (its lease ran out: it was
  * cut off from the database, or stalled): nothing it still runs can be
  * written.  Its supervisor starts a new engine, which joins afresh. */
+/* This host took over instances of a stopped host: the builds they are
+ * pinned to are loaded (fetched from the database if need be) before they
+ * run. */
+static void took_over(void *ctx) { reload_load_pinned(((host *)ctx)->plugins); }
+
 static void lease_lost(void *ctx) {
   (void)ctx;
   log_error("exiting: the engine restarts as a new host");
@@ -403,6 +408,8 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
       .join_store = 1,
       .lease_ms = cfg->storage.lease_ms,
       .on_lease_lost = lease_lost,
+      .on_takeover = took_over,
+      .ctx = &h,
       .workers = cfg->engine.workers ? cfg->engine.workers : 64,
       .max_step_result = cfg->engine.max_step_result,
       .max_instance_state = cfg->engine.max_instance_state,

@@ -192,6 +192,11 @@ typedef struct store_backend {
   int (*notify)(void *db, int64_t host, const char *text);
   /* Stops calling the hooks (journal_quiet); the host stays joined. */
   void (*quiet)(void *db);
+  /* journal_build_put, journal_build_get, journal_builds_prune. */
+  int (*build_put)(void *db, const char *hash, const char *plugin,
+                   const char *path, int64_t now_ms);
+  int (*build_get)(void *db, const char *hash, const char *path);
+  int (*builds_prune)(void *db, int64_t seen_before_ms, size_t *n);
 } store_backend;
 
 /* The SQLite backend (sqlite.c), the one journal_open uses. */

@@ -149,6 +149,26 @@ int journal_adopt(journal *j, int64_t rowid, int64_t *owner) {
   return j->be->adopt(j->db, rowid, owner);
 }
 
+int journal_build_put(journal *j, const char *hash, const char *plugin,
+                      const char *path, int64_t now_ms) {
+  if (!j->be->build_put || !j->host)
+    return 0;
+  return j->be->build_put(j->db, hash, plugin, path, now_ms);
+}
+
+int journal_build_get(journal *j, const char *hash, const char *path) {
+  if (!j->be->build_get || !j->host)
+    return DURO_E_NOT_FOUND;
+  return j->be->build_get(j->db, hash, path);
+}
+
+int journal_builds_prune(journal *j, int64_t seen_before_ms, size_t *n) {
+  *n = 0;
+  if (!j->be->builds_prune || !j->host)
+    return 0;
+  return j->be->builds_prune(j->db, seen_before_ms, n);
+}
+
 void journal_quiet(journal *j) {
   if (j->be->quiet)
     j->be->quiet(j->db);

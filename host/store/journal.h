@@ -447,6 +447,19 @@ int journal_notify(journal *j, int64_t host, const char *text);
  * host stays joined until the journal closes. */
 void journal_quiet(journal *j);
 
+/* Plugin builds kept in a shared store for every host (a host that takes
+ * over an instance pinned to a build it never had fetches it there).
+ * put: stores the file at `path` as build `hash` of `plugin`, or marks it
+ * seen at now_ms when it is there already.  get: writes build `hash` to
+ * `path`; DURO_E_NOT_FOUND when the store has none.  prune: deletes the
+ * builds last seen before `seen_before_ms` that no instance that has not
+ * ended is pinned to, *n of them.  On a store with one host: put and
+ * prune do nothing, get answers DURO_E_NOT_FOUND. */
+int journal_build_put(journal *j, const char *hash, const char *plugin,
+                      const char *path, int64_t now_ms);
+int journal_build_get(journal *j, const char *hash, const char *path);
+int journal_builds_prune(journal *j, int64_t seen_before_ms, size_t *n);
+
 const char *journal_errmsg(journal *j);
 
 #endif

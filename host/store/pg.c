@@ -70,6 +70,12 @@ static const char schema_sql[] =
     " started TIMESTAMPTZ NOT NULL DEFAULT now(),"
     " heartbeat TIMESTAMPTZ NOT NULL DEFAULT now(),"
     " lease_ms BIGINT NOT NULL, dead BOOLEAN NOT NULL DEFAULT false);"
+    /* The plugin builds instances may be pinned to, for every host: a
+     * host that takes over an instance pinned to a build it never loaded
+     * fetches it from here.  seen_ms: when a host last had it loaded. */
+    "CREATE TABLE IF NOT EXISTS builds(hash " TXT " PRIMARY KEY,"
+    " plugin " TXT " NOT NULL, image BYTEA NOT NULL,"
+    " seen_ms BIGINT NOT NULL);"
     "CREATE INDEX IF NOT EXISTS instances_status ON instances(status);"
     "CREATE INDEX IF NOT EXISTS instances_control ON instances(control) "
     "WHERE control<>0;"
@@ -1357,6 +1363,127 @@ static int pg_cron_ticks(void *db, const char *trigger, const char *state,
   return 0;
 }
 
+/* ---- plugin builds shared by the hosts ------------------------------------
+ * On the calling thread's reader connection, outside any group: a build
+ * is a file of the build store, not journal state. */
+
+/* Reads the file at `path` whole (malloc'ed, *len bytes); NULL on failure,
+ * recorded. */
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  char *buf = NULL;
+  long n = -1;
+  if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 &&
+      fseek(f, 0, SEEK_SET) == 0) {
+    buf = xmalloc((size_t)n + 1);
+    if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
+      free(buf);
+      buf = NULL;
+    }
+  }
+  if (f)
+    fclose(f);
+  if (!buf)
+    store_error("cannot read build %s", path);
+  *len = buf ? (size_t)n : 0;
+  return buf;
+}
+
+static int pg_build_put(void *db, const char *hash, const char *plugin,
+                        const char *path, int64_t now_ms) {
+  params p = {0};
+  p_text(&p, hash);
+  p_i64(&p, now_ms);
+  PGresult *r = pg_query(db,
+                         "WITH u AS (UPDATE builds SET seen_ms=$2 WHERE "
+                         "hash=$1 RETURNING 1) SELECT COUNT(*) FROM u",
+                         &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  int known = get_i64(r, 0, 0) > 0;
+  PQclear(r);
+  if (known)
+    return 0;
+  size_t len;
+  char *image = slurp(path, &len);
+  if (!image)
+    return DURO_E_IO;
+  reader *rd = pg_reader(db);
+  int rc = DURO_E_STORAGE;
+  if (rd) {
+    char now[24];
+    snprintf(now, sizeof now, "%" PRId64, now_ms);
+    const char *v[4] = {hash, plugin, image, now};
+    int lens[4] = {0, 0, (int)len, 0}, fmts[4] = {0, 0, 1, 0};
+    r = PQexecParams(rd->conn,
+                     "INSERT INTO builds(hash,plugin,image,seen_ms) "
+                     "VALUES($1,$2,$3,$4) ON CONFLICT(hash) DO UPDATE SET "
+                     "seen_ms=excluded.seen_ms",
+                     4, NULL, v, lens, fmts, 0);
+    if (PQresultStatus(r) == PGRES_COMMAND_OK)
+      rc = 0;
+    else
+      pg_set_err("storing a build", pg_failure_of(rd->conn, r));
+    PQclear(r);
+  }
+  free(image);
+  return rc;
+}
+
+static int pg_build_get(void *db, const char *hash, const char *path) {
+  reader *rd = pg_reader(db);
+  if (!rd)
+    return DURO_E_STORAGE;
+  const char *v[1] = {hash};
+  PGresult *r =
+      PQexecParams(rd->conn, "SELECT image FROM builds WHERE hash=$1", 1, NULL,
+                   v, NULL, NULL, 1 /* binary: the bytes as stored */);
+  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+    pg_set_err("fetching a build", pg_failure_of(rd->conn, r));
+    pg_drop_if_lost(&rd->conn, r);
+    PQclear(r);
+    return DURO_E_STORAGE;
+  }
+  if (PQntuples(r) == 0) {
+    PQclear(r);
+    store_error("build %s is not in the database", hash);
+    return DURO_E_NOT_FOUND;
+  }
+  /* Written beside, synced, renamed: a crash leaves no half build. */
+  char *tmp = xasprintf("%s.fetch", path);
+  FILE *f = fopen(tmp, "wb");
+  int len = PQgetlength(r, 0, 0);
+  int ok = f && fwrite(PQgetvalue(r, 0, 0), 1, (size_t)len, f) == (size_t)len &&
+           fflush(f) == 0 && fsync(fileno(f)) == 0;
+  if (f && fclose(f) != 0)
+    ok = 0;
+  ok = ok && rename(tmp, path) == 0;
+  if (!ok) {
+    store_error("cannot write build %s to %s", hash, path);
+    unlink(tmp);
+  }
+  free(tmp);
+  PQclear(r);
+  return ok ? 0 : DURO_E_IO;
+}
+
+static int pg_builds_prune(void *db, int64_t seen_before_ms, size_t *n) {
+  params p = {0};
+  p_i64(&p, seen_before_ms);
+  PGresult *r = pg_query(
+      db,
+      "WITH d AS (DELETE FROM builds WHERE seen_ms<$1 AND NOT EXISTS (SELECT "
+      "1 FROM instances WHERE build=builds.hash AND status NOT IN "
+      "('complete','errored','terminated')) RETURNING 1) "
+      "SELECT COUNT(*) FROM d",
+      &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  *n = (size_t)get_i64(r, 0, 0);
+  PQclear(r);
+  return 0;
+}
+
 /* ---- copying a journal in (migrate.c) ------------------------------------
  * On the writer connection, inside the group transaction pg_begin opened:
  * the copy is one transaction, all or nothing.  Table and column names
@@ -1533,4 +1660,7 @@ const store_backend store_pg = {
     .adopt = pg_adopt,
     .notify = pg_notify,
     .quiet = pg_quiet,
+    .build_put = pg_build_put,
+    .build_get = pg_build_get,
+    .builds_prune = pg_builds_prune,
 };
