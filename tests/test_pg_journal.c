@@ -618,6 +618,150 @@ START_TEST(dropped_connections_are_made_again) {
 }
 END_TEST
 
+/* A group's writes whose results only need checking are sent without
+ * waiting for each one (libpq's pipeline mode): a group of many commits
+ * them all; a failing one fails its whole group and leaves nothing,
+ * whether the first to read its result is an op that needs its own at
+ * once (an instance insert) or the COMMIT; the next group commits. */
+START_TEST(queued_writes_are_each_checked) {
+  fresh_db();
+  journal *j = open_journal();
+  int64_t rowid = insert(j, "wf", "q1", 0);
+  enum { N = 600 }; /* more than are ever left unread */
+  static char keys[N][16];
+  static journal_step rows[N];
+  journal_batch b = {0};
+  for (int i = 0; i < N; i++) {
+    snprintf(keys[i], sizeof keys[i], "k#%d", i);
+    rows[i] = step_row(keys[i], "k", i, "complete", JOURNAL_NONE);
+    journal_op *op = journal_batch_add(&b, JOP_STEP_PUT);
+    op->rowid = rowid;
+    op->step = &rows[i];
+  }
+  commit_ok(j, &b);
+  journal_batch_free(&b);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM steps"), N);
+
+  journal_step bad = step_row("bad", "k", N, "complete", JOURNAL_NONE);
+  bad.name = NULL; /* NOT NULL */
+  journal_step good = step_row("good", "k", N + 1, "complete", JOURNAL_NONE);
+  journal_instance in = {
+      .workflow = "wf", .id = "q2", .status = "queued", .params = "null"};
+  for (int at_commit = 0; at_commit < 2; at_commit++) {
+    journal_op *op = journal_batch_add(&b, JOP_STEP_PUT);
+    op->rowid = rowid;
+    op->step = &good;
+    op = journal_batch_add(&b, JOP_STEP_PUT);
+    op->rowid = rowid;
+    op->step = &bad;
+    op = journal_batch_add(&b, JOP_INSTANCE_SET);
+    op->inst = &(journal_instance){.rowid = rowid, .status = "running"};
+    if (!at_commit)
+      journal_batch_add(&b, JOP_INSTANCE_INSERT)->inst = &in;
+    ck_assert_int_eq(journal_commit(j, &b), DURO_E_STORAGE);
+    ck_assert_msg(strstr(journal_errmsg(j), "null value") != NULL, "%s",
+                  journal_errmsg(j));
+    journal_batch_free(&b);
+    ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM steps"), N);
+    ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM instances"), 1);
+    ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM instances WHERE "
+                                "status='queued'"),
+                     1);
+    insert(j, at_commit ? "wf2" : "wf1", "q3", 0);
+    ck_assert_int_eq(journal_failing(j, NULL, 0, NULL), 0);
+    ck_assert_int_eq(count_rows("DELETE FROM instances WHERE id='q3' "
+                                "RETURNING 1"),
+                     1);
+  }
+  journal_close(j);
+}
+END_TEST
+
+/* The writer connection the server drops while a group's writes are
+ * queued on it: the group fails, and the next one connects again. */
+START_TEST(connection_lost_with_writes_queued) {
+  fresh_db();
+  void *db = NULL;
+  char err[512];
+  ck_assert_msg(store_pg.open(conninfo, 1, &db, err, sizeof err) == 0, "%s",
+                err);
+  journal_step s1 = step_row("s#1", "s", 1, "complete", JOURNAL_NONE);
+  journal_op op = {.kind = JOP_STEP_PUT, .rowid = 1, .step = &s1};
+  ck_assert_int_eq(store_pg.begin(db), 0);
+  ck_assert_int_eq(store_pg.apply(db, &op), 0); /* queued */
+  drop_sessions();
+  int rc = store_pg.apply(db, &op);
+  if (rc == 0)
+    rc = store_pg.commit(db);
+  ck_assert_int_eq(rc, DURO_E_STORAGE);
+  store_pg.rollback(db);
+  ck_assert_int_eq(store_pg.begin(db), 0);
+  ck_assert_int_eq(store_pg.apply(db, &op), 0);
+  ck_assert_int_eq(store_pg.commit(db), 0);
+  store_pg.close(db);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM steps"), 1);
+}
+END_TEST
+
+/* A copy's rows, as table_export hands them. */
+static int two_counts(void *ctx, store_row_fn put, void *put_ctx) {
+  (void)ctx;
+  const char *a[] = {"qa", "1", "2"}, *b[] = {"qb", "3", "0"};
+  int rc = put(put_ctx, a);
+  return rc ? rc : put(put_ctx, b);
+}
+
+static int two_messages(void *ctx, store_row_fn put, void *put_ctx) {
+  (void)ctx;
+  const char *a[] = {"7", "q", "{}", "0", "0", NULL, "0", NULL},
+             *b[] = {"9", "q", "{}", "0", "0", NULL, "0", NULL};
+  int rc = put(put_ctx, a);
+  return rc ? rc : put(put_ctx, b);
+}
+
+/* `duro migrate`'s path (table_import and key_continue within a group's
+ * transaction: COPY, which cannot run in pipeline mode) works on a
+ * connection whose groups ran in it, even right behind queued writes of
+ * the same transaction. */
+START_TEST(copy_after_queued_writes) {
+  fresh_db();
+  void *db = NULL;
+  char err[512];
+  ck_assert_msg(store_pg.open(conninfo, 1, &db, err, sizeof err) == 0, "%s",
+                err);
+  journal_step s1 = step_row("s#1", "s", 1, "complete", JOURNAL_NONE);
+  journal_op op = {.kind = JOP_STEP_PUT, .rowid = 1, .step = &s1};
+  ck_assert_int_eq(store_pg.begin(db), 0);
+  ck_assert_int_eq(store_pg.apply(db, &op), 0);
+  ck_assert_int_eq(store_pg.commit(db), 0);
+
+  const store_table counts = {"queue_counts", "queue,dropped,dead_lettered", 3,
+                              NULL};
+  const store_table messages = {
+      "messages", "seq,queue,body,attempts,visible_ms,lease,sent_ms,last_error",
+      8, "seq"};
+  journal_step s2 = step_row("s#2", "s", 2, "complete", JOURNAL_NONE);
+  op.step = &s2;
+  int64_t n = 0;
+  ck_assert_int_eq(store_pg.begin(db), 0);
+  ck_assert_int_eq(store_pg.apply(db, &op), 0); /* queued */
+  ck_assert_int_eq(store_pg.table_import(db, &counts, two_counts, NULL, &n), 0);
+  ck_assert_int_eq(n, 2);
+  ck_assert_int_eq(store_pg.apply(db, &op), 0); /* queued again */
+  ck_assert_int_eq(store_pg.table_import(db, &messages, two_messages, NULL, &n),
+                   0);
+  ck_assert_int_eq(store_pg.key_continue(db, &messages, 20), 0);
+  ck_assert_int_eq(store_pg.commit(db), 0);
+  store_pg.close(db);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM steps"), 2);
+  ck_assert_int_eq(count_rows("SELECT SUM(dropped) FROM queue_counts"), 4);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM messages"), 2);
+  ck_assert_int_eq(
+      count_rows("SELECT nextval(pg_get_serial_sequence('messages','seq'))"),
+      21);
+}
+END_TEST
+
 /* Read-only: reads work, every write fails. */
 START_TEST(read_only_reads_and_refuses_writes) {
   fresh_db();
@@ -1161,6 +1305,9 @@ int main(void) {
   tcase_add_test(tc, events_and_wakes);
   tcase_add_test(tc, failed_op_fails_its_group);
   tcase_add_test(tc, dropped_connections_are_made_again);
+  tcase_add_test(tc, queued_writes_are_each_checked);
+  tcase_add_test(tc, connection_lost_with_writes_queued);
+  tcase_add_test(tc, copy_after_queued_writes);
   tcase_add_test(tc, read_only_reads_and_refuses_writes);
   tcase_add_test(tc, list_count_wake_and_sweep);
   tcase_add_test(tc, queue_messages);

@@ -488,16 +488,25 @@ static int pg_begin(void *db) {
  * A COMMIT the server's crash cut off fails the group like any other
  * failure (it may have landed: then the engine, which runs the instances
  * again from the journal, finds it there), and the connection is made
- * again for the next group. */
+ * again for the next group.  Behind queued writes it goes out with them
+ * and a Sync: one round trip for all (pg_pipe.c). */
 static int pg_commit(void *db) {
   pg_store *pg = db;
-  PGresult *r = PQexec(pg->wr, "COMMIT");
+  PGresult *r;
+  if (pg->piped) {
+    if (pg_write_finish(pg, "COMMIT", &r))
+      return DURO_E_STORAGE;
+  } else {
+    r = PQexec(pg->wr, "COMMIT");
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+      pg_set_err("COMMIT", pg_failure_of(pg->wr, r));
+      pg_drop_if_lost(&pg->wr, r);
+      PQclear(r);
+      return DURO_E_STORAGE;
+    }
+  }
   int rc = 0;
-  if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-    pg_set_err("COMMIT", pg_failure_of(pg->wr, r));
-    pg_drop_if_lost(&pg->wr, r);
-    rc = DURO_E_STORAGE;
-  } else if (strcmp(PQcmdStatus(r), "COMMIT") != 0) {
+  if (strcmp(PQcmdStatus(r), "COMMIT") != 0) {
     store_error("COMMIT: the transaction was rolled back");
     rc = DURO_E_STORAGE;
   }
@@ -507,6 +516,7 @@ static int pg_commit(void *db) {
 
 static void pg_rollback(void *db) {
   pg_store *pg = db;
+  pg_write_abandon(pg);
   if (PQstatus(pg->wr) == CONNECTION_OK &&
       PQtransactionStatus(pg->wr) != PQTRANS_IDLE) {
     PGresult *r = PQexec(pg->wr, "ROLLBACK");
@@ -517,35 +527,10 @@ static void pg_rollback(void *db) {
 /* ---- applying ops on the writer connection -------------------------------
  */
 
-/* Runs write statement `which`; the result (to PQclear) on success, NULL
- * with the error recorded. */
-static PGresult *run_w(pg_store *pg, int which, const params *p) {
-  char name[16];
-  snprintf(name, sizeof name, "w%d", which);
-  PGresult *r = PQexecPrepared(pg->wr, name, p->n, p->v, NULL, NULL, 0);
-  ExecStatusType s = PQresultStatus(r);
-  if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
-    pg_set_err(NULL, pg_failure_of(pg->wr, r));
-    pg_drop_if_lost(&pg->wr, r); /* the group fails; the next one reconnects */
-    PQclear(r);
-    return NULL;
-  }
-  return r;
-}
-
-/* Runs a write for its effect only. */
-static int write_done(pg_store *pg, int which, const params *p) {
-  PGresult *r = run_w(pg, which, p);
-  if (!r)
-    return DURO_E_STORAGE;
-  PQclear(r);
-  return 0;
-}
-
 /* Runs a write and puts how many rows it changed in out_rowid. */
 static int write_changes(pg_store *pg, int which, const params *p,
                          journal_op *op) {
-  PGresult *r = run_w(pg, which, p);
+  PGresult *r = pg_write_run(pg, which, p);
   if (!r)
     return DURO_E_STORAGE;
   op->out_rowid = strtoll(PQcmdTuples(r), NULL, 10);
@@ -557,7 +542,7 @@ static int cron_count(pg_store *pg, const char *trigger, const char *state) {
   params p = {0};
   p_text(&p, trigger);
   p_text(&p, state);
-  return write_done(pg, ST_CRON_COUNT, &p);
+  return pg_write_queue(pg, ST_CRON_COUNT, &p);
 }
 
 static int count_spent(pg_store *pg, const char *queue, int dead_lettered,
@@ -566,7 +551,7 @@ static int count_spent(pg_store *pg, const char *queue, int dead_lettered,
   p_text(&p, queue);
   p_i64(&p, dead_lettered ? 0 : n);
   p_i64(&p, dead_lettered ? n : 0);
-  return write_done(pg, ST_MESSAGES_DROPPED, &p);
+  return pg_write_queue(pg, ST_MESSAGES_DROPPED, &p);
 }
 
 /* As sqlite.c: the visible messages are picked first, those out of
@@ -580,7 +565,7 @@ static int message_lease(pg_store *pg, journal_op *op) {
   journal_message *v = xcalloc(op->n_leases ? op->n_leases : 1, sizeof *v);
   op->messages = v;
   op->n_messages = 0;
-  PGresult *r = run_w(pg, ST_MESSAGE_PICK, &p);
+  PGresult *r = pg_write_run(pg, ST_MESSAGE_PICK, &p);
   if (!r)
     return DURO_E_STORAGE;
   int rows = PQntuples(r);
@@ -614,7 +599,7 @@ static int message_lease(pg_store *pg, journal_op *op) {
       p_text(&q, "{\"name\":\"queue.lease_expired\",\"message\":"
                  "\"delivered max_retries + 1 times, never acked\"}");
     }
-    rc = write_done(
+    rc = pg_write_queue(
         pg, op->dead_letter_queue ? ST_MESSAGE_MOVE : ST_MESSAGE_DELETE, &q);
   }
   if (rc == 0 && n_spent)
@@ -626,7 +611,7 @@ static int message_lease(pg_store *pg, journal_op *op) {
     p_i64(&q, v[i].seq);
     p_text(&q, v[i].lease);
     p_i64(&q, op->visible_ms);
-    rc = write_done(pg, ST_MESSAGE_LEASE, &q);
+    rc = pg_write_queue(pg, ST_MESSAGE_LEASE, &q);
   }
   return rc;
 }
@@ -637,7 +622,7 @@ static int message_retry(pg_store *pg, journal_op *op) {
   p_text(&p, op->queue);
   p_i64(&p, op->ts_ms);
   p_i64(&p, journal_lease_seq(op->lease));
-  PGresult *r = run_w(pg, ST_MESSAGE_HELD, &p);
+  PGresult *r = pg_write_run(pg, ST_MESSAGE_HELD, &p);
   if (!r)
     return DURO_E_STORAGE;
   if (PQntuples(r) == 0) {
@@ -652,14 +637,14 @@ static int message_retry(pg_store *pg, journal_op *op) {
   p_i64(&q, seq);
   if (spent && !op->dead_letter_queue) {
     op->out_rowid = JOURNAL_RETRY_DROPPED;
-    int rc = write_done(pg, ST_MESSAGE_DELETE, &q);
+    int rc = pg_write_queue(pg, ST_MESSAGE_DELETE, &q);
     return rc ? rc : count_spent(pg, op->queue, 0, 1);
   }
   p_text(&q, spent ? op->dead_letter_queue : op->queue);
   p_i64(&q, spent ? op->ts_ms : op->visible_ms);
   p_text(&q, op->error);
   op->out_rowid = spent ? JOURNAL_RETRY_DEAD_LETTERED : JOURNAL_RETRY_DELAYED;
-  int rc = write_done(pg, ST_MESSAGE_MOVE, &q);
+  int rc = pg_write_queue(pg, ST_MESSAGE_MOVE, &q);
   return rc || !spent ? rc : count_spent(pg, op->queue, 1, 1);
 }
 
@@ -673,7 +658,7 @@ static int cron_tick_written(pg_store *pg, int which, const params *p,
 /* An insert whose RETURNING gives the new id; no row: *inserted = 0. */
 static int write_returning(pg_store *pg, int which, const params *p,
                            int *inserted, int64_t *id) {
-  PGresult *r = run_w(pg, which, p);
+  PGresult *r = pg_write_run(pg, which, p);
   if (!r)
     return DURO_E_STORAGE;
   *inserted = PQntuples(r) > 0;
@@ -687,7 +672,7 @@ static int write_returning(pg_store *pg, int which, const params *p,
  * (out_owner): another host is sent a notice "e <rowid> <woke>",
  * delivered when the group commits. */
 static int wake_if_waiting(pg_store *pg, journal_op *op, const params *p) {
-  PGresult *r = run_w(pg, ST_WAKE_IF_WAITING, p);
+  PGresult *r = pg_write_run(pg, ST_WAKE_IF_WAITING, p);
   if (!r)
     return DURO_E_STORAGE;
   int found = PQntuples(r) > 0;
@@ -702,7 +687,7 @@ static int wake_if_waiting(pg_store *pg, journal_op *op, const params *p) {
   params n = {0};
   p_text(&n, channel);
   p_text(&n, text);
-  return write_done(pg, ST_NOTIFY, &n);
+  return pg_write_queue(pg, ST_NOTIFY, &n);
 }
 
 static int pg_apply(void *db, journal_op *op) {
@@ -737,7 +722,7 @@ static int pg_apply(void *db, journal_op *op) {
     p_ms(&p, in->paused_ms);
     p_text(&p, in->wait_type);
     p_i64(&p, op->clear_control);
-    if ((rc = write_done(pg, ST_INSTANCE_SET, &p)))
+    if ((rc = pg_write_queue(pg, ST_INSTANCE_SET, &p)))
       return rc;
     if (strcmp(in->status, "errored") != 0 &&
         strcmp(in->status, "terminated") != 0)
@@ -745,15 +730,15 @@ static int pg_apply(void *db, journal_op *op) {
     params c = {0};
     p_i64(&c, in->rowid);
     p_ms(&c, in->ended_ms);
-    return write_done(pg, ST_STEPS_CANCEL, &c);
+    return pg_write_queue(pg, ST_STEPS_CANCEL, &c);
   }
   case JOP_INSTANCE_CONTROL:
     p_i64(&p, op->rowid);
     p_i64(&p, op->inst ? op->inst->control : 0);
-    return write_done(pg, ST_INSTANCE_CONTROL, &p);
+    return pg_write_queue(pg, ST_INSTANCE_CONTROL, &p);
   case JOP_INSTANCE_CONTROL_CLEAR:
     p_i64(&p, op->rowid);
-    return write_done(pg, ST_INSTANCE_CONTROL_CLEAR, &p);
+    return pg_write_queue(pg, ST_INSTANCE_CONTROL_CLEAR, &p);
   case JOP_STEP_PUT: {
     const journal_step *s = op->step;
     p_i64(&p, op->rowid);
@@ -771,24 +756,24 @@ static int pg_apply(void *db, journal_op *op) {
     p_ms(&p, s->wake_ms);
     p_ms(&p, s->attempt_started_ms);
     p_text(&p, s->build);
-    return write_done(pg, ST_STEP_PUT, &p);
+    return pg_write_queue(pg, ST_STEP_PUT, &p);
   }
   case JOP_STEPS_DISCARD: {
     p_i64(&p, op->rowid);
     p_i64(&p, op->from_seq < 0 ? INT64_MIN : op->from_seq);
-    if ((rc = write_done(pg, ST_STEPS_DISCARD, &p)))
+    if ((rc = pg_write_queue(pg, ST_STEPS_DISCARD, &p)))
       return rc;
     params a = {0};
     p_i64(&a, op->rowid);
-    return write_done(pg, ST_ATTEMPTS_DISCARD, &a);
+    return pg_write_queue(pg, ST_ATTEMPTS_DISCARD, &a);
   }
   case JOP_INSTANCE_RESTARTED:
     p_i64(&p, op->rowid);
-    return write_done(pg, ST_INSTANCE_RESTARTED, &p);
+    return pg_write_queue(pg, ST_INSTANCE_RESTARTED, &p);
   case JOP_STEPS_SHIFT_WAKE:
     p_i64(&p, op->rowid);
     p_i64(&p, op->from_seq);
-    return write_done(pg, ST_STEPS_SHIFT_WAKE, &p);
+    return pg_write_queue(pg, ST_STEPS_SHIFT_WAKE, &p);
   case JOP_ATTEMPT_PUT:
     p_i64(&p, op->rowid);
     p_text(&p, op->attempt.key);
@@ -797,7 +782,7 @@ static int pg_apply(void *db, journal_op *op) {
     p_ms(&p, op->attempt.ended_ms);
     p_text(&p, op->attempt.error);
     p_text(&p, op->attempt.build);
-    return write_done(pg, ST_ATTEMPT_PUT, &p);
+    return pg_write_queue(pg, ST_ATTEMPT_PUT, &p);
   case JOP_EVENT_INSERT:
     p_i64(&p, op->rowid);
     p_text(&p, op->event_type);
@@ -811,11 +796,11 @@ static int pg_apply(void *db, journal_op *op) {
   case JOP_EVENT_CONSUME:
     p_i64(&p, op->event_seq);
     p_text(&p, op->step_key);
-    return write_done(pg, ST_EVENT_CONSUME, &p);
+    return pg_write_queue(pg, ST_EVENT_CONSUME, &p);
   case JOP_SWEEP: {
     p_i64(&p, op->ts_ms);
     p_i64(&p, op->from_seq);
-    PGresult *r = run_w(pg, ST_SWEEP, &p);
+    PGresult *r = pg_write_run(pg, ST_SWEEP, &p);
     if (!r)
       return DURO_E_STORAGE;
     op->out_rowid = get_i64(r, 0, 0);
@@ -842,7 +827,7 @@ static int pg_apply(void *db, journal_op *op) {
   case JOP_CRON_SINCE:
     p_text(&p, op->queue);
     p_i64(&p, op->ts_ms);
-    return write_done(pg, ST_CRON_SINCE, &p);
+    return pg_write_queue(pg, ST_CRON_SINCE, &p);
   case JOP_CRON_TICK:
     p_text(&p, op->queue);
     p_i64(&p, op->visible_ms);
@@ -863,7 +848,7 @@ static int pg_apply(void *db, journal_op *op) {
   case JOP_CRON_MISSED_EXTRA:
     p_text(&p, op->queue);
     p_i64(&p, op->from_seq);
-    return write_done(pg, ST_CRON_MISSED_EXTRA, &p);
+    return pg_write_queue(pg, ST_CRON_MISSED_EXTRA, &p);
   case JOP_MESSAGES_EXPIRE:
     p_text(&p, op->queue);
     p_i64(&p, op->ts_ms);
@@ -877,7 +862,7 @@ static int pg_apply(void *db, journal_op *op) {
   case JOP_INSTANCE_PIN:
     p_i64(&p, op->rowid);
     p_text(&p, op->step_key);
-    return write_done(pg, ST_INSTANCE_PIN, &p);
+    return pg_write_queue(pg, ST_INSTANCE_PIN, &p);
   case JOP_WAKE_IF_EVENT_PENDING:
     p_i64(&p, op->rowid);
     p_i64(&p, op->ts_ms);
@@ -1491,6 +1476,8 @@ static int pg_builds_prune(void *db, int64_t seen_before_ms, size_t *n) {
 
 static int pg_table_count(void *db, const store_table *t, int64_t *n) {
   pg_store *pg = db;
+  if (pg_write_finish(pg, NULL, NULL))
+    return DURO_E_STORAGE;
   char *sql = xasprintf("SELECT COUNT(*) FROM %s", t->name);
   PGresult *r = PQexec(pg->wr, sql);
   free(sql);
@@ -1569,6 +1556,9 @@ static int pg_table_import(void *db, const store_table *t,
                                           void *put_ctx),
                            void *ctx, int64_t *n) {
   pg_store *pg = db;
+  /* COPY cannot run in pipeline mode: any queued writes are read first. */
+  if (pg_write_finish(pg, NULL, NULL))
+    return DURO_E_STORAGE;
   /* duro's text is UTF-8, whatever the database's default client
    * encoding. */
   if (pg_exec_cmd(pg->wr, "SET client_encoding='UTF8'", NULL, 0))
@@ -1613,6 +1603,8 @@ static int pg_table_import(void *db, const store_table *t,
 
 static int pg_key_continue(void *db, const store_table *t, int64_t high) {
   pg_store *pg = db;
+  if (pg_write_finish(pg, NULL, NULL))
+    return DURO_E_STORAGE;
   /* setval(seq, v, true): the next value is v + 1; with nothing to go
    * past, setval(seq, 1, false) makes it 1. */
   char *sql =

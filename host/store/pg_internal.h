@@ -5,6 +5,7 @@
  *   pg.c        the schema, the group's transaction, every op and read
  *   pg_conn.c   connections: made, dropped when the server went away,
  *               a thread's reader, errors recorded on one line
+ *   pg_pipe.c   how a group's writes go out: libpq's pipeline mode
  *   pg_hosts.c  several hosts on one database: leases, takeover, notices
  *
  * Invariant: these are the only files that include libpq-fe.h. */
@@ -78,6 +79,11 @@ typedef struct reader {
 
 typedef struct pg_store {
   PGconn *wr;
+  /* Within a group, once a write was queued: `wr` is in pipeline mode
+   * (piped), with `queued` writes sent whose results are not read yet
+   * (pg_pipe.c). */
+  int piped;
+  size_t queued;
   char *conninfo;
   int synchronous_full;
   pthread_key_t reader_key;
@@ -121,6 +127,27 @@ reader *pg_reader(pg_store *pg);
  * three tries, when the server dropped it): the rows (to PQclear), or
  * NULL with the error recorded. */
 PGresult *pg_query(pg_store *pg, const char *sql, const params *p);
+
+/* ---- pg_pipe.c: the writer's statements, prepared as "w<which>" ---- */
+
+/* Sends a write whose result only needs checking, without waiting for it:
+ * its failure shows at the latest at pg_write_finish and fails the group.
+ * 0, or DURO_E_STORAGE with the error recorded (a queued write's, maybe). */
+int pg_write_queue(pg_store *pg, int which, const params *p);
+/* Runs a write whose result is needed now (after the queued ones, in the
+ * same round trip): the result (to PQclear), or NULL with the error
+ * recorded, a queued write's included. */
+PGresult *pg_write_run(pg_store *pg, int which, const params *p);
+/* Sends `last` (a command without parameters, or NULL) behind the queued
+ * writes, reads and checks every result and leaves pipeline mode, so that
+ * what follows may be anything (COPY, several commands in one string).
+ * 0 with last's result in *result (to PQclear; when result is not NULL),
+ * or DURO_E_STORAGE with the first failure recorded.  Nothing to do
+ * when nothing was queued: 0 and *result NULL. */
+int pg_write_finish(pg_store *pg, const char *last, PGresult **result);
+/* After a failure: reads what is left of the pipeline, unchecked, and
+ * leaves it (or drops the connection). */
+void pg_write_abandon(pg_store *pg);
 
 /* ---- pg_hosts.c (backend.h's members of the same names) ---- */
 
