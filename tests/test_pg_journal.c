@@ -703,6 +703,47 @@ START_TEST(connection_lost_with_writes_queued) {
 }
 END_TEST
 
+static void on_lost(void *ctx) {
+  __atomic_add_fetch((int *)ctx, 1, __ATOMIC_SEQ_CST);
+}
+
+/* A joined host's group begins with the fence on its lease row, sent
+ * with the group's writes: once the row is dead (another host took over),
+ * a group fails whole, whether its first result is read at COMMIT or by
+ * an op that needs its own (an instance insert), and the loss is
+ * reported once. */
+START_TEST(dead_host_fails_its_groups) {
+  fresh_db();
+  journal *j = open_journal();
+  int lost = 0;
+  store_host_hooks hooks = {.lost = on_lost, .ctx = &lost};
+  char err[256];
+  ck_assert_msg(journal_join(j, 600000, &hooks, err, sizeof err) == 0, "%s",
+                err);
+  int64_t rowid = insert(j, "wf", "h1", 0);
+  ck_assert_int_eq(count_rows("UPDATE hosts SET dead=true RETURNING 1"), 1);
+  journal_step s1 = step_row("s#1", "s", 1, "complete", JOURNAL_NONE);
+  journal_instance in = {
+      .workflow = "wf", .id = "h2", .status = "queued", .params = "null"};
+  for (int insert_too = 0; insert_too < 2; insert_too++) {
+    journal_batch b = {0};
+    journal_op *op = journal_batch_add(&b, JOP_STEP_PUT);
+    op->rowid = rowid;
+    op->step = &s1;
+    if (insert_too)
+      journal_batch_add(&b, JOP_INSTANCE_INSERT)->inst = &in;
+    ck_assert_int_eq(journal_commit(j, &b), DURO_E_STORAGE);
+    ck_assert_msg(strstr(journal_errmsg(j), "lost its lease") != NULL, "%s",
+                  journal_errmsg(j));
+    journal_batch_free(&b);
+  }
+  ck_assert_int_eq(__atomic_load_n(&lost, __ATOMIC_SEQ_CST), 1);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM steps"), 0);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM instances"), 1);
+  journal_close(j);
+}
+END_TEST
+
 /* A copy's rows, as table_export hands them. */
 static int two_counts(void *ctx, store_row_fn put, void *put_ctx) {
   (void)ctx;
@@ -1308,6 +1349,7 @@ int main(void) {
   tcase_add_test(tc, queued_writes_are_each_checked);
   tcase_add_test(tc, connection_lost_with_writes_queued);
   tcase_add_test(tc, copy_after_queued_writes);
+  tcase_add_test(tc, dead_host_fails_its_groups);
   tcase_add_test(tc, read_only_reads_and_refuses_writes);
   tcase_add_test(tc, list_count_wake_and_sweep);
   tcase_add_test(tc, queue_messages);

@@ -158,6 +158,7 @@ enum {
   ST_CRON_COUNT,
   ST_CRON_SWEEP,
   ST_NOTIFY,
+  ST_FENCE,
   ST_WRITE_COUNT_
 };
 
@@ -293,6 +294,11 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     [ST_MESSAGES_EXPIRE] =
         "DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE "
         "queue=$1 AND sent_ms<$2 LIMIT $3)",
+    /* A host's lease row, alive, held until the group commits (pg_begin);
+     * a dead one divides by zero: an error, so that nothing sent behind
+     * it in the same pipeline commits. */
+    [ST_FENCE] = "SELECT 1/COUNT(*) FROM (SELECT id FROM hosts WHERE id=$1 "
+                 "AND NOT dead FOR SHARE) AS alive",
 };
 
 /* Prepares every write statement on the writer connection as "w<i>". */
@@ -434,8 +440,16 @@ static int writer_ready(pg_store *pg) {
 
 /* libpq learns that the server dropped the connection only when it next
  * uses it: a BEGIN that finds it so connects again and begins once more
- * (nothing was written yet), so that a restarted server costs no group. */
+ * (nothing was written yet), so that a restarted server costs no group.
+ * A connection that sat idle with nothing to read was not closed by the
+ * server (its closing would be there): then BEGIN is not waited for, it
+ * goes out with the group's first writes (pg_pipe.c). */
 static int begin_once(pg_store *pg) {
+  if (pg_write_quiet(pg)) {
+    params p = {0};
+    p_i64(&p, pg->host);
+    return pg_write_begin(pg, pg->host ? ST_FENCE : -1, &p);
+  }
   if (!pg->host) {
     PGresult *r = PQexec(pg->wr, "BEGIN");
     int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
@@ -447,7 +461,7 @@ static int begin_once(pg_store *pg) {
     return ok ? 0 : DURO_E_STORAGE;
   }
   /* A host's group holds its own lease row, alive, until it commits (the
-   * fence above): in the same round trip as BEGIN. */
+   * fence, as ST_FENCE): in the same round trip as BEGIN. */
   char sql[128];
   snprintf(sql, sizeof sql,
            "BEGIN; SELECT id FROM hosts WHERE id=%" PRId64

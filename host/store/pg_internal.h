@@ -84,6 +84,9 @@ typedef struct pg_store {
    * (pg_pipe.c). */
   int piped;
   size_t queued;
+  /* Which of the `queued` results, counted from the next to read, is
+   * the host's fence (pg_write_begin); 0: none unread. */
+  size_t fence;
   char *conninfo;
   int synchronous_full;
   pthread_key_t reader_key;
@@ -130,6 +133,15 @@ PGresult *pg_query(pg_store *pg, const char *sql, const params *p);
 
 /* ---- pg_pipe.c: the writer's statements, prepared as "w<which>" ---- */
 
+/* Whether the writer connection sat idle with nothing to read: the server
+ * did not close it (that would be there to read), so a group may go out
+ * behind a BEGIN it does not wait for. */
+int pg_write_quiet(pg_store *pg);
+/* Sends BEGIN and, unless `fence` is -1, the write statement `fence`
+ * (with p), without waiting: their results are read with the group's
+ * first.  The fence fails with division_by_zero (22012) when this host's
+ * lease row is dead: the group fails and pg_host_lost is called. */
+int pg_write_begin(pg_store *pg, int fence, const params *p);
 /* Sends a write whose result only needs checking, without waiting for it:
  * its failure shows at the latest at pg_write_finish and fails the group.
  * 0, or DURO_E_STORAGE with the error recorded (a queued write's, maybe). */

@@ -10,13 +10,19 @@
  * trip.  After a failure the server skips the rest of the pipeline up to
  * its Sync, so one failing write fails the whole group.
  *
- * The pipeline is entered on the group's first queued write, never
+ * A group's BEGIN (and a host's fence) is queued too when the connection
+ * sat idle with nothing to read (pg_write_quiet): the server did not
+ * close it, so it need not be tried first.  A W2 step (BEGIN, its upsert,
+ * COMMIT) is one round trip.
+ *
+ * The pipeline is entered on the group's first queued statement, never
  * before, and left (its Sync sent, every result read) at COMMIT and
  * before anything that cannot run in it (COPY, a multi-statement
  * command): pg_write_finish.  Between groups the connection is never in
  * pipeline mode.  A connection the server dropped is closed and set to
  * NULL (pg_drop_if_lost), with the pipeline's state, so that the next
  * group connects again. */
+#include <poll.h>
 #include <string.h>
 
 #include "pg_internal.h"
@@ -32,6 +38,7 @@ static void drop_if_lost(pg_store *pg, const PGresult *r) {
   if (!pg->wr) {
     pg->piped = 0;
     pg->queued = 0;
+    pg->fence = 0;
   }
 }
 
@@ -51,6 +58,7 @@ static int enter(pg_store *pg) {
   }
   pg->piped = 1;
   pg->queued = 0;
+  pg->fence = 0;
   return 0;
 }
 
@@ -98,6 +106,20 @@ static int check(pg_store *pg, const PGresult *r, int rc) {
   return DURO_E_STORAGE;
 }
 
+/* The fence's division by zero: this host's row is dead, so another host
+ * took over its instances (pg_write_begin). */
+static int fence_failed(pg_store *pg, const PGresult *r) {
+  const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+  if (PQresultStatus(r) != PGRES_FATAL_ERROR || !state ||
+      strcmp(state, "22012") != 0)
+    return 0;
+  store_error("this host (%" PRId64 ") lost its lease: another host took "
+              "over its instances",
+              pg->host);
+  pg_host_lost(pg);
+  return 1;
+}
+
 /* Reads and checks the results of the queued writes (already flushed or
  * synced): 0, or DURO_E_STORAGE with the first failure recorded.  Stops
  * early only when the connection is gone. */
@@ -108,7 +130,10 @@ static int read_queued(pg_store *pg) {
     if (!r)
       return DURO_E_STORAGE;
     pg->queued--;
-    rc = check(pg, r, rc);
+    if (pg->fence && --pg->fence == 0 && rc == 0 && fence_failed(pg, r))
+      rc = DURO_E_STORAGE;
+    else
+      rc = check(pg, r, rc);
     PQclear(r);
   }
   return pg->wr ? rc : DURO_E_STORAGE;
@@ -118,6 +143,27 @@ static int read_queued(pg_store *pg) {
 static int flush(pg_store *pg) {
   return PQsendFlushRequest(pg->wr) && PQflush(pg->wr) == 0 ? 0
                                                             : send_failed(pg);
+}
+
+int pg_write_quiet(pg_store *pg) {
+  struct pollfd fd = {.fd = PQsocket(pg->wr), .events = POLLIN};
+  return PQstatus(pg->wr) == CONNECTION_OK && !pg->piped && fd.fd >= 0 &&
+         poll(&fd, 1, 0) == 0;
+}
+
+int pg_write_begin(pg_store *pg, int fence, const params *p) {
+  int rc = enter(pg);
+  if (rc)
+    return rc;
+  if (!PQsendQueryParams(pg->wr, "BEGIN", 0, NULL, NULL, NULL, NULL, 0))
+    return send_failed(pg);
+  pg->queued++;
+  if (fence < 0)
+    return 0;
+  if ((rc = send_prepared(pg, fence, p)))
+    return rc;
+  pg->fence = ++pg->queued;
+  return 0;
 }
 
 int pg_write_queue(pg_store *pg, int which, const params *p) {
