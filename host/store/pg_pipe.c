@@ -223,6 +223,7 @@ static int read_to_sync(pg_store *pg) {
         break;
       pg->piped = 0;
       pg->queued = 0;
+      pg->fence = 0;
       return 0;
     }
   }
