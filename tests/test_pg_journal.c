@@ -8,7 +8,10 @@
  *    transaction (duplicates, events for ended instances); instances,
  *    steps, attempts, events and wakes written and read back as sqlite.c
  *    does; a failing op fails its whole group with libpq's message and
- *    leaves the next group clean; the schema version row; read-only;
+ *    leaves the next group clean; writes sent without waiting (libpq's
+ *    pipeline mode), each checked, a failing one failing its group, a
+ *    session lost with writes queued, migrate's COPY behind queued writes,
+ *    a dead host's fence; the schema version row; read-only;
  *    the list, count, wake-poll and sweep reads; queue messages and cron
  *    ticks; connections the server dropped, made again; and a real engine
  *    whose journal is PostgreSQL, which runs instances of a three-step

@@ -7,7 +7,8 @@
  * and commit run on it, in one BEGIN ... COMMIT); every thread that reads
  * gets a connection of its own (thread-local), so reads never wait for
  * each other.  Each connection prepares its statements once (PQprepare)
- * and runs them by name.  Reads run in autocommit (READ COMMITTED), so a
+ * and runs them by name; the writer sends a group's in libpq's pipeline
+ * mode (pg_pipe.c).  Reads run in autocommit (READ COMMITTED), so a
  * read started after a commit returned sees it.  synchronous_full 1 is
  * synchronous_commit=on (COMMIT returns once the WAL is flushed), 0 is
  * synchronous_commit=off (a crash of the server may lose the last groups,
