@@ -527,6 +527,16 @@ START_TEST(events_and_wakes) {
   ck_assert_uint_eq(n, 1);
   ck_assert_int_eq(ev[0].seq, first);
   journal_events_free(ev, n);
+  /* every event, each with the step that consumed it (NULL: none) */
+  ck_assert_int_eq(journal_events_all(j, rowid, &ev, &n), 0);
+  ck_assert_uint_eq(n, 2);
+  ck_assert_int_eq(ev[0].seq, first);
+  ck_assert_ptr_null(ev[0].consumed_by);
+  ck_assert_int_eq(ev[1].seq, second);
+  ck_assert_str_eq(ev[1].type, "paid");
+  ck_assert_int_eq(ev[1].ts_ms, 50);
+  ck_assert_str_eq(ev[1].consumed_by, "pay#1");
+  journal_events_free(ev, n);
 
   /* once it has ended, an event is refused, in the same group as others */
   in.status = "complete";

@@ -110,6 +110,26 @@ static void note_builds(json_t *builds, json_t *att) {
   }
 }
 
+/* The events the instance received, in arrival order, each with the key
+ * of the step that consumed it (null: pending, no step took it yet).
+ * Returns a new reference, or NULL when the journal could not be read. */
+static json_t *events_json(duro_engine *e, int64_t rowid) {
+  journal_event *ev = NULL;
+  size_t n = 0;
+  if (journal_events_all(e->j, rowid, &ev, &n) != 0)
+    return NULL;
+  json_t *arr = json_array();
+  for (size_t i = 0; i < n; i++)
+    json_array_append_new(
+        arr, json_pack("{s:s,s:o,s:I,s:o}", "type", ev[i].type, "payload",
+                       json_raw_or_null(ev[i].payload), "sent_ms",
+                       (json_int_t)ev[i].ts_ms, "consumed_by",
+                       ev[i].consumed_by ? json_string(ev[i].consumed_by)
+                                         : json_null()));
+  journal_events_free(ev, n);
+  return arr;
+}
+
 int duro_instance_describe(duro_engine *e, const char *workflow, const char *id,
                            json_t **out) {
   *out = NULL;
@@ -120,9 +140,12 @@ int duro_instance_describe(duro_engine *e, const char *workflow, const char *id,
   journal_step *steps = NULL;
   size_t n = 0;
   json_t *attempts = json_object();
+  json_t *events = NULL;
   rc = journal_steps_load(e->j, in.rowid, &steps, &n);
   if (rc == 0)
     rc = journal_attempts_each(e->j, in.rowid, attempt_to_json, attempts);
+  if (rc == 0 && !(events = events_json(e, in.rowid)))
+    rc = DURO_E_STORAGE;
   if (rc == 0) {
     json_t *arr = json_array(), *builds = json_array();
     for (size_t i = 0; i < n; i++) {
@@ -158,6 +181,7 @@ int duro_instance_describe(duro_engine *e, const char *workflow, const char *id,
     json_object_set_new(*out, "restarts", json_integer(in.restarts));
     json_object_set_new(*out, "several_builds",
                         json_boolean(json_array_size(builds) > 1));
+    json_object_set_new(*out, "events", events);
   }
   json_decref(attempts);
   journal_steps_free(steps, n);

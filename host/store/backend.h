@@ -100,6 +100,7 @@ typedef struct store_backend {
                        void *ctx);
   int (*events_pending)(void *db, int64_t rowid, journal_event **out,
                         size_t *n);
+  int (*events_all)(void *db, int64_t rowid, journal_event **out, size_t *n);
   int (*due)(void *db, int64_t after_ms, int64_t upto_ms, size_t limit,
              int64_t *rowids, int64_t *wakes, size_t *n);
   int (*next_wake)(void *db, int64_t after_ms, int64_t *wake);

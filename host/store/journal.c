@@ -453,6 +453,11 @@ int journal_events_pending(journal *j, int64_t rowid, journal_event **out,
   return j->be->events_pending(j->db, rowid, out, n);
 }
 
+int journal_events_all(journal *j, int64_t rowid, journal_event **out,
+                       size_t *n) {
+  return j->be->events_all(j->db, rowid, out, n);
+}
+
 int journal_due(journal *j, int64_t after_ms, int64_t upto_ms, size_t limit,
                 int64_t *rowids, int64_t *wakes, size_t *n) {
   return j->be->due(j->db, after_ms, upto_ms, limit, rowids, wakes, n);
@@ -572,6 +577,7 @@ void journal_events_free(journal_event *ev, size_t n) {
   for (size_t i = 0; i < n; i++) {
     free(ev[i].type);
     free(ev[i].payload);
+    free(ev[i].consumed_by);
   }
   free(ev);
 }

@@ -75,6 +75,8 @@ typedef struct journal_event {
   char *type;
   char *payload;
   int64_t ts_ms;
+  char *consumed_by; /* the key of the step that took it; NULL: pending
+                        (journal_events_all only) */
 } journal_event;
 
 /* A queue message.  visible_ms is when it may next be pulled: its delay,
@@ -269,6 +271,9 @@ int journal_attempts_each(journal *j, int64_t rowid,
 /* Unconsumed events in arrival order. */
 int journal_events_pending(journal *j, int64_t rowid, journal_event **out,
                            size_t *n);
+/* Every event of the instance, consumed or not, in arrival order. */
+int journal_events_all(journal *j, int64_t rowid, journal_event **out,
+                       size_t *n);
 void journal_events_free(journal_event *ev, size_t n);
 
 /* Rowids of instances whose wake time is in (after_ms, upto_ms], at most

@@ -1034,6 +1034,33 @@ static int pg_events_pending(void *db, int64_t rowid, journal_event **out,
   return 0;
 }
 
+static int pg_events_all(void *db, int64_t rowid, journal_event **out,
+                         size_t *n) {
+  params p = {0};
+  p_i64(&p, rowid);
+  *out = NULL;
+  *n = 0;
+  PGresult *r = pg_query(db,
+                         "SELECT seq,type,payload,ts_ms,consumed_by FROM "
+                         "events WHERE instance=$1 ORDER BY seq",
+                         &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  int rows = PQntuples(r);
+  journal_event *v = rows ? xcalloc((size_t)rows, sizeof *v) : NULL;
+  for (int i = 0; i < rows; i++) {
+    v[i].seq = get_i64(r, i, 0);
+    v[i].type = get_text(r, i, 1);
+    v[i].payload = get_text(r, i, 2);
+    v[i].ts_ms = get_i64(r, i, 3);
+    v[i].consumed_by = get_text(r, i, 4);
+  }
+  PQclear(r);
+  *out = v;
+  *n = (size_t)rows;
+  return 0;
+}
+
 static int pg_due(void *db, int64_t after_ms, int64_t upto_ms, size_t limit,
                   int64_t *rowids, int64_t *wakes, size_t *n) {
   params p = {0};
@@ -1644,6 +1671,7 @@ const store_backend store_pg = {
     .steps_load = pg_steps_load,
     .attempts_each = pg_attempts_each,
     .events_pending = pg_events_pending,
+    .events_all = pg_events_all,
     .due = pg_due,
     .next_wake = pg_next_wake,
     .recover_each = pg_recover_each,

@@ -1138,17 +1138,16 @@ done:
   return rc;
 }
 
-static int sqlite_events_pending(void *db, int64_t rowid, journal_event **out,
-                                 size_t *n) {
+/* The instance's events that `sql` selects (seq, type, payload, ts_ms,
+ * consumed_by; ?1 the instance), in its order. */
+static int read_events(void *db, const char *sql, int64_t rowid,
+                       journal_event **out, size_t *n) {
   sqlite3_stmt *st = NULL;
   journal_event *v = NULL;
   size_t len = 0, cap = 0;
   int rc;
   reader *r = reader_get(db);
-  if ((rc = prepare_rd(r,
-                       "SELECT seq,type,payload,ts_ms FROM events WHERE "
-                       "instance=?1 AND consumed_by IS NULL ORDER BY seq",
-                       &st)))
+  if ((rc = prepare_rd(r, sql, &st)))
     goto done;
   sqlite3_bind_int64(st, 1, rowid);
   int s;
@@ -1162,6 +1161,7 @@ static int sqlite_events_pending(void *db, int64_t rowid, journal_event **out,
     o->type = col_text(st, 1);
     o->payload = col_text(st, 2);
     o->ts_ms = sqlite3_column_int64(st, 3);
+    o->consumed_by = col_text(st, 4);
   }
   rc = rows_end(r, s);
 done:
@@ -1174,6 +1174,22 @@ done:
   *out = v;
   *n = len;
   return rc;
+}
+
+static int sqlite_events_pending(void *db, int64_t rowid, journal_event **out,
+                                 size_t *n) {
+  return read_events(db,
+                     "SELECT seq,type,payload,ts_ms,consumed_by FROM events "
+                     "WHERE instance=?1 AND consumed_by IS NULL ORDER BY seq",
+                     rowid, out, n);
+}
+
+static int sqlite_events_all(void *db, int64_t rowid, journal_event **out,
+                             size_t *n) {
+  return read_events(db,
+                     "SELECT seq,type,payload,ts_ms,consumed_by FROM events "
+                     "WHERE instance=?1 ORDER BY seq",
+                     rowid, out, n);
 }
 
 static int sqlite_due(void *db, int64_t after_ms, int64_t upto_ms, size_t limit,
@@ -1675,6 +1691,7 @@ const store_backend store_sqlite = {
     .steps_load = sqlite_steps_load,
     .attempts_each = sqlite_attempts_each,
     .events_pending = sqlite_events_pending,
+    .events_all = sqlite_events_all,
     .due = sqlite_due,
     .next_wake = sqlite_next_wake,
     .recover_each = sqlite_recover_each,
