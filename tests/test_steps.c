@@ -458,6 +458,86 @@ START_TEST(test_completed_step_not_rerun) {
 }
 END_TEST
 
+/* ---- the counters' history (GET /metrics/history) ----------------------- */
+
+/* Series `name` of a history, as 60 numbers, oldest bucket first. */
+static json_int_t hist_at(json_t *h, const char *name, size_t i) {
+  json_t *arr = json_object_get(jget(h, "series"), name);
+  ck_assert_msg(json_array_size(arr) == 60, "series %s has %zu buckets", name,
+                json_array_size(arr));
+  return json_integer_value(json_array_get(arr, i));
+}
+
+static json_int_t hist_sum(json_t *h, const char *name) {
+  json_int_t n = 0;
+  for (size_t i = 0; i < 60; i++)
+    n += hist_at(h, name, i);
+  return n;
+}
+
+/* Each counter lands in the 10 s bucket it grew in, the newest last; a
+ * bucket leaves the history ten minutes after it began. */
+START_TEST(test_metrics_history) {
+  R = (duro_retries){
+      .limit = 4, .delay = "10 seconds", .backoff = DURO_BACKOFF_CONSTANT};
+  CFG.retries = &R;
+  C.cfg = &CFG;
+  C.succeed_on = 2;
+  harness_register(&H, WF, wf_abc_retry);
+  harness_start(&H);
+  /* T0 begins a bucket: a completes, b fails and is retried in 10 s. */
+  create(WF, "h1", NULL);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  ck_assert_int_eq(duro_instance_send_event(H.e, WF, "h1", "note", NULL), 0);
+  json_t *h = duro_engine_metrics_history(H.e);
+  ck_assert_int_eq(jint(h, "bucket_ms"), 10 * SEC);
+  ck_assert_int_eq(jint(h, "now_ms"), T0_MS);
+  ck_assert_int_eq(jint(h, "start_ms"), T0_MS - 59 * 10 * SEC);
+  ck_assert_int_eq(jint(h, "since_ms"), T0_MS);
+  ck_assert_uint_eq(json_object_size(jget(h, "series")), 6);
+  static const struct {
+    const char *name;
+    json_int_t first, second; /* in T0's bucket, in the next */
+  } want[] = {{"steps_completed", 1, 2},   {"attempts_failed", 1, 0},
+              {"retries_scheduled", 1, 0}, {"instances_created", 1, 0},
+              {"activations", 1, 1},       {"events_sent", 1, 0}};
+  for (size_t k = 0; k < 6; k++) {
+    ck_assert_msg(hist_at(h, want[k].name, 59) == want[k].first &&
+                      hist_sum(h, want[k].name) == want[k].first,
+                  "%s at T0", want[k].name);
+  }
+  json_decref(h);
+
+  /* 10 s on: the retry succeeds and c completes, in the next bucket. */
+  ck_assert_uint_eq(harness_advance(&H, 10 * SEC), 1);
+  assert_status("h1", "complete");
+  h = duro_engine_metrics_history(H.e);
+  for (size_t k = 0; k < 6; k++)
+    ck_assert_msg(hist_at(h, want[k].name, 58) == want[k].first &&
+                      hist_at(h, want[k].name, 59) == want[k].second &&
+                      hist_sum(h, want[k].name) ==
+                          want[k].first + want[k].second,
+                  "%s at T0 + 10 s", want[k].name);
+  json_decref(h);
+
+  /* Ten minutes after T0 its bucket is gone, the next is the oldest. */
+  advance_nothing(10 * MIN - 10 * SEC);
+  h = duro_engine_metrics_history(H.e);
+  ck_assert_int_eq(jint(h, "start_ms"), T0_MS + 10 * SEC);
+  for (size_t k = 0; k < 6; k++)
+    ck_assert_msg(hist_at(h, want[k].name, 0) == want[k].second &&
+                      hist_sum(h, want[k].name) == want[k].second,
+                  "%s at T0 + 10 min", want[k].name);
+  json_decref(h);
+  /* and 10 s later nothing is left */
+  advance_nothing(10 * SEC);
+  h = duro_engine_metrics_history(H.e);
+  for (size_t k = 0; k < 6; k++)
+    ck_assert_int_eq(hist_sum(h, want[k].name), 0);
+  json_decref(h);
+}
+END_TEST
+
 /* A final failure handled by run(): it records the error and goes on. */
 static duro_rc wf_handled(duro_step *step, const duro_event *ev,
                           duro_env *env) {
@@ -2462,6 +2542,7 @@ static Suite *steps_suite(void) {
   tcase_add_test(tc, test_default_config);
   tcase_add_test(tc, test_limit_zero_no_retries);
   tcase_add_test(tc, test_completed_step_not_rerun);
+  tcase_add_test(tc, test_metrics_history);
   tcase_add_test(tc, test_error_handled_in_run);
   tcase_add_test(tc, test_attempt_timeout);
   tcase_add_test(tc, test_attempt_timeout_exhausted);

@@ -402,6 +402,7 @@ int duro_engine_open(const duro_engine_options *opt, duro_engine **out,
   e->polled_through = INT64_MIN;
   e->max_runnable = opt->max_runnable ? opt->max_runnable : 10000;
   e->spill_min = INT64_MAX;
+  engine_history_init(e);
   int rc = journal_open_backend(
       opt->backend ? opt->backend : &store_sqlite, opt->db_path,
       opt->read_only ? -1 : opt->synchronous_full, &e->j, err, errlen);
@@ -809,6 +810,7 @@ void duro_engine_close(duro_engine *e) {
   for (size_t i = 0; i < sizeof e->control_mu / sizeof *e->control_mu; i++)
     pthread_mutex_destroy(&e->control_mu[i]);
   engine_hosts_free(e);
+  engine_history_free(e);
   free(e);
 }
 

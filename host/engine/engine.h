@@ -351,6 +351,14 @@ void duro_engine_journal_stats(duro_engine *e, duro_journal_stats *out);
 /* The Prometheus text for GET /metrics, malloc'ed (caller frees). */
 char *duro_engine_metrics(duro_engine *e);
 
+/* GET /metrics/history: {"bucket_ms":10000,"now_ms","start_ms" (when the
+ * oldest bucket begins),"since_ms" (when this engine began counting),
+ * "series":{"steps_completed","attempts_failed","retries_scheduled",
+ * "instances_created","activations","events_sent": 60 counts each, how
+ * many happened in each 10 s bucket, oldest first; the last one is the
+ * bucket now_ms falls in, still filling}}.  Caller owns it. */
+json_t *duro_engine_metrics_history(duro_engine *e);
+
 /* The host's API table handed to plugins. */
 const duro_api *duro_host_api(void);
 

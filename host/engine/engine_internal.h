@@ -63,6 +63,25 @@ enum {
   ENTRY_RETRY /* its activation could not write: runs after a back-off */
 };
 
+/* The engine's counters over the last minutes (history.c): ring slot
+ * number % HISTORY_BUCKETS holds bucket `number` (engine time divided by
+ * HISTORY_BUCKET_MS), how much each series grew in it. */
+#define HISTORY_BUCKET_MS 10000
+#define HISTORY_BUCKETS 60 /* ten minutes */
+#define HISTORY_SERIES 6
+typedef struct history_bucket {
+  int64_t number; /* -1: never used */
+  uint64_t n[HISTORY_SERIES];
+} history_bucket;
+
+typedef struct engine_history {
+  pthread_mutex_t mu;
+  int64_t since_ms;              /* when the engine began counting */
+  int64_t newest;                /* the bucket of the latest sample */
+  uint64_t seen[HISTORY_SERIES]; /* the counters at the latest sample */
+  history_bucket ring[HISTORY_BUCKETS];
+} engine_history;
+
 typedef struct entry {
   int64_t rowid;
   int state;
@@ -196,7 +215,14 @@ struct duro_engine {
     uint64_t events_sent;
     metrics_hist attempt_us;
   } m;
+  engine_history history; /* m's counters per 10 s (history.c) */
 };
+
+/* The counters' history (history.c): init at open, free at close; the
+ * scheduler thread samples at every pass. */
+void engine_history_init(duro_engine *e);
+void engine_history_free(duro_engine *e);
+void engine_history_sample(duro_engine *e);
 
 /* The calling thread's worker (NULL when activations run inline) and its
  * ledger slot (NULL when it has none).  engine.c. */

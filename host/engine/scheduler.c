@@ -17,6 +17,7 @@
  *  - the retention sweep (instances, then queue messages), once a
  *    minute;
  *  - cron triggers (cron/trigger.c): the ticks that are due;
+ *  - the counters' history (history.c): a sample per pass;
  *  - on a store several hosts share (hosts.c), every half lease: the
  *    lease's renewal and the takeover of stopped hosts' instances;
  *  - the engine's own queue consumers (queues/consumer.c): a batch per
@@ -176,6 +177,7 @@ void *engine_scheduler_main(void *arg) {
     e->sched_kick = 0;
     pthread_mutex_unlock(&e->mu);
 
+    engine_history_sample(e);
     duro_engine_poll_due(e);
     engine_refill(e);
     /* a full pass handled messages: there may be more, so no wait */

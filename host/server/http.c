@@ -1570,6 +1570,11 @@ static int route(http_server *s, http_exchange *x) {
                : wrong_method(x, "GET");
   if (n == 1 && !strcmp(seg[0], "metrics"))
     return method_is(x, "GET") ? metrics(s, x) : wrong_method(x, "GET");
+  /* The engine's counters per 10 s over the last 10 minutes. */
+  if (n == 2 && !strcmp(seg[0], "metrics") && !strcmp(seg[1], "history"))
+    return method_is(x, "GET")
+               ? send_json(x, 200, duro_engine_metrics_history(s->engine))
+               : wrong_method(x, "GET");
   if (n >= 1 && !strcmp(seg[0], "plugins"))
     return plugins_route(s, x, seg, n);
   if (n >= 1 && !strcmp(seg[0], "queues"))
