@@ -12,7 +12,9 @@
  *  - routes: create (with and without id, duplicate), batch, list (status
  *    filter, limit, cursor paging), describe, PATCH status (pause, resume,
  *    terminate, restart, restart from a step, the illegal transitions),
- *    events, /healthz, /metrics;
+ *    events (and the description's list of them, consumed or pending),
+ *    /healthz, /metrics, /metrics/history (the case's steps in the buckets
+ *    since it began);
  *  - runs: an order held by its id from creation to its output, one that
  *    errors with the plugin's message, one the reviewer rejects;
  *  - errors: each 400/404/405/413 with {"error":{"code","message"}}, the
@@ -656,6 +658,9 @@ START_TEST(describe_instance) {
                     json_is_null(jget(d, "ended_ms")),
                 "%s", text);
   ck_assert_msg(json_array_size(jget(d, "steps")) == 3, "steps: %s", text);
+  ck_assert_msg(json_is_array(jget(d, "events")) &&
+                    json_array_size(jget(d, "events")) == 0,
+                "events: %s", text);
 
   static const struct {
     const char *key, *type, *status;
@@ -802,6 +807,14 @@ START_TEST(events_move_instances_on) {
                         !strcmp(jstr(s, "result.type"), "approval") &&
                         !strcmp(jstr(g, "type"), "sleep"),
                     "%s", text);
+      /* the description lists the event and the step that took it */
+      json_t *evs = jget(d, "events"), *e0 = json_array_get(evs, 0);
+      ck_assert_msg(json_array_size(evs) == 1 &&
+                        !strcmp(jstr(e0, "type"), "approval") &&
+                        json_is_true(jget(e0, "payload.approved")) &&
+                        json_is_integer(jget(e0, "sent_ms")) &&
+                        !strcmp(jstr(e0, "consumed_by"), "manual review#1"),
+                    "events: %s", text);
       free(text);
       json_decref(d);
       break;
@@ -826,6 +839,20 @@ START_TEST(events_move_instances_on) {
   http_resp_free(&r);
   json_t *d = wait_status("ev2", "complete|errored");
   ck_assert_str_eq(jstr(d, "status"), "complete");
+  /* both listed in arrival order: the other type still pending */
+  char *text = jdump(d);
+  json_t *evs = jget(d, "events");
+  json_t *e0 = json_array_get(evs, 0), *e1 = json_array_get(evs, 1);
+  ck_assert_msg(json_array_size(evs) == 2 &&
+                    !strcmp(jstr(e0, "type"), "unrelated") &&
+                    json_is_null(jget(e0, "payload")) &&
+                    json_is_null(jget(e0, "consumed_by")) &&
+                    !strcmp(jstr(e1, "type"), "approval") &&
+                    !strcmp(jstr(e1, "consumed_by"), "manual review#1") &&
+                    json_integer_value(jget(e0, "sent_ms")) <=
+                        json_integer_value(jget(e1, "sent_ms")),
+                "events of ev2: %s", text);
+  free(text);
   json_decref(d);
 
   /* Errors. */
@@ -850,10 +877,49 @@ START_TEST(healthz_and_metrics) {
   ck_assert_str_eq(jstr(r.json, "status"), "ok");
   http_resp_free(&r);
 
+  int64_t t_start = (int64_t)time(NULL) * 1000 - 1000;
   create_order("m1", 5, 1);
   create_order("m2", 0, 1);
   json_decref(wait_status("m1", "waiting"));
   json_decref(wait_status("m2", "errored"));
+  /* The history: 60 buckets of 10 s, the steps in those that began
+   * after this case did (the host's first). */
+  request(&r, "GET", "/metrics/history", NULL);
+  expect_status(&r, 200, "metrics history");
+  json_int_t start = json_integer_value(jget(r.json, "start_ms"));
+  json_int_t now = json_integer_value(jget(r.json, "now_ms"));
+  ck_assert_msg(json_integer_value(jget(r.json, "bucket_ms")) == 10000 &&
+                    start <= now - 590000 && start > now - 600000 &&
+                    json_integer_value(jget(r.json, "since_ms")) >= t_start,
+                "history: %s", r.body);
+  static const struct {
+    const char *name;
+    json_int_t n;
+  } counted[] = {{"steps_completed", 3},   {"instances_created", 2},
+                 {"activations", 2},       {"attempts_failed", 1},
+                 {"retries_scheduled", 0}, {"events_sent", 0}};
+  for (size_t k = 0; k < sizeof counted / sizeof *counted; k++) {
+    json_t *arr = jget(jget(r.json, "series"), counted[k].name);
+    json_int_t sum = 0;
+    size_t i;
+    json_t *v;
+    ck_assert_msg(json_array_size(arr) == 60, "%s: %s", counted[k].name,
+                  r.body);
+    json_array_foreach(arr, i, v) {
+      sum += json_integer_value(v);
+      if (json_integer_value(v))
+        ck_assert_msg(start + (json_int_t)(i + 1) * 10000 > t_start,
+                      "%s counted before the case began: %s", counted[k].name,
+                      r.body);
+    }
+    ck_assert_msg(sum == counted[k].n, "%s: %lld, want %lld: %s",
+                  counted[k].name, (long long)sum, (long long)counted[k].n,
+                  r.body);
+  }
+  http_resp_free(&r);
+  request(&r, "POST", "/metrics/history", NULL);
+  assert_error(&r, 405, "request.method_not_allowed", "POST history");
+  http_resp_free(&r);
   request(&r, "GET", "/metrics", NULL);
   expect_status(&r, 200, "metrics");
   char type[128];
@@ -1363,7 +1429,8 @@ START_TEST(bearer_token_401) {
       "s3cret-Token_42",
       "Bearer ",
   };
-  static const char *paths[] = {"/healthz", "/metrics", WF, WF "/x", "/nope"};
+  static const char *paths[] = {"/healthz", "/metrics", "/metrics/history",
+                                WF,         WF "/x",    "/nope"};
   for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++)
     for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
       http_resp r;
@@ -1383,6 +1450,9 @@ START_TEST(bearer_token_401) {
                                 "bearer s3cret-Token_42"};
   for (size_t i = 0; i < 2; i++) {
     request_auth(&r, "GET", "/healthz", NULL, 0, right[i]);
+    expect_status(&r, 200, right[i]);
+    http_resp_free(&r);
+    request_auth(&r, "GET", "/metrics/history", NULL, 0, right[i]);
     expect_status(&r, 200, right[i]);
     http_resp_free(&r);
     request_auth(&r, "GET", WF, NULL, 0, right[i]);
