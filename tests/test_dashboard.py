@@ -7,7 +7,10 @@ cron.  Offline: the host listens on 127.0.0.1, the page loads nothing else.
 
 It checks that the list shows the instances created over the API, that the
 status filter and the id-prefix search work, that the detail page shows a
-retried step's attempts in order, that pause and resume from the page
+retried step's attempts in order and the events an instance received
+(which step consumed each, or pending), that the health page draws the
+steps completed before it opened from the host's history at its first
+render, that pause and resume from the page
 change the status (read back over the API), that a restart from a chosen
 step does, that an error of the API (an
 event for an ended instance: 409) is shown on the page, that a listener
@@ -332,13 +335,40 @@ def main():
             "return [...document.querySelectorAll('#plugin-list a')]"
             ".map((a) => a.textContent).join(' ')") == "order-flow nightly-report")
         shot(d, "plugins-desktop")
-        # the counters drawn: the steps completed while the page was open
-        # (the retried charge, the resumed order) make a bar
-        d.find_element(By.CSS_SELECTOR, '[data-nav="health"]').click()
-        wait_for(d, "a bar of steps completed", lambda: d.execute_script(
-            "return [...document.querySelectorAll('svg.chart[data-counter="
-            "duro_steps_completed_total] rect')].some((r) => r.getAttribute('height') > 0)"))
+        # the counters drawn from the host's own history: a page loaded
+        # afresh shows the steps completed before it opened at its first
+        # render (the previous page's samples are gone with it)
+        d.get(h.base + "/#/health")
+        d.execute_script("sessionStorage.clear()")
+        d.refresh()
+        wait_for(d, "the first render of the health page",
+                 lambda: d.find_elements(By.CSS_SELECTOR, "svg.chart"), timeout=5)
+        bars = d.execute_script(
+            "return [...document.querySelectorAll('svg.chart[data-series="
+            "steps_completed] rect')].filter((r) => r.getAttribute('height') > 0).length")
+        assert bars >= 1, "no bar of steps completed right after opening"
         shot(d, "health-desktop")
+
+        # events an instance received: the one its review consumed, and
+        # one of a type it never waits for, pending
+        assert h.api("POST", f"/workflows/{WF}/instances/batch-b-1/events/unrelated",
+                     {"n": 7})[0] == 202
+        assert h.api("POST", f"/workflows/{WF}/instances/batch-b-1/events/approval",
+                     {"approved": True})[0] == 202
+        d.get(h.base + f"/#/wf/{WF}/i/batch-b-1")
+
+        def events_shown():
+            return d.execute_script(
+                "return [...document.querySelectorAll('#events li.event')]"
+                ".map((e) => [e.dataset.type, e.textContent])")
+        wait_for(d, "both events, the approval consumed",
+                 lambda: [t for t, x in events_shown()] == ["unrelated", "approval"]
+                 and "consumed by manual review" in events_shown()[1][1])
+        ev = events_shown()
+        assert "pending" in ev[0][1] and '"n": 7' in ev[0][1], ev
+        assert '"approved": true' in ev[1][1], ev
+        d.find_element(By.ID, "events").location_once_scrolled_into_view
+        shot(d, "events-desktop")
 
         # keyboard: Tab from the top reaches the navigation's links
         d.find_element(By.TAG_NAME, "body").send_keys(Keys.TAB)

@@ -7,11 +7,9 @@
 'use strict';
 
 const TOKEN_KEY = 'duro.token';
-const SAMPLES_KEY = 'duro.samples'; /* the health history, for this tab */
 const POLL_MS = 2000;
 const PAGE_SIZE = 20;
 const SCAN_MS = 10000; /* how often an id-prefix search reads the listing again */
-const HISTORY_MS = 5 * 60 * 1000; /* what the health charts show */
 const STATUSES = ['queued', 'running', 'waiting', 'waitingForPause', 'paused',
                   'complete', 'errored', 'terminated'];
 
@@ -19,7 +17,6 @@ const app = {
   view: null,      /* {refresh(), stop?()} of the open view */
   gen: 0,          /* bumped on navigation: late answers are dropped */
   plugins: null,   /* the last GET /plugins */
-  samples: [],     /* [{t, c: {counter: value}}] from GET /metrics, oldest first */
   health: null,    /* the last GET /healthz body */
 };
 
@@ -111,7 +108,7 @@ async function api(method, path, body) {
   }
   const text = await res.text();
   let json = null;
-  try { json = JSON.parse(text); } catch (e) { /* /metrics is text */ }
+  try { json = JSON.parse(text); } catch (e) { /* an empty or text body */ }
   if (res.status === 401)
     askToken(token ? 'The host refused this token.' : '');
   return {status: res.status, ok: res.ok, json, text};
@@ -454,16 +451,26 @@ function instanceView(main, gen, wf, id) {
       }
       fill(timeline, drawTimeline(inst));
       fill(steps, stepList(inst));
-      const got = inst.steps.filter((s) => s.type === 'waitForEvent');
-      fill(events, got.length ? h('ul', null, got.map((s) => h('li', null,
-        h('strong', null, s.name), ' — ',
-        s.status === 'complete' ? [`received ${fmtTime(s.ended_ms)}: `, h('pre', null, fmtJSON(s.result))]
-                                : s.error ? h('span', {class: 'error'}, errText(s.error))
-                                          : `waiting since ${fmtTime(s.started_ms)}${s.wake_ms ? `, until ${fmtTime(s.wake_ms)}` : ''}`)))
-        : h('p', {class: 'muted'}, 'No event waits.'));
+      fill(events, eventList(inst));
     },
   };
   return view;
+}
+
+/* The events the instance received, oldest first: type, when, payload,
+ * and the step that consumed it (by its key) or "pending". */
+function eventList(inst) {
+  const evs = inst.events || [];
+  if (!evs.length) return h('p', {class: 'muted'}, 'No events received.');
+  const byKey = new Map(inst.steps.map((s) => [s.key, s]));
+  return h('ol', {class: 'events'}, evs.map((ev) => {
+    const step = ev.consumed_by && byKey.get(ev.consumed_by);
+    return h('li', {class: 'event', 'data-type': ev.type, 'data-consumed': ev.consumed_by ? 'yes' : 'no'},
+      h('strong', null, ev.type), ` · sent ${fmtTime(ev.sent_ms)} · `,
+      ev.consumed_by === null ? badge('pending')
+        : ['consumed by ', h('strong', null, step ? `${step.name}${step.count > 1 ? ` #${step.count}` : ''}` : ev.consumed_by)],
+      h('pre', null, fmtJSON(ev.payload)));
+  }));
 }
 
 /* The spans of an instance's timeline, per step: attempts, back-off waits,
@@ -694,35 +701,19 @@ function pluginsView(main, gen) {
 
 /* ---- health: the engine's counters, drawn ------------------------------- */
 
-const COUNTERS = [
-  ['duro_steps_completed_total', 'Steps completed /s'],
-  ['duro_attempts_failed_total', 'Failed attempts /s'],
-  ['duro_retries_total', 'Retries /s'],
-  ['duro_instances_created_total', 'Instances created /s'],
+const SERIES = [
+  ['steps_completed', 'Steps completed /s'],
+  ['attempts_failed', 'Failed attempts /s'],
+  ['retries_scheduled', 'Retries /s'],
+  ['instances_created', 'Instances created /s'],
+  ['activations', 'Activations /s'],
+  ['events_sent', 'Events sent /s'],
 ];
 
-/* The sum over label sets of each counter in a Prometheus text. */
-function parseCounters(text) {
-  const out = {};
-  for (const line of text.split('\n')) {
-    const m = /^([a-z_]+)(\{[^}]*\})?\s+([0-9.eE+-]+)$/.exec(line);
-    if (m) out[m[1]] = (out[m[1]] || 0) + Number(m[3]);
-  }
-  return out;
-}
-
-/* Samples /metrics and /healthz every POLL_MS whatever view is open, so
- * the charts have the minutes since the page opened. */
+/* Reads /healthz every POLL_MS whatever view is open, for the header's
+ * dot and the Health page. */
 async function sample() {
-  const [m, hz] = await Promise.all([api('GET', '/metrics'), api('GET', '/healthz')]);
-  const now = Date.now();
-  if (m.ok) {
-    const all = parseCounters(m.text), c = {};
-    for (const [name] of COUNTERS) c[name] = all[name] ?? 0;
-    app.samples.push({t: now, c});
-    while (app.samples.length && app.samples[0].t < now - HISTORY_MS - POLL_MS) app.samples.shift();
-    try { sessionStorage.setItem(SAMPLES_KEY, JSON.stringify(app.samples)); } catch (e) { /* full: keep in memory */ }
-  }
+  const hz = await api('GET', '/healthz');
   app.health = hz.json || (hz.status === 401 ? null : {status: 'down'});
   const dot = $('#health-dot');
   const status = app.health ? app.health.status : 'unknown';
@@ -731,43 +722,37 @@ async function sample() {
   dot.title = `health: ${status}`;
 }
 
-const BUCKET_MS = 10000; /* one bar of a chart */
-
-/* A rate chart over HISTORY_MS: one bar per BUCKET_MS, the counter's
- * increase over the sampling intervals that ended in it, per second (a
- * counter that went down, a restarted host, counts as no increase). */
-function rateChart(name, label) {
+/* One counter of GET /metrics/history as a bar chart: a bar per bucket,
+ * its count per second (the newest bucket, still filling, over the time
+ * it has had so far). */
+function rateChart(hist, name, label) {
   const W = 340, H = 130, L = 30, B = 18, T = 8;
-  const now = Date.now();
-  const buckets = new Map();
-  for (let i = 1; i < app.samples.length; i++) {
-    const a = app.samples[i - 1], b = app.samples[i];
-    const k = Math.floor(b.t / BUCKET_MS);
-    const e = buckets.get(k) || {inc: 0, ms: 0};
-    e.inc += Math.max((b.c[name] ?? 0) - (a.c[name] ?? 0), 0);
-    e.ms += b.t - a.t;
-    buckets.set(k, e);
-  }
-  const pts = [...buckets].map(([k, e]) => ({t: Math.min((k + 1) * BUCKET_MS, now), dt: BUCKET_MS,
-                                              v: e.ms ? e.inc / (e.ms / 1000) : 0}));
+  const counts = hist.series[name] || [];
+  const n = counts.length, bucket = hist.bucket_ms, span = n * bucket;
+  const pts = counts.map((c, i) => {
+    const from = hist.start_ms + i * bucket;
+    const secs = Math.max(Math.min(hist.now_ms - from, bucket), 1000) / 1000;
+    return {from, c, v: c / secs};
+  });
   const max = Math.max(1, ...pts.map((p) => p.v));
-  const x = (t) => L + (W - L - 4) * (1 - (now - t) / HISTORY_MS);
+  const x = (t) => L + (W - L - 4) * (t - hist.start_ms) / span;
   const y = (v) => H - B - (H - B - T) * v / max;
-  const cur = pts.length ? pts[pts.length - 1].v : 0; /* the current bucket */
-  const g = svg('svg', {viewBox: `0 0 ${W} ${H}`, role: 'img', class: 'chart',
-                        'data-counter': name, 'aria-label': `${label}: ${cur.toFixed(2)} now, at most ${max.toFixed(2)} over 5 minutes`},
+  const cur = pts.length ? pts[pts.length - 1].v : 0;
+  const minutes = Math.round(span / 60000);
+  const g = svg('svg', {viewBox: `0 0 ${W} ${H}`, role: 'img', class: 'chart', 'data-series': name,
+                        'aria-label': `${label}: ${cur.toFixed(2)} now, at most ${max.toFixed(2)} over ${minutes} minutes`},
     svg('line', {x1: L, y1: H - B, x2: W - 4, y2: H - B, stroke: '#99a'}),
     svg('line', {x1: L, y1: T, x2: L, y2: H - B, stroke: '#99a'}),
     svg('text', {x: L - 4, y: T + 8, 'text-anchor': 'end'}, max >= 10 ? max.toFixed(0) : max.toFixed(1)),
     svg('text', {x: L - 4, y: H - B, 'text-anchor': 'end'}, '0'),
-    svg('text', {x: L, y: H - 4}, '5 min ago'),
+    svg('text', {x: L, y: H - 4}, `${minutes} min ago`),
     svg('text', {x: W - 4, y: H - 4, 'text-anchor': 'end'}, 'now'));
+  const color = name.includes('fail') ? '#d2433a' : name.includes('retr') ? '#e8a33a' : '#2456c7';
   for (const p of pts) {
-    const x1 = x(p.t - p.dt), x2 = x(p.t);
-    if (x2 < L) continue;
-    g.append(svg('rect', {x: Math.max(x1, L), y: y(p.v), width: Math.max(x2 - Math.max(x1, L) - 1, 1),
-                          height: H - B - y(p.v), fill: name.includes('fail') ? '#d2433a' : name.includes('retr') ? '#e8a33a' : '#2456c7'},
-                 svg('title', null, `${fmtClock(p.t).slice(0, 8)}: ${p.v.toFixed(2)}/s`)));
+    if (!p.c) continue;
+    g.append(svg('rect', {x: x(p.from), y: y(p.v), width: Math.max(x(p.from + bucket) - x(p.from) - 1, 1),
+                          height: H - B - y(p.v), fill: color},
+                 svg('title', null, `${fmtClock(p.from).slice(0, 8)}: ${p.c} (${p.v.toFixed(2)}/s)`)));
   }
   return h('section', {class: 'card'}, h('h2', null, label, ' ',
     h('span', {class: 'muted'}, `${cur.toFixed(2)} now`)), g);
@@ -778,16 +763,19 @@ function healthView(main, gen) {
   const status = h('p', {id: 'health-status'});
   const charts = h('div', {class: 'grid', id: 'charts'});
   main.append(h('h1', null, 'Health'), err.el, status, charts,
-    h('p', {class: 'muted'}, 'From the engine\'s counters (GET /metrics), sampled every 2 s since this page opened; the last 5 minutes.'));
+    h('p', {class: 'muted'}, 'The engine\'s own counters over the last 10 minutes, one bar per 10 s ' +
+      '(GET /metrics/history); the host keeps them, so they are there as soon as the page opens.'));
   return {
     error: err.show,
     async refresh() {
+      const hist = await load('/metrics/history');
       if (app.gen !== gen) return;
+      err.show(null);
       const hz = app.health;
       fill(status, 'Host: ', hz ? h('span', {class: `badge ${hz.status === 'ok' ? 's-complete' : 's-errored'}`}, hz.status)
                                 : h('span', {class: 'muted'}, 'unknown'),
         hz && hz.status !== 'ok' ? h('pre', {class: 'error'}, fmtJSON(hz)) : '');
-      fill(charts, COUNTERS.map(([n, l]) => rateChart(n, l)));
+      fill(charts, SERIES.map(([n, l]) => rateChart(hist, n, l)));
     },
   };
 }
@@ -795,7 +783,6 @@ function healthView(main, gen) {
 /* ---- start -------------------------------------------------------------- */
 
 let sampling = null;
-try { app.samples = JSON.parse(sessionStorage.getItem(SAMPLES_KEY)) || []; } catch (e) { app.samples = []; }
 
 async function boot() {
   const r = await api('GET', '/healthz');
