@@ -399,8 +399,8 @@ static int pg_open(const char *conninfo, int synchronous_full, void **out,
   pg->wr = c;
   pg->conninfo = xstrdup(conninfo);
   pg->synchronous_full = synchronous_full;
-  pthread_key_create(&pg->reader_key, NULL);
   pthread_mutex_init(&pg->readers_mu, NULL);
+  pthread_cond_init(&pg->readers_cv, NULL);
   *out = pg;
   return 0;
 }
@@ -414,8 +414,8 @@ static void pg_close(void *db) {
     PQfinish(r->conn);
     free(r);
   }
-  pthread_key_delete(pg->reader_key);
   pthread_mutex_destroy(&pg->readers_mu);
+  pthread_cond_destroy(&pg->readers_cv);
   free(pg->conninfo);
   free(pg);
 }
@@ -1435,7 +1435,7 @@ static int pg_build_put(void *db, const char *hash, const char *plugin,
   char *image = slurp(path, &len);
   if (!image)
     return DURO_E_IO;
-  reader *rd = pg_reader(db);
+  reader *rd = pg_reader_take(db);
   int rc = DURO_E_STORAGE;
   if (rd) {
     char now[24];
@@ -1451,23 +1451,29 @@ static int pg_build_put(void *db, const char *hash, const char *plugin,
       rc = 0;
     else
       pg_set_err("storing a build", pg_failure_of(rd->conn, r));
+    pg_drop_if_lost(&rd->conn, r);
     PQclear(r);
+    pg_reader_give(db, rd);
   }
   free(image);
   return rc;
 }
 
 static int pg_build_get(void *db, const char *hash, const char *path) {
-  reader *rd = pg_reader(db);
+  reader *rd = pg_reader_take(db);
   if (!rd)
     return DURO_E_STORAGE;
   const char *v[1] = {hash};
   PGresult *r =
       PQexecParams(rd->conn, "SELECT image FROM builds WHERE hash=$1", 1, NULL,
                    v, NULL, NULL, 1 /* binary: the bytes as stored */);
-  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+  int ok = PQresultStatus(r) == PGRES_TUPLES_OK;
+  if (!ok) {
     pg_set_err("fetching a build", pg_failure_of(rd->conn, r));
     pg_drop_if_lost(&rd->conn, r);
+  }
+  pg_reader_give(db, rd);
+  if (!ok) {
     PQclear(r);
     return DURO_E_STORAGE;
   }
@@ -1480,8 +1486,8 @@ static int pg_build_get(void *db, const char *hash, const char *path) {
   char *tmp = xasprintf("%s.fetch", path);
   FILE *f = fopen(tmp, "wb");
   int len = PQgetlength(r, 0, 0);
-  int ok = f && fwrite(PQgetvalue(r, 0, 0), 1, (size_t)len, f) == (size_t)len &&
-           fflush(f) == 0 && fsync(fileno(f)) == 0;
+  ok = f && fwrite(PQgetvalue(r, 0, 0), 1, (size_t)len, f) == (size_t)len &&
+       fflush(f) == 0 && fsync(fileno(f)) == 0;
   if (f && fclose(f) != 0)
     ok = 0;
   ok = ok && rename(tmp, path) == 0;

@@ -133,9 +133,16 @@ PGconn *pg_connect(const char *conninfo, int synchronous_full, char *err,
   return c;
 }
 
-/* This thread's reader, connected on first use. */
-reader *pg_reader(pg_store *pg) {
-  reader *r = pthread_getspecific(pg->reader_key);
+reader *pg_reader_take(pg_store *pg) {
+  pthread_mutex_lock(&pg->readers_mu);
+  reader *r;
+  while (!(r = pg->idle) && pg->n_readers >= READERS_MAX)
+    pthread_cond_wait(&pg->readers_cv, &pg->readers_mu);
+  if (r)
+    pg->idle = r->next_idle;
+  else
+    pg->n_readers++; /* this thread makes one */
+  pthread_mutex_unlock(&pg->readers_mu);
   if (r && PQstatus(r->conn) == CONNECTION_OK)
     return r;
   char err[512];
@@ -143,6 +150,15 @@ reader *pg_reader(pg_store *pg) {
   if (!c) {
     /* The server is away: this read fails, and the next one tries again. */
     store_error("%s", err);
+    pthread_mutex_lock(&pg->readers_mu);
+    if (r) {
+      r->next_idle = pg->idle;
+      pg->idle = r;
+    } else {
+      pg->n_readers--;
+    }
+    pthread_cond_signal(&pg->readers_cv);
+    pthread_mutex_unlock(&pg->readers_mu);
     return NULL;
   }
   if (r) { /* a dropped connection: its statements went with it */
@@ -157,16 +173,20 @@ reader *pg_reader(pg_store *pg) {
   r->next = pg->readers;
   pg->readers = r;
   pthread_mutex_unlock(&pg->readers_mu);
-  pthread_setspecific(pg->reader_key, r);
   return r;
 }
 
-/* Runs a read on this thread's connection, preparing it on first use;
- * the rows (to PQclear), or NULL with the error recorded. */
-static PGresult *query_once(pg_store *pg, const char *sql, const params *p) {
-  reader *r = pg_reader(pg);
-  if (!r)
-    return NULL;
+void pg_reader_give(pg_store *pg, reader *r) {
+  pthread_mutex_lock(&pg->readers_mu);
+  r->next_idle = pg->idle;
+  pg->idle = r;
+  pthread_cond_signal(&pg->readers_cv);
+  pthread_mutex_unlock(&pg->readers_mu);
+}
+
+/* Runs a read on reader r, preparing it on first use there; the rows (to
+ * PQclear), or NULL with the error recorded. */
+static PGresult *query_once(reader *r, const char *sql, const params *p) {
   char name[16];
   size_t i = 0;
   while (i < r->n && r->sql[i] != sql)
@@ -200,19 +220,23 @@ ran:
   return res;
 }
 
-/* query_once, again on a new connection when the server had dropped the
- * thread's one or could not be reached (drop_if_lost; a read changes
- * nothing: it can run twice).  A server that was just restarted may take
- * a moment to take new sessions, so up to three tries, 50 and 100 ms
+/* query_once on a reader of the pool, again on a new connection when the
+ * server had dropped that one or could not be reached (drop_if_lost; a
+ * read changes nothing: it can run twice).  A server that was just restarted
+ * may take a moment to take new sessions, so up to three tries, 50 and 100 ms
  * apart: a read waits at most 150 ms more for a server that is away. */
 PGresult *pg_query(pg_store *pg, const char *sql, const params *p) {
   PGresult *res = NULL;
   for (int attempt = 0; attempt < 3; attempt++) {
     if (attempt)
       usleep(50000u * (unsigned)attempt);
-    res = query_once(pg, sql, p);
-    reader *r = pthread_getspecific(pg->reader_key);
-    if (res || (r && PQstatus(r->conn) == CONNECTION_OK))
+    reader *r = pg_reader_take(pg);
+    if (!r)
+      continue;
+    res = query_once(r, sql, p);
+    int statement_failed = !res && PQstatus(r->conn) == CONNECTION_OK;
+    pg_reader_give(pg, r);
+    if (res || statement_failed)
       break; /* done, or a failure of the statement, not the connection */
   }
   return res;

@@ -178,7 +178,7 @@ int pg_takeover(void *db, size_t limit,
                 void *ctx, size_t *moved) {
   pg_store *pg = db;
   *moved = 0;
-  reader *rd = pg_reader(pg);
+  reader *rd = pg_reader_take(pg);
   if (!rd)
     return DURO_E_STORAGE;
   PGconn *c = rd->conn;
@@ -247,8 +247,12 @@ out:
   if (rc) {
     PGresult *rb = PQexec(c, "ROLLBACK");
     PQclear(rb);
-    pg_drop_if_lost(&rd->conn, NULL);
+    if (PQstatus(c) != CONNECTION_OK) { /* its next use connects again */
+      PQfinish(c);
+      rd->conn = NULL;
+    }
   }
+  pg_reader_give(pg, rd);
   return rc;
 }
 

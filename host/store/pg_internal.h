@@ -74,8 +74,15 @@ typedef struct reader {
   PGconn *conn;
   const char *sql[READER_CACHE];
   size_t n;
-  struct reader *next;
+  struct reader *next;      /* every reader (pg_store.readers) */
+  struct reader *next_idle; /* pg_store.idle */
 } reader;
+
+/* Reader connections are a pool shared by every reading thread: taken for
+ * a read (or a short transaction of its own) and given back.  A pool, not
+ * a connection per thread: a host's 64 workers and 16 HTTP threads would
+ * open 80 sessions, each paying SCRAM's key derivation on both sides. */
+#define READERS_MAX 8
 
 typedef struct pg_store {
   PGconn *wr;
@@ -89,9 +96,11 @@ typedef struct pg_store {
   size_t fence;
   char *conninfo;
   int synchronous_full;
-  pthread_key_t reader_key;
-  pthread_mutex_t readers_mu; /* guards `readers` */
+  pthread_mutex_t readers_mu; /* guards the pool */
+  pthread_cond_t readers_cv;  /* a reader was given back */
   reader *readers;            /* every reader, closed with the store */
+  reader *idle;               /* those no thread holds */
+  size_t n_readers;           /* made or being made, up to READERS_MAX */
   /* Set by join (0: not a host; its instances have owner 0). */
   int64_t host;
   int64_t lease_ms;
@@ -123,9 +132,12 @@ int pg_exec_cmd(PGconn *c, const char *sql, char *err, size_t errlen);
  * NULL with why in err. */
 PGconn *pg_connect(const char *conninfo, int synchronous_full, char *err,
                    size_t errlen);
-/* This thread's reader, connected on first use; NULL with the error
- * recorded when the server cannot be reached. */
-reader *pg_reader(pg_store *pg);
+/* A reader for the calling thread alone until pg_reader_give: an idle one,
+ * a new one while there are fewer than READERS_MAX, or the first given
+ * back; connected again when the server had dropped it.  NULL with the
+ * error recorded when the server cannot be reached. */
+reader *pg_reader_take(pg_store *pg);
+void pg_reader_give(pg_store *pg, reader *r);
 /* Runs a read on this thread's connection (again on a new one, up to
  * three tries, when the server dropped it): the rows (to PQclear), or
  * NULL with the error recorded. */

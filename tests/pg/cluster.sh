@@ -14,8 +14,8 @@
 #
 # The server listens only on a Unix socket in DIR (no TCP), keeps fsync
 # and synchronous_commit on (durability figures depend on them) and a
-# small shared_buffers, and room for a connection per reading thread
-# of duro-bench's 64 workers on each of three hosts.  Its superuser `duro` has a random password
+# small shared_buffers, and room for the connections of several hosts
+# (each at most 10) and the suites' own.  Its superuser `duro` has a random password
 # (scram-sha-256), part of the printed string.  Started by root, the
 # server runs as the system user `duro-test` (made if missing), since
 # postgres refuses to run as root; otherwise as the caller.  DIR must be
@@ -141,7 +141,7 @@ fsync = on
 synchronous_commit = on
 full_page_writes = on
 shared_buffers = 16MB
-max_connections = 250
+max_connections = 100
 EOF
   serve "$dir"
   PGPASSWORD=$password "$bindir/createdb" -h "$dir" -p "$port" -U duro duro ||
