@@ -1,12 +1,13 @@
-/* pg.c — the PostgreSQL backend of the journal (libpq): the same schema
- * (6) as sqlite.c translated, the writes of every JOP_* op and every read
- * query, with the same results.
+/* pg.c — the PostgreSQL backend of the journal (libpq): sqlite.c's schema
+ * 6 translated (plus, in 7, the hosts sharing a database and the builds
+ * they share), the writes of every JOP_* op and every read query, with
+ * the same results.
  *
  * The journal's "path" is a libpq connection string.  Connections:
  * `wr` is used only by the thread that leads a group commit (begin, apply
- * and commit run on it, in one BEGIN ... COMMIT); every thread that reads
- * gets a connection of its own (thread-local), so reads never wait for
- * each other.  Each connection prepares its statements once (PQprepare)
+ * and commit run on it, in one BEGIN ... COMMIT); a thread that reads
+ * takes a connection from a small pool and gives it back (pg_conn.c), so
+ * reads wait for each other only when all are busy.  Each connection prepares its statements once (PQprepare)
  * and runs them by name; the writer sends a group's in libpq's pipeline
  * mode (pg_pipe.c).  Reads run in autocommit (READ COMMITTED), so a
  * read started after a commit returned sees it.  synchronous_full 1 is

@@ -1,7 +1,7 @@
 /* pg_conn.c — the PostgreSQL backend's connections (pg_internal.h): made
  * and set up, dropped when the server went away so that their next use
- * connects again, one reader per thread, and libpq's errors recorded on
- * one line. */
+ * connects again, a pool of readers the reading threads share, and
+ * libpq's errors recorded on one line. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  *
  *   pg.c        the schema, the group's transaction, every op and read
  *   pg_conn.c   connections: made, dropped when the server went away,
- *               a thread's reader, errors recorded on one line
+ *               the pool of readers, errors recorded on one line
  *   pg_pipe.c   how a group's writes go out: libpq's pipeline mode
  *   pg_hosts.c  several hosts on one database: leases, takeover, notices
  *
