@@ -7,13 +7,13 @@
  * `wr` is used only by the thread that leads a group commit (begin, apply
  * and commit run on it, in one BEGIN ... COMMIT); a thread that reads
  * takes a connection from a small pool and gives it back (pg_conn.c), so
- * reads wait for each other only when all are busy.  Each connection prepares its statements once (PQprepare)
- * and runs them by name; the writer sends a group's in libpq's pipeline
- * mode (pg_pipe.c).  Reads run in autocommit (READ COMMITTED), so a
- * read started after a commit returned sees it.  synchronous_full 1 is
- * synchronous_commit=on (COMMIT returns once the WAL is flushed), 0 is
- * synchronous_commit=off (a crash of the server may lose the last groups,
- * never tear one), -1 a read-only session.
+ * reads wait for each other only when all are busy.  Each connection prepares
+ * its statements once (PQprepare) and runs them by name; the writer sends a
+ * group's in libpq's pipeline mode (pg_pipe.c).  Reads run in autocommit (READ
+ * COMMITTED), so a read started after a commit returned sees it.
+ * synchronous_full 1 is synchronous_commit=on (COMMIT returns once the WAL is
+ * flushed), 0 is synchronous_commit=off (a crash of the server may lose the
+ * last groups, never tear one), -1 a read-only session.
  *
  * Text columns use the "C" collation: names sort and compare bytewise as
  * in SQLite, whatever the database's locale (a lease range scan depends
@@ -1009,42 +1009,15 @@ static int pg_attempts_each(void *db, int64_t rowid,
   return 0;
 }
 
-static int pg_events_pending(void *db, int64_t rowid, journal_event **out,
-                             size_t *n) {
+/* The events of instance `rowid` that `sql` selects, as seq, type,
+ * payload, ts_ms and consumed_by, in its order. */
+static int read_events(void *db, const char *sql, int64_t rowid,
+                       journal_event **out, size_t *n) {
   params p = {0};
   p_i64(&p, rowid);
   *out = NULL;
   *n = 0;
-  PGresult *r = pg_query(db,
-                         "SELECT seq,type,payload,ts_ms FROM events WHERE "
-                         "instance=$1 AND consumed_by IS NULL ORDER BY seq",
-                         &p);
-  if (!r)
-    return DURO_E_STORAGE;
-  int rows = PQntuples(r);
-  journal_event *v = rows ? xcalloc((size_t)rows, sizeof *v) : NULL;
-  for (int i = 0; i < rows; i++) {
-    v[i].seq = get_i64(r, i, 0);
-    v[i].type = get_text(r, i, 1);
-    v[i].payload = get_text(r, i, 2);
-    v[i].ts_ms = get_i64(r, i, 3);
-  }
-  PQclear(r);
-  *out = v;
-  *n = (size_t)rows;
-  return 0;
-}
-
-static int pg_events_all(void *db, int64_t rowid, journal_event **out,
-                         size_t *n) {
-  params p = {0};
-  p_i64(&p, rowid);
-  *out = NULL;
-  *n = 0;
-  PGresult *r = pg_query(db,
-                         "SELECT seq,type,payload,ts_ms,consumed_by FROM "
-                         "events WHERE instance=$1 ORDER BY seq",
-                         &p);
+  PGresult *r = pg_query(db, sql, &p);
   if (!r)
     return DURO_E_STORAGE;
   int rows = PQntuples(r);
@@ -1060,6 +1033,22 @@ static int pg_events_all(void *db, int64_t rowid, journal_event **out,
   *out = v;
   *n = (size_t)rows;
   return 0;
+}
+
+static int pg_events_pending(void *db, int64_t rowid, journal_event **out,
+                             size_t *n) {
+  return read_events(db,
+                     "SELECT seq,type,payload,ts_ms,consumed_by FROM events "
+                     "WHERE instance=$1 AND consumed_by IS NULL ORDER BY seq",
+                     rowid, out, n);
+}
+
+static int pg_events_all(void *db, int64_t rowid, journal_event **out,
+                         size_t *n) {
+  return read_events(db,
+                     "SELECT seq,type,payload,ts_ms,consumed_by FROM events "
+                     "WHERE instance=$1 ORDER BY seq",
+                     rowid, out, n);
 }
 
 static int pg_due(void *db, int64_t after_ms, int64_t upto_ms, size_t limit,
