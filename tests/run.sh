@@ -62,7 +62,9 @@ meson test -C "$dir" --no-rebuild --print-errorlogs --verbose \
   --num-processes 2 >"$log" 2>&1 || status=1
 tally "$log" ""
 
-if meson test -C "$dir" --list 2>/dev/null | grep -qx test_pg_journal; then
+# grep reads the whole list (no -q): under pipefail, a grep that quits at
+# the first match can fail the pipeline with meson's SIGPIPE.
+if meson test -C "$dir" --list 2>/dev/null | grep -x test_pg_journal >/dev/null; then
   # The cluster's directory must be reachable by the server's own user.
   pgdir=$(mktemp -d) && chmod 755 "$pgdir"
   pglog=$(mktemp)
