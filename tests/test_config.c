@@ -115,6 +115,8 @@ static const bad_case bad[] = {
      "t.yaml:1:29: \"connect_timeout\" must be at most 1 hour"},
     {"storage: { connect_timeout: soon }\n",
      "t.yaml:1:29: \"connect_timeout\" is not a valid duration: \"soon\""},
+    {"storage: { lease: 100ms }\n",
+     "t.yaml:1:19: \"lease\" must be at least 500 milliseconds"},
     {"storage:\r\n  sync: full\r\n",
      "t.yaml:2:3: unknown key \"sync\" in storage"},
     /* A key's control characters are escaped in the message. */
@@ -688,6 +690,7 @@ static void assert_default_sections(const config *cfg) {
   ck_assert_int_eq(cfg->storage.synchronous_full, 1);
   ck_assert_ptr_null(cfg->storage.postgresql);
   ck_assert_int_eq(cfg->storage.connect_timeout_ms, 30 * 1000);
+  ck_assert_int_eq(cfg->storage.lease_ms, 5 * 1000);
   ck_assert_str_eq(cfg->http.listen, "127.0.0.1:8787");
   ck_assert_ptr_null(cfg->http.token_env);
   ck_assert_int_eq(cfg->http.allow_insecure, 0);
