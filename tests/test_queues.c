@@ -302,6 +302,118 @@ START_TEST(max_retries_dead_letters) {
 }
 END_TEST
 
+/* Peeks and returns the messages (caller decrefs). */
+static json_t *peek(harness *h, const char *q, uint32_t limit) {
+  json_t *out = NULL;
+  ck_assert_int_eq(duro_queue_peek(h->e, q, limit, &out, err, sizeof err), 0);
+  ck_assert(json_is_array(out));
+  return out;
+}
+
+static void assert_peeked(json_t *m, int64_t id, json_int_t attempts,
+                          int64_t visible_ms, int leased) {
+  ck_assert_int_eq(int_of(m, "id"), id);
+  ck_assert_int_eq(int_of(m, "attempts"), attempts);
+  ck_assert_int_eq(int_of(m, "visible_ms"), visible_ms);
+  ck_assert(json_is_boolean(json_object_get(m, "leased")));
+  ck_assert_int_eq(json_is_true(json_object_get(m, "leased")), leased);
+  ck_assert_ptr_null(json_object_get(m, "lease_id"));
+}
+
+/* A peek lists the oldest messages, leased, delayed or ready, and
+ * changes none of them: a pull afterwards gets them as if no one had
+ * looked. */
+START_TEST(peek_lists_without_leasing) {
+  harness h;
+  open_with_queue(&h);
+  int64_t a = send(&h, "jobs", "{\"n\":1}", 0);
+  harness_advance(&h, 10);
+  int64_t b = send(&h, "jobs", "2", 60000);
+  harness_advance(&h, 10);
+  int64_t c = send(&h, "jobs", "3", 0);
+  json_t *m = pull(&h, "jobs", 1, 5000); /* a, leased until T0 + 5020 */
+  ck_assert_int_eq(int_of(json_array_get(m, 0), "id"), a);
+  json_decref(m);
+  for (int look = 0; look < 2; look++) {
+    m = peek(&h, "jobs", 20);
+    ck_assert_uint_eq(json_array_size(m), 3);
+    assert_peeked(json_array_get(m, 0), a, 1, T0_MS + 5020, 1);
+    assert_peeked(json_array_get(m, 1), b, 0, T0_MS + 60010, 0);
+    assert_peeked(json_array_get(m, 2), c, 0, T0_MS + 20, 0);
+    ck_assert_int_eq(int_of(json_object_get(json_array_get(m, 0), "body"), "n"),
+                     1);
+    ck_assert_int_eq(int_of(json_array_get(m, 0), "sent_ms"), T0_MS);
+    json_decref(m);
+  }
+  m = peek(&h, "jobs", 2);
+  ck_assert_uint_eq(json_array_size(m), 2);
+  ck_assert_int_eq(int_of(json_array_get(m, 1), "id"), b);
+  json_decref(m);
+  json_t *st = stats(&h, "jobs");
+  ck_assert_int_eq(int_of(st, "ready"), 1);
+  ck_assert_int_eq(int_of(st, "delayed"), 1);
+  ck_assert_int_eq(int_of(st, "in_flight"), 1);
+  json_decref(st);
+  /* looked at twice, c is still delivered for the first time */
+  m = pull(&h, "jobs", 10, 5000);
+  ck_assert_uint_eq(json_array_size(m), 1);
+  ck_assert_int_eq(int_of(json_array_get(m, 0), "id"), c);
+  ck_assert_int_eq(int_of(json_array_get(m, 0), "attempts"), 1);
+  json_decref(m);
+  /* a's lease ran out: not leased any more, and its count is its pulls */
+  harness_advance(&h, 5000);
+  m = peek(&h, "jobs", 1);
+  assert_peeked(json_array_get(m, 0), a, 1, T0_MS + 5020, 0);
+  json_decref(m);
+  m = pull(&h, "jobs", 1, 5000);
+  ck_assert_int_eq(int_of(json_array_get(m, 0), "id"), a);
+  ck_assert_int_eq(int_of(json_array_get(m, 0), "attempts"), 2);
+  json_decref(m);
+  /* an empty queue, an unknown one, a bad limit */
+  ck_assert_int_eq(duro_queue_register(h.e, "empty", NULL), 0);
+  m = peek(&h, "empty", 100);
+  ck_assert_uint_eq(json_array_size(m), 0);
+  json_decref(m);
+  ck_assert_int_eq(duro_queue_peek(h.e, "nope", 20, &m, err, sizeof err),
+                   DURO_E_QUEUE_NOT_FOUND);
+  ck_assert_int_eq(duro_queue_peek(h.e, "jobs", 0, &m, err, sizeof err),
+                   DURO_E_INVALID_ARGUMENT);
+  ck_assert_int_eq(duro_queue_peek(h.e, "jobs", 101, &m, err, sizeof err),
+                   DURO_E_INVALID_ARGUMENT);
+  ck_assert_ptr_null(m);
+  harness_close(&h);
+}
+END_TEST
+
+/* A dead-letter queue's message keeps its attempts and last error, and a
+ * peek shows them as they are (a pull would count one more). */
+START_TEST(peek_shows_dead_letters_unchanged) {
+  harness h;
+  harness_open(&h);
+  harness_start(&h);
+  duro_queue_options o = {.max_retries = 0, .dead_letter = "dlq"};
+  ck_assert_int_eq(duro_queue_register(h.e, "jobs", &o), 0);
+  ck_assert_int_eq(duro_queue_register(h.e, "dlq", NULL), 0);
+  int64_t id = send(&h, "jobs", "{\"k\":7}", 0);
+  json_t *m = pull(&h, "jobs", 1, 0);
+  json_decref(retry(&h, "jobs", lease_of(m, 0), 0, "\"boom\""));
+  json_decref(m);
+  for (int look = 0; look < 2; look++) {
+    m = peek(&h, "dlq", 20);
+    ck_assert_uint_eq(json_array_size(m), 1);
+    assert_peeked(json_array_get(m, 0), id, 1, T0_MS, 0);
+    ck_assert_str_eq(
+        json_string_value(json_object_get(json_array_get(m, 0), "last_error")),
+        "\"boom\"");
+    json_decref(m);
+  }
+  m = pull(&h, "dlq", 10, 0);
+  ck_assert_int_eq(int_of(json_array_get(m, 0), "attempts"), 2);
+  json_decref(m);
+  harness_close(&h);
+}
+END_TEST
+
 START_TEST(max_retries_without_dead_letter_drops) {
   harness h;
   open_with_queue(&h); /* max_retries 3 by default */
@@ -1126,6 +1238,8 @@ int main(void) {
   tcase_add_test(tc, retry_with_delay);
   tcase_add_test(tc, max_retries_dead_letters);
   tcase_add_test(tc, max_retries_without_dead_letter_drops);
+  tcase_add_test(tc, peek_lists_without_leasing);
+  tcase_add_test(tc, peek_shows_dead_letters_unchanged);
   tcase_add_test(tc, retention_sweep_deletes_old_messages);
   tcase_add_test(tc, scheduler_runs_the_queue_sweep);
   tcase_add_test(tc, bad_input_is_refused);

@@ -356,6 +356,41 @@ int queue_lease(duro_engine *e, const char *queue, uint32_t batch_size,
   return 0;
 }
 
+/* ---- peek ---------------------------------------------------------------- */
+
+int duro_queue_peek(duro_engine *e, const char *queue, uint32_t limit,
+                    json_t **out, char *err, size_t errlen) {
+  *out = NULL;
+  if (!duro_queue_exists(e, queue))
+    return not_found(err, errlen, queue);
+  if (limit < 1 || limit > DURO_QUEUE_MAX_BATCH)
+    return fail(err, errlen, DURO_E_INVALID_ARGUMENT,
+                "limit must be between 1 and %d", DURO_QUEUE_MAX_BATCH);
+  journal_message *m = NULL;
+  size_t n = 0;
+  int rc =
+      journal_queue_peek(e->j, queue, duro_clock_now(e->clock), limit, &m, &n);
+  if (rc == 0) {
+    *out = json_array();
+    for (size_t i = 0; i < n; i++) {
+      /* Not the lease id: that would let a browser ack another's lease. */
+      json_t *o = json_pack(
+          "{sI,sI,so*,sI,sI,sb}", "id", (json_int_t)m[i].seq, "attempts",
+          (json_int_t)m[i].attempts, "body",
+          json_loads(m[i].body, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL),
+          "sent_ms", (json_int_t)m[i].sent_ms, "visible_ms",
+          (json_int_t)m[i].visible_ms, "leased", m[i].lease != NULL);
+      if (m[i].last_error)
+        json_object_set_new(o, "last_error", json_string(m[i].last_error));
+      json_array_append_new(*out, o);
+    }
+  }
+  journal_messages_free(m, n);
+  if (rc)
+    return fail(err, errlen, rc, "%s", journal_errmsg(e->j));
+  return 0;
+}
+
 /* The one queue whose consumer dead-letters into `dlq`, copied into `to`
  * (256 bytes).  DURO_E_INVALID_ARGUMENT when none or several do. */
 static int redrive_source(duro_engine *e, const char *dlq, char *to, int *n) {

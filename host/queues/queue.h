@@ -90,6 +90,14 @@ int duro_queue_pull(duro_engine *e, const char *queue, uint32_t batch_size,
                     int64_t visibility_ms, json_t **out, char *err,
                     size_t errlen);
 
+/* Up to `limit` (1..100) messages of the queue, oldest sent first,
+ * without leasing them: nothing about them changes.  *out (caller owns):
+ * [{"id","attempts","body","sent_ms","visible_ms","leased",
+ * "last_error"?}]; visible_ms is when it is or becomes visible, leased
+ * whether a pull holds it now (its lease id is not shown). */
+int duro_queue_peek(duro_engine *e, const char *queue, uint32_t limit,
+                    json_t **out, char *err, size_t errlen);
+
 /* The leases of one pull share a random token: lease id
  * "<token>-<seq>" for message seq, so the crash ledger can name a whole
  * batch in one field (consumer.c).  QUEUE_LEASE_PREFIX counts the NUL. */

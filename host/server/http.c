@@ -1328,6 +1328,25 @@ static int queue_pull(http_server *s, http_exchange *x, const char *q) {
   return send_json(x, 200, json_pack("{so}", "messages", msgs));
 }
 
+/* GET /queues/{q}/messages?limit=N: the oldest messages, not leased. */
+static int queue_peek(http_server *s, http_exchange *x, const char *q) {
+  const char *limit = query_param(x, "limit");
+  long lim = 20;
+  if (limit) {
+    char *end;
+    lim = strtol(limit, &end, 10);
+    if (!*limit || *end || lim < 1 || lim > DURO_QUEUE_MAX_BATCH)
+      return send_error(x, 400, "request.invalid", "limit must be 1 to %d",
+                        DURO_QUEUE_MAX_BATCH);
+  }
+  char err[256] = "";
+  json_t *msgs = NULL;
+  int rc = duro_queue_peek(s->engine, q, (uint32_t)lim, &msgs, err, sizeof err);
+  if (rc)
+    return queue_error(x, rc, err);
+  return send_json(x, 200, json_pack("{so}", "messages", msgs));
+}
+
 /* POST /queues/{q}/messages/redrive: the oldest visible messages of a
  * dead-letter queue sent back, each as a new message, in one commit. */
 static int queue_redrive(http_server *s, http_exchange *x, const char *q) {
@@ -1416,8 +1435,8 @@ static int queue_ack(http_server *s, http_exchange *x, const char *q) {
   return send_json(x, 200, result);
 }
 
-/* GET /queues, GET /queues/{q}, POST /queues/{q}/messages[/batch|/pull|
- * /ack]. */
+/* GET /queues, GET /queues/{q}, GET /queues/{q}/messages (a look),
+ * POST /queues/{q}/messages[/batch|/pull|/ack|/redrive]. */
 static int queues_route(http_server *s, http_exchange *x, char **seg, int n) {
   json_t *out = NULL;
   int rc;
@@ -1440,8 +1459,10 @@ static int queues_route(http_server *s, http_exchange *x, char **seg, int n) {
   if (strcmp(seg[2], "messages") != 0 || n > 4)
     return send_error(x, 404, "route.not_found", "no route for %s %s",
                       x->rq.method, x->rq.path);
+  if (n == 3 && method_is(x, "GET"))
+    return queue_peek(s, x, q);
   if (!method_is(x, "POST"))
-    return wrong_method(x, "POST");
+    return wrong_method(x, n == 3 ? "GET, POST" : "POST");
   if (n == 3)
     return queue_send(s, x, q);
   if (!strcmp(seg[3], "batch"))

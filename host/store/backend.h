@@ -136,6 +136,8 @@ typedef struct store_backend {
   int (*queue_leases)(void *db, const char *queue, int64_t now_ms,
                       const char *token,
                       void (*fn)(void *ctx, const char *lease), void *ctx);
+  int (*queue_peek)(void *db, const char *queue, int64_t now_ms, size_t limit,
+                    journal_message **out, size_t *n);
   int (*queue_counts_each)(void *db,
                            void (*fn)(void *ctx, const char *queue,
                                       int64_t dropped, int64_t dead_lettered),

@@ -529,6 +529,11 @@ int journal_queue_leases(journal *j, const char *queue, int64_t now_ms,
   return j->be->queue_leases(j->db, queue, now_ms, token, fn, ctx);
 }
 
+int journal_queue_peek(journal *j, const char *queue, int64_t now_ms,
+                       size_t limit, journal_message **out, size_t *n) {
+  return j->be->queue_peek(j->db, queue, now_ms, limit, out, n);
+}
+
 int journal_queue_counts_each(journal *j,
                               void (*fn)(void *ctx, const char *queue,
                                          int64_t dropped,

@@ -361,6 +361,13 @@ int journal_queue_leases(journal *j, const char *queue, int64_t now_ms,
                          const char *token,
                          void (*fn)(void *ctx, const char *lease), void *ctx);
 
+/* Up to `limit` messages of the queue, oldest sent first, read without
+ * leasing them (nothing changes: a browse).  Each one's lease is its
+ * lease id while held at now_ms, else NULL; visible_ms is when it is or
+ * becomes visible.  *out (free with journal_messages_free) gets *n. */
+int journal_queue_peek(journal *j, const char *queue, int64_t now_ms,
+                       size_t limit, journal_message **out, size_t *n);
+
 /* Calls fn with each queue that had messages out of retries, and how
  * many it dropped (no dead-letter queue) and dead-lettered, since the
  * database began. */

@@ -1314,6 +1314,42 @@ static int pg_queue_leases(void *db, const char *queue, int64_t now_ms,
   return 0;
 }
 
+/* As sqlite.c: oldest sent first (messages_age), the lease only while
+ * held. */
+static int pg_queue_peek(void *db, const char *queue, int64_t now_ms,
+                         size_t limit, journal_message **out, size_t *n) {
+  *out = NULL;
+  *n = 0;
+  params p = {0};
+  p_text(&p, queue);
+  p_i64(&p, now_ms);
+  p_i64(&p, (int64_t)limit);
+  PGresult *r = pg_query(db,
+                         "SELECT seq, body, attempts, sent_ms, visible_ms, "
+                         "CASE WHEN visible_ms>$2 THEN lease END, last_error "
+                         "FROM messages WHERE queue=$1 "
+                         "ORDER BY sent_ms, seq LIMIT $3",
+                         &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  size_t rows = (size_t)PQntuples(r);
+  journal_message *v = xcalloc(rows ? rows : 1, sizeof *v);
+  for (size_t i = 0; i < rows && i < limit; i++) {
+    journal_message *m = &v[(*n)++];
+    m->seq = get_i64(r, (int)i, 0);
+    m->queue = xstrdup(queue);
+    m->body = get_text(r, (int)i, 1);
+    m->attempts = (uint32_t)get_i64(r, (int)i, 2);
+    m->sent_ms = get_i64(r, (int)i, 3);
+    m->visible_ms = get_i64(r, (int)i, 4);
+    m->lease = get_text(r, (int)i, 5);
+    m->last_error = get_text(r, (int)i, 6);
+  }
+  PQclear(r);
+  *out = v;
+  return 0;
+}
+
 static int pg_queue_counts_each(void *db,
                                 void (*fn)(void *ctx, const char *queue,
                                            int64_t dropped,
@@ -1680,6 +1716,7 @@ const store_backend store_pg = {
     .queue_stats_each = pg_queue_stats_each,
     .queue_ready = pg_queue_ready,
     .queue_leases = pg_queue_leases,
+    .queue_peek = pg_queue_peek,
     .queue_counts_each = pg_queue_counts_each,
     .cron_state = pg_cron_state,
     .cron_ticks = pg_cron_ticks,

@@ -1532,6 +1532,44 @@ static int sqlite_queue_leases(void *db, const char *queue, int64_t now_ms,
   return rc;
 }
 
+/* On messages_age, so a deep queue costs `limit` rows.  The lease only
+ * while held: an expired one names no holder any more. */
+static const char sql_queue_peek[] =
+    "SELECT seq, body, attempts, sent_ms, visible_ms, "
+    "CASE WHEN visible_ms>?2 THEN lease END, last_error FROM messages "
+    "WHERE queue=?1 ORDER BY sent_ms, seq LIMIT ?3";
+
+static int sqlite_queue_peek(void *db, const char *queue, int64_t now_ms,
+                             size_t limit, journal_message **out, size_t *n) {
+  reader *r = reader_get(db);
+  sqlite3_stmt *st = NULL;
+  *out = NULL;
+  *n = 0;
+  int rc = prepare_rd(r, sql_queue_peek, &st);
+  if (rc)
+    return rc;
+  bind_text(st, 1, queue);
+  sqlite3_bind_int64(st, 2, now_ms);
+  sqlite3_bind_int64(st, 3, (sqlite3_int64)limit);
+  journal_message *v = xcalloc(limit ? limit : 1, sizeof *v);
+  int s = SQLITE_DONE;
+  while (*n < limit && (s = sqlite3_step(st)) == SQLITE_ROW) {
+    journal_message *m = &v[(*n)++];
+    m->seq = sqlite3_column_int64(st, 0);
+    m->queue = xstrdup(queue);
+    m->body = col_text(st, 1);
+    m->attempts = (uint32_t)sqlite3_column_int64(st, 2);
+    m->sent_ms = sqlite3_column_int64(st, 3);
+    m->visible_ms = sqlite3_column_int64(st, 4);
+    m->lease = col_text(st, 5);
+    m->last_error = col_text(st, 6);
+  }
+  rc = rows_end(r, *n == limit ? SQLITE_DONE : s);
+  release_rd(r, st);
+  *out = v;
+  return rc;
+}
+
 static const char sql_queue_counts[] =
     "SELECT queue, dropped, dead_lettered FROM queue_counts";
 
@@ -1704,6 +1742,7 @@ const store_backend store_sqlite = {
     .queue_stats_each = sqlite_queue_stats_each,
     .queue_ready = sqlite_queue_ready,
     .queue_leases = sqlite_queue_leases,
+    .queue_peek = sqlite_queue_peek,
     .queue_counts_each = sqlite_queue_counts_each,
     .cron_state = sqlite_cron_state,
     .cron_ticks = sqlite_cron_ticks,
