@@ -38,7 +38,8 @@
  *  - queues: send, batch, pull, ack, retry into the dead-letter queue and
  *    the counts, then every refusal (404, 413, 400, 405); a dead-letter
  *    queue's messages kept however often they are pulled, and sent back
- *    (redrive) to the queue that dead-lettered them;
+ *    (redrive) to the queue that dead-lettered them; a look at a queue's
+ *    messages (GET) that changes none of them, and its refusals;
  *  - the dashboard's files: served without the token on a listener that
  *    has one, with their Content-Type, while every data route still
  *    answers 401;
@@ -1429,8 +1430,13 @@ START_TEST(bearer_token_401) {
       "s3cret-Token_42",
       "Bearer ",
   };
-  static const char *paths[] = {"/healthz", "/metrics", "/metrics/history",
-                                WF,         WF "/x",    "/nope"};
+  static const char *paths[] = {"/healthz",
+                                "/metrics",
+                                "/metrics/history",
+                                WF,
+                                WF "/x",
+                                "/nope",
+                                "/queues/jobs/messages?limit=5"};
   for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++)
     for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
       http_resp r;
@@ -2769,6 +2775,95 @@ START_TEST(queue_redrive) {
 }
 END_TEST
 
+/* GET /queues/{q}/messages{query} answered 200: its "messages" (caller
+ * decrefs). */
+static json_t *queue_peek(const char *q, const char *query) {
+  char path[256];
+  snprintf(path, sizeof path, "/queues/%s/messages%s", q, query);
+  http_resp r;
+  request(&r, "GET", path, NULL);
+  expect_status(&r, 200, path);
+  json_t *m = json_incref(jget(r.json, "messages"));
+  ck_assert_msg(json_is_array(m), "%s: %s", path, r.body);
+  http_resp_free(&r);
+  return m;
+}
+
+/* A look at a queue's messages, oldest first, leases none of them: a
+ * dead-letter queue browsed twice keeps its attempts, and a leased
+ * message is shown leased (without its lease id). */
+START_TEST(queue_peek_leases_nothing) {
+  host_start_queues(&H, "qp");
+  json_decref(queue_post("jobs", "", "{\"body\":{\"n\":1}}", 201));
+  ck_assert_uint_eq(queue_pull_retry_all("jobs"), 1);
+  ck_assert_uint_eq(queue_pull_retry_all("jobs"), 1); /* dead-lettered */
+  json_decref(queue_post("jobs-dlq", "", "{\"body\":{\"n\":2}}", 201));
+  for (int look = 0; look < 2; look++) {
+    json_t *m = queue_peek("jobs-dlq", look ? "?limit=100" : "");
+    ck_assert_uint_eq(json_array_size(m), 2);
+    json_t *a = json_array_get(m, 0), *b = json_array_get(m, 1);
+    ck_assert_int_eq(json_integer_value(jget(a, "body.n")), 1);
+    ck_assert_int_eq(json_integer_value(jget(a, "attempts")), 2);
+    ck_assert(json_is_false(jget(a, "leased")));
+    ck_assert_int_eq(json_integer_value(jget(b, "body.n")), 2);
+    ck_assert_int_eq(json_integer_value(jget(b, "attempts")), 0);
+    ck_assert(json_integer_value(jget(a, "id")) <
+              json_integer_value(jget(b, "id")));
+    ck_assert(json_integer_value(jget(b, "visible_ms")) > 0);
+    ck_assert(json_integer_value(jget(b, "sent_ms")) > 0);
+    json_decref(m);
+  }
+  json_t *m = queue_peek("jobs-dlq", "?limit=1");
+  ck_assert_uint_eq(json_array_size(m), 1);
+  json_decref(m);
+  /* a pull after the looks: the same attempts as if none had been made */
+  json_t *p =
+      queue_post("jobs-dlq", "/pull",
+                 "{\"batch_size\":1,\"visibility_timeout_ms\":60000}", 200);
+  ck_assert_int_eq(json_integer_value(jget(
+                       json_array_get(jget(p, "messages"), 0), "attempts")),
+                   3);
+  json_decref(p);
+  m = queue_peek("jobs-dlq", "?limit=20");
+  ck_assert(json_is_true(jget(json_array_get(m, 0), "leased")));
+  ck_assert_int_eq(json_integer_value(jget(json_array_get(m, 0), "attempts")),
+                   3);
+  ck_assert_ptr_null(jget(json_array_get(m, 0), "lease_id"));
+  ck_assert(json_is_false(jget(json_array_get(m, 1), "leased")));
+  json_decref(m);
+  m = queue_peek("jobs", "");
+  ck_assert_uint_eq(json_array_size(m), 0);
+  json_decref(m);
+
+  static const struct {
+    const char *path;
+    long status;
+    const char *code;
+  } refused[] = {
+      {"/queues/nope/messages", 404, "queue.not_found"},
+      {"/queues/jobs-dlq/messages?limit=0", 400, "request.invalid"},
+      {"/queues/jobs-dlq/messages?limit=101", 400, "request.invalid"},
+      {"/queues/jobs-dlq/messages?limit=", 400, "request.invalid"},
+      {"/queues/jobs-dlq/messages?limit=5x", 400, "request.invalid"},
+      {"/queues/jobs-dlq/messages?limit=-1", 400, "request.invalid"},
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+    http_resp r;
+    request(&r, "GET", refused[i].path, NULL);
+    assert_error(&r, refused[i].status, refused[i].code, refused[i].path);
+    http_resp_free(&r);
+  }
+  http_resp r;
+  request(&r, "DELETE", "/queues/jobs-dlq/messages", NULL);
+  assert_error(&r, 405, "request.method_not_allowed", "DELETE messages");
+  char allow[64];
+  ck_assert(http_resp_header(&r, "allow", allow, sizeof allow));
+  ck_assert_str_eq(allow, "GET, POST");
+  http_resp_free(&r);
+  host_stop(&H);
+}
+END_TEST
+
 /* A message body of `len` bytes of JSON (a string), as a request. */
 static char *message_of(size_t len) {
   char *s = malloc(len + 32);
@@ -2822,8 +2917,8 @@ START_TEST(queue_errors) {
   request(&r, "POST", "/queues/jobs/messages/ack", "{\"acks\":[1]}");
   assert_error(&r, 400, "request.invalid", "ack without lease_id");
   http_resp_free(&r);
-  request(&r, "GET", "/queues/jobs/messages", NULL);
-  assert_error(&r, 405, "request.method_not_allowed", "GET messages");
+  request(&r, "PUT", "/queues/jobs/messages", NULL);
+  assert_error(&r, 405, "request.method_not_allowed", "PUT messages");
   http_resp_free(&r);
   /* nothing refused was stored */
   request(&r, "GET", "/queues/jobs", NULL);
@@ -3040,6 +3135,7 @@ static Suite *http_suite(void) {
   tcase_add_test(tc[8], queue_send_pull_ack);
   tcase_add_test(tc[8], queue_errors);
   tcase_add_test(tc[8], queue_redrive);
+  tcase_add_test(tc[8], queue_peek_leases_nothing);
   tcase_add_test(tc[9], cron_list_fire_and_metrics);
   return s;
 }
