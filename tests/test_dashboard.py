@@ -12,7 +12,9 @@ retried step's attempts in order and the events an instance received
 steps completed before it opened from the host's history at its first
 render, that pause and resume from the page
 change the status (read back over the API), that a restart from a chosen
-step does, that an error of the API (an
+step does, that browsing the dead-letter queue leaves its message's
+attempts as they were (read over the API before and after), that an
+error of the API (an
 event for an ended instance: 409) is shown on the page, that a listener
 with a token asks for it, that the page fits a 375 px screen, and that the
 browser logged no error but the ones those refusals cause.  Screenshots of
@@ -319,9 +321,22 @@ def main():
         d.get(h.base + "/#/queues")
         wait_for(d, "the queues",
                  lambda: d.find_elements(By.CSS_SELECTOR, 'tr[data-queue="jobs-dlq"]'))
-        d.find_element(By.CSS_SELECTOR, '[data-browse="jobs-dlq"]').click()
-        wait_for(d, "the dead-lettered message",
-                 lambda: "dead" in d.find_element(By.ID, "dlq-messages").text)
+        def dlq_looked_at():
+            """[(id, attempts, leased)] of jobs-dlq, read over the API."""
+            st, out = h.api("GET", "/queues/jobs-dlq/messages")
+            assert st == 200, (st, out)
+            return [(m["id"], m["attempts"], m["leased"]) for m in out["messages"]]
+        before = dlq_looked_at()
+        assert [a for _, a, _ in before] == [0], before
+        for _ in range(2):  # browsed twice: a pull would count each one
+            # the list goes, so the wait below sees this browse's answer
+            d.execute_script("document.getElementById('queue-detail').replaceChildren()")
+            d.find_element(By.CSS_SELECTOR, '[data-browse="jobs-dlq"]').click()
+            wait_for(d, "the dead-lettered message",
+                     lambda: "dead" in d.find_element(By.ID, "dlq-messages").text)
+        shown = d.find_element(By.ID, "dlq-messages").text
+        assert "attempts: 0" in shown, shown
+        assert dlq_looked_at() == before, (before, dlq_looked_at())
         shot(d, "queues-desktop")
         ans, what = confirm(d, "redrive")
         assert "POST /queues/jobs-dlq/messages/redrive" in what, what

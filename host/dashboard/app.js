@@ -562,9 +562,8 @@ function stepList(inst) {
 
 /* ---- queues ------------------------------------------------------------- */
 
-/* Queues no plugin consumes (dead-letter queues): their messages are out
- * of attempts, so browsing them (a pull with a 1 ms lease) takes nothing
- * from a consumer. */
+/* Queues no plugin consumes (dead-letter queues): the ones whose messages
+ * the page lists and can send back. */
 function consumedQueues() {
   const set = new Set();
   for (const p of (app.plugins && app.plugins.plugins) || [])
@@ -592,14 +591,16 @@ function queuesView(main, gen) {
     detail);
 
   async function browse(q) {
-    const r = await api('POST', `/queues/${enc(q)}/messages/pull`, {batch_size: 20, visibility_timeout_ms: 1});
+    /* A look, not a pull: no lease, so no attempts count changes. */
+    const r = await api('GET', `/queues/${enc(q)}/messages?limit=20`);
     const conf = confirmer(() => view.refresh().catch(err.show));
     const count = h('input', {id: 'redrive-count', type: 'number', min: 1, max: 100, value: 10});
     fill(detail, h('section', {class: 'card'},
       h('h2', null, `Dead-letter queue ${q}`),
-      h('p', {class: 'muted'}, 'The oldest 20 messages. Browsing pulls them with a 1 ms lease: they stay here, and each attempts count grows by one.'),
+      h('p', {class: 'muted'}, 'The oldest 20 messages. Browsing leaves them as they are: nothing is pulled.'),
       r.ok ? (r.json.messages.length ? h('ol', {id: 'dlq-messages'}, r.json.messages.map((m) => h('li', null,
                 `#${m.id} · sent ${fmtTime(m.sent_ms)} · attempts: ${m.attempts}`,
+                m.leased ? ` · leased until ${fmtTime(m.visible_ms)}` : '',
                 m.last_error ? h('div', {class: 'error'}, m.last_error) : '',
                 h('pre', null, fmtJSON(m.body)))))
                                    : h('p', {class: 'muted'}, 'Empty.'))
