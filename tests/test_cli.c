@@ -24,7 +24,8 @@
  *  - restart and restart --from "charge card" (the steps before it are not
  *    rerun), --count without --from;
  *  - send-event moves the instance on; missing --type, invalid --payload;
- *  - queues send (with --delay), list and describe, and their refusals;
+ *  - queues send (with --delay), list, describe and peek (with --limit),
+ *    and their refusals;
  *  - cron list (the table and --json) and cron trigger (the instance it
  *    creates), an unknown expression, missing and split arguments;
  *  - errors: unknown instance and workflow, names with a slash, a closed
@@ -1643,6 +1644,48 @@ START_TEST(queues_verbs) {
   QUEUES(&r, "describe", "jobs");
   expect_ok(&r);
   assert_contains(r.out, "delayed");
+  run_free(&r);
+  /* a look at the messages leases none: the counts stay as they were */
+  for (int look = 0; look < 2; look++) {
+    QUEUES(&r, "peek", "jobs");
+    expect_ok(&r);
+    ck_assert_msg(line_of(r.out, "ID ", line, sizeof line, NULL) != NULL, "%s",
+                  r.out);
+    assert_contains(line, "ATTEMPTS");
+    ck_assert_msg(line_of(r.out, "1 ", line, sizeof line, NULL) != NULL, "%s",
+                  r.out);
+    assert_contains(line, " 0 ");
+    assert_contains(line, " no ");
+    assert_contains(line, "{\"n\":1}");
+    ck_assert_msg(line_of(r.out, "2 ", line, sizeof line, NULL) != NULL, "%s",
+                  r.out);
+    assert_contains(line, "[2]");
+    run_free(&r);
+  }
+  QUEUES(&r, "peek", "jobs", "--limit", "1", "--json");
+  expect_ok(&r);
+  j = out_json(&r);
+  ck_assert_uint_eq(json_array_size(jget(j, "messages")), 1);
+  ck_assert_int_eq(json_integer_value(jget(
+                       json_array_get(jget(j, "messages"), 0), "attempts")),
+                   0);
+  json_decref(j);
+  run_free(&r);
+  QUEUES(&r, "describe", "jobs", "--json");
+  expect_ok(&r);
+  j = out_json(&r);
+  ck_assert_int_eq(json_integer_value(jget(j, "ready")), 1);
+  ck_assert_int_eq(json_integer_value(jget(j, "in_flight")), 0);
+  json_decref(j);
+  run_free(&r);
+  QUEUES(&r, "peek", "jobs", "--limit", "0");
+  expect_fail(&r, 2, "--limit must be a whole number");
+  run_free(&r);
+  QUEUES(&r, "peek", "jobs", "--limit", "101");
+  expect_server_error(&r, "request.invalid");
+  run_free(&r);
+  QUEUES(&r, "peek", "nope");
+  expect_server_error(&r, "queue.not_found");
   run_free(&r);
 
   QUEUES(&r, "send", "jobs", "{\"n\":");

@@ -1,7 +1,8 @@
 /* cli.c — `duro workflows …`, `duro plugins …`, `duro queues …`, `duro
  * cron …`: the command-line client of a running host's HTTP API, so that
  * triggering, listing, inspecting and steering instances, sending to a
- * queue, or firing a cron trigger, takes one command instead of a curl
+ * queue or looking at its messages, or firing a cron trigger, takes one
+ * command instead of a curl
  * line.
  *
  * One invocation sends one request.  Its course: find the verb in
@@ -973,6 +974,18 @@ static int build_queue_describe(cli_ctx *c, const cli_verb *v,
   return queue_path(c, v, a->pos[0], "", &r->path);
 }
 
+static int build_queue_peek(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                            cli_req *r) {
+  unsigned long long limit;
+  if (a->limit && parse_count(v, "--limit", a->limit, &limit))
+    return CLI_USAGE;
+  r->method = "GET";
+  if (queue_path(c, v, a->pos[0], "/messages", &r->path))
+    return CLI_USAGE;
+  query_add(c, &r->path, "limit", a->limit);
+  return CLI_OK;
+}
+
 static void print_queue_sent(const cli_args *a, const json_t *r) {
   printf("sent message %" JSON_INTEGER_FORMAT " to ",
          json_integer_value(json_object_get(r, "id")));
@@ -1015,6 +1028,40 @@ static void print_queue(const cli_args *a, const json_t *r) {
   fputc('\n', stdout);
   for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
     printf("%-14s %" JSON_INTEGER_FORMAT "\n", keys[i], count_of(r, keys[i]));
+}
+
+/* One message per line, oldest first: its id, attempts, when it was sent
+ * and is (or becomes) visible, whether a pull holds it, and its body; a
+ * last error on the line after. */
+static void print_queue_peek(const cli_args *a, const json_t *r) {
+  (void)a;
+  const json_t *msgs = json_object_get(r, "messages");
+  size_t i;
+  const json_t *m;
+  printf("%-10s %8s %-24s %-24s %-6s %s\n", "ID", "ATTEMPTS", "SENT", "VISIBLE",
+         "LEASED", "BODY");
+  json_array_foreach(msgs, i, m) {
+    char sent[32], visible[32];
+    printf("%-10" JSON_INTEGER_FORMAT " %8" JSON_INTEGER_FORMAT
+           " %-24s %-24s %-6s ",
+           count_of(m, "id"), count_of(m, "attempts"),
+           describe_time(sent, count_of(m, "sent_ms")),
+           describe_time(visible, count_of(m, "visible_ms")),
+           json_is_true(json_object_get(m, "leased")) ? "yes" : "no");
+    json_t *b = json_object_get(m, "body");
+    char *body = b ? dump(b) : NULL;
+    describe_text(stdout, body, 200, 0);
+    free(body);
+    fputc('\n', stdout);
+    const char *err = json_string_value(json_object_get(m, "last_error"));
+    if (err) {
+      fputs("  last_error: ", stdout);
+      describe_text(stdout, err, 200, 0);
+      fputc('\n', stdout);
+    }
+  }
+  if (!json_array_size(msgs))
+    puts("(no messages)");
 }
 
 /* ---- cron ---------------------------------------------------------------- */
@@ -1099,6 +1146,8 @@ static const cli_verb verbs[] = {
     {"queues list", "", 0, 0, 0, NULL, build_queues_list, print_queues},
     {"queues describe", "QUEUE", 1, 1, 0, NULL, build_queue_describe,
      print_queue},
+    {"queues peek", "QUEUE [--limit N]", 1, 1, O_LIMIT, NULL, build_queue_peek,
+     print_queue_peek},
     {"cron list", "", 0, 0, 0, NULL, build_crons, print_crons},
     {"cron trigger", "EXPR", 1, 1, 0, NULL, build_cron_trigger,
      print_cron_fired},
