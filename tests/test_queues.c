@@ -1,8 +1,8 @@
 /* test_queues.c — durable queues on the in-process engine and a virtual
- * clock: the send / pull / ack cycle, delays, leases that expire, retries,
- * dead-letter queues, retention (and the scheduler thread running its
- * sweep, on the real clock), the limits on what is sent, and messages
- * surviving a restart of the engine. */
+ * clock: the send / pull / ack cycle, a peek that leases nothing, delays,
+ * leases that expire, retries, dead-letter queues, retention (and the
+ * scheduler thread running its sweep, on the real clock), the limits on
+ * what is sent, and messages surviving a restart of the engine. */
 #include <check.h>
 #include <pthread.h>
 #include <stdint.h>
