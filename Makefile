@@ -1,5 +1,5 @@
 # Convenience targets; the build itself is meson's (meson.build).
-.PHONY: all deps build run check test bench bench-http bench-pg bench-dbos bench-overload demo chaos fuzz clean install
+.PHONY: all deps build run check test bench bench-http bench-pg bench-dbos bench-overload demo chaos chaos-pg fuzz clean install
 
 all: build
 
@@ -96,3 +96,12 @@ chaos: deps
 	@[ -f build/build.ninja ] || meson setup build --buildtype=debugoptimized >/dev/null
 	@ninja -C build chaos >/dev/null || ninja -C build chaos
 	./build/tests/chaos
+
+# The same run on PostgreSQL (tests/chaos.c with CHAOS_PG=1): three hosts
+# on one database of a throwaway cluster (tests/pg/cluster.sh, stopped at
+# the end), each request to a random host, each kill of a random one.
+# Needs libpq and the server (bash .ci/deps).  Not part of `make test`.
+chaos-pg: deps
+	@[ -f build/build.ninja ] || meson setup build --buildtype=debugoptimized >/dev/null
+	@ninja -C build chaos >/dev/null || ninja -C build chaos
+	CHAOS_PG=1 ./build/tests/chaos

@@ -105,6 +105,9 @@
 #include <unistd.h>
 
 #include "http_client.h"
+#ifdef CHAOS_HAVE_PG
+#include "chaos_pg.h"
+#endif
 
 #define WF "chaos"
 #define MAX_STEPS 10
@@ -113,15 +116,16 @@
 #define RECORD 64 /* plugins/sidelog.h's SIDELOG_RECORD */
 #define TOKEN 32
 #define REQ_TIMEOUT_MS 10000L
+#define MAX_HOSTS 3
+#define ANY_HOST (-1) /* a port argument: a random live host's */
 
 /* ---- settings and the run's files --------------------------------------- */
 
 static int kills_wanted = 1000, n_threads = 4, pace_ms = 35, finish_s = 300,
            check_every = 100;
 static unsigned seed;
-static char dir[256], cfg_path[320], db_path[320], side_path[320],
-    host_log[320], ack_path[320], problems_path[320], bin_path[320],
-    plugin_path[320];
+static char dir[256], db_path[320], side_path[320], ack_path[320],
+    problems_path[320], bin_path[320], plugin_path[320];
 static int side_fd = -1, ack_fd = -1;
 static FILE *problems;
 static int64_t t0;
@@ -278,10 +282,33 @@ typedef struct driver {
 } driver;
 
 static driver drivers[MAX_THREADS];
-static int g_port; /* 0: the host is down */
 static int g_stop;
 
+/* The hosts: one on SQLite; CHAOS_PG=1: MAX_HOSTS on one PostgreSQL
+ * database, each with its own config, log and storage.path. */
+typedef struct host {
+  char cfg[320], log[320];
+  pid_t pid;
+  int port; /* 0: down */
+} host;
+static host hosts[MAX_HOSTS];
+static int n_hosts = 1, pg_mode;
+static char conninfo[512];
+static long host_unavailable; /* 503 host.unavailable: the owner was dying */
+
 static int rnd(unsigned *r, int n) { return n > 0 ? (int)(rand_r(r) % n) : 0; }
+
+/* The port of a random host that is up; 0 when none is. */
+static int live_port(unsigned *r) {
+  int start = rnd(r, n_hosts);
+  for (int j = 0; j < n_hosts; j++) {
+    int p =
+        __atomic_load_n(&hosts[(start + j) % n_hosts].port, __ATOMIC_ACQUIRE);
+    if (p)
+      return p;
+  }
+  return 0;
+}
 
 static void ack_line(enum kind k, outcome o, const char *id, int arg,
                      long status) {
@@ -312,6 +339,12 @@ static CURLcode send_request(int port, const char *method, const char *path,
  * any other failure, or a 5xx, leaves the outcome unknown. */
 static outcome call(enum kind k, int port, const char *method, const char *path,
                     const char *body, http_resp *r) {
+  static __thread unsigned any_rnd;
+  if (port == ANY_HOST) {
+    if (!any_rnd)
+      any_rnd = seed ^ (unsigned)(uintptr_t)&any_rnd;
+    port = live_port(&any_rnd);
+  }
   __atomic_add_fetch(&inflight[k], 1, __ATOMIC_SEQ_CST);
   CURLcode rc = send_request(port, method, path, body, r);
   __atomic_sub_fetch(&inflight[k], 1, __ATOMIC_SEQ_CST);
@@ -324,7 +357,13 @@ static outcome call(enum kind k, int port, const char *method, const char *path,
     o = OUT_ACK;
   else if (r->status >= 400 && r->status < 500)
     o = OUT_REFUSED;
-  else {
+  else if (pg_mode && r->status == 503 &&
+           !strcmp(jstr(r->json, "error.code"), "host.unavailable")) {
+    /* The owner did not answer a forwarded control: it was killed, and
+     * its instances are not taken over yet.  It may have applied it. */
+    o = OUT_UNKNOWN;
+    __atomic_add_fetch(&host_unavailable, 1, __ATOMIC_RELAXED);
+  } else {
     o = OUT_UNKNOWN;
     __atomic_add_fetch(&server_errors, 1, __ATOMIC_RELAXED);
     problem("%s %s: HTTP %ld %s", method, path, r->status,
@@ -672,7 +711,9 @@ static void one_operation(driver *d, int port) {
 static void *drive(void *arg) {
   driver *d = arg;
   while (!__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) {
-    int port = __atomic_load_n(&g_port, __ATOMIC_ACQUIRE);
+    /* Each operation to a random host: events and controls often reach
+     * one that does not run the instance. */
+    int port = live_port(&d->rnd);
     if (!port) {
       sleep_ms(2);
       continue;
@@ -685,7 +726,10 @@ static void *drive(void *arg) {
 
 /* ---- the host ------------------------------------------------------------ */
 
-static pid_t spawn_host(off_t *log_at) {
+/* Starts host h (its supervisor, which forks the engine) with its output
+ * appended to its log, whose size before is *log_at. */
+static pid_t spawn_host(int h, off_t *log_at) {
+  const char *host_log = hosts[h].log;
   int fd = open(host_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0)
     die("open %s: %s", host_log, strerror(errno));
@@ -703,7 +747,7 @@ static pid_t spawn_host(off_t *log_at) {
       _exit(127);
     if (dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
       _exit(127);
-    execl(bin_path, "duro", "run", cfg_path, (char *)NULL);
+    execl(bin_path, "duro", "run", hosts[h].cfg, (char *)NULL);
     _exit(127);
   }
   close(fd);
@@ -712,7 +756,8 @@ static pid_t spawn_host(off_t *log_at) {
 
 /* The port of the host started at log offset `at`, once it said ready;
  * -1 when it exited first (reaped) or said nothing by the deadline. */
-static int wait_ready(pid_t pid, off_t at, int64_t deadline) {
+static int wait_ready(int h, pid_t pid, off_t at, int64_t deadline) {
+  const char *host_log = hosts[h].log;
   static const char mark[] = "http on port ";
   char buf[65536];
   for (;;) {
@@ -738,28 +783,29 @@ static int wait_ready(pid_t pid, off_t at, int64_t deadline) {
   }
 }
 
-/* Starts the host until one says ready (a start may be refused while the
- * engine of the killed one still holds the lock). */
-static pid_t start_ready(int *port, long *failed_starts) {
+/* Starts host h until one says ready (a start may be refused while the
+ * engine of the killed one still holds the lock), and offers its port to
+ * the drivers. */
+static void start_ready(int h, long *failed_starts) {
   for (int tries = 0; tries < 20; tries++) {
     off_t at;
-    pid_t pid = spawn_host(&at);
-    int p = wait_ready(pid, at, now_ms() + 30000);
+    pid_t pid = spawn_host(h, &at);
+    int p = wait_ready(h, pid, at, now_ms() + 30000);
     if (p > 0) {
-      *port = p;
-      return pid;
+      hosts[h].pid = pid;
+      __atomic_store_n(&hosts[h].port, p, __ATOMIC_RELEASE);
+      return;
     }
     (*failed_starts)++;
-    problem("a host start failed (see %s after offset %lld)", host_log,
+    problem("a host start failed (see %s after offset %lld)", hosts[h].log,
             (long long)at);
     sleep_ms(200);
   }
   die("the host would not start");
-  return -1;
 }
 
 /* PRAGMA integrity_check on the database: 1 when it says "ok". */
-static int integrity_ok(void) {
+static int sqlite_integrity_ok(void) {
   sqlite3 *db = NULL;
   int ok = 0;
   if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK) {
@@ -786,6 +832,27 @@ static int integrity_ok(void) {
   }
   sqlite3_close(db);
   return ok;
+}
+
+/* The check of the database: SQLite's integrity_check; on PostgreSQL
+ * (which checks its own pages) what the hosts keep in it: mid-run no
+ * unended instance owned by an unknown host, and `at_end` (every instance
+ * ended, every host still running) the live hosts are exactly those
+ * running and every dead one is gone. */
+static int store_ok(int at_end) {
+  if (!pg_mode)
+    return sqlite_integrity_ok();
+#ifdef CHAOS_HAVE_PG
+  char why[512] = "";
+  int ok = at_end ? chaos_pg_settled(conninfo, n_hosts, 10000, why, sizeof why)
+                  : chaos_pg_owners_known(conninfo, why, sizeof why);
+  if (!ok)
+    problem("PostgreSQL check: %s", why);
+  return ok;
+#else
+  (void)at_end;
+  return 0;
+#endif
 }
 
 /* ---- the end: finish everything, read the final state -------------------- */
@@ -1195,22 +1262,24 @@ static void check_side_log(log_figures *lf) {
 
 /* Warnings and errors in the host's log, by message, for the report. */
 static void host_log_summary(long *warns, long *errors) {
-  FILE *fp = fopen(host_log, "r");
   *warns = *errors = 0;
-  if (!fp)
-    return;
-  char line[4096];
   int shown = 0;
-  while (fgets(line, sizeof line, fp)) {
-    if (strstr(line, " warn "))
-      (*warns)++;
-    else if (strstr(line, " error ")) {
-      (*errors)++;
-      if (shown++ < 5)
-        fprintf(stderr, "chaos: host log: %s", line);
+  for (int h = 0; h < n_hosts; h++) {
+    FILE *fp = fopen(hosts[h].log, "r");
+    if (!fp)
+      continue;
+    char line[4096];
+    while (fgets(line, sizeof line, fp)) {
+      if (strstr(line, " warn "))
+        (*warns)++;
+      else if (strstr(line, " error ")) {
+        (*errors)++;
+        if (shown++ < 5)
+          fprintf(stderr, "chaos: %s: %s", hosts[h].log, line);
+      }
     }
+    fclose(fp);
   }
-  fclose(fp);
 }
 
 /* ---- main ------------------------------------------------------------------
@@ -1251,6 +1320,86 @@ static int rm_entry(const char *path, const struct stat *st, int flag,
 /* The run's directory and all in it (the host adds its build store). */
 static void rm_run(void) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
+/* SQLite: one host, duro.yaml and host.log, its journal duro.db.
+ * PostgreSQL: hosts h0.., each hN.yaml, hN.log and storage.path in hN/,
+ * the journal in the run's cluster, a lease of 1 s. */
+static void write_configs(void) {
+  for (int h = 0; h < n_hosts; h++) {
+    host *o = &hosts[h];
+    char storage[1024];
+    if (pg_mode) {
+      char store_dir[300];
+      snprintf(store_dir, sizeof store_dir, "%s/h%d", dir, h);
+      mkdir(store_dir, 0755);
+      snprintf(o->cfg, sizeof o->cfg, "%s/h%d.yaml", dir, h);
+      snprintf(o->log, sizeof o->log, "%s/h%d.log", dir, h);
+      snprintf(storage, sizeof storage,
+               "storage:\n"
+               "  path: %s/duro.db\n"
+               "  postgresql: \"%s\"\n"
+               "  synchronous: full\n"
+               "  lease: 1s\n",
+               store_dir, conninfo);
+    } else {
+      snprintf(o->cfg, sizeof o->cfg, "%s/duro.yaml", dir);
+      snprintf(o->log, sizeof o->log, "%s/host.log", dir);
+      snprintf(storage, sizeof storage,
+               "storage: { path: %s, synchronous: full }\n", db_path);
+    }
+    unlink(o->log);
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml,
+             "%s"
+             "http: { listen: \"127.0.0.1:0\" }\n"
+             "plugins:\n"
+             "  - name: chaos\n"
+             "    path: %s\n"
+             "    workflows:\n"
+             "      - { name: %s, binding: CHAOS, class_name: Chaos }\n",
+             storage, plugin_path, WF);
+    write_file(o->cfg, yaml);
+  }
+}
+
+/* SIGKILL of host h's supervisor (the engine dies of its death): 0 when
+ * it was still running, as it should have been. */
+static int kill_host(int h, int kill_no) {
+  pid_t pid = hosts[h].pid;
+  kill(pid, SIGKILL);
+  __atomic_store_n(&hosts[h].port, 0, __ATOMIC_RELEASE);
+  int st;
+  if (waitpid(pid, &st, 0) == pid && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL)
+    return 0;
+  /* It exited by itself: refused the lock, or worse.  Look. */
+  problem("kill %d: host %d had exited by itself (%s %d)", kill_no, h,
+          WIFSIGNALED(st) ? "signal" : "exit code",
+          WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+  return -1;
+}
+
+/* SIGTERM, and the status it exited with (SIGKILL after 60 s). */
+static int stop_host(int h) {
+  pid_t pid = hosts[h].pid;
+  __atomic_store_n(&hosts[h].port, 0, __ATOMIC_RELEASE);
+  kill(pid, SIGTERM);
+  int st = 0, waited = 0;
+  while (waitpid(pid, &st, WNOHANG) != pid) {
+    if (waited++ > 6000) {
+      problem("host %d did not stop within 60 s of SIGTERM", h);
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      break;
+    }
+    sleep_ms(10);
+  }
+  return st;
+}
+
+static void on_signal(int sig) {
+  (void)sig;
+  exit(2); /* the atexit handler stops the cluster */
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1268,6 +1417,14 @@ int main(void) {
             MAX_THREADS);
     return 2;
   }
+  pg_mode = env_int("CHAOS_PG", 0);
+#ifndef CHAOS_HAVE_PG
+  if (pg_mode) {
+    fprintf(stderr, "chaos: CHAOS_PG=1, but built without libpq\n");
+    return 2;
+  }
+#endif
+  n_hosts = pg_mode ? MAX_HOSTS : 1;
   const char *given = getenv("CHAOS_DIR");
   if (given && *given) {
     snprintf(dir, sizeof dir, "%s", given);
@@ -1282,21 +1439,29 @@ int main(void) {
     if (!mkdtemp(dir))
       die("mkdtemp: %s", strerror(errno));
   }
-  snprintf(cfg_path, sizeof cfg_path, "%s/duro.yaml", dir);
   snprintf(db_path, sizeof db_path, "%s/duro.db", dir);
   snprintf(side_path, sizeof side_path, "%s/side.log", dir);
-  snprintf(host_log, sizeof host_log, "%s/host.log", dir);
   snprintf(ack_path, sizeof ack_path, "%s/acks.log", dir);
   snprintf(problems_path, sizeof problems_path, "%s/problems.txt", dir);
   snprintf(bin_path, sizeof bin_path, "%s/duro", dir);
   snprintf(plugin_path, sizeof plugin_path, "%s/libchaos.so", dir);
+#ifdef CHAOS_HAVE_PG
+  if (pg_mode) {
+    char err[1024];
+    if (chaos_pg_start(conninfo, sizeof conninfo, err, sizeof err) != 0)
+      die("no PostgreSQL cluster: %s", err);
+    /* Stopped however the run ends: a failure, ^C, or a clean end. */
+    atexit(chaos_pg_stop);
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+  }
+#endif
   /* Copies: a rebuild of the build directory during the run must not
    * change, or take away, what it runs. */
   copy_file(DURO_BIN, bin_path);
   copy_file(CHAOS_PLUGIN, plugin_path);
   /* A fresh run: CHAOS_DIR may hold an earlier one. */
   unlink(side_path);
-  unlink(host_log);
   unlink(ack_path);
   static const char *db_files[] = {"", "-wal", "-shm"};
   for (size_t i = 0; i < 3; i++) {
@@ -1304,17 +1469,7 @@ int main(void) {
     snprintf(p, sizeof p, "%s%s", db_path, db_files[i]);
     unlink(p);
   }
-  char yaml[1024];
-  snprintf(yaml, sizeof yaml,
-           "storage: { path: %s, synchronous: full }\n"
-           "http: { listen: \"127.0.0.1:0\" }\n"
-           "plugins:\n"
-           "  - name: chaos\n"
-           "    path: %s\n"
-           "    workflows:\n"
-           "      - { name: %s, binding: CHAOS, class_name: Chaos }\n",
-           db_path, plugin_path, WF);
-  write_file(cfg_path, yaml);
+  write_configs();
   side_fd = open(side_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   ack_fd = open(ack_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   problems = fopen(problems_path, "w");
@@ -1329,8 +1484,9 @@ int main(void) {
   insts = calloc((size_t)n_cap, sizeof *insts);
   if (!insts)
     die("out of memory");
-  printf("chaos: %d kills, seed %u, %d threads, run in %s\n", kills_wanted,
-         seed, n_threads, dir);
+  printf("chaos: %d kills, seed %u, %d threads, %s, run in %s\n", kills_wanted,
+         seed, n_threads,
+         pg_mode ? "3 hosts on PostgreSQL" : "one host on SQLite", dir);
   t0 = now_ms();
   for (int t = 0; t < n_threads; t++) {
     driver *d = &drivers[t];
@@ -1345,20 +1501,27 @@ int main(void) {
   unsigned r = seed;
   long failed_starts = 0, early = 0, integrity_checks = 0, integrity_bad = 0;
   int64_t last_print = now_ms();
+  /* Host `down` is the one the last kill took away: each kill's start
+   * brings it back.  The others run from the start. */
+  int down = 0;
+  for (int h = 1; h < n_hosts; h++)
+    start_ready(h, &failed_starts);
   for (int kill_no = 1; kill_no <= kills_wanted; kill_no++) {
-    pid_t pid;
+    int victim = down;
     int kind = rnd(&r, 100);
     if (kind < 15) {
       /* In the start-up: the lock, the engine's fork, recovery (what
-       * was queued or running is queued again) and the first steps. */
+       * was queued or running is queued again; on PostgreSQL joining as
+       * a new host) and the first steps. */
       off_t at;
-      pid = spawn_host(&at);
+      hosts[down].pid = spawn_host(down, &at);
       sleep_ms(rnd(&r, 120));
       early++;
     } else {
-      int port;
-      pid = start_ready(&port, &failed_starts);
-      __atomic_store_n(&g_port, port, __ATOMIC_RELEASE);
+      /* Any host, while the others serve too: on PostgreSQL its
+       * instances wait for a takeover, by any host. */
+      start_ready(down, &failed_starts);
+      victim = rnd(&r, n_hosts);
       if (kind < 45) {
         /* While a request of a chosen kind is being answered: a moment
          * (0 to 0.4 ms) after it was seen in flight, before or after its
@@ -1388,22 +1551,14 @@ int main(void) {
     for (int k = 0; k < N_KINDS; k++)
       if (__atomic_load_n(&inflight[k], __ATOMIC_SEQ_CST) > 0)
         kills_during[k]++;
-    kill(pid, SIGKILL);
-    __atomic_store_n(&g_port, 0, __ATOMIC_RELEASE);
-    int st;
-    if (waitpid(pid, &st, 0) != pid || !WIFSIGNALED(st) ||
-        WTERMSIG(st) != SIGKILL) {
-      /* It exited by itself: refused the lock, or worse.  Look. */
+    if (kill_host(victim, kill_no) != 0)
       failed_starts++;
-      problem("kill %d: the host had exited by itself (%s %d)", kill_no,
-              WIFSIGNALED(st) ? "signal" : "exit code",
-              WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-    }
+    down = victim;
     if (check_every > 0 && kill_no % check_every == 0) {
       /* The engine dies of its supervisor's death a moment later. */
       sleep_ms(100);
       integrity_checks++;
-      integrity_bad += !integrity_ok();
+      integrity_bad += !store_ok(0);
     }
     if (now_ms() - last_print > 30000) {
       last_print = now_ms();
@@ -1419,28 +1574,37 @@ int main(void) {
     pthread_join(drivers[t].th, NULL);
   int64_t chaos_end = now_ms();
 
-  /* The last host: nothing kills it. */
-  int port;
-  pid_t pid = start_ready(&port, &failed_starts);
+  /* The last start: nothing kills the hosts now.  Every request goes
+   * to a random one of them. */
+  start_ready(down, &failed_starts);
   figures f = {0};
-  finish(port, &f);
-  check_final(port, &f);
-  kill(pid, SIGTERM);
-  int st = 0, waited = 0;
-  while (waitpid(pid, &st, WNOHANG) != pid) {
-    if (waited++ > 6000) {
-      problem("the host did not stop within 60 s of SIGTERM");
-      kill(pid, SIGKILL);
-      waitpid(pid, &st, 0);
-      break;
-    }
-    sleep_ms(10);
+  finish(ANY_HOST, &f);
+  check_final(ANY_HOST, &f);
+  if (pg_mode) {
+    /* Every instance ended, every host runs: the hosts' own rows. */
+    integrity_checks++;
+    integrity_bad += !store_ok(1);
   }
-  int clean_stop = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-  if (!clean_stop)
-    problem("the last host did not stop cleanly (status 0x%x)", st);
+  int clean_stop = 1;
+  for (int h = 0; h < n_hosts; h++) {
+    int st = stop_host(h);
+    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+      clean_stop = 0;
+      problem("host %d did not stop cleanly (status 0x%x)", h, st);
+    }
+  }
   integrity_checks++;
-  integrity_bad += !integrity_ok();
+#ifdef CHAOS_HAVE_PG
+  if (pg_mode) {
+    /* A host that stops cleanly marks itself dead. */
+    char why[512] = "";
+    int ok = chaos_pg_none_alive(conninfo, why, sizeof why);
+    if (!ok)
+      problem("PostgreSQL check: %s", why);
+    integrity_bad += !ok;
+  } else
+#endif
+    integrity_bad += !store_ok(1);
 
   log_figures lf = {0};
   check_side_log(&lf);
@@ -1491,6 +1655,10 @@ int main(void) {
          n_out[K_TERMINATE][OUT_REFUSED],
          n_out[K_RESTART][OUT_REFUSED] + n_out[K_RESTART_FROM][OUT_REFUSED],
          unknown, retried_creates, retried_events, notsent, server_errors);
+  if (pg_mode)
+    printf("chaos: forwarded controls answered 503 host.unavailable (the "
+           "owner had been killed; counted as unknown outcomes): %ld\n",
+           host_unavailable);
   printf("chaos: events: %ld acknowledged, %ld consumed (at least once: a "
          "restart leaves them consumed), %ld still buffered after every one "
          "consumed (their instance had all it needed, or was terminated); "
@@ -1513,10 +1681,12 @@ int main(void) {
   printf("chaos: steps run after an acknowledged terminate: %ld, new steps "
          "after an acknowledged pause: %ld\n",
          lf.after_terminate, lf.after_pause);
-  printf("chaos: integrity: %s (%ld checks, %ld failed); host stopped "
-         "%s; host log: %ld warnings, %ld errors\n",
+  printf("chaos: %s: %s (%ld checks, %ld failed); %s stopped "
+         "%s; host log%s: %ld warnings, %ld errors\n",
+         pg_mode ? "hosts and owners in PostgreSQL" : "integrity",
          integrity_bad ? "FAILED" : "ok", integrity_checks, integrity_bad,
-         clean_stop ? "cleanly" : "UNCLEANLY", warns, errors);
+         pg_mode ? "hosts" : "host", clean_stop ? "cleanly" : "UNCLEANLY",
+         pg_mode ? "s" : "", warns, errors);
   printf("chaos: elapsed: %.1f s (%.1f s of kills, %.1f s to finish and "
          "check)\n",
          (now_ms() - t0) / 1000.0, (chaos_end - t0) / 1000.0,
@@ -1528,9 +1698,17 @@ int main(void) {
   close(ack_fd);
   curl_global_cleanup();
   if (bad) {
+#ifdef CHAOS_HAVE_PG
+    char dump[400];
+    snprintf(dump, sizeof dump, "%s/pg-hosts-instances.txt", dir);
+    if (pg_mode)
+      chaos_pg_dump(conninfo, dump);
+#endif
     printf("chaos: FAILED; the evidence is in %s (problems.txt, side.log, "
-           "acks.log, host.log, duro.db)\n",
-           dir);
+           "acks.log, %s)\n",
+           dir,
+           pg_mode ? "h0.log h1.log h2.log, pg-hosts-instances.txt"
+                   : "host.log, duro.db");
     return 1;
   }
   if (env_int("CHAOS_KEEP", 0) || (given && *given))
