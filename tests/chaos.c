@@ -79,12 +79,30 @@
  * `PRAGMA integrity_check` runs on the database every CHAOS_CHECK_EVERY
  * kills while the host is down, and at the end.
  *
- * Environment: CHAOS_KILLS, CHAOS_SEED, CHAOS_THREADS (4), CHAOS_PACE_MS
- * (mean pause between one thread's requests, 35), CHAOS_FINISH_S (how
- * long the host gets to finish, 300), CHAOS_CHECK_EVERY (100),
- * CHAOS_DIR (where to put the run; default a fresh /tmp/duro-chaos-*,
- * removed after a clean run unless CHAOS_KEEP=1).  Prints one line per
- * figure and exits 1 on any loss, rerun or failed check. */
+ * CHAOS_PG=1 (`make chaos-pg`) runs the same on PostgreSQL: a throwaway
+ * cluster for the run (tests/pg/cluster.sh through chaos_pg.c, stopped
+ * however the run ends) and three hosts on its database, each with its
+ * own config hN.yaml, log hN.log and storage.path hN/, a lease of 1 s.
+ * Each operation goes to a random running host, so events and controls
+ * often reach one that does not run the instance (a 503
+ * host.unavailable, the owner killed before it answered a forwarded
+ * control, is an unknown outcome).  A kill picks a random host (in the
+ * start-up kills, the one being started); it is started again at the
+ * next kill, as a new host, and its instances go to whichever host takes
+ * them over.  The final state is read through random hosts.  Instead of
+ * integrity_check (the server checks its own pages): mid-run no unended
+ * instance is owned by a host id without a `hosts` row; at the end, all
+ * ended and the three running, exactly three hosts are not dead and no
+ * dead host's row is left (within 10 s); after the clean stops none is
+ * alive.  A failed run also dumps `hosts` and the instances' owners into
+ * pg-hosts-instances.txt.
+ *
+ * Environment: CHAOS_PG, CHAOS_KILLS, CHAOS_SEED, CHAOS_THREADS (4),
+ * CHAOS_PACE_MS (mean pause between one thread's requests, 35), CHAOS_FINISH_S
+ * (how long the host gets to finish, 300), CHAOS_CHECK_EVERY (100), CHAOS_DIR
+ * (where to put the run; default a fresh /tmp/duro-chaos-*, removed after a
+ * clean run unless CHAOS_KEEP=1).  Prints one line per figure and exits 1 on
+ * any loss, rerun or failed check. */
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -115,7 +133,9 @@
 #define MAX_THREADS 16
 #define RECORD 64 /* plugins/sidelog.h's SIDELOG_RECORD */
 #define TOKEN 32
-#define REQ_TIMEOUT_MS 10000L
+/* Beyond the 10 s a host waits for the owner of a forwarded control, so
+ * that its 503 host.unavailable, not our own timeout, ends the wait. */
+#define REQ_TIMEOUT_MS 15000L
 #define MAX_HOSTS 3
 #define ANY_HOST (-1) /* a port argument: a random live host's */
 
@@ -209,7 +229,10 @@ static const char *kind_name[N_KINDS] = {"create",  "batch",        "event",
 typedef enum outcome { OUT_ACK, OUT_REFUSED, OUT_UNKNOWN, OUT_DOWN } outcome;
 static const char *outcome_name[] = {"ack", "refused", "unknown", "notsent"};
 
-static long n_out[N_KINDS][4];     /* by kind and outcome */
+static long n_out[N_KINDS][4]; /* by kind and outcome */
+/* How long requests took: by kind for those answered, by kind for those
+ * the kill cut off (no answer); each count, total and longest ms. */
+static long answer_ms[N_KINDS][3], cut_ms[N_KINDS][3];
 static long created_in_batch;      /* instances acknowledged by batches */
 static long retried_creates;       /* creates sent again after an unknown */
 static long retried_events;        /* events sent again after an unknown */
@@ -346,8 +369,20 @@ static outcome call(enum kind k, int port, const char *method, const char *path,
     port = live_port(&any_rnd);
   }
   __atomic_add_fetch(&inflight[k], 1, __ATOMIC_SEQ_CST);
+  int64_t sent_at = now_ms();
   CURLcode rc = send_request(port, method, path, body, r);
+  long took = (long)(now_ms() - sent_at);
   __atomic_sub_fetch(&inflight[k], 1, __ATOMIC_SEQ_CST);
+  if (rc != CURLE_COULDNT_CONNECT) {
+    long *t = rc == CURLE_OK ? answer_ms[k] : cut_ms[k];
+    __atomic_add_fetch(&t[0], 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&t[1], took, __ATOMIC_RELAXED);
+    long longest = __atomic_load_n(&t[2], __ATOMIC_RELAXED);
+    while (took > longest &&
+           !__atomic_compare_exchange_n(&t[2], &longest, took, 0,
+                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+      ;
+  }
   outcome o;
   if (rc == CURLE_COULDNT_CONNECT)
     o = OUT_DOWN;
@@ -1659,6 +1694,17 @@ int main(void) {
     printf("chaos: forwarded controls answered 503 host.unavailable (the "
            "owner had been killed; counted as unknown outcomes): %ld\n",
            host_unavailable);
+  printf("chaos: ms from request to answer, mean/longest:");
+  for (int k = 0; k < N_KINDS; k++)
+    if (answer_ms[k][0])
+      printf(" %s %ld/%ld", kind_name[k], answer_ms[k][1] / answer_ms[k][0],
+             answer_ms[k][2]);
+  printf("; to the kill that cut it off, count mean/longest:");
+  for (int k = 0; k < N_KINDS; k++)
+    if (cut_ms[k][0])
+      printf(" %s %ld %ld/%ld", kind_name[k], cut_ms[k][0],
+             cut_ms[k][1] / cut_ms[k][0], cut_ms[k][2]);
+  printf("\n");
   printf("chaos: events: %ld acknowledged, %ld consumed (at least once: a "
          "restart leaves them consumed), %ld still buffered after every one "
          "consumed (their instance had all it needed, or was terminated); "
