@@ -264,10 +264,13 @@ static int forwarded(duro_engine *e, const char *workflow, const char *id,
   int where = engine_control_elsewhere(e, rowid, &owner);
   if (where == 0)
     return 0;
-  *rc = where < 0 ? where
-                  : engine_forward_control(e, owner, op, workflow, id, from,
-                                           count, why);
-  return 1;
+  if (where < 0) {
+    *rc = where;
+    return 1;
+  }
+  *rc = engine_forward_control(e, rowid, owner, op, workflow, id, from, count,
+                               why);
+  return *rc != FORWARD_HERE; /* taken over here meanwhile: do it here */
 }
 
 static int request_control(duro_engine *e, const char *workflow, const char *id,

@@ -450,10 +450,15 @@ void engine_remote_watches_fire(duro_engine *e, int64_t rowid,
                                 const char *status);
 /* At close. */
 void engine_hosts_free(duro_engine *e);
-/* Sends control request `op` to host `owner` and waits for its answer:
- * what the owner's duro_instance_* returned (and, for a restart, *why),
- * or DURO_E_HOST_UNAVAILABLE when no answer came in time. */
-int engine_forward_control(duro_engine *e, int64_t owner, int op,
+/* Sends control request `op` for instance `rowid` to host `owner` and
+ * waits for its answer: what the owner's duro_instance_* returned (and,
+ * for a restart, *why); FORWARD_HERE when the owner died meanwhile and
+ * this host took the instance over (carry it out here); or
+ * DURO_E_HOST_UNAVAILABLE when no answer came in time.  Should the owner
+ * die after applying it, the request is applied again by the new owner,
+ * which then refuses it (a 409 for what is already done). */
+#define FORWARD_HERE 1
+int engine_forward_control(duro_engine *e, int64_t rowid, int64_t owner, int op,
                            const char *workflow, const char *id,
                            const char *from, uint32_t count, char **why);
 

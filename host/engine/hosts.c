@@ -36,6 +36,7 @@
 #define LEASE_DEFAULT_MS 5000
 #define TAKEOVER_BATCH 1000
 #define FORWARD_WAIT_MS 10000
+#define FORWARD_CHECK_MS 250
 
 /* A control request this host forwarded, waiting for its answer. */
 typedef struct forward_wait {
@@ -127,9 +128,14 @@ int engine_control_elsewhere(duro_engine *e, int64_t rowid, int64_t *owner) {
   return carrying_out ? DURO_E_HOST_UNAVAILABLE : 1;
 }
 
-int engine_forward_control(duro_engine *e, int64_t owner, int op,
-                           const char *workflow, const char *id,
-                           const char *from, uint32_t count, char **why) {
+/* Sends request `op` to host `owner` and waits up to `wait_ms` for its
+ * answer, looking every FORWARD_CHECK_MS whether the instance moved: 0
+ * with the answer in *rc (and *why), 1 with its new owner in *moved, or
+ * -1 when no answer came in time. */
+static int ask_owner(duro_engine *e, int64_t rowid, int64_t owner, int op,
+                     const char *workflow, const char *id, const char *from,
+                     uint32_t count, int64_t wait_ms, int *rc, char **why,
+                     int64_t *moved) {
   forward_wait w = {0};
   pthread_mutex_lock(&e->fw_mu);
   w.id = ++e->fw_next;
@@ -144,35 +150,77 @@ int engine_forward_control(duro_engine *e, int64_t owner, int op,
     json_object_set_new(req, "step", json_string(from));
   char *text = json_dumps(req, JSON_COMPACT);
   json_decref(req);
-  int rc = journal_notify(e->j, owner, text);
+  int sent = journal_notify(e->j, owner, text) == 0;
   free(text);
-  struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_sec += FORWARD_WAIT_MS / 1000;
-  pthread_mutex_lock(&e->fw_mu);
-  while (rc == 0 && !w.done)
-    if (pthread_cond_timedwait(&e->fw_cv, &e->fw_mu, &until) == ETIMEDOUT)
+  int outcome = -1;
+  for (int64_t waited = 0; sent && waited < wait_ms;
+       waited += FORWARD_CHECK_MS) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += (long)FORWARD_CHECK_MS * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&e->fw_mu);
+    while (!w.done &&
+           pthread_cond_timedwait(&e->fw_cv, &e->fw_mu, &until) != ETIMEDOUT)
+      ;
+    int done = w.done;
+    pthread_mutex_unlock(&e->fw_mu);
+    if (done) {
+      outcome = 0;
       break;
+    }
+    /* The owner died and another host (this one, maybe) took the instance
+     * over: the request goes there instead of waiting out the dead one. */
+    int64_t now = owner;
+    if (journal_adopt(e->j, rowid, &now) == 0 && now != owner) {
+      *moved = now;
+      outcome = 1;
+      break;
+    }
+  }
+  pthread_mutex_lock(&e->fw_mu);
   for (forward_wait **p = &e->fw_list; *p; p = &(*p)->next)
     if (*p == &w) {
       *p = w.next;
       break;
     }
   pthread_mutex_unlock(&e->fw_mu);
-  if (rc == 0 && !w.done) {
-    log_warn("host %" PRId64 " did not answer a %s of %s/%s in %d s", owner,
-             control_ops[op], workflow, id, FORWARD_WAIT_MS / 1000);
-    rc = DURO_E_HOST_UNAVAILABLE;
-  } else if (rc == 0) {
-    rc = w.rc;
+  if (outcome == 0) {
+    *rc = w.rc;
+    if (why)
+      *why = w.why;
+    else
+      free(w.why);
   } else {
-    rc = DURO_E_HOST_UNAVAILABLE;
-  }
-  if (why)
-    *why = w.why;
-  else
     free(w.why);
-  return rc;
+  }
+  return outcome;
+}
+
+int engine_forward_control(duro_engine *e, int64_t rowid, int64_t owner, int op,
+                           const char *workflow, const char *id,
+                           const char *from, uint32_t count, char **why) {
+  int64_t left = FORWARD_WAIT_MS;
+  for (;;) {
+    int rc = 0;
+    int64_t moved = 0, t0 = engine_mono_ms(e);
+    int outcome = ask_owner(e, rowid, owner, op, workflow, id, from, count,
+                            left, &rc, why, &moved);
+    if (outcome == 0)
+      return rc;
+    if (outcome == 1 && moved == journal_host(e->j))
+      return FORWARD_HERE;
+    left -= engine_mono_ms(e) - t0;
+    if (outcome < 0 || left <= 0) {
+      log_warn("host %" PRId64 " did not answer a %s of %s/%s in %d s", owner,
+               control_ops[op], workflow, id, FORWARD_WAIT_MS / 1000);
+      return DURO_E_HOST_UNAVAILABLE;
+    }
+    owner = moved;
+  }
 }
 
 /* Another host's request, carried out here as if it came to this host. */
