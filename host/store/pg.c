@@ -447,12 +447,8 @@ static int writer_ready(pg_store *pg) {
  * server (its closing would be there): then BEGIN is not waited for, it
  * goes out with the group's first writes (pg_pipe.c). */
 static int begin_once(pg_store *pg) {
-  if (pg_write_quiet(pg)) {
-    params p = {0};
-    p_i64(&p, pg->host);
-    return pg_write_begin(pg, pg->host ? ST_FENCE : -1, &p);
-  }
-  if (!pg->host) {
+  int quiet = pg_write_quiet(pg);
+  if (!quiet) {
     PGresult *r = PQexec(pg->wr, "BEGIN");
     int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     if (!ok) {
@@ -460,34 +456,14 @@ static int begin_once(pg_store *pg) {
       pg_drop_if_lost(&pg->wr, r);
     }
     PQclear(r);
-    return ok ? 0 : DURO_E_STORAGE;
+    if (!ok)
+      return DURO_E_STORAGE;
   }
   /* A host's group holds its own lease row, alive, until it commits (the
-   * fence, as ST_FENCE): in the same round trip as BEGIN. */
-  char sql[128];
-  snprintf(sql, sizeof sql,
-           "BEGIN; SELECT id FROM hosts WHERE id=%" PRId64
-           " AND NOT dead FOR SHARE",
-           pg->host);
-  PGresult *r = PQexec(pg->wr, sql);
-  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-    pg_set_err("BEGIN", pg_failure_of(pg->wr, r));
-    pg_drop_if_lost(&pg->wr, r);
-    PQclear(r);
-    return DURO_E_STORAGE;
-  }
-  int alive = PQntuples(r) == 1;
-  PQclear(r);
-  if (!alive) {
-    store_error("this host (%" PRId64 ") lost its lease: another host took "
-                "over its instances",
-                pg->host);
-    PGresult *rb = PQexec(pg->wr, "ROLLBACK");
-    PQclear(rb);
-    pg_host_lost(pg);
-    return DURO_E_STORAGE;
-  }
-  return 0;
+   * fence, ST_FENCE), sent with the group's first writes either way. */
+  params p = {0};
+  p_i64(&p, pg->host);
+  return pg_write_begin(pg, !quiet, pg->host ? ST_FENCE : -1, &p);
 }
 
 static int pg_begin(void *db) {

@@ -149,11 +149,12 @@ PGresult *pg_query(pg_store *pg, const char *sql, const params *p);
  * did not close it (that would be there to read), so a group may go out
  * behind a BEGIN it does not wait for. */
 int pg_write_quiet(pg_store *pg);
-/* Sends BEGIN and, unless `fence` is -1, the write statement `fence`
- * (with p), without waiting: their results are read with the group's
- * first.  The fence fails with division_by_zero (22012) when this host's
- * lease row is dead: the group fails and pg_host_lost is called. */
-int pg_write_begin(pg_store *pg, int fence, const params *p);
+/* Sends BEGIN (unless `begun`: the caller ran it already) and, unless
+ * `fence` is -1, the write statement `fence` (with p), without waiting:
+ * their results are read with the group's first.  The fence fails with
+ * division_by_zero (22012) when this host's lease row is dead: the group
+ * fails and pg_host_lost is called. */
+int pg_write_begin(pg_store *pg, int begun, int fence, const params *p);
 /* Sends a write whose result only needs checking, without waiting for it:
  * its failure shows at the latest at pg_write_finish and fails the group.
  * 0, or DURO_E_STORAGE with the error recorded (a queued write's, maybe). */

@@ -151,13 +151,17 @@ int pg_write_quiet(pg_store *pg) {
          poll(&fd, 1, 0) == 0;
 }
 
-int pg_write_begin(pg_store *pg, int fence, const params *p) {
+int pg_write_begin(pg_store *pg, int begun, int fence, const params *p) {
+  if (begun && fence < 0)
+    return 0; /* nothing to send */
   int rc = enter(pg);
   if (rc)
     return rc;
-  if (!PQsendQueryParams(pg->wr, "BEGIN", 0, NULL, NULL, NULL, NULL, 0))
-    return send_failed(pg);
-  pg->queued++;
+  if (!begun) {
+    if (!PQsendQueryParams(pg->wr, "BEGIN", 0, NULL, NULL, NULL, NULL, 0))
+      return send_failed(pg);
+    pg->queued++;
+  }
   if (fence < 0)
     return 0;
   if ((rc = send_prepared(pg, fence, p)))
