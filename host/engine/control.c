@@ -210,19 +210,15 @@ static pthread_mutex_t *control_stripe(duro_engine *e, int64_t rowid) {
   return &e->control_mu[(uint64_t)rowid % n];
 }
 
-/* Finds the instance and takes it for a control operation.  Returns 0 with
- * its stripe and mu held and either *ent (its CONTROL entry) or *active
- * (an activation runs it) set; or an error, holding nothing.  The caller
- * lets go of the stripe with control_leave. */
-static int control_enter(duro_engine *e, const char *workflow, const char *id,
-                         int64_t *rowid, entry **ent, entry **active) {
-  int rc = instance_rowid(e, workflow, id, rowid);
-  if (rc)
-    return rc;
-  pthread_mutex_lock(control_stripe(e, *rowid));
+/* Takes instance `rowid` for a control operation: returns with its stripe
+ * and mu held and either *ent (its CONTROL entry) or *active (an
+ * activation runs it) set.  The caller lets go of the stripe with
+ * control_leave. */
+static void control_enter(duro_engine *e, int64_t rowid, entry **ent,
+                          entry **active) {
+  pthread_mutex_lock(control_stripe(e, rowid));
   pthread_mutex_lock(&e->mu);
-  *ent = control_begin(e, *rowid, active);
-  return 0;
+  *ent = control_begin(e, rowid, active);
 }
 
 static int control_leave(duro_engine *e, int64_t rowid, int rc) {
@@ -250,25 +246,26 @@ static int request_active(duro_engine *e, int64_t rowid, entry *active,
   return rc;
 }
 
-/* 1 when another host runs the instance: the request `op`
- * (CONTROL_OP_*) went there, and *rc is its answer; 0 when it runs here
- * (or on no host: it does now); else *rc is why neither could be told. */
-static int forwarded(duro_engine *e, const char *workflow, const char *id,
-                     int op, const char *from, uint32_t count, char **why,
-                     int *rc) {
+/* Finds the instance of a control request `op` (CONTROL_OP_*) into
+ * *rowid: 0 when it runs here (or on no host: it does now); 1 when the
+ * request is answered already, with *rc: not found, or another host runs
+ * it and *rc is that host's answer (or why it could not be told). */
+static int find_or_forward(duro_engine *e, const char *workflow, const char *id,
+                           int op, const char *from, uint32_t count, char **why,
+                           int64_t *rowid, int *rc) {
+  if ((*rc = instance_rowid(e, workflow, id, rowid)) != 0)
+    return 1;
   if (!journal_host(e->j))
     return 0;
-  int64_t rowid, owner = 0;
-  if ((*rc = instance_rowid(e, workflow, id, &rowid)) != 0)
-    return 1;
-  int where = engine_control_elsewhere(e, rowid, &owner);
+  int64_t owner = 0;
+  int where = engine_control_elsewhere(e, *rowid, &owner);
   if (where == 0)
     return 0;
   if (where < 0) {
     *rc = where;
     return 1;
   }
-  *rc = engine_forward_control(e, rowid, owner, op, workflow, id, from, count,
+  *rc = engine_forward_control(e, *rowid, owner, op, workflow, id, from, count,
                                why);
   return *rc != FORWARD_HERE; /* taken over here meanwhile: do it here */
 }
@@ -278,14 +275,12 @@ static int request_control(duro_engine *e, const char *workflow, const char *id,
   int64_t rowid;
   entry *ent, *active;
   int rc;
-  if (forwarded(e, workflow, id,
-                control == JOURNAL_CONTROL_PAUSE ? CONTROL_OP_PAUSE
-                                                 : CONTROL_OP_TERMINATE,
-                NULL, 0, NULL, &rc))
+  if (find_or_forward(e, workflow, id,
+                      control == JOURNAL_CONTROL_PAUSE ? CONTROL_OP_PAUSE
+                                                       : CONTROL_OP_TERMINATE,
+                      NULL, 0, NULL, &rowid, &rc))
     return rc;
-  rc = control_enter(e, workflow, id, &rowid, &ent, &active);
-  if (rc)
-    return rc;
+  control_enter(e, rowid, &ent, &active);
   if (active) {
     rc = request_active(e, rowid, active, control);
     control_leave(e, rowid, rc);
@@ -342,11 +337,10 @@ int duro_instance_resume(duro_engine *e, const char *workflow, const char *id) {
   int64_t rowid;
   entry *ent, *active;
   int rc;
-  if (forwarded(e, workflow, id, CONTROL_OP_RESUME, NULL, 0, NULL, &rc))
+  if (find_or_forward(e, workflow, id, CONTROL_OP_RESUME, NULL, 0, NULL, &rowid,
+                      &rc))
     return rc;
-  rc = control_enter(e, workflow, id, &rowid, &ent, &active);
-  if (rc)
-    return rc;
+  control_enter(e, rowid, &ent, &active);
   if (active) {
     /* waitingForPause: withdraw the request before it takes effect (a
      * pending terminate stays persisted) */
@@ -462,11 +456,10 @@ int duro_instance_restart_why(duro_engine *e, const char *workflow,
   int64_t rowid;
   entry *ent, *active;
   int rc;
-  if (forwarded(e, workflow, id, CONTROL_OP_RESTART, from, count, why, &rc))
+  if (find_or_forward(e, workflow, id, CONTROL_OP_RESTART, from, count, why,
+                      &rowid, &rc))
     return rc;
-  rc = control_enter(e, workflow, id, &rowid, &ent, &active);
-  if (rc)
-    return rc;
+  control_enter(e, rowid, &ent, &active);
   pthread_mutex_unlock(&e->mu);
   if (active) {
     if (why)
