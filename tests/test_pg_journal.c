@@ -26,6 +26,7 @@
 
 #include "backend.h"
 #include "duro.h"
+#include "group_commit.h"
 #include "harness.h"
 #include "journal.h"
 #include "metrics.h"
@@ -106,86 +107,10 @@ static void set_row(journal *j, const journal_instance *in, int clear) {
 #define THREADS 8
 #define PER_THREAD 40
 
-typedef struct committer {
-  journal *j;
-  int index;
-  int async_done; /* callbacks seen, atomic */
-} committer;
-
-typedef struct async_batch {
-  journal_batch b;
-  journal_instance row;
-  char id[32];
-  committer *owner;
-} async_batch;
-
-static void on_done(void *ctx, int rc) {
-  async_batch *ab = ctx;
-  ck_assert_int_eq(rc, 0);
-  ck_assert_int_eq(ab->b.ops[0].rc, 0);
-  __atomic_add_fetch(&ab->owner->async_done, 1, __ATOMIC_RELAXED);
-  journal_batch_free(&ab->b);
-  free(ab);
-}
-
-static void *commit_many(void *arg) {
-  committer *c = arg;
-  for (int i = 0; i < PER_THREAD; i++) {
-    if (i % 2) {
-      async_batch *ab = calloc(1, sizeof *ab);
-      ab->owner = c;
-      snprintf(ab->id, sizeof ab->id, "a-%d-%d", c->index, i);
-      ab->row = (journal_instance){
-          .workflow = "wf", .id = ab->id, .status = "queued", .params = "null"};
-      journal_batch_add(&ab->b, JOP_INSTANCE_INSERT)->inst = &ab->row;
-      journal_commit_async(c->j, &ab->b, on_done, ab);
-    } else {
-      char id[32];
-      snprintf(id, sizeof id, "s-%d-%d", c->index, i);
-      journal_instance row = {
-          .workflow = "wf", .id = id, .status = "queued", .params = "null"};
-      journal_batch b = {0};
-      journal_batch_add(&b, JOP_INSTANCE_INSERT)->inst = &row;
-      ck_assert_int_eq(journal_commit(c->j, &b), 0);
-      ck_assert_int_eq(b.ops[0].rc, 0);
-      ck_assert_int_gt(b.ops[0].out_rowid, 0);
-      /* read back at once, on this thread's own connection */
-      journal_instance got = {0};
-      ck_assert_int_eq(
-          journal_instance_get_rowid(c->j, b.ops[0].out_rowid, &got), 0);
-      ck_assert_str_eq(got.id, id);
-      journal_instance_clear(&got);
-      journal_batch_free(&b);
-    }
-  }
-  return NULL;
-}
-
 START_TEST(group_commit_from_many_threads) {
   fresh_db();
   journal *j = open_journal();
-  pthread_t th[THREADS];
-  committer c[THREADS];
-  for (int i = 0; i < THREADS; i++) {
-    c[i] = (committer){.j = j, .index = i};
-    pthread_create(&th[i], NULL, commit_many, &c[i]);
-  }
-  for (int i = 0; i < THREADS; i++)
-    pthread_join(th[i], NULL);
-  for (int w = 0; w < 5000; w++) {
-    int all = 1;
-    for (int i = 0; i < THREADS; i++)
-      all &=
-          __atomic_load_n(&c[i].async_done, __ATOMIC_RELAXED) == PER_THREAD / 2;
-    if (all)
-      break;
-    usleep(1000);
-  }
-  for (int i = 0; i < THREADS; i++)
-    ck_assert_int_eq(c[i].async_done, PER_THREAD / 2);
-  /* ...and the batches shared transactions. */
-  ck_assert_uint_eq(journal_batches_committed(j), THREADS * PER_THREAD);
-  ck_assert_uint_lt(journal_commit_latency(j)->count, THREADS * PER_THREAD);
+  group_commit_drive(j, THREADS, PER_THREAD, 1, 5000);
   journal_close(j);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM instances"),
                    THREADS * PER_THREAD);
