@@ -65,16 +65,6 @@ int engine_instance_get(duro_engine *e, const char *workflow, const char *id,
   return journal_instance_get(e->j, workflow, id, in);
 }
 
-static int instance_rowid(duro_engine *e, const char *workflow, const char *id,
-                          int64_t *rowid) {
-  journal_instance in = {0};
-  int rc = engine_instance_get(e, workflow, id, &in);
-  if (rc == 0)
-    *rowid = in.rowid;
-  journal_instance_clear(&in);
-  return rc;
-}
-
 /* Writes the row, which was `from_status`, with its lifecycle message
  * (lifecycle.c) in the same commit. */
 static int commit_row(duro_engine *e, journal_instance *in, int clear_control,
@@ -253,11 +243,17 @@ static int request_active(duro_engine *e, int64_t rowid, entry *active,
 static int find_or_forward(duro_engine *e, const char *workflow, const char *id,
                            int op, const char *from, uint32_t count, char **why,
                            int64_t *rowid, int *rc) {
-  if ((*rc = instance_rowid(e, workflow, id, rowid)) != 0)
+  journal_instance in = {0};
+  *rc = engine_instance_get(e, workflow, id, &in);
+  *rowid = in.rowid;
+  int64_t owner = in.owner;
+  journal_instance_clear(&in);
+  if (*rc)
     return 1;
-  if (!journal_host(e->j))
+  /* The row says this host runs it: it does (it moves away only with a
+   * lost lease, and then nothing is written anyway). */
+  if (owner == journal_host(e->j))
     return 0;
-  int64_t owner = 0;
   int where = engine_control_elsewhere(e, *rowid, &owner);
   if (where == 0)
     return 0;
