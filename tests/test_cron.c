@@ -240,6 +240,21 @@ START_TEST(many_missed_ticks_are_counted) {
 }
 END_TEST
 
+/* A week down under catch_up: all with the largest cap: the newest 10,000
+ * ticks fire late, and the 79 older ones (beyond the rows kept) are
+ * counted missed, not lost. */
+START_TEST(a_week_down_catches_up_to_the_cap) {
+  add("* * * * *", DURO_CRON_CATCH_UP_ALL, 10000);
+  harness_run(&H);
+  harness_down_for(&H, 7 * DAY + 30 * 1000);
+  harness_run(&H);
+  ck_assert_uint_eq(n_fired, 1 + 10000 + 1);
+  ck_assert_int_eq(count(0, "missed"), 7 * 24 * 60 - 1 - 10000);
+  ck_assert_int_eq(count(0, "complete"), 10002);
+  ck_assert_int_eq(count(0, "skipped"), 0);
+}
+END_TEST
+
 /* Tick rows older than 30 days are swept; the counts stay. */
 START_TEST(old_ticks_are_swept_counts_stay) {
   add("0 */6 * * *", DURO_CRON_CATCH_UP_LATEST, 0);
@@ -361,6 +376,48 @@ START_TEST(overlap_skip_and_allow) {
 }
 END_TEST
 
+/* Hourly instances of 90 minutes, down from 00:30 to 05:00: under the
+ * default overlap: skip, each late tick of the catch-up still starts its
+ * instance (a burst of late ticks is not an overlap), and so does 05:00,
+ * the on-time tick right after the outage. */
+static void long_flows_after_an_outage(int catch_up) {
+  harness_register(&H, "nightly", nightly);
+  harness_reopen(&H);
+  duro_cron_spec spec = {.plugin = "p",
+                         .schedule = "0 * * * *",
+                         .workflow = "nightly",
+                         .id = "long-{time}",
+                         .catch_up = catch_up};
+  harness_register_cron(&H, &spec);
+  harness_run(&H);
+  ck_assert_str_eq(status_of("long-0000"), "waiting");
+  harness_advance(&H, 30 * MIN);
+  harness_down_for(&H, 4 * HOUR + 30 * MIN);
+  harness_run(&H);
+  ck_assert_str_eq(status_of("long-0500"), "waiting");
+  ck_assert_int_eq(count(0, "skipped"), 0);
+}
+
+START_TEST(catch_up_all_is_no_overlap) {
+  long_flows_after_an_outage(DURO_CRON_CATCH_UP_ALL);
+  ck_assert_str_eq(status_of("long-0100"), "waiting");
+  ck_assert_str_eq(status_of("long-0400"), "waiting");
+  ck_assert_int_eq(count(0, "complete"), 1 + 4 + 1);
+  ck_assert_int_eq(count(0, "missed"), 0);
+}
+END_TEST
+
+START_TEST(catch_up_latest_keeps_the_on_time_tick) {
+  long_flows_after_an_outage(DURO_CRON_CATCH_UP_LATEST);
+  ck_assert_str_eq(status_of("long-0400"), "waiting");
+  ck_assert_int_eq(count(0, "complete"), 1 + 1 + 1);
+  ck_assert_int_eq(count(0, "missed"), 3);
+  /* 06:00 comes while 05:00's instance runs: that is an overlap */
+  harness_advance(&H, HOUR);
+  ck_assert_int_eq(count(0, "skipped"), 1);
+}
+END_TEST
+
 /* ---- operating -------------------------------------------------------- */
 
 START_TEST(list_shows_the_next_ticks) {
@@ -456,10 +513,13 @@ int main(void) {
   tcase_add_test(tc, missed_ticks_catch_up_all_capped);
   tcase_add_test(tc, many_missed_ticks_are_counted);
   tcase_add_test(tc, a_stall_is_like_a_stop);
+  tcase_add_test(tc, a_week_down_catches_up_to_the_cap);
   tcase_add_test(tc, old_ticks_are_swept_counts_stay);
   tcase_add_test(tc, no_code_creates_one_instance_per_tick);
   tcase_add_test(tc, ids_use_the_trigger_zone);
   tcase_add_test(tc, overlap_skip_and_allow);
+  tcase_add_test(tc, catch_up_all_is_no_overlap);
+  tcase_add_test(tc, catch_up_latest_keeps_the_on_time_tick);
   tcase_add_test(tc, list_shows_the_next_ticks);
   tcase_add_test(tc, fire_now_outside_the_schedule);
   tcase_add_test(tc, bad_registrations_are_refused);

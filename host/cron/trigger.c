@@ -10,9 +10,10 @@
  * ticks between its newest row and now that are more than LATE_MS old
  * passed while no host ran, and are recorded `missed` (the newest
  * MAX_MISSED_ROWS one by one, the rest counted), then fired late as
- * catch_up says; a tick still `fired` belongs to a handler the stop cut
- * short and becomes `failed`.  From then on a tick fires when it comes,
- * claimed before it runs. */
+ * catch_up says, without the overlap check (a handler's late ticks as one
+ * burst on one thread); a tick still `fired` belongs to a handler the
+ * stop cut short and becomes `failed`.  From then on a tick fires when it
+ * comes, claimed before it runs. */
 #include "trigger.h"
 
 #include <pthread.h>
@@ -47,7 +48,9 @@ typedef struct cron_trigger {
   int recovered;       /* the first dispatch reconciled it */
   int64_t next_ms;     /* the next tick to fire (CRON_NEVER: none) */
   uint32_t running;    /* its handler ticks in flight */
-  char *last_instance; /* no-code: the newest tick's instance */
+  uint32_t catching;   /* of them, catch-up bursts (not an overlap) */
+  int after_outage;    /* ticks were missed: the next on-time one fires */
+  char *last_instance; /* no-code: the newest on-time tick's instance */
 } cron_trigger;
 
 struct cron_registry {
@@ -331,9 +334,14 @@ typedef struct fire {
   int64_t tick;
   duro_scheduled_fn fn;
   ledger_slot *slot;
+  /* A catch-up burst: these claimed ticks, oldest first, one after the
+   * other on one thread (NULL: the one tick `tick`). */
+  int64_t *late;
+  size_t n_late;
 } fire;
 
 static void fire_free(fire *f) {
+  free(f->late);
   free(f->key);
   free(f->plugin);
   free(f->schedule);
@@ -354,7 +362,9 @@ static fire *fire_of(duro_engine *e, const cron_trigger *t, int64_t tick) {
               t->id ? xstrdup(t->id) : NULL,
               tick,
               NULL,
-              NULL};
+              NULL,
+              NULL,
+              0};
   return f;
 }
 
@@ -375,13 +385,39 @@ static int run_handler(fire *f) {
   return rc;
 }
 
-/* The trigger's tick counter, after a handler tick ended. */
-static void trigger_done(struct cron_registry *r, const char *key) {
+/* The trigger's tick counters, after a handler tick (or a catch-up
+ * burst: `late`) ended. */
+static void trigger_done(struct cron_registry *r, const char *key, int late) {
   pthread_mutex_lock(&r->mu);
   for (size_t i = 0; i < r->n; i++)
-    if (!strcmp(r->v[i].key, key) && r->v[i].running)
+    if (!strcmp(r->v[i].key, key) && r->v[i].running) {
       r->v[i].running--;
+      if (late && r->v[i].catching)
+        r->v[i].catching--;
+    }
   pthread_mutex_unlock(&r->mu);
+}
+
+/* A catch-up burst: each claimed tick in turn, oldest first.  A stop
+ * ends it; the ticks it did not reach are failed, saying so, rather than
+ * left `fired` for the next start to call cut short. */
+static void run_burst(fire *f) {
+  size_t i = 0;
+  for (; i < f->n_late && !__atomic_load_n(&f->e->stopping, __ATOMIC_ACQUIRE);
+       i++) {
+    f->tick = f->late[i];
+    run_handler(f);
+  }
+  for (; i < f->n_late; i++)
+    tick_set(f->e, f->key, f->late[i], "failed",
+             "\"the host stopped before this late tick ran\"");
+}
+
+static void run_fire(fire *f) {
+  if (f->late)
+    run_burst(f);
+  else
+    run_handler(f);
 }
 
 static void *handler_thread(void *arg) {
@@ -390,10 +426,10 @@ static void *handler_thread(void *arg) {
   struct cron_registry *r = e->crons;
   ledger_thread_altstack();
   ledger_thread_bind(e->ledger, f->slot);
-  run_handler(f);
+  run_fire(f);
   ledger_release(e->ledger, f->slot);
   handler_put(r, f->fn);
-  trigger_done(r, f->key);
+  trigger_done(r, f->key, f->late != NULL);
   fire_free(f);
   pthread_mutex_lock(&r->mu);
   r->threads--;
@@ -417,36 +453,40 @@ static ledger_slot *handler_slot(duro_engine *e, const fire *f) {
   return sl;
 }
 
-/* Handler form: claims the tick, then runs the handler on a thread of its
- * own (inline without workers).  `late`: fired by catch-up. */
-static void fire_handler(duro_engine *e, cron_trigger *t, int64_t tick,
-                         int64_t now) {
+/* The plugin's handler, counted running; NULL (and every tick of
+ * `ticks` failed, saying why) when the plugin has none. */
+static duro_scheduled_fn handler_or_fail(duro_engine *e, const cron_trigger *t,
+                                         const int64_t *ticks, size_t n,
+                                         int64_t now) {
   struct cron_registry *r = e->crons;
   pthread_mutex_lock(&r->mu);
   duro_scheduled_fn fn = handler_take_locked(r, t->plugin);
   pthread_mutex_unlock(&r->mu);
-  if (!fn) {
-    char *err = error_text("plugin \"%s\" has no scheduled handler (a cron "
-                           "given as a string needs one)",
-                           t->plugin);
-    tick_put(e, t, tick, "failed", now, NULL, err);
-    log_warn("cron %s (plugin %s): %s", t->schedule, t->plugin, err);
-    free(err);
-    return;
-  }
-  if (tick_put(e, t, tick, "fired", now, NULL, NULL) != 1) {
-    handler_put(r, fn); /* claimed before, or not recorded: no fire */
-    return;
-  }
+  if (fn)
+    return fn;
+  char *err = error_text("plugin \"%s\" has no scheduled handler (a cron "
+                         "given as a string needs one)",
+                         t->plugin);
+  for (size_t i = 0; i < n; i++)
+    tick_put(e, t, ticks[i], "failed", now, NULL, err);
+  log_warn("cron %s (plugin %s): %s", t->schedule, t->plugin, err);
+  free(err);
+  return NULL;
+}
+
+/* Runs f (its handler counted running, its ticks claimed) on a thread of
+ * its own, or inline without workers; `late`: a catch-up burst. */
+static void start_fire(duro_engine *e, cron_trigger *t, fire *f) {
+  struct cron_registry *r = e->crons;
+  int late = f->late != NULL;
   pthread_mutex_lock(&r->mu);
   t->running++;
+  t->catching += late;
   pthread_mutex_unlock(&r->mu);
-  fire *f = fire_of(e, t, tick);
-  f->fn = fn;
   if (e->opt.workers == 0) {
-    run_handler(f);
-    handler_put(r, fn);
-    trigger_done(r, f->key);
+    run_fire(f);
+    handler_put(r, f->fn);
+    trigger_done(r, f->key, late);
     fire_free(f);
     return;
   }
@@ -463,11 +503,70 @@ static void fire_handler(duro_engine *e, cron_trigger *t, int64_t tick,
   pthread_attr_destroy(&attr);
 }
 
+/* Handler form: claims the tick, then runs the handler (start_fire). */
+static void fire_handler(duro_engine *e, cron_trigger *t, int64_t tick,
+                         int64_t now) {
+  duro_scheduled_fn fn = handler_or_fail(e, t, &tick, 1, now);
+  if (!fn)
+    return;
+  if (tick_put(e, t, tick, "fired", now, NULL, NULL) != 1) {
+    handler_put(e->crons, fn); /* claimed before, or not recorded: no fire */
+    return;
+  }
+  fire *f = fire_of(e, t, tick);
+  f->fn = fn;
+  start_fire(e, t, f);
+}
+
+/* Handler form, catch-up: claims the late ticks (MISSED_CHUNK a commit)
+ * and runs those this host claimed as one burst, oldest first, on one
+ * thread: each its own tick, none an overlap of the one before.  Returns
+ * how many it claimed. */
+static size_t fire_handler_late(duro_engine *e, cron_trigger *t,
+                                const int64_t *ticks, size_t n, int64_t now) {
+  duro_scheduled_fn fn = n ? handler_or_fail(e, t, ticks, n, now) : NULL;
+  if (!fn)
+    return 0;
+  int64_t *claimed = xcalloc(n, sizeof *claimed);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i += MISSED_CHUNK) {
+    journal_batch b = {0};
+    for (size_t j = i; j < n && j < i + MISSED_CHUNK; j++) {
+      journal_op *op = journal_batch_add(&b, JOP_CRON_TICK);
+      op->queue = t->key;
+      op->visible_ms = ticks[j];
+      op->body = "fired";
+      op->ts_ms = now;
+    }
+    if (journal_commit(e->j, &b) != 0)
+      log_error("cron: cannot claim late ticks: %s", journal_errmsg(e->j));
+    else
+      for (size_t j = 0; j < b.n; j++)
+        if (b.ops[j].out_rowid == 1)
+          claimed[k++] = b.ops[j].visible_ms;
+    journal_batch_free(&b);
+  }
+  if (!k) {
+    free(claimed);
+    handler_put(e->crons, fn);
+    return 0;
+  }
+  fire *f = fire_of(e, t, claimed[0]);
+  f->fn = fn;
+  f->late = claimed;
+  f->n_late = k;
+  start_fire(e, t, f);
+  return k;
+}
+
 /* No-code form: the instance and the tick row, one commit.  An instance
  * that exists already (its id came from an earlier tick, or from a fire
- * outside the schedule) makes the tick complete all the same. */
+ * outside the schedule) makes the tick complete all the same.  Returns 1
+ * when it committed (and claimed the tick, with a `key`), 0 when the tick
+ * was claimed before, -1 on failure.  An instance fired `late` by a
+ * catch-up is not the one overlap: skip looks at. */
 static int fire_workflow(duro_engine *e, cron_trigger *t, int64_t tick,
-                         int64_t now, const char *key) {
+                         int64_t now, const char *key, int late) {
   char id[128];
   const wf_reg *wf = engine_find_workflow(e, t->workflow);
   if (cron_expand_id(t->id, tick, t->timezone, id, sizeof id) != 0 || !wf) {
@@ -494,6 +593,7 @@ static int fire_workflow(duro_engine *e, cron_trigger *t, int64_t tick,
     op->lease = id;
   }
   int rc = journal_commit(e->j, &b);
+  int claimed = rc == 0 && (!key || b.ops[b.n - 1].out_rowid == 1);
   if (rc != 0)
     log_error("cron %s (plugin %s): creating %s/%s: %s", t->schedule, t->plugin,
               t->workflow, id, journal_errmsg(e->j));
@@ -503,19 +603,19 @@ static int fire_workflow(duro_engine *e, cron_trigger *t, int64_t tick,
   free(params);
   struct cron_registry *r = e->crons;
   pthread_mutex_lock(&r->mu);
-  if (rc == 0) {
+  if (rc == 0 && !late) {
     free(t->last_instance);
     t->last_instance = xstrdup(id);
   }
   pthread_mutex_unlock(&r->mu);
-  return rc ? -1 : 0;
+  return rc ? -1 : claimed;
 }
 
 /* Whether the previous tick still runs (its handler, or its instance). */
 static int still_running(duro_engine *e, const cron_trigger *t) {
   struct cron_registry *r = e->crons;
   pthread_mutex_lock(&r->mu);
-  int running = t->running > 0;
+  int running = t->running > t->catching;
   char *last = t->last_instance ? xstrdup(t->last_instance) : NULL;
   pthread_mutex_unlock(&r->mu);
   if (!t->workflow || !last) {
@@ -530,9 +630,14 @@ static int still_running(duro_engine *e, const cron_trigger *t) {
   return busy;
 }
 
+/* An on-time tick.  The first after an outage fires whatever ran before
+ * it: what ran then is an outage old (an instance whose sleep ended
+ * meanwhile, say, has not been resumed yet), not an overlap. */
 static void fire_tick(duro_engine *e, cron_trigger *t, int64_t tick,
                       int64_t now) {
-  if (!t->overlap_allow && still_running(e, t)) {
+  int after_outage = t->after_outage;
+  t->after_outage = 0;
+  if (!t->overlap_allow && !after_outage && still_running(e, t)) {
     char *err = error_text("overlap: skip, and the previous tick's %s was "
                            "still running",
                            t->workflow ? "instance" : "handler");
@@ -541,9 +646,23 @@ static void fire_tick(duro_engine *e, cron_trigger *t, int64_t tick,
     return;
   }
   if (t->workflow)
-    fire_workflow(e, t, tick, now, t->key);
+    fire_workflow(e, t, tick, now, t->key, 0);
   else
     fire_handler(e, t, tick, now);
+}
+
+/* Fires the late ticks of a catch-up, oldest first, without the overlap
+ * check: a burst of late ticks is not an overlap, and none of them is the
+ * previous tick the next on-time one looks at.  Returns how many this
+ * host fired (another host on the same journal may have claimed some). */
+static size_t fire_late(duro_engine *e, cron_trigger *t, const int64_t *ticks,
+                        size_t n, int64_t now) {
+  if (!t->workflow)
+    return fire_handler_late(e, t, ticks, n, now);
+  size_t fired = 0;
+  for (size_t i = 0; i < n; i++)
+    fired += fire_workflow(e, t, ticks[i], now, t->key, 1) == 1;
+  return fired;
 }
 
 /* ---- reconciling with the journal at start --------------------------------
@@ -563,15 +682,20 @@ static void cut_short(void *ctx, const journal_cron_tick *tk) {
   l->v[l->n++] = tk->tick_ms;
 }
 
+/* The newest tick's instance, unless a catch-up fired it late (then it
+ * is no previous tick for overlap: skip). */
 static void newest_instance(void *ctx, const journal_cron_tick *tk) {
   char **out = ctx;
-  if (!*out && tk->instance)
+  if (!*out && tk->instance && tk->fired_ms != JOURNAL_NONE &&
+      tk->fired_ms - tk->tick_ms <= LATE_MS)
     *out = xstrdup(tk->instance);
 }
 
 static void record_missed(duro_engine *e, const cron_trigger *t,
                           const int64_t *ticks, size_t n, int64_t extra) {
-  for (size_t i = 0; i < n; i += MISSED_CHUNK) {
+  /* One pass at least: the extra count goes with the first chunk, also
+   * when every recorded tick fires late. */
+  for (size_t i = 0; i < n || (i == 0 && extra > 0); i += MISSED_CHUNK) {
     journal_batch b = {0};
     for (size_t k = i; k < n && k < i + MISSED_CHUNK; k++) {
       journal_op *op = journal_batch_add(&b, JOP_CRON_TICK);
@@ -617,16 +741,20 @@ static int64_t settle_late(duro_engine *e, cron_trigger *t, int64_t tick,
   if (late > n)
     late = n;
   if (n) {
+    t->after_outage = 1;
     record_missed(e, t, missed, n - late, extra);
-    log_warn("cron %s (plugin %s): %zu tick(s) missed %s, %zu fired late "
-             "(catch_up: %s)",
-             t->schedule, t->plugin, count, why, late,
+    size_t fired = fire_late(e, t, missed + (n - late), late, now);
+    /* What happened, as GET /crons counts it: the ticks beyond the cap
+     * and beyond the rows kept are missed; a late tick another host
+     * claimed first is that host's. */
+    log_warn("cron %s (plugin %s): %zu tick(s) came %s: %zu fired late "
+             "(catch_up: %s), %zu missed",
+             t->schedule, t->plugin, count, why, fired,
              t->catch_up == DURO_CRON_CATCH_UP_ALL      ? "all"
              : t->catch_up == DURO_CRON_CATCH_UP_LATEST ? "latest"
-                                                        : "none");
+                                                        : "none",
+             count - late);
   }
-  for (size_t i = n - late; i < n; i++)
-    fire_tick(e, t, missed[i], now);
   free(missed);
   return tick;
 }
@@ -715,7 +843,7 @@ int duro_cron_fire_now(duro_engine *e, const char *schedule, json_t **out) {
         json_pack("{ss,ss}", "plugin", t->plugin, "schedule", t->schedule);
     if (t->workflow) {
       char id[128];
-      int ok = fire_workflow(e, t, tick, now, NULL) == 0 &&
+      int ok = fire_workflow(e, t, tick, now, NULL, 0) == 1 &&
                cron_expand_id(t->id, tick, t->timezone, id, sizeof id) == 0;
       json_object_set_new(o, "state", json_string(ok ? "complete" : "failed"));
       if (ok)

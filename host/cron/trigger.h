@@ -11,7 +11,9 @@
  * commit.  Ticks that passed while the host was down are recorded
  * `missed` at start and fired late as catch_up says; a tick that comes
  * while the previous one's handler or instance still runs is `skipped`
- * or fired as overlap says.
+ * or fired as overlap says.  Late ticks are no overlap: they all fire,
+ * none counts as the previous tick, and the first tick on time after an
+ * outage fires whatever ran before it.
  *
  * Tick states: fired (claimed; the handler runs), complete (the handler
  * returned 0, or the instance was created — or existed), failed (the

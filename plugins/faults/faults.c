@@ -36,7 +36,13 @@
  *
  *   msg <id>/<attempts> <n> <token>   the handler got message id on its
  *                                     delivery `attempts`; n is the
- *                                     body's "n" */
+ *                                     body's "n"
+ *
+ * Its scheduled handler (tests/test_cron_host.c) takes TICK_HOLD_MS, so
+ * the tick before is still running when the next one comes, after one
+ * record per tick:
+ *
+ *   tick <scheduled_ms> 0 <token>     the handler ran for that tick */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -238,5 +244,18 @@ static int on_queue(duro_message_batch *b, duro_env *env) {
   return 0; /* every message acked */
 }
 
+#define TICK_HOLD_MS 300
+
+static int on_tick(const duro_scheduled_event *ev, duro_env *env) {
+  (void)env;
+  char token[48], tick[24];
+  sidelog_token(token, sizeof token);
+  snprintf(tick, sizeof tick, "%lld", (long long)ev->scheduled_ms);
+  sidelog_append(LOG_ENV, "tick", tick, 0, token);
+  struct timespec hold = {0, TICK_HOLD_MS * 1000000L};
+  nanosleep(&hold, NULL);
+  return 0;
+}
+
 DURO_PLUGIN(.name = "faults", .version = "1", DURO_WORKFLOWS(workflows),
-            .queue = on_queue);
+            .queue = on_queue, .scheduled = on_tick);
