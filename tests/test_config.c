@@ -377,6 +377,11 @@ static const bad_case bad[] = {
     {TRIGGERS_HEAD "      crons:\n        - schedule: \"\xc3\xa9 9 * * *\"\n",
      "t.yaml:6:22: invalid cron expression \"\xc3\xa9 9 * * *\": minute "
      "field:"},
+    /* A schedule no date matches is refused at its start. */
+    {TRIGGERS_HEAD "      crons: [\"0 0 30 2 *\"]\n",
+     "t.yaml:5:16: cron \"0 0 30 2 *\" never fires: no date matches it"},
+    {TRIGGERS_HEAD "      crons:\n        - schedule: 0 12 31 4,6 *\n",
+     "t.yaml:6:21: cron \"0 12 31 4,6 *\" never fires: no date matches it"},
     {TRIGGERS_HEAD "      crons:\n        - {schedule: \"0 9 * * *\", "
                    "timezone: \"America/New York\"}\n",
      "t.yaml:6:45: time zone \"America/New York\" has a character no zone "

@@ -466,9 +466,11 @@ START_TEST(bad_registrations_are_refused) {
        .workflow = "w",
        .id = "x-{month}"},
       {.plugin = "p", .schedule = "* * * * *", .workflow = "w", .id = "a b"},
+      {.plugin = "p", .schedule = "0 0 30 2 *"},
   };
   static const char *const why[] = {"out of range", "1 = Sunday",
-                                    "Mars/Olympus", "x-{month}", "a b"};
+                                    "Mars/Olympus", "x-{month}",
+                                    "a b",          "never fires"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     ck_assert_int_eq(duro_cron_register(H.e, &bad[i], err, sizeof err),
                      DURO_E_INVALID_ARGUMENT);

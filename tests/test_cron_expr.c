@@ -427,6 +427,35 @@ START_TEST(test_tz_restored) {
 }
 END_TEST
 
+/* Schedules no date ever matches, and rare ones that do match. */
+START_TEST(test_ever_fires) {
+  static const char *const never[] = {"0 0 30 2 *", "0 0 31 4 *",
+                                      "0 0 31 4,6,9,11 *", "0 0 30,31 2 *",
+                                      "0 0 31 2 ?"};
+  static const char *const rare[] = {
+      "0 0 29 2 *",    /* leap days */
+      "0 0 ? 2 2#5",   /* a fifth Monday in February: 2016, 2044, ... */
+      "0 0 30 2 2",    /* either rule: Mondays in February */
+      "0 0 L 2 *",     /* 28 or 29 */
+      "59 23 31 12 1", /* 31 December, or Sundays in December */
+  };
+  cron_expr e;
+  for (size_t i = 0; i < sizeof never / sizeof *never; i++) {
+    ck_assert_int_eq(cron_parse(never[i], &e, NULL), 0);
+    ck_assert_msg(!cron_ever_fires(&e), "\"%s\" fires", never[i]);
+    ck_assert(cron_next(&e, 0, NULL) == CRON_NEVER);
+  }
+  for (size_t i = 0; i < sizeof rare / sizeof *rare; i++) {
+    ck_assert_int_eq(cron_parse(rare[i], &e, NULL), 0);
+    ck_assert_msg(cron_ever_fires(&e), "\"%s\" never fires", rare[i]);
+  }
+  /* the fifth Monday of February: 29 February 2016 */
+  ck_assert_int_eq(cron_parse("0 0 ? 2 2#5", &e, NULL), 0);
+  ck_assert_int_eq(cron_next(&e, iso_ms("2015-01-01T00:00Z"), NULL),
+                   iso_ms("2016-02-29T00:00Z"));
+}
+END_TEST
+
 /* ---- Against croniter -------------------------------------------------- */
 
 #define ORACLE_EXPRS 3000
@@ -695,6 +724,7 @@ static Suite *cron_suite(void) {
   tcase_add_loop_test(tc, test_tz, 0, (int)(sizeof zones / sizeof zones[0]));
   tcase_add_loop_test(tc, test_next, 0, (int)(sizeof nexts / sizeof nexts[0]));
   tcase_add_test(tc, test_tz_restored);
+  tcase_add_test(tc, test_ever_fires);
   suite_add_tcase(s, tc);
   tc = tcase_create("oracle");
   tcase_set_timeout(tc, 60);

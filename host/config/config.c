@@ -1033,6 +1033,12 @@ static int parse_cron(parser *p, yaml_node_t *node, config_cron *c) {
                    "invalid cron expression \"%s\": %s", show(&b, c->schedule),
                    ce.msg);
   }
+  if (!cron_ever_fires(&e)) {
+    shown b;
+    return fail_at(p, scalar_pos(sched, 0),
+                   "cron \"%s\" never fires: no date matches it",
+                   show(&b, c->schedule));
+  }
   char note[256];
   if (cron_weekday_note(&e, note, sizeof note))
     c->weekday_note = xstrdup(note);

@@ -555,6 +555,28 @@ static bool day_matches(const cron_expr *e, int64_t days, int d, int last) {
   return true;
 }
 
+/* 2000-01-01 to 2399-12-31: one whole Gregorian cycle of dates and
+ * weekdays. */
+#define CYCLE_FIRST_DAY 10957 /* days from 1970-01-01 to 2000-01-01 */
+#define CYCLE_DAYS 146097
+
+bool cron_ever_fires(const cron_expr *e) {
+  if (!e || !e->minutes || !e->hours)
+    return false;
+  for (int64_t days = CYCLE_FIRST_DAY; days < CYCLE_FIRST_DAY + CYCLE_DAYS;
+       days++) {
+    int64_t y;
+    int m, d;
+    civil_from_days(days, &y, &m, &d);
+    int last = month_days(y, m);
+    if (!(e->months & (1u << m)))
+      days += last - d; /* on to the next month */
+    else if (day_matches(e, days, d, last))
+      return true;
+  }
+  return false;
+}
+
 /* ---- Next fire --------------------------------------------------------- */
 
 /* Seconds east of UTC at `t`: 0 in UTC, else from the zone entered. */

@@ -108,4 +108,11 @@ bool cron_tz_valid(const char *tz, char *err, size_t errlen);
  * cron_tz_valid(). */
 int64_t cron_next(const cron_expr *e, int64_t after_ms, const char *tz);
 
+/* Whether some day ever matches `e` (every matching day has a fire in
+ * any zone: a time a DST gap skips fires at the gap's end).  The
+ * Gregorian calendar repeats every 400 years, so it looks at one such
+ * cycle: `0 0 30 2 *` and `0 0 31 4 *` never fire; `0 0 ? 2 2#5` (a
+ * fifth Monday in February) does, once in 28 years or so. */
+bool cron_ever_fires(const cron_expr *e);
+
 #endif

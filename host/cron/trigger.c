@@ -188,6 +188,11 @@ int duro_cron_register(duro_engine *e, const duro_cron_spec *spec, char *err,
              ce.msg);
     return DURO_E_INVALID_ARGUMENT;
   }
+  if (!cron_ever_fires(&expr)) {
+    snprintf(err, errlen, "cron \"%s\" never fires: no date matches it",
+             spec->schedule);
+    return DURO_E_INVALID_ARGUMENT;
+  }
   if (!cron_tz_valid(spec->timezone, err, errlen))
     return DURO_E_INVALID_ARGUMENT;
   const char *tmpl = spec->id ? spec->id : DEFAULT_ID;
