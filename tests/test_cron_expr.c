@@ -5,6 +5,7 @@
  * or day-of-week rule, DST in New York and Berlin), then a comparison of
  * next fires with croniter on thousands of random expressions. */
 #include <check.h>
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -456,6 +457,53 @@ START_TEST(test_ever_fires) {
 }
 END_TEST
 
+/* Every change of the environment or of the C library's zone made in
+ * this process goes through these (the library is linked in statically,
+ * so its calls land here first) and is counted. */
+static int env_changes;
+
+int setenv(const char *name, const char *value, int overwrite) {
+  env_changes++;
+  int (*real)(const char *, const char *, int) =
+      (int (*)(const char *, const char *, int))dlsym(RTLD_NEXT, "setenv");
+  return real(name, value, overwrite);
+}
+
+int unsetenv(const char *name) {
+  env_changes++;
+  int (*real)(const char *) =
+      (int (*)(const char *))dlsym(RTLD_NEXT, "unsetenv");
+  return real(name);
+}
+
+void tzset(void) {
+  env_changes++;
+  void (*real)(void) = (void (*)(void))dlsym(RTLD_NEXT, "tzset");
+  real();
+}
+
+/* Zones are read without touching TZ, the environment or tzset(): other
+ * threads (libpq on a reconnect, posix_spawn, plugins) read them. */
+START_TEST(test_tz_leaves_the_environment) {
+  cron_expr e;
+  ck_assert_int_eq(cron_parse("30 2 * * *", &e, NULL), 0);
+  ck_assert_int_eq(setenv("TZ", "Asia/Tokyo", 1), 0);
+  const char *before = getenv("TZ");
+  env_changes = 0;
+  int64_t t = iso_ms("2026-03-07T12:00Z");
+  for (int i = 0; i < 50; i++) {
+    ck_assert(cron_next(&e, t, NY) != CRON_NEVER);
+    ck_assert(cron_next(&e, t, BER) != CRON_NEVER);
+  }
+  ck_assert_int_eq(env_changes, 0);
+  ck_assert_ptr_eq(getenv("TZ"), before);
+  ck_assert_str_eq(getenv("TZ"), "Asia/Tokyo");
+  /* still in the zone: 02:30 does not exist on 8 March in New York */
+  ck_assert_int_eq(cron_next(&e, t, NY), iso_ms("2026-03-08T07:00Z"));
+  unsetenv("TZ");
+}
+END_TEST
+
 /* ---- Against croniter -------------------------------------------------- */
 
 #define ORACLE_EXPRS 3000
@@ -725,6 +773,7 @@ static Suite *cron_suite(void) {
   tcase_add_loop_test(tc, test_next, 0, (int)(sizeof nexts / sizeof nexts[0]));
   tcase_add_test(tc, test_tz_restored);
   tcase_add_test(tc, test_ever_fires);
+  tcase_add_test(tc, test_tz_leaves_the_environment);
   suite_add_tcase(s, tc);
   tc = tcase_create("oracle");
   tcase_set_timeout(tc, 60);

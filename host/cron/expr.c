@@ -579,24 +579,24 @@ bool cron_ever_fires(const cron_expr *e) {
 
 /* ---- Next fire --------------------------------------------------------- */
 
-/* Seconds east of UTC at `t`: 0 in UTC, else from the zone entered. */
-static int64_t offset_at(bool utc, int64_t t) {
-  return utc ? 0 : cron_tz_offset(t);
+/* Seconds east of UTC at `t`: 0 in UTC (z NULL), else from zone z. */
+static int64_t offset_at(const cron_zone *z, int64_t t) {
+  return z ? cron_tz_offset(z, t) : 0;
 }
 
 /* The instant at which wall-clock time `wall` (seconds, as if UTC) first
  * shows, or, when a gap skips it, the instant the gap ends.  Assumes at
  * most one offset change within a day of it, as in every real zone. */
-static int64_t wall_to_utc(bool utc, int64_t wall) {
-  if (utc)
+static int64_t wall_to_utc(const cron_zone *z, int64_t wall) {
+  if (!z)
     return wall;
-  int64_t before = offset_at(utc, wall - 86400);
-  int64_t after = offset_at(utc, wall + 86400);
+  int64_t before = offset_at(z, wall - 86400);
+  int64_t after = offset_at(z, wall + 86400);
   int64_t best = INT64_MAX;
   int64_t offs[2] = {before, after};
   for (int i = 0; i < 2; i++) {
     int64_t t = wall - offs[i];
-    if (t + offset_at(utc, t) == wall && t < best)
+    if (t + offset_at(z, t) == wall && t < best)
       best = t;
   }
   if (best != INT64_MAX)
@@ -605,10 +605,10 @@ static int64_t wall_to_utc(bool utc, int64_t wall) {
     return wall - before;
   /* In the gap: the first second showing the later offset. */
   int64_t lo = wall - after, hi = wall - before;
-  int64_t off_lo = offset_at(utc, lo);
+  int64_t off_lo = offset_at(z, lo);
   while (hi - lo > 1) {
     int64_t mid = lo + (hi - lo) / 2;
-    if (offset_at(utc, mid) == off_lo)
+    if (offset_at(z, mid) == off_lo)
       lo = mid;
     else
       hi = mid;
@@ -624,10 +624,11 @@ int64_t cron_next(const cron_expr *e, int64_t after_ms, const char *tz) {
   if (!e || after_ms < MIN_MS || after_ms > MAX_MS)
     return CRON_NEVER;
   bool utc = !tz || strcmp(tz, "UTC") == 0;
-  if (!utc && !cron_tz_enter(tz))
+  cron_zone *z = utc ? NULL : cron_tz_open(tz);
+  if (!utc && !z)
     return CRON_NEVER;
   int64_t after_s = floor_div(after_ms, 1000);
-  int64_t wall = after_s + offset_at(utc, after_s);
+  int64_t wall = after_s + offset_at(z, after_s);
   int64_t day0 = floor_div(wall, 86400);
   int start_min = (int)((wall - day0 * 86400) / 60);
   int64_t result = CRON_NEVER;
@@ -649,7 +650,7 @@ int64_t cron_next(const cron_expr *e, int64_t after_ms, const char *tz) {
       for (int mi = h == from / 60 ? from % 60 : 0; mi < 60; mi++) {
         if (!(e->minutes & (1ull << mi)))
           continue;
-        int64_t t = wall_to_utc(utc, days * 86400 + h * 3600 + mi * 60);
+        int64_t t = wall_to_utc(z, days * 86400 + h * 3600 + mi * 60);
         if (t * 1000 > after_ms) {
           result = t * 1000;
           goto done;
@@ -658,7 +659,6 @@ int64_t cron_next(const cron_expr *e, int64_t after_ms, const char *tz) {
     }
   }
 done:
-  if (!utc)
-    cron_tz_leave();
+  cron_tz_close(z);
   return result;
 }

@@ -126,9 +126,10 @@ void cron_registry_free(struct cron_registry *r) {
 /* The tick's wall-clock fields in the trigger's zone. */
 static void local_tm(int64_t tick_ms, const char *tz, struct tm *out) {
   time_t t = (time_t)(tick_ms / 1000);
-  if (tz && cron_tz_enter(tz)) {
-    t += (time_t)cron_tz_offset((int64_t)t);
-    cron_tz_leave();
+  cron_zone *z = tz ? cron_tz_open(tz) : NULL;
+  if (z) {
+    t += (time_t)cron_tz_offset(z, (int64_t)t);
+    cron_tz_close(z);
   }
   gmtime_r(&t, out);
 }

@@ -1,35 +1,28 @@
 /* tz.c — time zones for cron triggers, from the system's tz database
- * through the C library (TZ, tzset(), localtime_r()), not a TZif parser
- * of our own.
+ * through GLib's GTimeZone, not a TZif parser of our own.
  *
- * TZ is process-global, so every use is serialized behind one mutex and
- * the previous value is restored afterwards.  Nothing else in host/ reads
- * local time: it works in UTC with gmtime_r() and timegm(), which ignore
- * TZ, so switching it here cannot disturb them.  Keep it that way: a
- * localtime(), mktime() or tzset() anywhere else in host/ would race with
- * this module.
+ * A GTimeZone is an immutable value that GLib reads from
+ * /usr/share/zoneinfo itself and shares, reference-counted, between
+ * threads; finding the offset at an instant takes the zone explicitly.
+ * So nothing here touches process state: not TZ, not tzset(), not the
+ * environment that libpq, posix_spawn and plugins read from other
+ * threads.  (glibc has no tzalloc()/localtime_rz() to do the same.)
  *
- * glibc takes an unknown zone name for UTC without a word, so names are
- * checked here first: relative, no "..", and naming a regular file under
- * ZONEINFO_DIR that starts with the TZif magic (the directory also holds
- * tables such as zone.tab, which are not zones). */
+ * GLib and glibc both take an unknown zone name for UTC without a word,
+ * so names are checked here first: relative, no "..", and naming a
+ * regular file under ZONEINFO_DIR that starts with the TZif magic (the
+ * directory also holds tables such as zone.tab, which are not zones). */
 #include "tz.h"
 
-#include <pthread.h>
+#include <glib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "expr.h"
 
 #define ZONEINFO_DIR "/usr/share/zoneinfo"
-
-static pthread_mutex_t tz_mutex = PTHREAD_MUTEX_INITIALIZER;
-/* The TZ to restore: owned, and only touched under tz_mutex. */
-static char *saved_tz;
-static bool had_tz;
 
 static bool refuse(char *err, size_t errlen, const char *fmt, const char *tz) {
   if (err && errlen)
@@ -75,42 +68,34 @@ bool cron_tz_valid(const char *tz, char *err, size_t errlen) {
   return true;
 }
 
-bool cron_tz_enter(const char *tz) {
+struct cron_zone {
+  GTimeZone *tz;
+};
+
+cron_zone *cron_tz_open(const char *tz) {
   if (!tz || !cron_tz_valid(tz, NULL, 0))
-    return false;
-  char value[512];
-  /* The leading colon makes glibc read the file, never parse the name as
-   * a POSIX TZ rule such as "EST5EDT". */
-  snprintf(value, sizeof value, ":%s", tz);
-  pthread_mutex_lock(&tz_mutex);
-  const char *old = getenv("TZ");
-  had_tz = old != NULL;
-  saved_tz = old ? strdup(old) : NULL;
-  if ((had_tz && !saved_tz) || setenv("TZ", value, 1) != 0) {
-    free(saved_tz);
-    saved_tz = NULL;
-    pthread_mutex_unlock(&tz_mutex);
-    return false;
+    return NULL;
+  GTimeZone *g = g_time_zone_new_identifier(tz);
+  if (!g)
+    return NULL;
+  cron_zone *z = malloc(sizeof *z);
+  if (!z) {
+    g_time_zone_unref(g);
+    return NULL;
   }
-  tzset();
-  return true;
+  z->tz = g;
+  return z;
 }
 
-void cron_tz_leave(void) {
-  if (had_tz)
-    setenv("TZ", saved_tz, 1);
-  else
-    unsetenv("TZ");
-  tzset();
-  free(saved_tz);
-  saved_tz = NULL;
-  pthread_mutex_unlock(&tz_mutex);
+void cron_tz_close(cron_zone *z) {
+  if (!z)
+    return;
+  g_time_zone_unref(z->tz);
+  free(z);
 }
 
-int64_t cron_tz_offset(int64_t t) {
-  time_t tt = (time_t)t;
-  struct tm tm;
-  if (!localtime_r(&tt, &tm))
-    return 0;
-  return tm.tm_gmtoff;
+int64_t cron_tz_offset(const cron_zone *z, int64_t t) {
+  /* The interval holding instant t (universal time: never ambiguous). */
+  int i = g_time_zone_find_interval(z->tz, G_TIME_TYPE_UNIVERSAL, t);
+  return i < 0 ? 0 : g_time_zone_get_offset(z->tz, i);
 }

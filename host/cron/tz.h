@@ -1,20 +1,21 @@
-/* tz.h — the system's time zone database, through the C library, for
- * cron_next(): a zone is selected for the calling thread by setting TZ
- * under one mutex, and offsets from UTC are read with localtime_r(). */
+/* tz.h — the system's time zone database, for cron_next() and the ids of
+ * cron instances: a zone opened by name, and its offset from UTC at an
+ * instant, without touching the process's TZ or environment (GLib's
+ * GTimeZone, tz.c). */
 #ifndef DURO_CRON_TZ_H
 #define DURO_CRON_TZ_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Takes the module's mutex and makes `tz` (a zone cron_tz_valid()
- * accepted) the process's local time zone until cron_tz_leave(), which
- * restores the previous TZ and releases the mutex.  Returns false, with
- * the mutex not held, when `tz` is not valid. */
-bool cron_tz_enter(const char *tz);
-void cron_tz_leave(void);
+typedef struct cron_zone cron_zone;
 
-/* Seconds east of UTC of the zone entered, at Unix time `t`. */
-int64_t cron_tz_offset(int64_t t);
+/* The zone `tz` (a name cron_tz_valid() accepts); NULL when it is not
+ * valid or cannot be read.  Safe from any thread; close it after use. */
+cron_zone *cron_tz_open(const char *tz);
+void cron_tz_close(cron_zone *z);
+
+/* Seconds east of UTC in zone z at Unix time `t`. */
+int64_t cron_tz_offset(const cron_zone *z, int64_t t);
 
 #endif
