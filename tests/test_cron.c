@@ -9,9 +9,10 @@
  * with its cap); a tick that comes while the previous tick's instance
  * runs is `skipped` under overlap: skip and fires under allow; ids are
  * built from the tick in the trigger's zone; the list shows the next
- * ticks, the last one and the counts; a fire outside the schedule; bad
- * registrations are refused. */
+ * ticks, the last one and the counts; a fire outside the schedule (run
+ * where ticks run); bad registrations are refused. */
 #include <check.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -455,6 +456,39 @@ START_TEST(fire_now_outside_the_schedule) {
 }
 END_TEST
 
+/* A fire by hand with workers runs where ticks run: on a handler thread
+ * of its own (not the caller's, an HTTP pool thread in the host), counted
+ * running while it runs, and still recorded as no tick. */
+static pthread_t by_hand_thread;
+static json_int_t by_hand_running = -1;
+
+static int on_tick_by_hand(const duro_scheduled_event *ev, duro_env *env) {
+  (void)ev;
+  (void)env;
+  by_hand_thread = pthread_self();
+  by_hand_running = count(0, "running");
+  return 0;
+}
+
+START_TEST(fire_now_runs_where_ticks_run) {
+  harness_close(&H);
+  harness_open_workers(&H, 2);
+  harness_start(&H);
+  harness_set_cron_handler(&H, "p", on_tick_by_hand);
+  add("0 3 1 1 *", DURO_CRON_CATCH_UP_NONE, 0);
+  json_t *out = NULL;
+  ck_assert_int_eq(duro_cron_fire_now(H.e, "0 3 1 1 *", &out), 0);
+  ck_assert_str_eq(
+      json_string_value(json_object_get(json_array_get(out, 0), "state")),
+      "complete");
+  json_decref(out);
+  ck_assert(!pthread_equal(by_hand_thread, pthread_self()));
+  ck_assert_int_eq(by_hand_running, 1);
+  ck_assert_int_eq(count(0, "running"), 0);
+  ck_assert_int_eq(count(0, "complete"), 0);
+}
+END_TEST
+
 START_TEST(bad_registrations_are_refused) {
   char err[256];
   duro_cron_spec bad[] = {
@@ -524,6 +558,7 @@ int main(void) {
   tcase_add_test(tc, catch_up_latest_keeps_the_on_time_tick);
   tcase_add_test(tc, list_shows_the_next_ticks);
   tcase_add_test(tc, fire_now_outside_the_schedule);
+  tcase_add_test(tc, fire_now_runs_where_ticks_run);
   tcase_add_test(tc, bad_registrations_are_refused);
   tcase_add_test(tc, id_templates);
   suite_add_tcase(s, tc);

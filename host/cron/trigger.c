@@ -344,7 +344,17 @@ typedef struct fire {
    * other on one thread (NULL: the one tick `tick`). */
   int64_t *late;
   size_t n_late;
+  /* A fire by hand (duro_cron_fire_now): no tick row; its caller waits
+   * on `by_hand` for the handler's result. */
+  struct fire_wait *by_hand;
 } fire;
+
+/* Where a fire by hand's caller waits for the handler thread. */
+typedef struct fire_wait {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done, rc;
+} fire_wait;
 
 static void fire_free(fire *f) {
   free(f->late);
@@ -370,12 +380,13 @@ static fire *fire_of(duro_engine *e, const cron_trigger *t, int64_t tick) {
               NULL,
               NULL,
               NULL,
-              0};
+              0,
+              NULL};
   return f;
 }
 
 /* Runs the handler for tick f->tick; the caller claimed the tick (or it
- * is a fire outside the schedule: key NULL) and counted fn running. */
+ * is a fire by hand: no row) and counted fn running. */
 static int run_handler(fire *f) {
   duro_scheduled_event ev = {.size = sizeof ev,
                              .cron = f->schedule,
@@ -383,7 +394,7 @@ static int run_handler(fire *f) {
                              .timezone = f->timezone};
   duro_env env = {f->e};
   int rc = f->fn(&ev, &env);
-  if (f->key) {
+  if (!f->by_hand) {
     char *err = rc ? error_text("the scheduled handler returned %d", rc) : NULL;
     tick_set(f->e, f->key, f->tick, rc ? "failed" : "complete", err);
     free(err);
@@ -422,8 +433,27 @@ static void run_burst(fire *f) {
 static void run_fire(fire *f) {
   if (f->late)
     run_burst(f);
+  else if (f->by_hand)
+    f->by_hand->rc = run_handler(f); /* read once `done` is set */
   else
     run_handler(f);
+}
+
+/* After f ran: its handler and its tick no longer count running, f is
+ * freed, and a fire by hand's caller is told (last: it may return as
+ * soon as it is). */
+static void fire_finish(fire *f) {
+  struct cron_registry *r = f->e->crons;
+  fire_wait *w = f->by_hand;
+  handler_put(r, f->fn);
+  trigger_done(r, f->key, f->late != NULL);
+  fire_free(f);
+  if (w) {
+    pthread_mutex_lock(&w->mu);
+    w->done = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+  }
 }
 
 static void *handler_thread(void *arg) {
@@ -434,9 +464,7 @@ static void *handler_thread(void *arg) {
   ledger_thread_bind(e->ledger, f->slot);
   run_fire(f);
   ledger_release(e->ledger, f->slot);
-  handler_put(r, f->fn);
-  trigger_done(r, f->key, f->late != NULL);
-  fire_free(f);
+  fire_finish(f);
   pthread_mutex_lock(&r->mu);
   r->threads--;
   pthread_cond_broadcast(&r->idle);
@@ -491,9 +519,7 @@ static void start_fire(duro_engine *e, cron_trigger *t, fire *f) {
   pthread_mutex_unlock(&r->mu);
   if (e->opt.workers == 0) {
     run_fire(f);
-    handler_put(r, f->fn);
-    trigger_done(r, f->key, late);
-    fire_free(f);
+    fire_finish(f);
     return;
   }
   f->slot = handler_slot(e, f);
@@ -835,6 +861,29 @@ size_t duro_crons_dispatch(duro_engine *e, int64_t *next_ms) {
   return fired;
 }
 
+/* A fire by hand of a handler trigger runs where its ticks run (a
+ * handler thread of its own, named in the crash ledger, counted
+ * `running` so that an overlap: skip tick sees it and a stop waits for
+ * it), while the caller waits for its result.  fn is counted running
+ * (handler_take_locked); the runner puts it back. */
+static int fire_by_hand(duro_engine *e, cron_trigger *t, int64_t tick,
+                        duro_scheduled_fn fn) {
+  fire_wait w = {.done = 0, .rc = -1};
+  pthread_mutex_init(&w.mu, NULL);
+  pthread_cond_init(&w.cv, NULL);
+  fire *f = fire_of(e, t, tick);
+  f->fn = fn;
+  f->by_hand = &w;
+  start_fire(e, t, f); /* f is the runner's now */
+  pthread_mutex_lock(&w.mu);
+  while (!w.done)
+    pthread_cond_wait(&w.cv, &w.mu);
+  pthread_mutex_unlock(&w.mu);
+  pthread_cond_destroy(&w.cv);
+  pthread_mutex_destroy(&w.mu);
+  return w.rc;
+}
+
 int duro_cron_fire_now(duro_engine *e, const char *schedule, json_t **out) {
   *out = NULL;
   struct cron_registry *r = registry(e);
@@ -858,16 +907,7 @@ int duro_cron_fire_now(duro_engine *e, const char *schedule, json_t **out) {
       pthread_mutex_lock(&r->mu);
       duro_scheduled_fn fn = handler_take_locked(r, t->plugin);
       pthread_mutex_unlock(&r->mu);
-      int rc = -1;
-      if (fn) {
-        fire *f = fire_of(e, t, tick);
-        free(f->key);
-        f->key = NULL; /* not a tick of the schedule: no row */
-        f->fn = fn;
-        rc = run_handler(f);
-        handler_put(r, fn);
-        fire_free(f);
-      }
+      int rc = fn ? fire_by_hand(e, t, tick, fn) : -1;
       json_object_set_new(o, "state",
                           json_string(rc == 0 ? "complete" : "failed"));
       if (!fn)

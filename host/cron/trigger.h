@@ -71,8 +71,10 @@ size_t duro_crons_dispatch(duro_engine *e, int64_t *next_ms);
 
 /* Fires now, outside the schedule, every trigger whose expression is
  * exactly `schedule` (POST /__scheduled?cron=..., `duro cron trigger`):
- * the handler runs on the calling thread, or the instance is created with
- * the id of the current minute.  *out (caller owns): [{"plugin",
+ * the handler runs where ticks run (a handler thread, named in the crash
+ * ledger and counted `running`; inline without workers) while the caller
+ * waits for it, or the instance is created with the id of the current
+ * minute.  *out (caller owns): [{"plugin",
  * "schedule", "state", "instance"?, "error"?}].  DURO_E_CRON_NOT_FOUND
  * when no trigger has that expression.  Not a tick: nothing is recorded. */
 int duro_cron_fire_now(duro_engine *e, const char *schedule, json_t **out);

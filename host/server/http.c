@@ -1523,8 +1523,9 @@ static int workflow_route(http_server *s, http_exchange *x, const char *wf) {
 }
 
 /* POST /__scheduled?cron=EXPR (and GET, as Cloudflare's local dev takes
- * a plain curl): fires every trigger declared with exactly EXPR now, on
- * this pool thread, as `wrangler dev --test-scheduled` does. */
+ * a plain curl): fires every trigger declared with exactly EXPR now, as
+ * `wrangler dev --test-scheduled` does; this pool thread waits while the
+ * handler runs where its ticks run. */
 static int scheduled_route(http_server *s, http_exchange *x) {
   if (!method_is(x, "POST") && !method_is(x, "GET"))
     return wrong_method(x, "GET, POST");
