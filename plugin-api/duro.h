@@ -158,9 +158,9 @@ typedef enum duro_rc {
     "the build the instance is pinned to is not loaded")                       \
   X(QUEUE_NOT_FOUND, -25, "queue.not_found", "no such queue")                  \
   X(MESSAGE_TOO_LARGE, -26, "queue.message_too_large",                         \
-    "message body over 128 KB")                                                \
+    "message body over 128000 bytes")                                          \
   X(BATCH_TOO_LARGE, -27, "queue.batch_too_large",                             \
-    "batch over 100 messages or 256 KB")                                       \
+    "batch over 100 messages or 256000 bytes")                                 \
   X(INVALID_MESSAGE, -28, "queue.invalid_message",                             \
     "message body is not valid JSON")                                          \
   X(LEASE_NOT_HELD, -29, "queue.lease_not_held", "unknown or expired lease")   \
@@ -587,7 +587,7 @@ static inline duro_queue *duro_env_queue(duro_env *env, const char *binding) {
   return duro_api_ptr_->env_queue(env, binding);
 }
 
-/* Sends a JSON message (at most 128 KB), deliverable after delay_ms
+/* Sends a JSON message (at most 128,000 bytes), deliverable after delay_ms
  * (0..12 h).  Returns 0 or a DURO_E_* code (queue.not_found,
  * queue.message_too_large, queue.invalid_message, duration.invalid).
  *
@@ -603,8 +603,8 @@ static inline int duro_queue_send(duro_queue *q, const char *json,
   return duro_api_ptr_->queue_send(q, json, delay_ms);
 }
 
-/* The same for up to 100 messages of at most 256 KB together: all or
- * none. */
+/* The same for up to 100 messages of at most 256,000 bytes together:
+ * all or none. */
 static inline int duro_queue_send_batch(duro_queue *q, const char *const *json,
                                         size_t n, int64_t delay_ms) {
   return duro_api_ptr_->queue_send_batch(q, json, n, delay_ms);

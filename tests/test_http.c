@@ -2883,12 +2883,36 @@ START_TEST(queue_errors) {
   request(&r, "GET", "/queues/nope", NULL);
   assert_error(&r, 404, "queue.not_found", "GET unknown queue");
   http_resp_free(&r);
-  char *big = message_of(128 * 1024 + 1);
+  /* Cloudflare's decimal units: 128 KB is 128,000 bytes */
+  char *big = message_of(128001);
   request(&r, "POST", "/queues/jobs/messages", big);
-  assert_error(&r, 413, "queue.message_too_large", "128 KB + 1");
-  assert_contains(jstr(r.json, "error.message"), "128 KB");
+  assert_error(&r, 413, "queue.message_too_large", "128,001 bytes");
+  assert_contains(jstr(r.json, "error.message"),
+                  "128001 bytes, more than the 128000-byte limit");
   http_resp_free(&r);
   free(big);
+  char *max = message_of(128000);
+  request(&r, "POST", "/queues/jobs/messages", max);
+  expect_status(&r, 201, "a body of 128,000 bytes");
+  http_resp_free(&r);
+  free(max);
+  /* 128,000 + 127,990 + 11 = 256,001 bytes of bodies */
+  char *three = malloc(300000);
+  ck_assert_ptr_nonnull(three);
+  const size_t lens[] = {128000, 127990, 11};
+  int o = sprintf(three, "{\"messages\":[");
+  for (int i = 0; i < 3; i++) {
+    char *m = message_of(lens[i]);
+    o += sprintf(three + o, "%s%s", i ? "," : "", m);
+    free(m);
+  }
+  strcpy(three + o, "]}");
+  request(&r, "POST", "/queues/jobs/messages/batch", three);
+  assert_error(&r, 413, "queue.batch_too_large", "256,001 bytes");
+  assert_contains(jstr(r.json, "error.message"),
+                  "256001 bytes, more than the 256000-byte limit");
+  http_resp_free(&r);
+  free(three);
   char many[2048] = "{\"messages\":[";
   for (int i = 0; i < 101; i++)
     strcat(many, i ? ",{\"body\":1}" : "{\"body\":1}");
@@ -2920,9 +2944,9 @@ START_TEST(queue_errors) {
   request(&r, "PUT", "/queues/jobs/messages", NULL);
   assert_error(&r, 405, "request.method_not_allowed", "PUT messages");
   http_resp_free(&r);
-  /* nothing refused was stored */
+  /* nothing refused was stored: only the body at the limit */
   request(&r, "GET", "/queues/jobs", NULL);
-  ck_assert_int_eq(json_integer_value(jget(r.json, "ready")), 0);
+  ck_assert_int_eq(json_integer_value(jget(r.json, "ready")), 1);
   http_resp_free(&r);
   host_stop(&H);
 }

@@ -190,8 +190,8 @@ static int check_message(const duro_queue_send_req *m, size_t index, char *err,
   size_t len = strlen(m->body);
   if (len > DURO_QUEUE_MAX_BODY)
     return fail(err, errlen, DURO_E_MESSAGE_TOO_LARGE,
-                "%sbody is %zu bytes, over the limit of %d (128 KB)", where,
-                len, DURO_QUEUE_MAX_BODY);
+                "%s%sbody is %zu bytes, more than the %d-byte limit", where,
+                *where ? "" : "message ", len, DURO_QUEUE_MAX_BODY);
   json_error_t jerr;
   json_t *v = json_loads(m->body, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
   if (!v)
@@ -226,8 +226,8 @@ int queue_send_ops(duro_engine *e, const char *queue,
   }
   if (total > DURO_QUEUE_MAX_BATCH_BYTES)
     return fail(err, errlen, DURO_E_BATCH_TOO_LARGE,
-                "the batch's bodies are %zu bytes, over the limit of %d "
-                "(256 KB)",
+                "the batch's bodies are %zu bytes, more than the %d-byte "
+                "limit",
                 total, DURO_QUEUE_MAX_BATCH_BYTES);
   int64_t now = duro_clock_now(e->clock);
   for (size_t i = 0; i < n; i++) {

@@ -21,9 +21,10 @@
 #include "duro.h"
 #include "engine.h"
 
-#define DURO_QUEUE_MAX_BODY (128 * 1024)        /* bytes of one body */
-#define DURO_QUEUE_MAX_BATCH 100                /* messages in one send */
-#define DURO_QUEUE_MAX_BATCH_BYTES (256 * 1024) /* bodies of one send */
+/* Cloudflare's limits, in its decimal units: 128 KB and 256 KB. */
+#define DURO_QUEUE_MAX_BODY 128000        /* bytes of one body */
+#define DURO_QUEUE_MAX_BATCH 100          /* messages in one send */
+#define DURO_QUEUE_MAX_BATCH_BYTES 256000 /* bodies of one send */
 #define DURO_QUEUE_MAX_DELAY_MS (12LL * 3600 * 1000)
 #define DURO_QUEUE_DEFAULT_VISIBILITY_MS 30000
 #define DURO_QUEUE_DEFAULT_RETENTION_MS (4LL * 24 * 3600 * 1000)
@@ -57,8 +58,9 @@ typedef struct duro_queue_send_req {
 int duro_queue_enqueue(duro_engine *e, const char *queue, const char *body,
                        int64_t delay_ms, int64_t *id, char *err, size_t errlen);
 
-/* Sends up to 100 messages of at most 256 KB together in one commit, or
- * none of them; ids[i] (ids may be NULL) receives message i's id. */
+/* Sends up to 100 messages of at most 256,000 bytes together in one
+ * commit, or none of them; ids[i] (ids may be NULL) receives message i's
+ * id. */
 int duro_queue_enqueue_batch(duro_engine *e, const char *queue,
                              const duro_queue_send_req *reqs, size_t n,
                              int64_t *ids, char *err, size_t errlen);
