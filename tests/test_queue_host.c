@@ -58,26 +58,37 @@ static int64_t queue_count(host_run *h, const char *q, const char *what) {
   return n;
 }
 
-static void start_push_engine(host_run *h, const char *engine) {
-  char db[400];
+/* The push consumer's options of start_push_consumer. */
+#define PUSH_CONSUMER                                                          \
+  "max_batch_size: 4, max_batch_timeout: 0,\n"                                 \
+  "            max_retries: 2, dead_letter_queue: in-dead,\n"                  \
+  "            visibility_timeout: 10m"
+
+static void start_push_consumer(host_run *h, const char *engine,
+                                const char *consumer) {
+  char db[400], plugins[1024];
   snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
   host_init(h, "push");
   h->request_ms = 3000;
   h->restarts = 1;
-  host_write_config(
-      h, db, engine, "qh", FIXTURES_DIR "/libfixture_queue_handler.so",
-      "      - { name: hello, binding: HELLO, class_name: Hello }\n"
-      "    queues:\n"
-      "      producers: [{ binding: OUT, queue: out }]\n"
-      "      consumers:\n"
-      "        - { queue: in, max_batch_size: 4, max_batch_timeout: 0,\n"
-      "            max_retries: 2, dead_letter_queue: in-dead,\n"
-      "            visibility_timeout: 10m }\n"
-      "  - name: sink\n"
-      "    path: " FIXTURES_DIR "/libfixture_good_v1.so\n"
-      "    queues:\n"
-      "      consumers: [{ queue: out }]\n");
+  snprintf(plugins, sizeof plugins,
+           "      - { name: hello, binding: HELLO, class_name: Hello }\n"
+           "    queues:\n"
+           "      producers: [{ binding: OUT, queue: out }]\n"
+           "      consumers:\n"
+           "        - { queue: in, %s }\n"
+           "  - name: sink\n"
+           "    path: " FIXTURES_DIR "/libfixture_good_v1.so\n"
+           "    queues:\n"
+           "      consumers: [{ queue: out }]\n",
+           consumer);
+  host_write_config(h, db, engine, "qh",
+                    FIXTURES_DIR "/libfixture_queue_handler.so", plugins);
   host_start(h);
+}
+
+static void start_push_engine(host_run *h, const char *engine) {
+  start_push_consumer(h, engine, PUSH_CONSUMER);
 }
 
 static void start_push(host_run *h) { start_push_engine(h, "{ workers: 2 }"); }
@@ -223,6 +234,69 @@ START_TEST(push_hung_handler_does_not_hold_shutdown) {
   }
   host_stop(&H, proc_now_ms() + 8000, 0);
   ck_assert_int_eq(host_count_lines(&H, "queue batch(es) still running"), 1);
+}
+END_TEST
+
+/* A handler that hangs on one message, on the consumer's only slot: past
+ * its visibility_timeout (1 s) it is abandoned — logged with the queue
+ * and how long, listed by /healthz, the message's delivery counted — so
+ * the 50 messages behind it are handled, and the hung one reaches the
+ * dead-letter queue after max_retries (2) + 1 deliveries, each of which
+ * hung a thread. */
+START_TEST(push_hung_handler_is_abandoned) {
+  host_run H;
+  start_push_consumer(&H, "{ workers: 2, shutdown_grace: 1s }",
+                      "max_batch_size: 1, max_concurrency: 1,\n"
+                      "            max_retries: 2, dead_letter_queue: "
+                      "in-dead,\n"
+                      "            visibility_timeout: 1s");
+  http_resp r;
+  host_request(&H, &r, "POST", "/queues/in/messages",
+               "{\"body\":{\"hang\":true}}");
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  char body[4096] = "{\"messages\":[";
+  for (int i = 0; i < 50; i++)
+    snprintf(body + strlen(body), sizeof body - strlen(body),
+             "%s{\"body\":{\"n\":%d}}", i ? "," : "", i);
+  strcat(body, "]}");
+  host_request(&H, &r, "POST", "/queues/in/messages/batch", body);
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+
+  json_t *dead = pull_when_ready(&H, "in-dead", 1, 30000);
+  json_t *m = json_array_get(dead, 0);
+  ck_assert(json_is_true(jget(m, "body.hang")));
+  ck_assert_int_eq(json_integer_value(jget(m, "attempts")), 4);
+  const char *last = json_string_value(jget(m, "last_error"));
+  ck_assert_msg(last && strstr(last, "TimeoutError") &&
+                    strstr(last, "visibility_timeout of 1000 ms"),
+                "last_error: %s", last ? last : "(none)");
+  json_decref(dead);
+  json_t *out = pull_when_ready(&H, "out", 50, 30000);
+  json_decref(out);
+  ck_assert_int_eq(queue_count(&H, "in", "ready") +
+                       queue_count(&H, "in", "in_flight") +
+                       queue_count(&H, "in", "delayed"),
+                   0);
+
+  host_request(&H, &r, "GET", "/healthz", NULL);
+  ck_assert_int_eq(r.status, 200);
+  ck_assert_str_eq(json_string_value(jget(r.json, "status")), "degraded");
+  json_t *hung = jget(r.json, "hung_queue_handlers");
+  ck_assert_uint_eq(json_array_size(hung), 3);
+  json_t *one = json_array_get(hung, 0);
+  ck_assert_str_eq(json_string_value(json_object_get(one, "queue")), "in");
+  ck_assert_str_eq(json_string_value(json_object_get(one, "plugin")), "qh");
+  ck_assert_int_ge(json_integer_value(json_object_get(one, "running_ms")),
+                   1000);
+  http_resp_free(&r);
+  ck_assert_int_eq(host_count_lines(&H, "queue in: the queue handler of "
+                                        "plugin \"qh\" ran past the "
+                                        "consumer's visibility_timeout of "
+                                        "1000 ms: abandoned after"),
+                   3);
+  host_stop(&H, proc_now_ms() + 8000, 0);
 }
 END_TEST
 
@@ -623,6 +697,7 @@ int main(void) {
   tcase_add_test(tc, push_handler_crash_redelivers);
   tcase_add_test(tc, push_handler_always_crashing_dead_letters);
   tcase_add_test(tc, push_hung_handler_does_not_hold_shutdown);
+  tcase_add_test(tc, push_hung_handler_is_abandoned);
   tcase_add_test(tc, acked_sends_survive_kill9);
   tcase_add_test(tc, push_stream_survives_kill9);
   tcase_add_test(tc, transactional_send_survives_kill9);

@@ -1274,6 +1274,121 @@ START_TEST(push_max_concurrency) {
 }
 END_TEST
 
+/* A handler that hangs on a "hang" body until the test lets it go (then
+ * returns 0, which would ack all it did not mark), acking the others as it
+ * goes. */
+static int hang_released, hang_entered, hang_late_rc = 1, innocent;
+
+static int hanging_handler(duro_message_batch *b, duro_env *env) {
+  (void)env;
+  for (size_t i = 0; i < duro_batch_size(b); i++) {
+    if (!strstr(duro_batch_message(b, i)->body, "hang")) {
+      ck_assert_int_eq(duro_message_ack(b, i), 0);
+      pthread_mutex_lock(&conc_mu);
+      innocent++;
+      pthread_mutex_unlock(&conc_mu);
+      continue;
+    }
+    pthread_mutex_lock(&conc_mu);
+    hang_entered++;
+    pthread_mutex_unlock(&conc_mu);
+    while (!conc_read(&hang_released))
+      usleep(5000);
+    /* late: the batch was settled at the deadline */
+    hang_late_rc = duro_message_ack(b, i);
+  }
+  return 0;
+}
+
+static json_t *hung_handlers(harness *h) {
+  json_t *health = duro_engine_health(h->e);
+  json_t *hung = json_incref(json_object_get(health, "hung_queue_handlers"));
+  if (hung)
+    ck_assert_str_eq(json_string_value(json_object_get(health, "status")),
+                     "degraded");
+  json_decref(health);
+  return hung;
+}
+
+/* A handler past its visibility timeout is abandoned: the message it
+ * acked stays acked, the one it hung on is retried (an attempt counted,
+ * the reason kept), its only concurrency slot goes to the next batch, the
+ * health report shows it until it returns, and its late return acks
+ * nothing. */
+START_TEST(push_hung_handler_is_abandoned) {
+  harness h;
+  harness_open_workers(&h, 1);
+  harness_start(&h);
+  duro_queue_options qo = {
+      .max_retries = 1, .retry_delay_ms = HOUR_MS, .dead_letter = "dlq"};
+  ck_assert_int_eq(duro_queue_register(h.e, "jobs", &qo), 0);
+  ck_assert_int_eq(duro_queue_register(h.e, "dlq", NULL), 0);
+  duro_queue_consumer_opts o = {.max_batch_size = 2,
+                                .max_concurrency = 1,
+                                .visibility_ms = 1000,
+                                .plugin = "hanger"};
+  ck_assert_int_eq(duro_queue_consume(h.e, "jobs", hanging_handler, &o), 0);
+  send(&h, "jobs", "\"first\"", 0);
+  send(&h, "jobs", "\"hang\"", 0); /* the same batch: acks "first", hangs */
+  for (int i = 0; !conc_read(&hang_entered); i++) {
+    ck_assert_msg(i < 500, "the batch did not start within 5 s");
+    usleep(10000);
+  }
+  /* Behind it, on the consumer's only slot: handled once it is abandoned. */
+  for (int i = 0; i < 5; i++)
+    send(&h, "jobs", "\"innocent\"", 0);
+  for (int i = 0; conc_read(&innocent) < 6; i++) {
+    ck_assert_msg(i < 1000,
+                  "%d of 6 handled within 10 s: the hung handler "
+                  "holds the slot",
+                  conc_read(&innocent));
+    usleep(10000);
+  }
+  json_t *hung = hung_handlers(&h);
+  ck_assert_uint_eq(json_array_size(hung), 1);
+  json_t *one = json_array_get(hung, 0);
+  ck_assert_str_eq(json_string_value(json_object_get(one, "queue")), "jobs");
+  ck_assert_str_eq(json_string_value(json_object_get(one, "plugin")), "hanger");
+  ck_assert_int_eq(int_of(one, "messages"), 2);
+  ck_assert_int_eq(int_of(one, "timeout_ms"), 1000);
+  ck_assert_int_ge(int_of(one, "running_ms"), 1000);
+  json_decref(hung);
+  /* Only the hung message is left: delayed by retry_delay, one attempt. */
+  for (int i = 0; left_in(&h, "jobs") > 1; i++) {
+    ck_assert_msg(i < 500, "the innocents' acks did not land within 5 s");
+    usleep(10000);
+  }
+  json_t *st = stats(&h, "jobs");
+  ck_assert_int_eq(int_of(st, "delayed"), 1);
+  ck_assert_int_eq(int_of(st, "in_flight"), 0);
+  json_decref(st);
+  json_t *m = peek(&h, "jobs", 10);
+  ck_assert_uint_eq(json_array_size(m), 1);
+  json_t *msg = json_array_get(m, 0);
+  ck_assert_str_eq(json_string_value(json_object_get(msg, "body")), "hang");
+  ck_assert_int_eq(int_of(msg, "attempts"), 1);
+  const char *last = json_string_value(json_object_get(msg, "last_error"));
+  ck_assert_msg(last && strstr(last, "TimeoutError") &&
+                    strstr(last, "visibility_timeout of 1000 ms"),
+                "last_error: %s", last ? last : "(none)");
+  json_decref(m);
+  /* The late return: its ack refused, its return code ignored. */
+  pthread_mutex_lock(&conc_mu);
+  hang_released = 1;
+  pthread_mutex_unlock(&conc_mu);
+  for (int i = 0; (hung = hung_handlers(&h)) != NULL; i++) {
+    json_decref(hung);
+    ck_assert_msg(i < 500, "the released handler still listed after 5 s");
+    usleep(10000);
+  }
+  ck_assert_int_eq(conc_read(&hang_late_rc), DURO_E_LEASE_NOT_HELD);
+  st = stats(&h, "jobs");
+  ck_assert_int_eq(int_of(st, "delayed"), 1);
+  json_decref(st);
+  harness_close(&h);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("queues");
   TCase *tc = tcase_create("queues");
@@ -1306,6 +1421,7 @@ int main(void) {
   tcase_add_test(tc, push_dead_letters_after_max_retries);
   tcase_add_test(tc, push_unconsume_stops_the_handler);
   tcase_add_test(tc, push_max_concurrency);
+  tcase_add_test(tc, push_hung_handler_is_abandoned);
   suite_add_tcase(s, tc);
   return suite_run(s);
 }

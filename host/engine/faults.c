@@ -416,8 +416,13 @@ json_t *duro_engine_health(duro_engine *e) {
   pthread_mutex_unlock(&e->mu);
   char storage[256];
   int failing = journal_failing(e->j, storage, sizeof storage, NULL);
-  json_t *h = json_pack("{s:s}", "status",
-                        json_array_size(hung) || failing ? "degraded" : "ok");
+  /* Queue handlers past their deadline, as hung steps are. */
+  json_t *handlers = queue_handlers_hung(e);
+  int degraded = json_array_size(hung) || json_array_size(handlers) || failing;
+  json_t *h = json_pack("{s:s}", "status", degraded ? "degraded" : "ok");
+  if (json_array_size(handlers))
+    json_object_set_new(h, "hung_queue_handlers", json_incref(handlers));
+  json_decref(handlers);
   /* Which host this is among those sharing the store. */
   if (journal_host(e->j))
     json_object_set_new(h, "host",

@@ -16,7 +16,20 @@
  * returns, so a handler that dies leaves the lease to run out: delivery
  * is at least once.  The batch timer (max_batch_timeout) runs from the
  * time the oldest visible message became visible, which the journal
- * keeps: a restart does not start it over. */
+ * keeps: a restart does not start it over.
+ * A handler on a thread of its own has its consumer's visibility timeout
+ * to return, on the monotonic clock from just before the lease, which is
+ * held a margin longer: the deadline, not the lease's end, settles a hung
+ * batch, before another batch can lease its messages.  Past it the dispatch
+ * pass gives up on the batch as the step watchdog gives up on a hung
+ * attempt: the thread is left running in the plugin's code (nothing can
+ * stop it safely), its messages are settled now — those it acked stay
+ * acked, the rest are retried as a failed delivery, so the poisoned one
+ * reaches the dead-letter queue after max_retries — its concurrency slot
+ * is free for the next batch, and /healthz lists it until the thread
+ * returns.  The batch's mutex is the handshake: the handler's return and
+ * the deadline never both settle it, and a late return, its marks and
+ * return code, changes nothing. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +42,10 @@
 #include "util.h"
 
 #define DEFAULT_BATCH 10
+/* How much longer than its handler may run a batch on a thread is leased
+ * (at most: half the lease for short ones), so that the deadline settles
+ * a hung batch before the lease's end would hand it to another. */
+#define SETTLE_MARGIN_MS 1000
 
 typedef struct wf_consumer {
   char *queue, *workflow, *id_from; /* workflow NULL: a push consumer */
@@ -45,6 +62,10 @@ struct queue_consumers {
   wf_consumer *v;
   size_t n;
   uint32_t threads; /* batch threads not yet finished */
+  /* Batches on threads of their own, in their handler (abandoned ones
+   * until the thread returns): what the deadline and /healthz look at. */
+  struct duro_message_batch **live;
+  size_t n_live;
   /* Handlers with batches inside, and how many: a reload must not unload
    * the code of one (duro_queue_handler_running). */
   struct running {
@@ -95,6 +116,7 @@ void queue_consumers_free(struct queue_consumers *c) {
   queue_consumers_wait(c, NULL); /* batches in a handler use the engine */
   pthread_cond_destroy(&c->idle);
   free(c->running);
+  free(c->live);
   for (size_t i = 0; i < c->n; i++)
     consumer_clear(&c->v[i]);
   free(c->v);
@@ -388,8 +410,15 @@ struct duro_message_batch {
   size_t n;
   duro_message *msgs; /* bodies owned */
   char **leases;
+  /* mu guards the marks and the fate: once settled (the handler
+   * returned) or abandoned (past its deadline), the other side keeps off,
+   * and a mark after abandonment is refused. */
+  pthread_mutex_t mu;
   int *mark;
   int64_t *delay; /* of a MARK_RETRY */
+  int settled, abandoned;
+  int64_t started_ms, deadline_ms; /* engine_mono_ms */
+  int64_t timeout_ms;              /* the consumer's visibility timeout */
 };
 
 /* Takes the messages' bodies and leases; frees the rest of `msgs`. */
@@ -407,6 +436,7 @@ static duro_message_batch *batch_new(duro_engine *e, const wf_consumer *c,
                             .mark = xcalloc(n, sizeof *b->mark),
                             .delay = xcalloc(n, sizeof *b->delay)};
   snprintf(b->prefix, sizeof b->prefix, "%s", prefix);
+  pthread_mutex_init(&b->mu, NULL);
   for (size_t i = 0; i < n; i++) {
     journal_message *m = &msgs[i];
     b->leases[i] = m->lease;
@@ -432,34 +462,75 @@ static void batch_free(duro_message_batch *b) {
   free(b->delay);
   free(b->queue);
   free(b->plugin);
+  pthread_mutex_destroy(&b->mu);
   free(b);
+}
+
+/* What becomes of a batch's messages: acks and retries, for one commit. */
+typedef struct verdict {
+  duro_engine *e;
+  char *queue;
+  size_t n, na, nr;
+  const char **acks;
+  duro_queue_retry *retries;
+  char *reason; /* the unmarked retries' error */
+  char **owned; /* the leases, when copied out of the batch; else NULL */
+} verdict;
+
+/* The batch's messages by their marks, the unmarked ones acked or retried
+ * with `why` (JSON text, copied) as `unmarked` says; with `copy` the
+ * leases are copied, for a verdict that outlives the batch. */
+static verdict verdict_of(const duro_message_batch *b, int unmarked,
+                          const char *why, int copy) {
+  verdict v = {.e = b->e,
+               .queue = xstrdup(b->queue),
+               .n = b->n,
+               .acks = xcalloc(b->n, sizeof *v.acks),
+               .retries = xcalloc(b->n, sizeof *v.retries),
+               .reason = xstrdup(why),
+               .owned = copy ? xcalloc(b->n, sizeof *v.owned) : NULL};
+  for (size_t i = 0; i < b->n; i++) {
+    const char *lease =
+        copy ? (v.owned[i] = xstrdup(b->leases[i])) : b->leases[i];
+    int mark = b->mark[i] ? b->mark[i] : unmarked;
+    if (mark == MARK_ACK)
+      v.acks[v.na++] = lease;
+    else
+      v.retries[v.nr++] = (duro_queue_retry){
+          lease, b->mark[i] ? b->delay[i] : -1,
+          b->mark[i] ? "\"retried by the queue handler\"" : v.reason};
+  }
+  return v;
+}
+
+/* Commits the verdict (one commit) and frees it. */
+static void verdict_settle(verdict *v) {
+  json_t *res = NULL;
+  char err[256];
+  if (duro_queue_ack(v->e, v->queue, v->acks, v->na, v->retries, v->nr, &res,
+                     err, sizeof err))
+    log_error("queue %s: settling a batch of %zu: %s", v->queue, v->n, err);
+  else if (json_array_size(json_object_get(res, "errors")))
+    /* Their leases ended first: they come back with the attempt counted. */
+    log_warn("queue %s: settling a batch of %zu: %zu lease(s) had ended",
+             v->queue, v->n, json_array_size(json_object_get(res, "errors")));
+  json_decref(res);
+  for (size_t i = 0; v->owned && i < v->n; i++)
+    free(v->owned[i]);
+  free(v->owned);
+  free(v->reason);
+  free(v->retries);
+  free(v->acks);
+  free(v->queue);
 }
 
 /* Acks and retries the messages by their marks, the unmarked ones by the
  * handler's return code, in one commit. */
 static void batch_settle(duro_message_batch *b, int rc) {
-  const char **acks = xcalloc(b->n, sizeof *acks);
-  duro_queue_retry *retries = xcalloc(b->n, sizeof *retries);
-  size_t na = 0, nr = 0;
   char why[80];
   snprintf(why, sizeof why, "\"the queue handler returned %d\"", rc);
-  for (size_t i = 0; i < b->n; i++) {
-    int mark = b->mark[i] ? b->mark[i] : rc == 0 ? MARK_ACK : MARK_RETRY;
-    if (mark == MARK_ACK)
-      acks[na++] = b->leases[i];
-    else
-      retries[nr++] = (duro_queue_retry){
-          b->leases[i], b->mark[i] ? b->delay[i] : -1,
-          b->mark[i] ? "\"retried by the queue handler\"" : why};
-  }
-  json_t *res = NULL;
-  char err[256];
-  if (duro_queue_ack(b->e, b->queue, acks, na, retries, nr, &res, err,
-                     sizeof err))
-    log_error("queue %s: settling a batch of %zu: %s", b->queue, b->n, err);
-  json_decref(res);
-  free(acks);
-  free(retries);
+  verdict v = verdict_of(b, rc == 0 ? MARK_ACK : MARK_RETRY, why, 0);
+  verdict_settle(&v);
 }
 
 /* Counts a batch in or out of handler fn (cs->mu held). */
@@ -489,21 +560,135 @@ int duro_queue_handler_running(duro_engine *e, duro_queue_fn fn) {
   return busy;
 }
 
-/* The batch left handler fn: its slot is free for the next one. */
-static void batch_done(duro_engine *e, const char *queue, duro_queue_fn fn) {
-  struct queue_consumers *cs = e->consumers;
-  pthread_mutex_lock(&cs->mu);
+/* One of the queue's max_concurrency slots is free (cs->mu held). */
+static void slot_free_locked(struct queue_consumers *cs, const char *queue) {
   for (size_t i = 0; i < cs->n; i++)
     if (!strcmp(cs->v[i].queue, queue) && cs->v[i].in_flight)
       cs->v[i].in_flight--;
+}
+
+/* The batch left handler fn: its slot (unless the deadline freed it
+ * already) is free for the next one. */
+static void batch_done(duro_engine *e, const char *queue, duro_queue_fn fn,
+                       int slot) {
+  struct queue_consumers *cs = e->consumers;
+  pthread_mutex_lock(&cs->mu);
+  if (slot)
+    slot_free_locked(cs, queue);
   running_add_locked(cs, fn, -1);
   pthread_mutex_unlock(&cs->mu);
 }
 
 static void batch_run(duro_message_batch *b) {
   duro_env env = {b->e};
-  batch_settle(b, b->handler(b, &env));
-  batch_done(b->e, b->queue, b->handler);
+  int rc = b->handler(b, &env);
+  pthread_mutex_lock(&b->mu);
+  int abandoned = b->abandoned;
+  b->settled = 1;
+  pthread_mutex_unlock(&b->mu);
+  if (abandoned) {
+    /* Its messages were settled at the deadline: another batch may hold
+     * them now. */
+    log_write(DURO_LOG_WARN, NULL,
+              "queue %s: an abandoned queue handler returned after %lld ms; "
+              "its return code and marks are discarded",
+              b->queue, (long long)(engine_mono_ms(b->e) - b->started_ms));
+  } else {
+    batch_settle(b, rc);
+  }
+  batch_done(b->e, b->queue, b->handler, !abandoned);
+}
+
+/* ---- the handler's deadline ----------------------------------------------
+ */
+
+static void live_remove_locked(struct queue_consumers *cs,
+                               duro_message_batch *b) {
+  for (size_t i = 0; i < cs->n_live; i++)
+    if (cs->live[i] == b) {
+      cs->live[i] = cs->live[--cs->n_live];
+      return;
+    }
+}
+
+/* Gives up on batch b, past its deadline (cs->mu and b->mu held): from
+ * now on its marks are refused and its return is discarded, its slot is
+ * free, and a crash in its thread is not laid on it again.  Returns the
+ * verdict to commit — the acked stay acked, the rest are retried as a
+ * failed delivery — and in *msg the log line. */
+static verdict batch_abandon_locked(struct queue_consumers *cs,
+                                    duro_message_batch *b, int64_t now,
+                                    char **msg) {
+  char *why =
+      xasprintf("the queue handler%s%s%s ran past the consumer's "
+                "visibility_timeout of %lld ms: abandoned",
+                b->plugin ? " of plugin \"" : "", b->plugin ? b->plugin : "",
+                b->plugin ? "\"" : "", (long long)b->timeout_ms);
+  char *err = error_json(DURO_ERR_TIMEOUT, why);
+  b->abandoned = 1;
+  verdict v = verdict_of(b, MARK_RETRY, err, 1);
+  *msg = xasprintf("queue %s: %s after %lld ms, its thread left running; "
+                   "%zu message(s) retried, %zu acked",
+                   b->queue, why, (long long)(now - b->started_ms), v.nr, v.na);
+  if (b->slot)
+    ledger_set_state(b->slot, LEDGER_ABANDONED);
+  slot_free_locked(cs, b->queue);
+  free(err);
+  free(why);
+  return v;
+}
+
+/* Abandons every batch past its deadline; returns the earliest deadline
+ * still ahead (engine_mono_ms), INT64_MAX when none. */
+static int64_t handlers_watch(duro_engine *e, struct queue_consumers *cs) {
+  int64_t now = engine_mono_ms(e), next = INT64_MAX;
+  for (;;) {
+    verdict v = {0};
+    char *msg = NULL;
+    pthread_mutex_lock(&cs->mu);
+    for (size_t i = 0; i < cs->n_live && !msg; i++) {
+      duro_message_batch *b = cs->live[i];
+      pthread_mutex_lock(&b->mu);
+      if (!b->settled && !b->abandoned && now >= b->deadline_ms)
+        v = batch_abandon_locked(cs, b, now, &msg);
+      else if (!b->settled && !b->abandoned && b->deadline_ms < next)
+        next = b->deadline_ms;
+      pthread_mutex_unlock(&b->mu);
+    }
+    pthread_mutex_unlock(&cs->mu);
+    if (!msg)
+      return next;
+    log_write(DURO_LOG_WARN, NULL, "%s", msg);
+    free(msg);
+    verdict_settle(&v);
+  }
+}
+
+json_t *queue_handlers_hung(duro_engine *e) {
+  json_t *hung = json_array();
+  pthread_mutex_lock(&e->mu);
+  struct queue_consumers *cs = e->consumers;
+  pthread_mutex_unlock(&e->mu);
+  if (!cs)
+    return hung;
+  int64_t now = engine_mono_ms(e);
+  pthread_mutex_lock(&cs->mu);
+  for (size_t i = 0; i < cs->n_live; i++) {
+    duro_message_batch *b = cs->live[i];
+    pthread_mutex_lock(&b->mu);
+    if (b->abandoned && !b->settled) {
+      json_t *o = json_pack("{s:s,s:I,s:I,s:I}", "queue", b->queue, "messages",
+                            (json_int_t)b->n, "running_ms",
+                            (json_int_t)(now - b->started_ms), "timeout_ms",
+                            (json_int_t)b->timeout_ms);
+      if (b->plugin)
+        json_object_set_new(o, "plugin", json_string(b->plugin));
+      json_array_append_new(hung, o);
+    }
+    pthread_mutex_unlock(&b->mu);
+  }
+  pthread_mutex_unlock(&cs->mu);
+  return hung;
 }
 
 /* Says in the crash ledger which batch is about to be leased, before the
@@ -533,10 +718,13 @@ static void *batch_thread(void *arg) {
   ledger_thread_altstack();
   ledger_thread_bind(e->ledger, b->slot);
   batch_run(b);
+  struct queue_consumers *cs = e->consumers;
+  pthread_mutex_lock(&cs->mu);
+  live_remove_locked(cs, b); /* the deadline keeps off it from now */
+  pthread_mutex_unlock(&cs->mu);
   ledger_release(e->ledger, b->slot);
   batch_free(b);
   engine_kick_scheduler(e); /* a slot is free: more may go now */
-  struct queue_consumers *cs = e->consumers;
   pthread_mutex_lock(&cs->mu);
   cs->threads--;
   pthread_cond_broadcast(&cs->idle);
@@ -588,6 +776,23 @@ static duro_queue_fn batch_due(duro_engine *e, const wf_consumer *c,
   return fn;
 }
 
+/* Runs the batch on a thread of its own, watched by its deadline. */
+static void batch_start(duro_engine *e, duro_message_batch *b) {
+  struct queue_consumers *cs = e->consumers;
+  pthread_mutex_lock(&cs->mu);
+  cs->threads++;
+  cs->live = xrealloc(cs->live, (cs->n_live + 1) * sizeof *cs->live);
+  cs->live[cs->n_live++] = b;
+  pthread_mutex_unlock(&cs->mu);
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&t, &attr, batch_thread, b) != 0)
+    batch_thread(b); /* no thread: this one runs it */
+  pthread_attr_destroy(&attr);
+}
+
 static size_t dispatch_push(duro_engine *e, const wf_consumer *c,
                             int64_t *due) {
   duro_queue_fn fn = batch_due(e, c, due);
@@ -598,32 +803,36 @@ static size_t dispatch_push(duro_engine *e, const wf_consumer *c,
   size_t n = 0;
   queue_lease_prefix(prefix);
   ledger_slot *slot = batch_slot(e, c, prefix);
-  if (queue_lease(e, c->queue, c->batch, c->opt.visibility_ms, prefix, &msgs,
-                  &n, err, sizeof err))
+  int threaded = e->opt.workers > 0;
+  int64_t timeout = c->opt.visibility_ms ? c->opt.visibility_ms
+                                         : DURO_QUEUE_DEFAULT_VISIBILITY_MS;
+  /* Read before the lease is taken, which is held a margin longer on a
+   * thread: the deadline, not the lease's end, settles a hung batch. */
+  int64_t started = engine_mono_ms(e);
+  int64_t lease =
+      threaded
+          ? timeout + (timeout < SETTLE_MARGIN_MS ? timeout : SETTLE_MARGIN_MS)
+          : timeout;
+  if (queue_lease(e, c->queue, c->batch,
+                  lease < DURO_QUEUE_MAX_DELAY_MS ? lease
+                                                  : DURO_QUEUE_MAX_DELAY_MS,
+                  prefix, &msgs, &n, err, sizeof err))
     log_error("queue %s: leasing a batch: %s", c->queue, err);
   if (n == 0) {
     journal_messages_free(msgs, n);
     ledger_release(e->ledger, slot);
-    batch_done(e, c->queue, fn);
+    batch_done(e, c->queue, fn, 1);
     return 0;
   }
   if (slot)
     slot->count = (uint32_t)n;
   duro_message_batch *b = batch_new(e, c, fn, prefix, msgs, n);
   b->slot = slot;
-  pthread_t t;
-  pthread_attr_t attr;
-  int threaded = e->opt.workers > 0;
+  b->started_ms = started;
+  b->timeout_ms = timeout;
+  b->deadline_ms = started + timeout;
   if (threaded) {
-    struct queue_consumers *cs = e->consumers;
-    pthread_mutex_lock(&cs->mu);
-    cs->threads++;
-    pthread_mutex_unlock(&cs->mu);
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &attr, batch_thread, b) != 0)
-      batch_thread(b); /* no thread: this one runs it */
-    pthread_attr_destroy(&attr);
+    batch_start(e, b);
   } else {
     batch_run(b);
     batch_free(b);
@@ -647,12 +856,18 @@ const duro_message *queue_api_batch_message(const duro_message_batch *b,
   return b && i < b->n ? &b->msgs[i] : NULL;
 }
 
+/* Refused once the batch was abandoned: its leases are settled. */
 static int mark(duro_message_batch *b, size_t i, int how, int64_t delay_ms) {
   if (!b || i >= b->n || delay_ms > DURO_QUEUE_MAX_DELAY_MS)
     return DURO_E_INVALID_ARGUMENT;
-  b->mark[i] = how;
-  b->delay[i] = delay_ms;
-  return 0;
+  pthread_mutex_lock(&b->mu);
+  int rc = b->abandoned ? DURO_E_LEASE_NOT_HELD : 0;
+  if (rc == 0) {
+    b->mark[i] = how;
+    b->delay[i] = delay_ms;
+  }
+  pthread_mutex_unlock(&b->mu);
+  return rc;
 }
 
 int queue_api_message_ack(duro_message_batch *b, size_t i) {
@@ -664,9 +879,10 @@ int queue_api_message_retry(duro_message_batch *b, size_t i, int64_t delay_ms) {
 }
 
 int queue_api_ack_all(duro_message_batch *b) {
-  for (size_t i = 0; b && i < b->n; i++)
-    mark(b, i, MARK_ACK, 0);
-  return b ? 0 : DURO_E_INVALID_ARGUMENT;
+  int rc = b ? 0 : DURO_E_INVALID_ARGUMENT;
+  for (size_t i = 0; b && i < b->n && !rc; i++)
+    rc = mark(b, i, MARK_ACK, 0);
+  return rc;
 }
 
 int queue_api_retry_all(duro_message_batch *b, int64_t delay_ms) {
@@ -681,6 +897,11 @@ size_t queue_consumers_dispatch(duro_engine *e, int64_t *next_ms) {
   struct queue_consumers *cs = e->consumers;
   pthread_mutex_unlock(&e->mu);
   int64_t next = JOURNAL_NONE;
+  /* First the deadlines: a slot a hung handler held is free for this
+   * pass, and its messages are settled before their leases end. */
+  int64_t deadline = cs ? handlers_watch(e, cs) : INT64_MAX;
+  if (deadline != INT64_MAX)
+    next = duro_clock_now(e->clock) + (deadline - engine_mono_ms(e));
   size_t handled = 0;
   wf_consumer c;
   for (size_t i = 0; cs && consumer_copy(cs, i, &c); i++) {

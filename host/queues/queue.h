@@ -175,8 +175,12 @@ int duro_queue_consume_workflow(duro_engine *e, const char *queue,
  * engine has workers, else inline in duro_queues_dispatch).  A batch is
  * leased for visibility_ms: a handler that dies leaves it leased, and it
  * comes back when the lease ends.  Marks and return code decide each
- * message's fate (duro.h, duro_queue_fn).  A queue has one consumer:
- * this replaces a workflow consumer of the queue, and the reverse. */
+ * message's fate (duro.h, duro_queue_fn).  A handler on a thread that has
+ * not returned after visibility_ms is abandoned (consumer.c): its batch
+ * (leased up to a second longer for this) is settled as a failed
+ * delivery, its slot freed, its late return discarded.  A queue has one
+ * consumer: this replaces a workflow consumer of the queue, and the
+ * reverse. */
 typedef struct duro_queue_consumer_opts {
   uint32_t max_batch_size;      /* 1..100; 0 = 10 */
   int64_t max_batch_timeout_ms; /* 0 = deliver what is there */
@@ -212,6 +216,11 @@ int queue_api_retry_all(duro_message_batch *b, int64_t delay_ms);
  * dead-lettered or dropped when out of retries. */
 int queue_batch_release(duro_engine *e, const char *queue, const char *prefix,
                         int64_t delay_ms, const char *error);
+
+/* The abandoned batches whose handler has not returned yet, for
+ * /healthz: [{"queue","plugin"?,"messages","running_ms","timeout_ms"}]
+ * (caller owns; empty when none). */
+json_t *queue_handlers_hung(duro_engine *e);
 
 /* Leases and handles one batch of each engine-run consumer's visible
  * messages; returns how many messages it handled.  The scheduler thread
