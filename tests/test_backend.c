@@ -2,13 +2,15 @@
  * a backend that only records its calls: batches queued while a group
  * commits share the next transaction, every op is applied once between
  * begin and commit, a failed apply rolls back and fails every batch of
- * its group with the apply's message (not the rollback's), and the next
- * group starts clean. */
+ * its group with the apply's message (not the rollback's), the next
+ * group starts clean, and a thread that led its own group leaves the
+ * asynchronous batches behind it to the writer thread. */
 #include <check.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "duro.h"
@@ -30,9 +32,18 @@ typedef struct recorder {
   int hold_first_commit;
   sem_t in_commit, release;
   int commits;
+  /* A stream of asynchronous batches: while stream_left > 0, every
+   * commit queues one more (on journal `j`), as HTTP creates arriving
+   * during each commit would; nothing is recorded in `calls`. */
+  journal *j;
+  int stream_left;
+  pthread_t watched; /* whose commits are counted in watched_commits */
+  int watched_commits;
 } recorder;
 
 static void record(recorder *r, char what, int64_t rowid) {
+  if (r->j)
+    return; /* streaming: too many calls to keep */
   ck_assert_int_lt(r->n, 64);
   r->calls[r->n++] = (call){what, rowid};
 }
@@ -72,9 +83,26 @@ static int rec_apply(void *db, journal_op *op) {
   return 0;
 }
 
+#define STREAM 200
+static journal_batch streamed[STREAM];
+static int streamed_done;
+
+static void stream_done(void *ctx, int rc) {
+  (void)ctx;
+  ck_assert_int_eq(rc, 0);
+  __atomic_add_fetch(&streamed_done, 1, __ATOMIC_SEQ_CST);
+}
+
 static int rec_commit(void *db) {
   recorder *r = db;
   record(r, 'c', 0);
+  if (r->j && pthread_equal(pthread_self(), r->watched))
+    r->watched_commits++;
+  if (r->j && r->stream_left > 0) {
+    journal_batch *b = &streamed[--r->stream_left];
+    journal_batch_add(b, JOP_INSTANCE_CONTROL_CLEAR)->rowid = r->stream_left;
+    journal_commit_background(r->j, b, stream_done, NULL);
+  }
   if (r->commits++ == 0 && r->hold_first_commit) {
     sem_post(&r->in_commit);
     while (sem_wait(&r->release) != 0)
@@ -164,21 +192,65 @@ START_TEST(batches_queued_during_a_commit_share_the_next) {
   ck_assert_int_eq(d2.calls + d3.calls, 0);
   sem_post(&r->release);
   pthread_join(t, NULL);
-
   ck_assert_int_eq(c.rc, 0);
+  while (journal_batches_committed(j) < 3)
+    usleep(1000);
+
   expect_calls(r, "bacbaaac", (int64_t[]){0, 1, 0, 0, 2, 3, 4, 0});
   ck_assert_int_eq(second.ops[1].out_rowid, 30);
-  /* The leader kept going for the asynchronous batches behind its own. */
+  /* The asynchronous batches behind the thread's own went to the writer
+   * thread, together. */
   ck_assert_int_eq(d2.calls, 1);
   ck_assert_int_eq(d3.calls, 1);
   ck_assert_int_eq(d2.rc, 0);
-  ck_assert(pthread_equal(d2.thread, t));
-  ck_assert_uint_eq(journal_batches_committed(j), 3);
+  ck_assert(!pthread_equal(d2.thread, t));
+  ck_assert(pthread_equal(d2.thread, d3.thread));
   ck_assert_int_eq(journal_failing(j, NULL, 0, NULL), 0);
   journal_batch_free(&first);
   journal_batch_free(&second);
   journal_batch_free(&third);
   journal_close(j);
+}
+END_TEST
+
+/* A thread that commits, synchronously or not, while asynchronous batches
+ * keep arriving (one more during every commit) commits its own group and
+ * no other: it returns, and the writer thread takes the stream. */
+static void streams_past(int synchronous) {
+  journal *j = open_recording();
+  recorder *r = opened;
+  memset(streamed, 0, sizeof streamed);
+  streamed_done = 0;
+  r->j = j;
+  r->stream_left = STREAM;
+  r->watched = pthread_self();
+  journal_batch mine = {0};
+  add(&mine, 1);
+  done d = {0};
+  if (synchronous)
+    ck_assert_int_eq(journal_commit(j, &mine), 0);
+  else
+    journal_commit_async(j, &mine, on_done, &d);
+  ck_assert_int_eq(r->watched_commits, 1);
+  if (!synchronous)
+    ck_assert_int_eq(d.calls, 1);
+  /* and the stream is committed all the same */
+  while (__atomic_load_n(&streamed_done, __ATOMIC_SEQ_CST) < STREAM)
+    usleep(1000);
+  ck_assert_uint_eq(journal_batches_committed(j), STREAM + 1);
+  journal_close(j);
+  for (int i = 0; i < STREAM; i++)
+    journal_batch_free(&streamed[i]);
+  journal_batch_free(&mine);
+}
+
+START_TEST(a_synchronous_committer_returns_while_async_batches_stream) {
+  streams_past(1);
+}
+END_TEST
+
+START_TEST(an_async_committer_returns_while_async_batches_stream) {
+  streams_past(0);
 }
 END_TEST
 
@@ -215,6 +287,9 @@ int main(void) {
   TCase *tc = tcase_create("backend");
   tcase_add_test(tc, batches_queued_during_a_commit_share_the_next);
   tcase_add_test(tc, a_failed_apply_fails_its_group_and_the_next_starts_clean);
+  tcase_add_test(tc,
+                 a_synchronous_committer_returns_while_async_batches_stream);
+  tcase_add_test(tc, an_async_committer_returns_while_async_batches_stream);
   suite_add_tcase(s, tc);
   return suite_run(s);
 }

@@ -8,7 +8,10 @@
  * the owner of the next batch.  Owners arriving during a commit wait for
  * the next one.  journal_commit_async() queues a batch nobody waits for:
  * the leader runs its callback after the commit, so a worker can end an
- * activation without waiting for its last fsync.  A batch is reported done only
+ * activation without waiting for its last fsync.  Asynchronous batches
+ * are the writer thread's: a thread that led its own group leaves the
+ * asynchronous ones behind it to the writer, and so returns once its
+ * batch is durable.  A batch is reported done only
  * after the backend's commit returned, and with synchronous=FULL that means
  * after the fsync. */
 #include "journal.h"
@@ -273,13 +276,27 @@ static void enqueue(journal *j, pending *p) {
   j->tail = p;
 }
 
+static void *writer_main(void *arg);
+
+/* Whether the writer thread runs, started here if it did not yet (mu
+ * held). */
+static int writer_running(journal *j) {
+  if (!j->writer_started &&
+      pthread_create(&j->writer, NULL, writer_main, j) == 0)
+    j->writer_started = 1;
+  return j->writer_started;
+}
+
 /* Commits groups while this thread holds the leadership (mu held on entry
  * and on return).  `mine` is the caller's own waiting batch, or NULL for an
- * asynchronous caller.  Leadership passes to the next waiting synchronous
- * submitter as soon as the caller's own batch is done, so a worker does
- * not stay the committer for everyone; asynchronous batches at the head
- * have nobody waiting on them, so the leader keeps going for those. */
-static void lead(journal *j, pending *mine) {
+ * asynchronous caller.  A caller other than the writer thread leads one
+ * group, the one that holds its own batch, and then passes the leadership
+ * on: to the owner of the next batch when that is a synchronous waiter,
+ * else to the writer thread, whose work asynchronous batches are.  So no
+ * thread that committed once (the scheduler, a worker) stays the committer
+ * for a stream of other threads' batches.  The writer keeps going while
+ * asynchronous batches come. */
+static void lead(journal *j, pending *mine, int writer) {
   for (;;) {
     pending *first = j->head;
     if (!first) {
@@ -332,6 +349,12 @@ static void lead(journal *j, pending *mine) {
       sem_post(&j->head->wake);
       return; /* `leading` stays set: the leadership moved */
     }
+    /* Without a writer thread (none could be started) this one goes on. */
+    if (j->head && !writer && writer_running(j)) {
+      j->leading = 0;
+      pthread_cond_signal(&j->writer_cv);
+      return;
+    }
   }
 }
 
@@ -344,7 +367,7 @@ int journal_commit(journal *j, journal_batch *b) {
   enqueue(j, &me);
   if (!j->leading) {
     j->leading = 1;
-    lead(j, &me);
+    lead(j, &me, 0);
   }
   int done = me.done;
   pthread_mutex_unlock(&j->mu);
@@ -355,7 +378,7 @@ int journal_commit(journal *j, journal_batch *b) {
     if (!done && me.handoff) {
       pthread_mutex_lock(&j->mu);
       me.handoff = 0;
-      lead(j, &me); /* leads its own group, so it returns done */
+      lead(j, &me, 0); /* leads its own group, so it returns done */
       done = me.done;
       pthread_mutex_unlock(&j->mu);
     }
@@ -376,7 +399,7 @@ static void *writer_main(void *arg) {
     if (j->closing && (!j->head || j->leading))
       break;
     j->leading = 1;
-    lead(j, NULL);
+    lead(j, NULL, 1);
   }
   pthread_mutex_unlock(&j->mu);
   return NULL;
@@ -402,7 +425,7 @@ void journal_commit_background(journal *j, journal_batch *b, journal_done_fn fn,
       j->writer_started = 1;
     } else if (!j->leading) { /* no thread: this one leads after all */
       j->leading = 1;
-      lead(j, NULL);
+      lead(j, NULL, 1);
     }
   }
   if (!j->leading)
@@ -417,7 +440,7 @@ void journal_commit_async(journal *j, journal_batch *b, journal_done_fn fn,
   enqueue(j, p);
   if (!j->leading) {
     j->leading = 1;
-    lead(j, NULL);
+    lead(j, NULL, 0);
   }
   pthread_mutex_unlock(&j->mu);
 }
