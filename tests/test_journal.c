@@ -1,10 +1,12 @@
 /* test_journal.c — the store under the engine: group commit from many
  * threads (synchronous and asynchronous batches together), per-op results
- * inside a shared transaction, and opening a database of the previous
- * schema. */
+ * inside a shared transaction, reads from threads that come and go, and
+ * opening a database of the previous schema. */
 #include <check.h>
+#include <dirent.h>
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +87,52 @@ START_TEST(duplicate_in_a_shared_transaction) {
   journal_batch_free(&batch);
   journal_close(j);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM instances"), 2);
+  drop_db();
+}
+END_TEST
+
+/* ---- readers ------------------------------------------------------------
+ * Every push consumer's batch and every cron handler's tick runs on a
+ * thread of its own; a read there must leave no connection behind. */
+
+static int open_fds(void) {
+  int n = 0;
+  DIR *d = opendir("/proc/self/fd");
+  ck_assert_ptr_nonnull(d);
+  while (readdir(d))
+    n++;
+  closedir(d);
+  return n;
+}
+
+static void *read_once(void *arg) {
+  journal_instance in;
+  int rc = journal_instance_get(arg, "wf", "a", &in);
+  if (rc == 0)
+    journal_instance_clear(&in);
+  return (void *)(intptr_t)rc;
+}
+
+START_TEST(reads_from_short_lived_threads_leave_no_descriptor) {
+  fresh_db();
+  journal *j = open_journal();
+  journal_instance a = {
+      .workflow = "wf", .id = "a", .status = "queued", .params = "null"};
+  journal_batch b = {0};
+  journal_batch_add(&b, JOP_INSTANCE_INSERT)->inst = &a;
+  ck_assert_int_eq(journal_commit(j, &b), 0);
+  journal_batch_free(&b);
+  ck_assert_ptr_null(read_once(j)); /* this thread's read: the pool's first */
+  int before = open_fds();
+  for (int i = 0; i < 10000; i++) {
+    pthread_t t;
+    void *rc;
+    ck_assert_int_eq(pthread_create(&t, NULL, read_once, j), 0);
+    pthread_join(t, &rc);
+    ck_assert_msg(rc == NULL, "read %d: %s", i, journal_errmsg(j));
+  }
+  ck_assert_int_le(open_fds(), before);
+  journal_close(j);
   drop_db();
 }
 END_TEST
@@ -247,6 +295,7 @@ int main(void) {
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, group_commit_from_many_threads);
   tcase_add_test(tc, duplicate_in_a_shared_transaction);
+  tcase_add_test(tc, reads_from_short_lived_threads_leave_no_descriptor);
   tcase_add_test(tc, opens_a_schema_1_database);
   tcase_add_test(tc, upgrades_schema_3_to_5);
   tcase_add_test(tc, upgrades_schema_4_to_5);

@@ -10,9 +10,9 @@
  * thread that leads the group commit, one group at a time, so a backend
  * needs one writer connection and no locking of its own for it.  Reads
  * come from any thread, concurrently with each other and with a group's
- * transaction: a backend gives each reading thread a connection of its
- * own while it reads (SQLite: one per thread; PostgreSQL: one of a pool),
- * or otherwise makes reads thread-safe, and a read must see every group
+ * transaction: a backend gives each read a connection of its own while
+ * it reads (one of a pool, in both backends: threads come and go), or
+ * otherwise makes reads thread-safe, and a read must see every group
  * whose commit returned.
  *
  * Errors: a member that fails returns DURO_E_STORAGE (reads may also

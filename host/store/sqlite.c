@@ -3,9 +3,10 @@
  *
  * Connections to one WAL-mode file: `wr` is used only by the thread that
  * currently leads a group commit (journal.c runs begin, apply and commit
- * on it); every thread that reads gets a reader connection of its own
- * (thread-local, with its prepared statements cached), so reads on
- * different workers never wait for each other.  WAL lets reads proceed
+ * on it); every read takes a reader connection of a pool (with its
+ * prepared statements cached) and gives it back, so reads on different
+ * workers never wait for each other, and a thread that ends leaves no
+ * connection behind.  WAL lets reads proceed
  * while a group commits, and a read started after a commit returns sees
  * it.  With synchronous=FULL, COMMIT returns after the fsync.
  *
@@ -256,8 +257,8 @@ static const char schema_sql[] =
     " dropped INTEGER NOT NULL, dead_lettered INTEGER NOT NULL)"
     " WITHOUT ROWID;";
 
-/* A thread's read connection and its cached statements, keyed by the
- * address of their SQL text (always a string literal here). */
+/* A read connection and its cached statements, keyed by the address of
+ * their SQL text (always a string literal here). */
 #define READER_CACHE 24
 typedef struct reader {
   sqlite3 *db;
@@ -266,19 +267,20 @@ typedef struct reader {
     sqlite3_stmt *st;
   } cache[READER_CACHE];
   size_t n;
-  struct reader *next;
+  struct reader *next; /* every reader, in `readers` */
+  struct reader *next_idle;
 } reader;
 
 /* The backend's handle: the writer connection with its prepared
- * statements, and the readers, one per thread that reads. */
+ * statements, and the pool of readers. */
 typedef struct sqlite_store {
   sqlite3 *wr;
   sqlite3_stmt *ws[ST_WRITE_COUNT_];
   char *path;
   int synchronous_full;
-  pthread_key_t reader_key;
-  pthread_mutex_t readers_mu; /* guards `readers` */
+  pthread_mutex_t readers_mu; /* guards `readers` and `idle` */
   reader *readers;            /* every reader, closed with the store */
+  reader *idle;               /* those no read holds, the last freed first */
 } sqlite_store;
 
 /* Why `db` failed, for journal_errmsg. */
@@ -466,7 +468,6 @@ statements:
   }
   sq->path = xstrdup(path);
   sq->synchronous_full = synchronous_full;
-  pthread_key_create(&sq->reader_key, NULL);
   pthread_mutex_init(&sq->readers_mu, NULL);
   *out = sq;
   return 0;
@@ -491,7 +492,6 @@ static void sqlite_close(void *db) {
     sqlite3_close(r->db);
     free(r);
   }
-  pthread_key_delete(sq->reader_key);
   pthread_mutex_destroy(&sq->readers_mu);
   free(sq->path);
   free(sq);
@@ -922,9 +922,17 @@ static int64_t col_ms(sqlite3_stmt *st, int i) {
              : sqlite3_column_int64(st, i);
 }
 
-/* This thread's reader, opened on first use. */
-static reader *reader_get(sqlite_store *sq) {
-  reader *r = pthread_getspecific(sq->reader_key);
+/* A reader for one read, from the pool: an idle one, or a new one when
+ * every reader is busy.  Readers belong to the pool, not to threads, so a
+ * thread that reads once and ends (a consumer's batch, a cron handler's
+ * tick) leaves nothing open behind it; the pool holds as many as reads
+ * ever ran at once.  Every read gives its reader back (reader_give). */
+static reader *reader_take(sqlite_store *sq) {
+  pthread_mutex_lock(&sq->readers_mu);
+  reader *r = sq->idle;
+  if (r)
+    sq->idle = r->next_idle;
+  pthread_mutex_unlock(&sq->readers_mu);
   if (r)
     return r;
   r = xcalloc(1, sizeof *r);
@@ -943,15 +951,25 @@ static reader *reader_get(sqlite_store *sq) {
   r->next = sq->readers;
   sq->readers = r;
   pthread_mutex_unlock(&sq->readers_mu);
-  pthread_setspecific(sq->reader_key, r);
   return r;
+}
+
+/* Ends a read: its reader goes back to the pool; returns rc. */
+static int reader_give(sqlite_store *sq, reader *r, int rc) {
+  if (!r)
+    return rc;
+  pthread_mutex_lock(&sq->readers_mu);
+  r->next_idle = sq->idle;
+  sq->idle = r;
+  pthread_mutex_unlock(&sq->readers_mu);
+  return rc;
 }
 
 /* The cached statement for `sql` (a literal), prepared on first use. */
 static int prepare_rd(reader *r, const char *sql, sqlite3_stmt **st) {
   *st = NULL;
   if (!r)
-    return DURO_E_STORAGE; /* reader_get said why */
+    return DURO_E_STORAGE; /* reader_take said why */
   for (size_t i = 0; i < r->n; i++)
     if (r->cache[i].sql == sql) {
       *st = r->cache[i].st;
@@ -1023,7 +1041,7 @@ static int instance_query(void *db, const char *sql, int64_t rowid,
                           journal_instance *out) {
   sqlite3_stmt *st = NULL;
   int rc;
-  reader *r = reader_get(db);
+  reader *r = reader_take(db);
   if ((rc = prepare_rd(r, sql, &st)))
     goto done;
   if (workflow) {
@@ -1044,7 +1062,7 @@ static int instance_query(void *db, const char *sql, int64_t rowid,
   }
 done:
   release_rd(r, st);
-  return rc;
+  return reader_give(db, r, rc);
 }
 
 static int sqlite_instance_get(void *db, const char *workflow, const char *id,
@@ -1067,7 +1085,7 @@ static int sqlite_steps_load(void *db, int64_t rowid, journal_step **out,
   journal_step *v = NULL;
   size_t len = 0, cap = 0;
   int rc;
-  reader *r = reader_get(db);
+  reader *r = reader_take(db);
   if ((rc = prepare_rd(r,
                        "SELECT key,name,count,seq,type,status,result,error,"
                        "attempts,started_ms,ended_ms,wake_ms,"
@@ -1108,7 +1126,7 @@ done:
   }
   *out = v;
   *n = len;
-  return rc;
+  return reader_give(db, r, rc);
 }
 
 static int sqlite_attempts_each(void *db, int64_t rowid,
@@ -1119,7 +1137,7 @@ static int sqlite_attempts_each(void *db, int64_t rowid,
                                 void *ctx) {
   sqlite3_stmt *st = NULL;
   int rc;
-  reader *r = reader_get(db);
+  reader *r = reader_take(db);
   if ((rc = prepare_rd(r,
                        "SELECT key,number,started_ms,ended_ms,error,build "
                        "FROM attempts WHERE instance=?1 ORDER BY key,number",
@@ -1135,7 +1153,7 @@ static int sqlite_attempts_each(void *db, int64_t rowid,
   rc = rows_end(r, s);
 done:
   release_rd(r, st);
-  return rc;
+  return reader_give(db, r, rc);
 }
 
 /* The instance's events that `sql` selects (seq, type, payload, ts_ms,
@@ -1146,7 +1164,7 @@ static int read_events(void *db, const char *sql, int64_t rowid,
   journal_event *v = NULL;
   size_t len = 0, cap = 0;
   int rc;
-  reader *r = reader_get(db);
+  reader *r = reader_take(db);
   if ((rc = prepare_rd(r, sql, &st)))
     goto done;
   sqlite3_bind_int64(st, 1, rowid);
@@ -1173,7 +1191,7 @@ done:
   }
   *out = v;
   *n = len;
-  return rc;
+  return reader_give(db, r, rc);
 }
 
 static int sqlite_events_pending(void *db, int64_t rowid, journal_event **out,
@@ -1197,7 +1215,7 @@ static int sqlite_due(void *db, int64_t after_ms, int64_t upto_ms, size_t limit,
   sqlite3_stmt *st = NULL;
   int rc;
   *n = 0;
-  reader *r = reader_get(db);
+  reader *r = reader_take(db);
   if ((rc = prepare_rd(r,
                        "SELECT rowid, wake_ms FROM instances WHERE wake_ms>?1 "
                        "AND wake_ms<=?2 ORDER BY wake_ms LIMIT ?3",
@@ -1217,13 +1235,13 @@ static int sqlite_due(void *db, int64_t after_ms, int64_t upto_ms, size_t limit,
     *n = 0;
 done:
   release_rd(r, st);
-  return rc;
+  return reader_give(db, r, rc);
 }
 
 static int sqlite_next_wake(void *db, int64_t after_ms, int64_t *wake) {
   sqlite3_stmt *st = NULL;
   *wake = JOURNAL_NONE;
-  reader *r = reader_get(db);
+  reader *r = reader_take(db);
   int rc =
       prepare_rd(r, "SELECT MIN(wake_ms) FROM instances WHERE wake_ms>?1", &st);
   if (rc == 0) {
@@ -1235,7 +1253,7 @@ static int sqlite_next_wake(void *db, int64_t after_ms, int64_t *wake) {
       rc = rows_end(r, s);
   }
   release_rd(r, st);
-  return rc;
+  return reader_give(db, r, rc);
 }
 
 static int sqlite_recover_each(void *db,
@@ -1244,7 +1262,7 @@ static int sqlite_recover_each(void *db,
                                void *ctx) {
   sqlite3_stmt *st = NULL;
   int rc;
-  reader *r = reader_get(db);
+  reader *r = reader_take(db);
   if ((rc = prepare_rd(r,
                        "SELECT rowid,status,control FROM instances WHERE "
                        "status='queued' OR (control<>0 AND status IN "
@@ -1258,7 +1276,7 @@ static int sqlite_recover_each(void *db,
   rc = rows_end(r, s);
 done:
   release_rd(r, st);
-  return rc;
+  return reader_give(db, r, rc);
 }
 
 static int sqlite_list(void *db, const char *workflow, const char *status,
@@ -1268,7 +1286,7 @@ static int sqlite_list(void *db, const char *workflow, const char *status,
                        void *ctx) {
   sqlite3_stmt *st = NULL;
   int rc;
-  reader *r = reader_get(db);
+  reader *r = reader_take(db);
   if ((rc = prepare_rd(r,
                        "SELECT rowid,id,status,created_ms FROM instances "
                        "WHERE workflow=?1 AND (?2 IS NULL OR status=?2) AND "
@@ -1287,7 +1305,7 @@ static int sqlite_list(void *db, const char *workflow, const char *status,
   rc = rows_end(r, s);
 done:
   release_rd(r, st);
-  return rc;
+  return reader_give(db, r, rc);
 }
 
 static int sqlite_count_by_status(void *db,
@@ -1296,7 +1314,7 @@ static int sqlite_count_by_status(void *db,
                                   void *ctx) {
   sqlite3_stmt *st = NULL;
   int rc;
-  reader *r = reader_get(db);
+  reader *r = reader_take(db);
   if ((rc = prepare_rd(r,
                        "SELECT workflow,status,COUNT(*) FROM instances "
                        "GROUP BY workflow,status ORDER BY workflow,status",
@@ -1309,14 +1327,14 @@ static int sqlite_count_by_status(void *db,
   rc = rows_end(r, s);
 done:
   release_rd(r, st);
-  return rc;
+  return reader_give(db, r, rc);
 }
 
 static int sqlite_build_pinned(void *db, const char *workflow,
                                const char *build, int *pinned) {
   sqlite3_stmt *st = NULL;
   *pinned = 0;
-  reader *r = reader_get(db);
+  reader *r = reader_take(db);
   int rc = prepare_rd(r,
                       "SELECT 1 FROM instances WHERE workflow=?1 AND build=?2 "
                       "AND build IS NOT NULL AND status IN "
@@ -1332,7 +1350,7 @@ static int sqlite_build_pinned(void *db, const char *workflow,
       rc = rows_end(r, s);
   }
   release_rd(r, st);
-  return rc;
+  return reader_give(db, r, rc);
 }
 
 static int sqlite_pinned_builds(void *db,
@@ -1340,7 +1358,7 @@ static int sqlite_pinned_builds(void *db,
                                            const char *build, int64_t n),
                                 void *ctx) {
   sqlite3_stmt *st = NULL;
-  reader *r = reader_get(db);
+  reader *r = reader_take(db);
   int rc = prepare_rd(r,
                       "SELECT workflow, build, COUNT(*) FROM instances "
                       "WHERE build IS NOT NULL AND status IN "
@@ -1354,7 +1372,7 @@ static int sqlite_pinned_builds(void *db,
     rc = rows_end(r, s);
   }
   release_rd(r, st);
-  return rc;
+  return reader_give(db, r, rc);
 }
 
 /* Two probes of messages_next, each reading at most `limit` + 1 rows:
@@ -1368,7 +1386,7 @@ static const char sql_queue_next[] =
 
 static int sqlite_queue_ready(void *db, const char *queue, int64_t now_ms,
                               uint32_t limit, journal_queue_ready_info *out) {
-  reader *r = reader_get(db);
+  reader *r = reader_take(db);
   sqlite3_stmt *st = NULL;
   int s = SQLITE_DONE;
   int rc = prepare_rd(r, sql_queue_ready, &st);
@@ -1394,7 +1412,7 @@ static int sqlite_queue_ready(void *db, const char *queue, int64_t now_ms,
     rc = rows_end(r, s);
     release_rd(r, st);
   }
-  return rc;
+  return reader_give(db, r, rc);
 }
 
 static const char sql_queued_from[] =
@@ -1403,12 +1421,12 @@ static const char sql_queued_from[] =
 
 static int sqlite_queued_from(void *db, int64_t from, size_t limit,
                               int64_t *rowids, size_t *n) {
-  reader *r = reader_get(db);
+  reader *r = reader_take(db);
   sqlite3_stmt *st = NULL;
   *n = 0;
   int rc = prepare_rd(r, sql_queued_from, &st);
   if (rc)
-    return rc;
+    return reader_give(db, r, rc);
   sqlite3_bind_int64(st, 1, from);
   sqlite3_bind_int64(st, 2, (sqlite3_int64)limit);
   int s;
@@ -1416,7 +1434,7 @@ static int sqlite_queued_from(void *db, int64_t from, size_t limit,
     rowids[(*n)++] = sqlite3_column_int64(st, 0);
   rc = rows_end(r, s == SQLITE_ROW ? SQLITE_DONE : s);
   release_rd(r, st);
-  return rc;
+  return reader_give(db, r, rc);
 }
 
 /* On instances_status, in rowid order: the unary + keeps the planner off
@@ -1427,12 +1445,12 @@ static const char sql_oldest_queued[] =
 
 static int sqlite_oldest_queued(void *db, const char *workflow,
                                 int64_t *created_ms) {
-  reader *r = reader_get(db);
+  reader *r = reader_take(db);
   sqlite3_stmt *st = NULL;
   *created_ms = JOURNAL_NONE;
   int rc = prepare_rd(r, sql_oldest_queued, &st);
   if (rc)
-    return rc;
+    return reader_give(db, r, rc);
   bind_text(st, 1, workflow);
   int s = sqlite3_step(st);
   if (s == SQLITE_ROW) {
@@ -1441,7 +1459,7 @@ static int sqlite_oldest_queued(void *db, const char *workflow,
   }
   rc = rows_end(r, s);
   release_rd(r, st);
-  return rc;
+  return reader_give(db, r, rc);
 }
 
 static const char sql_cron_state[] =
@@ -1449,13 +1467,13 @@ static const char sql_cron_state[] =
     " complete, failed, missed, skipped FROM cron_triggers WHERE trigger=?1";
 
 static int sqlite_cron_state(void *db, const char *trigger, journal_cron *out) {
-  reader *r = reader_get(db);
+  reader *r = reader_take(db);
   sqlite3_stmt *st = NULL;
   memset(out, 0, sizeof *out);
   out->since_ms = out->last_tick_ms = JOURNAL_NONE;
   int rc = prepare_rd(r, sql_cron_state, &st);
   if (rc)
-    return rc;
+    return reader_give(db, r, rc);
   bind_text(st, 1, trigger);
   int s = sqlite3_step(st);
   if (s == SQLITE_ROW) {
@@ -1469,7 +1487,7 @@ static int sqlite_cron_state(void *db, const char *trigger, journal_cron *out) {
   }
   rc = rows_end(r, s);
   release_rd(r, st);
-  return rc;
+  return reader_give(db, r, rc);
 }
 
 static const char sql_cron_ticks[] =
@@ -1480,11 +1498,11 @@ static int sqlite_cron_ticks(void *db, const char *trigger, const char *state,
                              size_t limit,
                              void (*fn)(void *ctx, const journal_cron_tick *t),
                              void *ctx) {
-  reader *r = reader_get(db);
+  reader *r = reader_take(db);
   sqlite3_stmt *st = NULL;
   int rc = prepare_rd(r, sql_cron_ticks, &st);
   if (rc)
-    return rc;
+    return reader_give(db, r, rc);
   bind_text(st, 1, trigger);
   bind_text(st, 2, state);
   sqlite3_bind_int64(st, 3, (sqlite3_int64)limit);
@@ -1498,7 +1516,7 @@ static int sqlite_cron_ticks(void *db, const char *trigger, const char *state,
   }
   rc = rows_end(r, s);
   release_rd(r, st);
-  return rc;
+  return reader_give(db, r, rc);
 }
 
 /* The queue's held messages (visible_ms after now: in flight, or
@@ -1512,11 +1530,11 @@ static int sqlite_queue_leases(void *db, const char *queue, int64_t now_ms,
                                const char *token,
                                void (*fn)(void *ctx, const char *lease),
                                void *ctx) {
-  reader *r = reader_get(db);
+  reader *r = reader_take(db);
   sqlite3_stmt *st = NULL;
   int rc = prepare_rd(r, sql_queue_leases, &st);
   if (rc)
-    return rc;
+    return reader_give(db, r, rc);
   char *lo = xasprintf("%s-", token), *hi = xasprintf("%s.", token);
   bind_text(st, 1, queue);
   sqlite3_bind_int64(st, 2, now_ms);
@@ -1529,7 +1547,7 @@ static int sqlite_queue_leases(void *db, const char *queue, int64_t now_ms,
   release_rd(r, st);
   free(lo);
   free(hi);
-  return rc;
+  return reader_give(db, r, rc);
 }
 
 /* On messages_age, so a deep queue costs `limit` rows.  The lease only
@@ -1541,13 +1559,13 @@ static const char sql_queue_peek[] =
 
 static int sqlite_queue_peek(void *db, const char *queue, int64_t now_ms,
                              size_t limit, journal_message **out, size_t *n) {
-  reader *r = reader_get(db);
+  reader *r = reader_take(db);
   sqlite3_stmt *st = NULL;
   *out = NULL;
   *n = 0;
   int rc = prepare_rd(r, sql_queue_peek, &st);
   if (rc)
-    return rc;
+    return reader_give(db, r, rc);
   bind_text(st, 1, queue);
   sqlite3_bind_int64(st, 2, now_ms);
   sqlite3_bind_int64(st, 3, (sqlite3_int64)limit);
@@ -1567,7 +1585,7 @@ static int sqlite_queue_peek(void *db, const char *queue, int64_t now_ms,
   rc = rows_end(r, *n == limit ? SQLITE_DONE : s);
   release_rd(r, st);
   *out = v;
-  return rc;
+  return reader_give(db, r, rc);
 }
 
 static const char sql_queue_counts[] =
@@ -1578,18 +1596,18 @@ static int sqlite_queue_counts_each(void *db,
                                                int64_t dropped,
                                                int64_t dead_lettered),
                                     void *ctx) {
-  reader *r = reader_get(db);
+  reader *r = reader_take(db);
   sqlite3_stmt *st = NULL;
   int rc = prepare_rd(r, sql_queue_counts, &st);
   if (rc)
-    return rc;
+    return reader_give(db, r, rc);
   int s;
   while ((s = sqlite3_step(st)) == SQLITE_ROW)
     fn(ctx, (const char *)sqlite3_column_text(st, 0),
        sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2));
   rc = rows_end(r, s);
   release_rd(r, st);
-  return rc;
+  return reader_give(db, r, rc);
 }
 
 /* One pass over the queue's rows (or every row): the counts are sums of
@@ -1599,7 +1617,7 @@ static int sqlite_queue_stats_each(void *db, const char *queue, int64_t now_ms,
                                               const journal_queue_stats *st),
                                    void *ctx) {
   sqlite3_stmt *st = NULL;
-  reader *r = reader_get(db);
+  reader *r = reader_take(db);
   int rc = prepare_rd(
       r,
       "SELECT queue, SUM(visible_ms<=?2), SUM(visible_ms>?2 AND lease IS "
@@ -1620,7 +1638,7 @@ static int sqlite_queue_stats_each(void *db, const char *queue, int64_t now_ms,
     rc = rows_end(r, s);
   }
   release_rd(r, st);
-  return rc;
+  return reader_give(db, r, rc);
 }
 
 /* ---- copying the journal out (migrate.c) ----------------------------------
