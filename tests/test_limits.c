@@ -1,7 +1,8 @@
 /* test_limits.c — retention and per-workflow concurrency.
  *
  * Retention runs on the virtual clock: an ended instance stays exactly its
- * retention and is then deleted with everything it stored.  Concurrency
+ * retention and is then deleted with everything it stored, in bounded
+ * steps between the scheduler's other work.  Concurrency
  * needs real worker threads: steps that hold their activation until the
  * test has seen how many run at once. */
 #include <pthread.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "journal.h"
 #include "suite_run.h"
 
 #define DAY_MS (24LL * 3600 * 1000)
@@ -88,6 +90,75 @@ START_TEST(retention_spares_running_instances) {
   ck_assert_int_eq(duro_engine_sweep(h.e, &swept), 0);
   ck_assert_uint_eq(swept, 0);
   ck_assert_str_eq(harness_status(&h, "wf", "s"), "waiting");
+  harness_close(&h);
+}
+END_TEST
+
+/* A sweep of many instances runs in bounded steps, one a scheduler pass
+ * (the test runs the passes: with workers = 0 the engine has no scheduler
+ * thread): a sleeper that came due meanwhile is made runnable by the
+ * first pass, with most of the sweep still to do, and the passes that
+ * follow delete the rest. */
+#define EXPIRED 1200
+#define PASS_MAX 500 /* scheduler.c's SWEEP_PASS_MAX */
+
+static void count_complete(void *ctx, const char *workflow, const char *status,
+                           int64_t n) {
+  if (strcmp(workflow, "wf") == 0 && strcmp(status, "complete") == 0)
+    *(int64_t *)ctx += n;
+}
+
+static int64_t complete_rows(struct journal *j) {
+  int64_t n = 0;
+  ck_assert_int_eq(journal_count_by_status(j, count_complete, &n), 0);
+  return n;
+}
+
+static duro_rc naps(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev, (void)env;
+  return duro_sleep(step, "nap", "1 hour");
+}
+
+START_TEST(a_large_sweep_takes_bounded_steps_between_wakes) {
+  harness h;
+  harness_open(&h);
+  harness_register(&h, "wf", one_step);
+  harness_register(&h, "napper", naps);
+  harness_start(&h);
+  for (int i = 0; i < EXPIRED; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "x%d", i);
+    ck_assert_int_eq(duro_instance_create(h.e, "wf", id, "{}", DAY_MS, NULL),
+                     0);
+  }
+  ck_assert_int_eq(duro_instance_create(h.e, "napper", "s", NULL, -1, NULL), 0);
+  harness_run(&h);
+  ck_assert_str_eq(harness_status(&h, "napper", "s"), "waiting");
+  struct journal *j = harness_journal_open(&h);
+  ck_assert_int_eq(complete_rows(j), EXPIRED);
+  duro_engine_scheduler_pass(h.e); /* the first: the sweep is 5 s away */
+  ck_assert_int_eq(complete_rows(j), EXPIRED);
+
+  duro_clock_advance(&h.clock, DAY_MS + 3600 * 1000);
+  ck_assert_uint_eq(duro_engine_in_flight(h.e), 0);
+  ck_assert_int_eq(duro_engine_scheduler_pass(h.e), 0); /* more to do */
+  ck_assert_uint_eq(duro_engine_in_flight(h.e), 1);     /* the sleeper */
+  int64_t left = complete_rows(j);
+  ck_assert_int_eq(left, EXPIRED - PASS_MAX);
+  int passes = 1;
+  int64_t wait;
+  do {
+    wait = duro_engine_scheduler_pass(h.e);
+    int64_t now_left = complete_rows(j);
+    ck_assert_int_le(left - now_left, PASS_MAX);
+    left = now_left;
+    passes++;
+  } while (wait == 0 && passes < 10);
+  ck_assert_int_eq(left, 0);
+  ck_assert_int_eq(passes, (EXPIRED + PASS_MAX - 1) / PASS_MAX);
+  journal_close(j);
+  harness_run(&h);
+  ck_assert_str_eq(harness_status(&h, "napper", "s"), "complete");
   harness_close(&h);
 }
 END_TEST
@@ -323,6 +394,7 @@ int main(void) {
   TCase *tc = tcase_create("limits");
   tcase_add_test(tc, retention_deletes_after_exactly_its_time);
   tcase_add_test(tc, retention_spares_running_instances);
+  tcase_add_test(tc, a_large_sweep_takes_bounded_steps_between_wakes);
   tcase_add_test(tc, state_limit_fails_the_step_that_crosses_it);
   tcase_add_test(tc, concurrency_limit_caps_running_activations);
   tcase_add_test(tc, step_limit_counts_sleeps);

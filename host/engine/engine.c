@@ -851,19 +851,27 @@ void duro_engine_poll_due(duro_engine *e) {
   pthread_mutex_unlock(&e->mu);
 }
 
+#define SWEEP_TRANSACTION 1000 /* instances, at most */
+
+int duro_engine_sweep_some(duro_engine *e, size_t limit, size_t *swept) {
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_SWEEP);
+  op->ts_ms = duro_clock_now(e->clock);
+  op->from_seq =
+      (int64_t)(limit < SWEEP_TRANSACTION ? limit : SWEEP_TRANSACTION);
+  int rc = journal_commit(e->j, &b);
+  *swept = rc ? 0 : (size_t)op->out_rowid;
+  journal_batch_free(&b);
+  return rc;
+}
+
 int duro_engine_sweep(duro_engine *e, size_t *swept) {
-  size_t total = 0;
-  int rc = 0;
-  for (;;) {
-    journal_batch b = {0};
-    journal_op *op = journal_batch_add(&b, JOP_SWEEP);
-    op->ts_ms = duro_clock_now(e->clock);
-    op->from_seq = 1000; /* a bounded transaction; loop for more */
-    rc = journal_commit(e->j, &b);
-    size_t n = rc ? 0 : (size_t)op->out_rowid;
-    journal_batch_free(&b);
+  size_t total = 0, n = 0;
+  int rc;
+  /* bounded transactions; loop for more */
+  while ((rc = duro_engine_sweep_some(e, SWEEP_TRANSACTION, &n)) == 0) {
     total += n;
-    if (rc || n < 1000)
+    if (n < SWEEP_TRANSACTION)
       break;
   }
   if (swept)

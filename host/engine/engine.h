@@ -201,6 +201,15 @@ void duro_engine_poll_due(duro_engine *e);
  * steps, attempts, events); their ids become free again.  *swept (may be
  * NULL) receives how many. */
 int duro_engine_sweep(duro_engine *e, size_t *swept);
+/* The same, deleting at most `limit` (at most 1000) in one transaction. */
+int duro_engine_sweep_some(duro_engine *e, size_t limit, size_t *swept);
+
+/* One pass of the scheduler thread (engine/scheduler.c): due wakes,
+ * dispatch, cron ticks, a bounded step of the retention sweep...  An
+ * engine started with workers = 0 has no scheduler thread, so a test can
+ * run passes itself.  Returns how long (ms) the thread would wait before
+ * the next pass: 0 when it would run one at once (more work waits). */
+int64_t duro_engine_scheduler_pass(duro_engine *e);
 
 /* ---- instances ---------------------------------------------------------- */
 

@@ -205,6 +205,20 @@ struct duro_engine {
   size_t remote_watched;
   int64_t next_takeover;
 
+  /* The scheduler pass's own state (scheduler.c; only the thread that
+   * runs passes touches it): the retention sweep, which deletes a bounded
+   * batch a pass while one is under way so that the passes between keep
+   * wakes, dispatch and cron ticks on time, and the journal failures
+   * already reconciled. */
+  struct {
+    int started;      /* next is set */
+    int64_t next;     /* when the next sweep starts (engine_mono_ms) */
+    int running;      /* a sweep is under way */
+    size_t instances; /* deleted by it so far */
+    uint32_t passes;  /* passes it took so far */
+  } sweep;
+  uint64_t reconciled_failures;
+
   /* GET /metrics; updated with relaxed atomics from any thread */
   struct {
     uint64_t activations;

@@ -15,7 +15,9 @@
  *    once writes succeed again after any failed, so nothing acknowledged
  *    waits for a restart;
  *  - the retention sweep (instances, then queue messages), once a
- *    minute;
+ *    minute: at most SWEEP_PASS_MAX instances a pass, the passes back to
+ *    back while there are more, so that a large sweep never holds up the
+ *    wakes, dispatch and cron ticks of the passes between;
  *  - cron triggers (cron/trigger.c): the ticks that are due;
  *  - the counters' history (history.c): a sample per pass;
  *  - on a store several hosts share (hosts.c), every half lease: the
@@ -43,6 +45,7 @@
 #define RETRY_MAX_MS 5000
 #define SWEEP_EVERY_MS 60000
 #define SWEEP_FIRST_MS 5000
+#define SWEEP_PASS_MAX 500 /* instances deleted in one pass */
 #define WAIT_MAX_MS 1000
 
 int64_t engine_mono_ms(const duro_engine *e) {
@@ -168,67 +171,94 @@ static void wait_ms(duro_engine *e, int64_t ms) {
   pthread_cond_timedwait(&e->sched, &e->mu, &until);
 }
 
+/* A bounded step of the retention sweep when one is due or under way
+ * (at most SWEEP_PASS_MAX instances); once no more instances are due, the
+ * queue messages and cron ticks.  Returns 1 while instances remain. */
+static int sweep_step(duro_engine *e, int64_t mono) {
+  if (!e->sweep.started) {
+    e->sweep.started = 1;
+    e->sweep.next = mono + SWEEP_FIRST_MS;
+  }
+  if (!e->sweep.running) {
+    if (mono < e->sweep.next)
+      return 0;
+    e->sweep.running = 1;
+    e->sweep.instances = 0;
+    e->sweep.passes = 0;
+  }
+  e->sweep.passes++;
+  size_t n = 0;
+  if (duro_engine_sweep_some(e, SWEEP_PASS_MAX, &n) != 0)
+    log_error("retention sweep failed: %s", journal_errmsg(e->j));
+  e->sweep.instances += n;
+  if (n == SWEEP_PASS_MAX)
+    return 1; /* more on the next pass */
+  if (e->sweep.instances)
+    log_info("retention: deleted %zu ended instance(s) in %u pass(es)",
+             e->sweep.instances, e->sweep.passes);
+  if (duro_queues_sweep(e, &n) != 0)
+    log_error("queue retention sweep failed: %s", journal_errmsg(e->j));
+  else if (n)
+    log_info("retention: deleted %zu queue message(s)", n);
+  if (duro_crons_sweep(e, &n) != 0)
+    log_error("cron tick sweep failed: %s", journal_errmsg(e->j));
+  e->sweep.running = 0;
+  e->sweep.next = mono + SWEEP_EVERY_MS;
+  return 0;
+}
+
+int64_t duro_engine_scheduler_pass(duro_engine *e) {
+  engine_history_sample(e);
+  duro_engine_poll_due(e);
+  engine_refill(e);
+  /* a full pass handled messages: there may be more, so no wait */
+  int64_t consumers_due, cron_due;
+  int busy = queue_consumers_dispatch(e, &consumers_due) > 0;
+  duro_crons_dispatch(e, &cron_due);
+  int64_t hosts_due = engine_hosts_tick(e, engine_mono_ms(e));
+  int64_t wake = duro_engine_next_wake(e);
+  uint64_t failures;
+  int failing = journal_failing(e->j, NULL, 0, &failures);
+  if (!failing && failures != e->reconciled_failures) {
+    log_info("storage writes succeed again: reconciling with the journal");
+    if (engine_reconcile(e) == 0)
+      e->reconciled_failures = failures;
+  }
+  busy |= sweep_step(e, engine_mono_ms(e));
+
+  pthread_mutex_lock(&e->mu);
+  int64_t retry = engine_retries_due_locked(e, engine_mono_ms(e));
+  pthread_mutex_unlock(&e->mu);
+  if (busy)
+    return 0;
+  int64_t now = duro_clock_now(e->clock);
+  int64_t mono = engine_mono_ms(e);
+  int64_t delay = WAIT_MAX_MS;
+  if (wake != INT64_MAX && wake - now < delay)
+    delay = wake - now;
+  if (consumers_due != JOURNAL_NONE && consumers_due - now < delay)
+    delay = consumers_due - now;
+  if (cron_due != INT64_MAX && cron_due - now < delay)
+    delay = cron_due - now;
+  if (retry != INT64_MAX && retry - mono < delay)
+    delay = retry - mono;
+  if (hosts_due != INT64_MAX && hosts_due - mono < delay)
+    delay = hosts_due - mono;
+  if (failing && delay > 100)
+    delay = 100; /* notice recovery quickly */
+  return delay > 0 ? delay : 0;
+}
+
 void *engine_scheduler_main(void *arg) {
   duro_engine *e = arg;
-  int64_t next_sweep = engine_mono_ms(e) + SWEEP_FIRST_MS;
-  uint64_t reconciled_failures = 0;
   pthread_mutex_lock(&e->mu);
   while (!e->stopping) {
     e->sched_kick = 0;
     pthread_mutex_unlock(&e->mu);
-
-    engine_history_sample(e);
-    duro_engine_poll_due(e);
-    engine_refill(e);
-    /* a full pass handled messages: there may be more, so no wait */
-    int64_t consumers_due, cron_due;
-    int busy = queue_consumers_dispatch(e, &consumers_due) > 0;
-    duro_crons_dispatch(e, &cron_due);
-    int64_t hosts_due = engine_hosts_tick(e, engine_mono_ms(e));
-    int64_t wake = duro_engine_next_wake(e);
-    int64_t mono = engine_mono_ms(e);
-    uint64_t failures;
-    int failing = journal_failing(e->j, NULL, 0, &failures);
-    if (!failing && failures != reconciled_failures) {
-      log_info("storage writes succeed again: reconciling with the journal");
-      if (engine_reconcile(e) == 0)
-        reconciled_failures = failures;
-    }
-    if (mono >= next_sweep) {
-      size_t n = 0;
-      if (duro_engine_sweep(e, &n) != 0)
-        log_error("retention sweep failed: %s", journal_errmsg(e->j));
-      else if (n)
-        log_info("retention: deleted %zu ended instance(s)", n);
-      if (duro_queues_sweep(e, &n) != 0)
-        log_error("queue retention sweep failed: %s", journal_errmsg(e->j));
-      else if (n)
-        log_info("retention: deleted %zu queue message(s)", n);
-      if (duro_crons_sweep(e, &n) != 0)
-        log_error("cron tick sweep failed: %s", journal_errmsg(e->j));
-      next_sweep = mono + SWEEP_EVERY_MS;
-    }
-
+    int64_t delay = duro_engine_scheduler_pass(e);
     pthread_mutex_lock(&e->mu);
-    int64_t retry = engine_retries_due_locked(e, engine_mono_ms(e));
-    if (e->stopping || e->sched_kick || busy)
-      continue;
-    int64_t now = duro_clock_now(e->clock);
-    mono = engine_mono_ms(e);
-    int64_t delay = WAIT_MAX_MS;
-    if (wake != INT64_MAX && wake - now < delay)
-      delay = wake - now;
-    if (consumers_due != JOURNAL_NONE && consumers_due - now < delay)
-      delay = consumers_due - now;
-    if (cron_due != INT64_MAX && cron_due - now < delay)
-      delay = cron_due - now;
-    if (retry != INT64_MAX && retry - mono < delay)
-      delay = retry - mono;
-    if (hosts_due != INT64_MAX && hosts_due - mono < delay)
-      delay = hosts_due - mono;
-    if (failing && delay > 100)
-      delay = 100; /* notice recovery quickly */
-    if (delay > 0)
+    /* a kick since the pass began: pass again at once */
+    if (!e->stopping && !e->sched_kick && delay > 0)
       wait_ms(e, delay);
   }
   pthread_mutex_unlock(&e->mu);
