@@ -25,6 +25,9 @@
  *    effect at once, SIGTERM stops within engine.shutdown_grace;
  *  - one host per database: a second `duro run` on the same storage.path
  *    exits 1 naming the first one's pid;
+ *  - the database (or its -wal) deleted or replaced under a running host:
+ *    writes answer 503, /healthz says degraded naming the file, a log
+ *    line says why;
  *  - SIGKILL of the supervisor leaves no engine behind;
  *  - SIGHUP is not fatal;
  *  - a second SIGINT forces the stop of a host waiting for a hung attempt;
@@ -586,6 +589,63 @@ START_TEST(second_host_refused) {
 }
 END_TEST
 
+/* The database's files deleted or replaced under a running host: writes
+ * from then on go to files no restart finds.  Within a scheduler pass or
+ * two (each at most a second apart) the host refuses writes with 503,
+ * /healthz says degraded naming the file, and its log says why. */
+enum { GONE_DELETED, GONE_REPLACED, GONE_WAL, N_GONE };
+
+START_TEST(database_gone_refuses_writes) {
+  host_run H;
+  start(&H, "{ workers: 2 }");
+  create(&H, "before", "{\"fault\":\"none\",\"steps\":1}");
+  char file[420], other[420];
+  snprintf(file, sizeof file, "%s%s", db_path(), _i == GONE_WAL ? "-wal" : "");
+  if (_i == GONE_DELETED) {
+    proc_remove_db(db_path());
+  } else if (_i == GONE_REPLACED) {
+    snprintf(other, sizeof other, "%s.other", db_path());
+    FILE *f = fopen(other, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    ck_assert_int_eq(rename(other, db_path()), 0);
+  } else {
+    ck_assert_int_eq(unlink(file), 0);
+  }
+  int64_t deadline = proc_now_ms() + 5000;
+  for (int i = 0;; i++) {
+    char body[128];
+    snprintf(body, sizeof body,
+             "{\"id\":\"after-%d\",\"params\":{\"fault\":\"none\"}}", i);
+    http_resp r;
+    host_request(&H, &r, "POST", WF, body);
+    long status = r.status;
+    ck_assert_msg(status == 503 || (status == 201 && proc_now_ms() < deadline),
+                  "create %d after %s went: %ld %s", i, file, status,
+                  r.body ? r.body : "");
+    http_resp_free(&r);
+    if (status == 503)
+      break;
+    proc_sleep_ms(100);
+  }
+  http_resp r;
+  host_request(&H, &r, "GET", "/healthz", NULL);
+  ck_assert_msg(r.status == 200 &&
+                    !strcmp(jstr(r.json, "status"), "degraded") &&
+                    strstr(jstr(r.json, "storage.error"), file),
+                "/healthz: %ld %s", r.status, r.body ? r.body : "");
+  http_resp_free(&r);
+  host_wait_lines(&H, "was deleted or replaced", 1, proc_now_ms() + 5000);
+  char *log = proc_slurp(H.log);
+  int n = 0;
+  char *lines = host_lines_with(log, "was deleted or replaced", &n);
+  assert_contains(lines, file);
+  free(lines);
+  free(log);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
 START_TEST(sigkill_leaves_no_engine) {
   host_run H;
   start(&H, "{ workers: 2 }");
@@ -745,6 +805,7 @@ static Suite *faults_suite(void) {
   tcase_add_test(hang, hang_does_not_hold_parked_activations);
   tcase_add_test(process, second_host_refused);
   tcase_add_test(process, sigkill_leaves_no_engine);
+  tcase_add_loop_test(process, database_gone_refuses_writes, 0, N_GONE);
   tcase_add_test(process, sighup_is_not_fatal);
   tcase_add_test(process, loop_never_waits_for_sqlite);
   tcase_add_test(process, second_sigint_forces_stop);

@@ -18,6 +18,9 @@
  *    minute: at most SWEEP_PASS_MAX instances a pass, the passes back to
  *    back while there are more, so that a large sweep never holds up the
  *    wakes, dispatch and cron ticks of the passes between;
+ *  - the store's files (journal_check): deleted or replaced under the
+ *    host, they would take writes no restart finds, so the journal then
+ *    refuses every write (503, /healthz degraded) and a line says why;
  *  - cron triggers (cron/trigger.c): the ticks that are due;
  *  - the counters' history (history.c): a sample per pass;
  *  - on a store several hosts share (hosts.c), every half lease: the
@@ -217,6 +220,8 @@ int64_t duro_engine_scheduler_pass(duro_engine *e) {
   duro_crons_dispatch(e, &cron_due);
   int64_t hosts_due = engine_hosts_tick(e, engine_mono_ms(e));
   int64_t wake = duro_engine_next_wake(e);
+  if (journal_check(e->j))
+    log_error("storage: %s", journal_errmsg(e->j));
   uint64_t failures;
   int failing = journal_failing(e->j, NULL, 0, &failures);
   if (!failing && failures != e->reconciled_failures) {

@@ -86,6 +86,12 @@ typedef struct store_backend {
    * clean.  Must not fail in a way that matters; its own error is
    * ignored. */
   void (*rollback)(void *db);
+  /* Whether the store is still the one opened (journal_check, from the
+   * engine's scheduler thread): 0, or DURO_E_STORAGE with why (naming
+   * the path) when writes would go where no restart finds them (SQLite:
+   * the file, or its -wal, deleted or replaced under the host).  NULL:
+   * nothing to check. */
+  int (*check)(void *db);
 
   /* ---- reads (any thread; see journal.h for each contract) -------------
    * Each is journal.h's function of the same name, on the backend's

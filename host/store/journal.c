@@ -58,6 +58,10 @@ struct journal {
   int failing;
   char failing_err[256];
   uint64_t failures; /* failed group commits so far (mu) */
+  /* The store is gone (journal_check): every group fails with lost_err,
+   * written once before lost is set (mu). */
+  int lost;
+  char lost_err[256];
   /* The writer thread, started by the first background commit: it leads
    * when nobody does, so a caller that must not block (the HTTP loop)
    * never commits on its own thread. */
@@ -197,6 +201,22 @@ int journal_failing(journal *j, char *msg, size_t len, uint64_t *failures) {
   return failing;
 }
 
+int journal_check(journal *j) {
+  pthread_mutex_lock(&j->mu);
+  int lost = j->lost;
+  pthread_mutex_unlock(&j->mu);
+  if (lost || !j->be->check || j->be->check(j->db) == 0)
+    return 0;
+  pthread_mutex_lock(&j->mu);
+  memcpy(j->lost_err, last_err, sizeof j->lost_err);
+  memcpy(j->failing_err, last_err, sizeof j->failing_err);
+  j->lost = 1;
+  j->failing = 1;
+  j->failures++;
+  pthread_mutex_unlock(&j->mu);
+  return 1;
+}
+
 const struct metrics_hist *journal_commit_latency(journal *j) {
   return &j->commit_us;
 }
@@ -245,8 +265,12 @@ int64_t journal_lease_seq(const char *lease) {
 
 /* Runs every batch of the group in one transaction.  A failure fails the
  * whole group: nothing of it is reported done. */
-static int commit_group(journal *j, pending *first, pending *last) {
+static int commit_group(journal *j, pending *first, pending *last, int lost) {
   const store_backend *be = j->be;
+  if (lost) {
+    store_error("%s", j->lost_err);
+    return DURO_E_STORAGE;
+  }
   int rc = be->begin(j->db);
   for (pending *p = first; !rc; p = p->next) {
     for (size_t i = 0; i < p->batch->n && !rc; i++)
@@ -304,9 +328,10 @@ static void lead(journal *j, pending *mine, int writer) {
       return;
     }
     pending *last = j->tail; /* later arrivals wait for the next group */
+    int lost = j->lost;
     pthread_mutex_unlock(&j->mu);
     int64_t t0 = metrics_now_us();
-    int rc = commit_group(j, first, last);
+    int rc = commit_group(j, first, last, lost);
     metrics_hist_observe(&j->commit_us, metrics_now_us() - t0);
     pthread_mutex_lock(&j->mu);
     j->failing = rc != 0;

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "backend.h"
 #include "duro.h"
@@ -271,13 +272,22 @@ typedef struct reader {
   struct reader *next_idle;
 } reader;
 
+/* Which file a path named (st_dev, st_ino), to find it deleted or
+ * replaced later. */
+typedef struct file_id {
+  dev_t dev;
+  ino_t ino;
+  int known;
+} file_id;
+
 /* The backend's handle: the writer connection with its prepared
- * statements, and the pool of readers. */
+ * statements, the pool of readers, and the files they opened. */
 typedef struct sqlite_store {
   sqlite3 *wr;
   sqlite3_stmt *ws[ST_WRITE_COUNT_];
   char *path;
   int synchronous_full;
+  file_id file, wal;          /* the database and its write-ahead log */
   pthread_mutex_t readers_mu; /* guards `readers` and `idle` */
   reader *readers;            /* every reader, closed with the store */
   reader *idle;               /* those no read holds, the last freed first */
@@ -334,6 +344,40 @@ static int exists_cb(void *ctx, int n, char **v, char **names) {
   (void)n, (void)v, (void)names;
   *(int *)ctx = 1;
   return 0;
+}
+
+/* Whether path+suffix is no longer the file `id` names: deleted, or
+ * another file renamed over it.  A file not seen yet is learned (the
+ * write-ahead log appears with the first write). */
+static int file_gone(const char *path, const char *suffix, file_id *id) {
+  char name[4096];
+  snprintf(name, sizeof name, "%s%s", path, suffix);
+  struct stat st;
+  if (stat(name, &st) != 0)
+    return id->known;
+  if (!id->known) {
+    *id = (file_id){st.st_dev, st.st_ino, 1};
+    return 0;
+  }
+  return st.st_dev != id->dev || st.st_ino != id->ino;
+}
+
+/* The files the connections have open are still the ones at the path.
+ * Deleted (or replaced), they still take writes, which a restart would
+ * never find: every acknowledged write since would be lost. */
+static int sqlite_check(void *db) {
+  sqlite_store *sq = db;
+  if (sq->synchronous_full < 0)
+    return 0; /* a read-only look writes nothing */
+  const char *gone = file_gone(sq->path, "", &sq->file)      ? ""
+                     : file_gone(sq->path, "-wal", &sq->wal) ? "-wal"
+                                                             : NULL;
+  if (!gone)
+    return 0;
+  store_error("%s%s was deleted or replaced while the host ran: writes "
+              "are refused until it restarts",
+              sq->path, gone);
+  return DURO_E_STORAGE;
 }
 
 static int sqlite_open(const char *path, int synchronous_full, void **out,
@@ -468,6 +512,8 @@ statements:
   }
   sq->path = xstrdup(path);
   sq->synchronous_full = synchronous_full;
+  file_gone(path, "", &sq->file);
+  file_gone(path, "-wal", &sq->wal);
   pthread_mutex_init(&sq->readers_mu, NULL);
   *out = sq;
   return 0;
@@ -1742,6 +1788,7 @@ const store_backend store_sqlite = {
     .apply = sqlite_apply,
     .commit = sqlite_commit,
     .rollback = sqlite_rollback,
+    .check = sqlite_check,
     .instance_get = sqlite_instance_get,
     .instance_get_rowid = sqlite_instance_get_rowid,
     .steps_load = sqlite_steps_load,
