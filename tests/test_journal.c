@@ -1,7 +1,8 @@
 /* test_journal.c — the store under the engine: group commit from many
  * threads (synchronous and asynchronous batches together), per-op results
- * inside a shared transaction, reads from threads that come and go, and
- * opening a database of the previous schema. */
+ * inside a shared transaction, reads from threads that come and go,
+ * instance counts kept on write, and opening a database of the previous
+ * schema. */
 #include <check.h>
 #include <dirent.h>
 #include <pthread.h>
@@ -20,7 +21,7 @@
 #include "proc.h"
 #include "suite_run.h"
 
-static char dir[64], db[96];
+static char dir[64], db[320];
 
 static void fresh_db(void) {
   snprintf(dir, sizeof dir, "/tmp/duro-journal-XXXXXX");
@@ -289,6 +290,115 @@ START_TEST(acknowledged_terminate_wins_over_a_later_pause) {
 }
 END_TEST
 
+/* ---- instance counts ------------------------------------------------------
+ * Kept on write (instance_counts), so that /metrics and a workflow's
+ * stats read no instance rows: they must match the rows across creates,
+ * status changes, sweeps, a restart, and a file that had none. */
+
+static int quick(duro_attempt *a, void *arg) {
+  (void)arg;
+  return duro_attempt_result(a, "1");
+}
+
+static duro_rc one_step(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev, (void)env;
+  const char *r;
+  DURO_TRY(duro_do(step, "only", NULL, quick, NULL, &r));
+  return duro_set_output(step, r);
+}
+
+/* How many (workflow, status, n) the counts and the rows disagree on. */
+static int64_t counts_wrong(harness *h) {
+  snprintf(db, sizeof db, "%s", h->db);
+  return count_rows(
+      "SELECT COUNT(*) FROM (SELECT * FROM (SELECT workflow, status, n FROM "
+      "instance_counts WHERE n>0 EXCEPT SELECT workflow, status, COUNT(*) "
+      "FROM instances GROUP BY 1, 2) UNION ALL SELECT * FROM (SELECT "
+      "workflow, status, COUNT(*) FROM instances GROUP BY 1, 2 EXCEPT "
+      "SELECT workflow, status, n FROM instance_counts WHERE n>0))");
+}
+
+static int64_t stat_of(harness *h, const char *wf, const char *status) {
+  json_t *st = NULL;
+  ck_assert_int_eq(duro_workflow_stats(h->e, wf, &st), 0);
+  json_t *v = json_object_get(json_object_get(st, "instances"), status);
+  int64_t n = v ? json_integer_value(v) : 0;
+  json_decref(st);
+  return n;
+}
+
+static void create_n(harness *h, const char *wf, const char *prefix, int n,
+                     int64_t retention_ms) {
+  for (int i = 0; i < n; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "%s%d", prefix, i);
+    ck_assert_int_eq(
+        duro_instance_create(h->e, wf, id, "{}", retention_ms, NULL), 0);
+  }
+}
+
+#define DAY_MS (24LL * 3600 * 1000)
+
+START_TEST(instance_counts_kept_on_write) {
+  harness h;
+  harness_open(&h);
+  harness_register(&h, "one", one_step);
+  harness_register(&h, "nap", sleeper);
+  harness_start(&h);
+  create_n(&h, "one", "a", 5, DAY_MS);
+  create_n(&h, "nap", "s", 3, -1);
+  ck_assert_int_eq(counts_wrong(&h), 0);
+  ck_assert_int_eq(stat_of(&h, "one", "queued"), 5);
+  harness_run(&h);
+  ck_assert_int_eq(duro_instance_pause(h.e, "nap", "s0"), 0);
+  ck_assert_int_eq(duro_instance_terminate(h.e, "nap", "s1"), 0);
+  ck_assert_int_eq(counts_wrong(&h), 0);
+  ck_assert_int_eq(stat_of(&h, "one", "complete"), 5);
+  ck_assert_int_eq(stat_of(&h, "one", "queued"), 0);
+  ck_assert_int_eq(stat_of(&h, "nap", "paused"), 1);
+  ck_assert_int_eq(stat_of(&h, "nap", "terminated"), 1);
+  ck_assert_int_eq(stat_of(&h, "nap", "waiting"), 1);
+
+  duro_clock_advance(&h.clock, DAY_MS);
+  size_t swept = 0;
+  ck_assert_int_eq(duro_engine_sweep(h.e, &swept), 0);
+  ck_assert_uint_eq(swept, 5);
+  ck_assert_int_eq(counts_wrong(&h), 0);
+  ck_assert_int_eq(stat_of(&h, "one", "complete"), 0);
+
+  harness_reopen(&h);
+  create_n(&h, "one", "b", 2, -1);
+  harness_run(&h);
+  ck_assert_int_eq(counts_wrong(&h), 0);
+  ck_assert_int_eq(stat_of(&h, "one", "complete"), 2);
+  ck_assert_int_eq(stat_of(&h, "nap", "paused"), 1);
+  ck_assert_int_eq(stat_of(&h, "nap", "complete"), 1); /* its hour passed */
+
+  /* A file of before the counts gets them from its rows. */
+  duro_engine_close(h.e);
+  h.e = NULL;
+  sqlite3 *c;
+  ck_assert_int_eq(sqlite3_open(h.db, &c), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_exec(c,
+                                "DROP TRIGGER instance_counts_insert;"
+                                "DROP TRIGGER instance_counts_delete;"
+                                "DROP TRIGGER instance_counts_move;"
+                                "DROP TABLE instance_counts;",
+                                NULL, NULL, NULL),
+                   SQLITE_OK);
+  sqlite3_close(c);
+  journal *j = NULL;
+  char err[256];
+  ck_assert_msg(journal_open(h.db, 1, &j, err, sizeof err) == 0, "%s", err);
+  journal_close(j);
+  ck_assert_int_eq(counts_wrong(&h), 0);
+  ck_assert_int_eq(count_rows("SELECT n FROM instance_counts WHERE "
+                              "workflow='one' AND status='complete'"),
+                   2);
+  harness_close(&h);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("journal");
   TCase *tc = tcase_create("journal");
@@ -300,6 +410,7 @@ int main(void) {
   tcase_add_test(tc, upgrades_schema_3_to_5);
   tcase_add_test(tc, upgrades_schema_4_to_5);
   tcase_add_test(tc, acknowledged_terminate_wins_over_a_later_pause);
+  tcase_add_test(tc, instance_counts_kept_on_write);
   suite_add_tcase(s, tc);
   return suite_run(s);
 }
