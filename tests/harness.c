@@ -46,20 +46,22 @@ static size_t queued_cap;       /* 0 = none */
 static ledger *crash_ledger;    /* NULL = the engine's private one */
 static uint32_t max_crashes;    /* 0 = the engine's default */
 static uint32_t worker_threads; /* 0 = inline, on the virtual clock */
+static int virtual_workers;     /* the threads run on the virtual clock */
 /* The journal's backend; NULL = SQLite at h->db. */
 static const struct store_backend *journal_backend;
 
 static void open_engine(harness *h) {
-  duro_engine_options opt = {.db_path = h->db,
-                             .backend = journal_backend,
-                             .synchronous_full = 0,
-                             .workers = worker_threads,
-                             .max_instance_state = state_limit,
-                             .max_runnable = runnable_cap,
-                             .max_queued = queued_cap,
-                             .ledger = crash_ledger,
-                             .max_crashes = max_crashes,
-                             .clock = worker_threads ? NULL : &h->clock};
+  duro_engine_options opt = {
+      .db_path = h->db,
+      .backend = journal_backend,
+      .synchronous_full = 0,
+      .workers = worker_threads,
+      .max_instance_state = state_limit,
+      .max_runnable = runnable_cap,
+      .max_queued = queued_cap,
+      .ledger = crash_ledger,
+      .max_crashes = max_crashes,
+      .clock = worker_threads && !virtual_workers ? NULL : &h->clock};
   char err[512];
   int rc = duro_engine_open(&opt, &h->e, err, sizeof err);
   ck_assert_msg(rc == 0, "engine open: %s", err);
@@ -108,6 +110,7 @@ static void harness_init(harness *h, uint32_t workers) {
   crash_ledger = NULL;
   max_crashes = 0;
   worker_threads = workers;
+  virtual_workers = 0;
   journal_backend = NULL;
   duro_api_ptr_ = duro_host_api();
   snprintf(h->dir, sizeof h->dir, "/tmp/duro-test-XXXXXX");
@@ -122,6 +125,13 @@ void harness_open(harness *h) { harness_init(h, 0); }
 
 void harness_open_workers(harness *h, uint32_t workers) {
   harness_init(h, workers);
+}
+
+void harness_open_workers_virtual(harness *h, uint32_t workers) {
+  harness_init(h, workers);
+  duro_engine_close(h->e);
+  virtual_workers = 1;
+  open_engine(h);
 }
 
 static void harness_close_files(harness *h);

@@ -31,6 +31,9 @@ void harness_open(harness *h);
 /* The same with `workers` threads on the real clock: activations run as
  * in the host (harness_run and harness_advance are not for it). */
 void harness_open_workers(harness *h, uint32_t workers);
+/* The same on the virtual clock (h->clock): the watchdog and the
+ * scheduler threads run, but only the test moves the time they read. */
+void harness_open_workers_virtual(harness *h, uint32_t workers);
 /* Closes and reopens the engine on the same database (a clean restart). */
 void harness_reopen(harness *h);
 /* Closes the engine, lets `ms` pass on the virtual clock with no engine

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -673,6 +674,121 @@ START_TEST(test_attempt_timeout_exhausted) {
   ck_assert_int_eq(C.deadline[0], T0_MS + 30 * SEC);
   assert_status("t2", "errored");
   assert_error(jget(desc(WF, "t2"), "error"), "TimeoutError", "30 seconds");
+}
+END_TEST
+
+/* ---- timeouts and steps of the wall clock ---------------------------------
+ *
+ * An attempt's timeout is an interval: it runs on the clock's monotonic
+ * reading, which a step of the wall clock (NTP, settimeofday) leaves
+ * alone.  C.cfg's step moves the wall by C.until inside its callback. */
+
+static void sleep_real_ms(int64_t ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+  while (nanosleep(&ts, &ts) != 0)
+    ;
+}
+
+/* Steps the wall by C.until; with C.final set, also lets C.until of
+ * monotonic time pass and then spins (in real time, 10 s at most) until
+ * it is told it is cancelled; else gives the watchdog (a look every
+ * 100 ms) half a second to get it wrong. */
+static int cb_wall_step(duro_attempt *a, void *arg) {
+  (void)arg;
+  int i = C.n_attempt++;
+  C.attempt[i] = duro_attempt_number(a);
+  duro_clock_step_wall(&H.clock, C.until);
+  if (C.final) {
+    duro_clock_advance(&H.clock, 2 * MIN);
+    for (int waited = 0; waited < 10000 && !duro_attempt_cancelled(a);
+         waited += 10)
+      sleep_real_ms(10);
+  } else if (C.succeed_on) {
+    sleep_real_ms(500);
+  }
+  C.cancelled_after[i] = duro_attempt_cancelled(a);
+  return duro_attempt_result(a, "\"on time\"");
+}
+
+static duro_rc wf_wall_step(duro_step *step, const duro_event *ev,
+                            duro_env *env) {
+  (void)ev;
+  (void)env;
+  const char *r;
+  DURO_TRY(duro_do(step, "work", C.cfg, cb_wall_step, NULL, &r));
+  return duro_set_output(step, r);
+}
+
+/* Polls the instance (real time) until it is `want`. */
+static void wait_status(const char *id, const char *want) {
+  for (int waited = 0; waited < 15000; waited += 10) {
+    if (!strcmp(harness_status(&H, WF, id), want))
+      return;
+    sleep_real_ms(10);
+  }
+  ck_abort_msg("%s still %s after 15 s, not %s", id, harness_status(&H, WF, id),
+               want);
+}
+
+/* A callback during which the wall clock jumps an hour ahead returned
+ * within its 1-minute timeout: its result stands. */
+START_TEST(test_wall_step_ahead_is_no_timeout) {
+  R = (duro_retries){.limit = 0};
+  CFG = (duro_step_config){.retries = &R, .timeout = "1 minute"};
+  C.cfg = &CFG;
+  C.until = HOUR;
+  harness_register(&H, WF, wf_wall_step);
+  harness_start(&H);
+  create(WF, "w1", NULL);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  ck_assert_int_eq(C.n_attempt, 1);
+  ck_assert_int_eq(C.cancelled_after[0], 0);
+  assert_status("w1", "complete");
+  assert_json(jget(desc(WF, "w1"), "output"), "\"on time\"");
+}
+END_TEST
+
+/* The same with a worker thread and its watchdog looking: the healthy
+ * callback is not given up on (it was, within 0.1 s, on the wall clock,
+ * and its step ran twice at once). */
+START_TEST(test_wall_step_ahead_watchdog_waits) {
+  harness_close(&H);
+  harness_open_workers_virtual(&H, 1);
+  R = (duro_retries){.limit = 0};
+  CFG = (duro_step_config){.retries = &R, .timeout = "1 minute"};
+  C.cfg = &CFG;
+  C.until = HOUR;
+  C.succeed_on = 1; /* sleep in the callback */
+  harness_register(&H, WF, wf_wall_step);
+  harness_start(&H);
+  create(WF, "w2", NULL);
+  wait_status("w2", "complete");
+  ck_assert_int_eq(C.n_attempt, 1);
+  ck_assert_int_eq(C.cancelled_after[0], 0);
+  json_t *s = step_of(desc(WF, "w2"), "work#1");
+  ck_assert_uint_eq(json_array_size(jget(s, "attempts")), 1);
+  assert_json(jget(s, "result"), "\"on time\"");
+}
+END_TEST
+
+/* The wall clock steps an hour back, then the callback overruns its
+ * 1-minute timeout: the watchdog gives up on it all the same (on the wall
+ * clock it waited an hour more). */
+START_TEST(test_wall_step_back_watchdog_abandons) {
+  harness_close(&H);
+  harness_open_workers_virtual(&H, 1);
+  R = (duro_retries){.limit = 0};
+  CFG = (duro_step_config){.retries = &R, .timeout = "1 minute"};
+  C.cfg = &CFG;
+  C.until = -HOUR;
+  C.final = 1; /* overrun, spin until cancelled */
+  harness_register(&H, WF, wf_wall_step);
+  harness_start(&H);
+  create(WF, "w3", NULL);
+  wait_status("w3", "errored");
+  ck_assert_int_eq(C.n_attempt, 1);
+  ck_assert_int_eq(C.cancelled_after[0], 1);
+  assert_error(jget(desc(WF, "w3"), "error"), "TimeoutError", "1 minute");
 }
 END_TEST
 
@@ -2546,6 +2662,9 @@ static Suite *steps_suite(void) {
   tcase_add_test(tc, test_error_handled_in_run);
   tcase_add_test(tc, test_attempt_timeout);
   tcase_add_test(tc, test_attempt_timeout_exhausted);
+  tcase_add_test(tc, test_wall_step_ahead_is_no_timeout);
+  tcase_add_test(tc, test_wall_step_ahead_watchdog_waits);
+  tcase_add_test(tc, test_wall_step_back_watchdog_abandons);
   tcase_add_test(tc, test_cached_results_and_keys);
   tcase_add_test(tc, test_output_too_large);
   tcase_add_loop_test(tc, test_invalid_output, 0, 2);

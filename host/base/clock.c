@@ -1,5 +1,6 @@
 /* clock.c — the real and the virtual clock. The virtual clock is advanced
- * only by the test that owns it, and read by the engine under its lock. */
+ * only by the test that owns it, and read by the engine under its lock:
+ * advancing it moves both readings, stepping its wall moves one. */
 #include "clock.h"
 
 #include <time.h>
@@ -11,19 +12,36 @@ static int64_t real_now(duro_clock *c) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static duro_clock real_clock = {.now_ms = real_now, .virtual_ms = 0};
+static int64_t real_mono(duro_clock *c) {
+  (void)c;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static duro_clock real_clock = {.now_ms = real_now, .mono_ms = real_mono};
 
 duro_clock *duro_clock_real(void) { return &real_clock; }
 
-static int64_t virtual_now(duro_clock *c) {
+static int64_t virtual_mono(duro_clock *c) {
   return __atomic_load_n(&c->virtual_ms, __ATOMIC_ACQUIRE);
+}
+
+static int64_t virtual_now(duro_clock *c) {
+  return virtual_mono(c) + __atomic_load_n(&c->wall_step_ms, __ATOMIC_ACQUIRE);
 }
 
 void duro_clock_virtual_init(duro_clock *c, int64_t start_ms) {
   c->now_ms = virtual_now;
+  c->mono_ms = virtual_mono;
   c->virtual_ms = start_ms;
+  c->wall_step_ms = 0;
 }
 
 void duro_clock_advance(duro_clock *c, int64_t ms) {
   __atomic_add_fetch(&c->virtual_ms, ms, __ATOMIC_ACQ_REL);
+}
+
+void duro_clock_step_wall(duro_clock *c, int64_t ms) {
+  __atomic_add_fetch(&c->wall_step_ms, ms, __ATOMIC_ACQ_REL);
 }

@@ -423,10 +423,10 @@ int duro_engine_open(const duro_engine_options *opt, duro_engine **out,
   e->max_stuck = opt->max_hung ? opt->max_hung : opt->workers;
   pthread_mutex_init(&e->mu, NULL);
   pthread_mutex_init(&e->watches_mu, NULL);
-  pthread_cond_init(&e->work, NULL);
-  pthread_cond_init(&e->changed, NULL);
-  pthread_cond_init(&e->watch, NULL);
-  pthread_cond_init(&e->sched, NULL);
+  engine_cond_init(&e->work);
+  engine_cond_init(&e->changed);
+  engine_cond_init(&e->watch);
+  engine_cond_init(&e->sched);
   for (size_t i = 0; i < sizeof e->control_mu / sizeof *e->control_mu; i++)
     pthread_mutex_init(&e->control_mu[i], NULL);
   if ((rc = engine_join(e, err, errlen)) != 0) {
@@ -714,17 +714,36 @@ int duro_engine_start(duro_engine *e) {
   return rc;
 }
 
-uint32_t duro_engine_stop(duro_engine *e, int64_t grace_ms) {
-  struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
-  if (grace_ms >= 0) {
-    until.tv_sec += grace_ms / 1000;
-    until.tv_nsec += (grace_ms % 1000) * 1000000;
-    if (until.tv_nsec >= 1000000000) {
-      until.tv_sec++;
-      until.tv_nsec -= 1000000000;
-    }
+void engine_cond_init(pthread_cond_t *c) {
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(c, &attr);
+  pthread_condattr_destroy(&attr);
+}
+
+/* `ms` from now on `clock_id`, as pthread_cond_timedwait takes it. */
+static struct timespec deadline_on(clockid_t clock_id, int64_t ms) {
+  struct timespec t;
+  clock_gettime(clock_id, &t);
+  t.tv_sec += ms / 1000;
+  t.tv_nsec += (ms % 1000) * 1000000L;
+  if (t.tv_nsec >= 1000000000L) {
+    t.tv_sec++;
+    t.tv_nsec -= 1000000000L;
   }
+  return t;
+}
+
+struct timespec engine_cond_deadline(int64_t ms) {
+  return deadline_on(CLOCK_MONOTONIC, ms);
+}
+
+uint32_t duro_engine_stop(duro_engine *e, int64_t grace_ms) {
+  int64_t grace = grace_ms < 0 ? 0 : grace_ms;
+  struct timespec until = engine_cond_deadline(grace);
+  /* The queue consumers' and the schedules' waits take the wall clock. */
+  struct timespec until_wall = deadline_on(CLOCK_REALTIME, grace);
   pthread_mutex_lock(&e->mu);
   __atomic_store_n(&e->stopping, 1, __ATOMIC_RELEASE);
   pthread_cond_broadcast(&e->work);
@@ -750,8 +769,8 @@ uint32_t duro_engine_stop(duro_engine *e, int64_t grace_ms) {
   /* Queue batches in their handlers (none start now: the scheduler is
    * gone) get the same grace; one still there is settled by no one, and
    * its messages return when its lease ends. */
-  left += queue_consumers_wait(qc, grace_ms < 0 ? NULL : &until);
-  left += cron_registry_wait(e->crons, grace_ms < 0 ? NULL : &until);
+  left += queue_consumers_wait(qc, grace_ms < 0 ? NULL : &until_wall);
+  left += cron_registry_wait(e->crons, grace_ms < 0 ? NULL : &until_wall);
   return left;
 }
 

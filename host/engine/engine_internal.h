@@ -287,8 +287,9 @@ typedef struct hung_attempt {
  * with its worker's mu held, so the attempt cannot end meanwhile).
  * step.c. */
 struct duro_attempt;
-/* 1 when `at` is past its deadline (and runs for `ent`, unless NULL). */
-int attempt_is_hung(const struct duro_attempt *at, int64_t now,
+/* 1 when `at` is past its deadline at `mono` (engine_mono_ms), and runs
+ * for `ent` unless NULL. */
+int attempt_is_hung(const struct duro_attempt *at, int64_t mono,
                     const entry *ent);
 /* 1 when `at` runs for `ent`. */
 int attempt_runs_for(const struct duro_attempt *at, const entry *ent);
@@ -414,6 +415,11 @@ void engine_watches_free(duro_engine *e);
  * clock (a clock step neither hastens nor stalls them), the virtual
  * clock's time in tests. */
 int64_t engine_mono_ms(const duro_engine *e);
+/* A condition variable whose timed waits run on CLOCK_MONOTONIC (a step
+ * of the wall clock neither stalls nor hastens them), and the deadline
+ * `ms` from now such a wait takes. */
+void engine_cond_init(pthread_cond_t *c);
+struct timespec engine_cond_deadline(int64_t ms);
 
 /* The activation of `ent` could not write (storage): its uncommitted
  * work is dropped and the instance runs again, from its journal, after a

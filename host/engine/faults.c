@@ -308,13 +308,13 @@ static void replace_worker_locked(duro_engine *e, worker *w, hung_attempt *h,
  * NULL), or, with `terminated`, whatever its deadline when it runs for
  * `ent`. */
 static int abandon(duro_engine *e, worker *w, entry *ent, int terminated) {
-  int64_t now = duro_clock_now(e->clock);
+  int64_t now = duro_clock_now(e->clock), mono = engine_mono_ms(e);
   hung_attempt h = {0};
   pthread_mutex_lock(&w->mu);
   struct duro_attempt *at = w->attempt;
   if (!at || w->abandoned ||
       !(terminated ? attempt_runs_for(at, ent)
-                   : attempt_is_hung(at, now, ent))) {
+                   : attempt_is_hung(at, mono, ent))) {
     pthread_mutex_unlock(&w->mu);
     return 0;
   }
@@ -376,13 +376,7 @@ void *engine_watchdog_main(void *arg) {
   duro_engine *e = arg;
   pthread_mutex_lock(&e->mu);
   while (!e->stopping) {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += WATCHDOG_PERIOD_MS * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-      until.tv_sec++;
-      until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = engine_cond_deadline(WATCHDOG_PERIOD_MS);
     pthread_cond_timedwait(&e->watch, &e->mu, &until);
     if (e->stopping)
       break;

@@ -155,13 +155,7 @@ static int ask_owner(duro_engine *e, int64_t rowid, int64_t owner, int op,
   int outcome = -1;
   for (int64_t waited = 0; sent && waited < wait_ms;
        waited += FORWARD_CHECK_MS) {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += (long)FORWARD_CHECK_MS * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-      until.tv_sec++;
-      until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = engine_cond_deadline(FORWARD_CHECK_MS);
     pthread_mutex_lock(&e->fw_mu);
     while (!w.done &&
            pthread_cond_timedwait(&e->fw_cv, &e->fw_mu, &until) != ETIMEDOUT)
@@ -390,7 +384,7 @@ static void on_lost(void *ctx) {
 
 int engine_join(duro_engine *e, char *err, size_t errlen) {
   pthread_mutex_init(&e->fw_mu, NULL);
-  pthread_cond_init(&e->fw_cv, NULL);
+  engine_cond_init(&e->fw_cv);
   if (!e->opt.join_store || e->opt.read_only)
     return 0;
   store_host_hooks hooks = {.notice = on_notice, .lost = on_lost, .ctx = e};

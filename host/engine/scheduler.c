@@ -52,11 +52,7 @@
 #define WAIT_MAX_MS 1000
 
 int64_t engine_mono_ms(const duro_engine *e) {
-  if (e->clock != duro_clock_real())
-    return duro_clock_now(e->clock);
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  return duro_clock_mono(e->clock);
 }
 
 void engine_kick_scheduler(duro_engine *e) {
@@ -161,16 +157,8 @@ int engine_reconcile(duro_engine *e) {
  */
 
 static void wait_ms(duro_engine *e, int64_t ms) {
-  /* mu held.  The condition variable uses CLOCK_REALTIME; a step of it
-   * only shortens or lengthens one wait of at most WAIT_MAX_MS. */
-  struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_sec += ms / 1000;
-  until.tv_nsec += (ms % 1000) * 1000000L;
-  if (until.tv_nsec >= 1000000000L) {
-    until.tv_sec++;
-    until.tv_nsec -= 1000000000L;
-  }
+  /* mu held; e->sched waits on CLOCK_MONOTONIC. */
+  struct timespec until = engine_cond_deadline(ms);
   pthread_cond_timedwait(&e->sched, &e->mu, &until);
 }
 

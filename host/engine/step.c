@@ -101,6 +101,10 @@ struct duro_attempt {
   journal_step *step;
   uint32_t number;
   int64_t started_ms, deadline_ms, timeout_ms;
+  /* The deadline the watchdog and the end of the callback check, on the
+   * monotonic clock: a step of the wall clock neither abandons a healthy
+   * callback nor spares a hung one (deadline_ms is the plugin's view). */
+  int64_t deadline_mono;
   const char *idempotency_key;
   char *result; /* malloc'ed copy */
   char *message;
@@ -496,8 +500,8 @@ static int attempt_end(duro_step *a) {
   return 0;
 }
 
-int attempt_is_hung(const duro_attempt *at, int64_t now, const entry *ent) {
-  return now > at->deadline_ms && (!ent || at->act->ent == ent);
+int attempt_is_hung(const duro_attempt *at, int64_t mono, const entry *ent) {
+  return mono > at->deadline_mono && (!ent || at->act->ent == ent);
 }
 
 int attempt_runs_for(const duro_attempt *at, const entry *ent) {
@@ -652,6 +656,7 @@ static duro_rc api_do(duro_step *a, const char *name,
       .started_ms = started,
       .deadline_ms = started + c.timeout_ms,
       .timeout_ms = c.timeout_ms,
+      .deadline_mono = engine_mono_ms(a->e) + c.timeout_ms,
       /* A restart's re-run is a new request: "@<restarts>" sets it apart. */
       .idempotency_key = a->inst.restarts
                              ? arena_printf(a, "%s/%s@%" PRId64, a->inst.id,
@@ -670,6 +675,7 @@ static duro_rc api_do(duro_step *a, const char *name,
     return DURO_SUSPEND; /* its outcome was recorded as a timeout */
   }
   int64_t ended = now_ms(a);
+  int overran = engine_mono_ms(a->e) > at.deadline_mono;
 
   const char *err_name = NULL;
   char *err_msg = NULL;
@@ -677,7 +683,7 @@ static duro_rc api_do(duro_step *a, const char *name,
   /* A result that is not JSON was refused when it was set (the callback
    * may have returned that code, or ignored it). */
   if (!at.failed && (fn_rc == 0 || at.bad_result)) {
-    if (ended > at.deadline_ms) {
+    if (overran) {
       char buf[48];
       err_name = DURO_ERR_TIMEOUT;
       err_msg =
@@ -1048,7 +1054,7 @@ static int64_t api_attempt_deadline_ms(const duro_attempt *at) {
 
 static int api_attempt_cancelled(const duro_attempt *at) {
   const worker *w = at->act->worker;
-  return now_ms(at->act) > at->deadline_ms ||
+  return engine_mono_ms(at->act->e) > at->deadline_mono ||
          __atomic_load_n(&at->act->e->stopping, __ATOMIC_ACQUIRE) ||
          (w && __atomic_load_n(&w->abandoned, __ATOMIC_ACQUIRE));
 }
