@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "error.h"
 #include "faulty_vfs.h"
 #include "harness.h"
@@ -413,6 +414,81 @@ START_TEST(failed_pause_leaves_no_request) {
 }
 END_TEST
 
+/* ---- a failed commit's own message --------------------------------------- */
+
+/* Each callback leaves a message of its own in its thread's journal
+ * error, as a failed read on that thread would: a later failure on the
+ * thread must not be reported with it. */
+static int stale(duro_attempt *a, void *arg) {
+  (void)arg;
+  store_error("a leftover error of this thread");
+  sleep_ms(1);
+  return duro_attempt_result(a, "1");
+}
+
+static duro_rc stale_flow(duro_step *step, const duro_event *ev,
+                          duro_env *env) {
+  (void)ev, (void)env;
+  for (int i = 0; i < 8; i++)
+    DURO_TRY(duro_do(step, "s", NULL, stale, NULL, NULL));
+  return duro_set_output(step, "1");
+}
+
+/* Commits fail while activations park on them (one worker, many
+ * instances: their step commits go to the writer thread): each failure is
+ * logged with the failed commit's own message, not with whatever the
+ * worker's thread held (the plugin's own earlier error, here). */
+START_TEST(parked_commit_failure_names_its_error) {
+  faulty_vfs_install(3);
+  faulty_vfs_set(NULL);
+  harness_open_workers(&H, 1);
+  harness_register(&H, "stale", stale_flow);
+  harness_start(&H);
+  char path[] = "/tmp/duro-stranded-log-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  fflush(stderr);
+  int saved = dup(STDERR_FILENO);
+  ck_assert_int_ge(dup2(fd, STDERR_FILENO), 0);
+  char id[16];
+  for (int i = 0; i < 20; i++) {
+    snprintf(id, sizeof id, "s%d", i);
+    ck_assert_int_eq(duro_instance_create(H.e, "stale", id, NULL, -1, NULL), 0);
+  }
+  sleep_ms(20);
+  faulty_vfs_set(&(faulty_plan){.write_per_mille = 1000});
+  sleep_ms(300);
+  faulty_vfs_set(NULL);
+  for (int i = 0; i < 20; i++) {
+    snprintf(id, sizeof id, "s%d", i);
+    int64_t until = mono_ms() + 20000;
+    while (strcmp(harness_status(&H, "stale", id), "complete") &&
+           mono_ms() < until)
+      sleep_ms(20);
+    ck_assert_str_eq(harness_status(&H, "stale", id), "complete");
+  }
+  fflush(stderr);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  static char buf[1 << 20];
+  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  close(fd);
+  unlink(path);
+  ck_assert_int_ge(n, 0);
+  buf[n] = '\0';
+  int failed = 0;
+  for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+    if (!strstr(line, "journal commit failed: "))
+      continue;
+    failed++;
+    ck_assert_msg(strstr(line, "full") && !strstr(line, "leftover"),
+                  "a failed commit logged with another error: %s", line);
+  }
+  ck_assert_int_gt(failed, 0);
+  harness_close(&H);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("stranded");
   TCase *storage = tcase_create("storage");
@@ -422,6 +498,7 @@ int main(void) {
   tcase_add_test(storage, read_error_keeps_the_watermark);
   tcase_add_test(storage, unopenable_database_is_an_error);
   tcase_add_test(storage, failed_pause_leaves_no_request);
+  tcase_add_test(storage, parked_commit_failure_names_its_error);
   suite_add_tcase(s, storage);
   TCase *races = tcase_create("races");
   tcase_add_test(races, event_during_activation_is_durable);

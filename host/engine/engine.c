@@ -490,6 +490,9 @@ typedef struct engine_task {
   fiber *f;
   int rc;       /* the parked commit's result */
   int orphaned; /* see engine_commit_step */
+  /* Why it failed: journal_errmsg is per thread, and the commit ran on
+   * another (the writer, or the group's leader). */
+  char err[256];
   struct engine_task *next;
 } engine_task;
 
@@ -561,6 +564,8 @@ static void on_task_commit(void *ctx, int rc) {
   duro_engine *e = t->e;
   worker *w = t->w;
   entry *ent = t->ent;
+  if (rc)
+    snprintf(t->err, sizeof t->err, "%s", journal_errmsg(e->j));
   pthread_mutex_lock(&e->mu);
   t->rc = rc;
   /* Its worker hangs in another activation: this one must not wait for
@@ -591,8 +596,12 @@ int engine_commit_step(duro_engine *e, journal_batch *b, int *orphaned) {
     return journal_commit(e->j, b);
   journal_commit_background(e->j, b, on_task_commit, t);
   fiber_yield();
-  /* Back on this worker, the commit done (the worker set current_task). */
+  /* Back on this worker, the commit done (the worker set current_task);
+   * its failure becomes this thread's journal_errmsg, as a commit made
+   * here would have left it. */
   *orphaned = t->orphaned;
+  if (t->rc)
+    store_error("%s", t->err);
   return t->rc;
 }
 
