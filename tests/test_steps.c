@@ -792,6 +792,56 @@ START_TEST(test_wall_step_back_watchdog_abandons) {
 }
 END_TEST
 
+/* ---- when an instance started ------------------------------------------ */
+
+/* Attempt 1 looks at its instance's row, takes 6 s and fails; attempt 2
+ * succeeds. */
+static int cb_started(duro_attempt *a, void *arg) {
+  (void)arg;
+  int i = C.n_attempt++;
+  if (duro_attempt_number(a) > 1)
+    return duro_attempt_result(a, "2");
+  json_t *d = NULL;
+  ck_assert_int_eq(duro_instance_describe(H.e, WF, "st", &d), 0);
+  json_t *v = json_object_get(d, "started_ms");
+  C.started[i] = json_is_integer(v) ? json_integer_value(v) : -1;
+  json_decref(d);
+  duro_clock_advance(&H.clock, 6 * SEC);
+  return duro_attempt_fail(a, "slow and failed");
+}
+
+static duro_rc wf_started(duro_step *step, const duro_event *ev,
+                          duro_env *env) {
+  (void)ev;
+  (void)env;
+  DURO_TRY(duro_do(step, "first", C.cfg, cb_started, NULL, NULL));
+  return duro_set_output(step, "1");
+}
+
+/* started_ms is when the first activation began: on disk before its
+ * first callback runs (a crash inside it keeps it), and not moved by the
+ * activation that runs the step again. */
+START_TEST(test_started_when_first_activation_began) {
+  R = (duro_retries){
+      .limit = 1, .delay = "1 second", .backoff = DURO_BACKOFF_CONSTANT};
+  CFG = (duro_step_config){.retries = &R};
+  C.cfg = &CFG;
+  harness_register(&H, WF, wf_started);
+  harness_start(&H);
+  duro_clock_advance(&H.clock, SEC);
+  create(WF, "st", NULL);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  ck_assert_int_eq(C.started[0], T0_MS + SEC);
+  assert_status("st", "waiting");
+  ck_assert_uint_eq(harness_advance(&H, SEC), 1);
+  assert_status("st", "complete");
+  json_t *d = desc(WF, "st");
+  ck_assert_int_eq(jint(d, "created_ms"), T0_MS + SEC);
+  ck_assert_int_eq(jint(d, "started_ms"), T0_MS + SEC);
+  ck_assert_int_eq(jint(d, "ended_ms"), T0_MS + 8 * SEC);
+}
+END_TEST
+
 /* ---- cached results and step keys ---------------------------------------- */
 
 static int cb_x(duro_attempt *a, void *arg) {
@@ -2665,6 +2715,7 @@ static Suite *steps_suite(void) {
   tcase_add_test(tc, test_wall_step_ahead_is_no_timeout);
   tcase_add_test(tc, test_wall_step_ahead_watchdog_waits);
   tcase_add_test(tc, test_wall_step_back_watchdog_abandons);
+  tcase_add_test(tc, test_started_when_first_activation_began);
   tcase_add_test(tc, test_cached_results_and_keys);
   tcase_add_test(tc, test_output_too_large);
   tcase_add_loop_test(tc, test_invalid_output, 0, 2);

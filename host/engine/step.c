@@ -94,6 +94,8 @@ struct duro_step {
   const char *build_hash;     /* its hash, or NULL */
   worker *worker;             /* NULL when run inline */
   ledger_slot *slot;          /* the thread's crash-ledger slot, or NULL */
+  int64_t begun_ms;           /* when this activation began */
+  journal_instance start_row; /* the row save_start stores */
 };
 
 struct duro_attempt {
@@ -619,6 +621,32 @@ static int from_journal(duro_step *a, const journal_step *s, const char *key,
   return 0;
 }
 
+/* The instance's first activation is about to run a callback: its start
+ * (when the activation began, not when it ends) is committed first, with
+ * its lifecycle "started" message, so that a crash inside the callback
+ * cannot lose it and the next activation does not take its place.  An
+ * activation that runs no callback stores its start with its final row.
+ * Returns 0, or the failed flush's rc. */
+static int save_start(duro_step *a) {
+  if (a->inst.started_ms != JOURNAL_NONE)
+    return 0;
+  journal_instance *row = &a->start_row;
+  *row = a->inst; /* borrowed strings */
+  row->started_ms = a->begun_ms;
+  journal_op *op = journal_batch_add(&a->batch, JOP_INSTANCE_SET);
+  op->inst = row;
+  char *owned[2];
+  int n = engine_lifecycle_ops(a->wf, &a->batch, row, a->inst.status,
+                               JOURNAL_NONE, a->begun_ms, owned);
+  for (int i = 0; i < n; i++)
+    a->batch.ops[a->batch.n - (size_t)n + (size_t)i].body =
+        arena_take(a, owned[i]);
+  int rc = flush(a);
+  if (rc == 0)
+    a->inst.started_ms = a->begun_ms;
+  return rc;
+}
+
 static duro_rc api_do(duro_step *a, const char *name,
                       const duro_step_config *cfg, duro_step_fn fn, void *arg,
                       const char **result) {
@@ -648,6 +676,13 @@ static duro_rc api_do(duro_step *a, const char *name,
   int64_t started = now_ms(a);
   if (s->wake_ms != JOURNAL_NONE && started < s->wake_ms)
     return suspend_until(a, s->wake_ms, NULL); /* back-off not over */
+  if (save_start(a) != 0) {
+    a->suspended = 1;
+    if (a->reason != SUSPEND_ABANDONED)
+      a->reason = SUSPEND_SHUTDOWN;
+    return DURO_SUSPEND;
+  }
+  started = now_ms(a);
 
   duro_attempt at = {
       .act = a,
@@ -1262,7 +1297,7 @@ static void finish(duro_step *a, duro_rc rc) {
   row->wake_ms = JOURNAL_NONE;
   row->wait_type = NULL;
   row->started_ms =
-      a->inst.started_ms != JOURNAL_NONE ? a->inst.started_ms : now;
+      a->inst.started_ms != JOURNAL_NONE ? a->inst.started_ms : a->begun_ms;
   int clear_control = 0;
   if (a->suspended)
     rc = DURO_SUSPEND;
@@ -1426,6 +1461,7 @@ void activation_run(duro_engine *e, entry *ent) {
     activation_free(a); /* runs when one of the workflow's activations ends */
     return;
   }
+  a->begun_ms = now_ms(a);
   a->worker = engine_thread_worker();
   a->slot = engine_thread_slot();
   slot_bind(a);
