@@ -389,6 +389,91 @@ START_TEST(crash_kind) {
 }
 END_TEST
 
+/* ---- a callback killed by SIGKILL ----------------------------------------
+ *
+ * No handler sees a SIGKILL (what the OOM killer sends): the next engine
+ * charges the callbacks that were running and runs each again alone, so
+ * the poisoned step is quarantined after engine.max_crashes deaths while
+ * the one that merely ran beside it at the first death completes. */
+START_TEST(crash_sigkill) {
+  host_run H;
+  start(&H, "{ workers: 4, max_crashes: 3 }");
+  pid_t supervisor = H.pid;
+  /* A is inside its first step when P's callback kills the engine. */
+  create(&H, "a-kill", "{\"fault\":\"none\",\"steps\":6,\"hold_ms\":300}");
+  wait_record("exec", "a-kill", 1, 10000);
+  create(&H, "p-kill", "{\"fault\":\"kill\",\"steps\":2}");
+  int64_t t0 = proc_now_ms();
+  for (;;) {
+    char *log = proc_slurp(H.log);
+    int died = strstr(log, "died") != NULL;
+    if (!died && proc_now_ms() >= t0 + 15000)
+      ck_abort_msg("no \"died\" line 15 s after creating p-kill:\n%s",
+                   proc_tail(log));
+    free(log);
+    if (died)
+      break;
+    proc_sleep_ms(10);
+  }
+  http_resp r;
+  wait_healthz(&H, &r, proc_now_ms() + 5000);
+  http_resp_free(&r);
+  create(&H, "b-kill", "{\"fault\":\"none\",\"steps\":3}");
+
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  json_t *dp = host_wait_status(&H, FLOW, "p-kill", "errored", deadline);
+  json_t *da = host_wait_status(&H, FLOW, "a-kill", "complete", deadline);
+  json_t *db = host_wait_status(&H, FLOW, "b-kill", "complete", deadline);
+  ck_assert_msg(host_running(supervisor), "the supervisor exited");
+  wait_healthz(&H, &r, proc_now_ms() + 5000); /* and it stays up */
+  http_resp_free(&r);
+
+  char *text = jdump(dp), en[128];
+  ck_assert_msg(
+      !strcmp(error_name(jget(dp, "error"), en, sizeof en), "plugin.crashed"),
+      "p-kill error: %s", text);
+  ck_assert_msg(strstr(text, "SIGKILL") != NULL, "p-kill error: %s", text);
+  int others = 0;
+  json_t *fs = step_of(dp, "fault#1");
+  ck_assert_msg(fs && attempts_with(fs, "plugin.crashed", &others) == 1 &&
+                    others == 0,
+                "p-kill fault#1: %s", text);
+  free(text);
+  /* The bystander was charged nothing it keeps: no crashed attempt. */
+  for (int k = 1; k <= 6; k++) {
+    char key[16];
+    snprintf(key, sizeof key, "step#%d", k);
+    json_t *st = step_of(da, key);
+    ck_assert_str_eq(jstr(st, "status"), "complete");
+    ck_assert_int_eq(attempts_with(st, "plugin.crashed", NULL), 0);
+    if (k <= 3)
+      ck_assert_str_eq(jstr(step_of(db, key), "status"), "complete");
+  }
+  json_decref(da);
+  json_decref(db);
+  json_decref(dp);
+
+  host_stop(&H, proc_now_ms() + 10000, 1); /* SIGTERM: exit 0 */
+  char *log = proc_slurp(H.log);
+  int n_died;
+  char *died = host_lines_with(log, "died", &n_died);
+  ck_assert_msg(n_died == MAX_CRASHES,
+                "%d \"died\" lines, want engine.max_crashes = %d:\n%s", n_died,
+                MAX_CRASHES, proc_tail(log));
+  for (const char *l = died; *l; l = strchr(l, '\n') + 1) {
+    char line[2048];
+    snprintf(line, sizeof line, "%.*s", (int)strcspn(l, "\n"), l);
+    ck_assert_msg(strstr(line, "SIGKILL") && strstr(line, "p-kill"),
+                  "\"died\" line: %s", line);
+  }
+  free(died);
+  free(log);
+  ck_assert_int_eq(count_records("exec", "p-kill", 0), n_died);
+  ck_assert_int_eq(count_records("exec", "p-kill", 2), 0);
+  assert_no_rerun();
+}
+END_TEST
+
 /* ---- hung attempts ------------------------------------------------------- */
 
 /* The value of the metric line "NAME VALUE" in a Prometheus text, or -1. */
@@ -800,6 +885,7 @@ static Suite *faults_suite(void) {
     suite_add_tcase(s, all[i]);
   }
   tcase_add_loop_test(crash, crash_kind, 0, (int)N_KINDS);
+  tcase_add_test(crash, crash_sigkill);
   tcase_add_test(hang, hang_is_abandoned);
   tcase_add_test(hang, terminate_does_not_wait_for_callback);
   tcase_add_test(hang, hang_does_not_hold_parked_activations);

@@ -395,6 +395,7 @@ int duro_engine_open(const duro_engine_options *opt, duro_engine **out,
   duro_engine *e = xcalloc(1, sizeof *e);
   e->opt = *opt;
   e->clock = opt->clock ? opt->clock : duro_clock_real();
+  e->gate_open_ms = engine_mono_ms(e) + ENGINE_SUSPECT_SETTLE_MS;
   e->max_step_result =
       opt->max_step_result > 0 ? opt->max_step_result : 1024 * 1024;
   e->max_instance_state = opt->max_instance_state > 0 ? opt->max_instance_state
@@ -427,6 +428,8 @@ int duro_engine_open(const duro_engine_options *opt, duro_engine **out,
   engine_cond_init(&e->changed);
   engine_cond_init(&e->watch);
   engine_cond_init(&e->sched);
+  pthread_mutex_init(&e->gate_mu, NULL);
+  engine_cond_init(&e->gate_cv);
   for (size_t i = 0; i < sizeof e->control_mu / sizeof *e->control_mu; i++)
     pthread_mutex_init(&e->control_mu[i], NULL);
   if ((rc = engine_join(e, err, errlen)) != 0) {

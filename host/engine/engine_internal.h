@@ -155,6 +155,15 @@ struct duro_engine {
   int watchdog_started;
   pthread_cond_t watch; /* wakes the watchdog early: stopping */
 
+  /* The gate callbacks pass while attempts are charged with a kill
+   * (step.c, faults.c): `alone` while a suspect's callback runs,
+   * `waiting` suspects that want to, `shared` other callbacks running. */
+  pthread_mutex_t gate_mu;
+  pthread_cond_t gate_cv;
+  uint32_t gate_shared, gate_waiting;
+  int gate_alone;
+  int64_t gate_open_ms; /* engine_mono_ms from which suspects may run */
+
   /* The scheduler thread (scheduler.c): due wakes, storage retries,
    * reconciliation with the journal, the retention sweep. */
   pthread_t scheduler;
@@ -298,6 +307,15 @@ int attempt_runs_for(const struct duro_attempt *at, const entry *ent);
 void attempt_describe(const struct duro_attempt *at, int terminated,
                       hung_attempt *out);
 void hung_attempt_clear(hung_attempt *h);
+/* How long an engine must have lived before a suspect's callback runs
+ * alone: one that an outside kill -9 storm keeps restarting runs none
+ * (so none is charged a kill it did not cause), one a poisoned callback
+ * kills serves HTTP this long between deaths. */
+#define ENGINE_SUSPECT_SETTLE_MS 1000
+
+/* The watchdog gave up on `at` (its worker's mu held): the callbacks its
+ * place in the gate held back go on.  step.c. */
+void attempt_gate_leave(struct duro_attempt *at);
 
 /* Gives up on whichever attempt runs for entry `ent`, hung or not: a
  * terminate must not wait for a callback.  Returns 1 when it did.

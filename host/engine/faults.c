@@ -9,8 +9,21 @@
  * engine.max_crashes times ends its instance errored, whatever its retry
  * policy says.  A crash in run() outside any step ends the instance at
  * once: that code runs again on every activation, so it would crash
- * again.  Only the thread the crash handlers blamed counts; a death they
- * did not see (a SIGKILL from outside) blames nobody.
+ * again.  Only the thread the crash handlers blamed counts.
+ *
+ * A death by SIGKILL is seen by no handler: the callback may have raised
+ * it, the OOM killer may have sent it for the memory a callback took, or
+ * an operator.  Every attempt then inside its callback is charged a kill
+ * (ledger.h, suspects), nothing is journaled, and the attempt runs again
+ * alone (step.c's gate): no other callback starts while it runs, so a
+ * later kill in it is its own.  An attempt charged engine.max_crashes
+ * kills (with its step's journaled crashes) ends its instance errored
+ * `plugin.crashed`, as a crash the handlers saw.  An instance that merely
+ * ran beside a poisoned one is charged at most once that way (it never
+ * runs beside it again), and its charge goes when its callback returns;
+ * a healthy attempt ends errored only if the engine is killed while it
+ * runs alone max_crashes - 1 more times.  Activations outside any
+ * callback are never charged.
  *
  * Hangs: the watchdog thread looks at every worker ten times a second.
  * An attempt past its deadline is given up on: recorded as a failed
@@ -20,6 +33,7 @@
  * callback returns and exits when it does.  The handshake is the
  * worker's mutex (engine_internal.h): an attempt's end and the watchdog
  * never both decide its outcome. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,7 +110,8 @@ static journal_step step_of(const journal_step *steps, size_t n,
  * its step reached max_crashes. */
 static int crash_in_attempt(duro_engine *e, journal_batch *b,
                             journal_instance *in, const ledger_slot *sl,
-                            const char *how, int64_t now, char **owned) {
+                            const char *how, uint32_t kills, int64_t now,
+                            char **owned) {
   journal_step *steps = NULL;
   size_t n = 0;
   int rc = journal_steps_load(e->j, in->rowid, &steps, &n);
@@ -111,9 +126,23 @@ static int crash_in_attempt(duro_engine *e, journal_batch *b,
   if (!strcmp(found.status ? found.status : "", "complete") ||
       !strcmp(found.status ? found.status : "", "errored")) {
     journal_steps_free(steps, n); /* a stale slot: the step ended */
+    ledger_suspect_clear(e->ledger, in->rowid, sl->key);
     return 0;
   }
-  uint32_t crashes = cc.n + 1;
+  /* A kill counts once the attempt is sure to be the one to blame (see
+   * engine_record_crashes): until then nothing is written, and the
+   * interrupted attempt simply runs again. */
+  uint32_t crashes = cc.n + (kills ? kills : 1);
+  if (kills && crashes < e->max_crashes) {
+    log_write(DURO_LOG_WARN, NULL,
+              "%s/%s: step \"%s\" attempt %u was inside its callback when "
+              "the engine was %s (%u of %u): it runs again with no other "
+              "callback beside it",
+              in->workflow, in->id, sl->key, sl->attempt, how, crashes,
+              e->max_crashes);
+    journal_steps_free(steps, n);
+    return 0;
+  }
   wf_reg *wf = engine_find_workflow(e, in->workflow);
   char *msg = xasprintf("step \"%s\" attempt %u crashed the engine: %s",
                         sl->key, sl->attempt, how);
@@ -141,7 +170,14 @@ static int crash_in_attempt(duro_engine *e, journal_batch *b,
   if (crashes >= e->max_crashes) {
     s->status = "errored";
     s->ended_ms = now;
-    char *why = xasprintf("step \"%s\" crashed the engine %u times "
+    char *why =
+        kills ? xasprintf("step \"%s\" was inside its callback at %u deaths "
+                          "of the engine (engine.max_crashes is %u), the later "
+                          "ones with no other callback beside it; the last "
+                          "time the engine was %s (by the callback itself, or "
+                          "by the OOM killer for the memory it took)",
+                          sl->key, crashes, e->max_crashes, how)
+              : xasprintf("step \"%s\" crashed the engine %u times "
                           "(engine.max_crashes is %u); the last time it was "
                           "%s",
                           sl->key, crashes, e->max_crashes, how);
@@ -161,7 +197,7 @@ static int crash_in_attempt(duro_engine *e, journal_batch *b,
 }
 
 static int record_crash(duro_engine *e, const ledger_slot *sl, int in_attempt,
-                        const char *how, int64_t now) {
+                        const char *how, uint32_t kills, int64_t now) {
   journal_instance in = {0};
   int rc = journal_instance_get_rowid(e->j, sl->rowid, &in);
   if (rc == DURO_E_NOT_FOUND)
@@ -173,7 +209,7 @@ static int record_crash(duro_engine *e, const ledger_slot *sl, int in_attempt,
        !strcmp(in.status, "terminated")))
     ; /* it ended meanwhile: nothing to record */
   else if (rc == 0 && in_attempt)
-    rc = crash_in_attempt(e, &b, &in, sl, how, now, owned);
+    rc = crash_in_attempt(e, &b, &in, sl, how, kills, now, owned);
   else if (rc == 0) {
     char *why = xasprintf("run() crashed the engine outside any step (%s); "
                           "code outside steps runs again on every "
@@ -218,12 +254,42 @@ static int record_batch_crash(duro_engine *e, const ledger_slot *sl, int guilty,
   return 0; /* a release that failed leaves the leases to run out */
 }
 
+/* Suspects whose instance ended or went away (terminated while it
+ * waited, say) would keep every callback behind the gate: forgotten. */
+static void prune_suspects(duro_engine *e) {
+  ledger *l = e->ledger;
+  for (uint32_t i = 0; i < LEDGER_SUSPECTS && ledger_has_suspects(l); i++) {
+    int64_t rowid = ledger_suspect_rowid(l, i);
+    if (!rowid)
+      continue;
+    journal_instance in = {0};
+    int rc = journal_instance_get_rowid(e->j, rowid, &in);
+    if (rc == DURO_E_NOT_FOUND || (rc == 0 && strcmp(in.status, "queued") &&
+                                   strcmp(in.status, "waiting")))
+      ledger_suspect_clear(l, rowid, NULL);
+    journal_instance_clear(&in);
+  }
+}
+
+/* An attempt inside its callback when the engine died of a SIGKILL no
+ * handler saw gets one kill; 0 for every other death or slot. */
+static uint32_t charge_kill(duro_engine *e, const ledger_slot *sl,
+                            ledger_state st, ledger_death death, int code,
+                            int blamed) {
+  if (st != LEDGER_ATTEMPT || blamed != -1 || death != LEDGER_DEATH_SIGNAL ||
+      code != SIGKILL)
+    return 0;
+  return ledger_suspect_charge(e->ledger, sl->rowid, sl->key, sl->attempt);
+}
+
 int engine_record_crashes(duro_engine *e) {
   ledger *l = e->ledger;
   int code;
   ledger_death death = ledger_last_death(l, &code);
-  if (death == LEDGER_DEATH_NONE)
+  if (death == LEDGER_DEATH_NONE) {
+    prune_suspects(e);
     return 0;
+  }
   int blamed = ledger_last_blamed(l);
   char how[96];
   ledger_death_text(l, how, sizeof how);
@@ -239,14 +305,19 @@ int engine_record_crashes(duro_engine *e) {
     int guilty = blamed >= 0 ? (int)i == blamed
                              : blamed == -1 && death == LEDGER_DEATH_EXIT &&
                                    st != LEDGER_ACTIVATION;
+    /* A SIGKILL: every callback then running is charged a kill, and runs
+     * again alone (step.c); once alone at max_crashes deaths it is the
+     * one, as a crash the handlers saw would be. */
+    uint32_t kills = charge_kill(e, sl, st, death, code, blamed);
     if (st == LEDGER_BATCH)
       rc = record_batch_crash(e, sl, guilty, how);
-    else if (guilty)
-      rc = record_crash(e, sl, st == LEDGER_ATTEMPT, how, now);
+    else if (guilty || kills)
+      rc = record_crash(e, sl, st == LEDGER_ATTEMPT, how, kills, now);
   }
-  if (rc == 0)
+  if (rc == 0) {
     ledger_last_clear(l);
-  else
+    prune_suspects(e);
+  } else
     log_error("cannot record the crashed attempts: %s", journal_errmsg(e->j));
   return rc;
 }
@@ -334,6 +405,7 @@ static int abandon(duro_engine *e, worker *w, entry *ent, int terminated) {
    * thread can return and give its slot back). */
   if (w->slot)
     ledger_set_state(w->slot, LEDGER_ABANDONED);
+  attempt_gate_leave(at);
   pthread_mutex_unlock(&w->mu);
 
   log_write(DURO_LOG_WARN, h.where, "%s; its worker is replaced", h.message);

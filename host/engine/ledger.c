@@ -8,6 +8,7 @@
  * still inside plugin code). */
 #include "ledger.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,10 +28,19 @@ typedef struct ledger_blame_info {
   int32_t pad;
 } ledger_blame_info;
 
+typedef struct ledger_suspect {
+  int64_t rowid; /* 0: an empty entry */
+  uint32_t attempt, kills;
+  char key[LEDGER_KEY_MAX];
+} ledger_suspect;
+
 typedef struct ledger_header {
   uint32_t magic;
   uint32_t n_slots;
   ledger_blame_info live, last;
+  uint32_t n_suspects; /* atomic: entries in use */
+  uint32_t pad;
+  ledger_suspect suspects[LEDGER_SUSPECTS];
   /* n_slots live slots, then n_slots of the dead engine */
   ledger_slot slots[];
 } ledger_header;
@@ -112,6 +122,91 @@ void ledger_copy(char *dst, size_t cap, const char *src) {
     n = cap - 1;
   memcpy(dst, src ? src : "", n);
   dst[n] = '\0';
+}
+
+/* ---- suspects ----------------------------------------------------------- */
+
+static pthread_mutex_t suspects_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static ledger_suspect *suspect_find(ledger *l, int64_t rowid, const char *key,
+                                    uint32_t attempt) {
+  for (uint32_t i = 0; i < LEDGER_SUSPECTS; i++) {
+    ledger_suspect *x = &l->h.suspects[i];
+    if (x->rowid == rowid && x->attempt == attempt &&
+        !strncmp(x->key, key, sizeof x->key))
+      return x;
+  }
+  return NULL;
+}
+
+static void suspects_count(ledger *l) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < LEDGER_SUSPECTS; i++)
+    n += l->h.suspects[i].rowid != 0;
+  __atomic_store_n(&l->h.n_suspects, n, __ATOMIC_RELEASE);
+}
+
+uint32_t ledger_suspect_charge(ledger *l, int64_t rowid, const char *key,
+                               uint32_t attempt) {
+  pthread_mutex_lock(&suspects_mu);
+  ledger_suspect *x = suspect_find(l, rowid, key, attempt);
+  if (!x) {
+    /* A full table forgets its fewest-charged entry: at worst a poisoned
+     * step is isolated one death later. */
+    x = &l->h.suspects[0];
+    for (uint32_t i = 0; i < LEDGER_SUSPECTS; i++) {
+      ledger_suspect *c = &l->h.suspects[i];
+      if (c->rowid == 0) {
+        x = c;
+        break;
+      }
+      if (c->kills < x->kills)
+        x = c;
+    }
+    x->rowid = rowid;
+    x->attempt = attempt;
+    x->kills = 0;
+    ledger_copy(x->key, sizeof x->key, key);
+  }
+  uint32_t kills = ++x->kills;
+  suspects_count(l);
+  pthread_mutex_unlock(&suspects_mu);
+  return kills;
+}
+
+uint32_t ledger_suspect_kills(ledger *l, int64_t rowid, const char *key,
+                              uint32_t attempt) {
+  if (!ledger_has_suspects(l))
+    return 0;
+  pthread_mutex_lock(&suspects_mu);
+  ledger_suspect *x = suspect_find(l, rowid, key, attempt);
+  uint32_t kills = x ? x->kills : 0;
+  pthread_mutex_unlock(&suspects_mu);
+  return kills;
+}
+
+void ledger_suspect_clear(ledger *l, int64_t rowid, const char *key) {
+  if (!ledger_has_suspects(l))
+    return;
+  pthread_mutex_lock(&suspects_mu);
+  for (uint32_t i = 0; i < LEDGER_SUSPECTS; i++) {
+    ledger_suspect *x = &l->h.suspects[i];
+    if (x->rowid == rowid && (!key || !strncmp(x->key, key, sizeof x->key)))
+      memset(x, 0, sizeof *x);
+  }
+  suspects_count(l);
+  pthread_mutex_unlock(&suspects_mu);
+}
+
+int ledger_has_suspects(const ledger *l) {
+  return __atomic_load_n(&l->h.n_suspects, __ATOMIC_ACQUIRE) != 0;
+}
+
+int64_t ledger_suspect_rowid(ledger *l, uint32_t i) {
+  pthread_mutex_lock(&suspects_mu);
+  int64_t rowid = i < LEDGER_SUSPECTS ? l->h.suspects[i].rowid : 0;
+  pthread_mutex_unlock(&suspects_mu);
+  return rowid;
 }
 
 /* ---- crashes ------------------------------------------------------------ */

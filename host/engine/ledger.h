@@ -20,8 +20,8 @@
  *
  * The crash handlers (ledger_install_crash_handlers) record which slot's
  * thread died and how: a fatal signal on that thread, or exit() called
- * from it.  A death the handlers did not see (SIGKILL from outside, _exit)
- * blames no thread in particular. */
+ * from it.  A death the handlers did not see (SIGKILL, _exit) blames no
+ * thread in particular; for a SIGKILL, the suspects below take over. */
 #ifndef DURO_LEDGER_H
 #define DURO_LEDGER_H
 
@@ -132,6 +132,31 @@ int ledger_last_blamed(const ledger *l);
 int ledger_last_blamed_exit(const ledger *l);
 /* The next engine recorded the crash: forget it. */
 void ledger_last_clear(ledger *l);
+
+/* ---- suspects ------------------------------------------------------------
+ *
+ * A SIGKILL (what the OOM killer sends, and what a callback that kills
+ * its own process raises) is seen by no handler.  The next engine charges
+ * every attempt that was inside its callback then with one kill, kept
+ * here: beside the slots, kept across deaths, cleared only by the engine.
+ * A charged attempt (a suspect) runs its callback again alone, with no
+ * other callback running beside it, so that a later kill can only be its
+ * own; its charges go when its callback returns.  Only the engine process
+ * uses them, one thread at a time (ledger.c locks). */
+#define LEDGER_SUSPECTS 64
+
+/* Adds a kill to (rowid, key, attempt); returns its kills so far. */
+uint32_t ledger_suspect_charge(ledger *l, int64_t rowid, const char *key,
+                               uint32_t attempt);
+/* The kills charged to (rowid, key, attempt), 0 when none. */
+uint32_t ledger_suspect_kills(ledger *l, int64_t rowid, const char *key,
+                              uint32_t attempt);
+/* Forgets every attempt of step `key` of rowid (NULL: of every step). */
+void ledger_suspect_clear(ledger *l, int64_t rowid, const char *key);
+/* Whether any attempt is charged (one load: callbacks ask it each time). */
+int ledger_has_suspects(const ledger *l);
+/* The rowid of suspect i (0 <= i < LEDGER_SUSPECTS), 0 for an empty one. */
+int64_t ledger_suspect_rowid(ledger *l, uint32_t i);
 
 /* "killed by signal 11 (SIGSEGV)" / "exited with status 0 (exit() called
  * from plugin code)": the last death, into buf. */

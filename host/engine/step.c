@@ -112,6 +112,7 @@ struct duro_attempt {
   char *message;
   char *bad_result; /* why the last result set was not JSON, or NULL */
   int failed, final;
+  int gate; /* its place in the gate (gate_enter); atomic */
   /* Queue sends and events made by the callback: committed with the
    * step's result, or dropped with a failed attempt. */
   journal_batch sends;
@@ -444,6 +445,80 @@ static int read_config(duro_step *a, const char *key,
   return 0;
 }
 
+/* ---- the gate ----------------------------------------------------------
+ *
+ * While attempts are charged with a kill (faults.c: inside their
+ * callback when the engine died of a SIGKILL), callbacks pass a gate: a
+ * suspect's runs alone (it waits until no other callback runs, and none
+ * starts while it runs or waits), the others side by side.  With no
+ * suspect, a callback passes with one atomic load.  A callback never
+ * parks its fiber, so a thread waiting here holds no place in the gate. */
+
+enum { GATE_NONE = 0, GATE_SHARED, GATE_ALONE };
+
+static int gate_blocked(const duro_engine *e, int alone) {
+  return alone ? e->gate_shared || e->gate_alone
+               : e->gate_alone || e->gate_waiting;
+}
+
+/* Returns the place taken (GATE_*), or -1 when the engine stops. */
+static int gate_enter(duro_step *a, const journal_step *s, uint32_t number) {
+  duro_engine *e = a->e;
+  /* Run inline (no worker threads), callbacks never overlap. */
+  if (!a->worker || !ledger_has_suspects(e->ledger))
+    return GATE_NONE;
+  int alone = ledger_suspect_kills(e->ledger, a->inst.rowid, s->key, number);
+  pthread_mutex_lock(&e->gate_mu);
+  int stopping;
+  /* A suspect waits for the engine to settle first (others run then). */
+  while (alone &&
+         !(stopping = __atomic_load_n(&e->stopping, __ATOMIC_ACQUIRE)) &&
+         engine_mono_ms(e) < e->gate_open_ms) {
+    struct timespec until = engine_cond_deadline(100);
+    pthread_cond_timedwait(&e->gate_cv, &e->gate_mu, &until);
+  }
+  e->gate_waiting += alone ? 1 : 0;
+  while (!(stopping = __atomic_load_n(&e->stopping, __ATOMIC_ACQUIRE)) &&
+         gate_blocked(e, alone)) {
+    struct timespec until = engine_cond_deadline(100);
+    pthread_cond_timedwait(&e->gate_cv, &e->gate_mu, &until);
+  }
+  e->gate_waiting -= alone ? 1 : 0;
+  int place = stopping ? -1 : alone ? GATE_ALONE : GATE_SHARED;
+  if (place == GATE_ALONE)
+    e->gate_alone = 1;
+  else if (place == GATE_SHARED)
+    e->gate_shared++;
+  else
+    pthread_cond_broadcast(&e->gate_cv); /* one waiting suspect fewer */
+  pthread_mutex_unlock(&e->gate_mu);
+  if (place == GATE_ALONE)
+    log_write(DURO_LOG_INFO, a->where,
+              "step \"%s\" attempt %u runs alone: it was inside its "
+              "callback when the engine was killed",
+              s->key, number);
+  return place;
+}
+
+/* Gives the place back, once (the callback's end and the watchdog may
+ * both call it); a suspect whose callback got here is no longer one. */
+void attempt_gate_leave(duro_attempt *at) {
+  if (!__atomic_load_n(&at->gate, __ATOMIC_ACQUIRE))
+    return;
+  duro_engine *e = at->act->e;
+  pthread_mutex_lock(&e->gate_mu);
+  int place = at->gate;
+  __atomic_store_n(&at->gate, GATE_NONE, __ATOMIC_RELEASE);
+  if (place == GATE_ALONE)
+    e->gate_alone = 0;
+  else if (place == GATE_SHARED)
+    e->gate_shared--;
+  pthread_cond_broadcast(&e->gate_cv);
+  pthread_mutex_unlock(&e->gate_mu);
+  if (place == GATE_ALONE)
+    ledger_suspect_clear(e->ledger, at->act->inst.rowid, at->step->key);
+}
+
 /* The callback is about to run: the ledger says so (should the process
  * die inside it, the next engine counts a crash), and the watchdog may
  * find it through the worker.  Returns 1 when a terminate or pause came
@@ -452,7 +527,7 @@ static int read_config(duro_step *a, const char *key,
  * mutex; the attempt is published under that mutex before the flag is
  * read here, so either the terminate finds the attempt and abandons it,
  * or the flag is seen here.) */
-static int attempt_end(duro_step *a);
+static int attempt_end(duro_step *a, duro_attempt *at);
 
 static int attempt_begin(duro_step *a, duro_attempt *at) {
   ledger_slot *sl = a->slot;
@@ -478,13 +553,13 @@ static int attempt_begin(duro_step *a, duro_attempt *at) {
     return 0;
   /* Withdrawn before it ran; if the terminate already gave up on it, the
    * activation is the watchdog's to account for (attempt_end says so). */
-  attempt_end(a);
+  attempt_end(a, at);
   return 1;
 }
 
 /* The callback returned.  Returns 1 when the watchdog gave up on it
  * meanwhile: then nothing of the activation may be written any more. */
-static int attempt_end(duro_step *a) {
+static int attempt_end(duro_step *a, duro_attempt *at) {
   int abandoned = 0;
   if (a->worker) {
     pthread_mutex_lock(&a->worker->mu);
@@ -492,6 +567,7 @@ static int attempt_end(duro_step *a) {
     a->worker->attempt = NULL;
     pthread_mutex_unlock(&a->worker->mu);
   }
+  attempt_gate_leave(at);
   if (abandoned) {
     a->suspended = 1;
     a->reason = SUSPEND_ABANDONED;
@@ -682,6 +758,13 @@ static duro_rc api_do(duro_step *a, const char *name,
       a->reason = SUSPEND_SHUTDOWN;
     return DURO_SUSPEND;
   }
+  /* Waiting at the gate is no part of the attempt's time. */
+  int gate = gate_enter(a, s, s->attempts + 1);
+  if (gate < 0) {
+    a->suspended = 1;
+    a->reason = SUSPEND_SHUTDOWN;
+    return DURO_SUSPEND;
+  }
   started = now_ms(a);
 
   duro_attempt at = {
@@ -692,6 +775,7 @@ static duro_rc api_do(duro_step *a, const char *name,
       .deadline_ms = started + c.timeout_ms,
       .timeout_ms = c.timeout_ms,
       .deadline_mono = engine_mono_ms(a->e) + c.timeout_ms,
+      .gate = gate,
       /* A restart's re-run is a new request: "@<restarts>" sets it apart. */
       .idempotency_key = a->inst.restarts
                              ? arena_printf(a, "%s/%s@%" PRId64, a->inst.id,
@@ -705,7 +789,7 @@ static duro_rc api_do(duro_step *a, const char *name,
   int fn_rc = fn(&at, arg);
   metrics_hist_observe(&a->e->m.attempt_us, metrics_now_us() - t0);
   current_attempt = NULL;
-  if (attempt_end(a)) {
+  if (attempt_end(a, &at)) {
     attempt_clear(&at);
     return DURO_SUSPEND; /* its outcome was recorded as a timeout */
   }

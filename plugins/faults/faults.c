@@ -3,7 +3,7 @@
  * whose callback misbehaves the way a buggy plugin does, on every attempt,
  * so the test can check that the host survives it.  Params:
  *
- *   {"fault": "none|segv|abort|stack|exit|hang", "steps": N,
+ *   {"fault": "none|segv|abort|stack|exit|kill|hang", "steps": N,
  *    "hold_ms": M, "timeout_s": T}
  *
  * The instance runs step#1, then (unless fault is "none") the step
@@ -16,6 +16,8 @@
  *   abort  abort()
  *   stack  unbounded recursion, a 4 KiB frame per call
  *   exit   exit(0) from the worker thread
+ *   kill   SIGKILL to its own process, which no handler sees (as when
+ *          the OOM killer ends a callback that takes too much memory)
  *   hang   sleeps in a loop forever (without burning a core)
  *
  * Like the chain plugin, it writes what it does to the file named by
@@ -43,6 +45,7 @@
  * record per tick:
  *
  *   tick <scheduled_ms> 0 <token>     the handler ran for that tick */
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,6 +125,8 @@ static int fault_step_fn(duro_attempt *a, void *arg) {
     return (int)recurse(1);
   else if (!strcmp(fs->fault, "exit"))
     exit(0);
+  else if (!strcmp(fs->fault, "kill"))
+    raise(SIGKILL);
   else if (!strcmp(fs->fault, "hang"))
     for (;;)
       nap_ms(50);
