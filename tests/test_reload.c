@@ -237,7 +237,8 @@ static int engine_maps(const host *h, const char *hash) {
 /* A host whose config's plugin is plugin.so, a v1 build, started with its
  * output in `log_name`; `v1` gets the hash of that build, the store's
  * only one. */
-static void start_v1(host *h, const char *log_name, char v1[17]) {
+static void start_v1_with(host *h, const char *log_name, const char *workflows,
+                          char v1[17]) {
   host_init(&h->run, "host");
   h->run.request_ms = 5000;
   snprintf(h->plugin, sizeof h->plugin, "%s/plugin.so", proc_tmp_dir);
@@ -246,9 +247,13 @@ static void start_v1(host *h, const char *log_name, char v1[17]) {
   char db[400];
   snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
   host_write_config(&h->run, db, "{ workers: 2 }", "deploy", h->plugin,
-                    WORKFLOWS);
+                    workflows);
   start(h, log_name);
   only_build(h, v1);
+}
+
+static void start_v1(host *h, const char *log_name, char v1[17]) {
+  start_v1_with(h, log_name, WORKFLOWS, v1);
 }
 
 /* ---- HTTP (tests/host_run.h) --------------------------------------------- */
@@ -263,6 +268,25 @@ static void create(const host *h, const char *wf, const char *id,
   ck_assert_msg(r.status == 201, "create %s/%s: %ld %s", wf, id, r.status,
                 r.body ? r.body : "");
   http_resp_free(&r);
+}
+
+/* PATCH .../status {"status":"restart"} (from step `from`, NULL: from
+ * the top); returns the HTTP status, the body into `body` ("" if none). */
+static long restart(const host *h, const char *wf, const char *id,
+                    const char *from, char *body, size_t len) {
+  char path[128], req[256];
+  snprintf(path, sizeof path, "/workflows/%s/instances/%s/status", wf, id);
+  if (from)
+    snprintf(req, sizeof req,
+             "{\"status\":\"restart\",\"from\":{\"name\":\"%s\"}}", from);
+  else
+    snprintf(req, sizeof req, "{\"status\":\"restart\"}");
+  http_resp r;
+  host_request(&h->run, &r, "PATCH", path, req);
+  snprintf(body, len, "%s", r.body ? r.body : "");
+  long status = r.status;
+  http_resp_free(&r);
+  return status;
 }
 
 /* Status `want` now (host_wait_status()), within SETTLE_MS. */
@@ -632,6 +656,46 @@ START_TEST(divergence_under_latest) {
 }
 END_TEST
 
+/* ---- 7. retirement per plugin ---------------------------------------------
+ */
+
+/* Two pinned workflows of one class: pa's instance ends on v1 while pb's
+ * sleeps on it, so v1 stays loaded.  It must stay pa's too: a restart of
+ * the ended pa instance from its step B, whose journal is v1, runs B on
+ * v1 (it used to pause with build.unavailable, the code loaded). */
+START_TEST(retire_per_plugin) {
+  host H;
+  char h1[17], h2[17], h3[17], was[17], body[1024], line[128];
+  start_v1_with(&H, "host.log",
+                "      - { name: pa, binding: PA, class_name: Flow }\n"
+                "      - { name: pb, binding: PB, class_name: Flow }\n",
+                h1);
+  create(&H, "pa", "a", SHORT);
+  json_decref(settle(&H, "pa", "a", "complete"));
+  create(&H, "pb", "b", "{\"nap\":\"2 minutes\"}");
+  json_decref(settle(&H, "pb", "b", "waiting"));
+  /* v2 then v3: v2's unload line shows a pass that kept v1 (older, so
+   * decided first) came and went. */
+  deploy(&H, DEPLOY_V2, 1, h2, was);
+  deploy(&H, DEPLOY_V2_INSERTED, 2, h3, was);
+  snprintf(line, sizeof line, "build %s unloaded: no instance needs it", h2);
+  host_wait_lines(&H.run, line, 1, proc_now_ms() + UNLOAD_MS);
+  snprintf(line, sizeof line, "build %s unloaded", h1);
+  ck_assert_int_eq(host_count_lines(&H.run, line), 0);
+
+  long st = restart(&H, "pa", "a", "B", body, sizeof body);
+  ck_assert_msg(st == 200, "restart from B: %ld %s", st, body);
+  json_t *d = settle(&H, "pa", "a", "complete");
+  assert_ran(d, "v1", h1, h1);
+  json_decref(d);
+  d = host_describe(&H.run, "pb", "b");
+  ck_assert_str_eq(jstr(d, "status"), "waiting");
+  json_decref(d);
+  assert_alive(&H);
+  stop(&H);
+}
+END_TEST
+
 static Suite *reload_suite(void) {
   Suite *s = suite_create("reload");
   TCase *tc = tcase_create("reload");
@@ -645,6 +709,12 @@ static Suite *reload_suite(void) {
                       (int)(sizeof broken / sizeof *broken));
   tcase_add_test(tc, divergence_under_latest);
   suite_add_tcase(s, tc);
+  /* Builds that instances need again after their workflow let them go. */
+  TCase *again = tcase_create("builds");
+  proc_fixtures(again, "duro-reload");
+  tcase_set_timeout(again, 60);
+  tcase_add_test(again, retire_per_plugin);
+  suite_add_tcase(s, again);
   return s;
 }
 

@@ -11,6 +11,7 @@
  * The array only grows at the end (a newer build) and loses members on
  * retirement; wf_build structs are freed only when retired, after their
  * count of running activations reached zero under builds_mu. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,8 +73,10 @@ wf_build *build_acquire(wf_reg *wf, const char *pinned) {
     b = find_locked(wf, pinned);
   else if (wf->n_builds)
     b = wf->builds[wf->n_builds - 1];
-  if (b)
+  if (b) {
     b->running++;
+    b->acquired++;
+  }
   pthread_mutex_unlock(&wf->builds_mu);
   return b;
 }
@@ -95,35 +98,86 @@ const char *build_newest_hash(wf_reg *wf) {
 
 int duro_engine_retire_build(duro_engine *e, const char *workflow,
                              const char *hash) {
-  wf_reg *wf = engine_find_workflow(e, workflow);
-  if (!wf)
-    return DURO_E_WORKFLOW_NOT_FOUND;
-  /* Pinned by an instance that has not ended: it will run again on it.
-   * No new pin can appear meanwhile: new instances pin the newest. */
-  int pinned = 0;
-  int rc = journal_build_pinned(e->j, workflow, hash, &pinned);
-  if (rc)
-    return rc;
-  if (pinned)
-    return DURO_E_BUSY;
-  pthread_mutex_lock(&wf->builds_mu);
-  wf_build *b = find_locked(wf, hash);
-  rc = 0;
-  if (!b)
-    rc = DURO_E_NOT_FOUND;
-  else if (b == wf->builds[wf->n_builds - 1] || b->running)
-    rc = DURO_E_BUSY;
-  if (rc == 0) {
-    size_t i = 0;
-    while (wf->builds[i] != b)
-      i++;
-    memmove(&wf->builds[i], &wf->builds[i + 1],
-            (wf->n_builds - i - 1) * sizeof *wf->builds);
-    wf->n_builds--;
+  return duro_engine_retire_build_all(e, &workflow, 1, hash);
+}
+
+/* Step 1 of a retirement: whether build `hash` of each workflow that has
+ * it is idle (not the newest, no activation on it), noting in seen[i]
+ * how often it was acquired (UINT64_MAX: the workflow lacks it).  Returns
+ * 0, DURO_E_BUSY, or DURO_E_NOT_FOUND when no workflow has it. */
+static int retire_idle(wf_reg *const *wfs, size_t n, const char *hash,
+                       uint64_t *seen) {
+  size_t found = 0;
+  int rc = 0;
+  for (size_t i = 0; i < n && rc == 0; i++) {
+    pthread_mutex_lock(&wfs[i]->builds_mu);
+    wf_build *b = find_locked(wfs[i], hash);
+    seen[i] = b ? b->acquired : UINT64_MAX;
+    if (b && (b == wfs[i]->builds[wfs[i]->n_builds - 1] || b->running))
+      rc = DURO_E_BUSY;
+    found += b != NULL;
+    pthread_mutex_unlock(&wfs[i]->builds_mu);
+  }
+  return rc ? rc : found ? 0 : DURO_E_NOT_FOUND;
+}
+
+/* Step 3, under every workflow's lock at once: the build is dropped from
+ * all of them if none acquired or added it since step 1. */
+static int retire_drop(wf_reg *const *wfs, size_t n, const char *hash,
+                       const uint64_t *seen) {
+  int rc = 0;
+  for (size_t i = 0; i < n; i++)
+    pthread_mutex_lock(&wfs[i]->builds_mu);
+  for (size_t i = 0; i < n && rc == 0; i++) {
+    wf_build *b = find_locked(wfs[i], hash);
+    if (b ? b->acquired != seen[i] || b->running ||
+                b == wfs[i]->builds[wfs[i]->n_builds - 1]
+          : seen[i] != UINT64_MAX)
+      rc = DURO_E_BUSY;
+  }
+  for (size_t i = 0; i < n && rc == 0; i++) {
+    wf_build *b = find_locked(wfs[i], hash);
+    if (!b)
+      continue;
+    size_t at = 0;
+    while (wfs[i]->builds[at] != b)
+      at++;
+    memmove(&wfs[i]->builds[at], &wfs[i]->builds[at + 1],
+            (wfs[i]->n_builds - at - 1) * sizeof *wfs[i]->builds);
+    wfs[i]->n_builds--;
     free(b->hash);
     free(b);
   }
-  pthread_mutex_unlock(&wf->builds_mu);
+  for (size_t i = n; i-- > 0;)
+    pthread_mutex_unlock(&wfs[i]->builds_mu);
+  return rc;
+}
+
+int duro_engine_retire_build_all(duro_engine *e, const char *const *workflows,
+                                 size_t n, const char *hash) {
+  wf_reg **wfs = xcalloc(n ? n : 1, sizeof *wfs);
+  uint64_t *seen = xcalloc(n ? n : 1, sizeof *seen);
+  int rc = 0;
+  for (size_t i = 0; i < n && rc == 0; i++)
+    if (!(wfs[i] = engine_find_workflow(e, workflows[i])))
+      rc = DURO_E_WORKFLOW_NOT_FOUND;
+  if (rc == 0)
+    rc = retire_idle(wfs, n, hash, seen);
+  /* Pinned by an instance that has not ended: it will run again on it.
+   * A pin that appears meanwhile (a restart from a step, which holds the
+   * build while it writes the pin) is an acquisition step 3 sees.  A
+   * workflow that lacks the build counts too: its pinned instances need
+   * the code kept loaded, to be given it again. */
+  for (size_t i = 0; i < n && rc == 0; i++) {
+    int pinned = 0;
+    rc = journal_build_pinned(e->j, workflows[i], hash, &pinned);
+    if (rc == 0 && pinned)
+      rc = DURO_E_BUSY;
+  }
+  if (rc == 0)
+    rc = retire_drop(wfs, n, hash, seen);
+  free(seen);
+  free(wfs);
   return rc;
 }
 

@@ -140,6 +140,15 @@ int duro_engine_add_build(duro_engine *e, const char *workflow,
 int duro_engine_retire_build(duro_engine *e, const char *workflow,
                              const char *hash);
 
+/* The same for every workflow of one plugin at once, since they share the
+ * code: the build goes from all of `workflows` (those that have it), or
+ * from none while any of them still needs it (DURO_E_BUSY).  A build
+ * dropped from one workflow while another still runs it would be loaded
+ * and yet missing for the first one's instances that come to need it
+ * (taken over from another host, restarted from a step). */
+int duro_engine_retire_build_all(duro_engine *e, const char *const *workflows,
+                                 size_t n, const char *hash);
+
 /* On a store several hosts share, the plugin builds they may need of each
  * other (journal_build_put and _get): share offers the build file at
  * `path` (or says it is still loaded here), fetch writes build `hash` to

@@ -36,6 +36,9 @@ typedef struct wf_build {
   char *hash; /* NULL: a build with no identity (in-process workflows) */
   duro_run_fn run;
   uint32_t running; /* activations on it now (the workflow's builds_mu) */
+  /* How often it was acquired (builds_mu): a retirement that sees it
+   * unchanged knows nobody took the build while it read the journal. */
+  uint64_t acquired;
 } wf_build;
 
 typedef struct wf_reg {

@@ -535,6 +535,43 @@ static void fetch_if_missing(reloader *r, const char *name, const char *hash,
     log_info("plugin \"%s\": build %s fetched from the database", name, hash);
 }
 
+/* Build `hash` of plugin p given to `workflow`: loaded first (from the
+ * store, fetched from the other hosts if missing there, probed) when it
+ * is not.  A build that is loaded is given again: the workflow may lack
+ * it (builds of hosts before retirement was decided per plugin).  Returns
+ * 0, or -1 with why in err. */
+static int give_build(reloader *r, plugin_state *p, const char *workflow,
+                      const char *hash, char *err, size_t errlen) {
+  build *b = find_build(p, hash);
+  if (b) {
+    for (size_t k = 0; k < p->cfg->n_workflows; k++) {
+      const config_workflow *w = &p->cfg->workflows[k];
+      duro_run_fn run = loader_find_workflow(b->lp, w->class_name);
+      if (!strcmp(w->name, workflow) && run)
+        return duro_engine_add_build(r->e, workflow, hash, run, 0) ? -1 : 0;
+    }
+    snprintf(err, errlen, "build %s serves no workflow \"%s\"", hash, workflow);
+    return -1;
+  }
+  char *path = build_store_path(r->store_dir, hash);
+  fetch_if_missing(r, p->cfg->name, hash, path);
+  int rc = -1;
+  if (access(path, R_OK) != 0)
+    snprintf(err, errlen,
+             "it is not in the build store (%s), and no host shares it "
+             "through the database",
+             path);
+  else if (probe(r, p, path, err, errlen) == 0 &&
+           load_build(r, p, path, hash, 0, err, errlen) == 0) {
+    add_to_engine(r, p, &p->builds[p->n - 2], 0);
+    log_info("plugin \"%s\": build %s loaded for the instances pinned to it",
+             p->cfg->name, hash);
+    rc = 0;
+  }
+  free(path);
+  return rc;
+}
+
 /* Builds in-flight instances are pinned to, from the store. */
 static void load_pinned(reloader *r) {
   pins ps = {0};
@@ -542,26 +579,13 @@ static void load_pinned(reloader *r) {
     log_error("cannot list the builds instances are pinned to");
   for (size_t i = 0; i < ps.n; i++) {
     const config_plugin *c = NULL;
-    if (config_find_workflow(r->cfg, ps.v[i].workflow, &c)) {
-      plugin_state *p = &r->plugins[c - r->cfg->plugins];
-      if (!find_build(p, ps.v[i].build)) {
-        char *path = build_store_path(r->store_dir, ps.v[i].build);
-        fetch_if_missing(r, c->name, ps.v[i].build, path);
-        char err[1024];
-        if (probe(r, p, path, err, sizeof err) == 0 &&
-            load_build(r, p, path, ps.v[i].build, 0, err, sizeof err) == 0) {
-          add_to_engine(r, p, &p->builds[p->n - 2], 0);
-          log_info("plugin \"%s\": build %s loaded for the instances pinned "
-                   "to it",
-                   c->name, ps.v[i].build);
-        } else {
-          log_error("plugin \"%s\": build %s, which instances of %s are "
-                    "pinned to, cannot be loaded: %s",
-                    c->name, ps.v[i].build, ps.v[i].workflow, err);
-        }
-        free(path);
-      }
-    }
+    char err[1024];
+    if (config_find_workflow(r->cfg, ps.v[i].workflow, &c) &&
+        give_build(r, &r->plugins[c - r->cfg->plugins], ps.v[i].workflow,
+                   ps.v[i].build, err, sizeof err) != 0)
+      log_error("plugin \"%s\": build %s, which instances of %s are "
+                "pinned to, cannot be loaded: %s",
+                c->name, ps.v[i].build, ps.v[i].workflow, err);
     free(ps.v[i].workflow);
     free(ps.v[i].build);
   }
@@ -694,6 +718,9 @@ void reload_gc(reloader *r) {
   }
   for (size_t i = 0; r->e && i < r->cfg->n_plugins; i++) {
     plugin_state *p = &r->plugins[i];
+    const char **names = xcalloc(p->cfg->n_workflows + 1, sizeof *names);
+    for (size_t w = 0; w < p->cfg->n_workflows; w++)
+      names[w] = p->cfg->workflows[w].name;
     for (size_t k = 0; k + 1 < p->n;) {
       /* a batch of an older build's queue handler, or a tick of its
        * scheduled handler, may still run */
@@ -701,11 +728,11 @@ void reload_gc(reloader *r) {
                        r->e, loader_info(p->builds[k].lp)->queue) &&
                    !duro_cron_handler_running(
                        r->e, loader_info(p->builds[k].lp)->scheduled);
-      for (size_t w = 0; w < p->cfg->n_workflows; w++) {
-        int rc = duro_engine_retire_build(r->e, p->cfg->workflows[w].name,
-                                          p->builds[k].hash);
-        if (rc != 0 && rc != DURO_E_NOT_FOUND)
-          unused = 0;
+      /* The workflows share the code: it leaves all of them or none. */
+      if (unused) {
+        int rc = duro_engine_retire_build_all(r->e, names, p->cfg->n_workflows,
+                                              p->builds[k].hash);
+        unused = rc == 0 || rc == DURO_E_NOT_FOUND;
       }
       if (!unused) {
         k++;
@@ -719,6 +746,7 @@ void reload_gc(reloader *r) {
               (p->n - k - 1) * sizeof *p->builds);
       p->n--;
     }
+    free(names);
   }
   pthread_mutex_unlock(&r->mu);
 }
