@@ -696,6 +696,100 @@ START_TEST(retire_per_plugin) {
 }
 END_TEST
 
+/* ---- 8. restarts of ended instances after their build left ---------------
+ */
+
+/* Ended instances pin nothing, so v1 is unloaded and deleted once v2 is
+ * the newest.  A restart from the top is a new run, on v2; a restart
+ * from a step replays the journal's v1 steps, so it needs v1: refused
+ * while v1 cannot be had, saying so; run on v1 once its file is back in
+ * the build store. */
+START_TEST(restart_after_unload) {
+  host H;
+  char h1[17], h2[17], was[17], body[1024], line[128];
+  start_v1(&H, "host.log", h1);
+  create(&H, "pinned", "top", SHORT);
+  create(&H, "pinned", "step", SHORT);
+  json_decref(settle(&H, "pinned", "top", "complete"));
+  json_decref(settle(&H, "pinned", "step", "complete"));
+  deploy(&H, DEPLOY_V2, 1, h2, was);
+  snprintf(line, sizeof line, "build %s unloaded: no instance needs it", h1);
+  host_wait_lines(&H.run, line, 1, proc_now_ms() + UNLOAD_MS);
+  int64_t seen = proc_now_ms();
+  while (store_has(&H, h1) && proc_now_ms() < seen + 1000)
+    proc_sleep_ms(10);
+  ck_assert_msg(!store_has(&H, h1), "build %s still in the store", h1);
+
+  long st = restart(&H, "pinned", "top", NULL, body, sizeof body);
+  ck_assert_msg(st == 200, "restart from the top: %ld %s", st, body);
+  json_t *d = settle(&H, "pinned", "top", "complete");
+  assert_ran(d, "v2", h2, h2);
+  json_decref(d);
+
+  st = restart(&H, "pinned", "step", "B", body, sizeof body);
+  ck_assert_msg(st == 409, "restart from B without v1: %ld %s", st, body);
+  assert_contains(body, "instance.cannot_restart");
+  assert_contains(body, h1);
+  assert_contains(body, "is not in the build store");
+  assert_contains(body, "a restart from the top runs on the build a new "
+                        "instance gets");
+  d = host_describe(&H.run, "pinned", "step");
+  ck_assert_str_eq(jstr(d, "status"), "complete");
+  json_decref(d);
+
+  /* v1 back in the store: the restart loads it and B runs on it. */
+  char back[512];
+  snprintf(back, sizeof back, "%s/%s.so", H.store, h1);
+  put_file(back, DEPLOY_V1);
+  st = restart(&H, "pinned", "step", "B", body, sizeof body);
+  ck_assert_msg(st == 200, "restart from B with v1 back: %ld %s", st, body);
+  d = settle(&H, "pinned", "step", "complete");
+  assert_ran(d, "v1", h1, h1);
+  json_decref(d);
+  assert_new_runs_on(&H, "new", "v2", h2);
+  assert_alive(&H);
+  stop(&H);
+}
+END_TEST
+
+/* An instance asleep on v1 across a restart whose store lost v1 pauses
+ * with build.unavailable; the advice it gives works: v1's file put back
+ * in the store and a resume, and it completes on v1. */
+START_TEST(paused_build_advice) {
+  host H;
+  char h1[17], h2[17], was[17], want[256], back[512];
+  start_v1(&H, "first.log", h1);
+  create(&H, "pinned", "p", "{\"nap\":\"2 seconds\"}");
+  json_decref(settle(&H, "pinned", "p", "waiting"));
+  deploy(&H, DEPLOY_V2, 1, h2, was);
+  stop(&H);
+  snprintf(back, sizeof back, "%s/%s.so", H.store, h1);
+  ck_assert_msg(unlink(back) == 0, "%s: %s", back, strerror(errno));
+  start(&H, "second.log");
+  json_t *d = settle(&H, "pinned", "p", "paused");
+  ck_assert_str_eq(jstr(d, "error.name"), "build.unavailable");
+  snprintf(want, sizeof want,
+           "put its file back in the build store as %s.so and resume the "
+           "instance",
+           h1);
+  assert_contains(jstr(d, "error.message"), want);
+  json_decref(d);
+
+  put_file(back, DEPLOY_V1);
+  http_resp r;
+  host_request(&H.run, &r, "PATCH", "/workflows/pinned/instances/p/status",
+               "{\"status\":\"resume\"}");
+  ck_assert_msg(r.status == 200, "resume: %ld %s", r.status,
+                r.body ? r.body : "");
+  http_resp_free(&r);
+  d = settle(&H, "pinned", "p", "complete");
+  assert_ran(d, "v1", h1, h1);
+  json_decref(d);
+  assert_alive(&H);
+  stop(&H);
+}
+END_TEST
+
 static Suite *reload_suite(void) {
   Suite *s = suite_create("reload");
   TCase *tc = tcase_create("reload");
@@ -714,6 +808,8 @@ static Suite *reload_suite(void) {
   proc_fixtures(again, "duro-reload");
   tcase_set_timeout(again, 60);
   tcase_add_test(again, retire_per_plugin);
+  tcase_add_test(again, restart_after_unload);
+  tcase_add_test(again, paused_build_advice);
   suite_add_tcase(s, again);
   return s;
 }

@@ -300,10 +300,43 @@ int duro_instance_terminate(duro_engine *e, const char *workflow,
   return request_control(e, workflow, id, JOURNAL_CONTROL_TERMINATE);
 }
 
+/* The build instance `in` is pinned to, held (it is not retired while
+ * held), loaded by the host first when its workflow no longer has it: an
+ * ended instance pins nothing, so its build may have been unloaded since.
+ * Nothing is held for a workflow under versioning: latest, or an instance
+ * pinned to no build.  Returns 0, or DURO_E_NOT_FOUND with why in err. */
+static int hold_pinned(duro_engine *e, const journal_instance *in, wf_reg **wf,
+                       wf_build **held, char *err, size_t errlen) {
+  *held = NULL;
+  *wf = engine_find_workflow(e, in->workflow);
+  if (!*wf || (*wf)->limits.versioning_latest || !in->build)
+    return 0;
+  *held = build_acquire(*wf, in->build);
+  if (*held)
+    return 0;
+  if (!e->opt.load_build)
+    snprintf(err, errlen, "it is not loaded");
+  else if (e->opt.load_build(e->opt.ctx, in->workflow, in->build, err,
+                             errlen) == 0)
+    *held = build_acquire(*wf, in->build);
+  return *held ? 0 : DURO_E_NOT_FOUND;
+}
+
 static int resume_row(duro_engine *e, journal_instance *in, void *arg) {
   (void)arg;
   if (strcmp(in->status, "paused") != 0)
     return DURO_E_CANNOT_RESUME;
+  /* Paused for want of its build (build.unavailable): the host loads it
+   * now if it is back in the build store.  If not, the run pauses again
+   * saying so.  A paused instance keeps its pin, so the build is not
+   * retired before the run takes it. */
+  wf_reg *wf;
+  wf_build *held;
+  char err[1024] = "";
+  if (hold_pinned(e, in, &wf, &held, err, sizeof err) != 0)
+    log_warn("%s/%s: resumed without its build %s: %s", in->workflow, in->id,
+             in->build, err);
+  build_release(wf, held);
   int64_t now = duro_clock_now(e->clock);
   journal_batch b = {0};
   /* Sleeps and timeouts were frozen while paused: move them forward by
@@ -389,6 +422,23 @@ static char *no_such_step_reason(const char *key, const journal_step *steps,
   return text;
 }
 
+/* A restart from a step replays the steps before it: on the build they
+ * ran on, which must be had (held until the restart's pin is stored).
+ * *held receives it, or NULL when the workflow needs none. */
+static int restart_build(duro_engine *e, const journal_instance *in,
+                         const restart_from *from, wf_reg **wf,
+                         wf_build **held) {
+  char err[1024] = "";
+  if (hold_pinned(e, in, wf, held, err, sizeof err) == 0)
+    return 0;
+  if (from->why)
+    *from->why = xasprintf(
+        "its steps ran on build %s, which cannot be had (%s); a restart "
+        "from the top runs on the build a new instance gets",
+        in->build, err);
+  return DURO_E_CANNOT_RESTART;
+}
+
 static int restart_row(duro_engine *e, journal_instance *in, void *arg) {
   const restart_from *from = arg;
   if (!status_ended(in->status)) {
@@ -397,6 +447,8 @@ static int restart_row(duro_engine *e, journal_instance *in, void *arg) {
     return DURO_E_CANNOT_RESTART;
   }
   int64_t from_seq = -1;
+  wf_reg *wf = NULL;
+  wf_build *held = NULL;
   if (from->name) {
     journal_step *steps = NULL;
     size_t n = 0;
@@ -417,6 +469,8 @@ static int restart_row(duro_engine *e, journal_instance *in, void *arg) {
       return rc;
     if (from_seq < 0)
       return DURO_E_CANNOT_RESTART;
+    if ((rc = restart_build(e, in, from, &wf, &held)) != 0)
+      return rc;
   }
   /* The re-run is a new run: the discarded steps' results and attempts
    * go, the events they consumed stay consumed (a wait in the re-run
@@ -427,6 +481,13 @@ static int restart_row(duro_engine *e, journal_instance *in, void *arg) {
   op->rowid = in->rowid;
   op->from_seq = from_seq;
   journal_batch_add(&b, JOP_INSTANCE_RESTARTED)->rowid = in->rowid;
+  /* From the top nothing is replayed: the run is pinned afresh, like a
+   * new instance's, to the build its first activation runs. */
+  if (!from->name) {
+    op = journal_batch_add(&b, JOP_INSTANCE_PIN);
+    op->rowid = in->rowid;
+    op->step_key = NULL;
+  }
   char *old = xstrdup(in->status);
   row_set_status(in, "queued");
   free(in->output);
@@ -438,6 +499,7 @@ static int restart_row(duro_engine *e, journal_instance *in, void *arg) {
   set->clear_control = 1;
   int rc = journal_commit(e->j, &b);
   journal_batch_free(&b);
+  build_release(wf, held);
   if (rc)
     row_set_status(in, old);
   free(old);

@@ -68,6 +68,14 @@ typedef struct duro_engine_options {
    * hosts' instances, before any of them runs: the host loads the builds
    * they are pinned to (duro_engine_build_fetch). */
   void (*on_takeover)(void *ctx);
+  /* Called (from a control request's thread) when an instance needs a
+   * build its workflow no longer has: a restart from a step replays the
+   * journal on the build it ran on, a resume of an instance paused for
+   * want of its build.  The host loads build `hash` (from its build store,
+   * or the database's) and gives it to `workflow`: 0, or -1 with why in
+   * err.  NULL: such a restart is refused. */
+  int (*load_build)(void *ctx, const char *workflow, const char *hash,
+                    char *err, size_t errlen);
   uint32_t workers;        /* activation threads; 0 = run_until_idle only */
   int64_t max_step_result; /* bytes; 0 = 1 MiB */
   /* bytes of params, step results and errors per instance; 0 = 1 GiB */

@@ -1571,10 +1571,14 @@ void activation_run(duro_engine *e, entry *ent) {
     current_act = NULL;
   } else {
     /* Its build left the store (deleted by hand?): wait for an operator
-     * rather than replay on other code. */
-    char *msg = xasprintf("pinned to build %s, which is not loaded; put "
-                          "that build back, or restart the instance",
-                          a->inst.build);
+     * rather than replay on other code.  Both ways out work on a paused
+     * instance: a resume loads the build if it is back (control.c), and
+     * a restart from the top, once terminated, runs on the newest. */
+    char *msg = xasprintf("pinned to build %s, which is not loaded: put "
+                          "its file back in the build store as %s.so and "
+                          "resume the instance, or terminate it and restart "
+                          "it from the top (on the newest build)",
+                          a->inst.build, a->inst.build);
     fail_with(a, duro_err_name(DURO_E_BUILD_UNAVAILABLE), msg);
     free(msg);
     a->suspended = 1;

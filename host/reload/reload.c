@@ -616,6 +616,20 @@ int reload_attach(reloader *r, duro_engine *e) {
   return 0;
 }
 
+int reload_give_build(reloader *r, const char *workflow, const char *hash,
+                      char *err, size_t errlen) {
+  const config_plugin *c = NULL;
+  int rc = -1;
+  pthread_mutex_lock(&r->mu);
+  if (!r->e || !config_find_workflow(r->cfg, workflow, &c))
+    snprintf(err, errlen, "no plugin serves workflow \"%s\"", workflow);
+  else
+    rc = give_build(r, &r->plugins[c - r->cfg->plugins], workflow, hash, err,
+                    errlen);
+  pthread_mutex_unlock(&r->mu);
+  return rc;
+}
+
 void reload_load_pinned(reloader *r) {
   pthread_mutex_lock(&r->mu);
   if (r->e)

@@ -63,6 +63,13 @@ int reload_queued(const reloader *r);
  * the store (after a takeover brought such instances). */
 void reload_load_pinned(reloader *r);
 
+/* Build `hash` of the plugin serving `workflow` given to that workflow,
+ * loaded first if it is not (from the store, or fetched from the other
+ * hosts of a shared database): for an ended instance restarted from a
+ * step, whose build nothing pinned.  Returns 0, or -1 with why in err. */
+int reload_give_build(reloader *r, const char *workflow, const char *hash,
+                      char *err, size_t errlen);
+
 /* Unloads and deletes every build that is not the newest and that no
  * activation runs and no instance that has not ended is pinned to.  Runs
  * journal reads: not on the event loop. */

@@ -371,6 +371,13 @@ static int register_crons(const config *cfg, duro_engine *e) {
  * run. */
 static void took_over(void *ctx) { reload_load_pinned(((host *)ctx)->plugins); }
 
+/* An instance restarted from a step (or resumed) needs a build its
+ * workflow let go of. */
+static int load_build(void *ctx, const char *workflow, const char *hash,
+                      char *err, size_t errlen) {
+  return reload_give_build(((host *)ctx)->plugins, workflow, hash, err, errlen);
+}
+
 static void lease_lost(void *ctx) {
   (void)ctx;
   log_error("exiting: the engine restarts as a new host");
@@ -409,6 +416,7 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
       .lease_ms = cfg->storage.lease_ms,
       .on_lease_lost = lease_lost,
       .on_takeover = took_over,
+      .load_build = load_build,
       .ctx = &h,
       .workers = cfg->engine.workers ? cfg->engine.workers : 64,
       .max_step_result = cfg->engine.max_step_result,
