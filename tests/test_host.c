@@ -446,6 +446,79 @@ START_TEST(check_missing_config_file) {
 }
 END_TEST
 
+/* ---- duro check of loads that never return or fork ----------------------
+ * The load runs in a child, given the 10 s `duro run` gives its probe. */
+
+static const char spin_config[] =
+    HEAD PLUGIN("@FIX@/libfixture_ctor_spin.so") WORKFLOW("Hello");
+static const char fork_config[] =
+    HEAD PLUGIN("@FIX@/libfixture_ctor_fork.so") WORKFLOW("Hello");
+
+/* A constructor that spins: refused after the deadline, which the message
+ * names (it used to wait for ever). */
+START_TEST(check_gives_up_on_spinning_ctor) {
+  char config[512], db[512];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  write_config("spin.yaml", spin_config, db, config, sizeof config);
+  child p;
+  duro(&p, (const char *[]){"check", config, NULL});
+  assert_refused(&p);
+  assert_contains(p_err(&p), "plugin \"fixture\" (");
+  assert_contains(p_err(&p),
+                  "libfixture_ctor_spin.so): its constructor or init did not "
+                  "return within 10 s");
+}
+END_TEST
+
+/* Whether process `pid` is gone (a zombie no one reaped yet counts). */
+static int pid_gone(pid_t pid) {
+  char path[64], line[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return 1;
+  size_t n = fread(line, 1, sizeof line - 1, f);
+  fclose(f);
+  line[n] = '\0';
+  const char *end = strrchr(line, ')');
+  return end && end[1] == ' ' && (end[2] == 'Z' || end[2] == 'X');
+}
+
+/* A constructor that forks a child that stays: refused, naming the child,
+ * which is ended (it used to be left running, holding duro check's
+ * stderr open; `duro run`'s probe waited 10 s for that stderr, then said
+ * it "did not finish loading"). */
+START_TEST(check_ends_forked_child) {
+  const char *verb = _i ? "run" : "check";
+  char config[512], db[512], pidfile[512];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  snprintf(pidfile, sizeof pidfile, "%s/forked.pid", proc_tmp_dir);
+  ck_assert(setenv("DURO_FIXTURE_PIDFILE", pidfile, 1) == 0);
+  write_config("fork.yaml", fork_config, db, config, sizeof config);
+  child p;
+  duro(&p, (const char *[]){verb, config, NULL});
+  assert_refused(&p);
+  const char *at = strstr(p_err(&p), "forked a child (pid ");
+  ck_assert_msg(at != NULL, "no \"forked a child\" in:\n%s", p_err(&p));
+  int pid = atoi(at + strlen("forked a child (pid "));
+  assert_contains(p_err(&p), "), which was ended");
+  ck_assert_msg(pid > 0, "%s", p_err(&p));
+  /* The child may have been ended before it wrote its pid. */
+  FILE *f = fopen(pidfile, "r");
+  int written = 0;
+  if (f) {
+    ck_assert(fscanf(f, "%d", &written) == 1);
+    fclose(f);
+    ck_assert_int_eq(written, pid);
+  }
+  /* SIGKILL was sent before duro check exited; it lands at once. */
+  int64_t deadline = proc_now_ms() + 2000;
+  while (!pid_gone(pid) && proc_now_ms() < deadline)
+    proc_sleep_ms(10);
+  ck_assert_msg(pid_gone(pid), "the forked child %d still runs", pid);
+}
+END_TEST
+
 /* ---- duro run ------------------------------------------------------------ */
 
 /* Starts `duro run CONFIG`, waits for "ready", stops it with `sig` and
@@ -576,6 +649,13 @@ static Suite *host_suite(void) {
   tcase_add_test(tc, check_notes_numbered_weekdays);
   tcase_add_loop_test(tc, check_bad_config, 0, N_BAD);
   tcase_add_test(tc, check_missing_config_file);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("check_load");
+  proc_fixtures(tc, "duro-host");
+  tcase_set_timeout(tc, 40);
+  tcase_add_test(tc, check_gives_up_on_spinning_ctor);
+  tcase_add_loop_test(tc, check_ends_forked_child, 0, 2);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("run");

@@ -26,6 +26,7 @@
 #include "ledger.h"
 #include "loader.h"
 #include "log.h"
+#include "probe.h"
 #include "queue.h"
 #include "store.h"
 #include "trigger.h"
@@ -34,7 +35,6 @@
 extern char **environ;
 
 #define DEBOUNCE_MS 250
-#define PROBE_TIMEOUT_MS 10000
 
 typedef struct build {
   char hash[17];
@@ -186,8 +186,14 @@ static int probe(reloader *r, const plugin_state *p, const char *path,
   posix_spawn_file_actions_adddup2(&fa, fds[1], STDERR_FILENO);
   posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY,
                                    0);
+  /* A group of its own: what its constructors fork is found and ended. */
+  posix_spawnattr_t at;
+  posix_spawnattr_init(&at);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&at, 0);
   pid_t pid;
-  int rc = posix_spawn(&pid, r->self, &fa, NULL, argv, environ);
+  int rc = posix_spawn(&pid, r->self, &fa, &at, argv, environ);
+  posix_spawnattr_destroy(&at);
   posix_spawn_file_actions_destroy(&fa);
   free(argv);
   close(fds[1]);
@@ -199,44 +205,12 @@ static int probe(reloader *r, const plugin_state *p, const char *path,
   }
   /* A constructor that never returns must not hold the reload (and the
    * host's stop) forever. */
-  char out[1024];
-  size_t got = 0;
-  int64_t deadline = mono_ms() + PROBE_TIMEOUT_MS, timed_out = 0;
-  for (;;) {
-    int64_t left = deadline - mono_ms();
-    struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
-    if (left <= 0) {
-      timed_out = 1;
-      break;
-    }
-    int n = poll(&pfd, 1, (int)left);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      continue;
-    ssize_t k = read(fds[0], out + got, sizeof out - 1 - got);
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k <= 0)
-      break; /* EOF: the probe ended */
-    got += (size_t)k;
-    if (got == sizeof out - 1)
-      got = 0; /* keep reading; only the first line is reported */
-  }
-  out[got] = '\0';
-  close(fds[0]);
-  if (timed_out)
-    kill(pid, SIGKILL);
-  int status;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-    ;
-  if (timed_out) {
-    snprintf(err, errlen,
-             "did not finish loading within %d s (a constructor or init "
-             "that never returns?)",
-             PROBE_TIMEOUT_MS / 1000);
+  loader_probe lp;
+  loader_probe_wait(pid, fds[0], LOADER_PROBE_TIMEOUT_MS, &lp);
+  if (loader_probe_why(&lp, err, errlen))
     return -1;
-  }
+  int status = lp.status;
+  char *out = lp.out;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
     return 0;
   out[strcspn(out, "\n")] = '\0';

@@ -31,6 +31,7 @@
 #include "ledger.h"
 #include "loader.h"
 #include "log.h"
+#include "probe.h"
 #include "queue.h"
 #include "reload.h"
 #include "supervisor.h"
@@ -89,8 +90,9 @@ static int load_plugin(const config *cfg, size_t i, ledger_slot *slot,
 /* ---- duro check ---------------------------------------------------------- */
 
 /* Loads plugin i in a child process: its problems are printed there; a
- * crash or exit() while loading is reported here.  Returns the number of
- * problems. */
+ * crash or exit() while loading is reported here, and so is a load that
+ * does not return within the time `duro run` gives it, or that forks
+ * (probe.h).  Returns the number of problems. */
 static int check_plugin(const config *cfg, size_t i) {
   const config_plugin *p = &cfg->plugins[i];
   int pipefd[2];
@@ -99,6 +101,7 @@ static int check_plugin(const config *cfg, size_t i) {
   fflush(NULL);
   pid_t pid = fork();
   if (pid == 0) {
+    setpgid(0, 0);
     close(pipefd[0]);
     loader_plugin *lp;
     unsigned char problems = (unsigned char)load_plugin(cfg, i, NULL, &lp);
@@ -109,25 +112,28 @@ static int check_plugin(const config *cfg, size_t i) {
     _exit(0);
   }
   close(pipefd[1]);
-  unsigned char problems = 0;
-  ssize_t got = pid > 0 ? read(pipefd[0], &problems, 1) : -1;
-  close(pipefd[0]);
-  int status = 0;
-  if (pid > 0)
-    waitpid(pid, &status, 0);
-  if (got == 1)
-    return problems;
-  char how[64];
+  char how[256];
+  loader_probe lp = {0};
+  if (pid > 0) {
+    setpgid(pid, pid); /* also here: the child may not have run yet */
+    loader_probe_wait(pid, pipefd[0], LOADER_PROBE_TIMEOUT_MS, &lp);
+  } else {
+    close(pipefd[0]);
+  }
   if (pid < 0)
     snprintf(how, sizeof how, "could not be checked (fork: %s)",
              strerror(errno));
-  else if (WIFSIGNALED(status))
+  else if (loader_probe_why(&lp, how, sizeof how))
+    ;
+  else if (lp.got == 1)
+    return (unsigned char)lp.out[0];
+  else if (WIFSIGNALED(lp.status))
     snprintf(how, sizeof how, "crashed while loading (signal %d, SIG%s)",
-             WTERMSIG(status), sigabbrev_np(WTERMSIG(status)));
+             WTERMSIG(lp.status), sigabbrev_np(WTERMSIG(lp.status)));
   else
     snprintf(how, sizeof how, "exited with status %d while loading",
-             WEXITSTATUS(status));
-  fprintf(stderr, "%s:%d:%d: plugin \"%s\" (%s) %s\n", cfg->file, p->pos.line,
+             WEXITSTATUS(lp.status));
+  fprintf(stderr, "%s:%d:%d: plugin \"%s\" (%s): %s\n", cfg->file, p->pos.line,
           p->pos.column, p->name, p->path, how);
   return 1;
 }
