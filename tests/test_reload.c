@@ -237,9 +237,11 @@ static int engine_maps(const host *h, const char *hash) {
 /* A host whose config's plugin is plugin.so, a v1 build, started with its
  * output in `log_name`; `v1` gets the hash of that build, the store's
  * only one. */
-static void start_v1_with(host *h, const char *log_name, const char *workflows,
-                          char v1[17]) {
+static void start_v1_env(host *h, const char *log_name, const char *workflows,
+                         const char *env, const char *value, char v1[17]) {
   host_init(&h->run, "host");
+  if (env)
+    host_setenv(&h->run, env, value);
   h->run.request_ms = 5000;
   snprintf(h->plugin, sizeof h->plugin, "%s/plugin.so", proc_tmp_dir);
   snprintf(h->store, sizeof h->store, "%s/var/builds", proc_tmp_dir);
@@ -250,6 +252,11 @@ static void start_v1_with(host *h, const char *log_name, const char *workflows,
                     workflows);
   start(h, log_name);
   only_build(h, v1);
+}
+
+static void start_v1_with(host *h, const char *log_name, const char *workflows,
+                          char v1[17]) {
+  start_v1_env(h, log_name, workflows, NULL, NULL, v1);
 }
 
 static void start_v1(host *h, const char *log_name, char v1[17]) {
@@ -790,6 +797,61 @@ START_TEST(paused_build_advice) {
 }
 END_TEST
 
+/* ---- 9. a slow load -------------------------------------------------------
+ */
+
+/* The pid of the first "<what>.<pid>" file in `dir`, 0 if none. */
+static int first_mark(const char *dir, const char *what) {
+  DIR *d = opendir(dir);
+  ck_assert_msg(d != NULL, "%s: %s", dir, strerror(errno));
+  struct dirent *e;
+  int pid = 0;
+  size_t n = strlen(what);
+  while (!pid && (e = readdir(d)) != NULL)
+    if (!strncmp(e->d_name, what, n) && e->d_name[n] == '.')
+      pid = atoi(e->d_name + n + 1);
+  closedir(d);
+  return pid;
+}
+
+/* A build whose constructor sleeps 5 s (ctor_slow) is probed, then
+ * opened, without the reloader's lock: GET /plugins, which takes it,
+ * answers while the probe's constructor still sleeps (it waited for the
+ * probe and the load, 10 s, and timed out). */
+START_TEST(slow_load_leaves_the_lock) {
+  host H;
+  char h1[17], dir[400], src[512], end[512];
+  snprintf(dir, sizeof dir, "%s/marks", proc_tmp_dir);
+  ck_assert(mkdir(dir, 0700) == 0);
+  start_v1_env(&H, "host.log", WORKFLOWS, "DURO_FIXTURE_SLOW_DIR", dir, h1);
+  snprintf(src, sizeof src, "%s/libfixture_ctor_slow.so", FIXTURES_DIR);
+  put_file(H.plugin, src);
+  int64_t deadline = proc_now_ms() + 5000;
+  int probe = 0;
+  while (!(probe = first_mark(dir, "begin")) && proc_now_ms() < deadline)
+    proc_sleep_ms(10);
+  ck_assert_msg(probe, "no probe of the slow build began within 5 s");
+
+  http_resp r;
+  int got = host_request_try(&H.run, &r, "GET", "/plugins", NULL);
+  ck_assert_msg(got == 0 && r.status == 200,
+                "GET /plugins during the probe: no answer within %ld ms",
+                (long)H.run.request_ms);
+  http_resp_free(&r);
+  snprintf(end, sizeof end, "%s/end.%d", dir, probe);
+  ck_assert_msg(!file_exists(end),
+                "GET /plugins answered only once the probe had loaded");
+
+  host_wait_lines(&H.run, "is the newest", 1, proc_now_ms() + 20000);
+  create(&H, "pinned", "slow", SHORT);
+  json_t *d = settle(&H, "pinned", "slow", "complete");
+  ck_assert_str_eq(jstr(d, "output.build"), "slow");
+  json_decref(d);
+  assert_alive(&H);
+  stop(&H);
+}
+END_TEST
+
 static Suite *reload_suite(void) {
   Suite *s = suite_create("reload");
   TCase *tc = tcase_create("reload");
@@ -811,6 +873,11 @@ static Suite *reload_suite(void) {
   tcase_add_test(again, restart_after_unload);
   tcase_add_test(again, paused_build_advice);
   suite_add_tcase(s, again);
+  TCase *slow = tcase_create("slow");
+  proc_fixtures(slow, "duro-reload");
+  tcase_set_timeout(slow, 60);
+  tcase_add_test(slow, slow_load_leaves_the_lock);
+  suite_add_tcase(s, slow);
   return s;
 }
 

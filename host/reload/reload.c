@@ -236,10 +236,11 @@ static build *find_build(plugin_state *p, const char *hash) {
   return NULL;
 }
 
-/* Loads `path` (a copy) in this process, its classes checked, and adds it
- * to the plugin's builds (newest or, with newest = 0, before it). */
-static int load_build(reloader *r, plugin_state *p, const char *path,
-                      const char *hash, int newest, char *err, size_t errlen) {
+/* Loads `path` (a copy) in this process, its classes checked: touches
+ * no state of the reloader, so it runs without the lock.  Returns the
+ * plugin, or NULL with why in err. */
+static loader_plugin *open_build(reloader *r, const plugin_state *p,
+                                 const char *path, char *err, size_t errlen) {
   ledger_slot *slot =
       r->ledger ? ledger_claim(r->ledger, LEDGER_LOADING) : NULL;
   if (slot) {
@@ -251,14 +252,21 @@ static int load_build(reloader *r, plugin_state *p, const char *path,
   if (slot)
     ledger_release(r->ledger, slot);
   if (rc)
-    return -1;
+    return NULL;
   for (size_t k = 0; k < p->cfg->n_workflows; k++)
     if (!loader_find_workflow(lp, p->cfg->workflows[k].class_name)) {
       loader_missing_class(lp, p->cfg->name, path,
                            p->cfg->workflows[k].class_name, err, errlen);
       loader_close(lp);
-      return -1;
+      return NULL;
     }
+  return lp;
+}
+
+/* Adds a loaded build to the plugin's builds (newest or, with newest = 0,
+ * before it). */
+static void add_build(plugin_state *p, loader_plugin *lp, const char *hash,
+                      int newest) {
   p->builds = xrealloc(p->builds, (p->n + 1) * sizeof *p->builds);
   build b = {.lp = lp, .loaded_ms = wall_ms()};
   snprintf(b.hash, sizeof b.hash, "%s", hash);
@@ -269,6 +277,14 @@ static int load_build(reloader *r, plugin_state *p, const char *path,
     p->builds[p->n - 1] = b;
   }
   p->n++;
+}
+
+static int load_build(reloader *r, plugin_state *p, const char *path,
+                      const char *hash, int newest, char *err, size_t errlen) {
+  loader_plugin *lp = open_build(r, p, path, err, errlen);
+  if (!lp)
+    return -1;
+  add_build(p, lp, hash, newest);
   return 0;
 }
 
@@ -615,35 +631,39 @@ void reload_load_pinned(reloader *r) {
  * ---------------------------------------------------------------
  */
 
-static json_t *reload_one(reloader *r, plugin_state *p) {
+/* Build `hash`, loaded already, made the newest (a rollback to a build
+ * kept for pinned instances, or one a concurrent reload just loaded);
+ * "unchanged" when it is.  Under the lock. */
+static const char *make_newest(reloader *r, plugin_state *p, build *known) {
+  if (known == &p->builds[p->n - 1])
+    return "unchanged";
+  build b = *known;
+  size_t at = (size_t)(known - p->builds);
+  memmove(&p->builds[at], &p->builds[at + 1],
+          (p->n - at - 1) * sizeof *p->builds);
+  p->builds[p->n - 1] = b;
+  add_to_engine(r, p, &p->builds[p->n - 1], 1);
+  return "loaded";
+}
+
+/* The end of a reload, under the lock: the build probed and opened
+ * meanwhile (lp; NULL when it was refused, rc != 0) is installed unless
+ * another reload installed the same hash first, and the outcome goes to
+ * the report and the log. */
+static void reload_finish(reloader *r, plugin_state *p, json_t *rep, int rc,
+                          loader_plugin *lp, const char *hash,
+                          const char *stored, const char *err) {
   const config_plugin *c = p->cfg;
-  char previous[17]; /* a copy: loading a build moves the array */
+  char previous[17]; /* the newest now: another reload may have moved it */
   snprintf(previous, sizeof previous, "%s", p->builds[p->n - 1].hash);
-  char err[1024] = "", hash[17];
-  json_t *rep = json_pack("{s:s,s:s}", "name", c->name, "previous", previous);
-  char current[17];
-  if (loader_hash_file(c->path, current) == 0 && !strcmp(current, previous)) {
-    json_object_set_new(rep, "status", json_string("unchanged"));
-    json_object_set_new(rep, "build", json_string(previous));
-    return rep;
-  }
-  char *stored = NULL;
-  int rc =
-      build_store_import(r->store_dir, c->path, hash, &stored, err, sizeof err);
+  json_object_set_new(rep, "previous", json_string(previous));
   build *known = rc == 0 ? find_build(p, hash) : NULL;
-  if (rc == 0 && known == &p->builds[p->n - 1]) {
-    json_object_set_new(rep, "status", json_string("unchanged"));
-  } else if (rc == 0 && known) {
-    /* Back to a build still loaded for pinned instances: a rollback. */
-    build b = *known;
-    size_t at = (size_t)(known - p->builds);
-    memmove(&p->builds[at], &p->builds[at + 1],
-            (p->n - at - 1) * sizeof *p->builds);
-    p->builds[p->n - 1] = b;
-    add_to_engine(r, p, &p->builds[p->n - 1], 1);
-    json_object_set_new(rep, "status", json_string("loaded"));
-  } else if (rc == 0 && (rc = probe(r, p, stored, err, sizeof err)) == 0 &&
-             (rc = load_build(r, p, stored, hash, 1, err, sizeof err)) == 0) {
+  if (known) {
+    if (lp)
+      loader_close(lp); /* a second handle of the same file */
+    json_object_set_new(rep, "status", json_string(make_newest(r, p, known)));
+  } else if (rc == 0) {
+    add_build(p, lp, hash, 1);
     add_to_engine(r, p, &p->builds[p->n - 1], 1);
     json_object_set_new(rep, "status", json_string("loaded"));
   }
@@ -657,14 +677,45 @@ static json_t *reload_one(reloader *r, plugin_state *p) {
               c->name, c->path, shown, previous);
     json_object_set_new(rep, "status", json_string("refused"));
     json_object_set_new(rep, "error", json_string(err));
-  } else {
-    json_object_set_new(rep, "build", json_string(hash));
-    if (strcmp(hash, previous) != 0) {
-      remember_newest(r, p);
-      log_info("plugin \"%s\": build %s is the newest (was %s)", c->name, hash,
-               previous);
-    }
+    return;
   }
+  json_object_set_new(rep, "build", json_string(hash));
+  if (strcmp(hash, previous) != 0) {
+    remember_newest(r, p);
+    log_info("plugin \"%s\": build %s is the newest (was %s)", c->name, hash,
+             previous);
+  }
+}
+
+/* A new build is probed and opened without the lock (a slow constructor
+ * must not hold up other reloads, the unload pass or GET /plugins), then
+ * installed under it. */
+static json_t *reload_one(reloader *r, plugin_state *p) {
+  const config_plugin *c = p->cfg;
+  char previous[17], current[17], err[1024] = "", hash[17];
+  pthread_mutex_lock(&r->mu);
+  snprintf(previous, sizeof previous, "%s", p->builds[p->n - 1].hash);
+  json_t *rep = json_pack("{s:s,s:s}", "name", c->name, "previous", previous);
+  if (loader_hash_file(c->path, current) == 0 && !strcmp(current, previous)) {
+    pthread_mutex_unlock(&r->mu);
+    json_object_set_new(rep, "status", json_string("unchanged"));
+    json_object_set_new(rep, "build", json_string(previous));
+    return rep;
+  }
+  char *stored = NULL;
+  int rc =
+      build_store_import(r->store_dir, c->path, hash, &stored, err, sizeof err);
+  loader_plugin *lp = NULL;
+  /* Known, or not in the store: nothing to probe. */
+  if (rc == 0 && !find_build(p, hash)) {
+    pthread_mutex_unlock(&r->mu);
+    if ((rc = probe(r, p, stored, err, sizeof err)) == 0 &&
+        !(lp = open_build(r, p, stored, err, sizeof err)))
+      rc = -1;
+    pthread_mutex_lock(&r->mu);
+  }
+  reload_finish(r, p, rep, rc, lp, hash, stored, err);
+  pthread_mutex_unlock(&r->mu);
   free(stored);
   return rep;
 }
@@ -672,7 +723,6 @@ static json_t *reload_one(reloader *r, plugin_state *p) {
 int reload_plugins(reloader *r, const char *name, json_t **report) {
   json_t *list = json_array();
   int refused = 0, found = 0;
-  pthread_mutex_lock(&r->mu);
   for (size_t i = 0; i < r->cfg->n_plugins && r->e; i++) {
     plugin_state *p = &r->plugins[i];
     if (name && strcmp(name, p->cfg->name) != 0)
@@ -683,6 +733,7 @@ int reload_plugins(reloader *r, const char *name, json_t **report) {
         !strcmp(json_string_value(json_object_get(rep, "status")), "refused");
     json_array_append_new(list, rep);
   }
+  pthread_mutex_lock(&r->mu);
   share_builds(r);
   pthread_mutex_unlock(&r->mu);
   if (report)

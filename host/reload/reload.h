@@ -11,8 +11,10 @@
  * Instances pinned to older builds keep them loaded; a periodic pass
  * unloads and deletes builds no instance needs (reload_gc).
  *
- * All functions take the reloader's lock: reloads from the loop (watch,
- * SIGHUP) and from the HTTP pool are serialized. */
+ * All functions take the reloader's lock, but a reload does not hold it
+ * while it probes and opens a new build (a slow constructor): it takes it
+ * again to install the build, unless a reload running beside it
+ * installed the same build meanwhile. */
 #ifndef DURO_RELOAD_H
 #define DURO_RELOAD_H
 
