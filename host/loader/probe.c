@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -73,6 +74,12 @@ static pid_t group_left(pid_t pgid) {
   if (d)
     closedir(d);
   return found;
+}
+
+void loader_probe_child(pid_t parent) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (parent && getppid() != parent)
+    _exit(1); /* it died before the line above */
 }
 
 void loader_probe_wait(pid_t pid, int fd, int timeout_ms, loader_probe *p) {

@@ -24,6 +24,11 @@ typedef struct loader_probe {
   size_t got;
 } loader_probe;
 
+/* First thing in the child: it dies with the process that waits for it
+ * (which it no longer shares a process group, or a terminal's signals,
+ * with).  `parent`: the waiting process's pid, 0 when not known. */
+void loader_probe_child(pid_t parent);
+
 /* Waits for `pid`, a child that leads its own process group, reading the
  * pipe `fd` (closed here) until the child exits or the time runs out,
  * then ends whatever is left of its group and reaps the child. */

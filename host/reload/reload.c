@@ -144,6 +144,7 @@ int reload_probe_main(int argc, char **argv) {
     fprintf(stderr, "usage: duro __load NAME PATH [CLASS...]\n");
     return 2;
   }
+  loader_probe_child(0);
   char err[1024];
   loader_plugin *lp = NULL;
   if (loader_open(argv[2], argv[3], duro_host_api(), &lp, err, sizeof err)) {

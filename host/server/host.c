@@ -99,9 +99,10 @@ static int check_plugin(const config *cfg, size_t i) {
   if (pipe(pipefd) != 0)
     return 1;
   fflush(NULL);
-  pid_t pid = fork();
+  pid_t self = getpid(), pid = fork();
   if (pid == 0) {
     setpgid(0, 0);
+    loader_probe_child(self);
     close(pipefd[0]);
     loader_plugin *lp;
     unsigned char problems = (unsigned char)load_plugin(cfg, i, NULL, &lp);
