@@ -22,16 +22,19 @@
  * past its deadline, the teardown kills one still running, the child asks
  * for SIGKILL when its parent dies, and in fork mode Check kills the case's
  * process group when the case ends, passed, failed or timed out. */
+#include <arpa/inet.h>
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -600,6 +603,87 @@ START_TEST(run_bad_config_keeps_database) {
 }
 END_TEST
 
+/* A free port of 127.0.0.1, as the kernel hands out: bound to port 0,
+ * read back and let go. */
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ck_assert_msg(fd >= 0, "socket: %s", strerror(errno));
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ck_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+            getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+/* The status of GET /healthz on 127.0.0.1:port, 0 when no answer came. */
+static int healthz_status(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ck_assert_msg(fd >= 0, "socket: %s", strerror(errno));
+  struct timeval tv = {5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  char req[128], reply[256] = "";
+  int n = snprintf(req, sizeof req,
+                   "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                   "Connection: close\r\n\r\n",
+                   port);
+  if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+      send(fd, req, (size_t)n, MSG_NOSIGNAL) == n)
+    (void)!recv(fd, reply, sizeof reply - 1, MSG_WAITALL);
+  close(fd);
+  return strncmp(reply, "HTTP/1.1 ", 9) ? 0 : atoi(reply + 9);
+}
+
+/* A supervisor that restarts `duro run` the moment it died (systemd's
+ * Restart=always with RestartSec=0, a shell loop) must get a serving host
+ * at once: the killed host's engine dies a few milliseconds after its
+ * supervisor and holds the port (and the storage lock) until then. */
+START_TEST(run_again_right_after_kill_9) {
+  char config[512], db[512], yaml[1024];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  int port = free_port();
+  char listen[64];
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+  const char *at = strstr(good_config, "127.0.0.1:0");
+  ck_assert(at != NULL);
+  snprintf(yaml, sizeof yaml, "%.*s%s%s", (int)(at - good_config), good_config,
+           listen, at + strlen("127.0.0.1:0"));
+  write_config("good.yaml", yaml, db, config, sizeof config);
+  for (int round = 0; round < 10; round++) {
+    child p;
+    child_start(&p, (const char *[]){"run", config, NULL});
+    /* "ready:", as "ready" is also in "Address already in use" */
+    int ready = child_read(&p, "ready:", proc_now_ms() + WAIT_MS);
+    if (!ready) {
+      kill(p.pid, SIGKILL);
+      child_wait(&p, proc_now_ms() + WAIT_MS);
+      ck_abort_msg("round %d: duro run never said ready (exit %d); "
+                   "stderr:\n%s",
+                   round, p.code, p_err(&p));
+    }
+    ck_assert_msg(healthz_status(port) == 200,
+                  "round %d: no 200 for /healthz; stderr:\n%s", round,
+                  p_err(&p));
+    if (round == 9) {
+      ck_assert_int_eq(kill(p.pid, SIGTERM), 0);
+      int code = child_wait(&p, proc_now_ms() + WAIT_MS);
+      ck_assert_msg(code == 0, "exit %d; stderr:\n%s", code, p_err(&p));
+      break;
+    }
+    /* Only the supervisor is reaped: its engine, dying, still holds the
+     * output pipes (reading them to their end would wait for it). */
+    ck_assert_int_eq(kill(p.pid, SIGKILL), 0);
+    int code = proc_wait_exit(p.pid, proc_now_ms() + WAIT_MS);
+    ck_assert_msg(code == 128 + SIGKILL, "round %d: exit %d", round, code);
+    close(p.fd[0]);
+    close(p.fd[1]);
+  }
+}
+END_TEST
+
 START_TEST(run_missing_config_file) {
   char config[512], var[512];
   snprintf(config, sizeof config, "%s/absent.yaml", proc_tmp_dir);
@@ -666,6 +750,7 @@ static Suite *host_suite(void) {
   tcase_add_loop_test(tc, run_bad_config_creates_nothing, 0, N_BAD);
   tcase_add_loop_test(tc, run_bad_config_keeps_database, 0, N_BAD);
   tcase_add_test(tc, run_missing_config_file);
+  tcase_add_test(tc, run_again_right_after_kill_9);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("cli");

@@ -50,6 +50,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #define H2O_USE_LIBUV 1
@@ -71,6 +72,8 @@
 #define BUDGET_MIN (64u << 20) /* http_budget: at least 64 MiB, */
 #define BUDGET_BODIES 16       /* or this many bodies of the largest size */
 #define BUSY_LOG_MS 10000      /* at most one "over the budget" line */
+#define BIND_WAIT_MS 3000      /* http_bind: how long a taken port is retried */
+#define BIND_RETRY_MS 20
 
 /* picohttpparser, the parser H2O reads HTTP/1 with.  libh2o exports it
  * but Debian installs no header for it; these are its declarations, the
@@ -2476,22 +2479,46 @@ void http_attach_plugins(http_server *s, reloader *plugins) {
   s->plugins = plugins;
 }
 
+/* One socket bound to `addr` and listening, or -1 with errno set. */
+static int bind_once(const struct sockaddr_storage *addr) {
+  int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), on = 1;
+  socklen_t alen = addr->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                               : sizeof(struct sockaddr_in);
+  if (fd < 0)
+    return -1;
+  if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
+      bind(fd, (const struct sockaddr *)addr, alen) != 0 ||
+      listen(fd, SOMAXCONN) != 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
 int http_bind(const config *cfg, int *fd_out, char *err, size_t errlen) {
   const char *where = cfg->http.listen ? cfg->http.listen : "127.0.0.1:8787";
   struct sockaddr_storage addr;
   const char *token;
   if (resolve(cfg, &addr, &token, err, errlen) != 0)
     return -1;
-  int fd = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), on = 1;
-  socklen_t alen = addr.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                              : sizeof(struct sockaddr_in);
-  if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
-      bind(fd, (struct sockaddr *)&addr, alen) != 0 ||
-      listen(fd, SOMAXCONN) != 0) {
+  /* A host started right after the last one was killed (kill -9, then a
+   * supervisor that restarts at once) finds the port still taken: the
+   * killed supervisor's engine dies with it, but some milliseconds later,
+   * and holds the listening socket until then.  So the port is asked for
+   * again for a while, as the storage lock is; SO_REUSEPORT would instead
+   * let two live hosts share it. */
+  int fd, waited = 0;
+  while ((fd = bind_once(&addr)) < 0 && errno == EADDRINUSE &&
+         waited < BIND_WAIT_MS) {
+    struct timespec ts = {0, BIND_RETRY_MS * 1000000L};
+    nanosleep(&ts, NULL);
+    waited += BIND_RETRY_MS;
+  }
+  if (fd < 0) {
     snprintf(err, errlen, "%s: cannot listen on %s: %s", cfg->file, where,
              strerror(errno));
-    if (fd >= 0)
-      close(fd);
     return -1;
   }
   *fd_out = fd;

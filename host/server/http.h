@@ -19,7 +19,9 @@ int http_check(const config *cfg, char *err, size_t errlen);
 /* Binds and listens on cfg->http.listen (after http_check's checks) with
  * plain sockets: the supervisor does it once, and every engine process it
  * starts serves the same socket (connections wait in its backlog while an
- * engine restarts).  *fd_out is close-on-exec. */
+ * engine restarts).  A port in use is asked for again for up to 3 s:
+ * a host killed a moment ago may hold it still (its engine dies after its
+ * supervisor).  *fd_out is close-on-exec. */
 int http_bind(const config *cfg, int *fd_out, char *err, size_t errlen);
 
 /* Serves HTTP on listen_fd (from http_bind), or, when it is -1, binds
