@@ -32,6 +32,9 @@
  *  - memory: 300 connections sending 1 MiB bodies at once, without the
  *    token (each refused 401 at its head) and with none required (past
  *    the budget reads are refused): the engine's VmRSS stays bounded;
+ *    9000 GETs ?wait= parked at once hold none of that budget (a normal
+ *    request is served meanwhile), those past their own budget are
+ *    answered 503 with Retry-After, and closing them ends their waits;
  *  - in process: http.c linked into this test with uv_queue_work wrapped
  *    (-Wl,--wrap) to fail: the request is answered 503 and nothing is
  *    left in flight for a shutdown to wait on;
@@ -951,6 +954,7 @@ END_TEST
 /* ---- waiting for the end: ?wait= and the light status ------------------- */
 
 #define N_WAITERS 200
+#define N_PARKED 9000 /* GETs ?wait= parked at once: past their budget */
 
 static int raw_connect(void);
 static int reply_status(const char *reply);
@@ -1178,6 +1182,97 @@ START_TEST(many_waiters) {
                     strstr(reply, "\"status\":\"waiting\""),
                 "held: %s", reply);
   free(reply);
+}
+END_TEST
+
+/* The value of the gauge `name` in /metrics (-1: absent). */
+static long long metric_value(const char *name) {
+  http_resp r;
+  request(&r, "GET", "/metrics", NULL);
+  expect_status(&r, 200, "/metrics");
+  char mark[128];
+  snprintf(mark, sizeof mark, "\n%s ", name);
+  const char *at = r.body ? strstr(r.body, mark) : NULL;
+  long long v = at ? atoll(at + strlen(mark)) : -1;
+  http_resp_free(&r);
+  return v;
+}
+
+/* Thousands of GETs ?wait= park on one instance: their connections'
+ * buffers stay out of the budget of requests being received, so other
+ * clients are served meanwhile; the waits past their own budget are
+ * answered 503 with Retry-After (not reset); and clients that go away end
+ * their waits at once, long before http.max_wait. */
+START_TEST(parked_waits_hold_no_budget) {
+  raise_nofile(2 * N_PARKED + 512);
+  host_start_env(&H, "h", "127.0.0.1:0", "  max_wait: 10m\n", NULL);
+  create_order("park", 5, 3600);
+  json_decref(wait_status("park", "waiting"));
+  int *fds = calloc(N_PARKED, sizeof *fds);
+  ck_assert(fds != NULL);
+  for (int i = 0; i < N_PARKED; i++)
+    fds[i] = raw_wait("park", "10m");
+  /* Every GET is either parked or answered. */
+  int64_t deadline = proc_now_ms() + 60000;
+  int answered = 0, busy = 0;
+  long long waiting = 0;
+  char example[512] = "";
+  for (;;) {
+    for (int i = 0; i < N_PARKED; i++) {
+      struct pollfd pf = {.fd = fds[i], .events = POLLIN};
+      if (fds[i] < 0 || poll(&pf, 1, 0) != 1)
+        continue;
+      char *reply = raw_reply(fds[i], proc_now_ms() + RAW_READ_MS);
+      fds[i] = -1;
+      answered++;
+      if (reply_status(reply) == 503 && strcasestr(reply, "\r\nRetry-After:") &&
+          strstr(reply, "\"server.busy\""))
+        busy++;
+      else
+        snprintf(example, sizeof example, "%s", reply);
+      free(reply);
+    }
+    /* A client other than the waiters is served while they are parked. */
+    waiting = metric_value("duro_http_waiting");
+    if (waiting + answered >= N_PARKED || proc_now_ms() > deadline)
+      break;
+    proc_sleep_ms(200);
+  }
+  ck_assert_msg(waiting + answered == N_PARKED,
+                "%lld waiting and %d answered of %d", waiting, answered,
+                N_PARKED);
+  ck_assert_msg(answered == busy, "a waiter was answered: %s", example);
+  ck_assert_msg(waiting >= N_PARKED / 2 && busy > 0,
+                "%lld waiting, %d answered 503 (budget %lld bytes, %lld held)",
+                waiting, busy, metric_value("duro_http_budget_bytes"),
+                metric_value("duro_http_waiting_bytes"));
+  ck_assert_int_eq(metric_value("duro_http_request_bytes") <
+                       metric_value("duro_http_budget_bytes"),
+                   1);
+  assert_healthy("thousands of parked waits");
+  create_order("during", 5, 0);
+  /* Their clients go: their waits end now, not in 10 minutes. */
+  for (int i = 0; i < N_PARKED; i++)
+    if (fds[i] >= 0)
+      close(fds[i]);
+  deadline = proc_now_ms() + 20000;
+  while ((waiting = metric_value("duro_http_waiting")) > 0 &&
+         proc_now_ms() < deadline)
+    proc_sleep_ms(100);
+  ck_assert_msg(waiting == 0, "%lld waits left after their clients went",
+                waiting);
+  ck_assert_int_eq(metric_value("duro_http_waiting_bytes"), 0);
+  /* The budget is free again: a new wait parks. */
+  int again = raw_wait("park", "10m");
+  deadline = proc_now_ms() + 10000;
+  while (metric_value("duro_http_waiting") != 1 && proc_now_ms() < deadline)
+    proc_sleep_ms(50);
+  ck_assert_int_eq(metric_value("duro_http_waiting"), 1);
+  host_stop(&H);
+  char *reply = raw_reply(again, proc_now_ms() + RAW_READ_MS);
+  ck_assert_msg(reply_status(reply) == 200, "the last waiter: %s", reply);
+  free(reply);
+  free(fds);
 }
 END_TEST
 
@@ -3154,6 +3249,7 @@ static Suite *http_suite(void) {
 
   tcase_add_test(tc[6], unauthenticated_bodies_refused_at_the_head);
   tcase_add_test(tc[6], bodies_past_the_budget_refused);
+  tcase_add_test(tc[6], parked_waits_hold_no_budget);
 
   tcase_add_test(tc[7], queue_failure_answers_503);
   tcase_add_test(tc[8], queue_send_pull_ack);

@@ -60,6 +60,7 @@
 #include "duration.h"
 #include "error.h"
 #include "log.h"
+#include "map.h"
 #include "queue.h"
 #include "reload.h"
 #include "trigger.h"
@@ -117,6 +118,15 @@ struct http_server {
   size_t copied_bytes; /* bodies copied into exchanges */
   uint64_t busy_logged;
   size_t busy_refusals;
+  /* Parked waits (GETs ?wait= whose timer runs): their connections' input
+   * buffers, which H2O keeps until the answer, are counted here instead
+   * of in the budget of requests being received, against a budget of
+   * their own; past it a wait is answered 503. */
+  size_t parked, parked_bytes;
+  /* What /metrics shows, published by the loop before each poll (the
+   * route runs on the pool). */
+  size_t shown_parked, shown_parked_bytes, shown_bytes;
+  idmap by_sock;      /* H2O's socket -> its http_conn */
   http_conn *conns;   /* every open client connection */
   size_t connections; /* their number */
   size_t in_flight;   /* exchanges handed to the thread pool */
@@ -660,13 +670,17 @@ struct http_wait {
   duro_watch *watch;   /* NULL once given back */
   int64_t ms;
   uv_timer_t timer;
-  int timer_open; /* the timer was initialized (it is closed at the end) */
-  int answering;  /* the status read is queued: the wait is over */
+  int timer_open;  /* the timer was initialized (it is closed at the end) */
+  int answering;   /* the status read is queued: the wait is over */
+  http_conn *conn; /* parked on it (wait_park), or NULL */
+  size_t cost;     /* its input buffer's bytes, in s->parked_bytes */
   http_wait *prev, *next; /* s->waits while the timer runs */
   uv_work_t read;
 };
 
 static void release(http_exchange *x);
+static int wait_park(http_wait *w);
+static void wait_unpark(http_wait *w);
 
 /* An engine thread: the instance ended. */
 static void on_instance_ended(void *ctx, const char *status) {
@@ -693,6 +707,7 @@ static void wait_read(uv_work_t *r) {
 static void wait_closed(uv_handle_t *h) {
   http_wait *w = h->data;
   http_exchange *x = w->x;
+  wait_unpark(w); /* before H2O reads the connection again */
   x->wait = NULL;
   free(w);
   release(x);
@@ -705,6 +720,7 @@ static void wait_done(http_wait *w) {
     uv_close((uv_handle_t *)&w->timer, wait_closed);
     return;
   }
+  w->timer.data = w; /* never initialized: only carries w */
   wait_closed((uv_handle_t *)&w->timer);
 }
 
@@ -753,6 +769,23 @@ static void wait_timeout(http_wait *w) {
 
 static void on_wait_timer(uv_timer_t *t) { wait_timeout(t->data); }
 
+static void note_busy(http_server *s);
+
+/* On the loop: the waits parked already hold their budget; this one is
+ * answered 503 now (unless the watch's call, on its way, answers). */
+static void wait_busy(http_wait *w) {
+  http_server *s = w->x->s;
+  int fired = duro_watch_cancel(s->engine, w->watch);
+  w->watch = NULL;
+  if (fired)
+    return;
+  w->answering = 1;
+  note_busy(s);
+  send_error(w->x, 503, "server.busy",
+             "%zu requests wait for their instance already; retry", s->parked);
+  wait_done(w);
+}
+
 /* On the loop, after the route returned: times the wait. */
 static void wait_arm(http_wait *w) {
   http_server *s = w->x->s;
@@ -760,6 +793,10 @@ static void wait_arm(http_wait *w) {
     return;
   if (!w->x->req || s->stopping) {
     wait_timeout(w);
+    return;
+  }
+  if (wait_park(w) < 0) {
+    wait_busy(w);
     return;
   }
   int rc = uv_timer_init(s->ctx.loop, &w->timer);
@@ -973,10 +1010,36 @@ static char *plugin_metrics(http_server *s) {
   return text;
 }
 
+/* The listener's own gauges, as the loop last published them. */
+static char *http_metrics(http_server *s) {
+  return xasprintf(
+      "# HELP duro_http_waiting GETs ?wait= waiting for their instance to "
+      "end.\n"
+      "# TYPE duro_http_waiting gauge\n"
+      "duro_http_waiting %zu\n"
+      "# HELP duro_http_waiting_bytes Bytes the waiting GETs' connections "
+      "hold (their own budget).\n"
+      "# TYPE duro_http_waiting_bytes gauge\n"
+      "duro_http_waiting_bytes %zu\n"
+      "# HELP duro_http_request_bytes Bytes of requests being received, "
+      "against the request budget.\n"
+      "# TYPE duro_http_request_bytes gauge\n"
+      "duro_http_request_bytes %zu\n"
+      "# HELP duro_http_budget_bytes Each of the two budgets, in bytes.\n"
+      "# TYPE duro_http_budget_bytes gauge\n"
+      "duro_http_budget_bytes %zu\n",
+      __atomic_load_n(&s->shown_parked, __ATOMIC_RELAXED),
+      __atomic_load_n(&s->shown_parked_bytes, __ATOMIC_RELAXED),
+      __atomic_load_n(&s->shown_bytes, __ATOMIC_RELAXED),
+      s->budget == SIZE_MAX ? 0 : s->budget);
+}
+
 static int metrics(http_server *s, http_exchange *x) {
   char *engine = duro_engine_metrics(s->engine);
   char *builds = plugin_metrics(s);
-  char *text = xasprintf("%s%s", engine, builds);
+  char *own = http_metrics(s);
+  char *text = xasprintf("%s%s%s", engine, builds, own);
+  free(own);
   send_text(x, 200, "text/plain; version=0.0.4", text, strlen(text));
   free(engine);
   free(builds);
@@ -1822,8 +1885,10 @@ static void note_busy(http_server *s) {
   uint64_t now = s->started ? uv_now(s->ctx.loop) : 0;
   if (s->started && now - s->busy_logged >= BUSY_LOG_MS) {
     log_warn("http: %zu read(s) or request(s) refused: requests being "
-             "received hold %zu bytes, over the budget of %zu",
-             s->busy_refusals, buffered(s), s->budget);
+             "received hold %zu bytes, %zu waiting GETs %zu bytes; the "
+             "budget of each is %zu",
+             s->busy_refusals, buffered(s), s->parked, s->parked_bytes,
+             s->budget);
     s->busy_logged = now;
     s->busy_refusals = 0;
   }
@@ -2089,6 +2154,8 @@ struct http_conn {
   uint64_t deadline; /* uv_now: CONN_GATE, CONN_LINGER */
   size_t drained;    /* CONN_LINGER: bytes thrown away */
   char *reply;       /* CONN_REFUSING */
+  http_wait *parked; /* CONN_H2O: the wait parked on it, or NULL */
+  int watching;      /* parked, and read here to see the client go */
   uv_write_t write;
   uv_shutdown_t shutdown;
 };
@@ -2111,6 +2178,13 @@ static void gate_forget_head(http_conn *c) {
 static void on_conn_closed(uv_handle_t *handle) {
   http_conn *c = (http_conn *)handle;
   http_server *s = c->server;
+  if (c->sock)
+    idmap_del(&s->by_sock, (int64_t)(intptr_t)c->sock);
+  if (c->parked) { /* its wait ends as its request goes (on_guard_dispose) */
+    s->parked--;
+    s->parked_bytes -= c->parked->cost;
+    c->parked->conn = NULL;
+  }
   if (c->prev)
     c->prev->next = c->next;
   else
@@ -2186,8 +2260,9 @@ static void h2o_alloc_bounded(uv_handle_t *handle, size_t suggested,
  * request; wrap it again.  Only the loop calls uv_read_start. */
 static void bound_reads(http_conn *c) {
   uv_stream_t *st = (uv_stream_t *)&c->tcp;
-  if (c->state == CONN_H2O && !uv_is_closing((uv_handle_t *)st) &&
-      st->alloc_cb && st->alloc_cb != h2o_alloc_bounded) {
+  if (c->state == CONN_H2O && !c->watching &&
+      !uv_is_closing((uv_handle_t *)st) && st->alloc_cb &&
+      st->alloc_cb != h2o_alloc_bounded) {
     c->h2o_alloc = st->alloc_cb;
     st->alloc_cb = h2o_alloc_bounded;
   }
@@ -2200,7 +2275,8 @@ static void on_prepare(uv_prepare_t *p) {
   http_server *s = p->data;
   size_t total = 0;
   for (http_conn *c = s->conns; c; c = c->next) {
-    if (c->state != CONN_H2O || uv_is_closing((uv_handle_t *)&c->tcp))
+    if (c->state != CONN_H2O || c->parked ||
+        uv_is_closing((uv_handle_t *)&c->tcp))
       continue;
     c->counted = input_bytes(c->sock->input);
     total += c->counted;
@@ -2210,6 +2286,97 @@ static void on_prepare(uv_prepare_t *p) {
     if (c->state == CONN_H2O && uv_is_closing((uv_handle_t *)&c->tcp))
       total += c->counted; /* subtracted when its close callback runs */
   s->h2o_bytes = total;
+  __atomic_store_n(&s->shown_parked, s->parked, __ATOMIC_RELAXED);
+  __atomic_store_n(&s->shown_parked_bytes, s->parked_bytes, __ATOMIC_RELAXED);
+  __atomic_store_n(&s->shown_bytes, buffered(s), __ATOMIC_RELAXED);
+}
+
+/* ---- parked waits ----------------------------------------------------------
+ *
+ * H2O stops reading a connection while its request is being answered and
+ * keeps the request's bytes in the input buffer until the answer is out.
+ * For a GET ?wait= that is up to http.max_wait, so a parked wait's buffer
+ * is taken out of the budget of requests being received (a flood of
+ * waits locked every other client out) and counted against a budget of
+ * its own.  Meanwhile the connection is read here: a client that goes
+ * away ends its wait at once (H2O, not reading, would only notice when
+ * the answer is written), and bytes it sends (a pipelined request) are
+ * left in H2O's buffer for after the answer. */
+
+/* H2O's own allocation: room at the end of its input buffer. */
+static void park_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
+  http_conn *c = (http_conn *)handle;
+  c->h2o_alloc(handle, suggested, buf);
+}
+
+static void park_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
+  http_conn *c = (http_conn *)st;
+  (void)buf;
+  if (n == 0)
+    return;
+  uv_read_stop(st);
+  c->watching = 0;
+  http_wait *w = c->parked;
+  if (n > 0) { /* as H2O's read callback would count them */
+    c->sock->input->size += (size_t)n;
+    size_t now = input_bytes(c->sock->input);
+    c->server->parked_bytes += now - w->cost;
+    w->cost = now;
+    return;
+  }
+  if (!w->answering) { /* the client is gone: nobody reads the answer */
+    w->x->rs.close = 1;
+    wait_timeout(w);
+  }
+}
+
+/* On the loop, when a wait is armed: takes its connection's buffer out of
+ * the request budget.  Returns -1 when the parked waits hold their budget
+ * already. */
+static int wait_park(http_wait *w) {
+  http_server *s = w->x->s;
+  h2o_req_t *req = w->x->req;
+  h2o_socket_t *sock = req->conn->callbacks->get_socket
+                           ? req->conn->callbacks->get_socket(req->conn)
+                           : NULL;
+  http_conn *c = sock ? idmap_get(&s->by_sock, (int64_t)(intptr_t)sock) : NULL;
+  if (!c || c->parked || uv_is_closing((uv_handle_t *)&c->tcp))
+    return 0;
+  size_t cost = input_bytes(sock->input);
+  if (s->parked_bytes + cost > s->budget)
+    return -1;
+  s->h2o_bytes -= c->counted;
+  c->counted = 0;
+  c->parked = w;
+  w->conn = c;
+  w->cost = cost;
+  s->parked++;
+  s->parked_bytes += cost;
+  /* UV_EALREADY: H2O reads it still, and sees the client go itself. */
+  if (c->h2o_alloc &&
+      uv_read_start((uv_stream_t *)&c->tcp, park_alloc, park_read) == 0)
+    c->watching = 1;
+  return 0;
+}
+
+/* The wait is over: its buffer counts as H2O's again. */
+static void wait_unpark(http_wait *w) {
+  http_conn *c = w->conn;
+  if (!c)
+    return;
+  http_server *s = c->server;
+  int closing = uv_is_closing((uv_handle_t *)&c->tcp);
+  if (c->watching && !closing)
+    uv_read_stop((uv_stream_t *)&c->tcp);
+  c->watching = 0;
+  c->parked = NULL;
+  w->conn = NULL;
+  s->parked--;
+  s->parked_bytes -= w->cost;
+  if (!closing) { /* a closing one's buffer is gone with H2O's socket */
+    c->counted = input_bytes(c->sock->input);
+    s->h2o_bytes += c->counted;
+  }
 }
 
 /* Hands the connection to H2O with the bytes the gate read (or none). */
@@ -2225,6 +2392,7 @@ static void hand_over(http_conn *c) {
   }
   gate_forget_head(c);
   c->sock = sock;
+  idmap_put(&s->by_sock, (int64_t)(intptr_t)sock, c);
   c->state = CONN_H2O;
   c->counted = input_bytes(sock->input);
   s->h2o_bytes += c->counted;
@@ -2382,6 +2550,14 @@ static void on_accept(uv_stream_t *listener, int status) {
   if ((rc = uv_accept(listener, (uv_stream_t *)&c->tcp)) != 0) {
     log_warn("http: accept: %s", uv_strerror(rc));
     gate_close(c);
+    return;
+  }
+  if (buffered(s) >= s->budget) {
+    /* Answered, not reset: H2O would close it at its first read. */
+    note_busy(s);
+    c->state = CONN_GATE;
+    gate_refuse(c, 503, "server.busy",
+                "the host holds too many requests being received; retry");
     return;
   }
   if (!s->token) {
@@ -2681,6 +2857,7 @@ void http_free(http_server *s) {
     h2o_config_dispose(&s->config);
   }
   pthread_mutex_destroy(&s->done_mu);
+  idmap_free(&s->by_sock);
   free(s->token);
   free(s);
 }
