@@ -141,6 +141,18 @@ static const bad_case bad[] = {
      "t.yaml:1:19: \"max_wait\" must be at most 10 minutes"},
     {"http: { max_wait: soon }\n",
      "t.yaml:1:19: \"max_wait\" is not a valid duration: \"soon\""},
+    {"http:\n  allowed_hosts: duro.example.com\n",
+     "t.yaml:2:18: \"allowed_hosts\" must be a list"},
+    {"http:\n  allowed_hosts: [a.test, \"\"]\n",
+     "t.yaml:2:27: \"allowed_hosts\" must be a non-empty string"},
+    {"http:\n  allowed_hosts:\n    - ok.test\n    - http://duro.test/\n",
+     "t.yaml:4:7: \"allowed_hosts\" entries are host names as a Host header "
+     "gives them (\"duro.example.com\" or \"duro.example.com:8787\"), not "
+     "\"http://duro.test/\""},
+    {"http:\n  allowed_hosts: [\"duro.test:http\"]\n",
+     "t.yaml:2:19: \"allowed_hosts\" entries are host names as a Host header "
+     "gives them (\"duro.example.com\" or \"duro.example.com:8787\"), not "
+     "\"duro.test:http\""},
 
     /* engine: integers are decimal, plain and range-checked */
     {"engine:\n  workers: eight\n",
@@ -743,6 +755,13 @@ static void check_workflow_defaults(const config *cfg) {
   ck_assert_int_eq(w->pos.column, 9);
 }
 
+static void check_allowed_hosts(const config *cfg) {
+  ck_assert_uint_eq(cfg->http.n_allowed_hosts, 3);
+  ck_assert_str_eq(cfg->http.allowed_hosts[0], "duro.example.com");
+  ck_assert_str_eq(cfg->http.allowed_hosts[1], "10.0.0.5:8787");
+  ck_assert_str_eq(cfg->http.allowed_hosts[2], "[fd00::1]:80");
+}
+
 static void check_limits_edges(const config *cfg) {
   ck_assert_uint_eq(cfg->engine.workers, 1024);
   ck_assert_int_eq(cfg->engine.max_step_result, 1);
@@ -946,6 +965,9 @@ static const good_case good[] = {
      check_workflow_defaults},
     {WF_HEAD "      - {name: a, binding: A, class_name: C, limits: {}}\n",
      check_workflow_defaults},
+    {"http:\n  allowed_hosts: [duro.example.com, \"10.0.0.5:8787\", "
+     "\"[fd00::1]:80\"]\n",
+     check_allowed_hosts},
     {"http: {max_body_bytes: 1073741824, max_wait: 10 minutes}\n"
      "engine: {workers: 1024, max_step_result: 1}\n"
      "plugins:\n"
@@ -1264,6 +1286,9 @@ static const suggest_case suggest_cases[] = {
     {"http:\n  Max_Wait: 5s\n",
      "t.yaml:2:3: unknown key \"Max_Wait\" in http — did you mean "
      "\"max_wait\"?"},
+    {"http:\n  allowed_host: [a.test]\n",
+     "t.yaml:2:3: unknown key \"allowed_host\" in http — did you mean "
+     "\"allowed_hosts\"?"},
     /* the nearest of several: "retention", not "versioning" */
     {"plugins:\n"
      "  - name: p\n"

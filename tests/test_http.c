@@ -1104,7 +1104,7 @@ static int raw_wait(const char *id, const char *wait) {
   int fd = raw_connect();
   char req[256];
   int n = snprintf(req, sizeof req,
-                   "GET " WF "/%s?wait=%s HTTP/1.1\r\nHost: x\r\n"
+                   "GET " WF "/%s?wait=%s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                    "Connection: close\r\n\r\n",
                    id, wait);
   ck_assert(send(fd, req, (size_t)n, MSG_NOSIGNAL) == n);
@@ -1574,6 +1574,20 @@ END_TEST
 /* The dashboard's static files need no token; nothing else does without
  * it, not even a path that leaves /ui/ once normalized, or a GET of "/"
  * that carries a body. */
+/* A dashboard file's answer: no other page may frame it, and it runs
+ * its own script only. */
+static void assert_page_policy(const http_resp *r, const char *path) {
+  char v[512];
+  ck_assert_msg(http_resp_header(r, "x-frame-options", v, sizeof v) &&
+                    !strcmp(v, "DENY"),
+                "%s: no X-Frame-Options: DENY", path);
+  ck_assert_msg(
+      http_resp_header(r, "content-security-policy", v, sizeof v) &&
+          strstr(v, "frame-ancestors 'none'") && strstr(v, "script-src 'self'"),
+      "%s: Content-Security-Policy %s", path,
+      http_resp_header(r, "content-security-policy", v, sizeof v) ? v : "none");
+}
+
 START_TEST(dashboard_files_without_token) {
   host_start_env(&H, "d", "127.0.0.1:0", "  token_env: DURO_TEST_TOKEN\n",
                  "DURO_TEST_TOKEN=s3cret-Token_42");
@@ -1594,6 +1608,7 @@ START_TEST(dashboard_files_without_token) {
         http_resp_header(&r, "content-type", type, sizeof type));
     ck_assert_str_eq(type, files[i].type);
     assert_contains(r.body, files[i].text);
+    assert_page_policy(&r, files[i].path);
     http_resp_free(&r);
   }
   http_resp r;
@@ -1624,6 +1639,113 @@ START_TEST(dashboard_files_without_token) {
 END_TEST
 
 /* Runs `duro run` on a config expected to be refused; returns its output. */
+static char *raw_exchange(const char *data, size_t len, int cut);
+
+/* A raw request to the host of the case: `head` is the request line and
+ * headers (each line ended by \\r\\n, "@" replaced by the port),
+ * then `body`.  Returns the reply's status; its error code into `code`. */
+static int raw_ask(const char *head, const char *body, char *code, size_t len) {
+  char req[2048], port[16];
+  size_t n = 0;
+  snprintf(port, sizeof port, "%d", H.port);
+  for (const char *p = head; *p && n + 16 < sizeof req; p++)
+    n += (size_t)snprintf(req + n, sizeof req - n, "%s",
+                          *p == '@' ? port : (char[]){*p, 0});
+  n += (size_t)snprintf(req + n, sizeof req - n,
+                        "Connection: close\r\nContent-Length: %zu\r\n\r\n%s",
+                        strlen(body), body);
+  char *reply = raw_exchange(req, n, 0);
+  int st = reply_status(reply);
+  const char *c = strstr(reply, "\"code\":\"");
+  snprintf(code, len, "%.*s", c ? (int)strcspn(c + 8, "\"") : 0,
+           c ? c + 8 : "");
+  free(reply);
+  return st;
+}
+
+/* On a listener without a token, a page of another site reaches nothing
+ * that changes state, and a rebinding name (a Host not the listener's)
+ * reaches nothing at all; the names of http.allowed_hosts are served. */
+START_TEST(browsers_refused_without_token) {
+  host_start_env(&H, "b", "127.0.0.1:0",
+                 "  allowed_hosts: [duro.test, \"proxy.test:9000\"]\n", NULL);
+  create_order("b1", 5, 3600);
+  json_decref(wait_status("b1", "waiting"));
+  static const struct {
+    const char *head, *body;
+    int status;
+    const char *code;
+  } cases[] = {
+      /* the Host */
+      {"GET /healthz HTTP/1.1\r\nHost: evil.example:@\r\n", "", 403,
+       "request.forbidden_host"},
+      {"GET " WF "/b1 HTTP/1.1\r\nHost: evil.example\r\n", "", 403,
+       "request.forbidden_host"},
+      {"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:1\r\n", "", 403,
+       "request.forbidden_host"},
+      {"GET /healthz HTTP/1.1\r\nHost: proxy.test:9001\r\n", "", 403,
+       "request.forbidden_host"},
+      {"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:@\r\n", "", 200, ""},
+      {"GET /healthz HTTP/1.1\r\nHost: localhost:@\r\n", "", 200, ""},
+      {"GET /healthz HTTP/1.1\r\nHost: [::1]:@\r\n", "", 200, ""},
+      {"GET /healthz HTTP/1.1\r\nHost: DURO.test:8080\r\n", "", 200, ""},
+      {"GET /healthz HTTP/1.1\r\nHost: proxy.test:9000\r\n", "", 200, ""},
+      /* a form or a text/plain fetch: a body that is not JSON */
+      {"POST " WF "/b1/events/approval HTTP/1.1\r\nHost: 127.0.0.1:@\r\n"
+       "Content-Type: text/plain\r\n",
+       "{\"approved\":true}", 415, "request.unsupported_media_type"},
+      {"POST " WF "/b1/events/approval HTTP/1.1\r\nHost: 127.0.0.1:@\r\n",
+       "{\"approved\":true}", 415, "request.unsupported_media_type"},
+      {"POST " WF " HTTP/1.1\r\nHost: 127.0.0.1:@\r\n"
+       "Content-Type: application/x-www-form-urlencoded\r\n",
+       "id=x", 415, "request.unsupported_media_type"},
+      /* another site's page */
+      {"POST " WF "/b1/events/approval HTTP/1.1\r\nHost: 127.0.0.1:@\r\n"
+       "Origin: http://evil.example\r\nContent-Type: application/json\r\n",
+       "{\"approved\":true}", 403, "request.cross_origin"},
+      {"POST /plugins/reload HTTP/1.1\r\nHost: 127.0.0.1:@\r\n"
+       "Origin: http://evil.example\r\n",
+       "", 403, "request.cross_origin"},
+      {"POST " WF " HTTP/1.1\r\nHost: 127.0.0.1:@\r\nOrigin: null\r\n"
+       "Content-Type: application/json\r\n",
+       "{\"id\":\"n1\"}", 403, "request.cross_origin"},
+      {"POST " WF " HTTP/1.1\r\nHost: 127.0.0.1:@\r\n"
+       "Origin: http://127.0.0.1:1\r\nContent-Type: application/json\r\n",
+       "{\"id\":\"n2\"}", 403, "request.cross_origin"},
+      {"GET /__scheduled?cron=0+3+*+*+* HTTP/1.1\r\nHost: 127.0.0.1:@\r\n"
+       "Sec-Fetch-Site: cross-site\r\n",
+       "", 403, "request.cross_origin"},
+      /* the dashboard's own page, and a proxy's name */
+      {"POST " WF " HTTP/1.1\r\nHost: 127.0.0.1:@\r\n"
+       "Origin: http://127.0.0.1:@\r\nSec-Fetch-Site: same-origin\r\n"
+       "Content-Type: application/json; charset=utf-8\r\n",
+       "{\"id\":\"ok1\"}", 201, ""},
+      {"POST " WF " HTTP/1.1\r\nHost: duro.test\r\n"
+       "Origin: https://duro.test\r\nContent-Type: application/json\r\n",
+       "{\"id\":\"ok2\"}", 201, ""},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char code[64];
+    int st = raw_ask(cases[i].head, cases[i].body, code, sizeof code);
+    ck_assert_msg(st == cases[i].status && !strcmp(code, cases[i].code),
+                  "case %zu: %d %s, want %d %s:\n%s", i, st, code,
+                  cases[i].status, cases[i].code, cases[i].head);
+  }
+  /* Nothing refused was done: no event reached b1, no n1 or n2. */
+  json_t *d = describe("b1");
+  ck_assert_str_eq(jstr(d, "status"), "waiting");
+  ck_assert_int_eq(json_array_size(jget(d, "events")), 0);
+  json_decref(d);
+  ck_assert_int_eq(instance_count(), 3);
+  http_resp r;
+  request(&r, "GET", "/", NULL);
+  expect_status(&r, 200, "GET /");
+  assert_page_policy(&r, "/");
+  http_resp_free(&r);
+  host_stop(&H);
+}
+END_TEST
+
 static char *run_refused(const char *listen, const char *http_extra,
                          const char *env_kv) {
   write_config(&H, "refused", listen, http_extra);
@@ -1780,7 +1902,8 @@ typedef struct raw_case {
 
 #define CLOSE "Connection: close\r\n"
 #define T(literal) literal, sizeof literal - 1
-#define HOSTH "Host: t\r\n"
+/* The listener's own name, and the type every body must have. */
+#define HOSTH "Host: 127.0.0.1\r\nContent-Type: application/json\r\n"
 
 /* clang-format off */
 static const raw_case raw_cases[] = {
@@ -2457,7 +2580,8 @@ START_TEST(bodies_past_the_budget_refused) {
   long before = rss_kib(engine);
   char head[256];
   snprintf(head, sizeof head,
-           "POST " WF " HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n",
+           "POST " WF " HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+           "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n",
            MEM_BODY);
   flood f;
   flood_start(&f, head);
@@ -2608,11 +2732,13 @@ START_TEST(queue_failure_answers_503) {
   /* A create runs on the loop (its commit on the journal's writer); an
    * event goes to the pool. */
   static const char create[] =
-      "POST /workflows/wf/instances HTTP/1.1\r\nHost: t\r\n"
-      "Connection: close\r\nContent-Length: 11\r\n\r\n{\"id\":\"q1\"}";
-  static const char req[] =
-      "POST /workflows/wf/instances/q1/events/go HTTP/1.1\r\nHost: t\r\n"
-      "Connection: close\r\nContent-Length: 2\r\n\r\n{}";
+      "POST /workflows/wf/instances HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+      "Content-Type: application/json\r\nConnection: close\r\nContent-Length: "
+      "11\r\n\r\n{\"id\":\"q1\"}";
+  static const char req[] = "POST /workflows/wf/instances/q1/events/go "
+                            "HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                            "Content-Type: application/json\r\nConnection: "
+                            "close\r\nContent-Length: 2\r\n\r\n{}";
   queue_fails = 1;
   char *reply = inproc_exchange(&loop, http_port(s), create);
   ck_assert_msg(reply_status(reply) == 201, "a create needs no pool: %s",
@@ -3234,6 +3360,7 @@ static Suite *http_suite(void) {
   tcase_add_test(tc[2], body_over_limit_413);
   tcase_add_test(tc[2], bearer_token_401);
   tcase_add_test(tc[2], dashboard_files_without_token);
+  tcase_add_test(tc[2], browsers_refused_without_token);
   tcase_add_test(tc[2], token_env_unset_refused);
   tcase_add_test(tc[2], storage_errors_503);
   tcase_add_test(tc[2], kept_connection_wrong_token_cut_at_head);

@@ -132,7 +132,7 @@ wants() { [[ ",$only," == *",$1,"* ]]; }
 # /metrics's duro_instances{status="complete"}, read over bash's /dev/tcp.
 report_completed() {
   exec 3<>"/dev/tcp/127.0.0.1/$port"
-  printf 'GET /metrics HTTP/1.0\r\nHost: bench\r\n\r\n' >&3
+  printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
   awk -v name="$1 completed meanwhile" -v secs="$secs" -v sync="$sync" '
     /^duro_instances\{.*status="complete"/ { n += $NF }
     END { printf "%-28s %12.3f %-10s [synchronous=%s http wrk %ss]\n",

@@ -311,7 +311,9 @@ static const field http_fields[] = {
      GiB, NULL},
     {"max_wait", K_DURATION, offsetof(config, http.max_wait_ms), false, 0,
      10 * MINUTE_MS, NULL},
+    {"allowed_hosts", K_NESTED, 0, false, 0, 0, NULL},
 };
+#define HTTP_ALLOWED_HOSTS 5 /* the index of allowed_hosts above */
 static const schema http_schema = SCHEMA("http", "in http", -1, http_fields);
 
 static const field engine_fields[] = {
@@ -709,6 +711,55 @@ static yaml_node_t *list_item(parser *p, const yaml_node_t *list, size_t i) {
 static int entry_mapping(parser *p, const yaml_node_t *item, const char *key) {
   if (item->type != YAML_MAPPING_NODE)
     return fail(p, item, "each entry of \"%s\" must be a mapping", key);
+  return 0;
+}
+
+/* Whether `name` is a host as a Host header gives it: "name", "1.2.3.4",
+ * "[::1]", each with an optional ":port"; no scheme, path or spaces. */
+static bool host_name_ok(const char *name) {
+  if (strpbrk(name, " \t/?#@,\"\\"))
+    return false;
+  const char *end = name;
+  if (name[0] == '[') {
+    end = strchr(name, ']');
+    if (!end)
+      return false;
+    end++;
+  } else {
+    end = name + strcspn(name, ":");
+  }
+  if (end == name)
+    return false;
+  if (*end == '\0')
+    return true;
+  return *end == ':' && end[1] &&
+         strspn(end + 1, "0123456789") == strlen(end + 1) &&
+         strlen(end + 1) <= 5;
+}
+
+/* http.allowed_hosts: a list of host names (host_name_ok). */
+static int parse_allowed_hosts(parser *p, const yaml_node_t *list,
+                               config *cfg) {
+  size_t n;
+  int rc = section_list(p, list, "allowed_hosts", &n);
+  if (rc < 0 || n == 0)
+    return rc;
+  cfg->http.allowed_hosts = xcalloc(n, sizeof *cfg->http.allowed_hosts);
+  for (size_t i = 0; i < n; i++) {
+    yaml_node_t *item = list_item(p, list, i);
+    char **name = &cfg->http.allowed_hosts[i];
+    cfg->http.n_allowed_hosts = i + 1; /* freed with the config */
+    if ((rc = take_string(p, item, "allowed_hosts", name)) < 0)
+      return rc;
+    if (!host_name_ok(*name)) {
+      shown b;
+      return fail(p, item,
+                  "\"allowed_hosts\" entries are host names as a Host "
+                  "header gives them (\"duro.example.com\" or "
+                  "\"duro.example.com:8787\"), not \"%s\"",
+                  show(&b, *name));
+    }
+  }
   return 0;
 }
 
@@ -1269,6 +1320,8 @@ static int parse_root(parser *p, yaml_node_t *root) {
         cfg->http.listen_pos = pos_of(sv[0]);
       if (sv[1])
         cfg->http.token_env_pos = pos_of(sv[1]);
+      if ((rc = parse_allowed_hosts(p, sv[HTTP_ALLOWED_HOSTS], cfg)) < 0)
+        return rc;
     }
   }
 
@@ -1543,6 +1596,9 @@ void config_free(config *cfg) {
   free(cfg->storage.postgresql);
   free(cfg->http.listen);
   free(cfg->http.token_env);
+  for (size_t i = 0; i < cfg->http.n_allowed_hosts; i++)
+    free(cfg->http.allowed_hosts[i]);
+  free(cfg->http.allowed_hosts);
   free(cfg->file);
   free(cfg);
 }

@@ -133,8 +133,13 @@ typedef struct config {
     char *listen;    /* default "127.0.0.1:8787" */
     char *token_env; /* NULL = no auth */
     int allow_insecure;
-    int64_t max_body_bytes;   /* default 1 MiB */
-    int64_t max_wait_ms;      /* the longest ?wait=, default 60 s */
+    int64_t max_body_bytes; /* default 1 MiB */
+    int64_t max_wait_ms;    /* the longest ?wait=, default 60 s */
+    /* Names besides the listener's own that a request's Host (and a
+     * browser's Origin) may give on a listener without a token:
+     * "name" (any port) or "name:port". */
+    char **allowed_hosts;
+    size_t n_allowed_hosts;
     config_pos listen_pos;    /* where listen / token_env were given */
     config_pos token_env_pos; /* (0:0 when left to the default) */
   } http;

@@ -36,6 +36,8 @@ function build(el, attrs, kids) {
     if (v === null || v === undefined || v === false) continue;
     if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
     else if (k === 'text') el.textContent = v;
+    /* through the CSSOM: the page's policy refuses style attributes */
+    else if (k === 'style') el.style.cssText = v;
     else el.setAttribute(k, v === true ? '' : String(v));
   }
   for (const kid of kids.flat(Infinity)) {

@@ -75,6 +75,11 @@
 #define BUSY_LOG_MS 10000      /* at most one "over the budget" line */
 #define BIND_WAIT_MS 3000      /* http_bind: how long a taken port is retried */
 #define BIND_RETRY_MS 20
+/* The dashboard's pages: their own files only, never in a frame. */
+#define DASHBOARD_CSP                                                          \
+  "default-src 'none'; script-src 'self'; style-src 'self'; "                  \
+  "img-src 'self' data:; connect-src 'self'; base-uri 'none'; "                \
+  "form-action 'none'; frame-ancestors 'none'"
 
 /* picohttpparser, the parser H2O reads HTTP/1 with.  libh2o exports it
  * but Debian installs no header for it; these are its declarations, the
@@ -110,6 +115,13 @@ struct http_server {
   int stopping;
   int port;
   char *token; /* NULL = no auth */
+  /* Without a token, requests from browsers are checked (refuse_foreign):
+   * the Host and Origin names that are the listener's own. */
+  int guard;
+  char *listen_host;  /* as http.listen gives it: "127.0.0.1", "[::1]" */
+  int loopback_names; /* localhost, 127.0.0.1 and [::1] are its own */
+  char **allowed;     /* http.allowed_hosts (borrowed from the config) */
+  size_t n_allowed;
   size_t max_body;
   int64_t max_wait_ms; /* the longest ?wait= (http.max_wait) */
   size_t budget;
@@ -165,6 +177,7 @@ typedef struct http_response {
   const char *type;  /* static */
   const char *allow; /* static, for 405 */
   int close;         /* close the connection after it */
+  int dashboard;     /* a page: sent with the framing and script policy */
   char *body;        /* malloc'ed */
   size_t len;
 } http_response;
@@ -212,6 +225,8 @@ static const char *reason_of(int status) {
     return "Bad Request";
   case 401:
     return "Unauthorized";
+  case 403:
+    return "Forbidden";
   case 404:
     return "Not Found";
   case 405:
@@ -220,6 +235,8 @@ static const char *reason_of(int status) {
     return "Conflict";
   case 413:
     return "Payload Too Large";
+  case 415:
+    return "Unsupported Media Type";
   case 417:
     return "Expectation Failed";
   case 431:
@@ -1198,6 +1215,176 @@ static int refuse_nul(http_exchange *x, const http_input *in) {
   return 0;
 }
 
+/* ---- browsers, on a listener without a token -------------------------------
+ *
+ * Without a token any page a browser shows could reach the listener: a
+ * form POST, a text/plain fetch or an <img> are sent cross-site without
+ * asking, and a name of the attacker's that resolves to 127.0.0.1 (DNS
+ * rebinding) even lets the page read the answers.  So, without a token:
+ *  - the Host must be the listener's own (the address of http.listen;
+ *    localhost, 127.0.0.1 and [::1] on loopback), with its port or none,
+ *    or a name of http.allowed_hosts: a rebinding page sends its own;
+ *  - a request that changes state (any method but GET, HEAD and OPTIONS,
+ *    and /__scheduled) is refused when its Origin is another's, or, with
+ *    none, when Sec-Fetch-Site says another site sent it;
+ *  - its body, if any, must say Content-Type: application/json, which no
+ *    page can send cross-site without a CORS preflight (never granted).
+ * Clients other than browsers send no Origin and the Host they were
+ * given; a request without a Host (HTTP/1.0) comes from no browser. */
+
+typedef struct host_port {
+  const char *name; /* not NUL-terminated */
+  size_t len;
+  long port; /* -1: none given */
+} host_port;
+
+/* Splits "name[:port]" or "[v6][:port]"; a trailing dot of the name is
+ * dropped ("localhost." is localhost).  Returns -1 when it is neither. */
+static int split_host(const char *v, size_t len, host_port *hp) {
+  size_t n;
+  if (len > 0 && v[0] == '[') {
+    const char *e = memchr(v, ']', len);
+    if (!e)
+      return -1;
+    n = (size_t)(e - v) + 1;
+  } else {
+    const char *c = memchr(v, ':', len);
+    n = c ? (size_t)(c - v) : len;
+  }
+  *hp = (host_port){v, n, -1};
+  if (n < len) {
+    if (v[n] != ':' || len - n - 1 == 0 || len - n - 1 > 5)
+      return -1;
+    hp->port = 0;
+    for (size_t i = n + 1; i < len; i++) {
+      if (v[i] < '0' || v[i] > '9')
+        return -1;
+      hp->port = hp->port * 10 + (v[i] - '0');
+    }
+  }
+  if (hp->len > 1 && hp->name[hp->len - 1] == '.')
+    hp->len--;
+  return hp->len > 0 ? 0 : -1;
+}
+
+static int name_eq(const host_port *hp, const char *name) {
+  return strlen(name) == hp->len && strncasecmp(hp->name, name, hp->len) == 0;
+}
+
+static int own_name(const http_server *s, const host_port *hp) {
+  return (s->listen_host && name_eq(hp, s->listen_host)) ||
+         (s->loopback_names &&
+          (name_eq(hp, "localhost") || name_eq(hp, "127.0.0.1") ||
+           name_eq(hp, "[::1]")));
+}
+
+/* A name of http.allowed_hosts: one without a port allows any. */
+static int allowed_name(const http_server *s, const host_port *hp, long port) {
+  for (size_t i = 0; i < s->n_allowed; i++) {
+    host_port e;
+    const char *a = s->allowed[i];
+    if (split_host(a, strlen(a), &e) == 0 && e.len == hp->len &&
+        strncasecmp(e.name, hp->name, e.len) == 0 &&
+        (e.port < 0 || e.port == port))
+      return 1;
+  }
+  return 0;
+}
+
+static int host_ok(const http_server *s, const http_header *h) {
+  host_port hp;
+  if (split_host(h->value, h->value_len, &hp) != 0)
+    return 0;
+  if (own_name(s, &hp) && (hp.port < 0 || hp.port == s->port))
+    return 1;
+  return allowed_name(s, &hp, hp.port < 0 ? 80 : hp.port);
+}
+
+/* "http://name[:port]" of a page of ours ("null" is nobody's). */
+static int origin_ok(const http_server *s, const http_header *h) {
+  const char *v = h->value;
+  size_t len = h->value_len;
+  long port;
+  if (len > 7 && strncasecmp(v, "http://", 7) == 0) {
+    v += 7, len -= 7, port = 80;
+  } else if (len > 8 && strncasecmp(v, "https://", 8) == 0) {
+    v += 8, len -= 8, port = 443;
+  } else {
+    return 0;
+  }
+  host_port hp;
+  if (split_host(v, len, &hp) != 0)
+    return 0;
+  if (hp.port >= 0)
+    port = hp.port;
+  return (own_name(s, &hp) && port == s->port) || allowed_name(s, &hp, port);
+}
+
+static int value_is(const http_header *h, const char *word) {
+  return h && h->value_len == strlen(word) &&
+         strncasecmp(h->value, word, h->value_len) == 0;
+}
+
+/* "application/json", with any parameters ("; charset=utf-8"). */
+static int json_content_type(const http_header *h) {
+  static const char want[] = "application/json";
+  size_t n = sizeof want - 1;
+  return h && h->value_len >= n && strncasecmp(h->value, want, n) == 0 &&
+         (h->value_len == n || h->value[n] == ';' || h->value[n] == ' ');
+}
+
+static int changes_state(const http_input *in) {
+  static const char sched[] = "/__scheduled";
+  size_t m = in->method_len;
+  const char *mt = in->method;
+  int reads = (m == 3 && !memcmp(mt, "GET", 3)) ||
+              (m == 4 && !memcmp(mt, "HEAD", 4)) ||
+              (m == 7 && !memcmp(mt, "OPTIONS", 7));
+  return !reads || (in->path_len == sizeof sched - 1 &&
+                    !memcmp(in->path, sched, sizeof sched - 1));
+}
+
+/* Returns 1 when it answered (refuse_early). */
+static int refuse_foreign(http_server *s, http_exchange *x,
+                          const http_input *in) {
+  const http_header *h = in->headers, *v;
+  size_t n = in->n_headers;
+  if (!s->guard)
+    return 0;
+  if ((v = header_of(h, n, "host")) && !host_ok(s, v)) {
+    x->rs.close = 1;
+    return send_error(x, 403, "request.forbidden_host",
+                      "Host \"%.*s\" is not this listener's; a name it is "
+                      "reached by goes in http.allowed_hosts",
+                      (int)(v->value_len > 200 ? 200 : v->value_len), v->value),
+           1;
+  }
+  if (!changes_state(in))
+    return 0;
+  const http_header *origin = header_of(h, n, "origin");
+  const http_header *site = header_of(h, n, "sec-fetch-site");
+  if (origin ? !origin_ok(s, origin)
+             : value_is(site, "cross-site") || value_is(site, "same-site")) {
+    x->rs.close = 1;
+    return send_error(
+               x, 403, "request.cross_origin",
+               "a request that changes state is refused from another "
+               "site's page (Origin \"%.*s\")",
+               origin ? (int)(origin->value_len > 200 ? 200 : origin->value_len)
+                      : 0,
+               origin ? origin->value : ""),
+           1;
+  }
+  const http_header *type = header_of(h, n, "content-type");
+  int reads = in->method_len == 3 && !memcmp(in->method, "GET", 3);
+  if (!reads && (in->body_len > 0 || type) && !json_content_type(type))
+    return send_error(x, 415, "request.unsupported_media_type",
+                      "a request body must be JSON, sent with "
+                      "\"Content-Type: application/json\""),
+           1;
+  return 0;
+}
+
 /* The refusals that need no engine, answered on the loop: a missing or
  * wrong token, a stopping server, an ambiguous body length, a body over
  * the limit, a NUL in the path.  Returns 1 when it answered. */
@@ -1213,6 +1400,8 @@ static int refuse_early(http_server *s, http_exchange *x,
   } else if (s->stopping) {
     x->rs.close = 1;
     send_error(x, 503, duro_err_name(DURO_E_SHUTDOWN), "the host is stopping");
+  } else if (refuse_foreign(s, x, in)) {
+    /* answered */
   } else if ((bad = framing_problem(in->headers, in->n_headers))) {
     x->rs.close = 1;
     send_error(x, 400, "request.invalid", "%s", bad);
@@ -1634,8 +1823,11 @@ static int crons_route(http_server *s, http_exchange *x) {
   return send_json(x, 200, out);
 }
 
-/* GET / and /ui/NAME: the dashboard's files, from the binary. */
+/* GET / and /ui/NAME: the dashboard's files, from the binary, with a
+ * policy that lets no other page frame them and runs only their own
+ * script. */
 static int dashboard_route(http_exchange *x) {
+  x->rs.dashboard = 1;
   if (!method_is(x, "GET"))
     return wrong_method(x, "GET");
   const dashboard_file *f = dashboard_find(x->rq.path);
@@ -1783,6 +1975,16 @@ static void respond(http_exchange *x) {
   if (rs->allow)
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL,
                    rs->allow, strlen(rs->allow));
+  if (rs->dashboard) {
+    static const char *const page[][2] = {
+        {"content-security-policy", DASHBOARD_CSP},
+        {"x-frame-options", "DENY"},
+        {"x-content-type-options", "nosniff"}};
+    for (size_t i = 0; i < sizeof page / sizeof page[0]; i++)
+      h2o_add_header_by_str(&req->pool, &req->res.headers, page[i][0],
+                            strlen(page[i][0]), 0, NULL, page[i][1],
+                            strlen(page[i][1]));
+  }
   if (req->res.status == 503)
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL,
                    H2O_STRLIT("1"));
@@ -2701,6 +2903,24 @@ int http_bind(const config *cfg, int *fd_out, char *err, size_t errlen) {
   return 0;
 }
 
+/* Without a token: the names a request's Host may give (refuse_foreign). */
+static void guard_browsers(http_server *s, const config *cfg,
+                           const char *listen) {
+  struct sockaddr_storage addr;
+  int loopback = 0;
+  if (s->token || parse_listen(listen, &addr, &loopback) != 0)
+    return;
+  s->guard = 1;
+  s->listen_host = xstrndup(listen, (size_t)(strrchr(listen, ':') - listen));
+  int any =
+      addr.ss_family == AF_INET6
+          ? IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)&addr)->sin6_addr)
+          : ((struct sockaddr_in *)&addr)->sin_addr.s_addr == INADDR_ANY;
+  s->loopback_names = loopback || any; /* a wildcard takes loopback too */
+  s->allowed = cfg->http.allowed_hosts;
+  s->n_allowed = cfg->http.n_allowed_hosts;
+}
+
 int http_start(uv_loop_t *loop, duro_engine *e, const config *cfg,
                int listen_fd, http_server **out, char *err, size_t errlen) {
   const char *listen = cfg->http.listen ? cfg->http.listen : "127.0.0.1:8787";
@@ -2714,6 +2934,7 @@ int http_start(uv_loop_t *loop, duro_engine *e, const config *cfg,
                         : 1024 * 1024;
   http_server *s = http_server_new(e, token, max_body);
   s->max_wait_ms = cfg->http.max_wait_ms;
+  guard_browsers(s, cfg, listen);
   s->budget = max_body * BUDGET_BODIES > BUDGET_MIN ? max_body * BUDGET_BODIES
                                                     : BUDGET_MIN;
   h2o_config_init(&s->config);
@@ -2858,6 +3079,7 @@ void http_free(http_server *s) {
   }
   pthread_mutex_destroy(&s->done_mu);
   idmap_free(&s->by_sock);
+  free(s->listen_host);
   free(s->token);
   free(s);
 }
