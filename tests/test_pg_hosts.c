@@ -22,7 +22,8 @@
  *  - a host stopped (SIGSTOP) past its lease is taken over and, once it
  *    runs again, finds its lease lost, exits and comes back as a new host
  *    (its supervisor restarts the engine); an event for an instance it
- *    used to run, sent to it, reaches the new owner. */
+ *    used to run, sent to it, reaches the new owner;
+ *  - three hosts started at once on an empty database all come up. */
 #include <check.h>
 #include <jansson.h>
 #include <signal.h>
@@ -544,6 +545,46 @@ START_TEST(stalled_host_is_fenced_and_rejoins) {
 }
 END_TEST
 
+#define EMPTY_ROUNDS 5
+
+/* Three hosts started at once on an empty database, round after round:
+ * one creates the schema, the others find it there once they may look
+ * (none runs the schema's DDL under hosts already at work: that
+ * deadlocked with their transactions and a host died), and all three
+ * come up. */
+START_TEST(hosts_starting_at_once_on_an_empty_database_come_up) {
+  ck_assert_msg(pg.cluster.dir[0], "no cluster: %s", pg.err);
+  for (int round = 0; round < EMPTY_ROUNDS; round++) {
+    char db[16], conninfo[700];
+    snprintf(db, sizeof db, "empty%d", round);
+    pg_fixture_database(&pg, db, conninfo, sizeof conninfo);
+    host_run h[HOSTS];
+    for (int i = 0; i < HOSTS; i++)
+      host_prepare(&h[i], i, conninfo, PLUGINS_WITH_CRON);
+    for (int i = 0; i < HOSTS; i++)
+      h[i].pid = host_spawn(&h[i], "run");
+    int64_t deadline = proc_now_ms() + SETTLE_MS;
+    for (int i = 0; i < HOSTS; i++) {
+      while (!host_count_lines(&h[i], "ready:")) {
+        char *why = proc_slurp(h[i].log);
+        ck_assert_msg(!strstr(why, "cannot create schema"),
+                      "round %d: host %d did not come up:\n%s", round, i,
+                      proc_tail(why));
+        free(why);
+        ck_assert_msg(proc_now_ms() < deadline,
+                      "round %d: host %d never came up", round, i);
+        proc_sleep_ms(20);
+      }
+    }
+    ck_assert_int_eq(count_rows(conninfo, "SELECT COUNT(*) FROM hosts WHERE "
+                                          "NOT dead"),
+                     HOSTS);
+    for (int i = 0; i < HOSTS; i++)
+      host_stop(&h[i], proc_now_ms() + SETTLE_MS, 0);
+  }
+}
+END_TEST
+
 /* The deploy plugin (plugins/deploy) at `path`: build v1 or v2. */
 #define DEPLOY_AT(path)                                                        \
   "  - name: deploy\n"                                                         \
@@ -601,6 +642,7 @@ int main(void) {
   tcase_add_test(tc, cron_tick_fires_once_across_hosts);
   tcase_add_test(tc, stalled_host_is_fenced_and_rejoins);
   tcase_add_test(tc, takeover_fetches_the_pinned_build);
+  tcase_add_test(tc, hosts_starting_at_once_on_an_empty_database_come_up);
   suite_add_tcase(s, tc);
   return http_suite_run(s);
 }

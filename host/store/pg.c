@@ -36,6 +36,9 @@
 /* 7: schema 6 and the hosts sharing the database (the hosts table, each
  * instance's owner).  A journal of 6 is brought to 7 when opened. */
 #define SCHEMA_VERSION "7"
+/* The advisory lock that one opener at a time creating or upgrading the
+ * schema holds (any fixed number; no other lock of duro's uses it). */
+#define SCHEMA_LOCK "7140100"
 
 /* Bytewise text, as SQLite compares it. */
 #define TXT "TEXT COLLATE \"C\""
@@ -371,28 +374,47 @@ static int schema_current(PGconn *c) {
   return current;
 }
 
+/* Creates the schema, or brings it to this version, unless it is current.
+ * One opener at a time (a session's advisory lock, let go with the
+ * session should it die), and each looks again once it holds the lock:
+ * hosts started together on an empty database all found no schema, and
+ * those that came after the first ran its DDL under the first host's
+ * transactions, whose row and table locks it deadlocked with.  A current
+ * schema is left alone: its DDL would take its tables' exclusive locks
+ * under hosts already running on them.  The DDL runs in one transaction:
+ * a failure leaves the schema as it was. */
+static int schema_create(PGconn *c, char *err, size_t errlen) {
+  char msg[512];
+  if (schema_current(c))
+    return 0;
+  if (pg_exec_cmd(c, "SELECT pg_advisory_lock(" SCHEMA_LOCK ")", msg,
+                  sizeof msg))
+    goto failed;
+  int rc = 0;
+  if (!schema_current(c) && (pg_exec_cmd(c, "BEGIN", msg, sizeof msg) ||
+                             pg_exec_cmd(c, schema_sql, msg, sizeof msg) ||
+                             pg_exec_cmd(c, "COMMIT", msg, sizeof msg))) {
+    PGresult *rb = PQexec(c, "ROLLBACK");
+    PQclear(rb);
+    rc = DURO_E_STORAGE;
+  }
+  PGresult *r = PQexec(c, "SELECT pg_advisory_unlock(" SCHEMA_LOCK ")");
+  PQclear(r);
+  if (!rc)
+    return 0;
+failed:
+  snprintf(err, errlen, "PostgreSQL: cannot create schema: %s", msg);
+  return DURO_E_STORAGE;
+}
+
 static int pg_open(const char *conninfo, int synchronous_full, void **out,
                    char *err, size_t errlen) {
   PGconn *c = pg_connect(conninfo, synchronous_full, err, errlen);
   int rc;
   if (!c && (rc = open_failed(conninfo, synchronous_full, &c, err, errlen)))
     return rc;
-  char msg[512];
-  /* Created in one transaction: two hosts opening one empty database
-   * leave one schema.  A current schema is left alone: its DDL would take
-   * its tables' exclusive locks under hosts already running on them (and
-   * deadlock with a takeover's row locks). */
-  if (synchronous_full >= 0 && !schema_current(c) &&
-      (pg_exec_cmd(c, "BEGIN", msg, sizeof msg) ||
-       pg_exec_cmd(c, "SELECT pg_advisory_xact_lock(7140100)", msg,
-                   sizeof msg) ||
-       pg_exec_cmd(c, schema_sql, msg, sizeof msg) ||
-       pg_exec_cmd(c, "COMMIT", msg, sizeof msg))) {
-    snprintf(err, errlen, "PostgreSQL: cannot create schema: %s", msg);
-    PQfinish(c);
-    return DURO_E_STORAGE;
-  }
-  if (schema_check(c, err, errlen) || prepare_writes(c, err, errlen)) {
+  if ((synchronous_full >= 0 && schema_create(c, err, errlen)) ||
+      schema_check(c, err, errlen) || prepare_writes(c, err, errlen)) {
     PQfinish(c);
     return DURO_E_STORAGE;
   }
