@@ -23,6 +23,8 @@
  *    runs again, finds its lease lost, exits and comes back as a new host
  *    (its supervisor restarts the engine); an event for an instance it
  *    used to run, sent to it, reaches the new owner;
+ *  - a host frozen past its lease while its instances run, let go once
+ *    the others ran some of their steps, runs none of those steps again;
  *  - three hosts started at once on an empty database all come up. */
 #include <check.h>
 #include <jansson.h>
@@ -142,13 +144,19 @@ static void expect(const host_run *h, const char *method, const char *path,
   http_resp_free(&r);
 }
 
-static void create_fault_flow(const host_run *h, const char *id, int steps) {
+/* Instance `id` of fault-flow: `steps` steps that each hold `hold_ms`. */
+static void create_fault_flow_held(const host_run *h, const char *id, int steps,
+                                   int hold_ms) {
   char body[256];
   snprintf(body, sizeof body,
            "{\"id\":\"%s\",\"params\":{\"fault\":\"none\",\"steps\":%d,"
-           "\"hold_ms\":5}}",
-           id, steps);
+           "\"hold_ms\":%d}}",
+           id, steps, hold_ms);
   expect(h, "POST", "/workflows/fault-flow/instances", body, 201);
+}
+
+static void create_fault_flow(const host_run *h, const char *id, int steps) {
+  create_fault_flow_held(h, id, steps, 5);
 }
 
 static void create_order(const host_run *h, const char *id) {
@@ -545,6 +553,92 @@ START_TEST(stalled_host_is_fenced_and_rejoins) {
 }
 END_TEST
 
+#define FROZEN_ROUNDS 3
+#define FROZEN_FAULTS 16
+#define FROZEN_STEPS 200
+
+static int64_t steps_done(const char *conninfo) {
+  return count_rows(conninfo, "SELECT COUNT(*) FROM steps WHERE "
+                              "status='complete'");
+}
+
+/* One round of frozen_host_runs_no_completed_step_again: instances
+ * "z<round>-<i>" made on h[1], which is frozen once they run, until the
+ * others took them over and ran some of their steps. */
+static void freeze_round(host_run *h, const char *conninfo, int round) {
+  char id[32];
+  for (int i = 0; i < FROZEN_FAULTS; i++) {
+    snprintf(id, sizeof id, "z%d-%d", round, i);
+    create_fault_flow_held(&h[1], id, FROZEN_STEPS, 0);
+  }
+  int64_t frozen = owner_of(conninfo, id);
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  int64_t before = steps_done(conninfo);
+  while (steps_done(conninfo) < before + 200) {
+    ck_assert_msg(proc_now_ms() < deadline, "no steps ran");
+    proc_sleep_ms(5);
+  }
+  kill(h[1].engine, SIGSTOP);
+  char sql[160];
+  snprintf(sql, sizeof sql,
+           "SELECT COUNT(*) FROM instances WHERE owner=%lld AND status NOT IN "
+           "('complete','errored','terminated')",
+           (long long)frozen);
+  while (count_rows(conninfo, sql) > 0) {
+    ck_assert_msg(proc_now_ms() < deadline, "its instances never moved");
+    proc_sleep_ms(50);
+  }
+  before = steps_done(conninfo);
+  while (steps_done(conninfo) < before + 200) {
+    ck_assert_msg(proc_now_ms() < deadline, "the takers ran no steps");
+    proc_sleep_ms(20);
+  }
+  snprintf(sql, sizeof sql,
+           "SELECT COUNT(*) FROM instances WHERE id LIKE 'z%d-%%' AND "
+           "status<>'complete'",
+           round);
+  ck_assert_msg(count_rows(conninfo, sql) > 0,
+                "every instance had completed before the frozen host ran "
+                "again");
+  kill(h[1].engine, SIGCONT);
+  /* it finds its lease lost and comes back as a new host */
+  host_wait_lines(&h[1], "lease on the store was lost", round + 1,
+                  proc_now_ms() + SETTLE_MS);
+  host_wait_lines(&h[1], "ready:", round + 2, proc_now_ms() + SETTLE_MS);
+  h[1].engine = host_last_engine(&h[1]);
+}
+
+/* A host frozen (SIGSTOP) for several leases while its instances run
+ * many steps: the others take them over and go on from their last
+ * completed step.  Once it runs again, the frozen host starts no step
+ * callback, though its activations were parked mid-run, about to start
+ * their next steps, which the takers may have completed meanwhile: its
+ * lease may have lapsed, so it asks the keeper and finds it lost.  No
+ * completed step runs again, and every instance completes.  (Which of
+ * its threads runs first once it is let go is the scheduler's choice:
+ * before the fix, a parked activation ran a completed step's callback in
+ * most rounds, the lost lease found a few milliseconds later.) */
+START_TEST(frozen_host_runs_no_completed_step_again) {
+  host_run h[HOSTS];
+  char conninfo[700];
+  hosts_start(h, "frozen", PLUGINS, conninfo, sizeof conninfo);
+  h[1].restarts = 1;
+  for (int round = 0; round < FROZEN_ROUNDS; round++)
+    freeze_round(h, conninfo, round);
+  char id[32];
+  for (int round = 0; round < FROZEN_ROUNDS; round++)
+    for (int i = 0; i < FROZEN_FAULTS; i++) {
+      snprintf(id, sizeof id, "z%d-%d", round, i);
+      wait_status(&h[0], "fault-flow", id, "complete");
+    }
+  sidelog_assert_no_rerun(faults_log());
+  ck_assert_uint_eq(sidelog_steps(faults_log(), "seen"),
+                    FROZEN_ROUNDS * FROZEN_FAULTS * FROZEN_STEPS);
+  for (int i = 0; i < HOSTS; i++)
+    host_stop(&h[i], proc_now_ms() + SETTLE_MS, i == 1);
+}
+END_TEST
+
 #define EMPTY_ROUNDS 5
 
 /* Three hosts started at once on an empty database, round after round:
@@ -643,6 +737,7 @@ int main(void) {
   tcase_add_test(tc, stalled_host_is_fenced_and_rejoins);
   tcase_add_test(tc, takeover_fetches_the_pinned_build);
   tcase_add_test(tc, hosts_starting_at_once_on_an_empty_database_come_up);
+  tcase_add_test(tc, frozen_host_runs_no_completed_step_again);
   suite_add_tcase(s, tc);
   return http_suite_run(s);
 }

@@ -304,6 +304,21 @@ static void slot_bind(duro_step *a) {
   ledger_set_state(a->slot, LEDGER_ACTIVATION);
 }
 
+/* On a shared store, a host whose lease may have lapsed starts no
+ * callback: another host may have taken the instance over and completed
+ * the step meanwhile (a host frozen past its lease resumes its parked
+ * activations right here).  The activation ends as after a failed write:
+ * nothing more of it is written, and it runs again later if the lease
+ * still holds (journal_lease_held waited for the keeper to say). */
+static int lease_lapsed(duro_step *a) {
+  if (journal_lease_held(a->e->j))
+    return 0;
+  a->storage_failed = 1;
+  a->suspended = 1;
+  a->reason = SUSPEND_SHUTDOWN;
+  return 1;
+}
+
 /* Commits the batch: the activation may park here while its worker runs
  * others (engine_commit_step). */
 static int flush(duro_step *a) {
@@ -749,6 +764,8 @@ static duro_rc api_do(duro_step *a, const char *name,
   }
   if (retry_orphaned(a, s, &c, &rc))
     return rc;
+  if (lease_lapsed(a))
+    return DURO_SUSPEND;
   int64_t started = now_ms(a);
   if (s->wake_ms != JOURNAL_NONE && started < s->wake_ms)
     return suspend_until(a, s->wake_ms, NULL); /* back-off not over */
@@ -1559,6 +1576,8 @@ void activation_run(duro_engine *e, entry *ent) {
     goto retry;
   }
 
+  if (lease_lapsed(a))
+    goto retry; /* run() starts only under a lease that surely holds */
   duro_event ev = event_of(a);
   duro_env env = {.engine = e};
   metrics_add(&e->m.activations, 1);

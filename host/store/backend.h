@@ -200,6 +200,8 @@ typedef struct store_backend {
                   void *ctx, size_t *moved);
   int (*adopt)(void *db, int64_t rowid, int64_t *owner);
   int (*notify)(void *db, int64_t host, const char *text);
+  /* journal_lease_held, on a joined store. */
+  int (*lease_held)(void *db);
   /* Stops calling the hooks (journal_quiet); the host stays joined. */
   void (*quiet)(void *db);
   /* journal_build_put, journal_build_get, journal_builds_prune. */

@@ -140,6 +140,10 @@ int journal_join(journal *j, int64_t lease_ms, const store_host_hooks *hooks,
 
 int64_t journal_host(journal *j) { return j->host; }
 
+int journal_lease_held(journal *j) {
+  return !j->host || !j->be->lease_held || j->be->lease_held(j->db);
+}
+
 int journal_takeover(journal *j, size_t limit,
                      void (*fn)(void *ctx, int64_t rowid, int64_t wake_ms),
                      void *ctx, size_t *moved) {

@@ -441,6 +441,16 @@ int journal_join(journal *j, int64_t lease_ms, const store_host_hooks *hooks,
                  char *err, size_t errlen);
 /* This host's id on the store; 0 when it has not joined one. */
 int64_t journal_host(journal *j);
+/* Whether this host surely still holds its lease, so that it may start a
+ * step's callback (a host frozen past its lease, SIGSTOP or a paused VM,
+ * must not run steps that the host that took over completed meanwhile).
+ * 1 on a store with one host, at the cost of a load; on a shared one, 1
+ * while the last renewal started less than two thirds of the lease ago
+ * (on a clock that counts the time a process was stopped or the machine
+ * suspended); past that, it waits for the lease keeper's next renewal
+ * to tell, for up to a lease.  0 when the lease was lost, or could not
+ * be renewed in that time. */
+int journal_lease_held(journal *j);
 /* Renews this host's lease, marks dead the hosts whose lease ran out,
  * and moves up to `limit` of the unended instances of dead hosts (or of
  * none) to this host, calling fn for each moved one with its wake time

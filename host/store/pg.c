@@ -424,6 +424,8 @@ static int pg_open(const char *conninfo, int synchronous_full, void **out,
   pg->synchronous_full = synchronous_full;
   pthread_mutex_init(&pg->readers_mu, NULL);
   pthread_cond_init(&pg->readers_cv, NULL);
+  pthread_mutex_init(&pg->lease_mu, NULL);
+  pthread_cond_init(&pg->lease_cv, NULL);
   *out = pg;
   return 0;
 }
@@ -439,6 +441,8 @@ static void pg_close(void *db) {
   }
   pthread_mutex_destroy(&pg->readers_mu);
   pthread_cond_destroy(&pg->readers_cv);
+  pthread_mutex_destroy(&pg->lease_mu);
+  pthread_cond_destroy(&pg->lease_cv);
   free(pg->conninfo);
   free(pg);
 }
@@ -1725,6 +1729,7 @@ const store_backend store_pg = {
     .takeover = pg_takeover,
     .adopt = pg_adopt,
     .notify = pg_notify,
+    .lease_held = pg_lease_held,
     .quiet = pg_quiet,
     .build_put = pg_build_put,
     .build_get = pg_build_get,

@@ -22,6 +22,21 @@
  * dead and fails; then the host has lost its lease and must stop
  * (hooks.lost).  No step of a moved instance is written twice.
  *
+ * The fence stops a stale host's writes, not its step callbacks: a host
+ * frozen past its lease (SIGSTOP, a paused VM, a long swap stall) would
+ * resume its activations straight into their next callbacks, steps that
+ * the host that took over may have completed meanwhile.  So a host knows
+ * until when its lease surely holds (lease_until: when the last renewal
+ * that succeeded was sent, since the server dates the heartbeat by its
+ * own clock once the statement arrives, plus two thirds of the lease),
+ * on CLOCK_BOOTTIME, which counts the time a process was stopped and the
+ * machine suspended; the engine asks before each callback
+ * (pg_lease_held), and past that time waits for the keeper's next
+ * renewal to say whether the lease still holds.  (A freeze that falls
+ * in the microseconds between that look and the callback's start is one
+ * that caught a callback under way: no fence can stop what a callback
+ * does once it runs.)
+ *
  * Notices: the keeper LISTENs on "duro_host_<id>" and hands each payload
  * to hooks.notice; other hosts send them with pg_notify (an event stored
  * for an instance this host runs, a control request). */
@@ -41,10 +56,81 @@ static int64_t mono_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The clock of lease_until: it runs on while the process is stopped. */
+static int64_t boot_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Wakes the threads waiting in lease_wait. */
+static void lease_tell(pg_store *pg) {
+  pthread_mutex_lock(&pg->lease_mu);
+  pthread_cond_broadcast(&pg->lease_cv);
+  pthread_mutex_unlock(&pg->lease_mu);
+}
+
+/* A renewal sent at `sent` (boot_ms) succeeded. */
+static void lease_renewed(pg_store *pg, int64_t sent) {
+  int64_t until = sent + pg->lease_ms - pg->lease_ms / 3;
+  int64_t old = __atomic_load_n(&pg->lease_until, __ATOMIC_ACQUIRE);
+  while (old < until &&
+         !__atomic_compare_exchange_n(&pg->lease_until, &old, until, 0,
+                                      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    ;
+  if (__atomic_load_n(&pg->lost, __ATOMIC_ACQUIRE))
+    __atomic_store_n(&pg->lease_until, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&pg->lease_warned, 0, __ATOMIC_RELAXED);
+  lease_tell(pg);
+}
+
 void pg_host_lost(pg_store *pg) {
-  if (__atomic_exchange_n(&pg->lost, 1, __ATOMIC_ACQ_REL) == 0 &&
-      pg->hooks.lost)
-    pg->hooks.lost(pg->hooks.ctx);
+  int first = __atomic_exchange_n(&pg->lost, 1, __ATOMIC_ACQ_REL) == 0;
+  /* After `lost`: a renewal that raced with this sees it (lease_renewed) */
+  __atomic_store_n(&pg->lease_until, 0, __ATOMIC_RELEASE);
+  if (first) {
+    lease_tell(pg);
+    if (pg->hooks.lost)
+      pg->hooks.lost(pg->hooks.ctx);
+  }
+}
+
+static int lease_sure(pg_store *pg) {
+  return boot_ms() < __atomic_load_n(&pg->lease_until, __ATOMIC_ACQUIRE);
+}
+
+/* The lease may have lapsed: waits, for up to a lease, for the keeper to
+ * renew it (1) or find it lost (0).  No answer in that time (the
+ * database is away) is 0 too: the caller's work is retried later. */
+static int lease_wait(pg_store *pg) {
+  int64_t give_up = boot_ms() + pg->lease_ms;
+  int held;
+  pthread_mutex_lock(&pg->lease_mu);
+  while (!(held = lease_sure(pg)) &&
+         !__atomic_load_n(&pg->lost, __ATOMIC_ACQUIRE) &&
+         !__atomic_load_n(&pg->stopping, __ATOMIC_ACQUIRE) &&
+         boot_ms() < give_up) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 50 * 1000000L; /* the boot clock decides, not this one */
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&pg->lease_cv, &pg->lease_mu, &ts);
+  }
+  pthread_mutex_unlock(&pg->lease_mu);
+  if (!held && !__atomic_load_n(&pg->lost, __ATOMIC_ACQUIRE) &&
+      !__atomic_exchange_n(&pg->lease_warned, 1, __ATOMIC_RELAXED))
+    log_warn("PostgreSQL: host %" PRId64 "'s lease was not renewed for "
+             "%" PRId64 " ms: no step starts until it is",
+             pg->host, pg->lease_ms);
+  return held;
+}
+
+int pg_lease_held(void *db) {
+  pg_store *pg = db;
+  return lease_sure(pg) || lease_wait(pg);
 }
 
 /* Renews the lease on `c`: 1, 0 when the host was found dead, -1 when the
@@ -101,6 +187,7 @@ static void *keeper_main(void *arg) {
     }
     int64_t now = mono_ms();
     if (now >= next_beat) {
+      int64_t sent = boot_ms();
       int rc = lease_renew(pg, c);
       if (rc == 0) {
         pg_host_lost(pg);
@@ -111,6 +198,7 @@ static void *keeper_main(void *arg) {
         c = NULL;
         continue;
       }
+      lease_renewed(pg, sent);
       next_beat = now + beat_every;
     }
     int64_t wait = next_beat - mono_ms();
@@ -137,6 +225,7 @@ int pg_join(void *db, int64_t lease_ms, const store_host_hooks *hooks,
   snprintf(pid, sizeof pid, "%d", (int)getpid());
   snprintf(lease, sizeof lease, "%" PRId64, lease_ms);
   const char *v[3] = {name, pid, lease};
+  int64_t sent = boot_ms();
   PGresult *r = PQexecParams(pg->wr,
                              "INSERT INTO hosts(name,pid,lease_ms) "
                              "VALUES($1,$2,$3) RETURNING id",
@@ -150,6 +239,7 @@ int pg_join(void *db, int64_t lease_ms, const store_host_hooks *hooks,
   pg->host = get_i64(r, 0, 0);
   PQclear(r);
   pg->lease_ms = lease_ms;
+  lease_renewed(pg, sent); /* the row's heartbeat is its insert's */
   pg->hooks = *hooks;
   if (pthread_create(&pg->keeper, NULL, keeper_main, pg) != 0) {
     snprintf(err, errlen, "cannot start the lease keeper thread");
@@ -186,6 +276,7 @@ int pg_takeover(void *db, size_t limit,
   p_i64(&me, pg->host);
   PGresult *r = NULL;
   int rc = DURO_E_STORAGE;
+  int64_t sent = boot_ms();
   if (pg_exec_cmd(c, "BEGIN", NULL, 0))
     goto out;
   /* Its own lease first: a host that lost it takes nothing. */
@@ -237,6 +328,7 @@ int pg_takeover(void *db, size_t limit,
     PQclear(taken);
     goto out;
   }
+  lease_renewed(pg, sent); /* its heartbeat is the transaction's start */
   for (int i = 0; i < PQntuples(taken); i++)
     fn(ctx, get_i64(taken, i, 0), get_ms(taken, i, 1));
   *moved = (size_t)PQntuples(taken);
@@ -300,6 +392,7 @@ void pg_quiet(void *db) {
   if (!pg->keeper_started)
     return;
   __atomic_store_n(&pg->stopping, 1, __ATOMIC_RELEASE);
+  lease_tell(pg); /* no renewal is coming */
   pthread_join(pg->keeper, NULL);
   pg->keeper_started = 0;
 }

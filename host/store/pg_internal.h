@@ -109,6 +109,15 @@ typedef struct pg_store {
   int keeper_started;
   int stopping; /* atomic */
   int lost;     /* atomic: the lease was found lost */
+  /* Until when, in CLOCK_BOOTTIME ms, the lease surely holds (atomic; 0
+   * once lost): the start of the last renewal that succeeded plus two
+   * thirds of the lease (pg_lease_held).  lease_mu and lease_cv: threads
+   * waiting for the keeper to renew it; `lease_warned` that one of them
+   * said it waited in vain. */
+  int64_t lease_until;
+  pthread_mutex_t lease_mu;
+  pthread_cond_t lease_cv;
+  int lease_warned;
 } pg_store;
 
 /* Notices to host N go to channel "duro_host_N". */
@@ -183,6 +192,7 @@ int pg_takeover(void *db, size_t limit,
                 void *ctx, size_t *moved);
 int pg_adopt(void *db, int64_t rowid, int64_t *owner);
 int pg_notify(void *db, int64_t host, const char *text);
+int pg_lease_held(void *db);
 void pg_quiet(void *db);
 /* At close: the keeper stops and a host that leaves cleanly marks itself
  * dead, so that its instances move at once, not a lease later. */
