@@ -25,6 +25,8 @@
  *    used to run, sent to it, reaches the new owner;
  *  - a host frozen past its lease while its instances run, let go once
  *    the others ran some of their steps, runs none of those steps again;
+ *  - forwarded control requests that wait on the database leave the
+ *    keeper free: it still hears other hosts' answers, and the lease holds;
  *  - three hosts started at once on an empty database all come up. */
 #include <check.h>
 #include <jansson.h>
@@ -34,6 +36,8 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <libpq-fe.h>
 
 #include "host_run.h"
 #include "http_client.h"
@@ -639,6 +643,91 @@ START_TEST(frozen_host_runs_no_completed_step_again) {
 }
 END_TEST
 
+#define SLOW_CONTROLS 4
+
+/* A child that restarts fault-flow instance `id` from its first step
+ * through host h: it exits 0 when the answer was 200. */
+static pid_t restart_elsewhere(const host_run *h, const char *id) {
+  pid_t kid = fork();
+  ck_assert_int_ge(kid, 0);
+  if (kid)
+    return kid;
+  char path[128];
+  snprintf(path, sizeof path, "/workflows/fault-flow/instances/%s/status", id);
+  http_resp r;
+  int ok = host_request_try(h, &r, "PATCH", path,
+                            "{\"status\":\"restart\",\"from\":{\"name\":"
+                            "\"step\"}}") == 0 &&
+           r.status == 200;
+  _exit(ok ? 0 : 1);
+}
+
+/* Forwarded control requests that wait on the database (a restart from a
+ * step reads the steps, which the test holds locked) are worked on by a
+ * thread of their own: the keeper thread, which renews the lease and
+ * reads the notices, still hears the answer to a request of its host's
+ * own (before, it waited in the first restart and the answer came too
+ * late: 503), the host keeps its lease, and the restarts take effect
+ * once the lock goes. */
+START_TEST(slow_forwarded_controls_leave_the_keeper_free) {
+  host_run h[HOSTS];
+  char conninfo[700];
+  hosts_start(h, "slowctl", PLUGINS, conninfo, sizeof conninfo);
+  char id[32];
+  for (int i = 0; i < SLOW_CONTROLS; i++) {
+    snprintf(id, sizeof id, "r%d", i);
+    create_fault_flow(&h[0], id, 3);
+  }
+  for (int i = 0; i < SLOW_CONTROLS; i++) {
+    snprintf(id, sizeof id, "r%d", i);
+    wait_status(&h[0], "fault-flow", id, "complete");
+  }
+  int64_t slow = owner_of(conninfo, "r0");
+  create_order(&h[1], "p1");
+  wait_review(&h[1], "p1");
+  PGconn *lock = PQconnectdb(conninfo);
+  ck_assert_int_eq(PQstatus(lock), CONNECTION_OK);
+  PGresult *r = PQexec(lock, "BEGIN; LOCK TABLE steps IN ACCESS EXCLUSIVE "
+                             "MODE");
+  ck_assert_int_eq(PQresultStatus(r), PGRES_COMMAND_OK);
+  PQclear(r);
+  pid_t kids[SLOW_CONTROLS];
+  for (int i = 0; i < SLOW_CONTROLS; i++) {
+    snprintf(id, sizeof id, "r%d", i);
+    kids[i] = restart_elsewhere(&h[2], id);
+  }
+  /* the first restart waits for the lock on h[0] */
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  while (count_rows(conninfo, "SELECT COUNT(*) FROM pg_locks l JOIN pg_class "
+                              "c ON c.oid=l.relation WHERE "
+                              "c.relname='steps' AND NOT l.granted") < 1) {
+    ck_assert_msg(proc_now_ms() < deadline, "no restart reached the steps");
+    proc_sleep_ms(20);
+  }
+  control(&h[0], "p1", "{\"status\":\"pause\"}", 200);
+  proc_sleep_ms(3000); /* three leases more */
+  ck_assert_int_eq(host_count_lines(&h[0], "lease on the store was lost"), 0);
+  char sql[96];
+  snprintf(sql, sizeof sql,
+           "SELECT COUNT(*) FROM hosts WHERE id=%lld AND "
+           "NOT dead",
+           (long long)slow);
+  ck_assert_int_eq(count_rows(conninfo, sql), 1);
+  PQfinish(lock);
+  for (int i = 0; i < SLOW_CONTROLS; i++) {
+    int st;
+    ck_assert_int_eq(waitpid(kids[i], &st, 0), kids[i]);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                  "restart %d was not carried out", i);
+  }
+  ck_assert_int_eq(count_rows(conninfo, "SELECT COUNT(*) FROM instances WHERE "
+                                        "id LIKE 'r%' AND restarts=1"),
+                   SLOW_CONTROLS);
+  wait_status(&h[2], "order-flow", "p1", "paused");
+  hosts_stop(h, -1);
+}
+END_TEST
+
 #define EMPTY_ROUNDS 5
 
 /* Three hosts started at once on an empty database, round after round:
@@ -738,6 +827,7 @@ int main(void) {
   tcase_add_test(tc, takeover_fetches_the_pinned_build);
   tcase_add_test(tc, hosts_starting_at_once_on_an_empty_database_come_up);
   tcase_add_test(tc, frozen_host_runs_no_completed_step_again);
+  tcase_add_test(tc, slow_forwarded_controls_leave_the_keeper_free);
   suite_add_tcase(s, tc);
   return http_suite_run(s);
 }

@@ -790,7 +790,7 @@ void duro_engine_close(duro_engine *e) {
   if (!e)
     return;
   duro_engine_stop(e, -1);
-  journal_quiet(e->j); /* other hosts' notices use what goes below */
+  engine_hosts_quiet(e); /* other hosts' notices use what goes below */
   pthread_mutex_lock(&e->mu);
   uint32_t stuck = e->stuck;
   pthread_mutex_unlock(&e->mu);

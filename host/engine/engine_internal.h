@@ -216,6 +216,8 @@ struct duro_engine {
   idmap remote_watches;
   size_t remote_watched;
   int64_t next_takeover;
+  /* The notices whose work waits on the store, off the keeper thread. */
+  struct notice_queue *notices;
 
   /* The scheduler pass's own state (scheduler.c; only the thread that
    * runs passes touches it): the retention sweep, which deletes a bounded
@@ -491,6 +493,10 @@ void engine_remote_watches_fire(duro_engine *e, int64_t rowid,
                                 const char *status);
 /* At close. */
 void engine_hosts_free(duro_engine *e);
+/* No notice from another host is taken from now on, and none is being
+ * worked on (journal_quiet, then the notices thread ends): before what
+ * they use goes away. */
+void engine_hosts_quiet(duro_engine *e);
 /* Sends control request `op` for instance `rowid` to host `owner` and
  * waits for its answer: what the owner's duro_instance_* returned (and,
  * for a restart, *why); FORWARD_HERE when the owner died meanwhile and

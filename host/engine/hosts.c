@@ -10,7 +10,12 @@
  *  - notices from other hosts, on the journal's keeper thread: an event
  *    they stored for an instance this host runs ("e <rowid> <woke>"), a
  *    control request to carry out here and answer, the answer to one this
- *    host sent, and "resync" after notices may have been lost;
+ *    host sent, and "resync" after notices may have been lost.  That
+ *    thread also renews the lease, so it only notes what a notice says:
+ *    the work that waits on the store (a control request carried out, a
+ *    remote watch, which reads the row) goes to the notices thread, in
+ *    order, so that a slow database or a burst of requests never holds
+ *    up a renewal (or the answers to this host's own requests);
  *  - forwarding: a pause, resume, terminate or restart that reaches this
  *    host for an instance another host runs is sent to that host, which
  *    applies it as its own and answers; the caller gets that answer, or
@@ -338,6 +343,109 @@ void engine_hosts_free(duro_engine *e) {
   pthread_cond_destroy(&e->fw_cv);
 }
 
+/* ---- the notices thread ---------------------------------------------------
+ */
+
+/* A control request to carry out (req), or a remote watch to register
+ * (req NULL: host `host` waits for instance `rowid`). */
+typedef struct notice_job {
+  json_t *req;
+  int64_t rowid, host;
+  struct notice_job *next;
+} notice_job;
+
+typedef struct notice_queue {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  notice_job *head, **tail;
+  int stopping;
+  pthread_t thread;
+} notice_queue;
+
+static void job_run(duro_engine *e, notice_job *job) {
+  if (job->req)
+    carry_out(e, job->req);
+  else
+    watch_for(e, job->rowid, job->host);
+  json_decref(job->req);
+  free(job);
+}
+
+static void *notices_main(void *arg) {
+  duro_engine *e = arg;
+  notice_queue *q = e->notices;
+  pthread_mutex_lock(&q->mu);
+  while (!q->stopping) {
+    notice_job *job = q->head;
+    if (!job) {
+      pthread_cond_wait(&q->cv, &q->mu);
+      continue;
+    }
+    if (!(q->head = job->next))
+      q->tail = &q->head;
+    pthread_mutex_unlock(&q->mu);
+    job_run(e, job);
+    pthread_mutex_lock(&q->mu);
+  }
+  pthread_mutex_unlock(&q->mu);
+  return NULL;
+}
+
+/* Hands `job` to the notices thread (on the keeper's). */
+static void job_queue(duro_engine *e, notice_job *job) {
+  notice_queue *q = e->notices;
+  pthread_mutex_lock(&q->mu);
+  job->next = NULL;
+  *q->tail = job;
+  q->tail = &job->next;
+  pthread_cond_signal(&q->cv);
+  pthread_mutex_unlock(&q->mu);
+}
+
+static int notices_start(duro_engine *e, char *err, size_t errlen) {
+  notice_queue *q = xcalloc(1, sizeof *q);
+  pthread_mutex_init(&q->mu, NULL);
+  pthread_cond_init(&q->cv, NULL);
+  q->tail = &q->head;
+  e->notices = q;
+  if (pthread_create(&q->thread, NULL, notices_main, e) != 0) {
+    snprintf(err, errlen, "cannot start the notices thread");
+    e->notices = NULL;
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cv);
+    free(q);
+    return DURO_E_STORAGE;
+  }
+  return 0;
+}
+
+/* Requests still queued are dropped: their senders time out (a host that
+ * stops answers nothing more). */
+static void notices_stop(duro_engine *e) {
+  notice_queue *q = e->notices;
+  if (!q)
+    return;
+  pthread_mutex_lock(&q->mu);
+  q->stopping = 1;
+  pthread_cond_signal(&q->cv);
+  pthread_mutex_unlock(&q->mu);
+  pthread_join(q->thread, NULL);
+  for (notice_job *job = q->head, *next; job; job = next) {
+    next = job->next;
+    json_decref(job->req);
+    free(job);
+  }
+  pthread_mutex_destroy(&q->mu);
+  pthread_cond_destroy(&q->cv);
+  free(q);
+  e->notices = NULL;
+}
+
+void engine_hosts_quiet(duro_engine *e) {
+  journal_quiet(e->j); /* no notice comes from now on */
+  notices_stop(e);
+}
+
 /* ---- notices ----------------------------------------------------------------
  */
 
@@ -351,7 +459,10 @@ static void on_notice(void *ctx, const char *text) {
     return;
   }
   if (sscanf(text, "w %lld %lld", &rowid, &host) == 2) {
-    watch_for(e, (int64_t)rowid, (int64_t)host);
+    notice_job *job = xcalloc(1, sizeof *job);
+    job->rowid = (int64_t)rowid;
+    job->host = (int64_t)host;
+    job_queue(e, job);
     return;
   }
   if (sscanf(text, "d %lld %23s", &rowid, status) == 2) {
@@ -364,9 +475,11 @@ static void on_notice(void *ctx, const char *text) {
     return;
   }
   json_t *msg = json_loads(text, 0, NULL);
-  if (json_is_object(msg) && json_object_get(msg, "q"))
-    carry_out(e, msg);
-  else if (json_is_object(msg) && json_object_get(msg, "r"))
+  if (json_is_object(msg) && json_object_get(msg, "q")) {
+    notice_job *job = xcalloc(1, sizeof *job);
+    job->req = json_incref(msg);
+    job_queue(e, job);
+  } else if (json_is_object(msg) && json_object_get(msg, "r"))
     answer_came(e, msg);
   else
     log_warn("an unknown notice from another host: ignored");
@@ -388,7 +501,13 @@ int engine_join(duro_engine *e, char *err, size_t errlen) {
   if (!e->opt.join_store || e->opt.read_only)
     return 0;
   store_host_hooks hooks = {.notice = on_notice, .lost = on_lost, .ctx = e};
-  int rc = journal_join(e->j, engine_lease_ms(e), &hooks, err, errlen);
+  /* Running before the first notice can come. */
+  int rc = notices_start(e, err, errlen);
+  if (rc)
+    return rc;
+  rc = journal_join(e->j, engine_lease_ms(e), &hooks, err, errlen);
+  if (rc || !journal_host(e->j)) /* no other host can reach this one */
+    notices_stop(e);
   if (rc == 0 && journal_host(e->j))
     log_info("joined the store as host %" PRId64 " (lease %" PRId64 " ms)",
              journal_host(e->j), engine_lease_ms(e));
