@@ -72,7 +72,7 @@ static struct cron_registry *registry(duro_engine *e) {
   if (!e->crons) {
     e->crons = xcalloc(1, sizeof *e->crons);
     pthread_mutex_init(&e->crons->mu, NULL);
-    pthread_cond_init(&e->crons->idle, NULL);
+    engine_cond_init(&e->crons->idle); /* stop's monotonic grace */
   }
   struct cron_registry *r = e->crons;
   pthread_mutex_unlock(&e->mu);

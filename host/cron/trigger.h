@@ -100,7 +100,7 @@ int cron_expand_id(const char *tmpl, int64_t tick_ms, const char *tz, char *out,
 int duro_crons_sweep(duro_engine *e, size_t *deleted);
 
 struct cron_registry;
-/* Waits until no handler thread runs, or until `until` (CLOCK_REALTIME;
+/* Waits until no handler thread runs, or until `until` (CLOCK_MONOTONIC;
  * NULL: no limit); returns how many still run. */
 struct timespec;
 uint32_t cron_registry_wait(struct cron_registry *r,

@@ -754,8 +754,6 @@ struct timespec engine_cond_deadline(int64_t ms) {
 uint32_t duro_engine_stop(duro_engine *e, int64_t grace_ms) {
   int64_t grace = grace_ms < 0 ? 0 : grace_ms;
   struct timespec until = engine_cond_deadline(grace);
-  /* The queue consumers' and the schedules' waits take the wall clock. */
-  struct timespec until_wall = deadline_on(CLOCK_REALTIME, grace);
   pthread_mutex_lock(&e->mu);
   __atomic_store_n(&e->stopping, 1, __ATOMIC_RELEASE);
   pthread_cond_broadcast(&e->work);
@@ -781,8 +779,8 @@ uint32_t duro_engine_stop(duro_engine *e, int64_t grace_ms) {
   /* Queue batches in their handlers (none start now: the scheduler is
    * gone) get the same grace; one still there is settled by no one, and
    * its messages return when its lease ends. */
-  left += queue_consumers_wait(qc, grace_ms < 0 ? NULL : &until_wall);
-  left += cron_registry_wait(e->crons, grace_ms < 0 ? NULL : &until_wall);
+  left += queue_consumers_wait(qc, grace_ms < 0 ? NULL : &until);
+  left += cron_registry_wait(e->crons, grace_ms < 0 ? NULL : &until);
   return left;
 }
 

@@ -80,7 +80,7 @@ static struct queue_consumers *consumers(duro_engine *e) {
   if (!e->consumers) {
     e->consumers = xcalloc(1, sizeof *e->consumers);
     pthread_mutex_init(&e->consumers->mu, NULL);
-    pthread_cond_init(&e->consumers->idle, NULL);
+    engine_cond_init(&e->consumers->idle); /* stop's monotonic grace */
   }
   struct queue_consumers *c = e->consumers;
   pthread_mutex_unlock(&e->mu);

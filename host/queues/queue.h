@@ -238,7 +238,7 @@ int duro_json_pointer_valid(const char *ptr);
 json_t *duro_json_pointer_get(json_t *doc, const char *ptr);
 
 struct queue_consumers;
-/* Waits until no batch is in a handler, or until `until` (CLOCK_REALTIME;
+/* Waits until no batch is in a handler, or until `until` (CLOCK_MONOTONIC;
  * NULL: no limit); returns the batches still in one. */
 struct timespec;
 uint32_t queue_consumers_wait(struct queue_consumers *c,
