@@ -536,15 +536,22 @@ void attempt_gate_leave(duro_attempt *at) {
 
 /* The callback is about to run: the ledger says so (should the process
  * die inside it, the next engine counts a crash), and the watchdog may
- * find it through the worker.  Returns 1 when a terminate or pause came
- * since the step boundary: the callback must not start.  (A terminate
- * sets its flag, then looks for the worker's attempt under the worker's
- * mutex; the attempt is published under that mutex before the flag is
- * read here, so either the terminate finds the attempt and abandons it,
- * or the flag is seen here.) */
+ * find it through the worker.  Returns 1 when the lease may have lapsed,
+ * or a terminate or pause came since the step boundary: the callback
+ * must not start.  (A terminate sets its flag, then looks for the
+ * worker's attempt under the worker's mutex; the attempt is published
+ * under that mutex before the flag is read here, so either the terminate
+ * finds the attempt and abandons it, or the flag is seen here.) */
 static int attempt_end(duro_step *a, duro_attempt *at);
 
 static int attempt_begin(duro_step *a, duro_attempt *at) {
+  /* Looked at again here, as late as can be: save_start's commit and the
+   * gate may have waited since api_do looked, and a host frozen meanwhile
+   * must not start the callback. */
+  if (lease_lapsed(a)) {
+    attempt_gate_leave(at);
+    return 1;
+  }
   ledger_slot *sl = a->slot;
   if (sl) {
     const journal_step *s = at->step;
