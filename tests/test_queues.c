@@ -452,14 +452,14 @@ START_TEST(retention_sweep_deletes_old_messages) {
   send(&h, "jobs", "2", 0);
   size_t n = 0;
   harness_advance(&h, 30 * 60000 + 1);
-  ck_assert_int_eq(duro_queues_sweep(h.e, &n), 0);
+  ck_assert_int_eq(duro_queues_sweep(h.e, 0, &n), 0);
   ck_assert_uint_eq(n, 1);
   json_t *m = pull(&h, "jobs", 10, 0);
   ck_assert_uint_eq(json_array_size(m), 1);
   ck_assert_int_eq(int_of(json_array_get(m, 0), "body"), 2);
   json_decref(m);
   harness_advance(&h, 4 * 24 * HOUR_MS);
-  ck_assert_int_eq(duro_queues_sweep(h.e, &n), 0);
+  ck_assert_int_eq(duro_queues_sweep(h.e, 0, &n), 0);
   ck_assert_uint_eq(n, 2);
   json_t *all = NULL;
   ck_assert_int_eq(duro_queue_stats(h.e, NULL, &all), 0);
@@ -468,6 +468,38 @@ START_TEST(retention_sweep_deletes_old_messages) {
       json_string_value(json_object_get(json_array_get(all, 0), "name")),
       "jobs");
   json_decref(all);
+  harness_close(&h);
+}
+END_TEST
+
+/* A sweep bounded to `max` messages stops there and says more may be
+ * due; the next calls take the rest (the scheduler calls it a pass at a
+ * time, so a queue of millions of old messages holds up no wake). */
+START_TEST(retention_sweep_is_bounded) {
+  harness h;
+  harness_open(&h);
+  harness_start(&h);
+  duro_queue_options o = {.max_retries = -1, .retention_ms = HOUR_MS};
+  ck_assert_int_eq(duro_queue_register(h.e, "a", &o), 0);
+  ck_assert_int_eq(duro_queue_register(h.e, "b", &o), 0);
+  for (int i = 0; i < 15; i++)
+    send(&h, "a", "1", 0);
+  for (int i = 0; i < 10; i++)
+    send(&h, "b", "1", 0);
+  harness_advance(&h, HOUR_MS + 1);
+  size_t n = 0, total = 0;
+  ck_assert_int_eq(duro_queues_sweep(h.e, 10, &n), 1);
+  ck_assert_uint_eq(n, 10);
+  total += n;
+  ck_assert_int_eq(duro_queues_sweep(h.e, 10, &n), 1);
+  ck_assert_uint_eq(n, 10);
+  total += n;
+  ck_assert_int_eq(duro_queues_sweep(h.e, 10, &n), 0);
+  ck_assert_uint_eq(n, 5);
+  total += n;
+  ck_assert_uint_eq(total, 25);
+  ck_assert_int_eq(duro_queues_sweep(h.e, 10, &n), 0);
+  ck_assert_uint_eq(n, 0);
   harness_close(&h);
 }
 END_TEST
@@ -1405,6 +1437,7 @@ int main(void) {
   tcase_add_test(tc, peek_lists_without_leasing);
   tcase_add_test(tc, peek_shows_dead_letters_unchanged);
   tcase_add_test(tc, retention_sweep_deletes_old_messages);
+  tcase_add_test(tc, retention_sweep_is_bounded);
   tcase_add_test(tc, scheduler_runs_the_queue_sweep);
   tcase_add_test(tc, bad_input_is_refused);
   tcase_add_test(tc, messages_survive_a_restart);

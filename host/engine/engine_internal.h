@@ -228,7 +228,9 @@ struct duro_engine {
     int started;      /* next is set */
     int64_t next;     /* when the next sweep starts (engine_mono_ms) */
     int running;      /* a sweep is under way */
+    int messages;     /* its instances are done: queue messages now */
     size_t instances; /* deleted by it so far */
+    size_t deleted;   /* queue messages deleted by it so far */
     uint32_t passes;  /* passes it took so far */
   } sweep;
   uint64_t reconciled_failures;

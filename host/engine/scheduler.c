@@ -15,9 +15,10 @@
  *    once writes succeed again after any failed, so nothing acknowledged
  *    waits for a restart;
  *  - the retention sweep (instances, then queue messages), once a
- *    minute: at most SWEEP_PASS_MAX instances a pass, the passes back to
- *    back while there are more, so that a large sweep never holds up the
- *    wakes, dispatch and cron ticks of the passes between;
+ *    minute: at most SWEEP_PASS_MAX instances, then SWEEP_PASS_MESSAGES
+ *    messages, a pass, the passes back to back while there are more, so
+ *    that a large sweep never holds up the wakes, dispatch and cron
+ *    ticks of the passes between;
  *  - the store's files (journal_check): deleted or replaced under the
  *    host, they would take writes no restart finds, so the journal then
  *    refuses every write (503, /healthz degraded) and a line says why;
@@ -48,7 +49,8 @@
 #define RETRY_MAX_MS 5000
 #define SWEEP_EVERY_MS 60000
 #define SWEEP_FIRST_MS 5000
-#define SWEEP_PASS_MAX 500 /* instances deleted in one pass */
+#define SWEEP_PASS_MAX 500       /* instances deleted in one pass */
+#define SWEEP_PASS_MESSAGES 5000 /* queue messages deleted in one pass */
 #define WAIT_MAX_MS 1000
 
 int64_t engine_mono_ms(const duro_engine *e) {
@@ -162,9 +164,10 @@ static void wait_ms(duro_engine *e, int64_t ms) {
   pthread_cond_timedwait(&e->sched, &e->mu, &until);
 }
 
-/* A bounded step of the retention sweep when one is due or under way
- * (at most SWEEP_PASS_MAX instances); once no more instances are due, the
- * queue messages and cron ticks.  Returns 1 while instances remain. */
+/* A bounded step of the retention sweep when one is due or under way:
+ * at most SWEEP_PASS_MAX instances, then, once no more instances are
+ * due, at most SWEEP_PASS_MESSAGES queue messages a pass, then the cron
+ * ticks.  Returns 1 while instances or messages remain. */
 static int sweep_step(duro_engine *e, int64_t mono) {
   if (!e->sweep.started) {
     e->sweep.started = 1;
@@ -174,23 +177,32 @@ static int sweep_step(duro_engine *e, int64_t mono) {
     if (mono < e->sweep.next)
       return 0;
     e->sweep.running = 1;
+    e->sweep.messages = 0;
     e->sweep.instances = 0;
+    e->sweep.deleted = 0;
     e->sweep.passes = 0;
   }
   e->sweep.passes++;
   size_t n = 0;
-  if (duro_engine_sweep_some(e, SWEEP_PASS_MAX, &n) != 0)
-    log_error("retention sweep failed: %s", journal_errmsg(e->j));
-  e->sweep.instances += n;
-  if (n == SWEEP_PASS_MAX)
+  if (!e->sweep.messages) {
+    if (duro_engine_sweep_some(e, SWEEP_PASS_MAX, &n) != 0)
+      log_error("retention sweep failed: %s", journal_errmsg(e->j));
+    e->sweep.instances += n;
+    if (n == SWEEP_PASS_MAX)
+      return 1; /* more on the next pass */
+    if (e->sweep.instances)
+      log_info("retention: deleted %zu ended instance(s) in %u pass(es)",
+               e->sweep.instances, e->sweep.passes);
+    e->sweep.messages = 1;
+  }
+  int rc = duro_queues_sweep(e, SWEEP_PASS_MESSAGES, &n);
+  e->sweep.deleted += n;
+  if (rc == 1)
     return 1; /* more on the next pass */
-  if (e->sweep.instances)
-    log_info("retention: deleted %zu ended instance(s) in %u pass(es)",
-             e->sweep.instances, e->sweep.passes);
-  if (duro_queues_sweep(e, &n) != 0)
+  if (rc < 0)
     log_error("queue retention sweep failed: %s", journal_errmsg(e->j));
-  else if (n)
-    log_info("retention: deleted %zu queue message(s)", n);
+  else if (e->sweep.deleted)
+    log_info("retention: deleted %zu queue message(s)", e->sweep.deleted);
   if (duro_crons_sweep(e, &n) != 0)
     log_error("cron tick sweep failed: %s", journal_errmsg(e->j));
   e->sweep.running = 0;

@@ -658,9 +658,9 @@ int duro_queue_stats(duro_engine *e, const char *queue, json_t **out) {
   return 0;
 }
 
-int duro_queues_sweep(duro_engine *e, size_t *deleted) {
+int duro_queues_sweep(duro_engine *e, size_t max, size_t *deleted) {
   size_t total = 0;
-  int rc = 0;
+  int rc = 0, more_due = 0;
   struct queue_registry *r = registry(e);
   int64_t now = duro_clock_now(e->clock);
   for (size_t i = 0; rc == 0; i++) {
@@ -676,20 +676,29 @@ int duro_queues_sweep(duro_engine *e, size_t *deleted) {
     if (!more)
       break;
     for (;;) { /* bounded transactions */
+      size_t chunk = EXPIRE_CHUNK;
+      if (max && max - total < chunk)
+        chunk = max - total;
       journal_batch b = {0};
       journal_op *op = journal_batch_add(&b, JOP_MESSAGES_EXPIRE);
       op->queue = name;
       op->ts_ms = now - retention;
-      op->from_seq = EXPIRE_CHUNK;
+      op->from_seq = (int64_t)chunk;
       rc = journal_commit(e->j, &b);
       size_t n = rc ? 0 : (size_t)op->out_rowid;
       journal_batch_free(&b);
       total += n;
-      if (rc || n < EXPIRE_CHUNK)
+      if (rc || n < chunk)
         break;
+      if (max && total >= max) {
+        more_due = 1; /* this queue may hold more: the next call */
+        break;
+      }
     }
+    if (more_due)
+      break;
   }
   if (deleted)
     *deleted = total;
-  return rc;
+  return rc ? rc : more_due;
 }

@@ -149,9 +149,12 @@ int duro_queue_ack(duro_engine *e, const char *queue, const char *const *acks,
  * database began.  Caller owns *out. */
 int duro_queue_stats(duro_engine *e, const char *queue, json_t **out);
 
-/* Deletes messages older than their queue's retention; *deleted (may be
- * NULL) receives how many.  The engine's retention sweep calls it. */
-int duro_queues_sweep(duro_engine *e, size_t *deleted);
+/* Deletes messages older than their queue's retention, at most `max` of
+ * them (0: no bound); *deleted (may be NULL) receives how many.  Returns
+ * 1 when it stopped at `max` with more perhaps due, 0 when done, or a
+ * negative DURO_E_* code.  The engine's retention sweep calls it once a
+ * scheduler pass until it returns 0. */
+int duro_queues_sweep(duro_engine *e, size_t max, size_t *deleted);
 
 /* ---- consumers the engine runs itself (consumer.c) ---------------------- */
 
