@@ -790,7 +790,12 @@ END_TEST
 START_TEST(events_move_instances_on) {
   host_start(&H, "h");
   create_order("ev1", 5, 3600);
-  json_decref(wait_status("ev1", "waiting"));
+  /* The description says which event type the wait is blocked on. */
+  json_t *w = wait_status("ev1", "waiting");
+  ck_assert_msg(json_is_string(jget(w, "wait_type")) &&
+                    !strcmp(jstr(w, "wait_type"), "approval"),
+                "wait_type of a review wait: %s", jstr(w, "wait_type"));
+  json_decref(w);
   http_resp r;
   request(&r, "POST", WF "/ev1/events/approval", "{\"approved\":true}");
   expect_status(&r, 202, "event");
@@ -830,7 +835,11 @@ START_TEST(events_move_instances_on) {
     json_decref(d);
     proc_sleep_ms(20);
   }
-  json_decref(wait_status("ev1", "waiting"));
+  /* Asleep in its grace period: no event is awaited any more. */
+  w = wait_status("ev1", "waiting");
+  ck_assert_msg(json_is_null(jget(w, "wait_type")), "wait_type of a sleep: %s",
+                jstr(w, "wait_type"));
+  json_decref(w);
 
   /* An event sent before the instance waits is kept for it; an event of
    * another type does not wake it; an empty body is a null payload. */

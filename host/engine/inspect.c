@@ -182,6 +182,15 @@ int duro_instance_describe(duro_engine *e, const char *workflow, const char *id,
     json_object_set_new(*out, "several_builds",
                         json_boolean(json_array_size(builds) > 1));
     json_object_set_new(*out, "events", events);
+    /* The event type it is blocked on (a wait for an event), null when
+     * it waits for none: what a sender needs to move it on.  Only a
+     * waiting or paused row still waits; an ended or running one kept
+     * the type of a wait it left. */
+    const char *live = json_string_value(json_object_get(*out, "status"));
+    int blocked = !strcmp(live, "waiting") || !strcmp(live, "paused");
+    json_object_set_new(*out, "wait_type",
+                        blocked && in.wait_type ? json_string(in.wait_type)
+                                                : json_null());
   }
   json_decref(attempts);
   journal_steps_free(steps, n);
