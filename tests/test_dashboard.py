@@ -2,8 +2,9 @@
 """test_dashboard: the web dashboard (host/dashboard/) in headless Chromium,
 driven through Selenium (Debian's chromium, chromium-driver and
 python3-selenium, which .ci/deps installs), against a real `duro run` of
-the order-flow example with a queue, its dead-letter queue and a nightly
-cron.  Offline: the host listens on 127.0.0.1, the page loads nothing else.
+the order-flow example with a queue, its dead-letter queue, a nightly
+cron and the chaos plugin's workflow (an event wait of another type).
+Offline: the host listens on 127.0.0.1, the page loads nothing else.
 
 It checks that the list shows the instances created over the API, that the
 status filter and the id-prefix search work, that the detail page shows a
@@ -11,16 +12,20 @@ retried step's attempts in order and the events an instance received
 (which step consumed each, or pending), that the health page draws the
 steps completed before it opened from the host's history at its first
 render, that pause and resume from the page
-change the status (read back over the API), that a restart from a chosen
-step does, that browsing the dead-letter queue leaves its message's
+change the status (read back over the API), that the page offers only the
+actions the status allows (Resume, not Pause, once paused; only the
+restarts once ended) and changes them as the status does, that the event
+form has the type the instance waits for (that of the chaos plugin's
+workflow, "go", too) and none when it waits for no event, that a restart
+from a chosen step does, that browsing the dead-letter queue leaves its message's
 attempts as they were (read over the API before and after), that an
-error of the API (an
-event for an ended instance: 409) is shown on the page, that a listener
+error of the API (an event whose payload is not JSON: 400) is shown on
+the page, that a listener
 with a token asks for it, that the page fits a 375 px screen, and that the
 browser logged no error but the ones those refusals cause.  Screenshots of
 every page at 1280x800 and 375 px wide go to ARTEFACT_DIR.
 
-Usage: test_dashboard.py DURO_BIN ORDERS_PLUGIN NIGHTLY_PLUGIN ARTEFACT_DIR
+Usage: test_dashboard.py DURO_BIN ORDERS_PLUGIN NIGHTLY_PLUGIN CHAOS_PLUGIN ARTEFACT_DIR
 Prints one line "test_dashboard: pass" or "test_dashboard: FAIL: why"."""
 import base64
 import json
@@ -44,7 +49,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-DURO, ORDERS, NIGHTLY, ARTEFACTS = sys.argv[1:5]
+DURO, ORDERS, NIGHTLY, CHAOS, ARTEFACTS = sys.argv[1:6]
 WF = "order-flow"
 TOKEN = "dash-Token_1"
 
@@ -80,6 +85,10 @@ plugins:
       - {{name: nightly-report, binding: REPORT, class_name: Report}}
     triggers:
       crons: ["0 3 * * *"]
+  - name: chaos
+    path: {CHAOS}
+    workflows:
+      - {{name: chaos, binding: CHAOS, class_name: Chaos}}
 """)
         self.log = os.path.join(self.dir, "duro.log")
         env = dict(os.environ, DASH_TOKEN=TOKEN)
@@ -113,8 +122,8 @@ plugins:
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read().decode() or "null")
 
-    def status(self, iid):
-        return self.api("GET", f"/workflows/{WF}/instances/{iid}/status")[1]["status"]
+    def status(self, iid, wf=WF):
+        return self.api("GET", f"/workflows/{wf}/instances/{iid}/status")[1]["status"]
 
     def stop(self):
         if self.proc.poll() is None:
@@ -159,6 +168,13 @@ def rows(d):
     return d.execute_script(
         "return [...document.querySelectorAll('#instance-rows tr[data-id]')]"
         ".map((r) => r.dataset.id)")
+
+
+def shown_actions(d):
+    """The ids of the action controls the page shows (not hidden)."""
+    return d.execute_script(
+        "return [...document.querySelectorAll('#main button[id^=act-]')]"
+        ".filter((b) => b.offsetParent !== null).map((b) => b.id)")
 
 
 def answer_text(d):
@@ -229,6 +245,16 @@ def main():
         while any(h.status(i) != "waiting" for i in ids):
             assert time.time() < deadline, "the orders never waited for review"
             time.sleep(0.1)
+        # runs of the chaos workflow: one waits for an event of type
+        # "go", one sleeps an hour
+        for iid, params in (("go-1", {"steps": 1, "events": 1}),
+                            ("nap-1", {"steps": 1, "nap_every": 1,
+                                       "nap_ms": 3600000})):
+            assert h.api("POST", "/workflows/chaos/instances",
+                         {"id": iid, "params": params})[0] == 201
+        while any(h.status(i, "chaos") != "waiting" for i in ("go-1", "nap-1")):
+            assert time.time() < deadline, "the chaos runs never waited"
+            time.sleep(0.1)
         assert h.api("PATCH", f"/workflows/{WF}/instances/term-1/status",
                      {"status": "terminate"})[0] == 200
         assert h.api("POST", "/queues/jobs/messages", {"body": {"job": 1}})[0] == 201
@@ -267,27 +293,34 @@ def main():
                  lambda: sorted(rows(d)) == ["batch-a-1", "batch-a-2"])
         assert "2 instances start with" in d.find_element(By.ID, "list-note").text
 
-        # pause and resume from the page, read back over the API
+        # pause and resume from the page, read back over the API; the
+        # actions offered follow the status
         d.get(h.base + f"/#/wf/{WF}/i/wait-1")
         wait_for(d, "the detail page",
                  lambda: "waiting" in d.find_element(By.ID, "instance-status").text)
+        acts = shown_actions(d)
+        assert "act-pause" in acts and "act-resume" not in acts, acts
+        assert "act-restart" not in acts and "act-event" in acts, acts
+        # the event type is the one its review waits for
+        assert d.find_element(By.ID, "event-type").get_attribute("value") == "approval"
         ans, what = confirm(d, "act-pause")
         assert "PATCH /workflows/order-flow/instances/wait-1/status" in what, what
         assert "Done" in ans, ans
         wait_for(d, "paused over the API", lambda: h.status("wait-1") == "paused")
         wait_for(d, "paused on the page",
                  lambda: "paused" in d.find_element(By.ID, "instance-status").text)
+        wait_for(d, "Resume offered, not Pause, once paused",
+                 lambda: "act-resume" in shown_actions(d)
+                 and "act-pause" not in shown_actions(d), timeout=5)
         ans, _ = confirm(d, "act-resume")
         assert "Done" in ans, ans
         wait_for(d, "resumed over the API", lambda: h.status("wait-1") != "paused")
 
-        # an error of the API is shown: an event for an ended instance
+        # an ended instance offers restarts only
         d.get(h.base + f"/#/wf/{WF}/i/term-1")
         wait_for(d, "the terminated instance",
                  lambda: "terminated" in d.find_element(By.ID, "instance-status").text)
-        ans, _ = confirm(d, "act-event")
-        assert "409" in ans and "instance.ended" in ans, ans
-        assert d.find_element(By.ID, "answer").get_attribute("role") == "alert"
+        assert sorted(shown_actions(d)) == ["act-restart", "act-restart-from"], shown_actions(d)
         # restart from a chosen step: the steps before it are kept
         Select(d.find_element(By.ID, "restart-from")).select_by_visible_text("charge card")
         ans, what = confirm(d, "act-restart-from")
@@ -296,6 +329,40 @@ def main():
         wait_for(d, "the restarted instance waiting again",
                  lambda: h.status("term-1") == "waiting")
         assert h.api("GET", f"/workflows/{WF}/instances/term-1")[1]["restarts"] == 1
+
+        # a workflow that waits for another event type: the form has that
+        # type; the event sent from the page completes the run, and the
+        # actions follow the status without a reload
+        d.get(h.base + "/#/wf/chaos/i/go-1")
+        wait_for(d, "the type the chaos run waits for in the form",
+                 lambda: d.find_element(By.ID, "event-type").get_attribute("value") == "go")
+        payload = d.find_element(By.ID, "event-payload")
+        payload.clear()
+        payload.send_keys('{"k": 1}')
+        ans, what = confirm(d, "act-event")
+        assert "POST /workflows/chaos/instances/go-1/events/go" in what, what
+        assert "Done" in ans, ans
+        wait_for(d, "the chaos run complete on the page",
+                 lambda: "complete" in d.find_element(By.ID, "instance-status").text)
+        assert h.status("go-1", "chaos") == "complete"
+        wait_for(d, "only the restarts offered once complete",
+                 lambda: sorted(shown_actions(d)) == ["act-restart", "act-restart-from"],
+                 timeout=5)
+        # not blocked on an event: no type, a placeholder
+        d.get(h.base + "/#/wf/chaos/i/nap-1")
+        wait_for(d, "the sleeping chaos run",
+                 lambda: "waiting" in d.find_element(By.ID, "instance-status").text)
+        etype = d.find_element(By.ID, "event-type")
+        assert etype.get_attribute("value") == "", etype.get_attribute("value")
+        assert etype.get_attribute("placeholder"), "no placeholder"
+        assert "act-event" in shown_actions(d) and "act-pause" in shown_actions(d)
+        # an error of the API is shown: a payload that is not JSON
+        etype.send_keys("go")
+        d.find_element(By.ID, "event-payload").send_keys("{")
+        ans, _ = confirm(d, "act-event")
+        assert "400" in ans and "request.invalid_json" in ans, ans
+        assert d.find_element(By.ID, "answer").get_attribute("role") == "alert"
+        assert h.status("nap-1", "chaos") == "waiting"
 
         # the retried step: its attempts in order, the failed one first
         d.get(h.base + f"/#/wf/{WF}/i/flaky-1")
@@ -348,7 +415,7 @@ def main():
         d.get(h.base + "/#/plugins")
         wait_for(d, "the plugins and what they serve", lambda: d.execute_script(
             "return [...document.querySelectorAll('#plugin-list a')]"
-            ".map((a) => a.textContent).join(' ')") == "order-flow nightly-report")
+            ".map((a) => a.textContent).join(' ')") == "order-flow nightly-report chaos")
         shot(d, "plugins-desktop")
         # the counters drawn from the host's own history: a page loaded
         # afresh shows the steps completed before it opened at its first
@@ -405,7 +472,7 @@ def main():
             assert width <= 375, f"the {name} page is {width} px wide at 375 px"
             shot(d, f"{name}-phone")
 
-        bad = severe_logs(d, [r"/events/approval .*409"])
+        bad = severe_logs(d, [r"/events/go .*400"])
         assert not bad, "browser errors:\n" + "\n".join(bad)
 
         # A listener with a token: the page asks for it and keeps it for

@@ -378,6 +378,25 @@ function confirmer(done) {
 
 /* ---- one instance ------------------------------------------------------- */
 
+const ENDED = ['complete', 'errored', 'terminated'];
+
+/* The actions the engine takes for an instance of this status (the rest
+ * it refuses, 409): pause what runs or waits (waitingForPause is asked
+ * already); resume a paused one, or withdraw a pause not yet taken
+ * (waitingForPause); terminate and send events to any that has not ended;
+ * restart only an ended one, from a step when it has steps. */
+function allowedActions(inst) {
+  const s = inst.status, ended = ENDED.includes(s);
+  return {
+    pause: ['queued', 'running', 'waiting'].includes(s),
+    resume: s === 'paused' || s === 'waitingForPause',
+    terminate: !ended,
+    restart: ended,
+    'restart-from': ended && inst.steps.length > 0,
+    event: !ended,
+  };
+}
+
 function instanceView(main, gen, wf, id) {
   const path = `/workflows/${enc(wf)}/instances/${enc(id)}`;
   const err = errorLine();
@@ -394,32 +413,61 @@ function instanceView(main, gen, wf, id) {
   const action = (label, status, what, cls) => h('button', {type: 'button', id: `act-${status}`, class: cls,
     onclick: () => confirmThen(what, 'PATCH', statusUrl, {status})}, label);
   const fromStep = h('select', {id: 'restart-from'});
-  const evType = h('input', {id: 'event-type', value: 'approval', autocomplete: 'off'});
-  const evPayload = h('textarea', {id: 'event-payload', spellcheck: 'false'}, '{"approved": true}');
-  const actions = h('section', {class: 'card'},
+  /* The type is the one the instance waits for (wait_type), until the
+   * user types another. */
+  const evType = h('input', {id: 'event-type', autocomplete: 'off', placeholder: 'event type',
+    oninput: () => { evType.dataset.typed = 'yes'; }});
+  const evHint = h('span', {id: 'event-hint', class: 'muted'});
+  const evPayload = h('textarea', {id: 'event-payload', spellcheck: 'false',
+    placeholder: 'JSON, e.g. {"approved": true}; empty sends null'});
+  const restartRow = h('div', {class: 'row', id: 'restart-from-row'});
+  const eventForm = h('div', {id: 'event-form'});
+  const actions = h('section', {class: 'card', id: 'actions'},
     h('h2', null, 'Actions'),
     h('div', {class: 'actions'},
       action('Pause', 'pause', `Pause ${id}: it stops before its next step (a running attempt finishes).`),
       action('Resume', 'resume', `Resume ${id}: it continues where it paused.`),
       action('Terminate', 'terminate', `Terminate ${id}: it ends now and cannot be resumed (only restarted).`, 'danger'),
       action('Restart', 'restart', `Restart ${id} from its beginning: every step runs again with the same params.`)),
-    h('div', {class: 'row'},
+    build(restartRow, null, [
       h('div', null, h('label', {for: 'restart-from'}, 'Restart from step'), fromStep),
       h('button', {type: 'button', id: 'act-restart-from', onclick: () => {
         const [name, count] = JSON.parse(fromStep.value || '[null]');
         if (!name) return;
         confirmThen(`Restart ${id} from step “${name}” (#${count}): the steps before it keep their results, it and the ones after run again.`,
                     'PATCH', statusUrl, {status: 'restart', from: {name, count}});
-      }}, 'Restart from step')),
-    h('div', {class: 'row'},
-      h('div', null, h('label', {for: 'event-type'}, 'Event type'), evType)),
-    h('div', null, h('label', {for: 'event-payload'}, 'Payload (JSON)'), evPayload),
-    h('div', {class: 'row'}, h('button', {type: 'button', id: 'act-event', onclick: () => {
-      const type = evType.value.trim();
-      confirmThen(`Send the event “${type}” to ${id} with this payload.`, 'POST',
-                  `${path}/events/${enc(type)}`, evPayload.value);
-    }}, 'Send event')),
+      }}, 'Restart from step')]),
+    build(eventForm, null, [
+      h('div', {class: 'row'},
+        h('div', null, h('label', {for: 'event-type'}, 'Event type'), evType), evHint),
+      h('div', null, h('label', {for: 'event-payload'}, 'Payload (JSON)'), evPayload),
+      h('div', {class: 'row'}, h('button', {type: 'button', id: 'act-event', onclick: () => {
+        const type = evType.value.trim();
+        if (!type) { evType.focus(); return; }
+        confirmThen(`Send the event “${type}” to ${id} with this payload.`, 'POST',
+                    `${path}/events/${enc(type)}`, evPayload.value.trim() || 'null');
+      }}, 'Send event'))]),
     conf.box, conf.answer);
+  actions.hidden = true; /* until the status is known */
+
+  /* Shows the actions the status allows.  Focus on one that goes moves to
+   * the first one left, so the keyboard does not fall back to the top. */
+  function showActions(inst) {
+    const allowed = allowedActions(inst);
+    const focused = document.activeElement;
+    actions.hidden = false;
+    for (const [name, yes] of Object.entries(allowed)) {
+      const el = name === 'restart-from' ? restartRow : name === 'event' ? eventForm
+                                                                   : actions.querySelector(`#act-${name}`);
+      el.hidden = !yes;
+    }
+    if (focused && actions.contains(focused) && focused.closest('[hidden]')) {
+      const first = [...actions.querySelectorAll('button')].find((b) => !b.closest('[hidden]'));
+      if (first) first.focus();
+    }
+    if (!evType.dataset.typed && focused !== evType) evType.value = inst.wait_type || '';
+    evHint.textContent = inst.wait_type ? `it waits for “${inst.wait_type}”` : 'it waits for no event now';
+  }
 
   main.append(h('p', null, h('a', {href: `#/wf/${enc(wf)}`}, `← ${wf}`)), head, err.el,
     h('section', {class: 'card'}, facts, data), actions,
@@ -451,6 +499,7 @@ function instanceView(main, gen, wf, id) {
           `${s.name}${s.count > 1 ? ` #${s.count}` : ''}`)));
         if (keep) fromStep.value = keep;
       }
+      showActions(inst);
       fill(timeline, drawTimeline(inst));
       fill(steps, stepList(inst));
       fill(events, eventList(inst));
