@@ -1421,6 +1421,52 @@ START_TEST(push_hung_handler_is_abandoned) {
 }
 END_TEST
 
+/* Past the cap of hung handler threads (max_hung, here the one worker),
+ * an abandoned handler keeps its queue's slot until it returns: the
+ * queue stalls rather than leave a thread behind per delivery. */
+START_TEST(hung_handlers_past_the_cap_hold_the_slot) {
+  harness h;
+  harness_open_workers(&h, 1);
+  harness_start(&h);
+  duro_queue_options qo = {.max_retries = 5, .retry_delay_ms = HOUR_MS};
+  ck_assert_int_eq(duro_queue_register(h.e, "jobs", &qo), 0);
+  duro_queue_consumer_opts o = {.max_batch_size = 1,
+                                .max_concurrency = 1,
+                                .visibility_ms = 1000,
+                                .plugin = "hanger"};
+  ck_assert_int_eq(duro_queue_consume(h.e, "jobs", hanging_handler, &o), 0);
+  send(&h, "jobs", "\"hang 1\"", 0);
+  send(&h, "jobs", "\"hang 2\"", 0);
+  /* The first is abandoned within the cap: its slot goes to the second,
+   * which is abandoned past it. */
+  for (int i = 0; conc_read(&hang_entered) < 2; i++) {
+    ck_assert_msg(i < 1000, "the second hung batch did not start in 10 s");
+    usleep(10000);
+  }
+  json_t *hung = NULL;
+  for (int i = 0;; i++) {
+    hung = hung_handlers(&h);
+    if (hung && json_array_size(hung) == 2)
+      break;
+    json_decref(hung);
+    ck_assert_msg(i < 500, "two hung handlers not listed within 5 s");
+    usleep(10000);
+  }
+  json_decref(hung);
+  send(&h, "jobs", "\"innocent\"", 0);
+  usleep(1500 * 1000); /* a scheduler pass or more */
+  ck_assert_int_eq(conc_read(&innocent), 0);
+  pthread_mutex_lock(&conc_mu);
+  hang_released = 1;
+  pthread_mutex_unlock(&conc_mu);
+  for (int i = 0; conc_read(&innocent) < 1; i++) {
+    ck_assert_msg(i < 500, "the slot was not freed when the handler returned");
+    usleep(10000);
+  }
+  harness_close(&h);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("queues");
   TCase *tc = tcase_create("queues");
@@ -1455,6 +1501,7 @@ int main(void) {
   tcase_add_test(tc, push_unconsume_stops_the_handler);
   tcase_add_test(tc, push_max_concurrency);
   tcase_add_test(tc, push_hung_handler_is_abandoned);
+  tcase_add_test(tc, hung_handlers_past_the_cap_hold_the_slot);
   suite_add_tcase(s, tc);
   return suite_run(s);
 }

@@ -66,6 +66,13 @@ struct queue_consumers {
    * until the thread returns): what the deadline and /healthz look at. */
   struct duro_message_batch **live;
   size_t n_live;
+  /* Abandoned batches whose threads have not returned.  Past the cap
+   * (the engine's max_hung, as for hung steps) an abandoned batch keeps
+   * its max_concurrency slot until its thread returns, so a handler that
+   * hangs on every message stalls its queue instead of leaving a thread
+   * behind per delivery without end. */
+  uint32_t hung;
+  int hung_cap_logged;
   /* Handlers with batches inside, and how many: a reload must not unload
    * the code of one (duro_queue_handler_running). */
   struct running {
@@ -417,6 +424,7 @@ struct duro_message_batch {
   int *mark;
   int64_t *delay; /* of a MARK_RETRY */
   int settled, abandoned;
+  int slot_kept; /* abandoned past the cap of hung threads: slot held */
   int64_t started_ms, deadline_ms; /* engine_mono_ms */
   int64_t timeout_ms;              /* the consumer's visibility timeout */
 };
@@ -570,11 +578,13 @@ static void slot_free_locked(struct queue_consumers *cs, const char *queue) {
 /* The batch left handler fn: its slot (unless the deadline freed it
  * already) is free for the next one. */
 static void batch_done(duro_engine *e, const char *queue, duro_queue_fn fn,
-                       int slot) {
+                       int slot, int was_hung) {
   struct queue_consumers *cs = e->consumers;
   pthread_mutex_lock(&cs->mu);
   if (slot)
     slot_free_locked(cs, queue);
+  if (was_hung && cs->hung && --cs->hung <= e->max_stuck)
+    cs->hung_cap_logged = 0;
   running_add_locked(cs, fn, -1);
   pthread_mutex_unlock(&cs->mu);
 }
@@ -583,7 +593,7 @@ static void batch_run(duro_message_batch *b) {
   duro_env env = {b->e};
   int rc = b->handler(b, &env);
   pthread_mutex_lock(&b->mu);
-  int abandoned = b->abandoned;
+  int abandoned = b->abandoned, slot_kept = b->slot_kept;
   b->settled = 1;
   pthread_mutex_unlock(&b->mu);
   if (abandoned) {
@@ -596,7 +606,7 @@ static void batch_run(duro_message_batch *b) {
   } else {
     batch_settle(b, rc);
   }
-  batch_done(b->e, b->queue, b->handler, !abandoned);
+  batch_done(b->e, b->queue, b->handler, !abandoned || slot_kept, abandoned);
 }
 
 /* ---- the handler's deadline ----------------------------------------------
@@ -632,7 +642,16 @@ static verdict batch_abandon_locked(struct queue_consumers *cs,
                    b->queue, why, (long long)(now - b->started_ms), v.nr, v.na);
   if (b->slot)
     ledger_set_state(b->slot, LEDGER_ABANDONED);
-  slot_free_locked(cs, b->queue);
+  if (++cs->hung <= b->e->max_stuck) {
+    slot_free_locked(cs, b->queue);
+  } else {
+    b->slot_kept = 1;
+    if (!cs->hung_cap_logged)
+      log_error("%u queue handler threads are hung, the cap: an abandoned "
+                "handler now holds its queue's slot until it returns",
+                b->e->max_stuck);
+    cs->hung_cap_logged = 1;
+  }
   free(err);
   free(why);
   return v;
@@ -821,7 +840,7 @@ static size_t dispatch_push(duro_engine *e, const wf_consumer *c,
   if (n == 0) {
     journal_messages_free(msgs, n);
     ledger_release(e->ledger, slot);
-    batch_done(e, c->queue, fn, 1);
+    batch_done(e, c->queue, fn, 1, 0);
     return 0;
   }
   if (slot)
