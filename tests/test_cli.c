@@ -1253,6 +1253,88 @@ START_TEST(host_not_running) {
 }
 END_TEST
 
+/* A client config at `path` (under the case's directory) giving only
+ * http.listen: 127.0.0.1:PORT. */
+static void write_client_config(const char *path, int port) {
+  char file[600];
+  snprintf(file, sizeof file, "%s/%s", proc_tmp_dir, path);
+  FILE *f = fopen(file, "w");
+  ck_assert_msg(f != NULL, "%s: %s", file, strerror(errno));
+  fprintf(f, "http:\n  listen: 127.0.0.1:%d\n", port);
+  ck_assert(fclose(f) == 0);
+}
+
+/* Without --url or --config, the client reads ./duro.yaml (a plugin's own
+ * folder, as the template lays it out), else config/duro.yaml; $DURO_URL
+ * still wins over either.  Every error that reaches a host, or fails to,
+ * says which URL it asked and where that came from, and an unknown
+ * workflow's names the nearest one the host serves. */
+START_TEST(config_found_and_host_named) {
+  host_start(&H);
+  int fd;
+  char closed[64], closed_env[128];
+  closed_port(&fd, closed, sizeof closed);
+  snprintf(closed_env, sizeof closed_env, "DURO_URL=%s", closed);
+  char dir[400];
+  snprintf(dir, sizeof dir, "%s/config", proc_tmp_dir);
+  ck_assert_int_eq(mkdir(dir, 0755), 0);
+  write_client_config("config/duro.yaml", atoi(strrchr(closed, ':') + 1));
+  const char *const list[] = {"instances", "list", WF, NULL};
+  run r;
+
+  /* config/duro.yaml alone: its (closed) address, named with its file. */
+  cli_env(&r, NULL, NULL, NULL, list);
+  expect_fail(&r, 1, "cannot reach");
+  assert_contains(r.err, closed);
+  assert_contains(r.err, "from http.listen in config/duro.yaml");
+  run_free(&r);
+
+  /* ./duro.yaml is read first. */
+  write_client_config("duro.yaml", H.port);
+  cli_env(&r, NULL, NULL, NULL, list);
+  expect_ok(&r);
+  ck_assert_str_eq(r.out, "no instances\n");
+  run_free(&r);
+  cli_env(&r, NULL, NULL, NULL,
+          (const char *const[]){"trigger", WF, ORDER(""), "--id", "c1", NULL});
+  expect_ok(&r);
+  ck_assert_str_eq(r.out, "created c1 (queued)\n");
+  run_free(&r);
+
+  /* The environment wins over a config found in the directory. */
+  cli_env(&r, NULL, NULL, closed_env, list);
+  expect_fail(&r, 1, "cannot reach");
+  assert_contains(r.err, closed);
+  assert_contains(r.err, "from DURO_URL");
+  run_free(&r);
+
+  /* An unknown workflow: the URL asked, where it came from, and the
+   * nearest workflow the host serves, or those it serves. */
+  char want[256];
+  snprintf(want, sizeof want,
+           "(at %s, from http.listen in duro.yaml; did you mean "
+           "\"order-flow\"?)\n",
+           H.url);
+  cli_env(&r, NULL, NULL, NULL,
+          (const char *const[]){"trigger", "order-flw", "{}", NULL});
+  expect_server_error(&r, "workflow.not_found");
+  assert_contains(r.err, want);
+  run_free(&r);
+  snprintf(want, sizeof want, "(at %s, from --url; it serves \"order-flow\")",
+           H.url);
+  CLI(&r, "instances", "list", "zzz");
+  expect_server_error(&r, "workflow.not_found");
+  assert_contains(r.err, want);
+  run_free(&r);
+  CLI(&r, "instances", "pause", "Order-Flow", "c1");
+  expect_server_error(&r, "workflow.not_found");
+  assert_contains(r.err, "did you mean \"order-flow\"?");
+  run_free(&r);
+  close(fd);
+  host_stop(&H);
+}
+END_TEST
+
 /* A proxy in the environment (here one that refuses every connection) is
  * not used for a loopback host. */
 START_TEST(proxy_skipped_for_loopback) {
@@ -1823,6 +1905,7 @@ static Suite *cli_suite(void) {
 
   tcase_add_test(tc[1], not_found_and_usage);
   tcase_add_test(tc[1], host_not_running);
+  tcase_add_test(tc[1], config_found_and_host_named);
   tcase_add_test(tc[1], proxy_skipped_for_loopback);
   tcase_add_test(tc[1], token_from_config);
   tcase_add_test(tc[1], environment_variables);

@@ -10,9 +10,12 @@
  * them); build the request locally, which is where PARAMS and --payload
  * must prove to be JSON, so nothing malformed is ever sent; then find the
  * host and its token, flags before the environment (DURO_URL, DURO_CONFIG,
- * DURO_TOKEN) before config/duro.yaml (find_host); send the request with
- * libcurl; print the answer, as the server's JSON with --json, else as
- * text (describe.c renders the list table and the describe report).
+ * DURO_TOKEN) before ./duro.yaml or config/duro.yaml (find_host); send the
+ * request with libcurl; print the answer, as the server's JSON with
+ * --json, else as text (describe.c renders the list table and the
+ * describe report).  An error names the URL asked and where it came from,
+ * and an unknown workflow's 404 is followed by a GET /plugins, for the
+ * nearest workflow that host serves.
  *
  * Exit status: 0 done; 1 the server answered an error ("duro: CODE:
  * MESSAGE") or could not be reached; 2 a usage error, which includes
@@ -36,8 +39,10 @@
 #include "describe.h"
 #include "duration.h"
 #include "engine.h"
+#include "suggest.h"
 #include "util.h"
 
+#define CLI_LOCAL_CONFIG "duro.yaml"
 #define CLI_DEFAULT_CONFIG "config/duro.yaml"
 #define CLI_DEFAULT_LISTEN "127.0.0.1:8787"
 #define CLI_MAX_POS 4
@@ -107,7 +112,9 @@ typedef struct cli_req {
 
 typedef struct cli_ctx {
   CURL *curl;
-  char *base; /* "http://127.0.0.1:8787", no trailing slash */
+  char *base;     /* "http://127.0.0.1:8787", no trailing slash */
+  char *origin;   /* where base came from: "from --url", ... */
+  const char *wf; /* the WF of a workflows verb, for did-you-mean */
   struct curl_slist *headers;
   int headers_added; /* perform's own, once per invocation */
   char errbuf[CURL_ERROR_SIZE];
@@ -504,17 +511,32 @@ static int add_token(cli_ctx *c, const cli_args *a, const config *cfg) {
   return CLI_USAGE;
 }
 
+/* The config read when neither --config nor $DURO_CONFIG names one: the
+ * first that exists of ./duro.yaml (a plugin's own folder, as the
+ * template lays it out) and config/duro.yaml (this repository's); NULL
+ * for none. */
+static const char *default_config(void) {
+  static const char *const paths[] = {CLI_LOCAL_CONFIG, CLI_DEFAULT_CONFIG};
+  for (size_t i = 0; i < sizeof paths / sizeof *paths; i++)
+    if (access(paths[i], F_OK) == 0)
+      return paths[i];
+  return NULL;
+}
+
 /* Where the host is and its token; a command-line flag wins over the
- * environment, which wins over config/duro.yaml (usage() lists it):
- *   the config:  --config; $DURO_CONFIG; config/duro.yaml if it exists
+ * environment, which wins over a config found in the current directory
+ * (usage() lists it):
+ *   the config:  --config; $DURO_CONFIG; duro.yaml, else config/duro.yaml,
+ *                if it exists
  *   the URL:     --url; --config's http.listen; $DURO_URL; the config's
  *                http.listen; 127.0.0.1:8787
  *   the token:   --config's http.token_env variable; $DURO_TOKEN; the
- *                config's http.token_env variable; none */
+ *                config's http.token_env variable; none
+ * c->origin says which gave the URL, for the errors that name it. */
 static int find_host(cli_ctx *c, const cli_args *a) {
   const char *path = a->config ? a->config : env("DURO_CONFIG");
-  if (!path && access(CLI_DEFAULT_CONFIG, F_OK) == 0)
-    path = CLI_DEFAULT_CONFIG;
+  if (!path)
+    path = default_config();
   config *cfg = NULL;
   char err[1024];
   if (path && !(cfg = config_load(path, err, sizeof err))) {
@@ -523,14 +545,20 @@ static int find_host(cli_ctx *c, const cli_args *a) {
     return CLI_USAGE;
   }
   int rc = CLI_OK;
-  if (a->url)
+  if (a->url) {
     rc = base_from_url(c, "--url", a->url);
-  else if (a->config)
-    base_from_listen(c, cfg->http.listen);
-  else if (env("DURO_URL"))
+    c->origin = xstrdup("from --url");
+  } else if (env("DURO_URL") && !a->config) {
     rc = base_from_url(c, "DURO_URL", env("DURO_URL"));
-  else
-    base_from_listen(c, cfg ? cfg->http.listen : CLI_DEFAULT_LISTEN);
+    c->origin = xstrdup("from DURO_URL");
+  } else if (cfg) {
+    base_from_listen(c, cfg->http.listen);
+    c->origin = xasprintf("from http.listen in %s", path);
+  } else {
+    base_from_listen(c, CLI_DEFAULT_LISTEN);
+    c->origin = xstrdup("the default: no --url, DURO_URL, " CLI_LOCAL_CONFIG
+                        " or " CLI_DEFAULT_CONFIG " here");
+  }
   if (rc == CLI_OK)
     rc = add_token(c, a, cfg);
   config_free(cfg);
@@ -595,8 +623,10 @@ static CURLcode perform(cli_ctx *c, const cli_req *r, cli_buf *b,
   } else {
     curl_easy_setopt(h, CURLOPT_HTTPGET, 1L); /* after a POST */
   }
-  if (strcmp(r->method, r->body ? "POST" : "GET"))
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, r->method);
+  /* NULL undoes an earlier request's method on this handle. */
+  curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST,
+                   strcmp(r->method, r->body ? "POST" : "GET") ? r->method
+                                                               : NULL);
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, c->headers);
   curl_easy_setopt(h, CURLOPT_USERAGENT, "duro-cli");
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
@@ -612,8 +642,53 @@ static CURLcode perform(cli_ctx *c, const cli_req *r, cli_buf *b,
   return rc;
 }
 
-/* A 2xx JSON answer into *out; anything else printed as an error. */
-static int read_answer(const cli_ctx *c, long status, const cli_buf *b,
+/* What follows an unknown workflow's 404, malloc'ed: the workflow the host
+ * serves nearest to c->wf ("did you mean \"order-flow\"?"), else the ones
+ * it serves, from GET /plugins' "serves"; NULL when that cannot be read.
+ * A typo and a client talking to another host than the user thinks look
+ * alike from the 404 alone. */
+static char *workflow_hint(cli_ctx *c) {
+  char path[] = "/plugins";
+  cli_req r = {.method = "GET", .path = path};
+  cli_buf b = {0};
+  long status = 0;
+  json_t *v = NULL;
+  char *hint = NULL;
+  if (!c->wf || perform(c, &r, &b, &status) != CURLE_OK || status != 200 ||
+      !(v = json_loadb(b.data, b.len, 0, NULL)))
+    goto done;
+  const char *names[64];
+  size_t n = 0, i, k;
+  const json_t *p, *w;
+  json_array_foreach(json_object_get(v, "plugins"), i, p) {
+    json_array_foreach(
+        json_object_get(json_object_get(p, "serves"), "workflows"), k, w) {
+      if (json_string_value(w) && n < sizeof names / sizeof *names)
+        names[n++] = json_string_value(w);
+    }
+  }
+  const char *near = suggest_nearest(c->wf, strlen(c->wf), names, n);
+  if (near) {
+    hint = xasprintf("did you mean \"%s\"?", near);
+  } else if (n == 0) {
+    hint = xstrdup("it serves no workflow");
+  } else {
+    hint = xstrdup("it serves");
+    for (i = 0; i < n && i < 8; i++) {
+      char *more = xasprintf("%s%s \"%s\"", hint, i ? "," : "", names[i]);
+      free(hint);
+      hint = more;
+    }
+  }
+done:
+  json_decref(v);
+  free(b.data);
+  return hint;
+}
+
+/* A 2xx JSON answer into *out; anything else printed as an error.  An
+ * unknown workflow's says which host was asked and what it serves. */
+static int read_answer(cli_ctx *c, long status, const cli_buf *b,
                        json_t **out) {
   json_t *v =
       b->len ? json_loadb(b->data, b->len, JSON_DECODE_ANY, NULL) : NULL;
@@ -624,11 +699,22 @@ static int read_answer(const cli_ctx *c, long status, const cli_buf *b,
   const json_t *err = json_object_get(v, "error");
   const char *code = json_string_value(json_object_get(err, "code"));
   const char *message = json_string_value(json_object_get(err, "message"));
+  char *hint = NULL;
+  if (code && !strcmp(code, "workflow.not_found"))
+    hint = workflow_hint(c);
   fputs("duro: ", stderr);
   if (code && message) {
     describe_text(stderr, code, 0, 0);
     fputs(": ", stderr);
     describe_text(stderr, message, 0, 0);
+    if (!strcmp(code, "workflow.not_found")) {
+      fprintf(stderr, " (at %s, %s", c->base, c->origin);
+      if (hint) {
+        fputs("; ", stderr);
+        describe_text(stderr, hint, 0, 0);
+      }
+      fputc(')', stderr);
+    }
   } else {
     fprintf(stderr, "%s answered HTTP %ld%s", c->base, status,
             status >= 200 && status < 300 ? " without JSON" : "");
@@ -638,6 +724,7 @@ static int read_answer(const cli_ctx *c, long status, const cli_buf *b,
     }
   }
   fputc('\n', stderr);
+  free(hint);
   json_decref(v);
   return CLI_FAILED;
 }
@@ -649,8 +736,11 @@ static int send_request(cli_ctx *c, const cli_req *r, json_t **out) {
   CURLcode cc = perform(c, r, &b, &status);
   int rc;
   if (cc != CURLE_OK) {
-    fprintf(stderr, "duro: cannot reach %s: %s (is \"duro run\" running?)\n",
-            c->base, c->errbuf[0] ? c->errbuf : curl_easy_strerror(cc));
+    fprintf(stderr,
+            "duro: cannot reach %s (%s): %s (is \"duro run\" running "
+            "there?)\n",
+            c->base, c->origin,
+            c->errbuf[0] ? c->errbuf : curl_easy_strerror(cc));
     rc = CLI_FAILED;
   } else {
     rc = read_answer(c, status, &b, out);
@@ -1198,8 +1288,8 @@ static void environment_usage(FILE *out) {
         "    host:   --url; http.listen of --config; $DURO_URL; http.listen "
         "of the\n"
         "            config; http://" CLI_DEFAULT_LISTEN "\n"
-        "    config: --config; $DURO_CONFIG; " CLI_DEFAULT_CONFIG
-        " if it exists\n"
+        "    config: --config; $DURO_CONFIG; " CLI_LOCAL_CONFIG
+        ", else " CLI_DEFAULT_CONFIG ", if it exists\n"
         "    token:  the variable --config's http.token_env names; "
         "$DURO_TOKEN; the\n"
         "            variable the config's http.token_env names; none\n",
@@ -1240,6 +1330,8 @@ static int run_verb(const cli_verb *v, const cli_args *a) {
     return CLI_FAILED;
   }
   cli_ctx c = {.curl = curl_easy_init()};
+  if (!strncmp(v->name, "workflows ", 10) && a->n_pos)
+    c.wf = a->pos[0];
   cli_req r = {0};
   json_t *answer = NULL;
   int rc = CLI_FAILED;
@@ -1259,6 +1351,7 @@ static int run_verb(const cli_verb *v, const cli_args *a) {
   free(r.path);
   free(r.body);
   free(c.base);
+  free(c.origin);
   curl_slist_free_all(c.headers);
   curl_easy_cleanup(c.curl);
   curl_global_cleanup();
