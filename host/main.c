@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "duro.h"
+#include "duro_config.h"
 #include "host.h"
 #include "migrate_cmd.h"
 #include "reload.h"
@@ -25,6 +27,8 @@ static int usage(FILE *out) {
       "new build,\n"
       "                             running nothing: which would "
       "diverge?\n"
+      "       duro version          the version, and the plugin ABI it "
+      "loads\n"
       "       duro help             print this\n",
       DEFAULT_CONFIG);
   migrate_usage(out);
@@ -56,6 +60,17 @@ static int check(int argc, char **argv) {
                 : host_check(cfg);
 }
 
+/* `duro version`, `duro --version`: this build, and which plugins it
+ * loads (a plugin built against duro.h of the same ABI major and a minor
+ * up to this one's; the loader refuses the others). */
+static int version(void) {
+  printf("duro %s\nplugin ABI %d.%d (loads plugins built for %d.0 to "
+         "%d.%d)\n",
+         DURO_VERSION, DURO_ABI_MAJOR, DURO_ABI_MINOR, DURO_ABI_MAJOR,
+         DURO_ABI_MAJOR, DURO_ABI_MINOR);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2)
     return usage(stderr);
@@ -73,6 +88,8 @@ int main(int argc, char **argv) {
       !strcmp(verb, "plugins") || !strcmp(verb, "queues") ||
       !strcmp(verb, "cron"))
     return cli_main(argc, argv);
+  if (!strcmp(verb, "version") || !strcmp(verb, "--version"))
+    return version();
   if (!strcmp(verb, "help") || !strcmp(verb, "--help") || !strcmp(verb, "-h"))
     return usage(stdout);
   fprintf(stderr, "duro: unknown command \"%s\"\n", verb);

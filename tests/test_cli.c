@@ -57,6 +57,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "duro.h"
 #include "http_client.h"
 #include "proc.h"
 
@@ -591,6 +592,79 @@ START_TEST(trigger_verb) {
                 "a refused trigger created an instance");
   ck_assert_int_eq(json_array_size(jget(l, "instances")), 5);
   json_decref(l);
+  host_stop(&H);
+}
+END_TEST
+
+/* ---- version and workflows list ----------------------------------------- */
+
+/* `duro --version` and `duro version`: this build's version and the plugin
+ * ABI it loads (duro.h's); `workflows list`: every workflow the host
+ * serves, with its instances by status, and --json. */
+START_TEST(version_and_workflows_list) {
+  char want[256];
+  snprintf(want, sizeof want,
+           "duro " DURO_VERSION "\nplugin ABI %d.%d (loads plugins built for "
+           "%d.0 to %d.%d)\n",
+           DURO_ABI_MAJOR, DURO_ABI_MINOR, DURO_ABI_MAJOR, DURO_ABI_MAJOR,
+           DURO_ABI_MINOR);
+  run r;
+  static const char *const forms[] = {"--version", "version"};
+  for (size_t i = 0; i < 2; i++) {
+    cli_group_env(&r, forms[i], NULL, NULL, NULL, (const char *const[]){NULL});
+    expect_ok(&r);
+    ck_assert_str_eq(r.out, want);
+    run_free(&r);
+  }
+
+  host_start(&H);
+  char line[512];
+  CLI(&r, "list");
+  expect_ok(&r);
+  ck_assert_msg(line_of(r.out, "WORKFLOW ", line, sizeof line, NULL), "%s",
+                r.out);
+  assert_contains(line, "BY STATUS");
+  ck_assert_msg(line_of(r.out, "order-flow ", line, sizeof line, NULL), "%s",
+                r.out);
+  char plugin[32], rest[64];
+  int total = -1, backlog = -1;
+  ck_assert_msg(sscanf(line, "order-flow %31s %d %d %63[^\n]", plugin, &total,
+                       &backlog, rest) == 4 &&
+                    !strcmp(plugin, "orders") && total == 0 && backlog == 0 &&
+                    !strcmp(rest, "-"),
+                "%s", line);
+  run_free(&r);
+
+  trigger("w1", ORDER(""));
+  trigger("w2", ORDER(""));
+  json_decref(wait_status("w1", "waiting"));
+  json_decref(wait_status("w2", "waiting"));
+  control("terminate", "w2", "terminated");
+  CLI(&r, "list");
+  expect_ok(&r);
+  ck_assert_msg(line_of(r.out, "order-flow ", line, sizeof line, NULL), "%s",
+                r.out);
+  ck_assert_msg(
+      sscanf(line, "order-flow %31s %d %d", plugin, &total, &backlog) == 3 &&
+          total == 2 && backlog == 0,
+      "%s", line);
+  assert_contains(line, "waiting 1");
+  assert_contains(line, "terminated 1");
+  run_free(&r);
+  CLI(&r, "list", "--json");
+  expect_ok(&r);
+  json_t *j = out_json(&r);
+  json_t *w = json_array_get(j, 0);
+  ck_assert_msg(json_array_size(j) == 1 && !strcmp(jstr(w, "name"), WF) &&
+                    !strcmp(jstr(w, "plugin"), "orders") &&
+                    json_integer_value(jget(w, "instances.waiting")) == 1 &&
+                    json_integer_value(jget(w, "instances.terminated")) == 1,
+                "%s", proc_tail(r.out));
+  json_decref(j);
+  run_free(&r);
+  CLI(&r, "list", WF);
+  expect_fail(&r, 2, "too many arguments");
+  run_free(&r);
   host_stop(&H);
 }
 END_TEST
@@ -1894,6 +1968,7 @@ static Suite *cli_suite(void) {
   tcase_add_test(tc[0], trigger_verb);
   tcase_add_test(tc[0], trigger_wait_verb);
   tcase_add_test(tc[0], list_verb);
+  tcase_add_test(tc[0], version_and_workflows_list);
   tcase_add_test(tc[0], describe_retried_step);
   tcase_add_test(tc[0], describe_completed);
   tcase_add_test(tc[0], control_verbs);
