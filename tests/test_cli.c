@@ -1924,13 +1924,33 @@ START_TEST(cron_verbs) {
            line + strlen("orders: complete instance "));
   run_free(&r);
   json_decref(describe_json(id));
+  /* Fired again: today's instance is there, so nothing is created, and
+   * neither text nor JSON says "complete" (unless midnight came between
+   * the two, which gives a new id). */
   CRON(&r, "trigger", "0 3 * * *", "--json");
   expect_ok(&r);
   j = out_json(&r);
+  json_t *t = json_array_get(j, 0);
+  int same = json_array_size(j) == 1 && !strcmp(jstr(t, "instance"), id);
   ck_assert_msg(json_array_size(j) == 1 &&
-                    !strcmp(jstr(json_array_get(j, 0), "state"), "complete"),
+                    !strcmp(jstr(t, "state"), same ? "exists" : "complete"),
                 "%s", proc_tail(r.out));
   json_decref(j);
+  run_free(&r);
+  CRON(&r, "trigger", "0 3 * * *");
+  expect_ok(&r);
+  char want[600];
+  snprintf(want, sizeof want,
+           "orders: instance %s already exists: nothing was created\n", id);
+  if (strcmp(r.out, want) != 0) /* only past midnight: a new day's id */
+    ck_assert_msg(!strncmp(r.out, "orders: complete instance ", 26) &&
+                      !strstr(r.out, id),
+                  "%s: stdout \"%s\", want \"%s\"", r.what, r.out, want);
+  run_free(&r);
+  /* A client asking for the cron's id: refused, saying nothing was made. */
+  CLI(&r, "trigger", WF, ORDER(""), "--id", id);
+  expect_server_error(&r, "instance.already_exists");
+  assert_contains(r.err, ": nothing was created\n");
   run_free(&r);
 
   CRON(&r, "trigger", "1 2 * * *");

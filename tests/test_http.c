@@ -3217,9 +3217,10 @@ static void nightly_id(char out[32]) {
   strftime(out, 32, "nightly-%Y-%m-%d", &tm);
 }
 
-/* METHOD /__scheduled?QUERY answered 200 with one trigger fired complete;
- * returns its instance id (malloc'ed). */
-static char *fire_nightly(const char *method, const char *query) {
+/* METHOD /__scheduled?QUERY answered 200 with one trigger fired, its
+ * state "complete" (it created the instance) or "exists" (the instance
+ * was there); *created says which.  Returns its instance id (malloc'ed). */
+static char *fire_nightly(const char *method, const char *query, int *created) {
   char path[128];
   snprintf(path, sizeof path, "/__scheduled?%s", query);
   http_resp r;
@@ -3229,8 +3230,10 @@ static char *fire_nightly(const char *method, const char *query) {
   json_t *t = json_array_get(r.json, 0);
   ck_assert_msg(!strcmp(jstr(t, "plugin"), "orders") &&
                     !strcmp(jstr(t, "schedule"), "0 3 * * *") &&
-                    !strcmp(jstr(t, "state"), "complete"),
+                    (!strcmp(jstr(t, "state"), "complete") ||
+                     !strcmp(jstr(t, "state"), "exists")),
                 "%s: %s", path, r.body);
+  *created = !strcmp(jstr(t, "state"), "complete");
   char *id = strdup(jstr(t, "instance"));
   http_resp_free(&r);
   return id;
@@ -3267,20 +3270,23 @@ START_TEST(cron_list_fire_and_metrics) {
    * sides (a run across midnight UTC sees two dates). */
   char before[32], after[32];
   nightly_id(before);
-  char *id = fire_nightly("POST", "cron=0+3+*+*+*");
+  int created[3];
+  char *id = fire_nightly("POST", "cron=0+3+*+*+*", &created[0]);
+  ck_assert_msg(created[0], "the first fire found %s there", id);
   nightly_id(after);
   ck_assert_msg(!strcmp(id, before) || !strcmp(id, after),
                 "instance \"%s\", want %s", id, after);
   json_decref(describe(id));
   ck_assert_uint_eq(instance_count(), 1);
   /* The same minute again, by POST and by a plain GET with %XX escapes:
-   * complete, the same id, no second instance (the id exists). */
-  char *again = fire_nightly("POST", "cron=0+3+*+*+*");
-  char *by_get = fire_nightly("GET", "cron=0%203%20%2A%20*%20*");
+   * "exists", the same id, no second instance. */
+  char *again = fire_nightly("POST", "cron=0+3+*+*+*", &created[1]);
+  char *by_get = fire_nightly("GET", "cron=0%203%20%2A%20*%20*", &created[2]);
   nightly_id(before);
   if (!strcmp(before, after)) {
     ck_assert_str_eq(again, id);
     ck_assert_str_eq(by_get, id);
+    ck_assert_msg(!created[1] && !created[2], "a fire said complete again");
     ck_assert_uint_eq(instance_count(), 1);
   }
   free(again);

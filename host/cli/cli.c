@@ -707,6 +707,10 @@ static int read_answer(cli_ctx *c, long status, const cli_buf *b,
     describe_text(stderr, code, 0, 0);
     fputs(": ", stderr);
     describe_text(stderr, message, 0, 0);
+    /* The id was taken before (by a client, a cron tick, a queue
+     * handler): say that this request made nothing. */
+    if (!strcmp(code, "instance.already_exists"))
+      fputs(": nothing was created", stderr);
     if (!strcmp(code, "workflow.not_found")) {
       fprintf(stderr, " (at %s, %s", c->base, c->origin);
       if (hint) {
@@ -753,6 +757,12 @@ static int send_request(cli_ctx *c, const cli_req *r, json_t **out) {
 
 static void put(const json_t *o, const char *key) {
   describe_text(stdout, json_string_value(json_object_get(o, key)), 0, 0);
+}
+
+/* The string at `key`, "" when there is none. */
+static const char *str_or(const json_t *o, const char *key) {
+  const char *s = json_string_value(json_object_get(o, key));
+  return s ? s : "";
 }
 
 /* The workflow's instances by status, its backlog and how long its
@@ -1277,8 +1287,9 @@ static void print_crons(const cli_args *a, const json_t *r) {
   describe_crons(stdout, r);
 }
 
-/* One line per trigger fired: "PLUGIN: STATE", the instance it created
- * (or found), and the handler's error. */
+/* One line per trigger fired: "PLUGIN: STATE", the instance it created,
+ * and the handler's error; "PLUGIN: instance X already exists: nothing
+ * was created" when the minute's instance was there before. */
 static void print_cron_fired(const cli_args *a, const json_t *r) {
   (void)a;
   size_t i;
@@ -1286,6 +1297,12 @@ static void print_cron_fired(const cli_args *a, const json_t *r) {
   json_array_foreach(r, i, t) {
     put(t, "plugin");
     fputs(": ", stdout);
+    if (!strcmp(str_or(t, "state"), "exists")) {
+      fputs("instance ", stdout);
+      put(t, "instance");
+      puts(" already exists: nothing was created");
+      continue;
+    }
     put(t, "state");
     if (json_string_value(json_object_get(t, "instance"))) {
       fputs(" instance ", stdout);

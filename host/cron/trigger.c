@@ -593,12 +593,13 @@ static size_t fire_handler_late(duro_engine *e, cron_trigger *t,
 
 /* No-code form: the instance and the tick row, one commit.  An instance
  * that exists already (its id came from an earlier tick, or from a fire
- * outside the schedule) makes the tick complete all the same.  Returns 1
- * when it committed (and claimed the tick, with a `key`), 0 when the tick
- * was claimed before, -1 on failure.  An instance fired `late` by a
- * catch-up is not the one overlap: skip looks at. */
+ * outside the schedule) makes the tick complete all the same; *created
+ * (may be NULL) says whether this call made it.  Returns 1 when it
+ * committed (and claimed the tick, with a `key`), 0 when the tick was
+ * claimed before, -1 on failure.  An instance fired `late` by a catch-up
+ * is not the one overlap: skip looks at. */
 static int fire_workflow(duro_engine *e, cron_trigger *t, int64_t tick,
-                         int64_t now, const char *key, int late) {
+                         int64_t now, const char *key, int late, int *created) {
   char id[128];
   const wf_reg *wf = engine_find_workflow(e, t->workflow);
   if (cron_expand_id(t->id, tick, t->timezone, id, sizeof id) != 0 || !wf) {
@@ -631,6 +632,8 @@ static int fire_workflow(duro_engine *e, cron_trigger *t, int64_t tick,
               t->workflow, id, journal_errmsg(e->j));
   else if (b.ops[0].rc == 0)
     engine_instance_created(e, b.ops[0].out_rowid);
+  if (created)
+    *created = rc == 0 && b.ops[0].rc == 0;
   journal_batch_free(&b);
   free(params);
   struct cron_registry *r = e->crons;
@@ -678,7 +681,7 @@ static void fire_tick(duro_engine *e, cron_trigger *t, int64_t tick,
     return;
   }
   if (t->workflow)
-    fire_workflow(e, t, tick, now, t->key, 0);
+    fire_workflow(e, t, tick, now, t->key, 0, NULL);
   else
     fire_handler(e, t, tick, now);
 }
@@ -693,7 +696,7 @@ static size_t fire_late(duro_engine *e, cron_trigger *t, const int64_t *ticks,
     return fire_handler_late(e, t, ticks, n, now);
   size_t fired = 0;
   for (size_t i = 0; i < n; i++)
-    fired += fire_workflow(e, t, ticks[i], now, t->key, 1) == 1;
+    fired += fire_workflow(e, t, ticks[i], now, t->key, 1, NULL) == 1;
   return fired;
 }
 
@@ -897,10 +900,16 @@ int duro_cron_fire_now(duro_engine *e, const char *schedule, json_t **out) {
     json_t *o =
         json_pack("{ss,ss}", "plugin", t->plugin, "schedule", t->schedule);
     if (t->workflow) {
+      /* "exists": the minute's id was taken (by its tick, an earlier fire
+       * or a client), so nothing was created. */
       char id[128];
-      int ok = fire_workflow(e, t, tick, now, NULL, 0) == 1 &&
+      int created = 0;
+      int ok = fire_workflow(e, t, tick, now, NULL, 0, &created) == 1 &&
                cron_expand_id(t->id, tick, t->timezone, id, sizeof id) == 0;
-      json_object_set_new(o, "state", json_string(ok ? "complete" : "failed"));
+      json_object_set_new(o, "state",
+                          json_string(!ok       ? "failed"
+                                      : created ? "complete"
+                                                : "exists"));
       if (ok)
         json_object_set_new(o, "instance", json_string(id));
     } else {

@@ -74,8 +74,9 @@ size_t duro_crons_dispatch(duro_engine *e, int64_t *next_ms);
  * the handler runs where ticks run (a handler thread, named in the crash
  * ledger and counted `running`; inline without workers) while the caller
  * waits for it, or the instance is created with the id of the current
- * minute.  *out (caller owns): [{"plugin",
- * "schedule", "state", "instance"?, "error"?}].  DURO_E_CRON_NOT_FOUND
+ * minute.  *out (caller owns): [{"plugin", "schedule", "state",
+ * "instance"?, "error"?}], state "complete", "failed", or "exists" when
+ * that instance existed already (nothing was created).  DURO_E_CRON_NOT_FOUND
  * when no trigger has that expression.  Not a tick: nothing is recorded. */
 int duro_cron_fire_now(duro_engine *e, const char *schedule, json_t **out);
 
