@@ -1195,6 +1195,79 @@ START_TEST(send_event_verb) {
 }
 END_TEST
 
+/* The events an instance received, in describe's text: a misspelt type
+ * stays "pending", the right one names the step that took it, and a long
+ * payload is cut, saying so, unless --full. */
+START_TEST(describe_events) {
+  host_start(&H);
+  trigger("ev1", ORDER(",\"graceSeconds\":3600"));
+  json_decref(wait_status("ev1", "waiting"));
+  run r;
+  CLI(&r, "instances", "describe", WF, "ev1");
+  expect_ok(&r);
+  assert_contains(r.out, "\n  no events received\n");
+  run_free(&r);
+
+  CLI(&r, "instances", "send-event", WF, "ev1", "--type", "aproval",
+      "--payload", "{\"approved\":true}");
+  expect_ok(&r);
+  run_free(&r);
+  approve("ev1");
+  /* until the review has taken its event */
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  const char *by;
+  json_t *d;
+  for (;;) {
+    d = describe_json("ev1");
+    by = jstr(json_array_get(jget(d, "events"), 1), "consumed_by");
+    if (*by)
+      break;
+    ck_assert_msg(proc_now_ms() < deadline, "the approval was not consumed");
+    json_decref(d);
+    proc_sleep_ms(20);
+  }
+  static char note[301];
+  memset(note, 'q', 300);
+  char payload[400];
+  snprintf(payload, sizeof payload, "{\"note\":\"%s\"}", note);
+  CLI(&r, "instances", "send-event", WF, "ev1", "--type", "note", "--payload",
+      payload);
+  expect_ok(&r);
+  run_free(&r);
+
+  CLI(&r, "instances", "describe", WF, "ev1");
+  expect_ok(&r);
+  char line[512];
+  ck_assert_msg(line_of(r.out, "  EVENT ", line, sizeof line, NULL), "%s",
+                proc_tail(r.out));
+  assert_contains(line, "CONSUMED BY");
+  assert_contains(line, "PAYLOAD");
+  ck_assert_msg(line_of(r.out, "  aproval ", line, sizeof line, NULL), "%s",
+                proc_tail(r.out));
+  assert_contains(line, " pending ");
+  assert_contains(line, "Z "); /* when it was sent */
+  assert_contains(line, "{\"approved\":true}");
+  ck_assert_msg(line_of(r.out, "  approval ", line, sizeof line, NULL), "%s",
+                proc_tail(r.out));
+  char want[128];
+  snprintf(want, sizeof want, " %s ", by);
+  assert_contains(line, want);
+  ck_assert_msg(line_of(r.out, "  note ", line, sizeof line, NULL), "%s",
+                proc_tail(r.out));
+  assert_contains(line, " pending ");
+  assert_contains(line, "…");
+  assert_contains(line, "(payload cut at ");
+  assert_contains(line, "--full shows all)");
+  run_free(&r);
+  CLI(&r, "instances", "describe", WF, "ev1", "--full");
+  expect_ok(&r);
+  assert_contains(r.out, payload);
+  run_free(&r);
+  json_decref(d);
+  host_stop(&H);
+}
+END_TEST
+
 /* ---- errors -------------------------------------------------------------- */
 
 START_TEST(not_found_and_usage) {
@@ -1997,6 +2070,7 @@ static Suite *cli_suite(void) {
   tcase_add_test(tc[0], queues_verbs);
   tcase_add_test(tc[0], cron_verbs);
   tcase_add_test(tc[0], describe_full);
+  tcase_add_test(tc[0], describe_events);
 
   tcase_add_test(tc[1], not_found_and_usage);
   tcase_add_test(tc[1], host_not_running);

@@ -5,7 +5,10 @@
  * (workflow/id, status, times as ISO 8601 UTC, params, output or error),
  * then one line per step (key, type, status, attempts, how long it took or
  * waited, its result or error or wake time) and, under each step, its
- * failed attempts, so retries show at a glance.  Long values are cut to fit
+ * failed attempts, so retries show at a glance; then the events it
+ * received, each with the step that took it or "pending", so an event
+ * sent under a misspelt type shows as one no step takes.  Long values are
+ * cut to fit
  * a screen, never silently: a line that cut something says where and how
  * much at its end ("… (cut at 97 of 5,000 bytes; --full shows all)"), and
  * `--full` cuts nothing; the full record is also `--json`.
@@ -32,6 +35,7 @@
 #define KEY_WIDTH_MAX 40 /* the step key column */
 #define ATTEMPTS_HEAD 3  /* failed attempts shown before "... N more" */
 #define ATTEMPTS_TAIL 5  /* and after it */
+#define PAYLOAD_WIDTH 60 /* an event's payload */
 
 /* ---- text ---------------------------------------------------------------- */
 
@@ -475,9 +479,57 @@ static void steps(report *rep, const json_t *list) {
   json_array_foreach(list, i, s) step_line(rep, s, key_w);
 }
 
+/* ---- events -------------------------------------------------------------- */
+
+/* The widest of `key` over the events, at least `min`, at most
+ * KEY_WIDTH_MAX unless the report is full. */
+static size_t event_width(const report *rep, const json_t *list,
+                          const char *key, size_t min) {
+  size_t i, w = min;
+  const json_t *ev;
+  json_array_foreach(list, i, ev) {
+    const char *s = str_field(ev, key);
+    size_t n = text_width(s ? s : "pending");
+    w = n > w ? n : w;
+  }
+  return !rep->full && w > KEY_WIDTH_MAX ? KEY_WIDTH_MAX : w;
+}
+
+/* One line per event the instance received, in arrival order: its type,
+ * when it was sent, the step that consumed it or "pending" (none has yet),
+ * and its payload. */
+static void events(report *rep, const json_t *list) {
+  size_t i;
+  const json_t *ev;
+  char t[32];
+  if (!json_is_array(list))
+    return; /* a server from before events were listed */
+  if (json_array_size(list) == 0) {
+    fputs("\n  no events received\n", rep->out);
+    return;
+  }
+  size_t type_w = event_width(rep, list, "type", 5);
+  size_t by_w = event_width(rep, list, "consumed_by", 11);
+  fprintf(rep->out, "\n  %-*s  %-20s  %-*s  %s\n", (int)type_w, "EVENT", "SENT",
+          (int)by_w, "CONSUMED BY", "PAYLOAD");
+  json_array_foreach(list, i, ev) {
+    const json_t *by = json_object_get(ev, "consumed_by");
+    fputs("  ", rep->out);
+    put_cut(rep, "type", str_field(ev, "type"), type_w, type_w + 2);
+    put_cut(rep, "", iso_time(t, ms_field(ev, "sent_ms")), 0, 22);
+    put_cut(rep, "step", json_is_null(by) ? "pending" : json_string_value(by),
+            by_w, by_w + 2);
+    char *payload = json_text(json_object_get(ev, "payload"));
+    put_cut(rep, "payload", payload, PAYLOAD_WIDTH, 0);
+    free(payload);
+    end_line(rep);
+  }
+}
+
 void describe_instance(FILE *out, const json_t *inst, int64_t now_ms,
                        int full) {
   report rep = {.out = out, .full = full};
   header(&rep, inst, now_ms);
   steps(&rep, json_object_get(inst, "steps"));
+  events(&rep, json_object_get(inst, "events"));
 }

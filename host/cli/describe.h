@@ -9,9 +9,10 @@
 #include <stdio.h>
 
 /* The describe JSON of one instance (engine.h) as a report: header, then
- * one line per step with its failed attempts under it.  `now_ms` (Unix
- * ms) turns a wake time into "in 3 m".  Long values are cut to fit a
- * screen, each cut said on its line ("… (cut at 97 of 5,000 bytes; --full
+ * one line per step with its failed attempts under it, then one per event
+ * received (type, sent, the step that consumed it or "pending", payload).
+ * `now_ms` (Unix ms) turns a wake time into "in 3 m".  Long values are cut to
+ * fit a screen, each cut said on its line ("… (cut at 97 of 5,000 bytes; --full
  * shows all)"), and long runs of failed attempts folded; `full` prints
  * everything. */
 void describe_instance(FILE *out, const json_t *inst, int64_t now_ms, int full);
