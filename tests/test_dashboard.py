@@ -411,6 +411,12 @@ def main():
         assert h.api("GET", "/queues/jobs")[1]["ready"] == 2
         d.get(h.base + "/#/crons")
         wait_for(d, "the cron", lambda: "0 3 * * *" in d.find_element(By.ID, "cron-rows").text)
+        # the counts are GET /crons' own keys: "running" (a "fired" the
+        # JSON never had was drawn as 0)
+        labels = d.execute_script(
+            "return [...document.querySelectorAll('#cron-rows tr:first-child td')]"
+            ".map((td) => td.dataset.label)")
+        assert labels[3:] == ["Running", "Complete", "Failed", "Missed", "Skipped"], labels
         shot(d, "crons-desktop")
         d.get(h.base + "/#/plugins")
         wait_for(d, "the plugins and what they serve", lambda: d.execute_script(

@@ -691,7 +691,7 @@ function queuesView(main, gen) {
 
 /* ---- crons -------------------------------------------------------------- */
 
-const CRON_COLUMNS = ['Trigger', 'Next fires', 'Last tick', 'Fired', 'Complete', 'Failed',
+const CRON_COLUMNS = ['Trigger', 'Next fires', 'Last tick', 'Running', 'Complete', 'Failed',
                       'Missed', 'Skipped'];
 
 function cronsView(main, gen) {
@@ -714,7 +714,7 @@ function cronsView(main, gen) {
           c.last.instance && c.workflow ? [' ', h('a', {href: `#/wf/${enc(c.workflow)}/i/${enc(c.last.instance)}`}, c.last.instance)]
                                         : c.last.instance ? ` ${c.last.instance}` : '',
           c.last.error ? h('div', {class: 'error'}, errText(c.last.error)) : ''] : h('span', {class: 'muted'}, 'never')),
-        [c.fired, c.complete, c.failed, c.missed, c.skipped].map((n) => h('td', {class: 'num'}, n ?? 0))),
+        [c.running, c.complete, c.failed, c.missed, c.skipped].map((n) => h('td', {class: 'num'}, n ?? 0))),
         CRON_COLUMNS)));
       if (!crons.length) tbody.append(h('tr', null, h('td', {colspan: 8, class: 'muted'}, 'No cron triggers.')));
     },
