@@ -116,6 +116,9 @@ typedef enum duro_rc {
 #define DURO_ERR_CRASHED "plugin.crashed"
 /* an attempt was running when the host stopped without a crash */
 #define DURO_ERR_STOPPED "engine.stopped"
+/* an attempt was inside its callback when the host stopped past its
+ * shutdown grace or died: the step runs again as the next attempt */
+#define DURO_ERR_CUT_SHORT "attempt.cut_short"
 /* an attempt was running when the instance was terminated */
 #define DURO_ERR_TERMINATED "instance.terminated"
 /* the build the instance is pinned to is not loaded (it is paused) */

@@ -103,6 +103,23 @@ void host_start(host_run *h) {
   free(log);
 }
 
+int host_cli(const host_run *h, const char *const *args, char **out) {
+  const char *argv[32] = {DURO_BIN, "workflows"};
+  size_t n = 2;
+  while (*args && n < 28)
+    argv[n++] = *args++;
+  char url[64], path[460];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d", h->port);
+  argv[n++] = "--url";
+  argv[n++] = url;
+  argv[n] = NULL;
+  snprintf(path, sizeof path, "%s/cli.out", proc_tmp_dir);
+  pid_t pid = proc_spawn(argv, NULL, path, path);
+  int code = proc_wait_exit(pid, proc_now_ms() + READY_MS);
+  *out = proc_slurp(path);
+  return code;
+}
+
 int host_running(pid_t pid) {
   int st;
   if (waitpid(pid, &st, WNOHANG) == 0)

@@ -87,6 +87,11 @@ pid_t host_spawn(host_run *h, const char *verb);
  * within 20 s: sets pid (also as proc_live), port and engine. */
 void host_start(host_run *h);
 
+/* `duro workflows ARGS... --url http://127.0.0.1:PORT` against the
+ * engine of `h` (`args` NULL-terminated), to its exit within 20 s: its
+ * exit code, with its stdout and stderr (one text) in *out (malloc'ed). */
+int host_cli(const host_run *h, const char *const *args, char **out);
+
 /* Non-zero while `pid`, our child, has not exited; one that has is
  * reaped. */
 int host_running(pid_t pid);

@@ -19,6 +19,9 @@
  *    `plugin.crashed` after exactly engine.max_crashes crashes, each
  *    recorded as an attempt and logged with plugin, workflow, instance
  *    and step; no completed step ran again;
+ *  - cut short: a step inside its callback at a kill -9 of the engine
+ *    shows attempt 1 attempt.cut_short (by what, when) and attempt 2 complete,
+ *    over HTTP and in the CLI's describe;
  *  - hang: attempts that never return are abandoned at their timeout and
  *    their workers replaced, so healthy instances complete; /healthz says
  *    degraded and names them, /metrics counts them, a terminate takes
@@ -433,10 +436,14 @@ START_TEST(crash_sigkill) {
       !strcmp(error_name(jget(dp, "error"), en, sizeof en), "plugin.crashed"),
       "p-kill error: %s", text);
   ck_assert_msg(strstr(text, "SIGKILL") != NULL, "p-kill error: %s", text);
+  /* Each death but the last cut its attempt short; the last one is the
+   * crash. */
   int others = 0;
   json_t *fs = step_of(dp, "fault#1");
   ck_assert_msg(fs && attempts_with(fs, "plugin.crashed", &others) == 1 &&
-                    others == 0,
+                    attempts_with(fs, "attempt.cut_short", NULL) ==
+                        MAX_CRASHES - 1 &&
+                    others == MAX_CRASHES - 1,
                 "p-kill fault#1: %s", text);
   free(text);
   /* The bystander was charged nothing it keeps: no crashed attempt. */
@@ -471,6 +478,63 @@ START_TEST(crash_sigkill) {
   ck_assert_int_eq(count_records("exec", "p-kill", 0), n_died);
   ck_assert_int_eq(count_records("exec", "p-kill", 2), 0);
   assert_no_rerun();
+}
+END_TEST
+
+/* ---- attempts cut short --------------------------------------------------
+ *
+ * An attempt inside its callback when the engine is killed from outside
+ * (kill -9) is journaled as cut short: the step's re-run is attempt 2,
+ * and the description (HTTP JSON and the CLI's text) shows attempt 1 cut
+ * short and by what, then the attempt that completed. */
+
+/* Instance `id` completes; its step#1 shows attempt 1 cut short by `by`
+ * and attempt 2 its success, over HTTP and in `duro workflows instances
+ * describe`; its callback ran twice, its result never changed. */
+static void assert_cut_short(const host_run *h, const char *id,
+                             const char *by) {
+  json_t *d =
+      host_wait_status(h, FLOW, id, "complete", proc_now_ms() + SETTLE_MS);
+  char *text = jdump(d), en[128], want[160];
+  json_t *st = step_of(d, "step#1");
+  json_t *att = jget(st, "attempts");
+  ck_assert_msg(st && json_array_size(att) == 2, "%s: %s", id, text);
+  json_t *a1 = json_array_get(att, 0), *a2 = json_array_get(att, 1);
+  ck_assert_msg(json_integer_value(jget(a1, "number")) == 1 &&
+                    !strcmp(error_name(jget(a1, "error"), en, sizeof en),
+                            "attempt.cut_short"),
+                "%s attempt 1: %s", id, text);
+  snprintf(want, sizeof want, "cut short by %s at 20", by);
+  assert_contains(jstr(a1, "error.message"), want);
+  ck_assert_msg(json_integer_value(jget(a2, "number")) == 2 &&
+                    json_is_null(jget(a2, "error")),
+                "%s attempt 2: %s", id, text);
+  ck_assert_str_eq(jstr(st, "status"), "complete");
+  free(text);
+  json_decref(d);
+
+  const char *args[] = {"instances", "describe", FLOW, id, NULL};
+  char *out;
+  ck_assert_int_eq(host_cli(h, args, &out), 0);
+  int n;
+  char *line = host_lines_with(out, "attempt 1 ", &n);
+  ck_assert_msg(n == 1, "no one \"attempt 1\" line in:\n%s", out);
+  assert_contains(line, want);
+  free(line);
+  free(out);
+  ck_assert_int_eq(count_records("exec", id, 1), 2);
+  assert_no_rerun();
+}
+
+START_TEST(cut_short_by_kill) {
+  host_run H;
+  start(&H, "{ workers: 2 }");
+  create(&H, "slow", "{\"fault\":\"none\",\"steps\":1,\"hold_ms\":3000}");
+  wait_record("exec", "slow", 1, 10000);
+  ck_assert_int_eq(kill(host_last_engine(&H), SIGKILL), 0);
+  host_wait_lines(&H, "died", 1, proc_now_ms() + 10000);
+  assert_cut_short(&H, "slow", "the engine's death (SIGKILL)");
+  host_stop(&H, proc_now_ms() + 10000, 1);
 }
 END_TEST
 
@@ -886,6 +950,7 @@ static Suite *faults_suite(void) {
   }
   tcase_add_loop_test(crash, crash_kind, 0, (int)N_KINDS);
   tcase_add_test(crash, crash_sigkill);
+  tcase_add_test(crash, cut_short_by_kill);
   tcase_add_test(hang, hang_is_abandoned);
   tcase_add_test(hang, terminate_does_not_wait_for_callback);
   tcase_add_test(hang, hang_does_not_hold_parked_activations);

@@ -10,7 +10,8 @@
  * attempt numbers, retries spent); engine.max_crashes crashes of one step
  * end the instance errored whatever its policy; a crash in run() outside
  * any step ends it at once; a death nobody was blamed for (a SIGKILL from
- * outside) records nothing; an exit that skipped the handlers is laid on
+ * outside) cuts the running attempt short (journaled, the re-run is the
+ * next attempt, no retry spent); an exit that skipped the handlers is laid on
  * the callbacks that were running; a stale slot for a completed step or
  * an ended instance records nothing.  A queue handler's batch stopped by
  * the death is settled by the next engine: the guilty one's messages are
@@ -35,7 +36,7 @@ static harness H;
 static ledger *L;
 static duro_retries R = {
     .limit = 5, .delay = "1 minute", .backoff = DURO_BACKOFF_CONSTANT};
-static int calls_a, calls_boom;
+static int calls_a, calls_boom, boom_failures;
 static uint32_t boom_attempt;
 
 static int step_a(duro_attempt *a, void *arg) {
@@ -48,6 +49,10 @@ static int step_boom(duro_attempt *a, void *arg) {
   (void)arg;
   calls_boom++;
   boom_attempt = duro_attempt_number(a);
+  if (boom_failures > 0) {
+    boom_failures--;
+    return duro_attempt_fail(a, "boom failed");
+  }
   return duro_attempt_result(a, "2");
 }
 
@@ -217,17 +222,55 @@ START_TEST(crash_outside_a_step_errors_at_once) {
 }
 END_TEST
 
-/* A SIGKILL from outside blames nobody: the attempt just runs again, as
- * number 1. */
-START_TEST(unblamed_kill_records_nothing) {
+/* A SIGKILL from outside blames nobody: the attempt that was inside its
+ * callback is journaled cut short, and the step runs again at once as
+ * attempt 2. */
+START_TEST(unblamed_kill_cuts_short) {
+  create("i1");
+  staged st = boom1;
+  st.blamed = 0;
+  crash(&st, LEDGER_DEATH_SIGNAL, SIGKILL);
+  json_t *d = harness_describe(&H, WF, "i1");
+  json_t *att = json_object_get(boom_step(d), "attempts");
+  ck_assert_uint_eq(json_array_size(att), 1);
+  ck_assert_str_eq(error_name(json_array_get(att, 0)), "attempt.cut_short");
+  const char *msg = json_string_value(json_object_get(
+      json_object_get(json_array_get(att, 0), "error"), "message"));
+  ck_assert_msg(strstr(msg, "cut short by the engine's death (SIGKILL) at "),
+                "message: %s", msg);
+  json_decref(d);
+  harness_run(&H);
+  ck_assert_int_eq(calls_boom, 1);
+  ck_assert_uint_eq(boom_attempt, 2);
+  ck_assert_str_eq(harness_status(&H, WF, "i1"), "complete");
+  d = harness_describe(&H, WF, "i1");
+  ck_assert_uint_eq(json_array_size(json_object_get(boom_step(d), "attempts")),
+                    2);
+  json_decref(d);
+}
+END_TEST
+
+/* A cut-short attempt spends no retry: with retries.limit 1, the failure
+ * of attempt 2 after it is retried (attempt 3), as a first failure is. */
+START_TEST(cut_short_spends_no_retry) {
+  R.limit = 1;
+  boom_failures = 1;
   create("i1");
   staged st = boom1;
   st.blamed = 0;
   crash(&st, LEDGER_DEATH_SIGNAL, SIGKILL);
   harness_run(&H);
-  ck_assert_int_eq(calls_boom, 1);
-  ck_assert_uint_eq(boom_attempt, 1);
+  ck_assert_uint_eq(boom_attempt, 2);
+  ck_assert_str_eq(harness_status(&H, WF, "i1"), "waiting");
+  harness_advance(&H, MIN); /* the back-off of a first failure */
+  ck_assert_uint_eq(boom_attempt, 3);
   ck_assert_str_eq(harness_status(&H, WF, "i1"), "complete");
+  json_t *d = harness_describe(&H, WF, "i1");
+  json_t *att = json_object_get(boom_step(d), "attempts");
+  ck_assert_uint_eq(json_array_size(att), 3);
+  ck_assert_str_eq(error_name(json_array_get(att, 0)), "attempt.cut_short");
+  ck_assert_str_eq(error_name(json_array_get(att, 1)), "Error");
+  json_decref(d);
 }
 END_TEST
 
@@ -399,7 +442,8 @@ int main(void) {
   tcase_add_test(tc, max_crashes_errors_the_instance);
   tcase_add_test(tc, crash_spends_the_last_retry);
   tcase_add_test(tc, crash_outside_a_step_errors_at_once);
-  tcase_add_test(tc, unblamed_kill_records_nothing);
+  tcase_add_test(tc, unblamed_kill_cuts_short);
+  tcase_add_test(tc, cut_short_spends_no_retry);
   tcase_add_test(tc, unblamed_exit_counts_running_attempts);
   tcase_add_test(tc, ended_instance_is_left_alone);
   tcase_add_test(tc, recorded_once);

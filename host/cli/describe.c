@@ -406,7 +406,13 @@ static void attempt_line(report *rep, const json_t *a) {
           json_is_integer(number) ? json_integer_value(number) : 0,
           iso_time(t, started));
   put_cut(rep, "", took(d, started, ms_field(a, "ended_ms")), 0, 8);
-  char *err = error_text(json_object_get(a, "error"));
+  /* An attempt cut short did not fail: its message alone says by what
+   * ("cut short by a stop at ..."), and the step's next attempt ran. */
+  const json_t *error = json_object_get(a, "error");
+  const char *message = str_field(error, "message");
+  char *err = str_eq(str_field(error, "name"), "attempt.cut_short") && message
+                  ? xstrdup(message)
+                  : error_text(error);
   put_cut(rep, "", err, ERROR_WIDTH, 0);
   free(err);
   end_line(rep);

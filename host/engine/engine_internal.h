@@ -276,10 +276,22 @@ void engine_commit_final(duro_engine *e, journal_batch *b, journal_done_fn fn,
 size_t engine_orphan_ready_locked(worker *w, struct entry ***out);
 ledger_slot *engine_thread_slot(void);
 
-/* Records the attempts a dead engine's ledger holds as failed attempts
- * `plugin.crashed`, erroring an instance whose step reached max_crashes.
+/* Records the attempts a dead engine's ledger holds: the one to blame as
+ * a failed attempt `plugin.crashed` (erroring an instance whose step
+ * reached max_crashes), the others inside their callbacks as cut short.
  * Runs at start, before any activation.  faults.c. */
 int engine_record_crashes(duro_engine *e);
+
+/* Adds to `b` attempt `number` of step `s` (copied by the caller, its
+ * row rewritten: attempts = number, due at once) as cut short `by` ("a
+ * stop", "the engine's death (SIGKILL)") at `now`: a failed attempt
+ * attempt.cut_short the retry policy does not charge, logged for `where`
+ * ("workflow/id").  Its error JSON goes to *owned (the caller frees it
+ * after the commit).  faults.c. */
+int engine_cut_short(journal_batch *b, const char *where, int64_t rowid,
+                     journal_step *s, uint32_t number, int64_t started_ms,
+                     const char *build, const char *by, int64_t now,
+                     char **owned);
 
 /* Gives up on the attempt worker `w` runs if it is past its deadline
  * (and, when `ent` is not NULL, belongs to that entry): records it as

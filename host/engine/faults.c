@@ -13,17 +13,22 @@
  *
  * A death by SIGKILL is seen by no handler: the callback may have raised
  * it, the OOM killer may have sent it for the memory a callback took, or
- * an operator.  Every attempt then inside its callback is charged a kill
- * (ledger.h, suspects), nothing is journaled, and the attempt runs again
- * alone (step.c's gate): no other callback starts while it runs, so a
- * later kill in it is its own.  An attempt charged engine.max_crashes
- * kills (with its step's journaled crashes) ends its instance errored
- * `plugin.crashed`, as a crash the handlers saw.  An instance that merely
- * ran beside a poisoned one is charged at most once that way (it never
- * runs beside it again), and its charge goes when its callback returns;
- * a healthy attempt ends errored only if the engine is killed while it
- * runs alone max_crashes - 1 more times.  Activations outside any
- * callback are never charged.
+ * an operator.  Every step then inside its callback is charged a kill
+ * (ledger.h, suspects), and its step runs again alone (step.c's gate): no
+ * other callback starts while it runs, so a later kill in it is its own.
+ * A step charged engine.max_crashes kills (with its journaled crashes)
+ * ends its instance errored `plugin.crashed`, as a crash the handlers saw.
+ * An instance that merely ran beside a poisoned one is charged at most
+ * once that way (it never runs beside it again), and its charge goes when
+ * its callback returns; a healthy attempt ends errored only if the engine
+ * is killed while it runs alone max_crashes - 1 more times.  Activations
+ * outside any callback are never charged.
+ *
+ * Cut short: an attempt inside its callback at a death it did not cause
+ * (a kill below max_crashes, a crash of another thread) is journaled as
+ * failed with `attempt.cut_short`, once, here.  Its step is due again at
+ * once as the next attempt, and the retry policy does not charge it
+ * (step.c): nothing is written before a callback for it.
  *
  * Hangs: the watchdog thread looks at every worker ten times a second.
  * An attempt past its deadline is given up on: recorded as a failed
@@ -106,44 +111,88 @@ static journal_step step_of(const journal_step *steps, size_t n,
                         .attempt_started_ms = JOURNAL_NONE};
 }
 
-/* Adds the crashed attempt of slot `sl` to `b`; errors the instance when
- * its step reached max_crashes. */
-static int crash_in_attempt(duro_engine *e, journal_batch *b,
-                            journal_instance *in, const ledger_slot *sl,
-                            const char *how, uint32_t kills, int64_t now,
-                            char **owned) {
-  journal_step *steps = NULL;
-  size_t n = 0;
-  int rc = journal_steps_load(e->j, in->rowid, &steps, &n);
-  crash_count cc = {.key = sl->key};
-  if (rc == 0)
-    rc = journal_attempts_each(e->j, in->rowid, count_crash, &cc);
-  if (rc) {
-    journal_steps_free(steps, n);
-    return rc;
-  }
-  journal_step found = step_of(steps, n, sl);
-  if (!strcmp(found.status ? found.status : "", "complete") ||
-      !strcmp(found.status ? found.status : "", "errored")) {
-    journal_steps_free(steps, n); /* a stale slot: the step ended */
-    ledger_suspect_clear(e->ledger, in->rowid, sl->key);
-    return 0;
-  }
-  /* A kill counts once the attempt is sure to be the one to blame (see
-   * engine_record_crashes): until then nothing is written, and the
-   * interrupted attempt simply runs again. */
-  uint32_t crashes = cc.n + (kills ? kills : 1);
-  if (kills && crashes < e->max_crashes) {
+/* ms as "2026-01-02T03:04:05Z", into buf. */
+static const char *iso_ms(char buf[32], int64_t ms) {
+  time_t t = (time_t)(ms / 1000);
+  struct tm tm;
+  if (!gmtime_r(&t, &tm) || !strftime(buf, 32, "%Y-%m-%dT%H:%M:%SZ", &tm))
+    snprintf(buf, 32, "%lld ms", (long long)ms);
+  return buf;
+}
+
+int engine_cut_short(journal_batch *b, const char *where, int64_t rowid,
+                     journal_step *s, uint32_t number, int64_t started_ms,
+                     const char *build, const char *by, int64_t now,
+                     char **owned) {
+  char t[32];
+  char *msg = xasprintf("cut short by %s at %s", by, iso_ms(t, now));
+  char *err = *owned = error_json(DURO_ERR_CUT_SHORT, msg);
+  journal_op *op = journal_batch_add(b, JOP_ATTEMPT_PUT);
+  op->rowid = rowid;
+  op->attempt = (journal_attempt){.key = s->key,
+                                  .number = number,
+                                  .started_ms = started_ms,
+                                  .ended_ms = now,
+                                  .error = err,
+                                  .build = build};
+  /* Due at once: no retry policy applies (retry_orphaned in step.c looks
+   * only at a step with no wake time), no back-off is waited. */
+  s->attempts = number;
+  s->error = err;
+  s->status = "waiting";
+  s->wake_ms = now;
+  op = journal_batch_add(b, JOP_STEP_PUT);
+  op->rowid = rowid;
+  op->step = s;
+  log_write(DURO_LOG_WARN, where,
+            "step \"%s\" attempt %u was %s: it runs again as attempt %u",
+            s->key, number, msg, number + 1);
+  free(msg);
+  return 0;
+}
+
+/* How the last engine died, in a few words: "SIGKILL", "exit status 1". */
+static const char *death_short(const ledger *l) {
+  static __thread char buf[48];
+  int code;
+  ledger_death how = ledger_last_death(l, &code);
+  const char *abbrev = how == LEDGER_DEATH_SIGNAL ? sigabbrev_np(code) : NULL;
+  if (how == LEDGER_DEATH_SIGNAL)
+    snprintf(buf, sizeof buf, "SIG%s", abbrev ? abbrev : "?");
+  else
+    snprintf(buf, sizeof buf, "exit status %d", code);
+  return buf;
+}
+
+/* Adds to `b` the attempt of slot `sl` cut short by the death, its step
+ * row `s` rewritten: the step runs again at once as the next attempt
+ * (alone when it was charged a kill). */
+static void add_cut_short(duro_engine *e, journal_batch *b,
+                          const journal_instance *in, const ledger_slot *sl,
+                          journal_step *s, const char *build, const char *how,
+                          uint32_t kills, uint32_t crashes, int64_t now,
+                          char **owned) {
+  char *by = xasprintf("the engine's death (%s)", death_short(e->ledger));
+  char *where = xasprintf("%s/%s", in->workflow, in->id);
+  engine_cut_short(b, where, in->rowid, s, sl->attempt, sl->started_ms, build,
+                   by, now, owned);
+  free(where);
+  free(by);
+  if (kills)
     log_write(DURO_LOG_WARN, NULL,
-              "%s/%s: step \"%s\" attempt %u was inside its callback when "
-              "the engine was %s (%u of %u): it runs again with no other "
-              "callback beside it",
-              in->workflow, in->id, sl->key, sl->attempt, how, crashes,
-              e->max_crashes);
-    journal_steps_free(steps, n);
-    return 0;
-  }
-  wf_reg *wf = engine_find_workflow(e, in->workflow);
+              "%s/%s: step \"%s\" was inside its callback when the engine "
+              "was %s (%u of %u): it runs again with no other callback "
+              "beside it",
+              in->workflow, in->id, sl->key, how, crashes, e->max_crashes);
+}
+
+/* Adds to `b` the attempt of slot `sl` as the crash's (plugin.crashed),
+ * its step row `s` rewritten; errors the instance when its step reached
+ * max_crashes. */
+static void add_crashed(duro_engine *e, journal_batch *b, journal_instance *in,
+                        const ledger_slot *sl, journal_step *s,
+                        const char *build, const char *how, uint32_t kills,
+                        uint32_t crashes, int64_t now, char **owned) {
   char *msg = xasprintf("step \"%s\" attempt %u crashed the engine: %s",
                         sl->key, sl->attempt, how);
   char *err = owned[0] = error_json(CRASHED, msg);
@@ -154,13 +203,9 @@ static int crash_in_attempt(duro_engine *e, journal_batch *b,
                                   .started_ms = sl->started_ms,
                                   .ended_ms = now,
                                   .error = err,
-                                  .build = in->build ? in->build
-                                           : wf      ? build_newest_hash(wf)
-                                                     : NULL};
+                                  .build = build};
   /* The policy is applied at the step's next call (retry_orphaned in
    * step.c): a failed attempt with no wake time. */
-  journal_step *s = xmalloc(sizeof *s);
-  *s = found;
   s->attempts = sl->attempt;
   s->error = err;
   s->status = "waiting";
@@ -190,14 +235,54 @@ static int crash_in_attempt(duro_engine *e, journal_batch *b,
   op = journal_batch_add(b, JOP_STEP_PUT);
   op->rowid = in->rowid;
   op->step = s;
+}
+
+/* Journals the attempt of slot `sl` the death stopped: the crash's when
+ * the slot is guilty, or a kill reached max_crashes; any other one (a
+ * callback beside the crash, one charged a kill below max_crashes) was
+ * cut short by it.  A slot whose attempt ended is stale: nothing. */
+static int crash_in_attempt(duro_engine *e, journal_batch *b,
+                            journal_instance *in, const ledger_slot *sl,
+                            int guilty, const char *how, uint32_t kills,
+                            int64_t now, char **owned) {
+  journal_step *steps = NULL;
+  size_t n = 0;
+  int rc = journal_steps_load(e->j, in->rowid, &steps, &n);
+  crash_count cc = {.key = sl->key};
+  if (rc == 0)
+    rc = journal_attempts_each(e->j, in->rowid, count_crash, &cc);
+  if (rc) {
+    journal_steps_free(steps, n);
+    return rc;
+  }
+  journal_step *s = xmalloc(sizeof *s);
+  *s = step_of(steps, n, sl);
+  const char *status = s->status ? s->status : "";
+  if (!strcmp(status, "complete") || !strcmp(status, "errored") ||
+      s->attempts >= sl->attempt) {
+    ledger_suspect_clear(e->ledger, in->rowid, sl->key);
+    goto done;
+  }
+  wf_reg *wf = engine_find_workflow(e, in->workflow);
+  const char *build = in->build ? in->build : wf ? build_newest_hash(wf) : NULL;
+  /* A kill counts once the attempt is sure to be the one to blame (see
+   * engine_record_crashes): until then the interrupted attempt is cut
+   * short, and runs again alone. */
+  uint32_t crashes = cc.n + (kills ? kills : 1);
+  if (!guilty && (!kills || crashes < e->max_crashes))
+    add_cut_short(e, b, in, sl, s, build, how, kills, crashes, now, owned);
+  else
+    add_crashed(e, b, in, sl, s, build, how, kills, crashes, now, owned);
   rc = journal_commit(e->j, b);
+done:
   free(s);
   journal_steps_free(steps, n);
   return rc;
 }
 
 static int record_crash(duro_engine *e, const ledger_slot *sl, int in_attempt,
-                        const char *how, uint32_t kills, int64_t now) {
+                        int guilty, const char *how, uint32_t kills,
+                        int64_t now) {
   journal_instance in = {0};
   int rc = journal_instance_get_rowid(e->j, sl->rowid, &in);
   if (rc == DURO_E_NOT_FOUND)
@@ -209,7 +294,7 @@ static int record_crash(duro_engine *e, const ledger_slot *sl, int in_attempt,
        !strcmp(in.status, "terminated")))
     ; /* it ended meanwhile: nothing to record */
   else if (rc == 0 && in_attempt)
-    rc = crash_in_attempt(e, &b, &in, sl, how, kills, now, owned);
+    rc = crash_in_attempt(e, &b, &in, sl, guilty, how, kills, now, owned);
   else if (rc == 0) {
     char *why = xasprintf("run() crashed the engine outside any step (%s); "
                           "code outside steps runs again on every "
@@ -279,7 +364,7 @@ static uint32_t charge_kill(duro_engine *e, const ledger_slot *sl,
   if (st != LEDGER_ATTEMPT || blamed != -1 || death != LEDGER_DEATH_SIGNAL ||
       code != SIGKILL)
     return 0;
-  return ledger_suspect_charge(e->ledger, sl->rowid, sl->key, sl->attempt);
+  return ledger_suspect_charge(e->ledger, sl->rowid, sl->key);
 }
 
 int engine_record_crashes(duro_engine *e) {
@@ -311,8 +396,8 @@ int engine_record_crashes(duro_engine *e) {
     uint32_t kills = charge_kill(e, sl, st, death, code, blamed);
     if (st == LEDGER_BATCH)
       rc = record_batch_crash(e, sl, guilty, how);
-    else if (guilty || kills)
-      rc = record_crash(e, sl, st == LEDGER_ATTEMPT, how, kills, now);
+    else if (guilty || st == LEDGER_ATTEMPT)
+      rc = record_crash(e, sl, st == LEDGER_ATTEMPT, guilty, how, kills, now);
   }
   if (rc == 0) {
     ledger_last_clear(l);

@@ -30,7 +30,7 @@ typedef struct ledger_blame_info {
 
 typedef struct ledger_suspect {
   int64_t rowid; /* 0: an empty entry */
-  uint32_t attempt, kills;
+  uint32_t kills, pad;
   char key[LEDGER_KEY_MAX];
 } ledger_suspect;
 
@@ -128,12 +128,10 @@ void ledger_copy(char *dst, size_t cap, const char *src) {
 
 static pthread_mutex_t suspects_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static ledger_suspect *suspect_find(ledger *l, int64_t rowid, const char *key,
-                                    uint32_t attempt) {
+static ledger_suspect *suspect_find(ledger *l, int64_t rowid, const char *key) {
   for (uint32_t i = 0; i < LEDGER_SUSPECTS; i++) {
     ledger_suspect *x = &l->h.suspects[i];
-    if (x->rowid == rowid && x->attempt == attempt &&
-        !strncmp(x->key, key, sizeof x->key))
+    if (x->rowid == rowid && !strncmp(x->key, key, sizeof x->key))
       return x;
   }
   return NULL;
@@ -146,10 +144,9 @@ static void suspects_count(ledger *l) {
   __atomic_store_n(&l->h.n_suspects, n, __ATOMIC_RELEASE);
 }
 
-uint32_t ledger_suspect_charge(ledger *l, int64_t rowid, const char *key,
-                               uint32_t attempt) {
+uint32_t ledger_suspect_charge(ledger *l, int64_t rowid, const char *key) {
   pthread_mutex_lock(&suspects_mu);
-  ledger_suspect *x = suspect_find(l, rowid, key, attempt);
+  ledger_suspect *x = suspect_find(l, rowid, key);
   if (!x) {
     /* A full table forgets its fewest-charged entry: at worst a poisoned
      * step is isolated one death later. */
@@ -164,7 +161,6 @@ uint32_t ledger_suspect_charge(ledger *l, int64_t rowid, const char *key,
         x = c;
     }
     x->rowid = rowid;
-    x->attempt = attempt;
     x->kills = 0;
     ledger_copy(x->key, sizeof x->key, key);
   }
@@ -174,12 +170,11 @@ uint32_t ledger_suspect_charge(ledger *l, int64_t rowid, const char *key,
   return kills;
 }
 
-uint32_t ledger_suspect_kills(ledger *l, int64_t rowid, const char *key,
-                              uint32_t attempt) {
+uint32_t ledger_suspect_kills(ledger *l, int64_t rowid, const char *key) {
   if (!ledger_has_suspects(l))
     return 0;
   pthread_mutex_lock(&suspects_mu);
-  ledger_suspect *x = suspect_find(l, rowid, key, attempt);
+  ledger_suspect *x = suspect_find(l, rowid, key);
   uint32_t kills = x ? x->kills : 0;
   pthread_mutex_unlock(&suspects_mu);
   return kills;

@@ -137,20 +137,21 @@ void ledger_last_clear(ledger *l);
  *
  * A SIGKILL (what the OOM killer sends, and what a callback that kills
  * its own process raises) is seen by no handler.  The next engine charges
- * every attempt that was inside its callback then with one kill, kept
- * here: beside the slots, kept across deaths, cleared only by the engine.
- * A charged attempt (a suspect) runs its callback again alone, with no
- * other callback running beside it, so that a later kill can only be its
- * own; its charges go when its callback returns.  Only the engine process
- * uses them, one thread at a time (ledger.c locks). */
+ * every step whose attempt was inside its callback then with one kill,
+ * kept here: beside the slots, kept across deaths, cleared only by the
+ * engine.  A kill is charged to the step, not to its attempt: the
+ * interrupted attempt is journaled as cut short, and the kills go on
+ * adding up over the attempts that run after it.  A charged step's
+ * callback (a suspect's) runs again alone, with no other callback running
+ * beside it, so that a later kill can only be its own; its charges go
+ * when its callback returns.  Only the engine process uses them, one
+ * thread at a time (ledger.c locks). */
 #define LEDGER_SUSPECTS 64
 
-/* Adds a kill to (rowid, key, attempt); returns its kills so far. */
-uint32_t ledger_suspect_charge(ledger *l, int64_t rowid, const char *key,
-                               uint32_t attempt);
-/* The kills charged to (rowid, key, attempt), 0 when none. */
-uint32_t ledger_suspect_kills(ledger *l, int64_t rowid, const char *key,
-                              uint32_t attempt);
+/* Adds a kill to step `key` of rowid; returns its kills so far. */
+uint32_t ledger_suspect_charge(ledger *l, int64_t rowid, const char *key);
+/* The kills charged to step `key` of rowid, 0 when none. */
+uint32_t ledger_suspect_kills(ledger *l, int64_t rowid, const char *key);
 /* Forgets every attempt of step `key` of rowid (NULL: of every step). */
 void ledger_suspect_clear(ledger *l, int64_t rowid, const char *key);
 /* Whether any attempt is charged (one load: callbacks ask it each time). */

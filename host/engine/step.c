@@ -482,7 +482,7 @@ static int gate_enter(duro_step *a, const journal_step *s, uint32_t number) {
   /* Run inline (no worker threads), callbacks never overlap. */
   if (!a->worker || !ledger_has_suspects(e->ledger))
     return GATE_NONE;
-  int alone = ledger_suspect_kills(e->ledger, a->inst.rowid, s->key, number);
+  int alone = ledger_suspect_kills(e->ledger, a->inst.rowid, s->key);
   pthread_mutex_lock(&e->gate_mu);
   int stopping;
   /* A suspect waits for the engine to settle first (others run then). */
@@ -658,6 +658,38 @@ void hung_attempt_clear(hung_attempt *h) {
   memset(h, 0, sizeof *h);
 }
 
+/* ---- retries ----------------------------------------------------------- */
+
+typedef struct cut_count {
+  const char *key;
+  uint32_t n;
+} cut_count;
+
+static void count_cut(void *ctx, const char *key, uint32_t number,
+                      int64_t started_ms, int64_t ended_ms, const char *error,
+                      const char *build) {
+  (void)number, (void)started_ms, (void)ended_ms, (void)build;
+  cut_count *c = ctx;
+  if (!strcmp(key, c->key) && error &&
+      strstr(error, "\"name\":\"" DURO_ERR_CUT_SHORT "\""))
+    c->n++;
+}
+
+/* The attempts up to `number` that count against the step's retries:
+ * those cut short by a stop or a death of the engine do not (engine.c,
+ * faults.c; a death is bounded by engine.max_crashes instead).  Read from
+ * the journal only where a failed attempt is charged, never on a step
+ * that succeeds; a read that fails charges them all. */
+static uint32_t charged_attempts(duro_step *a, const char *key,
+                                 uint32_t number) {
+  cut_count c = {.key = key};
+  if (number <= 1 ||
+      journal_attempts_each(a->e->j, a->inst.rowid, count_cut, &c) != 0 ||
+      c.n >= number)
+    return number;
+  return number - c.n;
+}
+
 /* The step's last attempt ended without its activation (it crashed the
  * engine, or hung and was abandoned): apply the retry policy now that
  * the step's configuration is known again.  Returns 1 with *rc set when
@@ -667,7 +699,8 @@ static int retry_orphaned(duro_step *a, journal_step *s, const do_config *c,
   if (s->attempts == 0 || s->wake_ms != JOURNAL_NONE)
     return 0;
   int64_t now = now_ms(a);
-  if (s->attempts > c->limit) {
+  uint32_t charged = charged_attempts(a, s->key, s->attempts);
+  if (charged > c->limit) {
     log_write(DURO_LOG_WARN, a->where, "step \"%s\" failed after %u attempts",
               s->key, s->attempts);
     s->status = "errored";
@@ -677,7 +710,7 @@ static int retry_orphaned(duro_step *a, journal_step *s, const do_config *c,
     *rc = DURO_ERROR;
     return 1;
   }
-  s->wake_ms = now + backoff_ms(c->delay_ms, c->backoff, s->attempts);
+  s->wake_ms = now + backoff_ms(c->delay_ms, c->backoff, charged);
   put_step(a, s);
   metrics_add(&a->e->m.retries_scheduled, 1);
   if (now >= s->wake_ms)
@@ -922,8 +955,9 @@ static duro_rc api_do(duro_step *a, const char *name,
                                   .error = err,
                                   .build = a->build_hash};
   attempt_clear(&at); /* a failed attempt sent nothing */
-  if (!final && at.number <= c.limit) {
-    int64_t wait = backoff_ms(c.delay_ms, c.backoff, at.number);
+  uint32_t charged = final ? at.number : charged_attempts(a, key, at.number);
+  if (!final && charged <= c.limit) {
+    int64_t wait = backoff_ms(c.delay_ms, c.backoff, charged);
     log_write(DURO_LOG_INFO, a->where,
               "step \"%s\" attempt %u failed: %s; "
               "retrying in %" PRId64 " ms",
