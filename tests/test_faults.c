@@ -19,8 +19,9 @@
  *    `plugin.crashed` after exactly engine.max_crashes crashes, each
  *    recorded as an attempt and logged with plugin, workflow, instance
  *    and step; no completed step ran again;
- *  - cut short: a step inside its callback at a kill -9 of the engine
- *    shows attempt 1 attempt.cut_short (by what, when) and attempt 2 complete,
+ *  - cut short: a step inside its callback at a kill -9 of the engine,
+ *    or at a SIGTERM past a short shutdown_grace (then a restart), shows
+ *    attempt 1 attempt.cut_short (by what, when) and attempt 2 complete,
  *    over HTTP and in the CLI's describe;
  *  - hang: attempts that never return are abandoned at their timeout and
  *    their workers replaced, so healthy instances complete; /healthz says
@@ -484,9 +485,10 @@ END_TEST
 /* ---- attempts cut short --------------------------------------------------
  *
  * An attempt inside its callback when the engine is killed from outside
- * (kill -9) is journaled as cut short: the step's re-run is attempt 2,
- * and the description (HTTP JSON and the CLI's text) shows attempt 1 cut
- * short and by what, then the attempt that completed. */
+ * (kill -9), or when a stop's engine.shutdown_grace runs out, is
+ * journaled as cut short: the step's re-run is attempt 2, and the
+ * description (HTTP JSON and the CLI's text) shows attempt 1 cut short
+ * and by what, then the attempt that completed. */
 
 /* Instance `id` completes; its step#1 shows attempt 1 cut short by `by`
  * and attempt 2 its success, over HTTP and in `duro workflows instances
@@ -535,6 +537,18 @@ START_TEST(cut_short_by_kill) {
   host_wait_lines(&H, "died", 1, proc_now_ms() + 10000);
   assert_cut_short(&H, "slow", "the engine's death (SIGKILL)");
   host_stop(&H, proc_now_ms() + 10000, 1);
+}
+END_TEST
+
+START_TEST(cut_short_by_stop) {
+  host_run H, again;
+  start(&H, "{ workers: 2, shutdown_grace: \"300 ms\" }");
+  create(&H, "slow", "{\"fault\":\"none\",\"steps\":1,\"hold_ms\":4000}");
+  wait_record("exec", "slow", 1, 10000);
+  host_stop(&H, proc_now_ms() + 10000, 0); /* past the grace: exit 0 */
+  start_db(&again, "again", db_path(), "{ workers: 2 }");
+  assert_cut_short(&again, "slow", "a stop");
+  host_stop(&again, proc_now_ms() + 10000, 0);
 }
 END_TEST
 
@@ -951,6 +965,7 @@ static Suite *faults_suite(void) {
   tcase_add_loop_test(crash, crash_kind, 0, (int)N_KINDS);
   tcase_add_test(crash, crash_sigkill);
   tcase_add_test(crash, cut_short_by_kill);
+  tcase_add_test(crash, cut_short_by_stop);
   tcase_add_test(hang, hang_is_abandoned);
   tcase_add_test(hang, terminate_does_not_wait_for_callback);
   tcase_add_test(hang, hang_does_not_hold_parked_activations);

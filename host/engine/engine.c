@@ -776,6 +776,11 @@ uint32_t duro_engine_stop(duro_engine *e, int64_t grace_ms) {
     pthread_join(e->scheduler, NULL);
     e->scheduler_started = 0;
   }
+  /* Callbacks still running past the grace go with the process: each is
+   * journaled now as cut short by the stop, so that its re-run is the
+   * next attempt and the one lost shows. */
+  if (grace_ms >= 0 && left > 0)
+    engine_cut_short_running(e, grace);
   /* Queue batches in their handlers (none start now: the scheduler is
    * gone) get the same grace; one still there is settled by no one, and
    * its messages return when its lease ends. */

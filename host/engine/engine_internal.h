@@ -293,6 +293,11 @@ int engine_cut_short(journal_batch *b, const char *where, int64_t rowid,
                      const char *build, const char *by, int64_t now,
                      char **owned);
 
+/* The engine stops with callbacks still running past its grace: each is
+ * journaled cut short by the stop (and whatever it returns later is
+ * discarded).  Returns how many.  Call without mu.  faults.c. */
+uint32_t engine_cut_short_running(duro_engine *e, int64_t grace_ms);
+
 /* Gives up on the attempt worker `w` runs if it is past its deadline
  * (and, when `ent` is not NULL, belongs to that entry): records it as
  * failed, releases the instance, and starts a replacement worker.
@@ -309,6 +314,7 @@ typedef struct hung_attempt {
   int64_t started_ms;
   const char *error_name; /* "TimeoutError" or "instance.terminated" */
   char *message;
+  char *cut_short_by; /* set: cut short by a stop, not failed */
 } hung_attempt;
 
 /* Copies what the watchdog needs of attempt `at`, still running (call

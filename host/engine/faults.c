@@ -26,7 +26,9 @@
  *
  * Cut short: an attempt inside its callback at a death it did not cause
  * (a kill below max_crashes, a crash of another thread) is journaled as
- * failed with `attempt.cut_short`, once, here.  Its step is due again at
+ * failed with `attempt.cut_short`, once, here; so is one still running
+ * when a stop's grace runs out, by the stopping engine (the watchdog's
+ * way of giving up on it, without its error).  Its step is due again at
  * once as the next attempt, and the retry policy does not charge it
  * (step.c): nothing is written before a callback for it.
  *
@@ -410,27 +412,35 @@ int engine_record_crashes(duro_engine *e) {
 /* ---- hangs -------------------------------------------------------------- */
 
 static void record_hung(duro_engine *e, hung_attempt *h, int64_t now) {
-  char *err = error_json(h->error_name, h->message);
   journal_batch b = {0};
-  journal_op *op = journal_batch_add(&b, JOP_ATTEMPT_PUT);
-  op->rowid = h->rowid;
-  op->attempt = (journal_attempt){.key = h->step.key,
-                                  .number = h->number,
-                                  .started_ms = h->started_ms,
-                                  .ended_ms = now,
-                                  .error = err,
-                                  .build = h->build};
-  /* As for a crash: the retry policy applies at the step's next call. */
-  h->step.attempts = h->number;
-  h->step.error = err;
-  h->step.wake_ms = JOURNAL_NONE;
-  op = journal_batch_add(&b, JOP_STEP_PUT);
-  op->rowid = h->rowid;
-  op->step = &h->step;
+  char *err = NULL, *status = h->step.status;
+  if (h->cut_short_by) {
+    engine_cut_short(&b, h->where, h->rowid, &h->step, h->number, h->started_ms,
+                     h->build, h->cut_short_by, now, &err);
+  } else {
+    err = error_json(h->error_name, h->message);
+    journal_op *op = journal_batch_add(&b, JOP_ATTEMPT_PUT);
+    op->rowid = h->rowid;
+    op->attempt = (journal_attempt){.key = h->step.key,
+                                    .number = h->number,
+                                    .started_ms = h->started_ms,
+                                    .ended_ms = now,
+                                    .error = err,
+                                    .build = h->build};
+    /* As for a crash: the retry policy applies at the step's next call. */
+    h->step.attempts = h->number;
+    h->step.error = err;
+    h->step.wake_ms = JOURNAL_NONE;
+    op = journal_batch_add(&b, JOP_STEP_PUT);
+    op->rowid = h->rowid;
+    op->step = &h->step;
+  }
   if (journal_commit(e->j, &b) != 0)
-    log_error("%s: cannot record the hung attempt: %s", h->where,
-              journal_errmsg(e->j));
+    log_error("%s: cannot record the %s attempt: %s", h->where,
+              h->cut_short_by ? "cut-short" : "hung", journal_errmsg(e->j));
   journal_batch_free(&b);
+  /* engine_cut_short set a literal status: the row owns its copy. */
+  h->step.status = status;
   h->step.error = NULL;
   free(err);
 }
@@ -460,21 +470,30 @@ static void replace_worker_locked(duro_engine *e, worker *w, hung_attempt *h,
     log_error("cannot start a worker to replace a hung one");
 }
 
-/* Gives up on w's attempt: hung (past its deadline, for `ent` unless
- * NULL), or, with `terminated`, whatever its deadline when it runs for
- * `ent`. */
-static int abandon(duro_engine *e, worker *w, entry *ent, int terminated) {
+typedef enum abandon_why {
+  ABANDON_HUNG,       /* past its deadline, for `ent` unless NULL */
+  ABANDON_TERMINATED, /* its instance (`ent`) was terminated */
+  ABANDON_STOPPED,    /* the engine stops past its grace: any attempt */
+} abandon_why;
+
+/* Gives up on w's attempt, if it is one `why` concerns; `stop_by` is
+ * what a stopped one was cut short by. */
+static int abandon(duro_engine *e, worker *w, entry *ent, abandon_why why,
+                   const char *stop_by) {
   int64_t now = duro_clock_now(e->clock), mono = engine_mono_ms(e);
   hung_attempt h = {0};
   pthread_mutex_lock(&w->mu);
   struct duro_attempt *at = w->attempt;
   if (!at || w->abandoned ||
-      !(terminated ? attempt_runs_for(at, ent)
-                   : attempt_is_hung(at, mono, ent))) {
+      !(why == ABANDON_STOPPED      ? 1
+        : why == ABANDON_TERMINATED ? attempt_runs_for(at, ent)
+                                    : attempt_is_hung(at, mono, ent))) {
     pthread_mutex_unlock(&w->mu);
     return 0;
   }
-  attempt_describe(at, terminated, &h);
+  attempt_describe(at, why == ABANDON_TERMINATED, &h);
+  if (why == ABANDON_STOPPED)
+    h.cut_short_by = xstrdup(stop_by);
   /* Under both locks (w->mu, then the engine's): the thread sees itself
    * abandoned and the counts move in one step. */
   pthread_mutex_lock(&e->mu);
@@ -493,7 +512,8 @@ static int abandon(duro_engine *e, worker *w, entry *ent, int terminated) {
   attempt_gate_leave(at);
   pthread_mutex_unlock(&w->mu);
 
-  log_write(DURO_LOG_WARN, h.where, "%s; its worker is replaced", h.message);
+  if (!h.cut_short_by)
+    log_write(DURO_LOG_WARN, h.where, "%s; its worker is replaced", h.message);
   record_hung(e, &h, now);
   /* The instance runs again (or takes a pending pause or terminate). */
   engine_activation_done(e, h.ent, "queued", JOURNAL_NONE, 1);
@@ -505,7 +525,7 @@ static int abandon(duro_engine *e, worker *w, entry *ent, int terminated) {
 }
 
 int engine_abandon_hung(duro_engine *e, worker *w, entry *ent) {
-  return abandon(e, w, ent, 0);
+  return abandon(e, w, ent, ABANDON_HUNG, NULL);
 }
 
 /* The workers as they are now (mu held); the array is the caller's. */
@@ -524,9 +544,24 @@ int engine_abandon_entry(duro_engine *e, entry *ent) {
   pthread_mutex_unlock(&e->mu);
   int done = 0;
   for (uint32_t i = 0; i < n && !done; i++)
-    done = abandon(e, ws[i], ent, 1);
+    done = abandon(e, ws[i], ent, ABANDON_TERMINATED, NULL);
   free(ws);
   return done;
+}
+
+uint32_t engine_cut_short_running(duro_engine *e, int64_t grace_ms) {
+  uint32_t n, cut = 0;
+  pthread_mutex_lock(&e->mu);
+  worker **ws = workers_snapshot(e, &n);
+  pthread_mutex_unlock(&e->mu);
+  for (uint32_t i = 0; i < n; i++)
+    cut += (uint32_t)abandon(e, ws[i], NULL, ABANDON_STOPPED, "a stop");
+  free(ws);
+  if (cut)
+    log_warn("engine.shutdown_grace (%lld ms) passed: %u attempt(s) cut "
+             "short, journaled as such",
+             (long long)grace_ms, cut);
+  return cut;
 }
 
 void *engine_watchdog_main(void *arg) {

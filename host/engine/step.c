@@ -655,6 +655,7 @@ void hung_attempt_clear(hung_attempt *h) {
   free(h->step.status);
   free(h->step.error);
   free(h->step.build);
+  free(h->cut_short_by);
   memset(h, 0, sizeof *h);
 }
 
