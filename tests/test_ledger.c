@@ -38,6 +38,7 @@ static duro_retries R = {
     .limit = 5, .delay = "1 minute", .backoff = DURO_BACKOFF_CONSTANT};
 static int calls_a, calls_boom, boom_failures;
 static uint32_t boom_attempt;
+static char boom_key[64]; /* the last attempt's idempotency key */
 
 static int step_a(duro_attempt *a, void *arg) {
   (void)arg;
@@ -49,6 +50,7 @@ static int step_boom(duro_attempt *a, void *arg) {
   (void)arg;
   calls_boom++;
   boom_attempt = duro_attempt_number(a);
+  snprintf(boom_key, sizeof boom_key, "%s", duro_attempt_idempotency_key(a));
   if (boom_failures > 0) {
     boom_failures--;
     return duro_attempt_fail(a, "boom failed");
@@ -224,7 +226,7 @@ END_TEST
 
 /* A SIGKILL from outside blames nobody: the attempt that was inside its
  * callback is journaled cut short, and the step runs again at once as
- * attempt 2. */
+ * attempt 2, with the idempotency key every attempt of it has. */
 START_TEST(unblamed_kill_cuts_short) {
   create("i1");
   staged st = boom1;
@@ -242,6 +244,7 @@ START_TEST(unblamed_kill_cuts_short) {
   harness_run(&H);
   ck_assert_int_eq(calls_boom, 1);
   ck_assert_uint_eq(boom_attempt, 2);
+  ck_assert_str_eq(boom_key, "i1/boom#1");
   ck_assert_str_eq(harness_status(&H, WF, "i1"), "complete");
   d = harness_describe(&H, WF, "i1");
   ck_assert_uint_eq(json_array_size(json_object_get(boom_step(d), "attempts")),
