@@ -288,10 +288,10 @@ int engine_record_crashes(duro_engine *e);
  * attempt.cut_short the retry policy does not charge, logged for `where`
  * ("workflow/id").  Its error JSON goes to *owned (the caller frees it
  * after the commit).  faults.c. */
-int engine_cut_short(journal_batch *b, const char *where, int64_t rowid,
-                     journal_step *s, uint32_t number, int64_t started_ms,
-                     const char *build, const char *by, int64_t now,
-                     char **owned);
+void engine_cut_short(journal_batch *b, const char *where, int64_t rowid,
+                      journal_step *s, uint32_t number, int64_t started_ms,
+                      const char *build, const char *by, int64_t now,
+                      char **owned);
 
 /* The engine stops with callbacks still running past its grace: each is
  * journaled cut short by the stop (and whatever it returns later is

@@ -122,10 +122,10 @@ static const char *iso_ms(char buf[32], int64_t ms) {
   return buf;
 }
 
-int engine_cut_short(journal_batch *b, const char *where, int64_t rowid,
-                     journal_step *s, uint32_t number, int64_t started_ms,
-                     const char *build, const char *by, int64_t now,
-                     char **owned) {
+void engine_cut_short(journal_batch *b, const char *where, int64_t rowid,
+                      journal_step *s, uint32_t number, int64_t started_ms,
+                      const char *build, const char *by, int64_t now,
+                      char **owned) {
   char t[32];
   char *msg = xasprintf("cut short by %s at %s", by, iso_ms(t, now));
   char *err = *owned = error_json(DURO_ERR_CUT_SHORT, msg);
@@ -150,19 +150,18 @@ int engine_cut_short(journal_batch *b, const char *where, int64_t rowid,
             "step \"%s\" attempt %u was %s: it runs again as attempt %u",
             s->key, number, msg, number + 1);
   free(msg);
-  return 0;
 }
 
-/* How the last engine died, in a few words: "SIGKILL", "exit status 1". */
-static const char *death_short(const ledger *l) {
-  static __thread char buf[48];
+/* How the last engine died, in a few words, into buf[48]: "SIGKILL",
+ * "exit status 1". */
+static const char *death_short(const ledger *l, char *buf) {
   int code;
   ledger_death how = ledger_last_death(l, &code);
   const char *abbrev = how == LEDGER_DEATH_SIGNAL ? sigabbrev_np(code) : NULL;
   if (how == LEDGER_DEATH_SIGNAL)
-    snprintf(buf, sizeof buf, "SIG%s", abbrev ? abbrev : "?");
+    snprintf(buf, 48, "SIG%s", abbrev ? abbrev : "?");
   else
-    snprintf(buf, sizeof buf, "exit status %d", code);
+    snprintf(buf, 48, "exit status %d", code);
   return buf;
 }
 
@@ -174,7 +173,9 @@ static void add_cut_short(duro_engine *e, journal_batch *b,
                           journal_step *s, const char *build, const char *how,
                           uint32_t kills, uint32_t crashes, int64_t now,
                           char **owned) {
-  char *by = xasprintf("the engine's death (%s)", death_short(e->ledger));
+  char death[48];
+  char *by =
+      xasprintf("the engine's death (%s)", death_short(e->ledger, death));
   char *where = xasprintf("%s/%s", in->workflow, in->id);
   engine_cut_short(b, where, in->rowid, s, sl->attempt, sl->started_ms, build,
                    by, now, owned);
