@@ -1320,6 +1320,147 @@ START_TEST(test_unknown_key_suggests) {
 }
 END_TEST
 
+/* ---- Several errors ---------------------------------------------------- */
+
+typedef struct multi_case {
+  const char *yaml;
+  const char *errors; /* every message, one per line, in file order */
+} multi_case;
+
+/* One pass reports every error it can, each at its own line and column,
+ * in file order (the checks across plugins, which run after the walk,
+ * among the others), and what one refused value would make wrong is not
+ * reported on top of it. */
+static const multi_case multi_cases[] = {
+    /* an unknown key, a wrong type, a bad duration: each section goes on */
+    {"storage:\n"
+     "  sync: full\n"
+     "engine:\n"
+     "  workers: \"8\"\n"
+     "  shutdown_grace: soon\n",
+     "t.yaml:2:3: unknown key \"sync\" in storage\n"
+     "t.yaml:4:12: \"workers\" must be an integer\n"
+     "t.yaml:5:19: \"shutdown_grace\" is not a valid duration: \"soon\""},
+    /* a missing field, a duplicate name, a producer to an unknown queue
+     * (found last, placed at its line), a bad cron and a bad zone */
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - {name: a, binding: A}\n"
+     "      - {name: a, binding: B, class_name: C}\n"
+     "    queues:\n"
+     "      producers:\n"
+     "        - {binding: Q, queue: nowhere}\n"
+     "    triggers:\n"
+     "      crons:\n"
+     "        - \"61 * * * *\"\n"
+     "        - {schedule: \"* * * * *\", timezone: \"America/New York\"}\n",
+     "t.yaml:5:9: workflow \"a\" is missing \"class_name\"\n"
+     "t.yaml:6:16: duplicate workflow name \"a\" (first at 5:16)\n"
+     "t.yaml:9:31: producer \"Q\" sends to queue \"nowhere\", which no "
+     "consumer consumes or names as its dead_letter_queue\n"
+     "t.yaml:12:12: invalid cron expression \"61 * * * *\": minute field: 61 "
+     "is out of range 0-59\n"
+     "t.yaml:13:45: time zone \"America/New York\" has a character no zone "
+     "name has"},
+    /* a bad entry is skipped, the next one read */
+    {"plugins:\n"
+     "  - just a name\n"
+     "  - name: q\n"
+     "    path: q.so\n"
+     "    paht: x\n"
+     "  - {name: q, path: r.so}\n",
+     "t.yaml:2:5: each entry of \"plugins\" must be a mapping\n"
+     "t.yaml:5:5: unknown key \"paht\" in plugin — did you mean \"path\"?\n"
+     "t.yaml:6:12: duplicate plugin name \"q\" (first at 3:11)"},
+    /* a misspelt required key is reported as such, not as missing too */
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: w\n"
+     "        bindng: W\n"
+     "        class_name: C\n"
+     "        retention: forever\n",
+     "t.yaml:6:9: unknown key \"bindng\" in workflow — did you mean "
+     "\"binding\"?\n"
+     "t.yaml:8:20: \"retention\" is not a valid duration: \"forever\""},
+    /* the consumers may be under the misspelt key: the producer's queue
+     * is not refused on top */
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    queues:\n"
+     "      producers: [{binding: B, queue: q}]\n"
+     "      consumer: [{queue: q}]\n",
+     "t.yaml:6:7: unknown key \"consumer\" in queues — did you mean "
+     "\"consumers\"?"},
+    /* nor when the consumer's queue name was the one refused */
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    queues:\n"
+     "      producers: [{binding: B, queue: q}]\n"
+     "      consumers: [{queue: \"a b\", max_retries: lots}]\n",
+     "t.yaml:6:27: queue names are 1-100 characters of A-Z a-z 0-9 _ . : -, "
+     "not \"a b\"\n"
+     "t.yaml:6:47: \"max_retries\" must be an integer"},
+    /* the errors of the document, then the second document's */
+    {"engine: {workers: 0}\n---\nengine: {}\n",
+     "t.yaml:1:19: \"workers\" must be between 1 and 1024\n"
+     "t.yaml:3:1: only one YAML document is allowed"},
+};
+
+START_TEST(test_several_errors) {
+  const multi_case *c = &multi_cases[_i];
+  char err[2048] = "";
+  config *cfg = parse(c->yaml, err, sizeof err);
+  if (cfg)
+    config_free(cfg);
+  ck_assert_msg(cfg == NULL, "row %d accepted", _i);
+  ck_assert_msg(strcmp(err, c->errors) == 0,
+                "row %d:\n  got\n%s\n  expected\n%s", _i, err, c->errors);
+}
+END_TEST
+
+/* Past 50 errors the rest are counted, not listed: the 50 earliest in the
+ * file are kept, whatever order they were found in (the producers' are
+ * found after the engine's at the end of the file, yet come first). */
+START_TEST(test_error_cap) {
+  size_t cap = 16384, o = 0;
+  char *text = malloc(cap);
+  ck_assert_ptr_nonnull(text);
+  o += (size_t)snprintf(text + o, cap - o,
+                        "plugins:\n  - name: p\n    path: p.so\n"
+                        "    queues:\n      producers:\n");
+  for (int i = 0; i < 60; i++)
+    o += (size_t)snprintf(text + o, cap - o,
+                          "        - {binding: B%02d, queue: q}\n", i);
+  o += (size_t)snprintf(text + o, cap - o, "engine: {workers: 0}\n");
+  ck_assert_uint_lt(o, cap);
+
+  errlist errs = {0};
+  ck_assert_ptr_null(config_parse_all("t.yaml", text, o, &errs));
+  ck_assert_uint_eq(errlist_total(&errs), 61);
+  ck_assert_uint_eq(errs.n, ERRLIST_MAX);
+  ck_assert_uint_eq(errs.more, 11);
+  ck_assert_str_eq(errs.items[0].text,
+                   "t.yaml:6:33: producer \"B00\" sends to queue \"q\", which "
+                   "no consumer consumes or names as its dead_letter_queue");
+  ck_assert_str_eq(errs.items[49].text,
+                   "t.yaml:55:33: producer \"B49\" sends to queue \"q\", which "
+                   "no consumer consumes or names as its dead_letter_queue");
+  char err[16384];
+  errlist_join(&errs, err, sizeof err);
+  const char *last = strrchr(err, '\n');
+  ck_assert_ptr_nonnull(last);
+  ck_assert_str_eq(last + 1, "and 11 more errors");
+  errlist_clear(&errs);
+  free(text);
+}
+END_TEST
+
 /* ---- Paths ------------------------------------------------------------- */
 
 typedef struct path_case {
@@ -1445,6 +1586,9 @@ static Suite *config_suite(void) {
   tcase_add_test(tc, test_depth_hostile);
   tcase_add_loop_test(tc, test_unknown_key_suggests, 0,
                       (int)(sizeof suggest_cases / sizeof suggest_cases[0]));
+  tcase_add_loop_test(tc, test_several_errors, 0,
+                      (int)(sizeof multi_cases / sizeof multi_cases[0]));
+  tcase_add_test(tc, test_error_cap);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("accepted");

@@ -1,5 +1,6 @@
 /* config.c — reads the YAML configuration into the plain structs of
- * config.h, or refuses it with one "file:line:column: message".
+ * config.h, or refuses it with every "file:line:column: message" it finds
+ * (errlist.h), as a compiler lists its errors.
  *
  * libyaml composes the whole document into a node tree first; this module
  * then walks that tree with one schema per mapping (a table of fields: key,
@@ -30,11 +31,22 @@
  * composing 100,000 nested flow collections ("[[[...") takes libyaml
  * tens of seconds.
  *
- * Lifecycle: config_parse() builds a config with every default filled in,
- * overwrites what the file sets, and on the first error frees it all and
- * returns NULL.  Every string and array in a returned config belongs to it
- * and is released by config_free().  Positions in messages are 1-based;
- * libyaml's marks are 0-based. */
+ * Errors do not stop the walk: a refused value leaves its field at its
+ * default, as if absent, a refused entry is skipped, and the walk goes on
+ * with the next key or entry, so one pass reports all it can.  What an
+ * error would make wrong is not reported on top of it: a misspelt key
+ * that suggests a required one is not reported as missing too, a name
+ * refused is not checked for uniqueness, and when a consumer's queue or
+ * a workflow's name was refused (or a list or key that could hold one),
+ * references to queues or workflows are not checked, since the one not
+ * found may be that one.  Only a YAML syntax error or a document nested
+ * too deep ends the parse, where libyaml ends it.
+ *
+ * Lifecycle: config_parse_all() builds a config with every default filled
+ * in, overwrites what the file sets, and when it recorded any error frees
+ * it all and returns NULL.  Every string and array in a returned config
+ * belongs to it and is released by config_free().  Positions in messages
+ * are 1-based; libyaml's marks are 0-based. */
 #include "config.h"
 #include "duro_config.h"
 
@@ -49,6 +61,7 @@
 
 #include "duration.h"
 #include "duro.h"
+#include "errlist.h"
 #include "expr.h"
 #include "paths.h"
 #include "suggest.h"
@@ -77,10 +90,14 @@ typedef struct parser {
   size_t len;
   yaml_document_t *doc;
   config *cfg;
-  char *err;
-  size_t errlen;
+  errlist *errs;
   seen_name *seen;
   size_t n_seen, cap_seen;
+  /* A consumer or a workflow whose name was refused (or an entry, list or
+   * section that would have held one) leaves the names declared unknown:
+   * a reference to a queue or a workflow that is not found may be to that
+   * one, so it is not refused on top. */
+  bool unsure_queues, unsure_workflows;
 } parser;
 
 static config_pos pos_of(const yaml_node_t *node) {
@@ -88,13 +105,13 @@ static config_pos pos_of(const yaml_node_t *node) {
                       .column = (int)node->start_mark.column + 1};
 }
 
+/* Records one error and goes on: every walker skips what was refused and
+ * walks the rest, so one pass finds every error it can. */
 static int failv(parser *p, config_pos pos, const char *fmt, va_list ap) {
-  if (p->err && p->errlen > 0) {
-    int n = snprintf(p->err, p->errlen, "%s:%d:%d: ", p->file, pos.line,
-                     pos.column);
-    if (n >= 0 && (size_t)n < p->errlen)
-      vsnprintf(p->err + n, p->errlen - (size_t)n, fmt, ap);
-  }
+  char *what = xvasprintf(fmt, ap);
+  errlist_add(p->errs, pos.line, pos.column,
+              xasprintf("%s:%d:%d: %s", p->file, pos.line, pos.column, what));
+  free(what);
   return DURO_E_CONFIG;
 }
 
@@ -258,6 +275,9 @@ typedef struct field {
 } field;
 
 #define MAX_FIELDS 12
+/* The bit parse_mapping() sets in *bad for a key it does not know (or one
+ * that is not a string): whatever that key held was not read. */
+#define BAD_UNKNOWN (1u << 31)
 
 typedef struct schema {
   const char *noun;  /* "workflow", for "workflow ... is missing ..." */
@@ -617,7 +637,8 @@ static int take_value(parser *p, const field *f, const yaml_node_t *v,
 }
 
 /* An unknown key, with the schema's nearest key when one is close: a
- * typo is the likeliest reason for a key to be unknown. */
+ * typo is the likeliest reason for a key to be unknown.  Returns the index
+ * of that nearest field, or -1. */
 static int unknown_key(parser *p, const yaml_node_t *k, const schema *s) {
   const char *keys[MAX_FIELDS];
   shown b;
@@ -626,20 +647,64 @@ static int unknown_key(parser *p, const yaml_node_t *k, const schema *s) {
   const char *key = scalar(k);
   size_t len = k->data.scalar.length;
   const char *near = suggest_nearest(key, len, keys, s->n_fields);
-  if (near)
-    return fail(p, k, "unknown key \"%s\" %s — did you mean \"%s\"?",
-                show_n(&b, key, len), s->where, near);
-  return fail(p, k, "unknown key \"%s\" %s", show_n(&b, key, len), s->where);
+  if (!near) {
+    fail(p, k, "unknown key \"%s\" %s", show_n(&b, key, len), s->where);
+    return -1;
+  }
+  fail(p, k, "unknown key \"%s\" %s — did you mean \"%s\"?",
+       show_n(&b, key, len), s->where, near);
+  for (size_t i = 0; i < s->n_fields; i++)
+    if (keys[i] == near)
+      return (int)i;
+  return -1;
+}
+
+/* The field of `s` that key node k names, or s->n_fields. */
+static size_t field_index(const schema *s, const yaml_node_t *k) {
+  const char *key = scalar(k);
+  size_t key_len = k->data.scalar.length;
+  size_t i = 0;
+  while (i < s->n_fields && !(strlen(s->fields[i].key) == key_len &&
+                              memcmp(s->fields[i].key, key, key_len) == 0))
+    i++;
+  return i;
+}
+
+/* The required fields the mapping lacks, naming the entry by its label
+ * field; `given` has a bit for each field the mapping gave (or that an
+ * unknown key most likely misspelt, which is the error to report). */
+static int check_required(parser *p, yaml_node_t *node, const schema *s,
+                          void *base, unsigned given) {
+  shown b;
+  int rc = 0;
+  for (size_t i = 0; i < s->n_fields; i++) {
+    if (!s->fields[i].required || (given & (1u << i)))
+      continue;
+    const char *label =
+        s->label >= 0
+            ? *(char **)(void *)((char *)base + s->fields[s->label].offset)
+            : NULL;
+    if (label)
+      rc = fail(p, node, "%s \"%s\" is missing \"%s\"", s->noun,
+                show(&b, label), s->fields[i].key);
+    else
+      rc = fail(p, node, "%s is missing \"%s\"", s->noun, s->fields[i].key);
+  }
+  return rc;
 }
 
 /* Walks one mapping against its schema: refuses keys that are not strings,
  * unknown keys and repeated keys, stores every scalar field into `base`,
  * leaves each field's value node in vals[field index] (NULL when absent),
- * then checks the required fields, naming the entry by its label field. */
+ * then checks the required fields.  A refused value leaves its field at
+ * its default and its vals slot NULL, as if absent, and sets the field's
+ * bit in *bad (when bad is not NULL); a repeated key keeps the first
+ * value.  Returns DURO_E_CONFIG when anything in the mapping was refused,
+ * having walked all of it. */
 static int parse_mapping(parser *p, yaml_node_t *node, const schema *s,
-                         void *base, yaml_node_t **vals) {
-  shown b;
-  int rc;
+                         void *base, yaml_node_t **vals, unsigned *bad) {
+  unsigned given = 0, refused = 0;
+  int rc = 0;
 
   assert(s->n_fields <= MAX_FIELDS);
   for (size_t i = 0; i < s->n_fields; i++)
@@ -649,37 +714,38 @@ static int parse_mapping(parser *p, yaml_node_t *node, const schema *s,
        pair < node->data.mapping.pairs.top; pair++) {
     yaml_node_t *k = node_at(p, pair->key);
     yaml_node_t *v = node_at(p, pair->value);
-    if (k->type != YAML_SCALAR_NODE)
-      return fail(p, k, "keys must be strings %s", s->where);
-    const char *key = scalar(k);
-    size_t key_len = k->data.scalar.length;
-
-    size_t i = 0;
-    while (i < s->n_fields && !(strlen(s->fields[i].key) == key_len &&
-                                memcmp(s->fields[i].key, key, key_len) == 0))
-      i++;
-    if (i == s->n_fields)
-      return unknown_key(p, k, s);
-    if (vals[i])
-      return fail(p, k, "duplicate key \"%s\" %s", s->fields[i].key, s->where);
-    vals[i] = v;
-    if ((rc = take_value(p, &s->fields[i], v, base)) < 0)
-      return rc;
-  }
-
-  for (size_t i = 0; i < s->n_fields; i++) {
-    if (!s->fields[i].required || vals[i])
+    if (k->type != YAML_SCALAR_NODE) {
+      rc = fail(p, k, "keys must be strings %s", s->where);
+      refused |= BAD_UNKNOWN;
       continue;
-    const char *label =
-        s->label >= 0
-            ? *(char **)(void *)((char *)base + s->fields[s->label].offset)
-            : NULL;
-    if (label)
-      return fail(p, node, "%s \"%s\" is missing \"%s\"", s->noun,
-                  show(&b, label), s->fields[i].key);
-    return fail(p, node, "%s is missing \"%s\"", s->noun, s->fields[i].key);
+    }
+    size_t i = field_index(s, k);
+    if (i == s->n_fields) {
+      int near = unknown_key(p, k, s);
+      refused |= BAD_UNKNOWN;
+      if (near >= 0)
+        given |= 1u << near;
+      rc = DURO_E_CONFIG;
+      continue;
+    }
+    if (vals[i] || (refused & (1u << i))) {
+      rc = fail(p, k, "duplicate key \"%s\" %s", s->fields[i].key, s->where);
+      continue;
+    }
+    given |= 1u << i;
+    if (take_value(p, &s->fields[i], v, base) < 0) {
+      refused |= 1u << i;
+      rc = DURO_E_CONFIG;
+      continue;
+    }
+    vals[i] = v;
   }
-  return 0;
+
+  if (check_required(p, node, s, base, given) < 0)
+    rc = DURO_E_CONFIG;
+  if (bad)
+    *bad = refused;
+  return rc;
 }
 
 /* A section's value: 1 when it is a mapping to walk, 0 when it is null
@@ -742,25 +808,24 @@ static int parse_allowed_hosts(parser *p, const yaml_node_t *list,
                                config *cfg) {
   size_t n;
   int rc = section_list(p, list, "allowed_hosts", &n);
-  if (rc < 0 || n == 0)
-    return rc;
-  cfg->http.allowed_hosts = xcalloc(n, sizeof *cfg->http.allowed_hosts);
+  if (n > 0)
+    cfg->http.allowed_hosts = xcalloc(n, sizeof *cfg->http.allowed_hosts);
+  cfg->http.n_allowed_hosts = n; /* a refused entry stays NULL */
   for (size_t i = 0; i < n; i++) {
     yaml_node_t *item = list_item(p, list, i);
     char **name = &cfg->http.allowed_hosts[i];
-    cfg->http.n_allowed_hosts = i + 1; /* freed with the config */
-    if ((rc = take_string(p, item, "allowed_hosts", name)) < 0)
-      return rc;
-    if (!host_name_ok(*name)) {
+    if (take_string(p, item, "allowed_hosts", name) < 0) {
+      rc = DURO_E_CONFIG;
+    } else if (!host_name_ok(*name)) {
       shown b;
-      return fail(p, item,
-                  "\"allowed_hosts\" entries are host names as a Host "
-                  "header gives them (\"duro.example.com\" or "
-                  "\"duro.example.com:8787\"), not \"%s\"",
-                  show(&b, *name));
+      rc = fail(p, item,
+                "\"allowed_hosts\" entries are host names as a Host "
+                "header gives them (\"duro.example.com\" or "
+                "\"duro.example.com:8787\"), not \"%s\"",
+                show(&b, *name));
     }
   }
-  return 0;
+  return rc;
 }
 
 /* Records `name` (the value of node `v`) in the namespace `kind`, or
@@ -768,6 +833,8 @@ static int parse_allowed_hosts(parser *p, const yaml_node_t *list,
 static int unique(parser *p, const char *kind, const char *name,
                   const yaml_node_t *v) {
   shown b;
+  if (!name) /* refused or missing: reported already */
+    return 0;
   for (size_t i = 0; i < p->n_seen; i++) {
     const seen_name *s = &p->seen[i];
     if (strcmp(s->kind, kind) == 0 && strcmp(s->name, name) == 0)
@@ -782,7 +849,7 @@ static int unique(parser *p, const char *kind, const char *name,
   return 0;
 }
 
-static int queue_name(parser *p, yaml_node_t *node, const char *name);
+static int queue_name(parser *p, yaml_node_t *node, char **name);
 
 static int parse_workflow(parser *p, yaml_node_t *node, config_workflow *w) {
   yaml_node_t *v[MAX_FIELDS];
@@ -792,22 +859,23 @@ static int parse_workflow(parser *p, yaml_node_t *node, config_workflow *w) {
   w->max_steps = 10000;
   w->concurrency = 0;
   w->pos = pos_of(node);
-  if ((rc = parse_mapping(p, node, &workflow_schema, w, v)) < 0)
-    return rc;
-  if ((rc = section_mapping(p, v[WF_LIMITS], "limits")) < 0)
-    return rc;
-  if (rc > 0) {
+  rc = parse_mapping(p, node, &workflow_schema, w, v, NULL);
+  if (!w->name)
+    p->unsure_workflows = true;
+  int limits = section_mapping(p, v[WF_LIMITS], "limits");
+  if (limits > 0) {
     yaml_node_t *lv[MAX_FIELDS];
-    if ((rc = parse_mapping(p, v[WF_LIMITS], &limits_schema, w, lv)) < 0)
-      return rc;
+    limits = parse_mapping(p, v[WF_LIMITS], &limits_schema, w, lv, NULL);
   }
-  if ((rc = unique(p, "workflow name", w->name, v[WF_NAME])) < 0)
-    return rc;
+  if (limits < 0 || unique(p, "workflow name", w->name, v[WF_NAME]) < 0)
+    rc = DURO_E_CONFIG;
   if (w->lifecycle_queue &&
-      (rc = queue_name(p, v[WF_LIFECYCLE], w->lifecycle_queue)) < 0)
-    return rc;
+      queue_name(p, v[WF_LIFECYCLE], &w->lifecycle_queue) < 0)
+    rc = DURO_E_CONFIG;
   w->lifecycle_pos = v[WF_LIFECYCLE] ? pos_of(v[WF_LIFECYCLE]) : w->pos;
-  return unique(p, "binding name", w->binding, v[WF_BINDING]);
+  if (unique(p, "binding name", w->binding, v[WF_BINDING]) < 0)
+    rc = DURO_E_CONFIG;
+  return rc;
 }
 
 /* 1-100 characters of A-Z a-z 0-9 _ . : -: the rule of instance ids
@@ -826,27 +894,33 @@ static bool name_chars_ok(const char *name, size_t n) {
 
 /* A queue name as the HTTP routes and the CLI can name it (a queue named
  * otherwise could be declared but never reached). */
-static int queue_name(parser *p, yaml_node_t *node, const char *name) {
-  if (name_chars_ok(name, strlen(name)))
+static int queue_name(parser *p, yaml_node_t *node, char **name) {
+  if (name_chars_ok(*name, strlen(*name)))
     return 0;
   shown b;
-  return fail(p, node,
-              "queue names are 1-100 characters of A-Z a-z 0-9 _ . : -, "
-              "not \"%s\"",
-              show(&b, name));
+  fail(p, node,
+       "queue names are 1-100 characters of A-Z a-z 0-9 _ . : -, "
+       "not \"%s\"",
+       show(&b, *name));
+  /* As if not given: nothing is checked against a name refused here. */
+  free(*name);
+  *name = NULL;
+  return DURO_E_CONFIG;
 }
 
 static int parse_producer(parser *p, yaml_node_t *node, config_producer *pr) {
   yaml_node_t *v[MAX_FIELDS];
-  int rc;
 
   pr->pos = pos_of(node);
-  if ((rc = parse_mapping(p, node, &producer_schema, pr, v)) < 0)
-    return rc;
-  pr->queue_pos = pos_of(v[PR_QUEUE]);
-  if ((rc = queue_name(p, v[PR_QUEUE], pr->queue)) < 0)
-    return rc;
-  return unique(p, "binding name", pr->binding, v[PR_BINDING]);
+  int rc = parse_mapping(p, node, &producer_schema, pr, v, NULL);
+  if (pr->queue) {
+    pr->queue_pos = pos_of(v[PR_QUEUE]);
+    if (queue_name(p, v[PR_QUEUE], &pr->queue) < 0)
+      rc = DURO_E_CONFIG;
+  }
+  if (unique(p, "binding name", pr->binding, v[PR_BINDING]) < 0)
+    rc = DURO_E_CONFIG;
+  return rc;
 }
 
 /* RFC 6901: "" (the whole body) or "/"-led tokens where '~' only starts
@@ -861,31 +935,36 @@ static int json_pointer_ok(const char *ptr) {
 }
 
 /* The no-code consumer's keys go together; whether its workflow exists is
- * known once every plugin is read (check_consumers). */
-static int check_id_from(parser *p, config_consumer *c, yaml_node_t **v) {
+ * known once every plugin is read (check_consumers).  `bad` has the bits
+ * of the fields parse_mapping refused: one of the pair refused is not
+ * reported again as missing. */
+static int check_id_from(parser *p, config_consumer *c, yaml_node_t **v,
+                         unsigned bad) {
+  int rc = 0;
   if (c->workflow)
     c->workflow_pos = pos_of(v[CO_WORKFLOW]);
-  if (c->id_from && !c->workflow)
-    return fail(p, v[CO_ID_FROM],
-                "\"id_from\" needs \"workflow\": it names where a message's "
-                "instance id is");
-  if (c->workflow && !c->id_from)
-    return fail(p, v[CO_WORKFLOW],
-                "\"workflow\" needs \"id_from\", the JSON pointer to each "
-                "message's instance id (e.g. \"/jobId\")");
+  bool pair_given = !(bad & (1u << CO_WORKFLOW | 1u << CO_ID_FROM));
+  if (pair_given && c->id_from && !c->workflow)
+    rc = fail(p, v[CO_ID_FROM],
+              "\"id_from\" needs \"workflow\": it names where a message's "
+              "instance id is");
+  if (pair_given && c->workflow && !c->id_from)
+    rc = fail(p, v[CO_WORKFLOW],
+              "\"workflow\" needs \"id_from\", the JSON pointer to each "
+              "message's instance id (e.g. \"/jobId\")");
   if (c->id_from && !json_pointer_ok(c->id_from)) {
     shown b;
-    return fail(p, v[CO_ID_FROM],
-                "\"id_from\" is not a JSON pointer (RFC 6901: \"\" or "
-                "\"/a/b\", with ~0 for '~' and ~1 for '/'): \"%s\"",
-                show(&b, c->id_from));
+    rc = fail(p, v[CO_ID_FROM],
+              "\"id_from\" is not a JSON pointer (RFC 6901: \"\" or "
+              "\"/a/b\", with ~0 for '~' and ~1 for '/'): \"%s\"",
+              show(&b, c->id_from));
   }
-  return 0;
+  return rc;
 }
 
 static int parse_consumer(parser *p, yaml_node_t *node, config_consumer *c) {
   yaml_node_t *v[MAX_FIELDS];
-  int rc;
+  unsigned bad;
 
   c->max_batch_size = 10;
   c->max_batch_timeout_ms = 5 * SECOND_MS;
@@ -894,62 +973,73 @@ static int parse_consumer(parser *p, yaml_node_t *node, config_consumer *c) {
   c->message_retention_ms = 4 * DAY_MS;
   c->visibility_timeout_ms = 30 * SECOND_MS;
   c->pos = pos_of(node);
-  if ((rc = parse_mapping(p, node, &consumer_schema, c, v)) < 0)
-    return rc;
+  int rc = parse_mapping(p, node, &consumer_schema, c, v, &bad);
   if (c->message_retention_ms < MINUTE_MS)
-    return fail(p, v[CO_RETENTION],
-                "\"message_retention\" must be at least 1 minute");
-  if ((rc = queue_name(p, v[CO_QUEUE], c->queue)) < 0 ||
-      (c->dead_letter_queue &&
-       (rc = queue_name(p, v[CO_DLQ], c->dead_letter_queue)) < 0))
-    return rc;
+    rc = fail(p, v[CO_RETENTION],
+              "\"message_retention\" must be at least 1 minute");
+  if (c->queue && queue_name(p, v[CO_QUEUE], &c->queue) < 0)
+    rc = DURO_E_CONFIG;
+  if (c->dead_letter_queue &&
+      queue_name(p, v[CO_DLQ], &c->dead_letter_queue) < 0)
+    rc = DURO_E_CONFIG;
+  /* What this consumer consumes or dead-letters into is not known. */
+  if (!c->queue || (bad & (1u << CO_DLQ)) ||
+      (v[CO_DLQ] && !c->dead_letter_queue))
+    p->unsure_queues = true;
   /* Dead-lettering into the queue itself would retry a message forever. */
-  if (c->dead_letter_queue && strcmp(c->dead_letter_queue, c->queue) == 0) {
+  if (c->queue && c->dead_letter_queue &&
+      strcmp(c->dead_letter_queue, c->queue) == 0) {
     shown b;
-    return fail(p, v[CO_DLQ],
-                "\"dead_letter_queue\" must differ from the consumer's queue "
-                "\"%s\"",
-                show(&b, c->queue));
+    rc = fail(p, v[CO_DLQ],
+              "\"dead_letter_queue\" must differ from the consumer's queue "
+              "\"%s\"",
+              show(&b, c->queue));
   }
-  if ((rc = check_id_from(p, c, v)) < 0)
-    return rc;
-  return unique(p, "consumer for queue", c->queue, v[CO_QUEUE]);
+  if (check_id_from(p, c, v, bad) < 0 ||
+      unique(p, "consumer for queue", c->queue, v[CO_QUEUE]) < 0)
+    rc = DURO_E_CONFIG;
+  return rc;
 }
 
 static int parse_queues(parser *p, yaml_node_t *node, config_plugin *pl) {
   yaml_node_t *v[MAX_FIELDS];
   size_t n;
-  int rc;
 
-  if ((rc = parse_mapping(p, node, &queues_schema, pl, v)) < 0)
-    return rc;
-
-  if ((rc = section_list(p, v[QS_PRODUCERS], "producers", &n)) < 0)
-    return rc;
+  unsigned bad;
+  int rc = parse_mapping(p, node, &queues_schema, pl, v, &bad);
+  if (bad & BAD_UNKNOWN) /* "consumer:" may be the consumers */
+    p->unsure_queues = true;
+  if (section_list(p, v[QS_PRODUCERS], "producers", &n) < 0)
+    rc = DURO_E_CONFIG;
   if (n > 0) {
     pl->producers = xcalloc(n, sizeof *pl->producers);
     pl->n_producers = n;
   }
   for (size_t i = 0; i < n; i++) {
     yaml_node_t *item = list_item(p, v[QS_PRODUCERS], i);
-    if ((rc = entry_mapping(p, item, "producers")) < 0 ||
-        (rc = parse_producer(p, item, &pl->producers[i])) < 0)
-      return rc;
+    if (entry_mapping(p, item, "producers") < 0 ||
+        parse_producer(p, item, &pl->producers[i]) < 0)
+      rc = DURO_E_CONFIG;
   }
 
-  if ((rc = section_list(p, v[QS_CONSUMERS], "consumers", &n)) < 0)
-    return rc;
+  if (section_list(p, v[QS_CONSUMERS], "consumers", &n) < 0) {
+    p->unsure_queues = true;
+    rc = DURO_E_CONFIG;
+  }
   if (n > 0) {
     pl->consumers = xcalloc(n, sizeof *pl->consumers);
     pl->n_consumers = n;
   }
   for (size_t i = 0; i < n; i++) {
     yaml_node_t *item = list_item(p, v[QS_CONSUMERS], i);
-    if ((rc = entry_mapping(p, item, "consumers")) < 0 ||
-        (rc = parse_consumer(p, item, &pl->consumers[i])) < 0)
-      return rc;
+    if (entry_mapping(p, item, "consumers") < 0) {
+      p->unsure_queues = true;
+      rc = DURO_E_CONFIG;
+    } else if (parse_consumer(p, item, &pl->consumers[i]) < 0) {
+      rc = DURO_E_CONFIG;
+    }
   }
-  return 0;
+  return rc;
 }
 
 /* The position of byte `offset` of a scalar's value: the scalar's first
@@ -1046,21 +1136,61 @@ static const char *utc_null(const char *tz) {
   return tz && strcmp(tz, "UTC") == 0 ? NULL : tz;
 }
 
+/* The expression itself, `sched` its node: it parses, and some date
+ * matches it. */
+static int check_schedule(parser *p, const yaml_node_t *sched, config_cron *c) {
+  cron_expr e;
+  cron_error ce;
+  shown b;
+  c->schedule_pos = scalar_pos(sched, 0);
+  if (cron_parse(c->schedule, &e, &ce) < 0)
+    return fail_at(p, scalar_pos(sched, ce.offset),
+                   "invalid cron expression \"%s\": %s", show(&b, c->schedule),
+                   ce.msg);
+  if (!cron_ever_fires(&e))
+    return fail_at(p, scalar_pos(sched, 0),
+                   "cron \"%s\" never fires: no date matches it",
+                   show(&b, c->schedule));
+  char note[256];
+  if (cron_weekday_note(&e, note, sizeof note))
+    c->weekday_note = xstrdup(note);
+  return 0;
+}
+
+static int check_timezone(parser *p, const yaml_node_t *v, const char *tz) {
+  char why[256];
+  if (cron_tz_valid(tz, why, sizeof why))
+    return 0;
+  /* cron_tz_valid() quotes the name as it is: a name that a raw quote
+   * would garble is shown escaped instead. */
+  bool plain = true;
+  for (const char *q = tz; *q; q++)
+    if ((unsigned char)*q < 0x20 || *q == '"' || *q == '\\' || *q == 0x7f)
+      plain = false;
+  shown b;
+  if (!plain)
+    return fail(p, v,
+                "unknown time zone \"%s\" (not in the system's time zone "
+                "database)",
+                show(&b, tz));
+  return fail(p, v, "%s", why);
+}
+
 /* One entry of triggers.crons: a string (the handler form) or a mapping.
  * Whether its workflow exists is known once every plugin is read
  * (check_crons). */
 static int parse_cron(parser *p, yaml_node_t *node, config_cron *c) {
   yaml_node_t *v[MAX_FIELDS];
   yaml_node_t *sched;
-  int rc;
+  unsigned bad = 0;
+  int rc = 0;
 
   c->catch_up = CONFIG_CATCH_UP_LATEST;
   c->max_catch_up = 100;
   c->overlap_allow = 0;
   c->pos = pos_of(node);
   if (node->type == YAML_MAPPING_NODE) {
-    if ((rc = parse_mapping(p, node, &cron_schema, c, v)) < 0)
-      return rc;
+    rc = parse_mapping(p, node, &cron_schema, c, v, &bad);
     sched = v[CR_SCHEDULE];
   } else {
     if (node->type != YAML_SCALAR_NODE || is_null(node) ||
@@ -1074,55 +1204,42 @@ static int parse_cron(parser *p, yaml_node_t *node, config_cron *c) {
       v[i] = NULL;
     sched = node;
   }
-  c->schedule_pos = scalar_pos(sched, 0);
-
-  cron_expr e;
-  cron_error ce;
-  if (cron_parse(c->schedule, &e, &ce) < 0) {
-    shown b;
-    return fail_at(p, scalar_pos(sched, ce.offset),
-                   "invalid cron expression \"%s\": %s", show(&b, c->schedule),
-                   ce.msg);
-  }
-  if (!cron_ever_fires(&e)) {
-    shown b;
-    return fail_at(p, scalar_pos(sched, 0),
-                   "cron \"%s\" never fires: no date matches it",
-                   show(&b, c->schedule));
-  }
-  char note[256];
-  if (cron_weekday_note(&e, note, sizeof note))
-    c->weekday_note = xstrdup(note);
-
-  char why[256];
-  if (c->timezone && !cron_tz_valid(c->timezone, why, sizeof why)) {
-    /* cron_tz_valid() quotes the name as it is: a name that a raw quote
-     * would garble is shown escaped instead. */
-    bool plain = true;
-    for (const char *q = c->timezone; *q; q++)
-      if ((unsigned char)*q < 0x20 || *q == '"' || *q == '\\' || *q == 0x7f)
-        plain = false;
-    shown b;
-    if (!plain)
-      return fail(p, v[CR_TIMEZONE],
-                  "unknown time zone \"%s\" (not in the system's time zone "
-                  "database)",
-                  show(&b, c->timezone));
-    return fail(p, v[CR_TIMEZONE], "%s", why);
-  }
+  if (sched && check_schedule(p, sched, c) < 0)
+    rc = DURO_E_CONFIG;
+  if (c->timezone && check_timezone(p, v[CR_TIMEZONE], c->timezone) < 0)
+    rc = DURO_E_CONFIG;
 
   /* The id template names the instances of the no-code form; without a
    * workflow there are none to name. */
-  if (c->id && !c->workflow)
-    return fail(p, v[CR_ID],
-                "\"id\" needs \"workflow\": it is the id template of the "
-                "instances a cron creates");
+  if (c->id && !c->workflow && !(bad & (1u << CR_WORKFLOW)))
+    rc = fail(p, v[CR_ID],
+              "\"id\" needs \"workflow\": it is the id template of the "
+              "instances a cron creates");
   if (c->workflow) {
     c->workflow_pos = pos_of(v[CR_WORKFLOW]);
-    if (!c->id)
+    if (!c->id && !(bad & (1u << CR_ID)))
       c->id = xstrdup("cron-{datetime}");
-    else if ((rc = check_id_template(p, v[CR_ID], c->id)) < 0)
-      return rc;
+    else if (c->id && check_id_template(p, v[CR_ID], c->id) < 0)
+      rc = DURO_E_CONFIG;
+  }
+  return rc;
+}
+
+/* The same trigger twice would fire twice per tick: two handler calls, or
+ * two attempts at the same instance id. */
+static int check_cron_twice(parser *p, const config_plugin *pl, size_t i) {
+  const config_cron *c = &pl->crons[i];
+  for (size_t k = 0; k < i; k++) {
+    const config_cron *d = &pl->crons[k];
+    if (same_str(c->schedule, d->schedule) &&
+        same_str(utc_null(c->timezone), utc_null(d->timezone)) &&
+        same_str(c->workflow, d->workflow) && same_str(c->id, d->id)) {
+      shown b;
+      return fail_at(p, c->pos,
+                     "duplicate cron trigger \"%s\" (first at %d:%d): it "
+                     "would fire twice",
+                     show(&b, c->schedule), d->pos.line, d->pos.column);
+    }
   }
   return 0;
 }
@@ -1130,72 +1247,66 @@ static int parse_cron(parser *p, yaml_node_t *node, config_cron *c) {
 static int parse_triggers(parser *p, yaml_node_t *node, config_plugin *pl) {
   yaml_node_t *v[MAX_FIELDS];
   size_t n;
-  int rc;
 
-  if ((rc = parse_mapping(p, node, &triggers_schema, pl, v)) < 0)
-    return rc;
-  if ((rc = section_list(p, v[TR_CRONS], "crons", &n)) < 0)
-    return rc;
+  int rc = parse_mapping(p, node, &triggers_schema, pl, v, NULL);
+  if (section_list(p, v[TR_CRONS], "crons", &n) < 0)
+    rc = DURO_E_CONFIG;
   if (n > 0) {
     pl->crons = xcalloc(n, sizeof *pl->crons);
     pl->n_crons = n;
   }
   for (size_t i = 0; i < n; i++) {
     config_cron *c = &pl->crons[i];
-    if ((rc = parse_cron(p, list_item(p, v[TR_CRONS], i), c)) < 0)
-      return rc;
-    /* The same trigger twice would fire twice per tick: two handler
-     * calls, or two attempts at the same instance id. */
-    for (size_t k = 0; k < i; k++) {
-      const config_cron *d = &pl->crons[k];
-      if (same_str(c->schedule, d->schedule) &&
-          same_str(utc_null(c->timezone), utc_null(d->timezone)) &&
-          same_str(c->workflow, d->workflow) && same_str(c->id, d->id)) {
-        shown b;
-        return fail_at(p, c->pos,
-                       "duplicate cron trigger \"%s\" (first at %d:%d): it "
-                       "would fire twice",
-                       show(&b, c->schedule), d->pos.line, d->pos.column);
-      }
-    }
+    /* A refused entry is not compared: its error is reported already. */
+    if (parse_cron(p, list_item(p, v[TR_CRONS], i), c) < 0 || !c->schedule)
+      rc = DURO_E_CONFIG;
+    else if (check_cron_twice(p, pl, i) < 0)
+      rc = DURO_E_CONFIG;
   }
-  return 0;
+  return rc;
 }
 
 static int parse_plugin(parser *p, yaml_node_t *node, config_plugin *pl) {
   yaml_node_t *v[MAX_FIELDS];
   size_t n;
-  int rc;
 
+  unsigned bad;
   pl->pos = pos_of(node);
-  if ((rc = parse_mapping(p, node, &plugin_schema, pl, v)) < 0)
-    return rc;
-  if ((rc = unique(p, "plugin name", pl->name, v[PL_NAME])) < 0)
-    return rc;
+  int rc = parse_mapping(p, node, &plugin_schema, pl, v, &bad);
+  /* An unknown key ("workflow:", "queue:") may be a list of them. */
+  if (bad & BAD_UNKNOWN)
+    p->unsure_workflows = p->unsure_queues = true;
+  if (unique(p, "plugin name", pl->name, v[PL_NAME]) < 0)
+    rc = DURO_E_CONFIG;
 
-  if ((rc = section_list(p, v[PL_WORKFLOWS], "workflows", &n)) < 0)
-    return rc;
+  if (section_list(p, v[PL_WORKFLOWS], "workflows", &n) < 0) {
+    p->unsure_workflows = true;
+    rc = DURO_E_CONFIG;
+  }
   if (n > 0) {
     pl->workflows = xcalloc(n, sizeof *pl->workflows);
     pl->n_workflows = n;
   }
   for (size_t i = 0; i < n; i++) {
     yaml_node_t *item = list_item(p, v[PL_WORKFLOWS], i);
-    if ((rc = entry_mapping(p, item, "workflows")) < 0 ||
-        (rc = parse_workflow(p, item, &pl->workflows[i])) < 0)
-      return rc;
+    if (entry_mapping(p, item, "workflows") < 0) {
+      p->unsure_workflows = true;
+      rc = DURO_E_CONFIG;
+    } else if (parse_workflow(p, item, &pl->workflows[i]) < 0) {
+      rc = DURO_E_CONFIG;
+    }
   }
 
-  if ((rc = section_mapping(p, v[PL_QUEUES], "queues")) < 0)
-    return rc;
-  if (rc > 0 && (rc = parse_queues(p, v[PL_QUEUES], pl)) < 0)
-    return rc;
+  int present = section_mapping(p, v[PL_QUEUES], "queues");
+  if (present < 0)
+    p->unsure_queues = true;
+  if (present < 0 || (present > 0 && parse_queues(p, v[PL_QUEUES], pl) < 0))
+    rc = DURO_E_CONFIG;
 
-  if ((rc = section_mapping(p, v[PL_TRIGGERS], "triggers")) < 0)
-    return rc;
-  if (rc > 0 && (rc = parse_triggers(p, v[PL_TRIGGERS], pl)) < 0)
-    return rc;
-  return 0;
+  present = section_mapping(p, v[PL_TRIGGERS], "triggers");
+  if (present < 0 || (present > 0 && parse_triggers(p, v[PL_TRIGGERS], pl) < 0))
+    rc = DURO_E_CONFIG;
+  return rc;
 }
 
 /* 1 when some consumer of any plugin consumes `queue` or dead-letters
@@ -1204,7 +1315,7 @@ static int queue_declared(const config *cfg, const char *queue) {
   for (size_t i = 0; i < cfg->n_plugins; i++)
     for (size_t k = 0; k < cfg->plugins[i].n_consumers; k++) {
       const config_consumer *c = &cfg->plugins[i].consumers[k];
-      if (strcmp(c->queue, queue) == 0 ||
+      if ((c->queue && strcmp(c->queue, queue) == 0) ||
           (c->dead_letter_queue && strcmp(c->dead_letter_queue, queue) == 0))
         return 1;
     }
@@ -1215,86 +1326,97 @@ static int queue_declared(const config *cfg, const char *queue) {
  * retention to run out: refuse the producer, at its queue. */
 static int check_producers(parser *p) {
   const config *cfg = p->cfg;
+  int rc = 0;
   for (size_t i = 0; i < cfg->n_plugins; i++)
     for (size_t k = 0; k < cfg->plugins[i].n_producers; k++) {
       const config_producer *pr = &cfg->plugins[i].producers[k];
-      if (queue_declared(cfg, pr->queue))
+      if (!pr->queue || !pr->binding || queue_declared(cfg, pr->queue))
         continue;
       shown b, q;
-      return fail_at(p, pr->queue_pos,
-                     "producer \"%s\" sends to queue \"%s\", which no "
-                     "consumer consumes or names as its dead_letter_queue",
-                     show(&b, pr->binding), show(&q, pr->queue));
+      rc = fail_at(p, pr->queue_pos,
+                   "producer \"%s\" sends to queue \"%s\", which no "
+                   "consumer consumes or names as its dead_letter_queue",
+                   show(&b, pr->binding), show(&q, pr->queue));
     }
-  return 0;
+  return rc;
 }
 
 /* The same for a workflow's lifecycle messages. */
 static int check_lifecycle_queues(parser *p) {
   const config *cfg = p->cfg;
+  int rc = 0;
   for (size_t i = 0; i < cfg->n_plugins; i++)
     for (size_t k = 0; k < cfg->plugins[i].n_workflows; k++) {
       const config_workflow *w = &cfg->plugins[i].workflows[k];
-      if (!w->lifecycle_queue || queue_declared(cfg, w->lifecycle_queue))
+      if (!w->lifecycle_queue || !w->name ||
+          queue_declared(cfg, w->lifecycle_queue))
         continue;
       shown b, q;
-      return fail_at(p, w->lifecycle_pos,
-                     "workflow \"%s\" publishes its lifecycle to queue "
-                     "\"%s\", which no consumer consumes or names as its "
-                     "dead_letter_queue",
-                     show(&b, w->name), show(&q, w->lifecycle_queue));
+      rc = fail_at(p, w->lifecycle_pos,
+                   "workflow \"%s\" publishes its lifecycle to queue "
+                   "\"%s\", which no consumer consumes or names as its "
+                   "dead_letter_queue",
+                   show(&b, w->name), show(&q, w->lifecycle_queue));
     }
-  return 0;
+  return rc;
 }
 
 /* A no-code consumer's workflow must be declared, by any plugin. */
 static int check_consumers(parser *p) {
   const config *cfg = p->cfg;
+  int rc = 0;
   for (size_t i = 0; i < cfg->n_plugins; i++)
     for (size_t k = 0; k < cfg->plugins[i].n_consumers; k++) {
       const config_consumer *c = &cfg->plugins[i].consumers[k];
-      if (!c->workflow || config_find_workflow(cfg, c->workflow, NULL))
+      if (!c->workflow || !c->queue ||
+          config_find_workflow(cfg, c->workflow, NULL))
         continue;
       shown b, q;
-      return fail_at(p, c->workflow_pos,
-                     "consumer of queue \"%s\" creates instances of workflow "
-                     "\"%s\", which no plugin declares",
-                     show(&q, c->queue), show(&b, c->workflow));
+      rc = fail_at(p, c->workflow_pos,
+                   "consumer of queue \"%s\" creates instances of workflow "
+                   "\"%s\", which no plugin declares",
+                   show(&q, c->queue), show(&b, c->workflow));
     }
-  return 0;
+  return rc;
 }
 
 /* The same for a no-code cron trigger. */
 static int check_crons(parser *p) {
   const config *cfg = p->cfg;
+  int rc = 0;
   for (size_t i = 0; i < cfg->n_plugins; i++)
     for (size_t k = 0; k < cfg->plugins[i].n_crons; k++) {
       const config_cron *c = &cfg->plugins[i].crons[k];
-      if (!c->workflow || config_find_workflow(cfg, c->workflow, NULL))
+      if (!c->workflow || !c->schedule ||
+          config_find_workflow(cfg, c->workflow, NULL))
         continue;
       shown b, q;
-      return fail_at(p, c->workflow_pos,
-                     "cron \"%s\" creates instances of workflow \"%s\", "
-                     "which no plugin declares",
-                     show(&q, c->schedule), show(&b, c->workflow));
+      rc = fail_at(p, c->workflow_pos,
+                   "cron \"%s\" creates instances of workflow \"%s\", "
+                   "which no plugin declares",
+                   show(&q, c->schedule), show(&b, c->workflow));
     }
-  return 0;
+  return rc;
 }
 
-static int parse_root(parser *p, yaml_node_t *root) {
-  config *cfg = p->cfg;
-  yaml_node_t *v[MAX_FIELDS];
-  yaml_node_t *sv[MAX_FIELDS];
-  size_t n;
-  int rc;
+/* The references across the whole file, once every plugin is read; those
+ * to a kind of name that a refused entry may have declared are left out
+ * (unsure_queues, unsure_workflows). */
+static int check_references(parser *p) {
+  int rc = 0;
+  if (!p->unsure_workflows && (check_consumers(p) < 0 || check_crons(p) < 0))
+    rc = DURO_E_CONFIG;
+  if (!p->unsure_queues &&
+      (check_lifecycle_queues(p) < 0 || check_producers(p) < 0))
+    rc = DURO_E_CONFIG;
+  return rc;
+}
 
-  /* An empty file, or one holding only "---", is the all-defaults config. */
-  if (!root || is_null(root))
-    return 0;
-  if (root->type != YAML_MAPPING_NODE)
-    return fail(p, root, "the top level must be a mapping");
-  if ((rc = parse_mapping(p, root, &root_schema, cfg, v)) < 0)
-    return rc;
+/* storage, http and engine: one mapping each, filling the config. */
+static int parse_sections(parser *p, yaml_node_t **v) {
+  config *cfg = p->cfg;
+  yaml_node_t *sv[MAX_FIELDS];
+  int rc = 0;
 
   static const struct {
     int index;
@@ -1305,43 +1427,65 @@ static int parse_root(parser *p, yaml_node_t *root) {
                   {ROOT_ENGINE, "engine", &engine_schema}};
   for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
     yaml_node_t *sec = v[sections[i].index];
-    if ((rc = section_mapping(p, sec, sections[i].key)) < 0)
-      return rc;
-    int present = rc > 0;
-    if (present && (rc = parse_mapping(p, sec, sections[i].s, cfg, sv)) < 0)
-      return rc;
-    if (present && sections[i].index == ROOT_STORAGE && sv[2] && !DURO_HAVE_PG)
-      return fail(p, sv[2],
-                  "\"postgresql\": this duro was built without PostgreSQL "
-                  "(libpq)");
+    int present = section_mapping(p, sec, sections[i].key);
+    if (present < 0)
+      rc = DURO_E_CONFIG;
+    if (present <= 0)
+      continue;
+    if (parse_mapping(p, sec, sections[i].s, cfg, sv, NULL) < 0)
+      rc = DURO_E_CONFIG;
+    if (sections[i].index == ROOT_STORAGE && sv[2] && !DURO_HAVE_PG)
+      rc = fail(p, sv[2],
+                "\"postgresql\": this duro was built without PostgreSQL "
+                "(libpq)");
     /* http.c checks these against the bind policy later, and names them */
-    if (present && sections[i].index == ROOT_HTTP) {
+    if (sections[i].index == ROOT_HTTP) {
       if (sv[0])
         cfg->http.listen_pos = pos_of(sv[0]);
       if (sv[1])
         cfg->http.token_env_pos = pos_of(sv[1]);
-      if ((rc = parse_allowed_hosts(p, sv[HTTP_ALLOWED_HOSTS], cfg)) < 0)
-        return rc;
+      if (parse_allowed_hosts(p, sv[HTTP_ALLOWED_HOSTS], cfg) < 0)
+        rc = DURO_E_CONFIG;
     }
   }
+  return rc;
+}
 
-  if ((rc = section_list(p, v[ROOT_PLUGINS], "plugins", &n)) < 0)
-    return rc;
+static int parse_root(parser *p, yaml_node_t *root) {
+  config *cfg = p->cfg;
+  yaml_node_t *v[MAX_FIELDS];
+  unsigned bad;
+  size_t n;
+
+  /* An empty file, or one holding only "---", is the all-defaults config. */
+  if (!root || is_null(root))
+    return 0;
+  if (root->type != YAML_MAPPING_NODE)
+    return fail(p, root, "the top level must be a mapping");
+  int rc = parse_mapping(p, root, &root_schema, cfg, v, &bad);
+  if (bad & BAD_UNKNOWN) /* "plugin:" may be the plugins */
+    p->unsure_workflows = p->unsure_queues = true;
+  if (parse_sections(p, v) < 0)
+    rc = DURO_E_CONFIG;
+
+  if (section_list(p, v[ROOT_PLUGINS], "plugins", &n) < 0)
+    rc = DURO_E_CONFIG;
   if (n > 0) {
     cfg->plugins = xcalloc(n, sizeof *cfg->plugins);
     cfg->n_plugins = n;
   }
   for (size_t i = 0; i < n; i++) {
     yaml_node_t *item = list_item(p, v[ROOT_PLUGINS], i);
-    if ((rc = entry_mapping(p, item, "plugins")) < 0 ||
-        (rc = parse_plugin(p, item, &cfg->plugins[i])) < 0)
-      return rc;
+    if (entry_mapping(p, item, "plugins") < 0) {
+      p->unsure_workflows = p->unsure_queues = true;
+      rc = DURO_E_CONFIG;
+    } else if (parse_plugin(p, item, &cfg->plugins[i]) < 0) {
+      rc = DURO_E_CONFIG;
+    }
   }
-  if ((rc = check_consumers(p)) < 0 || (rc = check_crons(p)) < 0)
-    return rc;
-  if ((rc = check_lifecycle_queues(p)) < 0)
-    return rc;
-  return check_producers(p);
+  if (check_references(p) < 0)
+    rc = DURO_E_CONFIG;
+  return rc;
 }
 
 /* How deep collections may nest.  The schema needs 6 levels (the top
@@ -1423,23 +1567,10 @@ static int yaml_failure(parser *p, const yaml_parser_t *yp) {
   }
 }
 
-config *config_parse(const char *name, const char *text, size_t len, char *err,
-                     size_t errlen) {
-  parser p = {.file = name ? name : "<config>",
-              .text = text ? text : "",
-              .len = text ? len : 0,
-              .err = err,
-              .errlen = errlen};
-  yaml_parser_t yp;
-  yaml_document_t doc, next;
-  int rc;
-
-  if (err && errlen > 0)
-    err[0] = '\0';
-
+/* A config with every default filled in, before the file overrides. */
+static config *config_defaults(const char *file) {
   config *cfg = xcalloc(1, sizeof *cfg);
-  p.cfg = cfg;
-  cfg->file = xstrdup(p.file);
+  cfg->file = xstrdup(file);
   cfg->storage.path = xstrdup("var/duro.db");
   cfg->storage.synchronous_full = 1;
   cfg->storage.connect_timeout_ms = 30 * SECOND_MS;
@@ -1454,11 +1585,26 @@ config *config_parse(const char *name, const char *text, size_t len, char *err,
   cfg->engine.max_instance_state = 1 * GiB;
   cfg->engine.max_crashes = 3;
   cfg->engine.shutdown_grace_ms = 30 * SECOND_MS;
+  return cfg;
+}
 
-  if ((rc = check_depth(&p)) < 0) {
-    config_free(cfg);
-    return NULL;
-  }
+/* libyaml stops at a syntax error, so does the parse: what the document
+ * held past it is unknown.  Every other error is recorded and the walk
+ * goes on. */
+config *config_parse_all(const char *name, const char *text, size_t len,
+                         errlist *errs) {
+  parser p = {.file = name ? name : "<config>",
+              .text = text ? text : "",
+              .len = text ? len : 0,
+              .errs = errs};
+  yaml_parser_t yp;
+  yaml_document_t doc, next;
+  size_t before = errlist_total(errs);
+
+  config *cfg = config_defaults(p.file);
+  p.cfg = cfg;
+  if (check_depth(&p) < 0)
+    goto out;
   if (!yaml_parser_initialize(&yp)) {
     fprintf(stderr, "duro: out of memory creating a YAML parser\n");
     abort();
@@ -1467,32 +1613,44 @@ config *config_parse(const char *name, const char *text, size_t len, char *err,
 
   /* On failure yaml_parser_load() has already released the document. */
   if (!yaml_parser_load(&yp, &doc)) {
-    rc = yaml_failure(&p, &yp);
+    yaml_failure(&p, &yp);
     goto out_parser;
   }
   p.doc = &doc;
-  if ((rc = parse_root(&p, yaml_document_get_root_node(&doc))) < 0)
-    goto out_doc;
+  parse_root(&p, yaml_document_get_root_node(&doc));
 
   /* A second document would be ignored silently; refuse it instead. */
   if (!yaml_parser_load(&yp, &next)) {
-    rc = yaml_failure(&p, &yp);
+    yaml_failure(&p, &yp);
     goto out_doc;
   }
   yaml_node_t *extra = yaml_document_get_root_node(&next);
   if (extra)
-    rc = fail(&p, extra, "only one YAML document is allowed");
+    fail(&p, extra, "only one YAML document is allowed");
   yaml_document_delete(&next);
 
 out_doc:
   yaml_document_delete(&doc);
 out_parser:
   yaml_parser_delete(&yp);
+out:
   free(p.seen);
-  if (rc < 0) {
+  if (errlist_total(errs) > before) {
     config_free(cfg);
     return NULL;
   }
+  return cfg;
+}
+
+config *config_parse(const char *name, const char *text, size_t len, char *err,
+                     size_t errlen) {
+  errlist errs = {0};
+  config *cfg = config_parse_all(name, text, len, &errs);
+  if (!cfg)
+    errlist_join(&errs, err, errlen);
+  else if (err && errlen > 0)
+    err[0] = '\0';
+  errlist_clear(&errs);
   return cfg;
 }
 
@@ -1515,15 +1673,14 @@ static void resolve_paths(config *cfg, const char *file) {
   free(dir);
 }
 
-config *config_load(const char *path, char *err, size_t errlen) {
+config *config_load_all(const char *path, errlist *errs) {
   FILE *f = NULL;
   char *buf = NULL;
   size_t len = 0, cap = 0;
   config *cfg = NULL;
 
   if (!path) {
-    if (err && errlen > 0)
-      snprintf(err, errlen, "config: no file given");
+    errlist_add(errs, 0, 0, xstrdup("config: no file given"));
     return NULL;
   }
   if (!(f = fopen(path, "rb")))
@@ -1541,18 +1698,29 @@ config *config_load(const char *path, char *err, size_t errlen) {
       break;
     }
   }
-  cfg = config_parse(path, buf, len, err, errlen);
+  cfg = config_parse_all(path, buf, len, errs);
   if (cfg)
     resolve_paths(cfg, path);
   goto out;
 
 fail_io:
-  if (err && errlen > 0)
-    snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+  errlist_add(errs, 0, 0,
+              xasprintf("%s: cannot read: %s", path, strerror(errno)));
 out:
   if (f)
     fclose(f);
   free(buf);
+  return cfg;
+}
+
+config *config_load(const char *path, char *err, size_t errlen) {
+  errlist errs = {0};
+  config *cfg = config_load_all(path, &errs);
+  if (!cfg)
+    errlist_join(&errs, err, errlen);
+  else if (err && errlen > 0)
+    err[0] = '\0';
+  errlist_clear(&errs);
   return cfg;
 }
 

@@ -4,7 +4,8 @@
  * (unknown key, wrong type, missing field, out-of-range value, duplicate
  * name or binding, a dead-letter queue equal to its own queue, nesting
  * deeper than 64 levels) and refuses it with "file:line:column: what is
- * wrong", as is a queue producer bound to a queue that no consumer
+ * wrong" for each error it finds, in file order, as a compiler lists its
+ * errors (errlist.h), as is a queue producer bound to a queue that no consumer
  * consumes or names as its dead-letter queue.  Cron triggers are checked
  * the same way (the expression, its zone, the workflow of the no-code
  * form, the id template).  An unknown key is refused with the nearest
@@ -21,6 +22,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "errlist.h"
 
 typedef struct config_pos {
   int line;   /* 1-based */
@@ -160,10 +163,18 @@ typedef struct config {
 } config;
 
 /* Parses `path`, then resolves its file paths against its directory.  On
- * error returns NULL and writes "path:line:column: message" into err. */
-config *config_load(const char *path, char *err, size_t errlen);
+ * error returns NULL having added every error it found to errs (which the
+ * caller initialises to {0} and clears), each "path:line:column: message",
+ * in file order. */
+config *config_load_all(const char *path, errlist *errs);
 
-/* Same, from a string (tests); `name` stands for the file in messages. */
+/* Same, from a string; `name` stands for the file in messages. */
+config *config_parse_all(const char *name, const char *text, size_t len,
+                         errlist *errs);
+
+/* config_load_all() and config_parse_all() with the errors joined into
+ * err, one per line (errlist_join), for a caller that shows one message. */
+config *config_load(const char *path, char *err, size_t errlen);
 config *config_parse(const char *name, const char *text, size_t len, char *err,
                      size_t errlen);
 
