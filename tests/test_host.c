@@ -449,6 +449,77 @@ START_TEST(check_missing_config_file) {
 }
 END_TEST
 
+/* Three errors in three sections: each on its own line with its
+ * position, in file order, then their count; nothing is created.  `duro
+ * run` refuses to start with the same lines. */
+static const char three_errors[] =
+    "storage:\n"
+    "  path: @DB@\n"
+    "  sync: full\n" /* 3:3 */
+    "engine:\n"
+    "  workers: lots\n" /* 5:12 */
+    "plugins:\n" PLUGIN(
+        "@FIX@/libfixture_good_v1.so") "      - name: hello\n" /* 10:9 */
+                                       "        binding: HELLO\n";
+
+START_TEST(check_reports_every_error) {
+  const char *verb = _i ? "run" : "check";
+  char config[512], db[512], want[4096];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  write_config("three.yaml", three_errors, db, config, sizeof config);
+  child p;
+  duro(&p, (const char *[]){verb, config, NULL});
+  assert_refused(&p);
+  snprintf(want, sizeof want,
+           "%s:3:3: unknown key \"sync\" in storage\n"
+           "%s:5:12: \"workers\" must be an integer\n"
+           "%s:10:9: workflow \"hello\" is missing \"class_name\"\n"
+           "3 errors in %s\n",
+           config, config, config, config);
+  ck_assert_msg(strcmp(p_err(&p), want) == 0, "%s: got\n%s\nexpected\n%s", verb,
+                p_err(&p), want);
+  ck_assert_msg(!exists(db), "duro %s created %s", verb, db);
+}
+END_TEST
+
+/* Every plugin problem is reported, each at its entry: two classes the
+ * plugin does not export, then a plugin whose file is missing. */
+static const char plugin_errors[] =
+    HEAD PLUGIN("@FIX@/libfixture_good_v1.so") "      - name: a\n" /* 12:9 */
+                                               "        binding: A\n"
+                                               "        class_name: Nope\n"
+                                               "      - name: b\n" /* 15:9 */
+                                               "        binding: B\n"
+                                               "        class_name: Nada\n"
+                                               "  - name: gone\n" /* 18:5 */
+                                               "    path: @TMP@/absent.so\n";
+
+START_TEST(check_reports_every_plugin_error) {
+  char config[512], db[512], want[1024];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  write_config("plugins.yaml", plugin_errors, db, config, sizeof config);
+  child p;
+  duro(&p, (const char *[]){"check", config, NULL});
+  assert_refused(&p);
+  const char *at[3];
+  const char *where[3] = {
+      ":12:9: workflow \"a\": ", ":15:9: workflow \"b\": ", ":18:5: "};
+  for (int i = 0; i < 3; i++) {
+    snprintf(want, sizeof want, "%s%s", config, where[i]);
+    at[i] = strstr(p_err(&p), want);
+    ck_assert_msg(at[i] != NULL, "expected \"%s\" in:\n%s", want, p_err(&p));
+    ck_assert_msg(i == 0 || at[i] > at[i - 1], "out of order:\n%s", p_err(&p));
+  }
+  assert_contains(at[0], "\"Nope\"");
+  assert_contains(at[1], "\"Nada\"");
+  assert_contains(at[2], "absent.so");
+  snprintf(want, sizeof want, "\n3 errors in %s\n", config);
+  size_t n = strlen(p_err(&p)), w = strlen(want);
+  ck_assert_msg(n >= w && strcmp(p_err(&p) + n - w, want) == 0,
+                "expected the last line \"%s\" in:\n%s", want + 1, p_err(&p));
+}
+END_TEST
+
 /* ---- duro check of loads that never return or fork ----------------------
  * The load runs in a child, given the 10 s `duro run` gives its probe. */
 
@@ -733,6 +804,8 @@ static Suite *host_suite(void) {
   tcase_add_test(tc, check_notes_numbered_weekdays);
   tcase_add_loop_test(tc, check_bad_config, 0, N_BAD);
   tcase_add_test(tc, check_missing_config_file);
+  tcase_add_loop_test(tc, check_reports_every_error, 0, 2);
+  tcase_add_test(tc, check_reports_every_plugin_error);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("check_load");

@@ -39,6 +39,15 @@ void errlist_print(const errlist *l, FILE *out) {
     fprintf(out, "and %zu more error%s\n", l->more, l->more == 1 ? "" : "s");
 }
 
+void errlist_print_count(FILE *out, size_t n, const char *file) {
+  fprintf(out, "%zu error%s in %s\n", n, n == 1 ? "" : "s", file);
+}
+
+void errlist_report(const errlist *l, FILE *out, const char *file) {
+  errlist_print(l, out);
+  errlist_print_count(out, errlist_total(l), file);
+}
+
 void errlist_join(const errlist *l, char *buf, size_t len) {
   size_t o = 0;
   if (!buf || len == 0)

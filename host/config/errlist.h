@@ -38,6 +38,12 @@ size_t errlist_total(const errlist *l);
  * were past the cap. */
 void errlist_print(const errlist *l, FILE *out);
 
+/* The last line of a report: "1 error in FILE", "N errors in FILE". */
+void errlist_print_count(FILE *out, size_t n, const char *file);
+
+/* errlist_print(), then the count of every error found in `file`. */
+void errlist_report(const errlist *l, FILE *out, const char *file);
+
 /* The same lines joined by '\n' (no last newline) into buf, cut to len
  * and always terminated when len > 0. */
 void errlist_join(const errlist *l, char *buf, size_t len);

@@ -141,9 +141,12 @@ static int check_plugin(const config *cfg, size_t i) {
 
 int host_check(const char *config_path) {
   char err[1024];
-  config *cfg = config_load(config_path, err, sizeof err);
+  errlist errs = {0};
+  config *cfg = config_load_all(config_path, &errs);
   if (!cfg) {
-    fprintf(stderr, "%s\n", err);
+    /* every error, one per line in file order, then how many */
+    errlist_report(&errs, stderr, config_path);
+    errlist_clear(&errs);
     return 1;
   }
   /* A numbered weekday field is valid but easy to misread (1 = Sunday
@@ -165,6 +168,8 @@ int host_check(const char *config_path) {
   if (!problems)
     printf("%s: ok (%zu plugin%s)\n", config_path, cfg->n_plugins,
            cfg->n_plugins == 1 ? "" : "s");
+  else
+    errlist_print_count(stderr, (size_t)problems, config_path);
   config_free(cfg);
   return problems ? 1 : 0;
 }

@@ -365,9 +365,12 @@ int supervisor_run(const char *config_path) {
                    .ctl = -1,
                    .pid = getpid()};
   int code = 1;
-  sv.cfg = config_load(config_path, err, sizeof err);
+  errlist errs = {0};
+  sv.cfg = config_load_all(config_path, &errs);
   if (!sv.cfg) {
-    fprintf(stderr, "%s\n", err);
+    /* every error, one per line in file order, then how many */
+    errlist_report(&errs, stderr, config_path);
+    errlist_clear(&errs);
     return 1;
   }
   /* What can refuse the config without loading plugins, refuses it here;
