@@ -4,13 +4,14 @@
  * (unknown key, wrong type, missing field, out-of-range value, duplicate
  * name or binding, a dead-letter queue equal to its own queue, nesting
  * deeper than 64 levels) and refuses it with "file:line:column: what is
- * wrong" for each error it finds, in file order, as a compiler lists its
- * errors (errlist.h), as is a queue producer bound to a queue that no consumer
+ * wrong", as it refuses a queue producer bound to a queue that no consumer
  * consumes or names as its dead-letter queue.  Cron triggers are checked
  * the same way (the expression, its zone, the workflow of the no-code
  * form, the id template).  An unknown key is refused with the nearest
- * known key when one is close ("did you mean", suggest.h).  Every string
- * in the structs is owned by the config and freed by config_free().
+ * known key when one is close ("did you mean", suggest.h).  Every error
+ * found is reported, not only the first, in file order, as a compiler
+ * lists its errors (errlist.h).  Every string in the structs is owned by
+ * the config and freed by config_free().
  *
  * File paths (storage.path, each plugin's path) are written relative to
  * the config file: config_load() resolves them against its directory into
