@@ -1,6 +1,8 @@
 /* test_config.c — config_parse() and config_load() against tables of YAML
  * texts: every refusal with its exact "file:line:column: message" (an
- * unknown key with the nearest known one), every default, the full example
+ * unknown key with the nearest known one), configs with several errors
+ * reported all at once in file order, the cap on how many are listed,
+ * every default, the full example
  * of the design, the file-level errors, and file paths resolved against
  * the config file's directory from any current directory.
  * Each table row runs as its own Check loop iteration. */

@@ -11,6 +11,9 @@
  *    fingerprint mismatch, a class the plugin does not export) makes
  *    `duro check` exit non-zero with "FILE:LINE:COLUMN: " pointing at the
  *    offending node, plus the words that say what is wrong;
+ *  - a config with three errors makes `duro check` and `duro run` print
+ *    all three, in file order, then "3 errors in FILE"; three plugin
+ *    problems are all reported by `duro check` and counted the same way;
  *  - `duro run` of the good config logs "ready" and exits 0 on SIGTERM and
  *    on SIGINT;
  *  - `duro run` of each bad config exits non-zero with the same message,
