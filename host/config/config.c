@@ -3,17 +3,11 @@
  * (errlist.h), as a compiler lists its errors.
  *
  * libyaml composes the whole document into a node tree first; this module
- * then walks that tree with one schema per mapping (a table of fields: key,
- * type, where the value goes, whether it is required, its range).  Walking
- * a table rather than hand-written code per key means every mapping gets the
- * same checks for free: unknown keys, duplicate keys, wrong types, ranges,
- * missing required fields.  Scalars are typed by their schema, not by
- * YAML's guess: a string field takes any scalar, an integer or boolean
- * field only a plain (unquoted) one, so `workers: "8"` is refused like any
- * other string.  Integers are decimal, booleans are exactly true or false,
- * durations go through duration_parse() (a plain integer is milliseconds).
- * A null value (`storage:` with nothing after it) for a section or list
- * means the same as leaving it out; for a scalar field it is refused.
+ * then walks that tree with one schema per mapping, the tables below
+ * (schema.h: a table of fields, each typed, ranged, required or not,
+ * walked the same way for every mapping).  A null value (`storage:` with
+ * nothing after it) for a section or list means the same as leaving it
+ * out; for a scalar field it is refused.
  *
  * Names that must be unique across the whole file (plugin names, workflow
  * names, the one namespace of workflow and producer bindings, and the queue
@@ -50,9 +44,7 @@
 #include "config.h"
 #include "duro_config.h"
 
-#include <assert.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,17 +56,10 @@
 #include "errlist.h"
 #include "expr.h"
 #include "paths.h"
-#include "suggest.h"
+#include "schema.h"
 #include "util.h"
 
-#define MiB (1024LL * 1024)
-#define GiB (1024LL * MiB)
-#define SECOND_MS 1000LL
-#define MINUTE_MS (60LL * SECOND_MS)
-#define HOUR_MS (3600LL * SECOND_MS)
-#define DAY_MS (24LL * HOUR_MS)
-
-/* ---- Errors ------------------------------------------------------------ */
+/* ---- The parser -------------------------------------------------------- */
 
 /* A name recorded for the uniqueness checks; `name` is borrowed from the
  * config being built, which outlives the parse. */
@@ -85,12 +70,8 @@ typedef struct seen_name {
 } seen_name;
 
 typedef struct parser {
-  const char *file;
-  const char *text; /* the input, to place reader errors */
-  size_t len;
-  yaml_document_t *doc;
+  schema_walk w;
   config *cfg;
-  errlist *errs;
   seen_name *seen;
   size_t n_seen, cap_seen;
   /* A consumer or a workflow whose name was refused (or an entry, list or
@@ -100,203 +81,12 @@ typedef struct parser {
   bool unsure_queues, unsure_workflows;
 } parser;
 
-static config_pos pos_of(const yaml_node_t *node) {
-  return (config_pos){.line = (int)node->start_mark.line + 1,
-                      .column = (int)node->start_mark.column + 1};
-}
-
-/* Records one error and goes on: every walker skips what was refused and
- * walks the rest, so one pass finds every error it can. */
-static int failv(parser *p, config_pos pos, const char *fmt, va_list ap) {
-  char *what = xvasprintf(fmt, ap);
-  errlist_add(p->errs, pos.line, pos.column,
-              xasprintf("%s:%d:%d: %s", p->file, pos.line, pos.column, what));
-  free(what);
-  return DURO_E_CONFIG;
-}
-
-static int fail(parser *p, const yaml_node_t *node, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(parser *p, const yaml_node_t *node, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int rc = failv(p, pos_of(node), fmt, ap);
-  va_end(ap);
-  return rc;
-}
-
-static int fail_at(parser *p, config_pos pos, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail_at(parser *p, config_pos pos, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int rc = failv(p, pos, fmt, ap);
-  va_end(ap);
-  return rc;
-}
-
-/* User text quoted into a message: escaped so a key holding a newline or a
- * quote cannot garble the one-line message, and cut short so a megabyte of
- * key does not push the position out of the caller's buffer. */
-#define SHOW_MAX 64
-typedef struct shown {
-  char s[SHOW_MAX * 4 + 4];
-} shown;
-
-static const char *show_n(shown *b, const char *s, size_t len) {
-  size_t o = 0;
-  size_t n = len;
-  if (n > SHOW_MAX) {
-    n = SHOW_MAX;
-    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
-      n--; /* do not split a UTF-8 sequence */
-  }
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
-    if (c == '"' || c == '\\') {
-      b->s[o++] = '\\';
-      b->s[o++] = (char)c;
-    } else if (c < 0x20 || c == 0x7f) {
-      o += (size_t)snprintf(b->s + o, sizeof b->s - o, "\\x%02x", c);
-    } else {
-      b->s[o++] = (char)c;
-    }
-  }
-  if (n < len) {
-    memcpy(b->s + o, "...", 3);
-    o += 3;
-  }
-  b->s[o] = '\0';
-  return b->s;
-}
-
-static const char *show(shown *b, const char *s) {
-  return show_n(b, s, strlen(s));
-}
-
-/* ---- Scalars ----------------------------------------------------------- */
-
-static const char *scalar(const yaml_node_t *n) {
-  return (const char *)n->data.scalar.value;
-}
-
-static bool is_plain(const yaml_node_t *n) {
-  return n->type == YAML_SCALAR_NODE &&
-         n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
-}
-
-/* YAML 1.2 core schema nulls; a quoted "null" is a string. */
-static bool is_null(const yaml_node_t *n) {
-  static const char *const nulls[] = {"", "~", "null", "Null", "NULL"};
-  if (!is_plain(n))
-    return false;
-  for (size_t i = 0; i < sizeof nulls / sizeof nulls[0]; i++)
-    if (strcmp(scalar(n), nulls[i]) == 0)
-      return true;
-  return false;
-}
-
-/* Decimal integer with an optional minus sign and nothing else.  Returns 0,
- * 1 when it is an integer too large for int64_t (so out of any range), or
- * -1 when it is not an integer at all. */
-static int parse_integer(const char *s, size_t len, int64_t *out) {
-  size_t i = 0;
-  bool neg = false;
-  if (i < len && s[i] == '-') {
-    neg = true;
-    i++;
-  }
-  if (i == len)
-    return -1;
-  int64_t v = 0;
-  bool overflow = false;
-  for (; i < len; i++) {
-    if (s[i] < '0' || s[i] > '9')
-      return -1;
-    int d = s[i] - '0';
-    if (__builtin_mul_overflow(v, 10, &v) ||
-        __builtin_sub_overflow(v, d, &v)) /* negative holds INT64_MIN */
-      overflow = true;
-  }
-  if (overflow)
-    return 1;
-  if (!neg) {
-    if (v == INT64_MIN)
-      return 1;
-    v = -v;
-  }
-  *out = v;
-  return 0;
-}
-
-/* "1 minute", "12 hours": a limit in the largest unit that states it
- * exactly, in words a user can paste back into the file. */
-static const char *format_ms(char *buf, size_t size, int64_t ms) {
-  static const struct {
-    int64_t ms;
-    const char *unit;
-  } u[] = {{7 * DAY_MS, "week"},  {DAY_MS, "day"},
-           {HOUR_MS, "hour"},     {60 * SECOND_MS, "minute"},
-           {SECOND_MS, "second"}, {1, "millisecond"}};
-  for (size_t i = 0; i < sizeof u / sizeof u[0]; i++) {
-    if (ms % u[i].ms == 0 && (ms != 0 || u[i].ms == 1)) {
-      long long n = (long long)(ms / u[i].ms);
-      snprintf(buf, size, "%lld %s%s", n, u[i].unit, n == 1 ? "" : "s");
-      break;
-    }
-  }
-  return buf;
-}
-
 /* ---- Schemas ----------------------------------------------------------- */
 
-typedef enum field_kind {
-  K_STRING,   /* char *, non-empty */
-  K_BOOL,     /* int, 0 or 1 */
-  K_U32,      /* uint32_t in [min, max] */
-  K_I64,      /* int64_t in [min, max] */
-  K_DURATION, /* int64_t milliseconds in [min, max], max <= DURATION_MAX_MS */
-  K_ENUM,     /* int, the value of the matching choice */
-  K_NESTED    /* a mapping or list the caller walks itself */
-} field_kind;
-
-typedef struct choice {
-  const char *name;
-  int value;
-} choice;
-
-typedef struct field {
-  const char *key;
-  field_kind kind;
-  size_t offset; /* into the struct the schema fills */
-  bool required;
-  int64_t min, max;
-  const choice *choices; /* K_ENUM, ended by a NULL name */
-} field;
-
-#define MAX_FIELDS 12
-/* The bit parse_mapping() sets in *bad for a key it does not know (or one
- * that is not a string): whatever that key held was not read. */
-#define BAD_UNKNOWN (1u << 31)
-
-typedef struct schema {
-  const char *noun;  /* "workflow", for "workflow ... is missing ..." */
-  const char *where; /* "in workflow", for "unknown key ... in workflow" */
-  int label;         /* the K_STRING field naming an entry, or -1 */
-  const field *fields;
-  size_t n_fields;
-} schema;
-
-#define SCHEMA(noun_, where_, label_, fields_)                                 \
-  {                                                                            \
-    .noun = noun_, .where = where_, .label = label_, .fields = fields_,        \
-    .n_fields = sizeof fields_ / sizeof fields_[0]                             \
-  }
-
-/* The indexes name the slots parse_mapping() fills with value nodes, which
+/* The indexes name the slots schema_mapping() fills with value nodes, which
  * the walkers below use for nested sections and for positions. */
 enum { ROOT_STORAGE, ROOT_HTTP, ROOT_ENGINE, ROOT_PLUGINS };
-static const field root_fields[] = {
+static const schema_field root_fields[] = {
     [ROOT_STORAGE] = {"storage", K_NESTED, 0, false, 0, 0, NULL},
     [ROOT_HTTP] = {"http", K_NESTED, 0, false, 0, 0, NULL},
     [ROOT_ENGINE] = {"engine", K_NESTED, 0, false, 0, 0, NULL},
@@ -305,9 +95,9 @@ static const field root_fields[] = {
 static const schema root_schema =
     SCHEMA("top level", "at the top level", -1, root_fields);
 
-static const choice synchronous_choices[] = {
+static const schema_choice synchronous_choices[] = {
     {"full", 1}, {"normal", 0}, {NULL, 0}};
-static const field storage_fields[] = {
+static const schema_field storage_fields[] = {
     {"path", K_STRING, offsetof(config, storage.path), false, 0, 0, NULL},
     {"synchronous", K_ENUM, offsetof(config, storage.synchronous_full), false,
      0, 0, synchronous_choices},
@@ -321,7 +111,7 @@ static const field storage_fields[] = {
 static const schema storage_schema =
     SCHEMA("storage", "in storage", -1, storage_fields);
 
-static const field http_fields[] = {
+static const schema_field http_fields[] = {
     {"listen", K_STRING, offsetof(config, http.listen), false, 0, 0, NULL},
     {"token_env", K_STRING, offsetof(config, http.token_env), false, 0, 0,
      NULL},
@@ -336,7 +126,7 @@ static const field http_fields[] = {
 #define HTTP_ALLOWED_HOSTS 5 /* the index of allowed_hosts above */
 static const schema http_schema = SCHEMA("http", "in http", -1, http_fields);
 
-static const field engine_fields[] = {
+static const schema_field engine_fields[] = {
     {"workers", K_U32, offsetof(config, engine.workers), false, 1, 1024, NULL},
     /* A step result larger than the 1 GiB instance state could never fit. */
     {"max_step_result", K_I64, offsetof(config, engine.max_step_result), false,
@@ -354,7 +144,7 @@ static const schema engine_schema =
     SCHEMA("engine", "in engine", -1, engine_fields);
 
 enum { PL_NAME, PL_PATH, PL_WORKFLOWS, PL_QUEUES, PL_TRIGGERS };
-static const field plugin_fields[] = {
+static const schema_field plugin_fields[] = {
     [PL_NAME] = {"name", K_STRING, offsetof(config_plugin, name), true, 0, 0,
                  NULL},
     [PL_PATH] = {"path", K_STRING, offsetof(config_plugin, path), true, 0, 0,
@@ -377,12 +167,12 @@ enum {
   WF_LIFECYCLE
 };
 /* Which build an in-flight instance runs after a reload. */
-static const choice versioning_choices[] = {
+static const schema_choice versioning_choices[] = {
     {"pinned", 0}, {"latest", 1}, {NULL, 0}};
 /* What a replay that no longer matches its journal does. */
-static const choice divergence_choices[] = {
+static const schema_choice divergence_choices[] = {
     {"error", 0}, {"pause", 1}, {NULL, 0}};
-static const field workflow_fields[] = {
+static const schema_field workflow_fields[] = {
     [WF_NAME] = {"name", K_STRING, offsetof(config_workflow, name), true, 0, 0,
                  NULL},
     [WF_BINDING] = {"binding", K_STRING, offsetof(config_workflow, binding),
@@ -407,7 +197,7 @@ static const schema workflow_schema =
     SCHEMA("workflow", "in workflow", WF_NAME, workflow_fields);
 
 /* limits fills the same config_workflow as its parent. */
-static const field limits_fields[] = {
+static const schema_field limits_fields[] = {
     {"steps", K_U32, offsetof(config_workflow, max_steps), false, 1, 25000,
      NULL},
     {"concurrency", K_U32, offsetof(config_workflow, concurrency), false, 0,
@@ -417,7 +207,7 @@ static const schema limits_schema =
     SCHEMA("limits", "in limits", -1, limits_fields);
 
 enum { QS_PRODUCERS, QS_CONSUMERS };
-static const field queues_fields[] = {
+static const schema_field queues_fields[] = {
     [QS_PRODUCERS] = {"producers", K_NESTED, 0, false, 0, 0, NULL},
     [QS_CONSUMERS] = {"consumers", K_NESTED, 0, false, 0, 0, NULL},
 };
@@ -425,7 +215,7 @@ static const schema queues_schema =
     SCHEMA("queues", "in queues", -1, queues_fields);
 
 enum { PR_BINDING, PR_QUEUE };
-static const field producer_fields[] = {
+static const schema_field producer_fields[] = {
     [PR_BINDING] = {"binding", K_STRING, offsetof(config_producer, binding),
                     true, 0, 0, NULL},
     [PR_QUEUE] = {"queue", K_STRING, offsetof(config_producer, queue), true, 0,
@@ -448,7 +238,7 @@ enum {
   CO_ID_FROM,
   CO_VISIBILITY
 };
-static const field consumer_fields[] = {
+static const schema_field consumer_fields[] = {
     [CO_QUEUE] = {"queue", K_STRING, offsetof(config_consumer, queue), true, 0,
                   0, NULL},
     [CO_BATCH] = {"max_batch_size", K_U32,
@@ -486,7 +276,7 @@ static const schema consumer_schema =
     SCHEMA("consumer", "in consumer", CO_QUEUE, consumer_fields);
 
 enum { TR_CRONS };
-static const field triggers_fields[] = {
+static const schema_field triggers_fields[] = {
     [TR_CRONS] = {"crons", K_NESTED, 0, false, 0, 0, NULL},
 };
 static const schema triggers_schema =
@@ -504,13 +294,15 @@ enum {
   CR_OVERLAP
 };
 /* What happens to the ticks that passed while the host was down. */
-static const choice catch_up_choices[] = {{"none", CONFIG_CATCH_UP_NONE},
-                                          {"latest", CONFIG_CATCH_UP_LATEST},
-                                          {"all", CONFIG_CATCH_UP_ALL},
-                                          {NULL, 0}};
+static const schema_choice catch_up_choices[] = {
+    {"none", CONFIG_CATCH_UP_NONE},
+    {"latest", CONFIG_CATCH_UP_LATEST},
+    {"all", CONFIG_CATCH_UP_ALL},
+    {NULL, 0}};
 /* A tick that comes while the previous one still runs. */
-static const choice overlap_choices[] = {{"skip", 0}, {"allow", 1}, {NULL, 0}};
-static const field cron_fields[] = {
+static const schema_choice overlap_choices[] = {
+    {"skip", 0}, {"allow", 1}, {NULL, 0}};
+static const schema_field cron_fields[] = {
     [CR_SCHEDULE] = {"schedule", K_STRING, offsetof(config_cron, schedule),
                      true, 0, 0, NULL},
     [CR_TIMEZONE] = {"timezone", K_STRING, offsetof(config_cron, timezone),
@@ -528,257 +320,7 @@ static const field cron_fields[] = {
 };
 static const schema cron_schema = SCHEMA("cron", "in cron", -1, cron_fields);
 
-/* ---- Walking ----------------------------------------------------------- */
-
-static yaml_node_t *node_at(parser *p, int index) {
-  return yaml_document_get_node(p->doc, index);
-}
-
-/* Copies a non-empty string scalar into *out, replacing a default. */
-static int take_string(parser *p, const yaml_node_t *v, const char *key,
-                       char **out) {
-  if (v->type != YAML_SCALAR_NODE || is_null(v) || v->data.scalar.length == 0)
-    return fail(p, v, "\"%s\" must be a non-empty string", key);
-  /* A "\0" escape would silently cut the string short in C. */
-  if (memchr(v->data.scalar.value, '\0', v->data.scalar.length))
-    return fail(p, v, "\"%s\" must not contain a NUL character", key);
-  free(*out); /* a default the file overrides */
-  *out = xstrndup(scalar(v), v->data.scalar.length);
-  return 0;
-}
-
-static int take_value(parser *p, const field *f, const yaml_node_t *v,
-                      void *base) {
-  char *slot = (char *)base + f->offset;
-  char limit[32];
-  shown b;
-
-  switch (f->kind) {
-  case K_STRING:
-    return take_string(p, v, f->key, (char **)(void *)slot);
-
-  case K_BOOL:
-    if (is_plain(v) && strcmp(scalar(v), "true") == 0)
-      *(int *)(void *)slot = 1;
-    else if (is_plain(v) && strcmp(scalar(v), "false") == 0)
-      *(int *)(void *)slot = 0;
-    else
-      return fail(p, v, "\"%s\" must be true or false", f->key);
-    return 0;
-
-  case K_U32:
-  case K_I64: {
-    int64_t n = 0;
-    int rc = is_plain(v) && !is_null(v)
-                 ? parse_integer(scalar(v), v->data.scalar.length, &n)
-                 : -1;
-    if (rc < 0)
-      return fail(p, v, "\"%s\" must be an integer", f->key);
-    if (rc > 0 || n < f->min || n > f->max)
-      return fail(p, v, "\"%s\" must be between %lld and %lld", f->key,
-                  (long long)f->min, (long long)f->max);
-    if (f->kind == K_U32)
-      *(uint32_t *)(void *)slot = (uint32_t)n;
-    else
-      *(int64_t *)(void *)slot = n;
-    return 0;
-  }
-
-  case K_DURATION: {
-    int64_t ms = 0;
-    int too_long = 0;
-    if (v->type != YAML_SCALAR_NODE)
-      return fail(p, v, "\"%s\" must be a duration such as \"30s\"", f->key);
-    if (memchr(v->data.scalar.value, '\0', v->data.scalar.length) ||
-        duration_parse_detail(scalar(v), &ms, &too_long) < 0) {
-      if (too_long) /* past the parser's limit, so past the field's too */
-        return fail(p, v, "\"%s\" must be at most %s", f->key,
-                    format_ms(limit, sizeof limit, f->max));
-      return fail(p, v, "\"%s\" is not a valid duration: \"%s\"", f->key,
-                  show_n(&b, scalar(v), v->data.scalar.length));
-    }
-    if (ms < f->min) {
-      char least[64];
-      return fail(p, v, "\"%s\" must be at least %s", f->key,
-                  format_ms(least, sizeof least, f->min));
-    }
-    if (ms > f->max)
-      return fail(p, v, "\"%s\" must be at most %s", f->key,
-                  format_ms(limit, sizeof limit, f->max));
-    *(int64_t *)(void *)slot = ms;
-    return 0;
-  }
-
-  case K_ENUM: {
-    if (v->type == YAML_SCALAR_NODE) {
-      for (const choice *c = f->choices; c->name; c++) {
-        if (strlen(c->name) == v->data.scalar.length &&
-            memcmp(scalar(v), c->name, v->data.scalar.length) == 0) {
-          *(int *)(void *)slot = c->value;
-          return 0;
-        }
-      }
-    }
-    /* "full" or "normal"; "a", "b" or "c". */
-    char list[128] = "";
-    size_t o = 0;
-    for (const choice *c = f->choices; c->name && o < sizeof list; c++) {
-      const char *sep = c == f->choices ? "" : c[1].name ? ", " : " or ";
-      o +=
-          (size_t)snprintf(list + o, sizeof list - o, "%s\"%s\"", sep, c->name);
-    }
-    return fail(p, v, "\"%s\" must be %s", f->key, list);
-  }
-
-  case K_NESTED:
-    return 0; /* the caller walks it */
-  }
-  return 0;
-}
-
-/* An unknown key, with the schema's nearest key when one is close: a
- * typo is the likeliest reason for a key to be unknown.  Returns the index
- * of that nearest field, or -1. */
-static int unknown_key(parser *p, const yaml_node_t *k, const schema *s) {
-  const char *keys[MAX_FIELDS];
-  shown b;
-  for (size_t i = 0; i < s->n_fields; i++)
-    keys[i] = s->fields[i].key;
-  const char *key = scalar(k);
-  size_t len = k->data.scalar.length;
-  const char *near = suggest_nearest(key, len, keys, s->n_fields);
-  if (!near) {
-    fail(p, k, "unknown key \"%s\" %s", show_n(&b, key, len), s->where);
-    return -1;
-  }
-  fail(p, k, "unknown key \"%s\" %s — did you mean \"%s\"?",
-       show_n(&b, key, len), s->where, near);
-  for (size_t i = 0; i < s->n_fields; i++)
-    if (keys[i] == near)
-      return (int)i;
-  return -1;
-}
-
-/* The field of `s` that key node k names, or s->n_fields. */
-static size_t field_index(const schema *s, const yaml_node_t *k) {
-  const char *key = scalar(k);
-  size_t key_len = k->data.scalar.length;
-  size_t i = 0;
-  while (i < s->n_fields && !(strlen(s->fields[i].key) == key_len &&
-                              memcmp(s->fields[i].key, key, key_len) == 0))
-    i++;
-  return i;
-}
-
-/* The required fields the mapping lacks, naming the entry by its label
- * field; `given` has a bit for each field the mapping gave (or that an
- * unknown key most likely misspelt, which is the error to report). */
-static int check_required(parser *p, yaml_node_t *node, const schema *s,
-                          void *base, unsigned given) {
-  shown b;
-  int rc = 0;
-  for (size_t i = 0; i < s->n_fields; i++) {
-    if (!s->fields[i].required || (given & (1u << i)))
-      continue;
-    const char *label =
-        s->label >= 0
-            ? *(char **)(void *)((char *)base + s->fields[s->label].offset)
-            : NULL;
-    if (label)
-      rc = fail(p, node, "%s \"%s\" is missing \"%s\"", s->noun,
-                show(&b, label), s->fields[i].key);
-    else
-      rc = fail(p, node, "%s is missing \"%s\"", s->noun, s->fields[i].key);
-  }
-  return rc;
-}
-
-/* Walks one mapping against its schema: refuses keys that are not strings,
- * unknown keys and repeated keys, stores every scalar field into `base`,
- * leaves each field's value node in vals[field index] (NULL when absent),
- * then checks the required fields.  A refused value leaves its field at
- * its default and its vals slot NULL, as if absent, and sets the field's
- * bit in *bad (when bad is not NULL); a repeated key keeps the first
- * value.  Returns DURO_E_CONFIG when anything in the mapping was refused,
- * having walked all of it. */
-static int parse_mapping(parser *p, yaml_node_t *node, const schema *s,
-                         void *base, yaml_node_t **vals, unsigned *bad) {
-  unsigned given = 0, refused = 0;
-  int rc = 0;
-
-  assert(s->n_fields <= MAX_FIELDS);
-  for (size_t i = 0; i < s->n_fields; i++)
-    vals[i] = NULL;
-
-  for (yaml_node_pair_t *pair = node->data.mapping.pairs.start;
-       pair < node->data.mapping.pairs.top; pair++) {
-    yaml_node_t *k = node_at(p, pair->key);
-    yaml_node_t *v = node_at(p, pair->value);
-    if (k->type != YAML_SCALAR_NODE) {
-      rc = fail(p, k, "keys must be strings %s", s->where);
-      refused |= BAD_UNKNOWN;
-      continue;
-    }
-    size_t i = field_index(s, k);
-    if (i == s->n_fields) {
-      int near = unknown_key(p, k, s);
-      refused |= BAD_UNKNOWN;
-      if (near >= 0)
-        given |= 1u << near;
-      rc = DURO_E_CONFIG;
-      continue;
-    }
-    if (vals[i] || (refused & (1u << i))) {
-      rc = fail(p, k, "duplicate key \"%s\" %s", s->fields[i].key, s->where);
-      continue;
-    }
-    given |= 1u << i;
-    if (take_value(p, &s->fields[i], v, base) < 0) {
-      refused |= 1u << i;
-      rc = DURO_E_CONFIG;
-      continue;
-    }
-    vals[i] = v;
-  }
-
-  if (check_required(p, node, s, base, given) < 0)
-    rc = DURO_E_CONFIG;
-  if (bad)
-    *bad = refused;
-  return rc;
-}
-
-/* A section's value: 1 when it is a mapping to walk, 0 when it is null
- * (the same as absent), or an error. */
-static int section_mapping(parser *p, const yaml_node_t *v, const char *key) {
-  if (!v || is_null(v))
-    return 0;
-  if (v->type != YAML_MAPPING_NODE)
-    return fail(p, v, "\"%s\" must be a mapping", key);
-  return 1;
-}
-
-/* A list's value: its item count (0 for null or absent), or an error. */
-static int section_list(parser *p, const yaml_node_t *v, const char *key,
-                        size_t *n_out) {
-  *n_out = 0;
-  if (!v || is_null(v))
-    return 0;
-  if (v->type != YAML_SEQUENCE_NODE)
-    return fail(p, v, "\"%s\" must be a list", key);
-  *n_out = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
-  return 0;
-}
-
-static yaml_node_t *list_item(parser *p, const yaml_node_t *list, size_t i) {
-  return node_at(p, list->data.sequence.items.start[i]);
-}
-
-static int entry_mapping(parser *p, const yaml_node_t *item, const char *key) {
-  if (item->type != YAML_MAPPING_NODE)
-    return fail(p, item, "each entry of \"%s\" must be a mapping", key);
-  return 0;
-}
+/* ---- Entries ----------------------------------------------------------- */
 
 /* Whether `name` is a host as a Host header gives it: "name", "1.2.3.4",
  * "[::1]", each with an optional ":port"; no scheme, path or spaces. */
@@ -807,22 +349,22 @@ static bool host_name_ok(const char *name) {
 static int parse_allowed_hosts(parser *p, const yaml_node_t *list,
                                config *cfg) {
   size_t n;
-  int rc = section_list(p, list, "allowed_hosts", &n);
+  int rc = schema_list(&p->w, list, "allowed_hosts", &n);
   if (n > 0)
     cfg->http.allowed_hosts = xcalloc(n, sizeof *cfg->http.allowed_hosts);
   cfg->http.n_allowed_hosts = n; /* a refused entry stays NULL */
   for (size_t i = 0; i < n; i++) {
-    yaml_node_t *item = list_item(p, list, i);
+    yaml_node_t *item = schema_item(&p->w, list, i);
     char **name = &cfg->http.allowed_hosts[i];
-    if (take_string(p, item, "allowed_hosts", name) < 0) {
+    if (schema_take_string(&p->w, item, "allowed_hosts", name) < 0) {
       rc = DURO_E_CONFIG;
     } else if (!host_name_ok(*name)) {
-      shown b;
-      rc = fail(p, item,
-                "\"allowed_hosts\" entries are host names as a Host "
-                "header gives them (\"duro.example.com\" or "
-                "\"duro.example.com:8787\"), not \"%s\"",
-                show(&b, *name));
+      schema_shown b;
+      rc = schema_fail(&p->w, item,
+                       "\"allowed_hosts\" entries are host names as a Host "
+                       "header gives them (\"duro.example.com\" or "
+                       "\"duro.example.com:8787\"), not \"%s\"",
+                       schema_show(&b, *name));
     }
   }
   return rc;
@@ -832,47 +374,47 @@ static int parse_allowed_hosts(parser *p, const yaml_node_t *list,
  * reports it as a duplicate of an earlier one. */
 static int unique(parser *p, const char *kind, const char *name,
                   const yaml_node_t *v) {
-  shown b;
+  schema_shown b;
   if (!name) /* refused or missing: reported already */
     return 0;
   for (size_t i = 0; i < p->n_seen; i++) {
     const seen_name *s = &p->seen[i];
     if (strcmp(s->kind, kind) == 0 && strcmp(s->name, name) == 0)
-      return fail(p, v, "duplicate %s \"%s\" (first at %d:%d)", kind,
-                  show(&b, name), s->pos.line, s->pos.column);
+      return schema_fail(&p->w, v, "duplicate %s \"%s\" (first at %d:%d)", kind,
+                         schema_show(&b, name), s->pos.line, s->pos.column);
   }
   if (p->n_seen == p->cap_seen) {
     p->cap_seen = p->cap_seen ? 2 * p->cap_seen : 16;
     p->seen = xrealloc(p->seen, p->cap_seen * sizeof *p->seen);
   }
-  p->seen[p->n_seen++] = (seen_name){kind, name, pos_of(v)};
+  p->seen[p->n_seen++] = (seen_name){kind, name, schema_pos(v)};
   return 0;
 }
 
 static int queue_name(parser *p, yaml_node_t *node, char **name);
 
 static int parse_workflow(parser *p, yaml_node_t *node, config_workflow *w) {
-  yaml_node_t *v[MAX_FIELDS];
+  yaml_node_t *v[SCHEMA_MAX_FIELDS];
   int rc;
 
   w->retention_ms = 30 * DAY_MS;
   w->max_steps = 10000;
   w->concurrency = 0;
-  w->pos = pos_of(node);
-  rc = parse_mapping(p, node, &workflow_schema, w, v, NULL);
+  w->pos = schema_pos(node);
+  rc = schema_mapping(&p->w, node, &workflow_schema, w, v, NULL);
   if (!w->name)
     p->unsure_workflows = true;
-  int limits = section_mapping(p, v[WF_LIMITS], "limits");
+  int limits = schema_section(&p->w, v[WF_LIMITS], "limits");
   if (limits > 0) {
-    yaml_node_t *lv[MAX_FIELDS];
-    limits = parse_mapping(p, v[WF_LIMITS], &limits_schema, w, lv, NULL);
+    yaml_node_t *lv[SCHEMA_MAX_FIELDS];
+    limits = schema_mapping(&p->w, v[WF_LIMITS], &limits_schema, w, lv, NULL);
   }
   if (limits < 0 || unique(p, "workflow name", w->name, v[WF_NAME]) < 0)
     rc = DURO_E_CONFIG;
   if (w->lifecycle_queue &&
       queue_name(p, v[WF_LIFECYCLE], &w->lifecycle_queue) < 0)
     rc = DURO_E_CONFIG;
-  w->lifecycle_pos = v[WF_LIFECYCLE] ? pos_of(v[WF_LIFECYCLE]) : w->pos;
+  w->lifecycle_pos = v[WF_LIFECYCLE] ? schema_pos(v[WF_LIFECYCLE]) : w->pos;
   if (unique(p, "binding name", w->binding, v[WF_BINDING]) < 0)
     rc = DURO_E_CONFIG;
   return rc;
@@ -897,11 +439,11 @@ static bool name_chars_ok(const char *name, size_t n) {
 static int queue_name(parser *p, yaml_node_t *node, char **name) {
   if (name_chars_ok(*name, strlen(*name)))
     return 0;
-  shown b;
-  fail(p, node,
-       "queue names are 1-100 characters of A-Z a-z 0-9 _ . : -, "
-       "not \"%s\"",
-       show(&b, *name));
+  schema_shown b;
+  schema_fail(&p->w, node,
+              "queue names are 1-100 characters of A-Z a-z 0-9 _ . : -, "
+              "not \"%s\"",
+              schema_show(&b, *name));
   /* As if not given: nothing is checked against a name refused here. */
   free(*name);
   *name = NULL;
@@ -909,12 +451,12 @@ static int queue_name(parser *p, yaml_node_t *node, char **name) {
 }
 
 static int parse_producer(parser *p, yaml_node_t *node, config_producer *pr) {
-  yaml_node_t *v[MAX_FIELDS];
+  yaml_node_t *v[SCHEMA_MAX_FIELDS];
 
-  pr->pos = pos_of(node);
-  int rc = parse_mapping(p, node, &producer_schema, pr, v, NULL);
+  pr->pos = schema_pos(node);
+  int rc = schema_mapping(&p->w, node, &producer_schema, pr, v, NULL);
   if (pr->queue) {
-    pr->queue_pos = pos_of(v[PR_QUEUE]);
+    pr->queue_pos = schema_pos(v[PR_QUEUE]);
     if (queue_name(p, v[PR_QUEUE], &pr->queue) < 0)
       rc = DURO_E_CONFIG;
   }
@@ -942,28 +484,29 @@ static int check_id_from(parser *p, config_consumer *c, yaml_node_t **v,
                          unsigned bad) {
   int rc = 0;
   if (c->workflow)
-    c->workflow_pos = pos_of(v[CO_WORKFLOW]);
+    c->workflow_pos = schema_pos(v[CO_WORKFLOW]);
   bool pair_given = !(bad & (1u << CO_WORKFLOW | 1u << CO_ID_FROM));
   if (pair_given && c->id_from && !c->workflow)
-    rc = fail(p, v[CO_ID_FROM],
-              "\"id_from\" needs \"workflow\": it names where a message's "
-              "instance id is");
+    rc = schema_fail(
+        &p->w, v[CO_ID_FROM],
+        "\"id_from\" needs \"workflow\": it names where a message's "
+        "instance id is");
   if (pair_given && c->workflow && !c->id_from)
-    rc = fail(p, v[CO_WORKFLOW],
-              "\"workflow\" needs \"id_from\", the JSON pointer to each "
-              "message's instance id (e.g. \"/jobId\")");
+    rc = schema_fail(&p->w, v[CO_WORKFLOW],
+                     "\"workflow\" needs \"id_from\", the JSON pointer to each "
+                     "message's instance id (e.g. \"/jobId\")");
   if (c->id_from && !json_pointer_ok(c->id_from)) {
-    shown b;
-    rc = fail(p, v[CO_ID_FROM],
-              "\"id_from\" is not a JSON pointer (RFC 6901: \"\" or "
-              "\"/a/b\", with ~0 for '~' and ~1 for '/'): \"%s\"",
-              show(&b, c->id_from));
+    schema_shown b;
+    rc = schema_fail(&p->w, v[CO_ID_FROM],
+                     "\"id_from\" is not a JSON pointer (RFC 6901: \"\" or "
+                     "\"/a/b\", with ~0 for '~' and ~1 for '/'): \"%s\"",
+                     schema_show(&b, c->id_from));
   }
   return rc;
 }
 
 static int parse_consumer(parser *p, yaml_node_t *node, config_consumer *c) {
-  yaml_node_t *v[MAX_FIELDS];
+  yaml_node_t *v[SCHEMA_MAX_FIELDS];
   unsigned bad;
 
   c->max_batch_size = 10;
@@ -972,11 +515,11 @@ static int parse_consumer(parser *p, yaml_node_t *node, config_consumer *c) {
   c->retry_delay_ms = 0;
   c->message_retention_ms = 4 * DAY_MS;
   c->visibility_timeout_ms = 30 * SECOND_MS;
-  c->pos = pos_of(node);
-  int rc = parse_mapping(p, node, &consumer_schema, c, v, &bad);
+  c->pos = schema_pos(node);
+  int rc = schema_mapping(&p->w, node, &consumer_schema, c, v, &bad);
   if (c->message_retention_ms < MINUTE_MS)
-    rc = fail(p, v[CO_RETENTION],
-              "\"message_retention\" must be at least 1 minute");
+    rc = schema_fail(&p->w, v[CO_RETENTION],
+                     "\"message_retention\" must be at least 1 minute");
   if (c->queue && queue_name(p, v[CO_QUEUE], &c->queue) < 0)
     rc = DURO_E_CONFIG;
   if (c->dead_letter_queue &&
@@ -989,11 +532,12 @@ static int parse_consumer(parser *p, yaml_node_t *node, config_consumer *c) {
   /* Dead-lettering into the queue itself would retry a message forever. */
   if (c->queue && c->dead_letter_queue &&
       strcmp(c->dead_letter_queue, c->queue) == 0) {
-    shown b;
-    rc = fail(p, v[CO_DLQ],
-              "\"dead_letter_queue\" must differ from the consumer's queue "
-              "\"%s\"",
-              show(&b, c->queue));
+    schema_shown b;
+    rc = schema_fail(
+        &p->w, v[CO_DLQ],
+        "\"dead_letter_queue\" must differ from the consumer's queue "
+        "\"%s\"",
+        schema_show(&b, c->queue));
   }
   if (check_id_from(p, c, v, bad) < 0 ||
       unique(p, "consumer for queue", c->queue, v[CO_QUEUE]) < 0)
@@ -1002,27 +546,27 @@ static int parse_consumer(parser *p, yaml_node_t *node, config_consumer *c) {
 }
 
 static int parse_queues(parser *p, yaml_node_t *node, config_plugin *pl) {
-  yaml_node_t *v[MAX_FIELDS];
+  yaml_node_t *v[SCHEMA_MAX_FIELDS];
   size_t n;
 
   unsigned bad;
-  int rc = parse_mapping(p, node, &queues_schema, pl, v, &bad);
-  if (bad & BAD_UNKNOWN) /* "consumer:" may be the consumers */
+  int rc = schema_mapping(&p->w, node, &queues_schema, pl, v, &bad);
+  if (bad & SCHEMA_BAD_UNKNOWN) /* "consumer:" may be the consumers */
     p->unsure_queues = true;
-  if (section_list(p, v[QS_PRODUCERS], "producers", &n) < 0)
+  if (schema_list(&p->w, v[QS_PRODUCERS], "producers", &n) < 0)
     rc = DURO_E_CONFIG;
   if (n > 0) {
     pl->producers = xcalloc(n, sizeof *pl->producers);
     pl->n_producers = n;
   }
   for (size_t i = 0; i < n; i++) {
-    yaml_node_t *item = list_item(p, v[QS_PRODUCERS], i);
-    if (entry_mapping(p, item, "producers") < 0 ||
+    yaml_node_t *item = schema_item(&p->w, v[QS_PRODUCERS], i);
+    if (schema_entry(&p->w, item, "producers") < 0 ||
         parse_producer(p, item, &pl->producers[i]) < 0)
       rc = DURO_E_CONFIG;
   }
 
-  if (section_list(p, v[QS_CONSUMERS], "consumers", &n) < 0) {
+  if (schema_list(&p->w, v[QS_CONSUMERS], "consumers", &n) < 0) {
     p->unsure_queues = true;
     rc = DURO_E_CONFIG;
   }
@@ -1031,8 +575,8 @@ static int parse_queues(parser *p, yaml_node_t *node, config_plugin *pl) {
     pl->n_consumers = n;
   }
   for (size_t i = 0; i < n; i++) {
-    yaml_node_t *item = list_item(p, v[QS_CONSUMERS], i);
-    if (entry_mapping(p, item, "consumers") < 0) {
+    yaml_node_t *item = schema_item(&p->w, v[QS_CONSUMERS], i);
+    if (schema_entry(&p->w, item, "consumers") < 0) {
       p->unsure_queues = true;
       rc = DURO_E_CONFIG;
     } else if (parse_consumer(p, item, &pl->consumers[i]) < 0) {
@@ -1048,11 +592,11 @@ static int parse_queues(parser *p, yaml_node_t *node, config_plugin *pl) {
  * escapes, which is how a cron expression is written; a folded or escaped
  * one is placed on its first line. */
 static config_pos scalar_pos(const yaml_node_t *v, size_t offset) {
-  config_pos pos = pos_of(v);
+  config_pos pos = schema_pos(v);
   if (v->data.scalar.style == YAML_SINGLE_QUOTED_SCALAR_STYLE ||
       v->data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE)
     pos.column++;
-  const char *s = scalar(v);
+  const char *s = schema_scalar(v);
   for (size_t i = 0; i < offset && i < v->data.scalar.length; i++)
     if (((unsigned char)s[i] & 0xC0) != 0x80)
       pos.column++;
@@ -1074,7 +618,7 @@ static int id_template_sample(const char *tmpl, char *out, size_t outlen,
             {"datetime", "2025-01-31T09:30"},
             {"ts", "1738315800000"}};
   size_t o = 0;
-  shown b;
+  schema_shown b;
   for (const char *q = tmpl; *q; q++) {
     const char *piece = q;
     size_t len = 1;
@@ -1096,7 +640,7 @@ static int id_template_sample(const char *tmpl, char *out, size_t outlen,
         snprintf(msg, msglen,
                  "unknown placeholder \"{%s}\" (the placeholders are {date}, "
                  "{time}, {datetime} and {ts})",
-                 show_n(&b, q + 1, n));
+                 schema_show_n(&b, q + 1, n));
         return -1;
       }
       piece = ph[k].sample;
@@ -1115,15 +659,17 @@ static int id_template_sample(const char *tmpl, char *out, size_t outlen,
 static int check_id_template(parser *p, const yaml_node_t *v,
                              const char *tmpl) {
   char sample[256], why[160];
-  shown b, t;
+  schema_shown b, t;
   if (id_template_sample(tmpl, sample, sizeof sample, why, sizeof why) < 0)
-    return fail(p, v, "\"id\" template \"%s\": %s", show(&t, tmpl), why);
+    return schema_fail(&p->w, v, "\"id\" template \"%s\": %s",
+                       schema_show(&t, tmpl), why);
   if (!name_chars_ok(sample, strlen(sample)))
-    return fail(p, v,
-                "\"id\" template \"%s\" makes ids such as \"%s\", which is "
-                "not an instance id (1-100 characters of A-Z a-z 0-9 _ . : "
-                "-)",
-                show(&t, tmpl), show(&b, sample));
+    return schema_fail(
+        &p->w, v,
+        "\"id\" template \"%s\" makes ids such as \"%s\", which is "
+        "not an instance id (1-100 characters of A-Z a-z 0-9 _ . : "
+        "-)",
+        schema_show(&t, tmpl), schema_show(&b, sample));
   return 0;
 }
 
@@ -1141,16 +687,16 @@ static const char *utc_null(const char *tz) {
 static int check_schedule(parser *p, const yaml_node_t *sched, config_cron *c) {
   cron_expr e;
   cron_error ce;
-  shown b;
+  schema_shown b;
   c->schedule_pos = scalar_pos(sched, 0);
   if (cron_parse(c->schedule, &e, &ce) < 0)
-    return fail_at(p, scalar_pos(sched, ce.offset),
-                   "invalid cron expression \"%s\": %s", show(&b, c->schedule),
-                   ce.msg);
+    return schema_fail_at(&p->w, scalar_pos(sched, ce.offset),
+                          "invalid cron expression \"%s\": %s",
+                          schema_show(&b, c->schedule), ce.msg);
   if (!cron_ever_fires(&e))
-    return fail_at(p, scalar_pos(sched, 0),
-                   "cron \"%s\" never fires: no date matches it",
-                   show(&b, c->schedule));
+    return schema_fail_at(&p->w, scalar_pos(sched, 0),
+                          "cron \"%s\" never fires: no date matches it",
+                          schema_show(&b, c->schedule));
   char note[256];
   if (cron_weekday_note(&e, note, sizeof note))
     c->weekday_note = xstrdup(note);
@@ -1162,25 +708,26 @@ static int check_timezone(parser *p, const yaml_node_t *v, const char *tz) {
   if (cron_tz_valid(tz, why, sizeof why))
     return 0;
   /* cron_tz_valid() quotes the name as it is: a name that a raw quote
-   * would garble is shown escaped instead. */
+   * would garble is schema_shown escaped instead. */
   bool plain = true;
   for (const char *q = tz; *q; q++)
     if ((unsigned char)*q < 0x20 || *q == '"' || *q == '\\' || *q == 0x7f)
       plain = false;
-  shown b;
+  schema_shown b;
   if (!plain)
-    return fail(p, v,
-                "unknown time zone \"%s\" (not in the system's time zone "
-                "database)",
-                show(&b, tz));
-  return fail(p, v, "%s", why);
+    return schema_fail(
+        &p->w, v,
+        "unknown time zone \"%s\" (not in the system's time zone "
+        "database)",
+        schema_show(&b, tz));
+  return schema_fail(&p->w, v, "%s", why);
 }
 
 /* One entry of triggers.crons: a string (the handler form) or a mapping.
  * Whether its workflow exists is known once every plugin is read
  * (check_crons). */
 static int parse_cron(parser *p, yaml_node_t *node, config_cron *c) {
-  yaml_node_t *v[MAX_FIELDS];
+  yaml_node_t *v[SCHEMA_MAX_FIELDS];
   yaml_node_t *sched;
   unsigned bad = 0;
   int rc = 0;
@@ -1188,19 +735,20 @@ static int parse_cron(parser *p, yaml_node_t *node, config_cron *c) {
   c->catch_up = CONFIG_CATCH_UP_LATEST;
   c->max_catch_up = 100;
   c->overlap_allow = 0;
-  c->pos = pos_of(node);
+  c->pos = schema_pos(node);
   if (node->type == YAML_MAPPING_NODE) {
-    rc = parse_mapping(p, node, &cron_schema, c, v, &bad);
+    rc = schema_mapping(&p->w, node, &cron_schema, c, v, &bad);
     sched = v[CR_SCHEDULE];
   } else {
-    if (node->type != YAML_SCALAR_NODE || is_null(node) ||
+    if (node->type != YAML_SCALAR_NODE || schema_is_null(node) ||
         node->data.scalar.length == 0)
-      return fail(p, node,
-                  "each entry of \"crons\" must be a cron expression or a "
-                  "mapping with a \"schedule\"");
-    if ((rc = take_string(p, node, "crons", &c->schedule)) < 0)
+      return schema_fail(
+          &p->w, node,
+          "each entry of \"crons\" must be a cron expression or a "
+          "mapping with a \"schedule\"");
+    if ((rc = schema_take_string(&p->w, node, "crons", &c->schedule)) < 0)
       return rc;
-    for (size_t i = 0; i < MAX_FIELDS; i++)
+    for (size_t i = 0; i < SCHEMA_MAX_FIELDS; i++)
       v[i] = NULL;
     sched = node;
   }
@@ -1212,11 +760,11 @@ static int parse_cron(parser *p, yaml_node_t *node, config_cron *c) {
   /* The id template names the instances of the no-code form; without a
    * workflow there are none to name. */
   if (c->id && !c->workflow && !(bad & (1u << CR_WORKFLOW)))
-    rc = fail(p, v[CR_ID],
-              "\"id\" needs \"workflow\": it is the id template of the "
-              "instances a cron creates");
+    rc = schema_fail(&p->w, v[CR_ID],
+                     "\"id\" needs \"workflow\": it is the id template of the "
+                     "instances a cron creates");
   if (c->workflow) {
-    c->workflow_pos = pos_of(v[CR_WORKFLOW]);
+    c->workflow_pos = schema_pos(v[CR_WORKFLOW]);
     if (!c->id && !(bad & (1u << CR_ID)))
       c->id = xstrdup("cron-{datetime}");
     else if (c->id && check_id_template(p, v[CR_ID], c->id) < 0)
@@ -1234,22 +782,23 @@ static int check_cron_twice(parser *p, const config_plugin *pl, size_t i) {
     if (same_str(c->schedule, d->schedule) &&
         same_str(utc_null(c->timezone), utc_null(d->timezone)) &&
         same_str(c->workflow, d->workflow) && same_str(c->id, d->id)) {
-      shown b;
-      return fail_at(p, c->pos,
-                     "duplicate cron trigger \"%s\" (first at %d:%d): it "
-                     "would fire twice",
-                     show(&b, c->schedule), d->pos.line, d->pos.column);
+      schema_shown b;
+      return schema_fail_at(
+          &p->w, c->pos,
+          "duplicate cron trigger \"%s\" (first at %d:%d): it "
+          "would fire twice",
+          schema_show(&b, c->schedule), d->pos.line, d->pos.column);
     }
   }
   return 0;
 }
 
 static int parse_triggers(parser *p, yaml_node_t *node, config_plugin *pl) {
-  yaml_node_t *v[MAX_FIELDS];
+  yaml_node_t *v[SCHEMA_MAX_FIELDS];
   size_t n;
 
-  int rc = parse_mapping(p, node, &triggers_schema, pl, v, NULL);
-  if (section_list(p, v[TR_CRONS], "crons", &n) < 0)
+  int rc = schema_mapping(&p->w, node, &triggers_schema, pl, v, NULL);
+  if (schema_list(&p->w, v[TR_CRONS], "crons", &n) < 0)
     rc = DURO_E_CONFIG;
   if (n > 0) {
     pl->crons = xcalloc(n, sizeof *pl->crons);
@@ -1258,7 +807,8 @@ static int parse_triggers(parser *p, yaml_node_t *node, config_plugin *pl) {
   for (size_t i = 0; i < n; i++) {
     config_cron *c = &pl->crons[i];
     /* A refused entry is not compared: its error is reported already. */
-    if (parse_cron(p, list_item(p, v[TR_CRONS], i), c) < 0 || !c->schedule)
+    if (parse_cron(p, schema_item(&p->w, v[TR_CRONS], i), c) < 0 ||
+        !c->schedule)
       rc = DURO_E_CONFIG;
     else if (check_cron_twice(p, pl, i) < 0)
       rc = DURO_E_CONFIG;
@@ -1267,19 +817,19 @@ static int parse_triggers(parser *p, yaml_node_t *node, config_plugin *pl) {
 }
 
 static int parse_plugin(parser *p, yaml_node_t *node, config_plugin *pl) {
-  yaml_node_t *v[MAX_FIELDS];
+  yaml_node_t *v[SCHEMA_MAX_FIELDS];
   size_t n;
 
   unsigned bad;
-  pl->pos = pos_of(node);
-  int rc = parse_mapping(p, node, &plugin_schema, pl, v, &bad);
+  pl->pos = schema_pos(node);
+  int rc = schema_mapping(&p->w, node, &plugin_schema, pl, v, &bad);
   /* An unknown key ("workflow:", "queue:") may be a list of them. */
-  if (bad & BAD_UNKNOWN)
+  if (bad & SCHEMA_BAD_UNKNOWN)
     p->unsure_workflows = p->unsure_queues = true;
   if (unique(p, "plugin name", pl->name, v[PL_NAME]) < 0)
     rc = DURO_E_CONFIG;
 
-  if (section_list(p, v[PL_WORKFLOWS], "workflows", &n) < 0) {
+  if (schema_list(&p->w, v[PL_WORKFLOWS], "workflows", &n) < 0) {
     p->unsure_workflows = true;
     rc = DURO_E_CONFIG;
   }
@@ -1288,8 +838,8 @@ static int parse_plugin(parser *p, yaml_node_t *node, config_plugin *pl) {
     pl->n_workflows = n;
   }
   for (size_t i = 0; i < n; i++) {
-    yaml_node_t *item = list_item(p, v[PL_WORKFLOWS], i);
-    if (entry_mapping(p, item, "workflows") < 0) {
+    yaml_node_t *item = schema_item(&p->w, v[PL_WORKFLOWS], i);
+    if (schema_entry(&p->w, item, "workflows") < 0) {
       p->unsure_workflows = true;
       rc = DURO_E_CONFIG;
     } else if (parse_workflow(p, item, &pl->workflows[i]) < 0) {
@@ -1297,13 +847,13 @@ static int parse_plugin(parser *p, yaml_node_t *node, config_plugin *pl) {
     }
   }
 
-  int present = section_mapping(p, v[PL_QUEUES], "queues");
+  int present = schema_section(&p->w, v[PL_QUEUES], "queues");
   if (present < 0)
     p->unsure_queues = true;
   if (present < 0 || (present > 0 && parse_queues(p, v[PL_QUEUES], pl) < 0))
     rc = DURO_E_CONFIG;
 
-  present = section_mapping(p, v[PL_TRIGGERS], "triggers");
+  present = schema_section(&p->w, v[PL_TRIGGERS], "triggers");
   if (present < 0 || (present > 0 && parse_triggers(p, v[PL_TRIGGERS], pl) < 0))
     rc = DURO_E_CONFIG;
   return rc;
@@ -1332,11 +882,12 @@ static int check_producers(parser *p) {
       const config_producer *pr = &cfg->plugins[i].producers[k];
       if (!pr->queue || !pr->binding || queue_declared(cfg, pr->queue))
         continue;
-      shown b, q;
-      rc = fail_at(p, pr->queue_pos,
-                   "producer \"%s\" sends to queue \"%s\", which no "
-                   "consumer consumes or names as its dead_letter_queue",
-                   show(&b, pr->binding), show(&q, pr->queue));
+      schema_shown b, q;
+      rc = schema_fail_at(&p->w, pr->queue_pos,
+                          "producer \"%s\" sends to queue \"%s\", which no "
+                          "consumer consumes or names as its dead_letter_queue",
+                          schema_show(&b, pr->binding),
+                          schema_show(&q, pr->queue));
     }
   return rc;
 }
@@ -1351,12 +902,13 @@ static int check_lifecycle_queues(parser *p) {
       if (!w->lifecycle_queue || !w->name ||
           queue_declared(cfg, w->lifecycle_queue))
         continue;
-      shown b, q;
-      rc = fail_at(p, w->lifecycle_pos,
-                   "workflow \"%s\" publishes its lifecycle to queue "
-                   "\"%s\", which no consumer consumes or names as its "
-                   "dead_letter_queue",
-                   show(&b, w->name), show(&q, w->lifecycle_queue));
+      schema_shown b, q;
+      rc = schema_fail_at(&p->w, w->lifecycle_pos,
+                          "workflow \"%s\" publishes its lifecycle to queue "
+                          "\"%s\", which no consumer consumes or names as its "
+                          "dead_letter_queue",
+                          schema_show(&b, w->name),
+                          schema_show(&q, w->lifecycle_queue));
     }
   return rc;
 }
@@ -1371,11 +923,12 @@ static int check_consumers(parser *p) {
       if (!c->workflow || !c->queue ||
           config_find_workflow(cfg, c->workflow, NULL))
         continue;
-      shown b, q;
-      rc = fail_at(p, c->workflow_pos,
-                   "consumer of queue \"%s\" creates instances of workflow "
-                   "\"%s\", which no plugin declares",
-                   show(&q, c->queue), show(&b, c->workflow));
+      schema_shown b, q;
+      rc = schema_fail_at(
+          &p->w, c->workflow_pos,
+          "consumer of queue \"%s\" creates instances of workflow "
+          "\"%s\", which no plugin declares",
+          schema_show(&q, c->queue), schema_show(&b, c->workflow));
     }
   return rc;
 }
@@ -1390,11 +943,12 @@ static int check_crons(parser *p) {
       if (!c->workflow || !c->schedule ||
           config_find_workflow(cfg, c->workflow, NULL))
         continue;
-      shown b, q;
-      rc = fail_at(p, c->workflow_pos,
-                   "cron \"%s\" creates instances of workflow \"%s\", "
-                   "which no plugin declares",
-                   show(&q, c->schedule), show(&b, c->workflow));
+      schema_shown b, q;
+      rc = schema_fail_at(&p->w, c->workflow_pos,
+                          "cron \"%s\" creates instances of workflow \"%s\", "
+                          "which no plugin declares",
+                          schema_show(&q, c->schedule),
+                          schema_show(&b, c->workflow));
     }
   return rc;
 }
@@ -1415,7 +969,7 @@ static int check_references(parser *p) {
 /* storage, http and engine: one mapping each, filling the config. */
 static int parse_sections(parser *p, yaml_node_t **v) {
   config *cfg = p->cfg;
-  yaml_node_t *sv[MAX_FIELDS];
+  yaml_node_t *sv[SCHEMA_MAX_FIELDS];
   int rc = 0;
 
   static const struct {
@@ -1427,23 +981,23 @@ static int parse_sections(parser *p, yaml_node_t **v) {
                   {ROOT_ENGINE, "engine", &engine_schema}};
   for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
     yaml_node_t *sec = v[sections[i].index];
-    int present = section_mapping(p, sec, sections[i].key);
+    int present = schema_section(&p->w, sec, sections[i].key);
     if (present < 0)
       rc = DURO_E_CONFIG;
     if (present <= 0)
       continue;
-    if (parse_mapping(p, sec, sections[i].s, cfg, sv, NULL) < 0)
+    if (schema_mapping(&p->w, sec, sections[i].s, cfg, sv, NULL) < 0)
       rc = DURO_E_CONFIG;
     if (sections[i].index == ROOT_STORAGE && sv[2] && !DURO_HAVE_PG)
-      rc = fail(p, sv[2],
-                "\"postgresql\": this duro was built without PostgreSQL "
-                "(libpq)");
+      rc = schema_fail(&p->w, sv[2],
+                       "\"postgresql\": this duro was built without PostgreSQL "
+                       "(libpq)");
     /* http.c checks these against the bind policy later, and names them */
     if (sections[i].index == ROOT_HTTP) {
       if (sv[0])
-        cfg->http.listen_pos = pos_of(sv[0]);
+        cfg->http.listen_pos = schema_pos(sv[0]);
       if (sv[1])
-        cfg->http.token_env_pos = pos_of(sv[1]);
+        cfg->http.token_env_pos = schema_pos(sv[1]);
       if (parse_allowed_hosts(p, sv[HTTP_ALLOWED_HOSTS], cfg) < 0)
         rc = DURO_E_CONFIG;
     }
@@ -1453,30 +1007,30 @@ static int parse_sections(parser *p, yaml_node_t **v) {
 
 static int parse_root(parser *p, yaml_node_t *root) {
   config *cfg = p->cfg;
-  yaml_node_t *v[MAX_FIELDS];
+  yaml_node_t *v[SCHEMA_MAX_FIELDS];
   unsigned bad;
   size_t n;
 
   /* An empty file, or one holding only "---", is the all-defaults config. */
-  if (!root || is_null(root))
+  if (!root || schema_is_null(root))
     return 0;
   if (root->type != YAML_MAPPING_NODE)
-    return fail(p, root, "the top level must be a mapping");
-  int rc = parse_mapping(p, root, &root_schema, cfg, v, &bad);
-  if (bad & BAD_UNKNOWN) /* "plugin:" may be the plugins */
+    return schema_fail(&p->w, root, "the top level must be a mapping");
+  int rc = schema_mapping(&p->w, root, &root_schema, cfg, v, &bad);
+  if (bad & SCHEMA_BAD_UNKNOWN) /* "plugin:" may be the plugins */
     p->unsure_workflows = p->unsure_queues = true;
   if (parse_sections(p, v) < 0)
     rc = DURO_E_CONFIG;
 
-  if (section_list(p, v[ROOT_PLUGINS], "plugins", &n) < 0)
+  if (schema_list(&p->w, v[ROOT_PLUGINS], "plugins", &n) < 0)
     rc = DURO_E_CONFIG;
   if (n > 0) {
     cfg->plugins = xcalloc(n, sizeof *cfg->plugins);
     cfg->n_plugins = n;
   }
   for (size_t i = 0; i < n; i++) {
-    yaml_node_t *item = list_item(p, v[ROOT_PLUGINS], i);
-    if (entry_mapping(p, item, "plugins") < 0) {
+    yaml_node_t *item = schema_item(&p->w, v[ROOT_PLUGINS], i);
+    if (schema_entry(&p->w, item, "plugins") < 0) {
       p->unsure_workflows = p->unsure_queues = true;
       rc = DURO_E_CONFIG;
     } else if (parse_plugin(p, item, &cfg->plugins[i]) < 0) {
@@ -1509,16 +1063,16 @@ static int check_depth(parser *p) {
     fprintf(stderr, "duro: out of memory creating a YAML parser\n");
     abort();
   }
-  yaml_parser_set_input_string(&yp, (const unsigned char *)p->text, p->len);
+  yaml_parser_set_input_string(&yp, (const unsigned char *)p->w.text, p->w.len);
   while (rc == 0 && yaml_parser_parse(&yp, &ev)) {
     yaml_event_type_t type = ev.type;
     if (type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) {
       if (++depth > MAX_DEPTH)
-        rc = fail_at(p,
-                     (config_pos){(int)ev.start_mark.line + 1,
-                                  (int)ev.start_mark.column + 1},
-                     "mappings and lists nested deeper than %d levels",
-                     MAX_DEPTH);
+        rc = schema_fail_at(&p->w,
+                            (config_pos){(int)ev.start_mark.line + 1,
+                                         (int)ev.start_mark.column + 1},
+                            "mappings and lists nested deeper than %d levels",
+                            MAX_DEPTH);
     } else if (type == YAML_SEQUENCE_END_EVENT ||
                type == YAML_MAPPING_END_EVENT) {
       depth--;
@@ -1540,13 +1094,13 @@ static int yaml_failure(parser *p, const yaml_parser_t *yp) {
 
   switch (yp->error) {
   case YAML_MEMORY_ERROR:
-    fprintf(stderr, "duro: out of memory parsing %s\n", p->file);
+    fprintf(stderr, "duro: out of memory parsing %s\n", p->w.file);
     abort();
   case YAML_READER_ERROR: {
     pos = (config_pos){1, 1};
-    size_t end = yp->problem_offset < p->len ? yp->problem_offset : p->len;
+    size_t end = yp->problem_offset < p->w.len ? yp->problem_offset : p->w.len;
     for (size_t i = 0; i < end; i++) {
-      unsigned char c = (unsigned char)p->text[i];
+      unsigned char c = (unsigned char)p->w.text[i];
       if (c == '\n') {
         pos.line++;
         pos.column = 1;
@@ -1554,16 +1108,17 @@ static int yaml_failure(parser *p, const yaml_parser_t *yp) {
         pos.column++;
       }
     }
-    return fail_at(p, pos, "YAML syntax error: %s", problem);
+    return schema_fail_at(&p->w, pos, "YAML syntax error: %s", problem);
   }
   default:
     pos = (config_pos){(int)yp->problem_mark.line + 1,
                        (int)yp->problem_mark.column + 1};
     if (yp->context)
-      return fail_at(p, pos, "YAML syntax error: %s (%s started at %d:%d)",
-                     problem, yp->context, (int)yp->context_mark.line + 1,
-                     (int)yp->context_mark.column + 1);
-    return fail_at(p, pos, "YAML syntax error: %s", problem);
+      return schema_fail_at(
+          &p->w, pos, "YAML syntax error: %s (%s started at %d:%d)", problem,
+          yp->context, (int)yp->context_mark.line + 1,
+          (int)yp->context_mark.column + 1);
+    return schema_fail_at(&p->w, pos, "YAML syntax error: %s", problem);
   }
 }
 
@@ -1593,15 +1148,15 @@ static config *config_defaults(const char *file) {
  * goes on. */
 config *config_parse_all(const char *name, const char *text, size_t len,
                          errlist *errs) {
-  parser p = {.file = name ? name : "<config>",
-              .text = text ? text : "",
-              .len = text ? len : 0,
-              .errs = errs};
+  parser p = {.w = {.file = name ? name : "<config>",
+                    .text = text ? text : "",
+                    .len = text ? len : 0,
+                    .errs = errs}};
   yaml_parser_t yp;
   yaml_document_t doc, next;
   size_t before = errlist_total(errs);
 
-  config *cfg = config_defaults(p.file);
+  config *cfg = config_defaults(p.w.file);
   p.cfg = cfg;
   if (check_depth(&p) < 0)
     goto out;
@@ -1609,14 +1164,14 @@ config *config_parse_all(const char *name, const char *text, size_t len,
     fprintf(stderr, "duro: out of memory creating a YAML parser\n");
     abort();
   }
-  yaml_parser_set_input_string(&yp, (const unsigned char *)p.text, p.len);
+  yaml_parser_set_input_string(&yp, (const unsigned char *)p.w.text, p.w.len);
 
   /* On failure yaml_parser_load() has already released the document. */
   if (!yaml_parser_load(&yp, &doc)) {
     yaml_failure(&p, &yp);
     goto out_parser;
   }
-  p.doc = &doc;
+  p.w.doc = &doc;
   parse_root(&p, yaml_document_get_root_node(&doc));
 
   /* A second document would be ignored silently; refuse it instead. */
@@ -1626,7 +1181,7 @@ config *config_parse_all(const char *name, const char *text, size_t len,
   }
   yaml_node_t *extra = yaml_document_get_root_node(&next);
   if (extra)
-    fail(&p, extra, "only one YAML document is allowed");
+    schema_fail(&p.w, extra, "only one YAML document is allowed");
   yaml_document_delete(&next);
 
 out_doc:
