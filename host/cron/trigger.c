@@ -13,7 +13,17 @@
  * catch_up says, without the overlap check (a handler's late ticks as one
  * burst on one thread); a tick still `fired` belongs to a handler the
  * stop cut short and becomes `failed`.  From then on a tick fires when it
- * comes, claimed before it runs. */
+ * comes, claimed before it runs.
+ *
+ * A reload changes the triggers while the engine runs (duro_cron_replace):
+ * the set of triggers is an array of pointers published whole under the
+ * mutex, never changed in place.  The dispatch, a fire by hand and the
+ * listing each take a reference on the set they walk, and a fire holds
+ * one on its trigger, so a removed trigger and an old array are freed by
+ * whoever lets go of them last.  A trigger whose defining fields stay
+ * keeps its object (its next tick, its handler ticks running); its
+ * policies (catch_up, max_catch_up, overlap) are atomics a reload stores
+ * and the dispatch loads. */
 #include "trigger.h"
 
 #include <pthread.h>
@@ -45,6 +55,7 @@ typedef struct cron_trigger {
   uint32_t max_catch_up;
   int overlap_allow;
   /* memory only */
+  uint32_t refs;       /* the sets holding it and its fires (mu) */
   int recovered;       /* the first dispatch reconciled it */
   int64_t next_ms;     /* the next tick to fire (CRON_NEVER: none) */
   uint32_t running;    /* its handler ticks in flight */
@@ -53,11 +64,17 @@ typedef struct cron_trigger {
   char *last_instance; /* no-code: the newest on-time tick's instance */
 } cron_trigger;
 
+/* The triggers, in config order: published whole, never changed. */
+typedef struct cron_set {
+  cron_trigger **v;
+  size_t n;
+  uint32_t refs; /* the registry's, and each walk's (mu) */
+} cron_set;
+
 struct cron_registry {
   pthread_mutex_t mu;
   pthread_cond_t idle; /* a handler thread finished */
-  cron_trigger *v;
-  size_t n;
+  cron_set *set;       /* NULL: no trigger yet */
   struct handler {
     char *plugin;
     duro_scheduled_fn fn;
@@ -89,6 +106,50 @@ static void trigger_clear(cron_trigger *t) {
   free(t->last_instance);
 }
 
+/* r->mu held. */
+static void trigger_drop_locked(cron_trigger *t) {
+  if (--t->refs == 0) {
+    trigger_clear(t);
+    free(t);
+  }
+}
+
+/* The set to walk, referenced (NULL: none); set_drop lets go of it. */
+static cron_set *set_take(struct cron_registry *r) {
+  pthread_mutex_lock(&r->mu);
+  cron_set *s = r->set;
+  if (s)
+    s->refs++;
+  pthread_mutex_unlock(&r->mu);
+  return s;
+}
+
+static void set_drop_locked(cron_set *s) {
+  if (!s || --s->refs > 0)
+    return;
+  for (size_t i = 0; i < s->n; i++)
+    trigger_drop_locked(s->v[i]);
+  free(s->v);
+  free(s);
+}
+
+static void set_drop(struct cron_registry *r, cron_set *s) {
+  pthread_mutex_lock(&r->mu);
+  set_drop_locked(s);
+  pthread_mutex_unlock(&r->mu);
+}
+
+/* Makes `v` (n triggers, each referenced for the new set) the set. */
+static void set_publish(struct cron_registry *r, cron_trigger **v, size_t n) {
+  cron_set *s = xcalloc(1, sizeof *s);
+  *s = (cron_set){v, n, 1};
+  pthread_mutex_lock(&r->mu);
+  cron_set *old = r->set;
+  r->set = s;
+  set_drop_locked(old);
+  pthread_mutex_unlock(&r->mu);
+}
+
 uint32_t cron_registry_wait(struct cron_registry *r,
                             const struct timespec *until) {
   if (!r)
@@ -109,9 +170,9 @@ void cron_registry_free(struct cron_registry *r) {
   if (!r)
     return;
   cron_registry_wait(r, NULL);
-  for (size_t i = 0; i < r->n; i++)
-    trigger_clear(&r->v[i]);
-  free(r->v);
+  pthread_mutex_lock(&r->mu);
+  set_drop_locked(r->set);
+  pthread_mutex_unlock(&r->mu);
   for (size_t i = 0; i < r->n_handlers; i++)
     free(r->handlers[i].plugin);
   free(r->handlers);
@@ -175,27 +236,29 @@ int cron_expand_id(const char *tmpl, int64_t tick_ms, const char *tz, char *out,
 /* ---- registration ---------------------------------------------------------
  */
 
-int duro_cron_register(duro_engine *e, const duro_cron_spec *spec, char *err,
-                       size_t errlen) {
+/* The trigger `spec` describes (strings copied, one reference), or NULL
+ * with the reason in err. */
+static cron_trigger *trigger_new(const duro_cron_spec *spec, char *err,
+                                 size_t errlen) {
   cron_expr expr;
   cron_error ce;
   char id[128];
   if (!spec || !spec->plugin || !spec->schedule) {
     snprintf(err, errlen, "a cron trigger needs a plugin and a schedule");
-    return DURO_E_INVALID_ARGUMENT;
+    return NULL;
   }
   if (cron_parse(spec->schedule, &expr, &ce) != 0) {
     snprintf(err, errlen, "invalid cron expression \"%s\": %s", spec->schedule,
              ce.msg);
-    return DURO_E_INVALID_ARGUMENT;
+    return NULL;
   }
   if (!cron_ever_fires(&expr)) {
     snprintf(err, errlen, "cron \"%s\" never fires: no date matches it",
              spec->schedule);
-    return DURO_E_INVALID_ARGUMENT;
+    return NULL;
   }
   if (!cron_tz_valid(spec->timezone, err, errlen))
-    return DURO_E_INVALID_ARGUMENT;
+    return NULL;
   const char *tmpl = spec->id ? spec->id : DEFAULT_ID;
   if (spec->workflow && cron_expand_id(tmpl, 0, NULL, id, sizeof id) != 0) {
     snprintf(err, errlen,
@@ -203,28 +266,87 @@ int duro_cron_register(duro_engine *e, const duro_cron_spec *spec, char *err,
              "{date} {time} {datetime} {ts}; 1-100 characters of A-Z a-z "
              "0-9 _ . : -)",
              tmpl);
-    return DURO_E_INVALID_ARGUMENT;
+    return NULL;
   }
-  cron_trigger t = {.plugin = xstrdup(spec->plugin),
-                    .schedule = xstrdup(spec->schedule),
-                    .timezone = spec->timezone ? xstrdup(spec->timezone) : NULL,
-                    .workflow = spec->workflow ? xstrdup(spec->workflow) : NULL,
-                    .id = spec->workflow ? xstrdup(tmpl) : NULL,
-                    .expr = expr,
-                    .catch_up = spec->catch_up,
-                    .max_catch_up = spec->max_catch_up ? spec->max_catch_up
-                                                       : DEFAULT_MAX_CATCH_UP,
-                    .overlap_allow = spec->overlap_allow,
-                    .next_ms = CRON_NEVER};
+  cron_trigger *t = xcalloc(1, sizeof *t);
+  *t = (cron_trigger){
+      .plugin = xstrdup(spec->plugin),
+      .schedule = xstrdup(spec->schedule),
+      .timezone = spec->timezone ? xstrdup(spec->timezone) : NULL,
+      .workflow = spec->workflow ? xstrdup(spec->workflow) : NULL,
+      .id = spec->workflow ? xstrdup(tmpl) : NULL,
+      .expr = expr,
+      .catch_up = spec->catch_up,
+      .max_catch_up =
+          spec->max_catch_up ? spec->max_catch_up : DEFAULT_MAX_CATCH_UP,
+      .overlap_allow = spec->overlap_allow,
+      .refs = 1,
+      .next_ms = CRON_NEVER};
   /* What makes it this trigger: change any of it and it is a new one. */
-  t.key = xasprintf("%s|%s|%s|%s|%s", t.plugin, t.schedule,
-                    t.timezone ? t.timezone : "UTC",
-                    t.workflow ? t.workflow : "", t.id ? t.id : "");
+  t->key = xasprintf("%s|%s|%s|%s|%s", t->plugin, t->schedule,
+                     t->timezone ? t->timezone : "UTC",
+                     t->workflow ? t->workflow : "", t->id ? t->id : "");
+  return t;
+}
+
+int duro_cron_register(duro_engine *e, const duro_cron_spec *spec, char *err,
+                       size_t errlen) {
+  cron_trigger *t = trigger_new(spec, err, errlen);
+  if (!t)
+    return DURO_E_INVALID_ARGUMENT;
   struct cron_registry *r = registry(e);
   pthread_mutex_lock(&r->mu);
-  r->v = xrealloc(r->v, (r->n + 1) * sizeof *r->v);
-  r->v[r->n++] = t;
+  size_t n = r->set ? r->set->n : 0;
+  cron_trigger **v = xcalloc(n + 1, sizeof *v);
+  for (size_t i = 0; i < n; i++) {
+    v[i] = r->set->v[i];
+    v[i]->refs++;
+  }
+  v[n] = t;
   pthread_mutex_unlock(&r->mu);
+  set_publish(r, v, n + 1);
+  return 0;
+}
+
+/* The trigger of the set with `key`, or NULL (r->mu held). */
+static cron_trigger *find_key_locked(struct cron_registry *r, const char *key) {
+  for (size_t i = 0; r->set && i < r->set->n; i++)
+    if (!strcmp(r->set->v[i]->key, key))
+      return r->set->v[i];
+  return NULL;
+}
+
+int duro_cron_replace(duro_engine *e, const duro_cron_spec *specs, size_t n,
+                      char *err, size_t errlen) {
+  cron_trigger **v = xcalloc(n ? n : 1, sizeof *v);
+  for (size_t i = 0; i < n; i++)
+    if (!(v[i] = trigger_new(&specs[i], err, errlen))) {
+      while (i-- > 0) {
+        trigger_clear(v[i]);
+        free(v[i]);
+      }
+      free(v);
+      return DURO_E_INVALID_ARGUMENT;
+    }
+  struct cron_registry *r = registry(e);
+  pthread_mutex_lock(&r->mu);
+  for (size_t i = 0; i < n; i++) {
+    cron_trigger *old = find_key_locked(r, v[i]->key);
+    if (!old)
+      continue;
+    /* The same trigger: it keeps its ticks; only its policies change. */
+    __atomic_store_n(&old->catch_up, v[i]->catch_up, __ATOMIC_RELAXED);
+    __atomic_store_n(&old->max_catch_up, v[i]->max_catch_up, __ATOMIC_RELAXED);
+    __atomic_store_n(&old->overlap_allow, v[i]->overlap_allow,
+                     __ATOMIC_RELAXED);
+    trigger_clear(v[i]);
+    free(v[i]);
+    v[i] = old;
+    old->refs++;
+  }
+  pthread_mutex_unlock(&r->mu);
+  set_publish(r, v, n);
+  engine_kick_scheduler(e); /* a new trigger's first tick may come sooner */
   return 0;
 }
 
@@ -336,6 +458,7 @@ static char *error_text(const char *fmt, ...) {
 /* A copy of what a fire needs, so the registry is not held meanwhile. */
 typedef struct fire {
   duro_engine *e;
+  cron_trigger *t; /* referenced: its counters are settled at the end */
   char *key, *plugin, *schedule, *timezone, *workflow, *id;
   int64_t tick;
   duro_scheduled_fn fn;
@@ -367,9 +490,13 @@ static void fire_free(fire *f) {
   free(f);
 }
 
-static fire *fire_of(duro_engine *e, const cron_trigger *t, int64_t tick) {
+static fire *fire_of(duro_engine *e, cron_trigger *t, int64_t tick) {
   fire *f = xcalloc(1, sizeof *f);
+  pthread_mutex_lock(&e->crons->mu);
+  t->refs++;
+  pthread_mutex_unlock(&e->crons->mu);
   *f = (fire){e,
+              t,
               xstrdup(t->key),
               xstrdup(t->plugin),
               xstrdup(t->schedule),
@@ -403,15 +530,15 @@ static int run_handler(fire *f) {
 }
 
 /* The trigger's tick counters, after a handler tick (or a catch-up
- * burst: `late`) ended. */
-static void trigger_done(struct cron_registry *r, const char *key, int late) {
+ * burst: `late`) ended; the fire lets go of it (a reload may have removed
+ * it meanwhile). */
+static void trigger_done(struct cron_registry *r, cron_trigger *t, int late) {
   pthread_mutex_lock(&r->mu);
-  for (size_t i = 0; i < r->n; i++)
-    if (!strcmp(r->v[i].key, key) && r->v[i].running) {
-      r->v[i].running--;
-      if (late && r->v[i].catching)
-        r->v[i].catching--;
-    }
+  if (t->running)
+    t->running--;
+  if (late && t->catching)
+    t->catching--;
+  trigger_drop_locked(t);
   pthread_mutex_unlock(&r->mu);
 }
 
@@ -446,7 +573,7 @@ static void fire_finish(fire *f) {
   struct cron_registry *r = f->e->crons;
   fire_wait *w = f->by_hand;
   handler_put(r, f->fn);
-  trigger_done(r, f->key, f->late != NULL);
+  trigger_done(r, f->t, f->late != NULL);
   fire_free(f);
   if (w) {
     pthread_mutex_lock(&w->mu);
@@ -672,7 +799,8 @@ static void fire_tick(duro_engine *e, cron_trigger *t, int64_t tick,
                       int64_t now) {
   int after_outage = t->after_outage;
   t->after_outage = 0;
-  if (!t->overlap_allow && !after_outage && still_running(e, t)) {
+  if (!__atomic_load_n(&t->overlap_allow, __ATOMIC_RELAXED) && !after_outage &&
+      still_running(e, t)) {
     char *err = error_text("overlap: skip, and the previous tick's %s was "
                            "still running",
                            t->workflow ? "instance" : "handler");
@@ -770,9 +898,11 @@ static int64_t settle_late(duro_engine *e, cron_trigger *t, int64_t tick,
   for (size_t k = 0; k < n; k++) /* oldest first */
     missed[k] = ring[(count - n + k) % MAX_MISSED_ROWS];
   free(ring);
-  size_t late = t->catch_up == DURO_CRON_CATCH_UP_ALL      ? t->max_catch_up
-                : t->catch_up == DURO_CRON_CATCH_UP_LATEST ? 1
-                                                           : 0;
+  int catch_up = __atomic_load_n(&t->catch_up, __ATOMIC_RELAXED);
+  size_t late = catch_up == DURO_CRON_CATCH_UP_ALL
+                    ? __atomic_load_n(&t->max_catch_up, __ATOMIC_RELAXED)
+                : catch_up == DURO_CRON_CATCH_UP_LATEST ? 1
+                                                        : 0;
   if (late > n)
     late = n;
   if (n) {
@@ -785,9 +915,9 @@ static int64_t settle_late(duro_engine *e, cron_trigger *t, int64_t tick,
     log_warn("cron %s (plugin %s): %zu tick(s) came %s: %zu fired late "
              "(catch_up: %s), %zu missed",
              t->schedule, t->plugin, count, why, fired,
-             t->catch_up == DURO_CRON_CATCH_UP_ALL      ? "all"
-             : t->catch_up == DURO_CRON_CATCH_UP_LATEST ? "latest"
-                                                        : "none",
+             catch_up == DURO_CRON_CATCH_UP_ALL      ? "all"
+             : catch_up == DURO_CRON_CATCH_UP_LATEST ? "latest"
+                                                     : "none",
              count - late);
   }
   free(missed);
@@ -839,11 +969,12 @@ size_t duro_crons_dispatch(duro_engine *e, int64_t *next_ms) {
   pthread_mutex_unlock(&e->mu);
   int64_t next = INT64_MAX;
   size_t fired = 0;
-  /* Triggers are only added before start: the array stays put, and one
-   * thread (the scheduler) dispatches, so each trigger's memory fields
-   * are its own but for `running` (under the mutex). */
-  for (size_t i = 0; r && i < r->n; i++) {
-    cron_trigger *t = &r->v[i];
+  /* The set walked stays put while referenced (a reload publishes a new
+   * one), and one thread (the scheduler) dispatches, so each trigger's
+   * memory fields are its own but for `running` (under the mutex). */
+  cron_set *s = r ? set_take(r) : NULL;
+  for (size_t i = 0; s && i < s->n; i++) {
+    cron_trigger *t = s->v[i];
     int64_t now = duro_clock_now(e->clock);
     if (!t->recovered)
       recover(e, t, now);
@@ -859,6 +990,8 @@ size_t duro_crons_dispatch(duro_engine *e, int64_t *next_ms) {
     if (t->next_ms < next)
       next = t->next_ms;
   }
+  if (s)
+    set_drop(r, s);
   if (next_ms)
     *next_ms = next;
   return fired;
@@ -893,8 +1026,9 @@ int duro_cron_fire_now(duro_engine *e, const char *schedule, json_t **out) {
   int64_t now = duro_clock_now(e->clock);
   int64_t tick = now - now % 60000; /* the current minute */
   json_t *res = json_array();
-  for (size_t i = 0; i < r->n; i++) {
-    cron_trigger *t = &r->v[i];
+  cron_set *s = set_take(r);
+  for (size_t i = 0; s && i < s->n; i++) {
+    cron_trigger *t = s->v[i];
     if (strcmp(t->schedule, schedule) != 0)
       continue;
     json_t *o =
@@ -928,6 +1062,8 @@ int duro_cron_fire_now(duro_engine *e, const char *schedule, json_t **out) {
     }
     json_array_append_new(res, o);
   }
+  if (s)
+    set_drop(r, s);
   if (json_array_size(res) == 0) {
     json_decref(res);
     return DURO_E_CRON_NOT_FOUND;
@@ -969,14 +1105,17 @@ int duro_cron_list(duro_engine *e, json_t **out) {
   int64_t now = duro_clock_now(e->clock);
   json_t *res = json_array();
   int rc = 0;
-  for (size_t i = 0; i < r->n && rc == 0; i++) {
-    const cron_trigger *t = &r->v[i];
+  cron_set *s = set_take(r);
+  for (size_t i = 0; s && i < s->n && rc == 0; i++) {
+    cron_trigger *t = s->v[i];
     static const char *const policy[] = {"latest", "none", "all"};
+    int catch_up = __atomic_load_n(&t->catch_up, __ATOMIC_RELAXED);
+    int overlap = __atomic_load_n(&t->overlap_allow, __ATOMIC_RELAXED);
     json_t *o =
         json_pack("{ss,ss,ss?,ss,ss,sn}", "plugin", t->plugin, "schedule",
                   t->schedule, "timezone", t->timezone, "catch_up",
-                  policy[t->catch_up >= 0 && t->catch_up < 3 ? t->catch_up : 0],
-                  "overlap", t->overlap_allow ? "allow" : "skip", "last");
+                  policy[catch_up >= 0 && catch_up < 3 ? catch_up : 0],
+                  "overlap", overlap ? "allow" : "skip", "last");
     if (t->workflow) {
       json_object_set_new(o, "workflow", json_string(t->workflow));
       json_object_set_new(o, "id", json_string(t->id));
@@ -1004,6 +1143,8 @@ int duro_cron_list(duro_engine *e, json_t **out) {
       rc = journal_cron_ticks(e->j, t->key, NULL, 1, last_tick, o);
     json_array_append_new(res, o);
   }
+  if (s)
+    set_drop(r, s);
   if (rc) {
     json_decref(res);
     return rc;

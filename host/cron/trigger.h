@@ -46,11 +46,21 @@ typedef struct duro_cron_spec {
   int overlap_allow;     /* 0: skip a tick while the previous one runs */
 } duro_cron_spec;
 
-/* Registers a trigger (strings copied) before start.  An invalid
- * expression, zone or id template is DURO_E_INVALID_ARGUMENT with the
- * reason in err. */
+/* Registers a trigger (strings copied).  An invalid expression, zone or
+ * id template is DURO_E_INVALID_ARGUMENT with the reason in err. */
 int duro_cron_register(duro_engine *e, const duro_cron_spec *spec, char *err,
                        size_t errlen);
+
+/* Makes specs[0..n) the engine's triggers, while it runs (a config
+ * reload): a trigger whose plugin, schedule, zone, workflow and id are
+ * those of a spec stays, with its next tick and running handlers, and
+ * takes the spec's catch_up, max_catch_up and overlap; the others are new
+ * (first seen now, unless the journal knew them before) or gone (their
+ * tick rows stay).  A tick running for a removed trigger ends as it
+ * would have.  All specs are checked first: on DURO_E_INVALID_ARGUMENT
+ * (the reason in err) nothing changed. */
+int duro_cron_replace(duro_engine *e, const duro_cron_spec *specs, size_t n,
+                      char *err, size_t errlen);
 
 /* The scheduled handler of plugin `plugin` (its newest build; NULL: none,
  * its handler-form ticks then wait, recorded failed).  Safe while the
