@@ -251,6 +251,32 @@ int duro_queue_unconsume(duro_engine *e, const char *queue) {
   return rc;
 }
 
+json_t *queue_consumer_settings(duro_engine *e, const char *queue) {
+  struct queue_consumers *cs = consumers(e);
+  json_t *o = NULL;
+  pthread_mutex_lock(&cs->mu);
+  for (size_t i = 0; i < cs->n && !o; i++) {
+    const wf_consumer *c = &cs->v[i];
+    if (strcmp(c->queue, queue) != 0)
+      continue;
+    if (c->workflow) {
+      o = json_pack("{ss,ss,ss,sI}", "kind", "workflow", "workflow",
+                    c->workflow, "id_from", c->id_from, "max_batch_size",
+                    (json_int_t)c->batch);
+    } else {
+      int64_t vis = c->opt.visibility_ms ? c->opt.visibility_ms
+                                         : DURO_QUEUE_DEFAULT_VISIBILITY_MS;
+      o = json_pack("{ss,sI,sI,sI,sI}", "kind", "handler", "max_batch_size",
+                    (json_int_t)c->batch, "max_batch_timeout_ms",
+                    (json_int_t)c->opt.max_batch_timeout_ms, "max_concurrency",
+                    (json_int_t)c->opt.max_concurrency, "visibility_timeout_ms",
+                    (json_int_t)vis);
+    }
+  }
+  pthread_mutex_unlock(&cs->mu);
+  return o;
+}
+
 /* A copy of consumer i (the caller clears it), or 0 past the end: the
  * list is not held while a batch is handled. */
 static int consumer_copy(struct queue_consumers *cs, size_t i,

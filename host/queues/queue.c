@@ -610,13 +610,28 @@ static json_t *stats_skeleton(duro_engine *e, const char *queue) {
   for (size_t i = 0; i < r->n; i++) {
     if (queue && strcmp(queue, r->v[i].name) != 0)
       continue;
-    json_object_set_new(by_name, r->v[i].name,
-                        json_pack("{ss,si,si,si,si,si,si,si}", "name",
-                                  r->v[i].name, "ready", 0, "delayed", 0,
-                                  "in_flight", 0, "oldest_age_ms", 0, "lag_ms",
-                                  0, "dropped", 0, "dead_lettered", 0));
+    const duro_queue_options *o = &r->v[i].opt;
+    json_t *q =
+        json_pack("{ss,si,si,si,si,si,si,si,so,sI}", "name", r->v[i].name,
+                  "ready", 0, "delayed", 0, "in_flight", 0, "oldest_age_ms", 0,
+                  "lag_ms", 0, "dropped", 0, "dead_lettered", 0, "max_retries",
+                  o->max_retries == DURO_QUEUE_NO_RETRY_LIMIT
+                      ? json_null()
+                      : json_integer(o->max_retries),
+                  "retry_delay_ms", (json_int_t)o->retry_delay_ms);
+    if (o->dead_letter)
+      json_object_set_new(q, "dead_letter_queue", json_string(o->dead_letter));
+    json_object_set_new(by_name, r->v[i].name, q);
   }
   pthread_mutex_unlock(&r->mu);
+  /* The consumers have their own lock: not taken inside this one. */
+  const char *name;
+  json_t *q;
+  json_object_foreach(by_name, name, q) {
+    json_t *c = queue_consumer_settings(e, name);
+    if (c)
+      json_object_set_new(q, "consumer", c);
+  }
   return by_name;
 }
 

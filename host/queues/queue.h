@@ -142,9 +142,11 @@ int duro_queue_ack(duro_engine *e, const char *queue, const char *const *acks,
                    size_t n_retries, json_t **result, char *err, size_t errlen);
 
 /* queue NULL: [{"name","ready","delayed","in_flight","oldest_age_ms",
- * "lag_ms","dropped","dead_lettered"}] for every registered queue, by
- * name; else that queue's object.  lag_ms: how long the oldest ready
- * message has been waiting for a consumer since it became visible;
+ * "lag_ms","dropped","dead_lettered","max_retries","retry_delay_ms",
+ * "dead_letter_queue"?,"consumer"?}] for every registered queue, by
+ * name; else that queue's object.  max_retries is null for a queue with
+ * no retry limit; consumer is queue_consumer_settings().  lag_ms: how long the
+ * oldest ready message has been waiting for a consumer since it became visible;
  * dropped and dead_lettered count messages out of retries since the
  * database began.  Caller owns *out. */
 int duro_queue_stats(duro_engine *e, const char *queue, json_t **out);
@@ -234,6 +236,12 @@ size_t duro_queues_dispatch(duro_engine *e);
  * the engine clock's ms, JOURNAL_NONE (INT64_MIN) when only a send or a
  * batch's end will make some. */
 size_t queue_consumers_dispatch(duro_engine *e, int64_t *next_ms);
+
+/* The settings of the engine-run consumer of `queue` (caller owns):
+ * {"kind": "workflow", "workflow", "id_from", "max_batch_size"} or
+ * {"kind": "handler", "max_batch_size", "max_batch_timeout_ms",
+ * "max_concurrency", "visibility_timeout_ms"}; NULL when it has none. */
+json_t *queue_consumer_settings(duro_engine *e, const char *queue);
 
 /* 1 when `ptr` is a well-formed JSON pointer ("" or "/a/b~1c~0"). */
 int duro_json_pointer_valid(const char *ptr);
