@@ -190,6 +190,20 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
   return duro_engine_add_build(e, name, build, run, 1);
 }
 
+int duro_engine_set_limits(duro_engine *e, const char *name,
+                           int64_t retention_ms, uint32_t max_steps) {
+  wf_reg *w = engine_find_workflow(e, name);
+  if (!w)
+    return DURO_E_NOT_FOUND;
+  /* Read where they are used, without a lock: stored atomically. */
+  __atomic_store_n(&w->limits.retention_ms,
+                   retention_ms > 0 ? retention_ms : DEFAULT_RETENTION_MS,
+                   __ATOMIC_RELAXED);
+  __atomic_store_n(&w->limits.max_steps,
+                   max_steps ? max_steps : DEFAULT_MAX_STEPS, __ATOMIC_RELAXED);
+  return 0;
+}
+
 /* ---- entries and the runnable FIFO (call with mu held) --------------------
  */
 
@@ -1061,7 +1075,9 @@ void engine_instance_insert_op(const wf_reg *wf, const char *id,
   row->params = (char *)(req->params ? req->params : "null");
   row->created_ms = now;
   row->retention_ms =
-      req->retention_ms >= 0 ? req->retention_ms : wf->limits.retention_ms;
+      req->retention_ms >= 0
+          ? req->retention_ms
+          : __atomic_load_n(&wf->limits.retention_ms, __ATOMIC_RELAXED);
   journal_batch_add(b, JOP_INSTANCE_INSERT)->inst = row;
 }
 

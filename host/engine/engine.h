@@ -134,6 +134,13 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
                          duro_run_fn run, const duro_workflow_limits *limits,
                          const char *build);
 
+/* Changes a registered workflow's retention (of the instances created
+ * from now on) and limits.steps (checked at each new step) while the
+ * engine runs (a config reload); 0 values are the defaults.
+ * DURO_E_NOT_FOUND for an unknown workflow. */
+int duro_engine_set_limits(duro_engine *e, const char *name,
+                           int64_t retention_ms, uint32_t max_steps);
+
 /* Adds a build of registered workflow `workflow`: newest = 1 makes it the
  * one new instances (and every activation under versioning: latest) run
  * from now on; newest = 0 keeps it as an older build for the instances

@@ -260,11 +260,13 @@ static const char *next_key(duro_step *a, const char *name, uint32_t *count) {
 /* Whether a new step would cross the workflow's limits.steps (every kind
  * counts: do, sleep, waitForEvent).  Sets the error when it would. */
 static int step_limit_reached(duro_step *a, const char *key) {
-  if (a->n_steps < a->wf->limits.max_steps)
+  /* a config reload may change the limit (duro_engine_set_limits) */
+  uint32_t max = __atomic_load_n(&a->wf->limits.max_steps, __ATOMIC_RELAXED);
+  if (a->n_steps < max)
     return 0;
   char *msg = xasprintf("step \"%s\" would exceed the workflow's limit "
                         "of %u steps",
-                        key, a->wf->limits.max_steps);
+                        key, max);
   fail_with(a, duro_err_name(DURO_E_STEP_LIMIT), msg);
   free(msg);
   return 1;
