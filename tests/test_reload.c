@@ -852,6 +852,223 @@ START_TEST(slow_load_leaves_the_lock) {
 }
 END_TEST
 
+/* ---- the config file read again ----------------------------------------- */
+
+/* The config of `h`: storage at `db`, the deploy plugin with WORKFLOWS
+ * and `extra` (its triggers and queues sections, "" for none). */
+static void write_config(const host *h, const char *db, const char *extra) {
+  FILE *f = fopen(h->run.config, "w");
+  ck_assert_msg(f != NULL, "%s: %s", h->run.config, strerror(errno));
+  fprintf(f,
+          "storage: { path: %s, synchronous: normal }\n"
+          "http: { listen: \"127.0.0.1:0\" }\n"
+          "engine: { workers: 2 }\n"
+          "plugins:\n"
+          "  - name: deploy\n"
+          "    path: %s\n"
+          "    workflows:\n"
+          "%s%s",
+          db, h->plugin, WORKFLOWS, extra);
+  ck_assert(fclose(f) == 0);
+}
+
+static void start_config(host *h, const char *log_name, const char *extra) {
+  host_init(&h->run, "host");
+  h->run.request_ms = 5000;
+  snprintf(h->plugin, sizeof h->plugin, "%s/plugin.so", proc_tmp_dir);
+  snprintf(h->store, sizeof h->store, "%s/var/builds", proc_tmp_dir);
+  put_file(h->plugin, DEPLOY_V1);
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  write_config(h, db, extra);
+  start(h, log_name);
+}
+
+/* A GET or POST answered 200, its body as JSON (caller owns). */
+static json_t *ask(const host *h, const char *method, const char *path) {
+  http_resp r;
+  host_request(&h->run, &r, method, path,
+               !strcmp(method, "POST") ? "{}" : NULL);
+  ck_assert_msg(r.status == 200, "%s %s: %ld %s", method, path, r.status,
+                r.body ? r.body : "");
+  json_t *v = json_loads(r.body ? r.body : "", 0, NULL);
+  ck_assert_msg(v != NULL, "%s %s: not JSON: %s", method, path, r.body);
+  http_resp_free(&r);
+  return v;
+}
+
+/* POST /plugins/reload (`duro reload`): the "config" part of the answer,
+ * whose status must be `want`. */
+static json_t *reload_config_as(const host *h, const char *want) {
+  json_t *rep = ask(h, "POST", "/plugins/reload");
+  json_t *c = json_incref(json_object_get(rep, "config"));
+  char *text = jdump(rep);
+  ck_assert_msg(c && !strcmp(jstr(c, "status"), want), "want the config %s: %s",
+                want, text);
+  free(text);
+  json_decref(rep);
+  return c;
+}
+
+/* Whether the JSON array of strings `list` has one containing `needle`. */
+static int list_has(json_t *list, const char *needle) {
+  size_t i;
+  json_t *v;
+  json_array_foreach(list, i,
+                     v) if (strstr(json_string_value(v), needle)) return 1;
+  return 0;
+}
+
+static size_t crons_listed(const host *h) {
+  json_t *v = ask(h, "GET", "/crons");
+  size_t n = json_array_size(v);
+  json_decref(v);
+  return n;
+}
+
+#define NIGHTLY                                                                \
+  "    triggers:\n"                                                            \
+  "      crons:\n"                                                             \
+  "        - { schedule: \"0 3 * * *\", workflow: pinned, id: \"n-{date}\" "   \
+  "}\n"
+#define NIGHTLY_URL "/__scheduled?cron=0%203%20*%20*%20*"
+
+/* A cron trigger added to the file exists after SIGHUP: listed, and it
+ * fires (by hand: no minute to wait); removed by `duro reload`, it is
+ * gone. */
+START_TEST(config_cron_added) {
+  host H;
+  start_config(&H, "cron.log", "");
+  ck_assert_uint_eq(crons_listed(&H), 0);
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  write_config(&H, db, NIGHTLY);
+  ck_assert_int_eq(kill(H.run.pid, SIGHUP), 0);
+  host_wait_lines(&H.run,
+                  "config reloaded: cron 0 3 * * * added (plugin deploy, "
+                  "workflow pinned)",
+                  1, proc_now_ms() + 5000);
+  json_t *crons = ask(&H, "GET", "/crons");
+  ck_assert_uint_eq(json_array_size(crons), 1);
+  ck_assert_str_eq(jstr(json_array_get(crons, 0), "schedule"), "0 3 * * *");
+  ck_assert_str_eq(jstr(json_array_get(crons, 0), "workflow"), "pinned");
+  json_decref(crons);
+  json_t *fired = ask(&H, "POST", NIGHTLY_URL);
+  json_t *f0 = json_array_get(fired, 0);
+  ck_assert_str_eq(jstr(f0, "state"), "complete");
+  ck_assert_msg(!strncmp(jstr(f0, "instance"), "n-", 2), "instance %s",
+                jstr(f0, "instance"));
+  json_t *d = host_describe(&H.run, "pinned", jstr(f0, "instance"));
+  ck_assert_ptr_nonnull(d);
+  json_decref(d);
+  json_decref(fired);
+
+  write_config(&H, db, "");
+  json_t *c = reload_config_as(&H, "applied");
+  ck_assert(list_has(jget(c, "changes"), "cron 0 3 * * * removed"));
+  json_decref(c);
+  ck_assert_uint_eq(crons_listed(&H), 0);
+  c = reload_config_as(&H, "unchanged");
+  json_decref(c);
+  assert_alive(&H);
+  stop(&H);
+}
+END_TEST
+
+#define JOBS(batch, retries)                                                   \
+  "    queues:\n"                                                              \
+  "      consumers:\n"                                                         \
+  "        - { queue: jobs, workflow: pinned, id_from: /id, "                  \
+  "max_batch_size: " batch ", max_retries: " retries " }\n"
+
+/* A consumer's settings changed in the file take effect at `duro reload`:
+ * the answer names each, GET /queues shows them. */
+START_TEST(config_consumer_settings) {
+  host H;
+  start_config(&H, "queue.log", JOBS("100", "3"));
+  json_t *q = ask(&H, "GET", "/queues/jobs");
+  ck_assert_int_eq(json_integer_value(jget(q, "consumer.max_batch_size")), 100);
+  json_decref(q);
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  write_config(&H, db, JOBS("10", "5"));
+  json_t *c = reload_config_as(&H, "applied");
+  char *text = jdump(c);
+  ck_assert_msg(
+      list_has(jget(c, "changes"), "queue jobs: max_batch_size: 100 -> 10") &&
+          list_has(jget(c, "changes"), "queue jobs: max_retries: 3 -> 5"),
+      "%s", text);
+  free(text);
+  json_decref(c);
+  q = ask(&H, "GET", "/queues/jobs");
+  ck_assert_int_eq(json_integer_value(jget(q, "consumer.max_batch_size")), 10);
+  ck_assert_int_eq(json_integer_value(jget(q, "max_retries")), 5);
+  json_decref(q);
+  /* and the consumer still turns a message into an instance */
+  http_resp r;
+  host_request(&H.run, &r, "POST", "/queues/jobs/messages",
+               "{\"body\":{\"id\":\"job-1\",\"nap\":\"10 ms\"}}");
+  ck_assert_msg(r.status / 100 == 2, "send: %ld %s", r.status, r.body);
+  http_resp_free(&r);
+  json_decref(settle(&H, "pinned", "job-1", "complete"));
+  assert_alive(&H);
+  stop(&H);
+}
+END_TEST
+
+/* A change that needs a restart refuses the whole file, naming it: the
+ * trigger added beside it is not applied, the host runs on. */
+START_TEST(config_restart_refused) {
+  host H;
+  start_config(&H, "restart.log", "");
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/other.db", proc_tmp_dir);
+  write_config(&H, db, NIGHTLY);
+  json_t *c = reload_config_as(&H, "refused");
+  char *text = jdump(c);
+  ck_assert_msg(list_has(jget(c, "restart"), "storage.path: ") &&
+                    list_has(jget(c, "restart"), "other.db") &&
+                    strstr(jstr(c, "error"), "restart"),
+                "%s", text);
+  free(text);
+  json_decref(c);
+  ck_assert_uint_eq(crons_listed(&H), 0);
+  ck_assert_int_eq(kill(H.run.pid, SIGHUP), 0);
+  host_wait_lines(&H.run, "these changes need a restart: storage.path", 1,
+                  proc_now_ms() + 5000);
+  create(&H, "pinned", "still", SHORT);
+  json_decref(settle(&H, "pinned", "still", "complete"));
+  assert_alive(&H);
+  stop(&H);
+}
+END_TEST
+
+/* A file that does not parse is refused with file:line:column; the
+ * running config stays. */
+START_TEST(config_broken_refused) {
+  host H;
+  start_config(&H, "broken.log", NIGHTLY);
+  char *text = proc_slurp(H.run.config);
+  int line = 1; /* of the line appended */
+  for (const char *p = text; *p; p++)
+    line += *p == '\n';
+  free(text);
+  FILE *f = fopen(H.run.config, "a");
+  ck_assert_ptr_nonnull(f);
+  fputs("    bogus_key: 1\n", f);
+  ck_assert(fclose(f) == 0);
+  json_t *c = reload_config_as(&H, "refused");
+  char where[512];
+  snprintf(where, sizeof where, "%s:%d:5: ", H.run.config, line);
+  ck_assert_msg(strstr(jstr(c, "error"), where), "want %s in %s", where,
+                jstr(c, "error"));
+  json_decref(c);
+  ck_assert_uint_eq(crons_listed(&H), 1);
+  assert_alive(&H);
+  stop(&H);
+}
+END_TEST
+
 static Suite *reload_suite(void) {
   Suite *s = suite_create("reload");
   TCase *tc = tcase_create("reload");
@@ -878,6 +1095,15 @@ static Suite *reload_suite(void) {
   tcase_set_timeout(slow, 60);
   tcase_add_test(slow, slow_load_leaves_the_lock);
   suite_add_tcase(s, slow);
+  /* The config file read again at a reload. */
+  TCase *conf = tcase_create("config");
+  proc_fixtures(conf, "duro-reload");
+  tcase_set_timeout(conf, 60);
+  tcase_add_test(conf, config_cron_added);
+  tcase_add_test(conf, config_consumer_settings);
+  tcase_add_test(conf, config_restart_refused);
+  tcase_add_test(conf, config_broken_refused);
+  suite_add_tcase(s, conf);
   return s;
 }
 

@@ -977,9 +977,32 @@ static int build_plugins(cli_ctx *c, const cli_verb *v, const cli_args *a,
   return CLI_OK;
 }
 
-/* One line per plugin reloaded: loaded, unchanged or refused (and why). */
+/* The config read again: applied (each change), unchanged or refused
+ * (why, and each change that needs a restart). */
+static void print_reload_config(const json_t *c) {
+  if (!c)
+    return;
+  printf("config %s: ", json_string_value(json_object_get(c, "file")));
+  put(c, "status");
+  const char *err = json_string_value(json_object_get(c, "error"));
+  if (err)
+    printf(": %s", err);
+  fputc('\n', stdout);
+  size_t i;
+  const json_t *v;
+  const json_t *restart = json_object_get(c, "restart");
+  json_array_foreach(restart, i, v)
+      printf("  needs a restart: %s\n", json_string_value(v));
+  if (!restart)
+    json_array_foreach(json_object_get(c, "changes"), i, v)
+        printf("  %s\n", json_string_value(v));
+}
+
+/* One line per plugin reloaded: loaded, unchanged or refused (and why),
+ * after what became of the config file. */
 static void print_reload(const cli_args *a, const json_t *r) {
   (void)a;
+  print_reload_config(json_object_get(r, "config"));
   size_t i;
   const json_t *p;
   json_array_foreach(json_object_get(r, "plugins"), i, p) {

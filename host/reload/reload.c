@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cfgdiff.h"
 #include "error.h"
 #include "ledger.h"
 #include "loader.h"
@@ -66,6 +67,11 @@ struct reloader {
   int queued;         /* reload jobs on the pool (the loop's thread only) */
   int restarted;      /* an engine died before this one (the ledger says so) */
   int64_t next_prune; /* mono_ms: the shared builds' next prune (mu) */
+  /* The configs a reload read and made the running one (r->cfg is the
+   * newest): kept to the end, since what was handed out before (names,
+   * paths) points into them. */
+  config **owned;
+  size_t n_owned;
 };
 
 static int64_t mono_ms(void) {
@@ -117,6 +123,9 @@ void reload_free(reloader *r) {
     free(p->builds);
   }
   free(r->plugins);
+  for (size_t i = 0; i < r->n_owned; i++)
+    config_free(r->owned[i]);
+  free(r->owned);
   free(r->store_dir);
   free(r->self);
   pthread_mutex_destroy(&r->mu);
@@ -721,9 +730,100 @@ static json_t *reload_one(reloader *r, plugin_state *p) {
   return rep;
 }
 
+/* ---- the config file read again ------------------------------------------
+ * The file the host started with is read again and compared with the
+ * running config (cfgdiff.h).  A file that does not parse, or any change
+ * that needs a restart, refuses the whole change: the running config
+ * stays.  Otherwise the live changes go to the engine and the new config
+ * becomes the running one (plugin paths included: the build reload that
+ * follows loads from the new path).
+ */
+
+/* Makes `cur` the running config: each plugin's state points into it,
+ * and the consumers fed to a queue handler take its settings (mu held;
+ * the plugins are those of the running config, by name). */
+static void adopt_config(reloader *r, config *cur) {
+  r->owned = xrealloc(r->owned, (r->n_owned + 1) * sizeof *r->owned);
+  r->owned[r->n_owned++] = cur;
+  for (size_t i = 0; i < r->cfg->n_plugins; i++) {
+    plugin_state *p = &r->plugins[i];
+    p->cfg = cfgdiff_plugin(cur, p->cfg->name);
+    if (p->n)
+      register_consumers(r, p, &p->builds[p->n - 1]);
+  }
+  r->cfg = cur;
+}
+
+/* The list as one log line: "a; b; c". */
+static void log_list(int warn, const char *head, const json_t *list) {
+  size_t len = 0, i;
+  const json_t *v;
+  json_array_foreach(list, i, v) len += strlen(json_string_value(v)) + 2;
+  char *text = xcalloc(1, len + 1);
+  json_array_foreach(list, i, v) {
+    if (i)
+      strcat(text, "; ");
+    strcat(text, json_string_value(v));
+  }
+  if (warn)
+    log_warn("%s%s", head, text);
+  else
+    log_info("%s%s", head, text);
+  free(text);
+}
+
+/* {"file", "status": "applied|unchanged|refused", "changes": [...],
+ * "restart"?: [...], "error"?}: what the reload did, also logged. */
+static json_t *reload_config(reloader *r) {
+  char err[2048];
+  json_t *live = json_array(), *restart = json_array();
+  json_t *rep = json_pack("{s:s,s:o}", "file", r->cfg->file, "changes", live);
+  config *cur = config_load(r->cfg->file, err, sizeof err);
+  if (!cur) {
+    log_warn("config not reloaded, the running one stays: %s", err);
+    json_object_set_new(rep, "status", json_string("refused"));
+    json_object_set_new(rep, "error", json_string(err));
+    json_decref(restart);
+    return rep;
+  }
+  pthread_mutex_lock(&r->mu);
+  cfgdiff_compare(r->cfg, cur, live, restart);
+  const char *status = "applied";
+  if (json_array_size(restart)) {
+    status = "refused";
+    snprintf(err, sizeof err,
+             "%zu change(s) need a restart: nothing of the config was "
+             "applied (restart the host, or undo them)",
+             json_array_size(restart));
+    log_list(1, "config not reloaded, these changes need a restart: ", restart);
+    json_object_set(rep, "restart", restart);
+  } else if (!json_array_size(live)) {
+    status = "unchanged";
+  } else if (!r->e || cfgdiff_apply(cur, r->e, err, sizeof err) != 0) {
+    status = "refused";
+    log_warn("config not reloaded: %s", r->e ? err : "the engine is not open");
+  } else {
+    adopt_config(r, cur);
+    cur = NULL;
+    log_list(0, "config reloaded: ", live);
+  }
+  pthread_mutex_unlock(&r->mu);
+  config_free(cur);
+  json_object_set_new(rep, "status", json_string(status));
+  if (!strcmp(status, "refused"))
+    json_object_set_new(rep, "error", json_string(err));
+  json_decref(restart);
+  return rep;
+}
+
 int reload_plugins(reloader *r, const char *name, json_t **report) {
   json_t *list = json_array();
   int refused = 0, found = 0;
+  /* Every plugin: the config file is read again first (its paths). */
+  json_t *conf = !name && r->e ? reload_config(r) : NULL;
+  if (conf &&
+      !strcmp(json_string_value(json_object_get(conf, "status")), "refused"))
+    refused++;
   for (size_t i = 0; i < r->cfg->n_plugins && r->e; i++) {
     plugin_state *p = &r->plugins[i];
     if (name && strcmp(name, p->cfg->name) != 0)
@@ -737,10 +837,14 @@ int reload_plugins(reloader *r, const char *name, json_t **report) {
   pthread_mutex_lock(&r->mu);
   share_builds(r);
   pthread_mutex_unlock(&r->mu);
-  if (report)
+  if (report) {
     *report = json_pack("{s:o}", "plugins", list);
-  else
+    if (conf)
+      json_object_set(*report, "config", conf);
+  } else {
     json_decref(list);
+  }
+  json_decref(conf);
   return name && !found ? -1 : refused;
 }
 

@@ -1,0 +1,343 @@
+/* cfgdiff.c — the difference between the running config and the file
+ * read again, and the live part of it given to the engine (cfgdiff.h).
+ *
+ * The comparison is field by field, each field on one side of the line:
+ * live or restart.  Plugins, workflows, producers and consumers are
+ * matched by name (their binding, their queue), cron triggers by what
+ * makes them one trigger (plugin, schedule, zone, workflow, id): a
+ * trigger whose schedule changes is one removed and one added.  Each
+ * sentence names the field and both values, so the answer of a refused
+ * reload says what to undo or that the host must restart.  The
+ * PostgreSQL connection string is never shown (it may hold a password). */
+#include "cfgdiff.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "queue.h"
+#include "trigger.h"
+#include "util.h"
+
+static void note(json_t *list, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void note(json_t *list, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *s = xvasprintf(fmt, ap);
+  va_end(ap);
+  json_array_append_new(list, json_string(s));
+  free(s);
+}
+
+static int same(const char *a, const char *b) {
+  return a == b || (a && b && !strcmp(a, b));
+}
+
+static const char *shown(const char *s) { return s ? s : "(none)"; }
+
+/* A string field: a sentence when it differs. */
+static void str_field(json_t *to, const char *what, const char *a,
+                      const char *b) {
+  if (!same(a, b))
+    note(to, "%s: %s -> %s", what, shown(a), shown(b));
+}
+
+static void int_field(json_t *to, const char *what, int64_t a, int64_t b) {
+  if (a != b)
+    note(to, "%s: %" PRId64 " -> %" PRId64, what, a, b);
+}
+
+/* ---- the sections that need a restart ------------------------------------
+ */
+
+static void compare_host(const config *o, const config *c, json_t *restart) {
+  str_field(restart, "storage.path", o->storage.path, c->storage.path);
+  int_field(restart, "storage.synchronous (1 = full)",
+            o->storage.synchronous_full, c->storage.synchronous_full);
+  if (!same(o->storage.postgresql, c->storage.postgresql))
+    note(restart, "storage.postgresql: changed");
+  int_field(restart, "storage.connect_timeout (ms)",
+            o->storage.connect_timeout_ms, c->storage.connect_timeout_ms);
+  int_field(restart, "storage.lease (ms)", o->storage.lease_ms,
+            c->storage.lease_ms);
+  str_field(restart, "http.listen", o->http.listen, c->http.listen);
+  str_field(restart, "http.token_env", o->http.token_env, c->http.token_env);
+  int_field(restart, "http.allow_insecure", o->http.allow_insecure,
+            c->http.allow_insecure);
+  int_field(restart, "http.max_body_bytes", o->http.max_body_bytes,
+            c->http.max_body_bytes);
+  int_field(restart, "http.max_wait (ms)", o->http.max_wait_ms,
+            c->http.max_wait_ms);
+  int hosts_same = o->http.n_allowed_hosts == c->http.n_allowed_hosts;
+  for (size_t i = 0; hosts_same && i < o->http.n_allowed_hosts; i++)
+    hosts_same = same(o->http.allowed_hosts[i], c->http.allowed_hosts[i]);
+  if (!hosts_same)
+    note(restart, "http.allowed_hosts: changed");
+  int_field(restart, "engine.workers", o->engine.workers, c->engine.workers);
+  int_field(restart, "engine.max_step_result", o->engine.max_step_result,
+            c->engine.max_step_result);
+  int_field(restart, "engine.max_instance_state", o->engine.max_instance_state,
+            c->engine.max_instance_state);
+  int_field(restart, "engine.max_crashes", o->engine.max_crashes,
+            c->engine.max_crashes);
+  int_field(restart, "engine.shutdown_grace (ms)", o->engine.shutdown_grace_ms,
+            c->engine.shutdown_grace_ms);
+  int_field(restart, "engine.max_queued", o->engine.max_queued,
+            c->engine.max_queued);
+}
+
+/* ---- workflows and producers ---------------------------------------------
+ */
+
+static const config_workflow *find_workflow(const config_plugin *p,
+                                            const char *name) {
+  for (size_t i = 0; i < p->n_workflows; i++)
+    if (!strcmp(p->workflows[i].name, name))
+      return &p->workflows[i];
+  return NULL;
+}
+
+static void compare_workflows(const config_plugin *o, const config_plugin *c,
+                              json_t *live, json_t *restart) {
+  for (size_t i = 0; i < o->n_workflows; i++)
+    if (!find_workflow(c, o->workflows[i].name))
+      note(restart, "plugin %s: workflow %s removed", o->name,
+           o->workflows[i].name);
+  for (size_t i = 0; i < c->n_workflows; i++) {
+    const config_workflow *b = &c->workflows[i];
+    const config_workflow *a = find_workflow(o, b->name);
+    if (!a) {
+      note(restart, "plugin %s: workflow %s added", c->name, b->name);
+      continue;
+    }
+    char what[300];
+#define WF(field)                                                              \
+  (snprintf(what, sizeof what, "workflow %s: %s", b->name, field), what)
+    str_field(restart, WF("binding"), a->binding, b->binding);
+    str_field(restart, WF("class_name"), a->class_name, b->class_name);
+    int_field(restart, WF("versioning (1 = latest)"), a->versioning_latest,
+              b->versioning_latest);
+    int_field(restart, WF("on_divergence (1 = pause)"), a->pause_on_divergence,
+              b->pause_on_divergence);
+    str_field(restart, WF("lifecycle_queue"), a->lifecycle_queue,
+              b->lifecycle_queue);
+    int_field(restart, WF("limits.concurrency"), a->concurrency,
+              b->concurrency);
+    int_field(live, WF("retention (ms)"), a->retention_ms, b->retention_ms);
+    int_field(live, WF("limits.steps"), a->max_steps, b->max_steps);
+#undef WF
+  }
+}
+
+static void compare_producers(const config_plugin *o, const config_plugin *c,
+                              json_t *restart) {
+  int same_list = o->n_producers == c->n_producers;
+  for (size_t i = 0; same_list && i < o->n_producers; i++)
+    same_list = same(o->producers[i].binding, c->producers[i].binding) &&
+                same(o->producers[i].queue, c->producers[i].queue);
+  if (!same_list)
+    note(restart,
+         "plugin %s: queues.producers changed (bindings are bound "
+         "at start)",
+         o->name);
+}
+
+/* ---- consumers -----------------------------------------------------------
+ */
+
+static const config_consumer *find_consumer(const config_plugin *p,
+                                            const char *queue) {
+  for (size_t i = 0; i < p->n_consumers; i++)
+    if (!strcmp(p->consumers[i].queue, queue))
+      return &p->consumers[i];
+  return NULL;
+}
+
+static void compare_consumer(const config_consumer *a, const config_consumer *b,
+                             json_t *live, json_t *restart) {
+  char what[300];
+#define Q(field)                                                               \
+  (snprintf(what, sizeof what, "queue %s: %s", b->queue, field), what)
+  str_field(restart, Q("workflow"), a->workflow, b->workflow);
+  str_field(restart, Q("id_from"), a->id_from, b->id_from);
+  int_field(live, Q("max_batch_size"), a->max_batch_size, b->max_batch_size);
+  int_field(live, Q("max_batch_timeout (ms)"), a->max_batch_timeout_ms,
+            b->max_batch_timeout_ms);
+  int_field(live, Q("max_retries"), a->max_retries, b->max_retries);
+  int_field(live, Q("retry_delay (ms)"), a->retry_delay_ms, b->retry_delay_ms);
+  str_field(live, Q("dead_letter_queue"), a->dead_letter_queue,
+            b->dead_letter_queue);
+  int_field(live, Q("max_concurrency"), a->max_concurrency, b->max_concurrency);
+  int_field(live, Q("visibility_timeout (ms)"), a->visibility_timeout_ms,
+            b->visibility_timeout_ms);
+  int_field(live, Q("message_retention (ms)"), a->message_retention_ms,
+            b->message_retention_ms);
+#undef Q
+}
+
+static void compare_consumers(const config_plugin *o, const config_plugin *c,
+                              json_t *live, json_t *restart) {
+  for (size_t i = 0; i < o->n_consumers; i++)
+    if (!find_consumer(c, o->consumers[i].queue))
+      note(restart, "plugin %s: the consumer of queue %s removed", o->name,
+           o->consumers[i].queue);
+  for (size_t i = 0; i < c->n_consumers; i++) {
+    const config_consumer *a = find_consumer(o, c->consumers[i].queue);
+    if (a)
+      compare_consumer(a, &c->consumers[i], live, restart);
+    else
+      note(restart, "plugin %s: a consumer of queue %s added", c->name,
+           c->consumers[i].queue);
+  }
+}
+
+/* ---- cron triggers -------------------------------------------------------
+ */
+
+static const char *const catch_up_name[] = {"latest", "none", "all"};
+
+/* The same trigger: what the engine's key is made of. */
+static int same_trigger(const config_cron *a, const config_cron *b) {
+  return !strcmp(a->schedule, b->schedule) && same(a->timezone, b->timezone) &&
+         same(a->workflow, b->workflow) && same(a->id, b->id);
+}
+
+static const config_cron *find_cron(const config_plugin *p,
+                                    const config_cron *c) {
+  for (size_t i = 0; i < p->n_crons; i++)
+    if (same_trigger(&p->crons[i], c))
+      return &p->crons[i];
+  return NULL;
+}
+
+static void compare_crons(const config_plugin *o, const config_plugin *c,
+                          json_t *live) {
+  for (size_t i = 0; i < o->n_crons; i++)
+    if (!find_cron(c, &o->crons[i]))
+      note(live, "cron %s removed (plugin %s)", o->crons[i].schedule, o->name);
+  for (size_t i = 0; i < c->n_crons; i++) {
+    const config_cron *b = &c->crons[i];
+    const config_cron *a = find_cron(o, b);
+    if (!a) {
+      note(live, "cron %s added (plugin %s%s%s)", b->schedule, c->name,
+           b->workflow ? ", workflow " : "", b->workflow ? b->workflow : "");
+      continue;
+    }
+    if (a->catch_up != b->catch_up)
+      note(live, "cron %s (plugin %s): catch_up %s -> %s", b->schedule, c->name,
+           catch_up_name[a->catch_up % 3], catch_up_name[b->catch_up % 3]);
+    if (a->max_catch_up != b->max_catch_up)
+      note(live, "cron %s (plugin %s): max_catch_up %u -> %u", b->schedule,
+           c->name, a->max_catch_up, b->max_catch_up);
+    if (a->overlap_allow != b->overlap_allow)
+      note(live, "cron %s (plugin %s): overlap %s -> %s", b->schedule, c->name,
+           a->overlap_allow ? "allow" : "skip",
+           b->overlap_allow ? "allow" : "skip");
+  }
+}
+
+/* ---- the whole file ------------------------------------------------------
+ */
+
+const config_plugin *cfgdiff_plugin(const config *cur, const char *name) {
+  for (size_t i = 0; i < cur->n_plugins; i++)
+    if (!strcmp(cur->plugins[i].name, name))
+      return &cur->plugins[i];
+  return NULL;
+}
+
+void cfgdiff_compare(const config *old, const config *cur, json_t *live,
+                     json_t *restart) {
+  compare_host(old, cur, restart);
+  for (size_t i = 0; i < old->n_plugins; i++)
+    if (!cfgdiff_plugin(cur, old->plugins[i].name))
+      note(restart, "plugin %s removed", old->plugins[i].name);
+  for (size_t i = 0; i < cur->n_plugins; i++) {
+    const config_plugin *c = &cur->plugins[i];
+    const config_plugin *o = cfgdiff_plugin(old, c->name);
+    if (!o) {
+      note(restart, "plugin %s added", c->name);
+      continue;
+    }
+    if (!same(o->path, c->path))
+      note(live, "plugin %s: path %s -> %s", c->name, o->path, c->path);
+    compare_workflows(o, c, live, restart);
+    compare_producers(o, c, restart);
+    compare_consumers(o, c, live, restart);
+    compare_crons(o, c, live);
+  }
+}
+
+/* ---- applying it ---------------------------------------------------------
+ */
+
+/* Each consumer's queue options, a dead-letter queue new to the engine
+ * registered as register_queues does at start, and the no-code
+ * consumers again (their batch size). */
+static int apply_queues(const config *cur, duro_engine *e) {
+  const duro_queue_options unconsumed = {.max_retries =
+                                             DURO_QUEUE_NO_RETRY_LIMIT};
+  int rc = 0;
+  for (size_t i = 0; i < cur->n_plugins && !rc; i++)
+    for (size_t k = 0; k < cur->plugins[i].n_consumers && !rc; k++) {
+      const config_consumer *c = &cur->plugins[i].consumers[k];
+      if (c->dead_letter_queue && !duro_queue_exists(e, c->dead_letter_queue))
+        rc = duro_queue_register(e, c->dead_letter_queue, &unconsumed);
+      duro_queue_options o = {.max_retries = (int32_t)c->max_retries,
+                              .retry_delay_ms = c->retry_delay_ms,
+                              .dead_letter = c->dead_letter_queue,
+                              .retention_ms = c->message_retention_ms};
+      if (!rc)
+        rc = duro_queue_register(e, c->queue, &o);
+      if (!rc && c->workflow)
+        rc = duro_queue_consume_workflow(e, c->queue, c->workflow, c->id_from,
+                                         c->max_batch_size);
+    }
+  return rc;
+}
+
+static int apply_crons(const config *cur, duro_engine *e, char *err,
+                       size_t errlen) {
+  size_t n = 0;
+  for (size_t i = 0; i < cur->n_plugins; i++)
+    n += cur->plugins[i].n_crons;
+  duro_cron_spec *specs = xcalloc(n ? n : 1, sizeof *specs);
+  n = 0;
+  for (size_t i = 0; i < cur->n_plugins; i++)
+    for (size_t k = 0; k < cur->plugins[i].n_crons; k++) {
+      const config_cron *c = &cur->plugins[i].crons[k];
+      specs[n++] = (duro_cron_spec){.plugin = cur->plugins[i].name,
+                                    .schedule = c->schedule,
+                                    .timezone = c->timezone,
+                                    .workflow = c->workflow,
+                                    .id = c->id,
+                                    .catch_up = c->catch_up,
+                                    .max_catch_up = c->max_catch_up,
+                                    .overlap_allow = c->overlap_allow};
+    }
+  int rc = duro_cron_replace(e, specs, n, err, errlen);
+  free(specs);
+  return rc;
+}
+
+int cfgdiff_apply(const config *cur, duro_engine *e, char *err, size_t errlen) {
+  /* The triggers first: all are checked before any changes, so a refusal
+   * there leaves everything as it was (config_load checked them too). */
+  if (apply_crons(cur, e, err, errlen) != 0)
+    return -1;
+  int rc = apply_queues(cur, e);
+  if (rc) {
+    snprintf(err, errlen, "the queues: %s", duro_err_str(rc));
+    return -1;
+  }
+  for (size_t i = 0; i < cur->n_plugins; i++)
+    for (size_t k = 0; k < cur->plugins[i].n_workflows; k++) {
+      const config_workflow *w = &cur->plugins[i].workflows[k];
+      duro_engine_set_limits(e, w->name, w->retention_ms, w->max_steps);
+    }
+  return 0;
+}
