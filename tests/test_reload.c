@@ -934,8 +934,8 @@ static size_t crons_listed(const host *h) {
 #define NIGHTLY_URL "/__scheduled?cron=0%203%20*%20*%20*"
 
 /* A cron trigger added to the file exists after SIGHUP: listed, and it
- * fires (by hand: no minute to wait); removed by `duro reload`, it is
- * gone. */
+ * fires (by hand: no minute to wait); it survives an engine crash;
+ * removed by `duro reload`, it is gone. */
 START_TEST(config_cron_added) {
   host H;
   start_config(&H, "cron.log", "");
@@ -962,6 +962,13 @@ START_TEST(config_cron_added) {
   ck_assert_ptr_nonnull(d);
   json_decref(d);
   json_decref(fired);
+  assert_alive(&H);
+
+  /* An engine the supervisor starts again after a crash has it too (the
+   * supervisor's config, read at start, does not). */
+  ck_assert_int_eq(kill(H.run.engine, SIGKILL), 0);
+  host_wait_lines(&H.run, "ready:", 2, proc_now_ms() + 20000);
+  ck_assert_uint_eq(crons_listed(&H), 1);
 
   write_config(&H, db, "");
   json_t *c = reload_config_as(&H, "applied");
@@ -970,7 +977,6 @@ START_TEST(config_cron_added) {
   ck_assert_uint_eq(crons_listed(&H), 0);
   c = reload_config_as(&H, "unchanged");
   json_decref(c);
-  assert_alive(&H);
   stop(&H);
 }
 END_TEST
@@ -1010,6 +1016,14 @@ START_TEST(config_consumer_settings) {
                "{\"body\":{\"id\":\"job-1\",\"nap\":\"10 ms\"}}");
   ck_assert_msg(r.status / 100 == 2, "send: %ld %s", r.status, r.body);
   http_resp_free(&r);
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  for (long st = 0; st != 200;) { /* the scheduler's next pass creates it */
+    ck_assert_msg(proc_now_ms() < deadline, "no instance job-1");
+    proc_sleep_ms(20);
+    host_request(&H.run, &r, "GET", "/workflows/pinned/instances/job-1", NULL);
+    st = r.status;
+    http_resp_free(&r);
+  }
   json_decref(settle(&H, "pinned", "job-1", "complete"));
   assert_alive(&H);
   stop(&H);

@@ -103,6 +103,15 @@ reloader *reload_new(const config *cfg, ledger *l, const char *self) {
   return r;
 }
 
+/* The state of config plugin c (of the running config: a reload may
+ * have put the plugins in another order). */
+static plugin_state *state_of(reloader *r, const config_plugin *c) {
+  for (size_t i = 0; i < r->cfg->n_plugins; i++)
+    if (r->plugins[i].cfg == c)
+      return &r->plugins[i];
+  return &r->plugins[0]; /* not reached: c is of r->cfg */
+}
+
 static void close_initial(reloader *r) {
   for (size_t i = 0; i < r->cfg->n_plugins; i++) {
     plugin_state *p = &r->plugins[i];
@@ -413,6 +422,8 @@ int reload_load_initial(reloader *r) {
   return problems;
 }
 
+static json_t *reload_config(reloader *r);
+
 /* ---- attaching to the engine ----------------------------------------------
  */
 
@@ -581,8 +592,8 @@ static void load_pinned(reloader *r) {
     const config_plugin *c = NULL;
     char err[1024];
     if (config_find_workflow(r->cfg, ps.v[i].workflow, &c) &&
-        give_build(r, &r->plugins[c - r->cfg->plugins], ps.v[i].workflow,
-                   ps.v[i].build, err, sizeof err) != 0)
+        give_build(r, state_of(r, c), ps.v[i].workflow, ps.v[i].build, err,
+                   sizeof err) != 0)
       log_error("plugin \"%s\": build %s, which instances of %s are "
                 "pinned to, cannot be loaded: %s",
                 c->name, ps.v[i].build, ps.v[i].workflow, err);
@@ -613,6 +624,10 @@ int reload_attach(reloader *r, duro_engine *e) {
   load_pinned(r);
   share_builds(r);
   pthread_mutex_unlock(&r->mu);
+  /* An engine the supervisor restarted (after a crash) starts from the
+   * config the supervisor read: what reloads applied since is applied
+   * again from the file. */
+  json_decref(reload_config(r));
   return 0;
 }
 
@@ -624,8 +639,7 @@ int reload_give_build(reloader *r, const char *workflow, const char *hash,
   if (!r->e || !config_find_workflow(r->cfg, workflow, &c))
     snprintf(err, errlen, "no plugin serves workflow \"%s\"", workflow);
   else
-    rc = give_build(r, &r->plugins[c - r->cfg->plugins], workflow, hash, err,
-                    errlen);
+    rc = give_build(r, state_of(r, c), workflow, hash, err, errlen);
   pthread_mutex_unlock(&r->mu);
   return rc;
 }
