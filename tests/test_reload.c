@@ -30,7 +30,11 @@
  *    crash) are refused with the cause, the engine survives, v1 serves;
  *  - divergence under latest: a renamed or inserted step errors the
  *    instance with replay.diverged naming both step keys, or pauses it
- *    (on_divergence: pause) until a rollback and a resume complete it.
+ *    (on_divergence: pause) until a rollback and a resume complete it;
+ *  - the config file read again (SIGHUP, POST /plugins/reload): a cron
+ *    trigger added exists, fires and survives an engine crash; consumer
+ *    settings change; a changed storage.path refuses the whole file; a
+ *    file that does not parse is refused with file:line:column.
  *
  * The hosts run with ASan's and UBSan's SIGSEGV handlers off
  * (tests/host_run.h): the constructor-crash build must kill its load probe
