@@ -10,7 +10,8 @@
  * runs is `skipped` under overlap: skip and fires under allow; ids are
  * built from the tick in the trigger's zone; the list shows the next
  * ticks, the last one and the counts; a fire outside the schedule (run
- * where ticks run); bad registrations are refused. */
+ * where ticks run); a reload's swap of the triggers keeps, adds and
+ * removes them; bad registrations are refused. */
 #include <check.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -489,6 +490,95 @@ START_TEST(fire_now_runs_where_ticks_run) {
 }
 END_TEST
 
+/* A reload's swap: a trigger kept keeps its ticks and takes the new
+ * policies, a new one starts from now, a removed one fires no more; a set
+ * with one bad trigger changes nothing. */
+START_TEST(replace_keeps_adds_and_removes) {
+  add("*/15 * * * *", DURO_CRON_CATCH_UP_LATEST, 0);
+  harness_run(&H);
+  harness_advance(&H, MIN); /* past 00:00, the hourly one's first tick */
+  ck_assert_uint_eq(n_fired, 1);
+  char err[256];
+  duro_cron_spec two[] = {
+      {.plugin = "p", .schedule = "*/15 * * * *", .overlap_allow = 1},
+      {.plugin = "p", .schedule = "0 * * * *"}};
+  ck_assert_int_eq(duro_cron_replace(H.e, two, 2, err, sizeof err), 0);
+  json_t *o = listed(0);
+  ck_assert_str_eq(json_string_value(json_object_get(o, "overlap")), "allow");
+  json_decref(o);
+  o = listed(1);
+  ck_assert_str_eq(json_string_value(json_object_get(o, "schedule")),
+                   "0 * * * *");
+  json_decref(o);
+  harness_run(&H); /* the kept trigger does not fire 00:00 again */
+  ck_assert_uint_eq(n_fired, 1);
+  harness_advance(&H, 14 * MIN);
+  ck_assert_uint_eq(n_fired, 2);
+  ck_assert_int_eq(count(0, "complete"), 2);
+
+  duro_cron_spec one[] = {{.plugin = "p", .schedule = "0 * * * *"}};
+  ck_assert_int_eq(duro_cron_replace(H.e, one, 1, err, sizeof err), 0);
+  json_t *l = NULL;
+  ck_assert_int_eq(duro_cron_list(H.e, &l), 0);
+  ck_assert_uint_eq(json_array_size(l), 1);
+  json_decref(l);
+  harness_advance(&H, 45 * MIN); /* 01:00: the hourly one only */
+  ck_assert_uint_eq(n_fired, 3);
+  ck_assert_str_eq(fired_cron[2], "0 * * * *");
+  ck_assert_int_eq(fired_at[2], T0_MS + HOUR);
+
+  duro_cron_spec bad[] = {{.plugin = "p", .schedule = "*/5 * * * *"},
+                          {.plugin = "p", .schedule = "61 * * * *"}};
+  ck_assert_int_eq(duro_cron_replace(H.e, bad, 2, err, sizeof err),
+                   DURO_E_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(err, "61 * * * *"));
+  ck_assert_int_eq(duro_cron_list(H.e, &l), 0);
+  ck_assert_uint_eq(json_array_size(l), 1);
+  json_decref(l);
+}
+END_TEST
+
+static void *replacer(void *arg) {
+  (void)arg;
+  duro_cron_spec a[] = {{.plugin = "p", .schedule = "* * * * *"},
+                        {.plugin = "p", .schedule = "*/2 * * * *"}};
+  duro_cron_spec b[] = {{.plugin = "p", .schedule = "*/2 * * * *"},
+                        {.plugin = "p", .schedule = "*/3 * * * *"}};
+  char err[256];
+  for (int i = 0; i < 300; i++)
+    ck_assert_int_eq(duro_cron_replace(H.e, i % 2 ? b : a, 2, err, sizeof err),
+                     0);
+  return NULL;
+}
+
+/* Swaps while the dispatch and the listing walk the triggers: each walk
+ * holds the set it took (a freed trigger would be a sanitizer report). */
+START_TEST(replace_while_dispatching) {
+  add("* * * * *", DURO_CRON_CATCH_UP_LATEST, 0);
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, replacer, NULL), 0);
+  for (int i = 0; i < 300; i++) {
+    harness_advance(&H, MIN);
+    json_t *l = NULL;
+    ck_assert_int_eq(duro_cron_list(H.e, &l), 0);
+    /* one whole set or the other: the registered one, a, or b */
+    size_t n = json_array_size(l);
+    ck_assert(n == 1 || n == 2);
+    json_decref(l);
+  }
+  pthread_join(th, NULL);
+  ck_assert_uint_gt(n_fired, 0);
+  json_t *o = listed(0);
+  ck_assert_str_eq(json_string_value(json_object_get(o, "schedule")),
+                   "*/2 * * * *");
+  json_decref(o);
+  o = listed(1);
+  ck_assert_str_eq(json_string_value(json_object_get(o, "schedule")),
+                   "*/3 * * * *");
+  json_decref(o);
+}
+END_TEST
+
 START_TEST(bad_registrations_are_refused) {
   char err[256];
   duro_cron_spec bad[] = {
@@ -557,6 +647,8 @@ int main(void) {
   tcase_add_test(tc, catch_up_all_is_no_overlap);
   tcase_add_test(tc, catch_up_latest_keeps_the_on_time_tick);
   tcase_add_test(tc, list_shows_the_next_ticks);
+  tcase_add_test(tc, replace_keeps_adds_and_removes);
+  tcase_add_test(tc, replace_while_dispatching);
   tcase_add_test(tc, fire_now_outside_the_schedule);
   tcase_add_test(tc, fire_now_runs_where_ticks_run);
   tcase_add_test(tc, bad_registrations_are_refused);
