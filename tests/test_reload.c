@@ -860,7 +860,8 @@ END_TEST
 
 /* The config of `h`: storage at `db`, the deploy plugin with WORKFLOWS
  * and `extra` (its triggers and queues sections, "" for none). */
-static void write_config(const host *h, const char *db, const char *extra) {
+static void write_config_with(const host *h, const char *db,
+                              const char *workflows, const char *extra) {
   FILE *f = fopen(h->run.config, "w");
   ck_assert_msg(f != NULL, "%s: %s", h->run.config, strerror(errno));
   fprintf(f,
@@ -872,8 +873,12 @@ static void write_config(const host *h, const char *db, const char *extra) {
           "    path: %s\n"
           "    workflows:\n"
           "%s%s",
-          db, h->plugin, WORKFLOWS, extra);
+          db, h->plugin, workflows, extra);
   ck_assert(fclose(f) == 0);
+}
+
+static void write_config(const host *h, const char *db, const char *extra) {
+  write_config_with(h, db, WORKFLOWS, extra);
 }
 
 static void start_config(host *h, const char *log_name, const char *extra) {
@@ -1034,6 +1039,48 @@ START_TEST(config_consumer_settings) {
 }
 END_TEST
 
+/* WORKFLOWS with `pinned` at limits.steps 2 and a retention of a day. */
+#define LIMITED                                                                \
+  "      - name: pinned\n"                                                     \
+  "        binding: PINNED\n"                                                  \
+  "        class_name: Flow\n"                                                 \
+  "        retention: 1d\n"                                                    \
+  "        limits: { steps: 2 }\n"                                             \
+  "      - { name: latest, binding: LATEST, class_name: Flow, versioning: "    \
+  "latest }\n"                                                                 \
+  "      - { name: latestp, binding: LATESTP, class_name: Flow, versioning: "  \
+  "latest, on_divergence: pause }\n"
+
+/* A workflow's limits.steps and retention change at a reload: an instance
+ * created after it stops at the new limit. */
+START_TEST(config_limits_live) {
+  host H;
+  start_config(&H, "limits.log", "");
+  create(&H, "pinned", "before", SHORT);
+  json_decref(settle(&H, "pinned", "before", "complete"));
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  write_config_with(&H, db, LIMITED, "");
+  json_t *c = reload_config_as(&H, "applied");
+  char *text = jdump(c);
+  ck_assert_msg(
+      list_has(jget(c, "changes"),
+               "workflow pinned: limits.steps: 10000 -> 2") &&
+          list_has(jget(c, "changes"), "workflow pinned: retention (ms): "),
+      "%s", text);
+  free(text);
+  json_decref(c);
+  create(&H, "pinned", "after", SHORT);
+  json_t *d = settle(&H, "pinned", "after", "errored");
+  text = jdump(d);
+  ck_assert_msg(strstr(text, "limit of 2 steps"), "%s", proc_tail(text));
+  free(text);
+  json_decref(d);
+  assert_alive(&H);
+  stop(&H);
+}
+END_TEST
+
 /* A change that needs a restart refuses the whole file, naming it: the
  * trigger added beside it is not applied, the host runs on. */
 START_TEST(config_restart_refused) {
@@ -1119,6 +1166,7 @@ static Suite *reload_suite(void) {
   tcase_set_timeout(conf, 60);
   tcase_add_test(conf, config_cron_added);
   tcase_add_test(conf, config_consumer_settings);
+  tcase_add_test(conf, config_limits_live);
   tcase_add_test(conf, config_restart_refused);
   tcase_add_test(conf, config_broken_refused);
   suite_add_tcase(s, conf);
