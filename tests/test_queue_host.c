@@ -4,7 +4,9 @@
  *  - a push consumer: the queue_handler fixture (FIXTURES_DIR), loaded by
  *    the host, gets the messages of queue "in" in batches of at most
  *    max_batch_size and forwards each to queue "out" (which a second
- *    plugin consumes, as a pull consumer), retrying one once;
+ *    plugin consumes, as a pull consumer), retrying one once; its
+ *    max_batch_size lowered in the config and reloaded, its batches are
+ *    that size;
  *  - the no-code consumer under kill -9: a stream of messages sent to a
  *    host whose queue `jobs` feeds workflow fault-flow (the faults plugin,
  *    FAULTS_PLUGIN) with one instance per job id, while its engine process
@@ -136,6 +138,83 @@ START_TEST(push_handler_gets_batches) {
     ck_assert_int_eq(seen[k], 1);
   ck_assert_int_eq(
       queue_count(&H, "in", "ready") + queue_count(&H, "in", "in_flight"), 0);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
+/* Writes the push consumer's config again with `consumer` as its
+ * options and reloads it (POST /plugins/reload); the answer's config part
+ * must be applied and name `change`. */
+static void reconfigure_push(host_run *h, const char *consumer,
+                             const char *change) {
+  char db[400], plugins[1024];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  snprintf(plugins, sizeof plugins,
+           "      - { name: hello, binding: HELLO, class_name: Hello }\n"
+           "    queues:\n"
+           "      producers: [{ binding: OUT, queue: out }]\n"
+           "      consumers:\n"
+           "        - { queue: in, %s }\n"
+           "  - name: sink\n"
+           "    path: " FIXTURES_DIR "/libfixture_good_v1.so\n"
+           "    queues:\n"
+           "      consumers: [{ queue: out }]\n",
+           consumer);
+  host_write_config(h, db, "{ workers: 2 }", "qh",
+                    FIXTURES_DIR "/libfixture_queue_handler.so", plugins);
+  http_resp r;
+  host_request(h, &r, "POST", "/plugins/reload", "{}");
+  ck_assert_int_eq(r.status, 200);
+  char *text = jdump(r.json);
+  json_t *changes = jget(r.json, "config.changes");
+  int named = 0;
+  size_t i;
+  json_t *v;
+  json_array_foreach(changes, i, v) named |=
+      strstr(json_string_value(v), change) != NULL;
+  ck_assert_msg(!strcmp(jstr(r.json, "config.status"), "applied") && named,
+                "want %s applied: %s", change, text);
+  free(text);
+  http_resp_free(&r);
+}
+
+/* A push consumer's max_batch_size lowered by a config reload: the
+ * handler's batches are that size from then on (the fixture forwards
+ * each message with the size of its batch). */
+START_TEST(push_batch_size_changes_at_reload) {
+  host_run H;
+  start_push(&H);
+  reconfigure_push(&H,
+                   "max_batch_size: 1, max_batch_timeout: 0,\n"
+                   "            max_retries: 2, dead_letter_queue: in-dead,\n"
+                   "            visibility_timeout: 10m",
+                   "queue in: max_batch_size: 4 -> 1");
+  http_resp r;
+  host_request(&H, &r, "GET", "/queues/in", NULL);
+  ck_assert_int_eq(json_integer_value(jget(r.json, "consumer.max_batch_size")),
+                   1);
+  http_resp_free(&r);
+  host_request(&H, &r, "POST", "/queues/in/messages/batch",
+               "{\"messages\":[{\"body\":1},{\"body\":2},{\"body\":3},"
+               "{\"body\":4},{\"body\":5},{\"body\":6}]}");
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  int64_t deadline = proc_now_ms() + 10000;
+  while (queue_count(&H, "out", "ready") < 6) {
+    ck_assert_msg(proc_now_ms() < deadline, "out holds %lld of 6",
+                  (long long)queue_count(&H, "out", "ready"));
+    proc_sleep_ms(50);
+  }
+  host_request(&H, &r, "POST", "/queues/out/messages/pull",
+               "{\"batch_size\":100}");
+  ck_assert_int_eq(r.status, 200);
+  json_t *msgs = jget(r.json, "messages");
+  ck_assert_uint_eq(json_array_size(msgs), 6);
+  size_t i;
+  json_t *m;
+  json_array_foreach(msgs, i, m)
+      ck_assert_int_eq(json_integer_value(jget(m, "body.batch")), 1);
+  http_resp_free(&r);
   host_stop(&H, proc_now_ms() + 10000, 0);
 }
 END_TEST
@@ -694,6 +773,7 @@ int main(void) {
   proc_fixtures(tc, "duro-queue-host");
   tcase_set_timeout(tc, 240);
   tcase_add_test(tc, push_handler_gets_batches);
+  tcase_add_test(tc, push_batch_size_changes_at_reload);
   tcase_add_test(tc, push_handler_crash_redelivers);
   tcase_add_test(tc, push_handler_always_crashing_dead_letters);
   tcase_add_test(tc, push_hung_handler_does_not_hold_shutdown);
