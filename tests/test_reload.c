@@ -1066,7 +1066,7 @@ START_TEST(config_limits_live) {
   ck_assert_msg(
       list_has(jget(c, "changes"),
                "workflow pinned: limits.steps: 10000 -> 2") &&
-          list_has(jget(c, "changes"), "workflow pinned: retention (ms): "),
+          list_has(jget(c, "changes"), "workflow pinned: retention: 30d -> 1d"),
       "%s", text);
   free(text);
   json_decref(c);

@@ -51,27 +51,55 @@ static void int_field(json_t *to, const char *what, int64_t a, int64_t b) {
     note(to, "%s: %" PRId64 " -> %" PRId64, what, a, b);
 }
 
+/* A duration as the config writes it: the largest unit that divides it
+ * ("30d", "5m", "1500ms"). */
+static void dur_text(int64_t ms, char *out, size_t len) {
+  static const struct {
+    int64_t ms;
+    const char *unit;
+  } units[] = {{86400000, "d"}, {3600000, "h"}, {60000, "m"}, {1000, "s"}};
+  for (size_t i = 0; i < sizeof units / sizeof *units; i++)
+    if (ms && ms % units[i].ms == 0) {
+      snprintf(out, len, "%" PRId64 "%s", ms / units[i].ms, units[i].unit);
+      return;
+    }
+  snprintf(out, len, "%" PRId64 "ms", ms);
+}
+
+static void dur_field(json_t *to, const char *what, int64_t a, int64_t b) {
+  char x[32], y[32];
+  dur_text(a, x, sizeof x);
+  dur_text(b, y, sizeof y);
+  if (a != b)
+    note(to, "%s: %s -> %s", what, x, y);
+}
+
+/* A two-valued field, by the names of its values. */
+static void flag_field(json_t *to, const char *what, int a, int b,
+                       const char *yes, const char *no) {
+  if (!a != !b)
+    note(to, "%s: %s -> %s", what, a ? yes : no, b ? yes : no);
+}
+
 /* ---- the sections that need a restart ------------------------------------
  */
 
 static void compare_host(const config *o, const config *c, json_t *restart) {
   str_field(restart, "storage.path", o->storage.path, c->storage.path);
-  int_field(restart, "storage.synchronous (1 = full)",
-            o->storage.synchronous_full, c->storage.synchronous_full);
+  flag_field(restart, "storage.synchronous", o->storage.synchronous_full,
+             c->storage.synchronous_full, "full", "normal");
   if (!same(o->storage.postgresql, c->storage.postgresql))
     note(restart, "storage.postgresql: changed");
-  int_field(restart, "storage.connect_timeout (ms)",
-            o->storage.connect_timeout_ms, c->storage.connect_timeout_ms);
-  int_field(restart, "storage.lease (ms)", o->storage.lease_ms,
-            c->storage.lease_ms);
+  dur_field(restart, "storage.connect_timeout", o->storage.connect_timeout_ms,
+            c->storage.connect_timeout_ms);
+  dur_field(restart, "storage.lease", o->storage.lease_ms, c->storage.lease_ms);
   str_field(restart, "http.listen", o->http.listen, c->http.listen);
   str_field(restart, "http.token_env", o->http.token_env, c->http.token_env);
-  int_field(restart, "http.allow_insecure", o->http.allow_insecure,
-            c->http.allow_insecure);
+  flag_field(restart, "http.allow_insecure", o->http.allow_insecure,
+             c->http.allow_insecure, "true", "false");
   int_field(restart, "http.max_body_bytes", o->http.max_body_bytes,
             c->http.max_body_bytes);
-  int_field(restart, "http.max_wait (ms)", o->http.max_wait_ms,
-            c->http.max_wait_ms);
+  dur_field(restart, "http.max_wait", o->http.max_wait_ms, c->http.max_wait_ms);
   int hosts_same = o->http.n_allowed_hosts == c->http.n_allowed_hosts;
   for (size_t i = 0; hosts_same && i < o->http.n_allowed_hosts; i++)
     hosts_same = same(o->http.allowed_hosts[i], c->http.allowed_hosts[i]);
@@ -84,7 +112,7 @@ static void compare_host(const config *o, const config *c, json_t *restart) {
             c->engine.max_instance_state);
   int_field(restart, "engine.max_crashes", o->engine.max_crashes,
             c->engine.max_crashes);
-  int_field(restart, "engine.shutdown_grace (ms)", o->engine.shutdown_grace_ms,
+  dur_field(restart, "engine.shutdown_grace", o->engine.shutdown_grace_ms,
             c->engine.shutdown_grace_ms);
   int_field(restart, "engine.max_queued", o->engine.max_queued,
             c->engine.max_queued);
@@ -119,15 +147,15 @@ static void compare_workflows(const config_plugin *o, const config_plugin *c,
   (snprintf(what, sizeof what, "workflow %s: %s", b->name, field), what)
     str_field(restart, WF("binding"), a->binding, b->binding);
     str_field(restart, WF("class_name"), a->class_name, b->class_name);
-    int_field(restart, WF("versioning (1 = latest)"), a->versioning_latest,
-              b->versioning_latest);
-    int_field(restart, WF("on_divergence (1 = pause)"), a->pause_on_divergence,
-              b->pause_on_divergence);
+    flag_field(restart, WF("versioning"), a->versioning_latest,
+               b->versioning_latest, "latest", "pinned");
+    flag_field(restart, WF("on_divergence"), a->pause_on_divergence,
+               b->pause_on_divergence, "pause", "error");
     str_field(restart, WF("lifecycle_queue"), a->lifecycle_queue,
               b->lifecycle_queue);
     int_field(restart, WF("limits.concurrency"), a->concurrency,
               b->concurrency);
-    int_field(live, WF("retention (ms)"), a->retention_ms, b->retention_ms);
+    dur_field(live, WF("retention"), a->retention_ms, b->retention_ms);
     int_field(live, WF("limits.steps"), a->max_steps, b->max_steps);
 #undef WF
   }
@@ -165,16 +193,16 @@ static void compare_consumer(const config_consumer *a, const config_consumer *b,
   str_field(restart, Q("workflow"), a->workflow, b->workflow);
   str_field(restart, Q("id_from"), a->id_from, b->id_from);
   int_field(live, Q("max_batch_size"), a->max_batch_size, b->max_batch_size);
-  int_field(live, Q("max_batch_timeout (ms)"), a->max_batch_timeout_ms,
+  dur_field(live, Q("max_batch_timeout"), a->max_batch_timeout_ms,
             b->max_batch_timeout_ms);
   int_field(live, Q("max_retries"), a->max_retries, b->max_retries);
-  int_field(live, Q("retry_delay (ms)"), a->retry_delay_ms, b->retry_delay_ms);
+  dur_field(live, Q("retry_delay"), a->retry_delay_ms, b->retry_delay_ms);
   str_field(live, Q("dead_letter_queue"), a->dead_letter_queue,
             b->dead_letter_queue);
   int_field(live, Q("max_concurrency"), a->max_concurrency, b->max_concurrency);
-  int_field(live, Q("visibility_timeout (ms)"), a->visibility_timeout_ms,
+  dur_field(live, Q("visibility_timeout"), a->visibility_timeout_ms,
             b->visibility_timeout_ms);
-  int_field(live, Q("message_retention (ms)"), a->message_retention_ms,
+  dur_field(live, Q("message_retention"), a->message_retention_ms,
             b->message_retention_ms);
 #undef Q
 }
