@@ -1081,6 +1081,39 @@ START_TEST(config_limits_live) {
 }
 END_TEST
 
+/* A plugin's path moved to another directory by a reload: the build
+ * there is loaded (the same bytes: unchanged), and a deploy to the new
+ * path is seen by the watch, which followed it. */
+START_TEST(config_plugin_path_moves) {
+  host H;
+  start_config(&H, "path.log", "");
+  char dir[400];
+  snprintf(dir, sizeof dir, "%s/moved", proc_tmp_dir);
+  ck_assert_int_eq(mkdir(dir, 0755), 0);
+  snprintf(H.plugin, sizeof H.plugin, "%s/moved/plugin.so", proc_tmp_dir);
+  put_file(H.plugin, DEPLOY_V1);
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  write_config(&H, db, "");
+  json_t *rep = ask(&H, "POST", "/plugins/reload");
+  char *text = jdump(rep);
+  ck_assert_msg(!strcmp(jstr(rep, "config.status"), "applied") &&
+                    list_has(jget(rep, "config.changes"), "/moved/plugin.so"),
+                "%s", text);
+  free(text);
+  json_decref(rep);
+  proc_sleep_ms(QUIET_MS); /* the loop has moved the watch */
+  int64_t t0 = proc_now_ms();
+  put_file_renamed(H.plugin, DEPLOY_V2);
+  host_wait_lines(&H.run, "is the newest", 1, t0 + NEWEST_MS);
+  char h2[17], was[17];
+  newest_line(&H, 0, h2, was);
+  assert_new_runs_on(&H, "n1", "v2", h2);
+  assert_alive(&H);
+  stop(&H);
+}
+END_TEST
+
 /* A change that needs a restart refuses the whole file, naming it: the
  * trigger added beside it is not applied, the host runs on. */
 START_TEST(config_restart_refused) {
@@ -1167,6 +1200,7 @@ static Suite *reload_suite(void) {
   tcase_add_test(conf, config_cron_added);
   tcase_add_test(conf, config_consumer_settings);
   tcase_add_test(conf, config_limits_live);
+  tcase_add_test(conf, config_plugin_path_moves);
   tcase_add_test(conf, config_restart_refused);
   tcase_add_test(conf, config_broken_refused);
   suite_add_tcase(s, conf);

@@ -54,6 +54,7 @@ typedef struct plugin_state {
   uv_fs_event_t watch;
   uv_timer_t debounce;
   int watching;
+  char *watch_dir; /* the directory watched (the loop's thread only) */
 } plugin_state;
 
 struct reloader {
@@ -72,6 +73,10 @@ struct reloader {
    * paths) points into them. */
   config **owned;
   size_t n_owned;
+  /* Tells the loop a plugin's path moved to another directory: its watch
+   * follows (rewatch_on, under mu: the handle is open). */
+  uv_async_t rewatch;
+  int rewatch_on;
 };
 
 static int64_t mono_ms(void) {
@@ -130,6 +135,7 @@ void reload_free(reloader *r) {
     for (size_t k = 0; k < p->n; k++)
       loader_close(p->builds[k].lp);
     free(p->builds);
+    free(p->watch_dir);
   }
   free(r->plugins);
   for (size_t i = 0; i < r->n_owned; i++)
@@ -759,13 +765,18 @@ static json_t *reload_one(reloader *r, plugin_state *p) {
 static void adopt_config(reloader *r, config *cur) {
   r->owned = xrealloc(r->owned, (r->n_owned + 1) * sizeof *r->owned);
   r->owned[r->n_owned++] = cur;
+  int moved = 0;
   for (size_t i = 0; i < r->cfg->n_plugins; i++) {
     plugin_state *p = &r->plugins[i];
-    p->cfg = cfgdiff_plugin(cur, p->cfg->name);
+    const config_plugin *c = cfgdiff_plugin(cur, p->cfg->name);
+    moved |= strcmp(c->path, p->cfg->path) != 0;
+    p->cfg = c;
     if (p->n)
       register_consumers(r, p, &p->builds[p->n - 1]);
   }
   r->cfg = cur;
+  if (moved && r->rewatch_on)
+    uv_async_send(&r->rewatch);
 }
 
 /* The list as one log line: "a; b; c". */
@@ -1020,26 +1031,61 @@ static void on_fs_event(uv_fs_event_t *h, const char *filename, int events,
     uv_timer_start(&p->debounce, on_debounced, DEBOUNCE_MS, 0);
 }
 
+/* Starts p's watch on the directory of its path, unless it watches that
+ * one already. */
+static void watch_dir_of(plugin_state *p) {
+  pthread_mutex_lock(&p->r->mu);
+  char *copy = xstrdup(p->cfg->path);
+  pthread_mutex_unlock(&p->r->mu);
+  const char *dir = dirname(copy);
+  if (p->watch_dir && !strcmp(p->watch_dir, dir)) {
+    free(copy);
+    return;
+  }
+  if (p->watch_dir)
+    uv_fs_event_stop(&p->watch);
+  free(p->watch_dir);
+  p->watch_dir = xstrdup(dir);
+  int rc = uv_fs_event_start(&p->watch, on_fs_event, dir, 0);
+  if (rc != 0)
+    log_warn("plugin \"%s\": cannot watch %s (%s): reload it with SIGHUP "
+             "or duro reload",
+             p->cfg->name, dir, uv_strerror(rc));
+  free(copy);
+}
+
+/* A config reload moved a plugin's path (the loop's thread). */
+static void on_rewatch(uv_async_t *a) {
+  reloader *r = a->data;
+  for (size_t i = 0; i < r->cfg->n_plugins; i++)
+    if (r->plugins[i].watching)
+      watch_dir_of(&r->plugins[i]);
+}
+
 int reload_watch(reloader *r, uv_loop_t *loop) {
   for (size_t i = 0; i < r->cfg->n_plugins; i++) {
     plugin_state *p = &r->plugins[i];
-    char *copy = xstrdup(p->cfg->path);
-    const char *dir = dirname(copy);
     uv_fs_event_init(loop, &p->watch);
     uv_timer_init(loop, &p->debounce);
     p->watch.data = p->debounce.data = p;
-    int rc = uv_fs_event_start(&p->watch, on_fs_event, dir, 0);
-    if (rc != 0)
-      log_warn("plugin \"%s\": cannot watch %s (%s): reload it with SIGHUP "
-               "or duro reload",
-               p->cfg->name, dir, uv_strerror(rc));
+    watch_dir_of(p);
     p->watching = 1;
-    free(copy);
   }
+  uv_async_init(loop, &r->rewatch, on_rewatch);
+  r->rewatch.data = r;
+  pthread_mutex_lock(&r->mu);
+  r->rewatch_on = 1;
+  pthread_mutex_unlock(&r->mu);
   return 0;
 }
 
 void reload_unwatch(reloader *r) {
+  pthread_mutex_lock(&r->mu);
+  int async = r->rewatch_on;
+  r->rewatch_on = 0; /* a reload still running sends no more */
+  pthread_mutex_unlock(&r->mu);
+  if (async)
+    uv_close((uv_handle_t *)&r->rewatch, NULL);
   for (size_t i = 0; i < r->cfg->n_plugins; i++) {
     plugin_state *p = &r->plugins[i];
     if (!p->watching)

@@ -48,10 +48,12 @@ int reload_load_initial(reloader *r);
  * build, and loads the older builds in-flight instances are pinned to. */
 int reload_attach(reloader *r, duro_engine *e);
 
-/* Reloads plugin `name` (NULL: every plugin).  *report (may be NULL)
- * receives {"plugins":[{"name","status":"loaded|unchanged|refused",
- * "build","previous","error"}]}; returns the number refused (or -1 for an
- * unknown name). */
+/* Reloads plugin `name` (NULL: every plugin, after the config file read
+ * again: cfgdiff.h).  *report (may be NULL) receives {"plugins":[{"name",
+ * "status":"loaded|unchanged|refused","build","previous","error"}],
+ * "config"?:{"file","status":"applied|unchanged|refused","changes",
+ * "restart"?,"error"?}}; returns the number refused, the config counting
+ * as one (or -1 for an unknown name). */
 int reload_plugins(reloader *r, const char *name, json_t **report);
 
 /* reload_plugins on libuv's pool (for the loop: a watch, SIGHUP). */
@@ -85,7 +87,8 @@ json_t *reload_list(reloader *r);
 
 /* Watches each plugin's file (its directory: an editor or a cp that
  * replaces the file is seen too) and reloads it ~250 ms after it last
- * changed. */
+ * changed.  A config reload that moves a plugin's path to another
+ * directory moves its watch there. */
 int reload_watch(reloader *r, uv_loop_t *loop);
 void reload_unwatch(reloader *r);
 
