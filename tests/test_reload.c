@@ -1131,6 +1131,17 @@ START_TEST(config_restart_refused) {
   free(text);
   json_decref(c);
   ck_assert_uint_eq(crons_listed(&H), 0);
+  /* `duro reload` says so too */
+  char url[64], out[512];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d", H.run.port);
+  snprintf(out, sizeof out, "%s/cli.out", proc_tmp_dir);
+  const char *argv[] = {DURO_BIN, "reload", "--url", url, NULL};
+  pid_t cli = proc_spawn(argv, NULL, out, out);
+  ck_assert_int_ge(proc_wait_exit(cli, proc_now_ms() + 10000), 0);
+  char *said = proc_slurp(out);
+  assert_contains(said, "refused: 1 change(s) need a restart");
+  assert_contains(said, "  needs a restart: storage.path: ");
+  free(said);
   ck_assert_int_eq(kill(H.run.pid, SIGHUP), 0);
   host_wait_lines(&H.run, "these changes need a restart: storage.path", 1,
                   proc_now_ms() + 5000);

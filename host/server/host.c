@@ -198,7 +198,7 @@ static void on_gc(uv_timer_t *t) {
 static void on_signal(uv_signal_t *s, int signum) {
   host *h = s->loop->data;
   if (signum == SIGHUP) {
-    log_info("SIGHUP: reloading every plugin");
+    log_info("SIGHUP: reloading the config file and every plugin");
     reload_queue(h->plugins, s->loop, NULL);
     return;
   }
