@@ -17,6 +17,10 @@
  *    since it began);
  *  - runs: an order held by its id from creation to its output, one that
  *    errors with the plugin's message, one the reviewer rejects;
+ *  - create and wait: POST ?wait= answered 201 with the light status once
+ *    the instance ends (its output, its error) or the wait runs out; a
+ *    duplicate 409 at once; a bad wait and a batch's wait 400 with
+ *    nothing created; a client that goes ends the wait, not the instance;
  *  - errors: each 400/404/405/413 with {"error":{"code","message"}}, the
  *    bearer token (401), a token_env naming an unset variable, a later
  *    request with a wrong token on a kept connection cut at its head, and
@@ -34,7 +38,8 @@
  *    the budget reads are refused): the engine's VmRSS stays bounded;
  *    9000 GETs ?wait= parked at once hold none of that budget (a normal
  *    request is served meanwhile), those past their own budget are
- *    answered 503 with Retry-After, and closing them ends their waits;
+ *    answered 503 with Retry-After (a create ?wait= too, before it
+ *    creates anything), and closing them ends their waits;
  *  - in process: http.c linked into this test with uv_queue_work wrapped
  *    (-Wl,--wrap) to fail: the request is answered 503 and nothing is
  *    left in flight for a shutdown to wait on;
@@ -968,6 +973,8 @@ END_TEST
 static int raw_connect(void);
 static int reply_status(const char *reply);
 static void raise_nofile(rlim_t want);
+static char *raw_reply(int fd, int64_t until);
+static long long metric_value(const char *name);
 
 /* GET path; the reply's status into *status, its JSON (caller's) back,
  * and how long it took into *ms. */
@@ -1079,6 +1086,125 @@ START_TEST(wait_for_the_end) {
   request(&r, "GET", WF "/w1?wait=-5s", NULL);
   assert_error(&r, 400, "request.invalid", "a negative wait");
   http_resp_free(&r);
+  host_stop(&H);
+}
+END_TEST
+
+/* ---- create and wait: POST ?wait= -------------------------------------- */
+
+/* POSTs a create ?wait= on a raw connection of its own (its reply is read
+ * later). */
+static int raw_create_wait(const char *id, int grace, const char *wait) {
+  char body[256], req[640];
+  int blen = snprintf(body, sizeof body,
+                      "{\"id\":\"%s\",\"params\":{\"orderId\":\"7\","
+                      "\"email\":\"a@b.c\",\"amount\":5,\"graceSeconds\":%d}}",
+                      id, grace);
+  int n = snprintf(req, sizeof req,
+                   "POST " WF "?wait=%s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                   "Content-Type: application/json\r\nContent-Length: %d\r\n"
+                   "Connection: close\r\n\r\n%s",
+                   wait, blen, body);
+  int fd = raw_connect();
+  ck_assert(send(fd, req, (size_t)n, MSG_NOSIGNAL) == n);
+  return fd;
+}
+
+/* The JSON body of a raw reply (caller's), or NULL. */
+static json_t *reply_json(const char *reply) {
+  const char *body = strstr(reply, "\r\n\r\n");
+  return body ? json_loads(body + 4, JSON_DECODE_ANY, NULL) : NULL;
+}
+
+/* The number of instances of order-flow in /metrics, of any status. */
+static long long instance_total(void);
+
+/* One request creates the instance and answers when it ends, or when the
+ * wait runs out, with its light status (201: it was created); what cannot
+ * wait is refused before anything is created. */
+START_TEST(create_and_wait) {
+  host_start_env(&H, "h", "127.0.0.1:0", "  max_wait: 30s\n", NULL);
+  http_resp r;
+  int64_t t0 = proc_now_ms();
+  /* Ends at once (amount 0 errors): its error in the create's answer. */
+  request(&r, "POST", WF "?wait=5s",
+          "{\"id\":\"cw0\",\"params\":{\"orderId\":\"7\",\"email\":\"a@b.c\","
+          "\"amount\":0}}");
+  expect_status(&r, 201, "create ?wait= of an instance that errors");
+  assert_summary(r.json, "cw0", "errored");
+  ck_assert_str_eq(jstr(r.json, "error.message"),
+                   "amount must be positive, got 0.00");
+  ck_assert_msg(proc_now_ms() - t0 < 4000, "answered after the wait ran out");
+  http_resp_free(&r);
+
+  /* Completes within the wait (approved while the create waits): its
+   * output in the create's answer. */
+  int fd = raw_create_wait("cw1", 0, "5s");
+  json_decref(wait_status("cw1", "waiting"));
+  send_approval("cw1");
+  char *reply = raw_reply(fd, proc_now_ms() + RAW_READ_MS);
+  json_t *j = reply_json(reply);
+  ck_assert_msg(reply_status(reply) == 201, "%s", reply);
+  assert_summary(j, "cw1", "complete");
+  ck_assert_msg(!strcmp(jstr(j, "output.orderId"), "7") &&
+                    json_is_true(jget(j, "output.approved")),
+                "%s", reply);
+  json_decref(j);
+  free(reply);
+
+  /* The wait runs out: 201 with the status as it is, after the wait. */
+  long st;
+  int64_t ms;
+  t0 = proc_now_ms();
+  request(&r, "POST", WF "?wait=1s",
+          "{\"id\":\"cw2\",\"params\":{\"orderId\":\"7\",\"email\":\"a@b.c\","
+          "\"amount\":5}}");
+  ms = proc_now_ms() - t0;
+  expect_status(&r, 201, "create ?wait= that runs out");
+  assert_summary(r.json, "cw2", "waiting");
+  ck_assert_msg(ms >= 990 && ms < 2500, "answered after %lld ms",
+                (long long)ms);
+  http_resp_free(&r);
+
+  /* A duplicate id: 409 at once, no wait. */
+  t0 = proc_now_ms();
+  request(&r, "POST", WF "?wait=10s", "{\"id\":\"cw2\"}");
+  assert_error(&r, 409, "instance.already_exists", "create ?wait= twice");
+  ck_assert_msg(proc_now_ms() - t0 < 2000, "the duplicate waited");
+  http_resp_free(&r);
+
+  /* A bad wait, and a wait on a batch: 400, and nothing created. */
+  long long before = instance_total();
+  request(&r, "POST", WF "?wait=soon", "{\"id\":\"cw3\"}");
+  assert_error(&r, 400, "request.invalid", "create with a bad wait");
+  http_resp_free(&r);
+  request(&r, "POST", WF "/batch?wait=5s",
+          "{\"instances\":[{\"id\":\"cw4\"}]}");
+  assert_error(&r, 400, "request.invalid", "a batch with a wait");
+  http_resp_free(&r);
+  j = timed_get(WF "/cw3", &st, &ms);
+  ck_assert_int_eq(st, 404);
+  json_decref(j);
+  j = timed_get(WF "/cw4", &st, &ms);
+  ck_assert_int_eq(st, 404);
+  json_decref(j);
+  ck_assert_int_eq(instance_total(), before);
+
+  /* The client goes during the wait: the wait ends at once, and the
+   * instance, created before it began, runs on to its end. */
+  fd = raw_create_wait("cw5", 0, "30s");
+  json_decref(wait_status("cw5", "waiting"));
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  while (metric_value("duro_http_waiting") != 1 && proc_now_ms() < deadline)
+    proc_sleep_ms(20);
+  ck_assert_int_eq(metric_value("duro_http_waiting"), 1);
+  close(fd);
+  deadline = proc_now_ms() + 5000;
+  while (metric_value("duro_http_waiting") != 0 && proc_now_ms() < deadline)
+    proc_sleep_ms(20);
+  ck_assert_int_eq(metric_value("duro_http_waiting"), 0);
+  send_approval("cw5");
+  json_decref(wait_status("cw5", "complete"));
   host_stop(&H);
 }
 END_TEST
@@ -1207,6 +1333,18 @@ static long long metric_value(const char *name) {
   return v;
 }
 
+static long long instance_total(void) {
+  http_resp r;
+  request(&r, "GET", "/metrics", NULL);
+  expect_status(&r, 200, "/metrics");
+  const char *mark = "\nduro_instances{workflow=\"order-flow\",";
+  long long n = 0;
+  for (const char *at = r.body; at && (at = strstr(at, mark)); at++)
+    n += atoll(strchr(at, '}') + 2);
+  http_resp_free(&r);
+  return n;
+}
+
 /* Thousands of GETs ?wait= park on one instance: their connections'
  * buffers stay out of the budget of requests being received, so other
  * clients are served meanwhile; the waits past their own budget are
@@ -1260,6 +1398,20 @@ START_TEST(parked_waits_hold_no_budget) {
                    1);
   assert_healthy("thousands of parked waits");
   create_order("during", 5, 0);
+  /* A create ?wait= is refused while a retry cannot create it twice:
+   * before anything is created. */
+  http_resp r;
+  request(&r, "POST", WF "?wait=10m", "{\"id\":\"over\"}");
+  char retry[16];
+  ck_assert_msg(r.status == 503 &&
+                    http_resp_header(&r, "Retry-After", retry, sizeof retry),
+                "create ?wait= past the waits' budget: %ld %s", r.status,
+                r.body);
+  http_resp_free(&r);
+  long st;
+  int64_t ms;
+  json_decref(timed_get(WF "/over", &st, &ms));
+  ck_assert_int_eq(st, 404);
   /* Their clients go: their waits end now, not in 10 minutes. */
   for (int i = 0; i < N_PARKED; i++)
     if (fds[i] >= 0)
@@ -3368,6 +3520,7 @@ static Suite *http_suite(void) {
   tcase_add_test(tc[1], order_errors_with_plugin_message);
   tcase_add_test(tc[1], order_rejected_by_review);
   tcase_add_test(tc[1], wait_for_the_end);
+  tcase_add_test(tc[1], create_and_wait);
   tcase_add_test(tc[1], light_status_route);
   tcase_add_test(tc[1], many_waiters);
 

@@ -184,6 +184,7 @@ typedef struct http_response {
 
 typedef struct exchange_guard exchange_guard;
 typedef struct http_wait http_wait;
+typedef struct create_wait create_wait;
 
 typedef struct http_exchange {
   uv_work_t work;
@@ -194,7 +195,8 @@ typedef struct http_exchange {
   struct http_exchange *next_done;
   h2o_req_t *req; /* NULL once H2O disposed it (the client went away) */
   exchange_guard *guard;
-  http_wait *wait; /* a GET ?wait= not yet answered, or NULL */
+  http_wait *wait;        /* a GET ?wait= not yet answered, or NULL */
+  create_wait *then_wait; /* a POST ?wait=: the wait after its commit */
   http_request rq;
   http_response rs;
 } http_exchange;
@@ -493,6 +495,23 @@ typedef struct create_answer {
   int batch;
 } create_answer;
 
+/* POST /workflows/{wf}/instances?wait=DURATION: once the commit created
+ * the instance, the exchange goes on as a GET ?wait= of it (wait_created),
+ * answered 201 with its light status.  The create's own answer (201
+ * queued) stands wherever that status cannot be read. */
+struct create_wait {
+  char *wf, *id; /* id: set once the commit created the instance */
+  int64_t ms;    /* clamped to http.max_wait */
+  int started;   /* the wait was handed to the pool */
+  uv_work_t work;
+};
+
+static int wait_param(http_exchange *x, int64_t *ms);
+static int wait_for_end(http_server *s, http_exchange *x, const char *wf,
+                        const char *id, int64_t ms);
+static int waits_full(http_server *s, h2o_req_t *req);
+static void note_busy(http_server *s);
+
 static void answer_created(create_answer *a, int rc, json_t *result) {
   http_exchange *x = a->x;
   if (rc) {
@@ -506,6 +525,8 @@ static void answer_created(create_answer *a, int rc, json_t *result) {
     send_json(x, 200, json_incref(result));
   } else {
     json_t *one = json_array_get(json_object_get(result, "created"), 0);
+    if (one && x->then_wait)
+      x->then_wait->id = xstrdup(json_string_value(json_object_get(one, "id")));
     if (one)
       send_json(x, 201,
                 json_pack("{s:O,s:s}", "id", json_object_get(one, "id"),
@@ -540,6 +561,8 @@ static int create_deferred(http_server *s, http_exchange *x, const char *wf,
     json_t *result = NULL;
     int rc = duro_instance_create_batch(s->engine, wf, reqs, n, &result);
     answer_created(a, rc, result);
+    if (x->then_wait && x->then_wait->id)
+      wait_for_end(s, x, x->then_wait->wf, x->then_wait->id, 0);
   } else {
     x->owners++; /* before the commit can complete */
     int rc =
@@ -555,7 +578,31 @@ static int create_deferred(http_server *s, http_exchange *x, const char *wf,
   return 0;
 }
 
+/* Before anything is created: a ?wait= that could not be parked is
+ * answered 503 now, while a retry cannot create the instance twice.
+ * Returns 1 when the request was answered. */
+static int create_wait_prepare(http_server *s, http_exchange *x,
+                               const char *wf) {
+  int64_t ms;
+  int given = wait_param(x, &ms);
+  if (given <= 0)
+    return given < 0;
+  if (x->req && ms > 0 && waits_full(s, x->req)) {
+    note_busy(s);
+    send_error(x, 503, "server.busy",
+               "%zu requests wait for their instance already; retry",
+               s->parked);
+    return 1;
+  }
+  x->then_wait = xcalloc(1, sizeof *x->then_wait);
+  x->then_wait->wf = xstrdup(wf);
+  x->then_wait->ms = ms;
+  return 0;
+}
+
 static int create_one(http_server *s, http_exchange *x, const char *wf) {
+  if (create_wait_prepare(s, x, wf))
+    return 0;
   int sent;
   json_t *body = parse_body(x, json_object(), &sent);
   if (!body)
@@ -582,6 +629,10 @@ static int create_one(http_server *s, http_exchange *x, const char *wf) {
 }
 
 static int create_batch(http_server *s, http_exchange *x, const char *wf) {
+  if (query_param(x, "wait"))
+    return send_error(x, 400, "request.invalid",
+                      "a batch is answered once created: wait for each "
+                      "instance with GET .../instances/{id}?wait=");
   int sent;
   json_t *body = parse_body(x, NULL, &sent);
   if (!body)
@@ -663,9 +714,11 @@ static int summary(http_server *s, http_exchange *x, const char *wf,
                    const char *id) {
   json_t *out = NULL;
   int rc = duro_instance_summary(s->engine, wf, id, &out);
+  if (rc && x->then_wait)
+    return 0; /* the create's 201 stands: the instance exists */
   if (rc)
     return send_engine_error(x, rc, wf, id);
-  return send_json(x, 200, out);
+  return send_json(x, x->then_wait ? 201 : 200, out);
 }
 
 /* ---- GET ?wait=: answered when the instance ends --------------------------
@@ -786,18 +839,23 @@ static void wait_timeout(http_wait *w) {
 
 static void on_wait_timer(uv_timer_t *t) { wait_timeout(t->data); }
 
-static void note_busy(http_server *s);
-
 /* On the loop: the waits parked already hold their budget; this one is
- * answered 503 now (unless the watch's call, on its way, answers). */
+ * answered 503 now (unless the watch's call, on its way, answers).  A
+ * created instance's wait, past the check its create made, is answered
+ * with the status as it is: a 503 would tell the client nothing was
+ * created. */
 static void wait_busy(http_wait *w) {
   http_server *s = w->x->s;
   int fired = duro_watch_cancel(s->engine, w->watch);
   w->watch = NULL;
   if (fired)
     return;
-  w->answering = 1;
   note_busy(s);
+  if (w->x->then_wait) {
+    wait_answer(w);
+    return;
+  }
+  w->answering = 1;
   send_error(w->x, 503, "server.busy",
              "%zu requests wait for their instance already; retry", s->parked);
   wait_done(w);
@@ -832,22 +890,30 @@ static void wait_arm(http_wait *w) {
   s->waits = w;
 }
 
-/* GET /workflows/{wf}/instances/{id}[?wait=DURATION]: the whole
- * instance, or, with wait, its light status once it has ended or the
- * wait (at most http.max_wait) ran out. */
-static int get_instance(http_server *s, http_exchange *x, const char *wf,
-                        const char *id) {
+/* The ?wait= duration, clamped to http.max_wait: 1 with *ms set, 0 when
+ * there is none, -1 when it is not a duration (answered 400). */
+static int wait_param(http_exchange *x, int64_t *ms) {
   const char *wait = query_param(x, "wait");
   if (!wait)
-    return describe(s, x, wf, id);
-  int64_t ms;
-  if (duration_parse(wait, &ms) != 0)
-    return send_error(x, 400, "request.invalid",
-                      "wait must be a duration such as \"30s\", \"500ms\" "
-                      "or milliseconds");
-  if (ms > s->max_wait_ms)
-    ms = s->max_wait_ms;
-  if (ms == 0 || !x->req) /* no loop to answer from later: now */
+    return 0;
+  if (duration_parse(wait, ms) != 0) {
+    send_error(x, 400, "request.invalid",
+               "wait must be a duration such as \"30s\", \"500ms\" "
+               "or milliseconds");
+    return -1;
+  }
+  if (*ms > x->s->max_wait_ms)
+    *ms = x->s->max_wait_ms;
+  return 1;
+}
+
+/* On the pool: watches the instance and leaves x unanswered (wait_arm
+ * times it once the caller returned), or answers its light status now
+ * when it has ended, the wait is 0 or there is no loop to answer from
+ * later. */
+static int wait_for_end(http_server *s, http_exchange *x, const char *wf,
+                        const char *id, int64_t ms) {
+  if (ms == 0 || !x->req)
     return summary(s, x, wf, id);
   http_wait *w = xcalloc(1, sizeof *w);
   *w = (http_wait){.x = x, .wf = wf, .id = id, .ms = ms};
@@ -862,7 +928,41 @@ static int get_instance(http_server *s, http_exchange *x, const char *wf,
   free(w);
   if (rc == DURO_WATCH_ENDED)
     return summary(s, x, wf, id);
+  if (x->then_wait)
+    return 0; /* the create's 201 stands: the instance exists */
   return send_engine_error(x, rc, wf, id);
+}
+
+/* GET /workflows/{wf}/instances/{id}[?wait=DURATION]: the whole
+ * instance, or, with wait, its light status once it has ended or the
+ * wait (at most http.max_wait) ran out. */
+static int get_instance(http_server *s, http_exchange *x, const char *wf,
+                        const char *id) {
+  int64_t ms;
+  int given = wait_param(x, &ms);
+  if (given == 0)
+    return describe(s, x, wf, id);
+  return given < 0 ? 0 : wait_for_end(s, x, wf, id, ms);
+}
+
+static void run_wait_created(uv_work_t *r) {
+  http_exchange *x = r->data;
+  wait_for_end(x->s, x, x->then_wait->wf, x->then_wait->id, x->then_wait->ms);
+}
+
+static void after_route(uv_work_t *w, int status);
+
+/* On the loop: the create's commit is done and created the instance; the
+ * create's hold on x goes to the wait, which starts on the pool (the
+ * watch reads the journal).  A client gone already gets no wait. */
+static void wait_created(http_exchange *x) {
+  create_wait *cw = x->then_wait;
+  cw->started = 1;
+  cw->work.data = x;
+  if (!x->req || x->s->stopping ||
+      uv_queue_work(x->s->ctx.loop, &cw->work, run_wait_created, after_route) !=
+          0)
+    release(x); /* with the create's answer */
 }
 
 static int change_status(http_server *s, http_exchange *x, const char *wf,
@@ -1945,6 +2045,11 @@ static void exchange_free(http_exchange *x) {
   for (size_t i = 0; i < rq->n_params; i++)
     free(rq->params[i]);
   free(x->rs.body);
+  if (x->then_wait) {
+    free(x->then_wait->wf);
+    free(x->then_wait->id);
+    free(x->then_wait);
+  }
   free(x);
 }
 
@@ -2070,6 +2175,8 @@ static void on_done_async(uv_async_t *a) {
     http_exchange *next = x->next_done;
     if (x->wait) /* a watch's call: the only way a waiting GET gets here */
       wait_fired(x->wait);
+    else if (x->then_wait && x->then_wait->id && !x->then_wait->started)
+      wait_created(x); /* the create's commit */
     else
       release(x);
     x = next;
@@ -2532,17 +2639,33 @@ static void park_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
   }
 }
 
+/* The connection a request came on, if it is ours, open and not parked. */
+static http_conn *conn_of(http_server *s, h2o_req_t *req, h2o_socket_t **sock) {
+  *sock = req->conn->callbacks->get_socket
+              ? req->conn->callbacks->get_socket(req->conn)
+              : NULL;
+  http_conn *c =
+      *sock ? idmap_get(&s->by_sock, (int64_t)(intptr_t)*sock) : NULL;
+  if (!c || c->parked || uv_is_closing((uv_handle_t *)&c->tcp))
+    return NULL;
+  return c;
+}
+
+/* On the loop: 1 when a wait of this request could not be parked now. */
+static int waits_full(http_server *s, h2o_req_t *req) {
+  h2o_socket_t *sock;
+  http_conn *c = conn_of(s, req, &sock);
+  return c && s->parked_bytes + input_bytes(sock->input) > s->budget;
+}
+
 /* On the loop, when a wait is armed: takes its connection's buffer out of
  * the request budget.  Returns -1 when the parked waits hold their budget
  * already. */
 static int wait_park(http_wait *w) {
   http_server *s = w->x->s;
-  h2o_req_t *req = w->x->req;
-  h2o_socket_t *sock = req->conn->callbacks->get_socket
-                           ? req->conn->callbacks->get_socket(req->conn)
-                           : NULL;
-  http_conn *c = sock ? idmap_get(&s->by_sock, (int64_t)(intptr_t)sock) : NULL;
-  if (!c || c->parked || uv_is_closing((uv_handle_t *)&c->tcp))
+  h2o_socket_t *sock;
+  http_conn *c = conn_of(s, w->x->req, &sock);
+  if (!c)
     return 0;
   size_t cost = input_bytes(sock->input);
   if (s->parked_bytes + cost > s->budget)
