@@ -1125,8 +1125,11 @@ static long long instance_total(void);
 START_TEST(create_and_wait) {
   host_start_env(&H, "h", "127.0.0.1:0", "  max_wait: 30s\n", NULL);
   http_resp r;
+  const char *posts = "duro_http_requests_total{method=\"POST\"}";
+  long long posts0 = metric_value(posts);
   int64_t t0 = proc_now_ms();
-  /* Ends at once (amount 0 errors): its error in the create's answer. */
+  /* Ends at once (amount 0 errors): its error in the create's answer, a
+   * single request. */
   request(&r, "POST", WF "?wait=5s",
           "{\"id\":\"cw0\",\"params\":{\"orderId\":\"7\",\"email\":\"a@b.c\","
           "\"amount\":0}}");
@@ -1136,6 +1139,8 @@ START_TEST(create_and_wait) {
                    "amount must be positive, got 0.00");
   ck_assert_msg(proc_now_ms() - t0 < 4000, "answered after the wait ran out");
   http_resp_free(&r);
+  ck_assert_msg(posts0 >= 0 && metric_value(posts) == posts0 + 1,
+                "POSTs %lld, then %lld", posts0, metric_value(posts));
 
   /* Completes within the wait (approved while the create waits): its
    * output in the create's answer. */

@@ -42,6 +42,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -138,6 +139,10 @@ struct http_server {
   /* What /metrics shows, published by the loop before each poll (the
    * route runs on the pool). */
   size_t shown_parked, shown_parked_bytes, shown_bytes;
+  /* Requests received past the token check, by method (REQ_*): a
+   * client's round trips, as /metrics counts them (atomic: the loop
+   * adds, the pool reads). */
+  uint64_t requests[4];
   idmap by_sock;      /* H2O's socket -> its http_conn */
   http_conn *conns;   /* every open client connection */
   size_t connections; /* their number */
@@ -1128,8 +1133,31 @@ static char *plugin_metrics(http_server *s) {
 }
 
 /* The listener's own gauges, as the loop last published them. */
+enum { REQ_GET, REQ_POST, REQ_PATCH, REQ_OTHER };
+
+static void count_request(http_server *s, const h2o_req_t *req) {
+  static const char *const names[] = {"GET", "POST", "PATCH"};
+  int m = REQ_OTHER;
+  for (int i = 0; i < REQ_OTHER; i++)
+    if (h2o_memis(req->method.base, req->method.len, names[i],
+                  strlen(names[i])))
+      m = i;
+  __atomic_fetch_add(&s->requests[m], 1, __ATOMIC_RELAXED);
+}
+
+static uint64_t requests_of(http_server *s, int m) {
+  return __atomic_load_n(&s->requests[m], __ATOMIC_RELAXED);
+}
+
 static char *http_metrics(http_server *s) {
   return xasprintf(
+      "# HELP duro_http_requests_total Requests received (past the token "
+      "check), by method.\n"
+      "# TYPE duro_http_requests_total counter\n"
+      "duro_http_requests_total{method=\"GET\"} %" PRIu64 "\n"
+      "duro_http_requests_total{method=\"POST\"} %" PRIu64 "\n"
+      "duro_http_requests_total{method=\"PATCH\"} %" PRIu64 "\n"
+      "duro_http_requests_total{method=\"other\"} %" PRIu64 "\n"
       "# HELP duro_http_waiting GETs ?wait= waiting for their instance to "
       "end.\n"
       "# TYPE duro_http_waiting gauge\n"
@@ -1145,6 +1173,8 @@ static char *http_metrics(http_server *s) {
       "# HELP duro_http_budget_bytes Each of the two budgets, in bytes.\n"
       "# TYPE duro_http_budget_bytes gauge\n"
       "duro_http_budget_bytes %zu\n",
+      requests_of(s, REQ_GET), requests_of(s, REQ_POST),
+      requests_of(s, REQ_PATCH), requests_of(s, REQ_OTHER),
       __atomic_load_n(&s->shown_parked, __ATOMIC_RELAXED),
       __atomic_load_n(&s->shown_parked_bytes, __ATOMIC_RELAXED),
       __atomic_load_n(&s->shown_bytes, __ATOMIC_RELAXED),
@@ -2265,6 +2295,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req) {
   }
   http_exchange *x = exchange_new(s, &in);
   x->req = req;
+  count_request(s, req);
   if (n < 0) {
     x->rs.close = 1;
     send_error(x, 400, "request.invalid", "the request head is malformed");
