@@ -15,6 +15,8 @@
  *
  *  - trigger: with --id (options anywhere, --id=X), a duplicate, a random
  *    id, --json, invalid PARAMS and an invalid --id (nothing created);
+ *    --wait in one POST ?wait= (the host's request counters), and GETs
+ *    ?wait= only past http.max_wait;
  *  - instances list: the table, --status, --limit with the "next: --cursor"
  *    line followed page by page, --json, an empty page, bad values;
  *  - describe: a retried step (flakyCard) shows its failed attempt while it
@@ -508,6 +510,84 @@ START_TEST(trigger_wait_verb) {
   CLI(&r, "trigger", WF, ORDER(""), "--wait=soon");
   expect_fail(&r, 2, "--wait takes a duration");
   run_free(&r);
+  host_stop(&H);
+}
+END_TEST
+
+/* The host's count of requests of `method` (duro_http_requests_total in
+ * /metrics, which counts this read too); -1 when it shows none. */
+static long long requests_of(const char *method) {
+  http_resp r;
+  CURLcode rc =
+      http_send(H.port, &(http_req){.method = "GET", .path = "/metrics"}, &r);
+  ck_assert_msg(rc == CURLE_OK && r.status == 200, "GET /metrics: HTTP %ld",
+                r.status);
+  char mark[80];
+  snprintf(mark, sizeof mark, "\nduro_http_requests_total{method=\"%s\"} ",
+           method);
+  const char *at = r.body ? strstr(r.body, mark) : NULL;
+  long long n = at ? atoll(at + strlen(mark)) : -1;
+  http_resp_free(&r);
+  return n;
+}
+
+/* The POSTs and GETs a client run makes, from the host's counters around
+ * it (each count shown includes its own read: the first read after the
+ * run, a GET, is not the client's). */
+typedef struct round_trips {
+  long long posts, gets;
+} round_trips;
+
+static round_trips trips_before(void) {
+  return (round_trips){requests_of("POST"), requests_of("GET")};
+}
+
+static round_trips trips_since(round_trips b) {
+  long long gets = requests_of("GET"), posts = requests_of("POST");
+  ck_assert_msg(b.posts >= 0 && b.gets >= 0, "no request counters in /metrics");
+  return (round_trips){posts - b.posts, gets - b.gets - 1};
+}
+
+/* `trigger --wait` creates and waits in one request (POST ?wait=); it
+ * GETs ?wait= only when that wait ran out (at http.max_wait, 1 s here)
+ * before DURATION did. */
+START_TEST(trigger_wait_one_request) {
+  host_start_env(&H, "  max_wait: 1s\n", NULL);
+  run r;
+  round_trips b = trips_before();
+  CLI(&r, "trigger", WF, "{\"orderId\":\"1\",\"email\":\"a@b.c\",\"amount\":0}",
+      "--id", "one1", "--wait", "30s");
+  expect_fail(&r, 1,
+              "one1 errored: NonRetryableError: amount must be positive");
+  run_free(&r);
+  round_trips t = trips_since(b);
+  ck_assert_msg(t.posts == 1 && t.gets == 0,
+                "an instance that ended at once: %lld POSTs, %lld GETs",
+                t.posts, t.gets);
+
+  b = trips_before();
+  CLI(&r, "trigger", WF, ORDER(""), "--id", "one2", "--wait=300ms", "--json");
+  ck_assert_msg(r.code == 1, "exit %d: %s", r.code, r.err);
+  assert_contains(r.out, "\"status\": \"waiting\"");
+  assert_contains(r.err, "one2 waiting after 300ms");
+  run_free(&r);
+  t = trips_since(b);
+  ck_assert_msg(t.posts == 1 && t.gets == 0,
+                "a wait that ran out: %lld POSTs, %lld GETs", t.posts, t.gets);
+
+  /* Past http.max_wait: the create's wait is cut at 1 s, the rest is
+   * waited for with GETs, to DURATION counted from the create. */
+  b = trips_before();
+  int64_t t0 = proc_now_ms();
+  CLI(&r, "trigger", WF, ORDER(""), "--id", "one3", "--wait=2500ms");
+  int64_t ms = proc_now_ms() - t0;
+  expect_fail(&r, 1, "one3 waiting after 2500ms");
+  run_free(&r);
+  t = trips_since(b);
+  ck_assert_msg(t.posts == 1 && t.gets >= 1 && t.gets <= 3,
+                "a wait past http.max_wait: %lld POSTs, %lld GETs", t.posts,
+                t.gets);
+  ck_assert_msg(ms >= 2500, "the client gave up after %lld ms", (long long)ms);
   host_stop(&H);
 }
 END_TEST
@@ -2060,6 +2140,7 @@ static Suite *cli_suite(void) {
   }
   tcase_add_test(tc[0], trigger_verb);
   tcase_add_test(tc[0], trigger_wait_verb);
+  tcase_add_test(tc[0], trigger_wait_one_request);
   tcase_add_test(tc[0], list_verb);
   tcase_add_test(tc[0], version_and_workflows_list);
   tcase_add_test(tc[0], describe_retried_step);

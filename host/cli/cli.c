@@ -117,6 +117,7 @@ typedef struct cli_ctx {
   const char *wf; /* the WF of a workflows verb, for did-you-mean */
   struct curl_slist *headers;
   int headers_added; /* perform's own, once per invocation */
+  int64_t sent_ms;   /* trigger --wait: when its create was sent */
   char errbuf[CURL_ERROR_SIZE];
 } cli_ctx;
 
@@ -320,6 +321,10 @@ static int check_instance(const cli_verb *v, const cli_args *a, int has_id) {
   return has_id ? check_name(v, "ID", a->pos[1]) : CLI_OK;
 }
 
+static int64_t mono_ms(void);
+static void query_wait(cli_ctx *c, char **path, const cli_args *a,
+                       int64_t from);
+
 static int build_trigger(cli_ctx *c, const cli_verb *v, const cli_args *a,
                          cli_req *r) {
   json_t *params = NULL;
@@ -334,6 +339,10 @@ static int build_trigger(cli_ctx *c, const cli_verb *v, const cli_args *a,
     json_object_set_new(body, "params", params);
   r->method = "POST";
   r->path = instances_path(c, a->pos[0], NULL, NULL);
+  if (a->wait) { /* the create answers once it ends: one round trip */
+    c->sent_ms = mono_ms();
+    query_wait(c, &r->path, a, c->sent_ms);
+  }
   r->body = dump(body);
   json_decref(body);
   return CLI_OK;
@@ -849,37 +858,53 @@ static int ended(const char *status) {
                     !strcmp(status, "terminated"));
 }
 
-/* `trigger --wait [DURATION]`: GETs the instance with ?wait= until it has
- * ended (or DURATION ran out), then prints its output (0), or its error
- * (1).  With --json, the instance's light status whatever it is. */
-static int wait_result(cli_ctx *c, const cli_args *a, const json_t *created) {
-  const char *id = json_string_value(json_object_get(created, "id"));
-  int64_t limit = -1; /* no DURATION: until it ends */
+/* --wait's DURATION in ms, -1 without one (until it ends). */
+static int64_t wait_limit(const cli_args *a) {
+  int64_t limit = -1;
   if (*a->wait)
     duration_parse(a->wait, &limit); /* checked by parse_option */
-  int64_t deadline = mono_ms() + (limit < 0 ? 0 : limit);
-  json_t *st = NULL;
+  return limit;
+}
+
+/* Adds ?wait= for what is left of --wait from `from` on, at most
+ * CLI_WAIT_STEP_MS. */
+static void query_wait(cli_ctx *c, char **path, const cli_args *a,
+                       int64_t from) {
+  int64_t limit = wait_limit(a);
+  int64_t left = limit < 0 ? CLI_WAIT_STEP_MS : from + limit - mono_ms();
+  if (left > CLI_WAIT_STEP_MS)
+    left = CLI_WAIT_STEP_MS;
+  if (left < 0)
+    left = 0;
+  char ms[32];
+  snprintf(ms, sizeof ms, "%lldms", (long long)left);
+  query_add(c, path, "wait", ms);
+}
+
+/* `trigger --wait [DURATION]`: the create waited for the end already
+ * (POST ?wait=, its answer is `created`); while the instance has not
+ * ended and DURATION has not run out (a create's wait is at most
+ * CLI_WAIT_STEP_MS and http.max_wait), GETs it with ?wait=.  Then prints
+ * its output (0), or its error (1).  With --json, the instance's light
+ * status whatever it is. */
+static int wait_result(cli_ctx *c, const cli_args *a, const json_t *created) {
+  const char *id = json_string_value(json_object_get(created, "id"));
+  int64_t limit = wait_limit(a);
+  json_t *st = json_incref((json_t *)created);
   int rc = CLI_OK;
   for (;;) {
-    int64_t left = limit < 0 ? CLI_WAIT_STEP_MS : deadline - mono_ms();
-    if (left > CLI_WAIT_STEP_MS)
-      left = CLI_WAIT_STEP_MS;
-    if (left < 0)
-      left = 0;
-    char ms[32];
-    snprintf(ms, sizeof ms, "%lldms", (long long)left);
+    const char *status = json_string_value(json_object_get(st, "status"));
+    if (ended(status) || (limit >= 0 && mono_ms() >= c->sent_ms + limit))
+      break;
+    json_decref(st);
+    st = NULL;
     cli_req r = {.method = "GET"};
     r.path = instances_path(c, a->pos[0], id, NULL);
-    query_add(c, &r.path, "wait", ms);
+    query_wait(c, &r.path, a, c->sent_ms);
     rc = send_request(c, &r, &st);
     free(r.path);
     if (rc != CLI_OK)
       return rc;
-    const char *status = json_string_value(json_object_get(st, "status"));
-    if (ended(status) || (limit >= 0 && mono_ms() >= deadline))
-      break;
-    json_decref(st);
-    st = NULL;
   }
   const char *status = json_string_value(json_object_get(st, "status"));
   if (a->json) {
