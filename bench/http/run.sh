@@ -22,9 +22,11 @@
 #   H4 W3 via HTTP     duro-bench-http-drive: 10,000 creates of Nap (one
 #                      step, then sleep an hour) on 64 connections
 #   H5 create-and-wait duro-bench-http-drive --create-wait: one connection,
-#                      1000 times in sequence a create of One and then
-#                      GET .../instances/{id}?wait=10s until complete;
-#                      create-to-result latency p50/p99/max
+#                      1000 times in sequence a create of One that waits
+#                      for its end (POST .../instances?wait=10s, one round
+#                      trip); then as H5-get the same with a create and
+#                      GET .../instances/{id}?wait=10s until complete (two
+#                      round trips); create-to-result latency p50/p99/max
 #   H6 overload        duro-bench-http-drive --overload: creates of Ten at
 #                      the maximum rate on 64 connections for 60 s, every
 #                      5 s a line of the engine's VmRSS (its pid from the
@@ -212,6 +214,10 @@ if wants H5; then
   "$drive" --port "$port" --wf One -n "$h5_n" -c 1 --create-wait \
     --name H5 --setting "synchronous=$sync http drive -c1 $h5_n x One" ||
     fail "H5 failed"
+  "$drive" --port "$port" --wf One -n "$h5_n" -c 1 --create-wait --then-get \
+    --prefix g --name H5-get \
+    --setting "synchronous=$sync http drive -c1 $h5_n x One, then GET" ||
+    fail "H5-get failed"
   stop_host
 fi
 
