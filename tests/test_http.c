@@ -20,7 +20,8 @@
  *  - create and wait: POST ?wait= answered 201 with the light status once
  *    the instance ends (its output, its error) or the wait runs out; a
  *    duplicate 409 at once; a bad wait and a batch's wait 400 with
- *    nothing created; a client that goes ends the wait, not the instance;
+ *    nothing created; a client that goes ends the wait, not the instance,
+ *    nor does a kill -9 during the wait;
  *  - errors: each 400/404/405/413 with {"error":{"code","message"}}, the
  *    bearer token (401), a token_env naming an unset variable, a later
  *    request with a wrong token on a kept connection cut at its head, and
@@ -1210,6 +1211,21 @@ START_TEST(create_and_wait) {
   ck_assert_int_eq(metric_value("duro_http_waiting"), 0);
   send_approval("cw5");
   json_decref(wait_status("cw5", "complete"));
+
+  /* The host dies during a wait: the instance was on disk before it. */
+  fd = raw_create_wait("cw6", 0, "30s");
+  deadline = proc_now_ms() + SETTLE_MS;
+  while (metric_value("duro_http_waiting") != 1 && proc_now_ms() < deadline)
+    proc_sleep_ms(20);
+  ck_assert_int_eq(metric_value("duro_http_waiting"), 1);
+  kill(H.pid, SIGKILL);
+  int died;
+  ck_assert_int_eq(waitpid(H.pid, &died, 0), H.pid);
+  ck_assert(WIFSIGNALED(died));
+  close(fd);
+  host_spawn(&H, NULL);
+  H.port = proc_wait_port(H.pid, H.log, proc_now_ms() + WAIT_MS);
+  json_decref(wait_status("cw6", "waiting"));
   host_stop(&H);
 }
 END_TEST
