@@ -238,7 +238,12 @@ static int probe(reloader *r, const plugin_state *p, const char *path,
   char *out = lp.out;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
     return 0;
-  out[strcspn(out, "\n")] = '\0';
+  /* A refusal keeps every line (one a missing class); a crash its first. */
+  if (WIFSIGNALED(status))
+    out[strcspn(out, "\n")] = '\0';
+  else
+    for (size_t n = strlen(out); n && out[n - 1] == '\n'; n--)
+      out[n - 1] = '\0';
   if (WIFSIGNALED(status))
     snprintf(err, errlen, "crashed while loading (signal %d, SIG%s)%s%.600s",
              WTERMSIG(status), sigabbrev_np(WTERMSIG(status)), *out ? ": " : "",
@@ -356,10 +361,11 @@ static int load_fallback(reloader *r, plugin_state *p, const char *why) {
   return rc;
 }
 
-/* Prints why plugin c was refused as file:line:column, naming the path
- * the user configured rather than the copy that was loaded. */
-static void report_refusal(const config *cfg, const config_plugin *c,
-                           const char *copy, const char *err) {
+/* Prints one line of why plugin c was refused as file:line:column,
+ * naming the path the user configured rather than the copy that was
+ * loaded. */
+static void report_line(const config *cfg, const config_plugin *c,
+                        const char *copy, const char *err) {
   char msg[1200];
   name_source(msg, sizeof msg, err, copy, c->path);
   const char *cls = strstr(msg, "exports no class \"");
@@ -380,6 +386,22 @@ static void report_refusal(const config *cfg, const config_plugin *c,
   else
     fprintf(stderr, "%s:%d:%d: plugin \"%s\" (%s): %s\n", cfg->file,
             c->pos.line, c->pos.column, c->name, c->path, msg);
+}
+
+/* Prints every line of why plugin c was refused (the probe says each
+ * class the build does not export on a line of its own); returns how
+ * many. */
+static int report_refusal(const config *cfg, const config_plugin *c,
+                          const char *copy, char *err) {
+  int n = 0;
+  for (char *line = err, *next; line && *line; line = next) {
+    next = strchr(line, '\n');
+    if (next)
+      *next++ = '\0';
+    report_line(cfg, c, copy, line);
+    n++;
+  }
+  return n ? n : (report_line(cfg, c, copy, err), 1);
 }
 
 int reload_load_initial(reloader *r) {
@@ -410,11 +432,10 @@ int reload_load_initial(reloader *r) {
     if (rc == 0)
       rc = load_build(r, p, copy, hash, 1, err, sizeof err);
     if (rc) {
-      report_refusal(cfg, c, copy, err);
+      problems += report_refusal(cfg, c, copy, err);
       if (copy)
         unlink(copy);
       free(copy);
-      problems++;
       continue;
     }
     /* Mapped now: the file can go; the descriptor keeps its bytes for

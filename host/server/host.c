@@ -26,6 +26,7 @@
 #include "backend.h"
 #include "config.h"
 #include "engine.h"
+#include "errlist.h"
 #include "error.h"
 #include "http.h"
 #include "ledger.h"
@@ -410,8 +411,11 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   self[n > 0 ? n : 0] = '\0';
   h.plugins = reload_new(cfg, ledger, self);
-  if (reload_load_initial(h.plugins) != 0)
+  int problems = reload_load_initial(h.plugins);
+  if (problems != 0) {
+    errlist_print_count(stderr, (size_t)problems, cfg->file);
     goto out;
+  }
   if (wait_for_lock(ctl_fd, &lock_fd) != 0)
     goto out;
   uv_loop_init(&h.loop);
