@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -682,6 +683,58 @@ START_TEST(dead_host_fails_its_groups) {
 }
 END_TEST
 
+/* A host frozen inside a group's transaction (its fence taken, its
+ * COMMIT not yet sent: SIGSTOP, a paused VM) does not keep its hosts row
+ * locked for ever: once it is past its lease, another host's takeover
+ * pass ends its sessions, marks it dead and takes its instances (it
+ * waited for the frozen group's lock for as long as the freeze lasted;
+ * here the taker's statement_timeout of 8 s says so). */
+static void no_takeover_fn(void *ctx, int64_t rowid, int64_t wake_ms) {
+  (void)ctx;
+  (void)rowid;
+  (void)wake_ms;
+}
+
+START_TEST(frozen_group_lets_its_host_be_taken_over) {
+  fresh_db();
+  void *a = NULL, *b = NULL;
+  char err[512], slow[800];
+  ck_assert_msg(store_pg.open(conninfo, 1, &a, err, sizeof err) == 0, "%s",
+                err);
+  snprintf(slow, sizeof slow, "%s options='-c statement_timeout=8000'",
+           conninfo);
+  ck_assert_msg(store_pg.open(slow, 1, &b, err, sizeof err) == 0, "%s", err);
+  int lost = 0;
+  store_host_hooks hooks = {.lost = on_lost, .ctx = &lost};
+  int64_t host_a = 0, host_b = 0;
+  ck_assert_msg(store_pg.join(a, 1000, &hooks, &host_a, err, sizeof err) == 0,
+                "%s", err);
+  store_pg.quiet(a); /* its keeper stops: no renewal from now on */
+  journal_instance in = {
+      .workflow = "wf", .id = "f1", .status = "queued", .params = "null"};
+  journal_op op = {.kind = JOP_INSTANCE_INSERT, .inst = &in};
+  ck_assert_int_eq(store_pg.begin(a), 0);
+  ck_assert_int_eq(store_pg.apply(a, &op), 0); /* its result read: sent */
+  /* a is frozen here, inside its group: no COMMIT */
+  ck_assert_msg(store_pg.join(b, 600000, &hooks, &host_b, err, sizeof err) == 0,
+                "%s", err);
+  usleep(1500 * 1000); /* past a's lease */
+  size_t moved = 0;
+  int rc = store_pg.takeover(b, 100, no_takeover_fn, NULL, &moved);
+  ck_assert_msg(rc == 0, "b's takeover failed: %d", rc);
+  char sql[96];
+  /* marked dead (and its row gone: it owns nothing) */
+  snprintf(sql, sizeof sql,
+           "SELECT COUNT(*) FROM hosts WHERE id=%lld AND NOT dead",
+           (long long)host_a);
+  ck_assert_int_eq(count_rows(sql), 0);
+  ck_assert_int_ne(store_pg.commit(a), 0); /* its session was ended */
+  store_pg.close(b);
+  store_pg.close(a);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM instances"), 0);
+}
+END_TEST
+
 /* A copy's rows, as table_export hands them. */
 static int two_counts(void *ctx, store_row_fn put, void *put_ctx) {
   (void)ctx;
@@ -1288,6 +1341,7 @@ int main(void) {
   tcase_add_test(tc, connection_lost_with_writes_queued);
   tcase_add_test(tc, copy_after_queued_writes);
   tcase_add_test(tc, dead_host_fails_its_groups);
+  tcase_add_test(tc, frozen_group_lets_its_host_be_taken_over);
   tcase_add_test(tc, read_only_reads_and_refuses_writes);
   tcase_add_test(tc, list_count_wake_and_sweep);
   tcase_add_test(tc, queue_messages);

@@ -456,7 +456,8 @@ static int writer_ready(pg_store *pg) {
     return 0;
   char err[512];
   PGconn *c = pg_connect(pg->conninfo, pg->synchronous_full, err, sizeof err);
-  if (!c || prepare_writes(c, err, sizeof err)) {
+  if (!c || prepare_writes(c, err, sizeof err) ||
+      pg_session_name(pg, c, err, sizeof err)) {
     store_error("%s", err);
     PQfinish(c);
     return DURO_E_STORAGE;

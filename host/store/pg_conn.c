@@ -133,6 +133,18 @@ PGconn *pg_connect(const char *conninfo, int synchronous_full, char *err,
   return c;
 }
 
+/* A reader taken after the join carries the host's name (a failure to
+ * name it leaves it unnamed: it is tried again at the next take). */
+static reader *reader_named(pg_store *pg, reader *r) {
+  int64_t host = __atomic_load_n(&pg->host, __ATOMIC_RELAXED);
+  if (host > 0 && r->named != host) {
+    char err[256];
+    if (pg_session_name(pg, r->conn, err, sizeof err) == 0)
+      r->named = host;
+  }
+  return r;
+}
+
 reader *pg_reader_take(pg_store *pg) {
   pthread_mutex_lock(&pg->readers_mu);
   reader *r;
@@ -144,7 +156,7 @@ reader *pg_reader_take(pg_store *pg) {
     pg->n_readers++; /* this thread makes one */
   pthread_mutex_unlock(&pg->readers_mu);
   if (r && PQstatus(r->conn) == CONNECTION_OK)
-    return r;
+    return reader_named(pg, r);
   char err[512];
   PGconn *c = pg_connect(pg->conninfo, pg->synchronous_full, err, sizeof err);
   if (!c) {
@@ -165,7 +177,8 @@ reader *pg_reader_take(pg_store *pg) {
     PQfinish(r->conn);
     r->conn = c;
     r->n = 0;
-    return r;
+    r->named = 0;
+    return reader_named(pg, r);
   }
   r = xcalloc(1, sizeof *r);
   r->conn = c;
@@ -173,7 +186,7 @@ reader *pg_reader_take(pg_store *pg) {
   r->next = pg->readers;
   pg->readers = r;
   pthread_mutex_unlock(&pg->readers_mu);
-  return r;
+  return reader_named(pg, r);
 }
 
 void pg_reader_give(pg_store *pg, reader *r) {

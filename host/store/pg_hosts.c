@@ -160,7 +160,8 @@ static PGconn *keeper_connect(pg_store *pg) {
   if (!c)
     return NULL;
   snprintf(sql, sizeof sql, "LISTEN " HOST_CHANNEL "%" PRId64, pg->host);
-  if (pg_exec_cmd(c, sql, err, sizeof err) != 0) {
+  if (pg_exec_cmd(c, sql, err, sizeof err) != 0 ||
+      pg_session_name(pg, c, err, sizeof err) != 0) {
     PQfinish(c);
     return NULL;
   }
@@ -217,6 +218,27 @@ static void *keeper_main(void *arg) {
   return NULL;
 }
 
+/* A host frozen (SIGSTOP, a paused VM, a long swap stall) inside a
+ * group's transaction holds its hosts row FOR SHARE, the fence, and in
+ * the middle of a pipeline the server arms no idle timeout: marking it
+ * dead would wait for that lock for as long as it stays frozen, and its
+ * instances would never move.  So every session of a joined host carries
+ * its name, and the takeover pass ends the sessions of a host past its
+ * lease before it marks that host dead (which lets the lock go; the
+ * frozen host, once it runs again, finds its connections gone and its
+ * row dead). */
+int pg_session_name(pg_store *pg, PGconn *c, char *err, size_t errlen) {
+  if (pg->host <= 0)
+    return 0;
+  char sql[80], msg[256];
+  snprintf(sql, sizeof sql, "SET application_name='duro host %" PRId64 "'",
+           pg->host);
+  if (pg_exec_cmd(c, sql, msg, sizeof msg) == 0)
+    return 0;
+  snprintf(err, errlen, "PostgreSQL: %s", msg);
+  return -1;
+}
+
 int pg_join(void *db, int64_t lease_ms, const store_host_hooks *hooks,
             int64_t *host, char *err, size_t errlen) {
   pg_store *pg = db;
@@ -239,6 +261,8 @@ int pg_join(void *db, int64_t lease_ms, const store_host_hooks *hooks,
   pg->host = get_i64(r, 0, 0);
   PQclear(r);
   pg->lease_ms = lease_ms;
+  if (pg_session_name(pg, pg->wr, err, errlen))
+    return DURO_E_STORAGE;
   lease_renewed(pg, sent); /* the row's heartbeat is its insert's */
   pg->hooks = *hooks;
   if (pthread_create(&pg->keeper, NULL, keeper_main, pg) != 0) {
@@ -263,6 +287,29 @@ static PGresult *tx_exec(PGconn *c, const char *sql, const params *p) {
   return r;
 }
 
+/* Ends the sessions of every other host past its lease (see
+ * pg_session_name), logging each host whose sessions it ended.  Without
+ * the right to (another role, not pg_signal_backend), marking such a
+ * host dead waits as before. */
+static void end_stale_sessions(pg_store *pg, PGconn *c, const params *me) {
+  (void)pg;
+  PGresult *r = PQexecParams(
+      c,
+      "SELECT h.id, count(*) FILTER (WHERE pg_terminate_backend(a.pid)) "
+      "FROM hosts h JOIN pg_stat_activity a ON a.application_name = "
+      "'duro host ' || h.id WHERE h.id<>$1 AND NOT h.dead AND "
+      "greatest(h.heartbeat, pg_postmaster_start_time()) < now() - "
+      "h.lease_ms * interval '1 millisecond' GROUP BY h.id",
+      me->n, NULL, me->v, NULL, NULL, 0);
+  if (PQresultStatus(r) == PGRES_TUPLES_OK)
+    for (int i = 0; i < PQntuples(r); i++)
+      if (strcmp(PQgetvalue(r, i, 1), "0") != 0)
+        log_warn("host %s is past its lease: ended its %s session(s), so "
+                 "that what it held (a frozen group's fence) lets go",
+                 PQgetvalue(r, i, 0), PQgetvalue(r, i, 1));
+  PQclear(r);
+}
+
 int pg_takeover(void *db, size_t limit,
                 void (*fn)(void *ctx, int64_t rowid, int64_t wake_ms),
                 void *ctx, size_t *moved) {
@@ -277,6 +324,7 @@ int pg_takeover(void *db, size_t limit,
   PGresult *r = NULL;
   int rc = DURO_E_STORAGE;
   int64_t sent = boot_ms();
+  end_stale_sessions(pg, c, &me);
   if (pg_exec_cmd(c, "BEGIN", NULL, 0))
     goto out;
   /* Its own lease first: a host that lost it takes nothing. */

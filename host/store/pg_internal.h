@@ -74,6 +74,7 @@ typedef struct reader {
   PGconn *conn;
   const char *sql[READER_CACHE];
   size_t n;
+  int64_t named;            /* the host its session is named after, or 0 */
   struct reader *next;      /* every reader (pg_store.readers) */
   struct reader *next_idle; /* pg_store.idle */
 } reader;
@@ -194,6 +195,11 @@ int pg_adopt(void *db, int64_t rowid, int64_t *owner);
 int pg_notify(void *db, int64_t host, const char *text);
 int pg_lease_held(void *db);
 void pg_quiet(void *db);
+/* Names session c after the host this store joined as ("duro host N",
+ * its application_name), so that another host can end the sessions of
+ * a host past its lease (pg_takeover); nothing before the join.  0, or
+ * -1 with why in err. */
+int pg_session_name(pg_store *pg, PGconn *c, char *err, size_t errlen);
 /* At close: the keeper stops and a host that leaves cleanly marks itself
  * dead, so that its instances move at once, not a lease later. */
 void pg_host_leave(pg_store *pg);
