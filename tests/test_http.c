@@ -41,9 +41,10 @@
  *    request is served meanwhile), those past their own budget are
  *    answered 503 with Retry-After (a create ?wait= too, before it
  *    creates anything), and closing them ends their waits;
- *  - in process: http.c linked into this test with uv_queue_work wrapped
- *    (-Wl,--wrap) to fail: the request is answered 503 and nothing is
- *    left in flight for a shutdown to wait on;
+ *  - in process: the HTTP server (host/server/http/) linked into this
+ *    test with uv_queue_work wrapped (-Wl,--wrap) to fail: the request
+ *    is answered 503 and nothing is left in flight for a shutdown to
+ *    wait on;
  *  - queues: send, batch, pull, ack, retry into the dead-letter queue and
  *    the counts, then every refusal (404, 413, 400, 405); a dead-letter
  *    queue's messages kept however often they are pulled, and sent back

@@ -1,0 +1,119 @@
+/* route_health.c — what the host says of itself: GET /healthz (200
+ * while it serves; "degraded" names hung attempts), GET /metrics (the
+ * engine's counters, each plugin build's pinned instances, and the
+ * listener's own: requests by method, waiting GETs, the bytes against
+ * each budget) and GET /metrics/history (the engine's counters per 10 s
+ * over the last 10 minutes).  count_request is the loop's side of the
+ * request counters. */
+#include "http_internal.h"
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+/* Each loaded plugin build, with the instances pinned to it. */
+static char *plugin_metrics(http_server *s) {
+  if (!s->plugins)
+    return xstrdup("");
+  json_t *list = reload_list(s->plugins);
+  char *text = xstrdup("# HELP duro_plugin_build_instances Instances that "
+                       "have not ended, pinned to each loaded build.\n"
+                       "# TYPE duro_plugin_build_instances gauge\n");
+  size_t i, k;
+  json_t *p, *b;
+  json_array_foreach(json_object_get(list, "plugins"), i, p) {
+    json_array_foreach(json_object_get(p, "builds"), k, b) {
+      char *line =
+          xasprintf("%sduro_plugin_build_instances{plugin=\"%s\",build=\"%s\","
+                    "newest=\"%d\"} %" JSON_INTEGER_FORMAT "\n",
+                    text, json_string_value(json_object_get(p, "name")),
+                    json_string_value(json_object_get(b, "build")),
+                    json_is_true(json_object_get(b, "newest")),
+                    json_integer_value(json_object_get(b, "instances")));
+      free(text);
+      text = line;
+    }
+  }
+  json_decref(list);
+  return text;
+}
+
+/* The listener's own gauges, as the loop last published them. */
+enum { REQ_GET, REQ_POST, REQ_PATCH, REQ_OTHER };
+
+void count_request(http_server *s, const h2o_req_t *req) {
+  static const char *const names[] = {"GET", "POST", "PATCH"};
+  int m = REQ_OTHER;
+  for (int i = 0; i < REQ_OTHER; i++)
+    if (h2o_memis(req->method.base, req->method.len, names[i],
+                  strlen(names[i])))
+      m = i;
+  __atomic_fetch_add(&s->requests[m], 1, __ATOMIC_RELAXED);
+}
+
+static uint64_t requests_of(http_server *s, int m) {
+  return __atomic_load_n(&s->requests[m], __ATOMIC_RELAXED);
+}
+
+static char *http_metrics(http_server *s) {
+  return xasprintf(
+      "# HELP duro_http_requests_total Requests received (past the token "
+      "check), by method.\n"
+      "# TYPE duro_http_requests_total counter\n"
+      "duro_http_requests_total{method=\"GET\"} %" PRIu64 "\n"
+      "duro_http_requests_total{method=\"POST\"} %" PRIu64 "\n"
+      "duro_http_requests_total{method=\"PATCH\"} %" PRIu64 "\n"
+      "duro_http_requests_total{method=\"other\"} %" PRIu64 "\n"
+      "# HELP duro_http_waiting GETs ?wait= waiting for their instance to "
+      "end.\n"
+      "# TYPE duro_http_waiting gauge\n"
+      "duro_http_waiting %zu\n"
+      "# HELP duro_http_waiting_bytes Bytes the waiting GETs' connections "
+      "hold (their own budget).\n"
+      "# TYPE duro_http_waiting_bytes gauge\n"
+      "duro_http_waiting_bytes %zu\n"
+      "# HELP duro_http_request_bytes Bytes of requests being received, "
+      "against the request budget.\n"
+      "# TYPE duro_http_request_bytes gauge\n"
+      "duro_http_request_bytes %zu\n"
+      "# HELP duro_http_budget_bytes Each of the two budgets, in bytes.\n"
+      "# TYPE duro_http_budget_bytes gauge\n"
+      "duro_http_budget_bytes %zu\n",
+      requests_of(s, REQ_GET), requests_of(s, REQ_POST),
+      requests_of(s, REQ_PATCH), requests_of(s, REQ_OTHER),
+      __atomic_load_n(&s->shown_parked, __ATOMIC_RELAXED),
+      __atomic_load_n(&s->shown_parked_bytes, __ATOMIC_RELAXED),
+      __atomic_load_n(&s->shown_bytes, __ATOMIC_RELAXED),
+      s->budget == SIZE_MAX ? 0 : s->budget);
+}
+
+static int metrics(http_server *s, http_exchange *x) {
+  char *engine = duro_engine_metrics(s->engine);
+  char *builds = plugin_metrics(s);
+  char *own = http_metrics(s);
+  char *text = xasprintf("%s%s%s", engine, builds, own);
+  free(own);
+  send_text(x, 200, "text/plain; version=0.0.4", text, strlen(text));
+  free(engine);
+  free(builds);
+  free(text);
+  return 0;
+}
+
+int healthz_route(http_server *s, http_exchange *x) {
+  return method_is(x, "GET") ? send_json(x, 200, duro_engine_health(s->engine))
+                             : wrong_method(x, "GET");
+}
+
+int metrics_route(http_server *s, http_exchange *x) {
+  return method_is(x, "GET") ? metrics(s, x) : wrong_method(x, "GET");
+}
+
+int history_route(http_server *s, http_exchange *x) {
+  return method_is(x, "GET")
+             ? send_json(x, 200, duro_engine_metrics_history(s->engine))
+             : wrong_method(x, "GET");
+}

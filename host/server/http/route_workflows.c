@@ -1,0 +1,497 @@
+/* route_workflows.c — /workflows/{wf} and its instances: create one
+ * (POST .../instances[?wait=]) or a batch (POST .../instances/batch),
+ * list them, describe one (GET .../instances/{id}[?wait=]), its light
+ * status and its changes (GET and PATCH .../status), and its events
+ * (POST .../events/{type}).
+ *
+ * Creations and events are answered when their commit is done, without a
+ * thread waiting for it (on a served connection; a request without one,
+ * as in http_serve, waits).  The route's thread returns at once, so
+ * creations arriving meanwhile share the commit. */
+#include "http_internal.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "duration.h"
+#include "error.h"
+#include "util.h"
+
+#define MAX_BATCH 100
+
+/* ---- instance creation ------------------------------------------------------
+ */
+
+typedef struct create_fields {
+  const char *id;
+  char *params; /* malloc'ed JSON text, or NULL */
+  int64_t retention_ms;
+  char problem[160];
+} create_fields;
+
+static const char *read_create_fields(json_t *o, create_fields *f);
+
+/* Reads {id?, params?, retention?} into f.  Returns NULL, or a message
+ * (pool-allocated) saying what is wrong; then f->params is freed (it
+ * leaked when a bad field followed "params": test_http). */
+static const char *read_create(json_t *o, create_fields *f) {
+  const char *bad = read_create_fields(o, f);
+  if (bad) {
+    free(f->params);
+    f->params = NULL;
+  }
+  return bad;
+}
+
+static const char *read_create_fields(json_t *o, create_fields *f) {
+  memset(f, 0, sizeof *f);
+  f->retention_ms = -1;
+  if (!json_is_object(o))
+    return "an instance must be a JSON object";
+  const char *key;
+  json_t *v;
+  json_object_foreach(o, key, v) {
+    if (!strcmp(key, "id")) {
+      if (!json_is_string(v))
+        return "\"id\" must be a string";
+      f->id = json_string_value(v);
+    } else if (!strcmp(key, "params")) {
+      free(f->params);
+      f->params = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    } else if (!strcmp(key, "retention")) {
+      if (json_is_integer(v) && json_integer_value(v) >= 0)
+        f->retention_ms = json_integer_value(v);
+      else if (!json_is_string(v) ||
+               duration_parse(json_string_value(v), &f->retention_ms) != 0)
+        return "\"retention\" must be a duration such as \"30d\" or a "
+               "number of milliseconds";
+    } else {
+      free(f->params);
+      f->params = NULL;
+      snprintf(f->problem, sizeof f->problem, "unknown field \"%.100s\"", key);
+      return f->problem;
+    }
+  }
+  return NULL;
+}
+
+typedef struct create_answer {
+  http_exchange *x;
+  char *wf, *id; /* for the error's message */
+  int batch;
+} create_answer;
+
+static void answer_created(create_answer *a, int rc, json_t *result) {
+  http_exchange *x = a->x;
+  if (rc) {
+    send_engine_error(x, rc, a->wf, a->id);
+  } else if (a->batch) {
+    /* "rc" is the engine's internal code; clients get "code". */
+    size_t i;
+    json_t *err;
+    json_array_foreach(json_object_get(result, "errors"), i, err)
+        json_object_del(err, "rc");
+    send_json(x, 200, json_incref(result));
+  } else {
+    json_t *one = json_array_get(json_object_get(result, "created"), 0);
+    if (one && x->then_wait)
+      x->then_wait->id = xstrdup(json_string_value(json_object_get(one, "id")));
+    if (one)
+      send_json(x, 201,
+                json_pack("{s:O,s:s}", "id", json_object_get(one, "id"),
+                          "status", "queued"));
+    else
+      send_engine_error(
+          x,
+          (int)json_integer_value(json_object_get(
+              json_array_get(json_object_get(result, "errors"), 0), "rc")),
+          a->wf, a->id);
+  }
+  json_decref(result);
+}
+
+static void on_created(void *ctx, int rc, json_t *result) {
+  create_answer *a = ctx;
+  http_exchange *x = a->x;
+  answer_created(a, rc, result);
+  free(a->wf);
+  free(a->id);
+  free(a);
+  exchange_complete(x);
+}
+
+/* Hands the creations to the engine; the answer follows their commit. */
+static int create_deferred(http_server *s, http_exchange *x, const char *wf,
+                           const duro_create_req *reqs, size_t n, int batch) {
+  create_answer *a = xcalloc(1, sizeof *a);
+  *a = (create_answer){
+      x, xstrdup(wf), !batch && reqs[0].id ? xstrdup(reqs[0].id) : NULL, batch};
+  if (!x->req) { /* no loop to answer from: wait */
+    json_t *result = NULL;
+    int rc = duro_instance_create_batch(s->engine, wf, reqs, n, &result);
+    answer_created(a, rc, result);
+    if (x->then_wait && x->then_wait->id)
+      wait_for_end(s, x, x->then_wait->wf, x->then_wait->id, 0);
+  } else {
+    x->owners++; /* before the commit can complete */
+    int rc =
+        duro_instance_create_batch_async(s->engine, wf, reqs, n, on_created, a);
+    if (rc == 0)
+      return 0; /* a is on_created's now */
+    x->owners--;
+    send_engine_error(x, rc, wf, a->id);
+  }
+  free(a->wf);
+  free(a->id);
+  free(a);
+  return 0;
+}
+
+/* Before anything is created: a ?wait= that could not be parked is
+ * answered 503 now, while a retry cannot create the instance twice.
+ * Returns 1 when the request was answered. */
+static int create_wait_prepare(http_server *s, http_exchange *x,
+                               const char *wf) {
+  int64_t ms;
+  int given = wait_param(x, &ms);
+  if (given <= 0)
+    return given < 0;
+  if (x->req && ms > 0 && waits_full(s, x->req)) {
+    note_busy(s);
+    send_error(x, 503, "server.busy",
+               "%zu requests wait for their instance already; retry",
+               s->parked);
+    return 1;
+  }
+  x->then_wait = xcalloc(1, sizeof *x->then_wait);
+  x->then_wait->wf = xstrdup(wf);
+  x->then_wait->ms = ms;
+  return 0;
+}
+
+static int create_one(http_server *s, http_exchange *x, const char *wf) {
+  if (create_wait_prepare(s, x, wf))
+    return 0;
+  int sent;
+  json_t *body = parse_body(x, json_object(), &sent);
+  if (!body)
+    return 0;
+  create_fields f;
+  const char *bad = read_create(body, &f);
+  if (bad) {
+    json_decref(body);
+    return send_error(x, 400, "request.invalid", "%s", bad);
+  }
+  if (f.id && !duro_instance_id_valid(f.id)) {
+    json_decref(body);
+    free(f.params);
+    return send_error(
+        x, 400, duro_err_name(DURO_E_INVALID_ID),
+        "instance ids are 1-100 characters of A-Z a-z 0-9 _ . : -");
+  }
+  duro_create_req req = {
+      .id = f.id, .params = f.params, .retention_ms = f.retention_ms};
+  create_deferred(s, x, wf, &req, 1, 0);
+  free(f.params);
+  json_decref(body);
+  return 0;
+}
+
+static int create_batch(http_server *s, http_exchange *x, const char *wf) {
+  if (query_param(x, "wait"))
+    return send_error(x, 400, "request.invalid",
+                      "a batch is answered once created: wait for each "
+                      "instance with GET .../instances/{id}?wait=");
+  int sent;
+  json_t *body = parse_body(x, NULL, &sent);
+  if (!body)
+    return 0;
+  json_t *list = json_object_get(body, "instances");
+  if (!json_is_array(list) || json_object_size(body) != 1) {
+    json_decref(body);
+    return send_error(x, 400, "request.invalid",
+                      "the body must be {\"instances\": [...]}");
+  }
+  size_t n = json_array_size(list);
+  if (n == 0 || n > MAX_BATCH) {
+    json_decref(body);
+    return send_error(x, 400, "request.invalid",
+                      "a batch holds 1 to %d instances, not %zu", MAX_BATCH, n);
+  }
+  duro_create_req reqs[MAX_BATCH];
+  create_fields f[MAX_BATCH];
+  size_t parsed = 0;
+  const char *bad = NULL;
+  for (; parsed < n && !bad; parsed++) {
+    bad = read_create(json_array_get(list, parsed), &f[parsed]);
+    reqs[parsed] = (duro_create_req){.id = f[parsed].id,
+                                     .params = f[parsed].params,
+                                     .retention_ms = f[parsed].retention_ms};
+  }
+  if (bad) {
+    for (size_t i = 0; i < parsed; i++)
+      free(f[i].params);
+    json_decref(body);
+    return send_error(x, 400, "request.invalid", "instances[%zu]: %s",
+                      parsed - 1, bad);
+  }
+  create_deferred(s, x, wf, reqs, n, 1);
+  for (size_t i = 0; i < n; i++)
+    free(f[i].params);
+  json_decref(body);
+  return 0;
+}
+
+/* ---- the other routes -------------------------------------------------------
+ */
+
+static int list_instances(http_server *s, http_exchange *x, const char *wf) {
+  const char *status = query_param(x, "status");
+  const char *limit = query_param(x, "limit");
+  const char *cursor = query_param(x, "cursor");
+  int st = -1;
+  if (status && *status && (st = duro_status_parse(status)) < 0)
+    return send_error(x, 400, "request.invalid", "unknown status \"%s\"",
+                      status);
+  long lim = 100;
+  if (limit) {
+    char *end;
+    lim = strtol(limit, &end, 10);
+    if (*end || lim < 1 || lim > 1000)
+      return send_error(x, 400, "request.invalid", "limit must be 1 to 1000");
+  }
+  json_t *out = NULL;
+  int rc = duro_instance_list(s->engine, wf, st, (size_t)lim, cursor, &out);
+  if (rc == DURO_E_INVALID_ARGUMENT)
+    return send_error(x, 400, "request.invalid", "invalid cursor");
+  if (rc)
+    return send_engine_error(x, rc, wf, NULL);
+  return send_json(x, 200, out);
+}
+
+static int describe(http_server *s, http_exchange *x, const char *wf,
+                    const char *id) {
+  json_t *out = NULL;
+  int rc = duro_instance_describe(s->engine, wf, id, &out);
+  if (rc)
+    return send_engine_error(x, rc, wf, id);
+  return send_json(x, 200, out);
+}
+
+/* The light status: the row without steps or attempts. */
+int summary(http_server *s, http_exchange *x, const char *wf, const char *id) {
+  json_t *out = NULL;
+  int rc = duro_instance_summary(s->engine, wf, id, &out);
+  if (rc && x->then_wait)
+    return 0; /* the create's 201 stands: the instance exists */
+  if (rc)
+    return send_engine_error(x, rc, wf, id);
+  return send_json(x, x->then_wait ? 201 : 200, out);
+}
+
+/* GET /workflows/{wf}/instances/{id}[?wait=DURATION]: the whole
+ * instance, or, with wait, its light status once it has ended or the
+ * wait (at most http.max_wait) ran out. */
+static int get_instance(http_server *s, http_exchange *x, const char *wf,
+                        const char *id) {
+  int64_t ms;
+  int given = wait_param(x, &ms);
+  if (given == 0)
+    return describe(s, x, wf, id);
+  return given < 0 ? 0 : wait_for_end(s, x, wf, id, ms);
+}
+
+static int change_status(http_server *s, http_exchange *x, const char *wf,
+                         const char *id) {
+  int sent;
+  json_t *body = parse_body(x, NULL, &sent);
+  if (!body)
+    return 0;
+  const char *action = json_string_value(json_object_get(body, "status"));
+  json_t *from = json_object_get(body, "from");
+  int rc;
+  if (!action) {
+    rc = -1;
+  } else if (!strcmp(action, "pause")) {
+    rc = duro_instance_pause(s->engine, wf, id);
+  } else if (!strcmp(action, "resume")) {
+    rc = duro_instance_resume(s->engine, wf, id);
+  } else if (!strcmp(action, "terminate")) {
+    rc = duro_instance_terminate(s->engine, wf, id);
+  } else if (!strcmp(action, "restart")) {
+    const char *name = json_string_value(json_object_get(from, "name"));
+    json_t *count = json_object_get(from, "count");
+    if ((from && !name) ||
+        (count && (!json_is_integer(count) || json_integer_value(count) < 1))) {
+      json_decref(body);
+      return send_error(x, 400, "request.invalid",
+                        "\"from\" must be {\"name\": string, \"count\"?: "
+                        "integer >= 1}");
+    }
+    uint32_t n = count ? (uint32_t)json_integer_value(count) : 1;
+    char *why;
+    rc = duro_instance_restart_why(s->engine, wf, id, name, n, &why);
+    if (rc == DURO_E_CANNOT_RESTART && why) {
+      /* `name` points into `body`: format the reply before freeing it
+       * (test_http caught a use-after-free here). */
+      if (name)
+        send_error(x, 409, duro_err_name(rc),
+                   "%s/%s cannot be restarted from step \"%s\"#%u: %s", wf, id,
+                   name, n, why);
+      else
+        send_error(x, 409, duro_err_name(rc), "%s/%s cannot be restarted: %s",
+                   wf, id, why);
+      free(why);
+      json_decref(body);
+      return 0;
+    }
+    free(why);
+  } else {
+    rc = -1;
+  }
+  json_decref(body);
+  if (rc == -1)
+    return send_error(x, 400, "request.invalid",
+                      "\"status\" must be pause, resume, terminate or "
+                      "restart");
+  if (rc)
+    return send_engine_error(x, rc, wf, id);
+  duro_status now;
+  rc = duro_instance_status(s->engine, wf, id, &now);
+  if (rc)
+    return send_engine_error(x, rc, wf, id);
+  return send_json(
+      x, 200,
+      json_pack("{s:s,s:s}", "id", id, "status", duro_status_name(now)));
+}
+
+/* An event is answered 202 once it is on disk, without a thread waiting
+ * for the commit (as a creation is). */
+typedef struct event_answer {
+  http_exchange *x;
+  char *wf, *id, *type;
+} event_answer;
+
+/* status: the ended instance's, when known (NULL: an end that overtook
+ * the event's commit). */
+static void answer_event(event_answer *a, int rc, const char *status) {
+  if (rc == DURO_E_INVALID_PARAMS)
+    send_error(a->x, 400, duro_err_name(rc),
+               "the event payload is over the size limit");
+  else if (rc == DURO_E_INSTANCE_ENDED)
+    send_error(a->x, 409, duro_err_name(rc),
+               "%s/%s is %s: an ended instance takes no events (restart it "
+               "first); the event was not stored",
+               a->wf, a->id, status ? status : "ended");
+  else if (rc)
+    send_engine_error(a->x, rc, a->wf, a->id);
+  else
+    send_json(a->x, 202, json_pack("{s:s,s:s}", "id", a->id, "type", a->type));
+}
+
+static void event_answer_free(event_answer *a) {
+  free(a->wf);
+  free(a->id);
+  free(a->type);
+  free(a);
+}
+
+static void on_event_stored(void *ctx, int rc) {
+  event_answer *a = ctx;
+  http_exchange *x = a->x;
+  answer_event(a, rc, NULL);
+  event_answer_free(a);
+  exchange_complete(x);
+}
+
+static int send_event(http_server *s, http_exchange *x, const char *wf,
+                      const char *id, const char *type) {
+  int sent;
+  json_t *payload = parse_body(x, json_null(), &sent);
+  if (!payload)
+    return 0;
+  char *text = json_dumps(payload, JSON_COMPACT | JSON_ENCODE_ANY);
+  json_decref(payload);
+  event_answer *a = xcalloc(1, sizeof *a);
+  *a = (event_answer){x, xstrdup(wf), xstrdup(id), xstrdup(type)};
+  int rc;
+  if (!x->req) { /* no loop to answer from: wait */
+    rc = duro_instance_send_event(s->engine, wf, id, type, text);
+  } else {
+    x->owners++; /* before the commit can complete */
+    rc = duro_instance_send_event_async(s->engine, wf, id, type, text,
+                                        on_event_stored, a);
+    if (rc == 0) {
+      free(text);
+      return 0; /* a is on_event_stored's now */
+    }
+    x->owners--;
+  }
+  free(text);
+  duro_status now;
+  int ended = rc == DURO_E_INSTANCE_ENDED &&
+              duro_instance_status(s->engine, wf, id, &now) == 0;
+  answer_event(a, rc, ended ? duro_status_name(now) : NULL);
+  event_answer_free(a);
+  return 0;
+}
+
+/* GET /workflows/{wf}: its instances by status and its backlog. */
+static int workflow_route(http_server *s, http_exchange *x, const char *wf) {
+  if (!method_is(x, "GET"))
+    return wrong_method(x, "GET");
+  json_t *out = NULL;
+  int rc = name_valid(wf) ? duro_workflow_stats(s->engine, wf, &out)
+                          : DURO_E_WORKFLOW_NOT_FOUND;
+  if (rc)
+    return send_engine_error(x, rc, wf, NULL);
+  return send_json(x, 200, out);
+}
+
+/* /workflows/{wf}[/instances[/{id}[/status|/events/{type}]]]. */
+int workflows_route(http_server *s, http_exchange *x, char **seg, int n) {
+  if (n == 2)
+    return workflow_route(s, x, seg[1]);
+  if (n < 3 || strcmp(seg[2], "instances") != 0)
+    return send_error(x, 404, "route.not_found", "no route for %s %s",
+                      x->rq.method, x->rq.path);
+  const char *wf = seg[1];
+  if (!name_valid(wf))
+    return send_error(x, 404, duro_err_name(DURO_E_WORKFLOW_NOT_FOUND),
+                      "invalid workflow name");
+  if (n == 3) {
+    if (method_is(x, "POST"))
+      return create_one(s, x, wf);
+    if (method_is(x, "GET"))
+      return list_instances(s, x, wf);
+    return wrong_method(x, "GET, POST");
+  }
+  const char *id = seg[3];
+  if (n == 4 && !strcmp(id, "batch") && method_is(x, "POST"))
+    return create_batch(s, x, wf);
+  if (!duro_instance_id_valid(id))
+    return send_error(
+        x, 400, duro_err_name(DURO_E_INVALID_ID),
+        "instance ids are 1-100 characters of A-Z a-z 0-9 _ . : -");
+  if (n == 4)
+    return method_is(x, "GET") ? get_instance(s, x, wf, id)
+                               : wrong_method(x, "GET");
+  if (n == 5 && !strcmp(seg[4], "status")) {
+    if (method_is(x, "GET"))
+      return summary(s, x, wf, id);
+    return method_is(x, "PATCH") ? change_status(s, x, wf, id)
+                                 : wrong_method(x, "GET, PATCH");
+  }
+  if (n == 6 && !strcmp(seg[4], "events")) {
+    if (!name_valid(seg[5]))
+      return send_error(
+          x, 400, "request.invalid",
+          "event types are 1-100 characters of A-Z a-z 0-9 _ . : -");
+    return method_is(x, "POST") ? send_event(s, x, wf, id, seg[5])
+                                : wrong_method(x, "POST");
+  }
+  return send_error(x, 404, "route.not_found", "no route for %s %s",
+                    x->rq.method, x->rq.path);
+}
