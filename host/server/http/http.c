@@ -234,22 +234,9 @@ static void guard_browsers(http_server *s, const config *cfg,
   s->n_allowed = cfg->http.n_allowed_hosts;
 }
 
-int http_start(uv_loop_t *loop, duro_engine *e, const config *cfg,
-               int listen_fd, http_server **out, char *err, size_t errlen) {
-  const char *listen = cfg->http.listen ? cfg->http.listen : "127.0.0.1:8787";
-  struct sockaddr_storage addr;
-  const char *token;
-  if (resolve(cfg, &addr, &token, err, errlen) != 0)
-    return -1;
-
-  size_t max_body = cfg->http.max_body_bytes > 0
-                        ? (size_t)cfg->http.max_body_bytes
-                        : 1024 * 1024;
-  http_server *s = http_server_new(e, token, max_body);
-  s->max_wait_ms = cfg->http.max_wait_ms;
-  guard_browsers(s, cfg, listen);
-  s->budget = max_body * BUDGET_BODIES > BUDGET_MIN ? max_body * BUDGET_BODIES
-                                                    : BUDGET_MIN;
+/* The H2O side of a server: its configuration, one handler for every
+ * path, the JSON errors of H2O's own refusals, and the context on `loop`. */
+static void h2o_setup(http_server *s, uv_loop_t *loop) {
   h2o_config_init(&s->config);
   /* H2O refuses a larger Content-Length from the headers, and stops a
    * chunked body there (H2O counts a chunked body's last byte as over,
@@ -270,9 +257,12 @@ int http_start(uv_loop_t *loop, duro_engine *e, const config *cfg,
   s->started = 1;
   s->accept_ctx.ctx = &s->ctx;
   s->accept_ctx.hosts = s->config.hosts;
-  *out = s; /* on failure, the caller frees it once the loop ran */
+}
 
-  /* Neither handle keeps the loop running on its own. */
+/* The loop's handles of a server: the bounded reads' prepare, the gate's
+ * sweep, the done queue and the linger at shutdown.  Neither keeps the
+ * loop running on its own.  Returns 0 or a libuv error. */
+static int start_handles(http_server *s, uv_loop_t *loop) {
   int rc = uv_prepare_init(loop, &s->bound);
   if (rc == 0) {
     s->handles++;
@@ -298,35 +288,66 @@ int http_start(uv_loop_t *loop, duro_engine *e, const config *cfg,
     s->linger_open = 1;
     s->linger.data = s; /* active only while answers linger */
   }
-  if (rc != 0) {
-    snprintf(err, errlen, "%s: cannot start serving HTTP: %s", cfg->file,
-             uv_strerror(rc));
-    return -1;
-  }
-  rc = uv_tcp_init(loop, &s->listener);
-  if (rc != 0) {
-    snprintf(err, errlen, "%s: cannot listen on %s: %s", cfg->file, listen,
-             uv_strerror(rc));
-    return -1;
-  }
+  return rc;
+}
+
+/* Listens on listen_fd, or binds `addr` when it is -1, and reads the port
+ * bound.  Returns 0 or a libuv error. */
+static int start_listening(http_server *s, uv_loop_t *loop, int listen_fd,
+                           const struct sockaddr_storage *addr) {
+  int rc = uv_tcp_init(loop, &s->listener);
+  if (rc != 0)
+    return rc;
   s->listener.data = s;
   s->listening = 1; /* http_stop closes it */
-  rc = listen_fd >= 0 ? uv_tcp_open(&s->listener, listen_fd)
-                      : uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0);
+  rc = listen_fd >= 0
+           ? uv_tcp_open(&s->listener, listen_fd)
+           : uv_tcp_bind(&s->listener, (const struct sockaddr *)addr, 0);
   if (rc == 0)
     rc = uv_listen((uv_stream_t *)&s->listener, SOMAXCONN, on_accept);
   struct sockaddr_storage bound;
   int blen = sizeof bound;
   if (rc == 0)
     rc = uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &blen);
+  if (rc != 0)
+    return rc;
+  s->port = ntohs(bound.ss_family == AF_INET6
+                      ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                      : ((struct sockaddr_in *)&bound)->sin_port);
+  return 0;
+}
+
+int http_start(uv_loop_t *loop, duro_engine *e, const config *cfg,
+               int listen_fd, http_server **out, char *err, size_t errlen) {
+  const char *listen = cfg->http.listen ? cfg->http.listen : "127.0.0.1:8787";
+  struct sockaddr_storage addr;
+  const char *token;
+  if (resolve(cfg, &addr, &token, err, errlen) != 0)
+    return -1;
+
+  size_t max_body = cfg->http.max_body_bytes > 0
+                        ? (size_t)cfg->http.max_body_bytes
+                        : 1024 * 1024;
+  http_server *s = http_server_new(e, token, max_body);
+  s->max_wait_ms = cfg->http.max_wait_ms;
+  guard_browsers(s, cfg, listen);
+  s->budget = max_body * BUDGET_BODIES > BUDGET_MIN ? max_body * BUDGET_BODIES
+                                                    : BUDGET_MIN;
+  h2o_setup(s, loop);
+  *out = s; /* on failure, the caller frees it once the loop ran */
+
+  int rc = start_handles(s, loop);
+  if (rc != 0) {
+    snprintf(err, errlen, "%s: cannot start serving HTTP: %s", cfg->file,
+             uv_strerror(rc));
+    return -1;
+  }
+  rc = start_listening(s, loop, listen_fd, &addr);
   if (rc != 0) {
     snprintf(err, errlen, "%s: cannot listen on %s: %s", cfg->file, listen,
              uv_strerror(rc));
     return -1;
   }
-  s->port = ntohs(bound.ss_family == AF_INET6
-                      ? ((struct sockaddr_in6 *)&bound)->sin6_port
-                      : ((struct sockaddr_in *)&bound)->sin_port);
   return 0;
 }
 

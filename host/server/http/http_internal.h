@@ -165,6 +165,7 @@ struct create_wait {
   uv_work_t work;
 };
 
+/* A GET ?wait= not yet answered (http_wait.c). */
 struct http_wait {
   http_exchange *x;
   const char *wf, *id; /* in x's request */
@@ -210,15 +211,13 @@ struct http_conn {
   uv_shutdown_t shutdown;
 };
 
-/* ---- http.c ---------------------------------------------------------------
- */
+/* ---- http.c -------------------------------------------------------------- */
 
 /* The pool, or the calling thread for http_serve: answers x. */
 int route(http_server *s, http_exchange *x);
 void on_handle_closed(uv_handle_t *h);
 
-/* ---- http_exchange.c ------------------------------------------------------
- */
+/* ---- http_exchange.c ----------------------------------------------------- */
 
 int on_req(h2o_handler_t *self, h2o_req_t *req);
 /* The last owner let go of the exchange: answer it. */
@@ -230,8 +229,7 @@ void exchange_complete(http_exchange *x);
 void close_done_async(http_server *s);
 void on_done_async(uv_async_t *a);
 
-/* ---- http_gate.c ----------------------------------------------------------
- */
+/* ---- http_gate.c --------------------------------------------------------- */
 
 /* What an H2O input buffer holds in memory. */
 size_t input_bytes(const h2o_buffer_t *b);
@@ -240,8 +238,7 @@ void on_prepare(uv_prepare_t *p);
 void on_sweep(uv_timer_t *t);
 void on_accept(uv_stream_t *listener, int status);
 
-/* ---- http_guard.c ---------------------------------------------------------
- */
+/* ---- http_guard.c -------------------------------------------------------- */
 
 int token_ok(const http_server *s, const http_header *h, size_t n);
 int public_request(const char *method, size_t method_len, const char *path,
@@ -251,8 +248,7 @@ int refuse_early(http_server *s, http_exchange *x, const http_input *in);
 size_t buffered(const http_server *s);
 void note_busy(http_server *s);
 
-/* ---- http_wait.c ----------------------------------------------------------
- */
+/* ---- http_wait.c --------------------------------------------------------- */
 
 int wait_param(http_exchange *x, int64_t *ms);
 int wait_for_end(http_server *s, http_exchange *x, const char *wf,
@@ -263,8 +259,7 @@ void wait_fired(http_wait *w);
 void wait_timeout(http_wait *w);
 void wait_created(http_exchange *x);
 
-/* ---- http_json.c ----------------------------------------------------------
- */
+/* ---- http_json.c --------------------------------------------------------- */
 
 const char *reason_of(int status);
 void send_text(http_exchange *x, int status, const char *type, const char *body,
@@ -283,8 +278,7 @@ int name_valid(const char *s);
 int wrong_method(http_exchange *x, const char *allowed);
 void http_json_errors(http_server *s, h2o_hostconf_t *host);
 
-/* ---- the routes (route_*.c) -----------------------------------------------
- */
+/* ---- the routes (route_*.c) ---------------------------------------------- */
 
 int workflows_route(http_server *s, http_exchange *x, char **seg, int n);
 /* The light status: the row without steps or attempts. */

@@ -303,6 +303,41 @@ static int get_instance(http_server *s, http_exchange *x, const char *wf,
   return given < 0 ? 0 : wait_for_end(s, x, wf, id, ms);
 }
 
+/* PATCH .../status {"status": "restart", "from"?}: the engine's code, or
+ * 0 with *answered set when the reply is written already (a bad "from",
+ * or a 409 saying why it cannot restart).  `from` is borrowed from the
+ * body, which the caller frees after the reply is formatted. */
+static int restart_from(http_server *s, http_exchange *x, const char *wf,
+                        const char *id, json_t *from, int *answered) {
+  const char *name = json_string_value(json_object_get(from, "name"));
+  json_t *count = json_object_get(from, "count");
+  if ((from && !name) ||
+      (count && (!json_is_integer(count) || json_integer_value(count) < 1))) {
+    *answered = 1;
+    return send_error(x, 400, "request.invalid",
+                      "\"from\" must be {\"name\": string, \"count\"?: "
+                      "integer >= 1}");
+  }
+  uint32_t n = count ? (uint32_t)json_integer_value(count) : 1;
+  char *why;
+  int rc = duro_instance_restart_why(s->engine, wf, id, name, n, &why);
+  if (rc == DURO_E_CANNOT_RESTART && why) {
+    /* `name` points into the body: format the reply before it is freed
+     * (test_http caught a use-after-free here). */
+    if (name)
+      send_error(x, 409, duro_err_name(rc),
+                 "%s/%s cannot be restarted from step \"%s\"#%u: %s", wf, id,
+                 name, n, why);
+    else
+      send_error(x, 409, duro_err_name(rc), "%s/%s cannot be restarted: %s", wf,
+                 id, why);
+    *answered = 1;
+    rc = 0;
+  }
+  free(why);
+  return rc;
+}
+
 static int change_status(http_server *s, http_exchange *x, const char *wf,
                          const char *id) {
   int sent;
@@ -310,8 +345,7 @@ static int change_status(http_server *s, http_exchange *x, const char *wf,
   if (!body)
     return 0;
   const char *action = json_string_value(json_object_get(body, "status"));
-  json_t *from = json_object_get(body, "from");
-  int rc;
+  int rc, answered = 0;
   if (!action) {
     rc = -1;
   } else if (!strcmp(action, "pause")) {
@@ -321,33 +355,11 @@ static int change_status(http_server *s, http_exchange *x, const char *wf,
   } else if (!strcmp(action, "terminate")) {
     rc = duro_instance_terminate(s->engine, wf, id);
   } else if (!strcmp(action, "restart")) {
-    const char *name = json_string_value(json_object_get(from, "name"));
-    json_t *count = json_object_get(from, "count");
-    if ((from && !name) ||
-        (count && (!json_is_integer(count) || json_integer_value(count) < 1))) {
-      json_decref(body);
-      return send_error(x, 400, "request.invalid",
-                        "\"from\" must be {\"name\": string, \"count\"?: "
-                        "integer >= 1}");
-    }
-    uint32_t n = count ? (uint32_t)json_integer_value(count) : 1;
-    char *why;
-    rc = duro_instance_restart_why(s->engine, wf, id, name, n, &why);
-    if (rc == DURO_E_CANNOT_RESTART && why) {
-      /* `name` points into `body`: format the reply before freeing it
-       * (test_http caught a use-after-free here). */
-      if (name)
-        send_error(x, 409, duro_err_name(rc),
-                   "%s/%s cannot be restarted from step \"%s\"#%u: %s", wf, id,
-                   name, n, why);
-      else
-        send_error(x, 409, duro_err_name(rc), "%s/%s cannot be restarted: %s",
-                   wf, id, why);
-      free(why);
+    rc = restart_from(s, x, wf, id, json_object_get(body, "from"), &answered);
+    if (answered) {
       json_decref(body);
       return 0;
     }
-    free(why);
   } else {
     rc = -1;
   }
