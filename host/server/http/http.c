@@ -48,7 +48,7 @@
 
 /* The routes, by the first segment of the path.  The dashboard's files
  * are matched first: "/" has no segment. */
-int route(http_server *s, http_exchange *x) {
+int http_route(http_server *s, http_exchange *x) {
   if (dashboard_path(x->rq.path, strlen(x->rq.path)))
     return dashboard_route(x);
   char *seg[MAX_SEGMENTS];
@@ -250,7 +250,7 @@ static void h2o_setup(http_server *s, uv_loop_t *loop) {
   h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
   route_handler *h =
       (route_handler *)h2o_create_handler(path, sizeof(route_handler));
-  h->super.on_req = on_req;
+  h->super.on_req = exchange_on_req;
   h->server = s;
   http_json_errors(s, host);
   h2o_context_init(&s->ctx, loop, &s->config);
@@ -268,16 +268,16 @@ static int start_handles(http_server *s, uv_loop_t *loop) {
     s->handles++;
     s->bound.data = s;
     uv_unref((uv_handle_t *)&s->bound);
-    rc = uv_prepare_start(&s->bound, on_prepare);
+    rc = uv_prepare_start(&s->bound, gate_on_prepare);
   }
   if (rc == 0 && (rc = uv_timer_init(loop, &s->sweep)) == 0) {
     s->handles++;
     s->sweep.data = s;
     uv_unref((uv_handle_t *)&s->sweep);
-    rc = uv_timer_start(&s->sweep, on_sweep, 1000, 1000);
+    rc = uv_timer_start(&s->sweep, gate_on_sweep, 1000, 1000);
   }
   if (rc == 0 &&
-      (rc = uv_async_init(loop, &s->done_async, on_done_async)) == 0) {
+      (rc = uv_async_init(loop, &s->done_async, exchange_on_done)) == 0) {
     s->handles++;
     s->done_open = 1;
     s->done_async.data = s;
@@ -304,7 +304,7 @@ static int start_listening(http_server *s, uv_loop_t *loop, int listen_fd,
            ? uv_tcp_open(&s->listener, listen_fd)
            : uv_tcp_bind(&s->listener, (const struct sockaddr *)addr, 0);
   if (rc == 0)
-    rc = uv_listen((uv_stream_t *)&s->listener, SOMAXCONN, on_accept);
+    rc = uv_listen((uv_stream_t *)&s->listener, SOMAXCONN, gate_on_accept);
   struct sockaddr_storage bound;
   int blen = sizeof bound;
   if (rc == 0)
@@ -355,7 +355,7 @@ size_t http_budget(const http_server *s) { return s->budget; }
 
 int http_port(const http_server *s) { return s->port; }
 
-void on_handle_closed(uv_handle_t *h) {
+void http_handle_closed(uv_handle_t *h) {
   http_server *s = h->data;
   s->handles--;
 }
@@ -369,11 +369,11 @@ void http_stop(http_server *s) {
     s->listening = 0;
   }
   if (s->handles >= 2 && !s->sweep_closed) {
-    uv_close((uv_handle_t *)&s->bound, on_handle_closed);
-    uv_close((uv_handle_t *)&s->sweep, on_handle_closed);
+    uv_close((uv_handle_t *)&s->bound, http_handle_closed);
+    uv_close((uv_handle_t *)&s->sweep, http_handle_closed);
     s->sweep_closed = 1;
   } else if (s->handles == 1 && !s->done_open) {
-    uv_close((uv_handle_t *)&s->bound, on_handle_closed);
+    uv_close((uv_handle_t *)&s->bound, http_handle_closed);
   }
   /* Waiting GETs are answered now, with the status as it is. */
   for (http_wait *w = s->waits, *next; w; w = next) {
@@ -382,7 +382,7 @@ void http_stop(http_server *s) {
   }
   /* Deferred answers still coming keep it open (release closes it). */
   if (s->in_flight == 0)
-    close_done_async(s);
+    exchange_close_done(s);
   /* Heads not yet read will not be served. */
   for (http_conn *c = s->conns; c; c = c->next)
     if (c->state != CONN_H2O)

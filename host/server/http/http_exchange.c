@@ -1,10 +1,10 @@
 /* http_exchange.c — a request's way through the server: H2O hands it to
- * on_req on the loop, which copies it into an exchange (so a client that
- * goes away takes nothing the route still reads), refuses what needs no
+ * exchange_on_req on the loop, which copies it into an exchange (so a client
+ * that goes away takes nothing the route still reads), refuses what needs no
  * engine (http_guard.c), and runs the route: creations on the loop
  * itself, everything else on libuv's thread pool, where the route may
  * read the journal or wait for a commit.  The answer goes back to H2O on
- * the loop once every owner of the exchange let go (release): the
+ * the loop once every owner of the exchange let go (exchange_release): the
  * route's run, and a commit or a wait it handed the exchange to, which
  * completes from any thread through the done queue.  A request that
  * cannot be queued is answered 503 (counted in flight, it would keep the
@@ -106,17 +106,17 @@ static void respond(http_exchange *x) {
 
 static void run_route(uv_work_t *w) {
   http_exchange *x = w->data;
-  route(x->s, x);
+  http_route(x->s, x);
 }
 
-void close_done_async(http_server *s) {
+void exchange_close_done(http_server *s) {
   if (s->done_open) {
     s->done_open = 0;
-    uv_close((uv_handle_t *)&s->done_async, on_handle_closed);
+    uv_close((uv_handle_t *)&s->done_async, http_handle_closed);
   }
   if (s->linger_open) {
     s->linger_open = 0;
-    uv_close((uv_handle_t *)&s->linger, on_handle_closed);
+    uv_close((uv_handle_t *)&s->linger, http_handle_closed);
   }
 }
 
@@ -128,11 +128,11 @@ static void on_linger(uv_idle_t *h) {
   s->in_flight -= s->lingering;
   s->lingering = 0;
   if (s->in_flight == 0)
-    close_done_async(s);
+    exchange_close_done(s);
 }
 
 /* On the loop: the last owner let go of the exchange: answer it. */
-void release(http_exchange *x) {
+void exchange_release(http_exchange *x) {
   if (--x->owners > 0)
     return;
   http_server *s = x->s;
@@ -146,15 +146,15 @@ void release(http_exchange *x) {
   }
   s->in_flight--;
   if (s->stopping && s->in_flight == 0)
-    close_done_async(s);
+    exchange_close_done(s);
 }
 
-void after_route(uv_work_t *w, int status) {
+void exchange_after_route(uv_work_t *w, int status) {
   (void)status; /* the loop never cancels work */
   http_exchange *x = w->data;
   if (x->wait)
     wait_arm(x->wait);
-  release(x);
+  exchange_release(x);
 }
 
 /* Any thread: the answer of a deferred exchange is written. */
@@ -167,7 +167,7 @@ void exchange_complete(http_exchange *x) {
   uv_async_send(&s->done_async);
 }
 
-void on_done_async(uv_async_t *a) {
+void exchange_on_done(uv_async_t *a) {
   http_server *s = a->data;
   pthread_mutex_lock(&s->done_mu);
   http_exchange *x = s->done_head;
@@ -180,7 +180,7 @@ void on_done_async(uv_async_t *a) {
     else if (x->then_wait && x->then_wait->id && !x->then_wait->started)
       wait_created(x); /* the create's commit */
     else
-      release(x);
+      exchange_release(x);
     x = next;
   }
 }
@@ -223,13 +223,13 @@ static int on_the_loop(http_exchange *x) {
   if (dashboard_path(x->rq.path, strlen(x->rq.path)))
     return 1; /* a copy from memory */
   char *seg[MAX_SEGMENTS];
-  int n = split_path(x, seg); /* as route() reads it */
+  int n = split_path(x, seg); /* as http_route() reads it */
   return method_is(x, "POST") &&
          (n == 3 || (n == 4 && !strcmp(seg[3], "batch"))) &&
          !strcmp(seg[0], "workflows") && !strcmp(seg[2], "instances");
 }
 
-int on_req(h2o_handler_t *self, h2o_req_t *req) {
+int exchange_on_req(h2o_handler_t *self, h2o_req_t *req) {
   http_server *s = ((route_handler *)self)->server;
   http_header hdrs[HTTP_MAX_HEADERS];
   int n = raw_headers(req, hdrs);
@@ -247,13 +247,13 @@ int on_req(h2o_handler_t *self, h2o_req_t *req) {
   }
   http_exchange *x = exchange_new(s, &in);
   x->req = req;
-  count_request(s, req);
+  health_count_request(s, req);
   if (n < 0) {
     x->rs.close = 1;
     send_error(x, 400, "request.invalid", "the request head is malformed");
-  } else if (!refuse_early(s, x, &in)) {
-    if (in.body_len && buffered(s) + in.body_len > s->budget) {
-      note_busy(s);
+  } else if (!guard_refuse_early(s, x, &in)) {
+    if (in.body_len && guard_buffered(s) + in.body_len > s->budget) {
+      guard_note_busy(s);
       send_error(x, 503, "server.busy",
                  "the host holds too many request bodies; retry");
     } else {
@@ -265,11 +265,12 @@ int on_req(h2o_handler_t *self, h2o_req_t *req) {
       x->owners = 1;
       if (on_the_loop(x)) {
         s->in_flight++;
-        route(s, x);
-        release(x);
+        http_route(s, x);
+        exchange_release(x);
         return 0;
       }
-      int rc = uv_queue_work(s->ctx.loop, &x->work, run_route, after_route);
+      int rc =
+          uv_queue_work(s->ctx.loop, &x->work, run_route, exchange_after_route);
       if (rc == 0) {
         s->in_flight++;
         return 0;
@@ -290,9 +291,9 @@ int on_req(h2o_handler_t *self, h2o_req_t *req) {
 
 void http_serve(http_server *s, const http_input *in, http_output *out) {
   http_exchange *x = exchange_new(s, in);
-  if (!refuse_early(s, x, in)) {
+  if (!guard_refuse_early(s, x, in)) {
     exchange_take_body(x, in);
-    route(s, x);
+    http_route(s, x);
   }
   http_response *rs = &x->rs;
   *out = (http_output){.status = rs->status ? rs->status : 500,

@@ -36,7 +36,7 @@
 static char drain[16384];
 
 /* What an H2O input buffer holds in memory. */
-size_t input_bytes(const h2o_buffer_t *b) {
+size_t gate_input_bytes(const h2o_buffer_t *b) {
   return b && b->bytes ? offsetof(h2o_buffer_t, _buf) + b->capacity : 0;
 }
 
@@ -102,7 +102,8 @@ static int h2o_head_allowed(http_conn *c) {
     return 1; /* incomplete, or H2O refuses it (400) */
   for (size_t i = 0; i < n; i++)
     hh[i] = (http_header){h[i].name, h[i].name_len, h[i].value, h[i].value_len};
-  if (!token_ok(c->server, hh, n) && !public_request(m, mlen, p, plen, hh, n))
+  if (!guard_token_ok(c->server, hh, n) &&
+      !guard_public_request(m, mlen, p, plen, hh, n))
     return 0;
   c->checked = in->bytes;
   return 1;
@@ -116,12 +117,12 @@ static void h2o_alloc_bounded(uv_handle_t *handle, size_t suggested,
   http_conn *c = (http_conn *)handle;
   http_server *s = c->server;
   c->h2o_alloc(handle, suggested, buf);
-  size_t now = input_bytes(c->sock->input);
+  size_t now = gate_input_bytes(c->sock->input);
   int grew = now > c->counted;
   s->h2o_bytes = s->h2o_bytes - c->counted + now;
   c->counted = now;
-  if (grew && buffered(s) > s->budget) {
-    note_busy(s);
+  if (grew && guard_buffered(s) > s->budget) {
+    guard_note_busy(s);
     *buf = uv_buf_init(NULL, 0);
   } else if (!h2o_head_allowed(c)) {
     *buf = uv_buf_init(NULL, 0);
@@ -143,14 +144,14 @@ static void bound_reads(http_conn *c) {
 /* Before each poll of the loop, where every read happens: the exact bytes
  * H2O holds (it frees a buffer when a request is answered), and the reads
  * H2O started since (after an answer it reads the next request). */
-void on_prepare(uv_prepare_t *p) {
+void gate_on_prepare(uv_prepare_t *p) {
   http_server *s = p->data;
   size_t total = 0;
   for (http_conn *c = s->conns; c; c = c->next) {
     if (c->state != CONN_H2O || c->parked ||
         uv_is_closing((uv_handle_t *)&c->tcp))
       continue;
-    c->counted = input_bytes(c->sock->input);
+    c->counted = gate_input_bytes(c->sock->input);
     total += c->counted;
     bound_reads(c);
   }
@@ -160,7 +161,7 @@ void on_prepare(uv_prepare_t *p) {
   s->h2o_bytes = total;
   __atomic_store_n(&s->shown_parked, s->parked, __ATOMIC_RELAXED);
   __atomic_store_n(&s->shown_parked_bytes, s->parked_bytes, __ATOMIC_RELAXED);
-  __atomic_store_n(&s->shown_bytes, buffered(s), __ATOMIC_RELAXED);
+  __atomic_store_n(&s->shown_bytes, guard_buffered(s), __ATOMIC_RELAXED);
 }
 
 /* Hands the connection to H2O with the bytes the gate read (or none). */
@@ -178,7 +179,7 @@ static void hand_over(http_conn *c) {
   c->sock = sock;
   idmap_put(&s->by_sock, (int64_t)(intptr_t)sock, c);
   c->state = CONN_H2O;
-  c->counted = input_bytes(sock->input);
+  c->counted = gate_input_bytes(sock->input);
   s->h2o_bytes += c->counted;
   h2o_accept(&s->accept_ctx, sock);
   bound_reads(c);
@@ -238,7 +239,8 @@ static void gate_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
   }
   if (c->head_len == c->head_cap) {
     size_t cap = c->head_cap ? c->head_cap * 2 : 4096;
-    if (cap > GATE_HEAD_MAX || buffered(s) + cap - c->head_cap > s->budget) {
+    if (cap > GATE_HEAD_MAX ||
+        guard_buffered(s) + cap - c->head_cap > s->budget) {
       *buf = uv_buf_init(NULL, 0); /* gate_read refuses */
       return;
     }
@@ -267,7 +269,7 @@ static void gate_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
                GATE_HEAD_MAX);
       gate_refuse(c, 431, "request.too_large", msg);
     } else {
-      note_busy(s);
+      guard_note_busy(s);
       gate_refuse(c, 503, "server.busy",
                   "the host holds too many requests; retry");
     }
@@ -294,7 +296,8 @@ static void gate_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
   }
   for (size_t i = 0; i < nh; i++)
     hh[i] = (http_header){h[i].name, h[i].name_len, h[i].value, h[i].value_len};
-  if (token_ok(s, hh, nh) || public_request(m, mlen, p, plen, hh, nh))
+  if (guard_token_ok(s, hh, nh) ||
+      guard_public_request(m, mlen, p, plen, hh, nh))
     hand_over(c);
   else
     gate_refuse(c, 401, "request.unauthorized",
@@ -303,7 +306,7 @@ static void gate_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
 
 /* Once a second: gate connections past their deadline (a head that never
  * completes, a refused client still sending) are closed. */
-void on_sweep(uv_timer_t *t) {
+void gate_on_sweep(uv_timer_t *t) {
   http_server *s = t->data;
   uint64_t now = uv_now(t->loop);
   for (http_conn *c = s->conns; c; c = c->next)
@@ -312,7 +315,7 @@ void on_sweep(uv_timer_t *t) {
       gate_close(c);
 }
 
-void on_accept(uv_stream_t *listener, int status) {
+void gate_on_accept(uv_stream_t *listener, int status) {
   http_server *s = listener->data;
   if (status != 0) {
     log_warn("http: accept: %s", uv_strerror(status));
@@ -336,9 +339,9 @@ void on_accept(uv_stream_t *listener, int status) {
     gate_close(c);
     return;
   }
-  if (buffered(s) >= s->budget) {
+  if (guard_buffered(s) >= s->budget) {
     /* Answered, not reset: H2O would close it at its first read. */
-    note_busy(s);
+    guard_note_busy(s);
     c->state = CONN_GATE;
     gate_refuse(c, 503, "server.busy",
                 "the host holds too many requests being received; retry");

@@ -1,14 +1,14 @@
 /* http_guard.c — the refusals a request gets before any route runs, and
- * the budget of bytes requests may hold.  refuse_early answers, on the
+ * the budget of bytes requests may hold.  guard_refuse_early answers, on the
  * loop and without the engine: a missing or wrong bearer token (compared
  * in constant time), a stopping server, a body whose length the headers
  * give two ways (request smuggling), a body over http.max_body_bytes, a
  * NUL byte in the path or query, and, on a listener without a token, a
  * request from another site's page (Host, Origin, Sec-Fetch-Site,
  * Content-Type: below).  The gate (http_gate.c) checks the token of the
- * first head of a connection with token_ok and public_request too.
- * buffered() is what requests being received hold against http_budget;
- * note_busy counts and logs the refusals past it. */
+ * first head of a connection with guard_token_ok and guard_public_request too.
+ * guard_buffered() is what requests being received hold against http_budget;
+ * guard_note_busy counts and logs the refusals past it. */
 #include "http_internal.h"
 
 #include <stdint.h>
@@ -39,7 +39,7 @@ static const http_header *header_of(const http_header *h, size_t n,
 
 /* "Authorization: Bearer <token>", compared in constant time in the
  * token's length: no early exit on the first differing byte. */
-int token_ok(const http_server *s, const http_header *h, size_t n) {
+int guard_token_ok(const http_server *s, const http_header *h, size_t n) {
   if (!s->token)
     return 1;
   const http_header *a = header_of(h, n, "authorization");
@@ -58,8 +58,9 @@ int token_ok(const http_server *s, const http_header *h, size_t n) {
 /* A request for the dashboard's static files, which need no token (the
  * page asks for it and sends it with its API calls): a GET of "/" or
  * "/ui/..." without a body.  `path` may hold the query. */
-int public_request(const char *method, size_t method_len, const char *path,
-                   size_t path_len, const http_header *h, size_t n) {
+int guard_public_request(const char *method, size_t method_len,
+                         const char *path, size_t path_len,
+                         const http_header *h, size_t n) {
   const char *q = memchr(path, '?', path_len);
   if (q)
     path_len = (size_t)(q - path);
@@ -299,7 +300,7 @@ static int changes_state(const http_input *in) {
                     !memcmp(in->path, sched, sizeof sched - 1));
 }
 
-/* Returns 1 when it answered (refuse_early). */
+/* Returns 1 when it answered (guard_refuse_early). */
 static int refuse_foreign(http_server *s, http_exchange *x,
                           const http_input *in) {
   const http_header *h = in->headers, *v;
@@ -343,11 +344,11 @@ static int refuse_foreign(http_server *s, http_exchange *x,
 /* The refusals that need no engine, answered on the loop: a missing or
  * wrong token, a stopping server, an ambiguous body length, a body over
  * the limit, a NUL in the path.  Returns 1 when it answered. */
-int refuse_early(http_server *s, http_exchange *x, const http_input *in) {
+int guard_refuse_early(http_server *s, http_exchange *x, const http_input *in) {
   const char *bad;
-  if (!token_ok(s, in->headers, in->n_headers) &&
-      !public_request(in->method, in->method_len, in->path, in->path_len,
-                      in->headers, in->n_headers)) {
+  if (!guard_token_ok(s, in->headers, in->n_headers) &&
+      !guard_public_request(in->method, in->method_len, in->path, in->path_len,
+                            in->headers, in->n_headers)) {
     x->rs.close = 1;
     send_error(x, 401, "request.unauthorized",
                "a valid \"Authorization: Bearer\" token is required");
@@ -371,20 +372,20 @@ int refuse_early(http_server *s, http_exchange *x, const http_input *in) {
 
 /* ---- the budget ---------------------------------------------------------- */
 
-size_t buffered(const http_server *s) {
+size_t guard_buffered(const http_server *s) {
   return s->gate_bytes + s->h2o_bytes + s->copied_bytes;
 }
 
 /* Counts a refusal for the budget and says so in the log, at most once
  * per BUSY_LOG_MS. */
-void note_busy(http_server *s) {
+void guard_note_busy(http_server *s) {
   s->busy_refusals++;
   uint64_t now = s->started ? uv_now(s->ctx.loop) : 0;
   if (s->started && now - s->busy_logged >= BUSY_LOG_MS) {
     log_warn("http: %zu read(s) or request(s) refused: requests being "
              "received hold %zu bytes, %zu waiting GETs %zu bytes; the "
              "budget of each is %zu",
-             s->busy_refusals, buffered(s), s->parked, s->parked_bytes,
+             s->busy_refusals, guard_buffered(s), s->parked, s->parked_bytes,
              s->budget);
     s->busy_logged = now;
     s->busy_refusals = 0;

@@ -214,39 +214,40 @@ struct http_conn {
 /* ---- http.c -------------------------------------------------------------- */
 
 /* The pool, or the calling thread for http_serve: answers x. */
-int route(http_server *s, http_exchange *x);
-void on_handle_closed(uv_handle_t *h);
+int http_route(http_server *s, http_exchange *x);
+void http_handle_closed(uv_handle_t *h);
 
 /* ---- http_exchange.c ----------------------------------------------------- */
 
-int on_req(h2o_handler_t *self, h2o_req_t *req);
+int exchange_on_req(h2o_handler_t *self, h2o_req_t *req);
 /* The last owner let go of the exchange: answer it. */
-void release(http_exchange *x);
+void exchange_release(http_exchange *x);
 /* uv_queue_work's after callback of a route. */
-void after_route(uv_work_t *w, int status);
+void exchange_after_route(uv_work_t *w, int status);
 /* Any thread: the answer of a deferred exchange is written. */
 void exchange_complete(http_exchange *x);
-void close_done_async(http_server *s);
-void on_done_async(uv_async_t *a);
+void exchange_close_done(http_server *s);
+void exchange_on_done(uv_async_t *a);
 
 /* ---- http_gate.c --------------------------------------------------------- */
 
 /* What an H2O input buffer holds in memory. */
-size_t input_bytes(const h2o_buffer_t *b);
+size_t gate_input_bytes(const h2o_buffer_t *b);
 void gate_close(http_conn *c);
-void on_prepare(uv_prepare_t *p);
-void on_sweep(uv_timer_t *t);
-void on_accept(uv_stream_t *listener, int status);
+void gate_on_prepare(uv_prepare_t *p);
+void gate_on_sweep(uv_timer_t *t);
+void gate_on_accept(uv_stream_t *listener, int status);
 
 /* ---- http_guard.c -------------------------------------------------------- */
 
-int token_ok(const http_server *s, const http_header *h, size_t n);
-int public_request(const char *method, size_t method_len, const char *path,
-                   size_t path_len, const http_header *h, size_t n);
-int refuse_early(http_server *s, http_exchange *x, const http_input *in);
+int guard_token_ok(const http_server *s, const http_header *h, size_t n);
+int guard_public_request(const char *method, size_t method_len,
+                         const char *path, size_t path_len,
+                         const http_header *h, size_t n);
+int guard_refuse_early(http_server *s, http_exchange *x, const http_input *in);
 /* The bytes requests being received hold, against s->budget. */
-size_t buffered(const http_server *s);
-void note_busy(http_server *s);
+size_t guard_buffered(const http_server *s);
+void guard_note_busy(http_server *s);
 
 /* ---- http_wait.c --------------------------------------------------------- */
 
@@ -282,7 +283,8 @@ void http_json_errors(http_server *s, h2o_hostconf_t *host);
 
 int workflows_route(http_server *s, http_exchange *x, char **seg, int n);
 /* The light status: the row without steps or attempts. */
-int summary(http_server *s, http_exchange *x, const char *wf, const char *id);
+int instance_summary(http_server *s, http_exchange *x, const char *wf,
+                     const char *id);
 int queues_route(http_server *s, http_exchange *x, char **seg, int n);
 int crons_route(http_server *s, http_exchange *x);
 int scheduled_route(http_server *s, http_exchange *x);
@@ -290,7 +292,7 @@ int plugins_route(http_server *s, http_exchange *x, char **seg, int n);
 int healthz_route(http_server *s, http_exchange *x);
 int metrics_route(http_server *s, http_exchange *x);
 int history_route(http_server *s, http_exchange *x);
-void count_request(http_server *s, const h2o_req_t *req);
+void health_count_request(http_server *s, const h2o_req_t *req);
 int dashboard_route(http_exchange *x);
 void dashboard_headers(h2o_req_t *req);
 

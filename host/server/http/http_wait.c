@@ -42,7 +42,7 @@ static void wait_unlink(http_wait *w) {
 
 static void wait_read(uv_work_t *r) {
   http_wait *w = r->data;
-  summary(w->x->s, w->x, w->wf, w->id);
+  instance_summary(w->x->s, w->x, w->wf, w->id);
 }
 
 static void wait_closed(uv_handle_t *h) {
@@ -51,7 +51,7 @@ static void wait_closed(uv_handle_t *h) {
   wait_unpark(w); /* before H2O reads the connection again */
   x->wait = NULL;
   free(w);
-  release(x);
+  exchange_release(x);
 }
 
 /* On the loop: the status is in x->rs; the timer's handle goes first, so
@@ -121,7 +121,7 @@ static void wait_busy(http_wait *w) {
   w->watch = NULL;
   if (fired)
     return;
-  note_busy(s);
+  guard_note_busy(s);
   if (w->x->then_wait) {
     wait_answer(w);
     return;
@@ -185,7 +185,7 @@ int wait_param(http_exchange *x, int64_t *ms) {
 int wait_for_end(http_server *s, http_exchange *x, const char *wf,
                  const char *id, int64_t ms) {
   if (ms == 0 || !x->req)
-    return summary(s, x, wf, id);
+    return instance_summary(s, x, wf, id);
   http_wait *w = xcalloc(1, sizeof *w);
   *w = (http_wait){.x = x, .wf = wf, .id = id, .ms = ms};
   x->wait = w;
@@ -198,7 +198,7 @@ int wait_for_end(http_server *s, http_exchange *x, const char *wf,
   x->wait = NULL;
   free(w);
   if (rc == DURO_WATCH_ENDED)
-    return summary(s, x, wf, id);
+    return instance_summary(s, x, wf, id);
   if (x->then_wait)
     return 0; /* the create's 201 stands: the instance exists */
   return send_engine_error(x, rc, wf, id);
@@ -217,9 +217,9 @@ void wait_created(http_exchange *x) {
   cw->started = 1;
   cw->work.data = x;
   if (!x->req || x->s->stopping ||
-      uv_queue_work(x->s->ctx.loop, &cw->work, run_wait_created, after_route) !=
-          0)
-    release(x); /* with the create's answer */
+      uv_queue_work(x->s->ctx.loop, &cw->work, run_wait_created,
+                    exchange_after_route) != 0)
+    exchange_release(x); /* with the create's answer */
 }
 
 /* ---- parked waits ----------------------------------------------------------
@@ -250,7 +250,7 @@ static void park_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
   http_wait *w = c->parked;
   if (n > 0) { /* as H2O's read callback would count them */
     c->sock->input->size += (size_t)n;
-    size_t now = input_bytes(c->sock->input);
+    size_t now = gate_input_bytes(c->sock->input);
     c->server->parked_bytes += now - w->cost;
     w->cost = now;
     return;
@@ -277,7 +277,7 @@ static http_conn *conn_of(http_server *s, h2o_req_t *req, h2o_socket_t **sock) {
 int waits_full(http_server *s, h2o_req_t *req) {
   h2o_socket_t *sock;
   http_conn *c = conn_of(s, req, &sock);
-  return c && s->parked_bytes + input_bytes(sock->input) > s->budget;
+  return c && s->parked_bytes + gate_input_bytes(sock->input) > s->budget;
 }
 
 /* On the loop, when a wait is armed: takes its connection's buffer out of
@@ -289,7 +289,7 @@ static int wait_park(http_wait *w) {
   http_conn *c = conn_of(s, w->x->req, &sock);
   if (!c)
     return 0;
-  size_t cost = input_bytes(sock->input);
+  size_t cost = gate_input_bytes(sock->input);
   if (s->parked_bytes + cost > s->budget)
     return -1;
   s->h2o_bytes -= c->counted;
@@ -321,7 +321,7 @@ static void wait_unpark(http_wait *w) {
   s->parked--;
   s->parked_bytes -= w->cost;
   if (!closing) { /* a closing one's buffer is gone with H2O's socket */
-    c->counted = input_bytes(c->sock->input);
+    c->counted = gate_input_bytes(c->sock->input);
     s->h2o_bytes += c->counted;
   }
 }

@@ -3,7 +3,7 @@
  * engine's counters, each plugin build's pinned instances, and the
  * listener's own: requests by method, waiting GETs, the bytes against
  * each budget) and GET /metrics/history (the engine's counters per 10 s
- * over the last 10 minutes).  count_request is the loop's side of the
+ * over the last 10 minutes).  health_count_request is the loop's side of the
  * request counters. */
 #include "http_internal.h"
 
@@ -44,7 +44,7 @@ static char *plugin_metrics(http_server *s) {
 /* The listener's own gauges, as the loop last published them. */
 enum { REQ_GET, REQ_POST, REQ_PATCH, REQ_OTHER };
 
-void count_request(http_server *s, const h2o_req_t *req) {
+void health_count_request(http_server *s, const h2o_req_t *req) {
   static const char *const names[] = {"GET", "POST", "PATCH"};
   int m = REQ_OTHER;
   for (int i = 0; i < REQ_OTHER; i++)

@@ -159,7 +159,7 @@ static int create_wait_prepare(http_server *s, http_exchange *x,
   if (given <= 0)
     return given < 0;
   if (x->req && ms > 0 && waits_full(s, x->req)) {
-    note_busy(s);
+    guard_note_busy(s);
     send_error(x, 503, "server.busy",
                "%zu requests wait for their instance already; retry",
                s->parked);
@@ -281,7 +281,8 @@ static int describe(http_server *s, http_exchange *x, const char *wf,
 }
 
 /* The light status: the row without steps or attempts. */
-int summary(http_server *s, http_exchange *x, const char *wf, const char *id) {
+int instance_summary(http_server *s, http_exchange *x, const char *wf,
+                     const char *id) {
   json_t *out = NULL;
   int rc = duro_instance_summary(s->engine, wf, id, &out);
   if (rc && x->then_wait)
@@ -492,7 +493,7 @@ int workflows_route(http_server *s, http_exchange *x, char **seg, int n) {
                                : wrong_method(x, "GET");
   if (n == 5 && !strcmp(seg[4], "status")) {
     if (method_is(x, "GET"))
-      return summary(s, x, wf, id);
+      return instance_summary(s, x, wf, id);
     return method_is(x, "PATCH") ? change_status(s, x, wf, id)
                                  : wrong_method(x, "GET, PATCH");
   }
