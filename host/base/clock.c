@@ -1,22 +1,41 @@
-/* clock.c — the real and the virtual clock. The virtual clock is advanced
- * only by the test that owns it, and read by the engine under its lock:
- * advancing it moves both readings, stepping its wall moves one. */
+/* clock.c — the system's clocks in milliseconds, and the real and the
+ * virtual duro_clock over them. The virtual clock is advanced only by the
+ * test that owns it, and read by the engine under its lock: advancing it
+ * moves both readings, stepping its wall moves one. */
 #include "clock.h"
 
 #include <time.h>
 
+static int64_t read_ms(clockid_t clock_id) {
+  struct timespec ts;
+  clock_gettime(clock_id, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t clock_mono_ms(void) { return read_ms(CLOCK_MONOTONIC); }
+int64_t clock_wall_ms(void) { return read_ms(CLOCK_REALTIME); }
+int64_t clock_boot_ms(void) { return read_ms(CLOCK_BOOTTIME); }
+
+struct timespec clock_deadline(clockid_t clock_id, int64_t ms) {
+  struct timespec t;
+  clock_gettime(clock_id, &t);
+  t.tv_sec += ms / 1000;
+  t.tv_nsec += (ms % 1000) * 1000000L;
+  if (t.tv_nsec >= 1000000000L) {
+    t.tv_sec++;
+    t.tv_nsec -= 1000000000L;
+  }
+  return t;
+}
+
 static int64_t real_now(duro_clock *c) {
   (void)c;
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  return clock_wall_ms();
 }
 
 static int64_t real_mono(duro_clock *c) {
   (void)c;
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  return clock_mono_ms();
 }
 
 static duro_clock real_clock = {.now_ms = real_now, .mono_ms = real_mono};

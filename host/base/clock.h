@@ -9,6 +9,7 @@
 #define DURO_CLOCK_H
 
 #include <stdint.h>
+#include <time.h>
 
 typedef struct duro_clock {
   int64_t (*now_ms)(struct duro_clock *c);  /* Unix time in milliseconds */
@@ -27,6 +28,19 @@ void duro_clock_advance(duro_clock *c, int64_t ms);
 /* Steps the virtual clock's wall reading by `ms` (either way) and not its
  * monotonic one, as settimeofday or NTP step a real wall clock. */
 void duro_clock_step_wall(duro_clock *c, int64_t ms);
+
+/* The system's clocks read in milliseconds, for what times itself outside
+ * an engine (a host's start, a probe, the CLI's waits): the engine's own
+ * timing asks its duro_clock, which a test can make virtual. */
+int64_t clock_mono_ms(void); /* CLOCK_MONOTONIC: intervals */
+int64_t clock_wall_ms(void); /* CLOCK_REALTIME: Unix time */
+/* CLOCK_BOOTTIME: also counts the time the process (or the machine) was
+ * stopped, which a lease held against other hosts must count. */
+int64_t clock_boot_ms(void);
+
+/* `ms` from now on `clock_id`, as pthread_cond_timedwait takes it: the
+ * clock is the one the condition variable was made with. */
+struct timespec clock_deadline(clockid_t clock_id, int64_t ms);
 
 static inline int64_t duro_clock_now(duro_clock *c) { return c->now_ms(c); }
 static inline int64_t duro_clock_mono(duro_clock *c) { return c->mono_ms(c); }

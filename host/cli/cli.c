@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "config.h"
 #include "describe.h"
 #include "duration.h"
@@ -321,7 +322,6 @@ static int check_instance(const cli_verb *v, const cli_args *a, int has_id) {
   return has_id ? check_name(v, "ID", a->pos[1]) : CLI_OK;
 }
 
-static int64_t mono_ms(void);
 static void query_wait(cli_ctx *c, char **path, const cli_args *a,
                        int64_t from);
 
@@ -340,7 +340,7 @@ static int build_trigger(cli_ctx *c, const cli_verb *v, const cli_args *a,
   r->method = "POST";
   r->path = instances_path(c, a->pos[0], NULL, NULL);
   if (a->wait) { /* the create answers once it ends: one round trip */
-    c->sent_ms = mono_ms();
+    c->sent_ms = clock_mono_ms();
     query_wait(c, &r->path, a, c->sent_ms);
   }
   r->body = dump(body);
@@ -823,10 +823,7 @@ static void print_list(const cli_args *a, const json_t *r) {
 }
 
 static void print_describe(const cli_args *a, const json_t *r) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  int64_t now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-  describe_instance(stdout, r, now_ms, a->full);
+  describe_instance(stdout, r, clock_wall_ms(), a->full);
 }
 
 static void print_answer(const cli_verb *v, const cli_args *a,
@@ -847,12 +844,6 @@ static void print_answer(const cli_verb *v, const cli_args *a,
  * to http.max_wait too): well inside perform's 120 s timeout. */
 #define CLI_WAIT_STEP_MS 50000
 
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int ended(const char *status) {
   return status && (!strcmp(status, "complete") || !strcmp(status, "errored") ||
                     !strcmp(status, "terminated"));
@@ -871,7 +862,7 @@ static int64_t wait_limit(const cli_args *a) {
 static void query_wait(cli_ctx *c, char **path, const cli_args *a,
                        int64_t from) {
   int64_t limit = wait_limit(a);
-  int64_t left = limit < 0 ? CLI_WAIT_STEP_MS : from + limit - mono_ms();
+  int64_t left = limit < 0 ? CLI_WAIT_STEP_MS : from + limit - clock_mono_ms();
   if (left > CLI_WAIT_STEP_MS)
     left = CLI_WAIT_STEP_MS;
   if (left < 0)
@@ -894,7 +885,7 @@ static int wait_result(cli_ctx *c, const cli_args *a, const json_t *created) {
   int rc = CLI_OK;
   for (;;) {
     const char *status = json_string_value(json_object_get(st, "status"));
-    if (ended(status) || (limit >= 0 && mono_ms() >= c->sent_ms + limit))
+    if (ended(status) || (limit >= 0 && clock_mono_ms() >= c->sent_ms + limit))
       break;
     json_decref(st);
     st = NULL;

@@ -748,21 +748,8 @@ void engine_cond_init(pthread_cond_t *c) {
   pthread_condattr_destroy(&attr);
 }
 
-/* `ms` from now on `clock_id`, as pthread_cond_timedwait takes it. */
-static struct timespec deadline_on(clockid_t clock_id, int64_t ms) {
-  struct timespec t;
-  clock_gettime(clock_id, &t);
-  t.tv_sec += ms / 1000;
-  t.tv_nsec += (ms % 1000) * 1000000L;
-  if (t.tv_nsec >= 1000000000L) {
-    t.tv_sec++;
-    t.tv_nsec -= 1000000000L;
-  }
-  return t;
-}
-
 struct timespec engine_cond_deadline(int64_t ms) {
-  return deadline_on(CLOCK_MONOTONIC, ms);
+  return clock_deadline(CLOCK_MONOTONIC, ms);
 }
 
 uint32_t duro_engine_stop(duro_engine *e, int64_t grace_ms) {

@@ -5,6 +5,7 @@
  * exited, or was killed for taking too long, the rest of its process
  * group is found in /proc, named and killed. */
 #include "probe.h"
+#include "clock.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -20,12 +21,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Reads what is there; returns 0 at the end of the pipe. */
 static int read_some(int fd, loader_probe *p) {
@@ -86,12 +81,12 @@ void loader_probe_wait(pid_t pid, int fd, int timeout_ms, loader_probe *p) {
   memset(p, 0, sizeof *p);
   int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-  int64_t deadline = mono_ms() + timeout_ms;
+  int64_t deadline = clock_mono_ms() + timeout_ms;
   int reading = 1, exited = 0;
   /* Without a pidfd (an old kernel) the end of the pipe stands for the
    * exit. */
   while (!exited) {
-    int64_t left = deadline - mono_ms();
+    int64_t left = deadline - clock_mono_ms();
     if (left <= 0)
       break;
     struct pollfd pf[2] = {{.fd = reading ? fd : -1, .events = POLLIN},

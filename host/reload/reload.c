@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "cfgdiff.h"
+#include "clock.h"
 #include "error.h"
 #include "ledger.h"
 #include "loader.h"
@@ -67,7 +68,7 @@ struct reloader {
   plugin_state *plugins;
   int queued;         /* reload jobs on the pool (the loop's thread only) */
   int restarted;      /* an engine died before this one (the ledger says so) */
-  int64_t next_prune; /* mono_ms: the shared builds' next prune (mu) */
+  int64_t next_prune; /* clock_mono_ms: the shared builds' next prune (mu) */
   /* The configs a reload read and made the running one (r->cfg is the
    * newest): kept to the end, since what was handed out before (names,
    * paths) points into them. */
@@ -78,18 +79,6 @@ struct reloader {
   uv_async_t rewatch;
   int rewatch_on;
 };
-
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t wall_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 reloader *reload_new(const config *cfg, ledger *l, const char *self) {
   reloader *r = xcalloc(1, sizeof *r);
@@ -298,7 +287,7 @@ static loader_plugin *open_build(reloader *r, const plugin_state *p,
 static void add_build(plugin_state *p, loader_plugin *lp, const char *hash,
                       int newest) {
   p->builds = xrealloc(p->builds, (p->n + 1) * sizeof *p->builds);
-  build b = {.lp = lp, .loaded_ms = wall_ms()};
+  build b = {.lp = lp, .loaded_ms = clock_wall_ms()};
   snprintf(b.hash, sizeof b.hash, "%s", hash);
   if (newest || p->n == 0) {
     p->builds[p->n] = b;
@@ -897,7 +886,7 @@ int reload_plugins(reloader *r, const char *name, json_t **report) {
 void reload_gc(reloader *r) {
   pthread_mutex_lock(&r->mu);
   share_builds(r);
-  int64_t now = mono_ms();
+  int64_t now = clock_mono_ms();
   if (r->e && now >= r->next_prune) {
     size_t n = 0;
     if (duro_engine_builds_prune(r->e, BUILDS_UNSEEN_MS, &n) == 0 && n)

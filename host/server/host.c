@@ -24,6 +24,7 @@
 #include <uv.h>
 
 #include "backend.h"
+#include "clock.h"
 #include "config.h"
 #include "engine.h"
 #include "errlist.h"
@@ -250,21 +251,15 @@ static int wait_for_lock(int ctl_fd, int *lock_fd) {
 #define CONNECT_RETRY_FIRST_MS 100
 #define CONNECT_RETRY_MAX_MS 5000
 
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int open_engine(host *h, const duro_engine_options *opt, char *err,
                        size_t errlen) {
   int64_t timeout = h->cfg->storage.connect_timeout_ms;
-  int64_t give_up = mono_ms() + timeout, delay = CONNECT_RETRY_FIRST_MS;
+  int64_t give_up = clock_mono_ms() + timeout, delay = CONNECT_RETRY_FIRST_MS;
   for (;;) {
     int rc = duro_engine_open(opt, &h->engine, err, errlen);
     if (rc != STORE_UNREACHABLE)
       return rc;
-    int64_t left = give_up - mono_ms();
+    int64_t left = give_up - clock_mono_ms();
     if (left <= 0) {
       size_t n = strlen(err);
       snprintf(err + n, errlen - n,

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "config.h"
 #include "host.h"
 #include "http.h"
@@ -45,12 +46,6 @@ typedef struct supervisor {
   uint32_t failures; /* deaths since the engine last served a while */
   int stopping, forced;
 } supervisor;
-
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- the channel -------------------------------------------------------- */
 
@@ -245,7 +240,7 @@ static int on_engine_death(supervisor *sv, int status) {
   }
   if (!plugin_fault && !sv->ever_ready)
     return code ? code : 1; /* it could not open its storage, say */
-  int64_t now = mono_ms();
+  int64_t now = clock_mono_ms();
   if (sv->child_ready && now - sv->ready_at_ms >= BACKOFF_RESET_MS)
     sv->failures = 0;
   sv->failures++;
@@ -320,7 +315,7 @@ static int read_channel(supervisor *sv) {
   }
   if (msg == 'R') {
     sv->child_ready = sv->ever_ready = 1;
-    sv->ready_at_ms = mono_ms();
+    sv->ready_at_ms = clock_mono_ms();
   }
   return -1;
 }
@@ -331,7 +326,7 @@ static int supervise(supervisor *sv) {
   for (;;) {
     int timeout = -1;
     if (sv->child < 0) {
-      int64_t left = sv->restart_at_ms - mono_ms();
+      int64_t left = sv->restart_at_ms - clock_mono_ms();
       if (left <= 0) {
         if (start_engine(sv) != 0)
           return 1;

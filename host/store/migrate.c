@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
+#include "clock.h"
 #include "duro.h"
 #include "journal.h"
 #include "util.h"
@@ -36,12 +36,6 @@ const store_table migrate_tables[] = {
 };
 const size_t migrate_n_tables =
     sizeof migrate_tables / sizeof migrate_tables[0];
-
-static double mono_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* The source must be a journal of exactly MIGRATE_SCHEMA: an older one is
  * upgraded by the duro that opens it, which migrate leaves to `duro run`
@@ -163,7 +157,7 @@ int migrate_copy(const char *from, const char *to, FILE *out, char *err,
   }
   if (check_source(from, err, errlen))
     return -1;
-  double t0 = mono_s();
+  int64_t t0 = clock_mono_ms();
   void *src_db = NULL, *dst_db = NULL;
   char why[512];
   int rc = -1;
@@ -184,7 +178,7 @@ int migrate_copy(const char *from, const char *to, FILE *out, char *err,
   fprintf(out, "copying %s into PostgreSQL\n", from);
   if (copy_tables(&store_sqlite, src_db, dst, dst_db, out, err, errlen))
     goto done;
-  fprintf(out, "done in %.2f s\n", mono_s() - t0);
+  fprintf(out, "done in %.2f s\n", (double)(clock_mono_ms() - t0) / 1e3);
   rc = 0;
 done:
   if (dst_db)

@@ -47,21 +47,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "pg_internal.h"
-
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* The clock of lease_until: it runs on while the process is stopped. */
-static int64_t boot_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_BOOTTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Wakes the threads waiting in lease_wait. */
 static void lease_tell(pg_store *pg) {
@@ -70,7 +58,7 @@ static void lease_tell(pg_store *pg) {
   pthread_mutex_unlock(&pg->lease_mu);
 }
 
-/* A renewal sent at `sent` (boot_ms) succeeded. */
+/* A renewal sent at `sent` (clock_boot_ms) succeeded. */
 static void lease_renewed(pg_store *pg, int64_t sent) {
   int64_t until = sent + pg->lease_ms - pg->lease_ms / 3;
   int64_t old = __atomic_load_n(&pg->lease_until, __ATOMIC_ACQUIRE);
@@ -96,27 +84,22 @@ void pg_host_lost(pg_store *pg) {
 }
 
 static int lease_sure(pg_store *pg) {
-  return boot_ms() < __atomic_load_n(&pg->lease_until, __ATOMIC_ACQUIRE);
+  return clock_boot_ms() < __atomic_load_n(&pg->lease_until, __ATOMIC_ACQUIRE);
 }
 
 /* The lease may have lapsed: waits, for up to a lease, for the keeper to
  * renew it (1) or find it lost (0).  No answer in that time (the
  * database is away) is 0 too: the caller's work is retried later. */
 static int lease_wait(pg_store *pg) {
-  int64_t give_up = boot_ms() + pg->lease_ms;
+  int64_t give_up = clock_boot_ms() + pg->lease_ms;
   int held;
   pthread_mutex_lock(&pg->lease_mu);
   while (!(held = lease_sure(pg)) &&
          !__atomic_load_n(&pg->lost, __ATOMIC_ACQUIRE) &&
          !__atomic_load_n(&pg->stopping, __ATOMIC_ACQUIRE) &&
-         boot_ms() < give_up) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 50 * 1000000L; /* the boot clock decides, not this one */
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
+         clock_boot_ms() < give_up) {
+    /* the boot clock decides, not this one */
+    struct timespec ts = clock_deadline(CLOCK_REALTIME, 50);
     pthread_cond_timedwait(&pg->lease_cv, &pg->lease_mu, &ts);
   }
   pthread_mutex_unlock(&pg->lease_mu);
@@ -186,9 +169,9 @@ static void *keeper_main(void *arg) {
       listened_before = 1;
       next_beat = 0;
     }
-    int64_t now = mono_ms();
+    int64_t now = clock_mono_ms();
     if (now >= next_beat) {
-      int64_t sent = boot_ms();
+      int64_t sent = clock_boot_ms();
       int rc = lease_renew(pg, c);
       if (rc == 0) {
         pg_host_lost(pg);
@@ -202,7 +185,7 @@ static void *keeper_main(void *arg) {
       lease_renewed(pg, sent);
       next_beat = now + beat_every;
     }
-    int64_t wait = next_beat - mono_ms();
+    int64_t wait = next_beat - clock_mono_ms();
     struct pollfd pfd = {.fd = PQsocket(c), .events = POLLIN};
     poll(&pfd, 1, (int)(wait < 100 ? (wait > 0 ? wait : 0) : 100));
     if (!PQconsumeInput(c)) {
@@ -247,7 +230,7 @@ int pg_join(void *db, int64_t lease_ms, const store_host_hooks *hooks,
   snprintf(pid, sizeof pid, "%d", (int)getpid());
   snprintf(lease, sizeof lease, "%" PRId64, lease_ms);
   const char *v[3] = {name, pid, lease};
-  int64_t sent = boot_ms();
+  int64_t sent = clock_boot_ms();
   PGresult *r = PQexecParams(pg->wr,
                              "INSERT INTO hosts(name,pid,lease_ms) "
                              "VALUES($1,$2,$3) RETURNING id",
@@ -323,7 +306,7 @@ int pg_takeover(void *db, size_t limit,
   p_i64(&me, pg->host);
   PGresult *r = NULL;
   int rc = DURO_E_STORAGE;
-  int64_t sent = boot_ms();
+  int64_t sent = clock_boot_ms();
   end_stale_sessions(pg, c, &me);
   if (pg_exec_cmd(c, "BEGIN", NULL, 0))
     goto out;
