@@ -709,48 +709,55 @@ static int wake_if_waiting(pg_store *pg, journal_op *op, const params *p) {
   return pg_write_queue(pg, ST_NOTIFY, &n);
 }
 
-static int pg_apply(void *db, journal_op *op) {
-  pg_store *pg = db;
+static int instance_insert(pg_store *pg, journal_op *op) {
+  const journal_instance *in = op->inst;
   params p = {0};
   int rc, inserted = 0;
-  switch (op->kind) {
-  case JOP_INSTANCE_INSERT: {
-    const journal_instance *in = op->inst;
-    p_text(&p, in->workflow);
-    p_text(&p, in->id);
-    p_text(&p, in->status);
-    p_text(&p, in->params);
-    p_i64(&p, in->created_ms);
-    p_i64(&p, in->retention_ms);
-    p_i64(&p, pg->host);
-    if ((rc = write_returning(pg, ST_INSTANCE_INSERT, &p, &inserted,
-                              &op->out_rowid)))
-      return rc;
-    op->rc = inserted ? 0 : DURO_E_ALREADY_EXISTS;
+  p_text(&p, in->workflow);
+  p_text(&p, in->id);
+  p_text(&p, in->status);
+  p_text(&p, in->params);
+  p_i64(&p, in->created_ms);
+  p_i64(&p, in->retention_ms);
+  p_i64(&p, pg->host);
+  if ((rc = write_returning(pg, ST_INSTANCE_INSERT, &p, &inserted,
+                            &op->out_rowid)))
+    return rc;
+  op->rc = inserted ? 0 : DURO_E_ALREADY_EXISTS;
+  return 0;
+}
+
+/* An instance's new state; an end by error or terminate cancels the
+ * steps still open. */
+static int instance_set(pg_store *pg, journal_op *op) {
+  const journal_instance *in = op->inst;
+  params p = {0};
+  int rc;
+  p_i64(&p, in->rowid);
+  p_text(&p, in->status);
+  p_text(&p, in->output);
+  p_text(&p, in->error);
+  p_ms(&p, in->started_ms);
+  p_ms(&p, in->ended_ms);
+  p_ms(&p, in->wake_ms);
+  p_ms(&p, in->paused_ms);
+  p_text(&p, in->wait_type);
+  p_i64(&p, op->clear_control);
+  if ((rc = pg_write_queue(pg, ST_INSTANCE_SET, &p)))
+    return rc;
+  if (strcmp(in->status, "errored") != 0 &&
+      strcmp(in->status, "terminated") != 0)
     return 0;
-  }
-  case JOP_INSTANCE_SET: {
-    const journal_instance *in = op->inst;
-    p_i64(&p, in->rowid);
-    p_text(&p, in->status);
-    p_text(&p, in->output);
-    p_text(&p, in->error);
-    p_ms(&p, in->started_ms);
-    p_ms(&p, in->ended_ms);
-    p_ms(&p, in->wake_ms);
-    p_ms(&p, in->paused_ms);
-    p_text(&p, in->wait_type);
-    p_i64(&p, op->clear_control);
-    if ((rc = pg_write_queue(pg, ST_INSTANCE_SET, &p)))
-      return rc;
-    if (strcmp(in->status, "errored") != 0 &&
-        strcmp(in->status, "terminated") != 0)
-      return 0;
-    params c = {0};
-    p_i64(&c, in->rowid);
-    p_ms(&c, in->ended_ms);
-    return pg_write_queue(pg, ST_STEPS_CANCEL, &c);
-  }
+  params c = {0};
+  p_i64(&c, in->rowid);
+  p_ms(&c, in->ended_ms);
+  return pg_write_queue(pg, ST_STEPS_CANCEL, &c);
+}
+
+/* The instance's one-statement ops: its control, restarts, pin. */
+static int instance_mark(pg_store *pg, journal_op *op) {
+  params p = {0};
+  switch (op->kind) {
   case JOP_INSTANCE_CONTROL:
     p_i64(&p, op->rowid);
     p_i64(&p, op->inst ? op->inst->control : 0);
@@ -758,25 +765,45 @@ static int pg_apply(void *db, journal_op *op) {
   case JOP_INSTANCE_CONTROL_CLEAR:
     p_i64(&p, op->rowid);
     return pg_write_queue(pg, ST_INSTANCE_CONTROL_CLEAR, &p);
-  case JOP_STEP_PUT: {
-    const journal_step *s = op->step;
+  case JOP_INSTANCE_RESTARTED:
     p_i64(&p, op->rowid);
-    p_text(&p, s->key);
-    p_i64(&p, s->seq);
-    p_text(&p, s->name);
-    p_i64(&p, s->count);
-    p_text(&p, s->type);
-    p_text(&p, s->status);
-    p_text(&p, s->result);
-    p_text(&p, s->error);
-    p_i64(&p, s->attempts);
-    p_ms(&p, s->started_ms);
-    p_ms(&p, s->ended_ms);
-    p_ms(&p, s->wake_ms);
-    p_ms(&p, s->attempt_started_ms);
-    p_text(&p, s->build);
-    return pg_write_queue(pg, ST_STEP_PUT, &p);
+    return pg_write_queue(pg, ST_INSTANCE_RESTARTED, &p);
+  case JOP_INSTANCE_PIN:
+    p_i64(&p, op->rowid);
+    p_text(&p, op->step_key);
+    return pg_write_queue(pg, ST_INSTANCE_PIN, &p);
+  default:
+    return DURO_E_INVALID_ARGUMENT;
   }
+}
+
+static int step_put(pg_store *pg, journal_op *op) {
+  const journal_step *s = op->step;
+  params p = {0};
+  p_i64(&p, op->rowid);
+  p_text(&p, s->key);
+  p_i64(&p, s->seq);
+  p_text(&p, s->name);
+  p_i64(&p, s->count);
+  p_text(&p, s->type);
+  p_text(&p, s->status);
+  p_text(&p, s->result);
+  p_text(&p, s->error);
+  p_i64(&p, s->attempts);
+  p_ms(&p, s->started_ms);
+  p_ms(&p, s->ended_ms);
+  p_ms(&p, s->wake_ms);
+  p_ms(&p, s->attempt_started_ms);
+  p_text(&p, s->build);
+  return pg_write_queue(pg, ST_STEP_PUT, &p);
+}
+
+/* The steps' other ops: a discard (with the attempts), a shift of their
+ * wakes, an attempt's row. */
+static int steps_change(pg_store *pg, journal_op *op) {
+  params p = {0};
+  int rc;
+  switch (op->kind) {
   case JOP_STEPS_DISCARD: {
     p_i64(&p, op->rowid);
     p_i64(&p, op->from_seq < 0 ? INT64_MIN : op->from_seq);
@@ -786,9 +813,6 @@ static int pg_apply(void *db, journal_op *op) {
     p_i64(&a, op->rowid);
     return pg_write_queue(pg, ST_ATTEMPTS_DISCARD, &a);
   }
-  case JOP_INSTANCE_RESTARTED:
-    p_i64(&p, op->rowid);
-    return pg_write_queue(pg, ST_INSTANCE_RESTARTED, &p);
   case JOP_STEPS_SHIFT_WAKE:
     p_i64(&p, op->rowid);
     p_i64(&p, op->from_seq);
@@ -802,6 +826,16 @@ static int pg_apply(void *db, journal_op *op) {
     p_text(&p, op->attempt.error);
     p_text(&p, op->attempt.build);
     return pg_write_queue(pg, ST_ATTEMPT_PUT, &p);
+  default:
+    return DURO_E_INVALID_ARGUMENT;
+  }
+}
+
+/* An event's ops: its insert, its consumption, the wakes it may cause. */
+static int event_apply(pg_store *pg, journal_op *op) {
+  params p = {0};
+  int rc, inserted = 0;
+  switch (op->kind) {
   case JOP_EVENT_INSERT:
     p_i64(&p, op->rowid);
     p_text(&p, op->event_type);
@@ -816,16 +850,37 @@ static int pg_apply(void *db, journal_op *op) {
     p_i64(&p, op->event_seq);
     p_text(&p, op->step_key);
     return pg_write_queue(pg, ST_EVENT_CONSUME, &p);
-  case JOP_SWEEP: {
+  case JOP_WAKE_IF_WAITING:
+    p_i64(&p, op->rowid);
+    p_text(&p, op->event_type);
     p_i64(&p, op->ts_ms);
-    p_i64(&p, op->from_seq);
-    PGresult *r = pg_write_run(pg, ST_SWEEP, &p);
-    if (!r)
-      return DURO_E_STORAGE;
-    op->out_rowid = get_i64(r, 0, 0);
-    PQclear(r);
-    return 0;
+    return wake_if_waiting(pg, op, &p);
+  case JOP_WAKE_IF_EVENT_PENDING:
+    p_i64(&p, op->rowid);
+    p_i64(&p, op->ts_ms);
+    return write_changes(pg, ST_WAKE_IF_EVENT_PENDING, &p, op);
+  default:
+    return DURO_E_INVALID_ARGUMENT;
   }
+}
+
+static int sweep(pg_store *pg, journal_op *op) {
+  params p = {0};
+  p_i64(&p, op->ts_ms);
+  p_i64(&p, op->from_seq);
+  PGresult *r = pg_write_run(pg, ST_SWEEP, &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  op->out_rowid = get_i64(r, 0, 0);
+  PQclear(r);
+  return 0;
+}
+
+/* A queue's ops (a lease and a retry have their own functions). */
+static int message_apply(pg_store *pg, journal_op *op) {
+  params p = {0};
+  int inserted = 0;
+  switch (op->kind) {
   case JOP_MESSAGE_INSERT:
     p_text(&p, op->queue);
     p_text(&p, op->body);
@@ -833,16 +888,26 @@ static int pg_apply(void *db, journal_op *op) {
     p_i64(&p, op->visible_ms);
     return write_returning(pg, ST_MESSAGE_INSERT, &p, &inserted,
                            &op->out_rowid);
-  case JOP_MESSAGE_LEASE:
-    return message_lease(pg, op);
   case JOP_MESSAGE_ACK:
     p_text(&p, op->lease);
     p_text(&p, op->queue);
     p_i64(&p, op->ts_ms);
     p_i64(&p, journal_lease_seq(op->lease));
     return write_changes(pg, ST_MESSAGE_ACK, &p, op);
-  case JOP_MESSAGE_RETRY:
-    return message_retry(pg, op);
+  case JOP_MESSAGES_EXPIRE:
+    p_text(&p, op->queue);
+    p_i64(&p, op->ts_ms);
+    p_i64(&p, op->from_seq);
+    return write_changes(pg, ST_MESSAGES_EXPIRE, &p, op);
+  default:
+    return DURO_E_INVALID_ARGUMENT;
+  }
+}
+
+/* A cron trigger's ops: its start, its ticks, their sweep. */
+static int cron_apply(pg_store *pg, journal_op *op) {
+  params p = {0};
+  switch (op->kind) {
   case JOP_CRON_SINCE:
     p_text(&p, op->queue);
     p_i64(&p, op->ts_ms);
@@ -868,24 +933,52 @@ static int pg_apply(void *db, journal_op *op) {
     p_text(&p, op->queue);
     p_i64(&p, op->from_seq);
     return pg_write_queue(pg, ST_CRON_MISSED_EXTRA, &p);
-  case JOP_MESSAGES_EXPIRE:
-    p_text(&p, op->queue);
-    p_i64(&p, op->ts_ms);
-    p_i64(&p, op->from_seq);
-    return write_changes(pg, ST_MESSAGES_EXPIRE, &p, op);
-  case JOP_WAKE_IF_WAITING:
-    p_i64(&p, op->rowid);
-    p_text(&p, op->event_type);
-    p_i64(&p, op->ts_ms);
-    return wake_if_waiting(pg, op, &p);
+  default:
+    return DURO_E_INVALID_ARGUMENT;
+  }
+}
+
+/* Every op kind is named here, so the compiler tells of a new one left
+ * out (-Wswitch). */
+static int pg_apply(void *db, journal_op *op) {
+  pg_store *pg = db;
+  switch (op->kind) {
+  case JOP_INSTANCE_INSERT:
+    return instance_insert(pg, op);
+  case JOP_INSTANCE_SET:
+    return instance_set(pg, op);
+  case JOP_INSTANCE_CONTROL:
+  case JOP_INSTANCE_CONTROL_CLEAR:
+  case JOP_INSTANCE_RESTARTED:
   case JOP_INSTANCE_PIN:
-    p_i64(&p, op->rowid);
-    p_text(&p, op->step_key);
-    return pg_write_queue(pg, ST_INSTANCE_PIN, &p);
+    return instance_mark(pg, op);
+  case JOP_STEP_PUT:
+    return step_put(pg, op);
+  case JOP_STEPS_DISCARD:
+  case JOP_STEPS_SHIFT_WAKE:
+  case JOP_ATTEMPT_PUT:
+    return steps_change(pg, op);
+  case JOP_EVENT_INSERT:
+  case JOP_EVENT_CONSUME:
+  case JOP_WAKE_IF_WAITING:
   case JOP_WAKE_IF_EVENT_PENDING:
-    p_i64(&p, op->rowid);
-    p_i64(&p, op->ts_ms);
-    return write_changes(pg, ST_WAKE_IF_EVENT_PENDING, &p, op);
+    return event_apply(pg, op);
+  case JOP_SWEEP:
+    return sweep(pg, op);
+  case JOP_MESSAGE_INSERT:
+  case JOP_MESSAGE_ACK:
+  case JOP_MESSAGES_EXPIRE:
+    return message_apply(pg, op);
+  case JOP_MESSAGE_LEASE:
+    return message_lease(pg, op);
+  case JOP_MESSAGE_RETRY:
+    return message_retry(pg, op);
+  case JOP_CRON_SINCE:
+  case JOP_CRON_TICK:
+  case JOP_CRON_TICK_SET:
+  case JOP_CRON_SWEEP:
+  case JOP_CRON_MISSED_EXTRA:
+    return cron_apply(pg, op);
   }
   store_error("PostgreSQL backend: unknown journal op %d", (int)op->kind);
   return DURO_E_STORAGE;

@@ -772,53 +772,58 @@ static int cron_tick_written(sqlite_store *sq, sqlite3_stmt *st,
   return rc || !op->out_rowid ? rc : cron_count(sq, op->queue, op->body);
 }
 
-static int sqlite_apply(void *db, journal_op *op) {
-  sqlite_store *sq = db;
-  sqlite3_stmt *st;
+static int instance_insert(sqlite_store *sq, journal_op *op) {
+  const journal_instance *in = op->inst;
+  sqlite3_stmt *st = sq->ws[ST_INSTANCE_INSERT];
   int rc;
-  switch (op->kind) {
-  case JOP_INSTANCE_INSERT: {
-    const journal_instance *in = op->inst;
-    st = sq->ws[ST_INSTANCE_INSERT];
-    bind_text(st, 1, in->workflow);
-    bind_text(st, 2, in->id);
-    bind_text(st, 3, in->status);
-    bind_text(st, 4, in->params);
-    sqlite3_bind_int64(st, 5, in->created_ms);
-    sqlite3_bind_int64(st, 6, in->retention_ms);
-    if ((rc = step_done(sq, st)))
-      return rc;
-    if (sqlite3_changes(sq->wr) == 0) {
-      op->rc = DURO_E_ALREADY_EXISTS;
-    } else {
-      op->rc = 0;
-      op->out_rowid = sqlite3_last_insert_rowid(sq->wr);
-    }
+  bind_text(st, 1, in->workflow);
+  bind_text(st, 2, in->id);
+  bind_text(st, 3, in->status);
+  bind_text(st, 4, in->params);
+  sqlite3_bind_int64(st, 5, in->created_ms);
+  sqlite3_bind_int64(st, 6, in->retention_ms);
+  if ((rc = step_done(sq, st)))
+    return rc;
+  if (sqlite3_changes(sq->wr) == 0) {
+    op->rc = DURO_E_ALREADY_EXISTS;
+  } else {
+    op->rc = 0;
+    op->out_rowid = sqlite3_last_insert_rowid(sq->wr);
+  }
+  return 0;
+}
+
+/* An instance's new state; an end by error or terminate cancels the
+ * steps still open. */
+static int instance_set(sqlite_store *sq, journal_op *op) {
+  const journal_instance *in = op->inst;
+  sqlite3_stmt *st = sq->ws[ST_INSTANCE_SET];
+  int rc;
+  sqlite3_bind_int64(st, 1, in->rowid);
+  bind_text(st, 2, in->status);
+  bind_text(st, 3, in->output);
+  bind_text(st, 4, in->error);
+  bind_ms(st, 5, in->started_ms);
+  bind_ms(st, 6, in->ended_ms);
+  bind_ms(st, 7, in->wake_ms);
+  bind_ms(st, 8, in->paused_ms);
+  bind_text(st, 9, in->wait_type);
+  sqlite3_bind_int(st, 10, op->clear_control);
+  if ((rc = step_done(sq, st)))
+    return rc;
+  if (strcmp(in->status, "errored") != 0 &&
+      strcmp(in->status, "terminated") != 0)
     return 0;
-  }
-  case JOP_INSTANCE_SET: {
-    const journal_instance *in = op->inst;
-    st = sq->ws[ST_INSTANCE_SET];
-    sqlite3_bind_int64(st, 1, in->rowid);
-    bind_text(st, 2, in->status);
-    bind_text(st, 3, in->output);
-    bind_text(st, 4, in->error);
-    bind_ms(st, 5, in->started_ms);
-    bind_ms(st, 6, in->ended_ms);
-    bind_ms(st, 7, in->wake_ms);
-    bind_ms(st, 8, in->paused_ms);
-    bind_text(st, 9, in->wait_type);
-    sqlite3_bind_int(st, 10, op->clear_control);
-    if ((rc = step_done(sq, st)))
-      return rc;
-    if (strcmp(in->status, "errored") != 0 &&
-        strcmp(in->status, "terminated") != 0)
-      return 0;
-    st = sq->ws[ST_STEPS_CANCEL];
-    sqlite3_bind_int64(st, 1, in->rowid);
-    bind_ms(st, 2, in->ended_ms);
-    return step_done(sq, st);
-  }
+  st = sq->ws[ST_STEPS_CANCEL];
+  sqlite3_bind_int64(st, 1, in->rowid);
+  bind_ms(st, 2, in->ended_ms);
+  return step_done(sq, st);
+}
+
+/* The instance's one-statement ops: its control, restarts, pin. */
+static int instance_mark(sqlite_store *sq, journal_op *op) {
+  sqlite3_stmt *st;
+  switch (op->kind) {
   case JOP_INSTANCE_CONTROL:
     st = sq->ws[ST_INSTANCE_CONTROL];
     sqlite3_bind_int64(st, 1, op->rowid);
@@ -828,26 +833,47 @@ static int sqlite_apply(void *db, journal_op *op) {
     st = sq->ws[ST_INSTANCE_CONTROL_CLEAR];
     sqlite3_bind_int64(st, 1, op->rowid);
     return step_done(sq, st);
-  case JOP_STEP_PUT: {
-    const journal_step *s = op->step;
-    st = sq->ws[ST_STEP_PUT];
+  case JOP_INSTANCE_RESTARTED:
+    st = sq->ws[ST_INSTANCE_RESTARTED];
     sqlite3_bind_int64(st, 1, op->rowid);
-    bind_text(st, 2, s->key);
-    sqlite3_bind_int64(st, 3, s->seq);
-    bind_text(st, 4, s->name);
-    sqlite3_bind_int64(st, 5, s->count);
-    bind_text(st, 6, s->type);
-    bind_text(st, 7, s->status);
-    bind_text(st, 8, s->result);
-    bind_text(st, 9, s->error);
-    sqlite3_bind_int64(st, 10, s->attempts);
-    bind_ms(st, 11, s->started_ms);
-    bind_ms(st, 12, s->ended_ms);
-    bind_ms(st, 13, s->wake_ms);
-    bind_ms(st, 14, s->attempt_started_ms);
-    bind_text(st, 15, s->build);
     return step_done(sq, st);
+  case JOP_INSTANCE_PIN:
+    st = sq->ws[ST_INSTANCE_PIN];
+    sqlite3_bind_int64(st, 1, op->rowid);
+    bind_text(st, 2, op->step_key);
+    return step_done(sq, st);
+  default:
+    return DURO_E_INVALID_ARGUMENT;
   }
+}
+
+static int step_put(sqlite_store *sq, journal_op *op) {
+  const journal_step *s = op->step;
+  sqlite3_stmt *st = sq->ws[ST_STEP_PUT];
+  sqlite3_bind_int64(st, 1, op->rowid);
+  bind_text(st, 2, s->key);
+  sqlite3_bind_int64(st, 3, s->seq);
+  bind_text(st, 4, s->name);
+  sqlite3_bind_int64(st, 5, s->count);
+  bind_text(st, 6, s->type);
+  bind_text(st, 7, s->status);
+  bind_text(st, 8, s->result);
+  bind_text(st, 9, s->error);
+  sqlite3_bind_int64(st, 10, s->attempts);
+  bind_ms(st, 11, s->started_ms);
+  bind_ms(st, 12, s->ended_ms);
+  bind_ms(st, 13, s->wake_ms);
+  bind_ms(st, 14, s->attempt_started_ms);
+  bind_text(st, 15, s->build);
+  return step_done(sq, st);
+}
+
+/* The steps' other ops: a discard (with the attempts), a shift of their
+ * wakes, an attempt's row. */
+static int steps_change(sqlite_store *sq, journal_op *op) {
+  sqlite3_stmt *st;
+  int rc;
+  switch (op->kind) {
   case JOP_STEPS_DISCARD:
     st = sq->ws[ST_STEPS_DISCARD];
     sqlite3_bind_int64(st, 1, op->rowid);
@@ -855,10 +881,6 @@ static int sqlite_apply(void *db, journal_op *op) {
     if ((rc = step_done(sq, st)))
       return rc;
     st = sq->ws[ST_ATTEMPTS_DISCARD];
-    sqlite3_bind_int64(st, 1, op->rowid);
-    return step_done(sq, st);
-  case JOP_INSTANCE_RESTARTED:
-    st = sq->ws[ST_INSTANCE_RESTARTED];
     sqlite3_bind_int64(st, 1, op->rowid);
     return step_done(sq, st);
   case JOP_STEPS_SHIFT_WAKE:
@@ -876,6 +898,16 @@ static int sqlite_apply(void *db, journal_op *op) {
     bind_text(st, 6, op->attempt.error);
     bind_text(st, 7, op->attempt.build);
     return step_done(sq, st);
+  default:
+    return DURO_E_INVALID_ARGUMENT;
+  }
+}
+
+/* An event's ops: its insert, its consumption, the wakes it may cause. */
+static int event_apply(sqlite_store *sq, journal_op *op) {
+  sqlite3_stmt *st;
+  int rc;
+  switch (op->kind) {
   case JOP_EVENT_INSERT:
     st = sq->ws[ST_EVENT_INSERT];
     sqlite3_bind_int64(st, 1, op->rowid);
@@ -896,17 +928,41 @@ static int sqlite_apply(void *db, journal_op *op) {
     sqlite3_bind_int64(st, 1, op->event_seq);
     bind_text(st, 2, op->step_key);
     return step_done(sq, st);
-  case JOP_SWEEP:
-    st = sq->ws[ST_SWEEP_PICK];
-    sqlite3_bind_int64(st, 1, op->ts_ms);
-    sqlite3_bind_int64(st, 2, op->from_seq);
-    if ((rc = step_done(sq, st)))
+  case JOP_WAKE_IF_WAITING:
+    st = sq->ws[ST_WAKE_IF_WAITING];
+    sqlite3_bind_int64(st, 1, op->rowid);
+    bind_text(st, 2, op->event_type);
+    sqlite3_bind_int64(st, 3, op->ts_ms);
+    return step_changes(sq, st, op);
+  case JOP_WAKE_IF_EVENT_PENDING:
+    st = sq->ws[ST_WAKE_IF_EVENT_PENDING];
+    sqlite3_bind_int64(st, 1, op->rowid);
+    sqlite3_bind_int64(st, 2, op->ts_ms);
+    return step_changes(sq, st, op);
+  default:
+    return DURO_E_INVALID_ARGUMENT;
+  }
+}
+
+static int sweep(sqlite_store *sq, journal_op *op) {
+  sqlite3_stmt *st = sq->ws[ST_SWEEP_PICK];
+  int rc;
+  sqlite3_bind_int64(st, 1, op->ts_ms);
+  sqlite3_bind_int64(st, 2, op->from_seq);
+  if ((rc = step_done(sq, st)))
+    return rc;
+  op->out_rowid = sqlite3_changes(sq->wr);
+  for (int k = ST_SWEEP_STEPS; k <= ST_SWEEP_CLEAR; k++)
+    if ((rc = step_done(sq, sq->ws[k])))
       return rc;
-    op->out_rowid = sqlite3_changes(sq->wr);
-    for (int k = ST_SWEEP_STEPS; k <= ST_SWEEP_CLEAR; k++)
-      if ((rc = step_done(sq, sq->ws[k])))
-        return rc;
-    return 0;
+  return 0;
+}
+
+/* A queue's ops (a lease and a retry have their own functions). */
+static int message_apply(sqlite_store *sq, journal_op *op) {
+  sqlite3_stmt *st;
+  int rc;
+  switch (op->kind) {
   case JOP_MESSAGE_INSERT:
     st = sq->ws[ST_MESSAGE_INSERT];
     bind_text(st, 1, op->queue);
@@ -917,8 +973,6 @@ static int sqlite_apply(void *db, journal_op *op) {
       return rc;
     op->out_rowid = sqlite3_last_insert_rowid(sq->wr);
     return 0;
-  case JOP_MESSAGE_LEASE:
-    return message_lease(sq, op);
   case JOP_MESSAGE_ACK:
     st = sq->ws[ST_MESSAGE_ACK];
     bind_text(st, 1, op->lease);
@@ -926,8 +980,21 @@ static int sqlite_apply(void *db, journal_op *op) {
     sqlite3_bind_int64(st, 3, op->ts_ms);
     sqlite3_bind_int64(st, 4, journal_lease_seq(op->lease));
     return step_changes(sq, st, op);
-  case JOP_MESSAGE_RETRY:
-    return message_retry(sq, op);
+  case JOP_MESSAGES_EXPIRE:
+    st = sq->ws[ST_MESSAGES_EXPIRE];
+    bind_text(st, 1, op->queue);
+    sqlite3_bind_int64(st, 2, op->ts_ms);
+    sqlite3_bind_int64(st, 3, op->from_seq);
+    return step_changes(sq, st, op);
+  default:
+    return DURO_E_INVALID_ARGUMENT;
+  }
+}
+
+/* A cron trigger's ops: its start, its ticks, their sweep. */
+static int cron_apply(sqlite_store *sq, journal_op *op) {
+  sqlite3_stmt *st;
+  switch (op->kind) {
   case JOP_CRON_SINCE:
     st = sq->ws[ST_CRON_SINCE];
     bind_text(st, 1, op->queue);
@@ -958,30 +1025,52 @@ static int sqlite_apply(void *db, journal_op *op) {
     bind_text(st, 1, op->queue);
     sqlite3_bind_int64(st, 2, op->from_seq);
     return step_done(sq, st);
-  case JOP_MESSAGES_EXPIRE:
-    st = sq->ws[ST_MESSAGES_EXPIRE];
-    bind_text(st, 1, op->queue);
-    sqlite3_bind_int64(st, 2, op->ts_ms);
-    sqlite3_bind_int64(st, 3, op->from_seq);
-    return step_changes(sq, st, op);
-  case JOP_WAKE_IF_WAITING: {
-    st = sq->ws[ST_WAKE_IF_WAITING];
-    sqlite3_bind_int64(st, 1, op->rowid);
-    bind_text(st, 2, op->event_type);
-    sqlite3_bind_int64(st, 3, op->ts_ms);
-    return step_changes(sq, st, op);
+  default:
+    return DURO_E_INVALID_ARGUMENT;
   }
+}
+
+/* Every op kind is named here, so the compiler tells of a new one left
+ * out (-Wswitch). */
+static int sqlite_apply(void *db, journal_op *op) {
+  sqlite_store *sq = db;
+  switch (op->kind) {
+  case JOP_INSTANCE_INSERT:
+    return instance_insert(sq, op);
+  case JOP_INSTANCE_SET:
+    return instance_set(sq, op);
+  case JOP_INSTANCE_CONTROL:
+  case JOP_INSTANCE_CONTROL_CLEAR:
+  case JOP_INSTANCE_RESTARTED:
   case JOP_INSTANCE_PIN:
-    st = sq->ws[ST_INSTANCE_PIN];
-    sqlite3_bind_int64(st, 1, op->rowid);
-    bind_text(st, 2, op->step_key);
-    return step_done(sq, st);
-  case JOP_WAKE_IF_EVENT_PENDING: {
-    st = sq->ws[ST_WAKE_IF_EVENT_PENDING];
-    sqlite3_bind_int64(st, 1, op->rowid);
-    sqlite3_bind_int64(st, 2, op->ts_ms);
-    return step_changes(sq, st, op);
-  }
+    return instance_mark(sq, op);
+  case JOP_STEP_PUT:
+    return step_put(sq, op);
+  case JOP_STEPS_DISCARD:
+  case JOP_STEPS_SHIFT_WAKE:
+  case JOP_ATTEMPT_PUT:
+    return steps_change(sq, op);
+  case JOP_EVENT_INSERT:
+  case JOP_EVENT_CONSUME:
+  case JOP_WAKE_IF_WAITING:
+  case JOP_WAKE_IF_EVENT_PENDING:
+    return event_apply(sq, op);
+  case JOP_SWEEP:
+    return sweep(sq, op);
+  case JOP_MESSAGE_INSERT:
+  case JOP_MESSAGE_ACK:
+  case JOP_MESSAGES_EXPIRE:
+    return message_apply(sq, op);
+  case JOP_MESSAGE_LEASE:
+    return message_lease(sq, op);
+  case JOP_MESSAGE_RETRY:
+    return message_retry(sq, op);
+  case JOP_CRON_SINCE:
+  case JOP_CRON_TICK:
+  case JOP_CRON_TICK_SET:
+  case JOP_CRON_SWEEP:
+  case JOP_CRON_MISSED_EXTRA:
+    return cron_apply(sq, op);
   }
   return DURO_E_INVALID_ARGUMENT;
 }
