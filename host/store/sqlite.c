@@ -1203,6 +1203,35 @@ static int rows_end(reader *r, int s) {
   return DURO_E_STORAGE;
 }
 
+/* One read on a reader of the pool, the shape of every read below but
+ * queue_ready's: rd_open takes a reader and prepares `sql` (a literal;
+ * the caller binds q->st), rd_row steps to the next row (1 while there is
+ * one), rd_close ends the read and returns `rc`, or the storage error that
+ * ended its rows.  A read that stopped at a row it wanted no more is
+ * whole. */
+typedef struct rd {
+  sqlite_store *sq;
+  reader *r;
+  sqlite3_stmt *st;
+  int s; /* what the last sqlite3_step said */
+} rd;
+
+static int rd_open(rd *q, void *db, const char *sql) {
+  q->sq = db;
+  q->r = reader_take(db);
+  q->s = SQLITE_DONE;
+  return prepare_rd(q->r, sql, &q->st);
+}
+
+static int rd_row(rd *q) { return (q->s = sqlite3_step(q->st)) == SQLITE_ROW; }
+
+static int rd_close(rd *q, int rc) {
+  if (rc == 0 && q->s != SQLITE_ROW)
+    rc = rows_end(q->r, q->s);
+  release_rd(q->r, q->st);
+  return reader_give(q->sq, q->r, rc);
+}
+
 #define INSTANCE_COLS                                                          \
   "rowid,workflow,id,status,params,output,error,created_ms,started_ms,"        \
   "ended_ms,wake_ms,paused_ms,wait_type,control,retention_ms,build,restarts"
@@ -1230,30 +1259,21 @@ static void read_instance(sqlite3_stmt *st, journal_instance *o) {
 static int instance_query(void *db, const char *sql, int64_t rowid,
                           const char *workflow, const char *id,
                           journal_instance *out) {
-  sqlite3_stmt *st = NULL;
-  int rc;
-  reader *r = reader_take(db);
-  if ((rc = prepare_rd(r, sql, &st)))
-    goto done;
-  if (workflow) {
-    bind_text(st, 1, workflow);
-    bind_text(st, 2, id);
-  } else {
-    sqlite3_bind_int64(st, 1, rowid);
+  rd q;
+  int rc = rd_open(&q, db, sql);
+  if (rc == 0) {
+    if (workflow) {
+      bind_text(q.st, 1, workflow);
+      bind_text(q.st, 2, id);
+    } else {
+      sqlite3_bind_int64(q.st, 1, rowid);
+    }
+    if (rd_row(&q))
+      read_instance(q.st, out);
+    else if (q.s == SQLITE_DONE)
+      rc = DURO_E_NOT_FOUND;
   }
-  int s = sqlite3_step(st);
-  if (s == SQLITE_ROW) {
-    read_instance(st, out);
-    rc = 0;
-  } else if (s == SQLITE_DONE) {
-    rc = DURO_E_NOT_FOUND;
-  } else {
-    set_err(r->db, NULL);
-    rc = DURO_E_STORAGE;
-  }
-done:
-  release_rd(r, st);
-  return reader_give(db, r, rc);
+  return rd_close(&q, rc);
 }
 
 static int sqlite_instance_get(void *db, const char *workflow, const char *id,
@@ -1272,52 +1292,47 @@ static int sqlite_instance_get_rowid(void *db, int64_t rowid,
 
 static int sqlite_steps_load(void *db, int64_t rowid, journal_step **out,
                              size_t *n) {
-  sqlite3_stmt *st = NULL;
   journal_step *v = NULL;
   size_t len = 0, cap = 0;
-  int rc;
-  reader *r = reader_take(db);
-  if ((rc = prepare_rd(r,
-                       "SELECT key,name,count,seq,type,status,result,error,"
-                       "attempts,started_ms,ended_ms,wake_ms,"
-                       "attempt_started_ms,build FROM steps "
-                       "WHERE instance=?1 ORDER BY seq",
-                       &st)))
-    goto done;
-  sqlite3_bind_int64(st, 1, rowid);
-  int s;
-  while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-    if (len == cap) {
-      cap = cap ? cap * 2 : 16;
-      v = xrealloc(v, cap * sizeof *v);
+  rd q;
+  int rc = rd_open(&q, db,
+                   "SELECT key,name,count,seq,type,status,result,error,"
+                   "attempts,started_ms,ended_ms,wake_ms,"
+                   "attempt_started_ms,build FROM steps "
+                   "WHERE instance=?1 ORDER BY seq");
+  if (rc == 0) {
+    sqlite3_bind_int64(q.st, 1, rowid);
+    while (rd_row(&q)) {
+      if (len == cap) {
+        cap = cap ? cap * 2 : 16;
+        v = xrealloc(v, cap * sizeof *v);
+      }
+      sqlite3_stmt *st = q.st;
+      journal_step *o = &v[len++];
+      o->key = col_text(st, 0);
+      o->name = col_text(st, 1);
+      o->count = (uint32_t)sqlite3_column_int64(st, 2);
+      o->seq = sqlite3_column_int64(st, 3);
+      o->type = col_text(st, 4);
+      o->status = col_text(st, 5);
+      o->result = col_text(st, 6);
+      o->error = col_text(st, 7);
+      o->attempts = (uint32_t)sqlite3_column_int64(st, 8);
+      o->started_ms = col_ms(st, 9);
+      o->ended_ms = col_ms(st, 10);
+      o->wake_ms = col_ms(st, 11);
+      o->attempt_started_ms = col_ms(st, 12);
+      o->build = col_text(st, 13);
     }
-    journal_step *o = &v[len++];
-    o->key = col_text(st, 0);
-    o->name = col_text(st, 1);
-    o->count = (uint32_t)sqlite3_column_int64(st, 2);
-    o->seq = sqlite3_column_int64(st, 3);
-    o->type = col_text(st, 4);
-    o->status = col_text(st, 5);
-    o->result = col_text(st, 6);
-    o->error = col_text(st, 7);
-    o->attempts = (uint32_t)sqlite3_column_int64(st, 8);
-    o->started_ms = col_ms(st, 9);
-    o->ended_ms = col_ms(st, 10);
-    o->wake_ms = col_ms(st, 11);
-    o->attempt_started_ms = col_ms(st, 12);
-    o->build = col_text(st, 13);
   }
-  rc = rows_end(r, s);
-done:
-  release_rd(r, st);
-  if (rc) {
+  if ((rc = rd_close(&q, rc))) {
     journal_steps_free(v, len);
     v = NULL;
     len = 0;
   }
   *out = v;
   *n = len;
-  return reader_give(db, r, rc);
+  return rc;
 }
 
 static int sqlite_attempts_each(void *db, int64_t rowid,
@@ -1326,63 +1341,52 @@ static int sqlite_attempts_each(void *db, int64_t rowid,
                                            int64_t ended_ms, const char *error,
                                            const char *build),
                                 void *ctx) {
-  sqlite3_stmt *st = NULL;
-  int rc;
-  reader *r = reader_take(db);
-  if ((rc = prepare_rd(r,
-                       "SELECT key,number,started_ms,ended_ms,error,build "
-                       "FROM attempts WHERE instance=?1 ORDER BY key,number",
-                       &st)))
-    goto done;
-  sqlite3_bind_int64(st, 1, rowid);
-  int s;
-  while ((s = sqlite3_step(st)) == SQLITE_ROW)
-    fn(ctx, (const char *)sqlite3_column_text(st, 0),
-       (uint32_t)sqlite3_column_int64(st, 1), col_ms(st, 2), col_ms(st, 3),
-       (const char *)sqlite3_column_text(st, 4),
-       (const char *)sqlite3_column_text(st, 5));
-  rc = rows_end(r, s);
-done:
-  release_rd(r, st);
-  return reader_give(db, r, rc);
+  rd q;
+  int rc = rd_open(&q, db,
+                   "SELECT key,number,started_ms,ended_ms,error,build "
+                   "FROM attempts WHERE instance=?1 ORDER BY key,number");
+  if (rc == 0) {
+    sqlite3_bind_int64(q.st, 1, rowid);
+    while (rd_row(&q))
+      fn(ctx, (const char *)sqlite3_column_text(q.st, 0),
+         (uint32_t)sqlite3_column_int64(q.st, 1), col_ms(q.st, 2),
+         col_ms(q.st, 3), (const char *)sqlite3_column_text(q.st, 4),
+         (const char *)sqlite3_column_text(q.st, 5));
+  }
+  return rd_close(&q, rc);
 }
 
 /* The instance's events that `sql` selects (seq, type, payload, ts_ms,
  * consumed_by; ?1 the instance), in its order. */
 static int read_events(void *db, const char *sql, int64_t rowid,
                        journal_event **out, size_t *n) {
-  sqlite3_stmt *st = NULL;
   journal_event *v = NULL;
   size_t len = 0, cap = 0;
-  int rc;
-  reader *r = reader_take(db);
-  if ((rc = prepare_rd(r, sql, &st)))
-    goto done;
-  sqlite3_bind_int64(st, 1, rowid);
-  int s;
-  while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-    if (len == cap) {
-      cap = cap ? cap * 2 : 8;
-      v = xrealloc(v, cap * sizeof *v);
+  rd q;
+  int rc = rd_open(&q, db, sql);
+  if (rc == 0) {
+    sqlite3_bind_int64(q.st, 1, rowid);
+    while (rd_row(&q)) {
+      if (len == cap) {
+        cap = cap ? cap * 2 : 8;
+        v = xrealloc(v, cap * sizeof *v);
+      }
+      journal_event *o = &v[len++];
+      o->seq = sqlite3_column_int64(q.st, 0);
+      o->type = col_text(q.st, 1);
+      o->payload = col_text(q.st, 2);
+      o->ts_ms = sqlite3_column_int64(q.st, 3);
+      o->consumed_by = col_text(q.st, 4);
     }
-    journal_event *o = &v[len++];
-    o->seq = sqlite3_column_int64(st, 0);
-    o->type = col_text(st, 1);
-    o->payload = col_text(st, 2);
-    o->ts_ms = sqlite3_column_int64(st, 3);
-    o->consumed_by = col_text(st, 4);
   }
-  rc = rows_end(r, s);
-done:
-  release_rd(r, st);
-  if (rc) {
+  if ((rc = rd_close(&q, rc))) {
     journal_events_free(v, len);
     v = NULL;
     len = 0;
   }
   *out = v;
   *n = len;
-  return reader_give(db, r, rc);
+  return rc;
 }
 
 static int sqlite_events_pending(void *db, int64_t rowid, journal_event **out,
@@ -1403,71 +1407,54 @@ static int sqlite_events_all(void *db, int64_t rowid, journal_event **out,
 
 static int sqlite_due(void *db, int64_t after_ms, int64_t upto_ms, size_t limit,
                       int64_t *rowids, int64_t *wakes, size_t *n) {
-  sqlite3_stmt *st = NULL;
-  int rc;
   *n = 0;
-  reader *r = reader_take(db);
-  if ((rc = prepare_rd(r,
-                       "SELECT rowid, wake_ms FROM instances WHERE wake_ms>?1 "
-                       "AND wake_ms<=?2 ORDER BY wake_ms LIMIT ?3",
-                       &st)))
-    goto done;
-  sqlite3_bind_int64(st, 1, after_ms);
-  sqlite3_bind_int64(st, 2, upto_ms);
-  sqlite3_bind_int64(st, 3, (sqlite3_int64)limit);
-  int s;
-  while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-    rowids[*n] = sqlite3_column_int64(st, 0);
-    wakes[*n] = sqlite3_column_int64(st, 1);
-    (*n)++;
+  rd q;
+  int rc = rd_open(&q, db,
+                   "SELECT rowid, wake_ms FROM instances WHERE wake_ms>?1 "
+                   "AND wake_ms<=?2 ORDER BY wake_ms LIMIT ?3");
+  if (rc == 0) {
+    sqlite3_bind_int64(q.st, 1, after_ms);
+    sqlite3_bind_int64(q.st, 2, upto_ms);
+    sqlite3_bind_int64(q.st, 3, (sqlite3_int64)limit);
+    while (rd_row(&q)) {
+      rowids[*n] = sqlite3_column_int64(q.st, 0);
+      wakes[*n] = sqlite3_column_int64(q.st, 1);
+      (*n)++;
+    }
   }
-  rc = rows_end(r, s);
-  if (rc)
+  if ((rc = rd_close(&q, rc)))
     *n = 0;
-done:
-  release_rd(r, st);
-  return reader_give(db, r, rc);
+  return rc;
 }
 
 static int sqlite_next_wake(void *db, int64_t after_ms, int64_t *wake) {
-  sqlite3_stmt *st = NULL;
   *wake = JOURNAL_NONE;
-  reader *r = reader_take(db);
+  rd q;
   int rc =
-      prepare_rd(r, "SELECT MIN(wake_ms) FROM instances WHERE wake_ms>?1", &st);
+      rd_open(&q, db, "SELECT MIN(wake_ms) FROM instances WHERE wake_ms>?1");
   if (rc == 0) {
-    sqlite3_bind_int64(st, 1, after_ms);
-    int s = sqlite3_step(st);
-    if (s == SQLITE_ROW)
-      *wake = col_ms(st, 0);
-    else
-      rc = rows_end(r, s);
+    sqlite3_bind_int64(q.st, 1, after_ms);
+    if (rd_row(&q))
+      *wake = col_ms(q.st, 0);
   }
-  release_rd(r, st);
-  return reader_give(db, r, rc);
+  return rd_close(&q, rc);
 }
 
 static int sqlite_recover_each(void *db,
                                void (*fn)(void *ctx, int64_t rowid,
                                           const char *status, int control),
                                void *ctx) {
-  sqlite3_stmt *st = NULL;
-  int rc;
-  reader *r = reader_take(db);
-  if ((rc = prepare_rd(r,
-                       "SELECT rowid,status,control FROM instances WHERE "
-                       "status='queued' OR (control<>0 AND status IN "
-                       "('waiting','paused'))",
-                       &st)))
-    goto done;
-  int s;
-  while ((s = sqlite3_step(st)) == SQLITE_ROW)
-    fn(ctx, sqlite3_column_int64(st, 0),
-       (const char *)sqlite3_column_text(st, 1), sqlite3_column_int(st, 2));
-  rc = rows_end(r, s);
-done:
-  release_rd(r, st);
-  return reader_give(db, r, rc);
+  rd q;
+  int rc = rd_open(&q, db,
+                   "SELECT rowid,status,control FROM instances WHERE "
+                   "status='queued' OR (control<>0 AND status IN "
+                   "('waiting','paused'))");
+  if (rc == 0)
+    while (rd_row(&q))
+      fn(ctx, sqlite3_column_int64(q.st, 0),
+         (const char *)sqlite3_column_text(q.st, 1),
+         sqlite3_column_int(q.st, 2));
+  return rd_close(&q, rc);
 }
 
 static int sqlite_list(void *db, const char *workflow, const char *status,
@@ -1475,102 +1462,79 @@ static int sqlite_list(void *db, const char *workflow, const char *status,
                        void (*fn)(void *ctx, int64_t rowid, const char *id,
                                   const char *status, int64_t created_ms),
                        void *ctx) {
-  sqlite3_stmt *st = NULL;
-  int rc;
-  reader *r = reader_take(db);
-  if ((rc = prepare_rd(r,
-                       "SELECT rowid,id,status,created_ms FROM instances "
-                       "WHERE workflow=?1 AND (?2 IS NULL OR status=?2) AND "
-                       "(?3=0 OR rowid<?3) ORDER BY rowid DESC LIMIT ?4",
-                       &st)))
-    goto done;
-  bind_text(st, 1, workflow);
-  bind_text(st, 2, status);
-  sqlite3_bind_int64(st, 3, cursor);
-  sqlite3_bind_int64(st, 4, (sqlite3_int64)limit);
-  int s;
-  while ((s = sqlite3_step(st)) == SQLITE_ROW)
-    fn(ctx, sqlite3_column_int64(st, 0),
-       (const char *)sqlite3_column_text(st, 1),
-       (const char *)sqlite3_column_text(st, 2), sqlite3_column_int64(st, 3));
-  rc = rows_end(r, s);
-done:
-  release_rd(r, st);
-  return reader_give(db, r, rc);
+  rd q;
+  int rc = rd_open(&q, db,
+                   "SELECT rowid,id,status,created_ms FROM instances "
+                   "WHERE workflow=?1 AND (?2 IS NULL OR status=?2) AND "
+                   "(?3=0 OR rowid<?3) ORDER BY rowid DESC LIMIT ?4");
+  if (rc == 0) {
+    bind_text(q.st, 1, workflow);
+    bind_text(q.st, 2, status);
+    sqlite3_bind_int64(q.st, 3, cursor);
+    sqlite3_bind_int64(q.st, 4, (sqlite3_int64)limit);
+    while (rd_row(&q))
+      fn(ctx, sqlite3_column_int64(q.st, 0),
+         (const char *)sqlite3_column_text(q.st, 1),
+         (const char *)sqlite3_column_text(q.st, 2),
+         sqlite3_column_int64(q.st, 3));
+  }
+  return rd_close(&q, rc);
 }
 
 static int sqlite_count_by_status(void *db,
                                   void (*fn)(void *ctx, const char *workflow,
                                              const char *status, int64_t n),
                                   void *ctx) {
-  sqlite3_stmt *st = NULL;
-  int rc;
   sqlite_store *sq = db;
-  reader *r = reader_take(sq);
+  rd q;
   /* A read-only look at a file of an older host may have no counts: it
    * counts the rows. */
-  if ((rc = prepare_rd(r,
-                       sq->counted
-                           ? "SELECT workflow,status,n FROM instance_counts "
-                             "WHERE n>0 ORDER BY workflow,status"
-                           : "SELECT workflow,status,COUNT(*) FROM instances "
-                             "GROUP BY workflow,status ORDER BY "
-                             "workflow,status",
-                       &st)))
-    goto done;
-  int s;
-  while ((s = sqlite3_step(st)) == SQLITE_ROW)
-    fn(ctx, (const char *)sqlite3_column_text(st, 0),
-       (const char *)sqlite3_column_text(st, 1), sqlite3_column_int64(st, 2));
-  rc = rows_end(r, s);
-done:
-  release_rd(r, st);
-  return reader_give(db, r, rc);
+  int rc =
+      rd_open(&q, db,
+              sq->counted ? "SELECT workflow,status,n FROM instance_counts "
+                            "WHERE n>0 ORDER BY workflow,status"
+                          : "SELECT workflow,status,COUNT(*) FROM instances "
+                            "GROUP BY workflow,status ORDER BY "
+                            "workflow,status");
+  if (rc == 0)
+    while (rd_row(&q))
+      fn(ctx, (const char *)sqlite3_column_text(q.st, 0),
+         (const char *)sqlite3_column_text(q.st, 1),
+         sqlite3_column_int64(q.st, 2));
+  return rd_close(&q, rc);
 }
 
 static int sqlite_build_pinned(void *db, const char *workflow,
                                const char *build, int *pinned) {
-  sqlite3_stmt *st = NULL;
   *pinned = 0;
-  reader *r = reader_take(db);
-  int rc = prepare_rd(r,
-                      "SELECT 1 FROM instances WHERE workflow=?1 AND build=?2 "
-                      "AND build IS NOT NULL AND status IN "
-                      "('queued','waiting','paused') LIMIT 1",
-                      &st);
+  rd q;
+  int rc = rd_open(&q, db,
+                   "SELECT 1 FROM instances WHERE workflow=?1 AND build=?2 "
+                   "AND build IS NOT NULL AND status IN "
+                   "('queued','waiting','paused') LIMIT 1");
   if (rc == 0) {
-    bind_text(st, 1, workflow);
-    bind_text(st, 2, build);
-    int s = sqlite3_step(st);
-    if (s == SQLITE_ROW)
-      *pinned = 1;
-    else
-      rc = rows_end(r, s);
+    bind_text(q.st, 1, workflow);
+    bind_text(q.st, 2, build);
+    *pinned = rd_row(&q);
   }
-  release_rd(r, st);
-  return reader_give(db, r, rc);
+  return rd_close(&q, rc);
 }
 
 static int sqlite_pinned_builds(void *db,
                                 void (*fn)(void *ctx, const char *workflow,
                                            const char *build, int64_t n),
                                 void *ctx) {
-  sqlite3_stmt *st = NULL;
-  reader *r = reader_take(db);
-  int rc = prepare_rd(r,
-                      "SELECT workflow, build, COUNT(*) FROM instances "
-                      "WHERE build IS NOT NULL AND status IN "
-                      "('queued','waiting','paused') GROUP BY workflow, build",
-                      &st);
-  if (rc == 0) {
-    int s;
-    while ((s = sqlite3_step(st)) == SQLITE_ROW)
-      fn(ctx, (const char *)sqlite3_column_text(st, 0),
-         (const char *)sqlite3_column_text(st, 1), sqlite3_column_int64(st, 2));
-    rc = rows_end(r, s);
-  }
-  release_rd(r, st);
-  return reader_give(db, r, rc);
+  rd q;
+  int rc = rd_open(&q, db,
+                   "SELECT workflow, build, COUNT(*) FROM instances "
+                   "WHERE build IS NOT NULL AND status IN "
+                   "('queued','waiting','paused') GROUP BY workflow, build");
+  if (rc == 0)
+    while (rd_row(&q))
+      fn(ctx, (const char *)sqlite3_column_text(q.st, 0),
+         (const char *)sqlite3_column_text(q.st, 1),
+         sqlite3_column_int64(q.st, 2));
+  return rd_close(&q, rc);
 }
 
 /* Two probes of messages_next, each reading at most `limit` + 1 rows:
@@ -1619,20 +1583,16 @@ static const char sql_queued_from[] =
 
 static int sqlite_queued_from(void *db, int64_t from, size_t limit,
                               int64_t *rowids, size_t *n) {
-  reader *r = reader_take(db);
-  sqlite3_stmt *st = NULL;
   *n = 0;
-  int rc = prepare_rd(r, sql_queued_from, &st);
-  if (rc)
-    return reader_give(db, r, rc);
-  sqlite3_bind_int64(st, 1, from);
-  sqlite3_bind_int64(st, 2, (sqlite3_int64)limit);
-  int s;
-  while ((s = sqlite3_step(st)) == SQLITE_ROW && *n < limit)
-    rowids[(*n)++] = sqlite3_column_int64(st, 0);
-  rc = rows_end(r, s == SQLITE_ROW ? SQLITE_DONE : s);
-  release_rd(r, st);
-  return reader_give(db, r, rc);
+  rd q;
+  int rc = rd_open(&q, db, sql_queued_from);
+  if (rc == 0) {
+    sqlite3_bind_int64(q.st, 1, from);
+    sqlite3_bind_int64(q.st, 2, (sqlite3_int64)limit);
+    while (rd_row(&q) && *n < limit)
+      rowids[(*n)++] = sqlite3_column_int64(q.st, 0);
+  }
+  return rd_close(&q, rc);
 }
 
 /* On instances_status, in rowid order: the unary + keeps the planner off
@@ -1643,21 +1603,17 @@ static const char sql_oldest_queued[] =
 
 static int sqlite_oldest_queued(void *db, const char *workflow,
                                 int64_t *created_ms) {
-  reader *r = reader_take(db);
-  sqlite3_stmt *st = NULL;
   *created_ms = JOURNAL_NONE;
-  int rc = prepare_rd(r, sql_oldest_queued, &st);
-  if (rc)
-    return reader_give(db, r, rc);
-  bind_text(st, 1, workflow);
-  int s = sqlite3_step(st);
-  if (s == SQLITE_ROW) {
-    *created_ms = sqlite3_column_int64(st, 0);
-    s = sqlite3_step(st);
+  rd q;
+  int rc = rd_open(&q, db, sql_oldest_queued);
+  if (rc == 0) {
+    bind_text(q.st, 1, workflow);
+    if (rd_row(&q)) {
+      *created_ms = sqlite3_column_int64(q.st, 0);
+      rd_row(&q);
+    }
   }
-  rc = rows_end(r, s);
-  release_rd(r, st);
-  return reader_give(db, r, rc);
+  return rd_close(&q, rc);
 }
 
 static const char sql_cron_state[] =
@@ -1665,27 +1621,24 @@ static const char sql_cron_state[] =
     " complete, failed, missed, skipped FROM cron_triggers WHERE trigger=?1";
 
 static int sqlite_cron_state(void *db, const char *trigger, journal_cron *out) {
-  reader *r = reader_take(db);
-  sqlite3_stmt *st = NULL;
   memset(out, 0, sizeof *out);
   out->since_ms = out->last_tick_ms = JOURNAL_NONE;
-  int rc = prepare_rd(r, sql_cron_state, &st);
-  if (rc)
-    return reader_give(db, r, rc);
-  bind_text(st, 1, trigger);
-  int s = sqlite3_step(st);
-  if (s == SQLITE_ROW) {
-    out->since_ms = sqlite3_column_int64(st, 0);
-    out->last_tick_ms = col_ms(st, 1);
-    out->complete = sqlite3_column_int64(st, 2);
-    out->failed = sqlite3_column_int64(st, 3);
-    out->missed = sqlite3_column_int64(st, 4);
-    out->skipped = sqlite3_column_int64(st, 5);
-    s = sqlite3_step(st);
+  rd q;
+  int rc = rd_open(&q, db, sql_cron_state);
+  if (rc == 0) {
+    bind_text(q.st, 1, trigger);
+    if (rd_row(&q)) {
+      sqlite3_stmt *st = q.st;
+      out->since_ms = sqlite3_column_int64(st, 0);
+      out->last_tick_ms = col_ms(st, 1);
+      out->complete = sqlite3_column_int64(st, 2);
+      out->failed = sqlite3_column_int64(st, 3);
+      out->missed = sqlite3_column_int64(st, 4);
+      out->skipped = sqlite3_column_int64(st, 5);
+      rd_row(&q);
+    }
   }
-  rc = rows_end(r, s);
-  release_rd(r, st);
-  return reader_give(db, r, rc);
+  return rd_close(&q, rc);
 }
 
 static const char sql_cron_ticks[] =
@@ -1696,25 +1649,22 @@ static int sqlite_cron_ticks(void *db, const char *trigger, const char *state,
                              size_t limit,
                              void (*fn)(void *ctx, const journal_cron_tick *t),
                              void *ctx) {
-  reader *r = reader_take(db);
-  sqlite3_stmt *st = NULL;
-  int rc = prepare_rd(r, sql_cron_ticks, &st);
-  if (rc)
-    return reader_give(db, r, rc);
-  bind_text(st, 1, trigger);
-  bind_text(st, 2, state);
-  sqlite3_bind_int64(st, 3, (sqlite3_int64)limit);
-  int s;
-  while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-    journal_cron_tick t = {
-        sqlite3_column_int64(st, 0), (const char *)sqlite3_column_text(st, 1),
-        col_ms(st, 2), (const char *)sqlite3_column_text(st, 3),
-        (const char *)sqlite3_column_text(st, 4)};
-    fn(ctx, &t);
+  rd q;
+  int rc = rd_open(&q, db, sql_cron_ticks);
+  if (rc == 0) {
+    bind_text(q.st, 1, trigger);
+    bind_text(q.st, 2, state);
+    sqlite3_bind_int64(q.st, 3, (sqlite3_int64)limit);
+    while (rd_row(&q)) {
+      sqlite3_stmt *st = q.st;
+      journal_cron_tick t = {
+          sqlite3_column_int64(st, 0), (const char *)sqlite3_column_text(st, 1),
+          col_ms(st, 2), (const char *)sqlite3_column_text(st, 3),
+          (const char *)sqlite3_column_text(st, 4)};
+      fn(ctx, &t);
+    }
   }
-  rc = rows_end(r, s);
-  release_rd(r, st);
-  return reader_give(db, r, rc);
+  return rd_close(&q, rc);
 }
 
 /* The queue's held messages (visible_ms after now: in flight, or
@@ -1728,24 +1678,21 @@ static int sqlite_queue_leases(void *db, const char *queue, int64_t now_ms,
                                const char *token,
                                void (*fn)(void *ctx, const char *lease),
                                void *ctx) {
-  reader *r = reader_take(db);
-  sqlite3_stmt *st = NULL;
-  int rc = prepare_rd(r, sql_queue_leases, &st);
+  rd q;
+  int rc = rd_open(&q, db, sql_queue_leases);
   if (rc)
-    return reader_give(db, r, rc);
+    return rd_close(&q, rc);
   char *lo = xasprintf("%s-", token), *hi = xasprintf("%s.", token);
-  bind_text(st, 1, queue);
-  sqlite3_bind_int64(st, 2, now_ms);
-  bind_text(st, 3, lo);
-  bind_text(st, 4, hi);
-  int s;
-  while ((s = sqlite3_step(st)) == SQLITE_ROW)
-    fn(ctx, (const char *)sqlite3_column_text(st, 0));
-  rc = rows_end(r, s);
-  release_rd(r, st);
+  bind_text(q.st, 1, queue);
+  sqlite3_bind_int64(q.st, 2, now_ms);
+  bind_text(q.st, 3, lo);
+  bind_text(q.st, 4, hi);
+  while (rd_row(&q))
+    fn(ctx, (const char *)sqlite3_column_text(q.st, 0));
+  rc = rd_close(&q, rc);
   free(lo);
   free(hi);
-  return reader_give(db, r, rc);
+  return rc;
 }
 
 /* On messages_age, so a deep queue costs `limit` rows.  The lease only
@@ -1757,19 +1704,18 @@ static const char sql_queue_peek[] =
 
 static int sqlite_queue_peek(void *db, const char *queue, int64_t now_ms,
                              size_t limit, journal_message **out, size_t *n) {
-  reader *r = reader_take(db);
-  sqlite3_stmt *st = NULL;
   *out = NULL;
   *n = 0;
-  int rc = prepare_rd(r, sql_queue_peek, &st);
+  rd q;
+  int rc = rd_open(&q, db, sql_queue_peek);
   if (rc)
-    return reader_give(db, r, rc);
-  bind_text(st, 1, queue);
-  sqlite3_bind_int64(st, 2, now_ms);
-  sqlite3_bind_int64(st, 3, (sqlite3_int64)limit);
+    return rd_close(&q, rc);
+  bind_text(q.st, 1, queue);
+  sqlite3_bind_int64(q.st, 2, now_ms);
+  sqlite3_bind_int64(q.st, 3, (sqlite3_int64)limit);
   journal_message *v = xcalloc(limit ? limit : 1, sizeof *v);
-  int s = SQLITE_DONE;
-  while (*n < limit && (s = sqlite3_step(st)) == SQLITE_ROW) {
+  while (*n < limit && rd_row(&q)) {
+    sqlite3_stmt *st = q.st;
     journal_message *m = &v[(*n)++];
     m->seq = sqlite3_column_int64(st, 0);
     m->queue = xstrdup(queue);
@@ -1780,10 +1726,8 @@ static int sqlite_queue_peek(void *db, const char *queue, int64_t now_ms,
     m->lease = col_text(st, 5);
     m->last_error = col_text(st, 6);
   }
-  rc = rows_end(r, *n == limit ? SQLITE_DONE : s);
-  release_rd(r, st);
   *out = v;
-  return reader_give(db, r, rc);
+  return rd_close(&q, rc);
 }
 
 static const char sql_queue_counts[] =
@@ -1794,18 +1738,13 @@ static int sqlite_queue_counts_each(void *db,
                                                int64_t dropped,
                                                int64_t dead_lettered),
                                     void *ctx) {
-  reader *r = reader_take(db);
-  sqlite3_stmt *st = NULL;
-  int rc = prepare_rd(r, sql_queue_counts, &st);
-  if (rc)
-    return reader_give(db, r, rc);
-  int s;
-  while ((s = sqlite3_step(st)) == SQLITE_ROW)
-    fn(ctx, (const char *)sqlite3_column_text(st, 0),
-       sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2));
-  rc = rows_end(r, s);
-  release_rd(r, st);
-  return reader_give(db, r, rc);
+  rd q;
+  int rc = rd_open(&q, db, sql_queue_counts);
+  if (rc == 0)
+    while (rd_row(&q))
+      fn(ctx, (const char *)sqlite3_column_text(q.st, 0),
+         sqlite3_column_int64(q.st, 1), sqlite3_column_int64(q.st, 2));
+  return rd_close(&q, rc);
 }
 
 /* One pass over the queue's rows (or every row): the counts are sums of
@@ -1814,29 +1753,25 @@ static int sqlite_queue_stats_each(void *db, const char *queue, int64_t now_ms,
                                    void (*fn)(void *ctx, const char *queue,
                                               const journal_queue_stats *st),
                                    void *ctx) {
-  sqlite3_stmt *st = NULL;
-  reader *r = reader_take(db);
-  int rc = prepare_rd(
-      r,
+  rd q;
+  int rc = rd_open(
+      &q, db,
       "SELECT queue, SUM(visible_ms<=?2), SUM(visible_ms>?2 AND lease IS "
       "NULL), SUM(visible_ms>?2 AND lease IS NOT NULL), MIN(sent_ms), "
       "MIN(CASE WHEN visible_ms<=?2 THEN visible_ms END) FROM messages "
-      "WHERE ?1 IS NULL OR queue=?1 GROUP BY queue ORDER BY queue",
-      &st);
+      "WHERE ?1 IS NULL OR queue=?1 GROUP BY queue ORDER BY queue");
   if (rc == 0) {
-    bind_text(st, 1, queue);
-    sqlite3_bind_int64(st, 2, now_ms);
-    int s;
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-      journal_queue_stats q = {
+    bind_text(q.st, 1, queue);
+    sqlite3_bind_int64(q.st, 2, now_ms);
+    while (rd_row(&q)) {
+      sqlite3_stmt *st = q.st;
+      journal_queue_stats t = {
           sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2),
           sqlite3_column_int64(st, 3), col_ms(st, 4), col_ms(st, 5)};
-      fn(ctx, (const char *)sqlite3_column_text(st, 0), &q);
+      fn(ctx, (const char *)sqlite3_column_text(st, 0), &t);
     }
-    rc = rows_end(r, s);
   }
-  release_rd(r, st);
-  return reader_give(db, r, rc);
+  return rd_close(&q, rc);
 }
 
 /* ---- copying the journal out (migrate.c) ----------------------------------
