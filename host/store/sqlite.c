@@ -433,32 +433,29 @@ static int sqlite_check(void *db) {
   return DURO_E_STORAGE;
 }
 
-static int sqlite_open(const char *path, int synchronous_full, void **out,
-                       char *err, size_t errlen) {
-  sqlite_store *sq = xcalloc(1, sizeof *sq);
-  int old_messages = 0;
-  int rc = open_conn(path, synchronous_full, &sq->wr, err, errlen);
-  if (rc)
-    goto fail;
+/* A failed sqlite3_exec of the opening's: "<path>: <what>: <msg>" (or
+ * "<path>: <msg>" without `what`) into err; frees msg. */
+static int exec_failed(char *err, size_t errlen, const char *path,
+                       const char *what, char *msg) {
+  snprintf(err, errlen, "%s: %s%s%s", path, what ? what : "", what ? ": " : "",
+           msg ? msg : "?");
+  sqlite3_free(msg);
+  return DURO_E_STORAGE;
+}
+
+static int upgrade_messages(sqlite3 *db, const char *path, char *err,
+                            size_t errlen) {
   char *msg = NULL;
-  if (synchronous_full < 0)
-    goto statements; /* read-only: the schema is as the host left it */
-  if (sqlite3_exec(sq->wr, schema_sql, NULL, NULL, &msg) != SQLITE_OK) {
-    snprintf(err, errlen, "%s: cannot create schema: %s", path,
-             msg ? msg : "?");
-    sqlite3_free(msg);
-    rc = DURO_E_STORAGE;
-    goto fail;
-  }
+  int old_messages = 0, rc;
   /* Schema 4's messages table reused the ids of deleted messages; schema
    * 5 rebuilds it with AUTOINCREMENT (ids go on from the highest kept). */
-  if (sqlite3_exec(sq->wr,
+  if (sqlite3_exec(db,
                    "SELECT 1 FROM sqlite_master WHERE name='messages' AND "
                    "sql NOT LIKE '%AUTOINCREMENT%'",
                    exists_cb, &old_messages, &msg) != SQLITE_OK ||
       (old_messages &&
        sqlite3_exec(
-           sq->wr,
+           db,
            "BEGIN IMMEDIATE;"
            "CREATE TABLE messages_v5("
            " seq INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL,"
@@ -473,39 +470,39 @@ static int sqlite_open(const char *path, int synchronous_full, void **out,
            "CREATE INDEX messages_age ON messages(queue, sent_ms);"
            "COMMIT",
            NULL, NULL, &msg) != SQLITE_OK)) {
-    snprintf(err, errlen, "%s: cannot upgrade the messages table: %s", path,
-             msg ? msg : "?");
-    sqlite3_free(msg);
-    sqlite3_exec(sq->wr, "ROLLBACK", NULL, NULL, NULL);
-    rc = DURO_E_STORAGE;
-    goto fail;
+    rc = exec_failed(err, errlen, path, "cannot upgrade the messages table",
+                     msg);
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
   }
+  return 0;
+}
+
+/* The columns later schemas added, each where it is missing. */
+static int upgrade_columns(sqlite3 *db, const char *path, char *err,
+                           size_t errlen) {
+  char *msg = NULL;
   /* Schema 1 kept every attempt in `attempts`; schema 2 keeps the
    * successful one in its step row. */
-  if (sqlite3_exec(sq->wr,
-                   "SELECT attempt_started_ms, build FROM steps LIMIT 0", NULL,
-                   NULL, NULL) != SQLITE_OK &&
-      sqlite3_exec(sq->wr,
+  if (sqlite3_exec(db, "SELECT attempt_started_ms, build FROM steps LIMIT 0",
+                   NULL, NULL, NULL) != SQLITE_OK &&
+      sqlite3_exec(db,
                    "ALTER TABLE steps ADD COLUMN attempt_started_ms INTEGER;"
                    "ALTER TABLE steps ADD COLUMN build TEXT;"
                    "UPDATE meta SET value='2' WHERE key='schema';",
                    NULL, NULL, &msg) != SQLITE_OK) {
-    snprintf(err, errlen, "%s: cannot upgrade the schema: %s", path,
-             msg ? msg : "?");
-    sqlite3_free(msg);
-    rc = DURO_E_STORAGE;
-    goto fail;
+    return exec_failed(err, errlen, path, "cannot upgrade the schema", msg);
   }
   /* Schema 3 pins an instance to the build it runs on (hot reload); the
    * index serves the question "is any instance that has not ended still
    * pinned to this build". */
-  if ((sqlite3_exec(sq->wr, "SELECT build FROM instances LIMIT 0", NULL, NULL,
+  if ((sqlite3_exec(db, "SELECT build FROM instances LIMIT 0", NULL, NULL,
                     NULL) != SQLITE_OK &&
-       sqlite3_exec(sq->wr,
+       sqlite3_exec(db,
                     "ALTER TABLE instances ADD COLUMN build TEXT;"
                     "UPDATE meta SET value='3' WHERE key='schema';",
                     NULL, NULL, &msg) != SQLITE_OK) ||
-      sqlite3_exec(sq->wr,
+      sqlite3_exec(db,
                    /* Over the build alone: a status in the predicate
                     * would make every status write update the index. */
                    "DROP INDEX IF EXISTS instances_build;"
@@ -519,30 +516,41 @@ static int sqlite_open(const char *path, int synchronous_full, void **out,
                    "UPDATE meta SET value='5' WHERE key='schema' AND "
                    "value IN ('3','4')",
                    NULL, NULL, &msg) != SQLITE_OK) {
-    snprintf(err, errlen, "%s: cannot upgrade the schema: %s", path,
-             msg ? msg : "?");
-    sqlite3_free(msg);
-    rc = DURO_E_STORAGE;
-    goto fail;
+    return exec_failed(err, errlen, path, "cannot upgrade the schema", msg);
   }
   /* Schema 6 counts an instance's restarts: a re-run step's idempotency
    * key names the run it belongs to. */
-  if ((sqlite3_exec(sq->wr, "SELECT restarts FROM instances LIMIT 0", NULL,
-                    NULL, NULL) != SQLITE_OK &&
-       sqlite3_exec(sq->wr,
+  if ((sqlite3_exec(db, "SELECT restarts FROM instances LIMIT 0", NULL, NULL,
+                    NULL) != SQLITE_OK &&
+       sqlite3_exec(db,
                     "ALTER TABLE instances ADD COLUMN restarts INTEGER NOT "
                     "NULL DEFAULT 0;",
                     NULL, NULL, &msg) != SQLITE_OK) ||
-      sqlite3_exec(sq->wr,
+      sqlite3_exec(db,
                    "UPDATE meta SET value='6' WHERE key='schema' AND "
                    "value='5'",
                    NULL, NULL, &msg) != SQLITE_OK) {
-    snprintf(err, errlen, "%s: cannot upgrade the schema: %s", path,
-             msg ? msg : "?");
-    sqlite3_free(msg);
-    rc = DURO_E_STORAGE;
+    return exec_failed(err, errlen, path, "cannot upgrade the schema", msg);
+  }
+  return 0;
+}
+
+static int sqlite_open(const char *path, int synchronous_full, void **out,
+                       char *err, size_t errlen) {
+  sqlite_store *sq = xcalloc(1, sizeof *sq);
+  int rc = open_conn(path, synchronous_full, &sq->wr, err, errlen);
+  if (rc)
+    goto fail;
+  char *msg = NULL;
+  if (synchronous_full < 0)
+    goto statements; /* read-only: the schema is as the host left it */
+  if (sqlite3_exec(sq->wr, schema_sql, NULL, NULL, &msg) != SQLITE_OK) {
+    rc = exec_failed(err, errlen, path, "cannot create schema", msg);
     goto fail;
   }
+  if ((rc = upgrade_messages(sq->wr, path, err, errlen)) != 0 ||
+      (rc = upgrade_columns(sq->wr, path, err, errlen)) != 0)
+    goto fail;
   if ((rc = counts_setup(sq->wr, path, err, errlen)) != 0)
     goto fail;
 statements:
@@ -553,9 +561,7 @@ statements:
                    "CREATE TEMP TABLE IF NOT EXISTS sweep(id INTEGER "
                    "PRIMARY KEY)",
                    NULL, NULL, &msg) != SQLITE_OK) {
-    snprintf(err, errlen, "%s: %s", path, msg ? msg : "?");
-    sqlite3_free(msg);
-    rc = DURO_E_STORAGE;
+    rc = exec_failed(err, errlen, path, NULL, msg);
     goto fail;
   }
   for (int i = 0; i < ST_WRITE_COUNT_; i++) {
