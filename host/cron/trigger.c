@@ -84,15 +84,32 @@ struct cron_registry {
   uint32_t threads; /* handler threads not yet finished */
 };
 
+/* What the engine keeps for the triggers (their driver's state): the
+ * registry, created on the first registration. */
+typedef struct cron_state {
+  pthread_mutex_t mu; /* guards the creation of r */
+  struct cron_registry *r;
+} cron_state;
+
 static struct cron_registry *registry(duro_engine *e) {
-  pthread_mutex_lock(&e->mu);
-  if (!e->crons) {
-    e->crons = xcalloc(1, sizeof *e->crons);
-    pthread_mutex_init(&e->crons->mu, NULL);
-    engine_cond_init(&e->crons->idle); /* stop's monotonic grace */
+  cron_state *s = duro_engine_driver_state(e, &cron_driver);
+  pthread_mutex_lock(&s->mu);
+  if (!s->r) {
+    s->r = xcalloc(1, sizeof *s->r);
+    pthread_mutex_init(&s->r->mu, NULL);
+    engine_cond_init(&s->r->idle); /* stop's monotonic grace */
   }
-  struct cron_registry *r = e->crons;
-  pthread_mutex_unlock(&e->mu);
+  struct cron_registry *r = s->r;
+  pthread_mutex_unlock(&s->mu);
+  return r;
+}
+
+/* The registry, NULL before the first registration. */
+static struct cron_registry *registry_if_any(duro_engine *e) {
+  cron_state *s = duro_engine_driver_state(e, &cron_driver);
+  pthread_mutex_lock(&s->mu);
+  struct cron_registry *r = s->r;
+  pthread_mutex_unlock(&s->mu);
   return r;
 }
 
@@ -390,9 +407,7 @@ static void handler_put(struct cron_registry *r, duro_scheduled_fn fn) {
 }
 
 int duro_cron_handler_running(duro_engine *e, duro_scheduled_fn fn) {
-  pthread_mutex_lock(&e->mu);
-  struct cron_registry *r = e->crons;
-  pthread_mutex_unlock(&e->mu);
+  struct cron_registry *r = registry_if_any(e);
   int busy = 0;
   if (!r || !fn)
     return 0;
@@ -492,9 +507,10 @@ static void fire_free(fire *f) {
 
 static fire *fire_of(duro_engine *e, cron_trigger *t, int64_t tick) {
   fire *f = xcalloc(1, sizeof *f);
-  pthread_mutex_lock(&e->crons->mu);
+  struct cron_registry *r = registry_if_any(e);
+  pthread_mutex_lock(&r->mu);
   t->refs++;
-  pthread_mutex_unlock(&e->crons->mu);
+  pthread_mutex_unlock(&r->mu);
   *f = (fire){e,
               t,
               xstrdup(t->key),
@@ -570,7 +586,7 @@ static void run_fire(fire *f) {
  * freed, and a fire by hand's caller is told (last: it may return as
  * soon as it is). */
 static void fire_finish(fire *f) {
-  struct cron_registry *r = f->e->crons;
+  struct cron_registry *r = registry_if_any(f->e);
   fire_wait *w = f->by_hand;
   handler_put(r, f->fn);
   trigger_done(r, f->t, f->late != NULL);
@@ -586,7 +602,7 @@ static void fire_finish(fire *f) {
 static void *handler_thread(void *arg) {
   fire *f = arg;
   duro_engine *e = f->e;
-  struct cron_registry *r = e->crons;
+  struct cron_registry *r = registry_if_any(e);
   ledger_thread_altstack();
   ledger_thread_bind(e->ledger, f->slot);
   run_fire(f);
@@ -619,7 +635,7 @@ static ledger_slot *handler_slot(duro_engine *e, const fire *f) {
 static duro_scheduled_fn handler_or_fail(duro_engine *e, const cron_trigger *t,
                                          const int64_t *ticks, size_t n,
                                          int64_t now) {
-  struct cron_registry *r = e->crons;
+  struct cron_registry *r = registry_if_any(e);
   pthread_mutex_lock(&r->mu);
   duro_scheduled_fn fn = handler_take_locked(r, t->plugin);
   pthread_mutex_unlock(&r->mu);
@@ -638,7 +654,7 @@ static duro_scheduled_fn handler_or_fail(duro_engine *e, const cron_trigger *t,
 /* Runs f (its handler counted running, its ticks claimed) on a thread of
  * its own, or inline without workers; `late`: a catch-up burst. */
 static void start_fire(duro_engine *e, cron_trigger *t, fire *f) {
-  struct cron_registry *r = e->crons;
+  struct cron_registry *r = registry_if_any(e);
   int late = f->late != NULL;
   pthread_mutex_lock(&r->mu);
   t->running++;
@@ -669,7 +685,8 @@ static void fire_handler(duro_engine *e, cron_trigger *t, int64_t tick,
   if (!fn)
     return;
   if (tick_put(e, t, tick, "fired", now, NULL, NULL) != 1) {
-    handler_put(e->crons, fn); /* claimed before, or not recorded: no fire */
+    handler_put(registry_if_any(e),
+                fn); /* claimed before, or not recorded: no fire */
     return;
   }
   fire *f = fire_of(e, t, tick);
@@ -707,7 +724,7 @@ static size_t fire_handler_late(duro_engine *e, cron_trigger *t,
   }
   if (!k) {
     free(claimed);
-    handler_put(e->crons, fn);
+    handler_put(registry_if_any(e), fn);
     return 0;
   }
   fire *f = fire_of(e, t, claimed[0]);
@@ -763,7 +780,7 @@ static int fire_workflow(duro_engine *e, cron_trigger *t, int64_t tick,
     *created = rc == 0 && b.ops[0].rc == 0;
   journal_batch_free(&b);
   free(params);
-  struct cron_registry *r = e->crons;
+  struct cron_registry *r = registry_if_any(e);
   pthread_mutex_lock(&r->mu);
   if (rc == 0 && !late) {
     free(t->last_instance);
@@ -775,7 +792,7 @@ static int fire_workflow(duro_engine *e, cron_trigger *t, int64_t tick,
 
 /* Whether the previous tick still runs (its handler, or its instance). */
 static int still_running(duro_engine *e, const cron_trigger *t) {
-  struct cron_registry *r = e->crons;
+  struct cron_registry *r = registry_if_any(e);
   pthread_mutex_lock(&r->mu);
   int running = t->running > t->catching;
   char *last = t->last_instance ? xstrdup(t->last_instance) : NULL;
@@ -964,9 +981,7 @@ static void recover(duro_engine *e, cron_trigger *t, int64_t now) {
  */
 
 size_t duro_crons_dispatch(duro_engine *e, int64_t *next_ms) {
-  pthread_mutex_lock(&e->mu);
-  struct cron_registry *r = e->crons;
-  pthread_mutex_unlock(&e->mu);
+  struct cron_registry *r = registry_if_any(e);
   int64_t next = INT64_MAX;
   size_t fired = 0;
   /* The set walked stays put while referenced (a reload publishes a new
@@ -1152,3 +1167,53 @@ int duro_cron_list(duro_engine *e, json_t **out) {
   *out = res;
   return 0;
 }
+
+/* ---- the engine driver (driver.h) ----------------------------------------
+ */
+
+static void *driver_create(duro_engine *e) {
+  (void)e;
+  cron_state *s = xcalloc(1, sizeof *s);
+  pthread_mutex_init(&s->mu, NULL);
+  return s;
+}
+
+/* The ticks that fired never make the pass go again at once: the next
+ * one is at *next_ms. */
+static int driver_dispatch(duro_engine *e, void *state, int64_t *next_ms) {
+  (void)state;
+  duro_crons_dispatch(e, next_ms);
+  return 0;
+}
+
+static int driver_sweep(duro_engine *e, void *state, size_t budget) {
+  (void)state;
+  (void)budget; /* one statement deletes the old ticks */
+  if (duro_crons_sweep(e, NULL) != 0)
+    log_error("cron tick sweep failed: %s", journal_errmsg(e->j));
+  return 0;
+}
+
+static uint32_t driver_drain(void *state, const struct timespec *until) {
+  cron_state *s = state;
+  pthread_mutex_lock(&s->mu);
+  struct cron_registry *r = s->r;
+  pthread_mutex_unlock(&s->mu);
+  return cron_registry_wait(r, until);
+}
+
+static void driver_free(void *state) {
+  cron_state *s = state;
+  cron_registry_free(s->r);
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+}
+
+const duro_driver cron_driver = {
+    .name = "cron",
+    .create = driver_create,
+    .dispatch = driver_dispatch,
+    .sweep = driver_sweep,
+    .drain = driver_drain,
+    .free = driver_free,
+};

@@ -110,6 +110,11 @@ int cron_expand_id(const char *tmpl, int64_t tick_ms, const char *tz, char *out,
  * The engine's retention sweep calls it. */
 int duro_crons_sweep(duro_engine *e, size_t *deleted);
 
+/* The triggers as an engine driver (driver.h): their dispatch on every
+ * scheduler pass, the ticks' sweep, the wait for handlers at stop. */
+struct duro_driver;
+extern const struct duro_driver cron_driver;
+
 struct cron_registry;
 /* Waits until no handler thread runs, or until `until` (CLOCK_MONOTONIC;
  * NULL: no limit); returns how many still run. */

@@ -28,8 +28,6 @@
 #include "backend.h"
 #include "error.h"
 #include "log.h"
-#include "queue.h"
-#include "trigger.h"
 #include "util.h"
 
 #define DEFAULT_RETENTION_MS (30LL * 24 * 3600 * 1000)
@@ -454,6 +452,7 @@ int duro_engine_open(const duro_engine_options *opt, duro_engine **out,
     free(e);
     return rc;
   }
+  engine_drivers_open(e); /* the built-in ones always fit */
   *out = e;
   return 0;
 }
@@ -767,7 +766,6 @@ uint32_t duro_engine_stop(duro_engine *e, int64_t grace_ms) {
       break;
   }
   uint32_t left = e->live + e->stuck;
-  struct queue_consumers *qc = e->consumers;
   pthread_mutex_unlock(&e->mu);
   if (e->watchdog_started) {
     pthread_join(e->watchdog, NULL);
@@ -782,11 +780,11 @@ uint32_t duro_engine_stop(duro_engine *e, int64_t grace_ms) {
    * next attempt and the one lost shows. */
   if (grace_ms >= 0 && left > 0)
     engine_cut_short_running(e, grace);
-  /* Queue batches in their handlers (none start now: the scheduler is
-   * gone) get the same grace; one still there is settled by no one, and
-   * its messages return when its lease ends. */
-  left += queue_consumers_wait(qc, grace_ms < 0 ? NULL : &until);
-  left += cron_registry_wait(e->crons, grace_ms < 0 ? NULL : &until);
+  /* The drivers' threads (queue batches in their handlers, cron handlers:
+   * none start now, the scheduler is gone) get the same grace; a queue
+   * batch still there is settled by no one, and its messages return when
+   * its lease ends. */
+  left += engine_drivers_drain(e, grace_ms < 0 ? NULL : &until);
   return left;
 }
 
@@ -822,9 +820,7 @@ void duro_engine_close(duro_engine *e) {
   while ((ent = fifo_pop(&e->retrying)))
     entry_drop(e, ent);
   idmap_free(&e->entries);
-  queue_consumers_free(e->consumers); /* waits for handlers: before queues */
-  cron_registry_free(e->crons);
-  queue_registry_free(e->queues);
+  engine_drivers_free(e); /* each waits for its handlers */
   journal_close(e->j);
   for (size_t i = 0; i < e->n_wfs; i++) {
     free(e->wfs[i].name);

@@ -13,6 +13,7 @@
 
 #include <pthread.h>
 
+#include "driver.h"
 #include "engine.h"
 #include "journal.h"
 #include "ledger.h"
@@ -188,11 +189,13 @@ struct duro_engine {
   int own_ledger;
   uint32_t max_crashes;
 
-  /* Durable queues (queues/queue.c), created on the first registration;
-   * they live in this engine's journal. */
-  struct queue_registry *queues;
-  /* Queues consumed by the engine itself (queues/consumer.c). */
-  struct queue_consumers *consumers;
+  /* The features that run beside the engine (driver.h), in registration
+   * order; the count is stored with release once a slot is filled. */
+  struct {
+    const duro_driver *d;
+    void *state;
+  } drivers[DURO_ENGINE_MAX_DRIVERS];
+  size_t n_drivers;
   /* The backlog beyond max_runnable (mu): new instances that got no
    * entry stay `queued` rows only, and the scheduler pulls them back in
    * rowid order (engine_refill) as the runnable FIFO drains.  spill_min
@@ -200,8 +203,6 @@ struct duro_engine {
   size_t max_runnable;
   int64_t spill_min;
   size_t spilled;
-  /* Cron triggers (cron/trigger.c), created on the first registration. */
-  struct cron_registry *crons;
 
   /* The other hosts of a shared store (hosts.c): control requests this
    * host forwarded, waiting for their answers (fw_mu), and when the
@@ -222,15 +223,15 @@ struct duro_engine {
   /* The scheduler pass's own state (scheduler.c; only the thread that
    * runs passes touches it): the retention sweep, which deletes a bounded
    * batch a pass while one is under way so that the passes between keep
-   * wakes, dispatch and cron ticks on time, and the journal failures
+   * wakes and the drivers' dispatch on time, and the journal failures
    * already reconciled. */
   struct {
     int started;      /* next is set */
     int64_t next;     /* when the next sweep starts (engine_mono_ms) */
     int running;      /* a sweep is under way */
-    int messages;     /* its instances are done: queue messages now */
+    int drivers;      /* its instances are done: the drivers' rows now */
+    size_t driver;    /* the driver whose rows it deletes */
     size_t instances; /* deleted by it so far */
-    size_t deleted;   /* queue messages deleted by it so far */
     uint32_t passes;  /* passes it took so far */
   } sweep;
   uint64_t reconciled_failures;
@@ -247,6 +248,28 @@ struct duro_engine {
   } m;
   engine_history history; /* m's counters per 10 s (history.c) */
 };
+
+/* ---- drivers (driver.c) ---- */
+
+/* Registers the built-in drivers (at open). */
+int engine_drivers_open(duro_engine *e);
+/* Each driver's dispatch on the scheduler pass: 1 when one may have more
+ * due now; *next_ms the earliest next time (engine clock, INT64_MAX). */
+int engine_drivers_dispatch(duro_engine *e, int64_t *next_ms);
+/* The drivers' part of the retention sweep, from e->sweep.driver on:
+ * 1 while rows remain. */
+int engine_drivers_sweep(duro_engine *e, size_t budget);
+/* Whether a driver claims crash ledger slots in state st, and the replay
+ * of one such slot of a dead engine. */
+int engine_drivers_owns(const duro_engine *e, ledger_state st);
+int engine_drivers_recover(duro_engine *e, const ledger_slot *sl,
+                           ledger_state st, int guilty, const char *how);
+/* The drivers' parts of /healthz; 1 when one makes it degraded. */
+int engine_drivers_health(duro_engine *e, json_t *report);
+/* The drivers' threads still running at `until` (stop), and close. */
+struct timespec;
+uint32_t engine_drivers_drain(duro_engine *e, const struct timespec *until);
+void engine_drivers_free(duro_engine *e);
 
 /* The counters' history (history.c): init at open, free at close; the
  * scheduler thread samples at every pass. */

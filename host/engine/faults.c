@@ -49,7 +49,6 @@
 #include "engine_internal.h"
 #include "error.h"
 #include "log.h"
-#include "queue.h"
 #include "util.h"
 
 #define CRASHED DURO_ERR_CRASHED
@@ -319,29 +318,6 @@ static int record_crash(duro_engine *e, const ledger_slot *sl, int in_attempt,
   return rc;
 }
 
-/* A queue handler's batch stopped by the death: the guilty one is
- * retried as its queue's retry policy says, with the crash as the error
- * (so a handler that always crashes ends in the dead-letter queue after
- * max_retries + 1 deliveries); a bystander's messages return at once. */
-static int record_batch_crash(duro_engine *e, const ledger_slot *sl, int guilty,
-                              const char *how) {
-  char *why = guilty
-                  ? xasprintf("the queue handler of plugin \"%s\" crashed the "
-                              "engine (%s)",
-                              sl->plugin, how)
-                  : xasprintf("the engine stopped (%s) while the queue handler "
-                              "ran this batch",
-                              how);
-  char *err = error_json(guilty ? CRASHED : DURO_ERR_STOPPED, why);
-  if (guilty)
-    log_write(DURO_LOG_WARN, NULL, "queue %s: %s; %u message(s) retried",
-              sl->workflow, why, sl->count);
-  queue_batch_release(e, sl->workflow, sl->key, guilty ? -1 : 0, err);
-  free(err);
-  free(why);
-  return 0; /* a release that failed leaves the leases to run out */
-}
-
 /* Suspects whose instance ended or went away (terminated while it
  * waited, say) would keep every callback behind the gate: forgotten. */
 static void prune_suspects(duro_engine *e) {
@@ -386,7 +362,8 @@ int engine_record_crashes(duro_engine *e) {
   for (uint32_t i = 0; i < ledger_size(l) && rc == 0; i++) {
     const ledger_slot *sl = ledger_last_slot(l, i);
     ledger_state st = ledger_get_state(sl);
-    if (st != LEDGER_ATTEMPT && st != LEDGER_ACTIVATION && st != LEDGER_BATCH)
+    int driver = engine_drivers_owns(e, st); /* a queue batch, say */
+    if (st != LEDGER_ATTEMPT && st != LEDGER_ACTIVATION && !driver)
       continue;
     /* The thread the handlers caught; with none caught, an exit that
      * skipped them (_exit from a callback) is laid on the callbacks. */
@@ -397,8 +374,8 @@ int engine_record_crashes(duro_engine *e) {
      * again alone (step.c); once alone at max_crashes deaths it is the
      * one, as a crash the handlers saw would be. */
     uint32_t kills = charge_kill(e, sl, st, death, code, blamed);
-    if (st == LEDGER_BATCH)
-      rc = record_batch_crash(e, sl, guilty, how);
+    if (driver)
+      rc = engine_drivers_recover(e, sl, st, guilty, how);
     else if (guilty || st == LEDGER_ATTEMPT)
       rc = record_crash(e, sl, st == LEDGER_ATTEMPT, guilty, how, kills, now);
   }
@@ -603,13 +580,12 @@ json_t *duro_engine_health(duro_engine *e) {
   pthread_mutex_unlock(&e->mu);
   char storage[256];
   int failing = journal_failing(e->j, storage, sizeof storage, NULL);
-  /* Queue handlers past their deadline, as hung steps are. */
-  json_t *handlers = queue_handlers_hung(e);
-  int degraded = json_array_size(hung) || json_array_size(handlers) || failing;
-  json_t *h = json_pack("{s:s}", "status", degraded ? "degraded" : "ok");
-  if (json_array_size(handlers))
-    json_object_set_new(h, "hung_queue_handlers", json_incref(handlers));
-  json_decref(handlers);
+  /* The drivers' parts: queue handlers past their deadline, as hung steps
+   * are.  "status" comes first, its value once they said. */
+  json_t *h = json_pack("{s:s}", "status", "ok");
+  int degraded = engine_drivers_health(e, h);
+  if (degraded || json_array_size(hung) || failing)
+    json_object_set_new(h, "status", json_string("degraded"));
   /* Which host this is among those sharing the store. */
   if (journal_host(e->j))
     json_object_set_new(h, "host",

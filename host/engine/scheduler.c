@@ -14,22 +14,21 @@
  *    is made runnable.  At start that is crash recovery; later it runs
  *    once writes succeed again after any failed, so nothing acknowledged
  *    waits for a restart;
- *  - the retention sweep (instances, then queue messages), once a
+ *  - the retention sweep (instances, then each driver's rows), once a
  *    minute: at most SWEEP_PASS_MAX instances, then SWEEP_PASS_MESSAGES
- *    messages, a pass, the passes back to back while there are more, so
- *    that a large sweep never holds up the wakes, dispatch and cron
- *    ticks of the passes between;
+ *    rows, a pass, the passes back to back while there are more, so
+ *    that a large sweep never holds up the wakes and the dispatch of the
+ *    passes between;
  *  - the store's files (journal_check): deleted or replaced under the
  *    host, they would take writes no restart finds, so the journal then
  *    refuses every write (503, /healthz degraded) and a line says why;
- *  - cron triggers (cron/trigger.c): the ticks that are due;
  *  - the counters' history (history.c): a sample per pass;
  *  - on a store several hosts share (hosts.c), every half lease: the
  *    lease's renewal and the takeover of stopped hosts' instances;
- *  - the engine's own queue consumers (queues/consumer.c): a batch per
- *    consumer per pass, passes back to back while messages come, else
- *    when the next batch timeout ends or message becomes visible (a send
- *    or a batch's end kicks it sooner).
+ *  - the drivers (driver.h: queue consumers, cron triggers): each
+ *    dispatches its due work, passes back to back while one has more,
+ *    else the pass sleeps until the earliest time one names (a send or a
+ *    batch's end kicks it sooner).
  * Timers and back-offs run on CLOCK_MONOTONIC (engine_mono_ms): wake times
  * stay absolute wall-clock times in the journal, but a clock step back
  * only delays them, never busy-loops. */
@@ -41,8 +40,6 @@
 #include "engine_internal.h"
 #include "error.h"
 #include "log.h"
-#include "queue.h"
-#include "trigger.h"
 #include "util.h"
 
 #define RETRY_FIRST_MS 100
@@ -50,7 +47,7 @@
 #define SWEEP_EVERY_MS 60000
 #define SWEEP_FIRST_MS 5000
 #define SWEEP_PASS_MAX 500       /* instances deleted in one pass */
-#define SWEEP_PASS_MESSAGES 5000 /* queue messages deleted in one pass */
+#define SWEEP_PASS_MESSAGES 5000 /* a driver's rows deleted in one pass */
 #define WAIT_MAX_MS 1000
 
 int64_t engine_mono_ms(const duro_engine *e) {
@@ -166,8 +163,8 @@ static void wait_ms(duro_engine *e, int64_t ms) {
 
 /* A bounded step of the retention sweep when one is due or under way:
  * at most SWEEP_PASS_MAX instances, then, once no more instances are
- * due, at most SWEEP_PASS_MESSAGES queue messages a pass, then the cron
- * ticks.  Returns 1 while instances or messages remain. */
+ * due, each driver's rows (queue messages, cron ticks), at most
+ * SWEEP_PASS_MESSAGES a pass.  Returns 1 while rows remain. */
 static int sweep_step(duro_engine *e, int64_t mono) {
   if (!e->sweep.started) {
     e->sweep.started = 1;
@@ -177,14 +174,14 @@ static int sweep_step(duro_engine *e, int64_t mono) {
     if (mono < e->sweep.next)
       return 0;
     e->sweep.running = 1;
-    e->sweep.messages = 0;
+    e->sweep.drivers = 0;
+    e->sweep.driver = 0;
     e->sweep.instances = 0;
-    e->sweep.deleted = 0;
     e->sweep.passes = 0;
   }
   e->sweep.passes++;
   size_t n = 0;
-  if (!e->sweep.messages) {
+  if (!e->sweep.drivers) {
     if (duro_engine_sweep_some(e, SWEEP_PASS_MAX, &n) != 0)
       log_error("retention sweep failed: %s", journal_errmsg(e->j));
     e->sweep.instances += n;
@@ -193,18 +190,10 @@ static int sweep_step(duro_engine *e, int64_t mono) {
     if (e->sweep.instances)
       log_info("retention: deleted %zu ended instance(s) in %u pass(es)",
                e->sweep.instances, e->sweep.passes);
-    e->sweep.messages = 1;
+    e->sweep.drivers = 1;
   }
-  int rc = duro_queues_sweep(e, SWEEP_PASS_MESSAGES, &n);
-  e->sweep.deleted += n;
-  if (rc == 1)
+  if (engine_drivers_sweep(e, SWEEP_PASS_MESSAGES))
     return 1; /* more on the next pass */
-  if (rc < 0)
-    log_error("queue retention sweep failed: %s", journal_errmsg(e->j));
-  else if (e->sweep.deleted)
-    log_info("retention: deleted %zu queue message(s)", e->sweep.deleted);
-  if (duro_crons_sweep(e, &n) != 0)
-    log_error("cron tick sweep failed: %s", journal_errmsg(e->j));
   e->sweep.running = 0;
   e->sweep.next = mono + SWEEP_EVERY_MS;
   return 0;
@@ -214,10 +203,9 @@ int64_t duro_engine_scheduler_pass(duro_engine *e) {
   engine_history_sample(e);
   duro_engine_poll_due(e);
   engine_refill(e);
-  /* a full pass handled messages: there may be more, so no wait */
-  int64_t consumers_due, cron_due;
-  int busy = queue_consumers_dispatch(e, &consumers_due) > 0;
-  duro_crons_dispatch(e, &cron_due);
+  /* a driver that handled work may have more, so no wait */
+  int64_t drivers_due;
+  int busy = engine_drivers_dispatch(e, &drivers_due);
   int64_t hosts_due = engine_hosts_tick(e, engine_mono_ms(e));
   int64_t wake = duro_engine_next_wake(e);
   if (journal_check(e->j))
@@ -241,10 +229,8 @@ int64_t duro_engine_scheduler_pass(duro_engine *e) {
   int64_t delay = WAIT_MAX_MS;
   if (wake != INT64_MAX && wake - now < delay)
     delay = wake - now;
-  if (consumers_due != JOURNAL_NONE && consumers_due - now < delay)
-    delay = consumers_due - now;
-  if (cron_due != INT64_MAX && cron_due - now < delay)
-    delay = cron_due - now;
+  if (drivers_due != INT64_MAX && drivers_due - now < delay)
+    delay = drivers_due - now;
   if (retry != INT64_MAX && retry - mono < delay)
     delay = retry - mono;
   if (hosts_due != INT64_MAX && hosts_due - mono < delay)

@@ -39,6 +39,7 @@
 #include "error.h"
 #include "log.h"
 #include "queue.h"
+#include "queue_driver.h"
 #include "util.h"
 
 #define DEFAULT_BATCH 10
@@ -83,14 +84,15 @@ struct queue_consumers {
 };
 
 static struct queue_consumers *consumers(duro_engine *e) {
-  pthread_mutex_lock(&e->mu);
-  if (!e->consumers) {
-    e->consumers = xcalloc(1, sizeof *e->consumers);
-    pthread_mutex_init(&e->consumers->mu, NULL);
-    engine_cond_init(&e->consumers->idle); /* stop's monotonic grace */
+  queue_state *s = queue_state_of(e);
+  pthread_mutex_lock(&s->mu);
+  if (!s->consumers) {
+    s->consumers = xcalloc(1, sizeof *s->consumers);
+    pthread_mutex_init(&s->consumers->mu, NULL);
+    engine_cond_init(&s->consumers->idle); /* stop's monotonic grace */
   }
-  struct queue_consumers *c = e->consumers;
-  pthread_mutex_unlock(&e->mu);
+  struct queue_consumers *c = s->consumers;
+  pthread_mutex_unlock(&s->mu);
   return c;
 }
 
@@ -581,9 +583,7 @@ static void running_add_locked(struct queue_consumers *cs, duro_queue_fn fn,
 }
 
 int duro_queue_handler_running(duro_engine *e, duro_queue_fn fn) {
-  pthread_mutex_lock(&e->mu);
-  struct queue_consumers *cs = e->consumers;
-  pthread_mutex_unlock(&e->mu);
+  struct queue_consumers *cs = queue_consumers_of(e);
   int busy = 0;
   if (!cs || !fn)
     return 0;
@@ -605,7 +605,7 @@ static void slot_free_locked(struct queue_consumers *cs, const char *queue) {
  * already) is free for the next one. */
 static void batch_done(duro_engine *e, const char *queue, duro_queue_fn fn,
                        int slot, int was_hung) {
-  struct queue_consumers *cs = e->consumers;
+  struct queue_consumers *cs = queue_consumers_of(e);
   pthread_mutex_lock(&cs->mu);
   if (slot)
     slot_free_locked(cs, queue);
@@ -711,9 +711,7 @@ static int64_t handlers_watch(duro_engine *e, struct queue_consumers *cs) {
 
 json_t *queue_handlers_hung(duro_engine *e) {
   json_t *hung = json_array();
-  pthread_mutex_lock(&e->mu);
-  struct queue_consumers *cs = e->consumers;
-  pthread_mutex_unlock(&e->mu);
+  struct queue_consumers *cs = queue_consumers_of(e);
   if (!cs)
     return hung;
   int64_t now = engine_mono_ms(e);
@@ -763,7 +761,7 @@ static void *batch_thread(void *arg) {
   ledger_thread_altstack();
   ledger_thread_bind(e->ledger, b->slot);
   batch_run(b);
-  struct queue_consumers *cs = e->consumers;
+  struct queue_consumers *cs = queue_consumers_of(e);
   pthread_mutex_lock(&cs->mu);
   live_remove_locked(cs, b); /* the deadline keeps off it from now */
   pthread_mutex_unlock(&cs->mu);
@@ -796,7 +794,7 @@ static duro_queue_fn batch_due(duro_engine *e, const wf_consumer *c,
     *due = now + 1000; /* storage trouble: look again in a second */
     return NULL;
   }
-  struct queue_consumers *cs = e->consumers;
+  struct queue_consumers *cs = queue_consumers_of(e);
   duro_queue_fn fn = NULL;
   pthread_mutex_lock(&cs->mu);
   for (size_t i = 0; i < cs->n; i++) {
@@ -823,7 +821,7 @@ static duro_queue_fn batch_due(duro_engine *e, const wf_consumer *c,
 
 /* Runs the batch on a thread of its own, watched by its deadline. */
 static void batch_start(duro_engine *e, duro_message_batch *b) {
-  struct queue_consumers *cs = e->consumers;
+  struct queue_consumers *cs = queue_consumers_of(e);
   pthread_mutex_lock(&cs->mu);
   cs->threads++;
   cs->live = xrealloc(cs->live, (cs->n_live + 1) * sizeof *cs->live);
@@ -938,9 +936,7 @@ int queue_api_retry_all(duro_message_batch *b, int64_t delay_ms) {
 }
 
 size_t queue_consumers_dispatch(duro_engine *e, int64_t *next_ms) {
-  pthread_mutex_lock(&e->mu);
-  struct queue_consumers *cs = e->consumers;
-  pthread_mutex_unlock(&e->mu);
+  struct queue_consumers *cs = queue_consumers_of(e);
   int64_t next = JOURNAL_NONE;
   /* First the deadlines: a slot a hung handler held is free for this
    * pass, and its messages are settled before their leases end. */

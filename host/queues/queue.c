@@ -13,6 +13,7 @@
  * It lives beside the engine (engine_internal.h) because it writes the
  * engine's journal and reads the engine's clock. */
 #include "queue.h"
+#include "queue_driver.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -41,13 +42,14 @@ struct queue_registry {
 };
 
 static struct queue_registry *registry(duro_engine *e) {
-  pthread_mutex_lock(&e->mu);
-  if (!e->queues) {
-    e->queues = xcalloc(1, sizeof *e->queues);
-    pthread_mutex_init(&e->queues->mu, NULL);
+  queue_state *s = queue_state_of(e);
+  pthread_mutex_lock(&s->mu);
+  if (!s->queues) {
+    s->queues = xcalloc(1, sizeof *s->queues);
+    pthread_mutex_init(&s->queues->mu, NULL);
   }
-  struct queue_registry *r = e->queues;
-  pthread_mutex_unlock(&e->mu);
+  struct queue_registry *r = s->queues;
+  pthread_mutex_unlock(&s->mu);
   return r;
 }
 
@@ -250,7 +252,7 @@ int duro_queue_enqueue_batch(duro_engine *e, const char *queue,
     return rc;
   }
   rc = journal_commit(e->j, &b);
-  if (rc == 0 && e->consumers)
+  if (rc == 0 && queue_consumers_of(e))
     engine_kick_scheduler(e); /* an engine-run consumer may take it now */
   for (size_t i = 0; i < n && ids; i++)
     ids[i] = rc ? 0 : b.ops[i].out_rowid;
@@ -469,7 +471,7 @@ int duro_queue_redrive(duro_engine *e, const char *queue, const char *to,
       json_array_append_new(moved, o);
     }
     *out = json_pack("{s:s,s:o}", "to", to, "moved", moved);
-    if (n && e->consumers)
+    if (n && queue_consumers_of(e))
       engine_kick_scheduler(e); /* an engine-run consumer may take them now */
   }
   journal_batch_free(&move);

@@ -1,0 +1,107 @@
+/* driver.c — the engine's table of drivers (driver.h): registration, and
+ * the loops through which the scheduler pass, the retention sweep, the
+ * crash replay, /healthz, stop and close reach every feature without
+ * naming one.
+ *
+ * The table is filled at open (duro_engine_open registers the built-in
+ * drivers) and before start; it never shrinks while the engine lives, so
+ * readers on any thread only load its count (acquire) and read the slots
+ * below it.  The sweep's position among the drivers is the scheduler
+ * pass's own state (e->sweep), as the rest of the sweep is. */
+#include "driver.h"
+
+#include "engine_internal.h"
+#include "error.h"
+
+int duro_engine_register_driver(duro_engine *e, const duro_driver *d,
+                                void *state) {
+  size_t n = __atomic_load_n(&e->n_drivers, __ATOMIC_ACQUIRE);
+  if (!d || n >= DURO_ENGINE_MAX_DRIVERS)
+    return DURO_E_INVALID_ARGUMENT;
+  e->drivers[n].d = d;
+  e->drivers[n].state = state;
+  __atomic_store_n(&e->n_drivers, n + 1, __ATOMIC_RELEASE);
+  return 0;
+}
+
+void *duro_engine_driver_state(duro_engine *e, const duro_driver *d) {
+  size_t n = __atomic_load_n(&e->n_drivers, __ATOMIC_ACQUIRE);
+  for (size_t i = 0; i < n; i++)
+    if (e->drivers[i].d == d)
+      return e->drivers[i].state;
+  return NULL;
+}
+
+int engine_drivers_open(duro_engine *e) {
+  int rc = 0;
+  for (size_t i = 0; duro_builtin_drivers[i] && rc == 0; i++) {
+    const duro_driver *d = duro_builtin_drivers[i];
+    rc = duro_engine_register_driver(e, d, d->create ? d->create(e) : NULL);
+  }
+  return rc;
+}
+
+int engine_drivers_dispatch(duro_engine *e, int64_t *next_ms) {
+  int busy = 0;
+  int64_t next = INT64_MAX;
+  for (size_t i = 0; i < e->n_drivers; i++) {
+    int64_t due = INT64_MAX;
+    if (!e->drivers[i].d->dispatch)
+      continue;
+    busy |= e->drivers[i].d->dispatch(e, e->drivers[i].state, &due);
+    if (due < next)
+      next = due;
+  }
+  *next_ms = next;
+  return busy;
+}
+
+int engine_drivers_sweep(duro_engine *e, size_t budget) {
+  for (; e->sweep.driver < e->n_drivers; e->sweep.driver++) {
+    const duro_driver *d = e->drivers[e->sweep.driver].d;
+    if (d->sweep && d->sweep(e, e->drivers[e->sweep.driver].state, budget))
+      return 1; /* more on the next pass, from this driver */
+  }
+  return 0;
+}
+
+int engine_drivers_owns(const duro_engine *e, ledger_state st) {
+  for (size_t i = 0; i < e->n_drivers; i++)
+    if (e->drivers[i].d->slot_state && e->drivers[i].d->slot_state == st)
+      return 1;
+  return 0;
+}
+
+int engine_drivers_recover(duro_engine *e, const ledger_slot *sl,
+                           ledger_state st, int guilty, const char *how) {
+  for (size_t i = 0; i < e->n_drivers; i++) {
+    const duro_driver *d = e->drivers[i].d;
+    if (d->slot_state && d->slot_state == st && d->recover)
+      return d->recover(e, e->drivers[i].state, sl, guilty, how);
+  }
+  return 0;
+}
+
+int engine_drivers_health(duro_engine *e, json_t *report) {
+  int degraded = 0;
+  size_t n = __atomic_load_n(&e->n_drivers, __ATOMIC_ACQUIRE);
+  for (size_t i = 0; i < n; i++)
+    if (e->drivers[i].d->health)
+      degraded |= e->drivers[i].d->health(e, e->drivers[i].state, report);
+  return degraded;
+}
+
+uint32_t engine_drivers_drain(duro_engine *e, const struct timespec *until) {
+  uint32_t left = 0;
+  for (size_t i = 0; i < e->n_drivers; i++)
+    if (e->drivers[i].d->drain)
+      left += e->drivers[i].d->drain(e->drivers[i].state, until);
+  return left;
+}
+
+void engine_drivers_free(duro_engine *e) {
+  for (size_t i = e->n_drivers; i-- > 0;)
+    if (e->drivers[i].d->free)
+      e->drivers[i].d->free(e->drivers[i].state);
+  e->n_drivers = 0;
+}

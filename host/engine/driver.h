@@ -1,0 +1,66 @@
+/* driver.h — how a feature that runs beside the engine (queue consumers,
+ * cron triggers) plugs into it without the engine naming it.
+ *
+ * A driver is a table of hooks the engine calls at its own moments: on
+ * every scheduler pass (dispatch the feature's due work), in the bounded
+ * retention sweep, once at start for the crash ledger's slots the feature
+ * claimed before a death, for /healthz, at stop (drain within the grace)
+ * and at close.  The engine keeps the registered (driver, state) pairs in
+ * registration order, calls them in that order and frees them in the
+ * reverse one, so a later driver may use an earlier one's state until it
+ * is gone.  Every hook may be NULL.  A hook runs on the scheduler thread
+ * (dispatch, sweep), at start before any activation (recover), on an HTTP
+ * thread (health) or on the thread that stops or closes the engine. */
+#ifndef DURO_ENGINE_DRIVER_H
+#define DURO_ENGINE_DRIVER_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+#include "ledger.h"
+
+struct timespec;
+
+typedef struct duro_driver {
+  const char *name;
+  /* Called by duro_engine_open: the driver's state (may be NULL). */
+  void *(*create)(duro_engine *e);
+  /* Dispatches the work that is due; returns 1 when more may be due now
+   * (the scheduler passes again at once).  *next_ms gets when work is due
+   * next, in the engine clock's ms (INT64_MAX: only a kick will tell). */
+  int (*dispatch)(duro_engine *e, void *state, int64_t *next_ms);
+  /* One bounded step of the retention sweep (at most `budget` rows):
+   * 1 while rows remain (the next pass goes on), 0 when done. */
+  int (*sweep)(duro_engine *e, void *state, size_t budget);
+  /* The crash ledger's slots in state `slot_state` (0: none) are this
+   * driver's: `recover` records what a dead engine's slot `sl` was doing
+   * (guilty: the thread the death is laid on; how: the death in words). */
+  ledger_state slot_state;
+  int (*recover)(duro_engine *e, void *state, const ledger_slot *sl, int guilty,
+                 const char *how);
+  /* Adds its part to the /healthz report; returns 1 when it makes the
+   * engine degraded. */
+  int (*health)(duro_engine *e, void *state, json_t *report);
+  /* Waits for its own threads until `until` (CLOCK_MONOTONIC; NULL: no
+   * limit); returns how many still run. */
+  uint32_t (*drain)(void *state, const struct timespec *until);
+  void (*free)(void *state);
+} duro_driver;
+
+/* Registers driver d (which must outlive the engine) with its state;
+ * before duro_engine_start.  DURO_E_INVALID_ARGUMENT past
+ * DURO_ENGINE_MAX_DRIVERS. */
+#define DURO_ENGINE_MAX_DRIVERS 8
+int duro_engine_register_driver(duro_engine *e, const duro_driver *d,
+                                void *state);
+/* The state driver d was registered with (NULL: not registered). */
+void *duro_engine_driver_state(duro_engine *e, const duro_driver *d);
+
+/* The drivers built into duro, NULL-terminated, registered by
+ * duro_engine_open in this order (drivers.c, the one file that names
+ * them). */
+extern const duro_driver *const duro_builtin_drivers[];
+
+#endif

@@ -1,0 +1,121 @@
+/* queue_driver.c — the queues' hooks into the engine (driver.h): the
+ * consumers' dispatch on every scheduler pass, the messages' retention
+ * sweep, the replay of a batch a dead engine's handler held, the hung
+ * handlers /healthz lists, and the wait for handlers at stop.
+ *
+ * A batch stopped by the death: the guilty one is retried as its queue's
+ * retry policy says, with the crash as the error (so a handler that always
+ * crashes ends in the dead-letter queue after max_retries + 1 deliveries);
+ * a bystander's messages return at once. */
+#include "queue_driver.h"
+
+#include <stdlib.h>
+
+#include "engine_internal.h"
+#include "error.h"
+#include "log.h"
+#include "queue.h"
+#include "util.h"
+
+queue_state *queue_state_of(duro_engine *e) {
+  return duro_engine_driver_state(e, &queue_driver);
+}
+
+struct queue_consumers *queue_consumers_of(duro_engine *e) {
+  queue_state *s = queue_state_of(e);
+  pthread_mutex_lock(&s->mu);
+  struct queue_consumers *cs = s->consumers;
+  pthread_mutex_unlock(&s->mu);
+  return cs;
+}
+
+static void *create(duro_engine *e) {
+  (void)e;
+  queue_state *s = xcalloc(1, sizeof *s);
+  pthread_mutex_init(&s->mu, NULL);
+  return s;
+}
+
+static int dispatch(duro_engine *e, void *state, int64_t *next_ms) {
+  (void)state;
+  int64_t due;
+  /* a full pass handled messages: there may be more, so no wait */
+  int busy = queue_consumers_dispatch(e, &due) > 0;
+  *next_ms = due == JOURNAL_NONE ? INT64_MAX : due;
+  return busy;
+}
+
+static int sweep(duro_engine *e, void *state, size_t budget) {
+  queue_state *s = state;
+  size_t n = 0;
+  int rc = duro_queues_sweep(e, budget, &n);
+  s->swept += n;
+  if (rc == 1)
+    return 1; /* more on the next pass */
+  if (rc < 0)
+    log_error("queue retention sweep failed: %s", journal_errmsg(e->j));
+  else if (s->swept)
+    log_info("retention: deleted %zu queue message(s)", s->swept);
+  s->swept = 0;
+  return 0;
+}
+
+static int recover(duro_engine *e, void *state, const ledger_slot *sl,
+                   int guilty, const char *how) {
+  (void)state;
+  char *why = guilty
+                  ? xasprintf("the queue handler of plugin \"%s\" crashed the "
+                              "engine (%s)",
+                              sl->plugin, how)
+                  : xasprintf("the engine stopped (%s) while the queue handler "
+                              "ran this batch",
+                              how);
+  char *err = error_json(guilty ? DURO_ERR_CRASHED : DURO_ERR_STOPPED, why);
+  if (guilty)
+    log_write(DURO_LOG_WARN, NULL, "queue %s: %s; %u message(s) retried",
+              sl->workflow, why, sl->count);
+  queue_batch_release(e, sl->workflow, sl->key, guilty ? -1 : 0, err);
+  free(err);
+  free(why);
+  return 0; /* a release that failed leaves the leases to run out */
+}
+
+/* Queue handlers past their deadline make the engine degraded, as hung
+ * steps do. */
+static int health(duro_engine *e, void *state, json_t *report) {
+  (void)state;
+  json_t *handlers = queue_handlers_hung(e);
+  int degraded = json_array_size(handlers) > 0;
+  if (degraded)
+    json_object_set_new(report, "hung_queue_handlers", json_incref(handlers));
+  json_decref(handlers);
+  return degraded;
+}
+
+static uint32_t drain(void *state, const struct timespec *until) {
+  queue_state *s = state;
+  pthread_mutex_lock(&s->mu);
+  struct queue_consumers *cs = s->consumers;
+  pthread_mutex_unlock(&s->mu);
+  return queue_consumers_wait(cs, until);
+}
+
+static void state_free(void *state) {
+  queue_state *s = state;
+  queue_consumers_free(s->consumers); /* waits for handlers: before queues */
+  queue_registry_free(s->queues);
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+}
+
+const duro_driver queue_driver = {
+    .name = "queues",
+    .create = create,
+    .dispatch = dispatch,
+    .sweep = sweep,
+    .slot_state = LEDGER_BATCH,
+    .recover = recover,
+    .health = health,
+    .drain = drain,
+    .free = state_free,
+};

@@ -1,0 +1,30 @@
+/* queue_driver.h — the queues as an engine driver (driver.h): the state
+ * the engine keeps for them, shared by queue.c (the registry) and
+ * consumer.c (the engine-run consumers).  Not for other modules. */
+#ifndef DURO_QUEUE_DRIVER_H
+#define DURO_QUEUE_DRIVER_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+#include "driver.h"
+
+typedef struct queue_state {
+  pthread_mutex_t mu; /* guards the creation of the two below */
+  /* Durable queues (queue.c), created on the first use; they live in the
+   * engine's journal. */
+  struct queue_registry *queues;
+  /* Queues consumed by the engine itself (consumer.c), created on the
+   * first consumer's registration. */
+  struct queue_consumers *consumers;
+  size_t swept; /* messages deleted by the retention sweep under way */
+} queue_state;
+
+extern const duro_driver queue_driver;
+
+/* The engine's queue state. */
+queue_state *queue_state_of(duro_engine *e);
+/* Its consumers (NULL until the first registration). */
+struct queue_consumers *queue_consumers_of(duro_engine *e);
+
+#endif
