@@ -33,7 +33,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine_internal.h"
+#include "core.h"
 #include "error.h"
 #include "expr.h"
 #include "log.h"
@@ -434,7 +434,7 @@ static int tick_put(duro_engine *e, const cron_trigger *t, int64_t tick,
   op->ts_ms = fired;
   op->lease = instance;
   op->error = error;
-  int rc = journal_commit(e->j, &b);
+  int rc = journal_commit(engine_journal(e), &b);
   int claimed = rc == 0 ? (int)b.ops[0].out_rowid : rc;
   journal_batch_free(&b);
   return claimed;
@@ -448,8 +448,9 @@ static void tick_set(duro_engine *e, const char *key, int64_t tick,
   op->visible_ms = tick;
   op->body = state;
   op->error = error;
-  if (journal_commit(e->j, &b) != 0)
-    log_error("cron: cannot record a tick: %s", journal_errmsg(e->j));
+  if (journal_commit(engine_journal(e), &b) != 0)
+    log_error("cron: cannot record a tick: %s",
+              journal_errmsg(engine_journal(e)));
   journal_batch_free(&b);
 }
 
@@ -563,8 +564,7 @@ static void trigger_done(struct cron_registry *r, cron_trigger *t, int late) {
  * left `fired` for the next start to call cut short. */
 static void run_burst(fire *f) {
   size_t i = 0;
-  for (; i < f->n_late && !__atomic_load_n(&f->e->stopping, __ATOMIC_ACQUIRE);
-       i++) {
+  for (; i < f->n_late && !engine_stopping(f->e); i++) {
     f->tick = f->late[i];
     run_handler(f);
   }
@@ -604,9 +604,9 @@ static void *handler_thread(void *arg) {
   duro_engine *e = f->e;
   struct cron_registry *r = registry_if_any(e);
   ledger_thread_altstack();
-  ledger_thread_bind(e->ledger, f->slot);
+  ledger_thread_bind(engine_ledger(e), f->slot);
   run_fire(f);
-  ledger_release(e->ledger, f->slot);
+  ledger_release(engine_ledger(e), f->slot);
   fire_finish(f);
   pthread_mutex_lock(&r->mu);
   r->threads--;
@@ -618,8 +618,9 @@ static void *handler_thread(void *arg) {
 /* The crash ledger says which handler runs, so a crash in it is named in
  * the log (its tick is found `fired` at the next start: failed). */
 static ledger_slot *handler_slot(duro_engine *e, const fire *f) {
-  ledger_slot *sl =
-      e->ledger && e->opt.workers ? ledger_claim(e->ledger, LEDGER_IDLE) : NULL;
+  ledger_slot *sl = engine_ledger(e) && engine_workers(e)
+                        ? ledger_claim(engine_ledger(e), LEDGER_IDLE)
+                        : NULL;
   if (!sl)
     return NULL;
   ledger_copy(sl->workflow, sizeof sl->workflow, f->schedule);
@@ -660,7 +661,7 @@ static void start_fire(duro_engine *e, cron_trigger *t, fire *f) {
   t->running++;
   t->catching += late;
   pthread_mutex_unlock(&r->mu);
-  if (e->opt.workers == 0) {
+  if (engine_workers(e) == 0) {
     run_fire(f);
     fire_finish(f);
     return;
@@ -714,8 +715,9 @@ static size_t fire_handler_late(duro_engine *e, cron_trigger *t,
       op->body = "fired";
       op->ts_ms = now;
     }
-    if (journal_commit(e->j, &b) != 0)
-      log_error("cron: cannot claim late ticks: %s", journal_errmsg(e->j));
+    if (journal_commit(engine_journal(e), &b) != 0)
+      log_error("cron: cannot claim late ticks: %s",
+                journal_errmsg(engine_journal(e)));
     else
       for (size_t j = 0; j < b.n; j++)
         if (b.ops[j].out_rowid == 1)
@@ -769,11 +771,11 @@ static int fire_workflow(duro_engine *e, cron_trigger *t, int64_t tick,
     op->ts_ms = now;
     op->lease = id;
   }
-  int rc = journal_commit(e->j, &b);
+  int rc = journal_commit(engine_journal(e), &b);
   int claimed = rc == 0 && (!key || b.ops[b.n - 1].out_rowid == 1);
   if (rc != 0)
     log_error("cron %s (plugin %s): creating %s/%s: %s", t->schedule, t->plugin,
-              t->workflow, id, journal_errmsg(e->j));
+              t->workflow, id, journal_errmsg(engine_journal(e)));
   else if (b.ops[0].rc == 0)
     engine_instance_created(e, b.ops[0].out_rowid);
   if (created)
@@ -802,8 +804,9 @@ static int still_running(duro_engine *e, const cron_trigger *t) {
     return !t->workflow && running;
   }
   journal_instance in = {0};
-  int busy = journal_instance_get(e->j, t->workflow, last, &in) == 0 &&
-             !status_ended(in.status);
+  int busy =
+      journal_instance_get(engine_journal(e), t->workflow, last, &in) == 0 &&
+      !status_ended(in.status);
   journal_instance_clear(&in);
   free(last);
   return busy;
@@ -891,8 +894,9 @@ static void record_missed(duro_engine *e, const cron_trigger *t,
       op->queue = t->key;
       op->from_seq = extra;
     }
-    if (journal_commit(e->j, &b) != 0)
-      log_error("cron: cannot record missed ticks: %s", journal_errmsg(e->j));
+    if (journal_commit(engine_journal(e), &b) != 0)
+      log_error("cron: cannot record missed ticks: %s",
+                journal_errmsg(engine_journal(e)));
     journal_batch_free(&b);
   }
 }
@@ -946,7 +950,7 @@ static int64_t settle_late(duro_engine *e, cron_trigger *t, int64_t tick,
 static void recover(duro_engine *e, cron_trigger *t, int64_t now) {
   journal_cron st;
   t->recovered = 1;
-  if (journal_cron_state(e->j, t->key, &st) != 0) {
+  if (journal_cron_state(engine_journal(e), t->key, &st) != 0) {
     t->recovered = 0; /* storage trouble: try again next pass */
     return;
   }
@@ -956,21 +960,21 @@ static void recover(duro_engine *e, cron_trigger *t, int64_t now) {
     journal_op *op = journal_batch_add(&b, JOP_CRON_SINCE);
     op->queue = t->key;
     op->ts_ms = now;
-    if (journal_commit(e->j, &b) != 0)
+    if (journal_commit(engine_journal(e), &b) != 0)
       t->recovered = 0;
     journal_batch_free(&b);
     t->next_ms = cron_next(&t->expr, now - 1, t->timezone);
     return;
   }
   tick_list cut = {0};
-  journal_cron_ticks(e->j, t->key, "fired", 1000, cut_short, &cut);
+  journal_cron_ticks(engine_journal(e), t->key, "fired", 1000, cut_short, &cut);
   for (size_t i = 0; i < cut.n; i++)
     tick_set(e, t->key, cut.v[i], "failed",
              "\"the host stopped while the handler ran\"");
   free(cut.v);
   if (t->workflow)
-    journal_cron_ticks(e->j, t->key, "complete", 1, newest_instance,
-                       &t->last_instance);
+    journal_cron_ticks(engine_journal(e), t->key, "complete", 1,
+                       newest_instance, &t->last_instance);
   int64_t from =
       st.last_tick_ms != JOURNAL_NONE ? st.last_tick_ms : st.since_ms - 1;
   t->next_ms = settle_late(e, t, cron_next(&t->expr, from, t->timezone), now,
@@ -990,7 +994,7 @@ size_t duro_crons_dispatch(duro_engine *e, int64_t *next_ms) {
   cron_set *s = r ? set_take(r) : NULL;
   for (size_t i = 0; s && i < s->n; i++) {
     cron_trigger *t = s->v[i];
-    int64_t now = duro_clock_now(e->clock);
+    int64_t now = engine_now(e);
     if (!t->recovered)
       recover(e, t, now);
     /* The scheduler stalled (the machine slept, say): as after a stop. */
@@ -1038,7 +1042,7 @@ static int fire_by_hand(duro_engine *e, cron_trigger *t, int64_t tick,
 int duro_cron_fire_now(duro_engine *e, const char *schedule, json_t **out) {
   *out = NULL;
   struct cron_registry *r = registry(e);
-  int64_t now = duro_clock_now(e->clock);
+  int64_t now = engine_now(e);
   int64_t tick = now - now % 60000; /* the current minute */
   json_t *res = json_array();
   cron_set *s = set_take(r);
@@ -1090,8 +1094,8 @@ int duro_cron_fire_now(duro_engine *e, const char *schedule, json_t **out) {
 int duro_crons_sweep(duro_engine *e, size_t *deleted) {
   journal_batch b = {0};
   journal_op *op = journal_batch_add(&b, JOP_CRON_SWEEP);
-  op->ts_ms = duro_clock_now(e->clock) - TICK_RETENTION_MS;
-  int rc = journal_commit(e->j, &b);
+  op->ts_ms = engine_now(e) - TICK_RETENTION_MS;
+  int rc = journal_commit(engine_journal(e), &b);
   if (deleted)
     *deleted = rc ? 0 : (size_t)b.ops[0].out_rowid;
   journal_batch_free(&b);
@@ -1117,7 +1121,7 @@ static void last_tick(void *ctx, const journal_cron_tick *tk) {
 
 int duro_cron_list(duro_engine *e, json_t **out) {
   struct cron_registry *r = registry(e);
-  int64_t now = duro_clock_now(e->clock);
+  int64_t now = engine_now(e);
   json_t *res = json_array();
   int rc = 0;
   cron_set *s = set_take(r);
@@ -1145,7 +1149,7 @@ int duro_cron_list(duro_engine *e, json_t **out) {
     }
     json_object_set_new(o, "next", next);
     journal_cron st;
-    rc = journal_cron_state(e->j, t->key, &st);
+    rc = journal_cron_state(engine_journal(e), t->key, &st);
     pthread_mutex_lock(&r->mu);
     json_int_t running = t->running;
     pthread_mutex_unlock(&r->mu);
@@ -1155,7 +1159,7 @@ int duro_cron_list(duro_engine *e, json_t **out) {
     json_object_set_new(o, "missed", json_integer(st.missed));
     json_object_set_new(o, "skipped", json_integer(st.skipped));
     if (rc == 0)
-      rc = journal_cron_ticks(e->j, t->key, NULL, 1, last_tick, o);
+      rc = journal_cron_ticks(engine_journal(e), t->key, NULL, 1, last_tick, o);
     json_array_append_new(res, o);
   }
   if (s)
@@ -1190,7 +1194,7 @@ static int driver_sweep(duro_engine *e, void *state, size_t budget) {
   (void)state;
   (void)budget; /* one statement deletes the old ticks */
   if (duro_crons_sweep(e, NULL) != 0)
-    log_error("cron tick sweep failed: %s", journal_errmsg(e->j));
+    log_error("cron tick sweep failed: %s", journal_errmsg(engine_journal(e)));
   return 0;
 }
 

@@ -1,6 +1,7 @@
-/* engine_internal.h — what engine.c (instances, scheduling) and step.c (the
- * step API inside an activation) share, and queues/queue.c, which stores
- * in the engine's journal on the engine's clock.  Not for other modules.
+/* engine_internal.h — the engine's struct and what its own files
+ * (engine.c: instances, scheduling; step.c: the step API inside an
+ * activation; the others of engine/) share.  Not for other modules: a
+ * feature beside the engine (queues, cron) includes core.h.
  *
  * The in-memory state of the engine is only about instances something is
  * happening to: an `entry` exists while an instance is runnable (QUEUED),
@@ -13,18 +14,13 @@
 
 #include <pthread.h>
 
+#include "core.h"
 #include "driver.h"
 #include "engine.h"
 #include "journal.h"
 #include "ledger.h"
 #include "map.h"
 #include "metrics.h"
-
-/* What run() and a queue handler get as their env: the engine, which is
- * all a plugin reaches through it (its bindings). */
-struct duro_env {
-  duro_engine *engine;
-};
 
 /* A FIFO of entries linked through entry.next. */
 typedef struct entry_fifo {
@@ -42,7 +38,7 @@ typedef struct wf_build {
   uint64_t acquired;
 } wf_build;
 
-typedef struct wf_reg {
+struct wf_reg {
   duro_engine *engine;
   char *name;
   char *binding;
@@ -58,7 +54,7 @@ typedef struct wf_reg {
    * that were due while `limits.concurrency` of them ran. */
   uint32_t running;
   entry_fifo deferred;
-} wf_reg;
+};
 
 enum {
   ENTRY_QUEUED = 1,
@@ -402,8 +398,6 @@ int engine_activation_admit(duro_engine *e, entry *ent, wf_reg *wf);
 void engine_activation_done(duro_engine *e, entry *ent, const char *status,
                             int64_t wake_ms, int may_commit);
 
-wf_reg *engine_find_workflow(const duro_engine *e, const char *name);
-
 /* The synchronous forms of asynchronous operations wait on one of these:
  * engine_wait_done (any thread) hands over rc and a result, and
  * engine_wait_for (the waiting thread) returns rc once it came.
@@ -427,15 +421,6 @@ void engine_refill(duro_engine *e);
 /* Instances queued: runnable in memory and in the backlog. */
 size_t engine_backlog(duro_engine *e);
 
-/* Fills `row` for a new instance of wf with id (both borrowed until b is
- * committed) and req's params and retention, and appends its insert to b:
- * for callers that commit a creation with other writes.  engine.c. */
-void engine_instance_insert_op(const wf_reg *wf, const char *id,
-                               const duro_create_req *req, int64_t now,
-                               journal_instance *row, journal_batch *b);
-/* After such an insert committed (op rc 0): the instance is runnable. */
-void engine_instance_created(duro_engine *e, int64_t rowid);
-
 /* ---- builds (builds.c) ---- */
 
 /* The build an activation of an instance runs: the one it is pinned to
@@ -450,8 +435,6 @@ void builds_free(wf_reg *wf);
 
 /* ---- entries (engine.c; call with mu held) ---- */
 
-/* "complete", "errored", "terminated". */
-int status_ended(const char *status);
 /* Creates the instance's entry in `state`. */
 entry *entry_take(duro_engine *e, int64_t rowid, int state);
 /* Forgets the entry (its row is current again). */
@@ -477,16 +460,6 @@ void engine_watches_free(duro_engine *e);
 
 /* ---- the scheduler (scheduler.c) ---- */
 
-/* Milliseconds for back-offs and timers: CLOCK_MONOTONIC on the real
- * clock (a clock step neither hastens nor stalls them), the virtual
- * clock's time in tests. */
-int64_t engine_mono_ms(const duro_engine *e);
-/* A condition variable whose timed waits run on CLOCK_MONOTONIC (a step
- * of the wall clock neither stalls nor hastens them), and the deadline
- * `ms` from now such a wait takes. */
-void engine_cond_init(pthread_cond_t *c);
-struct timespec engine_cond_deadline(int64_t ms);
-
 /* The activation of `ent` could not write (storage): its uncommitted
  * work is dropped and the instance runs again, from its journal, after a
  * back-off (0.1 s doubling to 5 s).  Nothing acknowledged is lost: a step
@@ -501,9 +474,6 @@ int64_t engine_retries_due_locked(duro_engine *e, int64_t now);
  * runnable; applies persisted pause/terminate requests nobody holds.
  * Start-up recovery, and a periodic pass after storage failures. */
 int engine_reconcile(duro_engine *e);
-
-/* Wakes the scheduler (a wake moved earlier, a retry was queued). */
-void engine_kick_scheduler(duro_engine *e);
 
 void *engine_scheduler_main(void *arg);
 
@@ -572,9 +542,6 @@ wf_reg *engine_find_binding(const duro_engine *e, const char *binding);
 const char *engine_live_status(duro_engine *e, int64_t rowid,
                                const char *stored);
 
-/* Validates JSON text; returns 0, DURO_E_INVALID_OUTPUT, or
- * DURO_E_OUTPUT_TOO_LARGE when longer than `limit` bytes. */
-int json_text_check(const char *text, int64_t limit);
 /* The same; on DURO_E_INVALID_OUTPUT it writes why and where the parse
  * failed ("... at line L, column C (byte P)") into why (may be NULL). */
 int json_text_check_at(const char *text, int64_t limit, char *why,
@@ -587,9 +554,6 @@ void engine_event_stored(duro_engine *e, const journal_op *wake);
 /* Something for instance `rowid` (an event) arrived: an activation
  * running it runs it again; an idle one runs when `woke`. */
 void engine_instance_poke(duro_engine *e, int64_t rowid, int woke);
-
-/* {"name":..,"message":..} as a malloc'ed string. */
-char *error_json(const char *name, const char *message);
 
 /* Appends to b the lifecycle messages (lifecycle.c) of an instance
  * whose row becomes `row`, having been `from_status` (NULL: new) with

@@ -35,7 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine_internal.h"
+#include "core.h"
 #include "error.h"
 #include "log.h"
 #include "queue.h"
@@ -344,7 +344,8 @@ static void job_prepare(duro_engine *e, const wf_consumer *c, json_t *msg,
   else if (!duro_instance_id_valid(id))
     jb->error = error_text("id_from \"%s\": %s", c->id_from,
                            "the value is not a valid instance id");
-  else if (!jb->params || json_text_check(jb->params, e->max_step_result))
+  else if (!jb->params ||
+           json_text_check(jb->params, engine_max_step_result(e)))
     jb->error = error_text("id_from \"%s\": %s", c->id_from,
                            "the body is too large for an instance's params");
   else
@@ -371,7 +372,7 @@ static void create_and_ack(duro_engine *e, const wf_consumer *c,
                            const wf_reg *wf, job *jobs, size_t n) {
   journal_instance *rows = xcalloc(n ? n : 1, sizeof *rows);
   journal_batch b = {0};
-  int64_t now = duro_clock_now(e->clock);
+  int64_t now = engine_now(e);
   for (size_t i = 0; i < n; i++) {
     if (!jobs[i].id)
       continue;
@@ -383,10 +384,10 @@ static void create_and_ack(duro_engine *e, const wf_consumer *c,
     ack->lease = jobs[i].lease;
     ack->ts_ms = now;
   }
-  if (b.n && journal_commit(e->j, &b) != 0) {
+  if (b.n && journal_commit(engine_journal(e), &b) != 0) {
     /* Nothing was written: the leases run out and the messages return. */
     log_error("queue %s: creating instances of %s: %s", c->queue, c->workflow,
-              journal_errmsg(e->j));
+              journal_errmsg(engine_journal(e)));
   } else {
     for (size_t i = 0; i < n; i++)
       if (jobs[i].id && b.ops[jobs[i].op].rc == 0)
@@ -404,8 +405,9 @@ static size_t dispatch_workflow(duro_engine *e, const wf_consumer *c,
     return 0; /* not loaded (yet): the messages wait in the queue */
   /* Nothing visible: no write transaction, and a wake when there is. */
   journal_queue_ready_info r = {0, JOURNAL_NONE, JOURNAL_NONE};
-  int64_t now = duro_clock_now(e->clock);
-  if (journal_queue_ready(e->j, c->queue, now, 1, &r) == 0 && !r.ready) {
+  int64_t now = engine_now(e);
+  if (journal_queue_ready(engine_journal(e), c->queue, now, 1, &r) == 0 &&
+      !r.ready) {
     *due = r.next_visible_ms;
     return 0;
   }
@@ -609,7 +611,7 @@ static void batch_done(duro_engine *e, const char *queue, duro_queue_fn fn,
   pthread_mutex_lock(&cs->mu);
   if (slot)
     slot_free_locked(cs, queue);
-  if (was_hung && cs->hung && --cs->hung <= e->max_stuck)
+  if (was_hung && cs->hung && --cs->hung <= engine_max_hung(e))
     cs->hung_cap_logged = 0;
   running_add_locked(cs, fn, -1);
   pthread_mutex_unlock(&cs->mu);
@@ -668,14 +670,14 @@ static verdict batch_abandon_locked(struct queue_consumers *cs,
                    b->queue, why, (long long)(now - b->started_ms), v.nr, v.na);
   if (b->slot)
     ledger_set_state(b->slot, LEDGER_ABANDONED);
-  if (++cs->hung <= b->e->max_stuck) {
+  if (++cs->hung <= engine_max_hung(b->e)) {
     slot_free_locked(cs, b->queue);
   } else {
     b->slot_kept = 1;
     if (!cs->hung_cap_logged)
       log_error("%u queue handler threads are hung, the cap: an abandoned "
                 "handler now holds its queue's slot until it returns",
-                b->e->max_stuck);
+                engine_max_hung(b->e));
     cs->hung_cap_logged = 1;
   }
   free(err);
@@ -742,15 +744,16 @@ json_t *queue_handlers_hung(duro_engine *e) {
  * there is no ledger or every slot is taken: the lease covers it. */
 static ledger_slot *batch_slot(duro_engine *e, const wf_consumer *c,
                                const char *prefix) {
-  ledger *l = e->ledger;
-  ledger_slot *sl = l && e->opt.workers ? ledger_claim(l, LEDGER_IDLE) : NULL;
+  ledger *l = engine_ledger(e);
+  ledger_slot *sl =
+      l && engine_workers(e) ? ledger_claim(l, LEDGER_IDLE) : NULL;
   if (!sl)
     return NULL;
   ledger_copy(sl->workflow, sizeof sl->workflow, c->queue);
   ledger_copy(sl->plugin, sizeof sl->plugin, c->plugin);
   ledger_copy(sl->key, sizeof sl->key, prefix);
   sl->count = 0;
-  sl->started_ms = duro_clock_now(e->clock);
+  sl->started_ms = engine_now(e);
   ledger_set_state(sl, LEDGER_BATCH);
   return sl;
 }
@@ -759,13 +762,13 @@ static void *batch_thread(void *arg) {
   duro_message_batch *b = arg;
   duro_engine *e = b->e;
   ledger_thread_altstack();
-  ledger_thread_bind(e->ledger, b->slot);
+  ledger_thread_bind(engine_ledger(e), b->slot);
   batch_run(b);
   struct queue_consumers *cs = queue_consumers_of(e);
   pthread_mutex_lock(&cs->mu);
   live_remove_locked(cs, b); /* the deadline keeps off it from now */
   pthread_mutex_unlock(&cs->mu);
-  ledger_release(e->ledger, b->slot);
+  ledger_release(engine_ledger(e), b->slot);
   batch_free(b);
   engine_kick_scheduler(e); /* a slot is free: more may go now */
   pthread_mutex_lock(&cs->mu);
@@ -787,10 +790,10 @@ static int64_t earlier(int64_t a, int64_t b) {
  * Else *due gets when to look again (JOURNAL_NONE: when kicked). */
 static duro_queue_fn batch_due(duro_engine *e, const wf_consumer *c,
                                int64_t *due) {
-  int64_t now = duro_clock_now(e->clock);
+  int64_t now = engine_now(e);
   journal_queue_ready_info r = {0, JOURNAL_NONE, JOURNAL_NONE};
   *due = JOURNAL_NONE;
-  if (journal_queue_ready(e->j, c->queue, now, c->batch, &r)) {
+  if (journal_queue_ready(engine_journal(e), c->queue, now, c->batch, &r)) {
     *due = now + 1000; /* storage trouble: look again in a second */
     return NULL;
   }
@@ -846,7 +849,7 @@ static size_t dispatch_push(duro_engine *e, const wf_consumer *c,
   size_t n = 0;
   queue_lease_prefix(prefix);
   ledger_slot *slot = batch_slot(e, c, prefix);
-  int threaded = e->opt.workers > 0;
+  int threaded = engine_workers(e) > 0;
   int64_t timeout = c->opt.visibility_ms ? c->opt.visibility_ms
                                          : DURO_QUEUE_DEFAULT_VISIBILITY_MS;
   /* Read before the lease is taken, which is held a margin longer on a
@@ -863,7 +866,7 @@ static size_t dispatch_push(duro_engine *e, const wf_consumer *c,
     log_error("queue %s: leasing a batch: %s", c->queue, err);
   if (n == 0) {
     journal_messages_free(msgs, n);
-    ledger_release(e->ledger, slot);
+    ledger_release(engine_ledger(e), slot);
     batch_done(e, c->queue, fn, 1, 0);
     return 0;
   }
@@ -942,7 +945,7 @@ size_t queue_consumers_dispatch(duro_engine *e, int64_t *next_ms) {
    * pass, and its messages are settled before their leases end. */
   int64_t deadline = cs ? handlers_watch(e, cs) : INT64_MAX;
   if (deadline != INT64_MAX)
-    next = duro_clock_now(e->clock) + (deadline - engine_mono_ms(e));
+    next = engine_now(e) + (deadline - engine_mono_ms(e));
   size_t handled = 0;
   wf_consumer c;
   for (size_t i = 0; cs && consumer_copy(cs, i, &c); i++) {
@@ -977,10 +980,11 @@ int queue_batch_release(duro_engine *e, const char *queue, const char *prefix,
   if (!duro_queue_exists(e, queue))
     return 0; /* not a queue this config knows: its leases run out */
   held h = {.n = 0};
-  int64_t now = duro_clock_now(e->clock);
-  if (journal_queue_leases(e->j, queue, now, prefix, collect_lease, &h)) {
+  int64_t now = engine_now(e);
+  if (journal_queue_leases(engine_journal(e), queue, now, prefix, collect_lease,
+                           &h)) {
     log_error("queue %s: finding a stopped batch: %s", queue,
-              journal_errmsg(e->j));
+              journal_errmsg(engine_journal(e)));
     return DURO_E_STORAGE;
   }
   /* Fewer than the batch: the handler acked or retried some before the

@@ -10,7 +10,7 @@
  * written by the commit that drops them.
  * Invariant: a send is validated whole before anything is written, and a
  * batch is written in one commit, so it is stored entirely or not at all.
- * It lives beside the engine (engine_internal.h) because it writes the
+ * It lives beside the engine (core.h) because it writes the
  * engine's journal and reads the engine's clock. */
 #include "queue.h"
 #include "queue_driver.h"
@@ -21,7 +21,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "engine_internal.h"
+#include "core.h"
 #include "error.h"
 #include "util.h"
 
@@ -231,7 +231,7 @@ int queue_send_ops(duro_engine *e, const char *queue,
                 "the batch's bodies are %zu bytes, more than the %d-byte "
                 "limit",
                 total, DURO_QUEUE_MAX_BATCH_BYTES);
-  int64_t now = duro_clock_now(e->clock);
+  int64_t now = engine_now(e);
   for (size_t i = 0; i < n; i++) {
     journal_op *op = journal_batch_add(b, JOP_MESSAGE_INSERT);
     op->queue = queue;
@@ -251,14 +251,14 @@ int duro_queue_enqueue_batch(duro_engine *e, const char *queue,
     journal_batch_free(&b);
     return rc;
   }
-  rc = journal_commit(e->j, &b);
+  rc = journal_commit(engine_journal(e), &b);
   if (rc == 0 && queue_consumers_of(e))
     engine_kick_scheduler(e); /* an engine-run consumer may take it now */
   for (size_t i = 0; i < n && ids; i++)
     ids[i] = rc ? 0 : b.ops[i].out_rowid;
   journal_batch_free(&b);
   if (rc)
-    return fail(err, errlen, rc, "%s", journal_errmsg(e->j));
+    return fail(err, errlen, rc, "%s", journal_errmsg(engine_journal(e)));
   return 0;
 }
 
@@ -332,7 +332,7 @@ int queue_lease(duro_engine *e, const char *queue, uint32_t batch_size,
   char token[QUEUE_LEASE_PREFIX];
   if (!prefix)
     lease_id(token);
-  int64_t now = duro_clock_now(e->clock);
+  int64_t now = engine_now(e);
   journal_batch b = {0};
   char dlq[256];
   queue_options(e, queue, &o, dlq, sizeof dlq);
@@ -344,7 +344,7 @@ int queue_lease(duro_engine *e, const char *queue, uint32_t batch_size,
   op->n_leases = batch_size;
   op->max_attempts = (uint32_t)o.max_retries + 1;
   op->dead_letter_queue = *dlq ? dlq : NULL;
-  int rc = journal_commit(e->j, &b);
+  int rc = journal_commit(engine_journal(e), &b);
   op = &b.ops[0];
   if (rc == 0) {
     *msgs = op->messages;
@@ -354,7 +354,7 @@ int queue_lease(duro_engine *e, const char *queue, uint32_t batch_size,
   }
   journal_batch_free(&b);
   if (rc)
-    return fail(err, errlen, rc, "%s", journal_errmsg(e->j));
+    return fail(err, errlen, rc, "%s", journal_errmsg(engine_journal(e)));
   return 0;
 }
 
@@ -370,8 +370,8 @@ int duro_queue_peek(duro_engine *e, const char *queue, uint32_t limit,
                 "limit must be between 1 and %d", DURO_QUEUE_MAX_BATCH);
   journal_message *m = NULL;
   size_t n = 0;
-  int rc =
-      journal_queue_peek(e->j, queue, duro_clock_now(e->clock), limit, &m, &n);
+  int rc = journal_queue_peek(engine_journal(e), queue, engine_now(e), limit,
+                              &m, &n);
   if (rc == 0) {
     *out = json_array();
     for (size_t i = 0; i < n; i++) {
@@ -389,7 +389,7 @@ int duro_queue_peek(duro_engine *e, const char *queue, uint32_t limit,
   }
   journal_messages_free(m, n);
   if (rc)
-    return fail(err, errlen, rc, "%s", journal_errmsg(e->j));
+    return fail(err, errlen, rc, "%s", journal_errmsg(engine_journal(e)));
   return 0;
 }
 
@@ -435,7 +435,7 @@ int duro_queue_redrive(duro_engine *e, const char *queue, const char *to,
    * commit.  A crash between the two leaves them where they were. */
   char token[QUEUE_LEASE_PREFIX];
   lease_id(token);
-  int64_t now = duro_clock_now(e->clock);
+  int64_t now = engine_now(e);
   journal_batch lease = {0};
   journal_op *op = journal_batch_add(&lease, JOP_MESSAGE_LEASE);
   op->queue = queue;
@@ -443,7 +443,7 @@ int duro_queue_redrive(duro_engine *e, const char *queue, const char *to,
   op->visible_ms = now + DURO_QUEUE_DEFAULT_VISIBILITY_MS;
   op->lease_token = token;
   op->n_leases = batch_size;
-  int rc = journal_commit(e->j, &lease);
+  int rc = journal_commit(engine_journal(e), &lease);
   journal_message *m = lease.ops[0].messages;
   size_t n = lease.ops[0].n_messages;
   journal_batch move = {0};
@@ -459,7 +459,7 @@ int duro_queue_redrive(duro_engine *e, const char *queue, const char *to,
     op->ts_ms = now;
   }
   if (rc == 0 && n)
-    rc = journal_commit(e->j, &move);
+    rc = journal_commit(engine_journal(e), &move);
   if (rc == 0) {
     json_t *moved = json_array();
     for (size_t i = 0; i < n; i++) {
@@ -478,7 +478,7 @@ int duro_queue_redrive(duro_engine *e, const char *queue, const char *to,
   journal_messages_free(m, n);
   journal_batch_free(&lease);
   if (rc)
-    return fail(err, errlen, rc, "%s", journal_errmsg(e->j));
+    return fail(err, errlen, rc, "%s", journal_errmsg(engine_journal(e)));
   return 0;
 }
 
@@ -542,7 +542,7 @@ int duro_queue_ack(duro_engine *e, const char *queue, const char *const *acks,
           fail(err, errlen, DURO_E_INVALID_ARGUMENT, "ack %zu: no lease_id", i);
   if (rc)
     return rc;
-  int64_t now = duro_clock_now(e->clock);
+  int64_t now = engine_now(e);
   journal_batch b = {0};
   for (size_t i = 0; i < n_acks; i++) {
     journal_op *op = journal_batch_add(&b, JOP_MESSAGE_ACK);
@@ -561,12 +561,12 @@ int duro_queue_ack(duro_engine *e, const char *queue, const char *const *acks,
     op->max_attempts = (uint32_t)o.max_retries + 1;
     op->dead_letter_queue = o.dead_letter;
   }
-  rc = journal_commit(e->j, &b);
+  rc = journal_commit(engine_journal(e), &b);
   if (rc == 0)
     *result = ack_result(&b, n_acks);
   journal_batch_free(&b);
   if (rc)
-    return fail(err, errlen, rc, "%s", journal_errmsg(e->j));
+    return fail(err, errlen, rc, "%s", journal_errmsg(engine_journal(e)));
   return 0;
 }
 
@@ -643,14 +643,15 @@ static int cmp_names(const void *a, const void *b) {
 
 int duro_queue_stats(duro_engine *e, const char *queue, json_t **out) {
   *out = NULL;
-  stats_ctx c = {stats_skeleton(e, queue), duro_clock_now(e->clock)};
+  stats_ctx c = {stats_skeleton(e, queue), engine_now(e)};
   if (queue && !json_object_get(c.by_name, queue)) {
     json_decref(c.by_name);
     return DURO_E_QUEUE_NOT_FOUND;
   }
-  int rc = journal_queue_stats_each(e->j, queue, c.now, stats_row, &c);
+  int rc =
+      journal_queue_stats_each(engine_journal(e), queue, c.now, stats_row, &c);
   if (rc == 0)
-    rc = journal_queue_counts_each(e->j, counts_row, &c);
+    rc = journal_queue_counts_each(engine_journal(e), counts_row, &c);
   if (rc) {
     json_decref(c.by_name);
     return rc;
@@ -679,7 +680,7 @@ int duro_queues_sweep(duro_engine *e, size_t max, size_t *deleted) {
   size_t total = 0;
   int rc = 0, more_due = 0;
   struct queue_registry *r = registry(e);
-  int64_t now = duro_clock_now(e->clock);
+  int64_t now = engine_now(e);
   for (size_t i = 0; rc == 0; i++) {
     char name[256];
     int64_t retention = 0;
@@ -701,7 +702,7 @@ int duro_queues_sweep(duro_engine *e, size_t max, size_t *deleted) {
       op->queue = name;
       op->ts_ms = now - retention;
       op->from_seq = (int64_t)chunk;
-      rc = journal_commit(e->j, &b);
+      rc = journal_commit(engine_journal(e), &b);
       size_t n = rc ? 0 : (size_t)op->out_rowid;
       journal_batch_free(&b);
       total += n;

@@ -11,7 +11,7 @@
 
 #include <stdlib.h>
 
-#include "engine_internal.h"
+#include "core.h"
 #include "error.h"
 #include "log.h"
 #include "queue.h"
@@ -53,7 +53,8 @@ static int sweep(duro_engine *e, void *state, size_t budget) {
   if (rc == 1)
     return 1; /* more on the next pass */
   if (rc < 0)
-    log_error("queue retention sweep failed: %s", journal_errmsg(e->j));
+    log_error("queue retention sweep failed: %s",
+              journal_errmsg(engine_journal(e)));
   else if (s->swept)
     log_info("retention: deleted %zu queue message(s)", s->swept);
   s->swept = 0;

@@ -1,0 +1,81 @@
+/* core.h — the engine's services to the features that run beside it as
+ * drivers (driver.h: queues, cron): its journal and clock, its settings,
+ * the creation of instances in a feature's own commit, the crash ledger,
+ * and the scheduler's kick.  A feature includes this, never
+ * engine_internal.h, so the engine's struct stays its own. */
+#ifndef DURO_ENGINE_CORE_H
+#define DURO_ENGINE_CORE_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "driver.h"
+#include "engine.h"
+#include "journal.h"
+#include "ledger.h"
+
+/* What run() and a queue or scheduled handler get as their env: the
+ * engine, which is all a plugin reaches through it (its bindings). */
+struct duro_env {
+  duro_engine *engine;
+};
+
+/* A registered workflow (opaque to features). */
+typedef struct wf_reg wf_reg;
+
+/* ---- the store and the clock ---- */
+
+/* The engine's journal: a feature commits its own batches to it. */
+journal *engine_journal(const duro_engine *e);
+/* The engine clock's now, in ms (a virtual clock in tests). */
+int64_t engine_now(const duro_engine *e);
+/* Milliseconds for back-offs and timers: CLOCK_MONOTONIC on the real
+ * clock (a clock step neither hastens nor stalls them), the virtual
+ * clock's time in tests. */
+int64_t engine_mono_ms(const duro_engine *e);
+/* A condition variable whose timed waits run on CLOCK_MONOTONIC (a step
+ * of the wall clock neither stalls nor hastens them), and the deadline
+ * `ms` from now such a wait takes. */
+void engine_cond_init(pthread_cond_t *c);
+struct timespec engine_cond_deadline(int64_t ms);
+
+/* ---- the engine's settings and state ---- */
+
+/* Worker threads (0: everything runs inline, on the caller's thread). */
+uint32_t engine_workers(const duro_engine *e);
+/* How many hung callbacks may keep their threads (max_hung). */
+uint32_t engine_max_hung(const duro_engine *e);
+/* The largest step result (and instance params), in bytes. */
+int64_t engine_max_step_result(const duro_engine *e);
+/* 1 once the engine is stopping (read with acquire). */
+int engine_stopping(const duro_engine *e);
+/* The crash ledger (slots a feature claims for its handlers' threads). */
+ledger *engine_ledger(const duro_engine *e);
+/* Wakes the scheduler: a driver has work sooner than it said. */
+void engine_kick_scheduler(duro_engine *e);
+
+/* ---- instances ---- */
+
+wf_reg *engine_find_workflow(const duro_engine *e, const char *name);
+/* Fills `row` for a new instance of wf with id (both borrowed until b is
+ * committed) and req's params and retention, and appends its insert to b:
+ * for callers that commit a creation with other writes.  engine.c. */
+void engine_instance_insert_op(const wf_reg *wf, const char *id,
+                               const duro_create_req *req, int64_t now,
+                               journal_instance *row, journal_batch *b);
+/* After such an insert committed (op rc 0): the instance is runnable. */
+void engine_instance_created(duro_engine *e, int64_t rowid);
+/* "complete", "errored", "terminated". */
+int status_ended(const char *status);
+
+/* ---- JSON ---- */
+
+/* Validates JSON text; returns 0, DURO_E_INVALID_OUTPUT, or
+ * DURO_E_OUTPUT_TOO_LARGE when longer than `limit` bytes. */
+int json_text_check(const char *text, int64_t limit);
+/* {"name":..,"message":..} as a malloc'ed string. */
+char *error_json(const char *name, const char *message);
+
+#endif
