@@ -1198,6 +1198,11 @@ static int driver_sweep(duro_engine *e, void *state, size_t budget) {
   return 0;
 }
 
+static void driver_metrics(duro_engine *e, void *state, FILE *out) {
+  (void)state;
+  cron_metrics(e, out);
+}
+
 static uint32_t driver_drain(void *state, const struct timespec *until) {
   cron_state *s = state;
   pthread_mutex_lock(&s->mu);
@@ -1218,6 +1223,7 @@ const duro_driver cron_driver = {
     .create = driver_create,
     .dispatch = driver_dispatch,
     .sweep = driver_sweep,
+    .metrics = driver_metrics,
     .drain = driver_drain,
     .free = driver_free,
 };

@@ -25,6 +25,7 @@
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "duro.h"
 #include "engine.h"
@@ -114,6 +115,9 @@ int duro_crons_sweep(duro_engine *e, size_t *deleted);
  * scheduler pass, the ticks' sweep, the wait for handlers at stop. */
 struct duro_driver;
 extern const struct duro_driver cron_driver;
+
+/* Appends the triggers' series to GET /metrics (cron_metrics.c). */
+void cron_metrics(duro_engine *e, FILE *out);
 
 struct cron_registry;
 /* Waits until no handler thread runs, or until `until` (CLOCK_MONOTONIC;

@@ -1,7 +1,7 @@
 /* driver.c — the engine's table of drivers (driver.h): registration, and
  * the loops through which the scheduler pass, the retention sweep, the
  * crash replay, /healthz, stop and close reach every feature without
- * naming one.
+ * naming one; GET /metrics too.
  *
  * The table is filled at open (duro_engine_open registers the built-in
  * drivers) and before start; it never shrinks while the engine lives, so
@@ -89,6 +89,13 @@ int engine_drivers_health(duro_engine *e, json_t *report) {
     if (e->drivers[i].d->health)
       degraded |= e->drivers[i].d->health(e, e->drivers[i].state, report);
   return degraded;
+}
+
+void engine_drivers_metrics(duro_engine *e, FILE *out) {
+  size_t n = __atomic_load_n(&e->n_drivers, __ATOMIC_ACQUIRE);
+  for (size_t i = 0; i < n; i++)
+    if (e->drivers[i].d->metrics)
+      e->drivers[i].d->metrics(e, e->drivers[i].state, out);
 }
 
 uint32_t engine_drivers_drain(duro_engine *e, const struct timespec *until) {

@@ -17,6 +17,7 @@
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "engine.h"
 #include "ledger.h"
@@ -43,6 +44,8 @@ typedef struct duro_driver {
   /* Adds its part to the /healthz report; returns 1 when it makes the
    * engine degraded. */
   int (*health)(duro_engine *e, void *state, json_t *report);
+  /* Appends its series to GET /metrics (the Prometheus text format). */
+  void (*metrics)(duro_engine *e, void *state, FILE *out);
   /* Waits for its own threads until `until` (CLOCK_MONOTONIC; NULL: no
    * limit); returns how many still run. */
   uint32_t (*drain)(void *state, const struct timespec *until);

@@ -262,6 +262,8 @@ int engine_drivers_recover(duro_engine *e, const ledger_slot *sl,
                            ledger_state st, int guilty, const char *how);
 /* The drivers' parts of /healthz; 1 when one makes it degraded. */
 int engine_drivers_health(duro_engine *e, json_t *report);
+/* The drivers' series of GET /metrics. */
+void engine_drivers_metrics(duro_engine *e, FILE *out);
 /* The drivers' threads still running at `until` (stop), and close. */
 struct timespec;
 uint32_t engine_drivers_drain(duro_engine *e, const struct timespec *until);

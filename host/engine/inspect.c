@@ -1,5 +1,5 @@
 /* inspect.c — reading instances: status, describe, list, and the
- * Prometheus metrics.
+ * Prometheus metrics (to which each driver adds its series).
  *
  * Reads go to the journal (each thread has its own reader connection) and
  * never block activations.  What only memory knows is laid over the
@@ -12,8 +12,6 @@
 
 #include "engine_internal.h"
 #include "error.h"
-#include "queue.h"
-#include "trigger.h"
 #include "util.h"
 
 /* ---- inspection
@@ -373,135 +371,6 @@ void duro_engine_journal_stats(duro_engine *e, duro_journal_stats *out) {
   out->batches = journal_batches_committed(e->j);
 }
 
-/* Each registered queue's depth by state, age and lag, and its messages
- * out of retries (queue names are [A-Za-z0-9_.:-]: safe as labels). */
-static void render_queues(duro_engine *e, FILE *out) {
-  json_t *qs = NULL;
-  if (duro_queue_stats(e, NULL, &qs) != 0 || json_array_size(qs) == 0) {
-    json_decref(qs);
-    return;
-  }
-  static const char *const states[] = {"ready", "delayed", "in_flight"};
-  size_t i;
-  json_t *q;
-  fprintf(out, "# HELP duro_queue_messages Messages of a queue by state.\n"
-               "# TYPE duro_queue_messages gauge\n");
-  json_array_foreach(qs, i, q) {
-    for (size_t k = 0; k < 3; k++)
-      fprintf(
-          out,
-          "duro_queue_messages{queue=\"%s\",state=\"%s\"} %" JSON_INTEGER_FORMAT
-          "\n",
-          json_string_value(json_object_get(q, "name")), states[k],
-          json_integer_value(json_object_get(q, states[k])));
-  }
-  static const struct {
-    const char *name, *type, *help, *key;
-    double scale;
-  } series[] = {
-      {"duro_queue_oldest_age_seconds", "gauge",
-       "Age of a queue's oldest message.", "oldest_age_ms", 1e-3},
-      {"duro_queue_lag_seconds", "gauge",
-       "How long a queue's oldest ready message has waited for a consumer.",
-       "lag_ms", 1e-3},
-      {"duro_queue_dropped_total", "counter",
-       "Messages dropped out of retries (no dead-letter queue).", "dropped", 1},
-      {"duro_queue_dead_lettered_total", "counter",
-       "Messages moved to the dead-letter queue out of retries.",
-       "dead_lettered", 1},
-  };
-  for (size_t k = 0; k < sizeof series / sizeof *series; k++) {
-    fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", series[k].name, series[k].help,
-            series[k].name, series[k].type);
-    json_array_foreach(qs, i, q)
-        fprintf(out, "%s{queue=\"%s\"} %g\n", series[k].name,
-                json_string_value(json_object_get(q, "name")),
-                (double)json_integer_value(json_object_get(q, series[k].key)) *
-                    series[k].scale);
-  }
-  json_decref(qs);
-}
-
-/* A label value as the Prometheus text format wants it: backslash,
- * double quote and newline escaped (a schedule is free text, a plugin
- * name need not be a queue-safe name). */
-static void put_label(FILE *out, const char *s) {
-  for (; s && *s; s++) {
-    if (*s == '\\' || *s == '"')
-      fputc('\\', out);
-    if (*s == '\n')
-      fputs("\\n", out);
-    else
-      fputc(*s, out);
-  }
-}
-
-static void put_cron_labels(FILE *out, const char *name, const json_t *t) {
-  fprintf(out, "%s{plugin=\"", name);
-  put_label(out, json_string_value(json_object_get(t, "plugin")));
-  fputs("\",schedule=\"", out);
-  put_label(out, json_string_value(json_object_get(t, "schedule")));
-  fputs("\"} ", out);
-}
-
-static json_int_t cron_count(const json_t *t, const char *key) {
-  return json_integer_value(json_object_get(t, key));
-}
-
-/* Each cron trigger's ticks by outcome, from duro_cron_list's counts
- * (journaled, so they survive restarts), and its next tick. */
-static void render_crons(duro_engine *e, FILE *out) {
-  json_t *ts = NULL;
-  if (duro_cron_list(e, &ts) != 0 || json_array_size(ts) == 0) {
-    json_decref(ts);
-    return;
-  }
-  static const struct {
-    const char *name, *help, *keys[3];
-  } series[] = {
-      {"duro_cron_fires_total",
-       "Cron ticks fired (running, complete or failed).",
-       {"running", "complete", "failed"}},
-      {"duro_cron_failures_total",
-       "Cron ticks whose handler failed, crashed or was cut short.",
-       {"failed", NULL, NULL}},
-      {"duro_cron_missed_total",
-       "Cron ticks that passed while the host was down.",
-       {"missed", NULL, NULL}},
-      {"duro_cron_skipped_total",
-       "Cron ticks skipped while the previous one still ran.",
-       {"skipped", NULL, NULL}},
-  };
-  size_t i;
-  json_t *t;
-  for (size_t k = 0; k < sizeof series / sizeof *series; k++) {
-    fprintf(out, "# HELP %s %s\n# TYPE %s counter\n", series[k].name,
-            series[k].help, series[k].name);
-    json_array_foreach(ts, i, t) {
-      json_int_t n = 0;
-      for (size_t c = 0; c < 3 && series[k].keys[c]; c++)
-        n += cron_count(t, series[k].keys[c]);
-      put_cron_labels(out, series[k].name, t);
-      fprintf(out, "%" JSON_INTEGER_FORMAT "\n", n);
-    }
-  }
-  fprintf(out, "# HELP duro_cron_next_fire_timestamp_seconds When a cron "
-               "trigger fires next (Unix time).\n"
-               "# TYPE duro_cron_next_fire_timestamp_seconds gauge\n");
-  json_array_foreach(ts, i, t) {
-    json_t *next = json_array_get(json_object_get(t, "next"), 0);
-    if (!json_is_integer(next)) /* a schedule with no tick left */
-      continue;
-    json_int_t ms = json_integer_value(next);
-    put_cron_labels(out, "duro_cron_next_fire_timestamp_seconds", t);
-    if (ms % 1000 == 0)
-      fprintf(out, "%" JSON_INTEGER_FORMAT "\n", ms / 1000);
-    else
-      fprintf(out, "%.3f\n", (double)ms / 1000);
-  }
-  json_decref(ts);
-}
-
 char *duro_engine_metrics(duro_engine *e) {
   char *text = NULL;
   size_t len = 0;
@@ -579,8 +448,7 @@ char *duro_engine_metrics(duro_engine *e) {
   metrics_counter_render(out, "duro_journal_batches_total",
                          "Write batches committed (several share a commit).",
                          journal_batches_committed(e->j));
-  render_queues(e, out);
-  render_crons(e, out);
+  engine_drivers_metrics(e, out); /* queues, cron triggers */
   fclose(out);
   return text;
 }

@@ -1,7 +1,8 @@
 /* queue_driver.c — the queues' hooks into the engine (driver.h): the
  * consumers' dispatch on every scheduler pass, the messages' retention
  * sweep, the replay of a batch a dead engine's handler held, the hung
- * handlers /healthz lists, and the wait for handlers at stop.
+ * handlers /healthz lists, the queues' series of GET /metrics, and the wait for
+ * handlers at stop.
  *
  * A batch stopped by the death: the guilty one is retried as its queue's
  * retry policy says, with the crash as the error (so a handler that always
@@ -9,6 +10,7 @@
  * a bystander's messages return at once. */
 #include "queue_driver.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "core.h"
@@ -93,6 +95,56 @@ static int health(duro_engine *e, void *state, json_t *report) {
   return degraded;
 }
 
+/* Each registered queue's depth by state, age and lag, and its messages
+ * out of retries (queue names are [A-Za-z0-9_.:-]: safe as labels). */
+static void metrics(duro_engine *e, void *state, FILE *out) {
+  (void)state;
+  json_t *qs = NULL;
+  if (duro_queue_stats(e, NULL, &qs) != 0 || json_array_size(qs) == 0) {
+    json_decref(qs);
+    return;
+  }
+  static const char *const states[] = {"ready", "delayed", "in_flight"};
+  size_t i;
+  json_t *q;
+  fprintf(out, "# HELP duro_queue_messages Messages of a queue by state.\n"
+               "# TYPE duro_queue_messages gauge\n");
+  json_array_foreach(qs, i, q) {
+    for (size_t k = 0; k < 3; k++)
+      fprintf(
+          out,
+          "duro_queue_messages{queue=\"%s\",state=\"%s\"} %" JSON_INTEGER_FORMAT
+          "\n",
+          json_string_value(json_object_get(q, "name")), states[k],
+          json_integer_value(json_object_get(q, states[k])));
+  }
+  static const struct {
+    const char *name, *type, *help, *key;
+    double scale;
+  } series[] = {
+      {"duro_queue_oldest_age_seconds", "gauge",
+       "Age of a queue's oldest message.", "oldest_age_ms", 1e-3},
+      {"duro_queue_lag_seconds", "gauge",
+       "How long a queue's oldest ready message has waited for a consumer.",
+       "lag_ms", 1e-3},
+      {"duro_queue_dropped_total", "counter",
+       "Messages dropped out of retries (no dead-letter queue).", "dropped", 1},
+      {"duro_queue_dead_lettered_total", "counter",
+       "Messages moved to the dead-letter queue out of retries.",
+       "dead_lettered", 1},
+  };
+  for (size_t k = 0; k < sizeof series / sizeof *series; k++) {
+    fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", series[k].name, series[k].help,
+            series[k].name, series[k].type);
+    json_array_foreach(qs, i, q)
+        fprintf(out, "%s{queue=\"%s\"} %g\n", series[k].name,
+                json_string_value(json_object_get(q, "name")),
+                (double)json_integer_value(json_object_get(q, series[k].key)) *
+                    series[k].scale);
+  }
+  json_decref(qs);
+}
+
 static uint32_t drain(void *state, const struct timespec *until) {
   queue_state *s = state;
   pthread_mutex_lock(&s->mu);
@@ -117,6 +169,7 @@ const duro_driver queue_driver = {
     .slot_state = LEDGER_BATCH,
     .recover = recover,
     .health = health,
+    .metrics = metrics,
     .drain = drain,
     .free = state_free,
 };
