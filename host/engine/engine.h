@@ -229,7 +229,8 @@ int duro_engine_sweep(duro_engine *e, size_t *swept);
 int duro_engine_sweep_some(duro_engine *e, size_t limit, size_t *swept);
 
 /* One pass of the scheduler thread (engine/scheduler.c): due wakes,
- * dispatch, cron ticks, a bounded step of the retention sweep...  An
+ * each driver's dispatch (queue consumers, cron ticks: driver.h), a
+ * bounded step of the retention sweep...  An
  * engine started with workers = 0 has no scheduler thread, so a test can
  * run passes itself.  Returns how long (ms) the thread would wait before
  * the next pass: 0 when it would run one at once (more work waits). */
