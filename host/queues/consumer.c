@@ -87,9 +87,10 @@ static struct queue_consumers *consumers(duro_engine *e) {
   queue_state *s = queue_state_of(e);
   pthread_mutex_lock(&s->mu);
   if (!s->consumers) {
-    s->consumers = xcalloc(1, sizeof *s->consumers);
-    pthread_mutex_init(&s->consumers->mu, NULL);
-    engine_cond_init(&s->consumers->idle); /* stop's monotonic grace */
+    struct queue_consumers *c = xcalloc(1, sizeof *c);
+    pthread_mutex_init(&c->mu, NULL);
+    engine_cond_init(&c->idle); /* stop's monotonic grace */
+    __atomic_store_n(&s->consumers, c, __ATOMIC_RELEASE);
   }
   struct queue_consumers *c = s->consumers;
   pthread_mutex_unlock(&s->mu);

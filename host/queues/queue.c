@@ -43,12 +43,17 @@ struct queue_registry {
 
 static struct queue_registry *registry(duro_engine *e) {
   queue_state *s = queue_state_of(e);
+  /* Created once and never replaced: a send reads it without a lock. */
+  struct queue_registry *r = __atomic_load_n(&s->queues, __ATOMIC_ACQUIRE);
+  if (r)
+    return r;
   pthread_mutex_lock(&s->mu);
   if (!s->queues) {
-    s->queues = xcalloc(1, sizeof *s->queues);
-    pthread_mutex_init(&s->queues->mu, NULL);
+    r = xcalloc(1, sizeof *r);
+    pthread_mutex_init(&r->mu, NULL);
+    __atomic_store_n(&s->queues, r, __ATOMIC_RELEASE);
   }
-  struct queue_registry *r = s->queues;
+  r = s->queues;
   pthread_mutex_unlock(&s->mu);
   return r;
 }

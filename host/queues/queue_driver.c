@@ -24,11 +24,9 @@ queue_state *queue_state_of(duro_engine *e) {
 }
 
 struct queue_consumers *queue_consumers_of(duro_engine *e) {
-  queue_state *s = queue_state_of(e);
-  pthread_mutex_lock(&s->mu);
-  struct queue_consumers *cs = s->consumers;
-  pthread_mutex_unlock(&s->mu);
-  return cs;
+  /* Created once and never replaced (consumer.c): read without a lock,
+   * as every send does. */
+  return __atomic_load_n(&queue_state_of(e)->consumers, __ATOMIC_ACQUIRE);
 }
 
 static void *create(duro_engine *e) {
@@ -147,10 +145,8 @@ static void metrics(duro_engine *e, void *state, FILE *out) {
 
 static uint32_t drain(void *state, const struct timespec *until) {
   queue_state *s = state;
-  pthread_mutex_lock(&s->mu);
-  struct queue_consumers *cs = s->consumers;
-  pthread_mutex_unlock(&s->mu);
-  return queue_consumers_wait(cs, until);
+  return queue_consumers_wait(__atomic_load_n(&s->consumers, __ATOMIC_ACQUIRE),
+                              until);
 }
 
 static void state_free(void *state) {

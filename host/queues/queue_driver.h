@@ -10,7 +10,9 @@
 #include "driver.h"
 
 typedef struct queue_state {
-  pthread_mutex_t mu; /* guards the creation of the two below */
+  /* Guards the creation of the two below, each stored once (release)
+   * and read with acquire from then on. */
+  pthread_mutex_t mu;
   /* Durable queues (queue.c), created on the first use; they live in the
    * engine's journal. */
   struct queue_registry *queues;
