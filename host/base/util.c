@@ -43,8 +43,10 @@ char *xstrndup(const char *s, size_t n) {
 
 /* GCC 12 with -fsanitize=undefined sees a NULL `fmt` on the sanitizer's
  * own check path and reports "null format string"; fmt is never NULL. */
+#if defined(__GNUC__) && !defined(__clang__) /* clang has no such warning */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
 char *xvasprintf(const char *fmt, va_list ap) {
   char small[128];
   va_list ap2;
@@ -60,7 +62,9 @@ char *xvasprintf(const char *fmt, va_list ap) {
     vsnprintf(p, (size_t)n + 1, fmt, ap);
   return p;
 }
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 char *xasprintf(const char *fmt, ...) {
   va_list ap;
