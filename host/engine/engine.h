@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api.h" /* duro_host_api(), for those that load plugins */
 #include "clock.h"
 #include "duro.h"
 
@@ -393,7 +394,9 @@ char *duro_engine_metrics(duro_engine *e);
  * bucket now_ms falls in, still filling}}.  Caller owns it. */
 json_t *duro_engine_metrics_history(duro_engine *e);
 
-/* The host's API table handed to plugins. */
-const duro_api *duro_host_api(void);
+/* Puts the workflow bindings in the plugin API table (api.c assembles
+ * it): duro_env_workflow, duro_workflow_create, duro_workflow_send_event.
+ * workflow_api.c. */
+void workflow_api_fill(duro_api *t);
 
 #endif

@@ -1,5 +1,6 @@
 /* step.c — one activation of an instance, and the step API plugins call
- * through the duro_api table.
+ * through the duro_api table (step_api_fill puts it there, api.c
+ * assembles the table).
  *
  * An activation loads the instance's journal (its steps; events on the
  * first wait) once, calls the workflow's run(), and answers each step call
@@ -28,7 +29,7 @@
 #include "engine_internal.h"
 #include "error.h"
 #include "log.h"
-#include "queue.h"
+#include "step.h"
 #include "util.h"
 
 #define DEFAULT_RETRIES 5
@@ -1239,108 +1240,22 @@ static int api_attempt_cancelled(const duro_attempt *at) {
          (w && __atomic_load_n(&w->abandoned, __ATOMIC_ACQUIRE));
 }
 
-/* ---- bindings
- * ------------------------------------------------------------------------------
- */
+/* ---- side effects of other subsystems' calls
+ * ---------------------------------------------------------------- */
 
-static duro_workflow *api_env_workflow(duro_env *env, const char *binding) {
-  return (duro_workflow *)engine_find_binding(env->engine, binding);
+const char *step_current_where(void) {
+  return current_act ? current_act->where : NULL;
 }
 
-static int api_workflow_create(duro_workflow *wf, const char *id,
-                               const char *params) {
-  if (!wf)
-    return DURO_E_BINDING_NOT_FOUND;
-  const wf_reg *w = (const wf_reg *)wf;
-  return duro_instance_create(w->engine, w->name, id, params, -1, NULL);
+duro_attempt *step_current_attempt(void) { return current_attempt; }
+
+journal_batch *attempt_effects(duro_attempt *at) { return &at->sends; }
+
+char *attempt_strdup(duro_attempt *at, const char *s) {
+  return arena_strdup(at->act, s);
 }
 
-/* Like a queue send: inside a callback the event's ops join the step's
- * commit (engine_event_stored wakes the receiver after it), in run()
- * outside one it is refused, elsewhere it is stored at once. */
-static int api_workflow_send_event(duro_workflow *wf, const char *id,
-                                   const char *type, const char *payload) {
-  if (!wf)
-    return DURO_E_BINDING_NOT_FOUND;
-  const wf_reg *w = (const wf_reg *)wf;
-  duro_engine *e = w->engine;
-  duro_attempt *at = current_attempt;
-  duro_step *a = current_act;
-  if (a && !at) {
-    log_write(DURO_LOG_WARN, a->where,
-              "event to %s/%s outside a step callback refused: it would "
-              "repeat on every replay",
-              w->name, id ? id : "");
-    return DURO_E_INVALID_ARGUMENT;
-  }
-  if (!at)
-    return duro_instance_send_event(e, w->name, id, type, payload);
-  if (!type || !*type || strlen(type) > 100)
-    return DURO_E_INVALID_ARGUMENT;
-  if (payload && json_text_check(payload, e->max_step_result) != 0)
-    return DURO_E_INVALID_PARAMS;
-  journal_instance in = {0};
-  int rc = engine_instance_get(e, w->name, id, &in);
-  int64_t rowid = in.rowid;
-  journal_instance_clear(&in);
-  if (rc)
-    return rc;
-  journal_op *op = journal_batch_add(&at->sends, JOP_EVENT_INSERT);
-  op->rowid = rowid;
-  op->event_type = arena_strdup(at->act, type);
-  op->event_payload = arena_strdup(at->act, payload ? payload : "null");
-  op->ts_ms = now_ms(at->act);
-  /* Due at once, in the same commit, if the receiver waits for it. */
-  journal_op *wake = journal_batch_add(&at->sends, JOP_WAKE_IF_WAITING);
-  wake->rowid = rowid;
-  wake->event_type = op->event_type;
-  wake->ts_ms = op->ts_ms;
-  return 0;
-}
-
-static duro_queue *api_env_queue(duro_env *env, const char *binding) {
-  return (duro_queue *)queue_producer_find(env->engine, binding);
-}
-
-/* Inside a callback: checked now, committed with the step's result.  In
- * run() outside one: refused (it would repeat on every replay).
- * Anywhere else (init): committed now. */
-static int api_queue_send_batch(duro_queue *q, const char *const *json,
-                                size_t n, int64_t delay_ms) {
-  const queue_producer *p = (const queue_producer *)q;
-  if (!p)
-    return DURO_E_QUEUE_NOT_FOUND;
-  if (!json || n == 0 || n > DURO_QUEUE_MAX_BATCH)
-    return n > DURO_QUEUE_MAX_BATCH ? DURO_E_BATCH_TOO_LARGE
-                                    : DURO_E_INVALID_ARGUMENT;
-  duro_attempt *at = current_attempt;
-  duro_step *a = current_act;
-  if (a && !at) {
-    log_write(DURO_LOG_WARN, a->where,
-              "queue send to \"%s\" outside a step callback refused: it "
-              "would repeat on every replay",
-              p->queue);
-    return DURO_E_INVALID_ARGUMENT;
-  }
-  duro_queue_send_req reqs[DURO_QUEUE_MAX_BATCH];
-  for (size_t i = 0; i < n; i++)
-    reqs[i] = (duro_queue_send_req){.body = at ? arena_strdup(at->act, json[i])
-                                               : json[i],
-                                    .delay_ms = delay_ms};
-  char err[256];
-  int rc = at ? queue_send_ops(p->engine, p->queue, reqs, n, &at->sends, err,
-                               sizeof err)
-              : duro_queue_enqueue_batch(p->engine, p->queue, reqs, n, NULL,
-                                         err, sizeof err);
-  if (rc)
-    log_write(DURO_LOG_WARN, a ? a->where : "plugin", "queue send refused: %s",
-              err);
-  return rc;
-}
-
-static int api_queue_send(duro_queue *q, const char *json, int64_t delay_ms) {
-  return api_queue_send_batch(q, &json, 1, delay_ms);
-}
+int64_t attempt_now_ms(const duro_attempt *at) { return now_ms(at->act); }
 
 /* ---- logging
  * -------------------------------------------------------------------------------
@@ -1361,42 +1276,25 @@ static void api_vlog(int level, const char *fmt, va_list ap) {
   log_vwrite(level, where, fmt, ap);
 }
 
-static const duro_api host_api = {
-    .size = sizeof(duro_api),
-    .abi_minor = DURO_ABI_MINOR,
-    .do_step = api_do,
-    .sleep = api_sleep,
-    .sleep_until = api_sleep_until,
-    .wait_for_event = api_wait_for_event,
-    .step_error = api_step_error,
-    .set_output = api_set_output,
-    .attempt_number = api_attempt_number,
-    .attempt_result = api_attempt_result,
-    .attempt_vfail = api_attempt_vfail,
-    .attempt_idempotency_key = api_attempt_idempotency_key,
-    .attempt_deadline_ms = api_attempt_deadline_ms,
-    .attempt_cancelled = api_attempt_cancelled,
-    .env_workflow = api_env_workflow,
-    .workflow_create = api_workflow_create,
-    .vlog = api_vlog,
-    .strerror = duro_err_str,
-    .err_name = duro_err_name,
-    .env_queue = api_env_queue,
-    .queue_send = api_queue_send,
-    .queue_send_batch = api_queue_send_batch,
-    .batch_queue = queue_api_batch_queue,
-    .batch_size = queue_api_batch_size,
-    .batch_message = queue_api_batch_message,
-    .message_ack = queue_api_message_ack,
-    .message_retry = queue_api_message_retry,
-    .ack_all = queue_api_ack_all,
-    .retry_all = queue_api_retry_all,
-    .vfail = api_vfail,
-    .error_is = api_error_is,
-    .workflow_send_event = api_workflow_send_event,
-};
-
-const duro_api *duro_host_api(void) { return &host_api; }
+/* The step runner's members of the plugin API table; the table's layout
+ * (and the members others fill) is api.c's. */
+void step_api_fill(duro_api *t) {
+  t->do_step = api_do;
+  t->sleep = api_sleep;
+  t->sleep_until = api_sleep_until;
+  t->wait_for_event = api_wait_for_event;
+  t->step_error = api_step_error;
+  t->set_output = api_set_output;
+  t->attempt_number = api_attempt_number;
+  t->attempt_result = api_attempt_result;
+  t->attempt_vfail = api_attempt_vfail;
+  t->attempt_idempotency_key = api_attempt_idempotency_key;
+  t->attempt_deadline_ms = api_attempt_deadline_ms;
+  t->attempt_cancelled = api_attempt_cancelled;
+  t->vlog = api_vlog;
+  t->vfail = api_vfail;
+  t->error_is = api_error_is;
+}
 
 /* ---- the activation
  * -------------------------------------------------------------------------- */

@@ -205,7 +205,12 @@ int duro_queue_unconsume(duro_engine *e, const char *queue);
  * loaded. */
 int duro_queue_handler_running(duro_engine *e, duro_queue_fn fn);
 
-/* The batch side of the plugin API (step.c puts them in the table). */
+/* Puts the queues' calls in the plugin API table (api.c assembles it):
+ * duro_env_queue, the sends, and the batch calls below.  queue_api.c. */
+void queue_api_fill(duro_api *t);
+
+/* The batch side of the plugin API (consumer.c; queue_api_fill puts them
+ * in the table). */
 const char *queue_api_batch_queue(const duro_message_batch *b);
 size_t queue_api_batch_size(const duro_message_batch *b);
 const duro_message *queue_api_batch_message(const duro_message_batch *b,

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api.h"
 #include "cfgdiff.h"
 #include "clock.h"
 #include "error.h"

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "api.h"
 #include "backend.h"
 #include "config.h"
 #include "engine.h"

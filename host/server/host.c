@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "api.h"
 #include "backend.h"
 #include "clock.h"
 #include "config.h"
