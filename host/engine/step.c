@@ -782,208 +782,273 @@ static int save_start(duro_step *a) {
   return 0;
 }
 
-static duro_rc api_do(duro_step *a, const char *name,
-                      const duro_step_config *cfg, duro_step_fn fn, void *arg,
-                      const char **result) {
+/* One duro_do call as it goes, from its preparation to its outcome. */
+typedef struct do_call {
   const char *key;
-  uint32_t count;
   journal_step *s;
-  duro_rc rc;
+  do_config c;
+  int gate;               /* the place taken in the gate (GATE_*) */
+  int64_t started, ended; /* the attempt's, on the engine clock */
+} do_call;
+
+/* Everything before the callback: the journal's answer when it has one,
+ * the step's configuration, a retry its last attempt left owed, the
+ * lease, the back-off and the gate.  Returns 1 with *rc set when the call
+ * ends here. */
+static int do_prepare(duro_step *a, const char *name,
+                      const duro_step_config *cfg, duro_step_fn fn,
+                      const char **result, do_call *call, duro_rc *rc) {
+  uint32_t count;
   if (result)
     *result = NULL;
-  if (step_begin(a, name, "do", &key, &count, &s, &rc) ||
-      from_journal(a, s, key, result, &rc))
-    return rc;
-  do_config c;
+  if (step_begin(a, name, "do", &call->key, &count, &call->s, rc) ||
+      from_journal(a, call->s, call->key, result, rc))
+    return 1;
+  *rc = DURO_ERROR;
   if (!fn) {
     fail_with(a, "Error", "duro_do needs a callback");
-    return DURO_ERROR;
+    return 1;
   }
-  if (read_config(a, key, cfg, &c))
-    return DURO_ERROR;
-  if (!s) {
-    if (step_limit_reached(a, key))
-      return DURO_ERROR;
-    s = new_step(a, key, name, count, "do");
+  if (read_config(a, call->key, cfg, &call->c))
+    return 1;
+  if (!call->s) {
+    if (step_limit_reached(a, call->key))
+      return 1;
+    call->s = new_step(a, call->key, name, count, "do");
   }
-  if (retry_orphaned(a, s, &c, &rc))
-    return rc;
+  journal_step *s = call->s;
+  if (retry_orphaned(a, s, &call->c, rc))
+    return 1;
+  *rc = DURO_SUSPEND;
   if (lease_lapsed(a))
-    return DURO_SUSPEND;
-  int64_t started = now_ms(a);
-  if (s->wake_ms != JOURNAL_NONE && started < s->wake_ms)
-    return suspend_until(a, s->wake_ms, NULL); /* back-off not over */
+    return 1;
+  int64_t now = now_ms(a);
+  if (s->wake_ms != JOURNAL_NONE && now < s->wake_ms) {
+    *rc = suspend_until(a, s->wake_ms, NULL); /* back-off not over */
+    return 1;
+  }
   if (save_start(a) != 0) {
+    a->suspended = 1;
+    if (a->reason != SUSPEND_ABANDONED)
+      a->reason = SUSPEND_SHUTDOWN;
+    return 1;
+  }
+  /* Waiting at the gate is no part of the attempt's time. */
+  call->gate = gate_enter(a, s, s->attempts + 1);
+  if (call->gate < 0) {
+    a->suspended = 1;
+    a->reason = SUSPEND_SHUTDOWN;
+    return 1;
+  }
+  return 0;
+}
+
+/* Runs the callback as attempt `at`.  Returns 1 when the call must
+ * suspend: a terminate or pause won the race before it started, or the
+ * watchdog gave up on it meanwhile (its outcome was recorded as a
+ * timeout). */
+static int do_run_attempt(duro_step *a, duro_attempt *at, duro_step_fn fn,
+                          void *arg, int *fn_rc) {
+  if (attempt_begin(a, at))
+    return 1;
+  current_attempt = at;
+  int64_t t0 = metrics_now_us();
+  *fn_rc = fn(at, arg);
+  metrics_hist_observe(&a->e->m.attempt_us, metrics_now_us() - t0);
+  current_attempt = NULL;
+  if (attempt_end(a, at)) {
+    attempt_clear(at);
+    return 1;
+  }
+  return 0;
+}
+
+/* Judges the attempt that returned `fn_rc`: NULL when it succeeded, else
+ * the error's name, with its message in *err_msg (malloc'ed) and *final
+ * set when no retry could change it. */
+static const char *do_verdict(duro_step *a, const duro_attempt *at,
+                              const do_call *call, int fn_rc, int overran,
+                              char **err_msg, int *final) {
+  const char *key = call->key;
+  *err_msg = NULL;
+  *final = 0;
+  /* A result that is not JSON was refused when it was set (the callback
+   * may have returned that code, or ignored it). */
+  if (at->failed || (fn_rc != 0 && !at->bad_result)) {
+    *err_msg = at->message ? xstrdup(at->message)
+                           : xasprintf("step callback returned %d", fn_rc);
+    *final = at->final;
+    return at->final ? DURO_ERR_NON_RETRYABLE : DURO_ERR_ERROR;
+  }
+  if (overran) {
+    char buf[48];
+    *err_msg =
+        xasprintf("step \"%s\" attempt %u exceeded its timeout of %s", key,
+                  at->number, format_ms(buf, sizeof buf, call->c.timeout_ms));
+    return DURO_ERR_TIMEOUT;
+  }
+  if (at->bad_result) {
+    *err_msg = xstrdup(at->bad_result);
+    *final = 1; /* the same code would set the same text */
+    return duro_err_name(DURO_E_INVALID_OUTPUT);
+  }
+  /* duro_attempt_result parsed it already: only its size is left. */
+  const char *text = at->result ? at->result : "null";
+  int64_t limit = a->e->max_step_result;
+  if (limit > 0 && (int64_t)strlen(text) > limit) {
+    *err_msg = xasprintf("step \"%s\" returned %zu bytes; the limit is "
+                         "%" PRId64 " bytes",
+                         key, strlen(text), limit);
+    *final = 1;
+    return duro_err_name(DURO_E_OUTPUT_TOO_LARGE);
+  }
+  if (a->state_bytes + (int64_t)strlen(text) > a->e->max_instance_state) {
+    *err_msg = xasprintf("step \"%s\" would bring the instance's state to "
+                         "%" PRId64 " bytes; the limit is %" PRId64,
+                         key, a->state_bytes + (int64_t)strlen(text),
+                         a->e->max_instance_state);
+    *final = 1;
+    return duro_err_name(DURO_E_STATE_TOO_LARGE);
+  }
+  return NULL;
+}
+
+/* The attempt succeeded: its result, with its queue sends and events, is
+ * on disk before the plugin sees it. */
+static duro_rc do_record_success(duro_step *a, const do_call *call,
+                                 duro_attempt *at, const char **result) {
+  journal_step *s = call->s;
+  /* The successful attempt is kept in the step row: one row written per
+   * step instead of two. */
+  s->status = "complete";
+  s->attempt_started_ms = call->started;
+  s->build = (char *)a->build_hash;
+  /* The step's error is that of a pending retry; a success ends it (the
+   * failed attempts keep theirs). */
+  s->error = NULL;
+  s->result = arena_strdup(a, at->result ? at->result : "null");
+  a->state_bytes += (int64_t)strlen(s->result);
+  s->ended_ms = call->ended;
+  s->wake_ms = JOURNAL_NONE;
+  /* Its queue sends and events commit in the same transaction as its
+   * result: exactly once, with the step. */
+  int sent = 0;
+  size_t first_send = a->batch.n;
+  for (size_t i = 0; i < at->sends.n; i++) {
+    sent |= at->sends.ops[i].kind == JOP_MESSAGE_INSERT;
+    *journal_batch_add(&a->batch, at->sends.ops[i].kind) = at->sends.ops[i];
+  }
+  size_t n_sends = at->sends.n;
+  put_step(a, s);
+  attempt_clear(at);
+  int flushed = flush(a);
+  /* The ops stay readable after the commit reset the batch: wake the
+   * receivers of its events.  Even when this activation cannot go on
+   * (abandoned meanwhile, or the write failed): a receiver woken for
+   * nothing only replays and waits again. */
+  for (size_t i = first_send; i < first_send + n_sends; i++)
+    if (a->batch.ops[i].kind == JOP_WAKE_IF_WAITING)
+      engine_event_stored(a->e, &a->batch.ops[i]);
+  if (flushed != 0) {
     a->suspended = 1;
     if (a->reason != SUSPEND_ABANDONED)
       a->reason = SUSPEND_SHUTDOWN;
     return DURO_SUSPEND;
   }
-  /* Waiting at the gate is no part of the attempt's time. */
-  int gate = gate_enter(a, s, s->attempts + 1);
-  if (gate < 0) {
-    a->suspended = 1;
-    a->reason = SUSPEND_SHUTDOWN;
-    return DURO_SUSPEND;
-  }
-  started = now_ms(a);
+  metrics_add(&a->e->m.steps_completed, 1);
+  if (sent)
+    engine_kick_scheduler(a->e); /* a consumer may take them now */
+  if (result)
+    *result = s->result;
+  return DURO_OK;
+}
 
-  duro_attempt at = {
-      .act = a,
-      .step = s,
-      .number = s->attempts + 1,
-      .started_ms = started,
-      .deadline_ms = started + c.timeout_ms,
-      .timeout_ms = c.timeout_ms,
-      .deadline_mono = engine_mono_ms(a->e) + c.timeout_ms,
-      .gate = gate,
-      /* A restart's re-run is a new request: "@<restarts>" sets it apart. */
-      .idempotency_key = a->inst.restarts
-                             ? arena_printf(a, "%s/%s@%" PRId64, a->inst.id,
-                                            key, a->inst.restarts)
-                             : arena_printf(a, "%s/%s", a->inst.id, key),
-  };
-  if (attempt_begin(a, &at))
-    return DURO_SUSPEND; /* a terminate or pause won the race */
-  current_attempt = &at;
-  int64_t t0 = metrics_now_us();
-  int fn_rc = fn(&at, arg);
-  metrics_hist_observe(&a->e->m.attempt_us, metrics_now_us() - t0);
-  current_attempt = NULL;
-  if (attempt_end(a, &at)) {
-    attempt_clear(&at);
-    return DURO_SUSPEND; /* its outcome was recorded as a timeout */
-  }
-  int64_t ended = now_ms(a);
-  int overran = engine_mono_ms(a->e) > at.deadline_mono;
-
-  const char *err_name = NULL;
-  char *err_msg = NULL;
-  int final = 0;
-  /* A result that is not JSON was refused when it was set (the callback
-   * may have returned that code, or ignored it). */
-  if (!at.failed && (fn_rc == 0 || at.bad_result)) {
-    if (overran) {
-      char buf[48];
-      err_name = DURO_ERR_TIMEOUT;
-      err_msg =
-          xasprintf("step \"%s\" attempt %u exceeded its timeout of %s", key,
-                    at.number, format_ms(buf, sizeof buf, c.timeout_ms));
-    } else if (at.bad_result) {
-      err_name = duro_err_name(DURO_E_INVALID_OUTPUT);
-      err_msg = xstrdup(at.bad_result);
-      final = 1; /* the same code would set the same text */
-    } else {
-      /* duro_attempt_result parsed it already: only its size is left. */
-      const char *text = at.result ? at.result : "null";
-      int64_t limit = a->e->max_step_result;
-      if (limit > 0 && (int64_t)strlen(text) > limit) {
-        err_name = duro_err_name(DURO_E_OUTPUT_TOO_LARGE);
-        err_msg = xasprintf("step \"%s\" returned %zu bytes; the limit is "
-                            "%" PRId64 " bytes",
-                            key, strlen(text), limit);
-        final = 1;
-      } else if (a->state_bytes + (int64_t)strlen(text) >
-                 a->e->max_instance_state) {
-        err_name = duro_err_name(DURO_E_STATE_TOO_LARGE);
-        err_msg = xasprintf("step \"%s\" would bring the instance's state to "
-                            "%" PRId64 " bytes; the limit is %" PRId64,
-                            key, a->state_bytes + (int64_t)strlen(text),
-                            a->e->max_instance_state);
-        final = 1;
-      }
-    }
-  } else {
-    err_name = at.final ? DURO_ERR_NON_RETRYABLE : DURO_ERR_ERROR;
-    err_msg = at.message ? xstrdup(at.message)
-                         : xasprintf("step callback returned %d", fn_rc);
-    final = at.final;
-  }
-
-  s->attempts = at.number;
-  if (!err_name) {
-    /* The successful attempt is kept in the step row: one row written per
-     * step instead of two. */
-    s->status = "complete";
-    s->attempt_started_ms = started;
-    s->build = (char *)a->build_hash;
-    /* The step's error is that of a pending retry; a success ends it (the
-     * failed attempts keep theirs). */
-    s->error = NULL;
-    s->result = arena_strdup(a, at.result ? at.result : "null");
-    a->state_bytes += (int64_t)strlen(s->result);
-    s->ended_ms = ended;
-    s->wake_ms = JOURNAL_NONE;
-    /* Its queue sends and events commit in the same transaction as its
-     * result: exactly once, with the step. */
-    int sent = 0;
-    size_t first_send = a->batch.n;
-    for (size_t i = 0; i < at.sends.n; i++) {
-      sent |= at.sends.ops[i].kind == JOP_MESSAGE_INSERT;
-      *journal_batch_add(&a->batch, at.sends.ops[i].kind) = at.sends.ops[i];
-    }
-    size_t n_sends = at.sends.n;
-    put_step(a, s);
-    attempt_clear(&at);
-    /* The result is on disk before the plugin sees it. */
-    int flushed = flush(a);
-    /* The ops stay readable after the commit reset the batch: wake the
-     * receivers of its events.  Even when this activation cannot go on
-     * (abandoned meanwhile, or the write failed): a receiver woken for
-     * nothing only replays and waits again. */
-    for (size_t i = first_send; i < first_send + n_sends; i++)
-      if (a->batch.ops[i].kind == JOP_WAKE_IF_WAITING)
-        engine_event_stored(a->e, &a->batch.ops[i]);
-    if (flushed != 0) {
-      a->suspended = 1;
-      if (a->reason != SUSPEND_ABANDONED)
-        a->reason = SUSPEND_SHUTDOWN;
-      return DURO_SUSPEND;
-    }
-    metrics_add(&a->e->m.steps_completed, 1);
-    if (sent)
-      engine_kick_scheduler(a->e); /* a consumer may take them now */
-    if (result)
-      *result = s->result;
-    return DURO_OK;
-  }
-
+/* The attempt failed with `err_name` and `err_msg` (freed here): the
+ * attempt is recorded, then the step waits for its retry or, when final
+ * or out of retries, errors. */
+static duro_rc do_record_failure(duro_step *a, const do_call *call,
+                                 duro_attempt *at, const char *err_name,
+                                 char *err_msg, int final) {
+  journal_step *s = call->s;
+  const char *key = call->key;
+  const do_config *c = &call->c;
   metrics_add(&a->e->m.attempts_failed, 1);
   const char *err = arena_take(a, error_json(err_name, err_msg));
   journal_op *op = journal_batch_add(&a->batch, JOP_ATTEMPT_PUT);
   op->rowid = a->inst.rowid;
   op->attempt = (journal_attempt){.key = s->key,
-                                  .number = at.number,
-                                  .started_ms = started,
-                                  .ended_ms = ended,
+                                  .number = at->number,
+                                  .started_ms = call->started,
+                                  .ended_ms = call->ended,
                                   .error = err,
                                   .build = a->build_hash};
-  attempt_clear(&at); /* a failed attempt sent nothing */
-  uint32_t charged = final ? at.number : charged_attempts(a, key, at.number);
-  if (!final && charged <= c.limit) {
-    int64_t wait = backoff_ms(c.delay_ms, c.backoff, charged);
+  attempt_clear(at); /* a failed attempt sent nothing */
+  uint32_t charged = final ? at->number : charged_attempts(a, key, at->number);
+  if (!final && charged <= c->limit) {
+    int64_t wait = backoff_ms(c->delay_ms, c->backoff, charged);
     log_write(DURO_LOG_INFO, a->where,
               "step \"%s\" attempt %u failed: %s; "
               "retrying in %" PRId64 " ms",
-              key, at.number, err_msg, wait);
+              key, at->number, err_msg, wait);
     free(err_msg);
     metrics_add(&a->e->m.retries_scheduled, 1);
-    s->wake_ms = ended + wait;
+    s->wake_ms = call->ended + wait;
     s->error = (char *)err;
     put_step(a, s);
     return suspend_until(a, s->wake_ms, NULL);
   }
   log_write(DURO_LOG_WARN, a->where,
-            "step \"%s\" failed after %u attempt%s: %s", key, at.number,
-            at.number == 1 ? "" : "s", err_msg);
+            "step \"%s\" failed after %u attempt%s: %s", key, at->number,
+            at->number == 1 ? "" : "s", err_msg);
   free(err_msg);
   s->status = "errored";
   s->error = (char *)err;
-  s->ended_ms = ended;
+  s->ended_ms = call->ended;
   s->wake_ms = JOURNAL_NONE;
   put_step(a, s);
   a->last_error = err;
   return DURO_ERROR;
+}
+
+/* duro_do: answered from the journal when it can be, else one attempt of
+ * the callback, whose outcome is recorded before the call returns. */
+static duro_rc api_do(duro_step *a, const char *name,
+                      const duro_step_config *cfg, duro_step_fn fn, void *arg,
+                      const char **result) {
+  do_call call;
+  duro_rc rc;
+  if (do_prepare(a, name, cfg, fn, result, &call, &rc))
+    return rc;
+  journal_step *s = call.s;
+  call.started = now_ms(a);
+  duro_attempt at = {
+      .act = a,
+      .step = s,
+      .number = s->attempts + 1,
+      .started_ms = call.started,
+      .deadline_ms = call.started + call.c.timeout_ms,
+      .timeout_ms = call.c.timeout_ms,
+      .deadline_mono = engine_mono_ms(a->e) + call.c.timeout_ms,
+      .gate = call.gate,
+      /* A restart's re-run is a new request: "@<restarts>" sets it apart. */
+      .idempotency_key = a->inst.restarts
+                             ? arena_printf(a, "%s/%s@%" PRId64, a->inst.id,
+                                            call.key, a->inst.restarts)
+                             : arena_printf(a, "%s/%s", a->inst.id, call.key),
+  };
+  int fn_rc;
+  if (do_run_attempt(a, &at, fn, arg, &fn_rc))
+    return DURO_SUSPEND;
+  call.ended = now_ms(a);
+  int overran = engine_mono_ms(a->e) > at.deadline_mono;
+  char *err_msg;
+  int final;
+  const char *err_name =
+      do_verdict(a, &at, &call, fn_rc, overran, &err_msg, &final);
+  s->attempts = at.number;
+  if (!err_name)
+    return do_record_success(a, &call, &at, result);
+  return do_record_failure(a, &call, &at, err_name, err_msg, final);
 }
 
 /* ---- sleeps
