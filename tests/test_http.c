@@ -1112,6 +1112,24 @@ static int raw_create_wait(const char *id, int grace, const char *wait) {
   return fd;
 }
 
+/* Waits until a create sent raw (raw_create_wait) has been taken: until
+ * then a GET of its id answers 404. */
+static void wait_created(const char *id) {
+  char path[256];
+  snprintf(path, sizeof path, WF "/%s", id);
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  for (;;) {
+    http_resp r;
+    request(&r, "GET", path, NULL);
+    long st = r.status;
+    http_resp_free(&r);
+    if (st != 404)
+      return;
+    ck_assert_msg(proc_now_ms() < deadline, "%s was never created", id);
+    proc_sleep_ms(20);
+  }
+}
+
 /* The JSON body of a raw reply (caller's), or NULL. */
 static json_t *reply_json(const char *reply) {
   const char *body = strstr(reply, "\r\n\r\n");
@@ -1147,6 +1165,7 @@ START_TEST(create_and_wait) {
   /* Completes within the wait (approved while the create waits): its
    * output in the create's answer. */
   int fd = raw_create_wait("cw1", 0, "5s");
+  wait_created("cw1");
   json_decref(wait_status("cw1", "waiting"));
   send_approval("cw1");
   char *reply = raw_reply(fd, proc_now_ms() + RAW_READ_MS);
@@ -1200,6 +1219,7 @@ START_TEST(create_and_wait) {
   /* The client goes during the wait: the wait ends at once, and the
    * instance, created before it began, runs on to its end. */
   fd = raw_create_wait("cw5", 0, "30s");
+  wait_created("cw5");
   json_decref(wait_status("cw5", "waiting"));
   int64_t deadline = proc_now_ms() + SETTLE_MS;
   while (metric_value("duro_http_waiting") != 1 && proc_now_ms() < deadline)
