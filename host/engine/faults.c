@@ -282,6 +282,19 @@ done:
   return rc;
 }
 
+/* On a store several hosts share, a dead engine's instance may have
+ * moved while this one was not running (a host that lost its lease and
+ * exits, then starts again as a new host): another live host runs it and
+ * may have completed the very step the ledger names, which a record
+ * written here would set back.  Only an instance this host runs (taken
+ * over at start, or adopted now from a host that is gone) is recorded. */
+static int runs_here(duro_engine *e, const journal_instance *in) {
+  int64_t me = journal_host(e->j), owner = 0;
+  if (!me)
+    return 1; /* one host per journal */
+  return journal_adopt(e->j, in->rowid, &owner) == 0 && owner == me;
+}
+
 static int record_crash(duro_engine *e, const ledger_slot *sl, int in_attempt,
                         int guilty, const char *how, uint32_t kills,
                         int64_t now) {
@@ -291,9 +304,11 @@ static int record_crash(duro_engine *e, const ledger_slot *sl, int in_attempt,
     return 0;
   journal_batch b = {0};
   char *owned[3] = {NULL, NULL, NULL};
-  if (rc == 0 &&
-      (!strcmp(in.status, "complete") || !strcmp(in.status, "errored") ||
-       !strcmp(in.status, "terminated")))
+  if (rc == 0 && !runs_here(e, &in))
+    ; /* another host runs it now: its journal is that host's to write */
+  else if (rc == 0 &&
+           (!strcmp(in.status, "complete") || !strcmp(in.status, "errored") ||
+            !strcmp(in.status, "terminated")))
     ; /* it ended meanwhile: nothing to record */
   else if (rc == 0 && in_attempt)
     rc = crash_in_attempt(e, &b, &in, sl, guilty, how, kills, now, owned);
