@@ -39,7 +39,7 @@
 #include "config.h"
 #include "describe.h"
 #include "duration.h"
-#include "engine.h"
+#include "ids.h"
 #include "suggest.h"
 #include "util.h"
 

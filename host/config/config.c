@@ -55,6 +55,7 @@
 #include "duro.h"
 #include "errlist.h"
 #include "expr.h"
+#include "ids.h"
 #include "paths.h"
 #include "schema.h"
 #include "util.h"
@@ -420,24 +421,11 @@ static int parse_workflow(parser *p, yaml_node_t *node, config_workflow *w) {
   return rc;
 }
 
-/* 1-100 characters of A-Z a-z 0-9 _ . : -: the rule of instance ids
- * (duro_instance_id_valid in engine.c, copied so that the config does not
- * depend on the engine) and of queue names, which the same HTTP routes and
- * CLI verbs take. */
-static bool name_chars_ok(const char *name, size_t n) {
-  bool ok = n >= 1 && n <= 100;
-  for (size_t i = 0; ok && i < n; i++) {
-    char c = name[i];
-    ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-         (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':' || c == '-';
-  }
-  return ok;
-}
-
 /* A queue name as the HTTP routes and the CLI can name it (a queue named
- * otherwise could be declared but never reached). */
+ * otherwise could be declared but never reached): the rule of instance
+ * ids (ids.h), which the same routes and verbs take. */
 static int queue_name(parser *p, yaml_node_t *node, char **name) {
-  if (name_chars_ok(*name, strlen(*name)))
+  if (duro_instance_id_valid(*name))
     return 0;
   schema_shown b;
   schema_fail(&p->w, node,
@@ -663,7 +651,7 @@ static int check_id_template(parser *p, const yaml_node_t *v,
   if (id_template_sample(tmpl, sample, sizeof sample, why, sizeof why) < 0)
     return schema_fail(&p->w, v, "\"id\" template \"%s\": %s",
                        schema_show(&t, tmpl), why);
-  if (!name_chars_ok(sample, strlen(sample)))
+  if (!duro_instance_id_valid(sample))
     return schema_fail(
         &p->w, v,
         "\"id\" template \"%s\" makes ids such as \"%s\", which is "

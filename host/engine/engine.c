@@ -64,18 +64,6 @@ int status_ended(const char *s) {
          !strcmp(s, "terminated");
 }
 
-int duro_instance_id_valid(const char *id) {
-  size_t n = 0;
-  for (const char *p = id; p && *p; p++, n++) {
-    char c = *p;
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-          (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':' ||
-          c == '-'))
-      return 0;
-  }
-  return id && n >= 1 && n <= 100;
-}
-
 /* A UUIDv7: 48 bits of Unix milliseconds, then random bits.  Ids made
  * close in time sort close together, so creating many instances appends
  * to the (workflow, id) index instead of writing all over it. */

@@ -25,6 +25,7 @@
 #include "api.h" /* duro_host_api(), for those that load plugins */
 #include "clock.h"
 #include "duro.h"
+#include "ids.h" /* the ids the engine takes (duro_instance_id_valid) */
 
 typedef struct duro_engine duro_engine;
 
@@ -361,9 +362,6 @@ int duro_instance_send_event_async(duro_engine *e, const char *workflow,
                                    const char *id, const char *type,
                                    const char *payload, duro_done_fn done,
                                    void *ctx);
-
-/* 1 when `id` is 1-100 chars of [A-Za-z0-9_.:-]. */
-int duro_instance_id_valid(const char *id);
 
 /* A workflow at a glance (caller owns *out): {"name", "instances":
  * {status: count} as stored (running ones show as queued or waiting),
