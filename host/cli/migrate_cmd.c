@@ -1,6 +1,6 @@
 /* migrate_cmd.c — `duro migrate --from PATH --to CONNINFO`: the command
  * line of migrate.h's copy.  It holds the source's storage lock
- * (lock.h) from before the copy reads a row until it has ended, so that
+ * (store/lock.h) from before the copy reads a row until it has ended, so that
  * no host runs on the journal meanwhile, and a host still running on it
  * makes the command refuse. */
 #include "migrate_cmd.h"

@@ -6,7 +6,7 @@
  * The supervisor, which runs no plugin code, keeps what must outlive it:
  * the config, the HTTP listening socket (bound once: the port stays, and
  * connections wait in its backlog during a restart), the crash ledger
- * (engine/ledger.h) and the storage lock (lock.h).  When the engine dies
+ * (engine/ledger.h) and the storage lock (store/lock.h).  When the engine dies
  * the supervisor logs how and what was running, and starts a new one with
  * back-off; the new engine records the crash in the journal before it runs
  * anything.  The engine dies with the supervisor (PR_SET_PDEATHSIG), so

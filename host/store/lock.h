@@ -5,7 +5,10 @@
  * process it starts, so it lasts as long as either lives.  A second host on
  * the same storage waits a few seconds (a host that is just stopping lets
  * go), then refuses, naming the holder's pid.  The lock is advisory and
- * separate from SQLite's own locks, which it never touches. */
+ * separate from SQLite's own locks, which it never touches.  `duro migrate`
+ * holds the same lock on its source while it copies it.  In store/ with
+ * the journal it guards, so that the server and the client's migrate
+ * both take it from there. */
 #ifndef DURO_LOCK_H
 #define DURO_LOCK_H
 
