@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""The layering check: which folders of the tree may include headers from
+which (doc/ARCHITECTURE.md).  Prints every include that breaks a rule as
+
+    FILE:LINE: includes X (folder A may not include folder B)
+
+and exits 1 when there is one.
+
+Each rule is one line of RULES: a folder, then either "only" and the
+folders (or header files) it may include from, or "not" and the ones it
+may not.  A rule covers every C file under its folder.  A header of the
+standard or another installed library (one the tree does not hold) is
+always allowed.  A rule marked TARGET is one the code is being made to
+follow: its breaks are printed as "(target)" but do not fail the check,
+and once it has none the check says so, so that it can become a rule.
+
+An include names a file as the build finds it (`#include "journal.h"`,
+with one -I per folder of host/): the checker resolves it to the tree's
+file of that name, the one beside the including file first.  <...>
+includes are a library's unless no system header has the name.
+duro_config.h is made by the build (host/meson.build) and counts as
+folder GENERATED."""
+
+import os
+import re
+import subprocess
+import sys
+
+GENERATED = "(generated)"
+PLUGIN_API = "plugin-api"
+RULE, TARGET = "rule", "target"
+
+# folder, "only" | "not", folders or files, rule | target
+RULES = [
+    # base/ is under everything: it includes nothing else of the host.
+    ("host/base", "only", ["host/base", PLUGIN_API, GENERATED], RULE),
+    # The journal and its backends know no engine, server or client.
+    ("host/store", "only", ["host/store", "host/base", PLUGIN_API, GENERATED],
+     RULE),
+    # The client talks HTTP to a host: it never includes the engine or the
+    # server (cli_lib in host/meson.build is built without them on its
+    # include path).
+    ("host/cli", "only",
+     ["host/cli", "host/config", "host/store", "host/base", PLUGIN_API,
+      GENERATED], RULE),
+    # Plugins see the host through duro.h alone.
+    ("plugins", "only", ["plugins", PLUGIN_API], RULE),
+    ("examples", "only", ["examples", PLUGIN_API], RULE),
+    # The core names no feature, and a feature uses the engine through its
+    # driver interface, not its internals: being made true.
+    ("host/engine", "not", ["host/queues", "host/cron"], TARGET),
+    ("host/queues", "not", ["host/engine/engine_internal.h"], TARGET),
+    ("host/cron", "not", ["host/engine/engine_internal.h"], TARGET),
+]
+
+SYSTEM_DIRS = ["/usr/include", "/usr/local/include",
+               "/usr/include/x86_64-linux-gnu", "/usr/include/aarch64-linux-gnu"]
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
+
+
+def tree_files(root):
+    """The C files of the tree, as paths relative to root."""
+    try:
+        # Files not yet added too: a new file is checked before its commit.
+        out = subprocess.run(["git", "ls-files", "--cached", "--others",
+                              "--exclude-standard", "*.c", "*.h"], cwd=root,
+                             capture_output=True, text=True, check=True)
+        files = out.stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        files = []
+        for d, _, names in os.walk(root):
+            if "/build" in d or "/." in d:
+                continue
+            files += [os.path.relpath(os.path.join(d, n), root)
+                      for n in names if n.endswith((".c", ".h"))]
+    # Files still on disk only: a deleted, not yet committed file is gone.
+    return sorted(f for f in files if os.path.isfile(os.path.join(root, f)))
+
+
+def resolve(name, angle, src, by_tail):
+    """The tree's file an include names, GENERATED, or None for a
+    library's header."""
+    if name == "duro_config.h":
+        return GENERATED
+    if angle and any(os.path.exists(os.path.join(d, name))
+                     for d in SYSTEM_DIRS):
+        return None
+    beside = os.path.normpath(os.path.join(os.path.dirname(src), name))
+    cands = by_tail.get(os.path.basename(name), [])
+    if beside in cands:
+        return beside
+    cands = [c for c in cands if c == name or c.endswith("/" + name)]
+    if not cands:
+        return None
+    # The nearest one: most leading folders shared with the includer.
+    def shared(c):
+        a, b = c.split("/"), src.split("/")
+        n = 0
+        while n < min(len(a), len(b)) and a[n] == b[n]:
+            n += 1
+        return n
+    return max(cands, key=shared)
+
+
+def under(path, folder):
+    return path == folder or path.startswith(folder + "/")
+
+
+def allowed(target, how, listed):
+    hit = any(under(target, f) for f in listed)
+    return hit if how == "only" else not hit
+
+
+def breaks(root):
+    """(file, line, name, target, rule) of every include a rule forbids."""
+    files = tree_files(root)
+    by_tail = {}
+    for f in files:
+        by_tail.setdefault(os.path.basename(f), []).append(f)
+    found = []
+    for src in files:
+        rules = [r for r in RULES if under(src, r[0])]
+        if not rules:
+            continue
+        with open(os.path.join(root, src), encoding="utf-8",
+                  errors="replace") as fh:
+            for lineno, line in enumerate(fh, 1):
+                m = INCLUDE.match(line)
+                if not m:
+                    continue
+                target = resolve(m.group(2), m.group(1) == "<", src, by_tail)
+                if target is None:
+                    continue
+                for rule in rules:
+                    if not allowed(target, rule[1], rule[2]):
+                        found.append((src, lineno, m.group(2), target, rule))
+    return found
+
+
+def folder_of(target):
+    return target if target == GENERATED else os.path.dirname(target)
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..")
+    found = breaks(root)
+    failed = False
+    for src, lineno, name, target, rule in found:
+        folder, how, listed, kind = rule
+        if how == "not":
+            named = next(f for f in listed if under(target, f))
+            what = named if named == target else "folder " + named
+        else:
+            what = "folder " + folder_of(target)
+        print("%s:%d: includes %s (folder %s may not include %s)%s" %
+              (src, lineno, name, folder, what,
+               " (target)" if kind == TARGET else ""))
+        failed = failed or kind == RULE
+    for rule in RULES:
+        if rule[3] == TARGET and not any(r is rule for *_, r in found):
+            print("target now holds, make it a rule: %s %s %s" %
+                  (rule[0], rule[1], " ".join(rule[2])))
+    targets = sum(1 for *_, r in found if r[3] == TARGET)
+    rules = len(found) - targets
+    print("layers: %d break%s of a rule, %d of a target" %
+          (rules, "" if rules == 1 else "s", targets))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
