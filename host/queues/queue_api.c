@@ -7,7 +7,7 @@
  * sent exactly once, with the step's result; in run() outside a callback
  * it is refused (it would repeat on every replay); anywhere else (a
  * plugin's init, a queue or cron handler) it is committed at once. */
-#include "engine_internal.h"
+#include "core.h"
 #include "log.h"
 #include "queue.h"
 #include "step.h"
