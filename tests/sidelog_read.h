@@ -25,4 +25,20 @@ size_t sidelog_steps(const char *path, const char *kind);
  * it carries the same token). */
 void sidelog_assert_no_rerun(const char *path);
 
+/* An engine process stopped (SIGSTOP) from `stopped_ns` (wall clock, ns)
+ * on, and let go later. */
+typedef struct sidelog_freeze {
+  int pid;
+  long long stopped_ns;
+} sidelog_freeze;
+
+/* sidelog_assert_no_rerun, but for one kind of "exec" after a "seen": a
+ * callback of a frozen engine whose token (taken as the callback began)
+ * is older than the freeze.  It was under way when the process stopped,
+ * began under a lease that held, and wrote its record once let go: no
+ * fence can stop what a callback does once it runs.  One begun after the
+ * freeze is still a failure. */
+void sidelog_assert_no_rerun_but_frozen(const char *path,
+                                        const sidelog_freeze *fz, size_t n);
+
 #endif
