@@ -423,15 +423,24 @@ int duro_cron_handler_running(duro_engine *e, duro_scheduled_fn fn) {
 
 /* Claims the tick with `state`; 1 when this call claimed it, 0 when it
  * was claimed before, < 0 on a storage error. */
+/* Adds to b the claim of trigger `key`'s tick in `state`, fired at
+ * `fired` (JOURNAL_NONE: not fired); the row is inserted only if the
+ * tick has none (out_rowid 1). */
+static journal_op *tick_op(journal_batch *b, const char *key, int64_t tick,
+                           const char *state, int64_t fired) {
+  journal_op *op = journal_batch_add(b, JOP_CRON_TICK);
+  op->queue = key;
+  op->visible_ms = tick;
+  op->body = state;
+  op->ts_ms = fired;
+  return op;
+}
+
 static int tick_put(duro_engine *e, const cron_trigger *t, int64_t tick,
                     const char *state, int64_t fired, const char *instance,
                     const char *error) {
   journal_batch b = {0};
-  journal_op *op = journal_batch_add(&b, JOP_CRON_TICK);
-  op->queue = t->key;
-  op->visible_ms = tick;
-  op->body = state;
-  op->ts_ms = fired;
+  journal_op *op = tick_op(&b, t->key, tick, state, fired);
   op->lease = instance;
   op->error = error;
   int rc = journal_commit(engine_journal(e), &b);
@@ -708,13 +717,8 @@ static size_t fire_handler_late(duro_engine *e, cron_trigger *t,
   size_t k = 0;
   for (size_t i = 0; i < n; i += MISSED_CHUNK) {
     journal_batch b = {0};
-    for (size_t j = i; j < n && j < i + MISSED_CHUNK; j++) {
-      journal_op *op = journal_batch_add(&b, JOP_CRON_TICK);
-      op->queue = t->key;
-      op->visible_ms = ticks[j];
-      op->body = "fired";
-      op->ts_ms = now;
-    }
+    for (size_t j = i; j < n && j < i + MISSED_CHUNK; j++)
+      tick_op(&b, t->key, ticks[j], "fired", now);
     if (journal_commit(engine_journal(e), &b) != 0)
       log_error("cron: cannot claim late ticks: %s",
                 journal_errmsg(engine_journal(e)));
@@ -763,14 +767,8 @@ static int fire_workflow(duro_engine *e, cron_trigger *t, int64_t tick,
   journal_instance row = {0};
   journal_batch b = {0};
   engine_instance_insert_op(wf, id, &req, now, &row, &b);
-  if (key) {
-    journal_op *op = journal_batch_add(&b, JOP_CRON_TICK);
-    op->queue = key;
-    op->visible_ms = tick;
-    op->body = "complete";
-    op->ts_ms = now;
-    op->lease = id;
-  }
+  if (key)
+    tick_op(&b, key, tick, "complete", now)->lease = id;
   int rc = journal_commit(engine_journal(e), &b);
   int claimed = rc == 0 && (!key || b.ops[b.n - 1].out_rowid == 1);
   if (rc != 0)
@@ -880,15 +878,10 @@ static void record_missed(duro_engine *e, const cron_trigger *t,
    * when every recorded tick fires late. */
   for (size_t i = 0; i < n || (i == 0 && extra > 0); i += MISSED_CHUNK) {
     journal_batch b = {0};
-    for (size_t k = i; k < n && k < i + MISSED_CHUNK; k++) {
-      journal_op *op = journal_batch_add(&b, JOP_CRON_TICK);
-      op->queue = t->key;
-      op->visible_ms = ticks[k];
-      op->body = "missed";
-      op->ts_ms = JOURNAL_NONE;
-      op->error = "\"nothing fired it when it came: no host ran, or the "
-                  "host could not (a machine asleep)\"";
-    }
+    for (size_t k = i; k < n && k < i + MISSED_CHUNK; k++)
+      tick_op(&b, t->key, ticks[k], "missed", JOURNAL_NONE)->error =
+          "\"nothing fired it when it came: no host ran, or the host could "
+          "not (a machine asleep)\"";
     if (i == 0 && extra > 0) {
       journal_op *op = journal_batch_add(&b, JOP_CRON_MISSED_EXTRA);
       op->queue = t->key;

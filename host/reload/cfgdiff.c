@@ -328,6 +328,17 @@ static int apply_queues(const config *cur, duro_engine *e) {
   return rc;
 }
 
+duro_cron_spec cfgdiff_cron_spec(const config_plugin *p, const config_cron *c) {
+  return (duro_cron_spec){.plugin = p->name,
+                          .schedule = c->schedule,
+                          .timezone = c->timezone,
+                          .workflow = c->workflow,
+                          .id = c->id,
+                          .catch_up = c->catch_up,
+                          .max_catch_up = c->max_catch_up,
+                          .overlap_allow = c->overlap_allow};
+}
+
 static int apply_crons(const config *cur, duro_engine *e, char *err,
                        size_t errlen) {
   size_t n = 0;
@@ -336,17 +347,9 @@ static int apply_crons(const config *cur, duro_engine *e, char *err,
   duro_cron_spec *specs = xcalloc(n ? n : 1, sizeof *specs);
   n = 0;
   for (size_t i = 0; i < cur->n_plugins; i++)
-    for (size_t k = 0; k < cur->plugins[i].n_crons; k++) {
-      const config_cron *c = &cur->plugins[i].crons[k];
-      specs[n++] = (duro_cron_spec){.plugin = cur->plugins[i].name,
-                                    .schedule = c->schedule,
-                                    .timezone = c->timezone,
-                                    .workflow = c->workflow,
-                                    .id = c->id,
-                                    .catch_up = c->catch_up,
-                                    .max_catch_up = c->max_catch_up,
-                                    .overlap_allow = c->overlap_allow};
-    }
+    for (size_t k = 0; k < cur->plugins[i].n_crons; k++)
+      specs[n++] =
+          cfgdiff_cron_spec(&cur->plugins[i], &cur->plugins[i].crons[k]);
   int rc = duro_cron_replace(e, specs, n, err, errlen);
   free(specs);
   return rc;

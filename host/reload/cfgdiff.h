@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "engine.h"
+#include "trigger.h"
 
 /* Appends to `live` a sentence for each change the engine can take
  * ("cron 0 3 * * * added (plugin orders)", "queue jobs: max_batch_size
@@ -34,5 +35,9 @@ const config_plugin *cfgdiff_plugin(const config *cur, const char *name);
  * handler are the reloader's (it knows the handler).  Returns 0, or -1
  * with why in err (an engine that refused a trigger). */
 int cfgdiff_apply(const config *cur, duro_engine *e, char *err, size_t errlen);
+
+/* The engine's spec of plugin p's cron trigger c (its strings borrowed
+ * from the config): what a start registers and a reload swaps in. */
+duro_cron_spec cfgdiff_cron_spec(const config_plugin *p, const config_cron *c);
 
 #endif

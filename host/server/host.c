@@ -25,6 +25,7 @@
 
 #include "api.h"
 #include "backend.h"
+#include "cfgdiff.h"
 #include "clock.h"
 #include "config.h"
 #include "engine.h"
@@ -352,14 +353,7 @@ static int register_crons(const config *cfg, duro_engine *e) {
   for (size_t i = 0; i < cfg->n_plugins; i++)
     for (size_t k = 0; k < cfg->plugins[i].n_crons; k++) {
       const config_cron *c = &cfg->plugins[i].crons[k];
-      duro_cron_spec spec = {.plugin = cfg->plugins[i].name,
-                             .schedule = c->schedule,
-                             .timezone = c->timezone,
-                             .workflow = c->workflow,
-                             .id = c->id,
-                             .catch_up = c->catch_up,
-                             .max_catch_up = c->max_catch_up,
-                             .overlap_allow = c->overlap_allow};
+      duro_cron_spec spec = cfgdiff_cron_spec(&cfg->plugins[i], c);
       if (duro_cron_register(e, &spec, err, sizeof err) != 0) {
         fprintf(stderr, "%s:%d:%d: %s\n", cfg->file, c->pos.line, c->pos.column,
                 err);
