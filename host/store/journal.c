@@ -245,9 +245,29 @@ journal_op *journal_batch_add(journal_batch *b, journal_op_kind kind) {
   return op;
 }
 
-void journal_batch_reset(journal_batch *b) { b->n = 0; }
+char *journal_batch_own(journal_batch *b, char *s) {
+  if (b->n_owned == b->cap_owned) {
+    b->cap_owned = b->cap_owned ? b->cap_owned * 2 : 4;
+    b->owned = xrealloc(b->owned, b->cap_owned * sizeof *b->owned);
+  }
+  b->owned[b->n_owned++] = s;
+  return s;
+}
+
+static void batch_free_owned(journal_batch *b) {
+  for (size_t i = 0; i < b->n_owned; i++)
+    free(b->owned[i]);
+  b->n_owned = 0;
+}
+
+void journal_batch_reset(journal_batch *b) {
+  b->n = 0;
+  batch_free_owned(b);
+}
 
 void journal_batch_free(journal_batch *b) {
+  batch_free_owned(b);
+  free(b->owned);
   free(b->ops);
   memset(b, 0, sizeof *b);
 }
