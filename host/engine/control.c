@@ -65,22 +65,18 @@ int engine_instance_get(duro_engine *e, const char *workflow, const char *id,
   return journal_instance_get(e->j, workflow, id, in);
 }
 
-/* Writes the row, which was `from_status`, with its lifecycle message
- * (lifecycle.c) in the same commit. */
+/* Writes the row, which was `from_status`, with the drivers' ops for the
+ * change (a lifecycle message) in the same commit. */
 static int commit_row(duro_engine *e, journal_instance *in, int clear_control,
                       const char *from_status) {
   journal_batch b = {0};
   journal_op *op = journal_batch_add(&b, JOP_INSTANCE_SET);
   op->inst = in;
   op->clear_control = clear_control;
-  char *owned[2];
-  engine_lifecycle_ops(engine_find_workflow(e, in->workflow), &b, in,
-                       from_status, in->started_ms, duro_clock_now(e->clock),
-                       owned);
+  engine_drivers_instance_changed(e, &b, in, from_status, in->started_ms,
+                                  duro_clock_now(e->clock));
   int rc = journal_commit(e->j, &b);
   journal_batch_free(&b);
-  free(owned[0]);
-  free(owned[1]);
   return rc;
 }
 

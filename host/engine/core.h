@@ -59,6 +59,9 @@ void engine_kick_scheduler(duro_engine *e);
 /* ---- instances ---- */
 
 wf_reg *engine_find_workflow(const duro_engine *e, const char *name);
+/* The limits wf was registered with (NULL for a NULL wf): read by the
+ * drivers a workflow's settings name (limits.lifecycle_queue). */
+const duro_workflow_limits *engine_workflow_limits(const wf_reg *wf);
 /* Fills `row` for a new instance of wf with id (both borrowed until b is
  * committed) and req's params and retention, and appends its insert to b:
  * for callers that commit a creation with other writes.  engine.c. */

@@ -82,6 +82,16 @@ int engine_drivers_recover(duro_engine *e, const ledger_slot *sl,
   return 0;
 }
 
+void engine_drivers_instance_changed(duro_engine *e, journal_batch *b,
+                                     const journal_instance *row,
+                                     const char *from_status,
+                                     int64_t from_started_ms, int64_t now) {
+  for (size_t i = 0; i < e->n_drivers; i++)
+    if (e->drivers[i].d->instance_changed)
+      e->drivers[i].d->instance_changed(e, e->drivers[i].state, b, row,
+                                        from_status, from_started_ms, now);
+}
+
 int engine_drivers_health(duro_engine *e, json_t *report) {
   int degraded = 0;
   size_t n = __atomic_load_n(&e->n_drivers, __ATOMIC_ACQUIRE);

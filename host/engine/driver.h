@@ -23,6 +23,8 @@
 #include "ledger.h"
 
 struct timespec;
+struct journal_batch;
+struct journal_instance;
 
 typedef struct duro_driver {
   const char *name;
@@ -41,6 +43,17 @@ typedef struct duro_driver {
   ledger_state slot_state;
   int (*recover)(duro_engine *e, void *state, const ledger_slot *sl, int guilty,
                  const char *how);
+  /* An instance's row is written in batch b with a new status or its
+   * start (an activation's commit, a terminate or pause of an idle
+   * instance, a crash or hang recorded): row as written, from_status and
+   * from_started_ms as they were.  The driver may add its own ops to b,
+   * which then commit, or roll back, with the change (strings they need
+   * go to journal_batch_own).  On the thread that builds the commit. */
+  void (*instance_changed)(duro_engine *e, void *state,
+                           struct journal_batch *b,
+                           const struct journal_instance *row,
+                           const char *from_status, int64_t from_started_ms,
+                           int64_t now);
   /* Adds its part to the /healthz report; returns 1 when it makes the
    * engine degraded. */
   int (*health)(duro_engine *e, void *state, json_t *report);

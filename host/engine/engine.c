@@ -144,6 +144,10 @@ wf_reg *engine_find_workflow(const duro_engine *e, const char *name) {
   return NULL;
 }
 
+const duro_workflow_limits *engine_workflow_limits(const wf_reg *wf) {
+  return wf ? &wf->limits : NULL;
+}
+
 wf_reg *engine_find_binding(const duro_engine *e, const char *binding) {
   for (size_t i = 0; binding && i < e->n_wfs; i++)
     if (e->wfs[i].binding && strcmp(e->wfs[i].binding, binding) == 0)

@@ -260,6 +260,12 @@ int engine_drivers_sweep(duro_engine *e, size_t budget);
 int engine_drivers_owns(const duro_engine *e, ledger_state st);
 int engine_drivers_recover(duro_engine *e, const ledger_slot *sl,
                            ledger_state st, int guilty, const char *how);
+/* Each driver's instance_changed (driver.h) for a row written in b, in
+ * the commit that writes it: from_status NULL for a new instance. */
+void engine_drivers_instance_changed(duro_engine *e, journal_batch *b,
+                                     const journal_instance *row,
+                                     const char *from_status,
+                                     int64_t from_started_ms, int64_t now);
 /* The drivers' parts of /healthz; 1 when one makes it degraded. */
 int engine_drivers_health(duro_engine *e, json_t *report);
 /* The drivers' series of GET /metrics. */
@@ -557,14 +563,5 @@ void engine_event_stored(duro_engine *e, const journal_op *wake);
  * running it runs it again; an idle one runs when `woke`. */
 void engine_instance_poke(duro_engine *e, int64_t rowid, int woke);
 
-/* Appends to b the lifecycle messages (lifecycle.c) of an instance
- * whose row becomes `row`, having been `from_status` (NULL: new) with
- * started_ms `from_started_ms`, when its workflow has a lifecycle queue:
- * "started" the first time it runs, then "complete" / "errored" /
- * "terminated".  Their bodies go to owned[0..1] (the caller frees them
- * after the commit); returns how many. */
-int engine_lifecycle_ops(const wf_reg *wf, journal_batch *b,
-                         const journal_instance *row, const char *from_status,
-                         int64_t from_started_ms, int64_t now, char *owned[2]);
 
 #endif

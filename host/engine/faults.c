@@ -76,11 +76,10 @@ static void row_set(char **field, char *value) {
   *field = value;
 }
 
-/* Ends the instance errored with `error` (owned by the row from now);
- * its lifecycle message, if any, goes to owned[0..1] (lifecycle.c). */
+/* Ends the instance errored with `error` (owned by the row from now),
+ * with the drivers' ops for the change (a lifecycle message) in b. */
 static void instance_errored(duro_engine *e, journal_batch *b,
-                             journal_instance *in, char *error, int64_t now,
-                             char *owned[2]) {
+                             journal_instance *in, char *error, int64_t now) {
   char *from = in->status;
   in->status = xstrdup("errored");
   row_set(&in->error, error);
@@ -89,8 +88,7 @@ static void instance_errored(duro_engine *e, journal_batch *b,
   journal_op *op = journal_batch_add(b, JOP_INSTANCE_SET);
   op->inst = in;
   op->clear_control = 1;
-  engine_lifecycle_ops(engine_find_workflow(e, in->workflow), b, in, from,
-                       in->started_ms, now, owned);
+  engine_drivers_instance_changed(e, b, in, from, in->started_ms, now);
   free(from);
 }
 
@@ -228,7 +226,7 @@ static void add_crashed(duro_engine *e, journal_batch *b, journal_instance *in,
                           "(engine.max_crashes is %u); the last time it was "
                           "%s",
                           sl->key, crashes, e->max_crashes, how);
-    instance_errored(e, b, in, error_json(CRASHED, why), now, owned + 1);
+    instance_errored(e, b, in, error_json(CRASHED, why), now);
     log_write(DURO_LOG_WARN, NULL, "%s/%s: errored: %s", in->workflow, in->id,
               why);
     free(why);
@@ -303,7 +301,7 @@ static int record_crash(duro_engine *e, const ledger_slot *sl, int in_attempt,
   if (rc == DURO_E_NOT_FOUND)
     return 0;
   journal_batch b = {0};
-  char *owned[3] = {NULL, NULL, NULL};
+  char *owned[1] = {NULL}; /* the attempt's error */
   if (rc == 0 && !runs_here(e, &in))
     ; /* another host runs it now: its journal is that host's to write */
   else if (rc == 0 &&
@@ -317,7 +315,7 @@ static int record_crash(duro_engine *e, const ledger_slot *sl, int in_attempt,
                           "code outside steps runs again on every "
                           "activation, so it would crash again",
                           how);
-    instance_errored(e, &b, &in, error_json(CRASHED, why), now, owned + 1);
+    instance_errored(e, &b, &in, error_json(CRASHED, why), now);
     log_write(DURO_LOG_WARN, NULL, "%s/%s: errored: %s", in.workflow, in.id,
               why);
     free(why);
@@ -326,8 +324,7 @@ static int record_crash(duro_engine *e, const ledger_slot *sl, int in_attempt,
   /* It had not ended (see above): now it may have. */
   if (rc == 0 && !strcmp(in.status, "errored"))
     engine_watch_fire(e, in.rowid, "errored");
-  for (size_t i = 0; i < 3; i++)
-    free(owned[i]);
+  free(owned[0]);
   journal_batch_free(&b);
   journal_instance_clear(&in);
   return rc;

@@ -772,12 +772,8 @@ static int save_start(duro_step *a) {
   row->started_ms = a->begun_ms;
   journal_op *op = journal_batch_add(&a->batch, JOP_INSTANCE_SET);
   op->inst = row;
-  char *owned[2];
-  int n = engine_lifecycle_ops(a->wf, &a->batch, row, a->inst.status,
-                               JOURNAL_NONE, a->begun_ms, owned);
-  for (int i = 0; i < n; i++)
-    a->batch.ops[a->batch.n - (size_t)n + (size_t)i].body =
-        arena_take(a, owned[i]);
+  engine_drivers_instance_changed(a->e, &a->batch, row, a->inst.status,
+                                  JOURNAL_NONE, a->begun_ms);
   a->inst.started_ms = a->begun_ms;
   return 0;
 }
@@ -1459,12 +1455,8 @@ static void finish(duro_step *a, duro_rc rc) {
   journal_op *op = journal_batch_add(&a->batch, JOP_INSTANCE_SET);
   op->inst = row;
   op->clear_control = clear_control;
-  char *owned[2];
-  int n = engine_lifecycle_ops(a->wf, &a->batch, row, a->inst.status,
-                               a->inst.started_ms, now, owned);
-  for (int i = 0; i < n; i++) /* the last n ops: their bodies move */
-    a->batch.ops[a->batch.n - (size_t)n + (size_t)i].body =
-        arena_take(a, owned[i]);
+  engine_drivers_instance_changed(a->e, &a->batch, row, a->inst.status,
+                                  a->inst.started_ms, now);
   /* Pinned at its first activation (versioning: pinned); under latest,
    * the build it last ran on.  Written only when it changes. */
   if (a->build_hash &&

@@ -1,6 +1,7 @@
 /* queue_driver.c — the queues' hooks into the engine (driver.h): the
  * consumers' dispatch on every scheduler pass, the messages' retention
- * sweep, the replay of a batch a dead engine's handler held, the hung
+ * sweep, the replay of a batch a dead engine's handler held, the
+ * lifecycle messages of instances (lifecycle.c), the hung
  * handlers /healthz lists, the queues' series of GET /metrics, and the wait for
  * handlers at stop.
  *
@@ -164,6 +165,7 @@ const duro_driver queue_driver = {
     .sweep = sweep,
     .slot_state = LEDGER_BATCH,
     .recover = recover,
+    .instance_changed = queue_lifecycle_changed,
     .health = health,
     .metrics = metrics,
     .drain = drain,

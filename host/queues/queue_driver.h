@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "driver.h"
 
@@ -28,5 +29,15 @@ extern const duro_driver queue_driver;
 queue_state *queue_state_of(duro_engine *e);
 /* Its consumers (NULL until the first registration). */
 struct queue_consumers *queue_consumers_of(duro_engine *e);
+
+/* The driver's instance_changed hook: an instance's lifecycle messages
+ * (lifecycle.c). */
+struct journal_batch;
+struct journal_instance;
+void queue_lifecycle_changed(duro_engine *e, void *state,
+                             struct journal_batch *b,
+                             const struct journal_instance *row,
+                             const char *from_status, int64_t from_started_ms,
+                             int64_t now);
 
 #endif

@@ -1,30 +1,32 @@
 /* lifecycle.c — an instance's lifecycle published to a queue: a workflow
  * declared with `lifecycle_queue: Q` gets a message on Q when one of its
- * instances starts, completes, errors or is terminated.
+ * instances starts, completes, errors or is terminated.  The queue
+ * driver's instance_changed hook (driver.h).
  *
  * The message is inserted in the same transaction as the status change
- * it reports, wherever that change is written (an activation's final
- * commit, a terminate of an idle instance, a crash or hang recorded by
- * faults.c): a consumer sees each change exactly once, never one that
+ * it reports, wherever the engine writes that change (an activation's
+ * final commit, a terminate of an idle instance, a crash or hang
+ * recorded): a consumer sees each change exactly once, never one that
  * was rolled back, and never misses one that was committed — which a
  * broker beside the database could not promise.  A restart (--from) runs
  * the instance again, so it starts again. */
+#include "queue_driver.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine_internal.h"
+#include "core.h"
 #include "queue.h"
 #include "util.h"
 
 static void add_message(journal_batch *b, const char *queue, char *body,
-                        int64_t now, char **owned) {
+                        int64_t now) {
   journal_op *op = journal_batch_add(b, JOP_MESSAGE_INSERT);
   op->queue = queue;
-  op->body = body;
+  op->body = journal_batch_own(b, body);
   op->ts_ms = now;
   op->visible_ms = now;
-  *owned = body;
 }
 
 /* {"type", "workflow", "instance_id", "ts_ms", "output"? | "error"?}: the
@@ -59,18 +61,19 @@ static char *body_of(const char *type, const journal_instance *row,
   return body;
 }
 
-int engine_lifecycle_ops(const wf_reg *wf, journal_batch *b,
-                         const journal_instance *row, const char *from_status,
-                         int64_t from_started_ms, int64_t now, char *owned[2]) {
-  owned[0] = owned[1] = NULL;
-  const char *queue = wf ? wf->limits.lifecycle_queue : NULL;
+void queue_lifecycle_changed(duro_engine *e, void *state, journal_batch *b,
+                             const journal_instance *row,
+                             const char *from_status, int64_t from_started_ms,
+                             int64_t now) {
+  (void)state;
+  const duro_workflow_limits *limits =
+      engine_workflow_limits(engine_find_workflow(e, row->workflow));
+  const char *queue = limits ? limits->lifecycle_queue : NULL;
   if (!queue)
-    return 0;
-  int n = 0;
+    return;
   if (from_started_ms == JOURNAL_NONE && row->started_ms != JOURNAL_NONE)
-    add_message(b, queue, body_of("started", row, now), now, &owned[n++]);
+    add_message(b, queue, body_of("started", row, now), now);
   if (status_ended(row->status) &&
       (!from_status || strcmp(from_status, row->status) != 0))
-    add_message(b, queue, body_of(row->status, row, now), now, &owned[n++]);
-  return n;
+    add_message(b, queue, body_of(row->status, row, now), now);
 }
