@@ -13,6 +13,7 @@
 
 #include "error.h"
 #include "harness.h"
+#include "json_pointer.h"
 #include "queue.h"
 #include "suite_run.h"
 

@@ -56,6 +56,7 @@
 #include "errlist.h"
 #include "expr.h"
 #include "ids.h"
+#include "json_pointer.h"
 #include "paths.h"
 #include "schema.h"
 #include "util.h"
@@ -453,17 +454,6 @@ static int parse_producer(parser *p, yaml_node_t *node, config_producer *pr) {
   return rc;
 }
 
-/* RFC 6901: "" (the whole body) or "/"-led tokens where '~' only starts
- * the escapes ~0 and ~1. */
-static int json_pointer_ok(const char *ptr) {
-  if (*ptr && *ptr != '/')
-    return 0;
-  for (const char *q = ptr; *q; q++)
-    if (*q == '~' && q[1] != '0' && q[1] != '1')
-      return 0;
-  return 1;
-}
-
 /* The no-code consumer's keys go together; whether its workflow exists is
  * known once every plugin is read (check_consumers).  `bad` has the bits
  * of the fields parse_mapping refused: one of the pair refused is not
@@ -483,7 +473,7 @@ static int check_id_from(parser *p, config_consumer *c, yaml_node_t **v,
     rc = schema_fail(&p->w, v[CO_WORKFLOW],
                      "\"workflow\" needs \"id_from\", the JSON pointer to each "
                      "message's instance id (e.g. \"/jobId\")");
-  if (c->id_from && !json_pointer_ok(c->id_from)) {
+  if (c->id_from && !duro_json_pointer_valid(c->id_from)) {
     schema_shown b;
     rc = schema_fail(&p->w, v[CO_ID_FROM],
                      "\"id_from\" is not a JSON pointer (RFC 6901: \"\" or "

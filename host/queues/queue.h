@@ -248,11 +248,6 @@ size_t queue_consumers_dispatch(duro_engine *e, int64_t *next_ms);
  * "max_concurrency", "visibility_timeout_ms"}; NULL when it has none. */
 json_t *queue_consumer_settings(duro_engine *e, const char *queue);
 
-/* 1 when `ptr` is a well-formed JSON pointer ("" or "/a/b~1c~0"). */
-int duro_json_pointer_valid(const char *ptr);
-/* The value `ptr` designates in `doc` (borrowed), or NULL. */
-json_t *duro_json_pointer_get(json_t *doc, const char *ptr);
-
 struct queue_consumers;
 /* Waits until no batch is in a handler, or until `until` (CLOCK_MONOTONIC;
  * NULL: no limit); returns the batches still in one. */
