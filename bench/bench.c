@@ -49,6 +49,7 @@
 #include "duro.h"
 #include "engine.h"
 #include "queue.h"
+#include "view_queue.h"
 
 #if DURO_HAVE_PG
 #include <libpq-fe.h>

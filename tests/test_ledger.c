@@ -28,6 +28,7 @@
 #include "ledger.h"
 #include "queue.h"
 #include "suite_run.h"
+#include "view_queue.h"
 
 #define WF "flow"
 #define MIN (60 * 1000LL)

@@ -30,6 +30,7 @@
  * returns.  The batch's mutex is the handshake: the handler's return and
  * the deadline never both settle it, and a late return, its marks and
  * return code, changes nothing. */
+#include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -207,30 +208,47 @@ int duro_queue_unconsume(duro_engine *e, const char *queue) {
   return rc;
 }
 
-json_t *queue_consumer_settings(duro_engine *e, const char *queue) {
+const char *duro_queue_consumer_kind_name(duro_queue_consumer_kind k) {
+  static const char *const names[] = {
+      [DURO_QUEUE_CONSUMER_WORKFLOW] = "workflow",
+      [DURO_QUEUE_CONSUMER_HANDLER] = "handler",
+  };
+  return (unsigned)k < sizeof names / sizeof *names ? names[k] : NULL;
+}
+
+void duro_queue_consumer_settings_free(duro_queue_consumer_settings *s) {
+  if (!s)
+    return;
+  free(s->workflow);
+  free(s->id_from);
+  *s = (duro_queue_consumer_settings){0};
+}
+
+int queue_consumer_settings(duro_engine *e, const char *queue,
+                            duro_queue_consumer_settings *out) {
   struct queue_consumers *cs = consumers(e);
-  json_t *o = NULL;
+  *out = (duro_queue_consumer_settings){0};
   pthread_mutex_lock(&cs->mu);
-  for (size_t i = 0; i < cs->n && !o; i++) {
+  for (size_t i = 0; i < cs->n && !out->kind; i++) {
     const wf_consumer *c = &cs->v[i];
     if (strcmp(c->queue, queue) != 0)
       continue;
+    out->max_batch_size = c->batch;
     if (c->workflow) {
-      o = json_pack("{ss,ss,ss,sI}", "kind", "workflow", "workflow",
-                    c->workflow, "id_from", c->id_from, "max_batch_size",
-                    (json_int_t)c->batch);
+      out->kind = DURO_QUEUE_CONSUMER_WORKFLOW;
+      out->workflow = xstrdup(c->workflow);
+      out->id_from = xstrdup(c->id_from);
     } else {
-      int64_t vis = c->opt.visibility_ms ? c->opt.visibility_ms
-                                         : DURO_QUEUE_DEFAULT_VISIBILITY_MS;
-      o = json_pack("{ss,sI,sI,sI,sI}", "kind", "handler", "max_batch_size",
-                    (json_int_t)c->batch, "max_batch_timeout_ms",
-                    (json_int_t)c->opt.max_batch_timeout_ms, "max_concurrency",
-                    (json_int_t)c->opt.max_concurrency, "visibility_timeout_ms",
-                    (json_int_t)vis);
+      out->kind = DURO_QUEUE_CONSUMER_HANDLER;
+      out->max_batch_timeout_ms = c->opt.max_batch_timeout_ms;
+      out->max_concurrency = c->opt.max_concurrency;
+      out->visibility_timeout_ms = c->opt.visibility_ms
+                                       ? c->opt.visibility_ms
+                                       : DURO_QUEUE_DEFAULT_VISIBILITY_MS;
     }
   }
   pthread_mutex_unlock(&cs->mu);
-  return o;
+  return out->kind != DURO_QUEUE_CONSUMER_NONE;
 }
 
 /* A copy of consumer i (the caller clears it), or 0 past the end: the
@@ -271,11 +289,13 @@ static char *error_text(const char *fmt, const char *ptr, const char *what) {
   return t;
 }
 
-/* The instance id at the consumer's pointer, or an error for the retry. */
-static void job_prepare(duro_engine *e, const wf_consumer *c, json_t *msg,
-                        job *jb) {
-  json_t *body = json_object_get(msg, "body");
-  jb->lease = json_string_value(json_object_get(msg, "lease_id"));
+/* The instance id at the consumer's pointer in the message's body (the
+ * user's JSON, read here as data), or an error for the retry; the params
+ * are the body made compact. */
+static void job_prepare(duro_engine *e, const wf_consumer *c,
+                        const duro_queue_message *msg, job *jb) {
+  json_t *body = json_loads(msg->body, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+  jb->lease = msg->lease_id;
   jb->params = json_dumps(body, JSON_ENCODE_ANY | JSON_COMPACT);
   json_t *v = duro_json_pointer_get(body, c->id_from);
   char num[64];
@@ -304,6 +324,7 @@ static void job_prepare(duro_engine *e, const wf_consumer *c, json_t *msg,
                            "the body is too large for an instance's params");
   else
     jb->id = xstrdup(id);
+  json_decref(body); /* after the id: it may be borrowed from the body */
 }
 
 /* Retries the jobs that have no id, with their reasons. */
@@ -313,11 +334,11 @@ static void retry_bad(duro_engine *e, const char *queue, job *jobs, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (!jobs[i].id)
       r[k++] = (duro_queue_retry){jobs[i].lease, -1, jobs[i].error};
-  json_t *res = NULL;
+  duro_queue_ack_result res = {0};
   char err[256];
-  if (k && duro_queue_ack(e, queue, NULL, 0, r, k, &res, err, sizeof err))
+  if (k && duro_queue_settle(e, queue, NULL, 0, r, k, &res, err, sizeof err))
     log_error("queue %s: retrying %zu message(s): %s", queue, k, err);
-  json_decref(res);
+  duro_queue_ack_result_free(&res);
   free(r);
 }
 
@@ -365,16 +386,17 @@ static size_t dispatch_workflow(duro_engine *e, const wf_consumer *c,
     *due = r.next_visible_ms;
     return 0;
   }
-  json_t *msgs = NULL;
+  duro_queue_message_list msgs;
   char err[256];
-  if (duro_queue_pull(e, c->queue, c->batch, 0, &msgs, err, sizeof err)) {
+  if (duro_queue_pull_messages(e, c->queue, c->batch, 0, &msgs, err,
+                               sizeof err)) {
     log_error("queue %s: leasing messages: %s", c->queue, err);
     return 0;
   }
-  size_t n = json_array_size(msgs);
+  size_t n = msgs.n;
   job *jobs = xcalloc(n ? n : 1, sizeof *jobs);
   for (size_t i = 0; i < n; i++)
-    job_prepare(e, c, json_array_get(msgs, i), &jobs[i]);
+    job_prepare(e, c, &msgs.v[i], &jobs[i]);
   create_and_ack(e, c, wf, jobs, n);
   retry_bad(e, c->queue, jobs, n);
   for (size_t i = 0; i < n; i++) {
@@ -383,7 +405,7 @@ static size_t dispatch_workflow(duro_engine *e, const wf_consumer *c,
     free(jobs[i].error);
   }
   free(jobs);
-  json_decref(msgs);
+  duro_queue_message_list_free(&msgs);
   return n;
 }
 
@@ -497,16 +519,16 @@ static verdict verdict_of(const duro_message_batch *b, int unmarked,
 
 /* Commits the verdict (one commit) and frees it. */
 static void verdict_settle(verdict *v) {
-  json_t *res = NULL;
+  duro_queue_ack_result res;
   char err[256];
-  if (duro_queue_ack(v->e, v->queue, v->acks, v->na, v->retries, v->nr, &res,
-                     err, sizeof err))
+  if (duro_queue_settle(v->e, v->queue, v->acks, v->na, v->retries, v->nr, &res,
+                        err, sizeof err))
     log_error("queue %s: settling a batch of %zu: %s", v->queue, v->n, err);
-  else if (json_array_size(json_object_get(res, "errors")))
+  else if (res.n_errors)
     /* Their leases ended first: they come back with the attempt counted. */
     log_warn("queue %s: settling a batch of %zu: %zu lease(s) had ended",
-             v->queue, v->n, json_array_size(json_object_get(res, "errors")));
-  json_decref(res);
+             v->queue, v->n, res.n_errors);
+  duro_queue_ack_result_free(&res);
   for (size_t i = 0; v->owned && i < v->n; i++)
     free(v->owned[i]);
   free(v->owned);
@@ -665,29 +687,40 @@ static int64_t handlers_watch(duro_engine *e, struct queue_consumers *cs) {
   }
 }
 
-json_t *queue_handlers_hung(duro_engine *e) {
-  json_t *hung = json_array();
+void queue_hung_list_free(queue_hung_list *l) {
+  for (size_t i = 0; l && i < l->n; i++) {
+    free(l->v[i].queue);
+    free(l->v[i].plugin);
+  }
+  if (l) {
+    free(l->v);
+    *l = (queue_hung_list){0};
+  }
+}
+
+void queue_handlers_hung(duro_engine *e, queue_hung_list *out) {
+  *out = (queue_hung_list){0};
   struct queue_consumers *cs = queue_consumers_of(e);
   if (!cs)
-    return hung;
+    return;
   int64_t now = engine_mono_ms(e);
   pthread_mutex_lock(&cs->mu);
   for (size_t i = 0; i < cs->n_live; i++) {
     duro_message_batch *b = cs->live[i];
     pthread_mutex_lock(&b->mu);
     if (b->abandoned && !b->settled) {
-      json_t *o = json_pack("{s:s,s:I,s:I,s:I}", "queue", b->queue, "messages",
-                            (json_int_t)b->n, "running_ms",
-                            (json_int_t)(now - b->started_ms), "timeout_ms",
-                            (json_int_t)b->timeout_ms);
-      if (b->plugin)
-        json_object_set_new(o, "plugin", json_string(b->plugin));
-      json_array_append_new(hung, o);
+      if (!out->v)
+        out->v = xcalloc(cs->n_live, sizeof *out->v);
+      out->v[out->n++] =
+          (queue_hung_handler){.queue = xstrdup(b->queue),
+                               .plugin = b->plugin ? xstrdup(b->plugin) : NULL,
+                               .messages = b->n,
+                               .running_ms = now - b->started_ms,
+                               .timeout_ms = b->timeout_ms};
     }
     pthread_mutex_unlock(&b->mu);
   }
   pthread_mutex_unlock(&cs->mu);
-  return hung;
 }
 
 /* Says in the crash ledger which batch is about to be leased, before the
@@ -946,14 +979,14 @@ int queue_batch_release(duro_engine *e, const char *queue, const char *prefix,
   duro_queue_retry r[DURO_QUEUE_MAX_BATCH];
   for (size_t i = 0; i < h.n; i++)
     r[i] = (duro_queue_retry){h.lease[i], delay_ms, error};
-  json_t *res = NULL;
+  duro_queue_ack_result res = {0};
   char err[256];
   int rc =
-      h.n ? duro_queue_ack(e, queue, NULL, 0, r, h.n, &res, err, sizeof err)
+      h.n ? duro_queue_settle(e, queue, NULL, 0, r, h.n, &res, err, sizeof err)
           : 0;
   if (rc)
     log_error("queue %s: releasing a batch of %zu: %s", queue, h.n, err);
-  json_decref(res);
+  duro_queue_ack_result_free(&res);
   for (size_t i = 0; i < h.n; i++)
     free(h.lease[i]);
   return rc;

@@ -11,10 +11,13 @@
  * Invariant: a send is validated whole before anything is written, and a
  * batch is written in one commit, so it is stored entirely or not at all.
  * It lives beside the engine (core.h) because it writes the
- * engine's journal and reads the engine's clock. */
+ * engine's journal and reads the engine's clock.  It answers in queue.h's
+ * structs; the JSON of them is views/view_queue.c's (a body is only
+ * parsed here to refuse one that is not JSON). */
 #include "queue.h"
 #include "queue_driver.h"
 
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -288,32 +291,52 @@ static void lease_id(char out[QUEUE_LEASE_PREFIX]) {
     snprintf(out + 2 * i, 3, "%02x", b[i]);
 }
 
-static json_t *message_json(const journal_message *m) {
-  json_t *body = json_loads(m->body, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
-  json_t *o =
-      json_pack("{sI,ss,sI,so*,sI}", "id", (json_int_t)m->seq, "lease_id",
-                m->lease, "attempts", (json_int_t)m->attempts, "body", body,
-                "sent_ms", (json_int_t)m->sent_ms);
-  if (m->last_error)
-    json_object_set_new(o, "last_error", json_string(m->last_error));
-  return o;
-}
-
 void queue_lease_prefix(char out[QUEUE_LEASE_PREFIX]) { lease_id(out); }
 
-int duro_queue_pull(duro_engine *e, const char *queue, uint32_t batch_size,
-                    int64_t visibility_ms, json_t **out, char *err,
-                    size_t errlen) {
+void duro_queue_message_list_free(duro_queue_message_list *l) {
+  for (size_t i = 0; l && i < l->n; i++) {
+    free(l->v[i].lease_id);
+    free(l->v[i].body);
+    free(l->v[i].last_error);
+  }
+  if (l) {
+    free(l->v);
+    *l = (duro_queue_message_list){0};
+  }
+}
+
+/* The rows as the list's messages: their strings are taken (the rows
+ * still need journal_messages_free), the lease ids only `with_lease`. */
+static void messages_take(duro_queue_message_list *out, journal_message *m,
+                          size_t n, int with_lease) {
+  out->v = n ? xcalloc(n, sizeof *out->v) : NULL;
+  out->n = n;
+  for (size_t i = 0; i < n; i++) {
+    out->v[i] = (duro_queue_message){.id = m[i].seq,
+                                     .lease_id = with_lease ? m[i].lease : NULL,
+                                     .attempts = m[i].attempts,
+                                     .body = m[i].body,
+                                     .sent_ms = m[i].sent_ms,
+                                     .visible_ms = m[i].visible_ms,
+                                     .leased = m[i].lease != NULL,
+                                     .last_error = m[i].last_error};
+    if (with_lease)
+      m[i].lease = NULL;
+    m[i].body = m[i].last_error = NULL;
+  }
+}
+
+int duro_queue_pull_messages(duro_engine *e, const char *queue,
+                             uint32_t batch_size, int64_t visibility_ms,
+                             duro_queue_message_list *out, char *err,
+                             size_t errlen) {
   journal_message *m = NULL;
   size_t n = 0;
-  *out = NULL;
+  *out = (duro_queue_message_list){0};
   int rc = queue_lease(e, queue, batch_size, visibility_ms, NULL, &m, &n, err,
                        errlen);
-  if (rc == 0) {
-    *out = json_array();
-    for (size_t i = 0; i < n; i++)
-      json_array_append_new(*out, message_json(&m[i]));
-  }
+  if (rc == 0)
+    messages_take(out, m, n, 1);
   journal_messages_free(m, n);
   return rc;
 }
@@ -365,9 +388,10 @@ int queue_lease(duro_engine *e, const char *queue, uint32_t batch_size,
 
 /* ---- peek ---------------------------------------------------------------- */
 
-int duro_queue_peek(duro_engine *e, const char *queue, uint32_t limit,
-                    json_t **out, char *err, size_t errlen) {
-  *out = NULL;
+int duro_queue_peek_messages(duro_engine *e, const char *queue, uint32_t limit,
+                             duro_queue_message_list *out, char *err,
+                             size_t errlen) {
+  *out = (duro_queue_message_list){0};
   if (!duro_queue_exists(e, queue))
     return not_found(err, errlen, queue);
   if (limit < 1 || limit > DURO_QUEUE_MAX_BATCH)
@@ -377,21 +401,9 @@ int duro_queue_peek(duro_engine *e, const char *queue, uint32_t limit,
   size_t n = 0;
   int rc = journal_queue_peek(engine_journal(e), queue, engine_now(e), limit,
                               &m, &n);
-  if (rc == 0) {
-    *out = json_array();
-    for (size_t i = 0; i < n; i++) {
-      /* Not the lease id: that would let a browser ack another's lease. */
-      json_t *o = json_pack(
-          "{sI,sI,so*,sI,sI,sb}", "id", (json_int_t)m[i].seq, "attempts",
-          (json_int_t)m[i].attempts, "body",
-          json_loads(m[i].body, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL),
-          "sent_ms", (json_int_t)m[i].sent_ms, "visible_ms",
-          (json_int_t)m[i].visible_ms, "leased", m[i].lease != NULL);
-      if (m[i].last_error)
-        json_object_set_new(o, "last_error", json_string(m[i].last_error));
-      json_array_append_new(*out, o);
-    }
-  }
+  /* Not the lease id: that would let a browser ack another's lease. */
+  if (rc == 0)
+    messages_take(out, m, n, 0);
   journal_messages_free(m, n);
   if (rc)
     return fail(err, errlen, rc, "%s", journal_errmsg(engine_journal(e)));
@@ -412,10 +424,19 @@ static int redrive_source(duro_engine *e, const char *dlq, char *to, int *n) {
   return *n == 1 ? 0 : DURO_E_INVALID_ARGUMENT;
 }
 
-int duro_queue_redrive(duro_engine *e, const char *queue, const char *to,
-                       uint32_t batch_size, json_t **out, char *err,
-                       size_t errlen) {
-  *out = NULL;
+void duro_queue_redrive_result_free(duro_queue_redrive_result *r) {
+  if (!r)
+    return;
+  free(r->to);
+  duro_queue_message_list_free(&r->moved);
+  r->to = NULL;
+}
+
+int duro_queue_redrive_messages(duro_engine *e, const char *queue,
+                                const char *to, uint32_t batch_size,
+                                duro_queue_redrive_result *out, char *err,
+                                size_t errlen) {
+  *out = (duro_queue_redrive_result){0};
   char target[256];
   int n_sources;
   if (!duro_queue_exists(e, queue))
@@ -466,16 +487,14 @@ int duro_queue_redrive(duro_engine *e, const char *queue, const char *to,
   if (rc == 0 && n)
     rc = journal_commit(engine_journal(e), &move);
   if (rc == 0) {
-    json_t *moved = json_array();
+    out->to = xstrdup(to);
+    messages_take(&out->moved, m, n, 0);
     for (size_t i = 0; i < n; i++) {
-      json_t *o = message_json(&m[i]);
-      json_object_del(o, "lease_id");
-      json_object_set_new(o, "attempts",
-                          json_integer((json_int_t)m[i].attempts - 1));
-      json_object_set_new(o, "new_id", json_integer(move.ops[2 * i].out_rowid));
-      json_array_append_new(moved, o);
+      duro_queue_message *o = &out->moved.v[i];
+      o->attempts--; /* the lease above is not a delivery */
+      o->visible_ms = o->leased = 0;
+      o->new_id = move.ops[2 * i].out_rowid;
     }
-    *out = json_pack("{s:s,s:o}", "to", to, "moved", moved);
     if (n && queue_consumers_of(e))
       engine_kick_scheduler(e); /* an engine-run consumer may take them now */
   }
@@ -487,33 +506,38 @@ int duro_queue_redrive(duro_engine *e, const char *queue, const char *to,
   return 0;
 }
 
-static void lease_error(json_t *errors, const char *lease) {
-  json_array_append_new(
-      errors, json_pack("{ss,ss,ss}", "lease_id", lease, "code",
-                        duro_err_name(DURO_E_LEASE_NOT_HELD), "message",
-                        "no message holds this lease: unknown, already "
-                        "acked or retried, or expired"));
+void duro_queue_ack_result_free(duro_queue_ack_result *r) {
+  for (size_t i = 0; r && i < r->n_errors; i++)
+    free(r->errors[i].lease_id);
+  if (r) {
+    free(r->errors);
+    *r = (duro_queue_ack_result){0};
+  }
 }
 
-/* The outcome of the ops as {"acked",...}; the retries follow the acks. */
-static json_t *ack_result(const journal_batch *b, size_t n_acks) {
-  json_int_t acked = 0, retried = 0, dead = 0, dropped = 0;
-  json_t *errors = json_array();
+/* The outcome of the ops; the retries follow the acks. */
+static void ack_result(const journal_batch *b, size_t n_acks,
+                       duro_queue_ack_result *r) {
   for (size_t i = 0; i < b->n; i++) {
     const journal_op *op = &b->ops[i];
-    if (i < n_acks && op->out_rowid)
-      acked++;
-    else if (i >= n_acks && op->out_rowid == JOURNAL_RETRY_DELAYED)
-      retried++;
-    else if (i >= n_acks && op->out_rowid == JOURNAL_RETRY_DEAD_LETTERED)
-      dead++;
-    else if (i >= n_acks && op->out_rowid == JOURNAL_RETRY_DROPPED)
-      dropped++;
-    else
-      lease_error(errors, op->lease);
+    if (i < n_acks && op->out_rowid) {
+      r->acked++;
+    } else if (i >= n_acks && op->out_rowid == JOURNAL_RETRY_DELAYED) {
+      r->retried++;
+    } else if (i >= n_acks && op->out_rowid == JOURNAL_RETRY_DEAD_LETTERED) {
+      r->dead_lettered++;
+    } else if (i >= n_acks && op->out_rowid == JOURNAL_RETRY_DROPPED) {
+      r->dropped++;
+    } else {
+      if (!r->errors)
+        r->errors = xcalloc(b->n, sizeof *r->errors);
+      r->errors[r->n_errors++] = (duro_queue_lease_error){
+          .lease_id = xstrdup(op->lease),
+          .code = DURO_E_LEASE_NOT_HELD,
+          .message = "no message holds this lease: unknown, already acked "
+                     "or retried, or expired"};
+    }
   }
-  return json_pack("{sI,sI,sI,sI,so}", "acked", acked, "retried", retried,
-                   "dead_lettered", dead, "dropped", dropped, "errors", errors);
 }
 
 static int check_retries(const duro_queue_retry *retries, size_t n, char *err,
@@ -531,11 +555,11 @@ static int check_retries(const duro_queue_retry *retries, size_t n, char *err,
   return 0;
 }
 
-int duro_queue_ack(duro_engine *e, const char *queue, const char *const *acks,
-                   size_t n_acks, const duro_queue_retry *retries,
-                   size_t n_retries, json_t **result, char *err,
-                   size_t errlen) {
-  *result = NULL;
+int duro_queue_settle(duro_engine *e, const char *queue,
+                      const char *const *acks, size_t n_acks,
+                      const duro_queue_retry *retries, size_t n_retries,
+                      duro_queue_ack_result *result, char *err, size_t errlen) {
+  *result = (duro_queue_ack_result){0};
   duro_queue_options o;
   char dlq[256];
   if (queue_options(e, queue, &o, dlq, sizeof dlq) != 0)
@@ -568,7 +592,7 @@ int duro_queue_ack(duro_engine *e, const char *queue, const char *const *acks,
   }
   rc = journal_commit(engine_journal(e), &b);
   if (rc == 0)
-    *result = ack_result(&b, n_acks);
+    ack_result(&b, n_acks, result);
   journal_batch_free(&b);
   if (rc)
     return fail(err, errlen, rc, "%s", journal_errmsg(engine_journal(e)));
@@ -577,108 +601,102 @@ int duro_queue_ack(duro_engine *e, const char *queue, const char *const *acks,
 
 /* ---- stats and retention ------------------------------------------------- */
 
+void duro_queue_stat_list_free(duro_queue_stat_list *l) {
+  for (size_t i = 0; l && i < l->n; i++) {
+    free(l->v[i].name);
+    free(l->v[i].dead_letter_queue);
+    duro_queue_consumer_settings_free(&l->v[i].consumer);
+  }
+  if (l) {
+    free(l->v);
+    *l = (duro_queue_stat_list){0};
+  }
+}
+
 typedef struct stats_ctx {
-  json_t *by_name; /* name → stats object of a registered queue */
+  duro_queue_stat_list *list; /* sorted by name */
   int64_t now;
 } stats_ctx;
+
+static int cmp_stat(const void *a, const void *b) {
+  return strcmp(((const duro_queue_stat *)a)->name,
+                ((const duro_queue_stat *)b)->name);
+}
+
+/* The registered queue's entry; NULL for messages of a queue no longer
+ * declared. */
+static duro_queue_stat *stat_of(stats_ctx *c, const char *queue) {
+  duro_queue_stat key = {.name = (char *)queue};
+  return c->list->n
+             ? bsearch(&key, c->list->v, c->list->n, sizeof key, cmp_stat)
+             : NULL;
+}
 
 static void stats_row(void *ctx, const char *queue,
                       const journal_queue_stats *st) {
   stats_ctx *c = ctx;
-  json_t *o = json_object_get(c->by_name, queue);
+  duro_queue_stat *o = stat_of(c, queue);
   if (!o)
-    return; /* messages of a queue no longer declared */
-  json_object_set_new(o, "ready", json_integer(st->ready));
-  json_object_set_new(o, "delayed", json_integer(st->delayed));
-  json_object_set_new(o, "in_flight", json_integer(st->in_flight));
+    return;
+  o->ready = st->ready;
+  o->delayed = st->delayed;
+  o->in_flight = st->in_flight;
   if (st->oldest_sent_ms != JOURNAL_NONE)
-    json_object_set_new(o, "oldest_age_ms",
-                        json_integer(c->now - st->oldest_sent_ms));
+    o->oldest_age_ms = c->now - st->oldest_sent_ms;
   if (st->oldest_ready_ms != JOURNAL_NONE)
-    json_object_set_new(o, "lag_ms",
-                        json_integer(c->now - st->oldest_ready_ms));
+    o->lag_ms = c->now - st->oldest_ready_ms;
 }
 
 static void counts_row(void *ctx, const char *queue, int64_t dropped,
                        int64_t dead_lettered) {
   stats_ctx *c = ctx;
-  json_t *o = json_object_get(c->by_name, queue);
+  duro_queue_stat *o = stat_of(c, queue);
   if (!o)
     return;
-  json_object_set_new(o, "dropped", json_integer(dropped));
-  json_object_set_new(o, "dead_lettered", json_integer(dead_lettered));
+  o->dropped = dropped;
+  o->dead_lettered = dead_lettered;
 }
 
-/* Registered queues (or the one named), each with zero counts. */
-static json_t *stats_skeleton(duro_engine *e, const char *queue) {
-  json_t *by_name = json_object();
+/* Registered queues (or the one named), each with zero counts, by name. */
+static void stats_skeleton(duro_engine *e, const char *queue,
+                           duro_queue_stat_list *out) {
   struct queue_registry *r = registry(e);
   pthread_mutex_lock(&r->mu);
+  out->v = xcalloc(r->n ? r->n : 1, sizeof *out->v);
   for (size_t i = 0; i < r->n; i++) {
     if (queue && strcmp(queue, r->v[i].name) != 0)
       continue;
     const duro_queue_options *o = &r->v[i].opt;
-    json_t *q =
-        json_pack("{ss,si,si,si,si,si,si,si,so,sI}", "name", r->v[i].name,
-                  "ready", 0, "delayed", 0, "in_flight", 0, "oldest_age_ms", 0,
-                  "lag_ms", 0, "dropped", 0, "dead_lettered", 0, "max_retries",
-                  o->max_retries == DURO_QUEUE_NO_RETRY_LIMIT
-                      ? json_null()
-                      : json_integer(o->max_retries),
-                  "retry_delay_ms", (json_int_t)o->retry_delay_ms);
-    if (o->dead_letter)
-      json_object_set_new(q, "dead_letter_queue", json_string(o->dead_letter));
-    json_object_set_new(by_name, r->v[i].name, q);
+    out->v[out->n++] = (duro_queue_stat){
+        .name = xstrdup(r->v[i].name),
+        .max_retries = o->max_retries,
+        .retry_delay_ms = o->retry_delay_ms,
+        .dead_letter_queue = o->dead_letter ? xstrdup(o->dead_letter) : NULL};
   }
   pthread_mutex_unlock(&r->mu);
   /* The consumers have their own lock: not taken inside this one. */
-  const char *name;
-  json_t *q;
-  json_object_foreach(by_name, name, q) {
-    json_t *c = queue_consumer_settings(e, name);
-    if (c)
-      json_object_set_new(q, "consumer", c);
-  }
-  return by_name;
+  for (size_t i = 0; i < out->n; i++)
+    queue_consumer_settings(e, out->v[i].name, &out->v[i].consumer);
+  if (out->n > 1)
+    qsort(out->v, out->n, sizeof *out->v, cmp_stat);
 }
 
-static int cmp_names(const void *a, const void *b) {
-  return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-int duro_queue_stats(duro_engine *e, const char *queue, json_t **out) {
-  *out = NULL;
-  stats_ctx c = {stats_skeleton(e, queue), engine_now(e)};
-  if (queue && !json_object_get(c.by_name, queue)) {
-    json_decref(c.by_name);
+int duro_queue_stats_read(duro_engine *e, const char *queue,
+                          duro_queue_stat_list *out) {
+  *out = (duro_queue_stat_list){0};
+  stats_skeleton(e, queue, out);
+  if (queue && out->n == 0) {
+    duro_queue_stat_list_free(out);
     return DURO_E_QUEUE_NOT_FOUND;
   }
+  stats_ctx c = {out, engine_now(e)};
   int rc =
       journal_queue_stats_each(engine_journal(e), queue, c.now, stats_row, &c);
   if (rc == 0)
     rc = journal_queue_counts_each(engine_journal(e), counts_row, &c);
-  if (rc) {
-    json_decref(c.by_name);
-    return rc;
-  }
-  if (queue) {
-    *out = json_incref(json_object_get(c.by_name, queue));
-  } else {
-    /* jansson keeps insertion order: sort by name for a stable listing */
-    *out = json_array();
-    const char **names =
-        xcalloc(json_object_size(c.by_name) + 1, sizeof *names);
-    size_t n = 0;
-    const char *k;
-    json_t *v;
-    json_object_foreach(c.by_name, k, v) names[n++] = k;
-    qsort(names, n, sizeof *names, cmp_names);
-    for (size_t i = 0; i < n; i++)
-      json_array_append(*out, json_object_get(c.by_name, names[i]));
-    free(names);
-  }
-  json_decref(c.by_name);
-  return 0;
+  if (rc)
+    duro_queue_stat_list_free(out);
+  return rc;
 }
 
 int duro_queues_sweep(duro_engine *e, size_t max, size_t *deleted) {

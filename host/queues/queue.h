@@ -10,11 +10,12 @@
  * dropped (and counted) when it has none.  Time is the engine's clock.
  *
  * All functions return 0 or a negative DURO_E_* code; where an `err`
- * buffer is taken it receives a sentence naming the limit broken. */
+ * buffer is taken it receives a sentence naming the limit broken.  They
+ * answer in structs (a message body is the JSON text sent, as data):
+ * views/view_queue.h makes the JSON the HTTP routes send of them. */
 #ifndef DURO_QUEUE_H
 #define DURO_QUEUE_H
 
-#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -85,29 +86,53 @@ typedef struct queue_producer {
 } queue_producer;
 const queue_producer *queue_producer_find(duro_engine *e, const char *binding);
 
+/* A message as a pull, a peek or a redrive hands it out; the strings are
+ * the list's. */
+typedef struct duro_queue_message {
+  int64_t id;
+  char *lease_id;    /* a pull's: the lease to ack or retry; else NULL */
+  uint32_t attempts; /* deliveries so far (a pull's: this one counted) */
+  char *body;        /* the JSON text sent */
+  int64_t sent_ms;
+  int64_t visible_ms; /* when it is or becomes visible (a pull's: when its
+                         lease ends; a redrive's: 0) */
+  int leased;         /* a pull holds it now (1 in a pull's) */
+  char *last_error;   /* the last retry's error (JSON text), NULL = none */
+  int64_t new_id;     /* a redrive's: its id in the queue it went to */
+} duro_queue_message;
+
+typedef struct duro_queue_message_list {
+  duro_queue_message *v;
+  size_t n;
+} duro_queue_message_list;
+
+/* Frees the messages and empties the list. */
+void duro_queue_message_list_free(duro_queue_message_list *l);
+
 /* Leases up to batch_size (1..100) visible messages for visibility_ms
- * (1 ms..12 h; 0 = 30 s).  *out (caller owns): [{"id","lease_id",
- * "attempts","body","sent_ms","last_error"?}], oldest visible first. */
-int duro_queue_pull(duro_engine *e, const char *queue, uint32_t batch_size,
-                    int64_t visibility_ms, json_t **out, char *err,
-                    size_t errlen);
+ * (1 ms..12 h; 0 = 30 s).  *out (caller frees; empty on an error): the
+ * messages with their lease ids, oldest visible first. */
+int duro_queue_pull_messages(duro_engine *e, const char *queue,
+                             uint32_t batch_size, int64_t visibility_ms,
+                             duro_queue_message_list *out, char *err,
+                             size_t errlen);
 
 /* Up to `limit` (1..100) messages of the queue, oldest sent first,
- * without leasing them: nothing about them changes.  *out (caller owns):
- * [{"id","attempts","body","sent_ms","visible_ms","leased",
- * "last_error"?}]; visible_ms is when it is or becomes visible, leased
- * whether a pull holds it now (its lease id is not shown). */
-int duro_queue_peek(duro_engine *e, const char *queue, uint32_t limit,
-                    json_t **out, char *err, size_t errlen);
+ * without leasing them: nothing about them changes.  *out (caller frees):
+ * each with visible_ms and leased, and no lease id (a browser must not
+ * ack another's lease). */
+int duro_queue_peek_messages(duro_engine *e, const char *queue, uint32_t limit,
+                             duro_queue_message_list *out, char *err,
+                             size_t errlen);
 
 /* The leases of one pull share a random token: lease id
  * "<token>-<seq>" for message seq, so the crash ledger can name a whole
  * batch in one field (consumer.c).  QUEUE_LEASE_PREFIX counts the NUL. */
 #define QUEUE_LEASE_PREFIX 33
 void queue_lease_prefix(char out[QUEUE_LEASE_PREFIX]);
-/* duro_queue_pull without JSON, with the leases' token `prefix` (NULL: a
- * new one): *msgs (caller frees with journal_messages_free) gets *n
- * messages. */
+/* duro_queue_pull_messages in the journal's rows, with the leases' token
+ * `prefix` (NULL: a new one): *msgs (caller frees with
+ * journal_messages_free) gets *n messages. */
 struct journal_message;
 int queue_lease(duro_engine *e, const char *queue, uint32_t batch_size,
                 int64_t visibility_ms, const char *prefix,
@@ -120,36 +145,102 @@ typedef struct duro_queue_retry {
   const char *error; /* why (JSON text kept as last_error), may be NULL */
 } duro_queue_retry;
 
+/* What a redrive did: the queue the messages went to, and each message
+ * moved (id, new_id, body, sent_ms, last_error, and its attempts before
+ * the move). */
+typedef struct duro_queue_redrive_result {
+  char *to;
+  duro_queue_message_list moved;
+} duro_queue_redrive_result;
+void duro_queue_redrive_result_free(duro_queue_redrive_result *r);
+
 /* Sends up to batch_size (1-100) of the oldest visible messages of
  * `queue` (a dead-letter queue) back to `to`, or, when `to` is NULL, to
  * the one queue whose consumer dead-letters into `queue`: each becomes a
  * new message of `to` with no attempts, and leaves `queue` in the same
  * commit.  Its attempts are not counted against `queue`'s retries.
- * *out (caller owns): {"to", "moved": [{"id", "new_id", "attempts",
- * "body", "sent_ms", "last_error"?}]}.  DURO_E_QUEUE_NOT_FOUND for an
+ * *out: caller frees (empty on an error).  DURO_E_QUEUE_NOT_FOUND for an
  * unknown queue or target, DURO_E_INVALID_ARGUMENT when `to` is needed
  * (no queue or several dead-letter into `queue`) or is `queue`. */
-int duro_queue_redrive(duro_engine *e, const char *queue, const char *to,
-                       uint32_t batch_size, json_t **out, char *err,
-                       size_t errlen);
+int duro_queue_redrive_messages(duro_engine *e, const char *queue,
+                                const char *to, uint32_t batch_size,
+                                duro_queue_redrive_result *out, char *err,
+                                size_t errlen);
 
-/* Acks (deletes) and retries leased messages in one commit.  *result
- * (caller owns): {"acked","retried","dead_lettered","dropped","errors":
- * [{"lease_id","code","message"}]}, an error for each lease that is
+/* A lease an ack or a retry named that holds no message: unknown, already
+ * acked or retried, or expired. */
+typedef struct duro_queue_lease_error {
+  char *lease_id;
+  int code;            /* DURO_E_LEASE_NOT_HELD */
+  const char *message; /* the sentence saying why (static) */
+} duro_queue_lease_error;
+
+/* What an ack and retry commit did: the acks and retries in their order,
+ * each counted by its outcome or listed in errors. */
+typedef struct duro_queue_ack_result {
+  int64_t acked, retried, dead_lettered, dropped;
+  duro_queue_lease_error *errors;
+  size_t n_errors;
+} duro_queue_ack_result;
+void duro_queue_ack_result_free(duro_queue_ack_result *r);
+
+/* Acks (deletes) and retries leased messages in one commit.  *result:
+ * caller frees (empty on an error); an error in it for each lease that is
  * unknown or expired. */
-int duro_queue_ack(duro_engine *e, const char *queue, const char *const *acks,
-                   size_t n_acks, const duro_queue_retry *retries,
-                   size_t n_retries, json_t **result, char *err, size_t errlen);
+int duro_queue_settle(duro_engine *e, const char *queue,
+                      const char *const *acks, size_t n_acks,
+                      const duro_queue_retry *retries, size_t n_retries,
+                      duro_queue_ack_result *result, char *err, size_t errlen);
 
-/* queue NULL: [{"name","ready","delayed","in_flight","oldest_age_ms",
- * "lag_ms","dropped","dead_lettered","max_retries","retry_delay_ms",
- * "dead_letter_queue"?,"consumer"?}] for every registered queue, by
- * name; else that queue's object.  max_retries is null for a queue with
- * no retry limit; consumer is queue_consumer_settings().  lag_ms: how long the
- * oldest ready message has been waiting for a consumer since it became visible;
- * dropped and dead_lettered count messages out of retries since the
- * database began.  Caller owns *out. */
-int duro_queue_stats(duro_engine *e, const char *queue, json_t **out);
+/* The kind of engine-run consumer a queue has, with its one name table
+ * (duro_queue_consumer_kind_name: "workflow", "handler"; NULL for
+ * none). */
+typedef enum duro_queue_consumer_kind {
+  DURO_QUEUE_CONSUMER_NONE = 0,
+  DURO_QUEUE_CONSUMER_WORKFLOW, /* duro_queue_consume_workflow */
+  DURO_QUEUE_CONSUMER_HANDLER,  /* duro_queue_consume */
+} duro_queue_consumer_kind;
+const char *duro_queue_consumer_kind_name(duro_queue_consumer_kind k);
+
+/* The settings of a queue's engine-run consumer, defaults applied. */
+typedef struct duro_queue_consumer_settings {
+  duro_queue_consumer_kind kind;
+  char *workflow, *id_from; /* a workflow consumer's */
+  uint32_t max_batch_size;
+  /* a handler's: */
+  int64_t max_batch_timeout_ms;
+  uint32_t max_concurrency;
+  int64_t visibility_timeout_ms;
+} duro_queue_consumer_settings;
+void duro_queue_consumer_settings_free(duro_queue_consumer_settings *s);
+
+/* One queue's counts and options.  lag_ms: how long the oldest ready
+ * message has been waiting for a consumer since it became visible (0 when
+ * none is ready; oldest_age_ms 0 when the queue is empty); dropped and
+ * dead_lettered count messages out of retries since the database
+ * began. */
+typedef struct duro_queue_stat {
+  char *name;
+  int64_t ready, delayed, in_flight;
+  int64_t oldest_age_ms, lag_ms;
+  int64_t dropped, dead_lettered;
+  int32_t max_retries; /* DURO_QUEUE_NO_RETRY_LIMIT: no retry limit */
+  int64_t retry_delay_ms;
+  char *dead_letter_queue;               /* NULL: none */
+  duro_queue_consumer_settings consumer; /* kind NONE: none */
+} duro_queue_stat;
+
+typedef struct duro_queue_stat_list {
+  duro_queue_stat *v;
+  size_t n;
+} duro_queue_stat_list;
+void duro_queue_stat_list_free(duro_queue_stat_list *l);
+
+/* queue NULL: every registered queue, by name; else that queue alone
+ * (DURO_E_QUEUE_NOT_FOUND when it is not registered).  *out: caller frees
+ * (empty on an error). */
+int duro_queue_stats_read(duro_engine *e, const char *queue,
+                          duro_queue_stat_list *out);
 
 /* Deletes messages older than their queue's retention, at most `max` of
  * them (0: no bound); *deleted (may be NULL) receives how many.  Returns
@@ -227,10 +318,23 @@ int queue_api_retry_all(duro_message_batch *b, int64_t delay_ms);
 int queue_batch_release(duro_engine *e, const char *queue, const char *prefix,
                         int64_t delay_ms, const char *error);
 
-/* The abandoned batches whose handler has not returned yet, for
- * /healthz: [{"queue","plugin"?,"messages","running_ms","timeout_ms"}]
- * (caller owns; empty when none). */
-json_t *queue_handlers_hung(duro_engine *e);
+/* An abandoned batch whose handler has not returned yet. */
+typedef struct queue_hung_handler {
+  char *queue;
+  char *plugin; /* NULL: not known */
+  size_t messages;
+  int64_t running_ms, timeout_ms;
+} queue_hung_handler;
+
+typedef struct queue_hung_list {
+  queue_hung_handler *v;
+  size_t n;
+} queue_hung_list;
+void queue_hung_list_free(queue_hung_list *l);
+
+/* The hung handlers, for /healthz (queue_driver.c's health hook): *out
+ * (caller frees) is empty when none. */
+void queue_handlers_hung(duro_engine *e, queue_hung_list *out);
 
 /* Leases and handles one batch of each engine-run consumer's visible
  * messages; returns how many messages it handled.  The scheduler thread
@@ -242,11 +346,10 @@ size_t duro_queues_dispatch(duro_engine *e);
  * batch's end will make some. */
 size_t queue_consumers_dispatch(duro_engine *e, int64_t *next_ms);
 
-/* The settings of the engine-run consumer of `queue` (caller owns):
- * {"kind": "workflow", "workflow", "id_from", "max_batch_size"} or
- * {"kind": "handler", "max_batch_size", "max_batch_timeout_ms",
- * "max_concurrency", "visibility_timeout_ms"}; NULL when it has none. */
-json_t *queue_consumer_settings(duro_engine *e, const char *queue);
+/* The settings of the engine-run consumer of `queue` into *out (caller
+ * frees): 1 when it has one, else 0 with kind DURO_QUEUE_CONSUMER_NONE. */
+int queue_consumer_settings(duro_engine *e, const char *queue,
+                            duro_queue_consumer_settings *out);
 
 struct queue_consumers;
 /* Waits until no batch is in a handler, or until `until` (CLOCK_MONOTONIC;

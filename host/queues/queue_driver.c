@@ -1,9 +1,10 @@
 /* queue_driver.c — the queues' hooks into the engine (driver.h): the
  * consumers' dispatch on every scheduler pass, the messages' retention
  * sweep, the replay of a batch a dead engine's handler held, the
- * lifecycle messages of instances (lifecycle.c), the hung
- * handlers /healthz lists, the queues' series of GET /metrics, and the wait for
- * handlers at stop.
+ * lifecycle messages of instances (lifecycle.c), the hung handlers
+ * /healthz lists (made JSON here, not in views/, while the health hook
+ * takes its report as JSON), the queues' series of GET /metrics, and the
+ * wait for handlers at stop.
  *
  * A batch stopped by the death: the guilty one is retried as its queue's
  * retry policy says, with the crash as the error (so a handler that always
@@ -11,8 +12,12 @@
  * a bystander's messages return at once. */
 #include "queue_driver.h"
 
+#include <inttypes.h>
+#include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core.h"
 #include "error.h"
@@ -82,66 +87,93 @@ static int recover(duro_engine *e, void *state, const ledger_slot *sl,
   return 0; /* a release that failed leaves the leases to run out */
 }
 
+/* The hung handlers as /healthz lists them:
+ * [{"queue","messages","running_ms","timeout_ms","plugin"?}].  JSON built
+ * here, not in views/, for as long as the driver's health hook takes the
+ * report as JSON (driver.h). */
+static json_t *hung_json(const queue_hung_list *l) {
+  json_t *hung = json_array();
+  for (size_t i = 0; i < l->n; i++) {
+    const queue_hung_handler *h = &l->v[i];
+    json_t *o = json_pack("{s:s,s:I,s:I,s:I}", "queue", h->queue, "messages",
+                          (json_int_t)h->messages, "running_ms",
+                          (json_int_t)h->running_ms, "timeout_ms",
+                          (json_int_t)h->timeout_ms);
+    if (h->plugin)
+      json_object_set_new(o, "plugin", json_string(h->plugin));
+    json_array_append_new(hung, o);
+  }
+  return hung;
+}
+
 /* Queue handlers past their deadline make the engine degraded, as hung
  * steps do. */
 static int health(duro_engine *e, void *state, json_t *report) {
   (void)state;
-  json_t *handlers = queue_handlers_hung(e);
-  int degraded = json_array_size(handlers) > 0;
+  queue_hung_list hung;
+  queue_handlers_hung(e, &hung);
+  int degraded = hung.n > 0;
   if (degraded)
-    json_object_set_new(report, "hung_queue_handlers", json_incref(handlers));
-  json_decref(handlers);
+    json_object_set_new(report, "hung_queue_handlers", hung_json(&hung));
+  queue_hung_list_free(&hung);
   return degraded;
+}
+
+/* The int64_t field of `q` at offset `at` (a series' column). */
+static int64_t stat_at(const duro_queue_stat *q, size_t at) {
+  int64_t v;
+  memcpy(&v, (const char *)q + at, sizeof v);
+  return v;
 }
 
 /* Each registered queue's depth by state, age and lag, and its messages
  * out of retries (queue names are [A-Za-z0-9_.:-]: safe as labels). */
 static void metrics(duro_engine *e, void *state, FILE *out) {
   (void)state;
-  json_t *qs = NULL;
-  if (duro_queue_stats(e, NULL, &qs) != 0 || json_array_size(qs) == 0) {
-    json_decref(qs);
+  duro_queue_stat_list qs;
+  if (duro_queue_stats_read(e, NULL, &qs) != 0 || qs.n == 0) {
+    duro_queue_stat_list_free(&qs);
     return;
   }
-  static const char *const states[] = {"ready", "delayed", "in_flight"};
-  size_t i;
-  json_t *q;
+  static const struct {
+    const char *name;
+    size_t at;
+  } states[] = {{"ready", offsetof(duro_queue_stat, ready)},
+                {"delayed", offsetof(duro_queue_stat, delayed)},
+                {"in_flight", offsetof(duro_queue_stat, in_flight)}};
   fprintf(out, "# HELP duro_queue_messages Messages of a queue by state.\n"
                "# TYPE duro_queue_messages gauge\n");
-  json_array_foreach(qs, i, q) {
+  for (size_t i = 0; i < qs.n; i++)
     for (size_t k = 0; k < 3; k++)
-      fprintf(
-          out,
-          "duro_queue_messages{queue=\"%s\",state=\"%s\"} %" JSON_INTEGER_FORMAT
-          "\n",
-          json_string_value(json_object_get(q, "name")), states[k],
-          json_integer_value(json_object_get(q, states[k])));
-  }
+      fprintf(out,
+              "duro_queue_messages{queue=\"%s\",state=\"%s\"} %" PRId64 "\n",
+              qs.v[i].name, states[k].name, stat_at(&qs.v[i], states[k].at));
   static const struct {
-    const char *name, *type, *help, *key;
+    const char *name, *type, *help;
+    size_t at; /* an int64_t of duro_queue_stat */
     double scale;
   } series[] = {
       {"duro_queue_oldest_age_seconds", "gauge",
-       "Age of a queue's oldest message.", "oldest_age_ms", 1e-3},
+       "Age of a queue's oldest message.",
+       offsetof(duro_queue_stat, oldest_age_ms), 1e-3},
       {"duro_queue_lag_seconds", "gauge",
        "How long a queue's oldest ready message has waited for a consumer.",
-       "lag_ms", 1e-3},
+       offsetof(duro_queue_stat, lag_ms), 1e-3},
       {"duro_queue_dropped_total", "counter",
-       "Messages dropped out of retries (no dead-letter queue).", "dropped", 1},
+       "Messages dropped out of retries (no dead-letter queue).",
+       offsetof(duro_queue_stat, dropped), 1},
       {"duro_queue_dead_lettered_total", "counter",
        "Messages moved to the dead-letter queue out of retries.",
-       "dead_lettered", 1},
+       offsetof(duro_queue_stat, dead_lettered), 1},
   };
   for (size_t k = 0; k < sizeof series / sizeof *series; k++) {
     fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", series[k].name, series[k].help,
             series[k].name, series[k].type);
-    json_array_foreach(qs, i, q)
-        fprintf(out, "%s{queue=\"%s\"} %g\n", series[k].name,
-                json_string_value(json_object_get(q, "name")),
-                (double)json_integer_value(json_object_get(q, series[k].key)) *
-                    series[k].scale);
+    for (size_t i = 0; i < qs.n; i++)
+      fprintf(out, "%s{queue=\"%s\"} %g\n", series[k].name, qs.v[i].name,
+              (double)stat_at(&qs.v[i], series[k].at) * series[k].scale);
   }
-  json_decref(qs);
+  duro_queue_stat_list_free(&qs);
 }
 
 static uint32_t drain(void *state, const struct timespec *until) {

@@ -1,7 +1,8 @@
 /* route_queues.c — /queues: their counts (GET /queues[/{q}]), a look at
  * the oldest messages (GET /queues/{q}/messages), and sending, pulling,
  * acking, retrying and redriving messages (POST /queues/{q}/messages
- * [/batch|/pull|/ack|/redrive]), over the engine's queue API (queue.h). */
+ * [/batch|/pull|/ack|/redrive]), over the engine's queue API (queue.h), its
+ * answers made JSON by views/view_queue.c. */
 #include "http_internal.h"
 
 #include <stdint.h>
@@ -11,6 +12,7 @@
 #include "error.h"
 #include "queue.h"
 #include "util.h"
+#include "view_queue.h"
 
 /* The JSON a message carries, as text (malloc'ed), or NULL when `o` has
  * no "body".  Fields other than body and delay_seconds are refused. */
