@@ -49,8 +49,7 @@ typedef struct duro_driver {
    * from_started_ms as they were.  The driver may add its own ops to b,
    * which then commit, or roll back, with the change (strings they need
    * go to journal_batch_own).  On the thread that builds the commit. */
-  void (*instance_changed)(duro_engine *e, void *state,
-                           struct journal_batch *b,
+  void (*instance_changed)(duro_engine *e, void *state, struct journal_batch *b,
                            const struct journal_instance *row,
                            const char *from_status, int64_t from_started_ms,
                            int64_t now);

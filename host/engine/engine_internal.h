@@ -563,5 +563,4 @@ void engine_event_stored(duro_engine *e, const journal_op *wake);
  * running it runs it again; an idle one runs when `woke`. */
 void engine_instance_poke(duro_engine *e, int64_t rowid, int woke);
 
-
 #endif
