@@ -22,6 +22,7 @@
 #include "journal.h"
 #include "suite_run.h"
 #include "trigger.h"
+#include "view_cron.h"
 
 #define MIN (60 * 1000LL)
 #define HOUR (60 * MIN)

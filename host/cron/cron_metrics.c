@@ -1,7 +1,7 @@
 /* cron_metrics.c — the cron triggers' series of GET /metrics (their
  * driver's metrics hook, trigger.c): ticks by outcome and the next fire
  * time of each trigger, labelled by plugin and schedule. */
-#include <jansson.h>
+#include <inttypes.h>
 #include <stdio.h>
 
 #include "trigger.h"
@@ -20,68 +20,68 @@ static void put_label(FILE *out, const char *s) {
   }
 }
 
-static void put_cron_labels(FILE *out, const char *name, const json_t *t) {
+static void put_cron_labels(FILE *out, const char *name,
+                            const duro_cron_trigger_info *t) {
   fprintf(out, "%s{plugin=\"", name);
-  put_label(out, json_string_value(json_object_get(t, "plugin")));
+  put_label(out, t->plugin);
   fputs("\",schedule=\"", out);
-  put_label(out, json_string_value(json_object_get(t, "schedule")));
+  put_label(out, t->schedule);
   fputs("\"} ", out);
 }
 
-static json_int_t cron_count(const json_t *t, const char *key) {
-  return json_integer_value(json_object_get(t, key));
-}
-
-/* Each cron trigger's ticks by outcome, from duro_cron_list's counts
+/* Each cron trigger's ticks by outcome, from duro_cron_describe's counts
  * (journaled, so they survive restarts), and its next tick. */
 void cron_metrics(duro_engine *e, FILE *out) {
-  json_t *ts = NULL;
-  if (duro_cron_list(e, &ts) != 0 || json_array_size(ts) == 0) {
-    json_decref(ts);
+  duro_cron_trigger_infos ts;
+  if (duro_cron_describe(e, &ts) != 0 || ts.n == 0) {
+    duro_cron_trigger_infos_clear(&ts);
     return;
   }
+  enum { RUNNING, COMPLETE, FAILED, MISSED, SKIPPED, NONE };
   static const struct {
-    const char *name, *help, *keys[3];
+    const char *name, *help;
+    int counts[3];
   } series[] = {
       {"duro_cron_fires_total",
        "Cron ticks fired (running, complete or failed).",
-       {"running", "complete", "failed"}},
+       {RUNNING, COMPLETE, FAILED}},
       {"duro_cron_failures_total",
        "Cron ticks whose handler failed, crashed or was cut short.",
-       {"failed", NULL, NULL}},
+       {FAILED, NONE, NONE}},
       {"duro_cron_missed_total",
        "Cron ticks that passed while the host was down.",
-       {"missed", NULL, NULL}},
+       {MISSED, NONE, NONE}},
       {"duro_cron_skipped_total",
        "Cron ticks skipped while the previous one still ran.",
-       {"skipped", NULL, NULL}},
+       {SKIPPED, NONE, NONE}},
   };
-  size_t i;
-  json_t *t;
   for (size_t k = 0; k < sizeof series / sizeof *series; k++) {
     fprintf(out, "# HELP %s %s\n# TYPE %s counter\n", series[k].name,
             series[k].help, series[k].name);
-    json_array_foreach(ts, i, t) {
-      json_int_t n = 0;
-      for (size_t c = 0; c < 3 && series[k].keys[c]; c++)
-        n += cron_count(t, series[k].keys[c]);
+    for (size_t i = 0; i < ts.n; i++) {
+      const duro_cron_trigger_info *t = &ts.v[i];
+      const int64_t count[] = {t->running, t->complete, t->failed, t->missed,
+                               t->skipped};
+      int64_t n = 0;
+      for (size_t c = 0; c < 3 && series[k].counts[c] != NONE; c++)
+        n += count[series[k].counts[c]];
       put_cron_labels(out, series[k].name, t);
-      fprintf(out, "%" JSON_INTEGER_FORMAT "\n", n);
+      fprintf(out, "%" PRId64 "\n", n);
     }
   }
   fprintf(out, "# HELP duro_cron_next_fire_timestamp_seconds When a cron "
                "trigger fires next (Unix time).\n"
                "# TYPE duro_cron_next_fire_timestamp_seconds gauge\n");
-  json_array_foreach(ts, i, t) {
-    json_t *next = json_array_get(json_object_get(t, "next"), 0);
-    if (!json_is_integer(next)) /* a schedule with no tick left */
+  for (size_t i = 0; i < ts.n; i++) {
+    const duro_cron_trigger_info *t = &ts.v[i];
+    if (t->n_next == 0) /* a schedule with no tick left */
       continue;
-    json_int_t ms = json_integer_value(next);
+    int64_t ms = t->next[0];
     put_cron_labels(out, "duro_cron_next_fire_timestamp_seconds", t);
     if (ms % 1000 == 0)
-      fprintf(out, "%" JSON_INTEGER_FORMAT "\n", ms / 1000);
+      fprintf(out, "%" PRId64 "\n", ms / 1000);
     else
       fprintf(out, "%.3f\n", (double)ms / 1000);
   }
-  json_decref(ts);
+  duro_cron_trigger_infos_clear(&ts);
 }

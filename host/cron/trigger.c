@@ -26,6 +26,7 @@
  * and the dispatch loads. */
 #include "trigger.h"
 
+#include <jansson.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -46,6 +47,50 @@
 #define DEFAULT_MAX_CATCH_UP 100
 #define DEFAULT_ID "cron-{datetime}"
 #define TICK_RETENTION_MS (30LL * 24 * 3600 * 1000) /* rows; counts stay */
+
+/* ---- names ----------------------------------------------------------------
+ */
+
+/* A tick's state as the journal stores it (and GET /crons shows it). */
+static const char *const TICK_STATE[] = {
+    [DURO_CRON_TICK_FIRED] = "fired",
+    [DURO_CRON_TICK_COMPLETE] = "complete",
+    [DURO_CRON_TICK_FAILED] = "failed",
+    [DURO_CRON_TICK_MISSED] = "missed",
+    [DURO_CRON_TICK_SKIPPED] = "skipped",
+};
+#define N_TICK_STATES (sizeof TICK_STATE / sizeof *TICK_STATE)
+
+const char *duro_cron_tick_state_name(duro_cron_tick_state s) {
+  return (size_t)s < N_TICK_STATES ? TICK_STATE[s] : "failed";
+}
+
+int duro_cron_tick_state_parse(const char *name, duro_cron_tick_state *out) {
+  for (size_t i = 0; name && i < N_TICK_STATES; i++)
+    if (!strcmp(TICK_STATE[i], name)) {
+      *out = (duro_cron_tick_state)i;
+      return 0;
+    }
+  return -1;
+}
+
+const char *duro_cron_catch_up_name(int catch_up) {
+  static const char *const name[] = {
+      [DURO_CRON_CATCH_UP_LATEST] = "latest",
+      [DURO_CRON_CATCH_UP_NONE] = "none",
+      [DURO_CRON_CATCH_UP_ALL] = "all",
+  };
+  return catch_up >= 0 && catch_up < 3 ? name[catch_up] : name[0];
+}
+
+const char *duro_cron_fire_state_name(duro_cron_fire_state s) {
+  static const char *const name[] = {
+      [DURO_CRON_FIRE_COMPLETE] = "complete",
+      [DURO_CRON_FIRE_FAILED] = "failed",
+      [DURO_CRON_FIRE_EXISTS] = "exists",
+  };
+  return (size_t)s < sizeof name / sizeof *name ? name[s] : "failed";
+}
 
 typedef struct cron_trigger {
   char *key; /* the journal's name for it: every field that defines it */
@@ -427,18 +472,18 @@ int duro_cron_handler_running(duro_engine *e, duro_scheduled_fn fn) {
  * `fired` (JOURNAL_NONE: not fired); the row is inserted only if the
  * tick has none (out_rowid 1). */
 static journal_op *tick_op(journal_batch *b, const char *key, int64_t tick,
-                           const char *state, int64_t fired) {
+                           duro_cron_tick_state state, int64_t fired) {
   journal_op *op = journal_batch_add(b, JOP_CRON_TICK);
   op->queue = key;
   op->visible_ms = tick;
-  op->body = state;
+  op->body = duro_cron_tick_state_name(state);
   op->ts_ms = fired;
   return op;
 }
 
 static int tick_put(duro_engine *e, const cron_trigger *t, int64_t tick,
-                    const char *state, int64_t fired, const char *instance,
-                    const char *error) {
+                    duro_cron_tick_state state, int64_t fired,
+                    const char *instance, const char *error) {
   journal_batch b = {0};
   journal_op *op = tick_op(&b, t->key, tick, state, fired);
   op->lease = instance;
@@ -450,12 +495,12 @@ static int tick_put(duro_engine *e, const cron_trigger *t, int64_t tick,
 }
 
 static void tick_set(duro_engine *e, const char *key, int64_t tick,
-                     const char *state, const char *error) {
+                     duro_cron_tick_state state, const char *error) {
   journal_batch b = {0};
   journal_op *op = journal_batch_add(&b, JOP_CRON_TICK_SET);
   op->queue = key;
   op->visible_ms = tick;
-  op->body = state;
+  op->body = duro_cron_tick_state_name(state);
   op->error = error;
   if (journal_commit(engine_journal(e), &b) != 0)
     log_error("cron: cannot record a tick: %s",
@@ -549,7 +594,8 @@ static int run_handler(fire *f) {
   int rc = f->fn(&ev, &env);
   if (!f->by_hand) {
     char *err = rc ? error_text("the scheduled handler returned %d", rc) : NULL;
-    tick_set(f->e, f->key, f->tick, rc ? "failed" : "complete", err);
+    tick_set(f->e, f->key, f->tick,
+             rc ? DURO_CRON_TICK_FAILED : DURO_CRON_TICK_COMPLETE, err);
     free(err);
   }
   return rc;
@@ -578,7 +624,7 @@ static void run_burst(fire *f) {
     run_handler(f);
   }
   for (; i < f->n_late; i++)
-    tick_set(f->e, f->key, f->late[i], "failed",
+    tick_set(f->e, f->key, f->late[i], DURO_CRON_TICK_FAILED,
              "\"the host stopped before this late tick ran\"");
 }
 
@@ -655,7 +701,7 @@ static duro_scheduled_fn handler_or_fail(duro_engine *e, const cron_trigger *t,
                          "given as a string needs one)",
                          t->plugin);
   for (size_t i = 0; i < n; i++)
-    tick_put(e, t, ticks[i], "failed", now, NULL, err);
+    tick_put(e, t, ticks[i], DURO_CRON_TICK_FAILED, now, NULL, err);
   log_warn("cron %s (plugin %s): %s", t->schedule, t->plugin, err);
   free(err);
   return NULL;
@@ -694,7 +740,7 @@ static void fire_handler(duro_engine *e, cron_trigger *t, int64_t tick,
   duro_scheduled_fn fn = handler_or_fail(e, t, &tick, 1, now);
   if (!fn)
     return;
-  if (tick_put(e, t, tick, "fired", now, NULL, NULL) != 1) {
+  if (tick_put(e, t, tick, DURO_CRON_TICK_FIRED, now, NULL, NULL) != 1) {
     handler_put(registry_if_any(e),
                 fn); /* claimed before, or not recorded: no fire */
     return;
@@ -718,7 +764,7 @@ static size_t fire_handler_late(duro_engine *e, cron_trigger *t,
   for (size_t i = 0; i < n; i += MISSED_CHUNK) {
     journal_batch b = {0};
     for (size_t j = i; j < n && j < i + MISSED_CHUNK; j++)
-      tick_op(&b, t->key, ticks[j], "fired", now);
+      tick_op(&b, t->key, ticks[j], DURO_CRON_TICK_FIRED, now);
     if (journal_commit(engine_journal(e), &b) != 0)
       log_error("cron: cannot claim late ticks: %s",
                 journal_errmsg(engine_journal(e)));
@@ -756,7 +802,7 @@ static int fire_workflow(duro_engine *e, cron_trigger *t, int64_t tick,
     char *err = wf ? error_text("id \"%s\" makes no valid instance id", t->id)
                    : error_text("workflow \"%s\" is not loaded", t->workflow);
     if (key)
-      tick_put(e, t, tick, "failed", now, NULL, err);
+      tick_put(e, t, tick, DURO_CRON_TICK_FAILED, now, NULL, err);
     log_warn("cron %s (plugin %s): %s", t->schedule, t->plugin, err);
     free(err);
     return -1;
@@ -768,7 +814,7 @@ static int fire_workflow(duro_engine *e, cron_trigger *t, int64_t tick,
   journal_batch b = {0};
   engine_instance_insert_op(wf, id, &req, now, &row, &b);
   if (key)
-    tick_op(&b, key, tick, "complete", now)->lease = id;
+    tick_op(&b, key, tick, DURO_CRON_TICK_COMPLETE, now)->lease = id;
   int rc = journal_commit(engine_journal(e), &b);
   int claimed = rc == 0 && (!key || b.ops[b.n - 1].out_rowid == 1);
   if (rc != 0)
@@ -822,7 +868,7 @@ static void fire_tick(duro_engine *e, cron_trigger *t, int64_t tick,
     char *err = error_text("overlap: skip, and the previous tick's %s was "
                            "still running",
                            t->workflow ? "instance" : "handler");
-    tick_put(e, t, tick, "skipped", JOURNAL_NONE, NULL, err);
+    tick_put(e, t, tick, DURO_CRON_TICK_SKIPPED, JOURNAL_NONE, NULL, err);
     free(err);
     return;
   }
@@ -879,7 +925,8 @@ static void record_missed(duro_engine *e, const cron_trigger *t,
   for (size_t i = 0; i < n || (i == 0 && extra > 0); i += MISSED_CHUNK) {
     journal_batch b = {0};
     for (size_t k = i; k < n && k < i + MISSED_CHUNK; k++)
-      tick_op(&b, t->key, ticks[k], "missed", JOURNAL_NONE)->error =
+      tick_op(&b, t->key, ticks[k], DURO_CRON_TICK_MISSED, JOURNAL_NONE)
+          ->error =
           "\"nothing fired it when it came: no host ran, or the host could "
           "not (a machine asleep)\"";
     if (i == 0 && extra > 0) {
@@ -929,10 +976,7 @@ static int64_t settle_late(duro_engine *e, cron_trigger *t, int64_t tick,
     log_warn("cron %s (plugin %s): %zu tick(s) came %s: %zu fired late "
              "(catch_up: %s), %zu missed",
              t->schedule, t->plugin, count, why, fired,
-             catch_up == DURO_CRON_CATCH_UP_ALL      ? "all"
-             : catch_up == DURO_CRON_CATCH_UP_LATEST ? "latest"
-                                                     : "none",
-             count - late);
+             duro_cron_catch_up_name(catch_up), count - late);
   }
   free(missed);
   return tick;
@@ -960,13 +1004,16 @@ static void recover(duro_engine *e, cron_trigger *t, int64_t now) {
     return;
   }
   tick_list cut = {0};
-  journal_cron_ticks(engine_journal(e), t->key, "fired", 1000, cut_short, &cut);
+  journal_cron_ticks(engine_journal(e), t->key,
+                     duro_cron_tick_state_name(DURO_CRON_TICK_FIRED), 1000,
+                     cut_short, &cut);
   for (size_t i = 0; i < cut.n; i++)
-    tick_set(e, t->key, cut.v[i], "failed",
+    tick_set(e, t->key, cut.v[i], DURO_CRON_TICK_FAILED,
              "\"the host stopped while the handler ran\"");
   free(cut.v);
   if (t->workflow)
-    journal_cron_ticks(engine_journal(e), t->key, "complete", 1,
+    journal_cron_ticks(engine_journal(e), t->key,
+                       duro_cron_tick_state_name(DURO_CRON_TICK_COMPLETE), 1,
                        newest_instance, &t->last_instance);
   int64_t from =
       st.last_tick_ms != JOURNAL_NONE ? st.last_tick_ms : st.since_ms - 1;
@@ -1032,19 +1079,28 @@ static int fire_by_hand(duro_engine *e, cron_trigger *t, int64_t tick,
   return w.rc;
 }
 
-int duro_cron_fire_now(duro_engine *e, const char *schedule, json_t **out) {
-  *out = NULL;
+/* One more result in r, zeroed, for trigger t. */
+static duro_cron_fire_result *fire_result_add(duro_cron_fire_results *r,
+                                              const cron_trigger *t) {
+  r->v = xrealloc(r->v, (r->n + 1) * sizeof *r->v);
+  duro_cron_fire_result *o = &r->v[r->n++];
+  *o = (duro_cron_fire_result){.plugin = xstrdup(t->plugin),
+                               .schedule = xstrdup(t->schedule)};
+  return o;
+}
+
+int duro_cron_fire_by_hand(duro_engine *e, const char *schedule,
+                           duro_cron_fire_results *out) {
+  *out = (duro_cron_fire_results){0};
   struct cron_registry *r = registry(e);
   int64_t now = engine_now(e);
   int64_t tick = now - now % 60000; /* the current minute */
-  json_t *res = json_array();
   cron_set *s = set_take(r);
   for (size_t i = 0; s && i < s->n; i++) {
     cron_trigger *t = s->v[i];
     if (strcmp(t->schedule, schedule) != 0)
       continue;
-    json_t *o =
-        json_pack("{ss,ss}", "plugin", t->plugin, "schedule", t->schedule);
+    duro_cron_fire_result *o = fire_result_add(out, t);
     if (t->workflow) {
       /* "exists": the minute's id was taken (by its tick, an earlier fire
        * or a client), so nothing was created. */
@@ -1052,36 +1108,37 @@ int duro_cron_fire_now(duro_engine *e, const char *schedule, json_t **out) {
       int created = 0;
       int ok = fire_workflow(e, t, tick, now, NULL, 0, &created) == 1 &&
                cron_expand_id(t->id, tick, t->timezone, id, sizeof id) == 0;
-      json_object_set_new(o, "state",
-                          json_string(!ok       ? "failed"
-                                      : created ? "complete"
-                                                : "exists"));
+      o->state = !ok       ? DURO_CRON_FIRE_FAILED
+                 : created ? DURO_CRON_FIRE_COMPLETE
+                           : DURO_CRON_FIRE_EXISTS;
       if (ok)
-        json_object_set_new(o, "instance", json_string(id));
+        o->instance = xstrdup(id);
     } else {
       pthread_mutex_lock(&r->mu);
       duro_scheduled_fn fn = handler_take_locked(r, t->plugin);
       pthread_mutex_unlock(&r->mu);
       int rc = fn ? fire_by_hand(e, t, tick, fn) : -1;
-      json_object_set_new(o, "state",
-                          json_string(rc == 0 ? "complete" : "failed"));
+      o->state = rc == 0 ? DURO_CRON_FIRE_COMPLETE : DURO_CRON_FIRE_FAILED;
       if (!fn)
-        json_object_set_new(o, "error",
-                            json_string("the plugin has no scheduled handler"));
+        o->error = xstrdup("the plugin has no scheduled handler");
       else if (rc)
-        json_object_set_new(
-            o, "error", json_sprintf("the scheduled handler returned %d", rc));
+        o->error = xasprintf("the scheduled handler returned %d", rc);
     }
-    json_array_append_new(res, o);
   }
   if (s)
     set_drop(r, s);
-  if (json_array_size(res) == 0) {
-    json_decref(res);
-    return DURO_E_CRON_NOT_FOUND;
+  return out->n ? 0 : DURO_E_CRON_NOT_FOUND;
+}
+
+void duro_cron_fire_results_clear(duro_cron_fire_results *r) {
+  for (size_t i = 0; i < r->n; i++) {
+    free(r->v[i].plugin);
+    free(r->v[i].schedule);
+    free(r->v[i].instance);
+    free(r->v[i].error);
   }
-  *out = res;
-  return 0;
+  free(r->v);
+  *r = (duro_cron_fire_results){0};
 }
 
 int duro_crons_sweep(duro_engine *e, size_t *deleted) {
@@ -1098,71 +1155,96 @@ int duro_crons_sweep(duro_engine *e, size_t *deleted) {
 /* ---- listing --------------------------------------------------------------
  */
 
-static void last_tick(void *ctx, const journal_cron_tick *tk) {
-  json_t *o = json_pack("{sI,ss}", "tick_ms", (json_int_t)tk->tick_ms, "state",
-                        tk->state);
-  if (tk->fired_ms != JOURNAL_NONE)
-    json_object_set_new(o, "fired_ms", json_integer(tk->fired_ms));
-  if (tk->instance)
-    json_object_set_new(o, "instance", json_string(tk->instance));
-  if (tk->error) {
-    json_t *err = json_loads(tk->error, JSON_DECODE_ANY, NULL);
-    json_object_set_new(o, "error", err ? err : json_string(tk->error));
-  }
-  json_object_set_new((json_t *)ctx, "last", o);
+/* A tick row's error as text: the journal holds it as JSON (a string),
+ * or, in rows written before that, as the text itself. */
+static char *tick_error_text(const char *stored) {
+  json_t *v = json_loads(stored, JSON_DECODE_ANY, NULL);
+  char *text =
+      json_is_string(v) ? xstrdup(json_string_value(v)) : xstrdup(stored);
+  json_decref(v);
+  return text;
 }
 
-int duro_cron_list(duro_engine *e, json_t **out) {
+static void last_tick(void *ctx, const journal_cron_tick *tk) {
+  duro_cron_trigger_info *o = ctx;
+  duro_cron_tick_info *l = &o->last;
+  o->has_last = 1;
+  *l = (duro_cron_tick_info){.tick_ms = tk->tick_ms,
+                             .state = DURO_CRON_TICK_FAILED,
+                             .fired_ms = tk->fired_ms};
+  duro_cron_tick_state_parse(tk->state, &l->state);
+  if (tk->instance)
+    l->instance = xstrdup(tk->instance);
+  if (tk->error)
+    l->error = tick_error_text(tk->error);
+}
+
+/* What the listing shows of t but its last tick, into *o. */
+static int describe_one(duro_engine *e, struct cron_registry *r,
+                        const cron_trigger *t, int64_t now,
+                        duro_cron_trigger_info *o) {
+  *o = (duro_cron_trigger_info){
+      .plugin = xstrdup(t->plugin),
+      .schedule = xstrdup(t->schedule),
+      .timezone = t->timezone ? xstrdup(t->timezone) : NULL,
+      .workflow = t->workflow ? xstrdup(t->workflow) : NULL,
+      .id = t->workflow ? xstrdup(t->id) : NULL,
+      .catch_up = __atomic_load_n(&t->catch_up, __ATOMIC_RELAXED),
+      .overlap_allow = __atomic_load_n(&t->overlap_allow, __ATOMIC_RELAXED)};
+  int64_t tick = now - 1;
+  while (o->n_next < DURO_CRON_NEXT_TICKS) {
+    tick = cron_next(&t->expr, tick, t->timezone);
+    if (tick == CRON_NEVER)
+      break;
+    o->next[o->n_next++] = tick;
+  }
+  journal_cron st;
+  int rc = journal_cron_state(engine_journal(e), t->key, &st);
+  pthread_mutex_lock(&r->mu);
+  o->running = t->running;
+  pthread_mutex_unlock(&r->mu);
+  o->complete = st.complete;
+  o->failed = st.failed;
+  o->missed = st.missed;
+  o->skipped = st.skipped;
+  return rc;
+}
+
+int duro_cron_describe(duro_engine *e, duro_cron_trigger_infos *out) {
+  *out = (duro_cron_trigger_infos){0};
   struct cron_registry *r = registry(e);
   int64_t now = engine_now(e);
-  json_t *res = json_array();
   int rc = 0;
   cron_set *s = set_take(r);
+  if (s && s->n)
+    out->v = xcalloc(s->n, sizeof *out->v);
   for (size_t i = 0; s && i < s->n && rc == 0; i++) {
-    cron_trigger *t = s->v[i];
-    static const char *const policy[] = {"latest", "none", "all"};
-    int catch_up = __atomic_load_n(&t->catch_up, __ATOMIC_RELAXED);
-    int overlap = __atomic_load_n(&t->overlap_allow, __ATOMIC_RELAXED);
-    json_t *o =
-        json_pack("{ss,ss,ss?,ss,ss,sn}", "plugin", t->plugin, "schedule",
-                  t->schedule, "timezone", t->timezone, "catch_up",
-                  policy[catch_up >= 0 && catch_up < 3 ? catch_up : 0],
-                  "overlap", overlap ? "allow" : "skip", "last");
-    if (t->workflow) {
-      json_object_set_new(o, "workflow", json_string(t->workflow));
-      json_object_set_new(o, "id", json_string(t->id));
-    }
-    json_t *next = json_array();
-    int64_t tick = now - 1;
-    for (int k = 0; k < 5; k++) {
-      tick = cron_next(&t->expr, tick, t->timezone);
-      if (tick == CRON_NEVER)
-        break;
-      json_array_append_new(next, json_integer(tick));
-    }
-    json_object_set_new(o, "next", next);
-    journal_cron st;
-    rc = journal_cron_state(engine_journal(e), t->key, &st);
-    pthread_mutex_lock(&r->mu);
-    json_int_t running = t->running;
-    pthread_mutex_unlock(&r->mu);
-    json_object_set_new(o, "running", json_integer(running));
-    json_object_set_new(o, "complete", json_integer(st.complete));
-    json_object_set_new(o, "failed", json_integer(st.failed));
-    json_object_set_new(o, "missed", json_integer(st.missed));
-    json_object_set_new(o, "skipped", json_integer(st.skipped));
+    duro_cron_trigger_info *o = &out->v[out->n++];
+    rc = describe_one(e, r, s->v[i], now, o);
     if (rc == 0)
-      rc = journal_cron_ticks(engine_journal(e), t->key, NULL, 1, last_tick, o);
-    json_array_append_new(res, o);
+      rc = journal_cron_ticks(engine_journal(e), s->v[i]->key, NULL, 1,
+                              last_tick, o);
   }
   if (s)
     set_drop(r, s);
-  if (rc) {
-    json_decref(res);
-    return rc;
+  if (rc)
+    duro_cron_trigger_infos_clear(out);
+  return rc;
+}
+
+void duro_cron_trigger_infos_clear(duro_cron_trigger_infos *l) {
+  for (size_t i = 0; i < l->n; i++) {
+    duro_cron_trigger_info *o = &l->v[i];
+    free(o->plugin);
+    free(o->schedule);
+    free(o->timezone);
+    free(o->workflow);
+    free(o->id);
+    free(o->last.instance);
+    free(o->last.error);
   }
-  *out = res;
-  return 0;
+  free(l->v);
+  *l = (duro_cron_trigger_infos){0};
 }
 
 /* ---- the engine driver (driver.h) ----------------------------------------

@@ -22,7 +22,6 @@
 #ifndef DURO_CRON_TRIGGER_H
 #define DURO_CRON_TRIGGER_H
 
-#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -80,24 +79,93 @@ int duro_cron_handler_running(duro_engine *e, duro_scheduled_fn fn);
  * (handlers then run on the calling thread). */
 size_t duro_crons_dispatch(duro_engine *e, int64_t *next_ms);
 
+/* The words of the journal, GET /crons and the log for a tick's state
+ * (trigger.c holds the one table). */
+typedef enum duro_cron_tick_state {
+  DURO_CRON_TICK_FIRED = 0, /* claimed; the handler runs */
+  DURO_CRON_TICK_COMPLETE,
+  DURO_CRON_TICK_FAILED,
+  DURO_CRON_TICK_MISSED,
+  DURO_CRON_TICK_SKIPPED,
+} duro_cron_tick_state;
+const char *duro_cron_tick_state_name(duro_cron_tick_state s);
+/* The state named `name`; -1 for a word that names none. */
+int duro_cron_tick_state_parse(const char *name, duro_cron_tick_state *out);
+
+/* "latest", "none", "all" for a DURO_CRON_CATCH_UP_* (an unknown one is
+ * "latest", the default). */
+const char *duro_cron_catch_up_name(int catch_up);
+
+/* How a fire by hand of one trigger went. */
+typedef enum duro_cron_fire_state {
+  DURO_CRON_FIRE_COMPLETE = 0, /* the handler returned 0, or the instance
+                                  was created */
+  DURO_CRON_FIRE_FAILED,
+  DURO_CRON_FIRE_EXISTS, /* the minute's instance existed: none created */
+} duro_cron_fire_state;
+/* "complete", "failed", "exists". */
+const char *duro_cron_fire_state_name(duro_cron_fire_state s);
+
+typedef struct duro_cron_fire_result {
+  char *plugin, *schedule;
+  duro_cron_fire_state state;
+  char *instance; /* no-code form, unless failed: the minute's id; or NULL */
+  char *error;    /* why it failed (handler form), or NULL */
+} duro_cron_fire_result;
+
+typedef struct duro_cron_fire_results {
+  duro_cron_fire_result *v;
+  size_t n;
+} duro_cron_fire_results;
+
 /* Fires now, outside the schedule, every trigger whose expression is
  * exactly `schedule` (POST /__scheduled?cron=..., `duro cron trigger`):
  * the handler runs where ticks run (a handler thread, named in the crash
  * ledger and counted `running`; inline without workers) while the caller
  * waits for it, or the instance is created with the id of the current
- * minute.  *out (caller owns): [{"plugin", "schedule", "state",
- * "instance"?, "error"?}], state "complete", "failed", or "exists" when
- * that instance existed already (nothing was created).  DURO_E_CRON_NOT_FOUND
- * when no trigger has that expression.  Not a tick: nothing is recorded. */
-int duro_cron_fire_now(duro_engine *e, const char *schedule, json_t **out);
+ * minute.  *out (caller clears) gets one result a trigger, in config
+ * order.  DURO_E_CRON_NOT_FOUND when no trigger has that expression
+ * (*out is then empty).  Not a tick: nothing is recorded.  The JSON form
+ * is duro_cron_fire_now (views/view_cron.h). */
+int duro_cron_fire_by_hand(duro_engine *e, const char *schedule,
+                           duro_cron_fire_results *out);
+void duro_cron_fire_results_clear(duro_cron_fire_results *r);
 
-/* Every trigger (caller owns *out): [{"plugin", "schedule", "timezone",
- * "workflow"?, "id"?, "catch_up", "overlap", "next": [5 ticks as ms],
- * "last": {"tick_ms", "fired_ms", "state", "instance"?, "error"?} | null,
- * "running" (handler ticks now), "complete", "failed", "missed",
- * "skipped" (ticks so far, since the trigger was first seen)}] in config
- * order. */
-int duro_cron_list(duro_engine *e, json_t **out);
+#define DURO_CRON_NEXT_TICKS 5 /* the next ticks a listing names */
+
+/* A tick row, as GET /crons shows the last one. */
+typedef struct duro_cron_tick_info {
+  int64_t tick_ms;
+  duro_cron_tick_state state;
+  int64_t fired_ms; /* INT64_MIN: never fired */
+  char *instance;   /* NULL: none */
+  char *error;      /* why it failed, was missed or skipped; or NULL */
+} duro_cron_tick_info;
+
+/* A trigger as it is now. */
+typedef struct duro_cron_trigger_info {
+  char *plugin, *schedule;
+  char *timezone;      /* NULL: UTC */
+  char *workflow, *id; /* the no-code form; both NULL: the handler form */
+  int catch_up;        /* DURO_CRON_CATCH_UP_* */
+  int overlap_allow;   /* 0: skip */
+  int64_t next[DURO_CRON_NEXT_TICKS]; /* its next ticks, in ms */
+  size_t n_next;                      /* fewer when the schedule runs out */
+  int has_last;                       /* 0: no tick yet (last is empty) */
+  duro_cron_tick_info last;
+  uint32_t running;                          /* handler ticks now */
+  int64_t complete, failed, missed, skipped; /* ticks since first seen */
+} duro_cron_trigger_info;
+
+typedef struct duro_cron_trigger_infos {
+  duro_cron_trigger_info *v;
+  size_t n;
+} duro_cron_trigger_infos;
+
+/* Every trigger, in config order, into *out (caller clears; empty on an
+ * error).  The JSON form is duro_cron_list (views/view_cron.h). */
+int duro_cron_describe(duro_engine *e, duro_cron_trigger_infos *out);
+void duro_cron_trigger_infos_clear(duro_cron_trigger_infos *l);
 
 /* Expands an id template ({date} YYYY-MM-DD, {time} HHMM, {datetime}
  * YYYY-MM-DDTHH:MM, {ts} Unix ms; the date and time in zone tz, NULL =
@@ -107,7 +175,7 @@ int cron_expand_id(const char *tmpl, int64_t tick_ms, const char *tz, char *out,
                    size_t len);
 
 /* Deletes tick rows older than 30 days, but each trigger's newest (the
- * counts of duro_cron_list stay); *deleted (may be NULL) gets how many.
+ * counts of duro_cron_describe stay); *deleted (may be NULL) gets how many.
  * The engine's retention sweep calls it. */
 int duro_crons_sweep(duro_engine *e, size_t *deleted);
 

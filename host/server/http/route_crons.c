@@ -5,7 +5,7 @@
 #include "http_internal.h"
 
 #include "error.h"
-#include "trigger.h"
+#include "view_cron.h"
 
 static int hex_digit(char c) {
   return c >= '0' && c <= '9'   ? c - '0'
