@@ -11,6 +11,7 @@
 #include "driver.h"
 #include "harness.h"
 #include "suite_run.h"
+#include "view_health.h"
 
 typedef struct counts {
   int dispatched, swept, healthy, metrics, drained, freed;
@@ -36,11 +37,11 @@ static int t_sweep(duro_engine *e, void *state, size_t budget) {
   return c->sweeps_more-- > 0;
 }
 
-static int t_health(duro_engine *e, void *state, json_t *report) {
+static int t_health(duro_engine *e, void *state, duro_health_parts *parts) {
   (void)e;
   counts *c = state;
   c->healthy++;
-  json_object_set_new(report, "test_driver", json_string("stuck"));
+  duro_health_add_text(parts, "test_driver", "stuck");
   return 1;
 }
 

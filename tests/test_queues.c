@@ -17,6 +17,7 @@
 #include "queue.h"
 #include "suite_run.h"
 #include "view_queue.h"
+#include "view_health.h"
 
 #define HOUR_MS (3600LL * 1000)
 

@@ -25,6 +25,7 @@
 #include "harness.h"
 #include "journal.h"
 #include "suite_run.h"
+#include "view_health.h"
 
 #define WF "flow"
 #define N_STEPS 4

@@ -92,12 +92,12 @@ void engine_drivers_instance_changed(duro_engine *e, journal_batch *b,
                                         from_status, from_started_ms, now);
 }
 
-int engine_drivers_health(duro_engine *e, json_t *report) {
+int engine_drivers_health(duro_engine *e, duro_health_parts *parts) {
   int degraded = 0;
   size_t n = __atomic_load_n(&e->n_drivers, __ATOMIC_ACQUIRE);
   for (size_t i = 0; i < n; i++)
     if (e->drivers[i].d->health)
-      degraded |= e->drivers[i].d->health(e, e->drivers[i].state, report);
+      degraded |= e->drivers[i].d->health(e, e->drivers[i].state, parts);
   return degraded;
 }
 

@@ -14,7 +14,6 @@
 #ifndef DURO_ENGINE_DRIVER_H
 #define DURO_ENGINE_DRIVER_H
 
-#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -53,9 +52,9 @@ typedef struct duro_driver {
                            const struct journal_instance *row,
                            const char *from_status, int64_t from_started_ms,
                            int64_t now);
-  /* Adds its part to the /healthz report; returns 1 when it makes the
-   * engine degraded. */
-  int (*health)(duro_engine *e, void *state, json_t *report);
+  /* Adds its parts to the /healthz report (duro_health_add_*); returns 1
+   * when it makes the engine degraded. */
+  int (*health)(duro_engine *e, void *state, duro_health_parts *parts);
   /* Appends its series to GET /metrics (the Prometheus text format). */
   void (*metrics)(duro_engine *e, void *state, FILE *out);
   /* Waits for its own threads until `until` (CLOCK_MONOTONIC; NULL: no
@@ -72,6 +71,14 @@ int duro_engine_register_driver(duro_engine *e, const duro_driver *d,
                                 void *state);
 /* The state driver d was registered with (NULL: not registered). */
 void *duro_engine_driver_state(duro_engine *e, const duro_driver *d);
+
+/* For a health hook: a part `key` (copied) holding the word `text`
+ * (copied), or the hung handlers[0..n) (a malloc'ed array, taken with
+ * the strings it points to). */
+void duro_health_add_text(duro_health_parts *p, const char *key,
+                          const char *text);
+void duro_health_add_hung_handlers(duro_health_parts *p, const char *key,
+                                   duro_hung_handler *handlers, size_t n);
 
 /* The drivers built into duro, NULL-terminated, registered by
  * duro_engine_open in this order (drivers.c, the one file that names

@@ -206,11 +206,59 @@ uint32_t duro_engine_stop(duro_engine *e, int64_t grace_ms);
  * the engine (left allocated if a hung attempt's thread still runs). */
 void duro_engine_close(duro_engine *e);
 
-/* {"status":"ok"}, or {"status":"degraded", "storage": {"status":"writes
- * failing","error"} while journal writes fail, "hung":[{"workflow","id",
- * "step","attempt","running_ms"}], "stuck_workers", "stuck_cap" while
- * hung attempts' threads still run}.  Caller owns it. */
-json_t *duro_engine_health(duro_engine *e);
+/* An attempt the watchdog gave up on whose thread still runs: its
+ * worker is stuck in the plugin's callback. */
+typedef struct duro_hung_attempt {
+  char *workflow, *id, *step;
+  uint32_t attempt;
+  int64_t running_ms; /* since the attempt began */
+} duro_hung_attempt;
+
+/* A feature's handler past its deadline whose thread has not returned
+ * (a queue consumer's batch). */
+typedef struct duro_hung_handler {
+  char *queue;  /* where its batch came from */
+  char *plugin; /* NULL: not known */
+  uint64_t messages;
+  int64_t running_ms, timeout_ms;
+} duro_hung_handler;
+
+typedef enum duro_health_part_kind {
+  DURO_HEALTH_TEXT,          /* a word */
+  DURO_HEALTH_HUNG_HANDLERS, /* handlers past their deadline */
+} duro_health_part_kind;
+
+/* What a driver (driver.h) adds to the report, under a key of its own. */
+typedef struct duro_health_part {
+  char *key;
+  duro_health_part_kind kind;
+  char *text;                  /* DURO_HEALTH_TEXT */
+  duro_hung_handler *handlers; /* DURO_HEALTH_HUNG_HANDLERS */
+  size_t n_handlers;
+} duro_health_part;
+
+typedef struct duro_health_parts {
+  duro_health_part *v;
+  size_t n;
+} duro_health_parts;
+
+/* The engine's health, for /healthz: degraded while journal writes fail,
+ * while a hung attempt's thread still runs, or when a driver says so. */
+typedef struct duro_health_report {
+  int degraded;
+  duro_health_parts parts; /* the drivers', in their order */
+  int64_t host_id;         /* among hosts sharing the store; 0: alone */
+  int64_t host_lease_ms;
+  char *storage_error; /* why writes fail; NULL while they succeed */
+  duro_hung_attempt *hung;
+  size_t n_hung;
+  uint32_t stuck_workers, stuck_cap; /* workers stuck, and their cap */
+} duro_health_report;
+
+/* The report as it is now, into *out (caller clears).  engine/health.c;
+ * the JSON of /healthz is duro_engine_health (views/view_health.h). */
+void duro_engine_health_report(duro_engine *e, duro_health_report *out);
+void duro_health_report_clear(duro_health_report *r);
 
 /* Runs runnable activations on this thread until none is left (queues due
  * wakes first). Returns how many activations ran. */

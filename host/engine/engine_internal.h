@@ -267,7 +267,7 @@ void engine_drivers_instance_changed(duro_engine *e, journal_batch *b,
                                      const char *from_status,
                                      int64_t from_started_ms, int64_t now);
 /* The drivers' parts of /healthz; 1 when one makes it degraded. */
-int engine_drivers_health(duro_engine *e, json_t *report);
+int engine_drivers_health(duro_engine *e, duro_health_parts *parts);
 /* The drivers' series of GET /metrics. */
 void engine_drivers_metrics(duro_engine *e, FILE *out);
 /* The drivers' threads still running at `until` (stop), and close. */

@@ -2,9 +2,8 @@
  * consumers' dispatch on every scheduler pass, the messages' retention
  * sweep, the replay of a batch a dead engine's handler held, the
  * lifecycle messages of instances (lifecycle.c), the hung handlers
- * /healthz lists (made JSON here, not in views/, while the health hook
- * takes its report as JSON), the queues' series of GET /metrics, and the
- * wait for handlers at stop.
+ * /healthz lists, the queues' series of GET /metrics, and the wait for
+ * handlers at stop.
  *
  * A batch stopped by the death: the guilty one is retried as its queue's
  * retry policy says, with the crash as the error (so a handler that always
@@ -87,36 +86,28 @@ static int recover(duro_engine *e, void *state, const ledger_slot *sl,
   return 0; /* a release that failed leaves the leases to run out */
 }
 
-/* The hung handlers as /healthz lists them:
- * [{"queue","messages","running_ms","timeout_ms","plugin"?}].  JSON built
- * here, not in views/, for as long as the driver's health hook takes the
- * report as JSON (driver.h). */
-static json_t *hung_json(const queue_hung_list *l) {
-  json_t *hung = json_array();
-  for (size_t i = 0; i < l->n; i++) {
-    const queue_hung_handler *h = &l->v[i];
-    json_t *o = json_pack("{s:s,s:I,s:I,s:I}", "queue", h->queue, "messages",
-                          (json_int_t)h->messages, "running_ms",
-                          (json_int_t)h->running_ms, "timeout_ms",
-                          (json_int_t)h->timeout_ms);
-    if (h->plugin)
-      json_object_set_new(o, "plugin", json_string(h->plugin));
-    json_array_append_new(hung, o);
-  }
-  return hung;
-}
-
 /* Queue handlers past their deadline make the engine degraded, as hung
  * steps do. */
-static int health(duro_engine *e, void *state, json_t *report) {
+static int health(duro_engine *e, void *state, duro_health_parts *parts) {
   (void)state;
   queue_hung_list hung;
   queue_handlers_hung(e, &hung);
-  int degraded = hung.n > 0;
-  if (degraded)
-    json_object_set_new(report, "hung_queue_handlers", hung_json(&hung));
+  size_t n = hung.n;
+  if (n) {
+    duro_hung_handler *v = xcalloc(n, sizeof *v);
+    for (size_t i = 0; i < n; i++) {
+      const queue_hung_handler *h = &hung.v[i];
+      v[i] =
+          (duro_hung_handler){.queue = xstrdup(h->queue),
+                              .plugin = h->plugin ? xstrdup(h->plugin) : NULL,
+                              .messages = (uint64_t)h->messages,
+                              .running_ms = h->running_ms,
+                              .timeout_ms = h->timeout_ms};
+    }
+    duro_health_add_hung_handlers(parts, "hung_queue_handlers", v, n);
+  }
   queue_hung_list_free(&hung);
-  return degraded;
+  return n > 0;
 }
 
 /* The int64_t field of `q` at offset `at` (a series' column). */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "util.h"
+#include "view_health.h"
 
 /* Each loaded plugin build, with the instances pinned to it. */
 static char *plugin_metrics(http_server *s) {
