@@ -22,6 +22,7 @@
 #include "error.h"
 #include "harness.h"
 #include "suite_run.h"
+#include "view_metrics.h"
 
 #define SEC 1000LL
 #define MIN (60 * SEC)

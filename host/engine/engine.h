@@ -432,13 +432,26 @@ void duro_engine_journal_stats(duro_engine *e, duro_journal_stats *out);
 /* The Prometheus text for GET /metrics, malloc'ed (caller frees). */
 char *duro_engine_metrics(duro_engine *e);
 
-/* GET /metrics/history: {"bucket_ms":10000,"now_ms","start_ms" (when the
- * oldest bucket begins),"since_ms" (when this engine began counting),
- * "series":{"steps_completed","attempts_failed","retries_scheduled",
- * "instances_created","activations","events_sent": 60 counts each, how
- * many happened in each 10 s bucket, oldest first; the last one is the
- * bucket now_ms falls in, still filling}}.  Caller owns it. */
-json_t *duro_engine_metrics_history(duro_engine *e);
+/* The engine's counters over the last ten minutes (GET /metrics/history):
+ * for each series (steps_completed, attempts_failed, retries_scheduled,
+ * instances_created, activations, events_sent), how many happened in
+ * each bucket of bucket_ms, oldest first; the last one is the bucket
+ * now_ms falls in, still filling. */
+#define DURO_HISTORY_BUCKETS 60
+#define DURO_HISTORY_SERIES 6
+typedef struct duro_metrics_history {
+  int64_t bucket_ms;
+  int64_t now_ms;
+  int64_t start_ms; /* when the oldest bucket begins */
+  int64_t since_ms; /* when this engine began counting */
+  struct {
+    const char *name; /* static */
+    uint64_t n[DURO_HISTORY_BUCKETS];
+  } series[DURO_HISTORY_SERIES];
+} duro_metrics_history;
+/* Samples the counters, then fills *out (nothing to free).  history.c;
+ * the JSON is duro_engine_metrics_history (views/view_metrics.h). */
+void duro_engine_history(duro_engine *e, duro_metrics_history *out);
 
 /* Puts the workflow bindings in the plugin API table (api.c assembles
  * it): duro_env_workflow, duro_workflow_create, duro_workflow_send_event.

@@ -69,15 +69,16 @@ void engine_history_sample(duro_engine *e) {
   pthread_mutex_unlock(&e->history.mu);
 }
 
-json_t *duro_engine_metrics_history(duro_engine *e) {
+/* The public sizes are the ring's (engine_internal.h). */
+_Static_assert(DURO_HISTORY_BUCKETS == HISTORY_BUCKETS, "history buckets");
+_Static_assert(DURO_HISTORY_SERIES == HISTORY_SERIES, "history series");
+
+void duro_engine_history(duro_engine *e, duro_metrics_history *out) {
   engine_history *h = &e->history;
   int64_t now = duro_clock_now(e->clock);
-  json_t *series = json_object();
-  json_t *arr[HISTORY_SERIES];
-  for (size_t k = 0; k < HISTORY_SERIES; k++) {
-    arr[k] = json_array();
-    json_object_set_new(series, SERIES[k].name, arr[k]);
-  }
+  memset(out, 0, sizeof *out);
+  for (size_t k = 0; k < HISTORY_SERIES; k++)
+    out->series[k].name = SERIES[k].name;
   pthread_mutex_lock(&h->mu);
   sample_locked(e, h, now);
   int64_t first = h->newest - (HISTORY_BUCKETS - 1);
@@ -86,14 +87,11 @@ json_t *duro_engine_metrics_history(duro_engine *e) {
     const history_bucket *b =
         number >= 0 ? &h->ring[number % HISTORY_BUCKETS] : NULL;
     for (size_t k = 0; k < HISTORY_SERIES; k++)
-      json_array_append_new(
-          arr[k],
-          json_integer(b && b->number == number ? (json_int_t)b->n[k] : 0));
+      out->series[k].n[number - first] = b && b->number == number ? b->n[k] : 0;
   }
-  int64_t since = h->since_ms;
+  out->since_ms = h->since_ms;
   pthread_mutex_unlock(&h->mu);
-  return json_pack("{s:i,s:I,s:I,s:I,s:o}", "bucket_ms", HISTORY_BUCKET_MS,
-                   "now_ms", (json_int_t)now, "start_ms",
-                   (json_int_t)(first * HISTORY_BUCKET_MS), "since_ms",
-                   (json_int_t)since, "series", series);
+  out->bucket_ms = HISTORY_BUCKET_MS;
+  out->now_ms = now;
+  out->start_ms = first * HISTORY_BUCKET_MS;
 }

@@ -14,6 +14,7 @@
 
 #include "util.h"
 #include "view_health.h"
+#include "view_metrics.h"
 
 /* Each loaded plugin build, with the instances pinned to it. */
 static char *plugin_metrics(http_server *s) {
