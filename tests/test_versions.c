@@ -18,6 +18,7 @@
 
 #include "harness.h"
 #include "suite_run.h"
+#include "view_dry_run.h"
 
 #define WF "flow"
 #define MIN (60 * 1000LL)

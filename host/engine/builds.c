@@ -230,9 +230,19 @@ static void collect_rowid(void *ctx, int64_t rowid, const char *id,
   r->last = rowid;
 }
 
-int duro_engine_dry_run(duro_engine *e, const char *workflow, duro_run_fn run,
-                        json_t **report) {
-  *report = NULL;
+const char *duro_dry_run_outcome_name(duro_dry_run_outcome o) {
+  static const char *const name[] = {
+      [DURO_DRY_RUN_REPLAYS] = "replays",
+      [DURO_DRY_RUN_COMPLETES] = "completes",
+      [DURO_DRY_RUN_DIVERGED] = "diverged",
+      [DURO_DRY_RUN_UNREADABLE] = "unreadable",
+  };
+  return (size_t)o < sizeof name / sizeof *name ? name[o] : "unreadable";
+}
+
+int duro_engine_dry_run_report(duro_engine *e, const char *workflow,
+                               duro_run_fn run, duro_dry_run_report *out) {
+  *out = (duro_dry_run_report){0};
   wf_reg *wf = engine_find_workflow(e, workflow);
   if (!wf)
     return DURO_E_WORKFLOW_NOT_FOUND;
@@ -251,20 +261,26 @@ int duro_engine_dry_run(duro_engine *e, const char *workflow, duro_run_fn run,
         break;
     }
   }
-  json_t *list = json_array();
-  size_t diverged = 0;
+  if (rc == 0) {
+    out->workflow = xstrdup(workflow);
+    out->v = xcalloc(ids.n ? ids.n : 1, sizeof *out->v);
+  }
   for (size_t i = 0; i < ids.n && rc == 0; i++) {
-    json_t *one = activation_dry_run(e, wf, ids.v[i], run);
-    diverged +=
-        !strcmp(json_string_value(json_object_get(one, "status")), "diverged");
-    json_array_append_new(list, one);
+    activation_dry_run(e, wf, ids.v[i], run, &out->v[out->n]);
+    out->diverged += out->v[out->n++].outcome == DURO_DRY_RUN_DIVERGED;
   }
   free(ids.v);
-  if (rc) {
-    json_decref(list);
-    return rc;
+  return rc;
+}
+
+void duro_dry_run_report_clear(duro_dry_run_report *r) {
+  for (size_t i = 0; i < r->n; i++) {
+    free(r->v[i].id);
+    free(r->v[i].next);
+    free(r->v[i].error_name);
+    free(r->v[i].error_message);
   }
-  *report = json_pack("{s:s,s:o,s:I}", "workflow", workflow, "instances", list,
-                      "diverged", (json_int_t)diverged);
-  return 0;
+  free(r->v);
+  free(r->workflow);
+  *r = (duro_dry_run_report){0};
 }

@@ -184,14 +184,43 @@ int duro_engine_pinned_builds(duro_engine *e,
                                          const char *build, int64_t n),
                               void *ctx);
 
+/* How an instance's replay on another build went. */
+typedef enum duro_dry_run_outcome {
+  DURO_DRY_RUN_REPLAYS = 0, /* its journal replays; it would go on */
+  DURO_DRY_RUN_COMPLETES,   /* it would complete */
+  DURO_DRY_RUN_DIVERGED,    /* the code asks for steps its journal lacks */
+  DURO_DRY_RUN_UNREADABLE,  /* its rows could not be read */
+} duro_dry_run_outcome;
+/* "replays", "completes", "diverged", "unreadable" (builds.c). */
+const char *duro_dry_run_outcome_name(duro_dry_run_outcome o);
+
+typedef struct duro_dry_run_instance {
+  char *id;      /* NULL when unreadable (then rowid says which) */
+  int64_t rowid; /* its row in the journal */
+  duro_dry_run_outcome outcome;
+  uint32_t journaled; /* the steps it replayed */
+  char *next;         /* the step it would run or wait at next; or NULL */
+  /* diverged: the error (replay.diverged) and why; unreadable: the
+   * journal's message in error_message.  NULL otherwise. */
+  char *error_name, *error_message;
+} duro_dry_run_instance;
+
+typedef struct duro_dry_run_report {
+  char *workflow;
+  duro_dry_run_instance *v; /* in the order of the stored statuses */
+  size_t n;
+  size_t diverged; /* of them */
+} duro_dry_run_report;
+
 /* Replays every instance of `workflow` that has not ended on `run` (the
  * workflow's class in another build) without running, waiting or writing
- * anything, to see whether a deploy would diverge.  *report (caller owns):
- * {"workflow","diverged":N,"instances":[{"id","status":"replays|completes|
- * diverged","journaled","next"?,"error"?}]}.  Open the engine with
- * read_only to run it beside a live host. */
-int duro_engine_dry_run(duro_engine *e, const char *workflow, duro_run_fn run,
-                        json_t **report);
+ * anything, to see whether a deploy would diverge, into *out (caller
+ * clears; empty on an error).  Open the engine with read_only to run it
+ * beside a live host.  The JSON is duro_engine_dry_run
+ * (views/view_dry_run.h). */
+int duro_engine_dry_run_report(duro_engine *e, const char *workflow,
+                               duro_run_fn run, duro_dry_run_report *out);
+void duro_dry_run_report_clear(duro_dry_run_report *r);
 
 /* Recovers instances left queued/running by a crash and starts workers. */
 int duro_engine_start(duro_engine *e);

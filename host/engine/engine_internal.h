@@ -381,11 +381,10 @@ void *engine_watchdog_main(void *arg);
 int engine_spawn_worker_locked(duro_engine *e);
 
 /* Replays the instance `rowid` of workflow `wf` on `run` (another build)
- * without running, waiting or writing anything: {"id","status":
- * "replays|completes|diverged|unreadable","journaled","next"?,"error"?}.
- * step.c. */
-json_t *activation_dry_run(duro_engine *e, wf_reg *wf, int64_t rowid,
-                           duro_run_fn run);
+ * without running, waiting or writing anything, into *out (its strings
+ * the caller's).  step.c. */
+void activation_dry_run(duro_engine *e, wf_reg *wf, int64_t rowid,
+                        duro_run_fn run, duro_dry_run_instance *out);
 
 /* Runs one activation of the instance behind `ent` (state ACTIVE) and
  * queues its outcome for commit; engine_activation_done follows once that

@@ -1634,23 +1634,34 @@ retry:
  * ---------------------------------------------------------------
  */
 
-json_t *activation_dry_run(duro_engine *e, wf_reg *wf, int64_t rowid,
-                           duro_run_fn run) {
+/* The name and message of error JSON `text` ({"name","message"}, as
+ * error_json writes it) into out. */
+static void dry_run_error(const char *text, duro_dry_run_instance *out) {
+  json_t *o = json_loads(text, 0, NULL);
+  const char *name = json_string_value(json_object_get(o, "name"));
+  const char *msg = json_string_value(json_object_get(o, "message"));
+  out->error_name = name ? xstrdup(name) : NULL;
+  out->error_message = msg ? xstrdup(msg) : NULL;
+  json_decref(o);
+}
+
+void activation_dry_run(duro_engine *e, wf_reg *wf, int64_t rowid,
+                        duro_run_fn run, duro_dry_run_instance *out) {
+  *out = (duro_dry_run_instance){.rowid = rowid};
   duro_step *a = xcalloc(1, sizeof *a);
   a->e = e;
   a->wf = wf;
   a->dry = 1;
   a->replaying = 1;
-  json_t *out = NULL;
   int rc = journal_instance_get_rowid(e->j, rowid, &a->inst);
   if (rc == 0)
     rc = load_journal(a);
   if (rc) {
-    out = json_pack("{s:I,s:s,s:s}", "rowid", (json_int_t)rowid, "status",
-                    "unreadable", "error", journal_errmsg(e->j));
+    out->outcome = DURO_DRY_RUN_UNREADABLE;
+    out->error_message = xstrdup(journal_errmsg(e->j));
     a->wf = NULL;
     activation_free(a);
-    return out;
+    return;
   }
   a->where = arena_printf(a, "%s/%s", a->inst.workflow, a->inst.id);
   duro_event ev = event_of(a);
@@ -1659,15 +1670,16 @@ json_t *activation_dry_run(duro_engine *e, wf_reg *wf, int64_t rowid,
   duro_rc r = run(a, &ev, &env);
   current_act = NULL;
   int diverged = a->suspended && a->reason == SUSPEND_DIVERGED;
-  const char *status = diverged                                   ? "diverged"
-                       : a->suspended && a->reason == SUSPEND_DRY ? "replays"
-                       : r == DURO_OK                             ? "completes"
-                                                                  : "replays";
-  out = json_pack("{s:s,s:s,s:I,s:s?}", "id", a->inst.id, "status", status,
-                  "journaled", (json_int_t)a->n_steps, "next", a->dry_next);
-  if (diverged)
-    json_object_set_new(out, "error", json_loads(a->last_error, 0, NULL));
+  out->outcome = diverged ? DURO_DRY_RUN_DIVERGED
+                 : a->suspended && a->reason == SUSPEND_DRY
+                     ? DURO_DRY_RUN_REPLAYS
+                 : r == DURO_OK ? DURO_DRY_RUN_COMPLETES
+                                : DURO_DRY_RUN_REPLAYS;
+  out->id = xstrdup(a->inst.id);
+  out->journaled = a->n_steps;
+  out->next = a->dry_next ? xstrdup(a->dry_next) : NULL;
+  if (diverged && a->last_error)
+    dry_run_error(a->last_error, out);
   a->wf = NULL; /* no build was acquired */
   activation_free(a);
-  return out;
 }

@@ -24,6 +24,7 @@
 #include "loader.h"
 #include "queue.h"
 #include "util.h"
+#include "view_dry_run.h"
 
 /* Loads `so` in a child first: a build that crashes while loading ends the
  * child, not the check. */
