@@ -1,5 +1,5 @@
 /* schema.h — the walk of one YAML mapping against a table of fields, for
- * the config's parser (config.c).
+ * the config's parser (config.c and the config_*.c it hands parts to).
  *
  * A schema is a table of fields: key, type, where the value goes in the
  * struct being filled, whether it is required, its range.  Walking a

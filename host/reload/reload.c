@@ -520,7 +520,7 @@ static void register_workflows(reloader *r) {
           .versioning_latest = w->versioning_latest,
           .lifecycle_queue = w->lifecycle_queue,
       };
-      /* names are unique (config.c checked), so this cannot fail */
+      /* names are unique (config_refs.c checked), so this cannot fail */
       duro_engine_register(r->e, w->name, w->binding,
                            loader_find_workflow(newest->lp, w->class_name),
                            &lim, newest->hash);

@@ -1,0 +1,52 @@
+/* config_free.c — config_free(): every string and array a parsed config
+ * owns (config.h). */
+#include <stdlib.h>
+
+#include "config.h"
+
+void config_free(config *cfg) {
+  if (!cfg)
+    return;
+  for (size_t i = 0; i < cfg->n_plugins; i++) {
+    config_plugin *pl = &cfg->plugins[i];
+    for (size_t j = 0; j < pl->n_workflows; j++) {
+      free(pl->workflows[j].name);
+      free(pl->workflows[j].binding);
+      free(pl->workflows[j].class_name);
+      free(pl->workflows[j].lifecycle_queue);
+    }
+    free(pl->workflows);
+    for (size_t j = 0; j < pl->n_producers; j++) {
+      free(pl->producers[j].binding);
+      free(pl->producers[j].queue);
+    }
+    free(pl->producers);
+    for (size_t j = 0; j < pl->n_consumers; j++) {
+      free(pl->consumers[j].queue);
+      free(pl->consumers[j].dead_letter_queue);
+      free(pl->consumers[j].workflow);
+      free(pl->consumers[j].id_from);
+    }
+    free(pl->consumers);
+    for (size_t j = 0; j < pl->n_crons; j++) {
+      free(pl->crons[j].schedule);
+      free(pl->crons[j].timezone);
+      free(pl->crons[j].workflow);
+      free(pl->crons[j].id);
+      free(pl->crons[j].weekday_note);
+    }
+    free(pl->crons);
+    free(pl->name);
+    free(pl->path);
+  }
+  free(cfg->plugins);
+  free(cfg->storage.path);
+  free(cfg->storage.postgresql);
+  free(cfg->http.listen);
+  free(cfg->http.token_env);
+  for (size_t i = 0; i < cfg->http.n_allowed_hosts; i++)
+    free(cfg->http.allowed_hosts[i]);
+  free(cfg->http.allowed_hosts);
+  free(cfg->file);
+  free(cfg);
+}

@@ -1,0 +1,68 @@
+/* config_internal.h — what the pieces of the config's parser share: the
+ * parser's state and the walkers one file calls in another.  Private to
+ * config/ (config.h is the public face).
+ *
+ * The pieces, one concept each:
+ *   config.c          reading a file or a text: the depth check, libyaml's
+ *                     errors, the defaults, the paths resolved
+ *   config_root.c     the top level and the host's sections (storage,
+ *                     http, engine)
+ *   config_plugin.c   a plugin and its workflows
+ *   config_queues.c   a plugin's queues: producers and consumers
+ *   config_cron.c     a plugin's cron triggers
+ *   config_refs.c     the names of the whole file: each unique, each
+ *                     reference declared
+ *   config_free.c     config_free() */
+#ifndef DURO_CONFIG_INTERNAL_H
+#define DURO_CONFIG_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <yaml.h>
+
+#include "config.h"
+#include "schema.h"
+
+/* A name recorded for the uniqueness checks; `name` is borrowed from the
+ * config being built, which outlives the parse. */
+typedef struct seen_name {
+  const char *kind; /* "workflow name", "binding name", ... */
+  const char *name;
+  config_pos pos;
+} seen_name;
+
+typedef struct config_parser {
+  schema_walk w;
+  config *cfg;
+  seen_name *seen;
+  size_t n_seen, cap_seen;
+  /* A consumer or a workflow whose name was refused (or an entry, list or
+   * section that would have held one) leaves the names declared unknown:
+   * a reference to a queue or a workflow that is not found may be to that
+   * one, so it is not refused on top. */
+  bool unsure_queues, unsure_workflows;
+} config_parser;
+
+/* config_root.c: the document's root node into p->cfg. */
+int config_parse_root(config_parser *p, yaml_node_t *root);
+
+/* config_plugin.c: one entry of plugins. */
+int config_parse_plugin(config_parser *p, yaml_node_t *node, config_plugin *pl);
+
+/* config_queues.c: a plugin's queues section, and the rule of a queue's
+ * name (a refused one is freed and set to NULL). */
+int config_parse_queues(config_parser *p, yaml_node_t *node, config_plugin *pl);
+int config_queue_name(config_parser *p, yaml_node_t *node, char **name);
+
+/* config_cron.c: a plugin's triggers section. */
+int config_parse_triggers(config_parser *p, yaml_node_t *node,
+                          config_plugin *pl);
+
+/* config_refs.c: records `name` (the value of node `v`) in the namespace
+ * `kind`, or reports it as a duplicate of an earlier one; and the
+ * references across the whole file, once every plugin is read. */
+int config_unique(config_parser *p, const char *kind, const char *name,
+                  const yaml_node_t *v);
+int config_check_references(config_parser *p);
+
+#endif

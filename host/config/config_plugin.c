@@ -1,0 +1,154 @@
+/* config_plugin.c — one entry of plugins: its name and path, its
+ * workflows (each with its limits, versioning and lifecycle queue), and
+ * its queues and triggers sections, walked by config_queues.c and
+ * config_cron.c.  Names are recorded as they are parsed (config_unique),
+ * so a duplicate is reported at the second occurrence. */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <yaml.h>
+
+#include "config_internal.h"
+#include "duration.h"
+#include "duro.h"
+#include "schema.h"
+#include "util.h"
+
+/* ---- Schemas ----------------------------------------------------------- */
+
+enum { PL_NAME, PL_PATH, PL_WORKFLOWS, PL_QUEUES, PL_TRIGGERS };
+static const schema_field plugin_fields[] = {
+    [PL_NAME] = {"name", K_STRING, offsetof(config_plugin, name), true, 0, 0,
+                 NULL},
+    [PL_PATH] = {"path", K_STRING, offsetof(config_plugin, path), true, 0, 0,
+                 NULL},
+    [PL_WORKFLOWS] = {"workflows", K_NESTED, 0, false, 0, 0, NULL},
+    [PL_QUEUES] = {"queues", K_NESTED, 0, false, 0, 0, NULL},
+    [PL_TRIGGERS] = {"triggers", K_NESTED, 0, false, 0, 0, NULL},
+};
+static const schema plugin_schema =
+    SCHEMA("plugin", "in plugin", PL_NAME, plugin_fields);
+
+enum {
+  WF_NAME,
+  WF_BINDING,
+  WF_CLASS,
+  WF_RETENTION,
+  WF_LIMITS,
+  WF_VERSIONING,
+  WF_DIVERGENCE,
+  WF_LIFECYCLE
+};
+/* Which build an in-flight instance runs after a reload. */
+static const schema_choice versioning_choices[] = {
+    {"pinned", 0}, {"latest", 1}, {NULL, 0}};
+/* What a replay that no longer matches its journal does. */
+static const schema_choice divergence_choices[] = {
+    {"error", 0}, {"pause", 1}, {NULL, 0}};
+static const schema_field workflow_fields[] = {
+    [WF_NAME] = {"name", K_STRING, offsetof(config_workflow, name), true, 0, 0,
+                 NULL},
+    [WF_BINDING] = {"binding", K_STRING, offsetof(config_workflow, binding),
+                    true, 0, 0, NULL},
+    [WF_CLASS] = {"class_name", K_STRING, offsetof(config_workflow, class_name),
+                  true, 0, 0, NULL},
+    [WF_RETENTION] = {"retention", K_DURATION,
+                      offsetof(config_workflow, retention_ms), false, 0,
+                      DURATION_MAX_MS, NULL},
+    [WF_LIMITS] = {"limits", K_NESTED, 0, false, 0, 0, NULL},
+    [WF_VERSIONING] = {"versioning", K_ENUM,
+                       offsetof(config_workflow, versioning_latest), false, 0,
+                       0, versioning_choices},
+    [WF_DIVERGENCE] = {"on_divergence", K_ENUM,
+                       offsetof(config_workflow, pause_on_divergence), false, 0,
+                       0, divergence_choices},
+    [WF_LIFECYCLE] = {"lifecycle_queue", K_STRING,
+                      offsetof(config_workflow, lifecycle_queue), false, 0, 0,
+                      NULL},
+};
+static const schema workflow_schema =
+    SCHEMA("workflow", "in workflow", WF_NAME, workflow_fields);
+
+/* limits fills the same config_workflow as its parent. */
+static const schema_field limits_fields[] = {
+    {"steps", K_U32, offsetof(config_workflow, max_steps), false, 1, 25000,
+     NULL},
+    {"concurrency", K_U32, offsetof(config_workflow, concurrency), false, 0,
+     UINT32_MAX, NULL},
+};
+static const schema limits_schema =
+    SCHEMA("limits", "in limits", -1, limits_fields);
+/* ---- Entries ----------------------------------------------------------- */
+
+static int parse_workflow(config_parser *p, yaml_node_t *node,
+                          config_workflow *w) {
+  yaml_node_t *v[SCHEMA_MAX_FIELDS];
+  int rc;
+
+  w->retention_ms = 30 * DAY_MS;
+  w->max_steps = 10000;
+  w->concurrency = 0;
+  w->pos = schema_pos(node);
+  rc = schema_mapping(&p->w, node, &workflow_schema, w, v, NULL);
+  if (!w->name)
+    p->unsure_workflows = true;
+  int limits = schema_section(&p->w, v[WF_LIMITS], "limits");
+  if (limits > 0) {
+    yaml_node_t *lv[SCHEMA_MAX_FIELDS];
+    limits = schema_mapping(&p->w, v[WF_LIMITS], &limits_schema, w, lv, NULL);
+  }
+  if (limits < 0 || config_unique(p, "workflow name", w->name, v[WF_NAME]) < 0)
+    rc = DURO_E_CONFIG;
+  if (w->lifecycle_queue &&
+      config_queue_name(p, v[WF_LIFECYCLE], &w->lifecycle_queue) < 0)
+    rc = DURO_E_CONFIG;
+  w->lifecycle_pos = v[WF_LIFECYCLE] ? schema_pos(v[WF_LIFECYCLE]) : w->pos;
+  if (config_unique(p, "binding name", w->binding, v[WF_BINDING]) < 0)
+    rc = DURO_E_CONFIG;
+  return rc;
+}
+
+int config_parse_plugin(config_parser *p, yaml_node_t *node,
+                        config_plugin *pl) {
+  yaml_node_t *v[SCHEMA_MAX_FIELDS];
+  size_t n;
+
+  unsigned bad;
+  pl->pos = schema_pos(node);
+  int rc = schema_mapping(&p->w, node, &plugin_schema, pl, v, &bad);
+  /* An unknown key ("workflow:", "queue:") may be a list of them. */
+  if (bad & SCHEMA_BAD_UNKNOWN)
+    p->unsure_workflows = p->unsure_queues = true;
+  if (config_unique(p, "plugin name", pl->name, v[PL_NAME]) < 0)
+    rc = DURO_E_CONFIG;
+
+  if (schema_list(&p->w, v[PL_WORKFLOWS], "workflows", &n) < 0) {
+    p->unsure_workflows = true;
+    rc = DURO_E_CONFIG;
+  }
+  if (n > 0) {
+    pl->workflows = xcalloc(n, sizeof *pl->workflows);
+    pl->n_workflows = n;
+  }
+  for (size_t i = 0; i < n; i++) {
+    yaml_node_t *item = schema_item(&p->w, v[PL_WORKFLOWS], i);
+    if (schema_entry(&p->w, item, "workflows") < 0) {
+      p->unsure_workflows = true;
+      rc = DURO_E_CONFIG;
+    } else if (parse_workflow(p, item, &pl->workflows[i]) < 0) {
+      rc = DURO_E_CONFIG;
+    }
+  }
+
+  int present = schema_section(&p->w, v[PL_QUEUES], "queues");
+  if (present < 0)
+    p->unsure_queues = true;
+  if (present < 0 ||
+      (present > 0 && config_parse_queues(p, v[PL_QUEUES], pl) < 0))
+    rc = DURO_E_CONFIG;
+
+  present = schema_section(&p->w, v[PL_TRIGGERS], "triggers");
+  if (present < 0 ||
+      (present > 0 && config_parse_triggers(p, v[PL_TRIGGERS], pl) < 0))
+    rc = DURO_E_CONFIG;
+  return rc;
+}
