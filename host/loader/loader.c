@@ -27,7 +27,7 @@
  *
  * dlopen returns the same handle for a path that is already open, so two
  * loads of one path share one copy of the plugin's statics.  A reload must
- * therefore open a copy at a fresh path (reload.c does that); the build
+ * therefore open a copy at a fresh path (reload/ does that); the build
  * identity computed here is what names that copy. */
 #include "loader.h"
 

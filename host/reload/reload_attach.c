@@ -1,0 +1,110 @@
+/* reload_attach.c — once the storage lock is held and the engine open:
+ * the initial copies moved into the build store, every workflow
+ * registered with its newest build, the consumers without a workflow and
+ * the cron ticks fed to that build's handlers, and the older builds
+ * in-flight instances are pinned to loaded (reload_pinned.c). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "log.h"
+#include "queue.h"
+#include "reload_internal.h"
+#include "store.h"
+#include "trigger.h"
+
+/* The plugin's consumers that name no workflow are fed to the newest
+ * build's queue handler; without one they are pull consumers (HTTP), and
+ * an older build's handler, which may be unloaded, is no longer called.
+ * The same build's scheduled handler fires the plugin's cron ticks. */
+void reload_register_consumers(reloader *r, plugin_state *p, const build *b) {
+  duro_queue_fn fn = loader_info(b->lp)->queue;
+  size_t fed = 0;
+  for (size_t k = 0; k < p->cfg->n_consumers; k++) {
+    const config_consumer *c = &p->cfg->consumers[k];
+    if (c->workflow)
+      continue;
+    fed++;
+    if (!fn) {
+      duro_queue_unconsume(r->e, c->queue);
+      continue;
+    }
+    duro_queue_consumer_opts o = {c->max_batch_size, c->max_batch_timeout_ms,
+                                  c->max_concurrency, c->visibility_timeout_ms,
+                                  p->cfg->name};
+    if (duro_queue_consume(r->e, c->queue, fn, &o) != 0)
+      log_error("plugin \"%s\": cannot consume queue \"%s\"", p->cfg->name,
+                c->queue);
+  }
+  /* The newest build's scheduled handler fires the plugin's next ticks. */
+  duro_cron_set_handler(r->e, p->cfg->name, loader_info(b->lp)->scheduled);
+  if (fn && !fed)
+    log_warn("plugin \"%s\" has a queue handler but its config declares no "
+             "consumer for it (queues.consumers without a workflow): it is "
+             "never called",
+             p->cfg->name);
+}
+
+/* Gives the engine build b's run() for each workflow of the plugin. */
+void reload_add_to_engine(reloader *r, plugin_state *p, const build *b,
+                          int newest) {
+  if (newest)
+    reload_register_consumers(r, p, b);
+  for (size_t k = 0; k < p->cfg->n_workflows; k++) {
+    const config_workflow *w = &p->cfg->workflows[k];
+    duro_run_fn run = loader_find_workflow(b->lp, w->class_name);
+    if (run)
+      duro_engine_add_build(r->e, w->name, b->hash, run, newest);
+  }
+}
+
+static void register_workflows(reloader *r) {
+  for (size_t i = 0; i < r->cfg->n_plugins; i++) {
+    plugin_state *p = &r->plugins[i];
+    const build *newest = &p->builds[p->n - 1];
+    reload_register_consumers(r, p, newest);
+    for (size_t k = 0; k < p->cfg->n_workflows; k++) {
+      const config_workflow *w = &p->cfg->workflows[k];
+      duro_workflow_limits lim = {
+          .retention_ms = w->retention_ms,
+          .max_steps = w->max_steps,
+          .concurrency = w->concurrency,
+          .pause_on_divergence = w->pause_on_divergence,
+          .versioning_latest = w->versioning_latest,
+          .lifecycle_queue = w->lifecycle_queue,
+      };
+      /* names are unique (config_refs.c checked), so this cannot fail */
+      duro_engine_register(r->e, w->name, w->binding,
+                           loader_find_workflow(newest->lp, w->class_name),
+                           &lim, newest->hash);
+    }
+  }
+}
+
+int reload_attach(reloader *r, duro_engine *e) {
+  pthread_mutex_lock(&r->mu);
+  r->e = e;
+  for (size_t i = 0; i < r->cfg->n_plugins; i++) {
+    plugin_state *p = &r->plugins[i];
+    if (p->initial_fd < 0)
+      continue; /* served from the store already */
+    char err[1024], hash[17], src[64];
+    char *stored = NULL;
+    snprintf(src, sizeof src, "/proc/self/fd/%d", p->initial_fd);
+    if (build_store_import(r->store_dir, src, hash, &stored, err, sizeof err) !=
+        0)
+      log_error("plugin \"%s\": %s", p->cfg->name, err);
+    free(stored);
+    reload_remember_newest(r, p);
+  }
+  reload_close_initial(r);
+  register_workflows(r);
+  reload_load_pinned_locked(r);
+  reload_share_builds(r);
+  pthread_mutex_unlock(&r->mu);
+  /* An engine the supervisor restarted (after a crash) starts from the
+   * config the supervisor read: what reloads applied since is applied
+   * again from the file. */
+  json_decref(reload_config(r));
+  return 0;
+}
