@@ -34,31 +34,6 @@
 #define DEFAULT_MAX_STEPS 10000
 #define DUE_BATCH 1024
 
-static const char *const status_names[] = {
-    [DURO_STATUS_QUEUED] = "queued",
-    [DURO_STATUS_RUNNING] = "running",
-    [DURO_STATUS_WAITING] = "waiting",
-    [DURO_STATUS_WAITING_FOR_PAUSE] = "waitingForPause",
-    [DURO_STATUS_PAUSED] = "paused",
-    [DURO_STATUS_ERRORED] = "errored",
-    [DURO_STATUS_TERMINATED] = "terminated",
-    [DURO_STATUS_COMPLETE] = "complete",
-};
-
-const char *duro_status_name(duro_status s) {
-  if ((unsigned)s >= sizeof status_names / sizeof *status_names)
-    return "unknown";
-  return status_names[s];
-}
-
-int duro_status_parse(const char *name) {
-  for (size_t i = 0; name && i < sizeof status_names / sizeof *status_names;
-       i++)
-    if (strcmp(status_names[i], name) == 0)
-      return (int)i;
-  return -1;
-}
-
 int status_ended(const char *s) {
   return !strcmp(s, "complete") || !strcmp(s, "errored") ||
          !strcmp(s, "terminated");

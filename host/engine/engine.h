@@ -25,26 +25,10 @@
 #include "api.h" /* duro_host_api(), for those that load plugins */
 #include "clock.h"
 #include "duro.h"
-#include "ids.h" /* the ids the engine takes (duro_instance_id_valid) */
+#include "ids.h"    /* the ids the engine takes (duro_instance_id_valid) */
+#include "status.h" /* duro_status and its names */
 
 typedef struct duro_engine duro_engine;
-
-typedef enum duro_status {
-  DURO_STATUS_QUEUED = 0,
-  DURO_STATUS_RUNNING,
-  DURO_STATUS_WAITING,
-  DURO_STATUS_WAITING_FOR_PAUSE,
-  DURO_STATUS_PAUSED,
-  DURO_STATUS_ERRORED,
-  DURO_STATUS_TERMINATED,
-  DURO_STATUS_COMPLETE
-} duro_status;
-
-/* "queued", "running", "waiting", "waitingForPause", "paused", "errored",
- * "terminated", "complete". */
-const char *duro_status_name(duro_status s);
-/* -1 for an unknown name. */
-int duro_status_parse(const char *name);
 
 typedef struct duro_engine_options {
   const char *db_path; /* SQLite file; created if missing */
