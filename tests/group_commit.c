@@ -41,16 +41,20 @@ static void *commit_many(void *arg) {
       async_batch *ab = calloc(1, sizeof *ab);
       ab->owner = c;
       snprintf(ab->id, sizeof ab->id, "a-%d-%d", c->index, i);
-      ab->row = (journal_instance){
-          .workflow = "wf", .id = ab->id, .status = "queued", .params = "null"};
+      ab->row = (journal_instance){.workflow = "wf",
+                                   .id = ab->id,
+                                   .status = DURO_STATUS_QUEUED,
+                                   .params = "null"};
       journal_batch_add(&ab->b, JOP_INSTANCE_INSERT)->inst = &ab->row;
       journal_commit_async(c->j, &ab->b, on_done, ab);
       continue;
     }
     char id[32];
     snprintf(id, sizeof id, "s-%d-%d", c->index, i);
-    journal_instance row = {
-        .workflow = "wf", .id = id, .status = "queued", .params = "null"};
+    journal_instance row = {.workflow = "wf",
+                            .id = id,
+                            .status = DURO_STATUS_QUEUED,
+                            .params = "null"};
     journal_batch b = {0};
     journal_batch_add(&b, JOP_INSTANCE_INSERT)->inst = &row;
     ck_assert_int_eq(journal_commit(c->j, &b), 0);

@@ -73,10 +73,14 @@ END_TEST
 START_TEST(duplicate_in_a_shared_transaction) {
   fresh_db();
   journal *j = open_journal();
-  journal_instance a = {
-      .workflow = "wf", .id = "x", .status = "queued", .params = "null"};
-  journal_instance b = {
-      .workflow = "wf", .id = "y", .status = "queued", .params = "null"};
+  journal_instance a = {.workflow = "wf",
+                        .id = "x",
+                        .status = DURO_STATUS_QUEUED,
+                        .params = "null"};
+  journal_instance b = {.workflow = "wf",
+                        .id = "y",
+                        .status = DURO_STATUS_QUEUED,
+                        .params = "null"};
   journal_batch batch = {0};
   journal_batch_add(&batch, JOP_INSTANCE_INSERT)->inst = &a;
   journal_batch_add(&batch, JOP_INSTANCE_INSERT)->inst = &a;
@@ -117,8 +121,10 @@ static void *read_once(void *arg) {
 START_TEST(reads_from_short_lived_threads_leave_no_descriptor) {
   fresh_db();
   journal *j = open_journal();
-  journal_instance a = {
-      .workflow = "wf", .id = "a", .status = "queued", .params = "null"};
+  journal_instance a = {.workflow = "wf",
+                        .id = "a",
+                        .status = DURO_STATUS_QUEUED,
+                        .params = "null"};
   journal_batch b = {0};
   journal_batch_add(&b, JOP_INSTANCE_INSERT)->inst = &a;
   ck_assert_int_eq(journal_commit(j, &b), 0);

@@ -102,9 +102,9 @@ END_TEST
 #define EXPIRED 1200
 #define PASS_MAX 500 /* scheduler.c's SWEEP_PASS_MAX */
 
-static void count_complete(void *ctx, const char *workflow, const char *status,
+static void count_complete(void *ctx, const char *workflow, duro_status status,
                            int64_t n) {
-  if (strcmp(workflow, "wf") == 0 && strcmp(status, "complete") == 0)
+  if (strcmp(workflow, "wf") == 0 && status == DURO_STATUS_COMPLETE)
     *(int64_t *)ctx += n;
 }
 

@@ -79,7 +79,7 @@ static int64_t insert(journal *j, const char *wf, const char *id,
                       int64_t created_ms) {
   journal_instance in = {.workflow = (char *)wf,
                          .id = (char *)id,
-                         .status = "queued",
+                         .status = DURO_STATUS_QUEUED,
                          .params = "{\"n\":1}",
                          .created_ms = created_ms,
                          .retention_ms = 1000};
@@ -121,10 +121,14 @@ END_TEST
 START_TEST(duplicate_in_a_shared_transaction) {
   fresh_db();
   journal *j = open_journal();
-  journal_instance a = {
-      .workflow = "wf", .id = "x", .status = "queued", .params = "null"};
-  journal_instance b = {
-      .workflow = "wf", .id = "y", .status = "queued", .params = "null"};
+  journal_instance a = {.workflow = "wf",
+                        .id = "x",
+                        .status = DURO_STATUS_QUEUED,
+                        .params = "null"};
+  journal_instance b = {.workflow = "wf",
+                        .id = "y",
+                        .status = DURO_STATUS_QUEUED,
+                        .params = "null"};
   journal_batch batch = {0};
   journal_batch_add(&batch, JOP_INSTANCE_INSERT)->inst = &a;
   journal_batch_add(&batch, JOP_INSTANCE_INSERT)->inst = &a;
@@ -151,7 +155,7 @@ START_TEST(instance_insert_set_get) {
   ck_assert_int_eq(journal_instance_get(j, "wf", "i1", &got), 0);
   ck_assert_int_eq(got.rowid, rowid);
   ck_assert_str_eq(got.workflow, "wf");
-  ck_assert_str_eq(got.status, "queued");
+  ck_assert_str_eq(duro_status_name(got.status), "queued");
   ck_assert_str_eq(got.params, "{\"n\":1}");
   ck_assert_ptr_null(got.output);
   ck_assert_ptr_null(got.error);
@@ -188,7 +192,7 @@ START_TEST(instance_insert_set_get) {
   journal_instance_clear(&got);
 
   journal_instance in = {.rowid = rowid,
-                         .status = "waiting",
+                         .status = DURO_STATUS_WAITING,
                          .output = "{\"o\":2}",
                          .started_ms = 10,
                          .ended_ms = JOURNAL_NONE,
@@ -197,7 +201,7 @@ START_TEST(instance_insert_set_get) {
                          .wait_type = "paid"};
   set_row(j, &in, 0);
   ck_assert_int_eq(journal_instance_get_rowid(j, rowid, &got), 0);
-  ck_assert_str_eq(got.status, "waiting");
+  ck_assert_str_eq(duro_status_name(got.status), "waiting");
   ck_assert_str_eq(got.output, "{\"o\":2}");
   ck_assert_int_eq(got.started_ms, 10);
   ck_assert(got.ended_ms == JOURNAL_NONE);
@@ -228,17 +232,18 @@ END_TEST
 
 static journal_step step_row(const char *key, const char *name, int64_t seq,
                              const char *status, int64_t wake) {
-  return (journal_step){.key = (char *)key,
-                        .name = (char *)name,
-                        .count = 1,
-                        .seq = seq,
-                        .type = wake == JOURNAL_NONE ? "do" : "sleep",
-                        .status = (char *)status,
-                        .attempts = 1,
-                        .started_ms = seq * 10,
-                        .ended_ms = JOURNAL_NONE,
-                        .wake_ms = wake,
-                        .attempt_started_ms = JOURNAL_NONE};
+  return (journal_step){
+      .key = (char *)key,
+      .name = (char *)name,
+      .count = 1,
+      .seq = seq,
+      .type = wake == JOURNAL_NONE ? DURO_STEP_DO : DURO_STEP_SLEEP,
+      .status = (duro_step_status)duro_step_status_parse(status),
+      .attempts = 1,
+      .started_ms = seq * 10,
+      .ended_ms = JOURNAL_NONE,
+      .wake_ms = wake,
+      .attempt_started_ms = JOURNAL_NONE};
 }
 
 typedef struct seen_attempts {
@@ -303,7 +308,7 @@ START_TEST(steps_and_attempts) {
   ck_assert_str_eq(s[0].key, "a#1");
   ck_assert_str_eq(s[0].name, "a");
   ck_assert_uint_eq(s[0].count, 1);
-  ck_assert_str_eq(s[0].type, "do");
+  ck_assert_str_eq(duro_step_kind_name(s[0].type), "do");
   ck_assert_str_eq(s[0].result, "\"ra\"");
   ck_assert_ptr_null(s[0].error);
   ck_assert_int_eq(s[0].ended_ms, 15);
@@ -325,7 +330,7 @@ START_TEST(steps_and_attempts) {
 
   /* an errored instance cancels its waiting steps at ended_ms */
   journal_instance in = {.rowid = rowid,
-                         .status = "errored",
+                         .status = DURO_STATUS_ERRORED,
                          .error = "{}",
                          .started_ms = 1,
                          .ended_ms = 77,
@@ -333,11 +338,11 @@ START_TEST(steps_and_attempts) {
                          .paused_ms = JOURNAL_NONE};
   set_row(j, &in, 0);
   ck_assert_int_eq(journal_steps_load(j, rowid, &s, &n), 0);
-  ck_assert_str_eq(s[0].status, "complete");
-  ck_assert_str_eq(s[1].status, "cancelled");
+  ck_assert_str_eq(duro_step_status_name(s[0].status), "complete");
+  ck_assert_str_eq(duro_step_status_name(s[1].status), "cancelled");
   ck_assert_int_eq(s[1].ended_ms, 77);
   ck_assert(s[1].wake_ms == JOURNAL_NONE);
-  ck_assert_str_eq(s[2].status, "cancelled");
+  ck_assert_str_eq(duro_step_status_name(s[2].status), "cancelled");
   journal_steps_free(s, n);
 
   /* a discard from seq 2 drops nap and c, and c's attempts */
@@ -371,7 +376,7 @@ START_TEST(events_and_wakes) {
   journal *j = open_journal();
   int64_t rowid = insert(j, "wf", "e1", 0);
   journal_instance in = {.rowid = rowid,
-                         .status = "waiting",
+                         .status = DURO_STATUS_WAITING,
                          .started_ms = 1,
                          .ended_ms = JOURNAL_NONE,
                          .wake_ms = JOURNAL_NONE,
@@ -465,7 +470,7 @@ START_TEST(events_and_wakes) {
   journal_events_free(ev, n);
 
   /* once it has ended, an event is refused, in the same group as others */
-  in.status = "complete";
+  in.status = DURO_STATUS_COMPLETE;
   in.ended_ms = 80;
   in.wait_type = NULL;
   set_row(j, &in, 0);
@@ -495,8 +500,10 @@ START_TEST(failed_op_fails_its_group) {
   int64_t rowid = insert(j, "wf", "f1", 0);
   journal_step bad = step_row("k#1", "k", 1, "complete", JOURNAL_NONE);
   bad.key = NULL; /* NOT NULL */
-  journal_instance ok = {
-      .workflow = "wf", .id = "f2", .status = "queued", .params = "null"};
+  journal_instance ok = {.workflow = "wf",
+                         .id = "f2",
+                         .status = DURO_STATUS_QUEUED,
+                         .params = "null"};
   journal_batch b = {0};
   journal_batch_add(&b, JOP_INSTANCE_INSERT)->inst = &ok;
   journal_op *op = journal_batch_add(&b, JOP_STEP_PUT);
@@ -584,8 +591,10 @@ START_TEST(queued_writes_are_each_checked) {
   journal_step bad = step_row("bad", "k", N, "complete", JOURNAL_NONE);
   bad.name = NULL; /* NOT NULL */
   journal_step good = step_row("good", "k", N + 1, "complete", JOURNAL_NONE);
-  journal_instance in = {
-      .workflow = "wf", .id = "q2", .status = "queued", .params = "null"};
+  journal_instance in = {.workflow = "wf",
+                         .id = "q2",
+                         .status = DURO_STATUS_QUEUED,
+                         .params = "null"};
   for (int at_commit = 0; at_commit < 2; at_commit++) {
     journal_op *op = journal_batch_add(&b, JOP_STEP_PUT);
     op->rowid = rowid;
@@ -594,7 +603,8 @@ START_TEST(queued_writes_are_each_checked) {
     op->rowid = rowid;
     op->step = &bad;
     op = journal_batch_add(&b, JOP_INSTANCE_SET);
-    op->inst = &(journal_instance){.rowid = rowid, .status = "running"};
+    op->inst =
+        &(journal_instance){.rowid = rowid, .status = DURO_STATUS_RUNNING};
     if (!at_commit)
       journal_batch_add(&b, JOP_INSTANCE_INSERT)->inst = &in;
     ck_assert_int_eq(journal_commit(j, &b), DURO_E_STORAGE);
@@ -662,8 +672,10 @@ START_TEST(dead_host_fails_its_groups) {
   int64_t rowid = insert(j, "wf", "h1", 0);
   ck_assert_int_eq(count_rows("UPDATE hosts SET dead=true RETURNING 1"), 1);
   journal_step s1 = step_row("s#1", "s", 1, "complete", JOURNAL_NONE);
-  journal_instance in = {
-      .workflow = "wf", .id = "h2", .status = "queued", .params = "null"};
+  journal_instance in = {.workflow = "wf",
+                         .id = "h2",
+                         .status = DURO_STATUS_QUEUED,
+                         .params = "null"};
   for (int insert_too = 0; insert_too < 2; insert_too++) {
     journal_batch b = {0};
     journal_op *op = journal_batch_add(&b, JOP_STEP_PUT);
@@ -710,8 +722,10 @@ START_TEST(frozen_group_lets_its_host_be_taken_over) {
   ck_assert_msg(store_pg.join(a, 1000, &hooks, &host_a, err, sizeof err) == 0,
                 "%s", err);
   store_pg.quiet(a); /* its keeper stops: no renewal from now on */
-  journal_instance in = {
-      .workflow = "wf", .id = "f1", .status = "queued", .params = "null"};
+  journal_instance in = {.workflow = "wf",
+                         .id = "f1",
+                         .status = DURO_STATUS_QUEUED,
+                         .params = "null"};
   journal_op op = {.kind = JOP_INSTANCE_INSERT, .inst = &in};
   ck_assert_int_eq(store_pg.begin(a), 0);
   ck_assert_int_eq(store_pg.apply(a, &op), 0); /* its result read: sent */
@@ -804,8 +818,10 @@ START_TEST(read_only_reads_and_refuses_writes) {
   journal_instance got = {0};
   ck_assert_int_eq(journal_instance_get(j, "wf", "r1", &got), 0);
   journal_instance_clear(&got);
-  journal_instance in = {
-      .workflow = "wf", .id = "r2", .status = "queued", .params = "null"};
+  journal_instance in = {.workflow = "wf",
+                         .id = "r2",
+                         .status = DURO_STATUS_QUEUED,
+                         .params = "null"};
   journal_batch b = {0};
   journal_batch_add(&b, JOP_INSTANCE_INSERT)->inst = &in;
   ck_assert_int_eq(journal_commit(j, &b), DURO_E_STORAGE);
@@ -825,30 +841,31 @@ END_TEST
 
 /* ---- list, count, wake-poll and sweep reads ----------------------------- */
 
-static void on_row(void *ctx, int64_t rowid, const char *id, const char *status,
+static void on_row(void *ctx, int64_t rowid, const char *id, duro_status status,
                    int64_t created_ms) {
   char *t = ctx;
   size_t n = strlen(t);
-  snprintf(t + n, 256 - n, "%s:%s:%lld;", id, status, (long long)created_ms);
+  snprintf(t + n, 256 - n, "%s:%s:%lld;", id, duro_status_name(status),
+           (long long)created_ms);
   (void)rowid;
 }
 
-static void on_count(void *ctx, const char *wf, const char *status, int64_t n) {
+static void on_pinned(void *ctx, const char *wf, const char *build, int64_t n) {
   char *t = ctx;
   size_t len = strlen(t);
-  snprintf(t + len, 256 - len, "%s/%s=%lld;", wf, status, (long long)n);
+  snprintf(t + len, 256 - len, "%s/%s=%lld;", wf, build, (long long)n);
 }
 
-static void on_recover(void *ctx, int64_t rowid, const char *status,
+static void on_count(void *ctx, const char *wf, duro_status status, int64_t n) {
+  on_pinned(ctx, wf, duro_status_name(status), n);
+}
+
+static void on_recover(void *ctx, int64_t rowid, duro_status status,
                        int control) {
   char *t = ctx;
   size_t len = strlen(t);
-  snprintf(t + len, 256 - len, "%lld:%s:%d;", (long long)rowid, status,
-           control);
-}
-
-static void on_pinned(void *ctx, const char *wf, const char *build, int64_t n) {
-  on_count(ctx, wf, build, n);
+  snprintf(t + len, 256 - len, "%lld:%s:%d;", (long long)rowid,
+           duro_status_name(status), control);
 }
 
 START_TEST(list_count_wake_and_sweep) {
@@ -859,7 +876,7 @@ START_TEST(list_count_wake_and_sweep) {
   int64_t r3 = insert(j, "wf", "i3", 300);
   int64_t r4 = insert(j, "other", "o1", 50);
   journal_instance w2 = {.rowid = r2,
-                         .status = "waiting",
+                         .status = DURO_STATUS_WAITING,
                          .ended_ms = JOURNAL_NONE,
                          .started_ms = 1,
                          .wake_ms = 1000,
@@ -870,7 +887,7 @@ START_TEST(list_count_wake_and_sweep) {
   w3.wake_ms = 500;
   set_row(j, &w3, 0);
   journal_instance done = {.rowid = r4,
-                           .status = "complete",
+                           .status = DURO_STATUS_COMPLETE,
                            .started_ms = 1,
                            .ended_ms = 2000,
                            .wake_ms = JOURNAL_NONE,
@@ -937,13 +954,14 @@ START_TEST(list_count_wake_and_sweep) {
   ck_assert_str_eq(t, "wf/h1=1;");
 
   t[0] = 0;
-  ck_assert_int_eq(journal_list(j, "wf", NULL, 0, 2, on_row, t), 0);
+  ck_assert_int_eq(journal_list(j, "wf", -1, 0, 2, on_row, t), 0);
   ck_assert_str_eq(t, "i3:waiting:300;i2:waiting:200;");
   t[0] = 0;
-  ck_assert_int_eq(journal_list(j, "wf", NULL, r2, 10, on_row, t), 0);
+  ck_assert_int_eq(journal_list(j, "wf", -1, r2, 10, on_row, t), 0);
   ck_assert_str_eq(t, "i1:queued:100;");
   t[0] = 0;
-  ck_assert_int_eq(journal_list(j, "wf", "queued", 0, 10, on_row, t), 0);
+  ck_assert_int_eq(journal_list(j, "wf", DURO_STATUS_QUEUED, 0, 10, on_row, t),
+                   0);
   ck_assert_str_eq(t, "i1:queued:100;");
   t[0] = 0;
   ck_assert_int_eq(journal_count_by_status(j, on_count, t), 0);

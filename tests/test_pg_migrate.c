@@ -313,7 +313,7 @@ static int64_t same_instance(journal *a, journal *b, const char *id) {
   ck_assert_int_eq(journal_instance_get(a, "order-flow", id, &x), 0);
   ck_assert_int_eq(journal_instance_get(b, "order-flow", id, &y), 0);
   ck_assert_int_eq(x.rowid, y.rowid);
-  str_eq(x.status, y.status, "status");
+  str_eq(duro_status_name(x.status), duro_status_name(y.status), "status");
   str_eq(x.params, y.params, "params");
   str_eq(x.output, y.output, "output");
   str_eq(x.wait_type, y.wait_type, "wait_type");
@@ -336,7 +336,8 @@ static int64_t same_instance(journal *a, journal *b, const char *id) {
   ck_assert_int_eq(nx, ny);
   for (size_t i = 0; i < nx; i++) {
     str_eq(sx[i].key, sy[i].key, "step key");
-    str_eq(sx[i].status, sy[i].status, "step status");
+    str_eq(duro_step_status_name(sx[i].status),
+           duro_step_status_name(sy[i].status), "step status");
     str_eq(sx[i].result, sy[i].result, "step result");
     str_eq(sx[i].build, sy[i].build, "step build");
     ck_assert_int_eq(sx[i].seq, sy[i].seq);

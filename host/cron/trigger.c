@@ -850,7 +850,7 @@ static int still_running(duro_engine *e, const cron_trigger *t) {
   journal_instance in = {0};
   int busy =
       journal_instance_get(engine_journal(e), t->workflow, last, &in) == 0 &&
-      !status_ended(in.status);
+      !duro_status_ended(in.status);
   journal_instance_clear(&in);
   free(last);
   return busy;

@@ -222,7 +222,7 @@ typedef struct rowids {
 } rowids;
 
 static void collect_rowid(void *ctx, int64_t rowid, const char *id,
-                          const char *status, int64_t created_ms) {
+                          duro_status status, int64_t created_ms) {
   (void)id, (void)status, (void)created_ms;
   rowids *r = ctx;
   r->v = xrealloc(r->v, (r->n + 1) * sizeof *r->v);
@@ -248,7 +248,8 @@ int duro_engine_dry_run_report(duro_engine *e, const char *workflow,
     return DURO_E_WORKFLOW_NOT_FOUND;
   /* In flight: every stored status that has not ended (a running instance
    * is stored queued or waiting). */
-  static const char *const live[] = {"queued", "waiting", "paused"};
+  static const duro_status live[] = {DURO_STATUS_QUEUED, DURO_STATUS_WAITING,
+                                     DURO_STATUS_PAUSED};
   rowids ids = {0};
   int rc = 0;
   for (size_t s = 0; s < 3 && rc == 0; s++) {

@@ -43,11 +43,11 @@ static entry *control_begin(duro_engine *e, int64_t rowid, entry **active) {
 /* Ends a control operation given the status now stored: a queued
  * instance runs, a waiting one runs if something woke it meanwhile, any
  * other is idle. */
-static void control_end(duro_engine *e, entry *ent, const char *status) {
+static void control_end(duro_engine *e, entry *ent, duro_status status) {
   /* A request an activation handed over (apply_control) that this
    * operation overtook still gets applied, by a worker. */
-  if (!strcmp(status, "queued") || (!strcmp(status, "waiting") && ent->rerun) ||
-      ent->apply_control) {
+  if (status == DURO_STATUS_QUEUED ||
+      (status == DURO_STATUS_WAITING && ent->rerun) || ent->apply_control) {
     ent->rerun = 0;
     runnable_push(e, ent);
     pthread_cond_broadcast(&e->changed);
@@ -68,7 +68,7 @@ int engine_instance_get(duro_engine *e, const char *workflow, const char *id,
 /* Writes the row, which was `from_status`, with the drivers' ops for the
  * change (a lifecycle message) in the same commit. */
 static int commit_row(duro_engine *e, journal_instance *in, int clear_control,
-                      const char *from_status) {
+                      duro_status from_status) {
   journal_batch b = {0};
   journal_op *op = journal_batch_add(&b, JOP_INSTANCE_SET);
   op->inst = in;
@@ -92,43 +92,34 @@ static int persist_control(duro_engine *e, int64_t rowid, int control) {
   return rc;
 }
 
-/* Rows read from the journal own their strings: replace, never alias. */
-static void row_set_status(journal_instance *in, const char *status) {
-  free(in->status);
-  in->status = xstrdup(status);
-}
-
 /* Pause or terminate an instance that no activation runs (the caller holds
  * its CONTROL entry, or is recovery before any worker starts). */
 static int control_row(duro_engine *e, journal_instance *in, int control) {
   int64_t now = duro_clock_now(e->clock);
-  if (status_ended(in->status))
+  if (duro_status_ended(in->status))
     return control == JOURNAL_CONTROL_PAUSE ? DURO_E_CANNOT_PAUSE
                                             : DURO_E_CANNOT_TERMINATE;
   /* A terminate acknowledged earlier and not yet applied wins over a
    * pause: the instance ends rather than waits. */
   if (in->control == JOURNAL_CONTROL_TERMINATE)
     control = JOURNAL_CONTROL_TERMINATE;
-  char *old = xstrdup(in->status);
+  duro_status old = in->status;
   if (control == JOURNAL_CONTROL_PAUSE) {
-    if (!strcmp(old, "paused")) {
-      free(old);
+    if (old == DURO_STATUS_PAUSED)
       return persist_control(e, in->rowid, 0);
-    }
-    row_set_status(in, "paused");
+    in->status = DURO_STATUS_PAUSED;
     in->paused_ms = now;
     in->wake_ms = JOURNAL_NONE; /* frozen: waiting steps keep theirs */
   } else {
-    row_set_status(in, "terminated");
+    in->status = DURO_STATUS_TERMINATED;
     in->ended_ms = now;
     in->wake_ms = JOURNAL_NONE;
   }
   int rc = commit_row(e, in, 1, old);
   if (rc)
-    row_set_status(in, old);
+    in->status = old;
   else if (control == JOURNAL_CONTROL_TERMINATE)
-    engine_watch_fire(e, in->rowid, "terminated");
-  free(old);
+    engine_watch_fire(e, in->rowid, duro_status_name(DURO_STATUS_TERMINATED));
   return rc;
 }
 
@@ -142,10 +133,11 @@ static int change_held_row(duro_engine *e, entry *ent, row_change_fn change,
                            void *arg) {
   journal_instance in = {0};
   int rc = journal_instance_get_rowid(e->j, ent->rowid, &in);
-  if (rc == 0)
+  int read = rc == 0;
+  if (read)
     rc = change(e, &in, arg);
   pthread_mutex_lock(&e->mu);
-  control_end(e, ent, in.status ? in.status : "");
+  control_end(e, ent, read ? in.status : ENGINE_STATUS_NONE);
   pthread_mutex_unlock(&e->mu);
   journal_instance_clear(&in);
   return rc;
@@ -320,7 +312,7 @@ static int hold_pinned(duro_engine *e, const journal_instance *in, wf_reg **wf,
 
 static int resume_row(duro_engine *e, journal_instance *in, void *arg) {
   (void)arg;
-  if (strcmp(in->status, "paused") != 0)
+  if (in->status != DURO_STATUS_PAUSED)
     return DURO_E_CANNOT_RESUME;
   /* Paused for want of its build (build.unavailable): the host loads it
    * now if it is back in the build store.  If not, the run pauses again
@@ -342,7 +334,7 @@ static int resume_row(duro_engine *e, journal_instance *in, void *arg) {
     op->rowid = in->rowid;
     op->from_seq = now - in->paused_ms;
   }
-  row_set_status(in, "queued");
+  in->status = DURO_STATUS_QUEUED;
   in->paused_ms = JOURNAL_NONE;
   in->wake_ms = JOURNAL_NONE;
   /* A pause for a diverged replay kept its error; resuming clears it. */
@@ -354,7 +346,7 @@ static int resume_row(duro_engine *e, journal_instance *in, void *arg) {
   int rc = journal_commit(e->j, &b);
   journal_batch_free(&b);
   if (rc)
-    row_set_status(in, "paused");
+    in->status = DURO_STATUS_PAUSED;
   return rc;
 }
 
@@ -391,10 +383,10 @@ typedef struct restart_from {
 
 /* Only an ended instance is restarted: one that runs, waits or is paused
  * has a run in progress, and a restart would race it. */
-static char *not_ended_reason(const char *status) {
+static char *not_ended_reason(duro_status status) {
   return xasprintf("instance is %s; only an ended instance (complete, "
                    "errored, terminated) can be restarted",
-                   status);
+                   duro_status_name(status));
 }
 
 /* "the journal has no step "x"#2; its steps: "a"#1, "b"#1", at most 20. */
@@ -437,7 +429,7 @@ static int restart_build(duro_engine *e, const journal_instance *in,
 
 static int restart_row(duro_engine *e, journal_instance *in, void *arg) {
   const restart_from *from = arg;
-  if (!status_ended(in->status)) {
+  if (!duro_status_ended(in->status)) {
     if (from->why)
       *from->why = not_ended_reason(in->status);
     return DURO_E_CANNOT_RESTART;
@@ -484,8 +476,8 @@ static int restart_row(duro_engine *e, journal_instance *in, void *arg) {
     op->rowid = in->rowid;
     op->step_key = NULL;
   }
-  char *old = xstrdup(in->status);
-  row_set_status(in, "queued");
+  duro_status old = in->status;
+  in->status = DURO_STATUS_QUEUED;
   free(in->output);
   free(in->error);
   in->output = in->error = NULL;
@@ -497,8 +489,7 @@ static int restart_row(duro_engine *e, journal_instance *in, void *arg) {
   journal_batch_free(&b);
   build_release(wf, held);
   if (rc)
-    row_set_status(in, old);
-  free(old);
+    in->status = old;
   return rc;
 }
 
@@ -517,7 +508,7 @@ int duro_instance_restart_why(duro_engine *e, const char *workflow,
   pthread_mutex_unlock(&e->mu);
   if (active) {
     if (why)
-      *why = not_ended_reason("running");
+      *why = not_ended_reason(DURO_STATUS_RUNNING);
     return control_leave(e, rowid, DURO_E_CANNOT_RESTART);
   }
   restart_from rf = {.name = from, .count = count, .why = why};
@@ -574,7 +565,7 @@ static int send_event(duro_engine *e, const char *workflow, const char *id,
   /* An ended instance takes no events: nothing would consume one, and a
    * restart's re-run should not find stale ones.  (The commit checks
    * again, for an end that comes between.) */
-  if (rc == 0 && status_ended(in.status))
+  if (rc == 0 && duro_status_ended(in.status))
     rc = DURO_E_INSTANCE_ENDED;
   journal_instance_clear(&in);
   if (rc)

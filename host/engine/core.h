@@ -70,8 +70,6 @@ void engine_instance_insert_op(const wf_reg *wf, const char *id,
                                journal_instance *row, journal_batch *b);
 /* After such an insert committed (op rc 0): the instance is runnable. */
 void engine_instance_created(duro_engine *e, int64_t rowid);
-/* "complete", "errored", "terminated". */
-int status_ended(const char *status);
 
 /* ---- JSON ---- */
 

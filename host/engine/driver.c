@@ -84,7 +84,7 @@ int engine_drivers_recover(duro_engine *e, const ledger_slot *sl,
 
 void engine_drivers_instance_changed(duro_engine *e, journal_batch *b,
                                      const journal_instance *row,
-                                     const char *from_status,
+                                     duro_status from_status,
                                      int64_t from_started_ms, int64_t now) {
   for (size_t i = 0; i < e->n_drivers; i++)
     if (e->drivers[i].d->instance_changed)

@@ -50,7 +50,7 @@ typedef struct duro_driver {
    * go to journal_batch_own).  On the thread that builds the commit. */
   void (*instance_changed)(duro_engine *e, void *state, struct journal_batch *b,
                            const struct journal_instance *row,
-                           const char *from_status, int64_t from_started_ms,
+                           duro_status from_status, int64_t from_started_ms,
                            int64_t now);
   /* Adds its parts to the /healthz report (duro_health_add_*); returns 1
    * when it makes the engine degraded. */

@@ -34,11 +34,6 @@
 #define DEFAULT_MAX_STEPS 10000
 #define DUE_BATCH 1024
 
-int status_ended(const char *s) {
-  return !strcmp(s, "complete") || !strcmp(s, "errored") ||
-         !strcmp(s, "terminated");
-}
-
 /* A UUIDv7: 48 bits of Unix milliseconds, then random bits.  Ids made
  * close in time sort close together, so creating many instances appends
  * to the (workflow, id) index instead of writing all over it. */
@@ -559,7 +554,7 @@ static void on_task_commit(void *ctx, int rc) {
   pthread_cond_signal(&w->wake);
   pthread_mutex_unlock(&e->mu);
   if (orphan)
-    engine_activation_done(e, ent, "queued", JOURNAL_NONE, 0);
+    engine_activation_done(e, ent, DURO_STATUS_QUEUED, JOURNAL_NONE, 0);
 }
 
 /* Nothing else for this task's worker to run: it may commit itself, as
@@ -925,7 +920,7 @@ size_t duro_engine_run_until_idle(duro_engine *e) {
   return ran;
 }
 
-void engine_activation_done(duro_engine *e, entry *ent, const char *status,
+void engine_activation_done(duro_engine *e, entry *ent, duro_status status,
                             int64_t wake_ms, int may_commit) {
   int notify = 0, control = 0;
   int64_t rowid = ent->rowid; /* ent may be gone below */
@@ -938,11 +933,11 @@ void engine_activation_done(duro_engine *e, entry *ent, const char *status,
   if (now < e->polled_through)
     e->polled_through = now;
   int64_t horizon = now;
-  int ended = !*status || status_ended(status);
+  int ended = status == ENGINE_STATUS_NONE || duro_status_ended(status);
   /* A request that arrived after the activation's last step boundary. */
-  if (!ended && ent->terminate_req && strcmp(status, "terminated") != 0)
+  if (!ended && ent->terminate_req && status != DURO_STATUS_TERMINATED)
     control = JOURNAL_CONTROL_TERMINATE;
-  else if (!ended && ent->pause_req && strcmp(status, "paused") != 0)
+  else if (!ended && ent->pause_req && status != DURO_STATUS_PAUSED)
     control = JOURNAL_CONTROL_PAUSE;
   if (control && !may_commit) {
     ent->apply_control = control;
@@ -950,15 +945,15 @@ void engine_activation_done(duro_engine *e, entry *ent, const char *status,
     control = 0;
   } else if (control) {
     ent->state = ENTRY_CONTROL;
-  } else if ((!strcmp(status, "queued") && !e->stopping) ||
-             (!strcmp(status, "waiting") &&
+  } else if ((status == DURO_STATUS_QUEUED && !e->stopping) ||
+             (status == DURO_STATUS_WAITING &&
               (ent->rerun ||
                (wake_ms != JOURNAL_NONE && wake_ms <= horizon)))) {
     ent->rerun = 0;
     runnable_push(e, ent);
     pthread_cond_broadcast(&e->changed);
   } else {
-    notify = !strcmp(status, "waiting");
+    notify = status == DURO_STATUS_WAITING;
     entry_drop(e, ent);
   }
   pthread_mutex_unlock(&e->mu);
@@ -969,10 +964,10 @@ void engine_activation_done(duro_engine *e, entry *ent, const char *status,
     if (e->opt.on_wake_change)
       e->opt.on_wake_change(e->opt.ctx);
   }
-  if (*status && status_ended(status)) {
-    engine_watch_fire(e, rowid, status);
+  if (duro_status_ended(status)) {
+    engine_watch_fire(e, rowid, duro_status_name(status));
     if (e->opt.on_instance_end)
-      e->opt.on_instance_end(e->opt.ctx, status);
+      e->opt.on_instance_end(e->opt.ctx, duro_status_name(status));
   }
 }
 
@@ -1021,7 +1016,7 @@ void engine_instance_insert_op(const wf_reg *wf, const char *id,
   *row = (journal_instance){0};
   row->workflow = (char *)wf->name;
   row->id = (char *)id;
-  row->status = "queued";
+  row->status = DURO_STATUS_QUEUED;
   row->params = (char *)(req->params ? req->params : "null");
   row->created_ms = now;
   row->retention_ms =

@@ -264,7 +264,7 @@ int engine_drivers_recover(duro_engine *e, const ledger_slot *sl,
  * the commit that writes it: from_status NULL for a new instance. */
 void engine_drivers_instance_changed(duro_engine *e, journal_batch *b,
                                      const journal_instance *row,
-                                     const char *from_status,
+                                     duro_status from_status,
                                      int64_t from_started_ms, int64_t now);
 /* The drivers' parts of /healthz; 1 when one makes it degraded. */
 int engine_drivers_health(duro_engine *e, duro_health_parts *parts);
@@ -336,7 +336,7 @@ typedef struct hung_attempt {
   entry *ent;
   int64_t rowid;
   char *workflow, *id, *where, *build;
-  journal_step step; /* status "waiting"; its strings owned */
+  journal_step step; /* status waiting; its strings owned */
   uint32_t number;
   int64_t started_ms;
   const char *error_name; /* "TimeoutError" or "instance.terminated" */
@@ -397,12 +397,16 @@ void activation_run(duro_engine *e, entry *ent);
  * calling engine_activation_done). engine.c. */
 int engine_activation_admit(duro_engine *e, entry *ent, wf_reg *wf);
 
+/* The status of an activation that found no row of its instance to run
+ * (swept meanwhile, or its workflow unknown): not one of duro_status. */
+#define ENGINE_STATUS_NONE ((duro_status)-1)
+
 /* Called when the instance's new row is committed: removes or requeues
  * the entry.  may_commit = 0 when called from a commit callback (which
  * must not commit): a pause or terminate that arrived too late for the
  * activation is then handed to a worker instead of applied here.
  * engine.c. */
-void engine_activation_done(duro_engine *e, entry *ent, const char *status,
+void engine_activation_done(duro_engine *e, entry *ent, duro_status status,
                             int64_t wake_ms, int may_commit);
 
 /* The synchronous forms of asynchronous operations wait on one of these:
@@ -546,8 +550,8 @@ wf_reg *engine_find_binding(const duro_engine *e, const char *binding);
 
 /* The status a reader should see: a running activation overlays the
  * stored one. inspect.c. */
-const char *engine_live_status(duro_engine *e, int64_t rowid,
-                               const char *stored);
+duro_status engine_live_status(duro_engine *e, int64_t rowid,
+                               duro_status stored);
 
 /* The same; on DURO_E_INVALID_OUTPUT it writes why and where the parse
  * failed ("... at line L, column C (byte P)") into why (may be NULL). */

@@ -80,8 +80,8 @@ static void row_set(char **field, char *value) {
  * with the drivers' ops for the change (a lifecycle message) in b. */
 static void instance_errored(duro_engine *e, journal_batch *b,
                              journal_instance *in, char *error, int64_t now) {
-  char *from = in->status;
-  in->status = xstrdup("errored");
+  duro_status from = in->status;
+  in->status = DURO_STATUS_ERRORED;
   row_set(&in->error, error);
   in->ended_ms = now;
   in->wake_ms = JOURNAL_NONE;
@@ -89,11 +89,10 @@ static void instance_errored(duro_engine *e, journal_batch *b,
   op->inst = in;
   op->clear_control = 1;
   engine_drivers_instance_changed(e, b, in, from, in->started_ms, now);
-  free(from);
 }
 
 /* The step row the crashed attempt belongs to: the journaled one, or the
- * one the dead activation had not committed yet. */
+ * one the dead activation had not committed yet (a do step, waiting). */
 static journal_step step_of(const journal_step *steps, size_t n,
                             const ledger_slot *sl) {
   for (size_t i = 0; i < n; i++)
@@ -103,7 +102,8 @@ static journal_step step_of(const journal_step *steps, size_t n,
                         .name = (char *)sl->name,
                         .count = sl->count,
                         .seq = sl->seq,
-                        .type = "do",
+                        .type = DURO_STEP_DO,
+                        .status = DURO_STEP_WAITING,
                         .started_ms = sl->step_started_ms,
                         .ended_ms = JOURNAL_NONE,
                         .wake_ms = JOURNAL_NONE,
@@ -138,7 +138,7 @@ void engine_cut_short(journal_batch *b, const char *where, int64_t rowid,
    * only at a step with no wake time), no back-off is waited. */
   s->attempts = number;
   s->error = err;
-  s->status = "waiting";
+  s->status = DURO_STEP_WAITING;
   s->wake_ms = now;
   op = journal_batch_add(b, JOP_STEP_PUT);
   op->rowid = rowid;
@@ -208,12 +208,12 @@ static void add_crashed(duro_engine *e, journal_batch *b, journal_instance *in,
    * step.c): a failed attempt with no wake time. */
   s->attempts = sl->attempt;
   s->error = err;
-  s->status = "waiting";
+  s->status = DURO_STEP_WAITING;
   s->wake_ms = JOURNAL_NONE;
   log_write(DURO_LOG_WARN, NULL, "%s/%s: %s (crash %u of %u)", in->workflow,
             in->id, msg, crashes, e->max_crashes);
   if (crashes >= e->max_crashes) {
-    s->status = "errored";
+    s->status = DURO_STEP_ERRORED;
     s->ended_ms = now;
     char *why =
         kills ? xasprintf("step \"%s\" was inside its callback at %u deaths "
@@ -257,8 +257,7 @@ static int crash_in_attempt(duro_engine *e, journal_batch *b,
   }
   journal_step *s = xmalloc(sizeof *s);
   *s = step_of(steps, n, sl);
-  const char *status = s->status ? s->status : "";
-  if (!strcmp(status, "complete") || !strcmp(status, "errored") ||
+  if (s->status == DURO_STEP_COMPLETE || s->status == DURO_STEP_ERRORED ||
       s->attempts >= sl->attempt) {
     ledger_suspect_clear(e->ledger, in->rowid, sl->key);
     goto done;
@@ -304,9 +303,7 @@ static int record_crash(duro_engine *e, const ledger_slot *sl, int in_attempt,
   char *owned[1] = {NULL}; /* the attempt's error */
   if (rc == 0 && !runs_here(e, &in))
     ; /* another host runs it now: its journal is that host's to write */
-  else if (rc == 0 &&
-           (!strcmp(in.status, "complete") || !strcmp(in.status, "errored") ||
-            !strcmp(in.status, "terminated")))
+  else if (rc == 0 && duro_status_ended(in.status))
     ; /* it ended meanwhile: nothing to record */
   else if (rc == 0 && in_attempt)
     rc = crash_in_attempt(e, &b, &in, sl, guilty, how, kills, now, owned);
@@ -322,8 +319,8 @@ static int record_crash(duro_engine *e, const ledger_slot *sl, int in_attempt,
     rc = journal_commit(e->j, &b);
   }
   /* It had not ended (see above): now it may have. */
-  if (rc == 0 && !strcmp(in.status, "errored"))
-    engine_watch_fire(e, in.rowid, "errored");
+  if (rc == 0 && in.status == DURO_STATUS_ERRORED)
+    engine_watch_fire(e, in.rowid, duro_status_name(DURO_STATUS_ERRORED));
   free(owned[0]);
   journal_batch_free(&b);
   journal_instance_clear(&in);
@@ -340,8 +337,8 @@ static void prune_suspects(duro_engine *e) {
       continue;
     journal_instance in = {0};
     int rc = journal_instance_get_rowid(e->j, rowid, &in);
-    if (rc == DURO_E_NOT_FOUND || (rc == 0 && strcmp(in.status, "queued") &&
-                                   strcmp(in.status, "waiting")))
+    if (rc == DURO_E_NOT_FOUND || (rc == 0 && in.status != DURO_STATUS_QUEUED &&
+                                   in.status != DURO_STATUS_WAITING))
       ledger_suspect_clear(l, rowid, NULL);
     journal_instance_clear(&in);
   }
@@ -403,7 +400,7 @@ int engine_record_crashes(duro_engine *e) {
 
 static void record_hung(duro_engine *e, hung_attempt *h, int64_t now) {
   journal_batch b = {0};
-  char *err = NULL, *status = h->step.status;
+  char *err = NULL;
   if (h->cut_short_by) {
     engine_cut_short(&b, h->where, h->rowid, &h->step, h->number, h->started_ms,
                      h->build, h->cut_short_by, now, &err);
@@ -429,8 +426,6 @@ static void record_hung(duro_engine *e, hung_attempt *h, int64_t now) {
     log_error("%s: cannot record the %s attempt: %s", h->where,
               h->cut_short_by ? "cut-short" : "hung", journal_errmsg(e->j));
   journal_batch_free(&b);
-  /* engine_cut_short set a literal status: the row owns its copy. */
-  h->step.status = status;
   h->step.error = NULL;
   free(err);
 }
@@ -506,9 +501,9 @@ static int abandon(duro_engine *e, worker *w, entry *ent, abandon_why why,
     log_write(DURO_LOG_WARN, h.where, "%s; its worker is replaced", h.message);
   record_hung(e, &h, now);
   /* The instance runs again (or takes a pending pause or terminate). */
-  engine_activation_done(e, h.ent, "queued", JOURNAL_NONE, 1);
+  engine_activation_done(e, h.ent, DURO_STATUS_QUEUED, JOURNAL_NONE, 1);
   for (size_t i = 0; i < n_orphans; i++)
-    engine_activation_done(e, orphans[i], "queued", JOURNAL_NONE, 1);
+    engine_activation_done(e, orphans[i], DURO_STATUS_QUEUED, JOURNAL_NONE, 1);
   free(orphans);
   hung_attempt_clear(&h);
   return 1;

@@ -326,8 +326,9 @@ static void watch_for(duro_engine *e, int64_t rowid, int64_t host) {
   pthread_mutex_unlock(&e->fw_mu);
   journal_instance in = {0};
   int rc = journal_instance_get_rowid(e->j, rowid, &in);
-  if (rc == DURO_E_NOT_FOUND || (rc == 0 && status_ended(in.status)))
-    engine_remote_watches_fire(e, rowid, rc ? "gone" : in.status);
+  if (rc == DURO_E_NOT_FOUND || (rc == 0 && duro_status_ended(in.status)))
+    engine_remote_watches_fire(e, rowid,
+                               rc ? "gone" : duro_status_name(in.status));
   journal_instance_clear(&in);
 }
 

@@ -17,19 +17,19 @@
 /* ---- inspection
  * -------------------------------------------------------------- */
 
-const char *engine_live_status(duro_engine *e, int64_t rowid,
-                               const char *stored) {
-  const char *s = stored;
+duro_status engine_live_status(duro_engine *e, int64_t rowid,
+                               duro_status stored) {
+  duro_status s = stored;
   pthread_mutex_lock(&e->mu);
   entry *ent = idmap_get(&e->entries, rowid);
   if (ent && ent->state == ENTRY_ACTIVE &&
       __atomic_load_n(&ent->admitted, __ATOMIC_ACQUIRE)) {
     if (__atomic_load_n(&ent->terminate_req, __ATOMIC_ACQUIRE))
-      s = "terminated";
+      s = DURO_STATUS_TERMINATED;
     else if (__atomic_load_n(&ent->pause_req, __ATOMIC_ACQUIRE))
-      s = "waitingForPause";
+      s = DURO_STATUS_WAITING_FOR_PAUSE;
     else
-      s = "running";
+      s = DURO_STATUS_RUNNING;
   }
   pthread_mutex_unlock(&e->mu);
   return s;
@@ -42,8 +42,7 @@ int duro_instance_status(duro_engine *e, const char *workflow, const char *id,
   journal_instance in = {0};
   int rc = journal_instance_get(e->j, workflow, id, &in);
   if (rc == 0)
-    *out = (duro_status)duro_status_parse(
-        engine_live_status(e, in.rowid, in.status));
+    *out = engine_live_status(e, in.rowid, in.status);
   journal_instance_clear(&in);
   return rc;
 }
@@ -85,7 +84,7 @@ static json_t *step_attempts(json_t *by_key, const journal_step *s) {
   json_t *lastn =
       n ? json_object_get(json_array_get(list, n - 1), "number") : NULL;
   int have_last = lastn && json_integer_value(lastn) == (json_int_t)s->attempts;
-  if (!strcmp(s->type, "do") && !strcmp(s->status, "complete") && !have_last)
+  if (s->type == DURO_STEP_DO && s->status == DURO_STEP_COMPLETE && !have_last)
     json_array_append_new(list, json_pack("{s:I,s:o,s:o,s:n,s:s?}", "number",
                                           (json_int_t)s->attempts, "started_ms",
                                           json_ms(s->attempt_started_ms),
@@ -154,21 +153,22 @@ int duro_instance_describe(duro_engine *e, const char *workflow, const char *id,
           arr,
           json_pack("{s:s,s:s,s:I,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "key",
                     s->key, "name", s->name, "count", (json_int_t)s->count,
-                    "type", s->type, "status", s->status, "result",
+                    "type", duro_step_kind_name(s->type), "status",
+                    duro_step_status_name(s->status), "result",
                     json_raw_or_null(s->result), "error",
                     json_raw_or_null(s->error), "started_ms",
                     json_ms(s->started_ms), "ended_ms", json_ms(s->ended_ms),
                     "wake_ms", json_ms(s->wake_ms), "attempts", att));
     }
-    *out = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "id",
-                     in.id, "workflow", in.workflow, "status",
-                     engine_live_status(e, in.rowid, in.status), "params",
-                     json_raw_or_null(in.params), "output",
-                     json_raw_or_null(in.output), "error",
-                     json_raw_or_null(in.error), "created_ms",
-                     json_ms(in.created_ms), "started_ms",
-                     json_ms(in.started_ms), "ended_ms", json_ms(in.ended_ms),
-                     "wake_ms", json_ms(in.wake_ms), "steps", arr);
+    duro_status live = engine_live_status(e, in.rowid, in.status);
+    *out = json_pack(
+        "{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "id", in.id,
+        "workflow", in.workflow, "status", duro_status_name(live), "params",
+        json_raw_or_null(in.params), "output", json_raw_or_null(in.output),
+        "error", json_raw_or_null(in.error), "created_ms",
+        json_ms(in.created_ms), "started_ms", json_ms(in.started_ms),
+        "ended_ms", json_ms(in.ended_ms), "wake_ms", json_ms(in.wake_ms),
+        "steps", arr);
     /* The builds its attempts ran on, oldest first; more than one means
      * its code changed while it was in flight (versioning: latest, or a
      * restart on another build). */
@@ -184,8 +184,7 @@ int duro_instance_describe(duro_engine *e, const char *workflow, const char *id,
      * it waits for none: what a sender needs to move it on.  Only a
      * waiting or paused row still waits; an ended or running one kept
      * the type of a wait it left. */
-    const char *live = json_string_value(json_object_get(*out, "status"));
-    int blocked = !strcmp(live, "waiting") || !strcmp(live, "paused");
+    int blocked = live == DURO_STATUS_WAITING || live == DURO_STATUS_PAUSED;
     json_object_set_new(*out, "wait_type",
                         blocked && in.wait_type ? json_string(in.wait_type)
                                                 : json_null());
@@ -204,17 +203,18 @@ int duro_instance_summary(duro_engine *e, const char *workflow, const char *id,
   if (rc == 0)
     *out = json_pack(
         "{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o}", "id", in.id, "workflow",
-        in.workflow, "status", engine_live_status(e, in.rowid, in.status),
-        "output", json_raw_or_null(in.output), "error",
-        json_raw_or_null(in.error), "created_ms", json_ms(in.created_ms),
-        "started_ms", json_ms(in.started_ms), "ended_ms", json_ms(in.ended_ms));
+        in.workflow, "status",
+        duro_status_name(engine_live_status(e, in.rowid, in.status)), "output",
+        json_raw_or_null(in.output), "error", json_raw_or_null(in.error),
+        "created_ms", json_ms(in.created_ms), "started_ms",
+        json_ms(in.started_ms), "ended_ms", json_ms(in.ended_ms));
   journal_instance_clear(&in);
   return rc;
 }
 
 typedef struct list_ctx {
   duro_engine *e;
-  const char *filter; /* NULL = any */
+  int filter; /* a duro_status, -1 = any */
   json_t *arr;
   size_t scanned;
   int64_t last;
@@ -223,16 +223,16 @@ typedef struct list_ctx {
 /* Adds one row unless its live status no longer matches the filter (a
  * stored "waiting" instance an activation is running now). */
 static void list_one(void *ctx, int64_t rowid, const char *id,
-                     const char *status, int64_t created_ms) {
+                     duro_status status, int64_t created_ms) {
   list_ctx *l = ctx;
-  const char *live = engine_live_status(l->e, rowid, status);
+  duro_status live = engine_live_status(l->e, rowid, status);
   l->scanned++;
   l->last = rowid;
-  if (l->filter && strcmp(live, l->filter) != 0)
+  if (l->filter >= 0 && live != (duro_status)l->filter)
     return;
-  json_array_append_new(l->arr,
-                        json_pack("{s:s,s:s,s:I}", "id", id, "status", live,
-                                  "created_ms", (json_int_t)created_ms));
+  json_array_append_new(l->arr, json_pack("{s:s,s:s,s:I}", "id", id, "status",
+                                          duro_status_name(live), "created_ms",
+                                          (json_int_t)created_ms));
 }
 
 static int cmp_rowid_desc(const void *a, const void *b) {
@@ -293,8 +293,8 @@ int duro_instance_list(duro_engine *e, const char *workflow, int status,
   }
   if (limit == 0 || limit > 1000)
     limit = 1000;
-  list_ctx l = {.e = e, .arr = json_array()};
-  l.filter = status < 0 ? NULL : duro_status_name((duro_status)status);
+  list_ctx l = {
+      .e = e, .filter = status < 0 ? -1 : status, .arr = json_array()};
   int rc;
   if (status == DURO_STATUS_RUNNING || status == DURO_STATUS_WAITING_FOR_PAUSE)
     rc = list_active(e, workflow, &l, after, limit);
@@ -316,10 +316,10 @@ int duro_instance_list(duro_engine *e, const char *workflow, int status,
 /* ---- metrics ----------------------------------------------------------------
  */
 
-static void render_count(void *ctx, const char *workflow, const char *status,
+static void render_count(void *ctx, const char *workflow, duro_status status,
                          int64_t n) {
   fprintf(ctx, "duro_instances{workflow=\"%s\",status=\"%s\"} %lld\n", workflow,
-          status, (long long)n);
+          duro_status_name(status), (long long)n);
 }
 
 typedef struct wf_counts {
@@ -328,10 +328,11 @@ typedef struct wf_counts {
 } wf_counts;
 
 static void count_of_workflow(void *ctx, const char *workflow,
-                              const char *status, int64_t n) {
+                              duro_status status, int64_t n) {
   wf_counts *c = ctx;
   if (!strcmp(workflow, c->workflow))
-    json_object_set_new(c->by_status, status, json_integer(n));
+    json_object_set_new(c->by_status, duro_status_name(status),
+                        json_integer(n));
 }
 
 int duro_workflow_stats(duro_engine *e, const char *workflow, json_t **out) {
@@ -347,8 +348,8 @@ int duro_workflow_stats(duro_engine *e, const char *workflow, json_t **out) {
     json_decref(c.by_status);
     return rc;
   }
-  json_int_t queued =
-      json_integer_value(json_object_get(c.by_status, "queued"));
+  json_int_t queued = json_integer_value(
+      json_object_get(c.by_status, duro_status_name(DURO_STATUS_QUEUED)));
   *out = json_pack("{s:s,s:o,s:I,s:I}", "name", workflow, "instances",
                    c.by_status, "backlog", queued, "oldest_queued_age_ms",
                    (json_int_t)(oldest == JOURNAL_NONE

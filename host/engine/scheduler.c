@@ -119,7 +119,7 @@ typedef struct found {
   size_t n, cap;
 } found;
 
-static void collect(void *ctx, int64_t rowid, const char *status, int control) {
+static void collect(void *ctx, int64_t rowid, duro_status status, int control) {
   (void)status;
   found *f = ctx;
   if (f->n == f->cap) {

@@ -274,15 +274,15 @@ static int step_limit_reached(duro_step *a, const char *key) {
 }
 
 static journal_step *new_step(duro_step *a, const char *key, const char *name,
-                              uint32_t count, const char *type) {
+                              uint32_t count, duro_step_kind type) {
   journal_step *s = arena_alloc(a, sizeof *s);
   memset(s, 0, sizeof *s);
   s->key = (char *)key;
   s->name = arena_strdup(a, name);
   s->count = count;
   s->seq = a->seq;
-  s->type = (char *)type;
-  s->status = "waiting";
+  s->type = type;
+  s->status = DURO_STEP_WAITING;
   s->started_ms = now_ms(a);
   s->ended_ms = s->wake_ms = JOURNAL_NONE;
   strmap_put(&a->steps, s->key, s);
@@ -350,18 +350,20 @@ static int flush(duro_step *a) {
  * suspension) with replay.diverged naming both; the workflow's
  * on_divergence makes the instance errored or paused. */
 static duro_rc diverge(duro_step *a, const journal_step *journaled,
-                       const char *key, const char *type) {
+                       const char *key, duro_step_kind type) {
   char *msg;
   if (journaled && journaled->seq == a->seq)
-    msg = xasprintf("at step call %" PRId64 " the journal has \"%s\" (%s) "
-                    "but the code asked for \"%s\" (%s): the workflow's "
-                    "code changed under this instance",
-                    a->seq, journaled->key, journaled->type, key, type);
+    msg =
+        xasprintf("at step call %" PRId64 " the journal has \"%s\" (%s) "
+                  "but the code asked for \"%s\" (%s): the workflow's "
+                  "code changed under this instance",
+                  a->seq, journaled->key, duro_step_kind_name(journaled->type),
+                  key, duro_step_kind_name(type));
   else
     msg = xasprintf("the code asked for \"%s\" (%s) at step call %" PRId64
                     ", but the journal has it at call %" PRId64
                     ": the workflow's code changed under this instance",
-                    key, type, a->seq, journaled->seq);
+                    key, duro_step_kind_name(type), a->seq, journaled->seq);
   if (!a->dry)
     log_write(DURO_LOG_WARN, a->where, "replay diverged: %s", msg);
   fail_with(a, "replay.diverged", msg);
@@ -376,7 +378,7 @@ static duro_rc diverge(duro_step *a, const journal_step *journaled,
  * position (a step inserted, renamed, removed or reordered since the
  * journal was written is caught here, before it runs).  Returns 0 to
  * proceed, or the rc to return. */
-static int step_begin(duro_step *a, const char *name, const char *type,
+static int step_begin(duro_step *a, const char *name, duro_step_kind type,
                       const char **key, uint32_t *count, journal_step **s,
                       duro_rc *rc) {
   *s = NULL;
@@ -392,7 +394,7 @@ static int step_begin(duro_step *a, const char *name, const char *type,
   *key = next_key(a, name, count);
   *s = strmap_get(&a->steps, *key);
   const journal_step *there = idmap_get(&a->by_seq, a->seq);
-  if (there != *s || (*s && strcmp((*s)->type, type) != 0)) {
+  if (there != *s || (*s && (*s)->type != type)) {
     *rc = diverge(a, there ? there : *s, *key, type);
     *s = NULL;
     return 1;
@@ -627,8 +629,7 @@ void attempt_describe(const duro_attempt *at, int terminated,
   out->step = *s;
   out->step.key = xstrdup(s->key);
   out->step.name = xstrdup(s->name);
-  out->step.type = xstrdup(s->type);
-  out->step.status = xstrdup("waiting");
+  out->step.status = DURO_STEP_WAITING;
   out->step.result = NULL;
   out->step.error = NULL;
   out->step.build = s->build ? xstrdup(s->build) : NULL;
@@ -654,8 +655,6 @@ void hung_attempt_clear(hung_attempt *h) {
   free(h->message);
   free(h->step.key);
   free(h->step.name);
-  free(h->step.type);
-  free(h->step.status);
   free(h->step.error);
   free(h->step.build);
   free(h->cut_short_by);
@@ -707,7 +706,7 @@ static int retry_orphaned(duro_step *a, journal_step *s, const do_config *c,
   if (charged > c->limit) {
     log_write(DURO_LOG_WARN, a->where, "step \"%s\" failed after %u attempts",
               s->key, s->attempts);
-    s->status = "errored";
+    s->status = DURO_STEP_ERRORED;
     s->ended_ms = now;
     put_step(a, s);
     a->last_error = s->error;
@@ -737,13 +736,13 @@ static duro_rc dry_stop(duro_step *a, const char *key) {
  * anything else.  Returns 1 with *rc set when the call ends here. */
 static int from_journal(duro_step *a, const journal_step *s, const char *key,
                         const char **out, duro_rc *rc) {
-  if (s && !strcmp(s->status, "complete")) {
+  if (s && s->status == DURO_STEP_COMPLETE) {
     if (out)
       *out = s->result;
     *rc = DURO_OK;
     return 1;
   }
-  if (s && !strcmp(s->status, "errored")) {
+  if (s && s->status == DURO_STEP_ERRORED) {
     a->last_error = s->error;
     *rc = DURO_ERROR;
     return 1;
@@ -797,7 +796,7 @@ static int do_prepare(duro_step *a, const char *name,
   uint32_t count;
   if (result)
     *result = NULL;
-  if (step_begin(a, name, "do", &call->key, &count, &call->s, rc) ||
+  if (step_begin(a, name, DURO_STEP_DO, &call->key, &count, &call->s, rc) ||
       from_journal(a, call->s, call->key, result, rc))
     return 1;
   *rc = DURO_ERROR;
@@ -810,7 +809,7 @@ static int do_prepare(duro_step *a, const char *name,
   if (!call->s) {
     if (step_limit_reached(a, call->key))
       return 1;
-    call->s = new_step(a, call->key, name, count, "do");
+    call->s = new_step(a, call->key, name, count, DURO_STEP_DO);
   }
   journal_step *s = call->s;
   if (retry_orphaned(a, s, &call->c, rc))
@@ -916,7 +915,7 @@ static duro_rc do_record_success(duro_step *a, const do_call *call,
   journal_step *s = call->s;
   /* The successful attempt is kept in the step row: one row written per
    * step instead of two. */
-  s->status = "complete";
+  s->status = DURO_STEP_COMPLETE;
   s->attempt_started_ms = call->started;
   s->build = (char *)a->build_hash;
   /* The step's error is that of a pending retry; a success ends it (the
@@ -997,7 +996,7 @@ static duro_rc do_record_failure(duro_step *a, const do_call *call,
             "step \"%s\" failed after %u attempt%s: %s", key, at->number,
             at->number == 1 ? "" : "s", err_msg);
   free(err_msg);
-  s->status = "errored";
+  s->status = DURO_STEP_ERRORED;
   s->error = (char *)err;
   s->ended_ms = call->ended;
   s->wake_ms = JOURNAL_NONE;
@@ -1056,19 +1055,19 @@ static duro_rc sleep_step(duro_step *a, const char *name, int64_t until,
   uint32_t count;
   journal_step *s;
   duro_rc rc;
-  if (step_begin(a, name, "sleep", &key, &count, &s, &rc) ||
+  if (step_begin(a, name, DURO_STEP_SLEEP, &key, &count, &s, &rc) ||
       from_journal(a, s, key, NULL, &rc))
     return rc;
   int64_t now = now_ms(a);
   if (!s) {
     if (step_limit_reached(a, key))
       return DURO_ERROR;
-    s = new_step(a, key, name, count, "sleep");
+    s = new_step(a, key, name, count, DURO_STEP_SLEEP);
     s->wake_ms = relative ? now + duration : until;
     put_step(a, s);
   }
   if (now >= s->wake_ms) {
-    s->status = "complete";
+    s->status = DURO_STEP_COMPLETE;
     s->ended_ms = now;
     put_step(a, s);
     return DURO_OK;
@@ -1135,7 +1134,7 @@ static duro_rc api_wait_for_event(duro_step *a, const char *name,
   duro_rc rc;
   if (event)
     *event = NULL;
-  if (step_begin(a, name, "waitForEvent", &key, &count, &s, &rc) ||
+  if (step_begin(a, name, DURO_STEP_WAIT_FOR_EVENT, &key, &count, &s, &rc) ||
       from_journal(a, s, key, event, &rc))
     return rc;
   int64_t now = now_ms(a);
@@ -1153,7 +1152,7 @@ static duro_rc api_wait_for_event(duro_step *a, const char *name,
     }
     if (step_limit_reached(a, key))
       return DURO_ERROR;
-    s = new_step(a, key, name, count, "waitForEvent");
+    s = new_step(a, key, name, count, DURO_STEP_WAIT_FOR_EVENT);
     s->wake_ms = now + ms;
     put_step(a, s);
   }
@@ -1174,7 +1173,7 @@ static duro_rc api_wait_for_event(duro_step *a, const char *name,
     if (a->consumed[i] || strcmp(ev->type, type) != 0)
       continue;
     a->consumed[i] = 1;
-    s->status = "complete";
+    s->status = DURO_STEP_COMPLETE;
     s->result = arena_take(a, event_json(ev));
     s->ended_ms = now;
     s->wake_ms = JOURNAL_NONE;
@@ -1195,7 +1194,7 @@ static duro_rc api_wait_for_event(duro_step *a, const char *name,
                   type ? type : "");
     fail_with(a, DURO_ERR_TIMEOUT, msg);
     free(msg);
-    s->status = "errored";
+    s->status = DURO_STEP_ERRORED;
     s->error = (char *)a->last_error;
     s->ended_ms = now;
     s->wake_ms = JOURNAL_NONE;
@@ -1372,8 +1371,6 @@ static int load_journal(duro_step *a) {
     *s = loaded[i];
     s->key = arena_strdup(a, loaded[i].key);
     s->name = arena_strdup(a, loaded[i].name);
-    s->type = arena_strdup(a, loaded[i].type);
-    s->status = arena_strdup(a, loaded[i].status);
     s->result = arena_strdup(a, loaded[i].result);
     s->error = arena_strdup(a, loaded[i].error);
     s->build = arena_strdup(a, loaded[i].build);
@@ -1406,40 +1403,40 @@ static void finish(duro_step *a, duro_rc rc) {
   if (a->suspended)
     rc = DURO_SUSPEND;
   if (rc == DURO_OK) {
-    row->status = "complete";
+    row->status = DURO_STATUS_COMPLETE;
     row->output = (char *)a->output;
     row->error = NULL;
     row->ended_ms = now;
     clear_control = 1;
   } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_WAIT) {
-    row->status = "waiting";
+    row->status = DURO_STATUS_WAITING;
     row->wake_ms = a->wake_ms;
     row->wait_type = (char *)a->wait_type;
   } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_PAUSE) {
-    row->status = "paused";
+    row->status = DURO_STATUS_PAUSED;
     row->paused_ms = now;
     clear_control = 1;
   } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_TERMINATE) {
-    row->status = "terminated";
+    row->status = DURO_STATUS_TERMINATED;
     row->ended_ms = now;
     clear_control = 1;
   } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_SHUTDOWN) {
-    row->status = "queued";
+    row->status = DURO_STATUS_QUEUED;
   } else if (rc == DURO_SUSPEND && (a->reason == SUSPEND_NO_BUILD ||
                                     (a->reason == SUSPEND_DIVERGED &&
                                      a->wf->limits.pause_on_divergence))) {
     /* For an operator: roll the build back, or restart --from. */
-    row->status = "paused";
+    row->status = DURO_STATUS_PAUSED;
     row->paused_ms = now;
     row->error = (char *)a->last_error;
     clear_control = 1;
   } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_DIVERGED) {
-    row->status = "errored";
+    row->status = DURO_STATUS_ERRORED;
     row->ended_ms = now;
     row->error = (char *)a->last_error;
     clear_control = 1;
   } else {
-    row->status = "errored";
+    row->status = DURO_STATUS_ERRORED;
     row->ended_ms = now;
     clear_control = 1;
     if (rc == DURO_ERROR && a->last_error)
@@ -1497,7 +1494,7 @@ static void activation_free(duro_step *a) {
  * of the instance.  Runs on whichever thread committed. */
 static void on_final_commit(void *ctx, int rc) {
   duro_step *a = ctx;
-  const char *status = "";
+  duro_status status = ENGINE_STATUS_NONE;
   int64_t wake = JOURNAL_NONE;
   if (rc) {
     /* Nothing of it is on disk: the instance runs again from its journal
@@ -1513,10 +1510,10 @@ static void on_final_commit(void *ctx, int rc) {
     if (a->event_wake_op >= 0 && a->batch.ops[a->event_wake_op].out_rowid)
       wake = a->batch.ops[a->event_wake_op].ts_ms;
     a->ent->write_failures = 0;
-    if (!strcmp(status, "errored"))
+    if (status == DURO_STATUS_ERRORED)
       log_write(DURO_LOG_WARN, a->where, "errored: %s", a->final_row.error);
-    else if (strcmp(status, "waiting") != 0)
-      log_write(DURO_LOG_DEBUG, a->where, "%s", status);
+    else if (status != DURO_STATUS_WAITING)
+      log_write(DURO_LOG_DEBUG, a->where, "%s", duro_status_name(status));
   }
   engine_activation_done(a->e, a->ent, status, wake, 0);
   activation_free(a);
@@ -1537,7 +1534,7 @@ void activation_run(duro_engine *e, entry *ent) {
   a->e = e;
   a->ent = ent;
   a->replaying = 1;
-  char status[32] = "";
+  duro_status status = ENGINE_STATUS_NONE;
   int rc = journal_instance_get_rowid(e->j, ent->rowid, &a->inst);
   if (rc == DURO_E_STORAGE)
     goto retry;
@@ -1546,15 +1543,15 @@ void activation_run(duro_engine *e, entry *ent) {
   a->where = arena_printf(a, "%s/%s", a->inst.workflow, a->inst.id);
   /* Stale runnable entries (an event for a paused instance, a wake that a
    * control operation overtook) do nothing. */
-  if (strcmp(a->inst.status, "queued") != 0 &&
-      strcmp(a->inst.status, "waiting") != 0) {
-    snprintf(status, sizeof status, "%s", a->inst.status);
+  if (a->inst.status != DURO_STATUS_QUEUED &&
+      a->inst.status != DURO_STATUS_WAITING) {
+    status = a->inst.status;
     goto done;
   }
   a->wf = engine_find_workflow(e, a->inst.workflow);
   if (!a->wf) {
     log_error("%s: workflow \"%s\" is not in the config; instance left %s",
-              a->where, a->inst.workflow, a->inst.status);
+              a->where, a->inst.workflow, duro_status_name(a->inst.status));
     goto done;
   }
   if (!engine_activation_admit(e, ent, a->wf)) {

@@ -65,8 +65,8 @@ static int ended_since(duro_engine *e, int64_t rowid, const char *workflow,
     *rc = 0;
     ended = 1;
   } else if (*rc == 0) {
-    ended = status_ended(in.status) || strcmp(in.workflow, workflow) != 0 ||
-            strcmp(in.id, id) != 0;
+    ended = duro_status_ended(in.status) ||
+            strcmp(in.workflow, workflow) != 0 || strcmp(in.id, id) != 0;
   }
   journal_instance_clear(&in);
   return ended;
@@ -77,7 +77,7 @@ int duro_instance_watch(duro_engine *e, const char *workflow, const char *id,
   *out = NULL;
   journal_instance in = {0};
   int rc = engine_instance_get(e, workflow, id, &in);
-  if (rc == 0 && status_ended(in.status))
+  if (rc == 0 && duro_status_ended(in.status))
     rc = DURO_WATCH_ENDED;
   int64_t rowid = in.rowid, owner = in.owner;
   journal_instance_clear(&in);

@@ -30,18 +30,19 @@ static void add_message(journal_batch *b, const char *queue, char *body,
 }
 
 /* {"type", "workflow", "instance_id", "ts_ms", "output"? | "error"?}: the
- * instance's output or error goes along when it fits in a message. */
-static char *body_of(const char *type, const journal_instance *row,
+ * output of a complete instance or the error of an errored one goes along
+ * when it fits in a message; `ended` says whether it is an end's message
+ * (its type the status), or the start's. */
+static char *body_of(const char *type, int ended, const journal_instance *row,
                      int64_t now) {
   json_t *o =
       json_pack("{ss,ss,ss,sI}", "type", type, "workflow", row->workflow,
                 "instance_id", row->id, "ts_ms", (json_int_t)now);
-  const char *key = !strcmp(type, "complete")  ? "output"
-                    : !strcmp(type, "errored") ? "error"
-                                               : NULL;
-  const char *text = key && !strcmp(key, "output") ? row->output
-                     : key                         ? row->error
-                                                   : NULL;
+  const char *key = NULL, *text = NULL;
+  if (ended && row->status == DURO_STATUS_COMPLETE)
+    key = "output", text = row->output;
+  else if (ended && row->status == DURO_STATUS_ERRORED)
+    key = "error", text = row->error;
   char *body = NULL;
   if (text) {
     json_t *v = json_loads(text, JSON_DECODE_ANY, NULL);
@@ -63,7 +64,7 @@ static char *body_of(const char *type, const journal_instance *row,
 
 void queue_lifecycle_changed(duro_engine *e, void *state, journal_batch *b,
                              const journal_instance *row,
-                             const char *from_status, int64_t from_started_ms,
+                             duro_status from_status, int64_t from_started_ms,
                              int64_t now) {
   (void)state;
   const duro_workflow_limits *limits =
@@ -72,8 +73,8 @@ void queue_lifecycle_changed(duro_engine *e, void *state, journal_batch *b,
   if (!queue)
     return;
   if (from_started_ms == JOURNAL_NONE && row->started_ms != JOURNAL_NONE)
-    add_message(b, queue, body_of("started", row, now), now);
-  if (status_ended(row->status) &&
-      (!from_status || strcmp(from_status, row->status) != 0))
-    add_message(b, queue, body_of(row->status, row, now), now);
+    add_message(b, queue, body_of("started", 0, row, now), now);
+  if (duro_status_ended(row->status) && from_status != row->status)
+    add_message(b, queue, body_of(duro_status_name(row->status), 1, row, now),
+                now);
 }

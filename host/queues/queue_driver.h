@@ -37,7 +37,7 @@ struct journal_instance;
 void queue_lifecycle_changed(duro_engine *e, void *state,
                              struct journal_batch *b,
                              const struct journal_instance *row,
-                             const char *from_status, int64_t from_started_ms,
+                             duro_status from_status, int64_t from_started_ms,
                              int64_t now);
 
 #endif

@@ -112,7 +112,7 @@ typedef struct store_backend {
              int64_t *rowids, int64_t *wakes, size_t *n);
   int (*next_wake)(void *db, int64_t after_ms, int64_t *wake);
   int (*recover_each)(void *db,
-                      void (*fn)(void *ctx, int64_t rowid, const char *status,
+                      void (*fn)(void *ctx, int64_t rowid, duro_status status,
                                  int control),
                       void *ctx);
   int (*queued_from)(void *db, int64_t from, size_t limit, int64_t *rowids,
@@ -124,14 +124,14 @@ typedef struct store_backend {
                        void (*fn)(void *ctx, const char *workflow,
                                   const char *build, int64_t n),
                        void *ctx);
-  int (*list)(void *db, const char *workflow, const char *status,
-              int64_t cursor, size_t limit,
+  int (*list)(void *db, const char *workflow, int status, int64_t cursor,
+              size_t limit,
               void (*fn)(void *ctx, int64_t rowid, const char *id,
-                         const char *status, int64_t created_ms),
+                         duro_status status, int64_t created_ms),
               void *ctx);
   int (*count_by_status)(void *db,
                          void (*fn)(void *ctx, const char *workflow,
-                                    const char *status, int64_t n),
+                                    duro_status status, int64_t n),
                          void *ctx);
   int (*queue_stats_each)(void *db, const char *queue, int64_t now_ms,
                           void (*fn)(void *ctx, const char *queue,

@@ -541,7 +541,7 @@ int journal_next_wake(journal *j, int64_t after_ms, int64_t *wake) {
 
 int journal_recover_each(journal *j,
                          void (*fn)(void *ctx, int64_t rowid,
-                                    const char *status, int control),
+                                    duro_status status, int control),
                          void *ctx) {
   return j->be->recover_each(j->db, fn, ctx);
 }
@@ -568,17 +568,17 @@ int journal_pinned_builds(journal *j,
   return j->be->pinned_builds(j->db, fn, ctx);
 }
 
-int journal_list(journal *j, const char *workflow, const char *status,
-                 int64_t cursor, size_t limit,
+int journal_list(journal *j, const char *workflow, int status, int64_t cursor,
+                 size_t limit,
                  void (*fn)(void *ctx, int64_t rowid, const char *id,
-                            const char *status, int64_t created_ms),
+                            duro_status status, int64_t created_ms),
                  void *ctx) {
   return j->be->list(j->db, workflow, status, cursor, limit, fn, ctx);
 }
 
 int journal_count_by_status(journal *j,
                             void (*fn)(void *ctx, const char *workflow,
-                                       const char *status, int64_t n),
+                                       duro_status status, int64_t n),
                             void *ctx) {
   return j->be->count_by_status(j->db, fn, ctx);
 }
@@ -628,7 +628,6 @@ int journal_cron_ticks(journal *j, const char *trigger, const char *state,
 void journal_instance_clear(journal_instance *in) {
   free(in->workflow);
   free(in->id);
-  free(in->status);
   free(in->params);
   free(in->output);
   free(in->error);
@@ -641,8 +640,6 @@ void journal_steps_free(journal_step *steps, size_t n) {
   for (size_t i = 0; i < n; i++) {
     free(steps[i].key);
     free(steps[i].name);
-    free(steps[i].type);
-    free(steps[i].status);
     free(steps[i].result);
     free(steps[i].error);
     free(steps[i].build);

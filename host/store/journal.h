@@ -7,14 +7,18 @@
  * all), so durability costs one fsync per group, not per step.
  * Reads go through a separate connection and see every committed batch.
  *
- * The engine sees rows as plain structs.  journal.c does the batches and
- * the group commit; the database is a backend's (backend.h): SQLite, in
- * sqlite.c, the only file that includes sqlite3.h. */
+ * The engine sees rows as plain structs, their statuses and kinds as the
+ * enums of status.h (a backend writes and reads their names: the stored
+ * text).  journal.c does the batches and the group commit; the database
+ * is a backend's (backend.h): SQLite, in sqlite.c, the only file that
+ * includes sqlite3.h. */
 #ifndef DURO_JOURNAL_H
 #define DURO_JOURNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "status.h" /* the statuses and kinds of rows */
 
 typedef struct journal journal;
 
@@ -25,7 +29,7 @@ typedef struct journal_instance {
   int64_t rowid;
   char *workflow;
   char *id;
-  char *status; /* "queued", "waiting", ... (never "running") */
+  duro_status status; /* never running or waitingForPause */
   char *params;
   char *output; /* NULL = none */
   char *error;  /* {"name","message"} or NULL */
@@ -55,10 +59,10 @@ typedef struct journal_step {
   char *name;
   uint32_t count;
   int64_t seq; /* call order within an activation */
-  char *type;  /* "do", "sleep", "waitForEvent" */
-  /* "waiting", "complete", "errored", or "cancelled": still pending when
-   * its instance errored or was terminated. */
-  char *status;
+  duro_step_kind type;
+  /* Cancelled: still waiting when its instance errored or was
+   * terminated. */
+  duro_step_status status;
   char *result; /* JSON or NULL */
   char *error;  /* {"name","message"} or NULL */
   uint32_t attempts;
@@ -116,7 +120,7 @@ typedef enum journal_op_kind {
                            build pin (JOP_INSTANCE_PIN) and restarts; with
                            clear_control, also control = NONE; errored or
                            terminated: its waiting steps become
-                           "cancelled" at ended_ms */
+                           cancelled at ended_ms */
   JOP_INSTANCE_CONTROL, /* inst.rowid, inst.control */
   JOP_INSTANCE_CONTROL_CLEAR, /* inst.rowid: control = NONE */
   JOP_STEP_PUT,               /* rowid + step */
@@ -293,11 +297,11 @@ int journal_due(journal *j, int64_t after_ms, int64_t upto_ms, size_t limit,
  * Returns 0 or DURO_E_STORAGE. */
 int journal_next_wake(journal *j, int64_t after_ms, int64_t *wake);
 
-/* Calls fn for every instance whose status is "queued" or whose control
- * column is set and status not ended (crash recovery). */
+/* Calls fn for every instance that is queued or whose control column is
+ * set and status not ended (crash recovery). */
 int journal_recover_each(journal *j,
                          void (*fn)(void *ctx, int64_t rowid,
-                                    const char *status, int control),
+                                    duro_status status, int control),
                          void *ctx);
 
 /* Up to `limit` queued instances from rowid `from` on, in rowid order
@@ -322,17 +326,18 @@ int journal_pinned_builds(journal *j,
                           void *ctx);
 
 /* Instances of a workflow, newest first, after cursor rowid (0 = start);
- * status NULL = any. */
-int journal_list(journal *j, const char *workflow, const char *status,
-                 int64_t cursor, size_t limit,
+ * status: a duro_status, or -1 for any. */
+int journal_list(journal *j, const char *workflow, int status, int64_t cursor,
+                 size_t limit,
                  void (*fn)(void *ctx, int64_t rowid, const char *id,
-                            const char *status, int64_t created_ms),
+                            duro_status status, int64_t created_ms),
                  void *ctx);
 
-/* Instance counts per workflow and stored status. */
+/* Instance counts per workflow and stored status, in the order of the
+ * workflow's name, then the status's. */
 int journal_count_by_status(journal *j,
                             void (*fn)(void *ctx, const char *workflow,
-                                       const char *status, int64_t n),
+                                       duro_status status, int64_t n),
                             void *ctx);
 
 /* Per queue (queue NULL = every queue that holds messages), in name

@@ -715,7 +715,7 @@ static int instance_insert(pg_store *pg, journal_op *op) {
   int rc, inserted = 0;
   p_text(&p, in->workflow);
   p_text(&p, in->id);
-  p_text(&p, in->status);
+  p_text(&p, duro_status_name(in->status));
   p_text(&p, in->params);
   p_i64(&p, in->created_ms);
   p_i64(&p, in->retention_ms);
@@ -734,7 +734,7 @@ static int instance_set(pg_store *pg, journal_op *op) {
   params p = {0};
   int rc;
   p_i64(&p, in->rowid);
-  p_text(&p, in->status);
+  p_text(&p, duro_status_name(in->status));
   p_text(&p, in->output);
   p_text(&p, in->error);
   p_ms(&p, in->started_ms);
@@ -745,8 +745,7 @@ static int instance_set(pg_store *pg, journal_op *op) {
   p_i64(&p, op->clear_control);
   if ((rc = pg_write_queue(pg, ST_INSTANCE_SET, &p)))
     return rc;
-  if (strcmp(in->status, "errored") != 0 &&
-      strcmp(in->status, "terminated") != 0)
+  if (in->status != DURO_STATUS_ERRORED && in->status != DURO_STATUS_TERMINATED)
     return 0;
   params c = {0};
   p_i64(&c, in->rowid);
@@ -785,8 +784,8 @@ static int step_put(pg_store *pg, journal_op *op) {
   p_i64(&p, s->seq);
   p_text(&p, s->name);
   p_i64(&p, s->count);
-  p_text(&p, s->type);
-  p_text(&p, s->status);
+  p_text(&p, duro_step_kind_name(s->type));
+  p_text(&p, duro_step_status_name(s->status));
   p_text(&p, s->result);
   p_text(&p, s->error);
   p_i64(&p, s->attempts);
@@ -987,6 +986,12 @@ static int pg_apply(void *db, journal_op *op) {
 /* ---- reads ----------------------------------------------------------------
  */
 
+/* The enums of status.h from their stored names (-1, "unknown", for a
+ * name that is none of them). */
+static duro_status get_status(const PGresult *r, int row, int col) {
+  return (duro_status)duro_status_parse(get_str(r, row, col));
+}
+
 #define INSTANCE_COLS                                                          \
   "rowid,workflow,id,status,params,output,error,created_ms,started_ms,"        \
   "ended_ms,wake_ms,paused_ms,wait_type,control,retention_ms,build,restarts,"  \
@@ -996,7 +1001,7 @@ static void read_instance(const PGresult *r, journal_instance *o) {
   o->rowid = get_i64(r, 0, 0);
   o->workflow = get_text(r, 0, 1);
   o->id = get_text(r, 0, 2);
-  o->status = get_text(r, 0, 3);
+  o->status = get_status(r, 0, 3);
   o->params = get_text(r, 0, 4);
   o->output = get_text(r, 0, 5);
   o->error = get_text(r, 0, 6);
@@ -1067,8 +1072,8 @@ static int pg_steps_load(void *db, int64_t rowid, journal_step **out,
     o->name = get_text(r, i, 1);
     o->count = (uint32_t)get_i64(r, i, 2);
     o->seq = get_i64(r, i, 3);
-    o->type = get_text(r, i, 4);
-    o->status = get_text(r, i, 5);
+    o->type = (duro_step_kind)duro_step_kind_parse(get_str(r, i, 4));
+    o->status = (duro_step_status)duro_step_status_parse(get_str(r, i, 5));
     o->result = get_text(r, i, 6);
     o->error = get_text(r, i, 7);
     o->attempts = (uint32_t)get_i64(r, i, 8);
@@ -1189,7 +1194,7 @@ static int pg_next_wake(void *db, int64_t after_ms, int64_t *wake) {
 
 static int pg_recover_each(void *db,
                            void (*fn)(void *ctx, int64_t rowid,
-                                      const char *status, int control),
+                                      duro_status status, int control),
                            void *ctx) {
   params p = {0};
   p_i64(&p, ((pg_store *)db)->host);
@@ -1201,7 +1206,7 @@ static int pg_recover_each(void *db,
   if (!r)
     return DURO_E_STORAGE;
   for (int i = 0; i < PQntuples(r); i++)
-    fn(ctx, get_i64(r, i, 0), get_str(r, i, 1), (int)get_i64(r, i, 2));
+    fn(ctx, get_i64(r, i, 0), get_status(r, i, 1), (int)get_i64(r, i, 2));
   PQclear(r);
   return 0;
 }
@@ -1283,14 +1288,14 @@ static int pg_pinned_builds(void *db,
   return 0;
 }
 
-static int pg_list(void *db, const char *workflow, const char *status,
-                   int64_t cursor, size_t limit,
+static int pg_list(void *db, const char *workflow, int status, int64_t cursor,
+                   size_t limit,
                    void (*fn)(void *ctx, int64_t rowid, const char *id,
-                              const char *status, int64_t created_ms),
+                              duro_status status, int64_t created_ms),
                    void *ctx) {
   params p = {0};
   p_text(&p, workflow);
-  p_text(&p, status);
+  p_text(&p, status < 0 ? NULL : duro_status_name(status));
   p_i64(&p, cursor);
   p_i64(&p, (int64_t)limit);
   PGresult *r =
@@ -1303,7 +1308,7 @@ static int pg_list(void *db, const char *workflow, const char *status,
   if (!r)
     return DURO_E_STORAGE;
   for (int i = 0; i < PQntuples(r); i++)
-    fn(ctx, get_i64(r, i, 0), get_str(r, i, 1), get_str(r, i, 2),
+    fn(ctx, get_i64(r, i, 0), get_str(r, i, 1), get_status(r, i, 2),
        get_i64(r, i, 3));
   PQclear(r);
   return 0;
@@ -1311,7 +1316,7 @@ static int pg_list(void *db, const char *workflow, const char *status,
 
 static int pg_count_by_status(void *db,
                               void (*fn)(void *ctx, const char *workflow,
-                                         const char *status, int64_t n),
+                                         duro_status status, int64_t n),
                               void *ctx) {
   params p = {0};
   PGresult *r = pg_query(db,
@@ -1321,7 +1326,7 @@ static int pg_count_by_status(void *db,
   if (!r)
     return DURO_E_STORAGE;
   for (int i = 0; i < PQntuples(r); i++)
-    fn(ctx, get_str(r, i, 0), get_str(r, i, 1), get_i64(r, i, 2));
+    fn(ctx, get_str(r, i, 0), get_status(r, i, 1), get_i64(r, i, 2));
   PQclear(r);
   return 0;
 }

@@ -784,7 +784,7 @@ static int instance_insert(sqlite_store *sq, journal_op *op) {
   int rc;
   bind_text(st, 1, in->workflow);
   bind_text(st, 2, in->id);
-  bind_text(st, 3, in->status);
+  bind_text(st, 3, duro_status_name(in->status));
   bind_text(st, 4, in->params);
   sqlite3_bind_int64(st, 5, in->created_ms);
   sqlite3_bind_int64(st, 6, in->retention_ms);
@@ -806,7 +806,7 @@ static int instance_set(sqlite_store *sq, journal_op *op) {
   sqlite3_stmt *st = sq->ws[ST_INSTANCE_SET];
   int rc;
   sqlite3_bind_int64(st, 1, in->rowid);
-  bind_text(st, 2, in->status);
+  bind_text(st, 2, duro_status_name(in->status));
   bind_text(st, 3, in->output);
   bind_text(st, 4, in->error);
   bind_ms(st, 5, in->started_ms);
@@ -817,8 +817,7 @@ static int instance_set(sqlite_store *sq, journal_op *op) {
   sqlite3_bind_int(st, 10, op->clear_control);
   if ((rc = step_done(sq, st)))
     return rc;
-  if (strcmp(in->status, "errored") != 0 &&
-      strcmp(in->status, "terminated") != 0)
+  if (in->status != DURO_STATUS_ERRORED && in->status != DURO_STATUS_TERMINATED)
     return 0;
   st = sq->ws[ST_STEPS_CANCEL];
   sqlite3_bind_int64(st, 1, in->rowid);
@@ -861,8 +860,8 @@ static int step_put(sqlite_store *sq, journal_op *op) {
   sqlite3_bind_int64(st, 3, s->seq);
   bind_text(st, 4, s->name);
   sqlite3_bind_int64(st, 5, s->count);
-  bind_text(st, 6, s->type);
-  bind_text(st, 7, s->status);
+  bind_text(st, 6, duro_step_kind_name(s->type));
+  bind_text(st, 7, duro_step_status_name(s->status));
   bind_text(st, 8, s->result);
   bind_text(st, 9, s->error);
   sqlite3_bind_int64(st, 10, s->attempts);
@@ -1113,6 +1112,16 @@ static char *col_text(sqlite3_stmt *st, int i) {
   return t ? xstrdup((const char *)t) : NULL;
 }
 
+/* The enums of status.h from their stored names (-1, "unknown", for a
+ * name that is none of them). */
+static const char *col_name(sqlite3_stmt *st, int i) {
+  return (const char *)sqlite3_column_text(st, i);
+}
+
+static duro_status col_status(sqlite3_stmt *st, int i) {
+  return (duro_status)duro_status_parse(col_name(st, i));
+}
+
 static int64_t col_ms(sqlite3_stmt *st, int i) {
   return sqlite3_column_type(st, i) == SQLITE_NULL
              ? JOURNAL_NONE
@@ -1246,7 +1255,7 @@ static void read_instance(sqlite3_stmt *st, journal_instance *o) {
   o->rowid = sqlite3_column_int64(st, 0);
   o->workflow = col_text(st, 1);
   o->id = col_text(st, 2);
-  o->status = col_text(st, 3);
+  o->status = col_status(st, 3);
   o->params = col_text(st, 4);
   o->output = col_text(st, 5);
   o->error = col_text(st, 6);
@@ -1319,8 +1328,8 @@ static int sqlite_steps_load(void *db, int64_t rowid, journal_step **out,
       o->name = col_text(st, 1);
       o->count = (uint32_t)sqlite3_column_int64(st, 2);
       o->seq = sqlite3_column_int64(st, 3);
-      o->type = col_text(st, 4);
-      o->status = col_text(st, 5);
+      o->type = (duro_step_kind)duro_step_kind_parse(col_name(st, 4));
+      o->status = (duro_step_status)duro_step_status_parse(col_name(st, 5));
       o->result = col_text(st, 6);
       o->error = col_text(st, 7);
       o->attempts = (uint32_t)sqlite3_column_int64(st, 8);
@@ -1448,7 +1457,7 @@ static int sqlite_next_wake(void *db, int64_t after_ms, int64_t *wake) {
 
 static int sqlite_recover_each(void *db,
                                void (*fn)(void *ctx, int64_t rowid,
-                                          const char *status, int control),
+                                          duro_status status, int control),
                                void *ctx) {
   rd q;
   int rc = rd_open(&q, db,
@@ -1457,16 +1466,15 @@ static int sqlite_recover_each(void *db,
                    "('waiting','paused'))");
   if (rc == 0)
     while (rd_row(&q))
-      fn(ctx, sqlite3_column_int64(q.st, 0),
-         (const char *)sqlite3_column_text(q.st, 1),
+      fn(ctx, sqlite3_column_int64(q.st, 0), col_status(q.st, 1),
          sqlite3_column_int(q.st, 2));
   return rd_close(&q, rc);
 }
 
-static int sqlite_list(void *db, const char *workflow, const char *status,
+static int sqlite_list(void *db, const char *workflow, int status,
                        int64_t cursor, size_t limit,
                        void (*fn)(void *ctx, int64_t rowid, const char *id,
-                                  const char *status, int64_t created_ms),
+                                  duro_status status, int64_t created_ms),
                        void *ctx) {
   rd q;
   int rc = rd_open(&q, db,
@@ -1475,13 +1483,12 @@ static int sqlite_list(void *db, const char *workflow, const char *status,
                    "(?3=0 OR rowid<?3) ORDER BY rowid DESC LIMIT ?4");
   if (rc == 0) {
     bind_text(q.st, 1, workflow);
-    bind_text(q.st, 2, status);
+    bind_text(q.st, 2, status < 0 ? NULL : duro_status_name(status));
     sqlite3_bind_int64(q.st, 3, cursor);
     sqlite3_bind_int64(q.st, 4, (sqlite3_int64)limit);
     while (rd_row(&q))
       fn(ctx, sqlite3_column_int64(q.st, 0),
-         (const char *)sqlite3_column_text(q.st, 1),
-         (const char *)sqlite3_column_text(q.st, 2),
+         (const char *)sqlite3_column_text(q.st, 1), col_status(q.st, 2),
          sqlite3_column_int64(q.st, 3));
   }
   return rd_close(&q, rc);
@@ -1489,7 +1496,7 @@ static int sqlite_list(void *db, const char *workflow, const char *status,
 
 static int sqlite_count_by_status(void *db,
                                   void (*fn)(void *ctx, const char *workflow,
-                                             const char *status, int64_t n),
+                                             duro_status status, int64_t n),
                                   void *ctx) {
   sqlite_store *sq = db;
   rd q;
@@ -1504,8 +1511,7 @@ static int sqlite_count_by_status(void *db,
                             "workflow,status");
   if (rc == 0)
     while (rd_row(&q))
-      fn(ctx, (const char *)sqlite3_column_text(q.st, 0),
-         (const char *)sqlite3_column_text(q.st, 1),
+      fn(ctx, (const char *)sqlite3_column_text(q.st, 0), col_status(q.st, 1),
          sqlite3_column_int64(q.st, 2));
   return rd_close(&q, rc);
 }
