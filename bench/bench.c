@@ -173,11 +173,11 @@ typedef struct bench_engine {
   size_t failed; /* ended otherwise than "complete" */
 } bench_engine;
 
-static void on_end(void *ctx, const char *status) {
+static void on_end(void *ctx, duro_status status) {
   bench_engine *b = ctx;
   pthread_mutex_lock(&b->mu);
   b->ended++;
-  b->failed += strcmp(status, "complete") != 0;
+  b->failed += status != DURO_STATUS_COMPLETE;
   pthread_cond_broadcast(&b->cond);
   pthread_mutex_unlock(&b->mu);
 }

@@ -967,7 +967,7 @@ void engine_activation_done(duro_engine *e, entry *ent, duro_status status,
   if (duro_status_ended(status)) {
     engine_watch_fire(e, rowid, duro_status_name(status));
     if (e->opt.on_instance_end)
-      e->opt.on_instance_end(e->opt.ctx, duro_status_name(status));
+      e->opt.on_instance_end(e->opt.ctx, status);
   }
 }
 

@@ -87,8 +87,8 @@ typedef struct duro_engine_options {
    * earlier; the host re-arms its timer from duro_engine_next_wake(). */
   void (*on_wake_change)(void *ctx);
   /* Called (from a worker) after an activation stored an ended status
-   * ("complete", "errored", "terminated"); for benchmarks and embedders. */
-  void (*on_instance_end)(void *ctx, const char *status);
+   * (complete, errored, terminated); for benchmarks and embedders. */
+  void (*on_instance_end)(void *ctx, duro_status status);
   void *ctx;
 } duro_engine_options;
 
@@ -362,9 +362,12 @@ int duro_instance_summary(duro_engine *e, const char *workflow, const char *id,
  * that row is committed (so a read from fn's caller onwards sees it). */
 
 typedef struct duro_watch duro_watch;
-/* status: "complete", "errored" or "terminated", borrowed for the call.
- * Runs on an engine thread (often the one committing for many
- * instances): it must not block or call into the engine. */
+/* status: "complete", "errored" or "terminated" (duro_status_name), or
+ * "gone" for an instance another host runs that was deleted before that
+ * host told its end; borrowed for the call (a name, not a duro_status,
+ * for that last case).  Runs on an engine thread (often the one
+ * committing for many instances): it must not block or call into the
+ * engine. */
 typedef void (*duro_watch_fn)(void *ctx, const char *status);
 
 /* duro_instance_watch's answer for an instance that has ended already. */
