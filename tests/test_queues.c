@@ -16,8 +16,8 @@
 #include "json_pointer.h"
 #include "queue.h"
 #include "suite_run.h"
-#include "view_queue.h"
 #include "view_health.h"
+#include "view_queue.h"
 
 #define HOUR_MS (3600LL * 1000)
 
