@@ -1,5 +1,5 @@
 # Convenience targets; the build itself is meson's (meson.build).
-.PHONY: all deps build run check test bench bench-http bench-pg bench-dbos bench-overload demo chaos chaos-pg fuzz clean install
+.PHONY: all deps build run check test bench bench-http bench-pg bench-dbos bench-overload bench-ipc demo chaos chaos-pg fuzz clean install
 
 all: build
 
@@ -73,6 +73,11 @@ bench-dbos:
 bench-http: build
 	@bash bench/http/deps.sh
 	bench/http/run.sh $(BENCH_HTTP_ARGS)
+
+# I1-I4: one worker-to-engine round trip over a socketpair and over
+# shared-memory rings (bench/ipc/ipc_bench.c; BENCH_IPC_ARGS="--size 4096").
+bench-ipc: build
+	./build/bench/duro-bench-ipc $(BENCH_IPC_ARGS)
 
 # H6 alone for 10 minutes: RSS and completions under sustained overload.
 bench-overload: build
