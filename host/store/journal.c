@@ -245,13 +245,13 @@ journal_op *journal_batch_add(journal_batch *b, journal_op_kind kind) {
   return op;
 }
 
-char *journal_batch_own(journal_batch *b, char *s) {
+void *journal_batch_own(journal_batch *b, void *p) {
   if (b->n_owned == b->cap_owned) {
     b->cap_owned = b->cap_owned ? b->cap_owned * 2 : 4;
     b->owned = xrealloc(b->owned, b->cap_owned * sizeof *b->owned);
   }
-  b->owned[b->n_owned++] = s;
-  return s;
+  b->owned[b->n_owned++] = p;
+  return p;
 }
 
 static void batch_free_owned(journal_batch *b) {

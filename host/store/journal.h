@@ -224,18 +224,19 @@ typedef struct journal_op {
 typedef struct journal_batch {
   journal_op *ops;
   size_t n, cap;
-  /* Strings the batch owns (journal_batch_own), freed by reset and free. */
-  char **owned;
+  /* Memory the batch owns (journal_batch_own), freed by reset and free. */
+  void **owned;
   size_t n_owned, cap_owned;
 } journal_batch;
 
 /* Appends an op (zeroed but for kind) and returns it to be filled. */
 journal_op *journal_batch_add(journal_batch *b, journal_op_kind kind);
-/* Hands malloc'ed `s` to the batch, which frees it when it is reset or
- * freed (after the commit that wrote it); returns s.  For a writer that
+/* Hands malloc'ed `p` (a string an op points to, a row) to the batch,
+ * which frees it when it is reset or freed (after the commit that wrote
+ * it); returns p.  For a writer that
  * adds ops to a batch it does not commit itself (a driver's ops in the
  * engine's commit, driver.h). */
-char *journal_batch_own(journal_batch *b, char *s);
+void *journal_batch_own(journal_batch *b, void *p);
 void journal_batch_reset(journal_batch *b);
 void journal_batch_free(journal_batch *b);
 
