@@ -211,7 +211,7 @@ typedef struct store_backend {
   int (*builds_prune)(void *db, int64_t seen_before_ms, size_t *n);
 } store_backend;
 
-/* The SQLite backend (sqlite.c), the one journal_open uses. */
+/* The SQLite backend (sqlite*.c), the one journal_open uses. */
 extern const store_backend store_sqlite;
 
 #include "duro_config.h"

@@ -10,8 +10,8 @@
  * The engine sees rows as plain structs, their statuses and kinds as the
  * enums of status.h (a backend writes and reads their names: the stored
  * text).  journal.c does the batches and the group commit; the database
- * is a backend's (backend.h): SQLite, in sqlite.c, the only file that
- * includes sqlite3.h. */
+ * is a backend's (backend.h): SQLite, in sqlite*.c, the only files that
+ * include sqlite3.h. */
 #ifndef DURO_JOURNAL_H
 #define DURO_JOURNAL_H
 

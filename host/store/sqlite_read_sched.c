@@ -1,0 +1,174 @@
+/* sqlite_read_sched.c — the SQLite backend's reads across instances: the
+ * scheduler's (due, the next wake, recovery, the queued ones and the
+ * oldest of them), the listing and the counts by status, and the builds
+ * that instances are pinned to. */
+#include <sqlite3.h>
+
+#include "sqlite_internal.h"
+
+int sqlite_due(void *db, int64_t after_ms, int64_t upto_ms, size_t limit,
+               int64_t *rowids, int64_t *wakes, size_t *n) {
+  *n = 0;
+  rd q;
+  int rc = rd_open(&q, db,
+                   "SELECT rowid, wake_ms FROM instances WHERE wake_ms>?1 "
+                   "AND wake_ms<=?2 ORDER BY wake_ms LIMIT ?3");
+  if (rc == 0) {
+    sqlite3_bind_int64(q.st, 1, after_ms);
+    sqlite3_bind_int64(q.st, 2, upto_ms);
+    sqlite3_bind_int64(q.st, 3, (sqlite3_int64)limit);
+    while (rd_row(&q)) {
+      rowids[*n] = sqlite3_column_int64(q.st, 0);
+      wakes[*n] = sqlite3_column_int64(q.st, 1);
+      (*n)++;
+    }
+  }
+  if ((rc = rd_close(&q, rc)))
+    *n = 0;
+  return rc;
+}
+
+int sqlite_next_wake(void *db, int64_t after_ms, int64_t *wake) {
+  *wake = JOURNAL_NONE;
+  rd q;
+  int rc =
+      rd_open(&q, db, "SELECT MIN(wake_ms) FROM instances WHERE wake_ms>?1");
+  if (rc == 0) {
+    sqlite3_bind_int64(q.st, 1, after_ms);
+    if (rd_row(&q))
+      *wake = col_ms(q.st, 0);
+  }
+  return rd_close(&q, rc);
+}
+
+int sqlite_recover_each(void *db,
+                        void (*fn)(void *ctx, int64_t rowid, duro_status status,
+                                   int control),
+                        void *ctx) {
+  rd q;
+  int rc = rd_open(&q, db,
+                   "SELECT rowid,status,control FROM instances WHERE "
+                   "status='queued' OR (control<>0 AND status IN "
+                   "('waiting','paused'))");
+  if (rc == 0)
+    while (rd_row(&q))
+      fn(ctx, sqlite3_column_int64(q.st, 0), col_status(q.st, 1),
+         sqlite3_column_int(q.st, 2));
+  return rd_close(&q, rc);
+}
+
+static const char sql_queued_from[] =
+    "SELECT rowid FROM instances WHERE status='queued' AND rowid>=?1 "
+    "ORDER BY rowid LIMIT ?2";
+
+int sqlite_queued_from(void *db, int64_t from, size_t limit, int64_t *rowids,
+                       size_t *n) {
+  *n = 0;
+  rd q;
+  int rc = rd_open(&q, db, sql_queued_from);
+  if (rc == 0) {
+    sqlite3_bind_int64(q.st, 1, from);
+    sqlite3_bind_int64(q.st, 2, (sqlite3_int64)limit);
+    while (rd_row(&q) && *n < limit)
+      rowids[(*n)++] = sqlite3_column_int64(q.st, 0);
+  }
+  return rd_close(&q, rc);
+}
+
+/* On instances_status, in rowid order: the unary + keeps the planner off
+ * (workflow, id), which would read every instance of the workflow. */
+static const char sql_oldest_queued[] =
+    "SELECT created_ms FROM instances WHERE status='queued' AND "
+    "(?1 IS NULL OR +workflow=?1) ORDER BY rowid LIMIT 1";
+
+int sqlite_oldest_queued(void *db, const char *workflow, int64_t *created_ms) {
+  *created_ms = JOURNAL_NONE;
+  rd q;
+  int rc = rd_open(&q, db, sql_oldest_queued);
+  if (rc == 0) {
+    bind_text(q.st, 1, workflow);
+    if (rd_row(&q)) {
+      *created_ms = sqlite3_column_int64(q.st, 0);
+      rd_row(&q);
+    }
+  }
+  return rd_close(&q, rc);
+}
+
+int sqlite_list(void *db, const char *workflow, int status, int64_t cursor,
+                size_t limit,
+                void (*fn)(void *ctx, int64_t rowid, const char *id,
+                           duro_status status, int64_t created_ms),
+                void *ctx) {
+  rd q;
+  int rc = rd_open(&q, db,
+                   "SELECT rowid,id,status,created_ms FROM instances "
+                   "WHERE workflow=?1 AND (?2 IS NULL OR status=?2) AND "
+                   "(?3=0 OR rowid<?3) ORDER BY rowid DESC LIMIT ?4");
+  if (rc == 0) {
+    bind_text(q.st, 1, workflow);
+    bind_text(q.st, 2, status < 0 ? NULL : duro_status_name(status));
+    sqlite3_bind_int64(q.st, 3, cursor);
+    sqlite3_bind_int64(q.st, 4, (sqlite3_int64)limit);
+    while (rd_row(&q))
+      fn(ctx, sqlite3_column_int64(q.st, 0),
+         (const char *)sqlite3_column_text(q.st, 1), col_status(q.st, 2),
+         sqlite3_column_int64(q.st, 3));
+  }
+  return rd_close(&q, rc);
+}
+
+int sqlite_count_by_status(void *db,
+                           void (*fn)(void *ctx, const char *workflow,
+                                      duro_status status, int64_t n),
+                           void *ctx) {
+  sqlite_store *sq = db;
+  rd q;
+  /* A read-only look at a file of an older host may have no counts: it
+   * counts the rows. */
+  int rc =
+      rd_open(&q, db,
+              sq->counted ? "SELECT workflow,status,n FROM instance_counts "
+                            "WHERE n>0 ORDER BY workflow,status"
+                          : "SELECT workflow,status,COUNT(*) FROM instances "
+                            "GROUP BY workflow,status ORDER BY "
+                            "workflow,status");
+  if (rc == 0)
+    while (rd_row(&q))
+      fn(ctx, (const char *)sqlite3_column_text(q.st, 0), col_status(q.st, 1),
+         sqlite3_column_int64(q.st, 2));
+  return rd_close(&q, rc);
+}
+
+int sqlite_build_pinned(void *db, const char *workflow, const char *build,
+                        int *pinned) {
+  *pinned = 0;
+  rd q;
+  int rc = rd_open(&q, db,
+                   "SELECT 1 FROM instances WHERE workflow=?1 AND build=?2 "
+                   "AND build IS NOT NULL AND status IN "
+                   "('queued','waiting','paused') LIMIT 1");
+  if (rc == 0) {
+    bind_text(q.st, 1, workflow);
+    bind_text(q.st, 2, build);
+    *pinned = rd_row(&q);
+  }
+  return rd_close(&q, rc);
+}
+
+int sqlite_pinned_builds(void *db,
+                         void (*fn)(void *ctx, const char *workflow,
+                                    const char *build, int64_t n),
+                         void *ctx) {
+  rd q;
+  int rc = rd_open(&q, db,
+                   "SELECT workflow, build, COUNT(*) FROM instances "
+                   "WHERE build IS NOT NULL AND status IN "
+                   "('queued','waiting','paused') GROUP BY workflow, build");
+  if (rc == 0)
+    while (rd_row(&q))
+      fn(ctx, (const char *)sqlite3_column_text(q.st, 0),
+         (const char *)sqlite3_column_text(q.st, 1),
+         sqlite3_column_int64(q.st, 2));
+  return rd_close(&q, rc);
+}

@@ -1,0 +1,251 @@
+/* sqlite_schema.c — the SQLite journal's schema: its tables created where
+ * missing, a file of an older schema upgraded, and the instance counts
+ * kept by triggers. */
+#include <sqlite3.h>
+#include <stdio.h>
+
+#include "sqlite_internal.h"
+
+static const char schema_sql[] =
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);"
+    "INSERT OR IGNORE INTO meta VALUES('schema','6');"
+    "CREATE TABLE IF NOT EXISTS instances("
+    " rowid INTEGER PRIMARY KEY,"
+    " workflow TEXT NOT NULL, id TEXT NOT NULL, status TEXT NOT NULL,"
+    " params TEXT NOT NULL, output TEXT, error TEXT,"
+    " created_ms INTEGER NOT NULL, started_ms INTEGER, ended_ms INTEGER,"
+    " wake_ms INTEGER, paused_ms INTEGER, wait_type TEXT,"
+    " control INTEGER NOT NULL DEFAULT 0, retention_ms INTEGER NOT NULL,"
+    " build TEXT, restarts INTEGER NOT NULL DEFAULT 0,"
+    " UNIQUE(workflow, id));"
+    "CREATE INDEX IF NOT EXISTS instances_wake ON instances(wake_ms)"
+    " WHERE wake_ms IS NOT NULL;"
+    "CREATE INDEX IF NOT EXISTS instances_status ON instances(status);"
+    /* Reconciliation looks for persisted requests: few, so a partial
+     * index keeps it from reading every row. */
+    "CREATE INDEX IF NOT EXISTS instances_control ON instances(control) "
+    "WHERE control<>0;"
+    "CREATE INDEX IF NOT EXISTS instances_expiry ON instances("
+    " ended_ms + retention_ms) WHERE ended_ms IS NOT NULL;"
+    "CREATE TABLE IF NOT EXISTS steps("
+    " instance INTEGER NOT NULL, key TEXT NOT NULL, seq INTEGER NOT NULL,"
+    " name TEXT NOT NULL, count INTEGER NOT NULL, type TEXT NOT NULL,"
+    " status TEXT NOT NULL, result TEXT, error TEXT,"
+    " attempts INTEGER NOT NULL, started_ms INTEGER, ended_ms INTEGER,"
+    " wake_ms INTEGER, attempt_started_ms INTEGER, build TEXT,"
+    " PRIMARY KEY(instance, key)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS attempts("
+    " instance INTEGER NOT NULL, key TEXT NOT NULL, number INTEGER NOT NULL,"
+    " started_ms INTEGER, ended_ms INTEGER, error TEXT, build TEXT,"
+    " PRIMARY KEY(instance, key, number)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS events("
+    " seq INTEGER PRIMARY KEY, instance INTEGER NOT NULL,"
+    " type TEXT NOT NULL, payload TEXT NOT NULL, ts_ms INTEGER NOT NULL,"
+    " consumed_by TEXT);"
+    "CREATE INDEX IF NOT EXISTS events_by_instance ON events(instance, seq);"
+    /* Schema 4: queue messages.  messages_next serves a pull (the next
+     * visible messages of a queue), messages_age the retention sweep and
+     * the oldest message of a queue.  (Schema 5 dropped messages_lease:
+     * a lease id names its row.) */
+    /* AUTOINCREMENT: a message id is never used again, even once every
+     * message is acked and the table is empty. */
+    "CREATE TABLE IF NOT EXISTS messages("
+    " seq INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL,"
+    " body TEXT NOT NULL,"
+    " attempts INTEGER NOT NULL, visible_ms INTEGER NOT NULL, lease TEXT,"
+    " sent_ms INTEGER NOT NULL, last_error TEXT);"
+    "CREATE INDEX IF NOT EXISTS messages_next ON messages(queue, visible_ms);"
+    "CREATE INDEX IF NOT EXISTS messages_age ON messages(queue, sent_ms);"
+    /* Schema 5: messages of a queue out of retries, dropped (no
+     * dead-letter queue) or dead-lettered, counted in the commit that
+     * drops or moves them. */
+    /* Schema 5: cron triggers.  A trigger is known from since_ms on (no
+     * tick before it is missed) and counts its ticks by how they ended;
+     * each tick that came is a row, claimed before anything fires, kept
+     * 30 days (cron/trigger.c sweeps them). */
+    "CREATE TABLE IF NOT EXISTS cron_triggers(trigger TEXT PRIMARY KEY,"
+    " since_ms INTEGER NOT NULL, complete INTEGER NOT NULL,"
+    " failed INTEGER NOT NULL, missed INTEGER NOT NULL,"
+    " skipped INTEGER NOT NULL) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS cron_ticks(trigger TEXT NOT NULL,"
+    " tick_ms INTEGER NOT NULL, state TEXT NOT NULL, fired_ms INTEGER,"
+    " instance TEXT, error TEXT, PRIMARY KEY(trigger, tick_ms))"
+    " WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS queue_counts(queue TEXT PRIMARY KEY,"
+    " dropped INTEGER NOT NULL, dead_lettered INTEGER NOT NULL)"
+    " WITHOUT ROWID;";
+
+static int exists_cb(void *ctx, int n, char **v, char **names) {
+  (void)n, (void)v, (void)names;
+  *(int *)ctx = 1;
+  return 0;
+}
+
+/* Instance counts per workflow and status, kept by triggers in the
+ * transaction of every write that inserts, deletes or moves an instance,
+ * so that /metrics and a workflow's stats read a few rows where they
+ * read every instance.  A file without them gets them from one scan, in
+ * the transaction that adds the triggers; an older host that opens the
+ * file keeps them right (the triggers are the file's).  Rows that fall
+ * to 0 stay. */
+static const char counts_sql[] =
+    "BEGIN IMMEDIATE;"
+    "CREATE TABLE instance_counts(workflow TEXT NOT NULL,"
+    " status TEXT NOT NULL, n INTEGER NOT NULL,"
+    " PRIMARY KEY(workflow, status)) WITHOUT ROWID;"
+    "INSERT INTO instance_counts SELECT workflow, status, COUNT(*) FROM"
+    " instances GROUP BY workflow, status;"
+    "CREATE TRIGGER instance_counts_insert AFTER INSERT ON instances BEGIN"
+    " INSERT INTO instance_counts VALUES(new.workflow, new.status, 1)"
+    " ON CONFLICT(workflow, status) DO UPDATE SET n=n+1; END;"
+    "CREATE TRIGGER instance_counts_delete AFTER DELETE ON instances BEGIN"
+    " UPDATE instance_counts SET n=n-1 WHERE workflow=old.workflow AND"
+    " status=old.status; END;"
+    "CREATE TRIGGER instance_counts_move AFTER UPDATE OF status ON instances"
+    " WHEN old.status IS NOT new.status BEGIN"
+    " UPDATE instance_counts SET n=n-1 WHERE workflow=old.workflow AND"
+    " status=old.status;"
+    " INSERT INTO instance_counts VALUES(new.workflow, new.status, 1)"
+    " ON CONFLICT(workflow, status) DO UPDATE SET n=n+1; END;"
+    "COMMIT;";
+
+/* Whether the file keeps instance_counts. */
+int sqlite_counts_kept(sqlite3 *db) {
+  int kept = 0;
+  sqlite3_exec(db,
+               "SELECT 1 FROM sqlite_master WHERE type='trigger' AND "
+               "name='instance_counts_move'",
+               exists_cb, &kept, NULL);
+  return kept;
+}
+
+static int counts_setup(sqlite3 *db, const char *path, char *err,
+                        size_t errlen) {
+  if (sqlite_counts_kept(db))
+    return 0;
+  char *msg = NULL;
+  if (sqlite3_exec(db, counts_sql, NULL, NULL, &msg) == SQLITE_OK)
+    return 0;
+  snprintf(err, errlen, "%s: cannot add the instance counts: %s", path,
+           msg ? msg : "?");
+  sqlite3_free(msg);
+  sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+  return DURO_E_STORAGE;
+}
+
+/* A failed sqlite3_exec of the opening's: "<path>: <what>: <msg>" (or
+ * "<path>: <msg>" without `what`) into err; frees msg. */
+int sqlite_exec_failed(char *err, size_t errlen, const char *path,
+                       const char *what, char *msg) {
+  snprintf(err, errlen, "%s: %s%s%s", path, what ? what : "", what ? ": " : "",
+           msg ? msg : "?");
+  sqlite3_free(msg);
+  return DURO_E_STORAGE;
+}
+
+static int upgrade_messages(sqlite3 *db, const char *path, char *err,
+                            size_t errlen) {
+  char *msg = NULL;
+  int old_messages = 0, rc;
+  /* Schema 4's messages table reused the ids of deleted messages; schema
+   * 5 rebuilds it with AUTOINCREMENT (ids go on from the highest kept). */
+  if (sqlite3_exec(db,
+                   "SELECT 1 FROM sqlite_master WHERE name='messages' AND "
+                   "sql NOT LIKE '%AUTOINCREMENT%'",
+                   exists_cb, &old_messages, &msg) != SQLITE_OK ||
+      (old_messages &&
+       sqlite3_exec(
+           db,
+           "BEGIN IMMEDIATE;"
+           "CREATE TABLE messages_v5("
+           " seq INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL,"
+           " body TEXT NOT NULL, attempts INTEGER NOT NULL,"
+           " visible_ms INTEGER NOT NULL, lease TEXT,"
+           " sent_ms INTEGER NOT NULL, last_error TEXT);"
+           "INSERT INTO messages_v5 SELECT seq,queue,body,attempts,"
+           " visible_ms,lease,sent_ms,last_error FROM messages;"
+           "DROP TABLE messages;"
+           "ALTER TABLE messages_v5 RENAME TO messages;"
+           "CREATE INDEX messages_next ON messages(queue, visible_ms);"
+           "CREATE INDEX messages_age ON messages(queue, sent_ms);"
+           "COMMIT",
+           NULL, NULL, &msg) != SQLITE_OK)) {
+    rc = sqlite_exec_failed(err, errlen, path,
+                            "cannot upgrade the messages table", msg);
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+  }
+  return 0;
+}
+
+/* The columns later schemas added, each where it is missing. */
+static int upgrade_columns(sqlite3 *db, const char *path, char *err,
+                           size_t errlen) {
+  char *msg = NULL;
+  /* Schema 1 kept every attempt in `attempts`; schema 2 keeps the
+   * successful one in its step row. */
+  if (sqlite3_exec(db, "SELECT attempt_started_ms, build FROM steps LIMIT 0",
+                   NULL, NULL, NULL) != SQLITE_OK &&
+      sqlite3_exec(db,
+                   "ALTER TABLE steps ADD COLUMN attempt_started_ms INTEGER;"
+                   "ALTER TABLE steps ADD COLUMN build TEXT;"
+                   "UPDATE meta SET value='2' WHERE key='schema';",
+                   NULL, NULL, &msg) != SQLITE_OK) {
+    return sqlite_exec_failed(err, errlen, path, "cannot upgrade the schema",
+                              msg);
+  }
+  /* Schema 3 pins an instance to the build it runs on (hot reload); the
+   * index serves the question "is any instance that has not ended still
+   * pinned to this build". */
+  if ((sqlite3_exec(db, "SELECT build FROM instances LIMIT 0", NULL, NULL,
+                    NULL) != SQLITE_OK &&
+       sqlite3_exec(db,
+                    "ALTER TABLE instances ADD COLUMN build TEXT;"
+                    "UPDATE meta SET value='3' WHERE key='schema';",
+                    NULL, NULL, &msg) != SQLITE_OK) ||
+      sqlite3_exec(db,
+                   /* Over the build alone: a status in the predicate
+                    * would make every status write update the index. */
+                   "DROP INDEX IF EXISTS instances_build;"
+                   "CREATE INDEX IF NOT EXISTS instances_pin ON "
+                   "instances(workflow, build) WHERE build IS NOT NULL;"
+                   /* Schema 4 only adds the messages table, which the
+                    * schema above creates where it is missing; schema 5
+                    * drops its lease index (leases held under schema 4
+                    * cannot be acked: they run out and deliver again). */
+                   "DROP INDEX IF EXISTS messages_lease;"
+                   "UPDATE meta SET value='5' WHERE key='schema' AND "
+                   "value IN ('3','4')",
+                   NULL, NULL, &msg) != SQLITE_OK) {
+    return sqlite_exec_failed(err, errlen, path, "cannot upgrade the schema",
+                              msg);
+  }
+  /* Schema 6 counts an instance's restarts: a re-run step's idempotency
+   * key names the run it belongs to. */
+  if ((sqlite3_exec(db, "SELECT restarts FROM instances LIMIT 0", NULL, NULL,
+                    NULL) != SQLITE_OK &&
+       sqlite3_exec(db,
+                    "ALTER TABLE instances ADD COLUMN restarts INTEGER NOT "
+                    "NULL DEFAULT 0;",
+                    NULL, NULL, &msg) != SQLITE_OK) ||
+      sqlite3_exec(db,
+                   "UPDATE meta SET value='6' WHERE key='schema' AND "
+                   "value='5'",
+                   NULL, NULL, &msg) != SQLITE_OK) {
+    return sqlite_exec_failed(err, errlen, path, "cannot upgrade the schema",
+                              msg);
+  }
+  return 0;
+}
+
+int sqlite_schema_setup(sqlite3 *db, const char *path, char *err,
+                        size_t errlen) {
+  char *msg = NULL;
+  int rc;
+  if (sqlite3_exec(db, schema_sql, NULL, NULL, &msg) != SQLITE_OK)
+    return sqlite_exec_failed(err, errlen, path, "cannot create schema", msg);
+  if ((rc = upgrade_messages(db, path, err, errlen)) != 0 ||
+      (rc = upgrade_columns(db, path, err, errlen)) != 0)
+    return rc;
+  return counts_setup(db, path, err, errlen);
+}

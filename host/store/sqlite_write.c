@@ -1,0 +1,217 @@
+/* sqlite_write.c — the writer's statements of the SQLite backend (their
+ * SQL, prepared once at the opening), the group's transaction, and every
+ * JOP_* op handed to its kind's function (sqlite_write_*.c). */
+#include <sqlite3.h>
+
+#include "sqlite_internal.h"
+
+const char *const sqlite_write_sql[ST_WRITE_COUNT_] = {
+    [ST_INSTANCE_INSERT] =
+        "INSERT INTO instances(workflow,id,status,params,created_ms,"
+        "retention_ms) VALUES(?1,?2,?3,?4,?5,?6) "
+        "ON CONFLICT(workflow,id) DO NOTHING",
+    [ST_INSTANCE_SET] =
+        "UPDATE instances SET status=?2, output=?3, error=?4, started_ms=?5, "
+        "ended_ms=?6, wake_ms=?7, paused_ms=?8, wait_type=?9, "
+        "control=CASE WHEN ?10 THEN 0 ELSE control END "
+        "WHERE rowid=?1",
+    [ST_INSTANCE_CONTROL] = "UPDATE instances SET control=?2 WHERE rowid=?1",
+    [ST_INSTANCE_CONTROL_CLEAR] =
+        "UPDATE instances SET control=0 WHERE rowid=?1",
+    [ST_STEP_PUT] =
+        "INSERT OR REPLACE INTO steps(instance,key,seq,name,count,type,status,"
+        "result,error,attempts,started_ms,ended_ms,wake_ms,attempt_started_ms,"
+        "build) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)",
+    [ST_STEPS_DISCARD] = "DELETE FROM steps WHERE instance=?1 AND seq>=?2",
+    [ST_ATTEMPTS_DISCARD] =
+        "DELETE FROM attempts WHERE instance=?1 AND key NOT IN "
+        "(SELECT key FROM steps WHERE instance=?1)",
+    /* An instance that ends closes the steps still pending (a back-off,
+     * a sleep, an event wait): nothing will run them. */
+    [ST_STEPS_CANCEL] =
+        "UPDATE steps SET status='cancelled', ended_ms=?2, wake_ms=NULL "
+        "WHERE instance=?1 AND status='waiting'",
+    [ST_INSTANCE_RESTARTED] =
+        "UPDATE instances SET restarts=restarts+1 WHERE rowid=?1",
+    [ST_STEPS_SHIFT_WAKE] =
+        "UPDATE steps SET wake_ms=wake_ms+?2 WHERE instance=?1 AND "
+        "status='waiting' AND wake_ms IS NOT NULL",
+    [ST_ATTEMPT_PUT] =
+        "INSERT OR REPLACE INTO attempts(instance,key,number,started_ms,"
+        "ended_ms,error,build) VALUES(?1,?2,?3,?4,?5,?6,?7)",
+    /* Nothing is stored for an instance that has ended: checked in the
+     * commit, so an end that overtakes the event cannot be missed. */
+    [ST_EVENT_INSERT] = "INSERT INTO events(instance,type,payload,ts_ms) "
+                        "SELECT ?1,?2,?3,?4 FROM instances WHERE rowid=?1 AND "
+                        "status NOT IN ('complete','errored','terminated')",
+    [ST_EVENT_CONSUME] = "UPDATE events SET consumed_by=?2 WHERE seq=?1",
+    [ST_WAKE_IF_WAITING] = "UPDATE instances SET wake_ms=?3 WHERE rowid=?1 AND "
+                           "status='waiting' AND wait_type=?2",
+    /* Only when it changes: the pin index is not touched by the many
+     * status writes of an instance. */
+    [ST_INSTANCE_PIN] = "UPDATE instances SET build=?2 WHERE rowid=?1 AND "
+                        "build IS NOT ?2",
+    [ST_WAKE_IF_EVENT_PENDING] =
+        "UPDATE instances SET wake_ms=?2 WHERE rowid=?1 AND "
+        "status='waiting' AND wait_type IS NOT NULL AND EXISTS(SELECT 1 "
+        "FROM events WHERE instance=?1 AND type=instances.wait_type AND "
+        "consumed_by IS NULL)",
+    /* The expression matches the instances_expiry index. */
+    [ST_SWEEP_PICK] =
+        "INSERT INTO temp.sweep SELECT rowid FROM instances WHERE "
+        "ended_ms IS NOT NULL AND ended_ms + retention_ms <= ?1 AND "
+        "status IN ('complete','errored','terminated') LIMIT ?2",
+    [ST_SWEEP_STEPS] =
+        "DELETE FROM steps WHERE instance IN (SELECT id FROM temp.sweep)",
+    [ST_SWEEP_ATTEMPTS] =
+        "DELETE FROM attempts WHERE instance IN (SELECT id FROM temp.sweep)",
+    [ST_SWEEP_EVENTS] =
+        "DELETE FROM events WHERE instance IN (SELECT id FROM temp.sweep)",
+    [ST_SWEEP_INSTANCES] =
+        "DELETE FROM instances WHERE rowid IN (SELECT id FROM temp.sweep)",
+    [ST_SWEEP_CLEAR] = "DELETE FROM temp.sweep",
+    [ST_MESSAGE_INSERT] = "INSERT INTO messages(queue,body,attempts,"
+                          "visible_ms,sent_ms) VALUES(?1,?2,0,?4,?3)",
+    /* Served by messages_next: the queue's visible messages in order. */
+    [ST_MESSAGE_PICK] =
+        "SELECT seq,attempts,body,sent_ms,last_error FROM messages WHERE "
+        "queue=?1 AND visible_ms<=?2 ORDER BY visible_ms,seq LIMIT ?3",
+    [ST_MESSAGE_LEASE] = "UPDATE messages SET lease=?2, visible_ms=?3, "
+                         "attempts=attempts+1 WHERE seq=?1",
+    /* A lease is held while its message is invisible: once visible_ms
+     * passed, the message may be pulled again under another lease.  A
+     * lease id names its message ("<token>-<seq>", lease_seq), so an ack
+     * finds the row by its key and needs no index on leases (bench Q1:
+     * one index fewer to keep on every lease and ack). */
+    [ST_MESSAGE_ACK] = "DELETE FROM messages WHERE seq=?4 AND lease=?1 AND "
+                       "queue=?2 AND visible_ms>?3",
+    [ST_MESSAGE_HELD] = "SELECT seq,attempts FROM messages WHERE seq=?4 AND "
+                        "lease=?1 AND queue=?2 AND visible_ms>?3",
+    [ST_MESSAGE_MOVE] =
+        "UPDATE messages SET queue=?2, lease=NULL, visible_ms=?3, "
+        "last_error=COALESCE(?4,last_error) WHERE seq=?1",
+    [ST_MESSAGE_DELETE] = "DELETE FROM messages WHERE seq=?1",
+    [ST_MESSAGES_DROPPED] =
+        "INSERT INTO queue_counts(queue,dropped,dead_lettered) "
+        "VALUES(?1,?2,?3) ON CONFLICT(queue) DO UPDATE SET "
+        "dropped=dropped+excluded.dropped,"
+        "dead_lettered=dead_lettered+excluded.dead_lettered",
+    /* Served by messages_age. */
+    [ST_CRON_SINCE] = "INSERT OR IGNORE INTO cron_triggers(trigger,since_ms,"
+                      "complete,failed,missed,skipped) VALUES(?1,?2,0,0,0,0)",
+    /* A tick is claimed by inserting its row: a second claim changes
+     * nothing (out_rowid 0). */
+    [ST_CRON_TICK] = "INSERT OR IGNORE INTO cron_ticks(trigger,tick_ms,state,"
+                     "fired_ms,instance,error) VALUES(?1,?2,?3,?4,?5,?6)",
+    /* Only a tick still `fired` is settled, once. */
+    [ST_CRON_TICK_SET] = "UPDATE cron_ticks SET state=?3, error=?4 WHERE "
+                         "trigger=?1 AND tick_ms=?2 AND state='fired'",
+    [ST_CRON_MISSED_EXTRA] = "UPDATE cron_triggers SET missed=missed+?2 "
+                             "WHERE trigger=?1",
+    /* The counts go with the rows' writes, so they outlive the rows the
+     * sweep deletes. */
+    [ST_CRON_COUNT] =
+        "UPDATE cron_triggers SET complete=complete+(?2='complete'),"
+        "failed=failed+(?2='failed'),missed=missed+(?2='missed'),"
+        "skipped=skipped+(?2='skipped') WHERE trigger=?1",
+    /* Ticks older than ?1, but each trigger's newest, which says where
+     * its schedule stands. */
+    [ST_CRON_SWEEP] =
+        "DELETE FROM cron_ticks WHERE tick_ms<?1 AND tick_ms<(SELECT "
+        "MAX(tick_ms) FROM cron_ticks AS c WHERE c.trigger=cron_ticks.trigger)",
+    [ST_MESSAGES_EXPIRE] =
+        "DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE "
+        "queue=?1 AND sent_ms<?2 LIMIT ?3)",
+    /* A group's transaction: prepared once, as every other write. */
+    [ST_BEGIN] = "BEGIN IMMEDIATE",
+    [ST_COMMIT] = "COMMIT",
+    [ST_ROLLBACK] = "ROLLBACK",
+};
+
+int sqlite_step_done(sqlite_store *sq, sqlite3_stmt *st) {
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+    sqlite_set_err(sq->wr, NULL);
+    return DURO_E_STORAGE;
+  }
+  return 0;
+}
+
+/* sqlite_step_done, then how many rows the statement changed into out_rowid. */
+int sqlite_step_changes(sqlite_store *sq, sqlite3_stmt *st, journal_op *op) {
+  int rc = sqlite_step_done(sq, st);
+  op->out_rowid = rc == 0 ? sqlite3_changes(sq->wr) : 0;
+  return rc;
+}
+
+/* Every op kind is named here, so the compiler tells of a new one left
+ * out (-Wswitch). */
+int sqlite_apply(void *db, journal_op *op) {
+  sqlite_store *sq = db;
+  switch (op->kind) {
+  case JOP_INSTANCE_INSERT:
+    return sqlite_instance_insert(sq, op);
+  case JOP_INSTANCE_SET:
+    return sqlite_instance_set(sq, op);
+  case JOP_INSTANCE_CONTROL:
+  case JOP_INSTANCE_CONTROL_CLEAR:
+  case JOP_INSTANCE_RESTARTED:
+  case JOP_INSTANCE_PIN:
+    return sqlite_instance_mark(sq, op);
+  case JOP_STEP_PUT:
+    return sqlite_step_put(sq, op);
+  case JOP_STEPS_DISCARD:
+  case JOP_STEPS_SHIFT_WAKE:
+  case JOP_ATTEMPT_PUT:
+    return sqlite_steps_change(sq, op);
+  case JOP_EVENT_INSERT:
+  case JOP_EVENT_CONSUME:
+  case JOP_WAKE_IF_WAITING:
+  case JOP_WAKE_IF_EVENT_PENDING:
+    return sqlite_event_apply(sq, op);
+  case JOP_SWEEP:
+    return sqlite_sweep(sq, op);
+  case JOP_MESSAGE_INSERT:
+  case JOP_MESSAGE_ACK:
+  case JOP_MESSAGES_EXPIRE:
+    return sqlite_message_apply(sq, op);
+  case JOP_MESSAGE_LEASE:
+    return sqlite_message_lease(sq, op);
+  case JOP_MESSAGE_RETRY:
+    return sqlite_message_retry(sq, op);
+  case JOP_CRON_SINCE:
+  case JOP_CRON_TICK:
+  case JOP_CRON_TICK_SET:
+  case JOP_CRON_SWEEP:
+  case JOP_CRON_MISSED_EXTRA:
+    return sqlite_cron_apply(sq, op);
+  }
+  return DURO_E_INVALID_ARGUMENT;
+}
+
+/* Runs one of the transaction statements. */
+static int exec_ws(sqlite_store *sq, int which) {
+  sqlite3_stmt *st = sq->ws[which];
+  int s = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (s != SQLITE_DONE) {
+    sqlite_set_err(sq->wr, sqlite_write_sql[which]);
+    return DURO_E_STORAGE;
+  }
+  return 0;
+}
+
+int sqlite_begin(void *db) { return exec_ws(db, ST_BEGIN); }
+
+int sqlite_commit(void *db) { return exec_ws(db, ST_COMMIT); }
+
+/* A failed statement or COMMIT (a full disk, an I/O error, a busy lock)
+ * can leave the transaction open: never leave it so, or every later
+ * group would join a transaction that cannot commit. */
+void sqlite_rollback(void *db) {
+  sqlite_store *sq = db;
+  if (!sqlite3_get_autocommit(sq->wr))
+    exec_ws(sq, ST_ROLLBACK);
+}

@@ -1,0 +1,164 @@
+/* sqlite_write_queue.c — the SQLite backend's ops on queue messages: a
+ * send, a lease of the visible ones (those out of attempts dropped or
+ * dead-lettered), an ack, a retry, the expiry, and the counts of the
+ * messages spent. */
+#include <sqlite3.h>
+#include <stdlib.h>
+
+#include "sqlite_internal.h"
+
+/* Counts n messages of `queue` out of retries (queue_counts): dropped,
+ * or moved to its dead-letter queue. */
+static int count_spent(sqlite_store *sq, const char *queue, int dead_lettered,
+                       int64_t n) {
+  sqlite3_stmt *st = sq->ws[ST_MESSAGES_DROPPED];
+  bind_text(st, 1, queue);
+  sqlite3_bind_int64(st, 2, dead_lettered ? 0 : n);
+  sqlite3_bind_int64(st, 3, dead_lettered ? n : 0);
+  return sqlite_step_done(sq, st);
+}
+
+/* Picks the visible messages first, then leases them one by one: an
+ * UPDATE while the SELECT still walks the index it changes could meet a
+ * row twice. */
+int sqlite_message_lease(sqlite_store *sq, journal_op *op) {
+  sqlite3_stmt *st = sq->ws[ST_MESSAGE_PICK];
+  bind_text(st, 1, op->queue);
+  sqlite3_bind_int64(st, 2, op->ts_ms);
+  sqlite3_bind_int64(st, 3, (sqlite3_int64)op->n_leases);
+  journal_message *v = xcalloc(op->n_leases ? op->n_leases : 1, sizeof *v);
+  int64_t *spent = xcalloc(op->n_leases ? op->n_leases : 1, sizeof *spent);
+  size_t n = 0, n_spent = 0;
+  int s = SQLITE_DONE;
+  while (n + n_spent < op->n_leases && (s = sqlite3_step(st)) == SQLITE_ROW) {
+    /* Delivered max_attempts times and the last lease ran out unacked:
+     * an expired lease is a failed attempt too (a handler that crashes
+     * the host never acks), so it goes the way of a spent retry. */
+    if (op->max_attempts &&
+        sqlite3_column_int64(st, 1) >= (int64_t)op->max_attempts) {
+      spent[n_spent++] = sqlite3_column_int64(st, 0);
+      continue;
+    }
+    journal_message *m = &v[n++];
+    m->seq = sqlite3_column_int64(st, 0);
+    m->attempts = (uint32_t)sqlite3_column_int64(st, 1) + 1;
+    m->body = xstrdup((const char *)sqlite3_column_text(st, 2));
+    m->sent_ms = sqlite3_column_int64(st, 3);
+    const unsigned char *err = sqlite3_column_text(st, 4);
+    m->last_error = err ? xstrdup((const char *)err) : NULL;
+    m->queue = xstrdup(op->queue);
+    m->lease = xasprintf("%s-%lld", op->lease_token, (long long)m->seq);
+    m->visible_ms = op->visible_ms;
+  }
+  int rc = n + n_spent < op->n_leases && s != SQLITE_DONE;
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  op->messages = v;
+  op->n_messages = n;
+  if (rc) {
+    free(spent);
+    sqlite_set_err(sq->wr, NULL);
+    return DURO_E_STORAGE;
+  }
+  op->out_rowid = (int64_t)n_spent; /* dead-lettered or dropped */
+  for (size_t i = 0; i < n_spent && rc == 0; i++) {
+    st = sq->ws[op->dead_letter_queue ? ST_MESSAGE_MOVE : ST_MESSAGE_DELETE];
+    sqlite3_bind_int64(st, 1, spent[i]);
+    if (op->dead_letter_queue) {
+      bind_text(st, 2, op->dead_letter_queue);
+      sqlite3_bind_int64(st, 3, op->ts_ms);
+      bind_text(st, 4,
+                "{\"name\":\"queue.lease_expired\",\"message\":"
+                "\"delivered max_retries + 1 times, never acked\"}");
+    }
+    rc = sqlite_step_done(sq, st);
+  }
+  if (rc == 0 && n_spent)
+    rc = count_spent(sq, op->queue, op->dead_letter_queue != NULL,
+                     (int64_t)n_spent);
+  free(spent);
+  if (rc)
+    return rc;
+  for (size_t i = 0; i < n; i++) {
+    st = sq->ws[ST_MESSAGE_LEASE];
+    sqlite3_bind_int64(st, 1, v[i].seq);
+    bind_text(st, 2, v[i].lease);
+    sqlite3_bind_int64(st, 3, op->visible_ms);
+    if ((rc = sqlite_step_done(sq, st)))
+      return rc;
+  }
+  return 0;
+}
+
+/* A retried message goes back to its queue after the delay, unless it
+ * has had its max_attempts: then to the dead-letter queue (visible at
+ * once, attempts and error kept), or it is dropped. */
+int sqlite_message_retry(sqlite_store *sq, journal_op *op) {
+  sqlite3_stmt *st = sq->ws[ST_MESSAGE_HELD];
+  bind_text(st, 1, op->lease);
+  bind_text(st, 2, op->queue);
+  sqlite3_bind_int64(st, 3, op->ts_ms);
+  sqlite3_bind_int64(st, 4, journal_lease_seq(op->lease));
+  int s = sqlite3_step(st);
+  int64_t seq = s == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+  int64_t attempts = s == SQLITE_ROW ? sqlite3_column_int64(st, 1) : 0;
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  if (s != SQLITE_ROW && s != SQLITE_DONE) {
+    sqlite_set_err(sq->wr, NULL);
+    return DURO_E_STORAGE;
+  }
+  if (s == SQLITE_DONE) {
+    op->out_rowid = JOURNAL_RETRY_NOT_HELD;
+    return 0;
+  }
+  int spent = attempts >= (int64_t)op->max_attempts;
+  if (spent && !op->dead_letter_queue) {
+    st = sq->ws[ST_MESSAGE_DELETE];
+    sqlite3_bind_int64(st, 1, seq);
+    op->out_rowid = JOURNAL_RETRY_DROPPED;
+    int rc = sqlite_step_done(sq, st);
+    return rc ? rc : count_spent(sq, op->queue, 0, 1);
+  }
+  st = sq->ws[ST_MESSAGE_MOVE];
+  sqlite3_bind_int64(st, 1, seq);
+  bind_text(st, 2, spent ? op->dead_letter_queue : op->queue);
+  sqlite3_bind_int64(st, 3, spent ? op->ts_ms : op->visible_ms);
+  bind_text(st, 4, op->error);
+  op->out_rowid = spent ? JOURNAL_RETRY_DEAD_LETTERED : JOURNAL_RETRY_DELAYED;
+  int rc = sqlite_step_done(sq, st);
+  return rc || !spent ? rc : count_spent(sq, op->queue, 1, 1);
+}
+
+/* A queue's ops (a lease and a retry have their own functions). */
+int sqlite_message_apply(sqlite_store *sq, journal_op *op) {
+  sqlite3_stmt *st;
+  int rc;
+  switch (op->kind) {
+  case JOP_MESSAGE_INSERT:
+    st = sq->ws[ST_MESSAGE_INSERT];
+    bind_text(st, 1, op->queue);
+    bind_text(st, 2, op->body);
+    sqlite3_bind_int64(st, 3, op->ts_ms);
+    sqlite3_bind_int64(st, 4, op->visible_ms);
+    if ((rc = sqlite_step_done(sq, st)))
+      return rc;
+    op->out_rowid = sqlite3_last_insert_rowid(sq->wr);
+    return 0;
+  case JOP_MESSAGE_ACK:
+    st = sq->ws[ST_MESSAGE_ACK];
+    bind_text(st, 1, op->lease);
+    bind_text(st, 2, op->queue);
+    sqlite3_bind_int64(st, 3, op->ts_ms);
+    sqlite3_bind_int64(st, 4, journal_lease_seq(op->lease));
+    return sqlite_step_changes(sq, st, op);
+  case JOP_MESSAGES_EXPIRE:
+    st = sq->ws[ST_MESSAGES_EXPIRE];
+    bind_text(st, 1, op->queue);
+    sqlite3_bind_int64(st, 2, op->ts_ms);
+    sqlite3_bind_int64(st, 3, op->from_seq);
+    return sqlite_step_changes(sq, st, op);
+  default:
+    return DURO_E_INVALID_ARGUMENT;
+  }
+}
