@@ -216,7 +216,7 @@ extern const store_backend store_sqlite;
 
 #include "duro_config.h"
 #if DURO_HAVE_PG
-/* The PostgreSQL backend (pg.c), built when libpq is found: `path` is a
+/* The PostgreSQL backend (pg*.c), built when libpq is found: `path` is a
  * libpq connection string. */
 extern const store_backend store_pg;
 #endif

@@ -433,7 +433,7 @@ int journal_failing(journal *j, char *msg, size_t len, uint64_t *failures);
  * waited on it. */
 /* ---- several hosts on one store ------------------------------------------
  * On a store that several hosts share (PostgreSQL), each instance is run
- * by one host, its owner, under that host's lease; see pg.c.  On one that
+ * by one host, its owner, under that host's lease; see pg_hosts.c.  On one that
  * has a single host (SQLite) these do nothing: every instance is the
  * host's, and journal_host is 0. */
 

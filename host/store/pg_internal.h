@@ -1,12 +1,28 @@
 /* pg_internal.h — what the files of the PostgreSQL backend share: a
  * statement's parameters and its results' columns (text format), the
- * store's handle and its connections, and the calls that run statements.
+ * writer's statements, the store's handle and its connections, and the
+ * calls one file makes in another.
  *
- *   pg.c        the schema, the group's transaction, every op and read
- *   pg_conn.c   connections: made, dropped when the server went away,
- *               the pool of readers, errors recorded on one line
- *   pg_pipe.c   how a group's writes go out: libpq's pipeline mode
- *   pg_hosts.c  several hosts on one database: leases, takeover, notices
+ *   pg.c               the store opened and closed; the backend's table
+ *   pg_schema.c        the schema, created or brought to this version
+ *   pg_write.c         the writer's statements, the group's transaction,
+ *                      each op to its kind's function
+ *   pg_write_instance.c  the ops on an instance, its steps and events, and
+ *                      the retention sweep
+ *   pg_write_queue.c   the ops on queue messages
+ *   pg_write_cron.c    the ops on cron triggers and their ticks
+ *   pg_read_instance.c an instance, its steps, attempts and events
+ *   pg_read_sched.c    the reads across instances: due, wakes, recovery,
+ *                      queued, pins, the listing, counts
+ *   pg_read_queue.c    the queues' messages and counts
+ *   pg_read_cron.c     a trigger's state and ticks
+ *   pg_builds.c        the plugin builds the hosts share
+ *   pg_copy.c          copying a journal in (migrate.c)
+ *   pg_conn.c          connections: made, dropped when the server went away,
+ *                      the pool of readers, errors recorded on one line
+ *   pg_pipe.c          how a group's writes go out: libpq's pipeline mode
+ *   pg_hosts.c         several hosts on one database: leases, takeover,
+ *                      notices
  *
  * Invariant: these are the only files that include libpq-fe.h. */
 #ifndef DURO_PG_INTERNAL_H
@@ -67,6 +83,52 @@ static inline int64_t get_ms(const PGresult *r, int row, int col) {
   return PQgetisnull(r, row, col) ? JOURNAL_NONE : get_i64(r, row, col);
 }
 
+/* The enums of status.h from their stored names (-1, "unknown", for a
+ * name that is none of them). */
+static inline duro_status get_status(const PGresult *r, int row, int col) {
+  return (duro_status)duro_status_parse(get_str(r, row, col));
+}
+
+/* The writer's statements, prepared on the writer connection as "w<i>"
+ * (pg_write.c holds their SQL). */
+enum {
+  ST_INSTANCE_INSERT,
+  ST_INSTANCE_SET,
+  ST_INSTANCE_CONTROL,
+  ST_INSTANCE_CONTROL_CLEAR,
+  ST_STEP_PUT,
+  ST_STEPS_DISCARD,
+  ST_STEPS_CANCEL,
+  ST_INSTANCE_RESTARTED,
+  ST_ATTEMPTS_DISCARD,
+  ST_STEPS_SHIFT_WAKE,
+  ST_ATTEMPT_PUT,
+  ST_EVENT_INSERT,
+  ST_EVENT_CONSUME,
+  ST_WAKE_IF_WAITING,
+  ST_WAKE_IF_EVENT_PENDING,
+  ST_INSTANCE_PIN,
+  ST_SWEEP,
+  ST_MESSAGE_INSERT,
+  ST_MESSAGE_PICK,
+  ST_MESSAGE_LEASE,
+  ST_MESSAGE_ACK,
+  ST_MESSAGE_HELD,
+  ST_MESSAGES_DROPPED,
+  ST_MESSAGE_MOVE,
+  ST_MESSAGE_DELETE,
+  ST_MESSAGES_EXPIRE,
+  ST_CRON_SINCE,
+  ST_CRON_TICK,
+  ST_CRON_TICK_SET,
+  ST_CRON_MISSED_EXTRA,
+  ST_CRON_COUNT,
+  ST_CRON_SWEEP,
+  ST_NOTIFY,
+  ST_FENCE,
+  ST_WRITE_COUNT_
+};
+
 /* A thread's read connection and the names of its prepared statements,
  * keyed by the address of their SQL text (always a literal here). */
 #define READER_CACHE 32
@@ -123,6 +185,116 @@ typedef struct pg_store {
 
 /* Notices to host N go to channel "duro_host_N". */
 #define HOST_CHANNEL "duro_host_"
+
+/* ---- pg_schema.c ---- */
+
+/* Creates the schema, or brings it to this version, unless it is current
+ * (one opener at a time). */
+int pg_schema_create(PGconn *c, char *err, size_t errlen);
+/* The schema version stored in meta is this duro's; 0 or DURO_E_STORAGE. */
+int pg_schema_check(PGconn *c, char *err, size_t errlen);
+
+/* ---- pg_write.c ---- */
+
+/* Prepares every write statement on the writer connection as "w<i>". */
+int pg_prepare_writes(PGconn *c, char *err, size_t errlen);
+/* Runs a write and puts how many rows it changed in out_rowid. */
+int pg_write_changes(pg_store *pg, int which, const params *p, journal_op *op);
+/* An insert whose RETURNING gives the new id; no row: *inserted = 0. */
+int pg_write_returning(pg_store *pg, int which, const params *p, int *inserted,
+                       int64_t *id);
+
+/* ---- pg_write_*.c: the ops, by kind (pg_apply names them) ---- */
+
+int pg_instance_insert(pg_store *pg, journal_op *op);
+int pg_instance_set(pg_store *pg, journal_op *op);
+int pg_instance_mark(pg_store *pg, journal_op *op);
+int pg_step_put(pg_store *pg, journal_op *op);
+int pg_steps_change(pg_store *pg, journal_op *op);
+int pg_event_apply(pg_store *pg, journal_op *op);
+int pg_sweep(pg_store *pg, journal_op *op);
+int pg_message_apply(pg_store *pg, journal_op *op);
+int pg_message_lease(pg_store *pg, journal_op *op);
+int pg_message_retry(pg_store *pg, journal_op *op);
+int pg_cron_apply(pg_store *pg, journal_op *op);
+
+/* ---- the backend's members (backend.h), by file ---- */
+
+/* pg_write.c */
+int pg_begin(void *db);
+int pg_apply(void *db, journal_op *op);
+int pg_commit(void *db);
+void pg_rollback(void *db);
+/* pg_read_instance.c */
+int pg_instance_get(void *db, const char *workflow, const char *id,
+                    journal_instance *out);
+int pg_instance_get_rowid(void *db, int64_t rowid, journal_instance *out);
+int pg_steps_load(void *db, int64_t rowid, journal_step **out, size_t *n);
+int pg_attempts_each(void *db, int64_t rowid,
+                     void (*fn)(void *ctx, const char *key, uint32_t number,
+                                int64_t started_ms, int64_t ended_ms,
+                                const char *error, const char *build),
+                     void *ctx);
+int pg_events_pending(void *db, int64_t rowid, journal_event **out, size_t *n);
+int pg_events_all(void *db, int64_t rowid, journal_event **out, size_t *n);
+/* pg_read_sched.c */
+int pg_due(void *db, int64_t after_ms, int64_t upto_ms, size_t limit,
+           int64_t *rowids, int64_t *wakes, size_t *n);
+int pg_next_wake(void *db, int64_t after_ms, int64_t *wake);
+int pg_recover_each(void *db,
+                    void (*fn)(void *ctx, int64_t rowid, duro_status status,
+                               int control),
+                    void *ctx);
+int pg_queued_from(void *db, int64_t from, size_t limit, int64_t *rowids,
+                   size_t *n);
+int pg_oldest_queued(void *db, const char *workflow, int64_t *created_ms);
+int pg_build_pinned(void *db, const char *workflow, const char *build,
+                    int *pinned);
+int pg_pinned_builds(void *db,
+                     void (*fn)(void *ctx, const char *workflow,
+                                const char *build, int64_t n),
+                     void *ctx);
+int pg_list(void *db, const char *workflow, int status, int64_t cursor,
+            size_t limit,
+            void (*fn)(void *ctx, int64_t rowid, const char *id,
+                       duro_status status, int64_t created_ms),
+            void *ctx);
+int pg_count_by_status(void *db,
+                       void (*fn)(void *ctx, const char *workflow,
+                                  duro_status status, int64_t n),
+                       void *ctx);
+/* pg_read_queue.c */
+int pg_queue_stats_each(void *db, const char *queue, int64_t now_ms,
+                        void (*fn)(void *ctx, const char *queue,
+                                   const journal_queue_stats *st),
+                        void *ctx);
+int pg_queue_ready(void *db, const char *queue, int64_t now_ms, uint32_t limit,
+                   journal_queue_ready_info *out);
+int pg_queue_leases(void *db, const char *queue, int64_t now_ms,
+                    const char *token, void (*fn)(void *ctx, const char *lease),
+                    void *ctx);
+int pg_queue_peek(void *db, const char *queue, int64_t now_ms, size_t limit,
+                  journal_message **out, size_t *n);
+int pg_queue_counts_each(void *db,
+                         void (*fn)(void *ctx, const char *queue,
+                                    int64_t dropped, int64_t dead_lettered),
+                         void *ctx);
+/* pg_read_cron.c */
+int pg_cron_state(void *db, const char *trigger, journal_cron *out);
+int pg_cron_ticks(void *db, const char *trigger, const char *state,
+                  size_t limit,
+                  void (*fn)(void *ctx, const journal_cron_tick *t), void *ctx);
+/* pg_builds.c */
+int pg_build_put(void *db, const char *hash, const char *plugin,
+                 const char *path, int64_t now_ms);
+int pg_build_get(void *db, const char *hash, const char *path);
+int pg_builds_prune(void *db, int64_t seen_before_ms, size_t *n);
+/* pg_copy.c */
+int pg_table_count(void *db, const store_table *t, int64_t *n);
+int pg_table_import(void *db, const store_table *t,
+                    int (*produce)(void *ctx, store_row_fn put, void *put_ctx),
+                    void *ctx, int64_t *n);
+int pg_key_continue(void *db, const store_table *t, int64_t high);
 
 /* ---- pg_conn.c ---- */
 

@@ -1,0 +1,185 @@
+/* pg_read_sched.c — the PostgreSQL backend's reads across instances: the
+ * scheduler's (due, the next wake, recovery, the queued ones and the
+ * oldest of them), the builds that instances are pinned to, and the
+ * listing and the counts by status. */
+#include <libpq-fe.h>
+
+#include "pg_internal.h"
+
+int pg_due(void *db, int64_t after_ms, int64_t upto_ms, size_t limit,
+           int64_t *rowids, int64_t *wakes, size_t *n) {
+  params p = {0};
+  p_i64(&p, after_ms);
+  p_i64(&p, upto_ms);
+  p_i64(&p, (int64_t)limit);
+  *n = 0;
+  p_i64(&p, ((pg_store *)db)->host);
+  PGresult *r =
+      pg_query(db,
+               "SELECT rowid, wake_ms FROM instances WHERE owner=$4 "
+               "AND wake_ms>$1 AND wake_ms<=$2 ORDER BY wake_ms LIMIT $3",
+               &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  for (int i = 0; i < PQntuples(r) && *n < limit; i++) {
+    rowids[*n] = get_i64(r, i, 0);
+    wakes[*n] = get_i64(r, i, 1);
+    (*n)++;
+  }
+  PQclear(r);
+  return 0;
+}
+
+int pg_next_wake(void *db, int64_t after_ms, int64_t *wake) {
+  params p = {0};
+  p_i64(&p, after_ms);
+  p_i64(&p, ((pg_store *)db)->host);
+  *wake = JOURNAL_NONE;
+  PGresult *r = pg_query(
+      db, "SELECT MIN(wake_ms) FROM instances WHERE owner=$2 AND wake_ms>$1",
+      &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  if (PQntuples(r) > 0)
+    *wake = get_ms(r, 0, 0);
+  PQclear(r);
+  return 0;
+}
+
+int pg_recover_each(void *db,
+                    void (*fn)(void *ctx, int64_t rowid, duro_status status,
+                               int control),
+                    void *ctx) {
+  params p = {0};
+  p_i64(&p, ((pg_store *)db)->host);
+  PGresult *r = pg_query(db,
+                         "SELECT rowid,status,control FROM instances WHERE "
+                         "owner=$1 AND (status='queued' OR (control<>0 AND "
+                         "status IN ('waiting','paused')))",
+                         &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  for (int i = 0; i < PQntuples(r); i++)
+    fn(ctx, get_i64(r, i, 0), get_status(r, i, 1), (int)get_i64(r, i, 2));
+  PQclear(r);
+  return 0;
+}
+
+int pg_queued_from(void *db, int64_t from, size_t limit, int64_t *rowids,
+                   size_t *n) {
+  params p = {0};
+  p_i64(&p, from);
+  p_i64(&p, (int64_t)limit);
+  p_i64(&p, ((pg_store *)db)->host);
+  *n = 0;
+  PGresult *r =
+      pg_query(db,
+               "SELECT rowid FROM instances WHERE owner=$3 AND "
+               "status='queued' AND rowid>=$1 ORDER BY rowid LIMIT $2",
+               &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  for (int i = 0; i < PQntuples(r) && *n < limit; i++)
+    rowids[(*n)++] = get_i64(r, i, 0);
+  PQclear(r);
+  return 0;
+}
+
+int pg_oldest_queued(void *db, const char *workflow, int64_t *created_ms) {
+  params p = {0};
+  p_text(&p, workflow);
+  *created_ms = JOURNAL_NONE;
+  PGresult *r =
+      pg_query(db,
+               "SELECT created_ms FROM instances WHERE status='queued' "
+               "AND ($1::text IS NULL OR workflow=$1::text) "
+               "ORDER BY rowid LIMIT 1",
+               &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  if (PQntuples(r) > 0)
+    *created_ms = get_i64(r, 0, 0);
+  PQclear(r);
+  return 0;
+}
+
+int pg_build_pinned(void *db, const char *workflow, const char *build,
+                    int *pinned) {
+  params p = {0};
+  p_text(&p, workflow);
+  p_text(&p, build);
+  *pinned = 0;
+  PGresult *r =
+      pg_query(db,
+               "SELECT 1 FROM instances WHERE workflow=$1 AND build=$2 "
+               "AND build IS NOT NULL AND status IN "
+               "('queued','waiting','paused') LIMIT 1",
+               &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  *pinned = PQntuples(r) > 0;
+  PQclear(r);
+  return 0;
+}
+
+int pg_pinned_builds(void *db,
+                     void (*fn)(void *ctx, const char *workflow,
+                                const char *build, int64_t n),
+                     void *ctx) {
+  params p = {0};
+  PGresult *r =
+      pg_query(db,
+               "SELECT workflow, build, COUNT(*) FROM instances "
+               "WHERE build IS NOT NULL AND status IN "
+               "('queued','waiting','paused') GROUP BY workflow, build",
+               &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  for (int i = 0; i < PQntuples(r); i++)
+    fn(ctx, get_str(r, i, 0), get_str(r, i, 1), get_i64(r, i, 2));
+  PQclear(r);
+  return 0;
+}
+
+int pg_list(void *db, const char *workflow, int status, int64_t cursor,
+            size_t limit,
+            void (*fn)(void *ctx, int64_t rowid, const char *id,
+                       duro_status status, int64_t created_ms),
+            void *ctx) {
+  params p = {0};
+  p_text(&p, workflow);
+  p_text(&p, status < 0 ? NULL : duro_status_name(status));
+  p_i64(&p, cursor);
+  p_i64(&p, (int64_t)limit);
+  PGresult *r =
+      pg_query(db,
+               "SELECT rowid,id,status,created_ms FROM instances "
+               "WHERE workflow=$1 AND ($2::text IS NULL OR "
+               "status=$2::text) AND ($3::bigint=0 OR rowid<$3::bigint) "
+               "ORDER BY rowid DESC LIMIT $4",
+               &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  for (int i = 0; i < PQntuples(r); i++)
+    fn(ctx, get_i64(r, i, 0), get_str(r, i, 1), get_status(r, i, 2),
+       get_i64(r, i, 3));
+  PQclear(r);
+  return 0;
+}
+
+int pg_count_by_status(void *db,
+                       void (*fn)(void *ctx, const char *workflow,
+                                  duro_status status, int64_t n),
+                       void *ctx) {
+  params p = {0};
+  PGresult *r = pg_query(db,
+                         "SELECT workflow,status,COUNT(*) FROM instances "
+                         "GROUP BY workflow,status ORDER BY workflow,status",
+                         &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  for (int i = 0; i < PQntuples(r); i++)
+    fn(ctx, get_str(r, i, 0), get_status(r, i, 1), get_i64(r, i, 2));
+  PQclear(r);
+  return 0;
+}

@@ -1,0 +1,334 @@
+/* pg_write.c — the writer's statements of the PostgreSQL backend (their
+ * SQL, prepared on the writer connection as "w<i>"), the group's
+ * transaction (BEGIN with the host's fence, COMMIT, ROLLBACK, and the
+ * writer connected again when the server dropped it), and every JOP_* op
+ * handed to its kind's function (pg_write_*.c). */
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pg_internal.h"
+
+/* ---- the writer's statements --------------------------------------------
+ * Parameters are typed where PostgreSQL could not infer them (a bare $n in
+ * a select list, or compared with NULL). */
+
+static const char *const write_sql[ST_WRITE_COUNT_] = {
+    /* RETURNING gives no row for a duplicate: that is the duplicate. */
+    [ST_INSTANCE_INSERT] =
+        "INSERT INTO instances(workflow,id,status,params,created_ms,"
+        "retention_ms,owner) VALUES($1,$2,$3,$4,$5,$6,$7) "
+        "ON CONFLICT(workflow,id) DO NOTHING RETURNING rowid",
+    [ST_INSTANCE_SET] =
+        "UPDATE instances SET status=$2, output=$3, error=$4, started_ms=$5, "
+        "ended_ms=$6, wake_ms=$7, paused_ms=$8, wait_type=$9, "
+        "control=CASE WHEN $10::int<>0 THEN 0 ELSE control END "
+        "WHERE rowid=$1",
+    [ST_INSTANCE_CONTROL] = "UPDATE instances SET control=$2 WHERE rowid=$1",
+    [ST_INSTANCE_CONTROL_CLEAR] =
+        "UPDATE instances SET control=0 WHERE rowid=$1",
+    [ST_STEP_PUT] =
+        "INSERT INTO steps(instance,key,seq,name,count,type,status,"
+        "result,error,attempts,started_ms,ended_ms,wake_ms,attempt_started_ms,"
+        "build) VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15) "
+        "ON CONFLICT(instance,key) DO UPDATE SET seq=excluded.seq,"
+        "name=excluded.name,count=excluded.count,type=excluded.type,"
+        "status=excluded.status,result=excluded.result,error=excluded.error,"
+        "attempts=excluded.attempts,started_ms=excluded.started_ms,"
+        "ended_ms=excluded.ended_ms,wake_ms=excluded.wake_ms,"
+        "attempt_started_ms=excluded.attempt_started_ms,build=excluded.build",
+    [ST_STEPS_DISCARD] = "DELETE FROM steps WHERE instance=$1 AND seq>=$2",
+    [ST_ATTEMPTS_DISCARD] =
+        "DELETE FROM attempts WHERE instance=$1 AND key NOT IN "
+        "(SELECT key FROM steps WHERE instance=$1)",
+    /* An instance that ends closes the steps still pending. */
+    [ST_STEPS_CANCEL] =
+        "UPDATE steps SET status='cancelled', ended_ms=$2, wake_ms=NULL "
+        "WHERE instance=$1 AND status='waiting'",
+    [ST_INSTANCE_RESTARTED] =
+        "UPDATE instances SET restarts=restarts+1 WHERE rowid=$1",
+    [ST_STEPS_SHIFT_WAKE] =
+        "UPDATE steps SET wake_ms=wake_ms+$2 WHERE instance=$1 AND "
+        "status='waiting' AND wake_ms IS NOT NULL",
+    [ST_ATTEMPT_PUT] =
+        "INSERT INTO attempts(instance,key,number,started_ms,"
+        "ended_ms,error,build) VALUES($1,$2,$3,$4,$5,$6,$7) "
+        "ON CONFLICT(instance,key,number) DO UPDATE SET "
+        "started_ms=excluded.started_ms,ended_ms=excluded.ended_ms,"
+        "error=excluded.error,build=excluded.build",
+    /* Nothing is stored for an instance that has ended: checked in the
+     * transaction, so an end that overtakes the event cannot be missed. */
+    [ST_EVENT_INSERT] =
+        "INSERT INTO events(instance,type,payload,ts_ms) "
+        "SELECT $1::bigint,$2::text,$3::text,$4::bigint FROM instances "
+        "WHERE rowid=$1::bigint AND "
+        "status NOT IN ('complete','errored','terminated') RETURNING seq",
+    [ST_EVENT_CONSUME] = "UPDATE events SET consumed_by=$2 WHERE seq=$1",
+    [ST_WAKE_IF_WAITING] =
+        "WITH u AS (UPDATE instances SET wake_ms=$3 WHERE rowid=$1 AND "
+        "status='waiting' AND wait_type=$2 RETURNING 1) "
+        "SELECT (SELECT COUNT(*) FROM u), owner FROM instances WHERE rowid=$1",
+    /* Only when it changes. */
+    [ST_INSTANCE_PIN] = "UPDATE instances SET build=$2::text WHERE rowid=$1 "
+                        "AND build IS DISTINCT FROM $2::text",
+    [ST_WAKE_IF_EVENT_PENDING] =
+        "UPDATE instances SET wake_ms=$2 WHERE rowid=$1 AND "
+        "status='waiting' AND wait_type IS NOT NULL AND EXISTS(SELECT 1 "
+        "FROM events WHERE instance=$1 AND type=instances.wait_type AND "
+        "consumed_by IS NULL)",
+    /* One statement for the whole sweep: the picked instances, then their
+     * rows everywhere; the count is of instances deleted. */
+    [ST_SWEEP] =
+        "WITH picked AS (SELECT rowid FROM instances WHERE "
+        "ended_ms IS NOT NULL AND (ended_ms + retention_ms) <= $1 AND "
+        "status IN ('complete','errored','terminated') LIMIT $2 "
+        /* another host sweeping at the same time takes other rows */
+        "FOR UPDATE SKIP LOCKED), "
+        "s AS (DELETE FROM steps WHERE instance IN (SELECT rowid FROM "
+        "picked)), "
+        "a AS (DELETE FROM attempts WHERE instance IN (SELECT rowid FROM "
+        "picked)), "
+        "e AS (DELETE FROM events WHERE instance IN (SELECT rowid FROM "
+        "picked)), "
+        "i AS (DELETE FROM instances WHERE rowid IN (SELECT rowid FROM "
+        "picked) RETURNING 1) SELECT COUNT(*) FROM i",
+    [ST_MESSAGE_INSERT] = "INSERT INTO messages(queue,body,attempts,"
+                          "visible_ms,sent_ms) VALUES($1,$2,0,$4,$3) "
+                          "RETURNING seq",
+    [ST_MESSAGE_PICK] =
+        "SELECT seq,attempts,body,sent_ms,last_error FROM messages WHERE "
+        "queue=$1 AND visible_ms<=$2 ORDER BY visible_ms,seq LIMIT $3 "
+        /* another host's lease of the same messages, not yet committed,
+         * is left to it: a message is leased to one consumer at a time */
+        "FOR UPDATE SKIP LOCKED",
+    [ST_MESSAGE_LEASE] = "UPDATE messages SET lease=$2, visible_ms=$3, "
+                         "attempts=attempts+1 WHERE seq=$1",
+    /* A lease is held while its message is invisible; its id names its
+     * row ("<token>-<seq>"). */
+    [ST_MESSAGE_ACK] = "DELETE FROM messages WHERE seq=$4 AND lease=$1 AND "
+                       "queue=$2 AND visible_ms>$3",
+    [ST_MESSAGE_HELD] = "SELECT seq,attempts FROM messages WHERE seq=$4 AND "
+                        "lease=$1 AND queue=$2 AND visible_ms>$3",
+    [ST_MESSAGE_MOVE] =
+        "UPDATE messages SET queue=$2, lease=NULL, visible_ms=$3, "
+        "last_error=COALESCE($4,last_error) WHERE seq=$1",
+    [ST_MESSAGE_DELETE] = "DELETE FROM messages WHERE seq=$1",
+    [ST_MESSAGES_DROPPED] =
+        "INSERT INTO queue_counts(queue,dropped,dead_lettered) "
+        "VALUES($1,$2,$3) ON CONFLICT(queue) DO UPDATE SET "
+        "dropped=queue_counts.dropped+excluded.dropped,"
+        "dead_lettered=queue_counts.dead_lettered+excluded.dead_lettered",
+    [ST_CRON_SINCE] =
+        "INSERT INTO cron_triggers(trigger,since_ms,complete,failed,missed,"
+        "skipped) VALUES($1,$2,0,0,0,0) ON CONFLICT(trigger) DO NOTHING",
+    /* A tick is claimed by inserting its row: a second claim changes
+     * nothing (out_rowid 0). */
+    [ST_CRON_TICK] = "INSERT INTO cron_ticks(trigger,tick_ms,state,"
+                     "fired_ms,instance,error) VALUES($1,$2,$3,$4,$5,$6) "
+                     "ON CONFLICT(trigger,tick_ms) DO NOTHING",
+    [ST_CRON_TICK_SET] = "UPDATE cron_ticks SET state=$3, error=$4 WHERE "
+                         "trigger=$1 AND tick_ms=$2 AND state='fired'",
+    [ST_CRON_MISSED_EXTRA] = "UPDATE cron_triggers SET missed=missed+$2 "
+                             "WHERE trigger=$1",
+    /* The counts go with the rows' writes, so they outlive the sweep. */
+    [ST_CRON_COUNT] =
+        "UPDATE cron_triggers SET "
+        "complete=complete+($2::text='complete')::int,"
+        "failed=failed+($2::text='failed')::int,"
+        "missed=missed+($2::text='missed')::int,"
+        "skipped=skipped+($2::text='skipped')::int WHERE trigger=$1",
+    [ST_CRON_SWEEP] =
+        "DELETE FROM cron_ticks WHERE tick_ms<$1 AND tick_ms<(SELECT "
+        "MAX(tick_ms) FROM cron_ticks AS c WHERE c.trigger=cron_ticks.trigger)",
+    /* Delivered to the channel's listener when the group commits. */
+    [ST_NOTIFY] = "SELECT pg_notify($1, $2)",
+    [ST_MESSAGES_EXPIRE] =
+        "DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE "
+        "queue=$1 AND sent_ms<$2 LIMIT $3)",
+    /* A host's lease row, alive, held until the group commits (pg_begin);
+     * a dead one divides by zero: an error, so that nothing sent behind
+     * it in the same pipeline commits. */
+    [ST_FENCE] = "SELECT 1/COUNT(*) FROM (SELECT id FROM hosts WHERE id=$1 "
+                 "AND NOT dead FOR SHARE) AS alive",
+};
+
+/* Prepares every write statement on the writer connection as "w<i>". */
+int pg_prepare_writes(PGconn *c, char *err, size_t errlen) {
+  for (int i = 0; i < ST_WRITE_COUNT_; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "w%d", i);
+    PGresult *r = PQprepare(c, name, write_sql[i], 0, NULL);
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!ok)
+      snprintf(err, errlen, "PostgreSQL: preparing %s: %s", name,
+               PQresultErrorMessage(r));
+    PQclear(r);
+    if (!ok)
+      return DURO_E_STORAGE;
+  }
+  return 0;
+}
+
+/* A writer connection the server dropped (a restart) is connected again
+ * before the next group: its prepared statements are gone with it. */
+static int writer_ready(pg_store *pg) {
+  if (PQstatus(pg->wr) == CONNECTION_OK)
+    return 0;
+  char err[512];
+  PGconn *c = pg_connect(pg->conninfo, pg->synchronous_full, err, sizeof err);
+  if (!c || pg_prepare_writes(c, err, sizeof err) ||
+      pg_session_name(pg, c, err, sizeof err)) {
+    store_error("%s", err);
+    PQfinish(c);
+    return DURO_E_STORAGE;
+  }
+  PQfinish(pg->wr);
+  pg->wr = c;
+  return 0;
+}
+
+/* libpq learns that the server dropped the connection only when it next
+ * uses it: a BEGIN that finds it so connects again and begins once more
+ * (nothing was written yet), so that a restarted server costs no group.
+ * A connection that sat idle with nothing to read was not closed by the
+ * server (its closing would be there): then BEGIN is not waited for, it
+ * goes out with the group's first writes (pg_pipe.c). */
+static int begin_once(pg_store *pg) {
+  int quiet = pg_write_quiet(pg);
+  if (!quiet) {
+    PGresult *r = PQexec(pg->wr, "BEGIN");
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!ok) {
+      pg_set_err("BEGIN", pg_failure_of(pg->wr, r));
+      pg_drop_if_lost(&pg->wr, r);
+    }
+    PQclear(r);
+    if (!ok)
+      return DURO_E_STORAGE;
+  }
+  /* A host's group holds its own lease row, alive, until it commits (the
+   * fence, ST_FENCE), sent with the group's first writes either way. */
+  params p = {0};
+  p_i64(&p, pg->host);
+  return pg_write_begin(pg, !quiet, pg->host ? ST_FENCE : -1, &p);
+}
+
+int pg_begin(void *db) {
+  pg_store *pg = db;
+  if (writer_ready(pg))
+    return DURO_E_STORAGE;
+  int rc = begin_once(pg);
+  if (rc && PQstatus(pg->wr) != CONNECTION_OK && writer_ready(pg) == 0)
+    rc = begin_once(pg);
+  return rc;
+}
+
+/* COMMIT of a transaction that failed answers "ROLLBACK": not committed.
+ * A COMMIT the server's crash cut off fails the group like any other
+ * failure (it may have landed: then the engine, which runs the instances
+ * again from the journal, finds it there), and the connection is made
+ * again for the next group.  Behind queued writes it goes out with them
+ * and a Sync: one round trip for all (pg_pipe.c). */
+int pg_commit(void *db) {
+  pg_store *pg = db;
+  PGresult *r;
+  if (pg->piped) {
+    if (pg_write_finish(pg, "COMMIT", &r))
+      return DURO_E_STORAGE;
+  } else {
+    r = PQexec(pg->wr, "COMMIT");
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+      pg_set_err("COMMIT", pg_failure_of(pg->wr, r));
+      pg_drop_if_lost(&pg->wr, r);
+      PQclear(r);
+      return DURO_E_STORAGE;
+    }
+  }
+  int rc = 0;
+  if (strcmp(PQcmdStatus(r), "COMMIT") != 0) {
+    store_error("COMMIT: the transaction was rolled back");
+    rc = DURO_E_STORAGE;
+  }
+  PQclear(r);
+  return rc;
+}
+
+void pg_rollback(void *db) {
+  pg_store *pg = db;
+  pg_write_abandon(pg);
+  if (PQstatus(pg->wr) == CONNECTION_OK &&
+      PQtransactionStatus(pg->wr) != PQTRANS_IDLE) {
+    PGresult *r = PQexec(pg->wr, "ROLLBACK");
+    PQclear(r);
+  }
+}
+
+/* Runs a write and puts how many rows it changed in out_rowid. */
+int pg_write_changes(pg_store *pg, int which, const params *p, journal_op *op) {
+  PGresult *r = pg_write_run(pg, which, p);
+  if (!r)
+    return DURO_E_STORAGE;
+  op->out_rowid = strtoll(PQcmdTuples(r), NULL, 10);
+  PQclear(r);
+  return 0;
+}
+
+/* An insert whose RETURNING gives the new id; no row: *inserted = 0. */
+int pg_write_returning(pg_store *pg, int which, const params *p, int *inserted,
+                       int64_t *id) {
+  PGresult *r = pg_write_run(pg, which, p);
+  if (!r)
+    return DURO_E_STORAGE;
+  *inserted = PQntuples(r) > 0;
+  if (*inserted)
+    *id = get_i64(r, 0, 0);
+  PQclear(r);
+  return 0;
+}
+
+/* Every op kind is named here, so the compiler tells of a new one left
+ * out (-Wswitch). */
+int pg_apply(void *db, journal_op *op) {
+  pg_store *pg = db;
+  switch (op->kind) {
+  case JOP_INSTANCE_INSERT:
+    return pg_instance_insert(pg, op);
+  case JOP_INSTANCE_SET:
+    return pg_instance_set(pg, op);
+  case JOP_INSTANCE_CONTROL:
+  case JOP_INSTANCE_CONTROL_CLEAR:
+  case JOP_INSTANCE_RESTARTED:
+  case JOP_INSTANCE_PIN:
+    return pg_instance_mark(pg, op);
+  case JOP_STEP_PUT:
+    return pg_step_put(pg, op);
+  case JOP_STEPS_DISCARD:
+  case JOP_STEPS_SHIFT_WAKE:
+  case JOP_ATTEMPT_PUT:
+    return pg_steps_change(pg, op);
+  case JOP_EVENT_INSERT:
+  case JOP_EVENT_CONSUME:
+  case JOP_WAKE_IF_WAITING:
+  case JOP_WAKE_IF_EVENT_PENDING:
+    return pg_event_apply(pg, op);
+  case JOP_SWEEP:
+    return pg_sweep(pg, op);
+  case JOP_MESSAGE_INSERT:
+  case JOP_MESSAGE_ACK:
+  case JOP_MESSAGES_EXPIRE:
+    return pg_message_apply(pg, op);
+  case JOP_MESSAGE_LEASE:
+    return pg_message_lease(pg, op);
+  case JOP_MESSAGE_RETRY:
+    return pg_message_retry(pg, op);
+  case JOP_CRON_SINCE:
+  case JOP_CRON_TICK:
+  case JOP_CRON_TICK_SET:
+  case JOP_CRON_SWEEP:
+  case JOP_CRON_MISSED_EXTRA:
+    return pg_cron_apply(pg, op);
+  }
+  store_error("PostgreSQL backend: unknown journal op %d", (int)op->kind);
+  return DURO_E_STORAGE;
+}

@@ -1,0 +1,198 @@
+/* pg_write_instance.c — the PostgreSQL backend's ops on an instance's
+ * rows: the instance inserted, set and marked (control, restarts, pin),
+ * its steps and attempts, its events and the wakes they cause (a notice
+ * to the host that runs it), and the retention sweep of ended
+ * instances. */
+#include <inttypes.h>
+#include <libpq-fe.h>
+#include <stdio.h>
+
+#include "pg_internal.h"
+
+/* Whether the event woke the instance (out_rowid), and which host runs it
+ * (out_owner): another host is sent a notice "e <rowid> <woke>",
+ * delivered when the group commits. */
+static int wake_if_waiting(pg_store *pg, journal_op *op, const params *p) {
+  PGresult *r = pg_write_run(pg, ST_WAKE_IF_WAITING, p);
+  if (!r)
+    return DURO_E_STORAGE;
+  int found = PQntuples(r) > 0;
+  op->out_rowid = found ? get_i64(r, 0, 0) : 0;
+  op->out_owner = found ? get_i64(r, 0, 1) : pg->host;
+  PQclear(r);
+  if (op->out_owner == pg->host)
+    return 0;
+  char channel[40], text[48];
+  snprintf(channel, sizeof channel, HOST_CHANNEL "%" PRId64, op->out_owner);
+  snprintf(text, sizeof text, "e %" PRId64 " %d", op->rowid, op->out_rowid > 0);
+  params n = {0};
+  p_text(&n, channel);
+  p_text(&n, text);
+  return pg_write_queue(pg, ST_NOTIFY, &n);
+}
+
+int pg_instance_insert(pg_store *pg, journal_op *op) {
+  const journal_instance *in = op->inst;
+  params p = {0};
+  int rc, inserted = 0;
+  p_text(&p, in->workflow);
+  p_text(&p, in->id);
+  p_text(&p, duro_status_name(in->status));
+  p_text(&p, in->params);
+  p_i64(&p, in->created_ms);
+  p_i64(&p, in->retention_ms);
+  p_i64(&p, pg->host);
+  if ((rc = pg_write_returning(pg, ST_INSTANCE_INSERT, &p, &inserted,
+                               &op->out_rowid)))
+    return rc;
+  op->rc = inserted ? 0 : DURO_E_ALREADY_EXISTS;
+  return 0;
+}
+
+/* An instance's new state; an end by error or terminate cancels the
+ * steps still open. */
+int pg_instance_set(pg_store *pg, journal_op *op) {
+  const journal_instance *in = op->inst;
+  params p = {0};
+  int rc;
+  p_i64(&p, in->rowid);
+  p_text(&p, duro_status_name(in->status));
+  p_text(&p, in->output);
+  p_text(&p, in->error);
+  p_ms(&p, in->started_ms);
+  p_ms(&p, in->ended_ms);
+  p_ms(&p, in->wake_ms);
+  p_ms(&p, in->paused_ms);
+  p_text(&p, in->wait_type);
+  p_i64(&p, op->clear_control);
+  if ((rc = pg_write_queue(pg, ST_INSTANCE_SET, &p)))
+    return rc;
+  if (in->status != DURO_STATUS_ERRORED && in->status != DURO_STATUS_TERMINATED)
+    return 0;
+  params c = {0};
+  p_i64(&c, in->rowid);
+  p_ms(&c, in->ended_ms);
+  return pg_write_queue(pg, ST_STEPS_CANCEL, &c);
+}
+
+/* The instance's one-statement ops: its control, restarts, pin. */
+int pg_instance_mark(pg_store *pg, journal_op *op) {
+  params p = {0};
+  switch (op->kind) {
+  case JOP_INSTANCE_CONTROL:
+    p_i64(&p, op->rowid);
+    p_i64(&p, op->inst ? op->inst->control : 0);
+    return pg_write_queue(pg, ST_INSTANCE_CONTROL, &p);
+  case JOP_INSTANCE_CONTROL_CLEAR:
+    p_i64(&p, op->rowid);
+    return pg_write_queue(pg, ST_INSTANCE_CONTROL_CLEAR, &p);
+  case JOP_INSTANCE_RESTARTED:
+    p_i64(&p, op->rowid);
+    return pg_write_queue(pg, ST_INSTANCE_RESTARTED, &p);
+  case JOP_INSTANCE_PIN:
+    p_i64(&p, op->rowid);
+    p_text(&p, op->step_key);
+    return pg_write_queue(pg, ST_INSTANCE_PIN, &p);
+  default:
+    return DURO_E_INVALID_ARGUMENT;
+  }
+}
+
+int pg_step_put(pg_store *pg, journal_op *op) {
+  const journal_step *s = op->step;
+  params p = {0};
+  p_i64(&p, op->rowid);
+  p_text(&p, s->key);
+  p_i64(&p, s->seq);
+  p_text(&p, s->name);
+  p_i64(&p, s->count);
+  p_text(&p, duro_step_kind_name(s->type));
+  p_text(&p, duro_step_status_name(s->status));
+  p_text(&p, s->result);
+  p_text(&p, s->error);
+  p_i64(&p, s->attempts);
+  p_ms(&p, s->started_ms);
+  p_ms(&p, s->ended_ms);
+  p_ms(&p, s->wake_ms);
+  p_ms(&p, s->attempt_started_ms);
+  p_text(&p, s->build);
+  return pg_write_queue(pg, ST_STEP_PUT, &p);
+}
+
+/* The steps' other ops: a discard (with the attempts), a shift of their
+ * wakes, an attempt's row. */
+int pg_steps_change(pg_store *pg, journal_op *op) {
+  params p = {0};
+  int rc;
+  switch (op->kind) {
+  case JOP_STEPS_DISCARD: {
+    p_i64(&p, op->rowid);
+    p_i64(&p, op->from_seq < 0 ? INT64_MIN : op->from_seq);
+    if ((rc = pg_write_queue(pg, ST_STEPS_DISCARD, &p)))
+      return rc;
+    params a = {0};
+    p_i64(&a, op->rowid);
+    return pg_write_queue(pg, ST_ATTEMPTS_DISCARD, &a);
+  }
+  case JOP_STEPS_SHIFT_WAKE:
+    p_i64(&p, op->rowid);
+    p_i64(&p, op->from_seq);
+    return pg_write_queue(pg, ST_STEPS_SHIFT_WAKE, &p);
+  case JOP_ATTEMPT_PUT:
+    p_i64(&p, op->rowid);
+    p_text(&p, op->attempt.key);
+    p_i64(&p, op->attempt.number);
+    p_ms(&p, op->attempt.started_ms);
+    p_ms(&p, op->attempt.ended_ms);
+    p_text(&p, op->attempt.error);
+    p_text(&p, op->attempt.build);
+    return pg_write_queue(pg, ST_ATTEMPT_PUT, &p);
+  default:
+    return DURO_E_INVALID_ARGUMENT;
+  }
+}
+
+/* An event's ops: its insert, its consumption, the wakes it may cause. */
+int pg_event_apply(pg_store *pg, journal_op *op) {
+  params p = {0};
+  int rc, inserted = 0;
+  switch (op->kind) {
+  case JOP_EVENT_INSERT:
+    p_i64(&p, op->rowid);
+    p_text(&p, op->event_type);
+    p_text(&p, op->event_payload);
+    p_i64(&p, op->ts_ms);
+    if ((rc = pg_write_returning(pg, ST_EVENT_INSERT, &p, &inserted,
+                                 &op->out_rowid)))
+      return rc;
+    op->rc = inserted ? 0 : DURO_E_INSTANCE_ENDED;
+    return 0;
+  case JOP_EVENT_CONSUME:
+    p_i64(&p, op->event_seq);
+    p_text(&p, op->step_key);
+    return pg_write_queue(pg, ST_EVENT_CONSUME, &p);
+  case JOP_WAKE_IF_WAITING:
+    p_i64(&p, op->rowid);
+    p_text(&p, op->event_type);
+    p_i64(&p, op->ts_ms);
+    return wake_if_waiting(pg, op, &p);
+  case JOP_WAKE_IF_EVENT_PENDING:
+    p_i64(&p, op->rowid);
+    p_i64(&p, op->ts_ms);
+    return pg_write_changes(pg, ST_WAKE_IF_EVENT_PENDING, &p, op);
+  default:
+    return DURO_E_INVALID_ARGUMENT;
+  }
+}
+
+int pg_sweep(pg_store *pg, journal_op *op) {
+  params p = {0};
+  p_i64(&p, op->ts_ms);
+  p_i64(&p, op->from_seq);
+  PGresult *r = pg_write_run(pg, ST_SWEEP, &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  op->out_rowid = get_i64(r, 0, 0);
+  PQclear(r);
+  return 0;
+}

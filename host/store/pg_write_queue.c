@@ -1,0 +1,139 @@
+/* pg_write_queue.c — the PostgreSQL backend's ops on queue messages: a
+ * send, a lease of the visible ones (those out of attempts dropped or
+ * dead-lettered), an ack, a retry, the expiry, and the counts of the
+ * messages spent. */
+#include <libpq-fe.h>
+#include <stdlib.h>
+
+#include "pg_internal.h"
+
+static int count_spent(pg_store *pg, const char *queue, int dead_lettered,
+                       int64_t n) {
+  params p = {0};
+  p_text(&p, queue);
+  p_i64(&p, dead_lettered ? 0 : n);
+  p_i64(&p, dead_lettered ? n : 0);
+  return pg_write_queue(pg, ST_MESSAGES_DROPPED, &p);
+}
+
+/* As sqlite_write_queue.c: the visible messages are picked first, those out of
+ * attempts go to the dead-letter queue (or are dropped), then the others
+ * are leased one by one. */
+int pg_message_lease(pg_store *pg, journal_op *op) {
+  params p = {0};
+  p_text(&p, op->queue);
+  p_i64(&p, op->ts_ms);
+  p_i64(&p, (int64_t)op->n_leases);
+  journal_message *v = xcalloc(op->n_leases ? op->n_leases : 1, sizeof *v);
+  op->messages = v;
+  op->n_messages = 0;
+  PGresult *r = pg_write_run(pg, ST_MESSAGE_PICK, &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  int rows = PQntuples(r);
+  int64_t *spent = xcalloc(rows ? (size_t)rows : 1, sizeof *spent);
+  size_t n = 0, n_spent = 0;
+  for (int i = 0; i < rows && n + n_spent < op->n_leases; i++) {
+    if (op->max_attempts && get_i64(r, i, 1) >= (int64_t)op->max_attempts) {
+      spent[n_spent++] = get_i64(r, i, 0);
+      continue;
+    }
+    journal_message *m = &v[n++];
+    m->seq = get_i64(r, i, 0);
+    m->attempts = (uint32_t)get_i64(r, i, 1) + 1;
+    m->body = get_text(r, i, 2);
+    m->sent_ms = get_i64(r, i, 3);
+    m->last_error = get_text(r, i, 4);
+    m->queue = xstrdup(op->queue);
+    m->lease = xasprintf("%s-%lld", op->lease_token, (long long)m->seq);
+    m->visible_ms = op->visible_ms;
+  }
+  PQclear(r);
+  op->n_messages = n;
+  op->out_rowid = (int64_t)n_spent; /* dead-lettered or dropped */
+  int rc = 0;
+  for (size_t i = 0; i < n_spent && rc == 0; i++) {
+    params q = {0};
+    p_i64(&q, spent[i]);
+    if (op->dead_letter_queue) {
+      p_text(&q, op->dead_letter_queue);
+      p_i64(&q, op->ts_ms);
+      p_text(&q, "{\"name\":\"queue.lease_expired\",\"message\":"
+                 "\"delivered max_retries + 1 times, never acked\"}");
+    }
+    rc = pg_write_queue(
+        pg, op->dead_letter_queue ? ST_MESSAGE_MOVE : ST_MESSAGE_DELETE, &q);
+  }
+  if (rc == 0 && n_spent)
+    rc = count_spent(pg, op->queue, op->dead_letter_queue != NULL,
+                     (int64_t)n_spent);
+  free(spent);
+  for (size_t i = 0; i < n && rc == 0; i++) {
+    params q = {0};
+    p_i64(&q, v[i].seq);
+    p_text(&q, v[i].lease);
+    p_i64(&q, op->visible_ms);
+    rc = pg_write_queue(pg, ST_MESSAGE_LEASE, &q);
+  }
+  return rc;
+}
+
+int pg_message_retry(pg_store *pg, journal_op *op) {
+  params p = {0};
+  p_text(&p, op->lease);
+  p_text(&p, op->queue);
+  p_i64(&p, op->ts_ms);
+  p_i64(&p, journal_lease_seq(op->lease));
+  PGresult *r = pg_write_run(pg, ST_MESSAGE_HELD, &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  if (PQntuples(r) == 0) {
+    PQclear(r);
+    op->out_rowid = JOURNAL_RETRY_NOT_HELD;
+    return 0;
+  }
+  int64_t seq = get_i64(r, 0, 0), attempts = get_i64(r, 0, 1);
+  PQclear(r);
+  int spent = attempts >= (int64_t)op->max_attempts;
+  params q = {0};
+  p_i64(&q, seq);
+  if (spent && !op->dead_letter_queue) {
+    op->out_rowid = JOURNAL_RETRY_DROPPED;
+    int rc = pg_write_queue(pg, ST_MESSAGE_DELETE, &q);
+    return rc ? rc : count_spent(pg, op->queue, 0, 1);
+  }
+  p_text(&q, spent ? op->dead_letter_queue : op->queue);
+  p_i64(&q, spent ? op->ts_ms : op->visible_ms);
+  p_text(&q, op->error);
+  op->out_rowid = spent ? JOURNAL_RETRY_DEAD_LETTERED : JOURNAL_RETRY_DELAYED;
+  int rc = pg_write_queue(pg, ST_MESSAGE_MOVE, &q);
+  return rc || !spent ? rc : count_spent(pg, op->queue, 1, 1);
+}
+
+/* A queue's ops (a lease and a retry have their own functions). */
+int pg_message_apply(pg_store *pg, journal_op *op) {
+  params p = {0};
+  int inserted = 0;
+  switch (op->kind) {
+  case JOP_MESSAGE_INSERT:
+    p_text(&p, op->queue);
+    p_text(&p, op->body);
+    p_i64(&p, op->ts_ms);
+    p_i64(&p, op->visible_ms);
+    return pg_write_returning(pg, ST_MESSAGE_INSERT, &p, &inserted,
+                              &op->out_rowid);
+  case JOP_MESSAGE_ACK:
+    p_text(&p, op->lease);
+    p_text(&p, op->queue);
+    p_i64(&p, op->ts_ms);
+    p_i64(&p, journal_lease_seq(op->lease));
+    return pg_write_changes(pg, ST_MESSAGE_ACK, &p, op);
+  case JOP_MESSAGES_EXPIRE:
+    p_text(&p, op->queue);
+    p_i64(&p, op->ts_ms);
+    p_i64(&p, op->from_seq);
+    return pg_write_changes(pg, ST_MESSAGES_EXPIRE, &p, op);
+  default:
+    return DURO_E_INVALID_ARGUMENT;
+  }
+}
