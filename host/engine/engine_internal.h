@@ -1,5 +1,5 @@
 /* engine_internal.h — the engine's struct and what its own files
- * (engine.c: instances, scheduling; step.c: the step API inside an
+ * (engine.c: instances, scheduling; step*.c: the step API inside an
  * activation; the others of engine/) share.  Not for other modules: a
  * feature beside the engine (queues, cron) includes core.h.
  *
@@ -156,7 +156,7 @@ struct duro_engine {
   pthread_cond_t watch; /* wakes the watchdog early: stopping */
 
   /* The gate callbacks pass while attempts are charged with a kill
-   * (step.c, faults.c): `alone` while a suspect's callback runs,
+   * (step_gate.c, faults.c): `alone` while a suspect's callback runs,
    * `waiting` suspects that want to, `shared` other callbacks running. */
   pthread_mutex_t gate_mu;
   pthread_cond_t gate_cv;
@@ -346,7 +346,7 @@ typedef struct hung_attempt {
 
 /* Copies what the watchdog needs of attempt `at`, still running (call
  * with its worker's mu held, so the attempt cannot end meanwhile).
- * step.c. */
+ * step_hung.c. */
 struct duro_attempt;
 /* 1 when `at` is past its deadline at `mono` (engine_mono_ms), and runs
  * for `ent` unless NULL. */
@@ -366,7 +366,7 @@ void hung_attempt_clear(hung_attempt *h);
 #define ENGINE_SUSPECT_SETTLE_MS 1000
 
 /* The watchdog gave up on `at` (its worker's mu held): the callbacks its
- * place in the gate held back go on.  step.c. */
+ * place in the gate held back go on.  step_gate.c. */
 void attempt_gate_leave(struct duro_attempt *at);
 
 /* Gives up on whichever attempt runs for entry `ent`, hung or not: a
@@ -382,7 +382,7 @@ int engine_spawn_worker_locked(duro_engine *e);
 
 /* Replays the instance `rowid` of workflow `wf` on `run` (another build)
  * without running, waiting or writing anything, into *out (its strings
- * the caller's).  step.c. */
+ * the caller's).  step_dry.c. */
 void activation_dry_run(duro_engine *e, wf_reg *wf, int64_t rowid,
                         duro_run_fn run, duro_dry_run_instance *out);
 

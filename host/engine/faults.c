@@ -14,7 +14,7 @@
  * A death by SIGKILL is seen by no handler: the callback may have raised
  * it, the OOM killer may have sent it for the memory a callback took, or
  * an operator.  Every step then inside its callback is charged a kill
- * (ledger.h, suspects), and its step runs again alone (step.c's gate): no
+ * (ledger.h, suspects), and its step runs again alone (step_gate.c): no
  * other callback starts while it runs, so a later kill in it is its own.
  * A step charged engine.max_crashes kills (with its journaled crashes)
  * ends its instance errored `plugin.crashed`, as a crash the handlers saw.
@@ -30,7 +30,7 @@
  * when a stop's grace runs out, by the stopping engine (the watchdog's
  * way of giving up on it, without its error).  Its step is due again at
  * once as the next attempt, and the retry policy does not charge it
- * (step.c): nothing is written before a callback for it.
+ * (step_do.c): nothing is written before a callback for it.
  *
  * Hangs: the watchdog thread looks at every worker ten times a second.
  * An attempt past its deadline is given up on: recorded as a failed
@@ -134,7 +134,7 @@ void engine_cut_short(journal_batch *b, const char *where, int64_t rowid,
                                   .ended_ms = now,
                                   .error = err,
                                   .build = build};
-  /* Due at once: no retry policy applies (retry_orphaned in step.c looks
+  /* Due at once: no retry policy applies (retry_orphaned in step_do.c looks
    * only at a step with no wake time), no back-off is waited. */
   s->attempts = number;
   s->error = err;
@@ -205,7 +205,7 @@ static void add_crashed(duro_engine *e, journal_batch *b, journal_instance *in,
                                   .error = err,
                                   .build = build};
   /* The policy is applied at the step's next call (retry_orphaned in
-   * step.c): a failed attempt with no wake time. */
+   * step_do.c): a failed attempt with no wake time. */
   s->attempts = sl->attempt;
   s->error = err;
   s->status = DURO_STEP_WAITING;
@@ -380,7 +380,7 @@ int engine_record_crashes(duro_engine *e) {
                              : blamed == -1 && death == LEDGER_DEATH_EXIT &&
                                    st != LEDGER_ACTIVATION;
     /* A SIGKILL: every callback then running is charged a kill, and runs
-     * again alone (step.c); once alone at max_crashes deaths it is the
+     * again alone (step_gate.c); once alone at max_crashes deaths it is the
      * one, as a crash the handlers saw would be. */
     uint32_t kills = charge_kill(e, sl, st, death, code, blamed);
     if (driver)

@@ -1,0 +1,155 @@
+/* step_api.c — the step runner's part of the plugin API table
+ * (step_api_fill): beside the step calls (step_do.c, step_wait.c), run()'s
+ * output and errors, an attempt's own calls (its result, failure,
+ * idempotency key, deadline, cancellation), logging, and where the side
+ * effects of other subsystems' calls go (step.h). */
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "log.h"
+#include "step.h"
+#include "step_internal.h"
+
+static const char *api_step_error(duro_step *a) {
+  return a->last_error ? a->last_error : "null";
+}
+
+static int api_error_is(duro_step *a, const char *name) {
+  if (!a->last_error || !name)
+    return 0;
+  json_t *err = json_loads(a->last_error, 0, NULL);
+  const char *got = json_string_value(json_object_get(err, "name"));
+  int is = got && !strcmp(got, name);
+  json_decref(err);
+  return is;
+}
+
+/* run()'s own failure: the instance's error when run() returns it. */
+static duro_rc api_vfail(duro_step *a, const char *fmt, va_list ap) {
+  if (a->suspended)
+    return DURO_SUSPEND;
+  char *msg = fmt ? xvasprintf(fmt, ap) : xstrdup("run() failed");
+  fail_with(a, "Error", msg);
+  free(msg);
+  return DURO_ERROR;
+}
+
+static duro_rc api_set_output(duro_step *a, const char *json) {
+  if (a->suspended)
+    return DURO_SUSPEND;
+  const char *text = json ? json : "null";
+  char why[256];
+  int bad = json_text_check_at(text, a->e->max_step_result, why, sizeof why);
+  if (bad) {
+    char *msg = bad == DURO_E_OUTPUT_TOO_LARGE
+                    ? xasprintf("the output is %zu bytes; the limit is %" PRId64
+                                " bytes",
+                                strlen(text), a->e->max_step_result)
+                    : xasprintf("the output is not valid JSON: %s", why);
+    fail_with(a, duro_err_name(bad), msg);
+    free(msg);
+    return DURO_ERROR;
+  }
+  a->output = arena_strdup(a, text);
+  return DURO_OK;
+}
+
+static uint32_t api_attempt_number(const duro_attempt *at) {
+  return at->number;
+}
+
+/* Parsed here, so that the error names the step and the position; the
+ * size is checked when the callback returns. */
+static int api_attempt_result(duro_attempt *at, const char *json) {
+  const char *text = json ? json : "null";
+  char why[256];
+  free(at->bad_result);
+  at->bad_result = NULL;
+  if (json_text_check_at(text, 0, why, sizeof why) != 0) {
+    at->bad_result = xasprintf("step \"%s\" attempt %u: the result is not "
+                               "valid JSON: %s",
+                               at->step->key, at->number, why);
+    return DURO_E_INVALID_OUTPUT;
+  }
+  free(at->result);
+  at->result = xstrdup(text);
+  return 0;
+}
+
+static int api_attempt_vfail(duro_attempt *at, int final, const char *fmt,
+                             va_list ap) {
+  free(at->message);
+  at->message = fmt ? xvasprintf(fmt, ap) : xstrdup("failed");
+  at->failed = 1;
+  at->final = final;
+  return -1;
+}
+
+static const char *api_attempt_idempotency_key(const duro_attempt *at) {
+  return at->idempotency_key;
+}
+
+static int64_t api_attempt_deadline_ms(const duro_attempt *at) {
+  return at->deadline_ms;
+}
+
+static int api_attempt_cancelled(const duro_attempt *at) {
+  const worker *w = at->act->worker;
+  return engine_mono_ms(at->act->e) > at->deadline_mono ||
+         __atomic_load_n(&at->act->e->stopping, __ATOMIC_ACQUIRE) ||
+         (w && __atomic_load_n(&w->abandoned, __ATOMIC_ACQUIRE));
+}
+
+const char *step_current_where(void) {
+  return step_running_act ? step_running_act->where : NULL;
+}
+
+duro_attempt *step_current_attempt(void) { return step_running_attempt; }
+
+journal_batch *attempt_effects(duro_attempt *at) { return &at->sends; }
+
+char *attempt_strdup(duro_attempt *at, const char *s) {
+  return arena_strdup(at->act, s);
+}
+
+int64_t attempt_now_ms(const duro_attempt *at) { return now_ms(at->act); }
+
+static void api_vlog(int level, const char *fmt, va_list ap) {
+  duro_step *a = step_running_act;
+  /* Lines from run() while it replays were already logged once; a dry
+   * run logs nothing. */
+  if (a && ((a->replaying && !step_running_attempt) || a->dry))
+    return;
+  char where[512];
+  if (a && step_running_attempt)
+    snprintf(where, sizeof where, "%s %s attempt %u", a->where,
+             step_running_attempt->step->key, step_running_attempt->number);
+  else
+    snprintf(where, sizeof where, "%s", a ? a->where : "plugin");
+  log_vwrite(level, where, fmt, ap);
+}
+
+/* The step runner's members of the plugin API table; the table's layout
+ * (and the members others fill) is api.c's. */
+void step_api_fill(duro_api *t) {
+  t->do_step = step_api_do;
+  t->sleep = step_api_sleep;
+  t->sleep_until = step_api_sleep_until;
+  t->wait_for_event = step_api_wait_for_event;
+  t->step_error = api_step_error;
+  t->set_output = api_set_output;
+  t->attempt_number = api_attempt_number;
+  t->attempt_result = api_attempt_result;
+  t->attempt_vfail = api_attempt_vfail;
+  t->attempt_idempotency_key = api_attempt_idempotency_key;
+  t->attempt_deadline_ms = api_attempt_deadline_ms;
+  t->attempt_cancelled = api_attempt_cancelled;
+  t->vlog = api_vlog;
+  t->vfail = api_vfail;
+  t->error_is = api_error_is;
+}

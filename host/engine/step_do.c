@@ -1,0 +1,536 @@
+/* step_do.c — duro_do: a step call that runs a callback.  Answered from
+ * the journal when it can be; else prepared (the step's configuration,
+ * a retry its last attempt left owed, the lease, the back-off, the
+ * instance's start, the gate), the callback run as one attempt (the
+ * ledger and the watchdog told), its outcome judged and recorded: a
+ * success committed with its sends before the plugin sees it, a failure
+ * as an attempt and a retry after a back-off, or the step's error.
+ *
+ * One file for the whole per-step path of duro_do (prepare, attempt,
+ * outcome and its commit): the small calls it makes on every step are in
+ * this file or static inline in step_internal.h (the arena, the
+ * journal's answer, the boundary's requests, the lease, a step's row), as
+ * they were in one step.c.  What it calls in another file: step_begin,
+ * step_new and the steps limit (step_replay.c, shared with the sleeps and
+ * the event wait), calls of their own in one step.c too, and the gate
+ * (step_gate.c): one call per attempt, which returns at once without
+ * suspects. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "duration.h"
+#include "error.h"
+#include "log.h"
+#include "step_internal.h"
+
+#define DEFAULT_RETRIES 5
+#define DEFAULT_DELAY_MS (10LL * 1000)
+#define DEFAULT_TIMEOUT_MS (10LL * 60 * 1000)
+
+/* The wait before retry `attempt`+1, at most the longest sleep (365
+ * days): computed so it cannot overflow, whatever the delay and count. */
+static int64_t backoff_ms(int64_t delay, duro_backoff how, uint32_t attempt) {
+  const int64_t max = DURATION_MAX_SLEEP_MS;
+  if (delay <= 0)
+    return 0;
+  if (delay >= max)
+    return max;
+  if (how == DURO_BACKOFF_LINEAR)
+    return (int64_t)attempt > max / delay ? max : delay * (int64_t)attempt;
+  int64_t d = delay;
+  if (how != DURO_BACKOFF_CONSTANT)
+    for (uint32_t i = 1; i < attempt && d < max; i++)
+      d = d > max / 2 ? max : d * 2;
+  return d > max ? max : d;
+}
+
+typedef struct do_config {
+  uint32_t limit;
+  int64_t delay_ms, timeout_ms;
+  duro_backoff backoff;
+} do_config;
+
+static int read_config(duro_step *a, const char *key,
+                       const duro_step_config *cfg, do_config *out) {
+  out->limit = DEFAULT_RETRIES;
+  out->delay_ms = DEFAULT_DELAY_MS;
+  out->timeout_ms = DEFAULT_TIMEOUT_MS;
+  out->backoff = DURO_BACKOFF_EXPONENTIAL;
+  if (!cfg)
+    return 0;
+  const char *bad = NULL;
+  if (cfg->retries) {
+    out->limit = cfg->retries->limit;
+    out->backoff = cfg->retries->backoff;
+    if (cfg->retries->delay &&
+        (duration_parse(cfg->retries->delay, &out->delay_ms) != 0 ||
+         out->delay_ms > DURATION_MAX_SLEEP_MS))
+      bad = cfg->retries->delay;
+    if ((unsigned)out->backoff > DURO_BACKOFF_LINEAR)
+      bad = "backoff";
+  }
+  if (!bad && cfg->timeout &&
+      (duration_parse(cfg->timeout, &out->timeout_ms) != 0 ||
+       out->timeout_ms <= 0 || out->timeout_ms > DURATION_MAX_SLEEP_MS))
+    bad = cfg->timeout;
+  if (bad) {
+    char *msg = xasprintf("step \"%s\": invalid configuration value \"%s\" "
+                          "(durations are at most 365 days)",
+                          key, bad);
+    fail_with(a,
+              strcmp(bad, "backoff") ? duro_err_name(DURO_E_INVALID_DURATION)
+                                     : "Error",
+              msg);
+    free(msg);
+    return -1;
+  }
+  return 0;
+}
+
+typedef struct cut_count {
+  const char *key;
+  uint32_t n;
+} cut_count;
+
+static void count_cut(void *ctx, const char *key, uint32_t number,
+                      int64_t started_ms, int64_t ended_ms, const char *error,
+                      const char *build) {
+  (void)number, (void)started_ms, (void)ended_ms, (void)build;
+  cut_count *c = ctx;
+  if (!strcmp(key, c->key) && error &&
+      strstr(error, "\"name\":\"" DURO_ERR_CUT_SHORT "\""))
+    c->n++;
+}
+
+/* The attempts up to `number` that count against the step's retries:
+ * those cut short by a stop or a death of the engine do not (engine.c,
+ * faults.c; a death is bounded by engine.max_crashes instead).  Read from
+ * the journal only where a failed attempt is charged, never on a step
+ * that succeeds; a read that fails charges them all. */
+static uint32_t charged_attempts(duro_step *a, const char *key,
+                                 uint32_t number) {
+  cut_count c = {.key = key};
+  if (number <= 1 ||
+      journal_attempts_each(a->e->j, a->inst.rowid, count_cut, &c) != 0 ||
+      c.n >= number)
+    return number;
+  return number - c.n;
+}
+
+/* The step's last attempt ended without its activation (it crashed the
+ * engine, or hung and was abandoned): apply the retry policy now that
+ * the step's configuration is known again.  Returns 1 with *rc set when
+ * the call ends here (a back-off to wait, or the retries are spent). */
+static int retry_orphaned(duro_step *a, journal_step *s, const do_config *c,
+                          duro_rc *rc) {
+  if (s->attempts == 0 || s->wake_ms != JOURNAL_NONE)
+    return 0;
+  int64_t now = now_ms(a);
+  uint32_t charged = charged_attempts(a, s->key, s->attempts);
+  if (charged > c->limit) {
+    log_write(DURO_LOG_WARN, a->where, "step \"%s\" failed after %u attempts",
+              s->key, s->attempts);
+    s->status = DURO_STEP_ERRORED;
+    s->ended_ms = now;
+    put_step(a, s);
+    a->last_error = s->error;
+    *rc = DURO_ERROR;
+    return 1;
+  }
+  s->wake_ms = now + backoff_ms(c->delay_ms, c->backoff, charged);
+  put_step(a, s);
+  metrics_add(&a->e->m.retries_scheduled, 1);
+  if (now >= s->wake_ms)
+    return 0;
+  *rc = suspend_until(a, s->wake_ms, NULL);
+  return 1;
+}
+
+static void attempt_clear(duro_attempt *at) {
+  free(at->result);
+  free(at->message);
+  free(at->bad_result);
+  journal_batch_free(&at->sends);
+}
+
+/* Commits the batch: the activation may park here while its worker runs
+ * others (engine_commit_step). */
+static int flush(duro_step *a) {
+  if (a->slot)
+    ledger_set_state(a->slot, LEDGER_IDLE);
+  int orphaned;
+  int rc = engine_commit_step(a->e, &a->batch, &orphaned);
+  journal_batch_reset(&a->batch);
+  step_running_act = a; /* others ran on this thread meanwhile */
+  if (orphaned) {
+    a->suspended = 1;
+    a->reason = SUSPEND_ABANDONED;
+    return DURO_E_IO;
+  }
+  step_slot_bind(a);
+  if (rc) {
+    a->storage_failed = 1;
+    log_error("%s: journal commit failed: %s", a->where,
+              journal_errmsg(a->e->j));
+  }
+  return rc;
+}
+
+/* The instance's first activation is about to run a callback: its start
+ * (when the activation began, not when it ends), with its lifecycle
+ * "started" message, joins the batch the attempt's outcome commits, so
+ * the next activation does not take its place.  Not a commit of its own:
+ * that cost every new instance a second group commit (H1 -8%); a crash
+ * inside the first callback leaves the start to the next activation.  An
+ * activation that runs no callback stores its start with its final row.
+ * Returns 0. */
+static int save_start(duro_step *a) {
+  if (a->inst.started_ms != JOURNAL_NONE)
+    return 0;
+  journal_instance *row = &a->start_row;
+  *row = a->inst; /* borrowed strings */
+  row->started_ms = a->begun_ms;
+  journal_op *op = journal_batch_add(&a->batch, JOP_INSTANCE_SET);
+  op->inst = row;
+  engine_drivers_instance_changed(a->e, &a->batch, row, a->inst.status,
+                                  JOURNAL_NONE, a->begun_ms);
+  a->inst.started_ms = a->begun_ms;
+  return 0;
+}
+
+/* One duro_do call as it goes, from its preparation to its outcome. */
+typedef struct do_call {
+  const char *key;
+  journal_step *s;
+  do_config c;
+  int gate;               /* the place taken in the gate (GATE_*) */
+  int64_t started, ended; /* the attempt's, on the engine clock */
+} do_call;
+
+/* Everything before the callback: the journal's answer when it has one,
+ * the step's configuration, a retry its last attempt left owed, the
+ * lease, the back-off and the gate.  Returns 1 with *rc set when the call
+ * ends here. */
+static int do_prepare(duro_step *a, const char *name,
+                      const duro_step_config *cfg, duro_step_fn fn,
+                      const char **result, do_call *call, duro_rc *rc) {
+  uint32_t count;
+  if (result)
+    *result = NULL;
+  if (step_begin(a, name, DURO_STEP_DO, &call->key, &count, &call->s, rc) ||
+      from_journal(a, call->s, call->key, result, rc))
+    return 1;
+  *rc = DURO_ERROR;
+  if (!fn) {
+    fail_with(a, "Error", "duro_do needs a callback");
+    return 1;
+  }
+  if (read_config(a, call->key, cfg, &call->c))
+    return 1;
+  if (!call->s) {
+    if (step_limit_reached(a, call->key))
+      return 1;
+    call->s = step_new(a, call->key, name, count, DURO_STEP_DO);
+  }
+  journal_step *s = call->s;
+  if (retry_orphaned(a, s, &call->c, rc))
+    return 1;
+  *rc = DURO_SUSPEND;
+  if (lease_lapsed(a))
+    return 1;
+  int64_t now = now_ms(a);
+  if (s->wake_ms != JOURNAL_NONE && now < s->wake_ms) {
+    *rc = suspend_until(a, s->wake_ms, NULL); /* back-off not over */
+    return 1;
+  }
+  if (save_start(a) != 0) {
+    a->suspended = 1;
+    if (a->reason != SUSPEND_ABANDONED)
+      a->reason = SUSPEND_SHUTDOWN;
+    return 1;
+  }
+  /* Waiting at the gate is no part of the attempt's time. */
+  call->gate = step_gate_enter(a, s, s->attempts + 1);
+  if (call->gate < 0) {
+    a->suspended = 1;
+    a->reason = SUSPEND_SHUTDOWN;
+    return 1;
+  }
+  return 0;
+}
+
+/* The callback is about to run: the ledger says so (should the process
+ * die inside it, the next engine counts a crash), and the watchdog may
+ * find it through the worker.  Returns 1 when the lease may have lapsed,
+ * or a terminate or pause came since the step boundary: the callback
+ * must not start.  (A terminate sets its flag, then looks for the
+ * worker's attempt under the worker's mutex; the attempt is published
+ * under that mutex before the flag is read here, so either the terminate
+ * finds the attempt and abandons it, or the flag is seen here.) */
+static int attempt_end(duro_step *a, duro_attempt *at);
+
+static int attempt_begin(duro_step *a, duro_attempt *at) {
+  /* Looked at again here, as late as can be: save_start's commit and the
+   * gate may have waited since step_api_do looked, and a host frozen meanwhile
+   * must not start the callback. */
+  if (lease_lapsed(a)) {
+    attempt_gate_leave(at);
+    return 1;
+  }
+  ledger_slot *sl = a->slot;
+  if (sl) {
+    const journal_step *s = at->step;
+    sl->rowid = a->inst.rowid;
+    sl->attempt = at->number;
+    sl->count = s->count;
+    sl->seq = s->seq;
+    sl->started_ms = at->started_ms;
+    sl->deadline_ms = at->deadline_ms;
+    sl->step_started_ms = s->started_ms;
+    ledger_copy(sl->key, sizeof sl->key, s->key);
+    ledger_copy(sl->name, sizeof sl->name, s->name);
+    ledger_set_state(sl, LEDGER_ATTEMPT);
+  }
+  if (a->worker) {
+    pthread_mutex_lock(&a->worker->mu);
+    a->worker->attempt = at;
+    pthread_mutex_unlock(&a->worker->mu);
+  }
+  if (!at_boundary(a))
+    return 0;
+  /* Withdrawn before it ran; if the terminate already gave up on it, the
+   * activation is the watchdog's to account for (attempt_end says so). */
+  attempt_end(a, at);
+  return 1;
+}
+
+/* The callback returned.  Returns 1 when the watchdog gave up on it
+ * meanwhile: then nothing of the activation may be written any more. */
+static int attempt_end(duro_step *a, duro_attempt *at) {
+  int abandoned = 0;
+  if (a->worker) {
+    pthread_mutex_lock(&a->worker->mu);
+    abandoned = a->worker->abandoned;
+    a->worker->attempt = NULL;
+    pthread_mutex_unlock(&a->worker->mu);
+  }
+  attempt_gate_leave(at);
+  if (abandoned) {
+    a->suspended = 1;
+    a->reason = SUSPEND_ABANDONED;
+    return 1;
+  }
+  if (a->slot)
+    ledger_set_state(a->slot, LEDGER_ACTIVATION);
+  return 0;
+}
+
+/* Runs the callback as attempt `at`.  Returns 1 when the call must
+ * suspend: a terminate or pause won the race before it started, or the
+ * watchdog gave up on it meanwhile (its outcome was recorded as a
+ * timeout). */
+static int do_run_attempt(duro_step *a, duro_attempt *at, duro_step_fn fn,
+                          void *arg, int *fn_rc) {
+  if (attempt_begin(a, at))
+    return 1;
+  step_running_attempt = at;
+  int64_t t0 = metrics_now_us();
+  *fn_rc = fn(at, arg);
+  metrics_hist_observe(&a->e->m.attempt_us, metrics_now_us() - t0);
+  step_running_attempt = NULL;
+  if (attempt_end(a, at)) {
+    attempt_clear(at);
+    return 1;
+  }
+  return 0;
+}
+
+/* Judges the attempt that returned `fn_rc`: NULL when it succeeded, else
+ * the error's name, with its message in *err_msg (malloc'ed) and *final
+ * set when no retry could change it. */
+static const char *do_verdict(duro_step *a, const duro_attempt *at,
+                              const do_call *call, int fn_rc, int overran,
+                              char **err_msg, int *final) {
+  const char *key = call->key;
+  *err_msg = NULL;
+  *final = 0;
+  /* A result that is not JSON was refused when it was set (the callback
+   * may have returned that code, or ignored it). */
+  if (at->failed || (fn_rc != 0 && !at->bad_result)) {
+    *err_msg = at->message ? xstrdup(at->message)
+                           : xasprintf("step callback returned %d", fn_rc);
+    *final = at->final;
+    return at->final ? DURO_ERR_NON_RETRYABLE : DURO_ERR_ERROR;
+  }
+  if (overran) {
+    char buf[48];
+    *err_msg =
+        xasprintf("step \"%s\" attempt %u exceeded its timeout of %s", key,
+                  at->number, format_ms(buf, sizeof buf, call->c.timeout_ms));
+    return DURO_ERR_TIMEOUT;
+  }
+  if (at->bad_result) {
+    *err_msg = xstrdup(at->bad_result);
+    *final = 1; /* the same code would set the same text */
+    return duro_err_name(DURO_E_INVALID_OUTPUT);
+  }
+  /* duro_attempt_result parsed it already: only its size is left. */
+  const char *text = at->result ? at->result : "null";
+  int64_t limit = a->e->max_step_result;
+  if (limit > 0 && (int64_t)strlen(text) > limit) {
+    *err_msg = xasprintf("step \"%s\" returned %zu bytes; the limit is "
+                         "%" PRId64 " bytes",
+                         key, strlen(text), limit);
+    *final = 1;
+    return duro_err_name(DURO_E_OUTPUT_TOO_LARGE);
+  }
+  if (a->state_bytes + (int64_t)strlen(text) > a->e->max_instance_state) {
+    *err_msg = xasprintf("step \"%s\" would bring the instance's state to "
+                         "%" PRId64 " bytes; the limit is %" PRId64,
+                         key, a->state_bytes + (int64_t)strlen(text),
+                         a->e->max_instance_state);
+    *final = 1;
+    return duro_err_name(DURO_E_STATE_TOO_LARGE);
+  }
+  return NULL;
+}
+
+/* The attempt succeeded: its result, with its queue sends and events, is
+ * on disk before the plugin sees it. */
+static duro_rc do_record_success(duro_step *a, const do_call *call,
+                                 duro_attempt *at, const char **result) {
+  journal_step *s = call->s;
+  /* The successful attempt is kept in the step row: one row written per
+   * step instead of two. */
+  s->status = DURO_STEP_COMPLETE;
+  s->attempt_started_ms = call->started;
+  s->build = (char *)a->build_hash;
+  /* The step's error is that of a pending retry; a success ends it (the
+   * failed attempts keep theirs). */
+  s->error = NULL;
+  s->result = arena_strdup(a, at->result ? at->result : "null");
+  a->state_bytes += (int64_t)strlen(s->result);
+  s->ended_ms = call->ended;
+  s->wake_ms = JOURNAL_NONE;
+  /* Its queue sends and events commit in the same transaction as its
+   * result: exactly once, with the step. */
+  int sent = 0;
+  size_t first_send = a->batch.n;
+  for (size_t i = 0; i < at->sends.n; i++) {
+    sent |= at->sends.ops[i].kind == JOP_MESSAGE_INSERT;
+    *journal_batch_add(&a->batch, at->sends.ops[i].kind) = at->sends.ops[i];
+  }
+  size_t n_sends = at->sends.n;
+  put_step(a, s);
+  attempt_clear(at);
+  int flushed = flush(a);
+  /* The ops stay readable after the commit reset the batch: wake the
+   * receivers of its events.  Even when this activation cannot go on
+   * (abandoned meanwhile, or the write failed): a receiver woken for
+   * nothing only replays and waits again. */
+  for (size_t i = first_send; i < first_send + n_sends; i++)
+    if (a->batch.ops[i].kind == JOP_WAKE_IF_WAITING)
+      engine_event_stored(a->e, &a->batch.ops[i]);
+  if (flushed != 0) {
+    a->suspended = 1;
+    if (a->reason != SUSPEND_ABANDONED)
+      a->reason = SUSPEND_SHUTDOWN;
+    return DURO_SUSPEND;
+  }
+  metrics_add(&a->e->m.steps_completed, 1);
+  if (sent)
+    engine_kick_scheduler(a->e); /* a consumer may take them now */
+  if (result)
+    *result = s->result;
+  return DURO_OK;
+}
+
+/* The attempt failed with `err_name` and `err_msg` (freed here): the
+ * attempt is recorded, then the step waits for its retry or, when final
+ * or out of retries, errors. */
+static duro_rc do_record_failure(duro_step *a, const do_call *call,
+                                 duro_attempt *at, const char *err_name,
+                                 char *err_msg, int final) {
+  journal_step *s = call->s;
+  const char *key = call->key;
+  const do_config *c = &call->c;
+  metrics_add(&a->e->m.attempts_failed, 1);
+  const char *err = arena_take(a, error_json(err_name, err_msg));
+  journal_op *op = journal_batch_add(&a->batch, JOP_ATTEMPT_PUT);
+  op->rowid = a->inst.rowid;
+  op->attempt = (journal_attempt){.key = s->key,
+                                  .number = at->number,
+                                  .started_ms = call->started,
+                                  .ended_ms = call->ended,
+                                  .error = err,
+                                  .build = a->build_hash};
+  attempt_clear(at); /* a failed attempt sent nothing */
+  uint32_t charged = final ? at->number : charged_attempts(a, key, at->number);
+  if (!final && charged <= c->limit) {
+    int64_t wait = backoff_ms(c->delay_ms, c->backoff, charged);
+    log_write(DURO_LOG_INFO, a->where,
+              "step \"%s\" attempt %u failed: %s; "
+              "retrying in %" PRId64 " ms",
+              key, at->number, err_msg, wait);
+    free(err_msg);
+    metrics_add(&a->e->m.retries_scheduled, 1);
+    s->wake_ms = call->ended + wait;
+    s->error = (char *)err;
+    put_step(a, s);
+    return suspend_until(a, s->wake_ms, NULL);
+  }
+  log_write(DURO_LOG_WARN, a->where,
+            "step \"%s\" failed after %u attempt%s: %s", key, at->number,
+            at->number == 1 ? "" : "s", err_msg);
+  free(err_msg);
+  s->status = DURO_STEP_ERRORED;
+  s->error = (char *)err;
+  s->ended_ms = call->ended;
+  s->wake_ms = JOURNAL_NONE;
+  put_step(a, s);
+  a->last_error = err;
+  return DURO_ERROR;
+}
+
+/* duro_do: answered from the journal when it can be, else one attempt of
+ * the callback, whose outcome is recorded before the call returns. */
+duro_rc step_api_do(duro_step *a, const char *name, const duro_step_config *cfg,
+                    duro_step_fn fn, void *arg, const char **result) {
+  do_call call;
+  duro_rc rc;
+  if (do_prepare(a, name, cfg, fn, result, &call, &rc))
+    return rc;
+  journal_step *s = call.s;
+  call.started = now_ms(a);
+  duro_attempt at = {
+      .act = a,
+      .step = s,
+      .number = s->attempts + 1,
+      .started_ms = call.started,
+      .deadline_ms = call.started + call.c.timeout_ms,
+      .timeout_ms = call.c.timeout_ms,
+      .deadline_mono = engine_mono_ms(a->e) + call.c.timeout_ms,
+      .gate = call.gate,
+      /* A restart's re-run is a new request: "@<restarts>" sets it apart. */
+      .idempotency_key = a->inst.restarts
+                             ? arena_printf(a, "%s/%s@%" PRId64, a->inst.id,
+                                            call.key, a->inst.restarts)
+                             : arena_printf(a, "%s/%s", a->inst.id, call.key),
+  };
+  int fn_rc;
+  if (do_run_attempt(a, &at, fn, arg, &fn_rc))
+    return DURO_SUSPEND;
+  call.ended = now_ms(a);
+  int overran = engine_mono_ms(a->e) > at.deadline_mono;
+  char *err_msg;
+  int final;
+  const char *err_name =
+      do_verdict(a, &at, &call, fn_rc, overran, &err_msg, &final);
+  s->attempts = at.number;
+  if (!err_name)
+    return do_record_success(a, &call, &at, result);
+  return do_record_failure(a, &call, &at, err_name, err_msg, final);
+}

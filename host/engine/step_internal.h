@@ -1,0 +1,291 @@
+/* step_internal.h — what the pieces of the step runner share: an
+ * activation (duro_step) and an attempt (duro_attempt), the thread's
+ * running ones, the small calls every step call makes (static inline, so
+ * that the per-step path calls them as it did when all was one file),
+ * and the calls one piece makes in another.  Private to engine/ (step.h
+ * and engine_internal.h are the step runner's faces).
+ *
+ *   step.c         an activation begun, run and ended (activation_run)
+ *   step_arena.h   the activation's arena
+ *   step_replay.c  the journal loaded; each step call looked up in it,
+ *                  divergence; a new step
+ *   step_do.c      duro_do: prepare, attempt, outcome
+ *   step_gate.c    the gate callbacks pass while kills are charged
+ *   step_wait.c    the sleeps and the event wait
+ *   step_api.c     the plugin API table's step calls and the others
+ *                  (output, errors, an attempt's calls, logging), and
+ *                  other subsystems' side effects (step.h)
+ *   step_hung.c    an attempt as the watchdog sees it
+ *   step_finish.c  the instance's new row and the final commit
+ *   step_dry.c     a dry run of another build */
+#ifndef DURO_STEP_INTERNAL_H
+#define DURO_STEP_INTERNAL_H
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "duro.h"
+#include "engine_internal.h"
+#include "error.h"
+#include "journal.h"
+#include "util.h"
+
+typedef enum suspend_reason {
+  SUSPEND_NONE = 0,
+  SUSPEND_WAIT, /* sleep, back-off or event: a wake time is set */
+  SUSPEND_PAUSE,
+  SUSPEND_TERMINATE,
+  SUSPEND_SHUTDOWN,
+  SUSPEND_ABANDONED, /* the watchdog gave up on a hung attempt */
+  SUSPEND_DIVERGED,  /* the code asked for a step its journal does not have
+                        there */
+  SUSPEND_NO_BUILD,  /* the build it is pinned to is not loaded */
+  SUSPEND_DRY        /* a dry run reached what it would have to run */
+} suspend_reason;
+
+/* The arena: a bump allocator over 4 KiB chunks (bigger requests get a
+ * chunk of their own), freed whole when the activation ends. */
+#define ARENA_CHUNK 4096
+typedef struct arena_blk {
+  struct arena_blk *next;
+  size_t used, cap;
+  max_align_t data[];
+} arena_blk;
+
+struct duro_step {
+  duro_engine *e;
+  entry *ent;
+  wf_reg *wf;
+  journal_instance inst; /* the row as loaded; owns its strings */
+  arena_blk *arena;
+
+  strmap steps;          /* key → journal_step (arena) */
+  idmap by_seq;          /* journaled call position → journal_step */
+  strmap name_counts;    /* name → (uintptr_t) occurrences so far */
+  int64_t seq;           /* step calls so far in this activation */
+  uint32_t n_steps;      /* steps of every kind, for limits.steps */
+  int64_t state_bytes;   /* params + results + errors, for the state limit */
+  journal_event *events; /* loaded by the first event wait */
+  size_t n_events;
+  int events_loaded;
+  unsigned char *consumed;
+
+  journal_batch batch; /* writes not yet committed */
+  int replaying;       /* no step call has missed the journal yet */
+  int suspended;
+  suspend_reason reason;
+  int64_t wake_ms;
+  const char *wait_type;
+  const char *last_error; /* {"name","message"} of the last DURO_ERROR */
+  const char *output;
+  const char *where; /* "workflow/id", for logs */
+  int storage_failed;
+  journal_instance final_row; /* the row the last commit stores */
+  ssize_t event_wake_op;      /* its index in the final batch, or -1 */
+  wf_build *build;            /* the build it runs (acquired) */
+  int dry;                    /* a dry run: replays, never runs or writes */
+  const char *dry_next;       /* where a dry run stopped */
+  const char *build_hash;     /* its hash, or NULL */
+  worker *worker;             /* NULL when run inline */
+  ledger_slot *slot;          /* the thread's crash-ledger slot, or NULL */
+  int64_t begun_ms;           /* when this activation began */
+  journal_instance start_row; /* the row save_start stores */
+};
+
+struct duro_attempt {
+  duro_step *act;
+  journal_step *step;
+  uint32_t number;
+  int64_t started_ms, deadline_ms, timeout_ms;
+  /* The deadline the watchdog and the end of the callback check, on the
+   * monotonic clock: a step of the wall clock neither abandons a healthy
+   * callback nor spares a hung one (deadline_ms is the plugin's view). */
+  int64_t deadline_mono;
+  const char *idempotency_key;
+  char *result; /* malloc'ed copy */
+  char *message;
+  char *bad_result; /* why the last result set was not JSON, or NULL */
+  int failed, final;
+  int gate; /* its place in the gate (step_gate_enter); atomic */
+  /* Queue sends and events made by the callback: committed with the
+   * step's result, or dropped with a failed attempt. */
+  journal_batch sends;
+};
+
+/* The activation running on this thread (in run() or in one of its
+ * callbacks), and the attempt whose callback runs on it; NULL outside
+ * (step.c). */
+extern __thread duro_step *step_running_act;
+extern __thread duro_attempt *step_running_attempt;
+
+#include "step_arena.h" /* after duro_step, whose arena it is */
+
+/* ---- the small calls the pieces share, the per-step path's among them - */
+
+static inline int64_t now_ms(duro_step *a) {
+  return duro_clock_now(a->e->clock);
+}
+
+static inline const char *format_ms(char *buf, size_t len, int64_t ms) {
+  static const struct {
+    int64_t ms;
+    const char *unit;
+  } units[] = {{86400000, "day"},
+               {3600000, "hour"},
+               {60000, "minute"},
+               {1000, "second"}};
+  for (size_t i = 0; i < sizeof units / sizeof *units; i++)
+    if (ms >= units[i].ms && ms % units[i].ms == 0) {
+      int64_t v = ms / units[i].ms;
+      snprintf(buf, len, "%" PRId64 " %s%s", v, units[i].unit,
+               v == 1 ? "" : "s");
+      return buf;
+    }
+  snprintf(buf, len, "%" PRId64 " ms", ms);
+  return buf;
+}
+
+static inline void fail_with(duro_step *a, const char *name,
+                             const char *message) {
+  a->last_error = arena_take(a, error_json(name, message));
+}
+
+/* Checks the requests a step boundary honours.  Returns 1 when the
+ * activation must yield. */
+static inline int at_boundary(duro_step *a) {
+  if (a->suspended)
+    return 1;
+  if (!a->ent)
+    return 0; /* a dry run: no control requests */
+  suspend_reason r = SUSPEND_NONE;
+  if (__atomic_load_n(&a->ent->terminate_req, __ATOMIC_ACQUIRE))
+    r = SUSPEND_TERMINATE;
+  else if (__atomic_load_n(&a->ent->pause_req, __ATOMIC_ACQUIRE))
+    r = SUSPEND_PAUSE;
+  else if (__atomic_load_n(&a->e->stopping, __ATOMIC_ACQUIRE))
+    r = SUSPEND_SHUTDOWN;
+  if (r == SUSPEND_NONE)
+    return 0;
+  a->suspended = 1;
+  a->reason = r;
+  return 1;
+}
+
+static inline duro_rc suspend_until(duro_step *a, int64_t wake_ms,
+                                    const char *wait_type) {
+  a->suspended = 1;
+  a->reason = SUSPEND_WAIT;
+  a->wake_ms = wake_ms;
+  a->wait_type = wait_type;
+  return DURO_SUSPEND;
+}
+
+static inline void put_step(duro_step *a, journal_step *s) {
+  journal_op *op = journal_batch_add(&a->batch, JOP_STEP_PUT);
+  op->rowid = a->inst.rowid;
+  op->step = s;
+}
+
+/* On a shared store, a host whose lease may have lapsed starts no
+ * callback: another host may have taken the instance over and completed
+ * the step meanwhile (a host frozen past its lease resumes its parked
+ * activations right here).  The activation ends as after a failed write:
+ * nothing more of it is written, and it runs again later if the lease
+ * still holds (journal_lease_held waited for the keeper to say). */
+static inline int lease_lapsed(duro_step *a) {
+  if (journal_lease_held(a->e->j))
+    return 0;
+  a->storage_failed = 1;
+  a->suspended = 1;
+  a->reason = SUSPEND_SHUTDOWN;
+  return 1;
+}
+
+/* A dry run replays only what is journaled as done: at the first step
+ * call that would run a callback, start or finish a wait, it stops. */
+static inline duro_rc dry_stop(duro_step *a, const char *key) {
+  a->dry_next = key;
+  a->suspended = 1;
+  a->reason = SUSPEND_DRY;
+  return DURO_SUSPEND;
+}
+
+/* A journaled step answers from the journal: its result when it completed
+ * (into *out, may be NULL), its error when it errored; a dry run stops at
+ * anything else.  Returns 1 with *rc set when the call ends here. */
+static inline int from_journal(duro_step *a, const journal_step *s,
+                               const char *key, const char **out, duro_rc *rc) {
+  if (s && s->status == DURO_STEP_COMPLETE) {
+    if (out)
+      *out = s->result;
+    *rc = DURO_OK;
+    return 1;
+  }
+  if (s && s->status == DURO_STEP_ERRORED) {
+    a->last_error = s->error;
+    *rc = DURO_ERROR;
+    return 1;
+  }
+  if (a->dry) {
+    *rc = dry_stop(a, key);
+    return 1;
+  }
+  a->replaying = 0;
+  return 0;
+}
+
+/* ---- step.c ---- */
+
+/* The ledger slot names this activation: set when it starts, and again
+ * whenever it resumes on its worker. */
+void step_slot_bind(duro_step *a);
+void activation_free(duro_step *a);
+/* What run() is handed (borrowed from the activation). */
+duro_event activation_event_of(const duro_step *a);
+
+/* ---- step_replay.c ---- */
+
+/* Loads the instance's steps into the arena; 0 or the journal's error. */
+int activation_load_journal(duro_step *a);
+/* Common entry of every step call: returns 0 to proceed (*key, *count
+ * and *s, the journaled step or NULL, set), or 1 with *rc to return. */
+int step_begin(duro_step *a, const char *name, duro_step_kind type,
+               const char **key, uint32_t *count, journal_step **s,
+               duro_rc *rc);
+/* Whether a new step would cross limits.steps (the error set if so). */
+int step_limit_reached(duro_step *a, const char *key);
+/* A step the journal does not have, waiting, in the activation's map. */
+journal_step *step_new(duro_step *a, const char *key, const char *name,
+                       uint32_t count, duro_step_kind type);
+
+/* ---- step_gate.c ---- */
+
+/* Takes a place in the gate for the attempt `number` of step s: the
+ * place (GATE_*, step_gate.c), or -1 when the engine stops. */
+int step_gate_enter(duro_step *a, const journal_step *s, uint32_t number);
+
+/* ---- the plugin API's step calls (step_api_fill puts them) ---- */
+
+/* step_do.c */
+duro_rc step_api_do(duro_step *a, const char *name, const duro_step_config *cfg,
+                    duro_step_fn fn, void *arg, const char **result);
+/* step_wait.c */
+duro_rc step_api_sleep(duro_step *a, const char *name, const char *duration);
+duro_rc step_api_sleep_until(duro_step *a, const char *name, int64_t unix_ms);
+duro_rc step_api_wait_for_event(duro_step *a, const char *name,
+                                const char *type, const char *timeout,
+                                const char **event);
+
+/* ---- step_finish.c ---- */
+
+/* Decides the instance's new row and queues it, with the activation's
+ * last writes, for the final commit. */
+void activation_finish(duro_step *a, duro_rc rc);
+/* The final commit's callback (ctx: the activation, freed here). */
+void activation_final_commit(void *ctx, int rc);
+
+#endif
