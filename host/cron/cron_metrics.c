@@ -1,5 +1,5 @@
 /* cron_metrics.c — the cron triggers' series of GET /metrics (their
- * driver's metrics hook, trigger.c): ticks by outcome and the next fire
+ * driver's metrics hook, trigger_driver.c): ticks by outcome and the next fire
  * time of each trigger, labelled by plugin and schedule. */
 #include <inttypes.h>
 #include <stdio.h>

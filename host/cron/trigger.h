@@ -80,7 +80,7 @@ int duro_cron_handler_running(duro_engine *e, duro_scheduled_fn fn);
 size_t duro_crons_dispatch(duro_engine *e, int64_t *next_ms);
 
 /* The words of the journal, GET /crons and the log for a tick's state
- * (trigger.c holds the one table). */
+ * (trigger_names.c holds the one table). */
 typedef enum duro_cron_tick_state {
   DURO_CRON_TICK_FIRED = 0, /* claimed; the handler runs */
   DURO_CRON_TICK_COMPLETE,

@@ -62,7 +62,7 @@ static const char schema_sql[] =
     /* Schema 5: cron triggers.  A trigger is known from since_ms on (no
      * tick before it is missed) and counts its ticks by how they ended;
      * each tick that came is a row, claimed before anything fires, kept
-     * 30 days (cron/trigger.c sweeps them). */
+     * 30 days (cron/trigger_dispatch.c sweeps them). */
     "CREATE TABLE IF NOT EXISTS cron_triggers(trigger TEXT PRIMARY KEY,"
     " since_ms INTEGER NOT NULL, complete INTEGER NOT NULL,"
     " failed INTEGER NOT NULL, missed INTEGER NOT NULL,"
