@@ -127,7 +127,7 @@ int duro_queue_peek_messages(duro_engine *e, const char *queue, uint32_t limit,
 
 /* The leases of one pull share a random token: lease id
  * "<token>-<seq>" for message seq, so the crash ledger can name a whole
- * batch in one field (consumer.c).  QUEUE_LEASE_PREFIX counts the NUL. */
+ * batch in one field (consumer_push.c).  QUEUE_LEASE_PREFIX counts the NUL. */
 #define QUEUE_LEASE_PREFIX 33
 void queue_lease_prefix(char out[QUEUE_LEASE_PREFIX]);
 /* duro_queue_pull_messages in the journal's rows, with the leases' token
@@ -249,7 +249,7 @@ int duro_queue_stats_read(duro_engine *e, const char *queue,
  * scheduler pass until it returns 0. */
 int duro_queues_sweep(duro_engine *e, size_t max, size_t *deleted);
 
-/* ---- consumers the engine runs itself (consumer.c) ---------------------- */
+/* ---- consumers the engine runs itself (consumer*.c) --------------------- */
 
 /* The no-code consumer: every message of `queue` creates one instance of
  * `workflow` whose id is the string or number at JSON pointer `id_from`
@@ -272,8 +272,8 @@ int duro_queue_consume_workflow(duro_engine *e, const char *queue,
  * leased for visibility_ms: a handler that dies leaves it leased, and it
  * comes back when the lease ends.  Marks and return code decide each
  * message's fate (duro.h, duro_queue_fn).  A handler on a thread that has
- * not returned after visibility_ms is abandoned (consumer.c): its batch
- * (leased up to a second longer for this) is settled as a failed
+ * not returned after visibility_ms is abandoned (consumer_deadline.c): its
+ * batch (leased up to a second longer for this) is settled as a failed
  * delivery, its slot freed, its late return discarded.  A queue has one
  * consumer: this replaces a workflow consumer of the queue, and the
  * reverse. */
@@ -300,7 +300,7 @@ int duro_queue_handler_running(duro_engine *e, duro_queue_fn fn);
  * duro_env_queue, the sends, and the batch calls below.  queue_api.c. */
 void queue_api_fill(duro_api *t);
 
-/* The batch side of the plugin API (consumer.c; queue_api_fill puts them
+/* The batch side of the plugin API (consumer_api.c; queue_api_fill puts them
  * in the table). */
 const char *queue_api_batch_queue(const duro_message_batch *b);
 size_t queue_api_batch_size(const duro_message_batch *b);

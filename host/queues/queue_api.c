@@ -1,6 +1,6 @@
 /* queue_api.c — the queues' part of the plugin API table: a plugin's
  * producer bindings (duro_env_queue) and its sends, and the calls a queue
- * handler makes on its batch (consumer.c).
+ * handler makes on its batch (consumer_api.c).
  *
  * A send is a side effect: inside a step callback it is checked at once
  * and its inserts join the attempt's commit (step.h), so the messages are

@@ -29,7 +29,7 @@ queue_state *queue_state_of(duro_engine *e) {
 }
 
 struct queue_consumers *queue_consumers_of(duro_engine *e) {
-  /* Created once and never replaced (consumer.c): read without a lock,
+  /* Created once and never replaced (consumer_register.c): read without a lock,
    * as every send does. */
   return __atomic_load_n(&queue_state_of(e)->consumers, __ATOMIC_ACQUIRE);
 }

@@ -1,6 +1,6 @@
 /* queue_driver.h — the queues as an engine driver (driver.h): the state
  * the engine keeps for them, shared by queue.c (the registry) and
- * consumer.c (the engine-run consumers).  Not for other modules. */
+ * consumer*.c (the engine-run consumers).  Not for other modules. */
 #ifndef DURO_QUEUE_DRIVER_H
 #define DURO_QUEUE_DRIVER_H
 
@@ -17,7 +17,7 @@ typedef struct queue_state {
   /* Durable queues (queue.c), created on the first use; they live in the
    * engine's journal. */
   struct queue_registry *queues;
-  /* Queues consumed by the engine itself (consumer.c), created on the
+  /* Queues consumed by the engine itself (consumer*.c), created on the
    * first consumer's registration. */
   struct queue_consumers *consumers;
   size_t swept; /* messages deleted by the retention sweep under way */
