@@ -14,6 +14,7 @@
 #include "duro.h"
 #include "engine.h"
 #include "ledger.h"
+#include "view_instance.h"
 
 #define T0_MS 1767225600000LL /* 2026-01-01T00:00:00Z */
 

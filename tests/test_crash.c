@@ -27,6 +27,7 @@
 #include "map.h"
 #include "proc.h"
 #include "suite_run.h"
+#include "view_instance.h"
 
 #define N_INSTANCES 32
 #define N_STEPS 40

@@ -28,6 +28,7 @@
 #include "engine.h"
 #include "loader.h"
 #include "suite_run.h"
+#include "view_instance.h"
 
 #ifndef FIXTURES_DIR
 #error "build with -DFIXTURES_DIR=\"<dir holding libfixture_*.so>\""

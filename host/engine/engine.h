@@ -333,27 +333,90 @@ int duro_instance_create_batch_async(duro_engine *e, const char *workflow,
                                      const duro_create_req *reqs, size_t n,
                                      duro_create_done_fn done, void *ctx);
 
-/* The instance as JSON, caller owns it:
- * {"id","workflow","status","params","output","error":{name,message}|null,
- *  "created_ms","started_ms","ended_ms","wake_ms",
- *  "steps":[{"key","name","count","type":"do|sleep|waitForEvent",
- *            "status":"running|waiting|complete|errored","result","error",
- *            "started_ms","ended_ms","wake_ms",
- *            "attempts":[{"number","started_ms","ended_ms","error","build"}]}]}
- */
-int duro_instance_describe(duro_engine *e, const char *workflow, const char *id,
-                           json_t **out);
+/* A time an instance, a step or an attempt has not reached (yet): its
+ * JSON is null. */
+#define DURO_NO_TIME INT64_MIN
+
+/* One attempt of a do step: the failed ones as the journal keeps them,
+ * and the one that succeeded (kept in its step's row), last. */
+typedef struct duro_attempt_info {
+  uint32_t number;
+  duro_attempt_outcome outcome;
+  int64_t started_ms, ended_ms; /* DURO_NO_TIME when none */
+  char *error; /* JSON text ({"name","message"}); NULL when it succeeded */
+  char *build; /* the build it ran on, or NULL */
+} duro_attempt_info;
+
+/* A journaled step, with its attempts (a do step's; none for the others). */
+typedef struct duro_step_info {
+  char *key; /* "name#count" */
+  char *name;
+  uint32_t count;
+  duro_step_kind kind;
+  duro_step_status status;
+  char *result; /* JSON text, or NULL */
+  char *error;  /* JSON text ({"name","message"}), or NULL */
+  int64_t started_ms, ended_ms, wake_ms; /* DURO_NO_TIME when none */
+  duro_attempt_info *attempts;
+  size_t n_attempts;
+} duro_step_info;
+
+/* An event the instance received. */
+typedef struct duro_event_info {
+  char *type;
+  char *payload; /* JSON text, or NULL */
+  int64_t sent_ms;
+  char *consumed_by; /* the key of the step that took it; NULL: pending */
+} duro_event_info;
+
+/* An instance as a reader sees it.  duro_instance_read fills it all;
+ * duro_instance_read_summary only what its row holds, up to wake_ms (the
+ * rest stays 0 and NULL).  User data (params, output, errors, results,
+ * payloads) is the JSON text the journal keeps. */
+typedef struct duro_instance_info {
+  char *id, *workflow;
+  /* Live: "running" (or "waitingForPause", or "terminated" once a
+   * terminate is pending) while an activation holds it. */
+  duro_status status;
+  char *params; /* JSON text, or NULL */
+  char *output; /* JSON text, or NULL */
+  char *error;  /* JSON text ({"name","message"}), or NULL */
+  int64_t created_ms, started_ms, ended_ms, wake_ms; /* or DURO_NO_TIME */
+  duro_step_info *steps; /* in the journal's order */
+  size_t n_steps;
+  char *build; /* the build it is pinned to, or NULL */
+  /* The builds its attempts ran on, oldest first, once each; more than
+   * one means its code changed while it was in flight (versioning:
+   * latest, or a restart on another build). */
+  char **builds;
+  size_t n_builds;
+  /* How many times it was restarted: the "@n" of its idempotency keys. */
+  int64_t restarts;
+  duro_event_info *events; /* in arrival order */
+  size_t n_events;
+  /* The event type it is blocked on, NULL when it waits for none (only a
+   * waiting or paused instance still waits): what a sender needs to move
+   * it on. */
+  char *wait_type;
+} duro_instance_info;
+
+/* The instance with its steps, their attempts and its events into *out
+ * (caller frees with duro_instance_info_free; zeroed on an error).  The
+ * JSON of GET .../instances/{id} is duro_instance_describe
+ * (views/view_instance.h). */
+int duro_instance_read(duro_engine *e, const char *workflow, const char *id,
+                       duro_instance_info *out);
+
+/* The instance from its row alone (no step, attempt or event is read),
+ * for clients that poll or wait: id, workflow, status, params, output,
+ * error and times.  The JSON is duro_instance_summary (view_instance.h). */
+int duro_instance_read_summary(duro_engine *e, const char *workflow,
+                               const char *id, duro_instance_info *out);
+void duro_instance_info_free(duro_instance_info *in);
 
 /* The status alone. */
 int duro_instance_status(duro_engine *e, const char *workflow, const char *id,
                          duro_status *out);
-
-/* The instance without its steps, from its row alone (no step or attempt
- * is read), for clients that poll or wait, caller owns it:
- * {"id","workflow","status","output","error","created_ms","started_ms",
- *  "ended_ms"}. */
-int duro_instance_summary(duro_engine *e, const char *workflow, const char *id,
-                          json_t **out);
 
 /* ---- waiting for an instance to end (watch.c) ---------------------------
  *
@@ -386,10 +449,32 @@ int duro_instance_watch(duro_engine *e, const char *workflow, const char *id,
  * (exactly once either way).  w is gone afterwards. */
 int duro_watch_cancel(duro_engine *e, duro_watch *w);
 
-/* Lists instances, newest first: [{id,status,created_ms}]; status < 0 = any;
- * after_id NULL = from the start (cursor paging). */
-int duro_instance_list(duro_engine *e, const char *workflow, int status,
-                       size_t limit, const char *cursor, json_t **out);
+/* One instance of a list. */
+typedef struct duro_instance_brief {
+  char *id;
+  duro_status status; /* live */
+  int64_t created_ms;
+} duro_instance_brief;
+
+/* A page of instances, newest first. */
+typedef struct duro_instance_page {
+  duro_instance_brief *v;
+  size_t n;
+  /* Where the next page begins (the `cursor` to pass); "" after a page
+   * that looked at fewer rows than its limit: there is no more. */
+  char cursor[24];
+} duro_instance_page;
+
+/* Lists instances of `workflow` into *out (caller frees with
+ * duro_instance_page_free; empty on an error).  status < 0 = any, else a
+ * duro_status, as live (running ones are found in memory); limit 0 or
+ * over 1000 = 1000; cursor NULL or "" = from the newest, else a page's
+ * cursor (DURO_E_INVALID_ARGUMENT when it is not one).  The JSON is
+ * duro_instance_list (views/view_instance.h). */
+int duro_instance_list_page(duro_engine *e, const char *workflow, int status,
+                            size_t limit, const char *cursor,
+                            duro_instance_page *out);
+void duro_instance_page_free(duro_instance_page *p);
 
 int duro_instance_pause(duro_engine *e, const char *workflow, const char *id);
 int duro_instance_resume(duro_engine *e, const char *workflow, const char *id);
@@ -427,10 +512,29 @@ int duro_instance_send_event_async(duro_engine *e, const char *workflow,
                                    const char *payload, duro_done_fn done,
                                    void *ctx);
 
-/* A workflow at a glance (caller owns *out): {"name", "instances":
- * {status: count} as stored (running ones show as queued or waiting),
- * "backlog" (queued), "oldest_queued_age_ms"}. */
-int duro_workflow_stats(duro_engine *e, const char *workflow, json_t **out);
+/* How many instances of a workflow have one stored status. */
+typedef struct duro_status_count {
+  duro_status status;
+  int64_t n;
+} duro_status_count;
+
+/* A workflow at a glance. */
+typedef struct duro_workflow_counts {
+  char *name;
+  /* Its instances by status as stored (running ones show as queued or
+   * waiting), the statuses it has only, in the journal's order. */
+  duro_status_count *v;
+  size_t n;
+  int64_t backlog;              /* queued */
+  int64_t oldest_queued_age_ms; /* 0 when none is queued */
+} duro_workflow_counts;
+
+/* `workflow`'s counts into *out (caller frees with
+ * duro_workflow_counts_free; empty on an error).  The JSON of GET
+ * /workflows/{wf} is duro_workflow_stats (views/view_instance.h). */
+int duro_workflow_counts_read(duro_engine *e, const char *workflow,
+                              duro_workflow_counts *out);
+void duro_workflow_counts_free(duro_workflow_counts *c);
 
 /* Instances runnable, running or under a control operation right now:
  * 0 means every instance is waiting, paused or ended. */

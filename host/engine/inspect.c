@@ -1,11 +1,14 @@
-/* inspect.c — reading instances: status, describe, list, and the
- * Prometheus metrics (to which each driver adds its series).
+/* inspect.c — reading instances: the status, an instance with its steps,
+ * attempts and events (duro_instance_info), a page of a list and a
+ * workflow's counts, as engine.h's structs (their JSON is views/), and
+ * the Prometheus metrics (to which each driver adds its series).
  *
  * Reads go to the journal (each thread has its own reader connection) and
  * never block activations.  What only memory knows is laid over the
  * stored rows: an instance an activation is running shows "running" (or
  * "waitingForPause", or "terminated" once a terminate is pending). */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,175 +50,247 @@ int duro_instance_status(duro_engine *e, const char *workflow, const char *id,
   return rc;
 }
 
-static json_t *json_raw_or_null(const char *text) {
-  if (!text)
-    return json_null();
-  json_t *v = json_loads(text, JSON_DECODE_ANY, NULL);
-  return v ? v : json_string(text);
+_Static_assert(DURO_NO_TIME == JOURNAL_NONE,
+               "the journal's times are handed on as they are");
+
+/* Takes a string the journal's row owns (the row no longer frees it). */
+static char *take(char **s) {
+  char *v = *s;
+  *s = NULL;
+  return v;
 }
 
-static json_t *json_ms(int64_t ms) {
-  return ms == JOURNAL_NONE ? json_null() : json_integer(ms);
+/* The row's fields as a reader sees them, taken from *in. */
+static void info_from_row(duro_engine *e, journal_instance *in,
+                          duro_instance_info *out) {
+  out->id = take(&in->id);
+  out->workflow = take(&in->workflow);
+  out->status = engine_live_status(e, in->rowid, in->status);
+  out->params = take(&in->params);
+  out->output = take(&in->output);
+  out->error = take(&in->error);
+  out->created_ms = in->created_ms;
+  out->started_ms = in->started_ms;
+  out->ended_ms = in->ended_ms;
+  out->wake_ms = in->wake_ms;
 }
 
-static void attempt_to_json(void *ctx, const char *key, uint32_t number,
-                            int64_t started_ms, int64_t ended_ms,
-                            const char *error, const char *build) {
-  json_t *by_key = ctx;
-  json_t *list = json_object_get(by_key, key);
-  if (!list) {
-    list = json_array();
-    json_object_set_new(by_key, key, list);
+/* The failed attempts, as the journal orders them (by key, then
+ * number): a run of one key each, found by its key in `first`. */
+typedef struct attempt_rows {
+  char **keys;
+  duro_attempt_info *v;
+  size_t n, cap;
+  strmap first; /* key -> 1 + the index its run begins at */
+} attempt_rows;
+
+static void attempt_row(void *ctx, const char *key, uint32_t number,
+                        int64_t started_ms, int64_t ended_ms, const char *error,
+                        const char *build) {
+  attempt_rows *r = ctx;
+  if (r->n == r->cap) {
+    r->cap = r->cap ? 2 * r->cap : 16;
+    r->keys = xrealloc(r->keys, r->cap * sizeof *r->keys);
+    r->v = xrealloc(r->v, r->cap * sizeof *r->v);
   }
-  json_array_append_new(
-      list, json_pack("{s:I,s:o,s:o,s:o,s:s?}", "number", (json_int_t)number,
-                      "started_ms", json_ms(started_ms), "ended_ms",
-                      json_ms(ended_ms), "error", json_raw_or_null(error),
-                      "build", build));
+  r->keys[r->n] = xstrdup(key);
+  r->v[r->n++] = (duro_attempt_info){.number = number,
+                                     .outcome = duro_attempt_outcome_of(error),
+                                     .started_ms = started_ms,
+                                     .ended_ms = ended_ms,
+                                     .error = error ? xstrdup(error) : NULL,
+                                     .build = build ? xstrdup(build) : NULL};
 }
 
-/* A step's attempts: the failed ones have rows of their own; the one that
- * succeeded is kept in the step row (journal.h) and rejoins them here.
- * Returns a new reference. */
-static json_t *step_attempts(json_t *by_key, const journal_step *s) {
-  json_t *list = json_object_get(by_key, s->key);
-  list = list ? json_incref(list) : json_array();
-  size_t n = json_array_size(list);
-  json_t *lastn =
-      n ? json_object_get(json_array_get(list, n - 1), "number") : NULL;
-  int have_last = lastn && json_integer_value(lastn) == (json_int_t)s->attempts;
-  if (s->type == DURO_STEP_DO && s->status == DURO_STEP_COMPLETE && !have_last)
-    json_array_append_new(list, json_pack("{s:I,s:o,s:o,s:n,s:s?}", "number",
-                                          (json_int_t)s->attempts, "started_ms",
-                                          json_ms(s->attempt_started_ms),
-                                          "ended_ms", json_ms(s->ended_ms),
-                                          "error", "build", s->build));
-  return list;
+static void attempt_rows_index(attempt_rows *r) {
+  for (size_t i = 0; i < r->n; i++)
+    if (i == 0 || strcmp(r->keys[i], r->keys[i - 1]))
+      strmap_put(&r->first, r->keys[i], (void *)(uintptr_t)(i + 1));
 }
 
-/* Adds the build of each attempt in `att` to `builds` (once each). */
-static void note_builds(json_t *builds, json_t *att) {
-  size_t i, k;
-  json_t *a, *b;
-  json_array_foreach(att, i, a) {
-    const char *h = json_string_value(json_object_get(a, "build"));
+static void attempt_rows_free(attempt_rows *r) {
+  strmap_free(&r->first);
+  for (size_t i = 0; i < r->n; i++) {
+    free(r->keys[i]);
+    free(r->v[i].error);
+    free(r->v[i].build);
+  }
+  free(r->keys);
+  free(r->v);
+}
+
+/* A step's attempts: the failed ones have rows of their own (moved out of
+ * `rows`); the one that succeeded is kept in the step row (journal.h) and
+ * rejoins them here. */
+static void step_attempts(attempt_rows *rows, const journal_step *s,
+                          duro_step_info *out) {
+  size_t first = (size_t)(uintptr_t)strmap_get(&rows->first, s->key), n = 0;
+  if (first--)
+    while (first + n < rows->n && !strcmp(rows->keys[first + n], s->key))
+      n++;
+  int have_last = n && rows->v[first + n - 1].number == s->attempts;
+  size_t succeeded =
+      s->type == DURO_STEP_DO && s->status == DURO_STEP_COMPLETE && !have_last;
+  out->n_attempts = n + succeeded;
+  out->attempts =
+      xcalloc(out->n_attempts ? out->n_attempts : 1, sizeof *out->attempts);
+  for (size_t i = 0; i < n; i++) {
+    out->attempts[i] = rows->v[first + i];
+    rows->v[first + i] = (duro_attempt_info){0};
+  }
+  if (succeeded)
+    out->attempts[n] =
+        (duro_attempt_info){.number = s->attempts,
+                            .outcome = DURO_ATTEMPT_SUCCEEDED,
+                            .started_ms = s->attempt_started_ms,
+                            .ended_ms = s->ended_ms,
+                            .build = s->build ? xstrdup(s->build) : NULL};
+}
+
+static void step_from_row(journal_step *s, attempt_rows *rows,
+                          duro_step_info *out) {
+  step_attempts(rows, s, out);
+  out->key = take(&s->key);
+  out->name = take(&s->name);
+  out->count = s->count;
+  out->kind = s->type;
+  out->status = s->status;
+  out->result = take(&s->result);
+  out->error = take(&s->error);
+  out->started_ms = s->started_ms;
+  out->ended_ms = s->ended_ms;
+  out->wake_ms = s->wake_ms;
+}
+
+/* Adds the build of each of the step's attempts to the instance's list
+ * (once each). */
+static void note_builds(duro_instance_info *in, const duro_step_info *s) {
+  for (size_t i = 0; i < s->n_attempts; i++) {
+    const char *h = s->attempts[i].build;
     int seen = !h;
-    json_array_foreach(builds, k, b) seen |=
-        h && !strcmp(h, json_string_value(b));
-    if (!seen)
-      json_array_append_new(builds, json_string(h));
+    for (size_t k = 0; k < in->n_builds && !seen; k++)
+      seen = !strcmp(h, in->builds[k]);
+    if (!seen) {
+      in->builds =
+          xrealloc(in->builds, (in->n_builds + 1) * sizeof *in->builds);
+      in->builds[in->n_builds++] = xstrdup(h);
+    }
   }
 }
 
 /* The events the instance received, in arrival order, each with the key
- * of the step that consumed it (null: pending, no step took it yet).
- * Returns a new reference, or NULL when the journal could not be read. */
-static json_t *events_json(duro_engine *e, int64_t rowid) {
+ * of the step that consumed it (NULL: pending, no step took it yet). */
+static int read_events(duro_engine *e, int64_t rowid, duro_instance_info *out) {
   journal_event *ev = NULL;
   size_t n = 0;
   if (journal_events_all(e->j, rowid, &ev, &n) != 0)
-    return NULL;
-  json_t *arr = json_array();
+    return DURO_E_STORAGE;
+  out->events = xcalloc(n ? n : 1, sizeof *out->events);
   for (size_t i = 0; i < n; i++)
-    json_array_append_new(
-        arr, json_pack("{s:s,s:o,s:I,s:o}", "type", ev[i].type, "payload",
-                       json_raw_or_null(ev[i].payload), "sent_ms",
-                       (json_int_t)ev[i].ts_ms, "consumed_by",
-                       ev[i].consumed_by ? json_string(ev[i].consumed_by)
-                                         : json_null()));
+    out->events[i] = (duro_event_info){.type = take(&ev[i].type),
+                                       .payload = take(&ev[i].payload),
+                                       .sent_ms = ev[i].ts_ms,
+                                       .consumed_by = take(&ev[i].consumed_by)};
+  out->n_events = n;
   journal_events_free(ev, n);
-  return arr;
+  return 0;
 }
 
-int duro_instance_describe(duro_engine *e, const char *workflow, const char *id,
-                           json_t **out) {
-  *out = NULL;
-  journal_instance in = {0};
-  int rc = engine_instance_get(e, workflow, id, &in);
-  if (rc)
-    return rc;
+/* The steps, their attempts and the builds they ran on. */
+static int read_steps(duro_engine *e, int64_t rowid, duro_instance_info *out) {
   journal_step *steps = NULL;
   size_t n = 0;
-  json_t *attempts = json_object();
-  json_t *events = NULL;
-  rc = journal_steps_load(e->j, in.rowid, &steps, &n);
+  attempt_rows rows = {0};
+  int rc = journal_steps_load(e->j, rowid, &steps, &n);
   if (rc == 0)
-    rc = journal_attempts_each(e->j, in.rowid, attempt_to_json, attempts);
-  if (rc == 0 && !(events = events_json(e, in.rowid)))
-    rc = DURO_E_STORAGE;
+    rc = journal_attempts_each(e->j, rowid, attempt_row, &rows);
   if (rc == 0) {
-    json_t *arr = json_array(), *builds = json_array();
+    attempt_rows_index(&rows);
+    out->steps = xcalloc(n ? n : 1, sizeof *out->steps);
     for (size_t i = 0; i < n; i++) {
-      journal_step *s = &steps[i];
-      json_t *att = step_attempts(attempts, s);
-      note_builds(builds, att);
-      json_array_append_new(
-          arr,
-          json_pack("{s:s,s:s,s:I,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "key",
-                    s->key, "name", s->name, "count", (json_int_t)s->count,
-                    "type", duro_step_kind_name(s->type), "status",
-                    duro_step_status_name(s->status), "result",
-                    json_raw_or_null(s->result), "error",
-                    json_raw_or_null(s->error), "started_ms",
-                    json_ms(s->started_ms), "ended_ms", json_ms(s->ended_ms),
-                    "wake_ms", json_ms(s->wake_ms), "attempts", att));
+      step_from_row(&steps[i], &rows, &out->steps[i]);
+      note_builds(out, &out->steps[i]);
     }
-    duro_status live = engine_live_status(e, in.rowid, in.status);
-    *out = json_pack(
-        "{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "id", in.id,
-        "workflow", in.workflow, "status", duro_status_name(live), "params",
-        json_raw_or_null(in.params), "output", json_raw_or_null(in.output),
-        "error", json_raw_or_null(in.error), "created_ms",
-        json_ms(in.created_ms), "started_ms", json_ms(in.started_ms),
-        "ended_ms", json_ms(in.ended_ms), "wake_ms", json_ms(in.wake_ms),
-        "steps", arr);
-    /* The builds its attempts ran on, oldest first; more than one means
-     * its code changed while it was in flight (versioning: latest, or a
-     * restart on another build). */
-    json_object_set_new(*out, "build",
-                        in.build ? json_string(in.build) : json_null());
-    json_object_set_new(*out, "builds", builds);
-    /* How many times it was restarted: the "@n" of its idempotency keys. */
-    json_object_set_new(*out, "restarts", json_integer(in.restarts));
-    json_object_set_new(*out, "several_builds",
-                        json_boolean(json_array_size(builds) > 1));
-    json_object_set_new(*out, "events", events);
-    /* The event type it is blocked on (a wait for an event), null when
-     * it waits for none: what a sender needs to move it on.  Only a
-     * waiting or paused row still waits; an ended or running one kept
-     * the type of a wait it left. */
-    int blocked = live == DURO_STATUS_WAITING || live == DURO_STATUS_PAUSED;
-    json_object_set_new(*out, "wait_type",
-                        blocked && in.wait_type ? json_string(in.wait_type)
-                                                : json_null());
+    out->n_steps = n;
   }
-  json_decref(attempts);
+  attempt_rows_free(&rows);
   journal_steps_free(steps, n);
+  return rc;
+}
+
+int duro_instance_read(duro_engine *e, const char *workflow, const char *id,
+                       duro_instance_info *out) {
+  *out = (duro_instance_info){0};
+  journal_instance in = {0};
+  int rc = engine_instance_get(e, workflow, id, &in);
+  if (rc == 0)
+    rc = read_steps(e, in.rowid, out);
+  if (rc == 0)
+    rc = read_events(e, in.rowid, out);
+  if (rc == 0) {
+    info_from_row(e, &in, out);
+    out->build = take(&in.build);
+    out->restarts = in.restarts;
+    /* Only a waiting or paused row still waits; an ended or running one
+     * kept the type of a wait it left. */
+    if (out->status == DURO_STATUS_WAITING || out->status == DURO_STATUS_PAUSED)
+      out->wait_type = take(&in.wait_type);
+  }
+  journal_instance_clear(&in);
+  if (rc)
+    duro_instance_info_free(out);
+  return rc;
+}
+
+int duro_instance_read_summary(duro_engine *e, const char *workflow,
+                               const char *id, duro_instance_info *out) {
+  *out = (duro_instance_info){0};
+  journal_instance in = {0};
+  int rc = engine_instance_get(e, workflow, id, &in);
+  if (rc == 0)
+    info_from_row(e, &in, out);
   journal_instance_clear(&in);
   return rc;
 }
 
-int duro_instance_summary(duro_engine *e, const char *workflow, const char *id,
-                          json_t **out) {
-  *out = NULL;
-  journal_instance in = {0};
-  int rc = engine_instance_get(e, workflow, id, &in);
-  if (rc == 0)
-    *out = json_pack(
-        "{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o}", "id", in.id, "workflow",
-        in.workflow, "status",
-        duro_status_name(engine_live_status(e, in.rowid, in.status)), "output",
-        json_raw_or_null(in.output), "error", json_raw_or_null(in.error),
-        "created_ms", json_ms(in.created_ms), "started_ms",
-        json_ms(in.started_ms), "ended_ms", json_ms(in.ended_ms));
-  journal_instance_clear(&in);
-  return rc;
+void duro_instance_info_free(duro_instance_info *in) {
+  for (size_t i = 0; i < in->n_steps; i++) {
+    duro_step_info *s = &in->steps[i];
+    for (size_t k = 0; k < s->n_attempts; k++) {
+      free(s->attempts[k].error);
+      free(s->attempts[k].build);
+    }
+    free(s->attempts);
+    free(s->key);
+    free(s->name);
+    free(s->result);
+    free(s->error);
+  }
+  free(in->steps);
+  for (size_t i = 0; i < in->n_builds; i++)
+    free(in->builds[i]);
+  free(in->builds);
+  for (size_t i = 0; i < in->n_events; i++) {
+    free(in->events[i].type);
+    free(in->events[i].payload);
+    free(in->events[i].consumed_by);
+  }
+  free(in->events);
+  free(in->id);
+  free(in->workflow);
+  free(in->params);
+  free(in->output);
+  free(in->error);
+  free(in->build);
+  free(in->wait_type);
+  *in = (duro_instance_info){0};
 }
 
 typedef struct list_ctx {
   duro_engine *e;
   int filter; /* a duro_status, -1 = any */
-  json_t *arr;
+  duro_instance_page *page;
+  size_t cap;
   size_t scanned;
   int64_t last;
 } list_ctx;
@@ -225,14 +300,18 @@ typedef struct list_ctx {
 static void list_one(void *ctx, int64_t rowid, const char *id,
                      duro_status status, int64_t created_ms) {
   list_ctx *l = ctx;
+  duro_instance_page *p = l->page;
   duro_status live = engine_live_status(l->e, rowid, status);
   l->scanned++;
   l->last = rowid;
   if (l->filter >= 0 && live != (duro_status)l->filter)
     return;
-  json_array_append_new(l->arr, json_pack("{s:s,s:s,s:I}", "id", id, "status",
-                                          duro_status_name(live), "created_ms",
-                                          (json_int_t)created_ms));
+  if (p->n == l->cap) {
+    l->cap = l->cap ? 2 * l->cap : 16;
+    p->v = xrealloc(p->v, l->cap * sizeof *p->v);
+  }
+  p->v[p->n++] = (duro_instance_brief){
+      .id = xstrdup(id), .status = live, .created_ms = created_ms};
 }
 
 static int cmp_rowid_desc(const void *a, const void *b) {
@@ -267,7 +346,7 @@ static int list_active(duro_engine *e, const char *workflow, list_ctx *l,
   int64_t *rowids = c.rowids;
   size_t n = c.n;
   qsort(rowids, n, sizeof *rowids, cmp_rowid_desc);
-  for (size_t i = 0; i < n && json_array_size(l->arr) < limit; i++) {
+  for (size_t i = 0; i < n && l->page->n < limit; i++) {
     journal_instance in = {0};
     if (journal_instance_get_rowid(e->j, rowids[i], &in) == 0 &&
         !strcmp(in.workflow, workflow))
@@ -278,9 +357,10 @@ static int list_active(duro_engine *e, const char *workflow, list_ctx *l,
   return 0;
 }
 
-int duro_instance_list(duro_engine *e, const char *workflow, int status,
-                       size_t limit, const char *cursor, json_t **out) {
-  *out = NULL;
+int duro_instance_list_page(duro_engine *e, const char *workflow, int status,
+                            size_t limit, const char *cursor,
+                            duro_instance_page *out) {
+  *out = (duro_instance_page){0};
   if (!engine_find_workflow(e, workflow))
     return DURO_E_WORKFLOW_NOT_FOUND;
   int64_t after = 0;
@@ -293,24 +373,27 @@ int duro_instance_list(duro_engine *e, const char *workflow, int status,
   }
   if (limit == 0 || limit > 1000)
     limit = 1000;
-  list_ctx l = {
-      .e = e, .filter = status < 0 ? -1 : status, .arr = json_array()};
+  list_ctx l = {.e = e, .filter = status < 0 ? -1 : status, .page = out};
   int rc;
   if (status == DURO_STATUS_RUNNING || status == DURO_STATUS_WAITING_FOR_PAUSE)
     rc = list_active(e, workflow, &l, after, limit);
   else
     rc = journal_list(e->j, workflow, l.filter, after, limit, list_one, &l);
   if (rc) {
-    json_decref(l.arr);
+    duro_instance_page_free(out);
     return rc;
   }
   /* A full page of rows looked at means there may be more. */
-  char next[32] = "";
   if (l.scanned == limit)
-    snprintf(next, sizeof next, "%lld", (long long)l.last);
-  *out = json_pack("{s:o,s:s?}", "instances", l.arr, "cursor",
-                   next[0] ? next : NULL);
+    snprintf(out->cursor, sizeof out->cursor, "%lld", (long long)l.last);
   return 0;
+}
+
+void duro_instance_page_free(duro_instance_page *p) {
+  for (size_t i = 0; i < p->n; i++)
+    free(p->v[i].id);
+  free(p->v);
+  *p = (duro_instance_page){0};
 }
 
 /* ---- metrics ----------------------------------------------------------------
@@ -322,40 +405,44 @@ static void render_count(void *ctx, const char *workflow, duro_status status,
           duro_status_name(status), (long long)n);
 }
 
-typedef struct wf_counts {
-  const char *workflow;
-  json_t *by_status;
-} wf_counts;
-
 static void count_of_workflow(void *ctx, const char *workflow,
                               duro_status status, int64_t n) {
-  wf_counts *c = ctx;
-  if (!strcmp(workflow, c->workflow))
-    json_object_set_new(c->by_status, duro_status_name(status),
-                        json_integer(n));
+  duro_workflow_counts *c = ctx;
+  if (strcmp(workflow, c->name))
+    return;
+  size_t i = 0;
+  while (i < c->n && c->v[i].status != status)
+    i++;
+  if (i == c->n) /* a status told twice keeps its place, the last count */
+    c->v = xrealloc(c->v, ++c->n * sizeof *c->v);
+  c->v[i] = (duro_status_count){status, n};
+  if (status == DURO_STATUS_QUEUED)
+    c->backlog = n;
 }
 
-int duro_workflow_stats(duro_engine *e, const char *workflow, json_t **out) {
-  *out = NULL;
+int duro_workflow_counts_read(duro_engine *e, const char *workflow,
+                              duro_workflow_counts *out) {
+  *out = (duro_workflow_counts){0};
   if (!engine_find_workflow(e, workflow))
     return DURO_E_WORKFLOW_NOT_FOUND;
-  wf_counts c = {workflow, json_object()};
+  out->name = xstrdup(workflow);
   int64_t oldest = JOURNAL_NONE;
-  int rc = journal_count_by_status(e->j, count_of_workflow, &c);
+  int rc = journal_count_by_status(e->j, count_of_workflow, out);
   if (rc == 0)
     rc = journal_oldest_queued(e->j, workflow, &oldest);
   if (rc) {
-    json_decref(c.by_status);
+    duro_workflow_counts_free(out);
     return rc;
   }
-  json_int_t queued = json_integer_value(
-      json_object_get(c.by_status, duro_status_name(DURO_STATUS_QUEUED)));
-  *out = json_pack("{s:s,s:o,s:I,s:I}", "name", workflow, "instances",
-                   c.by_status, "backlog", queued, "oldest_queued_age_ms",
-                   (json_int_t)(oldest == JOURNAL_NONE
-                                    ? 0
-                                    : duro_clock_now(e->clock) - oldest));
+  out->oldest_queued_age_ms =
+      oldest == JOURNAL_NONE ? 0 : duro_clock_now(e->clock) - oldest;
   return 0;
+}
+
+void duro_workflow_counts_free(duro_workflow_counts *c) {
+  free(c->name);
+  free(c->v);
+  *c = (duro_workflow_counts){0};
 }
 
 size_t duro_engine_in_flight(duro_engine *e) {

@@ -18,6 +18,7 @@
 #include "duration.h"
 #include "error.h"
 #include "util.h"
+#include "view_instance.h"
 
 #define MAX_BATCH 100
 

@@ -1,0 +1,140 @@
+/* view_instance.c — JSON of the instance reads (view_instance.h): the
+ * keys and their order the HTTP API has always sent, built from
+ * engine.h's structs.  Nothing here decides anything: a call that fails
+ * returns its code and no JSON. */
+#include "view_instance.h"
+
+/* User data as JSON: null for none, a string for a text that is not
+ * JSON. */
+static json_t *json_raw_or_null(const char *text) {
+  if (!text)
+    return json_null();
+  json_t *v = json_loads(text, JSON_DECODE_ANY, NULL);
+  return v ? v : json_string(text);
+}
+
+static json_t *json_ms(int64_t ms) {
+  return ms == DURO_NO_TIME ? json_null() : json_integer(ms);
+}
+
+static json_t *json_string_or_null(const char *s) {
+  return s ? json_string(s) : json_null();
+}
+
+static json_t *attempt_json(const duro_attempt_info *a) {
+  return json_pack("{s:I,s:o,s:o,s:o,s:s?}", "number", (json_int_t)a->number,
+                   "started_ms", json_ms(a->started_ms), "ended_ms",
+                   json_ms(a->ended_ms), "error", json_raw_or_null(a->error),
+                   "build", a->build);
+}
+
+static json_t *step_json(const duro_step_info *s) {
+  json_t *attempts = json_array();
+  for (size_t i = 0; i < s->n_attempts; i++)
+    json_array_append_new(attempts, attempt_json(&s->attempts[i]));
+  return json_pack("{s:s,s:s,s:I,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "key",
+                   s->key, "name", s->name, "count", (json_int_t)s->count,
+                   "type", duro_step_kind_name(s->kind), "status",
+                   duro_step_status_name(s->status), "result",
+                   json_raw_or_null(s->result), "error",
+                   json_raw_or_null(s->error), "started_ms",
+                   json_ms(s->started_ms), "ended_ms", json_ms(s->ended_ms),
+                   "wake_ms", json_ms(s->wake_ms), "attempts", attempts);
+}
+
+static json_t *event_json(const duro_event_info *ev) {
+  return json_pack("{s:s,s:o,s:I,s:o}", "type", ev->type, "payload",
+                   json_raw_or_null(ev->payload), "sent_ms",
+                   (json_int_t)ev->sent_ms, "consumed_by",
+                   json_string_or_null(ev->consumed_by));
+}
+
+json_t *view_instance(const duro_instance_info *in) {
+  json_t *steps = json_array(), *builds = json_array(), *events = json_array();
+  for (size_t i = 0; i < in->n_steps; i++)
+    json_array_append_new(steps, step_json(&in->steps[i]));
+  for (size_t i = 0; i < in->n_builds; i++)
+    json_array_append_new(builds, json_string(in->builds[i]));
+  for (size_t i = 0; i < in->n_events; i++)
+    json_array_append_new(events, event_json(&in->events[i]));
+  json_t *o = json_pack(
+      "{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "id", in->id, "workflow",
+      in->workflow, "status", duro_status_name(in->status), "params",
+      json_raw_or_null(in->params), "output", json_raw_or_null(in->output),
+      "error", json_raw_or_null(in->error), "created_ms",
+      json_ms(in->created_ms), "started_ms", json_ms(in->started_ms),
+      "ended_ms", json_ms(in->ended_ms), "wake_ms", json_ms(in->wake_ms),
+      "steps", steps);
+  json_object_set_new(o, "build", json_string_or_null(in->build));
+  json_object_set_new(o, "builds", builds);
+  json_object_set_new(o, "restarts", json_integer(in->restarts));
+  json_object_set_new(o, "several_builds", json_boolean(in->n_builds > 1));
+  json_object_set_new(o, "events", events);
+  json_object_set_new(o, "wait_type", json_string_or_null(in->wait_type));
+  return o;
+}
+
+json_t *view_instance_summary(const duro_instance_info *in) {
+  return json_pack(
+      "{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o}", "id", in->id, "workflow",
+      in->workflow, "status", duro_status_name(in->status), "output",
+      json_raw_or_null(in->output), "error", json_raw_or_null(in->error),
+      "created_ms", json_ms(in->created_ms), "started_ms",
+      json_ms(in->started_ms), "ended_ms", json_ms(in->ended_ms));
+}
+
+json_t *view_instance_page(const duro_instance_page *p) {
+  json_t *list = json_array();
+  for (size_t i = 0; i < p->n; i++)
+    json_array_append_new(
+        list, json_pack("{s:s,s:s,s:I}", "id", p->v[i].id, "status",
+                        duro_status_name(p->v[i].status), "created_ms",
+                        (json_int_t)p->v[i].created_ms));
+  return json_pack("{s:o,s:s?}", "instances", list, "cursor",
+                   p->cursor[0] ? p->cursor : NULL);
+}
+
+json_t *view_workflow_counts(const duro_workflow_counts *c) {
+  json_t *by_status = json_object();
+  for (size_t i = 0; i < c->n; i++)
+    json_object_set_new(by_status, duro_status_name(c->v[i].status),
+                        json_integer(c->v[i].n));
+  return json_pack("{s:s,s:o,s:I,s:I}", "name", c->name, "instances", by_status,
+                   "backlog", (json_int_t)c->backlog, "oldest_queued_age_ms",
+                   (json_int_t)c->oldest_queued_age_ms);
+}
+
+int duro_instance_describe(duro_engine *e, const char *workflow, const char *id,
+                           json_t **out) {
+  duro_instance_info in;
+  int rc = duro_instance_read(e, workflow, id, &in);
+  *out = rc ? NULL : view_instance(&in);
+  duro_instance_info_free(&in);
+  return rc;
+}
+
+int duro_instance_summary(duro_engine *e, const char *workflow, const char *id,
+                          json_t **out) {
+  duro_instance_info in;
+  int rc = duro_instance_read_summary(e, workflow, id, &in);
+  *out = rc ? NULL : view_instance_summary(&in);
+  duro_instance_info_free(&in);
+  return rc;
+}
+
+int duro_instance_list(duro_engine *e, const char *workflow, int status,
+                       size_t limit, const char *cursor, json_t **out) {
+  duro_instance_page p;
+  int rc = duro_instance_list_page(e, workflow, status, limit, cursor, &p);
+  *out = rc ? NULL : view_instance_page(&p);
+  duro_instance_page_free(&p);
+  return rc;
+}
+
+int duro_workflow_stats(duro_engine *e, const char *workflow, json_t **out) {
+  duro_workflow_counts c;
+  int rc = duro_workflow_counts_read(e, workflow, &c);
+  *out = rc ? NULL : view_workflow_counts(&c);
+  duro_workflow_counts_free(&c);
+  return rc;
+}
