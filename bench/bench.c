@@ -374,13 +374,13 @@ static void create_many(bench_engine *b, const char *wf, size_t n,
     reqs[i] = (duro_create_req){.params = params, .retention_ms = -1};
   for (size_t done = 0, turn = 0; done < n; done += batch, turn++) {
     size_t k = n - done < batch ? n - done : batch;
-    json_t *res = NULL;
-    if (duro_instance_create_batch(b->hosts[turn % b->n_hosts], wf, reqs, k,
-                                   &res) != 0) {
+    duro_create_result res;
+    if (duro_instance_create_many(b->hosts[turn % b->n_hosts], wf, reqs, k,
+                                  &res) != 0) {
       fprintf(stderr, "bench: create_batch failed\n");
       exit(1);
     }
-    json_decref(res);
+    duro_create_result_free(&res);
   }
   free(reqs);
 }
@@ -690,9 +690,9 @@ static void w4_run(const char *label, int64_t spread_ms) {
              (long long)(at + spread_ms * (int64_t)i / (int64_t)n));
     reqs[i] = (duro_create_req){.params = params[i], .retention_ms = -1};
   }
-  json_t *res = NULL;
-  duro_instance_create_batch(b.e, "napper", reqs, n, &res);
-  json_decref(res);
+  duro_create_result res;
+  duro_instance_create_many(b.e, "napper", reqs, n, &res);
+  duro_create_result_free(&res);
   wait_settled(&b); /* all asleep, well before the first wake */
   duro_journal_stats j0, j1;
   duro_engine_journal_stats(b.e, &j0);

@@ -991,23 +991,32 @@ int duro_instance_create(duro_engine *e, const char *workflow, const char *id,
                          char **id_out) {
   duro_create_req req = {
       .id = id, .params = params, .retention_ms = retention_ms};
-  json_t *res = NULL;
+  duro_create_result res;
   if (id_out)
     *id_out = NULL;
-  int rc = duro_instance_create_batch(e, workflow, &req, 1, &res);
+  int rc = duro_instance_create_many(e, workflow, &req, 1, &res);
   if (rc)
     return rc;
-  json_t *created = json_object_get(res, "created");
-  if (json_array_size(created) == 1) {
-    if (id_out)
-      *id_out = xstrdup(
-          json_string_value(json_object_get(json_array_get(created, 0), "id")));
+  if (res.n_created == 1) {
+    if (id_out) {
+      *id_out = res.created[0];
+      res.created[0] = NULL;
+    }
   } else {
-    rc = (int)json_integer_value(json_object_get(
-        json_array_get(json_object_get(res, "errors"), 0), "rc"));
+    rc = res.errors[0].code;
   }
-  json_decref(res);
+  duro_create_result_free(&res);
   return rc;
+}
+
+void duro_create_result_free(duro_create_result *r) {
+  for (size_t i = 0; i < r->n_created; i++)
+    free(r->created[i]);
+  free(r->created);
+  for (size_t i = 0; i < r->n_errors; i++)
+    free(r->errors[i].id);
+  free(r->errors);
+  *r = (duro_create_result){0};
 }
 
 void engine_instance_insert_op(const wf_reg *wf, const char *id,
@@ -1038,30 +1047,9 @@ void engine_instance_created(duro_engine *e, int64_t rowid) {
 }
 
 static int cmp_index(const void *a, const void *b) {
-  json_int_t x =
-      json_integer_value(json_object_get(*(json_t *const *)a, "index"));
-  json_int_t y =
-      json_integer_value(json_object_get(*(json_t *const *)b, "index"));
+  size_t x = ((const duro_create_error *)a)->index,
+         y = ((const duro_create_error *)b)->index;
   return (x > y) - (x < y);
-}
-
-static void json_array_sort_by_index(json_t *arr) {
-  size_t n = json_array_size(arr);
-  json_t **v = xcalloc(n ? n : 1, sizeof *v);
-  for (size_t i = 0; i < n; i++)
-    v[i] = json_incref(json_array_get(arr, i));
-  qsort(v, n, sizeof *v, cmp_index);
-  json_array_clear(arr);
-  for (size_t i = 0; i < n; i++)
-    json_array_append_new(arr, v[i]);
-  free(v);
-}
-
-static void batch_error(json_t *errors, size_t index, const char *id, int rc) {
-  json_array_append_new(errors, json_pack("{s:I,s:s?,s:s,s:s,s:i}", "index",
-                                          (json_int_t)index, "id", id, "code",
-                                          duro_err_name(rc), "message",
-                                          duro_err_str(rc), "rc", rc));
 }
 
 /* A batch of creations on its way to disk: everything its ops point to
@@ -1075,7 +1063,8 @@ typedef struct create_job {
   char **params; /* copies: the caller's may be gone by the commit */
   size_t *op_of; /* the op of request i; SIZE_MAX: refused before */
   journal_batch b;
-  json_t *errors;
+  duro_create_error *errors; /* at most one a request */
+  size_t n_errors;
   duro_create_done_fn done;
   void *ctx;
 } create_job;
@@ -1091,8 +1080,15 @@ static void create_job_free(create_job *job) {
   free(job->rows);
   free(job->op_of);
   free(job->workflow);
-  json_decref(job->errors);
+  for (size_t i = 0; i < job->n_errors; i++)
+    free(job->errors[i].id);
+  free(job->errors);
   free(job);
+}
+
+static void batch_error(create_job *job, size_t index, const char *id, int rc) {
+  job->errors[job->n_errors++] = (duro_create_error){
+      .index = index, .id = id ? xstrdup(id) : NULL, .code = rc};
 }
 
 /* On the thread that committed: the created instances become runnable,
@@ -1100,25 +1096,29 @@ static void create_job_free(create_job *job) {
 static void create_finish(void *ctx, int rc) {
   create_job *job = ctx;
   duro_engine *e = job->e;
-  json_t *result = NULL;
+  duro_create_result result = {0};
   if (rc == 0) {
-    json_t *created = json_array();
+    result.created = xcalloc(job->n ? job->n : 1, sizeof *result.created);
     pthread_mutex_lock(&e->mu);
     for (size_t i = 0; i < job->n; i++) {
       if (job->op_of[i] == SIZE_MAX)
         continue;
       journal_op *op = &job->b.ops[job->op_of[i]];
       if (op->rc) {
-        batch_error(job->errors, i, job->ids[i], op->rc);
+        batch_error(job, i, job->ids[i], op->rc);
         continue;
       }
       created_locked(e, op->out_rowid);
-      json_array_append_new(created, json_pack("{s:s}", "id", job->ids[i]));
+      result.created[result.n_created++] = job->ids[i];
+      job->ids[i] = NULL;
     }
     pthread_mutex_unlock(&e->mu);
     /* Errors found before and after the commit, in request order. */
-    json_array_sort_by_index(job->errors);
-    result = json_pack("{s:o,s:O}", "created", created, "errors", job->errors);
+    qsort(job->errors, job->n_errors, sizeof *job->errors, cmp_index);
+    result.errors = job->errors;
+    result.n_errors = job->n_errors;
+    job->errors = NULL;
+    job->n_errors = 0;
   } else {
     log_error("creating %zu instance(s) of %s: %s", job->n, job->workflow,
               journal_errmsg(e->j));
@@ -1126,7 +1126,7 @@ static void create_finish(void *ctx, int rc) {
   duro_create_done_fn done = job->done;
   void *done_ctx = job->ctx;
   create_job_free(job);
-  done(done_ctx, rc, result);
+  done(done_ctx, rc, rc ? NULL : &result);
 }
 
 /* background: the commit never runs on this thread (the asynchronous
@@ -1148,7 +1148,7 @@ static int create_batch(duro_engine *e, const char *workflow,
                       .ids = xcalloc(n ? n : 1, sizeof *job->ids),
                       .params = xcalloc(n ? n : 1, sizeof *job->params),
                       .op_of = xcalloc(n ? n : 1, sizeof *job->op_of),
-                      .errors = json_array(),
+                      .errors = xcalloc(n ? n : 1, sizeof *job->errors),
                       .done = done,
                       .ctx = ctx};
   strmap seen = {0};
@@ -1158,12 +1158,12 @@ static int create_batch(duro_engine *e, const char *workflow,
     job->op_of[i] = SIZE_MAX;
     int bad = check_create(e, workflow, reqs[i].id, reqs[i].params, &w);
     if (bad) {
-      batch_error(job->errors, i, reqs[i].id, bad);
+      batch_error(job, i, reqs[i].id, bad);
       continue;
     }
     job->ids[i] = reqs[i].id ? xstrdup(reqs[i].id) : random_id(now);
     if (strmap_get(&seen, job->ids[i])) {
-      batch_error(job->errors, i, job->ids[i], DURO_E_DUPLICATE_IN_BATCH);
+      batch_error(job, i, job->ids[i], DURO_E_DUPLICATE_IN_BATCH);
       continue;
     }
     strmap_put(&seen, job->ids[i], job->ids[i]);
@@ -1210,20 +1210,30 @@ int engine_wait_for(engine_wait *w, void **result) {
   return w->rc;
 }
 
-static void create_waited(void *ctx, int rc, json_t *result) {
-  engine_wait_done(ctx, rc, result);
+/* The waiter takes what the result holds: the commit's thread frees the
+ * struct once done returns. */
+static void create_waited(void *ctx, int rc, duro_create_result *result) {
+  duro_create_result *kept = NULL;
+  if (result) {
+    kept = xmalloc(sizeof *kept);
+    *kept = *result;
+  }
+  engine_wait_done(ctx, rc, kept);
 }
 
-int duro_instance_create_batch(duro_engine *e, const char *workflow,
-                               const duro_create_req *reqs, size_t n,
-                               json_t **result) {
+int duro_instance_create_many(duro_engine *e, const char *workflow,
+                              const duro_create_req *reqs, size_t n,
+                              duro_create_result *out) {
   engine_wait w = ENGINE_WAIT_INIT;
-  *result = NULL;
+  *out = (duro_create_result){0};
   int rc = create_batch(e, workflow, reqs, n, create_waited, &w, 0);
   if (rc)
     return rc;
-  void *out = NULL;
-  rc = engine_wait_for(&w, &out);
-  *result = out;
+  void *kept = NULL;
+  rc = engine_wait_for(&w, &kept);
+  if (kept) {
+    *out = *(duro_create_result *)kept;
+    free(kept);
+  }
   return rc;
 }

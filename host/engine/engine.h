@@ -314,21 +314,42 @@ typedef struct duro_create_req {
   int64_t retention_ms; /* < 0 = the workflow's */
 } duro_create_req;
 
-/* Creates many in one commit. *result is {"created":[{"id"}],
- * "errors":[{"index","id","code","message"}]}, caller owns it.  Duplicates
- * (within the batch or existing) land in errors, never fail the call. */
-int duro_instance_create_batch(duro_engine *e, const char *workflow,
-                               const duro_create_req *reqs, size_t n,
-                               json_t **result);
+/* A request of a batch the engine refused. */
+typedef struct duro_create_error {
+  size_t index; /* in the batch */
+  char *id;     /* NULL: none was asked for or drawn yet */
+  int code;     /* DURO_E_* (error.h: its name and message) */
+} duro_create_error;
+
+/* What a batch of creations did: the ids created and the requests
+ * refused, each in request order.  Duplicates (within the batch or
+ * existing) land in errors. */
+typedef struct duro_create_result {
+  char **created;
+  size_t n_created;
+  duro_create_error *errors;
+  size_t n_errors;
+} duro_create_result;
+void duro_create_result_free(duro_create_result *r);
+
+/* Creates many in one commit into *out (caller frees with
+ * duro_create_result_free; empty when the call fails).  A refused
+ * request never fails the call.  The JSON is duro_instance_create_batch
+ * (views/view_instance.h). */
+int duro_instance_create_many(duro_engine *e, const char *workflow,
+                              const duro_create_req *reqs, size_t n,
+                              duro_create_result *out);
 
 /* The same without waiting: returns DURO_E_WORKFLOW_NOT_FOUND, or 0 and
- * then calls done(ctx, rc, result) exactly once — with rc 0 and *result
- * (done owns it) as above once the batch is on disk, or with a storage
- * error and NULL — on the thread that commits the batch, never this
- * one: a caller that must not wait for a disk (the HTTP loop) may call
- * it.  done must not block: many creations share the commit it runs
- * after.  reqs are copied. */
-typedef void (*duro_create_done_fn)(void *ctx, int rc, json_t *result);
+ * then calls done(ctx, rc, result) exactly once — with rc 0 and the
+ * result as above once the batch is on disk (what *result holds is
+ * done's: duro_create_result_free, or taken), or with a storage error and
+ * NULL — on the thread that commits the batch, never this one: a caller
+ * that must not wait for a disk (the HTTP loop) may call it.  done must
+ * not block: many creations share the commit it runs after.  reqs are
+ * copied. */
+typedef void (*duro_create_done_fn)(void *ctx, int rc,
+                                    duro_create_result *result);
 int duro_instance_create_batch_async(duro_engine *e, const char *workflow,
                                      const duro_create_req *reqs, size_t n,
                                      duro_create_done_fn done, void *ctx);

@@ -1,8 +1,10 @@
-/* view_instance.c — JSON of the instance reads (view_instance.h): the
- * keys and their order the HTTP API has always sent, built from
- * engine.h's structs.  Nothing here decides anything: a call that fails
- * returns its code and no JSON. */
+/* view_instance.c — JSON of the instance reads and creations
+ * (view_instance.h): the keys and their order the HTTP API has always
+ * sent, built from engine.h's structs.  Nothing here decides anything: a
+ * call that fails returns its code and no JSON. */
 #include "view_instance.h"
+
+#include "error.h"
 
 /* User data as JSON: null for none, a string for a text that is not
  * JSON. */
@@ -102,6 +104,36 @@ json_t *view_workflow_counts(const duro_workflow_counts *c) {
   return json_pack("{s:s,s:o,s:I,s:I}", "name", c->name, "instances", by_status,
                    "backlog", (json_int_t)c->backlog, "oldest_queued_age_ms",
                    (json_int_t)c->oldest_queued_age_ms);
+}
+
+static json_t *create_result_json(const duro_create_result *r, int with_rc) {
+  json_t *created = json_array(), *errors = json_array();
+  for (size_t i = 0; i < r->n_created; i++)
+    json_array_append_new(created, json_pack("{s:s}", "id", r->created[i]));
+  for (size_t i = 0; i < r->n_errors; i++) {
+    const duro_create_error *err = &r->errors[i];
+    json_t *o = json_pack("{s:I,s:s?,s:s,s:s}", "index", (json_int_t)err->index,
+                          "id", err->id, "code", duro_err_name(err->code),
+                          "message", duro_err_str(err->code));
+    if (with_rc)
+      json_object_set_new(o, "rc", json_integer(err->code));
+    json_array_append_new(errors, o);
+  }
+  return json_pack("{s:o,s:o}", "created", created, "errors", errors);
+}
+
+json_t *view_create_result(const duro_create_result *r) {
+  return create_result_json(r, 0);
+}
+
+int duro_instance_create_batch(duro_engine *e, const char *workflow,
+                               const duro_create_req *reqs, size_t n,
+                               json_t **result) {
+  duro_create_result r;
+  int rc = duro_instance_create_many(e, workflow, reqs, n, &r);
+  *result = rc ? NULL : create_result_json(&r, 1);
+  duro_create_result_free(&r);
+  return rc;
 }
 
 int duro_instance_describe(duro_engine *e, const char *workflow, const char *id,

@@ -1,9 +1,9 @@
-/* view_instance.h — the instance reads as the JSON the HTTP routes send
- * (server/http/route_workflows.c) and the tests and the dashboard read,
- * built from engine.h's structs.  User data (params, output, results,
- * errors, payloads), JSON text in the structs, is parsed into the answer
- * (a text that is not JSON becomes a string; none, null).  Times the
- * instance has not reached are null. */
+/* view_instance.h — the instance reads and creations as the JSON the
+ * HTTP routes send (server/http/route_workflows.c) and the tests and the
+ * dashboard read, built from engine.h's structs.  User data (params,
+ * output, results, errors, payloads), JSON text in the structs, is parsed
+ * into the answer (a text that is not JSON becomes a string; none, null).
+ * Times the instance has not reached are null. */
 #ifndef DURO_VIEW_INSTANCE_H
 #define DURO_VIEW_INSTANCE_H
 
@@ -34,6 +34,18 @@ json_t *view_instance_page(const duro_instance_page *p);
 /* {"name","instances":{status: count},"backlog","oldest_queued_age_ms"}
  * (caller owns it). */
 json_t *view_workflow_counts(const duro_workflow_counts *c);
+
+/* A batch's creations: {"created":[{"id"}],"errors":[{"index","id"?,
+ * "code","message"}]}, each in request order (the reply of POST
+ * .../instances/batch; caller owns it). */
+json_t *view_create_result(const duro_create_result *r);
+
+/* duro_instance_create_many as view_create_result's JSON into *result
+ * (caller owns; NULL when the call fails), each error with "rc" too, the
+ * DURO_E_* code, as it always had for C callers. */
+int duro_instance_create_batch(duro_engine *e, const char *workflow,
+                               const duro_create_req *reqs, size_t n,
+                               json_t **result);
 
 /* duro_instance_read as view_instance's JSON into *out (caller owns;
  * NULL on an error). */

@@ -84,39 +84,29 @@ typedef struct create_answer {
   int batch;
 } create_answer;
 
-static void answer_created(create_answer *a, int rc, json_t *result) {
+static void answer_created(create_answer *a, int rc,
+                           const duro_create_result *result) {
   http_exchange *x = a->x;
   if (rc) {
     send_engine_error(x, rc, a->wf, a->id);
   } else if (a->batch) {
-    /* "rc" is the engine's internal code; clients get "code". */
-    size_t i;
-    json_t *err;
-    json_array_foreach(json_object_get(result, "errors"), i, err)
-        json_object_del(err, "rc");
-    send_json(x, 200, json_incref(result));
+    send_json(x, 200, view_create_result(result));
+  } else if (result->n_created) {
+    const char *id = result->created[0];
+    if (x->then_wait)
+      x->then_wait->id = xstrdup(id);
+    send_json(x, 201, json_pack("{s:s,s:s}", "id", id, "status", "queued"));
   } else {
-    json_t *one = json_array_get(json_object_get(result, "created"), 0);
-    if (one && x->then_wait)
-      x->then_wait->id = xstrdup(json_string_value(json_object_get(one, "id")));
-    if (one)
-      send_json(x, 201,
-                json_pack("{s:O,s:s}", "id", json_object_get(one, "id"),
-                          "status", "queued"));
-    else
-      send_engine_error(
-          x,
-          (int)json_integer_value(json_object_get(
-              json_array_get(json_object_get(result, "errors"), 0), "rc")),
-          a->wf, a->id);
+    send_engine_error(x, result->errors[0].code, a->wf, a->id);
   }
-  json_decref(result);
 }
 
-static void on_created(void *ctx, int rc, json_t *result) {
+static void on_created(void *ctx, int rc, duro_create_result *result) {
   create_answer *a = ctx;
   http_exchange *x = a->x;
   answer_created(a, rc, result);
+  if (result)
+    duro_create_result_free(result);
   free(a->wf);
   free(a->id);
   free(a);
@@ -130,9 +120,10 @@ static int create_deferred(http_server *s, http_exchange *x, const char *wf,
   *a = (create_answer){
       x, xstrdup(wf), !batch && reqs[0].id ? xstrdup(reqs[0].id) : NULL, batch};
   if (!x->req) { /* no loop to answer from: wait */
-    json_t *result = NULL;
-    int rc = duro_instance_create_batch(s->engine, wf, reqs, n, &result);
-    answer_created(a, rc, result);
+    duro_create_result result;
+    int rc = duro_instance_create_many(s->engine, wf, reqs, n, &result);
+    answer_created(a, rc, &result);
+    duro_create_result_free(&result);
     if (x->then_wait && x->then_wait->id)
       wait_for_end(s, x, x->then_wait->wf, x->then_wait->id, 0);
   } else {
