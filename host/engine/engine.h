@@ -18,7 +18,6 @@
 #ifndef DURO_ENGINE_H
 #define DURO_ENGINE_H
 
-#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 

@@ -12,6 +12,7 @@
 #ifndef DURO_ENGINE_INTERNAL_H
 #define DURO_ENGINE_INTERNAL_H
 
+#include <jansson.h> /* params, results and errors: JSON text checked and built */
 #include <pthread.h>
 
 #include "core.h"

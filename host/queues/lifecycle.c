@@ -12,6 +12,7 @@
  * the instance again, so it starts again. */
 #include "queue_driver.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
