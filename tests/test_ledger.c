@@ -353,8 +353,9 @@ static char *lease_batch(const char *q, int n, char prefix[]) {
 /* The ledger as a queue handler's thread leaves it. */
 static void crash_batch(const char *q, const char *prefix, uint32_t n,
                         int blamed, ledger_death how, int code) {
-  ledger_slot *s = ledger_claim(L, LEDGER_BATCH);
+  ledger_slot *s = ledger_claim(L, LEDGER_HANDLER);
   ck_assert_ptr_nonnull(s);
+  ledger_copy(s->driver, sizeof s->driver, "queues");
   ledger_copy(s->workflow, sizeof s->workflow, q);
   ledger_copy(s->plugin, sizeof s->plugin, "consumer");
   ledger_copy(s->key, sizeof s->key, prefix);

@@ -265,6 +265,11 @@ START_TEST(push_handler_crash_redelivers) {
       json_integer_value(jget(json_array_get(msgs, 0), "body.attempts")), 2);
   json_decref(msgs);
   ck_assert_int_ne(host_last_engine(&H), first);
+  /* The supervisor's line names what the dead thread ran, in the words
+   * the queues' driver left in its ledger slot. */
+  ck_assert_int_ge(host_count_lines(&H, "queue handler (queue \"in\", a "
+                                        "batch of 1)"),
+                   1);
   host_stop(&H, proc_now_ms() + 10000, 1);
 }
 END_TEST

@@ -3,6 +3,7 @@
  * fire by hand) on a thread of its own named in the crash ledger, its
  * tick settled by what it returned, and the trigger's counters let go. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "core.h"
@@ -142,8 +143,11 @@ static ledger_slot *handler_slot(duro_engine *e, const fire *f) {
   ledger_copy(sl->workflow, sizeof sl->workflow, f->schedule);
   ledger_copy(sl->plugin, sizeof sl->plugin, f->plugin);
   ledger_copy(sl->key, sizeof sl->key, f->key);
+  ledger_copy(sl->driver, sizeof sl->driver, cron_driver.name);
+  snprintf(sl->what, sizeof sl->what, "scheduled handler (cron \"%s\")",
+           f->schedule);
   sl->started_ms = f->tick;
-  ledger_set_state(sl, LEDGER_CRON);
+  ledger_set_state(sl, LEDGER_HANDLER);
   return sl;
 }
 

@@ -10,6 +10,8 @@
  * pass's own state (e->sweep), as the rest of the sweep is. */
 #include "driver.h"
 
+#include <string.h>
+
 #include "engine_internal.h"
 #include "error.h"
 
@@ -65,21 +67,27 @@ int engine_drivers_sweep(duro_engine *e, size_t budget) {
   return 0;
 }
 
-int engine_drivers_owns(const duro_engine *e, ledger_state st) {
+/* The driver whose handler slot sl is, with a recover (-1: none). */
+static int slot_owner(const duro_engine *e, const ledger_slot *sl) {
+  if (ledger_get_state(sl) != LEDGER_HANDLER)
+    return -1;
   for (size_t i = 0; i < e->n_drivers; i++)
-    if (e->drivers[i].d->slot_state && e->drivers[i].d->slot_state == st)
-      return 1;
-  return 0;
+    if (e->drivers[i].d->recover &&
+        !strncmp(e->drivers[i].d->name, sl->driver, sizeof sl->driver))
+      return (int)i;
+  return -1;
 }
 
-int engine_drivers_recover(duro_engine *e, const ledger_slot *sl,
-                           ledger_state st, int guilty, const char *how) {
-  for (size_t i = 0; i < e->n_drivers; i++) {
-    const duro_driver *d = e->drivers[i].d;
-    if (d->slot_state && d->slot_state == st && d->recover)
-      return d->recover(e, e->drivers[i].state, sl, guilty, how);
-  }
-  return 0;
+int engine_drivers_owns(const duro_engine *e, const ledger_slot *sl) {
+  return slot_owner(e, sl) >= 0;
+}
+
+int engine_drivers_recover(duro_engine *e, const ledger_slot *sl, int guilty,
+                           const char *how) {
+  int i = slot_owner(e, sl);
+  return i < 0 ? 0
+               : e->drivers[i].d->recover(e, e->drivers[i].state, sl, guilty,
+                                          how);
 }
 
 void engine_drivers_instance_changed(duro_engine *e, journal_batch *b,

@@ -36,10 +36,10 @@ typedef struct duro_driver {
   /* One bounded step of the retention sweep (at most `budget` rows):
    * 1 while rows remain (the next pass goes on), 0 when done. */
   int (*sweep)(duro_engine *e, void *state, size_t budget);
-  /* The crash ledger's slots in state `slot_state` (0: none) are this
-   * driver's: `recover` records what a dead engine's slot `sl` was doing
-   * (guilty: the thread the death is laid on; how: the death in words). */
-  ledger_state slot_state;
+  /* The crash ledger's LEDGER_HANDLER slots whose `driver` is this
+   * driver's name are its own: `recover` records what a dead engine's
+   * slot `sl` was doing (guilty: the thread the death is laid on; how:
+   * the death in words).  NULL: its slots only name what ran. */
   int (*recover)(duro_engine *e, void *state, const ledger_slot *sl, int guilty,
                  const char *how);
   /* An instance's row is written in batch b with a new status or its

@@ -258,9 +258,9 @@ int engine_drivers_dispatch(duro_engine *e, int64_t *next_ms);
 int engine_drivers_sweep(duro_engine *e, size_t budget);
 /* Whether a driver claims crash ledger slots in state st, and the replay
  * of one such slot of a dead engine. */
-int engine_drivers_owns(const duro_engine *e, ledger_state st);
-int engine_drivers_recover(duro_engine *e, const ledger_slot *sl,
-                           ledger_state st, int guilty, const char *how);
+int engine_drivers_owns(const duro_engine *e, const ledger_slot *sl);
+int engine_drivers_recover(duro_engine *e, const ledger_slot *sl, int guilty,
+                           const char *how);
 /* Each driver's instance_changed (driver.h) for a row written in b, in
  * the commit that writes it: from_status NULL for a new instance. */
 void engine_drivers_instance_changed(duro_engine *e, journal_batch *b,

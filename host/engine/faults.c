@@ -371,7 +371,7 @@ int engine_record_crashes(duro_engine *e) {
   for (uint32_t i = 0; i < ledger_size(l) && rc == 0; i++) {
     const ledger_slot *sl = ledger_last_slot(l, i);
     ledger_state st = ledger_get_state(sl);
-    int driver = engine_drivers_owns(e, st); /* a queue batch, say */
+    int driver = engine_drivers_owns(e, sl); /* a queue batch, say */
     if (st != LEDGER_ATTEMPT && st != LEDGER_ACTIVATION && !driver)
       continue;
     /* The thread the handlers caught; with none caught, an exit that
@@ -384,7 +384,7 @@ int engine_record_crashes(duro_engine *e) {
      * one, as a crash the handlers saw would be. */
     uint32_t kills = charge_kill(e, sl, st, death, code, blamed);
     if (driver)
-      rc = engine_drivers_recover(e, sl, st, guilty, how);
+      rc = engine_drivers_recover(e, sl, guilty, how);
     else if (guilty || st == LEDGER_ATTEMPT)
       rc = record_crash(e, sl, st == LEDGER_ATTEMPT, guilty, how, kills, now);
   }

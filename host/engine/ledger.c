@@ -240,7 +240,7 @@ static void on_process_exit(int status, void *arg) {
     return; /* the host's own exit: nothing to record */
   ledger_state st = ledger_get_state(&l->h.slots[thread_slot]);
   if (st != LEDGER_ATTEMPT && st != LEDGER_ACTIVATION && st != LEDGER_LOADING &&
-      st != LEDGER_BATCH && st != LEDGER_CRON)
+      st != LEDGER_HANDLER)
     return;
   blame(1, status);
   _exit(status);

@@ -35,14 +35,15 @@ typedef enum ledger_state {
   LEDGER_ATTEMPT,    /* inside a step callback */
   LEDGER_LOADING,    /* loading a plugin (dlopen, constructors, init) */
   LEDGER_ABANDONED,  /* in a hung callback the watchdog gave up on */
-  LEDGER_BATCH,      /* in a queue handler: workflow = the queue, key = the
-                        batch's lease prefix, count = its messages */
-  LEDGER_CRON,       /* in a scheduled handler: workflow = the schedule,
-                        key = the trigger, started_ms = the tick */
+  LEDGER_HANDLER,    /* in plugin code a driver runs (driver.h): `driver`
+                        names it, `what` says what runs in words (for the
+                        supervisor's log), the other fields are the
+                        driver's to fill (its recover reads them) */
 } ledger_state;
 
 #define LEDGER_NAME_MAX 128
 #define LEDGER_KEY_MAX 272
+#define LEDGER_DRIVER_MAX 24
 
 typedef struct ledger_slot {
   uint32_t state; /* ledger_state; atomic */
@@ -59,6 +60,8 @@ typedef struct ledger_slot {
   char plugin[LEDGER_NAME_MAX]; /* the plugin's config name */
   char key[LEDGER_KEY_MAX];     /* "name#count" */
   char name[LEDGER_KEY_MAX];
+  char driver[LEDGER_DRIVER_MAX]; /* LEDGER_HANDLER: the driver's name */
+  char what[LEDGER_KEY_MAX];      /* LEDGER_HANDLER: "queue handler (...)" */
 } ledger_slot;
 
 /* How the last engine process ended, as the supervisor saw it. */
@@ -163,14 +166,15 @@ int64_t ledger_suspect_rowid(ledger *l, uint32_t i);
  * from plugin code)": the last death, into buf. */
 const char *ledger_death_text(const ledger *l, char *buf, size_t len);
 
-/* Queue handler batches that run with a slot; more at once run without
- * one (a crash in those is seen when their leases end). */
-#define LEDGER_BATCH_SLOTS 32
+/* Drivers' handlers (queue batches, cron ticks) that run with a slot;
+ * more at once run without one (a queue batch's crash is then seen when
+ * its lease ends). */
+#define LEDGER_HANDLER_SLOTS 32
 
 /* Slots an engine with `workers` worker threads needs: the workers, as
- * many replacements for hung ones, the main thread, queue batches. */
+ * many replacements for hung ones, the main thread, drivers' handlers. */
 static inline uint32_t ledger_slots_for(uint32_t workers) {
-  return (workers ? workers : 1) * 2 + 2 + LEDGER_BATCH_SLOTS;
+  return (workers ? workers : 1) * 2 + 2 + LEDGER_HANDLER_SLOTS;
 }
 
 #endif

@@ -5,6 +5,7 @@
  * without workers). */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "consumer_internal.h"
@@ -27,9 +28,10 @@ static ledger_slot *batch_slot(duro_engine *e, const wf_consumer *c,
   ledger_copy(sl->workflow, sizeof sl->workflow, c->queue);
   ledger_copy(sl->plugin, sizeof sl->plugin, c->plugin);
   ledger_copy(sl->key, sizeof sl->key, prefix);
+  ledger_copy(sl->driver, sizeof sl->driver, queue_driver.name);
   sl->count = 0;
   sl->started_ms = engine_now(e);
-  ledger_set_state(sl, LEDGER_BATCH);
+  ledger_set_state(sl, LEDGER_HANDLER);
   return sl;
 }
 
@@ -149,8 +151,11 @@ size_t consumer_dispatch_push(duro_engine *e, const wf_consumer *c,
     consumer_batch_done(e, c->queue, fn, 1, 0);
     return 0;
   }
-  if (slot)
+  if (slot) {
     slot->count = (uint32_t)n;
+    snprintf(slot->what, sizeof slot->what,
+             "queue handler (queue \"%s\", a batch of %zu)", c->queue, n);
+  }
   duro_message_batch *b = consumer_batch_new(e, c, fn, prefix, msgs, n);
   b->slot = slot;
   b->started_ms = started;

@@ -186,7 +186,6 @@ const duro_driver queue_driver = {
     .create = create,
     .dispatch = dispatch,
     .sweep = sweep,
-    .slot_state = LEDGER_BATCH,
     .recover = recover,
     .instance_changed = queue_lifecycle_changed,
     .health = health,

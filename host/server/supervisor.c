@@ -174,7 +174,7 @@ static void describe_running(const supervisor *sv, char *buf, size_t len) {
     ledger_state st = ledger_get_state(s);
     if ((blamed >= 0 && (int)i != blamed) ||
         (st != LEDGER_ATTEMPT && st != LEDGER_ACTIVATION &&
-         st != LEDGER_LOADING && st != LEDGER_BATCH && st != LEDGER_CRON))
+         st != LEDGER_LOADING && st != LEDGER_HANDLER))
       continue;
     const config_plugin *p = NULL;
     config_find_workflow(sv->cfg, s->workflow, &p);
@@ -182,16 +182,9 @@ static void describe_running(const supervisor *sv, char *buf, size_t len) {
     if (st == LEDGER_LOADING)
       n = snprintf(buf + used, len - used, " while loading plugin \"%s\"",
                    s->plugin);
-    else if (st == LEDGER_CRON)
-      n = snprintf(buf + used, len - used,
-                   "%s plugin \"%s\" scheduled handler (cron \"%s\")",
-                   used ? ";" : " while running", s->plugin, s->workflow);
-    else if (st == LEDGER_BATCH)
-      n = snprintf(buf + used, len - used,
-                   "%s plugin \"%s\" queue handler (queue \"%s\", a batch "
-                   "of %u)",
-                   used ? ";" : " while running", s->plugin, s->workflow,
-                   s->count);
+    else if (st == LEDGER_HANDLER)
+      n = snprintf(buf + used, len - used, "%s plugin \"%s\" %s",
+                   used ? ";" : " while running", s->plugin, s->what);
     else if (st == LEDGER_ATTEMPT)
       n = snprintf(buf + used, len - used,
                    "%s plugin \"%s\" workflow \"%s\" instance \"%s\" step "
