@@ -70,6 +70,10 @@ RULES = [
     ("host/cron", "not", ["host/views"], RULE),
 ]
 
+# A folder's *_internal.h is what its own files share: no file of another
+# folder of host/ includes one (tests may).
+PRIVATE = ("host", "private", ["*_internal.h"], RULE)
+
 SYSTEM_DIRS = ["/usr/include", "/usr/local/include",
                "/usr/include/x86_64-linux-gnu", "/usr/include/aarch64-linux-gnu"]
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
@@ -137,7 +141,8 @@ def breaks(root):
     found = []
     for src in files:
         rules = [r for r in RULES if under(src, r[0])]
-        if not rules:
+        private = under(src, PRIVATE[0])
+        if not rules and not private:
             continue
         with open(os.path.join(root, src), encoding="utf-8",
                   errors="replace") as fh:
@@ -151,6 +156,10 @@ def breaks(root):
                 for rule in rules:
                     if not allowed(target, rule[1], rule[2]):
                         found.append((src, lineno, m.group(2), target, rule))
+                if (private and target != GENERATED and
+                        target.endswith("_internal.h") and
+                        os.path.dirname(target) != os.path.dirname(src)):
+                    found.append((src, lineno, m.group(2), target, PRIVATE))
     return found
 
 
@@ -165,7 +174,9 @@ def main():
     failed = False
     for src, lineno, name, target, rule in found:
         folder, how, listed, kind = rule
-        if how == "not":
+        if how == "private":
+            what = "another folder's " + os.path.basename(target)
+        elif how == "not":
             named = next(f for f in listed if under(target, f))
             what = named if named == target else "folder " + named
         else:

@@ -35,6 +35,7 @@
 
 #include "consumer_internal.h"
 #include "core.h"
+#include "queue_internal.h"
 
 void consumer_clear(wf_consumer *c) {
   free(c->queue);

@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include "consumer_internal.h"
+#include "queue_internal.h"
 
 const char *queue_api_batch_queue(const duro_message_batch *b) {
   return b ? b->queue : NULL;

@@ -10,6 +10,7 @@
 #include "core.h"
 #include "error.h"
 #include "log.h"
+#include "queue_internal.h"
 
 /* Gives up on batch b, past its deadline (cs->mu and b->mu held): from
  * now on its marks are refused and its return is discarded, its slot is

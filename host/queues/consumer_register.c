@@ -10,6 +10,7 @@
 #include "consumer_internal.h"
 #include "core.h"
 #include "json_pointer.h"
+#include "queue_internal.h"
 
 static struct queue_consumers *consumers(duro_engine *e) {
   queue_state *s = queue_state_of(e);

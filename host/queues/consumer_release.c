@@ -6,6 +6,7 @@
 #include "consumer_internal.h"
 #include "core.h"
 #include "log.h"
+#include "queue_internal.h"
 
 typedef struct held {
   char *lease[DURO_QUEUE_MAX_BATCH];

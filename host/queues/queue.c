@@ -16,6 +16,7 @@
  * parsed here to refuse one that is not JSON). */
 #include "queue.h"
 #include "queue_driver.h"
+#include "queue_internal.h"
 
 #include <jansson.h>
 #include <stdarg.h>

@@ -10,6 +10,7 @@
 #include "core.h"
 #include "log.h"
 #include "queue.h"
+#include "queue_internal.h"
 #include "step.h"
 
 static duro_queue *api_env_queue(duro_env *env, const char *binding) {

@@ -22,6 +22,7 @@
 #include "error.h"
 #include "log.h"
 #include "queue.h"
+#include "queue_internal.h"
 #include "util.h"
 
 queue_state *queue_state_of(duro_engine *e) {
