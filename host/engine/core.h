@@ -64,7 +64,8 @@ wf_reg *engine_find_workflow(const duro_engine *e, const char *name);
 const duro_workflow_limits *engine_workflow_limits(const wf_reg *wf);
 /* Fills `row` for a new instance of wf with id (both borrowed until b is
  * committed) and req's params and retention, and appends its insert to b:
- * for callers that commit a creation with other writes.  engine.c. */
+ * for callers that commit a creation with other writes.
+ * engine_create.c. */
 void engine_instance_insert_op(const wf_reg *wf, const char *id,
                                const duro_create_req *req, int64_t now,
                                journal_instance *row, journal_batch *b);

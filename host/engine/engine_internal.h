@@ -1,6 +1,10 @@
-/* engine_internal.h — the engine's struct and what its own files
- * (engine.c: instances, scheduling; step*.c: the step API inside an
- * activation; the others of engine/) share.  Not for other modules: a
+/* engine_internal.h — the engine's struct and what its own files share,
+ * a section a file (each names it): engine.c the engine opened, started,
+ * stopped and closed; engine_registry.c the workflows; engine_runnable.c
+ * the entries and the runnable set; engine_worker.c the worker threads
+ * and the commits of steps; engine_create.c the creation of instances;
+ * engine_json.c JSON text checked; step*.c the step API inside an
+ * activation; and the others of engine/.  Not for other modules: a
  * feature beside the engine (queues, cron) includes core.h.
  *
  * The in-memory state of the engine is only about instances something is
@@ -246,45 +250,89 @@ struct duro_engine {
   engine_history history; /* m's counters per 10 s (history.c) */
 };
 
-/* ---- drivers (driver.c) ---- */
+/* ---- the engine (engine.c) ---- */
 
-/* Registers the built-in drivers (at open). */
-int engine_drivers_open(duro_engine *e);
-/* Each driver's dispatch on the scheduler pass: 1 when one may have more
- * due now; *next_ms the earliest next time (engine clock, INT64_MAX). */
-int engine_drivers_dispatch(duro_engine *e, int64_t *next_ms);
-/* The drivers' part of the retention sweep, from e->sweep.driver on:
- * 1 while rows remain. */
-int engine_drivers_sweep(duro_engine *e, size_t budget);
-/* Whether a driver claims crash ledger slots in state st, and the replay
- * of one such slot of a dead engine. */
-int engine_drivers_owns(const duro_engine *e, const ledger_slot *sl);
-int engine_drivers_recover(duro_engine *e, const ledger_slot *sl, int guilty,
-                           const char *how);
-/* Each driver's instance_changed (driver.h) for a row written in b, in
- * the commit that writes it: from_status NULL for a new instance. */
-void engine_drivers_instance_changed(duro_engine *e, journal_batch *b,
-                                     const journal_instance *row,
-                                     duro_status from_status,
-                                     int64_t from_started_ms, int64_t now);
-/* The drivers' parts of /healthz; 1 when one makes it degraded. */
-int engine_drivers_health(duro_engine *e, duro_health_parts *parts);
-/* The drivers' series of GET /metrics. */
-void engine_drivers_metrics(duro_engine *e, FILE *out);
-/* The drivers' threads still running at `until` (stop), and close. */
-struct timespec;
-uint32_t engine_drivers_drain(duro_engine *e, const struct timespec *until);
-void engine_drivers_free(duro_engine *e);
+/* The synchronous forms of asynchronous operations wait on one of these:
+ * engine_wait_done (any thread) hands over rc and a result, and
+ * engine_wait_for (the waiting thread) returns rc once it came. */
+typedef struct engine_wait {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done, rc;
+  void *result;
+} engine_wait;
+#define ENGINE_WAIT_INIT                                                       \
+  { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER }
+void engine_wait_done(engine_wait *w, int rc, void *result);
+int engine_wait_for(engine_wait *w, void **result);
 
-/* The counters' history (history.c): init at open, free at close; the
- * scheduler thread samples at every pass. */
-void engine_history_init(duro_engine *e);
-void engine_history_free(duro_engine *e);
-void engine_history_sample(duro_engine *e);
+/* ---- workflows (engine_registry.c) ---- */
+
+wf_reg *engine_find_binding(const duro_engine *e, const char *binding);
+
+/* ---- entries and the runnable set (engine_runnable.c) ---- */
+
+/* Entries (call with mu held). */
+/* Creates the instance's entry in `state`. */
+entry *entry_take(duro_engine *e, int64_t rowid, int state);
+/* Forgets the entry (its row is current again). */
+void entry_drop(duro_engine *e, entry *ent);
+/* Queues the entry to run. */
+void runnable_push(duro_engine *e, entry *ent);
+/* The next entry to run, or NULL; draining kicks the scheduler to pull
+ * in the backlog. */
+entry *runnable_pop(duro_engine *e);
+/* Takes a queued entry out of whichever queue holds it. */
+void runnable_remove(duro_engine *e, entry *ent);
+/* Gives back the activation's concurrency slot and lets one parked
+ * instance of the workflow run. */
+void release_slot_locked(duro_engine *e, entry *ent);
+void fifo_push(entry_fifo *q, entry *ent);
+entry *fifo_pop(entry_fifo *q);
+void fifo_remove(entry_fifo *q, entry *ent);
+
+/* Called by activation_run once it knows the workflow: takes one of its
+ * concurrency slots and returns 1, or parks the entry until a slot frees
+ * and returns 0 (the activation must then return without running or
+ * calling engine_activation_done). */
+int engine_activation_admit(duro_engine *e, entry *ent, wf_reg *wf);
+
+/* A queued instance with no entry: runnable now, or left to the backlog
+ * when the runnable FIFO is full (mu held). */
+void engine_queue_new_locked(duro_engine *e, int64_t rowid);
+/* Pulls backlog rows into the runnable FIFO (the scheduler thread). */
+void engine_refill(duro_engine *e);
+/* Instances queued: runnable in memory and in the backlog. */
+size_t engine_backlog(duro_engine *e);
+
+/* An event is on disk; `wake` is its committed JOP_WAKE_IF_WAITING op,
+ * which says whether the commit made the instance due (it waits for the
+ * type) and which host runs it.  On this host: engine_instance_poke. */
+void engine_event_stored(duro_engine *e, const journal_op *wake);
+/* Something for instance `rowid` (an event) arrived: an activation
+ * running it runs it again; an idle one runs when `woke`. */
+void engine_instance_poke(duro_engine *e, int64_t rowid, int woke);
+
+/* The status of an activation that found no row of its instance to run
+ * (swept meanwhile, or its workflow unknown): not one of duro_status. */
+#define ENGINE_STATUS_NONE ((duro_status)-1)
+
+/* Called when the instance's new row is committed: removes or requeues
+ * the entry.  may_commit = 0 when called from a commit callback (which
+ * must not commit): a pause or terminate that arrived too late for the
+ * activation is then handed to a worker instead of applied here. */
+void engine_activation_done(duro_engine *e, entry *ent, duro_status status,
+                            int64_t wake_ms, int may_commit);
+
+/* ---- worker threads and commits (engine_worker.c) ---- */
 
 /* The calling thread's worker (NULL when activations run inline) and its
- * ledger slot (NULL when it has none).  engine.c. */
+ * ledger slot (NULL when it has none). */
 worker *engine_thread_worker(void);
+ledger_slot *engine_thread_slot(void);
+
+/* Starts one more worker thread (mu held). */
+int engine_spawn_worker_locked(duro_engine *e);
 
 /* Commits a step's batch.  On a worker's fiber the worker runs other
  * activations until the batch is durable; elsewhere the thread waits.
@@ -302,35 +350,27 @@ void engine_commit_final(duro_engine *e, journal_batch *b, journal_done_fn fn,
 /* The watchdog gave up on w (mu held): ready tasks become orphans; their
  * entries go to *out (the caller releases them, unlocked). */
 size_t engine_orphan_ready_locked(worker *w, struct entry ***out);
-ledger_slot *engine_thread_slot(void);
 
-/* Records the attempts a dead engine's ledger holds: the one to blame as
- * a failed attempt `plugin.crashed` (erroring an instance whose step
- * reached max_crashes), the others inside their callbacks as cut short.
- * Runs at start, before any activation.  faults.c. */
-int engine_record_crashes(duro_engine *e);
+/* ---- JSON (engine_json.c) ---- */
 
-/* Adds to `b` attempt `number` of step `s` (copied by the caller, its
- * row rewritten: attempts = number, due at once) as cut short `by` ("a
- * stop", "the engine's death (SIGKILL)") at `now`: a failed attempt
- * attempt.cut_short the retry policy does not charge, logged for `where`
- * ("workflow/id").  Its error JSON goes to *owned (the caller frees it
- * after the commit).  faults.c. */
-void engine_cut_short(journal_batch *b, const char *where, int64_t rowid,
-                      journal_step *s, uint32_t number, int64_t started_ms,
-                      const char *build, const char *by, int64_t now,
-                      char **owned);
+/* json_text_check (core.h); on DURO_E_INVALID_OUTPUT it writes why and
+ * where the parse failed ("... at line L, column C (byte P)") into why
+ * (may be NULL). */
+int json_text_check_at(const char *text, int64_t limit, char *why,
+                       size_t why_len);
 
-/* The engine stops with callbacks still running past its grace: each is
- * journaled cut short by the stop (and whatever it returns later is
- * discarded).  Returns how many.  Call without mu.  faults.c. */
-uint32_t engine_cut_short_running(duro_engine *e, int64_t grace_ms);
+/* ---- the step runner (step*.c; step_internal.h names the pieces) ---- */
 
-/* Gives up on the attempt worker `w` runs if it is past its deadline
- * (and, when `ent` is not NULL, belongs to that entry): records it as
- * failed, releases the instance, and starts a replacement worker.
- * Returns 1 when it did.  Call without mu.  faults.c. */
-int engine_abandon_hung(duro_engine *e, worker *w, entry *ent);
+/* Runs one activation of the instance behind `ent` (state ACTIVE) and
+ * queues its outcome for commit; engine_activation_done follows once that
+ * commit landed, possibly on another thread. step.c. */
+void activation_run(duro_engine *e, entry *ent);
+
+/* Replays the instance `rowid` of workflow `wf` on `run` (another build)
+ * without running, waiting or writing anything, into *out (its strings
+ * the caller's).  step_dry.c. */
+void activation_dry_run(duro_engine *e, wf_reg *wf, int64_t rowid,
+                        duro_run_fn run, duro_dry_run_instance *out);
 
 /* What the watchdog keeps of an attempt it gives up on: copies, owned. */
 typedef struct hung_attempt {
@@ -370,68 +410,80 @@ void hung_attempt_clear(hung_attempt *h);
  * place in the gate held back go on.  step_gate.c. */
 void attempt_gate_leave(struct duro_attempt *at);
 
+/* ---- faults (faults.c) ---- */
+
+/* Records the attempts a dead engine's ledger holds: the one to blame as
+ * a failed attempt `plugin.crashed` (erroring an instance whose step
+ * reached max_crashes), the others inside their callbacks as cut short.
+ * Runs at start, before any activation. */
+int engine_record_crashes(duro_engine *e);
+
+/* Adds to `b` attempt `number` of step `s` (copied by the caller, its
+ * row rewritten: attempts = number, due at once) as cut short `by` ("a
+ * stop", "the engine's death (SIGKILL)") at `now`: a failed attempt
+ * attempt.cut_short the retry policy does not charge, logged for `where`
+ * ("workflow/id").  Its error JSON goes to *owned (the caller frees it
+ * after the commit). */
+void engine_cut_short(journal_batch *b, const char *where, int64_t rowid,
+                      journal_step *s, uint32_t number, int64_t started_ms,
+                      const char *build, const char *by, int64_t now,
+                      char **owned);
+
+/* The engine stops with callbacks still running past its grace: each is
+ * journaled cut short by the stop (and whatever it returns later is
+ * discarded).  Returns how many.  Call without mu. */
+uint32_t engine_cut_short_running(duro_engine *e, int64_t grace_ms);
+
+/* Gives up on the attempt worker `w` runs if it is past its deadline
+ * (and, when `ent` is not NULL, belongs to that entry): records it as
+ * failed, releases the instance, and starts a replacement worker.
+ * Returns 1 when it did.  Call without mu. */
+int engine_abandon_hung(duro_engine *e, worker *w, entry *ent);
+
 /* Gives up on whichever attempt runs for entry `ent`, hung or not: a
- * terminate must not wait for a callback.  Returns 1 when it did.
- * faults.c. */
+ * terminate must not wait for a callback.  Returns 1 when it did. */
 int engine_abandon_entry(duro_engine *e, entry *ent);
 
-/* The watchdog thread: looks for hung attempts every 100 ms. faults.c. */
+/* The watchdog thread: looks for hung attempts every 100 ms. */
 void *engine_watchdog_main(void *arg);
 
-/* Starts one more worker thread (mu held).  engine.c. */
-int engine_spawn_worker_locked(duro_engine *e);
+/* ---- drivers (driver.c) ---- */
 
-/* Replays the instance `rowid` of workflow `wf` on `run` (another build)
- * without running, waiting or writing anything, into *out (its strings
- * the caller's).  step_dry.c. */
-void activation_dry_run(duro_engine *e, wf_reg *wf, int64_t rowid,
-                        duro_run_fn run, duro_dry_run_instance *out);
+/* Registers the built-in drivers (at open). */
+int engine_drivers_open(duro_engine *e);
+/* Each driver's dispatch on the scheduler pass: 1 when one may have more
+ * due now; *next_ms the earliest next time (engine clock, INT64_MAX). */
+int engine_drivers_dispatch(duro_engine *e, int64_t *next_ms);
+/* The drivers' part of the retention sweep, from e->sweep.driver on:
+ * 1 while rows remain. */
+int engine_drivers_sweep(duro_engine *e, size_t budget);
+/* Whether a driver claims crash ledger slots in state st, and the replay
+ * of one such slot of a dead engine. */
+int engine_drivers_owns(const duro_engine *e, const ledger_slot *sl);
+int engine_drivers_recover(duro_engine *e, const ledger_slot *sl, int guilty,
+                           const char *how);
+/* Each driver's instance_changed (driver.h) for a row written in b, in
+ * the commit that writes it: from_status NULL for a new instance. */
+void engine_drivers_instance_changed(duro_engine *e, journal_batch *b,
+                                     const journal_instance *row,
+                                     duro_status from_status,
+                                     int64_t from_started_ms, int64_t now);
+/* The drivers' parts of /healthz; 1 when one makes it degraded. */
+int engine_drivers_health(duro_engine *e, duro_health_parts *parts);
+/* The drivers' series of GET /metrics. */
+void engine_drivers_metrics(duro_engine *e, FILE *out);
+/* The drivers' threads still running at `until` (stop), and close. */
+struct timespec;
+uint32_t engine_drivers_drain(duro_engine *e, const struct timespec *until);
+void engine_drivers_free(duro_engine *e);
 
-/* Runs one activation of the instance behind `ent` (state ACTIVE) and
- * queues its outcome for commit; engine_activation_done follows once that
- * commit landed, possibly on another thread. step.c. */
-void activation_run(duro_engine *e, entry *ent);
+/* ---- the counters' history (history.c) ---- */
 
-/* Called by activation_run once it knows the workflow: takes one of its
- * concurrency slots and returns 1, or parks the entry until a slot frees
- * and returns 0 (the activation must then return without running or
- * calling engine_activation_done). engine.c. */
-int engine_activation_admit(duro_engine *e, entry *ent, wf_reg *wf);
-
-/* The status of an activation that found no row of its instance to run
- * (swept meanwhile, or its workflow unknown): not one of duro_status. */
-#define ENGINE_STATUS_NONE ((duro_status)-1)
-
-/* Called when the instance's new row is committed: removes or requeues
- * the entry.  may_commit = 0 when called from a commit callback (which
- * must not commit): a pause or terminate that arrived too late for the
- * activation is then handed to a worker instead of applied here.
- * engine.c. */
-void engine_activation_done(duro_engine *e, entry *ent, duro_status status,
-                            int64_t wake_ms, int may_commit);
-
-/* The synchronous forms of asynchronous operations wait on one of these:
- * engine_wait_done (any thread) hands over rc and a result, and
- * engine_wait_for (the waiting thread) returns rc once it came.
- * engine.c. */
-typedef struct engine_wait {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int done, rc;
-  void *result;
-} engine_wait;
-#define ENGINE_WAIT_INIT                                                       \
-  { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER }
-void engine_wait_done(engine_wait *w, int rc, void *result);
-int engine_wait_for(engine_wait *w, void **result);
-
-/* A queued instance with no entry: runnable now, or left to the backlog
- * when the runnable FIFO is full (mu held).  engine.c. */
-void engine_queue_new_locked(duro_engine *e, int64_t rowid);
-/* Pulls backlog rows into the runnable FIFO (the scheduler thread). */
-void engine_refill(duro_engine *e);
-/* Instances queued: runnable in memory and in the backlog. */
-size_t engine_backlog(duro_engine *e);
+/* Init at open, free at close; the scheduler thread samples at every
+ * pass. */
+void engine_history_init(duro_engine *e);
+void engine_history_free(duro_engine *e);
+void engine_history_sample(duro_engine *e);
 
 /* ---- builds (builds.c) ---- */
 
@@ -444,23 +496,6 @@ void build_release(wf_reg *wf, wf_build *b);
 /* The newest build's hash (may be NULL). */
 const char *build_newest_hash(wf_reg *wf);
 void builds_free(wf_reg *wf);
-
-/* ---- entries (engine.c; call with mu held) ---- */
-
-/* Creates the instance's entry in `state`. */
-entry *entry_take(duro_engine *e, int64_t rowid, int state);
-/* Forgets the entry (its row is current again). */
-void entry_drop(duro_engine *e, entry *ent);
-/* Queues the entry to run. */
-void runnable_push(duro_engine *e, entry *ent);
-/* Takes a queued entry out of whichever queue holds it. */
-void runnable_remove(duro_engine *e, entry *ent);
-/* Gives back the activation's concurrency slot and lets one parked
- * instance of the workflow run. */
-void release_slot_locked(duro_engine *e, entry *ent);
-void fifo_push(entry_fifo *q, entry *ent);
-entry *fifo_pop(entry_fifo *q);
-void fifo_remove(entry_fifo *q, entry *ent);
 
 /* ---- watches (watch.c) ---- */
 
@@ -547,24 +582,12 @@ int apply_control_idle(duro_engine *e, int64_t rowid, int control);
  * DURO_E_WORKFLOW_NOT_FOUND, DURO_E_INVALID_ID, DURO_E_NOT_FOUND. */
 int engine_instance_get(duro_engine *e, const char *workflow, const char *id,
                         journal_instance *in);
-wf_reg *engine_find_binding(const duro_engine *e, const char *binding);
+
+/* ---- reading instances (inspect.c) ---- */
 
 /* The status a reader should see: a running activation overlays the
- * stored one. inspect.c. */
+ * stored one. */
 duro_status engine_live_status(duro_engine *e, int64_t rowid,
                                duro_status stored);
-
-/* The same; on DURO_E_INVALID_OUTPUT it writes why and where the parse
- * failed ("... at line L, column C (byte P)") into why (may be NULL). */
-int json_text_check_at(const char *text, int64_t limit, char *why,
-                       size_t why_len);
-
-/* An event is on disk; `wake` is its committed JOP_WAKE_IF_WAITING op,
- * which says whether the commit made the instance due (it waits for the
- * type) and which host runs it.  On this host: engine_instance_poke. */
-void engine_event_stored(duro_engine *e, const journal_op *wake);
-/* Something for instance `rowid` (an event) arrived: an activation
- * running it runs it again; an idle one runs when `woke`. */
-void engine_instance_poke(duro_engine *e, int64_t rowid, int woke);
 
 #endif

@@ -1,0 +1,280 @@
+/* engine_create.c — the creation of instances: a batch of requests
+ * checked (workflow, id, params, the backlog), each a row inserted with
+ * its id (given, or a UUIDv7), committed in one batch; on the committing
+ * thread the created instances become runnable and the caller hears a
+ * duro_create_result.  The asynchronous form (for the HTTP loop), the
+ * synchronous ones waiting for it, and the insert op for callers that
+ * commit a creation with writes of their own (core.h). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "engine_internal.h"
+#include "error.h"
+#include "log.h"
+#include "util.h"
+
+/* A UUIDv7: 48 bits of Unix milliseconds, then random bits.  Ids made
+ * close in time sort close together, so creating many instances appends
+ * to the (workflow, id) index instead of writing all over it. */
+static char *random_id(int64_t now_ms) {
+  unsigned char b[16];
+  if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
+    fprintf(stderr, "duro: getrandom failed: %s\n", strerror(errno));
+    abort();
+  }
+  for (int i = 0; i < 6; i++)
+    b[i] = (unsigned char)((uint64_t)now_ms >> (40 - 8 * i));
+  b[6] = (b[6] & 0x0f) | 0x70;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  return xasprintf("%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+                   "%02x%02x%02x%02x%02x%02x",
+                   b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],
+                   b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
+static int check_create(duro_engine *e, const char *workflow, const char *id,
+                        const char *params, const wf_reg **wf) {
+  *wf = engine_find_workflow(e, workflow);
+  if (!*wf)
+    return DURO_E_WORKFLOW_NOT_FOUND;
+  if (id && !duro_instance_id_valid(id))
+    return DURO_E_INVALID_ID;
+  if (params && json_text_check(params, e->max_step_result) != 0)
+    return DURO_E_INVALID_PARAMS;
+  return 0;
+}
+
+int duro_instance_create(duro_engine *e, const char *workflow, const char *id,
+                         const char *params, int64_t retention_ms,
+                         char **id_out) {
+  duro_create_req req = {
+      .id = id, .params = params, .retention_ms = retention_ms};
+  duro_create_result res;
+  if (id_out)
+    *id_out = NULL;
+  int rc = duro_instance_create_many(e, workflow, &req, 1, &res);
+  if (rc)
+    return rc;
+  if (res.n_created == 1) {
+    if (id_out) {
+      *id_out = res.created[0];
+      res.created[0] = NULL;
+    }
+  } else {
+    rc = res.errors[0].code;
+  }
+  duro_create_result_free(&res);
+  return rc;
+}
+
+void duro_create_result_free(duro_create_result *r) {
+  for (size_t i = 0; i < r->n_created; i++)
+    free(r->created[i]);
+  free(r->created);
+  for (size_t i = 0; i < r->n_errors; i++)
+    free(r->errors[i].id);
+  free(r->errors);
+  *r = (duro_create_result){0};
+}
+
+void engine_instance_insert_op(const wf_reg *wf, const char *id,
+                               const duro_create_req *req, int64_t now,
+                               journal_instance *row, journal_batch *b) {
+  *row = (journal_instance){0};
+  row->workflow = (char *)wf->name;
+  row->id = (char *)id;
+  row->status = DURO_STATUS_QUEUED;
+  row->params = (char *)(req->params ? req->params : "null");
+  row->created_ms = now;
+  row->retention_ms =
+      req->retention_ms >= 0
+          ? req->retention_ms
+          : __atomic_load_n(&wf->limits.retention_ms, __ATOMIC_RELAXED);
+  journal_batch_add(b, JOP_INSTANCE_INSERT)->inst = row;
+}
+
+static void created_locked(duro_engine *e, int64_t rowid) {
+  engine_queue_new_locked(e, rowid);
+  metrics_add(&e->m.instances_created, 1);
+}
+
+void engine_instance_created(duro_engine *e, int64_t rowid) {
+  pthread_mutex_lock(&e->mu);
+  created_locked(e, rowid);
+  pthread_mutex_unlock(&e->mu);
+}
+
+static int cmp_index(const void *a, const void *b) {
+  size_t x = ((const duro_create_error *)a)->index,
+         y = ((const duro_create_error *)b)->index;
+  return (x > y) - (x < y);
+}
+
+/* A batch of creations on its way to disk: everything its ops point to
+ * lives here until the commit is done. */
+typedef struct create_job {
+  duro_engine *e;
+  char *workflow;
+  size_t n;
+  journal_instance *rows;
+  char **ids;
+  char **params; /* copies: the caller's may be gone by the commit */
+  size_t *op_of; /* the op of request i; SIZE_MAX: refused before */
+  journal_batch b;
+  duro_create_error *errors; /* at most one a request */
+  size_t n_errors;
+  duro_create_done_fn done;
+  void *ctx;
+} create_job;
+
+static void create_job_free(create_job *job) {
+  journal_batch_free(&job->b);
+  for (size_t i = 0; i < job->n; i++) {
+    free(job->ids[i]);
+    free(job->params[i]);
+  }
+  free(job->ids);
+  free(job->params);
+  free(job->rows);
+  free(job->op_of);
+  free(job->workflow);
+  for (size_t i = 0; i < job->n_errors; i++)
+    free(job->errors[i].id);
+  free(job->errors);
+  free(job);
+}
+
+static void batch_error(create_job *job, size_t index, const char *id, int rc) {
+  job->errors[job->n_errors++] = (duro_create_error){
+      .index = index, .id = id ? xstrdup(id) : NULL, .code = rc};
+}
+
+/* On the thread that committed: the created instances become runnable,
+ * and the caller hears the outcome. */
+static void create_finish(void *ctx, int rc) {
+  create_job *job = ctx;
+  duro_engine *e = job->e;
+  duro_create_result result = {0};
+  if (rc == 0) {
+    result.created = xcalloc(job->n ? job->n : 1, sizeof *result.created);
+    pthread_mutex_lock(&e->mu);
+    for (size_t i = 0; i < job->n; i++) {
+      if (job->op_of[i] == SIZE_MAX)
+        continue;
+      journal_op *op = &job->b.ops[job->op_of[i]];
+      if (op->rc) {
+        batch_error(job, i, job->ids[i], op->rc);
+        continue;
+      }
+      created_locked(e, op->out_rowid);
+      result.created[result.n_created++] = job->ids[i];
+      job->ids[i] = NULL;
+    }
+    pthread_mutex_unlock(&e->mu);
+    /* Errors found before and after the commit, in request order. */
+    qsort(job->errors, job->n_errors, sizeof *job->errors, cmp_index);
+    result.errors = job->errors;
+    result.n_errors = job->n_errors;
+    job->errors = NULL;
+    job->n_errors = 0;
+  } else {
+    log_error("creating %zu instance(s) of %s: %s", job->n, job->workflow,
+              journal_errmsg(e->j));
+  }
+  duro_create_done_fn done = job->done;
+  void *done_ctx = job->ctx;
+  create_job_free(job);
+  done(done_ctx, rc, rc ? NULL : &result);
+}
+
+/* background: the commit never runs on this thread (the asynchronous
+ * API's promise); else this thread may lead it (the synchronous form
+ * waits anyway, and saves the writer thread's wake-up). */
+static int create_batch(duro_engine *e, const char *workflow,
+                        const duro_create_req *reqs, size_t n,
+                        duro_create_done_fn done, void *ctx, int background) {
+  const wf_reg *wf = engine_find_workflow(e, workflow);
+  if (!wf)
+    return DURO_E_WORKFLOW_NOT_FOUND;
+  if (e->opt.max_queued && engine_backlog(e) >= e->opt.max_queued)
+    return DURO_E_OVERLOADED;
+  create_job *job = xcalloc(1, sizeof *job);
+  *job = (create_job){.e = e,
+                      .workflow = xstrdup(workflow),
+                      .n = n,
+                      .rows = xcalloc(n ? n : 1, sizeof *job->rows),
+                      .ids = xcalloc(n ? n : 1, sizeof *job->ids),
+                      .params = xcalloc(n ? n : 1, sizeof *job->params),
+                      .op_of = xcalloc(n ? n : 1, sizeof *job->op_of),
+                      .errors = xcalloc(n ? n : 1, sizeof *job->errors),
+                      .done = done,
+                      .ctx = ctx};
+  strmap seen = {0};
+  int64_t now = duro_clock_now(e->clock);
+  for (size_t i = 0; i < n; i++) {
+    const wf_reg *w;
+    job->op_of[i] = SIZE_MAX;
+    int bad = check_create(e, workflow, reqs[i].id, reqs[i].params, &w);
+    if (bad) {
+      batch_error(job, i, reqs[i].id, bad);
+      continue;
+    }
+    job->ids[i] = reqs[i].id ? xstrdup(reqs[i].id) : random_id(now);
+    if (strmap_get(&seen, job->ids[i])) {
+      batch_error(job, i, job->ids[i], DURO_E_DUPLICATE_IN_BATCH);
+      continue;
+    }
+    strmap_put(&seen, job->ids[i], job->ids[i]);
+    job->params[i] = reqs[i].params ? xstrdup(reqs[i].params) : NULL;
+    duro_create_req req = reqs[i];
+    req.params = job->params[i];
+    job->op_of[i] = job->b.n;
+    engine_instance_insert_op(wf, job->ids[i], &req, now, &job->rows[i],
+                              &job->b);
+  }
+  strmap_free(&seen);
+  if (background)
+    journal_commit_background(e->j, &job->b, create_finish, job);
+  else
+    journal_commit_async(e->j, &job->b, create_finish, job);
+  return 0;
+}
+
+int duro_instance_create_batch_async(duro_engine *e, const char *workflow,
+                                     const duro_create_req *reqs, size_t n,
+                                     duro_create_done_fn done, void *ctx) {
+  return create_batch(e, workflow, reqs, n, done, ctx, 1);
+}
+
+/* The waiter takes what the result holds: the commit's thread frees the
+ * struct once done returns. */
+static void create_waited(void *ctx, int rc, duro_create_result *result) {
+  duro_create_result *kept = NULL;
+  if (result) {
+    kept = xmalloc(sizeof *kept);
+    *kept = *result;
+  }
+  engine_wait_done(ctx, rc, kept);
+}
+
+int duro_instance_create_many(duro_engine *e, const char *workflow,
+                              const duro_create_req *reqs, size_t n,
+                              duro_create_result *out) {
+  engine_wait w = ENGINE_WAIT_INIT;
+  *out = (duro_create_result){0};
+  int rc = create_batch(e, workflow, reqs, n, create_waited, &w, 0);
+  if (rc)
+    return rc;
+  void *kept = NULL;
+  rc = engine_wait_for(&w, &kept);
+  if (kept) {
+    *out = *(duro_create_result *)kept;
+    free(kept);
+  }
+  return rc;
+}

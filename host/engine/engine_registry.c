@@ -1,0 +1,71 @@
+/* engine_registry.c — the workflows an engine runs, registered before it
+ * starts: each by name and binding with its limits (their defaults
+ * filled in) and its first build; the limits changed later (stored
+ * atomically, read without a lock); a workflow looked up by name or by
+ * binding. */
+#include <pthread.h>
+#include <string.h>
+
+#include "engine_internal.h"
+#include "error.h"
+#include "util.h"
+
+#define DEFAULT_RETENTION_MS (30LL * 24 * 3600 * 1000)
+#define DEFAULT_MAX_STEPS 10000
+
+wf_reg *engine_find_workflow(const duro_engine *e, const char *name) {
+  for (size_t i = 0; name && i < e->n_wfs; i++)
+    if (strcmp(e->wfs[i].name, name) == 0)
+      return &e->wfs[i];
+  return NULL;
+}
+
+const duro_workflow_limits *engine_workflow_limits(const wf_reg *wf) {
+  return wf ? &wf->limits : NULL;
+}
+
+wf_reg *engine_find_binding(const duro_engine *e, const char *binding) {
+  for (size_t i = 0; binding && i < e->n_wfs; i++)
+    if (e->wfs[i].binding && strcmp(e->wfs[i].binding, binding) == 0)
+      return &e->wfs[i];
+  return NULL;
+}
+
+int duro_engine_register(duro_engine *e, const char *name, const char *binding,
+                         duro_run_fn run, const duro_workflow_limits *limits,
+                         const char *build) {
+  if (!name || !run || engine_find_workflow(e, name) || e->workers)
+    return DURO_E_INVALID_ARGUMENT;
+  /* Registration happens before start; nothing holds pointers yet, so the
+   * array may move. */
+  e->wfs = xrealloc(e->wfs, (e->n_wfs + 1) * sizeof *e->wfs);
+  wf_reg *w = &e->wfs[e->n_wfs++];
+  memset(w, 0, sizeof *w);
+  w->engine = e;
+  w->name = xstrdup(name);
+  w->binding = binding ? xstrdup(binding) : NULL;
+  pthread_mutex_init(&w->builds_mu, NULL);
+  if (limits)
+    w->limits = *limits;
+  if (w->limits.lifecycle_queue)
+    w->limits.lifecycle_queue = xstrdup(w->limits.lifecycle_queue);
+  if (w->limits.retention_ms <= 0)
+    w->limits.retention_ms = DEFAULT_RETENTION_MS;
+  if (w->limits.max_steps == 0)
+    w->limits.max_steps = DEFAULT_MAX_STEPS;
+  return duro_engine_add_build(e, name, build, run, 1);
+}
+
+int duro_engine_set_limits(duro_engine *e, const char *name,
+                           int64_t retention_ms, uint32_t max_steps) {
+  wf_reg *w = engine_find_workflow(e, name);
+  if (!w)
+    return DURO_E_NOT_FOUND;
+  /* Read where they are used, without a lock: stored atomically. */
+  __atomic_store_n(&w->limits.retention_ms,
+                   retention_ms > 0 ? retention_ms : DEFAULT_RETENTION_MS,
+                   __ATOMIC_RELAXED);
+  __atomic_store_n(&w->limits.max_steps,
+                   max_steps ? max_steps : DEFAULT_MAX_STEPS, __ATOMIC_RELAXED);
+  return 0;
+}

@@ -1,0 +1,318 @@
+/* engine_worker.c — the worker threads: each runs activations as tasks
+ * on fibers of its own (fiber.h), ready ones first, and starts new ones
+ * from the runnable FIFO while it has room; a step's commit parks its
+ * task while the worker runs others (engine_commit_step), an activation's
+ * last writes are committed without waiting (engine_commit_final); a
+ * worker started, left and its ready tasks orphaned when the watchdog
+ * gave up on it; and the calling thread run as one, inline
+ * (duro_engine_run_until_idle).
+ *
+ * One file for the per-step path of the worker side (engine_commit_step,
+ * worker_idle, on_task_commit, task_resume), as it was in one engine.c. */
+#include "engine_internal.h"
+#include "fiber.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "backend.h"
+#include "error.h"
+#include "util.h"
+
+/* ---- worker threads ------------------------------------------------------ */
+
+/* Takes a popped entry for what it was queued for, in the same critical
+ * section as the pop (mu held): an activation, or a control request. */
+static int claim_locked(entry *ent) {
+  int control = ent->apply_control;
+  ent->apply_control = 0;
+  ent->state = control ? ENTRY_CONTROL : ENTRY_ACTIVE;
+  __atomic_store_n(&ent->admitted, 0, __ATOMIC_RELEASE);
+  return control;
+}
+
+static __thread worker *current_worker;
+static __thread ledger_slot *current_slot;
+
+worker *engine_thread_worker(void) { return current_worker; }
+ledger_slot *engine_thread_slot(void) { return current_slot; }
+
+/* A worker leaves (mu held): stopping, or its hung attempt returned after
+ * a replacement took its place. */
+static void worker_exit_locked(duro_engine *e, worker *w) {
+  if (w->abandoned) {
+    e->stuck--;
+    free(w->hung_workflow);
+    free(w->hung_id);
+    free(w->hung_key);
+    w->hung_workflow = w->hung_id = w->hung_key = NULL;
+  } else {
+    e->live--;
+  }
+  w->exited = 1;
+  pthread_cond_broadcast(&e->changed);
+}
+
+/* ---- activations on fibers ----------------------------------------------- */
+
+/* At most this many activations share a worker: enough to keep it busy
+ * through a commit, few enough that a slow callback delays few others. */
+#define WORKER_MAX_TASKS 16
+/* Finished fibers are kept, so a busy worker maps no stacks: a new
+ * mapping costs a page fault for every stack page the activation
+ * touches. */
+#define WORKER_SPARE_FIBERS WORKER_MAX_TASKS
+
+typedef struct engine_task {
+  duro_engine *e;
+  worker *w;
+  entry *ent;
+  fiber *f;
+  int rc;       /* the parked commit's result */
+  int orphaned; /* see engine_commit_step */
+  /* Why it failed: journal_errmsg is per thread, and the commit ran on
+   * another (the writer, or the group's leader). */
+  char err[256];
+  struct engine_task *next;
+} engine_task;
+
+/* The task whose fiber runs on this thread; NULL on the worker's own
+ * stack (set by task_resume around the switch). */
+static __thread engine_task *current_task;
+
+static void task_main(void *arg) {
+  engine_task *t = arg;
+  activation_run(t->e, t->ent);
+}
+
+static void ready_push_locked(worker *w, engine_task *t) {
+  t->next = NULL;
+  if (w->ready_tail)
+    w->ready_tail->next = t;
+  else
+    w->ready_head = t;
+  w->ready_tail = t;
+}
+
+static engine_task *ready_pop_locked(worker *w) {
+  engine_task *t = w->ready_head;
+  if (t && !(w->ready_head = t->next))
+    w->ready_tail = NULL;
+  return t;
+}
+
+/* Runs t until it parks or ends (mu not held). */
+static void task_resume(duro_engine *e, worker *w, engine_task *t) {
+  current_task = t;
+  fiber_resume(t->f);
+  current_task = NULL;
+  if (!fiber_finished(t->f))
+    return; /* parked on a commit: its callback makes it ready */
+  if (w->n_spare < WORKER_SPARE_FIBERS)
+    w->spare[w->n_spare++] = t->f;
+  else
+    fiber_destroy(t->f);
+  free(t);
+  pthread_mutex_lock(&e->mu);
+  w->tasks--;
+  pthread_mutex_unlock(&e->mu);
+}
+
+/* Starts the activation of a claimed entry on a fiber of its own, or on
+ * the worker's stack when no fiber can be had (mu not held). */
+static void task_start(duro_engine *e, worker *w, entry *ent) {
+  fiber *f = w->n_spare ? w->spare[--w->n_spare] : fiber_create();
+  if (!f) {
+    activation_run(e, ent);
+    return;
+  }
+  engine_task *t = xcalloc(1, sizeof *t);
+  t->e = e;
+  t->w = w;
+  t->ent = ent;
+  t->f = f;
+  fiber_start(f, task_main, t);
+  pthread_mutex_lock(&e->mu);
+  w->tasks++;
+  pthread_mutex_unlock(&e->mu);
+  task_resume(e, w, t);
+}
+
+/* The commit a task parked on landed (on the committing thread). */
+static void on_task_commit(void *ctx, int rc) {
+  engine_task *t = ctx;
+  duro_engine *e = t->e;
+  worker *w = t->w;
+  entry *ent = t->ent;
+  if (rc)
+    snprintf(t->err, sizeof t->err, "%s", journal_errmsg(e->j));
+  pthread_mutex_lock(&e->mu);
+  t->rc = rc;
+  /* Its worker hangs in another activation: this one must not wait for
+   * that to end.  Its step is durable now, so it can run again from the
+   * journal elsewhere; the fiber only unwinds, if the worker returns. */
+  int orphan = t->orphaned = __atomic_load_n(&w->abandoned, __ATOMIC_ACQUIRE);
+  ready_push_locked(w, t);
+  pthread_cond_signal(&w->wake);
+  pthread_mutex_unlock(&e->mu);
+  if (orphan)
+    engine_activation_done(e, ent, DURO_STATUS_QUEUED, JOURNAL_NONE, 0);
+}
+
+/* Nothing else for this task's worker to run: it may commit itself, as
+ * the group's leader, rather than hand the batch to the writer thread
+ * (a sequence of steps would pay two thread wakes a step for the hop). */
+static int worker_idle(duro_engine *e, const engine_task *t) {
+  pthread_mutex_lock(&e->mu);
+  int idle = !t->w->ready_head && !e->runnable.head;
+  pthread_mutex_unlock(&e->mu);
+  return idle;
+}
+
+int engine_commit_step(duro_engine *e, journal_batch *b, int *orphaned) {
+  engine_task *t = current_task;
+  *orphaned = 0;
+  if (!t || worker_idle(e, t))
+    return journal_commit(e->j, b);
+  journal_commit_background(e->j, b, on_task_commit, t);
+  fiber_yield();
+  /* Back on this worker, the commit done (the worker set current_task);
+   * its failure becomes this thread's journal_errmsg, as a commit made
+   * here would have left it. */
+  *orphaned = t->orphaned;
+  if (t->rc)
+    store_error("%s", t->err);
+  return t->rc;
+}
+
+void engine_commit_final(duro_engine *e, journal_batch *b, journal_done_fn fn,
+                         void *ctx) {
+  engine_task *t = current_task;
+  if (t && !worker_idle(e, t))
+    journal_commit_background(e->j, b, fn, ctx); /* never lead: others wait */
+  else
+    journal_commit_async(e->j, b, fn, ctx);
+}
+
+size_t engine_orphan_ready_locked(worker *w, entry ***out) {
+  size_t n = 0;
+  for (engine_task *t = w->ready_head; t; t = t->next)
+    n++;
+  *out = n ? xmalloc(n * sizeof **out) : NULL;
+  n = 0;
+  for (engine_task *t = w->ready_head; t; t = t->next)
+    if (!t->orphaned) {
+      t->orphaned = 1;
+      (*out)[n++] = t->ent;
+    }
+  return n;
+}
+
+/* A worker runs ready tasks first (their instances are furthest along),
+ * then starts new activations while it has room; it sleeps on its own
+ * condition while tasks of its own are parked (a commit wakes it within
+ * a group's time), otherwise on the engine's.  It leaves, when stopping
+ * or abandoned, once its tasks have ended. */
+static void *worker_main(void *arg) {
+  worker *w = arg;
+  duro_engine *e = w->e;
+  current_worker = w;
+  current_slot = w->slot;
+  ledger_thread_bind(e->ledger, w->slot);
+  ledger_thread_altstack();
+  w->spare = xcalloc(WORKER_SPARE_FIBERS, sizeof *w->spare);
+  pthread_mutex_lock(&e->mu);
+  for (;;) {
+    engine_task *t = ready_pop_locked(w);
+    if (t) {
+      pthread_mutex_unlock(&e->mu);
+      task_resume(e, w, t);
+      pthread_mutex_lock(&e->mu);
+      continue;
+    }
+    int leaving = e->stopping || w->abandoned;
+    if (leaving && w->tasks == 0)
+      break;
+    entry *ent =
+        !leaving && w->tasks < WORKER_MAX_TASKS ? runnable_pop(e) : NULL;
+    if (ent) {
+      int control = claim_locked(ent);
+      pthread_mutex_unlock(&e->mu);
+      if (control)
+        control_on_entry(e, ent, control);
+      else
+        task_start(e, w, ent);
+      pthread_mutex_lock(&e->mu);
+      continue;
+    }
+    pthread_cond_wait(w->tasks ? &w->wake : &e->work, &e->mu);
+  }
+  worker_exit_locked(e, w);
+  pthread_mutex_unlock(&e->mu);
+  while (w->n_spare)
+    fiber_destroy(w->spare[--w->n_spare]);
+  free(w->spare);
+  w->spare = NULL;
+  ledger_release(e->ledger, w->slot);
+  return NULL;
+}
+
+int engine_spawn_worker_locked(duro_engine *e) {
+  worker *w = xcalloc(1, sizeof *w);
+  w->e = e;
+  w->slot = ledger_claim(e->ledger, LEDGER_IDLE);
+  pthread_mutex_init(&w->mu, NULL);
+  pthread_cond_init(&w->wake, NULL);
+  if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+    ledger_release(e->ledger, w->slot);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->wake);
+    free(w);
+    return DURO_E_IO;
+  }
+  e->workers = xrealloc(e->workers, (e->n_workers + 1) * sizeof *e->workers);
+  e->workers[e->n_workers++] = w;
+  e->live++;
+  return 0;
+}
+
+/* ---- the calling thread as a worker, inline ------------------------------ */
+
+size_t duro_engine_run_until_idle(duro_engine *e) {
+  size_t ran = 0;
+  duro_engine_poll_due(e);
+  /* The calling thread runs plugin code: it takes a ledger slot while it
+   * does (none left: it runs without one). */
+  ledger_slot *slot = ledger_claim(e->ledger, LEDGER_IDLE);
+  ledger_slot *outer = current_slot;
+  current_slot = slot;
+  ledger_thread_bind(e->ledger, slot);
+  pthread_mutex_lock(&e->mu);
+  engine_retries_due_locked(e, engine_mono_ms(e));
+  for (;;) {
+    entry *ent = runnable_pop(e);
+    if (!ent && e->spill_min != INT64_MAX) {
+      /* the backlog's turn, as the scheduler thread would pull it in */
+      pthread_mutex_unlock(&e->mu);
+      engine_refill(e);
+      pthread_mutex_lock(&e->mu);
+      ent = runnable_pop(e);
+    }
+    if (!ent)
+      break;
+    int control = claim_locked(ent);
+    pthread_mutex_unlock(&e->mu);
+    if (control)
+      control_on_entry(e, ent, control);
+    else
+      activation_run(e, ent); /* on this stack: commits wait here */
+    ran += !control;          /* activations, not control requests */
+    pthread_mutex_lock(&e->mu);
+  }
+  pthread_mutex_unlock(&e->mu);
+  current_slot = outer;
+  ledger_release(e->ledger, slot);
+  ledger_thread_bind(e->ledger, outer);
+  return ran;
+}
