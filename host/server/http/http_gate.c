@@ -347,10 +347,8 @@ void gate_on_accept(uv_stream_t *listener, int status) {
                 "the host holds too many requests being received; retry");
     return;
   }
-  if (!s->token) {
-    hand_over(c);
-    return;
-  }
+  /* Without a token too: a first read past the budget is then answered
+   * 503 here, where H2O would only close the connection. */
   c->state = CONN_GATE;
   c->deadline = uv_now(listener->loop) + s->config.http1.req_timeout;
   if (uv_read_start((uv_stream_t *)&c->tcp, gate_alloc, gate_read) != 0)

@@ -234,10 +234,14 @@ void wait_created(http_exchange *x) {
  * the answer is written), and bytes it sends (a pipelined request) are
  * left in H2O's buffer for after the answer. */
 
-/* H2O's own allocation: room at the end of its input buffer. */
+/* Room at the end of H2O's input buffer, as H2O's own allocation makes
+ * it (which a connection whose head the gate read was never given: H2O
+ * found the whole request in its buffer and started no read). */
 static void park_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
   http_conn *c = (http_conn *)handle;
-  c->h2o_alloc(handle, suggested, buf);
+  (void)suggested;
+  h2o_iovec_t room = h2o_buffer_reserve(&c->sock->input, 4096);
+  *buf = uv_buf_init(room.base, room.base ? (unsigned)room.len : 0);
 }
 
 static void park_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
@@ -300,8 +304,7 @@ static int wait_park(http_wait *w) {
   s->parked++;
   s->parked_bytes += cost;
   /* UV_EALREADY: H2O reads it still, and sees the client go itself. */
-  if (c->h2o_alloc &&
-      uv_read_start((uv_stream_t *)&c->tcp, park_alloc, park_read) == 0)
+  if (uv_read_start((uv_stream_t *)&c->tcp, park_alloc, park_read) == 0)
     c->watching = 1;
   return 0;
 }
