@@ -1745,6 +1745,75 @@ START_TEST(body_over_limit_413) {
 }
 END_TEST
 
+/* GET path with the token; the status back, the JSON (caller's) into
+ * *out when out is not NULL. */
+static long get_with_token(const char *path, const char *auth, json_t **out) {
+  http_resp r;
+  long st = request_auth(&r, "GET", path, NULL, 0, auth);
+  if (out)
+    *out = json_incref(r.json);
+  http_resp_free(&r);
+  return st;
+}
+
+/* duro_http_waiting from /metrics, read with the token. */
+static long long waiting_with_token(const char *auth) {
+  http_resp r;
+  request_auth(&r, "GET", "/metrics", NULL, 0, auth);
+  expect_status(&r, 200, "/metrics");
+  const char *at = r.body ? strstr(r.body, "\nduro_http_waiting ") : NULL;
+  long long v = at ? atoll(at + strlen("\nduro_http_waiting ")) : -1;
+  http_resp_free(&r);
+  return v;
+}
+
+/* On a listener with a token the gate reads each connection's first
+ * head: a GET ?wait= parked from such a connection still sees its client
+ * go, and its wait ends at once, not at http.max_wait. */
+START_TEST(token_parked_wait_ends_when_client_goes) {
+  static const char *auth = "Bearer s3cret-Token_42";
+  host_start_env(&H, "h", "127.0.0.1:0",
+                 "  token_env: DURO_TEST_TOKEN\n  max_wait: 10m\n",
+                 "DURO_TEST_TOKEN=s3cret-Token_42");
+  static const char body[] =
+      "{\"id\":\"tw\",\"params\":{\"orderId\":\"7\",\"email\":\"a@b.c\","
+      "\"amount\":5,\"graceSeconds\":3600}}";
+  http_resp r;
+  ck_assert_int_eq(request_auth(&r, "POST", WF, body, sizeof body - 1, auth),
+                   201);
+  http_resp_free(&r);
+  int64_t deadline = proc_now_ms() + 20000;
+  for (;;) {
+    json_t *d = NULL;
+    ck_assert_int_eq(get_with_token(WF "/tw", auth, &d), 200);
+    int waiting = !strcmp(jstr(d, "status"), "waiting");
+    json_decref(d);
+    if (waiting)
+      break;
+    ck_assert_msg(proc_now_ms() < deadline, "tw never waited");
+    proc_sleep_ms(50);
+  }
+  int fd = raw_connect();
+  char req[256];
+  int n = snprintf(req, sizeof req,
+                   "GET " WF "/tw?wait=10m HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                   "Authorization: %s\r\nConnection: close\r\n\r\n",
+                   auth);
+  ck_assert(send(fd, req, (size_t)n, MSG_NOSIGNAL) == n);
+  deadline = proc_now_ms() + 10000;
+  while (waiting_with_token(auth) != 1 && proc_now_ms() < deadline)
+    proc_sleep_ms(50);
+  ck_assert_int_eq(waiting_with_token(auth), 1);
+  close(fd);
+  deadline = proc_now_ms() + 5000;
+  long long left;
+  while ((left = waiting_with_token(auth)) > 0 && proc_now_ms() < deadline)
+    proc_sleep_ms(50);
+  ck_assert_msg(left == 0, "the wait outlived its client (%lld left)", left);
+  host_stop(&H);
+}
+END_TEST
+
 START_TEST(bearer_token_401) {
   host_start_env(&H, "h", "127.0.0.1:0", "  token_env: DURO_TEST_TOKEN\n",
                  "DURO_TEST_TOKEN=s3cret-Token_42");
@@ -3603,6 +3672,7 @@ static Suite *http_suite(void) {
   tcase_add_test(tc[2], dashboard_files_without_token);
   tcase_add_test(tc[2], browsers_refused_without_token);
   tcase_add_test(tc[2], token_env_unset_refused);
+  tcase_add_test(tc[2], token_parked_wait_ends_when_client_goes);
   tcase_add_test(tc[2], storage_errors_503);
   tcase_add_test(tc[2], kept_connection_wrong_token_cut_at_head);
 
