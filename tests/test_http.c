@@ -1362,25 +1362,14 @@ START_TEST(many_waiters) {
 }
 END_TEST
 
-/* The value of the gauge `name` in /metrics (-1: absent). */
-static long long metric_value(const char *name) {
-  http_resp r;
-  request(&r, "GET", "/metrics", NULL);
-  expect_status(&r, 200, "/metrics");
-  char mark[128];
-  snprintf(mark, sizeof mark, "\n%s ", name);
-  const char *at = r.body ? strstr(r.body, mark) : NULL;
-  long long v = at ? atoll(at + strlen(mark)) : -1;
-  http_resp_free(&r);
-  return v;
-}
-
-/* The same, or -2 when the request did not get an answer: while thousands
- * of waits are still arriving their heads fill the budget of requests
- * being received, and a read past it is refused (H2O closes the
- * connection) — a client retries. */
-static long long metric_value_try(const char *name) {
-  http_req q = {.method = "GET", .path = "/metrics", .timeout_ms = 15000};
+/* The value of the gauge `name` in /metrics, read with `auth` (NULL:
+ * none): -1 when absent, -2 when the request got no answer (while
+ * thousands of waits are still arriving their heads may fill the budget
+ * of requests being received, and a read past it is refused; a client
+ * retries). */
+static long long metric_read(const char *name, const char *auth) {
+  http_req q = {
+      .method = "GET", .path = "/metrics", .auth = auth, .timeout_ms = 15000};
   http_resp r = {0};
   if (http_send(H.port, &q, &r) != CURLE_OK) {
     http_resp_free(&r);
@@ -1392,6 +1381,13 @@ static long long metric_value_try(const char *name) {
   const char *at = r.body ? strstr(r.body, mark) : NULL;
   long long v = at ? atoll(at + strlen(mark)) : -1;
   http_resp_free(&r);
+  return v;
+}
+
+/* The same, the request answered or the case failed. */
+static long long metric_value(const char *name) {
+  long long v = metric_read(name, NULL);
+  ck_assert_msg(v != -2, "GET /metrics: no answer");
   return v;
 }
 
@@ -1446,7 +1442,7 @@ START_TEST(parked_waits_hold_no_budget) {
     /* A client other than the waiters is served once they are parked
      * (the strict reads below); while their heads still arrive, a read
      * past the budget may be refused, and is tried again. */
-    long long now_waiting = metric_value_try("duro_http_waiting");
+    long long now_waiting = metric_read("duro_http_waiting", NULL);
     if (now_waiting != -2)
       waiting = now_waiting;
     if ((now_waiting != -2 && waiting + answered >= N_PARKED) ||
@@ -1756,17 +1752,6 @@ static long get_with_token(const char *path, const char *auth, json_t **out) {
   return st;
 }
 
-/* duro_http_waiting from /metrics, read with the token. */
-static long long waiting_with_token(const char *auth) {
-  http_resp r;
-  request_auth(&r, "GET", "/metrics", NULL, 0, auth);
-  expect_status(&r, 200, "/metrics");
-  const char *at = r.body ? strstr(r.body, "\nduro_http_waiting ") : NULL;
-  long long v = at ? atoll(at + strlen("\nduro_http_waiting ")) : -1;
-  http_resp_free(&r);
-  return v;
-}
-
 /* On a listener with a token the gate reads each connection's first
  * head: a GET ?wait= parked from such a connection still sees its client
  * go, and its wait ends at once, not at http.max_wait. */
@@ -1801,13 +1786,15 @@ START_TEST(token_parked_wait_ends_when_client_goes) {
                    auth);
   ck_assert(send(fd, req, (size_t)n, MSG_NOSIGNAL) == n);
   deadline = proc_now_ms() + 10000;
-  while (waiting_with_token(auth) != 1 && proc_now_ms() < deadline)
+  while (metric_read("duro_http_waiting", auth) != 1 &&
+         proc_now_ms() < deadline)
     proc_sleep_ms(50);
-  ck_assert_int_eq(waiting_with_token(auth), 1);
+  ck_assert_int_eq(metric_read("duro_http_waiting", auth), 1);
   close(fd);
   deadline = proc_now_ms() + 5000;
   long long left;
-  while ((left = waiting_with_token(auth)) > 0 && proc_now_ms() < deadline)
+  while ((left = metric_read("duro_http_waiting", auth)) > 0 &&
+         proc_now_ms() < deadline)
     proc_sleep_ms(50);
   ck_assert_msg(left == 0, "the wait outlived its client (%lld left)", left);
   host_stop(&H);
