@@ -73,7 +73,8 @@ static int commit_row(duro_engine *e, journal_instance *in, int clear_control,
   journal_op *op = journal_batch_add(&b, JOP_INSTANCE_SET);
   op->inst = in;
   op->clear_control = clear_control;
-  engine_drivers_instance_changed(e, &b, in, from_status, in->started_ms,
+  engine_drivers_instance_changed(e, engine_find_workflow(e, in->workflow), &b,
+                                  in, from_status, in->started_ms,
                                   duro_clock_now(e->clock));
   int rc = journal_commit(e->j, &b);
   journal_batch_free(&b);

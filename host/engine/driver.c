@@ -90,13 +90,15 @@ int engine_drivers_recover(duro_engine *e, const ledger_slot *sl, int guilty,
                                           how);
 }
 
-void engine_drivers_instance_changed(duro_engine *e, journal_batch *b,
+void engine_drivers_instance_changed(duro_engine *e, const wf_reg *wf,
+                                     journal_batch *b,
                                      const journal_instance *row,
                                      duro_status from_status,
                                      int64_t from_started_ms, int64_t now) {
+  const duro_workflow_limits *limits = engine_workflow_limits(wf);
   for (size_t i = 0; i < e->n_drivers; i++)
     if (e->drivers[i].d->instance_changed)
-      e->drivers[i].d->instance_changed(e, e->drivers[i].state, b, row,
+      e->drivers[i].d->instance_changed(e, e->drivers[i].state, b, row, limits,
                                         from_status, from_started_ms, now);
 }
 

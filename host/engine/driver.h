@@ -44,12 +44,14 @@ typedef struct duro_driver {
                  const char *how);
   /* An instance's row is written in batch b with a new status or its
    * start (an activation's commit, a terminate or pause of an idle
-   * instance, a crash or hang recorded): row as written, from_status and
+   * instance, a crash or hang recorded): row as written, limits its
+   * workflow's (NULL: not registered here), from_status and
    * from_started_ms as they were.  The driver may add its own ops to b,
    * which then commit, or roll back, with the change (strings they need
    * go to journal_batch_own).  On the thread that builds the commit. */
   void (*instance_changed)(duro_engine *e, void *state, struct journal_batch *b,
                            const struct journal_instance *row,
+                           const duro_workflow_limits *limits,
                            duro_status from_status, int64_t from_started_ms,
                            int64_t now);
   /* Adds its parts to the /healthz report (duro_health_add_*); returns 1

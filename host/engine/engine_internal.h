@@ -462,9 +462,10 @@ int engine_drivers_sweep(duro_engine *e, size_t budget);
 int engine_drivers_owns(const duro_engine *e, const ledger_slot *sl);
 int engine_drivers_recover(duro_engine *e, const ledger_slot *sl, int guilty,
                            const char *how);
-/* Each driver's instance_changed (driver.h) for a row written in b, in
- * the commit that writes it: from_status NULL for a new instance. */
-void engine_drivers_instance_changed(duro_engine *e, journal_batch *b,
+/* Each driver's instance_changed (driver.h) for a row of workflow wf
+ * (may be NULL) written in b, in the commit that writes it. */
+void engine_drivers_instance_changed(duro_engine *e, const wf_reg *wf,
+                                     journal_batch *b,
                                      const journal_instance *row,
                                      duro_status from_status,
                                      int64_t from_started_ms, int64_t now);

@@ -195,7 +195,7 @@ static int save_start(duro_step *a) {
   row->started_ms = a->begun_ms;
   journal_op *op = journal_batch_add(&a->batch, JOP_INSTANCE_SET);
   op->inst = row;
-  engine_drivers_instance_changed(a->e, &a->batch, row, a->inst.status,
+  engine_drivers_instance_changed(a->e, a->wf, &a->batch, row, a->inst.status,
                                   JOURNAL_NONE, a->begun_ms);
   a->inst.started_ms = a->begun_ms;
   return 0;

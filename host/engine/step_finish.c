@@ -73,7 +73,7 @@ void activation_finish(duro_step *a, duro_rc rc) {
   journal_op *op = journal_batch_add(&a->batch, JOP_INSTANCE_SET);
   op->inst = row;
   op->clear_control = clear_control;
-  engine_drivers_instance_changed(a->e, &a->batch, row, a->inst.status,
+  engine_drivers_instance_changed(a->e, a->wf, &a->batch, row, a->inst.status,
                                   a->inst.started_ms, now);
   /* Pinned at its first activation (versioning: pinned); under latest,
    * the build it last ran on.  Written only when it changes. */

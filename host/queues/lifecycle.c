@@ -65,11 +65,11 @@ static char *body_of(const char *type, int ended, const journal_instance *row,
 
 void queue_lifecycle_changed(duro_engine *e, void *state, journal_batch *b,
                              const journal_instance *row,
+                             const duro_workflow_limits *limits,
                              duro_status from_status, int64_t from_started_ms,
                              int64_t now) {
+  (void)e;
   (void)state;
-  const duro_workflow_limits *limits =
-      engine_workflow_limits(engine_find_workflow(e, row->workflow));
   const char *queue = limits ? limits->lifecycle_queue : NULL;
   if (!queue)
     return;

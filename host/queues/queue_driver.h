@@ -37,6 +37,7 @@ struct journal_instance;
 void queue_lifecycle_changed(duro_engine *e, void *state,
                              struct journal_batch *b,
                              const struct journal_instance *row,
+                             const duro_workflow_limits *limits,
                              duro_status from_status, int64_t from_started_ms,
                              int64_t now);
 
