@@ -74,19 +74,9 @@ int64_t consumer_handlers_watch(duro_engine *e, struct queue_consumers *cs) {
   }
 }
 
-void queue_hung_list_free(queue_hung_list *l) {
-  for (size_t i = 0; l && i < l->n; i++) {
-    free(l->v[i].queue);
-    free(l->v[i].plugin);
-  }
-  if (l) {
-    free(l->v);
-    *l = (queue_hung_list){0};
-  }
-}
-
-void queue_handlers_hung(duro_engine *e, queue_hung_list *out) {
-  *out = (queue_hung_list){0};
+void queue_handlers_hung(duro_engine *e, duro_hung_handler **out, size_t *n) {
+  *out = NULL;
+  *n = 0;
   struct queue_consumers *cs = queue_consumers_of(e);
   if (!cs)
     return;
@@ -96,14 +86,14 @@ void queue_handlers_hung(duro_engine *e, queue_hung_list *out) {
     duro_message_batch *b = cs->live[i];
     pthread_mutex_lock(&b->mu);
     if (b->abandoned && !b->settled) {
-      if (!out->v)
-        out->v = xcalloc(cs->n_live, sizeof *out->v);
-      out->v[out->n++] =
-          (queue_hung_handler){.queue = xstrdup(b->queue),
-                               .plugin = b->plugin ? xstrdup(b->plugin) : NULL,
-                               .messages = b->n,
-                               .running_ms = now - b->started_ms,
-                               .timeout_ms = b->timeout_ms};
+      if (!*out)
+        *out = xcalloc(cs->n_live, sizeof **out);
+      (*out)[(*n)++] =
+          (duro_hung_handler){.queue = xstrdup(b->queue),
+                              .plugin = b->plugin ? xstrdup(b->plugin) : NULL,
+                              .messages = (uint64_t)b->n,
+                              .running_ms = now - b->started_ms,
+                              .timeout_ms = b->timeout_ms};
     }
     pthread_mutex_unlock(&b->mu);
   }

@@ -91,23 +91,11 @@ static int recover(duro_engine *e, void *state, const ledger_slot *sl,
  * steps do. */
 static int health(duro_engine *e, void *state, duro_health_parts *parts) {
   (void)state;
-  queue_hung_list hung;
-  queue_handlers_hung(e, &hung);
-  size_t n = hung.n;
-  if (n) {
-    duro_hung_handler *v = xcalloc(n, sizeof *v);
-    for (size_t i = 0; i < n; i++) {
-      const queue_hung_handler *h = &hung.v[i];
-      v[i] =
-          (duro_hung_handler){.queue = xstrdup(h->queue),
-                              .plugin = h->plugin ? xstrdup(h->plugin) : NULL,
-                              .messages = (uint64_t)h->messages,
-                              .running_ms = h->running_ms,
-                              .timeout_ms = h->timeout_ms};
-    }
-    duro_health_add_hung_handlers(parts, "hung_queue_handlers", v, n);
-  }
-  queue_hung_list_free(&hung);
+  duro_hung_handler *hung;
+  size_t n;
+  queue_handlers_hung(e, &hung, &n);
+  if (n)
+    duro_health_add_hung_handlers(parts, "hung_queue_handlers", hung, n);
   return n > 0;
 }
 

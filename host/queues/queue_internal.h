@@ -45,23 +45,11 @@ int queue_api_retry_all(duro_message_batch *b, int64_t delay_ms);
 int queue_batch_release(duro_engine *e, const char *queue, const char *prefix,
                         int64_t delay_ms, const char *error);
 
-/* An abandoned batch whose handler has not returned yet. */
-typedef struct queue_hung_handler {
-  char *queue;
-  char *plugin; /* NULL: not known */
-  size_t messages;
-  int64_t running_ms, timeout_ms;
-} queue_hung_handler;
-
-typedef struct queue_hung_list {
-  queue_hung_handler *v;
-  size_t n;
-} queue_hung_list;
-void queue_hung_list_free(queue_hung_list *l);
-
-/* The hung handlers, for /healthz (queue_driver.c's health hook): *out
- * (caller frees) is empty when none. */
-void queue_handlers_hung(duro_engine *e, queue_hung_list *out);
+/* The abandoned batches whose handler has not returned yet, for /healthz
+ * (queue_driver.c's health hook): *out, malloc'ed with its strings (the
+ * caller's: it hands them to duro_health_add_hung_handlers), NULL and
+ * *n 0 when none. */
+void queue_handlers_hung(duro_engine *e, duro_hung_handler **out, size_t *n);
 
 /* The settings of the engine-run consumer of `queue` into *out (caller
  * frees): 1 when it has one, else 0 with kind DURO_QUEUE_CONSUMER_NONE. */
