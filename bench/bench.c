@@ -50,6 +50,7 @@
 #include "engine.h"
 #include "queue.h"
 #include "view_queue.h"
+#include "worker.h"
 
 #if DURO_HAVE_PG
 #include <libpq-fe.h>
@@ -73,6 +74,12 @@ typedef struct bench_opts {
   const char *postgresql;
   /* Engines sharing the journal, each joined as a host (PostgreSQL). */
   uint32_t hosts;
+  /* --plugin-workers SO: the "steps" workflow (W1, W2) runs class Steps
+   * of the bench plugin SO in a worker process (worker.h), as under
+   * `duro run`; duro is the binary the worker runs (--duro, else
+   * ../host/duro beside this one). */
+  const char *worker_so;
+  char duro[4096];
 } bench_opts;
 
 static bench_opts opts = {
@@ -279,6 +286,14 @@ static void bench_remove_journal(const char *name, const char *db) {
   bench_remove_files(db);
 }
 
+/* The worker processes of --plugin-workers (for the life of the run). */
+static worker_pool *bench_workers(void) {
+  static worker_pool *pool;
+  if (!pool)
+    pool = worker_pool_create(opts.duro);
+  return pool;
+}
+
 typedef struct wf_def {
   const char *name;
   duro_run_fn run;
@@ -320,9 +335,16 @@ static void bench_open(bench_engine *b, const char *name, const wf_def *wfs,
       fprintf(stderr, "bench: %s\n", err);
       exit(1);
     }
-    for (size_t i = 0; i < n_wfs; i++)
-      duro_engine_register(b->hosts[h], wfs[i].name, NULL, wfs[i].run, NULL,
-                           "bench");
+    for (size_t i = 0; i < n_wfs; i++) {
+      void *ctx = NULL;
+      if (opts.worker_so && !strcmp(wfs[i].name, "steps"))
+        ctx = worker_pool_build(bench_workers(), "bench", 1, opts.worker_so,
+                                "bench", "Steps");
+      duro_engine_register(b->hosts[h], wfs[i].name, NULL,
+                           ctx ? worker_proxy_run : wfs[i].run, NULL, "bench");
+      if (ctx)
+        duro_engine_build_set_ctx(b->hosts[h], wfs[i].name, "bench", ctx);
+    }
   }
   b->e = b->hosts[0];
 }
@@ -924,6 +946,7 @@ static int usage(void) {
       stderr,
       "usage: duro-bench [--csv] [--quick] [--synchronous full|normal]\n"
       "                  [--workers N] [--sleepers N] [--only W1,W2,Q1,...]\n"
+      "                  [--plugin-workers LIBBENCH.so [--duro PATH]]\n"
       "                  [--dir DIR] [--postgresql CONNINFO|auto]\n"
       "                  [--hosts N (with --postgresql, W1-W3)]\n");
   return 2;
@@ -952,6 +975,10 @@ int main(int argc, char **argv) {
       opts.postgresql = argv[++i];
     else if (!strcmp(a, "--hosts") && v)
       opts.hosts = (uint32_t)atoi(argv[++i]);
+    else if (!strcmp(a, "--plugin-workers") && v)
+      opts.worker_so = argv[++i];
+    else if (!strcmp(a, "--duro") && v)
+      snprintf(opts.duro, sizeof opts.duro, "%s", argv[++i]);
     else
       return usage();
   }
@@ -980,6 +1007,16 @@ int main(int argc, char **argv) {
                     "duro-bench was built without libpq\n");
     return 2;
 #endif
+  }
+  if (opts.worker_so && !opts.duro[0]) {
+    /* build/bench/duro-bench -> build/host/duro */
+    char self[4000];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash)
+      *slash = '\0';
+    snprintf(opts.duro, sizeof opts.duro, "%s/../host/duro", self);
   }
   mkdir(opts.dir, 0755);
   duro_api_ptr_ = duro_host_api();

@@ -14,6 +14,7 @@
 #include "reload.h"
 #include "replay.h"
 #include "supervisor.h"
+#include "worker.h"
 
 #define DEFAULT_CONFIG "config/duro.yaml"
 
@@ -84,6 +85,8 @@ int main(int argc, char **argv) {
     return migrate_main(argc, argv);
   if (!strcmp(verb, "__load")) /* the reload probe (reload/reload.h) */
     return reload_probe_main(argc, argv);
+  if (!strcmp(verb, "__worker")) /* a plugin's worker (worker/worker.h) */
+    return worker_process_main(argc, argv);
   if (!strcmp(verb, "workflows") || !strcmp(verb, "reload") ||
       !strcmp(verb, "plugins") || !strcmp(verb, "queues") ||
       !strcmp(verb, "cron"))

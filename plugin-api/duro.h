@@ -33,11 +33,17 @@
  *     copied.  Free only what you allocated.
  *  7. Plugins start no threads, install no signal handlers, keep no mutable
  *     globals: a hot reload loads a fresh copy and only the journal survives.
- *  8. A step callback that blocks holds its worker thread: run() executes on
- *     a fiber of that thread, and the other activations parked on it (each
- *     waiting for its step's commit) resume only when the callback returns.
- *     Give slow calls a step timeout: past it the worker is replaced and the
- *     activations parked on it run elsewhere.
+ *     Your code runs in worker processes of the host (plugins[].workers, 1
+ *     by default), never in the process that holds the journal: a global is
+ *     per worker process (with workers: 2, two copies), and a worker that
+ *     dies (a crash, exit(), a kill) fails only the attempt inside its
+ *     callback, charged toward engine.max_crashes; another worker runs the
+ *     rest.  Pointers you pass (a callback's arg) stay in your process.
+ *  8. A step callback that blocks holds its thread in the worker: run()
+ *     executes on a fiber of it, and the other activations that share the
+ *     thread (each waiting for its step's commit) resume only when the
+ *     callback returns.  Give slow calls a step timeout: past it the attempt
+ *     is given up on and the activations parked beside it run elsewhere.
  */
 #ifndef DURO_H
 #define DURO_H

@@ -41,9 +41,12 @@ void host_write_config(const host_run *h, const char *db, const char *engine,
           "plugins:\n"
           "  - name: %s\n"
           "    path: %s\n"
+          "%s%s%s"
           "    workflows:\n"
           "%s",
-          db, engine, plugin, path, workflows);
+          db, engine, plugin, path, h->plugin_keys ? "    " : "",
+          h->plugin_keys ? h->plugin_keys : "", h->plugin_keys ? "\n" : "",
+          workflows);
   ck_assert(fclose(f) == 0);
 }
 

@@ -60,6 +60,8 @@ typedef struct host_run {
   char config[400];
   char log[400]; /* the host's stdout and stderr, one file */
   char env_asan[1024], env_ubsan[1024], env_extra[460];
+  /* More keys of the plugin's entry, one line ("workers: 0"), or NULL. */
+  const char *plugin_keys;
 } host_run;
 
 /* Clears `h` and names its files in proc_tmp_dir: the config NAME.yaml,

@@ -66,6 +66,21 @@ RULES = [
     # The core and the features answer in structs: the JSON of them is the
     # views', which they never include.
     ("host/engine", "not", ["host/views"], RULE),
+    # The worker process (worker_main.c, worker_api.c) holds plugin code
+    # and none of the engine: it speaks to the engine over its channel
+    # only, and loads builds with the loader.  The engine's side of the
+    # workers (worker_pool.c, worker_proxy.c) uses the step runner
+    # through its face (step.h) and the host's API table.
+    ("host/worker/worker_main.c", "only",
+     ["host/worker", "host/base", "host/loader", PLUGIN_API, GENERATED], RULE),
+    ("host/worker/worker_api.c", "only",
+     ["host/worker", "host/base", PLUGIN_API, GENERATED], RULE),
+    ("host/worker", "only",
+     ["host/worker", "host/base", "host/loader", "host/api/api.h",
+      "host/engine/step.h", PLUGIN_API, GENERATED], RULE),
+    # The engine never names the workers: a build's run() and context are
+    # what reload/ hands it.
+    ("host/engine", "not", ["host/worker"], RULE),
     ("host/queues", "not", ["host/views"], RULE),
     ("host/cron", "not", ["host/views"], RULE),
 ]

@@ -123,6 +123,19 @@ static void start(host_run *h, const char *engine) {
   start_db(h, "host", db_path(), engine);
 }
 
+/* The same with the plugin's code in the engine's own process
+ * (`workers: 0`): its crashes are the engine's, which the supervisor
+ * restarts. */
+static void start_in_engine(host_run *h, const char *engine) {
+  faults_host(h, "host");
+  h->plugin_keys = "workers: 0";
+  host_write_config(h, db_path(), engine, "faults", FAULTS_PLUGIN,
+                    "      - name: " FLOW "\n"
+                    "        binding: FAULT_FLOW\n"
+                    "        class_name: Fault\n");
+  host_start(h);
+}
+
 /* ---- HTTP (tests/host_run.h) --------------------------------------------- */
 
 /* The name of an {"name","message"} error, given as an object or as a
@@ -269,7 +282,7 @@ static const struct {
 START_TEST(crash_kind) {
   const char *fault = kinds[_i].fault;
   host_run H;
-  start(&H, "{ workers: 4, max_crashes: 3 }");
+  start_in_engine(&H, "{ workers: 4, max_crashes: 3 }");
   pid_t supervisor = H.pid, first_engine = host_last_engine(&H);
   char a[32], b[32], p[32];
   snprintf(a, sizeof a, "a-%s", fault);
@@ -401,7 +414,7 @@ END_TEST
  * the one that merely ran beside it at the first death completes. */
 START_TEST(crash_sigkill) {
   host_run H;
-  start(&H, "{ workers: 4, max_crashes: 3 }");
+  start_in_engine(&H, "{ workers: 4, max_crashes: 3 }");
   pid_t supervisor = H.pid;
   /* A is inside its first step when P's callback kills the engine. */
   create(&H, "a-kill", "{\"fault\":\"none\",\"steps\":6,\"hold_ms\":300}");
@@ -478,6 +491,167 @@ START_TEST(crash_sigkill) {
   free(log);
   ck_assert_int_eq(count_records("exec", "p-kill", 0), n_died);
   ck_assert_int_eq(count_records("exec", "p-kill", 2), 0);
+  assert_no_rerun();
+}
+END_TEST
+
+/* ---- crashes in a worker process ---------------------------------------
+ *
+ * By default a plugin's code runs in a worker process (plugins[].workers:
+ * 1): the same poisoned instance beside healthy ones kills only the
+ * worker.  One engine serves the whole case (no "restarting in" line),
+ * /healthz answers every probe (one each 100 ms), the poisoned instance
+ * ends errored plugin.crashed after exactly engine.max_crashes attempts
+ * of its step (each death named by its worker line), the healthy ones
+ * complete — the one inside its callback at a death was cut short, not
+ * charged — and no completed step ran again. */
+
+/* Describes `id` every 100 ms, with a /healthz probe each time that must
+ * answer 200, until its status is `want` or `ms` passed. */
+static json_t *wait_status_probing(const host_run *h, const char *id,
+                                   const char *want, int ms, int *probes) {
+  int64_t deadline = proc_now_ms() + ms;
+  char path[256];
+  snprintf(path, sizeof path, WF "/%s", id);
+  for (;;) {
+    http_resp r;
+    ck_assert_msg(host_request_try(h, &r, "GET", "/healthz", NULL) == 0,
+                  "/healthz: no answer");
+    ck_assert_msg(r.status == 200, "/healthz: %ld %s", r.status,
+                  r.body ? r.body : "");
+    http_resp_free(&r);
+    (*probes)++;
+    ck_assert_msg(host_request_try(h, &r, "GET", path, NULL) == 0,
+                  "describe %s: no answer", id);
+    ck_assert_msg(r.status == 200, "describe %s: %ld", id, r.status);
+    if (!strcmp(jstr(r.json, "status"), want)) {
+      json_t *d = json_incref(r.json);
+      http_resp_free(&r);
+      return d;
+    }
+    ck_assert_msg(proc_now_ms() < deadline, "%s: not %s by now: %s", id, want,
+                  r.body);
+    http_resp_free(&r);
+    proc_sleep_ms(100);
+  }
+}
+
+/* Lines of the log with both `a` and `b`. */
+static int lines_with_both(const char *log, const char *a, const char *b) {
+  int n = 0;
+  for (const char *l = log; *l;) {
+    size_t len = strcspn(l, "\n");
+    char line[2048];
+    snprintf(line, sizeof line, "%.*s", (int)len, l);
+    n += strstr(line, a) && strstr(line, b);
+    l += len + (l[len] == '\n');
+  }
+  return n;
+}
+
+START_TEST(worker_crash_kind) {
+  const char *fault = kinds[_i].fault;
+  host_run H;
+  start(&H, "{ workers: 4, max_crashes: 3 }");
+  char a[32], b[32], p[32], params[128];
+  snprintf(a, sizeof a, "a-%s", fault);
+  snprintf(b, sizeof b, "b-%s", fault);
+  snprintf(p, sizeof p, "p-%s", fault);
+  create(&H, a, "{\"fault\":\"none\",\"steps\":6,\"hold_ms\":300}");
+  wait_record("exec", a, 1, 10000);
+  snprintf(params, sizeof params, "{\"fault\":\"%s\",\"steps\":2}", fault);
+  create(&H, p, params);
+  int probes = 0;
+  json_t *dp = wait_status_probing(&H, p, "errored", SETTLE_MS, &probes);
+  create(&H, b, "{\"fault\":\"none\",\"steps\":3}");
+  json_t *da = wait_status_probing(&H, a, "complete", SETTLE_MS, &probes);
+  json_t *db = wait_status_probing(&H, b, "complete", SETTLE_MS, &probes);
+
+  char *text = jdump(dp), en[128];
+  ck_assert_msg(
+      !strcmp(error_name(jget(dp, "error"), en, sizeof en), "plugin.crashed"),
+      "%s error: %s", p, text);
+  int others = 0;
+  int crashed =
+      attempts_with(step_of(dp, "fault#1"), "plugin.crashed", &others);
+  ck_assert_msg(crashed == MAX_CRASHES && others == 0,
+                "%s fault#1: %d attempt(s) plugin.crashed, %d other: %s", p,
+                crashed, others, text);
+  ck_assert_msg(!strcmp(jstr(step_of(dp, "step#1"), "status"), "complete") &&
+                    step_of(dp, "step#2") == NULL,
+                "%s steps: %s", p, text);
+  free(text);
+  for (int k = 1; k <= 6; k++) {
+    char key[16];
+    snprintf(key, sizeof key, "step#%d", k);
+    ck_assert_str_eq(jstr(step_of(da, key), "status"), "complete");
+    if (k <= 3)
+      ck_assert_str_eq(jstr(step_of(db, key), "status"), "complete");
+  }
+  /* a's first step was in its callback at the first death: cut short at
+   * most, never charged */
+  ck_assert_int_eq(attempts_with(step_of(da, "step#1"), "plugin.crashed", NULL),
+                   0);
+  json_decref(da);
+  json_decref(db);
+  json_decref(dp);
+
+  host_stop(&H, proc_now_ms() + 10000, 1);
+  char *log = proc_slurp(H.log);
+  int n_restart;
+  free(host_lines_with(log, "restarting in", &n_restart));
+  pid_t pids[8];
+  ck_assert_msg(n_restart == 0 && host_engine_pids(log, pids, 8) == 1,
+                "the engine restarted:\n%s", proc_tail(log));
+  int deaths = lines_with_both(log, "worker", "died");
+  ck_assert_msg(deaths == MAX_CRASHES &&
+                    lines_with_both(log, "died", kinds[_i].how[0]) == deaths,
+                "%d worker deaths logged, want %d, each \"%s\":\n%s", deaths,
+                MAX_CRASHES, kinds[_i].how[0], proc_tail(log));
+  ck_assert_msg(lines_with_both(log, p, "crashed its worker process (plugin") ==
+                    MAX_CRASHES,
+                "each crash is logged naming %s:\n%s", p, proc_tail(log));
+  free(log);
+  ck_assert_int_eq(count_records("exec", p, 0), MAX_CRASHES);
+  ck_assert_int_eq(count_records("exec", p, 2), 0);
+  ck_assert_msg(probes > 0, "no probe");
+  assert_no_rerun();
+}
+END_TEST
+
+/* A SIGKILL of the worker (what the OOM killer sends) is seen by no
+ * handler: the callbacks inside it are charged a kill and run again
+ * alone, so the poisoned one is quarantined and the bystander
+ * completes, with the engine up throughout. */
+START_TEST(worker_crash_sigkill) {
+  host_run H;
+  start(&H, "{ workers: 4, max_crashes: 3 }");
+  create(&H, "a-kill", "{\"fault\":\"none\",\"steps\":6,\"hold_ms\":300}");
+  wait_record("exec", "a-kill", 1, 10000);
+  create(&H, "p-kill", "{\"fault\":\"kill\",\"steps\":2}");
+  int probes = 0;
+  json_t *dp = wait_status_probing(&H, "p-kill", "errored", SETTLE_MS, &probes);
+  json_t *da =
+      wait_status_probing(&H, "a-kill", "complete", SETTLE_MS, &probes);
+  char *text = jdump(dp), en[128];
+  ck_assert_msg(
+      !strcmp(error_name(jget(dp, "error"), en, sizeof en), "plugin.crashed"),
+      "p-kill error: %s", text);
+  int crashed = attempts_with(step_of(dp, "fault#1"), "plugin.crashed", NULL);
+  ck_assert_msg(crashed >= 1 && crashed <= MAX_CRASHES, "p-kill: %s", text);
+  free(text);
+  ck_assert_int_eq(attempts_with(step_of(da, "step#1"), "plugin.crashed", NULL),
+                   0);
+  json_decref(da);
+  json_decref(dp);
+  host_stop(&H, proc_now_ms() + 10000, 1);
+  char *log = proc_slurp(H.log);
+  int n_restart;
+  free(host_lines_with(log, "restarting in", &n_restart));
+  ck_assert_msg(n_restart == 0, "the engine restarted:\n%s", proc_tail(log));
+  ck_assert_msg(lines_with_both(log, "died", "SIGKILL") >= MAX_CRASHES,
+                "worker deaths by SIGKILL:\n%s", proc_tail(log));
+  free(log);
   assert_no_rerun();
 }
 END_TEST
@@ -964,6 +1138,8 @@ static Suite *faults_suite(void) {
   }
   tcase_add_loop_test(crash, crash_kind, 0, (int)N_KINDS);
   tcase_add_test(crash, crash_sigkill);
+  tcase_add_loop_test(crash, worker_crash_kind, 0, (int)N_KINDS);
+  tcase_add_test(crash, worker_crash_sigkill);
   tcase_add_test(crash, cut_short_by_kill);
   tcase_add_test(crash, cut_short_by_stop);
   tcase_add_test(hang, hang_is_abandoned);

@@ -5,9 +5,13 @@
  *   One   one step (H1, H2: creations through HTTP; H5: create-and-wait)
  *   Ten   ten steps in a row (H3: W1 through HTTP; H6: overload)
  *   Nap   one step, then duro_sleep for an hour (H4: W3 through HTTP)
+ *   Steps params.steps steps in a row, 10 by default (duro-bench's W1
+ *         and W2 in a worker process: --plugin-workers)
  *
  * Each ends with a small output, so a client learning the result sees
  * {"steps": N}. */
+#include <string.h>
+
 #include "duro.h"
 
 static int trivial(duro_attempt *a, void *arg) {
@@ -40,10 +44,31 @@ static duro_rc nap(duro_step *step, const duro_event *ev, duro_env *env) {
   return duro_set_output(step, "{\"slept\":true}");
 }
 
+/* params.steps, or 10 (the params are the bench's own small JSON). */
+static int steps_param(const char *params) {
+  const char *p = params ? strstr(params, "\"steps\":") : NULL;
+  int n = 0;
+  if (!p)
+    return 10;
+  for (p += 8; *p >= '0' && *p <= '9'; p++)
+    n = n * 10 + (*p - '0');
+  return n;
+}
+
+static duro_rc steps_n(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env;
+  const char *r;
+  int n = steps_param(ev->params);
+  for (int i = 0; i < n; i++)
+    DURO_TRY(duro_do(step, "s", NULL, trivial, NULL, &r));
+  return DURO_OK;
+}
+
 static const duro_workflow_def workflows[] = {
     {.class_name = "One", .run = one},
     {.class_name = "Ten", .run = ten},
     {.class_name = "Nap", .run = nap},
+    {.class_name = "Steps", .run = steps_n},
 };
 
 DURO_PLUGIN(.name = "bench", .version = "1", DURO_WORKFLOWS(workflows));

@@ -35,6 +35,10 @@
 #                      instances; then creates/s accepted, completions/s,
 #                      RSS start/peak/end, the backlog at the end
 #
+# The plugin's code runs in one worker process (plugins[].workers: 1, the
+# default); --plugin-workers 0 runs it in the engine's process, as before
+# workers, for a comparison on the same build.
+#
 # One line per figure, "NAME  value unit  [setting]".  --quick: a smoke run
 # (1 s each, 100 and 1000 instances, H5 100, H6 10 s); --overload-seconds N
 # sets H6's length (`make bench-overload`: --only H6 --overload-seconds 600).  --perf: `perf record -g` of the
@@ -50,6 +54,7 @@ plugin=$(realpath "$build/bench/libbench.so")
 drive=$build/bench/duro-bench-http-drive
 
 quick=0 sync=full keep=0 perf=0 parent=bench-data only="H1,H2,H3,H4,H5,H6"
+plugin_workers=1
 h6_override=""
 threads=${BENCH_WRK_THREADS:-2}
 while [ $# -gt 0 ]; do
@@ -61,9 +66,10 @@ while [ $# -gt 0 ]; do
     --dir) parent=$2; shift ;;
     --only) only=$2; shift ;;
     --threads) threads=$2; shift ;;
+    --plugin-workers) plugin_workers=$2; shift ;;
     --overload-seconds) h6_override=$2; shift ;;
     *) echo "usage: run.sh [--quick] [--synchronous full|normal] [--only H1,H3]" \
-            "[--threads N] [--perf] [--keep] [--dir DIR]" \
+            "[--threads N] [--perf] [--keep] [--dir DIR] [--plugin-workers N]" \
             "[--overload-seconds N]  (H1-H6)" >&2; exit 2 ;;
   esac
   shift
@@ -98,6 +104,7 @@ engine: { workers: 64 }
 plugins:
   - name: bench
     path: $plugin
+    workers: $plugin_workers
     workflows:
       - { name: One, binding: ONE, class_name: One }
       - { name: Ten, binding: TEN, class_name: Ten }

@@ -99,9 +99,14 @@ typedef struct config_cron {
   config_pos workflow_pos;
 } config_cron;
 
+#define CONFIG_DEFAULT_WORKERS 1
+#define CONFIG_MAX_WORKERS 64
 typedef struct config_plugin {
   char *name; /* required, unique */
   char *path; /* required: the .so (absolute after config_load) */
+  /* Worker processes that run its code (run(), step callbacks); 0 = in
+   * the engine's own process, as before workers existed. */
+  uint32_t workers;
   config_workflow *workflows;
   size_t n_workflows;
   config_producer *producers;

@@ -15,12 +15,14 @@
 
 /* ---- Schemas ----------------------------------------------------------- */
 
-enum { PL_NAME, PL_PATH, PL_WORKFLOWS, PL_QUEUES, PL_TRIGGERS };
+enum { PL_NAME, PL_PATH, PL_WORKERS, PL_WORKFLOWS, PL_QUEUES, PL_TRIGGERS };
 static const schema_field plugin_fields[] = {
     [PL_NAME] = {"name", K_STRING, offsetof(config_plugin, name), true, 0, 0,
                  NULL},
     [PL_PATH] = {"path", K_STRING, offsetof(config_plugin, path), true, 0, 0,
                  NULL},
+    [PL_WORKERS] = {"workers", K_U32, offsetof(config_plugin, workers), false,
+                    0, CONFIG_MAX_WORKERS, NULL},
     [PL_WORKFLOWS] = {"workflows", K_NESTED, 0, false, 0, 0, NULL},
     [PL_QUEUES] = {"queues", K_NESTED, 0, false, 0, 0, NULL},
     [PL_TRIGGERS] = {"triggers", K_NESTED, 0, false, 0, 0, NULL},
@@ -114,6 +116,7 @@ int config_parse_plugin(config_parser *p, yaml_node_t *node,
 
   unsigned bad;
   pl->pos = schema_pos(node);
+  pl->workers = CONFIG_DEFAULT_WORKERS;
   int rc = schema_mapping(&p->w, node, &plugin_schema, pl, v, &bad);
   /* An unknown key ("workflow:", "queue:") may be a list of them. */
   if (bad & SCHEMA_BAD_UNKNOWN)

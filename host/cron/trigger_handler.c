@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "altstack.h"
 #include "core.h"
 #include "log.h"
 #include "trigger_internal.h"
@@ -120,7 +121,7 @@ static void *handler_thread(void *arg) {
   fire *f = arg;
   duro_engine *e = f->e;
   struct cron_registry *r = cron_registry_if_any(e);
-  ledger_thread_altstack();
+  thread_altstack();
   ledger_thread_bind(engine_ledger(e), f->slot);
   run_fire(f);
   ledger_release(engine_ledger(e), f->slot);

@@ -134,6 +134,13 @@ int duro_engine_set_limits(duro_engine *e, const char *name,
 int duro_engine_add_build(duro_engine *e, const char *workflow,
                           const char *hash, duro_run_fn run, int newest);
 
+/* Gives build `hash` of `workflow` a context its run() reads with
+ * step_build_ctx (step.h): a run() that stands in for code elsewhere (a
+ * worker process's) learns which code.  The context outlives the build
+ * (its owner frees it after the engine closes). */
+int duro_engine_build_set_ctx(duro_engine *e, const char *workflow,
+                              const char *hash, void *ctx);
+
 /* Drops a build that is not the newest, once no activation runs it and no
  * instance that has not ended is pinned to it: 0 (the caller may unload
  * its code now), DURO_E_BUSY while still needed, DURO_E_NOT_FOUND. */

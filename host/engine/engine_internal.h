@@ -37,6 +37,7 @@ typedef struct entry_fifo {
 typedef struct wf_build {
   char *hash; /* NULL: a build with no identity (in-process workflows) */
   duro_run_fn run;
+  void *ctx;        /* handed to run() through step_build_ctx (a worker's) */
   uint32_t running; /* activations on it now (the workflow's builds_mu) */
   /* How often it was acquired (builds_mu): a retirement that sees it
    * unchanged knows nobody took the build while it read the journal. */
@@ -417,6 +418,11 @@ void attempt_gate_leave(struct duro_attempt *at);
  * reached max_crashes), the others inside their callbacks as cut short.
  * Runs at start, before any activation. */
 int engine_record_crashes(duro_engine *e);
+
+/* How many attempts of step `key` of instance `rowid` the journal has
+ * as plugin.crashed, into *n; 0 or the journal's error. */
+int engine_crashes_of(duro_engine *e, int64_t rowid, const char *key,
+                      uint32_t *n);
 
 /* Adds to `b` attempt `number` of step `s` (copied by the caller, its
  * row rewritten: attempts = number, due at once) as cut short `by` ("a

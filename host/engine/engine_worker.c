@@ -9,6 +9,7 @@
  *
  * One file for the per-step path of the worker side (engine_commit_step,
  * worker_idle, on_task_commit, task_resume), as it was in one engine.c. */
+#include "altstack.h"
 #include "engine_internal.h"
 #include "fiber.h"
 
@@ -220,7 +221,7 @@ static void *worker_main(void *arg) {
   current_worker = w;
   current_slot = w->slot;
   ledger_thread_bind(e->ledger, w->slot);
-  ledger_thread_altstack();
+  thread_altstack();
   w->spare = xcalloc(WORKER_SPARE_FIBERS, sizeof *w->spare);
   pthread_mutex_lock(&e->mu);
   for (;;) {

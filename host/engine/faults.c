@@ -71,6 +71,14 @@ static void count_crash(void *ctx, const char *key, uint32_t number,
     c->n++;
 }
 
+int engine_crashes_of(duro_engine *e, int64_t rowid, const char *key,
+                      uint32_t *n) {
+  crash_count cc = {.key = key};
+  int rc = journal_attempts_each(e->j, rowid, count_crash, &cc);
+  *n = cc.n;
+  return rc;
+}
+
 static void row_set(char **field, char *value) {
   free(*field);
   *field = value;

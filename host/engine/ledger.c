@@ -16,6 +16,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "altstack.h"
+
 #define LEDGER_MAGIC 0x6475726fu /* "duro" */
 
 /* Who died and how: the live engine's, then the dead one's. */
@@ -246,22 +248,9 @@ static void on_process_exit(int status, void *arg) {
   _exit(status);
 }
 
-void ledger_thread_altstack(void) {
-  /* Big enough for the handler and for ASan's own frames in tests. */
-  size_t size = 64 * 1024;
-  stack_t ss = {.ss_size = size, .ss_flags = 0};
-  ss.ss_sp = mmap(NULL, size, PROT_READ | PROT_WRITE,
-                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (ss.ss_sp == MAP_FAILED)
-    return;
-  /* Left mapped when the thread ends: a handful of threads, for the
-   * process's life. */
-  sigaltstack(&ss, NULL);
-}
-
 void ledger_install_crash_handlers(ledger *l) {
   crash_ledger = l;
-  ledger_thread_altstack();
+  thread_altstack();
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_fatal_signal;

@@ -107,11 +107,10 @@ void ledger_copy(char *dst, size_t cap, const char *src);
 /* Installs, in the engine process, handlers that record the slot of the
  * thread that dies (fatal signals, on an alternate stack so a stack
  * overflow is seen too; exit() from a thread that owns a slot) and then
- * let the process die as it would have. */
+ * let the process die as it would have.  Threads that run plugin code
+ * give themselves a signal stack (altstack.h); the main thread gets one
+ * here. */
 void ledger_install_crash_handlers(ledger *l);
-/* Gives the calling thread an alternate signal stack (worker threads call
- * it once); the main thread gets one from install. */
-void ledger_thread_altstack(void);
 
 /* The slot whose thread caused the death: >= 0 a slot, -1 none recorded,
  * -2 a thread that owns no slot (host code, not a plugin).  The handlers

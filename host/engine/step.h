@@ -44,4 +44,31 @@ char *attempt_strdup(duro_attempt *at, const char *s);
 /* Now on the engine clock, as the attempt's activation reads it. */
 int64_t attempt_now_ms(const duro_attempt *at);
 
+/* ---- run() standing in for code in a worker process ---- */
+
+/* The context of the build the activation runs (duro_engine_build_set_ctx),
+ * or NULL. */
+void *step_build_ctx(duro_step *step);
+
+/* The process that ran the activation's plugin code died, `how`
+ * ("SIGSEGV", "exit status 1"), while attempt `at` was in its callback
+ * (or, at NULL, while run() was outside any).  `guilty`: the death was
+ * that code's own (the process's crash handler named it).  `killed`:
+ * a signal no handler saw (SIGKILL) ended it, so a callback not named
+ * may still be the cause: charged a kill, it runs again alone, and is
+ * blamed when it dies so alone or its kills reach engine.max_crashes
+ * (faults.c's rule for a SIGKILL of the engine).  The attempt
+ * is journaled failed plugin.crashed and charged toward
+ * engine.max_crashes when guilty, else cut short; run() crashing outside
+ * a step errors the instance; otherwise the instance runs again at once,
+ * on a new process.  Every later step call of the activation suspends,
+ * and run()'s stand-in returns DURO_SUSPEND. */
+void step_worker_died(duro_step *step, duro_attempt *at, const char *plugin,
+                      const char *build, const char *how, int guilty,
+                      int killed);
+
+/* No process could be had for the activation: it ends as after a failed
+ * write (nothing more is written) and runs again after a back-off. */
+void step_worker_unavailable(duro_step *step);
+
 #endif

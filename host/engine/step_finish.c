@@ -51,6 +51,11 @@ void activation_finish(duro_step *a, duro_rc rc) {
     row->paused_ms = now;
     row->error = (char *)a->last_error;
     clear_control = 1;
+  } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_CRASHED) {
+    row->status = DURO_STATUS_ERRORED;
+    row->ended_ms = now;
+    row->error = (char *)a->last_error;
+    clear_control = 1;
   } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_DIVERGED) {
     row->status = DURO_STATUS_ERRORED;
     row->ended_ms = now;

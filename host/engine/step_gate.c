@@ -58,6 +58,10 @@ int step_gate_enter(duro_step *a, const journal_step *s, uint32_t number) {
   return place;
 }
 
+int attempt_ran_alone(const duro_attempt *at) {
+  return __atomic_load_n(&at->gate, __ATOMIC_ACQUIRE) == GATE_ALONE;
+}
+
 /* Gives the place back, once (the callback's end and the watchdog may
  * both call it); a suspect whose callback got here is no longer one. */
 void attempt_gate_leave(duro_attempt *at) {

@@ -44,7 +44,9 @@ typedef enum suspend_reason {
   SUSPEND_DIVERGED,  /* the code asked for a step its journal does not have
                         there */
   SUSPEND_NO_BUILD,  /* the build it is pinned to is not loaded */
-  SUSPEND_DRY        /* a dry run reached what it would have to run */
+  SUSPEND_DRY,       /* a dry run reached what it would have to run */
+  SUSPEND_CRASHED    /* its plugin code crashed its worker process for
+                        good: the instance errors (last_error) */
 } suspend_reason;
 
 /* The arena: a bump allocator over 4 KiB chunks (bigger requests get a
@@ -94,6 +96,7 @@ struct duro_step {
   ledger_slot *slot;          /* the thread's crash-ledger slot, or NULL */
   int64_t begun_ms;           /* when this activation began */
   journal_instance start_row; /* the row save_start stores */
+  int worker_died;            /* step_worker_died: its run() is gone */
 };
 
 struct duro_attempt {
@@ -267,6 +270,8 @@ journal_step *step_new(duro_step *a, const char *key, const char *name,
 /* Takes a place in the gate for the attempt `number` of step s: the
  * place (GATE_*, step_gate.c), or -1 when the engine stops. */
 int step_gate_enter(duro_step *a, const journal_step *s, uint32_t number);
+/* The attempt holds the gate alone (a suspect's). */
+int attempt_ran_alone(const duro_attempt *at);
 
 /* ---- the plugin API's step calls (step_api_fill puts them) ---- */
 

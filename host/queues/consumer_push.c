@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "altstack.h"
 #include "consumer_internal.h"
 #include "core.h"
 #include "log.h"
@@ -47,7 +48,7 @@ static void live_remove_locked(struct queue_consumers *cs,
 static void *batch_thread(void *arg) {
   duro_message_batch *b = arg;
   duro_engine *e = b->e;
-  ledger_thread_altstack();
+  thread_altstack();
   ledger_thread_bind(engine_ledger(e), b->slot);
   consumer_batch_run(b);
   struct queue_consumers *cs = queue_consumers_of(e);

@@ -43,6 +43,13 @@ void reload_free(reloader *r);
  * number. */
 int reload_load_initial(reloader *r);
 
+/* Plugins whose config says `workers` > 0 run their code in the pool's
+ * processes (worker.h): the engine gets worker_proxy_run for their
+ * builds.  Set before reload_attach; the pool outlives the reloader's
+ * engine.  Without a pool every plugin runs in the engine's process. */
+struct worker_pool;
+void reload_set_workers(reloader *r, struct worker_pool *pool);
+
 /* Once the storage lock is held and the engine open: moves the initial
  * copies into the build store, registers every workflow with its newest
  * build, and loads the older builds in-flight instances are pinned to. */

@@ -12,6 +12,7 @@
 #include "reload_internal.h"
 #include "store.h"
 #include "trigger.h"
+#include "worker.h"
 
 /* The plugin's consumers that name no workflow are fed to the newest
  * build's queue handler; without one they are pull consumers (HTTP), and
@@ -45,17 +46,40 @@ void reload_register_consumers(reloader *r, plugin_state *p, const build *b) {
              p->cfg->name);
 }
 
+void reload_set_workers(reloader *r, worker_pool *pool) { r->workers = pool; }
+
+/* The context of b's class for w when p runs in workers, else NULL. */
+static void *worker_ctx(reloader *r, const plugin_state *p, const build *b,
+                        const config_workflow *w) {
+  if (!r->workers || p->cfg->workers == 0)
+    return NULL;
+  char *path = build_store_path(r->store_dir, b->hash);
+  void *ctx = worker_pool_build(r->workers, p->cfg->name, p->cfg->workers, path,
+                                b->hash, w->class_name);
+  free(path);
+  return ctx;
+}
+
+int reload_engine_build(reloader *r, const plugin_state *p, const build *b,
+                        const config_workflow *w, int newest) {
+  duro_run_fn run = loader_find_workflow(b->lp, w->class_name);
+  if (!run)
+    return DURO_E_NOT_FOUND;
+  void *ctx = worker_ctx(r, p, b, w);
+  int rc = duro_engine_add_build(r->e, w->name, b->hash,
+                                 ctx ? worker_proxy_run : run, newest);
+  if (rc == 0 && ctx)
+    rc = duro_engine_build_set_ctx(r->e, w->name, b->hash, ctx);
+  return rc;
+}
+
 /* Gives the engine build b's run() for each workflow of the plugin. */
 void reload_add_to_engine(reloader *r, plugin_state *p, const build *b,
                           int newest) {
   if (newest)
     reload_register_consumers(r, p, b);
-  for (size_t k = 0; k < p->cfg->n_workflows; k++) {
-    const config_workflow *w = &p->cfg->workflows[k];
-    duro_run_fn run = loader_find_workflow(b->lp, w->class_name);
-    if (run)
-      duro_engine_add_build(r->e, w->name, b->hash, run, newest);
-  }
+  for (size_t k = 0; k < p->cfg->n_workflows; k++)
+    reload_engine_build(r, p, b, &p->cfg->workflows[k], newest);
 }
 
 static void register_workflows(reloader *r) {
@@ -74,9 +98,14 @@ static void register_workflows(reloader *r) {
           .lifecycle_queue = w->lifecycle_queue,
       };
       /* names are unique (config_refs.c checked), so this cannot fail */
-      duro_engine_register(r->e, w->name, w->binding,
-                           loader_find_workflow(newest->lp, w->class_name),
-                           &lim, newest->hash);
+      void *ctx = worker_ctx(r, p, newest, w);
+      duro_engine_register(
+          r->e, w->name, w->binding,
+          ctx ? worker_proxy_run
+              : loader_find_workflow(newest->lp, w->class_name),
+          &lim, newest->hash);
+      if (ctx)
+        duro_engine_build_set_ctx(r->e, w->name, newest->hash, ctx);
     }
   }
 }

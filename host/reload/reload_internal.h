@@ -56,6 +56,7 @@ struct reloader {
   char *self;
   duro_engine *e;
   char *store_dir;
+  struct worker_pool *workers; /* NULL: plugin code runs in this process */
   pthread_mutex_t mu;
   plugin_state *plugins;
   int queued;         /* reload jobs on the pool (the loop's thread only) */
@@ -71,6 +72,14 @@ struct reloader {
   uv_async_t rewatch;
   int rewatch_on;
 };
+/* ---- reload_attach.c ---------------------------------------------------- */
+
+/* Gives the engine build b of workflow w of plugin p: its run() in this
+ * process, or the worker stand-in with the build's context when p runs
+ * in workers.  newest as duro_engine_add_build's.  0 or its error. */
+int reload_engine_build(reloader *r, const plugin_state *p, const build *b,
+                        const config_workflow *w, int newest);
+
 /* ---- reload.c ------------------------------------------------------------ */
 
 /* The state of config plugin c (of the running config: a reload may

@@ -72,9 +72,9 @@ static int give_build(reloader *r, plugin_state *p, const char *workflow,
   if (b) {
     for (size_t k = 0; k < p->cfg->n_workflows; k++) {
       const config_workflow *w = &p->cfg->workflows[k];
-      duro_run_fn run = loader_find_workflow(b->lp, w->class_name);
-      if (!strcmp(w->name, workflow) && run)
-        return duro_engine_add_build(r->e, workflow, hash, run, 0) ? -1 : 0;
+      if (!strcmp(w->name, workflow) &&
+          loader_find_workflow(b->lp, w->class_name))
+        return reload_engine_build(r, p, b, w, 0) ? -1 : 0;
     }
     snprintf(err, errlen, "build %s serves no workflow \"%s\"", hash, workflow);
     return -1;

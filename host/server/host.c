@@ -41,12 +41,14 @@
 #include "supervisor.h"
 #include "trigger.h"
 #include "util.h"
+#include "worker.h"
 
 typedef struct host {
   const config *cfg;
   duro_engine *engine;
   http_server *http;
   reloader *plugins;
+  worker_pool *workers; /* the plugins' worker processes */
   ledger *ledger;
   uv_timer_t gc;
   uv_work_t gc_work;
@@ -401,6 +403,9 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   self[n > 0 ? n : 0] = '\0';
   h.plugins = reload_new(cfg, ledger, self);
+  /* Plugin code runs in worker processes of this binary (worker.h). */
+  h.workers = worker_pool_create(self);
+  reload_set_workers(h.plugins, h.workers);
   int problems = reload_load_initial(h.plugins);
   if (problems != 0) {
     errlist_print_count(stderr, (size_t)problems, cfg->file);
@@ -487,6 +492,7 @@ stop:
   uv_loop_close(&h.loop);
 out:
   reload_free(h.plugins);
+  worker_pool_free(h.workers); /* no activation runs any more */
   if (lock_fd >= 0)
     close(lock_fd);
   close(ctl_fd);

@@ -14,177 +14,84 @@
 #define WIRE_VERSION 1
 enum { TAG_BATCH = 'B', TAG_RESULTS = 'R' };
 
-/* ---- writing ---- */
-
-static void put(wire_buf *w, const void *p, size_t n) {
-  if (w->len + n > w->cap) {
-    size_t cap = w->cap ? w->cap : 256;
-    while (cap < w->len + n)
-      cap *= 2;
-    w->data = xrealloc(w->data, cap);
-    w->cap = cap;
-  }
-  memcpy(w->data + w->len, p, n);
-  w->len += n;
-}
-
-static void put_u8(wire_buf *w, uint8_t v) { put(w, &v, 1); }
-static void put_u32(wire_buf *w, uint32_t v) { put(w, &v, sizeof v); }
-static void put_i64(wire_buf *w, int64_t v) { put(w, &v, sizeof v); }
-
-/* Length + 1, then the bytes; 0 for NULL. */
-static void put_str(wire_buf *w, const char *s) {
-  size_t n = s ? strlen(s) : 0;
-  put_u32(w, s ? (uint32_t)n + 1 : 0);
-  if (s)
-    put(w, s, n);
-}
-
-void wire_buf_free(wire_buf *w) {
-  free(w->data);
-  memset(w, 0, sizeof *w);
-}
-
-/* ---- reading ---- */
-
-void wire_reader_init(wire_reader *r, const void *data, size_t len) {
-  r->p = data;
-  r->end = r->p + len;
-  r->bad = 0;
-}
-
-static int get(wire_reader *r, void *out, size_t n) {
-  if (r->bad || (size_t)(r->end - r->p) < n) {
-    r->bad = 1;
-    memset(out, 0, n);
-    return -1;
-  }
-  memcpy(out, r->p, n);
-  r->p += n;
-  return 0;
-}
-
-static uint8_t get_u8(wire_reader *r) {
-  uint8_t v;
-  get(r, &v, 1);
-  return v;
-}
-
-static uint32_t get_u32(wire_reader *r) {
-  uint32_t v;
-  get(r, &v, sizeof v);
-  return v;
-}
-
-static int64_t get_i64(wire_reader *r) {
-  int64_t v;
-  get(r, &v, sizeof v);
-  return v;
-}
-
-/* A malloc'ed copy (NULL for NULL, or on a bad read). */
-static char *get_str(wire_reader *r) {
-  uint32_t n = get_u32(r);
-  if (r->bad || n == 0)
-    return NULL;
-  if ((size_t)(r->end - r->p) < (size_t)n - 1 ||
-      memchr(r->p, '\0', (size_t)n - 1)) {
-    r->bad = 1;
-    return NULL;
-  }
-  char *s = xmalloc(n);
-  memcpy(s, r->p, (size_t)n - 1);
-  s[n - 1] = '\0';
-  r->p += n - 1;
-  return s;
-}
-
-/* An enum's value, checked against its count. */
-static uint32_t get_enum(wire_reader *r, uint32_t count) {
-  uint32_t v = get_u32(r);
-  if (v >= count)
-    r->bad = 1;
-  return r->bad ? 0 : v;
-}
-
 /* ---- rows ---- */
 
 static void put_instance(wire_buf *w, const journal_instance *in) {
-  put_i64(w, in->rowid);
-  put_str(w, in->workflow);
-  put_str(w, in->id);
-  put_u32(w, (uint32_t)in->status);
-  put_str(w, in->params);
-  put_str(w, in->output);
-  put_str(w, in->error);
-  put_i64(w, in->created_ms);
-  put_i64(w, in->started_ms);
-  put_i64(w, in->ended_ms);
-  put_i64(w, in->wake_ms);
-  put_i64(w, in->paused_ms);
-  put_str(w, in->wait_type);
-  put_u32(w, (uint32_t)in->control);
-  put_i64(w, in->retention_ms);
-  put_str(w, in->build);
-  put_i64(w, in->restarts);
-  put_i64(w, in->owner);
+  wire_put_i64(w, in->rowid);
+  wire_put_str(w, in->workflow);
+  wire_put_str(w, in->id);
+  wire_put_u32(w, (uint32_t)in->status);
+  wire_put_str(w, in->params);
+  wire_put_str(w, in->output);
+  wire_put_str(w, in->error);
+  wire_put_i64(w, in->created_ms);
+  wire_put_i64(w, in->started_ms);
+  wire_put_i64(w, in->ended_ms);
+  wire_put_i64(w, in->wake_ms);
+  wire_put_i64(w, in->paused_ms);
+  wire_put_str(w, in->wait_type);
+  wire_put_u32(w, (uint32_t)in->control);
+  wire_put_i64(w, in->retention_ms);
+  wire_put_str(w, in->build);
+  wire_put_i64(w, in->restarts);
+  wire_put_i64(w, in->owner);
 }
 
 static void get_instance(wire_reader *r, journal_instance *in) {
   memset(in, 0, sizeof *in);
-  in->rowid = get_i64(r);
-  in->workflow = get_str(r);
-  in->id = get_str(r);
-  in->status = (duro_status)get_enum(r, DURO_STATUS_COMPLETE + 1);
-  in->params = get_str(r);
-  in->output = get_str(r);
-  in->error = get_str(r);
-  in->created_ms = get_i64(r);
-  in->started_ms = get_i64(r);
-  in->ended_ms = get_i64(r);
-  in->wake_ms = get_i64(r);
-  in->paused_ms = get_i64(r);
-  in->wait_type = get_str(r);
-  in->control = (int)get_enum(r, JOURNAL_CONTROL_TERMINATE + 1);
-  in->retention_ms = get_i64(r);
-  in->build = get_str(r);
-  in->restarts = get_i64(r);
-  in->owner = get_i64(r);
+  in->rowid = wire_get_i64(r);
+  in->workflow = wire_get_str(r);
+  in->id = wire_get_str(r);
+  in->status = (duro_status)wire_get_enum(r, DURO_STATUS_COMPLETE + 1);
+  in->params = wire_get_str(r);
+  in->output = wire_get_str(r);
+  in->error = wire_get_str(r);
+  in->created_ms = wire_get_i64(r);
+  in->started_ms = wire_get_i64(r);
+  in->ended_ms = wire_get_i64(r);
+  in->wake_ms = wire_get_i64(r);
+  in->paused_ms = wire_get_i64(r);
+  in->wait_type = wire_get_str(r);
+  in->control = (int)wire_get_enum(r, JOURNAL_CONTROL_TERMINATE + 1);
+  in->retention_ms = wire_get_i64(r);
+  in->build = wire_get_str(r);
+  in->restarts = wire_get_i64(r);
+  in->owner = wire_get_i64(r);
 }
 
 static void put_step(wire_buf *w, const journal_step *s) {
-  put_str(w, s->key);
-  put_str(w, s->name);
-  put_u32(w, s->count);
-  put_i64(w, s->seq);
-  put_u32(w, (uint32_t)s->type);
-  put_u32(w, (uint32_t)s->status);
-  put_str(w, s->result);
-  put_str(w, s->error);
-  put_u32(w, s->attempts);
-  put_i64(w, s->started_ms);
-  put_i64(w, s->ended_ms);
-  put_i64(w, s->wake_ms);
-  put_i64(w, s->attempt_started_ms);
-  put_str(w, s->build);
+  wire_put_str(w, s->key);
+  wire_put_str(w, s->name);
+  wire_put_u32(w, s->count);
+  wire_put_i64(w, s->seq);
+  wire_put_u32(w, (uint32_t)s->type);
+  wire_put_u32(w, (uint32_t)s->status);
+  wire_put_str(w, s->result);
+  wire_put_str(w, s->error);
+  wire_put_u32(w, s->attempts);
+  wire_put_i64(w, s->started_ms);
+  wire_put_i64(w, s->ended_ms);
+  wire_put_i64(w, s->wake_ms);
+  wire_put_i64(w, s->attempt_started_ms);
+  wire_put_str(w, s->build);
 }
 
 static void get_step(wire_reader *r, journal_step *s) {
   memset(s, 0, sizeof *s);
-  s->key = get_str(r);
-  s->name = get_str(r);
-  s->count = get_u32(r);
-  s->seq = get_i64(r);
-  s->type = (duro_step_kind)get_enum(r, DURO_STEP_WAIT_FOR_EVENT + 1);
-  s->status = (duro_step_status)get_enum(r, DURO_STEP_CANCELLED + 1);
-  s->result = get_str(r);
-  s->error = get_str(r);
-  s->attempts = get_u32(r);
-  s->started_ms = get_i64(r);
-  s->ended_ms = get_i64(r);
-  s->wake_ms = get_i64(r);
-  s->attempt_started_ms = get_i64(r);
-  s->build = get_str(r);
+  s->key = wire_get_str(r);
+  s->name = wire_get_str(r);
+  s->count = wire_get_u32(r);
+  s->seq = wire_get_i64(r);
+  s->type = (duro_step_kind)wire_get_enum(r, DURO_STEP_WAIT_FOR_EVENT + 1);
+  s->status = (duro_step_status)wire_get_enum(r, DURO_STEP_CANCELLED + 1);
+  s->result = wire_get_str(r);
+  s->error = wire_get_str(r);
+  s->attempts = wire_get_u32(r);
+  s->started_ms = wire_get_i64(r);
+  s->ended_ms = wire_get_i64(r);
+  s->wake_ms = wire_get_i64(r);
+  s->attempt_started_ms = wire_get_i64(r);
+  s->build = wire_get_str(r);
 }
 
 void journal_wire_instance(wire_buf *w, const journal_instance *in) {
@@ -202,14 +109,14 @@ int journal_wire_instance_read(wire_reader *r, journal_instance *out) {
 /* A count of rows that could not fit in what is left (each row takes
  * more than 4 bytes) is garbage, not an allocation to attempt. */
 static size_t get_count(wire_reader *r) {
-  uint32_t n = get_u32(r);
+  uint32_t n = wire_get_u32(r);
   if (!r->bad && (size_t)n > (size_t)(r->end - r->p) / 4)
     r->bad = 1;
   return r->bad ? 0 : n;
 }
 
 void journal_wire_steps(wire_buf *w, const journal_step *s, size_t n) {
-  put_u32(w, (uint32_t)n);
+  wire_put_u32(w, (uint32_t)n);
   for (size_t i = 0; i < n; i++)
     put_step(w, &s[i]);
 }
@@ -230,13 +137,13 @@ int journal_wire_steps_read(wire_reader *r, journal_step **out, size_t *n) {
 }
 
 void journal_wire_events(wire_buf *w, const journal_event *ev, size_t n) {
-  put_u32(w, (uint32_t)n);
+  wire_put_u32(w, (uint32_t)n);
   for (size_t i = 0; i < n; i++) {
-    put_i64(w, ev[i].seq);
-    put_str(w, ev[i].type);
-    put_str(w, ev[i].payload);
-    put_i64(w, ev[i].ts_ms);
-    put_str(w, ev[i].consumed_by);
+    wire_put_i64(w, ev[i].seq);
+    wire_put_str(w, ev[i].type);
+    wire_put_str(w, ev[i].payload);
+    wire_put_i64(w, ev[i].ts_ms);
+    wire_put_str(w, ev[i].consumed_by);
   }
 }
 
@@ -245,11 +152,11 @@ int journal_wire_events_read(wire_reader *r, journal_event **out, size_t *n) {
   *n = get_count(r);
   journal_event *v = *n ? xcalloc(*n, sizeof *v) : NULL;
   for (size_t i = 0; i < *n; i++) {
-    v[i].seq = get_i64(r);
-    v[i].type = get_str(r);
-    v[i].payload = get_str(r);
-    v[i].ts_ms = get_i64(r);
-    v[i].consumed_by = get_str(r);
+    v[i].seq = wire_get_i64(r);
+    v[i].type = wire_get_str(r);
+    v[i].payload = wire_get_str(r);
+    v[i].ts_ms = wire_get_i64(r);
+    v[i].consumed_by = wire_get_str(r);
   }
   if (!r->bad) {
     *out = v;
@@ -263,41 +170,41 @@ int journal_wire_events_read(wire_reader *r, journal_event **out, size_t *n) {
 /* ---- batches ---- */
 
 static void put_op(wire_buf *w, const journal_op *op) {
-  put_u32(w, (uint32_t)op->kind);
-  put_i64(w, op->rowid);
-  put_u8(w, op->inst != NULL);
+  wire_put_u32(w, (uint32_t)op->kind);
+  wire_put_i64(w, op->rowid);
+  wire_put_u8(w, op->inst != NULL);
   if (op->inst)
     put_instance(w, op->inst);
-  put_u8(w, op->step != NULL);
+  wire_put_u8(w, op->step != NULL);
   if (op->step)
     put_step(w, op->step);
-  put_str(w, op->attempt.key);
-  put_u32(w, op->attempt.number);
-  put_i64(w, op->attempt.started_ms);
-  put_i64(w, op->attempt.ended_ms);
-  put_str(w, op->attempt.error);
-  put_str(w, op->attempt.build);
-  put_i64(w, op->from_seq);
-  put_i64(w, op->event_seq);
-  put_str(w, op->event_type);
-  put_str(w, op->event_payload);
-  put_str(w, op->step_key);
-  put_i64(w, op->ts_ms);
-  put_u32(w, (uint32_t)op->clear_control);
-  put_str(w, op->queue);
-  put_str(w, op->body);
-  put_str(w, op->lease);
-  put_str(w, op->error);
-  put_str(w, op->dead_letter_queue);
-  put_i64(w, op->visible_ms);
-  put_u32(w, op->max_attempts);
-  put_str(w, op->lease_token);
-  put_i64(w, (int64_t)op->n_leases);
+  wire_put_str(w, op->attempt.key);
+  wire_put_u32(w, op->attempt.number);
+  wire_put_i64(w, op->attempt.started_ms);
+  wire_put_i64(w, op->attempt.ended_ms);
+  wire_put_str(w, op->attempt.error);
+  wire_put_str(w, op->attempt.build);
+  wire_put_i64(w, op->from_seq);
+  wire_put_i64(w, op->event_seq);
+  wire_put_str(w, op->event_type);
+  wire_put_str(w, op->event_payload);
+  wire_put_str(w, op->step_key);
+  wire_put_i64(w, op->ts_ms);
+  wire_put_u32(w, (uint32_t)op->clear_control);
+  wire_put_str(w, op->queue);
+  wire_put_str(w, op->body);
+  wire_put_str(w, op->lease);
+  wire_put_str(w, op->error);
+  wire_put_str(w, op->dead_letter_queue);
+  wire_put_i64(w, op->visible_ms);
+  wire_put_u32(w, op->max_attempts);
+  wire_put_str(w, op->lease_token);
+  wire_put_i64(w, (int64_t)op->n_leases);
 }
 
 /* A string read into b's keeping. */
 static const char *own_str(wire_reader *r, journal_batch *b) {
-  char *s = get_str(r);
+  char *s = wire_get_str(r);
   return s ? journal_batch_own(b, s) : NULL;
 }
 
@@ -325,44 +232,44 @@ static const journal_step *own_step(wire_reader *r, journal_batch *b) {
 
 static void get_op(wire_reader *r, journal_batch *b) {
   journal_op_kind kind =
-      (journal_op_kind)get_enum(r, (uint32_t)JOP_MESSAGES_EXPIRE + 1);
+      (journal_op_kind)wire_get_enum(r, (uint32_t)JOP_MESSAGES_EXPIRE + 1);
   journal_op *op = journal_batch_add(b, kind);
-  op->rowid = get_i64(r);
-  if (get_u8(r))
+  op->rowid = wire_get_i64(r);
+  if (wire_get_u8(r))
     op->inst = own_instance(r, b);
-  if (get_u8(r))
+  if (wire_get_u8(r))
     op->step = own_step(r, b);
   op->attempt.key = own_str(r, b);
-  op->attempt.number = get_u32(r);
-  op->attempt.started_ms = get_i64(r);
-  op->attempt.ended_ms = get_i64(r);
+  op->attempt.number = wire_get_u32(r);
+  op->attempt.started_ms = wire_get_i64(r);
+  op->attempt.ended_ms = wire_get_i64(r);
   op->attempt.error = own_str(r, b);
   op->attempt.build = own_str(r, b);
-  op->from_seq = get_i64(r);
-  op->event_seq = get_i64(r);
+  op->from_seq = wire_get_i64(r);
+  op->event_seq = wire_get_i64(r);
   op->event_type = own_str(r, b);
   op->event_payload = own_str(r, b);
   op->step_key = own_str(r, b);
-  op->ts_ms = get_i64(r);
-  op->clear_control = (int)get_enum(r, 2);
+  op->ts_ms = wire_get_i64(r);
+  op->clear_control = (int)wire_get_enum(r, 2);
   op->queue = own_str(r, b);
   op->body = own_str(r, b);
   op->lease = own_str(r, b);
   op->error = own_str(r, b);
   op->dead_letter_queue = own_str(r, b);
-  op->visible_ms = get_i64(r);
-  op->max_attempts = get_u32(r);
+  op->visible_ms = wire_get_i64(r);
+  op->max_attempts = wire_get_u32(r);
   op->lease_token = own_str(r, b);
-  int64_t n_leases = get_i64(r);
+  int64_t n_leases = wire_get_i64(r);
   if (n_leases < 0)
     r->bad = 1;
   op->n_leases = r->bad ? 0 : (size_t)n_leases;
 }
 
 void journal_wire_batch(wire_buf *w, const journal_batch *b) {
-  put_u8(w, WIRE_VERSION);
-  put_u8(w, TAG_BATCH);
-  put_u32(w, (uint32_t)b->n);
+  wire_put_u8(w, WIRE_VERSION);
+  wire_put_u8(w, TAG_BATCH);
+  wire_put_u32(w, (uint32_t)b->n);
   for (size_t i = 0; i < b->n; i++)
     put_op(w, &b->ops[i]);
 }
@@ -370,7 +277,7 @@ void journal_wire_batch(wire_buf *w, const journal_batch *b) {
 /* The version and tag, then a count no larger than what is left could
  * hold (an op is more than 4 bytes). */
 static size_t get_header(wire_reader *r, uint8_t tag) {
-  if (get_u8(r) != WIRE_VERSION || get_u8(r) != tag)
+  if (wire_get_u8(r) != WIRE_VERSION || wire_get_u8(r) != tag)
     r->bad = 1;
   return get_count(r);
 }
@@ -389,13 +296,13 @@ int journal_wire_batch_read(const void *data, size_t len, journal_batch *b) {
 }
 
 void journal_wire_results(wire_buf *w, const journal_batch *b) {
-  put_u8(w, WIRE_VERSION);
-  put_u8(w, TAG_RESULTS);
-  put_u32(w, (uint32_t)b->n);
+  wire_put_u8(w, WIRE_VERSION);
+  wire_put_u8(w, TAG_RESULTS);
+  wire_put_u32(w, (uint32_t)b->n);
   for (size_t i = 0; i < b->n; i++) {
-    put_u32(w, (uint32_t)b->ops[i].rc);
-    put_i64(w, b->ops[i].out_rowid);
-    put_i64(w, b->ops[i].out_owner);
+    wire_put_u32(w, (uint32_t)b->ops[i].rc);
+    wire_put_i64(w, b->ops[i].out_rowid);
+    wire_put_i64(w, b->ops[i].out_owner);
   }
 }
 
@@ -408,9 +315,9 @@ int journal_wire_results_read(const void *data, size_t len, journal_batch *b) {
   /* Read into a copy first: a bad buffer leaves the batch as it was. */
   int64_t *v = n ? xcalloc(n * 3, sizeof *v) : NULL;
   for (size_t i = 0; i < n; i++) {
-    v[3 * i] = (int32_t)get_u32(&r);
-    v[3 * i + 1] = get_i64(&r);
-    v[3 * i + 2] = get_i64(&r);
+    v[3 * i] = (int32_t)wire_get_u32(&r);
+    v[3 * i + 1] = wire_get_i64(&r);
+    v[3 * i + 2] = wire_get_i64(&r);
   }
   int ok = !r.bad && r.p == r.end;
   for (size_t i = 0; ok && i < n; i++) {

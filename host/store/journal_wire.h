@@ -21,14 +21,7 @@
 #include <stdint.h>
 
 #include "journal.h"
-
-/* A growing buffer the encoders append to. */
-typedef struct wire_buf {
-  char *data;
-  size_t len, cap;
-} wire_buf;
-
-void wire_buf_free(wire_buf *w);
+#include "wire.h"
 
 /* ---- batches (worker to engine) ---- */
 
@@ -51,13 +44,6 @@ void journal_wire_instance(wire_buf *w, const journal_instance *in);
 void journal_wire_steps(wire_buf *w, const journal_step *s, size_t n);
 void journal_wire_events(wire_buf *w, const journal_event *ev, size_t n);
 
-/* A reader over bytes holding rows appended one after another. */
-typedef struct wire_reader {
-  const char *p, *end;
-  int bad; /* a read ran short or found garbage */
-} wire_reader;
-
-void wire_reader_init(wire_reader *r, const void *data, size_t len);
 /* Each returns 0, or DURO_E_INVALID_ARGUMENT with nothing left allocated
  * (the reader is bad from then on). */
 int journal_wire_instance_read(wire_reader *r, journal_instance *out);

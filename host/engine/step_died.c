@@ -1,0 +1,131 @@
+/* step_died.c — the process running an activation's plugin code died
+ * (a worker: worker/worker_proxy.c), recorded as faults.c records a
+ * death of the engine, with one difference: the engine saw it happen, so
+ * it knows which attempt was in its callback and, from the worker's
+ * crash handler, whether the death was that callback's own.
+ *
+ *   guilty, in a callback   failed plugin.crashed, charged toward
+ *                           engine.max_crashes (at max: the instance
+ *                           errors); its retry policy applies at the
+ *                           step's next call, as after an engine crash
+ *   not guilty, in one      cut short (attempt.cut_short, not charged):
+ *                           it runs again at once as the next attempt
+ *   guilty, outside any     run() itself crashed: it would again on
+ *                           every activation, so the instance errors
+ *   otherwise               nothing to record
+ *
+ * The activation ends either way (its run() is gone with the process):
+ * what it wrote so far commits with its final row, and the instance runs
+ * again at once, on a new worker. */
+#include <stdlib.h>
+
+#include "log.h"
+#include "step.h"
+#include "step_internal.h"
+
+void *step_build_ctx(duro_step *a) { return a->build ? a->build->ctx : NULL; }
+
+static void crashed_for_good(duro_step *a, char *why) {
+  a->last_error = arena_take(a, error_json(DURO_ERR_CRASHED, why));
+  a->reason = SUSPEND_CRASHED;
+  free(why);
+}
+
+static void record_guilty(duro_step *a, duro_attempt *at, const char *plugin,
+                          const char *build, const char *how) {
+  journal_step *s = at->step;
+  uint32_t before = 0;
+  if (engine_crashes_of(a->e, a->inst.rowid, s->key, &before) != 0)
+    before = 0; /* unread: charge this one at least */
+  uint32_t crashes = before + 1;
+  int64_t now = now_ms(a);
+  char *msg = xasprintf("step \"%s\" attempt %u crashed its worker process "
+                        "(plugin \"%s\", build %s): %s",
+                        s->key, at->number, plugin, build ? build : "?", how);
+  const char *err = arena_take(a, error_json(DURO_ERR_CRASHED, msg));
+  journal_op *op = journal_batch_add(&a->batch, JOP_ATTEMPT_PUT);
+  op->rowid = a->inst.rowid;
+  op->attempt = (journal_attempt){.key = s->key,
+                                  .number = at->number,
+                                  .started_ms = at->started_ms,
+                                  .ended_ms = now,
+                                  .error = err,
+                                  .build = a->build_hash};
+  /* A failed attempt with no wake time: the retry policy is applied at
+   * the step's next call (retry_orphaned in step_do.c). */
+  s->attempts = at->number;
+  s->error = (char *)err;
+  s->status = DURO_STEP_WAITING;
+  s->wake_ms = JOURNAL_NONE;
+  log_write(DURO_LOG_WARN, a->where, "%s (crash %u of %u)", msg, crashes,
+            a->e->max_crashes);
+  free(msg);
+  if (crashes >= a->e->max_crashes) {
+    s->status = DURO_STEP_ERRORED;
+    s->ended_ms = now;
+    crashed_for_good(a, xasprintf("step \"%s\" crashed its worker process %u "
+                                  "times (engine.max_crashes is %u); the "
+                                  "last time it was %s",
+                                  s->key, crashes, a->e->max_crashes, how));
+  }
+  put_step(a, s);
+}
+
+/* A death no handler saw (SIGKILL: the callback's own, the OOM killer's
+ * for the memory a callback took, or an operator's), with attempt `at`
+ * in its callback: it is to blame when it ran alone, or when its kills
+ * reach engine.max_crashes; else it is charged a kill and runs again
+ * alone (step_gate.c), as after a SIGKILL of the engine (faults.c). */
+static int blame_kill(duro_step *a, duro_attempt *at) {
+  if (attempt_ran_alone(at))
+    return 1;
+  uint32_t kills =
+      ledger_suspect_charge(a->e->ledger, a->inst.rowid, at->step->key);
+  uint32_t crashes = 0;
+  if (engine_crashes_of(a->e, a->inst.rowid, at->step->key, &crashes) != 0)
+    crashes = 0;
+  if (kills && crashes + kills >= a->e->max_crashes)
+    return 1;
+  log_write(DURO_LOG_WARN, a->where,
+            "step \"%s\" was inside its callback when its worker process "
+            "was killed (%u of %u): it runs again with no other callback "
+            "beside it",
+            at->step->key, crashes + (kills ? kills : 1), a->e->max_crashes);
+  return 0;
+}
+
+void step_worker_died(duro_step *a, duro_attempt *at, const char *plugin,
+                      const char *build, const char *how, int guilty,
+                      int killed) {
+  if (a->worker_died)
+    return;
+  a->worker_died = 1;
+  a->suspended = 1;
+  a->reason = SUSPEND_SHUTDOWN; /* queued: it runs again at once */
+  if (at && !guilty && killed && a->e->ledger)
+    guilty = blame_kill(a, at);
+  if (at && guilty) {
+    record_guilty(a, at, plugin, build, how);
+  } else if (at) {
+    char *by = xasprintf("the death of its worker process (%s), which "
+                         "another callback caused",
+                         how);
+    char *owned = NULL;
+    engine_cut_short(&a->batch, a->where, a->inst.rowid, at->step, at->number,
+                     at->started_ms, a->build_hash, by, now_ms(a), &owned);
+    journal_batch_own(&a->batch, owned); /* the attempt's error, to commit */
+    free(by);
+  } else if (guilty) {
+    crashed_for_good(a, xasprintf("run() crashed its worker process outside "
+                                  "any step (plugin \"%s\", build %s: %s); "
+                                  "code outside steps runs again on every "
+                                  "activation, so it would crash again",
+                                  plugin, build ? build : "?", how));
+  }
+}
+
+void step_worker_unavailable(duro_step *a) {
+  a->storage_failed = 1; /* activation_run: dropped, retried later */
+  a->suspended = 1;
+  a->reason = SUSPEND_SHUTDOWN;
+}

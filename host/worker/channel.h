@@ -1,0 +1,40 @@
+/* channel.h — framed messages between the engine and a worker process
+ * over one end of a stream socketpair.
+ *
+ * A frame is its length (u32, of what follows), its kind (u32), the
+ * activation it is about (u64) and the kind's fields (wire.h).  A stream
+ * rather than SOCK_SEQPACKET: a step result may be larger than a socket
+ * buffer, and a record type would cap it.  The conversation on one
+ * channel is strict ping-pong per activation (worker_proto.h), so a
+ * reader needs no routing beyond the activation id.  EOF, or any error,
+ * is the other side's death: the channel is not used again. */
+#ifndef DURO_WORKER_CHANNEL_H
+#define DURO_WORKER_CHANNEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wire.h"
+
+typedef struct channel {
+  int fd;
+  char *buf; /* what was read and not yet taken */
+  size_t len, off, cap;
+} channel;
+
+/* Takes fd (closed by channel_close). */
+void channel_init(channel *c, int fd);
+void channel_close(channel *c);
+
+/* Starts a frame of `kind` about activation `act` in m (reset). */
+void channel_begin(wire_buf *m, uint32_t kind, uint64_t act);
+/* Sends the frame m holds; 0, or -1 when the other side is gone. */
+int channel_send(channel *c, wire_buf *m);
+
+/* The next frame: its kind, activation and a reader over its fields,
+ * valid until the next channel_recv.  0, or -1 at EOF or on an error
+ * (a frame longer than CHANNEL_MAX_FRAME among them). */
+#define CHANNEL_MAX_FRAME (256u << 20)
+int channel_recv(channel *c, uint32_t *kind, uint64_t *act, wire_reader *r);
+
+#endif

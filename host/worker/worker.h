@@ -1,0 +1,45 @@
+/* worker.h — plugin code in worker processes: the engine's side.
+ *
+ * A plugin whose config says `workers: N` (N > 0, the default 1) has its
+ * run() and step callbacks run in N processes of its own (`duro
+ * __worker`), never in the engine: a crash, an exit() or a kill there
+ * fails what that process held and nothing else (worker_proxy.c), and a
+ * new process starts for the next activation.  The engine's step runner,
+ * journal and crash accounting are unchanged: for such a build the
+ * engine's run() is worker_proxy_run, which carries each of the plugin's
+ * calls out in the activation's own context (worker_proto.h). */
+#ifndef DURO_WORKER_H
+#define DURO_WORKER_H
+
+#include <stdint.h>
+
+#include "duro.h"
+
+typedef struct worker_pool worker_pool;
+
+/* A pool that starts workers as `exe __worker` (exe: the duro binary;
+ * copied). */
+worker_pool *worker_pool_create(const char *exe);
+/* Kills the workers and frees what the pool holds.  Call once no
+ * activation runs. */
+void worker_pool_free(worker_pool *p);
+
+/* The run() context of class `class_name` of build `hash` (its file at
+ * `path`) of plugin `plugin`, served by `n` processes of that plugin's
+ * (the first call for a plugin sets n).  Owned by the pool; the same
+ * arguments give the same pointer. */
+void *worker_pool_build(worker_pool *p, const char *plugin, uint32_t n,
+                        const char *path, const char *hash,
+                        const char *class_name);
+
+/* Worker processes started and died so far, over every plugin. */
+void worker_pool_counts(worker_pool *p, uint64_t *started, uint64_t *died);
+
+/* The engine's run() for a build served by workers: its context is the
+ * build's (duro_engine_build_set_ctx with worker_pool_build's pointer). */
+duro_rc worker_proxy_run(duro_step *step, const duro_event *ev, duro_env *env);
+
+/* `duro __worker FD PLUGIN`: a worker process's main. */
+int worker_process_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,348 @@
+/* worker_api.c — the plugin API table inside a worker process: every
+ * call that the engine's step runner answers becomes a request on the
+ * activation's channel (worker_proto.h); an attempt's own calls (its
+ * number, key, deadline, result and failure) are kept here and sent with
+ * the callback's return, so a step costs the plugin no more round trips
+ * than its duro_do and the callback's CALL. */
+#include <jansson.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "log.h"
+#include "util.h"
+#include "worker_process.h"
+#include "worker_proto.h"
+
+static wk_act *act_of(duro_step *s) { return (wk_act *)s; }
+
+/* The engine's answer to a request: its rc, and its text in *text
+ * (borrowed until the next request; may be NULL). */
+static int64_t ask(wk_act *a, const char **text) {
+  wk_exchange(a);
+  int64_t rc = wire_get_i64(&a->r);
+  const char *t = wire_get_strz(&a->r);
+  if (text)
+    *text = t;
+  return a->r.bad ? DURO_E_IO : rc;
+}
+
+/* ---- an attempt's callback, run here when the engine sends CALL ---- */
+
+static void run_callback(wk_act *a) {
+  duro_step_fn fn = (duro_step_fn)(uintptr_t)wire_get_u64(&a->r);
+  void *arg = (void *)(uintptr_t)wire_get_u64(&a->r);
+  wk_attempt at = {.act = a};
+  at.number = wire_get_u32(&a->r);
+  at.deadline_ms = wire_get_i64(&a->r);
+  at.key = wire_get_str(&a->r);
+  int rc = fn((duro_attempt *)&at, arg);
+  channel_begin(&a->m, WM_RETURN, a->id);
+  wire_put_i64(&a->m, rc);
+  wire_put_u32(&a->m, (uint32_t)at.result_set);
+  wire_put_str(&a->m, at.result);
+  wire_put_u32(&a->m, (uint32_t)at.failed);
+  wire_put_u32(&a->m, (uint32_t)at.final);
+  wire_put_str(&a->m, at.message);
+  free(at.key);
+  free(at.result);
+  free(at.message);
+}
+
+static duro_rc api_do(duro_step *s, const char *name,
+                      const duro_step_config *cfg, duro_step_fn fn, void *arg,
+                      const char **result) {
+  wk_act *a = act_of(s);
+  if (result)
+    *result = NULL;
+  channel_begin(&a->m, WM_DO, a->id);
+  wire_put_str(&a->m, name);
+  const duro_retries *r = cfg ? cfg->retries : NULL;
+  wire_put_u32(&a->m, cfg != NULL);
+  wire_put_u32(&a->m, r != NULL);
+  wire_put_u32(&a->m, r ? r->limit : 0);
+  wire_put_str(&a->m, r ? r->delay : NULL);
+  wire_put_u32(&a->m, r ? (uint32_t)r->backoff : 0);
+  wire_put_str(&a->m, cfg ? cfg->timeout : NULL);
+  wire_put_u64(&a->m, (uint64_t)(uintptr_t)fn);
+  wire_put_u64(&a->m, (uint64_t)(uintptr_t)arg);
+  wire_put_u32(&a->m, result != NULL);
+  for (;;) {
+    wk_exchange(a);
+    if (a->kind != WM_CALL)
+      break;
+    run_callback(a); /* its RETURN goes with the next exchange */
+  }
+  int64_t rc = wire_get_i64(&a->r);
+  const char *text = wire_get_strz(&a->r);
+  if (a->r.bad)
+    return DURO_ERROR;
+  if (result)
+    *result = wk_own(a, text);
+  return (duro_rc)rc;
+}
+
+static duro_rc api_sleep(duro_step *s, const char *name, const char *duration) {
+  wk_act *a = act_of(s);
+  channel_begin(&a->m, WM_SLEEP, a->id);
+  wire_put_str(&a->m, name);
+  wire_put_str(&a->m, duration);
+  return (duro_rc)ask(a, NULL);
+}
+
+static duro_rc api_sleep_until(duro_step *s, const char *name,
+                               int64_t unix_ms) {
+  wk_act *a = act_of(s);
+  channel_begin(&a->m, WM_SLEEP_UNTIL, a->id);
+  wire_put_str(&a->m, name);
+  wire_put_i64(&a->m, unix_ms);
+  return (duro_rc)ask(a, NULL);
+}
+
+static duro_rc api_wait_for_event(duro_step *s, const char *name,
+                                  const char *type, const char *timeout,
+                                  const char **event) {
+  wk_act *a = act_of(s);
+  if (event)
+    *event = NULL;
+  channel_begin(&a->m, WM_WAIT, a->id);
+  wire_put_str(&a->m, name);
+  wire_put_str(&a->m, type);
+  wire_put_str(&a->m, timeout);
+  wire_put_u32(&a->m, event != NULL);
+  const char *text;
+  duro_rc rc = (duro_rc)ask(a, &text);
+  if (event)
+    *event = wk_own(a, text);
+  return rc;
+}
+
+static const char *api_step_error(duro_step *s) {
+  wk_act *a = act_of(s);
+  channel_begin(&a->m, WM_STEP_ERROR, a->id);
+  const char *text;
+  ask(a, &text);
+  return text ? wk_own(a, text) : "null";
+}
+
+static duro_rc api_set_output(duro_step *s, const char *json) {
+  wk_act *a = act_of(s);
+  channel_begin(&a->m, WM_SET_OUTPUT, a->id);
+  wire_put_str(&a->m, json);
+  return (duro_rc)ask(a, NULL);
+}
+
+static duro_rc api_vfail(duro_step *s, const char *fmt, va_list ap) {
+  wk_act *a = act_of(s);
+  char *msg = fmt ? xvasprintf(fmt, ap) : NULL;
+  channel_begin(&a->m, WM_FAIL, a->id);
+  wire_put_str(&a->m, msg);
+  free(msg);
+  return (duro_rc)ask(a, NULL);
+}
+
+static int api_error_is(duro_step *s, const char *name) {
+  wk_act *a = act_of(s);
+  channel_begin(&a->m, WM_ERROR_IS, a->id);
+  wire_put_str(&a->m, name);
+  return (int)ask(a, NULL);
+}
+
+/* ---- an attempt's own calls ---- */
+
+static uint32_t api_attempt_number(const duro_attempt *at) {
+  return ((const wk_attempt *)at)->number;
+}
+
+/* Kept, and judged again by the engine with the callback's return; the
+ * answer here is the same parse. */
+static int api_attempt_result(duro_attempt *at_, const char *json) {
+  wk_attempt *at = (wk_attempt *)at_;
+  const char *text = json ? json : "null";
+  free(at->result);
+  at->result = xstrdup(text);
+  at->result_set = 1;
+  json_t *v = json_loads(text, JSON_DECODE_ANY, NULL);
+  json_decref(v);
+  return v ? 0 : DURO_E_INVALID_OUTPUT;
+}
+
+static int api_attempt_vfail(duro_attempt *at_, int final, const char *fmt,
+                             va_list ap) {
+  wk_attempt *at = (wk_attempt *)at_;
+  free(at->message);
+  at->message = fmt ? xvasprintf(fmt, ap) : xstrdup("failed");
+  at->failed = 1;
+  at->final = final;
+  return -1;
+}
+
+static const char *api_attempt_idempotency_key(const duro_attempt *at) {
+  return ((const wk_attempt *)at)->key;
+}
+
+static int64_t api_attempt_deadline_ms(const duro_attempt *at) {
+  return ((const wk_attempt *)at)->deadline_ms;
+}
+
+static int api_attempt_cancelled(const duro_attempt *at_) {
+  wk_act *a = ((const wk_attempt *)at_)->act;
+  channel_begin(&a->m, WM_CANCELLED, a->id);
+  return ask(a, NULL) == 1;
+}
+
+/* ---- bindings: handles for the life of the process, by name ---- */
+
+typedef struct wk_binding {
+  struct wk_binding *next;
+  int queue; /* a queue producer, else a workflow */
+  char name[];
+} wk_binding;
+
+static pthread_mutex_t bindings_mu = PTHREAD_MUTEX_INITIALIZER;
+static wk_binding *bindings;
+
+/* The handle of a binding the engine said is bound (a plugin may keep
+ * it across activations, as it may in the engine). */
+static wk_binding *binding_intern(const char *name, int queue) {
+  pthread_mutex_lock(&bindings_mu);
+  wk_binding *b = bindings;
+  while (b && (b->queue != queue || strcmp(b->name, name)))
+    b = b->next;
+  if (!b) {
+    b = xmalloc(sizeof *b + strlen(name) + 1);
+    b->queue = queue;
+    strcpy(b->name, name);
+    b->next = bindings;
+    bindings = b;
+  }
+  pthread_mutex_unlock(&bindings_mu);
+  return b;
+}
+
+static wk_binding *env_binding(const char *name, int queue) {
+  wk_act *a = wk_current;
+  if (!a || !name)
+    return NULL;
+  channel_begin(&a->m, queue ? WM_ENV_QUEUE : WM_ENV_WORKFLOW, a->id);
+  wire_put_str(&a->m, name);
+  return ask(a, NULL) == 1 ? binding_intern(name, queue) : NULL;
+}
+
+static duro_workflow *api_env_workflow(duro_env *env, const char *binding) {
+  (void)env;
+  return (duro_workflow *)env_binding(binding, 0);
+}
+
+static duro_queue *api_env_queue(duro_env *env, const char *binding) {
+  (void)env;
+  return (duro_queue *)env_binding(binding, 1);
+}
+
+/* Calls on a binding need the activation they are made in. */
+static wk_act *binding_call(const void *handle, uint32_t kind) {
+  wk_act *a = wk_current;
+  if (!a || !handle)
+    return NULL;
+  channel_begin(&a->m, kind, a->id);
+  wire_put_str(&a->m, ((const wk_binding *)handle)->name);
+  return a;
+}
+
+static int api_workflow_create(duro_workflow *wf, const char *id,
+                               const char *params) {
+  wk_act *a = binding_call(wf, WM_WF_CREATE);
+  if (!a)
+    return DURO_E_INVALID_ARGUMENT;
+  wire_put_str(&a->m, id);
+  wire_put_str(&a->m, params);
+  return (int)ask(a, NULL);
+}
+
+static int api_workflow_send_event(duro_workflow *wf, const char *id,
+                                   const char *type, const char *payload) {
+  wk_act *a = binding_call(wf, WM_WF_EVENT);
+  if (!a)
+    return DURO_E_INVALID_ARGUMENT;
+  wire_put_str(&a->m, id);
+  wire_put_str(&a->m, type);
+  wire_put_str(&a->m, payload);
+  return (int)ask(a, NULL);
+}
+
+static int api_queue_send(duro_queue *q, const char *json, int64_t delay_ms) {
+  wk_act *a = binding_call(q, WM_QUEUE_SEND);
+  if (!a)
+    return DURO_E_INVALID_ARGUMENT;
+  wire_put_str(&a->m, json);
+  wire_put_i64(&a->m, delay_ms);
+  return (int)ask(a, NULL);
+}
+
+static int api_queue_send_batch(duro_queue *q, const char *const *json,
+                                size_t n, int64_t delay_ms) {
+  wk_act *a = binding_call(q, WM_QUEUE_BATCH);
+  if (!a)
+    return DURO_E_INVALID_ARGUMENT;
+  wire_put_i64(&a->m, delay_ms);
+  wire_put_u32(&a->m, (uint32_t)n);
+  for (size_t i = 0; i < n; i++)
+    wire_put_str(&a->m, json ? json[i] : NULL);
+  return (int)ask(a, NULL);
+}
+
+/* A line from an activation goes to the engine, which places it (and
+ * keeps a replay quiet); one from elsewhere (init, a thread of the
+ * plugin's own) is logged here. */
+static void api_vlog(int level, const char *fmt, va_list ap) {
+  wk_act *a = wk_current;
+  if (!a) {
+    log_vwrite(level, "plugin", fmt, ap);
+    return;
+  }
+  char *text = xvasprintf(fmt, ap);
+  channel_begin(&a->m, WM_LOG, a->id);
+  wire_put_u32(&a->m, (uint32_t)level);
+  wire_put_str(&a->m, text);
+  free(text);
+  wk_send(a);
+}
+
+static duro_api table;
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+
+static void table_fill(void) {
+  table.size = sizeof table;
+  table.abi_minor = DURO_ABI_MINOR;
+  table.do_step = api_do;
+  table.sleep = api_sleep;
+  table.sleep_until = api_sleep_until;
+  table.wait_for_event = api_wait_for_event;
+  table.step_error = api_step_error;
+  table.set_output = api_set_output;
+  table.attempt_number = api_attempt_number;
+  table.attempt_result = api_attempt_result;
+  table.attempt_vfail = api_attempt_vfail;
+  table.attempt_idempotency_key = api_attempt_idempotency_key;
+  table.attempt_deadline_ms = api_attempt_deadline_ms;
+  table.attempt_cancelled = api_attempt_cancelled;
+  table.env_workflow = api_env_workflow;
+  table.workflow_create = api_workflow_create;
+  table.vlog = api_vlog;
+  table.strerror = duro_err_str;
+  table.err_name = duro_err_name;
+  table.env_queue = api_env_queue;
+  table.queue_send = api_queue_send;
+  table.queue_send_batch = api_queue_send_batch;
+  table.vfail = api_vfail;
+  table.error_is = api_error_is;
+  table.workflow_send_event = api_workflow_send_event;
+}
+
+const duro_api *worker_api_table(void) {
+  pthread_once(&table_once, table_fill);
+  return &table;
+}

@@ -1,0 +1,72 @@
+/* worker_engine.h — what the engine's side of the workers shares: the
+ * processes of a plugin and an engine thread's channel to one of them.
+ * Private to worker_pool.c and worker_proxy.c. */
+#ifndef DURO_WORKER_ENGINE_H
+#define DURO_WORKER_ENGINE_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "channel.h"
+#include "worker.h"
+
+typedef struct worker_plugin worker_plugin;
+
+typedef struct worker_proc {
+  worker_plugin *plugin;
+  uint32_t index;
+  pid_t pid;    /* 0: not running */
+  int ctl;      /* the control socket (channels are handed over it) */
+  uint64_t gen; /* bumped at each start: a channel of an older one is dead */
+  uint64_t dead_gen; /* the start that `how` is the death of */
+  char how[96];
+  int killed; /* that death was a SIGKILL: no handler could name a cause */
+} worker_proc;
+
+struct worker_plugin {
+  worker_pool *pool;
+  char *name;
+  uint32_t n;
+  worker_proc *procs;
+  pthread_mutex_t mu; /* procs */
+};
+
+typedef struct worker_build {
+  worker_plugin *plugin;
+  char *path, *hash, *class_name;
+} worker_build;
+
+/* An engine thread's channel to one worker process. */
+typedef struct worker_conn {
+  worker_proc *proc;
+  uint64_t gen;
+  channel ch;
+  int broken;
+  /* Activations using it now; a channel replaced while some still do
+   * (they will see it broken) is freed by the last (worker_conn_put). */
+  uint32_t users;
+  int detached;
+  uint64_t next_act;
+  /* A CRASH frame named this activation (0: none), with its signal. */
+  uint64_t crash_act;
+  int crash_sig;
+  char how[96]; /* how the process died, once broken */
+  int killed;   /* by SIGKILL */
+} worker_conn;
+
+/* This thread's channel to one of p's processes, starting it when it
+ * does not run; NULL with why in err when none could start. */
+worker_conn *worker_conn_get(worker_plugin *p, char *err, size_t errlen);
+/* Whether c's process is still the one it was opened to and runs (not
+ * reaped since): a callback about to be sent on a channel whose process
+ * died meanwhile never ran, and is not the death's cause. */
+int worker_conn_alive(const worker_conn *c);
+/* An activation is done with c. */
+void worker_conn_put(worker_conn *c);
+/* The channel failed (EOF, an error, a frame out of turn): the process
+ * is reaped (killed first when it still runs), how it died goes to
+ * c->how, and the next worker_conn_get starts a new one. */
+void worker_conn_broken(worker_conn *c);
+
+#endif

@@ -1,0 +1,357 @@
+/* worker_pool.c — the worker processes of each plugin, started on first
+ * use and again after a death, and each engine thread's channels to
+ * them (one per process it talks to, cached on the thread).
+ *
+ * Which process of a plugin a thread talks to is fixed per thread (its
+ * number modulo the plugin's count), so a thread's activations of one
+ * plugin share one channel, as the ping-pong of worker_proto.h wants. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "util.h"
+#include "worker_engine.h"
+
+struct worker_pool {
+  char *exe;
+  pthread_mutex_t mu; /* plugins, builds */
+  worker_plugin **plugins;
+  size_t n_plugins;
+  worker_build **builds;
+  size_t n_builds;
+  uint64_t started, died; /* atomics */
+};
+
+worker_pool *worker_pool_create(const char *exe) {
+  worker_pool *p = xcalloc(1, sizeof *p);
+  p->exe = xstrdup(exe);
+  pthread_mutex_init(&p->mu, NULL);
+  return p;
+}
+
+static void proc_stop(worker_proc *w) {
+  if (w->pid <= 0)
+    return;
+  kill(w->pid, SIGKILL);
+  while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR)
+    ;
+  close(w->ctl);
+  w->pid = 0;
+}
+
+void worker_pool_free(worker_pool *p) {
+  if (!p)
+    return;
+  for (size_t i = 0; i < p->n_plugins; i++) {
+    worker_plugin *pl = p->plugins[i];
+    for (uint32_t k = 0; k < pl->n; k++)
+      proc_stop(&pl->procs[k]);
+    free(pl->procs);
+    free(pl->name);
+    pthread_mutex_destroy(&pl->mu);
+    free(pl);
+  }
+  for (size_t i = 0; i < p->n_builds; i++) {
+    free(p->builds[i]->path);
+    free(p->builds[i]->hash);
+    free(p->builds[i]->class_name);
+    free(p->builds[i]);
+  }
+  free(p->plugins);
+  free(p->builds);
+  free(p->exe);
+  pthread_mutex_destroy(&p->mu);
+  free(p);
+}
+
+void worker_pool_counts(worker_pool *p, uint64_t *started, uint64_t *died) {
+  *started = __atomic_load_n(&p->started, __ATOMIC_RELAXED);
+  *died = __atomic_load_n(&p->died, __ATOMIC_RELAXED);
+}
+
+static worker_plugin *plugin_get_locked(worker_pool *p, const char *name,
+                                        uint32_t n) {
+  for (size_t i = 0; i < p->n_plugins; i++)
+    if (!strcmp(p->plugins[i]->name, name))
+      return p->plugins[i];
+  worker_plugin *pl = xcalloc(1, sizeof *pl);
+  pl->pool = p;
+  pl->name = xstrdup(name);
+  pl->n = n ? n : 1;
+  pl->procs = xcalloc(pl->n, sizeof *pl->procs);
+  for (uint32_t k = 0; k < pl->n; k++) {
+    pl->procs[k].plugin = pl;
+    pl->procs[k].index = k;
+  }
+  pthread_mutex_init(&pl->mu, NULL);
+  p->plugins = xrealloc(p->plugins, (p->n_plugins + 1) * sizeof *p->plugins);
+  p->plugins[p->n_plugins++] = pl;
+  return pl;
+}
+
+void *worker_pool_build(worker_pool *p, const char *plugin, uint32_t n,
+                        const char *path, const char *hash,
+                        const char *class_name) {
+  pthread_mutex_lock(&p->mu);
+  worker_plugin *pl = plugin_get_locked(p, plugin, n);
+  worker_build *b = NULL;
+  for (size_t i = 0; i < p->n_builds && !b; i++)
+    if (p->builds[i]->plugin == pl && !strcmp(p->builds[i]->hash, hash) &&
+        !strcmp(p->builds[i]->class_name, class_name))
+      b = p->builds[i];
+  if (!b) {
+    b = xcalloc(1, sizeof *b);
+    b->plugin = pl;
+    b->path = xstrdup(path);
+    b->hash = xstrdup(hash);
+    b->class_name = xstrdup(class_name);
+    p->builds = xrealloc(p->builds, (p->n_builds + 1) * sizeof *p->builds);
+    p->builds[p->n_builds++] = b;
+  }
+  pthread_mutex_unlock(&p->mu);
+  return b;
+}
+
+/* ---- a process started and reaped (the plugin's mu held) ---- */
+
+static int proc_start(worker_proc *w, char *err, size_t errlen) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    snprintf(err, errlen, "socketpair: %s", strerror(errno));
+    return -1;
+  }
+  char fd_arg[16];
+  snprintf(fd_arg, sizeof fd_arg, "%d", 3);
+  const char *exe = w->plugin->pool->exe, *name = w->plugin->name;
+  pid_t pid = fork();
+  if (pid < 0) {
+    snprintf(err, errlen, "fork: %s", strerror(errno));
+    close(sv[0]);
+    close(sv[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    /* Only async-signal-safe calls until exec: the engine has threads.
+     * No PR_SET_PDEATHSIG: it fires when the forking *thread* ends (an
+     * engine thread replaced by the watchdog); the worker ends at EOF on
+     * its control socket instead, which the engine's death brings. */
+    if (sv[1] == 3)
+      fcntl(3, F_SETFD, 0);
+    else if (dup2(sv[1], 3) < 0)
+      _exit(126);
+    char *const argv[] = {(char *)exe, "__worker", fd_arg, (char *)name, NULL};
+    execv(exe, argv);
+    _exit(127);
+  }
+  close(sv[1]);
+  w->pid = pid;
+  w->ctl = sv[0];
+  w->gen++;
+  __atomic_add_fetch(&w->plugin->pool->started, 1, __ATOMIC_RELAXED);
+  return 0;
+}
+
+/* How a process ended, in a few words: "SIGSEGV", "exit status 3". */
+static void describe_status(int st, char *buf, size_t len) {
+  if (WIFSIGNALED(st)) {
+    const char *abbrev = sigabbrev_np(WTERMSIG(st));
+    snprintf(buf, len, "SIG%s", abbrev ? abbrev : "?");
+  } else if (WIFEXITED(st)) {
+    snprintf(buf, len, "exit status %d", WEXITSTATUS(st));
+  } else {
+    snprintf(buf, len, "status %d", st);
+  }
+}
+
+/* Waits for a process whose channel closed: it is dying, or it broke the
+ * protocol and is killed. */
+static int proc_reap(worker_proc *w, char *how, size_t len) {
+  int st = 0;
+  pid_t got = 0;
+  for (int i = 0; i < 500 && got == 0; i++) {
+    got = waitpid(w->pid, &st, WNOHANG);
+    if (got == 0)
+      nanosleep(&(struct timespec){0, 1000000}, NULL);
+    else if (got < 0 && errno == EINTR)
+      got = 0;
+  }
+  if (got == 0) {
+    kill(w->pid, SIGKILL);
+    while ((got = waitpid(w->pid, &st, 0)) < 0 && errno == EINTR)
+      ;
+    snprintf(how, len, "killed: it broke the protocol");
+  } else if (got < 0) {
+    snprintf(how, len, "gone (%s)", strerror(errno));
+  } else {
+    describe_status(st, how, len);
+  }
+  close(w->ctl);
+  log_write(DURO_LOG_WARN, NULL,
+            "plugin \"%s\": worker %u (pid %d) died: %s; a new one starts "
+            "for the next activation",
+            w->plugin->name, w->index, (int)w->pid, how);
+  w->pid = 0;
+  __atomic_add_fetch(&w->plugin->pool->died, 1, __ATOMIC_RELAXED);
+  return got > 0 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
+}
+
+/* Hands one end of a new channel to the process; ours, or -1. */
+static int proc_channel(worker_proc *w) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return -1;
+  char byte = 'c';
+  char cbuf[CMSG_SPACE(sizeof(int))];
+  memset(cbuf, 0, sizeof cbuf);
+  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+  struct msghdr mh = {.msg_iov = &iov,
+                      .msg_iovlen = 1,
+                      .msg_control = cbuf,
+                      .msg_controllen = sizeof cbuf};
+  struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(cm), &sv[1], sizeof(int));
+  ssize_t k;
+  while ((k = sendmsg(w->ctl, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+    ;
+  close(sv[1]);
+  if (k != 1) {
+    close(sv[0]);
+    return -1;
+  }
+  return sv[0];
+}
+
+/* ---- a thread's channels ---- */
+
+#define THREAD_MAX_CONNS 32
+
+typedef struct thread_conns {
+  worker_conn *c[THREAD_MAX_CONNS];
+  size_t n;
+} thread_conns;
+
+static pthread_key_t conns_key;
+static pthread_once_t conns_once = PTHREAD_ONCE_INIT;
+static uint32_t next_thread;
+static __thread uint32_t thread_number = UINT32_MAX;
+
+/* A channel leaves its thread's cache: freed now, or by its last user. */
+static void worker_conn_detach(worker_conn *c) {
+  c->detached = 1;
+  if (c->users == 0) {
+    channel_close(&c->ch);
+    free(c);
+  }
+}
+
+void worker_conn_put(worker_conn *c) {
+  if (--c->users == 0 && c->detached) {
+    channel_close(&c->ch);
+    free(c);
+  }
+}
+
+static void conns_free(void *arg) {
+  thread_conns *tc = arg;
+  for (size_t i = 0; i < tc->n; i++)
+    worker_conn_detach(tc->c[i]);
+  free(tc);
+}
+
+static void conns_key_make(void) { pthread_key_create(&conns_key, conns_free); }
+
+static thread_conns *thread_conns_get(void) {
+  pthread_once(&conns_once, conns_key_make);
+  thread_conns *tc = pthread_getspecific(conns_key);
+  if (!tc) {
+    tc = xcalloc(1, sizeof *tc);
+    pthread_setspecific(conns_key, tc);
+  }
+  return tc;
+}
+
+worker_conn *worker_conn_get(worker_plugin *p, char *err, size_t errlen) {
+  if (thread_number == UINT32_MAX)
+    thread_number = __atomic_fetch_add(&next_thread, 1, __ATOMIC_RELAXED);
+  worker_proc *w = &p->procs[thread_number % p->n];
+  thread_conns *tc = thread_conns_get();
+  size_t slot = tc->n;
+  for (size_t i = 0; i < tc->n; i++)
+    if (tc->c[i]->proc == w) {
+      if (!tc->c[i]->broken &&
+          tc->c[i]->gen == __atomic_load_n(&w->gen, __ATOMIC_ACQUIRE)) {
+        tc->c[i]->users++;
+        return tc->c[i];
+      }
+      slot = i; /* an older process's: replaced below */
+    }
+  if (slot == THREAD_MAX_CONNS) {
+    snprintf(err, errlen, "a thread talks to more than %d workers",
+             THREAD_MAX_CONNS);
+    return NULL;
+  }
+  pthread_mutex_lock(&p->mu);
+  int fd = -1;
+  for (int tries = 0; tries < 2 && fd < 0; tries++) {
+    if (w->pid <= 0 && proc_start(w, err, errlen) != 0)
+      break;
+    fd = proc_channel(w);
+    if (fd < 0) {
+      char how[64];
+      proc_reap(w, how, sizeof how); /* died before it took the channel */
+      snprintf(err, errlen, "worker %u of plugin \"%s\" died at start: %s",
+               w->index, p->name, how);
+    }
+  }
+  uint64_t gen = w->gen;
+  pthread_mutex_unlock(&p->mu);
+  if (fd < 0)
+    return NULL;
+  if (slot < tc->n)
+    worker_conn_detach(tc->c[slot]);
+  worker_conn *c = xcalloc(1, sizeof *c);
+  c->proc = w;
+  c->gen = gen;
+  channel_init(&c->ch, fd);
+  tc->c[slot] = c;
+  if (slot == tc->n)
+    tc->n++;
+  c->users++;
+  return c;
+}
+
+int worker_conn_alive(const worker_conn *c) {
+  worker_proc *w = c->proc;
+  pthread_mutex_lock(&w->plugin->mu);
+  int alive = !c->broken && w->pid > 0 && w->gen == c->gen;
+  pthread_mutex_unlock(&w->plugin->mu);
+  return alive;
+}
+
+void worker_conn_broken(worker_conn *c) {
+  if (c->broken)
+    return;
+  c->broken = 1;
+  worker_proc *w = c->proc;
+  worker_plugin *p = w->plugin;
+  pthread_mutex_lock(&p->mu);
+  if (w->gen == c->gen && w->pid > 0) {
+    w->killed = proc_reap(w, w->how, sizeof w->how);
+    w->dead_gen = w->gen;
+  }
+  int known = w->dead_gen == c->gen;
+  snprintf(c->how, sizeof c->how, "%s", known ? w->how : "died");
+  c->killed = known && w->killed;
+  pthread_mutex_unlock(&p->mu);
+}

@@ -1,0 +1,62 @@
+/* worker_process.h — what the worker process's files share: an
+ * activation as the worker holds it, and the call that asks the engine.
+ * Private to the worker side (worker_main.c, worker_api.c).
+ *
+ * A worker serves each channel on a thread of its own; every activation
+ * on a channel runs run() on a fiber of that thread (fiber.h), which
+ * yields while the engine answers.  The plugin sees these structs as its
+ * opaque duro_step and duro_attempt. */
+#ifndef DURO_WORKER_PROCESS_H
+#define DURO_WORKER_PROCESS_H
+
+#include <stdint.h>
+
+#include "channel.h"
+#include "duro.h"
+#include "fiber.h"
+#include "wire.h"
+
+typedef struct wk_conn wk_conn;
+
+typedef struct wk_act {
+  wk_conn *conn;
+  uint64_t id;
+  fiber *f;
+  wire_buf m; /* the frame being built */
+  /* The frame that resumed the fiber (valid until it yields again). */
+  uint32_t kind;
+  wire_reader r;
+  /* What run() gets, and the strings handed to the plugin: freed when
+   * the activation ends, as the engine's arena is. */
+  duro_event ev;
+  char **owned;
+  size_t n_owned, cap_owned;
+  char *load_error; /* the build did not load: why */
+  duro_run_fn run;
+} wk_act;
+
+typedef struct wk_attempt {
+  wk_act *act;
+  uint32_t number;
+  int64_t deadline_ms;
+  char *key;
+  char *result;
+  int result_set, failed, final;
+  char *message;
+} wk_attempt;
+
+/* The activation whose fiber runs on this thread (NULL outside one). */
+extern __thread wk_act *wk_current;
+
+/* Sends a->m and waits for the engine's next frame for a (in a->kind,
+ * a->r).  A dead engine ends the process. */
+void wk_exchange(wk_act *a);
+/* Sends a->m, expecting no answer (a log line). */
+void wk_send(wk_act *a);
+/* Keeps s until the activation ends; returns the copy (NULL for NULL). */
+const char *wk_own(wk_act *a, const char *s);
+
+/* The table a worker binds its plugins to (worker_api.c). */
+const duro_api *worker_api_table(void);
+
+#endif

@@ -1,0 +1,340 @@
+/* worker_proxy.c — the engine's run() for a build served by a worker
+ * process: it sends RUN on this thread's channel to one of the plugin's
+ * workers, then carries out each call the plugin makes, with the host's
+ * own API table, in the activation's context (so replay, retries,
+ * commits, limits and the crash ledger are the step runner's, as for
+ * code in the engine), until run() returns in the worker.  A duro_do
+ * that runs an attempt reaches the worker as CALL from the callback the
+ * proxy hands the step runner (proxy_step), which serves the callback's
+ * own calls until RETURN.
+ *
+ * A worker that dies meanwhile (EOF on the channel) ends the activation:
+ * the step runner records it (step_worker_died): the attempt a CRASH
+ * frame named is charged a crash toward engine.max_crashes, any other
+ * attempt in its callback was cut short, and the instance runs again on
+ * a new worker. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "log.h"
+#include "step.h"
+#include "util.h"
+#include "worker_engine.h"
+#include "worker_proto.h"
+
+typedef struct proxy {
+  worker_conn *c;
+  const worker_build *b;
+  uint64_t id;
+  duro_step *step;
+  duro_env *env;
+  const duro_api *api;
+  wire_buf m;
+  int died; /* the worker is gone: everything unwinds */
+} proxy;
+
+/* The death seen: recorded with the attempt in its callback, or with
+ * none (at NULL) for one outside any. */
+static void died(proxy *px, duro_attempt *at) {
+  if (px->died)
+    return;
+  px->died = 1;
+  worker_conn_broken(px->c);
+  int guilty = px->c->crash_act == px->id;
+  step_worker_died(px->step, at, px->b->plugin->name, px->b->hash, px->c->how,
+                   guilty, px->c->killed);
+}
+
+/* The next frame for this activation; 0, or -1 when the worker is gone
+ * (or broke the protocol, and is killed). */
+static int next(proxy *px, uint32_t *kind, wire_reader *r) {
+  for (;;) {
+    uint64_t act;
+    if (channel_recv(&px->c->ch, kind, &act, r) != 0)
+      return -1;
+    if (*kind == WM_CRASH) {
+      px->c->crash_act = act;
+      px->c->crash_sig = (int)wire_get_u32(r);
+      continue; /* EOF follows */
+    }
+    if (act != px->id) {
+      log_error("plugin \"%s\": its worker sent a frame for activation "
+                "%llu in the turn of %llu",
+                px->b->plugin->name, (unsigned long long)act,
+                (unsigned long long)px->id);
+      return -1;
+    }
+    return 0;
+  }
+}
+
+static void reply(proxy *px, int64_t rc, const char *text) {
+  channel_begin(&px->m, WM_REPLY, px->id);
+  wire_put_i64(&px->m, rc);
+  wire_put_str(&px->m, text);
+  channel_send(&px->c->ch, &px->m); /* a failure shows as EOF next */
+}
+
+static duro_rc call_vfail(const duro_api *api, duro_step *s, const char *fmt,
+                          ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  duro_rc rc = api->vfail(s, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+static int call_attempt_vfail(const duro_api *api, duro_attempt *at, int final,
+                              const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = api->attempt_vfail(at, final, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+static void call_vlog(const duro_api *api, int level, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  api->vlog(level, fmt, ap);
+  va_end(ap);
+}
+
+static int serve(proxy *px, duro_attempt *at, int64_t *rc_out);
+
+typedef struct proxy_cb {
+  proxy *px;
+  uint64_t fn, arg;
+} proxy_cb;
+
+/* The step runner's callback for an attempt the worker runs. */
+static int proxy_step(duro_attempt *at, void *arg) {
+  proxy_cb *cb = arg;
+  proxy *px = cb->px;
+  if (!worker_conn_alive(px->c)) {
+    died(px, NULL); /* before the callback began: not its doing */
+    return -1;
+  }
+  channel_begin(&px->m, WM_CALL, px->id);
+  wire_put_u64(&px->m, cb->fn);
+  wire_put_u64(&px->m, cb->arg);
+  wire_put_u32(&px->m, px->api->attempt_number(at));
+  wire_put_i64(&px->m, px->api->attempt_deadline_ms(at));
+  wire_put_str(&px->m, px->api->attempt_idempotency_key(at));
+  int64_t rc = -1;
+  if (channel_send(&px->c->ch, &px->m) != 0 || serve(px, at, &rc) != 0) {
+    died(px, at);
+    return -1;
+  }
+  return (int)rc;
+}
+
+/* A DO frame: duro_do by the step runner, with proxy_step for the
+ * callback.  Its strings are copied: the callback's frames reuse the
+ * channel's buffer. */
+static void serve_do(proxy *px, wire_reader *r) {
+  char *name = wire_get_str(r);
+  int has_cfg = (int)wire_get_u32(r), has_retries = (int)wire_get_u32(r);
+  duro_retries rt = {.limit = wire_get_u32(r)};
+  char *delay = wire_get_str(r);
+  rt.backoff = (duro_backoff)wire_get_u32(r);
+  char *timeout = wire_get_str(r);
+  rt.delay = delay;
+  duro_step_config cfg = {.retries = has_retries ? &rt : NULL,
+                          .timeout = timeout};
+  proxy_cb cb = {.px = px};
+  cb.fn = wire_get_u64(r);
+  cb.arg = wire_get_u64(r);
+  int wants = (int)wire_get_u32(r);
+  const char *result = NULL;
+  duro_rc rc = px->api->do_step(px->step, name, has_cfg ? &cfg : NULL,
+                                proxy_step, &cb, wants ? &result : NULL);
+  if (!px->died)
+    reply(px, rc, result);
+  free(name);
+  free(delay);
+  free(timeout);
+}
+
+/* The frames of one activation, or of one attempt's callback (at set),
+ * carried out until run() or the callback returns: 0 with its rc, or -1
+ * when the worker is gone. */
+static int serve(proxy *px, duro_attempt *at, int64_t *rc_out) {
+  const duro_api *api = px->api;
+  duro_step *s = px->step;
+  for (;;) {
+    uint32_t kind;
+    wire_reader r;
+    if (px->died || next(px, &kind, &r) != 0)
+      return -1;
+    switch (kind) {
+    case WM_DO:
+      serve_do(px, &r);
+      break;
+    case WM_SLEEP: {
+      const char *name = wire_get_strz(&r), *d = wire_get_strz(&r);
+      reply(px, api->sleep(s, name, d), NULL);
+      break;
+    }
+    case WM_SLEEP_UNTIL: {
+      const char *name = wire_get_strz(&r);
+      int64_t ms = wire_get_i64(&r);
+      reply(px, api->sleep_until(s, name, ms), NULL);
+      break;
+    }
+    case WM_WAIT: {
+      const char *name = wire_get_strz(&r), *type = wire_get_strz(&r);
+      const char *timeout = wire_get_strz(&r);
+      int wants = (int)wire_get_u32(&r);
+      const char *ev = NULL;
+      duro_rc rc =
+          api->wait_for_event(s, name, type, timeout, wants ? &ev : NULL);
+      reply(px, rc, ev);
+      break;
+    }
+    case WM_STEP_ERROR:
+      reply(px, 0, api->step_error(s));
+      break;
+    case WM_SET_OUTPUT:
+      reply(px, api->set_output(s, wire_get_strz(&r)), NULL);
+      break;
+    case WM_FAIL: {
+      const char *msg = wire_get_strz(&r);
+      reply(px, msg ? call_vfail(api, s, "%s", msg) : api->vfail(s, NULL, NULL),
+            NULL);
+      break;
+    }
+    case WM_ERROR_IS:
+      reply(px, api->error_is(s, wire_get_strz(&r)), NULL);
+      break;
+    case WM_ENV_WORKFLOW:
+      reply(px, api->env_workflow(px->env, wire_get_strz(&r)) != NULL, NULL);
+      break;
+    case WM_ENV_QUEUE:
+      reply(px, api->env_queue(px->env, wire_get_strz(&r)) != NULL, NULL);
+      break;
+    case WM_WF_CREATE: {
+      duro_workflow *wf = api->env_workflow(px->env, wire_get_strz(&r));
+      const char *id = wire_get_strz(&r), *params = wire_get_strz(&r);
+      reply(px, wf ? api->workflow_create(wf, id, params) : DURO_E_NOT_FOUND,
+            NULL);
+      break;
+    }
+    case WM_WF_EVENT: {
+      duro_workflow *wf = api->env_workflow(px->env, wire_get_strz(&r));
+      const char *id = wire_get_strz(&r), *type = wire_get_strz(&r);
+      const char *payload = wire_get_strz(&r);
+      reply(px,
+            wf ? api->workflow_send_event(wf, id, type, payload)
+               : DURO_E_NOT_FOUND,
+            NULL);
+      break;
+    }
+    case WM_QUEUE_SEND: {
+      duro_queue *q = api->env_queue(px->env, wire_get_strz(&r));
+      const char *json = wire_get_strz(&r);
+      int64_t delay = wire_get_i64(&r);
+      reply(px, q ? api->queue_send(q, json, delay) : DURO_E_NOT_FOUND, NULL);
+      break;
+    }
+    case WM_QUEUE_BATCH: {
+      duro_queue *q = api->env_queue(px->env, wire_get_strz(&r));
+      int64_t delay = wire_get_i64(&r);
+      uint32_t n = wire_get_u32(&r);
+      if (n > (uint32_t)(r.end - r.p) / sizeof(uint32_t)) {
+        r.bad = 1;
+        n = 0;
+      }
+      const char **json = xcalloc(n ? n : 1, sizeof *json);
+      for (uint32_t i = 0; i < n; i++)
+        json[i] = wire_get_strz(&r);
+      reply(px, q ? api->queue_send_batch(q, json, n, delay) : DURO_E_NOT_FOUND,
+            NULL);
+      free(json);
+      break;
+    }
+    case WM_LOG: {
+      int level = (int)wire_get_u32(&r);
+      const char *text = wire_get_strz(&r);
+      if (text)
+        call_vlog(api, level, "%s", text);
+      break;
+    }
+    case WM_CANCELLED:
+      reply(px, at ? api->attempt_cancelled(at) : 0, NULL);
+      break;
+    case WM_RETURN: {
+      if (!at)
+        return -1;
+      int64_t rc = wire_get_i64(&r);
+      int result_set = (int)wire_get_u32(&r);
+      const char *result = wire_get_strz(&r);
+      int failed = (int)wire_get_u32(&r), final = (int)wire_get_u32(&r);
+      const char *message = wire_get_strz(&r);
+      if (r.bad)
+        return -1;
+      if (result_set)
+        api->attempt_result(at, result);
+      if (failed)
+        call_attempt_vfail(api, at, final, "%s", message ? message : "failed");
+      *rc_out = rc;
+      return 0;
+    }
+    case WM_END: {
+      if (at)
+        return -1;
+      int64_t rc = wire_get_i64(&r);
+      const char *why = wire_get_strz(&r);
+      if (r.bad)
+        return -1;
+      *rc_out = why ? call_vfail(api, s, "%s", why) : rc;
+      return 0;
+    }
+    default:
+      return -1;
+    }
+    if (r.bad) {
+      log_error("plugin \"%s\": its worker sent a malformed frame (kind %u)",
+                px->b->plugin->name, kind);
+      return -1;
+    }
+  }
+}
+
+duro_rc worker_proxy_run(duro_step *step, const duro_event *ev, duro_env *env) {
+  const worker_build *b = step_build_ctx(step);
+  char err[256];
+  worker_conn *c = b ? worker_conn_get(b->plugin, err, sizeof err) : NULL;
+  if (!c) {
+    log_error("%s/%s: no worker for plugin \"%s\": %s", ev->workflow,
+              ev->instance_id, b ? b->plugin->name : "?",
+              b ? err : "the build has no worker context");
+    step_worker_unavailable(step);
+    return DURO_SUSPEND;
+  }
+  proxy px = {.c = c,
+              .b = b,
+              .id = ++c->next_act,
+              .step = step,
+              .env = env,
+              .api = duro_host_api()};
+  channel_begin(&px.m, WM_RUN, px.id);
+  wire_put_str(&px.m, b->plugin->name);
+  wire_put_str(&px.m, b->path);
+  wire_put_str(&px.m, b->hash);
+  wire_put_str(&px.m, b->class_name);
+  wire_put_str(&px.m, ev->workflow);
+  wire_put_str(&px.m, ev->instance_id);
+  wire_put_str(&px.m, ev->params);
+  wire_put_i64(&px.m, ev->created_ms);
+  int64_t rc = DURO_SUSPEND;
+  if (channel_send(&c->ch, &px.m) != 0 || serve(&px, NULL, &rc) != 0) {
+    died(&px, NULL);
+    rc = DURO_SUSPEND;
+  }
+  wire_buf_free(&px.m);
+  worker_conn_put(c);
+  return (duro_rc)rc;
+}
