@@ -656,6 +656,121 @@ START_TEST(worker_crash_sigkill) {
 }
 END_TEST
 
+/* ---- a bad deploy --------------------------------------------------------
+ *
+ * 200 instances of a step that segfaults on every attempt (retries 10,
+ * 100 ms apart), and while they crash their worker, 1,000 healthy
+ * instances of the same plugin created in batches of 100, with a single
+ * create and a /healthz probe every 100 ms besides: every request
+ * answers (no 5xx, no dropped connection), every poisoned instance is
+ * quarantined (errored plugin.crashed) and every healthy one completes,
+ * with one engine throughout. */
+
+/* GET /workflows/fault-flow's count of `status`, or -1. */
+static long count_status(const host_run *h, const char *status) {
+  http_resp r;
+  if (host_request_try(h, &r, "GET", "/workflows/" FLOW, NULL) != 0)
+    return -1;
+  char key[64];
+  snprintf(key, sizeof key, "instances.%s", status);
+  long n = r.status == 200 ? (long)json_integer_value(jget(r.json, key)) : -1;
+  http_resp_free(&r);
+  return n;
+}
+
+/* POST .../instances/batch of ids PREFIX-FIRST .. PREFIX-(FIRST+N-1). */
+static void create_batch(const host_run *h, const char *prefix, int first,
+                         int n, const char *params) {
+  size_t cap = (size_t)n * (strlen(params) + 64) + 32, len = 0;
+  char *body = malloc(cap);
+  len += (size_t)snprintf(body + len, cap - len, "{\"instances\":[");
+  for (int i = 0; i < n; i++)
+    len += (size_t)snprintf(body + len, cap - len,
+                            "%s{\"id\":\"%s-%d\",\"params\":%s}", i ? "," : "",
+                            prefix, first + i, params);
+  snprintf(body + len, cap - len, "]}");
+  http_resp r;
+  ck_assert_msg(host_request_try(h, &r, "POST", WF "/batch", body) == 0,
+                "batch %s-%d: no answer", prefix, first);
+  ck_assert_msg(r.status == 201 || r.status == 200, "batch %s-%d: %ld %s",
+                prefix, first, r.status, r.body ? r.body : "");
+  http_resp_free(&r);
+  free(body);
+}
+
+static void probe_healthz(const host_run *h, int *probes) {
+  http_resp r;
+  ck_assert_msg(host_request_try(h, &r, "GET", "/healthz", NULL) == 0,
+                "/healthz: no answer (probe %d)", *probes);
+  ck_assert_msg(r.status == 200, "/healthz: %ld %s", r.status,
+                r.body ? r.body : "");
+  http_resp_free(&r);
+  (*probes)++;
+}
+
+#define STORM_POISONED 200
+#define STORM_HEALTHY 1000
+
+START_TEST(bad_deploy_storm) {
+  host_run H;
+  start(&H, "{ workers: 16, max_crashes: 3 }");
+  H.request_ms = 10000;
+  int64_t t0 = proc_now_ms();
+  for (int i = 0; i < STORM_POISONED; i += 100)
+    create_batch(&H, "p", i, 100, "{\"fault\":\"segv\",\"steps\":2}");
+  int probes = 0, healthy = 0, singles = 0;
+  while (healthy < STORM_HEALTHY) {
+    for (int k = 0; k < 10; k++) {
+      probe_healthz(&H, &probes);
+      char id[32];
+      snprintf(id, sizeof id, "s-%d", singles++);
+      create(&H, id, "{\"fault\":\"none\",\"steps\":2}");
+      proc_sleep_ms(100);
+    }
+    create_batch(&H, "h", healthy, 100, "{\"fault\":\"none\",\"steps\":2}");
+    healthy += 100;
+  }
+  long errored = 0, complete = 0;
+  int64_t deadline = t0 + 120000;
+  for (;;) {
+    probe_healthz(&H, &probes);
+    errored = count_status(&H, "errored");
+    complete = count_status(&H, "complete");
+    if (errored == STORM_POISONED && complete == STORM_HEALTHY + singles)
+      break;
+    ck_assert_msg(proc_now_ms() < deadline,
+                  "after %lld ms: %ld of %d poisoned errored, %ld of %d "
+                  "healthy complete",
+                  (long long)(proc_now_ms() - t0), errored, STORM_POISONED,
+                  complete, STORM_HEALTHY + singles);
+    proc_sleep_ms(100);
+  }
+  int64_t took = proc_now_ms() - t0;
+  for (int i = 0; i < STORM_POISONED; i += 37) {
+    char id[32], en[128];
+    snprintf(id, sizeof id, "p-%d", i);
+    json_t *d = host_describe(&H, FLOW, id);
+    ck_assert_msg(d && !strcmp(error_name(jget(d, "error"), en, sizeof en),
+                               "plugin.crashed"),
+                  "%s: %s", id, d ? jdump(d) : "no answer");
+    json_decref(d);
+  }
+  host_stop(&H, proc_now_ms() + 10000, 1);
+  char *log = proc_slurp(H.log);
+  int n_restart;
+  free(host_lines_with(log, "restarting in", &n_restart));
+  ck_assert_msg(n_restart == 0, "the engine restarted:\n%s", proc_tail(log));
+  int deaths = lines_with_both(log, "worker", "died");
+  free(log);
+  fprintf(stderr,
+          "bad_deploy_storm: %d poisoned errored and %d healthy complete in "
+          "%lld ms, %d worker deaths, %d /healthz probes all 200\n",
+          STORM_POISONED, STORM_HEALTHY + singles, (long long)took, deaths,
+          probes);
+  assert_no_rerun();
+}
+END_TEST
+
 /* ---- attempts cut short --------------------------------------------------
  *
  * An attempt inside its callback when the engine is killed from outside
@@ -1130,16 +1245,18 @@ static Suite *faults_suite(void) {
   TCase *hang = tcase_create("hang");
   TCase *process = tcase_create("process");
   TCase *check = tcase_create("check");
-  TCase *all[] = {crash, hang, process, check};
+  TCase *storm = tcase_create("storm");
+  TCase *all[] = {crash, hang, process, check, storm};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
     proc_fixtures(all[i], "duro-faults");
-    tcase_set_timeout(all[i], 60);
+    tcase_set_timeout(all[i], all[i] == storm ? 240 : 60);
     suite_add_tcase(s, all[i]);
   }
   tcase_add_loop_test(crash, crash_kind, 0, (int)N_KINDS);
   tcase_add_test(crash, crash_sigkill);
   tcase_add_loop_test(crash, worker_crash_kind, 0, (int)N_KINDS);
   tcase_add_test(crash, worker_crash_sigkill);
+  tcase_add_test(storm, bad_deploy_storm);
   tcase_add_test(crash, cut_short_by_kill);
   tcase_add_test(crash, cut_short_by_stop);
   tcase_add_test(hang, hang_is_abandoned);
