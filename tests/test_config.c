@@ -134,6 +134,8 @@ static const bad_case bad[] = {
      "t.yaml:2:19: \"allow_insecure\" must be true or false"},
     {"http: { max_body_bytes: 0 }\n",
      "t.yaml:1:25: \"max_body_bytes\" must be between 1 and 1073741824"},
+    {"plugins:\n  - {name: p, path: p.so, workers: 65}\n",
+     "t.yaml:2:36: \"workers\" must be between 0 and 64"},
     {"http:\n  token_env: ~\n",
      "t.yaml:2:14: \"token_env\" must be a non-empty string"},
     {"http:\n  listen: {host: a}\n",
@@ -715,7 +717,12 @@ static void assert_default_sections(const config *cfg) {
   ck_assert_int_eq(cfg->http.allow_insecure, 0);
   ck_assert_int_eq(cfg->http.max_body_bytes, 1 * MiB);
   ck_assert_int_eq(cfg->http.max_wait_ms, 60 * 1000);
-  ck_assert_uint_eq(cfg->engine.workers, 64);
+  /* 64 threads while plugin code may run on them; 8 when every plugin
+   * runs in worker processes (their default) */
+  int all_in_workers = cfg->n_plugins > 0;
+  for (size_t i = 0; i < cfg->n_plugins; i++)
+    all_in_workers &= cfg->plugins[i].workers > 0;
+  ck_assert_uint_eq(cfg->engine.workers, all_in_workers ? 8 : 64);
   ck_assert_int_eq(cfg->engine.max_step_result, 1 * MiB);
 }
 
@@ -725,10 +732,19 @@ static void check_defaults(const config *cfg) {
   ck_assert_ptr_null(cfg->plugins);
 }
 
+/* One plugin in the engine's process: its threads stay 64. */
+static void check_workers_in_engine(const config *cfg) {
+  ck_assert_uint_eq(cfg->plugins[0].workers, 0);
+  ck_assert_uint_eq(cfg->plugins[1].workers, 4);
+  ck_assert_uint_eq(cfg->engine.workers, 64);
+}
+
 static void check_bare_plugin(const config *cfg) {
   assert_default_sections(cfg);
   ck_assert_uint_eq(cfg->n_plugins, 1);
   const config_plugin *pl = &cfg->plugins[0];
+  ck_assert_uint_eq(pl->workers, 1);
+  ck_assert_uint_eq(cfg->engine.workers, 8);
   ck_assert_str_eq(pl->name, "p");
   ck_assert_str_eq(pl->path, "p.so");
   ck_assert_int_eq(pl->pos.line, 2);
@@ -965,6 +981,10 @@ static const good_case good[] = {
      check_bare_plugin},
     {WF_HEAD "      - {name: a, binding: A, class_name: C}\n",
      check_workflow_defaults},
+    {"plugins:\n"
+     "  - {name: p, path: p.so, workers: 0}\n"
+     "  - {name: q, path: q.so, workers: 4}\n",
+     check_workers_in_engine},
     {WF_HEAD "      - {name: a, binding: A, class_name: C, limits: {}}\n",
      check_workflow_defaults},
     {"http:\n  allowed_hosts: [duro.example.com, \"10.0.0.5:8787\", "

@@ -713,7 +713,7 @@ static void probe_healthz(const host_run *h, int *probes) {
 
 START_TEST(bad_deploy_storm) {
   host_run H;
-  start(&H, "{ workers: 16, max_crashes: 3 }");
+  start(&H, "{ max_crashes: 3 }");
   H.request_ms = 10000;
   int64_t t0 = proc_now_ms();
   for (int i = 0; i < STORM_POISONED; i += 100)
@@ -731,7 +731,8 @@ START_TEST(bad_deploy_storm) {
     healthy += 100;
   }
   long errored = 0, complete = 0;
-  int64_t deadline = t0 + 120000;
+  int64_t deadline =
+      t0 + 180000; /* a sanitizer build is slow to start workers */
   for (;;) {
     probe_healthz(&H, &probes);
     errored = count_status(&H, "errored");
@@ -773,11 +774,12 @@ END_TEST
 
 /* ---- attempts cut short --------------------------------------------------
  *
- * An attempt inside its callback when the engine is killed from outside
- * (kill -9), or when a stop's engine.shutdown_grace runs out, is
- * journaled as cut short: the step's re-run is attempt 2, and the
- * description (HTTP JSON and the CLI's text) shows attempt 1 cut short
- * and by what, then the attempt that completed. */
+ * With the plugin's code in the engine (workers: 0), an attempt inside
+ * its callback when the engine is killed from outside (kill -9), or when
+ * a stop's engine.shutdown_grace runs out, is journaled as cut short: the
+ * step's re-run is attempt 2, and the description (HTTP JSON and the CLI's
+ * text) shows attempt 1 cut short and by what, then the attempt that completed.
+ */
 
 /* Instance `id` completes; its step#1 shows attempt 1 cut short by `by`
  * and attempt 2 its success, over HTTP and in `duro workflows instances
@@ -819,7 +821,7 @@ static void assert_cut_short(const host_run *h, const char *id,
 
 START_TEST(cut_short_by_kill) {
   host_run H;
-  start(&H, "{ workers: 2 }");
+  start_in_engine(&H, "{ workers: 2 }");
   create(&H, "slow", "{\"fault\":\"none\",\"steps\":1,\"hold_ms\":3000}");
   wait_record("exec", "slow", 1, 10000);
   ck_assert_int_eq(kill(host_last_engine(&H), SIGKILL), 0);
@@ -831,7 +833,7 @@ END_TEST
 
 START_TEST(cut_short_by_stop) {
   host_run H, again;
-  start(&H, "{ workers: 2, shutdown_grace: \"300 ms\" }");
+  start_in_engine(&H, "{ workers: 2, shutdown_grace: \"300 ms\" }");
   create(&H, "slow", "{\"fault\":\"none\",\"steps\":1,\"hold_ms\":4000}");
   wait_record("exec", "slow", 1, 10000);
   host_stop(&H, proc_now_ms() + 10000, 0); /* past the grace: exit 0 */
@@ -859,7 +861,7 @@ static long metric(const char *text, const char *name) {
 
 START_TEST(hang_is_abandoned) {
   host_run H;
-  start(&H, "{ workers: 2, shutdown_grace: \"2 seconds\" }");
+  start_in_engine(&H, "{ workers: 2, shutdown_grace: \"2 seconds\" }");
   const char *hang = "{\"fault\":\"hang\",\"steps\":2}";
   create(&H, "h1", hang);
   create(&H, "h2", hang);
@@ -961,6 +963,46 @@ END_TEST
  * that thread must not wait for it: once the watchdog gives up on the
  * hung attempt they run again elsewhere, and no completed step of theirs
  * runs twice. */
+/* In a worker process (the default), a callback past its timeout is
+ * given up on by killing its worker: the attempt is a TimeoutError under
+ * the retry policy, the worker's other callbacks were cut short, healthy
+ * instances complete, and nothing stays hung (/healthz ok). */
+START_TEST(worker_hang_is_killed) {
+  host_run H;
+  start(&H, "{ workers: 2 }");
+  create(&H, "h1", "{\"fault\":\"hang\",\"steps\":2}");
+  wait_record("exec", "h1", 0, 10000);
+  int probes = 0;
+  create(&H, "ok1", "{\"fault\":\"none\",\"steps\":3}");
+  json_decref(wait_status_probing(&H, "ok1", "complete", 10000, &probes));
+  /* each attempt of the hang (1 s timeout) is given up on in turn */
+  int64_t deadline = proc_now_ms() + 15000;
+  json_t *d = NULL;
+  for (;;) {
+    json_decref(d);
+    d = host_describe(&H, FLOW, "h1");
+    if (attempts_with(step_of(d, "fault#1"), "TimeoutError", NULL) >= 2)
+      break;
+    ck_assert_msg(proc_now_ms() < deadline, "h1: %s", d ? jdump(d) : "-");
+    probe_healthz(&H, &probes);
+    proc_sleep_ms(100);
+  }
+  json_decref(d);
+  create(&H, "ok2", "{\"fault\":\"none\",\"steps\":3}");
+  json_decref(wait_status_probing(&H, "ok2", "complete", 10000, &probes));
+  host_stop(&H, proc_now_ms() + 10000, 1);
+  char *log = proc_slurp(H.log);
+  ck_assert_msg(lines_with_both(log, "killing worker",
+                                "hung past its "
+                                "timeout") >= 2,
+                "no worker killed for the hang:\n%s", proc_tail(log));
+  int n_restart;
+  free(host_lines_with(log, "restarting in", &n_restart));
+  ck_assert_int_eq(n_restart, 0);
+  free(log);
+}
+END_TEST
+
 START_TEST(hang_does_not_hold_parked_activations) {
   host_run H;
   start(&H, "{ workers: 1, shutdown_grace: \"2 seconds\" }");
@@ -997,7 +1039,16 @@ START_TEST(terminate_does_not_wait_for_callback) {
   ck_assert_msg(r.status == 200, "terminate: %ld %s", r.status,
                 r.body ? r.body : "");
   http_resp_free(&r);
+  /* Its callback runs in a worker, which the terminate kills (within
+   * 0.1 s): the attempt's record lands with the instance's end. */
   json_t *d = host_wait_status(&H, FLOW, "long", "terminated", t0 + 1000);
+  while (attempts_with(step_of(d, "fault#1"), "instance.terminated", NULL) ==
+             0 &&
+         proc_now_ms() < t0 + 1000) {
+    json_decref(d);
+    proc_sleep_ms(20);
+    d = host_wait_status(&H, FLOW, "long", "terminated", t0 + 1000);
+  }
   ck_assert_int_eq(
       attempts_with(step_of(d, "fault#1"), "instance.terminated", NULL), 1);
   json_decref(d);
@@ -1260,6 +1311,7 @@ static Suite *faults_suite(void) {
   tcase_add_test(crash, cut_short_by_kill);
   tcase_add_test(crash, cut_short_by_stop);
   tcase_add_test(hang, hang_is_abandoned);
+  tcase_add_test(hang, worker_hang_is_killed);
   tcase_add_test(hang, terminate_does_not_wait_for_callback);
   tcase_add_test(hang, hang_does_not_hold_parked_activations);
   tcase_add_test(process, second_host_refused);

@@ -139,12 +139,26 @@ static config *config_defaults(const char *file) {
   cfg->http.allow_insecure = 0;
   cfg->http.max_body_bytes = 1 * MiB;
   cfg->http.max_wait_ms = 60 * 1000;
-  cfg->engine.workers = 64;
+  cfg->engine.workers = 0; /* unset: config_default_workers decides */
   cfg->engine.max_step_result = 1 * MiB;
   cfg->engine.max_instance_state = 1 * GiB;
   cfg->engine.max_crashes = 3;
   cfg->engine.shutdown_grace_ms = 30 * SECOND_MS;
   return cfg;
+}
+
+/* engine.workers when the file does not say: 64 threads while plugin
+ * code runs on them (a plugin with workers: 0, whose blocking callbacks
+ * each hold one), 8 when it all runs in worker processes (an engine
+ * thread then only waits for answers, its activations parked, and fewer
+ * threads share the workers' channels better). */
+static uint32_t config_default_workers(const config *cfg) {
+  if (cfg->n_plugins == 0)
+    return 64;
+  for (size_t i = 0; i < cfg->n_plugins; i++)
+    if (cfg->plugins[i].workers == 0)
+      return 64;
+  return 8;
 }
 
 /* libyaml stops at a syntax error, so does the parse: what the document
@@ -194,6 +208,8 @@ out_parser:
   yaml_parser_delete(&yp);
 out:
   free(p.seen);
+  if (cfg->engine.workers == 0)
+    cfg->engine.workers = config_default_workers(cfg);
   if (errlist_total(errs) > before) {
     config_free(cfg);
     return NULL;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "log.h"
@@ -169,6 +170,8 @@ void duro_engine_close(duro_engine *e) {
     pthread_join(e->workers[i]->thread, NULL);
     pthread_mutex_destroy(&e->workers[i]->mu);
     pthread_cond_destroy(&e->workers[i]->wake);
+    if (e->workers[i]->wake_fd >= 0)
+      close(e->workers[i]->wake_fd);
     free(e->workers[i]);
   }
   free(e->workers);

@@ -13,9 +13,12 @@
 #include "engine_internal.h"
 #include "fiber.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "error.h"
@@ -76,6 +79,9 @@ typedef struct engine_task {
    * another (the writer, or the group's leader). */
   char err[256];
   struct engine_task *next;
+  int park_fd;        /* >= 0: parked until it is readable (engine_park_fd) */
+  int64_t park_until; /* engine_mono_ms when it is resumed anyway */
+  struct engine_task *fd_next;
 } engine_task;
 
 /* The task whose fiber runs on this thread; NULL on the worker's own
@@ -133,6 +139,7 @@ static void task_start(duro_engine *e, worker *w, entry *ent) {
   t->w = w;
   t->ent = ent;
   t->f = f;
+  t->park_fd = -1;
   fiber_start(f, task_main, t);
   pthread_mutex_lock(&e->mu);
   w->tasks++;
@@ -156,7 +163,13 @@ static void on_task_commit(void *ctx, int rc) {
   int orphan = t->orphaned = __atomic_load_n(&w->abandoned, __ATOMIC_ACQUIRE);
   ready_push_locked(w, t);
   pthread_cond_signal(&w->wake);
+  int poke = w->polling;
   pthread_mutex_unlock(&e->mu);
+  if (poke) {
+    uint64_t one = 1;
+    ssize_t k = write(w->wake_fd, &one, sizeof one);
+    (void)k; /* a full counter still wakes the poll */
+  }
   if (orphan)
     engine_activation_done(e, ent, DURO_STATUS_QUEUED, JOURNAL_NONE, 0);
 }
@@ -196,13 +209,105 @@ void engine_commit_final(duro_engine *e, journal_batch *b, journal_done_fn fn,
     journal_commit_async(e->j, b, fn, ctx);
 }
 
+/* ---- tasks parked on a file descriptor --------------------------------- */
+
+engine_task *engine_current_task(void) { return current_task; }
+
+int engine_park_fd(int fd, int64_t until) {
+  engine_task *t = current_task;
+  duro_engine *e = t->e;
+  pthread_mutex_lock(&e->mu);
+  t->park_fd = fd;
+  t->park_until = until;
+  t->fd_next = t->w->fd_head;
+  t->w->fd_head = t;
+  pthread_mutex_unlock(&e->mu);
+  fiber_yield();
+  return t->orphaned;
+}
+
+/* Takes t off its worker's parked list and makes it ready (mu held). */
+static void unpark_locked(worker *w, engine_task *t) {
+  engine_task **pp = &w->fd_head;
+  while (*pp && *pp != t)
+    pp = &(*pp)->fd_next;
+  if (!*pp)
+    return; /* not parked */
+  *pp = t->fd_next;
+  t->park_fd = -1;
+  ready_push_locked(w, t);
+}
+
+void engine_unpark(engine_task *t) {
+  pthread_mutex_lock(&t->e->mu);
+  unpark_locked(t->w, t);
+  pthread_mutex_unlock(&t->e->mu);
+}
+
+/* Waits (mu held, released meanwhile) until a parked task's descriptor
+ * is readable, a commit made a task ready (the eventfd), a parked task's
+ * time came, or 10 ms passed (new work may be queued: the engine's
+ * `work` condition is not polled).  One task per readable descriptor is
+ * made ready: it reads for the others that share it (a channel's frames
+ * are routed by whoever reads them). */
+#define POLL_MAX 64
+static void poll_parked(duro_engine *e, worker *w) {
+  struct pollfd fds[POLL_MAX + 1];
+  nfds_t n = 0;
+  int64_t now = engine_mono_ms(e), wait = 10;
+  fds[n++] = (struct pollfd){.fd = w->wake_fd, .events = POLLIN};
+  for (engine_task *t = w->fd_head; t; t = t->fd_next)
+    if (t->park_until - now < wait)
+      wait = t->park_until <= now ? 0 : t->park_until - now;
+  for (engine_task *t = w->fd_head; t && n <= POLL_MAX; t = t->fd_next) {
+    nfds_t i = 1;
+    while (i < n && fds[i].fd != t->park_fd)
+      i++;
+    if (i == n)
+      fds[n++] = (struct pollfd){.fd = t->park_fd, .events = POLLIN};
+  }
+  w->polling = 1;
+  pthread_mutex_unlock(&e->mu);
+  int got = poll(fds, n, (int)wait);
+  if (got > 0 && (fds[0].revents & POLLIN)) {
+    uint64_t v;
+    ssize_t k = read(w->wake_fd, &v, sizeof v);
+    (void)k;
+  }
+  pthread_mutex_lock(&e->mu);
+  w->polling = 0;
+  for (nfds_t i = 1; got > 0 && i < n; i++) {
+    if (!fds[i].revents)
+      continue;
+    for (engine_task *t = w->fd_head; t; t = t->fd_next)
+      if (t->park_fd == fds[i].fd) {
+        unpark_locked(w, t);
+        break;
+      }
+  }
+  now = engine_mono_ms(e);
+  for (engine_task *t = w->fd_head, *next; t; t = next) {
+    next = t->fd_next;
+    if (t->park_until <= now)
+      unpark_locked(w, t);
+  }
+}
+
 size_t engine_orphan_ready_locked(worker *w, entry ***out) {
   size_t n = 0;
   for (engine_task *t = w->ready_head; t; t = t->next)
     n++;
+  for (engine_task *t = w->fd_head; t; t = t->fd_next)
+    n++;
   *out = n ? xmalloc(n * sizeof **out) : NULL;
   n = 0;
   for (engine_task *t = w->ready_head; t; t = t->next)
+    if (!t->orphaned) {
+      t->orphaned = 1;
+      (*out)[n++] = t->ent;
+    }
+  /* parked on a worker's channel: they only unwind, if ever resumed */
+  for (engine_task *t = w->fd_head; t; t = t->fd_next)
     if (!t->orphaned) {
       t->orphaned = 1;
       (*out)[n++] = t->ent;
@@ -247,7 +352,10 @@ static void *worker_main(void *arg) {
       pthread_mutex_lock(&e->mu);
       continue;
     }
-    pthread_cond_wait(w->tasks ? &w->wake : &e->work, &e->mu);
+    if (w->fd_head && w->wake_fd >= 0)
+      poll_parked(e, w);
+    else
+      pthread_cond_wait(w->tasks ? &w->wake : &e->work, &e->mu);
   }
   worker_exit_locked(e, w);
   pthread_mutex_unlock(&e->mu);
@@ -263,10 +371,13 @@ int engine_spawn_worker_locked(duro_engine *e) {
   worker *w = xcalloc(1, sizeof *w);
   w->e = e;
   w->slot = ledger_claim(e->ledger, LEDGER_IDLE);
+  w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   pthread_mutex_init(&w->mu, NULL);
   pthread_cond_init(&w->wake, NULL);
   if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
     ledger_release(e->ledger, w->slot);
+    if (w->wake_fd >= 0)
+      close(w->wake_fd);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->wake);
     free(w);

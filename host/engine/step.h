@@ -55,9 +55,9 @@ void *step_build_ctx(duro_step *step);
  * (or, at NULL, while run() was outside any).  `guilty`: the death was
  * that code's own (the process's crash handler named it).  `killed`:
  * a signal no handler saw (SIGKILL) ended it, so a callback not named
- * may still be the cause: charged a kill, it runs again alone, and is
- * blamed when it dies so alone or its kills reach engine.max_crashes
- * (faults.c's rule for a SIGKILL of the engine).  The attempt
+ * may still be the cause: it is blamed when it was the only callback in
+ * that process (`alone`) or its kills reach engine.max_crashes, else
+ * charged a kill and cut short.  The attempt
  * is journaled failed plugin.crashed and charged toward
  * engine.max_crashes when guilty, else cut short; run() crashing outside
  * a step errors the instance; otherwise the instance runs again at once,
@@ -65,7 +65,36 @@ void *step_build_ctx(duro_step *step);
  * and run()'s stand-in returns DURO_SUSPEND. */
 void step_worker_died(duro_step *step, duro_attempt *at, const char *plugin,
                       const char *build, const char *how, int guilty,
-                      int killed);
+                      int killed, int alone);
+
+/* Waiting for a worker's answer without holding the thread: the token
+ * of the activation's fiber (NULL when it runs on none, inline: then
+ * block instead); step_park_fd parks it until fd is readable or
+ * step_unpark(token) is called on this thread, and returns 1 when the
+ * activation was given up on meanwhile (its thread abandoned by the
+ * watchdog: it may run elsewhere now; unwind, touch nothing). */
+void *step_park_token(duro_step *step);
+int step_park_fd(duro_step *step, int fd, int64_t until_mono);
+void step_unpark(void *token);
+
+/* Whether the attempt's step was charged a kill of its worker (it must
+ * run with no other callback beside it in its worker process, so that a
+ * kill then is its own), and that charge dropped once its callback
+ * returned. */
+int step_attempt_suspect(const duro_attempt *at);
+void step_attempt_unsuspect(const duro_attempt *at);
+
+/* Whether a terminate is asked of the activation now (its callback in a
+ * worker is then given up on), and the attempt failed with error `name`
+ * and `message` (copied) rather than by the plugin. */
+int step_terminate_requested(duro_step *step);
+void step_attempt_given_up(duro_attempt *at, const char *name,
+                           const char *message);
+
+/* The engine's monotonic clock (ms), and the attempt's deadline on it:
+ * past it the attempt is given up on as hung (TimeoutError). */
+int64_t step_mono_ms(duro_step *step);
+int64_t step_attempt_deadline_mono(const duro_attempt *at);
 
 /* No process could be had for the activation: it ends as after a failed
  * write (nothing more is written) and runs again after a back-off. */

@@ -1,4 +1,8 @@
-/* step_died.c — the process running an activation's plugin code died
+/* step_died.c — a run() standing in for code in a worker process: its
+ * build's context, its fiber parked while the worker answers, and the
+ * death of the worker.
+ *
+ * The process running an activation's plugin code died
  * (a worker: worker/worker_proxy.c), recorded as faults.c records a
  * death of the engine, with one difference: the engine saw it happen, so
  * it knows which attempt was in its callback and, from the worker's
@@ -24,6 +28,61 @@
 #include "step_internal.h"
 
 void *step_build_ctx(duro_step *a) { return a->build ? a->build->ctx : NULL; }
+
+void *step_park_token(duro_step *a) {
+  (void)a;
+  return engine_current_task();
+}
+
+int64_t step_mono_ms(duro_step *a) { return engine_mono_ms(a->e); }
+
+int step_terminate_requested(duro_step *a) {
+  return a->ent && __atomic_load_n(&a->ent->terminate_req, __ATOMIC_ACQUIRE);
+}
+
+void step_attempt_given_up(duro_attempt *at, const char *name,
+                           const char *message) {
+  free(at->message);
+  at->message = xstrdup(message);
+  at->failed = 1;
+  at->final = 0;
+  at->fail_name = name;
+}
+
+int step_attempt_suspect(const duro_attempt *at) {
+  duro_engine *e = at->act->e;
+  return e->ledger && ledger_has_suspects(e->ledger) &&
+         ledger_suspect_kills(e->ledger, at->act->inst.rowid, at->step->key);
+}
+
+void step_attempt_unsuspect(const duro_attempt *at) {
+  duro_engine *e = at->act->e;
+  if (e->ledger)
+    ledger_suspect_clear(e->ledger, at->act->inst.rowid, at->step->key);
+}
+
+int64_t step_attempt_deadline_mono(const duro_attempt *at) {
+  return at->deadline_mono;
+}
+
+int step_park_fd(duro_step *a, int fd, int64_t until) {
+  /* Others run on this thread meanwhile, and set these for their own
+   * run() and callbacks: a queue send this activation's callback makes
+   * after it resumes must join its own attempt. */
+  duro_attempt *at = step_running_attempt;
+  int orphaned = engine_park_fd(fd, until);
+  step_running_act = a;
+  step_running_attempt = at;
+  if (orphaned) {
+    a->suspended = 1;
+    a->reason = SUSPEND_ABANDONED;
+    return 1;
+  }
+  step_slot_bind(a);
+  return 0;
+}
+
+void step_unpark(void *token) { engine_unpark(token); }
 
 static void crashed_for_good(duro_step *a, char *why) {
   a->last_error = arena_take(a, error_json(DURO_ERR_CRASHED, why));
@@ -73,11 +132,11 @@ static void record_guilty(duro_step *a, duro_attempt *at, const char *plugin,
 
 /* A death no handler saw (SIGKILL: the callback's own, the OOM killer's
  * for the memory a callback took, or an operator's), with attempt `at`
- * in its callback: it is to blame when it ran alone, or when its kills
- * reach engine.max_crashes; else it is charged a kill and runs again
- * alone (step_gate.c), as after a SIGKILL of the engine (faults.c). */
-static int blame_kill(duro_step *a, duro_attempt *at) {
-  if (attempt_ran_alone(at))
+ * in its callback: it is to blame when it was the only callback in the
+ * process (`alone`), or when its kills reach engine.max_crashes; else it
+ * is charged a kill and cut short. */
+static int blame_kill(duro_step *a, duro_attempt *at, int alone) {
+  if (alone)
     return 1;
   uint32_t kills =
       ledger_suspect_charge(a->e->ledger, a->inst.rowid, at->step->key);
@@ -87,23 +146,27 @@ static int blame_kill(duro_step *a, duro_attempt *at) {
   if (kills && crashes + kills >= a->e->max_crashes)
     return 1;
   log_write(DURO_LOG_WARN, a->where,
-            "step \"%s\" was inside its callback when its worker process "
-            "was killed (%u of %u): it runs again with no other callback "
-            "beside it",
+            "step \"%s\" was inside its callback, beside others, when its "
+            "worker process was killed (%u of %u): it runs again with no "
+            "other callback beside it",
             at->step->key, crashes + (kills ? kills : 1), a->e->max_crashes);
   return 0;
 }
 
 void step_worker_died(duro_step *a, duro_attempt *at, const char *plugin,
                       const char *build, const char *how, int guilty,
-                      int killed) {
+                      int killed, int alone) {
   if (a->worker_died)
     return;
   a->worker_died = 1;
-  a->suspended = 1;
-  a->reason = SUSPEND_SHUTDOWN; /* queued: it runs again at once */
+  /* queued: it runs again at once (unless it suspended already: a
+   * back-off after an attempt that timed out, say, keeps its wake) */
+  if (!a->suspended) {
+    a->suspended = 1;
+    a->reason = SUSPEND_SHUTDOWN;
+  }
   if (at && !guilty && killed && a->e->ledger)
-    guilty = blame_kill(a, at);
+    guilty = blame_kill(a, at, alone);
   if (at && guilty) {
     record_guilty(a, at, plugin, build, how);
   } else if (at) {

@@ -280,7 +280,7 @@ static int attempt_begin(duro_step *a, duro_attempt *at) {
     attempt_gate_leave(at);
     return 1;
   }
-  ledger_slot *sl = a->slot;
+  ledger_slot *sl = step_is_remote(a) ? NULL : a->slot;
   if (sl) {
     const journal_step *s = at->step;
     sl->rowid = a->inst.rowid;
@@ -294,7 +294,7 @@ static int attempt_begin(duro_step *a, duro_attempt *at) {
     ledger_copy(sl->name, sizeof sl->name, s->name);
     ledger_set_state(sl, LEDGER_ATTEMPT);
   }
-  if (a->worker) {
+  if (a->worker && !step_is_remote(a)) {
     pthread_mutex_lock(&a->worker->mu);
     a->worker->attempt = at;
     pthread_mutex_unlock(&a->worker->mu);
@@ -311,7 +311,7 @@ static int attempt_begin(duro_step *a, duro_attempt *at) {
  * meanwhile: then nothing of the activation may be written any more. */
 static int attempt_end(duro_step *a, duro_attempt *at) {
   int abandoned = 0;
-  if (a->worker) {
+  if (a->worker && !step_is_remote(a)) {
     pthread_mutex_lock(&a->worker->mu);
     abandoned = a->worker->abandoned;
     a->worker->attempt = NULL;
@@ -323,7 +323,7 @@ static int attempt_end(duro_step *a, duro_attempt *at) {
     a->reason = SUSPEND_ABANDONED;
     return 1;
   }
-  if (a->slot)
+  if (a->slot && !step_is_remote(a))
     ledger_set_state(a->slot, LEDGER_ACTIVATION);
   return 0;
 }
@@ -363,6 +363,8 @@ static const char *do_verdict(duro_step *a, const duro_attempt *at,
     *err_msg = at->message ? xstrdup(at->message)
                            : xasprintf("step callback returned %d", fn_rc);
     *final = at->final;
+    if (at->fail_name)
+      return at->fail_name;
     return at->final ? DURO_ERR_NON_RETRYABLE : DURO_ERR_ERROR;
   }
   if (overran) {

@@ -22,8 +22,11 @@ static int gate_blocked(const duro_engine *e, int alone) {
 /* Returns the place taken (GATE_*), or -1 when the engine stops. */
 int step_gate_enter(duro_step *a, const journal_step *s, uint32_t number) {
   duro_engine *e = a->e;
-  /* Run inline (no worker threads), callbacks never overlap. */
-  if (!a->worker || !ledger_has_suspects(e->ledger))
+  /* Run inline (no worker threads), callbacks never overlap; a callback
+   * in a worker process cannot take the engine down, so it is never a
+   * suspect of the engine's death, and it parks its fiber (the gate
+   * would have a thread wait on it). */
+  if (!a->worker || step_is_remote(a) || !ledger_has_suspects(e->ledger))
     return GATE_NONE;
   int alone = ledger_suspect_kills(e->ledger, a->inst.rowid, s->key);
   pthread_mutex_lock(&e->gate_mu);
@@ -56,10 +59,6 @@ int step_gate_enter(duro_step *a, const journal_step *s, uint32_t number) {
               "callback when the engine was killed",
               s->key, number);
   return place;
-}
-
-int attempt_ran_alone(const duro_attempt *at) {
-  return __atomic_load_n(&at->gate, __ATOMIC_ACQUIRE) == GATE_ALONE;
 }
 
 /* Gives the place back, once (the callback's end and the watchdog may

@@ -113,7 +113,9 @@ struct duro_attempt {
   char *message;
   char *bad_result; /* why the last result set was not JSON, or NULL */
   int failed, final;
-  int gate; /* its place in the gate (step_gate_enter); atomic */
+  const char *fail_name; /* the failure's error name when not the plugin's
+                            own (step_attempt_given_up) */
+  int gate;              /* its place in the gate (step_gate_enter); atomic */
   /* Queue sends and events made by the callback: committed with the
    * step's result, or dropped with a failed attempt. */
   journal_batch sends;
@@ -241,6 +243,15 @@ static inline int from_journal(duro_step *a, const journal_step *s,
   return 0;
 }
 
+/* Its plugin code runs in a worker process (its build has a context, its
+ * run() is a stand-in: step_died.c): a callback there parks its fiber
+ * while it runs, so the engine's thread is no attempt's, and neither the
+ * thread's crash-ledger slot nor the watchdog names it (the stand-in
+ * holds its deadline). */
+static inline int step_is_remote(const duro_step *a) {
+  return a->build && a->build->ctx;
+}
+
 /* ---- step.c ---- */
 
 /* The ledger slot names this activation: set when it starts, and again
@@ -270,8 +281,6 @@ journal_step *step_new(duro_step *a, const char *key, const char *name,
 /* Takes a place in the gate for the attempt `number` of step s: the
  * place (GATE_*, step_gate.c), or -1 when the engine stops. */
 int step_gate_enter(duro_step *a, const journal_step *s, uint32_t number);
-/* The attempt holds the gate alone (a suspect's). */
-int attempt_ran_alone(const duro_attempt *at);
 
 /* ---- the plugin API's step calls (step_api_fill puts them) ---- */
 

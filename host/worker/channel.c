@@ -20,6 +20,7 @@ void channel_close(channel *c) {
   if (c->fd >= 0)
     close(c->fd);
   free(c->buf);
+  wire_buf_free(&c->out);
   memset(c, 0, sizeof *c);
   c->fd = -1;
 }
@@ -31,12 +32,10 @@ void channel_begin(wire_buf *m, uint32_t kind, uint64_t act) {
   wire_put_u64(m, act);
 }
 
-int channel_send(channel *c, wire_buf *m) {
-  uint32_t n = (uint32_t)(m->len - sizeof n);
-  memcpy(m->data, &n, sizeof n);
+static int write_all(int fd, const char *p, size_t len) {
   size_t done = 0;
-  while (done < m->len) {
-    ssize_t k = send(c->fd, m->data + done, m->len - done, MSG_NOSIGNAL);
+  while (done < len) {
+    ssize_t k = send(fd, p + done, len - done, MSG_NOSIGNAL);
     if (k < 0 && errno == EINTR)
       continue;
     if (k <= 0)
@@ -46,49 +45,97 @@ int channel_send(channel *c, wire_buf *m) {
   return 0;
 }
 
-/* Reads until at least `want` bytes are buffered past off. */
-static int fill(channel *c, size_t want) {
+static void seal(wire_buf *m) {
+  uint32_t n = (uint32_t)(m->len - sizeof n);
+  memcpy(m->data, &n, sizeof n);
+}
+
+int channel_send(channel *c, wire_buf *m) {
+  seal(m);
+  return write_all(c->fd, m->data, m->len);
+}
+
+void channel_queue(channel *c, wire_buf *m) {
+  seal(m);
+  wire_put(&c->out, m->data, m->len);
+}
+
+int channel_flush(channel *c) {
+  if (c->out.len == 0)
+    return 0;
+  int rc = write_all(c->fd, c->out.data, c->out.len);
+  c->out.len = 0;
+  return rc;
+}
+
+int channel_fill(channel *c, int block) {
+  if (c->fd < 0)
+    return -1;
   if (c->off > 0 && c->off == c->len)
     c->off = c->len = 0;
-  if (c->len - c->off >= want)
-    return 0;
-  if (c->off + want > c->cap) {
-    /* move what is left to the front, then grow if still short */
-    if (c->buf)
+  if (c->len == c->cap) {
+    /* full: move what is left to the front, or grow */
+    if (c->off > 0) {
       memmove(c->buf, c->buf + c->off, c->len - c->off);
-    c->len -= c->off;
-    c->off = 0;
-    if (want > c->cap) {
-      size_t cap = c->cap ? c->cap : 64 * 1024;
-      while (cap < want)
-        cap *= 2;
-      c->buf = xrealloc(c->buf, cap);
-      c->cap = cap;
+      c->len -= c->off;
+      c->off = 0;
+    } else {
+      c->cap = c->cap ? c->cap * 2 : 64 * 1024;
+      c->buf = xrealloc(c->buf, c->cap);
     }
   }
-  while (c->len - c->off < want) {
-    ssize_t k = read(c->fd, c->buf + c->len, c->cap - c->len);
+  for (;;) {
+    ssize_t k =
+        recv(c->fd, c->buf + c->len, c->cap - c->len, block ? 0 : MSG_DONTWAIT);
     if (k < 0 && errno == EINTR)
       continue;
+    if (k < 0 && !block && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return 0;
     if (k <= 0)
       return -1;
     c->len += (size_t)k;
+    return 1;
   }
-  return 0;
 }
 
-int channel_recv(channel *c, uint32_t *kind, uint64_t *act, wire_reader *r) {
-  if (c->fd < 0 || fill(c, sizeof(uint32_t)) != 0)
-    return -1;
+int channel_take(channel *c, uint32_t *kind, uint64_t *act, wire_reader *r) {
+  size_t have = c->len - c->off;
   uint32_t n;
+  if (have < sizeof n)
+    return 0;
   memcpy(&n, c->buf + c->off, sizeof n);
-  if (n < HEADER - sizeof n || n > CHANNEL_MAX_FRAME ||
-      fill(c, sizeof n + n) != 0)
+  if (n < HEADER - sizeof n || n > CHANNEL_MAX_FRAME)
     return -1;
+  if (have < sizeof n + n) {
+    /* make room for the whole frame, so that a fill can complete it */
+    if (sizeof n + n > c->cap - c->off) {
+      memmove(c->buf, c->buf + c->off, have);
+      c->len = have;
+      c->off = 0;
+      if (sizeof n + n > c->cap) {
+        size_t cap = c->cap;
+        while (cap < sizeof n + n)
+          cap *= 2;
+        c->buf = xrealloc(c->buf, cap);
+        c->cap = cap;
+      }
+    }
+    return 0;
+  }
   const char *p = c->buf + c->off + sizeof n;
   memcpy(kind, p, sizeof *kind);
   memcpy(act, p + sizeof *kind, sizeof *act);
   wire_reader_init(r, p + HEADER - sizeof n, n - (HEADER - sizeof n));
   c->off += sizeof n + n;
-  return 0;
+  return 1;
+}
+
+int channel_recv(channel *c, uint32_t *kind, uint64_t *act, wire_reader *r) {
+  for (;;) {
+    int got = channel_take(c, kind, act, r);
+    if (got != 0)
+      return got > 0 ? 0 : -1;
+    if (channel_fill(c, 1) < 0)
+      return -1;
+  }
 }

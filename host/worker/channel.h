@@ -20,6 +20,7 @@ typedef struct channel {
   int fd;
   char *buf; /* what was read and not yet taken */
   size_t len, off, cap;
+  wire_buf out; /* frames queued, not yet written (channel_queue) */
 } channel;
 
 /* Takes fd (closed by channel_close). */
@@ -30,11 +31,23 @@ void channel_close(channel *c);
 void channel_begin(wire_buf *m, uint32_t kind, uint64_t act);
 /* Sends the frame m holds; 0, or -1 when the other side is gone. */
 int channel_send(channel *c, wire_buf *m);
+/* Queues the frame m holds, to go with the others in one write at the
+ * next channel_flush (0, or -1 when the other side is gone). */
+void channel_queue(channel *c, wire_buf *m);
+int channel_flush(channel *c);
 
 /* The next frame: its kind, activation and a reader over its fields,
  * valid until the next channel_recv.  0, or -1 at EOF or on an error
  * (a frame longer than CHANNEL_MAX_FRAME among them). */
 #define CHANNEL_MAX_FRAME (256u << 20)
 int channel_recv(channel *c, uint32_t *kind, uint64_t *act, wire_reader *r);
+
+/* The same in two halves, for a reader that must not block: take the
+ * next frame already read (1; 0 when none is complete; -1 for bytes that
+ * are no frame), and read what the socket holds (1 read, 0 nothing there
+ * without `block`, -1 at EOF or on an error).  A frame taken is valid
+ * until the next take or fill. */
+int channel_take(channel *c, uint32_t *kind, uint64_t *act, wire_reader *r);
+int channel_fill(channel *c, int block);
 
 #endif

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "channel.h"
+#include "map.h"
 #include "worker.h"
 
 typedef struct worker_plugin worker_plugin;
@@ -22,6 +23,13 @@ typedef struct worker_proc {
   uint64_t dead_gen; /* the start that `how` is the death of */
   char how[96];
   int killed; /* that death was a SIGKILL: no handler could name a cause */
+  int alone;  /* one callback was in flight at that death */
+  /* Callbacks in flight in it now, whether one runs alone (a suspect of
+   * a kill) or waits to, and whether the engine killed it (a hung
+   * callback: the others it held are not suspects).  The plugin's mu. */
+  uint32_t in_callback;
+  int alone_running, alone_waiting;
+  int engine_killed;
 } worker_proc;
 
 struct worker_plugin {
@@ -48,11 +56,13 @@ typedef struct worker_conn {
   uint32_t users;
   int detached;
   uint64_t next_act;
+  idmap waiting; /* activation id → its proxy (worker_proxy.c) */
   /* A CRASH frame named this activation (0: none), with its signal. */
   uint64_t crash_act;
   int crash_sig;
   char how[96]; /* how the process died, once broken */
-  int killed;   /* by SIGKILL */
+  int killed;   /* by a SIGKILL no handler saw (not the engine's own) */
+  int alone;    /* with one callback in flight then */
 } worker_conn;
 
 /* This thread's channel to one of p's processes, starting it when it
@@ -62,6 +72,18 @@ worker_conn *worker_conn_get(worker_plugin *p, char *err, size_t errlen);
  * reaped since): a callback about to be sent on a channel whose process
  * died meanwhile never ran, and is not the death's cause. */
 int worker_conn_alive(const worker_conn *c);
+/* A callback's place in c's process: a suspect's alone (it waits until
+ * no other callback runs there, and none starts meanwhile), any other
+ * beside the rest; 1 while it must wait (try again), 0 once taken, -1
+ * when c's process is gone (the callback cannot begin).  Given
+ * back by worker_turn_end. */
+int worker_turn_try(worker_conn *c, int suspect, int *waiting);
+void worker_turn_end(worker_conn *c, int suspect);
+/* A wait for the place given up (the worker died, the activation went). */
+void worker_turn_cancel(worker_conn *c, int *waiting);
+/* Kills c's process (a callback in it hung past its deadline): its
+ * death is then the engine's doing, nobody's crash. */
+void worker_conn_kill(worker_conn *c, const char *why);
 /* An activation is done with c. */
 void worker_conn_put(worker_conn *c);
 /* The channel failed (EOF, an error, a frame out of turn): the process

@@ -84,10 +84,9 @@ const char *wk_own(wk_act *a, const char *s) {
   return a->owned[a->n_owned++] = xstrdup(s);
 }
 
-void wk_send(wk_act *a) {
-  if (channel_send(&a->conn->ch, &a->m) != 0)
-    _exit(0); /* the engine is gone: so is the reason to run */
-}
+/* Queued: the channel's thread writes what its activations said in one
+ * write, once it has read everything the engine sent. */
+void wk_send(wk_act *a) { channel_queue(&a->conn->ch, &a->m); }
 
 void wk_exchange(wk_act *a) {
   wk_send(a);
@@ -154,8 +153,21 @@ static void *conn_main(void *arg) {
     uint32_t kind;
     uint64_t id;
     wire_reader r;
-    if (channel_recv(&c->ch, &kind, &id, &r) != 0)
-      break; /* the engine's thread is gone */
+    int got = channel_take(&c->ch, &kind, &id, &r);
+    if (got == 0) {
+      /* nothing more buffered: read on without waiting if there is more,
+       * else say what the activations said and wait */
+      int more = channel_fill(&c->ch, 0);
+      if (more > 0)
+        continue;
+      if (more < 0 || channel_flush(&c->ch) != 0 || channel_fill(&c->ch, 1) < 0)
+        break; /* the engine's thread is gone */
+      continue;
+    }
+    if (got < 0) {
+      log_error("worker: the engine sent bytes that are no frame");
+      _exit(71);
+    }
     wk_act *a = idmap_get(&c->acts, (int64_t)id);
     if (kind == WM_RUN && !a) {
       a = act_new(c, id, &r);

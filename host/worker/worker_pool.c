@@ -247,19 +247,21 @@ static uint32_t next_thread;
 static __thread uint32_t thread_number = UINT32_MAX;
 
 /* A channel leaves its thread's cache: freed now, or by its last user. */
+static void conn_free(worker_conn *c) {
+  channel_close(&c->ch);
+  idmap_free(&c->waiting);
+  free(c);
+}
+
 static void worker_conn_detach(worker_conn *c) {
   c->detached = 1;
-  if (c->users == 0) {
-    channel_close(&c->ch);
-    free(c);
-  }
+  if (c->users == 0)
+    conn_free(c);
 }
 
 void worker_conn_put(worker_conn *c) {
-  if (--c->users == 0 && c->detached) {
-    channel_close(&c->ch);
-    free(c);
-  }
+  if (--c->users == 0 && c->detached)
+    conn_free(c);
 }
 
 static void conns_free(void *arg) {
@@ -331,6 +333,62 @@ worker_conn *worker_conn_get(worker_plugin *p, char *err, size_t errlen) {
   return c;
 }
 
+int worker_turn_try(worker_conn *c, int suspect, int *waiting) {
+  worker_proc *w = c->proc;
+  pthread_mutex_lock(&w->plugin->mu);
+  int stale = w->gen != c->gen || w->pid <= 0;
+  if (stale)
+    *waiting = 0; /* a new process starts with no one waiting */
+  int wait = !stale && (suspect ? w->alone_running || w->in_callback
+                                : w->alone_running || w->alone_waiting);
+  if (suspect && wait && !*waiting) {
+    *waiting = 1;
+    w->alone_waiting++;
+  }
+  if (!wait && !stale) {
+    if (*waiting)
+      w->alone_waiting--;
+    *waiting = 0;
+    w->in_callback++;
+    w->alone_running |= suspect;
+  }
+  pthread_mutex_unlock(&w->plugin->mu);
+  return stale ? -1 : wait;
+}
+
+void worker_turn_cancel(worker_conn *c, int *waiting) {
+  worker_proc *w = c->proc;
+  pthread_mutex_lock(&w->plugin->mu);
+  if (*waiting && w->gen == c->gen && w->pid > 0)
+    w->alone_waiting--;
+  *waiting = 0;
+  pthread_mutex_unlock(&w->plugin->mu);
+}
+
+void worker_turn_end(worker_conn *c, int suspect) {
+  worker_proc *w = c->proc;
+  pthread_mutex_lock(&w->plugin->mu);
+  if (w->gen == c->gen && w->pid > 0) {
+    w->in_callback--;
+    if (suspect)
+      w->alone_running = 0;
+  }
+  pthread_mutex_unlock(&w->plugin->mu);
+}
+
+void worker_conn_kill(worker_conn *c, const char *why) {
+  worker_proc *w = c->proc;
+  pthread_mutex_lock(&w->plugin->mu);
+  if (w->gen == c->gen && w->pid > 0) {
+    log_write(DURO_LOG_WARN, NULL,
+              "plugin \"%s\": killing worker %u (pid %d): %s", w->plugin->name,
+              w->index, (int)w->pid, why);
+    w->engine_killed = 1;
+    kill(w->pid, SIGKILL);
+  }
+  pthread_mutex_unlock(&w->plugin->mu);
+}
+
 int worker_conn_alive(const worker_conn *c) {
   worker_proc *w = c->proc;
   pthread_mutex_lock(&w->plugin->mu);
@@ -347,11 +405,16 @@ void worker_conn_broken(worker_conn *c) {
   worker_plugin *p = w->plugin;
   pthread_mutex_lock(&p->mu);
   if (w->gen == c->gen && w->pid > 0) {
-    w->killed = proc_reap(w, w->how, sizeof w->how);
+    w->alone = w->alone_running || w->in_callback == 1;
+    w->killed = proc_reap(w, w->how, sizeof w->how) && !w->engine_killed;
     w->dead_gen = w->gen;
+    w->engine_killed = 0;
+    w->in_callback = 0;
+    w->alone_running = 0;
   }
   int known = w->dead_gen == c->gen;
   snprintf(c->how, sizeof c->how, "%s", known ? w->how : "died");
   c->killed = known && w->killed;
+  c->alone = known && w->alone;
   pthread_mutex_unlock(&p->mu);
 }

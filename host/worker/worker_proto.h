@@ -11,10 +11,12 @@
  * attempt to run, the engine sends CALL and serves the requests the
  * callback makes (queue sends, creations, logging) until RETURN.
  *
- * Ping-pong: on a channel, every activation but the one whose turn it is
- * waits for an answer (the plugin's side blocked in a duro_api call, the
- * engine's parked on a commit), so frames need no routing beyond the
- * activation id, and a frame for another activation is a broken worker.
+ * Ping-pong per activation: each side sends one frame and waits for the
+ * other's (a LOG is the only frame without an answer), so frames are
+ * routed by their activation id alone; several activations of one
+ * channel talk at once, and each side writes what several of them said
+ * in one write when it can (the worker after reading all the engine
+ * sent; the engine's thread reads for every activation it runs).
  *
  * Fields of each kind, in order (s: string, u: u32, i: i64, q: u64): */
 #ifndef DURO_WORKER_PROTO_H

@@ -14,8 +14,10 @@
  * attempt in its callback was cut short, and the instance runs again on
  * a new worker. */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api.h"
 #include "log.h"
@@ -32,7 +34,15 @@ typedef struct proxy {
   duro_env *env;
   const duro_api *api;
   wire_buf m;
-  int died; /* the worker is gone: everything unwinds */
+  /* Frames for this activation read by whoever read the channel, each
+   * its kind, length and fields, taken from in_off on; the one being
+   * served is copied to cur. */
+  wire_buf inbox, cur;
+  size_t in_off;
+  void *parked;     /* its fiber's token while parked on the channel */
+  duro_attempt *at; /* the attempt whose RETURN it waits for, or NULL */
+  int timed_out;    /* that attempt hung past its deadline */
+  int died;         /* the worker is gone: everything unwinds */
 } proxy;
 
 /* The death seen: recorded with the attempt in its callback, or with
@@ -44,29 +54,114 @@ static void died(proxy *px, duro_attempt *at) {
   worker_conn_broken(px->c);
   int guilty = px->c->crash_act == px->id;
   step_worker_died(px->step, at, px->b->plugin->name, px->b->hash, px->c->how,
-                   guilty, px->c->killed);
+                   guilty, px->c->killed, px->c->alone);
 }
 
-/* The next frame for this activation; 0, or -1 when the worker is gone
- * (or broke the protocol, and is killed). */
-static int next(proxy *px, uint32_t *kind, wire_reader *r) {
+static void wake_one(void *ctx, int64_t key, void *val) {
+  (void)ctx, (void)key;
+  proxy *p = val;
+  if (p->parked)
+    step_unpark(p->parked);
+}
+
+/* Reads what the channel has (waiting for it when `block`) and hands each
+ * frame to its activation's inbox, waking its fiber if parked.  -1 when
+ * the channel failed: then every waiter is woken to see it. */
+static int pump(worker_conn *c, int block) {
+  int rc = c->broken ? -1 : channel_fill(&c->ch, block);
   for (;;) {
+    uint32_t kind;
     uint64_t act;
-    if (channel_recv(&px->c->ch, kind, &act, r) != 0)
-      return -1;
-    if (*kind == WM_CRASH) {
-      px->c->crash_act = act;
-      px->c->crash_sig = (int)wire_get_u32(r);
+    wire_reader r;
+    int got = rc < 0 ? 0 : channel_take(&c->ch, &kind, &act, &r);
+    if (got < 0)
+      rc = -1;
+    if (got <= 0)
+      break;
+    if (kind == WM_CRASH) {
+      c->crash_act = act;
+      c->crash_sig = (int)wire_get_u32(&r);
       continue; /* EOF follows */
     }
-    if (act != px->id) {
+    proxy *p = idmap_get(&c->waiting, (int64_t)act);
+    if (!p) {
       log_error("plugin \"%s\": its worker sent a frame for activation "
-                "%llu in the turn of %llu",
-                px->b->plugin->name, (unsigned long long)act,
-                (unsigned long long)px->id);
-      return -1;
+                "%llu, which is not waiting",
+                c->proc->plugin->name, (unsigned long long)act);
+      rc = -1;
+      break;
     }
-    return 0;
+    uint32_t len = (uint32_t)(r.end - r.p);
+    wire_put_u32(&p->inbox, kind);
+    wire_put_u32(&p->inbox, len);
+    wire_put(&p->inbox, r.p, len);
+    if (p->parked)
+      step_unpark(p->parked);
+  }
+  if (rc < 0 && !c->broken) {
+    worker_conn_broken(c); /* reaps the process; its waiters see it */
+    idmap_each(&c->waiting, wake_one, NULL);
+  }
+  return rc < 0 ? -1 : 0;
+}
+
+/* The next frame for this activation; 0, -1 when the worker is gone (or
+ * broke the protocol, and is killed), -2 when the activation was given
+ * up on meanwhile, -3 when the callback it waits for passed its deadline
+ * (its worker is killed: a hung callback holds the worker's thread).  The
+ * fiber parks while the worker answers, so that its thread serves the
+ * other activations meanwhile and their frames share the channel's
+ * reads; run inline (no fiber), the thread waits on the channel. */
+static int next(proxy *px, uint32_t *kind, wire_reader *r) {
+  for (;;) {
+    if (px->in_off < px->inbox.len) {
+      wire_reader in;
+      wire_reader_init(&in, px->inbox.data + px->in_off,
+                       px->inbox.len - px->in_off);
+      *kind = wire_get_u32(&in);
+      uint32_t len = wire_get_u32(&in);
+      px->cur.len = 0;
+      wire_put(&px->cur, in.p, len);
+      px->in_off += 2 * sizeof(uint32_t) + len;
+      if (px->in_off == px->inbox.len)
+        px->in_off = px->inbox.len = 0;
+      wire_reader_init(r, px->cur.data, px->cur.len);
+      return 0;
+    }
+    if (px->c->broken)
+      return -1;
+    int64_t until = px->at ? step_attempt_deadline_mono(px->at) : INT64_MAX;
+    int64_t now = px->at ? step_mono_ms(px->step) : 0;
+    if (px->at && now > until) {
+      px->timed_out = 1;
+      worker_conn_kill(px->c, "a callback hung past its timeout");
+      step_attempt_given_up(px->at, DURO_ERR_TIMEOUT,
+                            "the attempt's callback exceeded its timeout; "
+                            "its worker process was killed");
+      return -3;
+    }
+    if (px->at && step_terminate_requested(px->step)) {
+      /* a terminate does not wait for a callback: its worker is killed
+       * (the callback holds the worker's thread), the attempt given up */
+      px->timed_out = 1;
+      worker_conn_kill(px->c, "its instance was terminated in a callback");
+      step_attempt_given_up(px->at, "instance.terminated",
+                            "the instance was terminated while the "
+                            "attempt's callback ran");
+      return -3;
+    }
+    if (px->at && until - now > 100)
+      until = now + 100; /* looks at a terminate ten times a second */
+    void *token = step_park_token(px->step);
+    if (pump(px->c, token == NULL) != 0)
+      return -1;
+    if (px->in_off < px->inbox.len || !token)
+      continue;
+    px->parked = token;
+    int orphaned = step_park_fd(px->step, px->c->ch.fd, until);
+    px->parked = NULL;
+    if (orphaned)
+      return -2;
   }
 }
 
@@ -109,11 +204,37 @@ typedef struct proxy_cb {
   uint64_t fn, arg;
 } proxy_cb;
 
+/* Waits for the callback's place in the worker (worker_turn_try),
+ * parked a few ms at a time: 0 once taken, -1 when the worker died or
+ * the activation was given up on meanwhile. */
+static int take_turn(proxy *px, int suspect) {
+  int waiting = 0, wait;
+  while ((wait = worker_turn_try(px->c, suspect, &waiting)) != 0) {
+    if (wait < 0)
+      return -1; /* its process died: the callback never began */
+    if (!step_park_token(px->step)) {
+      nanosleep(&(struct timespec){0, 2000000}, NULL);
+      continue;
+    }
+    px->parked = step_park_token(px->step);
+    int orphaned =
+        step_park_fd(px->step, px->c->ch.fd, step_mono_ms(px->step) + 5);
+    px->parked = NULL;
+    /* frames that came meanwhile are read by whoever waits for them */
+    if (orphaned || pump(px->c, 0) != 0) {
+      worker_turn_cancel(px->c, &waiting);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 /* The step runner's callback for an attempt the worker runs. */
 static int proxy_step(duro_attempt *at, void *arg) {
   proxy_cb *cb = arg;
   proxy *px = cb->px;
-  if (!worker_conn_alive(px->c)) {
+  int suspect = step_attempt_suspect(at);
+  if (!worker_conn_alive(px->c) || take_turn(px, suspect) != 0) {
     died(px, NULL); /* before the callback began: not its doing */
     return -1;
   }
@@ -124,10 +245,19 @@ static int proxy_step(duro_attempt *at, void *arg) {
   wire_put_i64(&px->m, px->api->attempt_deadline_ms(at));
   wire_put_str(&px->m, px->api->attempt_idempotency_key(at));
   int64_t rc = -1;
-  if (channel_send(&px->c->ch, &px->m) != 0 || serve(px, at, &rc) != 0) {
-    died(px, at);
+  px->at = at;
+  int got = channel_send(&px->c->ch, &px->m) == 0 ? serve(px, at, &rc) : -1;
+  px->at = NULL;
+  worker_turn_end(px->c, suspect);
+  if (got == -3)
+    return -1; /* as a callback past its timeout: the step runner says so */
+  if (got != 0) {
+    if (got == -1)
+      died(px, at);
     return -1;
   }
+  if (suspect)
+    step_attempt_unsuspect(at); /* it returned: the kill was not its own */
   return (int)rc;
 }
 
@@ -167,8 +297,15 @@ static int serve(proxy *px, duro_attempt *at, int64_t *rc_out) {
   for (;;) {
     uint32_t kind;
     wire_reader r;
-    if (px->died || next(px, &kind, &r) != 0)
+    if (px->died)
       return -1;
+    int got = next(px, &kind, &r);
+    if (got == -2) {
+      px->died = 1; /* given up on: unwind without a word */
+      return -2;
+    }
+    if (got != 0)
+      return got;
     switch (kind) {
     case WM_DO:
       serve_do(px, &r);
@@ -330,11 +467,16 @@ duro_rc worker_proxy_run(duro_step *step, const duro_event *ev, duro_env *env) {
   wire_put_str(&px.m, ev->params);
   wire_put_i64(&px.m, ev->created_ms);
   int64_t rc = DURO_SUSPEND;
-  if (channel_send(&c->ch, &px.m) != 0 || serve(&px, NULL, &rc) != 0) {
+  idmap_put(&c->waiting, (int64_t)px.id, &px);
+  int got = channel_send(&c->ch, &px.m) == 0 ? serve(&px, NULL, &rc) : -1;
+  if (got == -1)
     died(&px, NULL);
+  if (got != 0)
     rc = DURO_SUSPEND;
-  }
+  idmap_del(&c->waiting, (int64_t)px.id);
   wire_buf_free(&px.m);
+  wire_buf_free(&px.inbox);
+  wire_buf_free(&px.cur);
   worker_conn_put(c);
   return (duro_rc)rc;
 }
