@@ -4,8 +4,9 @@
 # this script on a config it writes into a directory of its own under
 # bench-data/ (on the disk the figures are about, not a tmpfs), HTTP on a
 # port the kernel picks (read back from the host's "ready ... http on port
-# N" line), storage `synchronous: full` unless --synchronous normal, 64
-# workers.  A fresh host for each figure:
+# N" line), storage `synchronous: full` unless --synchronous normal, the
+# engine's default threads (8 with the plugin in a worker, 64 with
+# --plugin-workers 0).  A fresh host for each figure:
 #
 #   H1 single creates  wrk (single.lua), 64 connections, 10 s of
 #                      POST /workflows/One/instances {"params": {...}};
@@ -100,7 +101,7 @@ start_host() {
   cat >"$dir/duro.yaml" <<YAML
 storage: { path: $dir/duro.db, synchronous: $sync }
 http: { listen: "127.0.0.1:0" }
-engine: { workers: 64 }
+engine: { max_crashes: 3 }
 plugins:
   - name: bench
     path: $plugin
