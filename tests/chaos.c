@@ -10,6 +10,11 @@
  * made at the start in the run's directory: the build directory may be
  * rebuilt while a run of twenty minutes goes on.
  *
+ * Between the host's kills, about one time in three, its plugin's worker
+ * processes (`duro __worker`, children of the engine) are killed instead
+ * with SIGKILL or SIGSEGV from outside, at a random moment: the engine
+ * lives on, the callbacks they held run again.
+ *
  * The kills land at random moments after the host said ready, in its
  * start-up (the lock, the engine's fork, recovery), or a fraction of a
  * millisecond after a request of a chosen kind (create, event, control)
@@ -104,6 +109,7 @@
  * clean run unless CHAOS_KEEP=1).  Prints one line per figure and exits 1 on
  * any loss, rerun or failed check. */
 #include <curl/curl.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -1396,6 +1402,49 @@ static void write_configs(void) {
   }
 }
 
+/* The parent pid of process `pid` from /proc, or -1. */
+static pid_t parent_of(pid_t pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return -1;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *end = strrchr(buf, ')'); /* the name may hold spaces */
+  int ppid;
+  return end && sscanf(end + 1, " %*c %d", &ppid) == 1 ? (pid_t)ppid : -1;
+}
+
+/* Sends `sig` to every worker process of host h (children of its engine,
+ * the supervisor's child); how many. */
+static int kill_workers(int h, int sig) {
+  DIR *d = opendir("/proc");
+  int n = 0;
+  struct dirent *de;
+  while (d && (de = readdir(d))) {
+    pid_t pid = (pid_t)atoi(de->d_name);
+    if (pid <= 0)
+      continue;
+    pid_t engine = parent_of(pid);
+    if (engine <= 0 || parent_of(engine) != hosts[h].pid)
+      continue;
+    char path[64], cmd[256] = {0};
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t len = f ? fread(cmd, 1, sizeof cmd - 1, f) : 0;
+    if (f)
+      fclose(f);
+    /* argv is NUL-separated: "duro\0__worker\0..." */
+    if (len > 0 && memmem(cmd, len, "__worker", 8) && kill(pid, sig) == 0)
+      n++;
+  }
+  if (d)
+    closedir(d);
+  return n;
+}
+
 /* SIGKILL of host h's supervisor (the engine dies of its death): 0 when
  * it was still running, as it should have been. */
 static int kill_host(int h, int kill_no) {
@@ -1535,6 +1584,7 @@ int main(void) {
 
   unsigned r = seed;
   long failed_starts = 0, early = 0, integrity_checks = 0, integrity_bad = 0;
+  long worker_kills = 0;
   int64_t last_print = now_ms();
   /* Host `down` is the one the last kill took away: each kill's start
    * brings it back.  The others run from the start. */
@@ -1581,6 +1631,11 @@ int main(void) {
         }
       } else {
         sleep_ms(kind < 65 ? rnd(&r, 200) : 200 + rnd(&r, 1500));
+      }
+      /* its workers first, now and then: the engine must not notice */
+      if (rnd(&r, 3) == 0) {
+        worker_kills += kill_workers(victim, rnd(&r, 2) ? SIGKILL : SIGSEGV);
+        sleep_ms(20 + rnd(&r, 300));
       }
     }
     for (int k = 0; k < N_KINDS; k++)
@@ -1673,6 +1728,9 @@ int main(void) {
          kills_during[K_TERMINATE],
          kills_during[K_RESTART] + kills_during[K_RESTART_FROM],
          kills_during[K_GET], lf.cut_off, failed_starts);
+  printf("chaos: worker processes killed (SIGKILL or SIGSEGV, the engine "
+         "left running): %ld\n",
+         worker_kills);
   printf("chaos: acknowledged: %ld operations (create %ld, batch %ld of "
          "%ld instances, event %ld, pause %ld, resume %ld, terminate %ld, "
          "restart %ld, restart from a step %ld)\n",

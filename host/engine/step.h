@@ -84,6 +84,13 @@ void step_unpark(void *token);
 int step_attempt_suspect(const duro_attempt *at);
 void step_attempt_unsuspect(const duro_attempt *at);
 
+/* Right before a callback in a worker begins (its place there may have
+ * been waited for since the step boundary looked): 1 when a pause, a
+ * terminate or a stop came meanwhile, and the callback must not begin;
+ * the attempt is then withdrawn (nothing recorded) and the activation
+ * yields at the boundary. */
+int step_attempt_withdraw(duro_attempt *at);
+
 /* Whether a terminate is asked of the activation now (its callback in a
  * worker is then given up on), and the attempt failed with error `name`
  * and `message` (copied) rather than by the plugin. */

@@ -36,6 +36,13 @@ void *step_park_token(duro_step *a) {
 
 int64_t step_mono_ms(duro_step *a) { return engine_mono_ms(a->e); }
 
+int step_attempt_withdraw(duro_attempt *at) {
+  if (!at_boundary(at->act))
+    return 0;
+  at->withdrawn = 1;
+  return 1;
+}
+
 int step_terminate_requested(duro_step *a) {
   return a->ent && __atomic_load_n(&a->ent->terminate_req, __ATOMIC_ACQUIRE);
 }

@@ -341,7 +341,7 @@ static int do_run_attempt(duro_step *a, duro_attempt *at, duro_step_fn fn,
   *fn_rc = fn(at, arg);
   metrics_hist_observe(&a->e->m.attempt_us, metrics_now_us() - t0);
   step_running_attempt = NULL;
-  if (attempt_end(a, at) || a->worker_died) {
+  if (attempt_end(a, at) || a->worker_died || at->withdrawn) {
     attempt_clear(at); /* a dead worker's attempt: step_worker_died */
     return 1;
   }

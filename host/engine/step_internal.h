@@ -115,6 +115,7 @@ struct duro_attempt {
   int failed, final;
   const char *fail_name; /* the failure's error name when not the plugin's
                             own (step_attempt_given_up) */
+  int withdrawn;         /* its callback never began (step_attempt_withdraw) */
   int gate;              /* its place in the gate (step_gate_enter); atomic */
   /* Queue sends and events made by the callback: committed with the
    * step's result, or dropped with a failed attempt. */

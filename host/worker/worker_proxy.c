@@ -238,6 +238,10 @@ static int proxy_step(duro_attempt *at, void *arg) {
     died(px, NULL); /* before the callback began: not its doing */
     return -1;
   }
+  if (step_attempt_withdraw(at)) {
+    worker_turn_end(px->c, suspect); /* a pause or terminate came first */
+    return -1;
+  }
   channel_begin(&px->m, WM_CALL, px->id);
   wire_put_u64(&px->m, cb->fn);
   wire_put_u64(&px->m, cb->arg);
