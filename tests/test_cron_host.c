@@ -87,8 +87,16 @@ static void outage(host_run *h, const char *policy) {
   snprintf(db_path, sizeof db_path, "%s/var/duro.db", proc_tmp_dir);
   snprintf(side_log, sizeof side_log, "%s/faults.log", proc_tmp_dir);
   start(h, policy);
-  host_stop(h, proc_now_ms() + SETTLE_MS, 0);
+  /* seen: its row is written by the scheduler's first pass, which may
+   * come a moment after the "ready" line */
   sqlite3 *db = db_open();
+  for (int64_t until = proc_now_ms() + SETTLE_MS;
+       db_int(db, "SELECT COUNT(*) FROM cron_triggers") == 0 &&
+       proc_now_ms() < until;)
+    proc_sleep_ms(20);
+  sqlite3_close(db);
+  host_stop(h, proc_now_ms() + SETTLE_MS, 0);
+  db = db_open();
   ck_assert_int_eq(db_int(db, "SELECT COUNT(*) FROM cron_triggers"), 1);
   char sql[300];
   snprintf(sql, sizeof sql,
