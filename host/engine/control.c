@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine_internal.h"
 #include "error.h"
@@ -205,6 +206,25 @@ static int control_leave(duro_engine *e, int64_t rowid, int rc) {
   return rc;
 }
 
+/* A callback handed to a worker process before the flag was set may not
+ * have begun there yet (its CALL on its way): the answer waits until it
+ * did, or its activation let it go, for at most 200 ms, so that no step
+ * begins after the request is acknowledged.  The shared word is read
+ * under mu, while its registration stands. */
+static void wait_dispatched(duro_engine *e, int64_t rowid) {
+  for (int i = 0; i < 2000; i++) {
+    pthread_mutex_lock(&e->mu);
+    entry *x = idmap_get(&e->entries, rowid);
+    int waiting =
+        x && x->dispatch_word &&
+        __atomic_load_n(x->dispatch_word, __ATOMIC_ACQUIRE) < x->dispatch_seq;
+    pthread_mutex_unlock(&e->mu);
+    if (!waiting)
+      return;
+    nanosleep(&(struct timespec){0, 100000}, NULL);
+  }
+}
+
 /* A pause or terminate for a running instance: set for the activation
  * (it reads it at its next step boundary) and persisted, so a crash
  * cannot lose it; a failed write takes the flag back.  mu held on entry,
@@ -222,6 +242,8 @@ static int request_active(duro_engine *e, int64_t rowid, entry *active,
   int rc = persist_control(e, rowid, control);
   if (rc)
     __atomic_store_n(flag, before, __ATOMIC_RELEASE);
+  else
+    wait_dispatched(e, rowid);
   return rc;
 }
 

@@ -106,6 +106,11 @@ typedef struct entry {
   uint32_t write_failures; /* in a row, for the back-off */
   int admitted;            /* ACTIVE and past the concurrency check: what
                               readers see as "running" */
+  /* A callback handed to a worker process, not yet known to have begun:
+   * it has when *dispatch_word (shared with the worker) reaches
+   * dispatch_seq (mu; step_dispatch_set). */
+  const uint64_t *dispatch_word;
+  uint64_t dispatch_seq;
 } entry;
 
 /* A worker thread.  Its `mu` is the handshake between the end of an

@@ -21,6 +21,7 @@
  * The activation ends either way (its run() is gone with the process):
  * what it wrote so far commits with its final row, and the instance runs
  * again at once, on a new worker. */
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "log.h"
@@ -35,6 +36,15 @@ void *step_park_token(duro_step *a) {
 }
 
 int64_t step_mono_ms(duro_step *a) { return engine_mono_ms(a->e); }
+
+void step_dispatch_set(duro_step *a, const uint64_t *word, uint64_t seq) {
+  if (!a->ent)
+    return;
+  pthread_mutex_lock(&a->e->mu);
+  a->ent->dispatch_word = word;
+  a->ent->dispatch_seq = seq;
+  pthread_mutex_unlock(&a->e->mu);
+}
 
 int step_attempt_withdraw(duro_attempt *at) {
   if (!at_boundary(at->act))

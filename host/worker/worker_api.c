@@ -39,6 +39,7 @@ static void run_callback(wk_act *a) {
   at.number = wire_get_u32(&a->r);
   at.deadline_ms = wire_get_i64(&a->r);
   at.key = wire_get_str(&a->r);
+  wk_begin_callback(a, wire_get_u64(&a->r));
   int rc = fn((duro_attempt *)&at, arg);
   channel_begin(&a->m, WM_RETURN, a->id);
   wire_put_i64(&a->m, rc);

@@ -57,6 +57,10 @@ typedef struct worker_conn {
   int detached;
   uint64_t next_act;
   idmap waiting; /* activation id → its proxy (worker_proxy.c) */
+  /* A word shared with the worker (a page both map): the number of the
+   * last CALL whose callback the worker began; call_seq numbers them. */
+  uint64_t *started;
+  uint64_t call_seq;
   /* A CRASH frame named this activation (0: none), with its signal. */
   uint64_t crash_act;
   int crash_sig;

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -33,7 +34,8 @@
 
 struct wk_conn {
   channel ch;
-  idmap acts; /* id → wk_act */
+  idmap acts;        /* id → wk_act */
+  uint64_t *started; /* shared with the engine: the CALL begun last */
 };
 
 __thread wk_act *wk_current;
@@ -87,6 +89,10 @@ const char *wk_own(wk_act *a, const char *s) {
 /* Queued: the channel's thread writes what its activations said in one
  * write, once it has read everything the engine sent. */
 void wk_send(wk_act *a) { channel_queue(&a->conn->ch, &a->m); }
+
+void wk_begin_callback(wk_act *a, uint64_t seq) {
+  __atomic_store_n(a->conn->started, seq, __ATOMIC_RELEASE);
+}
 
 void wk_exchange(wk_act *a) {
   wk_send(a);
@@ -244,10 +250,11 @@ static void crash_handlers(void) {
 
 /* ---- the control socket ---- */
 
-/* One channel's fd from the engine, or -1 at EOF. */
-static int recv_channel(int ctl) {
+/* One channel's fd from the engine, with its shared page's in *page,
+ * or -1 at EOF. */
+static int recv_channel(int ctl, int *page) {
   char byte;
-  char cbuf[CMSG_SPACE(sizeof(int))];
+  char cbuf[CMSG_SPACE(2 * sizeof(int))];
   struct iovec iov = {.iov_base = &byte, .iov_len = 1};
   struct msghdr mh = {.msg_iov = &iov,
                       .msg_iovlen = 1,
@@ -260,10 +267,12 @@ static int recv_channel(int ctl) {
     if (k <= 0)
       return -1;
     struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-    if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-      int fd;
-      memcpy(&fd, CMSG_DATA(cm), sizeof fd);
-      return fd;
+    if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+        cm->cmsg_len == CMSG_LEN(2 * sizeof(int))) {
+      int fds[2];
+      memcpy(fds, CMSG_DATA(cm), sizeof fds);
+      *page = fds[1];
+      return fds[0];
     }
   }
 }
@@ -276,11 +285,19 @@ int worker_process_main(int argc, char **argv) {
   int ctl = atoi(argv[2]);
   crash_handlers();
   for (;;) {
-    int fd = recv_channel(ctl);
+    int page = -1;
+    int fd = recv_channel(ctl, &page);
     if (fd < 0)
       _exit(0); /* the engine is gone: nothing to flush or check */
     wk_conn *c = xcalloc(1, sizeof *c);
     channel_init(&c->ch, fd);
+    void *map = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, page, 0);
+    close(page);
+    if (map == MAP_FAILED) {
+      log_error("worker: cannot map a channel's page");
+      _exit(70);
+    }
+    c->started = map;
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);

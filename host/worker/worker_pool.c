@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -203,13 +204,27 @@ static int proc_reap(worker_proc *w, char *how, size_t len) {
   return got > 0 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
 }
 
-/* Hands one end of a new channel to the process; ours, or -1. */
-static int proc_channel(worker_proc *w) {
+/* Hands one end of a new channel to the process, with the page whose
+ * first word the worker sets as it begins each callback (*started,
+ * mapped here): ours, or -1. */
+static int proc_channel(worker_proc *w, uint64_t **started) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     return -1;
+  int page = memfd_create("duro-channel", MFD_CLOEXEC);
+  void *map = MAP_FAILED;
+  if (page >= 0 && ftruncate(page, 4096) == 0)
+    map = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, page, 0);
+  if (map == MAP_FAILED) {
+    if (page >= 0)
+      close(page);
+    close(sv[0]);
+    close(sv[1]);
+    return -1;
+  }
   char byte = 'c';
-  char cbuf[CMSG_SPACE(sizeof(int))];
+  int fds[2] = {sv[1], page};
+  char cbuf[CMSG_SPACE(sizeof fds)];
   memset(cbuf, 0, sizeof cbuf);
   struct iovec iov = {.iov_base = &byte, .iov_len = 1};
   struct msghdr mh = {.msg_iov = &iov,
@@ -219,16 +234,19 @@ static int proc_channel(worker_proc *w) {
   struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
   cm->cmsg_level = SOL_SOCKET;
   cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(cm), &sv[1], sizeof(int));
+  cm->cmsg_len = CMSG_LEN(sizeof fds);
+  memcpy(CMSG_DATA(cm), fds, sizeof fds);
   ssize_t k;
   while ((k = sendmsg(w->ctl, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
     ;
   close(sv[1]);
+  close(page);
   if (k != 1) {
+    munmap(map, 4096);
     close(sv[0]);
     return -1;
   }
+  *started = map;
   return sv[0];
 }
 
@@ -249,6 +267,8 @@ static __thread uint32_t thread_number = UINT32_MAX;
 /* A channel leaves its thread's cache: freed now, or by its last user. */
 static void conn_free(worker_conn *c) {
   channel_close(&c->ch);
+  if (c->started)
+    munmap(c->started, 4096);
   idmap_free(&c->waiting);
   free(c);
 }
@@ -305,10 +325,11 @@ worker_conn *worker_conn_get(worker_plugin *p, char *err, size_t errlen) {
   }
   pthread_mutex_lock(&p->mu);
   int fd = -1;
+  uint64_t *started = NULL;
   for (int tries = 0; tries < 2 && fd < 0; tries++) {
     if (w->pid <= 0 && proc_start(w, err, errlen) != 0)
       break;
-    fd = proc_channel(w);
+    fd = proc_channel(w, &started);
     if (fd < 0) {
       char how[64];
       proc_reap(w, how, sizeof how); /* died before it took the channel */
@@ -325,6 +346,7 @@ worker_conn *worker_conn_get(worker_plugin *p, char *err, size_t errlen) {
   worker_conn *c = xcalloc(1, sizeof *c);
   c->proc = w;
   c->gen = gen;
+  c->started = started;
   channel_init(&c->ch, fd);
   tc->c[slot] = c;
   if (slot == tc->n)

@@ -56,6 +56,10 @@ void wk_send(wk_act *a);
 /* Keeps s until the activation ends; returns the copy (NULL for NULL). */
 const char *wk_own(wk_act *a, const char *s);
 
+/* A callback is about to begin: the engine is told through the
+ * channel's shared word (a pause or terminate waits for it). */
+void wk_begin_callback(wk_act *a, uint64_t seq);
+
 /* The table a worker binds its plugins to (worker_api.c). */
 const duro_api *worker_api_table(void);
 

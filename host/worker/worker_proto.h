@@ -26,7 +26,9 @@ enum worker_msg {
   /* engine to worker */
   WM_RUN = 1, /* s plugin, s path, s hash, s class, s workflow, s id,
                  s params, i created_ms */
-  WM_CALL,    /* q fn, q arg, u number, i deadline_ms, s idempotency key */
+  WM_CALL,    /* q fn, q arg, u number, i deadline_ms, s idempotency key,
+                 q seq: the worker stores seq in the channel's shared word
+                 as it begins the callback */
   WM_REPLY,   /* i rc, s text (a result, an event, an error; or NULL) */
   /* worker to engine: the plugin's calls */
   WM_DO = 16,      /* s name, u has_config, u has_retries, u limit, s delay,

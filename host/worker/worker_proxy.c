@@ -238,7 +238,10 @@ static int proxy_step(duro_attempt *at, void *arg) {
     died(px, NULL); /* before the callback began: not its doing */
     return -1;
   }
+  uint64_t seq = ++px->c->call_seq;
+  step_dispatch_set(px->step, px->c->started, seq);
   if (step_attempt_withdraw(at)) {
+    step_dispatch_set(px->step, NULL, 0);
     worker_turn_end(px->c, suspect); /* a pause or terminate came first */
     return -1;
   }
@@ -248,10 +251,12 @@ static int proxy_step(duro_attempt *at, void *arg) {
   wire_put_u32(&px->m, px->api->attempt_number(at));
   wire_put_i64(&px->m, px->api->attempt_deadline_ms(at));
   wire_put_str(&px->m, px->api->attempt_idempotency_key(at));
+  wire_put_u64(&px->m, seq);
   int64_t rc = -1;
   px->at = at;
   int got = channel_send(&px->c->ch, &px->m) == 0 ? serve(px, at, &rc) : -1;
   px->at = NULL;
+  step_dispatch_set(px->step, NULL, 0);
   worker_turn_end(px->c, suspect);
   if (got == -3)
     return -1; /* as a callback past its timeout: the step runner says so */
