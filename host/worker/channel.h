@@ -4,9 +4,9 @@
  * A frame is its length (u32, of what follows), its kind (u32), the
  * activation it is about (u64) and the kind's fields (wire.h).  A stream
  * rather than SOCK_SEQPACKET: a step result may be larger than a socket
- * buffer, and a record type would cap it.  The conversation on one
- * channel is strict ping-pong per activation (worker_proto.h), so a
- * reader needs no routing beyond the activation id.  EOF, or any error,
+ * buffer, and a record type would cap it.  Each activation on a channel
+ * talks ping-pong (worker_proto.h), so a reader routes frames by their
+ * activation id alone.  EOF, or any error,
  * is the other side's death: the channel is not used again. */
 #ifndef DURO_WORKER_CHANNEL_H
 #define DURO_WORKER_CHANNEL_H
@@ -36,17 +36,13 @@ int channel_send(channel *c, wire_buf *m);
 void channel_queue(channel *c, wire_buf *m);
 int channel_flush(channel *c);
 
-/* The next frame: its kind, activation and a reader over its fields,
- * valid until the next channel_recv.  0, or -1 at EOF or on an error
- * (a frame longer than CHANNEL_MAX_FRAME among them). */
+/* Reading, for a reader that must not block: take the next frame
+ * already read — its kind, activation and a reader over its fields (1; 0
+ * when none is complete; -1 for bytes that are no frame, a frame longer
+ * than CHANNEL_MAX_FRAME among them) — and read what the socket holds (1
+ * read, 0 nothing there without `block`, -1 at EOF or on an error).  A
+ * frame taken is valid until the next take or fill. */
 #define CHANNEL_MAX_FRAME (256u << 20)
-int channel_recv(channel *c, uint32_t *kind, uint64_t *act, wire_reader *r);
-
-/* The same in two halves, for a reader that must not block: take the
- * next frame already read (1; 0 when none is complete; -1 for bytes that
- * are no frame), and read what the socket holds (1 read, 0 nothing there
- * without `block`, -1 at EOF or on an error).  A frame taken is valid
- * until the next take or fill. */
 int channel_take(channel *c, uint32_t *kind, uint64_t *act, wire_reader *r);
 int channel_fill(channel *c, int block);
 

@@ -61,9 +61,8 @@ typedef struct worker_conn {
    * last CALL whose callback the worker began; call_seq numbers them. */
   uint64_t *started;
   uint64_t call_seq;
-  /* A CRASH frame named this activation (0: none), with its signal. */
+  /* A CRASH frame named this activation (0: none). */
   uint64_t crash_act;
-  int crash_sig;
   char how[96]; /* how the process died, once broken */
   int killed;   /* by a SIGKILL no handler saw (not the engine's own) */
   int alone;    /* with one callback in flight then */
@@ -72,10 +71,6 @@ typedef struct worker_conn {
 /* This thread's channel to one of p's processes, starting it when it
  * does not run; NULL with why in err when none could start. */
 worker_conn *worker_conn_get(worker_plugin *p, char *err, size_t errlen);
-/* Whether c's process is still the one it was opened to and runs (not
- * reaped since): a callback about to be sent on a channel whose process
- * died meanwhile never ran, and is not the death's cause. */
-int worker_conn_alive(const worker_conn *c);
 /* A callback's place in c's process: a suspect's alone (it waits until
  * no other callback runs there, and none starts meanwhile), any other
  * beside the rest; 1 while it must wait (try again), 0 once taken, -1

@@ -4,7 +4,8 @@
  *
  * Which process of a plugin a thread talks to is fixed per thread (its
  * number modulo the plugin's count), so a thread's activations of one
- * plugin share one channel, as the ping-pong of worker_proto.h wants. */
+ * plugin share one channel, whose frames whichever of them reads routes
+ * to the others (worker_proxy.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -409,14 +410,6 @@ void worker_conn_kill(worker_conn *c, const char *why) {
     kill(w->pid, SIGKILL);
   }
   pthread_mutex_unlock(&w->plugin->mu);
-}
-
-int worker_conn_alive(const worker_conn *c) {
-  worker_proc *w = c->proc;
-  pthread_mutex_lock(&w->plugin->mu);
-  int alive = !c->broken && w->pid > 0 && w->gen == c->gen;
-  pthread_mutex_unlock(&w->plugin->mu);
-  return alive;
 }
 
 void worker_conn_broken(worker_conn *c) {

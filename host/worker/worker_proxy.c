@@ -41,7 +41,6 @@ typedef struct proxy {
   size_t in_off;
   void *parked;     /* its fiber's token while parked on the channel */
   duro_attempt *at; /* the attempt whose RETURN it waits for, or NULL */
-  int timed_out;    /* that attempt hung past its deadline */
   int died;         /* the worker is gone: everything unwinds */
 } proxy;
 
@@ -79,9 +78,8 @@ static int pump(worker_conn *c, int block) {
     if (got <= 0)
       break;
     if (kind == WM_CRASH) {
-      c->crash_act = act;
-      c->crash_sig = (int)wire_get_u32(&r);
-      continue; /* EOF follows */
+      c->crash_act = act; /* its signal: waitpid's, at the reap */
+      continue;           /* EOF follows */
     }
     proxy *p = idmap_get(&c->waiting, (int64_t)act);
     if (!p) {
@@ -133,7 +131,6 @@ static int next(proxy *px, uint32_t *kind, wire_reader *r) {
     int64_t until = px->at ? step_attempt_deadline_mono(px->at) : INT64_MAX;
     int64_t now = px->at ? step_mono_ms(px->step) : 0;
     if (px->at && now > until) {
-      px->timed_out = 1;
       worker_conn_kill(px->c, "a callback hung past its timeout");
       step_attempt_given_up(px->at, DURO_ERR_TIMEOUT,
                             "the attempt's callback exceeded its timeout; "
@@ -143,7 +140,6 @@ static int next(proxy *px, uint32_t *kind, wire_reader *r) {
     if (px->at && step_terminate_requested(px->step)) {
       /* a terminate does not wait for a callback: its worker is killed
        * (the callback holds the worker's thread), the attempt given up */
-      px->timed_out = 1;
       worker_conn_kill(px->c, "its instance was terminated in a callback");
       step_attempt_given_up(px->at, "instance.terminated",
                             "the instance was terminated while the "
@@ -234,7 +230,7 @@ static int proxy_step(duro_attempt *at, void *arg) {
   proxy_cb *cb = arg;
   proxy *px = cb->px;
   int suspect = step_attempt_suspect(at);
-  if (!worker_conn_alive(px->c) || take_turn(px, suspect) != 0) {
+  if (take_turn(px, suspect) != 0) {
     died(px, NULL); /* before the callback began: not its doing */
     return -1;
   }
