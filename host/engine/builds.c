@@ -223,6 +223,7 @@ void builds_free(wf_reg *wf) {
   free(wf->builds);
   wf->builds = NULL;
   wf->n_builds = 0;
+  holds_free(wf);
   pthread_mutex_destroy(&wf->builds_mu);
 }
 

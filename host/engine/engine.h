@@ -61,6 +61,11 @@ typedef struct duro_engine_options {
    * err.  NULL: such a restart is refused. */
   int (*load_build)(void *ctx, const char *workflow, const char *hash,
                     char *err, size_t errlen);
+  /* Called (on the activation's thread) each time plugin code of build
+   * `build` of `workflow` crashed the process it ran in and the crash was
+   * charged to it (plugin.crashed): the host may hold the build.  NULL:
+   * nobody counts. */
+  void (*on_build_crash)(void *ctx, const char *workflow, const char *build);
   uint32_t workers;        /* activation threads; 0 = run_until_idle only */
   int64_t max_step_result; /* bytes; 0 = 1 MiB */
   /* bytes of params, step results and errors per instance; 0 = 1 GiB */
@@ -140,6 +145,29 @@ int duro_engine_add_build(duro_engine *e, const char *workflow,
  * (its owner frees it after the engine closes). */
 int duro_engine_build_set_ctx(duro_engine *e, const char *workflow,
                               const char *hash, void *ctx);
+
+/* Holds build `hash` of `workflows` (a plugin's; a crash-storm
+ * breaker's hold, say): an activation of an instance of one of them that
+ * would run that build runs none of its code and waits instead, status
+ * waiting with wait_type `reason` (copied; at most 100 bytes), until it
+ * is woken.  Holding a held build again only changes its reason. */
+int duro_engine_hold_build(duro_engine *e, const char *const *workflows,
+                           size_t n, const char *hash, const char *reason);
+/* Lets build `hash` of `workflows` run again and wakes the instances
+ * waiting with its reason (*woken, may be NULL, gets how many);
+ * DURO_E_NOT_FOUND when it was not held. */
+int duro_engine_release_build(duro_engine *e, const char *const *workflows,
+                              size_t n, const char *hash, size_t *woken);
+/* Wakes this host's instances waiting with wait_type `reason` to look
+ * again at the build they would run (another became the newest): those
+ * whose build is still held wait on. */
+int duro_engine_wake_held(duro_engine *e, const char *reason, size_t *woken);
+/* Calls fn for each of this host's instances waiting with wait_type
+ * `reason`. */
+int duro_engine_waiting_on(duro_engine *e, const char *reason,
+                           void (*fn)(void *ctx, int64_t rowid,
+                                      const char *workflow),
+                           void *ctx);
 
 /* Drops a build that is not the newest, once no activation runs it and no
  * instance that has not ended is pinned to it: 0 (the caller may unload

@@ -34,6 +34,11 @@ typedef struct entry_fifo {
 } entry_fifo;
 
 /* One build (a plugin's .so, by content hash) of a workflow. */
+/* A build held (holds.c): its hash and the wait_type its instances show. */
+typedef struct build_hold {
+  char *hash, *reason;
+} build_hold;
+
 typedef struct wf_build {
   char *hash; /* NULL: a build with no identity (in-process workflows) */
   duro_run_fn run;
@@ -56,6 +61,10 @@ struct wf_reg {
   pthread_mutex_t builds_mu;
   wf_build **builds;
   size_t n_builds;
+  /* The builds held (holds.c), under builds_mu; n_holds is also read
+   * without it, to keep the common case (none) off the lock. */
+  build_hold *holds;
+  size_t n_holds;
   /* Guarded by the engine's mu: activations running now, and instances
    * that were due while `limits.concurrency` of them ran. */
   uint32_t running;
@@ -324,6 +333,14 @@ void engine_event_stored(duro_engine *e, const journal_op *wake);
 /* Something for instance `rowid` (an event) arrived: an activation
  * running it runs it again; an idle one runs when `woke`. */
 void engine_instance_poke(duro_engine *e, int64_t rowid, int woke);
+
+/* build_acquire, unless the build is held (holds.c): then NULL, with the
+ * hold's reason (malloc'ed) in *held; the activation waits, to look
+ * again at the latest in engine_hold_recheck_ms. */
+wf_build *build_acquire_unless_held(wf_reg *wf, const char *pinned,
+                                    char **held);
+int64_t engine_hold_recheck_ms(void);
+void holds_free(wf_reg *wf);
 
 /* The status of an activation that found no row of its instance to run
  * (swept meanwhile, or its workflow unknown): not one of duro_status. */

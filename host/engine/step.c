@@ -117,8 +117,16 @@ void activation_run(duro_engine *e, entry *ent) {
   duro_env env = {.engine = e};
   metrics_add(&e->m.activations, 1);
   duro_rc out = DURO_SUSPEND;
-  a->build = build_acquire(a->wf, a->inst.build);
-  if (a->build) {
+  char *held = NULL;
+  a->build = build_acquire_unless_held(a->wf, a->inst.build, &held);
+  if (held) {
+    /* None of a held build's code runs, replay included.  The instance
+     * keeps no pin to it unless it had one: one that never ran starts
+     * on whichever build is the newest when it is woken (holds.c). */
+    log_write(DURO_LOG_DEBUG, a->where, "held: its build is (%s)", held);
+    a->held = 1;
+    suspend_until(a, now_ms(a) + engine_hold_recheck_ms(), arena_take(a, held));
+  } else if (a->build) {
     a->build_hash = a->build->hash;
     step_running_act = a;
     out = a->build->run(a, &ev, &env);

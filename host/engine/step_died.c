@@ -202,6 +202,9 @@ void step_worker_died(duro_step *a, duro_attempt *at, const char *plugin,
                                   "activation, so it would crash again",
                                   plugin, build ? build : "?", how));
   }
+  /* The host counts the crashes of each build (a crash-storm breaker). */
+  if (guilty && build && a->e->opt.on_build_crash)
+    a->e->opt.on_build_crash(a->e->opt.ctx, a->inst.workflow, build);
 }
 
 void step_worker_unavailable(duro_step *a) {

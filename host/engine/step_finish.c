@@ -94,7 +94,7 @@ void activation_finish(duro_step *a, duro_rc rc) {
    * event's arrival and the instance's wake are one durable fact,
    * whichever commit lands first. */
   a->event_wake_op = -1;
-  if (row->wait_type) {
+  if (row->wait_type && !a->held) {
     a->event_wake_op = (ssize_t)a->batch.n;
     op = journal_batch_add(&a->batch, JOP_WAKE_IF_EVENT_PENDING);
     op->rowid = row->rowid;

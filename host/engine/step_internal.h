@@ -97,6 +97,8 @@ struct duro_step {
   int64_t begun_ms;           /* when this activation began */
   journal_instance start_row; /* the row save_start stores */
   int worker_died;            /* step_worker_died: its run() is gone */
+  int held;                   /* its build is held: wait_type is a reason,
+                                 no event type (holds.c) */
 };
 
 struct duro_attempt {

@@ -124,6 +124,9 @@ typedef struct store_backend {
                        void (*fn)(void *ctx, const char *workflow,
                                   const char *build, int64_t n),
                        void *ctx);
+  int (*waiting_on)(void *db, const char *wait_type,
+                    void (*fn)(void *ctx, int64_t rowid, const char *workflow),
+                    void *ctx);
   int (*list)(void *db, const char *workflow, int status, int64_t cursor,
               size_t limit,
               void (*fn)(void *ctx, int64_t rowid, const char *id,

@@ -568,6 +568,13 @@ int journal_pinned_builds(journal *j,
   return j->be->pinned_builds(j->db, fn, ctx);
 }
 
+int journal_waiting_on(journal *j, const char *wait_type,
+                       void (*fn)(void *ctx, int64_t rowid,
+                                  const char *workflow),
+                       void *ctx) {
+  return j->be->waiting_on(j->db, wait_type, fn, ctx);
+}
+
 int journal_list(journal *j, const char *workflow, int status, int64_t cursor,
                  size_t limit,
                  void (*fn)(void *ctx, int64_t rowid, const char *id,

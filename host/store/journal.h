@@ -326,6 +326,14 @@ int journal_pinned_builds(journal *j,
                                      const char *build, int64_t n),
                           void *ctx);
 
+/* Calls fn for each of this host's instances waiting with wait_type
+ * `wait_type` (a hold's reason, say: duro_engine_hold_build), with its
+ * workflow. */
+int journal_waiting_on(journal *j, const char *wait_type,
+                       void (*fn)(void *ctx, int64_t rowid,
+                                  const char *workflow),
+                       void *ctx);
+
 /* Instances of a workflow, newest first, after cursor rowid (0 = start);
  * status: a duro_status, or -1 for any. */
 int journal_list(journal *j, const char *workflow, int status, int64_t cursor,

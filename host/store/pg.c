@@ -108,6 +108,7 @@ const store_backend store_pg = {
     .oldest_queued = pg_oldest_queued,
     .build_pinned = pg_build_pinned,
     .pinned_builds = pg_pinned_builds,
+    .waiting_on = pg_waiting_on,
     .list = pg_list,
     .count_by_status = pg_count_by_status,
     .queue_stats_each = pg_queue_stats_each,

@@ -250,6 +250,9 @@ int pg_queued_from(void *db, int64_t from, size_t limit, int64_t *rowids,
 int pg_oldest_queued(void *db, const char *workflow, int64_t *created_ms);
 int pg_build_pinned(void *db, const char *workflow, const char *build,
                     int *pinned);
+int pg_waiting_on(void *db, const char *wait_type,
+                  void (*fn)(void *ctx, int64_t rowid, const char *workflow),
+                  void *ctx);
 int pg_pinned_builds(void *db,
                      void (*fn)(void *ctx, const char *workflow,
                                 const char *build, int64_t n),

@@ -141,6 +141,24 @@ int pg_pinned_builds(void *db,
   return 0;
 }
 
+int pg_waiting_on(void *db, const char *wait_type,
+                  void (*fn)(void *ctx, int64_t rowid, const char *workflow),
+                  void *ctx) {
+  params p = {0};
+  p_text(&p, wait_type);
+  p_i64(&p, ((pg_store *)db)->host);
+  PGresult *r = pg_query(db,
+                         "SELECT rowid, workflow FROM instances WHERE "
+                         "owner=$2 AND status='waiting' AND wait_type=$1",
+                         &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  for (int i = 0; i < PQntuples(r); i++)
+    fn(ctx, get_i64(r, i, 0), get_str(r, i, 1));
+  PQclear(r);
+  return 0;
+}
+
 int pg_list(void *db, const char *workflow, int status, int64_t cursor,
             size_t limit,
             void (*fn)(void *ctx, int64_t rowid, const char *id,

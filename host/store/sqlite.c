@@ -183,6 +183,7 @@ const store_backend store_sqlite = {
     .oldest_queued = sqlite_oldest_queued,
     .build_pinned = sqlite_build_pinned,
     .pinned_builds = sqlite_pinned_builds,
+    .waiting_on = sqlite_waiting_on,
     .list = sqlite_list,
     .count_by_status = sqlite_count_by_status,
     .queue_stats_each = sqlite_queue_stats_each,

@@ -292,6 +292,10 @@ int sqlite_count_by_status(void *db,
                            void *ctx);
 int sqlite_build_pinned(void *db, const char *workflow, const char *build,
                         int *pinned);
+int sqlite_waiting_on(void *db, const char *wait_type,
+                      void (*fn)(void *ctx, int64_t rowid,
+                                 const char *workflow),
+                      void *ctx);
 int sqlite_pinned_builds(void *db,
                          void (*fn)(void *ctx, const char *workflow,
                                     const char *build, int64_t n),

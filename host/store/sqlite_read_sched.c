@@ -95,6 +95,23 @@ int sqlite_oldest_queued(void *db, const char *workflow, int64_t *created_ms) {
   return rd_close(&q, rc);
 }
 
+int sqlite_waiting_on(void *db, const char *wait_type,
+                      void (*fn)(void *ctx, int64_t rowid,
+                                 const char *workflow),
+                      void *ctx) {
+  rd q;
+  int rc = rd_open(&q, db,
+                   "SELECT rowid, workflow FROM instances "
+                   "WHERE status='waiting' AND wait_type=?1");
+  if (rc == 0) {
+    bind_text(q.st, 1, wait_type);
+    while (rd_row(&q))
+      fn(ctx, sqlite3_column_int64(q.st, 0),
+         (const char *)sqlite3_column_text(q.st, 1));
+  }
+  return rd_close(&q, rc);
+}
+
 int sqlite_list(void *db, const char *workflow, int status, int64_t cursor,
                 size_t limit,
                 void (*fn)(void *ctx, int64_t rowid, const char *id,
