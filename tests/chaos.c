@@ -1395,6 +1395,9 @@ static void write_configs(void) {
              "plugins:\n"
              "  - name: chaos\n"
              "    path: %s\n"
+             /* Its worker kills are ours, not a bad build's: the
+              * crash-storm breaker would hold every instance. */
+             "    crash_storm: { crashes: 0 }\n"
              "    workflows:\n"
              "      - { name: %s, binding: CHAOS, class_name: Chaos }\n",
              storage, plugin_path, WF);

@@ -107,8 +107,16 @@ void host_start(host_run *h) {
 }
 
 int host_cli(const host_run *h, const char *const *args, char **out) {
-  const char *argv[32] = {DURO_BIN, "workflows"};
-  size_t n = 2;
+  const char *with[30] = {"workflows"};
+  size_t k = 1;
+  while (*args && k < 28)
+    with[k++] = *args++;
+  return host_cli_verb(h, with, out);
+}
+
+int host_cli_verb(const host_run *h, const char *const *args, char **out) {
+  const char *argv[32] = {DURO_BIN};
+  size_t n = 1;
   while (*args && n < 28)
     argv[n++] = *args++;
   char url[64], path[460];

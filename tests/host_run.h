@@ -93,6 +93,9 @@ void host_start(host_run *h);
  * engine of `h` (`args` NULL-terminated), to its exit within 20 s: its
  * exit code, with its stdout and stderr (one text) in *out (malloc'ed). */
 int host_cli(const host_run *h, const char *const *args, char **out);
+/* The same for any verb: `duro ARGS... --url ...` ("plugins", "resume",
+ * NAME). */
+int host_cli_verb(const host_run *h, const char *const *args, char **out);
 
 /* Non-zero while `pid`, our child, has not exited; one that has is
  * reaped. */

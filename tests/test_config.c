@@ -136,6 +136,14 @@ static const bad_case bad[] = {
      "t.yaml:1:25: \"max_body_bytes\" must be between 1 and 1073741824"},
     {"plugins:\n  - {name: p, path: p.so, workers: 65}\n",
      "t.yaml:2:36: \"workers\" must be between 0 and 64"},
+    {"plugins:\n  - {name: p, path: p.so, on_crash_storm: stop}\n",
+     "t.yaml:2:43: \"on_crash_storm\" must be \"pause\" or \"rollback\""},
+    {"plugins:\n  - {name: p, path: p.so, crash_storm: {window: 10ms}}\n",
+     "t.yaml:2:49: \"window\" must be at least 1 second"},
+    {"plugins:\n  - {name: p, path: p.so, crash_storm: {crashes: -1}}\n",
+     "t.yaml:2:50: \"crashes\" must be between 0 and 100000"},
+    {"plugins:\n  - {name: p, path: p.so, crash_storm: {limit: 3}}\n",
+     "t.yaml:2:41: unknown key \"limit\" in crash_storm"},
     {"http:\n  token_env: ~\n",
      "t.yaml:2:14: \"token_env\" must be a non-empty string"},
     {"http:\n  listen: {host: a}\n",
@@ -732,6 +740,16 @@ static void check_defaults(const config *cfg) {
   ck_assert_ptr_null(cfg->plugins);
 }
 
+/* The crash-storm breaker's keys: one plugin rolls back at the 2nd
+ * crash within 5 minutes, the other has none. */
+static void check_crash_storm(const config *cfg) {
+  ck_assert_uint_eq(cfg->plugins[0].crash_storm.crashes, 2);
+  ck_assert_int_eq(cfg->plugins[0].crash_storm.window_ms, 300000);
+  ck_assert_int_eq(cfg->plugins[0].crash_storm.rollback, 1);
+  ck_assert_uint_eq(cfg->plugins[1].crash_storm.crashes, 0);
+  ck_assert_int_eq(cfg->plugins[1].crash_storm.window_ms, 60000);
+}
+
 /* One plugin in the engine's process: its threads stay 64. */
 static void check_workers_in_engine(const config *cfg) {
   ck_assert_uint_eq(cfg->plugins[0].workers, 0);
@@ -744,6 +762,9 @@ static void check_bare_plugin(const config *cfg) {
   ck_assert_uint_eq(cfg->n_plugins, 1);
   const config_plugin *pl = &cfg->plugins[0];
   ck_assert_uint_eq(pl->workers, 1);
+  ck_assert_uint_eq(pl->crash_storm.crashes, 5);
+  ck_assert_int_eq(pl->crash_storm.window_ms, 60000);
+  ck_assert_int_eq(pl->crash_storm.rollback, 0);
   ck_assert_uint_eq(cfg->engine.workers, 8);
   ck_assert_str_eq(pl->name, "p");
   ck_assert_str_eq(pl->path, "p.so");
@@ -985,6 +1006,11 @@ static const good_case good[] = {
      "  - {name: p, path: p.so, workers: 0}\n"
      "  - {name: q, path: q.so, workers: 4}\n",
      check_workers_in_engine},
+    {"plugins:\n"
+     "  - {name: p, path: p.so, on_crash_storm: rollback,\n"
+     "     crash_storm: {crashes: 2, window: 5m}}\n"
+     "  - {name: q, path: q.so, crash_storm: {crashes: 0}}\n",
+     check_crash_storm},
     {WF_HEAD "      - {name: a, binding: A, class_name: C, limits: {}}\n",
      check_workflow_defaults},
     {"http:\n  allowed_hosts: [duro.example.com, \"10.0.0.5:8787\", "

@@ -60,6 +60,8 @@ static const cli_verb verbs[] = {
      O_TYPE | O_PAYLOAD, NULL, cli_build_event, cli_print_event},
     {"reload", "[PLUGIN]", 0, 1, 0, NULL, cli_build_reload, cli_print_reload},
     {"plugins list", "", 0, 0, 0, NULL, cli_build_plugins, cli_print_plugins},
+    {"plugins resume", "PLUGIN", 1, 1, 0, NULL, cli_build_plugin_resume,
+     cli_print_plugin_resume},
     {"queues send", "QUEUE BODY [--delay SECONDS]", 2, 2, O_DELAY, NULL,
      cli_build_queue_send, cli_print_queue_sent},
     {"queues list", "", 0, 0, 0, NULL, cli_build_queues_list, cli_print_queues},

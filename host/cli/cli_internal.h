@@ -197,6 +197,9 @@ void cli_print_reload(const cli_args *a, const json_t *r);
 int cli_build_plugins(cli_ctx *c, const cli_verb *v, const cli_args *a,
                       cli_req *r);
 void cli_print_plugins(const cli_args *a, const json_t *r);
+int cli_build_plugin_resume(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                            cli_req *r);
+void cli_print_plugin_resume(const cli_args *a, const json_t *r);
 
 /* cli_queues.c */
 int cli_build_queue_send(cli_ctx *c, const cli_verb *v, const cli_args *a,

@@ -1,6 +1,7 @@
 /* cli_plugins.c — `reload [PLUGIN]` (the config and each plugin read
- * again: what became of each) and `plugins list` (each plugin and its
- * loaded builds). */
+ * again: what became of each), `plugins list` (each plugin, its loaded
+ * builds and the holds on them) and `plugins resume PLUGIN` (its held
+ * builds let run again). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +100,50 @@ void cli_print_plugins(const cli_args *a, const json_t *r) {
           describe_time(t, json_integer_value(json_object_get(b, "loaded_ms"))),
           json_integer_value(json_object_get(b, "instances")),
           json_is_true(json_object_get(b, "newest")) ? "  newest" : "");
+      const json_t *held = json_object_get(b, "held");
+      if (held)
+        printf("    held since %s (%s: %" JSON_INTEGER_FORMAT
+               " crashes): `duro plugins resume %s` lets it run\n",
+               describe_time(
+                   t, json_integer_value(json_object_get(held, "since_ms"))),
+               json_string_value(json_object_get(held, "reason")),
+               json_integer_value(json_object_get(held, "crashes")),
+               json_string_value(json_object_get(p, "name")));
     }
   }
+  const char *wf;
+  const json_t *n;
+  json_object_foreach((json_t *)json_object_get(r, "held_instances"), wf, n)
+      printf("%" JSON_INTEGER_FORMAT
+             " instance(s) of %s held (build.crashing)\n",
+             json_integer_value(n), wf);
+}
+
+int cli_build_plugin_resume(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                            cli_req *r) {
+  (void)v;
+  r->method = "POST";
+  r->body = xstrdup("{}");
+  char *n = cli_escape(c, a->pos[0]);
+  r->path = xasprintf("/plugins/%s/resume", n);
+  free(n);
+  return CLI_OK;
+}
+
+/* Each build released, and how many of its instances run again. */
+void cli_print_plugin_resume(const cli_args *a, const json_t *r) {
+  (void)a;
+  size_t i;
+  const json_t *b;
+  const json_t *list = json_object_get(r, "released");
+  if (!json_array_size(list))
+    printf("plugin %s: no build of it is held\n",
+           json_string_value(json_object_get(r, "plugin")));
+  json_array_foreach(list, i, b) printf(
+      "plugin %s: build %s resumed (%" JSON_INTEGER_FORMAT
+      " crashes when held), %" JSON_INTEGER_FORMAT " instance(s) run again\n",
+      json_string_value(json_object_get(r, "plugin")),
+      json_string_value(json_object_get(b, "build")),
+      json_integer_value(json_object_get(b, "crashes")),
+      json_integer_value(json_object_get(b, "woken")));
 }

@@ -365,6 +365,12 @@ static void header(report *rep, const json_t *in, int64_t now_ms) {
   put_cut(rep, "", str_field(in, "id"), 0, 0);
   fputs("  ", rep->out);
   put_cut(rep, "", str_field(in, "status"), 0, 0);
+  /* Held by the crash-storm breaker: say so, and the way out. */
+  if (str_eq(str_field(in, "status"), "waiting") &&
+      str_eq(str_field(in, "wait_type"), "build.crashing"))
+    fputs("  (build.crashing: its build crashed too often and is held; "
+          "`duro plugins resume PLUGIN` or a new build lets it run)",
+          rep->out);
   end_line(rep);
   times(rep, in, now_ms);
   json_field(rep, "params", json_object_get(in, "params"), json_text);

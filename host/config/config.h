@@ -107,6 +107,15 @@ typedef struct config_plugin {
   /* Worker processes that run its code (run(), step callbacks); 0 = in
    * the engine's own process, as before workers existed. */
   uint32_t workers;
+  /* The crash-storm breaker (breaker/breaker.h): more than `crashes`
+   * crashes of one build within `window_ms` hold the build's new
+   * activations; rollback also makes the newest build before it that
+   * did not crash the newest again.  crashes 0 = no breaker. */
+  struct {
+    uint32_t crashes;  /* default 5 */
+    int64_t window_ms; /* default 60 s */
+    int rollback;      /* on_crash_storm: pause (default, 0) or rollback */
+  } crash_storm;
   config_workflow *workflows;
   size_t n_workflows;
   config_producer *producers;

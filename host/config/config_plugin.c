@@ -15,7 +15,19 @@
 
 /* ---- Schemas ----------------------------------------------------------- */
 
-enum { PL_NAME, PL_PATH, PL_WORKERS, PL_WORKFLOWS, PL_QUEUES, PL_TRIGGERS };
+enum {
+  PL_NAME,
+  PL_PATH,
+  PL_WORKERS,
+  PL_CRASH_STORM,
+  PL_ON_CRASH_STORM,
+  PL_WORKFLOWS,
+  PL_QUEUES,
+  PL_TRIGGERS
+};
+/* What the crash-storm breaker does to a build that crashes too often. */
+static const schema_choice on_crash_storm_choices[] = {
+    {"pause", 0}, {"rollback", 1}, {NULL, 0}};
 static const schema_field plugin_fields[] = {
     [PL_NAME] = {"name", K_STRING, offsetof(config_plugin, name), true, 0, 0,
                  NULL},
@@ -23,6 +35,10 @@ static const schema_field plugin_fields[] = {
                  NULL},
     [PL_WORKERS] = {"workers", K_U32, offsetof(config_plugin, workers), false,
                     0, CONFIG_MAX_WORKERS, NULL},
+    [PL_CRASH_STORM] = {"crash_storm", K_NESTED, 0, false, 0, 0, NULL},
+    [PL_ON_CRASH_STORM] = {"on_crash_storm", K_ENUM,
+                           offsetof(config_plugin, crash_storm.rollback), false,
+                           0, 0, on_crash_storm_choices},
     [PL_WORKFLOWS] = {"workflows", K_NESTED, 0, false, 0, 0, NULL},
     [PL_QUEUES] = {"queues", K_NESTED, 0, false, 0, 0, NULL},
     [PL_TRIGGERS] = {"triggers", K_NESTED, 0, false, 0, 0, NULL},
@@ -79,6 +95,16 @@ static const schema_field limits_fields[] = {
 };
 static const schema limits_schema =
     SCHEMA("limits", "in limits", -1, limits_fields);
+/* crash_storm fills the plugin's crash_storm. */
+static const schema_field crash_storm_fields[] = {
+    {"crashes", K_U32, offsetof(config_plugin, crash_storm.crashes), false, 0,
+     100000, NULL},
+    {"window", K_DURATION, offsetof(config_plugin, crash_storm.window_ms),
+     false, 1000, DAY_MS, NULL},
+};
+static const schema crash_storm_schema =
+    SCHEMA("crash_storm", "in crash_storm", -1, crash_storm_fields);
+
 /* ---- Entries ----------------------------------------------------------- */
 
 static int parse_workflow(config_parser *p, yaml_node_t *node,
@@ -117,7 +143,17 @@ int config_parse_plugin(config_parser *p, yaml_node_t *node,
   unsigned bad;
   pl->pos = schema_pos(node);
   pl->workers = CONFIG_DEFAULT_WORKERS;
+  pl->crash_storm.crashes = 5;
+  pl->crash_storm.window_ms = MINUTE_MS;
   int rc = schema_mapping(&p->w, node, &plugin_schema, pl, v, &bad);
+  int storm = schema_section(&p->w, v[PL_CRASH_STORM], "crash_storm");
+  if (storm > 0) {
+    yaml_node_t *sv[SCHEMA_MAX_FIELDS];
+    storm = schema_mapping(&p->w, v[PL_CRASH_STORM], &crash_storm_schema, pl,
+                           sv, NULL);
+  }
+  if (storm < 0)
+    rc = DURO_E_CONFIG;
   /* An unknown key ("workflow:", "queue:") may be a list of them. */
   if (bad & SCHEMA_BAD_UNKNOWN)
     p->unsure_workflows = p->unsure_queues = true;

@@ -10,6 +10,8 @@ const TOKEN_KEY = 'duro.token';
 const POLL_MS = 2000;
 const PAGE_SIZE = 20;
 const SCAN_MS = 10000; /* how often an id-prefix search reads the listing again */
+/* The wait_type of an instance whose build the crash-storm breaker holds. */
+const HELD = 'build.crashing';
 const STATUSES = ['queued', 'running', 'waiting', 'waitingForPause', 'paused',
                   'complete', 'errored', 'terminated'];
 
@@ -466,7 +468,8 @@ function instanceView(main, gen, wf, id) {
       if (first) first.focus();
     }
     if (!evType.dataset.typed && focused !== evType) evType.value = inst.wait_type || '';
-    evHint.textContent = inst.wait_type ? `it waits for “${inst.wait_type}”` : 'it waits for no event now';
+    evHint.textContent = inst.wait_type && inst.wait_type !== HELD ? `it waits for “${inst.wait_type}”`
+                                                                     : 'it waits for no event now';
   }
 
   main.append(h('p', null, h('a', {href: `#/wf/${enc(wf)}`}, `← ${wf}`)), head, err.el,
@@ -487,6 +490,12 @@ function instanceView(main, gen, wf, id) {
         h('dt', null, 'Started'), h('dd', null, fmtTime(inst.started_ms)),
         h('dt', null, 'Ended'), h('dd', null, fmtTime(inst.ended_ms)),
         inst.wake_ms ? [h('dt', null, 'Wakes'), h('dd', null, fmtTime(inst.wake_ms))] : null,
+        /* The crash-storm breaker holds its build: say why and the way out. */
+        inst.status === 'waiting' && inst.wait_type === HELD
+          ? [h('dt', null, 'Held'),
+             h('dd', {id: 'instance-held'}, `${HELD}: its build crashed too often; ` +
+               'deploy a new build or run `duro plugins resume PLUGIN`')]
+          : null,
         h('dt', null, 'Restarts'), h('dd', null, inst.restarts),
         h('dt', null, 'Builds'), h('dd', null, (inst.builds || []).join(', ') || inst.build || '—'));
       fill(data,

@@ -293,6 +293,19 @@ void cfgdiff_compare(const config *old, const config *cur, json_t *live,
     }
     if (!same(o->path, c->path))
       note(live, "plugin %s: path %s -> %s", c->name, o->path, c->path);
+    /* The worker processes and the breaker are set up at start. */
+    char what[300];
+    snprintf(what, sizeof what, "plugin %s: workers", c->name);
+    int_field(restart, what, o->workers, c->workers);
+    snprintf(what, sizeof what, "plugin %s: crash_storm.crashes", c->name);
+    int_field(restart, what, o->crash_storm.crashes, c->crash_storm.crashes);
+    snprintf(what, sizeof what, "plugin %s: crash_storm.window (ms)", c->name);
+    int_field(restart, what, o->crash_storm.window_ms,
+              c->crash_storm.window_ms);
+    if (o->crash_storm.rollback != c->crash_storm.rollback)
+      note(restart, "plugin %s: on_crash_storm: %s -> %s", c->name,
+           o->crash_storm.rollback ? "rollback" : "pause",
+           c->crash_storm.rollback ? "rollback" : "pause");
     compare_workflows(o, c, live, restart);
     compare_producers(o, c, restart);
     compare_consumers(o, c, live, restart);

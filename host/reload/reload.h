@@ -69,6 +69,26 @@ void reload_queue(reloader *r, uv_loop_t *loop, const char *name);
  * closes the engine. */
 int reload_queued(const reloader *r);
 
+/* fn (called under the reloader's lock: it must not call the reloader) is
+ * told each time a reload makes a build the newest of its plugin. */
+void reload_on_newest(reloader *r,
+                      void (*fn)(void *ctx, const char *plugin,
+                                 const char *hash),
+                      void *ctx);
+
+/* Makes the newest build before `bad` that usable() accepts the newest of
+ * `plugin` again, when `bad` is still the newest (a rollback: its hash
+ * into `to`): 0, or -1 when no such build is loaded.  Builds of a plugin
+ * whose on_crash_storm is rollback keep the one before the newest loaded
+ * for it (reload_gc).  `ctx` is the reloader (a breaker_rollback_fn). */
+int reload_rollback(void *ctx, const char *plugin, const char *bad,
+                    int (*usable)(void *uctx, const char *hash), void *uctx,
+                    char *to, size_t tolen);
+
+/* An operator resumed plugin `plugin`'s held builds: a reload may make
+ * the build a rollback undid the newest again. */
+void reload_forget_rollback(reloader *r, const char *plugin);
+
 /* Loads the builds instances are pinned to that are not loaded yet,
  * fetching from the other hosts of a shared database those missing from
  * the store (after a takeover brought such instances). */

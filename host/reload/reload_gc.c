@@ -38,7 +38,9 @@ void reload_gc(reloader *r) {
     const char **names = xcalloc(p->cfg->n_workflows + 1, sizeof *names);
     for (size_t w = 0; w < p->cfg->n_workflows; w++)
       names[w] = p->cfg->workflows[w].name;
-    for (size_t k = 0; k + 1 < p->n;) {
+    /* A rollback needs the build before the newest. */
+    size_t keep = p->cfg->crash_storm.rollback ? 2 : 1;
+    for (size_t k = 0; k + keep < p->n;) {
       /* a batch of an older build's queue handler, or a tick of its
        * scheduled handler, may still run */
       int unused = !duro_queue_handler_running(

@@ -48,6 +48,9 @@ typedef struct plugin_state {
   uv_timer_t debounce;
   int watching;
   char *watch_dir; /* the directory watched (the loop's thread only) */
+  /* The build a crash storm rolled back (reload_rollback), which a reload
+   * of the unchanged file must not make the newest again; "" for none. */
+  char rolled_back[17];
 } plugin_state;
 
 struct reloader {
@@ -71,6 +74,9 @@ struct reloader {
    * follows (rewatch_on, under mu: the handle is open). */
   uv_async_t rewatch;
   int rewatch_on;
+  /* Told (under mu) when a reload made another build the newest. */
+  void (*on_newest)(void *ctx, const char *plugin, const char *hash);
+  void *on_newest_ctx;
 };
 /* ---- reload_attach.c ---------------------------------------------------- */
 

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "reload_internal.h"
 #include "store.h"
+#include "util.h"
 
 /* Build `hash`, loaded already, made the newest (a rollback to a build
  * kept for pinned instances, or one a concurrent reload just loaded);
@@ -42,6 +43,22 @@ static void reload_finish(reloader *r, plugin_state *p, json_t *rep, int rc,
   snprintf(previous, sizeof previous, "%s", p->builds[p->n - 1].hash);
   json_object_set_new(rep, "previous", json_string(previous));
   build *known = rc == 0 ? reload_find_build(p, hash) : NULL;
+  if (known && !strcmp(p->rolled_back, hash) && known != &p->builds[p->n - 1]) {
+    /* The file still holds the build a crash storm rolled back: reading
+     * it again (a watch event, SIGHUP) must not undo the rollback. */
+    if (lp)
+      loader_close(lp);
+    char *why = xasprintf("build %s was rolled back after a crash storm: "
+                          "deploy another build, or `duro plugins resume "
+                          "%s` and reload to serve it again",
+                          hash, c->name);
+    log_warn("plugin \"%s\": %s; build %s keeps serving", c->name, why,
+             previous);
+    json_object_set_new(rep, "status", json_string("refused"));
+    json_object_set_new(rep, "error", json_string(why));
+    free(why);
+    return;
+  }
   if (known) {
     if (lp)
       loader_close(lp); /* a second handle of the same file */
@@ -68,6 +85,8 @@ static void reload_finish(reloader *r, plugin_state *p, json_t *rep, int rc,
     reload_remember_newest(r, p);
     log_info("plugin \"%s\": build %s is the newest (was %s)", c->name, hash,
              previous);
+    if (r->on_newest)
+      r->on_newest(r->on_newest_ctx, c->name, hash);
   }
 }
 
@@ -102,6 +121,47 @@ static json_t *reload_one(reloader *r, plugin_state *p) {
   pthread_mutex_unlock(&r->mu);
   free(stored);
   return rep;
+}
+
+int reload_rollback(void *ctx, const char *plugin, const char *bad,
+                    int (*usable)(void *uctx, const char *hash), void *uctx,
+                    char *to, size_t tolen) {
+  reloader *r = ctx;
+  int rc = -1;
+  pthread_mutex_lock(&r->mu);
+  for (size_t i = 0; i < r->cfg->n_plugins && r->e; i++) {
+    plugin_state *p = &r->plugins[i];
+    if (strcmp(plugin, p->cfg->name) != 0 || p->n < 2 ||
+        strcmp(p->builds[p->n - 1].hash, bad) != 0)
+      continue; /* the bad build is no longer the newest: nothing to undo */
+    for (size_t k = p->n - 1; k-- > 0;)
+      if (usable(uctx, p->builds[k].hash)) {
+        snprintf(to, tolen, "%s", p->builds[k].hash);
+        snprintf(p->rolled_back, sizeof p->rolled_back, "%s", bad);
+        make_newest(r, p, &p->builds[k]);
+        reload_remember_newest(r, p);
+        rc = 0;
+        break;
+      }
+  }
+  pthread_mutex_unlock(&r->mu);
+  return rc;
+}
+
+void reload_forget_rollback(reloader *r, const char *plugin) {
+  pthread_mutex_lock(&r->mu);
+  for (size_t i = 0; i < r->cfg->n_plugins; i++)
+    if (!strcmp(plugin, r->plugins[i].cfg->name))
+      r->plugins[i].rolled_back[0] = '\0';
+  pthread_mutex_unlock(&r->mu);
+}
+
+void reload_on_newest(reloader *r,
+                      void (*fn)(void *ctx, const char *plugin,
+                                 const char *hash),
+                      void *ctx) {
+  r->on_newest = fn;
+  r->on_newest_ctx = ctx;
 }
 
 int reload_plugins(reloader *r, const char *name, json_t **report) {

@@ -25,6 +25,7 @@
 
 #include "api.h"
 #include "backend.h"
+#include "breaker.h"
 #include "cfgdiff.h"
 #include "clock.h"
 #include "config.h"
@@ -49,6 +50,7 @@ typedef struct host {
   http_server *http;
   reloader *plugins;
   worker_pool *workers; /* the plugins' worker processes */
+  breaker *breaker;     /* holds builds that crash too often */
   ledger *ledger;
   uv_timer_t gc;
   uv_work_t gc_work;
@@ -383,6 +385,14 @@ static int load_build(void *ctx, const char *workflow, const char *hash,
   return reload_give_build(((host *)ctx)->plugins, workflow, hash, err, errlen);
 }
 
+static void build_crashed(void *ctx, const char *workflow, const char *build) {
+  breaker_crashed(((host *)ctx)->breaker, workflow, build);
+}
+
+static void build_newest(void *ctx, const char *plugin, const char *hash) {
+  breaker_newest(((host *)ctx)->breaker, plugin, hash);
+}
+
 static void lease_lost(void *ctx) {
   (void)ctx;
   log_error("exiting: the engine restarts as a new host");
@@ -406,6 +416,9 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
   /* Plugin code runs in worker processes of this binary (worker.h). */
   h.workers = worker_pool_create(self);
   reload_set_workers(h.plugins, h.workers);
+  h.breaker = breaker_new(cfg);
+  breaker_set_rollback(h.breaker, reload_rollback, h.plugins);
+  reload_on_newest(h.plugins, build_newest, &h);
   int problems = reload_load_initial(h.plugins);
   if (problems != 0) {
     errlist_print_count(stderr, (size_t)problems, cfg->file);
@@ -428,6 +441,7 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
       .on_lease_lost = lease_lost,
       .on_takeover = took_over,
       .load_build = load_build,
+      .on_build_crash = build_crashed,
       .ctx = &h,
       .workers = cfg->engine.workers ? cfg->engine.workers : 64,
       .max_step_result = cfg->engine.max_step_result,
@@ -453,11 +467,13 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
   reload_attach(h.plugins, h.engine);
   http_attach(h.http, h.engine);
   http_attach_plugins(h.http, h.plugins);
+  http_attach_breaker(h.http, h.breaker);
   start_handles(&h);
   if ((rc = duro_engine_start(h.engine)) != 0) {
     fprintf(stderr, "duro: cannot start the engine: %s\n", duro_err_str(rc));
     goto stop;
   }
+  breaker_start(h.breaker, h.engine);
   /* Not the connection string: it may hold a password. */
   log_info("ready: %zu plugin(s), storage %s (synchronous=%s), http on port %d",
            cfg->n_plugins,
@@ -493,6 +509,7 @@ stop:
 out:
   reload_free(h.plugins);
   worker_pool_free(h.workers); /* no activation runs any more */
+  breaker_free(h.breaker);
   if (lock_fd >= 0)
     close(lock_fd);
   close(ctl_fd);

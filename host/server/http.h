@@ -35,6 +35,10 @@ void http_attach(http_server *s, duro_engine *e);
 /* Serves GET /plugins and POST /plugins[/{name}]/reload from `plugins`. */
 struct reloader;
 void http_attach_plugins(http_server *s, struct reloader *plugins);
+/* The crash-storm breaker (breaker.h), borrowed: POST
+ * /plugins/{name}/resume, and the holds in GET /plugins and /metrics. */
+struct breaker;
+void http_attach_breaker(http_server *s, struct breaker *breaker);
 
 /* Requests handed to the thread pool and not yet answered: the host runs
  * the loop until this is 0 before it closes the engine. */

@@ -19,6 +19,13 @@
  *   kill   SIGKILL to its own process, which no handler sees (as when
  *          the OOM killer ends a callback that takes too much memory)
  *   hang   sleeps in a loop forever (without burning a core)
+ *   regress  segv in the build compiled with FAULTS_REGRESSED
+ *          (libfaults-regressed.so: a deploy that brought a bug), a
+ *          step that succeeds in the others
+ *
+ * While a file $DURO_FAULTS_LOG.fixed exists, the fault step
+ * succeeds instead (its result "fixed"): a deploy that fixed the bug,
+ * for the crash-storm breaker's tests.
  *
  * Like the chain plugin, it writes what it does to the file named by
  * $DURO_FAULTS_LOG, outside the journal, in fixed 64-byte O_APPEND
@@ -51,6 +58,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "duro.h"
 #include "sidelog.h"
@@ -117,6 +125,13 @@ static int fault_step_fn(duro_attempt *a, void *arg) {
   char token[40];
   sidelog_token(token, sizeof token);
   sidelog_append(LOG_ENV, "exec", fs->instance, 0, token);
+  /* A fix deployed: $DURO_FAULTS_LOG.fixed exists. */
+  const char *log = getenv(LOG_ENV);
+  char fixed[4200];
+  if (log &&
+      snprintf(fixed, sizeof fixed, "%s.fixed", log) < (int)sizeof fixed &&
+      access(fixed, F_OK) == 0)
+    return duro_attempt_result(a, "\"fixed\"");
   if (!strcmp(fs->fault, "segv"))
     write_null();
   else if (!strcmp(fs->fault, "abort"))
@@ -130,6 +145,12 @@ static int fault_step_fn(duro_attempt *a, void *arg) {
   else if (!strcmp(fs->fault, "hang"))
     for (;;)
       nap_ms(50);
+  else if (!strcmp(fs->fault, "regress"))
+#ifdef FAULTS_REGRESSED
+    write_null();
+#else
+    return duro_attempt_result(a, "\"fine\"");
+#endif
   return duro_attempt_fail_final(a, "unknown fault \"%s\"", fs->fault);
 }
 

@@ -170,6 +170,10 @@ void http_attach_plugins(http_server *s, reloader *plugins) {
   s->plugins = plugins;
 }
 
+void http_attach_breaker(http_server *s, struct breaker *breaker) {
+  s->breaker = breaker;
+}
+
 /* One socket bound to `addr` and listening, or -1 with errno set. */
 static int bind_once(const struct sockaddr_storage *addr) {
   int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), on = 1;

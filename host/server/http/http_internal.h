@@ -38,7 +38,8 @@ typedef struct http_conn http_conn;
 
 struct http_server {
   duro_engine *engine;
-  reloader *plugins; /* NULL: no plugin routes (tests, fuzzing) */
+  reloader *plugins;       /* NULL: no plugin routes (tests, fuzzing) */
+  struct breaker *breaker; /* NULL: no holds (tests, fuzzing) */
   h2o_globalconf_t config;
   h2o_context_t ctx;
   h2o_accept_ctx_t accept_ctx;
@@ -289,6 +290,8 @@ int queues_route(http_server *s, http_exchange *x, char **seg, int n);
 int crons_route(http_server *s, http_exchange *x);
 int scheduled_route(http_server *s, http_exchange *x);
 int plugins_route(http_server *s, http_exchange *x, char **seg, int n);
+/* GET /plugins' answer: the reloader's list and the breaker's holds. */
+json_t *plugins_list(http_server *s);
 int healthz_route(http_server *s, http_exchange *x);
 int metrics_route(http_server *s, http_exchange *x);
 int history_route(http_server *s, http_exchange *x);

@@ -8,6 +8,7 @@
 #include "http_internal.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,11 +17,64 @@
 #include "view_health.h"
 #include "view_metrics.h"
 
+/* Appends one line to *text (malloc'ed; replaced). */
+static char *append(char *text, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static char *append(char *text, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *line = xvasprintf(fmt, ap);
+  va_end(ap);
+  char *out = xasprintf("%s%s", text, line);
+  free(line);
+  free(text);
+  return out;
+}
+
+/* The crash-storm breaker's view of each build, and the instances its
+ * holds keep waiting. */
+static char *build_gauges(char *text, const json_t *list) {
+  size_t i, k;
+  const char *wf;
+  json_t *p, *b, *n;
+  text = append(text, "# HELP duro_plugin_build_crashes Crashes of each "
+                      "loaded build within its plugin's crash_storm "
+                      "window.\n"
+                      "# TYPE duro_plugin_build_crashes gauge\n");
+  json_array_foreach(json_object_get(list, "plugins"), i, p)
+      json_array_foreach(json_object_get(p, "builds"), k, b) text =
+          append(text,
+                 "duro_plugin_build_crashes{plugin=\"%s\",build=\"%s\"} "
+                 "%" JSON_INTEGER_FORMAT "\n",
+                 json_string_value(json_object_get(p, "name")),
+                 json_string_value(json_object_get(b, "build")),
+                 json_integer_value(json_object_get(b, "crashes")));
+  text = append(text, "# HELP duro_plugin_build_held 1 while the crash-storm "
+                      "breaker holds the build.\n"
+                      "# TYPE duro_plugin_build_held gauge\n");
+  json_array_foreach(json_object_get(list, "plugins"), i, p)
+      json_array_foreach(json_object_get(p, "builds"), k, b) text =
+          append(text,
+                 "duro_plugin_build_held{plugin=\"%s\",build=\"%s\"} %d\n",
+                 json_string_value(json_object_get(p, "name")),
+                 json_string_value(json_object_get(b, "build")),
+                 json_object_get(b, "held") != NULL);
+  text = append(text, "# HELP duro_instances_held Instances waiting because "
+                      "their build is held (reason build.crashing).\n"
+                      "# TYPE duro_instances_held gauge\n");
+  json_object_foreach(json_object_get(list, "held_instances"), wf, n) text =
+      append(text,
+             "duro_instances_held{workflow=\"%s\",reason=\"build.crashing\"} "
+             "%" JSON_INTEGER_FORMAT "\n",
+             wf, json_integer_value(n));
+  return text;
+}
+
 /* Each loaded plugin build, with the instances pinned to it. */
 static char *plugin_metrics(http_server *s) {
   if (!s->plugins)
     return xstrdup("");
-  json_t *list = reload_list(s->plugins);
+  json_t *list = plugins_list(s);
   char *text = xstrdup("# HELP duro_plugin_build_instances Instances that "
                        "have not ended, pinned to each loaded build.\n"
                        "# TYPE duro_plugin_build_instances gauge\n");
@@ -39,6 +93,7 @@ static char *plugin_metrics(http_server *s) {
       text = line;
     }
   }
+  text = build_gauges(text, list);
   json_decref(list);
   return text;
 }

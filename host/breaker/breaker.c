@@ -1,0 +1,303 @@
+/* breaker.c — the crash-storm breaker (breaker.h): the crashes of each
+ * build in a ring as long as the plugin's threshold, a hold when the ring
+ * is full of crashes younger than the window. */
+#include "breaker.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "log.h"
+#include "util.h"
+
+typedef struct build_count {
+  const config_plugin *plugin;
+  char hash[17];
+  int64_t *at; /* the last `crashes` crash times (monotonic ms), a ring */
+  uint32_t n, next;
+  uint64_t total;
+  int held;
+  int64_t held_since_ms; /* wall clock, for GET /plugins */
+  uint32_t held_crashes; /* crashes in the window when it tripped */
+} build_count;
+
+struct breaker {
+  const config *cfg;
+  duro_engine *e;
+  pthread_mutex_t mu;
+  build_count *v;
+  size_t n;
+  breaker_rollback_fn rollback;
+  void *rollback_ctx;
+};
+
+breaker *breaker_new(const config *cfg) {
+  breaker *b = xcalloc(1, sizeof *b);
+  b->cfg = cfg;
+  pthread_mutex_init(&b->mu, NULL);
+  return b;
+}
+
+void breaker_free(breaker *b) {
+  if (!b)
+    return;
+  for (size_t i = 0; i < b->n; i++)
+    free(b->v[i].at);
+  free(b->v);
+  pthread_mutex_destroy(&b->mu);
+  free(b);
+}
+
+void breaker_set_rollback(breaker *b, breaker_rollback_fn fn, void *ctx) {
+  b->rollback = fn;
+  b->rollback_ctx = ctx;
+}
+
+void breaker_start(breaker *b, duro_engine *e) {
+  b->e = e;
+  size_t n = 0;
+  if (duro_engine_wake_held(e, BREAKER_REASON, &n) == 0 && n)
+    log_info("%zu instance(s) held by an earlier run of this host (%s) look "
+             "again at their build",
+             n, BREAKER_REASON);
+}
+
+static const config_plugin *plugin_of_workflow(const breaker *b,
+                                               const char *workflow) {
+  for (size_t i = 0; i < b->cfg->n_plugins; i++)
+    for (size_t w = 0; w < b->cfg->plugins[i].n_workflows; w++)
+      if (!strcmp(b->cfg->plugins[i].workflows[w].name, workflow))
+        return &b->cfg->plugins[i];
+  return NULL;
+}
+
+static const config_plugin *plugin_named(const breaker *b, const char *name) {
+  for (size_t i = 0; i < b->cfg->n_plugins; i++)
+    if (!strcmp(b->cfg->plugins[i].name, name))
+      return &b->cfg->plugins[i];
+  return NULL;
+}
+
+/* The same file may serve two plugins: counts are per plugin. */
+static build_count *find_locked(breaker *b, const char *plugin,
+                                const char *hash) {
+  for (size_t i = 0; i < b->n; i++)
+    if (!strcmp(b->v[i].hash, hash) && !strcmp(b->v[i].plugin->name, plugin))
+      return &b->v[i];
+  return NULL;
+}
+
+static build_count *take_locked(breaker *b, const config_plugin *p,
+                                const char *hash) {
+  build_count *c = find_locked(b, p->name, hash);
+  if (c)
+    return c;
+  b->v = xrealloc(b->v, (b->n + 1) * sizeof *b->v);
+  c = &b->v[b->n++];
+  *c = (build_count){.plugin = p};
+  snprintf(c->hash, sizeof c->hash, "%s", hash);
+  c->at = xcalloc(p->crash_storm.crashes, sizeof *c->at);
+  return c;
+}
+
+/* The crashes of c younger than the window, at monotonic time now. */
+static uint32_t in_window(const build_count *c, int64_t now) {
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < c->n; i++)
+    if (now - c->at[i] < c->plugin->crash_storm.window_ms)
+      k++;
+  return k;
+}
+
+/* The names of p's workflows (malloc'ed array; the names are p's). */
+static const char **workflows_of(const config_plugin *p) {
+  const char **v = xcalloc(p->n_workflows + 1, sizeof *v);
+  for (size_t i = 0; i < p->n_workflows; i++)
+    v[i] = p->workflows[i].name;
+  return v;
+}
+
+/* For the rollback of plugin `ctx->plugin`: a build that never crashed
+ * here. */
+typedef struct rollback_ctx {
+  breaker *b;
+  const char *plugin;
+} rollback_ctx;
+
+static int never_crashed(void *ctx, const char *hash) {
+  rollback_ctx *r = ctx;
+  breaker *b = r->b;
+  pthread_mutex_lock(&b->mu);
+  const build_count *c = find_locked(b, r->plugin, hash);
+  int ok = !c || (!c->total && !c->held);
+  pthread_mutex_unlock(&b->mu);
+  return ok;
+}
+
+static void trip(breaker *b, const config_plugin *p, const char *hash,
+                 uint32_t crashes) {
+  char window[32];
+  int64_t w = p->crash_storm.window_ms;
+  if (w % 1000 == 0)
+    snprintf(window, sizeof window, "%" PRId64 " s", w / 1000);
+  else
+    snprintf(window, sizeof window, "%" PRId64 " ms", w);
+  const char **wfs = workflows_of(p);
+  int rc =
+      duro_engine_hold_build(b->e, wfs, p->n_workflows, hash, BREAKER_REASON);
+  free(wfs);
+  if (rc != 0)
+    return;
+  log_warn("plugin \"%s\": build %s crashed %u times within %s: its "
+           "instances wait (%s) and run none of its code until a new build "
+           "is deployed or `duro plugins resume %s`",
+           p->name, hash, crashes, window, BREAKER_REASON, p->name);
+  if (!p->crash_storm.rollback)
+    return;
+  char to[17] = "";
+  if (!b->rollback || b->rollback(b->rollback_ctx, p->name, hash, never_crashed,
+                                  b, to, sizeof to) != 0) {
+    log_warn("plugin \"%s\": on_crash_storm is rollback, but no earlier "
+             "build that never crashed is loaded: build %s stays held",
+             p->name, hash);
+    return;
+  }
+  size_t woken = 0;
+  duro_engine_wake_held(b->e, BREAKER_REASON, &woken);
+  log_warn("plugin \"%s\": rolled back from build %s to build %s; %zu held "
+           "instance(s) look again (those pinned to %s stay held)",
+           p->name, hash, to, woken, hash);
+}
+
+void breaker_crashed(breaker *b, const char *workflow, const char *build) {
+  if (!b->e || !build || !*build)
+    return;
+  const config_plugin *p = plugin_of_workflow(b, workflow);
+  if (!p || !p->crash_storm.crashes)
+    return;
+  int64_t now = clock_mono_ms();
+  uint32_t crashes = 0;
+  pthread_mutex_lock(&b->mu);
+  build_count *c = take_locked(b, p, build);
+  c->at[c->next] = now;
+  c->next = (c->next + 1) % p->crash_storm.crashes;
+  if (c->n < p->crash_storm.crashes)
+    c->n++;
+  c->total++;
+  int tripped = 0;
+  if (!c->held && (crashes = in_window(c, now)) >= p->crash_storm.crashes) {
+    c->held = tripped = 1;
+    c->held_since_ms = clock_wall_ms();
+    c->held_crashes = crashes;
+  }
+  char hash[17];
+  snprintf(hash, sizeof hash, "%s", c->hash);
+  pthread_mutex_unlock(&b->mu);
+  if (tripped)
+    trip(b, p, hash, crashes);
+}
+
+void breaker_newest(breaker *b, const char *plugin, const char *hash) {
+  if (!b->e)
+    return;
+  int any = 0;
+  pthread_mutex_lock(&b->mu);
+  for (size_t i = 0; i < b->n; i++)
+    any |= b->v[i].held && !strcmp(b->v[i].plugin->name, plugin);
+  pthread_mutex_unlock(&b->mu);
+  if (!any)
+    return;
+  size_t woken = 0;
+  duro_engine_wake_held(b->e, BREAKER_REASON, &woken);
+  log_info("plugin \"%s\": build %s is the newest: %zu held instance(s) look "
+           "again (those pinned to a held build stay held)",
+           plugin, hash, woken);
+}
+
+int breaker_resume(breaker *b, const char *name, json_t **report) {
+  const config_plugin *p = plugin_named(b, name);
+  if (!p)
+    return -1;
+  json_t *released = json_array();
+  char(*hashes)[17] = NULL;
+  uint32_t *crashes = NULL;
+  size_t n = 0;
+  pthread_mutex_lock(&b->mu);
+  for (size_t i = 0; i < b->n; i++) {
+    build_count *c = &b->v[i];
+    if (!c->held || c->plugin != p)
+      continue;
+    hashes = xrealloc(hashes, (n + 1) * sizeof *hashes);
+    crashes = xrealloc(crashes, (n + 1) * sizeof *crashes);
+    memcpy(hashes[n], c->hash, sizeof c->hash);
+    crashes[n++] = c->held_crashes;
+    /* A fresh count: it trips again only after as many new crashes. */
+    c->held = 0;
+    c->n = c->next = 0;
+  }
+  pthread_mutex_unlock(&b->mu);
+  const char **wfs = workflows_of(p);
+  for (size_t i = 0; i < n; i++) {
+    size_t woken = 0;
+    if (b->e)
+      duro_engine_release_build(b->e, wfs, p->n_workflows, hashes[i], &woken);
+    log_info("plugin \"%s\": build %s resumed by an operator: %zu held "
+             "instance(s) run again",
+             name, hashes[i], woken);
+    json_array_append_new(released,
+                          json_pack("{s:s,s:I,s:I}", "build", hashes[i],
+                                    "crashes", (json_int_t)crashes[i], "woken",
+                                    (json_int_t)woken));
+  }
+  free(wfs);
+  free(hashes);
+  free(crashes);
+  if (report)
+    *report = json_pack("{s:s,s:o}", "plugin", name, "released", released);
+  else
+    json_decref(released);
+  return 0;
+}
+
+static void count_held(void *ctx, int64_t rowid, const char *workflow) {
+  (void)rowid;
+  json_t *by = ctx;
+  json_t *n = json_object_get(by, workflow);
+  json_object_set_new(by, workflow,
+                      json_integer(n ? json_integer_value(n) + 1 : 1));
+}
+
+void breaker_annotate(breaker *b, json_t *list) {
+  int64_t now = clock_mono_ms();
+  int any_held = 0;
+  size_t i, k;
+  json_t *p, *bj;
+  pthread_mutex_lock(&b->mu);
+  json_array_foreach(json_object_get(list, "plugins"), i, p) {
+    const char *name = json_string_value(json_object_get(p, "name"));
+    json_array_foreach(json_object_get(p, "builds"), k, bj) {
+      const char *hash = json_string_value(json_object_get(bj, "build"));
+      build_count *c = hash && name ? find_locked(b, name, hash) : NULL;
+      json_object_set_new(bj, "crashes",
+                          json_integer(c ? (json_int_t)in_window(c, now) : 0));
+      if (!c || !c->held)
+        continue;
+      any_held = 1;
+      json_object_set_new(
+          bj, "held",
+          json_pack("{s:I,s:I,s:s,s:s}", "since_ms",
+                    (json_int_t)c->held_since_ms, "crashes",
+                    (json_int_t)c->held_crashes, "reason", BREAKER_REASON,
+                    "action",
+                    c->plugin->crash_storm.rollback ? "rollback" : "pause"));
+    }
+  }
+  pthread_mutex_unlock(&b->mu);
+  json_t *by = json_object();
+  if (any_held && b->e)
+    duro_engine_waiting_on(b->e, BREAKER_REASON, count_held, by);
+  json_object_set_new(list, "held_instances", by);
+}

@@ -1,0 +1,452 @@
+/* test_breaker.c — the crash-storm breaker on a real `duro run`
+ * (host/breaker/breaker.h), with the faults plugin's code in its worker
+ * processes:
+ *
+ *   holds_then_resume   a build whose step segfaults trips at its 3rd
+ *                       crash within the window: every instance of it
+ *                       waits with wait_type build.crashing (describe,
+ *                       GET /plugins, /metrics, the CLI say so), far
+ *                       fewer crashes than instances, none errored; a
+ *                       healthy instance of the same build is held too;
+ *                       `duro plugins resume` after the fix lets every
+ *                       one complete, no completed step run again;
+ *   rollback            on_crash_storm: rollback: a deploy that brought a
+ *                       bug (libfaults-regressed.so) trips, the build
+ *                       before it is the newest again, the instances
+ *                       (versioning: latest) complete on it and new ones
+ *                       start on it;
+ *   storm_spares_others the issue's bad deploy with the breaker on: 200
+ *                       instances of a plugin whose new build crashes on
+ *                       every attempt, 1,000 healthy instances of another
+ *                       plugin created meanwhile, /healthz probed every
+ *                       100 ms: every poisoned instance held within 30 s
+ *                       of the first create, every healthy one complete,
+ *                       every request answered, one engine.
+ *
+ * Each case runs in a fresh directory (proc_fixtures): its database, its
+ * config, the faults log ($DURO_FAULTS_LOG) and the "fixed" file beside
+ * it that makes the faults plugin's fault step succeed. */
+#include <check.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "host_run.h"
+#include "http_client.h"
+#include "proc.h"
+#include "sidelog_read.h"
+
+#ifndef FAULTS_PLUGIN
+#error "build with -DFAULTS_PLUGIN=\"<path of libfaults.so>\""
+#endif
+#ifndef FAULTS_REGRESSED_PLUGIN
+#error "build with -DFAULTS_REGRESSED_PLUGIN=\"<libfaults-regressed.so>\""
+#endif
+
+#define FLOW "fault-flow"
+#define BAD_FLOW "bad-flow"
+#define SETTLE_MS 30000
+#define SEGV "{\"fault\":\"segv\",\"steps\":2}"
+#define REGRESS "{\"fault\":\"regress\",\"steps\":2}"
+#define HEALTHY "{\"fault\":\"none\",\"steps\":2}"
+
+static const char *tmp_path(const char *name) {
+  static char path[4][400];
+  static int k;
+  k = (k + 1) % 4;
+  snprintf(path[k], sizeof path[k], "%s/%s", proc_tmp_dir, name);
+  return path[k];
+}
+
+static const char *faults_log(void) { return tmp_path("faults.log"); }
+
+/* A fix deployed: the faults plugin's fault step succeeds from now on. */
+static void deploy_fix(void) {
+  char path[500];
+  snprintf(path, sizeof path, "%s.fixed", faults_log());
+  FILE *f = fopen(path, "w");
+  ck_assert(f != NULL);
+  fclose(f);
+}
+
+/* `duro run` on a config of `plugins` (YAML list items, indented by 2)
+ * and `engine`, to its ready line. */
+static void start(host_run *h, const char *engine, const char *plugins) {
+  host_init(h, "host");
+  host_setenv(h, "DURO_FAULTS_LOG", faults_log());
+  h->request_ms = 10000;
+  FILE *f = fopen(h->config, "w");
+  ck_assert(f != NULL);
+  fprintf(f,
+          "storage: { path: %s, synchronous: normal }\n"
+          "http: { listen: \"127.0.0.1:0\" }\n"
+          "engine: %s\n"
+          "plugins:\n%s",
+          tmp_path("var/duro.db"), engine, plugins);
+  ck_assert(fclose(f) == 0);
+  host_start(h);
+}
+
+/* One plugin entry: `name` at `path`, one workflow of class Fault. */
+static char *plugin_yaml(const char *name, const char *path, const char *keys,
+                         const char *workflow, const char *binding,
+                         const char *wf_keys) {
+  char *s = NULL;
+  ck_assert(asprintf(&s,
+                     "  - name: %s\n"
+                     "    path: %s\n"
+                     "    %s\n"
+                     "    workflows:\n"
+                     "      - name: %s\n"
+                     "        binding: %s\n"
+                     "        class_name: Fault\n"
+                     "        %s\n",
+                     name, path, keys, workflow, binding,
+                     wf_keys ? wf_keys : "") > 0);
+  return s;
+}
+
+static void create(const host_run *h, const char *wf, const char *id,
+                   const char *params) {
+  char path[200], body[512];
+  snprintf(path, sizeof path, "/workflows/%s/instances", wf);
+  snprintf(body, sizeof body, "{\"id\":\"%s\",\"params\":%s}", id, params);
+  http_resp r;
+  ck_assert_msg(host_request_try(h, &r, "POST", path, body) == 0,
+                "create %s: no answer", id);
+  ck_assert_msg(r.status == 201, "create %s: %ld %s", id, r.status,
+                r.body ? r.body : "");
+  http_resp_free(&r);
+}
+
+/* POST .../batch of ids PREFIX-FIRST .. PREFIX-(FIRST+N-1). */
+static void create_batch(const host_run *h, const char *wf, const char *prefix,
+                         int first, int n, const char *params) {
+  size_t cap = (size_t)n * (strlen(params) + 64) + 32, len = 0;
+  char *body = malloc(cap), path[200];
+  len += (size_t)snprintf(body + len, cap - len, "{\"instances\":[");
+  for (int i = 0; i < n; i++)
+    len += (size_t)snprintf(body + len, cap - len,
+                            "%s{\"id\":\"%s-%d\",\"params\":%s}", i ? "," : "",
+                            prefix, first + i, params);
+  snprintf(body + len, cap - len, "]}");
+  snprintf(path, sizeof path, "/workflows/%s/instances/batch", wf);
+  http_resp r;
+  ck_assert_msg(host_request_try(h, &r, "POST", path, body) == 0,
+                "batch %s-%d: no answer", prefix, first);
+  ck_assert_msg(r.status == 201 || r.status == 200, "batch %s-%d: %ld %s",
+                prefix, first, r.status, r.body ? r.body : "");
+  http_resp_free(&r);
+  free(body);
+}
+
+/* GET /workflows/WF's count of `status`, or -1. */
+static long count_status(const host_run *h, const char *wf,
+                         const char *status) {
+  char path[200], key[64];
+  snprintf(path, sizeof path, "/workflows/%s", wf);
+  snprintf(key, sizeof key, "instances.%s", status);
+  http_resp r;
+  if (host_request_try(h, &r, "GET", path, NULL) != 0)
+    return -1;
+  long n = r.status == 200 ? (long)json_integer_value(jget(r.json, key)) : -1;
+  http_resp_free(&r);
+  return n;
+}
+
+/* The value of the /metrics series that starts with `series` (name and
+ * labels, exactly), or -1 when it is not there. */
+static long metric(const host_run *h, const char *series) {
+  http_resp r;
+  if (host_request_try(h, &r, "GET", "/metrics", NULL) != 0 ||
+      r.status != 200) {
+    http_resp_free(&r);
+    return -1;
+  }
+  long v = -1;
+  size_t len = strlen(series);
+  for (const char *l = r.body; l && *l;
+       l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+    if (!strncmp(l, series, len) && l[len] == ' ') {
+      v = strtol(l + len + 1, NULL, 10);
+      break;
+    }
+  http_resp_free(&r);
+  return v;
+}
+
+static long held_of(const host_run *h, const char *wf) {
+  char series[200];
+  snprintf(series, sizeof series,
+           "duro_instances_held{workflow=\"%s\",reason=\"build.crashing\"}",
+           wf);
+  return metric(h, series);
+}
+
+/* Polls until held_of(wf) is n, by `deadline`. */
+static void wait_held(const host_run *h, const char *wf, long n,
+                      int64_t deadline) {
+  long seen;
+  while ((seen = held_of(h, wf)) != n) {
+    ck_assert_msg(proc_now_ms() < deadline, "%ld of %ld instances of %s held",
+                  seen, n, wf);
+    proc_sleep_ms(50);
+  }
+}
+
+static void wait_complete(const host_run *h, const char *wf, long n,
+                          int64_t deadline) {
+  long seen;
+  while ((seen = count_status(h, wf, "complete")) != n) {
+    ck_assert_msg(proc_now_ms() < deadline,
+                  "%ld of %ld instances of %s "
+                  "complete",
+                  seen, n, wf);
+    proc_sleep_ms(50);
+  }
+}
+
+/* GET /plugins' builds of plugin `name` (a new reference). */
+static json_t *builds_of(const host_run *h, const char *name) {
+  http_resp r;
+  host_request(h, &r, "GET", "/plugins", NULL);
+  ck_assert_int_eq(r.status, 200);
+  json_t *out = NULL, *p;
+  size_t i;
+  json_array_foreach(jget(r.json, "plugins"), i,
+                     p) if (!strcmp(jstr(p, "name"), name)) out =
+      json_incref(jget(p, "builds"));
+  http_resp_free(&r);
+  ck_assert_msg(out != NULL, "no plugin %s in GET /plugins", name);
+  return out;
+}
+
+/* The newest build's hash (static). */
+static const char *newest_of(const host_run *h, const char *name) {
+  static char hash[32];
+  json_t *builds = builds_of(h, name), *b;
+  size_t i;
+  hash[0] = '\0';
+  json_array_foreach(builds, i, b) if (json_is_true(jget(b, "newest")))
+      snprintf(hash, sizeof hash, "%s", jstr(b, "build"));
+  json_decref(builds);
+  return hash;
+}
+
+/* ---- hold, then resume ----------------------------------------------------
+ */
+
+START_TEST(holds_then_resume) {
+  host_run H;
+  char *p = plugin_yaml("faults", FAULTS_PLUGIN,
+                        "crash_storm: { crashes: 3, window: 60s }", FLOW,
+                        "FAULT_FLOW", NULL);
+  start(&H, "{ max_crashes: 10 }", p);
+  free(p);
+  create_batch(&H, FLOW, "p", 0, 20, SEGV);
+  host_wait_lines(&H, "crashed 3 times within", 1, proc_now_ms() + SETTLE_MS);
+  wait_held(&H, FLOW, 20, proc_now_ms() + SETTLE_MS);
+
+  /* Held, not quarantined: no instance errored, and the build crashed
+   * far fewer times than it has instances. */
+  int crashes = host_count_lines(&H, "crashed its worker process (plugin");
+  ck_assert_msg(crashes >= 3 && crashes < 10, "%d crashes charged", crashes);
+  ck_assert_int_eq(count_status(&H, FLOW, "errored"), 0);
+  ck_assert_int_eq(count_status(&H, FLOW, "waiting"), 20);
+
+  json_t *d = host_describe(&H, FLOW, "p-7");
+  ck_assert_str_eq(jstr(d, "status"), "waiting");
+  ck_assert_str_eq(jstr(d, "wait_type"), "build.crashing");
+  json_decref(d);
+  char *out;
+  const char *describe[] = {"instances", "describe", FLOW, "p-7", NULL};
+  ck_assert_int_eq(host_cli(&H, describe, &out), 0);
+  assert_contains(out, "waiting  (build.crashing");
+  free(out);
+
+  json_t *builds = builds_of(&H, "faults");
+  json_t *b = json_array_get(builds, 0);
+  ck_assert_str_eq(jstr(b, "held.reason"), "build.crashing");
+  ck_assert_str_eq(jstr(b, "held.action"), "pause");
+  ck_assert_int_ge(json_integer_value(jget(b, "held.crashes")), 3);
+  char held_series[200];
+  snprintf(held_series, sizeof held_series,
+           "duro_plugin_build_held{plugin=\"faults\",build=\"%s\"}",
+           jstr(b, "build"));
+  json_decref(builds);
+  ck_assert_int_eq(metric(&H, held_series), 1);
+  const char *list[] = {"plugins", "list", NULL};
+  ck_assert_int_eq(host_cli_verb(&H, list, &out), 0);
+  assert_contains(out, "held since");
+  assert_contains(out, "20 instance(s) of " FLOW " held");
+  free(out);
+
+  /* The hold is the build's: a healthy instance of it waits too. */
+  create(&H, FLOW, "h-0", HEALTHY);
+  wait_held(&H, FLOW, 21, proc_now_ms() + SETTLE_MS);
+
+  deploy_fix();
+  const char *resume[] = {"plugins", "resume", "faults", NULL};
+  ck_assert_int_eq(host_cli_verb(&H, resume, &out), 0);
+  assert_contains(out, "resumed");
+  assert_contains(out, "21 instance(s) run again");
+  free(out);
+  wait_complete(&H, FLOW, 21, proc_now_ms() + SETTLE_MS);
+  ck_assert_int_eq(metric(&H, held_series), 0);
+  ck_assert_int_eq(count_status(&H, FLOW, "errored"), 0);
+
+  /* Nothing left to resume; an unknown plugin is named. */
+  ck_assert_int_eq(host_cli_verb(&H, resume, &out), 0);
+  assert_contains(out, "no build of it is held");
+  free(out);
+  const char *unknown[] = {"plugins", "resume", "nope", NULL};
+  ck_assert_int_ne(host_cli_verb(&H, unknown, &out), 0);
+  assert_contains(out, "no plugin \"nope\"");
+  free(out);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+  sidelog_assert_no_rerun(faults_log());
+}
+END_TEST
+
+/* ---- rollback -------------------------------------------------------------
+ */
+
+/* Copies `from` over `to` as a new file (a deploy: rename into place). */
+static void deploy(const char *from, const char *to) {
+  char tmp[500], cmd[1400];
+  snprintf(tmp, sizeof tmp, "%s.new", to);
+  snprintf(cmd, sizeof cmd, "cp '%s' '%s' && mv '%s' '%s'", from, tmp, tmp, to);
+  ck_assert_int_eq(system(cmd), 0);
+}
+
+START_TEST(rollback) {
+  host_run H;
+  const char *live = tmp_path("faults-live.so");
+  deploy(FAULTS_PLUGIN, live);
+  char *p = plugin_yaml("faults", live,
+                        "crash_storm: { crashes: 3, window: 60s }\n"
+                        "    on_crash_storm: rollback",
+                        FLOW, "FAULT_FLOW", "versioning: latest");
+  start(&H, "{ max_crashes: 10 }", p);
+  free(p);
+  char good[32];
+  snprintf(good, sizeof good, "%s", newest_of(&H, "faults"));
+  create(&H, FLOW, "a-0", REGRESS); /* fine on the good build */
+  wait_complete(&H, FLOW, 1, proc_now_ms() + SETTLE_MS);
+
+  deploy(FAULTS_REGRESSED_PLUGIN, live);
+  char *out;
+  const char *reload[] = {"reload", "faults", NULL};
+  ck_assert_int_eq(host_cli_verb(&H, reload, &out), 0);
+  free(out);
+  char bad[32];
+  snprintf(bad, sizeof bad, "%s", newest_of(&H, "faults"));
+  ck_assert_str_ne(bad, good);
+
+  create_batch(&H, FLOW, "p", 0, 10, REGRESS);
+  host_wait_lines(&H, "rolled back from build", 1, proc_now_ms() + SETTLE_MS);
+  /* Every instance of the bad deploy completes on the good build. */
+  wait_complete(&H, FLOW, 11, proc_now_ms() + SETTLE_MS);
+  ck_assert_str_eq(newest_of(&H, "faults"), good);
+  json_t *builds = builds_of(&H, "faults"), *b;
+  size_t i;
+  int bad_held = 0;
+  json_array_foreach(builds, i, b) if (!strcmp(jstr(b, "build"), bad))
+      bad_held = !strcmp(jstr(b, "held.action"), "rollback");
+  json_decref(builds);
+  ck_assert_msg(bad_held, "build %s is not held for a rollback", bad);
+  /* New instances start on the good build. */
+  create(&H, FLOW, "n-0", REGRESS);
+  wait_complete(&H, FLOW, 12, proc_now_ms() + SETTLE_MS);
+  ck_assert_int_eq(count_status(&H, FLOW, "errored"), 0);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+  sidelog_assert_no_rerun(faults_log());
+}
+END_TEST
+
+/* ---- the bad deploy, with the breaker ------------------------------------ */
+
+#define STORM_POISONED 200
+#define STORM_HEALTHY 1000
+
+START_TEST(storm_spares_others) {
+  host_run H;
+  char *bad = plugin_yaml("bad", FAULTS_REGRESSED_PLUGIN, "workers: 1",
+                          BAD_FLOW, "BAD_FLOW", NULL);
+  char *good = plugin_yaml("good", FAULTS_PLUGIN, "workers: 1", FLOW,
+                           "FAULT_FLOW", NULL);
+  char *both = NULL;
+  ck_assert(asprintf(&both, "%s%s", bad, good) > 0);
+  start(&H, "{ max_crashes: 3 }", both);
+  free(bad);
+  free(good);
+  free(both);
+  int64_t t0 = proc_now_ms();
+  for (int i = 0; i < STORM_POISONED; i += 100)
+    create_batch(&H, BAD_FLOW, "p", i, 100, REGRESS);
+  int probes = 0, healthy = 0, singles = 0;
+  int64_t held_at = -1;
+  while (healthy < STORM_HEALTHY) {
+    for (int k = 0; k < 10; k++) {
+      http_resp r;
+      ck_assert_msg(host_request_try(&H, &r, "GET", "/healthz", NULL) == 0 &&
+                        r.status == 200,
+                    "/healthz probe %d failed", probes);
+      http_resp_free(&r);
+      probes++;
+      char id[32];
+      snprintf(id, sizeof id, "s-%d", singles++);
+      create(&H, FLOW, id, HEALTHY);
+      if (held_at < 0 && held_of(&H, BAD_FLOW) == STORM_POISONED)
+        held_at = proc_now_ms();
+      proc_sleep_ms(100);
+    }
+    create_batch(&H, FLOW, "h", healthy, 100, HEALTHY);
+    healthy += 100;
+  }
+  if (held_at < 0) {
+    wait_held(&H, BAD_FLOW, STORM_POISONED, t0 + 30000);
+    held_at = proc_now_ms();
+  }
+  ck_assert_msg(held_at - t0 <= 30000, "all poisoned held only after %lld ms",
+                (long long)(held_at - t0));
+  wait_complete(&H, FLOW, STORM_HEALTHY + singles, proc_now_ms() + 120000);
+  int64_t took = proc_now_ms() - t0;
+  ck_assert_int_eq(count_status(&H, BAD_FLOW, "errored"), 0);
+  int crashes = host_count_lines(&H, "crashed its worker process (plugin");
+  host_stop(&H, proc_now_ms() + 10000, 0);
+  char *log = proc_slurp(H.log);
+  int restarts;
+  free(host_lines_with(log, "restarting in", &restarts));
+  free(log);
+  ck_assert_int_eq(restarts, 0);
+  fprintf(stderr,
+          "storm_spares_others: %d poisoned held %lld ms after the first "
+          "create (%d crashes charged); %d healthy complete in %lld ms; %d "
+          "/healthz probes all 200\n",
+          STORM_POISONED, (long long)(held_at - t0), crashes,
+          STORM_HEALTHY + singles, (long long)took, probes);
+  sidelog_assert_no_rerun(faults_log());
+}
+END_TEST
+
+static Suite *breaker_suite(void) {
+  Suite *s = suite_create("breaker");
+  TCase *hold = tcase_create("hold");
+  TCase *storm = tcase_create("storm");
+  TCase *all[] = {hold, storm};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+    proc_fixtures(all[i], "duro-breaker");
+    tcase_set_timeout(all[i], all[i] == storm ? 240 : 90);
+    suite_add_tcase(s, all[i]);
+  }
+  tcase_add_test(hold, holds_then_resume);
+  tcase_add_test(hold, rollback);
+  tcase_add_test(storm, storm_spares_others);
+  return s;
+}
+
+int main(void) { return http_suite_run(breaker_suite()); }
