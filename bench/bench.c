@@ -338,8 +338,8 @@ static void bench_open(bench_engine *b, const char *name, const wf_def *wfs,
     for (size_t i = 0; i < n_wfs; i++) {
       void *ctx = NULL;
       if (opts.worker_so && !strcmp(wfs[i].name, "steps"))
-        ctx = worker_pool_build(bench_workers(), "bench", 1, opts.worker_so,
-                                "bench", "Steps");
+        ctx = worker_pool_build(bench_workers(), "bench", 1, NULL,
+                                opts.worker_so, "bench", "Steps");
       duro_engine_register(b->hosts[h], wfs[i].name, NULL,
                            ctx ? worker_proxy_run : wfs[i].run, NULL, "bench");
       if (ctx)

@@ -120,6 +120,12 @@ typedef enum duro_rc {
 #define DURO_ERR_DIVERGED "replay.diverged"
 /* an attempt was running when the plugin crashed the host */
 #define DURO_ERR_CRASHED "plugin.crashed"
+/* an attempt's callback used more CPU time than its plugin's limits.cpu
+ * (its worker process was killed; retried as any failed attempt) */
+#define DURO_ERR_CPU_EXCEEDED "plugin.cpu_exceeded"
+/* an attempt's callback ran while its worker process grew past its
+ * plugin's limits.memory (the process was killed; retried likewise) */
+#define DURO_ERR_MEMORY_EXCEEDED "plugin.memory_exceeded"
 /* an attempt was running when the host stopped without a crash */
 #define DURO_ERR_STOPPED "engine.stopped"
 /* an attempt was inside its callback when the host stopped past its

@@ -136,6 +136,15 @@ static const bad_case bad[] = {
      "t.yaml:1:25: \"max_body_bytes\" must be between 1 and 1073741824"},
     {"plugins:\n  - {name: p, path: p.so, workers: 65}\n",
      "t.yaml:2:36: \"workers\" must be between 0 and 64"},
+    {"plugins:\n  - {name: p, path: p.so, limits: {memory: 1MiB}}\n",
+     "t.yaml:2:44: \"memory\" must be between 16777216 and 1099511627776 "
+     "bytes"},
+    {"plugins:\n  - {name: p, path: p.so, limits: {memory: 2 TB}}\n",
+     "t.yaml:2:44: \"memory\" must be a size such as \"256MiB\""},
+    {"plugins:\n  - {name: p, path: p.so, limits: {cpu: 5ms}}\n",
+     "t.yaml:2:41: \"cpu\" must be at least 10 milliseconds"},
+    {"plugins:\n  - {name: p, path: p.so, workers: 0, limits: {cpu: 1s}}\n",
+     "t.yaml:2:47: \"limits\" apply to worker processes"},
     {"plugins:\n  - {name: p, path: p.so, on_crash_storm: stop}\n",
      "t.yaml:2:43: \"on_crash_storm\" must be \"pause\" or \"rollback\""},
     {"plugins:\n  - {name: p, path: p.so, crash_storm: {window: 10ms}}\n",
@@ -742,6 +751,14 @@ static void check_defaults(const config *cfg) {
 
 /* The crash-storm breaker's keys: one plugin rolls back at the 2nd
  * crash within 5 minutes, the other has none. */
+static void check_limits(const config *cfg) {
+  ck_assert_int_eq(cfg->plugins[0].limits.memory, 256LL << 20);
+  ck_assert_int_eq(cfg->plugins[0].limits.cpu_ms, 2000);
+  ck_assert_int_eq(cfg->plugins[1].limits.memory, 1000000000);
+  ck_assert_int_eq(cfg->plugins[1].limits.cpu_ms, 0);
+  ck_assert_int_eq(cfg->plugins[2].limits.memory, 0);
+}
+
 static void check_crash_storm(const config *cfg) {
   ck_assert_uint_eq(cfg->plugins[0].crash_storm.crashes, 2);
   ck_assert_int_eq(cfg->plugins[0].crash_storm.window_ms, 300000);
@@ -1011,6 +1028,11 @@ static const good_case good[] = {
      "     crash_storm: {crashes: 2, window: 5m}}\n"
      "  - {name: q, path: q.so, crash_storm: {crashes: 0}}\n",
      check_crash_storm},
+    {"plugins:\n"
+     "  - {name: p, path: p.so, limits: {memory: 256MiB, cpu: 2s}}\n"
+     "  - {name: q, path: q.so, limits: {memory: 1 GB}}\n"
+     "  - {name: r, path: r.so}\n",
+     check_limits},
     {WF_HEAD "      - {name: a, binding: A, class_name: C, limits: {}}\n",
      check_workflow_defaults},
     {"http:\n  allowed_hosts: [duro.example.com, \"10.0.0.5:8787\", "

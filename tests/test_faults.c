@@ -1016,6 +1016,59 @@ START_TEST(worker_hang_is_killed) {
 }
 END_TEST
 
+/* ---- limits per plugin ---------------------------------------------------
+ *
+ * limits.cpu: a callback that spins past it fails plugin.cpu_exceeded
+ * (its worker killed) under its retry policy; limits.memory: one that
+ * takes memory past it fails plugin.memory_exceeded.  A healthy
+ * instance completes meanwhile, and the log names the limit. */
+
+static void assert_limit_fails(const char *keys, const char *fault,
+                               const char *name, const char *logged) {
+  host_run H;
+  start_keys(&H, "{ workers: 2 }", keys);
+  char params[96];
+  snprintf(params, sizeof params, "{\"fault\":\"%s\",\"steps\":2}", fault);
+  create(&H, "x1", params);
+  wait_record("exec", "x1", 0, 10000);
+  int probes = 0;
+  create(&H, "ok1", "{\"fault\":\"none\",\"steps\":3}");
+  json_decref(wait_status_probing(&H, "ok1", "complete", 20000, &probes));
+  int64_t deadline = proc_now_ms() + 30000;
+  json_t *d = NULL;
+  for (;;) {
+    json_decref(d);
+    d = host_describe(&H, FLOW, "x1");
+    if (attempts_with(step_of(d, "fault#1"), name, NULL) >= 2)
+      break;
+    ck_assert_msg(proc_now_ms() < deadline, "x1: %s", d ? jdump(d) : "-");
+    probe_healthz(&H, &probes);
+    proc_sleep_ms(100);
+  }
+  json_decref(d);
+  host_stop(&H, proc_now_ms() + 10000, 1);
+  char *log = proc_slurp(H.log);
+  ck_assert_msg(lines_with_both(log, "limits:", "per attempt") == 1,
+                "the limits are not said at start:\n%s", proc_tail(log));
+  ck_assert_msg(lines_with_both(log, logged, "was killed") >= 2,
+                "no attempt failed over the limit:\n%s", proc_tail(log));
+  assert_one_engine(log);
+  free(log);
+  assert_no_rerun();
+}
+
+START_TEST(limits_cpu) {
+  assert_limit_fails("limits: { cpu: 300ms }", "spin", "plugin.cpu_exceeded",
+                     "limits.cpu (300 ms)");
+}
+END_TEST
+
+START_TEST(limits_memory) {
+  assert_limit_fails("limits: { memory: 512MiB }", "hog",
+                     "plugin.memory_exceeded", "limits.memory (512 MiB)");
+}
+END_TEST
+
 START_TEST(hang_does_not_hold_parked_activations) {
   host_run H;
   start(&H, "{ workers: 1, shutdown_grace: \"2 seconds\" }");
@@ -1325,6 +1378,8 @@ static Suite *faults_suite(void) {
   tcase_add_test(crash, cut_short_by_stop);
   tcase_add_test(hang, hang_is_abandoned);
   tcase_add_test(hang, worker_hang_is_killed);
+  tcase_add_test(hang, limits_cpu);
+  tcase_add_test(hang, limits_memory);
   tcase_add_test(hang, terminate_does_not_wait_for_callback);
   tcase_add_test(hang, hang_does_not_hold_parked_activations);
   tcase_add_test(process, second_host_refused);

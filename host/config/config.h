@@ -116,6 +116,12 @@ typedef struct config_plugin {
     int64_t window_ms; /* default 60 s */
     int rollback;      /* on_crash_storm: pause (default, 0) or rollback */
   } crash_storm;
+  /* limits: the RSS of each of its worker processes, and the CPU time of
+   * one attempt's callback; 0 = none. */
+  struct {
+    int64_t memory; /* bytes */
+    int64_t cpu_ms;
+  } limits;
   config_workflow *workflows;
   size_t n_workflows;
   config_producer *producers;

@@ -21,6 +21,7 @@ enum {
   PL_WORKERS,
   PL_CRASH_STORM,
   PL_ON_CRASH_STORM,
+  PL_LIMITS,
   PL_WORKFLOWS,
   PL_QUEUES,
   PL_TRIGGERS
@@ -39,6 +40,7 @@ static const schema_field plugin_fields[] = {
     [PL_ON_CRASH_STORM] = {"on_crash_storm", K_ENUM,
                            offsetof(config_plugin, crash_storm.rollback), false,
                            0, 0, on_crash_storm_choices},
+    [PL_LIMITS] = {"limits", K_NESTED, 0, false, 0, 0, NULL},
     [PL_WORKFLOWS] = {"workflows", K_NESTED, 0, false, 0, 0, NULL},
     [PL_QUEUES] = {"queues", K_NESTED, 0, false, 0, 0, NULL},
     [PL_TRIGGERS] = {"triggers", K_NESTED, 0, false, 0, 0, NULL},
@@ -105,6 +107,17 @@ static const schema_field crash_storm_fields[] = {
 static const schema crash_storm_schema =
     SCHEMA("crash_storm", "in crash_storm", -1, crash_storm_fields);
 
+/* limits fills the plugin's limits: memory per worker process (at least
+ * 16 MiB: a worker's own RSS is about 10), CPU time per attempt. */
+static const schema_field plugin_limits_fields[] = {
+    {"memory", K_BYTES, offsetof(config_plugin, limits.memory), false, 16 * MiB,
+     1024 * GiB, NULL},
+    {"cpu", K_DURATION, offsetof(config_plugin, limits.cpu_ms), false, 10,
+     DAY_MS, NULL},
+};
+static const schema plugin_limits_schema =
+    SCHEMA("limits", "in limits", -1, plugin_limits_fields);
+
 /* ---- Entries ----------------------------------------------------------- */
 
 static int parse_workflow(config_parser *p, yaml_node_t *node,
@@ -154,6 +167,18 @@ int config_parse_plugin(config_parser *p, yaml_node_t *node,
   }
   if (storm < 0)
     rc = DURO_E_CONFIG;
+  int limits = schema_section(&p->w, v[PL_LIMITS], "limits");
+  if (limits > 0) {
+    yaml_node_t *lv[SCHEMA_MAX_FIELDS];
+    limits = schema_mapping(&p->w, v[PL_LIMITS], &plugin_limits_schema, pl, lv,
+                            NULL);
+  }
+  if (limits < 0)
+    rc = DURO_E_CONFIG;
+  else if (!pl->workers && (pl->limits.memory || pl->limits.cpu_ms))
+    rc = schema_fail(&p->w, v[PL_LIMITS],
+                     "\"limits\" apply to worker processes: they need "
+                     "\"workers\" above 0");
   /* An unknown key ("workflow:", "queue:") may be a list of them. */
   if (bad & SCHEMA_BAD_UNKNOWN)
     p->unsure_workflows = p->unsure_queues = true;

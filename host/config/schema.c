@@ -175,6 +175,36 @@ int schema_take_string(schema_walk *w, const yaml_node_t *v, const char *key,
   return 0;
 }
 
+/* "256MiB", "1 GiB", "4096": bytes into *out; -1 when it is no size,
+ * 1 when it is one past INT64_MAX. */
+static int parse_bytes(const char *s, int64_t *out) {
+  static const struct {
+    const char *unit;
+    int64_t mult;
+  } units[] = {{"", 1},          {"B", 1},          {"KiB", 1024},
+               {"MiB", 1 << 20}, {"GiB", 1 << 30},  {"KB", 1000},
+               {"MB", 1000000},  {"GB", 1000000000}};
+  const char *p = s;
+  int64_t n = 0;
+  if (*p < '0' || *p > '9')
+    return -1;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    if (n > (INT64_MAX - (*p - '0')) / 10)
+      return 1;
+    n = n * 10 + (*p - '0');
+  }
+  if (*p == ' ')
+    p++;
+  for (size_t i = 0; i < sizeof units / sizeof *units; i++)
+    if (!strcmp(p, units[i].unit)) {
+      if (n > INT64_MAX / units[i].mult)
+        return 1;
+      *out = n * units[i].mult;
+      return 0;
+    }
+  return -1;
+}
+
 static int take_value(schema_walk *w, const schema_field *f,
                       const yaml_node_t *v, void *base) {
   char *slot = (char *)base + f->offset;
@@ -209,6 +239,22 @@ static int take_value(schema_walk *w, const schema_field *f,
       *(uint32_t *)(void *)slot = (uint32_t)n;
     else
       *(int64_t *)(void *)slot = n;
+    return 0;
+  }
+
+  case K_BYTES: {
+    int64_t n = 0;
+    int rc = v->type == YAML_SCALAR_NODE && !schema_is_null(v) &&
+                     !memchr(v->data.scalar.value, '\0', v->data.scalar.length)
+                 ? parse_bytes(schema_scalar(v), &n)
+                 : -1;
+    if (rc < 0)
+      return schema_fail(w, v, "\"%s\" must be a size such as \"256MiB\"",
+                         f->key);
+    if (rc > 0 || n < f->min || n > f->max)
+      return schema_fail(w, v, "\"%s\" must be between %lld and %lld bytes",
+                         f->key, (long long)f->min, (long long)f->max);
+    *(int64_t *)(void *)slot = n;
     return 0;
   }
 

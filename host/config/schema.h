@@ -59,6 +59,8 @@ typedef enum schema_kind {
   K_I64,      /* int64_t in [min, max] */
   K_DURATION, /* int64_t milliseconds in [min, max], max <= DURATION_MAX_MS */
   K_ENUM,     /* int, the value of the matching choice */
+  K_BYTES,    /* int64_t bytes in [min, max]: an integer, or one with a unit
+                 (B, KiB, MiB, GiB, KB, MB, GB): "256MiB", "1 GiB" */
   K_NESTED    /* a mapping or list the caller walks itself */
 } schema_kind;
 

@@ -302,6 +302,10 @@ void cfgdiff_compare(const config *old, const config *cur, json_t *live,
     snprintf(what, sizeof what, "plugin %s: crash_storm.window (ms)", c->name);
     int_field(restart, what, o->crash_storm.window_ms,
               c->crash_storm.window_ms);
+    snprintf(what, sizeof what, "plugin %s: limits.memory (bytes)", c->name);
+    int_field(restart, what, o->limits.memory, c->limits.memory);
+    snprintf(what, sizeof what, "plugin %s: limits.cpu (ms)", c->name);
+    int_field(restart, what, o->limits.cpu_ms, c->limits.cpu_ms);
     if (o->crash_storm.rollback != c->crash_storm.rollback)
       note(restart, "plugin %s: on_crash_storm: %s -> %s", c->name,
            o->crash_storm.rollback ? "rollback" : "pause",

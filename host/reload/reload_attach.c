@@ -54,8 +54,10 @@ static void *worker_ctx(reloader *r, const plugin_state *p, const build *b,
   if (!r->workers || p->cfg->workers == 0)
     return NULL;
   char *path = build_store_path(r->store_dir, b->hash);
-  void *ctx = worker_pool_build(r->workers, p->cfg->name, p->cfg->workers, path,
-                                b->hash, w->class_name);
+  worker_limits lim = {.memory = p->cfg->limits.memory,
+                       .cpu_ms = p->cfg->limits.cpu_ms};
+  void *ctx = worker_pool_build(r->workers, p->cfg->name, p->cfg->workers, &lim,
+                                path, b->hash, w->class_name);
   free(path);
   return ctx;
 }

@@ -24,13 +24,21 @@ worker_pool *worker_pool_create(const char *exe);
  * activation runs. */
 void worker_pool_free(worker_pool *p);
 
+/* A plugin's limits on its worker processes (its config's `limits`):
+ * the RSS of each process and the CPU time of one attempt's callback,
+ * which the process watches itself (worker_limits.c); 0 = none. */
+typedef struct worker_limits {
+  int64_t memory; /* bytes */
+  int64_t cpu_ms;
+} worker_limits;
+
 /* The run() context of class `class_name` of build `hash` (its file at
  * `path`) of plugin `plugin`, served by `n` processes of that plugin's
- * (the first call for a plugin sets n).  Owned by the pool; the same
- * arguments give the same pointer. */
+ * with limits `lim` (the first call for a plugin sets n and lim).  Owned
+ * by the pool; the same arguments give the same pointer. */
 void *worker_pool_build(worker_pool *p, const char *plugin, uint32_t n,
-                        const char *path, const char *hash,
-                        const char *class_name);
+                        const worker_limits *lim, const char *path,
+                        const char *hash, const char *class_name);
 
 /* Worker processes started and died so far, over every plugin. */
 void worker_pool_counts(worker_pool *p, uint64_t *started, uint64_t *died);

@@ -41,6 +41,7 @@ static void run_callback(wk_act *a) {
   at.key = wire_get_str(&a->r);
   wk_begin_callback(a, wire_get_u64(&a->r));
   int rc = fn((duro_attempt *)&at, arg);
+  wk_end_callback(a);
   channel_begin(&a->m, WM_RETURN, a->id);
   wire_put_i64(&a->m, rc);
   wire_put_u32(&a->m, (uint32_t)at.result_set);

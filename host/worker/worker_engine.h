@@ -36,6 +36,8 @@ struct worker_plugin {
   worker_pool *pool;
   char *name;
   uint32_t n;
+  worker_limits limits;
+  char limit_args[2][24]; /* the limits, as the worker's argv has them */
   worker_proc *procs;
   pthread_mutex_t mu; /* procs */
 };

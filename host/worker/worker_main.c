@@ -34,8 +34,10 @@
 
 struct wk_conn {
   channel ch;
-  idmap acts;        /* id → wk_act */
-  uint64_t *started; /* shared with the engine: the CALL begun last */
+  idmap acts;          /* id → wk_act */
+  uint64_t *started;   /* shared with the engine: the CALL begun last */
+  pthread_mutex_t wmu; /* its writes: the thread's and the watch's */
+  wk_watch watch;
 };
 
 __thread wk_act *wk_current;
@@ -92,6 +94,14 @@ void wk_send(wk_act *a) { channel_queue(&a->conn->ch, &a->m); }
 
 void wk_begin_callback(wk_act *a, uint64_t seq) {
   __atomic_store_n(a->conn->started, seq, __ATOMIC_RELEASE);
+  a->in_callback = 1;
+  a->cb_ns = 0;
+  wk_watch_run(&a->conn->watch, a->id, 0);
+}
+
+void wk_end_callback(wk_act *a) {
+  a->cb_ns += wk_watch_stop(&a->conn->watch);
+  a->in_callback = 0;
 }
 
 void wk_exchange(wk_act *a) {
@@ -155,6 +165,9 @@ static void *conn_main(void *arg) {
   wk_conn *c = arg;
   crash_fd = c->ch.fd;
   thread_altstack(); /* a fiber's stack overflow still sends CRASH */
+  int watched = wk_limits_on();
+  if (watched)
+    wk_watch_add(&c->watch, &c->ch, &c->wmu);
   for (;;) {
     uint32_t kind;
     uint64_t id;
@@ -166,8 +179,15 @@ static void *conn_main(void *arg) {
       int more = channel_fill(&c->ch, 0);
       if (more > 0)
         continue;
-      if (more < 0 || channel_flush(&c->ch) != 0 || channel_fill(&c->ch, 1) < 0)
+      if (more < 0)
         break; /* the engine's thread is gone */
+      if (watched)
+        pthread_mutex_lock(&c->wmu);
+      int flushed = channel_flush(&c->ch);
+      if (watched)
+        pthread_mutex_unlock(&c->wmu);
+      if (flushed != 0 || channel_fill(&c->ch, 1) < 0)
+        break;
       continue;
     }
     if (got < 0) {
@@ -194,7 +214,11 @@ static void *conn_main(void *arg) {
       a->r = r;
     }
     wk_current = a;
+    if (watched && a->in_callback)
+      wk_watch_run(&c->watch, a->id, a->cb_ns);
     fiber_resume(a->f);
+    if (watched && a->in_callback)
+      a->cb_ns += wk_watch_stop(&c->watch); /* parked in its callback */
     wk_current = NULL;
     if (fiber_finished(a->f)) {
       idmap_del(&c->acts, (int64_t)id);
@@ -284,6 +308,9 @@ int worker_process_main(int argc, char **argv) {
   }
   int ctl = atoi(argv[2]);
   crash_handlers();
+  /* FD PLUGIN [MEMORY CPU_MS]: the plugin's limits (0: none). */
+  wk_limits_start(argc > 4 ? strtoll(argv[4], NULL, 10) : 0,
+                  argc > 5 ? strtoll(argv[5], NULL, 10) : 0);
   for (;;) {
     int page = -1;
     int fd = recv_channel(ctl, &page);
@@ -291,6 +318,7 @@ int worker_process_main(int argc, char **argv) {
       _exit(0); /* the engine is gone: nothing to flush or check */
     wk_conn *c = xcalloc(1, sizeof *c);
     channel_init(&c->ch, fd);
+    pthread_mutex_init(&c->wmu, NULL);
     void *map = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, page, 0);
     close(page);
     if (map == MAP_FAILED) {

@@ -80,7 +80,7 @@ void worker_pool_counts(worker_pool *p, uint64_t *started, uint64_t *died) {
 }
 
 static worker_plugin *plugin_get_locked(worker_pool *p, const char *name,
-                                        uint32_t n) {
+                                        uint32_t n, const worker_limits *lim) {
   for (size_t i = 0; i < p->n_plugins; i++)
     if (!strcmp(p->plugins[i]->name, name))
       return p->plugins[i];
@@ -88,6 +88,20 @@ static worker_plugin *plugin_get_locked(worker_pool *p, const char *name,
   pl->pool = p;
   pl->name = xstrdup(name);
   pl->n = n ? n : 1;
+  if (lim)
+    pl->limits = *lim;
+  snprintf(pl->limit_args[0], sizeof pl->limit_args[0], "%lld",
+           (long long)pl->limits.memory);
+  snprintf(pl->limit_args[1], sizeof pl->limit_args[1], "%lld",
+           (long long)pl->limits.cpu_ms);
+  if (pl->limits.memory || pl->limits.cpu_ms)
+    log_info("plugin \"%s\": limits: memory %lld MiB per worker process "
+             "(%s), CPU %lld ms per attempt%s",
+             name, (long long)(pl->limits.memory >> 20),
+             pl->limits.memory ? "the worker watches its RSS every 20 ms; "
+                                 "no cgroup is made"
+                               : "none",
+             (long long)pl->limits.cpu_ms, pl->limits.cpu_ms ? "" : " (none)");
   pl->procs = xcalloc(pl->n, sizeof *pl->procs);
   for (uint32_t k = 0; k < pl->n; k++) {
     pl->procs[k].plugin = pl;
@@ -100,10 +114,10 @@ static worker_plugin *plugin_get_locked(worker_pool *p, const char *name,
 }
 
 void *worker_pool_build(worker_pool *p, const char *plugin, uint32_t n,
-                        const char *path, const char *hash,
-                        const char *class_name) {
+                        const worker_limits *lim, const char *path,
+                        const char *hash, const char *class_name) {
   pthread_mutex_lock(&p->mu);
-  worker_plugin *pl = plugin_get_locked(p, plugin, n);
+  worker_plugin *pl = plugin_get_locked(p, plugin, n, lim);
   worker_build *b = NULL;
   for (size_t i = 0; i < p->n_builds && !b; i++)
     if (p->builds[i]->plugin == pl && !strcmp(p->builds[i]->hash, hash) &&
@@ -149,7 +163,13 @@ static int proc_start(worker_proc *w, char *err, size_t errlen) {
       fcntl(3, F_SETFD, 0);
     else if (dup2(sv[1], 3) < 0)
       _exit(126);
-    char *const argv[] = {(char *)exe, "__worker", fd_arg, (char *)name, NULL};
+    char *const argv[] = {(char *)exe,
+                          "__worker",
+                          fd_arg,
+                          (char *)name,
+                          w->plugin->limit_args[0],
+                          w->plugin->limit_args[1],
+                          NULL};
     execv(exe, argv);
     _exit(127);
   }

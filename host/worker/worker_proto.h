@@ -52,7 +52,10 @@ enum worker_msg {
                       s message: the callback returned */
   WM_END,          /* i rc, s why (the build did not load, or NULL):
                       run() returned */
-  WM_CRASH         /* u signal: the worker's handler, about to die */
+  WM_CRASH,        /* u signal: the worker's handler, about to die */
+  WM_LIMIT         /* u which (1 cpu, 2 memory), i used (ms or bytes),
+                      i limit: the activation's callback passed a limit
+                      (worker_limits.c); the engine kills the process */
 };
 
 #endif

@@ -312,6 +312,36 @@ static int serve(proxy *px, duro_attempt *at, int64_t *rc_out) {
     if (got != 0)
       return got;
     switch (kind) {
+    case WM_LIMIT: {
+      /* Its callback passed a limit of the plugin's: it holds the
+       * worker's thread (CPU) or its memory; the worker goes, the attempt
+       * fails under its retry policy.  One that came after the callback
+       * returned is late: nothing to do. */
+      uint32_t which = wire_get_u32(&r);
+      int64_t used = wire_get_i64(&r), limit = wire_get_i64(&r);
+      if (!at || r.bad)
+        break;
+      char *msg =
+          which == 1
+              ? xasprintf("the attempt's callback used %lld ms of CPU time, "
+                          "over its plugin's limits.cpu (%lld ms); its "
+                          "worker process was killed",
+                          (long long)used, (long long)limit)
+              : xasprintf("the attempt's callback ran while its worker "
+                          "process grew to %lld MiB, over its plugin's "
+                          "limits.memory (%lld MiB); the process was killed",
+                          (long long)(used >> 20), (long long)(limit >> 20));
+      log_write(DURO_LOG_WARN, NULL, "plugin \"%s\": %s", px->b->plugin->name,
+                msg);
+      worker_conn_kill(px->c, which == 1 ? "a callback passed limits.cpu"
+                                         : "it passed limits.memory");
+      step_attempt_given_up(at,
+                            which == 1 ? DURO_ERR_CPU_EXCEEDED
+                                       : DURO_ERR_MEMORY_EXCEEDED,
+                            msg);
+      free(msg);
+      return -3;
+    }
     case WM_DO:
       serve_do(px, &r);
       break;

@@ -19,6 +19,8 @@
  *   kill   SIGKILL to its own process, which no handler sees (as when
  *          the OOM killer ends a callback that takes too much memory)
  *   hang   sleeps in a loop forever (without burning a core)
+ *   spin   loops forever on a core (for limits.cpu)
+ *   hog    takes 32 MiB more every 5 ms, up to 4 GiB (limits.memory)
  *   regress  segv in the build compiled with FAULTS_REGRESSED
  *          (libfaults-regressed.so: a deploy that brought a bug), a
  *          step that succeeds in the others
@@ -120,6 +122,20 @@ static PLAIN_ unsigned recurse(unsigned depth) {
          (unsigned char)frame[sizeof frame - 1];
 }
 
+/* Takes memory and touches it, 32 MiB every 5 ms, up to 4 GiB, then
+ * holds it (sleeping): a leak the limits.memory watch must see. */
+static void hog(void) {
+  static char *held[128];
+  for (int i = 0; i < 128; i++) {
+    held[i] = malloc(32u << 20);
+    if (held[i])
+      memset(held[i], i + 1, 32u << 20);
+    nap_ms(5);
+  }
+  for (;;)
+    nap_ms(50);
+}
+
 static int fault_step_fn(duro_attempt *a, void *arg) {
   const fault_step *fs = arg;
   char token[40];
@@ -145,6 +161,11 @@ static int fault_step_fn(duro_attempt *a, void *arg) {
   else if (!strcmp(fs->fault, "hang"))
     for (;;)
       nap_ms(50);
+  else if (!strcmp(fs->fault, "spin"))
+    for (volatile uint64_t n = 0;; n++)
+      ;
+  else if (!strcmp(fs->fault, "hog"))
+    hog();
   else if (!strcmp(fs->fault, "regress"))
 #ifdef FAULTS_REGRESSED
     write_null();

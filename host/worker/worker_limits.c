@@ -1,0 +1,185 @@
+/* worker_limits.c — a worker process's watch over its plugin's limits
+ * (`limits: {memory, cpu}`): the CPU time of each attempt's callback and
+ * the process's resident memory.
+ *
+ * CPU: each channel's thread publishes, while a callback's fiber runs on
+ * it, which activation that is, the callback's CPU time before this
+ * resume and the thread's CPU clock at the resume (a sequence count
+ * makes the four words one consistent read, without a lock); a fiber
+ * that yields adds what it ran.  A watch thread reads every 20 ms each
+ * thread's CPU clock: a callback past the limit is reported to the
+ * engine (WM_LIMIT), which kills the process — a callback that spins
+ * holds its thread, as one that hangs does.
+ *
+ * Memory: the watch reads the process's RSS (/proc/self/statm) on each
+ * pass; past the limit, the callbacks running at that moment are
+ * reported (memory grows while code runs); with none running, the
+ * process kills itself.  No cgroup is made and no RLIMIT_AS set (a
+ * sanitizer's or a thread's reservations are address space, not
+ * memory): an allocation faster than 20 ms can pass the limit before the
+ * watch sees it, up to what the machine has. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "util.h"
+#include "worker_process.h"
+#include "worker_proto.h"
+
+#define WATCH_EVERY_MS 20
+
+static int64_t memory_limit, cpu_limit_ms;
+static pthread_mutex_t watches_mu = PTHREAD_MUTEX_INITIALIZER;
+static wk_watch **watches;
+static size_t n_watches;
+
+static int64_t clock_ns(clockid_t c) {
+  struct timespec ts;
+  if (clock_gettime(c, &ts) != 0)
+    return 0;
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int wk_limits_on(void) { return cpu_limit_ms > 0 || memory_limit > 0; }
+
+void wk_watch_add(wk_watch *w, channel *ch, pthread_mutex_t *wmu) {
+  memset(w, 0, sizeof *w);
+  w->ch = ch;
+  w->wmu = wmu;
+  if (pthread_getcpuclockid(pthread_self(), &w->clock) != 0)
+    w->clock = CLOCK_THREAD_CPUTIME_ID;
+  pthread_mutex_lock(&watches_mu);
+  watches = xrealloc(watches, (n_watches + 1) * sizeof *watches);
+  watches[n_watches++] = w;
+  pthread_mutex_unlock(&watches_mu);
+}
+
+void wk_watch_run(wk_watch *w, uint64_t act, int64_t before_ns) {
+  if (!cpu_limit_ms && !memory_limit)
+    return;
+  int64_t now = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  __atomic_add_fetch(&w->seq, 1, __ATOMIC_ACQ_REL); /* odd: writing */
+  __atomic_store_n(&w->act, act, __ATOMIC_RELAXED);
+  __atomic_store_n(&w->before_ns, before_ns, __ATOMIC_RELAXED);
+  __atomic_store_n(&w->resumed_ns, now, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&w->seq, 1, __ATOMIC_RELEASE);
+}
+
+int64_t wk_watch_stop(wk_watch *w) {
+  if (!__atomic_load_n(&w->act, __ATOMIC_RELAXED))
+    return 0;
+  int64_t ran = clock_ns(CLOCK_THREAD_CPUTIME_ID) -
+                __atomic_load_n(&w->resumed_ns, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&w->seq, 1, __ATOMIC_ACQ_REL);
+  __atomic_store_n(&w->act, 0, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&w->seq, 1, __ATOMIC_RELEASE);
+  return ran;
+}
+
+/* The callback running on w's thread and its CPU time so far (ns), or 0
+ * when none runs (or it changed while read: next pass). */
+static uint64_t running(wk_watch *w, int64_t *used_ns) {
+  uint64_t s1 = __atomic_load_n(&w->seq, __ATOMIC_ACQUIRE);
+  if (s1 & 1)
+    return 0;
+  uint64_t act = __atomic_load_n(&w->act, __ATOMIC_RELAXED);
+  int64_t before = __atomic_load_n(&w->before_ns, __ATOMIC_RELAXED);
+  int64_t resumed = __atomic_load_n(&w->resumed_ns, __ATOMIC_RELAXED);
+  int64_t now = clock_ns(w->clock);
+  if (__atomic_load_n(&w->seq, __ATOMIC_ACQUIRE) != s1 || !act)
+    return 0;
+  *used_ns = before + (now > resumed ? now - resumed : 0);
+  return act;
+}
+
+/* WM_LIMIT for `act` on w's channel, if that callback still runs there. */
+static void report(wk_watch *w, uint64_t act, uint32_t which, int64_t used,
+                   int64_t limit) {
+  wire_buf m = {0};
+  channel_begin(&m, WM_LIMIT, act);
+  wire_put_u32(&m, which);
+  wire_put_i64(&m, used);
+  wire_put_i64(&m, limit);
+  pthread_mutex_lock(w->wmu);
+  int64_t ignored;
+  if (running(w, &ignored) == act) {
+    channel_send(w->ch, &m);
+    w->reported = act;
+  }
+  pthread_mutex_unlock(w->wmu);
+  wire_buf_free(&m);
+}
+
+static int64_t rss_bytes(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  long pages = 0, resident = 0;
+  if (!f)
+    return 0;
+  if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+    resident = 0;
+  fclose(f);
+  return (int64_t)resident * sysconf(_SC_PAGESIZE);
+}
+
+static void *watch_main(void *arg) {
+  (void)arg;
+  int64_t over_since = 0;
+  for (;;) {
+    struct timespec nap = {0, WATCH_EVERY_MS * 1000000L};
+    nanosleep(&nap, NULL);
+    int64_t rss = memory_limit ? rss_bytes() : 0;
+    int over = memory_limit && rss > memory_limit, reported = 0;
+    pthread_mutex_lock(&watches_mu);
+    for (size_t i = 0; i < n_watches; i++) {
+      wk_watch *w = watches[i];
+      int64_t used = 0;
+      uint64_t act = running(w, &used);
+      if (!act || act == w->reported)
+        continue;
+      if (over) {
+        report(w, act, 2, rss, memory_limit);
+        reported++;
+      } else if (cpu_limit_ms && used / 1000000 > cpu_limit_ms) {
+        report(w, act, 1, used / 1000000, cpu_limit_ms);
+      }
+    }
+    pthread_mutex_unlock(&watches_mu);
+    /* Still over a second later (no callback was running to name, or
+     * the engine did not end the process): it ends itself, as the OOM
+     * killer would end it. */
+    int64_t now = clock_ns(CLOCK_MONOTONIC) / 1000000;
+    if (!over) {
+      over_since = 0;
+    } else if (!over_since) {
+      over_since = now;
+    } else if (now - over_since > 1000) {
+      log_error("worker: %lld MiB resident, over limits.memory (%lld MiB)%s: "
+                "the process ends",
+                (long long)(rss >> 20), (long long)(memory_limit >> 20),
+                reported ? "" : " with no callback running");
+      raise(SIGKILL);
+    }
+  }
+  return NULL;
+}
+
+void wk_limits_start(int64_t memory, int64_t cpu_ms) {
+  memory_limit = memory > 0 ? memory : 0;
+  cpu_limit_ms = cpu_ms > 0 ? cpu_ms : 0;
+  if (!wk_limits_on())
+    return;
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&t, &attr, watch_main, NULL) != 0) {
+    log_error("worker: cannot start the thread that watches its limits");
+    _exit(70);
+  }
+  pthread_attr_destroy(&attr);
+}
