@@ -1023,8 +1023,9 @@ END_TEST
  * takes memory past it fails plugin.memory_exceeded.  A healthy
  * instance completes meanwhile, and the log names the limit. */
 
-static void assert_limit_fails(const char *keys, const char *fault,
-                               const char *name, const char *logged) {
+static void assert_limit_fails(const char *keys, const char *said,
+                               const char *fault, const char *name,
+                               const char *logged) {
   host_run H;
   start_keys(&H, "{ workers: 2 }", keys);
   char params[96];
@@ -1048,7 +1049,7 @@ static void assert_limit_fails(const char *keys, const char *fault,
   json_decref(d);
   host_stop(&H, proc_now_ms() + 10000, 1);
   char *log = proc_slurp(H.log);
-  ck_assert_msg(lines_with_both(log, "limits:", "per attempt") == 1,
+  ck_assert_msg(lines_with_both(log, "limits:", said) == 1,
                 "the limits are not said at start:\n%s", proc_tail(log));
   ck_assert_msg(lines_with_both(log, logged, "was killed") >= 2,
                 "no attempt failed over the limit:\n%s", proc_tail(log));
@@ -1058,13 +1059,14 @@ static void assert_limit_fails(const char *keys, const char *fault,
 }
 
 START_TEST(limits_cpu) {
-  assert_limit_fails("limits: { cpu: 300ms }", "spin", "plugin.cpu_exceeded",
-                     "limits.cpu (300 ms)");
+  assert_limit_fails("limits: { cpu: 300ms }", "CPU 300 ms per attempt", "spin",
+                     "plugin.cpu_exceeded", "limits.cpu (300 ms)");
 }
 END_TEST
 
 START_TEST(limits_memory) {
-  assert_limit_fails("limits: { memory: 512MiB }", "hog",
+  assert_limit_fails("limits: { memory: 512MiB }",
+                     "memory 512 MiB per worker process", "hog",
                      "plugin.memory_exceeded", "limits.memory (512 MiB)");
 }
 END_TEST

@@ -94,14 +94,18 @@ static worker_plugin *plugin_get_locked(worker_pool *p, const char *name,
            (long long)pl->limits.memory);
   snprintf(pl->limit_args[1], sizeof pl->limit_args[1], "%lld",
            (long long)pl->limits.cpu_ms);
-  if (pl->limits.memory || pl->limits.cpu_ms)
-    log_info("plugin \"%s\": limits: memory %lld MiB per worker process "
-             "(%s), CPU %lld ms per attempt%s",
-             name, (long long)(pl->limits.memory >> 20),
-             pl->limits.memory ? "the worker watches its RSS every 20 ms; "
-                                 "no cgroup is made"
-                               : "none",
-             (long long)pl->limits.cpu_ms, pl->limits.cpu_ms ? "" : " (none)");
+  if (pl->limits.memory || pl->limits.cpu_ms) {
+    char mem[160] = "none", cpu[64] = "none";
+    if (pl->limits.memory)
+      snprintf(mem, sizeof mem,
+               "%lld MiB per worker process (the worker watches its RSS "
+               "every 20 ms; no cgroup is made)",
+               (long long)(pl->limits.memory >> 20));
+    if (pl->limits.cpu_ms)
+      snprintf(cpu, sizeof cpu, "%lld ms per attempt",
+               (long long)pl->limits.cpu_ms);
+    log_info("plugin \"%s\": limits: memory %s, CPU %s", name, mem, cpu);
+  }
   pl->procs = xcalloc(pl->n, sizeof *pl->procs);
   for (uint32_t k = 0; k < pl->n; k++) {
     pl->procs[k].plugin = pl;
