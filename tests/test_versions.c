@@ -325,6 +325,67 @@ START_TEST(missing_pinned_build_pauses) {
 }
 END_TEST
 
+/* ---- builds held (engine/holds.c) ---------------------------------------
+ *
+ * A held build runs none of its code: an instance that would run it
+ * waits (wait_type the hold's reason) without a step or a pin; a newer
+ * build made the newest and a wake let one that never ran start there,
+ * while one pinned to the held build waits on until the release. */
+#define HOLD "test.hold"
+
+static const char *wait_type_of(const char *id) {
+  static char t[32];
+  json_t *d = harness_describe(&H, WF, id);
+  const char *w = json_string_value(json_object_get(d, "wait_type"));
+  snprintf(t, sizeof t, "%s", w ? w : "");
+  json_decref(d);
+  return t;
+}
+
+START_TEST(held_build_runs_nothing) {
+  harness_open(&H);
+  ck_assert_int_eq(duro_engine_register(H.e, WF, NULL, flow_v1, NULL, "h1"), 0);
+  harness_start(&H);
+  ck_assert_int_eq(duro_instance_create(H.e, WF, "old", NULL, -1, NULL), 0);
+  harness_run(&H); /* on h1, asleep after A */
+  ran = 0;
+  const char *wfs[] = {WF};
+  ck_assert_int_eq(duro_engine_hold_build(H.e, wfs, 1, "h1", HOLD), 0);
+  ck_assert_int_eq(duro_instance_create(H.e, WF, "new", NULL, -1, NULL), 0);
+  harness_advance(&H, MIN); /* old wakes; both meet the hold */
+  ck_assert_int_eq(ran, 0);
+  ck_assert_str_eq(harness_status(&H, WF, "old"), "waiting");
+  ck_assert_str_eq(wait_type_of("old"), HOLD);
+  ck_assert_str_eq(harness_status(&H, WF, "new"), "waiting");
+  ck_assert_str_eq(wait_type_of("new"), HOLD);
+  json_t *d = harness_describe(&H, WF, "new");
+  ck_assert(json_is_null(json_object_get(d, "build"))); /* never pinned */
+  json_decref(d);
+
+  /* A new build and a wake: "new" starts on it, "old" (pinned) waits. */
+  ck_assert_int_eq(duro_engine_add_build(H.e, WF, "h2", flow_v2, 1), 0);
+  size_t woken = 0;
+  ck_assert_int_eq(duro_engine_wake_held(H.e, HOLD, &woken), 0);
+  ck_assert_uint_eq(woken, 2);
+  harness_run(&H);          /* "new" runs A on h2 and sleeps */
+  harness_advance(&H, MIN); /* then B */
+  ck_assert_str_eq(output_of("new"), "v2");
+  ck_assert_str_eq(harness_status(&H, WF, "old"), "waiting");
+  ck_assert_str_eq(wait_type_of("old"), HOLD);
+
+  /* Released: the pinned one finishes on its build, A not run again. */
+  ran = 0;
+  ck_assert_int_eq(duro_engine_release_build(H.e, wfs, 1, "h1", &woken), 0);
+  ck_assert_uint_eq(woken, 1);
+  harness_run(&H);
+  ck_assert_str_eq(output_of("old"), "v1");
+  ck_assert_int_eq(ran, 1); /* B */
+  ck_assert_int_eq(duro_engine_release_build(H.e, wfs, 1, "h1", NULL),
+                   DURO_E_NOT_FOUND);
+  harness_close(&H);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("versions");
   TCase *tc = tcase_create("divergence");
@@ -340,6 +401,7 @@ int main(void) {
   tcase_add_test(builds, latest_moves_to_the_newest);
   tcase_add_test(builds, pinned_across_a_restart);
   tcase_add_test(builds, missing_pinned_build_pauses);
+  tcase_add_test(builds, held_build_runs_nothing);
   suite_add_tcase(s, builds);
   return suite_run(s);
 }
