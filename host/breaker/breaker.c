@@ -158,8 +158,9 @@ static void trip(breaker *b, const config_plugin *p, const char *hash,
   if (!p->crash_storm.rollback)
     return;
   char to[17] = "";
+  rollback_ctx rctx = {b, p->name};
   if (!b->rollback || b->rollback(b->rollback_ctx, p->name, hash, never_crashed,
-                                  b, to, sizeof to) != 0) {
+                                  &rctx, to, sizeof to) != 0) {
     log_warn("plugin \"%s\": on_crash_storm is rollback, but no earlier "
              "build that never crashed is loaded: build %s stays held",
              p->name, hash);

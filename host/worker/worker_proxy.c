@@ -335,10 +335,9 @@ static int serve(proxy *px, duro_attempt *at, int64_t *rc_out) {
                 msg);
       worker_conn_kill(px->c, which == 1 ? "a callback passed limits.cpu"
                                          : "it passed limits.memory");
-      step_attempt_given_up(at,
-                            which == 1 ? DURO_ERR_CPU_EXCEEDED
-                                       : DURO_ERR_MEMORY_EXCEEDED,
-                            msg);
+      step_attempt_given_up(
+          at, which == 1 ? DURO_ERR_CPU_EXCEEDED : DURO_ERR_MEMORY_EXCEEDED,
+          msg);
       free(msg);
       return -3;
     }
