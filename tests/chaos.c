@@ -254,7 +254,7 @@ enum { POSS_COMPLETE = 1, POSS_TERMINATED = 2 };
 
 typedef struct inst {
   char id[16];
-  uint8_t steps, events, nap_every, flaky;
+  uint8_t steps, events, nap_every, flaky, hog;
   uint16_t nap_ms, hold_ms;
   uint8_t create;     /* C_*: pending until acknowledged */
   uint8_t ev_acked;   /* bit k: event k acknowledged since the last restart */
@@ -421,9 +421,9 @@ static const char *err_code(http_resp *r) {
 static void params_json(const inst *in, char *buf, size_t len) {
   snprintf(buf, len,
            "{\"steps\":%d,\"events\":%d,\"nap_every\":%d,\"nap_ms\":%d,"
-           "\"hold_ms\":%d,\"flaky\":%d}",
+           "\"hold_ms\":%d,\"flaky\":%d,\"hog\":%d}",
            in->steps, in->events, in->nap_every, in->nap_ms, in->hold_ms,
-           in->flaky);
+           in->flaky, in->hog);
 }
 
 /* ---- the operations ------------------------------------------------------ */
@@ -442,6 +442,9 @@ static int new_instance(driver *d) {
   in->nap_ms = (uint16_t)(5 + rnd(r, 300));
   in->hold_ms = (uint16_t)rnd(r, 25);
   in->flaky = (uint8_t)(rnd(r, 10) < 4 ? 1 + rnd(r, in->steps) : 0);
+  /* One in twenty takes memory past limits.memory once (the config's):
+   * its worker is killed as the OOM killer would kill it. */
+  in->hog = (uint8_t)(rnd(r, 20) == 0 ? 1 + rnd(r, in->steps) : 0);
   in->poss = POSS_COMPLETE;
   in->create = C_PENDING;
   d->mine[d->n_mine++] = n;
@@ -1302,8 +1305,8 @@ static void check_side_log(log_figures *lf) {
 }
 
 /* Warnings and errors in the host's log, by message, for the report. */
-static void host_log_summary(long *warns, long *errors) {
-  *warns = *errors = 0;
+static void host_log_summary(long *warns, long *errors, long *memory_kills) {
+  *warns = *errors = *memory_kills = 0;
   int shown = 0;
   for (int h = 0; h < n_hosts; h++) {
     FILE *fp = fopen(hosts[h].log, "r");
@@ -1311,6 +1314,10 @@ static void host_log_summary(long *warns, long *errors) {
       continue;
     char line[4096];
     while (fgets(line, sizeof line, fp)) {
+      /* the stand-in's warning, one a kill (the retry's line is info) */
+      if (strstr(line, " warn ") &&
+          strstr(line, "over its plugin's limits.memory"))
+        (*memory_kills)++;
       if (strstr(line, " warn "))
         (*warns)++;
       else if (strstr(line, " error ")) {
@@ -1398,6 +1405,8 @@ static void write_configs(void) {
              /* Its worker kills are ours, not a bad build's: the
               * crash-storm breaker would hold every instance. */
              "    crash_storm: { crashes: 0 }\n"
+             /* Instances with "hog" take memory past it. */
+             "    limits: { memory: 160MiB }\n"
              "    workflows:\n"
              "      - { name: %s, binding: CHAOS, class_name: Chaos }\n",
              storage, plugin_path, WF);
@@ -1702,7 +1711,8 @@ int main(void) {
   log_figures lf = {0};
   check_side_log(&lf);
   long warns, errors;
-  host_log_summary(&warns, &errors);
+  long memory_kills;
+  host_log_summary(&warns, &errors, &memory_kills);
 
   /* ---- the figures ---- */
   long acks = 0, refused = 0, unknown = 0, notsent = 0;
@@ -1732,8 +1742,9 @@ int main(void) {
          kills_during[K_RESTART] + kills_during[K_RESTART_FROM],
          kills_during[K_GET], lf.cut_off, failed_starts);
   printf("chaos: worker processes killed (SIGKILL or SIGSEGV, the engine "
-         "left running): %ld\n",
-         worker_kills);
+         "left running): %ld; by the engine for limits.memory in a callback "
+         "(as the OOM killer would): %ld\n",
+         worker_kills, memory_kills);
   printf("chaos: acknowledged: %ld operations (create %ld, batch %ld of "
          "%ld instances, event %ld, pause %ld, resume %ld, terminate %ld, "
          "restart %ld, restart from a step %ld)\n",

@@ -277,6 +277,30 @@ static int find_or_forward(duro_engine *e, const char *workflow, const char *id,
   return *rc != FORWARD_HERE; /* taken over here meanwhile: do it here */
 }
 
+/* A terminate of a running instance is answered once its activation
+ * took it (the callback in flight is given up on at once, so that is
+ * soon): an activation past its last step may instead have completed or
+ * errored first, its final commit landing after the request was
+ * persisted, and then the answer must say so rather than claim a
+ * terminate that did not happen.  After 2 s (run() busy outside any
+ * step) the persisted request stands and the answer is 0. */
+static int settle_terminate(duro_engine *e, const char *workflow,
+                            const char *id) {
+  for (int i = 0; i < 2000; i++) {
+    journal_instance in = {0};
+    if (engine_instance_get(e, workflow, id, &in) != 0)
+      return 0;
+    duro_status st = in.status;
+    journal_instance_clear(&in);
+    if (st == DURO_STATUS_TERMINATED)
+      return 0;
+    if (duro_status_ended(st))
+      return DURO_E_CANNOT_TERMINATE;
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  }
+  return 0;
+}
+
 static int request_control(duro_engine *e, const char *workflow, const char *id,
                            int control) {
   int64_t rowid;
@@ -293,8 +317,10 @@ static int request_control(duro_engine *e, const char *workflow, const char *id,
     control_leave(e, rowid, rc);
     /* Do not wait for the running callback (it may hang): give up on it
      * now, and the release applies the terminate. */
-    if (rc == 0 && control == JOURNAL_CONTROL_TERMINATE)
+    if (rc == 0 && control == JOURNAL_CONTROL_TERMINATE) {
       engine_abandon_entry(e, active);
+      rc = settle_terminate(e, workflow, id);
+    }
     return rc;
   }
   pthread_mutex_unlock(&e->mu);

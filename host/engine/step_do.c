@@ -484,6 +484,15 @@ static duro_rc do_record_failure(duro_step *a, const do_call *call,
     put_step(a, s);
     return suspend_until(a, s->wake_ms, NULL);
   }
+  if (a->ent && __atomic_load_n(&a->ent->terminate_req, __ATOMIC_ACQUIRE)) {
+    /* A terminate answered while this last attempt ran (and failed it,
+     * or its failure raced it): the instance ends terminated, as the
+     * answer said, not errored. */
+    free(err_msg);
+    a->suspended = 1;
+    a->reason = SUSPEND_TERMINATE;
+    return DURO_SUSPEND;
+  }
   log_write(DURO_LOG_WARN, a->where,
             "step \"%s\" failed after %u attempt%s: %s", key, at->number,
             at->number == 1 ? "" : "s", err_msg);

@@ -446,6 +446,14 @@ static int serve(proxy *px, duro_attempt *at, int64_t *rc_out) {
       const char *message = wire_get_strz(&r);
       if (r.bad)
         return -1;
+      if (step_terminate_requested(px->step)) {
+        /* The terminate was answered while the callback ran (its RETURN
+         * was on its way): its result must not complete the step. */
+        step_attempt_given_up(at, "instance.terminated",
+                              "the instance was terminated while the "
+                              "attempt's callback ran");
+        return -3;
+      }
       if (result_set)
         api->attempt_result(at, result);
       if (failed)

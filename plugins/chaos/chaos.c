@@ -4,7 +4,7 @@
  * inside each of them.  Params (all optional):
  *
  *   {"steps": N, "events": E, "nap_every": K, "nap_ms": M, "hold_ms": H,
- *    "flaky": F}
+ *    "flaky": F, "hog": G}
  *
  * It runs step#1 .. step#N; each callback takes H ms.  After every K-th
  * step it sleeps M ms ("nap").  Event waits ("go", type "go") are spread
@@ -14,7 +14,11 @@
  * the events again after a restart, whose re-run needs new ones), so a
  * wait that gets a k already seen just waits again: the workflow consumes
  * events the way an idempotent consumer does.  Step F fails its first
- * attempt, so a back-off wait is among the suspensions too.
+ * attempt, so a back-off wait is among the suspensions too.  Step G's
+ * first attempt takes 256 MiB and holds it, as a leak would: the
+ * driver's config gives the plugin a smaller limits.memory, so that its
+ * worker is killed in that callback (an attempt failed
+ * plugin.memory_exceeded, the worker's other callbacks cut short).
  *
  * Like the chain plugin, it writes what its steps do to the file named by
  * $DURO_CHAOS_LOG, outside the journal, in fixed 64-byte O_APPEND records
@@ -47,7 +51,28 @@ typedef struct chaos_step {
   int index;
   int hold_ms;
   int flaky; /* fail the first attempt */
+  int hog;   /* take 256 MiB in the first attempt */
 } chaos_step;
+
+/* 256 MiB taken and touched, 16 MiB every 2 ms, then held: the worker's
+ * watch of limits.memory kills the process.  Without a limit it gives
+ * up after 5 s and fails the attempt (its memory is freed). */
+static int hog(duro_attempt *a) {
+  enum { CHUNKS = 16, CHUNK = 16 << 20 };
+  char *held[CHUNKS] = {0};
+  for (int i = 0; i < CHUNKS; i++) {
+    held[i] = malloc(CHUNK);
+    if (held[i])
+      memset(held[i], i + 1, CHUNK);
+    struct timespec nap = {0, 2000000L};
+    nanosleep(&nap, NULL);
+  }
+  struct timespec wait = {5, 0};
+  nanosleep(&wait, NULL);
+  for (int i = 0; i < CHUNKS; i++)
+    free(held[i]);
+  return duro_attempt_fail(a, "the memory limit did not end this attempt");
+}
 
 static int run_step(duro_attempt *a, void *arg) {
   const chaos_step *cs = arg;
@@ -59,6 +84,8 @@ static int run_step(duro_attempt *a, void *arg) {
                            (long)(cs->hold_ms % 1000) * 1000000L};
     nanosleep(&nap, NULL);
   }
+  if (cs->hog && duro_attempt_number(a) == 1)
+    return hog(a);
   if (cs->flaky && duro_attempt_number(a) == 1) {
     /* Recorded, so the driver can tell a failure it asked for from an
      * attempt a kill interrupted. */
@@ -77,6 +104,7 @@ static duro_rc chaos(duro_step *step, const duro_event *ev, duro_env *env) {
   int nap_every = param_int(ev->params, "nap_every", 0);
   int hold_ms = param_int(ev->params, "hold_ms", 0);
   int flaky = param_int(ev->params, "flaky", 0);
+  int hog_at = param_int(ev->params, "hog", 0);
   char nap[16];
   snprintf(nap, sizeof nap, "%d", param_int(ev->params, "nap_ms", 10));
   if (events < 0 || events > MAX_EVENTS)
@@ -91,7 +119,8 @@ static duro_rc chaos(duro_step *step, const duro_event *ev, duro_env *env) {
     chaos_step cs = {.instance = ev->instance_id,
                      .index = i,
                      .hold_ms = hold_ms,
-                     .flaky = i == flaky};
+                     .flaky = i == flaky,
+                     .hog = i == hog_at};
     const char *result;
     DURO_TRY(duro_do(step, "step", &cfg, run_step, &cs, &result));
     sidelog_seen(LOG_ENV, ev->instance_id, i, result);
