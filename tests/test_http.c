@@ -56,7 +56,10 @@
  *  - crons: a nightly cron in the no-code form listed with its next five
  *    ticks, fired by hand through /__scheduled (POST and GET, "+" and %XX
  *    in the expression) into one instance however often it fires in a
- *    day, the refusals (404, 400, 405) and its /metrics series.
+ *    day, the refusals (404, 400, 405) and its /metrics series; every
+ *    spelling of /__scheduled that reaches the route (a trailing or
+ *    doubled slash, a dot segment, %XX) refused from another site's page
+ *    as /__scheduled is.
  *
  * Children are killed on every way out: the helpers (proc.h) SIGKILL a child
  * past its deadline, the teardown kills one still running, the child asks
@@ -3621,6 +3624,54 @@ START_TEST(cron_list_fire_and_metrics) {
 }
 END_TEST
 
+/* Every spelling of /__scheduled that reaches the cron route is guarded
+ * as "/__scheduled" is: a trailing or doubled slash, a dot segment, a
+ * %XX escape.  Once judged by its bytes, "GET /__scheduled/" from an
+ * <img> on another site's page fired the cron. */
+START_TEST(scheduled_spellings_refused_cross_site) {
+  host_start_crons(&H, "spell");
+  static const char *const paths[] = {
+      "/__scheduled",       "/__scheduled/",      "//__scheduled",
+      "/__scheduled//",     "/./__scheduled",     "/__scheduled/.",
+      "/x/../__scheduled",  "/%5F_scheduled",     "/%5f%5fscheduled",
+      "/__sch%65duled",     "/%2F__scheduled",    "/__scheduled%2F",
+  };
+  static const char *const from[] = {
+      "Sec-Fetch-Site: cross-site\r\n", /* an <img>: no Origin */
+      "Sec-Fetch-Site: same-site\r\n",
+      "Origin: http://evil.example\r\n",
+  };
+  size_t n = sizeof paths / sizeof *paths;
+  for (size_t i = 0; i < n; i++) {
+    for (size_t k = 0; k < sizeof from / sizeof *from; k++) {
+      char head[512], code[64];
+      snprintf(head, sizeof head,
+               "GET %s?cron=0+3+*+*+* HTTP/1.1\r\nHost: 127.0.0.1:@\r\n%s",
+               paths[i], from[k]);
+      int st = raw_ask(head, "", code, sizeof code);
+      ck_assert_msg(st == 403 && !strcmp(code, "request.cross_origin"),
+                    "GET %s with %s: %d %s, want 403 request.cross_origin",
+                    paths[i], from[k], st, code);
+    }
+  }
+  /* Nothing fired. */
+  ck_assert_uint_eq(instance_count(), 0);
+  /* Each spelling does reach the route (a plain curl, same origin): so
+   * each refusal above was the guard's, not a 404's. */
+  for (size_t i = 0; i < n; i++) {
+    char head[512], code[64];
+    snprintf(head, sizeof head,
+             "GET %s?cron=0+3+*+*+* HTTP/1.1\r\nHost: 127.0.0.1:@\r\n%s",
+             paths[i], i % 2 ? "Sec-Fetch-Site: same-origin\r\n" : "");
+    int st = raw_ask(head, "", code, sizeof code);
+    ck_assert_msg(st == 200, "GET %s from the same origin: %d %s", paths[i],
+                  st, code);
+  }
+  ck_assert_uint_eq(instance_count(), 1);
+  host_stop(&H);
+}
+END_TEST
+
 static Suite *http_suite(void) {
   Suite *s = suite_create("http");
   struct {
@@ -3682,6 +3733,7 @@ static Suite *http_suite(void) {
   tcase_add_test(tc[8], queue_redrive);
   tcase_add_test(tc[8], queue_peek_leases_nothing);
   tcase_add_test(tc[9], cron_list_fire_and_metrics);
+  tcase_add_test(tc[9], scheduled_spellings_refused_cross_site);
   return s;
 }
 

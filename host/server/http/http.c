@@ -65,7 +65,7 @@ int http_route(http_server *s, http_exchange *x) {
     return queues_route(s, x, seg, n);
   if (n == 1 && !strcmp(seg[0], "crons"))
     return crons_route(s, x);
-  if (n == 1 && !strcmp(seg[0], "__scheduled"))
+  if (route_is_scheduled(seg, n))
     return scheduled_route(s, x);
   if (n >= 2 && !strcmp(seg[0], "workflows"))
     return workflows_route(s, x, seg, n);

@@ -181,8 +181,9 @@ static int refuse_nul(http_exchange *x, const http_input *in) {
  *    localhost, 127.0.0.1 and [::1] on loopback), with its port or none,
  *    or a name of http.allowed_hosts: a rebinding page sends its own;
  *  - a request that changes state (any method but GET, HEAD and OPTIONS,
- *    and /__scheduled) is refused when its Origin is another's, or, with
- *    none, when Sec-Fetch-Site says another site sent it;
+ *    and a GET of /__scheduled however spelled) is refused when its
+ *    Origin is another's, or, with none, when Sec-Fetch-Site says
+ *    another site sent it;
  *  - its body, if any, must say Content-Type: application/json, which no
  *    page can send cross-site without a CORS preflight (never granted).
  * Clients other than browsers send no Origin and the Host they were
@@ -289,15 +290,20 @@ static int json_content_type(const http_header *h) {
          (h->value_len == n || h->value[n] == ';' || h->value[n] == ' ');
 }
 
-static int changes_state(const http_input *in) {
-  static const char sched[] = "/__scheduled";
+/* Judged by the segments http_route dispatches on, not by the path's
+ * bytes: "/__scheduled/", "//__scheduled" or "/%5F_scheduled" reach the
+ * cron route as "/__scheduled" does, and so are guarded as it is. */
+static int changes_state(http_exchange *x, const http_input *in) {
   size_t m = in->method_len;
   const char *mt = in->method;
   int reads = (m == 3 && !memcmp(mt, "GET", 3)) ||
               (m == 4 && !memcmp(mt, "HEAD", 4)) ||
               (m == 7 && !memcmp(mt, "OPTIONS", 7));
-  return !reads || (in->path_len == sizeof sched - 1 &&
-                    !memcmp(in->path, sched, sizeof sched - 1));
+  if (!reads)
+    return 1;
+  char *seg[MAX_SEGMENTS];
+  int n = split_path(x, seg);
+  return route_is_scheduled(seg, n);
 }
 
 /* Returns 1 when it answered (guard_refuse_early). */
@@ -315,7 +321,7 @@ static int refuse_foreign(http_server *s, http_exchange *x,
                       (int)(v->value_len > 200 ? 200 : v->value_len), v->value),
            1;
   }
-  if (!changes_state(in))
+  if (!changes_state(x, in))
     return 0;
   const http_header *origin = header_of(h, n, "origin");
   const http_header *site = header_of(h, n, "sec-fetch-site");

@@ -289,6 +289,10 @@ int instance_summary(http_server *s, http_exchange *x, const char *wf,
 int queues_route(http_server *s, http_exchange *x, char **seg, int n);
 int crons_route(http_server *s, http_exchange *x);
 int scheduled_route(http_server *s, http_exchange *x);
+/* Whether split_path's segments name /__scheduled: the one GET that
+ * changes state, so http_route and the cross-site guard ask this same
+ * question of the same segments. */
+int route_is_scheduled(char **seg, int n);
 int plugins_route(http_server *s, http_exchange *x, char **seg, int n);
 /* GET /plugins' answer: the reloader's list and the breaker's holds. */
 json_t *plugins_list(http_server *s);

@@ -4,6 +4,8 @@
  * does), whose query value is decoded as a form's. */
 #include "http_internal.h"
 
+#include <string.h>
+
 #include "error.h"
 #include "view_cron.h"
 
@@ -36,6 +38,10 @@ static int form_decode(char *s) {
   }
   *w = '\0';
   return 0;
+}
+
+int route_is_scheduled(char **seg, int n) {
+  return n == 1 && !strcmp(seg[0], "__scheduled");
 }
 
 /* POST /__scheduled?cron=EXPR (and GET, as Cloudflare's local dev takes
