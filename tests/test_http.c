@@ -3631,10 +3631,10 @@ END_TEST
 START_TEST(scheduled_spellings_refused_cross_site) {
   host_start_crons(&H, "spell");
   static const char *const paths[] = {
-      "/__scheduled",       "/__scheduled/",      "//__scheduled",
-      "/__scheduled//",     "/./__scheduled",     "/__scheduled/.",
-      "/x/../__scheduled",  "/%5F_scheduled",     "/%5f%5fscheduled",
-      "/__sch%65duled",     "/%2F__scheduled",    "/__scheduled%2F",
+      "/__scheduled",      "/__scheduled/",   "//__scheduled",
+      "/__scheduled//",    "/./__scheduled",  "/__scheduled/.",
+      "/x/../__scheduled", "/%5F_scheduled",  "/%5f%5fscheduled",
+      "/__sch%65duled",    "/%2F__scheduled", "/__scheduled%2F",
   };
   static const char *const from[] = {
       "Sec-Fetch-Site: cross-site\r\n", /* an <img>: no Origin */
@@ -3664,8 +3664,8 @@ START_TEST(scheduled_spellings_refused_cross_site) {
              "GET %s?cron=0+3+*+*+* HTTP/1.1\r\nHost: 127.0.0.1:@\r\n%s",
              paths[i], i % 2 ? "Sec-Fetch-Site: same-origin\r\n" : "");
     int st = raw_ask(head, "", code, sizeof code);
-    ck_assert_msg(st == 200, "GET %s from the same origin: %d %s", paths[i],
-                  st, code);
+    ck_assert_msg(st == 200, "GET %s from the same origin: %d %s", paths[i], st,
+                  code);
   }
   ck_assert_uint_eq(instance_count(), 1);
   host_stop(&H);
