@@ -306,6 +306,10 @@ typedef struct duro_health_report {
  * the JSON of /healthz is duro_engine_health (views/view_health.h). */
 void duro_engine_health_report(duro_engine *e, duro_health_report *out);
 void duro_health_report_clear(duro_health_report *r);
+/* 1 while journal writes fail, with why into msg (the report's
+ * storage_error, e.g. the database file deleted under the host), else 0;
+ * cheap enough for every refused write's answer. */
+int duro_engine_storage_error(duro_engine *e, char *msg, size_t len);
 
 /* Runs runnable activations on this thread until none is left (queues due
  * wakes first). Returns how many activations ran. */

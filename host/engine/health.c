@@ -67,6 +67,10 @@ void duro_engine_health_report(duro_engine *e, duro_health_report *out) {
     out->host_lease_ms = engine_lease_ms(e);
 }
 
+int duro_engine_storage_error(duro_engine *e, char *msg, size_t len) {
+  return journal_failing(e->j, msg, len, NULL);
+}
+
 void duro_health_report_clear(duro_health_report *r) {
   for (size_t i = 0; i < r->parts.n; i++) {
     duro_health_part *p = &r->parts.v[i];

@@ -141,17 +141,23 @@ int status_of(int rc) {
   }
 }
 
-/* An engine error, with the names involved in the message. */
+/* An engine error, with the names involved in the message.  A storage
+ * error also says why writes fail (a database deleted under the host
+ * names its file): a client can tell a full disk from a lost file. */
 int send_engine_error(http_exchange *x, int rc, const char *wf,
                       const char *id) {
   if (rc == DURO_E_WORKFLOW_NOT_FOUND)
     return send_error(x, 404, duro_err_name(rc), "no workflow named \"%s\"",
                       wf);
+  char why[300] = "";
+  if (rc == DURO_E_STORAGE && x->s->engine &&
+      duro_engine_storage_error(x->s->engine, why + 2, sizeof why - 2))
+    memcpy(why, ": ", 2);
   if (id && rc != DURO_E_INVALID_ID)
-    return send_error(x, status_of(rc), duro_err_name(rc), "%s: %s/%s",
-                      duro_err_str(rc), wf, id);
-  return send_error(x, status_of(rc), duro_err_name(rc), "%s",
-                    duro_err_str(rc));
+    return send_error(x, status_of(rc), duro_err_name(rc), "%s: %s/%s%s",
+                      duro_err_str(rc), wf, id, why);
+  return send_error(x, status_of(rc), duro_err_name(rc), "%s%s",
+                    duro_err_str(rc), why);
 }
 
 /* ---- request parsing -------------------------------------------------------
