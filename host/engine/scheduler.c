@@ -21,7 +21,9 @@
  *    passes between;
  *  - the store's files (journal_check): deleted or replaced under the
  *    host, they would take writes no restart finds, so the journal then
- *    refuses every write (503, /healthz degraded) and a line says why;
+ *    refuses every write (503, /healthz degraded) and a line says why
+ *    (each group commit checks them before acknowledging; this pass
+ *    finds them gone when nothing writes, and says it once);
  *  - the counters' history (history.c): a sample per pass;
  *  - on a store several hosts share (hosts.c), every half lease: the
  *    lease's renewal and the takeover of stopped hosts' instances;

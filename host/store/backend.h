@@ -86,11 +86,12 @@ typedef struct store_backend {
    * clean.  Must not fail in a way that matters; its own error is
    * ignored. */
   void (*rollback)(void *db);
-  /* Whether the store is still the one opened (journal_check, from the
-   * engine's scheduler thread): 0, or DURO_E_STORAGE with why (naming
-   * the path) when writes would go where no restart finds them (SQLite:
-   * the file, or its -wal, deleted or replaced under the host).  NULL:
-   * nothing to check. */
+  /* Whether the store is still the one opened (after each group's
+   * commit, on the leading thread, and journal_check, from the engine's
+   * scheduler thread; never two at once): 0, or DURO_E_STORAGE with why
+   * (naming the path) when writes would go where no restart finds them
+   * (SQLite: the file, or its -wal, deleted or replaced under the host).
+   * On the commit path: keep it cheap.  NULL: nothing to check. */
   int (*check)(void *db);
 
   /* ---- reads (any thread; see journal.h for each contract) -------------

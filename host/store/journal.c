@@ -13,7 +13,8 @@
  * asynchronous ones behind it to the writer, and so returns once its
  * batch is durable.  A batch is reported done only
  * after the backend's commit returned, and with synchronous=FULL that means
- * after the fsync. */
+ * after the fsync, and once the backend's check found the store still the
+ * one opened (not deleted or replaced under the host). */
 #include "journal.h"
 
 #include <pthread.h>
@@ -58,10 +59,14 @@ struct journal {
   int failing;
   char failing_err[256];
   uint64_t failures; /* failed group commits so far (mu) */
-  /* The store is gone (journal_check): every group fails with lost_err,
-   * written once before lost is set (mu). */
-  int lost;
+  /* The store is gone (backend's check, after each group's commit and
+   * from journal_check): every group fails with lost_err, written once
+   * before lost is set (mu).  lost_told: journal_check reported it. */
+  int lost, lost_told;
   char lost_err[256];
+  /* Serialises the backend's check: the leader and the scheduler's
+   * journal_check both call it, and it learns files as it goes. */
+  pthread_mutex_t check_mu;
   /* The writer thread, started by the first background commit: it leads
    * when nobody does, so a caller that must not block (the HTTP loop)
    * never commits on its own thread. */
@@ -110,6 +115,7 @@ int journal_open_backend(const store_backend *be, const char *path,
   j->be = be;
   j->db = db;
   pthread_mutex_init(&j->mu, NULL);
+  pthread_mutex_init(&j->check_mu, NULL);
   pthread_cond_init(&j->writer_cv, NULL);
   *out = j;
   return 0;
@@ -127,6 +133,7 @@ void journal_close(journal *j) {
     pthread_join(j->writer, NULL);
   pthread_cond_destroy(&j->writer_cv);
   j->be->close(j->db);
+  pthread_mutex_destroy(&j->check_mu);
   pthread_mutex_destroy(&j->mu);
   free(j);
 }
@@ -205,20 +212,44 @@ int journal_failing(journal *j, char *msg, size_t len, uint64_t *failures) {
   return failing;
 }
 
+/* The backend's check (backend.h), one caller at a time. */
+static int check_store(journal *j) {
+  if (!j->be->check)
+    return 0;
+  pthread_mutex_lock(&j->check_mu);
+  int rc = j->be->check(j->db);
+  pthread_mutex_unlock(&j->check_mu);
+  return rc;
+}
+
+/* The store is gone, for good: why is this thread's last_err (mu held). */
+static void lose_locked(journal *j) {
+  if (j->lost)
+    return;
+  memcpy(j->lost_err, last_err, sizeof j->lost_err);
+  j->lost = 1;
+}
+
 int journal_check(journal *j) {
   pthread_mutex_lock(&j->mu);
   int lost = j->lost;
   pthread_mutex_unlock(&j->mu);
-  if (lost || !j->be->check || j->be->check(j->db) == 0)
-    return 0;
+  int found = !lost && check_store(j) != 0;
   pthread_mutex_lock(&j->mu);
-  memcpy(j->lost_err, last_err, sizeof j->lost_err);
-  memcpy(j->failing_err, last_err, sizeof j->failing_err);
-  j->lost = 1;
-  j->failing = 1;
-  j->failures++;
+  if (found) {
+    lose_locked(j);
+    memcpy(j->failing_err, j->lost_err, sizeof j->failing_err);
+    j->failing = 1;
+    j->failures++;
+  }
+  /* Found here or by a commit (lead): said once. */
+  int tell = j->lost && !j->lost_told;
+  if (tell) {
+    j->lost_told = 1;
+    memcpy(last_err, j->lost_err, sizeof last_err);
+  }
   pthread_mutex_unlock(&j->mu);
-  return 1;
+  return tell;
 }
 
 const struct metrics_hist *journal_commit_latency(journal *j) {
@@ -288,8 +319,10 @@ int64_t journal_lease_seq(const char *lease) {
 /* ---- group commit -------------------------------------------------------- */
 
 /* Runs every batch of the group in one transaction.  A failure fails the
- * whole group: nothing of it is reported done. */
-static int commit_group(journal *j, pending *first, pending *last, int lost) {
+ * whole group: nothing of it is reported done.  *gone: the store was
+ * found deleted or replaced once the group committed. */
+static int commit_group(journal *j, pending *first, pending *last, int lost,
+                        int *gone) {
   const store_backend *be = j->be;
   if (lost) {
     store_error("%s", j->lost_err);
@@ -304,6 +337,15 @@ static int commit_group(journal *j, pending *first, pending *last, int lost) {
   }
   if (rc == 0)
     rc = be->commit(j->db);
+  /* Files deleted or replaced since the last group took this one where
+   * no restart finds it: it is refused, not acknowledged.  Checked after
+   * the commit returned, so a deletion up to its fsync is seen; the
+   * scheduler's pass (journal_check) alone left up to a second of
+   * acknowledged and lost writes.  Nothing is left to roll back. */
+  if (rc == 0 && (rc = check_store(j)) != 0) {
+    *gone = 1;
+    return rc;
+  }
   /* Never leave a failed transaction open, or every later batch would
    * join a transaction that cannot commit; the message stays the one of
    * the failure, not of the rollback. */
@@ -355,9 +397,12 @@ static void lead(journal *j, pending *mine, int writer) {
     int lost = j->lost;
     pthread_mutex_unlock(&j->mu);
     int64_t t0 = metrics_now_us();
-    int rc = commit_group(j, first, last, lost);
+    int gone = 0;
+    int rc = commit_group(j, first, last, lost, &gone);
     metrics_hist_observe(&j->commit_us, metrics_now_us() - t0);
     pthread_mutex_lock(&j->mu);
+    if (gone)
+      lose_locked(j);
     j->failing = rc != 0;
     if (rc) {
       memcpy(j->failing_err, last_err, sizeof j->failing_err);

@@ -507,10 +507,12 @@ int journal_builds_prune(journal *j, int64_t seen_before_ms, size_t *n);
 const char *journal_errmsg(journal *j);
 
 /* Checks that the store is still the one opened (backend.h's check).
- * Once it is found gone, every commit fails with why (naming the path)
- * and journal_failing says so until the journal closes: a write that
- * cannot be kept is refused, never acknowledged.  Returns 1 when this
- * call found it gone (the message in journal_errmsg), else 0. */
+ * Every group commit checks it too, once committed and before any of its
+ * batches is reported done.  Once it is found gone, every commit fails
+ * with why (naming the path) and journal_failing says so until the
+ * journal closes: a write that cannot be kept is refused, never
+ * acknowledged.  Returns 1 the first time a call sees it gone, found by
+ * this call or by a commit (the message in journal_errmsg), else 0. */
 int journal_check(journal *j);
 
 #endif
