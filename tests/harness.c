@@ -75,7 +75,8 @@ static void open_engine(harness *h) {
   for (size_t i = 0; i < n_crons; i++)
     ck_assert_int_eq(duro_cron_register(h->e, &crons[i], err, sizeof err), 0);
   for (size_t i = 0; i < n_cron_handlers; i++)
-    duro_cron_set_handler(h->e, cron_handlers[i].plugin, cron_handlers[i].fn);
+    duro_cron_set_handler(h->e, cron_handlers[i].plugin, cron_handlers[i].fn,
+                          NULL);
 }
 
 /* DURO_TEST_PG=<libpq connection string of a running server>: every
@@ -194,7 +195,7 @@ void harness_set_cron_handler(harness *h, const char *plugin,
   ck_assert(n_cron_handlers < sizeof cron_handlers / sizeof *cron_handlers);
   cron_handlers[n_cron_handlers].plugin = plugin;
   cron_handlers[n_cron_handlers++].fn = fn;
-  duro_cron_set_handler(h->e, plugin, fn);
+  duro_cron_set_handler(h->e, plugin, fn, NULL);
 }
 
 void harness_start(harness *h) { ck_assert_int_eq(duro_engine_start(h->e), 0); }

@@ -25,6 +25,7 @@
 #include "host_run.h"
 #include "http_client.h"
 #include "proc.h"
+#include "sidelog_read.h"
 
 #ifndef FAULTS_PLUGIN
 #error "build with -DFAULTS_PLUGIN=\"<path of libfaults.so>\""
@@ -165,6 +166,25 @@ static long handler_ticks(int *twice) {
   return n;
 }
 
+/* Every tick the handler recorded ran in a worker process of the
+ * plugin's, not in the engine (the token starts with its pid). */
+static void ticks_ran_in_worker(pid_t engine) {
+  size_t n = 0;
+  sidelog_rec *v = sidelog_read(side_log, &n);
+  size_t ticks = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(v[i].kind, "tick") != 0)
+      continue;
+    ticks++;
+    int pid = atoi(v[i].token);
+    ck_assert_msg(pid > 0 && pid != (int)engine,
+                  "tick %s ran in pid %d, the engine is %d", v[i].inst, pid,
+                  (int)engine);
+  }
+  free(v);
+  ck_assert_uint_gt(ticks, 0);
+}
+
 /* After the host stopped, the tick rows agree with the trigger's counts,
  * nothing was skipped, and the complete ticks are every minute from the
  * oldest late one on: `late` of them late, then the on-time ones. */
@@ -214,6 +234,7 @@ static void catch_up_case(const char *policy, long want_late) {
   ck_assert_int_eq(jint(o, "missed"), came - late);
   ck_assert_str_eq(jstr(o, "overlap"), "skip");
   json_decref(o);
+  ticks_ran_in_worker(host_last_engine(&H));
   host_stop(&H, proc_now_ms() + SETTLE_MS, 0);
   check_rows(came, late);
 }

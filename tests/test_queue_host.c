@@ -66,11 +66,14 @@ static int64_t queue_count(host_run *h, const char *q, const char *what) {
   "            max_retries: 2, dead_letter_queue: in-dead,\n"                  \
   "            visibility_timeout: 10m"
 
-static void start_push_consumer(host_run *h, const char *engine,
-                                const char *consumer) {
+/* keys: the qh plugin's own ("workers: 0" runs its handler in the
+ * engine), or NULL. */
+static void start_push_keys(host_run *h, const char *engine,
+                            const char *consumer, const char *keys) {
   char db[400], plugins[1024];
   snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
   host_init(h, "push");
+  h->plugin_keys = keys;
   h->request_ms = 3000;
   h->restarts = 1;
   snprintf(plugins, sizeof plugins,
@@ -87,6 +90,11 @@ static void start_push_consumer(host_run *h, const char *engine,
   host_write_config(h, db, engine, "qh",
                     FIXTURES_DIR "/libfixture_queue_handler.so", plugins);
   host_start(h);
+}
+
+static void start_push_consumer(host_run *h, const char *engine,
+                                const char *consumer) {
+  start_push_keys(h, engine, consumer, NULL);
 }
 
 static void start_push_engine(host_run *h, const char *engine) {
@@ -124,6 +132,9 @@ START_TEST(push_handler_gets_batches) {
   json_array_foreach(msgs, i, m) {
     json_t *got = json_object_get(m, "body");
     ck_assert_int_le(json_integer_value(json_object_get(got, "batch")), 4);
+    /* the handler ran in the plugin's worker process, not the engine */
+    json_int_t pid = json_integer_value(json_object_get(got, "pid"));
+    ck_assert(pid > 0 && pid != host_last_engine(&H));
     json_t *sent = json_object_get(got, "body");
     if (json_object_get(sent, "retry")) {
       retried++;
@@ -245,12 +256,12 @@ static json_t *pull_when_ready(host_run *h, const char *q, int64_t n,
   return msgs;
 }
 
-/* A handler that kills its engine is named in the crash ledger: the next
- * engine retries its batch at once, not when the lease (10 minutes here)
- * ends. */
+/* A handler run in the engine (workers: 0) that kills it is named in the
+ * crash ledger: the next engine retries its batch at once, not when the
+ * lease (10 minutes here) ends. */
 START_TEST(push_handler_crash_redelivers) {
   host_run H;
-  start_push(&H);
+  start_push_keys(&H, "{ workers: 2 }", PUSH_CONSUMER, "workers: 0");
   pid_t first = host_last_engine(&H);
   http_resp r = {0};
   /* The handler may crash the engine before the 201 goes out: no answer
@@ -271,6 +282,38 @@ START_TEST(push_handler_crash_redelivers) {
                                         "batch of 1)"),
                    1);
   host_stop(&H, proc_now_ms() + 10000, 1);
+}
+END_TEST
+
+/* A handler that crashes its worker process: the engine runs on (no
+ * restart, the same process answers), the death is logged naming the
+ * handler, and the batch is retried at once, not when the lease (10
+ * minutes here) ends; the next worker handles it. */
+START_TEST(push_handler_crash_in_worker) {
+  host_run H;
+  start_push(&H);
+  pid_t engine = host_last_engine(&H);
+  http_resp r = {0};
+  host_request(&H, &r, "POST", "/queues/in/messages",
+               "{\"body\":{\"crash\":true}}");
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  json_t *msgs = pull_when_ready(&H, "out", 1, 30000);
+  json_t *got = jget(json_array_get(msgs, 0), "body");
+  ck_assert_int_eq(json_integer_value(json_object_get(got, "attempts")), 2);
+  json_int_t pid = json_integer_value(json_object_get(got, "pid"));
+  ck_assert(pid > 0 && pid != engine);
+  json_decref(msgs);
+  ck_assert_int_eq(host_last_engine(&H), engine);
+  ck_assert_int_eq(host_count_lines(&H, "restarting in"), 0);
+  ck_assert_int_eq(host_count_lines(&H, "the queue handler of plugin \"qh\" "
+                                        "(queue \"in\") crashed its worker "
+                                        "process"),
+                   1);
+  host_request(&H, &r, "GET", "/healthz", NULL);
+  ck_assert_int_eq(r.status, 200);
+  http_resp_free(&r);
+  host_stop(&H, proc_now_ms() + 10000, 0);
 }
 END_TEST
 
@@ -327,15 +370,17 @@ END_TEST
  * the 50 messages behind it are handled, and the hung one reaches the
  * dead-letter queue after max_retries (2) + 1 deliveries, each of which
  * hung a thread. */
-START_TEST(push_hung_handler_is_abandoned) {
-  host_run H;
-  start_push_consumer(&H, "{ workers: 2, shutdown_grace: 1s }",
-                      "max_batch_size: 1, max_concurrency: 1,\n"
-                      "            max_retries: 2, dead_letter_queue: "
-                      "in-dead,\n"
-                      "            visibility_timeout: 1s");
+#define HUNG_CONSUMER                                                          \
+  "max_batch_size: 1, max_concurrency: 1,\n"                                   \
+  "            max_retries: 2, dead_letter_queue: in-dead,\n"                  \
+  "            visibility_timeout: 1s"
+
+/* The hung message, then 50 behind it: the hung one is in the dead-letter
+ * queue after max_retries (2) + 1 deliveries, abandoned at its
+ * visibility_timeout each time, and the 50 are handled. */
+static void hang_then_fifty(host_run *h) {
   http_resp r;
-  host_request(&H, &r, "POST", "/queues/in/messages",
+  host_request(h, &r, "POST", "/queues/in/messages",
                "{\"body\":{\"hang\":true}}");
   ck_assert_int_eq(r.status, 201);
   http_resp_free(&r);
@@ -344,11 +389,11 @@ START_TEST(push_hung_handler_is_abandoned) {
     snprintf(body + strlen(body), sizeof body - strlen(body),
              "%s{\"body\":{\"n\":%d}}", i ? "," : "", i);
   strcat(body, "]}");
-  host_request(&H, &r, "POST", "/queues/in/messages/batch", body);
+  host_request(h, &r, "POST", "/queues/in/messages/batch", body);
   ck_assert_int_eq(r.status, 201);
   http_resp_free(&r);
 
-  json_t *dead = pull_when_ready(&H, "in-dead", 1, 30000);
+  json_t *dead = pull_when_ready(h, "in-dead", 1, 30000);
   json_t *m = json_array_get(dead, 0);
   ck_assert(json_is_true(jget(m, "body.hang")));
   ck_assert_int_eq(json_integer_value(jget(m, "attempts")), 4);
@@ -357,13 +402,73 @@ START_TEST(push_hung_handler_is_abandoned) {
                     strstr(last, "visibility_timeout of 1000 ms"),
                 "last_error: %s", last ? last : "(none)");
   json_decref(dead);
-  json_t *out = pull_when_ready(&H, "out", 50, 30000);
+  json_t *out = pull_when_ready(h, "out", 50, 30000);
   json_decref(out);
-  ck_assert_int_eq(queue_count(&H, "in", "ready") +
-                       queue_count(&H, "in", "in_flight") +
-                       queue_count(&H, "in", "delayed"),
+  ck_assert_int_eq(queue_count(h, "in", "ready") +
+                       queue_count(h, "in", "in_flight") +
+                       queue_count(h, "in", "delayed"),
                    0);
+}
 
+/* Lines saying a batch of queue "in" was abandoned at its deadline. */
+static int abandoned_lines(const host_run *h) {
+  return host_count_lines(h, "queue in: the queue handler of plugin \"qh\" "
+                             "ran past the consumer's visibility_timeout of "
+                             "1000 ms: abandoned after");
+}
+
+/* In a worker process, a hung handler's process is killed once its batch
+ * is abandoned: no thread stays hung, /healthz stays ok. */
+START_TEST(push_hung_handler_in_worker_is_killed) {
+  host_run H;
+  start_push_consumer(&H, "{ workers: 2, shutdown_grace: 1s }", HUNG_CONSUMER);
+  pid_t engine = host_last_engine(&H);
+  hang_then_fifty(&H);
+  /* Each abandoned delivery's process is killed; a delivery of the hung
+   * message that had begun in the same process meanwhile is cut short
+   * with it (a delivery counted, not a crash of its own). */
+  int abandoned = abandoned_lines(&H);
+  ck_assert_int_ge(abandoned, 2);
+  host_wait_lines(&H,
+                  "a queue handler ran past its consumer's "
+                  "visibility_timeout",
+                  abandoned, proc_now_ms() + 5000);
+  ck_assert_int_eq(host_count_lines(&H, "a queue handler ran past its "
+                                        "consumer's visibility_timeout"),
+                   abandoned);
+  ck_assert_int_eq(host_count_lines(&H, "crashed its worker process"), 0);
+  ck_assert_int_eq(abandoned + host_count_lines(&H, "was cut short: its "
+                                                    "worker process died"),
+                   3);
+  /* the last killed handler's thread returns a moment after its kill */
+  http_resp r;
+  for (int64_t until = proc_now_ms() + 5000;; proc_sleep_ms(50)) {
+    host_request(&H, &r, "GET", "/healthz", NULL);
+    if (proc_now_ms() > until || !strcmp(jstr(r.json, "status"), "ok"))
+      break;
+    http_resp_free(&r);
+  }
+  ck_assert_int_eq(r.status, 200);
+  char *health = jdump(r.json);
+  ck_assert_msg(!strcmp(jstr(r.json, "status"), "ok") &&
+                    json_array_size(jget(r.json, "hung_queue_handlers")) == 0,
+                "%s", health);
+  free(health);
+  http_resp_free(&r);
+  ck_assert_int_eq(host_last_engine(&H), engine);
+  host_stop(&H, proc_now_ms() + 8000, 0);
+}
+END_TEST
+
+/* In the engine (workers: 0) a hung handler's thread cannot be stopped:
+ * abandoned, it is listed by /healthz as hung. */
+START_TEST(push_hung_handler_is_abandoned) {
+  host_run H;
+  start_push_keys(&H, "{ workers: 2, shutdown_grace: 1s }", HUNG_CONSUMER,
+                  "workers: 0");
+  hang_then_fifty(&H);
+  ck_assert_int_eq(abandoned_lines(&H), 3);
+  http_resp r;
   host_request(&H, &r, "GET", "/healthz", NULL);
   ck_assert_int_eq(r.status, 200);
   ck_assert_str_eq(json_string_value(jget(r.json, "status")), "degraded");
@@ -375,11 +480,6 @@ START_TEST(push_hung_handler_is_abandoned) {
   ck_assert_int_ge(json_integer_value(json_object_get(one, "running_ms")),
                    1000);
   http_resp_free(&r);
-  ck_assert_int_eq(host_count_lines(&H, "queue in: the queue handler of "
-                                        "plugin \"qh\" ran past the "
-                                        "consumer's visibility_timeout of "
-                                        "1000 ms: abandoned after"),
-                   3);
   host_stop(&H, proc_now_ms() + 8000, 0);
 }
 END_TEST
@@ -721,8 +821,10 @@ START_TEST(transactional_send_survives_kill9) {
   for (int i = 0; i < SENDERS; i++) {
     char path[96], body[64];
     snprintf(path, sizeof path, "/workflows/send-flow/instances");
-    snprintf(body, sizeof body, "{\"id\":\"s-%d\",\"params\":{\"hold_ms\":40}}",
-             i);
+    /* 2 x 300 ms an attempt: their callbacks run side by side in the
+     * worker, so each must last past the first kill (at most 400 ms in) */
+    snprintf(body, sizeof body,
+             "{\"id\":\"s-%d\",\"params\":{\"hold_ms\":300}}", i);
     int64_t deadline = proc_now_ms() + SETTLE_MS;
     for (;;) {
       http_resp r;
@@ -780,9 +882,11 @@ int main(void) {
   tcase_add_test(tc, push_handler_gets_batches);
   tcase_add_test(tc, push_batch_size_changes_at_reload);
   tcase_add_test(tc, push_handler_crash_redelivers);
+  tcase_add_test(tc, push_handler_crash_in_worker);
   tcase_add_test(tc, push_handler_always_crashing_dead_letters);
   tcase_add_test(tc, push_hung_handler_does_not_hold_shutdown);
   tcase_add_test(tc, push_hung_handler_is_abandoned);
+  tcase_add_test(tc, push_hung_handler_in_worker_is_killed);
   tcase_add_test(tc, acked_sends_survive_kill9);
   tcase_add_test(tc, push_stream_survives_kill9);
   tcase_add_test(tc, transactional_send_survives_kill9);

@@ -14,11 +14,14 @@
 #include "api.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 
+#include "core.h"
 #include "engine.h"
 #include "error.h"
 #include "queue.h"
 #include "step.h"
+#include "util.h"
 
 static duro_api host_api;
 static pthread_once_t host_api_once = PTHREAD_ONCE_INIT;
@@ -36,4 +39,21 @@ static void host_api_fill(void) {
 const duro_api *duro_host_api(void) {
   pthread_once(&host_api_once, host_api_fill);
   return &host_api;
+}
+
+void *duro_env_handler_ctx(const duro_env *env) {
+  return env ? env->ctx : NULL;
+}
+
+int64_t duro_env_deadline_ms(const duro_env *env) {
+  return env ? env->deadline_ms : 0;
+}
+
+void duro_env_handler_failed(duro_env *env, const char *name,
+                             const char *message) {
+  if (!env)
+    return;
+  free(env->failure);
+  env->failure_name = name;
+  env->failure = xstrdup(message);
 }

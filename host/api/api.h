@@ -11,4 +11,15 @@
  * process.  Safe to call from any thread. */
 const duro_api *duro_host_api(void);
 
+/* What the engine gave a queue or cron handler with its env: the
+ * context its registration named (a worker's stand-in finds its build
+ * there) and, for a queue handler, when its batch is given up on
+ * (CLOCK_MONOTONIC ms, 0 = never).  NULL / 0 for run()'s env. */
+void *duro_env_handler_ctx(const duro_env *env);
+int64_t duro_env_deadline_ms(const duro_env *env);
+/* The handler failed, and why (name: a DURO_ERR_*; message copied): the
+ * batch's messages or the tick record it rather than its return code. */
+void duro_env_handler_failed(duro_env *env, const char *name,
+                             const char *message);
+
 #endif

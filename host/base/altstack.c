@@ -14,3 +14,10 @@ void thread_altstack(void) {
     return;
   sigaltstack(&ss, NULL);
 }
+
+void thread_altstack_release(void) {
+  stack_t off = {.ss_flags = SS_DISABLE}, old;
+  if (sigaltstack(&off, &old) == 0 && old.ss_sp && old.ss_size &&
+      !(old.ss_flags & SS_DISABLE))
+    munmap(old.ss_sp, old.ss_size);
+}

@@ -9,5 +9,8 @@
  * thread ends.  Left mapped otherwise (threads that live as long as the
  * process). */
 void thread_altstack(void);
+/* A thread that ends before the process does: its signal stack is
+ * taken down and unmapped (ASan then finds none to unmap). */
+void thread_altstack_release(void);
 
 #endif

@@ -101,12 +101,21 @@ typedef struct config_cron {
 
 #define CONFIG_DEFAULT_WORKERS 1
 #define CONFIG_MAX_WORKERS 64
+/* Callbacks of one plugin running at once in its workers: enough for
+ * steps that block on I/O (a thread each in the worker, made as they are
+ * needed and let go when idle). */
+#define CONFIG_DEFAULT_CONCURRENCY 1024
+#define CONFIG_MAX_CONCURRENCY 16384
 typedef struct config_plugin {
   char *name; /* required, unique */
   char *path; /* required: the .so (absolute after config_load) */
   /* Worker processes that run its code (run(), step callbacks); 0 = in
    * the engine's own process, as before workers existed. */
   uint32_t workers;
+  /* Its step callbacks that run at once, spread over its workers (the
+   * rest wait for a place before their CALL, and their timeout starts
+   * when they begin). */
+  uint32_t concurrency;
   /* The crash-storm breaker (breaker/breaker.h): more than `crashes`
    * crashes of one build within `window_ms` hold the build's new
    * activations; rollback also makes the newest build before it that

@@ -19,6 +19,7 @@ enum {
   PL_NAME,
   PL_PATH,
   PL_WORKERS,
+  PL_CONCURRENCY,
   PL_CRASH_STORM,
   PL_ON_CRASH_STORM,
   PL_LIMITS,
@@ -36,6 +37,9 @@ static const schema_field plugin_fields[] = {
                  NULL},
     [PL_WORKERS] = {"workers", K_U32, offsetof(config_plugin, workers), false,
                     0, CONFIG_MAX_WORKERS, NULL},
+    [PL_CONCURRENCY] = {"concurrency", K_U32,
+                        offsetof(config_plugin, concurrency), false, 1,
+                        CONFIG_MAX_CONCURRENCY, NULL},
     [PL_CRASH_STORM] = {"crash_storm", K_NESTED, 0, false, 0, 0, NULL},
     [PL_ON_CRASH_STORM] = {"on_crash_storm", K_ENUM,
                            offsetof(config_plugin, crash_storm.rollback), false,
@@ -156,6 +160,7 @@ int config_parse_plugin(config_parser *p, yaml_node_t *node,
   unsigned bad;
   pl->pos = schema_pos(node);
   pl->workers = CONFIG_DEFAULT_WORKERS;
+  pl->concurrency = CONFIG_DEFAULT_CONCURRENCY;
   pl->crash_storm.crashes = 5;
   pl->crash_storm.window_ms = MINUTE_MS;
   int rc = schema_mapping(&p->w, node, &plugin_schema, pl, v, &bad);

@@ -133,6 +133,7 @@ void cron_registry_free(struct cron_registry *r) {
   for (size_t i = 0; i < r->n_handlers; i++)
     free(r->handlers[i].plugin);
   free(r->handlers);
+  free(r->running);
   pthread_cond_destroy(&r->idle);
   pthread_mutex_destroy(&r->mu);
   free(r);

@@ -63,10 +63,11 @@ int duro_cron_replace(duro_engine *e, const duro_cron_spec *specs, size_t n,
                       char *err, size_t errlen);
 
 /* The scheduled handler of plugin `plugin` (its newest build; NULL: none,
+ * ctx: its env->ctx,
  * its handler-form ticks then wait, recorded failed).  Safe while the
  * engine runs (a reload). */
 void duro_cron_set_handler(duro_engine *e, const char *plugin,
-                           duro_scheduled_fn fn);
+                           duro_scheduled_fn fn, void *ctx);
 
 /* 1 while a tick runs inside handler fn: its build must stay loaded. */
 int duro_cron_handler_running(duro_engine *e, duro_scheduled_fn fn);

@@ -47,12 +47,13 @@ size_t duro_crons_dispatch(duro_engine *e, int64_t *next_ms) {
  * it), while the caller waits for its result.  fn is counted running
  * (cron_handler_take_locked); the runner puts it back. */
 static int fire_by_hand(duro_engine *e, cron_trigger *t, int64_t tick,
-                        duro_scheduled_fn fn) {
+                        duro_scheduled_fn fn, void *ctx) {
   fire_wait w = {.done = 0, .rc = -1};
   pthread_mutex_init(&w.mu, NULL);
   pthread_cond_init(&w.cv, NULL);
   fire *f = cron_fire_of(e, t, tick);
   f->fn = fn;
+  f->ctx = ctx;
   f->by_hand = &w;
   cron_fire_start(e, t, f); /* f is the runner's now */
   pthread_mutex_lock(&w.mu);
@@ -100,9 +101,10 @@ int duro_cron_fire_by_hand(duro_engine *e, const char *schedule,
         o->instance = xstrdup(id);
     } else {
       pthread_mutex_lock(&r->mu);
-      duro_scheduled_fn fn = cron_handler_take_locked(r, t->plugin);
+      void *ctx = NULL;
+      duro_scheduled_fn fn = cron_handler_take_locked(r, t->plugin, &ctx);
       pthread_mutex_unlock(&r->mu);
-      int rc = fn ? fire_by_hand(e, t, tick, fn) : -1;
+      int rc = fn ? fire_by_hand(e, t, tick, fn, ctx) : -1;
       o->state = rc == 0 ? DURO_CRON_FIRE_COMPLETE : DURO_CRON_FIRE_FAILED;
       if (!fn)
         o->error = xstrdup("the plugin has no scheduled handler");

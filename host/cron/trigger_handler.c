@@ -28,20 +28,15 @@ fire *cron_fire_of(duro_engine *e, cron_trigger *t, int64_t tick) {
   pthread_mutex_lock(&r->mu);
   t->refs++;
   pthread_mutex_unlock(&r->mu);
-  *f = (fire){e,
-              t,
-              xstrdup(t->key),
-              xstrdup(t->plugin),
-              xstrdup(t->schedule),
-              t->timezone ? xstrdup(t->timezone) : NULL,
-              t->workflow ? xstrdup(t->workflow) : NULL,
-              t->id ? xstrdup(t->id) : NULL,
-              tick,
-              NULL,
-              NULL,
-              NULL,
-              0,
-              NULL};
+  *f = (fire){.e = e,
+              .t = t,
+              .key = xstrdup(t->key),
+              .plugin = xstrdup(t->plugin),
+              .schedule = xstrdup(t->schedule),
+              .timezone = t->timezone ? xstrdup(t->timezone) : NULL,
+              .workflow = t->workflow ? xstrdup(t->workflow) : NULL,
+              .id = t->id ? xstrdup(t->id) : NULL,
+              .tick = tick};
   return f;
 }
 
@@ -52,15 +47,18 @@ static int run_handler(fire *f) {
                              .cron = f->schedule,
                              .scheduled_ms = f->tick,
                              .timezone = f->timezone};
-  duro_env env = {f->e};
+  duro_env env = {.engine = f->e, .ctx = f->ctx};
   int rc = f->fn(&ev, &env);
   if (!f->by_hand) {
-    char *err =
-        rc ? cron_error_text("the scheduled handler returned %d", rc) : NULL;
+    char *err = !rc ? NULL
+                : env.failure
+                    ? cron_error_text("%s: %s", env.failure_name, env.failure)
+                    : cron_error_text("the scheduled handler returned %d", rc);
     cron_tick_set(f->e, f->key, f->tick,
                   rc ? DURO_CRON_TICK_FAILED : DURO_CRON_TICK_COMPLETE, err);
     free(err);
   }
+  free(env.failure);
   return rc;
 }
 
@@ -156,10 +154,10 @@ static ledger_slot *handler_slot(duro_engine *e, const fire *f) {
  * `ticks` failed, saying why) when the plugin has none. */
 static duro_scheduled_fn handler_or_fail(duro_engine *e, const cron_trigger *t,
                                          const int64_t *ticks, size_t n,
-                                         int64_t now) {
+                                         int64_t now, void **ctx) {
   struct cron_registry *r = cron_registry_if_any(e);
   pthread_mutex_lock(&r->mu);
-  duro_scheduled_fn fn = cron_handler_take_locked(r, t->plugin);
+  duro_scheduled_fn fn = cron_handler_take_locked(r, t->plugin, ctx);
   pthread_mutex_unlock(&r->mu);
   if (fn)
     return fn;
@@ -203,7 +201,8 @@ void cron_fire_start(duro_engine *e, cron_trigger *t, fire *f) {
 /* Handler form: claims the tick, then runs the handler (cron_fire_start). */
 void cron_fire_handler(duro_engine *e, cron_trigger *t, int64_t tick,
                        int64_t now) {
-  duro_scheduled_fn fn = handler_or_fail(e, t, &tick, 1, now);
+  void *ctx = NULL;
+  duro_scheduled_fn fn = handler_or_fail(e, t, &tick, 1, now, &ctx);
   if (!fn)
     return;
   if (cron_tick_put(e, t, tick, DURO_CRON_TICK_FIRED, now, NULL, NULL) != 1) {
@@ -213,6 +212,7 @@ void cron_fire_handler(duro_engine *e, cron_trigger *t, int64_t tick,
   }
   fire *f = cron_fire_of(e, t, tick);
   f->fn = fn;
+  f->ctx = ctx;
   cron_fire_start(e, t, f);
 }
 
@@ -222,7 +222,8 @@ void cron_fire_handler(duro_engine *e, cron_trigger *t, int64_t tick,
  * how many it claimed. */
 size_t cron_fire_handler_late(duro_engine *e, cron_trigger *t,
                               const int64_t *ticks, size_t n, int64_t now) {
-  duro_scheduled_fn fn = n ? handler_or_fail(e, t, ticks, n, now) : NULL;
+  void *ctx = NULL;
+  duro_scheduled_fn fn = n ? handler_or_fail(e, t, ticks, n, now, &ctx) : NULL;
   if (!fn)
     return 0;
   int64_t *claimed = xcalloc(n, sizeof *claimed);
@@ -247,6 +248,7 @@ size_t cron_fire_handler_late(duro_engine *e, cron_trigger *t,
   }
   fire *f = cron_fire_of(e, t, claimed[0]);
   f->fn = fn;
+  f->ctx = ctx;
   f->late = claimed;
   f->n_late = k;
   cron_fire_start(e, t, f);

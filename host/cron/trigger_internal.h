@@ -65,9 +65,17 @@ struct cron_registry {
   struct handler {
     char *plugin;
     duro_scheduled_fn fn;
-    uint32_t running; /* ticks inside fn */
+    void *ctx; /* its env->ctx */
   } * handlers;
   size_t n_handlers;
+  /* Ticks inside each handler's code, by its function (not by plugin: a
+   * reload replaces a plugin's fn while ticks of the old one run, and the
+   * old build stays loaded until none does). */
+  struct handler_running {
+    duro_scheduled_fn fn;
+    uint32_t n;
+  } * running;
+  size_t n_running;
   uint32_t threads; /* handler threads not yet finished */
 };
 
@@ -85,6 +93,7 @@ typedef struct fire {
   char *key, *plugin, *schedule, *timezone, *workflow, *id;
   int64_t tick;
   duro_scheduled_fn fn;
+  void *ctx; /* fn's env->ctx */
   ledger_slot *slot;
   /* A catch-up burst: these claimed ticks, oldest first, one after the
    * other on one thread (NULL: the one tick `tick`). */
@@ -119,9 +128,10 @@ void cron_set_publish(struct cron_registry *r, cron_trigger **v, size_t n);
 
 /* ---- trigger_register.c ---- */
 
-/* The plugin's handler, counted as running (r->mu held); NULL: none. */
+/* The plugin's handler, counted as running, with its context in *ctx
+ * (r->mu held); NULL: none. */
 duro_scheduled_fn cron_handler_take_locked(struct cron_registry *r,
-                                           const char *plugin);
+                                           const char *plugin, void **ctx);
 /* The handler fn no longer counts one more tick running. */
 void cron_handler_put(struct cron_registry *r, duro_scheduled_fn fn);
 

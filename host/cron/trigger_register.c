@@ -125,7 +125,7 @@ int duro_cron_replace(duro_engine *e, const duro_cron_spec *specs, size_t n,
 }
 
 void duro_cron_set_handler(duro_engine *e, const char *plugin,
-                           duro_scheduled_fn fn) {
+                           duro_scheduled_fn fn, void *ctx) {
   struct cron_registry *r = cron_registry_of(e);
   pthread_mutex_lock(&r->mu);
   struct handler *h = NULL;
@@ -136,28 +136,38 @@ void duro_cron_set_handler(duro_engine *e, const char *plugin,
     r->handlers =
         xrealloc(r->handlers, (r->n_handlers + 1) * sizeof *r->handlers);
     h = &r->handlers[r->n_handlers++];
-    *h = (struct handler){xstrdup(plugin), NULL, 0};
+    *h = (struct handler){xstrdup(plugin), NULL, NULL};
   }
   h->fn = fn;
+  h->ctx = ctx;
   pthread_mutex_unlock(&r->mu);
 }
 
 /* The plugin's handler, counted as running (r->mu held). */
 duro_scheduled_fn cron_handler_take_locked(struct cron_registry *r,
-                                           const char *plugin) {
-  for (size_t i = 0; i < r->n_handlers; i++)
-    if (!strcmp(r->handlers[i].plugin, plugin) && r->handlers[i].fn) {
-      r->handlers[i].running++;
-      return r->handlers[i].fn;
+                                           const char *plugin, void **ctx) {
+  const struct handler *h = NULL;
+  for (size_t i = 0; i < r->n_handlers && !h; i++)
+    if (!strcmp(r->handlers[i].plugin, plugin) && r->handlers[i].fn)
+      h = &r->handlers[i];
+  if (!h)
+    return NULL;
+  *ctx = h->ctx;
+  for (size_t i = 0; i < r->n_running; i++)
+    if (r->running[i].fn == h->fn) {
+      r->running[i].n++;
+      return h->fn;
     }
-  return NULL;
+  r->running = xrealloc(r->running, (r->n_running + 1) * sizeof *r->running);
+  r->running[r->n_running++] = (struct handler_running){h->fn, 1};
+  return h->fn;
 }
 
 void cron_handler_put(struct cron_registry *r, duro_scheduled_fn fn) {
   pthread_mutex_lock(&r->mu);
-  for (size_t i = 0; i < r->n_handlers; i++)
-    if (r->handlers[i].fn == fn && r->handlers[i].running) {
-      r->handlers[i].running--;
+  for (size_t i = 0; i < r->n_running; i++)
+    if (r->running[i].fn == fn && r->running[i].n) {
+      r->running[i].n--;
       break;
     }
   pthread_mutex_unlock(&r->mu);
@@ -169,8 +179,8 @@ int duro_cron_handler_running(duro_engine *e, duro_scheduled_fn fn) {
   if (!r || !fn)
     return 0;
   pthread_mutex_lock(&r->mu);
-  for (size_t i = 0; i < r->n_handlers; i++)
-    busy |= r->handlers[i].fn == fn && r->handlers[i].running > 0;
+  for (size_t i = 0; i < r->n_running; i++)
+    busy |= r->running[i].fn == fn && r->running[i].n > 0;
   pthread_mutex_unlock(&r->mu);
   return busy;
 }

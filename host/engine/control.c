@@ -215,9 +215,9 @@ static void wait_dispatched(duro_engine *e, int64_t rowid) {
   for (int i = 0; i < 2000; i++) {
     pthread_mutex_lock(&e->mu);
     entry *x = idmap_get(&e->entries, rowid);
-    int waiting =
-        x && x->dispatch_word &&
-        __atomic_load_n(x->dispatch_word, __ATOMIC_ACQUIRE) < x->dispatch_seq;
+    int waiting = x && x->dispatch_word &&
+                  !(__atomic_load_n(x->dispatch_word, __ATOMIC_ACQUIRE) &
+                    x->dispatch_mask);
     pthread_mutex_unlock(&e->mu);
     if (!waiting)
       return;

@@ -20,6 +20,17 @@
  * engine, which is all a plugin reaches through it (its bindings). */
 struct duro_env {
   duro_engine *engine;
+  /* A queue or cron handler's context: what its registration gave with
+   * it (a worker's stand-in finds its build there), NULL in run(). */
+  void *ctx;
+  /* A queue handler's deadline, CLOCK_MONOTONIC ms: past it the batch
+   * has been given up on (its visibility timeout); 0 = none. */
+  int64_t deadline_ms;
+  /* Why a handler failed, when its stand-in knows better than its
+   * return code (its worker died, passed a limit): an error name and a
+   * message (malloc'ed; whoever ran the handler frees it). */
+  const char *failure_name;
+  char *failure;
 };
 
 /* A registered workflow (opaque to features). */

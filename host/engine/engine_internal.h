@@ -116,10 +116,10 @@ typedef struct entry {
   int admitted;            /* ACTIVE and past the concurrency check: what
                               readers see as "running" */
   /* A callback handed to a worker process, not yet known to have begun:
-   * it has when *dispatch_word (shared with the worker) reaches
-   * dispatch_seq (mu; step_dispatch_set). */
+   * it has when *dispatch_word (shared with the worker) has a bit of
+   * dispatch_mask set (mu; step_dispatch_set). */
   const uint64_t *dispatch_word;
-  uint64_t dispatch_seq;
+  uint64_t dispatch_mask;
 } entry;
 
 /* A worker thread.  Its `mu` is the handshake between the end of an
@@ -149,6 +149,7 @@ typedef struct worker {
    * worker process's channel), and the eventfd a commit writes to wake
    * the thread while it polls them (engine mu). */
   struct engine_task *fd_head;
+  uint32_t fd_parked; /* on fd_head: they wait on plugin code, not here */
   int wake_fd;
   int polling;
 } worker;

@@ -61,8 +61,13 @@ static void worker_exit_locked(duro_engine *e, worker *w) {
 /* ---- activations on fibers ----------------------------------------------- */
 
 /* At most this many activations share a worker: enough to keep it busy
- * through a commit, few enough that a slow callback delays few others. */
+ * through a commit, few enough that a slow callback delays few others.
+ * Those parked on a worker process's channel (engine_park_fd) wait on
+ * plugin code running elsewhere, a callback that blocks on I/O for one:
+ * they hold no share of this thread, and up to WORKER_MAX_PARKED more
+ * of them may wait beside the rest (each a fiber: memory, not time). */
 #define WORKER_MAX_TASKS 16
+#define WORKER_MAX_PARKED 512
 /* Finished fibers are kept, so a busy worker maps no stacks: a new
  * mapping costs a page fault for every stack page the activation
  * touches. */
@@ -221,6 +226,7 @@ int engine_park_fd(int fd, int64_t until) {
   t->park_until = until;
   t->fd_next = t->w->fd_head;
   t->w->fd_head = t;
+  t->w->fd_parked++;
   pthread_mutex_unlock(&e->mu);
   fiber_yield();
   return t->orphaned;
@@ -235,6 +241,7 @@ static void unpark_locked(worker *w, engine_task *t) {
     return; /* not parked */
   *pp = t->fd_next;
   t->park_fd = -1;
+  w->fd_parked--;
   ready_push_locked(w, t);
 }
 
@@ -340,8 +347,9 @@ static void *worker_main(void *arg) {
     int leaving = e->stopping || w->abandoned;
     if (leaving && w->tasks == 0)
       break;
-    entry *ent =
-        !leaving && w->tasks < WORKER_MAX_TASKS ? runnable_pop(e) : NULL;
+    int room = w->tasks - w->fd_parked < WORKER_MAX_TASKS &&
+               w->tasks < WORKER_MAX_TASKS + WORKER_MAX_PARKED;
+    entry *ent = !leaving && room ? runnable_pop(e) : NULL;
     if (ent) {
       int control = claim_locked(ent);
       pthread_mutex_unlock(&e->mu);

@@ -91,11 +91,15 @@ void step_attempt_unsuspect(const duro_attempt *at);
  * yields at the boundary. */
 int step_attempt_withdraw(duro_attempt *at);
 /* The callback about to be handed to a worker has begun once *word (a
- * word the worker writes, in memory both share) reaches seq: a pause or
- * terminate waits for that before it answers.  NULL when it is over (the
- * callback returned, or its worker died); set it before
+ * word the worker writes, in memory both share) has a bit of `mask`
+ * set: a pause or terminate waits for that before it answers.  NULL when
+ * it is over (the callback returned, or its worker died); set it before
  * step_attempt_withdraw, clear it before the word's memory goes. */
-void step_dispatch_set(duro_step *step, const uint64_t *word, uint64_t seq);
+void step_dispatch_set(duro_step *step, const uint64_t *word, uint64_t mask);
+/* The attempt's callback is handed over now (it may have waited for a
+ * place in its worker since the step began it): its timeout counts from
+ * here. */
+void step_attempt_begins(duro_attempt *at);
 
 /* Whether a terminate is asked of the activation now (its callback in a
  * worker is then given up on), and the attempt failed with error `name`

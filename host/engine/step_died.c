@@ -22,6 +22,7 @@
  * what it wrote so far commits with its final row, and the instance runs
  * again at once, on a new worker. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "log.h"
@@ -37,13 +38,22 @@ void *step_park_token(duro_step *a) {
 
 int64_t step_mono_ms(duro_step *a) { return engine_mono_ms(a->e); }
 
-void step_dispatch_set(duro_step *a, const uint64_t *word, uint64_t seq) {
+void step_dispatch_set(duro_step *a, const uint64_t *word, uint64_t mask) {
   if (!a->ent)
     return;
   pthread_mutex_lock(&a->e->mu);
   a->ent->dispatch_word = word;
-  a->ent->dispatch_seq = seq;
+  a->ent->dispatch_mask = mask;
   pthread_mutex_unlock(&a->e->mu);
+}
+
+void step_attempt_begins(duro_attempt *at) {
+  int64_t waited =
+      engine_mono_ms(at->act->e) - (at->deadline_mono - at->timeout_ms);
+  if (waited <= 0 || at->deadline_mono > INT64_MAX / 2)
+    return;
+  at->deadline_mono += waited;
+  at->deadline_ms += waited;
 }
 
 int step_attempt_withdraw(duro_attempt *at) {

@@ -108,6 +108,11 @@ size_t queue_consumers_dispatch(duro_engine *e, int64_t *next_ms) {
     next = earlier(next, due);
     consumer_clear(&c);
   }
+  /* and the deadlines of the batches this pass started: the next pass
+   * must come by then even if nothing else wakes the scheduler */
+  deadline = cs && handled ? consumer_handlers_watch(e, cs) : INT64_MAX;
+  if (deadline != INT64_MAX)
+    next = earlier(next, engine_now(e) + (deadline - engine_mono_ms(e)));
   if (next_ms)
     *next_ms = next;
   return handled;

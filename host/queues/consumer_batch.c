@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "consumer_internal.h"
 #include "core.h"
@@ -13,13 +14,15 @@
 
 /* Takes the messages' bodies and leases; frees the rest of `msgs`. */
 duro_message_batch *consumer_batch_new(duro_engine *e, const wf_consumer *c,
-                                       duro_queue_fn fn, const char *prefix,
+                                       duro_queue_fn fn, void *ctx,
+                                       const char *prefix,
                                        journal_message *msgs, size_t n) {
   duro_message_batch *b = xcalloc(1, sizeof *b);
   *b = (duro_message_batch){.e = e,
                             .queue = xstrdup(c->queue),
                             .plugin = c->plugin ? xstrdup(c->plugin) : NULL,
                             .handler = fn,
+                            .handler_ctx = ctx,
                             .n = n,
                             .msgs = xcalloc(n, sizeof *b->msgs),
                             .leases = xcalloc(n, sizeof *b->leases),
@@ -104,12 +107,16 @@ void consumer_verdict_settle(verdict *v) {
 }
 
 /* Acks and retries the messages by their marks, the unmarked ones by the
- * handler's return code, in one commit. */
-static void batch_settle(duro_message_batch *b, int rc) {
+ * handler's return code (retried with the reason its env gave, if any),
+ * in one commit. */
+static void batch_settle(duro_message_batch *b, int rc, const duro_env *env) {
   char why[80];
   snprintf(why, sizeof why, "\"the queue handler returned %d\"", rc);
-  verdict v = consumer_verdict_of(b, rc == 0 ? MARK_ACK : MARK_RETRY, why, 0);
+  char *err = env->failure ? error_json(env->failure_name, env->failure) : NULL;
+  verdict v = consumer_verdict_of(b, rc == 0 ? MARK_ACK : MARK_RETRY,
+                                  err ? err : why, 0);
   consumer_verdict_settle(&v);
+  free(err);
 }
 
 /* Counts a batch in or out of handler fn (cs->mu held). */
@@ -158,8 +165,20 @@ void consumer_batch_done(duro_engine *e, const char *queue, duro_queue_fn fn,
   pthread_mutex_unlock(&cs->mu);
 }
 
+/* The batch's deadline on CLOCK_MONOTONIC (the engine's clock may be a
+ * test's virtual one): a stand-in for a worker's handler kills its
+ * process past it. */
+static int64_t batch_deadline_real(const duro_message_batch *b) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  return now + (b->deadline_ms - engine_mono_ms(b->e));
+}
+
 void consumer_batch_run(duro_message_batch *b) {
-  duro_env env = {b->e};
+  duro_env env = {.engine = b->e,
+                  .ctx = b->handler_ctx,
+                  .deadline_ms = batch_deadline_real(b)};
   int rc = b->handler(b, &env);
   pthread_mutex_lock(&b->mu);
   int abandoned = b->abandoned, slot_kept = b->slot_kept;
@@ -173,8 +192,9 @@ void consumer_batch_run(duro_message_batch *b) {
               "its return code and marks are discarded",
               b->queue, (long long)(engine_mono_ms(b->e) - b->started_ms));
   } else {
-    batch_settle(b, rc);
+    batch_settle(b, rc, &env);
   }
+  free(env.failure);
   consumer_batch_done(b->e, b->queue, b->handler, !abandoned || slot_kept,
                       abandoned);
 }

@@ -37,6 +37,7 @@ typedef struct wf_consumer {
   char *plugin;                     /* a push consumer's, for the ledger */
   uint32_t batch;
   duro_queue_fn handler;
+  void *handler_ctx; /* its env->ctx */
   duro_queue_consumer_opts opt;
   uint32_t in_flight; /* batches in the handler */
 } wf_consumer;
@@ -75,6 +76,7 @@ struct duro_message_batch {
   char prefix[QUEUE_LEASE_PREFIX]; /* its leases' token */
   ledger_slot *slot;               /* its crash ledger slot, or NULL */
   duro_queue_fn handler;
+  void *handler_ctx;
   size_t n;
   duro_message *msgs; /* bodies owned */
   char **leases;
@@ -123,7 +125,8 @@ size_t consumer_dispatch_push(duro_engine *e, const wf_consumer *c,
 
 /* Takes the messages' bodies and leases; frees the rest of `msgs`. */
 duro_message_batch *consumer_batch_new(duro_engine *e, const wf_consumer *c,
-                                       duro_queue_fn fn, const char *prefix,
+                                       duro_queue_fn fn, void *ctx,
+                                       const char *prefix,
                                        journal_message *msgs, size_t n);
 void consumer_batch_free(duro_message_batch *b);
 /* Runs the handler and settles the batch (unless it was abandoned). */

@@ -69,9 +69,10 @@ static void *batch_thread(void *arg) {
  * visible message has waited max_batch_timeout since it became visible
  * (a time the journal keeps, so the wait is exact and survives a
  * restart).  Then takes one of the consumer's max_concurrency slots.
- * Else *due gets when to look again (JOURNAL_NONE: when kicked). */
+ * Else *due gets when to look again (JOURNAL_NONE: when kicked).  The
+ * handler comes with its context in *ctx. */
 static duro_queue_fn batch_due(duro_engine *e, const wf_consumer *c,
-                               int64_t *due) {
+                               int64_t *due, void **ctx) {
   int64_t now = engine_now(e);
   journal_queue_ready_info r = {0, JOURNAL_NONE, JOURNAL_NONE};
   *due = JOURNAL_NONE;
@@ -97,6 +98,7 @@ static duro_queue_fn batch_due(duro_engine *e, const wf_consumer *c,
     if (go && q->handler) {
       q->in_flight++;
       fn = q->handler; /* the current build's, counted under the lock */
+      *ctx = q->handler_ctx;
       consumer_running_add_locked(cs, fn, 1);
     }
   }
@@ -123,7 +125,8 @@ static void batch_start(duro_engine *e, duro_message_batch *b) {
 
 size_t consumer_dispatch_push(duro_engine *e, const wf_consumer *c,
                               int64_t *due) {
-  duro_queue_fn fn = batch_due(e, c, due);
+  void *ctx = NULL;
+  duro_queue_fn fn = batch_due(e, c, due, &ctx);
   if (!fn)
     return 0;
   journal_message *msgs = NULL;
@@ -157,7 +160,7 @@ size_t consumer_dispatch_push(duro_engine *e, const wf_consumer *c,
     snprintf(slot->what, sizeof slot->what,
              "queue handler (queue \"%s\", a batch of %zu)", c->queue, n);
   }
-  duro_message_batch *b = consumer_batch_new(e, c, fn, prefix, msgs, n);
+  duro_message_batch *b = consumer_batch_new(e, c, fn, ctx, prefix, msgs, n);
   b->slot = slot;
   b->started_ms = started;
   b->timeout_ms = timeout;

@@ -76,6 +76,7 @@ int duro_queue_consume(duro_engine *e, const char *queue, duro_queue_fn handler,
                                 .plugin = o.plugin ? xstrdup(o.plugin) : NULL,
                                 .batch = o.max_batch_size,
                                 .handler = handler,
+                                .handler_ctx = o.handler_ctx,
                                 .opt = o});
   return 0;
 }

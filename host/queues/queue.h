@@ -267,6 +267,7 @@ typedef struct duro_queue_consumer_opts {
   uint32_t max_concurrency;     /* 0 = 250 */
   int64_t visibility_ms;        /* 0 = 30 s */
   const char *plugin;           /* the handler's, named in crash reports */
+  void *handler_ctx;            /* the handler's env->ctx (not owned) */
 } duro_queue_consumer_opts;
 int duro_queue_consume(duro_engine *e, const char *queue, duro_queue_fn handler,
                        const duro_queue_consumer_opts *opt);

@@ -297,6 +297,8 @@ void cfgdiff_compare(const config *old, const config *cur, json_t *live,
     char what[300];
     snprintf(what, sizeof what, "plugin %s: workers", c->name);
     int_field(restart, what, o->workers, c->workers);
+    snprintf(what, sizeof what, "plugin %s: concurrency", c->name);
+    int_field(restart, what, o->concurrency, c->concurrency);
     snprintf(what, sizeof what, "plugin %s: crash_storm.crashes", c->name);
     int_field(restart, what, o->crash_storm.crashes, c->crash_storm.crashes);
     snprintf(what, sizeof what, "plugin %s: crash_storm.window (ms)", c->name);

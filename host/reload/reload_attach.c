@@ -18,8 +18,20 @@
  * build's queue handler; without one they are pull consumers (HTTP), and
  * an older build's handler, which may be unloaded, is no longer called.
  * The same build's scheduled handler fires the plugin's cron ticks. */
+static void *worker_ctx(reloader *r, const plugin_state *p, const build *b,
+                        const char *class_name);
+
+/* The build's queue and cron handlers: in its plugin's workers (the
+ * engine runs stand-ins that carry each batch or tick there) unless the
+ * plugin runs in the engine. */
 void reload_register_consumers(reloader *r, plugin_state *p, const build *b) {
   duro_queue_fn fn = loader_info(b->lp)->queue;
+  duro_scheduled_fn scheduled = loader_info(b->lp)->scheduled;
+  void *ctx = worker_ctx(r, p, b, NULL);
+  if (ctx) {
+    fn = fn ? worker_proxy_queue : NULL;
+    scheduled = scheduled ? worker_proxy_scheduled : NULL;
+  }
   size_t fed = 0;
   for (size_t k = 0; k < p->cfg->n_consumers; k++) {
     const config_consumer *c = &p->cfg->consumers[k];
@@ -30,15 +42,15 @@ void reload_register_consumers(reloader *r, plugin_state *p, const build *b) {
       duro_queue_unconsume(r->e, c->queue);
       continue;
     }
-    duro_queue_consumer_opts o = {c->max_batch_size, c->max_batch_timeout_ms,
+    duro_queue_consumer_opts o = {c->max_batch_size,  c->max_batch_timeout_ms,
                                   c->max_concurrency, c->visibility_timeout_ms,
-                                  p->cfg->name};
+                                  p->cfg->name,       ctx};
     if (duro_queue_consume(r->e, c->queue, fn, &o) != 0)
       log_error("plugin \"%s\": cannot consume queue \"%s\"", p->cfg->name,
                 c->queue);
   }
   /* The newest build's scheduled handler fires the plugin's next ticks. */
-  duro_cron_set_handler(r->e, p->cfg->name, loader_info(b->lp)->scheduled);
+  duro_cron_set_handler(r->e, p->cfg->name, scheduled, ctx);
   if (fn && !fed)
     log_warn("plugin \"%s\" has a queue handler but its config declares no "
              "consumer for it (queues.consumers without a workflow): it is "
@@ -48,16 +60,18 @@ void reload_register_consumers(reloader *r, plugin_state *p, const build *b) {
 
 void reload_set_workers(reloader *r, worker_pool *pool) { r->workers = pool; }
 
-/* The context of b's class for w when p runs in workers, else NULL. */
+/* The context of b's class `class_name` (NULL: of its queue and cron
+ * handlers) when p runs in workers, else NULL. */
 static void *worker_ctx(reloader *r, const plugin_state *p, const build *b,
-                        const config_workflow *w) {
+                        const char *class_name) {
   if (!r->workers || p->cfg->workers == 0)
     return NULL;
   char *path = build_store_path(r->store_dir, b->hash);
   worker_limits lim = {.memory = p->cfg->limits.memory,
-                       .cpu_ms = p->cfg->limits.cpu_ms};
+                       .cpu_ms = p->cfg->limits.cpu_ms,
+                       .concurrency = p->cfg->concurrency};
   void *ctx = worker_pool_build(r->workers, p->cfg->name, p->cfg->workers, &lim,
-                                path, b->hash, w->class_name);
+                                path, b->hash, class_name);
   free(path);
   return ctx;
 }
@@ -67,7 +81,7 @@ int reload_engine_build(reloader *r, const plugin_state *p, const build *b,
   duro_run_fn run = loader_find_workflow(b->lp, w->class_name);
   if (!run)
     return DURO_E_NOT_FOUND;
-  void *ctx = worker_ctx(r, p, b, w);
+  void *ctx = worker_ctx(r, p, b, w->class_name);
   int rc = duro_engine_add_build(r->e, w->name, b->hash,
                                  ctx ? worker_proxy_run : run, newest);
   if (rc == 0 && ctx)
@@ -100,7 +114,7 @@ static void register_workflows(reloader *r) {
           .lifecycle_queue = w->lifecycle_queue,
       };
       /* names are unique (config_refs.c checked), so this cannot fail */
-      void *ctx = worker_ctx(r, p, newest, w);
+      void *ctx = worker_ctx(r, p, newest, w->class_name);
       duro_engine_register(
           r->e, w->name, w->binding,
           ctx ? worker_proxy_run

@@ -57,16 +57,42 @@ int channel_send(channel *c, wire_buf *m) {
 
 void channel_queue(channel *c, wire_buf *m) {
   seal(m);
+  if (c->out_off && c->out_off >= c->out.len / 2) {
+    /* what was written goes, so a busy channel's queue does not grow */
+    memmove(c->out.data, c->out.data + c->out_off, c->out.len - c->out_off);
+    c->out.len -= c->out_off;
+    c->out_off = 0;
+  }
   wire_put(&c->out, m->data, m->len);
 }
 
 int channel_flush(channel *c) {
-  if (c->out.len == 0)
+  if (c->out.len == c->out_off) {
+    c->out.len = c->out_off = 0;
     return 0;
-  int rc = write_all(c->fd, c->out.data, c->out.len);
-  c->out.len = 0;
+  }
+  int rc = write_all(c->fd, c->out.data + c->out_off, c->out.len - c->out_off);
+  c->out.len = c->out_off = 0;
   return rc;
 }
+
+int channel_write_some(channel *c) {
+  while (c->out_off < c->out.len) {
+    ssize_t k = send(c->fd, c->out.data + c->out_off, c->out.len - c->out_off,
+                     MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return 0;
+    if (k <= 0)
+      return -1;
+    c->out_off += (size_t)k;
+  }
+  c->out.len = c->out_off = 0;
+  return 1;
+}
+
+int channel_pending(const channel *c) { return c->out_off < c->out.len; }
 
 int channel_fill(channel *c, int block) {
   if (c->fd < 0)

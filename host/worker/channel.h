@@ -20,7 +20,8 @@ typedef struct channel {
   int fd;
   char *buf; /* what was read and not yet taken */
   size_t len, off, cap;
-  wire_buf out; /* frames queued, not yet written (channel_queue) */
+  wire_buf out;   /* frames queued, not yet written (channel_queue) */
+  size_t out_off; /* of out, written already (channel_write_some) */
 } channel;
 
 /* Takes fd (closed by channel_close). */
@@ -35,6 +36,13 @@ int channel_send(channel *c, wire_buf *m);
  * next channel_flush (0, or -1 when the other side is gone). */
 void channel_queue(channel *c, wire_buf *m);
 int channel_flush(channel *c);
+/* Writes what is queued as far as the socket takes it without waiting
+ * (a non-blocking end: its reader never stops reading to write): 1 when
+ * all of it went, 0 when some is left for the next call (poll for
+ * POLLOUT), -1 when the other side is gone. */
+int channel_write_some(channel *c);
+/* Whether frames are queued and not all written. */
+int channel_pending(const channel *c);
 
 /* Reading, for a reader that must not block: take the next frame
  * already read — its kind, activation and a reader over its fields (1; 0

@@ -26,16 +26,21 @@ void worker_pool_free(worker_pool *p);
 
 /* A plugin's limits on its worker processes (its config's `limits`):
  * the RSS of each process and the CPU time of one attempt's callback,
- * which the process watches itself (worker_limits.c); 0 = none. */
+ * which the process watches itself (worker_limits.c); 0 = none.  And
+ * its `concurrency`: the callbacks that run at once in its processes
+ * (each on a thread of its own there; 0: the default). */
 typedef struct worker_limits {
   int64_t memory; /* bytes */
   int64_t cpu_ms;
+  uint32_t concurrency;
 } worker_limits;
 
-/* The run() context of class `class_name` of build `hash` (its file at
- * `path`) of plugin `plugin`, served by `n` processes of that plugin's
- * with limits `lim` (the first call for a plugin sets n and lim).  Owned
- * by the pool; the same arguments give the same pointer. */
+/* The run() context of class `class_name` (NULL: the context of the
+ * build's queue and cron handlers) of build `hash` (its file at `path`)
+ * of plugin `plugin`, served by `n` processes of that plugin's with
+ * limits `lim` (the first call for a plugin sets n and lim).  Owned by
+ * the pool until it is freed; the same arguments give the same
+ * pointer. */
 void *worker_pool_build(worker_pool *p, const char *plugin, uint32_t n,
                         const worker_limits *lim, const char *path,
                         const char *hash, const char *class_name);
@@ -46,6 +51,18 @@ void worker_pool_counts(worker_pool *p, uint64_t *started, uint64_t *died);
 /* The engine's run() for a build served by workers: its context is the
  * build's (duro_engine_build_set_ctx with worker_pool_build's pointer). */
 duro_rc worker_proxy_run(duro_step *step, const duro_event *ev, duro_env *env);
+
+/* The engine's queue and cron handlers for a build served by workers
+ * (env->ctx: worker_pool_build's pointer for class NULL): each batch or
+ * tick runs in one of the plugin's processes, on a channel lent to it
+ * alone.  A batch's marks come back with the handler's return and are
+ * made here; a worker that dies in a handler, or passes a limit, or
+ * holds a batch past its deadline (env->deadline_ms; the process is
+ * killed), makes the handler return -1: the batch's unmarked messages
+ * are retried (max_retries then sends them to the dead-letter queue),
+ * the tick is failed. */
+int worker_proxy_queue(duro_message_batch *batch, duro_env *env);
+int worker_proxy_scheduled(const duro_scheduled_event *ev, duro_env *env);
 
 /* `duro __worker FD PLUGIN`: a worker process's main. */
 int worker_process_main(int argc, char **argv);

@@ -30,16 +30,17 @@ static int64_t ask(wk_act *a, const char **text) {
   return a->r.bad ? DURO_E_IO : rc;
 }
 
-/* ---- an attempt's callback, run here when the engine sends CALL ---- */
+/* ---- an attempt's callback, run on a pool thread (worker_calls.c) ---- */
 
-static void run_callback(wk_act *a) {
-  duro_step_fn fn = (duro_step_fn)(uintptr_t)wire_get_u64(&a->r);
-  void *arg = (void *)(uintptr_t)wire_get_u64(&a->r);
-  wk_attempt at = {.act = a};
-  at.number = wire_get_u32(&a->r);
-  at.deadline_ms = wire_get_i64(&a->r);
-  at.key = wire_get_str(&a->r);
-  wk_begin_callback(a, wire_get_u64(&a->r));
+void wk_callback_run(wk_act *a) {
+  duro_step_fn fn = (duro_step_fn)(uintptr_t)a->call.fn;
+  void *arg = (void *)(uintptr_t)a->call.arg;
+  wk_attempt at = {.act = a,
+                   .number = a->call.number,
+                   .deadline_ms = a->call.deadline_ms,
+                   .key = a->call.key};
+  a->call.key = NULL; /* the attempt's now */
+  wk_begin_callback(a);
   int rc = fn((duro_attempt *)&at, arg);
   wk_end_callback(a);
   channel_begin(&a->m, WM_RETURN, a->id);
@@ -72,12 +73,9 @@ static duro_rc api_do(duro_step *s, const char *name,
   wire_put_u64(&a->m, (uint64_t)(uintptr_t)fn);
   wire_put_u64(&a->m, (uint64_t)(uintptr_t)arg);
   wire_put_u32(&a->m, result != NULL);
-  for (;;) {
-    wk_exchange(a);
-    if (a->kind != WM_CALL)
-      break;
-    run_callback(a); /* its RETURN goes with the next exchange */
-  }
+  wk_exchange(a);
+  while (a->kind == WM_CALL)
+    wk_call_start(a); /* on a pool thread, until the answer to its RETURN */
   int64_t rc = wire_get_i64(&a->r);
   const char *text = wire_get_strz(&a->r);
   if (a->r.bad)
@@ -296,6 +294,59 @@ static int api_queue_send_batch(duro_queue *q, const char *const *json,
   return (int)ask(a, NULL);
 }
 
+/* ---- a queue handler's batch: marked here, sent with its END ---- */
+
+/* The longest retry delay a queue takes (the engine's
+ * DURO_QUEUE_MAX_DELAY_MS, which it checks again). */
+#define WK_QUEUE_MAX_DELAY_MS (12LL * 3600 * 1000)
+
+static const char *api_batch_queue(const duro_message_batch *b) {
+  return b ? ((const wk_batch *)b)->queue : NULL;
+}
+
+static size_t api_batch_size(const duro_message_batch *b) {
+  return b ? ((const wk_batch *)b)->n : 0;
+}
+
+static const duro_message *api_batch_message(const duro_message_batch *b_,
+                                             size_t i) {
+  const wk_batch *b = (const wk_batch *)b_;
+  return b && i < b->n ? &b->msgs[i] : NULL;
+}
+
+static int batch_mark(duro_message_batch *b_, size_t i, uint32_t how,
+                      int64_t delay_ms) {
+  wk_batch *b = (wk_batch *)b_;
+  if (!b || i >= b->n || delay_ms > WK_QUEUE_MAX_DELAY_MS)
+    return DURO_E_INVALID_ARGUMENT;
+  b->mark[i] = how;
+  b->delay[i] = delay_ms;
+  return 0;
+}
+
+static int api_message_ack(duro_message_batch *b, size_t i) {
+  return batch_mark(b, i, WM_MARK_ACK, 0);
+}
+
+static int api_message_retry(duro_message_batch *b, size_t i,
+                             int64_t delay_ms) {
+  return batch_mark(b, i, WM_MARK_RETRY, delay_ms);
+}
+
+static int api_ack_all(duro_message_batch *b) {
+  int rc = b ? 0 : DURO_E_INVALID_ARGUMENT;
+  for (size_t i = 0; !rc && i < api_batch_size(b); i++)
+    rc = batch_mark(b, i, WM_MARK_ACK, 0);
+  return rc;
+}
+
+static int api_retry_all(duro_message_batch *b, int64_t delay_ms) {
+  int rc = b ? 0 : DURO_E_INVALID_ARGUMENT;
+  for (size_t i = 0; !rc && i < api_batch_size(b); i++)
+    rc = batch_mark(b, i, WM_MARK_RETRY, delay_ms);
+  return rc;
+}
+
 /* A line from an activation goes to the engine, which places it (and
  * keeps a replay quiet); one from elsewhere (init, a thread of the
  * plugin's own) is logged here. */
@@ -342,6 +393,13 @@ static void table_fill(void) {
   table.vfail = api_vfail;
   table.error_is = api_error_is;
   table.workflow_send_event = api_workflow_send_event;
+  table.batch_queue = api_batch_queue;
+  table.batch_size = api_batch_size;
+  table.batch_message = api_batch_message;
+  table.message_ack = api_message_ack;
+  table.message_retry = api_message_retry;
+  table.ack_all = api_ack_all;
+  table.retry_all = api_retry_all;
 }
 
 const duro_api *worker_api_table(void) {

@@ -30,6 +30,11 @@ typedef struct worker_proc {
   uint32_t in_callback;
   int alone_running, alone_waiting;
   int engine_killed;
+  /* Callbacks it may run at once now (0: the plugin's per_proc): halved
+   * at each death, so that a crash storm cuts short few callbacks beside
+   * the guilty one, and one more for each callback that returns, back
+   * up to per_proc. */
+  uint32_t allowed;
 } worker_proc;
 
 struct worker_plugin {
@@ -37,9 +42,16 @@ struct worker_plugin {
   char *name;
   uint32_t n;
   worker_limits limits;
+  uint32_t per_proc;      /* callbacks at once in one process (concurrency) */
   char limit_args[2][24]; /* the limits, as the worker's argv has them */
   worker_proc *procs;
-  pthread_mutex_t mu; /* procs */
+  /* Channels for queue and cron handlers, each lent to one at a time
+   * (their threads come and go; an engine thread's own channels stay
+   * with it): idle ones here, the next to open on procs[next_lend % n]. */
+  struct worker_conn **lendable;
+  size_t n_lendable;
+  uint32_t next_lend;
+  pthread_mutex_t mu; /* procs, lendable */
 };
 
 typedef struct worker_build {
@@ -59,9 +71,10 @@ typedef struct worker_conn {
   int detached;
   uint64_t next_act;
   idmap waiting; /* activation id → its proxy (worker_proxy.c) */
-  /* A word shared with the worker (a page both map): the number of the
-   * last CALL whose callback the worker began; call_seq numbers them. */
-  uint64_t *started;
+  /* The page shared with the worker (worker_proto.h's WM_PAGE_*): the
+   * activation its crash handler named, a bit per CALL begun; call_seq
+   * numbers the CALLs. */
+  uint64_t *page;
   uint64_t call_seq;
   /* A CRASH frame named this activation (0: none). */
   uint64_t crash_act;
@@ -75,7 +88,8 @@ typedef struct worker_conn {
 worker_conn *worker_conn_get(worker_plugin *p, char *err, size_t errlen);
 /* A callback's place in c's process: a suspect's alone (it waits until
  * no other callback runs there, and none starts meanwhile), any other
- * beside the rest; 1 while it must wait (try again), 0 once taken, -1
+ * beside the rest while fewer than the plugin's concurrency allows run
+ * there; 1 while it must wait (try again), 0 once taken, -1
  * when c's process is gone (the callback cannot begin).  Given
  * back by worker_turn_end. */
 int worker_turn_try(worker_conn *c, int suspect, int *waiting);
@@ -85,6 +99,10 @@ void worker_turn_cancel(worker_conn *c, int *waiting);
 /* Kills c's process (a callback in it hung past its deadline): its
  * death is then the engine's doing, nobody's crash. */
 void worker_conn_kill(worker_conn *c, const char *why);
+/* A channel to one of p's processes for one handler alone (NULL with
+ * why in err when none could start), and given back once it returned. */
+worker_conn *worker_conn_lend(worker_plugin *p, char *err, size_t errlen);
+void worker_conn_give_back(worker_conn *c);
 /* An activation is done with c. */
 void worker_conn_put(worker_conn *c);
 /* The channel failed (EOF, an error, a frame out of turn): the process

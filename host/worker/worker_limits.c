@@ -2,11 +2,12 @@
  * (`limits: {memory, cpu}`): the CPU time of each attempt's callback and
  * the process's resident memory.
  *
- * CPU: each channel's thread publishes, while a callback's fiber runs on
- * it, which activation that is, the callback's CPU time before this
+ * CPU: each callback-pool thread publishes, while a callback runs on it
+ * (and each channel's thread, while a queue or cron handler's fiber
+ * does), which activation that is, the CPU time it ran before this
  * resume and the thread's CPU clock at the resume (a sequence count
- * makes the four words one consistent read, without a lock); a fiber
- * that yields adds what it ran.  A watch thread reads every 20 ms each
+ * makes the words one consistent read, without a lock); a fiber that
+ * yields adds what it ran.  A watch thread reads every 20 ms each
  * thread's CPU clock: a callback past the limit is reported to the
  * engine (WM_LIMIT), which kills the process — a callback that spins
  * holds its thread, as one that hangs does.
@@ -47,10 +48,8 @@ static int64_t clock_ns(clockid_t c) {
 
 int wk_limits_on(void) { return cpu_limit_ms > 0 || memory_limit > 0; }
 
-void wk_watch_add(wk_watch *w, channel *ch, pthread_mutex_t *wmu) {
+void wk_watch_add(wk_watch *w) {
   memset(w, 0, sizeof *w);
-  w->ch = ch;
-  w->wmu = wmu;
   if (pthread_getcpuclockid(pthread_self(), &w->clock) != 0)
     w->clock = CLOCK_THREAD_CPUTIME_ID;
   pthread_mutex_lock(&watches_mu);
@@ -59,11 +58,22 @@ void wk_watch_add(wk_watch *w, channel *ch, pthread_mutex_t *wmu) {
   pthread_mutex_unlock(&watches_mu);
 }
 
-void wk_watch_run(wk_watch *w, uint64_t act, int64_t before_ns) {
+void wk_watch_remove(wk_watch *w) {
+  pthread_mutex_lock(&watches_mu);
+  for (size_t i = 0; i < n_watches; i++)
+    if (watches[i] == w) {
+      watches[i] = watches[--n_watches];
+      break;
+    }
+  pthread_mutex_unlock(&watches_mu);
+}
+
+void wk_watch_run(wk_watch *w, wk_conn *conn, uint64_t act, int64_t before_ns) {
   if (!cpu_limit_ms && !memory_limit)
     return;
   int64_t now = clock_ns(CLOCK_THREAD_CPUTIME_ID);
   __atomic_add_fetch(&w->seq, 1, __ATOMIC_ACQ_REL); /* odd: writing */
+  __atomic_store_n(&w->conn, conn, __ATOMIC_RELAXED);
   __atomic_store_n(&w->act, act, __ATOMIC_RELAXED);
   __atomic_store_n(&w->before_ns, before_ns, __ATOMIC_RELAXED);
   __atomic_store_n(&w->resumed_ns, now, __ATOMIC_RELAXED);
@@ -105,13 +115,14 @@ static void report(wk_watch *w, uint64_t act, uint32_t which, int64_t used,
   wire_put_u32(&m, which);
   wire_put_i64(&m, used);
   wire_put_i64(&m, limit);
-  pthread_mutex_lock(w->wmu);
+  /* Its channel stays while the activation does (it has one running
+   * here); the frame is queued there for its thread to write. */
   int64_t ignored;
-  if (running(w, &ignored) == act) {
-    channel_send(w->ch, &m);
+  wk_conn *conn = __atomic_load_n(&w->conn, __ATOMIC_RELAXED);
+  if (conn && running(w, &ignored) == act) {
+    wk_conn_post(conn, &m);
     w->reported = act;
   }
-  pthread_mutex_unlock(w->wmu);
   wire_buf_free(&m);
 }
 

@@ -2,23 +2,33 @@
  * by the engine (worker_pool.c) with the control end of a socketpair as
  * FD.  The engine hands it one channel per engine thread over that
  * socket (SCM_RIGHTS); each channel gets a thread, and each activation
- * on it a fiber that runs the plugin's run().  Builds are loaded on
+ * on it a fiber that runs the plugin's run().  A step's callback runs on
+ * a thread of the callback pool (worker_calls.c).  Builds are loaded on
  * first use, from the build store, with the worker's API table
  * (worker_api.c), and stay loaded for the life of the process.
  *
- * Crash handlers: a fatal signal in plugin code sends one CRASH frame on
- * the channel of the thread it hit, naming the activation, before the
- * signal's default action ends the process, so that the engine blames
- * that attempt alone; the engine reads the signal itself from waitpid.
+ * A channel's thread never waits to write while the engine may be
+ * waiting to write to it: its end is non-blocking, it polls for input,
+ * for room and for a wake from a pool thread (an eventfd) at once, and
+ * frames from any thread are queued on the channel under its lock for
+ * it to write.  So a large value crosses while callbacks run, both ways.
+ *
+ * Crash handlers: a fatal signal in plugin code names the activation it
+ * hit on its channel's shared page (WM_PAGE_CRASH) before the signal's
+ * default action ends the process, so that the engine blames that
+ * attempt alone; the engine reads the signal itself from waitpid.
  * The worker ends with the engine: EOF on the control socket (the
  * engine's death closes it) ends the process, whatever its threads are
  * doing. */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -33,16 +43,19 @@
 #include "worker_proto.h"
 
 struct wk_conn {
-  channel ch;
-  idmap acts;          /* id → wk_act */
-  uint64_t *started;   /* shared with the engine: the CALL begun last */
-  pthread_mutex_t wmu; /* its writes: the thread's and the watch's */
+  channel ch;     /* read by its thread alone; ch.out under mu */
+  idmap acts;     /* id → wk_act (its thread's) */
+  uint64_t *page; /* shared with the engine (WM_PAGE_*) */
+  /* ch.out, each activation's on_thread and answer, and dead */
+  pthread_mutex_t mu;
+  int wake_fd; /* eventfd: a frame was queued from another thread */
+  int polling; /* its thread waits in poll (else it writes before it does) */
+  int dead;    /* the engine's end is gone */
   wk_watch watch;
 };
 
 __thread wk_act *wk_current;
-/* The channel of this thread, for the crash handler. */
-static __thread int crash_fd = -1;
+__thread uint64_t *wk_crash_page;
 
 /* ---- builds ---- */
 
@@ -88,25 +101,102 @@ const char *wk_own(wk_act *a, const char *s) {
   return a->owned[a->n_owned++] = xstrdup(s);
 }
 
-/* Queued: the channel's thread writes what its activations said in one
- * write, once it has read everything the engine sent. */
-void wk_send(wk_act *a) { channel_queue(&a->conn->ch, &a->m); }
+uint64_t *wk_conn_page(wk_conn *c) { return c->page; }
 
-void wk_begin_callback(wk_act *a, uint64_t seq) {
-  __atomic_store_n(a->conn->started, seq, __ATOMIC_RELEASE);
-  a->in_callback = 1;
-  a->cb_ns = 0;
-  wk_watch_run(&a->conn->watch, a->id, 0);
+static void conn_wake(wk_conn *c) {
+  uint64_t one = 1;
+  ssize_t k = write(c->wake_fd, &one, sizeof one);
+  (void)k; /* a full counter still wakes the poll */
 }
 
-void wk_end_callback(wk_act *a) {
+/* A frame from a thread other than the channel's, queued.  While the
+ * channel's thread is busy it writes it with the rest before it waits
+ * again (one write for many); while it waits in poll, the frame is
+ * written here, and the thread is woken only for what the socket did not
+ * take (c's mu held on entry, not on return). */
+static void post_locked(wk_conn *c, wire_buf *m) {
+  int wake = 0;
+  if (!c->dead) {
+    channel_queue(&c->ch, m);
+    wake = c->polling && channel_write_some(&c->ch) == 0;
+  }
+  pthread_mutex_unlock(&c->mu);
+  if (wake)
+    conn_wake(c);
+}
+
+void wk_conn_post(wk_conn *c, wire_buf *m) {
+  pthread_mutex_lock(&c->mu);
+  post_locked(c, m);
+}
+
+/* Queued: the channel's thread writes what its activations said in one
+ * write, once it has read everything the engine sent (woken when it
+ * comes from a pool thread). */
+void wk_send(wk_act *a) {
+  if (a->on_thread) {
+    wk_conn_post(a->conn, &a->m);
+    return;
+  }
+  pthread_mutex_lock(&a->conn->mu);
+  channel_queue(&a->conn->ch, &a->m);
+  pthread_mutex_unlock(&a->conn->mu);
+}
+
+void wk_begin_handler(wk_act *a) {
+  a->in_callback = 1;
+  a->cb_ns = 0;
+  wk_watch_run(&a->conn->watch, a->conn, a->id, 0);
+}
+
+void wk_end_handler(wk_act *a) {
   a->cb_ns += wk_watch_stop(&a->conn->watch);
   a->in_callback = 0;
 }
 
 void wk_exchange(wk_act *a) {
-  wk_send(a);
-  fiber_yield(); /* the channel's thread resumes it with the answer */
+  if (!a->on_thread) {
+    wk_send(a);
+    fiber_yield(); /* the channel's thread resumes it with the answer */
+    return;
+  }
+  /* A callback on a pool thread waits for the channel's thread to copy
+   * the answer in; a channel gone is an answer no read can use. */
+  wk_conn *c = a->conn;
+  pthread_mutex_lock(&c->mu);
+  a->answered = 0;
+  post_locked(c, &a->m);
+  pthread_mutex_lock(&c->mu);
+  while (!a->answered && !c->dead)
+    pthread_cond_wait(&a->cond, &c->mu);
+  if (!a->answered) {
+    a->kind = 0;
+    wire_reader_init(&a->r, NULL, 0);
+    a->r.bad = 1;
+  }
+  pthread_mutex_unlock(&c->mu);
+}
+
+void wk_call_start(wk_act *a) {
+  a->call.fn = wire_get_u64(&a->r);
+  a->call.arg = wire_get_u64(&a->r);
+  a->call.number = wire_get_u32(&a->r);
+  a->call.deadline_ms = wire_get_i64(&a->r);
+  free(a->call.key);
+  a->call.key = wire_get_str(&a->r);
+  a->call.seq = wire_get_u64(&a->r);
+  pthread_mutex_lock(&a->conn->mu);
+  a->on_thread = 1;
+  pthread_mutex_unlock(&a->conn->mu);
+  wk_calls_submit(a);
+  fiber_yield(); /* resumed with the answer to the callback's RETURN */
+}
+
+void wk_call_returned(wk_act *a) {
+  wk_conn *c = a->conn;
+  pthread_mutex_lock(&c->mu);
+  a->on_thread = 0; /* the engine's next frame resumes the fiber */
+  post_locked(c, &a->m);
 }
 
 static void act_main(void *arg) {
@@ -123,10 +213,16 @@ static void act_main(void *arg) {
 }
 
 /* A RUN frame: the activation, its build found (or why not). */
-static wk_act *act_new(wk_conn *c, uint64_t id, wire_reader *r) {
+static wk_act *act_alloc(wk_conn *c, uint64_t id) {
   wk_act *a = xcalloc(1, sizeof *a);
   a->conn = c;
   a->id = id;
+  pthread_cond_init(&a->cond, NULL);
+  return a;
+}
+
+static wk_act *act_new(wk_conn *c, uint64_t id, wire_reader *r) {
+  wk_act *a = act_alloc(c, id);
   const char *plugin = wire_get_strz(r), *path = wire_get_strz(r);
   const char *hash = wire_get_strz(r), *cls = wire_get_strz(r);
   a->ev.size = sizeof a->ev;
@@ -148,11 +244,92 @@ static wk_act *act_new(wk_conn *c, uint64_t id, wire_reader *r) {
   return a;
 }
 
+/* A queue or cron handler's run: the handler, watched as a callback
+ * is, then END with its return code (and a batch's marks). */
+static void handler_main(void *arg) {
+  wk_act *a = arg;
+  int64_t rc = -1;
+  duro_env *env = (duro_env *)a; /* opaque to the plugin; unused here */
+  if (!a->load_error) {
+    wk_begin_handler(a);
+    rc = a->queue ? a->queue((duro_message_batch *)&a->batch, env)
+                  : a->scheduled(&a->tick, env);
+    wk_end_handler(a);
+  }
+  channel_begin(&a->m, WM_END, a->id);
+  wire_put_i64(&a->m, rc);
+  wire_put_str(&a->m, a->load_error);
+  if (a->queue || a->batch.n) {
+    wire_put_u32(&a->m, (uint32_t)a->batch.n);
+    for (size_t i = 0; i < a->batch.n; i++) {
+      wire_put_u32(&a->m, a->batch.mark[i]);
+      wire_put_i64(&a->m, a->batch.delay[i]);
+    }
+  }
+  wk_send(a);
+}
+
+/* A QUEUE_RUN or CRON_RUN frame: the handler's activation, its build
+ * found (or why not). */
+static wk_act *handler_new(wk_conn *c, uint64_t id, uint32_t kind,
+                           wire_reader *r) {
+  wk_act *a = act_alloc(c, id);
+  const char *plugin = wire_get_strz(r), *path = wire_get_strz(r);
+  const char *hash = wire_get_strz(r);
+  if (kind == WM_QUEUE_RUN) {
+    a->batch.queue = wk_own(a, wire_get_strz(r));
+    uint32_t n = wire_get_u32(r);
+    if (n > (uint32_t)(r->end - r->p) / 16) /* each at least 16 bytes */
+      r->bad = 1;
+    else if (n) {
+      a->batch.n = n;
+      a->batch.msgs = xcalloc(n, sizeof *a->batch.msgs);
+      a->batch.mark = xcalloc(n, sizeof *a->batch.mark);
+      a->batch.delay = xcalloc(n, sizeof *a->batch.delay);
+    }
+    for (size_t i = 0; i < a->batch.n && !r->bad; i++) {
+      duro_message *m = &a->batch.msgs[i];
+      m->size = sizeof *m;
+      m->id = wire_get_i64(r);
+      m->body = wk_own(a, wire_get_strz(r));
+      m->attempts = wire_get_u32(r);
+      m->sent_ms = wire_get_i64(r);
+    }
+  } else {
+    a->tick.size = sizeof a->tick;
+    a->tick.cron = wk_own(a, wire_get_strz(r));
+    a->tick.scheduled_ms = wire_get_i64(r);
+    a->tick.timezone = wk_own(a, wire_get_strz(r));
+  }
+  if (r->bad || !plugin || !path || !hash) {
+    a->load_error = xstrdup("the engine sent a malformed handler frame");
+    return a;
+  }
+  const wk_build *b = build_get(plugin, path, hash);
+  const char *what = kind == WM_QUEUE_RUN ? "queue" : "scheduled";
+  if (b->error)
+    a->load_error = xstrdup(b->error);
+  else if (kind == WM_QUEUE_RUN && !(a->queue = loader_info(b->lp)->queue))
+    a->load_error = xasprintf("plugin \"%s\" build %s has no %s handler",
+                              plugin, hash, what);
+  else if (kind == WM_CRON_RUN &&
+           !(a->scheduled = loader_info(b->lp)->scheduled))
+    a->load_error = xasprintf("plugin \"%s\" build %s has no %s handler",
+                              plugin, hash, what);
+  return a;
+}
+
 static void act_free(wk_act *a) {
+  free(a->batch.msgs);
+  free(a->batch.mark);
+  free(a->batch.delay);
   for (size_t i = 0; i < a->n_owned; i++)
     free(a->owned[i]);
   free(a->owned);
   free(a->load_error);
+  free(a->call.key);
+  wire_buf_free(&a->answer);
+  pthread_cond_destroy(&a->cond);
   wire_buf_free(&a->m);
   if (a->f)
     fiber_destroy(a->f);
@@ -161,13 +338,65 @@ static void act_free(wk_act *a) {
 
 /* ---- a channel's thread ---- */
 
+/* A frame for an activation whose callback runs on a pool thread (the
+ * answer to one of its requests): copied there and the thread woken; 1,
+ * or 0 when the activation is its fiber's. */
+static int hand_to_thread(wk_conn *c, wk_act *a, uint32_t kind,
+                          const wire_reader *r) {
+  pthread_mutex_lock(&c->mu);
+  int on_thread = a->on_thread;
+  if (on_thread) {
+    a->answer.len = 0;
+    wire_put(&a->answer, r->p, (size_t)(r->end - r->p));
+    a->kind = kind;
+    wire_reader_init(&a->r, a->answer.data, a->answer.len);
+    a->answered = 1;
+    pthread_cond_signal(&a->cond);
+  }
+  pthread_mutex_unlock(&c->mu);
+  return on_thread;
+}
+
+static void wake_each(void *ctx, int64_t key, void *val) {
+  (void)ctx, (void)key;
+  pthread_cond_signal(&((wk_act *)val)->cond);
+}
+
+/* Writes what is queued as far as the engine takes it now, then waits
+ * for more to read, for room to write the rest, or for a frame another
+ * thread queued: 0, or -1 when the engine's end is gone. */
+static int conn_wait(wk_conn *c) {
+  pthread_mutex_lock(&c->mu);
+  int wrote = channel_write_some(&c->ch);
+  int pending = channel_pending(&c->ch);
+  c->polling = wrote >= 0;
+  pthread_mutex_unlock(&c->mu);
+  if (wrote < 0)
+    return -1;
+  struct pollfd fds[2] = {
+      {.fd = c->ch.fd, .events = POLLIN | (pending ? POLLOUT : 0)},
+      {.fd = c->wake_fd, .events = POLLIN}};
+  int got = poll(fds, 2, -1);
+  pthread_mutex_lock(&c->mu);
+  c->polling = 0;
+  pthread_mutex_unlock(&c->mu);
+  if (got < 0 && errno != EINTR)
+    return -1;
+  if (fds[1].revents & POLLIN) {
+    uint64_t v;
+    ssize_t k = read(c->wake_fd, &v, sizeof v);
+    (void)k;
+  }
+  return 0;
+}
+
 static void *conn_main(void *arg) {
   wk_conn *c = arg;
-  crash_fd = c->ch.fd;
-  thread_altstack(); /* a fiber's stack overflow still sends CRASH */
+  wk_crash_page = c->page;
+  thread_altstack(); /* a fiber's stack overflow still names it */
   int watched = wk_limits_on();
   if (watched)
-    wk_watch_add(&c->watch, &c->ch, &c->wmu);
+    wk_watch_add(&c->watch);
   for (;;) {
     uint32_t kind;
     uint64_t id;
@@ -175,19 +404,12 @@ static void *conn_main(void *arg) {
     int got = channel_take(&c->ch, &kind, &id, &r);
     if (got == 0) {
       /* nothing more buffered: read on without waiting if there is more,
-       * else say what the activations said and wait */
+       * else write what the activations said and wait */
       int more = channel_fill(&c->ch, 0);
       if (more > 0)
         continue;
-      if (more < 0)
+      if (more < 0 || conn_wait(c) < 0)
         break; /* the engine's thread is gone */
-      if (watched)
-        pthread_mutex_lock(&c->wmu);
-      int flushed = channel_flush(&c->ch);
-      if (watched)
-        pthread_mutex_unlock(&c->wmu);
-      if (flushed != 0 || channel_fill(&c->ch, 1) < 0)
-        break;
       continue;
     }
     if (got < 0) {
@@ -195,69 +417,87 @@ static void *conn_main(void *arg) {
       _exit(71);
     }
     wk_act *a = idmap_get(&c->acts, (int64_t)id);
-    if (kind == WM_RUN && !a) {
-      a = act_new(c, id, &r);
+    int starts = kind == WM_RUN || kind == WM_QUEUE_RUN || kind == WM_CRON_RUN;
+    if (starts && !a) {
+      a = kind == WM_RUN ? act_new(c, id, &r) : handler_new(c, id, kind, &r);
       a->f = fiber_create();
       if (!a->f) {
         log_error("worker: no memory for a fiber");
         _exit(70);
       }
-      fiber_start(a->f, act_main, a);
+      fiber_start(a->f, kind == WM_RUN ? act_main : handler_main, a);
       idmap_put(&c->acts, (int64_t)id, a);
-    } else if (!a || kind == WM_RUN) {
+    } else if (!a || starts) {
       log_error("worker: a frame of kind %u for activation %llu, which %s",
                 kind, (unsigned long long)id,
                 a ? "runs already" : "it does not hold");
       _exit(71);
+    } else if (hand_to_thread(c, a, kind, &r)) {
+      continue;
     } else {
       a->kind = kind;
       a->r = r;
     }
     wk_current = a;
     if (watched && a->in_callback)
-      wk_watch_run(&c->watch, a->id, a->cb_ns);
+      wk_watch_run(&c->watch, c, a->id, a->cb_ns);
     fiber_resume(a->f);
     if (watched && a->in_callback)
-      a->cb_ns += wk_watch_stop(&c->watch); /* parked in its callback */
+      a->cb_ns += wk_watch_stop(&c->watch); /* parked in its handler */
     wk_current = NULL;
     if (fiber_finished(a->f)) {
       idmap_del(&c->acts, (int64_t)id);
       act_free(a);
     }
   }
-  /* Fibers still parked here belong to an engine thread that left (the
-   * engine stops): they are let go with the process. */
-  crash_fd = -1;
+  /* Fibers still parked here, and callbacks on pool threads, belong to
+   * an engine thread that left (the engine stops): they are let go with
+   * the process (a callback waiting for an answer gets none).  With
+   * none, the channel goes (a handler's, whose engine side gave it
+   * up). */
+  wk_crash_page = NULL;
+  if (watched)
+    wk_watch_remove(&c->watch);
+  pthread_mutex_lock(&c->mu);
+  c->dead = 1;
+  idmap_each(&c->acts, wake_each, NULL);
+  int none = c->acts.len == 0;
+  channel_close(&c->ch);
+  pthread_mutex_unlock(&c->mu);
+  if (none) {
+    close(c->wake_fd);
+    munmap(c->page, WM_PAGE_SIZE);
+    idmap_free(&c->acts);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+  }
   return NULL;
 }
 
 /* ---- crashes ---- */
 
-/* The CRASH frame for this thread's activation (signal 0: exit()). */
-static void send_crash(int sig) {
-  int fd = crash_fd;
+/* Names this thread's activation on its channel's page (signal 0:
+ * exit()); the first to crash is the one named.  Async-signal-safe: an
+ * atomic store, no frame (it could cut another thread's in two). */
+static void note_crash(void) {
+  uint64_t *page = wk_crash_page;
   wk_act *a = wk_current;
-  if (fd >= 0 && a) {
-    char frame[4 + 4 + 8 + 4];
-    uint32_t len = sizeof frame - 4, kind = WM_CRASH, s = (uint32_t)sig;
-    uint64_t id = a->id;
-    memcpy(frame, &len, 4);
-    memcpy(frame + 4, &kind, 4);
-    memcpy(frame + 8, &id, 8);
-    memcpy(frame + 16, &s, 4);
-    ssize_t k = send(fd, frame, sizeof frame, MSG_NOSIGNAL);
-    (void)k;
+  if (page && a) {
+    uint64_t none = 0;
+    __atomic_compare_exchange_n(&page[WM_PAGE_CRASH], &none, a->id, 0,
+                                __ATOMIC_RELEASE, __ATOMIC_RELAXED);
   }
 }
 
 static void on_fatal(int sig) {
-  send_crash(sig);
+  note_crash();
   signal(sig, SIG_DFL);
   raise(sig);
 }
 
-/* exit() called by plugin code on a channel's thread: its own doing. */
-static void on_exit_call(void) { send_crash(0); }
+/* exit() called by plugin code on a channel's or a pool thread: its own
+ * doing. */
+static void on_exit_call(void) { note_crash(); }
 
 static void crash_handlers(void) {
   static const int fatal[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
@@ -318,14 +558,19 @@ int worker_process_main(int argc, char **argv) {
       _exit(0); /* the engine is gone: nothing to flush or check */
     wk_conn *c = xcalloc(1, sizeof *c);
     channel_init(&c->ch, fd);
-    pthread_mutex_init(&c->wmu, NULL);
-    void *map = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, page, 0);
+    pthread_mutex_init(&c->mu, NULL);
+    /* non-blocking: its thread reads while it waits for room to write */
+    int fl = fcntl(fd, F_GETFL);
+    c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    void *map =
+        mmap(NULL, WM_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, page, 0);
     close(page);
-    if (map == MAP_FAILED) {
-      log_error("worker: cannot map a channel's page");
+    if (map == MAP_FAILED || c->wake_fd < 0 || fl < 0 ||
+        fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+      log_error("worker: cannot set up a channel: %s", strerror(errno));
       _exit(70);
     }
-    c->started = map;
+    c->page = map;
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);

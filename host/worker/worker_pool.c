@@ -21,6 +21,7 @@
 #include "log.h"
 #include "util.h"
 #include "worker_engine.h"
+#include "worker_proto.h"
 
 struct worker_pool {
   char *exe;
@@ -31,6 +32,8 @@ struct worker_pool {
   size_t n_builds;
   uint64_t started, died; /* atomics */
 };
+
+static void conn_free(worker_conn *c);
 
 worker_pool *worker_pool_create(const char *exe) {
   worker_pool *p = xcalloc(1, sizeof *p);
@@ -56,6 +59,9 @@ void worker_pool_free(worker_pool *p) {
     worker_plugin *pl = p->plugins[i];
     for (uint32_t k = 0; k < pl->n; k++)
       proc_stop(&pl->procs[k]);
+    for (size_t k = 0; k < pl->n_lendable; k++)
+      conn_free(pl->lendable[k]);
+    free(pl->lendable);
     free(pl->procs);
     free(pl->name);
     pthread_mutex_destroy(&pl->mu);
@@ -90,6 +96,8 @@ static worker_plugin *plugin_get_locked(worker_pool *p, const char *name,
   pl->n = n ? n : 1;
   if (lim)
     pl->limits = *lim;
+  uint32_t conc = pl->limits.concurrency ? pl->limits.concurrency : 1024;
+  pl->per_proc = (conc + pl->n - 1) / pl->n;
   snprintf(pl->limit_args[0], sizeof pl->limit_args[0], "%lld",
            (long long)pl->limits.memory);
   snprintf(pl->limit_args[1], sizeof pl->limit_args[1], "%lld",
@@ -117,6 +125,11 @@ static worker_plugin *plugin_get_locked(worker_pool *p, const char *name,
   return pl;
 }
 
+/* Equal strings, or both NULL (a build's handler context has no class). */
+static int same_class(const char *a, const char *b) {
+  return a && b ? strcmp(a, b) == 0 : a == b;
+}
+
 void *worker_pool_build(worker_pool *p, const char *plugin, uint32_t n,
                         const worker_limits *lim, const char *path,
                         const char *hash, const char *class_name) {
@@ -125,14 +138,14 @@ void *worker_pool_build(worker_pool *p, const char *plugin, uint32_t n,
   worker_build *b = NULL;
   for (size_t i = 0; i < p->n_builds && !b; i++)
     if (p->builds[i]->plugin == pl && !strcmp(p->builds[i]->hash, hash) &&
-        !strcmp(p->builds[i]->class_name, class_name))
+        same_class(p->builds[i]->class_name, class_name))
       b = p->builds[i];
   if (!b) {
     b = xcalloc(1, sizeof *b);
     b->plugin = pl;
     b->path = xstrdup(path);
     b->hash = xstrdup(hash);
-    b->class_name = xstrdup(class_name);
+    b->class_name = class_name ? xstrdup(class_name) : NULL;
     p->builds = xrealloc(p->builds, (p->n_builds + 1) * sizeof *p->builds);
     p->builds[p->n_builds++] = b;
   }
@@ -181,6 +194,11 @@ static int proc_start(worker_proc *w, char *err, size_t errlen) {
   w->pid = pid;
   w->ctl = sv[0];
   w->gen++;
+  /* Its callbacks are counted afresh: those of the process before it
+   * end on its channels (a stale generation), not here. */
+  w->in_callback = 0;
+  w->alone_running = w->alone_waiting = 0;
+  w->engine_killed = 0;
   __atomic_add_fetch(&w->plugin->pool->started, 1, __ATOMIC_RELAXED);
   return 0;
 }
@@ -229,17 +247,34 @@ static int proc_reap(worker_proc *w, char *how, size_t len) {
   return got > 0 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
 }
 
-/* Hands one end of a new channel to the process, with the page whose
- * first word the worker sets as it begins each callback (*started,
- * mapped here): ours, or -1. */
-static int proc_channel(worker_proc *w, uint64_t **started) {
+/* The process of w's current generation is gone or dying: reaped, and
+ * how, whether alone and whether by a SIGKILL no handler saw recorded
+ * for the channels that see it die (the plugin's mu held).  Whoever
+ * waits to run alone waits on a dead process: they see it stale. */
+static void proc_died_locked(worker_proc *w) {
+  w->alone = w->alone_running || w->in_callback == 1;
+  w->killed = proc_reap(w, w->how, sizeof w->how) && !w->engine_killed;
+  w->dead_gen = w->gen;
+  w->engine_killed = 0;
+  w->in_callback = 0;
+  w->alone_running = w->alone_waiting = 0;
+  uint32_t had = w->allowed ? w->allowed : w->plugin->per_proc;
+  w->allowed = had / 2 ? had / 2 : 1;
+}
+
+/* Hands one end of a new channel to the process, with the page both
+ * sides map (WM_PAGE_*; *page, mapped here): ours, or -1. */
+static int proc_channel(worker_proc *w, uint64_t **page_out) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     return -1;
-  int page = memfd_create("duro-channel", MFD_CLOEXEC);
+  /* Sealed at its size: the worker can neither shrink it under the
+   * engine's reads (a SIGBUS here) nor grow it. */
+  int page = memfd_create("duro-channel", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   void *map = MAP_FAILED;
-  if (page >= 0 && ftruncate(page, 4096) == 0)
-    map = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, page, 0);
+  if (page >= 0 && ftruncate(page, WM_PAGE_SIZE) == 0 &&
+      fcntl(page, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0)
+    map = mmap(NULL, WM_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, page, 0);
   if (map == MAP_FAILED) {
     if (page >= 0)
       close(page);
@@ -267,11 +302,11 @@ static int proc_channel(worker_proc *w, uint64_t **started) {
   close(sv[1]);
   close(page);
   if (k != 1) {
-    munmap(map, 4096);
+    munmap(map, WM_PAGE_SIZE);
     close(sv[0]);
     return -1;
   }
-  *started = map;
+  *page_out = map;
   return sv[0];
 }
 
@@ -292,8 +327,8 @@ static __thread uint32_t thread_number = UINT32_MAX;
 /* A channel leaves its thread's cache: freed now, or by its last user. */
 static void conn_free(worker_conn *c) {
   channel_close(&c->ch);
-  if (c->started)
-    munmap(c->started, 4096);
+  if (c->page)
+    munmap(c->page, WM_PAGE_SIZE);
   idmap_free(&c->waiting);
   free(c);
 }
@@ -328,6 +363,37 @@ static thread_conns *thread_conns_get(void) {
   return tc;
 }
 
+/* A new channel to w, starting its process when it does not run; NULL
+ * with why in err when none could start. */
+static worker_conn *conn_open(worker_plugin *p, worker_proc *w, char *err,
+                              size_t errlen) {
+  pthread_mutex_lock(&p->mu);
+  int fd = -1;
+  uint64_t *page = NULL;
+  for (int tries = 0; tries < 2 && fd < 0; tries++) {
+    if (w->pid <= 0 && proc_start(w, err, errlen) != 0)
+      break;
+    fd = proc_channel(w, &page);
+    if (fd < 0) {
+      /* died before it took the channel (at start, or of a callback
+       * another thread sent it meanwhile): its death is known as any */
+      proc_died_locked(w);
+      snprintf(err, errlen, "worker %u of plugin \"%s\" died at start: %s",
+               w->index, p->name, w->how);
+    }
+  }
+  uint64_t gen = w->gen;
+  pthread_mutex_unlock(&p->mu);
+  if (fd < 0)
+    return NULL;
+  worker_conn *c = xcalloc(1, sizeof *c);
+  c->proc = w;
+  c->gen = gen;
+  c->page = page;
+  channel_init(&c->ch, fd);
+  return c;
+}
+
 worker_conn *worker_conn_get(worker_plugin *p, char *err, size_t errlen) {
   if (thread_number == UINT32_MAX)
     thread_number = __atomic_fetch_add(&next_thread, 1, __ATOMIC_RELAXED);
@@ -348,36 +414,56 @@ worker_conn *worker_conn_get(worker_plugin *p, char *err, size_t errlen) {
              THREAD_MAX_CONNS);
     return NULL;
   }
-  pthread_mutex_lock(&p->mu);
-  int fd = -1;
-  uint64_t *started = NULL;
-  for (int tries = 0; tries < 2 && fd < 0; tries++) {
-    if (w->pid <= 0 && proc_start(w, err, errlen) != 0)
-      break;
-    fd = proc_channel(w, &started);
-    if (fd < 0) {
-      char how[64];
-      proc_reap(w, how, sizeof how); /* died before it took the channel */
-      snprintf(err, errlen, "worker %u of plugin \"%s\" died at start: %s",
-               w->index, p->name, how);
-    }
-  }
-  uint64_t gen = w->gen;
-  pthread_mutex_unlock(&p->mu);
-  if (fd < 0)
+  worker_conn *c = conn_open(p, w, err, errlen);
+  if (!c)
     return NULL;
   if (slot < tc->n)
     worker_conn_detach(tc->c[slot]);
-  worker_conn *c = xcalloc(1, sizeof *c);
-  c->proc = w;
-  c->gen = gen;
-  c->started = started;
-  channel_init(&c->ch, fd);
   tc->c[slot] = c;
   if (slot == tc->n)
     tc->n++;
   c->users++;
   return c;
+}
+
+/* ---- channels lent to one handler at a time ---- */
+
+static int conn_alive_locked(const worker_conn *c) {
+  return !c->broken && c->gen == c->proc->gen && c->proc->pid > 0;
+}
+
+worker_conn *worker_conn_lend(worker_plugin *p, char *err, size_t errlen) {
+  worker_conn *c = NULL;
+  pthread_mutex_lock(&p->mu);
+  while (!c && p->n_lendable) {
+    c = p->lendable[--p->n_lendable];
+    if (!conn_alive_locked(c)) {
+      conn_free(c); /* its process went meanwhile */
+      c = NULL;
+    }
+  }
+  worker_proc *w = &p->procs[p->next_lend++ % p->n];
+  pthread_mutex_unlock(&p->mu);
+  if (!c)
+    c = conn_open(p, w, err, errlen);
+  if (c)
+    c->users = 1;
+  return c;
+}
+
+void worker_conn_give_back(worker_conn *c) {
+  worker_plugin *p = c->proc->plugin;
+  c->users = 0;
+  pthread_mutex_lock(&p->mu);
+  if (conn_alive_locked(c)) {
+    p->lendable =
+        xrealloc(p->lendable, (p->n_lendable + 1) * sizeof *p->lendable);
+    p->lendable[p->n_lendable++] = c;
+    c = NULL;
+  }
+  pthread_mutex_unlock(&p->mu);
+  if (c)
+    conn_free(c);
 }
 
 int worker_turn_try(worker_conn *c, int suspect, int *waiting) {
@@ -386,8 +472,10 @@ int worker_turn_try(worker_conn *c, int suspect, int *waiting) {
   int stale = w->gen != c->gen || w->pid <= 0;
   if (stale)
     *waiting = 0; /* a new process starts with no one waiting */
+  uint32_t allowed = w->allowed ? w->allowed : w->plugin->per_proc;
   int wait = !stale && (suspect ? w->alone_running || w->in_callback
-                                : w->alone_running || w->alone_waiting);
+                                : w->alone_running || w->alone_waiting ||
+                                      w->in_callback >= allowed);
   if (suspect && wait && !*waiting) {
     *waiting = 1;
     w->alone_waiting++;
@@ -419,6 +507,8 @@ void worker_turn_end(worker_conn *c, int suspect) {
     w->in_callback--;
     if (suspect)
       w->alone_running = 0;
+    if (w->allowed && ++w->allowed >= w->plugin->per_proc)
+      w->allowed = 0; /* back to the plugin's concurrency */
   }
   pthread_mutex_unlock(&w->plugin->mu);
 }
@@ -443,14 +533,12 @@ void worker_conn_broken(worker_conn *c) {
   worker_proc *w = c->proc;
   worker_plugin *p = w->plugin;
   pthread_mutex_lock(&p->mu);
-  if (w->gen == c->gen && w->pid > 0) {
-    w->alone = w->alone_running || w->in_callback == 1;
-    w->killed = proc_reap(w, w->how, sizeof w->how) && !w->engine_killed;
-    w->dead_gen = w->gen;
-    w->engine_killed = 0;
-    w->in_callback = 0;
-    w->alone_running = 0;
-  }
+  if (w->gen == c->gen && w->pid > 0)
+    proc_died_locked(w);
+  /* the activation its crash handler named, if any: the page outlives
+   * the process */
+  if (!c->crash_act && c->page)
+    c->crash_act = __atomic_load_n(&c->page[WM_PAGE_CRASH], __ATOMIC_ACQUIRE);
   int known = w->dead_gen == c->gen;
   snprintf(c->how, sizeof c->how, "%s", known ? w->how : "died");
   c->killed = known && w->killed;

@@ -4,8 +4,12 @@
  *
  * A worker serves each channel on a thread of its own; every activation
  * on a channel runs run() on a fiber of that thread (fiber.h), which
- * yields while the engine answers.  The plugin sees these structs as its
- * opaque duro_step and duro_attempt. */
+ * yields while the engine answers.  A step's callback, which may block
+ * on I/O for as long as its timeout, runs on a thread of the process's
+ * callback pool instead (worker_calls.c), so that the channel's thread
+ * goes on reading and writing for every other activation meanwhile.
+ * The plugin sees these structs as its opaque duro_step and
+ * duro_attempt. */
 #ifndef DURO_WORKER_PROCESS_H
 #define DURO_WORKER_PROCESS_H
 
@@ -19,6 +23,17 @@
 #include "wire.h"
 
 typedef struct wk_conn wk_conn;
+
+/* A queue handler's batch as the worker holds it (the plugin's opaque
+ * duro_message_batch): its messages, and the marks the handler made,
+ * which go back with its END (worker_api.c makes them). */
+typedef struct wk_batch {
+  const char *queue;
+  size_t n;
+  duro_message *msgs;
+  uint32_t *mark; /* WM_MARK_* */
+  int64_t *delay;
+} wk_batch;
 
 typedef struct wk_act {
   wk_conn *conn;
@@ -35,8 +50,27 @@ typedef struct wk_act {
   size_t n_owned, cap_owned;
   char *load_error; /* the build did not load: why */
   duro_run_fn run;
-  int in_callback; /* between CALL and RETURN */
-  int64_t cb_ns;   /* the CPU time its callback ran before this resume */
+  /* A queue or cron handler's run instead (kind QUEUE_RUN, CRON_RUN). */
+  duro_queue_fn queue;
+  duro_scheduled_fn scheduled;
+  wk_batch batch;
+  duro_scheduled_event tick;
+  int in_callback; /* a handler runs on the channel's thread */
+  int64_t cb_ns;   /* the CPU time its handler ran before this resume */
+  /* The CALL whose callback a pool thread runs (worker_calls.c), and,
+   * while it runs there (on_thread), the engine's answers to its
+   * requests: copied into `answer`, since the channel's buffer moves on
+   * (the conn's mu). */
+  struct {
+    uint64_t fn, arg, seq;
+    uint32_t number;
+    int64_t deadline_ms;
+    char *key;
+  } call;
+  int on_thread, answered;
+  wire_buf answer;
+  pthread_cond_t cond;      /* answered, or the channel is gone */
+  struct wk_act *next_call; /* in the pool's queue */
 } wk_act;
 
 typedef struct wk_attempt {
@@ -49,8 +83,11 @@ typedef struct wk_attempt {
   char *message;
 } wk_attempt;
 
-/* The activation whose fiber runs on this thread (NULL outside one). */
+/* The activation whose fiber or callback runs on this thread (NULL
+ * outside one), and the page of its channel (worker_proto.h's
+ * WM_PAGE_*), where the crash handler names it. */
 extern __thread wk_act *wk_current;
+extern __thread uint64_t *wk_crash_page;
 
 /* Sends a->m and waits for the engine's next frame for a (in a->kind,
  * a->r).  A dead engine ends the process. */
@@ -60,20 +97,46 @@ void wk_send(wk_act *a);
 /* Keeps s until the activation ends; returns the copy (NULL for NULL). */
 const char *wk_own(wk_act *a, const char *s);
 
-/* A callback is about to begin: the engine is told through the
- * channel's shared word (a pause or terminate waits for it). */
-void wk_begin_callback(wk_act *a, uint64_t seq);
-/* It returned: its RETURN follows. */
+/* On run()'s fiber, a CALL in a->r: its callback is handed to the
+ * callback pool, and the fiber yields until the engine's answer to its
+ * RETURN (a REPLY, or the next CALL) is in a->kind and a->r. */
+void wk_call_start(wk_act *a);
+/* On a pool thread: runs the callback a->call names, and builds its
+ * RETURN in a->m (worker_api.c). */
+void wk_callback_run(wk_act *a);
+/* On a pool thread, the callback returned: its RETURN is queued on the
+ * channel, and the activation is the channel thread's again. */
+void wk_call_returned(wk_act *a);
+/* The callback pool (worker_calls.c): runs a's callback on a thread of
+ * its own, started when none is idle (the engine sends no more CALLs at
+ * once than the plugin's concurrency allows). */
+void wk_calls_submit(wk_act *a);
+
+/* A callback is about to begin on this pool thread: the engine is told
+ * through its bit on the channel's page (a pause or terminate waits for
+ * it), and the limits' watch follows it; it returned: its RETURN
+ * follows (worker_calls.c). */
+void wk_begin_callback(wk_act *a);
 void wk_end_callback(wk_act *a);
+
+/* A frame for the engine from any thread (the limits' watch): queued on
+ * c's channel, whose thread writes it. */
+void wk_conn_post(wk_conn *c, wire_buf *m);
+/* The page c's two sides share (WM_PAGE_*). */
+uint64_t *wk_conn_page(wk_conn *c);
+
+/* A queue or cron handler begins or returns: watched for the limits as
+ * a callback is, without the shared word (no pause waits for it). */
+void wk_begin_handler(wk_act *a);
+void wk_end_handler(wk_act *a);
 
 /* A channel thread's part in the watch over the plugin's limits
  * (worker_limits.c): the callback running on it now, if any.  Written by
  * the thread, read by the watch; seq is odd while the thread writes. */
 typedef struct wk_watch {
-  channel *ch;          /* for WM_LIMIT */
-  pthread_mutex_t *wmu; /* the channel's writes */
-  clockid_t clock;      /* the thread's CPU clock */
-  uint64_t seq, act;    /* act: the activation, 0 = none */
+  wk_conn *conn;     /* for WM_LIMIT: the channel of what runs now */
+  clockid_t clock;   /* the thread's CPU clock */
+  uint64_t seq, act; /* act: the activation, 0 = none */
   int64_t before_ns, resumed_ns;
   uint64_t reported; /* the watch told the engine of it (the watch's) */
 } wk_watch;
@@ -81,12 +144,14 @@ typedef struct wk_watch {
 /* `duro __worker`'s limits: starts the watch when either is > 0. */
 void wk_limits_start(int64_t memory, int64_t cpu_ms);
 int wk_limits_on(void);
-/* On the channel's thread, once: it is watched. */
-void wk_watch_add(wk_watch *w, channel *ch, pthread_mutex_t *wmu);
+/* On a channel's or a pool thread, once: it is watched. */
+void wk_watch_add(wk_watch *w);
+/* Its thread ends: no longer watched. */
+void wk_watch_remove(wk_watch *w);
 /* activation act's callback runs on this thread now, having run
  * before_ns of CPU time so far; _stop: it yields or ends, returning the
  * CPU time it ran since (0 when none was running). */
-void wk_watch_run(wk_watch *w, uint64_t act, int64_t before_ns);
+void wk_watch_run(wk_watch *w, wk_conn *conn, uint64_t act, int64_t before_ns);
 int64_t wk_watch_stop(wk_watch *w);
 
 /* The table a worker binds its plugins to (worker_api.c). */

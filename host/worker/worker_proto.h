@@ -18,18 +18,28 @@
  * in one write when it can (the worker after reading all the engine
  * sent; the engine's thread reads for every activation it runs).
  *
+ * A queue or cron handler runs the same way on a channel lent to it
+ * alone (QUEUE_RUN or CRON_RUN, the plugin's calls on its env, END).
+ *
  * Fields of each kind, in order (s: string, u: u32, i: i64, q: u64): */
 #ifndef DURO_WORKER_PROTO_H
 #define DURO_WORKER_PROTO_H
 
 enum worker_msg {
   /* engine to worker */
-  WM_RUN = 1, /* s plugin, s path, s hash, s class, s workflow, s id,
-                 s params, i created_ms */
-  WM_CALL,    /* q fn, q arg, u number, i deadline_ms, s idempotency key,
-                 q seq: the worker stores seq in the channel's shared word
-                 as it begins the callback */
-  WM_REPLY,   /* i rc, s text (a result, an event, an error; or NULL) */
+  WM_RUN = 1,   /* s plugin, s path, s hash, s class, s workflow, s id,
+                   s params, i created_ms */
+  WM_CALL,      /* q fn, q arg, u number, i deadline_ms, s idempotency key,
+                   q seq: the worker sets seq's bit in the channel's shared
+                   page as it begins the callback (WM_PAGE_BEGAN) */
+  WM_REPLY,     /* i rc, s text (a result, an event, an error; or NULL) */
+  WM_QUEUE_RUN, /* s plugin, s path, s hash, s queue, u n, n × (i id,
+                   s body, u attempts, i sent_ms): a queue handler's
+                   batch; answered by END with u n, n × (u mark, i delay)
+                   after its why */
+  WM_CRON_RUN,  /* s plugin, s path, s hash, s cron, i scheduled_ms,
+                   s timezone: a scheduled handler's tick; answered by
+                   END */
   /* worker to engine: the plugin's calls */
   WM_DO = 16,      /* s name, u has_config, u has_retries, u limit, s delay,
                       u backoff, s timeout, q fn, q arg, u wants_result */
@@ -51,11 +61,30 @@ enum worker_msg {
   WM_RETURN,       /* i rc, u result_set, s result, u failed, u final,
                       s message: the callback returned */
   WM_END,          /* i rc, s why (the build did not load, or NULL):
-                      run() returned */
-  WM_CRASH,        /* u signal: the worker's handler, about to die */
+                      run() or a handler returned (a queue handler's
+                      marks follow) */
+  WM_CRASH,        /* u signal: no longer sent (the shared page's
+                      WM_PAGE_CRASH word says it); still read */
   WM_LIMIT         /* u which (1 cpu, 2 memory), i used (ms or bytes),
                       i limit: the activation's callback passed a limit
                       (worker_limits.c); the engine kills the process */
 };
+
+/* The page each channel's two sides share (memfd, mapped by both):
+ * words the worker writes where no frame could be, read by the engine.
+ *   word WM_PAGE_CRASH       the activation a crash handler named (the
+ *                            first; a CAS from 0: no frame is written
+ *                            from a signal handler, which could cut
+ *                            another thread's frame in two)
+ *   words WM_PAGE_BEGAN...   a bit per CALL, set as its callback begins
+ *                            (the CALL's seq modulo WM_PAGE_BITS; the
+ *                            engine clears it before sending the CALL) */
+#define WM_PAGE_SIZE 4096
+#define WM_PAGE_CRASH 0
+#define WM_PAGE_BEGAN 1
+#define WM_PAGE_BITS ((WM_PAGE_SIZE / 8 - WM_PAGE_BEGAN) * 64)
+
+/* A message's mark in a queue handler's END. */
+enum { WM_MARK_NONE = 0, WM_MARK_ACK = 1, WM_MARK_RETRY = 2 };
 
 #endif

@@ -13,8 +13,11 @@
  * frame named is charged a crash toward engine.max_crashes, any other
  * attempt in its callback was cut short, and the instance runs again on
  * a new worker. */
+#include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -42,7 +45,45 @@ typedef struct proxy {
   void *parked;     /* its fiber's token while parked on the channel */
   duro_attempt *at; /* the attempt whose RETURN it waits for, or NULL */
   int died;         /* the worker is gone: everything unwinds */
+  /* A queue or cron handler (no step): what it is, for the log, and
+   * when it is given up on (CLOCK_MONOTONIC ms, 0 = never). */
+  const char *handler; /* e.g. queue handler of plugin "p" (queue "q") */
+  int64_t deadline;
 } proxy;
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* How long after a queue handler's deadline its worker is killed: at the
+ * deadline the consumer gives the batch up (its messages retried, in its
+ * words); the kill then frees the worker's thread and the batch's. */
+#define HANDLER_KILL_AFTER_MS 200
+
+/* A handler's wait for its worker: polls the lent channel (no fiber
+ * parks here), killing the process once the handler is past its
+ * deadline.  As next(). */
+static int pump(worker_conn *c, int block);
+static int handler_wait(proxy *px) {
+  int64_t now = mono_ms(), kill_at = px->deadline + HANDLER_KILL_AFTER_MS;
+  if (px->deadline && now >= kill_at) {
+    worker_conn_kill(px->c, "a queue handler ran past its consumer's "
+                            "visibility_timeout");
+    char *msg = xasprintf("the %s ran past its consumer's "
+                          "visibility_timeout; its worker process was killed",
+                          px->handler);
+    duro_env_handler_failed(px->env, DURO_ERR_TIMEOUT, msg);
+    free(msg);
+    return -3;
+  }
+  int64_t wait = px->deadline ? kill_at - now : 1000;
+  struct pollfd pfd = {.fd = px->c->ch.fd, .events = POLLIN};
+  if (poll(&pfd, 1, (int)(wait < 1000 ? wait : 1000)) < 0 && errno != EINTR)
+    return -1;
+  return pump(px->c, 0);
+}
 
 /* The death seen: recorded with the attempt in its callback, or with
  * none (at NULL) for one outside any. */
@@ -128,6 +169,12 @@ static int next(proxy *px, uint32_t *kind, wire_reader *r) {
     }
     if (px->c->broken)
       return -1;
+    if (px->handler) {
+      int got = handler_wait(px);
+      if (got != 0)
+        return got;
+      continue;
+    }
     int64_t until = px->at ? step_attempt_deadline_mono(px->at) : INT64_MAX;
     int64_t now = px->at ? step_mono_ms(px->step) : 0;
     if (px->at && now > until) {
@@ -234,8 +281,14 @@ static int proxy_step(duro_attempt *at, void *arg) {
     died(px, NULL); /* before the callback began: not its doing */
     return -1;
   }
-  uint64_t seq = ++px->c->call_seq;
-  step_dispatch_set(px->step, px->c->started, seq);
+  /* its bit on the shared page, cleared before the CALL goes: the
+   * worker sets it as the callback begins */
+  uint64_t seq = ++px->c->call_seq, bit = seq % WM_PAGE_BITS;
+  uint64_t *word = &px->c->page[WM_PAGE_BEGAN + bit / 64];
+  uint64_t mask = UINT64_C(1) << (bit % 64);
+  __atomic_and_fetch(word, ~mask, __ATOMIC_RELEASE);
+  step_dispatch_set(px->step, word, mask);
+  step_attempt_begins(at); /* its timeout runs from here */
   if (step_attempt_withdraw(at)) {
     step_dispatch_set(px->step, NULL, 0);
     worker_turn_end(px->c, suspect); /* a pause or terminate came first */
@@ -291,6 +344,73 @@ static void serve_do(proxy *px, wire_reader *r) {
   free(name);
   free(delay);
   free(timeout);
+}
+
+/* The calls a plugin makes through its env, and its log lines: served
+ * alike in run(), in a callback and in a queue or cron handler.  0 when
+ * `kind` is none of them. */
+static int serve_common(proxy *px, uint32_t kind, wire_reader *rd) {
+  const duro_api *api = px->api;
+  wire_reader r = *rd;
+  switch (kind) {
+  case WM_ENV_WORKFLOW:
+    reply(px, api->env_workflow(px->env, wire_get_strz(&r)) != NULL, NULL);
+    break;
+  case WM_ENV_QUEUE:
+    reply(px, api->env_queue(px->env, wire_get_strz(&r)) != NULL, NULL);
+    break;
+  case WM_WF_CREATE: {
+    duro_workflow *wf = api->env_workflow(px->env, wire_get_strz(&r));
+    const char *id = wire_get_strz(&r), *params = wire_get_strz(&r);
+    reply(px, wf ? api->workflow_create(wf, id, params) : DURO_E_NOT_FOUND,
+          NULL);
+    break;
+  }
+  case WM_WF_EVENT: {
+    duro_workflow *wf = api->env_workflow(px->env, wire_get_strz(&r));
+    const char *id = wire_get_strz(&r), *type = wire_get_strz(&r);
+    const char *payload = wire_get_strz(&r);
+    reply(px,
+          wf ? api->workflow_send_event(wf, id, type, payload)
+             : DURO_E_NOT_FOUND,
+          NULL);
+    break;
+  }
+  case WM_QUEUE_SEND: {
+    duro_queue *q = api->env_queue(px->env, wire_get_strz(&r));
+    const char *json = wire_get_strz(&r);
+    int64_t delay = wire_get_i64(&r);
+    reply(px, q ? api->queue_send(q, json, delay) : DURO_E_NOT_FOUND, NULL);
+    break;
+  }
+  case WM_QUEUE_BATCH: {
+    duro_queue *q = api->env_queue(px->env, wire_get_strz(&r));
+    int64_t delay = wire_get_i64(&r);
+    uint32_t n = wire_get_u32(&r);
+    if (n > (uint32_t)(r.end - r.p) / sizeof(uint32_t)) {
+      r.bad = 1;
+      n = 0;
+    }
+    const char **json = xcalloc(n ? n : 1, sizeof *json);
+    for (uint32_t i = 0; i < n; i++)
+      json[i] = wire_get_strz(&r);
+    reply(px, q ? api->queue_send_batch(q, json, n, delay) : DURO_E_NOT_FOUND,
+          NULL);
+    free(json);
+    break;
+  }
+  case WM_LOG: {
+    int level = (int)wire_get_u32(&r);
+    const char *text = wire_get_strz(&r);
+    if (text)
+      call_vlog(api, level, "%s", text);
+    break;
+  }
+  default:
+    return 0;
+  }
+  rd->bad = r.bad;
+  return 1;
 }
 
 /* The frames of one activation, or of one attempt's callback (at set),
@@ -380,59 +500,6 @@ static int serve(proxy *px, duro_attempt *at, int64_t *rc_out) {
     case WM_ERROR_IS:
       reply(px, api->error_is(s, wire_get_strz(&r)), NULL);
       break;
-    case WM_ENV_WORKFLOW:
-      reply(px, api->env_workflow(px->env, wire_get_strz(&r)) != NULL, NULL);
-      break;
-    case WM_ENV_QUEUE:
-      reply(px, api->env_queue(px->env, wire_get_strz(&r)) != NULL, NULL);
-      break;
-    case WM_WF_CREATE: {
-      duro_workflow *wf = api->env_workflow(px->env, wire_get_strz(&r));
-      const char *id = wire_get_strz(&r), *params = wire_get_strz(&r);
-      reply(px, wf ? api->workflow_create(wf, id, params) : DURO_E_NOT_FOUND,
-            NULL);
-      break;
-    }
-    case WM_WF_EVENT: {
-      duro_workflow *wf = api->env_workflow(px->env, wire_get_strz(&r));
-      const char *id = wire_get_strz(&r), *type = wire_get_strz(&r);
-      const char *payload = wire_get_strz(&r);
-      reply(px,
-            wf ? api->workflow_send_event(wf, id, type, payload)
-               : DURO_E_NOT_FOUND,
-            NULL);
-      break;
-    }
-    case WM_QUEUE_SEND: {
-      duro_queue *q = api->env_queue(px->env, wire_get_strz(&r));
-      const char *json = wire_get_strz(&r);
-      int64_t delay = wire_get_i64(&r);
-      reply(px, q ? api->queue_send(q, json, delay) : DURO_E_NOT_FOUND, NULL);
-      break;
-    }
-    case WM_QUEUE_BATCH: {
-      duro_queue *q = api->env_queue(px->env, wire_get_strz(&r));
-      int64_t delay = wire_get_i64(&r);
-      uint32_t n = wire_get_u32(&r);
-      if (n > (uint32_t)(r.end - r.p) / sizeof(uint32_t)) {
-        r.bad = 1;
-        n = 0;
-      }
-      const char **json = xcalloc(n ? n : 1, sizeof *json);
-      for (uint32_t i = 0; i < n; i++)
-        json[i] = wire_get_strz(&r);
-      reply(px, q ? api->queue_send_batch(q, json, n, delay) : DURO_E_NOT_FOUND,
-            NULL);
-      free(json);
-      break;
-    }
-    case WM_LOG: {
-      int level = (int)wire_get_u32(&r);
-      const char *text = wire_get_strz(&r);
-      if (text)
-        call_vlog(api, level, "%s", text);
-      break;
-    }
     case WM_CANCELLED:
       reply(px, at ? api->attempt_cancelled(at) : 0, NULL);
       break;
@@ -472,7 +539,8 @@ static int serve(proxy *px, duro_attempt *at, int64_t *rc_out) {
       return 0;
     }
     default:
-      return -1;
+      if (!serve_common(px, kind, &r))
+        return -1;
     }
     if (r.bad) {
       log_error("plugin \"%s\": its worker sent a malformed frame (kind %u)",
@@ -521,4 +589,202 @@ duro_rc worker_proxy_run(duro_step *step, const duro_event *ev, duro_env *env) {
   wire_buf_free(&px.cur);
   worker_conn_put(c);
   return (duro_rc)rc;
+}
+
+/* ---- queue and cron handlers ---- */
+
+/* The plugin's frames in a handler until its END (in *end, valid until
+ * the next frame): 0; -1 when the worker died or broke the protocol (it
+ * is killed), -3 when it was killed for a limit or the deadline. */
+static int serve_handler(proxy *px, wire_reader *end) {
+  for (;;) {
+    uint32_t kind;
+    wire_reader r;
+    int got = next(px, &kind, &r);
+    if (got != 0)
+      return got;
+    if (kind == WM_END) {
+      *end = r;
+      return 0;
+    }
+    if (kind == WM_LIMIT) {
+      uint32_t which = wire_get_u32(&r);
+      int64_t used = wire_get_i64(&r), limit = wire_get_i64(&r);
+      char *msg = xasprintf(
+          which == 1 ? "the %s used %lld ms of CPU time, over its plugin's "
+                       "limits.cpu (%lld ms); its worker process was killed"
+                     : "the %s ran while its worker process grew to %lld "
+                       "MiB, over its plugin's limits.memory (%lld MiB); the "
+                       "process was killed",
+          px->handler, (long long)(which == 1 ? used : used >> 20),
+          (long long)(which == 1 ? limit : limit >> 20));
+      log_write(DURO_LOG_WARN, NULL, "%s", msg);
+      duro_env_handler_failed(
+          px->env,
+          which == 1 ? DURO_ERR_CPU_EXCEEDED : DURO_ERR_MEMORY_EXCEEDED, msg);
+      free(msg);
+      worker_conn_kill(px->c, which == 1 ? "a handler passed limits.cpu"
+                                         : "it passed limits.memory");
+      return -3;
+    }
+    if (!serve_common(px, kind, &r) || r.bad) {
+      log_error("the worker of the %s sent %s frame (kind %u)", px->handler,
+                r.bad ? "a malformed" : "an unexpected", kind);
+      worker_conn_kill(px->c, "it broke the protocol");
+      return -1;
+    }
+  }
+}
+
+/* Runs the handler whose frame px->m holds (begun by the caller) in the
+ * lent channel's worker: 0 with its return code in *rc and the rest of
+ * its END in *end, or -1 (said why). */
+static int handler_run(proxy *px, int *rc, wire_reader *end) {
+  int waiting = 0, wait;
+  /* counted as a callback in its process: a suspect of a kill runs
+   * alone, and a lone callback's death is not laid on it while a
+   * handler ran beside it */
+  while ((wait = worker_turn_try(px->c, 0, &waiting)) == 1)
+    nanosleep(&(struct timespec){0, 2000000}, NULL);
+  int got = -1;
+  if (wait == 0) {
+    idmap_put(&px->c->waiting, (int64_t)px->id, px);
+    got = channel_send(&px->c->ch, &px->m) == 0 ? serve_handler(px, end) : -1;
+    idmap_del(&px->c->waiting, (int64_t)px->id);
+    worker_turn_end(px->c, 0);
+  }
+  if (got == 0) {
+    *rc = (int)wire_get_i64(end);
+    const char *why = wire_get_strz(end);
+    if (!end->bad && !why)
+      return 0;
+    char *msg = xasprintf("the %s cannot run in its worker: %s", px->handler,
+                          why ? why : "a malformed END");
+    log_error("%s", msg);
+    duro_env_handler_failed(px->env, DURO_ERR_BUILD_UNAVAILABLE, msg);
+    free(msg);
+    return -1;
+  }
+  worker_conn_broken(px->c); /* reaped: its death is read now */
+  if (got == -1) {
+    /* Its own doing when its crash handler named it, or a SIGKILL from
+     * outside (as the OOM killer's); else the process died of another
+     * callback's crash, or the engine killed it for one: cut short. */
+    int guilty = px->c->crash_act == px->id || px->c->killed;
+    char *msg = guilty ? xasprintf("the %s crashed its worker process (%s)",
+                                   px->handler, px->c->how)
+                       : xasprintf("the %s was cut short: its worker process "
+                                   "died of another callback (%s)",
+                                   px->handler, px->c->how);
+    log_write(DURO_LOG_WARN, NULL, "%s; the engine runs on", msg);
+    duro_env_handler_failed(
+        px->env, guilty ? DURO_ERR_CRASHED : DURO_ERR_CUT_SHORT, msg);
+    free(msg);
+  }
+  return -1;
+}
+
+/* A handler's proxy on a channel lent to it: 0, or -1 (said why) when
+ * no worker could start.  `what` (the handler, e.g. `queue handler`, and
+ * `detail` in parentheses) is written into the buffer `handler`. */
+static int handler_proxy(proxy *px, duro_env *env, char *handler, size_t len,
+                         const char *what, const char *detail) {
+  const worker_build *b = duro_env_handler_ctx(env);
+  snprintf(handler, len, "%s of plugin \"%s\" (%s)", what,
+           b ? b->plugin->name : "?", detail);
+  char err[256];
+  worker_conn *c = b ? worker_conn_lend(b->plugin, err, sizeof err) : NULL;
+  if (!c) {
+    char *msg = xasprintf("no worker for the %s: %s", handler,
+                          b ? err : "the handler has no worker context");
+    log_error("%s", msg);
+    duro_env_handler_failed(env, DURO_ERR_BUILD_UNAVAILABLE, msg);
+    free(msg);
+    return -1;
+  }
+  *px = (proxy){.c = c,
+                .b = b,
+                .id = ++c->next_act,
+                .env = env,
+                .api = duro_host_api(),
+                .handler = handler};
+  return 0;
+}
+
+static void handler_proxy_end(proxy *px) {
+  worker_conn_give_back(px->c);
+  wire_buf_free(&px->m);
+  wire_buf_free(&px->inbox);
+  wire_buf_free(&px->cur);
+}
+
+static void put_build(proxy *px, uint32_t kind) {
+  channel_begin(&px->m, kind, px->id);
+  wire_put_str(&px->m, px->b->plugin->name);
+  wire_put_str(&px->m, px->b->path);
+  wire_put_str(&px->m, px->b->hash);
+}
+
+int worker_proxy_queue(duro_message_batch *batch, duro_env *env) {
+  const duro_api *api = duro_host_api();
+  const char *queue = api->batch_queue(batch);
+  char what[256], detail[160];
+  snprintf(detail, sizeof detail, "queue \"%s\"", queue);
+  proxy px;
+  if (handler_proxy(&px, env, what, sizeof what, "queue handler", detail) != 0)
+    return -1;
+  px.deadline = duro_env_deadline_ms(env);
+  size_t n = api->batch_size(batch);
+  put_build(&px, WM_QUEUE_RUN);
+  wire_put_str(&px.m, queue);
+  wire_put_u32(&px.m, (uint32_t)n);
+  for (size_t i = 0; i < n; i++) {
+    const duro_message *m = api->batch_message(batch, i);
+    wire_put_i64(&px.m, m->id);
+    wire_put_str(&px.m, m->body);
+    wire_put_u32(&px.m, m->attempts);
+    wire_put_i64(&px.m, m->sent_ms);
+  }
+  wire_reader end;
+  int rc = -1;
+  if (handler_run(&px, &rc, &end) != 0) {
+    rc = -1;
+  } else {
+    uint32_t marks = wire_get_u32(&end);
+    for (uint32_t i = 0; i < marks && i < n && !end.bad; i++) {
+      uint32_t mark = wire_get_u32(&end);
+      int64_t delay = wire_get_i64(&end);
+      if (end.bad)
+        break;
+      if (mark == WM_MARK_ACK)
+        api->message_ack(batch, i);
+      else if (mark == WM_MARK_RETRY)
+        api->message_retry(batch, i, delay);
+    }
+    if (end.bad) {
+      log_error("the worker of the %s sent a malformed END", what);
+      rc = -1;
+    }
+  }
+  handler_proxy_end(&px);
+  return rc;
+}
+
+int worker_proxy_scheduled(const duro_scheduled_event *ev, duro_env *env) {
+  char what[256], detail[160];
+  snprintf(detail, sizeof detail, "cron \"%s\"", ev->cron);
+  proxy px;
+  if (handler_proxy(&px, env, what, sizeof what, "scheduled handler", detail) !=
+      0)
+    return -1;
+  put_build(&px, WM_CRON_RUN);
+  wire_put_str(&px.m, ev->cron);
+  wire_put_i64(&px.m, ev->scheduled_ms);
+  wire_put_str(&px.m, ev->timezone);
+  wire_reader end;
+  int rc = -1;
+  if (handler_run(&px, &rc, &end) != 0)
+    rc = -1;
+  handler_proxy_end(&px);
+  return rc;
 }

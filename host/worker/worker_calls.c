@@ -1,0 +1,139 @@
+/* worker_calls.c — a worker process's callback pool: each step callback
+ * runs on a thread of its own, so that callbacks that block on I/O (a
+ * payment API, a database) run side by side, as many as the engine sends
+ * at once (it sends no more than the plugin's `concurrency`), while the
+ * channels' threads go on serving every other activation.
+ *
+ * A thread is started when a callback comes and none is idle; an idle
+ * thread waits for the next one and ends after POOL_IDLE_S without any,
+ * so a burst of slow steps costs threads only while it lasts.  Each
+ * thread has a signal stack (a stack overflow in a callback still names
+ * it on the channel's page) and, under limits, a watch over its CPU
+ * time. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "altstack.h"
+#include "log.h"
+#include "worker_process.h"
+#include "worker_proto.h"
+
+#define POOL_IDLE_S 30
+
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_cond = PTHREAD_COND_INITIALIZER;
+static wk_act *queue_head, *queue_tail; /* callbacks no thread took yet */
+static uint32_t queued, idle, threads;
+
+/* This thread's watch over its callbacks' CPU time (under limits). */
+static __thread wk_watch *thread_watch;
+
+void wk_begin_callback(wk_act *a) {
+  /* the engine clears the CALL's bit before sending it; set now, a pause
+   * or terminate waiting for it answers (worker_proto.h) */
+  uint64_t bit = a->call.seq % WM_PAGE_BITS;
+  uint64_t *page = wk_conn_page(a->conn);
+  __atomic_or_fetch(&page[WM_PAGE_BEGAN + bit / 64],
+                    UINT64_C(1) << (bit % 64), __ATOMIC_RELEASE);
+  if (thread_watch)
+    wk_watch_run(thread_watch, a->conn, a->id, 0);
+}
+
+void wk_end_callback(wk_act *a) {
+  (void)a;
+  if (thread_watch)
+    wk_watch_stop(thread_watch);
+}
+
+static wk_act *take_locked(void) {
+  wk_act *a = queue_head;
+  if (a && !(queue_head = a->next_call))
+    queue_tail = NULL;
+  if (a)
+    queued--;
+  return a;
+}
+
+static void *pool_main(void *arg) {
+  (void)arg;
+  thread_altstack();
+  wk_watch watch;
+  if (wk_limits_on()) {
+    wk_watch_add(&watch);
+    thread_watch = &watch;
+  }
+  pthread_mutex_lock(&pool_mu);
+  for (;;) {
+    wk_act *a = take_locked();
+    if (!a) {
+      struct timespec until;
+      clock_gettime(CLOCK_REALTIME, &until);
+      until.tv_sec += POOL_IDLE_S;
+      idle++;
+      int rc = 0;
+      while (!queue_head && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&pool_cond, &pool_mu, &until);
+      idle--;
+      if (!queue_head)
+        break; /* idle for POOL_IDLE_S: this thread goes */
+      continue;
+    }
+    pthread_mutex_unlock(&pool_mu);
+    wk_current = a;
+    wk_crash_page = wk_conn_page(a->conn);
+    wk_callback_run(a);
+    wk_current = NULL;
+    wk_crash_page = NULL;
+    wk_call_returned(a);
+    pthread_mutex_lock(&pool_mu);
+  }
+  threads--;
+  pthread_mutex_unlock(&pool_mu);
+  if (thread_watch)
+    wk_watch_remove(&watch);
+  thread_watch = NULL;
+  thread_altstack_release();
+  return NULL;
+}
+
+void wk_calls_submit(wk_act *a) {
+  a->next_call = NULL;
+  pthread_mutex_lock(&pool_mu);
+  if (queue_tail)
+    queue_tail->next_call = a;
+  else
+    queue_head = a;
+  queue_tail = a;
+  queued++;
+  int start = idle < queued;
+  if (!start)
+    pthread_cond_signal(&pool_cond);
+  else
+    threads++;
+  pthread_mutex_unlock(&pool_mu);
+  if (!start)
+    return;
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  int rc = pthread_create(&t, &attr, pool_main, NULL);
+  pthread_attr_destroy(&attr);
+  if (rc == 0)
+    return;
+  pthread_mutex_lock(&pool_mu);
+  int none = --threads == 0;
+  pthread_mutex_unlock(&pool_mu);
+  if (none) {
+    /* nothing would ever run it: the engine sees the death and fails
+     * what this process held, not knowing it as any callback's doing */
+    log_error("worker: cannot start a thread for a callback: %s",
+              strerror(rc));
+    _exit(70);
+  }
+  /* the callback waits for a thread of the pool to be free */
+}
