@@ -28,6 +28,13 @@
  *   W4 lateness     1000 instances sleeping 1 s: wake lateness p50/p99/max
  *   W5 events       1000 instances waiting for an event: send all, time to
  *                   all complete
+ *   W6 I/O steps    1000 instances x 2 steps that each block 200 ms (as a
+ *                   call to a payment API does), created in batches of
+ *                   100: time to all complete, with the code in the
+ *                   engine (workers: 0, --workers threads) and in a worker
+ *                   process as `duro run` has it by default (8 threads;
+ *                   the bench plugin beside this binary, or
+ *                   --plugin-workers)
  *   R  recovery     N queued instances: engine reopened, time to re-arm
  *   Q1 queue        200,000 messages sent in batches of 100 by one thread
  *                   while a push consumer (a queue handler, batches of
@@ -297,7 +304,12 @@ static worker_pool *bench_workers(void) {
 typedef struct wf_def {
   const char *name;
   duro_run_fn run;
+  const char *worker_class; /* its class in the bench plugin, or NULL */
 } wf_def;
+
+/* The bench plugin the workflows with a worker class run from, in a
+ * worker process (NULL: in the engine, as their `run`). */
+static const char *worker_so_now;
 
 /* hosts: engines on the journal (PostgreSQL only; 1 on SQLite). */
 static void bench_open(bench_engine *b, const char *name, const wf_def *wfs,
@@ -337,9 +349,9 @@ static void bench_open(bench_engine *b, const char *name, const wf_def *wfs,
     }
     for (size_t i = 0; i < n_wfs; i++) {
       void *ctx = NULL;
-      if (opts.worker_so && !strcmp(wfs[i].name, "steps"))
+      if (worker_so_now && wfs[i].worker_class)
         ctx = worker_pool_build(bench_workers(), "bench", 1, NULL,
-                                opts.worker_so, "bench", "Steps");
+                                worker_so_now, "bench", wfs[i].worker_class);
       duro_engine_register(b->hosts[h], wfs[i].name, NULL,
                            ctx ? worker_proxy_run : wfs[i].run, NULL, "bench");
       if (ctx)
@@ -431,6 +443,25 @@ static duro_rc wf_steps(duro_step *step, const duro_event *ev, duro_env *env) {
   return DURO_OK;
 }
 
+/* A step that waits on I/O: params.ms of sleep, as a call to another
+ * service would. */
+static int io_call(duro_attempt *a, void *arg) {
+  int ms = *(int *)arg;
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+  while (nanosleep(&ts, &ts) != 0)
+    ;
+  return duro_attempt_result(a, "1");
+}
+
+static duro_rc wf_io(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env;
+  int n = param(ev->params, "steps", 2), ms = param(ev->params, "ms", 200);
+  const char *r;
+  for (int i = 0; i < n; i++)
+    DURO_TRY(duro_do(step, "call", NULL, io_call, &ms, &r));
+  return DURO_OK;
+}
+
 static size_t slept_steps; /* atomic */
 
 static int counted(duro_attempt *a, void *arg) {
@@ -475,10 +506,11 @@ static duro_rc wf_waiter(duro_step *step, const duro_event *ev, duro_env *env) {
   return DURO_OK;
 }
 
-static const wf_def workflows[] = {{"steps", wf_steps},
-                                   {"sleeper", wf_sleeper},
-                                   {"napper", wf_napper},
-                                   {"waiter", wf_waiter}};
+static const wf_def workflows[] = {{"steps", wf_steps, "Steps"},
+                                   {"io", wf_io, "Io"},
+                                   {"sleeper", wf_sleeper, NULL},
+                                   {"napper", wf_napper, NULL},
+                                   {"waiter", wf_waiter, NULL}};
 #define N_WFS (sizeof workflows / sizeof *workflows)
 
 /* ---- W1
@@ -796,6 +828,60 @@ static void w5_events(void) {
   report(fig, ms, "ms", "1.8 s for 500 events");
 }
 
+/* ---- W6
+ * ------------------------------------------------------------------------ */
+
+/* W6 once: `so` NULL runs the steps in the engine on `threads` threads,
+ * else in a worker process of that plugin; the seconds to all complete. */
+static double w6_run(const char *name, const char *so, uint32_t threads,
+                     size_t n) {
+  const char *was = worker_so_now;
+  worker_so_now = so;
+  bench_engine b;
+  bench_open(&b, name, workflows, N_WFS, threads, 1, 1);
+  worker_so_now = was;
+  bench_start(&b);
+  int64_t t0 = now_us();
+  create_many(&b, "io", n, "{\"steps\":2,\"ms\":200}", 100);
+  wait_ended(&b, n);
+  double s = (double)(now_us() - t0) / 1e6;
+  bench_close(&b, 1);
+  return s;
+}
+
+static void w6_io(void) {
+  size_t n = opts.quick ? 100 : 1000;
+  char fig[64];
+  snprintf(fig, sizeof fig, "W6 %zu x 2 I/O steps, in engine", n);
+  report(fig, w6_run("w6e", NULL, opts.workers, n), "s",
+         "ideal 0.4 s; Restate 2.96 s");
+  char so[4200];
+  if (opts.worker_so) {
+    snprintf(so, sizeof so, "%s", opts.worker_so);
+  } else {
+    /* build/bench/duro-bench -> build/bench/libbench.so */
+    char self[4000];
+    ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[k > 0 ? k : 0] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash)
+      *slash = '\0';
+    snprintf(so, sizeof so, "%s/libbench.so", self);
+  }
+  if (access(so, R_OK) != 0) {
+    fprintf(stderr,
+            "bench: W6 in a worker needs the bench plugin: %s is "
+            "missing (--plugin-workers SO)\n",
+            so);
+    return;
+  }
+  snprintf(fig, sizeof fig, "W6 %zu x 2 I/O steps, in a worker", n);
+  uint32_t was = opts.workers;
+  opts.workers = 8; /* the setting line names the threads it ran on */
+  report(fig, w6_run("w6w", so, 8, n), "s", "target <= 1.0 s");
+  opts.workers = was;
+}
+
 /* ---- Q1
  * ------------------------------------------------------------------------ */
 
@@ -1008,7 +1094,8 @@ int main(int argc, char **argv) {
     return 2;
 #endif
   }
-  if (opts.worker_so && !opts.duro[0]) {
+  worker_so_now = opts.worker_so;
+  if ((opts.worker_so || wants("W6")) && !opts.duro[0]) {
     /* build/bench/duro-bench -> build/host/duro */
     char self[4000];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -1033,6 +1120,8 @@ int main(int argc, char **argv) {
     w4_lateness();
   if (wants("W5"))
     w5_events();
+  if (wants("W6"))
+    w6_io();
   if (wants("R"))
     r_recovery();
   if (wants("Q1")) {

@@ -7,10 +7,14 @@
  *   Nap   one step, then duro_sleep for an hour (H4: W3 through HTTP)
  *   Steps params.steps steps in a row, 10 by default (duro-bench's W1
  *         and W2 in a worker process: --plugin-workers)
+ *   Io    params.steps steps (2) that each block params.ms (200) as a
+ *         call to another service would (duro-bench's W6 in a worker)
  *
  * Each ends with a small output, so a client learning the result sees
  * {"steps": N}. */
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "duro.h"
 
@@ -44,15 +48,40 @@ static duro_rc nap(duro_step *step, const duro_event *ev, duro_env *env) {
   return duro_set_output(step, "{\"slept\":true}");
 }
 
-/* params.steps, or 10 (the params are the bench's own small JSON). */
-static int steps_param(const char *params) {
-  const char *p = params ? strstr(params, "\"steps\":") : NULL;
+/* params.KEY as a number, or `fallback` (the params are the bench's own
+ * small JSON). */
+static int int_param(const char *params, const char *key, int fallback) {
+  char pat[32];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  const char *p = params ? strstr(params, pat) : NULL;
   int n = 0;
   if (!p)
-    return 10;
-  for (p += 8; *p >= '0' && *p <= '9'; p++)
+    return fallback;
+  for (p += strlen(pat); *p >= '0' && *p <= '9'; p++)
     n = n * 10 + (*p - '0');
   return n;
+}
+
+static int steps_param(const char *params) {
+  return int_param(params, "steps", 10);
+}
+
+static int io_call(duro_attempt *a, void *arg) {
+  int ms = *(int *)arg;
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+  while (nanosleep(&ts, &ts) != 0)
+    ;
+  return duro_attempt_result(a, "1");
+}
+
+static duro_rc io(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env;
+  int n = int_param(ev->params, "steps", 2);
+  int ms = int_param(ev->params, "ms", 200);
+  const char *r;
+  for (int i = 0; i < n; i++)
+    DURO_TRY(duro_do(step, "call", NULL, io_call, &ms, &r));
+  return DURO_OK;
 }
 
 static duro_rc steps_n(duro_step *step, const duro_event *ev, duro_env *env) {
@@ -65,10 +94,9 @@ static duro_rc steps_n(duro_step *step, const duro_event *ev, duro_env *env) {
 }
 
 static const duro_workflow_def workflows[] = {
-    {.class_name = "One", .run = one},
-    {.class_name = "Ten", .run = ten},
-    {.class_name = "Nap", .run = nap},
-    {.class_name = "Steps", .run = steps_n},
+    {.class_name = "One", .run = one}, {.class_name = "Ten", .run = ten},
+    {.class_name = "Nap", .run = nap}, {.class_name = "Steps", .run = steps_n},
+    {.class_name = "Io", .run = io},
 };
 
 DURO_PLUGIN(.name = "bench", .version = "1", DURO_WORKFLOWS(workflows));
