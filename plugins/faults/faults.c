@@ -42,6 +42,15 @@
  * allows only once the result is committed: an "exec" after a "seen" of
  * the same step is a completed step that ran again.
  *
+ * Class "Io" (tests/test_workers.c) runs steps as real ones are: each
+ * blocks on I/O (a sleep) as a call to another service would.  Params
+ * {"steps": N (2), "hold_ms": M (200), "bytes": B (0), "timeout_s": T
+ * (none)}: each step's callback counts itself among the callbacks running
+ * at once in its process, holds M ms and returns a string of B bytes
+ * (B > 0) or "1"; the output is {"max_running": the most callbacks seen
+ * running at once in the process so far, "len": the length of the last
+ * step's result as duro_do gave it back}.
+ *
  * Its queue handler (tests/test_queue_host.c) acks every message of a
  * batch, after one record per message:
  *
@@ -275,8 +284,60 @@ static duro_rc send_flow(duro_step *step, const duro_event *ev, duro_env *env) {
   return duro_set_output(step, "\"sent\"");
 }
 
-static const duro_workflow_def workflows[] = {{"Fault", fault_flow},
-                                              {"Sender", send_flow}};
+typedef struct io_step {
+  int hold_ms;
+  int bytes;
+} io_step;
+
+static int io_running, io_max_running; /* atomics, process-wide */
+
+static int io_step_fn(duro_attempt *a, void *arg) {
+  const io_step *is = arg;
+  int now = __atomic_add_fetch(&io_running, 1, __ATOMIC_ACQ_REL);
+  int max = __atomic_load_n(&io_max_running, __ATOMIC_ACQUIRE);
+  while (now > max &&
+         !__atomic_compare_exchange_n(&io_max_running, &max, now, 0,
+                                      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    ;
+  nap_ms(is->hold_ms);
+  __atomic_sub_fetch(&io_running, 1, __ATOMIC_ACQ_REL);
+  if (is->bytes <= 0)
+    return duro_attempt_result(a, "1");
+  char *json = malloc((size_t)is->bytes + 3);
+  if (!json)
+    return duro_attempt_fail(a, "no memory for %d bytes", is->bytes);
+  json[0] = '"';
+  memset(json + 1, 'x', (size_t)is->bytes);
+  json[is->bytes + 1] = '"';
+  json[is->bytes + 2] = '\0';
+  int rc = duro_attempt_result(a, json);
+  free(json);
+  return rc;
+}
+
+static duro_rc io_flow(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env;
+  io_step is = {.hold_ms = int_param(ev->params, "hold_ms", 200),
+                .bytes = int_param(ev->params, "bytes", 0)};
+  int n = int_param(ev->params, "steps", 2);
+  int timeout_s = int_param(ev->params, "timeout_s", 0);
+  char timeout[32];
+  snprintf(timeout, sizeof timeout, "%d seconds", timeout_s);
+  duro_retries once = {.limit = 0};
+  duro_step_config cfg = {.retries = &once, .timeout = timeout};
+  const char *result = NULL;
+  for (int i = 1; i <= n; i++)
+    DURO_TRY(duro_do(step, "io", timeout_s > 0 ? &cfg : NULL, io_step_fn, &is,
+                     &result));
+  char out[96];
+  snprintf(out, sizeof out, "{\"max_running\":%d,\"len\":%zu}",
+           __atomic_load_n(&io_max_running, __ATOMIC_ACQUIRE),
+           result ? strlen(result) : 0);
+  return duro_set_output(step, out);
+}
+
+static const duro_workflow_def workflows[] = {
+    {"Fault", fault_flow}, {"Sender", send_flow}, {"Io", io_flow}};
 
 static int on_queue(duro_message_batch *b, duro_env *env) {
   (void)env;

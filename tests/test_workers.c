@@ -1,0 +1,234 @@
+/* test_workers.c — worker processes serving steps as real ones are:
+ * callbacks that block on I/O, large values, a plugin's concurrency and
+ * outside kills of its worker, each on a real `duro run` with the faults
+ * plugin's "Io" class (FAULTS_PLUGIN, plugins/faults/faults.c) in its
+ * default worker process.
+ *
+ *   io_steps_run_side_by_side       200 instances whose steps block: many
+ *                                   more callbacks at once than the
+ *                                   engine has threads
+ *   large_values_beside_blocking    600 KB results both ways while other
+ *                                   callbacks block: all complete, intact
+ *   timeout_starts_when_it_begins   callbacks past the plugin's
+ *                                   concurrency wait for a place without
+ *                                   their timeout running
+ *   two_kills_do_not_wedge          the worker SIGKILLed twice from
+ *                                   outside while instances run: all
+ *                                   complete on the next one */
+#include <check.h>
+#include <dirent.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "host_run.h"
+#include "http_client.h"
+#include "proc.h"
+
+#ifndef FAULTS_PLUGIN
+#error "build with -DFAULTS_PLUGIN=\"<path of libfaults.so>\""
+#endif
+
+#define FLOW "io-flow"
+#define WF "/workflows/" FLOW "/instances"
+
+/* A host of the faults plugin's Io class with `engine` as the engine
+ * mapping and `keys` (NULL: none) more keys of the plugin's entry. */
+static void start(host_run *h, const char *engine, const char *keys) {
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  host_init(h, "host");
+  h->request_ms = 10000;
+  h->plugin_keys = keys;
+  host_write_config(h, db, engine, "faults", FAULTS_PLUGIN,
+                    "      - name: " FLOW "\n"
+                    "        binding: IO_FLOW\n"
+                    "        class_name: Io\n");
+  host_start(h);
+}
+
+/* POST .../instances/batch of ids PREFIX-0 .. PREFIX-(N-1), in batches of
+ * at most 100. */
+static void create_many(const host_run *h, const char *prefix, int n,
+                        const char *params) {
+  for (int first = 0; first < n; first += 100) {
+    int k = n - first < 100 ? n - first : 100;
+    size_t cap = (size_t)k * (strlen(params) + 64) + 32, len = 0;
+    char *body = malloc(cap);
+    len += (size_t)snprintf(body + len, cap - len, "{\"instances\":[");
+    for (int i = 0; i < k; i++)
+      len += (size_t)snprintf(body + len, cap - len,
+                              "%s{\"id\":\"%s-%d\",\"params\":%s}",
+                              i ? "," : "", prefix, first + i, params);
+    snprintf(body + len, cap - len, "]}");
+    http_resp r;
+    host_request(h, &r, "POST", WF "/batch", body);
+    ck_assert_msg(r.status == 201 || r.status == 200, "batch: %ld %s",
+                  r.status, r.body ? r.body : "");
+    http_resp_free(&r);
+    free(body);
+  }
+}
+
+/* GET /workflows/io-flow's count of `status` (0 when none). */
+static long count_status(const host_run *h, const char *status) {
+  http_resp r;
+  host_request(h, &r, "GET", "/workflows/" FLOW, NULL);
+  char key[64];
+  snprintf(key, sizeof key, "instances.%s", status);
+  long n = r.status == 200 ? (long)json_integer_value(jget(r.json, key)) : -1;
+  http_resp_free(&r);
+  return n;
+}
+
+/* Waits until `n` instances are complete; fails at the deadline saying
+ * how far they got. */
+static void wait_complete(const host_run *h, long n, int64_t deadline) {
+  for (;;) {
+    long done = count_status(h, "complete");
+    if (done == n)
+      return;
+    ck_assert_msg(proc_now_ms() < deadline,
+                  "%ld of %ld complete (errored %ld, running %ld, queued "
+                  "%ld)\n%s",
+                  done, n, count_status(h, "errored"),
+                  count_status(h, "running"), count_status(h, "queued"),
+                  proc_tail(proc_slurp(h->log)));
+    proc_sleep_ms(100);
+  }
+}
+
+static json_t *output_of(const host_run *h, const char *id) {
+  json_t *d = host_describe(h, FLOW, id);
+  ck_assert_msg(d != NULL, "%s: no description", id);
+  json_t *out = json_incref(jget(d, "output"));
+  json_decref(d);
+  ck_assert_msg(json_is_object(out), "%s: output %s", id,
+                out ? jdump(out) : "none");
+  return out;
+}
+
+/* ---- cases --------------------------------------------------------------- */
+
+START_TEST(io_steps_run_side_by_side) {
+  host_run H;
+  /* two engine threads: before callbacks had threads of their own in
+   * the worker, no more than two of them ran at once */
+  start(&H, "{ workers: 2 }", NULL);
+  create_many(&H, "io", 200, "{\"steps\":2,\"hold_ms\":500}");
+  wait_complete(&H, 200, proc_now_ms() + 120000);
+  json_t *out = output_of(&H, "io-199");
+  int max = (int)json_integer_value(json_object_get(out, "max_running"));
+  json_decref(out);
+  /* 200 callbacks of 500 ms created at once: far more than the engine's
+   * threads run side by side, however slow the machine */
+  ck_assert_msg(max >= 20, "at most %d callbacks ran at once", max);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
+START_TEST(large_values_beside_blocking) {
+  host_run H;
+  start(&H, "{ workers: 2 }", NULL);
+  /* each step blocks 300 ms and returns 600 KB: results cross to the
+   * engine, and back to run() on replay-free duro_do returns, while the
+   * other instances' callbacks block */
+  create_many(&H, "big", 30, "{\"steps\":2,\"hold_ms\":300,\"bytes\":600000}");
+  wait_complete(&H, 30, proc_now_ms() + 120000);
+  for (int i = 0; i < 30; i += 7) {
+    char id[32];
+    snprintf(id, sizeof id, "big-%d", i);
+    json_t *out = output_of(&H, id);
+    /* the string's quotes and its 600,000 bytes, as run() got it back */
+    ck_assert_int_eq(json_integer_value(json_object_get(out, "len")),
+                     600002);
+    json_decref(out);
+  }
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
+START_TEST(timeout_starts_when_it_begins) {
+  host_run H;
+  /* two callbacks at once: the other six wait for a place; each holds
+   * 1.5 s under a 2 s timeout and no retry, so one whose timeout ran
+   * while it waited would fail TimeoutError */
+  start(&H, "{ workers: 2 }", "concurrency: 2");
+  create_many(&H, "t", 8, "{\"steps\":1,\"hold_ms\":1500,\"timeout_s\":2}");
+  wait_complete(&H, 8, proc_now_ms() + 120000);
+  json_t *out = output_of(&H, "t-7");
+  int max = (int)json_integer_value(json_object_get(out, "max_running"));
+  json_decref(out);
+  ck_assert_msg(max <= 2, "%d callbacks ran at once under concurrency 2",
+                max);
+  ck_assert_int_eq(count_status(&H, "errored"), 0);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
+/* The pid of host h's worker process (a child of its engine), or 0. */
+static pid_t worker_pid(const host_run *h) {
+  pid_t engine = host_last_engine(h), found = 0;
+  DIR *d = opendir("/proc");
+  struct dirent *de;
+  while (d && (de = readdir(d)) && !found) {
+    pid_t pid = (pid_t)atoi(de->d_name);
+    char path[64], stat[512] = {0};
+    if (pid <= 0)
+      continue;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t len = f ? fread(stat, 1, sizeof stat - 1, f) : 0;
+    if (f)
+      fclose(f);
+    /* "pid (comm) state ppid ...": the comm may hold spaces */
+    const char *close = len ? strrchr(stat, ')') : NULL;
+    int ppid = 0;
+    char state;
+    if (close && sscanf(close + 1, " %c %d", &state, &ppid) == 2 &&
+        ppid == engine && state != 'Z')
+      found = pid;
+  }
+  if (d)
+    closedir(d);
+  return found;
+}
+
+START_TEST(two_kills_do_not_wedge) {
+  host_run H;
+  start(&H, "{ workers: 2, max_crashes: 5 }", NULL);
+  create_many(&H, "k", 100, "{\"steps\":4,\"hold_ms\":300}");
+  /* SIGKILL (no handler sees it) twice, half a second apart, while the
+   * callbacks run: each cut short or charged a kill, none wedged */
+  for (int kill_no = 0; kill_no < 2; kill_no++) {
+    pid_t w = 0;
+    for (int i = 0; i < 100 && !(w = worker_pid(&H)); i++)
+      proc_sleep_ms(50);
+    ck_assert_msg(w > 0, "kill %d: no worker process", kill_no);
+    ck_assert_int_eq(kill(w, SIGKILL), 0);
+    proc_sleep_ms(500);
+  }
+  wait_complete(&H, 100, proc_now_ms() + 120000);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+  ck_assert_msg(host_count_lines(&H, "died: SIGKILL") >= 2,
+                "the kills were not seen");
+}
+END_TEST
+
+static Suite *workers_suite(void) {
+  Suite *s = suite_create("workers");
+  TCase *io = tcase_create("io");
+  proc_fixtures(io, "duro-workers");
+  tcase_set_timeout(io, 240);
+  tcase_add_test(io, io_steps_run_side_by_side);
+  tcase_add_test(io, large_values_beside_blocking);
+  tcase_add_test(io, timeout_starts_when_it_begins);
+  tcase_add_test(io, two_kills_do_not_wedge);
+  suite_add_tcase(s, io);
+  return s;
+}
+
+int main(void) { return http_suite_run(workers_suite()); }
