@@ -297,7 +297,7 @@ static void bench_remove_journal(const char *name, const char *db) {
 static worker_pool *bench_workers(void) {
   static worker_pool *pool;
   if (!pool)
-    pool = worker_pool_create(opts.duro);
+    pool = worker_pool_create(opts.duro, NULL);
   return pool;
 }
 

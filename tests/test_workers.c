@@ -14,7 +14,10 @@
  *                                   their timeout running
  *   two_kills_do_not_wedge          the worker SIGKILLed twice from
  *                                   outside while instances run: all
- *                                   complete on the next one */
+ *                                   complete on the next one
+ *   failed_load_in_worker_waits     a build whose init fails in a new
+ *                                   worker: its instances wait (none
+ *                                   errored) and complete once it loads */
 #include <check.h>
 #include <dirent.h>
 #include <jansson.h>
@@ -66,8 +69,8 @@ static void create_many(const host_run *h, const char *prefix, int n,
     snprintf(body + len, cap - len, "]}");
     http_resp r;
     host_request(h, &r, "POST", WF "/batch", body);
-    ck_assert_msg(r.status == 201 || r.status == 200, "batch: %ld %s",
-                  r.status, r.body ? r.body : "");
+    ck_assert_msg(r.status == 201 || r.status == 200, "batch: %ld %s", r.status,
+                  r.body ? r.body : "");
     http_resp_free(&r);
     free(body);
   }
@@ -143,8 +146,7 @@ START_TEST(large_values_beside_blocking) {
     snprintf(id, sizeof id, "big-%d", i);
     json_t *out = output_of(&H, id);
     /* the string's quotes and its 600,000 bytes, as run() got it back */
-    ck_assert_int_eq(json_integer_value(json_object_get(out, "len")),
-                     600002);
+    ck_assert_int_eq(json_integer_value(json_object_get(out, "len")), 600002);
     json_decref(out);
   }
   host_stop(&H, proc_now_ms() + 10000, 0);
@@ -162,8 +164,7 @@ START_TEST(timeout_starts_when_it_begins) {
   json_t *out = output_of(&H, "t-7");
   int max = (int)json_integer_value(json_object_get(out, "max_running"));
   json_decref(out);
-  ck_assert_msg(max <= 2, "%d callbacks ran at once under concurrency 2",
-                max);
+  ck_assert_msg(max <= 2, "%d callbacks ran at once under concurrency 2", max);
   ck_assert_int_eq(count_status(&H, "errored"), 0);
   host_stop(&H, proc_now_ms() + 10000, 0);
 }
@@ -218,6 +219,42 @@ START_TEST(two_kills_do_not_wedge) {
 }
 END_TEST
 
+/* $DURO_FAULTS_LOG's path in the case's directory. */
+static const char *faults_log(void) {
+  static char path[400];
+  snprintf(path, sizeof path, "%s/faults.log", proc_tmp_dir);
+  return path;
+}
+
+START_TEST(failed_load_in_worker_waits) {
+  host_run H;
+  host_init(&H, "host");
+  host_setenv(&H, "DURO_FAULTS_LOG", faults_log());
+  char db[400], noinit[420];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  snprintf(noinit, sizeof noinit, "%s.noinit", faults_log());
+  H.request_ms = 10000;
+  host_write_config(&H, db, "{ workers: 2 }", "faults", FAULTS_PLUGIN,
+                    "      - name: " FLOW "\n"
+                    "        binding: IO_FLOW\n"
+                    "        class_name: Io\n");
+  host_start(&H);
+  /* From now on the build's init fails in a new worker process (it ran
+   * where the host checked it): its instances wait, none errors */
+  FILE *f = fopen(noinit, "w");
+  ck_assert_ptr_nonnull(f);
+  fclose(f);
+  create_many(&H, "w", 5, "{\"steps\":1,\"hold_ms\":0}");
+  host_wait_lines(&H, "cannot run in its worker", 1, proc_now_ms() + 30000);
+  proc_sleep_ms(500);
+  ck_assert_int_eq(count_status(&H, "errored"), 0);
+  ck_assert_int_eq(count_status(&H, "complete"), 0);
+  unlink(noinit); /* the dependency is back */
+  wait_complete(&H, 5, proc_now_ms() + 60000);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
 static Suite *workers_suite(void) {
   Suite *s = suite_create("workers");
   TCase *io = tcase_create("io");
@@ -227,6 +264,7 @@ static Suite *workers_suite(void) {
   tcase_add_test(io, large_values_beside_blocking);
   tcase_add_test(io, timeout_starts_when_it_begins);
   tcase_add_test(io, two_kills_do_not_wedge);
+  tcase_add_test(io, failed_load_in_worker_waits);
   suite_add_tcase(s, io);
   return s;
 }

@@ -258,7 +258,7 @@ config *config_load_all(const char *path, errlist *errs) {
     errlist_add(errs, 0, 0, xstrdup("config: no file given"));
     return NULL;
   }
-  if (!(f = fopen(path, "rb")))
+  if (!(f = fopen(path, "rbe")))
     goto fail_io;
   for (;;) {
     if (cap - len < 4096) {

@@ -56,7 +56,7 @@ bool cron_tz_valid(const char *tz, char *err, size_t errlen) {
   char magic[4] = {0};
   FILE *f = NULL;
   if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
-    f = fopen(path, "rb");
+    f = fopen(path, "rbe");
   bool tzif = f && fread(magic, 1, 4, f) == 4 && memcmp(magic, "TZif", 4) == 0;
   if (f)
     fclose(f);

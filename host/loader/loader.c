@@ -283,7 +283,7 @@ int loader_check_info(const duro_plugin_info *info, const duro_api *api,
  * identity, not a defence: it tells builds apart in the journal and the
  * logs, and is cheap enough to run on every load. */
 int loader_hash_file(const char *path, char out[17]) {
-  FILE *f = fopen(path, "rb");
+  FILE *f = fopen(path, "rbe");
   if (f == NULL)
     return -errno;
   uint64_t h = UINT64_C(0xcbf29ce484222325);

@@ -52,7 +52,7 @@ static pid_t group_left(pid_t pgid) {
     if (pid <= 0)
       continue;
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
+    FILE *f = fopen(path, "re");
     if (!f)
       continue;
     size_t n = fread(line, 1, sizeof line - 1, f);

@@ -86,7 +86,7 @@ static char *newest_marker(const reloader *r, const plugin_state *p) {
 
 void reload_remember_newest(reloader *r, plugin_state *p) {
   char *path = newest_marker(r, p);
-  FILE *f = fopen(path, "w");
+  FILE *f = fopen(path, "we");
   if (f) {
     fprintf(f, "%s\n", p->builds[p->n - 1].hash);
     fclose(f);
@@ -99,7 +99,7 @@ void reload_remember_newest(reloader *r, plugin_state *p) {
 static int load_fallback(reloader *r, plugin_state *p, const char *why) {
   char *marker = newest_marker(r, p);
   char hash[32] = "";
-  FILE *f = fopen(marker, "r");
+  FILE *f = fopen(marker, "re");
   free(marker);
   if (!f)
     return -1;

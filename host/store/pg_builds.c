@@ -13,7 +13,7 @@
 /* Reads the file at `path` whole (malloc'ed, *len bytes); NULL on failure,
  * recorded. */
 static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
+  FILE *f = fopen(path, "rbe");
   char *buf = NULL;
   long n = -1;
   if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 &&
@@ -100,7 +100,7 @@ int pg_build_get(void *db, const char *hash, const char *path) {
   }
   /* Written beside, synced, renamed: a crash leaves no half build. */
   char *tmp = xasprintf("%s.fetch", path);
-  FILE *f = fopen(tmp, "wb");
+  FILE *f = fopen(tmp, "wbe");
   int len = PQgetlength(r, 0, 0);
   ok = f && fwrite(PQgetvalue(r, 0, 0), 1, (size_t)len, f) == (size_t)len &&
        fflush(f) == 0 && fsync(fileno(f)) == 0;

@@ -18,8 +18,9 @@
 typedef struct worker_pool worker_pool;
 
 /* A pool that starts workers as `exe __worker` (exe: the duro binary;
- * copied). */
-worker_pool *worker_pool_create(const char *exe);
+ * copied), each in a session of its own, with the environment of this
+ * process less the variable `hide_env` (the HTTP token's; NULL: none). */
+worker_pool *worker_pool_create(const char *exe, const char *hide_env);
 /* Kills the workers and frees what the pool holds.  Call once no
  * activation runs. */
 void worker_pool_free(worker_pool *p);

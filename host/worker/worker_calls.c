@@ -37,8 +37,8 @@ void wk_begin_callback(wk_act *a) {
    * or terminate waiting for it answers (worker_proto.h) */
   uint64_t bit = a->call.seq % WM_PAGE_BITS;
   uint64_t *page = wk_conn_page(a->conn);
-  __atomic_or_fetch(&page[WM_PAGE_BEGAN + bit / 64],
-                    UINT64_C(1) << (bit % 64), __ATOMIC_RELEASE);
+  __atomic_or_fetch(&page[WM_PAGE_BEGAN + bit / 64], UINT64_C(1) << (bit % 64),
+                    __ATOMIC_RELEASE);
   if (thread_watch)
     wk_watch_run(thread_watch, a->conn, a->id, 0);
 }
@@ -131,8 +131,7 @@ void wk_calls_submit(wk_act *a) {
   if (none) {
     /* nothing would ever run it: the engine sees the death and fails
      * what this process held, not knowing it as any callback's doing */
-    log_error("worker: cannot start a thread for a callback: %s",
-              strerror(rc));
+    log_error("worker: cannot start a thread for a callback: %s", strerror(rc));
     _exit(70);
   }
   /* the callback waits for a thread of the pool to be free */

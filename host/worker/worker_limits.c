@@ -127,7 +127,7 @@ static void report(wk_watch *w, uint64_t act, uint32_t which, int64_t used,
 }
 
 static int64_t rss_bytes(void) {
-  FILE *f = fopen("/proc/self/statm", "r");
+  FILE *f = fopen("/proc/self/statm", "re");
   long pages = 0, resident = 0;
   if (!f)
     return 0;

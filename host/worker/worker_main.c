@@ -63,27 +63,29 @@ typedef struct wk_build {
   struct wk_build *next;
   char *hash;
   loader_plugin *lp;
-  char *error; /* the load failed: why (not retried) */
 } wk_build;
 
 static pthread_mutex_t builds_mu = PTHREAD_MUTEX_INITIALIZER;
 static wk_build *builds;
 
-/* The build `hash` of plugin `name`, loaded from `path` on first use. */
+/* The build `hash` of plugin `name`, loaded from `path` on first use;
+ * NULL with why in err when it did not load (not kept: the engine runs
+ * the instance again after a back-off, and the load is tried again). */
 static const wk_build *build_get(const char *name, const char *path,
-                                 const char *hash) {
+                                 const char *hash, char *err, size_t len) {
   pthread_mutex_lock(&builds_mu);
   wk_build *b = builds;
   while (b && strcmp(b->hash, hash))
     b = b->next;
   if (!b) {
-    b = xcalloc(1, sizeof *b);
-    b->hash = xstrdup(hash);
-    char err[1024];
-    if (loader_open(name, path, worker_api_table(), &b->lp, err, sizeof err))
-      b->error = xstrdup(err);
-    b->next = builds;
-    builds = b;
+    loader_plugin *lp = NULL;
+    if (loader_open(name, path, worker_api_table(), &lp, err, len) == 0) {
+      b = xcalloc(1, sizeof *b);
+      b->hash = xstrdup(hash);
+      b->lp = lp;
+      b->next = builds;
+      builds = b;
+    }
   }
   pthread_mutex_unlock(&builds_mu);
   return b;
@@ -234,9 +236,10 @@ static wk_act *act_new(wk_conn *c, uint64_t id, wire_reader *r) {
     a->load_error = xstrdup("the engine sent a malformed RUN");
     return a;
   }
-  const wk_build *b = build_get(plugin, path, hash);
-  if (b->error)
-    a->load_error = xstrdup(b->error);
+  char err[1024];
+  const wk_build *b = build_get(plugin, path, hash, err, sizeof err);
+  if (!b)
+    a->load_error = xstrdup(err);
   else if (!(a->run = loader_find_workflow(b->lp, cls)))
     a->load_error = xasprintf("plugin \"%s\" build %s exports no class "
                               "\"%s\"",
@@ -305,10 +308,11 @@ static wk_act *handler_new(wk_conn *c, uint64_t id, uint32_t kind,
     a->load_error = xstrdup("the engine sent a malformed handler frame");
     return a;
   }
-  const wk_build *b = build_get(plugin, path, hash);
+  char err[1024];
+  const wk_build *b = build_get(plugin, path, hash, err, sizeof err);
   const char *what = kind == WM_QUEUE_RUN ? "queue" : "scheduled";
-  if (b->error)
-    a->load_error = xstrdup(b->error);
+  if (!b)
+    a->load_error = xstrdup(err);
   else if (kind == WM_QUEUE_RUN && !(a->queue = loader_info(b->lp)->queue))
     a->load_error = xasprintf("plugin \"%s\" build %s has no %s handler",
                               plugin, hash, what);
@@ -547,6 +551,8 @@ int worker_process_main(int argc, char **argv) {
     return 64;
   }
   int ctl = atoi(argv[2]);
+  /* inherited across exec on purpose; not by what plugin code execs */
+  fcntl(ctl, F_SETFD, FD_CLOEXEC);
   crash_handlers();
   /* FD PLUGIN [MEMORY CPU_MS]: the plugin's limits (0: none). */
   wk_limits_start(argc > 4 ? strtoll(argv[4], NULL, 10) : 0,

@@ -25,6 +25,10 @@
 
 struct worker_pool {
   char *exe;
+  /* The environment workers start with: the engine's, less the variable
+   * that holds the HTTP token (plugin code has no use for it).  Made
+   * before any fork: the child may only call async-signal-safe code. */
+  char **envp;
   pthread_mutex_t mu; /* plugins, builds */
   worker_plugin **plugins;
   size_t n_plugins;
@@ -35,9 +39,18 @@ struct worker_pool {
 
 static void conn_free(worker_conn *c);
 
-worker_pool *worker_pool_create(const char *exe) {
+extern char **environ;
+
+worker_pool *worker_pool_create(const char *exe, const char *hide_env) {
   worker_pool *p = xcalloc(1, sizeof *p);
   p->exe = xstrdup(exe);
+  size_t n = 0, k = 0, hide = hide_env ? strlen(hide_env) : 0;
+  while (environ[n])
+    n++;
+  p->envp = xcalloc(n + 1, sizeof *p->envp);
+  for (size_t i = 0; i < n; i++)
+    if (!hide || strncmp(environ[i], hide_env, hide) || environ[i][hide] != '=')
+      p->envp[k++] = xstrdup(environ[i]);
   pthread_mutex_init(&p->mu, NULL);
   return p;
 }
@@ -45,7 +58,7 @@ worker_pool *worker_pool_create(const char *exe) {
 static void proc_stop(worker_proc *w) {
   if (w->pid <= 0)
     return;
-  kill(w->pid, SIGKILL);
+  kill(-w->pid, SIGKILL); /* it and whatever its plugin forked */
   while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR)
     ;
   close(w->ctl);
@@ -75,6 +88,9 @@ void worker_pool_free(worker_pool *p) {
   }
   free(p->plugins);
   free(p->builds);
+  for (char **e = p->envp; *e; e++)
+    free(*e);
+  free(p->envp);
   free(p->exe);
   pthread_mutex_destroy(&p->mu);
   free(p);
@@ -180,6 +196,10 @@ static int proc_start(worker_proc *w, char *err, size_t errlen) {
       fcntl(3, F_SETFD, 0);
     else if (dup2(sv[1], 3) < 0)
       _exit(126);
+    /* A session of its own: plugin code that signals its process group
+     * (kill(0, ...)) reaches the worker and its children, never the
+     * engine, and the engine ends the group with the worker. */
+    setsid();
     char *const argv[] = {(char *)exe,
                           "__worker",
                           fd_arg,
@@ -187,7 +207,7 @@ static int proc_start(worker_proc *w, char *err, size_t errlen) {
                           w->plugin->limit_args[0],
                           w->plugin->limit_args[1],
                           NULL};
-    execv(exe, argv);
+    execve(exe, argv, w->plugin->pool->envp);
     _exit(127);
   }
   close(sv[1]);
@@ -237,6 +257,9 @@ static int proc_reap(worker_proc *w, char *how, size_t len) {
   } else {
     describe_status(st, how, len);
   }
+  /* What its plugin forked goes with it (its session's group, named by
+   * its pid; reaped first, so that how it died is its own signal). */
+  kill(-w->pid, SIGKILL);
   close(w->ctl);
   log_write(DURO_LOG_WARN, NULL,
             "plugin \"%s\": worker %u (pid %d) died: %s; a new one starts "

@@ -535,7 +535,18 @@ static int serve(proxy *px, duro_attempt *at, int64_t *rc_out) {
       const char *why = wire_get_strz(&r);
       if (r.bad)
         return -1;
-      *rc_out = why ? call_vfail(api, s, "%s", why) : rc;
+      if (why) {
+        /* The build did not load in the worker (its dlopen or init
+         * failed there): the instance waits and runs again after a
+         * back-off, as when no worker could start, never errored for
+         * it (the load may succeed next time). */
+        log_error("plugin \"%s\": build %s cannot run in its worker: %s; "
+                  "its instance runs again after a back-off",
+                  px->b->plugin->name, px->b->hash, why);
+        step_worker_unavailable(s);
+        rc = DURO_SUSPEND;
+      }
+      *rc_out = rc;
       return 0;
     }
     default:

@@ -51,6 +51,8 @@
  * running at once in the process so far, "len": the length of the last
  * step's result as duro_do gave it back}.
  *
+ * While a file $DURO_FAULTS_LOG.noinit exists, its init refuses the load.
+ *
  * Its queue handler (tests/test_queue_host.c) acks every message of a
  * batch, after one record per message:
  *
@@ -365,5 +367,17 @@ static int on_tick(const duro_scheduled_event *ev, duro_env *env) {
   return 0;
 }
 
+/* Refuses the load while $DURO_FAULTS_LOG.noinit exists: a build whose
+ * init fails in a new worker process (a dependency gone, a full disk),
+ * though it loaded where it was checked (tests/test_workers.c). */
+static int on_init(void) {
+  const char *log = getenv(LOG_ENV);
+  char path[512];
+  if (!log)
+    return 0;
+  snprintf(path, sizeof path, "%s.noinit", log);
+  return access(path, F_OK) == 0 ? -1 : 0;
+}
+
 DURO_PLUGIN(.name = "faults", .version = "1", DURO_WORKFLOWS(workflows),
-            .queue = on_queue, .scheduled = on_tick);
+            .queue = on_queue, .scheduled = on_tick, .init = on_init);
