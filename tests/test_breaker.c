@@ -433,6 +433,38 @@ START_TEST(storm_spares_others) {
 }
 END_TEST
 
+/* A build whose one workflow crashes its worker again and again, beside
+ * a healthy sibling workflow of the same build (the faults plugin's Io
+ * class): the breaker holds the crashing workflow on that build, and the
+ * sibling's instances, created once it tripped, all complete. */
+START_TEST(hold_spares_sibling_workflow) {
+  host_run H;
+  start(&H, "{ max_crashes: 10 }",
+        "  - name: faults\n"
+        "    path: " FAULTS_PLUGIN "\n"
+        "    crash_storm: { crashes: 3, window: 60s }\n"
+        "    workflows:\n"
+        "      - { name: " FLOW ", binding: FAULT_FLOW, class_name: Fault }\n"
+        "      - { name: io-flow, binding: IO_FLOW, class_name: Io }\n");
+  create_batch(&H, FLOW, "p", 0, 20, SEGV);
+  wait_held(&H, FLOW, 20, proc_now_ms() + SETTLE_MS);
+  create_batch(&H, "io-flow", "io", 0, 50, "{\"steps\":2,\"hold_ms\":10}");
+  wait_complete(&H, "io-flow", 50, proc_now_ms() + SETTLE_MS);
+  ck_assert_int_le(held_of(&H, "io-flow"), 0); /* no series: none held */
+  ck_assert_int_eq(held_of(&H, FLOW), 20);
+  /* GET /plugins names the workflow held on the build */
+  http_resp r;
+  host_request(&H, &r, "GET", "/plugins", NULL);
+  char *text = jdump(r.json);
+  ck_assert_msg(strstr(text, "\"workflows\": [\"" FLOW "\"]") ||
+                    strstr(text, "\"workflows\":[\"" FLOW "\"]"),
+                "%s", text);
+  free(text);
+  http_resp_free(&r);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
 static Suite *breaker_suite(void) {
   Suite *s = suite_create("breaker");
   TCase *hold = tcase_create("hold");
@@ -445,6 +477,7 @@ static Suite *breaker_suite(void) {
   }
   tcase_add_test(hold, holds_then_resume);
   tcase_add_test(hold, rollback);
+  tcase_add_test(hold, hold_spares_sibling_workflow);
   tcase_add_test(storm, storm_spares_others);
   return s;
 }

@@ -1,6 +1,7 @@
 /* breaker.c — the crash-storm breaker (breaker.h): the crashes of each
- * build in a ring as long as the plugin's threshold, a hold when the ring
- * is full of crashes younger than the window. */
+ * workflow's build in a ring as long as the plugin's threshold, a hold of
+ * that workflow's build when the ring is full of crashes younger than the
+ * window. */
 #include "breaker.h"
 
 #include <inttypes.h>
@@ -15,6 +16,7 @@
 
 typedef struct build_count {
   const config_plugin *plugin;
+  const char *workflow; /* the config's name: lives as long as the breaker */
   char hash[17];
   int64_t *at; /* the last `crashes` crash times (monotonic ms), a ring */
   uint32_t n, next;
@@ -65,12 +67,15 @@ void breaker_start(breaker *b, duro_engine *e) {
              n, BREAKER_REASON);
 }
 
-static const config_plugin *plugin_of_workflow(const breaker *b,
-                                               const char *workflow) {
+/* The plugin of `workflow`, and the config's copy of its name in *name. */
+static const config_plugin *
+plugin_of_workflow(const breaker *b, const char *workflow, const char **name) {
   for (size_t i = 0; i < b->cfg->n_plugins; i++)
     for (size_t w = 0; w < b->cfg->plugins[i].n_workflows; w++)
-      if (!strcmp(b->cfg->plugins[i].workflows[w].name, workflow))
+      if (!strcmp(b->cfg->plugins[i].workflows[w].name, workflow)) {
+        *name = b->cfg->plugins[i].workflows[w].name;
         return &b->cfg->plugins[i];
+      }
   return NULL;
 }
 
@@ -81,23 +86,26 @@ static const config_plugin *plugin_named(const breaker *b, const char *name) {
   return NULL;
 }
 
-/* The same file may serve two plugins: counts are per plugin. */
+/* The same file may serve two plugins, and a build several workflows:
+ * counts are per plugin, build and workflow, so that a workflow whose
+ * code crashes is held without its healthy siblings of the same build. */
 static build_count *find_locked(breaker *b, const char *plugin,
-                                const char *hash) {
+                                const char *hash, const char *workflow) {
   for (size_t i = 0; i < b->n; i++)
-    if (!strcmp(b->v[i].hash, hash) && !strcmp(b->v[i].plugin->name, plugin))
+    if (!strcmp(b->v[i].hash, hash) && !strcmp(b->v[i].plugin->name, plugin) &&
+        !strcmp(b->v[i].workflow, workflow))
       return &b->v[i];
   return NULL;
 }
 
 static build_count *take_locked(breaker *b, const config_plugin *p,
-                                const char *hash) {
-  build_count *c = find_locked(b, p->name, hash);
+                                const char *hash, const char *workflow) {
+  build_count *c = find_locked(b, p->name, hash, workflow);
   if (c)
     return c;
   b->v = xrealloc(b->v, (b->n + 1) * sizeof *b->v);
   c = &b->v[b->n++];
-  *c = (build_count){.plugin = p};
+  *c = (build_count){.plugin = p, .workflow = workflow};
   snprintf(c->hash, sizeof c->hash, "%s", hash);
   c->at = xcalloc(p->crash_storm.crashes, sizeof *c->at);
   return c;
@@ -112,14 +120,6 @@ static uint32_t in_window(const build_count *c, int64_t now) {
   return k;
 }
 
-/* The names of p's workflows (malloc'ed array; the names are p's). */
-static const char **workflows_of(const config_plugin *p) {
-  const char **v = xcalloc(p->n_workflows + 1, sizeof *v);
-  for (size_t i = 0; i < p->n_workflows; i++)
-    v[i] = p->workflows[i].name;
-  return v;
-}
-
 /* For the rollback of plugin `ctx->plugin`: a build that never crashed
  * here. */
 typedef struct rollback_ctx {
@@ -130,31 +130,31 @@ typedef struct rollback_ctx {
 static int never_crashed(void *ctx, const char *hash) {
   rollback_ctx *r = ctx;
   breaker *b = r->b;
+  int ok = 1;
   pthread_mutex_lock(&b->mu);
-  const build_count *c = find_locked(b, r->plugin, hash);
-  int ok = !c || (!c->total && !c->held);
+  for (size_t i = 0; i < b->n; i++)
+    if (!strcmp(b->v[i].hash, hash) && !strcmp(b->v[i].plugin->name, r->plugin))
+      ok &= !b->v[i].total && !b->v[i].held;
   pthread_mutex_unlock(&b->mu);
   return ok;
 }
 
-static void trip(breaker *b, const config_plugin *p, const char *hash,
-                 uint32_t crashes) {
+static void trip(breaker *b, const config_plugin *p, const char *workflow,
+                 const char *hash, uint32_t crashes) {
   char window[32];
   int64_t w = p->crash_storm.window_ms;
   if (w % 1000 == 0)
     snprintf(window, sizeof window, "%" PRId64 " s", w / 1000);
   else
     snprintf(window, sizeof window, "%" PRId64 " ms", w);
-  const char **wfs = workflows_of(p);
-  int rc =
-      duro_engine_hold_build(b->e, wfs, p->n_workflows, hash, BREAKER_REASON);
-  free(wfs);
+  int rc = duro_engine_hold_build(b->e, &workflow, 1, hash, BREAKER_REASON);
   if (rc != 0)
     return;
-  log_warn("plugin \"%s\": build %s crashed %u times within %s: its "
-           "instances wait (%s) and run none of its code until a new build "
-           "is deployed or `duro plugins resume %s`",
-           p->name, hash, crashes, window, BREAKER_REASON, p->name);
+  log_warn("plugin \"%s\": build %s crashed %u times within %s in "
+           "workflow %s: its instances on that build wait (%s) and run "
+           "none of its code until a new build is deployed or `duro plugins "
+           "resume %s` (the plugin's other workflows run on)",
+           p->name, hash, crashes, window, workflow, BREAKER_REASON, p->name);
   if (!p->crash_storm.rollback)
     return;
   char to[17] = "";
@@ -176,13 +176,14 @@ static void trip(breaker *b, const config_plugin *p, const char *hash,
 void breaker_crashed(breaker *b, const char *workflow, const char *build) {
   if (!b->e || !build || !*build)
     return;
-  const config_plugin *p = plugin_of_workflow(b, workflow);
+  const char *wf = NULL;
+  const config_plugin *p = plugin_of_workflow(b, workflow, &wf);
   if (!p || !p->crash_storm.crashes)
     return;
   int64_t now = clock_mono_ms();
   uint32_t crashes = 0;
   pthread_mutex_lock(&b->mu);
-  build_count *c = take_locked(b, p, build);
+  build_count *c = take_locked(b, p, build, wf);
   c->at[c->next] = now;
   c->next = (c->next + 1) % p->crash_storm.crashes;
   if (c->n < p->crash_storm.crashes)
@@ -198,7 +199,7 @@ void breaker_crashed(breaker *b, const char *workflow, const char *build) {
   snprintf(hash, sizeof hash, "%s", c->hash);
   pthread_mutex_unlock(&b->mu);
   if (tripped)
-    trip(b, p, hash, crashes);
+    trip(b, p, wf, hash, crashes);
 }
 
 void breaker_newest(breaker *b, const char *plugin, const char *hash) {
@@ -223,39 +224,40 @@ int breaker_resume(breaker *b, const char *name, json_t **report) {
   if (!p)
     return -1;
   json_t *released = json_array();
-  char(*hashes)[17] = NULL;
-  uint32_t *crashes = NULL;
+  typedef struct held {
+    char hash[17];
+    const char *workflow;
+    uint32_t crashes;
+  } held;
+  held *v = NULL;
   size_t n = 0;
   pthread_mutex_lock(&b->mu);
   for (size_t i = 0; i < b->n; i++) {
     build_count *c = &b->v[i];
     if (!c->held || c->plugin != p)
       continue;
-    hashes = xrealloc(hashes, (n + 1) * sizeof *hashes);
-    crashes = xrealloc(crashes, (n + 1) * sizeof *crashes);
-    memcpy(hashes[n], c->hash, sizeof c->hash);
-    crashes[n++] = c->held_crashes;
+    v = xrealloc(v, (n + 1) * sizeof *v);
+    memcpy(v[n].hash, c->hash, sizeof c->hash);
+    v[n].workflow = c->workflow;
+    v[n++].crashes = c->held_crashes;
     /* A fresh count: it trips again only after as many new crashes. */
     c->held = 0;
     c->n = c->next = 0;
   }
   pthread_mutex_unlock(&b->mu);
-  const char **wfs = workflows_of(p);
   for (size_t i = 0; i < n; i++) {
     size_t woken = 0;
     if (b->e)
-      duro_engine_release_build(b->e, wfs, p->n_workflows, hashes[i], &woken);
-    log_info("plugin \"%s\": build %s resumed by an operator: %zu held "
-             "instance(s) run again",
-             name, hashes[i], woken);
-    json_array_append_new(released,
-                          json_pack("{s:s,s:I,s:I}", "build", hashes[i],
-                                    "crashes", (json_int_t)crashes[i], "woken",
-                                    (json_int_t)woken));
+      duro_engine_release_build(b->e, &v[i].workflow, 1, v[i].hash, &woken);
+    log_info("plugin \"%s\": build %s of workflow %s resumed by an "
+             "operator: %zu held instance(s) run again",
+             name, v[i].hash, v[i].workflow, woken);
+    json_array_append_new(
+        released, json_pack("{s:s,s:s,s:I,s:I}", "build", v[i].hash, "workflow",
+                            v[i].workflow, "crashes", (json_int_t)v[i].crashes,
+                            "woken", (json_int_t)woken));
   }
-  free(wfs);
-  free(hashes);
-  free(crashes);
+  free(v);
   if (report)
     *report = json_pack("{s:s,s:o}", "plugin", name, "released", released);
   else
@@ -281,19 +283,37 @@ void breaker_annotate(breaker *b, json_t *list) {
     const char *name = json_string_value(json_object_get(p, "name"));
     json_array_foreach(json_object_get(p, "builds"), k, bj) {
       const char *hash = json_string_value(json_object_get(bj, "build"));
-      build_count *c = hash && name ? find_locked(b, name, hash) : NULL;
-      json_object_set_new(bj, "crashes",
-                          json_integer(c ? (json_int_t)in_window(c, now) : 0));
-      if (!c || !c->held)
+      /* its crashes in the window over every workflow; held when one of
+       * its workflows is (the first such says since when and why), with
+       * the workflows held */
+      json_int_t crashes = 0;
+      const build_count *first = NULL;
+      json_t *wfs = json_array();
+      for (size_t c = 0; c < b->n && hash && name; c++) {
+        const build_count *bc = &b->v[c];
+        if (strcmp(bc->hash, hash) || strcmp(bc->plugin->name, name))
+          continue;
+        crashes += in_window(bc, now);
+        if (!bc->held)
+          continue;
+        json_array_append_new(wfs, json_string(bc->workflow));
+        if (!first)
+          first = bc;
+      }
+      json_object_set_new(bj, "crashes", json_integer(crashes));
+      if (!first) {
+        json_decref(wfs);
         continue;
+      }
       any_held = 1;
       json_object_set_new(
           bj, "held",
-          json_pack("{s:I,s:I,s:s,s:s}", "since_ms",
-                    (json_int_t)c->held_since_ms, "crashes",
-                    (json_int_t)c->held_crashes, "reason", BREAKER_REASON,
+          json_pack("{s:I,s:I,s:s,s:s,s:o}", "since_ms",
+                    (json_int_t)first->held_since_ms, "crashes",
+                    (json_int_t)first->held_crashes, "reason", BREAKER_REASON,
                     "action",
-                    c->plugin->crash_storm.rollback ? "rollback" : "pause"));
+                    first->plugin->crash_storm.rollback ? "rollback" : "pause",
+                    "workflows", wfs));
     }
   }
   pthread_mutex_unlock(&b->mu);

@@ -1,5 +1,6 @@
-/* breaker.h — the crash-storm breaker: a build whose code crashes its
- * worker process too often is held.
+/* breaker.h — the crash-storm breaker: a workflow whose code in a build
+ * crashes its worker process too often is held on that build (its
+ * sibling workflows of the same build run on).
  *
  * Each plugin's config says how often is too often (`crash_storm:
  * {crashes: 5, window: 60s}`: the 5th crash of one build within 60 s
@@ -62,12 +63,14 @@ void breaker_crashed(breaker *b, const char *workflow, const char *build);
 void breaker_newest(breaker *b, const char *plugin, const char *hash);
 
 /* Releases every held build of plugin `name`: {"plugin","released":
- * [{"build","crashes","woken"}]} into *report; -1 for an unknown plugin. */
+ * [{"build","workflow","crashes","woken"}]} into *report; -1 for an
+ * unknown plugin. */
 int breaker_resume(breaker *b, const char *name, json_t **report);
 
 /* Adds to GET /plugins' list ({"plugins":[{"name","builds":[{"build"}]}]})
- * each build's "crashes" in the window and, when held, "held":
- * {"since_ms","crashes","reason","action"}; and to the list itself
+ * each build's "crashes" in the window and, when one of its workflows is
+ * held, "held": {"since_ms","crashes","reason","action","workflows"}; and
+ * to the list itself
  * "held_instances": {workflow: n} of instances waiting on a hold. */
 void breaker_annotate(breaker *b, json_t *list);
 
