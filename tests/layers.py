@@ -66,7 +66,8 @@ RULES = [
     # The core and the features answer in structs: the JSON of them is the
     # views', which they never include.
     ("host/engine", "not", ["host/views"], RULE),
-    # The worker process (worker_main.c, worker_api.c) holds plugin code
+    # The worker process (worker_main.c, worker_api.c, worker_calls.c,
+    # worker_limits.c) holds plugin code
     # and none of the engine: it speaks to the engine over its channel
     # only, and loads builds with the loader.  The engine's side of the
     # workers (worker_pool.c, worker_proxy.c) uses the step runner
@@ -74,6 +75,10 @@ RULES = [
     ("host/worker/worker_main.c", "only",
      ["host/worker", "host/base", "host/loader", PLUGIN_API, GENERATED], RULE),
     ("host/worker/worker_api.c", "only",
+     ["host/worker", "host/base", PLUGIN_API, GENERATED], RULE),
+    ("host/worker/worker_calls.c", "only",
+     ["host/worker", "host/base", PLUGIN_API, GENERATED], RULE),
+    ("host/worker/worker_limits.c", "only",
      ["host/worker", "host/base", PLUGIN_API, GENERATED], RULE),
     ("host/worker", "only",
      ["host/worker", "host/base", "host/loader", "host/api/api.h",
