@@ -17,7 +17,10 @@
  *                                   complete on the next one
  *   failed_load_in_worker_waits     a build whose init fails in a new
  *                                   worker: its instances wait (none
- *                                   errored) and complete once it loads */
+ *                                   errored) and complete once it loads
+ *   crash_on_plugin_thread_is_blamed  a segfault on a thread the plugin
+ *                                   started: its instance is blamed, the
+ *                                   others complete */
 #include <check.h>
 #include <dirent.h>
 #include <jansson.h>
@@ -255,6 +258,53 @@ START_TEST(failed_load_in_worker_waits) {
 }
 END_TEST
 
+/* A crash on a thread the plugin started names no activation: the
+ * callbacks in flight are charged a kill and run alone, so the one whose
+ * thread crashes is blamed when it crashes again alone; the healthy ones
+ * beside it complete. */
+START_TEST(crash_on_plugin_thread_is_blamed) {
+  host_run H;
+  host_init(&H, "host");
+  host_setenv(&H, "DURO_FAULTS_LOG", faults_log());
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  H.request_ms = 10000;
+  host_write_config(&H, db, "{ workers: 2, max_crashes: 3 }", "faults",
+                    FAULTS_PLUGIN,
+                    "      - name: fault-flow\n"
+                    "        binding: FAULT_FLOW\n"
+                    "        class_name: Fault\n");
+  host_start(&H);
+  http_resp r;
+  host_request(&H, &r, "POST", "/workflows/fault-flow/instances",
+               "{\"id\":\"p\",\"params\":{\"fault\":\"thread\","
+               "\"steps\":1}}");
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  for (int i = 0; i < 10; i++) {
+    char body[128];
+    snprintf(body, sizeof body,
+             "{\"id\":\"h-%d\",\"params\":{\"fault\":\"none\","
+             "\"steps\":3,\"hold_ms\":200}}",
+             i);
+    host_request(&H, &r, "POST", "/workflows/fault-flow/instances", body);
+    ck_assert_int_eq(r.status, 201);
+    http_resp_free(&r);
+  }
+  json_t *d = host_wait_status(&H, "fault-flow", "p", "errored",
+                               proc_now_ms() + 120000);
+  ck_assert_str_eq(jstr(d, "error.name"), "plugin.crashed");
+  json_decref(d);
+  for (int i = 0; i < 10; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "h-%d", i);
+    json_decref(host_wait_status(&H, "fault-flow", id, "complete",
+                                 proc_now_ms() + 60000));
+  }
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
 static Suite *workers_suite(void) {
   Suite *s = suite_create("workers");
   TCase *io = tcase_create("io");
@@ -265,6 +315,7 @@ static Suite *workers_suite(void) {
   tcase_add_test(io, timeout_starts_when_it_begins);
   tcase_add_test(io, two_kills_do_not_wedge);
   tcase_add_test(io, failed_load_in_worker_waits);
+  tcase_add_test(io, crash_on_plugin_thread_is_blamed);
   suite_add_tcase(s, io);
   return s;
 }

@@ -469,8 +469,7 @@ static void *conn_main(void *arg) {
   channel_close(&c->ch);
   pthread_mutex_unlock(&c->mu);
   if (none) {
-    close(c->wake_fd);
-    munmap(c->page, WM_PAGE_SIZE);
+    close(c->wake_fd); /* its page stays mapped: see all_pages */
     idmap_free(&c->acts);
     pthread_mutex_destroy(&c->mu);
     free(c);
@@ -480,17 +479,42 @@ static void *conn_main(void *arg) {
 
 /* ---- crashes ---- */
 
+/* Every channel's page, for a crash that names no activation (kept
+ * mapped for the life of the process: the crash handler may read the
+ * list while a channel goes). */
+#define MAX_PAGES 4096
+static uint64_t *all_pages[MAX_PAGES];
+static uint32_t n_pages; /* atomic */
+
+static void page_add(uint64_t *page) {
+  uint32_t i = __atomic_load_n(&n_pages, __ATOMIC_ACQUIRE);
+  if (i < MAX_PAGES) {
+    all_pages[i] = page;
+    __atomic_store_n(&n_pages, i + 1, __ATOMIC_RELEASE);
+  }
+}
+
+static void name_on(uint64_t *page, uint64_t id) {
+  uint64_t none = 0;
+  __atomic_compare_exchange_n(&page[WM_PAGE_CRASH], &none, id, 0,
+                              __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+}
+
 /* Names this thread's activation on its channel's page (signal 0:
- * exit()); the first to crash is the one named.  Async-signal-safe: an
- * atomic store, no frame (it could cut another thread's in two). */
+ * exit()); the first to crash is the one named.  A thread in no
+ * activation (one the plugin started) names none on every page.
+ * Async-signal-safe: atomic stores, no frame (it could cut another
+ * thread's in two). */
 static void note_crash(void) {
   uint64_t *page = wk_crash_page;
   wk_act *a = wk_current;
   if (page && a) {
-    uint64_t none = 0;
-    __atomic_compare_exchange_n(&page[WM_PAGE_CRASH], &none, a->id, 0,
-                                __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+    name_on(page, a->id);
+    return;
   }
+  uint32_t n = __atomic_load_n(&n_pages, __ATOMIC_ACQUIRE);
+  for (uint32_t i = 0; i < n; i++)
+    name_on(all_pages[i], WM_PAGE_CRASH_UNNAMED);
 }
 
 static void on_fatal(int sig) {
@@ -500,8 +524,11 @@ static void on_fatal(int sig) {
 }
 
 /* exit() called by plugin code on a channel's or a pool thread: its own
- * doing. */
-static void on_exit_call(void) { note_crash(); }
+ * doing (the process's own ways out name nobody). */
+static void on_exit_call(void) {
+  if (wk_current)
+    note_crash();
+}
 
 static void crash_handlers(void) {
   static const int fatal[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
@@ -577,6 +604,7 @@ int worker_process_main(int argc, char **argv) {
       _exit(70);
     }
     c->page = map;
+    page_add(map);
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);

@@ -562,9 +562,15 @@ void worker_conn_broken(worker_conn *c) {
    * the process */
   if (!c->crash_act && c->page)
     c->crash_act = __atomic_load_n(&c->page[WM_PAGE_CRASH], __ATOMIC_ACQUIRE);
+  /* a crash on a thread of the plugin's own, in no activation: taken as
+   * a kill no handler saw, so that the callbacks beside it run alone and
+   * the one in flight when it crashes again is blamed */
+  int unnamed = c->crash_act == WM_PAGE_CRASH_UNNAMED;
+  if (unnamed)
+    c->crash_act = 0;
   int known = w->dead_gen == c->gen;
   snprintf(c->how, sizeof c->how, "%s", known ? w->how : "died");
-  c->killed = known && w->killed;
+  c->killed = known && (w->killed || unnamed);
   c->alone = known && w->alone;
   pthread_mutex_unlock(&p->mu);
 }

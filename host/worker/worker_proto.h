@@ -25,6 +25,8 @@
 #ifndef DURO_WORKER_PROTO_H
 #define DURO_WORKER_PROTO_H
 
+#include <stdint.h>
+
 enum worker_msg {
   /* engine to worker */
   WM_RUN = 1,   /* s plugin, s path, s hash, s class, s workflow, s id,
@@ -80,6 +82,10 @@ enum worker_msg {
  *                            (the CALL's seq modulo WM_PAGE_BITS; the
  *                            engine clears it before sending the CALL) */
 #define WM_PAGE_SIZE 4096
+/* WM_PAGE_CRASH's value for a crash on a thread that ran no activation
+ * (one the plugin started): written on every channel's page, so that the
+ * engine takes it as a kill no handler could name. */
+#define WM_PAGE_CRASH_UNNAMED UINT64_MAX
 #define WM_PAGE_CRASH 0
 #define WM_PAGE_BEGAN 1
 #define WM_PAGE_BITS ((WM_PAGE_SIZE / 8 - WM_PAGE_BEGAN) * 64)

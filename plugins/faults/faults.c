@@ -20,6 +20,8 @@
  *          the OOM killer ends a callback that takes too much memory)
  *   hang   sleeps in a loop forever (without burning a core)
  *   spin   loops forever on a core (for limits.cpu)
+ *   thread starts a thread of its own that segfaults 20 ms later, while
+ *          the callback sleeps a second (a crash in no activation)
  *   hog    takes 32 MiB more every 5 ms, up to 4 GiB (limits.memory)
  *   regress  segv in the build compiled with FAULTS_REGRESSED
  *          (libfaults-regressed.so: a deploy that brought a bug), a
@@ -65,6 +67,7 @@
  * record per tick:
  *
  *   tick <scheduled_ms> 0 <token>     the handler ran for that tick */
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -147,6 +150,13 @@ static void hog(void) {
     nap_ms(50);
 }
 
+static void *crash_later(void *arg) {
+  (void)arg;
+  nap_ms(20);
+  write_null();
+  return NULL;
+}
+
 static int fault_step_fn(duro_attempt *a, void *arg) {
   const fault_step *fs = arg;
   char token[40];
@@ -177,7 +187,13 @@ static int fault_step_fn(duro_attempt *a, void *arg) {
       ;
   else if (!strcmp(fs->fault, "hog"))
     hog();
-  else if (!strcmp(fs->fault, "regress"))
+  else if (!strcmp(fs->fault, "thread")) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, crash_later, NULL) == 0)
+      pthread_detach(t);
+    nap_ms(1000);
+    return duro_attempt_result(a, "\"survived\"");
+  } else if (!strcmp(fs->fault, "regress"))
 #ifdef FAULTS_REGRESSED
     write_null();
 #else
