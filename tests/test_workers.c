@@ -20,7 +20,10 @@
  *                                   errored) and complete once it loads
  *   crash_on_plugin_thread_is_blamed  a segfault on a thread the plugin
  *                                   started: its instance is blamed, the
- *                                   others complete */
+ *                                   others complete
+ *   death_seen_through_forked_child a child forked by a step holds the
+ *                                   worker's channels: its death is seen
+ *                                   (pidfd), the step charged */
 #include <check.h>
 #include <dirent.h>
 #include <jansson.h>
@@ -305,6 +308,45 @@ START_TEST(crash_on_plugin_thread_is_blamed) {
 }
 END_TEST
 
+/* A step that forks a child (which keeps the worker's channels open) and
+ * then segfaults: the worker's death is seen all the same, its attempt
+ * charged, until the instance errors; the healthy ones beside it
+ * complete, and the children go with their worker. */
+START_TEST(death_seen_through_forked_child) {
+  host_run H;
+  host_init(&H, "host");
+  host_setenv(&H, "DURO_FAULTS_LOG", faults_log());
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  H.request_ms = 10000;
+  host_write_config(&H, db, "{ workers: 2, max_crashes: 2 }", "faults",
+                    FAULTS_PLUGIN,
+                    "      - name: fault-flow\n"
+                    "        binding: FAULT_FLOW\n"
+                    "        class_name: Fault\n");
+  host_start(&H);
+  http_resp r;
+  host_request(&H, &r, "POST", "/workflows/fault-flow/instances",
+               "{\"id\":\"p\",\"params\":{\"fault\":\"fork\","
+               "\"steps\":1}}");
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  host_request(&H, &r, "POST", "/workflows/fault-flow/instances",
+               "{\"id\":\"h\",\"params\":{\"fault\":\"none\","
+               "\"steps\":3,\"hold_ms\":100}}");
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  /* each child sleeps a minute: the deaths must be seen well before */
+  json_t *d =
+      host_wait_status(&H, "fault-flow", "p", "errored", proc_now_ms() + 30000);
+  ck_assert_str_eq(jstr(d, "error.name"), "plugin.crashed");
+  json_decref(d);
+  json_decref(host_wait_status(&H, "fault-flow", "h", "complete",
+                               proc_now_ms() + 30000));
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
 static Suite *workers_suite(void) {
   Suite *s = suite_create("workers");
   TCase *io = tcase_create("io");
@@ -316,6 +358,7 @@ static Suite *workers_suite(void) {
   tcase_add_test(io, two_kills_do_not_wedge);
   tcase_add_test(io, failed_load_in_worker_waits);
   tcase_add_test(io, crash_on_plugin_thread_is_blamed);
+  tcase_add_test(io, death_seen_through_forked_child);
   suite_add_tcase(s, io);
   return s;
 }

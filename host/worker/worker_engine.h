@@ -30,10 +30,17 @@ typedef struct worker_proc {
   uint32_t in_callback;
   int alone_running, alone_waiting;
   int engine_killed;
+  /* Its exit, seen apart from its channels (a process the plugin forked
+   * may hold their other ends open): a pidfd, and a dup of the engine's
+   * end of each channel of this generation, shut down when it exits so
+   * that their readers see EOF (worker_pool.c's death watch). */
+  int pidfd;
+  int *chan_fds;
+  size_t n_chan_fds;
   /* Callbacks it may run at once now (0: the plugin's per_proc): halved
-   * at each death, so that a crash storm cuts short few callbacks beside
-   * the guilty one, and one more for each callback that returns, back
-   * up to per_proc. */
+   * at each death (down to 8), so that a crash storm cuts short few
+   * callbacks beside the guilty one, and one more for each callback that
+   * returns, back up to per_proc. */
   uint32_t allowed;
 } worker_proc;
 

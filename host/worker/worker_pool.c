@@ -8,12 +8,14 @@
  * to the others (worker_proxy.c). */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +37,9 @@ struct worker_pool {
   worker_build **builds;
   size_t n_builds;
   uint64_t started, died; /* atomics */
+  /* The death watch's thread (started with the first process). */
+  pthread_t watch;
+  int watching, stopping; /* mu */
 };
 
 static void conn_free(worker_conn *c);
@@ -55,7 +60,20 @@ worker_pool *worker_pool_create(const char *exe, const char *hide_env) {
   return p;
 }
 
+/* The process's pidfd and channel dups go with its generation. */
+static void proc_forget_fds(worker_proc *w) {
+  if (w->pidfd >= 0)
+    close(w->pidfd);
+  w->pidfd = -1;
+  for (size_t i = 0; i < w->n_chan_fds; i++)
+    close(w->chan_fds[i]);
+  w->n_chan_fds = 0;
+}
+
 static void proc_stop(worker_proc *w) {
+  proc_forget_fds(w);
+  free(w->chan_fds);
+  w->chan_fds = NULL;
   if (w->pid <= 0)
     return;
   kill(-w->pid, SIGKILL); /* it and whatever its plugin forked */
@@ -68,6 +86,12 @@ static void proc_stop(worker_proc *w) {
 void worker_pool_free(worker_pool *p) {
   if (!p)
     return;
+  pthread_mutex_lock(&p->mu);
+  p->stopping = 1;
+  int watching = p->watching;
+  pthread_mutex_unlock(&p->mu);
+  if (watching)
+    pthread_join(p->watch, NULL);
   for (size_t i = 0; i < p->n_plugins; i++) {
     worker_plugin *pl = p->plugins[i];
     for (uint32_t k = 0; k < pl->n; k++)
@@ -134,6 +158,7 @@ static worker_plugin *plugin_get_locked(worker_pool *p, const char *name,
   for (uint32_t k = 0; k < pl->n; k++) {
     pl->procs[k].plugin = pl;
     pl->procs[k].index = k;
+    pl->procs[k].pidfd = -1;
   }
   pthread_mutex_init(&pl->mu, NULL);
   p->plugins = xrealloc(p->plugins, (p->n_plugins + 1) * sizeof *p->plugins);
@@ -213,6 +238,10 @@ static int proc_start(worker_proc *w, char *err, size_t errlen) {
   close(sv[1]);
   w->pid = pid;
   w->ctl = sv[0];
+  proc_forget_fds(w);
+  w->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (w->pidfd >= 0)
+    fcntl(w->pidfd, F_SETFD, FD_CLOEXEC);
   w->gen++;
   /* Its callbacks are counted afresh: those of the process before it
    * end on its channels (a stale generation), not here. */
@@ -260,6 +289,7 @@ static int proc_reap(worker_proc *w, char *how, size_t len) {
   /* What its plugin forked goes with it (its session's group, named by
    * its pid; reaped first, so that how it died is its own signal). */
   kill(-w->pid, SIGKILL);
+  proc_forget_fds(w);
   close(w->ctl);
   log_write(DURO_LOG_WARN, NULL,
             "plugin \"%s\": worker %u (pid %d) died: %s; a new one starts "
@@ -269,6 +299,11 @@ static int proc_reap(worker_proc *w, char *how, size_t len) {
   __atomic_add_fetch(&w->plugin->pool->died, 1, __ATOMIC_RELAXED);
   return got > 0 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
 }
+
+/* The fewest callbacks a process runs at once after deaths: few enough
+ * that a death cuts short few beside the guilty one, enough that a
+ * guilty one soon gets its turn to crash again and be counted. */
+#define ALLOWED_FLOOR 8
 
 /* The process of w's current generation is gone or dying: reaped, and
  * how, whether alone and whether by a SIGKILL no handler saw recorded
@@ -282,7 +317,9 @@ static void proc_died_locked(worker_proc *w) {
   w->in_callback = 0;
   w->alone_running = w->alone_waiting = 0;
   uint32_t had = w->allowed ? w->allowed : w->plugin->per_proc;
-  w->allowed = had / 2 ? had / 2 : 1;
+  uint32_t floor =
+      w->plugin->per_proc < ALLOWED_FLOOR ? w->plugin->per_proc : ALLOWED_FLOOR;
+  w->allowed = had / 2 > floor ? had / 2 : floor;
 }
 
 /* Hands one end of a new channel to the process, with the page both
@@ -330,7 +367,78 @@ static int proc_channel(worker_proc *w, uint64_t **page_out) {
     return -1;
   }
   *page_out = map;
+  int dup_fd = fcntl(sv[0], F_DUPFD_CLOEXEC, 0);
+  if (dup_fd >= 0) {
+    w->chan_fds =
+        xrealloc(w->chan_fds, (w->n_chan_fds + 1) * sizeof *w->chan_fds);
+    w->chan_fds[w->n_chan_fds++] = dup_fd;
+  }
   return sv[0];
+}
+
+/* ---- the death watch ---- */
+
+/* A worker's death shows as EOF on its channels, unless a process its
+ * plugin forked holds their other ends open: then the engine would wait
+ * on a dead worker for as long as that child lives.  This thread polls
+ * each process's pidfd and, when one exits, shuts down the engine's ends
+ * of its channels (through the dups it keeps), so that their readers see
+ * EOF and reap it as any death.  A fifth of a second at most, beside the
+ * EOF that comes at once in the ordinary case. */
+#define WATCH_EVERY_MS 200
+#define WATCH_MAX 256
+
+static void *watch_main(void *arg) {
+  worker_pool *p = arg;
+  for (;;) {
+    struct pollfd fds[WATCH_MAX];
+    worker_proc *procs[WATCH_MAX];
+    uint64_t gens[WATCH_MAX];
+    nfds_t n = 0;
+    pthread_mutex_lock(&p->mu);
+    int stopping = p->stopping;
+    for (size_t i = 0; i < p->n_plugins && !stopping; i++) {
+      worker_plugin *pl = p->plugins[i];
+      pthread_mutex_lock(&pl->mu);
+      for (uint32_t k = 0; k < pl->n && n < WATCH_MAX; k++)
+        if (pl->procs[k].pidfd >= 0 && pl->procs[k].pid > 0) {
+          fds[n] = (struct pollfd){.fd = pl->procs[k].pidfd, .events = POLLIN};
+          procs[n] = &pl->procs[k];
+          gens[n++] = pl->procs[k].gen;
+        }
+      pthread_mutex_unlock(&pl->mu);
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (stopping)
+      return NULL;
+    if (poll(fds, n, WATCH_EVERY_MS) <= 0)
+      continue;
+    for (nfds_t i = 0; i < n; i++) {
+      if (!fds[i].revents)
+        continue;
+      worker_proc *w = procs[i];
+      pthread_mutex_lock(&w->plugin->mu);
+      /* still that generation (its pidfd may have been closed and the
+       * number reused meanwhile) */
+      if (w->gen == gens[i] && w->pidfd == fds[i].fd) {
+        for (size_t c = 0; c < w->n_chan_fds; c++)
+          shutdown(w->chan_fds[c], SHUT_RDWR);
+        close(w->pidfd);
+        w->pidfd = -1; /* seen: the reaper closes the dups */
+      }
+      pthread_mutex_unlock(&w->plugin->mu);
+    }
+  }
+}
+
+/* Starts the death watch with the pool's first process (p->mu not
+ * held by the caller). */
+static void watch_start(worker_pool *p) {
+  pthread_mutex_lock(&p->mu);
+  if (!p->watching && !p->stopping &&
+      pthread_create(&p->watch, NULL, watch_main, p) == 0)
+    p->watching = 1;
+  pthread_mutex_unlock(&p->mu);
 }
 
 /* ---- a thread's channels ---- */
@@ -390,6 +498,7 @@ static thread_conns *thread_conns_get(void) {
  * with why in err when none could start. */
 static worker_conn *conn_open(worker_plugin *p, worker_proc *w, char *err,
                               size_t errlen) {
+  watch_start(p->pool);
   pthread_mutex_lock(&p->mu);
   int fd = -1;
   uint64_t *page = NULL;

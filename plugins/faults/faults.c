@@ -22,6 +22,8 @@
  *   spin   loops forever on a core (for limits.cpu)
  *   thread starts a thread of its own that segfaults 20 ms later, while
  *          the callback sleeps a second (a crash in no activation)
+ *   fork   forks a child that sleeps a minute (holding every descriptor
+ *          of the worker, its channels too), then segfaults
  *   hog    takes 32 MiB more every 5 ms, up to 4 GiB (limits.memory)
  *   regress  segv in the build compiled with FAULTS_REGRESSED
  *          (libfaults-regressed.so: a deploy that brought a bug), a
@@ -187,7 +189,13 @@ static int fault_step_fn(duro_attempt *a, void *arg) {
       ;
   else if (!strcmp(fs->fault, "hog"))
     hog();
-  else if (!strcmp(fs->fault, "thread")) {
+  else if (!strcmp(fs->fault, "fork")) {
+    if (fork() == 0) {
+      nap_ms(60000);
+      _exit(0);
+    }
+    write_null();
+  } else if (!strcmp(fs->fault, "thread")) {
     pthread_t t;
     if (pthread_create(&t, NULL, crash_later, NULL) == 0)
       pthread_detach(t);
