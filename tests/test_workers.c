@@ -23,7 +23,9 @@
  *                                   others complete
  *   death_seen_through_forked_child a child forked by a step holds the
  *                                   worker's channels: its death is seen
- *                                   (pidfd), the step charged */
+ *                                   (pidfd), the step charged
+ *   result_over_limit_refused       a 3 MB result: step.output_too_large,
+ *                                   no worker death */
 #include <check.h>
 #include <dirent.h>
 #include <jansson.h>
@@ -347,6 +349,31 @@ START_TEST(death_seen_through_forked_child) {
 }
 END_TEST
 
+/* A result over engine.max_step_result (1 MiB by default) is refused as
+ * the engine refuses it, step.output_too_large, not sent (a frame that
+ * large would be cut as garbage and the worker charged a crash). */
+START_TEST(result_over_limit_refused) {
+  host_run H;
+  start(&H, "{ workers: 2 }", NULL);
+  http_resp r;
+  host_request(&H, &r, "POST", WF,
+               "{\"id\":\"huge\",\"params\":{\"steps\":1,\"hold_ms\":0,"
+               "\"bytes\":3000000}}");
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  json_t *d =
+      host_wait_status(&H, FLOW, "huge", "errored", proc_now_ms() + 30000);
+  char *text = jdump(d);
+  ck_assert_msg(strstr(text, "step.output_too_large"), "%s", text);
+  free(text);
+  json_decref(d);
+  create_many(&H, "ok", 3, "{\"steps\":1,\"hold_ms\":0}");
+  wait_complete(&H, 3, proc_now_ms() + 30000);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+  ck_assert_int_eq(host_count_lines(&H, "died"), 0);
+}
+END_TEST
+
 static Suite *workers_suite(void) {
   Suite *s = suite_create("workers");
   TCase *io = tcase_create("io");
@@ -359,6 +386,7 @@ static Suite *workers_suite(void) {
   tcase_add_test(io, failed_load_in_worker_waits);
   tcase_add_test(io, crash_on_plugin_thread_is_blamed);
   tcase_add_test(io, death_seen_through_forked_child);
+  tcase_add_test(io, result_over_limit_refused);
   suite_add_tcase(s, io);
   return s;
 }

@@ -107,6 +107,11 @@ void step_attempt_begins(duro_attempt *at);
 int step_terminate_requested(duro_step *step);
 void step_attempt_given_up(duro_attempt *at, const char *name,
                            const char *message);
+/* The attempt failed with error `name` and `message` (copied), for
+ * good, as the engine judges a result it refuses (no retry would
+ * change it). */
+void step_attempt_refused(duro_attempt *at, const char *name,
+                          const char *message);
 
 /* The engine's monotonic clock (ms), and the attempt's deadline on it:
  * past it the attempt is given up on as hung (TimeoutError). */

@@ -76,6 +76,12 @@ void step_attempt_given_up(duro_attempt *at, const char *name,
   at->fail_name = name;
 }
 
+void step_attempt_refused(duro_attempt *at, const char *name,
+                          const char *message) {
+  step_attempt_given_up(at, name, message);
+  at->final = 1;
+}
+
 int step_attempt_suspect(const duro_attempt *at) {
   duro_engine *e = at->act->e;
   return e->ledger && ledger_has_suspects(e->ledger) &&

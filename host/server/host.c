@@ -415,6 +415,7 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
   h.plugins = reload_new(cfg, ledger, self);
   /* Plugin code runs in worker processes of this binary (worker.h). */
   h.workers = worker_pool_create(self, cfg->http.token_env);
+  worker_pool_set_max_result(h.workers, cfg->engine.max_step_result);
   reload_set_workers(h.plugins, h.workers);
   h.breaker = breaker_new(cfg);
   breaker_set_rollback(h.breaker, reload_rollback, h.plugins);

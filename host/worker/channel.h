@@ -22,6 +22,10 @@ typedef struct channel {
   size_t len, off, cap;
   wire_buf out;   /* frames queued, not yet written (channel_queue) */
   size_t out_off; /* of out, written already (channel_write_some) */
+  /* The longest frame it takes from the other side (0: CHANNEL_MAX_FRAME):
+   * a longer one is bytes that are no frame, refused before anything is
+   * allocated for it. */
+  size_t max_frame;
 } channel;
 
 /* Takes fd (closed by channel_close). */

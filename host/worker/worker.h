@@ -21,6 +21,11 @@ typedef struct worker_pool worker_pool;
  * copied), each in a session of its own, with the environment of this
  * process less the variable `hide_env` (the HTTP token's; NULL: none). */
 worker_pool *worker_pool_create(const char *exe, const char *hide_env);
+/* The engine's engine.max_step_result (bytes; 0: none), before the first
+ * process starts: a worker refuses a callback's result over it as the
+ * engine would (step.output_too_large) rather than send it, and the
+ * engine reads no frame from a worker over twice it plus a MiB. */
+void worker_pool_set_max_result(worker_pool *p, int64_t bytes);
 /* Kills the workers and frees what the pool holds.  Call once no
  * activation runs. */
 void worker_pool_free(worker_pool *p);

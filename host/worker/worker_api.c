@@ -43,6 +43,15 @@ void wk_callback_run(wk_act *a) {
   wk_begin_callback(a);
   int rc = fn((duro_attempt *)&at, arg);
   wk_end_callback(a);
+  if (at.result_set && wk_max_result > 0 &&
+      (int64_t)strlen(at.result) > wk_max_result) {
+    /* not sent: the engine refuses it as step.output_too_large, and its
+     * frame could pass what the engine reads from a worker */
+    size_t len = strlen(at.result);
+    free(at.result);
+    at.result = xasprintf("%zu", len);
+    at.result_set = WM_RESULT_TOO_LARGE;
+  }
   channel_begin(&a->m, WM_RETURN, a->id);
   wire_put_i64(&a->m, rc);
   wire_put_u32(&a->m, (uint32_t)at.result_set);
@@ -347,6 +356,8 @@ static int api_retry_all(duro_message_batch *b, int64_t delay_ms) {
   return rc;
 }
 
+#define WK_MAX_LOG_LINE (64 * 1024)
+
 /* A line from an activation goes to the engine, which places it (and
  * keeps a replay quiet); one from elsewhere (init, a thread of the
  * plugin's own) is logged here. */
@@ -357,6 +368,10 @@ static void api_vlog(int level, const char *fmt, va_list ap) {
     return;
   }
   char *text = xvasprintf(fmt, ap);
+  /* a log line is no bulk channel: cut long ones (the engine reads no
+   * frame over what a step result may be) */
+  if (strlen(text) > WK_MAX_LOG_LINE)
+    strcpy(text + WK_MAX_LOG_LINE - 4, "...");
   channel_begin(&a->m, WM_LOG, a->id);
   wire_put_u32(&a->m, (uint32_t)level);
   wire_put_str(&a->m, text);

@@ -50,7 +50,8 @@ struct worker_plugin {
   uint32_t n;
   worker_limits limits;
   uint32_t per_proc;      /* callbacks at once in one process (concurrency) */
-  char limit_args[2][24]; /* the limits, as the worker's argv has them */
+  /* the limits and the pool's max_result, as the worker's argv has them */
+  char limit_args[3][24];
   worker_proc *procs;
   /* Channels for queue and cron handlers, each lent to one at a time
    * (their threads come and go; an engine thread's own channels stay

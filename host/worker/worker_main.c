@@ -56,6 +56,7 @@ struct wk_conn {
 
 __thread wk_act *wk_current;
 __thread uint64_t *wk_crash_page;
+int64_t wk_max_result;
 
 /* ---- builds ---- */
 
@@ -581,9 +582,11 @@ int worker_process_main(int argc, char **argv) {
   /* inherited across exec on purpose; not by what plugin code execs */
   fcntl(ctl, F_SETFD, FD_CLOEXEC);
   crash_handlers();
-  /* FD PLUGIN [MEMORY CPU_MS]: the plugin's limits (0: none). */
+  /* FD PLUGIN [MEMORY CPU_MS [MAX_RESULT]]: the plugin's limits and the
+   * engine's max_step_result (0: none). */
   wk_limits_start(argc > 4 ? strtoll(argv[4], NULL, 10) : 0,
                   argc > 5 ? strtoll(argv[5], NULL, 10) : 0);
+  wk_max_result = argc > 6 ? strtoll(argv[6], NULL, 10) : 0;
   for (;;) {
     int page = -1;
     int fd = recv_channel(ctl, &page);

@@ -37,6 +37,8 @@ struct worker_pool {
   worker_build **builds;
   size_t n_builds;
   uint64_t started, died; /* atomics */
+  int64_t max_result; /* engine.max_step_result, 0: none */
+  size_t max_frame;   /* what a frame from a worker may be, 0: channel's */
   /* The death watch's thread (started with the first process). */
   pthread_t watch;
   int watching, stopping; /* mu */
@@ -68,6 +70,14 @@ static void proc_forget_fds(worker_proc *w) {
   for (size_t i = 0; i < w->n_chan_fds; i++)
     close(w->chan_fds[i]);
   w->n_chan_fds = 0;
+}
+
+void worker_pool_set_max_result(worker_pool *p, int64_t bytes) {
+  p->max_result = bytes > 0 ? bytes : 0;
+  /* a result, the rest of its frame, and room for a queue batch's */
+  p->max_frame = bytes > 0 ? (size_t)bytes * 2 + (1u << 20) : 0;
+  if (p->max_frame && p->max_frame > CHANNEL_MAX_FRAME)
+    p->max_frame = CHANNEL_MAX_FRAME;
 }
 
 static void proc_stop(worker_proc *w) {
@@ -142,6 +152,8 @@ static worker_plugin *plugin_get_locked(worker_pool *p, const char *name,
            (long long)pl->limits.memory);
   snprintf(pl->limit_args[1], sizeof pl->limit_args[1], "%lld",
            (long long)pl->limits.cpu_ms);
+  snprintf(pl->limit_args[2], sizeof pl->limit_args[2], "%lld",
+           (long long)p->max_result);
   if (pl->limits.memory || pl->limits.cpu_ms) {
     char mem[160] = "none", cpu[64] = "none";
     if (pl->limits.memory)
@@ -231,6 +243,7 @@ static int proc_start(worker_proc *w, char *err, size_t errlen) {
                           (char *)name,
                           w->plugin->limit_args[0],
                           w->plugin->limit_args[1],
+                          w->plugin->limit_args[2],
                           NULL};
     execve(exe, argv, w->plugin->pool->envp);
     _exit(127);
@@ -523,6 +536,7 @@ static worker_conn *conn_open(worker_plugin *p, worker_proc *w, char *err,
   c->gen = gen;
   c->page = page;
   channel_init(&c->ch, fd);
+  c->ch.max_frame = p->pool->max_frame;
   return c;
 }
 

@@ -88,6 +88,9 @@ typedef struct wk_attempt {
  * WM_PAGE_*), where the crash handler names it. */
 extern __thread wk_act *wk_current;
 extern __thread uint64_t *wk_crash_page;
+/* The engine's engine.max_step_result (bytes; 0: none): a result over it
+ * is not sent (worker_api.c), as the engine would refuse it. */
+extern int64_t wk_max_result;
 
 /* Sends a->m and waits for the engine's next frame for a (in a->kind,
  * a->r).  A dead engine ends the process. */

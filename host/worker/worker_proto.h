@@ -61,7 +61,9 @@ enum worker_msg {
   WM_LOG,          /* u level, s text; no answer */
   WM_CANCELLED,    /* (nothing): rc 1 when the attempt should stop */
   WM_RETURN,       /* i rc, u result_set, s result, u failed, u final,
-                      s message: the callback returned */
+                      s message: the callback returned (result_set
+                      WM_RESULT_TOO_LARGE: the result's length in
+                      decimal instead of it) */
   WM_END,          /* i rc, s why (the build did not load, or NULL):
                       run() or a handler returned (a queue handler's
                       marks follow) */
@@ -89,6 +91,9 @@ enum worker_msg {
 #define WM_PAGE_CRASH 0
 #define WM_PAGE_BEGAN 1
 #define WM_PAGE_BITS ((WM_PAGE_SIZE / 8 - WM_PAGE_BEGAN) * 64)
+
+/* A RETURN whose result was over engine.max_step_result: not sent. */
+#define WM_RESULT_TOO_LARGE 2
 
 /* A message's mark in a queue handler's END. */
 enum { WM_MARK_NONE = 0, WM_MARK_ACK = 1, WM_MARK_RETRY = 2 };

@@ -521,6 +521,15 @@ static int serve(proxy *px, duro_attempt *at, int64_t *rc_out) {
                               "attempt's callback ran");
         return -3;
       }
+      if (result_set == WM_RESULT_TOO_LARGE) {
+        char *msg = xasprintf("the step returned %s bytes; the limit is "
+                              "engine.max_step_result",
+                              result ? result : "?");
+        step_attempt_refused(at, DURO_ERR_OUTPUT_TOO_LARGE, msg);
+        free(msg);
+        *rc_out = -1;
+        return 0;
+      }
       if (result_set)
         api->attempt_result(at, result);
       if (failed)
