@@ -49,7 +49,7 @@ struct worker_plugin {
   char *name;
   uint32_t n;
   worker_limits limits;
-  uint32_t per_proc;      /* callbacks at once in one process (concurrency) */
+  uint32_t per_proc; /* callbacks at once in one process (concurrency) */
   /* the limits and the pool's max_result, as the worker's argv has them */
   char limit_args[3][24];
   worker_proc *procs;

@@ -37,8 +37,8 @@ struct worker_pool {
   worker_build **builds;
   size_t n_builds;
   uint64_t started, died; /* atomics */
-  int64_t max_result; /* engine.max_step_result, 0: none */
-  size_t max_frame;   /* what a frame from a worker may be, 0: channel's */
+  int64_t max_result;     /* engine.max_step_result, 0: none */
+  size_t max_frame;       /* what a frame from a worker may be, 0: channel's */
   /* The death watch's thread (started with the first process). */
   pthread_t watch;
   int watching, stopping; /* mu */
