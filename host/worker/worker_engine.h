@@ -39,9 +39,10 @@ typedef struct worker_proc {
   size_t n_chan_fds;
   /* Callbacks it may run at once now (0: the plugin's per_proc): halved
    * at each death (down to 8), so that a crash storm cuts short few
-   * callbacks beside the guilty one, and one more for each callback that
-   * returns, back up to per_proc. */
+   * callbacks beside the guilty one, and the plugin's again once no
+   * process died for WORKER_CALM_MS (last_death_ms, monotonic). */
   uint32_t allowed;
+  int64_t last_death_ms;
 } worker_proc;
 
 struct worker_plugin {

@@ -317,6 +317,9 @@ static int proc_reap(worker_proc *w, char *how, size_t len) {
  * that a death cuts short few beside the guilty one, enough that a
  * guilty one soon gets its turn to crash again and be counted. */
 #define ALLOWED_FLOOR 8
+/* How long after a process's last death its callbacks stay held to the
+ * halved count. */
+#define WORKER_CALM_MS 2000
 
 /* The process of w's current generation is gone or dying: reaped, and
  * how, whether alone and whether by a SIGKILL no handler saw recorded
@@ -329,6 +332,9 @@ static void proc_died_locked(worker_proc *w) {
   w->engine_killed = 0;
   w->in_callback = 0;
   w->alone_running = w->alone_waiting = 0;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  w->last_death_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
   uint32_t had = w->allowed ? w->allowed : w->plugin->per_proc;
   uint32_t floor =
       w->plugin->per_proc < ALLOWED_FLOOR ? w->plugin->per_proc : ALLOWED_FLOOR;
@@ -618,6 +624,13 @@ int worker_turn_try(worker_conn *c, int suspect, int *waiting) {
   int stale = w->gen != c->gen || w->pid <= 0;
   if (stale)
     *waiting = 0; /* a new process starts with no one waiting */
+  if (w->allowed) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    if (now - w->last_death_ms > WORKER_CALM_MS)
+      w->allowed = 0; /* calm again: the plugin's concurrency */
+  }
   uint32_t allowed = w->allowed ? w->allowed : w->plugin->per_proc;
   int wait = !stale && (suspect ? w->alone_running || w->in_callback
                                 : w->alone_running || w->alone_waiting ||
@@ -653,8 +666,6 @@ void worker_turn_end(worker_conn *c, int suspect) {
     w->in_callback--;
     if (suspect)
       w->alone_running = 0;
-    if (w->allowed && ++w->allowed >= w->plugin->per_proc)
-      w->allowed = 0; /* back to the plugin's concurrency */
   }
   pthread_mutex_unlock(&w->plugin->mu);
 }
