@@ -25,7 +25,9 @@
  *                                   worker's channels: its death is seen
  *                                   (pidfd), the step charged
  *   result_over_limit_refused       a 3 MB result: step.output_too_large,
- *                                   no worker death */
+ *                                   no worker death
+ *   kill_group_reaches_no_engine    kill(0, SIGTERM) from a step ends its
+ *                                   worker only, and is blamed */
 #include <check.h>
 #include <dirent.h>
 #include <jansson.h>
@@ -46,19 +48,36 @@
 #define FLOW "io-flow"
 #define WF "/workflows/" FLOW "/instances"
 
-/* A host of the faults plugin's Io class with `engine` as the engine
- * mapping and `keys` (NULL: none) more keys of the plugin's entry. */
-static void start(host_run *h, const char *engine, const char *keys) {
-  char db[400];
+/* $DURO_FAULTS_LOG's path in the case's directory. */
+static const char *faults_log(void) {
+  static char path[400];
+  snprintf(path, sizeof path, "%s/faults.log", proc_tmp_dir);
+  return path;
+}
+
+/* A host of the faults plugin (its log at faults_log()) with `engine` as
+ * the engine mapping, `keys` (NULL: none) more keys of the plugin's
+ * entry and one workflow: `name` of class `cls`. */
+static void start_flow(host_run *h, const char *engine, const char *keys,
+                       const char *name, const char *cls) {
+  char db[400], wf[256];
   snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  snprintf(wf, sizeof wf,
+           "      - name: %s\n"
+           "        binding: THE_FLOW\n"
+           "        class_name: %s\n",
+           name, cls);
   host_init(h, "host");
+  host_setenv(h, "DURO_FAULTS_LOG", faults_log());
   h->request_ms = 10000;
   h->plugin_keys = keys;
-  host_write_config(h, db, engine, "faults", FAULTS_PLUGIN,
-                    "      - name: " FLOW "\n"
-                    "        binding: IO_FLOW\n"
-                    "        class_name: Io\n");
+  host_write_config(h, db, engine, "faults", FAULTS_PLUGIN, wf);
   host_start(h);
+}
+
+/* The Io class as FLOW. */
+static void start(host_run *h, const char *engine, const char *keys) {
+  start_flow(h, engine, keys, FLOW, "Io");
 }
 
 /* POST .../instances/batch of ids PREFIX-0 .. PREFIX-(N-1), in batches of
@@ -227,26 +246,11 @@ START_TEST(two_kills_do_not_wedge) {
 }
 END_TEST
 
-/* $DURO_FAULTS_LOG's path in the case's directory. */
-static const char *faults_log(void) {
-  static char path[400];
-  snprintf(path, sizeof path, "%s/faults.log", proc_tmp_dir);
-  return path;
-}
-
 START_TEST(failed_load_in_worker_waits) {
   host_run H;
-  host_init(&H, "host");
-  host_setenv(&H, "DURO_FAULTS_LOG", faults_log());
-  char db[400], noinit[420];
-  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  char noinit[420];
   snprintf(noinit, sizeof noinit, "%s.noinit", faults_log());
-  H.request_ms = 10000;
-  host_write_config(&H, db, "{ workers: 2 }", "faults", FAULTS_PLUGIN,
-                    "      - name: " FLOW "\n"
-                    "        binding: IO_FLOW\n"
-                    "        class_name: Io\n");
-  host_start(&H);
+  start(&H, "{ workers: 2 }", NULL);
   /* From now on the build's init fails in a new worker process (it ran
    * where the host checked it): its instances wait, none errors */
   FILE *f = fopen(noinit, "w");
@@ -263,35 +267,24 @@ START_TEST(failed_load_in_worker_waits) {
 }
 END_TEST
 
-/* A crash on a thread the plugin started names no activation: the
- * callbacks in flight are charged a kill and run alone, so the one whose
- * thread crashes is blamed when it crashes again alone; the healthy ones
- * beside it complete. */
-START_TEST(crash_on_plugin_thread_is_blamed) {
+/* One instance whose step does `fault` on every attempt beside
+ * `healthy` ordinary ones of three 200 ms steps (the Fault class): it
+ * errors plugin.crashed, they complete, one engine throughout. */
+static void poisoned_beside_healthy(const char *fault, int healthy) {
   host_run H;
-  host_init(&H, "host");
-  host_setenv(&H, "DURO_FAULTS_LOG", faults_log());
-  char db[400];
-  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
-  H.request_ms = 10000;
-  host_write_config(&H, db, "{ workers: 2, max_crashes: 3 }", "faults",
-                    FAULTS_PLUGIN,
-                    "      - name: fault-flow\n"
-                    "        binding: FAULT_FLOW\n"
-                    "        class_name: Fault\n");
-  host_start(&H);
+  start_flow(&H, "{ workers: 2, max_crashes: 3 }", NULL, "fault-flow", "Fault");
+  char body[160];
   http_resp r;
-  host_request(&H, &r, "POST", "/workflows/fault-flow/instances",
-               "{\"id\":\"p\",\"params\":{\"fault\":\"thread\","
-               "\"steps\":1}}");
-  ck_assert_int_eq(r.status, 201);
-  http_resp_free(&r);
-  for (int i = 0; i < 10; i++) {
-    char body[128];
-    snprintf(body, sizeof body,
-             "{\"id\":\"h-%d\",\"params\":{\"fault\":\"none\","
-             "\"steps\":3,\"hold_ms\":200}}",
-             i);
+  for (int i = -1; i < healthy; i++) {
+    if (i < 0)
+      snprintf(body, sizeof body,
+               "{\"id\":\"p\",\"params\":{\"fault\":\"%s\",\"steps\":1}}",
+               fault);
+    else
+      snprintf(body, sizeof body,
+               "{\"id\":\"h-%d\",\"params\":{\"fault\":\"none\","
+               "\"steps\":3,\"hold_ms\":200}}",
+               i);
     host_request(&H, &r, "POST", "/workflows/fault-flow/instances", body);
     ck_assert_int_eq(r.status, 201);
     http_resp_free(&r);
@@ -300,52 +293,38 @@ START_TEST(crash_on_plugin_thread_is_blamed) {
                                proc_now_ms() + 120000);
   ck_assert_str_eq(jstr(d, "error.name"), "plugin.crashed");
   json_decref(d);
-  for (int i = 0; i < 10; i++) {
+  for (int i = 0; i < healthy; i++) {
     char id[16];
     snprintf(id, sizeof id, "h-%d", i);
     json_decref(host_wait_status(&H, "fault-flow", id, "complete",
                                  proc_now_ms() + 60000));
   }
   host_stop(&H, proc_now_ms() + 10000, 0);
+  /* one engine throughout: the supervisor never restarted it */
+  ck_assert_int_eq(host_count_lines(&H, "restarting in"), 0);
+}
+
+/* A crash on a thread the plugin started names no activation: the
+ * callbacks in flight are charged a kill and run alone, so the one whose
+ * thread crashes is blamed when it crashes again alone. */
+START_TEST(crash_on_plugin_thread_is_blamed) {
+  poisoned_beside_healthy("thread", 10);
 }
 END_TEST
 
-/* A step that forks a child (which keeps the worker's channels open) and
- * then segfaults: the worker's death is seen all the same, its attempt
- * charged, until the instance errors; the healthy ones beside it
- * complete, and the children go with their worker. */
+/* A step that forks a child (which sleeps a minute holding the worker's
+ * channels open) and then segfaults: the worker's death is seen all the
+ * same, well before the child ends, and its attempt charged. */
 START_TEST(death_seen_through_forked_child) {
-  host_run H;
-  host_init(&H, "host");
-  host_setenv(&H, "DURO_FAULTS_LOG", faults_log());
-  char db[400];
-  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
-  H.request_ms = 10000;
-  host_write_config(&H, db, "{ workers: 2, max_crashes: 2 }", "faults",
-                    FAULTS_PLUGIN,
-                    "      - name: fault-flow\n"
-                    "        binding: FAULT_FLOW\n"
-                    "        class_name: Fault\n");
-  host_start(&H);
-  http_resp r;
-  host_request(&H, &r, "POST", "/workflows/fault-flow/instances",
-               "{\"id\":\"p\",\"params\":{\"fault\":\"fork\","
-               "\"steps\":1}}");
-  ck_assert_int_eq(r.status, 201);
-  http_resp_free(&r);
-  host_request(&H, &r, "POST", "/workflows/fault-flow/instances",
-               "{\"id\":\"h\",\"params\":{\"fault\":\"none\","
-               "\"steps\":3,\"hold_ms\":100}}");
-  ck_assert_int_eq(r.status, 201);
-  http_resp_free(&r);
-  /* each child sleeps a minute: the deaths must be seen well before */
-  json_t *d =
-      host_wait_status(&H, "fault-flow", "p", "errored", proc_now_ms() + 30000);
-  ck_assert_str_eq(jstr(d, "error.name"), "plugin.crashed");
-  json_decref(d);
-  json_decref(host_wait_status(&H, "fault-flow", "h", "complete",
-                               proc_now_ms() + 30000));
-  host_stop(&H, proc_now_ms() + 10000, 0);
+  poisoned_beside_healthy("fork", 3);
+}
+END_TEST
+
+/* kill(0, SIGTERM) from a step: it reaches the worker's own session, not
+ * the engine (one engine throughout), and is blamed as a kill no handler
+ * saw once the step runs alone. */
+START_TEST(kill_group_reaches_no_engine) {
+  poisoned_beside_healthy("killgroup", 5);
 }
 END_TEST
 
@@ -386,6 +365,7 @@ static Suite *workers_suite(void) {
   tcase_add_test(io, failed_load_in_worker_waits);
   tcase_add_test(io, crash_on_plugin_thread_is_blamed);
   tcase_add_test(io, death_seen_through_forked_child);
+  tcase_add_test(io, kill_group_reaches_no_engine);
   tcase_add_test(io, result_over_limit_refused);
   suite_add_tcase(s, io);
   return s;

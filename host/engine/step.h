@@ -86,7 +86,8 @@ void step_attempt_unsuspect(const duro_attempt *at);
 
 /* Right before a callback in a worker begins (its place there may have
  * been waited for since the step boundary looked): 1 when a pause, a
- * terminate or a stop came meanwhile, and the callback must not begin;
+ * terminate or a stop came meanwhile, or the host's lease on the journal
+ * may have lapsed, and the callback must not begin;
  * the attempt is then withdrawn (nothing recorded) and the activation
  * yields at the boundary. */
 int step_attempt_withdraw(duro_attempt *at);

@@ -57,7 +57,9 @@ void step_attempt_begins(duro_attempt *at) {
 }
 
 int step_attempt_withdraw(duro_attempt *at) {
-  if (!at_boundary(at->act))
+  /* the lease too: the wait for a place in the worker may have outlasted
+   * it (a host frozen there must send no CALL once thawed) */
+  if (!at_boundary(at->act) && !lease_lapsed(at->act))
     return 0;
   at->withdrawn = 1;
   return 1;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "error.h"
 #include "log.h"
@@ -30,7 +31,8 @@ static int64_t ask(wk_act *a, const char **text) {
   return a->r.bad ? DURO_E_IO : rc;
 }
 
-/* ---- an attempt's callback, run on a pool thread (worker_calls.c) ---- */
+/* ---- an attempt's callback, run on a pool thread or inline
+ * (worker_calls.c) ---- */
 
 void wk_callback_run(wk_act *a) {
   duro_step_fn fn = (duro_step_fn)(uintptr_t)a->call.fn;
@@ -40,9 +42,14 @@ void wk_callback_run(wk_act *a) {
                    .deadline_ms = a->call.deadline_ms,
                    .key = a->call.key};
   a->call.key = NULL; /* the attempt's now */
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   wk_begin_callback(a);
   int rc = fn((duro_attempt *)&at, arg);
   wk_end_callback(a);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  wk_calls_note(a->call.fn, (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 +
+                                (t1.tv_nsec - t0.tv_nsec));
   if (at.result_set && wk_max_result > 0 &&
       (int64_t)strlen(at.result) > wk_max_result) {
     /* not sent: the engine refuses it as step.output_too_large, and its

@@ -188,6 +188,12 @@ void wk_call_start(wk_act *a) {
   free(a->call.key);
   a->call.key = wire_get_str(&a->r);
   a->call.seq = wire_get_u64(&a->r);
+  if (wk_calls_inline(a->call.fn)) {
+    /* it has returned at once of late: here, on the fiber */
+    wk_callback_run(a);
+    wk_exchange(a); /* its RETURN, and the engine's answer */
+    return;
+  }
   pthread_mutex_lock(&a->conn->mu);
   a->on_thread = 1;
   pthread_mutex_unlock(&a->conn->mu);
@@ -524,6 +530,18 @@ static void on_fatal(int sig) {
   raise(sig);
 }
 
+/* A signal that ends the process from outside any fault (plugin code's
+ * kill(0, SIGTERM) to its own process group, an operator's): whichever
+ * thread it lands on says nothing of who sent it, so it names nobody on
+ * every page and the engine takes it as a kill no handler saw. */
+static void on_ending(int sig) {
+  uint32_t n = __atomic_load_n(&n_pages, __ATOMIC_ACQUIRE);
+  for (uint32_t i = 0; i < n; i++)
+    name_on(all_pages[i], WM_PAGE_CRASH_UNNAMED);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
 /* exit() called by plugin code on a channel's or a pool thread: its own
  * doing (the process's own ways out name nobody). */
 static void on_exit_call(void) {
@@ -540,6 +558,11 @@ static void crash_handlers(void) {
   sigemptyset(&sa.sa_mask);
   for (size_t i = 0; i < sizeof fatal / sizeof *fatal; i++)
     sigaction(fatal[i], &sa, NULL);
+  static const int ending[] = {SIGTERM, SIGINT,  SIGHUP,
+                               SIGQUIT, SIGUSR1, SIGUSR2};
+  sa.sa_handler = on_ending;
+  for (size_t i = 0; i < sizeof ending / sizeof *ending; i++)
+    sigaction(ending[i], &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
   atexit(on_exit_call);
 }
@@ -578,12 +601,19 @@ int worker_process_main(int argc, char **argv) {
     fprintf(stderr, "duro __worker: started by the engine, not by hand\n");
     return 64;
   }
+  if (argc < 8 || strcmp(argv[7], WM_PROTOCOL) != 0) {
+    fprintf(stderr,
+            "duro __worker: the engine speaks %s, this binary %s: a "
+            "different build of duro started it\n",
+            argc >= 8 ? argv[7] : "an older protocol", WM_PROTOCOL);
+    return 78;
+  }
   int ctl = atoi(argv[2]);
   /* inherited across exec on purpose; not by what plugin code execs */
   fcntl(ctl, F_SETFD, FD_CLOEXEC);
   crash_handlers();
-  /* FD PLUGIN [MEMORY CPU_MS [MAX_RESULT]]: the plugin's limits and the
-   * engine's max_step_result (0: none). */
+  /* FD PLUGIN MEMORY CPU_MS MAX_RESULT PROTOCOL: the plugin's limits and
+   * the engine's max_step_result (0: none). */
   wk_limits_start(argc > 4 ? strtoll(argv[4], NULL, 10) : 0,
                   argc > 5 ? strtoll(argv[5], NULL, 10) : 0);
   wk_max_result = argc > 6 ? strtoll(argv[6], NULL, 10) : 0;

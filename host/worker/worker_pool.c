@@ -27,6 +27,10 @@
 
 struct worker_pool {
   char *exe;
+  /* The binary itself, opened when the pool was made: a worker runs the
+   * engine's own code even when a package upgrade replaced the file
+   * meanwhile (a new binary could speak another protocol). */
+  int exe_fd;
   /* The environment workers start with: the engine's, less the variable
    * that holds the HTTP token (plugin code has no use for it).  Made
    * before any fork: the child may only call async-signal-safe code. */
@@ -51,6 +55,7 @@ extern char **environ;
 worker_pool *worker_pool_create(const char *exe, const char *hide_env) {
   worker_pool *p = xcalloc(1, sizeof *p);
   p->exe = xstrdup(exe);
+  p->exe_fd = open(exe, O_PATH | O_CLOEXEC);
   size_t n = 0, k = 0, hide = hide_env ? strlen(hide_env) : 0;
   while (environ[n])
     n++;
@@ -125,6 +130,8 @@ void worker_pool_free(worker_pool *p) {
   for (char **e = p->envp; *e; e++)
     free(*e);
   free(p->envp);
+  if (p->exe_fd >= 0)
+    close(p->exe_fd);
   free(p->exe);
   pthread_mutex_destroy(&p->mu);
   free(p);
@@ -244,7 +251,11 @@ static int proc_start(worker_proc *w, char *err, size_t errlen) {
                           w->plugin->limit_args[0],
                           w->plugin->limit_args[1],
                           w->plugin->limit_args[2],
+                          WM_PROTOCOL,
                           NULL};
+    if (w->plugin->pool->exe_fd >= 0)
+      execveat(w->plugin->pool->exe_fd, "", argv, w->plugin->pool->envp,
+               AT_EMPTY_PATH);
     execve(exe, argv, w->plugin->pool->envp);
     _exit(127);
   }

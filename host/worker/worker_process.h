@@ -114,6 +114,10 @@ void wk_call_returned(wk_act *a);
  * its own, started when none is idle (the engine sends no more CALLs at
  * once than the plugin's concurrency allows). */
 void wk_calls_submit(wk_act *a);
+/* Whether step function `fn`'s callbacks returned at once of late (then
+ * one runs on its channel's thread instead), and how long one ran. */
+int wk_calls_inline(uint64_t fn);
+void wk_calls_note(uint64_t fn, int64_t ns);
 
 /* A callback is about to begin on this pool thread: the engine is told
  * through its bit on the channel's page (a pause or terminate waits for

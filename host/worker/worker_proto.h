@@ -27,6 +27,10 @@
 
 #include <stdint.h>
 
+/* The protocol's version, the last argument of `duro __worker`: a worker
+ * of another build refuses to start rather than misread its frames. */
+#define WM_PROTOCOL "duro-worker-2"
+
 enum worker_msg {
   /* engine to worker */
   WM_RUN = 1,   /* s plugin, s path, s hash, s class, s workflow, s id,

@@ -24,6 +24,7 @@
  *          the callback sleeps a second (a crash in no activation)
  *   fork   forks a child that sleeps a minute (holding every descriptor
  *          of the worker, its channels too), then segfaults
+ *   killgroup  kill(0, SIGTERM): SIGTERM to its whole process group
  *   hog    takes 32 MiB more every 5 ms, up to 4 GiB (limits.memory)
  *   regress  segv in the build compiled with FAULTS_REGRESSED
  *          (libfaults-regressed.so: a deploy that brought a bug), a
@@ -189,7 +190,10 @@ static int fault_step_fn(duro_attempt *a, void *arg) {
       ;
   else if (!strcmp(fs->fault, "hog"))
     hog();
-  else if (!strcmp(fs->fault, "fork")) {
+  else if (!strcmp(fs->fault, "killgroup")) {
+    kill(0, SIGTERM);
+    nap_ms(1000);
+  } else if (!strcmp(fs->fault, "fork")) {
     if (fork() == 0) {
       nap_ms(60000);
       _exit(0);
