@@ -414,7 +414,9 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
   self[n > 0 ? n : 0] = '\0';
   h.plugins = reload_new(cfg, ledger, self);
   /* Plugin code runs in worker processes of this binary (worker.h). */
-  h.workers = worker_pool_create(self, cfg->http.token_env);
+  /* The running binary itself, even once a package upgrade replaced or
+   * removed its file (its path then reads "... (deleted)"). */
+  h.workers = worker_pool_create("/proc/self/exe", cfg->http.token_env);
   worker_pool_set_max_result(h.workers, cfg->engine.max_step_result);
   reload_set_workers(h.plugins, h.workers);
   h.breaker = breaker_new(cfg);

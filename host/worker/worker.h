@@ -17,8 +17,10 @@
 
 typedef struct worker_pool worker_pool;
 
-/* A pool that starts workers as `exe __worker` (exe: the duro binary;
- * copied), each in a session of its own, with the environment of this
+/* A pool that starts workers as `exe __worker` (exe: the duro binary, or
+ * "/proc/self/exe" for this process's own; opened now, so a file
+ * replaced later does not change what workers run), each in a session
+ * of its own, with the environment of this
  * process less the variable `hide_env` (the HTTP token's; NULL: none). */
 worker_pool *worker_pool_create(const char *exe, const char *hide_env);
 /* The engine's engine.max_step_result (bytes; 0: none), before the first

@@ -71,8 +71,9 @@ enum worker_msg {
   WM_END,          /* i rc, s why (the build did not load, or NULL):
                       run() or a handler returned (a queue handler's
                       marks follow) */
-  WM_CRASH,        /* u signal: no longer sent (the shared page's
-                      WM_PAGE_CRASH word says it); still read */
+  WM_CRASH,        /* no longer sent (the shared page's WM_PAGE_CRASH
+                      word says it): a worker that sends it breaks the
+                      protocol */
   WM_LIMIT         /* u which (1 cpu, 2 memory), i used (ms or bytes),
                       i limit: the activation's callback passed a limit
                       (worker_limits.c); the engine kills the process */

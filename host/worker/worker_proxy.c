@@ -118,10 +118,6 @@ static int pump(worker_conn *c, int block) {
       rc = -1;
     if (got <= 0)
       break;
-    if (kind == WM_CRASH) {
-      c->crash_act = act; /* its signal: waitpid's, at the reap */
-      continue;           /* EOF follows */
-    }
     proxy *p = idmap_get(&c->waiting, (int64_t)act);
     if (!p) {
       log_error("plugin \"%s\": its worker sent a frame for activation "
@@ -131,6 +127,16 @@ static int pump(worker_conn *c, int block) {
       break;
     }
     uint32_t len = (uint32_t)(r.end - r.p);
+    /* An activation asks, then waits (a few log lines aside): frames
+     * piling up unread for one are a flood, not a conversation. */
+    size_t cap = 2 * (c->ch.max_frame ? c->ch.max_frame : CHANNEL_MAX_FRAME);
+    if (p->inbox.len - p->in_off + len > cap) {
+      log_error("plugin \"%s\": its worker sent more than %zu bytes for "
+                "activation %llu that it did not wait for: it is killed",
+                c->proc->plugin->name, cap, (unsigned long long)act);
+      rc = -1;
+      break;
+    }
     wire_put_u32(&p->inbox, kind);
     wire_put_u32(&p->inbox, len);
     wire_put(&p->inbox, r.p, len);
