@@ -244,7 +244,8 @@ static int proc_start(worker_proc *w, char *err, size_t errlen) {
      * (kill(0, ...)) reaches the worker and its children, never the
      * engine, and the engine ends the group with the worker. */
     setsid();
-    char *const argv[] = {(char *)exe,
+    /* "duro" for ps, whatever path it runs from (/proc/self/exe) */
+    char *const argv[] = {"duro",
                           "__worker",
                           fd_arg,
                           (char *)name,
