@@ -831,6 +831,17 @@ static void w5_events(void) {
 /* ---- W6
  * ------------------------------------------------------------------------ */
 
+/* The folder this binary is in (build/bench). */
+static const char *self_dir(void) {
+  static char self[4000];
+  ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+  self[k > 0 ? k : 0] = '\0';
+  char *slash = strrchr(self, '/');
+  if (slash)
+    *slash = '\0';
+  return self;
+}
+
 /* W6 once: `so` NULL runs the steps in the engine on `threads` threads,
  * else in a worker process of that plugin; the seconds to all complete. */
 static double w6_run(const char *name, const char *so, uint32_t threads,
@@ -856,18 +867,10 @@ static void w6_io(void) {
   report(fig, w6_run("w6e", NULL, opts.workers, n), "s",
          "ideal 0.4 s; Restate 2.96 s");
   char so[4200];
-  if (opts.worker_so) {
+  if (opts.worker_so)
     snprintf(so, sizeof so, "%s", opts.worker_so);
-  } else {
-    /* build/bench/duro-bench -> build/bench/libbench.so */
-    char self[4000];
-    ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
-    self[k > 0 ? k : 0] = '\0';
-    char *slash = strrchr(self, '/');
-    if (slash)
-      *slash = '\0';
-    snprintf(so, sizeof so, "%s/libbench.so", self);
-  }
+  else /* build/bench/duro-bench -> build/bench/libbench.so */
+    snprintf(so, sizeof so, "%s/libbench.so", self_dir());
   if (access(so, R_OK) != 0) {
     fprintf(stderr,
             "bench: W6 in a worker needs the bench plugin: %s is "
@@ -1095,16 +1098,9 @@ int main(int argc, char **argv) {
 #endif
   }
   worker_so_now = opts.worker_so;
-  if ((opts.worker_so || wants("W6")) && !opts.duro[0]) {
+  if ((opts.worker_so || wants("W6")) && !opts.duro[0])
     /* build/bench/duro-bench -> build/host/duro */
-    char self[4000];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    self[n > 0 ? n : 0] = '\0';
-    char *slash = strrchr(self, '/');
-    if (slash)
-      *slash = '\0';
-    snprintf(opts.duro, sizeof opts.duro, "%s/../host/duro", self);
-  }
+    snprintf(opts.duro, sizeof opts.duro, "%s/../host/duro", self_dir());
   mkdir(opts.dir, 0755);
   duro_api_ptr_ = duro_host_api();
   setenv("DURO_LOG", "warn", 0);

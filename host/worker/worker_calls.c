@@ -38,10 +38,9 @@ static __thread int pool_thread;
 void wk_begin_callback(wk_act *a) {
   /* the engine clears the CALL's bit before sending it; set now, a pause
    * or terminate waiting for it answers (worker_proto.h) */
-  uint64_t bit = a->call.seq % WM_PAGE_BITS;
-  uint64_t *page = wk_conn_page(a->conn);
-  __atomic_or_fetch(&page[WM_PAGE_BEGAN + bit / 64], UINT64_C(1) << (bit % 64),
-                    __ATOMIC_RELEASE);
+  uint64_t mask;
+  uint64_t *word = wm_page_began(wk_conn_page(a->conn), a->call.seq, &mask);
+  __atomic_or_fetch(word, mask, __ATOMIC_RELEASE);
   if (!pool_thread)
     wk_begin_handler(a); /* watched as a handler is: its fiber may yield */
   else if (thread_watch)

@@ -507,6 +507,13 @@ static void name_on(uint64_t *page, uint64_t id) {
                               __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 }
 
+/* A death no activation is named for, on every channel's page. */
+static void name_nobody(void) {
+  uint32_t n = __atomic_load_n(&n_pages, __ATOMIC_ACQUIRE);
+  for (uint32_t i = 0; i < n; i++)
+    name_on(all_pages[i], WM_PAGE_CRASH_UNNAMED);
+}
+
 /* Names this thread's activation on its channel's page (signal 0:
  * exit()); the first to crash is the one named.  A thread in no
  * activation (one the plugin started) names none on every page.
@@ -515,13 +522,10 @@ static void name_on(uint64_t *page, uint64_t id) {
 static void note_crash(void) {
   uint64_t *page = wk_crash_page;
   wk_act *a = wk_current;
-  if (page && a) {
+  if (page && a)
     name_on(page, a->id);
-    return;
-  }
-  uint32_t n = __atomic_load_n(&n_pages, __ATOMIC_ACQUIRE);
-  for (uint32_t i = 0; i < n; i++)
-    name_on(all_pages[i], WM_PAGE_CRASH_UNNAMED);
+  else
+    name_nobody();
 }
 
 static void on_fatal(int sig) {
@@ -535,9 +539,7 @@ static void on_fatal(int sig) {
  * thread it lands on says nothing of who sent it, so it names nobody on
  * every page and the engine takes it as a kill no handler saw. */
 static void on_ending(int sig) {
-  uint32_t n = __atomic_load_n(&n_pages, __ATOMIC_ACQUIRE);
-  for (uint32_t i = 0; i < n; i++)
-    name_on(all_pages[i], WM_PAGE_CRASH_UNNAMED);
+  name_nobody();
   signal(sig, SIG_DFL);
   raise(sig);
 }

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "util.h"
 #include "worker_engine.h"
@@ -344,9 +345,7 @@ static void proc_died_locked(worker_proc *w) {
   w->engine_killed = 0;
   w->in_callback = 0;
   w->alone_running = w->alone_waiting = 0;
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  w->last_death_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  w->last_death_ms = clock_mono_ms();
   uint32_t had = w->allowed ? w->allowed : w->plugin->per_proc;
   uint32_t floor =
       w->plugin->per_proc < ALLOWED_FLOOR ? w->plugin->per_proc : ALLOWED_FLOOR;
@@ -636,13 +635,8 @@ int worker_turn_try(worker_conn *c, int suspect, int *waiting) {
   int stale = w->gen != c->gen || w->pid <= 0;
   if (stale)
     *waiting = 0; /* a new process starts with no one waiting */
-  if (w->allowed) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-    if (now - w->last_death_ms > WORKER_CALM_MS)
-      w->allowed = 0; /* calm again: the plugin's concurrency */
-  }
+  if (w->allowed && clock_mono_ms() - w->last_death_ms > WORKER_CALM_MS)
+    w->allowed = 0; /* calm again: the plugin's concurrency */
   uint32_t allowed = w->allowed ? w->allowed : w->plugin->per_proc;
   int wait = !stale && (suspect ? w->alone_running || w->in_callback
                                 : w->alone_running || w->alone_waiting ||

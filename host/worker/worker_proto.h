@@ -97,6 +97,14 @@ enum worker_msg {
 #define WM_PAGE_BEGAN 1
 #define WM_PAGE_BITS ((WM_PAGE_SIZE / 8 - WM_PAGE_BEGAN) * 64)
 
+/* The word of `page` that holds CALL `seq`'s bit, and the bit's mask. */
+static inline uint64_t *wm_page_began(uint64_t *page, uint64_t seq,
+                                      uint64_t *mask) {
+  uint64_t bit = seq % WM_PAGE_BITS;
+  *mask = UINT64_C(1) << (bit % 64);
+  return &page[WM_PAGE_BEGAN + bit / 64];
+}
+
 /* A RETURN whose result was over engine.max_step_result: not sent. */
 #define WM_RESULT_TOO_LARGE 2
 

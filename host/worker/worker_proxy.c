@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "api.h"
+#include "clock.h"
 #include "log.h"
 #include "step.h"
 #include "util.h"
@@ -51,12 +52,6 @@ typedef struct proxy {
   int64_t deadline;
 } proxy;
 
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* How long after a queue handler's deadline its worker is killed: at the
  * deadline the consumer gives the batch up (its messages retried, in its
  * words); the kill then frees the worker's thread and the batch's. */
@@ -67,7 +62,7 @@ static int64_t mono_ms(void) {
  * deadline.  As next(). */
 static int pump(worker_conn *c, int block);
 static int handler_wait(proxy *px) {
-  int64_t now = mono_ms(), kill_at = px->deadline + HANDLER_KILL_AFTER_MS;
+  int64_t now = clock_mono_ms(), kill_at = px->deadline + HANDLER_KILL_AFTER_MS;
   if (px->deadline && now >= kill_at) {
     worker_conn_kill(px->c, "a queue handler ran past its consumer's "
                             "visibility_timeout");
@@ -289,9 +284,8 @@ static int proxy_step(duro_attempt *at, void *arg) {
   }
   /* its bit on the shared page, cleared before the CALL goes: the
    * worker sets it as the callback begins */
-  uint64_t seq = ++px->c->call_seq, bit = seq % WM_PAGE_BITS;
-  uint64_t *word = &px->c->page[WM_PAGE_BEGAN + bit / 64];
-  uint64_t mask = UINT64_C(1) << (bit % 64);
+  uint64_t seq = ++px->c->call_seq, mask;
+  uint64_t *word = wm_page_began(px->c->page, seq, &mask);
   __atomic_and_fetch(word, ~mask, __ATOMIC_RELEASE);
   step_dispatch_set(px->step, word, mask);
   step_attempt_begins(at); /* its timeout runs from here */
