@@ -49,6 +49,10 @@ int64_t duro_env_deadline_ms(const duro_env *env) {
   return env ? env->deadline_ms : 0;
 }
 
+int64_t duro_env_timeout_ms(const duro_env *env) {
+  return env ? env->timeout_ms : 0;
+}
+
 void duro_env_handler_failed(duro_env *env, const char *name,
                              const char *message) {
   if (!env)

@@ -17,6 +17,7 @@ const duro_api *duro_host_api(void);
  * (CLOCK_MONOTONIC ms, 0 = never).  NULL / 0 for run()'s env. */
 void *duro_env_handler_ctx(const duro_env *env);
 int64_t duro_env_deadline_ms(const duro_env *env);
+int64_t duro_env_timeout_ms(const duro_env *env); /* the deadline's span */
 /* The handler failed, and why (name: a DURO_ERR_*; message copied): the
  * batch's messages or the tick record it rather than its return code. */
 void duro_env_handler_failed(duro_env *env, const char *name,

@@ -26,6 +26,7 @@ struct duro_env {
   /* A queue handler's deadline, CLOCK_MONOTONIC ms: past it the batch
    * has been given up on (its visibility timeout); 0 = none. */
   int64_t deadline_ms;
+  int64_t timeout_ms; /* the visibility timeout that deadline came from */
   /* Why a handler failed, when its stand-in knows better than its
    * return code (its worker died, passed a limit): an error name and a
    * message (malloc'ed; whoever ran the handler frees it). */

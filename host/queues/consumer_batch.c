@@ -178,7 +178,8 @@ static int64_t batch_deadline_real(const duro_message_batch *b) {
 void consumer_batch_run(duro_message_batch *b) {
   duro_env env = {.engine = b->e,
                   .ctx = b->handler_ctx,
-                  .deadline_ms = batch_deadline_real(b)};
+                  .deadline_ms = batch_deadline_real(b),
+                  .timeout_ms = b->timeout_ms};
   int rc = b->handler(b, &env);
   pthread_mutex_lock(&b->mu);
   int abandoned = b->abandoned, slot_kept = b->slot_kept;

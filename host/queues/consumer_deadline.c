@@ -59,10 +59,10 @@ int64_t consumer_handlers_watch(duro_engine *e, struct queue_consumers *cs) {
     for (size_t i = 0; i < cs->n_live && !msg; i++) {
       duro_message_batch *b = cs->live[i];
       pthread_mutex_lock(&b->mu);
-      if (!b->settled && !b->abandoned && now >= b->deadline_ms)
+      if (!b->settled && !b->abandoned && now >= b->abandon_ms)
         v = batch_abandon_locked(cs, b, now, &msg);
-      else if (!b->settled && !b->abandoned && b->deadline_ms < next)
-        next = b->deadline_ms;
+      else if (!b->settled && !b->abandoned && b->abandon_ms < next)
+        next = b->abandon_ms;
       pthread_mutex_unlock(&b->mu);
     }
     pthread_mutex_unlock(&cs->mu);

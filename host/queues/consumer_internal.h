@@ -90,6 +90,9 @@ struct duro_message_batch {
   int slot_kept; /* abandoned past the cap of hung threads: slot held */
   int64_t started_ms, deadline_ms; /* engine_mono_ms */
   int64_t timeout_ms;              /* the consumer's visibility timeout */
+  /* When the deadline's watch gives it up (engine_mono_ms): its deadline,
+   * or a grace after it for a handler that returns by itself then. */
+  int64_t abandon_ms;
 };
 
 /* What becomes of a batch's messages: acks and retries, for one commit. */

@@ -268,6 +268,11 @@ typedef struct duro_queue_consumer_opts {
   int64_t visibility_ms;        /* 0 = 30 s */
   const char *plugin;           /* the handler's, named in crash reports */
   void *handler_ctx;            /* the handler's env->ctx (not owned) */
+  /* The handler returns by itself at its deadline (a worker's stand-in
+   * kills its process then): it is abandoned only if it is still in a
+   * grace later, so its slot, freed by its return, is never handed to a
+   * delivery into the process being killed. */
+  int returns_at_deadline;
 } duro_queue_consumer_opts;
 int duro_queue_consume(duro_engine *e, const char *queue, duro_queue_fn handler,
                        const duro_queue_consumer_opts *opt);

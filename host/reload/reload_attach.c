@@ -42,9 +42,11 @@ void reload_register_consumers(reloader *r, plugin_state *p, const build *b) {
       duro_queue_unconsume(r->e, c->queue);
       continue;
     }
+    /* a stand-in kills its worker at the deadline, and returns */
     duro_queue_consumer_opts o = {c->max_batch_size,  c->max_batch_timeout_ms,
                                   c->max_concurrency, c->visibility_timeout_ms,
-                                  p->cfg->name,       ctx};
+                                  p->cfg->name,       ctx,
+                                  ctx != NULL};
     if (duro_queue_consume(r->e, c->queue, fn, &o) != 0)
       log_error("plugin \"%s\": cannot consume queue \"%s\"", p->cfg->name,
                 c->queue);

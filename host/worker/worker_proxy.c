@@ -52,23 +52,21 @@ typedef struct proxy {
   int64_t deadline;
 } proxy;
 
-/* How long after a queue handler's deadline its worker is killed: at the
- * deadline the consumer gives the batch up (its messages retried, in its
- * words); the kill then frees the worker's thread and the batch's. */
-#define HANDLER_KILL_AFTER_MS 200
-
 /* A handler's wait for its worker: polls the lent channel (no fiber
- * parks here), killing the process once the handler is past its
- * deadline.  As next(). */
+ * parks here), killing the process once the handler is past its deadline
+ * and returning: the consumer, told that it would (returns_at_deadline),
+ * frees the batch's slot only then, once the process is known dead, so
+ * no delivery is begun in it meanwhile to be cut short by the kill. */
 static int pump(worker_conn *c, int block);
 static int handler_wait(proxy *px) {
-  int64_t now = clock_mono_ms(), kill_at = px->deadline + HANDLER_KILL_AFTER_MS;
+  int64_t now = clock_mono_ms(), kill_at = px->deadline;
   if (px->deadline && now >= kill_at) {
     worker_conn_kill(px->c, "a queue handler ran past its consumer's "
                             "visibility_timeout");
     char *msg = xasprintf("the %s ran past its consumer's "
-                          "visibility_timeout; its worker process was killed",
-                          px->handler);
+                          "visibility_timeout of %lld ms; its worker process "
+                          "was killed",
+                          px->handler, (long long)duro_env_timeout_ms(px->env));
     duro_env_handler_failed(px->env, DURO_ERR_TIMEOUT, msg);
     free(msg);
     return -3;
