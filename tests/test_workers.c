@@ -9,6 +9,9 @@
  *                                   engine has threads
  *   large_values_beside_blocking    600 KB results both ways while other
  *                                   callbacks block: all complete, intact
+ *   engine_never_waits_on_a_reader  a 600 KB frame to a worker that stops
+ *                                   reading holds no engine thread: a
+ *                                   hung step's timeout fires on time
  *   timeout_starts_when_it_begins   callbacks past the plugin's
  *                                   concurrency wait for a place without
  *                                   their timeout running
@@ -353,6 +356,43 @@ START_TEST(result_over_limit_refused) {
 }
 END_TEST
 
+/* A worker whose channel thread stops reading (a step function that had
+ * always returned at once runs inline there, and this time hangs) while
+ * the engine's one thread sends it a 600 KB RUN: the engine thread does
+ * not wait for it to read, so the hung step's 2 s timeout still fires
+ * and kills the worker (it hangs 120 s), and the big instance runs on the
+ * next worker. */
+START_TEST(engine_never_waits_on_a_reader) {
+  host_run H;
+  start(&H, "{ workers: 1 }", NULL);
+  /* warm: io_step_fn returns at once 40 times in a row */
+  create_many(&H, "warm", 1, "{\"steps\":40,\"hold_ms\":0}");
+  wait_complete(&H, 1, proc_now_ms() + 60000);
+  create_many(&H, "hang", 1,
+              "{\"steps\":1,\"hold_ms\":120000,\"timeout_s\":2}");
+  json_decref(
+      host_wait_status(&H, FLOW, "hang-0", "running", proc_now_ms() + 30000));
+  proc_sleep_ms(300); /* its CALL is in the worker */
+  size_t pad = 600000;
+  char *params = malloc(pad + 64);
+  int len = snprintf(params, 64, "{\"steps\":1,\"hold_ms\":0,\"pad\":\"");
+  memset(params + len, 'p', pad);
+  strcpy(params + len + pad, "\"}");
+  create_many(&H, "big", 1, params);
+  free(params);
+  int64_t created = proc_now_ms();
+  /* 40 s: twenty times its timeout, a third of the hang */
+  json_t *d = host_wait_status(&H, FLOW, "hang-0", "errored", created + 40000);
+  char *text = jdump(d);
+  ck_assert_msg(strstr(text, "TimeoutError"), "%s", text);
+  free(text);
+  json_decref(d);
+  json_decref(
+      host_wait_status(&H, FLOW, "big-0", "complete", proc_now_ms() + 60000));
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
 static Suite *workers_suite(void) {
   Suite *s = suite_create("workers");
   TCase *io = tcase_create("io");
@@ -360,6 +400,7 @@ static Suite *workers_suite(void) {
   tcase_set_timeout(io, 240);
   tcase_add_test(io, io_steps_run_side_by_side);
   tcase_add_test(io, large_values_beside_blocking);
+  tcase_add_test(io, engine_never_waits_on_a_reader);
   tcase_add_test(io, timeout_starts_when_it_begins);
   tcase_add_test(io, two_kills_do_not_wedge);
   tcase_add_test(io, failed_load_in_worker_waits);

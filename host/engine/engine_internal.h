@@ -145,7 +145,7 @@ typedef struct worker {
   pthread_cond_t wake;  /* a task became ready, or stopping (engine mu) */
   struct fiber **spare; /* finished fibers kept for the next task (own) */
   uint32_t n_spare;
-  /* Tasks parked until a file descriptor is readable (engine_park_fd: a
+  /* Tasks parked until a file descriptor is ready (engine_park_fd: a
    * worker process's channel), and the eventfd a commit writes to wake
    * the thread while it polls them (engine mu). */
   struct engine_task *fd_head;
@@ -378,12 +378,13 @@ void engine_commit_final(duro_engine *e, journal_batch *b, journal_done_fn fn,
                          void *ctx);
 
 /* The task running on this thread's fiber (NULL on no fiber: inline),
- * parked until fd is readable, engine_unpark(task), or engine_mono_ms
- * reaches `until` (INT64_MAX: never); engine_park_fd returns once
- * resumed: 1 when the task was orphaned meanwhile (its worker abandoned:
- * touch nothing of the instance). */
+ * parked until fd is ready for `events` (poll's POLLIN, POLLOUT: a
+ * channel with frames still to write), engine_unpark(task), or
+ * engine_mono_ms reaches `until` (INT64_MAX: never); engine_park_fd
+ * returns once resumed: 1 when the task was orphaned meanwhile (its
+ * worker abandoned: touch nothing of the instance). */
 struct engine_task *engine_current_task(void);
-int engine_park_fd(int fd, int64_t until);
+int engine_park_fd(int fd, short events, int64_t until);
 void engine_unpark(struct engine_task *t);
 
 /* The watchdog gave up on w (mu held): ready tasks become orphans; their

@@ -84,7 +84,8 @@ typedef struct engine_task {
    * another (the writer, or the group's leader). */
   char err[256];
   struct engine_task *next;
-  int park_fd;        /* >= 0: parked until it is readable (engine_park_fd) */
+  int park_fd;        /* >= 0: parked until it is ready (engine_park_fd) */
+  short park_events;  /* for what: POLLIN, POLLOUT */
   int64_t park_until; /* engine_mono_ms when it is resumed anyway */
   struct engine_task *fd_next;
 } engine_task;
@@ -218,11 +219,12 @@ void engine_commit_final(duro_engine *e, journal_batch *b, journal_done_fn fn,
 
 engine_task *engine_current_task(void) { return current_task; }
 
-int engine_park_fd(int fd, int64_t until) {
+int engine_park_fd(int fd, short events, int64_t until) {
   engine_task *t = current_task;
   duro_engine *e = t->e;
   pthread_mutex_lock(&e->mu);
   t->park_fd = fd;
+  t->park_events = events;
   t->park_until = until;
   t->fd_next = t->w->fd_head;
   t->w->fd_head = t;
@@ -252,11 +254,12 @@ void engine_unpark(engine_task *t) {
 }
 
 /* Waits (mu held, released meanwhile) until a parked task's descriptor
- * is readable, a commit made a task ready (the eventfd), a parked task's
+ * is ready, a commit made a task ready (the eventfd), a parked task's
  * time came, or 10 ms passed (new work may be queued: the engine's
- * `work` condition is not polled).  One task per readable descriptor is
- * made ready: it reads for the others that share it (a channel's frames
- * are routed by whoever reads them). */
+ * `work` condition is not polled).  One task per ready descriptor is
+ * made ready: it reads and writes for the others that share it (a
+ * channel's frames are routed by whoever reads them, and its queued
+ * frames written by whoever runs next). */
 #define POLL_MAX 64
 static void poll_parked(duro_engine *e, worker *w) {
   struct pollfd fds[POLL_MAX + 1];
@@ -271,7 +274,9 @@ static void poll_parked(duro_engine *e, worker *w) {
     while (i < n && fds[i].fd != t->park_fd)
       i++;
     if (i == n)
-      fds[n++] = (struct pollfd){.fd = t->park_fd, .events = POLLIN};
+      fds[n++] = (struct pollfd){.fd = t->park_fd, .events = t->park_events};
+    else
+      fds[i].events |= t->park_events;
   }
   w->polling = 1;
   pthread_mutex_unlock(&e->mu);

@@ -69,12 +69,13 @@ void step_worker_died(duro_step *step, duro_attempt *at, const char *plugin,
 
 /* Waiting for a worker's answer without holding the thread: the token
  * of the activation's fiber (NULL when it runs on none, inline: then
- * block instead); step_park_fd parks it until fd is readable or
- * step_unpark(token) is called on this thread, and returns 1 when the
- * activation was given up on meanwhile (its thread abandoned by the
- * watchdog: it may run elsewhere now; unwind, touch nothing). */
+ * block instead); step_park_fd parks it until fd is ready for `events`
+ * (poll's POLLIN, POLLOUT) or step_unpark(token) is called on this
+ * thread, and returns 1 when the activation was given up on meanwhile
+ * (its thread abandoned by the watchdog: it may run elsewhere now;
+ * unwind, touch nothing). */
 void *step_park_token(duro_step *step);
-int step_park_fd(duro_step *step, int fd, int64_t until_mono);
+int step_park_fd(duro_step *step, int fd, short events, int64_t until_mono);
 void step_unpark(void *token);
 
 /* Whether the attempt's step was charged a kill of its worker (it must

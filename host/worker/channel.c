@@ -94,6 +94,11 @@ int channel_write_some(channel *c) {
 
 int channel_pending(const channel *c) { return c->out_off < c->out.len; }
 
+int channel_post(channel *c, wire_buf *m) {
+  channel_queue(c, m);
+  return channel_write_some(c) < 0 ? -1 : 0;
+}
+
 int channel_fill(channel *c, int block) {
   if (c->fd < 0)
     return -1;

@@ -47,6 +47,11 @@ int channel_flush(channel *c);
 int channel_write_some(channel *c);
 /* Whether frames are queued and not all written. */
 int channel_pending(const channel *c);
+/* Queues the frame m holds and writes what the socket takes now: 0 (the
+ * rest, if any, goes at the next channel_write_some: poll for POLLOUT),
+ * or -1 when the other side is gone.  For the end that must never wait on
+ * the other side's reading. */
+int channel_post(channel *c, wire_buf *m);
 
 /* Reading, for a reader that must not block: take the next frame
  * already read — its kind, activation and a reader over its fields (1; 0

@@ -12,7 +12,13 @@
  * the step runner records it (step_worker_died): the attempt a CRASH
  * frame named is charged a crash toward engine.max_crashes, any other
  * attempt in its callback was cut short, and the instance runs again on
- * a new worker. */
+ * a new worker.
+ *
+ * The engine never waits on a worker's reading: frames are posted (what
+ * the socket does not take now stays queued on the channel) and the
+ * rest written whenever a fiber of this thread waits on the channel, so
+ * a worker that stops reading holds no engine thread, and the deadlines
+ * of the callbacks in it still fire. */
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -52,6 +58,12 @@ typedef struct proxy {
   int64_t deadline;
 } proxy;
 
+/* What a wait on c's channel is for: its frames, and room for the rest
+ * of what is queued to go. */
+static short wants(const worker_conn *c) {
+  return (short)(POLLIN | (channel_pending(&c->ch) ? POLLOUT : 0));
+}
+
 /* A handler's wait for its worker: polls the lent channel (no fiber
  * parks here), killing the process once the handler is past its deadline
  * and returning: the consumer, told that it would (returns_at_deadline),
@@ -72,7 +84,7 @@ static int handler_wait(proxy *px) {
     return -3;
   }
   int64_t wait = px->deadline ? kill_at - now : 1000;
-  struct pollfd pfd = {.fd = px->c->ch.fd, .events = POLLIN};
+  struct pollfd pfd = {.fd = px->c->ch.fd, .events = wants(px->c)};
   if (poll(&pfd, 1, (int)(wait < 1000 ? wait : 1000)) < 0 && errno != EINTR)
     return -1;
   return pump(px->c, 0);
@@ -97,11 +109,28 @@ static void wake_one(void *ctx, int64_t key, void *val) {
     step_unpark(p->parked);
 }
 
-/* Reads what the channel has (waiting for it when `block`) and hands each
- * frame to its activation's inbox, waking its fiber if parked.  -1 when
- * the channel failed: then every waiter is woken to see it. */
+/* Writes what is queued as far as the socket takes it, then reads what
+ * the channel has. With `block` (no fiber to park) it first waits up to
+ * 100 ms for either: its caller looks at its deadlines in between. */
+static int channel_turn(worker_conn *c, int block) {
+  if (channel_pending(&c->ch) && channel_write_some(&c->ch) < 0)
+    return -1;
+  if (block) {
+    struct pollfd pfd = {.fd = c->ch.fd, .events = wants(c)};
+    if (poll(&pfd, 1, 100) < 0 && errno != EINTR)
+      return -1;
+    if ((pfd.revents & POLLOUT) && channel_write_some(&c->ch) < 0)
+      return -1;
+  }
+  return channel_fill(&c->ch, 0);
+}
+
+/* Writes what is queued and reads what the channel has (waiting a while
+ * for it when `block`), handing each frame to its activation's inbox and
+ * waking its fiber if parked.  -1 when the channel failed: then every
+ * waiter is woken to see it. */
 static int pump(worker_conn *c, int block) {
-  int rc = c->broken ? -1 : channel_fill(&c->ch, block);
+  int rc = c->broken ? -1 : channel_turn(c, block);
   for (;;) {
     uint32_t kind;
     uint64_t act;
@@ -200,7 +229,7 @@ static int next(proxy *px, uint32_t *kind, wire_reader *r) {
     if (px->in_off < px->inbox.len || !token)
       continue;
     px->parked = token;
-    int orphaned = step_park_fd(px->step, px->c->ch.fd, until);
+    int orphaned = step_park_fd(px->step, px->c->ch.fd, wants(px->c), until);
     px->parked = NULL;
     if (orphaned)
       return -2;
@@ -211,7 +240,7 @@ static void reply(proxy *px, int64_t rc, const char *text) {
   channel_begin(&px->m, WM_REPLY, px->id);
   wire_put_i64(&px->m, rc);
   wire_put_str(&px->m, text);
-  channel_send(&px->c->ch, &px->m); /* a failure shows as EOF next */
+  channel_post(&px->c->ch, &px->m); /* a failure shows as EOF next */
 }
 
 static duro_rc call_vfail(const duro_api *api, duro_step *s, const char *fmt,
@@ -260,7 +289,8 @@ static int take_turn(proxy *px, int suspect) {
     }
     px->parked = step_park_token(px->step);
     int orphaned =
-        step_park_fd(px->step, px->c->ch.fd, step_mono_ms(px->step) + 5);
+        step_park_fd(px->step, px->c->ch.fd, wants(px->c),
+                     step_mono_ms(px->step) + 5);
     px->parked = NULL;
     /* frames that came meanwhile are read by whoever waits for them */
     if (orphaned || pump(px->c, 0) != 0) {
@@ -301,7 +331,7 @@ static int proxy_step(duro_attempt *at, void *arg) {
   wire_put_u64(&px->m, seq);
   int64_t rc = -1;
   px->at = at;
-  int got = channel_send(&px->c->ch, &px->m) == 0 ? serve(px, at, &rc) : -1;
+  int got = channel_post(&px->c->ch, &px->m) == 0 ? serve(px, at, &rc) : -1;
   px->at = NULL;
   step_dispatch_set(px->step, NULL, 0);
   worker_turn_end(px->c, suspect);
@@ -596,7 +626,7 @@ duro_rc worker_proxy_run(duro_step *step, const duro_event *ev, duro_env *env) {
   wire_put_i64(&px.m, ev->created_ms);
   int64_t rc = DURO_SUSPEND;
   idmap_put(&c->waiting, (int64_t)px.id, &px);
-  int got = channel_send(&c->ch, &px.m) == 0 ? serve(&px, NULL, &rc) : -1;
+  int got = channel_post(&c->ch, &px.m) == 0 ? serve(&px, NULL, &rc) : -1;
   if (got == -1)
     died(&px, NULL);
   if (got != 0)
@@ -667,7 +697,7 @@ static int handler_run(proxy *px, int *rc, wire_reader *end) {
   int got = -1;
   if (wait == 0) {
     idmap_put(&px->c->waiting, (int64_t)px->id, px);
-    got = channel_send(&px->c->ch, &px->m) == 0 ? serve_handler(px, end) : -1;
+    got = channel_post(&px->c->ch, &px->m) == 0 ? serve_handler(px, end) : -1;
     idmap_del(&px->c->waiting, (int64_t)px->id);
     worker_turn_end(px->c, 0);
   }
