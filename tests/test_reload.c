@@ -1115,7 +1115,8 @@ START_TEST(config_plugin_path_moves) {
 END_TEST
 
 /* A change that needs a restart refuses the whole file, naming it: the
- * trigger added beside it is not applied, the host runs on. */
+ * trigger added beside it is not applied, the host runs on, and `duro
+ * reload` exits 1. */
 START_TEST(config_restart_refused) {
   host H;
   start_config(&H, "restart.log", "");
@@ -1137,10 +1138,12 @@ START_TEST(config_restart_refused) {
   snprintf(out, sizeof out, "%s/cli.out", proc_tmp_dir);
   const char *argv[] = {DURO_BIN, "reload", "--url", url, NULL};
   pid_t cli = proc_spawn(argv, NULL, out, out);
-  ck_assert_int_ge(proc_wait_exit(cli, proc_now_ms() + 10000), 0);
+  /* and exits 1: a deploy script sees the refusal */
+  ck_assert_int_eq(proc_wait_exit(cli, proc_now_ms() + 10000), 1);
   char *said = proc_slurp(out);
   assert_contains(said, "refused: 1 change(s) need a restart");
   assert_contains(said, "  needs a restart: storage.path: ");
+  assert_contains(said, "duro: reload refused: the config ");
   free(said);
   ck_assert_int_eq(kill(H.run.pid, SIGHUP), 0);
   host_wait_lines(&H.run, "these changes need a restart: storage.path", 1,

@@ -180,6 +180,9 @@ static int run_verb(const cli_verb *v, const cli_args *a) {
     rc = cli_list_workflows(&c, a, answer);
   else if (rc == CLI_OK)
     cli_print_answer(v, a, answer);
+  /* a deploy script must see a refusal in the exit status */
+  if (rc == CLI_OK && v->build == cli_build_reload)
+    rc = cli_reload_refused(answer);
   json_decref(answer);
   free(r.path);
   free(r.body);

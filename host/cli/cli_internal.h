@@ -194,6 +194,9 @@ int cli_list_workflows(cli_ctx *c, const cli_args *a, const json_t *plugins);
 int cli_build_reload(cli_ctx *c, const cli_verb *v, const cli_args *a,
                      cli_req *r);
 void cli_print_reload(const cli_args *a, const json_t *r);
+/* CLI_FAILED (each refusal said on stderr) when the reload's answer r
+ * refused the config or any plugin's build, else CLI_OK. */
+int cli_reload_refused(const json_t *r);
 int cli_build_plugins(cli_ctx *c, const cli_verb *v, const cli_args *a,
                       cli_req *r);
 void cli_print_plugins(const cli_args *a, const json_t *r);

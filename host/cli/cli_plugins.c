@@ -81,6 +81,29 @@ void cli_print_reload(const cli_args *a, const json_t *r) {
   }
 }
 
+int cli_reload_refused(const json_t *r) {
+  int refused = 0;
+  const json_t *c = json_object_get(r, "config");
+  const char *status = json_string_value(json_object_get(c, "status"));
+  if (status && !strcmp(status, "refused")) {
+    fprintf(stderr, "duro: reload refused: the config %s was not applied\n",
+            cli_str_or(c, "file"));
+    refused++;
+  }
+  size_t i;
+  const json_t *p;
+  json_array_foreach(json_object_get(r, "plugins"), i, p) {
+    status = json_string_value(json_object_get(p, "status"));
+    if (status && !strcmp(status, "refused")) {
+      fprintf(stderr, "duro: reload refused: plugin \"%s\" keeps its "
+                      "previous build\n",
+              cli_str_or(p, "name"));
+      refused++;
+    }
+  }
+  return refused ? CLI_FAILED : CLI_OK;
+}
+
 /* Each plugin and its loaded builds, the newest marked. */
 void cli_print_plugins(const cli_args *a, const json_t *r) {
   (void)a;
