@@ -1079,7 +1079,7 @@ START_TEST(control_verbs) {
   json_decref(wait_status("p2", "complete"));
   CLI(&r, "instances", "resume", WF, "p2");
   expect_server_error(&r, "instance.cannot_resume");
-  assert_contains(r.err, "order-flow/p2");
+  assert_contains(r.err, "order-flow/p2: it is complete");
   run_free(&r);
   json_t *d = describe_json("p2");
   ck_assert_str_eq(jstr(d, "status"), "complete");

@@ -150,9 +150,16 @@ int send_engine_error(http_exchange *x, int rc, const char *wf,
     return send_error(x, 404, duro_err_name(rc), "no workflow named \"%s\"",
                       wf);
   char why[300] = "";
+  duro_status now;
   if (rc == DURO_E_STORAGE && x->s->engine &&
       duro_engine_storage_error(x->s->engine, why + 2, sizeof why - 2))
     memcpy(why, ": ", 2);
+  else if ((rc == DURO_E_CANNOT_TERMINATE || rc == DURO_E_CANNOT_PAUSE ||
+            rc == DURO_E_CANNOT_RESUME || rc == DURO_E_CANNOT_RESTART) &&
+           id && x->s->engine &&
+           duro_instance_status(x->s->engine, wf, id, &now) == 0)
+    /* the reason a newcomer looks for next */
+    snprintf(why, sizeof why, ": it is %s", duro_status_name(now));
   if (id && rc != DURO_E_INVALID_ID)
     return send_error(x, status_of(rc), duro_err_name(rc), "%s: %s/%s%s",
                       duro_err_str(rc), wf, id, why);
