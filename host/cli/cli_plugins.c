@@ -95,8 +95,9 @@ int cli_reload_refused(const json_t *r) {
   json_array_foreach(json_object_get(r, "plugins"), i, p) {
     status = json_string_value(json_object_get(p, "status"));
     if (status && !strcmp(status, "refused")) {
-      fprintf(stderr, "duro: reload refused: plugin \"%s\" keeps its "
-                      "previous build\n",
+      fprintf(stderr,
+              "duro: reload refused: plugin \"%s\" keeps its "
+              "previous build\n",
               cli_str_or(p, "name"));
       refused++;
     }

@@ -167,9 +167,8 @@ size_t consumer_dispatch_push(duro_engine *e, const wf_consumer *c,
   b->deadline_ms = started + timeout;
   /* within the lease's margin: the abandonment still settles the batch
    * before another could lease its messages */
-  b->abandon_ms = b->deadline_ms + (c->opt.returns_at_deadline
-                                        ? (lease - timeout) / 2
-                                        : 0);
+  b->abandon_ms =
+      b->deadline_ms + (c->opt.returns_at_deadline ? (lease - timeout) / 2 : 0);
   if (threaded) {
     batch_start(e, b);
   } else {

@@ -288,9 +288,8 @@ static int take_turn(proxy *px, int suspect) {
       continue;
     }
     px->parked = step_park_token(px->step);
-    int orphaned =
-        step_park_fd(px->step, px->c->ch.fd, wants(px->c),
-                     step_mono_ms(px->step) + 5);
+    int orphaned = step_park_fd(px->step, px->c->ch.fd, wants(px->c),
+                                step_mono_ms(px->step) + 5);
     px->parked = NULL;
     /* frames that came meanwhile are read by whoever waits for them */
     if (orphaned || pump(px->c, 0) != 0) {
