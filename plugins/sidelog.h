@@ -27,14 +27,11 @@
 
 #define SIDELOG_RECORD 64
 
-/* Appends "KIND INSTANCE INDEX TOKEN" to the file named by $`env`; does
- * nothing when the variable is unset or the record would not fit. */
-static inline void sidelog_append(const char *env, const char *kind,
-                                  const char *instance, int index,
-                                  const char *token) {
-  const char *path = getenv(env);
-  if (!path)
-    return;
+/* Appends "KIND INSTANCE INDEX TOKEN" to the file at `path`; does nothing
+ * when the record would not fit. */
+static inline void sidelog_append_to(const char *path, const char *kind,
+                                     const char *instance, int index,
+                                     const char *token) {
   char line[SIDELOG_RECORD + 1];
   int n =
       snprintf(line, sizeof line, "%s %s %d %s", kind, instance, index, token);
@@ -48,6 +45,15 @@ static inline void sidelog_append(const char *env, const char *kind,
   if (write(fd, line, SIDELOG_RECORD) != SIDELOG_RECORD)
     duro_log(DURO_LOG_ERROR, "short write to %s", path);
   close(fd);
+}
+
+/* sidelog_append_to the file named by $`env`; nothing when it is unset. */
+static inline void sidelog_append(const char *env, const char *kind,
+                                  const char *instance, int index,
+                                  const char *token) {
+  const char *path = getenv(env);
+  if (path)
+    sidelog_append_to(path, kind, instance, index, token);
 }
 
 /* A token unique to this run of a callback: pid and wall time in ns.  The

@@ -13,13 +13,16 @@
  * the supervisor's "engine started (pid N)", the engine's "build H is the
  * newest (was H)", "refused", "unloaded" lines), from the instances'
  * descriptions over HTTP (output, error, the build hash of every step
- * attempt), from the build store (var/builds/<hash>.so) and from the
- * engine's /proc/PID/maps.
+ * attempt), from the build store (var/builds/<hash>.so) and from
+ * /proc/PID/maps of the engine and of its worker process (the plugin
+ * runs in one: the worker maps its builds, the engine none).
  *
  *  - in place: no process dies, the new build is the newest within 2 s,
  *    pinned instances finish on the build they started on, latest ones
  *    move to the new build (their attempts show both hashes), and the old
- *    build is unloaded, deleted and unmapped once nothing needs it;
+ *    build is unloaded and deleted once nothing needs it; the engine
+ *    never maps a build, the worker maps both; with `workers: 0` the
+ *    engine maps them, and unmaps the old one at its unload;
  *  - write then rename is seen too; a deploy of identical bytes is no
  *    reload at all;
  *  - SIGHUP to the supervisor reloads, also a change the directory watch
@@ -212,16 +215,55 @@ static int store_has(const host *h, const char *hash) {
   return file_exists(path);
 }
 
-/* Whether the engine maps a file named "<hash>.so" (the store's copy or
- * the private copy of the first load, "(deleted)" or not). */
-static int engine_maps(const host *h, const char *hash) {
+/* Whether process `pid` maps a file named "<hash>.so" (the store's copy
+ * or the private copy of the first load, "(deleted)" or not). */
+static int maps_build(pid_t pid, const char *hash) {
   char path[64], name[32];
-  snprintf(path, sizeof path, "/proc/%d/maps", (int)h->run.engine);
+  snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
   snprintf(name, sizeof name, "/%s.so", hash);
   char *maps = proc_slurp(path);
   ck_assert_msg(*maps, "%s is empty or unreadable", path);
   int found = strstr(maps, name) != NULL;
   free(maps);
+  return found;
+}
+
+/* The engine's worker process (`duro __worker ...`, its child), which
+ * holds the plugin's code; fails when there is none. */
+static pid_t worker_of(const host *h) {
+  pid_t found = 0;
+  DIR *d = opendir("/proc");
+  struct dirent *de;
+  while (d && !found && (de = readdir(d)) != NULL) {
+    pid_t pid = (pid_t)atoi(de->d_name);
+    char path[64], stat[512] = {0}, cmd[64] = {0};
+    if (pid <= 0)
+      continue;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t len = f ? fread(stat, 1, sizeof stat - 1, f) : 0;
+    if (f)
+      fclose(f);
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    f = fopen(path, "r");
+    size_t cmd_len = f ? fread(cmd, 1, sizeof cmd - 1, f) : 0;
+    if (f)
+      fclose(f);
+    /* "pid (comm) state ppid ...": the comm may hold spaces; the
+     * cmdline is "duro\0__worker\0..." */
+    const char *close = len ? strrchr(stat, ')') : NULL;
+    int ppid = 0;
+    char state;
+    size_t arg1 = strnlen(cmd, cmd_len) + 1;
+    if (close && sscanf(close + 1, " %c %d", &state, &ppid) == 2 &&
+        ppid == h->run.engine && state != 'Z' && arg1 < cmd_len &&
+        !strcmp(cmd + arg1, "__worker"))
+      found = pid;
+  }
+  if (d)
+    closedir(d);
+  ck_assert_msg(found > 0, "engine %d has no worker process",
+                (int)h->run.engine);
   return found;
 }
 
@@ -242,8 +284,10 @@ static int engine_maps(const host *h, const char *hash) {
  * output in `log_name`; `v1` gets the hash of that build, the store's
  * only one. */
 static void start_v1_env(host *h, const char *log_name, const char *workflows,
-                         const char *env, const char *value, char v1[17]) {
+                         const char *env, const char *value, const char *keys,
+                         char v1[17]) {
   host_init(&h->run, "host");
+  h->run.plugin_keys = keys;
   if (env)
     host_setenv(&h->run, env, value);
   h->run.request_ms = 5000;
@@ -260,7 +304,7 @@ static void start_v1_env(host *h, const char *log_name, const char *workflows,
 
 static void start_v1_with(host *h, const char *log_name, const char *workflows,
                           char v1[17]) {
-  start_v1_env(h, log_name, workflows, NULL, NULL, v1);
+  start_v1_env(h, log_name, workflows, NULL, NULL, NULL, v1);
 }
 
 static void start_v1(host *h, const char *log_name, char v1[17]) {
@@ -385,15 +429,25 @@ static void deploy(host *h, const char *src, int k, char hash[17],
 
 /* ---- 1. in place --------------------------------------------------------- */
 
+/* _i 0: the plugin in its worker process (the default); 1: with
+ * `workers: 0`, in the engine's own. */
 START_TEST(deploy_in_place) {
+  int in_engine = _i == 1;
   host H;
   char h1[17], h2[17], was[17], list[400];
-  start_v1(&H, "host.log", h1);
+  start_v1_env(&H, "host.log", WORKFLOWS, NULL, NULL,
+               in_engine ? "workers: 0" : NULL, h1);
   create(&H, "pinned", "p-old", "{\"nap\":" NAP "}");
   create(&H, "latest", "l-old", "{\"nap\":" NAP "}");
   json_decref(settle(&H, "pinned", "p-old", "waiting"));
   json_decref(settle(&H, "latest", "l-old", "waiting"));
-  ck_assert_msg(engine_maps(&H, h1), "the engine does not map build %s", h1);
+  /* the process that holds the plugin's code */
+  pid_t holder = in_engine ? H.run.engine : worker_of(&H);
+  const char *who = in_engine ? "engine" : "worker";
+  ck_assert_msg(maps_build(holder, h1), "the %s does not map build %s", who,
+                h1);
+  ck_assert_msg(in_engine || !maps_build(H.run.engine, h1),
+                "the engine maps build %s: it loaded plugin code", h1);
 
   deploy(&H, DEPLOY_V2, 1, h2, was);
   ck_assert_str_eq(was, h1);
@@ -421,7 +475,7 @@ START_TEST(deploy_in_place) {
   json_decref(d);
   assert_alive(&H);
 
-  /* Nothing needs v1 now: unloaded, deleted, unmapped; v2 stays. */
+  /* Nothing needs v1 now: unloaded and deleted; v2 stays. */
   char unloaded[128];
   snprintf(unloaded, sizeof unloaded, "build %s unloaded: no instance needs it",
            h1);
@@ -430,17 +484,21 @@ START_TEST(deploy_in_place) {
   /* The line is written as the unload starts: dlclose and the deletion
    * follow it. */
   int64_t seen = proc_now_ms();
-  while ((store_has(&H, h1) || engine_maps(&H, h1)) &&
+  /* (a worker keeps its builds loaded for its life) */
+  while ((store_has(&H, h1) || (in_engine && maps_build(holder, h1))) &&
          proc_now_ms() < seen + 1000)
     proc_sleep_ms(10);
   ck_assert_msg(!store_has(&H, h1),
                 "unloaded build %s still in the store 1 s after its line", h1);
-  ck_assert_msg(!engine_maps(&H, h1),
+  ck_assert_msg(!in_engine || !maps_build(holder, h1),
                 "unloaded build %s still mapped by the engine 1 s after its "
                 "line",
                 h1);
-  ck_assert_msg(store_has(&H, h2) && engine_maps(&H, h2),
+  ck_assert_msg(store_has(&H, h2) && maps_build(holder, h2),
                 "the newest build %s was unloaded", h2);
+  ck_assert_msg(in_engine || (!maps_build(H.run.engine, h1) &&
+                              !maps_build(H.run.engine, h2)),
+                "the engine maps a build: it loaded plugin code");
   snprintf(unloaded, sizeof unloaded, "build %s unloaded", h2);
   ck_assert_int_eq(host_count_lines(&H.run, unloaded), 0);
   assert_alive(&H);
@@ -827,7 +885,8 @@ START_TEST(slow_load_leaves_the_lock) {
   char h1[17], dir[400], src[512], end[512];
   snprintf(dir, sizeof dir, "%s/marks", proc_tmp_dir);
   ck_assert(mkdir(dir, 0700) == 0);
-  start_v1_env(&H, "host.log", WORKFLOWS, "DURO_FIXTURE_SLOW_DIR", dir, h1);
+  start_v1_env(&H, "host.log", WORKFLOWS, "DURO_FIXTURE_SLOW_DIR", dir, NULL,
+               h1);
   snprintf(src, sizeof src, "%s/libfixture_ctor_slow.so", FIXTURES_DIR);
   put_file(H.plugin, src);
   int64_t deadline = proc_now_ms() + 5000;
@@ -1186,7 +1245,7 @@ static Suite *reload_suite(void) {
   TCase *tc = tcase_create("reload");
   proc_fixtures(tc, "duro-reload");
   tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, deploy_in_place);
+  tcase_add_loop_test(tc, deploy_in_place, 0, 2);
   tcase_add_test(tc, deploy_by_rename);
   tcase_add_test(tc, sighup_reloads);
   tcase_add_test(tc, pinned_across_restart);

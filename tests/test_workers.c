@@ -30,7 +30,12 @@
  *   result_over_limit_refused       a 3 MB result: step.output_too_large,
  *                                   no worker death
  *   kill_group_reaches_no_engine    kill(0, SIGTERM) from a step ends its
- *                                   worker only, and is blamed */
+ *                                   worker only, and is blamed
+ *   engine_runs_no_plugin_code      at start and across a hot reload, the
+ *                                   build's constructor and init run in
+ *                                   the load probe and the worker, never
+ *                                   in the engine; its workflow, queue
+ *                                   handler and cron handler all run */
 #include <check.h>
 #include <dirent.h>
 #include <jansson.h>
@@ -43,9 +48,13 @@
 #include "host_run.h"
 #include "http_client.h"
 #include "proc.h"
+#include "sidelog_read.h"
 
 #ifndef FAULTS_PLUGIN
 #error "build with -DFAULTS_PLUGIN=\"<path of libfaults.so>\""
+#endif
+#ifndef FAULTS_REGRESSED_PLUGIN
+#error "build with -DFAULTS_REGRESSED_PLUGIN=\"<libfaults-regressed.so>\""
 #endif
 
 #define FLOW "io-flow"
@@ -393,6 +402,133 @@ START_TEST(engine_never_waits_on_a_reader) {
 }
 END_TEST
 
+/* ---- the engine runs no plugin code -------------------------------------- */
+
+/* The faults plugin's record of every constructor and init run. */
+static const char *loads_log(void) {
+  static char path[420];
+  snprintf(path, sizeof path, "%s.loads", faults_log());
+  return path;
+}
+
+/* Copies `from` over `to` as a new file (a deploy: rename into place). */
+static void deploy(const char *from, const char *to) {
+  char tmp[500], cmd[1400];
+  snprintf(tmp, sizeof tmp, "%s.new", to);
+  snprintf(cmd, sizeof cmd, "cp '%s' '%s' && mv '%s' '%s'", from, tmp, tmp, to);
+  ck_assert_int_eq(system(cmd), 0);
+}
+
+/* How many `kind` records the side log at `path` holds (0 when it does
+ * not exist yet). */
+static size_t count_kind(const char *path, const char *kind) {
+  if (access(path, F_OK) != 0)
+    return 0;
+  size_t n, c = 0;
+  sidelog_rec *v = sidelog_read(path, &n);
+  for (size_t i = 0; i < n; i++)
+    c += !strcmp(v[i].kind, kind);
+  free(v);
+  return c;
+}
+
+static void wait_kind(const host_run *h, const char *kind, size_t n) {
+  int64_t deadline = proc_now_ms() + 30000;
+  while (count_kind(faults_log(), kind) < n) {
+    ck_assert_msg(proc_now_ms() < deadline, "%zu \"%s\" record(s), not %zu\n%s",
+                  count_kind(faults_log(), kind), kind, n,
+                  proc_tail(proc_slurp(h->log)));
+    proc_sleep_ms(50);
+  }
+}
+
+/* Round `n` (1, 2, ...) of the plugin's three kinds of code: instance
+ * s-n completes, a message to "jobs" reaches the queue handler, and the
+ * nightly cron, fired by hand, its scheduled handler. */
+static void serve_round(const host_run *h, int n) {
+  char body[96];
+  http_resp r;
+  snprintf(body, sizeof body,
+           "{\"id\":\"s-%d\",\"params\":{\"steps\":1,\"hold_ms\":0}}", n);
+  host_request(h, &r, "POST", WF, body);
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  wait_complete(h, n, proc_now_ms() + 30000);
+  snprintf(body, sizeof body, "{\"body\":{\"n\":%d}}", n);
+  host_request(h, &r, "POST", "/queues/jobs/messages", body);
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  wait_kind(h, "msg", (size_t)n);
+  host_request(h, &r, "POST", "/__scheduled?cron=0%203%20*%20*%20*", "{}");
+  ck_assert_msg(r.status == 200, "fire: %ld %s", r.status,
+                r.body ? r.body : "");
+  http_resp_free(&r);
+  wait_kind(h, "tick", (size_t)n);
+}
+
+/* No record of the side log at `path` was made by process `pid`. */
+static void assert_none_by(const char *path, pid_t pid, const char *who) {
+  size_t n;
+  sidelog_rec *v = sidelog_read(path, &n);
+  for (size_t i = 0; i < n; i++)
+    ck_assert_msg(atoi(v[i].token) != (int)pid, "%s: \"%s %s\" ran in the %s",
+                  path, v[i].kind, v[i].inst, who);
+  free(v);
+}
+
+/* A plugin in a worker (workers: 1) is loaded by the load probe and by its
+ * worker only: the engine runs none of its constructors or init, at
+ * start or at a hot reload, and still serves its workflow, its queue
+ * handler and its cron handler on each build. */
+START_TEST(engine_runs_no_plugin_code) {
+  host_run H;
+  char db[400], live[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  snprintf(live, sizeof live, "%s/faults-live.so", proc_tmp_dir);
+  deploy(FAULTS_PLUGIN, live);
+  host_init(&H, "host");
+  host_setenv(&H, "DURO_FAULTS_LOG", faults_log());
+  H.request_ms = 10000;
+  H.plugin_keys = "workers: 1";
+  host_write_config(&H, db, "{ workers: 2 }", "faults", live,
+                    "      - name: " FLOW "\n"
+                    "        binding: THE_FLOW\n"
+                    "        class_name: Io\n"
+                    "    queues:\n"
+                    "      consumers:\n"
+                    "        - { queue: jobs, max_batch_timeout: 10ms }\n"
+                    "    triggers:\n"
+                    "      crons:\n"
+                    "        - { schedule: \"0 3 * * *\" }\n");
+  host_start(&H);
+  serve_round(&H, 1);
+  size_t inits = count_kind(loads_log(), "init");
+
+  deploy(FAULTS_REGRESSED_PLUGIN, live);
+  http_resp r;
+  host_request(&H, &r, "POST", "/plugins/faults/reload", NULL);
+  ck_assert_int_eq(r.status, 200);
+  json_t *rep = json_array_get(jget(r.json, "plugins"), 0);
+  ck_assert_str_eq(jstr(rep, "status"), "loaded");
+  ck_assert_str_ne(jstr(rep, "build"), jstr(rep, "previous"));
+  http_resp_free(&r);
+  serve_round(&H, 2);
+  /* the new build's probe and its load in the worker */
+  ck_assert_uint_ge(count_kind(loads_log(), "init"), inits + 2);
+
+  pid_t engine = H.engine, supervisor = H.pid;
+  host_stop(&H, proc_now_ms() + 10000, 0);
+  ck_assert_int_eq(host_count_lines(&H, "engine started"), 1);
+  /* each build: a probe and the worker, constructor and init each */
+  ck_assert_uint_ge(count_kind(loads_log(), "ctor"), 4);
+  ck_assert_uint_ge(count_kind(loads_log(), "init"), 4);
+  assert_none_by(loads_log(), engine, "engine");
+  assert_none_by(loads_log(), supervisor, "supervisor");
+  /* and every step, message and tick ran in the worker */
+  assert_none_by(faults_log(), engine, "engine");
+}
+END_TEST
+
 static Suite *workers_suite(void) {
   Suite *s = suite_create("workers");
   TCase *io = tcase_create("io");
@@ -408,6 +544,7 @@ static Suite *workers_suite(void) {
   tcase_add_test(io, death_seen_through_forked_child);
   tcase_add_test(io, kill_group_reaches_no_engine);
   tcase_add_test(io, result_over_limit_refused);
+  tcase_add_test(io, engine_runs_no_plugin_code);
   suite_add_tcase(s, io);
   return s;
 }

@@ -394,6 +394,10 @@ duro_run_fn loader_find_workflow(const loader_plugin *p,
   return NULL;
 }
 
+const char *loader_class_at(const loader_plugin *p, size_t i) {
+  return i < p->info.n_workflows ? p->workflows[i].class_name : NULL;
+}
+
 const char *loader_class_list(const loader_plugin *p, char *buf, size_t len) {
   size_t n = 0;
   if (len == 0)

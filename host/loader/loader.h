@@ -50,6 +50,10 @@ const char *loader_build(const loader_plugin *p);
 duro_run_fn loader_find_workflow(const loader_plugin *p,
                                  const char *class_name);
 
+/* The class of the plugin's workflow i (in its order), or NULL past the
+ * last. */
+const char *loader_class_at(const loader_plugin *p, size_t i);
+
 /* The classes the plugin exports, in its order, as `"A", "B"` (or `no
  * classes`), into buf (cut at len); returns buf. */
 const char *loader_class_list(const loader_plugin *p, char *buf, size_t len);

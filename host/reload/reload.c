@@ -3,9 +3,10 @@
  *
  * Each config plugin has its loaded builds, oldest first, the newest last.
  * The engine keeps the run() pointers of each workflow's builds
- * (engine/builds.c); this module owns the code they point into, and only
- * unloads a build after the engine agreed to retire it from every
- * workflow of the plugin.  Each phase of a build's life is a file of its
+ * (engine/builds.c); this module owns the code they point into (none
+ * for a plugin in workers: its builds' descriptors), and only unloads a
+ * build after the engine agreed to retire it from every workflow of the
+ * plugin.  Each phase of a build's life is a file of its
  * own (reload_internal.h lists them). */
 #include "reload.h"
 
@@ -16,7 +17,6 @@
 #include <unistd.h>
 
 #include "ledger.h"
-#include "loader.h"
 #include "reload_internal.h"
 #include "store.h"
 #include "util.h"
@@ -63,7 +63,7 @@ void reload_free(reloader *r) {
   for (size_t i = 0; i < r->cfg->n_plugins; i++) {
     plugin_state *p = &r->plugins[i];
     for (size_t k = 0; k < p->n; k++)
-      loader_close(p->builds[k].lp);
+      reload_unload_build(&p->builds[k]);
     free(p->builds);
     free(p->watch_dir);
   }

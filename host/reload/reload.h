@@ -8,6 +8,8 @@
  * configured class), so a build that fails or crashes while loading is
  * refused with the previous one still serving; only then is it loaded
  * beside the old builds and made the newest of each of its workflows.
+ * A plugin whose code runs in worker processes is never loaded here: the
+ * probe reports what the engine needs of the build (build_desc.h).
  * Instances pinned to older builds keep them loaded; a periodic pass
  * unloads and deletes builds no instance needs (reload_gc).
  *
@@ -119,8 +121,9 @@ json_t *reload_list(reloader *r);
 int reload_watch(reloader *r, uv_loop_t *loop);
 void reload_unwatch(reloader *r);
 
-/* `duro __load NAME PATH [CLASS...]`: the probe.  Loads the plugin, checks
- * its classes, unloads it; exit code 0 when all is well. */
+/* `duro __load [--desc FD] NAME PATH [CLASS...]`: the probe.  Loads the
+ * plugin, checks its classes, with --desc writes its descriptor to FD
+ * (build_desc.h), unloads it; exit code 0 when all is well. */
 int reload_probe_main(int argc, char **argv);
 
 #endif

@@ -25,12 +25,15 @@ static void *worker_ctx(reloader *r, const plugin_state *p, const build *b,
  * engine runs stand-ins that carry each batch or tick there) unless the
  * plugin runs in the engine. */
 void reload_register_consumers(reloader *r, plugin_state *p, const build *b) {
-  duro_queue_fn fn = loader_info(b->lp)->queue;
-  duro_scheduled_fn scheduled = loader_info(b->lp)->scheduled;
+  duro_queue_fn fn = NULL;
+  duro_scheduled_fn scheduled = NULL;
   void *ctx = worker_ctx(r, p, b, NULL);
-  if (ctx) {
-    fn = fn ? worker_proxy_queue : NULL;
-    scheduled = scheduled ? worker_proxy_scheduled : NULL;
+  if (b->lp) {
+    fn = loader_info(b->lp)->queue;
+    scheduled = loader_info(b->lp)->scheduled;
+  } else if (ctx) {
+    fn = b->desc->queue ? worker_proxy_queue : NULL;
+    scheduled = b->desc->scheduled ? worker_proxy_scheduled : NULL;
   }
   size_t fed = 0;
   for (size_t k = 0; k < p->cfg->n_consumers; k++) {
@@ -62,11 +65,17 @@ void reload_register_consumers(reloader *r, plugin_state *p, const build *b) {
 
 void reload_set_workers(reloader *r, worker_pool *pool) { r->workers = pool; }
 
+/* `workers` cannot change without a restart (cfgdiff.c): a build opened
+ * for workers stays in them. */
+int reload_in_workers(const reloader *r, const plugin_state *p) {
+  return r->workers && p->cfg->workers > 0;
+}
+
 /* The context of b's class `class_name` (NULL: of its queue and cron
  * handlers) when p runs in workers, else NULL. */
 static void *worker_ctx(reloader *r, const plugin_state *p, const build *b,
                         const char *class_name) {
-  if (!r->workers || p->cfg->workers == 0)
+  if (!reload_in_workers(r, p))
     return NULL;
   char *path = build_store_path(r->store_dir, b->hash);
   worker_limits lim = {.memory = p->cfg->limits.memory,
@@ -78,14 +87,27 @@ static void *worker_ctx(reloader *r, const plugin_state *p, const build *b,
   return ctx;
 }
 
+/* The engine's run() for class `class_name` of build b, with its context
+ * in *ctx: the worker stand-in when p runs in workers, else the build's
+ * own in this process (*ctx NULL).  NULL when b does not export it. */
+static duro_run_fn run_of(reloader *r, const plugin_state *p, const build *b,
+                          const char *class_name, void **ctx) {
+  *ctx = NULL;
+  if (!reload_build_exports(b, class_name))
+    return NULL;
+  if (b->lp)
+    return loader_find_workflow(b->lp, class_name);
+  *ctx = worker_ctx(r, p, b, class_name);
+  return *ctx ? worker_proxy_run : NULL;
+}
+
 int reload_engine_build(reloader *r, const plugin_state *p, const build *b,
                         const config_workflow *w, int newest) {
-  duro_run_fn run = loader_find_workflow(b->lp, w->class_name);
+  void *ctx;
+  duro_run_fn run = run_of(r, p, b, w->class_name, &ctx);
   if (!run)
     return DURO_E_NOT_FOUND;
-  void *ctx = worker_ctx(r, p, b, w->class_name);
-  int rc = duro_engine_add_build(r->e, w->name, b->hash,
-                                 ctx ? worker_proxy_run : run, newest);
+  int rc = duro_engine_add_build(r->e, w->name, b->hash, run, newest);
   if (rc == 0 && ctx)
     rc = duro_engine_build_set_ctx(r->e, w->name, b->hash, ctx);
   return rc;
@@ -116,12 +138,10 @@ static void register_workflows(reloader *r) {
           .lifecycle_queue = w->lifecycle_queue,
       };
       /* names are unique (config_refs.c checked), so this cannot fail */
-      void *ctx = worker_ctx(r, p, newest, w->class_name);
-      duro_engine_register(
-          r->e, w->name, w->binding,
-          ctx ? worker_proxy_run
-              : loader_find_workflow(newest->lp, w->class_name),
-          &lim, newest->hash);
+      void *ctx;
+      duro_engine_register(r->e, w->name, w->binding,
+                           run_of(r, p, newest, w->class_name, &ctx), &lim,
+                           newest->hash);
       if (ctx)
         duro_engine_build_set_ctx(r->e, w->name, newest->hash, ctx);
     }

@@ -42,11 +42,13 @@ void reload_gc(reloader *r) {
     size_t keep = p->cfg->crash_storm.rollback ? 2 : 1;
     for (size_t k = 0; k + keep < p->n;) {
       /* a batch of an older build's queue handler, or a tick of its
-       * scheduled handler, may still run */
-      int unused = !duro_queue_handler_running(
-                       r->e, loader_info(p->builds[k].lp)->queue) &&
-                   !duro_cron_handler_running(
-                       r->e, loader_info(p->builds[k].lp)->scheduled);
+       * scheduled handler, may still run in this process (a build in
+       * workers has no handler here: its batches and ticks run in its
+       * workers, which keep their own copy loaded) */
+      const loader_plugin *lp = p->builds[k].lp;
+      int unused =
+          !lp || (!duro_queue_handler_running(r->e, loader_info(lp)->queue) &&
+                  !duro_cron_handler_running(r->e, loader_info(lp)->scheduled));
       /* The workflows share the code: it leaves all of them or none. */
       if (unused) {
         int rc = duro_engine_retire_build_all(r->e, names, p->cfg->n_workflows,
@@ -57,7 +59,7 @@ void reload_gc(reloader *r) {
         k++;
         continue;
       }
-      loader_close(p->builds[k].lp);
+      reload_unload_build(&p->builds[k]);
       build_store_remove(r->store_dir, p->builds[k].hash);
       log_info("plugin \"%s\": build %s unloaded: no instance needs it",
                p->cfg->name, p->builds[k].hash);

@@ -6,6 +6,8 @@
  * The phases, one file each:
  *   reload.c          the reloader made and freed
  *   reload_probe.c    a build loaded in a child process first
+ *   build_desc.c      what the probe reports of a build the engine does
+ *                     not load (a plugin in workers)
  *   reload_load.c     loading builds, and the first load at start
  *   reload_attach.c   the builds given to the engine once it is open
  *   reload_pinned.c   the older builds instances are pinned to, and the
@@ -24,15 +26,21 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "build_desc.h"
 #include "config.h"
 #include "engine.h"
 #include "ledger.h"
 #include "loader.h"
 #include "reload.h"
 
+/* A loaded build: exactly one of lp and desc.  A plugin with workers: 0
+ * has its code in this process (lp, open); one whose code runs in its
+ * worker processes never has it here, only the descriptor its probe
+ * reported (desc). */
 typedef struct build {
   char hash[17];
-  loader_plugin *lp;
+  loader_plugin *lp; /* owned */
+  build_desc *desc;  /* owned */
   int64_t loaded_ms;
 } build;
 
@@ -85,6 +93,9 @@ struct reloader {
  * in workers.  newest as duro_engine_add_build's.  0 or its error. */
 int reload_engine_build(reloader *r, const plugin_state *p, const build *b,
                         const config_workflow *w, int newest);
+/* Whether plugin p's code runs in worker processes (then this process
+ * never loads its builds). */
+int reload_in_workers(const reloader *r, const plugin_state *p);
 
 /* ---- reload.c ------------------------------------------------------------ */
 
@@ -100,26 +111,33 @@ void reload_name_source(char *out, size_t len, const char *err,
 
 /* ---- reload_probe.c ------------------------------------------------------ */
 
-/* Loads `path` as plugin p in a child process first.  Returns 0, or -1
- * with why in err. */
+/* Loads `path` as plugin p in a child process first; with desc, the
+ * child reports the build's descriptor, into *desc (owned by the caller).
+ * Returns 0, or -1 with why in err. */
 int reload_probe(reloader *r, const plugin_state *p, const char *path,
-                 char *err, size_t errlen);
+                 build_desc **desc, char *err, size_t errlen);
 
 /* ---- reload_load.c ------------------------------------------------------- */
 
 /* The loaded build `hash` of p, or NULL. */
 build *reload_find_build(plugin_state *p, const char *hash);
-/* Loads `path` (a copy) in this process, its classes checked, without the
- * lock.  Returns the plugin, or NULL with why in err. */
-loader_plugin *reload_open_build(reloader *r, const plugin_state *p,
-                                 const char *path, char *err, size_t errlen);
-/* Adds a loaded build to p's builds (newest or, with newest = 0, before
- * it). */
-void reload_add_build(plugin_state *p, loader_plugin *lp, const char *hash,
+/* Probes `path` (a copy) and makes the build of it into *out, without the
+ * lock: for a plugin in workers, from the descriptor the probe reported
+ * (nothing is loaded here); otherwise loaded in this process, its classes
+ * checked.  Returns 0, or -1 with why in err. */
+int reload_open_build(reloader *r, const plugin_state *p, const char *path,
+                      build *out, char *err, size_t errlen);
+/* Adds an opened build (its lp or desc taken) to p's builds as `hash`
+ * (newest or, with newest = 0, before it). */
+void reload_add_build(plugin_state *p, const build *b, const char *hash,
                       int newest);
 /* reload_open_build, then reload_add_build. */
 int reload_load_build(reloader *r, plugin_state *p, const char *path,
                       const char *hash, int newest, char *err, size_t errlen);
+/* Whether build b exports class `class_name`. */
+int reload_build_exports(const build *b, const char *class_name);
+/* Unloads b's code from this process, or frees its descriptor. */
+void reload_unload_build(build *b);
 /* Remembers p's newest build in the store, its last good one. */
 void reload_remember_newest(reloader *r, plugin_state *p);
 

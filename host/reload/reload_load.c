@@ -1,7 +1,9 @@
-/* reload_load.c — loading a build into this process (its classes
- * checked, its slot in the crash ledger held meanwhile), the plugin's
- * builds kept oldest first, its last good build remembered in the store,
- * and the first load at start (reload_load_initial): every configured
+/* reload_load.c — opening a build: probed in a child first, then loaded
+ * into this process (its classes checked, its slot in the crash ledger
+ * held meanwhile), or, for a plugin whose code runs in worker processes,
+ * known by the descriptor the probe reported and never loaded here; the
+ * plugin's builds kept oldest first, its last good build remembered in the
+ * store, and the first load at start (reload_load_initial): every configured
  * file copied, probed and loaded, or refused as file:line:column; after a
  * crash, a refused file falls back to the last good build. */
 #include <errno.h>
@@ -30,8 +32,8 @@ build *reload_find_build(plugin_state *p, const char *hash) {
 /* Loads `path` (a copy) in this process, its classes checked: touches
  * no state of the reloader, so it runs without the lock.  Returns the
  * plugin, or NULL with why in err. */
-loader_plugin *reload_open_build(reloader *r, const plugin_state *p,
-                                 const char *path, char *err, size_t errlen) {
+static loader_plugin *open_here(reloader *r, const plugin_state *p,
+                                const char *path, char *err, size_t errlen) {
   ledger_slot *slot =
       r->ledger ? ledger_claim(r->ledger, LEDGER_LOADING) : NULL;
   if (slot) {
@@ -54,12 +56,26 @@ loader_plugin *reload_open_build(reloader *r, const plugin_state *p,
   return lp;
 }
 
-/* Adds a loaded build to the plugin's builds (newest or, with newest = 0,
- * before it). */
-void reload_add_build(plugin_state *p, loader_plugin *lp, const char *hash,
+/* The probe first, always; then, for a plugin in workers, the descriptor
+ * it reported is all this process keeps of the build (no constructor or
+ * init of it runs here). */
+int reload_open_build(reloader *r, const plugin_state *p, const char *path,
+                      build *out, char *err, size_t errlen) {
+  memset(out, 0, sizeof *out);
+  int in_workers = reload_in_workers(r, p);
+  if (reload_probe(r, p, path, in_workers ? &out->desc : NULL, err, errlen))
+    return -1;
+  if (in_workers)
+    return 0;
+  out->lp = open_here(r, p, path, err, errlen);
+  return out->lp ? 0 : -1;
+}
+
+void reload_add_build(plugin_state *p, const build *opened, const char *hash,
                       int newest) {
   p->builds = xrealloc(p->builds, (p->n + 1) * sizeof *p->builds);
-  build b = {.lp = lp, .loaded_ms = clock_wall_ms()};
+  build b = {
+      .lp = opened->lp, .desc = opened->desc, .loaded_ms = clock_wall_ms()};
   snprintf(b.hash, sizeof b.hash, "%s", hash);
   if (newest || p->n == 0) {
     p->builds[p->n] = b;
@@ -72,11 +88,23 @@ void reload_add_build(plugin_state *p, loader_plugin *lp, const char *hash,
 
 int reload_load_build(reloader *r, plugin_state *p, const char *path,
                       const char *hash, int newest, char *err, size_t errlen) {
-  loader_plugin *lp = reload_open_build(r, p, path, err, errlen);
-  if (!lp)
+  build b;
+  if (reload_open_build(r, p, path, &b, err, errlen))
     return -1;
-  reload_add_build(p, lp, hash, newest);
+  reload_add_build(p, &b, hash, newest);
   return 0;
+}
+
+int reload_build_exports(const build *b, const char *class_name) {
+  return b->lp ? loader_find_workflow(b->lp, class_name) != NULL
+               : build_desc_has_class(b->desc, class_name);
+}
+
+void reload_unload_build(build *b) {
+  loader_close(b->lp);
+  build_desc_free(b->desc);
+  b->lp = NULL;
+  b->desc = NULL;
 }
 
 /* The plugin's last good build, as remembered in the store. */
@@ -111,9 +139,7 @@ static int load_fallback(reloader *r, plugin_state *p, const char *why) {
     return -1;
   char *path = build_store_path(r->store_dir, hash);
   char err[1024];
-  int rc = reload_probe(r, p, path, err, sizeof err) == 0
-               ? reload_load_build(r, p, path, hash, 1, err, sizeof err)
-               : -1;
+  int rc = reload_load_build(r, p, path, hash, 1, err, sizeof err);
   if (rc == 0)
     log_warn("plugin \"%s\": %s (%s); serving its last good build %s from "
              "the build store",
@@ -183,15 +209,16 @@ int reload_load_initial(reloader *r) {
     const config_plugin *c = p->cfg;
     char err[1024], hash[17];
     char *copy = NULL;
+    build b;
     int rc = build_store_import(dir, c->path, hash, &copy, err, sizeof err);
-    if (rc == 0 && (rc = reload_probe(r, p, copy, err, sizeof err)) != 0 &&
+    if (rc == 0 && (rc = reload_open_build(r, p, copy, &b, err, sizeof err)) &&
         r->restarted && load_fallback(r, p, err) == 0) {
       unlink(copy);
       free(copy);
       continue;
     }
     if (rc == 0)
-      rc = reload_load_build(r, p, copy, hash, 1, err, sizeof err);
+      reload_add_build(p, &b, hash, 1);
     if (rc) {
       problems += report_refusal(cfg, c, copy, err);
       if (copy)
@@ -199,8 +226,8 @@ int reload_load_initial(reloader *r) {
       free(copy);
       continue;
     }
-    /* Mapped now: the file can go; the descriptor keeps its bytes for
-     * the store (reload_attach). */
+    /* Loaded (or probed) now: the file can go; the open file keeps its
+     * bytes for the store (reload_attach). */
     p->initial_fd = open(copy, O_RDONLY | O_CLOEXEC);
     unlink(copy);
     free(copy);

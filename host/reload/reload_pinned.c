@@ -15,7 +15,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "loader.h"
 #include "log.h"
 #include "reload_internal.h"
 #include "store.h"
@@ -62,8 +61,8 @@ static void fetch_if_missing(reloader *r, const char *name, const char *hash,
 }
 
 /* Build `hash` of plugin p given to `workflow`: loaded first (from the
- * store, fetched from the other hosts if missing there, probed) when it
- * is not.  A build that is loaded is given again: the workflow may lack
+ * store, fetched from the other hosts if missing there, probed, opened)
+ * when it is not.  A build that is loaded is given again: the workflow may lack
  * it (builds of hosts before retirement was decided per plugin).  Returns
  * 0, or -1 with why in err. */
 static int give_build(reloader *r, plugin_state *p, const char *workflow,
@@ -72,8 +71,7 @@ static int give_build(reloader *r, plugin_state *p, const char *workflow,
   if (b) {
     for (size_t k = 0; k < p->cfg->n_workflows; k++) {
       const config_workflow *w = &p->cfg->workflows[k];
-      if (!strcmp(w->name, workflow) &&
-          loader_find_workflow(b->lp, w->class_name))
+      if (!strcmp(w->name, workflow) && reload_build_exports(b, w->class_name))
         return reload_engine_build(r, p, b, w, 0) ? -1 : 0;
     }
     snprintf(err, errlen, "build %s serves no workflow \"%s\"", hash, workflow);
@@ -87,8 +85,7 @@ static int give_build(reloader *r, plugin_state *p, const char *workflow,
              "it is not in the build store (%s), and no host shares it "
              "through the database",
              path);
-  else if (reload_probe(r, p, path, err, errlen) == 0 &&
-           reload_load_build(r, p, path, hash, 0, err, errlen) == 0) {
+  else if (reload_load_build(r, p, path, hash, 0, err, errlen) == 0) {
     reload_add_to_engine(r, p, &p->builds[p->n - 2], 0);
     log_info("plugin \"%s\": build %s loaded for the instances pinned to it",
              p->cfg->name, hash);

@@ -32,12 +32,12 @@ static const char *make_newest(reloader *r, plugin_state *p, build *known) {
 }
 
 /* The end of a reload, under the lock: the build probed and opened
- * meanwhile (lp; NULL when it was refused, rc != 0) is installed unless
- * another reload installed the same hash first, and the outcome goes to
- * the report and the log. */
+ * meanwhile (opened, taken; empty when it was refused, rc != 0) is
+ * installed unless another reload installed the same hash first, and the
+ * outcome goes to the report and the log. */
 static void reload_finish(reloader *r, plugin_state *p, json_t *rep, int rc,
-                          loader_plugin *lp, const char *hash,
-                          const char *stored, const char *err) {
+                          build *opened, const char *hash, const char *stored,
+                          const char *err) {
   const config_plugin *c = p->cfg;
   char previous[17]; /* the newest now: another reload may have moved it */
   snprintf(previous, sizeof previous, "%s", p->builds[p->n - 1].hash);
@@ -46,8 +46,7 @@ static void reload_finish(reloader *r, plugin_state *p, json_t *rep, int rc,
   if (known && !strcmp(p->rolled_back, hash) && known != &p->builds[p->n - 1]) {
     /* The file still holds the build a crash storm rolled back: reading
      * it again (a watch event, SIGHUP) must not undo the rollback. */
-    if (lp)
-      loader_close(lp);
+    reload_unload_build(opened);
     char *why = xasprintf("build %s was rolled back after a crash storm: "
                           "deploy another build, or `duro plugins resume "
                           "%s` and reload to serve it again",
@@ -60,11 +59,10 @@ static void reload_finish(reloader *r, plugin_state *p, json_t *rep, int rc,
     return;
   }
   if (known) {
-    if (lp)
-      loader_close(lp); /* a second handle of the same file */
+    reload_unload_build(opened); /* a second handle of the same file */
     json_object_set_new(rep, "status", json_string(make_newest(r, p, known)));
   } else if (rc == 0) {
-    reload_add_build(p, lp, hash, 1);
+    reload_add_build(p, opened, hash, 1);
     reload_add_to_engine(r, p, &p->builds[p->n - 1], 1);
     json_object_set_new(rep, "status", json_string("loaded"));
   }
@@ -108,16 +106,14 @@ static json_t *reload_one(reloader *r, plugin_state *p) {
   char *stored = NULL;
   int rc =
       build_store_import(r->store_dir, c->path, hash, &stored, err, sizeof err);
-  loader_plugin *lp = NULL;
+  build opened = {0};
   /* Known, or not in the store: nothing to probe. */
   if (rc == 0 && !reload_find_build(p, hash)) {
     pthread_mutex_unlock(&r->mu);
-    if ((rc = reload_probe(r, p, stored, err, sizeof err)) == 0 &&
-        !(lp = reload_open_build(r, p, stored, err, sizeof err)))
-      rc = -1;
+    rc = reload_open_build(r, p, stored, &opened, err, sizeof err);
     pthread_mutex_lock(&r->mu);
   }
-  reload_finish(r, p, rep, rc, lp, hash, stored, err);
+  reload_finish(r, p, rep, rc, &opened, hash, stored, err);
   pthread_mutex_unlock(&r->mu);
   free(stored);
   return rep;

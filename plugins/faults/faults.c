@@ -58,6 +58,14 @@
  *
  * While a file $DURO_FAULTS_LOG.noinit exists, its init refuses the load.
  *
+ * Each run of its constructor and of its init appends a record to
+ * $DURO_FAULTS_LOG.loads (a file of its own: the suites read every record
+ * of the main log as a step's, a message's or a tick's), so a test can
+ * tell which processes loaded the build (tests/test_workers.c):
+ *
+ *   ctor faults 0 <token>    its constructor ran (dlopen)
+ *   init faults 0 <token>    its init ran (the host accepted it)
+ *
  * Its queue handler (tests/test_queue_host.c) acks every message of a
  * batch, after one record per message:
  *
@@ -395,6 +403,19 @@ static int on_tick(const duro_scheduled_event *ev, duro_env *env) {
   return 0;
 }
 
+/* A `kind` record of this process's load in $DURO_FAULTS_LOG.loads. */
+static void note_load(const char *kind) {
+  const char *log = getenv(LOG_ENV);
+  char path[512], token[48];
+  if (!log)
+    return;
+  snprintf(path, sizeof path, "%s.loads", log);
+  sidelog_token(token, sizeof token);
+  sidelog_append_to(path, kind, "faults", 0, token);
+}
+
+__attribute__((constructor)) static void on_load(void) { note_load("ctor"); }
+
 /* Refuses the load while $DURO_FAULTS_LOG.noinit exists: a build whose
  * init fails in a new worker process (a dependency gone, a full disk),
  * though it loaded where it was checked (tests/test_workers.c). */
@@ -403,6 +424,7 @@ static int on_init(void) {
   char path[512];
   if (!log)
     return 0;
+  note_load("init");
   snprintf(path, sizeof path, "%s.noinit", log);
   return access(path, F_OK) == 0 ? -1 : 0;
 }
