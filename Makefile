@@ -1,5 +1,5 @@
 # Convenience targets; the build itself is meson's (meson.build).
-.PHONY: all deps build run check test bench bench-http bench-pg bench-dbos bench-overload bench-ipc demo chaos chaos-pg fuzz clean install
+.PHONY: all deps build host run check test bench bench-http bench-pg bench-dbos bench-overload bench-ipc demo chaos chaos-pg fuzz clean install
 
 all: build
 
@@ -10,11 +10,17 @@ build: deps
 	@[ -f build/build.ninja ] || meson setup build --buildtype=debugoptimized >/dev/null
 	@ninja -C build
 
-# The main job: the host on config/duro.yaml with the example plugin.
-run: build
+# The host and the example plugins alone, what `make run` and `make check`
+# run (the tests and benchmarks build with `make test` and `make bench`).
+host: deps
+	@[ -f build/build.ninja ] || meson setup build --buildtype=debugoptimized >/dev/null
+	@ninja -C build host/duro examples/liborders.so examples/libjobs.so examples/libnightly.so
+
+# The main job: the host on config/duro.yaml with the example plugins.
+run: host
 	./build/host/duro run config/duro.yaml
 
-check: build
+check: host
 	./build/host/duro check config/duro.yaml
 
 # The host `duro`, duro.h, duro-plugin.pc, duro(1), the plugin template and

@@ -36,6 +36,11 @@
 #define ATTEMPTS_HEAD 3  /* failed attempts shown before "... N more" */
 #define ATTEMPTS_TAIL 5  /* and after it */
 #define PAYLOAD_WIDTH 60 /* an event's payload */
+/* A line's last value is cut only when it runs past half again its
+ * width: cutting 61 bytes to 59 hides more than it saves.  (A padded
+ * column is cut at its width, or the columns after it would not line
+ * up.) */
+#define CUT_SLACK(max) ((max) / 2)
 
 /* ---- text ---------------------------------------------------------------- */
 
@@ -95,14 +100,15 @@ typedef struct report {
 } report;
 
 /* Prints `s` (NULL prints "-") cleaned, cut to `max` code points with "…"
- * when longer (max 0, or a full line: never), then pads it to `pad`; a
- * cut is noted in rep->cuts, named `what` ("" for the line's one value). */
+ * when longer (than max + CUT_SLACK(max) when unpadded; max 0, or a full
+ * line: never), then pads it to `pad`; a cut is noted in rep->cuts, named
+ * `what` ("" for the line's one value). */
 static void put_cut(report *rep, const char *what, const char *s, size_t max,
                     size_t pad) {
   if (!s)
     s = "-";
   size_t width = text_width(s);
-  if (rep->full || max < 2 || width <= max) {
+  if (rep->full || max < 2 || width <= max + (pad ? 0 : CUT_SLACK(max))) {
     put_clean(rep->out, s, strlen(s));
   } else {
     size_t shown = prefix_bytes(s, max - 1);
@@ -383,9 +389,21 @@ static void header(report *rep, const json_t *in, int64_t now_ms) {
 
 /* ---- steps --------------------------------------------------------------- */
 
+/* A waitForEvent whose timeout came: an outcome the workflow may have
+ * handled (it took its timeout branch), not shown as a failure. */
+static int wait_timed_out(const json_t *s) {
+  return str_eq(str_field(s, "type"), "waitForEvent") &&
+         str_eq(str_field(s, "status"), "errored") &&
+         str_eq(str_field(json_object_get(s, "error"), "name"), "TimeoutError");
+}
+
 /* The last column: what came out of the step, or what it waits for. */
 static char *step_detail(const json_t *s) {
   const char *status = str_field(s, "status"), *type = str_field(s, "type");
+  if (wait_timed_out(s)) {
+    const char *message = str_field(json_object_get(s, "error"), "message");
+    return xstrdup(message ? message : "no event in time");
+  }
   int64_t wake = ms_field(s, "wake_ms");
   char t[32];
   if (str_eq(status, "complete") && !str_eq(type, "do") &&
@@ -456,7 +474,8 @@ static void step_line(report *rep, const json_t *s, size_t key_w) {
   fputs("  ", rep->out);
   put_cut(rep, "key", str_field(s, "key"), key_w, key_w + 2);
   put_cut(rep, "", str_field(s, "type"), 0, 14);
-  put_cut(rep, "", str_field(s, "status"), 0, 10);
+  put_cut(rep, "", wait_timed_out(s) ? "timed out" : str_field(s, "status"), 0,
+          10);
   if (str_eq(str_field(s, "type"), "do"))
     snprintf(buf, sizeof buf, "%zu", json_array_size(attempts));
   else

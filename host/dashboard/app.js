@@ -597,11 +597,18 @@ function drawTimeline(inst) {
   return [h('div', {class: 'table-wrap'}, g), legend];
 }
 
+/* A waitForEvent whose timeout came: an outcome the workflow may have
+ * handled (it took its timeout branch), not shown as a failure. */
+function waitTimedOut(s) {
+  return s.type === 'waitForEvent' && s.status === 'errored' && s.error && s.error.name === 'TimeoutError';
+}
+
 /* Each step with its attempts in order, as text. */
 function stepList(inst) {
   if (!inst.steps.length) return h('p', {class: 'muted'}, 'No steps yet.');
   return inst.steps.map((s) => h('div', {class: 'step', 'data-step': s.name},
-    h('h3', null, s.name, s.count > 1 ? ` #${s.count}` : '', ' ', badge(s.status), ' ',
+    h('h3', null, s.name, s.count > 1 ? ` #${s.count}` : '', ' ',
+      waitTimedOut(s) ? h('span', {class: 'badge s-timedout'}, 'timed out') : badge(s.status), ' ',
       h('span', {class: 'muted'}, s.type)),
     s.type === 'do' ? h('ol', {class: 'attempts'}, (s.attempts || []).map((a, k, all) => {
       const failed = a.error !== null && a.error !== undefined;
@@ -617,7 +624,8 @@ function stepList(inst) {
       s.type === 'sleep' ? `slept from ${fmtTime(s.started_ms)}, until ${fmtTime(s.wake_ms ?? s.ended_ms)}`
                          : `waited from ${fmtTime(s.started_ms)}${s.ended_ms ? ` to ${fmtTime(s.ended_ms)}` : ''}`),
     s.status === 'complete' && s.type === 'do' ? h('pre', {class: 'result'}, fmtJSON(s.result)) : '',
-    s.error && s.type !== 'do' ? h('p', {class: 'error'}, errText(s.error)) : ''));
+    s.error && s.type !== 'do' ? h('p', {class: waitTimedOut(s) ? 'muted' : 'error'},
+                                   waitTimedOut(s) ? s.error.message : errText(s.error)) : ''));
 }
 
 /* ---- queues ------------------------------------------------------------- */
