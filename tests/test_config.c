@@ -459,6 +459,11 @@ static const bad_case bad[] = {
                    "        - schedule: 0 9 * * *\n"
                    "          overlap_allow: true\n",
      "t.yaml:7:11: unknown key \"overlap_allow\" in cron"},
+    {TRIGGERS_HEAD "      crons:\n"
+                   "        - schedule: 0 9 * * *\n"
+                   "          params: {a: 1}\n",
+     "t.yaml:7:19: \"params\" needs \"workflow\": they are the params of "
+     "the instances a cron creates"},
 
     /* The no-code form: a declared workflow, an id template that makes
      * valid instance ids. */
@@ -472,6 +477,23 @@ static const bad_case bad[] = {
                    "          id: \"report-{date}\"\n",
      "t.yaml:7:15: \"id\" needs \"workflow\": it is the id template of the "
      "instances a cron creates"},
+    {TRIGGERS_HEAD "      crons:\n"
+                   "        - schedule: 0 9 * * *\n"
+                   "          workflow: a\n"
+                   "          params: [1, 2]\n",
+     "t.yaml:8:19: \"params\" must be a mapping: the instances' params, a "
+     "JSON object"},
+    {TRIGGERS_HEAD "      crons:\n"
+                   "        - schedule: 0 9 * * *\n"
+                   "          workflow: a\n"
+                   "          params: {scheduled_ms: 1}\n",
+     "t.yaml:8:19: \"params\" cannot set \"cron\" or \"scheduled_ms\": each "
+     "instance gets its trigger's schedule and tick there"},
+    {TRIGGERS_HEAD "      crons:\n"
+                   "        - schedule: 0 9 * * *\n"
+                   "          workflow: a\n"
+                   "          params: {x: .inf}\n",
+     "t.yaml:8:23: .inf has no JSON form (write it quoted for a string)"},
     {TRIGGERS_HEAD "      crons:\n"
                    "        - schedule: 0 9 * * *\n"
                    "          workflow: a\n"
@@ -975,6 +997,11 @@ static void check_cron_mappings(const config *cfg) {
   ck_assert_int_eq(c[0].schedule_pos.column, 22);
   ck_assert_int_eq(c[0].workflow_pos.line, 8);
   ck_assert_int_eq(c[0].workflow_pos.column, 21);
+  /* params typed as YAML 1.2's core schema does; quoted stays a string */
+  ck_assert_str_eq(c[0].params, "{\"code\":\"007\",\"dry\":false,\"limit\":100,"
+                                "\"nested\":{\"deep\":null},\"ratio\":0.5,"
+                                "\"region\":\"eu\",\"tags\":[\"a\",2,null]}");
+  ck_assert_ptr_null(c[1].params);
 
   ck_assert_str_eq(c[1].schedule, "30 2 L * ?");
   ck_assert_str_eq(c[1].timezone, "UTC");
@@ -1128,6 +1155,14 @@ static const good_case good[] = {
      "          catch_up: all\n"
      "          max_catch_up: 10000\n"
      "          overlap: allow\n"
+     "          params:\n"
+     "            region: eu\n"
+     "            limit: 100\n"
+     "            ratio: 0.5\n"
+     "            dry: false\n"
+     "            code: \"007\"\n"
+     "            tags: [a, 2, null]\n"
+     "            nested: {deep: ~}\n"
      "        - {schedule: 30 2 L * ?, timezone: UTC, "
      "workflow: report,\n"
      "           catch_up: none, max_catch_up: 1, overlap: skip}\n"

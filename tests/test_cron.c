@@ -336,6 +336,48 @@ START_TEST(no_code_creates_one_instance_per_tick) {
 }
 END_TEST
 
+/* The config's params reach each instance beside the schedule and the
+ * tick; a reload that changes them keeps the trigger, and the next tick's
+ * instance gets the new ones; params that are no JSON object are
+ * refused. */
+START_TEST(no_code_params_reach_the_instance) {
+  harness_register(&H, "nightly", nightly);
+  harness_reopen(&H);
+  duro_cron_spec spec = {.plugin = "p",
+                         .schedule = "0 3 * * *",
+                         .workflow = "nightly",
+                         .id = "n-{date}",
+                         .params = "{\"region\":\"eu\",\"limit\":100}"};
+  harness_register_cron(&H, &spec);
+  harness_run(&H);
+  harness_advance(&H, DAY);
+  json_t *d = harness_describe(&H, "nightly", "n-2026-01-01");
+  json_t *p = json_object_get(d, "params");
+  ck_assert_str_eq(json_string_value(json_object_get(p, "cron")), "0 3 * * *");
+  ck_assert_int_eq(json_integer_value(json_object_get(p, "scheduled_ms")),
+                   T0_MS + 3 * HOUR);
+  ck_assert_str_eq(json_string_value(json_object_get(p, "region")), "eu");
+  ck_assert_int_eq(json_integer_value(json_object_get(p, "limit")), 100);
+  json_decref(d);
+
+  char err[256];
+  spec.params = "{\"region\":\"us\"}";
+  ck_assert_int_eq(duro_cron_replace(H.e, &spec, 1, err, sizeof err), 0);
+  harness_advance(&H, DAY);
+  d = harness_describe(&H, "nightly", "n-2026-01-02");
+  p = json_object_get(d, "params");
+  ck_assert_str_eq(json_string_value(json_object_get(p, "region")), "us");
+  ck_assert_ptr_null(json_object_get(p, "limit"));
+  json_decref(d);
+  ck_assert_int_eq(count(0, "complete"), 2); /* the same trigger */
+
+  spec.params = "[1]";
+  ck_assert_int_eq(duro_cron_replace(H.e, &spec, 1, err, sizeof err),
+                   DURO_E_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(err, "params must be a JSON object"));
+}
+END_TEST
+
 /* Midnight in Tokyo is 15:00 UTC the day before; the id carries Tokyo's
  * date and time. */
 START_TEST(ids_use_the_trigger_zone) {
@@ -643,6 +685,7 @@ int main(void) {
   tcase_add_test(tc, a_week_down_catches_up_to_the_cap);
   tcase_add_test(tc, old_ticks_are_swept_counts_stay);
   tcase_add_test(tc, no_code_creates_one_instance_per_tick);
+  tcase_add_test(tc, no_code_params_reach_the_instance);
   tcase_add_test(tc, ids_use_the_trigger_zone);
   tcase_add_test(tc, overlap_skip_and_allow);
   tcase_add_test(tc, catch_up_all_is_no_overlap);

@@ -93,6 +93,8 @@ typedef struct config_cron {
   uint32_t max_catch_up; /* catch_up all: at most this many late fires
                             (default 100, 1..10000) */
   int overlap_allow;     /* overlap: skip (0, default) | allow (1) */
+  char *params;          /* no-code form: JSON object each instance's params
+                            start from (a YAML mapping); NULL = none */
   char *weekday_note;    /* what a numbered weekday field means, or NULL */
   config_pos pos;
   config_pos schedule_pos; /* of the expression's first character */

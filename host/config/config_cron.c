@@ -16,6 +16,7 @@
 #include "ids.h"
 #include "schema.h"
 #include "util.h"
+#include "yaml_json.h"
 
 /* ---- Schemas ----------------------------------------------------------- */
 
@@ -35,7 +36,8 @@ enum {
   CR_ID,
   CR_CATCH_UP,
   CR_MAX_CATCH_UP,
-  CR_OVERLAP
+  CR_OVERLAP,
+  CR_PARAMS
 };
 /* What happens to the ticks that passed while the host was down. */
 static const schema_choice catch_up_choices[] = {
@@ -61,6 +63,7 @@ static const schema_field cron_fields[] = {
                          NULL},
     [CR_OVERLAP] = {"overlap", K_ENUM, offsetof(config_cron, overlap_allow),
                     false, 0, 0, overlap_choices},
+    [CR_PARAMS] = {"params", K_NESTED, 0, false, 0, 0, NULL},
 };
 static const schema cron_schema = SCHEMA("cron", "in cron", -1, cron_fields);
 /* ---- Entries ----------------------------------------------------------- */
@@ -204,6 +207,34 @@ static int check_timezone(config_parser *p, const yaml_node_t *v,
   return schema_fail(&p->w, v, "%s", why);
 }
 
+/* `params`, the no-code form's: a mapping, as the JSON object each
+ * instance's params start from (the tick's `cron` and `scheduled_ms` are
+ * the host's to set). */
+static int check_params(config_parser *p, const yaml_node_t *v,
+                        config_cron *c) {
+  if (!c->workflow)
+    return schema_fail(&p->w, v,
+                       "\"params\" needs \"workflow\": they are the params of "
+                       "the instances a cron creates");
+  if (v->type != YAML_MAPPING_NODE)
+    return schema_fail(&p->w, v,
+                       "\"params\" must be a mapping: the instances' params, "
+                       "a JSON object");
+  json_t *j = config_yaml_json(&p->w, v);
+  if (!j)
+    return DURO_E_CONFIG;
+  int rc = 0;
+  if (json_object_get(j, "cron") || json_object_get(j, "scheduled_ms"))
+    rc = schema_fail(&p->w, v,
+                     "\"params\" cannot set \"cron\" or \"scheduled_ms\": "
+                     "each instance gets its trigger's schedule and tick "
+                     "there");
+  else
+    c->params = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+  json_decref(j);
+  return rc;
+}
+
 /* One entry of triggers.crons: a string (the handler form) or a mapping.
  * Whether its workflow exists is known once every plugin is read
  * (check_crons). */
@@ -244,6 +275,8 @@ static int parse_cron(config_parser *p, yaml_node_t *node, config_cron *c) {
     rc = schema_fail(&p->w, v[CR_ID],
                      "\"id\" needs \"workflow\": it is the id template of the "
                      "instances a cron creates");
+  if (v[CR_PARAMS] && check_params(p, v[CR_PARAMS], c) < 0)
+    rc = DURO_E_CONFIG;
   if (c->workflow) {
     c->workflow_pos = schema_pos(v[CR_WORKFLOW]);
     if (!c->id && !(bad & (1u << CR_ID)))

@@ -34,6 +34,7 @@ void config_free(config *cfg) {
       free(pl->crons[j].workflow);
       free(pl->crons[j].id);
       free(pl->crons[j].weekday_note);
+      free(pl->crons[j].params);
     }
     free(pl->crons);
     free(pl->name);

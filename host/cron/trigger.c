@@ -60,6 +60,7 @@ void cron_trigger_clear(cron_trigger *t) {
   free(t->timezone);
   free(t->workflow);
   free(t->id);
+  free(t->params);
   free(t->last_instance);
 }
 

@@ -44,6 +44,8 @@ typedef struct duro_cron_spec {
   int catch_up;          /* DURO_CRON_CATCH_UP_* */
   uint32_t max_catch_up; /* catch_up all: late fires at most; 0 = 100 */
   int overlap_allow;     /* 0: skip a tick while the previous one runs */
+  const char *params;    /* no-code: a JSON object each instance's params
+                            start from; NULL = none */
 } duro_cron_spec;
 
 /* Registers a trigger (strings copied).  An invalid expression, zone or
@@ -54,7 +56,8 @@ int duro_cron_register(duro_engine *e, const duro_cron_spec *spec, char *err,
 /* Makes specs[0..n) the engine's triggers, while it runs (a config
  * reload): a trigger whose plugin, schedule, zone, workflow and id are
  * those of a spec stays, with its next tick and running handlers, and
- * takes the spec's catch_up, max_catch_up and overlap; the others are new
+ * takes the spec's catch_up, max_catch_up, overlap and params; the others
+ * are new
  * (first seen now, unless the journal knew them before) or gone (their
  * tick rows stay).  A tick running for a removed trigger ends as it
  * would have.  All specs are checked first: on DURO_E_INVALID_ARGUMENT

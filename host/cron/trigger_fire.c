@@ -4,10 +4,27 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core.h"
 #include "log.h"
 #include "trigger_internal.h"
+
+/* A no-code tick's instance params: the trigger's schedule and tick,
+ * then the config's params (a JSON object without those two keys,
+ * checked at load), read under the registry's lock (a reload swaps
+ * them). */
+static char *fire_params(duro_engine *e, cron_trigger *t, int64_t tick) {
+  struct cron_registry *r = cron_registry_if_any(e);
+  pthread_mutex_lock(&r->mu);
+  const char *more = t->params && strcmp(t->params, "{}") ? t->params : NULL;
+  /* "{...}" less its opening brace follows a comma */
+  char *params =
+      xasprintf("{\"cron\":\"%s\",\"scheduled_ms\":%lld%s%s", t->schedule,
+                (long long)tick, more ? "," : "}", more ? more + 1 : "");
+  pthread_mutex_unlock(&r->mu);
+  return params;
+}
 
 /* No-code form: the instance and the tick row, one commit.  An instance
  * that exists already (its id came from an earlier tick, or from a fire
@@ -30,8 +47,7 @@ int cron_fire_workflow(duro_engine *e, cron_trigger *t, int64_t tick,
     free(err);
     return -1;
   }
-  char *params = xasprintf("{\"cron\":\"%s\",\"scheduled_ms\":%lld}",
-                           t->schedule, (long long)tick);
+  char *params = fire_params(e, t, tick);
   duro_create_req req = {.params = params, .retention_ms = -1};
   journal_instance row = {0};
   journal_batch b = {0};

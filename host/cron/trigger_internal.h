@@ -41,6 +41,8 @@ typedef struct cron_trigger {
   int catch_up;
   uint32_t max_catch_up;
   int overlap_allow;
+  char *params; /* no-code: the instances' params beside cron's (mu), or
+                   NULL */
   /* memory only */
   uint32_t refs;       /* the sets holding it and its fires (mu) */
   int recovered;       /* the first dispatch reconciled it */

@@ -2,6 +2,7 @@
  * whole list at a reload (a trigger whose defining fields stay keeps its
  * object, and takes the new policies), and each plugin's scheduled
  * handler, counted while it runs. */
+#include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,14 @@
 
 /* The trigger `spec` describes (strings copied, one reference), or NULL
  * with the reason in err. */
+/* Whether text is a JSON object, as a trigger's params must be. */
+static int params_object(const char *text) {
+  json_t *j = json_loads(text, 0, NULL);
+  int ok = json_is_object(j);
+  json_decref(j);
+  return ok;
+}
+
 static cron_trigger *trigger_new(const duro_cron_spec *spec, char *err,
                                  size_t errlen) {
   cron_expr expr;
@@ -42,6 +51,11 @@ static cron_trigger *trigger_new(const duro_cron_spec *spec, char *err,
              tmpl);
     return NULL;
   }
+  if (spec->params && !params_object(spec->params)) {
+    snprintf(err, errlen, "cron \"%s\": params must be a JSON object",
+             spec->schedule);
+    return NULL;
+  }
   cron_trigger *t = xcalloc(1, sizeof *t);
   *t = (cron_trigger){
       .plugin = xstrdup(spec->plugin),
@@ -54,6 +68,7 @@ static cron_trigger *trigger_new(const duro_cron_spec *spec, char *err,
       .max_catch_up =
           spec->max_catch_up ? spec->max_catch_up : DEFAULT_MAX_CATCH_UP,
       .overlap_allow = spec->overlap_allow,
+      .params = spec->params ? xstrdup(spec->params) : NULL,
       .refs = 1,
       .next_ms = CRON_NEVER};
   /* What makes it this trigger: change any of it and it is a new one. */
@@ -113,6 +128,9 @@ int duro_cron_replace(duro_engine *e, const duro_cron_spec *specs, size_t n,
     __atomic_store_n(&old->max_catch_up, v[i]->max_catch_up, __ATOMIC_RELAXED);
     __atomic_store_n(&old->overlap_allow, v[i]->overlap_allow,
                      __ATOMIC_RELAXED);
+    char *params = old->params; /* read under mu by its fires */
+    old->params = v[i]->params;
+    v[i]->params = params;
     cron_trigger_clear(v[i]);
     free(v[i]);
     v[i] = old;

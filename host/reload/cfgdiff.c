@@ -265,6 +265,9 @@ static void compare_crons(const config_plugin *o, const config_plugin *c,
       note(live, "cron %s (plugin %s): overlap %s -> %s", b->schedule, c->name,
            a->overlap_allow ? "allow" : "skip",
            b->overlap_allow ? "allow" : "skip");
+    if (!same(a->params, b->params))
+      note(live, "cron %s (plugin %s): params %s -> %s", b->schedule, c->name,
+           a->params ? a->params : "none", b->params ? b->params : "none");
   }
 }
 
@@ -355,7 +358,8 @@ duro_cron_spec cfgdiff_cron_spec(const config_plugin *p, const config_cron *c) {
                           .id = c->id,
                           .catch_up = c->catch_up,
                           .max_catch_up = c->max_catch_up,
-                          .overlap_allow = c->overlap_allow};
+                          .overlap_allow = c->overlap_allow,
+                          .params = c->params};
 }
 
 static int apply_crons(const config *cur, duro_engine *e, char *err,
