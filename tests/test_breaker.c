@@ -21,12 +21,29 @@
  *                       plugin created meanwhile, /healthz probed every
  *                       100 ms: every poisoned instance held within 30 s
  *                       of the first create, every healthy one complete,
- *                       every request answered, one engine.
+ *                       every request answered, one engine;
+ *   rare_crash_holds_nothing  a healthy build whose fault step crashes
+ *                       once in one instance of 200 (a crash per 400 or
+ *                       so attempts): more crashes within the window than
+ *                       `crashes` asks for, far below the rate: nothing
+ *                       held, every instance completes, GET /plugins
+ *                       counts the attempts;
+ *   outside_kills_hold_nothing  SIGKILLs of a healthy build's worker from
+ *                       outside, one callback at a time in it, until five
+ *                       were blamed on a lone callback (more than
+ *                       `crashes: 3`): nothing held, every instance
+ *                       completes;
+ *   rollback_moves_unrun  on_crash_storm: rollback under versioning:
+ *                       pinned: the instances pinned to the bad build
+ *                       that ran no step on it (cut short in their first)
+ *                       complete on the good build; those that completed
+ *                       a step on it stay held there.
  *
  * Each case runs in a fresh directory (proc_fixtures): its database, its
  * config, the faults log ($DURO_FAULTS_LOG) and the "fixed" file beside
  * it that makes the faults plugin's fault step succeed. */
 #include <check.h>
+#include <dirent.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -52,6 +69,7 @@
 #define SEGV "{\"fault\":\"segv\",\"steps\":2}"
 #define REGRESS "{\"fault\":\"regress\",\"steps\":2}"
 #define HEALTHY "{\"fault\":\"none\",\"steps\":2}"
+#define ONCE "{\"fault\":\"once\",\"steps\":1}"
 
 static const char *tmp_path(const char *name) {
   static char path[4][400];
@@ -465,19 +483,245 @@ START_TEST(hold_spares_sibling_workflow) {
 }
 END_TEST
 
+/* ---- a rare crash, outside kills, a rollback of pinned instances --------
+ */
+
+/* The pid of host h's worker process (a child of its engine), or 0. */
+static pid_t worker_pid(const host_run *h) {
+  pid_t engine = host_last_engine(h), found = 0;
+  DIR *d = opendir("/proc");
+  struct dirent *de;
+  while (d && (de = readdir(d)) && !found) {
+    pid_t pid = (pid_t)atoi(de->d_name);
+    char path[64], stat[512] = {0};
+    if (pid <= 0)
+      continue;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t len = f ? fread(stat, 1, sizeof stat - 1, f) : 0;
+    if (f)
+      fclose(f);
+    /* "pid (comm) state ppid ...": the comm may hold spaces */
+    const char *close = len ? strrchr(stat, ')') : NULL;
+    int ppid = 0;
+    char state;
+    if (close && sscanf(close + 1, " %c %d", &state, &ppid) == 2 &&
+        ppid == engine && state != 'Z')
+      found = pid;
+  }
+  if (d)
+    closedir(d);
+  return found;
+}
+
+/* The records in the faults log so far. */
+static size_t records(void) {
+  size_t n = 0;
+  free(sidelog_read(faults_log(), &n));
+  return n;
+}
+
+/* GET /plugins' count of ended attempts of plugin `name`'s newest build. */
+static long attempts_of_newest(const host_run *h, const char *name) {
+  json_t *builds = builds_of(h, name), *b;
+  size_t i;
+  long n = -1;
+  json_array_foreach(builds, i, b) if (json_is_true(jget(b, "newest"))) n =
+      (long)json_integer_value(jget(b, "attempts"));
+  json_decref(builds);
+  return n;
+}
+
+/* Blocks of RARE_BLOCK instances, one of which segfaults its worker on
+ * its fault step's first attempt (the others run two plain steps): about
+ * one crash per 400 attempts of one build, all within the window, far
+ * more than `crashes: 3` asks for. */
+#define RARE_INSTANCES 2000
+#define RARE_BLOCK 200
+
+START_TEST(rare_crash_holds_nothing) {
+  host_run H;
+  char *p = plugin_yaml("faults", FAULTS_PLUGIN,
+                        "crash_storm: { crashes: 3, window: 10m }", FLOW,
+                        "FAULT_FLOW", NULL);
+  start(&H, "{ max_crashes: 10 }", p);
+  free(p);
+  for (int i = 0; i < RARE_INSTANCES; i += RARE_BLOCK) {
+    char id[32];
+    snprintf(id, sizeof id, "r-%d", i);
+    create_batch(&H, FLOW, "h", i, RARE_BLOCK / 2 - 1, HEALTHY);
+    create(&H, FLOW, id, ONCE);
+    create_batch(&H, FLOW, "h", i + RARE_BLOCK / 2, RARE_BLOCK / 2, HEALTHY);
+  }
+  wait_complete(&H, FLOW, RARE_INSTANCES, proc_now_ms() + 120000);
+  int crashes = host_count_lines(&H, "crashed its worker process (plugin");
+  ck_assert_msg(crashes >= 3, "only %d crashes", crashes);
+  ck_assert_int_eq(host_count_lines(&H, "times within"), 0);
+  ck_assert_int_le(held_of(&H, FLOW), 0); /* no series: none held */
+  ck_assert_int_eq(count_status(&H, FLOW, "errored"), 0);
+  long attempts = attempts_of_newest(&H, "faults");
+  ck_assert_msg(attempts >= 2 * RARE_INSTANCES, "%ld attempts counted",
+                attempts);
+  fprintf(stderr,
+          "rare_crash_holds_nothing: %d crashes in %ld attempts, nothing "
+          "held, %d instances complete\n",
+          crashes, attempts, RARE_INSTANCES);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+  sidelog_assert_no_rerun(faults_log());
+}
+END_TEST
+
+#define KILLED_INSTANCES 150
+#define KILLED "{\"fault\":\"none\",\"steps\":2,\"hold_ms\":50}"
+#define BLAMED "crashed its worker process (plugin"
+
+/* One callback at a time in the worker (concurrency: 1), so that a kill
+ * from outside lands on a lone callback, which the engine blames: five
+ * such kills of a healthy build's worker, each of a different step. */
+START_TEST(outside_kills_hold_nothing) {
+  host_run H;
+  char *p = plugin_yaml("faults", FAULTS_PLUGIN,
+                        "crash_storm: { crashes: 3, window: 10m }\n"
+                        "    concurrency: 1",
+                        FLOW, "FAULT_FLOW", NULL);
+  start(&H, "{ max_crashes: 10 }", p);
+  free(p);
+  int64_t t0 = proc_now_ms();
+  for (int i = 0; i < KILLED_INSTANCES; i += 50)
+    create_batch(&H, FLOW, "k", i, 50, KILLED);
+  /* SIGKILL from outside, each time as a new worker process begins a
+   * callback (its record in the faults log), until five were blamed */
+  pid_t last = 0;
+  int kills = 0;
+  for (; kills < 30 && host_count_lines(&H, BLAMED) < 5; kills++) {
+    pid_t w = 0;
+    int64_t deadline = proc_now_ms() + 10000;
+    while ((w = worker_pid(&H)) == 0 || w == last) {
+      ck_assert_msg(proc_now_ms() < deadline, "kill %d: no new worker process",
+                    kills);
+      proc_sleep_ms(20);
+    }
+    size_t before = records();
+    while (records() == before) {
+      ck_assert_msg(proc_now_ms() < deadline, "kill %d: no callback began",
+                    kills);
+      proc_sleep_ms(2);
+    }
+    ck_assert_int_eq(kill(w, SIGKILL), 0);
+    last = w;
+    /* its death seen before the next look */
+    host_wait_lines(&H, "died: SIGKILL", kills + 1, proc_now_ms() + 10000);
+  }
+  int blamed = host_count_lines(&H, BLAMED);
+  ck_assert_msg(blamed >= 5, "%d of %d kills blamed", blamed, kills);
+  wait_complete(&H, FLOW, KILLED_INSTANCES, proc_now_ms() + 120000);
+  ck_assert_int_eq(host_count_lines(&H, "times within"), 0);
+  ck_assert_int_le(held_of(&H, FLOW), 0);
+  ck_assert_int_eq(count_status(&H, FLOW, "errored"), 0);
+  fprintf(stderr,
+          "outside_kills_hold_nothing: %d kills, %d blamed on a lone "
+          "callback, nothing held, %d instances complete in %lld ms\n",
+          kills, blamed, KILLED_INSTANCES, (long long)(proc_now_ms() - t0));
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
+#define SLOW_INSTANCES 20
+#define SLOW_REGRESS "{\"fault\":\"regress\",\"steps\":2,\"hold_ms\":3000}"
+
+START_TEST(rollback_moves_unrun) {
+  host_run H;
+  const char *live = tmp_path("faults-live.so");
+  deploy(FAULTS_PLUGIN, live);
+  char *p = plugin_yaml("faults", live,
+                        "crash_storm: { crashes: 3, window: 10m }\n"
+                        "    on_crash_storm: rollback",
+                        FLOW, "FAULT_FLOW", NULL); /* versioning: pinned */
+  start(&H, "{ max_crashes: 10 }", p);
+  free(p);
+  char good[32], bad[32];
+  snprintf(good, sizeof good, "%s", newest_of(&H, "faults"));
+  deploy(FAULTS_REGRESSED_PLUGIN, live);
+  char *out;
+  const char *reload[] = {"reload", "faults", NULL};
+  ck_assert_int_eq(host_cli_verb(&H, reload, &out), 0);
+  free(out);
+  snprintf(bad, sizeof bad, "%s", newest_of(&H, "faults"));
+  ck_assert_str_ne(bad, good);
+
+  /* Slow instances in their first step on the bad build (pinned to it)
+   * when a few fast ones crash it: cut short, they ran no step there. */
+  create_batch(&H, FLOW, "slow", 0, SLOW_INSTANCES, SLOW_REGRESS);
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  while (sidelog_steps(faults_log(), "exec") < SLOW_INSTANCES) {
+    ck_assert_msg(proc_now_ms() < deadline, "the slow instances never began");
+    proc_sleep_ms(20);
+  }
+  create_batch(&H, FLOW, "fast", 0, 3, REGRESS);
+  host_wait_lines(&H, "rolled back from build", 1, proc_now_ms() + SETTLE_MS);
+  ck_assert_str_eq(newest_of(&H, "faults"), good);
+
+  /* Settled: each instance complete on the good build, or held on the bad
+   * one after completing a step there. */
+  long complete, held;
+  deadline = proc_now_ms() + 60000;
+  while ((complete = count_status(&H, FLOW, "complete")) +
+             (held = held_of(&H, FLOW)) !=
+         SLOW_INSTANCES + 3) {
+    ck_assert_msg(proc_now_ms() < deadline, "%ld complete, %ld held", complete,
+                  held);
+    proc_sleep_ms(100);
+  }
+  int moved = 0;
+  for (int i = 0; i < SLOW_INSTANCES + 3; i++) {
+    char id[32];
+    snprintf(id, sizeof id, i < SLOW_INSTANCES ? "slow-%d" : "fast-%d",
+             i < SLOW_INSTANCES ? i : i - SLOW_INSTANCES);
+    json_t *d = host_describe(&H, FLOW, id);
+    const char *status = jstr(d, "status");
+    if (!strcmp(status, "complete")) {
+      ck_assert_msg(!strcmp(jstr(d, "build"), good), "%s complete on %s", id,
+                    jstr(d, "build"));
+      moved += i < SLOW_INSTANCES;
+    } else {
+      ck_assert_str_eq(status, "waiting");
+      ck_assert_str_eq(jstr(d, "wait_type"), "build.crashing");
+      ck_assert_str_eq(jstr(d, "build"), bad);
+      ck_assert_str_eq(jstr(step_of(d, "step#1"), "status"), "complete");
+    }
+    json_decref(d);
+  }
+  ck_assert_msg(held >= 1, "no instance that ran a step on %s held", bad);
+  ck_assert_msg(moved >= SLOW_INSTANCES / 2,
+                "%d of %d instances that ran no step on %s moved", moved,
+                SLOW_INSTANCES, bad);
+  ck_assert_int_eq(count_status(&H, FLOW, "errored"), 0);
+  fprintf(stderr,
+          "rollback_moves_unrun: %d of %d slow instances ran on %s, %ld "
+          "held on %s\n",
+          moved, SLOW_INSTANCES, good, held, bad);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+  sidelog_assert_no_rerun(faults_log());
+}
+END_TEST
+
 static Suite *breaker_suite(void) {
   Suite *s = suite_create("breaker");
   TCase *hold = tcase_create("hold");
   TCase *storm = tcase_create("storm");
-  TCase *all[] = {hold, storm};
+  TCase *rate = tcase_create("rate");
+  TCase *all[] = {hold, storm, rate};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
     proc_fixtures(all[i], "duro-breaker");
-    tcase_set_timeout(all[i], all[i] == storm ? 240 : 90);
+    tcase_set_timeout(all[i], all[i] == hold ? 90 : 240);
     suite_add_tcase(s, all[i]);
   }
   tcase_add_test(hold, holds_then_resume);
   tcase_add_test(hold, rollback);
   tcase_add_test(hold, hold_spares_sibling_workflow);
+  tcase_add_test(rate, rare_crash_holds_nothing);
+  tcase_add_test(rate, outside_kills_hold_nothing);
+  tcase_add_test(hold, rollback_moves_unrun);
   tcase_add_test(storm, storm_spares_others);
   return s;
 }

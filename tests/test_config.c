@@ -151,6 +151,11 @@ static const bad_case bad[] = {
      "t.yaml:2:49: \"window\" must be at least 1 second"},
     {"plugins:\n  - {name: p, path: p.so, crash_storm: {crashes: -1}}\n",
      "t.yaml:2:50: \"crashes\" must be between 0 and 100000"},
+    {"plugins:\n  - {name: p, path: p.so, crash_storm: {rate: 1.5}}\n",
+     "t.yaml:2:47: \"rate\" must be between 0 and 1"},
+    {"plugins:\n  - {name: p, path: p.so, crash_storm: {rate: half}}\n",
+     "t.yaml:2:47: \"rate\" must be a fraction such as 0.5 or a percentage "
+     "such as \"50%\""},
     {"plugins:\n  - {name: p, path: p.so, crash_storm: {limit: 3}}\n",
      "t.yaml:2:41: unknown key \"limit\" in crash_storm"},
     {"http:\n  token_env: ~\n",
@@ -787,6 +792,8 @@ static void check_crash_storm(const config *cfg) {
   ck_assert_int_eq(cfg->plugins[0].crash_storm.rollback, 1);
   ck_assert_uint_eq(cfg->plugins[1].crash_storm.crashes, 0);
   ck_assert_int_eq(cfg->plugins[1].crash_storm.window_ms, 60000);
+  ck_assert_uint_eq(cfg->plugins[0].crash_storm.rate_ppm, 250000);
+  ck_assert_uint_eq(cfg->plugins[1].crash_storm.rate_ppm, 2000);
 }
 
 /* One plugin in the engine's process: its threads stay 64. */
@@ -803,6 +810,7 @@ static void check_bare_plugin(const config *cfg) {
   ck_assert_uint_eq(pl->workers, 1);
   ck_assert_uint_eq(pl->crash_storm.crashes, 5);
   ck_assert_int_eq(pl->crash_storm.window_ms, 60000);
+  ck_assert_uint_eq(pl->crash_storm.rate_ppm, 500000);
   ck_assert_int_eq(pl->crash_storm.rollback, 0);
   ck_assert_uint_eq(cfg->engine.workers, 8);
   ck_assert_str_eq(pl->name, "p");
@@ -1052,8 +1060,8 @@ static const good_case good[] = {
      check_workers_in_engine},
     {"plugins:\n"
      "  - {name: p, path: p.so, on_crash_storm: rollback,\n"
-     "     crash_storm: {crashes: 2, window: 5m}}\n"
-     "  - {name: q, path: q.so, crash_storm: {crashes: 0}}\n",
+     "     crash_storm: {crashes: 2, window: 5m, rate: 0.25}}\n"
+     "  - {name: q, path: q.so, crash_storm: {crashes: 0, rate: 0.2%}}\n",
      check_crash_storm},
     {"plugins:\n"
      "  - {name: p, path: p.so, limits: {memory: 256MiB, cpu: 2s}}\n"

@@ -3,31 +3,38 @@
  * sibling workflows of the same build run on).
  *
  * Each plugin's config says how often is too often (`crash_storm:
- * {crashes: 5, window: 60s}`: the 5th crash of one build within 60 s
- * trips it) and what then (`on_crash_storm`):
+ * {crashes: 5, window: 60s, rate: 0.5}`: the 5th crash of one workflow's
+ * build within 60 s trips it when the 4 after the first are at least
+ * half of the attempts that ended since the first, so a busy build that
+ * crashes now and then is never held; rate 0 counts crashes only) and
+ * what then (`on_crash_storm`):
  *
  *   pause      the build is held (duro_engine_hold_build): its
  *              instances' activations run none of its code and wait,
  *              status waiting with wait_type "build.crashing", until an
  *              operator resumes the plugin (`duro plugins resume NAME`,
  *              POST /plugins/{name}/resume) or a new build becomes the
- *              newest, which they then run unless pinned to the held one;
+ *              newest, which they then run unless pinned to the held one
+ *              and a step of theirs ran on it;
  *   rollback   the same, and the newest build before it that never
  *              crashed becomes the newest again (when one is loaded):
  *              new instances, those under versioning: latest and those
- *              that never ran start on it at once.
+ *              that ran no step on the held build start on it at once.
  *
  * The breaker never touches other builds or plugins.  Its counts and
  * holds live in this process: a host that restarts wakes the instances
  * held (breaker_start), and a build that still crashes trips again.
  * Crashes are counted on the monotonic clock, in the thread that saw
- * them (an activation's); every call takes the breaker's own lock and
- * calls the engine and the rollback hook without it. */
+ * them (an activation's); the attempts by the engine, one atomic add
+ * per attempt on the build (duro_engine_build_attempts), read only at a
+ * crash.  Every call takes the breaker's own lock and calls the engine
+ * and the rollback hook without it. */
 #ifndef DURO_BREAKER_H
 #define DURO_BREAKER_H
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config.h"
 #include "engine.h"
@@ -55,8 +62,9 @@ void breaker_set_rollback(breaker *b, breaker_rollback_fn fn, void *ctx);
 void breaker_start(breaker *b, duro_engine *e);
 
 /* The engine's on_build_crash: a crash charged to build `build` of
- * `workflow`. */
-void breaker_crashed(breaker *b, const char *workflow, const char *build);
+ * `workflow`, whose attempts ended so far are `attempts`. */
+void breaker_crashed(breaker *b, const char *workflow, const char *build,
+                     uint64_t attempts);
 
 /* Build `hash` became the newest of plugin `plugin` (a reload, a
  * rollback): the held instances look again. */
@@ -68,8 +76,10 @@ void breaker_newest(breaker *b, const char *plugin, const char *hash);
 int breaker_resume(breaker *b, const char *name, json_t **report);
 
 /* Adds to GET /plugins' list ({"plugins":[{"name","builds":[{"build"}]}]})
- * each build's "crashes" in the window and, when one of its workflows is
- * held, "held": {"since_ms","crashes","reason","action","workflows"}; and
+ * each build's "crashes" in the window, its "attempts" ended in this
+ * engine and, when one of its workflows is held,
+ * "held": {"since_ms","crashes","attempts","reason","action","workflows"}
+ * ("attempts": those ended since the first of its crashes); and
  * to the list itself
  * "held_instances": {workflow: n} of instances waiting on a hold. */
 void breaker_annotate(breaker *b, json_t *list);

@@ -108,6 +108,9 @@ typedef struct config_cron {
  * needed and let go when idle). */
 #define CONFIG_DEFAULT_CONCURRENCY 1024
 #define CONFIG_MAX_CONCURRENCY 16384
+/* crash_storm.rate: half the attempts of a build crash in a storm, in
+ * millionths. */
+#define CONFIG_DEFAULT_CRASH_RATE_PPM 500000
 typedef struct config_plugin {
   char *name; /* required, unique */
   char *path; /* required: the .so (absolute after config_load) */
@@ -118,13 +121,15 @@ typedef struct config_plugin {
    * rest wait for a place before their CALL, and their timeout starts
    * when they begin). */
   uint32_t concurrency;
-  /* The crash-storm breaker (breaker/breaker.h): more than `crashes`
-   * crashes of one build within `window_ms` hold the build's new
-   * activations; rollback also makes the newest build before it that
-   * did not crash the newest again.  crashes 0 = no breaker. */
+  /* The crash-storm breaker (breaker/breaker.h): `crashes` crashes of
+   * one workflow's build within `window_ms`, at least `rate` of its
+   * attempts since the first of them, hold the build's new activations;
+   * rollback also makes the newest build before it that did not crash
+   * the newest again.  crashes 0 = no breaker. */
   struct {
     uint32_t crashes;  /* default 5 */
     int64_t window_ms; /* default 60 s */
+    uint32_t rate_ppm; /* millionths; default half (500000) */
     int rollback;      /* on_crash_storm: pause (default, 0) or rollback */
   } crash_storm;
   /* limits: the RSS of each of its worker processes, and the CPU time of

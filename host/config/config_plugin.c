@@ -107,6 +107,8 @@ static const schema_field crash_storm_fields[] = {
      100000, NULL},
     {"window", K_DURATION, offsetof(config_plugin, crash_storm.window_ms),
      false, 1000, DAY_MS, NULL},
+    {"rate", K_RATIO, offsetof(config_plugin, crash_storm.rate_ppm), false, 0,
+     1000000, NULL},
 };
 static const schema crash_storm_schema =
     SCHEMA("crash_storm", "in crash_storm", -1, crash_storm_fields);
@@ -163,6 +165,7 @@ int config_parse_plugin(config_parser *p, yaml_node_t *node,
   pl->concurrency = CONFIG_DEFAULT_CONCURRENCY;
   pl->crash_storm.crashes = 5;
   pl->crash_storm.window_ms = MINUTE_MS;
+  pl->crash_storm.rate_ppm = CONFIG_DEFAULT_CRASH_RATE_PPM;
   int rc = schema_mapping(&p->w, node, &plugin_schema, pl, v, &bad);
   int storm = schema_section(&p->w, v[PL_CRASH_STORM], "crash_storm");
   if (storm > 0) {

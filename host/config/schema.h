@@ -61,6 +61,8 @@ typedef enum schema_kind {
   K_ENUM,     /* int, the value of the matching choice */
   K_BYTES,    /* int64_t bytes in [min, max]: an integer, or one with a unit
                  (B, KiB, MiB, GiB, KB, MB, GB): "256MiB", "1 GiB" */
+  K_RATIO,    /* uint32_t millionths in [min, max]: a fraction ("0.5", "1")
+                 or a percentage ("50%", "0.2%") */
   K_NESTED    /* a mapping or list the caller walks itself */
 } schema_kind;
 

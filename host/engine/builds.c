@@ -79,6 +79,20 @@ int duro_engine_build_set_ctx(duro_engine *e, const char *workflow,
   return b ? 0 : DURO_E_NOT_FOUND;
 }
 
+int duro_engine_build_attempts(duro_engine *e, const char *workflow,
+                               const char *hash, uint64_t *n) {
+  *n = 0;
+  wf_reg *wf = engine_find_workflow(e, workflow);
+  if (!wf)
+    return DURO_E_WORKFLOW_NOT_FOUND;
+  pthread_mutex_lock(&wf->builds_mu);
+  wf_build *b = find_locked(wf, hash);
+  if (b)
+    *n = __atomic_load_n(&b->attempts, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&wf->builds_mu);
+  return b ? 0 : DURO_E_NOT_FOUND;
+}
+
 wf_build *build_acquire(wf_reg *wf, const char *pinned) {
   pthread_mutex_lock(&wf->builds_mu);
   wf_build *b = NULL;

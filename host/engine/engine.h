@@ -63,9 +63,14 @@ typedef struct duro_engine_options {
                     char *err, size_t errlen);
   /* Called (on the activation's thread) each time plugin code of build
    * `build` of `workflow` crashed the process it ran in and the crash was
-   * charged to it (plugin.crashed): the host may hold the build.  NULL:
-   * nobody counts. */
-  void (*on_build_crash)(void *ctx, const char *workflow, const char *build);
+   * charged to the build: a crash its handler saw, or a SIGKILL no handler
+   * saw that was blamed on a step charged before (a suspect that died
+   * again alone), never a first kill from outside.  `attempts` is how
+   * many attempts of that build of that workflow ended in its workers so
+   * far, this one included (duro_engine_build_attempts).  The host may
+   * hold the build.  NULL: nobody counts. */
+  void (*on_build_crash)(void *ctx, const char *workflow, const char *build,
+                         uint64_t attempts);
   uint32_t workers;        /* activation threads; 0 = run_until_idle only */
   int64_t max_step_result; /* bytes; 0 = 1 MiB */
   /* bytes of params, step results and errors per instance; 0 = 1 GiB */
@@ -158,9 +163,17 @@ int duro_engine_hold_build(duro_engine *e, const char *const *workflows,
  * DURO_E_NOT_FOUND when it was not held. */
 int duro_engine_release_build(duro_engine *e, const char *const *workflows,
                               size_t n, const char *hash, size_t *woken);
+/* How many attempts of build `hash` of `workflow` ended in its worker
+ * processes since this engine gave the workflow that build (a count that
+ * only grows, kept without a lock on the step's path), into *n;
+ * DURO_E_NOT_FOUND when the workflow has no such build. */
+int duro_engine_build_attempts(duro_engine *e, const char *workflow,
+                               const char *hash, uint64_t *n);
 /* Wakes this host's instances waiting with wait_type `reason` to look
  * again at the build they would run (another became the newest): those
- * whose build is still held wait on. */
+ * whose build is still held wait on, unless they ran no step on it (their
+ * journal holds no outcome of it): those move to the newest build when it
+ * is not held (build_acquire_unless_held). */
 int duro_engine_wake_held(duro_engine *e, const char *reason, size_t *woken);
 /* Calls fn for each of this host's instances waiting with wait_type
  * `reason`. */

@@ -47,6 +47,10 @@ typedef struct wf_build {
   /* How often it was acquired (builds_mu): a retirement that sees it
    * unchanged knows nobody took the build while it read the journal. */
   uint64_t acquired;
+  /* Its attempts in worker processes that ended (returned, failed, timed
+   * out, crashed; not cut short): an atomic counter that only grows, the
+   * crash-storm breaker's denominator (step_attempt_ended). */
+  uint64_t attempts;
 } wf_build;
 
 struct wf_reg {
@@ -337,8 +341,11 @@ void engine_instance_poke(duro_engine *e, int64_t rowid, int woke);
 
 /* build_acquire, unless the build is held (holds.c): then NULL, with the
  * hold's reason (malloc'ed) in *held; the activation waits, to look
- * again at the latest in engine_hold_recheck_ms. */
-wf_build *build_acquire_unless_held(wf_reg *wf, const char *pinned,
+ * again at the latest in engine_hold_recheck_ms.  An instance pinned to
+ * a held build that ran no step on it (`unrun`: its journal holds no
+ * outcome a replay would hand back) gets the newest build instead when
+ * that one is not held: its pin moves there at its next commit. */
+wf_build *build_acquire_unless_held(wf_reg *wf, const char *pinned, int unrun,
                                     char **held);
 int64_t engine_hold_recheck_ms(void);
 void holds_free(wf_reg *wf);

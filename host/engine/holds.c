@@ -3,7 +3,8 @@
  * wait_type the hold's reason) until it is woken to look again — when the
  * build is released, or when another build became the newest (an
  * instance under versioning: latest, or one that never ran, then runs
- * that one).  Who holds a build and why is the host's business (a
+ * that one, and so does one pinned to the held build that ran no step
+ * on it).  Who holds a build and why is the host's business (a
  * breaker of crash storms, say); the engine only keeps, per workflow, the
  * builds held, beside its builds under the same lock, so that the
  * activation's look at them is the one build_acquire makes anyway. */
@@ -29,7 +30,17 @@ static ssize_t find_locked(const wf_reg *wf, const char *hash) {
   return -1;
 }
 
-wf_build *build_acquire_unless_held(wf_reg *wf, const char *pinned,
+/* The newest build of wf when it is not b and not held, else NULL
+ * (builds_mu held). */
+static wf_build *newest_unheld_locked(const wf_reg *wf, const wf_build *b) {
+  wf_build *newest = wf->n_builds ? wf->builds[wf->n_builds - 1] : NULL;
+  if (!newest || newest == b || !newest->hash ||
+      find_locked(wf, newest->hash) >= 0)
+    return NULL;
+  return newest;
+}
+
+wf_build *build_acquire_unless_held(wf_reg *wf, const char *pinned, int unrun,
                                     char **held) {
   *held = NULL;
   wf_build *b = build_acquire(wf, pinned);
@@ -37,6 +48,19 @@ wf_build *build_acquire_unless_held(wf_reg *wf, const char *pinned,
     return b;
   pthread_mutex_lock(&wf->builds_mu);
   ssize_t i = find_locked(wf, b->hash);
+  /* Pinned to a held build it never ran a step on (a rollback, a fix
+   * deployed): nothing in its journal came from that build's code, so
+   * it starts on the newest one instead of waiting for the bad one. */
+  wf_build *moved = i >= 0 && unrun && pinned && !wf->limits.versioning_latest
+                        ? newest_unheld_locked(wf, b)
+                        : NULL;
+  if (moved) {
+    b->running--;
+    moved->running++;
+    moved->acquired++;
+    pthread_mutex_unlock(&wf->builds_mu);
+    return moved;
+  }
   if (i >= 0)
     *held = xasprintf("%s", wf->holds[i].reason);
   pthread_mutex_unlock(&wf->builds_mu);

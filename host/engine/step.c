@@ -24,6 +24,7 @@
  * API among them, are in step_*.c (step_internal.h). */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "log.h"
 #include "step_internal.h"
@@ -118,7 +119,22 @@ void activation_run(duro_engine *e, entry *ent) {
   metrics_add(&e->m.activations, 1);
   duro_rc out = DURO_SUSPEND;
   char *held = NULL;
-  a->build = build_acquire_unless_held(a->wf, a->inst.build, &held);
+  a->build =
+      build_acquire_unless_held(a->wf, a->inst.build, !a->n_outcomes, &held);
+  if (a->build && a->build->hash && a->inst.build &&
+      strcmp(a->build->hash, a->inst.build) &&
+      !a->wf->limits.versioning_latest) {
+    /* Moved off a held build it ran no step on: pinned to this one from
+     * its first commit, so a crash before its last cannot send its
+     * steps back to the held build. */
+    log_write(DURO_LOG_INFO, a->where,
+              "its build %s is held and it ran no step on it: it runs on "
+              "build %s",
+              a->inst.build, a->build->hash);
+    journal_op *op = journal_batch_add(&a->batch, JOP_INSTANCE_PIN);
+    op->rowid = a->inst.rowid;
+    op->step_key = a->build->hash;
+  }
   if (held) {
     /* None of a held build's code runs, replay included.  The instance
      * keeps no pin to it unless it had one: one that never ran starts

@@ -78,6 +78,11 @@ void *step_park_token(duro_step *step);
 int step_park_fd(duro_step *step, int fd, short events, int64_t until_mono);
 void step_unpark(void *token);
 
+/* The attempt's callback in a worker came back (a result, a failure, a
+ * timeout or a limit: anything but the worker's death), counted for the
+ * crash-storm breaker's rate: one atomic add, no lock. */
+void step_attempt_ended(duro_attempt *at);
+
 /* Whether the attempt's step was charged a kill of its worker (it must
  * run with no other callback beside it in its worker process, so that a
  * kill then is its own), and that charge dropped once its callback

@@ -18,6 +18,11 @@
  *                           every activation, so the instance errors
  *   otherwise               nothing to record
  *
+ * A guilty death is told to the host as its build's crash (a crash-storm
+ * breaker counts them against the attempts that ended, counted here
+ * too), except a kill no handler saw that is the step's first: outside
+ * kills of a healthy worker hold nothing.
+ *
  * The activation ends either way (its run() is gone with the process):
  * what it wrote so far commits with its final row, and the instance runs
  * again at once, on a new worker. */
@@ -188,6 +193,25 @@ static int blame_kill(duro_step *a, duro_attempt *at, int alone) {
   return 0;
 }
 
+/* Whether the step of `at` was charged before this death: a kill as a
+ * suspect, or a crash.  A kill no handler saw is the build's only then:
+ * a first kill may be anyone's (an operator, the OOM killer taking the
+ * largest process), a step killed again alone is its own killer. */
+static int charged_before(duro_step *a, duro_attempt *at) {
+  uint32_t crashes = 0;
+  if (a->e->ledger &&
+      ledger_suspect_kills(a->e->ledger, a->inst.rowid, at->step->key))
+    return 1;
+  return engine_crashes_of(a->e, a->inst.rowid, at->step->key, &crashes) == 0 &&
+         crashes > 0;
+}
+
+void step_attempt_ended(duro_attempt *at) {
+  wf_build *b = at->act->build;
+  if (b)
+    __atomic_add_fetch(&b->attempts, 1, __ATOMIC_RELAXED);
+}
+
 void step_worker_died(duro_step *a, duro_attempt *at, const char *plugin,
                       const char *build, const char *how, int guilty,
                       int killed, int alone) {
@@ -200,6 +224,8 @@ void step_worker_died(duro_step *a, duro_attempt *at, const char *plugin,
     a->suspended = 1;
     a->reason = SUSPEND_SHUTDOWN;
   }
+  /* the build's crash: one its handler saw, or a repeated kill */
+  int builds = guilty || (at && killed && charged_before(a, at));
   if (at && !guilty && killed && a->e->ledger)
     guilty = blame_kill(a, at, alone);
   if (at && guilty) {
@@ -220,9 +246,16 @@ void step_worker_died(duro_step *a, duro_attempt *at, const char *plugin,
                                   "activation, so it would crash again",
                                   plugin, build ? build : "?", how));
   }
-  /* The host counts the crashes of each build (a crash-storm breaker). */
-  if (guilty && build && a->e->opt.on_build_crash)
-    a->e->opt.on_build_crash(a->e->opt.ctx, a->inst.workflow, build);
+  /* The host counts the crashes of each build against its attempts (a
+   * crash-storm breaker); a crash is an attempt that ended too. */
+  if (!guilty || !build)
+    return;
+  uint64_t attempts =
+      a->build ? __atomic_add_fetch(&a->build->attempts, 1, __ATOMIC_RELAXED)
+               : 0;
+  if (builds && a->e->opt.on_build_crash)
+    a->e->opt.on_build_crash(a->e->opt.ctx, a->inst.workflow, build,
+                             attempts);
 }
 
 void step_worker_unavailable(duro_step *a) {

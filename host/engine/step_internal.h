@@ -70,6 +70,9 @@ struct duro_step {
   strmap name_counts;    /* name → (uintptr_t) occurrences so far */
   int64_t seq;           /* step calls so far in this activation */
   uint32_t n_steps;      /* steps of every kind, for limits.steps */
+  /* Journaled steps a replay would hand back (all but do steps whose
+   * attempts all failed): 0 = it ran no step on its build yet. */
+  uint32_t n_outcomes;
   int64_t state_bytes;   /* params + results + errors, for the state limit */
   journal_event *events; /* loaded by the first event wait */
   size_t n_events;

@@ -33,6 +33,8 @@ int activation_load_journal(duro_step *a) {
     strmap_put(&a->steps, s->key, s);
     idmap_put(&a->by_seq, s->seq, s);
     a->n_steps++;
+    a->n_outcomes += !(s->type == DURO_STEP_DO &&
+                       s->status == DURO_STEP_WAITING && !s->result);
   }
   a->state_bytes += (int64_t)strlen(a->inst.params);
   journal_steps_free(loaded, n);

@@ -307,6 +307,9 @@ void cfgdiff_compare(const config *old, const config *cur, json_t *live,
     snprintf(what, sizeof what, "plugin %s: crash_storm.window (ms)", c->name);
     int_field(restart, what, o->crash_storm.window_ms,
               c->crash_storm.window_ms);
+    snprintf(what, sizeof what, "plugin %s: crash_storm.rate (millionths)",
+             c->name);
+    int_field(restart, what, o->crash_storm.rate_ppm, c->crash_storm.rate_ppm);
     snprintf(what, sizeof what, "plugin %s: limits.memory (bytes)", c->name);
     int_field(restart, what, o->limits.memory, c->limits.memory);
     snprintf(what, sizeof what, "plugin %s: limits.cpu (ms)", c->name);

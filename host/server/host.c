@@ -385,8 +385,9 @@ static int load_build(void *ctx, const char *workflow, const char *hash,
   return reload_give_build(((host *)ctx)->plugins, workflow, hash, err, errlen);
 }
 
-static void build_crashed(void *ctx, const char *workflow, const char *build) {
-  breaker_crashed(((host *)ctx)->breaker, workflow, build);
+static void build_crashed(void *ctx, const char *workflow, const char *build,
+                          uint64_t attempts) {
+  breaker_crashed(((host *)ctx)->breaker, workflow, build, attempts);
 }
 
 static void build_newest(void *ctx, const char *plugin, const char *hash) {

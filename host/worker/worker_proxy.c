@@ -334,6 +334,8 @@ static int proxy_step(duro_attempt *at, void *arg) {
   px->at = NULL;
   step_dispatch_set(px->step, NULL, 0);
   worker_turn_end(px->c, suspect);
+  if (got == 0 || got == -3)
+    step_attempt_ended(at); /* its verdict, for the breaker's rate */
   if (got == -3)
     return -1; /* as a callback past its timeout: the step runner says so */
   if (got != 0) {

@@ -26,6 +26,8 @@
  *          of the worker, its channels too), then segfaults
  *   killgroup  kill(0, SIGTERM): SIGTERM to its whole process group
  *   hog    takes 32 MiB more every 5 ms, up to 4 GiB (limits.memory)
+ *   once   segv on the step's first attempt only, success on the next
+ *          (a rare crash of a healthy build, given to few instances)
  *   regress  segv in the build compiled with FAULTS_REGRESSED
  *          (libfaults-regressed.so: a deploy that brought a bug), a
  *          step that succeeds in the others
@@ -182,6 +184,11 @@ static int fault_step_fn(duro_attempt *a, void *arg) {
     return duro_attempt_result(a, "\"fixed\"");
   if (!strcmp(fs->fault, "segv"))
     write_null();
+  else if (!strcmp(fs->fault, "once")) {
+    if (duro_attempt_number(a) == 1)
+      write_null();
+    return duro_attempt_result(a, "\"survived\"");
+  }
   else if (!strcmp(fs->fault, "abort"))
     abort();
   else if (!strcmp(fs->fault, "stack"))
