@@ -180,8 +180,8 @@ static void trip(breaker *b, const config_plugin *p, const char *workflow,
   char to[17] = "";
   rollback_ctx rctx = {b, p->name};
   int rolled = p->crash_storm.rollback && b->rollback &&
-               b->rollback(b->rollback_ctx, p->name, hash, never_crashed,
-                           &rctx, to, sizeof to) == 0;
+               b->rollback(b->rollback_ctx, p->name, hash, never_crashed, &rctx,
+                           to, sizeof to) == 0;
   int rc = duro_engine_hold_build(b->e, &workflow, 1, hash, BREAKER_REASON);
   if (rc != 0)
     return;

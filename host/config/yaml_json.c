@@ -36,8 +36,8 @@ static int matches(const char *s, const char *re) {
 
 /* A string, refused (NULL, said) when it is not UTF-8. */
 static json_t *string_json(schema_walk *w, const yaml_node_t *n) {
-  json_t *v = json_stringn((const char *)n->data.scalar.value,
-                           n->data.scalar.length);
+  json_t *v =
+      json_stringn((const char *)n->data.scalar.value, n->data.scalar.length);
   if (!v)
     schema_fail(w, n, "a value that is not UTF-8");
   return v;

@@ -254,8 +254,7 @@ void step_worker_died(duro_step *a, duro_attempt *at, const char *plugin,
       a->build ? __atomic_add_fetch(&a->build->attempts, 1, __ATOMIC_RELAXED)
                : 0;
   if (builds && a->e->opt.on_build_crash)
-    a->e->opt.on_build_crash(a->e->opt.ctx, a->inst.workflow, build,
-                             attempts);
+    a->e->opt.on_build_crash(a->e->opt.ctx, a->inst.workflow, build, attempts);
 }
 
 void step_worker_unavailable(duro_step *a) {

@@ -65,11 +65,11 @@ struct duro_step {
   journal_instance inst; /* the row as loaded; owns its strings */
   arena_blk *arena;
 
-  strmap steps;          /* key → journal_step (arena) */
-  idmap by_seq;          /* journaled call position → journal_step */
-  strmap name_counts;    /* name → (uintptr_t) occurrences so far */
-  int64_t seq;           /* step calls so far in this activation */
-  uint32_t n_steps;      /* steps of every kind, for limits.steps */
+  strmap steps;       /* key → journal_step (arena) */
+  idmap by_seq;       /* journaled call position → journal_step */
+  strmap name_counts; /* name → (uintptr_t) occurrences so far */
+  int64_t seq;        /* step calls so far in this activation */
+  uint32_t n_steps;   /* steps of every kind, for limits.steps */
   /* Journaled steps a replay would hand back (all but do steps whose
    * attempts all failed): 0 = it ran no step on its build yet. */
   uint32_t n_outcomes;

@@ -188,8 +188,7 @@ static int fault_step_fn(duro_attempt *a, void *arg) {
     if (duro_attempt_number(a) == 1)
       write_null();
     return duro_attempt_result(a, "\"survived\"");
-  }
-  else if (!strcmp(fs->fault, "abort"))
+  } else if (!strcmp(fs->fault, "abort"))
     abort();
   else if (!strcmp(fs->fault, "stack"))
     return (int)recurse(1);
