@@ -1841,8 +1841,9 @@ START_TEST(config_paths_beside_file) {
       {"duro.yaml", "OrderFlow"},
       {"typo.yaml", "OrderFlw"},
       {"keys.yaml", "OrderFlow\n        clas_name: OrderFlow"},
+      {"both.yaml", "OrderFlw\n        retention: 3 dayz"},
   };
-  for (size_t i = 0; i < 3; i++) {
+  for (size_t i = 0; i < 4; i++) {
     char file[600];
     snprintf(file, sizeof file, "%s/%s", conf, texts[i][0]);
     FILE *f = fopen(file, "w");
@@ -1886,6 +1887,13 @@ START_TEST(config_paths_beside_file) {
   expect_fail(&r, 1,
               "conf/keys.yaml:11:9: unknown key \"clas_name\" in workflow — "
               "did you mean \"class_name\"?");
+  run_free(&r);
+  /* The file's error and the plugin's, in one run. */
+  cli_group_env(&r, "check", NULL, NULL, NULL,
+                (const char *const[]){"conf/both.yaml", NULL});
+  expect_fail(&r, 1, "conf/both.yaml:11:20: ");
+  assert_contains(r.err, "exports no class \"OrderFlw\"");
+  assert_contains(r.err, "2 errors in conf/both.yaml");
   run_free(&r);
 
   /* The host puts its database beside the config, and says where. */

@@ -164,8 +164,10 @@ static uint32_t config_default_workers(const config *cfg) {
 /* libyaml stops at a syntax error, so does the parse: what the document
  * held past it is unknown.  Every other error is recorded and the walk
  * goes on. */
-config *config_parse_all(const char *name, const char *text, size_t len,
-                         errlist *errs) {
+/* The body of config_parse_all: with `keep`, the config is returned even
+ * when errors were added. */
+static config *parse_text(const char *name, const char *text, size_t len,
+                          errlist *errs, int keep) {
   config_parser p = {.w = {.file = name ? name : "<config>",
                            .text = text ? text : "",
                            .len = text ? len : 0,
@@ -210,11 +212,16 @@ out:
   free(p.seen);
   if (cfg->engine.workers == 0)
     cfg->engine.workers = config_default_workers(cfg);
-  if (errlist_total(errs) > before) {
+  if (errlist_total(errs) > before && !keep) {
     config_free(cfg);
     return NULL;
   }
   return cfg;
+}
+
+config *config_parse_all(const char *name, const char *text, size_t len,
+                         errlist *errs) {
+  return parse_text(name, text, len, errs, 0);
 }
 
 config *config_parse(const char *name, const char *text, size_t len, char *err,
@@ -231,6 +238,8 @@ config *config_parse(const char *name, const char *text, size_t len, char *err,
 
 /* *slot resolved against dir (paths.h), replacing it. */
 static void resolve_into(char **slot, const char *dir) {
+  if (!*slot)
+    return; /* refused: config_load_partial's caller skips it */
   char *resolved = config_resolve_path(dir, *slot);
   free(*slot);
   *slot = resolved;
@@ -248,7 +257,8 @@ static void resolve_paths(config *cfg, const char *file) {
   free(dir);
 }
 
-config *config_load_all(const char *path, errlist *errs) {
+/* config_load_all, keeping what parsed despite errors with `keep`. */
+static config *load_file(const char *path, errlist *errs, int keep) {
   FILE *f = NULL;
   char *buf = NULL;
   size_t len = 0, cap = 0;
@@ -273,7 +283,7 @@ config *config_load_all(const char *path, errlist *errs) {
       break;
     }
   }
-  cfg = config_parse_all(path, buf, len, errs);
+  cfg = parse_text(path, buf, len, errs, keep);
   if (cfg)
     resolve_paths(cfg, path);
   goto out;
@@ -286,6 +296,14 @@ out:
     fclose(f);
   free(buf);
   return cfg;
+}
+
+config *config_load_all(const char *path, errlist *errs) {
+  return load_file(path, errs, 0);
+}
+
+config *config_load_partial(const char *path, errlist *errs) {
+  return load_file(path, errs, 1);
 }
 
 config *config_load(const char *path, char *err, size_t errlen) {

@@ -209,6 +209,12 @@ config *config_load_all(const char *path, errlist *errs);
 config *config_parse_all(const char *name, const char *text, size_t len,
                          errlist *errs);
 
+/* config_load_all() for `duro check`, which goes on to load the plugins
+ * a broken file names: what parsed is returned even when errors were
+ * added (NULL only when the file could not be read), so an entry may
+ * lack what its errors were about (a NULL path, class_name...). */
+config *config_load_partial(const char *path, errlist *errs);
+
 /* config_load_all() and config_parse_all() with the errors joined into
  * err, one per line (errlist_join), for a caller that shows one message. */
 config *config_load(const char *path, char *err, size_t errlen);

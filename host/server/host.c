@@ -84,8 +84,8 @@ static int load_plugin(const config *cfg, size_t i, ledger_slot *slot,
   }
   for (size_t k = 0; k < p->n_workflows; k++) {
     const config_workflow *w = &p->workflows[k];
-    if (loader_find_workflow(*out, w->class_name))
-      continue;
+    if (!w->class_name || loader_find_workflow(*out, w->class_name))
+      continue; /* a refused entry's error is said already */
     loader_missing_class(*out, p->name, p->path, w->class_name, err,
                          sizeof err);
     fprintf(stderr, "%s:%d:%d: workflow \"%s\": %s\n", cfg->file, w->pos.line,
@@ -150,11 +150,15 @@ static int check_plugin(const config *cfg, size_t i) {
 int host_check(const char *config_path) {
   char err[1024];
   errlist errs = {0};
-  config *cfg = config_load_all(config_path, &errs);
+  /* A broken file's plugins are loaded all the same, so that one run
+   * says everything: every error of the file, one per line in file
+   * order, then each plugin's, then how many in all. */
+  config *cfg = config_load_partial(config_path, &errs);
+  size_t config_errors = errlist_total(&errs);
+  errlist_print(&errs, stderr);
+  errlist_clear(&errs);
   if (!cfg) {
-    /* every error, one per line in file order, then how many */
-    errlist_report(&errs, stderr, config_path);
-    errlist_clear(&errs);
+    errlist_print_count(stderr, config_errors, config_path);
     return 1;
   }
   /* A numbered weekday field is valid but easy to misread (1 = Sunday
@@ -166,10 +170,11 @@ int host_check(const char *config_path) {
         fprintf(stderr, "note: %s:%d:%d: %s\n", cfg->file, c->schedule_pos.line,
                 c->schedule_pos.column, c->weekday_note);
     }
-  int problems = 0;
+  int problems = (int)config_errors;
   for (size_t i = 0; i < cfg->n_plugins; i++)
-    problems += check_plugin(cfg, i);
-  if (http_check(cfg, err, sizeof err) != 0) {
+    if (cfg->plugins[i].name && cfg->plugins[i].path)
+      problems += check_plugin(cfg, i);
+  if (!config_errors && http_check(cfg, err, sizeof err) != 0) {
     fprintf(stderr, "%s\n", err);
     problems++;
   }
