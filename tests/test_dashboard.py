@@ -292,6 +292,26 @@ def main():
         wait_for(d, "the prefix matches",
                  lambda: sorted(rows(d)) == ["batch-a-1", "batch-a-2"])
         assert "2 instances start with" in d.find_element(By.ID, "list-note").text
+        # start an instance from the page: params that are no JSON are
+        # refused there, good ones create it and its page opens
+        d.find_element(By.CSS_SELECTOR, "#start summary").click()
+        d.find_element(By.ID, "start-id").send_keys("ui-1")
+        d.find_element(By.ID, "start-params").send_keys("{oops")
+        d.find_element(By.ID, "act-start").click()
+        wait_for(d, "the params refused",
+                 lambda: "not JSON" in d.find_element(By.ID, "start-error").text)
+        d.find_element(By.ID, "start-params").clear()
+        d.find_element(By.ID, "start-params").send_keys(json.dumps(order))
+        d.find_element(By.ID, "act-start").click()
+        text = wait_for(d, "the confirmation",
+                        lambda: d.find_element(By.ID, "confirm").is_displayed()
+                        and d.find_element(By.ID, "confirm").text)
+        assert f"POST /workflows/{WF}/instances" in text and "ui-1" in text, text
+        d.find_element(By.ID, "confirm-yes").click()
+        wait_for(d, "the new instance's page",
+                 lambda: d.current_url.endswith(f"#/wf/{WF}/i/ui-1"))
+        code, body = h.api("GET", f"/workflows/{WF}/instances/ui-1")
+        assert code == 200 and body["params"] == order, (code, body)
 
         # pause and resume from the page, read back over the API; the
         # actions offered follow the status

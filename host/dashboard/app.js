@@ -256,6 +256,38 @@ function homeView(main, gen) {
 
 /* ---- one workflow's instances ------------------------------------------- */
 
+/* Starts an instance of wf: params as JSON (empty: none), an id or one
+ * the host makes; once created, its page opens. */
+function startForm(wf) {
+  const id = h('input', {id: 'start-id', autocomplete: 'off', placeholder: 'optional: the host makes one'});
+  const params = h('textarea', {id: 'start-params', spellcheck: 'false',
+    placeholder: 'JSON, e.g. {"orderId": "42"}; empty: none'});
+  const bad = h('p', {class: 'error', id: 'start-error', role: 'alert'});
+  const conf = confirmer((r) => {
+    if (r.ok && r.json && r.json.id) location.hash = `#/wf/${enc(wf)}/i/${enc(r.json.id)}`;
+  });
+  const start = () => {
+    const body = {};
+    const text = params.value.trim();
+    if (text) {
+      try { body.params = JSON.parse(text); } catch (e) {
+        bad.textContent = `The params are not JSON: ${e.message}`;
+        params.focus();
+        return;
+      }
+    }
+    bad.textContent = '';
+    if (id.value.trim()) body.id = id.value.trim();
+    conf.ask(`Start an instance of ${wf}${body.id ? ` named ${body.id}` : ''}.`, 'POST',
+             `/workflows/${enc(wf)}/instances`, body, (r) => `created ${r.json ? r.json.id : ''}`);
+  };
+  return h('details', {class: 'card', id: 'start'}, h('summary', null, 'Start an instance'),
+    h('div', {class: 'row'}, h('div', null, h('label', {for: 'start-id'}, 'Instance id'), id)),
+    h('div', null, h('label', {for: 'start-params'}, 'Params (JSON)'), params), bad,
+    h('div', {class: 'row'}, h('button', {type: 'button', id: 'act-start', class: 'primary', onclick: start}, 'Start')),
+    conf.box, conf.answer);
+}
+
 function listView(main, gen, wf) {
   const st = {status: '', prefix: '', cursors: [''], page: 0, scan: null};
   const err = errorLine();
@@ -276,7 +308,7 @@ function listView(main, gen, wf) {
   const pageNo = h('span', {class: 'muted'});
   main.append(
     h('p', null, h('a', {href: '#/'}, '← Workflows')),
-    h('h1', null, wf), err.el, counts, searchForm,
+    h('h1', null, wf), err.el, counts, startForm(wf), searchForm,
     h('div', {class: 'table-wrap'}, h('table', {id: 'instances'},
       h('thead', null, h('tr', null, h('th', null, 'Instance'), h('th', null, 'Status'),
         h('th', null, 'Created'))), tbody)),
