@@ -27,7 +27,7 @@ engine_suites=(test_steps test_restart test_limits test_random test_queues
 passed=0 failed=0 status=0 logs=()
 
 # tally LOG LABEL: prints one line a test of LOG, named as meson and the
-# README's test table name it (Check suites with their summary, the other
+# doc/tests.md name it (Check suites with their summary, the other
 # tests with their result; LABEL after the name), and adds its cases to
 # the counts.
 tally() {

@@ -1,6 +1,7 @@
-/* test_steps.c — the step semantics (the README's table), row by row, against
- * the real engine: a fresh SQLite journal per test, workers = 0, and a virtual
- * clock (nothing here sleeps; time moves only when a test advances it).
+/* test_steps.c — the step semantics (doc/reference/semantics.md's table),
+ * row by row, against the real engine: a fresh SQLite journal per test,
+ * workers = 0, and a virtual clock (nothing here sleeps; time moves only
+ * when a test advances it).
  *
  * Workflows are ordinary duro.h entrypoints defined below.  What their step
  * callbacks saw (how often they ran, with which attempt number, deadline,
