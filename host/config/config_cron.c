@@ -24,7 +24,7 @@ enum { TR_CRONS };
 static const schema_field triggers_fields[] = {
     [TR_CRONS] = {"crons", K_NESTED, 0, false, 0, 0, NULL},
 };
-static const schema triggers_schema =
+const schema config_triggers_schema =
     SCHEMA("triggers", "in triggers", -1, triggers_fields);
 
 /* A cron trigger in its mapping form; the string form is a schedule with
@@ -65,7 +65,7 @@ static const schema_field cron_fields[] = {
                     false, 0, 0, overlap_choices},
     [CR_PARAMS] = {"params", K_NESTED, 0, false, 0, 0, NULL},
 };
-static const schema cron_schema = SCHEMA("cron", "in cron", -1, cron_fields);
+const schema config_cron_schema = SCHEMA("cron", "in cron", -1, cron_fields);
 /* ---- Entries ----------------------------------------------------------- */
 
 /* The position of byte `offset` of a scalar's value: the scalar's first
@@ -249,7 +249,7 @@ static int parse_cron(config_parser *p, yaml_node_t *node, config_cron *c) {
   c->overlap_allow = 0;
   c->pos = schema_pos(node);
   if (node->type == YAML_MAPPING_NODE) {
-    rc = schema_mapping(&p->w, node, &cron_schema, c, v, &bad);
+    rc = schema_mapping(&p->w, node, &config_cron_schema, c, v, &bad);
     sched = v[CR_SCHEDULE];
   } else {
     if (node->type != YAML_SCALAR_NODE || schema_is_null(node) ||
@@ -313,7 +313,7 @@ int config_parse_triggers(config_parser *p, yaml_node_t *node,
   yaml_node_t *v[SCHEMA_MAX_FIELDS];
   size_t n;
 
-  int rc = schema_mapping(&p->w, node, &triggers_schema, pl, v, NULL);
+  int rc = schema_mapping(&p->w, node, &config_triggers_schema, pl, v, NULL);
   if (schema_list(&p->w, v[TR_CRONS], "crons", &n) < 0)
     rc = DURO_E_CONFIG;
   if (n > 0) {

@@ -12,7 +12,9 @@
  *   config_cron.c     a plugin's cron triggers
  *   config_refs.c     the names of the whole file: each unique, each
  *                     reference declared
- *   config_free.c     config_free() */
+ *   config_free.c     config_free()
+ *   config_keys.c     every key the tables accept, walked for the
+ *                     reference's test (config_keys.h) */
 #ifndef DURO_CONFIG_INTERNAL_H
 #define DURO_CONFIG_INTERNAL_H
 
@@ -42,6 +44,18 @@ typedef struct config_parser {
    * one, so it is not refused on top. */
   bool unsure_queues, unsure_workflows;
 } config_parser;
+
+/* The schema tables of each part, read by its walker and by config_keys.c:
+ * config_root.c's */
+extern const schema config_root_schema, config_storage_schema,
+    config_http_schema, config_engine_schema;
+/* config_plugin.c's */
+extern const schema config_plugin_schema, config_workflow_schema,
+    config_limits_schema, config_crash_storm_schema,
+    config_plugin_limits_schema;
+/* config_queues.c's and config_cron.c's */
+extern const schema config_queues_schema, config_producer_schema,
+    config_consumer_schema, config_triggers_schema, config_cron_schema;
 
 /* config_root.c: the document's root node into p->cfg. */
 int config_parse_root(config_parser *p, yaml_node_t *root);

@@ -49,7 +49,7 @@ static const schema_field plugin_fields[] = {
     [PL_QUEUES] = {"queues", K_NESTED, 0, false, 0, 0, NULL},
     [PL_TRIGGERS] = {"triggers", K_NESTED, 0, false, 0, 0, NULL},
 };
-static const schema plugin_schema =
+const schema config_plugin_schema =
     SCHEMA("plugin", "in plugin", PL_NAME, plugin_fields);
 
 enum {
@@ -89,7 +89,7 @@ static const schema_field workflow_fields[] = {
                       offsetof(config_workflow, lifecycle_queue), false, 0, 0,
                       NULL},
 };
-static const schema workflow_schema =
+const schema config_workflow_schema =
     SCHEMA("workflow", "in workflow", WF_NAME, workflow_fields);
 
 /* limits fills the same config_workflow as its parent. */
@@ -99,7 +99,7 @@ static const schema_field limits_fields[] = {
     {"concurrency", K_U32, offsetof(config_workflow, concurrency), false, 0,
      UINT32_MAX, NULL},
 };
-static const schema limits_schema =
+const schema config_limits_schema =
     SCHEMA("limits", "in limits", -1, limits_fields);
 /* crash_storm fills the plugin's crash_storm. */
 static const schema_field crash_storm_fields[] = {
@@ -110,7 +110,7 @@ static const schema_field crash_storm_fields[] = {
     {"rate", K_RATIO, offsetof(config_plugin, crash_storm.rate_ppm), false, 0,
      1000000, NULL},
 };
-static const schema crash_storm_schema =
+const schema config_crash_storm_schema =
     SCHEMA("crash_storm", "in crash_storm", -1, crash_storm_fields);
 
 /* limits fills the plugin's limits: memory per worker process (at least
@@ -121,7 +121,7 @@ static const schema_field plugin_limits_fields[] = {
     {"cpu", K_DURATION, offsetof(config_plugin, limits.cpu_ms), false, 10,
      DAY_MS, NULL},
 };
-static const schema plugin_limits_schema =
+const schema config_plugin_limits_schema =
     SCHEMA("limits", "in limits", -1, plugin_limits_fields);
 
 /* ---- Entries ----------------------------------------------------------- */
@@ -135,13 +135,14 @@ static int parse_workflow(config_parser *p, yaml_node_t *node,
   w->max_steps = 10000;
   w->concurrency = 0;
   w->pos = schema_pos(node);
-  rc = schema_mapping(&p->w, node, &workflow_schema, w, v, NULL);
+  rc = schema_mapping(&p->w, node, &config_workflow_schema, w, v, NULL);
   if (!w->name)
     p->unsure_workflows = true;
   int limits = schema_section(&p->w, v[WF_LIMITS], "limits");
   if (limits > 0) {
     yaml_node_t *lv[SCHEMA_MAX_FIELDS];
-    limits = schema_mapping(&p->w, v[WF_LIMITS], &limits_schema, w, lv, NULL);
+    limits =
+        schema_mapping(&p->w, v[WF_LIMITS], &config_limits_schema, w, lv, NULL);
   }
   if (limits < 0 || config_unique(p, "workflow name", w->name, v[WF_NAME]) < 0)
     rc = DURO_E_CONFIG;
@@ -166,20 +167,20 @@ int config_parse_plugin(config_parser *p, yaml_node_t *node,
   pl->crash_storm.crashes = 5;
   pl->crash_storm.window_ms = MINUTE_MS;
   pl->crash_storm.rate_ppm = CONFIG_DEFAULT_CRASH_RATE_PPM;
-  int rc = schema_mapping(&p->w, node, &plugin_schema, pl, v, &bad);
+  int rc = schema_mapping(&p->w, node, &config_plugin_schema, pl, v, &bad);
   int storm = schema_section(&p->w, v[PL_CRASH_STORM], "crash_storm");
   if (storm > 0) {
     yaml_node_t *sv[SCHEMA_MAX_FIELDS];
-    storm = schema_mapping(&p->w, v[PL_CRASH_STORM], &crash_storm_schema, pl,
-                           sv, NULL);
+    storm = schema_mapping(&p->w, v[PL_CRASH_STORM], &config_crash_storm_schema,
+                           pl, sv, NULL);
   }
   if (storm < 0)
     rc = DURO_E_CONFIG;
   int limits = schema_section(&p->w, v[PL_LIMITS], "limits");
   if (limits > 0) {
     yaml_node_t *lv[SCHEMA_MAX_FIELDS];
-    limits = schema_mapping(&p->w, v[PL_LIMITS], &plugin_limits_schema, pl, lv,
-                            NULL);
+    limits = schema_mapping(&p->w, v[PL_LIMITS], &config_plugin_limits_schema,
+                            pl, lv, NULL);
   }
   if (limits < 0)
     rc = DURO_E_CONFIG;

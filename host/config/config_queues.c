@@ -24,7 +24,7 @@ static const schema_field queues_fields[] = {
     [QS_PRODUCERS] = {"producers", K_NESTED, 0, false, 0, 0, NULL},
     [QS_CONSUMERS] = {"consumers", K_NESTED, 0, false, 0, 0, NULL},
 };
-static const schema queues_schema =
+const schema config_queues_schema =
     SCHEMA("queues", "in queues", -1, queues_fields);
 
 enum { PR_BINDING, PR_QUEUE };
@@ -34,7 +34,7 @@ static const schema_field producer_fields[] = {
     [PR_QUEUE] = {"queue", K_STRING, offsetof(config_producer, queue), true, 0,
                   0, NULL},
 };
-static const schema producer_schema =
+const schema config_producer_schema =
     SCHEMA("producer", "in producer", PR_BINDING, producer_fields);
 
 /* The ranges are Cloudflare Queues' documented limits. */
@@ -85,7 +85,7 @@ static const schema_field consumer_fields[] = {
                        offsetof(config_consumer, visibility_timeout_ms), false,
                        SECOND_MS, 12 * HOUR_MS, NULL},
 };
-static const schema consumer_schema =
+const schema config_consumer_schema =
     SCHEMA("consumer", "in consumer", CO_QUEUE, consumer_fields);
 /* ---- Entries ----------------------------------------------------------- */
 
@@ -111,7 +111,7 @@ static int parse_producer(config_parser *p, yaml_node_t *node,
   yaml_node_t *v[SCHEMA_MAX_FIELDS];
 
   pr->pos = schema_pos(node);
-  int rc = schema_mapping(&p->w, node, &producer_schema, pr, v, NULL);
+  int rc = schema_mapping(&p->w, node, &config_producer_schema, pr, v, NULL);
   if (pr->queue) {
     pr->queue_pos = schema_pos(v[PR_QUEUE]);
     if (config_queue_name(p, v[PR_QUEUE], &pr->queue) < 0)
@@ -163,7 +163,7 @@ static int parse_consumer(config_parser *p, yaml_node_t *node,
   c->message_retention_ms = 4 * DAY_MS;
   c->visibility_timeout_ms = 30 * SECOND_MS;
   c->pos = schema_pos(node);
-  int rc = schema_mapping(&p->w, node, &consumer_schema, c, v, &bad);
+  int rc = schema_mapping(&p->w, node, &config_consumer_schema, c, v, &bad);
   if (c->message_retention_ms < MINUTE_MS)
     rc = schema_fail(&p->w, v[CO_RETENTION],
                      "\"message_retention\" must be at least 1 minute");
@@ -198,7 +198,7 @@ int config_parse_queues(config_parser *p, yaml_node_t *node,
   size_t n;
 
   unsigned bad;
-  int rc = schema_mapping(&p->w, node, &queues_schema, pl, v, &bad);
+  int rc = schema_mapping(&p->w, node, &config_queues_schema, pl, v, &bad);
   if (bad & SCHEMA_BAD_UNKNOWN) /* "consumer:" may be the consumers */
     p->unsure_queues = true;
   if (schema_list(&p->w, v[QS_PRODUCERS], "producers", &n) < 0)

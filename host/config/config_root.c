@@ -27,7 +27,7 @@ static const schema_field root_fields[] = {
     [ROOT_ENGINE] = {"engine", K_NESTED, 0, false, 0, 0, NULL},
     [ROOT_PLUGINS] = {"plugins", K_NESTED, 0, false, 0, 0, NULL},
 };
-static const schema root_schema =
+const schema config_root_schema =
     SCHEMA("top level", "at the top level", -1, root_fields);
 
 static const schema_choice synchronous_choices[] = {
@@ -43,7 +43,7 @@ static const schema_field storage_fields[] = {
     {"lease", K_DURATION, offsetof(config, storage.lease_ms), false,
      SECOND_MS / 2, HOUR_MS, NULL},
 };
-static const schema storage_schema =
+const schema config_storage_schema =
     SCHEMA("storage", "in storage", -1, storage_fields);
 
 static const schema_field http_fields[] = {
@@ -59,7 +59,7 @@ static const schema_field http_fields[] = {
     {"allowed_hosts", K_NESTED, 0, false, 0, 0, NULL},
 };
 #define HTTP_ALLOWED_HOSTS 5 /* the index of allowed_hosts above */
-static const schema http_schema = SCHEMA("http", "in http", -1, http_fields);
+const schema config_http_schema = SCHEMA("http", "in http", -1, http_fields);
 
 static const schema_field engine_fields[] = {
     {"workers", K_U32, offsetof(config, engine.workers), false, 1, 1024, NULL},
@@ -75,7 +75,7 @@ static const schema_field engine_fields[] = {
     {"max_queued", K_I64, offsetof(config, engine.max_queued), false, 0,
      1000000000, NULL},
 };
-static const schema engine_schema =
+const schema config_engine_schema =
     SCHEMA("engine", "in engine", -1, engine_fields);
 /* ---- Sections ---------------------------------------------------------- */
 
@@ -137,9 +137,9 @@ static int parse_sections(config_parser *p, yaml_node_t **v) {
     int index;
     const char *key;
     const schema *s;
-  } sections[] = {{ROOT_STORAGE, "storage", &storage_schema},
-                  {ROOT_HTTP, "http", &http_schema},
-                  {ROOT_ENGINE, "engine", &engine_schema}};
+  } sections[] = {{ROOT_STORAGE, "storage", &config_storage_schema},
+                  {ROOT_HTTP, "http", &config_http_schema},
+                  {ROOT_ENGINE, "engine", &config_engine_schema}};
   for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
     yaml_node_t *sec = v[sections[i].index];
     int present = schema_section(&p->w, sec, sections[i].key);
@@ -177,7 +177,7 @@ int config_parse_root(config_parser *p, yaml_node_t *root) {
     return 0;
   if (root->type != YAML_MAPPING_NODE)
     return schema_fail(&p->w, root, "the top level must be a mapping");
-  int rc = schema_mapping(&p->w, root, &root_schema, cfg, v, &bad);
+  int rc = schema_mapping(&p->w, root, &config_root_schema, cfg, v, &bad);
   if (bad & SCHEMA_BAD_UNKNOWN) /* "plugin:" may be the plugins */
     p->unsure_workflows = p->unsure_queues = true;
   if (parse_sections(p, v) < 0)
