@@ -1363,8 +1363,10 @@ START_TEST(push_hung_handler_is_abandoned) {
                                 .visibility_ms = 1000,
                                 .plugin = "hanger"};
   ck_assert_int_eq(duro_queue_consume(h.e, "jobs", hanging_handler, &o), 0);
-  send(&h, "jobs", "\"first\"", 0);
-  send(&h, "jobs", "\"hang\"", 0); /* the same batch: acks "first", hangs */
+  /* one commit, so that one batch takes both: acks "first", hangs */
+  duro_queue_send_req both[] = {{.body = "\"first\""}, {.body = "\"hang\""}};
+  ck_assert_int_eq(
+      duro_queue_enqueue_batch(h.e, "jobs", both, 2, NULL, err, sizeof err), 0);
   for (int i = 0; !conc_read(&hang_entered); i++) {
     ck_assert_msg(i < 500, "the batch did not start within 5 s");
     usleep(10000);
