@@ -4,10 +4,12 @@
 #include "host_run.h"
 
 #include <curl/curl.h>
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -188,6 +190,41 @@ size_t host_engine_pids(const char *log, pid_t *pids, size_t max) {
   for (const char *p = strstr(log, mark); p && n < max; p = strstr(p + 1, mark))
     pids[n++] = (pid_t)atoi(p + strlen(mark));
   return n;
+}
+
+pid_t host_worker_of(pid_t engine) {
+  pid_t found = 0;
+  DIR *d = opendir("/proc");
+  struct dirent *de;
+  while (d && !found && (de = readdir(d)) != NULL) {
+    pid_t pid = (pid_t)atoi(de->d_name);
+    char path[64], stat[512] = {0}, cmd[64] = {0};
+    if (pid <= 0)
+      continue;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t len = f ? fread(stat, 1, sizeof stat - 1, f) : 0;
+    if (f)
+      fclose(f);
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    f = fopen(path, "r");
+    size_t cmd_len = f ? fread(cmd, 1, sizeof cmd - 1, f) : 0;
+    if (f)
+      fclose(f);
+    /* "pid (comm) state ppid ...": the comm may hold spaces; the
+     * cmdline is "duro\0__worker\0..." */
+    const char *close = len ? strrchr(stat, ')') : NULL;
+    int ppid = 0;
+    char state;
+    size_t arg1 = strnlen(cmd, cmd_len) + 1;
+    if (close && sscanf(close + 1, " %c %d", &state, &ppid) == 2 &&
+        ppid == engine && state != 'Z' && arg1 < cmd_len &&
+        !strcmp(cmd + arg1, "__worker"))
+      found = pid;
+  }
+  if (d)
+    closedir(d);
+  return found;
 }
 
 pid_t host_last_engine(const host_run *h) {

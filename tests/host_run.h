@@ -122,6 +122,10 @@ size_t host_engine_pids(const char *log, pid_t *pids, size_t max);
  * none shows within 5 s. */
 pid_t host_last_engine(const host_run *h);
 
+/* A live worker process of `engine` (a child that runs `duro __worker
+ * ...`; a load probe, `duro __load`, is none), or 0. */
+pid_t host_worker_of(pid_t engine);
+
 /* The lines of `log` that contain `needle`, copied into one malloc'ed
  * text (caller frees); *count gets how many. */
 char *host_lines_with(const char *log, const char *needle, int *count);

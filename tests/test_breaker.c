@@ -488,30 +488,7 @@ END_TEST
 
 /* The pid of host h's worker process (a child of its engine), or 0. */
 static pid_t worker_pid(const host_run *h) {
-  pid_t engine = host_last_engine(h), found = 0;
-  DIR *d = opendir("/proc");
-  struct dirent *de;
-  while (d && (de = readdir(d)) && !found) {
-    pid_t pid = (pid_t)atoi(de->d_name);
-    char path[64], stat[512] = {0};
-    if (pid <= 0)
-      continue;
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    size_t len = f ? fread(stat, 1, sizeof stat - 1, f) : 0;
-    if (f)
-      fclose(f);
-    /* "pid (comm) state ppid ...": the comm may hold spaces */
-    const char *close = len ? strrchr(stat, ')') : NULL;
-    int ppid = 0;
-    char state;
-    if (close && sscanf(close + 1, " %c %d", &state, &ppid) == 2 &&
-        ppid == engine && state != 'Z')
-      found = pid;
-  }
-  if (d)
-    closedir(d);
-  return found;
+  return host_worker_of(host_last_engine(h));
 }
 
 /* The records in the faults log so far. */

@@ -231,37 +231,7 @@ static int maps_build(pid_t pid, const char *hash) {
 /* The engine's worker process (`duro __worker ...`, its child), which
  * holds the plugin's code; fails when there is none. */
 static pid_t worker_of(const host *h) {
-  pid_t found = 0;
-  DIR *d = opendir("/proc");
-  struct dirent *de;
-  while (d && !found && (de = readdir(d)) != NULL) {
-    pid_t pid = (pid_t)atoi(de->d_name);
-    char path[64], stat[512] = {0}, cmd[64] = {0};
-    if (pid <= 0)
-      continue;
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    size_t len = f ? fread(stat, 1, sizeof stat - 1, f) : 0;
-    if (f)
-      fclose(f);
-    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-    f = fopen(path, "r");
-    size_t cmd_len = f ? fread(cmd, 1, sizeof cmd - 1, f) : 0;
-    if (f)
-      fclose(f);
-    /* "pid (comm) state ppid ...": the comm may hold spaces; the
-     * cmdline is "duro\0__worker\0..." */
-    const char *close = len ? strrchr(stat, ')') : NULL;
-    int ppid = 0;
-    char state;
-    size_t arg1 = strnlen(cmd, cmd_len) + 1;
-    if (close && sscanf(close + 1, " %c %d", &state, &ppid) == 2 &&
-        ppid == h->run.engine && state != 'Z' && arg1 < cmd_len &&
-        !strcmp(cmd + arg1, "__worker"))
-      found = pid;
-  }
-  if (d)
-    closedir(d);
+  pid_t found = host_worker_of(h->run.engine);
   ck_assert_msg(found > 0, "engine %d has no worker process",
                 (int)h->run.engine);
   return found;
