@@ -87,6 +87,8 @@ static const bad_case bad[] = {
     {"just words\n", "t.yaml:1:1: the top level must be a mapping"},
     {"storge: {}\n", "t.yaml:1:1: unknown key \"storge\" at the top level"},
     {"? [a]\n: 1\n", "t.yaml:1:3: keys must be strings at the top level"},
+    {"engine: {threads: 2, workers: 3}\n",
+     "t.yaml:1:31: \"workers\" is the old name of \"threads\": give one"},
     {"engine: {workers: 2}\nengine: {workers: 3}\n",
      "t.yaml:2:1: duplicate key \"engine\" at the top level"},
 
@@ -1106,6 +1108,8 @@ static const good_case good[] = {
     {"\"storage\":\r\n  'path': x.db\r\nengine:\r\n  workers: 3\r\n",
      check_quoted_crlf},
     {"engine: {workers: 3}\n...\n", check_workers_3},
+    /* the engine's threads under their name, and the old one */
+    {"engine: {threads: 3}\n", check_workers_3},
 #if DURO_HAVE_PG
     {"storage:\n  postgresql: \"host=/run/pg dbname=duro\"\n",
      check_postgresql},

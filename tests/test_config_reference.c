@@ -465,6 +465,7 @@ START_TEST(test_walk_reaches_every_section) {
   static const char *const some[] = {
       "storage.path",
       "http.allowed_hosts",
+      "engine.threads",
       "engine.workers",
       "plugins[].concurrency",
       "plugins[].crash_storm.window",

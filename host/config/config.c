@@ -147,7 +147,7 @@ static config *config_defaults(const char *file) {
   return cfg;
 }
 
-/* engine.workers when the file does not say: 64 threads while plugin
+/* engine.threads when the file does not say: 64 threads while plugin
  * code runs on them (a plugin with workers: 0, whose blocking callbacks
  * each hold one), 8 when it all runs in worker processes (an engine
  * thread then only waits for answers, its activations parked, and fewer

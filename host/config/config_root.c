@@ -61,8 +61,15 @@ static const schema_field http_fields[] = {
 #define HTTP_ALLOWED_HOSTS 5 /* the index of allowed_hosts above */
 const schema config_http_schema = SCHEMA("http", "in http", -1, http_fields);
 
+/* `threads` is the engine's own threads; `workers`, their old name, is
+ * read as the same (a "worker" is a plugin's process now). */
+#define ENGINE_THREADS 0
+#define ENGINE_WORKERS 1
 static const schema_field engine_fields[] = {
-    {"workers", K_U32, offsetof(config, engine.workers), false, 1, 1024, NULL},
+    [ENGINE_THREADS] = {"threads", K_U32, offsetof(config, engine.workers),
+                        false, 1, 1024, NULL},
+    [ENGINE_WORKERS] = {"workers", K_U32, offsetof(config, engine.workers),
+                        false, 1, 1024, NULL},
     /* A step result larger than the 1 GiB instance state could never fit. */
     {"max_step_result", K_I64, offsetof(config, engine.max_step_result), false,
      1, GiB, NULL},
@@ -153,6 +160,10 @@ static int parse_sections(config_parser *p, yaml_node_t **v) {
       rc = schema_fail(&p->w, sv[2],
                        "\"postgresql\": this duro was built without PostgreSQL "
                        "(libpq)");
+    if (sections[i].index == ROOT_ENGINE && sv[ENGINE_THREADS] &&
+        sv[ENGINE_WORKERS])
+      rc = schema_fail(&p->w, sv[ENGINE_WORKERS],
+                       "\"workers\" is the old name of \"threads\": give one");
     /* http.c checks these against the bind policy later, and names them */
     if (sections[i].index == ROOT_HTTP) {
       if (sv[0])

@@ -105,7 +105,7 @@ static void compare_host(const config *o, const config *c, json_t *restart) {
     hosts_same = same(o->http.allowed_hosts[i], c->http.allowed_hosts[i]);
   if (!hosts_same)
     note(restart, "http.allowed_hosts: changed");
-  int_field(restart, "engine.workers", o->engine.workers, c->engine.workers);
+  int_field(restart, "engine.threads", o->engine.workers, c->engine.workers);
   int_field(restart, "engine.max_step_result", o->engine.max_step_result,
             c->engine.max_step_result);
   int_field(restart, "engine.max_instance_state", o->engine.max_instance_state,
