@@ -270,7 +270,7 @@ START_TEST(holds_then_resume) {
 
   /* Held, not quarantined: no instance errored, and the build crashed
    * far fewer times than it has instances. */
-  int crashes = host_count_lines(&H, "crashed its worker process (plugin");
+  int crashes = host_count_lines(&H, "crashed its worker process: ");
   ck_assert_msg(crashes >= 3 && crashes < 10, "%d crashes charged", crashes);
   ck_assert_int_eq(count_status(&H, FLOW, "errored"), 0);
   ck_assert_int_eq(count_status(&H, FLOW, "waiting"), 20);
@@ -434,7 +434,7 @@ START_TEST(storm_spares_others) {
   wait_complete(&H, FLOW, STORM_HEALTHY + singles, proc_now_ms() + 120000);
   int64_t took = proc_now_ms() - t0;
   ck_assert_int_eq(count_status(&H, BAD_FLOW, "errored"), 0);
-  int crashes = host_count_lines(&H, "crashed its worker process (plugin");
+  int crashes = host_count_lines(&H, "crashed its worker process: ");
   host_stop(&H, proc_now_ms() + 10000, 0);
   char *log = proc_slurp(H.log);
   int restarts;
@@ -531,7 +531,7 @@ START_TEST(rare_crash_holds_nothing) {
     create_batch(&H, FLOW, "h", i + RARE_BLOCK / 2, RARE_BLOCK / 2, HEALTHY);
   }
   wait_complete(&H, FLOW, RARE_INSTANCES, proc_now_ms() + 120000);
-  int crashes = host_count_lines(&H, "crashed its worker process (plugin");
+  int crashes = host_count_lines(&H, "crashed its worker process: ");
   ck_assert_msg(crashes >= 3, "only %d crashes", crashes);
   ck_assert_int_eq(host_count_lines(&H, "times within"), 0);
   ck_assert_int_le(held_of(&H, FLOW), 0); /* no series: none held */
@@ -550,7 +550,7 @@ END_TEST
 
 #define KILLED_INSTANCES 150
 #define KILLED "{\"fault\":\"none\",\"steps\":2,\"hold_ms\":50}"
-#define BLAMED "crashed its worker process (plugin"
+#define BLAMED "crashed its worker process: "
 
 /* One callback at a time in the worker (concurrency: 1), so that a kill
  * from outside lands on a lone callback, which the engine blames: five

@@ -626,7 +626,7 @@ START_TEST(worker_crash_kind) {
                     lines_with_both(log, "died", kinds[_i].how[0]) == deaths,
                 "%d worker deaths logged, want %d, each \"%s\":\n%s", deaths,
                 MAX_CRASHES, kinds[_i].how[0], proc_tail(log));
-  ck_assert_msg(lines_with_both(log, p, "crashed its worker process (plugin") ==
+  ck_assert_msg(lines_with_both(log, p, "crashed its worker process: ") ==
                     MAX_CRASHES,
                 "each crash is logged naming %s:\n%s", p, proc_tail(log));
   free(log);

@@ -138,9 +138,10 @@ static void record_guilty(duro_step *a, duro_attempt *at, const char *plugin,
     before = 0; /* unread: charge this one at least */
   uint32_t crashes = before + 1;
   int64_t now = now_ms(a);
-  char *msg = xasprintf("step \"%s\" attempt %u crashed its worker process "
-                        "(plugin \"%s\", build %s): %s",
-                        s->key, at->number, plugin, build ? build : "?", how);
+  /* how first: a screen that cuts the message still shows the signal */
+  char *msg = xasprintf("step \"%s\" attempt %u crashed its worker process: "
+                        "%s (plugin \"%s\", build %s)",
+                        s->key, at->number, how, plugin, build ? build : "?");
   const char *err = arena_take(a, error_json(DURO_ERR_CRASHED, msg));
   journal_op *op = journal_batch_add(&a->batch, JOP_ATTEMPT_PUT);
   op->rowid = a->inst.rowid;
