@@ -55,15 +55,20 @@ int channel_send(channel *c, wire_buf *m) {
   return write_all(c->fd, m->data, m->len);
 }
 
-void channel_queue(channel *c, wire_buf *m) {
-  seal(m);
+/* Appends len bytes at p to what is queued to go. */
+static void queue_bytes(channel *c, const char *p, size_t len) {
   if (c->out_off && c->out_off >= c->out.len / 2) {
     /* what was written goes, so a busy channel's queue does not grow */
     memmove(c->out.data, c->out.data + c->out_off, c->out.len - c->out_off);
     c->out.len -= c->out_off;
     c->out_off = 0;
   }
-  wire_put(&c->out, m->data, m->len);
+  wire_put(&c->out, p, len);
+}
+
+void channel_queue(channel *c, wire_buf *m) {
+  seal(m);
+  queue_bytes(c, m->data, m->len);
 }
 
 int channel_flush(channel *c) {
@@ -95,8 +100,28 @@ int channel_write_some(channel *c) {
 int channel_pending(const channel *c) { return c->out_off < c->out.len; }
 
 int channel_post(channel *c, wire_buf *m) {
-  channel_queue(c, m);
-  return channel_write_some(c) < 0 ? -1 : 0;
+  if (channel_pending(c)) { /* behind what waits: in order */
+    channel_queue(c, m);
+    return channel_write_some(c) < 0 ? -1 : 0;
+  }
+  /* Nothing waits (nearly always): written from m, and only what the
+   * socket did not take is copied into the queue. */
+  seal(m);
+  size_t sent = 0;
+  while (sent < m->len) {
+    ssize_t k =
+        send(c->fd, m->data + sent, m->len - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      break;
+    if (k <= 0)
+      return -1;
+    sent += (size_t)k;
+  }
+  if (sent < m->len)
+    queue_bytes(c, m->data + sent, m->len - sent);
+  return 0;
 }
 
 int channel_fill(channel *c, int block) {
