@@ -165,10 +165,12 @@ size_t consumer_dispatch_push(duro_engine *e, const wf_consumer *c,
   b->started_ms = started;
   b->timeout_ms = timeout;
   b->deadline_ms = started + timeout;
-  /* within the lease's margin: the abandonment still settles the batch
-   * before another could lease its messages */
-  b->abandon_ms =
-      b->deadline_ms + (c->opt.returns_at_deadline ? (lease - timeout) / 2 : 0);
+  /* A handler that returns by itself at its deadline is given most of
+   * the lease's margin (a busy machine may be late to run its kill), not
+   * all: the abandonment still settles the batch before another could
+   * lease its messages. */
+  b->abandon_ms = b->deadline_ms +
+                  (c->opt.returns_at_deadline ? (lease - timeout) * 3 / 4 : 0);
   if (threaded) {
     batch_start(e, b);
   } else {
