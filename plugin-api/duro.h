@@ -57,7 +57,7 @@ extern "C" {
 #endif
 
 #define DURO_ABI_MAJOR 1
-#define DURO_ABI_MINOR 4
+#define DURO_ABI_MINOR 5
 #define DURO_PLUGIN_MAGIC 0x4f525544u /* "DURO" little-endian */
 
 /* Which plugins a host loads.  Within a major, the structs that cross the
@@ -335,6 +335,13 @@ typedef struct duro_api {
   int (*error_is)(duro_step *, const char *name);
   int (*workflow_send_event)(duro_workflow *, const char *id, const char *type,
                              const char *payload);
+  /* ---- minor 5: JSON without a library ---- */
+  const char *(*json_str)(const char *json, const char *pointer);
+  const char *(*json_val)(const char *json, const char *pointer);
+  int (*json_int)(const char *json, const char *pointer, int64_t *out);
+  int (*json_num)(const char *json, const char *pointer, double *out);
+  int (*json_bool)(const char *json, const char *pointer, int *out);
+  const char *(*json_vpack)(const char *fmt, va_list);
 } duro_api;
 
 /* ---- the plugin descriptor ---------------------------------------------
@@ -664,6 +671,77 @@ static inline int duro_batch_ack_all(duro_message_batch *b) {
 static inline int duro_batch_retry_all(duro_message_batch *b,
                                        int64_t delay_ms) {
   return duro_api_ptr_->retry_all(b, delay_ms);
+}
+
+/* ---- JSON without a library -------------------------------------------
+ * Params, results, events and messages are JSON text.  These read a value
+ * at a JSON pointer ("" is the whole text, "/customer/email" a member,
+ * "/items/0" an array's first element, "~1" a '/' and "~0" a '~' in a
+ * name) and build JSON text from a format.  Each read parses the text
+ * again: keep what you read rather than reading it twice in a loop.
+ *
+ * The strings they return are the host's: they live until the code that
+ * asked returns to the host (run()'s activation, a step's callback, a
+ * queue or cron handler) and are freed then, so nothing needs freeing
+ * around DURO_TRY's early returns.  Copy one to keep it longer.  Called
+ * elsewhere (in init, on a thread of the plugin's own) they return NULL. */
+
+/* The string at `pointer`, unescaped; NULL when `json` is not JSON,
+ * nothing is there, or it is not a string. */
+static inline const char *duro_json_string(const char *json,
+                                           const char *pointer) {
+  return duro_api_ptr_->json_str(json, pointer);
+}
+
+/* The value at `pointer` as compact JSON text (an object, an array or a
+ * scalar), or NULL when nothing is there: a part of a document to pass on
+ * as params or a result. */
+static inline const char *duro_json_value(const char *json,
+                                          const char *pointer) {
+  return duro_api_ptr_->json_val(json, pointer);
+}
+
+/* 1 with *out set when the value at `pointer` is an integer (no fraction
+ * or exponent, within 64 bits), else 0 and *out untouched: set *out to
+ * the default first. */
+static inline int duro_json_integer(const char *json, const char *pointer,
+                                    int64_t *out) {
+  return duro_api_ptr_->json_int(json, pointer, out);
+}
+
+/* The same for any number (an integer or not). */
+static inline int duro_json_number(const char *json, const char *pointer,
+                                   double *out) {
+  return duro_api_ptr_->json_num(json, pointer, out);
+}
+
+/* The same for true and false (*out 1 or 0). */
+static inline int duro_json_boolean(const char *json, const char *pointer,
+                                    int *out) {
+  return duro_api_ptr_->json_bool(json, pointer, out);
+}
+
+/* JSON text built from a format, one argument per conversion:
+ *   {  }  an object: its members are pairs, a key `s` then a value
+ *   [  ]  an array
+ *   s     const char *, a string (NULL: null)
+ *   i     int          I  int64_t          f  double (finite)
+ *   b     int, a boolean                   n  null (no argument)
+ *   j     const char *, JSON text put in as it is parsed (NULL: null),
+ *         e.g. a step's result
+ * Spaces, ':' and ',' may be written for the eye.  For example
+ *   duro_json_pack("{s:s, s:I, s:j}", "orderId", id, "cents", cents,
+ *                  "charge", charge)
+ * NULL when the format or an argument is wrong (a string that is not
+ * UTF-8, 'j' text that is not JSON), with the reason logged.  Pass the
+ * result to duro_attempt_result(), duro_set_output(), duro_queue_send()
+ * or duro_workflow_create(). */
+static inline const char *duro_json_pack(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  const char *json = duro_api_ptr_->json_vpack(fmt, ap);
+  va_end(ap);
+  return json;
 }
 
 /* ---- logging ----------------------------------------------------------- */

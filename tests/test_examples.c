@@ -13,7 +13,14 @@
  *    trigger is fired by hand (POST /__scheduled, Cloudflare's local test
  *    route) twice: one instance, named by today's UTC date, completes
  *    with the example's totals; GET /crons shows the next ticks at 03:00
- *    UTC; a numbered weekday field is explained in the start-up log. */
+ *    UTC; a numbered weekday field is explained in the start-up log;
+ *  - examples/orders (ORDERS_PLUGIN), which reads its params and builds
+ *    its results with duro.h's JSON accessors alone, in a worker process
+ *    (the default) and in the engine (workers: 0): an approved order's
+ *    output carries the charge step's result and the amount as given
+ *    (19.99); a rejection's free-text reason
+ *    (quotes, a backslash, non-ASCII) comes back as it was sent; params
+ *    of the wrong type are refused naming the field. */
 #include <check.h>
 #include <jansson.h>
 #include <stdint.h>
@@ -28,6 +35,9 @@
 
 #ifndef NIGHTLY_PLUGIN
 #error "build with -DNIGHTLY_PLUGIN=\"<path of libnightly.so>\""
+#endif
+#ifndef ORDERS_PLUGIN
+#error "build with -DORDERS_PLUGIN=\"<path of liborders.so>\""
 #endif
 #ifndef JOBS_PLUGIN
 #error "build with -DJOBS_PLUGIN=\"<path of libjobs.so>\""
@@ -231,6 +241,92 @@ START_TEST(nightly_example_fires_by_hand) {
 }
 END_TEST
 
+/* Sends the review of order `id`: `payload` is the event's JSON. */
+static void review(const host_run *h, const char *id, const char *payload) {
+  char path[128];
+  snprintf(path, sizeof path,
+           "/workflows/order-flow/instances/%s/events/approval", id);
+  http_resp r;
+  host_request(h, &r, "POST", path, payload);
+  ck_assert_msg(r.status == 202 || r.status == 200, "event %s: %ld %s", id,
+                r.status, r.body ? r.body : "");
+  http_resp_free(&r);
+}
+
+static void create_order(const host_run *h, const char *id,
+                         const char *params) {
+  char body[512];
+  snprintf(body, sizeof body, "{\"id\":\"%s\",\"params\":%s}", id, params);
+  http_resp r;
+  host_request(h, &r, "POST", "/workflows/order-flow/instances", body);
+  ck_assert_msg(r.status == 201, "create %s: %ld %s", id, r.status,
+                r.body ? r.body : "");
+  http_resp_free(&r);
+}
+
+/* _i: 0 runs the plugin in a worker process (the default), 1 in the
+ * engine. */
+START_TEST(orders_example_json_accessors) {
+  host_run H;
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  host_init(&H, _i ? "orders-engine" : "orders-worker");
+  H.plugin_keys = _i ? "workers: 0" : NULL;
+  host_write_config(&H, db, "{ threads: 2 }", "orders", ORDERS_PLUGIN,
+                    "      - { name: order-flow, binding: ORDER_FLOW,"
+                    " class_name: OrderFlow }\n");
+  host_start(&H);
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+
+  create_order(&H, "ok-1",
+               "{\"orderId\":\"A-1\",\"email\":\"ada@example.com\","
+               "\"amount\":19.99,\"graceSeconds\":0}");
+  create_order(&H, "no-1",
+               "{\"orderId\":\"A-2\",\"email\":\"bob@example.com\","
+               "\"amount\":5,\"graceSeconds\":0}");
+  create_order(&H, "bad-1",
+               "{\"orderId\":\"A-3\",\"email\":\"eve@example.com\","
+               "\"amount\":\"12\"}");
+  json_t *d = host_wait_status(&H, "order-flow", "ok-1", "waiting", deadline);
+  json_decref(d);
+  d = host_wait_status(&H, "order-flow", "no-1", "waiting", deadline);
+  json_decref(d);
+  review(&H, "ok-1", "{\"approved\":true}");
+  review(&H, "no-1",
+         "{\"approved\":false,\"reason\":\"he said \\\"no\\\" \\\\ "
+         "\u00e9t\u00e9\"}");
+
+  d = host_wait_status(&H, "order-flow", "ok-1", "complete", deadline);
+  json_t *out = jget(d, "output");
+  ck_assert_msg(json_is_true(jget(out, "approved")), "output %s", jdump(out));
+  ck_assert_str_eq(jstr(out, "orderId"), "A-1");
+  json_t *charge = jget(out, "charge");
+  ck_assert_str_eq(jstr(charge, "currency"), "EUR");
+  ck_assert_str_eq(jstr(charge, "idempotencyKey"), "ok-1/charge card#1");
+  ck_assert_int_eq(strncmp(jstr(charge, "chargeId"), "ch_", 3), 0);
+  ck_assert(json_real_value(jget(charge, "amount")) == 19.99);
+  /* 'j' put the charge step's result in as it was */
+  json_t *step = step_of(d, "charge card#1");
+  ck_assert_ptr_nonnull(step);
+  ck_assert(json_equal(jget(step, "result"), charge));
+  json_decref(d);
+
+  d = host_wait_status(&H, "order-flow", "no-1", "complete", deadline);
+  out = jget(d, "output");
+  ck_assert(json_is_false(jget(out, "approved")));
+  ck_assert_str_eq(jstr(out, "reason"),
+                   "rejected: he said \"no\" \\ \xc3\xa9t\xc3\xa9");
+  json_decref(d);
+
+  d = host_wait_status(&H, "order-flow", "bad-1", "errored", deadline);
+  ck_assert_msg(strstr(jstr(jget(d, "error"), "message"),
+                       "params.amount must be a number") != NULL,
+                "%s", jdump(jget(d, "error")));
+  json_decref(d);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("examples");
   TCase *tc = tcase_create("examples");
@@ -238,6 +334,7 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, jobs_example_one_instance_per_job);
   tcase_add_test(tc, nightly_example_fires_by_hand);
+  tcase_add_loop_test(tc, orders_example_json_accessors, 0, 2);
   suite_add_tcase(s, tc);
   return http_suite_run(s);
 }

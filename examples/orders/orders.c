@@ -12,7 +12,10 @@
  * and ends with the output {"orderId","charge":{...},"approved":true}, or
  * {"approved":false,"reason":...} when the review rejects the order or does
  * not answer within two days.  Nothing here touches the network: each step
- * simulates its service and builds its JSON result with snprintf.
+ * simulates its service.  It reads its params and builds its results with
+ * duro.h's JSON accessors (duro_json_string, duro_json_pack, ...), so it
+ * needs no JSON library and frees nothing: what they return lives until
+ * the activation, or the step's callback, returns to the host.
  *
  * Send the review with the event type "approval" and a payload such as
  * {"approved": true} or {"approved": false, "reason": "fraud"}.
@@ -23,13 +26,11 @@
  * Build it in tree (examples/meson.build) or out of tree:
  *
  *   cc -shared -fPIC -fvisibility=hidden -Wl,-z,defs \
- *      $(pkg-config --cflags duro-plugin jansson) orders.c \
- *      $(pkg-config --libs jansson) -o liborders.so
+ *      $(pkg-config --cflags duro-plugin) orders.c -o liborders.so
  *
  * -fvisibility=hidden keeps everything but the duro_plugin entry private;
  * -Wl,-z,defs proves that nothing is left for the host to resolve (the host
  * exports no symbols: the API reaches the plugin as a table at load). */
-#include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,15 +45,15 @@
  * activation reads the same values and takes the same branches. */
 
 typedef struct order {
-  const char *id;    /* borrowed from the parsed params */
-  const char *email; /* borrowed from the parsed params */
+  const char *id;    /* the host's until the activation ends (Rule 6) */
+  const char *email; /* the same */
   double amount;
   int flaky_card;
   char grace[32];    /* the duro_sleep duration: "1 hour" or "N seconds" */
   char problem[160]; /* non-empty when the params are unusable */
 } order;
 
-/* Ids that go into JSON unescaped must not need escaping. */
+/* Order ids are short and plain: they go into charge and mail ids. */
 static int plain_id(const char *s) {
   size_t n = strlen(s);
   if (n == 0 || n > 64)
@@ -79,52 +80,50 @@ static int plain_email(const char *s) {
   return 1;
 }
 
-/* Fills *o from the params text.  Returns the parsed params, which own the
- * strings *o points to (the caller decrefs them), or NULL.  A problem is
- * not reported here: there is no way to attach a message to a DURO_ERROR
- * returned from run() itself, so the first step refuses the order with
- * o->problem as a final failure, and the message lands in the instance's
- * error where `duro workflows instances describe` shows it. */
-static json_t *parse_order(const char *params, order *o) {
+/* Fills *o from the params text.  A problem is not reported here: the
+ * first step refuses the order with o->problem as a final failure, and
+ * the message lands in the instance's error where `duro workflows
+ * instances describe` shows it.  Each accessor reads the params at a JSON
+ * pointer; a value of another type reads as absent. */
+static void parse_order(const char *params, order *o) {
   memset(o, 0, sizeof *o);
   snprintf(o->grace, sizeof o->grace, "1 hour");
 
-  json_error_t jerr;
-  json_t *p = json_loads(params, JSON_DECODE_ANY, &jerr);
-  if (!p || !json_is_object(p)) {
+  const char *whole = duro_json_value(params, "");
+  if (!whole || whole[0] != '{') {
     snprintf(o->problem, sizeof o->problem,
              "params must be a JSON object with orderId, email and amount");
-    return p;
+    o->id = o->email = "";
+    return;
   }
 
-  json_t *id = json_object_get(p, "orderId");
-  json_t *email = json_object_get(p, "email");
-  json_t *amount = json_object_get(p, "amount");
-  json_t *grace = json_object_get(p, "graceSeconds");
+  o->id = duro_json_string(params, "/orderId");
+  o->email = duro_json_string(params, "/email");
+  int has_amount = duro_json_number(params, "/amount", &o->amount);
+  int64_t grace = -1;
+  int has_grace = duro_json_value(params, "/graceSeconds") != NULL;
+  duro_json_integer(params, "/graceSeconds", &grace);
+  duro_json_boolean(params, "/flakyCard", &o->flaky_card);
 
-  if (!json_is_string(id) || !plain_id(json_string_value(id)))
+  if (!o->id || !plain_id(o->id))
     snprintf(o->problem, sizeof o->problem,
              "params.orderId must be 1-64 characters of [A-Za-z0-9_.:-]");
-  else if (!json_is_string(email) || !plain_email(json_string_value(email)))
+  else if (!o->email || !plain_email(o->email))
     snprintf(o->problem, sizeof o->problem,
              "params.email must be an e-mail address");
-  else if (!json_is_number(amount) || json_number_value(amount) > 1e9)
+  else if (!has_amount || o->amount > 1e9)
     snprintf(o->problem, sizeof o->problem,
              "params.amount must be a number up to 1000000000");
-  else if (grace &&
-           !(json_is_integer(grace) && json_integer_value(grace) >= 0 &&
-             json_integer_value(grace) <= 365LL * 24 * 3600))
+  else if (has_grace && !(grace >= 0 && grace <= 365LL * 24 * 3600))
     snprintf(o->problem, sizeof o->problem,
              "params.graceSeconds must be an integer from 0 to 31536000");
 
-  o->id = json_is_string(id) ? json_string_value(id) : "";
-  o->email = json_is_string(email) ? json_string_value(email) : "";
-  o->amount = json_is_number(amount) ? json_number_value(amount) : 0;
-  o->flaky_card = json_is_true(json_object_get(p, "flakyCard"));
-  if (json_is_integer(grace))
-    snprintf(o->grace, sizeof o->grace, "%lld seconds",
-             (long long)json_integer_value(grace));
-  return p;
+  if (!o->id)
+    o->id = "";
+  if (!o->email)
+    o->email = "";
+  if (grace >= 0)
+    snprintf(o->grace, sizeof o->grace, "%lld seconds", (long long)grace);
 }
 
 /* A stand-in for the id a payment provider would hand back.  Derived from
@@ -149,9 +148,9 @@ static uint64_t fnv1a(const char *s) {
  * same reason: the host logs it once per attempt, with the instance and the
  * step attached, and not again on replay.
  *
- * snprintf builds the results safely only because parse_order() refused any
- * orderId or e-mail that would need escaping in JSON.  With free text, build
- * the JSON with jansson (json_pack + json_dumps) as finish() does below. */
+ * duro_json_pack builds each result, escaping what needs it; what it
+ * returns lives until the callback returns, and duro_attempt_result copies
+ * it. */
 
 static int reserve_stock(duro_attempt *a, void *arg) {
   const order *o = arg;
@@ -162,10 +161,10 @@ static int reserve_stock(duro_attempt *a, void *arg) {
     return duro_attempt_fail_final(a, "invalid order: %s", o->problem);
 
   duro_log(DURO_LOG_INFO, "reserving stock for order %s", o->id);
-  char json[256];
-  snprintf(json, sizeof json,
-           "{\"orderId\":\"%s\",\"reservationId\":\"res-%s\"}", o->id, o->id);
-  return duro_attempt_result(a, json);
+  char reservation[80];
+  snprintf(reservation, sizeof reservation, "res-%s", o->id);
+  return duro_attempt_result(a, duro_json_pack("{s:s, s:s}", "orderId", o->id,
+                                               "reservationId", reservation));
 }
 
 static int charge_card(duro_attempt *a, void *arg) {
@@ -195,12 +194,12 @@ static int charge_card(duro_attempt *a, void *arg) {
   if (duro_attempt_cancelled(a))
     return duro_attempt_fail(a, "gave up: attempt deadline passed");
 
-  char json[512];
-  snprintf(json, sizeof json,
-           "{\"chargeId\":\"ch_%016llx\",\"amount\":%.2f,\"currency\":\"EUR\","
-           "\"idempotencyKey\":\"%s\"}",
-           (unsigned long long)fnv1a(key), o->amount, key);
-  return duro_attempt_result(a, json);
+  char charge_id[32];
+  snprintf(charge_id, sizeof charge_id, "ch_%016llx",
+           (unsigned long long)fnv1a(key));
+  return duro_attempt_result(
+      a, duro_json_pack("{s:s, s:f, s:s, s:s}", "chargeId", charge_id, "amount",
+                        o->amount, "currency", "EUR", "idempotencyKey", key));
 }
 
 static int send_mail(duro_attempt *a, void *arg) {
@@ -209,10 +208,10 @@ static int send_mail(duro_attempt *a, void *arg) {
    * (Rule 4 again). */
   const char *key = duro_attempt_idempotency_key(a);
   duro_log(DURO_LOG_INFO, "mailing %s about order %s", o->email, o->id);
-  char json[512];
-  snprintf(json, sizeof json, "{\"to\":\"%s\",\"messageId\":\"<%s@orders>\"}",
-           o->email, key);
-  return duro_attempt_result(a, json);
+  char message_id[300];
+  snprintf(message_id, sizeof message_id, "<%s@orders>", key);
+  return duro_attempt_result(
+      a, duro_json_pack("{s:s, s:s}", "to", o->email, "messageId", message_id));
 }
 
 /* ---- the workflow -------------------------------------------------------- */
@@ -226,31 +225,16 @@ static const duro_step_config charge_config = {.retries = &charge_retries,
                                                .timeout = "2 minutes"};
 
 /* Sets the output.  `charge` is the charge step's result, NULL when the
- * order was not approved.  Built with jansson because `reason` may be the
- * reviewer's free text.  Rule 6: duro_set_output copies the text, so it is
- * freed right after. */
+ * order was not approved; 'j' puts that JSON text in as it is.  `reason`
+ * may be the reviewer's free text: 's' escapes it.  Rule 6: duro_set_output
+ * copies the text. */
 static duro_rc finish(duro_step *step, const order *o, const char *charge,
                       const char *reason) {
-  json_t *out;
-  if (charge)
-    out = json_pack("{s:s, s:o, s:b}", "orderId", o->id, "charge",
-                    json_loads(charge, 0, NULL), "approved", 1);
-  else
-    out = json_pack("{s:b, s:s}", "approved", 0, "reason", reason);
-  char *text = out ? json_dumps(out, JSON_COMPACT) : NULL;
-  json_decref(out);
-  duro_rc rc = duro_set_output(step, text ? text : "null");
-  free(text);
-  return rc;
-}
-
-/* True when a duro_step_error() JSON says the step timed out. */
-static int timed_out(const char *error) {
-  json_t *e = json_loads(error, 0, NULL);
-  const char *name = json_string_value(json_object_get(e, "name"));
-  int yes = name && strcmp(name, "TimeoutError") == 0;
-  json_decref(e);
-  return yes;
+  const char *out =
+      charge ? duro_json_pack("{s:s, s:j, s:b}", "orderId", o->id, "charge",
+                              charge, "approved", 1)
+             : duro_json_pack("{s:b, s:s}", "approved", 0, "reason", reason);
+  return duro_set_output(step, out ? out : "null");
 }
 
 static duro_rc run_order(duro_step *step, order *o) {
@@ -281,7 +265,7 @@ static duro_rc run_order(duro_step *step, order *o) {
   if (rc == DURO_SUSPEND)
     return rc;
   if (rc == DURO_ERROR) {
-    if (!timed_out(duro_step_error(step)))
+    if (!duro_error_is(step, DURO_ERR_TIMEOUT))
       return rc;
     return finish(step, o, NULL, "review timed out");
   }
@@ -292,17 +276,15 @@ static duro_rc run_order(duro_step *step, order *o) {
    * When the order is not approved (here or on the timeout above), a real
    * flow would refund the charge and release the stock, each in a step of
    * its own. */
-  json_t *ev = json_loads(review, 0, NULL);
-  json_t *payload = json_object_get(ev, "payload");
-  if (json_is_false(json_object_get(payload, "approved"))) {
-    const char *why = json_string_value(json_object_get(payload, "reason"));
+  int approved = 1;
+  duro_json_boolean(review, "/payload/approved", &approved);
+  if (!approved) {
+    const char *why = duro_json_string(review, "/payload/reason");
     char reason[256];
     snprintf(reason, sizeof reason, "rejected%s%s", why ? ": " : "",
              why ? why : "");
-    json_decref(ev);
     return finish(step, o, NULL, reason);
   }
-  json_decref(ev);
 
   /* A durable sleep: no thread waits, the instance is a row with a wake
    * time.  The duration comes from params, so it is the same on every
@@ -316,17 +298,14 @@ static duro_rc run_order(duro_step *step, order *o) {
   return finish(step, o, charge, NULL);
 }
 
-/* The entrypoint.  It owns the parsed params and frees them on every way
- * out, which is why the steps live in run_order(): DURO_TRY returns early,
- * and a plain return there cannot leak. */
+/* The entrypoint.  Nothing here needs freeing: the strings parse_order()
+ * read are the host's, so DURO_TRY may return early anywhere. */
 static duro_rc order_flow(duro_step *step, const duro_event *ev,
                           duro_env *env) {
   (void)env; /* this flow starts no other workflows */
   order o;
-  json_t *params = parse_order(ev->params, &o);
-  duro_rc rc = run_order(step, &o);
-  json_decref(params);
-  return rc;
+  parse_order(ev->params, &o);
+  return run_order(step, &o);
 }
 
 static const duro_workflow_def workflows[] = {

@@ -21,6 +21,7 @@
  * completed returns its journaled result at once instead of running
  * again.  Hence the rules in duro.h; the ones that matter here are marked
  * "Rule N". */
+#include <stdint.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -39,16 +40,16 @@
  * every replay sees the same one. */
 static int start(duro_attempt *a, void *arg) {
   (void)arg;
-  char result[64];
-  snprintf(result, sizeof result, "{\"startedAt\":%lld}",
-           (long long)time(NULL));
-  return duro_attempt_result(a, result);
+  /* duro_json_pack builds JSON text from a format (duro.h lists its
+   * letters); what it returns is the host's until the callback returns. */
+  return duro_attempt_result(
+      a, duro_json_pack("{s:I}", "startedAt", (int64_t)time(NULL)));
 }
 
-/* What "finish" is handed: the params and the first step's result, both
- * JSON text the host owns until this activation ends (Rule 6). */
+/* What "finish" is handed: the name read from the params and the first
+ * step's result, both the host's until this activation ends (Rule 6). */
 typedef struct finish_input {
-  const char *params;
+  const char *name;
   const char *started;
 } finish_input;
 
@@ -58,13 +59,12 @@ typedef struct finish_input {
  * the same on every attempt). */
 static int finish(duro_attempt *a, void *arg) {
   const finish_input *in = arg;
-  char result[4096];
-  int n = snprintf(result, sizeof result,
-                   "{\"params\":%s,\"start\":%s,\"finishedAt\":%lld}",
-                   in->params, in->started, (long long)time(NULL));
-  if (n < 0 || (size_t)n >= sizeof result)
-    return duro_attempt_fail_final(a, "params too long for this template");
-  return duro_attempt_result(a, result);
+  char greeting[256];
+  snprintf(greeting, sizeof greeting, "Hello, %s!", in->name);
+  /* 's' escapes the text; 'j' puts JSON text in as it is. */
+  return duro_attempt_result(
+      a, duro_json_pack("{s:s, s:j, s:I}", "greeting", greeting, "start",
+                        in->started, "finishedAt", (int64_t)time(NULL)));
 }
 
 /* ---- the workflow ---------------------------------------------------------
@@ -92,7 +92,11 @@ static duro_rc hello(duro_step *step, const duro_event *ev, duro_env *env) {
                                               .delay = "2 seconds",
                                               .backoff = DURO_BACKOFF_CONSTANT},
                           .timeout = "30 seconds"};
-  finish_input in = {.params = ev->params, .started = started};
+  /* Reading params outside a step is fine: they never change for an
+   * instance (Rule 3).  duro_json_string reads the string at a JSON
+   * pointer, NULL when there is none; nothing to free. */
+  const char *name = duro_json_string(ev->params, "/name");
+  finish_input in = {.name = name ? name : "world", .started = started};
   DURO_TRY(duro_do(step, "finish", &cfg, finish, &in, &output));
 
   /* Logged once, with the instance attached: duro_log is quiet while

@@ -11,6 +11,9 @@
  * process.  Safe to call from any thread. */
 const duro_api *duro_host_api(void);
 
+/* Puts duro.h's JSON accessors in the table (api_json.c). */
+void json_api_fill(duro_api *t);
+
 /* What the engine gave a queue or cron handler with its env: the
  * context its registration named (a worker's stand-in finds its build
  * there) and, for a queue handler, when its batch is given up on

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "altstack.h"
+#include "call_scope.h"
 #include "core.h"
 #include "log.h"
 #include "trigger_internal.h"
@@ -48,7 +49,10 @@ static int run_handler(fire *f) {
                              .scheduled_ms = f->tick,
                              .timezone = f->timezone};
   duro_env env = {.engine = f->e, .ctx = f->ctx};
+  call_scope scope; /* what the handler's JSON accessors return */
+  call_scope_open(&scope);
   int rc = f->fn(&ev, &env);
+  call_scope_close(&scope);
   if (!f->by_hand) {
     char *err = !rc ? NULL
                 : env.failure

@@ -28,6 +28,11 @@ void step_api_fill(duro_api *t);
  * plugin's init, a queue or cron handler). */
 const char *step_current_where(void);
 
+/* Moves malloc'ed `s` into the arena of the activation running on this
+ * thread (step_current_where() is not NULL) and returns the copy; it
+ * lives as long as the activation. */
+char *step_keep(char *s);
+
 /* The attempt whose callback runs on this thread, or NULL.  A side effect
  * made with no attempt but with an activation (in run() outside a
  * callback) is refused: it would repeat on every replay. */

@@ -111,6 +111,8 @@ const char *step_current_where(void) {
 
 duro_attempt *step_current_attempt(void) { return step_running_attempt; }
 
+char *step_keep(char *s) { return arena_take(step_running_act, s); }
+
 journal_batch *attempt_effects(duro_attempt *at) { return &at->sends; }
 
 char *attempt_strdup(duro_attempt *at, const char *s) {

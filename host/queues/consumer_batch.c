@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "call_scope.h"
 #include "consumer_internal.h"
 #include "core.h"
 #include "log.h"
@@ -180,7 +181,10 @@ void consumer_batch_run(duro_message_batch *b) {
                   .ctx = b->handler_ctx,
                   .deadline_ms = batch_deadline_real(b),
                   .timeout_ms = b->timeout_ms};
+  call_scope scope; /* what the handler's JSON accessors return */
+  call_scope_open(&scope);
   int rc = b->handler(b, &env);
+  call_scope_close(&scope);
   pthread_mutex_lock(&b->mu);
   int abandoned = b->abandoned, slot_kept = b->slot_kept;
   b->settled = 1;

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "error.h"
+#include "json_access.h"
 #include "log.h"
 #include "util.h"
 #include "worker_process.h"
@@ -386,6 +387,41 @@ static void api_vlog(int level, const char *fmt, va_list ap) {
   wk_send(a);
 }
 
+static void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void warn(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  api_vlog(DURO_LOG_WARN, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- JSON accessors: worked out here, no request; what they return
+ * lives as long as the activation (or handler) running on this thread,
+ * its callbacks' included (NULL with none: init, a plugin's thread) ---- */
+
+static const char *keep(char *s) {
+  wk_act *a = wk_current;
+  const char *kept = a ? wk_own(a, s) : NULL;
+  free(s);
+  return kept;
+}
+
+static const char *api_json_string(const char *json, const char *ptr) {
+  return keep(json_access_string(json, ptr));
+}
+
+static const char *api_json_value(const char *json, const char *ptr) {
+  return keep(json_access_value(json, ptr));
+}
+
+static const char *api_json_vpack(const char *fmt, va_list ap) {
+  char err[512];
+  char *json = json_access_vpack(fmt, ap, err, sizeof err);
+  if (!json)
+    warn("duro_json_pack: %s", err);
+  return keep(json);
+}
+
 static duro_api table;
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 
@@ -422,6 +458,12 @@ static void table_fill(void) {
   table.message_retry = api_message_retry;
   table.ack_all = api_ack_all;
   table.retry_all = api_retry_all;
+  table.json_str = api_json_string;
+  table.json_val = api_json_value;
+  table.json_int = json_access_integer;
+  table.json_num = json_access_number;
+  table.json_bool = json_access_boolean;
+  table.json_vpack = api_json_vpack;
 }
 
 const duro_api *worker_api_table(void) {
