@@ -80,6 +80,10 @@ RULES = [
      ["host/worker", "host/base", PLUGIN_API, GENERATED], RULE),
     ("host/worker/worker_limits.c", "only",
      ["host/worker", "host/base", PLUGIN_API, GENERATED], RULE),
+    # A worker's cgroup is files under /sys/fs/cgroup: nothing of the
+    # engine's or of a plugin's.
+    ("host/worker/worker_cgroup.c", "only", ["host/worker", "host/base"],
+     RULE),
     ("host/worker", "only",
      ["host/worker", "host/base", "host/loader", "host/api/api.h",
       "host/engine/step.h", PLUGIN_API, GENERATED], RULE),

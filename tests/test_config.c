@@ -147,6 +147,16 @@ static const bad_case bad[] = {
      "t.yaml:2:41: \"cpu\" must be at least 10 milliseconds"},
     {"plugins:\n  - {name: p, path: p.so, workers: 0, limits: {cpu: 1s}}\n",
      "t.yaml:2:47: \"limits\" apply to worker processes"},
+    {"plugins:\n  - {name: p, path: p.so, workers: 0, limits: {cpus: 1}}\n",
+     "t.yaml:2:47: \"limits\" apply to worker processes"},
+    {"plugins:\n  - {name: p, path: p.so, limits: {processes: 8}}\n",
+     "t.yaml:2:47: \"processes\" must be between 16 and 4194304"},
+    {"plugins:\n  - {name: p, path: p.so, limits: {cpus: 0.001}}\n",
+     "t.yaml:2:42: \"cpus\" must be between 0.01 and 1024"},
+    {"plugins:\n  - {name: p, path: p.so, limits: {cpus: 2000}}\n",
+     "t.yaml:2:42: \"cpus\" must be between 0.01 and 1024"},
+    {"plugins:\n  - {name: p, path: p.so, limits: {cpus: 50%}}\n",
+     "t.yaml:2:42: \"cpus\" must be a number such as 1.5"},
     {"plugins:\n  - {name: p, path: p.so, on_crash_storm: stop}\n",
      "t.yaml:2:43: \"on_crash_storm\" must be \"pause\" or \"rollback\""},
     {"plugins:\n  - {name: p, path: p.so, crash_storm: {window: 10ms}}\n",
@@ -786,6 +796,11 @@ static void check_limits(const config *cfg) {
   ck_assert_int_eq(cfg->plugins[1].limits.memory, 1000000000);
   ck_assert_int_eq(cfg->plugins[1].limits.cpu_ms, 0);
   ck_assert_int_eq(cfg->plugins[2].limits.memory, 0);
+  ck_assert_uint_eq(cfg->plugins[0].limits.processes, 64);
+  ck_assert_uint_eq(cfg->plugins[0].limits.cpus_ppm, 1500000);
+  ck_assert_uint_eq(cfg->plugins[1].limits.cpus_ppm, 250000);
+  ck_assert_uint_eq(cfg->plugins[2].limits.processes, 0);
+  ck_assert_uint_eq(cfg->plugins[2].limits.cpus_ppm, 0);
 }
 
 static void check_crash_storm(const config *cfg) {
@@ -1066,8 +1081,9 @@ static const good_case good[] = {
      "  - {name: q, path: q.so, crash_storm: {crashes: 0, rate: 0.2%}}\n",
      check_crash_storm},
     {"plugins:\n"
-     "  - {name: p, path: p.so, limits: {memory: 256MiB, cpu: 2s}}\n"
-     "  - {name: q, path: q.so, limits: {memory: 1 GB}}\n"
+     "  - {name: p, path: p.so, limits: {memory: 256MiB, cpu: 2s,\n"
+     "     processes: 64, cpus: 1.5}}\n"
+     "  - {name: q, path: q.so, limits: {memory: 1 GB, cpus: 0.25}}\n"
      "  - {name: r, path: r.so}\n",
      check_limits},
     {WF_HEAD "      - {name: a, binding: A, class_name: C, limits: {}}\n",

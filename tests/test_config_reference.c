@@ -177,6 +177,7 @@ static void fmt_value(char *out, size_t len, const config *cfg, const key *k) {
     fmt_bytes(out, len, i64);
     return;
   case K_RATIO:
+  case K_DECIMAL:
     memcpy(&u32, p, sizeof u32);
     fmt_ratio(out, len, u32);
     return;
@@ -215,6 +216,8 @@ static const char *type_word(const key *k) {
     return "size";
   case K_RATIO:
     return "ratio";
+  case K_DECIMAL:
+    return "number";
   case K_ENUM:
     return "one of";
   case K_NESTED:
@@ -228,7 +231,7 @@ static void fmt_bound(char *out, size_t len, const key *k, int64_t v) {
     fmt_duration(out, len, v);
   else if (k->field->kind == K_BYTES)
     fmt_bytes(out, len, v);
-  else if (k->field->kind == K_RATIO)
+  else if (k->field->kind == K_RATIO || k->field->kind == K_DECIMAL)
     fmt_ratio(out, len, (uint32_t)v);
   else
     snprintf(out, len, "%" PRId64, v);
@@ -502,7 +505,7 @@ static int print_rows(void) {
       fmt_value(v, sizeof v, cfg, k);
     if (k->field->kind == K_U32 || k->field->kind == K_I64 ||
         k->field->kind == K_DURATION || k->field->kind == K_BYTES ||
-        k->field->kind == K_RATIO) {
+        k->field->kind == K_RATIO || k->field->kind == K_DECIMAL) {
       fmt_bound(lo, sizeof lo, k, k->field->min);
       fmt_bound(hi, sizeof hi, k, k->field->max);
       snprintf(bounds, sizeof bounds, "`%s`–`%s`", lo, hi);

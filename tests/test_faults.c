@@ -49,6 +49,8 @@
  * child asks for SIGKILL when its parent dies.  All traffic is on
  * loopback. */
 #include <check.h>
+#include <dirent.h>
+#include <errno.h>
 #include <jansson.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -1081,6 +1083,237 @@ START_TEST(limits_memory) {
 }
 END_TEST
 
+/* ---- limits the kernel keeps ----------------------------------------------
+ *
+ * Where the host may make cgroups (the start line says "limits kept by
+ * cgroup"), each worker process has one: limits.memory holds even
+ * memory taken faster than any watch sees (4 GiB in one MAP_POPULATE
+ * once reached 4,105 MiB under a 512 MiB limit), limits.processes
+ * bounds forks, and the children a plugin forked, even in a session of
+ * their own, end with their worker and with the host.  Where it may not,
+ * these cases have nothing to test: they say so and pass. */
+
+/* Whether the host's start line says the kernel keeps its limits; else
+ * it is stopped and the case is skipped, saying why. */
+static int kept_by_cgroup(host_run *h, const char *what) {
+  char *log = proc_slurp(h->log);
+  int kept = lines_with_both(log, "limits:", "limits kept by cgroup") == 1;
+  if (!kept) {
+    const char *why = strstr(log, "no cgroup: ");
+    printf("SKIP %s: %.*s\n", what, why ? (int)strcspn(why, "\n") : 9,
+           why ? why : "no cgroup");
+    host_stop(h, proc_now_ms() + 10000, 0);
+  }
+  free(log);
+  return kept;
+}
+
+/* The processes named "faults-child" (the faults plugin's "forks"), and
+ * in *parent the parent of one of them. */
+static int count_children(pid_t *parent) {
+  DIR *d = opendir("/proc");
+  int n = 0;
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    char path[300], stat[512];
+    snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+    FILE *f =
+        e->d_name[0] >= '1' && e->d_name[0] <= '9' ? fopen(path, "re") : NULL;
+    if (!f)
+      continue;
+    size_t k = fread(stat, 1, sizeof stat - 1, f);
+    fclose(f);
+    stat[k] = '\0';
+    /* pid (comm) state ppid ...; a zombie is gone for this purpose */
+    char *close_paren = strrchr(stat, ')');
+    if (!strstr(stat, "(faults-child)") || !close_paren ||
+        close_paren[2] == 'Z')
+      continue;
+    n++;
+    if (parent)
+      *parent = (pid_t)atoi(close_paren + 4);
+  }
+  if (d)
+    closedir(d);
+  return n;
+}
+
+static void wait_no_children(int ms, const char *after) {
+  int64_t deadline = proc_now_ms() + ms;
+  int n;
+  while ((n = count_children(NULL)) > 0) {
+    ck_assert_msg(proc_now_ms() < deadline,
+                  "%d children the plugin forked still run after %s", n, after);
+    proc_sleep_ms(20);
+  }
+}
+
+/* The groups `duro-*` left in this process's own cgroups (the hosts it
+ * started are in them too). */
+static int leftover_groups(char *first, size_t len) {
+  first[0] = '\0';
+  FILE *f = fopen("/proc/self/cgroup", "re");
+  char line[1024];
+  int n = 0;
+  while (f && fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\n")] = '\0';
+    char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    if (!c2)
+      continue;
+    char ctl[64], dir[1200];
+    snprintf(ctl, sizeof ctl, "%.*s", (int)strcspn(c1 + 1, ",:"), c1 + 1);
+    if (!ctl[0])
+      snprintf(ctl, sizeof ctl, "unified");
+    snprintf(dir, sizeof dir, "/sys/fs/cgroup/%s%s", ctl, c2 + 1);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+      if (!strncmp(e->d_name, "duro-", 5) && n++ == 0)
+        snprintf(first, len, "%.1000s/%.200s", dir, e->d_name);
+    if (d)
+      closedir(d);
+  }
+  if (f)
+    fclose(f);
+  return n;
+}
+
+static void assert_no_leftover_groups(void) {
+  char first[1300];
+  int n = leftover_groups(first, sizeof first);
+  ck_assert_msg(n == 0, "%d cgroups left behind, %s first", n, first);
+}
+
+/* The message of attempt `i` of a step. */
+static const char *attempt_message(json_t *step, size_t i, char *out,
+                                   size_t len) {
+  json_t *err = jget(json_array_get(jget(step, "attempts"), i), "error");
+  json_t *v = json_is_string(err)
+                  ? json_loads(json_string_value(err), JSON_DECODE_ANY, NULL)
+                  : json_incref(err);
+  snprintf(out, len, "%s", jstr(v, "message"));
+  json_decref(v);
+  return out;
+}
+
+/* 4 GiB populated in one call under limits.memory 512 MiB: the kernel
+ * ends the worker with the group at the limit (the message says how much
+ * it held at most), the attempt fails plugin.memory_exceeded, the next
+ * one (the fault "fixed") succeeds, and the host runs on. */
+START_TEST(cgroup_memory) {
+  host_run H;
+  start_keys(&H, "{ workers: 1 }", "limits: { memory: 512MiB }");
+  if (!kept_by_cgroup(&H, "cgroup_memory"))
+    return;
+  create(&H, "m1", "{\"fault\":\"populate\",\"steps\":2}");
+  int64_t deadline = proc_now_ms() + 20000;
+  json_t *d = NULL;
+  for (;;) {
+    json_decref(d);
+    d = host_describe(&H, FLOW, "m1");
+    if (attempts_with(step_of(d, "fault#1"), "plugin.memory_exceeded", NULL))
+      break;
+    ck_assert_msg(proc_now_ms() < deadline, "m1: %s", d ? jdump(d) : "-");
+    proc_sleep_ms(50);
+  }
+  /* the fix: its next attempt succeeds */
+  char fixed[4200];
+  snprintf(fixed, sizeof fixed, "%s.fixed", faults_log());
+  FILE *f = fopen(fixed, "w");
+  ck_assert_ptr_nonnull(f);
+  fclose(f);
+  char msg[1024];
+  attempt_message(step_of(d, "fault#1"), 0, msg, sizeof msg);
+  json_decref(d);
+  const char *at_most = strstr(msg, "(512 MiB), ");
+  ck_assert_msg(at_most, "the message: %s", msg);
+  long peak = atol(at_most + strlen("(512 MiB), "));
+  printf("cgroup_memory: 4 GiB MAP_POPULATE under limits.memory 512 MiB: "
+         "%ld MiB at most\n",
+         peak);
+  ck_assert_msg(peak > 0 && peak <= 512, "the group held %ld MiB: %s", peak,
+                msg);
+  json_decref(
+      host_wait_status(&H, FLOW, "m1", "complete", proc_now_ms() + 20000));
+  assert_healthy_completes(&H, "after", 10000);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+  unlink(fixed);
+  char *log = proc_slurp(H.log);
+  ck_assert_msg(lines_with_both(log, "limits.memory (512 MiB)",
+                                "killed by the kernel") >= 1,
+                "no kill by the kernel logged:\n%s", proc_tail(log));
+  assert_one_engine(log);
+  free(log);
+  assert_no_leftover_groups();
+}
+END_TEST
+
+/* limits.processes 16: forks fail with EAGAIN before 16 (the worker's
+ * threads count too); the children, each in a session of its own, end
+ * when their worker dies, and when the host stops; no group is left. */
+START_TEST(cgroup_processes) {
+  host_run H;
+  start_keys(&H, "{ workers: 1 }", "limits: { processes: 16 }");
+  if (!kept_by_cgroup(&H, "cgroup_processes"))
+    return;
+  create(&H, "f1", "{\"fault\":\"forks\",\"steps\":2}");
+  json_t *d =
+      host_wait_status(&H, FLOW, "f1", "complete", proc_now_ms() + 20000);
+  json_t *res = jget(step_of(d, "fault#1"), "result");
+  json_t *v = json_is_string(res)
+                  ? json_loads(json_string_value(res), JSON_DECODE_ANY, NULL)
+                  : json_incref(res);
+  long n = (long)json_integer_value(jget(v, "forks"));
+  long err = (long)json_integer_value(jget(v, "errno"));
+  printf("cgroup_processes: %ld forks under limits.processes 16, then "
+         "errno %ld\n",
+         n, err);
+  ck_assert_msg(n >= 1 && n < 16 && err == EAGAIN, "fault#1: %s", jdump(d));
+  json_decref(v);
+  json_decref(d);
+  pid_t worker = 0;
+  ck_assert_int_eq(count_children(&worker), (int)n);
+  /* the worker dies: its children go with its group */
+  ck_assert_int_eq(kill(worker, SIGKILL), 0);
+  assert_healthy_completes(&H, "after", 10000);
+  wait_no_children(3000, "their worker died");
+  /* again, and the host stops */
+  create(&H, "f2", "{\"fault\":\"forks\",\"steps\":2}");
+  json_decref(
+      host_wait_status(&H, FLOW, "f2", "complete", proc_now_ms() + 20000));
+  ck_assert_int_gt(count_children(NULL), 0);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+  wait_no_children(1000, "the host stopped");
+  assert_no_leftover_groups();
+}
+END_TEST
+
+/* limits.cpus 0.25: a callback that spins a second of wall time gets a
+ * quarter of it (and a period's slack), whatever the machine has. */
+START_TEST(cgroup_cpus) {
+  host_run H;
+  start_keys(&H, "{ workers: 1 }", "limits: { cpus: 0.25 }");
+  if (!kept_by_cgroup(&H, "cgroup_cpus"))
+    return;
+  create(&H, "c1", "{\"fault\":\"burn\",\"steps\":1}");
+  json_t *d =
+      host_wait_status(&H, FLOW, "c1", "complete", proc_now_ms() + 20000);
+  json_t *res = jget(step_of(d, "fault#1"), "result");
+  json_t *v = json_is_string(res)
+                  ? json_loads(json_string_value(res), JSON_DECODE_ANY, NULL)
+                  : json_incref(res);
+  long ms = (long)json_integer_value(jget(v, "cpu_ms"));
+  printf("cgroup_cpus: %ld ms of CPU time in a second's spin under "
+         "limits.cpus 0.25\n",
+         ms);
+  ck_assert_msg(ms > 0 && ms <= 400, "fault#1: %s", jdump(d));
+  json_decref(v);
+  json_decref(d);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+  assert_no_leftover_groups();
+}
+END_TEST
+
 START_TEST(hang_does_not_hold_parked_activations) {
   host_run H;
   start(&H, "{ workers: 1, shutdown_grace: \"2 seconds\" }");
@@ -1377,7 +1610,8 @@ static Suite *faults_suite(void) {
   TCase *process = tcase_create("process");
   TCase *check = tcase_create("check");
   TCase *storm = tcase_create("storm");
-  TCase *all[] = {crash, hang, process, check, storm};
+  TCase *cgroup = tcase_create("cgroup");
+  TCase *all[] = {crash, hang, process, check, storm, cgroup};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
     proc_fixtures(all[i], "duro-faults");
     tcase_set_timeout(all[i], all[i] == storm ? 330 : 60);
@@ -1394,6 +1628,9 @@ static Suite *faults_suite(void) {
   tcase_add_test(hang, worker_hang_is_killed);
   tcase_add_test(hang, limits_cpu);
   tcase_add_test(hang, limits_memory);
+  tcase_add_test(cgroup, cgroup_memory);
+  tcase_add_test(cgroup, cgroup_processes);
+  tcase_add_test(cgroup, cgroup_cpus);
   tcase_add_test(hang, terminate_does_not_wait_for_callback);
   tcase_add_test(hang, hang_does_not_hold_parked_activations);
   tcase_add_test(process, second_host_refused);

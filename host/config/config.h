@@ -132,11 +132,14 @@ typedef struct config_plugin {
     uint32_t rate_ppm; /* millionths; default half (500000) */
     int rollback;      /* on_crash_storm: pause (default, 0) or rollback */
   } crash_storm;
-  /* limits: the RSS of each of its worker processes, and the CPU time of
-   * one attempt's callback; 0 = none. */
+  /* limits, 0 = none: the memory of each of its worker processes (with
+   * the processes it starts), their processes and threads, the CPUs
+   * each may use, and the CPU time of one attempt's callback. */
   struct {
     int64_t memory; /* bytes */
     int64_t cpu_ms;
+    uint32_t processes;
+    uint32_t cpus_ppm; /* millionths of a CPU */
   } limits;
   config_workflow *workflows;
   size_t n_workflows;

@@ -114,12 +114,19 @@ const schema config_crash_storm_schema =
     SCHEMA("crash_storm", "in crash_storm", -1, crash_storm_fields);
 
 /* limits fills the plugin's limits: memory per worker process (at least
- * 16 MiB: a worker's own RSS is about 10), CPU time per attempt. */
+ * 16 MiB: a worker's own RSS is about 10), CPU time per attempt, the
+ * processes and threads of a worker process (at least 16: the worker's
+ * own threads count), the CPUs it may use (a hundredth at least: the
+ * kernel's least quota is 1 ms a 100 ms period). */
 static const schema_field plugin_limits_fields[] = {
     {"memory", K_BYTES, offsetof(config_plugin, limits.memory), false, 16 * MiB,
      1024 * GiB, NULL},
     {"cpu", K_DURATION, offsetof(config_plugin, limits.cpu_ms), false, 10,
      DAY_MS, NULL},
+    {"processes", K_U32, offsetof(config_plugin, limits.processes), false, 16,
+     4194304, NULL},
+    {"cpus", K_DECIMAL, offsetof(config_plugin, limits.cpus_ppm), false, 10000,
+     1024000000, NULL},
 };
 const schema config_plugin_limits_schema =
     SCHEMA("limits", "in limits", -1, plugin_limits_fields);
@@ -184,7 +191,8 @@ int config_parse_plugin(config_parser *p, yaml_node_t *node,
   }
   if (limits < 0)
     rc = DURO_E_CONFIG;
-  else if (!pl->workers && (pl->limits.memory || pl->limits.cpu_ms))
+  else if (!pl->workers && (pl->limits.memory || pl->limits.cpu_ms ||
+                            pl->limits.processes || pl->limits.cpus_ppm))
     rc = schema_fail(&p->w, v[PL_LIMITS],
                      "\"limits\" apply to worker processes: they need "
                      "\"workers\" above 0");

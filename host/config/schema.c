@@ -207,13 +207,17 @@ static int parse_bytes(const char *s, int64_t *out) {
 
 /* "0.5", "1", "50%", "0.2%": millionths into *out (rounded); -1 when
  * it is no ratio, 1 when it is one past a million millionths. */
-static int parse_ratio(const char *s, int64_t *out) {
+/* A decimal number, with a percent sign when `percent` allows it, in
+ * millionths into *out: 0, -1 when it is not one, 1 when it is over
+ * `cap` millionths. */
+static int parse_millionths(const char *s, int percent_ok, int64_t cap,
+                            int64_t *out) {
   int64_t whole = 0, frac = 0, scale = 1;
   const char *p = s;
   if (*p < '0' || *p > '9')
     return -1;
   for (; *p >= '0' && *p <= '9'; p++)
-    if ((whole = whole * 10 + (*p - '0')) > 1000000)
+    if ((whole = whole * 10 + (*p - '0')) > cap)
       return 1;
   if (*p == '.') {
     if (p[1] < '0' || p[1] > '9')
@@ -224,15 +228,19 @@ static int parse_ratio(const char *s, int64_t *out) {
         scale *= 10;
       }
   }
-  int percent = *p == '%';
+  int percent = percent_ok && *p == '%';
   if (*(p + percent))
     return -1;
   int64_t per = percent ? 10000 : 1000000; /* millionths per unit */
   int64_t v = whole * per + (frac * per + scale / 2) / scale;
-  if (v > 1000000)
+  if (v > cap)
     return 1;
   *out = v;
   return 0;
+}
+
+static int parse_ratio(const char *s, int64_t *out) {
+  return parse_millionths(s, 1, 1000000, out);
 }
 
 static int take_value(schema_walk *w, const schema_field *f,
@@ -299,6 +307,21 @@ static int take_value(schema_walk *w, const schema_field *f,
                          "\"%s\" must be a fraction such as 0.5 or a "
                          "percentage such as \"50%%\"",
                          f->key);
+    if (rc > 0 || n < f->min || n > f->max)
+      return schema_fail(w, v, "\"%s\" must be between %g and %g", f->key,
+                         (double)f->min / 1e6, (double)f->max / 1e6);
+    *(uint32_t *)(void *)slot = (uint32_t)n;
+    return 0;
+  }
+
+  case K_DECIMAL: {
+    int64_t n = 0;
+    int rc = v->type == YAML_SCALAR_NODE && !schema_is_null(v) &&
+                     !memchr(v->data.scalar.value, '\0', v->data.scalar.length)
+                 ? parse_millionths(schema_scalar(v), 0, UINT32_MAX, &n)
+                 : -1;
+    if (rc < 0)
+      return schema_fail(w, v, "\"%s\" must be a number such as 1.5", f->key);
     if (rc > 0 || n < f->min || n > f->max)
       return schema_fail(w, v, "\"%s\" must be between %g and %g", f->key,
                          (double)f->min / 1e6, (double)f->max / 1e6);

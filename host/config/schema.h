@@ -63,6 +63,8 @@ typedef enum schema_kind {
                  (B, KiB, MiB, GiB, KB, MB, GB): "256MiB", "1 GiB" */
   K_RATIO,    /* uint32_t millionths in [min, max]: a fraction ("0.5", "1")
                  or a percentage ("50%", "0.2%") */
+  K_DECIMAL,  /* uint32_t millionths in [min, max]: a decimal number
+                 ("1.5", "2", "0.25"), at most 4294 */
   K_NESTED    /* a mapping or list the caller walks itself */
 } schema_kind;
 

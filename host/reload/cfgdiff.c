@@ -314,6 +314,10 @@ void cfgdiff_compare(const config *old, const config *cur, json_t *live,
     int_field(restart, what, o->limits.memory, c->limits.memory);
     snprintf(what, sizeof what, "plugin %s: limits.cpu (ms)", c->name);
     int_field(restart, what, o->limits.cpu_ms, c->limits.cpu_ms);
+    snprintf(what, sizeof what, "plugin %s: limits.processes", c->name);
+    int_field(restart, what, o->limits.processes, c->limits.processes);
+    snprintf(what, sizeof what, "plugin %s: limits.cpus (millionths)", c->name);
+    int_field(restart, what, o->limits.cpus_ppm, c->limits.cpus_ppm);
     if (o->crash_storm.rollback != c->crash_storm.rollback)
       note(restart, "plugin %s: on_crash_storm: %s -> %s", c->name,
            o->crash_storm.rollback ? "rollback" : "pause",

@@ -80,6 +80,8 @@ static void *worker_ctx(reloader *r, const plugin_state *p, const build *b,
   char *path = build_store_path(r->store_dir, b->hash);
   worker_limits lim = {.memory = p->cfg->limits.memory,
                        .cpu_ms = p->cfg->limits.cpu_ms,
+                       .processes = p->cfg->limits.processes,
+                       .cpus_ppm = p->cfg->limits.cpus_ppm,
                        .concurrency = p->cfg->concurrency};
   void *ctx = worker_pool_build(r->workers, p->cfg->name, p->cfg->workers, &lim,
                                 path, b->hash, class_name);

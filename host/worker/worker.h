@@ -32,14 +32,20 @@ void worker_pool_set_max_result(worker_pool *p, int64_t bytes);
  * activation runs. */
 void worker_pool_free(worker_pool *p);
 
-/* A plugin's limits on its worker processes (its config's `limits`):
- * the RSS of each process and the CPU time of one attempt's callback,
- * which the process watches itself (worker_limits.c); 0 = none.  And
- * its `concurrency`: the callbacks that run at once in its processes
- * (each on a thread of its own there; 0: the default). */
+/* A plugin's limits on its worker processes (its config's `limits`),
+ * 0 = none: the memory of each process (with what it starts), its
+ * processes and threads, and the CPUs it may use, which the kernel keeps
+ * in a cgroup per process where the host may make one
+ * (worker_cgroup.c; else the process watches its own RSS and the rest
+ * is not kept); and the CPU time of one attempt's callback, which the
+ * process watches itself (worker_limits.c).  And its `concurrency`: the
+ * callbacks that run at once in its processes (each on a thread of its
+ * own there; 0: the default). */
 typedef struct worker_limits {
   int64_t memory; /* bytes */
   int64_t cpu_ms;
+  uint32_t processes;
+  uint32_t cpus_ppm; /* millionths of a CPU */
   uint32_t concurrency;
 } worker_limits;
 

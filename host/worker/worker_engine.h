@@ -11,6 +11,7 @@
 #include "channel.h"
 #include "map.h"
 #include "worker.h"
+#include "worker_cgroup.h"
 
 typedef struct worker_plugin worker_plugin;
 
@@ -24,6 +25,11 @@ typedef struct worker_proc {
   char how[96];
   int killed; /* that death was a SIGKILL: no handler could name a cause */
   int alone;  /* one callback was in flight at that death */
+  /* The kernel's OOM killer ended it, its group over limits.memory, and
+   * the most memory the group held (bytes; 0: unknown). */
+  int oom;
+  int64_t peak;
+  worker_cgroup cg; /* its group (none made: no dir) */
   /* Callbacks in flight in it now, whether one runs alone (a suspect of
    * a kill) or waits to, and whether the engine killed it (a hung
    * callback: the others it held are not suspects).  The plugin's mu. */
@@ -51,6 +57,7 @@ struct worker_plugin {
   uint32_t n;
   worker_limits limits;
   uint32_t per_proc; /* callbacks at once in one process (concurrency) */
+  unsigned cg_kept;  /* the controllers (WCG_*) its processes' groups have */
   /* the limits and the pool's max_result, as the worker's argv has them */
   char limit_args[3][24];
   worker_proc *procs;
@@ -90,6 +97,8 @@ typedef struct worker_conn {
   char how[96]; /* how the process died, once broken */
   int killed;   /* by a SIGKILL no handler saw (not the engine's own) */
   int alone;    /* with one callback in flight then */
+  int oom;      /* by the kernel, its group over limits.memory */
+  int64_t peak; /* the most memory its group held (bytes; 0: unknown) */
 } worker_conn;
 
 /* This thread's channel to one of p's processes, starting it when it

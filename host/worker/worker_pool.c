@@ -47,6 +47,9 @@ struct worker_pool {
   /* The death watch's thread (started with the first process). */
   pthread_t watch;
   int watching, stopping; /* mu */
+  /* Where workers' cgroups are made: found with the first plugin whose
+   * limits need one (mu). */
+  worker_cgroups *cgroups;
 };
 
 static void conn_free(worker_conn *c);
@@ -97,6 +100,7 @@ static void proc_stop(worker_proc *w) {
     ;
   close(w->ctl);
   w->pid = 0;
+  worker_cgroup_remove(&w->cg); /* and what left its session */
 }
 
 void worker_pool_free(worker_pool *p) {
@@ -126,6 +130,7 @@ void worker_pool_free(worker_pool *p) {
     free(p->builds[i]->class_name);
     free(p->builds[i]);
   }
+  worker_cgroups_close(p->cgroups);
   free(p->plugins);
   free(p->builds);
   for (char **e = p->envp; *e; e++)
@@ -143,6 +148,76 @@ void worker_pool_counts(worker_pool *p, uint64_t *started, uint64_t *died) {
   *died = __atomic_load_n(&p->died, __ATOMIC_RELAXED);
 }
 
+/* "1.5" for 1500000 millionths. */
+static void format_cpus(char *buf, size_t len, uint32_t ppm) {
+  int n = snprintf(buf, len, "%u.%06u", ppm / 1000000, ppm % 1000000);
+  while (n > 1 && buf[n - 1] == '0')
+    buf[--n] = '\0';
+  if (n > 1 && buf[n - 1] == '.')
+    buf[--n] = '\0';
+}
+
+/* The plugin's start line: its limits, and what keeps each (the kernel,
+ * in a cgroup per worker process, or the worker's own watch). */
+static void log_limits(const worker_plugin *pl, unsigned wants,
+                       const worker_cgroups *cg) {
+  char line[1024], cpus[32];
+  int n = snprintf(line, sizeof line, "plugin \"%s\": limits:", pl->name);
+  const char *sep = " ";
+  if (pl->limits.memory) {
+    n += snprintf(line + n, sizeof line - n,
+                  "%smemory %lld MiB per worker "
+                  "process",
+                  sep, (long long)(pl->limits.memory >> 20));
+    sep = ", ";
+  }
+  if (pl->limits.processes) {
+    n += snprintf(line + n, sizeof line - n,
+                  "%sprocesses %u per worker "
+                  "process",
+                  sep, pl->limits.processes);
+    sep = ", ";
+  }
+  if (pl->limits.cpus_ppm) {
+    format_cpus(cpus, sizeof cpus, pl->limits.cpus_ppm);
+    n += snprintf(line + n, sizeof line - n, "%sCPUs %s per worker process",
+                  sep, cpus);
+    sep = ", ";
+  }
+  if (pl->limits.cpu_ms)
+    n += snprintf(line + n, sizeof line - n, "%sCPU %lld ms per attempt", sep,
+                  (long long)pl->limits.cpu_ms);
+  if (pl->cg_kept) {
+    n += snprintf(line + n, sizeof line - n, "; limits kept by cgroup v%d (",
+                  worker_cgroups_version(cg));
+    static const char *const names[] = {"memory", "pids", "cpu"};
+    const char *comma = "";
+    for (int i = 0; i < WCG_N; i++)
+      if (pl->cg_kept & (1u << i)) {
+        n += snprintf(line + n, sizeof line - n, "%s%s", comma, names[i]);
+        comma = ", ";
+      }
+    n += snprintf(line + n, sizeof line - n, ")");
+  }
+  unsigned lost = wants & ~pl->cg_kept;
+  if (lost & WCG_MEMORY)
+    n += snprintf(line + n, sizeof line - n,
+                  "; memory watched by the worker every 20 ms");
+  if (lost & (WCG_PIDS | WCG_CPU))
+    n += snprintf(line + n, sizeof line - n, "; %s not kept",
+                  (lost & WCG_PIDS) && (lost & WCG_CPU) ? "processes and CPUs"
+                  : lost & WCG_PIDS                     ? "processes"
+                                                        : "CPUs");
+  if (lost)
+    n += snprintf(line + n, sizeof line - n, " (no cgroup: %s)",
+                  worker_cgroups_why(cg));
+  if (pl->limits.cpu_ms)
+    snprintf(line + n, sizeof line - n,
+             "; CPU time per attempt watched by the worker");
+  log_write(lost & (WCG_PIDS | WCG_CPU) ? DURO_LOG_WARN : DURO_LOG_INFO, NULL,
+            "%s", line);
+}
+
 static worker_plugin *plugin_get_locked(worker_pool *p, const char *name,
                                         uint32_t n, const worker_limits *lim) {
   for (size_t i = 0; i < p->n_plugins; i++)
@@ -156,24 +231,22 @@ static worker_plugin *plugin_get_locked(worker_pool *p, const char *name,
     pl->limits = *lim;
   uint32_t conc = pl->limits.concurrency ? pl->limits.concurrency : 1024;
   pl->per_proc = (conc + pl->n - 1) / pl->n;
+  unsigned wants = worker_cgroup_wants(&(worker_cgroup_limits){
+      pl->limits.memory, pl->limits.processes, pl->limits.cpus_ppm});
+  if (wants && !p->cgroups)
+    p->cgroups = worker_cgroups_open();
+  pl->cg_kept = wants ? wants & worker_cgroups_controllers(p->cgroups) : 0;
+  /* memory the kernel keeps is not watched as well: its OOM kill is the
+   * one verdict (the watch sees the RSS of one process, the group that
+   * of all it started) */
   snprintf(pl->limit_args[0], sizeof pl->limit_args[0], "%lld",
-           (long long)pl->limits.memory);
+           (long long)(pl->cg_kept & WCG_MEMORY ? 0 : pl->limits.memory));
   snprintf(pl->limit_args[1], sizeof pl->limit_args[1], "%lld",
            (long long)pl->limits.cpu_ms);
   snprintf(pl->limit_args[2], sizeof pl->limit_args[2], "%lld",
            (long long)p->max_result);
-  if (pl->limits.memory || pl->limits.cpu_ms) {
-    char mem[160] = "none", cpu[64] = "none";
-    if (pl->limits.memory)
-      snprintf(mem, sizeof mem,
-               "%lld MiB per worker process (the worker watches its RSS "
-               "every 20 ms; no cgroup is made)",
-               (long long)(pl->limits.memory >> 20));
-    if (pl->limits.cpu_ms)
-      snprintf(cpu, sizeof cpu, "%lld ms per attempt",
-               (long long)pl->limits.cpu_ms);
-    log_info("plugin \"%s\": limits: memory %s, CPU %s", name, mem, cpu);
-  }
+  if (wants || pl->limits.cpu_ms)
+    log_limits(pl, wants, p->cgroups);
   pl->procs = xcalloc(pl->n, sizeof *pl->procs);
   for (uint32_t k = 0; k < pl->n; k++) {
     pl->procs[k].plugin = pl;
@@ -216,6 +289,30 @@ void *worker_pool_build(worker_pool *p, const char *plugin, uint32_t n,
 
 /* ---- a process started and reaped (the plugin's mu held) ---- */
 
+/* The group of w's next process, named for ps and the cgroup tree:
+ * `<plugin>-<index>-<start>`, its plugin's name kept to safe letters. */
+static int proc_cgroup_make(worker_proc *w, char *err, size_t errlen) {
+  const worker_plugin *pl = w->plugin;
+  char name[96];
+  size_t k = 0;
+  for (const char *c = pl->name; *c && k < 64; c++)
+    name[k++] = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                        (*c >= '0' && *c <= '9') || *c == '-' || *c == '_'
+                    ? *c
+                    : '_';
+  snprintf(name + k, sizeof name - k, "-%u-%llu", w->index,
+           (unsigned long long)w->gen + 1);
+  worker_cgroup_limits lim = {pl->limits.memory, pl->limits.processes,
+                              pl->limits.cpus_ppm};
+  char why[512];
+  if (worker_cgroup_make(pl->pool->cgroups, name, &lim, pl->cg_kept, &w->cg,
+                         why, sizeof why) != 0) {
+    snprintf(err, errlen, "its cgroup: %s", why);
+    return -1;
+  }
+  return 0;
+}
+
 static int proc_start(worker_proc *w, char *err, size_t errlen) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -225,9 +322,15 @@ static int proc_start(worker_proc *w, char *err, size_t errlen) {
   char fd_arg[16];
   snprintf(fd_arg, sizeof fd_arg, "%d", 3);
   const char *exe = w->plugin->pool->exe, *name = w->plugin->name;
+  if (w->plugin->cg_kept && proc_cgroup_make(w, err, errlen) != 0) {
+    close(sv[0]);
+    close(sv[1]);
+    return -1;
+  }
   pid_t pid = fork();
   if (pid < 0) {
     snprintf(err, errlen, "fork: %s", strerror(errno));
+    worker_cgroup_remove(&w->cg);
     close(sv[0]);
     close(sv[1]);
     return -1;
@@ -245,6 +348,10 @@ static int proc_start(worker_proc *w, char *err, size_t errlen) {
      * (kill(0, ...)) reaches the worker and its children, never the
      * engine, and the engine ends the group with the worker. */
     setsid();
+    /* Its cgroup before any of its code runs: the kernel's limits hold
+     * from the first page (exit status 125: it could not join). */
+    if (worker_cgroup_join(&w->cg) != 0)
+      _exit(125);
     /* "duro" for ps, whatever path it runs from (/proc/self/exe) */
     char *const argv[] = {"duro",
                           "__worker",
@@ -262,6 +369,7 @@ static int proc_start(worker_proc *w, char *err, size_t errlen) {
     _exit(127);
   }
   close(sv[1]);
+  worker_cgroup_forked(&w->cg);
   w->pid = pid;
   w->ctl = sv[0];
   proc_forget_fds(w);
@@ -312,9 +420,23 @@ static int proc_reap(worker_proc *w, char *how, size_t len) {
   } else {
     describe_status(st, how, len);
   }
+  /* A SIGKILL in a group whose OOM killer ran: the kernel's, for
+   * limits.memory (the engine's own kills are not). */
+  worker_cgroup_usage u;
+  worker_cgroup_usage_read(&w->cg, &u);
+  w->oom = got > 0 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL &&
+           u.oom_kills > 0 && !w->engine_killed;
+  w->peak = u.peak;
+  if (w->oom)
+    snprintf(how, len,
+             "SIGKILL by the kernel: over limits.memory, %lld MiB "
+             "at most",
+             (long long)(u.peak >> 20));
   /* What its plugin forked goes with it (its session's group, named by
-   * its pid; reaped first, so that how it died is its own signal). */
+   * its pid; reaped first, so that how it died is its own signal), and
+   * what left that session, through its cgroup. */
   kill(-w->pid, SIGKILL);
+  worker_cgroup_remove(&w->cg);
   proc_forget_fds(w);
   close(w->ctl);
   log_write(DURO_LOG_WARN, NULL,
@@ -710,7 +832,10 @@ void worker_conn_broken(worker_conn *c) {
     c->crash_act = 0;
   int known = w->dead_gen == c->gen;
   snprintf(c->how, sizeof c->how, "%s", known ? w->how : "died");
-  c->killed = known && (w->killed || unnamed);
+  c->oom = known && w->oom;
+  c->peak = known ? w->peak : 0;
+  /* the kernel's kill for memory has its cause: nobody's crash */
+  c->killed = known && !w->oom && (w->killed || unnamed);
   c->alone = known && w->alone;
   pthread_mutex_unlock(&p->mu);
 }

@@ -102,6 +102,31 @@ static void died(proxy *px, duro_attempt *at) {
                    guilty, px->c->killed, px->c->alone);
 }
 
+/* Why `what` failed when the kernel killed its process in its cgroup
+ * for limits.memory (malloc'ed). */
+static char *oom_message(const proxy *px, const char *what) {
+  return xasprintf("the %s ran while its worker process's cgroup reached "
+                   "its plugin's limits.memory (%lld MiB), %lld MiB at most; "
+                   "the process was killed by the kernel",
+                   what, (long long)(px->b->plugin->limits.memory >> 20),
+                   (long long)(px->c->peak >> 20));
+}
+
+/* The worker died with attempt `at` in its callback: when the kernel
+ * killed it for its cgroup's memory, the attempt fails
+ * plugin.memory_exceeded under its retry policy, as the watch's verdict
+ * would (1); else it is a death as any (0). */
+static int killed_for_memory(proxy *px, duro_attempt *at) {
+  worker_conn_broken(px->c);
+  if (!px->c->oom)
+    return 0;
+  char *msg = oom_message(px, "attempt's callback");
+  log_write(DURO_LOG_WARN, NULL, "plugin \"%s\": %s", px->b->plugin->name, msg);
+  step_attempt_given_up(at, DURO_ERR_MEMORY_EXCEEDED, msg);
+  free(msg);
+  return 1;
+}
+
 static void wake_one(void *ctx, int64_t key, void *val) {
   (void)ctx, (void)key;
   proxy *p = val;
@@ -334,6 +359,8 @@ static int proxy_step(duro_attempt *at, void *arg) {
   px->at = NULL;
   step_dispatch_set(px->step, NULL, 0);
   worker_turn_end(px->c, suspect);
+  if (got == -1 && killed_for_memory(px, at))
+    got = -3; /* the run() it served dies with the worker: seen later */
   if (got == 0 || got == -3)
     step_attempt_ended(at); /* its verdict, for the breaker's rate */
   if (got == -3)
@@ -720,14 +747,18 @@ static int handler_run(proxy *px, int *rc, wire_reader *end) {
      * outside (as the OOM killer's); else the process died of another
      * callback's crash, or the engine killed it for one: cut short. */
     int guilty = px->c->crash_act == px->id || px->c->killed;
-    char *msg = guilty ? xasprintf("the %s crashed its worker process (%s)",
-                                   px->handler, px->c->how)
-                       : xasprintf("the %s was cut short: its worker process "
-                                   "died of another callback (%s)",
-                                   px->handler, px->c->how);
+    char *msg = px->c->oom ? oom_message(px, px->handler)
+                : guilty   ? xasprintf("the %s crashed its worker process (%s)",
+                                       px->handler, px->c->how)
+                           : xasprintf("the %s was cut short: its worker "
+                                         "process died of another callback (%s)",
+                                       px->handler, px->c->how);
     log_write(DURO_LOG_WARN, NULL, "%s; the engine runs on", msg);
-    duro_env_handler_failed(
-        px->env, guilty ? DURO_ERR_CRASHED : DURO_ERR_CUT_SHORT, msg);
+    duro_env_handler_failed(px->env,
+                            px->c->oom ? DURO_ERR_MEMORY_EXCEEDED
+                            : guilty   ? DURO_ERR_CRASHED
+                                       : DURO_ERR_CUT_SHORT,
+                            msg);
     free(msg);
   }
   return -1;

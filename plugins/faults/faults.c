@@ -26,6 +26,14 @@
  *          of the worker, its channels too), then segfaults
  *   killgroup  kill(0, SIGTERM): SIGTERM to its whole process group
  *   hog    takes 32 MiB more every 5 ms, up to 4 GiB (limits.memory)
+ *   populate  maps 4 GiB with MAP_POPULATE, every page touched in one
+ *          call, faster than any watch of the RSS (limits.memory)
+ *   forks  forks children until a fork fails (at most 256), each in a
+ *          session of its own, named "faults-child", sleeping a minute;
+ *          its result {"forks": the children forked, "errno": the
+ *          failed fork's, 0 if none} (limits.processes)
+ *   burn   spins for a second of wall time; its result {"cpu_ms": the
+ *          CPU time it got meanwhile} (limits.cpus)
  *   once   segv on the step's first attempt only, success on the next
  *          (a rare crash of a healthy build, given to few instances)
  *   regress  segv in the build compiled with FAULTS_REGRESSED
@@ -80,12 +88,15 @@
  * record per tick:
  *
  *   tick <scheduled_ms> 0 <token>     the handler ran for that tick */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -163,6 +174,54 @@ static void hog(void) {
     nap_ms(50);
 }
 
+/* 4 GiB populated in one call, then held. */
+static void populate(void) {
+  void *p = mmap(NULL, (size_t)4 << 30, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  (void)p;
+  for (;;)
+    nap_ms(50);
+}
+
+/* Children until a fork fails (each escapes the worker's session, so
+ * only its cgroup holds it): the result names how many. */
+static int forks(duro_attempt *a) {
+  int n = 0, err = 0;
+  for (; n < 256; n++) {
+    pid_t pid = fork();
+    if (pid < 0) {
+      err = errno;
+      break;
+    }
+    if (pid == 0) {
+      setsid();
+      prctl(PR_SET_NAME, "faults-child");
+      nap_ms(60000);
+      _exit(0);
+    }
+  }
+  char json[64];
+  snprintf(json, sizeof json, "{\"forks\":%d,\"errno\":%d}", n, err);
+  return duro_attempt_result(a, json);
+}
+
+static int64_t clock_ms(clockid_t c) {
+  struct timespec ts;
+  clock_gettime(c, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A second of wall time on a core: the CPU time it got. */
+static int burn(duro_attempt *a) {
+  int64_t until = clock_ms(CLOCK_MONOTONIC) + 1000;
+  while (clock_ms(CLOCK_MONOTONIC) < until)
+    ;
+  char json[64];
+  snprintf(json, sizeof json, "{\"cpu_ms\":%lld}",
+           (long long)clock_ms(CLOCK_THREAD_CPUTIME_ID));
+  return duro_attempt_result(a, json);
+}
+
 static void *crash_later(void *arg) {
   (void)arg;
   nap_ms(20);
@@ -204,6 +263,12 @@ static int fault_step_fn(duro_attempt *a, void *arg) {
       ;
   else if (!strcmp(fs->fault, "hog"))
     hog();
+  else if (!strcmp(fs->fault, "populate"))
+    populate();
+  else if (!strcmp(fs->fault, "forks"))
+    return forks(a);
+  else if (!strcmp(fs->fault, "burn"))
+    return burn(a);
   else if (!strcmp(fs->fault, "killgroup")) {
     kill(0, SIGTERM);
     nap_ms(1000);
