@@ -179,7 +179,7 @@ static void c_queue_batch(const worker_frame *f) {
   ck_assert_str_eq(f->queue_send_batch.binding, "emails");
   ck_assert_uint_eq(f->queue_send_batch.n, 3);
   const char *json[3];
-  worker_frame_batch_json(f, json);
+  worker_frame_batch_json(&f->queue_send_batch, json);
   ck_assert_str_eq(json[0], "1");
   ck_assert_ptr_null(json[1]);
   ck_assert_str_eq(json[2], "[3]");
@@ -418,7 +418,7 @@ START_TEST(counts_bounded_by_the_bytes_left) {
   decode_ok(WM_QUEUE_BATCH, &w, &f);
   ck_assert_uint_eq(f.queue_send_batch.n, 3);
   const char *json[3] = {"x", "x", "x"};
-  worker_frame_batch_json(&f, json);
+  worker_frame_batch_json(&f.queue_send_batch, json);
   for (int i = 0; i < 3; i++)
     ck_assert_ptr_null(json[i]);
 
@@ -459,7 +459,7 @@ START_TEST(end_with_marks) {
   for (uint32_t i = 0; i < 3; i++) {
     uint32_t mark;
     int64_t delay;
-    worker_frame_end_mark(&f, i, &mark, &delay);
+    worker_frame_end_mark(&f.end, i, &mark, &delay);
     ck_assert_uint_eq(mark, marks[i]);
     ck_assert_int_eq(delay, delays[i]);
   }

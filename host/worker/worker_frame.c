@@ -284,9 +284,9 @@ int worker_frame_decode(uint32_t kind, const uint8_t *body, size_t len,
   return 0;
 }
 
-void worker_frame_batch_json(const worker_frame *f, const char **json) {
-  const char *p = f->queue_send_batch.first;
-  for (uint32_t i = 0; i < f->queue_send_batch.n; i++) {
+void worker_frame_batch_json(const wf_queue_send_batch *b, const char **json) {
+  const char *p = b->first;
+  for (uint32_t i = 0; i < b->n; i++) {
     uint32_t n;
     memcpy(&n, p, sizeof n);
     p += sizeof n;
@@ -295,9 +295,9 @@ void worker_frame_batch_json(const worker_frame *f, const char **json) {
   }
 }
 
-void worker_frame_end_mark(const worker_frame *f, uint32_t i, uint32_t *mark,
+void worker_frame_end_mark(const wf_end *end, uint32_t i, uint32_t *mark,
                            int64_t *delay_ms) {
-  const char *p = f->end.marks + (size_t)i * MARK_SIZE;
+  const char *p = end->marks + (size_t)i * MARK_SIZE;
   memcpy(mark, p, sizeof *mark);
   memcpy(delay_ms, p + sizeof *mark, sizeof *delay_ms);
 }

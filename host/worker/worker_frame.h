@@ -153,10 +153,10 @@ int worker_frame_decode(uint32_t kind, const uint8_t *body, size_t len,
                         worker_frame *out);
 
 /* A decoded QUEUE_BATCH's strings into json[0 .. n-1]. */
-void worker_frame_batch_json(const worker_frame *f, const char **json);
+void worker_frame_batch_json(const wf_queue_send_batch *b, const char **json);
 
 /* A decoded END's mark i (< n): a WM_MARK_* and its delay. */
-void worker_frame_end_mark(const worker_frame *f, uint32_t i, uint32_t *mark,
+void worker_frame_end_mark(const wf_end *end, uint32_t i, uint32_t *mark,
                            int64_t *delay_ms);
 
 #endif
