@@ -80,6 +80,11 @@ RULES = [
      ["host/worker", "host/base", PLUGIN_API, GENERATED], RULE),
     ("host/worker/worker_limits.c", "only",
      ["host/worker", "host/base", PLUGIN_API, GENERATED], RULE),
+    # The decoder of a worker's frames is pure: the protocol and its own
+    # header, nothing of either side.
+    ("host/worker/worker_frame.c", "only",
+     ["host/worker/worker_frame.h", "host/worker/worker_proto.h",
+      "host/base", GENERATED], RULE),
     ("host/worker", "only",
      ["host/worker", "host/base", "host/loader", "host/api/api.h",
       "host/engine/step.h", PLUGIN_API, GENERATED], RULE),
