@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 bash fuzz/deps.sh || exit 1
 secs=${FUZZ_SECONDS:-60}
 dir=build-fuzz
-targets=(${FUZZ_TARGETS:-fuzz_config fuzz_duration fuzz_cron fuzz_http_request fuzz_http_route})
+targets=(${FUZZ_TARGETS:-fuzz_config fuzz_duration fuzz_cron fuzz_worker_frame fuzz_http_request fuzz_http_route})
 if [ ! -f "$dir/build.ninja" ]; then
   CC=clang meson setup "$dir" -Dfuzz=true -Dtests=false -Dwerror=false \
     -Db_sanitize=address,undefined -Db_lundef=false \

@@ -84,6 +84,11 @@ RULES = [
     # engine's or of a plugin's.
     ("host/worker/worker_cgroup.c", "only", ["host/worker", "host/base"],
      RULE),
+    # The decoder of a worker's frames is pure: the protocol and its own
+    # header, nothing of either side.
+    ("host/worker/worker_frame.c", "only",
+     ["host/worker/worker_frame.h", "host/worker/worker_proto.h",
+      "host/base", GENERATED], RULE),
     ("host/worker", "only",
      ["host/worker", "host/base", "host/loader", "host/api/api.h",
       "host/engine/step.h", PLUGIN_API, GENERATED], RULE),

@@ -72,9 +72,9 @@ void wk_callback_run(wk_act *a) {
   free(at.message);
 }
 
-static duro_rc api_do(duro_step *s, const char *name,
-                      const duro_step_config *cfg, duro_step_fn fn, void *arg,
-                      const char **result) {
+static duro_rc api_do_step(duro_step *s, const char *name,
+                           const duro_step_config *cfg, duro_step_fn fn,
+                           void *arg, const char **result) {
   wk_act *a = act_of(s);
   if (result)
     *result = NULL;
@@ -422,48 +422,51 @@ static const char *api_json_vpack(const char *fmt, va_list ap) {
   return keep(json);
 }
 
+/* duro_api's members answered here without a frame (an attempt's own
+ * calls, a batch's marks, error names, JSON accessors), each with its function;
+ * the others are WM_CALLS, each api_<member>, sending its frame. */
+#define LOCAL_CALLS(X)                                                         \
+  X(attempt_number, api_attempt_number)                                        \
+  X(attempt_result, api_attempt_result)                                        \
+  X(attempt_vfail, api_attempt_vfail)                                          \
+  X(attempt_idempotency_key, api_attempt_idempotency_key)                      \
+  X(attempt_deadline_ms, api_attempt_deadline_ms)                              \
+  X(strerror, duro_err_str)                                                    \
+  X(err_name, duro_err_name)                                                   \
+  X(batch_queue, api_batch_queue)                                              \
+  X(batch_size, api_batch_size)                                                \
+  X(batch_message, api_batch_message)                                          \
+  X(message_ack, api_message_ack)                                              \
+  X(message_retry, api_message_retry)                                          \
+  X(ack_all, api_ack_all)                                                      \
+  X(retry_all, api_retry_all)                                                  \
+  X(json_str, api_json_string)                                                 \
+  X(json_val, api_json_value)                                                  \
+  X(json_int, json_access_integer)                                             \
+  X(json_num, json_access_number)                                              \
+  X(json_bool, json_access_boolean)                                            \
+  X(json_vpack, api_json_vpack)
+
+/* A member added to duro_api is in neither list: the table would hold a
+ * NULL the plugin calls. */
+_Static_assert(sizeof(duro_api) ==
+                   2 * sizeof(uint32_t) +
+                       (0 WM_CALLS(WM_ONE) LOCAL_CALLS(WM_ONE)) *
+                           sizeof(void (*)(void)),
+               "a duro_api member is in neither WM_CALLS nor LOCAL_CALLS");
+
 static duro_api table;
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 
 static void table_fill(void) {
   table.size = sizeof table;
   table.abi_minor = DURO_ABI_MINOR;
-  table.do_step = api_do;
-  table.sleep = api_sleep;
-  table.sleep_until = api_sleep_until;
-  table.wait_for_event = api_wait_for_event;
-  table.step_error = api_step_error;
-  table.set_output = api_set_output;
-  table.attempt_number = api_attempt_number;
-  table.attempt_result = api_attempt_result;
-  table.attempt_vfail = api_attempt_vfail;
-  table.attempt_idempotency_key = api_attempt_idempotency_key;
-  table.attempt_deadline_ms = api_attempt_deadline_ms;
-  table.attempt_cancelled = api_attempt_cancelled;
-  table.env_workflow = api_env_workflow;
-  table.workflow_create = api_workflow_create;
-  table.vlog = api_vlog;
-  table.strerror = duro_err_str;
-  table.err_name = duro_err_name;
-  table.env_queue = api_env_queue;
-  table.queue_send = api_queue_send;
-  table.queue_send_batch = api_queue_send_batch;
-  table.vfail = api_vfail;
-  table.error_is = api_error_is;
-  table.workflow_send_event = api_workflow_send_event;
-  table.batch_queue = api_batch_queue;
-  table.batch_size = api_batch_size;
-  table.batch_message = api_batch_message;
-  table.message_ack = api_message_ack;
-  table.message_retry = api_message_retry;
-  table.ack_all = api_ack_all;
-  table.retry_all = api_retry_all;
-  table.json_str = api_json_string;
-  table.json_val = api_json_value;
-  table.json_int = json_access_integer;
-  table.json_num = json_access_number;
-  table.json_bool = json_access_boolean;
-  table.json_vpack = api_json_vpack;
+#define FORWARDED(member, kind, where) table.member = api_##member;
+#define LOCAL(member, fn) table.member = fn;
+  WM_CALLS(FORWARDED)
+  LOCAL_CALLS(LOCAL)
+#undef FORWARDED
+#undef LOCAL
 }
 
 const duro_api *worker_api_table(void) {

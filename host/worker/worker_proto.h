@@ -79,6 +79,45 @@ enum worker_msg {
                       (worker_limits.c); the engine kills the process */
 };
 
+/* The worker's frames, one a line, from which each side's tables are
+ * made (worker_frame.c's decoders, worker_proxy.c's handlers,
+ * worker_api.c's duro_api table): a kind added to one side only does not
+ * compile.
+ *
+ * WM_CALLS: the plugin's calls a worker forwards, each its duro_api
+ * member, the frame that carries it, and where the engine serves it
+ * (STEP: in run() and an attempt's callback; ENV: in a queue or cron
+ * handler too, whose env is all it has). */
+#define WM_CALLS(X)                                                            \
+  X(do_step, WM_DO, STEP)                                                      \
+  X(sleep, WM_SLEEP, STEP)                                                     \
+  X(sleep_until, WM_SLEEP_UNTIL, STEP)                                         \
+  X(wait_for_event, WM_WAIT, STEP)                                             \
+  X(step_error, WM_STEP_ERROR, STEP)                                           \
+  X(set_output, WM_SET_OUTPUT, STEP)                                           \
+  X(vfail, WM_FAIL, STEP)                                                      \
+  X(error_is, WM_ERROR_IS, STEP)                                               \
+  X(env_workflow, WM_ENV_WORKFLOW, ENV)                                        \
+  X(workflow_create, WM_WF_CREATE, ENV)                                        \
+  X(workflow_send_event, WM_WF_EVENT, ENV)                                     \
+  X(env_queue, WM_ENV_QUEUE, ENV)                                              \
+  X(queue_send, WM_QUEUE_SEND, ENV)                                            \
+  X(queue_send_batch, WM_QUEUE_BATCH, ENV)                                     \
+  X(vlog, WM_LOG, ENV)                                                         \
+  X(attempt_cancelled, WM_CANCELLED, STEP)
+
+/* The worker's own frames, no call of the plugin's: a callback's return,
+ * run()'s or a handler's end, a limit passed (WM_CRASH, retired, is in
+ * neither list). */
+#define WM_OWN(X) X(ret, WM_RETURN) X(end, WM_END) X(limit, WM_LIMIT)
+
+/* A count of a list's lines: (0 WM_CALLS(WM_ONE)). */
+#define WM_ONE(...) +1
+
+/* Every kind from WM_DO to WM_LIMIT is in one list (or is WM_CRASH). */
+_Static_assert((0 WM_CALLS(WM_ONE) WM_OWN(WM_ONE)) + 1 == WM_LIMIT - WM_DO + 1,
+               "a worker's frame kind is in neither WM_CALLS nor WM_OWN");
+
 /* The page each channel's two sides share (memfd, mapped by both):
  * words the worker writes where no frame could be, read by the engine.
  *   word WM_PAGE_CRASH       the activation a crash handler named (the

@@ -34,6 +34,7 @@
 #include "step.h"
 #include "util.h"
 #include "worker_engine.h"
+#include "worker_frame.h"
 #include "worker_proto.h"
 
 typedef struct proxy {
@@ -56,6 +57,7 @@ typedef struct proxy {
    * when it is given up on (CLOCK_MONOTONIC ms, 0 = never). */
   const char *handler; /* e.g. queue handler of plugin "p" (queue "q") */
   int64_t deadline;
+  wf_end end; /* its END once served (borrows cur: no frame follows) */
 } proxy;
 
 /* What a wait on c's channel is for: its frames, and room for the rest
@@ -375,23 +377,35 @@ static int proxy_step(duro_attempt *at, void *arg) {
   return (int)rc;
 }
 
-/* A DO frame: duro_do by the step runner, with proxy_step for the
- * callback.  Its strings are copied: the callback's frames reuse the
- * channel's buffer. */
-static void serve_do(proxy *px, wire_reader *r) {
-  char *name = wire_get_str(r);
-  int has_cfg = (int)wire_get_u32(r), has_retries = (int)wire_get_u32(r);
-  duro_retries rt = {.limit = wire_get_u32(r)};
-  char *delay = wire_get_str(r);
-  rt.backoff = (duro_backoff)wire_get_u32(r);
-  char *timeout = wire_get_str(r);
-  rt.delay = delay;
-  duro_step_config cfg = {.retries = has_retries ? &rt : NULL,
+/* ---- one handler per frame kind ---- */
+
+/* A handler's verdict: SERVE_ON (serve the next frame), or what serve()
+ * returns (0 with its rc, -1 when the worker is gone, -3 when it was
+ * killed). */
+enum { SERVE_ON = 1 };
+
+/* Acts on one frame, decoded and checked whole (worker_frame.h; its
+ * strings borrow px->cur until the next frame is read), in px's
+ * activation: at is the attempt whose callback runs, or NULL. */
+typedef int frame_fn(proxy *px, duro_attempt *at, const worker_frame *f,
+                     int64_t *rc_out);
+
+/* duro_do by the step runner, with proxy_step for the callback.  Its
+ * strings are copied: the callback's frames reuse the channel's buffer
+ * (px->cur, which f borrows). */
+static int serve_do_step(proxy *px, duro_attempt *at, const worker_frame *f,
+                         int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  const wf_do_step *d = &f->do_step;
+  char *name = d->name ? xstrdup(d->name) : NULL;
+  char *delay = d->delay ? xstrdup(d->delay) : NULL;
+  char *timeout = d->timeout ? xstrdup(d->timeout) : NULL;
+  duro_retries rt = {
+      .limit = d->limit, .delay = delay, .backoff = (duro_backoff)d->backoff};
+  duro_step_config cfg = {.retries = d->has_retries ? &rt : NULL,
                           .timeout = timeout};
-  proxy_cb cb = {.px = px};
-  cb.fn = wire_get_u64(r);
-  cb.arg = wire_get_u64(r);
-  int wants = (int)wire_get_u32(r);
+  proxy_cb cb = {.px = px, .fn = d->fn, .arg = d->arg};
+  int wants = (int)d->wants_result, has_cfg = (int)d->has_config;
   const char *result = NULL;
   duro_rc rc = px->api->do_step(px->step, name, has_cfg ? &cfg : NULL,
                                 proxy_step, &cb, wants ? &result : NULL);
@@ -400,81 +414,326 @@ static void serve_do(proxy *px, wire_reader *r) {
   free(name);
   free(delay);
   free(timeout);
+  return SERVE_ON;
+}
+
+static int serve_sleep(proxy *px, duro_attempt *at, const worker_frame *f,
+                       int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  reply(px, px->api->sleep(px->step, f->sleep.name, f->sleep.duration), NULL);
+  return SERVE_ON;
+}
+
+static int serve_sleep_until(proxy *px, duro_attempt *at, const worker_frame *f,
+                             int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  reply(px,
+        px->api->sleep_until(px->step, f->sleep_until.name,
+                             f->sleep_until.unix_ms),
+        NULL);
+  return SERVE_ON;
+}
+
+static int serve_wait_for_event(proxy *px, duro_attempt *at,
+                                const worker_frame *f, int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  const wf_wait_for_event *w = &f->wait_for_event;
+  const char *ev = NULL;
+  duro_rc rc = px->api->wait_for_event(px->step, w->name, w->type, w->timeout,
+                                       w->wants_event ? &ev : NULL);
+  reply(px, rc, ev);
+  return SERVE_ON;
+}
+
+static int serve_step_error(proxy *px, duro_attempt *at, const worker_frame *f,
+                            int64_t *rc_out) {
+  (void)at, (void)f, (void)rc_out;
+  reply(px, 0, px->api->step_error(px->step));
+  return SERVE_ON;
+}
+
+static int serve_set_output(proxy *px, duro_attempt *at, const worker_frame *f,
+                            int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  reply(px, px->api->set_output(px->step, f->set_output.json), NULL);
+  return SERVE_ON;
+}
+
+static int serve_vfail(proxy *px, duro_attempt *at, const worker_frame *f,
+                       int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  const duro_api *api = px->api;
+  const char *msg = f->vfail.message;
+  reply(px,
+        msg ? call_vfail(api, px->step, "%s", msg)
+            : api->vfail(px->step, NULL, NULL),
+        NULL);
+  return SERVE_ON;
+}
+
+static int serve_error_is(proxy *px, duro_attempt *at, const worker_frame *f,
+                          int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  reply(px, px->api->error_is(px->step, f->error_is.name), NULL);
+  return SERVE_ON;
 }
 
 /* The calls a plugin makes through its env, and its log lines: served
- * alike in run(), in a callback and in a queue or cron handler.  0 when
- * `kind` is none of them. */
-static int serve_common(proxy *px, uint32_t kind, wire_reader *rd) {
-  const duro_api *api = px->api;
-  wire_reader r = *rd;
-  switch (kind) {
-  case WM_ENV_WORKFLOW:
-    reply(px, api->env_workflow(px->env, wire_get_strz(&r)) != NULL, NULL);
-    break;
-  case WM_ENV_QUEUE:
-    reply(px, api->env_queue(px->env, wire_get_strz(&r)) != NULL, NULL);
-    break;
-  case WM_WF_CREATE: {
-    duro_workflow *wf = api->env_workflow(px->env, wire_get_strz(&r));
-    const char *id = wire_get_strz(&r), *params = wire_get_strz(&r);
-    reply(px, wf ? api->workflow_create(wf, id, params) : DURO_E_NOT_FOUND,
-          NULL);
-    break;
-  }
-  case WM_WF_EVENT: {
-    duro_workflow *wf = api->env_workflow(px->env, wire_get_strz(&r));
-    const char *id = wire_get_strz(&r), *type = wire_get_strz(&r);
-    const char *payload = wire_get_strz(&r);
-    reply(px,
-          wf ? api->workflow_send_event(wf, id, type, payload)
-             : DURO_E_NOT_FOUND,
-          NULL);
-    break;
-  }
-  case WM_QUEUE_SEND: {
-    duro_queue *q = api->env_queue(px->env, wire_get_strz(&r));
-    const char *json = wire_get_strz(&r);
-    int64_t delay = wire_get_i64(&r);
-    reply(px, q ? api->queue_send(q, json, delay) : DURO_E_NOT_FOUND, NULL);
-    break;
-  }
-  case WM_QUEUE_BATCH: {
-    duro_queue *q = api->env_queue(px->env, wire_get_strz(&r));
-    int64_t delay = wire_get_i64(&r);
-    uint32_t n = wire_get_u32(&r);
-    if (n > (uint32_t)(r.end - r.p) / sizeof(uint32_t)) {
-      r.bad = 1;
-      n = 0;
-    }
-    const char **json = xcalloc(n ? n : 1, sizeof *json);
-    for (uint32_t i = 0; i < n; i++)
-      json[i] = wire_get_strz(&r);
-    reply(px, q ? api->queue_send_batch(q, json, n, delay) : DURO_E_NOT_FOUND,
-          NULL);
-    free(json);
-    break;
-  }
-  case WM_LOG: {
-    int level = (int)wire_get_u32(&r);
-    const char *text = wire_get_strz(&r);
-    if (text)
-      call_vlog(api, level, "%s", text);
-    break;
-  }
-  default:
-    return 0;
-  }
-  rd->bad = r.bad;
-  return 1;
+ * alike in run(), in a callback and in a queue or cron handler. */
+
+static int serve_env_workflow(proxy *px, duro_attempt *at,
+                              const worker_frame *f, int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  reply(px, px->api->env_workflow(px->env, f->env_workflow.binding) != NULL,
+        NULL);
+  return SERVE_ON;
 }
 
-/* The frames of one activation, or of one attempt's callback (at set),
- * carried out until run() or the callback returns: 0 with its rc, or -1
- * when the worker is gone. */
-static int serve(proxy *px, duro_attempt *at, int64_t *rc_out) {
+static int serve_workflow_create(proxy *px, duro_attempt *at,
+                                 const worker_frame *f, int64_t *rc_out) {
+  (void)at, (void)rc_out;
   const duro_api *api = px->api;
-  duro_step *s = px->step;
+  const wf_workflow_create *c = &f->workflow_create;
+  duro_workflow *wf = api->env_workflow(px->env, c->binding);
+  reply(px, wf ? api->workflow_create(wf, c->id, c->params) : DURO_E_NOT_FOUND,
+        NULL);
+  return SERVE_ON;
+}
+
+static int serve_workflow_send_event(proxy *px, duro_attempt *at,
+                                     const worker_frame *f, int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  const duro_api *api = px->api;
+  const wf_workflow_send_event *e = &f->workflow_send_event;
+  duro_workflow *wf = api->env_workflow(px->env, e->binding);
+  reply(px,
+        wf ? api->workflow_send_event(wf, e->id, e->type, e->payload)
+           : DURO_E_NOT_FOUND,
+        NULL);
+  return SERVE_ON;
+}
+
+static int serve_env_queue(proxy *px, duro_attempt *at, const worker_frame *f,
+                           int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  reply(px, px->api->env_queue(px->env, f->env_queue.binding) != NULL, NULL);
+  return SERVE_ON;
+}
+
+static int serve_queue_send(proxy *px, duro_attempt *at, const worker_frame *f,
+                            int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  const duro_api *api = px->api;
+  const wf_queue_send *s = &f->queue_send;
+  duro_queue *q = api->env_queue(px->env, s->binding);
+  reply(px, q ? api->queue_send(q, s->json, s->delay_ms) : DURO_E_NOT_FOUND,
+        NULL);
+  return SERVE_ON;
+}
+
+static int serve_queue_send_batch(proxy *px, duro_attempt *at,
+                                  const worker_frame *f, int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  const duro_api *api = px->api;
+  const wf_queue_send_batch *b = &f->queue_send_batch;
+  duro_queue *q = api->env_queue(px->env, b->binding);
+  const char **json = xcalloc(b->n ? b->n : 1, sizeof *json);
+  worker_frame_batch_json(b, json);
+  reply(px,
+        q ? api->queue_send_batch(q, json, b->n, b->delay_ms)
+          : DURO_E_NOT_FOUND,
+        NULL);
+  free(json);
+  return SERVE_ON;
+}
+
+static int serve_vlog(proxy *px, duro_attempt *at, const worker_frame *f,
+                      int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  call_vlog(px->api, (int)f->vlog.level, "%s", f->vlog.text);
+  return SERVE_ON; /* a log line has no answer */
+}
+
+static int serve_attempt_cancelled(proxy *px, duro_attempt *at,
+                                   const worker_frame *f, int64_t *rc_out) {
+  (void)f, (void)rc_out;
+  reply(px, at ? px->api->attempt_cancelled(at) : 0, NULL);
+  return SERVE_ON;
+}
+
+/* The worker's own frames. */
+
+/* An attempt's callback returned. */
+static int serve_ret(proxy *px, duro_attempt *at, const worker_frame *f,
+                     int64_t *rc_out) {
+  const wf_ret *r = &f->ret;
+  if (step_terminate_requested(px->step)) {
+    /* The terminate was answered while the callback ran (its RETURN was
+     * on its way): its result must not complete the step. */
+    step_attempt_given_up(at, "instance.terminated",
+                          "the instance was terminated while the "
+                          "attempt's callback ran");
+    return -3;
+  }
+  if (r->result_set == WM_RESULT_TOO_LARGE) {
+    char *msg = xasprintf("the step returned %s bytes; the limit is "
+                          "engine.max_step_result",
+                          r->result ? r->result : "?");
+    step_attempt_refused(at, DURO_ERR_OUTPUT_TOO_LARGE, msg);
+    free(msg);
+    *rc_out = -1;
+    return 0;
+  }
+  if (r->result_set)
+    px->api->attempt_result(at, r->result);
+  if (r->failed)
+    call_attempt_vfail(px->api, at, (int)r->final, "%s",
+                       r->message ? r->message : "failed");
+  *rc_out = r->rc;
+  return 0;
+}
+
+/* run() returned. */
+static int serve_end(proxy *px, duro_attempt *at, const worker_frame *f,
+                     int64_t *rc_out) {
+  (void)at;
+  int64_t rc = f->end.rc;
+  if (f->end.why) {
+    /* The build did not load in the worker (its dlopen or init failed
+     * there): the instance waits and runs again after a back-off, as
+     * when no worker could start, never errored for it (the load may
+     * succeed next time). */
+    log_error("plugin \"%s\": build %s cannot run in its worker: %s; "
+              "its instance runs again after a back-off",
+              px->b->plugin->name, px->b->hash, f->end.why);
+    step_worker_unavailable(px->step);
+    rc = DURO_SUSPEND;
+  }
+  *rc_out = rc;
+  return 0;
+}
+
+/* Its callback passed a limit of the plugin's: it holds the worker's
+ * thread (CPU) or its memory; the worker goes, the attempt fails under
+ * its retry policy. */
+static int serve_limit(proxy *px, duro_attempt *at, const worker_frame *f,
+                       int64_t *rc_out) {
+  (void)rc_out;
+  int cpu = f->limit.which == 1;
+  long long used = (long long)f->limit.used, limit = (long long)f->limit.limit;
+  char *msg = cpu ? xasprintf("the attempt's callback used %lld ms of CPU "
+                              "time, over its plugin's limits.cpu (%lld ms); "
+                              "its worker process was killed",
+                              used, limit)
+                  : xasprintf("the attempt's callback ran while its worker "
+                              "process grew to %lld MiB, over its plugin's "
+                              "limits.memory (%lld MiB); the process was "
+                              "killed",
+                              used >> 20, limit >> 20);
+  log_write(DURO_LOG_WARN, NULL, "plugin \"%s\": %s", px->b->plugin->name, msg);
+  worker_conn_kill(px->c, cpu ? "a callback passed limits.cpu"
+                              : "it passed limits.memory");
+  step_attempt_given_up(
+      at, cpu ? DURO_ERR_CPU_EXCEEDED : DURO_ERR_MEMORY_EXCEEDED, msg);
+  free(msg);
+  return -3;
+}
+
+/* A limit reported after the callback returned is late: nothing to do. */
+static int serve_late_limit(proxy *px, duro_attempt *at, const worker_frame *f,
+                            int64_t *rc_out) {
+  (void)px, (void)at, (void)f, (void)rc_out;
+  return SERVE_ON;
+}
+
+/* A queue or cron handler returned: its END (rc, why, a batch's marks)
+ * is kept for handler_run. */
+static int serve_handler_end(proxy *px, duro_attempt *at, const worker_frame *f,
+                             int64_t *rc_out) {
+  (void)at;
+  px->end = f->end;
+  *rc_out = f->end.rc;
+  return 0;
+}
+
+/* A handler passed a limit of its plugin's: its worker is killed. */
+static int serve_handler_limit(proxy *px, duro_attempt *at,
+                               const worker_frame *f, int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  int cpu = f->limit.which == 1;
+  int64_t used = f->limit.used, limit = f->limit.limit;
+  char *msg =
+      xasprintf(cpu ? "the %s used %lld ms of CPU time, over its plugin's "
+                      "limits.cpu (%lld ms); its worker process was killed"
+                    : "the %s ran while its worker process grew to %lld "
+                      "MiB, over its plugin's limits.memory (%lld MiB); the "
+                      "process was killed",
+                px->handler, (long long)(cpu ? used : used >> 20),
+                (long long)(cpu ? limit : limit >> 20));
+  log_write(DURO_LOG_WARN, NULL, "%s", msg);
+  duro_env_handler_failed(
+      px->env, cpu ? DURO_ERR_CPU_EXCEEDED : DURO_ERR_MEMORY_EXCEEDED, msg);
+  free(msg);
+  worker_conn_kill(px->c, cpu ? "a handler passed limits.cpu"
+                              : "it passed limits.memory");
+  return -3;
+}
+
+/* Each kind's handler where a frame of it may come: in run() (no
+ * attempt), in an attempt's callback, in a queue or cron handler; NULL
+ * where it may not. */
+typedef struct frame_handlers {
+  frame_fn *run, *callback, *handler;
+} frame_handlers;
+
+/* A call's row (WM_CALLS): served alike in run() and a callback; in a
+ * handler only the env's calls. */
+#define IN_HANDLER_STEP(fn) NULL
+#define IN_HANDLER_ENV(fn) fn
+#define CALL_ROW(member, kind, where)                                          \
+  [kind] = {serve_##member, serve_##member, IN_HANDLER_##where(serve_##member)},
+/* The worker's own frames' rows (WM_OWN), by hand. */
+#define OWN_ret                                                                \
+  { NULL, serve_ret, NULL }
+#define OWN_end                                                                \
+  { serve_end, NULL, serve_handler_end }
+#define OWN_limit                                                              \
+  { serve_late_limit, serve_limit, serve_handler_limit }
+#define OWN_ROW(member, kind) [kind] = OWN_##member,
+
+static const frame_handlers handlers[WM_LIMIT + 1] = {WM_CALLS(CALL_ROW)
+                                                          WM_OWN(OWN_ROW)};
+
+/* The handler for a frame of `kind` where px is, or NULL. */
+static frame_fn *handler_of(const proxy *px, duro_attempt *at, uint32_t kind) {
+  if (kind >= sizeof handlers / sizeof handlers[0])
+    return NULL;
+  const frame_handlers *h = &handlers[kind];
+  return px->handler ? h->handler : at ? h->callback : h->run;
+}
+
+/* A frame with no handler where px is (why NULL), or a malformed one:
+ * nothing of it is done, and the activation ends as a worker's death
+ * does (-1); a handler's worker, which broke the protocol, is killed. */
+static int refuse(proxy *px, uint32_t kind, const char *why) {
+  if (px->handler) {
+    log_error("the worker of the %s sent %s frame (kind %u%s%s)", px->handler,
+              why ? "a malformed" : "an unexpected", kind, why ? ": " : "",
+              why ? why : "");
+    worker_conn_kill(px->c, "it broke the protocol");
+  } else if (why) {
+    log_error("plugin \"%s\": its worker sent a malformed frame (kind %u: %s)",
+              px->b->plugin->name, kind, why);
+  }
+  return -1;
+}
+
+/* The frames of one activation, of one attempt's callback (at set) or of
+ * a queue or cron handler (px->handler), each decoded whole, then handed
+ * to its kind's handler, until run(), the callback or the handler returns:
+ * 0 with its rc, or -1 when the worker is gone (-2 given up on, -3
+ * killed). */
+static int serve(proxy *px, duro_attempt *at, int64_t *rc_out) {
   for (;;) {
     uint32_t kind;
     wire_reader r;
@@ -487,142 +746,16 @@ static int serve(proxy *px, duro_attempt *at, int64_t *rc_out) {
     }
     if (got != 0)
       return got;
-    switch (kind) {
-    case WM_LIMIT: {
-      /* Its callback passed a limit of the plugin's: it holds the
-       * worker's thread (CPU) or its memory; the worker goes, the attempt
-       * fails under its retry policy.  One that came after the callback
-       * returned is late: nothing to do. */
-      uint32_t which = wire_get_u32(&r);
-      int64_t used = wire_get_i64(&r), limit = wire_get_i64(&r);
-      if (!at || r.bad)
-        break;
-      char *msg =
-          which == 1
-              ? xasprintf("the attempt's callback used %lld ms of CPU time, "
-                          "over its plugin's limits.cpu (%lld ms); its "
-                          "worker process was killed",
-                          (long long)used, (long long)limit)
-              : xasprintf("the attempt's callback ran while its worker "
-                          "process grew to %lld MiB, over its plugin's "
-                          "limits.memory (%lld MiB); the process was killed",
-                          (long long)(used >> 20), (long long)(limit >> 20));
-      log_write(DURO_LOG_WARN, NULL, "plugin \"%s\": %s", px->b->plugin->name,
-                msg);
-      worker_conn_kill(px->c, which == 1 ? "a callback passed limits.cpu"
-                                         : "it passed limits.memory");
-      step_attempt_given_up(
-          at, which == 1 ? DURO_ERR_CPU_EXCEEDED : DURO_ERR_MEMORY_EXCEEDED,
-          msg);
-      free(msg);
-      return -3;
-    }
-    case WM_DO:
-      serve_do(px, &r);
-      break;
-    case WM_SLEEP: {
-      const char *name = wire_get_strz(&r), *d = wire_get_strz(&r);
-      reply(px, api->sleep(s, name, d), NULL);
-      break;
-    }
-    case WM_SLEEP_UNTIL: {
-      const char *name = wire_get_strz(&r);
-      int64_t ms = wire_get_i64(&r);
-      reply(px, api->sleep_until(s, name, ms), NULL);
-      break;
-    }
-    case WM_WAIT: {
-      const char *name = wire_get_strz(&r), *type = wire_get_strz(&r);
-      const char *timeout = wire_get_strz(&r);
-      int wants = (int)wire_get_u32(&r);
-      const char *ev = NULL;
-      duro_rc rc =
-          api->wait_for_event(s, name, type, timeout, wants ? &ev : NULL);
-      reply(px, rc, ev);
-      break;
-    }
-    case WM_STEP_ERROR:
-      reply(px, 0, api->step_error(s));
-      break;
-    case WM_SET_OUTPUT:
-      reply(px, api->set_output(s, wire_get_strz(&r)), NULL);
-      break;
-    case WM_FAIL: {
-      const char *msg = wire_get_strz(&r);
-      reply(px, msg ? call_vfail(api, s, "%s", msg) : api->vfail(s, NULL, NULL),
-            NULL);
-      break;
-    }
-    case WM_ERROR_IS:
-      reply(px, api->error_is(s, wire_get_strz(&r)), NULL);
-      break;
-    case WM_CANCELLED:
-      reply(px, at ? api->attempt_cancelled(at) : 0, NULL);
-      break;
-    case WM_RETURN: {
-      if (!at)
-        return -1;
-      int64_t rc = wire_get_i64(&r);
-      int result_set = (int)wire_get_u32(&r);
-      const char *result = wire_get_strz(&r);
-      int failed = (int)wire_get_u32(&r), final = (int)wire_get_u32(&r);
-      const char *message = wire_get_strz(&r);
-      if (r.bad)
-        return -1;
-      if (step_terminate_requested(px->step)) {
-        /* The terminate was answered while the callback ran (its RETURN
-         * was on its way): its result must not complete the step. */
-        step_attempt_given_up(at, "instance.terminated",
-                              "the instance was terminated while the "
-                              "attempt's callback ran");
-        return -3;
-      }
-      if (result_set == WM_RESULT_TOO_LARGE) {
-        char *msg = xasprintf("the step returned %s bytes; the limit is "
-                              "engine.max_step_result",
-                              result ? result : "?");
-        step_attempt_refused(at, DURO_ERR_OUTPUT_TOO_LARGE, msg);
-        free(msg);
-        *rc_out = -1;
-        return 0;
-      }
-      if (result_set)
-        api->attempt_result(at, result);
-      if (failed)
-        call_attempt_vfail(api, at, final, "%s", message ? message : "failed");
-      *rc_out = rc;
-      return 0;
-    }
-    case WM_END: {
-      if (at)
-        return -1;
-      int64_t rc = wire_get_i64(&r);
-      const char *why = wire_get_strz(&r);
-      if (r.bad)
-        return -1;
-      if (why) {
-        /* The build did not load in the worker (its dlopen or init
-         * failed there): the instance waits and runs again after a
-         * back-off, as when no worker could start, never errored for
-         * it (the load may succeed next time). */
-        log_error("plugin \"%s\": build %s cannot run in its worker: %s; "
-                  "its instance runs again after a back-off",
-                  px->b->plugin->name, px->b->hash, why);
-        step_worker_unavailable(s);
-        rc = DURO_SUSPEND;
-      }
-      *rc_out = rc;
-      return 0;
-    }
-    default:
-      if (!serve_common(px, kind, &r))
-        return -1;
-    }
-    if (r.bad) {
-      log_error("plugin \"%s\": its worker sent a malformed frame (kind %u)",
-                px->b->plugin->name, kind);
-      return -1;
-    }
+    frame_fn *fn = handler_of(px, at, kind);
+    if (!fn)
+      return refuse(px, kind, NULL);
+    worker_frame f;
+    if (worker_frame_decode(kind, (const uint8_t *)r.p, (size_t)(r.end - r.p),
+                            &f) != 0)
+      return refuse(px, kind, f.why);
+    int verdict = fn(px, at, &f, rc_out);
+    if (verdict != SERVE_ON)
+      return verdict;
   }
 }
 
@@ -669,53 +802,10 @@ duro_rc worker_proxy_run(duro_step *step, const duro_event *ev, duro_env *env) {
 
 /* ---- queue and cron handlers ---- */
 
-/* The plugin's frames in a handler until its END (in *end, valid until
- * the next frame): 0; -1 when the worker died or broke the protocol (it
- * is killed), -3 when it was killed for a limit or the deadline. */
-static int serve_handler(proxy *px, wire_reader *end) {
-  for (;;) {
-    uint32_t kind;
-    wire_reader r;
-    int got = next(px, &kind, &r);
-    if (got != 0)
-      return got;
-    if (kind == WM_END) {
-      *end = r;
-      return 0;
-    }
-    if (kind == WM_LIMIT) {
-      uint32_t which = wire_get_u32(&r);
-      int64_t used = wire_get_i64(&r), limit = wire_get_i64(&r);
-      char *msg = xasprintf(
-          which == 1 ? "the %s used %lld ms of CPU time, over its plugin's "
-                       "limits.cpu (%lld ms); its worker process was killed"
-                     : "the %s ran while its worker process grew to %lld "
-                       "MiB, over its plugin's limits.memory (%lld MiB); the "
-                       "process was killed",
-          px->handler, (long long)(which == 1 ? used : used >> 20),
-          (long long)(which == 1 ? limit : limit >> 20));
-      log_write(DURO_LOG_WARN, NULL, "%s", msg);
-      duro_env_handler_failed(
-          px->env,
-          which == 1 ? DURO_ERR_CPU_EXCEEDED : DURO_ERR_MEMORY_EXCEEDED, msg);
-      free(msg);
-      worker_conn_kill(px->c, which == 1 ? "a handler passed limits.cpu"
-                                         : "it passed limits.memory");
-      return -3;
-    }
-    if (!serve_common(px, kind, &r) || r.bad) {
-      log_error("the worker of the %s sent %s frame (kind %u)", px->handler,
-                r.bad ? "a malformed" : "an unexpected", kind);
-      worker_conn_kill(px->c, "it broke the protocol");
-      return -1;
-    }
-  }
-}
-
 /* Runs the handler whose frame px->m holds (begun by the caller) in the
  * lent channel's worker: 0 with its return code in *rc and the rest of
- * its END in *end, or -1 (said why). */
-static int handler_run(proxy *px, int *rc, wire_reader *end) {
+ * its END in px->end, or -1 (said why). */
+static int handler_run(proxy *px, int *rc) {
   int waiting = 0, wait;
   /* counted as a callback in its process: a suspect of a kill runs
    * alone, and a lone callback's death is not laid on it while a
@@ -723,19 +813,19 @@ static int handler_run(proxy *px, int *rc, wire_reader *end) {
   while ((wait = worker_turn_try(px->c, 0, &waiting)) == 1)
     nanosleep(&(struct timespec){0, 2000000}, NULL);
   int got = -1;
+  int64_t rc64 = -1;
   if (wait == 0) {
     idmap_put(&px->c->waiting, (int64_t)px->id, px);
-    got = channel_post(&px->c->ch, &px->m) == 0 ? serve_handler(px, end) : -1;
+    got = channel_post(&px->c->ch, &px->m) == 0 ? serve(px, NULL, &rc64) : -1;
     idmap_del(&px->c->waiting, (int64_t)px->id);
     worker_turn_end(px->c, 0);
   }
   if (got == 0) {
-    *rc = (int)wire_get_i64(end);
-    const char *why = wire_get_strz(end);
-    if (!end->bad && !why)
+    *rc = (int)rc64;
+    if (!px->end.why)
       return 0;
     char *msg = xasprintf("the %s cannot run in its worker: %s", px->handler,
-                          why ? why : "a malformed END");
+                          px->end.why);
     log_error("%s", msg);
     duro_env_handler_failed(px->env, DURO_ERR_BUILD_UNAVAILABLE, msg);
     free(msg);
@@ -825,25 +915,21 @@ int worker_proxy_queue(duro_message_batch *batch, duro_env *env) {
     wire_put_u32(&px.m, m->attempts);
     wire_put_i64(&px.m, m->sent_ms);
   }
-  wire_reader end;
   int rc = -1;
-  if (handler_run(&px, &rc, &end) != 0) {
+  if (handler_run(&px, &rc) != 0) {
+    rc = -1;
+  } else if (!px.end.has_marks) {
+    log_error("the worker of the %s sent a malformed END", what);
     rc = -1;
   } else {
-    uint32_t marks = wire_get_u32(&end);
-    for (uint32_t i = 0; i < marks && i < n && !end.bad; i++) {
-      uint32_t mark = wire_get_u32(&end);
-      int64_t delay = wire_get_i64(&end);
-      if (end.bad)
-        break;
+    for (uint32_t i = 0; i < px.end.n && i < n; i++) {
+      uint32_t mark;
+      int64_t delay;
+      worker_frame_end_mark(&px.end, i, &mark, &delay);
       if (mark == WM_MARK_ACK)
         api->message_ack(batch, i);
       else if (mark == WM_MARK_RETRY)
         api->message_retry(batch, i, delay);
-    }
-    if (end.bad) {
-      log_error("the worker of the %s sent a malformed END", what);
-      rc = -1;
     }
   }
   handler_proxy_end(&px);
@@ -861,9 +947,8 @@ int worker_proxy_scheduled(const duro_scheduled_event *ev, duro_env *env) {
   wire_put_str(&px.m, ev->cron);
   wire_put_i64(&px.m, ev->scheduled_ms);
   wire_put_str(&px.m, ev->timezone);
-  wire_reader end;
   int rc = -1;
-  if (handler_run(&px, &rc, &end) != 0)
+  if (handler_run(&px, &rc) != 0)
     rc = -1;
   handler_proxy_end(&px);
   return rc;

@@ -1,0 +1,303 @@
+/* worker_frame.c — a worker's frames decoded and checked whole
+ * (worker_frame.h), one decoder per kind, in a table made from
+ * worker_proto.h's lists. */
+#include "worker_frame.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* A read through one frame: the first failure is kept in out->why and
+ * every later read returns zero or NULL. */
+typedef struct dec {
+  const char *p, *end;
+  worker_frame *out;
+  int bad;
+} dec;
+
+static void refuse(dec *d, const char *field, const char *what) {
+  if (d->bad)
+    return;
+  d->bad = 1;
+  snprintf(d->out->why, sizeof d->out->why, "%s %s", field, what);
+}
+
+/* A value out of its range, named. */
+static void refuse_value(dec *d, const char *field, uint32_t v,
+                         const char *range) {
+  if (d->bad)
+    return;
+  d->bad = 1;
+  snprintf(d->out->why, sizeof d->out->why, "%s is %u, %s", field, v, range);
+}
+
+static size_t left(const dec *d) { return (size_t)(d->end - d->p); }
+
+static void take(dec *d, const char *field, void *v, size_t n) {
+  if (!d->bad && left(d) < n)
+    refuse(d, field, "runs past the frame's end");
+  if (d->bad) {
+    memset(v, 0, n);
+    return;
+  }
+  memcpy(v, d->p, n);
+  d->p += n;
+}
+
+static uint32_t u32(dec *d, const char *field) {
+  uint32_t v;
+  take(d, field, &v, sizeof v);
+  return v;
+}
+
+static uint64_t u64(dec *d, const char *field) {
+  uint64_t v;
+  take(d, field, &v, sizeof v);
+  return v;
+}
+
+static int64_t i64(dec *d, const char *field) {
+  int64_t v;
+  take(d, field, &v, sizeof v);
+  return v;
+}
+
+/* A flag: 0 or 1. */
+static uint32_t flag(dec *d, const char *field) {
+  uint32_t v = u32(d, field);
+  if (v > 1)
+    refuse_value(d, field, v, "not 0 or 1");
+  return d->bad ? 0 : v;
+}
+
+/* A protocol enum: from `lo` to `hi`. */
+static uint32_t within(dec *d, const char *field, uint32_t lo, uint32_t hi) {
+  uint32_t v = u32(d, field);
+  if (v < lo || v > hi)
+    refuse_value(d, field, v, "out of range");
+  return d->bad ? 0 : v;
+}
+
+/* A string in place (wire.h: its length + 1, 0 for NULL, its bytes and a
+ * NUL); NULL refused unless `nullable`. */
+static const char *read_str(dec *d, const char *field, int nullable) {
+  uint32_t n = u32(d, field);
+  if (d->bad)
+    return NULL;
+  if (n == 0) {
+    if (!nullable)
+      refuse(d, field, "is NULL");
+    return NULL;
+  }
+  if (left(d) < n)
+    refuse(d, field, "runs past the frame's end");
+  else if (d->p[n - 1] != '\0')
+    refuse(d, field, "is not NUL-terminated");
+  else if (memchr(d->p, '\0', n - 1))
+    refuse(d, field, "has a NUL inside");
+  if (d->bad)
+    return NULL;
+  const char *s = d->p;
+  d->p += n;
+  return s;
+}
+
+/* A string, or NULL. */
+static const char *str(dec *d, const char *field) {
+  return read_str(d, field, 1);
+}
+
+/* A string the worker never sends as NULL. */
+static const char *str_set(dec *d, const char *field) {
+  return read_str(d, field, 0);
+}
+
+/* A count of items each at least `size` bytes: no more than the bytes
+ * left hold. */
+static uint32_t count(dec *d, const char *field, size_t size) {
+  uint32_t n = u32(d, field);
+  if (!d->bad && n > left(d) / size)
+    refuse(d, field, "is more than the bytes left hold");
+  return d->bad ? 0 : n;
+}
+
+/* ---- one decoder per kind, named after the member it carries ---- */
+
+static void decode_do_step(dec *d, worker_frame *f) {
+  wf_do_step *m = &f->do_step;
+  m->name = str(d, "name");
+  m->has_config = flag(d, "has_config");
+  m->has_retries = flag(d, "has_retries");
+  m->limit = u32(d, "limit");
+  m->delay = str(d, "delay");
+  m->backoff = u32(d, "backoff");
+  m->timeout = str(d, "timeout");
+  m->fn = u64(d, "fn");
+  m->arg = u64(d, "arg");
+  m->wants_result = flag(d, "wants_result");
+}
+
+static void decode_sleep(dec *d, worker_frame *f) {
+  f->sleep.name = str(d, "name");
+  f->sleep.duration = str(d, "duration");
+}
+
+static void decode_sleep_until(dec *d, worker_frame *f) {
+  f->sleep_until.name = str(d, "name");
+  f->sleep_until.unix_ms = i64(d, "unix_ms");
+}
+
+static void decode_wait_for_event(dec *d, worker_frame *f) {
+  wf_wait_for_event *m = &f->wait_for_event;
+  m->name = str(d, "name");
+  m->type = str(d, "type");
+  m->timeout = str(d, "timeout");
+  m->wants_event = flag(d, "wants_event");
+}
+
+static void decode_step_error(dec *d, worker_frame *f) { (void)d, (void)f; }
+
+static void decode_set_output(dec *d, worker_frame *f) {
+  f->set_output.json = str(d, "json");
+}
+
+static void decode_vfail(dec *d, worker_frame *f) {
+  f->vfail.message = str(d, "message");
+}
+
+static void decode_error_is(dec *d, worker_frame *f) {
+  f->error_is.name = str(d, "name");
+}
+
+static void decode_env_workflow(dec *d, worker_frame *f) {
+  f->env_workflow.binding = str_set(d, "binding");
+}
+
+static void decode_workflow_create(dec *d, worker_frame *f) {
+  wf_workflow_create *m = &f->workflow_create;
+  m->binding = str_set(d, "binding");
+  m->id = str(d, "id");
+  m->params = str(d, "params");
+}
+
+static void decode_workflow_send_event(dec *d, worker_frame *f) {
+  wf_workflow_send_event *m = &f->workflow_send_event;
+  m->binding = str_set(d, "binding");
+  m->id = str(d, "id");
+  m->type = str(d, "type");
+  m->payload = str(d, "payload");
+}
+
+static void decode_env_queue(dec *d, worker_frame *f) {
+  f->env_queue.binding = str_set(d, "binding");
+}
+
+static void decode_queue_send(dec *d, worker_frame *f) {
+  f->queue_send.binding = str_set(d, "binding");
+  f->queue_send.json = str(d, "json");
+  f->queue_send.delay_ms = i64(d, "delay_ms");
+}
+
+static void decode_queue_send_batch(dec *d, worker_frame *f) {
+  wf_queue_send_batch *m = &f->queue_send_batch;
+  m->binding = str_set(d, "binding");
+  m->delay_ms = i64(d, "delay_ms");
+  m->n = count(d, "n", sizeof(uint32_t)); /* a string is at least that */
+  m->first = d->p;
+  for (uint32_t i = 0; i < m->n && !d->bad; i++)
+    str(d, "json");
+}
+
+static void decode_vlog(dec *d, worker_frame *f) {
+  f->vlog.level = u32(d, "level");
+  f->vlog.text = str_set(d, "text");
+}
+
+static void decode_attempt_cancelled(dec *d, worker_frame *f) {
+  (void)d, (void)f;
+}
+
+static void decode_ret(dec *d, worker_frame *f) {
+  wf_ret *m = &f->ret;
+  m->rc = i64(d, "rc");
+  m->result_set = within(d, "result_set", 0, WM_RESULT_TOO_LARGE);
+  m->result = str(d, "result");
+  m->failed = flag(d, "failed");
+  m->final = flag(d, "final");
+  m->message = str(d, "message");
+}
+
+/* A mark's bytes: u32 mark, i64 delay. */
+#define MARK_SIZE (sizeof(uint32_t) + sizeof(int64_t))
+
+static void decode_end(dec *d, worker_frame *f) {
+  wf_end *m = &f->end;
+  m->rc = i64(d, "rc");
+  m->why = str(d, "why");
+  if (d->bad || left(d) == 0)
+    return; /* run()'s or a cron handler's: no marks */
+  m->has_marks = 1;
+  m->n = count(d, "n", MARK_SIZE);
+  m->marks = d->p;
+  for (uint32_t i = 0; i < m->n && !d->bad; i++) {
+    within(d, "mark", WM_MARK_NONE, WM_MARK_RETRY);
+    i64(d, "delay");
+  }
+}
+
+static void decode_limit(dec *d, worker_frame *f) {
+  f->limit.which = within(d, "which", 1, 2);
+  f->limit.used = i64(d, "used");
+  f->limit.limit = i64(d, "limit");
+}
+
+typedef void decoder(dec *d, worker_frame *f);
+
+#define DECODER(member, kind, ...) [kind - WM_DO] = decode_##member,
+static decoder *const decoders[WM_LIMIT - WM_DO + 1] = {WM_CALLS(DECODER)
+                                                            WM_OWN(DECODER)};
+#undef DECODER
+
+int worker_frame_decode(uint32_t kind, const uint8_t *body, size_t len,
+                        worker_frame *out) {
+  /* decoded aside: a refused frame leaves no field half-read in *out */
+  worker_frame f = {.kind = kind};
+  decoder *fn =
+      kind >= WM_DO && kind <= WM_LIMIT ? decoders[kind - WM_DO] : NULL;
+  const char *p =
+      body ? (const char *)body : ""; /* an empty body may be NULL */
+  dec d = {.p = p, .end = p + len, .out = &f};
+  if (!fn)
+    refuse(&d, "kind", "is none a worker sends");
+  else
+    fn(&d, &f);
+  if (!d.bad && left(&d) > 0) {
+    d.bad = 1;
+    snprintf(f.why, sizeof f.why, "%zu bytes follow its last field", left(&d));
+  }
+  if (d.bad) {
+    memset(out, 0, sizeof *out);
+    out->kind = kind;
+    memcpy(out->why, f.why, sizeof out->why);
+    return -1;
+  }
+  *out = f;
+  return 0;
+}
+
+void worker_frame_batch_json(const wf_queue_send_batch *b, const char **json) {
+  const char *p = b->first;
+  for (uint32_t i = 0; i < b->n; i++) {
+    uint32_t n;
+    memcpy(&n, p, sizeof n);
+    p += sizeof n;
+    json[i] = n ? p : NULL;
+    p += n;
+  }
+}
+
+void worker_frame_end_mark(const wf_end *end, uint32_t i, uint32_t *mark,
+                           int64_t *delay_ms) {
+  const char *p = end->marks + (size_t)i * MARK_SIZE;
+  memcpy(mark, p, sizeof *mark);
+  memcpy(delay_ms, p + sizeof *mark, sizeof *delay_ms);
+}

@@ -1,0 +1,162 @@
+/* worker_frame.h — a frame a worker sent the engine, decoded and checked
+ * whole before the engine acts on any of it.
+ *
+ * worker_frame_decode reads every field of its kind (worker_proto.h),
+ * checks each (a string fits the frame and is NUL-terminated with no NUL
+ * inside, or is NULL where the worker may send NULL; a count fits the
+ * bytes left; a flag or a protocol enum is in range; nothing follows the
+ * last field) and says which one failed.  It allocates nothing and acts
+ * on nothing: a frame is taken whole or refused whole.
+ *
+ * A decoded frame borrows the body: its strings, a batch's json and an
+ * END's marks point into it, valid while the body is (the engine's copy
+ * of the frame being served, until the next one is read).
+ *
+ * A plugin's own values (a backoff, a log level, a retry limit, a delay)
+ * are carried as given: the step runner judges them as it does for code
+ * in the engine. */
+#ifndef DURO_WORKER_FRAME_H
+#define DURO_WORKER_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "worker_proto.h"
+
+/* Per kind, its fields in wire order; strings may be NULL unless said. */
+typedef struct wf_do_step {
+  const char *name;
+  uint32_t has_config, has_retries; /* 0 or 1 */
+  uint32_t limit;
+  const char *delay;
+  uint32_t backoff; /* a duro_backoff, as the plugin gave it */
+  const char *timeout;
+  uint64_t fn, arg;      /* the callback and its argument, in the worker */
+  uint32_t wants_result; /* 0 or 1 */
+} wf_do_step;
+
+typedef struct wf_sleep {
+  const char *name, *duration;
+} wf_sleep;
+
+typedef struct wf_sleep_until {
+  const char *name;
+  int64_t unix_ms;
+} wf_sleep_until;
+
+typedef struct wf_wait_for_event {
+  const char *name, *type, *timeout;
+  uint32_t wants_event; /* 0 or 1 */
+} wf_wait_for_event;
+
+typedef struct wf_set_output {
+  const char *json;
+} wf_set_output;
+
+typedef struct wf_vfail {
+  const char *message;
+} wf_vfail;
+
+typedef struct wf_error_is {
+  const char *name;
+} wf_error_is;
+
+/* ENV_WORKFLOW, ENV_QUEUE: the binding is never NULL (the worker asks
+ * for none without a name). */
+typedef struct wf_binding {
+  const char *binding;
+} wf_binding;
+
+typedef struct wf_workflow_create {
+  const char *binding; /* not NULL */
+  const char *id, *params;
+} wf_workflow_create;
+
+typedef struct wf_workflow_send_event {
+  const char *binding; /* not NULL */
+  const char *id, *type, *payload;
+} wf_workflow_send_event;
+
+typedef struct wf_queue_send {
+  const char *binding; /* not NULL */
+  const char *json;
+  int64_t delay_ms;
+} wf_queue_send;
+
+/* Its n json strings: worker_frame_batch_json. */
+typedef struct wf_queue_send_batch {
+  const char *binding; /* not NULL */
+  int64_t delay_ms;
+  uint32_t n;
+  const char *first; /* the first string's length field */
+} wf_queue_send_batch;
+
+typedef struct wf_vlog {
+  uint32_t level;   /* as the plugin gave it */
+  const char *text; /* not NULL */
+} wf_vlog;
+
+typedef struct wf_ret {
+  int64_t rc;
+  uint32_t result_set; /* 0, 1 or WM_RESULT_TOO_LARGE */
+  const char *result;
+  uint32_t failed, final; /* 0 or 1 */
+  const char *message;
+} wf_ret;
+
+/* A queue handler's END has marks (has_marks): n of them, read with
+ * worker_frame_end_mark; run()'s and a cron handler's have none. */
+typedef struct wf_end {
+  int64_t rc;
+  const char *why; /* NULL, or why the build did not load */
+  int has_marks;
+  uint32_t n;
+  const char *marks;
+} wf_end;
+
+typedef struct wf_limit {
+  uint32_t which; /* 1 cpu, 2 memory */
+  int64_t used, limit;
+} wf_limit;
+
+/* One frame: its kind and, named after the duro_api member the frame
+ * carries (WM_CALLS, WM_OWN), its fields.  STEP_ERROR and CANCELLED
+ * have none. */
+typedef struct worker_frame {
+  uint32_t kind;
+  union {
+    wf_do_step do_step;
+    wf_sleep sleep;
+    wf_sleep_until sleep_until;
+    wf_wait_for_event wait_for_event;
+    wf_set_output set_output;
+    wf_vfail vfail;
+    wf_error_is error_is;
+    wf_binding env_workflow, env_queue;
+    wf_workflow_create workflow_create;
+    wf_workflow_send_event workflow_send_event;
+    wf_queue_send queue_send;
+    wf_queue_send_batch queue_send_batch;
+    wf_vlog vlog;
+    wf_ret ret;
+    wf_end end;
+    wf_limit limit;
+  };
+  /* A refusal's reason: the field and what is wrong with it. */
+  char why[96];
+} worker_frame;
+
+/* Decodes body (len bytes, a frame of `kind` from a worker) into *out:
+ * 0, or -1 with out->why set when the frame is malformed or its kind is
+ * none a worker sends. */
+int worker_frame_decode(uint32_t kind, const uint8_t *body, size_t len,
+                        worker_frame *out);
+
+/* A decoded QUEUE_BATCH's strings into json[0 .. n-1]. */
+void worker_frame_batch_json(const wf_queue_send_batch *b, const char **json);
+
+/* A decoded END's mark i (< n): a WM_MARK_* and its delay. */
+void worker_frame_end_mark(const wf_end *end, uint32_t i, uint32_t *mark,
+                           int64_t *delay_ms);
+
+#endif

@@ -1,0 +1,515 @@
+/* test_worker_frame.c — worker_frame.c: every kind a worker sends is
+ * decoded field for field as the worker writes it; cut short at every
+ * byte, given a byte too many, a flag or protocol enum out of range, a
+ * NULL where none is sent, a string without its NUL or with one inside,
+ * or a count past its bytes, it is refused with the field named (ASan
+ * watches that no read passes the frame's end); and kinds no worker
+ * sends are refused. */
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "suite_run.h"
+#include "wire.h"
+#include "worker_frame.h"
+#include "worker_proto.h"
+
+/* Decodes a copy of exactly len bytes (so that ASan sees an overread). */
+static int decode(uint32_t kind, const void *body, size_t len,
+                  worker_frame *f) {
+  uint8_t *copy = malloc(len ? len : 1);
+  if (len)
+    memcpy(copy, body, len);
+  int rc = worker_frame_decode(kind, copy, len, f);
+  free(copy);
+  return rc;
+}
+
+/* The decoded frame's strings point into the body: decoded in place for
+ * the field checks. */
+static void decode_ok(uint32_t kind, const wire_buf *w, worker_frame *f) {
+  int rc = worker_frame_decode(kind, (const uint8_t *)w->data, w->len, f);
+  ck_assert_msg(rc == 0, "kind %u refused: %s", kind, f->why);
+  ck_assert_uint_eq(f->kind, kind);
+}
+
+static void refused(uint32_t kind, const wire_buf *w, const char *why) {
+  worker_frame f;
+  ck_assert_int_eq(decode(kind, w->data, w->len, &f), -1);
+  ck_assert_uint_eq(f.kind, kind);
+  ck_assert_msg(strstr(f.why, why), "kind %u: \"%s\", wanted \"%s\"", kind,
+                f.why, why);
+}
+
+/* ---- one valid frame of every kind, as worker_api.c writes it ---- */
+
+typedef struct sample {
+  uint32_t kind;
+  void (*write)(wire_buf *w);
+  void (*check)(const worker_frame *f);
+} sample;
+
+static void w_do(wire_buf *w) {
+  wire_put_str(w, "charge");
+  wire_put_u32(w, 1);
+  wire_put_u32(w, 1);
+  wire_put_u32(w, 5);
+  wire_put_str(w, "2 seconds");
+  wire_put_u32(w, 7); /* a plugin's backoff is carried as given */
+  wire_put_str(w, NULL);
+  wire_put_u64(w, 0x1234);
+  wire_put_u64(w, 0x5678);
+  wire_put_u32(w, 1);
+}
+static void c_do(const worker_frame *f) {
+  ck_assert_str_eq(f->do_step.name, "charge");
+  ck_assert_uint_eq(f->do_step.has_config, 1);
+  ck_assert_uint_eq(f->do_step.has_retries, 1);
+  ck_assert_uint_eq(f->do_step.limit, 5);
+  ck_assert_str_eq(f->do_step.delay, "2 seconds");
+  ck_assert_uint_eq(f->do_step.backoff, 7);
+  ck_assert_ptr_null(f->do_step.timeout);
+  ck_assert_uint_eq(f->do_step.fn, 0x1234);
+  ck_assert_uint_eq(f->do_step.arg, 0x5678);
+  ck_assert_uint_eq(f->do_step.wants_result, 1);
+}
+
+static void w_sleep(wire_buf *w) {
+  wire_put_str(w, "nap");
+  wire_put_str(w, "1 hour");
+}
+static void c_sleep(const worker_frame *f) {
+  ck_assert_str_eq(f->sleep.name, "nap");
+  ck_assert_str_eq(f->sleep.duration, "1 hour");
+}
+
+static void w_sleep_until(wire_buf *w) {
+  wire_put_str(w, "");
+  wire_put_i64(w, -42);
+}
+static void c_sleep_until(const worker_frame *f) {
+  ck_assert_str_eq(f->sleep_until.name, "");
+  ck_assert_int_eq(f->sleep_until.unix_ms, -42);
+}
+
+static void w_wait(wire_buf *w) {
+  wire_put_str(w, "approval");
+  wire_put_str(w, "approved");
+  wire_put_str(w, "1 day");
+  wire_put_u32(w, 0);
+}
+static void c_wait(const worker_frame *f) {
+  ck_assert_str_eq(f->wait_for_event.name, "approval");
+  ck_assert_str_eq(f->wait_for_event.type, "approved");
+  ck_assert_str_eq(f->wait_for_event.timeout, "1 day");
+  ck_assert_uint_eq(f->wait_for_event.wants_event, 0);
+}
+
+static void w_nothing(wire_buf *w) { (void)w; }
+static void c_nothing(const worker_frame *f) { (void)f; }
+
+static void w_set_output(wire_buf *w) { wire_put_str(w, "{\"a\":1}"); }
+static void c_set_output(const worker_frame *f) {
+  ck_assert_str_eq(f->set_output.json, "{\"a\":1}");
+}
+
+static void w_fail(wire_buf *w) { wire_put_str(w, NULL); }
+static void c_fail(const worker_frame *f) {
+  ck_assert_ptr_null(f->vfail.message);
+}
+
+static void w_error_is(wire_buf *w) { wire_put_str(w, "card.declined"); }
+static void c_error_is(const worker_frame *f) {
+  ck_assert_str_eq(f->error_is.name, "card.declined");
+}
+
+static void w_binding(wire_buf *w) { wire_put_str(w, "orders"); }
+static void c_env_workflow(const worker_frame *f) {
+  ck_assert_str_eq(f->env_workflow.binding, "orders");
+}
+static void c_env_queue(const worker_frame *f) {
+  ck_assert_str_eq(f->env_queue.binding, "orders");
+}
+
+static void w_wf_create(wire_buf *w) {
+  wire_put_str(w, "orders");
+  wire_put_str(w, NULL);
+  wire_put_str(w, "{}");
+}
+static void c_wf_create(const worker_frame *f) {
+  ck_assert_str_eq(f->workflow_create.binding, "orders");
+  ck_assert_ptr_null(f->workflow_create.id);
+  ck_assert_str_eq(f->workflow_create.params, "{}");
+}
+
+static void w_wf_event(wire_buf *w) {
+  wire_put_str(w, "orders");
+  wire_put_str(w, "o-1");
+  wire_put_str(w, "paid");
+  wire_put_str(w, "[1]");
+}
+static void c_wf_event(const worker_frame *f) {
+  ck_assert_str_eq(f->workflow_send_event.binding, "orders");
+  ck_assert_str_eq(f->workflow_send_event.id, "o-1");
+  ck_assert_str_eq(f->workflow_send_event.type, "paid");
+  ck_assert_str_eq(f->workflow_send_event.payload, "[1]");
+}
+
+static void w_queue_send(wire_buf *w) {
+  wire_put_str(w, "emails");
+  wire_put_str(w, "\"hi\"");
+  wire_put_i64(w, 1500);
+}
+static void c_queue_send(const worker_frame *f) {
+  ck_assert_str_eq(f->queue_send.binding, "emails");
+  ck_assert_str_eq(f->queue_send.json, "\"hi\"");
+  ck_assert_int_eq(f->queue_send.delay_ms, 1500);
+}
+
+static void w_queue_batch(wire_buf *w) {
+  wire_put_str(w, "emails");
+  wire_put_i64(w, 0);
+  wire_put_u32(w, 3);
+  wire_put_str(w, "1");
+  wire_put_str(w, NULL);
+  wire_put_str(w, "[3]");
+}
+static void c_queue_batch(const worker_frame *f) {
+  ck_assert_str_eq(f->queue_send_batch.binding, "emails");
+  ck_assert_uint_eq(f->queue_send_batch.n, 3);
+  const char *json[3];
+  worker_frame_batch_json(&f->queue_send_batch, json);
+  ck_assert_str_eq(json[0], "1");
+  ck_assert_ptr_null(json[1]);
+  ck_assert_str_eq(json[2], "[3]");
+}
+
+static void w_log(wire_buf *w) {
+  wire_put_u32(w, 99); /* a plugin's level is carried as given */
+  wire_put_str(w, "hello");
+}
+static void c_log(const worker_frame *f) {
+  ck_assert_uint_eq(f->vlog.level, 99);
+  ck_assert_str_eq(f->vlog.text, "hello");
+}
+
+static void w_return(wire_buf *w) {
+  wire_put_i64(w, -1);
+  wire_put_u32(w, WM_RESULT_TOO_LARGE);
+  wire_put_str(w, "123456789");
+  wire_put_u32(w, 1);
+  wire_put_u32(w, 0);
+  wire_put_str(w, "boom");
+}
+static void c_return(const worker_frame *f) {
+  ck_assert_int_eq(f->ret.rc, -1);
+  ck_assert_uint_eq(f->ret.result_set, WM_RESULT_TOO_LARGE);
+  ck_assert_str_eq(f->ret.result, "123456789");
+  ck_assert_uint_eq(f->ret.failed, 1);
+  ck_assert_uint_eq(f->ret.final, 0);
+  ck_assert_str_eq(f->ret.message, "boom");
+}
+
+static void w_end(wire_buf *w) {
+  wire_put_i64(w, 0);
+  wire_put_str(w, "no such build");
+}
+static void c_end(const worker_frame *f) {
+  ck_assert_int_eq(f->end.rc, 0);
+  ck_assert_str_eq(f->end.why, "no such build");
+  ck_assert_int_eq(f->end.has_marks, 0);
+}
+
+static void w_limit(wire_buf *w) {
+  wire_put_u32(w, 2);
+  wire_put_i64(w, 300 << 20);
+  wire_put_i64(w, 256 << 20);
+}
+static void c_limit(const worker_frame *f) {
+  ck_assert_uint_eq(f->limit.which, 2);
+  ck_assert_int_eq(f->limit.used, 300 << 20);
+  ck_assert_int_eq(f->limit.limit, 256 << 20);
+}
+
+static const sample samples[] = {
+    {WM_DO, w_do, c_do},
+    {WM_SLEEP, w_sleep, c_sleep},
+    {WM_SLEEP_UNTIL, w_sleep_until, c_sleep_until},
+    {WM_WAIT, w_wait, c_wait},
+    {WM_STEP_ERROR, w_nothing, c_nothing},
+    {WM_SET_OUTPUT, w_set_output, c_set_output},
+    {WM_FAIL, w_fail, c_fail},
+    {WM_ERROR_IS, w_error_is, c_error_is},
+    {WM_ENV_WORKFLOW, w_binding, c_env_workflow},
+    {WM_WF_CREATE, w_wf_create, c_wf_create},
+    {WM_WF_EVENT, w_wf_event, c_wf_event},
+    {WM_ENV_QUEUE, w_binding, c_env_queue},
+    {WM_QUEUE_SEND, w_queue_send, c_queue_send},
+    {WM_QUEUE_BATCH, w_queue_batch, c_queue_batch},
+    {WM_LOG, w_log, c_log},
+    {WM_CANCELLED, w_nothing, c_nothing},
+    {WM_RETURN, w_return, c_return},
+    {WM_END, w_end, c_end},
+    {WM_LIMIT, w_limit, c_limit},
+};
+#define N_SAMPLES (sizeof samples / sizeof samples[0])
+
+/* Every kind from WM_DO to WM_LIMIT but the retired WM_CRASH. */
+START_TEST(every_kind_has_a_sample) {
+  ck_assert_uint_eq(N_SAMPLES, WM_LIMIT - WM_DO);
+  for (uint32_t k = WM_DO; k <= WM_LIMIT; k++) {
+    int found = 0;
+    for (size_t i = 0; i < N_SAMPLES; i++)
+      found += samples[i].kind == k;
+    ck_assert_int_eq(found, k == WM_CRASH ? 0 : 1);
+  }
+}
+END_TEST
+
+START_TEST(valid_frames_decode_field_for_field) {
+  const sample *s = &samples[_i];
+  wire_buf w = {0};
+  s->write(&w);
+  worker_frame f;
+  decode_ok(s->kind, &w, &f);
+  s->check(&f);
+  ck_assert_str_eq(f.why, "");
+  wire_buf_free(&w);
+}
+END_TEST
+
+START_TEST(truncated_frames_refused) {
+  const sample *s = &samples[_i];
+  wire_buf w = {0};
+  s->write(&w);
+  for (size_t len = 0; len < w.len; len++) {
+    worker_frame f;
+    ck_assert_msg(decode(s->kind, w.data, len, &f) == -1,
+                  "kind %u cut to %zu of %zu bytes decoded", s->kind, len,
+                  w.len);
+    ck_assert_msg(strstr(f.why, "runs past the frame's end") ||
+                      strstr(f.why, "is more than the bytes left hold"),
+                  "kind %u cut to %zu: %s", s->kind, len, f.why);
+  }
+  wire_buf_free(&w);
+}
+END_TEST
+
+START_TEST(over_long_frames_refused) {
+  const sample *s = &samples[_i];
+  wire_buf w = {0};
+  s->write(&w);
+  wire_put_u8(&w, 0);
+  /* an END may carry marks: its extra byte is a count cut short */
+  refused(s->kind, &w,
+          s->kind == WM_END ? "n runs past" : "1 bytes follow its last field");
+  wire_put_u32(&w, 0);
+  refused(s->kind, &w,
+          s->kind == WM_END ? "1 bytes follow" : "5 bytes follow its last");
+  wire_buf_free(&w);
+}
+END_TEST
+
+START_TEST(unknown_kinds_refused) {
+  uint32_t kinds[] = {0,         WM_RUN,   WM_CALL,      WM_REPLY, WM_CRON_RUN,
+                      WM_DO - 1, WM_CRASH, WM_LIMIT + 1, 1000,     UINT32_MAX};
+  wire_buf w = {0};
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+    refused(kinds[i], &w, "kind is none a worker sends");
+    w_return(&w);
+  }
+  wire_buf_free(&w);
+}
+END_TEST
+
+/* A flag or a protocol enum out of range; a plugin's own values are not
+ * judged here. */
+START_TEST(bad_flags_and_enums_refused) {
+  wire_buf w = {0};
+
+  w_do(&w);
+  memcpy(w.data + 4 + 7, &(uint32_t){2}, 4); /* has_config */
+  refused(WM_DO, &w, "has_config is 2, not 0 or 1");
+  w.len = 0;
+  w_do(&w);
+  memcpy(w.data + w.len - 4, &(uint32_t){UINT32_MAX}, 4);
+  refused(WM_DO, &w, "wants_result is 4294967295, not 0 or 1");
+
+  w.len = 0;
+  w_wait(&w);
+  memcpy(w.data + w.len - 4, &(uint32_t){3}, 4);
+  refused(WM_WAIT, &w, "wants_event is 3, not 0 or 1");
+
+  uint32_t result_sets[] = {WM_RESULT_TOO_LARGE + 1, 1000};
+  for (size_t i = 0; i < 2; i++) {
+    w.len = 0;
+    w_return(&w);
+    memcpy(w.data + 8, &result_sets[i], 4);
+    refused(WM_RETURN, &w, "result_set is");
+  }
+  w.len = 0;
+  wire_put_i64(&w, 0);
+  wire_put_u32(&w, 0);
+  wire_put_str(&w, NULL);
+  wire_put_u32(&w, 0);
+  wire_put_u32(&w, 2); /* final */
+  wire_put_str(&w, NULL);
+  refused(WM_RETURN, &w, "final is 2, not 0 or 1");
+
+  uint32_t whichs[] = {0, 3};
+  for (size_t i = 0; i < 2; i++) {
+    w.len = 0;
+    w_limit(&w);
+    memcpy(w.data, &whichs[i], 4);
+    refused(WM_LIMIT, &w, "which is");
+  }
+  wire_buf_free(&w);
+}
+END_TEST
+
+START_TEST(bad_strings_refused) {
+  wire_buf w = {0};
+
+  /* a binding is never NULL, nor a log line */
+  wire_put_str(&w, NULL);
+  refused(WM_ENV_WORKFLOW, &w, "binding is NULL");
+  refused(WM_ENV_QUEUE, &w, "binding is NULL");
+  wire_put_str(&w, "json");
+  wire_put_i64(&w, 0);
+  refused(WM_QUEUE_SEND, &w, "binding is NULL");
+  w.len = 0;
+  wire_put_u32(&w, 1);
+  wire_put_str(&w, NULL);
+  refused(WM_LOG, &w, "text is NULL");
+
+  /* no NUL at its end, or one inside */
+  w.len = 0;
+  w_sleep(&w);
+  w.data[w.len - 1] = 'x';
+  refused(WM_SLEEP, &w, "duration is not NUL-terminated");
+  w.len = 0;
+  w_sleep(&w);
+  w.data[4 + 1] = '\0'; /* "n\0p" */
+  refused(WM_SLEEP, &w, "name has a NUL inside");
+
+  /* a length past the end */
+  w.len = 0;
+  wire_put_u32(&w, 1000);
+  wire_put(&w, "abc", 4);
+  refused(WM_SET_OUTPUT, &w, "json runs past the frame's end");
+  w.len = 0;
+  wire_put_u32(&w, UINT32_MAX);
+  refused(WM_ERROR_IS, &w, "name runs past the frame's end");
+  wire_buf_free(&w);
+}
+END_TEST
+
+START_TEST(counts_bounded_by_the_bytes_left) {
+  wire_buf w = {0};
+  wire_put_str(&w, "emails");
+  wire_put_i64(&w, 0);
+  wire_put_u32(&w, 3); /* 3 strings need 12 bytes at least */
+  wire_put_str(&w, NULL);
+  wire_put_str(&w, NULL);
+  refused(WM_QUEUE_BATCH, &w, "n is more than the bytes left hold");
+  wire_put_u32(&w, 0);
+  worker_frame f;
+  decode_ok(WM_QUEUE_BATCH, &w, &f);
+  ck_assert_uint_eq(f.queue_send_batch.n, 3);
+  const char *json[3] = {"x", "x", "x"};
+  worker_frame_batch_json(&f.queue_send_batch, json);
+  for (int i = 0; i < 3; i++)
+    ck_assert_ptr_null(json[i]);
+
+  w.len = 0;
+  wire_put_str(&w, "emails");
+  wire_put_i64(&w, 0);
+  wire_put_u32(&w, UINT32_MAX);
+  refused(WM_QUEUE_BATCH, &w, "n is more than the bytes left hold");
+
+  w.len = 0;
+  w_end(&w);
+  wire_put_u32(&w, 2); /* two marks need 24 bytes */
+  wire_put_u32(&w, WM_MARK_ACK);
+  wire_put_i64(&w, 0);
+  refused(WM_END, &w, "n is more than the bytes left hold");
+  wire_buf_free(&w);
+}
+END_TEST
+
+/* A queue handler's END: its marks read back; each cut short refused
+ * (but where the marks begin: an END without marks is whole). */
+START_TEST(end_with_marks) {
+  wire_buf w = {0};
+  w_end(&w);
+  size_t bare = w.len;
+  wire_put_u32(&w, 3);
+  uint32_t marks[] = {WM_MARK_ACK, WM_MARK_NONE, WM_MARK_RETRY};
+  int64_t delays[] = {0, 0, 60000};
+  for (int i = 0; i < 3; i++) {
+    wire_put_u32(&w, marks[i]);
+    wire_put_i64(&w, delays[i]);
+  }
+  worker_frame f;
+  decode_ok(WM_END, &w, &f);
+  ck_assert_str_eq(f.end.why, "no such build");
+  ck_assert_int_eq(f.end.has_marks, 1);
+  ck_assert_uint_eq(f.end.n, 3);
+  for (uint32_t i = 0; i < 3; i++) {
+    uint32_t mark;
+    int64_t delay;
+    worker_frame_end_mark(&f.end, i, &mark, &delay);
+    ck_assert_uint_eq(mark, marks[i]);
+    ck_assert_int_eq(delay, delays[i]);
+  }
+  for (size_t len = 0; len < w.len; len++)
+    ck_assert_int_eq(decode(WM_END, w.data, len, &f), len == bare ? 0 : -1);
+
+  /* a mark out of range */
+  memcpy(w.data + bare + 4 + 12, &(uint32_t){WM_MARK_RETRY + 1}, 4);
+  refused(WM_END, &w, "mark is 3, out of range");
+
+  /* none: a count of 0 */
+  w.len = bare;
+  wire_put_u32(&w, 0);
+  decode_ok(WM_END, &w, &f);
+  ck_assert_int_eq(f.end.has_marks, 1);
+  ck_assert_uint_eq(f.end.n, 0);
+  wire_buf_free(&w);
+}
+END_TEST
+
+/* A refused frame leaves nothing decoded behind. */
+START_TEST(refused_frame_has_no_fields) {
+  wire_buf w = {0};
+  w_wf_event(&w);
+  wire_put_u8(&w, 1);
+  worker_frame f;
+  memset(&f, 0xa5, sizeof f);
+  ck_assert_int_eq(decode(WM_WF_EVENT, w.data, w.len, &f), -1);
+  ck_assert_ptr_null(f.workflow_send_event.binding);
+  ck_assert_ptr_null(f.workflow_send_event.payload);
+  ck_assert_uint_eq(f.kind, WM_WF_EVENT);
+  wire_buf_free(&w);
+}
+END_TEST
+
+static Suite *worker_frame_suite(void) {
+  Suite *s = suite_create("worker_frame");
+  TCase *tc = tcase_create("core");
+  tcase_add_test(tc, every_kind_has_a_sample);
+  tcase_add_loop_test(tc, valid_frames_decode_field_for_field, 0, N_SAMPLES);
+  tcase_add_loop_test(tc, truncated_frames_refused, 0, N_SAMPLES);
+  tcase_add_loop_test(tc, over_long_frames_refused, 0, N_SAMPLES);
+  tcase_add_test(tc, unknown_kinds_refused);
+  tcase_add_test(tc, bad_flags_and_enums_refused);
+  tcase_add_test(tc, bad_strings_refused);
+  tcase_add_test(tc, counts_bounded_by_the_bytes_left);
+  tcase_add_test(tc, end_with_marks);
+  tcase_add_test(tc, refused_frame_has_no_fields);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return suite_run(worker_frame_suite()); }
