@@ -192,11 +192,11 @@ size_t host_engine_pids(const char *log, pid_t *pids, size_t max) {
   return n;
 }
 
-pid_t host_worker_of(pid_t engine) {
-  pid_t found = 0;
+size_t host_workers_of(pid_t engine, pid_t *pids, size_t max) {
+  size_t found = 0;
   DIR *d = opendir("/proc");
   struct dirent *de;
-  while (d && !found && (de = readdir(d)) != NULL) {
+  while (d && found < max && (de = readdir(d)) != NULL) {
     pid_t pid = (pid_t)atoi(de->d_name);
     char path[64], stat[512] = {0}, cmd[64] = {0};
     if (pid <= 0)
@@ -220,11 +220,16 @@ pid_t host_worker_of(pid_t engine) {
     if (close && sscanf(close + 1, " %c %d", &state, &ppid) == 2 &&
         ppid == engine && state != 'Z' && arg1 < cmd_len &&
         !strcmp(cmd + arg1, "__worker"))
-      found = pid;
+      pids[found++] = pid;
   }
   if (d)
     closedir(d);
   return found;
+}
+
+pid_t host_worker_of(pid_t engine) {
+  pid_t pid;
+  return host_workers_of(engine, &pid, 1) ? pid : 0;
 }
 
 pid_t host_last_engine(const host_run *h) {

@@ -125,6 +125,8 @@ pid_t host_last_engine(const host_run *h);
 /* A live worker process of `engine` (a child that runs `duro __worker
  * ...`; a load probe, `duro __load`, is none), or 0. */
 pid_t host_worker_of(pid_t engine);
+/* Up to `max` of them into pids: how many. */
+size_t host_workers_of(pid_t engine, pid_t *pids, size_t max);
 
 /* The lines of `log` that contain `needle`, copied into one malloc'ed
  * text (caller frees); *count gets how many. */

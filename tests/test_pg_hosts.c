@@ -559,6 +559,10 @@ START_TEST(stalled_host_is_fenced_and_rejoins) {
 END_TEST
 
 #define FROZEN_ROUNDS 3
+#define FROZEN_WORKERS 8
+/* The frozen host's workers, stopped with it, let go with it. */
+static pid_t h_frozen_workers[FROZEN_WORKERS];
+static size_t n_frozen_workers;
 #define FROZEN_FAULTS 16
 #define FROZEN_STEPS 200
 
@@ -577,9 +581,8 @@ static long long wall_ns(void) {
   return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* Stops engine `pid` and returns once it is stopped ('T' in its stat). */
-static void freeze(pid_t pid, sidelog_freeze *fz) {
-  kill(pid, SIGSTOP);
+/* Waits until process `pid` is stopped ('T' in its stat). */
+static void wait_stopped(pid_t pid) {
   char path[64], stat[512];
   snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
   for (int i = 0;; i++) {
@@ -591,14 +594,32 @@ static void freeze(pid_t pid, sidelog_freeze *fz) {
     const char *state = strrchr(stat, ')');
     if (state && state[1] == ' ' && state[2] == 'T')
       break;
-    ck_assert_msg(i < 1000, "engine %d did not stop", (int)pid);
+    ck_assert_msg(i < 1000, "process %d did not stop", (int)pid);
     proc_sleep_ms(1);
   }
-  *fz = (sidelog_freeze){.pid = (int)pid, .stopped_ns = wall_ns()};
+}
+
+/* Stops engine `pid` (and, with `workers`, its worker processes first,
+ * as a paused VM stops them all) and returns once all are stopped, with
+ * each in fz[0..*n) (the side log names the process a callback ran in). */
+static void freeze(pid_t pid, int workers, sidelog_freeze *fz, size_t *n) {
+  pid_t pids[FROZEN_WORKERS + 1];
+  size_t count = workers ? host_workers_of(pid, pids, FROZEN_WORKERS) : 0;
+  ck_assert_msg(!workers || count > 0, "engine %d has no worker", (int)pid);
+  pids[count++] = pid;
+  for (size_t i = 0; i < count; i++)
+    kill(pids[i], SIGSTOP);
+  for (size_t i = 0; i < count; i++)
+    wait_stopped(pids[i]);
+  long long now = wall_ns();
+  for (size_t i = 0; i < count; i++)
+    fz[(*n)++] = (sidelog_freeze){.pid = (int)pids[i], .stopped_ns = now};
+  for (size_t i = 0; i + 1 < count; i++) /* let go with the engine */
+    h_frozen_workers[n_frozen_workers++] = pids[i];
 }
 
 static void freeze_round(host_run *h, const char *conninfo, int round,
-                         sidelog_freeze *fz) {
+                         int workers, sidelog_freeze *fz, size_t *n_fz) {
   char id[32];
   for (int i = 0; i < FROZEN_FAULTS; i++) {
     snprintf(id, sizeof id, "z%d-%d", round, i);
@@ -611,7 +632,8 @@ static void freeze_round(host_run *h, const char *conninfo, int round,
     ck_assert_msg(proc_now_ms() < deadline, "no steps ran");
     proc_sleep_ms(5);
   }
-  freeze(h[1].engine, fz);
+  n_frozen_workers = 0;
+  freeze(h[1].engine, workers, fz, n_fz);
   char sql[160];
   snprintf(sql, sizeof sql,
            "SELECT COUNT(*) FROM instances WHERE owner=%lld AND status NOT IN "
@@ -633,6 +655,8 @@ static void freeze_round(host_run *h, const char *conninfo, int round,
   ck_assert_msg(count_rows(conninfo, sql) > 0,
                 "every instance had completed before the frozen host ran "
                 "again");
+  for (size_t i = 0; i < n_frozen_workers; i++)
+    kill(h_frozen_workers[i], SIGCONT);
   kill(h[1].engine, SIGCONT);
   /* it finds its lease lost and comes back as a new host */
   host_wait_lines(&h[1], "lease on the store was lost", round + 1,
@@ -653,22 +677,29 @@ static void freeze_round(host_run *h, const char *conninfo, int round,
  * most rounds, the lost lease found a few milliseconds later.)  A
  * callback already under way when the process stopped (its token older
  * than the freeze) writes its record once let go: it began under a lease
- * that held, and is no completed step run again. */
+ * that held, and is no completed step run again.
+ *
+ * _i 1 freezes the host's worker processes with it, as a paused VM
+ * does: a CALL the engine sent before the freeze is read by a worker once
+ * let go, past the lease the CALL was sent under, and the worker begins
+ * no callback for it (it carries the time its callback must begin by). */
 START_TEST(frozen_host_runs_no_completed_step_again) {
-  sidelog_freeze fz[FROZEN_ROUNDS];
+  sidelog_freeze fz[FROZEN_ROUNDS * (FROZEN_WORKERS + 1)];
+  size_t n_fz = 0;
   host_run h[HOSTS];
   char conninfo[700];
-  hosts_start(h, "frozen", PLUGINS, conninfo, sizeof conninfo);
+  hosts_start(h, _i ? "frozen_workers" : "frozen", PLUGINS, conninfo,
+              sizeof conninfo);
   h[1].restarts = 1;
   for (int round = 0; round < FROZEN_ROUNDS; round++)
-    freeze_round(h, conninfo, round, &fz[round]);
+    freeze_round(h, conninfo, round, _i, fz, &n_fz);
   char id[32];
   for (int round = 0; round < FROZEN_ROUNDS; round++)
     for (int i = 0; i < FROZEN_FAULTS; i++) {
       snprintf(id, sizeof id, "z%d-%d", round, i);
       wait_status(&h[0], "fault-flow", id, "complete");
     }
-  sidelog_assert_no_rerun_but_frozen(faults_log(), fz, FROZEN_ROUNDS);
+  sidelog_assert_no_rerun_but_frozen(faults_log(), fz, n_fz);
   ck_assert_uint_eq(sidelog_steps(faults_log(), "seen"),
                     FROZEN_ROUNDS * FROZEN_FAULTS * FROZEN_STEPS);
   for (int i = 0; i < HOSTS; i++)
@@ -859,7 +890,7 @@ int main(void) {
   tcase_add_test(tc, stalled_host_is_fenced_and_rejoins);
   tcase_add_test(tc, takeover_fetches_the_pinned_build);
   tcase_add_test(tc, hosts_starting_at_once_on_an_empty_database_come_up);
-  tcase_add_test(tc, frozen_host_runs_no_completed_step_again);
+  tcase_add_loop_test(tc, frozen_host_runs_no_completed_step_again, 0, 2);
   tcase_add_test(tc, slow_forwarded_controls_leave_the_keeper_free);
   suite_add_tcase(s, tc);
   return http_suite_run(s);

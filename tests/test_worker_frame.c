@@ -341,7 +341,7 @@ START_TEST(bad_flags_and_enums_refused) {
   memcpy(w.data + w.len - 4, &(uint32_t){3}, 4);
   refused(WM_WAIT, &w, "wants_event is 3, not 0 or 1");
 
-  uint32_t result_sets[] = {WM_RESULT_TOO_LARGE + 1, 1000};
+  uint32_t result_sets[] = {WM_RESULT_NOT_BEGUN + 1, 1000};
   for (size_t i = 0; i < 2; i++) {
     w.len = 0;
     w_return(&w);

@@ -102,6 +102,16 @@ void step_attempt_unsuspect(const duro_attempt *at);
  * the attempt is then withdrawn (nothing recorded) and the activation
  * yields at the boundary. */
 int step_attempt_withdraw(duro_attempt *at);
+/* Until when (CLOCK_BOOTTIME ms, clock_boot_ms) a callback handed to a
+ * worker now may begin: the host's lease surely holds until then
+ * (journal_lease_until; INT64_MAX with one host).  A worker frozen with
+ * its host (a paused VM) finds it passed when it reads the CALL. */
+int64_t step_begin_by(duro_step *step);
+/* The worker did not begin the callback: its CALL came past
+ * step_begin_by.  The attempt is withdrawn, as by step_attempt_withdraw,
+ * and the activation ends as when the lease lapsed (it runs again if the
+ * lease still holds). */
+void step_attempt_not_begun(duro_attempt *at);
 /* The callback about to be handed to a worker has begun once *word (a
  * word the worker writes, in memory both share) has a bit of `mask`
  * set: a pause or terminate waits for that before it answers.  NULL when

@@ -70,6 +70,13 @@ int step_attempt_withdraw(duro_attempt *at) {
   return 1;
 }
 
+int64_t step_begin_by(duro_step *a) { return journal_lease_until(a->e->j); }
+
+void step_attempt_not_begun(duro_attempt *at) {
+  at->withdrawn = 1;
+  lease_may_be_lost(at->act);
+}
+
 int step_terminate_requested(duro_step *a) {
   return a->ent && __atomic_load_n(&a->ent->terminate_req, __ATOMIC_ACQUIRE);
 }

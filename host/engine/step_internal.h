@@ -207,12 +207,16 @@ static inline void put_step(duro_step *a, journal_step *s) {
  * activations right here).  The activation ends as after a failed write:
  * nothing more of it is written, and it runs again later if the lease
  * still holds (journal_lease_held waited for the keeper to say). */
-static inline int lease_lapsed(duro_step *a) {
-  if (journal_lease_held(a->e->j))
-    return 0;
+static inline void lease_may_be_lost(duro_step *a) {
   a->storage_failed = 1;
   a->suspended = 1;
   a->reason = SUSPEND_SHUTDOWN;
+}
+
+static inline int lease_lapsed(duro_step *a) {
+  if (journal_lease_held(a->e->j))
+    return 0;
+  lease_may_be_lost(a);
   return 1;
 }
 

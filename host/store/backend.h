@@ -206,6 +206,8 @@ typedef struct store_backend {
   int (*notify)(void *db, int64_t host, const char *text);
   /* journal_lease_held, on a joined store. */
   int (*lease_held)(void *db);
+  /* journal_lease_until, on a joined store. */
+  int64_t (*lease_until)(void *db);
   /* Stops calling the hooks (journal_quiet); the host stays joined. */
   void (*quiet)(void *db);
   /* journal_build_put, journal_build_get, journal_builds_prune. */

@@ -151,6 +151,12 @@ int journal_lease_held(journal *j) {
   return !j->host || !j->be->lease_held || j->be->lease_held(j->db);
 }
 
+int64_t journal_lease_until(journal *j) {
+  if (!j->host || !j->be->lease_until)
+    return INT64_MAX;
+  return j->be->lease_until(j->db);
+}
+
 int journal_takeover(journal *j, size_t limit,
                      void (*fn)(void *ctx, int64_t rowid, int64_t wake_ms),
                      void *ctx, size_t *moved) {

@@ -473,6 +473,12 @@ int64_t journal_host(journal *j);
  * to tell, for up to a lease.  0 when the lease was lost, or could not
  * be renewed in that time. */
 int journal_lease_held(journal *j);
+/* Until when (clock_boot_ms) this host's lease surely holds, as
+ * journal_lease_held looks without waiting: what a step's callback handed
+ * to another process must begin before, since that process may be frozen
+ * with this one (a paused VM).  INT64_MAX on a store with one host; 0 once
+ * the lease was lost. */
+int64_t journal_lease_until(journal *j);
 /* Renews this host's lease, marks dead the hosts whose lease ran out,
  * and moves up to `limit` of the unended instances of dead hosts (or of
  * none) to this host, calling fn for each moved one with its wake time

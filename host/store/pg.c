@@ -126,6 +126,7 @@ const store_backend store_pg = {
     .adopt = pg_adopt,
     .notify = pg_notify,
     .lease_held = pg_lease_held,
+    .lease_until = pg_lease_until,
     .quiet = pg_quiet,
     .build_put = pg_build_put,
     .build_get = pg_build_get,

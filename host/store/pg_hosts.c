@@ -116,6 +116,11 @@ int pg_lease_held(void *db) {
   return lease_sure(pg) || lease_wait(pg);
 }
 
+int64_t pg_lease_until(void *db) {
+  pg_store *pg = db;
+  return __atomic_load_n(&pg->lease_until, __ATOMIC_ACQUIRE);
+}
+
 /* Renews the lease on `c`: 1, 0 when the host was found dead, -1 when the
  * statement failed (the connection, most likely). */
 static int lease_renew(pg_store *pg, PGconn *c) {

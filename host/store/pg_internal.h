@@ -369,6 +369,7 @@ int pg_takeover(void *db, size_t limit,
 int pg_adopt(void *db, int64_t rowid, int64_t *owner);
 int pg_notify(void *db, int64_t host, const char *text);
 int pg_lease_held(void *db);
+int64_t pg_lease_until(void *db);
 void pg_quiet(void *db);
 /* Names session c after the host this store joined as ("duro host N",
  * its application_name), so that another host can end the sessions of

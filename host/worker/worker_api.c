@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "error.h"
 #include "json_access.h"
 #include "log.h"
@@ -43,6 +44,19 @@ void wk_callback_run(wk_act *a) {
                    .deadline_ms = a->call.deadline_ms,
                    .key = a->call.key};
   a->call.key = NULL; /* the attempt's now */
+  if (clock_boot_ms() >= a->call.begin_by) {
+    /* the host's lease may have lapsed since it sent this (frozen with
+     * it): another host may have run the step meanwhile */
+    channel_begin(&a->m, WM_RETURN, a->id);
+    wire_put_i64(&a->m, -1);
+    wire_put_u32(&a->m, WM_RESULT_NOT_BEGUN);
+    wire_put_str(&a->m, NULL);
+    wire_put_u32(&a->m, 0);
+    wire_put_u32(&a->m, 0);
+    wire_put_str(&a->m, NULL);
+    free(at.key);
+    return;
+  }
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   wk_begin_callback(a);

@@ -219,7 +219,7 @@ static void decode_attempt_cancelled(dec *d, worker_frame *f) {
 static void decode_ret(dec *d, worker_frame *f) {
   wf_ret *m = &f->ret;
   m->rc = i64(d, "rc");
-  m->result_set = within(d, "result_set", 0, WM_RESULT_TOO_LARGE);
+  m->result_set = within(d, "result_set", 0, WM_RESULT_NOT_BEGUN);
   m->result = str(d, "result");
   m->failed = flag(d, "failed");
   m->final = flag(d, "final");

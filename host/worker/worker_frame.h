@@ -98,7 +98,7 @@ typedef struct wf_vlog {
 
 typedef struct wf_ret {
   int64_t rc;
-  uint32_t result_set; /* 0, 1 or WM_RESULT_TOO_LARGE */
+  uint32_t result_set; /* 0, 1, WM_RESULT_TOO_LARGE or _NOT_BEGUN */
   const char *result;
   uint32_t failed, final; /* 0 or 1 */
   const char *message;

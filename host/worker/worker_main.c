@@ -188,6 +188,7 @@ void wk_call_start(wk_act *a) {
   free(a->call.key);
   a->call.key = wire_get_str(&a->r);
   a->call.seq = wire_get_u64(&a->r);
+  a->call.begin_by = wire_get_i64(&a->r);
   if (wk_calls_inline(a->call.fn)) {
     /* it has returned at once of late: here, on the fiber */
     wk_callback_run(a);

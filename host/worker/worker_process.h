@@ -65,6 +65,7 @@ typedef struct wk_act {
     uint64_t fn, arg, seq;
     uint32_t number;
     int64_t deadline_ms;
+    int64_t begin_by; /* clock_boot_ms: not begun past it (WM_CALL) */
     char *key;
   } call;
   int on_thread, answered;

@@ -29,7 +29,7 @@
 
 /* The protocol's version, the last argument of `duro __worker`: a worker
  * of another build refuses to start rather than misread its frames. */
-#define WM_PROTOCOL "duro-worker-2"
+#define WM_PROTOCOL "duro-worker-3"
 
 enum worker_msg {
   /* engine to worker */
@@ -37,7 +37,11 @@ enum worker_msg {
                    s params, i created_ms */
   WM_CALL,      /* q fn, q arg, u number, i deadline_ms, s idempotency key,
                    q seq: the worker sets seq's bit in the channel's shared
-                   page as it begins the callback (WM_PAGE_BEGAN) */
+                   page as it begins the callback (WM_PAGE_BEGAN);
+                   i begin_by: CLOCK_BOOTTIME ms past which the callback
+                   must not begin (the host's lease may have lapsed: a
+                   worker frozen with its host, a paused VM, reads the
+                   CALL late); it answers WM_RESULT_NOT_BEGUN instead */
   WM_REPLY,     /* i rc, s text (a result, an event, an error; or NULL) */
   WM_QUEUE_RUN, /* s plugin, s path, s hash, s queue, u n, n × (i id,
                    s body, u attempts, i sent_ms): a queue handler's
@@ -146,6 +150,8 @@ static inline uint64_t *wm_page_began(uint64_t *page, uint64_t seq,
 
 /* A RETURN whose result was over engine.max_step_result: not sent. */
 #define WM_RESULT_TOO_LARGE 2
+/* A RETURN for a CALL read past its begin_by: the callback never began. */
+#define WM_RESULT_NOT_BEGUN 3
 
 /* A message's mark in a queue handler's END. */
 enum { WM_MARK_NONE = 0, WM_MARK_ACK = 1, WM_MARK_RETRY = 2 };

@@ -295,6 +295,11 @@ static void call_vlog(const duro_api *api, int level, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* A handler's verdict: SERVE_ON (serve the next frame), or what serve()
+ * returns (0 with its rc, -1 when the worker is gone, -3 when it was
+ * killed, SERVE_NOT_BEGUN when the worker did not begin the callback). */
+enum { SERVE_ON = 1, SERVE_NOT_BEGUN = -4 };
+
 static int serve(proxy *px, duro_attempt *at, int64_t *rc_out);
 
 typedef struct proxy_cb {
@@ -355,12 +360,15 @@ static int proxy_step(duro_attempt *at, void *arg) {
   wire_put_i64(&px->m, px->api->attempt_deadline_ms(at));
   wire_put_str(&px->m, px->api->attempt_idempotency_key(at));
   wire_put_u64(&px->m, seq);
+  wire_put_i64(&px->m, step_begin_by(px->step));
   int64_t rc = -1;
   px->at = at;
   int got = channel_post(&px->c->ch, &px->m) == 0 ? serve(px, at, &rc) : -1;
   px->at = NULL;
   step_dispatch_set(px->step, NULL, 0);
   worker_turn_end(px->c, suspect);
+  if (got == SERVE_NOT_BEGUN)
+    return -1; /* withdrawn: nothing of it is recorded */
   if (got == -1 && killed_for_memory(px, at))
     got = -3; /* the run() it served dies with the worker: seen later */
   if (got == 0 || got == -3)
@@ -378,11 +386,6 @@ static int proxy_step(duro_attempt *at, void *arg) {
 }
 
 /* ---- one handler per frame kind ---- */
-
-/* A handler's verdict: SERVE_ON (serve the next frame), or what serve()
- * returns (0 with its rc, -1 when the worker is gone, -3 when it was
- * killed). */
-enum { SERVE_ON = 1 };
 
 /* Acts on one frame, decoded and checked whole (worker_frame.h; its
  * strings borrow px->cur until the next frame is read), in px's
@@ -574,6 +577,12 @@ static int serve_ret(proxy *px, duro_attempt *at, const worker_frame *f,
                           "the instance was terminated while the "
                           "attempt's callback ran");
     return -3;
+  }
+  if (r->result_set == WM_RESULT_NOT_BEGUN) {
+    /* read past the lease it was sent under (a host frozen with its
+     * workers): withdrawn, as a CALL never sent */
+    step_attempt_not_begun(at);
+    return SERVE_NOT_BEGUN;
   }
   if (r->result_set == WM_RESULT_TOO_LARGE) {
     char *msg = xasprintf("the step returned %s bytes; the limit is "
