@@ -175,6 +175,10 @@ void duro_engine_close(duro_engine *e) {
     free(e->workers[i]);
   }
   free(e->workers);
+  /* The threads are gone, but the final commits of their last activations
+   * may still be in the journal's queue, and their callbacks let go of
+   * the entries freed below. */
+  journal_drain(e->j);
   /* Entries still queued were never started: their rows say queued or
    * waiting, which recovery handles. */
   entry *ent;

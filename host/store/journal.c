@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend.h"
 #include "duro.h"
@@ -136,6 +137,16 @@ void journal_close(journal *j) {
   pthread_mutex_destroy(&j->check_mu);
   pthread_mutex_destroy(&j->mu);
   free(j);
+}
+
+void journal_drain(journal *j) {
+  pthread_mutex_lock(&j->mu);
+  while (j->head || j->leading) {
+    pthread_mutex_unlock(&j->mu);
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+    pthread_mutex_lock(&j->mu);
+  }
+  pthread_mutex_unlock(&j->mu);
 }
 
 int journal_join(journal *j, int64_t lease_ms, const store_host_hooks *hooks,

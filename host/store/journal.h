@@ -111,6 +111,11 @@ enum {
 int journal_open(const char *path, int synchronous_full, journal **out,
                  char *err, size_t errlen);
 void journal_close(journal *j);
+/* Returns once every batch queued so far is committed (or failed) and its
+ * callback has run: what an engine closing waits for before it frees what
+ * those callbacks use (an activation's final commit lets go of its
+ * instance there). */
+void journal_drain(journal *j);
 
 /* ---- writes -------------------------------------------------------------- */
 
