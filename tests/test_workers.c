@@ -43,7 +43,11 @@
  *   blocked_plugin_starves_no_other 140 activations of one plugin
  *                                   blocked a minute in their callbacks:
  *                                   100 instances of another plugin all
- *                                   complete */
+ *                                   complete
+ *   run_killed_outside_step_is_blamed  a run() that SIGKILLs its worker
+ *                                   outside any step beside 100 healthy
+ *                                   instances: it errors plugin.crashed,
+ *                                   they complete, nothing is held */
 #include <check.h>
 #include <dirent.h>
 #include <jansson.h>
@@ -474,6 +478,69 @@ START_TEST(blocked_plugin_starves_no_other) {
 }
 END_TEST
 
+/* ---- run() killed outside any step ----------------------------------------
+ */
+
+/* The builds of plugin `name` in GET /plugins (caller's). */
+static json_t *builds_of(const host_run *h, const char *name) {
+  http_resp r;
+  host_request(h, &r, "GET", "/plugins", NULL);
+  ck_assert_int_eq(r.status, 200);
+  json_t *out = NULL, *p;
+  size_t i;
+  json_array_foreach(jget(r.json, "plugins"), i, p) {
+    if (!strcmp(jstr(p, "name"), name))
+      out = json_incref(jget(p, "builds"));
+  }
+  http_resp_free(&r);
+  ck_assert_msg(out != NULL, "no plugin %s in GET /plugins", name);
+  return out;
+}
+
+/* One instance whose run() SIGKILLs its own worker before its first step,
+ * on every activation, beside 100 healthy ones of the same build: it is
+ * blamed (errored plugin.crashed after engine.max_crashes kills), the
+ * healthy all complete and nothing is held (once, the kills were charged
+ * to the callbacks beside it, and the breaker held the healthy build). */
+START_TEST(run_killed_outside_step_is_blamed) {
+  host_run H;
+  start_flow(&H, "{ max_crashes: 3 }", NULL, "fault-flow", "Fault");
+  create_many_of(&H, "fault-flow", "h", 100,
+                 "{\"fault\":\"none\",\"steps\":3,\"hold_ms\":200}");
+  int64_t deadline = proc_now_ms() + 30000;
+  while (count_running(&H, "fault-flow") < 20) {
+    ck_assert_msg(proc_now_ms() < deadline, "%ld running",
+                  count_running(&H, "fault-flow"));
+    proc_sleep_ms(50);
+  }
+  http_resp r;
+  host_request(&H, &r, "POST", "/workflows/fault-flow/instances",
+               "{\"id\":\"p\",\"params\":{\"in_run\":\"kill\","
+               "\"steps\":1}}");
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  json_t *d =
+      host_wait_status(&H, "fault-flow", "p", "errored", proc_now_ms() + 60000);
+  ck_assert_str_eq(jstr(d, "error.name"), "plugin.crashed");
+  assert_contains(jstr(d, "error.message"), "outside any step");
+  json_decref(d);
+  wait_complete_of(&H, "fault-flow", 100, proc_now_ms() + 60000);
+  ck_assert_int_eq(count_of(&H, "fault-flow", "errored"), 1);
+  json_t *builds = builds_of(&H, "faults"), *b;
+  size_t i;
+  json_array_foreach(builds, i, b) {
+    ck_assert_msg(jget(b, "held") == NULL, "build %s held: %s",
+                  jstr(b, "build"), jdump(b));
+  }
+  json_decref(builds);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+  ck_assert_int_ge(host_count_lines(&H, "died: SIGKILL"), 3);
+  /* no callback beside it was charged a kill or blamed */
+  ck_assert_int_eq(host_count_lines(&H, "beside others, when its worker"), 0);
+  ck_assert_int_eq(host_count_lines(&H, "crashed its worker process: "), 0);
+}
+END_TEST
+
 /* ---- the engine runs no plugin code -------------------------------------- */
 
 /* The faults plugin's record of every constructor and init run. */
@@ -623,6 +690,7 @@ static Suite *workers_suite(void) {
   proc_fixtures(attacks, "duro-workers");
   tcase_set_timeout(attacks, 240);
   tcase_add_test(attacks, blocked_plugin_starves_no_other);
+  tcase_add_test(attacks, run_killed_outside_step_is_blamed);
   suite_add_tcase(s, attacks);
   return s;
 }

@@ -99,9 +99,17 @@ static void died(proxy *px, duro_attempt *at) {
     return;
   px->died = 1;
   worker_conn_broken(px->c);
-  int guilty = px->c->crash_act == px->id;
-  step_worker_died(px->step, at, px->b->plugin->name, px->b->hash, px->c->how,
-                   guilty, px->c->killed, px->c->alone);
+  const worker_conn *c = px->c;
+  if (c->killed && c->runs_named == 1 && !at && c->run_act == px->id) {
+    step_worker_killed_in_run(px->step, px->b->plugin->name, px->b->hash,
+                              c->how);
+    return;
+  }
+  /* a kill while run() code ran (one run(), or several: no telling whose)
+   * is no callback's doing */
+  int killed = c->killed && !c->runs_named;
+  step_worker_died(px->step, at, px->b->plugin->name, px->b->hash, c->how,
+                   c->crash_act == px->id, killed, c->alone);
 }
 
 /* Why `what` failed when the kernel killed its process in its cgroup
@@ -788,6 +796,8 @@ duro_rc worker_proxy_run(duro_step *step, const duro_event *ev, duro_env *env) {
   int64_t rc = DURO_SUSPEND;
   idmap_put(&c->waiting, (int64_t)px.id, &px);
   int got = channel_post(&c->ch, &px.m) == 0 ? serve(&px, NULL, &rc) : -1;
+  if (got == 0)
+    step_run_returned(step);
   if (got == -1)
     died(&px, NULL);
   if (got != 0)
@@ -836,7 +846,8 @@ static int handler_run(proxy *px, int *rc) {
     /* Its own doing when its crash handler named it, or a SIGKILL from
      * outside (as the OOM killer's); else the process died of another
      * callback's crash, or the engine killed it for one: cut short. */
-    int guilty = px->c->crash_act == px->id || px->c->killed;
+    int guilty =
+        px->c->crash_act == px->id || (px->c->killed && !px->c->runs_named);
     char *msg = px->c->oom ? oom_message(px, px->handler)
                 : guilty   ? xasprintf("the %s crashed its worker process (%s)",
                                        px->handler, px->c->how)

@@ -40,6 +40,10 @@
  *          (libfaults-regressed.so: a deploy that brought a bug), a
  *          step that succeeds in the others
  *
+ * With "in_run": "kill" as well, run() itself SIGKILLs its own process
+ * before its first step, on every activation: code outside any step
+ * whose kill no handler sees (tests/test_workers.c).
+ *
  * While a file $DURO_FAULTS_LOG.fixed exists, the fault step
  * succeeds instead (its result "fixed"): a deploy that fixed the bug,
  * for the crash-storm breaker's tests.
@@ -338,6 +342,10 @@ static duro_rc fault_flow(duro_step *step, const duro_event *ev,
   char timeout[32];
   snprintf(timeout, sizeof timeout, "%d seconds",
            int_param(ev->params, "timeout_s", 1));
+  char in_run[16];
+  if (param(ev->params, "in_run", in_run, sizeof in_run) &&
+      !strcmp(in_run, "kill"))
+    raise(SIGKILL);
 
   for (int i = 1; i <= n; i++) {
     DURO_TRY(do_ordinary(step, ev, i, hold_ms));
