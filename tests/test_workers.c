@@ -47,7 +47,11 @@
  *   run_killed_outside_step_is_blamed  a run() that SIGKILLs its worker
  *                                   outside any step beside 100 healthy
  *                                   instances: it errors plugin.crashed,
- *                                   they complete, nothing is held */
+ *                                   they complete, nothing is held
+ *   frame_flood_is_bounded          six 200 MiB frames written onto the
+ *                                   channel by a callback: refused at the
+ *                                   first's length, the worker killed,
+ *                                   the engine's peak RSS unmoved */
 #include <check.h>
 #include <dirent.h>
 #include <jansson.h>
@@ -541,6 +545,59 @@ START_TEST(run_killed_outside_step_is_blamed) {
 }
 END_TEST
 
+/* ---- a frame flood ------------------------------------------------------- */
+
+/* The most memory process `pid` held (VmHWM), in bytes; -1 if unread. */
+static long long peak_rss(pid_t pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *f = fopen(path, "r");
+  long long kb = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "VmHWM: %lld kB", &kb) == 1)
+      break;
+  if (f)
+    fclose(f);
+  return kb < 0 ? -1 : kb << 10;
+}
+
+/* A step's callback that writes six 200 MiB frames straight onto its
+ * worker's channels: the engine refuses the first at its length, before
+ * it reads or allocates any of it, and kills the worker; the attempt is
+ * charged, the instance errors at engine.max_crashes, and the engine's
+ * memory stays where it was (once, it read the frames whole: a peak of
+ * 3.5 GiB, 1.2 GiB kept). */
+START_TEST(frame_flood_is_bounded) {
+  host_run H;
+  start_flow(&H, "{ max_crashes: 2 }", NULL, "fault-flow", "Fault");
+  pid_t engine = host_last_engine(&H);
+  long long before = peak_rss(engine);
+  ck_assert_int_gt(before, 0);
+  http_resp r;
+  host_request(&H, &r, "POST", "/workflows/fault-flow/instances",
+               "{\"id\":\"p\",\"params\":{\"fault\":\"flood\","
+               "\"steps\":1}}");
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  json_t *d =
+      host_wait_status(&H, "fault-flow", "p", "errored", proc_now_ms() + 60000);
+  ck_assert_str_eq(jstr(d, "error.name"), "plugin.crashed");
+  json_decref(d);
+  create_many_of(&H, "fault-flow", "h", 3, "{\"fault\":\"none\",\"steps\":1}");
+  wait_complete_of(&H, "fault-flow", 3, proc_now_ms() + 30000);
+  long long after = peak_rss(engine);
+  /* what the engine may take of a frame: a few MiB (twice
+   * max_step_result and one more), nowhere near one 200 MiB frame */
+  ck_assert_msg(after - before < (64ll << 20),
+                "the engine's peak RSS grew from %lld to %lld MiB",
+                before >> 20, after >> 20);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+  /* refused at the first frame's length, each of the two attempts */
+  ck_assert_msg(host_count_lines(&H, "sent a frame of 209715200 bytes") >= 2,
+                "%s", proc_tail(proc_slurp(H.log)));
+}
+END_TEST
+
 /* ---- the engine runs no plugin code -------------------------------------- */
 
 /* The faults plugin's record of every constructor and init run. */
@@ -691,6 +748,7 @@ static Suite *workers_suite(void) {
   tcase_set_timeout(attacks, 240);
   tcase_add_test(attacks, blocked_plugin_starves_no_other);
   tcase_add_test(attacks, run_killed_outside_step_is_blamed);
+  tcase_add_test(attacks, frame_flood_is_bounded);
   suite_add_tcase(s, attacks);
   return s;
 }

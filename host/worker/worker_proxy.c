@@ -171,8 +171,20 @@ static int pump(worker_conn *c, int block) {
     uint64_t act;
     wire_reader r;
     int got = rc < 0 ? 0 : channel_take(&c->ch, &kind, &act, &r);
-    if (got < 0)
+    if (got < 0) {
+      /* refused at its length, before any of it is read or allocated: a
+       * flood costs the engine nothing */
+      size_t max = c->ch.max_frame ? c->ch.max_frame : CHANNEL_MAX_FRAME;
+      if (c->ch.refused > max)
+        log_error("plugin \"%s\": its worker sent a frame of %u bytes, "
+                  "over the %zu a frame from it may have: it is killed",
+                  c->proc->plugin->name, c->ch.refused, max);
+      else
+        log_error("plugin \"%s\": its worker sent bytes that are no frame "
+                  "(a length of %u, short of a header): it is killed",
+                  c->proc->plugin->name, c->ch.refused);
       rc = -1;
+    }
     if (got <= 0)
       break;
     proxy *p = idmap_get(&c->waiting, (int64_t)act);
