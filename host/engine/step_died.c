@@ -296,11 +296,14 @@ void step_worker_killed_in_run(duro_step *a, const char *plugin,
                                kills, max, how, plugin, build ? build : "?"));
   }
   /* a kill is the build's crash once its run() was charged before (a
-   * first one may be anyone's), as for a step */
+   * first one may be anyone's), as for a step; a crash is an attempt
+   * that ended too */
+  if (kills < 2 || !build)
+    return;
   uint64_t attempts =
       a->build ? __atomic_add_fetch(&a->build->attempts, 1, __ATOMIC_RELAXED)
                : 0;
-  if (kills > 1 && build && a->e->opt.on_build_crash)
+  if (a->e->opt.on_build_crash)
     a->e->opt.on_build_crash(a->e->opt.ctx, a->inst.workflow, build, attempts);
 }
 
