@@ -35,7 +35,23 @@
  *                                   build's constructor and init run in
  *                                   the load probe and the worker, never
  *                                   in the engine; its workflow, queue
- *                                   handler and cron handler all run */
+ *                                   handler and cron handler all run
+ *
+ * and, in tcase "attacks", what a hostile or buggy plugin does to the
+ * host:
+ *
+ *   blocked_plugin_starves_no_other 140 activations of one plugin
+ *                                   blocked a minute in their callbacks:
+ *                                   100 instances of another plugin all
+ *                                   complete
+ *   run_killed_outside_step_is_blamed  a run() that SIGKILLs its worker
+ *                                   outside any step beside 100 healthy
+ *                                   instances: it errors plugin.crashed,
+ *                                   they complete, nothing is held
+ *   frame_flood_is_bounded          six 200 MiB frames written onto the
+ *                                   channel by a callback: refused at the
+ *                                   first's length, the worker killed,
+ *                                   the engine's peak RSS unmoved */
 #include <check.h>
 #include <dirent.h>
 #include <jansson.h>
@@ -92,10 +108,12 @@ static void start(host_run *h, const char *engine, const char *keys) {
   start_flow(h, engine, keys, FLOW, "Io");
 }
 
-/* POST .../instances/batch of ids PREFIX-0 .. PREFIX-(N-1), in batches of
- * at most 100. */
-static void create_many(const host_run *h, const char *prefix, int n,
-                        const char *params) {
+/* POST /workflows/WF/instances/batch of ids PREFIX-0 .. PREFIX-(N-1), in
+ * batches of at most 100. */
+static void create_many_of(const host_run *h, const char *wf,
+                           const char *prefix, int n, const char *params) {
+  char path[160];
+  snprintf(path, sizeof path, "/workflows/%s/instances/batch", wf);
   for (int first = 0; first < n; first += 100) {
     int k = n - first < 100 ? n - first : 100;
     size_t cap = (size_t)k * (strlen(params) + 64) + 32, len = 0;
@@ -107,7 +125,7 @@ static void create_many(const host_run *h, const char *prefix, int n,
                               i ? "," : "", prefix, first + i, params);
     snprintf(body + len, cap - len, "]}");
     http_resp r;
-    host_request(h, &r, "POST", WF "/batch", body);
+    host_request(h, &r, "POST", path, body);
     ck_assert_msg(r.status == 201 || r.status == 200, "batch: %ld %s", r.status,
                   r.body ? r.body : "");
     http_resp_free(&r);
@@ -115,10 +133,17 @@ static void create_many(const host_run *h, const char *prefix, int n,
   }
 }
 
-/* GET /workflows/io-flow's count of `status` (0 when none). */
-static long count_status(const host_run *h, const char *status) {
+static void create_many(const host_run *h, const char *prefix, int n,
+                        const char *params) {
+  create_many_of(h, FLOW, prefix, n, params);
+}
+
+/* GET /workflows/WF's count of `status` (0 when none). */
+static long count_of(const host_run *h, const char *wf, const char *status) {
   http_resp r;
-  host_request(h, &r, "GET", "/workflows/" FLOW, NULL);
+  char path[160];
+  snprintf(path, sizeof path, "/workflows/%s", wf);
+  host_request(h, &r, "GET", path, NULL);
   char key[64];
   snprintf(key, sizeof key, "instances.%s", status);
   long n = r.status == 200 ? (long)json_integer_value(jget(r.json, key)) : -1;
@@ -126,21 +151,45 @@ static long count_status(const host_run *h, const char *status) {
   return n;
 }
 
-/* Waits until `n` instances are complete; fails at the deadline saying
- * how far they got. */
-static void wait_complete(const host_run *h, long n, int64_t deadline) {
+static long count_status(const host_run *h, const char *status) {
+  return count_of(h, FLOW, status);
+}
+
+/* How many instances of WF an activation runs now (never stored, so not
+ * among GET /workflows/WF's counts). */
+static long count_running(const host_run *h, const char *wf) {
+  http_resp r;
+  char path[160];
+  snprintf(path, sizeof path,
+           "/workflows/%s/instances?status=running&limit=1000", wf);
+  host_request(h, &r, "GET", path, NULL);
+  long n = r.status == 200
+               ? (long)json_array_size(json_object_get(r.json, "instances"))
+               : -1;
+  http_resp_free(&r);
+  return n;
+}
+
+/* Waits until `n` instances of WF are complete; fails at the deadline
+ * saying how far they got. */
+static void wait_complete_of(const host_run *h, const char *wf, long n,
+                             int64_t deadline) {
   for (;;) {
-    long done = count_status(h, "complete");
+    long done = count_of(h, wf, "complete");
     if (done == n)
       return;
     ck_assert_msg(proc_now_ms() < deadline,
-                  "%ld of %ld complete (errored %ld, running %ld, queued "
-                  "%ld)\n%s",
-                  done, n, count_status(h, "errored"),
-                  count_status(h, "running"), count_status(h, "queued"),
+                  "%s: %ld of %ld complete (errored %ld, running %ld, "
+                  "queued %ld)\n%s",
+                  wf, done, n, count_of(h, wf, "errored"),
+                  count_of(h, wf, "running"), count_of(h, wf, "queued"),
                   proc_tail(proc_slurp(h->log)));
     proc_sleep_ms(100);
   }
+}
+
+static void wait_complete(const host_run *h, long n, int64_t deadline) {
+  wait_complete_of(h, FLOW, n, deadline);
 }
 
 static json_t *output_of(const host_run *h, const char *id) {
@@ -379,6 +428,176 @@ START_TEST(engine_never_waits_on_a_reader) {
 }
 END_TEST
 
+/* ---- one plugin's blocked activations -------------------------------- */
+
+#define QUICK "quick-flow"
+
+/* A host of two plugins in workers: "faults" (FLOW, the Io class) and
+ * "quick", the regressed build of the same plugin under another name
+ * (QUICK, the Io class too). */
+static void start_two(host_run *h) {
+  char db[400], rest[1024];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  snprintf(rest, sizeof rest,
+           "      - name: " FLOW "\n"
+           "        binding: THE_FLOW\n"
+           "        class_name: Io\n"
+           "  - name: quick\n"
+           "    path: %s\n"
+           "    workflows:\n"
+           "      - name: " QUICK "\n"
+           "        binding: QUICK_FLOW\n"
+           "        class_name: Io\n",
+           FAULTS_REGRESSED_PLUGIN);
+  host_init(h, "host");
+  host_setenv(h, "DURO_FAULTS_LOG", faults_log());
+  h->request_ms = 10000;
+  /* a short grace: the stop does not wait for the blocked callbacks */
+  host_write_config(h, db, "{ shutdown_grace: 1s }", "faults", FAULTS_PLUGIN,
+                    rest);
+  host_start(h);
+}
+
+/* 140 activations of one plugin blocked in a hung dependency (callbacks
+ * that block a minute) beside 100 quick instances of another plugin: the
+ * quick ones all complete (once, one plugin's blocked activations took
+ * every activation slot of the engine, and no other plugin ran). */
+START_TEST(blocked_plugin_starves_no_other) {
+  host_run H;
+  start_two(&H);
+  create_many(&H, "hung", 140, "{\"steps\":1,\"hold_ms\":60000}");
+  int64_t deadline = proc_now_ms() + 30000;
+  /* all of them: parked on the worker's channel, they take no share of
+   * an engine thread */
+  while (count_running(&H, FLOW) < 140) {
+    ck_assert_msg(proc_now_ms() < deadline, "%ld of 140 running",
+                  count_running(&H, FLOW));
+    proc_sleep_ms(100);
+  }
+  proc_sleep_ms(500);
+  create_many_of(&H, QUICK, "q", 100, "{\"steps\":2,\"hold_ms\":0}");
+  wait_complete_of(&H, QUICK, 100, proc_now_ms() + 60000);
+  ck_assert_int_eq(count_status(&H, "complete"), 0);
+  host_stop(&H, proc_now_ms() + 20000, 0);
+}
+END_TEST
+
+/* ---- run() killed outside any step ----------------------------------------
+ */
+
+/* The builds of plugin `name` in GET /plugins (caller's). */
+static json_t *builds_of(const host_run *h, const char *name) {
+  http_resp r;
+  host_request(h, &r, "GET", "/plugins", NULL);
+  ck_assert_int_eq(r.status, 200);
+  json_t *out = NULL, *p;
+  size_t i;
+  json_array_foreach(jget(r.json, "plugins"), i, p) {
+    if (!strcmp(jstr(p, "name"), name))
+      out = json_incref(jget(p, "builds"));
+  }
+  http_resp_free(&r);
+  ck_assert_msg(out != NULL, "no plugin %s in GET /plugins", name);
+  return out;
+}
+
+/* One instance whose run() SIGKILLs its own worker before its first step,
+ * on every activation, beside 100 healthy ones of the same build: it is
+ * blamed (errored plugin.crashed after engine.max_crashes kills), the
+ * healthy all complete and nothing is held (once, the kills were charged
+ * to the callbacks beside it, and the breaker held the healthy build). */
+START_TEST(run_killed_outside_step_is_blamed) {
+  host_run H;
+  start_flow(&H, "{ max_crashes: 3 }", NULL, "fault-flow", "Fault");
+  create_many_of(&H, "fault-flow", "h", 100,
+                 "{\"fault\":\"none\",\"steps\":3,\"hold_ms\":200}");
+  int64_t deadline = proc_now_ms() + 30000;
+  while (count_running(&H, "fault-flow") < 20) {
+    ck_assert_msg(proc_now_ms() < deadline, "%ld running",
+                  count_running(&H, "fault-flow"));
+    proc_sleep_ms(50);
+  }
+  http_resp r;
+  host_request(&H, &r, "POST", "/workflows/fault-flow/instances",
+               "{\"id\":\"p\",\"params\":{\"in_run\":\"kill\","
+               "\"steps\":1}}");
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  json_t *d =
+      host_wait_status(&H, "fault-flow", "p", "errored", proc_now_ms() + 60000);
+  ck_assert_str_eq(jstr(d, "error.name"), "plugin.crashed");
+  assert_contains(jstr(d, "error.message"), "outside any step");
+  json_decref(d);
+  wait_complete_of(&H, "fault-flow", 100, proc_now_ms() + 60000);
+  ck_assert_int_eq(count_of(&H, "fault-flow", "errored"), 1);
+  json_t *builds = builds_of(&H, "faults"), *b;
+  size_t i;
+  json_array_foreach(builds, i, b) {
+    ck_assert_msg(jget(b, "held") == NULL, "build %s held: %s",
+                  jstr(b, "build"), jdump(b));
+  }
+  json_decref(builds);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+  ck_assert_int_ge(host_count_lines(&H, "died: SIGKILL"), 3);
+  /* no callback beside it was charged a kill or blamed */
+  ck_assert_int_eq(host_count_lines(&H, "beside others, when its worker"), 0);
+  ck_assert_int_eq(host_count_lines(&H, "crashed its worker process: "), 0);
+}
+END_TEST
+
+/* ---- a frame flood ------------------------------------------------------- */
+
+/* The most memory process `pid` held (VmHWM), in bytes; -1 if unread. */
+static long long peak_rss(pid_t pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *f = fopen(path, "r");
+  long long kb = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "VmHWM: %lld kB", &kb) == 1)
+      break;
+  if (f)
+    fclose(f);
+  return kb < 0 ? -1 : kb << 10;
+}
+
+/* A step's callback that writes six 200 MiB frames straight onto its
+ * worker's channels: the engine refuses the first at its length, before
+ * it reads or allocates any of it, and kills the worker; the attempt is
+ * charged, the instance errors at engine.max_crashes, and the engine's
+ * memory stays where it was (once, it read the frames whole: a peak of
+ * 3.5 GiB, 1.2 GiB kept). */
+START_TEST(frame_flood_is_bounded) {
+  host_run H;
+  start_flow(&H, "{ max_crashes: 2 }", NULL, "fault-flow", "Fault");
+  pid_t engine = host_last_engine(&H);
+  long long before = peak_rss(engine);
+  ck_assert_int_gt(before, 0);
+  http_resp r;
+  host_request(&H, &r, "POST", "/workflows/fault-flow/instances",
+               "{\"id\":\"p\",\"params\":{\"fault\":\"flood\","
+               "\"steps\":1}}");
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  json_t *d =
+      host_wait_status(&H, "fault-flow", "p", "errored", proc_now_ms() + 60000);
+  ck_assert_str_eq(jstr(d, "error.name"), "plugin.crashed");
+  json_decref(d);
+  create_many_of(&H, "fault-flow", "h", 3, "{\"fault\":\"none\",\"steps\":1}");
+  wait_complete_of(&H, "fault-flow", 3, proc_now_ms() + 30000);
+  long long after = peak_rss(engine);
+  /* what the engine may take of a frame: a few MiB (twice
+   * max_step_result and one more), nowhere near one 200 MiB frame */
+  ck_assert_msg(after - before < (64ll << 20),
+                "the engine's peak RSS grew from %lld to %lld MiB",
+                before >> 20, after >> 20);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+  /* refused at the first frame's length, each of the two attempts */
+  ck_assert_msg(host_count_lines(&H, "sent a frame of 209715200 bytes") >= 2,
+                "%s", proc_tail(proc_slurp(H.log)));
+}
+END_TEST
+
 /* ---- the engine runs no plugin code -------------------------------------- */
 
 /* The faults plugin's record of every constructor and init run. */
@@ -523,6 +742,14 @@ static Suite *workers_suite(void) {
   tcase_add_test(io, result_over_limit_refused);
   tcase_add_test(io, engine_runs_no_plugin_code);
   suite_add_tcase(s, io);
+  /* a hostile or buggy plugin's attacks on the host */
+  TCase *attacks = tcase_create("attacks");
+  proc_fixtures(attacks, "duro-workers");
+  tcase_set_timeout(attacks, 240);
+  tcase_add_test(attacks, blocked_plugin_starves_no_other);
+  tcase_add_test(attacks, run_killed_outside_step_is_blamed);
+  tcase_add_test(attacks, frame_flood_is_bounded);
+  suite_add_tcase(s, attacks);
   return s;
 }
 

@@ -72,6 +72,18 @@ void step_worker_died(duro_step *step, duro_attempt *at, const char *plugin,
                       const char *build, const char *how, int guilty,
                       int killed, int alone);
 
+/* The process that ran the activation's plugin code was killed by a
+ * signal no handler saw (SIGKILL) while the activation's run() code ran
+ * there outside any step, the only run() code running: the kill is laid
+ * on it, not on the callbacks beside it (their deaths are then cut short
+ * and charged nothing).  It is charged a kill; at engine.max_crashes of
+ * them the instance errors plugin.crashed, else it runs again at once.
+ * step_run_returned drops the charge once that run() returns (the kill
+ * was not its own). */
+void step_worker_killed_in_run(duro_step *step, const char *plugin,
+                               const char *build, const char *how);
+void step_run_returned(duro_step *step);
+
 /* Waiting for a worker's answer without holding the thread: the token
  * of the activation's fiber (NULL when it runs on none, inline: then
  * block instead); step_park_fd parks it until fd is ready for `events`

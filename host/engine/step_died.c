@@ -16,6 +16,10 @@
  *                           it runs again at once as the next attempt
  *   guilty, outside any     run() itself crashed: it would again on
  *                           every activation, so the instance errors
+ *   killed, in run() code   (a SIGKILL while its run() code ran outside
+ *                           any step) charged a kill; at
+ *                           engine.max_crashes of them the instance
+ *                           errors, as above
  *   otherwise               nothing to record
  *
  * A guilty death is told to the host as its build's crash (a crash-storm
@@ -263,6 +267,56 @@ void step_worker_died(duro_step *a, duro_attempt *at, const char *plugin,
                : 0;
   if (builds && a->e->opt.on_build_crash)
     a->e->opt.on_build_crash(a->e->opt.ctx, a->inst.workflow, build, attempts);
+}
+
+/* The key run()'s code outside any step is charged its kills under: a
+ * step's key is its name and "#n", never empty. */
+#define RUN_KEY ""
+
+void step_worker_killed_in_run(duro_step *a, const char *plugin,
+                               const char *build, const char *how) {
+  if (a->worker_died)
+    return;
+  a->worker_died = 1;
+  if (!a->suspended) { /* queued: it runs again at once */
+    a->suspended = 1;
+    a->reason = SUSPEND_SHUTDOWN;
+  }
+  ledger *l = a->e->ledger;
+  uint32_t max = a->e->max_crashes;
+  uint32_t kills = l ? ledger_suspect_charge(l, a->inst.rowid, RUN_KEY) : max;
+  if (kills < max) {
+    log_write(DURO_LOG_WARN, a->where,
+              "run() was running outside any step when its worker process "
+              "was killed (%s; %u of %u): it runs again",
+              how, kills, max);
+  } else {
+    if (l)
+      ledger_suspect_clear(l, a->inst.rowid, RUN_KEY);
+    crashed_for_good(a,
+                     xasprintf("run() crashed its worker process outside "
+                               "any step %u times (engine.max_crashes is "
+                               "%u), the last time %s, which no handler "
+                               "sees (plugin \"%s\", build %s); code "
+                               "outside steps runs again on every "
+                               "activation, so it would crash again",
+                               kills, max, how, plugin, build ? build : "?"));
+  }
+  /* a kill is the build's crash once its run() was charged before (a
+   * first one may be anyone's), as for a step; a crash is an attempt
+   * that ended too */
+  if (kills < 2 || !build)
+    return;
+  uint64_t attempts =
+      a->build ? __atomic_add_fetch(&a->build->attempts, 1, __ATOMIC_RELAXED)
+               : 0;
+  if (a->e->opt.on_build_crash)
+    a->e->opt.on_build_crash(a->e->opt.ctx, a->inst.workflow, build, attempts);
+}
+
+void step_run_returned(duro_step *a) {
+  if (a->e->ledger)
+    ledger_suspect_clear(a->e->ledger, a->inst.rowid, RUN_KEY);
 }
 
 void step_worker_unavailable(duro_step *a) {

@@ -161,8 +161,10 @@ int channel_take(channel *c, uint32_t *kind, uint64_t *act, wire_reader *r) {
     return 0;
   memcpy(&n, c->buf + c->off, sizeof n);
   if (n < HEADER - sizeof n || n > CHANNEL_MAX_FRAME ||
-      (c->max_frame && n > c->max_frame))
+      (c->max_frame && n > c->max_frame)) {
+    c->refused = n;
     return -1;
+  }
   if (have < sizeof n + n) {
     /* make room for the whole frame, so that a fill can complete it */
     if (sizeof n + n > c->cap - c->off) {

@@ -26,6 +26,9 @@ typedef struct channel {
    * a longer one is bytes that are no frame, refused before anything is
    * allocated for it. */
   size_t max_frame;
+  /* The length the frame channel_take refused last claimed (what follows
+   * the length itself): over max_frame, or too short for a header. */
+  uint32_t refused;
 } channel;
 
 /* Takes fd (closed by channel_close). */

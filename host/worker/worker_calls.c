@@ -41,17 +41,24 @@ void wk_begin_callback(wk_act *a) {
   uint64_t mask;
   uint64_t *word = wm_page_began(wk_conn_page(a->conn), a->call.seq, &mask);
   __atomic_or_fetch(word, mask, __ATOMIC_RELEASE);
-  if (!pool_thread)
+  if (!pool_thread) {
+    /* inline, on the fiber: a callback now, no longer run() code */
+    __atomic_store_n(&wk_conn_page(a->conn)[WM_PAGE_RUN], 0, __ATOMIC_RELEASE);
     wk_begin_handler(a); /* watched as a handler is: its fiber may yield */
-  else if (thread_watch)
+  } else if (thread_watch) {
     wk_watch_run(thread_watch, a->conn, a->id, 0);
+  }
 }
 
 void wk_end_callback(wk_act *a) {
-  if (!pool_thread)
+  if (!pool_thread) {
     wk_end_handler(a);
-  else if (thread_watch)
+    /* run() code again, until its fiber yields */
+    __atomic_store_n(&wk_conn_page(a->conn)[WM_PAGE_RUN], a->id,
+                     __ATOMIC_RELEASE);
+  } else if (thread_watch) {
     wk_watch_stop(thread_watch);
+  }
 }
 
 /* ---- where a callback runs ----

@@ -25,6 +25,10 @@ typedef struct worker_proc {
   char how[96];
   int killed; /* that death was a SIGKILL: no handler could name a cause */
   int alone;  /* one callback was in flight at that death */
+  /* Channels whose thread ran run() code, outside any callback, at that
+   * death (their pages' WM_PAGE_RUN): a kill is laid on such code, never
+   * on a callback beside it. */
+  uint32_t runs_named;
   /* The kernel's OOM killer ended it, its group over limits.memory, and
    * the most memory the group held (bytes; 0: unknown). */
   int oom;
@@ -39,10 +43,14 @@ typedef struct worker_proc {
   /* Its exit, seen apart from its channels (a process the plugin forked
    * may hold their other ends open): a pidfd, and a dup of the engine's
    * end of each channel of this generation, shut down when it exits so
-   * that their readers see EOF (worker_pool.c's death watch). */
+   * that their readers see EOF (worker_pool.c's death watch); with a
+   * mapping of each channel's page of its own, read at its death. */
   int pidfd;
-  int *chan_fds;
-  size_t n_chan_fds;
+  struct worker_chan {
+    int fd;
+    uint64_t *page;
+  } * chans;
+  size_t n_chans;
   /* Callbacks it may run at once now (0: the plugin's per_proc): halved
    * at each death (down to 8), so that a crash storm cuts short few
    * callbacks beside the guilty one, and the plugin's again once no
@@ -97,6 +105,10 @@ typedef struct worker_conn {
   char how[96]; /* how the process died, once broken */
   int killed;   /* by a SIGKILL no handler saw (not the engine's own) */
   int alone;    /* with one callback in flight then */
+  /* The channels of its process whose thread ran run() code at that
+   * kill, and the activation whose run() this one's ran (0: none). */
+  uint32_t runs_named;
+  uint64_t run_act;
   int oom;      /* by the kernel, its group over limits.memory */
   int64_t peak; /* the most memory its group held (bytes; 0: unknown) */
 } worker_conn;

@@ -453,7 +453,12 @@ static void *conn_main(void *arg) {
     wk_current = a;
     if (watched && a->in_callback)
       wk_watch_run(&c->watch, c, a->id, a->cb_ns);
+    /* run() code outside any callback runs here now: a kill meanwhile
+     * (one no handler sees) is its doing, not a callback's beside it */
+    if (a->run && !a->in_callback)
+      __atomic_store_n(&c->page[WM_PAGE_RUN], a->id, __ATOMIC_RELEASE);
     fiber_resume(a->f);
+    __atomic_store_n(&c->page[WM_PAGE_RUN], 0, __ATOMIC_RELEASE);
     if (watched && a->in_callback)
       a->cb_ns += wk_watch_stop(&c->watch); /* parked in its handler */
     wk_current = NULL;

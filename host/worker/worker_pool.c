@@ -71,14 +71,16 @@ worker_pool *worker_pool_create(const char *exe, const char *hide_env) {
   return p;
 }
 
-/* The process's pidfd and channel dups go with its generation. */
+/* The process's pidfd, channel dups and pages go with its generation. */
 static void proc_forget_fds(worker_proc *w) {
   if (w->pidfd >= 0)
     close(w->pidfd);
   w->pidfd = -1;
-  for (size_t i = 0; i < w->n_chan_fds; i++)
-    close(w->chan_fds[i]);
-  w->n_chan_fds = 0;
+  for (size_t i = 0; i < w->n_chans; i++) {
+    close(w->chans[i].fd);
+    munmap(w->chans[i].page, WM_PAGE_SIZE);
+  }
+  w->n_chans = 0;
 }
 
 void worker_pool_set_max_result(worker_pool *p, int64_t bytes) {
@@ -91,8 +93,8 @@ void worker_pool_set_max_result(worker_pool *p, int64_t bytes) {
 
 static void proc_stop(worker_proc *w) {
   proc_forget_fds(w);
-  free(w->chan_fds);
-  w->chan_fds = NULL;
+  free(w->chans);
+  w->chans = NULL;
   if (w->pid <= 0)
     return;
   kill(-w->pid, SIGKILL); /* it and whatever its plugin forked */
@@ -462,6 +464,10 @@ static int proc_reap(worker_proc *w, char *how, size_t len) {
  * waits to run alone waits on a dead process: they see it stale. */
 static void proc_died_locked(worker_proc *w) {
   w->alone = w->alone_running || w->in_callback == 1;
+  w->runs_named = 0; /* read before the reap lets the pages go */
+  for (size_t i = 0; i < w->n_chans; i++)
+    w->runs_named +=
+        __atomic_load_n(&w->chans[i].page[WM_PAGE_RUN], __ATOMIC_ACQUIRE) != 0;
   w->killed = proc_reap(w, w->how, sizeof w->how) && !w->engine_killed;
   w->dead_gen = w->gen;
   w->engine_killed = 0;
@@ -512,6 +518,10 @@ static int proc_channel(worker_proc *w, uint64_t **page_out) {
   while ((k = sendmsg(w->ctl, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
     ;
   close(sv[1]);
+  /* the process's own view of the page, read at its death (the
+   * channel's may be gone by then) */
+  void *own = k == 1 ? mmap(NULL, WM_PAGE_SIZE, PROT_READ, MAP_SHARED, page, 0)
+                     : MAP_FAILED;
   close(page);
   if (k != 1) {
     munmap(map, WM_PAGE_SIZE);
@@ -520,10 +530,14 @@ static int proc_channel(worker_proc *w, uint64_t **page_out) {
   }
   *page_out = map;
   int dup_fd = fcntl(sv[0], F_DUPFD_CLOEXEC, 0);
-  if (dup_fd >= 0) {
-    w->chan_fds =
-        xrealloc(w->chan_fds, (w->n_chan_fds + 1) * sizeof *w->chan_fds);
-    w->chan_fds[w->n_chan_fds++] = dup_fd;
+  if (dup_fd >= 0 && own != MAP_FAILED) {
+    w->chans = xrealloc(w->chans, (w->n_chans + 1) * sizeof *w->chans);
+    w->chans[w->n_chans++] = (struct worker_chan){dup_fd, own};
+  } else {
+    if (dup_fd >= 0)
+      close(dup_fd);
+    if (own != MAP_FAILED)
+      munmap(own, WM_PAGE_SIZE);
   }
   return sv[0];
 }
@@ -573,8 +587,8 @@ static void *watch_main(void *arg) {
       /* still that generation (its pidfd may have been closed and the
        * number reused meanwhile) */
       if (w->gen == gens[i] && w->pidfd == fds[i].fd) {
-        for (size_t c = 0; c < w->n_chan_fds; c++)
-          shutdown(w->chan_fds[c], SHUT_RDWR);
+        for (size_t c = 0; c < w->n_chans; c++)
+          shutdown(w->chans[c].fd, SHUT_RDWR);
         close(w->pidfd);
         w->pidfd = -1; /* seen: the reaper closes the dups */
       }
@@ -837,5 +851,8 @@ void worker_conn_broken(worker_conn *c) {
   /* the kernel's kill for memory has its cause: nobody's crash */
   c->killed = known && !w->oom && (w->killed || unnamed);
   c->alone = known && w->alone;
+  c->runs_named = known && w->killed ? w->runs_named : 0;
+  c->run_act =
+      c->page ? __atomic_load_n(&c->page[WM_PAGE_RUN], __ATOMIC_ACQUIRE) : 0;
   pthread_mutex_unlock(&p->mu);
 }

@@ -128,6 +128,10 @@ _Static_assert((0 WM_CALLS(WM_ONE) WM_OWN(WM_ONE)) + 1 == WM_LIMIT - WM_DO + 1,
  *                            first; a CAS from 0: no frame is written
  *                            from a signal handler, which could cut
  *                            another thread's frame in two)
+ *   word WM_PAGE_RUN         the activation whose run() code, outside
+ *                            any callback, the channel's thread runs
+ *                            now (0: none): a SIGKILL, which no handler
+ *                            sees, is laid on it
  *   words WM_PAGE_BEGAN...   a bit per CALL, set as its callback begins
  *                            (the CALL's seq modulo WM_PAGE_BITS; the
  *                            engine clears it before sending the CALL) */
@@ -137,7 +141,8 @@ _Static_assert((0 WM_CALLS(WM_ONE) WM_OWN(WM_ONE)) + 1 == WM_LIMIT - WM_DO + 1,
  * engine takes it as a kill no handler could name. */
 #define WM_PAGE_CRASH_UNNAMED UINT64_MAX
 #define WM_PAGE_CRASH 0
-#define WM_PAGE_BEGAN 1
+#define WM_PAGE_RUN 1
+#define WM_PAGE_BEGAN 2
 #define WM_PAGE_BITS ((WM_PAGE_SIZE / 8 - WM_PAGE_BEGAN) * 64)
 
 /* The word of `page` that holds CALL `seq`'s bit, and the bit's mask. */

@@ -99,9 +99,17 @@ static void died(proxy *px, duro_attempt *at) {
     return;
   px->died = 1;
   worker_conn_broken(px->c);
-  int guilty = px->c->crash_act == px->id;
-  step_worker_died(px->step, at, px->b->plugin->name, px->b->hash, px->c->how,
-                   guilty, px->c->killed, px->c->alone);
+  const worker_conn *c = px->c;
+  if (c->killed && c->runs_named == 1 && !at && c->run_act == px->id) {
+    step_worker_killed_in_run(px->step, px->b->plugin->name, px->b->hash,
+                              c->how);
+    return;
+  }
+  /* a kill while run() code ran (one run(), or several: no telling whose)
+   * is no callback's doing */
+  int killed = c->killed && !c->runs_named;
+  step_worker_died(px->step, at, px->b->plugin->name, px->b->hash, c->how,
+                   c->crash_act == px->id, killed, c->alone);
 }
 
 /* Why `what` failed when the kernel killed its process in its cgroup
@@ -163,8 +171,20 @@ static int pump(worker_conn *c, int block) {
     uint64_t act;
     wire_reader r;
     int got = rc < 0 ? 0 : channel_take(&c->ch, &kind, &act, &r);
-    if (got < 0)
+    if (got < 0) {
+      /* refused at its length, before any of it is read or allocated: a
+       * flood costs the engine nothing */
+      size_t max = c->ch.max_frame ? c->ch.max_frame : CHANNEL_MAX_FRAME;
+      if (c->ch.refused > max)
+        log_error("plugin \"%s\": its worker sent a frame of %u bytes, "
+                  "over the %zu a frame from it may have: it is killed",
+                  c->proc->plugin->name, c->ch.refused, max);
+      else
+        log_error("plugin \"%s\": its worker sent bytes that are no frame "
+                  "(a length of %u, short of a header): it is killed",
+                  c->proc->plugin->name, c->ch.refused);
       rc = -1;
+    }
     if (got <= 0)
       break;
     proxy *p = idmap_get(&c->waiting, (int64_t)act);
@@ -797,6 +817,8 @@ duro_rc worker_proxy_run(duro_step *step, const duro_event *ev, duro_env *env) {
   int64_t rc = DURO_SUSPEND;
   idmap_put(&c->waiting, (int64_t)px.id, &px);
   int got = channel_post(&c->ch, &px.m) == 0 ? serve(&px, NULL, &rc) : -1;
+  if (got == 0)
+    step_run_returned(step);
   if (got == -1)
     died(&px, NULL);
   if (got != 0)
@@ -845,7 +867,8 @@ static int handler_run(proxy *px, int *rc) {
     /* Its own doing when its crash handler named it, or a SIGKILL from
      * outside (as the OOM killer's); else the process died of another
      * callback's crash, or the engine killed it for one: cut short. */
-    int guilty = px->c->crash_act == px->id || px->c->killed;
+    int guilty =
+        px->c->crash_act == px->id || (px->c->killed && !px->c->runs_named);
     char *msg = px->c->oom ? oom_message(px, px->handler)
                 : guilty   ? xasprintf("the %s crashed its worker process (%s)",
                                        px->handler, px->c->how)

@@ -36,9 +36,17 @@
  *          CPU time it got meanwhile} (limits.cpus)
  *   once   segv on the step's first attempt only, success on the next
  *          (a rare crash of a healthy build, given to few instances)
+ *   flood  writes six frames of 200 MiB straight onto each channel of
+ *          its worker to the engine (every socket but the control
+ *          socket, descriptor 3): a hostile worker's flood, which the
+ *          engine must refuse at the first frame's length
  *   regress  segv in the build compiled with FAULTS_REGRESSED
  *          (libfaults-regressed.so: a deploy that brought a bug), a
  *          step that succeeds in the others
+ *
+ * With "in_run": "kill" as well, run() itself SIGKILLs its own process
+ * before its first step, on every activation: code outside any step
+ * whose kill no handler sees (tests/test_workers.c).
  *
  * While a file $DURO_FAULTS_LOG.fixed exists, the fault step
  * succeeds instead (its result "fixed"): a deploy that fixed the bug,
@@ -88,7 +96,9 @@
  * record per tick:
  *
  *   tick <scheduled_ms> 0 <token>     the handler ran for that tick */
+#include <dirent.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -97,6 +107,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -222,6 +234,59 @@ static int burn(duro_attempt *a) {
   return duro_attempt_result(a, json);
 }
 
+/* Writes all of p to fd, waiting for room up to 2 s at a time: 0, or -1
+ * when the other side stopped reading or went away. */
+static int send_all(int fd, const void *p, size_t len) {
+  for (size_t done = 0; done < len;) {
+    struct pollfd w = {.fd = fd, .events = POLLOUT};
+    if (poll(&w, 1, 2000) <= 0)
+      return -1;
+    ssize_t k = send(fd, (const char *)p + done, len - done,
+                     MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k < 0 && errno != EAGAIN && errno != EINTR)
+      return -1;
+    done += k > 0 ? (size_t)k : 0;
+  }
+  return 0;
+}
+
+/* Six frames of 200 MiB each, header and bytes, onto each socket of the
+ * process but descriptor 3 (the worker's control socket) in turn: its
+ * channels to the engine.  The next socket when one stops taking them
+ * (no one reads it, or the engine refused the frame). */
+#define FLOOD_FRAME (200u << 20)
+static void flood(void) {
+  static char chunk[1 << 20];
+  DIR *d = opendir("/proc/self/fd");
+  if (!d)
+    return;
+  int fds[64], n = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) && n < 64) {
+    int fd = atoi(de->d_name);
+    struct stat st;
+    if (fd > 3 && fd != dirfd(d) && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode))
+      fds[n++] = fd;
+  }
+  closedir(d);
+  for (int i = 0; i < n; i++)
+    for (int f = 0; f < 6; f++) {
+      /* the length of what follows it, a kind and an activation */
+      uint32_t header[4] = {FLOOD_FRAME, 17, 1, 0};
+      if (send_all(fds[i], header, sizeof header) != 0)
+        break;
+      size_t left = FLOOD_FRAME - 12;
+      while (left > 0) {
+        size_t k = left < sizeof chunk ? left : sizeof chunk;
+        if (send_all(fds[i], chunk, k) != 0)
+          break;
+        left -= k;
+      }
+      if (left > 0)
+        break;
+    }
+}
+
 static void *crash_later(void *arg) {
   (void)arg;
   nap_ms(20);
@@ -263,6 +328,8 @@ static int fault_step_fn(duro_attempt *a, void *arg) {
       ;
   else if (!strcmp(fs->fault, "hog"))
     hog();
+  else if (!strcmp(fs->fault, "flood"))
+    flood();
   else if (!strcmp(fs->fault, "populate"))
     populate();
   else if (!strcmp(fs->fault, "forks"))
@@ -338,6 +405,10 @@ static duro_rc fault_flow(duro_step *step, const duro_event *ev,
   char timeout[32];
   snprintf(timeout, sizeof timeout, "%d seconds",
            int_param(ev->params, "timeout_s", 1));
+  char in_run[16];
+  if (param(ev->params, "in_run", in_run, sizeof in_run) &&
+      !strcmp(in_run, "kill"))
+    raise(SIGKILL);
 
   for (int i = 1; i <= n; i++) {
     DURO_TRY(do_ordinary(step, ev, i, hold_ms));
