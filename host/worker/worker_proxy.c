@@ -50,6 +50,11 @@ typedef struct proxy {
    * served is copied to cur. */
   wire_buf inbox, cur;
   size_t in_off;
+  /* Of the inbox: frames that answer what the engine said (at most one:
+   * the worker asks, then waits), and the bytes of those it sends
+   * unasked (log lines, a limit passed), at most UNASKED_MAX. */
+  uint32_t answers;
+  size_t unasked;
   void *parked;     /* its fiber's token while parked on the channel */
   duro_attempt *at; /* the attempt whose RETURN it waits for, or NULL */
   int died;         /* the worker is gone: everything unwinds */
@@ -59,6 +64,12 @@ typedef struct proxy {
   int64_t deadline;
   wf_end end; /* its END once served (borrows cur: no frame follows) */
 } proxy;
+
+/* Log lines and limit reports buffered for one activation: a worker that
+ * sends more before the activation reads them floods its engine. */
+#define UNASKED_MAX (1u << 20)
+
+static int unasked(uint32_t kind) { return kind == WM_LOG || kind == WM_LIMIT; }
 
 /* What a wait on c's channel is for: its frames, and room for the rest
  * of what is queued to go. */
@@ -196,16 +207,24 @@ static int pump(worker_conn *c, int block) {
       break;
     }
     uint32_t len = (uint32_t)(r.end - r.p);
-    /* An activation asks, then waits (a few log lines aside): frames
-     * piling up unread for one are a flood, not a conversation. */
-    size_t cap = 2 * (c->ch.max_frame ? c->ch.max_frame : CHANNEL_MAX_FRAME);
-    if (p->inbox.len - p->in_off + len > cap) {
-      log_error("plugin \"%s\": its worker sent more than %zu bytes for "
-                "activation %llu that it did not wait for: it is killed",
-                c->proc->plugin->name, cap, (unsigned long long)act);
+    /* An activation asks, then waits (a few log lines aside): a second
+     * answer, or log lines piling up unread, are a flood, not a
+     * conversation; so a channel holds at most a frame and UNASKED_MAX
+     * for each activation waiting on it. */
+    int said = unasked(kind);
+    if (said ? p->unasked + len > UNASKED_MAX : p->answers > 0) {
+      log_error("plugin \"%s\": its worker sent activation %llu %s before "
+                "it read the last: it is killed",
+                c->proc->plugin->name, (unsigned long long)act,
+                said ? "more than 1 MiB of log lines and reports"
+                     : "a second answer");
       rc = -1;
       break;
     }
+    if (said)
+      p->unasked += len;
+    else
+      p->answers++;
     wire_put_u32(&p->inbox, kind);
     wire_put_u32(&p->inbox, len);
     wire_put(&p->inbox, r.p, len);
@@ -234,6 +253,10 @@ static int next(proxy *px, uint32_t *kind, wire_reader *r) {
                        px->inbox.len - px->in_off);
       *kind = wire_get_u32(&in);
       uint32_t len = wire_get_u32(&in);
+      if (unasked(*kind))
+        px->unasked -= len;
+      else
+        px->answers--;
       px->cur.len = 0;
       wire_put(&px->cur, in.p, len);
       px->in_off += 2 * sizeof(uint32_t) + len;
