@@ -44,28 +44,22 @@ void wk_callback_run(wk_act *a) {
                    .deadline_ms = a->call.deadline_ms,
                    .key = a->call.key};
   a->call.key = NULL; /* the attempt's now */
-  if (clock_boot_ms() >= a->call.begin_by) {
+  int rc = -1;
+  if (clock_boot_ms() < a->call.begin_by) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    wk_begin_callback(a);
+    rc = fn((duro_attempt *)&at, arg);
+    wk_end_callback(a);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    wk_calls_note(a->call.fn, (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 +
+                                  (t1.tv_nsec - t0.tv_nsec));
+  } else {
     /* the host's lease may have lapsed since it sent this (frozen with
      * it): another host may have run the step meanwhile */
-    channel_begin(&a->m, WM_RETURN, a->id);
-    wire_put_i64(&a->m, -1);
-    wire_put_u32(&a->m, WM_RESULT_NOT_BEGUN);
-    wire_put_str(&a->m, NULL);
-    wire_put_u32(&a->m, 0);
-    wire_put_u32(&a->m, 0);
-    wire_put_str(&a->m, NULL);
-    free(at.key);
-    return;
+    at.result_set = WM_RESULT_NOT_BEGUN;
   }
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  wk_begin_callback(a);
-  int rc = fn((duro_attempt *)&at, arg);
-  wk_end_callback(a);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  wk_calls_note(a->call.fn, (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 +
-                                (t1.tv_nsec - t0.tv_nsec));
-  if (at.result_set && wk_max_result > 0 &&
+  if (at.result_set == 1 && wk_max_result > 0 &&
       (int64_t)strlen(at.result) > wk_max_result) {
     /* not sent: the engine refuses it as step.output_too_large, and its
      * frame could pass what the engine reads from a worker */
