@@ -41,7 +41,7 @@
  * host:
  *
  *   blocked_plugin_starves_no_other 140 activations of one plugin
- *                                   blocked a minute in their callbacks:
+ *                                   blocked 3 min in their callbacks:
  *                                   100 instances of another plugin all
  *                                   complete
  *   run_killed_outside_step_is_blamed  a run() that SIGKILLs its worker
@@ -459,13 +459,15 @@ static void start_two(host_run *h) {
 }
 
 /* 140 activations of one plugin blocked in a hung dependency (callbacks
- * that block a minute) beside 100 quick instances of another plugin: the
- * quick ones all complete (once, one plugin's blocked activations took
- * every activation slot of the engine, and no other plugin ran). */
+ * that block three minutes, longer than the case waits, so that the quick
+ * ones cannot complete by the hung ones letting go) beside 100 quick
+ * instances of another plugin: the quick ones all complete (once, one
+ * plugin's blocked activations took every activation slot of the engine,
+ * and no other plugin ran). */
 START_TEST(blocked_plugin_starves_no_other) {
   host_run H;
   start_two(&H);
-  create_many(&H, "hung", 140, "{\"steps\":1,\"hold_ms\":60000}");
+  create_many(&H, "hung", 140, "{\"steps\":1,\"hold_ms\":180000}");
   int64_t deadline = proc_now_ms() + 30000;
   /* all of them: parked on the worker's channel, they take no share of
    * an engine thread */
