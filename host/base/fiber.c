@@ -7,10 +7,13 @@
  * calls.  Fibers change no signal mask, so none is needed. */
 #include "fiber.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -46,6 +49,56 @@ struct fiber {
   void *asan_fake; /* ASan's fake stack while switched away */
 };
 
+/* Fibers let go, kept for the next fiber_create: mapping a stack costs
+ * mmap, mprotect and a page fault for each page the activation touches,
+ * and unmapping one makes every CPU that runs a thread of the process
+ * drop its TLB (an interrupt each, dear under a hypervisor).  A host
+ * whose plugin runs in workers has an activation on a fiber for each
+ * step in flight, hundreds at once, in the engine and in the worker; the
+ * W1 benchmark through a worker spent a quarter of its CPU time mapping
+ * and unmapping them.  Those the process has not needed for a whole
+ * CACHE_DECAY_S are unmapped (checked as fibers come and go), so the
+ * cache holds what a busy moment used, not the most it ever did. */
+#define CACHE_MAX 1024
+#define CACHE_DECAY_MS 10000
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static fiber *cache[CACHE_MAX];
+static size_t cached, cache_low; /* cache_low: fewest cached this period */
+static int64_t cache_period;     /* the mono_ms it began */
+
+static void unmap(fiber *f) {
+  munmap(f->map, f->map_size);
+  free(f);
+}
+
+/* Takes the fibers that stayed cached for a whole period into *out
+ * (cache_mu held): at most CACHE_MAX, unmapped by the caller. */
+static size_t cache_decay_locked(fiber **out, int64_t mono_ms) {
+  if (mono_ms - cache_period < CACHE_DECAY_MS)
+    return 0;
+  size_t n = cache_low < cached ? cache_low : cached;
+  for (size_t i = 0; i < n; i++)
+    out[i] = cache[i]; /* the oldest: the bottom of the stack */
+  for (size_t i = n; i < cached; i++)
+    cache[i - n] = cache[i];
+  cached -= n;
+  cache_low = cached;
+  cache_period = mono_ms;
+  return n;
+}
+
+void fiber_cache_trim(int64_t mono_ms) {
+  static fiber *gone[CACHE_MAX];
+  static pthread_mutex_t trim_mu = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&trim_mu); /* one trimmer at a time shares `gone` */
+  pthread_mutex_lock(&cache_mu);
+  size_t n = cache_decay_locked(gone, mono_ms);
+  pthread_mutex_unlock(&cache_mu);
+  for (size_t i = 0; i < n; i++)
+    unmap(gone[i]);
+  pthread_mutex_unlock(&trim_mu);
+}
+
 static __thread fcontext_t thread_ctx; /* the thread's own stack */
 static __thread fiber *running;
 #if FIBER_ASAN
@@ -54,7 +107,14 @@ static __thread size_t thread_stack_size;
 #endif
 
 fiber *fiber_create(void) {
-  fiber *f = calloc(1, sizeof *f);
+  pthread_mutex_lock(&cache_mu);
+  fiber *f = cached ? cache[--cached] : NULL;
+  if (cached < cache_low)
+    cache_low = cached;
+  pthread_mutex_unlock(&cache_mu);
+  if (f)
+    return f; /* finished, as when new */
+  f = calloc(1, sizeof *f);
   if (!f)
     return NULL;
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -75,8 +135,22 @@ fiber *fiber_create(void) {
 void fiber_destroy(fiber *f) {
   if (!f)
     return;
-  munmap(f->map, f->map_size);
-  free(f);
+  f->finished = 1;
+  pthread_mutex_lock(&cache_mu);
+  int kept = cached < CACHE_MAX;
+  if (kept)
+    cache[cached++] = f;
+  pthread_mutex_unlock(&cache_mu);
+  if (!kept)
+    unmap(f);
+  fiber_cache_trim(clock_mono_ms());
+}
+
+size_t fiber_cache_count(void) {
+  pthread_mutex_lock(&cache_mu);
+  size_t n = cached;
+  pthread_mutex_unlock(&cache_mu);
+  return n;
 }
 
 /* Leaving a fiber for the thread's stack; `dying` when it will never be

@@ -15,13 +15,20 @@
 #define DURO_FIBER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct fiber fiber;
 typedef void (*fiber_fn)(void *arg);
 
-/* A fiber with its own stack, or NULL (no memory); not started. */
+/* A fiber with its own stack, or NULL (no memory); not started.  A
+ * destroyed fiber is kept for a later fiber_create (fiber.c says why);
+ * fiber_cache_trim(clock_mono_ms()) unmaps those the process has not
+ * needed for 10 s (fiber_destroy does it too; a thread with a periodic
+ * pass calls it there, so an idle process lets them go). */
 fiber *fiber_create(void);
 void fiber_destroy(fiber *f);
+void fiber_cache_trim(int64_t mono_ms);
+size_t fiber_cache_count(void); /* kept now */
 
 /* Makes f run fn(arg) from the start at its next fiber_resume.  f must
  * be new or finished. */

@@ -385,13 +385,17 @@ void engine_commit_final(duro_engine *e, journal_batch *b, journal_done_fn fn,
                          void *ctx);
 
 /* The task running on this thread's fiber (NULL on no fiber: inline),
- * parked until fd is ready for `events` (poll's POLLIN, POLLOUT: a
- * channel with frames still to write), engine_unpark(task), or
- * engine_mono_ms reaches `until` (INT64_MAX: never); engine_park_fd
- * returns once resumed: 1 when the task was orphaned meanwhile (its
- * worker abandoned: touch nothing of the instance). */
+ * parked until fd is ready for what events(ctx) says at the time (poll's
+ * POLLIN, POLLOUT: a channel with frames still to write; asked before
+ * each poll, on this thread), engine_unpark(task), or engine_mono_ms
+ * reaches `until` (INT64_MAX: never); engine_park_fd returns once
+ * resumed: 1 when the task was orphaned meanwhile (its worker abandoned:
+ * touch nothing of the instance).  *revents (if not NULL) is what poll
+ * saw ready on fd, 0 when something else resumed it.  The tasks parked
+ * on one fd share its events function. */
 struct engine_task *engine_current_task(void);
-int engine_park_fd(int fd, short events, int64_t until);
+int engine_park_fd(int fd, short (*events)(void *ctx), void *ctx, int64_t until,
+                   short *revents);
 void engine_unpark(struct engine_task *t);
 
 /* The watchdog gave up on w (mu held): ready tasks become orphans; their

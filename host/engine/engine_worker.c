@@ -84,10 +84,12 @@ typedef struct engine_task {
    * another (the writer, or the group's leader). */
   char err[256];
   struct engine_task *next;
-  int park_fd;        /* >= 0: parked until it is ready (engine_park_fd) */
-  short park_events;  /* for what: POLLIN, POLLOUT */
+  int park_fd; /* >= 0: parked until it is ready (engine_park_fd) */
+  short (*park_events)(void *ctx); /* for what, asked at each poll */
+  void *park_ctx;
+  short park_revents; /* what poll saw ready when it resumed the task */
   int64_t park_until; /* engine_mono_ms when it is resumed anyway */
-  struct engine_task *fd_next;
+  struct engine_task *fd_next, **fd_pprev; /* on w->fd_head's list */
 } engine_task;
 
 /* The task whose fiber runs on this thread; NULL on the worker's own
@@ -219,29 +221,40 @@ void engine_commit_final(duro_engine *e, journal_batch *b, journal_done_fn fn,
 
 engine_task *engine_current_task(void) { return current_task; }
 
-int engine_park_fd(int fd, short events, int64_t until) {
+int engine_park_fd(int fd, short (*events)(void *ctx), void *ctx, int64_t until,
+                   short *revents) {
   engine_task *t = current_task;
   duro_engine *e = t->e;
   pthread_mutex_lock(&e->mu);
   t->park_fd = fd;
   t->park_events = events;
+  t->park_ctx = ctx;
+  t->park_revents = 0;
   t->park_until = until;
   t->fd_next = t->w->fd_head;
+  if (t->fd_next)
+    t->fd_next->fd_pprev = &t->fd_next;
+  t->fd_pprev = &t->w->fd_head;
   t->w->fd_head = t;
   t->w->fd_parked++;
   pthread_mutex_unlock(&e->mu);
   fiber_yield();
+  if (revents)
+    *revents = t->park_revents;
   return t->orphaned;
 }
 
-/* Takes t off its worker's parked list and makes it ready (mu held). */
+/* Takes t off its worker's parked list and makes it ready (mu held);
+ * constant time: a pump routing a frame to each of hundreds of parked
+ * activations unparks them one by one. */
 static void unpark_locked(worker *w, engine_task *t) {
-  engine_task **pp = &w->fd_head;
-  while (*pp && *pp != t)
-    pp = &(*pp)->fd_next;
-  if (!*pp)
+  if (t->park_fd < 0)
     return; /* not parked */
-  *pp = t->fd_next;
+  *t->fd_pprev = t->fd_next;
+  if (t->fd_next)
+    t->fd_next->fd_pprev = t->fd_pprev;
+  t->fd_next = NULL;
+  t->fd_pprev = NULL;
   t->park_fd = -1;
   w->fd_parked--;
   ready_push_locked(w, t);
@@ -269,14 +282,17 @@ static void poll_parked(duro_engine *e, worker *w) {
   for (engine_task *t = w->fd_head; t; t = t->fd_next)
     if (t->park_until - now < wait)
       wait = t->park_until <= now ? 0 : t->park_until - now;
+  /* What each descriptor is waited on for is asked now, not when its
+   * tasks parked: room to write is wanted only while frames are queued,
+   * and another task may have written them since (a stale POLLOUT would
+   * make every poll return at once). */
   for (engine_task *t = w->fd_head; t && n <= POLL_MAX; t = t->fd_next) {
     nfds_t i = 1;
     while (i < n && fds[i].fd != t->park_fd)
       i++;
     if (i == n)
-      fds[n++] = (struct pollfd){.fd = t->park_fd, .events = t->park_events};
-    else
-      fds[i].events |= t->park_events;
+      fds[n++] = (struct pollfd){.fd = t->park_fd,
+                                 .events = t->park_events(t->park_ctx)};
   }
   w->polling = 1;
   pthread_mutex_unlock(&e->mu);
@@ -294,6 +310,7 @@ static void poll_parked(duro_engine *e, worker *w) {
     for (engine_task *t = w->fd_head; t; t = t->fd_next)
       if (t->park_fd == fds[i].fd) {
         unpark_locked(w, t);
+        t->park_revents = fds[i].revents;
         break;
       }
   }

@@ -39,8 +39,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "engine_internal.h"
 #include "error.h"
+#include "fiber.h"
 #include "log.h"
 #include "util.h"
 
@@ -249,6 +251,7 @@ void *engine_scheduler_main(void *arg) {
     e->sched_kick = 0;
     pthread_mutex_unlock(&e->mu);
     int64_t delay = duro_engine_scheduler_pass(e);
+    fiber_cache_trim(clock_mono_ms()); /* memory, not the engine's time */
     pthread_mutex_lock(&e->mu);
     /* a kick since the pass began: pass again at once */
     if (!e->stopping && !e->sched_kick && delay > 0)

@@ -86,13 +86,15 @@ void step_run_returned(duro_step *step);
 
 /* Waiting for a worker's answer without holding the thread: the token
  * of the activation's fiber (NULL when it runs on none, inline: then
- * block instead); step_park_fd parks it until fd is ready for `events`
- * (poll's POLLIN, POLLOUT) or step_unpark(token) is called on this
+ * block instead); step_park_fd parks it until fd is ready for what
+ * events(ctx) says before each poll (POLLIN, POLLOUT; what was ready in
+ * *revents, 0 if nothing was) or step_unpark(token) is called on this
  * thread, and returns 1 when the activation was given up on meanwhile
  * (its thread abandoned by the watchdog: it may run elsewhere now;
  * unwind, touch nothing). */
 void *step_park_token(duro_step *step);
-int step_park_fd(duro_step *step, int fd, short events, int64_t until_mono);
+int step_park_fd(duro_step *step, int fd, short (*events)(void *ctx), void *ctx,
+                 int64_t until_mono, short *revents);
 void step_unpark(void *token);
 
 /* The attempt's callback in a worker came back (a result, a failure, a

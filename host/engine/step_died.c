@@ -116,12 +116,13 @@ int64_t step_attempt_deadline_mono(const duro_attempt *at) {
   return at->deadline_mono;
 }
 
-int step_park_fd(duro_step *a, int fd, short events, int64_t until) {
+int step_park_fd(duro_step *a, int fd, short (*events)(void *ctx), void *ctx,
+                 int64_t until, short *revents) {
   /* Others run on this thread meanwhile, and set these for their own
    * run() and callbacks: a queue send this activation's callback makes
    * after it resumes must join its own attempt. */
   duro_attempt *at = step_running_attempt;
-  int orphaned = engine_park_fd(fd, events, until);
+  int orphaned = engine_park_fd(fd, events, ctx, until, revents);
   step_running_act = a;
   step_running_attempt = at;
   if (orphaned) {

@@ -77,12 +77,17 @@ static short wants(const worker_conn *c) {
   return (short)(POLLIN | (channel_pending(&c->ch) ? POLLOUT : 0));
 }
 
+/* wants() as a parked fiber's thread asks it before each poll. */
+static short wants_now(void *c) { return wants(c); }
+
 /* A handler's wait for its worker: polls the lent channel (no fiber
  * parks here), killing the process once the handler is past its deadline
  * and returning: the consumer, told that it would (returns_at_deadline),
  * frees the batch's slot only then, once the process is known dead, so
  * no delivery is begun in it meanwhile to be cut short by the kill. */
-static int pump(worker_conn *c, int block);
+/* What a caller that saw no poll of its own tells pump: try both. */
+#define READY_ANY (POLLIN | POLLOUT)
+static int pump(worker_conn *c, int block, short ready);
 static int handler_wait(proxy *px) {
   int64_t now = clock_mono_ms(), kill_at = px->deadline;
   if (px->deadline && now >= kill_at) {
@@ -100,7 +105,7 @@ static int handler_wait(proxy *px) {
   struct pollfd pfd = {.fd = px->c->ch.fd, .events = wants(px->c)};
   if (poll(&pfd, 1, (int)(wait < 1000 ? wait : 1000)) < 0 && errno != EINTR)
     return -1;
-  return pump(px->c, 0);
+  return pump(px->c, 0, READY_ANY);
 }
 
 /* The death seen: recorded with the attempt in its callback, or with
@@ -156,10 +161,13 @@ static void wake_one(void *ctx, int64_t key, void *val) {
 }
 
 /* Writes what is queued as far as the socket takes it, then reads what
- * the channel has. With `block` (no fiber to park) it first waits up to
- * 100 ms for either: its caller looks at its deadlines in between. */
-static int channel_turn(worker_conn *c, int block) {
-  if (channel_pending(&c->ch) && channel_write_some(&c->ch) < 0)
+ * the channel has; `ready` is what a poll saw (a fiber resumed by its
+ * thread's poll), so that no call is made that poll said would find
+ * nothing. With `block` (no fiber to park) it first waits up to 100 ms
+ * for either: its caller looks at its deadlines in between. */
+static int channel_turn(worker_conn *c, int block, short ready) {
+  if ((ready & POLLOUT) && channel_pending(&c->ch) &&
+      channel_write_some(&c->ch) < 0)
     return -1;
   if (block) {
     struct pollfd pfd = {.fd = c->ch.fd, .events = wants(c)};
@@ -167,16 +175,18 @@ static int channel_turn(worker_conn *c, int block) {
       return -1;
     if ((pfd.revents & POLLOUT) && channel_write_some(&c->ch) < 0)
       return -1;
+  } else if (!(ready & (POLLIN | POLLHUP | POLLERR))) {
+    return 0;
   }
   return channel_fill(&c->ch, 0);
 }
 
 /* Writes what is queued and reads what the channel has (waiting a while
- * for it when `block`), handing each frame to its activation's inbox and
- * waking its fiber if parked.  -1 when the channel failed: then every
- * waiter is woken to see it. */
-static int pump(worker_conn *c, int block) {
-  int rc = c->broken ? -1 : channel_turn(c, block);
+ * for it when `block`; as far as `ready` says when not), handing each
+ * frame to its activation's inbox and waking its fiber if parked.  -1
+ * when the channel failed: then every waiter is woken to see it. */
+static int pump(worker_conn *c, int block, short ready) {
+  int rc = c->broken ? -1 : channel_turn(c, block, ready);
   for (;;) {
     uint32_t kind;
     uint64_t act;
@@ -294,23 +304,44 @@ static int next(proxy *px, uint32_t *kind, wire_reader *r) {
     if (px->at && until - now > 100)
       until = now + 100; /* looks at a terminate ten times a second */
     void *token = step_park_token(px->step);
-    if (pump(px->c, token == NULL) != 0)
-      return -1;
-    if (px->in_off < px->inbox.len || !token)
+    if (!token) {
+      if (pump(px->c, 1, READY_ANY) != 0)
+        return -1;
       continue;
+    }
+    /* Parked before any system call of its own: what it queued goes
+     * with the frames of the thread's other activations in one write
+     * once none of them is ready (its thread's poll sees room to write
+     * and resumes one of them to write it), and its answer is routed to
+     * it by whoever reads the channel. */
+    short ready = 0;
     px->parked = token;
-    int orphaned = step_park_fd(px->step, px->c->ch.fd, wants(px->c), until);
+    int orphaned =
+        step_park_fd(px->step, px->c->ch.fd, wants_now, px->c, until, &ready);
     px->parked = NULL;
     if (orphaned)
       return -2;
+    if (ready && pump(px->c, 0, ready) != 0)
+      return -1;
   }
+}
+
+/* Sends px->m: from a fiber it is queued, for the write its thread makes
+ * for all of them when it parks (next); inline, and for a handler on a
+ * lent channel, it is written now.  -1 when the channel failed. */
+static int post(proxy *px) {
+  if (!px->handler && step_park_token(px->step)) {
+    channel_queue(&px->c->ch, &px->m);
+    return 0;
+  }
+  return channel_post(&px->c->ch, &px->m);
 }
 
 static void reply(proxy *px, int64_t rc, const char *text) {
   channel_begin(&px->m, WM_REPLY, px->id);
   wire_put_i64(&px->m, rc);
   wire_put_str(&px->m, text);
-  channel_post(&px->c->ch, &px->m); /* a failure shows as EOF next */
+  post(px); /* a failure shows as EOF next */
 }
 
 static duro_rc call_vfail(const duro_api *api, duro_step *s, const char *fmt,
@@ -363,11 +394,11 @@ static int take_turn(proxy *px, int suspect) {
       continue;
     }
     px->parked = step_park_token(px->step);
-    int orphaned = step_park_fd(px->step, px->c->ch.fd, wants(px->c),
-                                step_mono_ms(px->step) + 5);
+    int orphaned = step_park_fd(px->step, px->c->ch.fd, wants_now, px->c,
+                                step_mono_ms(px->step) + 5, NULL);
     px->parked = NULL;
     /* frames that came meanwhile are read by whoever waits for them */
-    if (orphaned || pump(px->c, 0) != 0) {
+    if (orphaned || pump(px->c, 0, READY_ANY) != 0) {
       worker_turn_cancel(px->c, &waiting);
       return -1;
     }
@@ -406,7 +437,7 @@ static int proxy_step(duro_attempt *at, void *arg) {
   wire_put_i64(&px->m, step_begin_by(px->step));
   int64_t rc = -1;
   px->at = at;
-  int got = channel_post(&px->c->ch, &px->m) == 0 ? serve(px, at, &rc) : -1;
+  int got = post(px) == 0 ? serve(px, at, &rc) : -1;
   px->at = NULL;
   step_dispatch_set(px->step, NULL, 0);
   worker_turn_end(px->c, suspect);
@@ -839,6 +870,10 @@ duro_rc worker_proxy_run(duro_step *step, const duro_event *ev, duro_env *env) {
   wire_put_i64(&px.m, ev->created_ms);
   int64_t rc = DURO_SUSPEND;
   idmap_put(&c->waiting, (int64_t)px.id, &px);
+  /* Written at once, not queued as the frames of a conversation are
+   * (post): its thread goes on to start more activations before it polls
+   * to write what is queued, and a worker that crashes on each of them
+   * would take all of them with it each time. */
   int got = channel_post(&c->ch, &px.m) == 0 ? serve(&px, NULL, &rc) : -1;
   if (got == 0)
     step_run_returned(step);
