@@ -44,6 +44,12 @@
  *                                   blocked 3 min in their callbacks:
  *                                   100 instances of another plugin all
  *                                   complete
+ *   blocked_in_engine_starves_no_other  the same with both plugins in
+ *                                   the engine (workers: 0): the hung
+ *                                   one's callbacks hold at most half
+ *                                   the engine threads, the rest wait
+ *                                   parked; the other's all complete,
+ *                                   and the bound reached is logged
  *   run_killed_outside_step_is_blamed  a run() that SIGKILLs its worker
  *                                   outside any step beside 100 healthy
  *                                   instances: it errors plugin.crashed,
@@ -432,11 +438,11 @@ END_TEST
 
 #define QUICK "quick-flow"
 
-/* A host of two plugins in workers: "faults" (FLOW, the Io class) and
- * "quick", the regressed build of the same plugin under another name
- * (QUICK, the Io class too). */
-static void start_two(host_run *h) {
-  char db[400], rest[1024];
+/* A host of two plugins, each with `workers` (a YAML value): "faults"
+ * (FLOW, the Io class) and "quick", the regressed build of the same
+ * plugin under another name (QUICK, the Io class too). */
+static void start_two(host_run *h, const char *workers) {
+  char db[400], rest[1024], keys[64];
   snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
   snprintf(rest, sizeof rest,
            "      - name: " FLOW "\n"
@@ -444,14 +450,17 @@ static void start_two(host_run *h) {
            "        class_name: Io\n"
            "  - name: quick\n"
            "    path: %s\n"
+           "    workers: %s\n"
            "    workflows:\n"
            "      - name: " QUICK "\n"
            "        binding: QUICK_FLOW\n"
            "        class_name: Io\n",
-           FAULTS_REGRESSED_PLUGIN);
+           FAULTS_REGRESSED_PLUGIN, workers);
+  snprintf(keys, sizeof keys, "workers: %s", workers);
   host_init(h, "host");
   host_setenv(h, "DURO_FAULTS_LOG", faults_log());
   h->request_ms = 10000;
+  h->plugin_keys = keys; /* read by host_write_config only */
   /* a short grace: the stop does not wait for the blocked callbacks */
   host_write_config(h, db, "{ shutdown_grace: 1s }", "faults", FAULTS_PLUGIN,
                     rest);
@@ -466,7 +475,7 @@ static void start_two(host_run *h) {
  * and no other plugin ran). */
 START_TEST(blocked_plugin_starves_no_other) {
   host_run H;
-  start_two(&H);
+  start_two(&H, "1");
   create_many(&H, "hung", 140, "{\"steps\":1,\"hold_ms\":180000}");
   int64_t deadline = proc_now_ms() + 30000;
   /* all of them: parked on the worker's channel, they take no share of
@@ -480,6 +489,43 @@ START_TEST(blocked_plugin_starves_no_other) {
   create_many_of(&H, QUICK, "q", 100, "{\"steps\":2,\"hold_ms\":0}");
   wait_complete_of(&H, QUICK, 100, proc_now_ms() + 60000);
   ck_assert_int_eq(count_status(&H, "complete"), 0);
+  host_stop(&H, proc_now_ms() + 20000, 0);
+}
+END_TEST
+
+/* The same with both plugins in the engine (workers: 0): each engine
+ * thread runs its callbacks, and a blocked one holds its thread.  The
+ * hung plugin's callbacks hold at most half the engine's 64 threads (its
+ * bound, plugins[].concurrency unsaid); the rest wait parked, taking
+ * none, and the quick plugin runs on the other threads (once, the hung
+ * callbacks took every thread in turn: none of the quick ones ran, and
+ * nothing was logged).  The bound reached with no callback returning is
+ * logged once. */
+START_TEST(blocked_in_engine_starves_no_other) {
+  host_run H;
+  start_two(&H, "0");
+  create_many(&H, "hung", 140, "{\"steps\":1,\"hold_ms\":180000}");
+  int64_t deadline = proc_now_ms() + 30000;
+  /* as many as the engine has threads: each would hold one */
+  while (count_running(&H, FLOW) < 64) {
+    ck_assert_msg(proc_now_ms() < deadline, "%ld of 140 running",
+                  count_running(&H, FLOW));
+    proc_sleep_ms(100);
+  }
+  proc_sleep_ms(500);
+  create_many_of(&H, QUICK, "q", 100, "{\"steps\":2,\"hold_ms\":0}");
+  wait_complete_of(&H, QUICK, 100, proc_now_ms() + 60000);
+  /* all of them begun: 32 in their callbacks, the rest parked */
+  ck_assert_int_eq(count_running(&H, FLOW), 140);
+  ck_assert_int_eq(count_status(&H, "complete"), 0);
+  const char *warned = "its step callbacks hold 32 engine threads";
+  deadline = proc_now_ms() + 20000;
+  while (host_count_lines(&H, warned) == 0) {
+    ck_assert_msg(proc_now_ms() < deadline, "no warning logged\n%s",
+                  proc_tail(proc_slurp(H.log)));
+    proc_sleep_ms(200);
+  }
+  ck_assert_int_eq(host_count_lines(&H, warned), 1);
   host_stop(&H, proc_now_ms() + 20000, 0);
 }
 END_TEST
@@ -749,6 +795,7 @@ static Suite *workers_suite(void) {
   proc_fixtures(attacks, "duro-workers");
   tcase_set_timeout(attacks, 240);
   tcase_add_test(attacks, blocked_plugin_starves_no_other);
+  tcase_add_test(attacks, blocked_in_engine_starves_no_other);
   tcase_add_test(attacks, run_killed_outside_step_is_blamed);
   tcase_add_test(attacks, frame_flood_is_bounded);
   suite_add_tcase(s, attacks);

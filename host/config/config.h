@@ -119,7 +119,9 @@ typedef struct config_plugin {
   uint32_t workers;
   /* Its step callbacks that run at once, spread over its workers (the
    * rest wait for a place before their CALL, and their timeout starts
-   * when they begin). */
+   * when they begin); with workers 0, the engine threads they may hold
+   * at once (the rest wait, parked, taking none), 0 = half of them, at
+   * most all but one. */
   uint32_t concurrency;
   /* The crash-storm breaker (breaker/breaker.h): `crashes` crashes of
    * one workflow's build within `window_ms`, at least `rate` of its

@@ -183,6 +183,10 @@ int config_parse_plugin(config_parser *p, yaml_node_t *node,
   }
   if (storm < 0)
     rc = DURO_E_CONFIG;
+  /* In the engine (workers: 0) it bounds the engine threads its
+   * callbacks hold: 0, unsaid, is half of them (engine_admit.c). */
+  if (!pl->workers && !v[PL_CONCURRENCY])
+    pl->concurrency = 0;
   int limits = schema_section(&p->w, v[PL_LIMITS], "limits");
   if (limits > 0) {
     yaml_node_t *lv[SCHEMA_MAX_FIELDS];

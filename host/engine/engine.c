@@ -120,6 +120,7 @@ uint32_t duro_engine_stop(duro_engine *e, int64_t grace_ms) {
   struct timespec until = engine_cond_deadline(grace);
   pthread_mutex_lock(&e->mu);
   __atomic_store_n(&e->stopping, 1, __ATOMIC_RELEASE);
+  engine_admits_stop_locked(e); /* held activations end their run */
   pthread_cond_broadcast(&e->work);
   pthread_cond_broadcast(&e->watch);
   pthread_cond_broadcast(&e->sched);
@@ -199,6 +200,7 @@ void duro_engine_close(duro_engine *e) {
     builds_free(&e->wfs[i]);
   }
   free(e->wfs);
+  engine_admits_free(e);
   if (e->own_ledger)
     ledger_free(e->ledger);
   engine_watches_free(e);

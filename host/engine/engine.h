@@ -116,6 +116,13 @@ typedef struct duro_workflow_limits {
    * completes, errors or is terminated, in the same commit (copied);
    * NULL = none. */
   const char *lifecycle_queue;
+  /* Code that runs on the engine's own threads (a plugin with workers:
+   * 0): the plugin's name (copied), shared by its workflows, and how many
+   * engine threads its step callbacks may hold at once; a callback past
+   * it waits, taking no thread, until one of them returns.  0 = half the
+   * engine's threads; at most all of them but one.  NULL = no bound. */
+  const char *plugin;
+  uint32_t plugin_threads;
 } duro_workflow_limits;
 
 /* Opens (creating if needed) the journal. On error *err names the file. */

@@ -73,6 +73,9 @@ struct wf_reg {
    * that were due while `limits.concurrency` of them ran. */
   uint32_t running;
   entry_fifo deferred;
+  /* Its plugin's callbacks on engine threads, bounded (engine_admit.c);
+   * NULL: none (in worker processes, or no plugin). */
+  struct engine_admit *admit;
 };
 
 enum {
@@ -154,6 +157,7 @@ typedef struct worker {
    * the thread while it polls them (engine mu). */
   struct engine_task *fd_head;
   uint32_t fd_parked; /* on fd_head: they wait on plugin code, not here */
+  uint32_t held;      /* waiting for their plugin's admission: neither (mu) */
   int wake_fd;
   int polling;
 } worker;
@@ -227,6 +231,10 @@ struct duro_engine {
    * entry stay `queued` rows only, and the scheduler pulls them back in
    * rowid order (engine_refill) as the runnable FIFO drains.  spill_min
    * is the lowest such rowid (INT64_MAX: none); spilled counts them. */
+  /* The plugins whose callbacks run on engine threads, each bounded
+   * (engine_admit.c); set at registration. */
+  struct engine_admit **admits;
+  size_t n_admits;
   size_t max_runnable;
   int64_t spill_min;
   size_t spilled;
@@ -295,6 +303,40 @@ int engine_wait_for(engine_wait *w, void **result);
 /* ---- workflows (engine_registry.c) ---- */
 
 wf_reg *engine_find_binding(const duro_engine *e, const char *binding);
+
+/* ---- admission of in-engine plugins' callbacks (engine_admit.c) ---- */
+
+typedef struct engine_admit engine_admit;
+typedef struct engine_task engine_task;
+/* The bound of `plugin` (found, or made with `threads` places: 0 = half
+ * the engine's threads, at most all but one); at registration. */
+engine_admit *engine_admit_for(duro_engine *e, const char *plugin,
+                               uint32_t threads);
+void engine_admits_free(duro_engine *e);
+enum {
+  ADMIT_IN = 0,
+  ADMIT_WAITED = 1,
+  ADMIT_STOPPING = -1,
+  ADMIT_ORPHANED = -2
+};
+/* Takes a place before a callback runs, its fiber parked (no share of
+ * its thread) while the plugin is at its bound: ADMIT_IN, or
+ * ADMIT_WAITED once handed one (others ran on the thread meanwhile);
+ * else none was taken: ADMIT_STOPPING (the engine stops) or
+ * ADMIT_ORPHANED (the watchdog gave up on its thread meanwhile, and on
+ * it). */
+int engine_admit_enter(duro_engine *e, engine_admit *g);
+/* Gives the place back as the callback returned: to the first waiter. */
+void engine_admit_leave(duro_engine *e, engine_admit *g);
+/* Every waiter resumes with ADMIT_STOPPING (mu held). */
+void engine_admits_stop_locked(duro_engine *e);
+/* The waiters on worker w, taken off their FIFOs (mu held): w is given
+ * up on; into *out (the caller's), their count returned. */
+size_t engine_admit_orphans_locked(duro_engine *e, worker *w,
+                                   engine_task ***out);
+/* Logs a plugin at its bound none of whose callbacks returned for a
+ * while, once (the watchdog, each period). */
+void engine_admits_watch(duro_engine *e);
 
 /* ---- entries and the runnable set (engine_runnable.c) ---- */
 
@@ -397,6 +439,14 @@ struct engine_task *engine_current_task(void);
 int engine_park_fd(int fd, short (*events)(void *ctx), void *ctx, int64_t until,
                    short *revents);
 void engine_unpark(struct engine_task *t);
+/* The running task waits for its plugin's admission (engine_admit.c):
+ * counted as no share of its thread (mu held); then parks until
+ * engine_task_release_locked, and returns 1 when it was orphaned
+ * meanwhile. */
+void engine_task_hold_locked(struct engine_task *t);
+int engine_task_held_yield(struct engine_task *t);
+/* A held task made ready on its thread (mu held). */
+void engine_task_release_locked(struct engine_task *t);
 
 /* The watchdog gave up on w (mu held): ready tasks become orphans; their
  * entries go to *out (the caller releases them, unlocked). */

@@ -49,6 +49,9 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
     w->limits = *limits;
   if (w->limits.lifecycle_queue)
     w->limits.lifecycle_queue = xstrdup(w->limits.lifecycle_queue);
+  if (w->limits.plugin)
+    w->admit = engine_admit_for(e, w->limits.plugin, w->limits.plugin_threads);
+  w->limits.plugin = NULL; /* the bound keeps its own copy */
   if (w->limits.retention_ms <= 0)
     w->limits.retention_ms = DEFAULT_RETENTION_MS;
   if (w->limits.max_steps == 0)

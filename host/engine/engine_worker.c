@@ -73,7 +73,7 @@ static void worker_exit_locked(duro_engine *e, worker *w) {
  * touches. */
 #define WORKER_SPARE_FIBERS WORKER_MAX_TASKS
 
-typedef struct engine_task {
+struct engine_task {
   duro_engine *e;
   worker *w;
   entry *ent;
@@ -90,7 +90,7 @@ typedef struct engine_task {
   short park_revents; /* what poll saw ready when it resumed the task */
   int64_t park_until; /* engine_mono_ms when it is resumed anyway */
   struct engine_task *fd_next, **fd_pprev; /* on w->fd_head's list */
-} engine_task;
+};
 
 /* The task whose fiber runs on this thread; NULL on the worker's own
  * stack (set by task_resume around the switch). */
@@ -266,6 +266,30 @@ void engine_unpark(engine_task *t) {
   pthread_mutex_unlock(&t->e->mu);
 }
 
+/* ---- tasks held for their plugin's admission ----------------------------- */
+
+void engine_task_hold_locked(engine_task *t) { t->w->held++; }
+
+int engine_task_held_yield(engine_task *t) {
+  fiber_yield();
+  return t->orphaned;
+}
+
+/* Its thread may sleep on the engine's `work` while all its tasks are
+ * held: both are woken. */
+void engine_task_release_locked(engine_task *t) {
+  worker *w = t->w;
+  w->held--;
+  ready_push_locked(w, t);
+  pthread_cond_signal(&w->wake);
+  pthread_cond_broadcast(&t->e->work);
+  if (w->polling) {
+    uint64_t one = 1;
+    ssize_t k = write(w->wake_fd, &one, sizeof one);
+    (void)k; /* a full counter still wakes the poll */
+  }
+}
+
 /* Waits (mu held, released meanwhile) until a parked task's descriptor
  * is ready, a commit made a task ready (the eventfd), a parked task's
  * time came, or 10 ms passed (new work may be queued: the engine's
@@ -323,6 +347,13 @@ static void poll_parked(duro_engine *e, worker *w) {
 }
 
 size_t engine_orphan_ready_locked(worker *w, entry ***out) {
+  /* Held for admission: they would run on this thread, once handed a
+   * place; made ready as orphans, they only unwind if it returns. */
+  engine_task **held;
+  size_t n_held = engine_admit_orphans_locked(w->e, w, &held);
+  for (size_t i = 0; i < n_held; i++)
+    engine_task_release_locked(held[i]);
+  free(held);
   size_t n = 0;
   for (engine_task *t = w->ready_head; t; t = t->next)
     n++;
@@ -369,7 +400,7 @@ static void *worker_main(void *arg) {
     int leaving = e->stopping || w->abandoned;
     if (leaving && w->tasks == 0)
       break;
-    int room = w->tasks - w->fd_parked < WORKER_MAX_TASKS &&
+    int room = w->tasks - w->fd_parked - w->held < WORKER_MAX_TASKS &&
                w->tasks < WORKER_MAX_TASKS + WORKER_MAX_PARKED;
     entry *ent = !leaving && room ? runnable_pop(e) : NULL;
     if (ent) {
@@ -385,7 +416,7 @@ static void *worker_main(void *arg) {
     if (w->fd_head && w->wake_fd >= 0)
       poll_parked(e, w);
     else
-      pthread_cond_wait(w->tasks ? &w->wake : &e->work, &e->mu);
+      pthread_cond_wait(w->tasks > w->held ? &w->wake : &e->work, &e->mu);
   }
   worker_exit_locked(e, w);
   pthread_mutex_unlock(&e->mu);

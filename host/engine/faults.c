@@ -572,6 +572,7 @@ void *engine_watchdog_main(void *arg) {
     for (uint32_t i = 0; i < n; i++)
       engine_abandon_hung(e, ws[i], NULL);
     free(ws);
+    engine_admits_watch(e);
     pthread_mutex_lock(&e->mu);
   }
   pthread_mutex_unlock(&e->mu);

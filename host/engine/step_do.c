@@ -201,6 +201,36 @@ static int save_start(duro_step *a) {
   return 0;
 }
 
+/* A callback about to run on this engine thread takes a place in its
+ * plugin's bound (engine_admit.c), waiting parked for one.  Returns 1
+ * when the call must suspend instead: the engine stops, or the watchdog
+ * gave up on this activation meanwhile. */
+static int admit(duro_step *a) {
+  engine_admit *g = a->wf->admit;
+  if (!g || !a->worker || step_is_remote(a))
+    return 0;
+  int rc = engine_admit_enter(a->e, g);
+  if (rc == ADMIT_IN || rc == ADMIT_WAITED) {
+    a->admitted = g;
+    if (rc == ADMIT_WAITED) {
+      step_running_act = a; /* others ran on this thread meanwhile */
+      step_slot_bind(a);
+    }
+    return 0;
+  }
+  a->suspended = 1;
+  a->reason = rc == ADMIT_ORPHANED ? SUSPEND_ABANDONED : SUSPEND_SHUTDOWN;
+  return 1;
+}
+
+/* The callback returned (or never started): its place goes back. */
+static void admit_leave(duro_step *a) {
+  if (a->admitted) {
+    engine_admit_leave(a->e, a->admitted);
+    a->admitted = NULL;
+  }
+}
+
 /* One duro_do call as it goes, from its preparation to its outcome. */
 typedef struct do_call {
   const char *key;
@@ -252,9 +282,12 @@ static int do_prepare(duro_step *a, const char *name,
       a->reason = SUSPEND_SHUTDOWN;
     return 1;
   }
-  /* Waiting at the gate is no part of the attempt's time. */
+  /* Waiting for a place or at the gate is no part of the attempt's time. */
+  if (admit(a))
+    return 1;
   call->gate = step_gate_enter(a, s, s->attempts + 1);
   if (call->gate < 0) {
+    admit_leave(a);
     a->suspended = 1;
     a->reason = SUSPEND_SHUTDOWN;
     return 1;
@@ -334,13 +367,16 @@ static int attempt_end(duro_step *a, duro_attempt *at) {
  * timeout). */
 static int do_run_attempt(duro_step *a, duro_attempt *at, duro_step_fn fn,
                           void *arg, int *fn_rc) {
-  if (attempt_begin(a, at))
+  if (attempt_begin(a, at)) {
+    admit_leave(a);
     return 1;
+  }
   step_running_attempt = at;
   int64_t t0 = metrics_now_us();
   *fn_rc = fn(at, arg);
   metrics_hist_observe(&a->e->m.attempt_us, metrics_now_us() - t0);
   step_running_attempt = NULL;
+  admit_leave(a);
   if (attempt_end(a, at) || a->worker_died || at->withdrawn) {
     attempt_clear(at); /* a dead worker's attempt: step_worker_died */
     return 1;

@@ -102,6 +102,8 @@ struct duro_step {
   int worker_died;            /* step_worker_died: its run() is gone */
   int held;                   /* its build is held: wait_type is a reason,
                                  no event type (holds.c) */
+  engine_admit *admitted;     /* the plugin bound its callback has a place
+                                 in, while it runs (engine_admit.c) */
 };
 
 struct duro_attempt {

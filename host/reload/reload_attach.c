@@ -138,6 +138,10 @@ static void register_workflows(reloader *r) {
           .pause_on_divergence = w->pause_on_divergence,
           .versioning_latest = w->versioning_latest,
           .lifecycle_queue = w->lifecycle_queue,
+          /* its callbacks on engine threads: bounded, shared by its
+           * workflows */
+          .plugin = reload_in_workers(r, p) ? NULL : p->cfg->name,
+          .plugin_threads = p->cfg->concurrency,
       };
       /* names are unique (config_refs.c checked), so this cannot fail */
       void *ctx;
