@@ -1,10 +1,11 @@
-/* test_limits.c — retention and per-workflow concurrency.
+/* test_limits.c — retention, per-workflow concurrency, and the engine
+ * threads an in-engine plugin's callbacks may hold.
  *
  * Retention runs on the virtual clock: an ended instance stays exactly its
  * retention and is then deleted with everything it stored, in bounded
- * steps between the scheduler's other work.  Concurrency
- * needs real worker threads: steps that hold their activation until the
- * test has seen how many run at once. */
+ * steps between the scheduler's other work.  Concurrency and the
+ * plugin's bound need real worker threads: steps that hold their
+ * activation until the test has seen how many run at once. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -277,6 +278,112 @@ START_TEST(concurrency_limit_caps_running_activations) {
 }
 END_TEST
 
+/* ---- a plugin's callbacks on engine threads ------------------------------ */
+
+static int gate_open, blocked_now, blocked_max, quick_done;
+
+/* Blocks until the test opens the gate, counting how many do at once. */
+static int block(duro_attempt *a, void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&mu);
+  if (++blocked_now > blocked_max)
+    blocked_max = blocked_now;
+  while (!gate_open) {
+    pthread_mutex_unlock(&mu);
+    usleep(5 * 1000);
+    pthread_mutex_lock(&mu);
+  }
+  blocked_now--;
+  pthread_mutex_unlock(&mu);
+  return duro_attempt_result(a, "null");
+}
+
+static duro_rc blocking(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev, (void)env;
+  const char *r;
+  return duro_do(step, "block", NULL, block, NULL, &r);
+}
+
+static int quick(duro_attempt *a, void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&mu);
+  quick_done++;
+  pthread_mutex_unlock(&mu);
+  return duro_attempt_result(a, "null");
+}
+
+static duro_rc quick_flow(duro_step *step, const duro_event *ev,
+                          duro_env *env) {
+  (void)ev, (void)env;
+  const char *r;
+  return duro_do(step, "quick", NULL, quick, NULL, &r);
+}
+
+/* Instances of wf in `status`, up to 100. */
+static size_t count_in(duro_engine *e, const char *wf, duro_status status) {
+  json_t *list = NULL;
+  ck_assert_int_eq(duro_instance_list(e, wf, status, 100, NULL, &list), 0);
+  size_t n = json_array_size(json_object_get(list, "instances"));
+  json_decref(list);
+  return n;
+}
+
+static int locked_read(const int *v) {
+  pthread_mutex_lock(&mu);
+  int n = *v;
+  pthread_mutex_unlock(&mu);
+  return n;
+}
+
+/* Two workflows of plugin "p" (its callbacks on the engine's threads, at
+ * most 2 at once) whose callbacks block: 10 activations of them hold 2
+ * of the 6 threads, the other 8 begin and wait parked, and 20 instances
+ * of a workflow beside them all complete meanwhile.  Once the callbacks
+ * return, the waiters get their places in turn: never more than 2. */
+START_TEST(plugin_threads_cap_blocked_callbacks) {
+  harness h;
+  harness_open_workers(&h, 6);
+  duro_engine *e = h.e;
+  duro_workflow_limits lim = {.plugin = "p", .plugin_threads = 2};
+  ck_assert_int_eq(duro_engine_register(e, "p1", NULL, blocking, &lim, NULL),
+                   0);
+  ck_assert_int_eq(duro_engine_register(e, "p2", NULL, blocking, &lim, NULL),
+                   0);
+  ck_assert_int_eq(
+      duro_engine_register(e, "other", NULL, quick_flow, NULL, NULL), 0);
+  ck_assert_int_eq(duro_engine_start(e), 0);
+  for (int i = 0; i < 10; i++)
+    ck_assert_int_eq(
+        duro_instance_create(e, i % 2 ? "p1" : "p2", NULL, "{}", -1, NULL), 0);
+  size_t begun = 0;
+  for (int waited = 0; begun < 10 && waited < 10000; waited += 10) {
+    usleep(10 * 1000);
+    begun = count_in(e, "p1", DURO_STATUS_RUNNING) +
+            count_in(e, "p2", DURO_STATUS_RUNNING);
+  }
+  ck_assert_uint_eq(begun, 10); /* all begun: none waits for a thread */
+  for (int i = 0; i < 20; i++)
+    ck_assert_int_eq(duro_instance_create(e, "other", NULL, "{}", -1, NULL), 0);
+  for (int waited = 0; locked_read(&quick_done) < 20 && waited < 10000;
+       waited += 10)
+    usleep(10 * 1000);
+  ck_assert_int_eq(locked_read(&quick_done), 20);
+  ck_assert_int_eq(locked_read(&blocked_max), 2);
+  pthread_mutex_lock(&mu);
+  gate_open = 1;
+  pthread_mutex_unlock(&mu);
+  size_t done = 0;
+  for (int waited = 0; done < 10 && waited < 10000; waited += 10) {
+    usleep(10 * 1000);
+    done = count_in(e, "p1", DURO_STATUS_COMPLETE) +
+           count_in(e, "p2", DURO_STATUS_COMPLETE);
+  }
+  ck_assert_uint_eq(done, 10);
+  ck_assert_int_eq(locked_read(&blocked_max), 2);
+  harness_close(&h);
+}
+END_TEST
+
 /* limits.steps counts every kind of step, sleeps and event waits too. */
 static duro_rc sleepy(duro_step *step, const duro_event *ev, duro_env *env) {
   (void)ev, (void)env;
@@ -397,6 +504,7 @@ int main(void) {
   tcase_add_test(tc, a_large_sweep_takes_bounded_steps_between_wakes);
   tcase_add_test(tc, state_limit_fails_the_step_that_crosses_it);
   tcase_add_test(tc, concurrency_limit_caps_running_activations);
+  tcase_add_test(tc, plugin_threads_cap_blocked_callbacks);
   tcase_add_test(tc, step_limit_counts_sleeps);
   tcase_add_test(tc, backlog_costs_rows_not_memory);
   tcase_add_test(tc, max_queued_refuses_creations);
