@@ -238,6 +238,8 @@ static int request_active(duro_engine *e, int64_t rowid, entry *active,
   int *flag = control == JOURNAL_CONTROL_PAUSE ? &active->pause_req
                                                : &active->terminate_req;
   int before = __atomic_exchange_n(flag, 1, __ATOMIC_ACQ_REL);
+  /* waiting for its plugin's admission: it takes the request now */
+  engine_admit_wake_locked(e, active);
   pthread_mutex_unlock(&e->mu);
   int rc = persist_control(e, rowid, control);
   if (rc)

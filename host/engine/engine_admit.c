@@ -27,7 +27,10 @@
 typedef struct admit_waiter {
   engine_task *t;
   worker *w;
-  int outcome; /* 0 while waiting, 1 handed a place, -1 the engine stops */
+  entry *ent;
+  /* 0 while waiting, 1 handed a place, -1 to look at its step boundary
+   * (the engine stops, or a pause or terminate came) */
+  int outcome;
   struct admit_waiter *next;
 } admit_waiter;
 
@@ -81,7 +84,7 @@ static void take_locked(duro_engine *e, engine_admit *g) {
     g->full_since = engine_mono_ms(e);
 }
 
-int engine_admit_enter(duro_engine *e, engine_admit *g) {
+int engine_admit_enter(duro_engine *e, engine_admit *g, entry *ent) {
   engine_task *t = engine_current_task();
   pthread_mutex_lock(&g->mu);
   /* Without a fiber (none could be had) it cannot park: it runs. */
@@ -91,10 +94,13 @@ int engine_admit_enter(duro_engine *e, engine_admit *g) {
     return ADMIT_IN;
   }
   pthread_mutex_unlock(&g->mu);
-  admit_waiter me = {.t = t, .w = engine_thread_worker()};
+  admit_waiter me = {.t = t, .w = engine_thread_worker(), .ent = ent};
   pthread_mutex_lock(&e->mu);
   pthread_mutex_lock(&g->mu);
-  int stopping = e->stopping, parked = 0;
+  /* A request sets its flag under mu, then wakes a waiter: looked at
+   * here under mu, none is missed. */
+  int stopping = e->stopping || ent->pause_req || ent->terminate_req;
+  int parked = 0;
   if (!stopping && g->inside < g->limit) {
     take_locked(e, g);
   } else if (!stopping) {
@@ -110,7 +116,7 @@ int engine_admit_enter(duro_engine *e, engine_admit *g) {
   pthread_mutex_unlock(&g->mu);
   pthread_mutex_unlock(&e->mu);
   if (stopping)
-    return ADMIT_STOPPING;
+    return ADMIT_BOUNDARY;
   if (!parked)
     return ADMIT_IN;
   int orphaned = engine_task_held_yield(t);
@@ -119,7 +125,7 @@ int engine_admit_enter(duro_engine *e, engine_admit *g) {
       engine_admit_leave(e, g); /* its place goes to the next */
     return ADMIT_ORPHANED;
   }
-  return me.outcome == 1 ? ADMIT_WAITED : ADMIT_STOPPING;
+  return me.outcome == 1 ? ADMIT_WAITED : ADMIT_BOUNDARY;
 }
 
 /* The first waiter, off the FIFO (g->mu held). */
@@ -168,6 +174,30 @@ void engine_admits_stop_locked(duro_engine *e) {
       engine_task_release_locked(w->t);
     }
     pthread_mutex_unlock(&g->mu);
+  }
+}
+
+void engine_admit_wake_locked(duro_engine *e, entry *ent) {
+  for (size_t i = 0; i < e->n_admits; i++) {
+    engine_admit *g = e->admits[i];
+    pthread_mutex_lock(&g->mu);
+    admit_waiter *prev = NULL, *x = g->head;
+    while (x && x->ent != ent)
+      prev = x, x = x->next;
+    if (x) {
+      if (prev)
+        prev->next = x->next;
+      else
+        g->head = x->next;
+      if (g->tail == x)
+        g->tail = prev;
+      g->waiting--;
+      x->outcome = -1;
+      engine_task_release_locked(x->t);
+    }
+    pthread_mutex_unlock(&g->mu);
+    if (x)
+      return;
   }
 }
 

@@ -316,20 +316,23 @@ void engine_admits_free(duro_engine *e);
 enum {
   ADMIT_IN = 0,
   ADMIT_WAITED = 1,
-  ADMIT_STOPPING = -1,
+  ADMIT_BOUNDARY = -1,
   ADMIT_ORPHANED = -2
 };
 /* Takes a place before a callback runs, its fiber parked (no share of
  * its thread) while the plugin is at its bound: ADMIT_IN, or
  * ADMIT_WAITED once handed one (others ran on the thread meanwhile);
- * else none was taken: ADMIT_STOPPING (the engine stops) or
- * ADMIT_ORPHANED (the watchdog gave up on its thread meanwhile, and on
- * it). */
-int engine_admit_enter(duro_engine *e, engine_admit *g);
+ * else none was taken: ADMIT_BOUNDARY (the engine stops, or a pause or
+ * terminate came for ent: look at the step boundary) or ADMIT_ORPHANED
+ * (the watchdog gave up on its thread meanwhile, and on it). */
+int engine_admit_enter(duro_engine *e, engine_admit *g, struct entry *ent);
 /* Gives the place back as the callback returned: to the first waiter. */
 void engine_admit_leave(duro_engine *e, engine_admit *g);
-/* Every waiter resumes with ADMIT_STOPPING (mu held). */
+/* Every waiter resumes with ADMIT_BOUNDARY (mu held). */
 void engine_admits_stop_locked(duro_engine *e);
+/* The waiter of ent's activation, if any, resumes with ADMIT_BOUNDARY:
+ * a pause or terminate came (mu held). */
+void engine_admit_wake_locked(duro_engine *e, struct entry *ent);
 /* The waiters on worker w, taken off their FIFOs (mu held): w is given
  * up on; into *out (the caller's), their count returned. */
 size_t engine_admit_orphans_locked(duro_engine *e, worker *w,

@@ -65,7 +65,8 @@ static void worker_exit_locked(duro_engine *e, worker *w) {
  * Those parked on a worker process's channel (engine_park_fd) wait on
  * plugin code running elsewhere, a callback that blocks on I/O for one:
  * they hold no share of this thread, and up to WORKER_MAX_PARKED more
- * of them may wait beside the rest (each a fiber: memory, not time). */
+ * of them may wait beside the rest (each a fiber: memory, not time).
+ * So do those held for their plugin's admission (engine_admit.c). */
 #define WORKER_MAX_TASKS 16
 #define WORKER_MAX_PARKED 512
 /* Finished fibers are kept, so a busy worker maps no stacks: a new

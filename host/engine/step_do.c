@@ -203,24 +203,30 @@ static int save_start(duro_step *a) {
 
 /* A callback about to run on this engine thread takes a place in its
  * plugin's bound (engine_admit.c), waiting parked for one.  Returns 1
- * when the call must suspend instead: the engine stops, or the watchdog
- * gave up on this activation meanwhile. */
+ * when the call must suspend instead: the engine stops, a pause or
+ * terminate came, or the watchdog gave up on this activation meanwhile. */
 static int admit(duro_step *a) {
   engine_admit *g = a->wf->admit;
   if (!g || !a->worker || step_is_remote(a))
     return 0;
-  int rc = engine_admit_enter(a->e, g);
-  if (rc == ADMIT_IN || rc == ADMIT_WAITED) {
-    a->admitted = g;
-    if (rc == ADMIT_WAITED) {
-      step_running_act = a; /* others ran on this thread meanwhile */
-      step_slot_bind(a);
-    }
-    return 0;
+  int rc;
+  /* a request whose write failed was taken back: wait again */
+  while ((rc = engine_admit_enter(a->e, g, a->ent)) == ADMIT_BOUNDARY &&
+         !at_boundary(a))
+    ;
+  if (rc != ADMIT_IN)
+    step_running_act = a; /* others may have run on this thread meanwhile */
+  if (rc == ADMIT_ORPHANED) {
+    a->suspended = 1;
+    a->reason = SUSPEND_ABANDONED;
+    return 1;
   }
-  a->suspended = 1;
-  a->reason = rc == ADMIT_ORPHANED ? SUSPEND_ABANDONED : SUSPEND_SHUTDOWN;
-  return 1;
+  if (rc != ADMIT_IN)
+    step_slot_bind(a);
+  if (rc == ADMIT_BOUNDARY)
+    return 1; /* at_boundary set the reason */
+  a->admitted = g;
+  return 0;
 }
 
 /* The callback returned (or never started): its place goes back. */
