@@ -146,11 +146,12 @@ static void check_taken(const worker_frame *f) {
 static void check_taken_engine(const worker_frame *f) {
   switch (f->kind) {
   case WM_RUN:
-    if (!f->run.plugin || !f->run.path || !f->run.hash || !f->run.cls)
+    if (!f->run.build.plugin || !f->run.build.path || !f->run.build.hash ||
+        !f->run.cls)
       __builtin_trap();
-    check_str(f->run.plugin);
-    check_str(f->run.path);
-    check_str(f->run.hash);
+    check_str(f->run.build.plugin);
+    check_str(f->run.build.path);
+    check_str(f->run.build.hash);
     check_str(f->run.cls);
     check_str(f->run.workflow);
     check_str(f->run.id);
@@ -164,7 +165,8 @@ static void check_taken_engine(const worker_frame *f) {
     break;
   case WM_QUEUE_RUN: {
     const wf_queue_run *q = &f->queue_run;
-    if (!q->plugin || !q->path || !q->hash || q->n > (size_t)(hi - lo) / 24)
+    if (!q->build.plugin || !q->build.path || !q->build.hash ||
+        q->n > (size_t)(hi - lo) / 24)
       __builtin_trap();
     check_str(q->queue);
     const char *cursor = q->first;
@@ -178,7 +180,8 @@ static void check_taken_engine(const worker_frame *f) {
     break;
   }
   case WM_CRON_RUN:
-    if (!f->cron_run.plugin || !f->cron_run.path || !f->cron_run.hash)
+    if (!f->cron_run.build.plugin || !f->cron_run.build.path ||
+        !f->cron_run.build.hash)
       __builtin_trap();
     check_str(f->cron_run.cron);
     check_str(f->cron_run.timezone);

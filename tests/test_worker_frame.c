@@ -254,9 +254,9 @@ static void w_run(wire_buf *w) {
   wire_put_i64(w, 1765000000000);
 }
 static void c_run(const worker_frame *f) {
-  ck_assert_str_eq(f->run.plugin, "orders");
-  ck_assert_str_eq(f->run.path, "/var/lib/duro/builds/ab12.so");
-  ck_assert_str_eq(f->run.hash, "ab12");
+  ck_assert_str_eq(f->run.build.plugin, "orders");
+  ck_assert_str_eq(f->run.build.path, "/var/lib/duro/builds/ab12.so");
+  ck_assert_str_eq(f->run.build.hash, "ab12");
   ck_assert_str_eq(f->run.cls, "Checkout");
   ck_assert_str_eq(f->run.workflow, "checkout");
   ck_assert_str_eq(f->run.id, "order-7");
@@ -309,7 +309,7 @@ static void w_queue_run(wire_buf *w) {
 }
 static void c_queue_run(const worker_frame *f) {
   const wf_queue_run *q = &f->queue_run;
-  ck_assert_str_eq(q->plugin, "mailer");
+  ck_assert_str_eq(q->build.plugin, "mailer");
   ck_assert_str_eq(q->queue, "emails");
   ck_assert_uint_eq(q->n, 2);
   const char *cursor = q->first;
@@ -335,7 +335,7 @@ static void w_cron_run(wire_buf *w) {
   wire_put_str(w, "Europe/Paris");
 }
 static void c_cron_run(const worker_frame *f) {
-  ck_assert_str_eq(f->cron_run.hash, "ef56");
+  ck_assert_str_eq(f->cron_run.build.hash, "ef56");
   ck_assert_str_eq(f->cron_run.cron, "0 9 * * 1");
   ck_assert_int_eq(f->cron_run.scheduled_ms, 1765184400000);
   ck_assert_str_eq(f->cron_run.timezone, "Europe/Paris");

@@ -252,11 +252,15 @@ static void decode_limit(dec *d, worker_frame *f) {
 
 /* ---- the engine's frames ---- */
 
+static void decode_build(dec *d, wf_build *b) {
+  b->plugin = str_set(d, "plugin");
+  b->path = str_set(d, "path");
+  b->hash = str_set(d, "hash");
+}
+
 static void decode_run(dec *d, worker_frame *f) {
   wf_run *m = &f->run;
-  m->plugin = str_set(d, "plugin");
-  m->path = str_set(d, "path");
-  m->hash = str_set(d, "hash");
+  decode_build(d, &m->build);
   m->cls = str_set(d, "class");
   m->workflow = str(d, "workflow");
   m->id = str(d, "id");
@@ -286,9 +290,7 @@ static void decode_reply(dec *d, worker_frame *f) {
 
 static void decode_queue_run(dec *d, worker_frame *f) {
   wf_queue_run *m = &f->queue_run;
-  m->plugin = str_set(d, "plugin");
-  m->path = str_set(d, "path");
-  m->hash = str_set(d, "hash");
+  decode_build(d, &m->build);
   m->queue = str(d, "queue");
   m->n = count(d, "n", MESSAGE_MIN);
   m->first = d->p;
@@ -302,9 +304,7 @@ static void decode_queue_run(dec *d, worker_frame *f) {
 
 static void decode_cron_run(dec *d, worker_frame *f) {
   wf_cron_run *m = &f->cron_run;
-  m->plugin = str_set(d, "plugin");
-  m->path = str_set(d, "path");
-  m->hash = str_set(d, "hash");
+  decode_build(d, &m->build);
   m->cron = str(d, "cron");
   m->scheduled_ms = i64(d, "scheduled_ms");
   m->timezone = str(d, "timezone");

@@ -120,10 +120,16 @@ typedef struct wf_limit {
   int64_t used, limit;
 } wf_limit;
 
-/* The engine's frames, read in the worker.  A RUN: the plugin, path,
- * hash and class are never NULL. */
+/* The engine's frames, read in the worker.  The build a RUN, QUEUE_RUN
+ * or CRON_RUN runs: never NULL. */
+typedef struct wf_build {
+  const char *plugin, *path, *hash;
+} wf_build;
+
+/* A RUN: its class is never NULL. */
 typedef struct wf_run {
-  const char *plugin, *path, *hash, *cls;
+  wf_build build;
+  const char *cls;
   const char *workflow, *id, *params;
   int64_t created_ms;
 } wf_run;
@@ -144,7 +150,7 @@ typedef struct wf_reply {
 
 /* Its n messages: worker_frame_queue_message. */
 typedef struct wf_queue_run {
-  const char *plugin, *path, *hash; /* not NULL */
+  wf_build build;
   const char *queue;
   uint32_t n;
   const char *first; /* the first message's id */
@@ -158,7 +164,7 @@ typedef struct wf_message {
 } wf_message;
 
 typedef struct wf_cron_run {
-  const char *plugin, *path, *hash; /* not NULL */
+  wf_build build;
   const char *cron;
   int64_t scheduled_ms;
   const char *timezone;

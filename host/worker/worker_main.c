@@ -237,13 +237,14 @@ static wk_act *act_new(wk_conn *c, uint64_t id, const wf_run *r) {
   a->ev.params = wk_own(a, r->params);
   a->ev.created_ms = r->created_ms;
   char err[1024];
-  const wk_build *b = build_get(r->plugin, r->path, r->hash, err, sizeof err);
+  const wf_build *w = &r->build;
+  const wk_build *b = build_get(w->plugin, w->path, w->hash, err, sizeof err);
   if (!b)
     a->load_error = xstrdup(err);
   else if (!(a->run = loader_find_workflow(b->lp, r->cls)))
     a->load_error = xasprintf("plugin \"%s\" build %s exports no class "
                               "\"%s\"",
-                              r->plugin, r->hash, r->cls);
+                              w->plugin, w->hash, r->cls);
   return a;
 }
 
@@ -276,10 +277,11 @@ static void handler_main(void *arg) {
  * found (or why not). */
 static wk_act *handler_new(wk_conn *c, uint64_t id, const worker_frame *f) {
   wk_act *a = act_alloc(c, id);
-  const char *plugin, *path, *hash;
+  const wf_build *w =
+      f->kind == WM_QUEUE_RUN ? &f->queue_run.build : &f->cron_run.build;
+  const char *plugin = w->plugin, *hash = w->hash;
   if (f->kind == WM_QUEUE_RUN) {
     const wf_queue_run *q = &f->queue_run;
-    plugin = q->plugin, path = q->path, hash = q->hash;
     a->batch.queue = wk_own(a, q->queue);
     if ((a->batch.n = q->n)) {
       a->batch.msgs = xcalloc(q->n, sizeof *a->batch.msgs);
@@ -299,14 +301,13 @@ static wk_act *handler_new(wk_conn *c, uint64_t id, const worker_frame *f) {
     }
   } else {
     const wf_cron_run *t = &f->cron_run;
-    plugin = t->plugin, path = t->path, hash = t->hash;
     a->tick.size = sizeof a->tick;
     a->tick.cron = wk_own(a, t->cron);
     a->tick.scheduled_ms = t->scheduled_ms;
     a->tick.timezone = wk_own(a, t->timezone);
   }
   char err[1024];
-  const wk_build *b = build_get(plugin, path, hash, err, sizeof err);
+  const wk_build *b = build_get(plugin, w->path, hash, err, sizeof err);
   const char *what = f->kind == WM_QUEUE_RUN ? "queue" : "scheduled";
   if (!b)
     a->load_error = xstrdup(err);
