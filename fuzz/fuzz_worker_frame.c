@@ -1,4 +1,6 @@
-/* fuzz_worker_frame.c — libFuzzer target for worker_frame_decode.
+/* fuzz_worker_frame.c — libFuzzer target for worker_frame_decode and
+ * worker_frame_decode_engine (the engine's frames as a worker reads them;
+ * every input goes through both).
  *
  * Each input is a frame as a worker's channel hands it over: a u32 kind
  * (host byte order), then its body.  Decoded, the frame is refused with
@@ -107,7 +109,7 @@ static void check_taken(const worker_frame *f) {
     check_str(f->vlog.text);
     break;
   case WM_RETURN:
-    if (f->ret.result_set > WM_RESULT_TOO_LARGE)
+    if (f->ret.result_set > WM_RESULT_NOT_BEGUN)
       __builtin_trap();
     check_str(f->ret.result);
     check_flag(f->ret.failed);
@@ -140,15 +142,91 @@ static void check_taken(const worker_frame *f) {
   }
 }
 
+/* What the worker takes from the engine. */
+static void check_taken_engine(const worker_frame *f) {
+  switch (f->kind) {
+  case WM_RUN:
+    if (!f->run.build.plugin || !f->run.build.path || !f->run.build.hash ||
+        !f->run.cls)
+      __builtin_trap();
+    check_str(f->run.build.plugin);
+    check_str(f->run.build.path);
+    check_str(f->run.build.hash);
+    check_str(f->run.cls);
+    check_str(f->run.workflow);
+    check_str(f->run.id);
+    check_str(f->run.params);
+    break;
+  case WM_CALL:
+    check_str(f->call.key);
+    break;
+  case WM_REPLY:
+    check_str(f->reply.text);
+    break;
+  case WM_QUEUE_RUN: {
+    const wf_queue_run *q = &f->queue_run;
+    if (!q->build.plugin || !q->build.path || !q->build.hash ||
+        q->n > (size_t)(hi - lo) / 24)
+      __builtin_trap();
+    check_str(q->queue);
+    const char *cursor = q->first;
+    for (uint32_t i = 0; i < q->n; i++) {
+      wf_message m;
+      worker_frame_queue_message(&cursor, &m);
+      check_str(m.body);
+      if ((const uint8_t *)cursor > hi)
+        __builtin_trap();
+    }
+    break;
+  }
+  case WM_CRON_RUN:
+    if (!f->cron_run.build.plugin || !f->cron_run.build.path ||
+        !f->cron_run.build.hash)
+      __builtin_trap();
+    check_str(f->cron_run.cron);
+    check_str(f->cron_run.timezone);
+    break;
+  default:
+    __builtin_trap(); /* a kind the engine never sends was taken */
+  }
+}
+
+typedef int decoder(uint32_t kind, const uint8_t *body, size_t len,
+                    worker_frame *out);
+
 /* The body decoded from a buffer of exactly its size. */
-static int decode(uint32_t kind, const uint8_t *body, size_t len,
+static int decode(decoder *fn, uint32_t kind, const uint8_t *body, size_t len,
                   worker_frame *f) {
   uint8_t *copy = malloc(len ? len : 1);
   if (len)
     memcpy(copy, body, len);
-  int rc = worker_frame_decode(kind, copy, len, f);
+  int rc = fn(kind, copy, len, f);
   free(copy);
   return rc;
+}
+
+static void one(decoder *fn, void (*check)(const worker_frame *), uint32_t kind,
+                const uint8_t *body, size_t len) {
+  worker_frame f;
+  if (fn(kind, body, len, &f) != 0) {
+    if (f.kind != kind || !f.why[0] || !memchr(f.why, '\0', sizeof f.why))
+      __builtin_trap(); /* refused without saying why */
+    return;
+  }
+  if (f.kind != kind || f.why[0])
+    __builtin_trap();
+  check(&f);
+  /* whole or nothing: one byte less or more is another frame */
+  worker_frame g;
+  if (len > 0 && decode(fn, kind, body, len - 1, &g) == 0)
+    __builtin_trap();
+  uint8_t *longer = malloc(len + 1);
+  if (len)
+    memcpy(longer, body, len);
+  longer[len] = 0;
+  if (decode(fn, kind, longer, len + 1, &g) == 0)
+    __builtin_trap();
+  free(longer);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -158,27 +236,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memcpy(&kind, data, sizeof kind);
   const uint8_t *body = data + sizeof kind;
   size_t len = size - sizeof kind;
-  worker_frame f;
   lo = body;
   hi = body + len;
-  if (worker_frame_decode(kind, body, len, &f) != 0) {
-    if (f.kind != kind || !f.why[0] || !memchr(f.why, '\0', sizeof f.why))
-      __builtin_trap(); /* refused without saying why */
-    return 0;
-  }
-  if (f.kind != kind || f.why[0])
-    __builtin_trap();
-  check_taken(&f);
-  /* whole or nothing: one byte less or more is another frame */
-  worker_frame g;
-  if (len > 0 && decode(kind, body, len - 1, &g) == 0)
-    __builtin_trap();
-  uint8_t *longer = malloc(len + 1);
-  if (len)
-    memcpy(longer, body, len);
-  longer[len] = 0;
-  if (decode(kind, longer, len + 1, &g) == 0)
-    __builtin_trap();
-  free(longer);
+  one(worker_frame_decode, check_taken, kind, body, len);
+  one(worker_frame_decode_engine, check_taken_engine, kind, body, len);
   return 0;
 }

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Writes fuzz_worker_frame's seeds into fuzz/corpus/fuzz_worker_frame/:
-valid frames of several kinds as a worker writes them (worker_api.c), each
-its u32 kind then its body, in host byte order (little-endian here).
+valid frames of several kinds as a worker writes them (worker_api.c), and
+of the engine's five as it writes them (worker_proxy.c), each its u32 kind
+then its body, in host byte order (little-endian here).
 Kinds and fields are worker_proto.h's."""
 
 import os
 import struct
 
+RUN, CALL, REPLY, QUEUE_RUN, CRON_RUN = 1, 2, 3, 4, 5
 DO, SLEEP, SLEEP_UNTIL, WAIT = 16, 17, 18, 19
 STEP_ERROR, SET_OUTPUT, FAIL, ERROR_IS = 20, 21, 22, 23
 ENV_WORKFLOW, WF_CREATE, WF_EVENT, ENV_QUEUE = 24, 25, 26, 27
@@ -63,6 +65,18 @@ SEEDS = {
     "end_marks": (END, i64(0) + s(None) + u32(2) + u32(1) + i64(0) + u32(2) +
                   i64(60000)),
     "limit": (LIMIT, u32(1) + i64(1200) + i64(1000)),
+    "run": (RUN, s("orders") + s("/b/ab12.so") + s("ab12") + s("Checkout") +
+            s("checkout") + s("o-1") + s('{"total":42}') + i64(1765000000000)),
+    "call": (CALL, u64(0x401000) + u64(0) + u32(1) + i64(1765000030000) +
+             s("o-1/charge#1") + u64(7) + i64(123456)),
+    "reply": (REPLY, i64(0) + s('{"id":7}')),
+    "reply_null": (REPLY, i64(-4) + s(None)),
+    "queue_run": (QUEUE_RUN, s("mailer") + s("/b/cd34.so") + s("cd34") +
+                  s("emails") + u32(2) + i64(1) + s('"hi"') + u32(1) +
+                  i64(1765000000000) + i64(2) + s(None) + u32(3) +
+                  i64(1765000000001)),
+    "cron_run": (CRON_RUN, s("reports") + s("/b/ef56.so") + s("ef56") +
+                 s("0 9 * * 1") + i64(1765184400000) + s("Europe/Paris")),
 }
 
 here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus",

@@ -1,10 +1,10 @@
-/* test_worker_frame.c — worker_frame.c: every kind a worker sends is
- * decoded field for field as the worker writes it; cut short at every
- * byte, given a byte too many, a flag or protocol enum out of range, a
- * NULL where none is sent, a string without its NUL or with one inside,
- * or a count past its bytes, it is refused with the field named (ASan
- * watches that no read passes the frame's end); and kinds no worker
- * sends are refused. */
+/* test_worker_frame.c — worker_frame.c: every kind a worker sends, and
+ * every kind the engine sends a worker, is decoded field for field as
+ * its sender writes it; cut short at every byte, given a byte too many,
+ * a flag or protocol enum out of range, a NULL where none is sent, a
+ * string without its NUL or with one inside, or a count past its bytes,
+ * it is refused with the field named (ASan watches that no read passes
+ * the frame's end); and kinds the sender never sends are refused. */
 #include <check.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,13 +15,23 @@
 #include "worker_frame.h"
 #include "worker_proto.h"
 
+typedef int decoder(uint32_t kind, const uint8_t *body, size_t len,
+                    worker_frame *out);
+
+/* The engine's kinds are decoded as the worker reads them, the rest as
+ * the engine reads a worker's. */
+static decoder *decoder_of(uint32_t kind) {
+  return kind >= WM_RUN && kind <= WM_CRON_RUN ? worker_frame_decode_engine
+                                               : worker_frame_decode;
+}
+
 /* Decodes a copy of exactly len bytes (so that ASan sees an overread). */
 static int decode(uint32_t kind, const void *body, size_t len,
                   worker_frame *f) {
   uint8_t *copy = malloc(len ? len : 1);
   if (len)
     memcpy(copy, body, len);
-  int rc = worker_frame_decode(kind, copy, len, f);
+  int rc = decoder_of(kind)(kind, copy, len, f);
   free(copy);
   return rc;
 }
@@ -29,7 +39,7 @@ static int decode(uint32_t kind, const void *body, size_t len,
 /* The decoded frame's strings point into the body: decoded in place for
  * the field checks. */
 static void decode_ok(uint32_t kind, const wire_buf *w, worker_frame *f) {
-  int rc = worker_frame_decode(kind, (const uint8_t *)w->data, w->len, f);
+  int rc = decoder_of(kind)(kind, (const uint8_t *)w->data, w->len, f);
   ck_assert_msg(rc == 0, "kind %u refused: %s", kind, f->why);
   ck_assert_uint_eq(f->kind, kind);
 }
@@ -232,7 +242,111 @@ static void c_limit(const worker_frame *f) {
   ck_assert_int_eq(f->limit.limit, 256 << 20);
 }
 
+/* The engine's frames, as worker_proxy.c and its handlers write them. */
+static void w_run(wire_buf *w) {
+  wire_put_str(w, "orders");
+  wire_put_str(w, "/var/lib/duro/builds/ab12.so");
+  wire_put_str(w, "ab12");
+  wire_put_str(w, "Checkout");
+  wire_put_str(w, "checkout");
+  wire_put_str(w, "order-7");
+  wire_put_str(w, NULL);
+  wire_put_i64(w, 1765000000000);
+}
+static void c_run(const worker_frame *f) {
+  ck_assert_str_eq(f->run.build.plugin, "orders");
+  ck_assert_str_eq(f->run.build.path, "/var/lib/duro/builds/ab12.so");
+  ck_assert_str_eq(f->run.build.hash, "ab12");
+  ck_assert_str_eq(f->run.cls, "Checkout");
+  ck_assert_str_eq(f->run.workflow, "checkout");
+  ck_assert_str_eq(f->run.id, "order-7");
+  ck_assert_ptr_null(f->run.params);
+  ck_assert_int_eq(f->run.created_ms, 1765000000000);
+}
+
+static void w_call(wire_buf *w) {
+  wire_put_u64(w, 0xabc);
+  wire_put_u64(w, 0xdef);
+  wire_put_u32(w, 3);
+  wire_put_i64(w, 1765000005000);
+  wire_put_str(w, "order-7/charge#1");
+  wire_put_u64(w, 42);
+  wire_put_i64(w, 987654);
+}
+static void c_call(const worker_frame *f) {
+  ck_assert_uint_eq(f->call.fn, 0xabc);
+  ck_assert_uint_eq(f->call.arg, 0xdef);
+  ck_assert_uint_eq(f->call.number, 3);
+  ck_assert_int_eq(f->call.deadline_ms, 1765000005000);
+  ck_assert_str_eq(f->call.key, "order-7/charge#1");
+  ck_assert_uint_eq(f->call.seq, 42);
+  ck_assert_int_eq(f->call.begin_by, 987654);
+}
+
+static void w_reply(wire_buf *w) {
+  wire_put_i64(w, -3);
+  wire_put_str(w, "{\"paid\":true}");
+}
+static void c_reply(const worker_frame *f) {
+  ck_assert_int_eq(f->reply.rc, -3);
+  ck_assert_str_eq(f->reply.text, "{\"paid\":true}");
+}
+
+static void w_queue_run(wire_buf *w) {
+  wire_put_str(w, "mailer");
+  wire_put_str(w, "/b/cd34.so");
+  wire_put_str(w, "cd34");
+  wire_put_str(w, "emails");
+  wire_put_u32(w, 2);
+  wire_put_i64(w, 11);
+  wire_put_str(w, "{\"to\":\"a\"}");
+  wire_put_u32(w, 1);
+  wire_put_i64(w, 1765000000001);
+  wire_put_i64(w, 12);
+  wire_put_str(w, NULL);
+  wire_put_u32(w, 4);
+  wire_put_i64(w, 1765000000002);
+}
+static void c_queue_run(const worker_frame *f) {
+  const wf_queue_run *q = &f->queue_run;
+  ck_assert_str_eq(q->build.plugin, "mailer");
+  ck_assert_str_eq(q->queue, "emails");
+  ck_assert_uint_eq(q->n, 2);
+  const char *cursor = q->first;
+  wf_message m;
+  worker_frame_queue_message(&cursor, &m);
+  ck_assert_int_eq(m.id, 11);
+  ck_assert_str_eq(m.body, "{\"to\":\"a\"}");
+  ck_assert_uint_eq(m.attempts, 1);
+  ck_assert_int_eq(m.sent_ms, 1765000000001);
+  worker_frame_queue_message(&cursor, &m);
+  ck_assert_int_eq(m.id, 12);
+  ck_assert_ptr_null(m.body);
+  ck_assert_uint_eq(m.attempts, 4);
+  ck_assert_int_eq(m.sent_ms, 1765000000002);
+}
+
+static void w_cron_run(wire_buf *w) {
+  wire_put_str(w, "reports");
+  wire_put_str(w, "/b/ef56.so");
+  wire_put_str(w, "ef56");
+  wire_put_str(w, "0 9 * * 1");
+  wire_put_i64(w, 1765184400000);
+  wire_put_str(w, "Europe/Paris");
+}
+static void c_cron_run(const worker_frame *f) {
+  ck_assert_str_eq(f->cron_run.build.hash, "ef56");
+  ck_assert_str_eq(f->cron_run.cron, "0 9 * * 1");
+  ck_assert_int_eq(f->cron_run.scheduled_ms, 1765184400000);
+  ck_assert_str_eq(f->cron_run.timezone, "Europe/Paris");
+}
+
 static const sample samples[] = {
+    {WM_RUN, w_run, c_run},
+    {WM_CALL, w_call, c_call},
+    {WM_REPLY, w_reply, c_reply},
+    {WM_QUEUE_RUN, w_queue_run, c_queue_run},
+    {WM_CRON_RUN, w_cron_run, c_cron_run},
     {WM_DO, w_do, c_do},
     {WM_SLEEP, w_sleep, c_sleep},
     {WM_SLEEP_UNTIL, w_sleep_until, c_sleep_until},
@@ -255,14 +369,16 @@ static const sample samples[] = {
 };
 #define N_SAMPLES (sizeof samples / sizeof samples[0])
 
-/* Every kind from WM_DO to WM_LIMIT but the retired WM_CRASH. */
+/* Every kind from WM_DO to WM_LIMIT but the retired WM_CRASH, and the
+ * engine's five. */
 START_TEST(every_kind_has_a_sample) {
-  ck_assert_uint_eq(N_SAMPLES, WM_LIMIT - WM_DO);
-  for (uint32_t k = WM_DO; k <= WM_LIMIT; k++) {
+  ck_assert_uint_eq(N_SAMPLES, WM_LIMIT - WM_DO + WM_CRON_RUN);
+  for (uint32_t k = WM_RUN; k <= WM_LIMIT; k++) {
     int found = 0;
     for (size_t i = 0; i < N_SAMPLES; i++)
       found += samples[i].kind == k;
-    ck_assert_int_eq(found, k == WM_CRASH ? 0 : 1);
+    int sent = k <= WM_CRON_RUN || (k >= WM_DO && k != WM_CRASH);
+    ck_assert_int_eq(found, sent);
   }
 }
 END_TEST
@@ -316,8 +432,23 @@ START_TEST(unknown_kinds_refused) {
                       WM_DO - 1, WM_CRASH, WM_LIMIT + 1, 1000,     UINT32_MAX};
   wire_buf w = {0};
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-    refused(kinds[i], &w, "kind is none a worker sends");
+    worker_frame f;
+    ck_assert_int_eq(
+        worker_frame_decode(kinds[i], (const uint8_t *)w.data, w.len, &f), -1);
+    ck_assert_str_eq(f.why, "kind is none a worker sends");
     w_return(&w);
+  }
+  /* and the worker takes none of a worker's kinds from the engine */
+  uint32_t theirs[] = {0,      WM_CRON_RUN + 1, WM_DO, WM_RETURN,
+                       WM_END, WM_LIMIT,        1000,  UINT32_MAX};
+  for (size_t i = 0; i < sizeof theirs / sizeof theirs[0]; i++) {
+    worker_frame f;
+    w.len = 0;
+    w_reply(&w);
+    ck_assert_int_eq(worker_frame_decode_engine(
+                         theirs[i], (const uint8_t *)w.data, w.len, &f),
+                     -1);
+    ck_assert_str_eq(f.why, "kind is none the engine sends");
   }
   wire_buf_free(&w);
 }
@@ -401,6 +532,18 @@ START_TEST(bad_strings_refused) {
   w.len = 0;
   wire_put_u32(&w, UINT32_MAX);
   refused(WM_ERROR_IS, &w, "name runs past the frame's end");
+
+  /* the engine names the plugin, build and class it runs, always */
+  w.len = 0;
+  wire_put_str(&w, "orders");
+  wire_put_str(&w, NULL);
+  refused(WM_RUN, &w, "path is NULL");
+  refused(WM_QUEUE_RUN, &w, "path is NULL");
+  refused(WM_CRON_RUN, &w, "path is NULL");
+  w.len = 0;
+  w_run(&w);
+  w.data[w.len - 9] = 'x'; /* params' NULL is a length: now a string */
+  refused(WM_RUN, &w, "runs past the frame's end");
   wire_buf_free(&w);
 }
 END_TEST
@@ -434,6 +577,16 @@ START_TEST(counts_bounded_by_the_bytes_left) {
   wire_put_u32(&w, WM_MARK_ACK);
   wire_put_i64(&w, 0);
   refused(WM_END, &w, "n is more than the bytes left hold");
+
+  /* a queue handler's batch: 24 bytes a message at least */
+  w.len = 0;
+  wire_put_str(&w, "mailer");
+  wire_put_str(&w, "/b/cd34.so");
+  wire_put_str(&w, "cd34");
+  wire_put_str(&w, "emails");
+  wire_put_u32(&w, UINT32_MAX);
+  wire_put_i64(&w, 1);
+  refused(WM_QUEUE_RUN, &w, "n is more than the bytes left hold");
   wire_buf_free(&w);
 }
 END_TEST

@@ -157,6 +157,7 @@ typedef struct worker {
    * the thread while it polls them (engine mu). */
   struct engine_task *fd_head;
   uint32_t fd_parked; /* on fd_head: they wait on plugin code, not here */
+  uint32_t fd_long;   /* of them, parked long enough to hold no share */
   uint32_t held;      /* waiting for their plugin's admission: neither (mu) */
   int wake_fd;
   int polling;

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "clock.h"
 #include "error.h"
 #include "util.h"
 
@@ -62,13 +63,19 @@ static void worker_exit_locked(duro_engine *e, worker *w) {
 
 /* At most this many activations share a worker: enough to keep it busy
  * through a commit, few enough that a slow callback delays few others.
- * Those parked on a worker process's channel (engine_park_fd) wait on
- * plugin code running elsewhere, a callback that blocks on I/O for one:
- * they hold no share of this thread, and up to WORKER_MAX_PARKED more
- * of them may wait beside the rest (each a fiber: memory, not time).
- * So do those held for their plugin's admission (engine_admit.c). */
+ * Those parked on a worker process's channel (engine_park_fd) for
+ * PARK_LONG_MS or more wait on plugin code running elsewhere, a callback
+ * that blocks on I/O for one: they hold no share of this thread, and up
+ * to WORKER_MAX_PARKED more of them may wait beside the rest (each a
+ * fiber: memory, not time).  One parked for a round trip still counts:
+ * steps that return at once gain nothing from more activations in
+ * flight than the commits can take, and W1 through a worker with a
+ * thousand of them (not a hundred) spent its CPU in page faults of the
+ * memory they held.  Those held for their plugin's admission
+ * (engine_admit.c) hold no share either. */
 #define WORKER_MAX_TASKS 16
 #define WORKER_MAX_PARKED 512
+#define PARK_LONG_MS 2
 /* Finished fibers are kept, so a busy worker maps no stacks: a new
  * mapping costs a page fault for every stack page the activation
  * touches. */
@@ -90,6 +97,9 @@ struct engine_task {
   void *park_ctx;
   short park_revents; /* what poll saw ready when it resumed the task */
   int64_t park_until; /* engine_mono_ms when it is resumed anyway */
+  int64_t park_since; /* clock_mono_ms it parked (real time: how long a
+                         worker takes, not the engine's clock) */
+  int park_long;      /* counted in w->fd_long */
   struct engine_task *fd_next, **fd_pprev; /* on w->fd_head's list */
 };
 
@@ -232,6 +242,8 @@ int engine_park_fd(int fd, short (*events)(void *ctx), void *ctx, int64_t until,
   t->park_ctx = ctx;
   t->park_revents = 0;
   t->park_until = until;
+  t->park_since = clock_mono_ms();
+  t->park_long = 0;
   t->fd_next = t->w->fd_head;
   if (t->fd_next)
     t->fd_next->fd_pprev = &t->fd_next;
@@ -258,6 +270,9 @@ static void unpark_locked(worker *w, engine_task *t) {
   t->fd_pprev = NULL;
   t->park_fd = -1;
   w->fd_parked--;
+  if (t->park_long)
+    w->fd_long--;
+  t->park_long = 0;
   ready_push_locked(w, t);
 }
 
@@ -304,9 +319,20 @@ static void poll_parked(duro_engine *e, worker *w) {
   nfds_t n = 0;
   int64_t now = engine_mono_ms(e), wait = 10;
   fds[n++] = (struct pollfd){.fd = w->wake_fd, .events = POLLIN};
-  for (engine_task *t = w->fd_head; t; t = t->fd_next)
+  int64_t real = clock_mono_ms();
+  for (engine_task *t = w->fd_head; t; t = t->fd_next) {
     if (t->park_until - now < wait)
       wait = t->park_until <= now ? 0 : t->park_until - now;
+    if (t->park_long)
+      continue;
+    int64_t long_in = t->park_since + PARK_LONG_MS - real;
+    if (long_in <= 0) {
+      t->park_long = 1; /* from now on it holds no share of the thread */
+      w->fd_long++;
+    } else if (long_in < wait) {
+      wait = long_in; /* look again then: its share may start another */
+    }
+  }
   /* What each descriptor is waited on for is asked now, not when its
    * tasks parked: room to write is wanted only while frames are queued,
    * and another task may have written them since (a stale POLLOUT would
@@ -401,7 +427,7 @@ static void *worker_main(void *arg) {
     int leaving = e->stopping || w->abandoned;
     if (leaving && w->tasks == 0)
       break;
-    int room = w->tasks - w->fd_parked - w->held < WORKER_MAX_TASKS &&
+    int room = w->tasks - w->fd_long - w->held < WORKER_MAX_TASKS &&
                w->tasks < WORKER_MAX_TASKS + WORKER_MAX_PARKED;
     entry *ent = !leaving && room ? runnable_pop(e) : NULL;
     if (ent) {

@@ -26,11 +26,9 @@ static wk_act *act_of(duro_step *s) { return (wk_act *)s; }
  * (borrowed until the next request; may be NULL). */
 static int64_t ask(wk_act *a, const char **text) {
   wk_exchange(a);
-  int64_t rc = wire_get_i64(&a->r);
-  const char *t = wire_get_strz(&a->r);
   if (text)
-    *text = t;
-  return a->r.bad ? DURO_E_IO : rc;
+    *text = a->kind == WM_REPLY ? a->in.reply.text : NULL;
+  return a->kind == WM_REPLY ? a->in.reply.rc : DURO_E_IO;
 }
 
 /* ---- an attempt's callback, run on a pool thread or inline
@@ -101,13 +99,11 @@ static duro_rc api_do_step(duro_step *s, const char *name,
   wk_exchange(a);
   while (a->kind == WM_CALL)
     wk_call_start(a); /* on a pool thread, until the answer to its RETURN */
-  int64_t rc = wire_get_i64(&a->r);
-  const char *text = wire_get_strz(&a->r);
-  if (a->r.bad)
+  if (a->kind != WM_REPLY)
     return DURO_ERROR;
   if (result)
-    *result = wk_own(a, text);
-  return (duro_rc)rc;
+    *result = wk_own(a, a->in.reply.text);
+  return (duro_rc)a->in.reply.rc;
 }
 
 static duro_rc api_sleep(duro_step *s, const char *name, const char *duration) {

@@ -1,6 +1,6 @@
-/* worker_frame.c — a worker's frames decoded and checked whole
- * (worker_frame.h), one decoder per kind, in a table made from
- * worker_proto.h's lists. */
+/* worker_frame.c — frames decoded and checked whole (worker_frame.h):
+ * a worker's, one decoder per kind in a table made from worker_proto.h's
+ * lists, and the engine's five. */
 #include "worker_frame.h"
 
 #include <stdio.h>
@@ -250,6 +250,66 @@ static void decode_limit(dec *d, worker_frame *f) {
   f->limit.limit = i64(d, "limit");
 }
 
+/* ---- the engine's frames ---- */
+
+static void decode_build(dec *d, wf_build *b) {
+  b->plugin = str_set(d, "plugin");
+  b->path = str_set(d, "path");
+  b->hash = str_set(d, "hash");
+}
+
+static void decode_run(dec *d, worker_frame *f) {
+  wf_run *m = &f->run;
+  decode_build(d, &m->build);
+  m->cls = str_set(d, "class");
+  m->workflow = str(d, "workflow");
+  m->id = str(d, "id");
+  m->params = str(d, "params");
+  m->created_ms = i64(d, "created_ms");
+}
+
+static void decode_call(dec *d, worker_frame *f) {
+  wf_call *m = &f->call;
+  m->fn = u64(d, "fn");
+  m->arg = u64(d, "arg");
+  m->number = u32(d, "number");
+  m->deadline_ms = i64(d, "deadline_ms");
+  m->key = str(d, "key");
+  m->seq = u64(d, "seq");
+  m->begin_by = i64(d, "begin_by");
+}
+
+static void decode_reply(dec *d, worker_frame *f) {
+  f->reply.rc = i64(d, "rc");
+  f->reply.text = str(d, "text");
+}
+
+/* A message's bytes at least: i64 id, u32 body's length, u32 attempts,
+ * i64 sent_ms. */
+#define MESSAGE_MIN (2 * sizeof(int64_t) + 2 * sizeof(uint32_t))
+
+static void decode_queue_run(dec *d, worker_frame *f) {
+  wf_queue_run *m = &f->queue_run;
+  decode_build(d, &m->build);
+  m->queue = str(d, "queue");
+  m->n = count(d, "n", MESSAGE_MIN);
+  m->first = d->p;
+  for (uint32_t i = 0; i < m->n && !d->bad; i++) {
+    i64(d, "message id");
+    str(d, "message body");
+    u32(d, "message attempts");
+    i64(d, "message sent_ms");
+  }
+}
+
+static void decode_cron_run(dec *d, worker_frame *f) {
+  wf_cron_run *m = &f->cron_run;
+  decode_build(d, &m->build);
+  m->cron = str(d, "cron");
+  m->scheduled_ms = i64(d, "scheduled_ms");
+  m->timezone = str(d, "timezone");
+}
+
 typedef void decoder(dec *d, worker_frame *f);
 
 #define DECODER(member, kind, ...) [kind - WM_DO] = decode_##member,
@@ -257,19 +317,28 @@ static decoder *const decoders[WM_LIMIT - WM_DO + 1] = {WM_CALLS(DECODER)
                                                             WM_OWN(DECODER)};
 #undef DECODER
 
-int worker_frame_decode(uint32_t kind, const uint8_t *body, size_t len,
-                        worker_frame *out) {
+static decoder *const engine_decoders[WM_CRON_RUN + 1] = {
+    [WM_RUN] = decode_run,
+    [WM_CALL] = decode_call,
+    [WM_REPLY] = decode_reply,
+    [WM_QUEUE_RUN] = decode_queue_run,
+    [WM_CRON_RUN] = decode_cron_run};
+
+/* The frame decoded by fn (NULL: a kind this side does not take, which
+ * `sender` never sends), then checked to end at its last field. */
+static int decode_with(decoder *fn, const char *sender, uint32_t kind,
+                       const uint8_t *body, size_t len, worker_frame *out) {
   /* decoded aside: a refused frame leaves no field half-read in *out */
   worker_frame f = {.kind = kind};
-  decoder *fn =
-      kind >= WM_DO && kind <= WM_LIMIT ? decoders[kind - WM_DO] : NULL;
   const char *p =
       body ? (const char *)body : ""; /* an empty body may be NULL */
   dec d = {.p = p, .end = p + len, .out = &f};
-  if (!fn)
-    refuse(&d, "kind", "is none a worker sends");
-  else
+  if (!fn) {
+    d.bad = 1;
+    snprintf(f.why, sizeof f.why, "kind is none %s sends", sender);
+  } else {
     fn(&d, &f);
+  }
   if (!d.bad && left(&d) > 0) {
     d.bad = 1;
     snprintf(f.why, sizeof f.why, "%zu bytes follow its last field", left(&d));
@@ -282,6 +351,35 @@ int worker_frame_decode(uint32_t kind, const uint8_t *body, size_t len,
   }
   *out = f;
   return 0;
+}
+
+int worker_frame_decode(uint32_t kind, const uint8_t *body, size_t len,
+                        worker_frame *out) {
+  decoder *fn =
+      kind >= WM_DO && kind <= WM_LIMIT ? decoders[kind - WM_DO] : NULL;
+  return decode_with(fn, "a worker", kind, body, len, out);
+}
+
+int worker_frame_decode_engine(uint32_t kind, const uint8_t *body, size_t len,
+                               worker_frame *out) {
+  decoder *fn = kind <= WM_CRON_RUN ? engine_decoders[kind] : NULL;
+  return decode_with(fn, "the engine", kind, body, len, out);
+}
+
+void worker_frame_queue_message(const char **cursor, wf_message *m) {
+  const char *p = *cursor;
+  uint32_t n;
+  memcpy(&m->id, p, sizeof m->id);
+  p += sizeof m->id;
+  memcpy(&n, p, sizeof n);
+  p += sizeof n;
+  m->body = n ? p : NULL;
+  p += n;
+  memcpy(&m->attempts, p, sizeof m->attempts);
+  p += sizeof m->attempts;
+  memcpy(&m->sent_ms, p, sizeof m->sent_ms);
+  p += sizeof m->sent_ms;
+  *cursor = p;
 }
 
 void worker_frame_batch_json(const wf_queue_send_batch *b, const char **json) {

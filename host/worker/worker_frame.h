@@ -1,5 +1,6 @@
 /* worker_frame.h — a frame a worker sent the engine, decoded and checked
- * whole before the engine acts on any of it.
+ * whole before the engine acts on any of it; and one the engine sent a
+ * worker, decoded as whole in the worker (worker_frame_decode_engine).
  *
  * worker_frame_decode reads every field of its kind (worker_proto.h),
  * checks each (a string fits the frame and is NUL-terminated with no NUL
@@ -119,9 +120,59 @@ typedef struct wf_limit {
   int64_t used, limit;
 } wf_limit;
 
+/* The engine's frames, read in the worker.  The build a RUN, QUEUE_RUN
+ * or CRON_RUN runs: never NULL. */
+typedef struct wf_build {
+  const char *plugin, *path, *hash;
+} wf_build;
+
+/* A RUN: its class is never NULL. */
+typedef struct wf_run {
+  wf_build build;
+  const char *cls;
+  const char *workflow, *id, *params;
+  int64_t created_ms;
+} wf_run;
+
+typedef struct wf_call {
+  uint64_t fn, arg;
+  uint32_t number;
+  int64_t deadline_ms;
+  const char *key;
+  uint64_t seq;
+  int64_t begin_by;
+} wf_call;
+
+typedef struct wf_reply {
+  int64_t rc;
+  const char *text;
+} wf_reply;
+
+/* Its n messages: worker_frame_queue_message. */
+typedef struct wf_queue_run {
+  wf_build build;
+  const char *queue;
+  uint32_t n;
+  const char *first; /* the first message's id */
+} wf_queue_run;
+
+typedef struct wf_message {
+  int64_t id;
+  const char *body;
+  uint32_t attempts;
+  int64_t sent_ms;
+} wf_message;
+
+typedef struct wf_cron_run {
+  wf_build build;
+  const char *cron;
+  int64_t scheduled_ms;
+  const char *timezone;
+} wf_cron_run;
+
 /* One frame: its kind and, named after the duro_api member the frame
- * carries (WM_CALLS, WM_OWN), its fields.  STEP_ERROR and CANCELLED
- * have none. */
+ * carries (WM_CALLS, WM_OWN) or the engine's frame it is, its fields.
+ * STEP_ERROR and CANCELLED have none. */
 typedef struct worker_frame {
   uint32_t kind;
   union {
@@ -141,6 +192,11 @@ typedef struct worker_frame {
     wf_ret ret;
     wf_end end;
     wf_limit limit;
+    wf_run run;
+    wf_call call;
+    wf_reply reply;
+    wf_queue_run queue_run;
+    wf_cron_run cron_run;
   };
   /* A refusal's reason: the field and what is wrong with it. */
   char why[96];
@@ -151,6 +207,16 @@ typedef struct worker_frame {
  * none a worker sends. */
 int worker_frame_decode(uint32_t kind, const uint8_t *body, size_t len,
                         worker_frame *out);
+
+/* Decodes body (len bytes, a frame of `kind` from the engine: RUN, CALL,
+ * REPLY, QUEUE_RUN, CRON_RUN) as worker_frame_decode does: 0, or -1
+ * with out->why set. */
+int worker_frame_decode_engine(uint32_t kind, const uint8_t *body, size_t len,
+                               worker_frame *out);
+
+/* A decoded QUEUE_RUN's message i (< n), read from *cursor (q->first for
+ * the first), which moves past it. */
+void worker_frame_queue_message(const char **cursor, wf_message *m);
 
 /* A decoded QUEUE_BATCH's strings into json[0 .. n-1]. */
 void worker_frame_batch_json(const wf_queue_send_batch *b, const char **json);

@@ -172,23 +172,21 @@ void wk_exchange(wk_act *a) {
   pthread_mutex_lock(&c->mu);
   while (!a->answered && !c->dead)
     pthread_cond_wait(&a->cond, &c->mu);
-  if (!a->answered) {
+  if (!a->answered)
     a->kind = 0;
-    wire_reader_init(&a->r, NULL, 0);
-    a->r.bad = 1;
-  }
   pthread_mutex_unlock(&c->mu);
 }
 
 void wk_call_start(wk_act *a) {
-  a->call.fn = wire_get_u64(&a->r);
-  a->call.arg = wire_get_u64(&a->r);
-  a->call.number = wire_get_u32(&a->r);
-  a->call.deadline_ms = wire_get_i64(&a->r);
+  const wf_call *c = &a->in.call;
+  a->call.fn = c->fn;
+  a->call.arg = c->arg;
+  a->call.number = c->number;
+  a->call.deadline_ms = c->deadline_ms;
   free(a->call.key);
-  a->call.key = wire_get_str(&a->r);
-  a->call.seq = wire_get_u64(&a->r);
-  a->call.begin_by = wire_get_i64(&a->r);
+  a->call.key = c->key ? xstrdup(c->key) : NULL;
+  a->call.seq = c->seq;
+  a->call.begin_by = c->begin_by;
   if (wk_calls_inline(a->call.fn)) {
     /* it has returned at once of late: here, on the fiber */
     wk_callback_run(a);
@@ -231,27 +229,22 @@ static wk_act *act_alloc(wk_conn *c, uint64_t id) {
   return a;
 }
 
-static wk_act *act_new(wk_conn *c, uint64_t id, wire_reader *r) {
+static wk_act *act_new(wk_conn *c, uint64_t id, const wf_run *r) {
   wk_act *a = act_alloc(c, id);
-  const char *plugin = wire_get_strz(r), *path = wire_get_strz(r);
-  const char *hash = wire_get_strz(r), *cls = wire_get_strz(r);
   a->ev.size = sizeof a->ev;
-  a->ev.workflow = wk_own(a, wire_get_strz(r));
-  a->ev.instance_id = wk_own(a, wire_get_strz(r));
-  a->ev.params = wk_own(a, wire_get_strz(r));
-  a->ev.created_ms = wire_get_i64(r);
-  if (r->bad || !plugin || !path || !hash || !cls) {
-    a->load_error = xstrdup("the engine sent a malformed RUN");
-    return a;
-  }
+  a->ev.workflow = wk_own(a, r->workflow);
+  a->ev.instance_id = wk_own(a, r->id);
+  a->ev.params = wk_own(a, r->params);
+  a->ev.created_ms = r->created_ms;
   char err[1024];
-  const wk_build *b = build_get(plugin, path, hash, err, sizeof err);
+  const wf_build *w = &r->build;
+  const wk_build *b = build_get(w->plugin, w->path, w->hash, err, sizeof err);
   if (!b)
     a->load_error = xstrdup(err);
-  else if (!(a->run = loader_find_workflow(b->lp, cls)))
+  else if (!(a->run = loader_find_workflow(b->lp, r->cls)))
     a->load_error = xasprintf("plugin \"%s\" build %s exports no class "
                               "\"%s\"",
-                              plugin, hash, cls);
+                              w->plugin, w->hash, r->cls);
   return a;
 }
 
@@ -282,49 +275,46 @@ static void handler_main(void *arg) {
 
 /* A QUEUE_RUN or CRON_RUN frame: the handler's activation, its build
  * found (or why not). */
-static wk_act *handler_new(wk_conn *c, uint64_t id, uint32_t kind,
-                           wire_reader *r) {
+static wk_act *handler_new(wk_conn *c, uint64_t id, const worker_frame *f) {
   wk_act *a = act_alloc(c, id);
-  const char *plugin = wire_get_strz(r), *path = wire_get_strz(r);
-  const char *hash = wire_get_strz(r);
-  if (kind == WM_QUEUE_RUN) {
-    a->batch.queue = wk_own(a, wire_get_strz(r));
-    uint32_t n = wire_get_u32(r);
-    if (n > (uint32_t)(r->end - r->p) / 16) /* each at least 16 bytes */
-      r->bad = 1;
-    else if (n) {
-      a->batch.n = n;
-      a->batch.msgs = xcalloc(n, sizeof *a->batch.msgs);
-      a->batch.mark = xcalloc(n, sizeof *a->batch.mark);
-      a->batch.delay = xcalloc(n, sizeof *a->batch.delay);
+  const wf_build *w =
+      f->kind == WM_QUEUE_RUN ? &f->queue_run.build : &f->cron_run.build;
+  const char *plugin = w->plugin, *hash = w->hash;
+  if (f->kind == WM_QUEUE_RUN) {
+    const wf_queue_run *q = &f->queue_run;
+    a->batch.queue = wk_own(a, q->queue);
+    if ((a->batch.n = q->n)) {
+      a->batch.msgs = xcalloc(q->n, sizeof *a->batch.msgs);
+      a->batch.mark = xcalloc(q->n, sizeof *a->batch.mark);
+      a->batch.delay = xcalloc(q->n, sizeof *a->batch.delay);
     }
-    for (size_t i = 0; i < a->batch.n && !r->bad; i++) {
+    const char *cursor = q->first;
+    for (size_t i = 0; i < a->batch.n; i++) {
+      wf_message wm;
+      worker_frame_queue_message(&cursor, &wm);
       duro_message *m = &a->batch.msgs[i];
       m->size = sizeof *m;
-      m->id = wire_get_i64(r);
-      m->body = wk_own(a, wire_get_strz(r));
-      m->attempts = wire_get_u32(r);
-      m->sent_ms = wire_get_i64(r);
+      m->id = wm.id;
+      m->body = wk_own(a, wm.body);
+      m->attempts = wm.attempts;
+      m->sent_ms = wm.sent_ms;
     }
   } else {
+    const wf_cron_run *t = &f->cron_run;
     a->tick.size = sizeof a->tick;
-    a->tick.cron = wk_own(a, wire_get_strz(r));
-    a->tick.scheduled_ms = wire_get_i64(r);
-    a->tick.timezone = wk_own(a, wire_get_strz(r));
-  }
-  if (r->bad || !plugin || !path || !hash) {
-    a->load_error = xstrdup("the engine sent a malformed handler frame");
-    return a;
+    a->tick.cron = wk_own(a, t->cron);
+    a->tick.scheduled_ms = t->scheduled_ms;
+    a->tick.timezone = wk_own(a, t->timezone);
   }
   char err[1024];
-  const wk_build *b = build_get(plugin, path, hash, err, sizeof err);
-  const char *what = kind == WM_QUEUE_RUN ? "queue" : "scheduled";
+  const wk_build *b = build_get(plugin, w->path, hash, err, sizeof err);
+  const char *what = f->kind == WM_QUEUE_RUN ? "queue" : "scheduled";
   if (!b)
     a->load_error = xstrdup(err);
-  else if (kind == WM_QUEUE_RUN && !(a->queue = loader_info(b->lp)->queue))
+  else if (f->kind == WM_QUEUE_RUN && !(a->queue = loader_info(b->lp)->queue))
     a->load_error = xasprintf("plugin \"%s\" build %s has no %s handler",
                               plugin, hash, what);
-  else if (kind == WM_CRON_RUN &&
+  else if (f->kind == WM_CRON_RUN &&
            !(a->scheduled = loader_info(b->lp)->scheduled))
     a->load_error = xasprintf("plugin \"%s\" build %s has no %s handler",
                               plugin, hash, what);
@@ -361,7 +351,10 @@ static int hand_to_thread(wk_conn *c, wk_act *a, uint32_t kind,
     a->answer.len = 0;
     wire_put(&a->answer, r->p, (size_t)(r->end - r->p));
     a->kind = kind;
-    wire_reader_init(&a->r, a->answer.data, a->answer.len);
+    /* decoded again from the copy (checked whole once already): its
+     * strings must outlive the channel's buffer */
+    worker_frame_decode_engine(kind, (const uint8_t *)a->answer.data,
+                               a->answer.len, &a->in);
     a->answered = 1;
     pthread_cond_signal(&a->cond);
   }
@@ -428,10 +421,20 @@ static void *conn_main(void *arg) {
       log_error("worker: the engine sent bytes that are no frame");
       _exit(71);
     }
+    worker_frame f;
+    if (worker_frame_decode_engine(kind, (const uint8_t *)r.p,
+                                   (size_t)(r.end - r.p), &f) != 0) {
+      /* a worker of another build would have refused to start: this is
+       * a fault, and nothing read from it can be trusted */
+      log_error("worker: the engine sent a malformed frame of kind %u for "
+                "activation %llu: %s",
+                kind, (unsigned long long)id, f.why);
+      _exit(71);
+    }
     wk_act *a = idmap_get(&c->acts, (int64_t)id);
     int starts = kind == WM_RUN || kind == WM_QUEUE_RUN || kind == WM_CRON_RUN;
     if (starts && !a) {
-      a = kind == WM_RUN ? act_new(c, id, &r) : handler_new(c, id, kind, &r);
+      a = kind == WM_RUN ? act_new(c, id, &f.run) : handler_new(c, id, &f);
       a->f = fiber_create();
       if (!a->f) {
         log_error("worker: no memory for a fiber");
@@ -448,7 +451,7 @@ static void *conn_main(void *arg) {
       continue;
     } else {
       a->kind = kind;
-      a->r = r;
+      a->in = f;
     }
     wk_current = a;
     if (watched && a->in_callback)

@@ -21,6 +21,7 @@
 #include "duro.h"
 #include "fiber.h"
 #include "wire.h"
+#include "worker_frame.h"
 
 typedef struct wk_conn wk_conn;
 
@@ -40,9 +41,10 @@ typedef struct wk_act {
   uint64_t id;
   fiber *f;
   wire_buf m; /* the frame being built */
-  /* The frame that resumed the fiber (valid until it yields again). */
+  /* The frame that resumed the fiber, decoded whole (its strings valid
+   * until it yields again); kind 0 when the channel went instead. */
   uint32_t kind;
-  wire_reader r;
+  worker_frame in;
   /* What run() gets, and the strings handed to the plugin: freed when
    * the activation ends, as the engine's arena is. */
   duro_event ev;
@@ -94,16 +96,16 @@ extern __thread uint64_t *wk_crash_page;
 extern int64_t wk_max_result;
 
 /* Sends a->m and waits for the engine's next frame for a (in a->kind,
- * a->r).  A dead engine ends the process. */
+ * a->in); kind 0 when the channel went meanwhile. */
 void wk_exchange(wk_act *a);
 /* Sends a->m, expecting no answer (a log line). */
 void wk_send(wk_act *a);
 /* Keeps s until the activation ends; returns the copy (NULL for NULL). */
 const char *wk_own(wk_act *a, const char *s);
 
-/* On run()'s fiber, a CALL in a->r: its callback is handed to the
+/* On run()'s fiber, a CALL in a->in: its callback is handed to the
  * callback pool, and the fiber yields until the engine's answer to its
- * RETURN (a REPLY, or the next CALL) is in a->kind and a->r. */
+ * RETURN (a REPLY, or the next CALL) is in a->kind and a->in. */
 void wk_call_start(wk_act *a);
 /* On a pool thread: runs the callback a->call names, and builds its
  * RETURN in a->m (worker_api.c). */
