@@ -139,8 +139,13 @@ static void register_workflows(reloader *r) {
           .versioning_latest = w->versioning_latest,
           .lifecycle_queue = w->lifecycle_queue,
           /* its callbacks on engine threads: bounded, shared by its
-           * workflows */
-          .plugin = reload_in_workers(r, p) ? NULL : p->cfg->name,
+           * workflows, where another plugin needs threads too (a plugin
+           * alone has them all unless its concurrency says otherwise:
+           * its blocking callbacks would only wait for nothing) */
+          .plugin = reload_in_workers(r, p) ||
+                            (r->cfg->n_plugins == 1 && !p->cfg->concurrency)
+                        ? NULL
+                        : p->cfg->name,
           .plugin_threads = p->cfg->concurrency,
       };
       /* names are unique (config_refs.c checked), so this cannot fail */
