@@ -371,3 +371,18 @@ json_t *host_wait_status(const host_run *h, const char *wf, const char *id,
   free(text);
   return d;
 }
+
+json_t *host_plugin_builds(const host_run *h, const char *name) {
+  http_resp r;
+  host_request(h, &r, "GET", "/plugins", NULL);
+  ck_assert_int_eq(r.status, 200);
+  json_t *out = NULL, *p;
+  size_t i;
+  json_array_foreach(jget(r.json, "plugins"), i, p) {
+    if (!strcmp(jstr(p, "name"), name))
+      out = json_incref(jget(p, "builds"));
+  }
+  http_resp_free(&r);
+  ck_assert_msg(out != NULL, "no plugin %s in GET /plugins", name);
+  return out;
+}

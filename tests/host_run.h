@@ -135,6 +135,10 @@ char *host_lines_with(const char *log, const char *needle, int *count);
 /* How many lines of the log of `h` hold `needle`. */
 int host_count_lines(const host_run *h, const char *needle);
 
+/* GET /plugins' builds of plugin `name` (a new reference); the case fails
+ * when there is no such plugin. */
+json_t *host_plugin_builds(const host_run *h, const char *name);
+
 /* Waits until `count` lines of the log hold `needle`, by `deadline`. */
 void host_wait_lines(const host_run *h, const char *needle, int count,
                      int64_t deadline);

@@ -227,25 +227,10 @@ static void wait_complete(const host_run *h, const char *wf, long n,
   }
 }
 
-/* GET /plugins' builds of plugin `name` (a new reference). */
-static json_t *builds_of(const host_run *h, const char *name) {
-  http_resp r;
-  host_request(h, &r, "GET", "/plugins", NULL);
-  ck_assert_int_eq(r.status, 200);
-  json_t *out = NULL, *p;
-  size_t i;
-  json_array_foreach(jget(r.json, "plugins"), i,
-                     p) if (!strcmp(jstr(p, "name"), name)) out =
-      json_incref(jget(p, "builds"));
-  http_resp_free(&r);
-  ck_assert_msg(out != NULL, "no plugin %s in GET /plugins", name);
-  return out;
-}
-
 /* The newest build's hash (static). */
 static const char *newest_of(const host_run *h, const char *name) {
   static char hash[32];
-  json_t *builds = builds_of(h, name), *b;
+  json_t *builds = host_plugin_builds(h, name), *b;
   size_t i;
   hash[0] = '\0';
   json_array_foreach(builds, i, b) if (json_is_true(jget(b, "newest")))
@@ -285,7 +270,7 @@ START_TEST(holds_then_resume) {
   assert_contains(out, "waiting  (build.crashing");
   free(out);
 
-  json_t *builds = builds_of(&H, "faults");
+  json_t *builds = host_plugin_builds(&H, "faults");
   json_t *b = json_array_get(builds, 0);
   ck_assert_str_eq(jstr(b, "held.reason"), "build.crashing");
   ck_assert_str_eq(jstr(b, "held.action"), "pause");
@@ -369,7 +354,7 @@ START_TEST(rollback) {
   /* Every instance of the bad deploy completes on the good build. */
   wait_complete(&H, FLOW, 11, proc_now_ms() + SETTLE_MS);
   ck_assert_str_eq(newest_of(&H, "faults"), good);
-  json_t *builds = builds_of(&H, "faults"), *b;
+  json_t *builds = host_plugin_builds(&H, "faults"), *b;
   size_t i;
   int bad_held = 0;
   json_array_foreach(builds, i, b) if (!strcmp(jstr(b, "build"), bad))
@@ -500,7 +485,7 @@ static size_t records(void) {
 
 /* GET /plugins' count of ended attempts of plugin `name`'s newest build. */
 static long attempts_of_newest(const host_run *h, const char *name) {
-  json_t *builds = builds_of(h, name), *b;
+  json_t *builds = host_plugin_builds(h, name), *b;
   size_t i;
   long n = -1;
   json_array_foreach(builds, i, b) if (json_is_true(jget(b, "newest"))) n =

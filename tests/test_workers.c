@@ -473,22 +473,29 @@ static void start_two(host_run *h, const char *workers) {
  * instances of another plugin: the quick ones all complete (once, one
  * plugin's blocked activations took every activation slot of the engine,
  * and no other plugin ran). */
-START_TEST(blocked_plugin_starves_no_other) {
-  host_run H;
-  start_two(&H, "1");
-  create_many(&H, "hung", 140, "{\"steps\":1,\"hold_ms\":180000}");
+/* Both cases: 140 hung activations until `running` of them run, then
+ * 100 quick ones of the other plugin, which must all complete while no
+ * hung one does. */
+static void hung_beside_quick(host_run *h, long running) {
+  create_many(h, "hung", 140, "{\"steps\":1,\"hold_ms\":180000}");
   int64_t deadline = proc_now_ms() + 30000;
-  /* all of them: parked on the worker's channel, they take no share of
-   * an engine thread */
-  while (count_running(&H, FLOW) < 140) {
+  while (count_running(h, FLOW) < running) {
     ck_assert_msg(proc_now_ms() < deadline, "%ld of 140 running",
-                  count_running(&H, FLOW));
+                  count_running(h, FLOW));
     proc_sleep_ms(100);
   }
   proc_sleep_ms(500);
-  create_many_of(&H, QUICK, "q", 100, "{\"steps\":2,\"hold_ms\":0}");
-  wait_complete_of(&H, QUICK, 100, proc_now_ms() + 60000);
-  ck_assert_int_eq(count_status(&H, "complete"), 0);
+  create_many_of(h, QUICK, "q", 100, "{\"steps\":2,\"hold_ms\":0}");
+  wait_complete_of(h, QUICK, 100, proc_now_ms() + 60000);
+  ck_assert_int_eq(count_status(h, "complete"), 0);
+}
+
+START_TEST(blocked_plugin_starves_no_other) {
+  host_run H;
+  start_two(&H, "1");
+  /* all of them: parked on the worker's channel, they take no share of
+   * an engine thread */
+  hung_beside_quick(&H, 140);
   host_stop(&H, proc_now_ms() + 20000, 0);
 }
 END_TEST
@@ -504,22 +511,12 @@ END_TEST
 START_TEST(blocked_in_engine_starves_no_other) {
   host_run H;
   start_two(&H, "0");
-  create_many(&H, "hung", 140, "{\"steps\":1,\"hold_ms\":180000}");
-  int64_t deadline = proc_now_ms() + 30000;
   /* as many as the engine has threads: each would hold one */
-  while (count_running(&H, FLOW) < 64) {
-    ck_assert_msg(proc_now_ms() < deadline, "%ld of 140 running",
-                  count_running(&H, FLOW));
-    proc_sleep_ms(100);
-  }
-  proc_sleep_ms(500);
-  create_many_of(&H, QUICK, "q", 100, "{\"steps\":2,\"hold_ms\":0}");
-  wait_complete_of(&H, QUICK, 100, proc_now_ms() + 60000);
+  hung_beside_quick(&H, 64);
   /* all of them begun: 32 in their callbacks, the rest parked */
   ck_assert_int_eq(count_running(&H, FLOW), 140);
-  ck_assert_int_eq(count_status(&H, "complete"), 0);
   const char *warned = "its step callbacks hold 32 engine threads";
-  deadline = proc_now_ms() + 20000;
+  int64_t deadline = proc_now_ms() + 20000;
   while (host_count_lines(&H, warned) == 0) {
     ck_assert_msg(proc_now_ms() < deadline, "no warning logged\n%s",
                   proc_tail(proc_slurp(H.log)));
@@ -532,22 +529,6 @@ END_TEST
 
 /* ---- run() killed outside any step ----------------------------------------
  */
-
-/* The builds of plugin `name` in GET /plugins (caller's). */
-static json_t *builds_of(const host_run *h, const char *name) {
-  http_resp r;
-  host_request(h, &r, "GET", "/plugins", NULL);
-  ck_assert_int_eq(r.status, 200);
-  json_t *out = NULL, *p;
-  size_t i;
-  json_array_foreach(jget(r.json, "plugins"), i, p) {
-    if (!strcmp(jstr(p, "name"), name))
-      out = json_incref(jget(p, "builds"));
-  }
-  http_resp_free(&r);
-  ck_assert_msg(out != NULL, "no plugin %s in GET /plugins", name);
-  return out;
-}
 
 /* One instance whose run() SIGKILLs its own worker before its first step,
  * on every activation, beside 100 healthy ones of the same build: it is
@@ -578,7 +559,7 @@ START_TEST(run_killed_outside_step_is_blamed) {
   json_decref(d);
   wait_complete_of(&H, "fault-flow", 100, proc_now_ms() + 60000);
   ck_assert_int_eq(count_of(&H, "fault-flow", "errored"), 1);
-  json_t *builds = builds_of(&H, "faults"), *b;
+  json_t *builds = host_plugin_builds(&H, "faults"), *b;
   size_t i;
   json_array_foreach(builds, i, b) {
     ck_assert_msg(jget(b, "held") == NULL, "build %s held: %s",
