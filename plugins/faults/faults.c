@@ -479,7 +479,8 @@ static int io_step_fn(duro_attempt *a, void *arg) {
          !__atomic_compare_exchange_n(&io_max_running, &max, now, 0,
                                       __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
     ;
-  nap_ms(is->hold_ms);
+  if (is->hold_ms > 0) /* nanosleep(0) still takes the timer's slack */
+    nap_ms(is->hold_ms);
   __atomic_sub_fetch(&io_running, 1, __ATOMIC_ACQ_REL);
   if (is->bytes <= 0)
     return duro_attempt_result(a, "1");
