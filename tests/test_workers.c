@@ -29,6 +29,11 @@
  *                                   (pidfd), the step charged
  *   result_over_limit_refused       a 3 MB result: step.output_too_large,
  *                                   no worker death
+ *   pause_revokes_a_call_not_begun  a pause that comes while a step's
+ *                                   CALL waits unread in its worker is
+ *                                   answered at once, and the callback
+ *                                   never begins (before: answered after
+ *                                   200 ms, and begun later)
  *   kill_group_reaches_no_engine    kill(0, SIGTERM) from a step ends its
  *                                   worker only, and is blamed
  *   engine_runs_no_plugin_code      at start and across a hot reload, the
@@ -394,6 +399,104 @@ START_TEST(result_over_limit_refused) {
   wait_complete(&H, 3, proc_now_ms() + 30000);
   host_stop(&H, proc_now_ms() + 10000, 0);
   ck_assert_int_eq(host_count_lines(&H, "died"), 0);
+}
+END_TEST
+
+/* The "exec" records of `id`'s step 1 in the faults log. */
+static int execs_of(const char *id) {
+  size_t n;
+  sidelog_rec *v = sidelog_read(faults_log(), &n);
+  int k = 0;
+  for (size_t i = 0; i < n; i++)
+    k +=
+        !strcmp(v[i].kind, "exec") && !strcmp(v[i].inst, id) && v[i].index == 1;
+  free(v);
+  return k;
+}
+
+/* PATCH WF/ID/status {"status": STATUS}: its HTTP status. */
+static long patch_status(const host_run *h, const char *wf, const char *id,
+                         const char *status) {
+  char path[200], body[64];
+  snprintf(path, sizeof path, "/workflows/%s/instances/%s/status", wf, id);
+  snprintf(body, sizeof body, "{\"status\":\"%s\"}", status);
+  http_resp r;
+  host_request(h, &r, "PATCH", path, body);
+  long code = r.status;
+  http_resp_free(&r);
+  return code;
+}
+
+/* One engine thread, so one channel to the one worker.  Its step
+ * function, warmed to run inline, holds the channel's thread 1.5 s in
+ * one instance's first callback while the other instance's CALL waits
+ * unread behind it.  Both are paused then: the one whose callback began
+ * runs on and pauses at its step's end; the other's CALL is revoked through the
+ * shared page, so it never begins, even once the channel's thread reads
+ * it.  A round where both callbacks began at once (the function was not
+ * inline: a slow return on a busy machine) proves nothing and is run
+ * again. */
+START_TEST(pause_revokes_a_call_not_begun) {
+  host_run H;
+  start_flow(&H, "{ workers: 1 }", NULL, "fault-flow", "Fault");
+  int tried = 0;
+  for (int round = 0; round < 5; round++) {
+    char warm[32], a[32], b[32];
+    snprintf(warm, sizeof warm, "w%d", round);
+    create_many_of(&H, "fault-flow", warm, 1,
+                   "{\"fault\":\"none\",\"steps\":40,\"hold_ms\":0}");
+    wait_complete_of(&H, "fault-flow", 1 + 3 * round, proc_now_ms() + 30000);
+    snprintf(a, sizeof a, "p%d-0", round);
+    snprintf(b, sizeof b, "p%d-1", round);
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "p%d", round);
+    /* stopped while both RUNs are written: let go, it reads them in one
+     * read, asks both DOs in one write, and reads both CALLs in one */
+    pid_t w = worker_pid(&H);
+    ck_assert_msg(w > 0, "no worker process");
+    ck_assert_int_eq(kill(w, SIGSTOP), 0);
+    create_many_of(&H, "fault-flow", prefix, 2,
+                   "{\"fault\":\"none\",\"steps\":2,\"hold_ms\":1500}");
+    proc_sleep_ms(300);
+    ck_assert_int_eq(kill(w, SIGCONT), 0);
+    /* both CALLs sent, one callback begun and holding the channel */
+    int64_t deadline = proc_now_ms() + 20000;
+    while (execs_of(a) + execs_of(b) == 0) {
+      ck_assert_msg(proc_now_ms() < deadline, "no callback began");
+      proc_sleep_ms(20);
+    }
+    proc_sleep_ms(300);
+    int64_t asked = proc_now_ms();
+    ck_assert_int_eq(patch_status(&H, "fault-flow", a, "pause"), 200);
+    ck_assert_int_eq(patch_status(&H, "fault-flow", b, "pause"), 200);
+    int64_t answered = proc_now_ms() - asked;
+    int began = execs_of(a) + execs_of(b);
+    json_decref(
+        host_wait_status(&H, "fault-flow", a, "paused", proc_now_ms() + 20000));
+    json_decref(
+        host_wait_status(&H, "fault-flow", b, "paused", proc_now_ms() + 20000));
+    proc_sleep_ms(500); /* a revoked CALL read late would begin by now */
+    if (began == 2) {
+      ck_assert_int_eq(execs_of(a) + execs_of(b), 2);
+    } else {
+      tried++;
+      /* the one behind it never began, once the channel was free */
+      ck_assert_int_eq(execs_of(a) + execs_of(b), 1);
+      /* answered without waiting for it (the wait was 200 ms a request) */
+      ck_assert_msg(answered < 1500, "the pauses took %lld ms",
+                    (long long)answered);
+    }
+    ck_assert_int_eq(patch_status(&H, "fault-flow", a, "resume"), 200);
+    ck_assert_int_eq(patch_status(&H, "fault-flow", b, "resume"), 200);
+    wait_complete_of(&H, "fault-flow", 3 + 3 * round, proc_now_ms() + 30000);
+    ck_assert_int_eq(execs_of(a), 1);
+    ck_assert_int_eq(execs_of(b), 1);
+    if (tried)
+      break;
+  }
+  host_stop(&H, proc_now_ms() + 10000, 0);
+  sidelog_assert_no_rerun(faults_log());
+  ck_assert_msg(tried, "no round held a CALL unread behind a callback");
 }
 END_TEST
 
@@ -769,6 +872,7 @@ static Suite *workers_suite(void) {
   tcase_add_test(io, death_seen_through_forked_child);
   tcase_add_test(io, kill_group_reaches_no_engine);
   tcase_add_test(io, result_over_limit_refused);
+  tcase_add_test(io, pause_revokes_a_call_not_begun);
   tcase_add_test(io, engine_runs_no_plugin_code);
   suite_add_tcase(s, io);
   /* a hostile or buggy plugin's attacks on the host */

@@ -207,22 +207,19 @@ static int control_leave(duro_engine *e, int64_t rowid, int rc) {
 }
 
 /* A callback handed to a worker process before the flag was set may not
- * have begun there yet (its CALL on its way): the answer waits until it
- * did, or its activation let it go, for at most 200 ms, so that no step
- * begins after the request is acknowledged.  The shared word is read
- * under mu, while its registration stands. */
-static void wait_dispatched(duro_engine *e, int64_t rowid) {
-  for (int i = 0; i < 2000; i++) {
-    pthread_mutex_lock(&e->mu);
-    entry *x = idmap_get(&e->entries, rowid);
-    int waiting = x && x->dispatch_word &&
-                  !(__atomic_load_n(x->dispatch_word, __ATOMIC_ACQUIRE) &
-                    x->dispatch_mask);
-    pthread_mutex_unlock(&e->mu);
-    if (!waiting)
-      return;
-    nanosleep(&(struct timespec){0, 100000}, NULL);
-  }
+ * have begun there yet (its CALL on its way): its REVOKED bit is set
+ * beside its BEGAN bit, and whichever the word had first wins, so the
+ * request is acknowledged at once and no step begins after it (a
+ * callback that began first runs on; the request takes effect at its
+ * step's end).  The shared word is written under mu, while its
+ * registration stands. */
+static void revoke_dispatched(duro_engine *e, int64_t rowid) {
+  pthread_mutex_lock(&e->mu);
+  entry *x = idmap_get(&e->entries, rowid);
+  if (x && x->dispatch_word)
+    __atomic_fetch_or(x->dispatch_word, x->dispatch_mask << 1,
+                      __ATOMIC_ACQ_REL);
+  pthread_mutex_unlock(&e->mu);
 }
 
 /* A pause or terminate for a running instance: set for the activation
@@ -245,7 +242,7 @@ static int request_active(duro_engine *e, int64_t rowid, entry *active,
   if (rc)
     __atomic_store_n(flag, before, __ATOMIC_RELEASE);
   else
-    wait_dispatched(e, rowid);
+    revoke_dispatched(e, rowid);
   return rc;
 }
 

@@ -122,10 +122,11 @@ typedef struct entry {
   uint32_t write_failures; /* in a row, for the back-off */
   int admitted;            /* ACTIVE and past the concurrency check: what
                               readers see as "running" */
-  /* A callback handed to a worker process, not yet known to have begun:
-   * it has when *dispatch_word (shared with the worker) has a bit of
-   * dispatch_mask set (mu; step_dispatch_set). */
-  const uint64_t *dispatch_word;
+  /* A callback handed to a worker process: it has begun when
+   * *dispatch_word (shared with the worker) has dispatch_mask (its BEGAN
+   * bit) set; a pause or terminate revokes it by setting the bit above
+   * (mu; step_dispatch_set; worker_proto.h's WM_PAGE_BEGAN). */
+  uint64_t *dispatch_word;
   uint64_t dispatch_mask;
 } entry;
 

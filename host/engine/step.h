@@ -121,17 +121,20 @@ int step_attempt_withdraw(duro_attempt *at);
  * (journal_lease_until; INT64_MAX with one host).  A worker frozen with
  * its host (a paused VM) finds it passed when it reads the CALL. */
 int64_t step_begin_by(duro_step *step);
-/* The worker did not begin the callback: its CALL came past
- * step_begin_by.  The attempt is withdrawn, as by step_attempt_withdraw,
- * and the activation ends as when the lease lapsed (it runs again if the
- * lease still holds). */
+/* The worker did not begin the callback: a pause or terminate revoked
+ * its CALL (step_dispatch_set), or it came past step_begin_by.  The
+ * attempt is withdrawn, as by step_attempt_withdraw, and the activation
+ * ends paused or terminated, or as when the lease lapsed (it runs again
+ * if the lease still holds). */
 void step_attempt_not_begun(duro_attempt *at);
 /* The callback about to be handed to a worker has begun once *word (a
- * word the worker writes, in memory both share) has a bit of `mask`
- * set: a pause or terminate waits for that before it answers.  NULL when
- * it is over (the callback returned, or its worker died); set it before
- * step_attempt_withdraw, clear it before the word's memory goes. */
-void step_dispatch_set(duro_step *step, const uint64_t *word, uint64_t mask);
+ * word the worker writes, in memory both share) has `mask` (its BEGAN
+ * bit) set; a pause or terminate sets the bit above it (REVOKED) before
+ * it answers, and the worker then never begins it.  Both bits are clear
+ * when it is set.  NULL when it is over (the callback returned, or its
+ * worker died); set it before step_attempt_withdraw, clear it before the
+ * word's memory goes. */
+void step_dispatch_set(duro_step *step, uint64_t *word, uint64_t mask);
 /* The attempt's callback is handed over now (it may have waited for a
  * place in its worker since the step began it): its timeout counts from
  * here. */

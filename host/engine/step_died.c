@@ -47,7 +47,7 @@ void *step_park_token(duro_step *a) {
 
 int64_t step_mono_ms(duro_step *a) { return engine_mono_ms(a->e); }
 
-void step_dispatch_set(duro_step *a, const uint64_t *word, uint64_t mask) {
+void step_dispatch_set(duro_step *a, uint64_t *word, uint64_t mask) {
   if (!a->ent)
     return;
   pthread_mutex_lock(&a->e->mu);
@@ -78,7 +78,10 @@ int64_t step_begin_by(duro_step *a) { return journal_lease_until(a->e->j); }
 
 void step_attempt_not_begun(duro_attempt *at) {
   at->withdrawn = 1;
-  lease_may_be_lost(at->act);
+  /* a pause or terminate revoked it (at_boundary sets the reason), or
+   * its worker read it past the lease */
+  if (!at_boundary(at->act))
+    lease_may_be_lost(at->act);
 }
 
 int step_terminate_requested(duro_step *a) {

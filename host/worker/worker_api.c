@@ -43,7 +43,7 @@ void wk_callback_run(wk_act *a) {
                    .key = a->call.key};
   a->call.key = NULL; /* the attempt's now */
   int rc = -1;
-  if (clock_boot_ms() < a->call.begin_by) {
+  if (clock_boot_ms() < a->call.begin_by && wk_call_claim(a)) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     wk_begin_callback(a);
@@ -54,7 +54,8 @@ void wk_callback_run(wk_act *a) {
                                   (t1.tv_nsec - t0.tv_nsec));
   } else {
     /* the host's lease may have lapsed since it sent this (frozen with
-     * it): another host may have run the step meanwhile */
+     * it): another host may have run the step meanwhile; or a pause or
+     * terminate revoked it, acknowledged already */
     at.result_set = WM_RESULT_NOT_BEGUN;
   }
   if (at.result_set == 1 && wk_max_result > 0 &&

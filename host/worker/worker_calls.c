@@ -35,12 +35,16 @@ static uint32_t queued, idle, threads;
 static __thread wk_watch *thread_watch;
 static __thread int pool_thread;
 
+int wk_call_claim(wk_act *a) {
+  /* the engine clears the CALL's bits before sending it; whichever of
+   * BEGAN and REVOKED is set first wins (worker_proto.h) */
+  uint64_t began;
+  uint64_t *word = wm_page_call(wk_conn_page(a->conn), a->call.seq, &began);
+  uint64_t was = __atomic_fetch_or(word, began, __ATOMIC_ACQ_REL);
+  return !(was & wm_revoked(began));
+}
+
 void wk_begin_callback(wk_act *a) {
-  /* the engine clears the CALL's bit before sending it; set now, a pause
-   * or terminate waiting for it answers (worker_proto.h) */
-  uint64_t mask;
-  uint64_t *word = wm_page_began(wk_conn_page(a->conn), a->call.seq, &mask);
-  __atomic_or_fetch(word, mask, __ATOMIC_RELEASE);
   if (!pool_thread) {
     /* inline, on the fiber: a callback now, no longer run() code */
     __atomic_store_n(&wk_conn_page(a->conn)[WM_PAGE_RUN], 0, __ATOMIC_RELEASE);

@@ -122,10 +122,12 @@ void wk_calls_submit(wk_act *a);
 int wk_calls_inline(uint64_t fn);
 void wk_calls_note(uint64_t fn, int64_t ns);
 
-/* A callback is about to begin on this pool thread: the engine is told
- * through its bit on the channel's page (a pause or terminate waits for
- * it), and the limits' watch follows it; it returned: its RETURN
- * follows (worker_calls.c). */
+/* Whether a's CALL may begin: 1 once its BEGAN bit on the channel's
+ * page is set, 0 when the engine revoked it first (a pause or terminate
+ * came; worker_proto.h's WM_PAGE_BEGAN). */
+int wk_call_claim(wk_act *a);
+/* A callback is about to begin on this thread (claimed): the limits'
+ * watch follows it; it returned: its RETURN follows (worker_calls.c). */
 void wk_begin_callback(wk_act *a);
 void wk_end_callback(wk_act *a);
 

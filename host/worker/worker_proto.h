@@ -29,15 +29,17 @@
 
 /* The protocol's version, the last argument of `duro __worker`: a worker
  * of another build refuses to start rather than misread its frames. */
-#define WM_PROTOCOL "duro-worker-3"
+#define WM_PROTOCOL "duro-worker-4"
 
 enum worker_msg {
   /* engine to worker */
   WM_RUN = 1,   /* s plugin, s path, s hash, s class, s workflow, s id,
                    s params, i created_ms */
   WM_CALL,      /* q fn, q arg, u number, i deadline_ms, s idempotency key,
-                   q seq: the worker sets seq's bit in the channel's shared
-                   page as it begins the callback (WM_PAGE_BEGAN);
+                   q seq: the worker sets seq's BEGAN bit in the
+                   channel's shared page as it begins the callback,
+                   unless the engine set its REVOKED bit first
+                   (WM_PAGE_BEGAN);
                    i begin_by: CLOCK_BOOTTIME ms past which the callback
                    must not begin (the host's lease may have lapsed: a
                    worker frozen with its host, a paused VM, reads the
@@ -132,9 +134,17 @@ _Static_assert((0 WM_CALLS(WM_ONE) WM_OWN(WM_ONE)) + 1 == WM_LIMIT - WM_DO + 1,
  *                            any callback, the channel's thread runs
  *                            now (0: none): a SIGKILL, which no handler
  *                            sees, is laid on it
- *   words WM_PAGE_BEGAN...   a bit per CALL, set as its callback begins
- *                            (the CALL's seq modulo WM_PAGE_BITS; the
- *                            engine clears it before sending the CALL) */
+ *   words WM_PAGE_BEGAN...   two bits per CALL (the CALL's seq modulo
+ *                            WM_PAGE_SLOTS; the engine clears both
+ *                            before sending it): BEGAN, which the worker
+ *                            sets as the callback begins, and REVOKED,
+ *                            which the engine sets when a pause or
+ *                            terminate comes first.  Each side sets its
+ *                            bit with one atomic OR and reads the
+ *                            other's in the word it returns, so exactly
+ *                            one wins: a callback whose CALL was revoked
+ *                            never begins (its RETURN says NOT_BEGUN),
+ *                            and a request is acknowledged at once. */
 #define WM_PAGE_SIZE 4096
 /* WM_PAGE_CRASH's value for a crash on a thread that ran no activation
  * (one the plugin started): written on every channel's page, so that the
@@ -143,19 +153,23 @@ _Static_assert((0 WM_CALLS(WM_ONE) WM_OWN(WM_ONE)) + 1 == WM_LIMIT - WM_DO + 1,
 #define WM_PAGE_CRASH 0
 #define WM_PAGE_RUN 1
 #define WM_PAGE_BEGAN 2
-#define WM_PAGE_BITS ((WM_PAGE_SIZE / 8 - WM_PAGE_BEGAN) * 64)
+#define WM_PAGE_SLOTS ((WM_PAGE_SIZE / 8 - WM_PAGE_BEGAN) * 32)
 
-/* The word of `page` that holds CALL `seq`'s bit, and the bit's mask. */
-static inline uint64_t *wm_page_began(uint64_t *page, uint64_t seq,
-                                      uint64_t *mask) {
-  uint64_t bit = seq % WM_PAGE_BITS;
-  *mask = UINT64_C(1) << (bit % 64);
-  return &page[WM_PAGE_BEGAN + bit / 64];
+/* The word of `page` that holds CALL `seq`'s bits, and its BEGAN bit's
+ * mask; its REVOKED bit is the next (wm_revoked). */
+static inline uint64_t *wm_page_call(uint64_t *page, uint64_t seq,
+                                     uint64_t *began) {
+  uint64_t slot = seq % WM_PAGE_SLOTS;
+  *began = UINT64_C(1) << (slot % 32 * 2);
+  return &page[WM_PAGE_BEGAN + slot / 32];
 }
+
+static inline uint64_t wm_revoked(uint64_t began) { return began << 1; }
 
 /* A RETURN whose result was over engine.max_step_result: not sent. */
 #define WM_RESULT_TOO_LARGE 2
-/* A RETURN for a CALL read past its begin_by: the callback never began. */
+/* A RETURN for a CALL read past its begin_by, or revoked: the callback
+ * never began. */
 #define WM_RESULT_NOT_BEGUN 3
 
 /* A message's mark in a queue handler's END. */

@@ -415,12 +415,13 @@ static int proxy_step(duro_attempt *at, void *arg) {
     died(px, NULL); /* before the callback began: not its doing */
     return -1;
   }
-  /* its bit on the shared page, cleared before the CALL goes: the
-   * worker sets it as the callback begins */
-  uint64_t seq = ++px->c->call_seq, mask;
-  uint64_t *word = wm_page_began(px->c->page, seq, &mask);
-  __atomic_and_fetch(word, ~mask, __ATOMIC_RELEASE);
-  step_dispatch_set(px->step, word, mask);
+  /* its bits on the shared page, cleared before the CALL goes: the
+   * worker sets BEGAN as the callback begins, unless a pause or
+   * terminate set REVOKED first (worker_proto.h) */
+  uint64_t seq = ++px->c->call_seq, began;
+  uint64_t *word = wm_page_call(px->c->page, seq, &began);
+  __atomic_and_fetch(word, ~(began | wm_revoked(began)), __ATOMIC_RELEASE);
+  step_dispatch_set(px->step, word, began);
   step_attempt_begins(at); /* its timeout runs from here */
   if (step_attempt_withdraw(at)) {
     step_dispatch_set(px->step, NULL, 0);
@@ -644,6 +645,13 @@ static int serve_attempt_cancelled(proxy *px, duro_attempt *at,
 static int serve_ret(proxy *px, duro_attempt *at, const worker_frame *f,
                      int64_t *rc_out) {
   const wf_ret *r = &f->ret;
+  if (r->result_set == WM_RESULT_NOT_BEGUN) {
+    /* revoked by a pause or terminate, or read past the lease it was
+     * sent under (a host frozen with its workers): withdrawn, as a CALL
+     * never sent */
+    step_attempt_not_begun(at);
+    return SERVE_NOT_BEGUN;
+  }
   if (step_terminate_requested(px->step)) {
     /* The terminate was answered while the callback ran (its RETURN was
      * on its way): its result must not complete the step. */
@@ -651,12 +659,6 @@ static int serve_ret(proxy *px, duro_attempt *at, const worker_frame *f,
                           "the instance was terminated while the "
                           "attempt's callback ran");
     return -3;
-  }
-  if (r->result_set == WM_RESULT_NOT_BEGUN) {
-    /* read past the lease it was sent under (a host frozen with its
-     * workers): withdrawn, as a CALL never sent */
-    step_attempt_not_begun(at);
-    return SERVE_NOT_BEGUN;
   }
   if (r->result_set == WM_RESULT_TOO_LARGE) {
     char *msg = xasprintf("the step returned %s bytes; the limit is "
