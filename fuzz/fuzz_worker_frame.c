@@ -131,7 +131,7 @@ static void check_taken(const worker_frame *f) {
     }
     break;
   case WM_LIMIT:
-    if (f->limit.which < 1 || f->limit.which > 2)
+    if (f->limit.which < 1 || f->limit.which > 3)
       __builtin_trap();
     break;
   case WM_STEP_ERROR:

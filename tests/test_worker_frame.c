@@ -488,7 +488,7 @@ START_TEST(bad_flags_and_enums_refused) {
   wire_put_str(&w, NULL);
   refused(WM_RETURN, &w, "final is 2, not 0 or 1");
 
-  uint32_t whichs[] = {0, 3};
+  uint32_t whichs[] = {0, 4};
   for (size_t i = 0; i < 2; i++) {
     w.len = 0;
     w_limit(&w);

@@ -59,6 +59,11 @@
  *                                   outside any step beside 100 healthy
  *                                   instances: it errors plugin.crashed,
  *                                   they complete, nothing is held
+ *   run_over_memory_is_blamed       a run() that takes 640 MiB outside
+ *                                   any step, under limits.memory 512
+ *                                   MiB, beside healthy callbacks: it
+ *                                   errors plugin.memory_exceeded, none
+ *                                   of them is charged, all complete
  *   frame_flood_is_bounded          six 200 MiB frames written onto the
  *                                   channel by a callback: refused at the
  *                                   first's length, the worker killed,
@@ -677,6 +682,46 @@ START_TEST(run_killed_outside_step_is_blamed) {
 }
 END_TEST
 
+/* run() code outside any step takes 640 MiB (and keeps it) under a
+ * 512 MiB limits.memory, while 40 healthy instances' callbacks run in
+ * the same worker: run() is blamed, not the callbacks that ran beside it
+ * (before, they were charged plugin.memory_exceeded and the leak ran
+ * again on every activation).  Where the kernel keeps the limit (a
+ * cgroup), its kill comes while run()'s code runs, which the shared page
+ * names; where the watch does, it names the run() whose code touched the
+ * pages. */
+START_TEST(run_over_memory_is_blamed) {
+  host_run H;
+  start_flow(&H, "{ max_crashes: 3 }", "limits: { memory: 512MiB }",
+             "fault-flow", "Fault");
+  create_many_of(&H, "fault-flow", "h", 40,
+                 "{\"fault\":\"none\",\"steps\":3,\"hold_ms\":300}");
+  int64_t deadline = proc_now_ms() + 30000;
+  while (count_running(&H, "fault-flow") < 10) {
+    ck_assert_msg(proc_now_ms() < deadline, "%ld running",
+                  count_running(&H, "fault-flow"));
+    proc_sleep_ms(50);
+  }
+  http_resp r;
+  host_request(&H, &r, "POST", "/workflows/fault-flow/instances",
+               "{\"id\":\"p\",\"params\":{\"in_run\":\"hog\","
+               "\"steps\":1}}");
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  json_t *d =
+      host_wait_status(&H, "fault-flow", "p", "errored", proc_now_ms() + 60000);
+  ck_assert_str_eq(jstr(d, "error.name"), "plugin.memory_exceeded");
+  assert_contains(jstr(d, "error.message"), "outside any step");
+  json_decref(d);
+  wait_complete_of(&H, "fault-flow", 40, proc_now_ms() + 60000);
+  ck_assert_int_eq(count_of(&H, "fault-flow", "errored"), 1);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+  /* no callback beside it was charged the memory (the kernel's kill in
+   * the worker's cgroup, or the watch's where there is none) */
+  ck_assert_int_eq(host_count_lines(&H, "the attempt's callback ran while"), 0);
+}
+END_TEST
+
 /* ---- a frame flood ------------------------------------------------------- */
 
 /* The most memory process `pid` held (VmHWM), in bytes; -1 if unread. */
@@ -882,6 +927,7 @@ static Suite *workers_suite(void) {
   tcase_add_test(attacks, blocked_plugin_starves_no_other);
   tcase_add_test(attacks, blocked_in_engine_starves_no_other);
   tcase_add_test(attacks, run_killed_outside_step_is_blamed);
+  tcase_add_test(attacks, run_over_memory_is_blamed);
   tcase_add_test(attacks, frame_flood_is_bounded);
   suite_add_tcase(s, attacks);
   return s;

@@ -161,4 +161,11 @@ int64_t step_attempt_deadline_mono(const duro_attempt *at);
  * write (nothing more is written) and runs again after a back-off. */
 void step_worker_unavailable(duro_step *step);
 
+/* run()'s own code, outside any step, passed a limit of its plugin's
+ * (error `name`, `message` copied), and its worker was killed for it: the
+ * instance errors, as its code would do it again on every activation.
+ * The worker's death that follows is not charged to anyone. */
+void step_run_over_limit(duro_step *step, const char *name,
+                         const char *message);
+
 #endif

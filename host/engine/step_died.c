@@ -323,6 +323,15 @@ void step_run_returned(duro_step *a) {
     ledger_suspect_clear(a->e->ledger, a->inst.rowid, RUN_KEY);
 }
 
+void step_run_over_limit(duro_step *a, const char *name, const char *message) {
+  if (a->worker_died)
+    return;
+  a->worker_died = 1; /* its death is this */
+  a->last_error = arena_take(a, error_json(name, message));
+  a->suspended = 1;
+  a->reason = SUSPEND_CRASHED;
+}
+
 void step_worker_unavailable(duro_step *a) {
   a->storage_failed = 1; /* activation_run: dropped, retried later */
   a->suspended = 1;

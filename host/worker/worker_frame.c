@@ -245,7 +245,7 @@ static void decode_end(dec *d, worker_frame *f) {
 }
 
 static void decode_limit(dec *d, worker_frame *f) {
-  f->limit.which = within(d, "which", 1, 2);
+  f->limit.which = within(d, "which", 1, 3);
   f->limit.used = i64(d, "used");
   f->limit.limit = i64(d, "limit");
 }

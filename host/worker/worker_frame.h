@@ -116,7 +116,7 @@ typedef struct wf_end {
 } wf_end;
 
 typedef struct wf_limit {
-  uint32_t which; /* 1 cpu, 2 memory */
+  uint32_t which; /* 1 cpu, 2 memory, 3 memory run() took */
   int64_t used, limit;
 } wf_limit;
 

@@ -13,17 +13,25 @@
  * holds its thread, as one that hangs does.
  *
  * Memory: the watch reads the process's RSS (/proc/self/statm) on each
- * pass; past the limit, the callbacks running at that moment are
- * reported (memory grows while code runs); with none running, the
- * process kills itself.  No cgroup is made and no RLIMIT_AS set (a
- * sanitizer's or a thread's reservations are address space, not
- * memory): an allocation faster than 20 ms can pass the limit before the
- * watch sees it, up to what the machine has. */
+ * pass.  Past the limit, it names whose code took the memory, by the
+ * pages each touched first (minor page faults): each running callback
+ * whose thread faulted in a sixteenth of the limit or more since the
+ * callback began is reported; with none, the activation whose run()
+ * code, outside any callback, touched a quarter of the limit or more
+ * (counted per resume of its fiber by its channel's thread) is reported
+ * as run()'s (WM_LIMIT's which 3), and the instance errors; with none of
+ * either, or still over a second later, the process kills itself.  A
+ * callback that only runs beside a leak is not blamed for it.  No cgroup
+ * is made and no RLIMIT_AS set (a sanitizer's or a thread's reservations
+ * are address space, not memory): an allocation faster than 20 ms can
+ * pass the limit before the watch sees it, up to what the machine has. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,10 +56,68 @@ static int64_t clock_ns(clockid_t c) {
 
 int wk_limits_on(void) { return cpu_limit_ms > 0 || memory_limit > 0; }
 
+int64_t wk_thread_faults(void) {
+  struct rusage ru;
+  if (!memory_limit || getrusage(RUSAGE_THREAD, &ru) != 0)
+    return 0;
+  return (int64_t)ru.ru_minflt;
+}
+
+/* Thread tid's minor faults (field 10 of its stat), or -1. */
+static int64_t task_faults(pid_t tid) {
+  char path[64], line[1024];
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+  FILE *f = fopen(path, "re");
+  if (!f)
+    return -1;
+  char *got = fgets(line, sizeof line, f);
+  fclose(f);
+  const char *p = got ? strrchr(line, ')') : NULL; /* after the name */
+  long long minflt;
+  if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %lld", &minflt) != 1)
+    return -1;
+  return minflt;
+}
+
+/* The activation whose run() code touched the most memory (watches_mu):
+ * named when the process passes limits.memory and no callback grew. */
+static struct {
+  wk_conn *conn;
+  uint64_t act;
+  int64_t bytes;
+  int reported;
+} grower;
+
+void wk_limits_run_grew(wk_conn *c, uint64_t act, int64_t faults) {
+  int64_t bytes = faults * (int64_t)sysconf(_SC_PAGESIZE);
+  if (!memory_limit || bytes < memory_limit / 4)
+    return;
+  pthread_mutex_lock(&watches_mu);
+  if (grower.act == act && grower.conn == c) {
+    grower.bytes = bytes;
+  } else if (bytes > grower.bytes) {
+    grower.conn = c;
+    grower.act = act;
+    grower.bytes = bytes;
+    grower.reported = 0;
+  }
+  pthread_mutex_unlock(&watches_mu);
+}
+
+void wk_limits_run_ended(wk_conn *c, uint64_t act) {
+  if (!memory_limit)
+    return;
+  pthread_mutex_lock(&watches_mu);
+  if (grower.conn == c && (!act || grower.act == act))
+    memset(&grower, 0, sizeof grower);
+  pthread_mutex_unlock(&watches_mu);
+}
+
 void wk_watch_add(wk_watch *w) {
   memset(w, 0, sizeof *w);
   if (pthread_getcpuclockid(pthread_self(), &w->clock) != 0)
     w->clock = CLOCK_THREAD_CPUTIME_ID;
+  w->tid = (pid_t)syscall(SYS_gettid);
   pthread_mutex_lock(&watches_mu);
   watches = xrealloc(watches, (n_watches + 1) * sizeof *watches);
   watches[n_watches++] = w;
@@ -77,6 +143,7 @@ void wk_watch_run(wk_watch *w, wk_conn *conn, uint64_t act, int64_t before_ns) {
   __atomic_store_n(&w->act, act, __ATOMIC_RELAXED);
   __atomic_store_n(&w->before_ns, before_ns, __ATOMIC_RELAXED);
   __atomic_store_n(&w->resumed_ns, now, __ATOMIC_RELAXED);
+  __atomic_store_n(&w->faults0, wk_thread_faults(), __ATOMIC_RELAXED);
   __atomic_add_fetch(&w->seq, 1, __ATOMIC_RELEASE);
 }
 
@@ -91,20 +158,28 @@ int64_t wk_watch_stop(wk_watch *w) {
   return ran;
 }
 
-/* The callback running on w's thread and its CPU time so far (ns), or 0
+/* The callback running on w's thread, its CPU time so far (ns) and,
+ * when faults0 is not NULL, the thread's minor faults when it resumed; 0
  * when none runs (or it changed while read: next pass). */
-static uint64_t running(wk_watch *w, int64_t *used_ns) {
+static uint64_t running_since(wk_watch *w, int64_t *used_ns, int64_t *faults0) {
   uint64_t s1 = __atomic_load_n(&w->seq, __ATOMIC_ACQUIRE);
   if (s1 & 1)
     return 0;
   uint64_t act = __atomic_load_n(&w->act, __ATOMIC_RELAXED);
   int64_t before = __atomic_load_n(&w->before_ns, __ATOMIC_RELAXED);
   int64_t resumed = __atomic_load_n(&w->resumed_ns, __ATOMIC_RELAXED);
+  int64_t f0 = __atomic_load_n(&w->faults0, __ATOMIC_RELAXED);
   int64_t now = clock_ns(w->clock);
   if (__atomic_load_n(&w->seq, __ATOMIC_ACQUIRE) != s1 || !act)
     return 0;
   *used_ns = before + (now > resumed ? now - resumed : 0);
+  if (faults0)
+    *faults0 = f0;
   return act;
+}
+
+static uint64_t running(wk_watch *w, int64_t *used_ns) {
+  return running_since(w, used_ns, NULL);
 }
 
 /* WM_LIMIT for `act` on w's channel, if that callback still runs there. */
@@ -120,9 +195,21 @@ static void report(wk_watch *w, uint64_t act, uint32_t which, int64_t used,
   int64_t ignored;
   wk_conn *conn = __atomic_load_n(&w->conn, __ATOMIC_RELAXED);
   if (conn && running(w, &ignored) == act) {
-    wk_conn_post(conn, &m);
+    wk_conn_post_now(conn, &m);
     w->reported = act;
   }
+  wire_buf_free(&m);
+}
+
+/* WM_LIMIT for activation act's run() on channel c: the memory past the
+ * limit is its own code's. */
+static void report_run(wk_conn *c, uint64_t act, int64_t rss) {
+  wire_buf m = {0};
+  channel_begin(&m, WM_LIMIT, act);
+  wire_put_u32(&m, 3);
+  wire_put_i64(&m, rss);
+  wire_put_i64(&m, memory_limit);
+  wk_conn_post_now(c, &m);
   wire_buf_free(&m);
 }
 
@@ -145,19 +232,45 @@ static void *watch_main(void *arg) {
     nanosleep(&nap, NULL);
     int64_t rss = memory_limit ? rss_bytes() : 0;
     int over = memory_limit && rss > memory_limit, reported = 0;
+    int64_t page = (int64_t)sysconf(_SC_PAGESIZE);
     pthread_mutex_lock(&watches_mu);
     for (size_t i = 0; i < n_watches; i++) {
       wk_watch *w = watches[i];
-      int64_t used = 0;
-      uint64_t act = running(w, &used);
+      int64_t used = 0, faults0 = 0;
+      uint64_t act = running_since(w, &used, &faults0);
       if (!act || act == w->reported)
         continue;
-      if (over) {
+      int64_t faults = over ? task_faults(w->tid) : -1;
+      /* a callback that touched little beside the growth is not its
+       * cause (unread: it is) */
+      if (over &&
+          (faults < 0 || (faults - faults0) * page >= memory_limit / 16)) {
         report(w, act, 2, rss, memory_limit);
         reported++;
       } else if (cpu_limit_ms && used / 1000000 > cpu_limit_ms) {
         report(w, act, 1, used / 1000000, cpu_limit_ms);
       }
+    }
+    /* no callback grew: run() code that does, outside any, now */
+    for (size_t i = 0; over && !reported && i < n_watches; i++) {
+      wk_watch *w = watches[i];
+      uint64_t *pg = w->chan ? wk_conn_page(w->chan) : NULL;
+      uint64_t act =
+          pg ? __atomic_load_n(&pg[WM_PAGE_RUN], __ATOMIC_ACQUIRE) : 0;
+      int64_t f0 = __atomic_load_n(&w->run_faults0, __ATOMIC_RELAXED);
+      int64_t faults = act && act != w->run_reported ? task_faults(w->tid) : -1;
+      if (faults < 0 || (faults - f0) * page < memory_limit / 16 ||
+          __atomic_load_n(&pg[WM_PAGE_RUN], __ATOMIC_ACQUIRE) != act)
+        continue;
+      report_run(w->chan, act, rss);
+      w->run_reported = act;
+      reported++;
+    }
+    /* or that did, and waits now */
+    if (over && !reported && grower.act && !grower.reported) {
+      report_run(grower.conn, grower.act, rss);
+      grower.reported = 1;
+      reported++;
     }
     pthread_mutex_unlock(&watches_mu);
     /* Still over a second later (no callback was running to name, or

@@ -133,6 +133,15 @@ void wk_conn_post(wk_conn *c, wire_buf *m) {
   post_locked(c, m);
 }
 
+void wk_conn_post_now(wk_conn *c, wire_buf *m) {
+  pthread_mutex_lock(&c->mu);
+  if (!c->dead) {
+    channel_queue(&c->ch, m);
+    channel_write_some(&c->ch); /* the rest when its thread polls */
+  }
+  pthread_mutex_unlock(&c->mu);
+}
+
 /* Queued: the channel's thread writes what its activations said in one
  * write, once it has read everything the engine sent (woken when it
  * comes from a pool thread). */
@@ -149,11 +158,13 @@ void wk_send(wk_act *a) {
 void wk_begin_handler(wk_act *a) {
   a->in_callback = 1;
   a->cb_ns = 0;
+  a->cb_faults0 = wk_thread_faults();
   wk_watch_run(&a->conn->watch, a->conn, a->id, 0);
 }
 
 void wk_end_handler(wk_act *a) {
   a->cb_ns += wk_watch_stop(&a->conn->watch);
+  a->cb_faults += wk_thread_faults() - a->cb_faults0;
   a->in_callback = 0;
 }
 
@@ -400,8 +411,10 @@ static void *conn_main(void *arg) {
   wk_crash_page = c->page;
   thread_altstack(); /* a fiber's stack overflow still names it */
   int watched = wk_limits_on();
-  if (watched)
+  if (watched) {
     wk_watch_add(&c->watch);
+    c->watch.chan = c;
+  }
   for (;;) {
     uint32_t kind;
     uint64_t id;
@@ -458,15 +471,26 @@ static void *conn_main(void *arg) {
       wk_watch_run(&c->watch, c, a->id, a->cb_ns);
     /* run() code outside any callback runs here now: a kill meanwhile
      * (one no handler sees) is its doing, not a callback's beside it */
+    /* the pages run() code touches in this resume, outside the callbacks
+     * and handlers it runs inline (limits.memory's watch) */
+    int64_t faults0 = wk_thread_faults(), cb_faults = a->cb_faults;
+    __atomic_store_n(&c->watch.run_faults0, faults0, __ATOMIC_RELAXED);
     if (a->run && !a->in_callback)
       __atomic_store_n(&c->page[WM_PAGE_RUN], a->id, __ATOMIC_RELEASE);
+    int was_in = a->in_callback;
     fiber_resume(a->f);
     __atomic_store_n(&c->page[WM_PAGE_RUN], 0, __ATOMIC_RELEASE);
+    if (faults0 && a->run && !was_in && !a->in_callback) {
+      a->run_faults +=
+          wk_thread_faults() - faults0 - (a->cb_faults - cb_faults);
+      wk_limits_run_grew(c, a->id, a->run_faults);
+    }
     if (watched && a->in_callback)
       a->cb_ns += wk_watch_stop(&c->watch); /* parked in its handler */
     wk_current = NULL;
     if (fiber_finished(a->f)) {
       idmap_del(&c->acts, (int64_t)id);
+      wk_limits_run_ended(c, a->id);
       act_free(a);
     }
   }
@@ -485,6 +509,7 @@ static void *conn_main(void *arg) {
   channel_close(&c->ch);
   pthread_mutex_unlock(&c->mu);
   if (none) {
+    wk_limits_run_ended(c, 0);
     close(c->wake_fd); /* its page stays mapped: see all_pages */
     idmap_free(&c->acts);
     pthread_mutex_destroy(&c->mu);

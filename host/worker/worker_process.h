@@ -15,6 +15,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "channel.h"
@@ -59,6 +60,10 @@ typedef struct wk_act {
   duro_scheduled_event tick;
   int in_callback; /* a handler runs on the channel's thread */
   int64_t cb_ns;   /* the CPU time its handler ran before this resume */
+  /* Minor page faults under limits.memory: run()'s own outside any
+   * callback, and those of the inline callbacks and handlers between
+   * (cb_faults0: the thread's when the one running began). */
+  int64_t run_faults, cb_faults, cb_faults0;
   /* The CALL whose callback a pool thread runs (worker_calls.c), and,
    * while it runs there (on_thread), the engine's answers to its
    * requests: copied into `answer`, since the channel's buffer moves on
@@ -134,6 +139,11 @@ void wk_end_callback(wk_act *a);
 /* A frame for the engine from any thread (the limits' watch): queued on
  * c's channel, whose thread writes it. */
 void wk_conn_post(wk_conn *c, wire_buf *m);
+/* The same, written now from the calling thread as far as the socket
+ * takes it: the limits' watch reports code that holds the channel's
+ * thread (run() taking memory, an inline callback spinning), which
+ * would write nothing until it lets go. */
+void wk_conn_post_now(wk_conn *c, wire_buf *m);
 /* The page c's two sides share (WM_PAGE_*). */
 uint64_t *wk_conn_page(wk_conn *c);
 
@@ -148,9 +158,17 @@ void wk_end_handler(wk_act *a);
 typedef struct wk_watch {
   wk_conn *conn;     /* for WM_LIMIT: the channel of what runs now */
   clockid_t clock;   /* the thread's CPU clock */
+  pid_t tid;         /* the thread, for its page faults in /proc */
   uint64_t seq, act; /* act: the activation, 0 = none */
   int64_t before_ns, resumed_ns;
+  int64_t faults0;   /* the thread's minor faults when it resumed */
   uint64_t reported; /* the watch told the engine of it (the watch's) */
+  /* A channel's thread (else NULL): its channel, whose page names the
+   * run() whose code runs on it now (WM_PAGE_RUN), and the thread's
+   * minor faults when that run() resumed. */
+  wk_conn *chan;
+  int64_t run_faults0;
+  uint64_t run_reported; /* the run() the watch told the engine of */
 } wk_watch;
 
 /* `duro __worker`'s limits: starts the watch when either is > 0. */
@@ -165,6 +183,16 @@ void wk_watch_remove(wk_watch *w);
  * CPU time it ran since (0 when none was running). */
 void wk_watch_run(wk_watch *w, wk_conn *conn, uint64_t act, int64_t before_ns);
 int64_t wk_watch_stop(wk_watch *w);
+
+/* Memory run() code touches, outside any callback (limits.memory): the
+ * calling thread's minor page faults so far (0 when no memory limit is
+ * set), and an activation's run() having touched `faults` pages in all
+ * on c's channel, which the watch names when the process passes the
+ * limit and no running callback grew (its WM_LIMIT says run()); _ended:
+ * the activation is gone, or its channel. */
+int64_t wk_thread_faults(void);
+void wk_limits_run_grew(wk_conn *c, uint64_t act, int64_t faults);
+void wk_limits_run_ended(wk_conn *c, uint64_t act);
 
 /* The table a worker binds its plugins to (worker_api.c). */
 const duro_api *worker_api_table(void);

@@ -80,9 +80,11 @@ enum worker_msg {
   WM_CRASH,        /* no longer sent (the shared page's WM_PAGE_CRASH
                       word says it): a worker that sends it breaks the
                       protocol */
-  WM_LIMIT         /* u which (1 cpu, 2 memory), i used (ms or bytes),
-                      i limit: the activation's callback passed a limit
-                      (worker_limits.c); the engine kills the process */
+  WM_LIMIT         /* u which (1 cpu, 2 memory, 3 memory taken by
+                      run() code outside any callback), i used (ms or
+                      bytes), i limit: the activation's callback (or its
+                      run()) passed a limit (worker_limits.c); the engine
+                      kills the process */
 };
 
 /* The worker's frames, one a line, from which each side's tables are

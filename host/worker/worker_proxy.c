@@ -110,12 +110,25 @@ static int handler_wait(proxy *px) {
 
 /* The death seen: recorded with the attempt in its callback, or with
  * none (at NULL) for one outside any. */
+static char *oom_message(const proxy *px, const char *what);
+
 static void died(proxy *px, duro_attempt *at) {
   if (px->died)
     return;
   px->died = 1;
   worker_conn_broken(px->c);
   const worker_conn *c = px->c;
+  if (c->oom && c->runs_named == 1 && !at && c->run_act == px->id) {
+    /* the kernel's kill for memory while this run()'s own code ran,
+     * outside any callback: its doing (killed_for_memory spares the
+     * callbacks beside it), and it would take the memory again */
+    char *msg = oom_message(px, "code of run() outside any step");
+    log_write(DURO_LOG_WARN, NULL, "plugin \"%s\": %s", px->b->plugin->name,
+              msg);
+    step_run_over_limit(px->step, DURO_ERR_MEMORY_EXCEEDED, msg);
+    free(msg);
+    return;
+  }
   if (c->killed && c->runs_named == 1 && !at && c->run_act == px->id) {
     step_worker_killed_in_run(px->step, px->b->plugin->name, px->b->hash,
                               c->how);
@@ -141,10 +154,12 @@ static char *oom_message(const proxy *px, const char *what) {
 /* The worker died with attempt `at` in its callback: when the kernel
  * killed it for its cgroup's memory, the attempt fails
  * plugin.memory_exceeded under its retry policy, as the watch's verdict
- * would (1); else it is a death as any (0). */
+ * would (1); else it is a death as any (0).  Not when a run()'s own code
+ * ran at the kill: the memory was its taking (died blames it), and the
+ * callbacks beside it are cut short, uncharged. */
 static int killed_for_memory(proxy *px, duro_attempt *at) {
   worker_conn_broken(px->c);
-  if (!px->c->oom)
+  if (!px->c->oom || px->c->runs_named > 0)
     return 0;
   char *msg = oom_message(px, "attempt's callback");
   log_write(DURO_LOG_WARN, NULL, "plugin \"%s\": %s", px->b->plugin->name, msg);
@@ -698,12 +713,32 @@ static int serve_end(proxy *px, duro_attempt *at, const worker_frame *f,
   return 0;
 }
 
+/* run() code outside any callback took the memory its worker passed
+ * limits.memory with: the worker goes, cutting short what ran beside it
+ * (not their doing), and the instance errors, as its code would take the
+ * memory again on every activation.  -1: the worker is gone. */
+static int run_over_memory(proxy *px, const worker_frame *f) {
+  char *msg = xasprintf(
+      "run() code outside any step took memory until its worker process "
+      "grew to %lld MiB, over its plugin's limits.memory (%lld MiB); the "
+      "process was killed (code outside steps runs again on every "
+      "activation, so it would take it again)",
+      (long long)f->limit.used >> 20, (long long)f->limit.limit >> 20);
+  log_write(DURO_LOG_WARN, NULL, "plugin \"%s\": %s", px->b->plugin->name, msg);
+  worker_conn_kill(px->c, "run() passed limits.memory");
+  step_run_over_limit(px->step, DURO_ERR_MEMORY_EXCEEDED, msg);
+  free(msg);
+  return -1;
+}
+
 /* Its callback passed a limit of the plugin's: it holds the worker's
  * thread (CPU) or its memory; the worker goes, the attempt fails under
  * its retry policy. */
 static int serve_limit(proxy *px, duro_attempt *at, const worker_frame *f,
                        int64_t *rc_out) {
   (void)rc_out;
+  if (f->limit.which == 3)
+    return run_over_memory(px, f);
   int cpu = f->limit.which == 1;
   long long used = (long long)f->limit.used, limit = (long long)f->limit.limit;
   char *msg = cpu ? xasprintf("the attempt's callback used %lld ms of CPU "
@@ -724,10 +759,13 @@ static int serve_limit(proxy *px, duro_attempt *at, const worker_frame *f,
   return -3;
 }
 
-/* A limit reported after the callback returned is late: nothing to do. */
+/* A limit reported after the callback returned is late: nothing to do;
+ * but memory run()'s own code took is its doing. */
 static int serve_late_limit(proxy *px, duro_attempt *at, const worker_frame *f,
                             int64_t *rc_out) {
-  (void)px, (void)at, (void)f, (void)rc_out;
+  (void)at, (void)rc_out;
+  if (f->limit.which == 3)
+    return run_over_memory(px, f);
   return SERVE_ON;
 }
 

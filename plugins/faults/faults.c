@@ -46,7 +46,9 @@
  *
  * With "in_run": "kill" as well, run() itself SIGKILLs its own process
  * before its first step, on every activation: code outside any step
- * whose kill no handler sees (tests/test_workers.c).
+ * whose kill no handler sees (tests/test_workers.c).  With "in_run":
+ * "hog", run() takes and touches 640 MiB before its first step, on every
+ * activation, and keeps it (a leak in code outside any step).
  *
  * While a file $DURO_FAULTS_LOG.fixed exists, the fault step
  * succeeds instead (its result "fixed"): a deploy that fixed the bug,
@@ -174,6 +176,9 @@ static PLAIN_ unsigned recurse(unsigned depth) {
 
 /* Takes memory and touches it, 32 MiB every 5 ms, up to 4 GiB, then
  * holds it (sleeping): a leak the limits.memory watch must see. */
+/* What run_hog keeps, so the compiler cannot drop it. */
+static char *volatile kept_by_run[64];
+
 static void hog(void) {
   static char *held[128];
   for (int i = 0; i < 128; i++) {
@@ -184,6 +189,17 @@ static void hog(void) {
   }
   for (;;)
     nap_ms(50);
+}
+
+/* 640 MiB taken and touched by run() itself, 32 MiB at a time, then
+ * kept (never freed): its step that follows holds the worker meanwhile. */
+static void run_hog(void) {
+  for (int i = 0; i < 20; i++) {
+    char *p = malloc(32u << 20);
+    if (p)
+      memset(p, i + 1, 32u << 20);
+    kept_by_run[i % 64] = p;
+  }
 }
 
 /* 4 GiB populated in one call, then held. */
@@ -405,10 +421,12 @@ static duro_rc fault_flow(duro_step *step, const duro_event *ev,
   char timeout[32];
   snprintf(timeout, sizeof timeout, "%d seconds",
            int_param(ev->params, "timeout_s", 1));
-  char in_run[16];
+  char in_run[16] = "";
   if (param(ev->params, "in_run", in_run, sizeof in_run) &&
       !strcmp(in_run, "kill"))
     raise(SIGKILL);
+  if (!strcmp(in_run, "hog"))
+    run_hog();
 
   for (int i = 1; i <= n; i++) {
     DURO_TRY(do_ordinary(step, ev, i, hold_ms));
