@@ -33,6 +33,7 @@ typedef struct worker_proc {
    * the most memory the group held (bytes; 0: unknown). */
   int oom;
   int64_t peak;
+  uint64_t grower;  /* its pages' WM_PAGE_GROWER at that death (0: none) */
   worker_cgroup cg; /* its group (none made: no dir) */
   /* Callbacks in flight in it now, whether one runs alone (a suspect of
    * a kill) or waits to, and whether the engine killed it (a hung
@@ -111,6 +112,9 @@ typedef struct worker_conn {
   uint64_t run_act;
   int oom;      /* by the kernel, its group over limits.memory */
   int64_t peak; /* the most memory its group held (bytes; 0: unknown) */
+  /* Then: whose code its worker's watch saw take the most memory
+   * (WM_PAGE_GROWER; 0: nobody of note). */
+  uint64_t grower;
 } worker_conn;
 
 /* This thread's channel to one of p's processes, starting it when it

@@ -42,7 +42,10 @@
 
 #define WATCH_EVERY_MS 20
 
-static int64_t memory_limit, cpu_limit_ms;
+/* memory_limit: the watch's to keep (0: none, or the kernel's);
+ * memory_named: the limit whether the watch or the kernel keeps it, for
+ * naming whose code takes memory. */
+static int64_t memory_limit, memory_named, cpu_limit_ms;
 static pthread_mutex_t watches_mu = PTHREAD_MUTEX_INITIALIZER;
 static wk_watch **watches;
 static size_t n_watches;
@@ -54,11 +57,11 @@ static int64_t clock_ns(clockid_t c) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-int wk_limits_on(void) { return cpu_limit_ms > 0 || memory_limit > 0; }
+int wk_limits_on(void) { return cpu_limit_ms > 0 || memory_named > 0; }
 
 int64_t wk_thread_faults(void) {
   struct rusage ru;
-  if (!memory_limit || getrusage(RUSAGE_THREAD, &ru) != 0)
+  if (!memory_named || getrusage(RUSAGE_THREAD, &ru) != 0)
     return 0;
   return (int64_t)ru.ru_minflt;
 }
@@ -90,7 +93,7 @@ static struct {
 
 void wk_limits_run_grew(wk_conn *c, uint64_t act, int64_t faults) {
   int64_t bytes = faults * (int64_t)sysconf(_SC_PAGESIZE);
-  if (!memory_limit || bytes < memory_limit / 4)
+  if (!memory_named || bytes < memory_named / 4)
     return;
   pthread_mutex_lock(&watches_mu);
   if (grower.act == act && grower.conn == c) {
@@ -105,7 +108,7 @@ void wk_limits_run_grew(wk_conn *c, uint64_t act, int64_t faults) {
 }
 
 void wk_limits_run_ended(wk_conn *c, uint64_t act) {
-  if (!memory_limit)
+  if (!memory_named)
     return;
   pthread_mutex_lock(&watches_mu);
   if (grower.conn == c && (!act || grower.act == act))
@@ -135,7 +138,7 @@ void wk_watch_remove(wk_watch *w) {
 }
 
 void wk_watch_run(wk_watch *w, wk_conn *conn, uint64_t act, int64_t before_ns) {
-  if (!cpu_limit_ms && !memory_limit)
+  if (!cpu_limit_ms && !memory_named)
     return;
   int64_t now = clock_ns(CLOCK_THREAD_CPUTIME_ID);
   __atomic_add_fetch(&w->seq, 1, __ATOMIC_ACQ_REL); /* odd: writing */
@@ -224,16 +227,63 @@ static int64_t rss_bytes(void) {
   return (int64_t)resident * sysconf(_SC_PAGESIZE);
 }
 
+/* The page whose WM_PAGE_GROWER the last pass wrote (the watch's). */
+static uint64_t *named_page;
+
+/* Under a limit the kernel keeps (watches_mu held): the activation whose
+ * code touched the most memory of late — a running callback since it
+ * began, run() code since its fiber resumed, or run() code in all — is
+ * named on its channel's page (WM_PAGE_GROWER), where the engine reads
+ * it at the kernel's kill; nobody under a sixteenth of the limit. */
+static void name_grower(int64_t page) {
+  uint64_t best = 0, *best_page = NULL;
+  int64_t most = memory_named / 16;
+  for (size_t i = 0; i < n_watches; i++) {
+    wk_watch *w = watches[i];
+    int64_t used = 0, f0 = 0, f;
+    uint64_t act = running_since(w, &used, &f0);
+    wk_conn *conn = __atomic_load_n(&w->conn, __ATOMIC_RELAXED);
+    if (act && conn && (f = task_faults(w->tid)) >= 0 &&
+        (f - f0) * page > most) {
+      most = (f - f0) * page;
+      best = act;
+      best_page = wk_conn_page(conn);
+    }
+    uint64_t *pg = w->chan ? wk_conn_page(w->chan) : NULL;
+    uint64_t run = pg ? __atomic_load_n(&pg[WM_PAGE_RUN], __ATOMIC_ACQUIRE) : 0;
+    f0 = __atomic_load_n(&w->run_faults0, __ATOMIC_RELAXED);
+    if (run && (f = task_faults(w->tid)) >= 0 && (f - f0) * page > most &&
+        __atomic_load_n(&pg[WM_PAGE_RUN], __ATOMIC_ACQUIRE) == run) {
+      most = (f - f0) * page;
+      best = run | WM_GROWER_RUN;
+      best_page = pg;
+    }
+  }
+  if (grower.act && grower.bytes > most) {
+    best = grower.act | WM_GROWER_RUN;
+    best_page = wk_conn_page(grower.conn);
+  }
+  if (named_page && named_page != best_page)
+    __atomic_store_n(&named_page[WM_PAGE_GROWER], 0, __ATOMIC_RELEASE);
+  if (best_page)
+    __atomic_store_n(&best_page[WM_PAGE_GROWER], best, __ATOMIC_RELEASE);
+  named_page = best_page;
+}
+
 static void *watch_main(void *arg) {
   (void)arg;
   int64_t over_since = 0;
   for (;;) {
     struct timespec nap = {0, WATCH_EVERY_MS * 1000000L};
     nanosleep(&nap, NULL);
-    int64_t rss = memory_limit ? rss_bytes() : 0;
+    int64_t rss = memory_named ? rss_bytes() : 0;
     int over = memory_limit && rss > memory_limit, reported = 0;
     int64_t page = (int64_t)sysconf(_SC_PAGESIZE);
     pthread_mutex_lock(&watches_mu);
+    /* past half the kernel's limit: who is taking it (reading each
+     * running thread's faults is for then, not every pass) */
+    if (!memory_limit && memory_named && rss > memory_named / 2)
+      name_grower(page);
     for (size_t i = 0; i < n_watches; i++) {
       wk_watch *w = watches[i];
       int64_t used = 0, faults0 = 0;
@@ -293,7 +343,9 @@ static void *watch_main(void *arg) {
 }
 
 void wk_limits_start(int64_t memory, int64_t cpu_ms) {
+  /* negative: the kernel keeps it, the watch only names who takes it */
   memory_limit = memory > 0 ? memory : 0;
+  memory_named = memory < 0 ? -memory : memory_limit;
   cpu_limit_ms = cpu_ms > 0 ? cpu_ms : 0;
   if (!wk_limits_on())
     return;

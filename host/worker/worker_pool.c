@@ -240,9 +240,12 @@ static worker_plugin *plugin_get_locked(worker_pool *p, const char *name,
   pl->cg_kept = wants ? wants & worker_cgroups_controllers(p->cgroups) : 0;
   /* memory the kernel keeps is not watched as well: its OOM kill is the
    * one verdict (the watch sees the RSS of one process, the group that
-   * of all it started) */
+   * of all it started); the worker is given it negative, so that its
+   * watch only names whose code takes memory (WM_PAGE_GROWER) for the
+   * engine to lay that kill on */
   snprintf(pl->limit_args[0], sizeof pl->limit_args[0], "%lld",
-           (long long)(pl->cg_kept & WCG_MEMORY ? 0 : pl->limits.memory));
+           (long long)(pl->cg_kept & WCG_MEMORY ? -pl->limits.memory
+                                                : pl->limits.memory));
   snprintf(pl->limit_args[1], sizeof pl->limit_args[1], "%lld",
            (long long)pl->limits.cpu_ms);
   snprintf(pl->limit_args[2], sizeof pl->limit_args[2], "%lld",
@@ -465,9 +468,15 @@ static int proc_reap(worker_proc *w, char *how, size_t len) {
 static void proc_died_locked(worker_proc *w) {
   w->alone = w->alone_running || w->in_callback == 1;
   w->runs_named = 0; /* read before the reap lets the pages go */
-  for (size_t i = 0; i < w->n_chans; i++)
+  w->grower = 0;
+  for (size_t i = 0; i < w->n_chans; i++) {
     w->runs_named +=
         __atomic_load_n(&w->chans[i].page[WM_PAGE_RUN], __ATOMIC_ACQUIRE) != 0;
+    uint64_t g =
+        __atomic_load_n(&w->chans[i].page[WM_PAGE_GROWER], __ATOMIC_ACQUIRE);
+    if (g)
+      w->grower = g;
+  }
   w->killed = proc_reap(w, w->how, sizeof w->how) && !w->engine_killed;
   w->dead_gen = w->gen;
   w->engine_killed = 0;
@@ -847,6 +856,11 @@ void worker_conn_broken(worker_conn *c) {
   int known = w->dead_gen == c->gen;
   snprintf(c->how, sizeof c->how, "%s", known ? w->how : "died");
   c->oom = known && w->oom;
+  /* activation ids are a channel's own: one named on another channel's
+   * page is nobody here (UINT64_MAX matches no activation) */
+  uint64_t mine =
+      c->page ? __atomic_load_n(&c->page[WM_PAGE_GROWER], __ATOMIC_ACQUIRE) : 0;
+  c->grower = !known || !w->oom || !w->grower ? 0 : mine ? mine : UINT64_MAX;
   c->peak = known ? w->peak : 0;
   /* the kernel's kill for memory has its cause: nobody's crash */
   c->killed = known && !w->oom && (w->killed || unnamed);

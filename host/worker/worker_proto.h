@@ -136,6 +136,12 @@ _Static_assert((0 WM_CALLS(WM_ONE) WM_OWN(WM_ONE)) + 1 == WM_LIMIT - WM_DO + 1,
  *                            any callback, the channel's thread runs
  *                            now (0: none): a SIGKILL, which no handler
  *                            sees, is laid on it
+ *   word WM_PAGE_GROWER      under limits.memory, the activation whose
+ *                            code touched the most memory of late, as the
+ *                            worker's watch last saw it (WM_GROWER_RUN
+ *                            set: its run() code, outside any callback;
+ *                            0: nobody of note): the one the kernel's
+ *                            kill for memory is laid on
  *   words WM_PAGE_BEGAN...   two bits per CALL (the CALL's seq modulo
  *                            WM_PAGE_SLOTS; the engine clears both
  *                            before sending it): BEGAN, which the worker
@@ -154,7 +160,9 @@ _Static_assert((0 WM_CALLS(WM_ONE) WM_OWN(WM_ONE)) + 1 == WM_LIMIT - WM_DO + 1,
 #define WM_PAGE_CRASH_UNNAMED UINT64_MAX
 #define WM_PAGE_CRASH 0
 #define WM_PAGE_RUN 1
-#define WM_PAGE_BEGAN 2
+#define WM_PAGE_GROWER 2
+#define WM_GROWER_RUN (UINT64_C(1) << 63)
+#define WM_PAGE_BEGAN 3
 #define WM_PAGE_SLOTS ((WM_PAGE_SIZE / 8 - WM_PAGE_BEGAN) * 32)
 
 /* The word of `page` that holds CALL `seq`'s bits, and its BEGAN bit's

@@ -118,10 +118,11 @@ static void died(proxy *px, duro_attempt *at) {
   px->died = 1;
   worker_conn_broken(px->c);
   const worker_conn *c = px->c;
-  if (c->oom && c->runs_named == 1 && !at && c->run_act == px->id) {
-    /* the kernel's kill for memory while this run()'s own code ran,
-     * outside any callback: its doing (killed_for_memory spares the
-     * callbacks beside it), and it would take the memory again */
+  if (c->oom && c->grower == (px->id | WM_GROWER_RUN)) {
+    /* the kernel's kill for memory, which this run()'s own code took,
+     * outside any callback, as the worker's watch saw: its doing (its
+     * callback in flight, if any, is cut short, as killed_for_memory
+     * spares those beside it), and it would take the memory again */
     char *msg = oom_message(px, "code of run() outside any step");
     log_write(DURO_LOG_WARN, NULL, "plugin \"%s\": %s", px->b->plugin->name,
               msg);
@@ -154,12 +155,14 @@ static char *oom_message(const proxy *px, const char *what) {
 /* The worker died with attempt `at` in its callback: when the kernel
  * killed it for its cgroup's memory, the attempt fails
  * plugin.memory_exceeded under its retry policy, as the watch's verdict
- * would (1); else it is a death as any (0).  Not when a run()'s own code
- * ran at the kill: the memory was its taking (died blames it), and the
- * callbacks beside it are cut short, uncharged. */
+ * would (1); else it is a death as any (0).  When the worker's watch
+ * named whose code took the memory (WM_PAGE_GROWER), only that callback
+ * is: a run()'s or another callback's taking leaves this one cut short,
+ * uncharged. */
 static int killed_for_memory(proxy *px, duro_attempt *at) {
   worker_conn_broken(px->c);
-  if (!px->c->oom || px->c->runs_named > 0)
+  uint64_t g = px->c->grower;
+  if (!px->c->oom || (g && g != px->id))
     return 0;
   char *msg = oom_message(px, "attempt's callback");
   log_write(DURO_LOG_WARN, NULL, "plugin \"%s\": %s", px->b->plugin->name, msg);
