@@ -638,6 +638,39 @@ END_TEST
 /* ---- run() killed outside any step ----------------------------------------
  */
 
+/* N healthy instances of the Fault class (3 steps holding `hold_ms`)
+ * under `keys`, then, once 10 run, one ("p") whose run() does `in_run`
+ * outside any step: it must end errored `error` ("outside any step"),
+ * and the healthy all complete.  The host is left running. */
+static void run_fault_beside_healthy(host_run *h, const char *keys, int n,
+                                     int hold_ms, const char *in_run,
+                                     const char *error) {
+  char params[96], body[128];
+  start_flow(h, "{ max_crashes: 3 }", keys, "fault-flow", "Fault");
+  snprintf(params, sizeof params,
+           "{\"fault\":\"none\",\"steps\":3,\"hold_ms\":%d}", hold_ms);
+  create_many_of(h, "fault-flow", "h", n, params);
+  int64_t deadline = proc_now_ms() + 30000;
+  while (count_running(h, "fault-flow") < 10) {
+    ck_assert_msg(proc_now_ms() < deadline, "%ld running",
+                  count_running(h, "fault-flow"));
+    proc_sleep_ms(50);
+  }
+  snprintf(body, sizeof body,
+           "{\"id\":\"p\",\"params\":{\"in_run\":\"%s\",\"steps\":1}}", in_run);
+  http_resp r;
+  host_request(h, &r, "POST", "/workflows/fault-flow/instances", body);
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  json_t *d =
+      host_wait_status(h, "fault-flow", "p", "errored", proc_now_ms() + 60000);
+  ck_assert_str_eq(jstr(d, "error.name"), error);
+  assert_contains(jstr(d, "error.message"), "outside any step");
+  json_decref(d);
+  wait_complete_of(h, "fault-flow", n, proc_now_ms() + 60000);
+  ck_assert_int_eq(count_of(h, "fault-flow", "errored"), 1);
+}
+
 /* One instance whose run() SIGKILLs its own worker before its first step,
  * on every activation, beside 100 healthy ones of the same build: it is
  * blamed (errored plugin.crashed after engine.max_crashes kills), the
@@ -645,28 +678,7 @@ END_TEST
  * to the callbacks beside it, and the breaker held the healthy build). */
 START_TEST(run_killed_outside_step_is_blamed) {
   host_run H;
-  start_flow(&H, "{ max_crashes: 3 }", NULL, "fault-flow", "Fault");
-  create_many_of(&H, "fault-flow", "h", 100,
-                 "{\"fault\":\"none\",\"steps\":3,\"hold_ms\":200}");
-  int64_t deadline = proc_now_ms() + 30000;
-  while (count_running(&H, "fault-flow") < 20) {
-    ck_assert_msg(proc_now_ms() < deadline, "%ld running",
-                  count_running(&H, "fault-flow"));
-    proc_sleep_ms(50);
-  }
-  http_resp r;
-  host_request(&H, &r, "POST", "/workflows/fault-flow/instances",
-               "{\"id\":\"p\",\"params\":{\"in_run\":\"kill\","
-               "\"steps\":1}}");
-  ck_assert_int_eq(r.status, 201);
-  http_resp_free(&r);
-  json_t *d =
-      host_wait_status(&H, "fault-flow", "p", "errored", proc_now_ms() + 60000);
-  ck_assert_str_eq(jstr(d, "error.name"), "plugin.crashed");
-  assert_contains(jstr(d, "error.message"), "outside any step");
-  json_decref(d);
-  wait_complete_of(&H, "fault-flow", 100, proc_now_ms() + 60000);
-  ck_assert_int_eq(count_of(&H, "fault-flow", "errored"), 1);
+  run_fault_beside_healthy(&H, NULL, 100, 200, "kill", "plugin.crashed");
   json_t *builds = host_plugin_builds(&H, "faults"), *b;
   size_t i;
   json_array_foreach(builds, i, b) {
@@ -686,38 +698,16 @@ END_TEST
  * 512 MiB limits.memory, while 40 healthy instances' callbacks run in
  * the same worker: run() is blamed, not the callbacks that ran beside it
  * (before, they were charged plugin.memory_exceeded and the leak ran
- * again on every activation).  Where the kernel keeps the limit (a
- * cgroup), its kill comes while run()'s code runs, which the shared page
- * names; where the watch does, it names the run() whose code touched the
- * pages. */
+ * again on every activation).  The worker's watch names whose code
+ * touched the pages: where the kernel keeps the limit (a cgroup), on the
+ * shared page, for the engine to lay the kernel's kill on; where the
+ * watch keeps it, in its own report. */
 START_TEST(run_over_memory_is_blamed) {
   host_run H;
-  start_flow(&H, "{ max_crashes: 3 }", "limits: { memory: 512MiB }",
-             "fault-flow", "Fault");
-  create_many_of(&H, "fault-flow", "h", 40,
-                 "{\"fault\":\"none\",\"steps\":3,\"hold_ms\":300}");
-  int64_t deadline = proc_now_ms() + 30000;
-  while (count_running(&H, "fault-flow") < 10) {
-    ck_assert_msg(proc_now_ms() < deadline, "%ld running",
-                  count_running(&H, "fault-flow"));
-    proc_sleep_ms(50);
-  }
-  http_resp r;
-  host_request(&H, &r, "POST", "/workflows/fault-flow/instances",
-               "{\"id\":\"p\",\"params\":{\"in_run\":\"hog\","
-               "\"steps\":1}}");
-  ck_assert_int_eq(r.status, 201);
-  http_resp_free(&r);
-  json_t *d =
-      host_wait_status(&H, "fault-flow", "p", "errored", proc_now_ms() + 60000);
-  ck_assert_str_eq(jstr(d, "error.name"), "plugin.memory_exceeded");
-  assert_contains(jstr(d, "error.message"), "outside any step");
-  json_decref(d);
-  wait_complete_of(&H, "fault-flow", 40, proc_now_ms() + 60000);
-  ck_assert_int_eq(count_of(&H, "fault-flow", "errored"), 1);
+  run_fault_beside_healthy(&H, "limits: { memory: 512MiB }", 40, 300, "hog",
+                           "plugin.memory_exceeded");
   host_stop(&H, proc_now_ms() + 10000, 0);
-  /* no callback beside it was charged the memory (the kernel's kill in
-   * the worker's cgroup, or the watch's where there is none) */
+  /* no callback beside it was charged the memory */
   ck_assert_int_eq(host_count_lines(&H, "the attempt's callback ran while"), 0);
 }
 END_TEST
