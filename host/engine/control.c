@@ -217,8 +217,7 @@ static void revoke_dispatched(duro_engine *e, int64_t rowid) {
   pthread_mutex_lock(&e->mu);
   entry *x = idmap_get(&e->entries, rowid);
   if (x && x->dispatch_word)
-    __atomic_fetch_or(x->dispatch_word, x->dispatch_mask << 1,
-                      __ATOMIC_ACQ_REL);
+    __atomic_fetch_or(x->dispatch_word, x->dispatch_revoke, __ATOMIC_ACQ_REL);
   pthread_mutex_unlock(&e->mu);
 }
 

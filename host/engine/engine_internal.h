@@ -122,12 +122,12 @@ typedef struct entry {
   uint32_t write_failures; /* in a row, for the back-off */
   int admitted;            /* ACTIVE and past the concurrency check: what
                               readers see as "running" */
-  /* A callback handed to a worker process: it has begun when
-   * *dispatch_word (shared with the worker) has dispatch_mask (its BEGAN
-   * bit) set; a pause or terminate revokes it by setting the bit above
-   * (mu; step_dispatch_set; worker_proto.h's WM_PAGE_BEGAN). */
+  /* A callback handed to a worker process, not yet returned: a pause or
+   * terminate sets dispatch_revoke in *dispatch_word (shared with the
+   * worker), and the callback never begins unless it had (mu;
+   * step_dispatch_set; worker_proto.h's WM_PAGE_BEGAN). */
   uint64_t *dispatch_word;
-  uint64_t dispatch_mask;
+  uint64_t dispatch_revoke;
 } entry;
 
 /* A worker thread.  Its `mu` is the handshake between the end of an

@@ -127,14 +127,13 @@ int64_t step_begin_by(duro_step *step);
  * ends paused or terminated, or as when the lease lapsed (it runs again
  * if the lease still holds). */
 void step_attempt_not_begun(duro_attempt *at);
-/* The callback about to be handed to a worker has begun once *word (a
- * word the worker writes, in memory both share) has `mask` (its BEGAN
- * bit) set; a pause or terminate sets the bit above it (REVOKED) before
- * it answers, and the worker then never begins it.  Both bits are clear
- * when it is set.  NULL when it is over (the callback returned, or its
- * worker died); set it before step_attempt_withdraw, clear it before the
- * word's memory goes. */
-void step_dispatch_set(duro_step *step, uint64_t *word, uint64_t mask);
+/* The callback about to be handed to a worker may be revoked by setting
+ * `revoke` in *word (a word of memory the worker shares, clear when this
+ * is set): a pause or terminate does so before it answers, and the
+ * worker then never begins it unless it had.  NULL when it is over (the
+ * callback returned, or its worker died); set it before
+ * step_attempt_withdraw, clear it before the word's memory goes. */
+void step_dispatch_set(duro_step *step, uint64_t *word, uint64_t revoke);
 /* The attempt's callback is handed over now (it may have waited for a
  * place in its worker since the step began it): its timeout counts from
  * here. */

@@ -47,12 +47,12 @@ void *step_park_token(duro_step *a) {
 
 int64_t step_mono_ms(duro_step *a) { return engine_mono_ms(a->e); }
 
-void step_dispatch_set(duro_step *a, uint64_t *word, uint64_t mask) {
+void step_dispatch_set(duro_step *a, uint64_t *word, uint64_t revoke) {
   if (!a->ent)
     return;
   pthread_mutex_lock(&a->e->mu);
   a->ent->dispatch_word = word;
-  a->ent->dispatch_mask = mask;
+  a->ent->dispatch_revoke = revoke;
   pthread_mutex_unlock(&a->e->mu);
 }
 

@@ -227,6 +227,30 @@ static int64_t rss_bytes(void) {
   return (int64_t)resident * sysconf(_SC_PAGESIZE);
 }
 
+/* The bytes the callback `act` running on w's thread touched first since
+ * it began (faults0: the thread's faults then), or -1 when unread. */
+static int64_t callback_took(const wk_watch *w, int64_t faults0, int64_t page) {
+  int64_t f = task_faults(w->tid);
+  return f < 0 ? -1 : (f - faults0) * page;
+}
+
+/* The activation whose run() code, outside any callback, runs on w's
+ * channel thread now, and in *took the bytes it touched first since its
+ * fiber resumed; 0 when none (a pool thread's watch, or unread). */
+static uint64_t run_taking(const wk_watch *w, int64_t page, int64_t *took) {
+  uint64_t *pg = w->chan ? wk_conn_page(w->chan) : NULL;
+  uint64_t act = pg ? __atomic_load_n(&pg[WM_PAGE_RUN], __ATOMIC_ACQUIRE) : 0;
+  if (!act)
+    return 0;
+  int64_t f0 = __atomic_load_n(&w->run_faults0, __ATOMIC_RELAXED);
+  int64_t f = task_faults(w->tid);
+  /* the same resume still: the faults are its */
+  if (f < 0 || __atomic_load_n(&pg[WM_PAGE_RUN], __ATOMIC_ACQUIRE) != act)
+    return 0;
+  *took = (f - f0) * page;
+  return act;
+}
+
 /* The page whose WM_PAGE_GROWER the last pass wrote (the watch's). */
 static uint64_t *named_page;
 
@@ -237,26 +261,20 @@ static uint64_t *named_page;
  * it at the kernel's kill; nobody under a sixteenth of the limit. */
 static void name_grower(int64_t page) {
   uint64_t best = 0, *best_page = NULL;
-  int64_t most = memory_named / 16;
+  int64_t most = memory_named / 16, took = 0, used = 0, f0 = 0;
   for (size_t i = 0; i < n_watches; i++) {
     wk_watch *w = watches[i];
-    int64_t used = 0, f0 = 0, f;
     uint64_t act = running_since(w, &used, &f0);
     wk_conn *conn = __atomic_load_n(&w->conn, __ATOMIC_RELAXED);
-    if (act && conn && (f = task_faults(w->tid)) >= 0 &&
-        (f - f0) * page > most) {
-      most = (f - f0) * page;
+    if (act && conn && (took = callback_took(w, f0, page)) > most) {
+      most = took;
       best = act;
       best_page = wk_conn_page(conn);
     }
-    uint64_t *pg = w->chan ? wk_conn_page(w->chan) : NULL;
-    uint64_t run = pg ? __atomic_load_n(&pg[WM_PAGE_RUN], __ATOMIC_ACQUIRE) : 0;
-    f0 = __atomic_load_n(&w->run_faults0, __ATOMIC_RELAXED);
-    if (run && (f = task_faults(w->tid)) >= 0 && (f - f0) * page > most &&
-        __atomic_load_n(&pg[WM_PAGE_RUN], __ATOMIC_ACQUIRE) == run) {
-      most = (f - f0) * page;
-      best = run | WM_GROWER_RUN;
-      best_page = pg;
+    if ((act = run_taking(w, page, &took)) && took > most) {
+      most = took;
+      best = act | WM_GROWER_RUN;
+      best_page = wk_conn_page(w->chan);
     }
   }
   if (grower.act && grower.bytes > most) {
@@ -290,11 +308,10 @@ static void *watch_main(void *arg) {
       uint64_t act = running_since(w, &used, &faults0);
       if (!act || act == w->reported)
         continue;
-      int64_t faults = over ? task_faults(w->tid) : -1;
       /* a callback that touched little beside the growth is not its
        * cause (unread: it is) */
-      if (over &&
-          (faults < 0 || (faults - faults0) * page >= memory_limit / 16)) {
+      int64_t took = over ? callback_took(w, faults0, page) : 0;
+      if (over && (took < 0 || took >= memory_limit / 16)) {
         report(w, act, 2, rss, memory_limit);
         reported++;
       } else if (cpu_limit_ms && used / 1000000 > cpu_limit_ms) {
@@ -304,13 +321,9 @@ static void *watch_main(void *arg) {
     /* no callback grew: run() code that does, outside any, now */
     for (size_t i = 0; over && !reported && i < n_watches; i++) {
       wk_watch *w = watches[i];
-      uint64_t *pg = w->chan ? wk_conn_page(w->chan) : NULL;
-      uint64_t act =
-          pg ? __atomic_load_n(&pg[WM_PAGE_RUN], __ATOMIC_ACQUIRE) : 0;
-      int64_t f0 = __atomic_load_n(&w->run_faults0, __ATOMIC_RELAXED);
-      int64_t faults = act && act != w->run_reported ? task_faults(w->tid) : -1;
-      if (faults < 0 || (faults - f0) * page < memory_limit / 16 ||
-          __atomic_load_n(&pg[WM_PAGE_RUN], __ATOMIC_ACQUIRE) != act)
+      int64_t took = 0;
+      uint64_t act = run_taking(w, page, &took);
+      if (!act || act == w->run_reported || took < memory_limit / 16)
         continue;
       report_run(w->chan, act, rss);
       w->run_reported = act;

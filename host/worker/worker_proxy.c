@@ -439,7 +439,7 @@ static int proxy_step(duro_attempt *at, void *arg) {
   uint64_t seq = ++px->c->call_seq, began;
   uint64_t *word = wm_page_call(px->c->page, seq, &began);
   __atomic_and_fetch(word, ~(began | wm_revoked(began)), __ATOMIC_RELEASE);
-  step_dispatch_set(px->step, word, began);
+  step_dispatch_set(px->step, word, wm_revoked(began));
   step_attempt_begins(at); /* its timeout runs from here */
   if (step_attempt_withdraw(at)) {
     step_dispatch_set(px->step, NULL, 0);

@@ -177,7 +177,7 @@ static PLAIN_ unsigned recurse(unsigned depth) {
 /* Takes memory and touches it, 32 MiB every 5 ms, up to 4 GiB, then
  * holds it (sleeping): a leak the limits.memory watch must see. */
 /* What run_hog keeps, so the compiler cannot drop it. */
-static char *volatile kept_by_run[64];
+static char *volatile kept_by_run[20];
 
 static void hog(void) {
   static char *held[128];
@@ -198,7 +198,7 @@ static void run_hog(void) {
     char *p = malloc(32u << 20);
     if (p)
       memset(p, i + 1, 32u << 20);
-    kept_by_run[i % 64] = p;
+    kept_by_run[i] = p;
   }
 }
 
