@@ -135,6 +135,9 @@ typedef enum duro_rc {
 #define DURO_ERR_TERMINATED "instance.terminated"
 /* the build the instance is pinned to is not loaded (it is paused) */
 #define DURO_ERR_BUILD_UNAVAILABLE "build.unavailable"
+/* the instance passed its deadline (its workflow's or its create's
+ * `timeout`): it ended errored, an attempt running then cut short */
+#define DURO_ERR_TIMED_OUT "instance.timed_out"
 
 /* Error codes (negative ints) and their stable names, shared by the engine,
  * the HTTP API and plugins.  X(ENUM, value, "name", "description") */

@@ -510,6 +510,26 @@ START_TEST(trigger_wait_verb) {
   CLI(&r, "trigger", WF, ORDER(""), "--wait=soon");
   expect_fail(&r, 2, "--wait takes a duration");
   run_free(&r);
+  /* --timeout: the instance's own deadline; past it, errored */
+  CLI(&r, "trigger", WF, ORDER(""), "--id", "tw4", "--timeout", "1", "--wait",
+      "30s");
+  expect_fail(&r, 1, "tw4 errored: instance.timed_out");
+  run_free(&r);
+  CLI(&r, "instances", "describe", WF, "tw4");
+  expect_ok(&r);
+  assert_contains(r.out, "instance.timed_out");
+  run_free(&r);
+  CLI(&r, "trigger", WF, ORDER(""), "--id", "tw5", "--timeout", "2 hours");
+  expect_ok(&r);
+  run_free(&r);
+  CLI(&r, "instances", "describe", WF, "tw5");
+  expect_ok(&r);
+  assert_contains(r.out, "deadline");
+  assert_contains(r.out, "(in 2 h)");
+  run_free(&r);
+  CLI(&r, "trigger", WF, ORDER(""), "--timeout", "soon");
+  expect_fail(&r, 2, "--timeout: \"soon\" is not a duration");
+  run_free(&r);
   host_stop(&H);
 }
 END_TEST

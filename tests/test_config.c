@@ -262,6 +262,10 @@ static const bad_case bad[] = {
     /* Past the longest duration the parser takes, named as a limit. */
     {WF_HEAD WF_ABC "        retention: 36501 days\n",
      "t.yaml:8:20: \"retention\" must be at most 36500 days"},
+    {WF_HEAD WF_ABC "        timeout: soon\n",
+     "t.yaml:8:18: \"timeout\" is not a valid duration: \"soon\""},
+    {WF_HEAD WF_ABC "        timeout: 36501 days\n",
+     "t.yaml:8:18: \"timeout\" must be at most 36500 days"},
     {WF_HEAD WF_ABC "        retention: 9223372036854775807\n",
      "t.yaml:8:20: \"retention\" must be at most 36500 days"},
     {WF_HEAD WF_ABC "        retention: 9999999999999999999 days\n",
@@ -882,6 +886,8 @@ static void check_durations(const config *cfg) {
   const config_plugin *pl = &cfg->plugins[0];
   ck_assert_int_eq(pl->workflows[0].retention_ms, 60000); /* plain = ms */
   ck_assert_int_eq(pl->workflows[1].retention_ms, 5400000);
+  ck_assert_int_eq(pl->workflows[0].timeout_ms, 0); /* none by default */
+  ck_assert_int_eq(pl->workflows[1].timeout_ms, 2 * DAY_MS);
 }
 
 static void check_scalar_typing(const config *cfg) {
@@ -1107,7 +1113,8 @@ static const good_case good[] = {
      "    path: p.so\n"
      "    workflows:\n"
      "      - {name: a, binding: A, class_name: C, retention: 60000}\n"
-     "      - {name: b, binding: B, class_name: C, retention: 1.5 hours}\n",
+     "      - {name: b, binding: B, class_name: C, retention: 1.5 hours,\n"
+     "         timeout: 2d}\n",
      check_durations},
     {"storage: {path: \"null\", synchronous: normal}\n"
      "http: {listen: 8787, token_env: \"TOKEN\", allow_insecure: true}\n"

@@ -997,13 +997,14 @@ static json_t *timed_get(const char *path, long *status, int64_t *ms) {
 static void assert_summary(json_t *j, const char *id, const char *status) {
   char *text = jdump(j);
   ck_assert_msg(
-      json_object_size(j) == 8 && !jget(j, "steps") &&
+      json_object_size(j) == 9 && !jget(j, "steps") &&
           !strcmp(jstr(j, "id"), id) &&
           !strcmp(jstr(j, "workflow"), "order-flow") &&
           !strcmp(jstr(j, "status"), status) && json_object_get(j, "output") &&
           json_object_get(j, "error") &&
           json_is_integer(jget(j, "created_ms")) &&
-          json_object_get(j, "started_ms") && json_object_get(j, "ended_ms"),
+          json_object_get(j, "started_ms") && json_object_get(j, "ended_ms") &&
+          json_object_get(j, "deadline_ms"),
       "want the light status of %s, %s: %s", id, status, text);
   free(text);
 }
@@ -1565,6 +1566,44 @@ START_TEST(order_errors_with_plugin_message) {
   json_decref(d);
   /* An ended instance cannot be paused. */
   patch_refused("order-0", "{\"status\":\"pause\"}", "instance.cannot_pause");
+  host_stop(&H);
+}
+END_TEST
+
+/* A create's own timeout: its deadline in describe; past it (1 ms here:
+ * long past before the order's grace sleep ends) the instance ends
+ * errored instance.timed_out; a bad one is refused, nothing created. */
+START_TEST(create_with_timeout) {
+  host_start(&H, "h");
+  create("{\"id\":\"t-1\",\"timeout\":\"2d\"}", "t-1");
+  json_t *d = describe("t-1");
+  ck_assert_int_eq(json_integer_value(jget(d, "deadline_ms")) -
+                       json_integer_value(jget(d, "created_ms")),
+                   2 * 86400000LL);
+  json_decref(d);
+  create("{\"id\":\"t-2\",\"timeout\":1,\"params\":{\"orderId\":\"7\","
+         "\"email\":\"a@b.c\",\"amount\":5,\"graceSeconds\":600}}",
+         "t-2");
+  d = wait_status("t-2", "complete|errored|terminated");
+  char *text = jdump(d);
+  ck_assert_msg(!strcmp(jstr(d, "status"), "errored") &&
+                    !strcmp(jstr(d, "error.name"), "instance.timed_out"),
+                "%s", text);
+  free(text);
+  json_decref(d);
+  const char *bad[] = {"{\"id\":\"t-3\",\"timeout\":\"soon\"}",
+                       "{\"id\":\"t-3\",\"timeout\":0}",
+                       "{\"id\":\"t-3\",\"timeout\":-5}",
+                       "{\"id\":\"t-3\",\"timeout\":\"36501d\"}",
+                       "{\"id\":\"t-3\",\"timeout\":true}"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    http_resp r;
+    request(&r, "POST", WF, bad[i]);
+    assert_error(&r, 400, "request.invalid", bad[i]);
+    assert_contains(jstr(r.json, "error.message"), "\"timeout\"");
+    http_resp_free(&r);
+  }
+  ck_assert_int_eq(instance_count(), 2);
   host_stop(&H);
 }
 END_TEST
@@ -3698,6 +3737,7 @@ static Suite *http_suite(void) {
 
   tcase_add_test(tc[1], order_completes_by_id);
   tcase_add_test(tc[1], order_errors_with_plugin_message);
+  tcase_add_test(tc[1], create_with_timeout);
   tcase_add_test(tc[1], order_rejected_by_review);
   tcase_add_test(tc[1], wait_for_the_end);
   tcase_add_test(tc[1], create_and_wait);

@@ -185,6 +185,51 @@ START_TEST(opens_a_schema_1_database) {
 }
 END_TEST
 
+/* Schema 7 adds an instance's deadline to a schema 6 file in place: the
+ * rows there have none, and a new one keeps its own. */
+START_TEST(upgrades_schema_6_to_7) {
+  fresh_db();
+  journal_close(open_journal());
+  sqlite3 *h;
+  ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
+  ck_assert_int_eq(
+      sqlite3_exec(h,
+                   "ALTER TABLE instances DROP COLUMN deadline_ms;"
+                   "INSERT INTO instances(workflow,id,status,params,"
+                   "created_ms,retention_ms) VALUES('wf','old','queued',"
+                   "'null',5,1000);"
+                   "UPDATE meta SET value='6' WHERE key='schema'",
+                   NULL, NULL, NULL),
+      SQLITE_OK);
+  sqlite3_close(h);
+  journal *j = open_journal();
+  journal_instance old = {0};
+  ck_assert_int_eq(journal_instance_get(j, "wf", "old", &old), 0);
+  ck_assert(old.deadline_ms == JOURNAL_NONE);
+  journal_instance_clear(&old);
+  journal_instance in = {.workflow = "wf",
+                         .id = "new",
+                         .status = DURO_STATUS_QUEUED,
+                         .params = "null",
+                         .created_ms = 10,
+                         .retention_ms = 1000,
+                         .deadline_ms = 70};
+  journal_batch b = {0};
+  journal_batch_add(&b, JOP_INSTANCE_INSERT)->inst = &in;
+  ck_assert_int_eq(journal_commit(j, &b), 0);
+  journal_batch_free(&b);
+  journal_instance got = {0};
+  ck_assert_int_eq(journal_instance_get(j, "wf", "new", &got), 0);
+  ck_assert_int_eq(got.deadline_ms, 70);
+  journal_instance_clear(&got);
+  journal_close(j);
+  ck_assert_int_eq(
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='7'"),
+      1);
+  drop_db();
+}
+END_TEST
+
 /* Schema 4 adds the messages table to a schema 3 file in place (and 5
  * follows). */
 START_TEST(upgrades_schema_3_to_5) {
@@ -208,7 +253,7 @@ START_TEST(upgrades_schema_3_to_5) {
   journal_batch_free(&b);
   journal_close(j);
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='6'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='7'"),
       1);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM messages"), 1);
   drop_db();
@@ -234,7 +279,7 @@ START_TEST(upgrades_schema_4_to_5) {
   sqlite3_close(h);
   journal_close(open_journal());
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='6'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='7'"),
       1);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM sqlite_master WHERE "
                               "name='messages_lease'"),
@@ -415,6 +460,7 @@ int main(void) {
   tcase_add_test(tc, opens_a_schema_1_database);
   tcase_add_test(tc, upgrades_schema_3_to_5);
   tcase_add_test(tc, upgrades_schema_4_to_5);
+  tcase_add_test(tc, upgrades_schema_6_to_7);
   tcase_add_test(tc, acknowledged_terminate_wins_over_a_later_pause);
   tcase_add_test(tc, instance_counts_kept_on_write);
   suite_add_tcase(s, tc);

@@ -142,7 +142,34 @@ START_TEST(duplicate_in_a_shared_transaction) {
   journal_close(j);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM instances"), 2);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' "
-                              "AND value='7'"),
+                              "AND value='8'"),
+                   1);
+}
+END_TEST
+
+/* A journal of schema 7 is brought to 8 when opened: its instances get
+ * the deadline column, none set. */
+START_TEST(upgrades_schema_7_to_8) {
+  fresh_db();
+  journal *j = open_journal();
+  insert(j, "wf", "old", 5);
+  journal_close(j);
+  PGconn *c = PQconnectdb(conninfo);
+  ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
+  PGresult *r = PQexec(c, "ALTER TABLE instances DROP COLUMN deadline_ms;"
+                          "UPDATE meta SET value='7' WHERE key='schema'");
+  ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s",
+                PQresultErrorMessage(r));
+  PQclear(r);
+  PQfinish(c);
+  j = open_journal();
+  journal_instance got = {0};
+  ck_assert_int_eq(journal_instance_get(j, "wf", "old", &got), 0);
+  ck_assert(got.deadline_ms == JOURNAL_NONE);
+  journal_instance_clear(&got);
+  journal_close(j);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' "
+                              "AND value='8'"),
                    1);
 }
 END_TEST
@@ -167,6 +194,7 @@ START_TEST(instance_insert_set_get) {
   ck_assert_int_eq(got.retention_ms, 1000);
   ck_assert_int_eq(got.control, 0);
   ck_assert_int_eq(got.restarts, 0);
+  ck_assert(got.deadline_ms == JOURNAL_NONE);
   journal_instance_clear(&got);
   ck_assert_int_eq(journal_instance_get(j, "wf", "nope", &got),
                    DURO_E_NOT_FOUND);
@@ -179,7 +207,9 @@ START_TEST(instance_insert_set_get) {
   journal_op *op = journal_batch_add(&b, JOP_INSTANCE_CONTROL);
   op->rowid = rowid;
   op->inst = &ctl;
-  journal_batch_add(&b, JOP_INSTANCE_RESTARTED)->rowid = rowid;
+  op = journal_batch_add(&b, JOP_INSTANCE_RESTARTED);
+  op->rowid = rowid;
+  op->ts_ms = 500; /* the new run's deadline */
   op = journal_batch_add(&b, JOP_INSTANCE_PIN);
   op->rowid = rowid;
   op->step_key = "build-1";
@@ -188,6 +218,7 @@ START_TEST(instance_insert_set_get) {
   ck_assert_int_eq(journal_instance_get_rowid(j, rowid, &got), 0);
   ck_assert_int_eq(got.control, JOURNAL_CONTROL_PAUSE);
   ck_assert_int_eq(got.restarts, 1);
+  ck_assert_int_eq(got.deadline_ms, 500);
   ck_assert_str_eq(got.build, "build-1");
   journal_instance_clear(&got);
 
@@ -1351,6 +1382,7 @@ int main(void) {
   tcase_add_test(tc, group_commit_from_many_threads);
   tcase_add_test(tc, duplicate_in_a_shared_transaction);
   tcase_add_test(tc, instance_insert_set_get);
+  tcase_add_test(tc, upgrades_schema_7_to_8);
   tcase_add_test(tc, steps_and_attempts);
   tcase_add_test(tc, events_and_wakes);
   tcase_add_test(tc, failed_op_fails_its_group);

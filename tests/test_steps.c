@@ -1013,8 +1013,9 @@ START_TEST(test_watch_fire_and_cancel) {
   /* The light read: the row, no steps. */
   json_t *j = NULL;
   ck_assert_int_eq(duro_instance_summary(H.e, WF, "w1", &j), 0);
-  ck_assert_uint_eq(json_object_size(j), 8);
+  ck_assert_uint_eq(json_object_size(j), 9);
   ck_assert_str_eq(jstr(j, "status"), "complete");
+  ck_assert(json_is_null(jget(j, "deadline_ms"))); /* no timeout */
   assert_json(jget(j, "output"), "\"woke\"");
   ck_assert_ptr_null(json_object_get(j, "steps"));
   json_decref(j);

@@ -37,8 +37,9 @@
 #include "cli_internal.h"
 
 static const cli_verb verbs[] = {
-    {"workflows trigger", "WF [PARAMS] [--id ID] [--wait [DURATION]]", 1, 2,
-     O_ID | O_WAIT, NULL, cli_build_trigger, cli_print_created},
+    {"workflows trigger",
+     "WF [PARAMS] [--id ID] [--timeout DURATION] [--wait [DURATION]]", 1, 2,
+     O_ID | O_TIMEOUT | O_WAIT, NULL, cli_build_trigger, cli_print_created},
     {"workflows instances list", "WF [--status S] [--limit N] [--cursor C]", 1,
      1, O_STATUS | O_LIMIT | O_CURSOR, NULL, cli_build_list, cli_print_list},
     {"workflows list", "", 0, 0, 0, NULL, cli_build_workflows_list, NULL},

@@ -31,6 +31,7 @@ static const struct cli_option {
     {"--payload", O_PAYLOAD, offsetof(cli_args, payload)},
     {"--delay", O_DELAY, offsetof(cli_args, delay)},
     {"--wait", O_WAIT, offsetof(cli_args, wait)},
+    {"--timeout", O_TIMEOUT, offsetof(cli_args, timeout)},
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 

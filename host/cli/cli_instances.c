@@ -9,6 +9,7 @@
 #include "cli_internal.h"
 #include "clock.h"
 #include "describe.h"
+#include "duration.h"
 #include "util.h"
 
 int cli_build_trigger(cli_ctx *c, const cli_verb *v, const cli_args *a,
@@ -19,9 +20,19 @@ int cli_build_trigger(cli_ctx *c, const cli_verb *v, const cli_args *a,
     return CLI_USAGE;
   if (a->n_pos > 1 && cli_parse_json_arg(v, "PARAMS", a->pos[1], &params))
     return CLI_USAGE;
+  int64_t ms;
+  if (a->timeout && (duration_parse(a->timeout, &ms) != 0 || ms <= 0)) {
+    json_decref(params);
+    return cli_usage_error(v,
+                           "--timeout: \"%s\" is not a duration such as "
+                           "\"1h\" or \"30 minutes\"",
+                           a->timeout);
+  }
   json_t *body = json_object();
   if (a->id)
     json_object_set_new(body, "id", json_string(a->id));
+  if (a->timeout)
+    json_object_set_new(body, "timeout", json_string(a->timeout));
   if (params)
     json_object_set_new(body, "params", params);
   r->method = "POST";

@@ -50,6 +50,7 @@ enum {
   O_DELAY = 1u << 11,
   O_WAIT = 1u << 12,
   O_FULL = 1u << 13,
+  O_TIMEOUT = 1u << 14,
   O_COMMON = O_JSON | O_CONFIG | O_URL /* every verb takes these */
 };
 
@@ -60,7 +61,7 @@ typedef struct cli_args {
   int json;
   int full; /* --full: describe cuts no value short */
   const char *config, *url, *id, *status, *limit, *cursor, *from, *count, *type,
-      *payload, *delay;
+      *payload, *delay, *timeout;
   const char *wait; /* --wait: "" without a DURATION */
 } cli_args;
 

@@ -342,6 +342,13 @@ static void times(report *rep, const json_t *in, int64_t now_ms) {
              later ? "in " : "due", later ? span(b, wake - now_ms) : "");
     field(rep, "wakes", line);
   }
+  int64_t deadline = ms_field(in, "deadline_ms");
+  if (deadline != NO_TIME && ended == NO_TIME) {
+    int later = deadline > now_ms;
+    snprintf(line, sizeof line, "%s (%s%s)", iso_time(a, deadline),
+             later ? "in " : "past", later ? span(b, deadline - now_ms) : "");
+    field(rep, "deadline", line);
+  }
 }
 
 /* The plugin builds its attempts ran on; several are flagged: its code

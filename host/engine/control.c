@@ -515,7 +515,12 @@ static int restart_row(duro_engine *e, journal_instance *in, void *arg) {
   journal_op *op = journal_batch_add(&b, JOP_STEPS_DISCARD);
   op->rowid = in->rowid;
   op->from_seq = from_seq;
-  journal_batch_add(&b, JOP_INSTANCE_RESTARTED)->rowid = in->rowid;
+  /* A new run gets the time its deadline gave the first, from now. */
+  op = journal_batch_add(&b, JOP_INSTANCE_RESTARTED);
+  op->rowid = in->rowid;
+  op->ts_ms = in->deadline_ms > 0 ? duro_clock_now(e->clock) +
+                                        (in->deadline_ms - in->created_ms)
+                                  : JOURNAL_NONE;
   /* From the top nothing is replayed: the run is pinned afresh, like a
    * new instance's, to the build its first activation runs. */
   if (!from->name) {

@@ -103,6 +103,9 @@ typedef struct duro_engine_options {
 
 typedef struct duro_workflow_limits {
   int64_t retention_ms; /* how long an ended instance is kept; 0 = 30 days */
+  /* How long an instance may take from its creation before it ends
+   * errored (instance.timed_out); 0 = no limit. */
+  int64_t timeout_ms;
   uint32_t max_steps;   /* 0 = 10000 */
   uint32_t concurrency; /* running activations at once; 0 = unlimited */
   /* on_divergence: a replay that diverges pauses the instance (1) rather
@@ -136,12 +139,13 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
                          duro_run_fn run, const duro_workflow_limits *limits,
                          const char *build);
 
-/* Changes a registered workflow's retention (of the instances created
- * from now on) and limits.steps (checked at each new step) while the
- * engine runs (a config reload); 0 values are the defaults.
- * DURO_E_NOT_FOUND for an unknown workflow. */
+/* Changes a registered workflow's retention and timeout (of the
+ * instances created from now on) and limits.steps (checked at each new
+ * step) while the engine runs (a config reload); 0 values are the
+ * defaults.  DURO_E_NOT_FOUND for an unknown workflow. */
 int duro_engine_set_limits(duro_engine *e, const char *name,
-                           int64_t retention_ms, uint32_t max_steps);
+                           int64_t retention_ms, int64_t timeout_ms,
+                           uint32_t max_steps);
 
 /* Adds a build of registered workflow `workflow`: newest = 1 makes it the
  * one new instances (and every activation under versioning: latest) run
@@ -370,6 +374,7 @@ typedef struct duro_create_req {
   const char *id;       /* NULL = random */
   const char *params;   /* NULL = "null" */
   int64_t retention_ms; /* < 0 = the workflow's */
+  int64_t timeout_ms;   /* 0 = the workflow's (if any) */
 } duro_create_req;
 
 /* A request of a batch the engine refused. */
@@ -461,6 +466,8 @@ typedef struct duro_instance_info {
   char *output; /* JSON text, or NULL */
   char *error;  /* JSON text ({"name","message"}), or NULL */
   int64_t created_ms, started_ms, ended_ms, wake_ms; /* or DURO_NO_TIME */
+  /* When it times out (its timeout from creation), or DURO_NO_TIME. */
+  int64_t deadline_ms;
   duro_step_info *steps; /* in the journal's order */
   size_t n_steps;
   char *build; /* the build it is pinned to, or NULL */

@@ -95,6 +95,11 @@ void engine_instance_insert_op(const wf_reg *wf, const char *id,
       req->retention_ms >= 0
           ? req->retention_ms
           : __atomic_load_n(&wf->limits.retention_ms, __ATOMIC_RELAXED);
+  int64_t timeout =
+      req->timeout_ms > 0
+          ? req->timeout_ms
+          : __atomic_load_n(&wf->limits.timeout_ms, __ATOMIC_RELAXED);
+  row->deadline_ms = timeout > 0 ? now + timeout : JOURNAL_NONE;
   journal_batch_add(b, JOP_INSTANCE_INSERT)->inst = row;
 }
 

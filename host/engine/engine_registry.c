@@ -60,13 +60,16 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
 }
 
 int duro_engine_set_limits(duro_engine *e, const char *name,
-                           int64_t retention_ms, uint32_t max_steps) {
+                           int64_t retention_ms, int64_t timeout_ms,
+                           uint32_t max_steps) {
   wf_reg *w = engine_find_workflow(e, name);
   if (!w)
     return DURO_E_NOT_FOUND;
   /* Read where they are used, without a lock: stored atomically. */
   __atomic_store_n(&w->limits.retention_ms,
                    retention_ms > 0 ? retention_ms : DEFAULT_RETENTION_MS,
+                   __ATOMIC_RELAXED);
+  __atomic_store_n(&w->limits.timeout_ms, timeout_ms > 0 ? timeout_ms : 0,
                    __ATOMIC_RELAXED);
   __atomic_store_n(&w->limits.max_steps,
                    max_steps ? max_steps : DEFAULT_MAX_STEPS, __ATOMIC_RELAXED);

@@ -73,6 +73,7 @@ static void info_from_row(duro_engine *e, journal_instance *in,
   out->started_ms = in->started_ms;
   out->ended_ms = in->ended_ms;
   out->wake_ms = in->wake_ms;
+  out->deadline_ms = in->deadline_ms > 0 ? in->deadline_ms : DURO_NO_TIME;
 }
 
 /* The failed attempts, as the journal orders them (by key, then

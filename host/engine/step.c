@@ -135,7 +135,10 @@ void activation_run(duro_engine *e, entry *ent) {
     op->rowid = a->inst.rowid;
     op->step_key = a->build->hash;
   }
-  if (held) {
+  if (a->inst.deadline_ms > 0 && at_boundary(a)) {
+    /* Past its deadline (or asked to stop before it): none of its code
+     * runs, replay included. */
+  } else if (held) {
     /* None of a held build's code runs, replay included.  The instance
      * keeps no pin to it unless it had one: one that never ran starts
      * on whichever build is the newest when it is woken (holds.c). */

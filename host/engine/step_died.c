@@ -61,6 +61,10 @@ void step_attempt_begins(duro_attempt *at) {
       engine_mono_ms(at->act->e) - (at->deadline_mono - at->timeout_ms);
   if (waited <= 0 || at->deadline_mono > INT64_MAX / 2)
     return;
+  /* never past the instance's own deadline (step_deadline.c) */
+  int64_t until = at->act->inst.deadline_ms;
+  if (until > 0 && at->deadline_ms + waited > until)
+    waited = until > at->deadline_ms ? until - at->deadline_ms : 0;
   at->deadline_mono += waited;
   at->deadline_ms += waited;
 }

@@ -558,14 +558,16 @@ duro_rc step_api_do(duro_step *a, const char *name, const duro_step_config *cfg,
     return rc;
   journal_step *s = call.s;
   call.started = now_ms(a);
+  int cut; /* its timeout cut to the instance's deadline */
+  int64_t timeout = deadline_cap(a, call.started, call.c.timeout_ms, &cut);
   duro_attempt at = {
       .act = a,
       .step = s,
       .number = s->attempts + 1,
       .started_ms = call.started,
-      .deadline_ms = call.started + call.c.timeout_ms,
-      .timeout_ms = call.c.timeout_ms,
-      .deadline_mono = engine_mono_ms(a->e) + call.c.timeout_ms,
+      .deadline_ms = call.started + timeout,
+      .timeout_ms = timeout,
+      .deadline_mono = engine_mono_ms(a->e) + timeout,
       .gate = call.gate,
       /* A restart's re-run is a new request: "@<restarts>" sets it apart. */
       .idempotency_key = a->inst.restarts
@@ -585,5 +587,19 @@ duro_rc step_api_do(duro_step *a, const char *name, const duro_step_config *cfg,
   s->attempts = at.number;
   if (!err_name)
     return do_record_success(a, &call, &at, result);
-  return do_record_failure(a, &call, &at, err_name, err_msg, final);
+  if (!(cut && overran))
+    return do_record_failure(a, &call, &at, err_name, err_msg, final);
+  /* The instance's deadline came while the callback ran: the attempt is
+   * the last, and the instance ends with it, whatever run() would do
+   * with the step's error. */
+  free(err_msg);
+  err_msg = xasprintf("step \"%s\" attempt %u was running at the instance's "
+                      "deadline",
+                      call.key, at.number);
+  if (do_record_failure(a, &call, &at, DURO_ERR_TIMED_OUT, err_msg, 1) ==
+      DURO_ERROR) {
+    a->suspended = 1;
+    a->reason = SUSPEND_TIMED_OUT;
+  }
+  return DURO_SUSPEND;
 }

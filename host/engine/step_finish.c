@@ -31,7 +31,7 @@ void activation_finish(duro_step *a, duro_rc rc) {
     clear_control = 1;
   } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_WAIT) {
     row->status = DURO_STATUS_WAITING;
-    row->wake_ms = a->wake_ms;
+    row->wake_ms = deadline_wake(a, a->wake_ms);
     row->wait_type = (char *)a->wait_type;
   } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_PAUSE) {
     row->status = DURO_STATUS_PAUSED;
@@ -51,7 +51,8 @@ void activation_finish(duro_step *a, duro_rc rc) {
     row->paused_ms = now;
     row->error = (char *)a->last_error;
     clear_control = 1;
-  } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_CRASHED) {
+  } else if (rc == DURO_SUSPEND &&
+             (a->reason == SUSPEND_CRASHED || a->reason == SUSPEND_TIMED_OUT)) {
     row->status = DURO_STATUS_ERRORED;
     row->ended_ms = now;
     row->error = (char *)a->last_error;

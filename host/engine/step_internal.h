@@ -45,8 +45,10 @@ typedef enum suspend_reason {
                         there */
   SUSPEND_NO_BUILD,  /* the build it is pinned to is not loaded */
   SUSPEND_DRY,       /* a dry run reached what it would have to run */
-  SUSPEND_CRASHED    /* its plugin code crashed its worker process for
+  SUSPEND_CRASHED,   /* its plugin code crashed its worker process for
                         good: the instance errors (last_error) */
+  SUSPEND_TIMED_OUT  /* it passed its deadline: it errors (last_error,
+                        instance.timed_out) */
 } suspend_reason;
 
 /* The arena: a bump allocator over 4 KiB chunks (bigger requests get a
@@ -167,6 +169,18 @@ static inline void fail_with(duro_step *a, const char *name,
   a->last_error = arena_take(a, error_json(name, message));
 }
 
+/* The instance's deadline (its timeout from creation) has come: it ends
+ * errored instance.timed_out, whatever run() would do next.  Returns 1
+ * when it has (and the activation must yield).  Out of line: most
+ * instances have no deadline. */
+int deadline_passed(duro_step *a);
+/* An attempt's timeout from `now`, cut to what is left until the
+ * deadline (*cut = 1 then: an overrun is the instance's timeout). */
+int64_t deadline_cap(const duro_step *a, int64_t now, int64_t timeout_ms,
+                     int *cut);
+/* A waiting instance's wake, at its deadline at the latest. */
+int64_t deadline_wake(const duro_step *a, int64_t wake_ms);
+
 /* Checks the requests a step boundary honours.  Returns 1 when the
  * activation must yield. */
 static inline int at_boundary(duro_step *a) {
@@ -181,8 +195,9 @@ static inline int at_boundary(duro_step *a) {
     r = SUSPEND_PAUSE;
   else if (__atomic_load_n(&a->e->stopping, __ATOMIC_ACQUIRE))
     r = SUSPEND_SHUTDOWN;
+  /* A terminate or pause asked for first is what the instance does. */
   if (r == SUSPEND_NONE)
-    return 0;
+    return a->inst.deadline_ms > 0 && deadline_passed(a);
   a->suspended = 1;
   a->reason = r;
   return 1;

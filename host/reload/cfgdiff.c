@@ -156,6 +156,7 @@ static void compare_workflows(const config_plugin *o, const config_plugin *c,
     int_field(restart, WF("limits.concurrency"), a->concurrency,
               b->concurrency);
     dur_field(live, WF("retention"), a->retention_ms, b->retention_ms);
+    dur_field(live, WF("timeout"), a->timeout_ms, b->timeout_ms);
     int_field(live, WF("limits.steps"), a->max_steps, b->max_steps);
 #undef WF
   }
@@ -398,7 +399,8 @@ int cfgdiff_apply(const config *cur, duro_engine *e, char *err, size_t errlen) {
   for (size_t i = 0; i < cur->n_plugins; i++)
     for (size_t k = 0; k < cur->plugins[i].n_workflows; k++) {
       const config_workflow *w = &cur->plugins[i].workflows[k];
-      duro_engine_set_limits(e, w->name, w->retention_ms, w->max_steps);
+      duro_engine_set_limits(e, w->name, w->retention_ms, w->timeout_ms,
+                             w->max_steps);
     }
   return 0;
 }

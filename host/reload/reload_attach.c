@@ -133,6 +133,7 @@ static void register_workflows(reloader *r) {
       const config_workflow *w = &p->cfg->workflows[k];
       duro_workflow_limits lim = {
           .retention_ms = w->retention_ms,
+          .timeout_ms = w->timeout_ms,
           .max_steps = w->max_steps,
           .concurrency = w->concurrency,
           .pause_on_divergence = w->pause_on_divergence,

@@ -46,6 +46,10 @@ typedef struct journal_instance {
   /* The host that runs it (journal_host's id; read, never written through
    * this struct): 0 on a store with one host. */
   int64_t owner;
+  /* When it is timed out (engine clock, ms; 0 or JOURNAL_NONE: never):
+   * written by JOP_INSTANCE_INSERT and JOP_INSTANCE_RESTARTED only, so a
+   * row rebuilt elsewhere cannot move it. */
+  int64_t deadline_ms;
 } journal_instance;
 
 enum {
@@ -120,7 +124,8 @@ void journal_drain(journal *j);
 /* ---- writes -------------------------------------------------------------- */
 
 typedef enum journal_op_kind {
-  JOP_INSTANCE_INSERT,  /* inst: workflow,id,status,params,created,retention */
+  JOP_INSTANCE_INSERT,  /* inst: workflow,id,status,params,created,retention,
+                           deadline */
   JOP_INSTANCE_SET,     /* inst: every mutable column of rowid but the
                            build pin (JOP_INSTANCE_PIN) and restarts; with
                            clear_control, also control = NONE; errored or
@@ -184,7 +189,7 @@ typedef enum journal_op_kind {
                             recorded one by one */
   JOP_CRON_SWEEP,        /* ts_ms: deletes tick rows older than it but
                             each trigger's newest; out_rowid = how many */
-  /* rowid: restarts + 1 */
+  /* rowid: restarts + 1, and the deadline ts_ms (JOURNAL_NONE: none) */
   JOP_INSTANCE_RESTARTED,
   JOP_MESSAGES_EXPIRE, /* queue, ts_ms, from_seq = limit: deletes up to
                           `limit` messages sent before ts_ms; out_rowid =

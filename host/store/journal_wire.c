@@ -35,6 +35,7 @@ static void put_instance(wire_buf *w, const journal_instance *in) {
   wire_put_str(w, in->build);
   wire_put_i64(w, in->restarts);
   wire_put_i64(w, in->owner);
+  wire_put_i64(w, in->deadline_ms);
 }
 
 static void get_instance(wire_reader *r, journal_instance *in) {
@@ -57,6 +58,7 @@ static void get_instance(wire_reader *r, journal_instance *in) {
   in->build = wire_get_str(r);
   in->restarts = wire_get_i64(r);
   in->owner = wire_get_i64(r);
+  in->deadline_ms = wire_get_i64(r);
 }
 
 static void put_step(wire_buf *w, const journal_step *s) {

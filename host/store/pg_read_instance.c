@@ -8,7 +8,7 @@
 #define INSTANCE_COLS                                                          \
   "rowid,workflow,id,status,params,output,error,created_ms,started_ms,"        \
   "ended_ms,wake_ms,paused_ms,wait_type,control,retention_ms,build,restarts,"  \
-  "owner"
+  "owner,deadline_ms"
 
 static void read_instance(const PGresult *r, journal_instance *o) {
   o->rowid = get_i64(r, 0, 0);
@@ -29,6 +29,7 @@ static void read_instance(const PGresult *r, journal_instance *o) {
   o->build = get_text(r, 0, 15);
   o->restarts = get_i64(r, 0, 16);
   o->owner = get_i64(r, 0, 17);
+  o->deadline_ms = get_ms(r, 0, 18);
 }
 
 static int instance_query(pg_store *pg, const char *sql, const params *p,

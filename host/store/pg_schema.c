@@ -13,8 +13,9 @@
 #include "pg_internal.h"
 
 /* 7: schema 6 and the hosts sharing the database (the hosts table, each
- * instance's owner).  A journal of 6 is brought to 7 when opened. */
-#define SCHEMA_VERSION "7"
+ * instance's owner); 8: an instance's deadline.  A journal of 6 or 7 is
+ * brought to 8 when opened. */
+#define SCHEMA_VERSION "8"
 /* The advisory lock that one opener at a time creating or upgrading the
  * schema holds (any fixed number; no other lock of duro's uses it). */
 #define SCHEMA_LOCK "7140100"
@@ -35,6 +36,8 @@ static const char schema_sql[] =
     " control INTEGER NOT NULL DEFAULT 0, retention_ms BIGINT NOT NULL,"
     " build " TXT ", restarts BIGINT NOT NULL DEFAULT 0,"
     " UNIQUE(workflow, id));"
+    /* Schema 8: an instance's deadline (a workflow's `timeout`). */
+    "ALTER TABLE instances ADD COLUMN IF NOT EXISTS deadline_ms BIGINT;"
     /* Schema 7: the host that runs an instance (hosts.id; 0: none yet, so
      * the first host to look takes it).  Every host reads its own. */
     "ALTER TABLE instances ADD COLUMN IF NOT EXISTS"
@@ -102,7 +105,7 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS queue_counts(queue " TXT " PRIMARY KEY,"
     " dropped BIGINT NOT NULL, dead_lettered BIGINT NOT NULL);"
     "UPDATE meta SET value='" SCHEMA_VERSION "' WHERE key='schema' AND"
-    " value='6';";
+    " value IN ('6','7');";
 
 /* The schema version stored in meta, into ver; 0 or DURO_E_STORAGE. */
 int pg_schema_check(PGconn *c, char *err, size_t errlen) {

@@ -18,7 +18,7 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     /* RETURNING gives no row for a duplicate: that is the duplicate. */
     [ST_INSTANCE_INSERT] =
         "INSERT INTO instances(workflow,id,status,params,created_ms,"
-        "retention_ms,owner) VALUES($1,$2,$3,$4,$5,$6,$7) "
+        "retention_ms,owner,deadline_ms) VALUES($1,$2,$3,$4,$5,$6,$7,$8) "
         "ON CONFLICT(workflow,id) DO NOTHING RETURNING rowid",
     [ST_INSTANCE_SET] =
         "UPDATE instances SET status=$2, output=$3, error=$4, started_ms=$5, "
@@ -47,7 +47,8 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
         "UPDATE steps SET status='cancelled', ended_ms=$2, wake_ms=NULL "
         "WHERE instance=$1 AND status='waiting'",
     [ST_INSTANCE_RESTARTED] =
-        "UPDATE instances SET restarts=restarts+1 WHERE rowid=$1",
+        "UPDATE instances SET restarts=restarts+1, deadline_ms=$2 "
+        "WHERE rowid=$1",
     [ST_STEPS_SHIFT_WAKE] =
         "UPDATE steps SET wake_ms=wake_ms+$2 WHERE instance=$1 AND "
         "status='waiting' AND wake_ms IS NOT NULL",

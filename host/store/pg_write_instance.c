@@ -42,6 +42,7 @@ int pg_instance_insert(pg_store *pg, journal_op *op) {
   p_i64(&p, in->created_ms);
   p_i64(&p, in->retention_ms);
   p_i64(&p, pg->host);
+  p_ms(&p, in->deadline_ms > 0 ? in->deadline_ms : JOURNAL_NONE);
   if ((rc = pg_write_returning(pg, ST_INSTANCE_INSERT, &p, &inserted,
                                &op->out_rowid)))
     return rc;
@@ -88,6 +89,7 @@ int pg_instance_mark(pg_store *pg, journal_op *op) {
     return pg_write_queue(pg, ST_INSTANCE_CONTROL_CLEAR, &p);
   case JOP_INSTANCE_RESTARTED:
     p_i64(&p, op->rowid);
+    p_ms(&p, op->ts_ms > 0 ? op->ts_ms : JOURNAL_NONE);
     return pg_write_queue(pg, ST_INSTANCE_RESTARTED, &p);
   case JOP_INSTANCE_PIN:
     p_i64(&p, op->rowid);

@@ -7,7 +7,8 @@
 
 #define INSTANCE_COLS                                                          \
   "rowid,workflow,id,status,params,output,error,created_ms,started_ms,"        \
-  "ended_ms,wake_ms,paused_ms,wait_type,control,retention_ms,build,restarts"
+  "ended_ms,wake_ms,paused_ms,wait_type,control,retention_ms,build,restarts,"  \
+  "deadline_ms"
 
 static void read_instance(sqlite3_stmt *st, journal_instance *o) {
   o->rowid = sqlite3_column_int64(st, 0);
@@ -27,6 +28,7 @@ static void read_instance(sqlite3_stmt *st, journal_instance *o) {
   o->retention_ms = sqlite3_column_int64(st, 14);
   o->build = col_text(st, 15);
   o->restarts = sqlite3_column_int64(st, 16);
+  o->deadline_ms = col_ms(st, 17);
 }
 
 static int instance_query(void *db, const char *sql, int64_t rowid,

@@ -8,7 +8,7 @@
 
 static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);"
-    "INSERT OR IGNORE INTO meta VALUES('schema','6');"
+    "INSERT OR IGNORE INTO meta VALUES('schema','7');"
     "CREATE TABLE IF NOT EXISTS instances("
     " rowid INTEGER PRIMARY KEY,"
     " workflow TEXT NOT NULL, id TEXT NOT NULL, status TEXT NOT NULL,"
@@ -16,7 +16,7 @@ static const char schema_sql[] =
     " created_ms INTEGER NOT NULL, started_ms INTEGER, ended_ms INTEGER,"
     " wake_ms INTEGER, paused_ms INTEGER, wait_type TEXT,"
     " control INTEGER NOT NULL DEFAULT 0, retention_ms INTEGER NOT NULL,"
-    " build TEXT, restarts INTEGER NOT NULL DEFAULT 0,"
+    " build TEXT, restarts INTEGER NOT NULL DEFAULT 0, deadline_ms INTEGER,"
     " UNIQUE(workflow, id));"
     "CREATE INDEX IF NOT EXISTS instances_wake ON instances(wake_ms)"
     " WHERE wake_ms IS NOT NULL;"
@@ -231,6 +231,18 @@ static int upgrade_columns(sqlite3 *db, const char *path, char *err,
       sqlite3_exec(db,
                    "UPDATE meta SET value='6' WHERE key='schema' AND "
                    "value='5'",
+                   NULL, NULL, &msg) != SQLITE_OK) {
+    return sqlite_exec_failed(err, errlen, path, "cannot upgrade the schema",
+                              msg);
+  }
+  /* Schema 7 gives an instance a deadline (a workflow's `timeout`). */
+  if ((sqlite3_exec(db, "SELECT deadline_ms FROM instances LIMIT 0", NULL, NULL,
+                    NULL) != SQLITE_OK &&
+       sqlite3_exec(db, "ALTER TABLE instances ADD COLUMN deadline_ms INTEGER;",
+                    NULL, NULL, &msg) != SQLITE_OK) ||
+      sqlite3_exec(db,
+                   "UPDATE meta SET value='7' WHERE key='schema' AND "
+                   "value='6'",
                    NULL, NULL, &msg) != SQLITE_OK) {
     return sqlite_exec_failed(err, errlen, path, "cannot upgrade the schema",
                               msg);

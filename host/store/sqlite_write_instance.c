@@ -17,6 +17,7 @@ int sqlite_instance_insert(sqlite_store *sq, journal_op *op) {
   bind_text(st, 4, in->params);
   sqlite3_bind_int64(st, 5, in->created_ms);
   sqlite3_bind_int64(st, 6, in->retention_ms);
+  bind_ms(st, 7, in->deadline_ms > 0 ? in->deadline_ms : JOURNAL_NONE);
   if ((rc = sqlite_step_done(sq, st)))
     return rc;
   if (sqlite3_changes(sq->wr) == 0) {
@@ -70,6 +71,7 @@ int sqlite_instance_mark(sqlite_store *sq, journal_op *op) {
   case JOP_INSTANCE_RESTARTED:
     st = sq->ws[ST_INSTANCE_RESTARTED];
     sqlite3_bind_int64(st, 1, op->rowid);
+    bind_ms(st, 2, op->ts_ms > 0 ? op->ts_ms : JOURNAL_NONE);
     return sqlite_step_done(sq, st);
   case JOP_INSTANCE_PIN:
     st = sq->ws[ST_INSTANCE_PIN];

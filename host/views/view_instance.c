@@ -67,6 +67,9 @@ json_t *view_instance(const duro_instance_info *in) {
       json_ms(in->created_ms), "started_ms", json_ms(in->started_ms),
       "ended_ms", json_ms(in->ended_ms), "wake_ms", json_ms(in->wake_ms),
       "steps", steps);
+  json_object_set_new(
+      o, "deadline_ms",
+      json_ms(in->deadline_ms > 0 ? in->deadline_ms : DURO_NO_TIME));
   json_object_set_new(o, "build", json_string_or_null(in->build));
   json_object_set_new(o, "builds", builds);
   json_object_set_new(o, "restarts", json_integer(in->restarts));
@@ -78,11 +81,12 @@ json_t *view_instance(const duro_instance_info *in) {
 
 json_t *view_instance_summary(const duro_instance_info *in) {
   return json_pack(
-      "{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o}", "id", in->id, "workflow",
+      "{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "id", in->id, "workflow",
       in->workflow, "status", duro_status_name(in->status), "output",
       json_raw_or_null(in->output), "error", json_raw_or_null(in->error),
       "created_ms", json_ms(in->created_ms), "started_ms",
-      json_ms(in->started_ms), "ended_ms", json_ms(in->ended_ms));
+      json_ms(in->started_ms), "ended_ms", json_ms(in->ended_ms), "deadline_ms",
+      json_ms(in->deadline_ms > 0 ? in->deadline_ms : DURO_NO_TIME));
 }
 
 json_t *view_instance_page(const duro_instance_page *p) {

@@ -29,13 +29,14 @@ typedef struct create_fields {
   const char *id;
   char *params; /* malloc'ed JSON text, or NULL */
   int64_t retention_ms;
+  int64_t timeout_ms; /* 0: the workflow's */
   char problem[160];
 } create_fields;
 
 static const char *read_create_fields(json_t *o, create_fields *f);
 
-/* Reads {id?, params?, retention?} into f.  Returns NULL, or a message
- * (pool-allocated) saying what is wrong; then f->params is freed (it
+/* Reads {id?, params?, retention?, timeout?} into f.  Returns NULL, or a
+ * message (pool-allocated) saying what is wrong; then f->params is freed (it
  * leaked when a bad field followed "params": test_http). */
 static const char *read_create(json_t *o, create_fields *f) {
   const char *bad = read_create_fields(o, f);
@@ -68,6 +69,15 @@ static const char *read_create_fields(json_t *o, create_fields *f) {
                duration_parse(json_string_value(v), &f->retention_ms) != 0)
         return "\"retention\" must be a duration such as \"30d\" or a "
                "number of milliseconds";
+    } else if (!strcmp(key, "timeout")) {
+      if (json_is_integer(v) && json_integer_value(v) > 0 &&
+          json_integer_value(v) <= DURATION_MAX_MS)
+        f->timeout_ms = json_integer_value(v);
+      else if (!json_is_string(v) ||
+               duration_parse(json_string_value(v), &f->timeout_ms) != 0 ||
+               f->timeout_ms <= 0)
+        return "\"timeout\" must be a duration such as \"1h\" or a "
+               "number of milliseconds, more than 0 and at most 36500 days";
     } else {
       free(f->params);
       f->params = NULL;
@@ -183,8 +193,10 @@ static int create_one(http_server *s, http_exchange *x, const char *wf) {
         x, 400, duro_err_name(DURO_E_INVALID_ID),
         "instance ids are 1-100 characters of A-Z a-z 0-9 _ . : -");
   }
-  duro_create_req req = {
-      .id = f.id, .params = f.params, .retention_ms = f.retention_ms};
+  duro_create_req req = {.id = f.id,
+                         .params = f.params,
+                         .retention_ms = f.retention_ms,
+                         .timeout_ms = f.timeout_ms};
   create_deferred(s, x, wf, &req, 1, 0);
   free(f.params);
   json_decref(body);
@@ -220,7 +232,8 @@ static int create_batch(http_server *s, http_exchange *x, const char *wf) {
     bad = read_create(json_array_get(list, parsed), &f[parsed]);
     reqs[parsed] = (duro_create_req){.id = f[parsed].id,
                                      .params = f[parsed].params,
-                                     .retention_ms = f[parsed].retention_ms};
+                                     .retention_ms = f[parsed].retention_ms,
+                                     .timeout_ms = f[parsed].timeout_ms};
   }
   if (bad) {
     for (size_t i = 0; i < parsed; i++)

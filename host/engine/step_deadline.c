@@ -1,0 +1,46 @@
+/* step_deadline.c — an instance's deadline (its workflow's or its
+ * create's `timeout`, counted from its creation, or from a restart):
+ * looked at where an activation starts and at every step boundary, an
+ * attempt's timeout cut to what is left of it, and a wait's wake brought
+ * forward to it (activation_finish), so that an instance ends errored
+ * instance.timed_out at its deadline whatever it is doing then: queued,
+ * waiting, between steps or inside a callback.  A paused instance stays
+ * paused; it ends so when resumed. */
+#include <stdio.h>
+#include <time.h>
+
+#include "error.h"
+#include "step_internal.h"
+
+int deadline_passed(duro_step *a) {
+  if (a->inst.deadline_ms <= 0 || now_ms(a) < a->inst.deadline_ms)
+    return 0;
+  char when[40];
+  time_t secs = (time_t)(a->inst.deadline_ms / 1000);
+  struct tm tm;
+  gmtime_r(&secs, &tm);
+  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  char *msg = xasprintf("the instance passed its deadline (%s)", when);
+  fail_with(a, DURO_ERR_TIMED_OUT, msg);
+  free(msg);
+  a->suspended = 1;
+  a->reason = SUSPEND_TIMED_OUT;
+  return 1;
+}
+
+int64_t deadline_cap(const duro_step *a, int64_t now, int64_t timeout_ms,
+                     int *cut) {
+  *cut = 0;
+  if (a->inst.deadline_ms <= 0 || a->inst.deadline_ms - now >= timeout_ms)
+    return timeout_ms;
+  *cut = 1;
+  return a->inst.deadline_ms > now ? a->inst.deadline_ms - now : 0;
+}
+
+int64_t deadline_wake(const duro_step *a, int64_t wake_ms) {
+  if (a->inst.deadline_ms <= 0)
+    return wake_ms;
+  if (wake_ms == JOURNAL_NONE || wake_ms > a->inst.deadline_ms)
+    return a->inst.deadline_ms;
+  return wake_ms;
+}
