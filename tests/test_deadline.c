@@ -49,9 +49,9 @@ static harness H;
 static json_t *last_desc;
 
 static struct {
-  int top;        /* entries into run() */
-  int calls;      /* step callback executions */
-  int caught_rc;  /* what the cut step's duro_do returned to run() */
+  int top;             /* entries into run() */
+  int calls;           /* step callback executions */
+  int caught_rc;       /* what the cut step's duro_do returned to run() */
   int64_t cb_deadline; /* duro_attempt_deadline_ms in the slow callback */
 } C;
 
@@ -108,19 +108,17 @@ static duro_rc wf_sleeper(duro_step *step, const duro_event *ev,
   return duro_set_output(step, "{\"slept\":1}");
 }
 
-static duro_rc wf_waiter(duro_step *step, const duro_event *ev,
-                         duro_env *env) {
+static duro_rc wf_waiter(duro_step *step, const duro_event *ev, duro_env *env) {
   (void)ev, (void)env;
   C.top++;
   return duro_wait_for_event(step, "go", "go", NULL, NULL);
 }
 
-static duro_retries HOURLY = {.limit = 5, .delay = "1 hour",
-                              .backoff = DURO_BACKOFF_CONSTANT};
+static duro_retries HOURLY = {
+    .limit = 5, .delay = "1 hour", .backoff = DURO_BACKOFF_CONSTANT};
 static duro_step_config HOURLY_CFG = {.retries = &HOURLY};
 
-static duro_rc wf_flaky(duro_step *step, const duro_event *ev,
-                        duro_env *env) {
+static duro_rc wf_flaky(duro_step *step, const duro_event *ev, duro_env *env) {
   (void)ev, (void)env;
   C.top++;
   return duro_do(step, "flaky", &HOURLY_CFG, cb_fail, NULL, NULL);
@@ -137,8 +135,7 @@ static duro_rc wf_slow(duro_step *step, const duro_event *ev, duro_env *env) {
   return duro_set_output(step, "{\"caught\":1}");
 }
 
-static duro_rc wf_quick(duro_step *step, const duro_event *ev,
-                        duro_env *env) {
+static duro_rc wf_quick(duro_step *step, const duro_event *ev, duro_env *env) {
   (void)ev, (void)env;
   C.top++;
   duro_rc rc = duro_do(step, "a", NULL, cb_ok, NULL, NULL);
@@ -156,7 +153,8 @@ static void start(duro_run_fn run) {
 
 /* Creates instance `id` with its own timeout (0: the workflow's). */
 static void create(const char *id, int64_t timeout_ms) {
-  duro_create_req req = {.id = id, .retention_ms = -1, .timeout_ms = timeout_ms};
+  duro_create_req req = {
+      .id = id, .retention_ms = -1, .timeout_ms = timeout_ms};
   duro_create_result res;
   ck_assert_int_eq(duro_instance_create_many(H.e, WF, &req, 1, &res), 0);
   ck_assert_msg(res.n_created == 1, "create %s: %s", id,
@@ -239,9 +237,8 @@ START_TEST(event_wait_capped) {
   ck_assert_str_eq(status_of("w"), "waiting");
   harness_advance(&H, 5 * MIN);
   assert_timed_out("w", t0 + 5 * MIN);
-  ck_assert_int_eq(
-      duro_instance_send_event(H.e, WF, "w", "go", "{}"),
-      DURO_E_INSTANCE_ENDED);
+  ck_assert_int_eq(duro_instance_send_event(H.e, WF, "w", "go", "{}"),
+                   DURO_E_INSTANCE_ENDED);
 }
 END_TEST
 

@@ -593,6 +593,55 @@ static void hung_beside_quick(host_run *h, long running) {
   ck_assert_int_eq(count_status(h, "complete"), 0);
 }
 
+/* Instances whose callback blocks two minutes under a create's timeout
+ * of 1 s, beside healthy ones with none, with the plugin in a worker
+ * (_i 0) and in the engine (_i 1): each blocked one ends errored
+ * instance.timed_out (its attempt cut to the deadline, the blocked
+ * callback given up on), the healthy ones complete, nothing retried. */
+START_TEST(deadline_ends_a_blocked_callback) {
+  host_run H;
+  start(&H, "{ workers: 2 }", _i ? "workers: 0" : NULL);
+  for (int i = 0; i < 3; i++) {
+    char body[160];
+    snprintf(body, sizeof body,
+             "{\"id\":\"d-%d\",\"timeout\":\"1s\",\"params\":"
+             "{\"steps\":1,\"hold_ms\":120000}}",
+             i);
+    http_resp r;
+    host_request(&H, &r, "POST", "/workflows/" FLOW "/instances", body);
+    ck_assert_msg(r.status == 201, "create: %ld %s", r.status, r.body);
+    http_resp_free(&r);
+  }
+  create_many(&H, "ok", 10, "{\"steps\":2,\"hold_ms\":20}");
+  wait_complete(&H, 10, proc_now_ms() + 60000);
+  int64_t deadline = proc_now_ms() + 60000;
+  while (count_status(&H, "errored") < 3) {
+    ck_assert_msg(proc_now_ms() < deadline, "%ld of 3 timed out",
+                  count_status(&H, "errored"));
+    proc_sleep_ms(100);
+  }
+  for (int i = 0; i < 3; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "d-%d", i);
+    json_t *d =
+        host_wait_status(&H, FLOW, id, "errored", proc_now_ms() + 10000);
+    ck_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(d, "error"), "name")),
+        "instance.timed_out");
+    /* never retried: at most one attempt (in the engine, the watchdog
+     * gives up on the hung one without a step row) */
+    json_t *steps = json_object_get(d, "steps");
+    json_t *att = json_object_get(json_array_get(steps, 0), "attempts");
+    char *text = json_dumps(d, JSON_COMPACT);
+    ck_assert_msg(json_array_size(steps) <= 1 && json_array_size(att) <= 1,
+                  "%s", text);
+    free(text);
+    json_decref(d);
+  }
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
 START_TEST(blocked_plugin_starves_no_other) {
   host_run H;
   start_two(&H, "1");
@@ -896,6 +945,7 @@ static Suite *workers_suite(void) {
   tcase_add_test(io, large_values_beside_blocking);
   tcase_add_test(io, engine_never_waits_on_a_reader);
   tcase_add_test(io, timeout_starts_when_it_begins);
+  tcase_add_loop_test(io, deadline_ends_a_blocked_callback, 0, 2);
   tcase_add_test(io, two_kills_do_not_wedge);
   tcase_add_test(io, failed_load_in_worker_waits);
   tcase_add_test(io, crash_on_plugin_thread_is_blamed);
