@@ -55,6 +55,21 @@ static void check_taken(const worker_frame *f) {
     check_str(f->wait_for_event.timeout);
     check_flag(f->wait_for_event.wants_event);
     break;
+  case WM_WAIT_ANY: {
+    const wf_wait_any *w = &f->wait_any;
+    check_str(w->name);
+    check_flag(w->has_types);
+    check_flag(w->wants_event);
+    if (w->has_types && w->n > WM_WAIT_ANY_MAX)
+      __builtin_trap();
+    const char *types[WM_WAIT_ANY_MAX];
+    if (w->has_types) {
+      worker_frame_wait_any_types(w, types);
+      for (uint32_t i = 0; i < w->n; i++)
+        check_str(types[i]);
+    }
+    break;
+  }
   case WM_SET_OUTPUT:
     check_str(f->set_output.json);
     break;

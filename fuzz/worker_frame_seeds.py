@@ -13,7 +13,7 @@ DO, SLEEP, SLEEP_UNTIL, WAIT = 16, 17, 18, 19
 STEP_ERROR, SET_OUTPUT, FAIL, ERROR_IS = 20, 21, 22, 23
 ENV_WORKFLOW, WF_CREATE, WF_EVENT, ENV_QUEUE = 24, 25, 26, 27
 QUEUE_SEND, QUEUE_BATCH, LOG, CANCELLED = 28, 29, 30, 31
-RETURN, END, LIMIT = 32, 33, 35
+WAIT_ANY, RETURN, END, LIMIT = 32, 33, 34, 36
 
 
 def u32(v):
@@ -44,6 +44,10 @@ SEEDS = {
     "sleep": (SLEEP, s("nap") + s("10 minutes")),
     "sleep_until": (SLEEP_UNTIL, s("wake") + i64(1767225600000)),
     "wait": (WAIT, s("approval") + s("approved") + s("1 day") + u32(1)),
+    "wait_any": (WAIT_ANY, s("review") + u32(2) + u32(1) + s("approve") +
+                 s("reject") + i64(1767398400000) + u32(1)),
+    "wait_any_no_types": (WAIT_ANY, s("review") + u32(3) + u32(0) + i64(0) +
+                          u32(0)),
     "step_error": (STEP_ERROR, b""),
     "set_output": (SET_OUTPUT, s('{"total":42}')),
     "fail": (FAIL, s("card declined")),

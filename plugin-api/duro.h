@@ -57,7 +57,7 @@ extern "C" {
 #endif
 
 #define DURO_ABI_MAJOR 1
-#define DURO_ABI_MINOR 5
+#define DURO_ABI_MINOR 6
 #define DURO_PLUGIN_MAGIC 0x4f525544u /* "DURO" little-endian */
 
 /* Which plugins a host loads.  Within a major, the structs that cross the
@@ -104,7 +104,8 @@ typedef enum duro_rc {
 #define DURO_ERR_ERROR "Error"
 /* duro_attempt_fail_final: the step was not retried */
 #define DURO_ERR_NON_RETRYABLE "NonRetryableError"
-/* the last attempt overran its timeout, or an event wait timed out */
+/* the last attempt overran its timeout, or an event wait timed out (its
+ * timeout, or duro_wait_any's deadline) */
 #define DURO_ERR_TIMEOUT "TimeoutError"
 /* a step result over engine.max_step_result (not retried) */
 #define DURO_ERR_OUTPUT_TOO_LARGE "step.output_too_large"
@@ -345,6 +346,9 @@ typedef struct duro_api {
   int (*json_num)(const char *json, const char *pointer, double *out);
   int (*json_bool)(const char *json, const char *pointer, int *out);
   const char *(*json_vpack)(const char *fmt, va_list);
+  /* ---- minor 6: the first event of several types ---- */
+  duro_rc (*wait_any)(duro_step *, const char *name, const char *const *types,
+                      size_t n, int64_t deadline_ms, const char **event);
 } duro_api;
 
 /* ---- the plugin descriptor ---------------------------------------------
@@ -486,6 +490,37 @@ static inline DURO_MUST_CHECK_ duro_rc duro_wait_for_event(duro_step *step,
                                                            const char *timeout,
                                                            const char **event) {
   return duro_api_ptr_->wait_for_event(step, name, type, timeout, event);
+}
+
+/* The most types one duro_wait_any takes. */
+#define DURO_WAIT_ANY_MAX 64
+
+/* Waits for the first event sent to this instance whose type is any of
+ * types[0..n): it consumes one, the earliest unconsumed of those types in
+ * arrival order, buffered ones included; *event is
+ * {"type","payload","timestamp"}, so "type" says which came.  deadline_ms is
+ * absolute (Unix ms): the wait returns DURO_ERROR with DURO_ERR_TIMEOUT there,
+ * which run() may handle; <= 0 means 24 hours from the first call, and more
+ * than 365 days ahead is duration.invalid.  The deadline is journaled at the
+ * first call, so a replay waits for the same one.  Each type is 1-100 bytes
+ * without '|' (it joins them in the instance's wait_type: "approve|reject"); at
+ * most DURO_WAIT_ANY_MAX of them, repeats allowed.  For example:
+ *
+ *   // within two days of the instance's creation (ev is run()'s event)
+ *   static const char *const answers[] = {"approve", "reject"};
+ *   const char *answer;
+ *   duro_rc rc = duro_wait_any(step, "review", answers, 2,
+ *                              ev->created_ms + 2 * 86400000LL, &answer);
+ *   if (rc == DURO_ERROR && duro_error_is(step, DURO_ERR_TIMEOUT))
+ *     return duro_set_output(step, "\"expired\"");
+ *   DURO_TRY(rc);
+ *   if (strcmp(duro_json_string(answer, "/type"), "approve") == 0)
+ *     ... approved ...
+ */
+static inline DURO_MUST_CHECK_ duro_rc
+duro_wait_any(duro_step *step, const char *name, const char *const *types,
+              size_t n, int64_t deadline_ms, const char **event) {
+  return duro_api_ptr_->wait_any(step, name, types, n, deadline_ms, event);
 }
 
 /* The last DURO_ERROR of this activation as {"name","message"} JSON. */

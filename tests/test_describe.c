@@ -5,7 +5,9 @@
  *                              whole; a long one is cut, saying where
  *   timed_out_wait_not_error   a waitForEvent whose timeout came (a branch
  *                              the workflow may take) reads "timed out",
- *                              not as an error */
+ *                              not as an error
+ *   wait_any_timed_out_or_waiting  the same for a waitAny; one waiting
+ *                              says when it times out */
 #include <check.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -84,11 +86,40 @@ START_TEST(timed_out_wait_not_error) {
 }
 END_TEST
 
+/* The same for a waitAny at its deadline; one still waiting says when it
+ * times out. */
+START_TEST(wait_any_timed_out_or_waiting) {
+  char *text = report_of(
+      "{\"key\":\"review#1\",\"type\":\"waitAny\","
+      "\"status\":\"errored\",\"attempts\":[],\"started_ms\":1000,"
+      "\"ended_ms\":5000,\"result\":null,\"error\":{\"name\":"
+      "\"TimeoutError\",\"message\":\"waitAny \\\"review#1\\\" timed out at "
+      "its deadline 1970-01-01T00:00:05.000Z waiting for an event of type "
+      "\\\"approve\\\" or \\\"reject\\\"\"},\"wake_ms\":null}");
+  const char *row = strstr(text, "  review#1 ");
+  ck_assert_msg(row != NULL, "%s", text);
+  ck_assert_msg(strstr(row, " timed out ") &&
+                    strstr(row, "waitAny \"review#1\" timed out at") &&
+                    !strstr(row, "errored") && !strstr(row, "TimeoutError"),
+                "%s", text);
+  free(text);
+  text = report_of("{\"key\":\"review#1\",\"type\":\"waitAny\","
+                   "\"status\":\"waiting\",\"attempts\":[],"
+                   "\"started_ms\":1000,\"ended_ms\":null,\"result\":null,"
+                   "\"error\":null,\"wake_ms\":7200000}");
+  row = strstr(text, "  review#1 ");
+  ck_assert_msg(row && strstr(row, "times out 1970-01-01T02:00:00"), "%s",
+                text);
+  free(text);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("describe");
   TCase *tc = tcase_create("describe");
   tcase_add_test(tc, value_cut_only_when_long);
   tcase_add_test(tc, timed_out_wait_not_error);
+  tcase_add_test(tc, wait_any_timed_out_or_waiting);
   suite_add_tcase(s, tc);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);

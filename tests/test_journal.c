@@ -1,8 +1,8 @@
 /* test_journal.c — the store under the engine: group commit from many
  * threads (synchronous and asynchronous batches together), per-op results
  * inside a shared transaction, reads from threads that come and go,
- * instance counts kept on write, and opening a database of the previous
- * schema. */
+ * instance counts kept on write, opening a database of the previous
+ * schema, and the wakes an event type makes (wake_cases.h). */
 #include <check.h>
 #include <dirent.h>
 #include <pthread.h>
@@ -20,6 +20,7 @@
 #include "metrics.h"
 #include "proc.h"
 #include "suite_run.h"
+#include "wake_cases.h"
 
 static char dir[64], db[320];
 
@@ -450,6 +451,17 @@ START_TEST(instance_counts_kept_on_write) {
 }
 END_TEST
 
+/* An event wakes a wait for its type, one of a list (duro_wait_any), and
+ * no other type, however close its name. */
+START_TEST(wakes_match_whole_types) {
+  fresh_db();
+  journal *j = open_journal();
+  wake_cases_type_lists(j);
+  journal_close(j);
+  drop_db();
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("journal");
   TCase *tc = tcase_create("journal");
@@ -463,6 +475,7 @@ int main(void) {
   tcase_add_test(tc, upgrades_schema_6_to_7);
   tcase_add_test(tc, acknowledged_terminate_wins_over_a_later_pause);
   tcase_add_test(tc, instance_counts_kept_on_write);
+  tcase_add_test(tc, wakes_match_whole_types);
   suite_add_tcase(s, tc);
   return suite_run(s);
 }

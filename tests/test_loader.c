@@ -392,6 +392,18 @@ START_TEST(test_api_has) {
   ck_assert(!DURO_API_HAS(strerror));
   duro_api_ptr_ = NULL;
   ck_assert(!DURO_API_HAS(strerror));
+
+  /* minor 6's member is the table's last, filled by the host; a table of
+   * minor 5 ends before it */
+  const duro_api *host = duro_host_api();
+  ck_assert_uint_eq(host->abi_minor, 6);
+  ck_assert_uint_eq(offsetof(duro_api, wait_any) + sizeof host->wait_any,
+                    sizeof(duro_api));
+  ck_assert(DURO_API_TABLE_HAS(host, wait_any));
+  duro_api minor5 = *host;
+  minor5.size = offsetof(duro_api, wait_any);
+  ck_assert(DURO_API_TABLE_HAS(&minor5, json_vpack));
+  ck_assert(!DURO_API_TABLE_HAS(&minor5, wait_any));
 }
 END_TEST
 

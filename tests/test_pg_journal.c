@@ -7,13 +7,13 @@
  *    asynchronous batches together); per-op results inside a shared
  *    transaction (duplicates, events for ended instances); instances,
  *    steps, attempts, events and wakes written and read back as sqlite.c
- *    does; a failing op fails its whole group with libpq's message and
- *    leaves the next group clean; writes sent without waiting (libpq's
- *    pipeline mode), each checked, a failing one failing its group, a
- *    session lost with writes queued, migrate's COPY behind queued writes,
- *    a dead host's fence; the schema version row; read-only;
- *    the list, count, wake-poll and sweep reads; queue messages and cron
- *    ticks; connections the server dropped, made again; and a real engine
+ *    does, a wait for a list of types woken by each and by no other; a failing
+ * op fails its whole group with libpq's message and leaves the next group
+ * clean; writes sent without waiting (libpq's pipeline mode), each checked, a
+ * failing one failing its group, a session lost with writes queued, migrate's
+ * COPY behind queued writes, a dead host's fence; the schema version row;
+ * read-only; the list, count, wake-poll and sweep reads; queue messages and
+ * cron ticks; connections the server dropped, made again; and a real engine
  *    whose journal is PostgreSQL, which runs instances of a three-step
  *    workflow to the end across a reopen. */
 #include <check.h>
@@ -33,6 +33,7 @@
 #include "metrics.h"
 #include "pg_fixture.h"
 #include "suite_run.h"
+#include "wake_cases.h"
 
 /* ---- the cluster, held by Check's runner process ------------------------ */
 
@@ -520,6 +521,16 @@ START_TEST(events_and_wakes) {
   journal_batch_free(&b);
   journal_close(j);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM events"), 3);
+}
+END_TEST
+
+/* An event wakes a wait for its type, one of a list (duro_wait_any), and
+ * no other type, however close its name. */
+START_TEST(wakes_match_whole_types) {
+  fresh_db();
+  journal *j = open_journal();
+  wake_cases_type_lists(j);
+  journal_close(j);
 }
 END_TEST
 
@@ -1385,6 +1396,7 @@ int main(void) {
   tcase_add_test(tc, upgrades_schema_7_to_8);
   tcase_add_test(tc, steps_and_attempts);
   tcase_add_test(tc, events_and_wakes);
+  tcase_add_test(tc, wakes_match_whole_types);
   tcase_add_test(tc, failed_op_fails_its_group);
   tcase_add_test(tc, dropped_connections_are_made_again);
   tcase_add_test(tc, queued_writes_are_each_checked);

@@ -23,6 +23,7 @@
 #include "error.h"
 #include "harness.h"
 #include "suite_run.h"
+#include "view_dry_run.h"
 #include "view_metrics.h"
 
 #define SEC 1000LL
@@ -68,6 +69,16 @@ static struct {
   duro_workflow *parent_wf; /* the PARENT binding, as run() saw it */
 } C;
 
+/* What wf_any passes to duro_wait_any (C.rc and C.seen: what it got). */
+static struct {
+  const char *const *types;
+  size_t n;
+  int64_t deadline;
+  int twice;   /* a second wait on the same types after the first */
+  int nap;     /* a sleep after the first wait (a later replay) */
+  int as_wait; /* the code changed: a waitForEvent at the same key */
+} A;
+
 static duro_retries R;
 static duro_step_config CFG;
 
@@ -76,6 +87,7 @@ static int64_t now(void) { return duro_clock_now(&H.clock); }
 
 static void setup(void) {
   memset(&C, 0, sizeof C);
+  memset(&A, 0, sizeof A);
   memset(&R, 0, sizeof R);
   memset(&CFG, 0, sizeof CFG);
   harness_open(&H);
@@ -1466,6 +1478,422 @@ START_TEST(test_event_timeout_uncaught) {
 }
 END_TEST
 
+/* ---- duro_wait_any ---------------------------------------------------------
+ */
+
+static const char *const ANSWERS[] = {"approve", "reject"};
+
+/* Waits for the first of A's types (with A's deadline); a timeout or a
+ * bad call is caught and recorded, and the flow goes on to "after". */
+static duro_rc wf_any(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev;
+  (void)env;
+  C.top++;
+  const char *e = NULL, *e2 = NULL;
+  duro_rc rc =
+      A.as_wait ? duro_wait_for_event(step, "review", "approve", NULL, &e)
+                : duro_wait_any(step, "review", A.types, A.n, A.deadline, &e);
+  if (rc == DURO_SUSPEND)
+    return rc;
+  C.rc[C.n_rc++] = rc;
+  copy_seen(rc == DURO_OK ? e : duro_step_error(step));
+  if (A.nap)
+    DURO_TRY(duro_sleep(step, "nap", "1 hour"));
+  if (A.twice && rc == DURO_OK)
+    DURO_TRY(duro_wait_any(step, "review", A.types, A.n, A.deadline, &e2));
+  DURO_TRY(duro_do(step, "after", NULL, cb_fixed, &(fixed){1, "1"}, NULL));
+  static char out[2048];
+  if (rc != DURO_OK)
+    return duro_set_output(step, "{\"timedOut\":true}");
+  snprintf(out, sizeof out, "[%s,%s]", e, e2 ? e2 : "null");
+  return duro_set_output(step, out);
+}
+
+static void start_any(const char *const *types, size_t n, int64_t deadline) {
+  A.types = types;
+  A.n = n;
+  A.deadline = deadline;
+  harness_register(&H, WF, wf_any);
+  harness_start(&H);
+}
+
+static void send_ev(const char *id, const char *type, const char *payload) {
+  int rc = duro_instance_send_event(H.e, WF, id, type, payload);
+  ck_assert_msg(rc == 0, "send %s to %s: %s", type, id, duro_err_name(rc));
+}
+
+/* The step "review#1" waits, as does the instance, for `wait_type`. */
+static void assert_waits_any(const char *id, const char *wait_type,
+                             int64_t deadline) {
+  assert_status(id, "waiting");
+  json_t *d = desc(WF, id);
+  ck_assert_str_eq(jstr(d, "wait_type"), wait_type);
+  ck_assert_int_eq(jint(d, "wake_ms"), deadline);
+  json_t *s = step_of(d, "review#1");
+  ck_assert_str_eq(jstr(s, "type"), "waitAny");
+  ck_assert_str_eq(jstr(s, "status"), "waiting");
+  ck_assert_int_eq(jint(s, "wake_ms"), deadline);
+}
+
+/* Event i of the instance (arrival order) and who consumed it (NULL:
+ * nobody yet). */
+static void assert_event(const char *id, size_t i, const char *type,
+                         const char *consumed_by) {
+  json_t *e = json_array_get(jget(desc(WF, id), "events"), i);
+  ck_assert_ptr_nonnull(e);
+  ck_assert_str_eq(jstr(e, "type"), type);
+  json_t *by = jget(e, "consumed_by");
+  if (consumed_by)
+    ck_assert_str_eq(json_string_value(by), consumed_by);
+  else
+    ck_assert(json_is_null(by));
+}
+
+/* Two listed types sent while it waits: the earlier sent wins, the other
+ * stays for the next wait, which takes it at once. */
+START_TEST(test_wait_any_earlier_wins) {
+  A.twice = 1;
+  start_any(ANSWERS, 2, T0_MS + 2 * DAY);
+  create(WF, "a1", NULL);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_waits_any("a1", "approve|reject", T0_MS + 2 * DAY);
+
+  advance_nothing(MIN);
+  send_ev("a1", "reject", "{\"n\":1}");
+  send_ev("a1", "approve", "{\"n\":2}");
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("a1", "complete");
+  json_t *out = jget(desc(WF, "a1"), "output");
+  ck_assert_str_eq(jstr(json_array_get(out, 0), "type"), "reject");
+  ck_assert_int_eq(jint(jget(json_array_get(out, 0), "payload"), "n"), 1);
+  ck_assert_str_eq(jstr(json_array_get(out, 0), "timestamp"),
+                   "2026-01-01T00:01:00.000Z");
+  ck_assert_str_eq(jstr(json_array_get(out, 1), "type"), "approve");
+  assert_event("a1", 0, "reject", "review#1");
+  assert_event("a1", 1, "approve", "review#2");
+  ck_assert_int_eq(C.top, 2);
+}
+END_TEST
+
+/* Events sent before the wait are buffered: the earliest listed one is
+ * taken at the first call, with no wait. */
+START_TEST(test_wait_any_buffered) {
+  start_any(ANSWERS, 2, T0_MS + DAY);
+  create(WF, "a2", NULL);
+  send_ev("a2", "other", "0");
+  send_ev("a2", "approve", "1");
+  send_ev("a2", "reject", "2");
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("a2", "complete");
+  ck_assert_int_eq(C.top, 1);
+  ck_assert_int_eq(C.rc[0], DURO_OK);
+  json_t *e = json_loads(C.seen[0], 0, NULL);
+  ck_assert_ptr_nonnull(e);
+  ck_assert_str_eq(jstr(e, "type"), "approve");
+  assert_json(jget(e, "payload"), "1");
+  json_decref(e);
+  assert_event("a2", 0, "other", NULL);
+  assert_event("a2", 1, "approve", "review#1");
+  assert_event("a2", 2, "reject", NULL); /* one consumed, never two */
+}
+END_TEST
+
+/* Types not listed neither wake it nor are consumed, however close their
+ * names (a part of a listed type, one with more, another case). */
+START_TEST(test_wait_any_unlisted_ignored) {
+  static const char *const types[] = {"order.paid", "order_shipped"};
+  start_any(types, 2, T0_MS + DAY);
+  create(WF, "a3", NULL);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  static const char *const others[] = {
+      "order",         "paid",       "order.paid.x", "order.pai",
+      "orderXshipped", "Order.paid", "shipped",      "order"};
+  for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
+    send_ev("a3", others[i], "0");
+    ck_assert_uint_eq(harness_run(&H), 0);
+  }
+  ck_assert_int_eq(C.top, 1);
+  assert_waits_any("a3", "order.paid|order_shipped", T0_MS + DAY);
+  send_ev("a3", "order_shipped", "\"s\"");
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("a3", "complete");
+  json_t *out = jget(desc(WF, "a3"), "output");
+  ck_assert_str_eq(jstr(json_array_get(out, 0), "type"), "order_shipped");
+  for (size_t i = 0; i < sizeof others / sizeof *others; i++)
+    assert_event("a3", i, others[i], NULL);
+}
+END_TEST
+
+/* At the absolute deadline, and not a millisecond before, it times out:
+ * a TimeoutError naming the step and the types, which run() catches. */
+START_TEST(test_wait_any_deadline) {
+  int64_t deadline = T0_MS + 3 * HOUR + 17;
+  start_any(ANSWERS, 2, deadline);
+  harness_advance(&H, 10 * MIN);
+  create(WF, "a4", NULL);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_waits_any("a4", "approve|reject", deadline);
+  send_ev("a4", "other", "0");
+  ck_assert_uint_eq(harness_run(&H), 0);
+  advance_nothing(deadline - now() - 1);
+  assert_status("a4", "waiting");
+  ck_assert_uint_eq(harness_advance(&H, 1), 1);
+  assert_status("a4", "complete");
+  ck_assert_int_eq(C.n_rc, 1);
+  ck_assert_int_eq(C.rc[0], DURO_ERROR);
+  json_t *e = json_loads(C.seen[0], 0, NULL);
+  ck_assert_ptr_nonnull(e);
+  assert_error(e, "TimeoutError", "\"review#1\"");
+  assert_error(e, "TimeoutError", "\"approve\" or \"reject\"");
+  assert_error(e, "TimeoutError", "2026-01-01T03:00:00.017Z");
+  json_decref(e);
+  ck_assert_int_eq(C.calls[1], 1); /* the flow went on */
+  json_t *d = desc(WF, "a4");
+  assert_json(jget(d, "output"), "{\"timedOut\":true}");
+  ck_assert_str_eq(jstr(step_of(d, "review#1"), "status"), "errored");
+  assert_error(jget(step_of(d, "review#1"), "error"), "TimeoutError", NULL);
+  assert_event("a4", 0, "other", NULL);
+}
+END_TEST
+
+/* Three types: the timeout's message names each. */
+START_TEST(test_wait_any_three_types_timeout) {
+  static const char *const types[] = {"a", "b", "c"};
+  start_any(types, 3, T0_MS + HOUR);
+  create(WF, "a5", NULL);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_waits_any("a5", "a|b|c", T0_MS + HOUR);
+  ck_assert_uint_eq(harness_advance(&H, HOUR), 1);
+  ck_assert_int_eq(C.rc[0], DURO_ERROR);
+  json_t *e = json_loads(C.seen[0], 0, NULL);
+  ck_assert_ptr_nonnull(e);
+  assert_error(e, "TimeoutError", "\"a\", \"b\" or \"c\"");
+  json_decref(e);
+}
+END_TEST
+
+/* deadline_ms <= 0: the default of duro_wait_for_event, 24 hours from the
+ * wait's first call. */
+START_TEST(test_wait_any_default_deadline) {
+  static const int64_t deadlines[] = {0, -1, INT64_MIN};
+  start_any(ANSWERS, 2, deadlines[_i]);
+  harness_advance(&H, 7 * MIN);
+  create(WF, "a6", NULL);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  int64_t first = T0_MS + 7 * MIN;
+  assert_waits_any("a6", "approve|reject", first + DAY);
+  /* later activations keep the deadline of the first call */
+  harness_advance(&H, HOUR);
+  send_ev("a6", "other", "0");
+  advance_nothing(DAY - HOUR - 1);
+  assert_waits_any("a6", "approve|reject", first + DAY);
+  ck_assert_uint_eq(harness_advance(&H, 1), 1);
+  ck_assert_int_eq(C.rc[0], DURO_ERROR);
+  json_t *e = json_loads(C.seen[0], 0, NULL);
+  assert_error(e, "TimeoutError", "2026-01-02T00:07:00.000Z");
+  json_decref(e);
+}
+END_TEST
+
+/* A deadline already past at the first call: an event already there is
+ * taken, else it times out at once. */
+START_TEST(test_wait_any_deadline_past) {
+  start_any(ANSWERS, 2, T0_MS - 1);
+  harness_advance(&H, MIN);
+  create(WF, "a7", NULL);
+  create(WF, "a8", NULL);
+  send_ev("a7", "reject", "7");
+  ck_assert_uint_eq(harness_run(&H), 2);
+  assert_status("a7", "complete");
+  assert_status("a8", "complete");
+  ck_assert_int_eq(C.n_rc, 2);
+  json_t *d = desc(WF, "a7");
+  ck_assert_str_eq(jstr(json_array_get(jget(d, "output"), 0), "type"),
+                   "reject");
+  d = desc(WF, "a8");
+  assert_json(jget(d, "output"), "{\"timedOut\":true}");
+  assert_error(jget(step_of(d, "review#1"), "error"), "TimeoutError",
+               "\"review#1\"");
+}
+END_TEST
+
+/* The deadline is journaled at the first call: a replay whose code passes
+ * another keeps the first. */
+START_TEST(test_wait_any_deadline_journaled) {
+  start_any(ANSWERS, 2, T0_MS + HOUR);
+  create(WF, "a9", NULL);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  A.deadline = T0_MS + 5 * HOUR;
+  /* a pause and a resume at once: it runs again, the timers as they were */
+  ck_assert_int_eq(duro_instance_pause(H.e, WF, "a9"), 0);
+  ck_assert_int_eq(duro_instance_resume(H.e, WF, "a9"), 0);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  ck_assert_int_eq(C.top, 2);
+  assert_waits_any("a9", "approve|reject", T0_MS + HOUR);
+  ck_assert_uint_eq(harness_advance(&H, HOUR), 1);
+  assert_status("a9", "complete");
+  ck_assert_int_eq(C.rc[C.n_rc - 1], DURO_ERROR);
+}
+END_TEST
+
+/* Once journaled, the result is the journal's on every replay: the same
+ * event, and no other consumed (a second event of the type stays). */
+START_TEST(test_wait_any_replay_same_event) {
+  A.nap = 1;
+  start_any(ANSWERS, 2, T0_MS + DAY);
+  create(WF, "b1", NULL);
+  send_ev("b1", "approve", "{\"n\":1}");
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("b1", "waiting"); /* in its nap */
+  send_ev("b1", "approve", "{\"n\":2}");
+  send_ev("b1", "reject", "{\"n\":3}");
+  ck_assert_uint_eq(harness_advance(&H, HOUR), 1);
+  assert_status("b1", "complete");
+  ck_assert_int_eq(C.top, 2);
+  ck_assert_int_eq(C.n_seen, 2);
+  ck_assert_str_eq(C.seen[0], C.seen[1]);
+  json_t *e = json_loads(C.seen[1], 0, NULL);
+  ck_assert_int_eq(jint(jget(e, "payload"), "n"), 1);
+  json_decref(e);
+  assert_event("b1", 0, "approve", "review#1");
+  assert_event("b1", 1, "approve", NULL);
+  assert_event("b1", 2, "reject", NULL);
+  ck_assert_uint_eq(n_steps(desc(WF, "b1")), 3); /* review, nap, after */
+}
+END_TEST
+
+/* The replayed code asks for a waitForEvent where the journal has the
+ * waitAny (and the reverse): replay.diverged naming both kinds, before
+ * anything of the new code runs. */
+START_TEST(test_wait_any_divergence) {
+  A.nap = 1;
+  A.as_wait = _i;
+  start_any(ANSWERS, 2, T0_MS + DAY);
+  create(WF, "b2", NULL);
+  send_ev("b2", "approve", "1");
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("b2", "waiting");
+  A.as_wait = !_i;
+  ck_assert_uint_eq(harness_advance(&H, HOUR), 1);
+  assert_status("b2", "errored");
+  json_t *err = jget(desc(WF, "b2"), "error");
+  assert_error(err, "replay.diverged", "\"review#1\" (waitAny)");
+  assert_error(err, "replay.diverged", "\"review#1\" (waitForEvent)");
+  ck_assert_int_eq(C.calls[1], 0);
+}
+END_TEST
+
+/* duro check --replay: the dry run reports the same divergence. */
+START_TEST(test_wait_any_dry_run_divergence) {
+  A.nap = 1;
+  start_any(ANSWERS, 2, T0_MS + DAY);
+  create(WF, "b3", NULL);
+  send_ev("b3", "reject", "1");
+  ck_assert_uint_eq(harness_run(&H), 1);
+  json_t *rep = NULL;
+  ck_assert_int_eq(duro_engine_dry_run(H.e, WF, wf_any, &rep), 0);
+  ck_assert_int_eq(jint(rep, "diverged"), 0);
+  json_decref(rep);
+  A.as_wait = 1;
+  ck_assert_int_eq(duro_engine_dry_run(H.e, WF, wf_any, &rep), 0);
+  ck_assert_int_eq(jint(rep, "diverged"), 1);
+  json_t *one = json_array_get(jget(rep, "instances"), 0);
+  ck_assert_str_eq(jstr(one, "status"), "diverged");
+  assert_error(jget(one, "error"), "replay.diverged", "(waitAny)");
+  json_decref(rep);
+  assert_status("b3", "waiting"); /* nothing changed */
+}
+END_TEST
+
+/* A waitAny is a step: limits.steps counts it. */
+static duro_rc wf_any_loop(duro_step *step, const duro_event *ev,
+                           duro_env *env) {
+  (void)ev, (void)env;
+  C.top++;
+  for (int i = 0; i < 5; i++) {
+    const char *e;
+    DURO_TRY(duro_wait_any(step, "review", ANSWERS, 2, 0, &e));
+  }
+  return duro_set_output(step, "{}");
+}
+
+START_TEST(test_wait_any_step_limit) {
+  duro_workflow_limits lim = {.max_steps = 3};
+  ck_assert_int_eq(duro_engine_register(H.e, WF, NULL, wf_any_loop, &lim, NULL),
+                   0);
+  harness_start(&H);
+  create(WF, "b4", NULL);
+  for (int i = 0; i < 5; i++)
+    send_ev("b4", i % 2 ? "reject" : "approve", "0");
+  harness_run(&H);
+  assert_status("b4", "errored");
+  json_t *d = desc(WF, "b4");
+  assert_error(jget(d, "error"), "step.limit_exceeded", "\"review#4\"");
+  ck_assert_uint_eq(n_steps(d), 3);
+  assert_event("b4", 2, "approve", "review#3");
+  assert_event("b4", 3, "reject", NULL);
+}
+END_TEST
+
+static const char *const NULL_TYPE[] = {"approve", NULL};
+static const char *const EMPTY_TYPE[] = {"", "approve"};
+static const char *const SEP_TYPE[] = {"approve|reject"};
+static const char *const LONG_TYPE[] = {
+    "approve", "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+               "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"};
+static const char *MANY[DURO_WAIT_ANY_MAX + 1];
+
+static const struct {
+  const char *const *types;
+  size_t n;
+  int64_t deadline;
+  const char *name, *message; /* the error, and a part of its message */
+} bad_any[] = {
+    {ANSWERS, 0, 0, "Error", "needs at least one event type"},
+    {NULL, 2, 0, "Error", "types is NULL"},
+    {NULL_TYPE, 2, 0, "Error", "event type 1 is NULL"},
+    {EMPTY_TYPE, 2, 0, "Error", "event type 0 is empty"},
+    {SEP_TYPE, 1, 0, "Error", "'|'"},
+    {LONG_TYPE, 2, 0, "Error", "over 100 bytes"},
+    {MANY, DURO_WAIT_ANY_MAX + 1, 0, "Error", "at most 64"},
+    {ANSWERS, 2, T0_MS + 366 * DAY, "duration.invalid", "365 days"},
+    {ANSWERS, 2, INT64_MAX, "duration.invalid", "365 days"},
+};
+
+/* A call it cannot take fails with an error naming the step, journals
+ * nothing and waits for nothing. */
+START_TEST(test_wait_any_bad_input) {
+  for (size_t i = 0; i < sizeof MANY / sizeof *MANY; i++)
+    MANY[i] = "t";
+  start_any(bad_any[_i].types, bad_any[_i].n, bad_any[_i].deadline);
+  create(WF, "b5", NULL);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("b5", "complete");
+  ck_assert_int_eq(C.rc[0], DURO_ERROR);
+  json_t *e = json_loads(C.seen[0], 0, NULL);
+  ck_assert_ptr_nonnull(e);
+  assert_error(e, bad_any[_i].name, bad_any[_i].message);
+  assert_error(e, bad_any[_i].name, "\"review#1\"");
+  json_decref(e);
+  json_t *d = desc(WF, "b5");
+  ck_assert_ptr_null(harness_step(d, "review#1"));
+  ck_assert(json_is_null(jget(d, "wait_type")));
+}
+END_TEST
+
+/* Repeats are one type: the wait shows it once. */
+START_TEST(test_wait_any_repeats) {
+  static const char *const types[] = {"b", "a", "b", "a"};
+  start_any(types, 4, 0);
+  create(WF, "b6", NULL);
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_waits_any("b6", "b|a", T0_MS + DAY);
+  send_ev("b6", "a", "1");
+  ck_assert_uint_eq(harness_run(&H), 1);
+  assert_status("b6", "complete");
+}
+END_TEST
+
 /* ---- instance lifecycle: create ------------------------------------------ */
 
 static duro_rc wf_simple(duro_step *step, const duro_event *ev, duro_env *env) {
@@ -2742,6 +3170,23 @@ static Suite *steps_suite(void) {
   tcase_add_loop_test(tc, test_event_timeout_caught, 0,
                       sizeof timeouts / sizeof *timeouts);
   tcase_add_test(tc, test_event_timeout_uncaught);
+
+  tc = tcase(s, "wait_any");
+  tcase_add_test(tc, test_wait_any_earlier_wins);
+  tcase_add_test(tc, test_wait_any_buffered);
+  tcase_add_test(tc, test_wait_any_unlisted_ignored);
+  tcase_add_test(tc, test_wait_any_deadline);
+  tcase_add_test(tc, test_wait_any_three_types_timeout);
+  tcase_add_loop_test(tc, test_wait_any_default_deadline, 0, 3);
+  tcase_add_test(tc, test_wait_any_deadline_past);
+  tcase_add_test(tc, test_wait_any_deadline_journaled);
+  tcase_add_test(tc, test_wait_any_replay_same_event);
+  tcase_add_loop_test(tc, test_wait_any_divergence, 0, 2);
+  tcase_add_test(tc, test_wait_any_dry_run_divergence);
+  tcase_add_test(tc, test_wait_any_step_limit);
+  tcase_add_loop_test(tc, test_wait_any_bad_input, 0,
+                      sizeof bad_any / sizeof *bad_any);
+  tcase_add_test(tc, test_wait_any_repeats);
 
   tc = tcase(s, "create");
   tcase_add_test(tc, test_create_with_id_and_duplicate);

@@ -116,6 +116,32 @@ static void c_wait(const worker_frame *f) {
   ck_assert_uint_eq(f->wait_for_event.wants_event, 0);
 }
 
+/* WAIT_ANY: name, n, has_types, n types (a NULL one is the engine's to
+ * judge), deadline_ms, wants_event. */
+static void w_wait_any(wire_buf *w) {
+  wire_put_str(w, "review");
+  wire_put_u32(w, 3);
+  wire_put_u32(w, 1);
+  wire_put_str(w, "approve");
+  wire_put_str(w, NULL);
+  wire_put_str(w, "reject");
+  wire_put_i64(w, 1767398400000);
+  wire_put_u32(w, 1);
+}
+static void c_wait_any(const worker_frame *f) {
+  const wf_wait_any *m = &f->wait_any;
+  ck_assert_str_eq(m->name, "review");
+  ck_assert_uint_eq(m->n, 3);
+  ck_assert_uint_eq(m->has_types, 1);
+  const char *types[WM_WAIT_ANY_MAX];
+  worker_frame_wait_any_types(m, types);
+  ck_assert_str_eq(types[0], "approve");
+  ck_assert_ptr_null(types[1]);
+  ck_assert_str_eq(types[2], "reject");
+  ck_assert_int_eq(m->deadline_ms, 1767398400000);
+  ck_assert_uint_eq(m->wants_event, 1);
+}
+
 static void w_nothing(wire_buf *w) { (void)w; }
 static void c_nothing(const worker_frame *f) { (void)f; }
 
@@ -363,6 +389,7 @@ static const sample samples[] = {
     {WM_QUEUE_BATCH, w_queue_batch, c_queue_batch},
     {WM_LOG, w_log, c_log},
     {WM_CANCELLED, w_nothing, c_nothing},
+    {WM_WAIT_ANY, w_wait_any, c_wait_any},
     {WM_RETURN, w_return, c_return},
     {WM_END, w_end, c_end},
     {WM_LIMIT, w_limit, c_limit},
@@ -591,6 +618,89 @@ START_TEST(counts_bounded_by_the_bytes_left) {
 }
 END_TEST
 
+/* A WAIT_ANY's list: without types (the plugin's NULL, or a count the
+ * engine refuses) it is the count alone, any count; with them, at most
+ * WM_WAIT_ANY_MAX, and no more than the bytes left hold; its flags are
+ * 0 or 1. */
+START_TEST(wait_any_lists) {
+  wire_buf w = {0};
+  worker_frame f;
+  uint32_t counts[] = {0, 2, WM_WAIT_ANY_MAX + 1, UINT32_MAX};
+  for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
+    w.len = 0;
+    wire_put_str(&w, NULL);
+    wire_put_u32(&w, counts[i]);
+    wire_put_u32(&w, 0);
+    wire_put_i64(&w, -1);
+    wire_put_u32(&w, 0);
+    decode_ok(WM_WAIT_ANY, &w, &f);
+    ck_assert_ptr_null(f.wait_any.name);
+    ck_assert_uint_eq(f.wait_any.n, counts[i]);
+    ck_assert_uint_eq(f.wait_any.has_types, 0);
+    ck_assert_int_eq(f.wait_any.deadline_ms, -1);
+  }
+
+  /* an empty list with types: the engine says it needs one */
+  w.len = 0;
+  wire_put_str(&w, "r");
+  wire_put_u32(&w, 0);
+  wire_put_u32(&w, 1);
+  wire_put_i64(&w, 0);
+  wire_put_u32(&w, 0);
+  decode_ok(WM_WAIT_ANY, &w, &f);
+  ck_assert_uint_eq(f.wait_any.n, 0);
+
+  /* more than WM_WAIT_ANY_MAX, though the bytes are there */
+  w.len = 0;
+  wire_put_str(&w, "r");
+  wire_put_u32(&w, WM_WAIT_ANY_MAX + 1);
+  wire_put_u32(&w, 1);
+  for (int i = 0; i < WM_WAIT_ANY_MAX + 1; i++)
+    wire_put_str(&w, "t");
+  wire_put_i64(&w, 0);
+  wire_put_u32(&w, 0);
+  refused(WM_WAIT_ANY, &w, "n is 65, more types than WM_WAIT_ANY_MAX");
+
+  /* a count past the bytes left */
+  w.len = 0;
+  wire_put_str(&w, "r");
+  wire_put_u32(&w, 5);
+  wire_put_u32(&w, 1);
+  wire_put_str(&w, "t");
+  wire_put_i64(&w, 0);
+  refused(WM_WAIT_ANY, &w, "n is more than the bytes left hold");
+  w.len = 0;
+  wire_put_str(&w, "r");
+  wire_put_u32(&w, 2);
+  wire_put_u32(&w, 1);
+  wire_put_str(&w, "t");
+  wire_put_i64(&w, 0);
+  wire_put_u32(&w, 0);
+  refused(WM_WAIT_ANY, &w, "runs past the frame's end");
+
+  /* a type without its NUL, or with one inside */
+  w.len = 0;
+  w_wait_any(&w);
+  w.data[4 + 7 + 4 + 4 + 4 + 7] = 'x'; /* approve's NUL */
+  refused(WM_WAIT_ANY, &w, "type");
+  w.len = 0;
+  w_wait_any(&w);
+  w.data[4 + 7 + 4 + 4 + 4 + 2] = '\0';
+  refused(WM_WAIT_ANY, &w, "type has a NUL inside");
+
+  /* flags */
+  w.len = 0;
+  w_wait_any(&w);
+  memcpy(w.data + 4 + 7 + 4, &(uint32_t){2}, 4);
+  refused(WM_WAIT_ANY, &w, "has_types is 2, not 0 or 1");
+  w.len = 0;
+  w_wait_any(&w);
+  memcpy(w.data + w.len - 4, &(uint32_t){7}, 4);
+  refused(WM_WAIT_ANY, &w, "wants_event is 7, not 0 or 1");
+  wire_buf_free(&w);
+}
+END_TEST
+
 /* A queue handler's END: its marks read back; each cut short refused
  * (but where the marks begin: an END without marks is whole). */
 START_TEST(end_with_marks) {
@@ -659,6 +769,7 @@ static Suite *worker_frame_suite(void) {
   tcase_add_test(tc, bad_flags_and_enums_refused);
   tcase_add_test(tc, bad_strings_refused);
   tcase_add_test(tc, counts_bounded_by_the_bytes_left);
+  tcase_add_test(tc, wait_any_lists);
   tcase_add_test(tc, end_with_marks);
   tcase_add_test(tc, refused_frame_has_no_fields);
   suite_add_tcase(s, tc);

@@ -41,6 +41,10 @@
  *                                   the load probe and the worker, never
  *                                   in the engine; its workflow, queue
  *                                   handler and cron handler all run
+ *   wait_any_woken_over_http        duro_wait_any in run(), in a worker
+ *                                   and in the engine: an event of its
+ *                                   second type sent over HTTP completes
+ *                                   it, another type does not
  *
  * and, in tcase "attacks", what a hostile or buggy plugin does to the
  * host:
@@ -936,6 +940,68 @@ START_TEST(engine_runs_no_plugin_code) {
 }
 END_TEST
 
+/* duro_wait_any in a plugin's run(), in its worker (_i 0, the default)
+ * and in the engine (_i 1, workers: 0): the instance waits, showing both
+ * types; an event of another type leaves it waiting, one of its second
+ * type sent over HTTP completes it; a call without types fails with the
+ * engine's error, naming the step. */
+START_TEST(wait_any_woken_over_http) {
+  host_run H;
+  start_flow(&H, "{ workers: 2 }", _i ? "workers: 0" : NULL, "answer-flow",
+             "Answer");
+  const char *path = "/workflows/answer-flow/instances";
+  http_resp r;
+  host_request(&H, &r, "POST", path, "{\"id\":\"a1\"}");
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  json_t *d = host_wait_status(&H, "answer-flow", "a1", "waiting",
+                               proc_now_ms() + 30000);
+  ck_assert_str_eq(jstr(d, "wait_type"), "approve|reject");
+  ck_assert_int_eq(json_integer_value(jget(d, "wake_ms")),
+                   json_integer_value(jget(d, "created_ms")) + 3600000);
+  json_t *step = json_array_get(jget(d, "steps"), 0);
+  ck_assert_str_eq(jstr(step, "type"), "waitAny");
+  ck_assert_str_eq(jstr(step, "key"), "answer#1");
+  json_decref(d);
+
+  host_request(&H, &r, "POST",
+               "/workflows/answer-flow/instances/a1/events/other", "1");
+  ck_assert_int_eq(r.status, 202);
+  http_resp_free(&r);
+  proc_sleep_ms(500);
+  d = host_describe(&H, "answer-flow", "a1");
+  ck_assert_str_eq(jstr(d, "status"), "waiting");
+  json_decref(d);
+
+  host_request(&H, &r, "POST",
+               "/workflows/answer-flow/instances/a1/events/reject",
+               "{\"by\":\"ann\"}");
+  ck_assert_int_eq(r.status, 202);
+  http_resp_free(&r);
+  d = host_wait_status(&H, "answer-flow", "a1", "complete",
+                       proc_now_ms() + 30000);
+  ck_assert_str_eq(jstr(d, "output.type"), "reject");
+  ck_assert_str_eq(jstr(d, "output.payload.by"), "ann");
+  json_t *events = jget(d, "events");
+  ck_assert_uint_eq(json_array_size(events), 2);
+  ck_assert(json_is_null(jget(json_array_get(events, 0), "consumed_by")));
+  ck_assert_str_eq(jstr(json_array_get(events, 1), "consumed_by"), "answer#1");
+  json_decref(d);
+
+  host_request(&H, &r, "POST", path, "{\"id\":\"bad\",\"params\":{\"bad\":1}}");
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  d = host_wait_status(&H, "answer-flow", "bad", "complete",
+                       proc_now_ms() + 30000);
+  ck_assert_str_eq(jstr(d, "output.name"), "Error");
+  const char *msg = jstr(d, "output.message");
+  ck_assert_msg(strstr(msg, "\"answer#1\"") && strstr(msg, "types is NULL"),
+                "%s", msg);
+  json_decref(d);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
 static Suite *workers_suite(void) {
   Suite *s = suite_create("workers");
   TCase *io = tcase_create("io");
@@ -954,6 +1020,7 @@ static Suite *workers_suite(void) {
   tcase_add_test(io, result_over_limit_refused);
   tcase_add_test(io, pause_revokes_a_call_not_begun);
   tcase_add_test(io, engine_runs_no_plugin_code);
+  tcase_add_loop_test(io, wait_any_woken_over_http, 0, 2);
   suite_add_tcase(s, io);
   /* a hostile or buggy plugin's attacks on the host */
   TCase *attacks = tcase_create("attacks");

@@ -30,14 +30,16 @@ int duro_status_parse(const char *name);
 /* 1 for the statuses an instance ends in: complete, errored, terminated. */
 int duro_status_ended(duro_status s);
 
-/* What a step is: a duro_do callback, a sleep, a wait for an event. */
+/* What a step is: a duro_do callback, a sleep, a wait for an event, a
+ * wait for the first event of several types (duro_wait_any). */
 typedef enum duro_step_kind {
   DURO_STEP_DO = 0,
   DURO_STEP_SLEEP,
-  DURO_STEP_WAIT_FOR_EVENT
+  DURO_STEP_WAIT_FOR_EVENT,
+  DURO_STEP_WAIT_ANY
 } duro_step_kind;
 
-/* "do", "sleep", "waitForEvent". */
+/* "do", "sleep", "waitForEvent", "waitAny". */
 const char *duro_step_kind_name(duro_step_kind k);
 int duro_step_kind_parse(const char *name);
 

@@ -396,10 +396,15 @@ static void header(report *rep, const json_t *in, int64_t now_ms) {
 
 /* ---- steps --------------------------------------------------------------- */
 
-/* A waitForEvent whose timeout came: an outcome the workflow may have
+/* An event wait (waitForEvent, waitAny) of a step. */
+static int is_event_wait(const char *type) {
+  return str_eq(type, "waitForEvent") || str_eq(type, "waitAny");
+}
+
+/* An event wait whose timeout came: an outcome the workflow may have
  * handled (it took its timeout branch), not shown as a failure. */
 static int wait_timed_out(const json_t *s) {
-  return str_eq(str_field(s, "type"), "waitForEvent") &&
+  return is_event_wait(str_field(s, "type")) &&
          str_eq(str_field(s, "status"), "errored") &&
          str_eq(str_field(json_object_get(s, "error"), "name"), "TimeoutError");
 }
@@ -424,7 +429,7 @@ static char *step_detail(const json_t *s) {
     return xstrdup("-");
   if (str_eq(type, "sleep"))
     return xasprintf("until %s", iso_time(t, wake));
-  if (str_eq(type, "waitForEvent"))
+  if (is_event_wait(type))
     return xasprintf("times out %s", iso_time(t, wake));
   return xasprintf("retry at %s", iso_time(t, wake)); /* a do's back-off */
 }

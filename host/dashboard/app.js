@@ -499,9 +499,11 @@ function instanceView(main, gen, wf, id) {
       const first = [...actions.querySelectorAll('button')].find((b) => !b.closest('[hidden]'));
       if (first) first.focus();
     }
-    if (!evType.dataset.typed && focused !== evType) evType.value = inst.wait_type || '';
-    evHint.textContent = inst.wait_type && inst.wait_type !== HELD ? `it waits for “${inst.wait_type}”`
-                                                                     : 'it waits for no event now';
+    /* A wait for any of several types has them joined with '|'. */
+    const waits = inst.wait_type && inst.wait_type !== HELD ? inst.wait_type.split('|') : [];
+    if (!evType.dataset.typed && focused !== evType) evType.value = waits[0] || '';
+    evHint.textContent = waits.length ? `it waits for ${waits.map((t) => `“${t}”`).join(' or ')}`
+                                      : 'it waits for no event now';
   }
 
   main.append(h('p', null, h('a', {href: `#/wf/${enc(wf)}`}, `← ${wf}`)), head, err.el,
@@ -629,10 +631,12 @@ function drawTimeline(inst) {
   return [h('div', {class: 'table-wrap'}, g), legend];
 }
 
-/* A waitForEvent whose timeout came: an outcome the workflow may have
- * handled (it took its timeout branch), not shown as a failure. */
+/* An event wait (waitForEvent, waitAny) whose timeout came: an outcome
+ * the workflow may have handled (it took its timeout branch), not shown
+ * as a failure. */
 function waitTimedOut(s) {
-  return s.type === 'waitForEvent' && s.status === 'errored' && s.error && s.error.name === 'TimeoutError';
+  return (s.type === 'waitForEvent' || s.type === 'waitAny') && s.status === 'errored' && s.error &&
+    s.error.name === 'TimeoutError';
 }
 
 /* Each step with its attempts in order, as text. */

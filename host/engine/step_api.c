@@ -143,6 +143,7 @@ void step_api_fill(duro_api *t) {
   t->sleep = step_api_sleep;
   t->sleep_until = step_api_sleep_until;
   t->wait_for_event = step_api_wait_for_event;
+  t->wait_any = step_api_wait_any;
   t->step_error = api_step_error;
   t->set_output = api_set_output;
   t->attempt_number = api_attempt_number;

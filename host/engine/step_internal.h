@@ -11,7 +11,7 @@
  *                  divergence; a new step
  *   step_do.c      duro_do: prepare, attempt, outcome
  *   step_gate.c    the gate callbacks pass while kills are charged
- *   step_wait.c    the sleeps and the event wait
+ *   step_wait.c    the sleeps and the event waits
  *   step_api.c     the plugin API table's step calls and the others
  *                  (output, errors, an attempt's calls, logging), and
  *                  other subsystems' side effects (step.h)
@@ -320,6 +320,9 @@ duro_rc step_api_sleep_until(duro_step *a, const char *name, int64_t unix_ms);
 duro_rc step_api_wait_for_event(duro_step *a, const char *name,
                                 const char *type, const char *timeout,
                                 const char **event);
+duro_rc step_api_wait_any(duro_step *a, const char *name,
+                          const char *const *types, size_t n,
+                          int64_t deadline_ms, const char **event);
 
 /* ---- step_finish.c ---- */
 

@@ -122,7 +122,7 @@ int step_begin(duro_step *a, const char *name, duro_step_kind type,
 }
 
 /* Whether a new step would cross the workflow's limits.steps (every kind
- * counts: do, sleep, waitForEvent).  Sets the error when it would. */
+ * counts: do, sleep, waitForEvent, waitAny).  Sets the error when it would. */
 int step_limit_reached(duro_step *a, const char *key) {
   /* a config reload may change the limit (duro_engine_set_limits) */
   uint32_t max = __atomic_load_n(&a->wf->limits.max_steps, __ATOMIC_RELAXED);

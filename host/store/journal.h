@@ -25,6 +25,13 @@ typedef struct journal journal;
 /* No wake time / no value, for the int64 columns. */
 #define JOURNAL_NONE INT64_MIN
 
+/* What joins the event types of a wait on several (duro_wait_any) in an
+ * instance's wait_type: "approve|reject".  The wakes match its types
+ * whole, one by one (never a part of one: "prove" is not "approve"), and
+ * no type a wait takes holds it.  A string, for the SQL it is spliced
+ * into. */
+#define JOURNAL_WAIT_SEP "|"
+
 typedef struct journal_instance {
   int64_t rowid;
   char *workflow;
@@ -36,8 +43,10 @@ typedef struct journal_instance {
   int64_t created_ms, started_ms, ended_ms;
   int64_t wake_ms;   /* JOURNAL_NONE when no timer */
   int64_t paused_ms; /* when a pause froze the timers */
-  char *wait_type;   /* the event type waited on, or NULL */
-  int control;       /* JOURNAL_CONTROL_* requested while running */
+  /* the event type waited on, several joined with JOURNAL_WAIT_SEP
+   * (duro_wait_any), a hold's reason, or NULL */
+  char *wait_type;
+  int control; /* JOURNAL_CONTROL_* requested while running */
   int64_t retention_ms;
   char *build; /* the build it is pinned to (content hash), or NULL */
   /* How many times it was restarted; only JOP_INSTANCE_RESTARTED writes
@@ -143,7 +152,8 @@ typedef enum journal_op_kind {
                                  DURO_E_INSTANCE_ENDED when it has ended */
   JOP_EVENT_CONSUME,          /* event seq + step key */
   JOP_WAKE_IF_WAITING, /* rowid, event_type, ts_ms: wake_ms = ts_ms when the
-                          instance waits for that event type; out_rowid =
+                          instance waits for that event type (one of its
+                          wait_type's, JOURNAL_WAIT_SEP); out_rowid =
                           1 when it did */
   JOP_INSTANCE_PIN,    /* rowid, step_key = the build hash it runs on: the
                           instance's pin, written only when it changes */

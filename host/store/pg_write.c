@@ -14,6 +14,13 @@
  * Parameters are typed where PostgreSQL could not infer them (a bare $n in
  * a select list, or compared with NULL). */
 
+/* Whether the event type (the parameter $2, or an events row's) is one of
+ * those the instance's wait_type lists (journal.h's JOURNAL_WAIT_SEP),
+ * each compared whole. */
+#define WAIT_LIST "string_to_array(instances.wait_type,'" JOURNAL_WAIT_SEP "')"
+#define WAITS_FOR_PARAM "$2::text=ANY(" WAIT_LIST ")"
+#define WAITS_FOR_EVENT "type=ANY(" WAIT_LIST ")"
+
 static const char *const write_sql[ST_WRITE_COUNT_] = {
     /* RETURNING gives no row for a duplicate: that is the duplicate. */
     [ST_INSTANCE_INSERT] =
@@ -68,7 +75,7 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     [ST_EVENT_CONSUME] = "UPDATE events SET consumed_by=$2 WHERE seq=$1",
     [ST_WAKE_IF_WAITING] =
         "WITH u AS (UPDATE instances SET wake_ms=$3 WHERE rowid=$1 AND "
-        "status='waiting' AND wait_type=$2 RETURNING 1) "
+        "status='waiting' AND " WAITS_FOR_PARAM " RETURNING 1) "
         "SELECT (SELECT COUNT(*) FROM u), owner FROM instances WHERE rowid=$1",
     /* Only when it changes. */
     [ST_INSTANCE_PIN] = "UPDATE instances SET build=$2::text WHERE rowid=$1 "
@@ -76,8 +83,8 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     [ST_WAKE_IF_EVENT_PENDING] =
         "UPDATE instances SET wake_ms=$2 WHERE rowid=$1 AND "
         "status='waiting' AND wait_type IS NOT NULL AND EXISTS(SELECT 1 "
-        "FROM events WHERE instance=$1 AND type=instances.wait_type AND "
-        "consumed_by IS NULL)",
+        "FROM events WHERE instance=$1 AND consumed_by IS NULL "
+        "AND " WAITS_FOR_EVENT ")",
     /* One statement for the whole sweep: the picked instances, then their
      * rows everywhere; the count is of instances deleted. */
     [ST_SWEEP] =

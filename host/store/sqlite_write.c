@@ -5,6 +5,16 @@
 
 #include "sqlite_internal.h"
 
+/* Whether the event type (the parameter ?2, or an events row's) is one of
+ * those the instance's wait_type lists (journal.h's JOURNAL_WAIT_SEP),
+ * whole: each listed type lies between two separators, and so does the
+ * type sought.  instr, not LIKE, whose '_' and '%' a type may hold. */
+#define WAIT_SEP_AROUND(x)                                                     \
+  "'" JOURNAL_WAIT_SEP "'||" x "||'" JOURNAL_WAIT_SEP "'"
+#define WAIT_LIST WAIT_SEP_AROUND("instances.wait_type")
+#define WAITS_FOR_PARAM "instr(" WAIT_LIST "," WAIT_SEP_AROUND("?2") ")>0"
+#define WAITS_FOR_EVENT "instr(" WAIT_LIST "," WAIT_SEP_AROUND("type") ")>0"
+
 const char *const sqlite_write_sql[ST_WRITE_COUNT_] = {
     [ST_INSTANCE_INSERT] =
         "INSERT INTO instances(workflow,id,status,params,created_ms,"
@@ -47,7 +57,7 @@ const char *const sqlite_write_sql[ST_WRITE_COUNT_] = {
                         "status NOT IN ('complete','errored','terminated')",
     [ST_EVENT_CONSUME] = "UPDATE events SET consumed_by=?2 WHERE seq=?1",
     [ST_WAKE_IF_WAITING] = "UPDATE instances SET wake_ms=?3 WHERE rowid=?1 AND "
-                           "status='waiting' AND wait_type=?2",
+                           "status='waiting' AND " WAITS_FOR_PARAM,
     /* Only when it changes: the pin index is not touched by the many
      * status writes of an instance. */
     [ST_INSTANCE_PIN] = "UPDATE instances SET build=?2 WHERE rowid=?1 AND "
@@ -55,8 +65,8 @@ const char *const sqlite_write_sql[ST_WRITE_COUNT_] = {
     [ST_WAKE_IF_EVENT_PENDING] =
         "UPDATE instances SET wake_ms=?2 WHERE rowid=?1 AND "
         "status='waiting' AND wait_type IS NOT NULL AND EXISTS(SELECT 1 "
-        "FROM events WHERE instance=?1 AND type=instances.wait_type AND "
-        "consumed_by IS NULL)",
+        "FROM events WHERE instance=?1 AND consumed_by IS NULL "
+        "AND " WAITS_FOR_EVENT ")",
     /* The expression matches the instances_expiry index. */
     [ST_SWEEP_PICK] =
         "INSERT INTO temp.sweep SELECT rowid FROM instances WHERE "

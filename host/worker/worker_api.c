@@ -142,6 +142,33 @@ static duro_rc api_wait_for_event(duro_step *s, const char *name,
   return rc;
 }
 
+static duro_rc api_wait_any(duro_step *s, const char *name,
+                            const char *const *types, size_t n,
+                            int64_t deadline_ms, const char **event) {
+  wk_act *a = act_of(s);
+  if (event)
+    *event = NULL;
+  /* a list the engine refuses goes as its count alone: the engine says
+   * why, as it does for code it runs itself */
+  int has_types = types != NULL && n <= WM_WAIT_ANY_MAX;
+  channel_begin(&a->m, WM_WAIT_ANY, a->id);
+  wire_put_str(&a->m, name);
+  wire_put_u32(&a->m, n > UINT32_MAX ? UINT32_MAX : (uint32_t)n);
+  wire_put_u32(&a->m, (uint32_t)has_types);
+  for (size_t i = 0; has_types && i < n; i++)
+    wire_put_str(&a->m, types[i]);
+  wire_put_i64(&a->m, deadline_ms);
+  wire_put_u32(&a->m, event != NULL);
+  const char *text;
+  duro_rc rc = (duro_rc)ask(a, &text);
+  if (event)
+    *event = wk_own(a, text);
+  return rc;
+}
+
+_Static_assert(WM_WAIT_ANY_MAX == DURO_WAIT_ANY_MAX,
+               "a WAIT_ANY carries as many types as duro_wait_any takes");
+
 static const char *api_step_error(duro_step *s) {
   wk_act *a = act_of(s);
   channel_begin(&a->m, WM_STEP_ERROR, a->id);

@@ -154,6 +154,24 @@ static void decode_wait_for_event(dec *d, worker_frame *f) {
   m->wants_event = flag(d, "wants_event");
 }
 
+static void decode_wait_any(dec *d, worker_frame *f) {
+  wf_wait_any *m = &f->wait_any;
+  m->name = str(d, "name");
+  m->n = u32(d, "n");
+  m->has_types = flag(d, "has_types");
+  if (m->has_types) {
+    if (!d->bad && m->n > WM_WAIT_ANY_MAX)
+      refuse_value(d, "n", m->n, "more types than WM_WAIT_ANY_MAX");
+    if (!d->bad && m->n > left(d) / sizeof(uint32_t))
+      refuse(d, "n", "is more than the bytes left hold");
+    m->first = d->p;
+    for (uint32_t i = 0; i < m->n && !d->bad; i++)
+      str(d, "type");
+  }
+  m->deadline_ms = i64(d, "deadline_ms");
+  m->wants_event = flag(d, "wants_event");
+}
+
 static void decode_step_error(dec *d, worker_frame *f) { (void)d, (void)f; }
 
 static void decode_set_output(dec *d, worker_frame *f) {
@@ -389,6 +407,17 @@ void worker_frame_batch_json(const wf_queue_send_batch *b, const char **json) {
     memcpy(&n, p, sizeof n);
     p += sizeof n;
     json[i] = n ? p : NULL;
+    p += n;
+  }
+}
+
+void worker_frame_wait_any_types(const wf_wait_any *w, const char **types) {
+  const char *p = w->first;
+  for (uint32_t i = 0; i < w->n; i++) {
+    uint32_t n;
+    memcpy(&n, p, sizeof n);
+    p += sizeof n;
+    types[i] = n ? p : NULL;
     p += n;
   }
 }

@@ -50,6 +50,17 @@ typedef struct wf_wait_for_event {
   uint32_t wants_event; /* 0 or 1 */
 } wf_wait_for_event;
 
+/* Its types (has_types: n of them, at most WM_WAIT_ANY_MAX, each may be
+ * NULL): worker_frame_wait_any_types. */
+typedef struct wf_wait_any {
+  const char *name;
+  uint32_t n;         /* as the plugin gave it */
+  uint32_t has_types; /* 0 or 1 */
+  const char *first;  /* the first type's length field */
+  int64_t deadline_ms;
+  uint32_t wants_event; /* 0 or 1 */
+} wf_wait_any;
+
 typedef struct wf_set_output {
   const char *json;
 } wf_set_output;
@@ -180,6 +191,7 @@ typedef struct worker_frame {
     wf_sleep sleep;
     wf_sleep_until sleep_until;
     wf_wait_for_event wait_for_event;
+    wf_wait_any wait_any;
     wf_set_output set_output;
     wf_vfail vfail;
     wf_error_is error_is;
@@ -220,6 +232,9 @@ void worker_frame_queue_message(const char **cursor, wf_message *m);
 
 /* A decoded QUEUE_BATCH's strings into json[0 .. n-1]. */
 void worker_frame_batch_json(const wf_queue_send_batch *b, const char **json);
+
+/* A decoded WAIT_ANY's types into types[0 .. n-1] (has_types set). */
+void worker_frame_wait_any_types(const wf_wait_any *w, const char **types);
 
 /* A decoded END's mark i (< n): a WM_MARK_* and its delay. */
 void worker_frame_end_mark(const wf_end *end, uint32_t i, uint32_t *mark,

@@ -29,7 +29,7 @@
 
 /* The protocol's version, the last argument of `duro __worker`: a worker
  * of another build refuses to start rather than misread its frames. */
-#define WM_PROTOCOL "duro-worker-4"
+#define WM_PROTOCOL "duro-worker-5"
 
 enum worker_msg {
   /* engine to worker */
@@ -70,6 +70,10 @@ enum worker_msg {
   WM_QUEUE_BATCH,  /* s binding, i delay_ms, u n, n × s json */
   WM_LOG,          /* u level, s text; no answer */
   WM_CANCELLED,    /* (nothing): rc 1 when the attempt should stop */
+  WM_WAIT_ANY,     /* s name, u n (as the plugin gave it, at most
+                      UINT32_MAX), u has_types (the plugin's types, not
+                      NULL, and n at most WM_WAIT_ANY_MAX), has_types ?
+                      n × s type : nothing, i deadline_ms, u wants_event */
   WM_RETURN,       /* i rc, u result_set, s result, u failed, u final,
                       s message: the callback returned (result_set
                       WM_RESULT_TOO_LARGE: the result's length in
@@ -112,7 +116,8 @@ enum worker_msg {
   X(queue_send, WM_QUEUE_SEND, ENV)                                            \
   X(queue_send_batch, WM_QUEUE_BATCH, ENV)                                     \
   X(vlog, WM_LOG, ENV)                                                         \
-  X(attempt_cancelled, WM_CANCELLED, STEP)
+  X(attempt_cancelled, WM_CANCELLED, STEP)                                     \
+  X(wait_any, WM_WAIT_ANY, STEP)
 
 /* The worker's own frames, no call of the plugin's: a callback's return,
  * run()'s or a handler's end, a limit passed (WM_CRASH, retired, is in
@@ -175,6 +180,10 @@ static inline uint64_t *wm_page_call(uint64_t *page, uint64_t seq,
 }
 
 static inline uint64_t wm_revoked(uint64_t began) { return began << 1; }
+
+/* The most types a WAIT_ANY carries: duro.h's DURO_WAIT_ANY_MAX, past
+ * which the engine refuses the call (the worker sends the count alone). */
+#define WM_WAIT_ANY_MAX 64
 
 /* A RETURN whose result was over engine.max_step_result: not sent. */
 #define WM_RESULT_TOO_LARGE 2

@@ -541,6 +541,21 @@ static int serve_wait_for_event(proxy *px, duro_attempt *at,
   return SERVE_ON;
 }
 
+static int serve_wait_any(proxy *px, duro_attempt *at, const worker_frame *f,
+                          int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  const wf_wait_any *w = &f->wait_any;
+  const char *types[WM_WAIT_ANY_MAX];
+  if (w->has_types)
+    worker_frame_wait_any_types(w, types);
+  const char *ev = NULL;
+  duro_rc rc =
+      px->api->wait_any(px->step, w->name, w->has_types ? types : NULL, w->n,
+                        w->deadline_ms, w->wants_event ? &ev : NULL);
+  reply(px, rc, ev);
+  return SERVE_ON;
+}
+
 static int serve_step_error(proxy *px, duro_attempt *at, const worker_frame *f,
                             int64_t *rc_out) {
   (void)at, (void)f, (void)rc_out;

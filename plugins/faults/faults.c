@@ -535,8 +535,30 @@ static duro_rc io_flow(duro_step *step, const duro_event *ev, duro_env *env) {
   return duro_set_output(step, out);
 }
 
-static const duro_workflow_def workflows[] = {
-    {"Fault", fault_flow}, {"Sender", send_flow}, {"Io", io_flow}};
+/* Class "Answer" (tests/test_workers.c): waits for the first event of
+ * type "approve" or "reject" until an hour after its creation
+ * (duro_wait_any); its output is the event, or "timedOut".  With
+ * {"bad": 1}, it passes no types, and its output is the error. */
+static duro_rc answer_flow(duro_step *step, const duro_event *ev,
+                           duro_env *env) {
+  (void)env;
+  static const char *const types[] = {"approve", "reject"};
+  int bad = int_param(ev->params, "bad", 0);
+  const char *event = NULL;
+  duro_rc rc = duro_wait_any(step, "answer", bad ? NULL : types, 2,
+                             ev->created_ms + 3600000, &event);
+  if (rc == DURO_ERROR)
+    return duro_set_output(step, duro_error_is(step, DURO_ERR_TIMEOUT)
+                                     ? "\"timedOut\""
+                                     : duro_step_error(step));
+  DURO_TRY(rc);
+  return duro_set_output(step, event);
+}
+
+static const duro_workflow_def workflows[] = {{"Fault", fault_flow},
+                                              {"Sender", send_flow},
+                                              {"Io", io_flow},
+                                              {"Answer", answer_flow}};
 
 static int on_queue(duro_message_batch *b, duro_env *env) {
   (void)env;
