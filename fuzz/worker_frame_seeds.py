@@ -13,7 +13,8 @@ DO, SLEEP, SLEEP_UNTIL, WAIT = 16, 17, 18, 19
 STEP_ERROR, SET_OUTPUT, FAIL, ERROR_IS = 20, 21, 22, 23
 ENV_WORKFLOW, WF_CREATE, WF_EVENT, ENV_QUEUE = 24, 25, 26, 27
 QUEUE_SEND, QUEUE_BATCH, LOG, CANCELLED = 28, 29, 30, 31
-WAIT_ANY, RETURN, END, LIMIT = 32, 33, 34, 36
+WAIT_ANY, CHILD_START, CHILD_WAIT = 32, 33, 34
+RETURN, END, LIMIT = 35, 36, 38
 
 
 def u32(v):
@@ -48,6 +49,9 @@ SEEDS = {
                  s("reject") + i64(1767398400000) + u32(1)),
     "wait_any_no_types": (WAIT_ANY, s("review") + u32(3) + u32(0) + i64(0) +
                           u32(0)),
+    "child_start": (CHILD_START, s("part 1") + s("PART") + s(None) +
+                    s('{"i":1}') + u32(0) + u32(1)),
+    "child_wait": (CHILD_WAIT, s("part done") + s("PART") + s("p-1") + u32(1)),
     "step_error": (STEP_ERROR, b""),
     "set_output": (SET_OUTPUT, s('{"total":42}')),
     "fail": (FAIL, s("card declined")),

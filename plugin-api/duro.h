@@ -346,9 +346,14 @@ typedef struct duro_api {
   int (*json_num)(const char *json, const char *pointer, double *out);
   int (*json_bool)(const char *json, const char *pointer, int *out);
   const char *(*json_vpack)(const char *fmt, va_list);
-  /* ---- minor 6: the first event of several types ---- */
+  /* ---- minor 6: the first event of several types; child workflows ---- */
   duro_rc (*wait_any)(duro_step *, const char *name, const char *const *types,
                       size_t n, int64_t deadline_ms, const char **event);
+  duro_rc (*child_start)(duro_step *, const char *name, duro_workflow *,
+                         const char *id, const char *params, int parent_close,
+                         const char **child_id);
+  duro_rc (*child_wait)(duro_step *, const char *name, duro_workflow *,
+                        const char *id, const char **output);
 } duro_api;
 
 /* ---- the plugin descriptor ---------------------------------------------
@@ -521,6 +526,62 @@ static inline DURO_MUST_CHECK_ duro_rc
 duro_wait_any(duro_step *step, const char *name, const char *const *types,
               size_t n, int64_t deadline_ms, const char **event) {
   return duro_api_ptr_->wait_any(step, name, types, n, deadline_ms, event);
+}
+
+/* What a parent's end (complete, errored or terminated) does to a child
+ * it started that still runs. */
+enum {
+  DURO_PARENT_CLOSE_TERMINATE = 0, /* terminated too (and its children) */
+  DURO_PARENT_CLOSE_ABANDON = 1    /* left to run on by itself */
+};
+
+/* Starts an instance of the workflow bound to `wf` (duro_env_workflow) as
+ * a child of this one: a step, so the child is created exactly once, in
+ * the commit that journals the step (a replay returns its id and creates
+ * nothing).  id NULL draws one; params NULL is "null".  *child_id (may be
+ * NULL) gets the child's id.  A child whose workflow has no `timeout` gets
+ * what is left of this instance's deadline.  The child's describe names
+ * its parent, and the parent's lists its children.  An id that exists
+ * already fails the step for good (instance.already_exists).  For
+ * example, fanning out and summing:
+ *
+ *   duro_workflow *part = duro_env_workflow(env, "PART");
+ *   const char *ids[8];
+ *   for (int i = 0; i < 8; i++) {
+ *     char name[16];
+ *     snprintf(name, sizeof name, "part %d", i);
+ *     DURO_TRY(duro_child_start(step, name, part, NULL,
+ *                               duro_json_pack("{s:i}", "i", i),
+ *                               DURO_PARENT_CLOSE_TERMINATE, &ids[i]));
+ *   }
+ *   double sum = 0;
+ *   for (int i = 0; i < 8; i++) {
+ *     const char *out;
+ *     double v = 0;
+ *     DURO_TRY(duro_child_wait(step, "part done", part, ids[i], &out));
+ *     duro_json_number(out, "", &v);
+ *     sum += v;
+ *   }
+ */
+static inline DURO_MUST_CHECK_ duro_rc duro_child_start(
+    duro_step *step, const char *name, duro_workflow *wf, const char *id,
+    const char *params, int parent_close, const char **child_id) {
+  return duro_api_ptr_->child_start(step, name, wf, id, params, parent_close,
+                                    child_id);
+}
+
+/* Waits, taking no thread, until the child `id` of workflow `wf` ends: its
+ * output in *output (JSON text) when it completed; DURO_ERROR when it
+ * errored (the step's error is the child's, its message naming the child)
+ * or was terminated (DURO_ERR_TERMINATED).  A step of its own: a replay
+ * answers from the journal.  A child that ended before the call is seen at
+ * once.  Bounded by this instance's deadline only. */
+static inline DURO_MUST_CHECK_ duro_rc duro_child_wait(duro_step *step,
+                                                       const char *name,
+                                                       duro_workflow *wf,
+                                                       const char *id,
+                                                       const char **output) {
+  return duro_api_ptr_->child_wait(step, name, wf, id, output);
 }
 
 /* The last DURO_ERROR of this activation as {"name","message"} JSON. */

@@ -1,6 +1,7 @@
 /* harness.c — see harness.h. */
 #include "harness.h"
 
+#include "children.h"
 #include "queue.h"
 #include "trigger.h"
 
@@ -255,6 +256,7 @@ size_t harness_run(harness *h) {
   do {
     n = duro_crons_dispatch(h->e, NULL);
     n += duro_queues_dispatch(h->e);
+    n += duro_children_dispatch(h->e);
     n += duro_engine_run_until_idle(h->e);
     total += n;
   } while (n);

@@ -58,8 +58,10 @@ RULES = [
     # (engine/driver.h), never the engine's internals.
     ("host/queues", "not", ["host/engine/engine_internal.h"], RULE),
     ("host/cron", "not", ["host/engine/engine_internal.h"], RULE),
+    ("host/children", "not", ["host/engine/engine_internal.h"], RULE),
     # The core names no feature: features reach it as drivers.
-    ("host/engine", "not", ["host/queues", "host/cron"], RULE),
+    ("host/engine", "not", ["host/queues", "host/cron", "host/children"],
+     RULE),
     # The views make JSON of the public answers (engine.h, queue.h,
     # trigger.h), never of the engine's internals.
     ("host/views", "not", ["host/engine/engine_internal.h"], RULE),
@@ -97,6 +99,7 @@ RULES = [
     ("host/engine", "not", ["host/worker"], RULE),
     ("host/queues", "not", ["host/views"], RULE),
     ("host/cron", "not", ["host/views"], RULE),
+    ("host/children", "not", ["host/views"], RULE),
     # The crash-storm breaker holds builds through the engine's public
     # face (engine.h) and rolls back through a hook the host gives it: it
     # names neither the reloader nor the workers, and nothing of the

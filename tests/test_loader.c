@@ -393,13 +393,15 @@ START_TEST(test_api_has) {
   duro_api_ptr_ = NULL;
   ck_assert(!DURO_API_HAS(strerror));
 
-  /* minor 6's member is the table's last, filled by the host; a table of
-   * minor 5 ends before it */
+  /* minor 6's members end the table, filled by the host; a table of
+   * minor 5 ends before them */
   const duro_api *host = duro_host_api();
   ck_assert_uint_eq(host->abi_minor, 6);
-  ck_assert_uint_eq(offsetof(duro_api, wait_any) + sizeof host->wait_any,
+  ck_assert_uint_eq(offsetof(duro_api, child_wait) + sizeof host->child_wait,
                     sizeof(duro_api));
   ck_assert(DURO_API_TABLE_HAS(host, wait_any));
+  ck_assert(DURO_API_TABLE_HAS(host, child_start));
+  ck_assert(DURO_API_TABLE_HAS(host, child_wait));
   duro_api minor5 = *host;
   minor5.size = offsetof(duro_api, wait_any);
   ck_assert(DURO_API_TABLE_HAS(&minor5, json_vpack));

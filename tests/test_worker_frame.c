@@ -142,6 +142,41 @@ static void c_wait_any(const worker_frame *f) {
   ck_assert_uint_eq(m->wants_event, 1);
 }
 
+/* CHILD_START: name, binding, id (NULL: the engine draws one), params,
+ * parent_close, wants_id. */
+static void w_child_start(wire_buf *w) {
+  wire_put_str(w, "part 1");
+  wire_put_str(w, "PART");
+  wire_put_str(w, NULL);
+  wire_put_str(w, "{\"i\":1}");
+  wire_put_u32(w, 1);
+  wire_put_u32(w, 1);
+}
+static void c_child_start(const worker_frame *f) {
+  const wf_child_start *m = &f->child_start;
+  ck_assert_str_eq(m->name, "part 1");
+  ck_assert_str_eq(m->binding, "PART");
+  ck_assert_ptr_null(m->id);
+  ck_assert_str_eq(m->params, "{\"i\":1}");
+  ck_assert_uint_eq(m->parent_close, 1);
+  ck_assert_uint_eq(m->wants_id, 1);
+}
+
+/* CHILD_WAIT: name, binding, id, wants_output. */
+static void w_child_wait(wire_buf *w) {
+  wire_put_str(w, "part done");
+  wire_put_str(w, "PART");
+  wire_put_str(w, "p-1");
+  wire_put_u32(w, 0);
+}
+static void c_child_wait(const worker_frame *f) {
+  const wf_child_wait *m = &f->child_wait;
+  ck_assert_str_eq(m->name, "part done");
+  ck_assert_str_eq(m->binding, "PART");
+  ck_assert_str_eq(m->id, "p-1");
+  ck_assert_uint_eq(m->wants_output, 0);
+}
+
 static void w_nothing(wire_buf *w) { (void)w; }
 static void c_nothing(const worker_frame *f) { (void)f; }
 
@@ -390,6 +425,8 @@ static const sample samples[] = {
     {WM_LOG, w_log, c_log},
     {WM_CANCELLED, w_nothing, c_nothing},
     {WM_WAIT_ANY, w_wait_any, c_wait_any},
+    {WM_CHILD_START, w_child_start, c_child_start},
+    {WM_CHILD_WAIT, w_child_wait, c_child_wait},
     {WM_RETURN, w_return, c_return},
     {WM_END, w_end, c_end},
     {WM_LIMIT, w_limit, c_limit},

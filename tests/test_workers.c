@@ -41,6 +41,11 @@
  *                                   the load probe and the worker, never
  *                                   in the engine; its workflow, queue
  *                                   handler and cron handler all run
+ *   children_started_and_awaited    duro_child_start and duro_child_wait
+ *                                   in run(), in a worker and in the
+ *                                   engine: ten children complete, the
+ *                                   parent's describe lists them, each
+ *                                   names its parent
  *   wait_any_woken_over_http        duro_wait_any in run(), in a worker
  *                                   and in the engine: an event of its
  *                                   second type sent over HTTP completes
@@ -945,6 +950,49 @@ END_TEST
  * types; an event of another type leaves it waiting, one of its second
  * type sent over HTTP completes it; a call without types fails with the
  * engine's error, naming the step. */
+/* A run() in its worker (_i 0) and in the engine (_i 1) that starts ten
+ * children (of the Io class) and waits for each: it completes with ten,
+ * its describe lists them complete, and each names it as its parent. */
+START_TEST(children_started_and_awaited) {
+  host_run H;
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  host_init(&H, "host");
+  host_setenv(&H, "DURO_FAULTS_LOG", faults_log());
+  H.request_ms = 10000;
+  H.plugin_keys = _i ? "workers: 0" : NULL;
+  host_write_config(
+      &H, db, "{ workers: 2 }", "faults", FAULTS_PLUGIN,
+      "      - { name: fan-flow, binding: FAN, class_name: Fan }\n"
+      "      - { name: kid-flow, binding: KID, class_name: Io }\n");
+  host_start(&H);
+  http_resp r;
+  host_request(&H, &r, "POST", "/workflows/fan-flow/instances",
+               "{\"id\":\"f1\",\"params\":{\"n\":10}}");
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  json_t *d =
+      host_wait_status(&H, "fan-flow", "f1", "complete", proc_now_ms() + 60000);
+  ck_assert_int_eq(json_integer_value(json_object_get(
+                       json_object_get(d, "output"), "children")),
+                   10);
+  json_t *kids = json_object_get(d, "children");
+  ck_assert_uint_eq(json_array_size(kids), 10);
+  char kid[128];
+  snprintf(kid, sizeof kid, "%s",
+           json_string_value(json_object_get(json_array_get(kids, 4), "id")));
+  size_t i;
+  json_t *k;
+  json_array_foreach(kids, i, k)
+      ck_assert_str_eq(jstr(k, "status"), "complete");
+  json_decref(d);
+  d = host_wait_status(&H, "kid-flow", kid, "complete", proc_now_ms() + 10000);
+  ck_assert_str_eq(jstr(json_object_get(d, "parent"), "id"), "f1");
+  json_decref(d);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
 START_TEST(wait_any_woken_over_http) {
   host_run H;
   start_flow(&H, "{ workers: 2 }", _i ? "workers: 0" : NULL, "answer-flow",
@@ -1012,6 +1060,7 @@ static Suite *workers_suite(void) {
   tcase_add_test(io, engine_never_waits_on_a_reader);
   tcase_add_test(io, timeout_starts_when_it_begins);
   tcase_add_loop_test(io, deadline_ends_a_blocked_callback, 0, 2);
+  tcase_add_loop_test(io, children_started_and_awaited, 0, 2);
   tcase_add_test(io, two_kills_do_not_wedge);
   tcase_add_test(io, failed_load_in_worker_waits);
   tcase_add_test(io, crash_on_plugin_thread_is_blamed);

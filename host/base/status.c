@@ -23,6 +23,7 @@ static const char *const step_kind_names[] = {
     [DURO_STEP_SLEEP] = "sleep",
     [DURO_STEP_WAIT_FOR_EVENT] = "waitForEvent",
     [DURO_STEP_WAIT_ANY] = "waitAny",
+    [DURO_STEP_CHILD_START] = "childStart",
 };
 
 static const char *const step_status_names[] = {

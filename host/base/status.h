@@ -36,10 +36,11 @@ typedef enum duro_step_kind {
   DURO_STEP_DO = 0,
   DURO_STEP_SLEEP,
   DURO_STEP_WAIT_FOR_EVENT,
-  DURO_STEP_WAIT_ANY
+  DURO_STEP_WAIT_ANY,
+  DURO_STEP_CHILD_START
 } duro_step_kind;
 
-/* "do", "sleep", "waitForEvent", "waitAny". */
+/* "do", "sleep", "waitForEvent", "waitAny", "childStart". */
 const char *duro_step_kind_name(duro_step_kind k);
 int duro_step_kind_parse(const char *name);
 

@@ -372,6 +372,37 @@ static void builds(report *rep, const json_t *list) {
   field(rep, n > 1 ? "builds" : "build", line);
 }
 
+/* The instance that started it, and those it started (how many, by
+ * status). */
+static void family(report *rep, const json_t *in) {
+  const json_t *parent = json_object_get(in, "parent");
+  char line[256];
+  if (json_is_object(parent)) {
+    snprintf(line, sizeof line, "%s/%s",
+             str_field(parent, "workflow") ? str_field(parent, "workflow")
+                                           : "?",
+             str_field(parent, "id") ? str_field(parent, "id") : "?");
+    field(rep, "parent", line);
+  }
+  const json_t *kids = json_object_get(in, "children");
+  size_t n = json_array_size(kids), i, running = 0, complete = 0, other = 0;
+  const json_t *k;
+  if (n == 0)
+    return;
+  json_array_foreach(kids, i, k) {
+    const char *st = str_field(k, "status");
+    if (str_eq(st, "complete"))
+      complete++;
+    else if (str_eq(st, "errored") || str_eq(st, "terminated"))
+      other++;
+    else
+      running++;
+  }
+  snprintf(line, sizeof line, "%zu (%zu running, %zu complete, %zu failed)", n,
+           running, complete, other);
+  field(rep, "children", line);
+}
+
 static void header(report *rep, const json_t *in, int64_t now_ms) {
   put_cut(rep, "", str_field(in, "workflow"), 0, 0);
   fputc('/', rep->out);
@@ -392,6 +423,7 @@ static void header(report *rep, const json_t *in, int64_t now_ms) {
   if (is_set(json_object_get(in, "error")))
     json_field(rep, "error", json_object_get(in, "error"), error_text);
   builds(rep, json_object_get(in, "builds"));
+  family(rep, in);
 }
 
 /* ---- steps --------------------------------------------------------------- */

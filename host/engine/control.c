@@ -78,6 +78,8 @@ static int commit_row(duro_engine *e, journal_instance *in, int clear_control,
                                   in, from_status, in->started_ms,
                                   duro_clock_now(e->clock));
   int rc = journal_commit(e->j, &b);
+  if (rc == 0)
+    engine_batch_woke(e, &b); /* the drivers' events in it */
   journal_batch_free(&b);
   return rc;
 }
@@ -300,7 +302,7 @@ static int settle_terminate(duro_engine *e, const char *workflow,
 }
 
 static int request_control(duro_engine *e, const char *workflow, const char *id,
-                           int control) {
+                           int control, int settle) {
   int64_t rowid;
   entry *ent, *active;
   int rc;
@@ -317,7 +319,8 @@ static int request_control(duro_engine *e, const char *workflow, const char *id,
      * now, and the release applies the terminate. */
     if (rc == 0 && control == JOURNAL_CONTROL_TERMINATE) {
       engine_abandon_entry(e, active);
-      rc = settle_terminate(e, workflow, id);
+      if (settle)
+        rc = settle_terminate(e, workflow, id);
     }
     return rc;
   }
@@ -327,12 +330,17 @@ static int request_control(duro_engine *e, const char *workflow, const char *id,
 }
 
 int duro_instance_pause(duro_engine *e, const char *workflow, const char *id) {
-  return request_control(e, workflow, id, JOURNAL_CONTROL_PAUSE);
+  return request_control(e, workflow, id, JOURNAL_CONTROL_PAUSE, 1);
 }
 
 int duro_instance_terminate(duro_engine *e, const char *workflow,
                             const char *id) {
-  return request_control(e, workflow, id, JOURNAL_CONTROL_TERMINATE);
+  return request_control(e, workflow, id, JOURNAL_CONTROL_TERMINATE, 1);
+}
+
+int engine_terminate_nowait(duro_engine *e, const char *workflow,
+                            const char *id) {
+  return request_control(e, workflow, id, JOURNAL_CONTROL_TERMINATE, 0);
 }
 
 /* The build instance `in` is pinned to, held (it is not retired while
@@ -607,7 +615,9 @@ static void event_stored(void *ctx, int rc) {
 static int send_event(duro_engine *e, const char *workflow, const char *id,
                       const char *type, const char *payload, duro_done_fn done,
                       void *ctx, int background) {
-  if (!type || !*type || strlen(type) > 100)
+  if (!type || !*type || strlen(type) > 100 ||
+      !strncmp(type, DURO_RESERVED_EVENT_PREFIX,
+               DURO_RESERVED_EVENT_PREFIX_LEN))
     return DURO_E_INVALID_ARGUMENT;
   if (payload && json_text_check(payload, e->max_step_result) != 0)
     return DURO_E_INVALID_PARAMS;

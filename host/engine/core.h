@@ -83,6 +83,18 @@ void engine_instance_insert_op(const wf_reg *wf, const char *id,
                                journal_instance *row, journal_batch *b);
 /* After such an insert committed (op rc 0): the instance is runnable. */
 void engine_instance_created(duro_engine *e, int64_t rowid);
+/* A terminate as duro_instance_terminate asks it, answered once it is
+ * persisted: a running instance takes it at its next step boundary,
+ * without waiting for that here (a driver's pass must not). */
+int engine_terminate_nowait(duro_engine *e, const char *workflow,
+                            const char *id);
+
+/* ---- child workflows (engine/step_child.c) ---- */
+
+/* The type of the event that tells a parent child workflow/id ended
+ * (malloc'ed): "duro.child:<workflow>/<id>", of the host's own types
+ * (DURO_RESERVED_EVENT_PREFIX). */
+char *engine_child_event_type(const char *workflow, const char *id);
 
 /* ---- JSON ---- */
 

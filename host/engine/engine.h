@@ -370,6 +370,11 @@ int duro_instance_create(duro_engine *e, const char *workflow, const char *id,
                          const char *params, int64_t retention_ms,
                          char **id_out);
 
+/* Event types beginning so are the host's own (a child workflow's end):
+ * no client or plugin may send one (DURO_E_INVALID_ARGUMENT). */
+#define DURO_RESERVED_EVENT_PREFIX "duro."
+#define DURO_RESERVED_EVENT_PREFIX_LEN 5
+
 typedef struct duro_create_req {
   const char *id;       /* NULL = random */
   const char *params;   /* NULL = "null" */
@@ -457,6 +462,12 @@ typedef struct duro_event_info {
  * duro_instance_read_summary only what its row holds, up to wake_ms (the
  * rest stays 0 and NULL).  User data (params, output, errors, results,
  * payloads) is the JSON text the journal keeps. */
+/* Another instance, as a parent or a child names it. */
+typedef struct duro_instance_ref {
+  char *workflow, *id;
+  duro_status status;
+} duro_instance_ref;
+
 typedef struct duro_instance_info {
   char *id, *workflow;
   /* Live: "running" (or "waitingForPause", or "terminated" once a
@@ -484,6 +495,11 @@ typedef struct duro_instance_info {
    * waiting or paused instance still waits): what a sender needs to move
    * it on. */
   char *wait_type;
+  /* The instance that started it (duro_child_start), NULL when none or
+   * gone (retention), and those it started, oldest first. */
+  char *parent_workflow, *parent_id;
+  duro_instance_ref *children;
+  size_t n_children;
 } duro_instance_info;
 
 /* The instance with its steps, their attempts and its events into *out

@@ -21,7 +21,7 @@
 /* A UUIDv7: 48 bits of Unix milliseconds, then random bits.  Ids made
  * close in time sort close together, so creating many instances appends
  * to the (workflow, id) index instead of writing all over it. */
-static char *random_id(int64_t now_ms) {
+char *engine_random_id(int64_t now_ms) {
   unsigned char b[16];
   if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
     fprintf(stderr, "duro: getrandom failed: %s\n", strerror(errno));
@@ -229,7 +229,7 @@ static int create_batch(duro_engine *e, const char *workflow,
       batch_error(job, i, reqs[i].id, bad);
       continue;
     }
-    job->ids[i] = reqs[i].id ? xstrdup(reqs[i].id) : random_id(now);
+    job->ids[i] = reqs[i].id ? xstrdup(reqs[i].id) : engine_random_id(now);
     if (strmap_get(&seen, job->ids[i])) {
       batch_error(job, i, job->ids[i], DURO_E_DUPLICATE_IN_BATCH);
       continue;

@@ -382,6 +382,11 @@ size_t engine_backlog(duro_engine *e);
  * which says whether the commit made the instance due (it waits for the
  * type) and which host runs it.  On this host: engine_instance_poke. */
 void engine_event_stored(duro_engine *e, const journal_op *wake);
+/* engine_event_stored for each JOP_WAKE_IF_WAITING of committed batch b
+ * (a driver's event in an instance's commit). */
+void engine_batch_woke(duro_engine *e, const journal_batch *b);
+/* A new instance id (malloc'ed): a UUIDv7 of now_ms (engine_create.c). */
+char *engine_random_id(int64_t now_ms);
 /* Something for instance `rowid` (an event) arrived: an activation
  * running it runs it again; an idle one runs when `woke`. */
 void engine_instance_poke(duro_engine *e, int64_t rowid, int woke);

@@ -274,6 +274,12 @@ void engine_event_stored(duro_engine *e, const journal_op *wake) {
     engine_instance_poke(e, wake->rowid, wake->out_rowid > 0);
 }
 
+void engine_batch_woke(duro_engine *e, const journal_batch *b) {
+  for (size_t i = 0; i < b->n; i++)
+    if (b->ops[i].kind == JOP_WAKE_IF_WAITING)
+      engine_event_stored(e, &b->ops[i]);
+}
+
 void engine_instance_poke(duro_engine *e, int64_t rowid, int woke) {
   pthread_mutex_lock(&e->mu);
   entry *ent = idmap_get(&e->entries, rowid);

@@ -282,6 +282,8 @@ static int crash_in_attempt(duro_engine *e, journal_batch *b,
   else
     add_crashed(e, b, in, sl, s, build, how, kills, crashes, now, owned);
   rc = journal_commit(e->j, b);
+  if (rc == 0)
+    engine_batch_woke(e, b); /* the drivers' events in it */
 done:
   free(s);
   journal_steps_free(steps, n);
@@ -326,6 +328,8 @@ static int record_crash(duro_engine *e, const ledger_slot *sl, int in_attempt,
               why);
     free(why);
     rc = journal_commit(e->j, &b);
+    if (rc == 0)
+      engine_batch_woke(e, &b);
   }
   /* It had not ended (see above): now it may have. */
   if (rc == 0 && in.status == DURO_STATUS_ERRORED)

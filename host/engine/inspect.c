@@ -219,6 +219,30 @@ static int read_steps(duro_engine *e, int64_t rowid, duro_instance_info *out) {
   return rc;
 }
 
+static void add_child(void *ctx, int64_t rowid, const char *workflow,
+                      const char *id, duro_status status) {
+  duro_instance_info *out = ctx;
+  (void)rowid;
+  out->children =
+      xrealloc(out->children, (out->n_children + 1) * sizeof *out->children);
+  out->children[out->n_children++] = (duro_instance_ref){
+      .workflow = xstrdup(workflow), .id = xstrdup(id), .status = status};
+}
+
+/* Its parent (by the row's link) and its children. */
+static int read_family(duro_engine *e, const journal_instance *in,
+                       duro_instance_info *out) {
+  if (in->parent > 0) {
+    journal_instance p = {0};
+    if (journal_instance_get_rowid(e->j, in->parent, &p) == 0) {
+      out->parent_workflow = take(&p.workflow);
+      out->parent_id = take(&p.id);
+    }
+    journal_instance_clear(&p);
+  }
+  return journal_children_each(e->j, in->rowid, add_child, out);
+}
+
 int duro_instance_read(duro_engine *e, const char *workflow, const char *id,
                        duro_instance_info *out) {
   *out = (duro_instance_info){0};
@@ -232,6 +256,7 @@ int duro_instance_read(duro_engine *e, const char *workflow, const char *id,
     info_from_row(e, &in, out);
     out->build = take(&in.build);
     out->restarts = in.restarts;
+    rc = read_family(e, &in, out);
     /* Only a waiting or paused row still waits; an ended or running one
      * kept the type of a wait it left. */
     if (out->status == DURO_STATUS_WAITING || out->status == DURO_STATUS_PAUSED)
@@ -255,6 +280,13 @@ int duro_instance_read_summary(duro_engine *e, const char *workflow,
 }
 
 void duro_instance_info_free(duro_instance_info *in) {
+  for (size_t i = 0; i < in->n_children; i++) {
+    free(in->children[i].workflow);
+    free(in->children[i].id);
+  }
+  free(in->children);
+  free(in->parent_workflow);
+  free(in->parent_id);
   for (size_t i = 0; i < in->n_steps; i++) {
     duro_step_info *s = &in->steps[i];
     for (size_t k = 0; k < s->n_attempts; k++) {

@@ -144,6 +144,8 @@ void step_api_fill(duro_api *t) {
   t->sleep_until = step_api_sleep_until;
   t->wait_for_event = step_api_wait_for_event;
   t->wait_any = step_api_wait_any;
+  t->child_start = step_api_child_start;
+  t->child_wait = step_api_child_wait;
   t->step_error = api_step_error;
   t->set_output = api_set_output;
   t->attempt_number = api_attempt_number;

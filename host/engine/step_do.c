@@ -156,9 +156,7 @@ static void attempt_clear(duro_attempt *at) {
   journal_batch_free(&at->sends);
 }
 
-/* Commits the batch: the activation may park here while its worker runs
- * others (engine_commit_step). */
-static int flush(duro_step *a) {
+int step_flush(duro_step *a) {
   if (a->slot)
     ledger_set_state(a->slot, LEDGER_IDLE);
   int orphaned;
@@ -470,7 +468,7 @@ static duro_rc do_record_success(duro_step *a, const do_call *call,
   size_t n_sends = at->sends.n;
   put_step(a, s);
   attempt_clear(at);
-  int flushed = flush(a);
+  int flushed = step_flush(a);
   /* The ops stay readable after the commit reset the batch: wake the
    * receivers of its events.  Even when this activation cannot go on
    * (abandoned meanwhile, or the write failed): a receiver woken for

@@ -123,6 +123,8 @@ void activation_final_commit(void *ctx, int rc) {
     if (a->event_wake_op >= 0 && a->batch.ops[a->event_wake_op].out_rowid)
       wake = a->batch.ops[a->event_wake_op].ts_ms;
     a->ent->write_failures = 0;
+    /* the drivers' events in it (a child's end told its parent) */
+    engine_batch_woke(a->e, &a->batch);
     if (status == DURO_STATUS_ERRORED)
       log_write(DURO_LOG_WARN, a->where, "errored: %s", a->final_row.error);
     else if (status != DURO_STATUS_WAITING)

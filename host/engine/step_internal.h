@@ -299,6 +299,10 @@ int step_begin(duro_step *a, const char *name, duro_step_kind type,
                duro_rc *rc);
 /* Whether a new step would cross limits.steps (the error set if so). */
 int step_limit_reached(duro_step *a, const char *key);
+/* Commits the activation's batch now (step_do.c): it may park here while
+ * its worker thread runs others (engine_commit_step).  Non-zero when the
+ * activation cannot go on (abandoned, or the write failed). */
+int step_flush(duro_step *a);
 /* A step the journal does not have, waiting, in the activation's map. */
 journal_step *step_new(duro_step *a, const char *key, const char *name,
                        uint32_t count, duro_step_kind type);
@@ -323,6 +327,14 @@ duro_rc step_api_wait_for_event(duro_step *a, const char *name,
 duro_rc step_api_wait_any(duro_step *a, const char *name,
                           const char *const *types, size_t n,
                           int64_t deadline_ms, const char **event);
+/* step_child.c */
+duro_rc step_api_child_start(duro_step *a, const char *name,
+                             duro_workflow *child, const char *id,
+                             const char *params, int parent_close,
+                             const char **child_id);
+duro_rc step_api_child_wait(duro_step *a, const char *name,
+                            duro_workflow *child, const char *id,
+                            const char **output);
 
 /* ---- step_finish.c ---- */
 

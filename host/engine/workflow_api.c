@@ -44,7 +44,9 @@ static int api_workflow_send_event(duro_workflow *wf, const char *id,
   }
   if (!at)
     return duro_instance_send_event(e, w->name, id, type, payload);
-  if (!type || !*type || strlen(type) > 100)
+  if (!type || !*type || strlen(type) > 100 ||
+      !strncmp(type, DURO_RESERVED_EVENT_PREFIX,
+               DURO_RESERVED_EVENT_PREFIX_LEN))
     return DURO_E_INVALID_ARGUMENT;
   if (payload && json_text_check(payload, e->max_step_result) != 0)
     return DURO_E_INVALID_PARAMS;

@@ -118,6 +118,15 @@ typedef struct store_backend {
                       void *ctx);
   int (*queued_from)(void *db, int64_t from, size_t limit, int64_t *rowids,
                      size_t *n);
+  int (*children_each)(void *db, int64_t parent,
+                       void (*fn)(void *ctx, int64_t rowid,
+                                  const char *workflow, const char *id,
+                                  duro_status status),
+                       void *ctx);
+  int (*orphans_each)(void *db, size_t limit,
+                      void (*fn)(void *ctx, int64_t rowid, const char *workflow,
+                                 const char *id),
+                      void *ctx);
   int (*oldest_queued)(void *db, const char *workflow, int64_t *created_ms);
   int (*build_pinned)(void *db, const char *workflow, const char *build,
                       int *pinned);

@@ -608,6 +608,21 @@ int journal_recover_each(journal *j,
   return j->be->recover_each(j->db, fn, ctx);
 }
 
+int journal_children_each(journal *j, int64_t parent,
+                          void (*fn)(void *ctx, int64_t rowid,
+                                     const char *workflow, const char *id,
+                                     duro_status status),
+                          void *ctx) {
+  return j->be->children_each(j->db, parent, fn, ctx);
+}
+
+int journal_orphans_each(journal *j, size_t limit,
+                         void (*fn)(void *ctx, int64_t rowid,
+                                    const char *workflow, const char *id),
+                         void *ctx) {
+  return j->be->orphans_each(j->db, limit, fn, ctx);
+}
+
 int journal_queued_from(journal *j, int64_t from, size_t limit, int64_t *rowids,
                         size_t *n) {
   return j->be->queued_from(j->db, from, limit, rowids, n);

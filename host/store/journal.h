@@ -59,7 +59,15 @@ typedef struct journal_instance {
    * written by JOP_INSTANCE_INSERT and JOP_INSTANCE_RESTARTED only, so a
    * row rebuilt elsewhere cannot move it. */
   int64_t deadline_ms;
+  /* The instance that started it with duro_child_start (its rowid; 0:
+   * none), told of its end by an event, and what that parent's end does
+   * to it while it runs (JOURNAL_PARENT_CLOSE_*).  Written at insert
+   * only. */
+  int64_t parent;
+  int parent_close;
 } journal_instance;
+
+enum { JOURNAL_PARENT_CLOSE_TERMINATE = 0, JOURNAL_PARENT_CLOSE_ABANDON = 1 };
 
 enum {
   JOURNAL_CONTROL_NONE = 0,
@@ -134,7 +142,7 @@ void journal_drain(journal *j);
 
 typedef enum journal_op_kind {
   JOP_INSTANCE_INSERT,  /* inst: workflow,id,status,params,created,retention,
-                           deadline */
+                           deadline, parent, parent_close */
   JOP_INSTANCE_SET,     /* inst: every mutable column of rowid but the
                            build pin (JOP_INSTANCE_PIN) and restarts; with
                            clear_control, also control = NONE; errored or
@@ -323,6 +331,21 @@ int journal_next_wake(journal *j, int64_t after_ms, int64_t *wake);
 int journal_recover_each(journal *j,
                          void (*fn)(void *ctx, int64_t rowid,
                                     duro_status status, int control),
+                         void *ctx);
+
+/* Calls fn for each instance `parent` started (its children), in rowid
+ * order. */
+int journal_children_each(journal *j, int64_t parent,
+                          void (*fn)(void *ctx, int64_t rowid,
+                                     const char *workflow, const char *id,
+                                     duro_status status),
+                          void *ctx);
+
+/* Calls fn for up to `limit` children still running whose parent has
+ * ended and whose parent_close is terminate. */
+int journal_orphans_each(journal *j, size_t limit,
+                         void (*fn)(void *ctx, int64_t rowid,
+                                    const char *workflow, const char *id),
                          void *ctx);
 
 /* Up to `limit` queued instances from rowid `from` on, in rowid order

@@ -36,6 +36,8 @@ static void put_instance(wire_buf *w, const journal_instance *in) {
   wire_put_i64(w, in->restarts);
   wire_put_i64(w, in->owner);
   wire_put_i64(w, in->deadline_ms);
+  wire_put_i64(w, in->parent);
+  wire_put_u32(w, (uint32_t)in->parent_close);
 }
 
 static void get_instance(wire_reader *r, journal_instance *in) {
@@ -59,6 +61,8 @@ static void get_instance(wire_reader *r, journal_instance *in) {
   in->restarts = wire_get_i64(r);
   in->owner = wire_get_i64(r);
   in->deadline_ms = wire_get_i64(r);
+  in->parent = wire_get_i64(r);
+  in->parent_close = (int)wire_get_enum(r, JOURNAL_PARENT_CLOSE_ABANDON + 1);
 }
 
 static void put_step(wire_buf *w, const journal_step *s) {
@@ -84,7 +88,7 @@ static void get_step(wire_reader *r, journal_step *s) {
   s->name = wire_get_str(r);
   s->count = wire_get_u32(r);
   s->seq = wire_get_i64(r);
-  s->type = (duro_step_kind)wire_get_enum(r, DURO_STEP_WAIT_ANY + 1);
+  s->type = (duro_step_kind)wire_get_enum(r, DURO_STEP_CHILD_START + 1);
   s->status = (duro_step_status)wire_get_enum(r, DURO_STEP_CANCELLED + 1);
   s->result = wire_get_str(r);
   s->error = wire_get_str(r);

@@ -18,8 +18,8 @@ const store_table migrate_tables[] = {
     {"instances",
      "rowid,workflow,id,status,params,output,error,created_ms,started_ms,"
      "ended_ms,wake_ms,paused_ms,wait_type,control,retention_ms,build,"
-     "restarts,deadline_ms",
-     18, "rowid"},
+     "restarts,deadline_ms,parent,parent_close",
+     20, "rowid"},
     {"steps",
      "instance,key,seq,name,count,type,status,result,error,attempts,"
      "started_ms,ended_ms,wake_ms,attempt_started_ms,build",

@@ -241,6 +241,14 @@ int pg_events_all(void *db, int64_t rowid, journal_event **out, size_t *n);
 int pg_due(void *db, int64_t after_ms, int64_t upto_ms, size_t limit,
            int64_t *rowids, int64_t *wakes, size_t *n);
 int pg_next_wake(void *db, int64_t after_ms, int64_t *wake);
+int pg_children_each(void *db, int64_t parent,
+                     void (*fn)(void *ctx, int64_t rowid, const char *workflow,
+                                const char *id, duro_status status),
+                     void *ctx);
+int pg_orphans_each(void *db, size_t limit,
+                    void (*fn)(void *ctx, int64_t rowid, const char *workflow,
+                               const char *id),
+                    void *ctx);
 int pg_recover_each(void *db,
                     void (*fn)(void *ctx, int64_t rowid, duro_status status,
                                int control),

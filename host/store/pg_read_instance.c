@@ -8,7 +8,7 @@
 #define INSTANCE_COLS                                                          \
   "rowid,workflow,id,status,params,output,error,created_ms,started_ms,"        \
   "ended_ms,wake_ms,paused_ms,wait_type,control,retention_ms,build,restarts,"  \
-  "owner,deadline_ms"
+  "owner,deadline_ms,parent,parent_close"
 
 static void read_instance(const PGresult *r, journal_instance *o) {
   o->rowid = get_i64(r, 0, 0);
@@ -30,6 +30,8 @@ static void read_instance(const PGresult *r, journal_instance *o) {
   o->restarts = get_i64(r, 0, 16);
   o->owner = get_i64(r, 0, 17);
   o->deadline_ms = get_ms(r, 0, 18);
+  o->parent = PQgetisnull(r, 0, 19) ? 0 : get_i64(r, 0, 19);
+  o->parent_close = (int)get_i64(r, 0, 20);
 }
 
 static int instance_query(pg_store *pg, const char *sql, const params *p,

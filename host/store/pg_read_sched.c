@@ -65,6 +65,47 @@ int pg_recover_each(void *db,
   return 0;
 }
 
+int pg_children_each(void *db, int64_t parent,
+                     void (*fn)(void *ctx, int64_t rowid, const char *workflow,
+                                const char *id, duro_status status),
+                     void *ctx) {
+  params p = {0};
+  p_i64(&p, parent);
+  PGresult *r = pg_query(db,
+                         "SELECT rowid,workflow,id,status FROM instances "
+                         "WHERE parent=$1 ORDER BY rowid",
+                         &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  for (int i = 0; i < PQntuples(r); i++)
+    fn(ctx, get_i64(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
+       get_status(r, i, 3));
+  PQclear(r);
+  return 0;
+}
+
+/* Every host looks (a terminate goes to the child's owner). */
+int pg_orphans_each(void *db, size_t limit,
+                    void (*fn)(void *ctx, int64_t rowid, const char *workflow,
+                               const char *id),
+                    void *ctx) {
+  params p = {0};
+  p_i64(&p, (int64_t)limit);
+  PGresult *r = pg_query(db,
+                         "SELECT c.rowid,c.workflow,c.id FROM instances c "
+                         "JOIN instances p ON p.rowid=c.parent WHERE "
+                         "c.parent IS NOT NULL AND c.ended_ms IS NULL AND "
+                         "c.parent_close=0 AND p.ended_ms IS NOT NULL "
+                         "LIMIT $1",
+                         &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  for (int i = 0; i < PQntuples(r); i++)
+    fn(ctx, get_i64(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2));
+  PQclear(r);
+  return 0;
+}
+
 int pg_queued_from(void *db, int64_t from, size_t limit, int64_t *rowids,
                    size_t *n) {
   params p = {0};

@@ -13,8 +13,8 @@
 #include "pg_internal.h"
 
 /* 7: schema 6 and the hosts sharing the database (the hosts table, each
- * instance's owner); 8: an instance's deadline.  A journal of 6 or 7 is
- * brought to 8 when opened. */
+ * instance's owner); 8: an instance's deadline and parent.  A journal of 6 or 7
+ * is brought to 8 when opened. */
 #define SCHEMA_VERSION "8"
 /* The advisory lock that one opener at a time creating or upgrading the
  * schema holds (any fixed number; no other lock of duro's uses it). */
@@ -38,6 +38,13 @@ static const char schema_sql[] =
     " UNIQUE(workflow, id));"
     /* Schema 8: an instance's deadline (a workflow's `timeout`). */
     "ALTER TABLE instances ADD COLUMN IF NOT EXISTS deadline_ms BIGINT;"
+    "ALTER TABLE instances ADD COLUMN IF NOT EXISTS parent BIGINT;"
+    "ALTER TABLE instances ADD COLUMN IF NOT EXISTS"
+    " parent_close INTEGER NOT NULL DEFAULT 0;"
+    "CREATE INDEX IF NOT EXISTS instances_child ON instances(parent)"
+    " WHERE parent IS NOT NULL;"
+    "CREATE INDEX IF NOT EXISTS instances_live_child ON instances(parent)"
+    " WHERE parent IS NOT NULL AND ended_ms IS NULL;"
     /* Schema 7: the host that runs an instance (hosts.id; 0: none yet, so
      * the first host to look takes it).  Every host reads its own. */
     "ALTER TABLE instances ADD COLUMN IF NOT EXISTS"

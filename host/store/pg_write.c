@@ -25,7 +25,8 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     /* RETURNING gives no row for a duplicate: that is the duplicate. */
     [ST_INSTANCE_INSERT] =
         "INSERT INTO instances(workflow,id,status,params,created_ms,"
-        "retention_ms,owner,deadline_ms) VALUES($1,$2,$3,$4,$5,$6,$7,$8) "
+        "retention_ms,owner,deadline_ms,parent,parent_close) "
+        "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10) "
         "ON CONFLICT(workflow,id) DO NOTHING RETURNING rowid",
     [ST_INSTANCE_SET] =
         "UPDATE instances SET status=$2, output=$3, error=$4, started_ms=$5, "

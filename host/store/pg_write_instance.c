@@ -43,6 +43,8 @@ int pg_instance_insert(pg_store *pg, journal_op *op) {
   p_i64(&p, in->retention_ms);
   p_i64(&p, pg->host);
   p_ms(&p, in->deadline_ms > 0 ? in->deadline_ms : JOURNAL_NONE);
+  p_ms(&p, in->parent > 0 ? in->parent : JOURNAL_NONE);
+  p_i64(&p, in->parent_close);
   if ((rc = pg_write_returning(pg, ST_INSTANCE_INSERT, &p, &inserted,
                                &op->out_rowid)))
     return rc;

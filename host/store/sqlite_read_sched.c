@@ -57,6 +57,46 @@ int sqlite_recover_each(void *db,
   return rd_close(&q, rc);
 }
 
+int sqlite_children_each(void *db, int64_t parent,
+                         void (*fn)(void *ctx, int64_t rowid,
+                                    const char *workflow, const char *id,
+                                    duro_status status),
+                         void *ctx) {
+  rd q;
+  int rc = rd_open(&q, db,
+                   "SELECT rowid,workflow,id,status FROM instances WHERE "
+                   "parent=?1 ORDER BY rowid");
+  if (rc == 0) {
+    sqlite3_bind_int64(q.st, 1, parent);
+    while (rd_row(&q))
+      fn(ctx, sqlite3_column_int64(q.st, 0),
+         (const char *)sqlite3_column_text(q.st, 1),
+         (const char *)sqlite3_column_text(q.st, 2), col_status(q.st, 3));
+  }
+  return rd_close(&q, rc);
+}
+
+/* On instances_live_child: only children still running are read. */
+int sqlite_orphans_each(void *db, size_t limit,
+                        void (*fn)(void *ctx, int64_t rowid,
+                                   const char *workflow, const char *id),
+                        void *ctx) {
+  rd q;
+  int rc = rd_open(&q, db,
+                   "SELECT c.rowid,c.workflow,c.id FROM instances c JOIN "
+                   "instances p ON p.rowid=c.parent WHERE c.parent IS NOT "
+                   "NULL AND c.ended_ms IS NULL AND c.parent_close=0 AND "
+                   "p.ended_ms IS NOT NULL LIMIT ?1");
+  if (rc == 0) {
+    sqlite3_bind_int64(q.st, 1, (sqlite3_int64)limit);
+    while (rd_row(&q))
+      fn(ctx, sqlite3_column_int64(q.st, 0),
+         (const char *)sqlite3_column_text(q.st, 1),
+         (const char *)sqlite3_column_text(q.st, 2));
+  }
+  return rd_close(&q, rc);
+}
+
 static const char sql_queued_from[] =
     "SELECT rowid FROM instances WHERE status='queued' AND rowid>=?1 "
     "ORDER BY rowid LIMIT ?2";

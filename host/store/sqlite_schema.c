@@ -17,6 +17,7 @@ static const char schema_sql[] =
     " wake_ms INTEGER, paused_ms INTEGER, wait_type TEXT,"
     " control INTEGER NOT NULL DEFAULT 0, retention_ms INTEGER NOT NULL,"
     " build TEXT, restarts INTEGER NOT NULL DEFAULT 0, deadline_ms INTEGER,"
+    " parent INTEGER, parent_close INTEGER NOT NULL DEFAULT 0,"
     " UNIQUE(workflow, id));"
     "CREATE INDEX IF NOT EXISTS instances_wake ON instances(wake_ms)"
     " WHERE wake_ms IS NOT NULL;"
@@ -235,11 +236,27 @@ static int upgrade_columns(sqlite3 *db, const char *path, char *err,
     return sqlite_exec_failed(err, errlen, path, "cannot upgrade the schema",
                               msg);
   }
-  /* Schema 7 gives an instance a deadline (a workflow's `timeout`). */
+  /* Schema 7 gives an instance a deadline (a workflow's `timeout`) and
+   * the parent that started it (duro_child_start); the index serves the
+   * children still running, which a parent's end may terminate. */
   if ((sqlite3_exec(db, "SELECT deadline_ms FROM instances LIMIT 0", NULL, NULL,
                     NULL) != SQLITE_OK &&
        sqlite3_exec(db, "ALTER TABLE instances ADD COLUMN deadline_ms INTEGER;",
                     NULL, NULL, &msg) != SQLITE_OK) ||
+      (sqlite3_exec(db, "SELECT parent FROM instances LIMIT 0", NULL, NULL,
+                    NULL) != SQLITE_OK &&
+       sqlite3_exec(db,
+                    "ALTER TABLE instances ADD COLUMN parent INTEGER;"
+                    "ALTER TABLE instances ADD COLUMN parent_close INTEGER "
+                    "NOT NULL DEFAULT 0;",
+                    NULL, NULL, &msg) != SQLITE_OK) ||
+      sqlite3_exec(db,
+                   "CREATE INDEX IF NOT EXISTS instances_child ON "
+                   "instances(parent) WHERE parent IS NOT NULL;"
+                   "CREATE INDEX IF NOT EXISTS instances_live_child ON "
+                   "instances(parent) WHERE parent IS NOT NULL AND "
+                   "ended_ms IS NULL;",
+                   NULL, NULL, &msg) != SQLITE_OK ||
       sqlite3_exec(db,
                    "UPDATE meta SET value='7' WHERE key='schema' AND "
                    "value='6'",

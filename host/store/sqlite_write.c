@@ -18,7 +18,8 @@
 const char *const sqlite_write_sql[ST_WRITE_COUNT_] = {
     [ST_INSTANCE_INSERT] =
         "INSERT INTO instances(workflow,id,status,params,created_ms,"
-        "retention_ms,deadline_ms) VALUES(?1,?2,?3,?4,?5,?6,?7) "
+        "retention_ms,deadline_ms,parent,parent_close) "
+        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9) "
         "ON CONFLICT(workflow,id) DO NOTHING",
     [ST_INSTANCE_SET] =
         "UPDATE instances SET status=?2, output=?3, error=?4, started_ms=?5, "

@@ -76,6 +76,18 @@ json_t *view_instance(const duro_instance_info *in) {
   json_object_set_new(o, "several_builds", json_boolean(in->n_builds > 1));
   json_object_set_new(o, "events", events);
   json_object_set_new(o, "wait_type", json_string_or_null(in->wait_type));
+  json_object_set_new(o, "parent",
+                      in->parent_id
+                          ? json_pack("{s:s,s:s}", "workflow",
+                                      in->parent_workflow, "id", in->parent_id)
+                          : json_null());
+  json_t *kids = json_array();
+  for (size_t i = 0; i < in->n_children; i++)
+    json_array_append_new(
+        kids, json_pack("{s:s,s:s,s:s}", "workflow", in->children[i].workflow,
+                        "id", in->children[i].id, "status",
+                        duro_status_name(in->children[i].status)));
+  json_object_set_new(o, "children", kids);
   return o;
 }
 

@@ -322,6 +322,49 @@ static int api_workflow_send_event(duro_workflow *wf, const char *id,
   return (int)ask(a, NULL);
 }
 
+/* A binding's name, as the engine finds it again (NULL: none). */
+static const char *binding_name(const duro_workflow *wf) {
+  return wf ? ((const wk_binding *)wf)->name : NULL;
+}
+
+static duro_rc api_child_start(duro_step *s, const char *name,
+                               duro_workflow *wf, const char *id,
+                               const char *params, int parent_close,
+                               const char **child_id) {
+  wk_act *a = act_of(s);
+  if (child_id)
+    *child_id = NULL;
+  channel_begin(&a->m, WM_CHILD_START, a->id);
+  wire_put_str(&a->m, name);
+  wire_put_str(&a->m, binding_name(wf));
+  wire_put_str(&a->m, id);
+  wire_put_str(&a->m, params);
+  wire_put_u32(&a->m, (uint32_t)parent_close);
+  wire_put_u32(&a->m, child_id != NULL);
+  const char *text;
+  duro_rc rc = (duro_rc)ask(a, &text);
+  if (child_id)
+    *child_id = wk_own(a, text);
+  return rc;
+}
+
+static duro_rc api_child_wait(duro_step *s, const char *name, duro_workflow *wf,
+                              const char *id, const char **output) {
+  wk_act *a = act_of(s);
+  if (output)
+    *output = NULL;
+  channel_begin(&a->m, WM_CHILD_WAIT, a->id);
+  wire_put_str(&a->m, name);
+  wire_put_str(&a->m, binding_name(wf));
+  wire_put_str(&a->m, id);
+  wire_put_u32(&a->m, output != NULL);
+  const char *text;
+  duro_rc rc = (duro_rc)ask(a, &text);
+  if (output)
+    *output = wk_own(a, text);
+  return rc;
+}
+
 static int api_queue_send(duro_queue *q, const char *json, int64_t delay_ms) {
   wk_act *a = binding_call(q, WM_QUEUE_SEND);
   if (!a)

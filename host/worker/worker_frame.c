@@ -172,6 +172,24 @@ static void decode_wait_any(dec *d, worker_frame *f) {
   m->wants_event = flag(d, "wants_event");
 }
 
+static void decode_child_start(dec *d, worker_frame *f) {
+  wf_child_start *m = &f->child_start;
+  m->name = str(d, "name");
+  m->binding = str(d, "binding");
+  m->id = str(d, "id");
+  m->params = str(d, "params");
+  m->parent_close = u32(d, "parent_close");
+  m->wants_id = flag(d, "wants_id");
+}
+
+static void decode_child_wait(dec *d, worker_frame *f) {
+  wf_child_wait *m = &f->child_wait;
+  m->name = str(d, "name");
+  m->binding = str(d, "binding");
+  m->id = str(d, "id");
+  m->wants_output = flag(d, "wants_output");
+}
+
 static void decode_step_error(dec *d, worker_frame *f) { (void)d, (void)f; }
 
 static void decode_set_output(dec *d, worker_frame *f) {

@@ -61,6 +61,17 @@ typedef struct wf_wait_any {
   uint32_t wants_event; /* 0 or 1 */
 } wf_wait_any;
 
+typedef struct wf_child_start {
+  const char *name, *binding, *id, *params; /* each may be NULL */
+  uint32_t parent_close;
+  uint32_t wants_id; /* 0 or 1 */
+} wf_child_start;
+
+typedef struct wf_child_wait {
+  const char *name, *binding, *id; /* each may be NULL */
+  uint32_t wants_output;           /* 0 or 1 */
+} wf_child_wait;
+
 typedef struct wf_set_output {
   const char *json;
 } wf_set_output;
@@ -192,6 +203,8 @@ typedef struct worker_frame {
     wf_sleep_until sleep_until;
     wf_wait_for_event wait_for_event;
     wf_wait_any wait_any;
+    wf_child_start child_start;
+    wf_child_wait child_wait;
     wf_set_output set_output;
     wf_vfail vfail;
     wf_error_is error_is;

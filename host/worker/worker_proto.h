@@ -74,6 +74,10 @@ enum worker_msg {
                       UINT32_MAX), u has_types (the plugin's types, not
                       NULL, and n at most WM_WAIT_ANY_MAX), has_types ?
                       n × s type : nothing, i deadline_ms, u wants_event */
+  WM_CHILD_START,  /* s name, s binding (NULL: none), s id, s params,
+                      u parent_close, u wants_id */
+  WM_CHILD_WAIT,   /* s name, s binding (NULL: none), s id,
+                      u wants_output */
   WM_RETURN,       /* i rc, u result_set, s result, u failed, u final,
                       s message: the callback returned (result_set
                       WM_RESULT_TOO_LARGE: the result's length in
@@ -117,7 +121,9 @@ enum worker_msg {
   X(queue_send_batch, WM_QUEUE_BATCH, ENV)                                     \
   X(vlog, WM_LOG, ENV)                                                         \
   X(attempt_cancelled, WM_CANCELLED, STEP)                                     \
-  X(wait_any, WM_WAIT_ANY, STEP)
+  X(wait_any, WM_WAIT_ANY, STEP)                                               \
+  X(child_start, WM_CHILD_START, STEP)                                         \
+  X(child_wait, WM_CHILD_WAIT, STEP)
 
 /* The worker's own frames, no call of the plugin's: a callback's return,
  * run()'s or a handler's end, a limit passed (WM_CRASH, retired, is in

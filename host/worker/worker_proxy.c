@@ -556,6 +556,33 @@ static int serve_wait_any(proxy *px, duro_attempt *at, const worker_frame *f,
   return SERVE_ON;
 }
 
+static int serve_child_start(proxy *px, duro_attempt *at, const worker_frame *f,
+                             int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  const wf_child_start *c = &f->child_start;
+  duro_workflow *wf =
+      c->binding ? px->api->env_workflow(px->env, c->binding) : NULL;
+  const char *id = NULL;
+  duro_rc rc =
+      px->api->child_start(px->step, c->name, wf, c->id, c->params,
+                           (int)c->parent_close, c->wants_id ? &id : NULL);
+  reply(px, rc, id);
+  return SERVE_ON;
+}
+
+static int serve_child_wait(proxy *px, duro_attempt *at, const worker_frame *f,
+                            int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  const wf_child_wait *c = &f->child_wait;
+  duro_workflow *wf =
+      c->binding ? px->api->env_workflow(px->env, c->binding) : NULL;
+  const char *out = NULL;
+  duro_rc rc = px->api->child_wait(px->step, c->name, wf, c->id,
+                                   c->wants_output ? &out : NULL);
+  reply(px, rc, out);
+  return SERVE_ON;
+}
+
 static int serve_step_error(proxy *px, duro_attempt *at, const worker_frame *f,
                             int64_t *rc_out) {
   (void)at, (void)f, (void)rc_out;

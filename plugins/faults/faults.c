@@ -555,10 +555,39 @@ static duro_rc answer_flow(duro_step *step, const duro_event *ev,
   return duro_set_output(step, event);
 }
 
+/* Class "Fan" (tests/test_workers.c): starts n children (at most 64) of
+ * the workflow bound to KID with {"steps":1,"hold_ms":hold_ms}, then
+ * waits for each; its output is how many completed. */
+static duro_rc fan_flow(duro_step *step, const duro_event *ev, duro_env *env) {
+  duro_workflow *kid = duro_env_workflow(env, "KID");
+  int n = int_param(ev->params, "n", 3);
+  n = n < 0 ? 0 : n > 64 ? 64 : n;
+  char params[64];
+  snprintf(params, sizeof params, "{\"steps\":1,\"hold_ms\":%d}",
+           int_param(ev->params, "hold_ms", 50));
+  const char *ids[64];
+  for (int i = 0; i < n; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "kid %d", i);
+    DURO_TRY(duro_child_start(step, name, kid, NULL, params,
+                              DURO_PARENT_CLOSE_TERMINATE, &ids[i]));
+  }
+  int done = 0;
+  for (int i = 0; i < n; i++) {
+    const char *out;
+    DURO_TRY(duro_child_wait(step, "kid done", kid, ids[i], &out));
+    done++;
+  }
+  char out[32];
+  snprintf(out, sizeof out, "{\"children\":%d}", done);
+  return duro_set_output(step, out);
+}
+
 static const duro_workflow_def workflows[] = {{"Fault", fault_flow},
                                               {"Sender", send_flow},
                                               {"Io", io_flow},
-                                              {"Answer", answer_flow}};
+                                              {"Answer", answer_flow},
+                                              {"Fan", fan_flow}};
 
 static int on_queue(duro_message_batch *b, duro_env *env) {
   (void)env;

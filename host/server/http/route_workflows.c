@@ -426,6 +426,12 @@ static void on_event_stored(void *ctx, int rc) {
 
 static int send_event(http_server *s, http_exchange *x, const char *wf,
                       const char *id, const char *type) {
+  if (!strncmp(type, DURO_RESERVED_EVENT_PREFIX,
+               DURO_RESERVED_EVENT_PREFIX_LEN))
+    return send_error(x, 400, "request.invalid",
+                      "event type \"%.100s\": types beginning \"%s\" are "
+                      "the host's own (a child workflow's end)",
+                      type, DURO_RESERVED_EVENT_PREFIX);
   int sent;
   json_t *payload = parse_body(x, json_null(), &sent);
   if (!payload)
