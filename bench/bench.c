@@ -35,6 +35,8 @@
  *                   process as `duro run` has it by default (8 threads;
  *                   the bench plugin beside this binary, or
  *                   --plugin-workers)
+ *   W7 children     100 parents that each start 10 child workflows (one
+ *                   trivial step each) and wait for them: instances/s
  *   R  recovery     N queued instances: engine reopened, time to re-arm
  *   Q1 queue        200,000 messages sent in batches of 100 by one thread
  *                   while a push consumer (a queue handler, batches of
@@ -305,6 +307,7 @@ typedef struct wf_def {
   const char *name;
   duro_run_fn run;
   const char *worker_class; /* its class in the bench plugin, or NULL */
+  const char *binding;      /* what duro_env_workflow finds it by, or NULL */
 } wf_def;
 
 /* The bench plugin the workflows with a worker class run from, in a
@@ -352,7 +355,7 @@ static void bench_open(bench_engine *b, const char *name, const wf_def *wfs,
       if (worker_so_now && wfs[i].worker_class)
         ctx = worker_pool_build(bench_workers(), "bench", 1, NULL,
                                 worker_so_now, "bench", wfs[i].worker_class);
-      duro_engine_register(b->hosts[h], wfs[i].name, NULL,
+      duro_engine_register(b->hosts[h], wfs[i].name, wfs[i].binding,
                            ctx ? worker_proxy_run : wfs[i].run, NULL, "bench");
       if (ctx)
         duro_engine_build_set_ctx(b->hosts[h], wfs[i].name, "bench", ctx);
@@ -506,11 +509,44 @@ static duro_rc wf_waiter(duro_step *step, const duro_event *ev, duro_env *env) {
   return DURO_OK;
 }
 
-static const wf_def workflows[] = {{"steps", wf_steps, "Steps"},
-                                   {"io", wf_io, "Io"},
-                                   {"sleeper", wf_sleeper, NULL},
-                                   {"napper", wf_napper, NULL},
-                                   {"waiter", wf_waiter, NULL}};
+static int kid_work(duro_attempt *a, void *arg) {
+  (void)arg;
+  return duro_attempt_result(a, "1");
+}
+
+/* A child: one trivial step. */
+static duro_rc wf_kid(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev, (void)env;
+  const char *r;
+  DURO_TRY(duro_do(step, "work", NULL, kid_work, NULL, &r));
+  return duro_set_output(step, r);
+}
+
+/* Starts params.children (at most 64) children of KID, then waits for
+ * each. */
+static duro_rc wf_parent(duro_step *step, const duro_event *ev, duro_env *env) {
+  duro_workflow *kid = duro_env_workflow(env, "KID");
+  int n = param(ev->params, "children", 10);
+  n = n > 64 ? 64 : n;
+  const char *ids[64];
+  for (int i = 0; i < n; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "kid %d", i);
+    DURO_TRY(duro_child_start(step, name, kid, NULL, NULL,
+                              DURO_PARENT_CLOSE_TERMINATE, &ids[i]));
+  }
+  for (int i = 0; i < n; i++) {
+    const char *out;
+    DURO_TRY(duro_child_wait(step, "kid done", kid, ids[i], &out));
+  }
+  return DURO_OK;
+}
+
+static const wf_def workflows[] = {
+    {"steps", wf_steps, "Steps", NULL},  {"io", wf_io, "Io", NULL},
+    {"sleeper", wf_sleeper, NULL, NULL}, {"napper", wf_napper, NULL, NULL},
+    {"waiter", wf_waiter, NULL, NULL},   {"parent", wf_parent, NULL, NULL},
+    {"kid", wf_kid, NULL, "KID"}};
 #define N_WFS (sizeof workflows / sizeof *workflows)
 
 /* ---- W1
@@ -885,6 +921,27 @@ static void w6_io(void) {
   opts.workers = was;
 }
 
+/* ---- W7
+ * ------------------------------------------------------------------------ */
+
+/* 100 parents that each start 10 children (one trivial step each) and
+ * wait for them: every instance, parents and children, per second. */
+static void w7_children(void) {
+  size_t parents = opts.quick ? 10 : 100, per = 10;
+  bench_engine b;
+  bench_open(&b, "w7", workflows, N_WFS, opts.workers, 1, 1);
+  bench_start(&b);
+  int64_t t0 = now_us();
+  create_many(&b, "parent", parents, "{\"children\":10}", 100);
+  wait_ended(&b, parents * (1 + per));
+  double s = (double)(now_us() - t0) / 1e6;
+  bench_close(&b, 1);
+  char fig[64];
+  snprintf(fig, sizeof fig, "W7 %zu parents x %zu children", parents, per);
+  report(fig, (double)(parents * (1 + per)) / s, "instances/s",
+         "no published peer figure");
+}
+
 /* ---- Q1
  * ------------------------------------------------------------------------ */
 
@@ -1118,6 +1175,8 @@ int main(int argc, char **argv) {
     w5_events();
   if (wants("W6"))
     w6_io();
+  if (wants("W7"))
+    w7_children();
   if (wants("R"))
     r_recovery();
   if (wants("Q1")) {

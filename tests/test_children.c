@@ -73,9 +73,9 @@ static duro_rc wf_part(duro_step *step, const duro_event *ev, duro_env *env) {
   int64_t i = param(ev, "/i", 0);
   if (param(ev, "/grand", 0)) {
     const char *id;
-    DURO_TRY(duro_child_start(step, "grandchild", duro_env_workflow(env, "PART"),
-                              NULL, "{\"sleep\":1}",
-                              DURO_PARENT_CLOSE_TERMINATE, &id));
+    DURO_TRY(duro_child_start(
+        step, "grandchild", duro_env_workflow(env, "PART"), NULL,
+        "{\"sleep\":1}", DURO_PARENT_CLOSE_TERMINATE, &id));
     snprintf(C.ids[C.n_ids++], sizeof C.ids[0], "%s", id);
   }
   if (param(ev, "/sleep", 0))
@@ -154,10 +154,8 @@ static void start(duro_run_fn parent) {
 }
 
 static void create(const char *id, const char *params, int64_t timeout_ms) {
-  duro_create_req req = {.id = id,
-                         .params = params,
-                         .retention_ms = -1,
-                         .timeout_ms = timeout_ms};
+  duro_create_req req = {
+      .id = id, .params = params, .retention_ms = -1, .timeout_ms = timeout_ms};
   duro_create_result res;
   ck_assert_int_eq(duro_instance_create_many(H.e, PARENT, &req, 1, &res), 0);
   ck_assert_uint_eq(res.n_created, 1);

@@ -25,7 +25,7 @@ with a token asks for it, that the page fits a 375 px screen, and that the
 browser logged no error but the ones those refusals cause.  Screenshots of
 every page at 1280x800 and 375 px wide go to ARTEFACT_DIR.
 
-Usage: test_dashboard.py DURO_BIN ORDERS_PLUGIN NIGHTLY_PLUGIN CHAOS_PLUGIN ARTEFACT_DIR
+Usage: test_dashboard.py DURO_BIN ORDERS_PLUGIN NIGHTLY_PLUGIN CHAOS_PLUGIN FANOUT_PLUGIN ARTEFACT_DIR
 Prints one line "test_dashboard: pass" or "test_dashboard: FAIL: why"."""
 import base64
 import json
@@ -49,7 +49,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-DURO, ORDERS, NIGHTLY, CHAOS, ARTEFACTS = sys.argv[1:6]
+DURO, ORDERS, NIGHTLY, CHAOS, FANOUT, ARTEFACTS = sys.argv[1:7]
 WF = "order-flow"
 TOKEN = "dash-Token_1"
 
@@ -89,6 +89,11 @@ plugins:
     path: {CHAOS}
     workflows:
       - {{name: chaos, binding: CHAOS, class_name: Chaos}}
+  - name: fanout
+    path: {FANOUT}
+    workflows:
+      - {{name: fan-out, binding: FAN_OUT, class_name: FanOut}}
+      - {{name: square, binding: SQUARE, class_name: Square}}
 """)
         self.log = os.path.join(self.dir, "duro.log")
         env = dict(os.environ, DASH_TOKEN=TOKEN)
@@ -384,6 +389,23 @@ def main():
         assert d.find_element(By.ID, "answer").get_attribute("role") == "alert"
         assert h.status("nap-1", "chaos") == "waiting"
 
+        # child workflows: the parent's page links its children, a
+        # child's its parent
+        assert h.api("POST", "/workflows/fan-out/instances",
+                     {"id": "fan-1", "params": {"n": 3}})[0] == 201
+        wait_for(d, "the fan-out complete",
+                 lambda: h.status("fan-1", "fan-out") == "complete", timeout=30)
+        d.get(h.base + "/#/wf/fan-out/i/fan-1")
+        wait_for(d, "three children linked",
+                 lambda: len(d.find_elements(By.CSS_SELECTOR, "#instance-children a.child")) == 3)
+        d.find_elements(By.CSS_SELECTOR, "#instance-children a.child")[1].click()
+        wait_for(d, "a child's page with its parent",
+                 lambda: "/#/wf/square/i/" in d.current_url and
+                 d.find_element(By.ID, "instance-parent").text == "fan-out/fan-1")
+        d.find_element(By.CSS_SELECTOR, "#instance-parent a").click()
+        wait_for(d, "back on the parent",
+                 lambda: d.current_url.endswith("#/wf/fan-out/i/fan-1"))
+
         # the retried step: its attempts in order, the failed one first
         d.get(h.base + f"/#/wf/{WF}/i/flaky-1")
 
@@ -441,7 +463,7 @@ def main():
         d.get(h.base + "/#/plugins")
         wait_for(d, "the plugins and what they serve", lambda: d.execute_script(
             "return [...document.querySelectorAll('#plugin-list a')]"
-            ".map((a) => a.textContent).join(' ')") == "order-flow nightly-report chaos")
+            ".map((a) => a.textContent).join(' ')") == "order-flow nightly-report chaos fan-out square")
         shot(d, "plugins-desktop")
         # the counters drawn from the host's own history: a page loaded
         # afresh shows the steps completed before it opened at its first

@@ -20,7 +20,11 @@
  *    output carries the charge step's result and the amount as given
  *    (19.99); a rejection's free-text reason
  *    (quotes, a backslash, non-ASCII) comes back as it was sent; params
- *    of the wrong type are refused naming the field. */
+ *    of the wrong type are refused naming the field;
+ *  - examples/fanout (FANOUT_PLUGIN): a fan-out of 100 children (child
+ *    workflows) in a worker process: it completes with the sum of their
+ *    squares, its describe lists the 100 children complete, and one
+ *    child's names its parent. */
 #include <check.h>
 #include <jansson.h>
 #include <stdint.h>
@@ -38,6 +42,9 @@
 #endif
 #ifndef ORDERS_PLUGIN
 #error "build with -DORDERS_PLUGIN=\"<path of liborders.so>\""
+#endif
+#ifndef FANOUT_PLUGIN
+#error "build with -DFANOUT_PLUGIN=\"<path of libfanout.so>\""
 #endif
 #ifndef JOBS_PLUGIN
 #error "build with -DJOBS_PLUGIN=\"<path of libjobs.so>\""
@@ -187,6 +194,44 @@ START_TEST(jobs_example_one_instance_per_job) {
 }
 END_TEST
 
+START_TEST(fanout_example_sums_children) {
+  host_run H;
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  host_init(&H, "fanout");
+  /* The declaration at the top of examples/fanout/fanout.c. */
+  host_write_config(&H, db, "{ workers: 2 }", "fanout", FANOUT_PLUGIN,
+                    "      - { name: fan-out, binding: FAN_OUT,"
+                    " class_name: FanOut }\n"
+                    "      - { name: square, binding: SQUARE,"
+                    " class_name: Square }\n");
+  host_start(&H);
+  http_resp r;
+  host_request(&H, &r, "POST", "/workflows/fan-out/instances",
+               "{\"id\":\"f\",\"params\":{\"n\":100}}");
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  json_t *d =
+      host_wait_status(&H, "fan-out", "f", "complete", proc_now_ms() + 60000);
+  ck_assert_int_eq(json_integer_value(jget(d, "output.n")), 100);
+  ck_assert_int_eq(json_integer_value(jget(d, "output.sum")), 328350);
+  json_t *kids = jget(d, "children");
+  ck_assert_uint_eq(json_array_size(kids), 100);
+  size_t i;
+  json_t *k;
+  json_array_foreach(kids, i, k)
+      ck_assert_str_eq(jstr(k, "status"), "complete");
+  char kid[128];
+  snprintf(kid, sizeof kid, "%s", jstr(json_array_get(kids, 42), "id"));
+  json_decref(d);
+  d = host_wait_status(&H, "square", kid, "complete", proc_now_ms() + 10000);
+  ck_assert_str_eq(jstr(d, "parent.id"), "f");
+  ck_assert_str_eq(jstr(d, "parent.workflow"), "fan-out");
+  json_decref(d);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
 START_TEST(nightly_example_fires_by_hand) {
   host_run H;
   char db[400];
@@ -332,6 +377,7 @@ int main(void) {
   TCase *tc = tcase_create("examples");
   proc_fixtures(tc, "duro-examples");
   tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, fanout_example_sums_children);
   tcase_add_test(tc, jobs_example_one_instance_per_job);
   tcase_add_test(tc, nightly_example_fires_by_hand);
   tcase_add_loop_test(tc, orders_example_json_accessors, 0, 2);

@@ -46,6 +46,9 @@
  *                                   engine: ten children complete, the
  *                                   parent's describe lists them, each
  *                                   names its parent
+ *   children_survive_engine_kills   a fan-out of 30 children while the
+ *                                   engine is SIGKILLed three times:
+ *                                   exactly 30 children, all complete
  *   wait_any_woken_over_http        duro_wait_any in run(), in a worker
  *                                   and in the engine: an event of its
  *                                   second type sent over HTTP completes
@@ -993,6 +996,49 @@ START_TEST(children_started_and_awaited) {
 }
 END_TEST
 
+/* A fan-out of 30 children (each a step that blocks 300 ms) while its
+ * engine is SIGKILLed three times: the supervisor starts it again each
+ * time, and in the end exactly 30 children exist (a start journaled once,
+ * never twice, none lost), all complete, and the parent with them. */
+START_TEST(children_survive_engine_kills) {
+  host_run H;
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  host_init(&H, "host");
+  host_setenv(&H, "DURO_FAULTS_LOG", faults_log());
+  H.request_ms = 10000;
+  host_write_config(
+      &H, db, "{ workers: 2 }", "faults", FAULTS_PLUGIN,
+      "      - { name: fan-flow, binding: FAN, class_name: Fan }\n"
+      "      - { name: kid-flow, binding: KID, class_name: Io }\n");
+  host_start(&H);
+  http_resp r;
+  host_request(&H, &r, "POST", "/workflows/fan-flow/instances",
+               "{\"id\":\"f1\",\"params\":{\"n\":30,\"hold_ms\":300}}");
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  for (int k = 0; k < 3; k++) {
+    proc_sleep_ms(400);
+    pid_t engine = host_last_engine(&H);
+    ck_assert_int_gt(engine, 0);
+    ck_assert_int_eq(kill(engine, SIGKILL), 0);
+    host_wait_lines(&H, "ready:", k + 2, proc_now_ms() + 30000);
+  }
+  json_t *d = host_wait_status(&H, "fan-flow", "f1", "complete",
+                               proc_now_ms() + 120000);
+  ck_assert_int_eq(json_integer_value(json_object_get(
+                       json_object_get(d, "output"), "children")),
+                   30);
+  ck_assert_uint_eq(json_array_size(json_object_get(d, "children")), 30);
+  json_decref(d);
+  ck_assert_int_eq(count_of(&H, "kid-flow", "complete"), 30);
+  host_request(&H, &r, "GET", "/workflows/kid-flow/instances?limit=1000", NULL);
+  ck_assert_uint_eq(json_array_size(json_object_get(r.json, "instances")), 30);
+  http_resp_free(&r);
+  host_stop(&H, proc_now_ms() + 10000, 1);
+}
+END_TEST
+
 START_TEST(wait_any_woken_over_http) {
   host_run H;
   start_flow(&H, "{ workers: 2 }", _i ? "workers: 0" : NULL, "answer-flow",
@@ -1061,6 +1107,7 @@ static Suite *workers_suite(void) {
   tcase_add_test(io, timeout_starts_when_it_begins);
   tcase_add_loop_test(io, deadline_ends_a_blocked_callback, 0, 2);
   tcase_add_loop_test(io, children_started_and_awaited, 0, 2);
+  tcase_add_test(io, children_survive_engine_kills);
   tcase_add_test(io, two_kills_do_not_wedge);
   tcase_add_test(io, failed_load_in_worker_waits);
   tcase_add_test(io, crash_on_plugin_thread_is_blamed);

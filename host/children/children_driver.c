@@ -39,8 +39,8 @@ static void child_changed(duro_engine *e, void *state, journal_batch *b,
   if (row->parent <= 0 || !duro_status_ended(row->status) ||
       duro_status_ended(from_status))
     return;
-  char *type = journal_batch_own(
-      b, engine_child_event_type(row->workflow, row->id));
+  char *type =
+      journal_batch_own(b, engine_child_event_type(row->workflow, row->id));
   journal_op *op = journal_batch_add(b, JOP_EVENT_INSERT);
   op->rowid = row->parent;
   op->event_type = type;
@@ -71,8 +71,8 @@ static void collect(void *ctx, int64_t rowid, const char *workflow,
 
 size_t duro_children_dispatch(duro_engine *e) {
   orphans o = {.n = 0};
-  if (journal_orphans_each(engine_journal(e), ORPHANS_PER_PASS, collect,
-                           &o) != 0) {
+  if (journal_orphans_each(engine_journal(e), ORPHANS_PER_PASS, collect, &o) !=
+      0) {
     log_error("children: reading the children of ended parents: %s",
               journal_errmsg(engine_journal(e)));
     return 0;
@@ -87,8 +87,8 @@ size_t duro_children_dispatch(duro_engine *e) {
                 "terminate)",
                 o.v[i].workflow, o.v[i].id);
     else if (rc != DURO_E_CANNOT_TERMINATE && rc != DURO_E_NOT_FOUND)
-      log_error("children: terminating %s/%s: %s", o.v[i].workflow,
-                o.v[i].id, duro_err_str(rc));
+      log_error("children: terminating %s/%s: %s", o.v[i].workflow, o.v[i].id,
+                duro_err_str(rc));
     free(o.v[i].workflow);
     free(o.v[i].id);
   }

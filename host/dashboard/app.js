@@ -530,6 +530,17 @@ function instanceView(main, gen, wf, id) {
              h('dd', {id: 'instance-held'}, `${HELD}: its build crashed too often; ` +
                'deploy a new build or run `duro plugins resume PLUGIN`')]
           : null,
+        inst.deadline_ms ? [h('dt', null, 'Deadline'), h('dd', {id: 'instance-deadline'}, fmtTime(inst.deadline_ms))] : null,
+        /* A child workflow's parent, a parent's children (the first 50). */
+        inst.parent ? [h('dt', null, 'Parent'), h('dd', {id: 'instance-parent'},
+          h('a', {href: `#/wf/${enc(inst.parent.workflow)}/i/${enc(inst.parent.id)}`},
+            `${inst.parent.workflow}/${inst.parent.id}`))] : null,
+        (inst.children || []).length
+          ? [h('dt', null, 'Children'), h('dd', {id: 'instance-children'},
+              inst.children.slice(0, 50).map((c, k) => [k ? ' ' : '',
+                h('a', {class: 'child', href: `#/wf/${enc(c.workflow)}/i/${enc(c.id)}`}, c.id), ' ', badge(c.status)]),
+              inst.children.length > 50 ? ` and ${inst.children.length - 50} more` : '')]
+          : null,
         h('dt', null, 'Restarts'), h('dd', null, inst.restarts),
         h('dt', null, 'Builds'), h('dd', null, (inst.builds || []).join(', ') || inst.build || '—'));
       fill(data,

@@ -36,8 +36,8 @@ static duro_rc child_refused(duro_step *a, journal_step *s, const char *name,
  * id as a JSON string), copied to the arena. */
 static const char *id_of_result(duro_step *a, const char *result) {
   json_t *v = result ? json_loads(result, JSON_DECODE_ANY, NULL) : NULL;
-  const char *id = json_is_string(v) ? arena_strdup(a, json_string_value(v))
-                                     : NULL;
+  const char *id =
+      json_is_string(v) ? arena_strdup(a, json_string_value(v)) : NULL;
   json_decref(v);
   return id;
 }
@@ -95,8 +95,7 @@ duro_rc step_api_child_start(duro_step *a, const char *name,
   if (found == 0)
     return child_refused(
         a, s, duro_err_name(DURO_E_ALREADY_EXISTS),
-        xasprintf("childStart \"%s\": %s/%s exists already", key, w->name,
-                  id));
+        xasprintf("childStart \"%s\": %s/%s exists already", key, w->name, id));
   if (found != DURO_E_NOT_FOUND) {
     a->storage_failed = 1;
     a->suspended = 1;
@@ -159,9 +158,9 @@ static duro_rc child_outcome(duro_step *a, const char *wf, const char *id,
     json_t *err = json_object_get(p, "error");
     const char *name = json_string_value(json_object_get(err, "name"));
     const char *msg = json_string_value(json_object_get(err, "message"));
-    char *text = xasprintf("child %s/%s %s%s%s", wf, id,
-                           status ? status : "ended", msg ? ": " : "",
-                           msg ? msg : "");
+    char *text =
+        xasprintf("child %s/%s %s%s%s", wf, id, status ? status : "ended",
+                  msg ? ": " : "", msg ? msg : "");
     fail_with(a,
               name ? name
                    : (status && !strcmp(status, "terminated")
