@@ -953,22 +953,29 @@ END_TEST
  * types; an event of another type leaves it waiting, one of its second
  * type sent over HTTP completes it; a call without types fails with the
  * engine's error, naming the step. */
+/* A host of the faults plugin with `keys` (NULL: none) more keys of its
+ * entry and two workflows: fan-flow (the Fan class, binding FAN) and the
+ * children it starts, kid-flow (Io, binding KID). */
+static void start_fan(host_run *h, const char *keys) {
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  host_init(h, "host");
+  host_setenv(h, "DURO_FAULTS_LOG", faults_log());
+  h->request_ms = 10000;
+  h->plugin_keys = keys;
+  host_write_config(
+      h, db, "{ workers: 2 }", "faults", FAULTS_PLUGIN,
+      "      - { name: fan-flow, binding: FAN, class_name: Fan }\n"
+      "      - { name: kid-flow, binding: KID, class_name: Io }\n");
+  host_start(h);
+}
+
 /* A run() in its worker (_i 0) and in the engine (_i 1) that starts ten
  * children (of the Io class) and waits for each: it completes with ten,
  * its describe lists them complete, and each names it as its parent. */
 START_TEST(children_started_and_awaited) {
   host_run H;
-  char db[400];
-  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
-  host_init(&H, "host");
-  host_setenv(&H, "DURO_FAULTS_LOG", faults_log());
-  H.request_ms = 10000;
-  H.plugin_keys = _i ? "workers: 0" : NULL;
-  host_write_config(
-      &H, db, "{ workers: 2 }", "faults", FAULTS_PLUGIN,
-      "      - { name: fan-flow, binding: FAN, class_name: Fan }\n"
-      "      - { name: kid-flow, binding: KID, class_name: Io }\n");
-  host_start(&H);
+  start_fan(&H, _i ? "workers: 0" : NULL);
   http_resp r;
   host_request(&H, &r, "POST", "/workflows/fan-flow/instances",
                "{\"id\":\"f1\",\"params\":{\"n\":10}}");
@@ -1002,16 +1009,7 @@ END_TEST
  * never twice, none lost), all complete, and the parent with them. */
 START_TEST(children_survive_engine_kills) {
   host_run H;
-  char db[400];
-  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
-  host_init(&H, "host");
-  host_setenv(&H, "DURO_FAULTS_LOG", faults_log());
-  H.request_ms = 10000;
-  host_write_config(
-      &H, db, "{ workers: 2 }", "faults", FAULTS_PLUGIN,
-      "      - { name: fan-flow, binding: FAN, class_name: Fan }\n"
-      "      - { name: kid-flow, binding: KID, class_name: Io }\n");
-  host_start(&H);
+  start_fan(&H, NULL);
   http_resp r;
   host_request(&H, &r, "POST", "/workflows/fan-flow/instances",
                "{\"id\":\"f1\",\"params\":{\"n\":30,\"hold_ms\":300}}");
