@@ -14,7 +14,7 @@ build: deps
 # run (the tests and benchmarks build with `make test` and `make bench`).
 host: deps
 	@[ -f build/build.ninja ] || meson setup build --buildtype=debugoptimized >/dev/null
-	@ninja -C build host/duro examples/liborders.so examples/libjobs.so examples/libnightly.so
+	@ninja -C build host/duro examples/liborders.so examples/libjobs.so examples/libnightly.so examples/libfanout.so
 
 # The main job: the host on config/duro.yaml with the example plugins.
 run: host
