@@ -1,9 +1,11 @@
 /* clock.c — the system's clocks in milliseconds, and the real and the
- * virtual duro_clock over them. The virtual clock is advanced only by the
- * test that owns it, and read by the engine under its lock: advancing it
- * moves both readings, stepping its wall moves one. */
+ * virtual duro_clock over them (and a time as a UTC date). The virtual
+ * clock is advanced only by the test that owns it, and read by the engine
+ * under its lock: advancing it moves both readings, stepping its wall
+ * moves one. */
 #include "clock.h"
 
+#include <stdio.h>
 #include <time.h>
 
 static int64_t read_ms(clockid_t clock_id) {
@@ -63,4 +65,12 @@ void duro_clock_advance(duro_clock *c, int64_t ms) {
 
 void duro_clock_step_wall(duro_clock *c, int64_t ms) {
   __atomic_add_fetch(&c->wall_step_ms, ms, __ATOMIC_ACQ_REL);
+}
+
+const char *clock_iso_utc(char buf[32], int64_t ms) {
+  time_t t = (time_t)(ms >= 0 ? ms / 1000 : -((-ms + 999) / 1000));
+  struct tm tm;
+  if (!gmtime_r(&t, &tm) || !strftime(buf, 32, "%Y-%m-%dT%H:%M:%SZ", &tm))
+    snprintf(buf, 32, "%lld ms", (long long)ms);
+  return buf;
 }

@@ -42,6 +42,10 @@ int64_t clock_boot_ms(void);
  * clock is the one the condition variable was made with. */
 struct timespec clock_deadline(clockid_t clock_id, int64_t ms);
 
+/* Unix ms `ms` as "2026-01-02T03:04:05Z" (UTC, whole seconds, rounded
+ * down) into buf, which it returns; "<ms> ms" should the date not fit. */
+const char *clock_iso_utc(char buf[32], int64_t ms);
+
 static inline int64_t duro_clock_now(duro_clock *c) { return c->now_ms(c); }
 static inline int64_t duro_clock_mono(duro_clock *c) { return c->mono_ms(c); }
 

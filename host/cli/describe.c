@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "util.h"
 
 #define NO_TIME INT64_MIN
@@ -176,13 +177,7 @@ static char *error_text(const json_t *err) {
 
 /* "2025-01-02T03:04:05Z"; "-" for NO_TIME. */
 static const char *iso_time(char buf[32], int64_t ms) {
-  if (ms == NO_TIME)
-    return "-";
-  time_t t = (time_t)(ms >= 0 ? ms / 1000 : -((-ms + 999) / 1000));
-  struct tm tm;
-  if (!gmtime_r(&t, &tm) || !strftime(buf, 32, "%Y-%m-%dT%H:%M:%SZ", &tm))
-    return "-";
-  return buf;
+  return ms == NO_TIME ? "-" : clock_iso_utc(buf, ms);
 }
 
 const char *describe_time(char buf[32], int64_t ms) {

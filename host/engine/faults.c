@@ -46,6 +46,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "engine_internal.h"
 #include "error.h"
 #include "log.h"
@@ -119,21 +120,12 @@ static journal_step step_of(const journal_step *steps, size_t n,
                         .attempt_started_ms = JOURNAL_NONE};
 }
 
-/* ms as "2026-01-02T03:04:05Z", into buf. */
-static const char *iso_ms(char buf[32], int64_t ms) {
-  time_t t = (time_t)(ms / 1000);
-  struct tm tm;
-  if (!gmtime_r(&t, &tm) || !strftime(buf, 32, "%Y-%m-%dT%H:%M:%SZ", &tm))
-    snprintf(buf, 32, "%lld ms", (long long)ms);
-  return buf;
-}
-
 void engine_cut_short(journal_batch *b, const char *where, int64_t rowid,
                       journal_step *s, uint32_t number, int64_t started_ms,
                       const char *build, const char *by, int64_t now,
                       char **owned) {
   char t[32];
-  char *msg = xasprintf("cut short by %s at %s", by, iso_ms(t, now));
+  char *msg = xasprintf("cut short by %s at %s", by, clock_iso_utc(t, now));
   char *err = *owned = error_json(DURO_ERR_CUT_SHORT, msg);
   journal_op *op = journal_batch_add(b, JOP_ATTEMPT_PUT);
   op->rowid = rowid;

@@ -6,21 +6,18 @@
  * instance.timed_out at its deadline whatever it is doing then: queued,
  * waiting, between steps or inside a callback.  A paused instance stays
  * paused; it ends so when resumed. */
-#include <stdio.h>
-#include <time.h>
+#include <stdlib.h>
 
+#include "clock.h"
 #include "error.h"
 #include "step_internal.h"
 
 int deadline_passed(duro_step *a) {
   if (a->inst.deadline_ms <= 0 || now_ms(a) < a->inst.deadline_ms)
     return 0;
-  char when[40];
-  time_t secs = (time_t)(a->inst.deadline_ms / 1000);
-  struct tm tm;
-  gmtime_r(&secs, &tm);
-  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  char *msg = xasprintf("the instance passed its deadline (%s)", when);
+  char when[32];
+  char *msg = xasprintf("the instance passed its deadline (%s)",
+                        clock_iso_utc(when, a->inst.deadline_ms));
   fail_with(a, DURO_ERR_TIMED_OUT, msg);
   free(msg);
   a->suspended = 1;
