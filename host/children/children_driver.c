@@ -53,7 +53,6 @@ static void child_changed(duro_engine *e, void *state, journal_batch *b,
 }
 
 typedef struct orphan {
-  int64_t rowid;
   char *workflow, *id;
 } orphan;
 
@@ -65,8 +64,9 @@ typedef struct orphans {
 static void collect(void *ctx, int64_t rowid, const char *workflow,
                     const char *id) {
   orphans *o = ctx;
+  (void)rowid;
   if (o->n < ORPHANS_PER_PASS)
-    o->v[o->n++] = (orphan){rowid, xstrdup(workflow), xstrdup(id)};
+    o->v[o->n++] = (orphan){xstrdup(workflow), xstrdup(id)};
 }
 
 size_t duro_children_dispatch(duro_engine *e) {
@@ -95,14 +95,33 @@ size_t duro_children_dispatch(duro_engine *e) {
   return asked;
 }
 
+/* When the driver looks next (engine_mono_ms): the scheduler passes far
+ * more often than once a second (each kick), and the look is a query. */
+typedef struct children_state {
+  int64_t due;
+} children_state;
+
+static void *driver_create(duro_engine *e) {
+  (void)e;
+  return xcalloc(1, sizeof(children_state));
+}
+
 static int orphans_dispatch(duro_engine *e, void *state, int64_t *next_ms) {
-  (void)state;
-  *next_ms = engine_now(e) + ORPHANS_EVERY_MS;
-  return duro_children_dispatch(e) == ORPHANS_PER_PASS; /* more, maybe */
+  children_state *s = state;
+  int64_t mono = engine_mono_ms(e);
+  int more = 0;
+  if (mono >= s->due) {
+    more = duro_children_dispatch(e) == ORPHANS_PER_PASS;
+    s->due = more ? mono : mono + ORPHANS_EVERY_MS;
+  }
+  *next_ms = engine_now(e) + (s->due - mono);
+  return more;
 }
 
 const duro_driver children_driver = {
     .name = "children",
+    .create = driver_create,
     .dispatch = orphans_dispatch,
     .instance_changed = child_changed,
+    .free = free,
 };
