@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "error.h"
 #if DURO_HAVE_PG
 #include "pg_fixture.h"
 #endif
@@ -266,6 +267,17 @@ size_t harness_run(harness *h) {
 size_t harness_advance(harness *h, int64_t ms) {
   duro_clock_advance(&h->clock, ms);
   return harness_run(h);
+}
+
+void harness_create(harness *h, const char *wf, const char *id,
+                    const char *params, int64_t timeout_ms) {
+  duro_create_req req = {
+      .id = id, .params = params, .retention_ms = -1, .timeout_ms = timeout_ms};
+  duro_create_result res;
+  ck_assert_int_eq(duro_instance_create_many(h->e, wf, &req, 1, &res), 0);
+  ck_assert_msg(res.n_created == 1, "create %s/%s: %s", wf, id,
+                res.n_errors ? duro_err_name(res.errors[0].code) : "?");
+  duro_create_result_free(&res);
 }
 
 json_t *harness_describe(harness *h, const char *wf, const char *id) {

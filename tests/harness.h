@@ -91,6 +91,11 @@ void harness_set_cron_handler(harness *h, const char *plugin,
 size_t harness_advance(harness *h, int64_t ms);
 size_t harness_run(harness *h);
 
+/* Creates instance `id` of wf with `params` (NULL: null) and its own
+ * timeout (0: the workflow's), asserting it was created. */
+void harness_create(harness *h, const char *wf, const char *id,
+                    const char *params, int64_t timeout_ms);
+
 /* The instance's describe JSON (test fails when missing); caller decrefs. */
 json_t *harness_describe(harness *h, const char *wf, const char *id);
 /* The instance's status name ("complete", ...). */

@@ -154,12 +154,7 @@ static void start(duro_run_fn parent) {
 }
 
 static void create(const char *id, const char *params, int64_t timeout_ms) {
-  duro_create_req req = {
-      .id = id, .params = params, .retention_ms = -1, .timeout_ms = timeout_ms};
-  duro_create_result res;
-  ck_assert_int_eq(duro_instance_create_many(H.e, PARENT, &req, 1, &res), 0);
-  ck_assert_uint_eq(res.n_created, 1);
-  duro_create_result_free(&res);
+  harness_create(&H, PARENT, id, params, timeout_ms);
 }
 
 static json_t *desc(const char *wf, const char *id) {

@@ -153,13 +153,7 @@ static void start(duro_run_fn run) {
 
 /* Creates instance `id` with its own timeout (0: the workflow's). */
 static void create(const char *id, int64_t timeout_ms) {
-  duro_create_req req = {
-      .id = id, .retention_ms = -1, .timeout_ms = timeout_ms};
-  duro_create_result res;
-  ck_assert_int_eq(duro_instance_create_many(H.e, WF, &req, 1, &res), 0);
-  ck_assert_msg(res.n_created == 1, "create %s: %s", id,
-                res.n_errors ? duro_err_name(res.errors[0].code) : "?");
-  duro_create_result_free(&res);
+  harness_create(&H, WF, id, NULL, timeout_ms);
 }
 
 static json_t *desc(const char *id) {
