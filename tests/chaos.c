@@ -84,6 +84,18 @@
  * `PRAGMA integrity_check` runs on the database every CHAOS_CHECK_EVERY
  * kills while the host is down, and at the end.
  *
+ * Fan-outs (tests/chaos_fan.h): one single create in five is of a parent
+ * of the plugin's class Fan (workflow chaos-fan, id "f<n>"), which starts
+ * two to five children of class Chaos ("f<n>.<i>": steps, naps, a failed
+ * first attempt, no events) with duro_child_start and sums their outputs
+ * after duro_child_wait.  Parents are paused and resumed, never terminated
+ * or restarted (they must complete with their sum); children get no
+ * requests.  At the end each parent is complete with its children's sum
+ * and lists exactly its children, each started once, every child is
+ * complete, and every child step ran exactly once as far as it completed:
+ * its journaled result is the token of an "exec" of it, and no "exec" of
+ * it began after that one or came after a "seen".
+ *
  * CHAOS_PG=1 (`make chaos-pg`) runs the same on PostgreSQL: a throwaway
  * cluster for the run (tests/pg/cluster.sh through chaos_pg.c, stopped
  * however the run ends) and three hosts on its database, each with its
@@ -128,6 +140,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chaos_fan.h"
 #include "http_client.h"
 #ifdef CHAOS_HAVE_PG
 #include "chaos_pg.h"
@@ -188,18 +201,36 @@ static void die(const char *fmt, ...) {
 static pthread_mutex_t problems_mu = PTHREAD_MUTEX_INITIALIZER;
 static int problems_printed;
 
-static void problem(const char *fmt, ...) {
+static void vproblem(const char *fmt, va_list ap) {
   char line[2048];
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
   pthread_mutex_lock(&problems_mu);
   fprintf(problems, "%s\n", line);
   fflush(problems);
   if (problems_printed++ < 20)
     fprintf(stderr, "chaos: PROBLEM: %s\n", line);
   pthread_mutex_unlock(&problems_mu);
+}
+
+static void problem(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vproblem(fmt, ap);
+  va_end(ap);
+}
+
+/* The same for chaos_fan.c. */
+void chaos_problem(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vproblem(fmt, ap);
+  va_end(ap);
+}
+
+long long chaos_token_ns(const char *token) {
+  int pid;
+  long long ns;
+  return sscanf(token, "%d-%lld", &pid, &ns) == 2 ? ns : -1;
 }
 
 /* One O_APPEND write per record, as the plugin writes its own: records of
@@ -264,6 +295,7 @@ typedef struct inst {
   uint16_t ev_sends;  /* the last send number ("send" in the payload) */
   uint8_t poss;       /* POSS_*: end states the controls allow */
   uint8_t pause_expected;
+  chaos_fan *fan; /* a fan-out parent's children (NULL: a Chaos instance) */
   /* the final state read over HTTP */
   uint8_t final_checked;
   char final_tok[MAX_STEPS + 1][TOKEN];
@@ -326,6 +358,8 @@ static char conninfo[512];
 static long host_unavailable; /* 503 host.unavailable: the owner was dying */
 
 static int rnd(unsigned *r, int n) { return n > 0 ? (int)(rand_r(r) % n) : 0; }
+
+static const char *wf_of(const inst *in) { return in->fan ? FAN_WF : WF; }
 
 /* The port of a random host that is up; 0 when none is. */
 static int live_port(unsigned *r) {
@@ -451,12 +485,27 @@ static int new_instance(driver *d) {
   return n;
 }
 
+/* A fan-out parent (its children are drawn now), created alone. */
+static int new_fan(driver *d) {
+  int n = new_instance(d);
+  if (n < 0)
+    return -1;
+  inst *in = &insts[n];
+  in->id[0] = 'f';
+  in->steps = in->events = in->flaky = in->hog = 0;
+  in->fan = chaos_fan_new(&d->rnd);
+  return n;
+}
+
 static void create_one(int port, int n) {
   inst *in = &insts[n];
-  char params[160], body[256], path[64];
-  params_json(in, params, sizeof params);
+  char params[1024], body[1200], path[64];
+  if (in->fan)
+    chaos_fan_params(in->fan, params, sizeof params);
+  else
+    params_json(in, params, sizeof params);
   snprintf(body, sizeof body, "{\"id\":\"%s\",\"params\":%s}", in->id, params);
-  snprintf(path, sizeof path, "/workflows/%s/instances", WF);
+  snprintf(path, sizeof path, "/workflows/%s/instances", wf_of(in));
   http_resp r;
   outcome o = call(K_CREATE, port, "POST", path, body, &r);
   ack_line(K_CREATE, o, in->id, 0, r.status);
@@ -559,7 +608,8 @@ static void send_event(int port, int n, int k) {
 static outcome patch_status(enum kind kind, int port, const inst *in,
                             const char *body, http_resp *r) {
   char path[128];
-  snprintf(path, sizeof path, "/workflows/%s/instances/%s/status", WF, in->id);
+  snprintf(path, sizeof path, "/workflows/%s/instances/%s/status", wf_of(in),
+           in->id);
   return call(kind, port, "PATCH", path, body, r);
 }
 
@@ -647,7 +697,7 @@ static void restart_one(int port, int n, int from) {
 static void get_one(int port, int n) {
   inst *in = &insts[n];
   char path[128];
-  snprintf(path, sizeof path, "/workflows/%s/instances/%s", WF, in->id);
+  snprintf(path, sizeof path, "/workflows/%s/instances/%s", wf_of(in), in->id);
   http_resp r;
   outcome o = call(K_GET, port, "GET", path, NULL, &r);
   if (o == OUT_REFUSED && in->create == C_ACKED)
@@ -717,7 +767,8 @@ static void one_operation(driver *d, int port) {
     return;
   int r = rnd(&d->rnd, 100), n, k;
   if (r < 10 || d->n_mine < 4) {
-    if ((n = new_instance(d)) >= 0)
+    /* One create in five a fan-out parent. */
+    if ((n = rnd(&d->rnd, 5) ? new_instance(d) : new_fan(d)) >= 0)
       create_one(port, n);
   } else if (r < 13) {
     create_batch(d, port);
@@ -740,10 +791,12 @@ static void one_operation(driver *d, int port) {
     if (n >= 0)
       resume_one(port, n);
   } else if (r < 74) {
-    if ((n = pick(d)) >= 0)
+    /* A fan-out parent is paused and resumed, not ended nor run again:
+     * it must complete with its children's sum. */
+    if ((n = pick(d)) >= 0 && !insts[n].fan)
       terminate_one(port, n);
   } else if (r < 88) {
-    if ((n = pick(d)) >= 0)
+    if ((n = pick(d)) >= 0 && !insts[n].fan)
       restart_one(port, n,
                   rnd(&d->rnd, 2) ? 0 : 1 + rnd(&d->rnd, insts[n].steps));
   } else {
@@ -925,12 +978,15 @@ typedef struct figures {
   long lost_creates, lost_events, lost_controls, unfinished;
   long complete, terminated, other;
   long pause_checked;
+  chaos_fan_figures fan;
 } figures;
 
-/* Reads instance n over HTTP; its description (NULL: no answer). */
-static json_t *describe(int port, int n, long *status) {
+/* Reads instance `id` of workflow `wf` over HTTP; its description (NULL:
+ * no answer). */
+static json_t *describe_id(int port, const char *wf, const char *id,
+                           long *status) {
   char path[128];
-  snprintf(path, sizeof path, "/workflows/%s/instances/%s", WF, insts[n].id);
+  snprintf(path, sizeof path, "/workflows/%s/instances/%s", wf, id);
   http_resp r;
   outcome o = settle(K_GET, port, "GET", path, NULL, &r);
   *status = r.status;
@@ -938,6 +994,10 @@ static json_t *describe(int port, int n, long *status) {
   http_resp_free(&r);
   (void)o;
   return d;
+}
+
+static json_t *describe(int port, int n, long *status) {
+  return describe_id(port, wf_of(&insts[n]), insts[n].id, status);
 }
 
 /* Pending creates and events resolved; paused instances checked; every
@@ -1042,7 +1102,21 @@ static void check_final(int port, figures *f) {
     const char *s = jstr(d, "status");
     int want_complete = in->poss & POSS_COMPLETE,
         want_term = in->poss & POSS_TERMINATED;
-    if (status_is(s, "complete")) {
+    if (in->fan)
+      f->fan.parents++;
+    if (status_is(s, "complete") && in->fan) {
+      f->complete++;
+      f->fan.complete++;
+      chaos_fan_final(in->fan, in->id, d, &f->fan);
+      for (int i = 0; i < chaos_fan_kids(in->fan); i++) {
+        char kid[64];
+        long kst;
+        chaos_fan_kid_id(in->id, i, kid, sizeof kid);
+        json_t *kd = describe_id(port, WF, kid, &kst);
+        chaos_fan_final_kid(in->fan, in->id, i, kd, &f->fan);
+        json_decref(kd);
+      }
+    } else if (status_is(s, "complete")) {
       f->complete++;
       if (!want_complete) {
         f->lost_controls++;
@@ -1175,7 +1249,7 @@ static void check_events(log_figures *lf) {
   }
 }
 
-static void check_side_log(log_figures *lf) {
+static void check_side_log(log_figures *lf, chaos_fan_figures *ff) {
   FILE *fp = fopen(side_path, "r");
   if (!fp)
     die("open %s: %s", side_path, strerror(errno));
@@ -1201,16 +1275,24 @@ static void check_side_log(log_figures *lf) {
     rec[RECORD] = '\0';
     line++;
     if (sscanf(rec, "%7s %15s %d %47s", kind, id, &idx, token) != 4 ||
-        id[0] != 'c') {
+        (id[0] != 'c' && id[0] != 'f')) {
       problem("side log record %ld unreadable: %.63s", line, rec);
       continue;
     }
     int n = atoi(id + 1);
-    if (n < 0 || n >= n_cap || idx < 0 || idx > MAX_STEPS) {
+    if (n < 0 || n >= n_cap || idx < 0 || idx > MAX_STEPS ||
+        (id[0] == 'f') != !!insts[n].fan) {
       problem("side log record %ld out of range: %.63s", line, rec);
       continue;
     }
     lf->records++;
+    /* A fan-out parent's child "f<n>.<i>": its records are its own. */
+    const char *dot = strchr(id, '.');
+    if (id[0] == 'f' && dot) {
+      chaos_fan_record(insts[n].fan, id, atoi(dot + 1), line, kind, idx, token,
+                       ff);
+      continue;
+    }
     gen_state *g = &gs[n];
     if (!strcmp(kind, "exec")) {
       lf->execs++;
@@ -1300,6 +1382,9 @@ static void check_side_log(log_figures *lf) {
                 in->id, i, in->final_tok[i], gs[n].tok[i]);
       }
   }
+  for (int n = 0; n < n_cap; n++)
+    if (insts[n].fan)
+      chaos_fan_log_end(insts[n].fan, insts[n].id, ff);
   free(gs);
   free(fate);
 }
@@ -1408,8 +1493,9 @@ static void write_configs(void) {
              /* Instances with "hog" take memory past it. */
              "    limits: { memory: 160MiB }\n"
              "    workflows:\n"
-             "      - { name: %s, binding: CHAOS, class_name: Chaos }\n",
-             storage, plugin_path, WF);
+             "      - { name: %s, binding: CHAOS, class_name: Chaos }\n"
+             "      - { name: %s, binding: CHAOS_FAN, class_name: Fan }\n",
+             storage, plugin_path, WF, FAN_WF);
     write_file(o->cfg, yaml);
   }
 }
@@ -1709,7 +1795,7 @@ int main(void) {
     integrity_bad += !store_ok(1);
 
   log_figures lf = {0};
-  check_side_log(&lf);
+  check_side_log(&lf, &f.fan);
   long warns, errors;
   long memory_kills;
   host_log_summary(&warns, &errors, &memory_kills);
@@ -1728,9 +1814,11 @@ int main(void) {
   for (int n = 0; n < n_cap; n++)
     n_created += insts[n].create == C_ACKED;
   long lost_events = f.lost_events + lf.ev_lost;
-  long lost =
-      lost_events + f.lost_creates + f.lost_controls + f.unfinished + f.other;
-  long reruns = lf.reruns + lf.changed + lf.final_mismatch;
+  long wrong_output = f.other + f.fan.wrong_output;
+  long lost = lost_events + f.lost_creates + f.lost_controls + f.unfinished +
+              wrong_output + f.fan.kids_lost;
+  long reruns =
+      lf.reruns + lf.changed + lf.final_mismatch + f.fan.reruns + f.fan.changed;
   long control_runs = lf.after_terminate + lf.after_pause;
   printf("chaos: kills: %d (%ld in start-up/recovery; with a request in "
          "flight: create %ld, batch %ld, event %ld, pause %ld, resume %ld, "
@@ -1789,13 +1877,23 @@ int main(void) {
          "checked after the kills\n",
          n_created, f.complete, f.terminated, lf.execs, lf.restarts,
          f.pause_checked);
+  printf("chaos: fan-outs: %ld parents acknowledged, %ld complete; %ld "
+         "children, %ld complete; %ld child step executions (%ld cut off and "
+         "run again)\n",
+         f.fan.parents, f.fan.complete, f.fan.kids, f.fan.kids_complete,
+         f.fan.execs, f.fan.cut_off);
   printf("chaos: lost: %ld (creates %ld, events %ld, controls %ld, "
-         "unfinished %ld, wrong output %ld)\n",
+         "unfinished %ld, wrong output %ld (fan-out sums and children's %ld), "
+         "children %ld)\n",
          lost, f.lost_creates, lost_events, f.lost_controls, f.unfinished,
-         f.other);
+         wrong_output, f.fan.wrong_output, f.fan.kids_lost);
   printf("chaos: rerun-after-completion: %ld (results changed %ld, journal "
          "unlike the last seen %ld, seen but never run %ld)\n",
          lf.reruns, lf.changed, lf.final_mismatch, lf.seen_unrun);
+  printf("chaos: child steps run again after completing: %ld (results "
+         "changed %ld, journaled or seen but never run %ld); children started "
+         "twice for one (parent, name): %ld\n",
+         f.fan.reruns, f.fan.changed, f.fan.unrun, f.fan.kids_twice);
   printf("chaos: steps run after an acknowledged terminate: %ld, new steps "
          "after an acknowledged pause: %ld\n",
          lf.after_terminate, lf.after_pause);
@@ -1810,7 +1908,8 @@ int main(void) {
          (now_ms() - t0) / 1000.0, (chaos_end - t0) / 1000.0,
          (now_ms() - chaos_end) / 1000.0);
   int bad = lost || reruns || control_runs || integrity_bad || !clean_stop ||
-            lf.seen_unrun || problems_printed;
+            lf.seen_unrun || f.fan.unrun || f.fan.kids_twice ||
+            problems_printed;
   fclose(problems);
   close(side_fd);
   close(ack_fd);
