@@ -54,7 +54,9 @@
  *   rstx <id> <k> r<n>   after request n was refused or never sent
  *   rstu <id> <k> r<n>   after request n's answer was cut off
  *   term <id> 0 r<n>     after a terminate was acknowledged
- *   paus <id> 0 r<n>     after a pause was acknowledged
+ *   paus <id> 0 r<n>@<t> after a pause was acknowledged at t (the wall
+ *                        clock in ns, as in a step's token, when its
+ *                        answer came)
  *   resq <id> 0 r<n>     before a resume request
  *
  * A restart is the start of a new generation of the steps it discards (the
@@ -68,21 +70,24 @@
  * finding, never invent one.  From that file the checks are: no step ran
  * after it was seen in the same generation ("rerun"); no seen result
  * changed; no step ran after an acknowledged terminate, nor a new step
- * after an acknowledged pause before a resume; every acknowledged event was
- * consumed at least once (a restart may have discarded the wait, not the
- * consumption), or is still buffered behind every consumed one: the host
- * delivers an instance's events in arrival order, so an acknowledged
- * event passed over by a later send's is lost; one still buffered at the
- * end is fine (its instance had all it needed, or was terminated) and a
- * "got" for an event never stored is a finding.  From the final state read
- * over HTTP: every acknowledged create exists and ended as the acknowledged
- * controls say (terminated after a terminate, complete otherwise, either
- * when an unknown outcome allows both), every event acknowledged since the
- * instance's last restart is in one of its journal's waits, every paused
- * instance was still paused at the end of the kills, and each complete
- * instance's step results are those its last generation saw.
- * `PRAGMA integrity_check` runs on the database every CHAOS_CHECK_EVERY
- * kills while the host is down, and at the end.
+ * after an acknowledged pause before a resume (a step whose "exec" comes
+ * after the "paus" but whose token, taken as its callback began, is older
+ * than the acknowledgement began before it: a worker can be held up
+ * between the two, by the memory pressure that gets it killed, say);
+ * every acknowledged event was consumed at least once (a restart may have
+ * discarded the wait, not the consumption), or is still buffered behind
+ * every consumed one: the host delivers an instance's events in arrival
+ * order, so an acknowledged event passed over by a later send's is lost;
+ * one still buffered at the end is fine (its instance had all it needed,
+ * or was terminated) and a "got" for an event never stored is a finding.
+ * From the final state read over HTTP: every acknowledged create exists
+ * and ended as the acknowledged controls say (terminated after a
+ * terminate, complete otherwise, either when an unknown outcome allows
+ * both), every event acknowledged since the instance's last restart is in
+ * one of its journal's waits, every paused instance was still paused at
+ * the end of the kills, and each complete instance's step results are
+ * those its last generation saw.  `PRAGMA integrity_check` runs on the database
+ * every CHAOS_CHECK_EVERY kills while the host is down, and at the end.
  *
  * Fan-outs (tests/chaos_fan.h): one single create in five is of a parent
  * of the plugin's class Fan (workflow chaos-fan, id "f<n>"), which starts
@@ -233,16 +238,31 @@ long long chaos_token_ns(const char *token) {
   return sscanf(token, "%d-%lld", &pid, &ns) == 2 ? ns : -1;
 }
 
+static long long wall_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts); /* the clock of the steps' tokens */
+  return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 /* One O_APPEND write per record, as the plugin writes its own: records of
- * the two processes interleave whole, in the order they were written. */
-static void side_record(const char *kind, const char *id, int index,
-                        unsigned req) {
+ * the two processes interleave whole, in the order they were written.
+ * at_ns, when not 0, is a time the record is about ("@<ns>"). */
+static void side_record_at(const char *kind, const char *id, int index,
+                           unsigned req, long long at_ns) {
   char line[RECORD + 1];
-  int n = snprintf(line, sizeof line, "%s %s %d r%u", kind, id, index, req);
+  int n =
+      at_ns ? snprintf(line, sizeof line, "%s %s %d r%u@%lld", kind, id, index,
+                       req, at_ns)
+            : snprintf(line, sizeof line, "%s %s %d r%u", kind, id, index, req);
   memset(line + n, ' ', (size_t)(RECORD - 1 - n));
   line[RECORD - 1] = '\n';
   if (write(side_fd, line, RECORD) != RECORD)
     die("write %s: %s", side_path, strerror(errno));
+}
+
+static void side_record(const char *kind, const char *id, int index,
+                        unsigned req) {
+  side_record_at(kind, id, index, req, 0);
 }
 
 /* ---- what was asked and what the host said ------------------------------ */
@@ -398,6 +418,11 @@ static CURLcode send_request(int port, const char *method, const char *path,
   return rc;
 }
 
+/* When this thread's last request was answered (wall clock, ns): read as
+ * the answer came, before anything else, so that it is late by as little
+ * as can be. */
+static __thread long long answered_ns;
+
 /* One request; its outcome.  A refused connection means nothing was sent;
  * any other failure, or a 5xx, leaves the outcome unknown. */
 static outcome call(enum kind k, int port, const char *method, const char *path,
@@ -411,6 +436,7 @@ static outcome call(enum kind k, int port, const char *method, const char *path,
   __atomic_add_fetch(&inflight[k], 1, __ATOMIC_SEQ_CST);
   int64_t sent_at = now_ms();
   CURLcode rc = send_request(port, method, path, body, r);
+  answered_ns = wall_ns();
   long took = (long)(now_ms() - sent_at);
   __atomic_sub_fetch(&inflight[k], 1, __ATOMIC_SEQ_CST);
   if (rc != CURLE_COULDNT_CONNECT) {
@@ -620,8 +646,9 @@ static void pause_one(int port, int n) {
   ack_line(K_PAUSE, o, in->id, 0, r.status);
   if (o == OUT_ACK) {
     in->pause_expected = 1;
-    side_record("paus", in->id, 0,
-                __atomic_add_fetch(&req_seq, 1, __ATOMIC_RELAXED));
+    side_record_at("paus", in->id, 0,
+                   __atomic_add_fetch(&req_seq, 1, __ATOMIC_RELAXED),
+                   answered_ns);
   }
   http_resp_free(&r);
 }
@@ -1186,6 +1213,7 @@ typedef struct gen_state {
   uint8_t started[MAX_STEPS + 1]; /* an attempt ran in this generation */
   uint8_t open[MAX_STEPS + 1];    /* an attempt without an end yet */
   uint8_t terminated, paused;
+  long long paused_ns; /* when the pause was acknowledged (0: unknown) */
   /* From a restart request to its answer: the first step it discards
    * (0: no restart in flight). */
   uint8_t restarting_from;
@@ -1194,6 +1222,7 @@ typedef struct gen_state {
 typedef struct log_figures {
   long records, execs, seens, reruns, changed, seen_unrun, cut_off;
   long after_terminate, after_pause, restarts, final_mismatch;
+  long begun_before_pause; /* recorded after the pause, begun before it */
   long ev_consumed, ev_unconsumed, ev_lost, ev_unsent;
 } log_figures;
 
@@ -1308,10 +1337,17 @@ static void check_side_log(log_figures *lf, chaos_fan_figures *ff) {
                 "acknowledged",
                 line, id, idx, token);
       } else if (g->paused && !g->started[idx]) {
-        lf->after_pause++;
-        problem("record %ld: %s step %d started (%s) after a pause was "
-                "acknowledged, before any resume",
-                line, id, idx, token);
+        /* Its token is when it began: before the acknowledgement, the
+         * pause did not stop it yet, whenever its record was written. */
+        long long began = chaos_token_ns(token);
+        if (began >= 0 && g->paused_ns && began < g->paused_ns) {
+          lf->begun_before_pause++;
+        } else {
+          lf->after_pause++;
+          problem("record %ld: %s step %d started (%s) after a pause was "
+                  "acknowledged (at %lld), before any resume",
+                  line, id, idx, token, g->paused_ns);
+        }
       }
       lf->cut_off += g->open[idx];
       g->open[idx] = 1;
@@ -1360,6 +1396,10 @@ static void check_side_log(log_figures *lf, chaos_fan_figures *ff) {
     } else if (!strcmp(kind, "term")) {
       g->terminated = 1;
     } else if (!strcmp(kind, "paus")) {
+      /* A pause acknowledged again: the first one still holds. */
+      const char *at = strchr(token, '@');
+      if (!g->paused)
+        g->paused_ns = at ? atoll(at + 1) : 0;
       g->paused = 1;
     } else if (!strcmp(kind, "resq")) {
       g->paused = 0;
@@ -1895,8 +1935,9 @@ int main(void) {
          "twice for one (parent, name): %ld\n",
          f.fan.reruns, f.fan.changed, f.fan.unrun, f.fan.kids_twice);
   printf("chaos: steps run after an acknowledged terminate: %ld, new steps "
-         "after an acknowledged pause: %ld\n",
-         lf.after_terminate, lf.after_pause);
+         "after an acknowledged pause: %ld (recorded after it, begun before "
+         "it was acknowledged: %ld)\n",
+         lf.after_terminate, lf.after_pause, lf.begun_before_pause);
   printf("chaos: %s: %s (%ld checks, %ld failed); %s stopped "
          "%s; host log%s: %ld warnings, %ld errors\n",
          pg_mode ? "hosts and owners in PostgreSQL" : "integrity",
