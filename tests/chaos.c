@@ -53,10 +53,10 @@
  *   rsta <id> <k> r<n>   after request n was acknowledged
  *   rstx <id> <k> r<n>   after request n was refused or never sent
  *   rstu <id> <k> r<n>   after request n's answer was cut off
- *   term <id> 0 r<n>     after a terminate was acknowledged
- *   paus <id> 0 r<n>@<t> after a pause was acknowledged at t (the wall
- *                        clock in ns, as in a step's token, when its
- *                        answer came)
+ *   term <id> 0 r<n>@<t> after a terminate was acknowledged at t (the
+ *                        wall clock in ns, as in a step's token, when
+ *                        its answer came)
+ *   paus <id> 0 r<n>@<t> after a pause was acknowledged at t
  *   resq <id> 0 r<n>     before a resume request
  *
  * A restart is the start of a new generation of the steps it discards (the
@@ -71,9 +71,9 @@
  * after it was seen in the same generation ("rerun"); no seen result
  * changed; no step ran after an acknowledged terminate, nor a new step
  * after an acknowledged pause before a resume (a step whose "exec" comes
- * after the "paus" but whose token, taken as its callback began, is older
- * than the acknowledgement began before it: a worker can be held up
- * between the two, by the memory pressure that gets it killed, say);
+ * after the "term" or "paus" but whose token, taken as its callback
+ * began, is older than the acknowledgement began before it: a worker can
+ * be held up between the two by the memory pressure that gets it killed);
  * every acknowledged event was consumed at least once (a restart may have
  * discarded the wait, not the consumption), or is still buffered behind
  * every consumed one: the host delivers an instance's events in arrival
@@ -674,8 +674,9 @@ static void terminate_one(int port, int n) {
   if (o == OUT_ACK) {
     in->poss = POSS_TERMINATED;
     in->pause_expected = 0;
-    side_record("term", in->id, 0,
-                __atomic_add_fetch(&req_seq, 1, __ATOMIC_RELAXED));
+    side_record_at("term", in->id, 0,
+                   __atomic_add_fetch(&req_seq, 1, __ATOMIC_RELAXED),
+                   answered_ns);
   } else if (o == OUT_UNKNOWN) {
     in->poss |= POSS_TERMINATED;
     in->pause_expected = 0;
@@ -1213,7 +1214,8 @@ typedef struct gen_state {
   uint8_t started[MAX_STEPS + 1]; /* an attempt ran in this generation */
   uint8_t open[MAX_STEPS + 1];    /* an attempt without an end yet */
   uint8_t terminated, paused;
-  long long paused_ns; /* when the pause was acknowledged (0: unknown) */
+  /* when the terminate and the pause were acknowledged (0: unknown) */
+  long long terminated_ns, paused_ns;
   /* From a restart request to its answer: the first step it discards
    * (0: no restart in flight). */
   uint8_t restarting_from;
@@ -1222,9 +1224,24 @@ typedef struct gen_state {
 typedef struct log_figures {
   long records, execs, seens, reruns, changed, seen_unrun, cut_off;
   long after_terminate, after_pause, restarts, final_mismatch;
-  long begun_before_pause; /* recorded after the pause, begun before it */
+  /* recorded after the terminate or the pause, begun before it */
+  long begun_before_terminate, begun_before_pause;
   long ev_consumed, ev_unconsumed, ev_lost, ev_unsent;
 } log_figures;
+
+/* The time in a "term" or "paus" record's "r<n>@<ns>" (0: none). */
+static long long acked_ns(const char *token) {
+  const char *at = strchr(token, '@');
+  return at ? atoll(at + 1) : 0;
+}
+
+/* Whether the callback of an "exec" with this token began before a
+ * control acknowledged at ack_ns (0: unknown, then it did not): its token
+ * is when it began, whenever its record was written. */
+static int began_before(const char *token, long long ack_ns) {
+  long long began = chaos_token_ns(token);
+  return began >= 0 && ack_ns && began < ack_ns;
+}
 
 static int send_cmp(const void *a, const void *b) {
   const ev_send *x = a, *y = b;
@@ -1331,16 +1348,15 @@ static void check_side_log(log_figures *lf, chaos_fan_figures *ff) {
                 "with %s in the same generation",
                 line, id, idx, token, g->tok[idx]);
       }
-      if (g->terminated) {
+      if (g->terminated && began_before(token, g->terminated_ns)) {
+        lf->begun_before_terminate++;
+      } else if (g->terminated) {
         lf->after_terminate++;
         problem("record %ld: %s step %d ran (%s) after a terminate was "
-                "acknowledged",
-                line, id, idx, token);
+                "acknowledged (at %lld)",
+                line, id, idx, token, g->terminated_ns);
       } else if (g->paused && !g->started[idx]) {
-        /* Its token is when it began: before the acknowledgement, the
-         * pause did not stop it yet, whenever its record was written. */
-        long long began = chaos_token_ns(token);
-        if (began >= 0 && g->paused_ns && began < g->paused_ns) {
+        if (began_before(token, g->paused_ns)) {
           lf->begun_before_pause++;
         } else {
           lf->after_pause++;
@@ -1394,12 +1410,13 @@ static void check_side_log(log_figures *lf, chaos_fan_figures *ff) {
     } else if (!strcmp(kind, "rsta") || !strcmp(kind, "rstu")) {
       g->restarting_from = 0;
     } else if (!strcmp(kind, "term")) {
+      if (!g->terminated)
+        g->terminated_ns = acked_ns(token);
       g->terminated = 1;
     } else if (!strcmp(kind, "paus")) {
       /* A pause acknowledged again: the first one still holds. */
-      const char *at = strchr(token, '@');
       if (!g->paused)
-        g->paused_ns = at ? atoll(at + 1) : 0;
+        g->paused_ns = acked_ns(token);
       g->paused = 1;
     } else if (!strcmp(kind, "resq")) {
       g->paused = 0;
@@ -1935,9 +1952,10 @@ int main(void) {
          "twice for one (parent, name): %ld\n",
          f.fan.reruns, f.fan.changed, f.fan.unrun, f.fan.kids_twice);
   printf("chaos: steps run after an acknowledged terminate: %ld, new steps "
-         "after an acknowledged pause: %ld (recorded after it, begun before "
-         "it was acknowledged: %ld)\n",
-         lf.after_terminate, lf.after_pause, lf.begun_before_pause);
+         "after an acknowledged pause: %ld (recorded after the terminate or "
+         "pause, begun before it was acknowledged: %ld, %ld)\n",
+         lf.after_terminate, lf.after_pause, lf.begun_before_terminate,
+         lf.begun_before_pause);
   printf("chaos: %s: %s (%ld checks, %ld failed); %s stopped "
          "%s; host log%s: %ld warnings, %ld errors\n",
          pg_mode ? "hosts and owners in PostgreSQL" : "integrity",
