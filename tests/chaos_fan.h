@@ -14,10 +14,11 @@
  *     was started twice for one (parent, name);
  *   - each child is complete with all its steps;
  *   - each child step ran exactly once as far as it completed: its
- *     journaled result is the token of an "exec" of that step (it ran), no
- *     "exec" of it began after that one (by the tokens' clock: nothing ran
- *     it again, even before run() saw the result), no "exec" after its
- *     "seen", and every "seen" carries the journaled token.
+ *     journaled result is the token of an "exec" of that step (it ran); no
+ *     "exec" of it came after a "seen" of it, nor began (its token's time)
+ *     after the engine had the journaled result (the step's ended_ms):
+ *     nothing ran it again once complete, even before run() saw the
+ *     result; and every "seen" carries the journaled token.
  *
  * Findings go through chaos_problem(), tests/chaos.c's. */
 #ifndef DURO_TEST_CHAOS_FAN_H
@@ -38,7 +39,7 @@ typedef struct chaos_fan_figures {
   long kids_twice;   /* a child listed twice or unexpected, a start step
                         with another id */
   long execs, cut_off;
-  long reruns;  /* an exec after the journaled one or after a seen */
+  long reruns;  /* an exec after a seen, or begun after the step ended */
   long changed; /* a seen unlike an earlier seen or the journal */
   long unrun;   /* a journaled or seen result no exec wrote */
 } chaos_fan_figures;
