@@ -53,8 +53,10 @@
  *   rsta <id> <k> r<n>   after request n was acknowledged
  *   rstx <id> <k> r<n>   after request n was refused or never sent
  *   rstu <id> <k> r<n>   after request n's answer was cut off
- *   term <id> 0 r<n>     after a terminate was acknowledged
- *   paus <id> 0 r<n>     after a pause was acknowledged
+ *   term <id> 0 r<n>@<t> after a terminate was acknowledged at t (the
+ *                        wall clock in ns, as in a step's token, when
+ *                        its answer came)
+ *   paus <id> 0 r<n>@<t> after a pause was acknowledged at t
  *   resq <id> 0 r<n>     before a resume request
  *
  * A restart is the start of a new generation of the steps it discards (the
@@ -68,21 +70,36 @@
  * finding, never invent one.  From that file the checks are: no step ran
  * after it was seen in the same generation ("rerun"); no seen result
  * changed; no step ran after an acknowledged terminate, nor a new step
- * after an acknowledged pause before a resume; every acknowledged event was
- * consumed at least once (a restart may have discarded the wait, not the
- * consumption), or is still buffered behind every consumed one: the host
- * delivers an instance's events in arrival order, so an acknowledged
- * event passed over by a later send's is lost; one still buffered at the
- * end is fine (its instance had all it needed, or was terminated) and a
- * "got" for an event never stored is a finding.  From the final state read
- * over HTTP: every acknowledged create exists and ended as the acknowledged
- * controls say (terminated after a terminate, complete otherwise, either
- * when an unknown outcome allows both), every event acknowledged since the
- * instance's last restart is in one of its journal's waits, every paused
- * instance was still paused at the end of the kills, and each complete
- * instance's step results are those its last generation saw.
- * `PRAGMA integrity_check` runs on the database every CHAOS_CHECK_EVERY
- * kills while the host is down, and at the end.
+ * after an acknowledged pause before a resume (a step whose "exec" comes
+ * after the "term" or "paus" but whose token, taken as its callback
+ * began, is older than the acknowledgement began before it: a worker can
+ * be held up between the two by the memory pressure that gets it killed);
+ * every acknowledged event was consumed at least once (a restart may have
+ * discarded the wait, not the consumption), or is still buffered behind
+ * every consumed one: the host delivers an instance's events in arrival
+ * order, so an acknowledged event passed over by a later send's is lost;
+ * one still buffered at the end is fine (its instance had all it needed,
+ * or was terminated) and a "got" for an event never stored is a finding.
+ * From the final state read over HTTP: every acknowledged create exists
+ * and ended as the acknowledged controls say (terminated after a
+ * terminate, complete otherwise, either when an unknown outcome allows
+ * both), every event acknowledged since the instance's last restart is in
+ * one of its journal's waits, every paused instance was still paused at
+ * the end of the kills, and each complete instance's step results are
+ * those its last generation saw.  `PRAGMA integrity_check` runs on the database
+ * every CHAOS_CHECK_EVERY kills while the host is down, and at the end.
+ *
+ * Fan-outs (tests/chaos_fan.h): one single create in five is of a parent
+ * of the plugin's class Fan (workflow chaos-fan, id "f<n>"), which starts
+ * two to five children of class Chaos ("f<n>.<i>": steps, naps, a failed
+ * first attempt, no events) with duro_child_start and sums their outputs
+ * after duro_child_wait.  Parents are paused and resumed, never terminated
+ * or restarted (they must complete with their sum); children get no
+ * requests.  At the end each parent is complete with its children's sum
+ * and lists exactly its children, each started once, every child is
+ * complete, and every child step ran exactly once as far as it completed:
+ * its journaled result is the token of an "exec" of it, and no "exec" of
+ * it began after that one or came after a "seen".
  *
  * CHAOS_PG=1 (`make chaos-pg`) runs the same on PostgreSQL: a throwaway
  * cluster for the run (tests/pg/cluster.sh through chaos_pg.c, stopped
@@ -128,6 +145,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chaos_fan.h"
 #include "http_client.h"
 #ifdef CHAOS_HAVE_PG
 #include "chaos_pg.h"
@@ -188,12 +206,9 @@ static void die(const char *fmt, ...) {
 static pthread_mutex_t problems_mu = PTHREAD_MUTEX_INITIALIZER;
 static int problems_printed;
 
-static void problem(const char *fmt, ...) {
+static void vproblem(const char *fmt, va_list ap) {
   char line[2048];
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
   pthread_mutex_lock(&problems_mu);
   fprintf(problems, "%s\n", line);
   fflush(problems);
@@ -202,16 +217,52 @@ static void problem(const char *fmt, ...) {
   pthread_mutex_unlock(&problems_mu);
 }
 
+static void problem(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vproblem(fmt, ap);
+  va_end(ap);
+}
+
+/* The same for chaos_fan.c. */
+void chaos_problem(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vproblem(fmt, ap);
+  va_end(ap);
+}
+
+long long chaos_token_ns(const char *token) {
+  int pid;
+  long long ns;
+  return sscanf(token, "%d-%lld", &pid, &ns) == 2 ? ns : -1;
+}
+
+static long long wall_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts); /* the clock of the steps' tokens */
+  return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 /* One O_APPEND write per record, as the plugin writes its own: records of
- * the two processes interleave whole, in the order they were written. */
-static void side_record(const char *kind, const char *id, int index,
-                        unsigned req) {
+ * the two processes interleave whole, in the order they were written.
+ * at_ns, when not 0, is a time the record is about ("@<ns>"). */
+static void side_record_at(const char *kind, const char *id, int index,
+                           unsigned req, long long at_ns) {
   char line[RECORD + 1];
-  int n = snprintf(line, sizeof line, "%s %s %d r%u", kind, id, index, req);
+  int n =
+      at_ns ? snprintf(line, sizeof line, "%s %s %d r%u@%lld", kind, id, index,
+                       req, at_ns)
+            : snprintf(line, sizeof line, "%s %s %d r%u", kind, id, index, req);
   memset(line + n, ' ', (size_t)(RECORD - 1 - n));
   line[RECORD - 1] = '\n';
   if (write(side_fd, line, RECORD) != RECORD)
     die("write %s: %s", side_path, strerror(errno));
+}
+
+static void side_record(const char *kind, const char *id, int index,
+                        unsigned req) {
+  side_record_at(kind, id, index, req, 0);
 }
 
 /* ---- what was asked and what the host said ------------------------------ */
@@ -264,6 +315,7 @@ typedef struct inst {
   uint16_t ev_sends;  /* the last send number ("send" in the payload) */
   uint8_t poss;       /* POSS_*: end states the controls allow */
   uint8_t pause_expected;
+  chaos_fan *fan; /* a fan-out parent's children (NULL: a Chaos instance) */
   /* the final state read over HTTP */
   uint8_t final_checked;
   char final_tok[MAX_STEPS + 1][TOKEN];
@@ -327,6 +379,8 @@ static long host_unavailable; /* 503 host.unavailable: the owner was dying */
 
 static int rnd(unsigned *r, int n) { return n > 0 ? (int)(rand_r(r) % n) : 0; }
 
+static const char *wf_of(const inst *in) { return in->fan ? FAN_WF : WF; }
+
 /* The port of a random host that is up; 0 when none is. */
 static int live_port(unsigned *r) {
   int start = rnd(r, n_hosts);
@@ -364,6 +418,11 @@ static CURLcode send_request(int port, const char *method, const char *path,
   return rc;
 }
 
+/* When this thread's last request was answered (wall clock, ns): read as
+ * the answer came, before anything else, so that it is late by as little
+ * as can be. */
+static __thread long long answered_ns;
+
 /* One request; its outcome.  A refused connection means nothing was sent;
  * any other failure, or a 5xx, leaves the outcome unknown. */
 static outcome call(enum kind k, int port, const char *method, const char *path,
@@ -377,6 +436,7 @@ static outcome call(enum kind k, int port, const char *method, const char *path,
   __atomic_add_fetch(&inflight[k], 1, __ATOMIC_SEQ_CST);
   int64_t sent_at = now_ms();
   CURLcode rc = send_request(port, method, path, body, r);
+  answered_ns = wall_ns();
   long took = (long)(now_ms() - sent_at);
   __atomic_sub_fetch(&inflight[k], 1, __ATOMIC_SEQ_CST);
   if (rc != CURLE_COULDNT_CONNECT) {
@@ -451,12 +511,27 @@ static int new_instance(driver *d) {
   return n;
 }
 
+/* A fan-out parent (its children are drawn now), created alone. */
+static int new_fan(driver *d) {
+  int n = new_instance(d);
+  if (n < 0)
+    return -1;
+  inst *in = &insts[n];
+  in->id[0] = 'f';
+  in->steps = in->events = in->flaky = in->hog = 0;
+  in->fan = chaos_fan_new(&d->rnd);
+  return n;
+}
+
 static void create_one(int port, int n) {
   inst *in = &insts[n];
-  char params[160], body[256], path[64];
-  params_json(in, params, sizeof params);
+  char params[1024], body[1200], path[64];
+  if (in->fan)
+    chaos_fan_params(in->fan, params, sizeof params);
+  else
+    params_json(in, params, sizeof params);
   snprintf(body, sizeof body, "{\"id\":\"%s\",\"params\":%s}", in->id, params);
-  snprintf(path, sizeof path, "/workflows/%s/instances", WF);
+  snprintf(path, sizeof path, "/workflows/%s/instances", wf_of(in));
   http_resp r;
   outcome o = call(K_CREATE, port, "POST", path, body, &r);
   ack_line(K_CREATE, o, in->id, 0, r.status);
@@ -559,7 +634,8 @@ static void send_event(int port, int n, int k) {
 static outcome patch_status(enum kind kind, int port, const inst *in,
                             const char *body, http_resp *r) {
   char path[128];
-  snprintf(path, sizeof path, "/workflows/%s/instances/%s/status", WF, in->id);
+  snprintf(path, sizeof path, "/workflows/%s/instances/%s/status", wf_of(in),
+           in->id);
   return call(kind, port, "PATCH", path, body, r);
 }
 
@@ -570,8 +646,9 @@ static void pause_one(int port, int n) {
   ack_line(K_PAUSE, o, in->id, 0, r.status);
   if (o == OUT_ACK) {
     in->pause_expected = 1;
-    side_record("paus", in->id, 0,
-                __atomic_add_fetch(&req_seq, 1, __ATOMIC_RELAXED));
+    side_record_at("paus", in->id, 0,
+                   __atomic_add_fetch(&req_seq, 1, __ATOMIC_RELAXED),
+                   answered_ns);
   }
   http_resp_free(&r);
 }
@@ -597,8 +674,9 @@ static void terminate_one(int port, int n) {
   if (o == OUT_ACK) {
     in->poss = POSS_TERMINATED;
     in->pause_expected = 0;
-    side_record("term", in->id, 0,
-                __atomic_add_fetch(&req_seq, 1, __ATOMIC_RELAXED));
+    side_record_at("term", in->id, 0,
+                   __atomic_add_fetch(&req_seq, 1, __ATOMIC_RELAXED),
+                   answered_ns);
   } else if (o == OUT_UNKNOWN) {
     in->poss |= POSS_TERMINATED;
     in->pause_expected = 0;
@@ -647,7 +725,7 @@ static void restart_one(int port, int n, int from) {
 static void get_one(int port, int n) {
   inst *in = &insts[n];
   char path[128];
-  snprintf(path, sizeof path, "/workflows/%s/instances/%s", WF, in->id);
+  snprintf(path, sizeof path, "/workflows/%s/instances/%s", wf_of(in), in->id);
   http_resp r;
   outcome o = call(K_GET, port, "GET", path, NULL, &r);
   if (o == OUT_REFUSED && in->create == C_ACKED)
@@ -717,7 +795,8 @@ static void one_operation(driver *d, int port) {
     return;
   int r = rnd(&d->rnd, 100), n, k;
   if (r < 10 || d->n_mine < 4) {
-    if ((n = new_instance(d)) >= 0)
+    /* One create in five a fan-out parent. */
+    if ((n = rnd(&d->rnd, 5) ? new_instance(d) : new_fan(d)) >= 0)
       create_one(port, n);
   } else if (r < 13) {
     create_batch(d, port);
@@ -740,10 +819,12 @@ static void one_operation(driver *d, int port) {
     if (n >= 0)
       resume_one(port, n);
   } else if (r < 74) {
-    if ((n = pick(d)) >= 0)
+    /* A fan-out parent is paused and resumed, not ended nor run again:
+     * it must complete with its children's sum. */
+    if ((n = pick(d)) >= 0 && !insts[n].fan)
       terminate_one(port, n);
   } else if (r < 88) {
-    if ((n = pick(d)) >= 0)
+    if ((n = pick(d)) >= 0 && !insts[n].fan)
       restart_one(port, n,
                   rnd(&d->rnd, 2) ? 0 : 1 + rnd(&d->rnd, insts[n].steps));
   } else {
@@ -925,12 +1006,15 @@ typedef struct figures {
   long lost_creates, lost_events, lost_controls, unfinished;
   long complete, terminated, other;
   long pause_checked;
+  chaos_fan_figures fan;
 } figures;
 
-/* Reads instance n over HTTP; its description (NULL: no answer). */
-static json_t *describe(int port, int n, long *status) {
+/* Reads instance `id` of workflow `wf` over HTTP; its description (NULL:
+ * no answer). */
+static json_t *describe_id(int port, const char *wf, const char *id,
+                           long *status) {
   char path[128];
-  snprintf(path, sizeof path, "/workflows/%s/instances/%s", WF, insts[n].id);
+  snprintf(path, sizeof path, "/workflows/%s/instances/%s", wf, id);
   http_resp r;
   outcome o = settle(K_GET, port, "GET", path, NULL, &r);
   *status = r.status;
@@ -938,6 +1022,10 @@ static json_t *describe(int port, int n, long *status) {
   http_resp_free(&r);
   (void)o;
   return d;
+}
+
+static json_t *describe(int port, int n, long *status) {
+  return describe_id(port, wf_of(&insts[n]), insts[n].id, status);
 }
 
 /* Pending creates and events resolved; paused instances checked; every
@@ -1042,7 +1130,21 @@ static void check_final(int port, figures *f) {
     const char *s = jstr(d, "status");
     int want_complete = in->poss & POSS_COMPLETE,
         want_term = in->poss & POSS_TERMINATED;
-    if (status_is(s, "complete")) {
+    if (in->fan)
+      f->fan.parents++;
+    if (status_is(s, "complete") && in->fan) {
+      f->complete++;
+      f->fan.complete++;
+      chaos_fan_final(in->fan, in->id, d, &f->fan);
+      for (int i = 0; i < chaos_fan_kids(in->fan); i++) {
+        char kid[64];
+        long kst;
+        chaos_fan_kid_id(in->id, i, kid, sizeof kid);
+        json_t *kd = describe_id(port, WF, kid, &kst);
+        chaos_fan_final_kid(in->fan, in->id, i, kd, &f->fan);
+        json_decref(kd);
+      }
+    } else if (status_is(s, "complete")) {
       f->complete++;
       if (!want_complete) {
         f->lost_controls++;
@@ -1112,6 +1214,8 @@ typedef struct gen_state {
   uint8_t started[MAX_STEPS + 1]; /* an attempt ran in this generation */
   uint8_t open[MAX_STEPS + 1];    /* an attempt without an end yet */
   uint8_t terminated, paused;
+  /* when the terminate and the pause were acknowledged (0: unknown) */
+  long long terminated_ns, paused_ns;
   /* From a restart request to its answer: the first step it discards
    * (0: no restart in flight). */
   uint8_t restarting_from;
@@ -1120,8 +1224,24 @@ typedef struct gen_state {
 typedef struct log_figures {
   long records, execs, seens, reruns, changed, seen_unrun, cut_off;
   long after_terminate, after_pause, restarts, final_mismatch;
+  /* recorded after the terminate or the pause, begun before it */
+  long begun_before_terminate, begun_before_pause;
   long ev_consumed, ev_unconsumed, ev_lost, ev_unsent;
 } log_figures;
+
+/* The time in a "term" or "paus" record's "r<n>@<ns>" (0: none). */
+static long long acked_ns(const char *token) {
+  const char *at = strchr(token, '@');
+  return at ? atoll(at + 1) : 0;
+}
+
+/* Whether the callback of an "exec" with this token began before a
+ * control acknowledged at ack_ns (0: unknown, then it did not): its token
+ * is when it began, whenever its record was written. */
+static int began_before(const char *token, long long ack_ns) {
+  long long began = chaos_token_ns(token);
+  return began >= 0 && ack_ns && began < ack_ns;
+}
 
 static int send_cmp(const void *a, const void *b) {
   const ev_send *x = a, *y = b;
@@ -1175,7 +1295,7 @@ static void check_events(log_figures *lf) {
   }
 }
 
-static void check_side_log(log_figures *lf) {
+static void check_side_log(log_figures *lf, chaos_fan_figures *ff) {
   FILE *fp = fopen(side_path, "r");
   if (!fp)
     die("open %s: %s", side_path, strerror(errno));
@@ -1201,16 +1321,24 @@ static void check_side_log(log_figures *lf) {
     rec[RECORD] = '\0';
     line++;
     if (sscanf(rec, "%7s %15s %d %47s", kind, id, &idx, token) != 4 ||
-        id[0] != 'c') {
+        (id[0] != 'c' && id[0] != 'f')) {
       problem("side log record %ld unreadable: %.63s", line, rec);
       continue;
     }
     int n = atoi(id + 1);
-    if (n < 0 || n >= n_cap || idx < 0 || idx > MAX_STEPS) {
+    if (n < 0 || n >= n_cap || idx < 0 || idx > MAX_STEPS ||
+        (id[0] == 'f') != !!insts[n].fan) {
       problem("side log record %ld out of range: %.63s", line, rec);
       continue;
     }
     lf->records++;
+    /* A fan-out parent's child "f<n>.<i>": its records are its own. */
+    const char *dot = strchr(id, '.');
+    if (id[0] == 'f' && dot) {
+      chaos_fan_record(insts[n].fan, id, atoi(dot + 1), line, kind, idx, token,
+                       ff);
+      continue;
+    }
     gen_state *g = &gs[n];
     if (!strcmp(kind, "exec")) {
       lf->execs++;
@@ -1220,16 +1348,22 @@ static void check_side_log(log_figures *lf) {
                 "with %s in the same generation",
                 line, id, idx, token, g->tok[idx]);
       }
-      if (g->terminated) {
+      if (g->terminated && began_before(token, g->terminated_ns)) {
+        lf->begun_before_terminate++;
+      } else if (g->terminated) {
         lf->after_terminate++;
         problem("record %ld: %s step %d ran (%s) after a terminate was "
-                "acknowledged",
-                line, id, idx, token);
+                "acknowledged (at %lld)",
+                line, id, idx, token, g->terminated_ns);
       } else if (g->paused && !g->started[idx]) {
-        lf->after_pause++;
-        problem("record %ld: %s step %d started (%s) after a pause was "
-                "acknowledged, before any resume",
-                line, id, idx, token);
+        if (began_before(token, g->paused_ns)) {
+          lf->begun_before_pause++;
+        } else {
+          lf->after_pause++;
+          problem("record %ld: %s step %d started (%s) after a pause was "
+                  "acknowledged (at %lld), before any resume",
+                  line, id, idx, token, g->paused_ns);
+        }
       }
       lf->cut_off += g->open[idx];
       g->open[idx] = 1;
@@ -1276,8 +1410,13 @@ static void check_side_log(log_figures *lf) {
     } else if (!strcmp(kind, "rsta") || !strcmp(kind, "rstu")) {
       g->restarting_from = 0;
     } else if (!strcmp(kind, "term")) {
+      if (!g->terminated)
+        g->terminated_ns = acked_ns(token);
       g->terminated = 1;
     } else if (!strcmp(kind, "paus")) {
+      /* A pause acknowledged again: the first one still holds. */
+      if (!g->paused)
+        g->paused_ns = acked_ns(token);
       g->paused = 1;
     } else if (!strcmp(kind, "resq")) {
       g->paused = 0;
@@ -1300,6 +1439,9 @@ static void check_side_log(log_figures *lf) {
                 in->id, i, in->final_tok[i], gs[n].tok[i]);
       }
   }
+  for (int n = 0; n < n_cap; n++)
+    if (insts[n].fan)
+      chaos_fan_log_end(insts[n].fan, insts[n].id, ff);
   free(gs);
   free(fate);
 }
@@ -1408,8 +1550,9 @@ static void write_configs(void) {
              /* Instances with "hog" take memory past it. */
              "    limits: { memory: 160MiB }\n"
              "    workflows:\n"
-             "      - { name: %s, binding: CHAOS, class_name: Chaos }\n",
-             storage, plugin_path, WF);
+             "      - { name: %s, binding: CHAOS, class_name: Chaos }\n"
+             "      - { name: %s, binding: CHAOS_FAN, class_name: Fan }\n",
+             storage, plugin_path, WF, FAN_WF);
     write_file(o->cfg, yaml);
   }
 }
@@ -1709,7 +1852,7 @@ int main(void) {
     integrity_bad += !store_ok(1);
 
   log_figures lf = {0};
-  check_side_log(&lf);
+  check_side_log(&lf, &f.fan);
   long warns, errors;
   long memory_kills;
   host_log_summary(&warns, &errors, &memory_kills);
@@ -1728,9 +1871,11 @@ int main(void) {
   for (int n = 0; n < n_cap; n++)
     n_created += insts[n].create == C_ACKED;
   long lost_events = f.lost_events + lf.ev_lost;
-  long lost =
-      lost_events + f.lost_creates + f.lost_controls + f.unfinished + f.other;
-  long reruns = lf.reruns + lf.changed + lf.final_mismatch;
+  long wrong_output = f.other + f.fan.wrong_output;
+  long lost = lost_events + f.lost_creates + f.lost_controls + f.unfinished +
+              wrong_output + f.fan.kids_lost;
+  long reruns =
+      lf.reruns + lf.changed + lf.final_mismatch + f.fan.reruns + f.fan.changed;
   long control_runs = lf.after_terminate + lf.after_pause;
   printf("chaos: kills: %d (%ld in start-up/recovery; with a request in "
          "flight: create %ld, batch %ld, event %ld, pause %ld, resume %ld, "
@@ -1789,16 +1934,28 @@ int main(void) {
          "checked after the kills\n",
          n_created, f.complete, f.terminated, lf.execs, lf.restarts,
          f.pause_checked);
+  printf("chaos: fan-outs: %ld parents acknowledged, %ld complete; %ld "
+         "children, %ld complete; %ld child step executions (%ld cut off and "
+         "run again)\n",
+         f.fan.parents, f.fan.complete, f.fan.kids, f.fan.kids_complete,
+         f.fan.execs, f.fan.cut_off);
   printf("chaos: lost: %ld (creates %ld, events %ld, controls %ld, "
-         "unfinished %ld, wrong output %ld)\n",
+         "unfinished %ld, wrong output %ld (fan-out sums and children's %ld), "
+         "children %ld)\n",
          lost, f.lost_creates, lost_events, f.lost_controls, f.unfinished,
-         f.other);
+         wrong_output, f.fan.wrong_output, f.fan.kids_lost);
   printf("chaos: rerun-after-completion: %ld (results changed %ld, journal "
          "unlike the last seen %ld, seen but never run %ld)\n",
          lf.reruns, lf.changed, lf.final_mismatch, lf.seen_unrun);
+  printf("chaos: child steps run again after completing: %ld (results "
+         "changed %ld, journaled or seen but never run %ld); children started "
+         "twice for one (parent, name): %ld\n",
+         f.fan.reruns, f.fan.changed, f.fan.unrun, f.fan.kids_twice);
   printf("chaos: steps run after an acknowledged terminate: %ld, new steps "
-         "after an acknowledged pause: %ld\n",
-         lf.after_terminate, lf.after_pause);
+         "after an acknowledged pause: %ld (recorded after the terminate or "
+         "pause, begun before it was acknowledged: %ld, %ld)\n",
+         lf.after_terminate, lf.after_pause, lf.begun_before_terminate,
+         lf.begun_before_pause);
   printf("chaos: %s: %s (%ld checks, %ld failed); %s stopped "
          "%s; host log%s: %ld warnings, %ld errors\n",
          pg_mode ? "hosts and owners in PostgreSQL" : "integrity",
@@ -1810,7 +1967,8 @@ int main(void) {
          (now_ms() - t0) / 1000.0, (chaos_end - t0) / 1000.0,
          (now_ms() - chaos_end) / 1000.0);
   int bad = lost || reruns || control_runs || integrity_bad || !clean_stop ||
-            lf.seen_unrun || problems_printed;
+            lf.seen_unrun || f.fan.unrun || f.fan.kids_twice ||
+            problems_printed;
   fclose(problems);
   close(side_fd);
   close(ack_fd);

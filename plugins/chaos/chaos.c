@@ -1,7 +1,8 @@
 /* chaos.c — the plugin of the long durability run (tests/chaos.c, `make
  * chaos`): workflow class "Chaos" mixes every kind of step an instance can
  * be suspended in, so that the host killed at random moments is killed
- * inside each of them.  Params (all optional):
+ * inside each of them; class "Fan" (at the end) fans out to Chaos
+ * children and sums their outputs.  Chaos's params (all optional):
  *
  *   {"steps": N, "events": E, "nap_every": K, "nap_ms": M, "hold_ms": H,
  *    "flaky": F, "hog": G}
@@ -149,6 +150,50 @@ static duro_rc chaos(duro_step *step, const duro_event *ev, duro_env *env) {
   return duro_set_output(step, out);
 }
 
-static const duro_workflow_def workflows[] = {{"Chaos", chaos}};
+/* Class "Fan": a parent that starts one child of the workflow bound to
+ * CHAOS (class Chaos) per element of its params' "kids", each with that
+ * element as its params, then waits for each and sums their outputs'
+ * "steps":
+ *
+ *   {"kids": [{"steps": 2, "nap_every": 1, "nap_ms": 40}, ...]}
+ *     -> {"kids": K, "sum": the children's steps}
+ *
+ * Child i is started as step "kid <i>" with the id "<parent>.<i>": the
+ * driver knows every child's id, and a second start for the same (parent,
+ * name) would find the id taken and fail the parent for good
+ * (instance.already_exists).  The children's steps write the side log as
+ * any Chaos instance's do, under their own ids. */
+#define MAX_KIDS 16
+
+static duro_rc fan(duro_step *step, const duro_event *ev, duro_env *env) {
+  duro_workflow *kid = duro_env_workflow(env, "CHAOS");
+  if (!kid)
+    return duro_fail(step, "no CHAOS binding in the config");
+  const char *ids[MAX_KIDS];
+  int n = 0;
+  for (; n < MAX_KIDS; n++) {
+    char at[32], name[32], id[128];
+    snprintf(at, sizeof at, "/kids/%d", n);
+    const char *params = duro_json_value(ev->params, at);
+    if (!params)
+      break;
+    snprintf(name, sizeof name, "kid %d", n);
+    snprintf(id, sizeof id, "%s.%d", ev->instance_id, n);
+    DURO_TRY(duro_child_start(step, name, kid, id, params,
+                              DURO_PARENT_CLOSE_TERMINATE, &ids[n]));
+  }
+  int64_t sum = 0;
+  for (int i = 0; i < n; i++) {
+    const char *out;
+    int64_t steps = 0;
+    DURO_TRY(duro_child_wait(step, "kid done", kid, ids[i], &out));
+    duro_json_integer(out, "/steps", &steps);
+    sum += steps;
+  }
+  return duro_set_output(step,
+                         duro_json_pack("{s:i, s:I}", "kids", n, "sum", sum));
+}
+
+static const duro_workflow_def workflows[] = {{"Chaos", chaos}, {"Fan", fan}};
 
 DURO_PLUGIN(.name = "chaos", .version = "1", DURO_WORKFLOWS(workflows));
