@@ -37,6 +37,10 @@
  *                   --plugin-workers)
  *   W7 children     100 parents that each start 10 child workflows (one
  *                   trivial step each) and wait for them: instances/s
+ *   W8 parallel     one instance, 1000 steps that each block 1 ms, in a
+ *                   worker process: one duro_do_all of them (100 and
+ *                   1000 in flight) against one after another: wall
+ *                   time
  *   R  recovery     N queued instances: engine reopened, time to re-arm
  *   Q1 queue        200,000 messages sent in batches of 100 by one thread
  *                   while a push consumer (a queue handler, batches of
@@ -199,7 +203,7 @@ static void on_end(void *ctx, duro_status status) {
 }
 
 static void bench_remove_files(const char *db) {
-  char p[320];
+  char p[1100];
   const char *sfx[] = {"", "-wal", "-shm"};
   for (int i = 0; i < 3; i++) {
     snprintf(p, sizeof p, "%s%s", db, sfx[i]);
@@ -546,7 +550,7 @@ static const wf_def workflows[] = {
     {"steps", wf_steps, "Steps", NULL},  {"io", wf_io, "Io", NULL},
     {"sleeper", wf_sleeper, NULL, NULL}, {"napper", wf_napper, NULL, NULL},
     {"waiter", wf_waiter, NULL, NULL},   {"parent", wf_parent, NULL, NULL},
-    {"kid", wf_kid, NULL, "KID"}};
+    {"kid", wf_kid, NULL, "KID"},        {"par", wf_steps, "Par", NULL}};
 #define N_WFS (sizeof workflows / sizeof *workflows)
 
 /* ---- W1
@@ -921,6 +925,54 @@ static void w6_io(void) {
   opts.workers = was;
 }
 
+/* ---- W8
+ * ------------------------------------------------------------------------ */
+
+/* One Par instance of the bench plugin in a worker process, with
+ * `params`: the seconds to its end. */
+static double w8_run(const char *so, const char *params) {
+  const char *was = worker_so_now;
+  worker_so_now = so;
+  bench_engine b;
+  bench_open(&b, "w8", workflows, N_WFS, 8, 1, 1);
+  worker_so_now = was;
+  bench_start(&b);
+  int64_t t0 = now_us();
+  create_many(&b, "par", 1, params, 1);
+  wait_ended(&b, 1);
+  double s = (double)(now_us() - t0) / 1e6;
+  bench_close(&b, 1);
+  return s;
+}
+
+static void w8_parallel(void) {
+  int n = opts.quick ? 100 : 1000;
+  char so[4200], fig[80], params[96];
+  if (opts.worker_so)
+    snprintf(so, sizeof so, "%s", opts.worker_so);
+  else /* build/bench/duro-bench -> build/bench/libbench.so */
+    snprintf(so, sizeof so, "%s/libbench.so", self_dir());
+  if (access(so, R_OK) != 0) {
+    fprintf(stderr, "bench: W8 needs the bench plugin: %s is missing\n", so);
+    return;
+  }
+  uint32_t was = opts.workers;
+  opts.workers = 8; /* the setting line names the threads it ran on */
+  snprintf(params, sizeof params, "{\"steps\":%d,\"ms\":1}", n);
+  snprintf(fig, sizeof fig, "W8 %d x 1 ms steps, one after another", n);
+  report(fig, w8_run(so, params), "s", "ideal 1.0 s");
+  static const int in_flight[] = {100, 1000};
+  for (size_t i = 0; i < 2; i++) {
+    snprintf(params, sizeof params,
+             "{\"steps\":%d,\"ms\":1,\"parallel\":1,\"max\":%d}", n,
+             in_flight[i]);
+    snprintf(fig, sizeof fig, "W8 %d x 1 ms steps, duro_do_all, %d at once", n,
+             in_flight[i]);
+    report(fig, w8_run(so, params), "s", "ideal: the commits alone");
+  }
+  opts.workers = was;
+}
+
 /* ---- W7
  * ------------------------------------------------------------------------ */
 
@@ -1155,7 +1207,7 @@ int main(int argc, char **argv) {
 #endif
   }
   worker_so_now = opts.worker_so;
-  if ((opts.worker_so || wants("W6")) && !opts.duro[0])
+  if ((opts.worker_so || wants("W6") || wants("W8")) && !opts.duro[0])
     /* build/bench/duro-bench -> build/host/duro */
     snprintf(opts.duro, sizeof opts.duro, "%s/../host/duro", self_dir());
   mkdir(opts.dir, 0755);
@@ -1177,6 +1229,8 @@ int main(int argc, char **argv) {
     w6_io();
   if (wants("W7"))
     w7_children();
+  if (wants("W8"))
+    w8_parallel();
   if (wants("R"))
     r_recovery();
   if (wants("Q1")) {

@@ -57,7 +57,7 @@ extern "C" {
 #endif
 
 #define DURO_ABI_MAJOR 1
-#define DURO_ABI_MINOR 6
+#define DURO_ABI_MINOR 7
 #define DURO_PLUGIN_MAGIC 0x4f525544u /* "DURO" little-endian */
 
 /* Which plugins a host loads.  Within a major, the structs that cross the
@@ -284,6 +284,17 @@ typedef struct duro_step_config {
  * or return duro_attempt_fail() / duro_attempt_fail_final(). */
 typedef int (*duro_step_fn)(duro_attempt *a, void *arg);
 
+/* One branch of duro_do_all: its callback, its argument and its own
+ * configuration (NULL: the defaults), and, once the call returns, what it
+ * came to.  The host writes only `result` and `error`. */
+typedef struct duro_branch {
+  duro_step_fn fn;
+  void *arg;
+  const duro_step_config *cfg;
+  const char *result; /* its JSON result once it completed, else NULL */
+  const char *error;  /* {"name","message"} once it failed for good */
+} duro_branch;
+
 /* A workflow entrypoint. */
 typedef duro_rc (*duro_run_fn)(duro_step *step, const duro_event *ev,
                                duro_env *env);
@@ -354,6 +365,9 @@ typedef struct duro_api {
                          const char **child_id);
   duro_rc (*child_wait)(duro_step *, const char *name, duro_workflow *,
                         const char *id, const char **output);
+  /* ---- minor 7: parallel steps ---- */
+  duro_rc (*do_all)(duro_step *, const char *name, duro_branch *, size_t n,
+                    size_t branch_size, uint32_t max_in_flight, uint32_t flags);
 } duro_api;
 
 /* ---- the plugin descriptor ---------------------------------------------
@@ -470,6 +484,60 @@ static inline DURO_MUST_CHECK_ duro_rc duro_do(duro_step *step,
                                                duro_step_fn fn, void *arg,
                                                const char **result) {
   return duro_api_ptr_->do_step(step, name, cfg, fn, arg, result);
+}
+
+/* The most branches one duro_do_all takes. */
+#define DURO_PARALLEL_MAX 1000
+
+/* duro_do_all's flags. */
+enum {
+  /* once a branch fails for good, start no other; those running are asked
+   * to stop (duro_attempt_cancelled) and the call returns DURO_ERROR */
+  DURO_FAIL_FAST = 1,
+  /* once a branch completes, start no other; those running are asked to
+   * stop, and the call returns DURO_OK once they ended: the lowest-numbered
+   * completed branch is the one to use (a replay picks the same one) */
+  DURO_FIRST = 2
+};
+
+/* Runs branches[0..n) as steps at the same time, and returns once each has
+ * completed or failed for good.  Each branch is a duro_do of its own: keyed
+ * name#k, k counting on from the name's earlier calls (so "notify" × 3 is
+ * "notify#1".."notify#3", as three duro_do calls would be), journaled, with
+ * its own retries and timeout; its callback runs on a thread of its own, in
+ * the worker process that runs run().  At most max_in_flight run at once
+ * (0: the workflow's limits.parallel), started in call order.  A replay
+ * hands back the journaled results and runs only the branches that had not
+ * completed.  A branch whose attempt fails waits out its back-off while the
+ * others run; the call suspends only once nothing else can run.
+ *
+ * When it returns, branches[i].result is branch i's result and
+ * branches[i].error NULL, or the reverse for a branch that failed for good
+ * (both NULL for one never started: after DURO_FAIL_FAST or DURO_FIRST).
+ * Returns DURO_OK when every branch completed; DURO_ERROR when any failed
+ * for good (duro_step_error() is the lowest-numbered one's); with
+ * DURO_FIRST, DURO_OK once one completed (the lowest-numbered completed
+ * branch won: the others not started never start) and DURO_ERROR only when
+ * all failed.  A failed branch does not stop the others unless flags has
+ * DURO_FAIL_FAST.  n is 1 to DURO_PARALLEL_MAX.  For example, telling three
+ * services at once:
+ *
+ *   static int notify(duro_attempt *a, void *service) {
+ *     if (post_to(service, duro_attempt_idempotency_key(a)) != 0)
+ *       return duro_attempt_fail(a, "%s is down", (const char *)service);
+ *     return 0;
+ *   }
+ *   ...
+ *   duro_branch b[] = {{.fn = notify, .arg = "email"},
+ *                      {.fn = notify, .arg = "sms"},
+ *                      {.fn = notify, .arg = "crm"}};
+ *   DURO_TRY(duro_do_all(step, "notify", b, 3, 0, 0));
+ */
+static inline DURO_MUST_CHECK_ duro_rc
+duro_do_all(duro_step *step, const char *name, duro_branch *branches, size_t n,
+            uint32_t max_in_flight, uint32_t flags) {
+  return duro_api_ptr_->do_all(step, name, branches, n, sizeof(duro_branch),
+                               max_in_flight, flags);
 }
 
 /* A durable sleep: "10 seconds", "1 hour", "3 days", "30d", or ms ("500"). */

@@ -1021,9 +1021,11 @@ START_TEST(describe_completed) {
                {"charge card#1", "do", "1"},
                {"manual review#1", "waitForEvent", "-"},
                {"grace period#1", "sleep", "-"},
-               {"send mail#1", "do", "1"}};
+               {"notify#1", "do", "1"},
+               {"notify#2", "do", "1"},
+               {"notify#3", "do", "1"}};
   const char *prev = r.out;
-  for (size_t i = 0; i < 5; i++) {
+  for (size_t i = 0; i < 7; i++) {
     step_row_of(&r, steps[i].key, &s);
     ck_assert_msg(!strcmp(s.type, steps[i].type) &&
                       !strcmp(s.status, "complete") &&
@@ -1034,8 +1036,10 @@ START_TEST(describe_completed) {
   step_row_of(&r, "manual review#1", &s);
   assert_contains(s.line, "{\"type\":\"approval\",\"payload\":{\"approved\":"
                           "true}");
-  step_row_of(&r, "send mail#1", &s);
-  assert_contains(s.line, "\"messageId\":\"<c1/send mail#1@orders>\"");
+  step_row_of(&r, "notify#1", &s);
+  assert_contains(s.line, "\"messageId\":\"<c1/notify#1@orders>\"");
+  step_row_of(&r, "notify#3", &s);
+  assert_contains(s.line, "\"service\":\"crm\"");
   run_free(&r);
 
   /* --json is GET of the same instance. */
@@ -1044,7 +1048,7 @@ START_TEST(describe_completed) {
   ck_assert_str_eq(jstr(cli, "id"), jstr(api, "id"));
   ck_assert_str_eq(jstr(cli, "status"), "complete");
   ck_assert_str_eq(jstr(cli, "status"), jstr(api, "status"));
-  ck_assert_int_eq(json_array_size(jget(cli, "steps")), 5);
+  ck_assert_int_eq(json_array_size(jget(cli, "steps")), 7);
   ck_assert_int_eq(json_array_size(jget(cli, "steps")),
                    json_array_size(jget(api, "steps")));
   ck_assert_msg(json_equal(cli, api), "describe --json differs from GET");
@@ -1156,7 +1160,7 @@ START_TEST(restart_verb) {
   ck_assert_msg(!json_equal(jget(step_of(before, "manual review#1"), "result"),
                             jget(step_of(after, "manual review#1"), "result")),
                 "a full restart got the consumed approval back");
-  ck_assert_int_eq(json_array_size(jget(after, "steps")), 5);
+  ck_assert_int_eq(json_array_size(jget(after, "steps")), 7);
   json_decref(before);
   before = after;
 
@@ -1184,7 +1188,7 @@ START_TEST(restart_verb) {
                     json_integer_value(jget(cc1, "started_ms")) >
                         json_integer_value(jget(cc0, "started_ms")),
                 "restart --from \"charge card\" did not rerun charge card");
-  ck_assert_int_eq(json_array_size(jget(after, "steps")), 5);
+  ck_assert_int_eq(json_array_size(jget(after, "steps")), 7);
   json_decref(before);
   json_decref(after);
 
@@ -1193,10 +1197,10 @@ START_TEST(restart_verb) {
   expect_ok(&r);
   ck_assert_msg(!strncmp(r.out, "order-flow/r1  complete\n", 24), "%s:\n%s",
                 r.what, r.out);
-  static const char *keys[] = {"reserve stock#1", "charge card#1",
-                               "manual review#1", "grace period#1",
-                               "send mail#1"};
-  for (size_t i = 0; i < 5; i++) {
+  static const char *keys[] = {
+      "reserve stock#1", "charge card#1", "manual review#1", "grace period#1",
+      "notify#1",        "notify#2",      "notify#3"};
+  for (size_t i = 0; i < 7; i++) {
     step_row s;
     step_row_of(&r, keys[i], &s);
     ck_assert_msg(!strcmp(s.status, "complete"), "%s: %s", r.what, s.line);

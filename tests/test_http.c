@@ -1554,7 +1554,7 @@ START_TEST(order_completes_by_id) {
                 "output: %s", text);
   ck_assert_msg(json_is_null(jget(d, "error")) &&
                     json_is_integer(jget(d, "ended_ms")) &&
-                    json_array_size(jget(d, "steps")) == 5,
+                    json_array_size(jget(d, "steps")) == 7,
                 "%s", text);
   free(text);
   json_decref(d);

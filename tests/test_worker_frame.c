@@ -21,8 +21,8 @@ typedef int decoder(uint32_t kind, const uint8_t *body, size_t len,
 /* The engine's kinds are decoded as the worker reads them, the rest as
  * the engine reads a worker's. */
 static decoder *decoder_of(uint32_t kind) {
-  return kind >= WM_RUN && kind <= WM_CRON_RUN ? worker_frame_decode_engine
-                                               : worker_frame_decode;
+  return kind >= WM_RUN && kind <= WM_REPLY_ALL ? worker_frame_decode_engine
+                                                : worker_frame_decode;
 }
 
 /* Decodes a copy of exactly len bytes (so that ASan sees an overread). */
@@ -175,6 +175,51 @@ static void c_child_wait(const worker_frame *f) {
   ck_assert_str_eq(m->binding, "PART");
   ck_assert_str_eq(m->id, "p-1");
   ck_assert_uint_eq(m->wants_output, 0);
+}
+
+/* DO_ALL: name, max_in_flight, flags, n, n branches (each a DO's
+ * configuration, fn, arg). */
+static void w_do_all(wire_buf *w) {
+  wire_put_str(w, "notify");
+  wire_put_u32(w, 2);
+  wire_put_u32(w, 1);
+  wire_put_u32(w, 2);
+  for (uint32_t i = 0; i < 2; i++) {
+    wire_put_u32(w, i);
+    wire_put_u32(w, i);
+    wire_put_u32(w, 3);
+    wire_put_str(w, i ? "1 second" : NULL);
+    wire_put_u32(w, 2);
+    wire_put_str(w, i ? "5 seconds" : NULL);
+    wire_put_u64(w, 0x1000 + i);
+    wire_put_u64(w, 0x2000 + i);
+  }
+}
+static void c_do_all(const worker_frame *f) {
+  const wf_do_all *m = &f->do_all;
+  ck_assert_str_eq(m->name, "notify");
+  ck_assert_uint_eq(m->max_in_flight, 2);
+  ck_assert_uint_eq(m->flags, 1);
+  ck_assert_uint_eq(m->n, 2);
+  const char *cursor = m->first;
+  for (uint32_t i = 0; i < 2; i++) {
+    wf_branch b;
+    worker_frame_do_all_branch(&cursor, &b);
+    ck_assert_uint_eq(b.has_config, i);
+    ck_assert_uint_eq(b.has_retries, i);
+    ck_assert_uint_eq(b.limit, 3);
+    if (i)
+      ck_assert_str_eq(b.delay, "1 second");
+    else
+      ck_assert_ptr_null(b.delay);
+    ck_assert_uint_eq(b.backoff, 2);
+    if (i)
+      ck_assert_str_eq(b.timeout, "5 seconds");
+    else
+      ck_assert_ptr_null(b.timeout);
+    ck_assert_uint_eq(b.fn, 0x1000 + i);
+    ck_assert_uint_eq(b.arg, 0x2000 + i);
+  }
 }
 
 static void w_nothing(wire_buf *w) { (void)w; }
@@ -402,12 +447,34 @@ static void c_cron_run(const worker_frame *f) {
   ck_assert_str_eq(f->cron_run.timezone, "Europe/Paris");
 }
 
+/* REPLY_ALL: rc, n, n × (result, error). */
+static void w_reply_all(wire_buf *w) {
+  wire_put_i64(w, 2);
+  wire_put_u32(w, 2);
+  wire_put_str(w, "\"r0\"");
+  wire_put_str(w, NULL);
+  wire_put_str(w, NULL);
+  wire_put_str(w, "{\"name\":\"Error\"}");
+}
+static void c_reply_all(const worker_frame *f) {
+  ck_assert_int_eq(f->reply_all.rc, 2);
+  ck_assert_uint_eq(f->reply_all.n, 2);
+  const char *cursor = f->reply_all.first, *result, *error;
+  worker_frame_reply_all_item(&cursor, &result, &error);
+  ck_assert_str_eq(result, "\"r0\"");
+  ck_assert_ptr_null(error);
+  worker_frame_reply_all_item(&cursor, &result, &error);
+  ck_assert_ptr_null(result);
+  ck_assert_str_eq(error, "{\"name\":\"Error\"}");
+}
+
 static const sample samples[] = {
     {WM_RUN, w_run, c_run},
     {WM_CALL, w_call, c_call},
     {WM_REPLY, w_reply, c_reply},
     {WM_QUEUE_RUN, w_queue_run, c_queue_run},
     {WM_CRON_RUN, w_cron_run, c_cron_run},
+    {WM_REPLY_ALL, w_reply_all, c_reply_all},
     {WM_DO, w_do, c_do},
     {WM_SLEEP, w_sleep, c_sleep},
     {WM_SLEEP_UNTIL, w_sleep_until, c_sleep_until},
@@ -427,6 +494,7 @@ static const sample samples[] = {
     {WM_WAIT_ANY, w_wait_any, c_wait_any},
     {WM_CHILD_START, w_child_start, c_child_start},
     {WM_CHILD_WAIT, w_child_wait, c_child_wait},
+    {WM_DO_ALL, w_do_all, c_do_all},
     {WM_RETURN, w_return, c_return},
     {WM_END, w_end, c_end},
     {WM_LIMIT, w_limit, c_limit},
@@ -436,12 +504,12 @@ static const sample samples[] = {
 /* Every kind from WM_DO to WM_LIMIT but the retired WM_CRASH, and the
  * engine's five. */
 START_TEST(every_kind_has_a_sample) {
-  ck_assert_uint_eq(N_SAMPLES, WM_LIMIT - WM_DO + WM_CRON_RUN);
+  ck_assert_uint_eq(N_SAMPLES, WM_LIMIT - WM_DO + WM_REPLY_ALL);
   for (uint32_t k = WM_RUN; k <= WM_LIMIT; k++) {
     int found = 0;
     for (size_t i = 0; i < N_SAMPLES; i++)
       found += samples[i].kind == k;
-    int sent = k <= WM_CRON_RUN || (k >= WM_DO && k != WM_CRASH);
+    int sent = k <= WM_REPLY_ALL || (k >= WM_DO && k != WM_CRASH);
     ck_assert_int_eq(found, sent);
   }
 }
@@ -492,7 +560,7 @@ START_TEST(over_long_frames_refused) {
 END_TEST
 
 START_TEST(unknown_kinds_refused) {
-  uint32_t kinds[] = {0,         WM_RUN,   WM_CALL,      WM_REPLY, WM_CRON_RUN,
+  uint32_t kinds[] = {0,         WM_RUN,   WM_CALL,      WM_REPLY, WM_REPLY_ALL,
                       WM_DO - 1, WM_CRASH, WM_LIMIT + 1, 1000,     UINT32_MAX};
   wire_buf w = {0};
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
@@ -503,8 +571,8 @@ START_TEST(unknown_kinds_refused) {
     w_return(&w);
   }
   /* and the worker takes none of a worker's kinds from the engine */
-  uint32_t theirs[] = {0,      WM_CRON_RUN + 1, WM_DO, WM_RETURN,
-                       WM_END, WM_LIMIT,        1000,  UINT32_MAX};
+  uint32_t theirs[] = {0,      WM_REPLY_ALL + 1, WM_DO, WM_RETURN,
+                       WM_END, WM_LIMIT,         1000,  UINT32_MAX};
   for (size_t i = 0; i < sizeof theirs / sizeof theirs[0]; i++) {
     worker_frame f;
     w.len = 0;
@@ -651,6 +719,39 @@ START_TEST(counts_bounded_by_the_bytes_left) {
   wire_put_u32(&w, UINT32_MAX);
   wire_put_i64(&w, 1);
   refused(WM_QUEUE_RUN, &w, "n is more than the bytes left hold");
+
+  /* a DO_ALL: 40 bytes a branch at least, and at most WM_PARALLEL_MAX;
+   * none at all is a call the engine refuses, sent as such */
+  w.len = 0;
+  wire_put_str(&w, "b");
+  wire_put_u32(&w, 0);
+  wire_put_u32(&w, 0);
+  wire_put_u32(&w, 1);
+  for (int i = 0; i < 4; i++)
+    wire_put_u32(&w, 0);
+  refused(WM_DO_ALL, &w, "n is more than the bytes left hold");
+  w.len = 0;
+  wire_put_str(&w, "b");
+  wire_put_u32(&w, 0);
+  wire_put_u32(&w, 0);
+  wire_put_u32(&w, WM_PARALLEL_MAX + 1);
+  for (uint32_t i = 0; i < (WM_PARALLEL_MAX + 1) * 10; i++)
+    wire_put_u32(&w, 0);
+  refused(WM_DO_ALL, &w, "more branches than WM_PARALLEL_MAX");
+  w.len = 0;
+  wire_put_str(&w, "b");
+  wire_put_u32(&w, 0);
+  wire_put_u32(&w, 0);
+  wire_put_u32(&w, 0);
+  decode_ok(WM_DO_ALL, &w, &f);
+  ck_assert_uint_eq(f.do_all.n, 0);
+  /* a REPLY_ALL's answers: two strings' lengths each at least */
+  w.len = 0;
+  wire_put_i64(&w, 0);
+  wire_put_u32(&w, 3);
+  wire_put_str(&w, NULL);
+  wire_put_str(&w, NULL);
+  refused(WM_REPLY_ALL, &w, "n is more than the bytes left hold");
   wire_buf_free(&w);
 }
 END_TEST

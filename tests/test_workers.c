@@ -53,6 +53,19 @@
  *                                   and in the engine: an event of its
  *                                   second type sent over HTTP completes
  *                                   it, another type does not
+ *   parallel_branches_side_by_side  duro_do_all in a worker: four
+ *                                   branches that each wait for all four
+ *                                   to begin run at once; in the engine
+ *                                   (workers: 0) one after another; the
+ *                                   results in call order either way
+ *   parallel_bound_in_flight        six branches, at most two at once:
+ *                                   never more than two run, all six
+ *                                   complete
+ *   parallel_branch_crash_is_its_own  a branch that segfaults its worker
+ *                                   beside three others: it alone is
+ *                                   charged plugin.crashed, the others
+ *                                   are cut short at most, and all four
+ *                                   complete
  *
  * and, in tcase "attacks", what a hostile or buggy plugin does to the
  * host:
@@ -1094,6 +1107,148 @@ START_TEST(wait_any_woken_over_http) {
 }
 END_TEST
 
+/* A host of the faults plugin whose par-flow runs the Par class. */
+static void start_par(host_run *h, const char *keys) {
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  host_init(h, "host");
+  host_setenv(h, "DURO_FAULTS_LOG", faults_log());
+  h->request_ms = 10000;
+  h->plugin_keys = keys;
+  host_write_config(
+      h, db, "{ workers: 2 }", "faults", FAULTS_PLUGIN,
+      "      - { name: par-flow, binding: PAR, class_name: Par }\n");
+  host_start(h);
+}
+
+/* Creates par-flow instance `id` with `params` and waits for it to end
+ * `status`: its describe. */
+static json_t *run_par(host_run *h, const char *id, const char *params,
+                       const char *status) {
+  char body[512];
+  snprintf(body, sizeof body, "{\"id\":\"%s\",\"params\":%s}", id, params);
+  http_resp r;
+  host_request(h, &r, "POST", "/workflows/par-flow/instances", body);
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  return host_wait_status(h, "par-flow", id, status, proc_now_ms() + 60000);
+}
+
+/* The results a Par instance's output lists, as "0,1,2". */
+static void par_results(json_t *d, char *buf, size_t len) {
+  json_t *res = json_object_get(json_object_get(d, "output"), "results");
+  size_t i, at = 0;
+  json_t *v;
+  buf[0] = '\0';
+  json_array_foreach(res, i, v) at += (size_t)snprintf(
+      buf + at, len - at, "%s%lld", i ? "," : "",
+      json_is_integer(v) ? (long long)json_integer_value(v) : -1LL);
+}
+
+/* The callbacks of instance id that began (its "exec" records). */
+static int par_execs(const char *id) {
+  size_t n;
+  sidelog_rec *v = sidelog_read(faults_log(), &n);
+  int k = 0;
+  for (size_t i = 0; i < n; i++)
+    k += !strcmp(v[i].kind, "exec") && !strcmp(v[i].inst, id);
+  free(v);
+  return k;
+}
+
+static long long par_max_running(json_t *d) {
+  return json_integer_value(
+      json_object_get(json_object_get(d, "output"), "max_running"));
+}
+
+/* duro_do_all in a worker (_i 0): four branches that each wait until all
+ * four have begun (20 s at most, else the instance takes that long and
+ * max_running says 1) ran at once; in the engine (_i 1, workers: 0) the
+ * callbacks hold the thread and run one after another.  The results come
+ * back in call order either way. */
+START_TEST(parallel_branches_side_by_side) {
+  host_run H;
+  start_par(&H, _i ? "workers: 0" : NULL);
+  json_t *d = run_par(&H, "p1",
+                      _i ? "{\"n\":4}" : "{\"n\":4,\"meet\":4,\"hold_ms\":50}",
+                      "complete");
+  char res[128];
+  par_results(d, res, sizeof res);
+  ck_assert_str_eq(res, "0,1,2,3");
+  ck_assert_int_eq(par_max_running(d), _i ? 1 : 4);
+  /* each a do step of its own, keyed as four duro_do calls would be */
+  char *text = jdump(d);
+  for (int k = 1; k <= 4; k++) {
+    char key[32];
+    snprintf(key, sizeof key, "\"par#%d\"", k);
+    ck_assert_msg(strstr(text, key), "no step %s in %s", key, text);
+  }
+  free(text);
+  json_decref(d);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+  ck_assert_int_eq(par_execs("p1"), 4);
+}
+END_TEST
+
+/* Six branches, at most two in flight (the call's bound), each waiting
+ * until two have begun: never more than two at once, all six complete. */
+START_TEST(parallel_bound_in_flight) {
+  host_run H;
+  start_par(&H, NULL);
+  json_t *d = run_par(
+      &H, "p2", "{\"n\":6,\"max\":2,\"meet\":2,\"hold_ms\":100}", "complete");
+  char res[128];
+  par_results(d, res, sizeof res);
+  ck_assert_str_eq(res, "0,1,2,3,4,5");
+  ck_assert_int_eq(par_max_running(d), 2);
+  json_decref(d);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
+/* The error names a step's attempts carry in describe, joined. */
+static void attempt_errors(json_t *d, const char *key, char *buf, size_t len) {
+  buf[0] = '\0';
+  size_t i, k, at = 0;
+  json_t *s, *a;
+  json_array_foreach(json_object_get(d, "steps"), i, s) {
+    if (strcmp(jstr(s, "key"), key) != 0)
+      continue;
+    json_array_foreach(json_object_get(s, "attempts"), k, a) {
+      json_t *err = json_object_get(a, "error");
+      const char *name = json_string_value(json_object_get(err, "name"));
+      at += (size_t)snprintf(buf + at, len - at, "%s;", name ? name : "-");
+    }
+  }
+}
+
+/* Branch 2 of four segfaults its worker on its first attempt while the
+ * others hold theirs: it alone is charged (plugin.crashed, from the crash
+ * handler's naming it), the others' attempts in that process are cut
+ * short, and all four complete on a new worker. */
+START_TEST(parallel_branch_crash_is_its_own) {
+  host_run H;
+  start_par(&H, NULL);
+  json_t *d =
+      run_par(&H, "p3", "{\"n\":4,\"segv\":2,\"hold_ms\":500}", "complete");
+  char res[128], errs[256];
+  par_results(d, res, sizeof res);
+  ck_assert_str_eq(res, "0,1,2,3");
+  attempt_errors(d, "par#3", errs, sizeof errs);
+  ck_assert_msg(strstr(errs, "plugin.crashed"), "par#3: %s", errs);
+  for (int k = 1; k <= 4; k++) {
+    if (k == 3)
+      continue;
+    char key[16];
+    snprintf(key, sizeof key, "par#%d", k);
+    attempt_errors(d, key, errs, sizeof errs);
+    ck_assert_msg(!strstr(errs, "plugin.crashed"), "%s: %s", key, errs);
+  }
+  json_decref(d);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
 static Suite *workers_suite(void) {
   Suite *s = suite_create("workers");
   TCase *io = tcase_create("io");
@@ -1117,6 +1272,14 @@ static Suite *workers_suite(void) {
   tcase_add_loop_test(io, wait_any_woken_over_http, 0, 2);
   suite_add_tcase(s, io);
   /* a hostile or buggy plugin's attacks on the host */
+  TCase *par = tcase_create("parallel");
+  proc_fixtures(par, "duro-workers");
+  tcase_set_timeout(par, 120);
+  tcase_add_loop_test(par, parallel_branches_side_by_side, 0, 2);
+  tcase_add_test(par, parallel_bound_in_flight);
+  tcase_add_test(par, parallel_branch_crash_is_its_own);
+  suite_add_tcase(s, par);
+
   TCase *attacks = tcase_create("attacks");
   proc_fixtures(attacks, "duro-workers");
   tcase_set_timeout(attacks, 240);

@@ -9,10 +9,15 @@
  *         and W2 in a worker process: --plugin-workers)
  *   Io    params.steps steps (2) that each block params.ms (200) as a
  *         call to another service would (duro-bench's W6 in a worker)
+ *   Par   params.steps such steps (1000) of params.ms (1) each: one
+ *         duro_do_all of them with params.parallel set (at most
+ *         params.max at once, 0: the workflow's), else one after another
+ *         (duro-bench's W8)
  *
  * Each ends with a small output, so a client learning the result sees
  * {"steps": N}. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -84,6 +89,28 @@ static duro_rc io(duro_step *step, const duro_event *ev, duro_env *env) {
   return DURO_OK;
 }
 
+static duro_rc par(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env;
+  int n = int_param(ev->params, "steps", 1000);
+  int ms = int_param(ev->params, "ms", 1);
+  const char *r;
+  n = n > DURO_PARALLEL_MAX ? DURO_PARALLEL_MAX : n;
+  if (!int_param(ev->params, "parallel", 0)) {
+    for (int i = 0; i < n; i++)
+      DURO_TRY(duro_do(step, "call", NULL, io_call, &ms, &r));
+    return DURO_OK;
+  }
+  duro_branch *b = calloc((size_t)n, sizeof *b);
+  if (!b)
+    return duro_fail(step, "no memory for %d branches", n);
+  for (int i = 0; i < n; i++)
+    b[i] = (duro_branch){.fn = io_call, .arg = &ms};
+  duro_rc rc = duro_do_all(step, "call", b, (size_t)n,
+                           (uint32_t)int_param(ev->params, "max", 0), 0);
+  free(b);
+  return rc;
+}
+
 static duro_rc steps_n(duro_step *step, const duro_event *ev, duro_env *env) {
   (void)env;
   const char *r;
@@ -96,7 +123,7 @@ static duro_rc steps_n(duro_step *step, const duro_event *ev, duro_env *env) {
 static const duro_workflow_def workflows[] = {
     {.class_name = "One", .run = one}, {.class_name = "Ten", .run = ten},
     {.class_name = "Nap", .run = nap}, {.class_name = "Steps", .run = steps_n},
-    {.class_name = "Io", .run = io},
+    {.class_name = "Io", .run = io},   {.class_name = "Par", .run = par},
 };
 
 DURO_PLUGIN(.name = "bench", .version = "1", DURO_WORKFLOWS(workflows));

@@ -1,7 +1,8 @@
 /* orders.c — the order flow of the README as a duro plugin: a tutorial to
  * copy from.
  *
- *   reserve stock -> charge card -> manual review -> grace period -> send mail
+ *   reserve stock -> charge card -> manual review -> grace period
+ *     -> notify (mail, warehouse and CRM at once)
  *
  * The workflow class "OrderFlow" takes params
  *
@@ -202,8 +203,14 @@ static int charge_card(duro_attempt *a, void *arg) {
                         o->amount, "currency", "EUR", "idempotencyKey", key));
 }
 
+/* A notice to one service, one branch of the "notify" steps. */
+typedef struct notice {
+  const order *o;
+  const char *service; /* "warehouse", "crm" */
+} notice;
+
 static int send_mail(duro_attempt *a, void *arg) {
-  const order *o = arg;
+  const order *o = ((const notice *)arg)->o;
   /* The same key as a Message-ID lets the mail service drop a duplicate
    * (Rule 4 again). */
   const char *key = duro_attempt_idempotency_key(a);
@@ -212,6 +219,17 @@ static int send_mail(duro_attempt *a, void *arg) {
   snprintf(message_id, sizeof message_id, "<%s@orders>", key);
   return duro_attempt_result(
       a, duro_json_pack("{s:s, s:s}", "to", o->email, "messageId", message_id));
+}
+
+/* The warehouse and the CRM: each a call to a service of its own, keyed
+ * as the mail is (Rule 4). */
+static int tell(duro_attempt *a, void *arg) {
+  const notice *n = arg;
+  const char *key = duro_attempt_idempotency_key(a);
+  duro_log(DURO_LOG_INFO, "telling the %s about order %s", n->service,
+           n->o->id);
+  return duro_attempt_result(
+      a, duro_json_pack("{s:s, s:s}", "service", n->service, "requestId", key));
 }
 
 /* ---- the workflow -------------------------------------------------------- */
@@ -291,9 +309,16 @@ static duro_rc run_order(duro_step *step, order *o) {
    * activation. */
   DURO_TRY(duro_sleep(step, "grace period", o->grace));
 
-  const char *mail;
-  DURO_TRY(duro_do(step, "send mail", NULL, send_mail, o, &mail));
-  (void)mail;
+  /* Three services told at once: duro_do_all runs each branch as a step
+   * of its own ("notify#1" to "notify#3", each journaled and retried by
+   * itself, its callback on a thread of its own) and returns once all
+   * three completed; a replay runs only those that had not.  The
+   * notices live on run()'s stack, which the call outlives. */
+  notice mail = {o, "mail"}, warehouse = {o, "warehouse"}, crm = {o, "crm"};
+  duro_branch notify[] = {{.fn = send_mail, .arg = &mail},
+                          {.fn = tell, .arg = &warehouse},
+                          {.fn = tell, .arg = &crm}};
+  DURO_TRY(duro_do_all(step, "notify", notify, 3, 0, 0));
 
   return finish(step, o, charge, NULL);
 }

@@ -32,13 +32,14 @@ typedef struct config_pos {
 } config_pos;
 
 typedef struct config_workflow {
-  char *name;              /* "order-flow" (required) */
-  char *binding;           /* "ORDER_FLOW" (required) */
-  char *class_name;        /* "OrderFlow" (required) */
-  int64_t retention_ms;    /* default 30 days, at most 36500 */
-  int64_t timeout_ms;      /* from creation to instance.timed_out; 0 none */
-  uint32_t max_steps;      /* limits.steps, default 10000, at most 25000 */
-  uint32_t concurrency;    /* limits.concurrency, 0 = unlimited */
+  char *name;           /* "order-flow" (required) */
+  char *binding;        /* "ORDER_FLOW" (required) */
+  char *class_name;     /* "OrderFlow" (required) */
+  int64_t retention_ms; /* default 30 days, at most 36500 */
+  int64_t timeout_ms;   /* from creation to instance.timed_out; 0 none */
+  uint32_t max_steps;   /* limits.steps, default 10000, at most 25000 */
+  uint32_t concurrency; /* limits.concurrency, 0 = unlimited */
+  uint32_t parallel; /* limits.parallel: a duro_do_all's branches in flight */
   int versioning_latest;   /* versioning: pinned (0, default) | latest (1) */
   int pause_on_divergence; /* on_divergence: error (0, default) | pause */
   /* A queue (consumed or dead-lettered into by some consumer) that gets a
@@ -108,6 +109,8 @@ typedef struct config_cron {
  * steps that block on I/O (a thread each in the worker, made as they are
  * needed and let go when idle). */
 #define CONFIG_DEFAULT_CONCURRENCY 1024
+/* A workflow's limits.parallel when it names none. */
+#define CONFIG_DEFAULT_PARALLEL 100
 #define CONFIG_MAX_CONCURRENCY 16384
 /* crash_storm.rate: half the attempts of a build crash in a storm, in
  * millionths. */

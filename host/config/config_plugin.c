@@ -102,6 +102,8 @@ static const schema_field limits_fields[] = {
      NULL},
     {"concurrency", K_U32, offsetof(config_workflow, concurrency), false, 0,
      UINT32_MAX, NULL},
+    {"parallel", K_U32, offsetof(config_workflow, parallel), false, 1,
+     DURO_PARALLEL_MAX, NULL},
 };
 const schema config_limits_schema =
     SCHEMA("limits", "in limits", -1, limits_fields);
@@ -145,6 +147,7 @@ static int parse_workflow(config_parser *p, yaml_node_t *node,
   w->retention_ms = 30 * DAY_MS;
   w->max_steps = 10000;
   w->concurrency = 0;
+  w->parallel = CONFIG_DEFAULT_PARALLEL;
   w->pos = schema_pos(node);
   rc = schema_mapping(&p->w, node, &config_workflow_schema, w, v, NULL);
   if (!w->name)

@@ -218,8 +218,9 @@ static int control_leave(duro_engine *e, int64_t rowid, int rc) {
 static void revoke_dispatched(duro_engine *e, int64_t rowid) {
   pthread_mutex_lock(&e->mu);
   entry *x = idmap_get(&e->entries, rowid);
-  if (x && x->dispatch_word)
-    __atomic_fetch_or(x->dispatch_word, x->dispatch_revoke, __ATOMIC_ACQ_REL);
+  for (uint32_t i = 0; x && i < x->n_dispatch; i++)
+    __atomic_fetch_or(x->dispatch[i].word, x->dispatch[i].revoke,
+                      __ATOMIC_ACQ_REL);
   pthread_mutex_unlock(&e->mu);
 }
 

@@ -108,6 +108,9 @@ typedef struct duro_workflow_limits {
   int64_t timeout_ms;
   uint32_t max_steps;   /* 0 = 10000 */
   uint32_t concurrency; /* running activations at once; 0 = unlimited */
+  /* A duro_do_all's branches running at once when the call names no
+   * bound; 0 = 100. */
+  uint32_t parallel;
   /* on_divergence: a replay that diverges pauses the instance (1) rather
    * than erroring it (0, the default). */
   int pause_on_divergence;
@@ -145,7 +148,7 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
  * defaults.  DURO_E_NOT_FOUND for an unknown workflow. */
 int duro_engine_set_limits(duro_engine *e, const char *name,
                            int64_t retention_ms, int64_t timeout_ms,
-                           uint32_t max_steps);
+                           uint32_t max_steps, uint32_t parallel);
 
 /* Adds a build of registered workflow `workflow`: newest = 1 makes it the
  * one new instances (and every activation under versioning: latest) run

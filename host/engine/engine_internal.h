@@ -122,12 +122,16 @@ typedef struct entry {
   uint32_t write_failures; /* in a row, for the back-off */
   int admitted;            /* ACTIVE and past the concurrency check: what
                               readers see as "running" */
-  /* A callback handed to a worker process, not yet returned: a pause or
-   * terminate sets dispatch_revoke in *dispatch_word (shared with the
-   * worker), and the callback never begins unless it had (mu;
-   * step_dispatch_set; worker_proto.h's WM_PAGE_BEGAN). */
-  uint64_t *dispatch_word;
-  uint64_t dispatch_revoke;
+  /* The callbacks handed to a worker process, not yet returned (several
+   * for a duro_do_all): a pause or terminate sets each one's revoke bit
+   * in its word (shared with the worker), and a callback never begins
+   * unless it had (mu; step_dispatch_set; worker_proto.h's
+   * WM_PAGE_BEGAN). */
+  struct entry_dispatch {
+    uint64_t *word;
+    uint64_t revoke;
+  } * dispatch;
+  uint32_t n_dispatch, cap_dispatch;
 } entry;
 
 /* A worker thread.  Its `mu` is the handshake between the end of an
@@ -457,6 +461,17 @@ void engine_task_hold_locked(struct engine_task *t);
 int engine_task_held_yield(struct engine_task *t);
 /* A held task made ready on its thread (mu held). */
 void engine_task_release_locked(struct engine_task *t);
+
+/* A branch of the running task's activation (a parallel step's, in
+ * step_parallel.c): fn(arg) on a fiber of its own on this thread, begun
+ * once the task yields.  NULL when the task runs on no fiber (inline) or
+ * no fiber could be had: then run fn here.  engine_branch_wait parks the
+ * task until engine_branch_wake(task) (at once if it was called since
+ * the last wait), holding no share of its thread meanwhile: 1 when it
+ * was orphaned meanwhile.  All on the task's own thread. */
+struct engine_task *engine_branch_start(void (*fn)(void *arg), void *arg);
+int engine_branch_wait(void);
+void engine_branch_wake(struct engine_task *t);
 
 /* The watchdog gave up on w (mu held): ready tasks become orphans; their
  * entries go to *out (the caller releases them, unlocked). */

@@ -12,6 +12,7 @@
 
 #define DEFAULT_RETENTION_MS (30LL * 24 * 3600 * 1000)
 #define DEFAULT_MAX_STEPS 10000
+#define DEFAULT_PARALLEL 100
 
 wf_reg *engine_find_workflow(const duro_engine *e, const char *name) {
   for (size_t i = 0; name && i < e->n_wfs; i++)
@@ -56,12 +57,14 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
     w->limits.retention_ms = DEFAULT_RETENTION_MS;
   if (w->limits.max_steps == 0)
     w->limits.max_steps = DEFAULT_MAX_STEPS;
+  if (w->limits.parallel == 0)
+    w->limits.parallel = DEFAULT_PARALLEL;
   return duro_engine_add_build(e, name, build, run, 1);
 }
 
 int duro_engine_set_limits(duro_engine *e, const char *name,
                            int64_t retention_ms, int64_t timeout_ms,
-                           uint32_t max_steps) {
+                           uint32_t max_steps, uint32_t parallel) {
   wf_reg *w = engine_find_workflow(e, name);
   if (!w)
     return DURO_E_NOT_FOUND;
@@ -73,5 +76,7 @@ int duro_engine_set_limits(duro_engine *e, const char *name,
                    __ATOMIC_RELAXED);
   __atomic_store_n(&w->limits.max_steps,
                    max_steps ? max_steps : DEFAULT_MAX_STEPS, __ATOMIC_RELAXED);
+  __atomic_store_n(&w->limits.parallel, parallel ? parallel : DEFAULT_PARALLEL,
+                   __ATOMIC_RELAXED);
   return 0;
 }

@@ -35,6 +35,7 @@ entry *entry_take(duro_engine *e, int64_t rowid, int state) {
 
 void entry_drop(duro_engine *e, entry *ent) {
   idmap_del(&e->entries, ent->rowid);
+  free(ent->dispatch);
   free(ent);
   /* After a burst (a million instances created at once) the map and the
    * freed entries would keep the peak's memory: give it back once idle. */

@@ -101,6 +101,14 @@ struct engine_task {
                          worker takes, not the engine's clock) */
   int park_long;      /* counted in w->fd_long */
   struct engine_task *fd_next, **fd_pprev; /* on w->fd_head's list */
+  /* A branch of another task's activation (engine_branch_start): it
+   * runs fn(arg), and its entry is that task's, whose it stays. */
+  int branch;
+  void (*branch_fn)(void *arg);
+  void *branch_arg;
+  /* The task waits for one of its branches (engine_branch_wait), or one
+   * ended while it did something else (mu). */
+  int branch_waiting, branch_woken;
 };
 
 /* The task whose fiber runs on this thread; NULL on the worker's own
@@ -109,7 +117,10 @@ static __thread engine_task *current_task;
 
 static void task_main(void *arg) {
   engine_task *t = arg;
-  activation_run(t->e, t->ent);
+  if (t->branch)
+    t->branch_fn(t->branch_arg);
+  else
+    activation_run(t->e, t->ent);
 }
 
 static void ready_push_locked(worker *w, engine_task *t) {
@@ -282,6 +293,61 @@ void engine_unpark(engine_task *t) {
   pthread_mutex_unlock(&t->e->mu);
 }
 
+/* ---- branches of an activation --------------------------------------------
+ */
+
+engine_task *engine_branch_start(void (*fn)(void *arg), void *arg) {
+  engine_task *parent = current_task;
+  if (!parent)
+    return NULL;
+  worker *w = parent->w;
+  fiber *f = w->n_spare ? w->spare[--w->n_spare] : fiber_create();
+  if (!f)
+    return NULL;
+  engine_task *t = xcalloc(1, sizeof *t);
+  t->e = parent->e;
+  t->w = w;
+  t->ent = parent->ent;
+  t->f = f;
+  t->park_fd = -1;
+  t->branch = 1;
+  t->branch_fn = fn;
+  t->branch_arg = arg;
+  fiber_start(f, task_main, t);
+  pthread_mutex_lock(&t->e->mu);
+  w->tasks++;
+  ready_push_locked(w, t); /* runs once its activation's task yields */
+  pthread_mutex_unlock(&t->e->mu);
+  return t;
+}
+
+int engine_branch_wait(void) {
+  engine_task *t = current_task;
+  duro_engine *e = t->e;
+  pthread_mutex_lock(&e->mu);
+  if (t->branch_woken) {
+    t->branch_woken = 0;
+    pthread_mutex_unlock(&e->mu);
+    return t->orphaned;
+  }
+  t->branch_waiting = 1;
+  engine_task_hold_locked(t); /* no share of the thread while it waits */
+  pthread_mutex_unlock(&e->mu);
+  return engine_task_held_yield(t);
+}
+
+void engine_branch_wake(engine_task *t) {
+  duro_engine *e = t->e;
+  pthread_mutex_lock(&e->mu);
+  if (t->branch_waiting) {
+    t->branch_waiting = 0;
+    engine_task_release_locked(t);
+  } else {
+    t->branch_woken = 1;
+  }
+  pthread_mutex_unlock(&e->mu);
+}
+
 /* ---- tasks held for their plugin's admission ----------------------------- */
 
 void engine_task_hold_locked(engine_task *t) { t->w->held++; }
@@ -388,16 +454,19 @@ size_t engine_orphan_ready_locked(worker *w, entry ***out) {
     n++;
   *out = n ? xmalloc(n * sizeof **out) : NULL;
   n = 0;
+  /* a branch's entry is its activation's task's, listed with that */
   for (engine_task *t = w->ready_head; t; t = t->next)
     if (!t->orphaned) {
       t->orphaned = 1;
-      (*out)[n++] = t->ent;
+      if (!t->branch)
+        (*out)[n++] = t->ent;
     }
   /* parked on a worker's channel: they only unwind, if ever resumed */
   for (engine_task *t = w->fd_head; t; t = t->fd_next)
     if (!t->orphaned) {
       t->orphaned = 1;
-      (*out)[n++] = t->ent;
+      if (!t->branch)
+        (*out)[n++] = t->ent;
     }
   return n;
 }

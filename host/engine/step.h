@@ -130,10 +130,12 @@ void step_attempt_not_begun(duro_attempt *at);
 /* The callback about to be handed to a worker may be revoked by setting
  * `revoke` in *word (a word of memory the worker shares, clear when this
  * is set): a pause or terminate does so before it answers, and the
- * worker then never begins it unless it had.  NULL when it is over (the
- * callback returned, or its worker died); set it before
- * step_attempt_withdraw, clear it before the word's memory goes. */
+ * worker then never begins it unless it had.  Cleared when it is over
+ * (the callback returned, or its worker died); set it before
+ * step_attempt_withdraw, clear it before the word's memory goes.  An
+ * activation may have several at once (a duro_do_all's branches). */
 void step_dispatch_set(duro_step *step, uint64_t *word, uint64_t revoke);
+void step_dispatch_clear(duro_step *step, uint64_t *word);
 /* The attempt's callback is handed over now (it may have waited for a
  * place in its worker since the step began it): its timeout counts from
  * here. */

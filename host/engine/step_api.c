@@ -100,7 +100,8 @@ static int64_t api_attempt_deadline_ms(const duro_attempt *at) {
 
 static int api_attempt_cancelled(const duro_attempt *at) {
   const worker *w = at->act->worker;
-  return engine_mono_ms(at->act->e) > at->deadline_mono ||
+  return __atomic_load_n(&at->cancelled, __ATOMIC_ACQUIRE) ||
+         engine_mono_ms(at->act->e) > at->deadline_mono ||
          __atomic_load_n(&at->act->e->stopping, __ATOMIC_ACQUIRE) ||
          (w && __atomic_load_n(&w->abandoned, __ATOMIC_ACQUIRE));
 }
@@ -146,6 +147,7 @@ void step_api_fill(duro_api *t) {
   t->wait_any = step_api_wait_any;
   t->child_start = step_api_child_start;
   t->child_wait = step_api_child_wait;
+  t->do_all = step_api_do_all;
   t->step_error = api_step_error;
   t->set_output = api_set_output;
   t->attempt_number = api_attempt_number;

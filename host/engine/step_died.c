@@ -48,11 +48,28 @@ void *step_park_token(duro_step *a) {
 int64_t step_mono_ms(duro_step *a) { return engine_mono_ms(a->e); }
 
 void step_dispatch_set(duro_step *a, uint64_t *word, uint64_t revoke) {
-  if (!a->ent)
+  entry *x = a->ent;
+  if (!x)
     return;
   pthread_mutex_lock(&a->e->mu);
-  a->ent->dispatch_word = word;
-  a->ent->dispatch_revoke = revoke;
+  if (x->n_dispatch == x->cap_dispatch) {
+    x->cap_dispatch = x->cap_dispatch ? x->cap_dispatch * 2 : 2;
+    x->dispatch = xrealloc(x->dispatch, x->cap_dispatch * sizeof *x->dispatch);
+  }
+  x->dispatch[x->n_dispatch++] = (struct entry_dispatch){word, revoke};
+  pthread_mutex_unlock(&a->e->mu);
+}
+
+void step_dispatch_clear(duro_step *a, uint64_t *word) {
+  entry *x = a->ent;
+  if (!x)
+    return;
+  pthread_mutex_lock(&a->e->mu);
+  for (uint32_t i = 0; i < x->n_dispatch; i++)
+    if (x->dispatch[i].word == word) {
+      x->dispatch[i] = x->dispatch[--x->n_dispatch];
+      break;
+    }
   pthread_mutex_unlock(&a->e->mu);
 }
 
@@ -235,12 +252,15 @@ void step_attempt_ended(duro_attempt *at) {
 void step_worker_died(duro_step *a, duro_attempt *at, const char *plugin,
                       const char *build, const char *how, int guilty,
                       int killed, int alone) {
-  if (a->worker_died)
+  /* Told once for the activation, and once more for each other attempt
+   * in a callback there (a duro_do_all's branches): each is recorded. */
+  if (a->worker_died && !at)
     return;
+  int first = !a->worker_died;
   a->worker_died = 1;
   /* queued: it runs again at once (unless it suspended already: a
    * back-off after an attempt that timed out, say, keeps its wake) */
-  if (!a->suspended) {
+  if (first && !a->suspended) {
     a->suspended = 1;
     a->reason = SUSPEND_SHUTDOWN;
   }
@@ -259,7 +279,7 @@ void step_worker_died(duro_step *a, duro_attempt *at, const char *plugin,
                      at->started_ms, a->build_hash, by, now_ms(a), &owned);
     journal_batch_own(&a->batch, owned); /* the attempt's error, to commit */
     free(by);
-  } else if (guilty) {
+  } else if (guilty && first) {
     crashed_for_good(a, xasprintf("run() crashed its worker process outside "
                                   "any step (plugin \"%s\", build %s: %s); "
                                   "code outside steps runs again on every "

@@ -47,14 +47,8 @@ static int64_t backoff_ms(int64_t delay, duro_backoff how, uint32_t attempt) {
   return d > max ? max : d;
 }
 
-typedef struct do_config {
-  uint32_t limit;
-  int64_t delay_ms, timeout_ms;
-  duro_backoff backoff;
-} do_config;
-
-static int read_config(duro_step *a, const char *key,
-                       const duro_step_config *cfg, do_config *out) {
+int do_read_config(duro_step *a, const char *key, const duro_step_config *cfg,
+                   do_config *out) {
   out->limit = DEFAULT_RETRIES;
   out->delay_ms = DEFAULT_DELAY_MS;
   out->timeout_ms = DEFAULT_TIMEOUT_MS;
@@ -120,14 +114,9 @@ static uint32_t charged_attempts(duro_step *a, const char *key,
   return number - c.n;
 }
 
-/* The step's last attempt ended without its activation (it crashed the
- * engine, or hung and was abandoned): apply the retry policy now that
- * the step's configuration is known again.  Returns 1 with *rc set when
- * the call ends here (a back-off to wait, or the retries are spent). */
-static int retry_orphaned(duro_step *a, journal_step *s, const do_config *c,
-                          duro_rc *rc) {
+int do_orphan_policy(duro_step *a, journal_step *s, const do_config *c) {
   if (s->attempts == 0 || s->wake_ms != JOURNAL_NONE)
-    return 0;
+    return DO_RUN; /* a back-off of its own is the caller's to wait out */
   int64_t now = now_ms(a);
   uint32_t charged = charged_attempts(a, s->key, s->attempts);
   if (charged > c->limit) {
@@ -136,17 +125,29 @@ static int retry_orphaned(duro_step *a, journal_step *s, const do_config *c,
     s->status = DURO_STEP_ERRORED;
     s->ended_ms = now;
     put_step(a, s);
-    a->last_error = s->error;
-    *rc = DURO_ERROR;
-    return 1;
+    return DO_ERRORED;
   }
   s->wake_ms = now + backoff_ms(c->delay_ms, c->backoff, charged);
   put_step(a, s);
   metrics_add(&a->e->m.retries_scheduled, 1);
-  if (now >= s->wake_ms)
+  return now >= s->wake_ms ? DO_RUN : DO_WAIT;
+}
+
+/* duro_do's side of do_orphan_policy: returns 1 with *rc set when the
+ * call ends here (a back-off to wait, or the retries are spent). */
+static int retry_orphaned(duro_step *a, journal_step *s, const do_config *c,
+                          duro_rc *rc) {
+  switch (do_orphan_policy(a, s, c)) {
+  case DO_ERRORED:
+    a->last_error = s->error;
+    *rc = DURO_ERROR;
+    return 1;
+  case DO_WAIT:
+    *rc = suspend_until(a, s->wake_ms, NULL);
+    return 1;
+  default:
     return 0;
-  *rc = suspend_until(a, s->wake_ms, NULL);
-  return 1;
+  }
 }
 
 static void attempt_clear(duro_attempt *at) {
@@ -235,14 +236,25 @@ static void admit_leave(duro_step *a) {
   }
 }
 
-/* One duro_do call as it goes, from its preparation to its outcome. */
-typedef struct do_call {
-  const char *key;
-  journal_step *s;
-  do_config c;
-  int gate;               /* the place taken in the gate (GATE_*) */
-  int64_t started, ended; /* the attempt's, on the engine clock */
-} do_call;
+int do_enter(duro_step *a, do_call *call) {
+  if (save_start(a) != 0) {
+    a->suspended = 1;
+    if (a->reason != SUSPEND_ABANDONED)
+      a->reason = SUSPEND_SHUTDOWN;
+    return 1;
+  }
+  /* Waiting for a place or at the gate is no part of the attempt's time. */
+  if (admit(a))
+    return 1;
+  call->gate = step_gate_enter(a, call->s, call->s->attempts + 1);
+  if (call->gate < 0) {
+    admit_leave(a);
+    a->suspended = 1;
+    a->reason = SUSPEND_SHUTDOWN;
+    return 1;
+  }
+  return 0;
+}
 
 /* Everything before the callback: the journal's answer when it has one,
  * the step's configuration, a retry its last attempt left owed, the
@@ -262,7 +274,7 @@ static int do_prepare(duro_step *a, const char *name,
     fail_with(a, "Error", "duro_do needs a callback");
     return 1;
   }
-  if (read_config(a, call->key, cfg, &call->c))
+  if (do_read_config(a, call->key, cfg, &call->c))
     return 1;
   if (!call->s) {
     if (step_limit_reached(a, call->key))
@@ -280,23 +292,7 @@ static int do_prepare(duro_step *a, const char *name,
     *rc = suspend_until(a, s->wake_ms, NULL); /* back-off not over */
     return 1;
   }
-  if (save_start(a) != 0) {
-    a->suspended = 1;
-    if (a->reason != SUSPEND_ABANDONED)
-      a->reason = SUSPEND_SHUTDOWN;
-    return 1;
-  }
-  /* Waiting for a place or at the gate is no part of the attempt's time. */
-  if (admit(a))
-    return 1;
-  call->gate = step_gate_enter(a, s, s->attempts + 1);
-  if (call->gate < 0) {
-    admit_leave(a);
-    a->suspended = 1;
-    a->reason = SUSPEND_SHUTDOWN;
-    return 1;
-  }
-  return 0;
+  return do_enter(a, call);
 }
 
 /* The callback is about to run: the ledger says so (should the process
@@ -369,8 +365,8 @@ static int attempt_end(duro_step *a, duro_attempt *at) {
  * suspend: a terminate or pause won the race before it started, or the
  * watchdog gave up on it meanwhile (its outcome was recorded as a
  * timeout). */
-static int do_run_attempt(duro_step *a, duro_attempt *at, duro_step_fn fn,
-                          void *arg, int *fn_rc) {
+int do_run_attempt(duro_step *a, duro_attempt *at, duro_step_fn fn, void *arg,
+                   int *fn_rc) {
   if (attempt_begin(a, at)) {
     admit_leave(a);
     return 1;
@@ -491,11 +487,12 @@ static duro_rc do_record_success(duro_step *a, const do_call *call,
 }
 
 /* The attempt failed with `err_name` and `err_msg` (freed here): the
- * attempt is recorded, then the step waits for its retry or, when final
- * or out of retries, errors. */
-static duro_rc do_record_failure(duro_step *a, const do_call *call,
-                                 duro_attempt *at, const char *err_name,
-                                 char *err_msg, int final) {
+ * attempt is recorded, then the step waits for its retry (DO_WAIT, at
+ * s->wake_ms) or, when final or out of retries, errors (DO_ERRORED,
+ * s->error); DO_SUSPEND when a terminate came meanwhile. */
+static int do_record_failure(duro_step *a, const do_call *call,
+                             duro_attempt *at, const char *err_name,
+                             char *err_msg, int final) {
   journal_step *s = call->s;
   const char *key = call->key;
   const do_config *c = &call->c;
@@ -522,7 +519,7 @@ static duro_rc do_record_failure(duro_step *a, const do_call *call,
     s->wake_ms = call->ended + wait;
     s->error = (char *)err;
     put_step(a, s);
-    return suspend_until(a, s->wake_ms, NULL);
+    return DO_WAIT;
   }
   if (a->ent && __atomic_load_n(&a->ent->terminate_req, __ATOMIC_ACQUIRE)) {
     /* A terminate answered while this last attempt ran (and failed it,
@@ -531,7 +528,7 @@ static duro_rc do_record_failure(duro_step *a, const do_call *call,
     free(err_msg);
     a->suspended = 1;
     a->reason = SUSPEND_TERMINATE;
-    return DURO_SUSPEND;
+    return DO_SUSPEND;
   }
   log_write(DURO_LOG_WARN, a->where,
             "step \"%s\" failed after %u attempt%s: %s", key, at->number,
@@ -542,8 +539,60 @@ static duro_rc do_record_failure(duro_step *a, const do_call *call,
   s->ended_ms = call->ended;
   s->wake_ms = JOURNAL_NONE;
   put_step(a, s);
-  a->last_error = err;
-  return DURO_ERROR;
+  return DO_ERRORED;
+}
+
+void do_attempt_init(duro_step *a, do_call *call, duro_attempt *at, int *cut) {
+  journal_step *s = call->s;
+  call->started = now_ms(a);
+  /* its timeout cut to the instance's deadline (*cut) */
+  int64_t timeout = deadline_cap(a, call->started, call->c.timeout_ms, cut);
+  *at = (duro_attempt){
+      .act = a,
+      .step = s,
+      .number = s->attempts + 1,
+      .started_ms = call->started,
+      .deadline_ms = call->started + timeout,
+      .timeout_ms = timeout,
+      .deadline_mono = engine_mono_ms(a->e) + timeout,
+      .gate = call->gate,
+      /* A restart's re-run is a new request: "@<restarts>" sets it apart. */
+      .idempotency_key = a->inst.restarts
+                             ? arena_printf(a, "%s/%s@%" PRId64, a->inst.id,
+                                            call->key, a->inst.restarts)
+                             : arena_printf(a, "%s/%s", a->inst.id, call->key),
+  };
+}
+
+int do_conclude(duro_step *a, do_call *call, duro_attempt *at, int fn_rc,
+                int cut, const char **result) {
+  journal_step *s = call->s;
+  call->ended = now_ms(a);
+  int overran = engine_mono_ms(a->e) > at->deadline_mono;
+  char *err_msg;
+  int final;
+  const char *err_name =
+      do_verdict(a, at, call, fn_rc, overran, &err_msg, &final);
+  s->attempts = at->number;
+  if (!err_name)
+    return do_record_success(a, call, at, result) == DURO_OK ? DO_DONE
+                                                             : DO_SUSPEND;
+  if (!(cut && overran))
+    return do_record_failure(a, call, at, err_name, err_msg, final);
+  /* The instance's deadline came while the callback ran: the attempt is
+   * the last, and the instance ends with it, whatever run() would do
+   * with the step's error. */
+  free(err_msg);
+  err_msg = xasprintf("step \"%s\" attempt %u was running at the instance's "
+                      "deadline",
+                      call->key, at->number);
+  if (do_record_failure(a, call, at, DURO_ERR_TIMED_OUT, err_msg, 1) ==
+      DO_ERRORED) {
+    a->last_error = s->error;
+    a->suspended = 1;
+    a->reason = SUSPEND_TIMED_OUT;
+  }
+  return DO_SUSPEND;
 }
 
 /* duro_do: answered from the journal when it can be, else one attempt of
@@ -554,50 +603,20 @@ duro_rc step_api_do(duro_step *a, const char *name, const duro_step_config *cfg,
   duro_rc rc;
   if (do_prepare(a, name, cfg, fn, result, &call, &rc))
     return rc;
-  journal_step *s = call.s;
-  call.started = now_ms(a);
-  int cut; /* its timeout cut to the instance's deadline */
-  int64_t timeout = deadline_cap(a, call.started, call.c.timeout_ms, &cut);
-  duro_attempt at = {
-      .act = a,
-      .step = s,
-      .number = s->attempts + 1,
-      .started_ms = call.started,
-      .deadline_ms = call.started + timeout,
-      .timeout_ms = timeout,
-      .deadline_mono = engine_mono_ms(a->e) + timeout,
-      .gate = call.gate,
-      /* A restart's re-run is a new request: "@<restarts>" sets it apart. */
-      .idempotency_key = a->inst.restarts
-                             ? arena_printf(a, "%s/%s@%" PRId64, a->inst.id,
-                                            call.key, a->inst.restarts)
-                             : arena_printf(a, "%s/%s", a->inst.id, call.key),
-  };
-  int fn_rc;
+  duro_attempt at;
+  int cut, fn_rc;
+  do_attempt_init(a, &call, &at, &cut);
   if (do_run_attempt(a, &at, fn, arg, &fn_rc))
     return DURO_SUSPEND;
-  call.ended = now_ms(a);
-  int overran = engine_mono_ms(a->e) > at.deadline_mono;
-  char *err_msg;
-  int final;
-  const char *err_name =
-      do_verdict(a, &at, &call, fn_rc, overran, &err_msg, &final);
-  s->attempts = at.number;
-  if (!err_name)
-    return do_record_success(a, &call, &at, result);
-  if (!(cut && overran))
-    return do_record_failure(a, &call, &at, err_name, err_msg, final);
-  /* The instance's deadline came while the callback ran: the attempt is
-   * the last, and the instance ends with it, whatever run() would do
-   * with the step's error. */
-  free(err_msg);
-  err_msg = xasprintf("step \"%s\" attempt %u was running at the instance's "
-                      "deadline",
-                      call.key, at.number);
-  if (do_record_failure(a, &call, &at, DURO_ERR_TIMED_OUT, err_msg, 1) ==
-      DURO_ERROR) {
-    a->suspended = 1;
-    a->reason = SUSPEND_TIMED_OUT;
+  switch (do_conclude(a, &call, &at, fn_rc, cut, result)) {
+  case DO_DONE:
+    return DURO_OK;
+  case DO_WAIT:
+    return suspend_until(a, call.s->wake_ms, NULL);
+  case DO_ERRORED:
+    a->last_error = call.s->error;
+    return DURO_ERROR;
+  default:
+    return DURO_SUSPEND;
   }
-  return DURO_SUSPEND;
 }

@@ -125,6 +125,7 @@ struct duro_attempt {
   const char *fail_name; /* the failure's error name when not the plugin's
                             own (step_attempt_given_up) */
   int withdrawn;         /* its callback never began (step_attempt_withdraw) */
+  int cancelled;         /* its duro_do_all no longer needs it (atomic) */
   int gate;              /* its place in the gate (step_gate_enter); atomic */
   /* Queue sends and events made by the callback: committed with the
    * step's result, or dropped with a failed attempt. */
@@ -307,6 +308,53 @@ int step_flush(duro_step *a);
 journal_step *step_new(duro_step *a, const char *key, const char *name,
                        uint32_t count, duro_step_kind type);
 
+/* ---- step_do.c: a do step's pieces, which duro_do_all shares ---- */
+
+/* A do step's configuration, read from the plugin's duro_step_config. */
+typedef struct do_config {
+  uint32_t limit;
+  int64_t delay_ms, timeout_ms;
+  duro_backoff backoff;
+} do_config;
+
+/* One do step's attempt as it goes, from its preparation to its outcome. */
+typedef struct do_call {
+  const char *key;
+  journal_step *s;
+  do_config c;
+  int gate;               /* the place taken in the gate (GATE_*) */
+  int64_t started, ended; /* the attempt's, on the engine clock */
+} do_call;
+
+/* What came of a step's attempt, or of the retry its last one owed. */
+enum { DO_RUN, DO_DONE, DO_WAIT, DO_ERRORED, DO_SUSPEND };
+
+/* The step's configuration into *out; -1 (the error set) when a value is
+ * no duration. */
+int do_read_config(duro_step *a, const char *key, const duro_step_config *cfg,
+                   do_config *out);
+/* The step's last attempt ended without its activation (it crashed the
+ * engine, or hung and was abandoned): its retry policy applied now that
+ * the configuration is known again.  DO_RUN (no such attempt, or its
+ * retry is due), DO_WAIT (its back-off ends at s->wake_ms) or DO_ERRORED
+ * (the retries are spent: s->error). */
+int do_orphan_policy(duro_step *a, journal_step *s, const do_config *c);
+/* The start of the instance, the plugin's admission and the gate, before
+ * an attempt: 1 when the activation must yield instead (reason set). */
+int do_enter(duro_step *a, do_call *call);
+/* The attempt about to run (*cut: its timeout was cut to the instance's
+ * deadline). */
+void do_attempt_init(duro_step *a, do_call *call, duro_attempt *at, int *cut);
+/* Runs the callback as attempt `at`: 1 when the activation must yield
+ * (nothing of the attempt is recorded, or the watchdog recorded it). */
+int do_run_attempt(duro_step *a, duro_attempt *at, duro_step_fn fn, void *arg,
+                   int *fn_rc);
+/* The attempt's outcome judged and recorded: DO_DONE (committed, its
+ * result in *result), DO_WAIT (a retry at s->wake_ms), DO_ERRORED (for
+ * good: s->error) or DO_SUSPEND (the activation must yield). */
+int do_conclude(duro_step *a, do_call *call, duro_attempt *at, int fn_rc,
+                int cut, const char **result);
+
 /* ---- step_gate.c ---- */
 
 /* Takes a place in the gate for the attempt `number` of step s: the
@@ -318,6 +366,10 @@ int step_gate_enter(duro_step *a, const journal_step *s, uint32_t number);
 /* step_do.c */
 duro_rc step_api_do(duro_step *a, const char *name, const duro_step_config *cfg,
                     duro_step_fn fn, void *arg, const char **result);
+/* step_parallel.c */
+duro_rc step_api_do_all(duro_step *a, const char *name, duro_branch *branches,
+                        size_t n, size_t size, uint32_t max_in_flight,
+                        uint32_t flags);
 /* step_wait.c */
 duro_rc step_api_sleep(duro_step *a, const char *name, const char *duration);
 duro_rc step_api_sleep_until(duro_step *a, const char *name, int64_t unix_ms);

@@ -136,6 +136,7 @@ static void register_workflows(reloader *r) {
           .timeout_ms = w->timeout_ms,
           .max_steps = w->max_steps,
           .concurrency = w->concurrency,
+          .parallel = w->parallel,
           .pause_on_divergence = w->pause_on_divergence,
           .versioning_latest = w->versioning_latest,
           .lifecycle_queue = w->lifecycle_queue,

@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,17 @@ void wk_callback_run(wk_act *a) {
   free(at.message);
 }
 
+/* A step's configuration as DO and DO_ALL's branches carry it. */
+static void put_config(wire_buf *m, const duro_step_config *cfg) {
+  const duro_retries *r = cfg ? cfg->retries : NULL;
+  wire_put_u32(m, cfg != NULL);
+  wire_put_u32(m, r != NULL);
+  wire_put_u32(m, r ? r->limit : 0);
+  wire_put_str(m, r ? r->delay : NULL);
+  wire_put_u32(m, r ? (uint32_t)r->backoff : 0);
+  wire_put_str(m, cfg ? cfg->timeout : NULL);
+}
+
 static duro_rc api_do_step(duro_step *s, const char *name,
                            const duro_step_config *cfg, duro_step_fn fn,
                            void *arg, const char **result) {
@@ -87,13 +99,7 @@ static duro_rc api_do_step(duro_step *s, const char *name,
     *result = NULL;
   channel_begin(&a->m, WM_DO, a->id);
   wire_put_str(&a->m, name);
-  const duro_retries *r = cfg ? cfg->retries : NULL;
-  wire_put_u32(&a->m, cfg != NULL);
-  wire_put_u32(&a->m, r != NULL);
-  wire_put_u32(&a->m, r ? r->limit : 0);
-  wire_put_str(&a->m, r ? r->delay : NULL);
-  wire_put_u32(&a->m, r ? (uint32_t)r->backoff : 0);
-  wire_put_str(&a->m, cfg ? cfg->timeout : NULL);
+  put_config(&a->m, cfg);
   wire_put_u64(&a->m, (uint64_t)(uintptr_t)fn);
   wire_put_u64(&a->m, (uint64_t)(uintptr_t)arg);
   wire_put_u32(&a->m, result != NULL);
@@ -168,6 +174,48 @@ static duro_rc api_wait_any(duro_step *s, const char *name,
 
 _Static_assert(WM_WAIT_ANY_MAX == DURO_WAIT_ANY_MAX,
                "a WAIT_ANY carries as many types as duro_wait_any takes");
+
+/* The branches go to the engine, whose CALLs for them come under ids of
+ * their own (worker_main.c runs each as a branch), while this fiber
+ * waits for the answer with every branch's outcome. */
+static duro_rc api_do_all(duro_step *s, const char *name, duro_branch *branches,
+                          size_t n, size_t size, uint32_t max_in_flight,
+                          uint32_t flags) {
+  wk_act *a = act_of(s);
+  /* a call the engine refuses goes with no branch: it says why */
+  int ok = branches && n >= 1 && n <= WM_PARALLEL_MAX &&
+           size >= offsetof(duro_branch, error) + sizeof(const char *);
+  channel_begin(&a->m, WM_DO_ALL, a->id);
+  wire_put_str(&a->m, name);
+  wire_put_u32(&a->m, max_in_flight);
+  wire_put_u32(&a->m, flags);
+  wire_put_u32(&a->m, ok ? (uint32_t)n : 0);
+  for (size_t i = 0; ok && i < n; i++) {
+    duro_branch *b = (duro_branch *)(void *)((char *)branches + i * size);
+    b->result = b->error = NULL;
+    put_config(&a->m, b->cfg);
+    wire_put_u64(&a->m, (uint64_t)(uintptr_t)b->fn);
+    wire_put_u64(&a->m, (uint64_t)(uintptr_t)b->arg);
+  }
+  wk_exchange(a);
+  if (a->kind == WM_REPLY)
+    return (duro_rc)a->in.reply.rc; /* never sent: refused as a frame */
+  if (a->kind != WM_REPLY_ALL)
+    return DURO_ERROR;
+  const wf_reply_all *r = &a->in.reply_all;
+  const char *cursor = r->first;
+  for (uint32_t i = 0; ok && i < r->n && i < n; i++) {
+    duro_branch *b = (duro_branch *)(void *)((char *)branches + i * size);
+    const char *result, *error;
+    worker_frame_reply_all_item(&cursor, &result, &error);
+    b->result = wk_own(a, result);
+    b->error = wk_own(a, error);
+  }
+  return (duro_rc)r->rc;
+}
+
+_Static_assert(WM_PARALLEL_MAX == DURO_PARALLEL_MAX,
+               "a DO_ALL carries as many branches as duro_do_all takes");
 
 static const char *api_step_error(duro_step *s) {
   wk_act *a = act_of(s);

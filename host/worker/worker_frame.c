@@ -190,6 +190,34 @@ static void decode_child_wait(dec *d, worker_frame *f) {
   m->wants_output = flag(d, "wants_output");
 }
 
+/* A branch's bytes at least: four u32s, two strings' lengths, two q's. */
+#define BRANCH_MIN (6 * sizeof(uint32_t) + 2 * sizeof(uint64_t))
+
+static void decode_branch(dec *d, wf_branch *b) {
+  b->has_config = flag(d, "branch has_config");
+  b->has_retries = flag(d, "branch has_retries");
+  b->limit = u32(d, "branch limit");
+  b->delay = str(d, "branch delay");
+  b->backoff = u32(d, "branch backoff");
+  b->timeout = str(d, "branch timeout");
+  b->fn = u64(d, "branch fn");
+  b->arg = u64(d, "branch arg");
+}
+
+static void decode_do_all(dec *d, worker_frame *f) {
+  wf_do_all *m = &f->do_all;
+  m->name = str(d, "name");
+  m->max_in_flight = u32(d, "max_in_flight");
+  m->flags = u32(d, "flags");
+  m->n = count(d, "n", BRANCH_MIN);
+  if (!d->bad && m->n > WM_PARALLEL_MAX)
+    refuse_value(d, "n", m->n, "more branches than WM_PARALLEL_MAX");
+  m->first = d->p;
+  wf_branch b;
+  for (uint32_t i = 0; i < m->n && !d->bad; i++)
+    decode_branch(d, &b);
+}
+
 static void decode_step_error(dec *d, worker_frame *f) { (void)d, (void)f; }
 
 static void decode_set_output(dec *d, worker_frame *f) {
@@ -320,6 +348,17 @@ static void decode_reply(dec *d, worker_frame *f) {
   f->reply.text = str(d, "text");
 }
 
+static void decode_reply_all(dec *d, worker_frame *f) {
+  wf_reply_all *m = &f->reply_all;
+  m->rc = i64(d, "rc");
+  m->n = count(d, "n", 2 * sizeof(uint32_t));
+  m->first = d->p;
+  for (uint32_t i = 0; i < m->n && !d->bad; i++) {
+    str(d, "result");
+    str(d, "error");
+  }
+}
+
 /* A message's bytes at least: i64 id, u32 body's length, u32 attempts,
  * i64 sent_ms. */
 #define MESSAGE_MIN (2 * sizeof(int64_t) + 2 * sizeof(uint32_t))
@@ -353,12 +392,10 @@ static decoder *const decoders[WM_LIMIT - WM_DO + 1] = {WM_CALLS(DECODER)
                                                             WM_OWN(DECODER)};
 #undef DECODER
 
-static decoder *const engine_decoders[WM_CRON_RUN + 1] = {
-    [WM_RUN] = decode_run,
-    [WM_CALL] = decode_call,
-    [WM_REPLY] = decode_reply,
-    [WM_QUEUE_RUN] = decode_queue_run,
-    [WM_CRON_RUN] = decode_cron_run};
+static decoder *const engine_decoders[WM_REPLY_ALL + 1] = {
+    [WM_RUN] = decode_run,           [WM_CALL] = decode_call,
+    [WM_REPLY] = decode_reply,       [WM_QUEUE_RUN] = decode_queue_run,
+    [WM_CRON_RUN] = decode_cron_run, [WM_REPLY_ALL] = decode_reply_all};
 
 /* The frame decoded by fn (NULL: a kind this side does not take, which
  * `sender` never sends), then checked to end at its last field. */
@@ -398,7 +435,7 @@ int worker_frame_decode(uint32_t kind, const uint8_t *body, size_t len,
 
 int worker_frame_decode_engine(uint32_t kind, const uint8_t *body, size_t len,
                                worker_frame *out) {
-  decoder *fn = kind <= WM_CRON_RUN ? engine_decoders[kind] : NULL;
+  decoder *fn = kind <= WM_REPLY_ALL ? engine_decoders[kind] : NULL;
   return decode_with(fn, "the engine", kind, body, len, out);
 }
 
@@ -438,6 +475,48 @@ void worker_frame_wait_any_types(const wf_wait_any *w, const char **types) {
     types[i] = n ? p : NULL;
     p += n;
   }
+}
+
+/* A string in place, checked by its decoder: its length + 1 (0: NULL)
+ * and its bytes. */
+static const char *skip_str(const char **p) {
+  uint32_t n;
+  memcpy(&n, *p, sizeof n);
+  *p += sizeof n;
+  const char *s = n ? *p : NULL;
+  *p += n;
+  return s;
+}
+
+static uint32_t skip_u32(const char **p) {
+  uint32_t v;
+  memcpy(&v, *p, sizeof v);
+  *p += sizeof v;
+  return v;
+}
+
+static uint64_t skip_u64(const char **p) {
+  uint64_t v;
+  memcpy(&v, *p, sizeof v);
+  *p += sizeof v;
+  return v;
+}
+
+void worker_frame_do_all_branch(const char **cursor, wf_branch *b) {
+  b->has_config = skip_u32(cursor);
+  b->has_retries = skip_u32(cursor);
+  b->limit = skip_u32(cursor);
+  b->delay = skip_str(cursor);
+  b->backoff = skip_u32(cursor);
+  b->timeout = skip_str(cursor);
+  b->fn = skip_u64(cursor);
+  b->arg = skip_u64(cursor);
+}
+
+void worker_frame_reply_all_item(const char **cursor, const char **result,
+                                 const char **error) {
+  *result = skip_str(cursor);
+  *error = skip_str(cursor);
 }
 
 void worker_frame_end_mark(const wf_end *end, uint32_t i, uint32_t *mark,

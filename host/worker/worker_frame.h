@@ -72,6 +72,25 @@ typedef struct wf_child_wait {
   uint32_t wants_output;           /* 0 or 1 */
 } wf_child_wait;
 
+/* Its n branches (at most WM_PARALLEL_MAX; none for a call the engine
+ * refuses), each read with worker_frame_do_all_branch. */
+typedef struct wf_do_all {
+  const char *name;
+  uint32_t max_in_flight, flags; /* as the plugin gave them */
+  uint32_t n;
+  const char *first; /* the first branch's has_config */
+} wf_do_all;
+
+/* One branch of a DO_ALL: its configuration as a DO's, its callback. */
+typedef struct wf_branch {
+  uint32_t has_config, has_retries; /* 0 or 1 */
+  uint32_t limit;
+  const char *delay;
+  uint32_t backoff;
+  const char *timeout;
+  uint64_t fn, arg;
+} wf_branch;
+
 typedef struct wf_set_output {
   const char *json;
 } wf_set_output;
@@ -170,6 +189,13 @@ typedef struct wf_reply {
   const char *text;
 } wf_reply;
 
+/* Its n answers, each read with worker_frame_reply_all_item. */
+typedef struct wf_reply_all {
+  int64_t rc;
+  uint32_t n;
+  const char *first;
+} wf_reply_all;
+
 /* Its n messages: worker_frame_queue_message. */
 typedef struct wf_queue_run {
   wf_build build;
@@ -205,6 +231,7 @@ typedef struct worker_frame {
     wf_wait_any wait_any;
     wf_child_start child_start;
     wf_child_wait child_wait;
+    wf_do_all do_all;
     wf_set_output set_output;
     wf_vfail vfail;
     wf_error_is error_is;
@@ -220,6 +247,7 @@ typedef struct worker_frame {
     wf_run run;
     wf_call call;
     wf_reply reply;
+    wf_reply_all reply_all;
     wf_queue_run queue_run;
     wf_cron_run cron_run;
   };
@@ -234,7 +262,7 @@ int worker_frame_decode(uint32_t kind, const uint8_t *body, size_t len,
                         worker_frame *out);
 
 /* Decodes body (len bytes, a frame of `kind` from the engine: RUN, CALL,
- * REPLY, QUEUE_RUN, CRON_RUN) as worker_frame_decode does: 0, or -1
+ * REPLY, QUEUE_RUN, CRON_RUN, REPLY_ALL) as worker_frame_decode does: 0, or -1
  * with out->why set. */
 int worker_frame_decode_engine(uint32_t kind, const uint8_t *body, size_t len,
                                worker_frame *out);
@@ -248,6 +276,14 @@ void worker_frame_batch_json(const wf_queue_send_batch *b, const char **json);
 
 /* A decoded WAIT_ANY's types into types[0 .. n-1] (has_types set). */
 void worker_frame_wait_any_types(const wf_wait_any *w, const char **types);
+
+/* A decoded DO_ALL's next branch, read from *cursor (d->first for the
+ * first), which moves past it. */
+void worker_frame_do_all_branch(const char **cursor, wf_branch *b);
+
+/* A decoded REPLY_ALL's next answer, as do_all_branch reads a branch. */
+void worker_frame_reply_all_item(const char **cursor, const char **result,
+                                 const char **error);
 
 /* A decoded END's mark i (< n): a WM_MARK_* and its delay. */
 void worker_frame_end_mark(const wf_end *end, uint32_t i, uint32_t *mark,

@@ -231,6 +231,12 @@ static void act_main(void *arg) {
   wk_send(a);
 }
 
+/* A branch of a DO_ALL (a CALL under an id of its own): its callback,
+ * run as any CALL's, until the engine's answer to its RETURN ends it.
+ * Its callback is the plugin's run() fiber's, which waits for the
+ * DO_ALL's answer meanwhile, so its build stays loaded. */
+static void branch_main(void *arg) { wk_call_start(arg); }
+
 /* A RUN frame: the activation, its build found (or why not). */
 static wk_act *act_alloc(wk_conn *c, uint64_t id) {
   wk_act *a = xcalloc(1, sizeof *a);
@@ -446,7 +452,17 @@ static void *conn_main(void *arg) {
     }
     wk_act *a = idmap_get(&c->acts, (int64_t)id);
     int starts = kind == WM_RUN || kind == WM_QUEUE_RUN || kind == WM_CRON_RUN;
-    if (starts && !a) {
+    if (kind == WM_CALL && !a) {
+      a = act_alloc(c, id);
+      a->kind = kind;
+      a->in = f;
+      if (!(a->f = fiber_create())) {
+        log_error("worker: no memory for a fiber");
+        _exit(70);
+      }
+      fiber_start(a->f, branch_main, a);
+      idmap_put(&c->acts, (int64_t)id, a);
+    } else if (starts && !a) {
       a = kind == WM_RUN ? act_new(c, id, &f.run) : handler_new(c, id, &f);
       a->f = fiber_create();
       if (!a->f) {

@@ -29,7 +29,7 @@
 
 /* The protocol's version, the last argument of `duro __worker`: a worker
  * of another build refuses to start rather than misread its frames. */
-#define WM_PROTOCOL "duro-worker-5"
+#define WM_PROTOCOL "duro-worker-6"
 
 enum worker_msg {
   /* engine to worker */
@@ -43,7 +43,11 @@ enum worker_msg {
                    i begin_by: CLOCK_BOOTTIME ms past which the callback
                    must not begin (the host's lease may have lapsed: a
                    worker frozen with its host, a paused VM, reads the
-                   CALL late); it answers WM_RESULT_NOT_BEGUN instead */
+                   CALL late); it answers WM_RESULT_NOT_BEGUN instead.
+                   A CALL for an activation id the worker does not hold
+                   is a branch of a DO_ALL: its callback runs as any
+                   CALL's, under that id, and the engine's REPLY to its
+                   RETURN ends it */
   WM_REPLY,     /* i rc, s text (a result, an event, an error; or NULL) */
   WM_QUEUE_RUN, /* s plugin, s path, s hash, s queue, u n, n × (i id,
                    s body, u attempts, i sent_ms): a queue handler's
@@ -52,6 +56,8 @@ enum worker_msg {
   WM_CRON_RUN,  /* s plugin, s path, s hash, s cron, i scheduled_ms,
                    s timezone: a scheduled handler's tick; answered by
                    END */
+  WM_REPLY_ALL, /* i rc, u n, n × (s result, s error): a DO_ALL's answer,
+                   each branch's result or error (or neither) */
   /* worker to engine: the plugin's calls */
   WM_DO = 16,      /* s name, u has_config, u has_retries, u limit, s delay,
                       u backoff, s timeout, q fn, q arg, u wants_result */
@@ -78,6 +84,11 @@ enum worker_msg {
                       u parent_close, u wants_id */
   WM_CHILD_WAIT,   /* s name, s binding (NULL: none), s id,
                       u wants_output */
+  WM_DO_ALL,       /* s name, u max_in_flight, u flags, u n (at most
+                      WM_PARALLEL_MAX), n × (u has_config, u has_retries,
+                      u limit, s delay, u backoff, s timeout, q fn, q arg):
+                      the branches' callbacks come as CALLs under ids of
+                      their own; answered by REPLY_ALL */
   WM_RETURN,       /* i rc, u result_set, s result, u failed, u final,
                       s message: the callback returned (result_set
                       WM_RESULT_TOO_LARGE: the result's length in
@@ -123,7 +134,8 @@ enum worker_msg {
   X(attempt_cancelled, WM_CANCELLED, STEP)                                     \
   X(wait_any, WM_WAIT_ANY, STEP)                                               \
   X(child_start, WM_CHILD_START, STEP)                                         \
-  X(child_wait, WM_CHILD_WAIT, STEP)
+  X(child_wait, WM_CHILD_WAIT, STEP)                                           \
+  X(do_all, WM_DO_ALL, STEP)
 
 /* The worker's own frames, no call of the plugin's: a callback's return,
  * run()'s or a handler's end, a limit passed (WM_CRASH, retired, is in
@@ -190,6 +202,11 @@ static inline uint64_t wm_revoked(uint64_t began) { return began << 1; }
 /* The most types a WAIT_ANY carries: duro.h's DURO_WAIT_ANY_MAX, past
  * which the engine refuses the call (the worker sends the count alone). */
 #define WM_WAIT_ANY_MAX 64
+
+/* The most branches a DO_ALL carries: duro.h's DURO_PARALLEL_MAX.  A
+ * call the engine would refuse (no branches, too many, of an unknown
+ * layout) is sent with none, which it refuses. */
+#define WM_PARALLEL_MAX 1000
 
 /* A RETURN whose result was over engine.max_step_result: not sent. */
 #define WM_RESULT_TOO_LARGE 2

@@ -57,6 +57,7 @@ typedef struct proxy {
   size_t unasked;
   void *parked;     /* its fiber's token while parked on the channel */
   duro_attempt *at; /* the attempt whose RETURN it waits for, or NULL */
+  int returned;     /* a RETURN came: the worker waits for its answer */
   int died;         /* the worker is gone: everything unwinds */
   /* A queue or cron handler (no step): what it is, for the log, and
    * when it is given up on (CLOCK_MONOTONIC ms, 0 = never). */
@@ -442,7 +443,7 @@ static int proxy_step(duro_attempt *at, void *arg) {
   step_dispatch_set(px->step, word, wm_revoked(began));
   step_attempt_begins(at); /* its timeout runs from here */
   if (step_attempt_withdraw(at)) {
-    step_dispatch_set(px->step, NULL, 0);
+    step_dispatch_clear(px->step, word);
     worker_turn_end(px->c, suspect); /* a pause or terminate came first */
     return -1;
   }
@@ -458,7 +459,7 @@ static int proxy_step(duro_attempt *at, void *arg) {
   px->at = at;
   int got = post(px) == 0 ? serve(px, at, &rc) : -1;
   px->at = NULL;
-  step_dispatch_set(px->step, NULL, 0);
+  step_dispatch_clear(px->step, word);
   worker_turn_end(px->c, suspect);
   if (got == SERVE_NOT_BEGUN)
     return -1; /* withdrawn: nothing of it is recorded */
@@ -510,6 +511,99 @@ static int serve_do_step(proxy *px, duro_attempt *at, const worker_frame *f,
   free(name);
   free(delay);
   free(timeout);
+  return SERVE_ON;
+}
+
+/* A branch of a DO_ALL: its callback in the worker, as a CALL under an
+ * id of its own (a proxy of its own on the activation's channel, for
+ * this attempt), on the branch's fiber (step_parallel.c). */
+typedef struct branch_cb {
+  proxy *parent;
+  uint64_t fn, arg;
+} branch_cb;
+
+static int proxy_branch_step(duro_attempt *at, void *arg) {
+  branch_cb *bc = arg;
+  const proxy *pp = bc->parent;
+  proxy px = {.c = pp->c,
+              .b = pp->b,
+              .id = ++pp->c->next_act,
+              .step = pp->step,
+              .env = pp->env,
+              .api = pp->api};
+  idmap_put(&px.c->waiting, (int64_t)px.id, &px);
+  proxy_cb cb = {.px = &px, .fn = bc->fn, .arg = bc->arg};
+  int rc = proxy_step(at, &cb);
+  /* the worker's branch waits for an answer to its RETURN, which ends
+   * it; queued: its thread writes it with the rest */
+  if (px.returned && !px.c->broken)
+    reply(&px, 0, NULL);
+  idmap_del(&px.c->waiting, (int64_t)px.id);
+  wire_buf_free(&px.m);
+  wire_buf_free(&px.inbox);
+  wire_buf_free(&px.cur);
+  return rc;
+}
+
+/* duro_do_all by the step runner, each branch's callback a CALL of its
+ * own (proxy_branch_step).  The frame's strings stay valid throughout:
+ * they borrow px->cur, which only this activation's next frame moves,
+ * and the branches read theirs into buffers of their own. */
+static int serve_do_all(proxy *px, duro_attempt *at, const worker_frame *f,
+                        int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  const wf_do_all *d = &f->do_all;
+  uint32_t n = d->n;
+  duro_branch *br = xcalloc(n ? n : 1, sizeof *br);
+  branch_cb *cbs = xcalloc(n ? n : 1, sizeof *cbs);
+  duro_step_config *cfgs = xcalloc(n ? n : 1, sizeof *cfgs);
+  duro_retries *rts = xcalloc(n ? n : 1, sizeof *rts);
+  const char *cursor = d->first;
+  for (uint32_t i = 0; i < n; i++) {
+    wf_branch b;
+    worker_frame_do_all_branch(&cursor, &b);
+    rts[i] = (duro_retries){
+        .limit = b.limit, .delay = b.delay, .backoff = (duro_backoff)b.backoff};
+    cfgs[i] = (duro_step_config){.retries = b.has_retries ? &rts[i] : NULL,
+                                 .timeout = b.timeout};
+    cbs[i] = (branch_cb){.parent = px, .fn = b.fn, .arg = b.arg};
+    br[i] = (duro_branch){.fn = proxy_branch_step,
+                          .arg = &cbs[i],
+                          .cfg = b.has_config ? &cfgs[i] : NULL};
+  }
+  duro_rc rc = px->api->do_all(px->step, d->name, n ? br : NULL, n, sizeof *br,
+                               d->max_in_flight, d->flags);
+  if (!px->died && !px->c->broken) {
+    size_t bytes = 64;
+    for (uint32_t i = 0; i < n; i++)
+      bytes += 16 + (br[i].result ? strlen(br[i].result) : 0) +
+               (br[i].error ? strlen(br[i].error) : 0);
+    if (bytes > CHANNEL_MAX_FRAME / 2) {
+      /* more than the worker reads in one frame: the call fails (the
+       * results stay journaled, and the same call fails alike) */
+      reply(px,
+            call_vfail(px->api, px->step,
+                       "duro_do_all \"%s\": its %u branches' results and "
+                       "errors come to %zu bytes, more than one answer to "
+                       "a worker process carries (%u)",
+                       d->name ? d->name : "", n, bytes,
+                       (unsigned)(CHANNEL_MAX_FRAME / 2)),
+            NULL);
+    } else {
+      channel_begin(&px->m, WM_REPLY_ALL, px->id);
+      wire_put_i64(&px->m, rc);
+      wire_put_u32(&px->m, n);
+      for (uint32_t i = 0; i < n; i++) {
+        wire_put_str(&px->m, br[i].result);
+        wire_put_str(&px->m, br[i].error);
+      }
+      post(px); /* a failure shows as EOF next */
+    }
+  }
+  free(br);
+  free(cbs);
+  free(cfgs);
+  free(rts);
   return SERVE_ON;
 }
 
@@ -705,6 +799,7 @@ static int serve_attempt_cancelled(proxy *px, duro_attempt *at,
 static int serve_ret(proxy *px, duro_attempt *at, const worker_frame *f,
                      int64_t *rc_out) {
   const wf_ret *r = &f->ret;
+  px->returned = 1;
   if (r->result_set == WM_RESULT_NOT_BEGUN) {
     /* revoked by a pause or terminate, or read past the lease it was
      * sent under (a host frozen with its workers): withdrawn, as a CALL

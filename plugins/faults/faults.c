@@ -583,11 +583,89 @@ static duro_rc fan_flow(duro_step *step, const duro_event *ev, duro_env *env) {
   return duro_set_output(step, out);
 }
 
-static const duro_workflow_def workflows[] = {{"Fault", fault_flow},
-                                              {"Sender", send_flow},
-                                              {"Io", io_flow},
-                                              {"Answer", answer_flow},
-                                              {"Fan", fan_flow}};
+/* Class "Par" (tests/test_workers.c): one duro_do_all of n branches
+ * (at most 64), max_in_flight "max" (0: the workflow's), flags "flags".
+ * Params {"n": N (4), "max": M (0), "flags": F (0), "meet": K (0),
+ * "hold_ms": H (0), "segv": S (-1), "fail": X (-1)}: each branch records
+ * "exec <instance> <i>" as its callback begins, counts itself among the
+ * branches running at once in the process, then, with K > 0, waits (20 s
+ * at most) until K branches have begun since the process started (so
+ * only branches that run side by side get past it at once), holds H ms
+ * and returns its index; branch S crashes its worker (SIGSEGV) on its
+ * first attempt, branch X fails for good.  Its output is {"results": the
+ * branches' results in call order (null for none), "max_running": the
+ * most seen at once, "rc": duro_do_all's}. */
+typedef struct par_branch {
+  const char *instance;
+  int index, meet, hold_ms, segv, fail;
+} par_branch;
+
+static int par_running, par_max_running, par_begun; /* atomics */
+
+static int par_step_fn(duro_attempt *a, void *arg) {
+  const par_branch *pb = arg;
+  char token[40];
+  sidelog_token(token, sizeof token);
+  sidelog_append(LOG_ENV, "exec", pb->instance, pb->index, token);
+  if (pb->index == pb->segv && duro_attempt_number(a) == 1)
+    write_null();
+  if (pb->index == pb->fail)
+    return duro_attempt_fail_final(a, "branch %d fails", pb->index);
+  int now = __atomic_add_fetch(&par_running, 1, __ATOMIC_ACQ_REL);
+  int max = __atomic_load_n(&par_max_running, __ATOMIC_ACQUIRE);
+  while (now > max &&
+         !__atomic_compare_exchange_n(&par_max_running, &max, now, 0,
+                                      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    ;
+  int begun = __atomic_add_fetch(&par_begun, 1, __ATOMIC_ACQ_REL);
+  for (int waited = 0; begun < pb->meet && waited < 20000; waited += 5) {
+    nap_ms(5);
+    begun = __atomic_load_n(&par_begun, __ATOMIC_ACQUIRE);
+  }
+  if (pb->hold_ms > 0)
+    nap_ms(pb->hold_ms);
+  __atomic_sub_fetch(&par_running, 1, __ATOMIC_ACQ_REL);
+  char json[32];
+  snprintf(json, sizeof json, "%d", pb->index);
+  return duro_attempt_result(a, json);
+}
+
+static duro_rc par_flow(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env;
+  int n = int_param(ev->params, "n", 4);
+  n = n < 1 ? 1 : n > 64 ? 64 : n;
+  par_branch pb[64];
+  duro_branch b[64];
+  duro_retries quick = {.limit = 3, .delay = "100"};
+  duro_step_config cfg = {.retries = &quick};
+  for (int i = 0; i < n; i++) {
+    pb[i] = (par_branch){.instance = ev->instance_id,
+                         .index = i,
+                         .meet = int_param(ev->params, "meet", 0),
+                         .hold_ms = int_param(ev->params, "hold_ms", 0),
+                         .segv = int_param(ev->params, "segv", -1),
+                         .fail = int_param(ev->params, "fail", -1)};
+    b[i] = (duro_branch){.fn = par_step_fn, .arg = &pb[i], .cfg = &cfg};
+  }
+  duro_rc rc = duro_do_all(step, "par", b, (size_t)n,
+                           (uint32_t)int_param(ev->params, "max", 0),
+                           (uint32_t)int_param(ev->params, "flags", 0));
+  if (rc == DURO_SUSPEND)
+    return rc;
+  char out[1024];
+  size_t len = (size_t)snprintf(out, sizeof out, "{\"results\":[");
+  for (int i = 0; i < n; i++) {
+    len += (size_t)snprintf(out + len, sizeof out - len, "%s%s", i ? "," : "",
+                            b[i].result ? b[i].result : "null");
+  }
+  snprintf(out + len, sizeof out - len, "],\"max_running\":%d,\"rc\":%d}",
+           __atomic_load_n(&par_max_running, __ATOMIC_ACQUIRE), (int)rc);
+  return duro_set_output(step, out);
+}
+
+static const duro_workflow_def workflows[] = {
+    {"Fault", fault_flow},   {"Sender", send_flow}, {"Io", io_flow},
+    {"Answer", answer_flow}, {"Fan", fan_flow},     {"Par", par_flow}};
 
 static int on_queue(duro_message_batch *b, duro_env *env) {
   (void)env;
