@@ -284,15 +284,35 @@ typedef struct duro_step_config {
  * or return duro_attempt_fail() / duro_attempt_fail_final(). */
 typedef int (*duro_step_fn)(duro_attempt *a, void *arg);
 
+/* A rollback callback (minor 7): undoes what a completed step did (a
+ * refund for a charge), given the step's JSON result as `output`.  It is
+ * a step callback in all else: set a result or fail (retried under its
+ * own retries), use duro_attempt_idempotency_key(). */
+typedef int (*duro_rollback_fn)(duro_attempt *a, const char *output, void *arg);
+
+/* What undoes a step (duro_do_with_rollback, duro_branch.rollback): its
+ * callback, its argument — which must outlive run(), since rollbacks run
+ * after run() returned its error (static data, or NULL: what the rollback
+ * needs is best in the step's output) — and its own retries and timeout
+ * (NULL: the defaults). */
+typedef struct duro_rollback_cfg {
+  duro_rollback_fn fn;
+  void *arg;
+  const duro_retries *retries;
+  const char *timeout;
+} duro_rollback_cfg;
+
 /* One branch of duro_do_all: its callback, its argument and its own
- * configuration (NULL: the defaults), and, once the call returns, what it
- * came to.  The host writes only `result` and `error`. */
+ * configuration (NULL: the defaults), what undoes it (NULL: nothing),
+ * and, once the call returns, what it came to.  The host writes only
+ * `result` and `error`. */
 typedef struct duro_branch {
   duro_step_fn fn;
   void *arg;
   const duro_step_config *cfg;
   const char *result; /* its JSON result once it completed, else NULL */
   const char *error;  /* {"name","message"} once it failed for good */
+  const duro_rollback_cfg *rollback;
 } duro_branch;
 
 /* A workflow entrypoint. */
@@ -368,6 +388,12 @@ typedef struct duro_api {
   /* ---- minor 7: parallel steps ---- */
   duro_rc (*do_all)(duro_step *, const char *name, duro_branch *, size_t n,
                     size_t branch_size, uint32_t max_in_flight, uint32_t flags);
+  /* ---- minor 7: rollbacks ---- */
+  duro_rc (*do_with_rollback)(duro_step *, const char *name,
+                              const duro_step_config *, duro_step_fn fn,
+                              void *arg, const duro_rollback_cfg *rollback,
+                              const char **result);
+  duro_rc (*rollback)(duro_step *);
 } duro_api;
 
 /* ---- the plugin descriptor ---------------------------------------------
@@ -484,6 +510,49 @@ static inline DURO_MUST_CHECK_ duro_rc duro_do(duro_step *step,
                                                duro_step_fn fn, void *arg,
                                                const char **result) {
   return duro_api_ptr_->do_step(step, name, cfg, fn, arg, result);
+}
+
+/* duro_do, and what undoes the step once it completed: when the instance
+ * ends errored on an error run() did not handle (it returned DURO_ERROR),
+ * or when run() calls duro_rollback, the rollbacks of the completed steps
+ * run newest first (reverse start order), each a journaled step of its
+ * own ("charge card#1/rollback", kind "rollback") with its own retries and
+ * timeout: after a crash, a rollback that completed never runs again.  A
+ * rollback that fails for good leaves the instance errored with both
+ * errors ({"name","message","rollback":{"step","name","message"}}); the
+ * others still run.  For example, a refund for a charge:
+ *
+ *   static int refund(duro_attempt *a, const char *charge, void *arg) {
+ *     const char *id = duro_json_string(charge, "/chargeId");
+ *     return refund_charge(id, duro_attempt_idempotency_key(a))
+ *                ? duro_attempt_fail(a, "refund of %s refused", id) : 0;
+ *   }
+ *   static const duro_rollback_cfg undo_charge = {.fn = refund};
+ *   ...
+ *   DURO_TRY(duro_do_with_rollback(step, "charge card", &cfg, charge, o,
+ *                                  &undo_charge, &charge_result));
+ */
+static inline DURO_MUST_CHECK_ duro_rc
+duro_do_with_rollback(duro_step *step, const char *name,
+                      const duro_step_config *cfg, duro_step_fn fn, void *arg,
+                      const duro_rollback_cfg *rollback, const char **result) {
+  return duro_api_ptr_->do_with_rollback(step, name, cfg, fn, arg, rollback,
+                                         result);
+}
+
+/* Runs now, newest first, the rollbacks of the steps that completed so far
+ * and were not rolled back yet: DURO_OK once all completed, DURO_ERROR when
+ * one failed for good (its error; the others ran), DURO_SUSPEND while one
+ * waits out a retry's back-off.  run() then goes on as it will (a replay
+ * runs none of them again).  For example, undoing and ending otherwise:
+ *
+ *   if (rc == DURO_ERROR && duro_error_is(step, "OutOfStock")) {
+ *     DURO_TRY(duro_rollback(step));
+ *     return duro_set_output(step, "\"cancelled\"");
+ *   }
+ */
+static inline DURO_MUST_CHECK_ duro_rc duro_rollback(duro_step *step) {
+  return duro_api_ptr_->rollback(step);
 }
 
 /* The most branches one duro_do_all takes. */

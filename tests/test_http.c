@@ -935,7 +935,9 @@ START_TEST(healthz_and_metrics) {
   static const struct {
     const char *name;
     json_int_t n;
-  } counted[] = {{"steps_completed", 3},   {"instances_created", 2},
+  } counted[] = {/* m1's two; m2's stock reserved, then released by its
+                  * rollback once its charge failed for good */
+                 {"steps_completed", 4},   {"instances_created", 2},
                  {"activations", 2},       {"attempts_failed", 1},
                  {"retries_scheduled", 0}, {"events_sent", 0}};
   for (size_t k = 0; k < sizeof counted / sizeof *counted; k++) {
@@ -970,11 +972,13 @@ START_TEST(healthz_and_metrics) {
       "duro_instances{workflow=\"order-flow\",status=\"waiting\"} 1\n",
       "duro_instances{workflow=\"order-flow\",status=\"errored\"} 1\n",
       "# TYPE duro_steps_completed_total counter\n",
-      "\nduro_steps_completed_total 3\n", /* 2 for m1, 1 for m2 */
+      /* 2 for m1, 2 for m2 (its reservation and the rollback that
+       * released it) */
+      "\nduro_steps_completed_total 4\n",
       "\nduro_instances_created_total 2\n",
       "# TYPE duro_step_attempt_seconds histogram\n",
-      "duro_step_attempt_seconds_bucket{le=\"+Inf\"} 4\n",
-      "\nduro_step_attempt_seconds_count 4\n",
+      "duro_step_attempt_seconds_bucket{le=\"+Inf\"} 5\n",
+      "\nduro_step_attempt_seconds_count 5\n",
       "\nduro_step_attempt_seconds_sum ",
       "# TYPE duro_journal_commit_seconds histogram\n",
       "duro_journal_commit_seconds_bucket{le=\"+Inf\"} ",
@@ -1640,6 +1644,31 @@ START_TEST(order_rejected_by_review) {
                     json_is_false(jget(d, "output.approved")) &&
                     !strcmp(jstr(d, "output.reason"), "rejected: fraud \"x\""),
                 "%s", text);
+  /* the charge refunded, then the stock released: the steps' rollbacks,
+   * newest first, each handed its step's output */
+  json_t *charge = NULL, *refund = NULL, *release = NULL;
+  size_t i;
+  json_t *s;
+  json_array_foreach(jget(d, "steps"), i, s) {
+    const char *key = json_string_value(json_object_get(s, "key"));
+    if (!strcmp(key, "charge card#1"))
+      charge = s;
+    else if (!strcmp(key, "charge card#1/rollback"))
+      refund = s;
+    else if (!strcmp(key, "reserve stock#1/rollback"))
+      release = s;
+  }
+  ck_assert_msg(charge && refund && release, "%s", text);
+  ck_assert_str_eq(json_string_value(json_object_get(refund, "type")),
+                   "rollback");
+  ck_assert_str_eq(json_string_value(json_object_get(refund, "status")),
+                   "complete");
+  ck_assert_str_eq(json_string_value(json_object_get(
+                       json_object_get(refund, "result"), "chargeId")),
+                   json_string_value(json_object_get(
+                       json_object_get(charge, "result"), "chargeId")));
+  ck_assert_int_le(json_integer_value(json_object_get(refund, "ended_ms")),
+                   json_integer_value(json_object_get(release, "started_ms")));
   free(text);
   json_decref(d);
   host_stop(&H);

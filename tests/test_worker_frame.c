@@ -85,6 +85,38 @@ static void c_do(const worker_frame *f) {
   ck_assert_uint_eq(f->do_step.wants_result, 1);
 }
 
+/* A rollback's fields: fn, arg, has_retries, limit, delay, backoff,
+ * timeout. */
+static void w_rollback_fields(wire_buf *w) {
+  wire_put_u64(w, 0x9abc);
+  wire_put_u64(w, 0xdef0);
+  wire_put_u32(w, 1);
+  wire_put_u32(w, 4);
+  wire_put_str(w, "30 seconds");
+  wire_put_u32(w, 2);
+  wire_put_str(w, "5 minutes");
+}
+static void c_rollback_fields(const wf_rollback *r) {
+  ck_assert_uint_eq(r->fn, 0x9abc);
+  ck_assert_uint_eq(r->arg, 0xdef0);
+  ck_assert_uint_eq(r->has_retries, 1);
+  ck_assert_uint_eq(r->limit, 4);
+  ck_assert_str_eq(r->delay, "30 seconds");
+  ck_assert_uint_eq(r->backoff, 2);
+  ck_assert_str_eq(r->timeout, "5 minutes");
+}
+
+/* DO_ROLLBACK: a DO's fields, then its rollback's. */
+static void w_do_rollback(wire_buf *w) {
+  w_do(w);
+  w_rollback_fields(w);
+}
+static void c_do_rollback(const worker_frame *f) {
+  worker_frame g = {.do_step = f->do_with_rollback.step};
+  c_do(&g);
+  c_rollback_fields(&f->do_with_rollback.rollback);
+}
+
 static void w_sleep(wire_buf *w) {
   wire_put_str(w, "nap");
   wire_put_str(w, "1 hour");
@@ -193,6 +225,9 @@ static void w_do_all(wire_buf *w) {
     wire_put_str(w, i ? "5 seconds" : NULL);
     wire_put_u64(w, 0x1000 + i);
     wire_put_u64(w, 0x2000 + i);
+    wire_put_u32(w, i); /* the second has a rollback */
+    if (i)
+      w_rollback_fields(w);
   }
 }
 static void c_do_all(const worker_frame *f) {
@@ -219,6 +254,9 @@ static void c_do_all(const worker_frame *f) {
       ck_assert_ptr_null(b.timeout);
     ck_assert_uint_eq(b.fn, 0x1000 + i);
     ck_assert_uint_eq(b.arg, 0x2000 + i);
+    ck_assert_uint_eq(b.has_rollback, i);
+    if (i)
+      c_rollback_fields(&b.rollback);
   }
 }
 
@@ -378,6 +416,8 @@ static void w_call(wire_buf *w) {
   wire_put_str(w, "order-7/charge#1");
   wire_put_u64(w, 42);
   wire_put_i64(w, 987654);
+  wire_put_u32(w, 1);
+  wire_put_str(w, "{\"chargeId\":\"ch_1\"}");
 }
 static void c_call(const worker_frame *f) {
   ck_assert_uint_eq(f->call.fn, 0xabc);
@@ -387,6 +427,8 @@ static void c_call(const worker_frame *f) {
   ck_assert_str_eq(f->call.key, "order-7/charge#1");
   ck_assert_uint_eq(f->call.seq, 42);
   ck_assert_int_eq(f->call.begin_by, 987654);
+  ck_assert_uint_eq(f->call.rollback, 1);
+  ck_assert_str_eq(f->call.output, "{\"chargeId\":\"ch_1\"}");
 }
 
 static void w_reply(wire_buf *w) {
@@ -495,6 +537,8 @@ static const sample samples[] = {
     {WM_CHILD_START, w_child_start, c_child_start},
     {WM_CHILD_WAIT, w_child_wait, c_child_wait},
     {WM_DO_ALL, w_do_all, c_do_all},
+    {WM_DO_ROLLBACK, w_do_rollback, c_do_rollback},
+    {WM_ROLLBACK, w_nothing, c_nothing},
     {WM_RETURN, w_return, c_return},
     {WM_END, w_end, c_end},
     {WM_LIMIT, w_limit, c_limit},
@@ -720,14 +764,14 @@ START_TEST(counts_bounded_by_the_bytes_left) {
   wire_put_i64(&w, 1);
   refused(WM_QUEUE_RUN, &w, "n is more than the bytes left hold");
 
-  /* a DO_ALL: 40 bytes a branch at least, and at most WM_PARALLEL_MAX;
+  /* a DO_ALL: 44 bytes a branch at least, and at most WM_PARALLEL_MAX;
    * none at all is a call the engine refuses, sent as such */
   w.len = 0;
   wire_put_str(&w, "b");
   wire_put_u32(&w, 0);
   wire_put_u32(&w, 0);
   wire_put_u32(&w, 1);
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < 10; i++)
     wire_put_u32(&w, 0);
   refused(WM_DO_ALL, &w, "n is more than the bytes left hold");
   w.len = 0;
@@ -735,7 +779,7 @@ START_TEST(counts_bounded_by_the_bytes_left) {
   wire_put_u32(&w, 0);
   wire_put_u32(&w, 0);
   wire_put_u32(&w, WM_PARALLEL_MAX + 1);
-  for (uint32_t i = 0; i < (WM_PARALLEL_MAX + 1) * 10; i++)
+  for (uint32_t i = 0; i < (WM_PARALLEL_MAX + 1) * 11; i++)
     wire_put_u32(&w, 0);
   refused(WM_DO_ALL, &w, "more branches than WM_PARALLEL_MAX");
   w.len = 0;

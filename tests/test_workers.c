@@ -61,6 +61,12 @@
  *   parallel_bound_in_flight        six branches, at most two at once:
  *                                   never more than two run, all six
  *                                   complete
+ *   rollbacks_in_the_worker         three steps with rollbacks, then one
+ *                                   that fails for good, in a worker and
+ *                                   in the engine: the rollbacks run in
+ *                                   the worker, newest first, each once,
+ *                                   handed its step's output, and the
+ *                                   instance errors with the cause
  *   parallel_branch_crash_is_its_own  a branch that segfaults its worker
  *                                   beside three others: it alone is
  *                                   charged plugin.crashed, the others
@@ -1249,6 +1255,56 @@ START_TEST(parallel_branch_crash_is_its_own) {
 }
 END_TEST
 
+/* A Saga instance (plugins/faults): in its worker (_i 0) and in the
+ * engine (_i 1), its three rollbacks ran newest first, once each, and
+ * the instance errored with the step's error that caused them. */
+START_TEST(rollbacks_in_the_worker) {
+  host_run H;
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  host_init(&H, "host");
+  host_setenv(&H, "DURO_FAULTS_LOG", faults_log());
+  H.request_ms = 10000;
+  H.plugin_keys = _i ? "workers: 0" : NULL;
+  host_write_config(
+      &H, db, "{ workers: 2 }", "faults", FAULTS_PLUGIN,
+      "      - { name: saga-flow, binding: SAGA, class_name: Saga }\n");
+  host_start(&H);
+  http_resp r;
+  host_request(&H, &r, "POST", "/workflows/saga-flow/instances",
+               "{\"id\":\"g1\",\"params\":{\"n\":3}}");
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  json_t *d =
+      host_wait_status(&H, "saga-flow", "g1", "errored", proc_now_ms() + 60000);
+  char *text = jdump(d);
+  ck_assert_msg(strstr(text, "out of stock") && !strstr(text, "\"rollback\":{"),
+                "%s", text);
+  for (int k = 1; k <= 3; k++) {
+    char key[32];
+    snprintf(key, sizeof key, "\"s#%d/rollback\"", k);
+    ck_assert_msg(strstr(text, key), "no %s in %s", key, text);
+  }
+  free(text);
+  json_decref(d);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+  size_t n;
+  sidelog_rec *v = sidelog_read(faults_log(), &n);
+  char order[16] = "";
+  int execs = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(v[i].inst, "g1") != 0)
+      continue;
+    execs += !strcmp(v[i].kind, "exec");
+    if (!strcmp(v[i].kind, "undo") && strlen(order) + 1 < sizeof order)
+      order[strlen(order)] = (char)('0' + v[i].index);
+  }
+  free(v);
+  ck_assert_str_eq(order, "210");
+  ck_assert_int_eq(execs, 3);
+}
+END_TEST
+
 static Suite *workers_suite(void) {
   Suite *s = suite_create("workers");
   TCase *io = tcase_create("io");
@@ -1278,6 +1334,7 @@ static Suite *workers_suite(void) {
   tcase_add_loop_test(par, parallel_branches_side_by_side, 0, 2);
   tcase_add_test(par, parallel_bound_in_flight);
   tcase_add_test(par, parallel_branch_crash_is_its_own);
+  tcase_add_loop_test(par, rollbacks_in_the_worker, 0, 2);
   suite_add_tcase(s, par);
 
   TCase *attacks = tcase_create("attacks");

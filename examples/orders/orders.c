@@ -12,11 +12,13 @@
  *
  * and ends with the output {"orderId","charge":{...},"approved":true}, or
  * {"approved":false,"reason":...} when the review rejects the order or does
- * not answer within two days.  Nothing here touches the network: each step
- * simulates its service.  It reads its params and builds its results with
- * duro.h's JSON accessors (duro_json_string, duro_json_pack, ...), so it
- * needs no JSON library and frees nothing: what they return lives until
- * the activation, or the step's callback, returns to the host.
+ * not answer within two days: then the charge is refunded and the stock
+ * released, by the rollbacks of those two steps (duro_rollback).  Nothing here
+ * touches the network: each step simulates its service.  It reads its params
+ * and builds its results with duro.h's JSON accessors (duro_json_string,
+ * duro_json_pack, ...), so it needs no JSON library and frees nothing: what
+ * they return lives until the activation, or the step's callback, returns to
+ * the host.
  *
  * Send the review with the event type "approval" and a payload such as
  * {"approved": true} or {"approved": false, "reason": "fraud"}.
@@ -232,6 +234,40 @@ static int tell(duro_attempt *a, void *arg) {
       a, duro_json_pack("{s:s, s:s}", "service", n->service, "requestId", key));
 }
 
+/* ---- the rollbacks -------------------------------------------------------
+ *
+ * What undoes a completed step, handed that step's output: run newest
+ * first when the instance fails on an error run() did not handle, or when
+ * run() asks (duro_rollback), each a journaled step of its own with its own
+ * retries, never run twice once it completed.  Its argument must outlive
+ * run() (rollbacks may run after run() returned): these need none, the
+ * step's output says what to undo. */
+
+static int refund_charge(duro_attempt *a, const char *charge, void *arg) {
+  (void)arg;
+  const char *id = duro_json_string(charge, "/chargeId");
+  /* Rule 4 again: the rollback's own key ("order-7/charge card#1/rollback")
+   * lets the provider refund once. */
+  duro_log(DURO_LOG_INFO, "refunding %s (key %s)", id ? id : "?",
+           duro_attempt_idempotency_key(a));
+  return duro_attempt_result(
+      a, duro_json_pack("{s:s, s:b}", "chargeId", id, "refunded", 1));
+}
+
+static int release_stock(duro_attempt *a, const char *reservation, void *arg) {
+  (void)arg;
+  const char *id = duro_json_string(reservation, "/reservationId");
+  duro_log(DURO_LOG_INFO, "releasing %s", id ? id : "?");
+  return duro_attempt_result(
+      a, duro_json_pack("{s:s, s:b}", "reservationId", id, "released", 1));
+}
+
+static const duro_rollback_cfg release = {.fn = release_stock};
+static const duro_retries refund_retries = {
+    .limit = 5, .delay = "30 seconds", .backoff = DURO_BACKOFF_LINEAR};
+static const duro_rollback_cfg refund = {.fn = refund_charge,
+                                         .retries = &refund_retries};
+
 /* ---- the workflow -------------------------------------------------------- */
 
 /* Rule 7: no mutable globals.  A step config is constant data, so it can
@@ -264,13 +300,13 @@ static duro_rc run_order(duro_step *step, order *o) {
 
   /* NULL config: the defaults (5 retries, 10 s exponential, 10 min). */
   const char *reservation; /* borrowed until the activation ends (Rule 6) */
-  DURO_TRY(
-      duro_do(step, "reserve stock", NULL, reserve_stock, o, &reservation));
+  DURO_TRY(duro_do_with_rollback(step, "reserve stock", NULL, reserve_stock, o,
+                                 &release, &reservation));
   (void)reservation;
 
   const char *charge;
-  DURO_TRY(
-      duro_do(step, "charge card", &charge_config, charge_card, o, &charge));
+  DURO_TRY(duro_do_with_rollback(step, "charge card", &charge_config,
+                                 charge_card, o, &refund, &charge));
 
   /* Waiting costs a database row: the activation returns here
    * (DURO_SUSPEND), and the event, or the timeout, starts a new one that
@@ -284,16 +320,18 @@ static duro_rc run_order(duro_step *step, order *o) {
     return rc;
   if (rc == DURO_ERROR) {
     if (!duro_error_is(step, DURO_ERR_TIMEOUT))
-      return rc;
+      return rc; /* unhandled: the rollbacks run, then it errors */
+    /* refund the charge, then release the stock */
+    DURO_TRY(duro_rollback(step));
     return finish(step, o, NULL, "review timed out");
   }
 
   /* Rule 3: the event is a step result, journaled like any other, so
    * branching on it is deterministic: a replay sees the same payload.
    * (Asking the reviewer service here, outside a step, would not be.)
-   * When the order is not approved (here or on the timeout above), a real
-   * flow would refund the charge and release the stock, each in a step of
-   * its own. */
+   * When the order is not approved (here or on the timeout above), the
+   * charge is refunded and the stock released: duro_rollback runs the
+   * rollbacks of the steps above, newest first. */
   int approved = 1;
   duro_json_boolean(review, "/payload/approved", &approved);
   if (!approved) {
@@ -301,6 +339,7 @@ static duro_rc run_order(duro_step *step, order *o) {
     char reason[256];
     snprintf(reason, sizeof reason, "rejected%s%s", why ? ": " : "",
              why ? why : "");
+    DURO_TRY(duro_rollback(step));
     return finish(step, o, NULL, reason);
   }
 

@@ -24,6 +24,7 @@ static const char *const step_kind_names[] = {
     [DURO_STEP_WAIT_FOR_EVENT] = "waitForEvent",
     [DURO_STEP_WAIT_ANY] = "waitAny",
     [DURO_STEP_CHILD_START] = "childStart",
+    [DURO_STEP_ROLLBACK] = "rollback",
 };
 
 static const char *const step_status_names[] = {

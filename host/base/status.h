@@ -37,10 +37,11 @@ typedef enum duro_step_kind {
   DURO_STEP_SLEEP,
   DURO_STEP_WAIT_FOR_EVENT,
   DURO_STEP_WAIT_ANY,
-  DURO_STEP_CHILD_START
+  DURO_STEP_CHILD_START,
+  DURO_STEP_ROLLBACK /* what undoes a completed do step */
 } duro_step_kind;
 
-/* "do", "sleep", "waitForEvent", "waitAny", "childStart". */
+/* "do", "sleep", "waitForEvent", "waitAny", "childStart", "rollback". */
 const char *duro_step_kind_name(duro_step_kind k);
 int duro_step_kind_parse(const char *name);
 

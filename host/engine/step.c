@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "step.h"
 #include "step_internal.h"
 
 /* The activation running on this thread, and the attempt whose callback
@@ -54,6 +55,7 @@ void activation_free(duro_step *a) {
   strmap_free(&a->steps);
   idmap_free(&a->by_seq);
   strmap_free(&a->name_counts);
+  free(a->undo);
   journal_instance_clear(&a->inst);
   arena_free(a);
   free(a);
@@ -149,6 +151,9 @@ void activation_run(duro_engine *e, entry *ent) {
     a->build_hash = a->build->hash;
     step_running_act = a;
     out = a->build->run(a, &ev, &env);
+    /* a worker's stand-in ran them while its worker was there */
+    if (!step_is_remote(a))
+      out = step_after_run(a, out);
     step_running_act = NULL;
   } else {
     /* Its build left the store (deleted by hand?): wait for an operator

@@ -49,6 +49,15 @@ char *attempt_strdup(duro_attempt *at, const char *s);
 /* Now on the engine clock, as the attempt's activation reads it. */
 int64_t attempt_now_ms(const duro_attempt *at);
 
+/* run() returned rc: when it is an error run() did not handle, the
+ * rollbacks of its completed steps run now, newest first
+ * (step_rollback.c).  The rc the activation ends with: DURO_ERROR (the
+ * error, with a rollback's that failed for good beside it), or
+ * DURO_SUSPEND while a rollback waits out its back-off.  The step runner
+ * calls it for code in the engine; a worker's stand-in calls it before
+ * its worker goes. */
+duro_rc step_after_run(duro_step *step, duro_rc rc);
+
 /* ---- run() standing in for code in a worker process ---- */
 
 /* The context of the build the activation runs (duro_engine_build_set_ctx),

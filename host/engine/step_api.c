@@ -148,6 +148,8 @@ void step_api_fill(duro_api *t) {
   t->child_start = step_api_child_start;
   t->child_wait = step_api_child_wait;
   t->do_all = step_api_do_all;
+  t->do_with_rollback = step_api_do_with_rollback;
+  t->rollback = step_api_rollback;
   t->step_error = api_step_error;
   t->set_output = api_set_output;
   t->attempt_number = api_attempt_number;

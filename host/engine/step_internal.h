@@ -106,6 +106,12 @@ struct duro_step {
                                  no event type (holds.c) */
   engine_admit *admitted;     /* the plugin bound its callback has a place
                                  in, while it runs (engine_admit.c) */
+  /* What undoes the completed steps run() passed (step_rollback.c), and
+   * whether the rollbacks after run()'s error were run. */
+  struct step_undo *undo;
+  size_t n_undo, cap_undo;
+  int unwound;
+  journal_step *last_done; /* the last do step that returned DURO_OK */
 };
 
 struct duro_attempt {
@@ -355,6 +361,30 @@ int do_run_attempt(duro_step *a, duro_attempt *at, duro_step_fn fn, void *arg,
 int do_conclude(duro_step *a, do_call *call, duro_attempt *at, int fn_rc,
                 int cut, const char **result);
 
+/* ---- step_rollback.c ---- */
+
+/* What undoes completed step s: its callback (the plugin's, or a
+ * worker's stand-in), argument and configuration. */
+typedef struct step_undo {
+  journal_step *s;
+  duro_rollback_fn fn;
+  void *arg;
+  do_config c;
+} step_undo;
+
+/* A rollback's configuration checked before its step runs: -1 (the error
+ * set) when it has no callback or a bad duration. */
+int step_rollback_check(duro_step *a, const char *name,
+                        const duro_rollback_cfg *rb);
+/* rb (NULL: none) undoes completed step s: -1 (the error set) when it
+ * cannot. */
+int step_rollback_register(duro_step *a, journal_step *s,
+                           const duro_rollback_cfg *rb);
+/* The registered rollbacks not yet run, newest first: DURO_OK, DURO_ERROR
+ * (*failed: the newest rollback step that failed for good; the others
+ * ran) or DURO_SUSPEND (a back-off, or the activation must yield). */
+duro_rc step_unwind(duro_step *a, journal_step **failed);
+
 /* ---- step_gate.c ---- */
 
 /* Takes a place in the gate for the attempt `number` of step s: the
@@ -366,6 +396,13 @@ int step_gate_enter(duro_step *a, const journal_step *s, uint32_t number);
 /* step_do.c */
 duro_rc step_api_do(duro_step *a, const char *name, const duro_step_config *cfg,
                     duro_step_fn fn, void *arg, const char **result);
+/* step_do.c */
+duro_rc step_api_do_with_rollback(duro_step *a, const char *name,
+                                  const duro_step_config *cfg, duro_step_fn fn,
+                                  void *arg, const duro_rollback_cfg *rb,
+                                  const char **result);
+/* step_rollback.c */
+duro_rc step_api_rollback(duro_step *a);
 /* step_parallel.c */
 duro_rc step_api_do_all(duro_step *a, const char *name, duro_branch *branches,
                         size_t n, size_t size, uint32_t max_in_flight,

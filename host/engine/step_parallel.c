@@ -57,7 +57,7 @@ typedef struct branch_run {
 struct parallel {
   duro_step *a;
   branch_run *br;
-  size_t n;
+  size_t n, size;           /* size: the plugin's sizeof(duro_branch) */
   struct engine_task *task; /* the activation's, woken as branches return */
   size_t returned;          /* branches whose callbacks returned, unjudged */
 };
@@ -89,6 +89,14 @@ static duro_branch *branch_at(duro_branch *branches, size_t size, size_t i) {
  * error when it has one, else made ready to run.  Returns 1 with *rc
  * when the call ends here (a divergence, a suspension, a dry run's stop,
  * a bad configuration). */
+/* The branch's rollback, as far as the plugin's duro_branch has one. */
+static const duro_rollback_cfg *rollback_of(const parallel *p,
+                                            const branch_run *b) {
+  return p->size >= offsetof(duro_branch, rollback) + sizeof(void *)
+             ? b->out->rollback
+             : NULL;
+}
+
 static int look_up(parallel *p, const char *name, duro_rc *rc) {
   duro_step *a = p->a;
   for (size_t i = 0; i < p->n; i++) {
@@ -101,6 +109,9 @@ static int look_up(parallel *p, const char *name, duro_rc *rc) {
     if (s && s->status == DURO_STEP_COMPLETE) {
       b->out->result = s->result;
       b->state = BR_DONE;
+      *rc = DURO_ERROR;
+      if (step_rollback_register(a, s, rollback_of(p, b)) != 0)
+        return 1;
       continue;
     }
     if (s && s->status == DURO_STEP_ERRORED) {
@@ -121,7 +132,8 @@ static int look_up(parallel *p, const char *name, duro_rc *rc) {
       free(msg);
       return 1;
     }
-    if (do_read_config(a, b->call.key, b->out->cfg, &b->call.c))
+    if (do_read_config(a, b->call.key, b->out->cfg, &b->call.c) ||
+        step_rollback_check(a, b->call.key, rollback_of(p, b)))
       return 1;
     if (!s) {
       if (step_limit_reached(a, b->call.key))
@@ -176,6 +188,8 @@ static void judge(parallel *p, branch_run *b) {
   case DO_DONE:
     b->out->result = result;
     b->state = BR_DONE;
+    /* checked before it ran: cannot fail */
+    step_rollback_register(a, b->call.s, rollback_of(p, b));
     break;
   case DO_WAIT:
     b->state = BR_PENDING;
@@ -259,7 +273,7 @@ duro_rc step_api_do_all(duro_step *a, const char *name, duro_branch *branches,
     free(msg);
     return DURO_ERROR;
   }
-  parallel p = {.a = a, .n = n, .task = engine_current_task()};
+  parallel p = {.a = a, .n = n, .size = size, .task = engine_current_task()};
   p.br = arena_alloc(a, n * sizeof *p.br);
   memset(p.br, 0, n * sizeof *p.br);
   for (size_t i = 0; i < n; i++) {

@@ -88,7 +88,7 @@ static void get_step(wire_reader *r, journal_step *s) {
   s->name = wire_get_str(r);
   s->count = wire_get_u32(r);
   s->seq = wire_get_i64(r);
-  s->type = (duro_step_kind)wire_get_enum(r, DURO_STEP_CHILD_START + 1);
+  s->type = (duro_step_kind)wire_get_enum(r, DURO_STEP_ROLLBACK + 1);
   s->status = (duro_step_status)wire_get_enum(r, DURO_STEP_CANCELLED + 1);
   s->result = wire_get_str(r);
   s->error = wire_get_str(r);

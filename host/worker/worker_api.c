@@ -48,7 +48,11 @@ void wk_callback_run(wk_act *a) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     wk_begin_callback(a);
-    rc = fn((duro_attempt *)&at, arg);
+    if (a->call.rollback)
+      rc = ((duro_rollback_fn)(uintptr_t)a->call.fn)(
+          (duro_attempt *)&at, a->call.output ? a->call.output : "null", arg);
+    else
+      rc = fn((duro_attempt *)&at, arg);
     wk_end_callback(a);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     wk_calls_note(a->call.fn, (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 +
@@ -175,6 +179,53 @@ static duro_rc api_wait_any(duro_step *s, const char *name,
 _Static_assert(WM_WAIT_ANY_MAX == DURO_WAIT_ANY_MAX,
                "a WAIT_ANY carries as many types as duro_wait_any takes");
 
+/* What undoes a step, as DO_ROLLBACK and DO_ALL's branches carry it. */
+static void put_rollback(wire_buf *m, const duro_rollback_cfg *rb) {
+  const duro_retries *r = rb->retries;
+  wire_put_u64(m, (uint64_t)(uintptr_t)rb->fn);
+  wire_put_u64(m, (uint64_t)(uintptr_t)rb->arg);
+  wire_put_u32(m, r != NULL);
+  wire_put_u32(m, r ? r->limit : 0);
+  wire_put_str(m, r ? r->delay : NULL);
+  wire_put_u32(m, r ? (uint32_t)r->backoff : 0);
+  wire_put_str(m, rb->timeout);
+}
+
+static duro_rc api_do_with_rollback(duro_step *s, const char *name,
+                                    const duro_step_config *cfg,
+                                    duro_step_fn fn, void *arg,
+                                    const duro_rollback_cfg *rb,
+                                    const char **result) {
+  if (!rb)
+    return api_do_step(s, name, cfg, fn, arg, result);
+  wk_act *a = act_of(s);
+  if (result)
+    *result = NULL;
+  channel_begin(&a->m, WM_DO_ROLLBACK, a->id);
+  wire_put_str(&a->m, name);
+  put_config(&a->m, cfg);
+  wire_put_u64(&a->m, (uint64_t)(uintptr_t)fn);
+  wire_put_u64(&a->m, (uint64_t)(uintptr_t)arg);
+  wire_put_u32(&a->m, result != NULL);
+  put_rollback(&a->m, rb);
+  wk_exchange(a);
+  while (a->kind == WM_CALL)
+    wk_call_start(a); /* on a pool thread, until the answer to its RETURN */
+  if (a->kind != WM_REPLY)
+    return DURO_ERROR;
+  if (result)
+    *result = wk_own(a, a->in.reply.text);
+  return (duro_rc)a->in.reply.rc;
+}
+
+/* The rollbacks' callbacks come as CALLs under ids of their own
+ * (worker_main.c runs each as a branch) while this fiber waits. */
+static duro_rc api_rollback(duro_step *s) {
+  wk_act *a = act_of(s);
+  channel_begin(&a->m, WM_ROLLBACK, a->id);
+  return (duro_rc)ask(a, NULL);
+}
+
 /* The branches go to the engine, whose CALLs for them come under ids of
  * their own (worker_main.c runs each as a branch), while this fiber
  * waits for the answer with every branch's outcome. */
@@ -196,6 +247,12 @@ static duro_rc api_do_all(duro_step *s, const char *name, duro_branch *branches,
     put_config(&a->m, b->cfg);
     wire_put_u64(&a->m, (uint64_t)(uintptr_t)b->fn);
     wire_put_u64(&a->m, (uint64_t)(uintptr_t)b->arg);
+    const duro_rollback_cfg *rb =
+        size >= offsetof(duro_branch, rollback) + sizeof(void *) ? b->rollback
+                                                                 : NULL;
+    wire_put_u32(&a->m, rb != NULL);
+    if (rb)
+      put_rollback(&a->m, rb);
   }
   wk_exchange(a);
   if (a->kind == WM_REPLY)

@@ -122,8 +122,7 @@ static uint32_t count(dec *d, const char *field, size_t size) {
 
 /* ---- one decoder per kind, named after the member it carries ---- */
 
-static void decode_do_step(dec *d, worker_frame *f) {
-  wf_do_step *m = &f->do_step;
+static void read_do_step(dec *d, wf_do_step *m) {
   m->name = str(d, "name");
   m->has_config = flag(d, "has_config");
   m->has_retries = flag(d, "has_retries");
@@ -135,6 +134,27 @@ static void decode_do_step(dec *d, worker_frame *f) {
   m->arg = u64(d, "arg");
   m->wants_result = flag(d, "wants_result");
 }
+
+static void decode_do_step(dec *d, worker_frame *f) {
+  read_do_step(d, &f->do_step);
+}
+
+static void read_rollback(dec *d, wf_rollback *r) {
+  r->fn = u64(d, "rollback fn");
+  r->arg = u64(d, "rollback arg");
+  r->has_retries = flag(d, "rollback has_retries");
+  r->limit = u32(d, "rollback limit");
+  r->delay = str(d, "rollback delay");
+  r->backoff = u32(d, "rollback backoff");
+  r->timeout = str(d, "rollback timeout");
+}
+
+static void decode_do_with_rollback(dec *d, worker_frame *f) {
+  read_do_step(d, &f->do_with_rollback.step);
+  read_rollback(d, &f->do_with_rollback.rollback);
+}
+
+static void decode_rollback(dec *d, worker_frame *f) { (void)d, (void)f; }
 
 static void decode_sleep(dec *d, worker_frame *f) {
   f->sleep.name = str(d, "name");
@@ -190,8 +210,8 @@ static void decode_child_wait(dec *d, worker_frame *f) {
   m->wants_output = flag(d, "wants_output");
 }
 
-/* A branch's bytes at least: four u32s, two strings' lengths, two q's. */
-#define BRANCH_MIN (6 * sizeof(uint32_t) + 2 * sizeof(uint64_t))
+/* A branch's bytes at least: five u32s, two strings' lengths, two q's. */
+#define BRANCH_MIN (7 * sizeof(uint32_t) + 2 * sizeof(uint64_t))
 
 static void decode_branch(dec *d, wf_branch *b) {
   b->has_config = flag(d, "branch has_config");
@@ -202,6 +222,9 @@ static void decode_branch(dec *d, wf_branch *b) {
   b->timeout = str(d, "branch timeout");
   b->fn = u64(d, "branch fn");
   b->arg = u64(d, "branch arg");
+  b->has_rollback = flag(d, "branch has_rollback");
+  if (b->has_rollback)
+    read_rollback(d, &b->rollback);
 }
 
 static void decode_do_all(dec *d, worker_frame *f) {
@@ -341,6 +364,8 @@ static void decode_call(dec *d, worker_frame *f) {
   m->key = str(d, "key");
   m->seq = u64(d, "seq");
   m->begin_by = i64(d, "begin_by");
+  m->rollback = flag(d, "rollback");
+  m->output = str(d, "output");
 }
 
 static void decode_reply(dec *d, worker_frame *f) {
@@ -511,6 +536,17 @@ void worker_frame_do_all_branch(const char **cursor, wf_branch *b) {
   b->timeout = skip_str(cursor);
   b->fn = skip_u64(cursor);
   b->arg = skip_u64(cursor);
+  b->has_rollback = skip_u32(cursor);
+  if (!b->has_rollback)
+    return;
+  wf_rollback *r = &b->rollback;
+  r->fn = skip_u64(cursor);
+  r->arg = skip_u64(cursor);
+  r->has_retries = skip_u32(cursor);
+  r->limit = skip_u32(cursor);
+  r->delay = skip_str(cursor);
+  r->backoff = skip_u32(cursor);
+  r->timeout = skip_str(cursor);
 }
 
 void worker_frame_reply_all_item(const char **cursor, const char **result,

@@ -81,7 +81,18 @@ typedef struct wf_do_all {
   const char *first; /* the first branch's has_config */
 } wf_do_all;
 
-/* One branch of a DO_ALL: its configuration as a DO's, its callback. */
+/* What undoes a step: its callback and configuration, in the worker. */
+typedef struct wf_rollback {
+  uint64_t fn, arg;
+  uint32_t has_retries; /* 0 or 1 */
+  uint32_t limit;
+  const char *delay;
+  uint32_t backoff;
+  const char *timeout;
+} wf_rollback;
+
+/* One branch of a DO_ALL: its configuration as a DO's, its callback,
+ * what undoes it (has_rollback). */
 typedef struct wf_branch {
   uint32_t has_config, has_retries; /* 0 or 1 */
   uint32_t limit;
@@ -89,7 +100,15 @@ typedef struct wf_branch {
   uint32_t backoff;
   const char *timeout;
   uint64_t fn, arg;
+  uint32_t has_rollback; /* 0 or 1 */
+  wf_rollback rollback;
 } wf_branch;
+
+/* A DO_ROLLBACK: a DO's fields, then its rollback's. */
+typedef struct wf_do_with_rollback {
+  wf_do_step step;
+  wf_rollback rollback;
+} wf_do_with_rollback;
 
 typedef struct wf_set_output {
   const char *json;
@@ -182,6 +201,8 @@ typedef struct wf_call {
   const char *key;
   uint64_t seq;
   int64_t begin_by;
+  uint32_t rollback;  /* 0 or 1: a rollback's callback */
+  const char *output; /* a rollback's: its step's output */
 } wf_call;
 
 typedef struct wf_reply {
@@ -232,6 +253,7 @@ typedef struct worker_frame {
     wf_child_start child_start;
     wf_child_wait child_wait;
     wf_do_all do_all;
+    wf_do_with_rollback do_with_rollback;
     wf_set_output set_output;
     wf_vfail vfail;
     wf_error_is error_is;

@@ -198,6 +198,9 @@ void wk_call_start(wk_act *a) {
   a->call.key = c->key ? xstrdup(c->key) : NULL;
   a->call.seq = c->seq;
   a->call.begin_by = c->begin_by;
+  a->call.rollback = (int)c->rollback;
+  free(a->call.output);
+  a->call.output = c->output ? xstrdup(c->output) : NULL;
   if (wk_calls_inline(a->call.fn)) {
     /* it has returned at once of late: here, on the fiber */
     wk_callback_run(a);
@@ -347,6 +350,7 @@ static void act_free(wk_act *a) {
   free(a->owned);
   free(a->load_error);
   free(a->call.key);
+  free(a->call.output);
   wire_buf_free(&a->answer);
   pthread_cond_destroy(&a->cond);
   wire_buf_free(&a->m);

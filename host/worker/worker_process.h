@@ -74,6 +74,8 @@ typedef struct wk_act {
     int64_t deadline_ms;
     int64_t begin_by; /* clock_boot_ms: not begun past it (WM_CALL) */
     char *key;
+    int rollback; /* a duro_rollback_fn, handed `output` */
+    char *output;
   } call;
   int on_thread, answered;
   wire_buf answer;

@@ -43,7 +43,10 @@ enum worker_msg {
                    i begin_by: CLOCK_BOOTTIME ms past which the callback
                    must not begin (the host's lease may have lapsed: a
                    worker frozen with its host, a paused VM, reads the
-                   CALL late); it answers WM_RESULT_NOT_BEGUN instead.
+                   CALL late); it answers WM_RESULT_NOT_BEGUN instead;
+                   u rollback, s output: a rollback's callback (a
+                   duro_rollback_fn, handed the output of the step it
+                   undoes), else a step's.
                    A CALL for an activation id the worker does not hold
                    is a branch of a DO_ALL: its callback runs as any
                    CALL's, under that id, and the engine's REPLY to its
@@ -86,9 +89,16 @@ enum worker_msg {
                       u wants_output */
   WM_DO_ALL,       /* s name, u max_in_flight, u flags, u n (at most
                       WM_PARALLEL_MAX), n × (u has_config, u has_retries,
-                      u limit, s delay, u backoff, s timeout, q fn, q arg):
-                      the branches' callbacks come as CALLs under ids of
-                      their own; answered by REPLY_ALL */
+                      u limit, s delay, u backoff, s timeout, q fn, q arg,
+                      u has_rollback, ROLLBACK): the branches' callbacks
+                      come as CALLs under ids of their own; answered by
+                      REPLY_ALL */
+  WM_DO_ROLLBACK,  /* a DO's fields, then ROLLBACK: q fn, q arg,
+                      u has_retries, u limit, s delay, u backoff,
+                      s timeout (a rollback's callback comes as a CALL
+                      under an id of its own) */
+  WM_ROLLBACK,     /* (nothing): duro_rollback; the rollbacks' callbacks
+                      come as CALLs under ids of their own */
   WM_RETURN,       /* i rc, u result_set, s result, u failed, u final,
                       s message: the callback returned (result_set
                       WM_RESULT_TOO_LARGE: the result's length in
@@ -135,7 +145,9 @@ enum worker_msg {
   X(wait_any, WM_WAIT_ANY, STEP)                                               \
   X(child_start, WM_CHILD_START, STEP)                                         \
   X(child_wait, WM_CHILD_WAIT, STEP)                                           \
-  X(do_all, WM_DO_ALL, STEP)
+  X(do_all, WM_DO_ALL, STEP)                                                   \
+  X(do_with_rollback, WM_DO_ROLLBACK, STEP)                                    \
+  X(rollback, WM_ROLLBACK, STEP)
 
 /* The worker's own frames, no call of the plugin's: a callback's return,
  * run()'s or a handler's end, a limit passed (WM_CRASH, retired, is in

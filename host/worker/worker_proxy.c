@@ -64,6 +64,10 @@ typedef struct proxy {
   const char *handler; /* e.g. queue handler of plugin "p" (queue "q") */
   int64_t deadline;
   wf_end end; /* its END once served (borrows cur: no frame follows) */
+  /* What its rollbacks' stand-ins point at (rollback_cb), kept until
+   * run() is over: they may run after its END. */
+  void **kept;
+  size_t n_kept;
 } proxy;
 
 /* Log lines and limit reports buffered for one activation: a worker that
@@ -398,6 +402,8 @@ static int serve(proxy *px, duro_attempt *at, int64_t *rc_out);
 typedef struct proxy_cb {
   proxy *px;
   uint64_t fn, arg;
+  int rollback;       /* fn is a duro_rollback_fn, handed output */
+  const char *output; /* the output of the step it undoes */
 } proxy_cb;
 
 /* Waits for the callback's place in the worker (worker_turn_try),
@@ -455,6 +461,8 @@ static int proxy_step(duro_attempt *at, void *arg) {
   wire_put_str(&px->m, px->api->attempt_idempotency_key(at));
   wire_put_u64(&px->m, seq);
   wire_put_i64(&px->m, step_begin_by(px->step));
+  wire_put_u32(&px->m, (uint32_t)cb->rollback);
+  wire_put_str(&px->m, cb->output);
   int64_t rc = -1;
   px->at = at;
   int got = post(px) == 0 ? serve(px, at, &rc) : -1;
@@ -522,9 +530,11 @@ typedef struct branch_cb {
   uint64_t fn, arg;
 } branch_cb;
 
-static int proxy_branch_step(duro_attempt *at, void *arg) {
-  branch_cb *bc = arg;
-  const proxy *pp = bc->parent;
+/* A callback of the activation of `pp` run as a CALL under an id of its
+ * own, on the channel of pp, by the calling fiber: a branch's, or a
+ * rollback's (`rollback`, handed `output`). */
+static int proxy_apart(const proxy *pp, duro_attempt *at, uint64_t fn,
+                       uint64_t arg, int rollback, const char *output) {
   proxy px = {.c = pp->c,
               .b = pp->b,
               .id = ++pp->c->next_act,
@@ -532,7 +542,8 @@ static int proxy_branch_step(duro_attempt *at, void *arg) {
               .env = pp->env,
               .api = pp->api};
   idmap_put(&px.c->waiting, (int64_t)px.id, &px);
-  proxy_cb cb = {.px = &px, .fn = bc->fn, .arg = bc->arg};
+  proxy_cb cb = {
+      .px = &px, .fn = fn, .arg = arg, .rollback = rollback, .output = output};
   int rc = proxy_step(at, &cb);
   /* the worker's branch waits for an answer to its RETURN, which ends
    * it; queued: its thread writes it with the rest */
@@ -543,6 +554,39 @@ static int proxy_branch_step(duro_attempt *at, void *arg) {
   wire_buf_free(&px.inbox);
   wire_buf_free(&px.cur);
   return rc;
+}
+
+static int proxy_branch_step(duro_attempt *at, void *arg) {
+  const branch_cb *bc = arg;
+  return proxy_apart(bc->parent, at, bc->fn, bc->arg, 0, NULL);
+}
+
+/* A rollback's stand-in (a duro_rollback_fn of the engine's): its
+ * callback in the worker, as a CALL apart.  rollback_cb is a branch_cb. */
+static int proxy_rollback_step(duro_attempt *at, const char *output,
+                               void *arg) {
+  const branch_cb *bc = arg;
+  return proxy_apart(bc->parent, at, bc->fn, bc->arg, 1, output);
+}
+
+/* A rollback the worker described, as the step runner takes it: its
+ * stand-in's argument kept with px until run() is over (*rb's strings
+ * borrow the frame: the step runner reads them at once). */
+static const duro_rollback_cfg *rollback_of(proxy *px, const wf_rollback *w,
+                                            duro_rollback_cfg *rb,
+                                            duro_retries *rt) {
+  branch_cb *bc = xmalloc(sizeof *bc);
+  *bc = (branch_cb){.parent = px, .fn = w->fn, .arg = w->arg};
+  px->kept = xrealloc(px->kept, (px->n_kept + 1) * sizeof *px->kept);
+  px->kept[px->n_kept++] = bc;
+  *rt = (duro_retries){.limit = w->limit,
+                       .delay = w->delay,
+                       .backoff = (duro_backoff)w->backoff};
+  *rb = (duro_rollback_cfg){.fn = proxy_rollback_step,
+                            .arg = bc,
+                            .retries = w->has_retries ? rt : NULL,
+                            .timeout = w->timeout};
+  return rb;
 }
 
 /* duro_do_all by the step runner, each branch's callback a CALL of its
@@ -558,6 +602,8 @@ static int serve_do_all(proxy *px, duro_attempt *at, const worker_frame *f,
   branch_cb *cbs = xcalloc(n ? n : 1, sizeof *cbs);
   duro_step_config *cfgs = xcalloc(n ? n : 1, sizeof *cfgs);
   duro_retries *rts = xcalloc(n ? n : 1, sizeof *rts);
+  duro_rollback_cfg *rbs = xcalloc(n ? n : 1, sizeof *rbs);
+  duro_retries *rb_rts = xcalloc(n ? n : 1, sizeof *rb_rts);
   const char *cursor = d->first;
   for (uint32_t i = 0; i < n; i++) {
     wf_branch b;
@@ -567,9 +613,13 @@ static int serve_do_all(proxy *px, duro_attempt *at, const worker_frame *f,
     cfgs[i] = (duro_step_config){.retries = b.has_retries ? &rts[i] : NULL,
                                  .timeout = b.timeout};
     cbs[i] = (branch_cb){.parent = px, .fn = b.fn, .arg = b.arg};
-    br[i] = (duro_branch){.fn = proxy_branch_step,
-                          .arg = &cbs[i],
-                          .cfg = b.has_config ? &cfgs[i] : NULL};
+    br[i] = (duro_branch){
+        .fn = proxy_branch_step,
+        .arg = &cbs[i],
+        .cfg = b.has_config ? &cfgs[i] : NULL,
+        .rollback = b.has_rollback
+                        ? rollback_of(px, &b.rollback, &rbs[i], &rb_rts[i])
+                        : NULL};
   }
   duro_rc rc = px->api->do_all(px->step, d->name, n ? br : NULL, n, sizeof *br,
                                d->max_in_flight, d->flags);
@@ -604,6 +654,55 @@ static int serve_do_all(proxy *px, duro_attempt *at, const worker_frame *f,
   free(cbs);
   free(cfgs);
   free(rts);
+  free(rbs);
+  free(rb_rts);
+  return SERVE_ON;
+}
+
+/* duro_do_with_rollback: a DO whose rollback's stand-in runs its
+ * callback in the worker (rollback_of). */
+static int serve_do_with_rollback(proxy *px, duro_attempt *at,
+                                  const worker_frame *f, int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  const wf_do_step *d = &f->do_with_rollback.step;
+  char *name = d->name ? xstrdup(d->name) : NULL;
+  char *delay = d->delay ? xstrdup(d->delay) : NULL;
+  char *timeout = d->timeout ? xstrdup(d->timeout) : NULL;
+  duro_retries rt = {
+      .limit = d->limit, .delay = delay, .backoff = (duro_backoff)d->backoff};
+  duro_step_config cfg = {.retries = d->has_retries ? &rt : NULL,
+                          .timeout = timeout};
+  /* read before the callback's frames move px->cur: checked and parsed
+   * by the step runner at the call's start */
+  duro_rollback_cfg rb;
+  duro_retries rb_rt;
+  wf_rollback w = f->do_with_rollback.rollback;
+  char *rb_delay = w.delay ? xstrdup(w.delay) : NULL;
+  char *rb_timeout = w.timeout ? xstrdup(w.timeout) : NULL;
+  w.delay = rb_delay;
+  w.timeout = rb_timeout;
+  proxy_cb cb = {.px = px, .fn = d->fn, .arg = d->arg};
+  int wants = (int)d->wants_result, has_cfg = (int)d->has_config;
+  const char *result = NULL;
+  duro_rc rc = px->api->do_with_rollback(
+      px->step, name, has_cfg ? &cfg : NULL, proxy_step, &cb,
+      rollback_of(px, &w, &rb, &rb_rt), wants ? &result : NULL);
+  if (!px->died)
+    reply(px, rc, result);
+  free(name);
+  free(delay);
+  free(timeout);
+  free(rb_delay);
+  free(rb_timeout);
+  return SERVE_ON;
+}
+
+static int serve_rollback(proxy *px, duro_attempt *at, const worker_frame *f,
+                          int64_t *rc_out) {
+  (void)at, (void)f, (void)rc_out;
+  duro_rc rc = px->api->rollback(px->step);
+  if (!px->died && !px->c->broken)
+    reply(px, rc, NULL);
   return SERVE_ON;
 }
 
@@ -1055,8 +1154,11 @@ duro_rc worker_proxy_run(duro_step *step, const duro_event *ev, duro_env *env) {
    * to write what is queued, and a worker that crashes on each of them
    * would take all of them with it each time. */
   int got = channel_post(&c->ch, &px.m) == 0 ? serve(&px, NULL, &rc) : -1;
-  if (got == 0)
+  if (got == 0) {
     step_run_returned(step);
+    /* its rollbacks' callbacks are this worker's: run while it is here */
+    rc = step_after_run(step, (duro_rc)rc);
+  }
   if (got == -1)
     died(&px, NULL);
   if (got != 0)
@@ -1065,6 +1167,9 @@ duro_rc worker_proxy_run(duro_step *step, const duro_event *ev, duro_env *env) {
   wire_buf_free(&px.m);
   wire_buf_free(&px.inbox);
   wire_buf_free(&px.cur);
+  for (size_t i = 0; i < px.n_kept; i++)
+    free(px.kept[i]);
+  free(px.kept);
   worker_conn_put(c);
   return (duro_rc)rc;
 }

@@ -663,9 +663,66 @@ static duro_rc par_flow(duro_step *step, const duro_event *ev, duro_env *env) {
   return duro_set_output(step, out);
 }
 
+/* Class "Saga" (tests/test_workers.c): n steps (at most 4; params "n",
+ * 3) each with a rollback, then a step that fails for good: the instance
+ * errors once the rollbacks ran, newest first.  Each step's callback
+ * records "exec <instance> <i>", each rollback's "undo <instance> <i>"
+ * once it checked it was handed its step's output. */
+static int saga_step(duro_attempt *a, void *arg) {
+  const fault_step *fs = arg;
+  char token[40], json[32];
+  sidelog_token(token, sizeof token);
+  sidelog_append(LOG_ENV, "exec", fs->instance, fs->index, token);
+  snprintf(json, sizeof json, "{\"made\":%d}", fs->index);
+  return duro_attempt_result(a, json);
+}
+
+static int saga_undo(duro_attempt *a, const char *output, void *arg) {
+  int i = (int)(intptr_t)arg;
+  int64_t made = -1;
+  duro_json_integer(output, "/made", &made);
+  if (made != i)
+    return duro_attempt_fail_final(a, "undo %d handed %s", i, output);
+  /* the instance's id is its key's first part: "<id>/s#<k>/rollback" */
+  char inst[32], token[40];
+  snprintf(inst, sizeof inst, "%s", duro_attempt_idempotency_key(a));
+  char *slash = strchr(inst, '/');
+  if (slash)
+    *slash = '\0';
+  sidelog_token(token, sizeof token);
+  sidelog_append(LOG_ENV, "undo", inst, i, token);
+  return duro_attempt_result(a, "true");
+}
+
+static int saga_broken(duro_attempt *a, void *arg) {
+  (void)arg;
+  return duro_attempt_fail_final(a, "out of stock");
+}
+
+/* Rule 7: a rollback's argument outlives run(): constant data. */
+static const duro_rollback_cfg saga_undos[] = {
+    {.fn = saga_undo, .arg = (void *)(intptr_t)0},
+    {.fn = saga_undo, .arg = (void *)(intptr_t)1},
+    {.fn = saga_undo, .arg = (void *)(intptr_t)2},
+    {.fn = saga_undo, .arg = (void *)(intptr_t)3}};
+
+static duro_rc saga_flow(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env;
+  int n = int_param(ev->params, "n", 3);
+  n = n < 0 ? 0 : n > 4 ? 4 : n;
+  fault_step fs[4];
+  for (int i = 0; i < n; i++) {
+    fs[i] = (fault_step){.instance = ev->instance_id, .index = i};
+    DURO_TRY(duro_do_with_rollback(step, "s", NULL, saga_step, &fs[i],
+                                   &saga_undos[i], NULL));
+  }
+  return duro_do(step, "fail", NULL, saga_broken, NULL, NULL);
+}
+
 static const duro_workflow_def workflows[] = {
     {"Fault", fault_flow},   {"Sender", send_flow}, {"Io", io_flow},
-    {"Answer", answer_flow}, {"Fan", fan_flow},     {"Par", par_flow}};
+    {"Answer", answer_flow}, {"Fan", fan_flow},     {"Par", par_flow},
+    {"Saga", saga_flow}};
 
 static int on_queue(duro_message_batch *b, duro_env *env) {
   (void)env;

@@ -1,0 +1,195 @@
+/* step_rollback.c — rollbacks (saga compensation): what undoes a
+ * completed step, registered as run() passes the step (duro_do_with_
+ * rollback, a duro_do_all branch's `rollback`) on every activation, and
+ * run newest first (reverse start order) when run() returns an error it
+ * did not handle, or when it calls duro_rollback.
+ *
+ * Each rollback is a step of its own, kind "rollback", keyed
+ * "<its step's key>/rollback" (a step's own key ends in "#<count>", so
+ * no name of the plugin's can take it), with its own retries and timeout
+ * (do_call, as a duro_do's: an attempt, its back-off, its conclusion),
+ * journaled at a call position past any of run()'s (ROLLBACK_SEQ + its
+ * step's), so replay's divergence check never meets it.  A completed
+ * rollback is never run again: a replay after a crash in the middle of
+ * them runs run() up to its error again, which registers the same
+ * rollbacks, and only those left run.  One in its back-off suspends the
+ * instance until then; one that fails for good is reported beside the
+ * error that caused the rollback, and the rest still run. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "step.h"
+#include "step_internal.h"
+
+/* Rollback steps' call positions: past any of run()'s (limits.steps is
+ * at most 25,000). */
+#define ROLLBACK_SEQ ((int64_t)1 << 40)
+
+int step_rollback_register(duro_step *a, journal_step *s,
+                           const duro_rollback_cfg *rb) {
+  if (!rb)
+    return 0;
+  if (!rb->fn) {
+    char *msg = xasprintf("step \"%s\": its rollback has no callback", s->key);
+    fail_with(a, "Error", msg);
+    free(msg);
+    return -1;
+  }
+  char *key = arena_printf(a, "%s/rollback", s->key);
+  duro_step_config cfg = {.retries = rb->retries, .timeout = rb->timeout};
+  step_undo u = {.s = s, .fn = rb->fn, .arg = rb->arg};
+  if (do_read_config(a, key, &cfg, &u.c) != 0)
+    return -1;
+  for (size_t i = 0; i < a->n_undo; i++)
+    if (a->undo[i].s == s)
+      return 0; /* a replay's second look at the same step */
+  if (a->n_undo == a->cap_undo) {
+    a->cap_undo = a->cap_undo ? a->cap_undo * 2 : 8;
+    a->undo = xrealloc(a->undo, a->cap_undo * sizeof *a->undo);
+  }
+  a->undo[a->n_undo++] = u;
+  return 0;
+}
+
+int step_rollback_check(duro_step *a, const char *name,
+                        const duro_rollback_cfg *rb) {
+  if (!rb)
+    return 0;
+  do_config c;
+  duro_step_config cfg = {.retries = rb->retries, .timeout = rb->timeout};
+  if (rb->fn && do_read_config(a, name ? name : "", &cfg, &c) == 0)
+    return 0;
+  if (!rb->fn) {
+    char *msg = xasprintf("step \"%s\": its rollback has no callback",
+                          name ? name : "");
+    fail_with(a, "Error", msg);
+    free(msg);
+  }
+  return -1;
+}
+
+static int undo_call(duro_attempt *at, void *arg) {
+  const step_undo *u = arg;
+  return u->fn(at, u->s->result ? u->s->result : "null", u->arg);
+}
+
+/* Undoes u's step: DO_DONE (its rollback completed, now or before),
+ * DO_ERRORED (failed for good: its step in *failed), DO_WAIT (its
+ * back-off ends at (*failed)->wake_ms) or DO_SUSPEND. */
+static int undo_one(duro_step *a, step_undo *u, journal_step **failed) {
+  const char *key = arena_printf(a, "%s/rollback", u->s->key);
+  journal_step *s = strmap_get(&a->steps, key);
+  *failed = s;
+  if (s && s->status == DURO_STEP_COMPLETE)
+    return DO_DONE;
+  if (s && s->status == DURO_STEP_ERRORED)
+    return DO_ERRORED;
+  if (a->dry) {
+    dry_stop(a, key);
+    return DO_SUSPEND;
+  }
+  a->replaying = 0;
+  if (!s) {
+    int64_t seq = a->seq;
+    a->seq = ROLLBACK_SEQ + u->s->seq; /* its call position */
+    s = step_new(a, key, u->s->key, 1, DURO_STEP_ROLLBACK);
+    a->seq = seq;
+    *failed = s;
+  }
+  do_call call = {.key = key, .s = s, .c = u->c};
+  int policy = do_orphan_policy(a, s, &call.c);
+  if (policy == DO_ERRORED)
+    return DO_ERRORED;
+  if (at_boundary(a) || lease_lapsed(a))
+    return DO_SUSPEND;
+  if (s->wake_ms != JOURNAL_NONE && now_ms(a) < s->wake_ms)
+    return DO_WAIT;
+  if (do_enter(a, &call))
+    return DO_SUSPEND;
+  duro_attempt at;
+  int cut, fn_rc;
+  do_attempt_init(a, &call, &at, &cut);
+  if (do_run_attempt(a, &at, undo_call, u, &fn_rc))
+    return DO_SUSPEND;
+  return do_conclude(a, &call, &at, fn_rc, cut, NULL);
+}
+
+static int newest_first(const void *x, const void *y) {
+  const step_undo *p = x, *q = y;
+  return p->s->seq < q->s->seq ? 1 : p->s->seq > q->s->seq ? -1 : 0;
+}
+
+duro_rc step_unwind(duro_step *a, journal_step **failed) {
+  *failed = NULL;
+  if (a->n_undo == 0)
+    return DURO_OK;
+  qsort(a->undo, a->n_undo, sizeof *a->undo, newest_first);
+  log_write(DURO_LOG_INFO, a->where, "rolling back %zu step%s, newest first",
+            a->n_undo, a->n_undo == 1 ? "" : "s");
+  for (size_t i = 0; i < a->n_undo; i++) {
+    journal_step *s;
+    switch (undo_one(a, &a->undo[i], &s)) {
+    case DO_DONE:
+      continue;
+    case DO_ERRORED:
+      if (!*failed)
+        *failed = s; /* the newest's failure is the one reported */
+      continue;
+    case DO_WAIT:
+      return suspend_until(a, s->wake_ms, NULL);
+    default:
+      return DURO_SUSPEND;
+    }
+  }
+  return *failed ? DURO_ERROR : DURO_OK;
+}
+
+/* The error that caused the rollback, with the rollback's that failed
+ * for good: {"name","message","rollback":{"step","name","message"}}. */
+static const char *both_errors(duro_step *a, const char *cause,
+                               const journal_step *failed) {
+  json_t *e = cause ? json_loads(cause, 0, NULL) : NULL;
+  if (!json_is_object(e)) {
+    json_decref(e);
+    e = json_pack("{s:s, s:s}", "name", "Error", "message",
+                  "run() returned DURO_ERROR with no failed step");
+  }
+  json_t *r = failed->error ? json_loads(failed->error, 0, NULL) : NULL;
+  json_t *rb = json_object();
+  json_object_set_new(rb, "step", json_string(failed->name));
+  json_t *v;
+  if ((v = json_object_get(r, "name")))
+    json_object_set(rb, "name", v);
+  if ((v = json_object_get(r, "message")))
+    json_object_set(rb, "message", v);
+  json_decref(r);
+  json_object_set_new(e, "rollback", rb);
+  char *text = json_dumps(e, JSON_COMPACT);
+  json_decref(e);
+  return text ? arena_take(a, text) : cause;
+}
+
+duro_rc step_after_run(duro_step *a, duro_rc rc) {
+  if (rc != DURO_ERROR || a->suspended || a->unwound || a->n_undo == 0)
+    return rc;
+  a->unwound = 1;
+  const char *cause = a->last_error;
+  journal_step *failed;
+  duro_rc r = step_unwind(a, &failed);
+  if (r == DURO_SUSPEND)
+    return DURO_SUSPEND;
+  a->last_error = r == DURO_ERROR ? both_errors(a, cause, failed) : cause;
+  return DURO_ERROR;
+}
+
+duro_rc step_api_rollback(duro_step *a) {
+  if (a->suspended || at_boundary(a))
+    return DURO_SUSPEND;
+  journal_step *failed;
+  duro_rc r = step_unwind(a, &failed);
+  if (r == DURO_ERROR)
+    a->last_error = failed->error;
+  return r;
+}

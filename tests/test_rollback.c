@@ -1,0 +1,289 @@
+/* test_rollback.c — rollbacks (host/engine/step_rollback.c) on the real
+ * engine with a fresh journal (SQLite, or DURO_TEST_PG's server),
+ * workers = 0 and a virtual clock:
+ *
+ *   newest_first_on_error   three steps with rollbacks, then one that
+ *                           fails for good: the instance errors with that
+ *                           step's error once the three rollbacks ran,
+ *                           newest first, each a journaled step of kind
+ *                           "rollback" handed its step's output;
+ *   handled_error_undoes_nothing  run() handles the error: no rollback;
+ *   failed_rollback_both_errors  a rollback that fails for good: the
+ *                           instance's error carries both, and the older
+ *                           rollbacks still ran;
+ *   rollback_retried_once   a rollback that fails once waits out its
+ *                           back-off (the instance waits), then the rest
+ *                           run; no forward step ran again, each
+ *                           completed rollback ran once — across an
+ *                           engine closed and opened again meanwhile;
+ *   explicit_rollback       run() calls duro_rollback after an error it
+ *                           handles and completes; a later replay runs
+ *                           none of them again;
+ *   branches_undone         duro_do_all branches with rollbacks, undone
+ *                           newest (last-called) first;
+ *   bad_rollback_refused    a rollback without a callback fails the step
+ *                           before its callback runs. */
+#include <check.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "harness.h"
+#include "suite_run.h"
+
+#define SEC 1000LL
+#define WF "saga"
+
+static harness H;
+static json_t *last_desc;
+
+static struct {
+  int forward[8];      /* forward callbacks run, by step */
+  int undone[8];       /* rollback callbacks run, by step */
+  char order[64];      /* the rollbacks, in the order they ran: "210" */
+  char outputs[8][32]; /* the output each rollback was handed */
+  int rb_fail[8];      /* its rollback fails for good */
+  int rb_fail_once[8]; /* its rollback fails its first attempt */
+  int handled;
+} T;
+
+static void setup(void) {
+  memset(&T, 0, sizeof T);
+  harness_open(&H);
+}
+
+static void teardown(void) {
+  json_decref(last_desc);
+  last_desc = NULL;
+  harness_close(&H);
+}
+
+static int64_t param(const duro_event *ev, const char *pointer, int64_t dflt) {
+  int64_t v = dflt;
+  duro_json_integer(ev->params, pointer, &v);
+  return v;
+}
+
+static int forward(duro_attempt *a, void *arg) {
+  int i = (int)(intptr_t)arg;
+  T.forward[i]++;
+  char json[32];
+  snprintf(json, sizeof json, "{\"made\":%d}", i);
+  return duro_attempt_result(a, json);
+}
+
+static int undo(duro_attempt *a, const char *output, void *arg) {
+  int i = (int)(intptr_t)arg;
+  T.undone[i]++;
+  snprintf(T.outputs[i], sizeof T.outputs[i], "%s", output);
+  if (T.rb_fail[i])
+    return duro_attempt_fail_final(a, "cannot undo %d", i);
+  if (T.rb_fail_once[i] && duro_attempt_number(a) == 1)
+    return duro_attempt_fail(a, "undo %d not yet", i);
+  size_t len = strlen(T.order);
+  if (len + 1 < sizeof T.order) {
+    T.order[len] = (char)('0' + i);
+    T.order[len + 1] = '\0';
+  }
+  return duro_attempt_result(a, "true");
+}
+
+static int broken(duro_attempt *a, void *arg) {
+  (void)arg;
+  return duro_attempt_fail_final(a, "out of stock");
+}
+
+static const duro_retries rb_quick = {
+    .limit = 2, .delay = "10 seconds", .backoff = DURO_BACKOFF_CONSTANT};
+static const duro_rollback_cfg undos[] = {
+    {.fn = undo, .arg = (void *)(intptr_t)0, .retries = &rb_quick},
+    {.fn = undo, .arg = (void *)(intptr_t)1, .retries = &rb_quick},
+    {.fn = undo, .arg = (void *)(intptr_t)2, .retries = &rb_quick},
+    {.fn = undo, .arg = (void *)(intptr_t)3, .retries = &rb_quick}};
+
+/* {"n": N (3) steps "s" with rollbacks, then "fail" fails for good;
+ * "catch": 1 handles it; "explicit": 1 calls duro_rollback then, and
+ * sleeps a minute before completing; "parallel": 1 runs the N steps as
+ * one duro_do_all}. */
+static duro_rc wf_saga(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env;
+  int n = (int)param(ev, "/n", 3);
+  if (param(ev, "/parallel", 0)) {
+    duro_branch b[4];
+    for (int i = 0; i < n && i < 4; i++)
+      b[i] = (duro_branch){
+          .fn = forward, .arg = (void *)(intptr_t)i, .rollback = &undos[i]};
+    DURO_TRY(duro_do_all(step, "s", b, (size_t)n, 0, 0));
+  } else {
+    for (int i = 0; i < n && i < 4; i++)
+      DURO_TRY(duro_do_with_rollback(step, "s", NULL, forward,
+                                     (void *)(intptr_t)i, &undos[i], NULL));
+  }
+  duro_rc rc = duro_do(step, "fail", NULL, broken, NULL, NULL);
+  if (rc != DURO_ERROR)
+    return rc;
+  if (param(ev, "/explicit", 0)) {
+    DURO_TRY(duro_rollback(step));
+    DURO_TRY(duro_sleep(step, "after", "1 minute"));
+    return duro_set_output(step, "\"cancelled\"");
+  }
+  if (param(ev, "/catch", 0)) {
+    T.handled = 1;
+    return duro_set_output(step, "\"handled\"");
+  }
+  return rc;
+}
+
+static duro_rc wf_bad(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev, (void)env;
+  static const duro_rollback_cfg none = {.fn = NULL};
+  return duro_do_with_rollback(step, "s", NULL, forward, (void *)(intptr_t)0,
+                               &none, NULL);
+}
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static void start(void) {
+  harness_register(&H, WF, wf_saga);
+  harness_start(&H);
+}
+
+static json_t *desc(const char *id) {
+  json_decref(last_desc);
+  last_desc = harness_describe(&H, WF, id);
+  return last_desc;
+}
+
+static const char *err_field(const char *id, const char *field) {
+  json_t *e = json_object_get(desc(id), "error");
+  return json_string_value(json_object_get(e, field));
+}
+
+/* ---- the cases ----------------------------------------------------------- */
+
+START_TEST(newest_first_on_error) {
+  start();
+  harness_create(&H, WF, "a", NULL, 0);
+  harness_run(&H);
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "errored");
+  ck_assert_str_eq(T.order, "210");
+  ck_assert_str_eq(T.outputs[1], "{\"made\":1}");
+  ck_assert_str_eq(err_field("a", "message"), "out of stock");
+  ck_assert_ptr_null(
+      json_object_get(json_object_get(desc("a"), "error"), "rollback"));
+  json_t *s = harness_step(desc("a"), "s#2/rollback");
+  ck_assert_ptr_nonnull(s);
+  ck_assert_str_eq(json_string_value(json_object_get(s, "type")), "rollback");
+  ck_assert_str_eq(json_string_value(json_object_get(s, "status")), "complete");
+  ck_assert_str_eq(json_string_value(json_object_get(s, "name")), "s#2");
+  for (int i = 0; i < 3; i++) {
+    ck_assert_int_eq(T.forward[i], 1);
+    ck_assert_int_eq(T.undone[i], 1);
+  }
+}
+END_TEST
+
+START_TEST(handled_error_undoes_nothing) {
+  start();
+  harness_create(&H, WF, "a", "{\"catch\":1}", 0);
+  harness_run(&H);
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "complete");
+  ck_assert_int_eq(T.handled, 1);
+  ck_assert_str_eq(T.order, "");
+  ck_assert_ptr_null(harness_step(desc("a"), "s#1/rollback"));
+}
+END_TEST
+
+START_TEST(failed_rollback_both_errors) {
+  start();
+  T.rb_fail[1] = 1;
+  harness_create(&H, WF, "a", NULL, 0);
+  harness_run(&H);
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "errored");
+  ck_assert_str_eq(T.order, "20"); /* 1 failed; 0 still ran */
+  json_t *e = json_object_get(desc("a"), "error");
+  ck_assert_str_eq(json_string_value(json_object_get(e, "message")),
+                   "out of stock");
+  json_t *rb = json_object_get(e, "rollback");
+  ck_assert_str_eq(json_string_value(json_object_get(rb, "step")), "s#2");
+  ck_assert_str_eq(json_string_value(json_object_get(rb, "message")),
+                   "cannot undo 1");
+}
+END_TEST
+
+START_TEST(rollback_retried_once) {
+  start();
+  T.rb_fail_once[1] = 1;
+  harness_create(&H, WF, "a", NULL, 0);
+  harness_run(&H);
+  /* 2 undone; 1 waits out its 10 s back-off */
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "waiting");
+  ck_assert_str_eq(T.order, "2");
+  /* the engine goes down meanwhile and comes back */
+  harness_reopen(&H);
+  harness_advance(&H, 11 * SEC);
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "errored");
+  ck_assert_str_eq(T.order, "210");
+  ck_assert_str_eq(err_field("a", "message"), "out of stock");
+  for (int i = 0; i < 3; i++)
+    ck_assert_int_eq(T.forward[i], 1);
+  ck_assert_int_eq(T.undone[2], 1);
+  ck_assert_int_eq(T.undone[1], 2);
+  ck_assert_int_eq(T.undone[0], 1);
+}
+END_TEST
+
+START_TEST(explicit_rollback) {
+  start();
+  harness_create(&H, WF, "a", "{\"explicit\":1}", 0);
+  harness_run(&H);
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "waiting");
+  ck_assert_str_eq(T.order, "210");
+  harness_advance(&H, 61 * SEC); /* the replay: none runs again */
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "complete");
+  ck_assert_str_eq(T.order, "210");
+  for (int i = 0; i < 3; i++)
+    ck_assert_int_eq(T.undone[i], 1);
+}
+END_TEST
+
+START_TEST(branches_undone) {
+  start();
+  harness_create(&H, WF, "a", "{\"parallel\":1,\"n\":4}", 0);
+  harness_run(&H);
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "errored");
+  ck_assert_str_eq(T.order, "3210");
+  ck_assert_ptr_nonnull(harness_step(desc("a"), "s#4/rollback"));
+}
+END_TEST
+
+START_TEST(bad_rollback_refused) {
+  harness_register(&H, WF, wf_bad);
+  harness_start(&H);
+  harness_create(&H, WF, "a", NULL, 0);
+  harness_run(&H);
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "errored");
+  ck_assert_msg(strstr(err_field("a", "message"), "has no callback"), "%s",
+                err_field("a", "message"));
+  ck_assert_int_eq(T.forward[0], 0);
+}
+END_TEST
+
+static Suite *rollback_suite(void) {
+  Suite *s = suite_create("rollback");
+  TCase *tc = tcase_create("saga");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, newest_first_on_error);
+  tcase_add_test(tc, handled_error_undoes_nothing);
+  tcase_add_test(tc, failed_rollback_both_errors);
+  tcase_add_test(tc, rollback_retried_once);
+  tcase_add_test(tc, explicit_rollback);
+  tcase_add_test(tc, branches_undone);
+  tcase_add_test(tc, bad_rollback_refused);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return suite_run(rollback_suite()); }
