@@ -1109,9 +1109,26 @@ START_TEST(control_verbs) {
   ck_assert_str_eq(jstr(d, "status"), "complete");
   json_decref(d);
 
+  /* terminate --rollback: the charge refunded and the stock released
+   * first, then terminated */
+  trigger("p3", ORDER(""));
+  json_decref(wait_status("p3", "waiting"));
+  CLI(&r, "instances", "terminate", WF, "p3", "--rollback");
+  expect_ok(&r);
+  run_free(&r);
+  d = wait_status("p3", "terminated");
+  ck_assert_str_eq(jstr(step_of(d, "charge card#1/rollback"), "status"),
+                   "complete");
+  ck_assert_str_eq(jstr(step_of(d, "reserve stock#1/rollback"), "status"),
+                   "complete");
+  json_decref(d);
+
   /* The control verbs take no extra options. */
   CLI(&r, "instances", "pause", WF, "p2", "--from", "charge card");
   expect_fail(&r, 2, "--from does not apply to \"instances pause\"");
+  run_free(&r);
+  CLI(&r, "instances", "pause", WF, "p2", "--rollback");
+  expect_fail(&r, 2, "--rollback does not apply to \"instances pause\"");
   run_free(&r);
   host_stop(&H);
 }

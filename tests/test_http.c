@@ -795,6 +795,8 @@ START_TEST(status_transitions) {
       "card\",\"count\":0}}",
       "{\"status\":\"restart\",\"from\":{\"name\":\"charge card\",\"count\":"
       "\"1\"}}",
+      "{\"status\":\"pause\",\"rollback\":true}",
+      "{\"status\":\"terminate\",\"rollback\":1}",
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     http_resp r;
@@ -1667,6 +1669,43 @@ START_TEST(order_rejected_by_review) {
                        json_object_get(refund, "result"), "chargeId")),
                    json_string_value(json_object_get(
                        json_object_get(charge, "result"), "chargeId")));
+  ck_assert_int_le(json_integer_value(json_object_get(refund, "ended_ms")),
+                   json_integer_value(json_object_get(release, "started_ms")));
+  free(text);
+  json_decref(d);
+  host_stop(&H);
+}
+END_TEST
+
+/* PATCH {"status":"terminate","rollback":true} of an order waiting for its
+ * review: answered at once, the charge refunded and the stock released
+ * (newest first), then terminated. */
+START_TEST(order_terminated_with_rollback) {
+  host_start(&H, "h");
+  create_order("order-t", 5, 1);
+  json_decref(wait_status("order-t", "waiting"));
+  http_resp r;
+  patch_status(&r, "order-t", "{\"status\":\"terminate\",\"rollback\":true}");
+  expect_status(&r, 200, "terminate with rollback");
+  http_resp_free(&r);
+  json_t *d = wait_status("order-t", "terminated");
+  char *text = jdump(d);
+  json_t *refund = NULL, *release = NULL;
+  size_t i;
+  json_t *s;
+  json_array_foreach(jget(d, "steps"), i, s) {
+    const char *key = json_string_value(json_object_get(s, "key"));
+    if (!strcmp(key, "charge card#1/rollback"))
+      refund = s;
+    else if (!strcmp(key, "reserve stock#1/rollback"))
+      release = s;
+  }
+  ck_assert_msg(refund && release && json_is_null(jget(d, "error")), "%s",
+                text);
+  ck_assert_str_eq(json_string_value(json_object_get(refund, "status")),
+                   "complete");
+  ck_assert_str_eq(json_string_value(json_object_get(release, "status")),
+                   "complete");
   ck_assert_int_le(json_integer_value(json_object_get(refund, "ended_ms")),
                    json_integer_value(json_object_get(release, "started_ms")));
   free(text);
@@ -3785,6 +3824,7 @@ static Suite *http_suite(void) {
   tcase_add_test(tc[1], order_errors_with_plugin_message);
   tcase_add_test(tc[1], create_with_timeout);
   tcase_add_test(tc[1], order_rejected_by_review);
+  tcase_add_test(tc[1], order_terminated_with_rollback);
   tcase_add_test(tc[1], wait_for_the_end);
   tcase_add_test(tc[1], create_and_wait);
   tcase_add_test(tc[1], light_status_route);

@@ -22,7 +22,14 @@
  *   branches_undone         duro_do_all branches with rollbacks, undone
  *                           newest (last-called) first;
  *   bad_rollback_refused    a rollback without a callback fails the step
- *                           before its callback runs. */
+ *                           before its callback runs;
+ *   terminate_with_rollback a waiting instance terminated with its
+ *                           rollbacks: they run newest first (run()
+ *                           replayed only as far as its journal), then it
+ *                           ends terminated; a plain terminate runs none;
+ *                           a paused one too; one whose rollback fails
+ *                           for good ends terminated with that error; one
+ *                           in a rollback's back-off goes on after it. */
 #include <check.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -120,6 +127,10 @@ static duro_rc wf_saga(duro_step *step, const duro_event *ev, duro_env *env) {
     for (int i = 0; i < n && i < 4; i++)
       DURO_TRY(duro_do_with_rollback(step, "s", NULL, forward,
                                      (void *)(intptr_t)i, &undos[i], NULL));
+  }
+  if (param(ev, "/wait", 0)) {
+    DURO_TRY(duro_wait_for_event(step, "go", "go", "1 hour", NULL));
+    return duro_set_output(step, "\"went\"");
   }
   duro_rc rc = duro_do(step, "fail", NULL, broken, NULL, NULL);
   if (rc != DURO_ERROR)
@@ -271,6 +282,64 @@ START_TEST(bad_rollback_refused) {
 }
 END_TEST
 
+START_TEST(terminate_with_rollback) {
+  start();
+  harness_create(&H, WF, "a", "{\"wait\":1}", 0);
+  harness_create(&H, WF, "b", "{\"wait\":1}", 0);
+  harness_create(&H, WF, "c", "{\"wait\":1,\"n\":2}", 0);
+  harness_run(&H);
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "waiting");
+  /* a plain terminate undoes nothing */
+  ck_assert_int_eq(duro_instance_terminate(H.e, WF, "b"), 0);
+  harness_run(&H);
+  ck_assert_str_eq(harness_status(&H, WF, "b"), "terminated");
+  ck_assert_str_eq(T.order, "");
+  /* with rollbacks: answered at once, carried out by an activation */
+  ck_assert_int_eq(duro_instance_terminate_rollback(H.e, WF, "a"), 0);
+  harness_run(&H);
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "terminated");
+  ck_assert_str_eq(T.order, "210");
+  json_t *s = harness_step(desc("a"), "s#3/rollback");
+  ck_assert_str_eq(json_string_value(json_object_get(s, "status")), "complete");
+  /* a, b and c each ran theirs once (c has two) */
+  ck_assert_int_eq(T.forward[0], 3);
+  ck_assert_int_eq(T.forward[1], 3);
+  ck_assert_int_eq(T.forward[2], 2);
+  /* a paused one, whose first rollback (s#2's) fails for good */
+  memset(&T, 0, sizeof T);
+  T.rb_fail[1] = 1;
+  ck_assert_int_eq(duro_instance_pause(H.e, WF, "c"), 0);
+  harness_run(&H);
+  ck_assert_str_eq(harness_status(&H, WF, "c"), "paused");
+  ck_assert_int_eq(duro_instance_terminate_rollback(H.e, WF, "c"), 0);
+  harness_run(&H);
+  ck_assert_str_eq(harness_status(&H, WF, "c"), "terminated");
+  ck_assert_str_eq(T.order, "0");
+  json_t *rb = json_object_get(json_object_get(desc("c"), "error"), "rollback");
+  ck_assert_str_eq(json_string_value(json_object_get(rb, "step")), "s#2");
+  ck_assert_int_eq(T.forward[0] + T.forward[1], 0); /* replayed, not run */
+}
+END_TEST
+
+START_TEST(terminate_rollback_waits_out_a_retry) {
+  start();
+  T.rb_fail_once[2] = 1;
+  harness_create(&H, WF, "a", "{\"wait\":1}", 0);
+  harness_run(&H);
+  ck_assert_int_eq(duro_instance_terminate_rollback(H.e, WF, "a"), 0);
+  harness_run(&H);
+  /* s#3's rollback waits out its 10 s back-off, the request persisted */
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "waiting");
+  ck_assert_str_eq(T.order, "");
+  harness_reopen(&H);
+  harness_advance(&H, 11 * SEC);
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "terminated");
+  ck_assert_str_eq(T.order, "210");
+  ck_assert_int_eq(T.undone[2], 2);
+  ck_assert_int_eq(T.undone[1], 1);
+}
+END_TEST
+
 static Suite *rollback_suite(void) {
   Suite *s = suite_create("rollback");
   TCase *tc = tcase_create("saga");
@@ -282,6 +351,8 @@ static Suite *rollback_suite(void) {
   tcase_add_test(tc, explicit_rollback);
   tcase_add_test(tc, branches_undone);
   tcase_add_test(tc, bad_rollback_refused);
+  tcase_add_test(tc, terminate_with_rollback);
+  tcase_add_test(tc, terminate_rollback_waits_out_a_retry);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -98,6 +98,8 @@ int cli_build_control(cli_ctx *c, const cli_verb *v, const cli_args *a,
   json_t *body = json_pack("{s:s}", "status", v->action);
   if (from)
     json_object_set_new(body, "from", from);
+  if (a->rollback)
+    json_object_set_new(body, "rollback", json_true());
   r->method = "PATCH";
   r->path = cli_instances_path(c, a->pos[0], a->pos[1], "/status");
   r->body = cli_dump(body);

@@ -51,6 +51,7 @@ enum {
   O_WAIT = 1u << 12,
   O_FULL = 1u << 13,
   O_TIMEOUT = 1u << 14,
+  O_ROLLBACK = 1u << 15,
   O_COMMON = O_JSON | O_CONFIG | O_URL /* every verb takes these */
 };
 
@@ -59,7 +60,8 @@ typedef struct cli_args {
   size_t n_pos;   /* counts past CLI_MAX_POS, to say "too many" */
   unsigned given; /* the O_* bits seen */
   int json;
-  int full; /* --full: describe cuts no value short */
+  int full;     /* --full: describe cuts no value short */
+  int rollback; /* --rollback: a terminate's rollbacks run first */
   const char *config, *url, *id, *status, *limit, *cursor, *from, *count, *type,
       *payload, *delay, *timeout;
   const char *wait; /* --wait: "" without a DURATION */

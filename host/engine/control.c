@@ -105,9 +105,26 @@ static int control_row(duro_engine *e, journal_instance *in, int control) {
                                             : DURO_E_CANNOT_TERMINATE;
   /* A terminate acknowledged earlier and not yet applied wins over a
    * pause: the instance ends rather than waits. */
-  if (in->control == JOURNAL_CONTROL_TERMINATE)
-    control = JOURNAL_CONTROL_TERMINATE;
+  if (in->control == JOURNAL_CONTROL_TERMINATE ||
+      in->control == JOURNAL_CONTROL_TERMINATE_ROLLBACK)
+    control = in->control;
   duro_status old = in->status;
+  if (control == JOURNAL_CONTROL_TERMINATE_ROLLBACK) {
+    /* Its rollbacks first: an activation replays run() to learn them,
+     * runs them and ends it terminated (step_rollback.c); the persisted
+     * request tells it so, across crashes too. */
+    int rc =
+        in->control == control ? 0 : persist_control(e, in->rowid, control);
+    if (rc)
+      return rc;
+    in->control = control;
+    in->status = DURO_STATUS_QUEUED;
+    in->wake_ms = JOURNAL_NONE;
+    rc = commit_row(e, in, 0, old);
+    if (rc)
+      in->status = old;
+    return rc;
+  }
   if (control == JOURNAL_CONTROL_PAUSE) {
     if (old == DURO_STATUS_PAUSED)
       return persist_control(e, in->rowid, 0);
@@ -234,6 +251,8 @@ static int request_active(duro_engine *e, int64_t rowid, entry *active,
     pthread_mutex_unlock(&e->mu);
     return DURO_E_CANNOT_PAUSE;
   }
+  if (control == JOURNAL_CONTROL_TERMINATE_ROLLBACK)
+    __atomic_store_n(&active->rollback_req, 1, __ATOMIC_RELEASE);
   int *flag = control == JOURNAL_CONTROL_PAUSE ? &active->pause_req
                                                : &active->terminate_req;
   int before = __atomic_exchange_n(flag, 1, __ATOMIC_ACQ_REL);
@@ -307,10 +326,11 @@ static int request_control(duro_engine *e, const char *workflow, const char *id,
   int64_t rowid;
   entry *ent, *active;
   int rc;
-  if (find_or_forward(e, workflow, id,
-                      control == JOURNAL_CONTROL_PAUSE ? CONTROL_OP_PAUSE
-                                                       : CONTROL_OP_TERMINATE,
-                      NULL, 0, NULL, &rowid, &rc))
+  int op = control == JOURNAL_CONTROL_PAUSE ? CONTROL_OP_PAUSE
+           : control == JOURNAL_CONTROL_TERMINATE
+               ? CONTROL_OP_TERMINATE
+               : CONTROL_OP_TERMINATE_ROLLBACK;
+  if (find_or_forward(e, workflow, id, op, NULL, 0, NULL, &rowid, &rc))
     return rc;
   control_enter(e, rowid, &ent, &active);
   if (active) {
@@ -318,7 +338,7 @@ static int request_control(duro_engine *e, const char *workflow, const char *id,
     control_leave(e, rowid, rc);
     /* Do not wait for the running callback (it may hang): give up on it
      * now, and the release applies the terminate. */
-    if (rc == 0 && control == JOURNAL_CONTROL_TERMINATE) {
+    if (rc == 0 && control != JOURNAL_CONTROL_PAUSE) {
       engine_abandon_entry(e, active);
       if (settle)
         rc = settle_terminate(e, workflow, id);
@@ -337,6 +357,13 @@ int duro_instance_pause(duro_engine *e, const char *workflow, const char *id) {
 int duro_instance_terminate(duro_engine *e, const char *workflow,
                             const char *id) {
   return request_control(e, workflow, id, JOURNAL_CONTROL_TERMINATE, 1);
+}
+
+int duro_instance_terminate_rollback(duro_engine *e, const char *workflow,
+                                     const char *id) {
+  /* answered once requested: its rollbacks may take a while */
+  return request_control(e, workflow, id, JOURNAL_CONTROL_TERMINATE_ROLLBACK,
+                         0);
 }
 
 int engine_terminate_nowait(duro_engine *e, const char *workflow,

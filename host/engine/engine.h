@@ -585,6 +585,13 @@ int duro_instance_pause(duro_engine *e, const char *workflow, const char *id);
 int duro_instance_resume(duro_engine *e, const char *workflow, const char *id);
 int duro_instance_terminate(duro_engine *e, const char *workflow,
                             const char *id);
+/* A terminate whose rollbacks run first: the rollbacks of the instance's
+ * completed steps, newest first, then it ends terminated (with a
+ * rollback's error when one failed for good).  Answered once requested
+ * (persisted): an activation carries it out, replaying run() up to where
+ * it is to learn them (step_rollback.c). */
+int duro_instance_terminate_rollback(duro_engine *e, const char *workflow,
+                                     const char *id);
 
 /* Runs an ended instance again.  from NULL: clear the journal and rerun
  * everything.  Otherwise keep steps journaled before step `from`

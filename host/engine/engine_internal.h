@@ -111,6 +111,9 @@ typedef struct entry {
    * every step boundary (atomically) and applies them when it ends. */
   int pause_req;
   int terminate_req;
+  /* The terminate asks for the instance's rollbacks first (set before
+   * terminate_req). */
+  int rollback_req;
   /* An event (or wake) arrived while the entry was busy: run again. */
   int rerun;
   /* Queued to have a pause or terminate applied rather than to run. */
@@ -674,7 +677,8 @@ enum {
   CONTROL_OP_PAUSE,
   CONTROL_OP_TERMINATE,
   CONTROL_OP_RESUME,
-  CONTROL_OP_RESTART
+  CONTROL_OP_RESTART,
+  CONTROL_OP_TERMINATE_ROLLBACK
 };
 /* A watch on this host for instance `rowid`, which host `owner` runs:
  * asks that host to say when it ends. */

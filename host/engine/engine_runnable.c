@@ -311,7 +311,9 @@ void engine_activation_done(duro_engine *e, entry *ent, duro_status status,
   int ended = status == ENGINE_STATUS_NONE || duro_status_ended(status);
   /* A request that arrived after the activation's last step boundary. */
   if (!ended && ent->terminate_req && status != DURO_STATUS_TERMINATED)
-    control = JOURNAL_CONTROL_TERMINATE;
+    control = __atomic_load_n(&ent->rollback_req, __ATOMIC_ACQUIRE)
+                  ? JOURNAL_CONTROL_TERMINATE_ROLLBACK
+                  : JOURNAL_CONTROL_TERMINATE;
   else if (!ended && ent->pause_req && status != DURO_STATUS_PAUSED)
     control = JOURNAL_CONTROL_PAUSE;
   if (control && !may_commit) {

@@ -118,7 +118,7 @@ int64_t engine_hosts_tick(duro_engine *e, int64_t mono) {
  */
 
 static const char *const control_ops[] = {"pause", "terminate", "resume",
-                                          "restart"};
+                                          "restart", "terminate-rollback"};
 
 int engine_control_elsewhere(duro_engine *e, int64_t rowid, int64_t *owner) {
   if (!journal_host(e->j))
@@ -239,6 +239,8 @@ static void carry_out(duro_engine *e, json_t *req) {
     rc = duro_instance_pause(e, workflow, id);
   else if (!strcmp(op, "terminate"))
     rc = duro_instance_terminate(e, workflow, id);
+  else if (!strcmp(op, "terminate-rollback"))
+    rc = duro_instance_terminate_rollback(e, workflow, id);
   else if (!strcmp(op, "resume"))
     rc = duro_instance_resume(e, workflow, id);
   else if (!strcmp(op, "restart"))

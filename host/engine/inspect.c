@@ -27,7 +27,9 @@ duro_status engine_live_status(duro_engine *e, int64_t rowid,
   entry *ent = idmap_get(&e->entries, rowid);
   if (ent && ent->state == ENTRY_ACTIVE &&
       __atomic_load_n(&ent->admitted, __ATOMIC_ACQUIRE)) {
-    if (__atomic_load_n(&ent->terminate_req, __ATOMIC_ACQUIRE))
+    /* a terminate with rollbacks runs them first: running until then */
+    if (__atomic_load_n(&ent->terminate_req, __ATOMIC_ACQUIRE) &&
+        !__atomic_load_n(&ent->rollback_req, __ATOMIC_ACQUIRE))
       s = DURO_STATUS_TERMINATED;
     else if (__atomic_load_n(&ent->pause_req, __ATOMIC_ACQUIRE))
       s = DURO_STATUS_WAITING_FOR_PAUSE;

@@ -109,6 +109,13 @@ void activation_run(duro_engine *e, entry *ent) {
     __atomic_store_n(&ent->pause_req, 1, __ATOMIC_RELEASE);
   else if (a->inst.control == JOURNAL_CONTROL_TERMINATE)
     __atomic_store_n(&ent->terminate_req, 1, __ATOMIC_RELEASE);
+  else if (a->inst.control == JOURNAL_CONTROL_TERMINATE_ROLLBACK) {
+    /* replays run() up to where it is, then its rollbacks, then ends
+     * terminated (step_rollback.c) */
+    a->unwind_terminate = 1;
+    __atomic_store_n(&ent->rollback_req, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&ent->terminate_req, 1, __ATOMIC_RELEASE);
+  }
   if (activation_load_journal(a) != 0) {
     log_error("%s: cannot load journal: %s", a->where, journal_errmsg(e->j));
     goto retry;

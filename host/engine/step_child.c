@@ -29,7 +29,7 @@ static duro_rc child_refused(duro_step *a, journal_step *s, const char *name,
   s->error = (char *)a->last_error;
   s->ended_ms = now_ms(a);
   put_step(a, s);
-  return DURO_ERROR;
+  return step_error_durable(a);
 }
 
 /* The id a journaled child_start step gave its child (its result is the

@@ -106,7 +106,9 @@ void step_attempt_not_begun(duro_attempt *at) {
 }
 
 int step_terminate_requested(duro_step *a) {
-  return a->ent && __atomic_load_n(&a->ent->terminate_req, __ATOMIC_ACQUIRE);
+  /* a terminate's own rollbacks are not cut short by it */
+  return a->ent && !a->unwind_terminate &&
+         __atomic_load_n(&a->ent->terminate_req, __ATOMIC_ACQUIRE);
 }
 
 void step_attempt_given_up(duro_attempt *at, const char *name,

@@ -125,7 +125,7 @@ int do_orphan_policy(duro_step *a, journal_step *s, const do_config *c) {
     s->status = DURO_STEP_ERRORED;
     s->ended_ms = now;
     put_step(a, s);
-    return DO_ERRORED;
+    return step_error_durable(a) == DURO_ERROR ? DO_ERRORED : DO_SUSPEND;
   }
   s->wake_ms = now + backoff_ms(c->delay_ms, c->backoff, charged);
   put_step(a, s);
@@ -142,6 +142,9 @@ static int retry_orphaned(duro_step *a, journal_step *s, const do_config *c,
     a->last_error = s->error;
     *rc = DURO_ERROR;
     return 1;
+  case DO_SUSPEND:
+    *rc = DURO_SUSPEND;
+    return 1;
   case DO_WAIT:
     *rc = suspend_until(a, s->wake_ms, NULL);
     return 1;
@@ -155,6 +158,15 @@ static void attempt_clear(duro_attempt *at) {
   free(at->message);
   free(at->bad_result);
   journal_batch_free(&at->sends);
+}
+
+duro_rc step_error_durable(duro_step *a) {
+  if (step_flush(a) == 0)
+    return DURO_ERROR;
+  a->suspended = 1;
+  if (a->reason != SUSPEND_ABANDONED)
+    a->reason = SUSPEND_SHUTDOWN;
+  return DURO_SUSPEND;
 }
 
 int step_flush(duro_step *a) {
@@ -521,10 +533,11 @@ static int do_record_failure(duro_step *a, const do_call *call,
     put_step(a, s);
     return DO_WAIT;
   }
-  if (a->ent && __atomic_load_n(&a->ent->terminate_req, __ATOMIC_ACQUIRE)) {
+  if (a->ent && !a->unwind_terminate &&
+      __atomic_load_n(&a->ent->terminate_req, __ATOMIC_ACQUIRE)) {
     /* A terminate answered while this last attempt ran (and failed it,
      * or its failure raced it): the instance ends terminated, as the
-     * answer said, not errored. */
+     * answer said, not errored.  (A terminate's own rollbacks run on.) */
     free(err_msg);
     a->suspended = 1;
     a->reason = SUSPEND_TERMINATE;
@@ -539,7 +552,7 @@ static int do_record_failure(duro_step *a, const do_call *call,
   s->ended_ms = call->ended;
   s->wake_ms = JOURNAL_NONE;
   put_step(a, s);
-  return DO_ERRORED;
+  return step_error_durable(a) == DURO_ERROR ? DO_ERRORED : DO_SUSPEND;
 }
 
 void do_attempt_init(duro_step *a, do_call *call, duro_attempt *at, int *cut) {

@@ -33,6 +33,12 @@ void activation_finish(duro_step *a, duro_rc rc) {
     row->status = DURO_STATUS_WAITING;
     row->wake_ms = deadline_wake(a, a->wake_ms);
     row->wait_type = (char *)a->wait_type;
+    if (a->unwind_terminate && a->ent) {
+      /* a terminate's rollback waits out its back-off: the request stays
+       * persisted for the next activation, not applied again now */
+      __atomic_store_n(&a->ent->terminate_req, 0, __ATOMIC_RELEASE);
+      __atomic_store_n(&a->ent->rollback_req, 0, __ATOMIC_RELEASE);
+    }
   } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_PAUSE) {
     row->status = DURO_STATUS_PAUSED;
     row->paused_ms = now;
@@ -40,6 +46,8 @@ void activation_finish(duro_step *a, duro_rc rc) {
   } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_TERMINATE) {
     row->status = DURO_STATUS_TERMINATED;
     row->ended_ms = now;
+    if (a->rollback_failed) /* a rollback of the terminate's failed */
+      row->error = (char *)a->last_error;
     clear_control = 1;
   } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_SHUTDOWN) {
     row->status = DURO_STATUS_QUEUED;

@@ -111,6 +111,11 @@ struct duro_step {
   struct step_undo *undo;
   size_t n_undo, cap_undo;
   int unwound;
+  /* A terminate with rollbacks: run() replays only what is journaled (the
+   * first step call past it stops), then the rollbacks run, the terminate
+   * not stopping them, and the instance ends terminated. */
+  int unwind_terminate;
+  int rollback_failed;     /* one failed for good: last_error says which */
   journal_step *last_done; /* the last do step that returned DURO_OK */
 };
 
@@ -196,7 +201,8 @@ static inline int at_boundary(duro_step *a) {
   if (!a->ent)
     return 0; /* a dry run: no control requests */
   suspend_reason r = SUSPEND_NONE;
-  if (__atomic_load_n(&a->ent->terminate_req, __ATOMIC_ACQUIRE))
+  if (__atomic_load_n(&a->ent->terminate_req, __ATOMIC_ACQUIRE) &&
+      !a->unwind_terminate)
     r = SUSPEND_TERMINATE;
   else if (__atomic_load_n(&a->ent->pause_req, __ATOMIC_ACQUIRE))
     r = SUSPEND_PAUSE;
@@ -273,6 +279,13 @@ static inline int from_journal(duro_step *a, const journal_step *s,
     *rc = dry_stop(a, key);
     return 1;
   }
+  if (a->unwind_terminate) {
+    /* a terminate with rollbacks: nothing new runs */
+    a->suspended = 1;
+    a->reason = SUSPEND_TERMINATE;
+    *rc = DURO_SUSPEND;
+    return 1;
+  }
   a->replaying = 0;
   return 0;
 }
@@ -310,6 +323,13 @@ int step_limit_reached(duro_step *a, const char *key);
  * its worker thread runs others (engine_commit_step).  Non-zero when the
  * activation cannot go on (abandoned, or the write failed). */
 int step_flush(duro_step *a);
+/* A step that just failed for good (its errored row in the batch) is on
+ * disk before run() sees the error: run() may act on it — a
+ * compensating step, its rollbacks — and a crash must not leave that
+ * action behind an error the journal never had (the step would run again
+ * after it, and might succeed).  Returns DURO_ERROR, or DURO_SUSPEND when
+ * the write failed or the activation was given up on meanwhile. */
+duro_rc step_error_durable(duro_step *a);
 /* A step the journal does not have, waiting, in the activation's map. */
 journal_step *step_new(duro_step *a, const char *key, const char *name,
                        uint32_t count, duro_step_kind type);
@@ -343,7 +363,8 @@ int do_read_config(duro_step *a, const char *key, const duro_step_config *cfg,
  * engine, or hung and was abandoned): its retry policy applied now that
  * the configuration is known again.  DO_RUN (no such attempt, or its
  * retry is due), DO_WAIT (its back-off ends at s->wake_ms) or DO_ERRORED
- * (the retries are spent: s->error). */
+ * (the retries are spent: s->error, on disk), or DO_SUSPEND (that
+ * could not be written). */
 int do_orphan_policy(duro_step *a, journal_step *s, const do_config *c);
 /* The start of the instance, the plugin's admission and the gate, before
  * an attempt: 1 when the activation must yield instead (reason set). */

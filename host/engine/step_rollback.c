@@ -8,8 +8,9 @@
  * "<its step's key>/rollback" (a step's own key ends in "#<count>", so
  * no name of the plugin's can take it), with its own retries and timeout
  * (do_call, as a duro_do's: an attempt, its back-off, its conclusion),
- * journaled at a call position past any of run()'s (ROLLBACK_SEQ + its
- * step's), so replay's divergence check never meets it.  A completed
+ * journaled at a call position past any of run()'s (ROLLBACK_SEQ less
+ * its step's: describe lists them in the order they run), so replay's
+ * divergence check never meets it.  A completed
  * rollback is never run again: a replay after a crash in the middle of
  * them runs run() up to its error again, which registers the same
  * rollbacks, and only those left run.  One in its back-off suspends the
@@ -93,7 +94,7 @@ static int undo_one(duro_step *a, step_undo *u, journal_step **failed) {
   a->replaying = 0;
   if (!s) {
     int64_t seq = a->seq;
-    a->seq = ROLLBACK_SEQ + u->s->seq; /* its call position */
+    a->seq = ROLLBACK_SEQ - u->s->seq; /* its call position */
     s = step_new(a, key, u->s->key, 1, DURO_STEP_ROLLBACK);
     a->seq = seq;
     *failed = s;
@@ -146,6 +147,11 @@ duro_rc step_unwind(duro_step *a, journal_step **failed) {
   return *failed ? DURO_ERROR : DURO_OK;
 }
 
+static const char *error_json_arena(duro_step *a, const char *name,
+                                    const char *message) {
+  return arena_take(a, error_json(name, message));
+}
+
 /* The error that caused the rollback, with the rollback's that failed
  * for good: {"name","message","rollback":{"step","name","message"}}. */
 static const char *both_errors(duro_step *a, const char *cause,
@@ -171,7 +177,38 @@ static const char *both_errors(duro_step *a, const char *cause,
   return text ? arena_take(a, text) : cause;
 }
 
+/* A terminate that asked for the rollbacks: run() stopped at the
+ * request (or, replaying, at the first step past its journal); the
+ * rollbacks run now, the request not stopping them, and the instance
+ * ends terminated, or waits while one waits out its back-off (the
+ * request stays persisted: the next activation goes on). */
+static duro_rc unwind_for_terminate(duro_step *a) {
+  a->unwind_terminate = 1;
+  a->unwound = 1;
+  a->suspended = 0;
+  a->reason = SUSPEND_NONE;
+  journal_step *failed;
+  duro_rc r = step_unwind(a, &failed);
+  if (r == DURO_SUSPEND && a->suspended)
+    return DURO_SUSPEND; /* a back-off, a stop, a lost lease */
+  if (r == DURO_ERROR) {
+    a->rollback_failed = 1;
+    a->last_error = both_errors(
+        a,
+        error_json_arena(a, "instance.terminated",
+                         "the instance was terminated with its rollbacks"),
+        failed);
+  }
+  a->suspended = 1;
+  a->reason = SUSPEND_TERMINATE;
+  return DURO_SUSPEND;
+}
+
 duro_rc step_after_run(duro_step *a, duro_rc rc) {
+  if (a->ent && !a->unwound && !a->worker_died && !a->dry &&
+      __atomic_load_n(&a->ent->rollback_req, __ATOMIC_ACQUIRE) &&
+      (a->unwind_terminate || (a->suspended && a->reason == SUSPEND_TERMINATE)))
+    return unwind_for_terminate(a);
   if (rc != DURO_ERROR || a->suspended || a->unwound || a->n_undo == 0)
     return rc;
   a->unwound = 1;

@@ -138,7 +138,7 @@ static duro_rc time_out(duro_step *a, journal_step *s, int64_t now, char *msg) {
   s->ended_ms = now;
   s->wake_ms = JOURNAL_NONE;
   put_step(a, s);
-  return DURO_ERROR;
+  return step_error_durable(a);
 }
 
 duro_rc step_api_wait_for_event(duro_step *a, const char *name,

@@ -72,7 +72,9 @@ enum { JOURNAL_PARENT_CLOSE_TERMINATE = 0, JOURNAL_PARENT_CLOSE_ABANDON = 1 };
 enum {
   JOURNAL_CONTROL_NONE = 0,
   JOURNAL_CONTROL_PAUSE = 1,
-  JOURNAL_CONTROL_TERMINATE = 2
+  JOURNAL_CONTROL_TERMINATE = 2,
+  /* a terminate whose rollbacks run first (step_rollback.c) */
+  JOURNAL_CONTROL_TERMINATE_ROLLBACK = 3
 };
 
 typedef struct journal_step {

@@ -351,7 +351,15 @@ static int change_status(http_server *s, http_exchange *x, const char *wf,
   if (!body)
     return 0;
   const char *action = json_string_value(json_object_get(body, "status"));
+  json_t *rollback = json_object_get(body, "rollback");
   int rc, answered = 0;
+  if (rollback &&
+      !(json_is_boolean(rollback) && action && !strcmp(action, "terminate"))) {
+    json_decref(body);
+    return send_error(x, 400, "request.invalid",
+                      "\"rollback\" is a boolean, and only a terminate takes "
+                      "it");
+  }
   if (!action) {
     rc = -1;
   } else if (!strcmp(action, "pause")) {
@@ -359,7 +367,9 @@ static int change_status(http_server *s, http_exchange *x, const char *wf,
   } else if (!strcmp(action, "resume")) {
     rc = duro_instance_resume(s->engine, wf, id);
   } else if (!strcmp(action, "terminate")) {
-    rc = duro_instance_terminate(s->engine, wf, id);
+    rc = json_is_true(rollback)
+             ? duro_instance_terminate_rollback(s->engine, wf, id)
+             : duro_instance_terminate(s->engine, wf, id);
   } else if (!strcmp(action, "restart")) {
     rc = restart_from(s, x, wf, id, json_object_get(body, "from"), &answered);
     if (answered) {
