@@ -146,6 +146,7 @@
 #include <unistd.h>
 
 #include "chaos_fan.h"
+#include "chaos_par.h"
 #include "http_client.h"
 #ifdef CHAOS_HAVE_PG
 #include "chaos_pg.h"
@@ -316,6 +317,7 @@ typedef struct inst {
   uint8_t poss;       /* POSS_*: end states the controls allow */
   uint8_t pause_expected;
   chaos_fan *fan; /* a fan-out parent's children (NULL: a Chaos instance) */
+  chaos_par *par; /* a Par instance's shape (NULL: not one) */
   /* the final state read over HTTP */
   uint8_t final_checked;
   char final_tok[MAX_STEPS + 1][TOKEN];
@@ -379,7 +381,9 @@ static long host_unavailable; /* 503 host.unavailable: the owner was dying */
 
 static int rnd(unsigned *r, int n) { return n > 0 ? (int)(rand_r(r) % n) : 0; }
 
-static const char *wf_of(const inst *in) { return in->fan ? FAN_WF : WF; }
+static const char *wf_of(const inst *in) {
+  return in->fan ? FAN_WF : in->par ? PAR_WF : WF;
+}
 
 /* The port of a random host that is up; 0 when none is. */
 static int live_port(unsigned *r) {
@@ -523,11 +527,25 @@ static int new_fan(driver *d) {
   return n;
 }
 
+/* A Par instance (parallel steps, maybe a saga), created alone. */
+static int new_par(driver *d) {
+  int n = new_instance(d);
+  if (n < 0)
+    return -1;
+  inst *in = &insts[n];
+  in->id[0] = 'p';
+  in->steps = in->events = in->flaky = in->hog = 0;
+  in->par = chaos_par_new(&d->rnd);
+  return n;
+}
+
 static void create_one(int port, int n) {
   inst *in = &insts[n];
   char params[1024], body[1200], path[64];
   if (in->fan)
     chaos_fan_params(in->fan, params, sizeof params);
+  else if (in->par)
+    chaos_par_params(in->par, params, sizeof params);
   else
     params_json(in, params, sizeof params);
   snprintf(body, sizeof body, "{\"id\":\"%s\",\"params\":%s}", in->id, params);
@@ -795,8 +813,9 @@ static void one_operation(driver *d, int port) {
     return;
   int r = rnd(&d->rnd, 100), n, k;
   if (r < 10 || d->n_mine < 4) {
-    /* One create in five a fan-out parent. */
-    if ((n = rnd(&d->rnd, 5) ? new_instance(d) : new_fan(d)) >= 0)
+    /* One create in five a fan-out parent, one in five a Par. */
+    int c = rnd(&d->rnd, 5);
+    if ((n = c == 0 ? new_fan(d) : c == 1 ? new_par(d) : new_instance(d)) >= 0)
       create_one(port, n);
   } else if (r < 13) {
     create_batch(d, port);
@@ -819,12 +838,12 @@ static void one_operation(driver *d, int port) {
     if (n >= 0)
       resume_one(port, n);
   } else if (r < 74) {
-    /* A fan-out parent is paused and resumed, not ended nor run again:
-     * it must complete with its children's sum. */
-    if ((n = pick(d)) >= 0 && !insts[n].fan)
+    /* A fan-out parent or a Par is paused and resumed, not ended nor
+     * run again: it must end as its params say. */
+    if ((n = pick(d)) >= 0 && !insts[n].fan && !insts[n].par)
       terminate_one(port, n);
   } else if (r < 88) {
-    if ((n = pick(d)) >= 0 && !insts[n].fan)
+    if ((n = pick(d)) >= 0 && !insts[n].fan && !insts[n].par)
       restart_one(port, n,
                   rnd(&d->rnd, 2) ? 0 : 1 + rnd(&d->rnd, insts[n].steps));
   } else {
@@ -1004,9 +1023,10 @@ static int ended(const char *s) {
 
 typedef struct figures {
   long lost_creates, lost_events, lost_controls, unfinished;
-  long complete, terminated, other;
+  long complete, terminated, errored, other;
   long pause_checked;
   chaos_fan_figures fan;
+  chaos_par_figures par;
 } figures;
 
 /* Reads instance `id` of workflow `wf` over HTTP; its description (NULL:
@@ -1050,6 +1070,7 @@ static void finish(int port, figures *f) {
     f->pause_checked++;
     if (!(status_is(s, "paused") || status_is(s, "waitingForPause") ||
           status_is(s, "complete") ||
+          (in->par && chaos_par_may_end(in->par, s)) ||
           (status_is(s, "terminated") && (in->poss & POSS_TERMINATED)))) {
       f->lost_controls++;
       problem("%s: pause acknowledged, no resume sent, but it is \"%s\"",
@@ -1132,7 +1153,12 @@ static void check_final(int port, figures *f) {
         want_term = in->poss & POSS_TERMINATED;
     if (in->fan)
       f->fan.parents++;
-    if (status_is(s, "complete") && in->fan) {
+    if (in->par) {
+      /* Complete or errored as its params say: chaos_par.c judges. */
+      chaos_par_final(in->par, in->id, d, &f->par);
+      f->complete += status_is(s, "complete");
+      f->errored += status_is(s, "errored");
+    } else if (status_is(s, "complete") && in->fan) {
       f->complete++;
       f->fan.complete++;
       chaos_fan_final(in->fan, in->id, d, &f->fan);
@@ -1295,7 +1321,8 @@ static void check_events(log_figures *lf) {
   }
 }
 
-static void check_side_log(log_figures *lf, chaos_fan_figures *ff) {
+static void check_side_log(log_figures *lf, chaos_fan_figures *ff,
+                           chaos_par_figures *pf) {
   FILE *fp = fopen(side_path, "r");
   if (!fp)
     die("open %s: %s", side_path, strerror(errno));
@@ -1321,12 +1348,19 @@ static void check_side_log(log_figures *lf, chaos_fan_figures *ff) {
     rec[RECORD] = '\0';
     line++;
     if (sscanf(rec, "%7s %15s %d %47s", kind, id, &idx, token) != 4 ||
-        (id[0] != 'c' && id[0] != 'f')) {
+        (id[0] != 'c' && id[0] != 'f' && id[0] != 'p')) {
       problem("side log record %ld unreadable: %.63s", line, rec);
       continue;
     }
     int n = atoi(id + 1);
-    if (n < 0 || n >= n_cap || idx < 0 || idx > MAX_STEPS ||
+    /* A Par's records are its own (its steps' indices go past
+     * MAX_STEPS). */
+    if (id[0] == 'p' && n >= 0 && n < n_cap && insts[n].par) {
+      lf->records++;
+      chaos_par_record(insts[n].par, id, line, kind, idx, token, pf);
+      continue;
+    }
+    if (n < 0 || n >= n_cap || idx < 0 || idx > MAX_STEPS || id[0] == 'p' ||
         (id[0] == 'f') != !!insts[n].fan) {
       problem("side log record %ld out of range: %.63s", line, rec);
       continue;
@@ -1439,9 +1473,12 @@ static void check_side_log(log_figures *lf, chaos_fan_figures *ff) {
                 in->id, i, in->final_tok[i], gs[n].tok[i]);
       }
   }
-  for (int n = 0; n < n_cap; n++)
+  for (int n = 0; n < n_cap; n++) {
     if (insts[n].fan)
       chaos_fan_log_end(insts[n].fan, insts[n].id, ff);
+    if (insts[n].par)
+      chaos_par_log_end(insts[n].par, insts[n].id, pf);
+  }
   free(gs);
   free(fate);
 }
@@ -1551,8 +1588,9 @@ static void write_configs(void) {
              "    limits: { memory: 160MiB }\n"
              "    workflows:\n"
              "      - { name: %s, binding: CHAOS, class_name: Chaos }\n"
-             "      - { name: %s, binding: CHAOS_FAN, class_name: Fan }\n",
-             storage, plugin_path, WF, FAN_WF);
+             "      - { name: %s, binding: CHAOS_FAN, class_name: Fan }\n"
+             "      - { name: %s, binding: CHAOS_PAR, class_name: Par }\n",
+             storage, plugin_path, WF, FAN_WF, PAR_WF);
     write_file(o->cfg, yaml);
   }
 }
@@ -1852,7 +1890,7 @@ int main(void) {
     integrity_bad += !store_ok(1);
 
   log_figures lf = {0};
-  check_side_log(&lf, &f.fan);
+  check_side_log(&lf, &f.fan, &f.par);
   long warns, errors;
   long memory_kills;
   host_log_summary(&warns, &errors, &memory_kills);
@@ -1871,11 +1909,11 @@ int main(void) {
   for (int n = 0; n < n_cap; n++)
     n_created += insts[n].create == C_ACKED;
   long lost_events = f.lost_events + lf.ev_lost;
-  long wrong_output = f.other + f.fan.wrong_output;
+  long wrong_output = f.other + f.fan.wrong_output + f.par.wrong_end;
   long lost = lost_events + f.lost_creates + f.lost_controls + f.unfinished +
-              wrong_output + f.fan.kids_lost;
-  long reruns =
-      lf.reruns + lf.changed + lf.final_mismatch + f.fan.reruns + f.fan.changed;
+              wrong_output + f.fan.kids_lost + f.par.lost;
+  long reruns = lf.reruns + lf.changed + lf.final_mismatch + f.fan.reruns +
+                f.fan.changed + f.par.reruns + f.par.rb_reruns + f.par.changed;
   long control_runs = lf.after_terminate + lf.after_pause;
   printf("chaos: kills: %d (%ld in start-up/recovery; with a request in "
          "flight: create %ld, batch %ld, event %ld, pause %ld, resume %ld, "
@@ -1929,21 +1967,23 @@ int main(void) {
          "%ld consumed but never stored\n",
          n_out[K_EVENT][OUT_ACK], lf.ev_consumed, lf.ev_unconsumed,
          resent_events, lf.ev_unsent);
-  printf("chaos: instances: %ld acknowledged, %ld complete, %ld terminated; "
-         "%ld step executions, %ld restarts in the log; %ld paused ones "
-         "checked after the kills\n",
-         n_created, f.complete, f.terminated, lf.execs, lf.restarts,
+  printf("chaos: instances: %ld acknowledged, %ld complete, %ld terminated, "
+         "%ld errored (sagas); %ld step executions, %ld restarts in the log; "
+         "%ld paused ones checked after the kills\n",
+         n_created, f.complete, f.terminated, f.errored, lf.execs, lf.restarts,
          f.pause_checked);
   printf("chaos: fan-outs: %ld parents acknowledged, %ld complete; %ld "
          "children, %ld complete; %ld child step executions (%ld cut off and "
          "run again)\n",
          f.fan.parents, f.fan.complete, f.fan.kids, f.fan.kids_complete,
          f.fan.execs, f.fan.cut_off);
+  chaos_par_print(&f.par);
   printf("chaos: lost: %ld (creates %ld, events %ld, controls %ld, "
-         "unfinished %ld, wrong output %ld (fan-out sums and children's %ld), "
-         "children %ld)\n",
+         "unfinished %ld, wrong output %ld (fan-out sums and children's %ld, "
+         "Par ends %ld), children %ld, Par steps and rollbacks %ld)\n",
          lost, f.lost_creates, lost_events, f.lost_controls, f.unfinished,
-         wrong_output, f.fan.wrong_output, f.fan.kids_lost);
+         wrong_output, f.fan.wrong_output, f.par.wrong_end, f.fan.kids_lost,
+         f.par.lost);
   printf("chaos: rerun-after-completion: %ld (results changed %ld, journal "
          "unlike the last seen %ld, seen but never run %ld)\n",
          lf.reruns, lf.changed, lf.final_mismatch, lf.seen_unrun);
@@ -1967,8 +2007,8 @@ int main(void) {
          (now_ms() - t0) / 1000.0, (chaos_end - t0) / 1000.0,
          (now_ms() - chaos_end) / 1000.0);
   int bad = lost || reruns || control_runs || integrity_bad || !clean_stop ||
-            lf.seen_unrun || f.fan.unrun || f.fan.kids_twice ||
-            problems_printed;
+            lf.seen_unrun || f.fan.unrun || f.fan.kids_twice || f.par.unrun ||
+            f.par.disorder || f.par.stray || problems_printed;
   fclose(problems);
   close(side_fd);
   close(ack_fd);
