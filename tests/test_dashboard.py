@@ -340,6 +340,15 @@ def main():
         ans, _ = confirm(d, "act-resume")
         assert "Done" in ans, ans
         wait_for(d, "resumed over the API", lambda: h.status("wait-1") != "paused")
+        wait_for(d, "waiting again", lambda: h.status("wait-1") == "waiting")
+        # terminated with its rollbacks: the charge refunded and the stock
+        # released first, shown as steps of their own
+        ans, what = confirm(d, "act-terminate-rollback")
+        assert '"rollback":true' in what, what
+        assert "Done" in ans, ans
+        wait_for(d, "terminated over the API", lambda: h.status("wait-1") == "terminated")
+        wait_for(d, "the refund among the steps on the page",
+                 lambda: "undoes charge card#1" in d.find_element(By.ID, "steps").text)
 
         # an ended instance offers restarts only
         d.get(h.base + f"/#/wf/{WF}/i/term-1")

@@ -417,7 +417,8 @@ const ENDED = ['complete', 'errored', 'terminated'];
 /* The actions the engine takes for an instance of this status (the rest
  * it refuses, 409): pause what runs or waits (waitingForPause is asked
  * already); resume a paused one, or withdraw a pause not yet taken
- * (waitingForPause); terminate and send events to any that has not ended;
+ * (waitingForPause); terminate (with its rollbacks or not) and send
+ * events to any that has not ended;
  * restart only an ended one, from a step when it has steps. */
 function allowedActions(inst) {
   const s = inst.status, ended = ENDED.includes(s);
@@ -425,6 +426,7 @@ function allowedActions(inst) {
     pause: ['queued', 'running', 'waiting'].includes(s),
     resume: s === 'paused' || s === 'waitingForPause',
     terminate: !ended,
+    'terminate-rollback': !ended,
     restart: ended,
     'restart-from': ended && inst.steps.length > 0,
     event: !ended,
@@ -462,6 +464,10 @@ function instanceView(main, gen, wf, id) {
       action('Pause', 'pause', `Pause ${id}: it stops before its next step (a running attempt finishes).`),
       action('Resume', 'resume', `Resume ${id}: it continues where it paused.`),
       action('Terminate', 'terminate', `Terminate ${id}: it ends now and cannot be resumed (only restarted).`, 'danger'),
+      h('button', {type: 'button', id: 'act-terminate-rollback', class: 'danger',
+        onclick: () => confirmThen(`Terminate ${id} after its rollbacks: what its completed steps did is undone, newest first, then it ends.`,
+                                   'PATCH', statusUrl, {status: 'terminate', rollback: true})},
+        'Terminate with rollback'),
       action('Restart', 'restart', `Restart ${id} from its beginning: every step runs again with the same params.`)),
     build(restartRow, null, [
       h('div', null, h('label', {for: 'restart-from'}, 'Restart from step'), fromStep),
@@ -549,7 +555,7 @@ function instanceView(main, gen, wf, id) {
                             : [h('h2', null, 'Output'), h('pre', {id: 'output'}, inst.output === null ? '—' : fmtJSON(inst.output))]);
       if (document.activeElement !== fromStep) {
         const keep = fromStep.value;
-        fill(fromStep, inst.steps.map((s) => h('option', {value: JSON.stringify([s.name, s.count])},
+        fill(fromStep, inst.steps.filter((s) => s.type !== 'rollback').map((s) => h('option', {value: JSON.stringify([s.name, s.count])},
           `${s.name}${s.count > 1 ? ` #${s.count}` : ''}`)));
         if (keep) fromStep.value = keep;
       }
@@ -650,14 +656,17 @@ function waitTimedOut(s) {
     s.error.name === 'TimeoutError';
 }
 
-/* Each step with its attempts in order, as text. */
+/* Each step with its attempts in order, as text.  A rollback (a step of
+ * its own, named after the step it undoes) reads as what it undoes. */
 function stepList(inst) {
   if (!inst.steps.length) return h('p', {class: 'muted'}, 'No steps yet.');
+  const attempted = (s) => s.type === 'do' || s.type === 'rollback';
   return inst.steps.map((s) => h('div', {class: 'step', 'data-step': s.name},
-    h('h3', null, s.name, s.count > 1 ? ` #${s.count}` : '', ' ',
+    h('h3', null, s.type === 'rollback' ? `undoes ${s.name}` : s.name,
+      s.count > 1 ? ` #${s.count}` : '', ' ',
       waitTimedOut(s) ? h('span', {class: 'badge s-timedout'}, 'timed out') : badge(s.status), ' ',
       h('span', {class: 'muted'}, s.type)),
-    s.type === 'do' ? h('ol', {class: 'attempts'}, (s.attempts || []).map((a, k, all) => {
+    attempted(s) ? h('ol', {class: 'attempts'}, (s.attempts || []).map((a, k, all) => {
       const failed = a.error !== null && a.error !== undefined;
       const next = all[k + 1];
       return h('li', {class: 'attempt', 'data-number': a.number},
@@ -670,8 +679,8 @@ function stepList(inst) {
     })) : h('p', {class: 'muted'},
       s.type === 'sleep' ? `slept from ${fmtTime(s.started_ms)}, until ${fmtTime(s.wake_ms ?? s.ended_ms)}`
                          : `waited from ${fmtTime(s.started_ms)}${s.ended_ms ? ` to ${fmtTime(s.ended_ms)}` : ''}`),
-    s.status === 'complete' && s.type === 'do' ? h('pre', {class: 'result'}, fmtJSON(s.result)) : '',
-    s.error && s.type !== 'do' ? h('p', {class: waitTimedOut(s) ? 'muted' : 'error'},
+    s.status === 'complete' && attempted(s) ? h('pre', {class: 'result'}, fmtJSON(s.result)) : '',
+    s.error && !attempted(s) ? h('p', {class: waitTimedOut(s) ? 'muted' : 'error'},
                                    waitTimedOut(s) ? s.error.message : errText(s.error)) : ''));
 }
 
