@@ -669,7 +669,10 @@ duro_wait_any(duro_step *step, const char *name, const char *const *types,
  * it started that still runs. */
 enum {
   DURO_PARENT_CLOSE_TERMINATE = 0, /* terminated too (and its children) */
-  DURO_PARENT_CLOSE_ABANDON = 1    /* left to run on by itself */
+  DURO_PARENT_CLOSE_ABANDON = 1,   /* left to run on by itself */
+  /* minor 7: its rollbacks run, newest first, then it is terminated (as
+   * a terminate with rollback: true) */
+  DURO_PARENT_CLOSE_ROLLBACK = 2
 };
 
 /* Starts an instance of the workflow bound to `wf` (duro_env_workflow) as

@@ -15,6 +15,8 @@
  *                       child's own child) still run: both terminated;
  *                       with DURO_PARENT_CLOSE_ABANDON the child runs on
  *                       and completes;
+ *   parent_end_rolls_back  with DURO_PARENT_CLOSE_ROLLBACK the child's
+ *                       rollbacks run, once, before it is terminated;
  *   deadline_inherited  a child of a parent with a deadline, of a
  *                       workflow with no timeout, gets the parent's;
  *   existing_id_refused a child id that exists fails the step for good;
@@ -44,6 +46,7 @@ static struct {
   int starts[4];     /* child starts seen by run() (not replays), by slot */
   char ids[32][128]; /* the ids duro_child_start gave */
   int n_ids;
+  int undone;           /* a child's rollbacks run */
   int caught;           /* the parent handled a child's error */
   char caught_name[64]; /* its name */
 } C;
@@ -67,10 +70,26 @@ static int64_t param(const duro_event *ev, const char *pointer, int64_t dflt) {
 
 /* ---- workflows ----------------------------------------------------------- */
 
+static int work(duro_attempt *a, void *arg) {
+  (void)arg;
+  return duro_attempt_result(a, "1");
+}
+
+static int undo_work(duro_attempt *a, const char *output, void *arg) {
+  (void)output, (void)arg;
+  C.undone++;
+  return duro_attempt_result(a, "true");
+}
+
 /* A child: output i*i; {"fail":1} errors; {"sleep":1} first sleeps an
- * hour; {"grand":1} starts a sleeping child of its own, then sleeps. */
+ * hour; {"grand":1} starts a sleeping child of its own, then sleeps;
+ * {"undo":1} first runs a step with a rollback. */
 static duro_rc wf_part(duro_step *step, const duro_event *ev, duro_env *env) {
   int64_t i = param(ev, "/i", 0);
+  static const duro_rollback_cfg undo = {.fn = undo_work};
+  if (param(ev, "/undo", 0))
+    DURO_TRY(
+        duro_do_with_rollback(step, "work", NULL, work, NULL, &undo, NULL));
   if (param(ev, "/grand", 0)) {
     const char *id;
     DURO_TRY(duro_child_start(
@@ -137,7 +156,7 @@ static duro_rc wf_short_parent(duro_step *step, const duro_event *ev,
                                duro_env *env) {
   const char *id;
   char params[64];
-  snprintf(params, sizeof params, "{\"sleep\":1,\"grand\":%lld}",
+  snprintf(params, sizeof params, "{\"sleep\":1,\"grand\":%lld,\"undo\":1}",
            (long long)param(ev, "/grand", 0));
   DURO_TRY(duro_child_start(step, "child", duro_env_workflow(env, "PART"),
                             "kid", params, (int)param(ev, "/close", 0), &id));
@@ -298,6 +317,26 @@ START_TEST(parent_end_abandons) {
 }
 END_TEST
 
+/* DURO_PARENT_CLOSE_ROLLBACK: the child still running when its parent
+ * ends is terminated once its rollbacks ran. */
+START_TEST(parent_end_rolls_back) {
+  start(wf_short_parent);
+  create("p", "{\"close\":2}", 0);
+  harness_run(&H);
+  ck_assert_str_eq(status_of(PART, "kid"), "waiting");
+  harness_advance(&H, MIN);
+  ck_assert_str_eq(status_of(PARENT, "p"), "complete");
+  harness_advance(&H, 2 * SEC); /* the driver's next look */
+  ck_assert_str_eq(status_of(PART, "kid"), "terminated");
+  ck_assert_int_eq(C.undone, 1);
+  json_t *s = harness_step(desc(PART, "kid"), "work#1/rollback");
+  ck_assert_ptr_nonnull(s);
+  ck_assert_str_eq(jstr(s, "status"), "complete");
+  harness_advance(&H, 2 * SEC); /* asked once: no second rollback */
+  ck_assert_int_eq(C.undone, 1);
+}
+END_TEST
+
 START_TEST(deadline_inherited) {
   start(wf_short_parent);
   int64_t t0 = duro_clock_now(&H.clock);
@@ -351,6 +390,7 @@ static Suite *children_suite(void) {
   tcase_add_test(tc, terminated_child);
   tcase_add_test(tc, parent_end_terminates);
   tcase_add_test(tc, parent_end_abandons);
+  tcase_add_test(tc, parent_end_rolls_back);
   tcase_add_test(tc, deadline_inherited);
   tcase_add_test(tc, existing_id_refused);
   tcase_add_test(tc, reserved_events);

@@ -54,6 +54,7 @@ static void child_changed(duro_engine *e, void *state, journal_batch *b,
 
 typedef struct orphan {
   char *workflow, *id;
+  int rollback; /* parent_close: rollback */
 } orphan;
 
 typedef struct orphans {
@@ -62,11 +63,12 @@ typedef struct orphans {
 } orphans;
 
 static void collect(void *ctx, int64_t rowid, const char *workflow,
-                    const char *id) {
+                    const char *id, int parent_close) {
   orphans *o = ctx;
   (void)rowid;
   if (o->n < ORPHANS_PER_PASS)
-    o->v[o->n++] = (orphan){xstrdup(workflow), xstrdup(id)};
+    o->v[o->n++] = (orphan){xstrdup(workflow), xstrdup(id),
+                            parent_close == JOURNAL_PARENT_CLOSE_ROLLBACK};
 }
 
 size_t duro_children_dispatch(duro_engine *e) {
@@ -79,13 +81,17 @@ size_t duro_children_dispatch(duro_engine *e) {
   }
   size_t asked = 0;
   for (size_t i = 0; i < o.n; i++) {
-    int rc = engine_terminate_nowait(e, o.v[i].workflow, o.v[i].id);
+    int rc = o.v[i].rollback
+                 ? duro_instance_terminate_rollback(e, o.v[i].workflow,
+                                                    o.v[i].id)
+                 : engine_terminate_nowait(e, o.v[i].workflow, o.v[i].id);
     asked += rc == 0;
     if (rc == 0)
       log_write(DURO_LOG_INFO, NULL,
-                "%s/%s terminated: its parent ended (parent_close: "
-                "terminate)",
-                o.v[i].workflow, o.v[i].id);
+                "%s/%s terminated: its parent ended (parent_close: %s)",
+                o.v[i].workflow, o.v[i].id,
+                o.v[i].rollback ? "rollback, its rollbacks first"
+                                : "terminate");
     else if (rc != DURO_E_CANNOT_TERMINATE && rc != DURO_E_NOT_FOUND)
       log_error("children: terminating %s/%s: %s", o.v[i].workflow, o.v[i].id,
                 duro_err_str(rc));

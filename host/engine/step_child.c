@@ -68,11 +68,12 @@ duro_rc step_api_child_start(duro_step *a, const char *name,
         a, s, duro_err_name(DURO_E_BINDING_NOT_FOUND),
         xasprintf("childStart \"%s\": no such workflow binding", key));
   if (parent_close != DURO_PARENT_CLOSE_TERMINATE &&
-      parent_close != DURO_PARENT_CLOSE_ABANDON)
+      parent_close != DURO_PARENT_CLOSE_ABANDON &&
+      parent_close != DURO_PARENT_CLOSE_ROLLBACK)
     return child_refused(
         a, s, "Error",
         xasprintf("childStart \"%s\": parent_close %d is not "
-                  "DURO_PARENT_CLOSE_TERMINATE or DURO_PARENT_CLOSE_ABANDON",
+                  "DURO_PARENT_CLOSE_TERMINATE, _ABANDON or _ROLLBACK",
                   key, parent_close));
   if (!id) {
     id = arena_take(a, engine_random_id(now_ms(a)));

@@ -125,7 +125,7 @@ typedef struct store_backend {
                        void *ctx);
   int (*orphans_each)(void *db, size_t limit,
                       void (*fn)(void *ctx, int64_t rowid, const char *workflow,
-                                 const char *id),
+                                 const char *id, int parent_close),
                       void *ctx);
   int (*oldest_queued)(void *db, const char *workflow, int64_t *created_ms);
   int (*build_pinned)(void *db, const char *workflow, const char *build,

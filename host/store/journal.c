@@ -618,7 +618,8 @@ int journal_children_each(journal *j, int64_t parent,
 
 int journal_orphans_each(journal *j, size_t limit,
                          void (*fn)(void *ctx, int64_t rowid,
-                                    const char *workflow, const char *id),
+                                    const char *workflow, const char *id,
+                                    int parent_close),
                          void *ctx) {
   return j->be->orphans_each(j->db, limit, fn, ctx);
 }

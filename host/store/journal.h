@@ -67,7 +67,11 @@ typedef struct journal_instance {
   int parent_close;
 } journal_instance;
 
-enum { JOURNAL_PARENT_CLOSE_TERMINATE = 0, JOURNAL_PARENT_CLOSE_ABANDON = 1 };
+enum {
+  JOURNAL_PARENT_CLOSE_TERMINATE = 0,
+  JOURNAL_PARENT_CLOSE_ABANDON = 1,
+  JOURNAL_PARENT_CLOSE_ROLLBACK = 2
+};
 
 enum {
   JOURNAL_CONTROL_NONE = 0,
@@ -344,10 +348,13 @@ int journal_children_each(journal *j, int64_t parent,
                           void *ctx);
 
 /* Calls fn for up to `limit` children still running whose parent has
- * ended and whose parent_close is terminate. */
+ * ended and whose parent_close is terminate, or rollback when no
+ * terminate with rollbacks is persisted for it yet (JOURNAL_PARENT_CLOSE_*
+ * in parent_close). */
 int journal_orphans_each(journal *j, size_t limit,
                          void (*fn)(void *ctx, int64_t rowid,
-                                    const char *workflow, const char *id),
+                                    const char *workflow, const char *id,
+                                    int parent_close),
                          void *ctx);
 
 /* Up to `limit` queued instances from rowid `from` on, in rowid order

@@ -87,21 +87,23 @@ int pg_children_each(void *db, int64_t parent,
 /* Every host looks (a terminate goes to the child's owner). */
 int pg_orphans_each(void *db, size_t limit,
                     void (*fn)(void *ctx, int64_t rowid, const char *workflow,
-                               const char *id),
+                               const char *id, int parent_close),
                     void *ctx) {
   params p = {0};
   p_i64(&p, (int64_t)limit);
   PGresult *r = pg_query(db,
-                         "SELECT c.rowid,c.workflow,c.id FROM instances c "
-                         "JOIN instances p ON p.rowid=c.parent WHERE "
-                         "c.parent IS NOT NULL AND c.ended_ms IS NULL AND "
-                         "c.parent_close=0 AND p.ended_ms IS NOT NULL "
-                         "LIMIT $1",
+                         "SELECT c.rowid,c.workflow,c.id,c.parent_close "
+                         "FROM instances c JOIN instances p ON "
+                         "p.rowid=c.parent WHERE c.parent IS NOT NULL AND "
+                         "c.ended_ms IS NULL AND (c.parent_close=0 OR "
+                         "(c.parent_close=2 AND COALESCE(c.control,0)<>3)) "
+                         "AND p.ended_ms IS NOT NULL LIMIT $1",
                          &p);
   if (!r)
     return DURO_E_STORAGE;
   for (int i = 0; i < PQntuples(r); i++)
-    fn(ctx, get_i64(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2));
+    fn(ctx, get_i64(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
+       (int)get_i64(r, i, 3));
   PQclear(r);
   return 0;
 }

@@ -281,7 +281,8 @@ int sqlite_children_each(void *db, int64_t parent,
                          void *ctx);
 int sqlite_orphans_each(void *db, size_t limit,
                         void (*fn)(void *ctx, int64_t rowid,
-                                   const char *workflow, const char *id),
+                                   const char *workflow, const char *id,
+                                   int parent_close),
                         void *ctx);
 int sqlite_recover_each(void *db,
                         void (*fn)(void *ctx, int64_t rowid, duro_status status,

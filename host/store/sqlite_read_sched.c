@@ -79,20 +79,24 @@ int sqlite_children_each(void *db, int64_t parent,
 /* On instances_live_child: only children still running are read. */
 int sqlite_orphans_each(void *db, size_t limit,
                         void (*fn)(void *ctx, int64_t rowid,
-                                   const char *workflow, const char *id),
+                                   const char *workflow, const char *id,
+                                   int parent_close),
                         void *ctx) {
   rd q;
   int rc = rd_open(&q, db,
-                   "SELECT c.rowid,c.workflow,c.id FROM instances c JOIN "
-                   "instances p ON p.rowid=c.parent WHERE c.parent IS NOT "
-                   "NULL AND c.ended_ms IS NULL AND c.parent_close=0 AND "
-                   "p.ended_ms IS NOT NULL LIMIT ?1");
+                   "SELECT c.rowid,c.workflow,c.id,c.parent_close FROM "
+                   "instances c JOIN instances p ON p.rowid=c.parent WHERE "
+                   "c.parent IS NOT NULL AND c.ended_ms IS NULL AND "
+                   "(c.parent_close=0 OR (c.parent_close=2 AND "
+                   "COALESCE(c.control,0)<>3)) AND p.ended_ms IS NOT NULL "
+                   "LIMIT ?1");
   if (rc == 0) {
     sqlite3_bind_int64(q.st, 1, (sqlite3_int64)limit);
     while (rd_row(&q))
       fn(ctx, sqlite3_column_int64(q.st, 0),
          (const char *)sqlite3_column_text(q.st, 1),
-         (const char *)sqlite3_column_text(q.st, 2));
+         (const char *)sqlite3_column_text(q.st, 2),
+         sqlite3_column_int(q.st, 3));
   }
   return rd_close(&q, rc);
 }
