@@ -81,10 +81,10 @@ size_t duro_children_dispatch(duro_engine *e) {
   }
   size_t asked = 0;
   for (size_t i = 0; i < o.n; i++) {
-    int rc = o.v[i].rollback
-                 ? duro_instance_terminate_rollback(e, o.v[i].workflow,
-                                                    o.v[i].id)
-                 : engine_terminate_nowait(e, o.v[i].workflow, o.v[i].id);
+    int rc =
+        o.v[i].rollback
+            ? duro_instance_terminate_rollback(e, o.v[i].workflow, o.v[i].id)
+            : engine_terminate_nowait(e, o.v[i].workflow, o.v[i].id);
     asked += rc == 0;
     if (rc == 0)
       log_write(DURO_LOG_INFO, NULL,
