@@ -973,20 +973,25 @@ END_TEST
  * type sent over HTTP completes it; a call without types fails with the
  * engine's error, naming the step. */
 /* A host of the faults plugin with `keys` (NULL: none) more keys of its
- * entry and two workflows: fan-flow (the Fan class, binding FAN) and the
- * children it starts, kid-flow (Io, binding KID). */
-static void start_fan(host_run *h, const char *keys) {
+ * entry, two engine workers, and the workflows `workflows` (YAML lines). */
+static void start_faults(host_run *h, const char *keys, const char *workflows) {
   char db[400];
   snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
   host_init(h, "host");
   host_setenv(h, "DURO_FAULTS_LOG", faults_log());
   h->request_ms = 10000;
   h->plugin_keys = keys;
-  host_write_config(
-      h, db, "{ workers: 2 }", "faults", FAULTS_PLUGIN,
-      "      - { name: fan-flow, binding: FAN, class_name: Fan }\n"
-      "      - { name: kid-flow, binding: KID, class_name: Io }\n");
+  host_write_config(h, db, "{ workers: 2 }", "faults", FAULTS_PLUGIN,
+                    workflows);
   host_start(h);
+}
+
+/* Its workflows fan-flow (the Fan class, binding FAN) and the children
+ * that starts, kid-flow (Io, binding KID). */
+static void start_fan(host_run *h, const char *keys) {
+  start_faults(h, keys,
+               "      - { name: fan-flow, binding: FAN, class_name: Fan }\n"
+               "      - { name: kid-flow, binding: KID, class_name: Io }\n");
 }
 
 /* A run() in its worker (_i 0) and in the engine (_i 1) that starts ten
@@ -1115,16 +1120,8 @@ END_TEST
 
 /* A host of the faults plugin whose par-flow runs the Par class. */
 static void start_par(host_run *h, const char *keys) {
-  char db[400];
-  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
-  host_init(h, "host");
-  host_setenv(h, "DURO_FAULTS_LOG", faults_log());
-  h->request_ms = 10000;
-  h->plugin_keys = keys;
-  host_write_config(
-      h, db, "{ workers: 2 }", "faults", FAULTS_PLUGIN,
-      "      - { name: par-flow, binding: PAR, class_name: Par }\n");
-  host_start(h);
+  start_faults(h, keys,
+               "      - { name: par-flow, binding: PAR, class_name: Par }\n");
 }
 
 /* Creates par-flow instance `id` with `params` and waits for it to end
@@ -1260,16 +1257,9 @@ END_TEST
  * the instance errored with the step's error that caused them. */
 START_TEST(rollbacks_in_the_worker) {
   host_run H;
-  char db[400];
-  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
-  host_init(&H, "host");
-  host_setenv(&H, "DURO_FAULTS_LOG", faults_log());
-  H.request_ms = 10000;
-  H.plugin_keys = _i ? "workers: 0" : NULL;
-  host_write_config(
-      &H, db, "{ workers: 2 }", "faults", FAULTS_PLUGIN,
+  start_faults(
+      &H, _i ? "workers: 0" : NULL,
       "      - { name: saga-flow, binding: SAGA, class_name: Saga }\n");
-  host_start(&H);
   http_resp r;
   host_request(&H, &r, "POST", "/workflows/saga-flow/instances",
                "{\"id\":\"g1\",\"params\":{\"n\":3}}");
