@@ -393,15 +393,22 @@ START_TEST(test_api_has) {
   duro_api_ptr_ = NULL;
   ck_assert(!DURO_API_HAS(strerror));
 
-  /* minor 6's members end the table, filled by the host; a table of
-   * minor 5 ends before them */
+  /* minor 7's members end the table, filled by the host; a table of
+   * minor 6 ends before them, one of minor 5 before minor 6's */
   const duro_api *host = duro_host_api();
-  ck_assert_uint_eq(host->abi_minor, 6);
-  ck_assert_uint_eq(offsetof(duro_api, child_wait) + sizeof host->child_wait,
+  ck_assert_uint_eq(host->abi_minor, 7);
+  ck_assert_uint_eq(offsetof(duro_api, rollback) + sizeof host->rollback,
                     sizeof(duro_api));
   ck_assert(DURO_API_TABLE_HAS(host, wait_any));
   ck_assert(DURO_API_TABLE_HAS(host, child_start));
   ck_assert(DURO_API_TABLE_HAS(host, child_wait));
+  ck_assert(DURO_API_TABLE_HAS(host, do_all));
+  ck_assert(DURO_API_TABLE_HAS(host, do_with_rollback));
+  ck_assert(DURO_API_TABLE_HAS(host, rollback));
+  duro_api minor6 = *host;
+  minor6.size = offsetof(duro_api, do_all);
+  ck_assert(DURO_API_TABLE_HAS(&minor6, child_wait));
+  ck_assert(!DURO_API_TABLE_HAS(&minor6, do_all));
   duro_api minor5 = *host;
   minor5.size = offsetof(duro_api, wait_any);
   ck_assert(DURO_API_TABLE_HAS(&minor5, json_vpack));

@@ -205,6 +205,10 @@ static duro_rc unwind_for_terminate(duro_step *a) {
 }
 
 duro_rc step_after_run(duro_step *a, duro_rc rc) {
+  /* given up on by the watchdog (or a terminate of a hung callback): its
+   * entry may be gone, nothing of it is touched */
+  if (a->reason == SUSPEND_ABANDONED)
+    return rc;
   if (a->ent && !a->unwound && !a->worker_died && !a->dry &&
       __atomic_load_n(&a->ent->rollback_req, __ATOMIC_ACQUIRE) &&
       (a->unwind_terminate || (a->suspended && a->reason == SUSPEND_TERMINATE)))
