@@ -189,6 +189,8 @@ START_TEST(newest_first_on_error) {
   ck_assert_str_eq(json_string_value(json_object_get(s, "type")), "rollback");
   ck_assert_str_eq(json_string_value(json_object_get(s, "status")), "complete");
   ck_assert_str_eq(json_string_value(json_object_get(s, "name")), "s#2");
+  /* its attempt, as a do step's */
+  ck_assert_uint_eq(json_array_size(json_object_get(s, "attempts")), 1);
   for (int i = 0; i < 3; i++) {
     ck_assert_int_eq(T.forward[i], 1);
     ck_assert_int_eq(T.undone[i], 1);

@@ -515,7 +515,9 @@ static void step_line(report *rep, const json_t *s, size_t key_w) {
   put_cut(rep, "", str_field(s, "type"), 0, 14);
   put_cut(rep, "", wait_timed_out(s) ? "timed out" : str_field(s, "status"), 0,
           10);
-  if (str_eq(str_field(s, "type"), "do"))
+  /* a rollback is attempted as a do step is */
+  if (str_eq(str_field(s, "type"), "do") ||
+      str_eq(str_field(s, "type"), "rollback"))
     snprintf(buf, sizeof buf, "%zu", json_array_size(attempts));
   else
     strcpy(buf, "-");

@@ -132,8 +132,10 @@ static void step_attempts(attempt_rows *rows, const journal_step *s,
     while (first + n < rows->n && !strcmp(rows->keys[first + n], s->key))
       n++;
   int have_last = n && rows->v[first + n - 1].number == s->attempts;
+  /* a rollback is attempted as a do step is */
   size_t succeeded =
-      s->type == DURO_STEP_DO && s->status == DURO_STEP_COMPLETE && !have_last;
+      (s->type == DURO_STEP_DO || s->type == DURO_STEP_ROLLBACK) &&
+      s->status == DURO_STEP_COMPLETE && !have_last;
   out->n_attempts = n + succeeded;
   out->attempts =
       xcalloc(out->n_attempts ? out->n_attempts : 1, sizeof *out->attempts);

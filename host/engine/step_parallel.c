@@ -179,7 +179,8 @@ static int start(parallel *p, branch_run *b, int fibers) {
 static void judge(parallel *p, branch_run *b) {
   duro_step *a = p->a;
   p->returned--;
-  if (b->yielded) {
+  /* given up on: nothing of the instance is written any more */
+  if (b->yielded || a->reason == SUSPEND_ABANDONED) {
     b->state = BR_GONE;
     return;
   }
