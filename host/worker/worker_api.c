@@ -95,18 +95,35 @@ static void put_config(wire_buf *m, const duro_step_config *cfg) {
   wire_put_str(m, cfg ? cfg->timeout : NULL);
 }
 
-static duro_rc api_do_step(duro_step *s, const char *name,
-                           const duro_step_config *cfg, duro_step_fn fn,
-                           void *arg, const char **result) {
+/* What undoes a step, as DO_ROLLBACK and DO_ALL's branches carry it. */
+static void put_rollback(wire_buf *m, const duro_rollback_cfg *rb) {
+  const duro_retries *r = rb->retries;
+  wire_put_u64(m, (uint64_t)(uintptr_t)rb->fn);
+  wire_put_u64(m, (uint64_t)(uintptr_t)rb->arg);
+  wire_put_u32(m, r != NULL);
+  wire_put_u32(m, r ? r->limit : 0);
+  wire_put_str(m, r ? r->delay : NULL);
+  wire_put_u32(m, r ? (uint32_t)r->backoff : 0);
+  wire_put_str(m, rb->timeout);
+}
+
+/* A DO (rb NULL) or a DO_ROLLBACK: the step's callbacks come as CALLs
+ * while this fiber waits for the answer. */
+static duro_rc do_step_as(uint32_t kind, duro_step *s, const char *name,
+                          const duro_step_config *cfg, duro_step_fn fn,
+                          void *arg, const duro_rollback_cfg *rb,
+                          const char **result) {
   wk_act *a = act_of(s);
   if (result)
     *result = NULL;
-  channel_begin(&a->m, WM_DO, a->id);
+  channel_begin(&a->m, kind, a->id);
   wire_put_str(&a->m, name);
   put_config(&a->m, cfg);
   wire_put_u64(&a->m, (uint64_t)(uintptr_t)fn);
   wire_put_u64(&a->m, (uint64_t)(uintptr_t)arg);
   wire_put_u32(&a->m, result != NULL);
+  if (rb)
+    put_rollback(&a->m, rb);
   wk_exchange(a);
   while (a->kind == WM_CALL)
     wk_call_start(a); /* on a pool thread, until the answer to its RETURN */
@@ -115,6 +132,12 @@ static duro_rc api_do_step(duro_step *s, const char *name,
   if (result)
     *result = wk_own(a, a->in.reply.text);
   return (duro_rc)a->in.reply.rc;
+}
+
+static duro_rc api_do_step(duro_step *s, const char *name,
+                           const duro_step_config *cfg, duro_step_fn fn,
+                           void *arg, const char **result) {
+  return do_step_as(WM_DO, s, name, cfg, fn, arg, NULL, result);
 }
 
 static duro_rc api_sleep(duro_step *s, const char *name, const char *duration) {
@@ -179,43 +202,13 @@ static duro_rc api_wait_any(duro_step *s, const char *name,
 _Static_assert(WM_WAIT_ANY_MAX == DURO_WAIT_ANY_MAX,
                "a WAIT_ANY carries as many types as duro_wait_any takes");
 
-/* What undoes a step, as DO_ROLLBACK and DO_ALL's branches carry it. */
-static void put_rollback(wire_buf *m, const duro_rollback_cfg *rb) {
-  const duro_retries *r = rb->retries;
-  wire_put_u64(m, (uint64_t)(uintptr_t)rb->fn);
-  wire_put_u64(m, (uint64_t)(uintptr_t)rb->arg);
-  wire_put_u32(m, r != NULL);
-  wire_put_u32(m, r ? r->limit : 0);
-  wire_put_str(m, r ? r->delay : NULL);
-  wire_put_u32(m, r ? (uint32_t)r->backoff : 0);
-  wire_put_str(m, rb->timeout);
-}
-
 static duro_rc api_do_with_rollback(duro_step *s, const char *name,
                                     const duro_step_config *cfg,
                                     duro_step_fn fn, void *arg,
                                     const duro_rollback_cfg *rb,
                                     const char **result) {
-  if (!rb)
-    return api_do_step(s, name, cfg, fn, arg, result);
-  wk_act *a = act_of(s);
-  if (result)
-    *result = NULL;
-  channel_begin(&a->m, WM_DO_ROLLBACK, a->id);
-  wire_put_str(&a->m, name);
-  put_config(&a->m, cfg);
-  wire_put_u64(&a->m, (uint64_t)(uintptr_t)fn);
-  wire_put_u64(&a->m, (uint64_t)(uintptr_t)arg);
-  wire_put_u32(&a->m, result != NULL);
-  put_rollback(&a->m, rb);
-  wk_exchange(a);
-  while (a->kind == WM_CALL)
-    wk_call_start(a); /* on a pool thread, until the answer to its RETURN */
-  if (a->kind != WM_REPLY)
-    return DURO_ERROR;
-  if (result)
-    *result = wk_own(a, a->in.reply.text);
-  return (duro_rc)a->in.reply.rc;
+  return do_step_as(rb ? WM_DO_ROLLBACK : WM_DO, s, name, cfg, fn, arg, rb,
+                    result);
 }
 
 /* The rollbacks' callbacks come as CALLs under ids of their own
