@@ -608,6 +608,44 @@ int do_conclude(duro_step *a, do_call *call, duro_attempt *at, int fn_rc,
   return DO_SUSPEND;
 }
 
+/* duro_do: answered from the journal when it can be, else one attempt of
+ * the callback, whose outcome is recorded before the call returns.  On
+ * DURO_OK *done (if not NULL) is the completed step. */
+static duro_rc do_step(duro_step *a, const char *name,
+                       const duro_step_config *cfg, duro_step_fn fn, void *arg,
+                       const char **result, journal_step **done) {
+  do_call call;
+  duro_rc rc;
+  if (do_prepare(a, name, cfg, fn, result, &call, &rc)) {
+    if (rc == DURO_OK && done)
+      *done = call.s;
+    return rc;
+  }
+  duro_attempt at;
+  int cut, fn_rc;
+  do_attempt_init(a, &call, &at, &cut);
+  if (do_run_attempt(a, &at, fn, arg, &fn_rc))
+    return DURO_SUSPEND;
+  switch (do_conclude(a, &call, &at, fn_rc, cut, result)) {
+  case DO_DONE:
+    if (done)
+      *done = call.s;
+    return DURO_OK;
+  case DO_WAIT:
+    return suspend_until(a, call.s->wake_ms, NULL);
+  case DO_ERRORED:
+    a->last_error = call.s->error;
+    return DURO_ERROR;
+  default:
+    return DURO_SUSPEND;
+  }
+}
+
+duro_rc step_api_do(duro_step *a, const char *name, const duro_step_config *cfg,
+                    duro_step_fn fn, void *arg, const char **result) {
+  return do_step(a, name, cfg, fn, arg, result, NULL);
+}
+
 /* duro_do_with_rollback: duro_do, then rb (NULL: nothing) registered to
  * undo the step once it completed (step_rollback.c), on every replay
  * too.  Its configuration is checked before the step runs: a step whose
@@ -621,39 +659,9 @@ duro_rc step_api_do_with_rollback(duro_step *a, const char *name,
       *result = NULL;
     return DURO_ERROR;
   }
-  const char *out;
-  duro_rc rc = step_api_do(a, name, cfg, fn, arg, result ? result : &out);
-  if (rc == DURO_OK && rb && step_rollback_register(a, a->last_done, rb) != 0)
+  journal_step *done = NULL;
+  duro_rc rc = do_step(a, name, cfg, fn, arg, result, &done);
+  if (rc == DURO_OK && step_rollback_register(a, done, rb) != 0)
     return DURO_ERROR;
   return rc;
-}
-
-/* duro_do: answered from the journal when it can be, else one attempt of
- * the callback, whose outcome is recorded before the call returns. */
-duro_rc step_api_do(duro_step *a, const char *name, const duro_step_config *cfg,
-                    duro_step_fn fn, void *arg, const char **result) {
-  do_call call;
-  duro_rc rc;
-  if (do_prepare(a, name, cfg, fn, result, &call, &rc)) {
-    if (rc == DURO_OK)
-      a->last_done = call.s;
-    return rc;
-  }
-  duro_attempt at;
-  int cut, fn_rc;
-  do_attempt_init(a, &call, &at, &cut);
-  if (do_run_attempt(a, &at, fn, arg, &fn_rc))
-    return DURO_SUSPEND;
-  switch (do_conclude(a, &call, &at, fn_rc, cut, result)) {
-  case DO_DONE:
-    a->last_done = call.s;
-    return DURO_OK;
-  case DO_WAIT:
-    return suspend_until(a, call.s->wake_ms, NULL);
-  case DO_ERRORED:
-    a->last_error = call.s->error;
-    return DURO_ERROR;
-  default:
-    return DURO_SUSPEND;
-  }
 }

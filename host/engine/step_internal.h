@@ -115,8 +115,7 @@ struct duro_step {
    * first step call past it stops), then the rollbacks run, the terminate
    * not stopping them, and the instance ends terminated. */
   int unwind_terminate;
-  int rollback_failed;     /* one failed for good: last_error says which */
-  journal_step *last_done; /* the last do step that returned DURO_OK */
+  int rollback_failed; /* one failed for good: last_error says which */
 };
 
 struct duro_attempt {

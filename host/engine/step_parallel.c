@@ -60,7 +60,20 @@ struct parallel {
   size_t n, size;           /* size: the plugin's sizeof(duro_branch) */
   struct engine_task *task; /* the activation's, woken as branches return */
   size_t returned;          /* branches whose callbacks returned, unjudged */
+  size_t done, failed;      /* branches completed, failed for good */
 };
+
+/* Branch b completed with `result`, or failed for good with `error`. */
+static void settle(parallel *p, branch_run *b, const char *result,
+                   const char *error) {
+  b->out->result = result;
+  b->out->error = error;
+  b->state = result ? BR_DONE : BR_FAILED;
+  if (result)
+    p->done++;
+  else
+    p->failed++;
+}
 
 /* A branch's attempt, on its fiber or the activation's. */
 static void branch_attempt(branch_run *b) {
@@ -107,16 +120,14 @@ static int look_up(parallel *p, const char *name, duro_rc *rc) {
       return 1;
     b->call.s = s;
     if (s && s->status == DURO_STEP_COMPLETE) {
-      b->out->result = s->result;
-      b->state = BR_DONE;
+      settle(p, b, s->result, NULL);
       *rc = DURO_ERROR;
       if (step_rollback_register(a, s, rollback_of(p, b)) != 0)
         return 1;
       continue;
     }
     if (s && s->status == DURO_STEP_ERRORED) {
-      b->out->error = s->error;
-      b->state = BR_FAILED;
+      settle(p, b, NULL, s->error);
       continue;
     }
     if (a->dry) {
@@ -146,11 +157,8 @@ static int look_up(parallel *p, const char *name, duro_rc *rc) {
 }
 
 static int stop_starting(const parallel *p, uint32_t flags) {
-  for (size_t i = 0; i < p->n; i++)
-    if (((flags & DURO_FAIL_FAST) && p->br[i].state == BR_FAILED) ||
-        ((flags & DURO_FIRST) && p->br[i].state == BR_DONE))
-      return 1;
-  return 0;
+  return ((flags & DURO_FAIL_FAST) && p->failed) ||
+         ((flags & DURO_FIRST) && p->done);
 }
 
 /* Asks the callbacks still running to stop: a fail-fast's failure, or a
@@ -187,8 +195,7 @@ static void judge(parallel *p, branch_run *b) {
   const char *result = NULL;
   switch (do_conclude(a, &b->call, &b->at, b->fn_rc, b->cut, &result)) {
   case DO_DONE:
-    b->out->result = result;
-    b->state = BR_DONE;
+    settle(p, b, result, NULL);
     /* checked before it ran: cannot fail */
     step_rollback_register(a, b->call.s, rollback_of(p, b));
     break;
@@ -196,8 +203,7 @@ static void judge(parallel *p, branch_run *b) {
     b->state = BR_PENDING;
     break;
   case DO_ERRORED:
-    b->out->error = b->call.s->error;
-    b->state = BR_FAILED;
+    settle(p, b, NULL, b->call.s->error);
     break;
   default:
     b->state = BR_GONE;
@@ -289,10 +295,8 @@ duro_rc step_api_do_all(duro_step *a, const char *name, duro_branch *branches,
   for (size_t i = 0; i < n && !stop_starting(&p, flags); i++) {
     branch_run *b = &p.br[i];
     if (b->state == BR_PENDING &&
-        do_orphan_policy(a, b->call.s, &b->call.c) == DO_ERRORED) {
-      b->out->error = b->call.s->error;
-      b->state = BR_FAILED;
-    }
+        do_orphan_policy(a, b->call.s, &b->call.c) == DO_ERRORED)
+      settle(&p, b, NULL, b->call.s->error);
   }
   uint32_t limit = max_in_flight ? max_in_flight
                                  : __atomic_load_n(&a->wf->limits.parallel,
@@ -300,22 +304,21 @@ duro_rc step_api_do_all(duro_step *a, const char *name, duro_branch *branches,
   run_branches(&p, limit ? limit : DURO_PARALLEL_MAX, flags);
   if (a->suspended)
     return DURO_SUSPEND;
-  size_t done = 0, failed = 0, first_failed = n;
+  size_t first_failed = n;
   int64_t wake = INT64_MAX;
   for (size_t i = 0; i < n; i++) {
     branch_run *b = &p.br[i];
-    done += b->state == BR_DONE;
-    if (b->state == BR_FAILED && failed++ == 0)
+    if (b->state == BR_FAILED && first_failed == n)
       first_failed = i;
     if (b->state == BR_PENDING && b->call.s->wake_ms < wake)
       wake = b->call.s->wake_ms;
   }
-  if ((flags & DURO_FIRST) && done)
+  if ((flags & DURO_FIRST) && p.done)
     return DURO_OK;
-  int given_up = (flags & DURO_FAIL_FAST) && failed;
+  int given_up = (flags & DURO_FAIL_FAST) && p.failed;
   if (wake != INT64_MAX && !given_up)
     return suspend_until(a, wake, NULL); /* a back-off: the rest later */
-  if (!failed)
+  if (!p.failed)
     return DURO_OK;
   a->last_error = p.br[first_failed].call.s->error;
   return DURO_ERROR;

@@ -28,47 +28,40 @@
  * at most 25,000). */
 #define ROLLBACK_SEQ ((int64_t)1 << 40)
 
-int step_rollback_register(duro_step *a, journal_step *s,
-                           const duro_rollback_cfg *rb) {
-  if (!rb)
-    return 0;
+/* rb's configuration into *c, for the step `what` names: -1 (the error
+ * set) when it has no callback or a bad duration. */
+static int rollback_config(duro_step *a, const char *what,
+                           const duro_rollback_cfg *rb, do_config *c) {
   if (!rb->fn) {
-    char *msg = xasprintf("step \"%s\": its rollback has no callback", s->key);
+    char *msg = xasprintf("step \"%s\": its rollback has no callback", what);
     fail_with(a, "Error", msg);
     free(msg);
     return -1;
   }
-  char *key = arena_printf(a, "%s/rollback", s->key);
   duro_step_config cfg = {.retries = rb->retries, .timeout = rb->timeout};
+  return do_read_config(a, what, &cfg, c);
+}
+
+int step_rollback_check(duro_step *a, const char *name,
+                        const duro_rollback_cfg *rb) {
+  do_config c;
+  return rb ? rollback_config(a, name ? name : "", rb, &c) : 0;
+}
+
+int step_rollback_register(duro_step *a, journal_step *s,
+                           const duro_rollback_cfg *rb) {
+  if (!rb)
+    return 0;
+  /* run() passes each step once an activation: no step comes twice */
   step_undo u = {.s = s, .fn = rb->fn, .arg = rb->arg};
-  if (do_read_config(a, key, &cfg, &u.c) != 0)
+  if (rollback_config(a, s->key, rb, &u.c) != 0)
     return -1;
-  for (size_t i = 0; i < a->n_undo; i++)
-    if (a->undo[i].s == s)
-      return 0; /* a replay's second look at the same step */
   if (a->n_undo == a->cap_undo) {
     a->cap_undo = a->cap_undo ? a->cap_undo * 2 : 8;
     a->undo = xrealloc(a->undo, a->cap_undo * sizeof *a->undo);
   }
   a->undo[a->n_undo++] = u;
   return 0;
-}
-
-int step_rollback_check(duro_step *a, const char *name,
-                        const duro_rollback_cfg *rb) {
-  if (!rb)
-    return 0;
-  do_config c;
-  duro_step_config cfg = {.retries = rb->retries, .timeout = rb->timeout};
-  if (rb->fn && do_read_config(a, name ? name : "", &cfg, &c) == 0)
-    return 0;
-  if (!rb->fn) {
-    char *msg = xasprintf("step \"%s\": its rollback has no callback",
-                          name ? name : "");
-    fail_with(a, "Error", msg);
-    free(msg);
-  }
-  return -1;
 }
 
 static int undo_call(duro_attempt *at, void *arg) {
