@@ -64,10 +64,10 @@ typedef struct proxy {
   const char *handler; /* e.g. queue handler of plugin "p" (queue "q") */
   int64_t deadline;
   wf_end end; /* its END once served (borrows cur: no frame follows) */
-  /* What its rollbacks' stand-ins point at (rollback_cb), kept until
+  /* What its rollbacks' stand-ins point at (rollback_of), kept until
    * run() is over: they may run after its END. */
   void **kept;
-  size_t n_kept;
+  size_t n_kept, cap_kept;
 } proxy;
 
 /* Log lines and limit reports buffered for one activation: a worker that
@@ -498,30 +498,6 @@ typedef int frame_fn(proxy *px, duro_attempt *at, const worker_frame *f,
 /* duro_do by the step runner, with proxy_step for the callback.  Its
  * strings are copied: the callback's frames reuse the channel's buffer
  * (px->cur, which f borrows). */
-static int serve_do_step(proxy *px, duro_attempt *at, const worker_frame *f,
-                         int64_t *rc_out) {
-  (void)at, (void)rc_out;
-  const wf_do_step *d = &f->do_step;
-  char *name = d->name ? xstrdup(d->name) : NULL;
-  char *delay = d->delay ? xstrdup(d->delay) : NULL;
-  char *timeout = d->timeout ? xstrdup(d->timeout) : NULL;
-  duro_retries rt = {
-      .limit = d->limit, .delay = delay, .backoff = (duro_backoff)d->backoff};
-  duro_step_config cfg = {.retries = d->has_retries ? &rt : NULL,
-                          .timeout = timeout};
-  proxy_cb cb = {.px = px, .fn = d->fn, .arg = d->arg};
-  int wants = (int)d->wants_result, has_cfg = (int)d->has_config;
-  const char *result = NULL;
-  duro_rc rc = px->api->do_step(px->step, name, has_cfg ? &cfg : NULL,
-                                proxy_step, &cb, wants ? &result : NULL);
-  if (!px->died)
-    reply(px, rc, result);
-  free(name);
-  free(delay);
-  free(timeout);
-  return SERVE_ON;
-}
-
 /* A branch of a DO_ALL: its callback in the worker, as a CALL under an
  * id of its own (a proxy of its own on the activation's channel, for
  * this attempt), on the branch's fiber (step_parallel.c). */
@@ -562,7 +538,7 @@ static int proxy_branch_step(duro_attempt *at, void *arg) {
 }
 
 /* A rollback's stand-in (a duro_rollback_fn of the engine's): its
- * callback in the worker, as a CALL apart.  rollback_cb is a branch_cb. */
+ * callback in the worker, as a CALL apart (arg: a branch_cb). */
 static int proxy_rollback_step(duro_attempt *at, const char *output,
                                void *arg) {
   const branch_cb *bc = arg;
@@ -577,7 +553,10 @@ static const duro_rollback_cfg *rollback_of(proxy *px, const wf_rollback *w,
                                             duro_retries *rt) {
   branch_cb *bc = xmalloc(sizeof *bc);
   *bc = (branch_cb){.parent = px, .fn = w->fn, .arg = w->arg};
-  px->kept = xrealloc(px->kept, (px->n_kept + 1) * sizeof *px->kept);
+  if (px->n_kept == px->cap_kept) {
+    px->cap_kept = px->cap_kept ? px->cap_kept * 2 : 8;
+    px->kept = xrealloc(px->kept, px->cap_kept * sizeof *px->kept);
+  }
   px->kept[px->n_kept++] = bc;
   *rt = (duro_retries){.limit = w->limit,
                        .delay = w->delay,
@@ -659,12 +638,11 @@ static int serve_do_all(proxy *px, duro_attempt *at, const worker_frame *f,
   return SERVE_ON;
 }
 
-/* duro_do_with_rollback: a DO whose rollback's stand-in runs its
- * callback in the worker (rollback_of). */
-static int serve_do_with_rollback(proxy *px, duro_attempt *at,
-                                  const worker_frame *f, int64_t *rc_out) {
-  (void)at, (void)rc_out;
-  const wf_do_step *d = &f->do_with_rollback.step;
+/* duro_do, or duro_do_with_rollback (w: its rollback, whose stand-in
+ * runs its callback in the worker: rollback_of), by the step runner with
+ * proxy_step for the callback.  Its strings are copied: the callback's
+ * frames reuse the channel's buffer (px->cur, which d and w borrow). */
+static void serve_do(proxy *px, const wf_do_step *d, const wf_rollback *w) {
   char *name = d->name ? xstrdup(d->name) : NULL;
   char *delay = d->delay ? xstrdup(d->delay) : NULL;
   char *timeout = d->timeout ? xstrdup(d->timeout) : NULL;
@@ -672,21 +650,22 @@ static int serve_do_with_rollback(proxy *px, duro_attempt *at,
       .limit = d->limit, .delay = delay, .backoff = (duro_backoff)d->backoff};
   duro_step_config cfg = {.retries = d->has_retries ? &rt : NULL,
                           .timeout = timeout};
-  /* read before the callback's frames move px->cur: checked and parsed
-   * by the step runner at the call's start */
-  duro_rollback_cfg rb;
+  duro_rollback_cfg rb_cfg;
   duro_retries rb_rt;
-  wf_rollback w = f->do_with_rollback.rollback;
-  char *rb_delay = w.delay ? xstrdup(w.delay) : NULL;
-  char *rb_timeout = w.timeout ? xstrdup(w.timeout) : NULL;
-  w.delay = rb_delay;
-  w.timeout = rb_timeout;
+  const duro_rollback_cfg *rb = NULL;
+  char *rb_delay = NULL, *rb_timeout = NULL;
+  if (w) {
+    wf_rollback kept = *w;
+    kept.delay = rb_delay = w->delay ? xstrdup(w->delay) : NULL;
+    kept.timeout = rb_timeout = w->timeout ? xstrdup(w->timeout) : NULL;
+    rb = rollback_of(px, &kept, &rb_cfg, &rb_rt);
+  }
   proxy_cb cb = {.px = px, .fn = d->fn, .arg = d->arg};
   int wants = (int)d->wants_result, has_cfg = (int)d->has_config;
   const char *result = NULL;
-  duro_rc rc = px->api->do_with_rollback(
-      px->step, name, has_cfg ? &cfg : NULL, proxy_step, &cb,
-      rollback_of(px, &w, &rb, &rb_rt), wants ? &result : NULL);
+  duro_rc rc =
+      px->api->do_with_rollback(px->step, name, has_cfg ? &cfg : NULL,
+                                proxy_step, &cb, rb, wants ? &result : NULL);
   if (!px->died)
     reply(px, rc, result);
   free(name);
@@ -694,6 +673,19 @@ static int serve_do_with_rollback(proxy *px, duro_attempt *at,
   free(timeout);
   free(rb_delay);
   free(rb_timeout);
+}
+
+static int serve_do_step(proxy *px, duro_attempt *at, const worker_frame *f,
+                         int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  serve_do(px, &f->do_step, NULL);
+  return SERVE_ON;
+}
+
+static int serve_do_with_rollback(proxy *px, duro_attempt *at,
+                                  const worker_frame *f, int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  serve_do(px, &f->do_with_rollback.step, &f->do_with_rollback.rollback);
   return SERVE_ON;
 }
 
