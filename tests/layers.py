@@ -51,9 +51,11 @@ RULES = [
     ("host/cron/expr.c", "only",
      ["host/cron/expr.h", "host/cron/tz.h", "host/base", GENERATED],
      RULE),
-    # Plugins see the host through duro.h alone.
+    # Plugins see the host through duro.h alone (and their tests through
+    # the test kit's duro-test.h).
     ("plugins", "only", ["plugins", PLUGIN_API], RULE),
-    ("examples", "only", ["examples", PLUGIN_API], RULE),
+    ("examples", "only", ["examples", PLUGIN_API, "testkit/duro-test.h"],
+     RULE),
     # A feature uses the engine through core.h and its driver interface
     # (engine/driver.h), never the engine's internals.
     ("host/queues", "not", ["host/engine/engine_internal.h"], RULE),
@@ -109,6 +111,14 @@ RULES = [
       PLUGIN_API, GENERATED], RULE),
     ("host/engine", "not", ["host/breaker"], RULE),
     ("host/reload", "not", ["host/breaker"], RULE),
+    # The test kit drives the engine as a host does, through its public
+    # face and the drivers' dispatch calls: none of the engine's insides,
+    # and nothing of the host's serving parts (config, reload, workers).
+    ("testkit", "only",
+     ["testkit", "host/engine/engine.h", "host/api/api.h", "host/loader",
+      "host/base", "host/views/view_instance.h", "host/children/children.h",
+      "host/queues/queue.h", "host/cron/trigger.h", PLUGIN_API, GENERATED],
+     RULE),
 ]
 
 # A folder's *_internal.h is what its own files share: no file of another

@@ -13,7 +13,8 @@
 #  2. copy examples/template to a scratch folder, build it with its own
 #     Makefile against the installed duro-plugin.pc (pkg-config with the
 #     staging directory as its sysroot) and check it with the installed
-#     `duro check` on its own duro.yaml;
+#     `duro check` on its own duro.yaml; then run its `make test`, its
+#     tests linked with the installed test kit (duro-test.pc);
 #  3. compile examples/orders/orders.c with nothing but
 #     `pkg-config --cflags duro-plugin jansson` and the plugin flags, and
 #     check that it exports duro_plugin and nothing else of its own;
@@ -47,6 +48,13 @@ stage=$tmp/stage
 prefix=$(meson introspect "$build" --buildoptions |
   python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')
 root=$stage$prefix
+libdir=$(meson introspect "$build" --buildoptions |
+  python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "libdir"))')
+case $libdir in /*) ;; *) libdir=$prefix/$libdir ;; esac
+# A sanitized build's libduro-test.so needs its sanitizers in the program
+# that links it (the runtime must come first).
+sanitize=$(meson introspect "$build" --buildoptions |
+  python3 -c 'import json, sys; v = next(o["value"] for o in json.load(sys.stdin) if o["name"] == "b_sanitize"); print("" if v == "none" else "-fsanitize=" + v)')
 
 # 1. Install, as `make install DESTDIR=$stage` does; nothing is rebuilt.
 meson install -C "$build" --no-rebuild --destdir "$stage" \
@@ -55,11 +63,13 @@ meson install -C "$build" --no-rebuild --destdir "$stage" \
 for f in bin/duro include/duro.h share/pkgconfig/duro-plugin.pc \
   share/man/man1/duro.1 share/doc/duro/duro.service \
   share/doc/duro/template/Makefile share/doc/duro/template/duro.yaml \
-  share/doc/duro/template/template.c; do
+  share/doc/duro/template/template.c share/doc/duro/template/template_test.c \
+  include/duro-test.h "${libdir#"$prefix"/}/libduro-test.so" \
+  "${libdir#"$prefix"/}/pkgconfig/duro-test.pc"; do
   [ -f "$root/$f" ] || fail "$prefix/$f not installed (under $stage)"
 done
 [ -x "$root/bin/duro" ] || fail "$prefix/bin/duro is not executable"
-for f in Makefile duro.yaml template.c; do
+for f in Makefile duro.yaml template.c template_test.c; do
   cmp -s "$src/examples/template/$f" "$root/share/doc/duro/template/$f" ||
     fail "the installed template's $f differs from examples/template/$f"
 done
@@ -128,6 +138,15 @@ uses_header "$tmp/myflow/template.d" "$root/include/duro.h"
 (cd "$tmp/myflow" && "$root/bin/duro" check duro.yaml) ||
   fail "the installed duro check refused the template's duro.yaml"
 [ ! -e "$tmp/myflow/var" ] || fail "duro check created $tmp/myflow/var"
+(
+  cd "$tmp/myflow"
+  PKG_CONFIG_PATH=$root/share/pkgconfig:$stage$libdir/pkgconfig \
+    PKG_CONFIG_SYSROOT_DIR=$stage LD_LIBRARY_PATH=$stage$libdir \
+    make CC="$cc" CFLAGS="-O2 -g $sanitize" LDFLAGS="$sanitize" test \
+    >"$tmp/test.log" 2>&1
+) || { cat "$tmp/test.log" >&2; fail "the template's make test failed against the installed test kit"; }
+grep -q "template_test: all passed" "$tmp/test.log" ||
+  { cat "$tmp/test.log" >&2; fail "the template's tests did not say they passed"; }
 
 # 3. The order flow: a plugin that reads its params and builds its
 # results with duro.h's JSON accessors, built by hand from the staged .pc.

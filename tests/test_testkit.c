@@ -1,0 +1,301 @@
+/* test_testkit.c — the test kit (testkit/duro-test.h) as a plugin author
+ * uses it, on planted workflows (tests/testkit/planted.c): the virtual
+ * clock, mocks, the assertions, and crash runs that must catch each
+ * broken rule and pass a workflow that keeps them. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "duro-test.h"
+
+DURO_TEST_API;
+
+#ifndef PLANTED_SO
+#error PLANTED_SO must name the planted plugin
+#endif
+
+static duro_test *open_with(const char *wf, const char *cls) {
+  duro_test *t = duro_test_open();
+  int rc = duro_test_load(t, PLANTED_SO, wf, cls, NULL);
+  ck_assert_msg(rc == 0, "load: %s", duro_test_error_text(t));
+  return t;
+}
+
+static double seconds_since(const struct timespec *t0) {
+  struct timespec t1;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  return (double)(t1.tv_sec - t0->tv_sec) +
+         (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+START_TEST(three_days_on_the_virtual_clock) {
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  duro_test *t = open_with("good", "Good");
+  int64_t start = duro_test_now_ms(t);
+  ck_assert_int_eq(duro_test_create(t, "good", "g1", NULL), 0);
+  duro_test_run(t);
+  ck_assert_str_eq(duro_test_status(t, "good", "g1"), "waiting");
+  ck_assert_str_eq(duro_test_step_result(t, "good", "g1", "fetch#1"),
+                   "{\"v\":1}");
+  /* not yet: two days in, it still sleeps */
+  ck_assert_int_ge(duro_test_advance(t, "2 days"), 0);
+  ck_assert_str_eq(duro_test_status(t, "good", "g1"), "waiting");
+  ck_assert_int_ge(duro_test_advance(t, "1 day"), 1);
+  DURO_TEST_ASSERT_STATUS(t, "good", "g1", "complete");
+  DURO_TEST_ASSERT_OUTPUT(t, "good", "g1", "{\"done\":true}");
+  ck_assert_str_eq(duro_test_step_result(t, "good", "g1", "notify#2"),
+                   "{\"n\":2}");
+  ck_assert_int_eq(duro_test_calls(t, "good", "notify"), 3);
+  ck_assert_int_eq(duro_test_calls(t, "good", "fetch#1"), 1);
+  ck_assert_int_eq(duro_test_now_ms(t) - start, 3LL * 86400 * 1000);
+  const char *d = duro_test_describe(t, "good", "g1");
+  ck_assert_ptr_nonnull(strstr(d, "\"cool off#1\""));
+  duro_test_close(t);
+  /* three days in well under a second of real time (a bound, not a
+   * speed target: sanitizers and a busy machine included) */
+  ck_assert_double_lt(seconds_since(&t0), 30.0);
+}
+END_TEST
+
+START_TEST(run_to_end_moves_the_clock_to_each_wake) {
+  duro_test *t = open_with("good", "Good");
+  ck_assert_int_eq(duro_test_create(t, "good", "g2", NULL), 0);
+  ck_assert_int_eq(duro_test_run_to_end(t, "good", "g2", "1 day"), DURO_E_BUSY);
+  ck_assert_str_eq(duro_test_status(t, "good", "g2"), "waiting");
+  ck_assert_int_eq(duro_test_run_to_end(t, "good", "g2", NULL), 0);
+  DURO_TEST_ASSERT_STATUS(t, "good", "g2", "complete");
+  duro_test_close(t);
+}
+END_TEST
+
+START_TEST(events_and_their_timeout) {
+  duro_test *t = open_with("approval", "Approval");
+  ck_assert_int_eq(duro_test_create(t, "approval", "a1", NULL), 0);
+  ck_assert_int_eq(duro_test_create(t, "approval", "a2", NULL), 0);
+  duro_test_run(t);
+  ck_assert_int_ge(duro_test_advance(t, "1 day"), 0);
+  ck_assert_int_eq(
+      duro_test_send_event(t, "approval", "a1", "approved", "{\"by\":\"ann\"}"),
+      0);
+  duro_test_run(t);
+  DURO_TEST_ASSERT_OUTPUT(t, "approval", "a1", "{\"by\":\"ann\"}");
+  ck_assert_str_eq(duro_test_status(t, "approval", "a2"), "waiting");
+  ck_assert_int_ge(duro_test_advance(t, "1 day"), 1);
+  DURO_TEST_ASSERT_OUTPUT(t, "approval", "a2", "\"timed out\"");
+  ck_assert_int_ne(duro_test_send_event(t, "approval", "a2", "approved", NULL),
+                   0);
+  duro_test_close(t);
+}
+END_TEST
+
+START_TEST(a_mocked_result_replaces_the_callback) {
+  duro_test *t = open_with("charge", "Charge");
+  ck_assert_int_eq(duro_test_mock_result(t, "charge", "charge", "{\"mock\":1}"),
+                   0);
+  ck_assert_int_eq(duro_test_create(t, "charge", "c1", NULL), 0);
+  duro_test_run(t);
+  DURO_TEST_ASSERT_OUTPUT(t, "charge", "c1", "{\"mock\":1}");
+  ck_assert_int_ne(duro_test_mock_result(t, "charge", "charge", "{oops"), 0);
+  ck_assert_ptr_nonnull(strstr(duro_test_error_text(t), "not JSON"));
+  duro_test_close(t);
+}
+END_TEST
+
+START_TEST(mocked_failures_follow_the_retry_policy) {
+  duro_test *t = open_with("charge", "Charge");
+  ck_assert_int_eq(duro_test_mock_fail(t, "charge", "charge#1", 2, "declined"),
+                   0);
+  ck_assert_int_eq(duro_test_create(t, "charge", "c2", NULL), 0);
+  duro_test_run(t);
+  /* the first attempt failed; the second waits out its minute */
+  ck_assert_str_eq(duro_test_status(t, "charge", "c2"), "waiting");
+  DURO_TEST_ASSERT_ATTEMPTS(t, "charge", "c2", "charge#1", 1);
+  ck_assert_int_ge(duro_test_advance(t, "59s"), 0);
+  DURO_TEST_ASSERT_ATTEMPTS(t, "charge", "c2", "charge#1", 1);
+  ck_assert_int_ge(duro_test_advance(t, "1s"), 1);
+  DURO_TEST_ASSERT_ATTEMPTS(t, "charge", "c2", "charge#1", 2);
+  ck_assert_int_ge(duro_test_advance(t, "1 minute"), 1);
+  DURO_TEST_ASSERT_ATTEMPTS(t, "charge", "c2", "charge#1", 3);
+  /* its own callback ran on the third */
+  DURO_TEST_ASSERT_OUTPUT(t, "charge", "c2", "{\"charged\":\"real\"}");
+  ck_assert_int_eq(duro_test_calls(t, "charge", "charge#1"), 3);
+  duro_test_close(t);
+}
+END_TEST
+
+START_TEST(a_final_failure_ends_the_instance) {
+  duro_test *t = open_with("charge", "Charge");
+  ck_assert_int_eq(
+      duro_test_mock_fail_final(t, "charge", "charge", "card stolen"), 0);
+  ck_assert_int_eq(duro_test_create(t, "charge", "c3", NULL), 0);
+  ck_assert_int_eq(duro_test_run_to_end(t, "charge", "c3", NULL), 0);
+  DURO_TEST_ASSERT_STATUS(t, "charge", "c3", "errored");
+  DURO_TEST_ASSERT_ATTEMPTS(t, "charge", "c3", "charge#1", 1);
+  ck_assert_ptr_nonnull(
+      strstr(duro_test_error(t, "charge", "c3"), "card stolen"));
+  duro_test_close(t);
+}
+END_TEST
+
+static int own_mock(duro_attempt *a, void *arg) {
+  (*(int *)arg)++;
+  return duro_attempt_result(a, "\"own\"");
+}
+
+START_TEST(a_mock_of_the_tests_own) {
+  int calls = 0;
+  duro_test *t = open_with("charge", "Charge");
+  ck_assert_int_eq(duro_test_mock_fn(t, "charge", "charge", own_mock, &calls),
+                   0);
+  ck_assert_int_eq(duro_test_create(t, "charge", "c4", NULL), 0);
+  duro_test_run(t);
+  DURO_TEST_ASSERT_OUTPUT(t, "charge", "c4", "\"own\"");
+  ck_assert_int_eq(calls, 1);
+  duro_test_close(t);
+}
+END_TEST
+
+static int failures;
+static void count_failure(void *ctx) {
+  (void)ctx;
+  failures++;
+}
+
+START_TEST(assertions_report_and_fail) {
+  duro_test *t = open_with("charge", "Charge");
+  duro_test_on_failure(t, count_failure, NULL);
+  ck_assert_int_eq(duro_test_create(t, "charge", "c5", NULL), 0);
+  duro_test_run(t);
+  failures = 0;
+  ck_assert_int_eq(DURO_TEST_ASSERT_STATUS(t, "charge", "c5", "complete"), 0);
+  ck_assert_int_eq(failures, 0);
+  ck_assert_int_ne(DURO_TEST_ASSERT_STATUS(t, "charge", "c5", "errored"), 0);
+  ck_assert_int_ne(DURO_TEST_ASSERT_OUTPUT(t, "charge", "c5", "42"), 0);
+  ck_assert_int_ne(DURO_TEST_ASSERT_ATTEMPTS(t, "charge", "c5", "charge#1", 2),
+                   0);
+  ck_assert_int_eq(failures, 3);
+  duro_test_close(t);
+}
+END_TEST
+
+START_TEST(bad_loads_say_why) {
+  duro_test *t = duro_test_open();
+  ck_assert_int_ne(duro_test_load(t, PLANTED_SO, "x", "NoSuchClass", NULL), 0);
+  ck_assert_ptr_nonnull(strstr(duro_test_error_text(t), "NoSuchClass"));
+  ck_assert_int_ne(duro_test_load(t, "/nonexistent/lib.so", "y", "Good", NULL),
+                   0);
+  ck_assert_ptr_nonnull(strstr(duro_test_error_text(t), "/nonexistent/lib.so"));
+  ck_assert_int_ne(duro_test_advance(t, "soon"), 0);
+  duro_test_close(t);
+}
+END_TEST
+
+/* ---- crash runs ---- */
+
+START_TEST(crash_everywhere_passes_a_workflow_by_the_rules) {
+  duro_test *t = open_with("good", "Good");
+  size_t n = 0;
+  duro_test_crash_report r;
+  int rc = duro_test_crash_everywhere(t, "good", NULL, NULL, &n, &r);
+  ck_assert_msg(rc == 0, "boundary %zu (%s): %s", r.boundary, r.where,
+                r.message);
+  /* fetch, the three branches and finish: before, after the callback,
+   * after the commit, each */
+  ck_assert_uint_eq(n, 15);
+  /* the test's own engine is back */
+  ck_assert_int_eq(duro_test_create(t, "good", "after", NULL), 0);
+  ck_assert_int_eq(duro_test_run_to_end(t, "good", "after", NULL), 0);
+  DURO_TEST_ASSERT_STATUS(t, "good", "after", "complete");
+  duro_test_close(t);
+}
+END_TEST
+
+START_TEST(crash_everywhere_catches_the_clock) {
+  duro_test *t = open_with("clock", "Clock");
+  duro_test_crash_report r;
+  ck_assert_int_ne(duro_test_crash_everywhere(t, "clock", NULL, NULL, NULL, &r),
+                   0);
+  ck_assert_msg(strstr(r.message, "diverged") && strstr(r.message, "day\""),
+                "%s", r.message);
+  ck_assert_uint_ge(r.boundary, 1);
+  ck_assert_str_ne(r.where, "");
+  duro_test_close(t);
+}
+END_TEST
+
+START_TEST(crash_everywhere_catches_randomness) {
+  duro_test *t = open_with("random", "Random");
+  duro_test_crash_report r;
+  ck_assert_int_ne(
+      duro_test_crash_everywhere(t, "random", NULL, NULL, NULL, &r), 0);
+  ck_assert_msg(strstr(r.message, "diverged") && strstr(r.message, "item "),
+                "%s", r.message);
+  duro_test_close(t);
+}
+END_TEST
+
+START_TEST(crash_everywhere_catches_a_step_that_is_not_idempotent) {
+  duro_test *t = open_with("counter", "Counter");
+  char dir[] = "/tmp/duro-counter-XXXXXX", params[128], path[64];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/n", dir);
+  snprintf(params, sizeof params, "{\"path\":\"%s\"}", path);
+  duro_test_crash_report r;
+  ck_assert_int_ne(
+      duro_test_crash_everywhere(t, "counter", params, NULL, NULL, &r), 0);
+  ck_assert_msg(strstr(r.message, "reserve#1") &&
+                    strstr(r.message, "not idempotent"),
+                "%s", r.message);
+  ck_assert_ptr_nonnull(strstr(r.where, "reserve#1's callback returned"));
+  unlink(path);
+  rmdir(dir);
+  duro_test_close(t);
+}
+END_TEST
+
+START_TEST(crash_everywhere_with_events) {
+  duro_test *t = open_with("approval", "Approval");
+  const char *events[] = {"approved", "{\"by\":\"bo\"}", NULL};
+  size_t n = 0;
+  duro_test_crash_report r;
+  int rc = duro_test_crash_everywhere(t, "approval", NULL, events, &n, &r);
+  ck_assert_msg(rc == 0, "boundary %zu (%s): %s", r.boundary, r.where,
+                r.message);
+  ck_assert_uint_eq(n, 3); /* ship: before, returned, committed */
+  duro_test_close(t);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("testkit");
+  TCase *run = tcase_create("run");
+  tcase_add_test(run, three_days_on_the_virtual_clock);
+  tcase_add_test(run, run_to_end_moves_the_clock_to_each_wake);
+  tcase_add_test(run, events_and_their_timeout);
+  tcase_add_test(run, bad_loads_say_why);
+  tcase_add_test(run, assertions_report_and_fail);
+  suite_add_tcase(s, run);
+  TCase *mock = tcase_create("mock");
+  tcase_add_test(mock, a_mocked_result_replaces_the_callback);
+  tcase_add_test(mock, mocked_failures_follow_the_retry_policy);
+  tcase_add_test(mock, a_final_failure_ends_the_instance);
+  tcase_add_test(mock, a_mock_of_the_tests_own);
+  suite_add_tcase(s, mock);
+  TCase *crash = tcase_create("crash");
+  tcase_set_timeout(crash, 240);
+  tcase_add_test(crash, crash_everywhere_passes_a_workflow_by_the_rules);
+  tcase_add_test(crash, crash_everywhere_catches_the_clock);
+  tcase_add_test(crash, crash_everywhere_catches_randomness);
+  tcase_add_test(crash, crash_everywhere_catches_a_step_that_is_not_idempotent);
+  tcase_add_test(crash, crash_everywhere_with_events);
+  suite_add_tcase(s, crash);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,117 @@
+/* planted.c — workflows for the test kit's own tests (test_testkit.c):
+ * one written by the rules, and one breaking each rule the kit's crash
+ * runs are to catch. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "duro.h"
+
+static int give(duro_attempt *a, void *arg) {
+  return duro_attempt_result(a, (const char *)arg);
+}
+
+static int add(duro_attempt *a, void *arg) {
+  char out[64];
+  snprintf(out, sizeof out, "{\"n\":%d}", *(const int *)arg);
+  return duro_attempt_result(a, out);
+}
+
+/* By the rules: steps, a three-day sleep, a fan-out of three. */
+static duro_rc good(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev, (void)env;
+  DURO_TRY(duro_do(step, "fetch", NULL, give, "{\"v\":1}", NULL));
+  DURO_TRY(duro_sleep(step, "cool off", "3 days"));
+  static const int one = 1, two = 2, three = 3;
+  duro_branch b[] = {{.fn = add, .arg = (void *)&one},
+                     {.fn = add, .arg = (void *)&two},
+                     {.fn = add, .arg = (void *)&three}};
+  DURO_TRY(duro_do_all(step, "notify", b, 3, 0, 0));
+  const char *last = NULL;
+  DURO_TRY(duro_do(step, "finish", NULL, give, "{\"done\":true}", &last));
+  return duro_set_output(step, last);
+}
+
+/* Branches on the wall clock outside a step (rule 3). */
+static duro_rc clock_branch(duro_step *step, const duro_event *ev,
+                            duro_env *env) {
+  (void)ev, (void)env;
+  DURO_TRY(duro_do(step, "first", NULL, give, "1", NULL));
+  const char *name = time(NULL) / 86400 % 2 ? "odd day" : "even day";
+  DURO_TRY(duro_do(step, name, NULL, give, "2", NULL));
+  return duro_set_output(step, "\"done\"");
+}
+
+/* A step name built from rand() (rule 2). */
+static duro_rc random_name(duro_step *step, const duro_event *ev,
+                           duro_env *env) {
+  (void)ev, (void)env;
+  DURO_TRY(duro_do(step, "first", NULL, give, "1", NULL));
+  char name[32];
+  snprintf(name, sizeof name, "item %d", rand() % 100000);
+  DURO_TRY(duro_do(step, name, NULL, give, "2", NULL));
+  return duro_set_output(step, "\"done\"");
+}
+
+/* A step whose effect is a counter outside the journal, in a file named
+ * by params.path (a service that does not dedupe): run again, it counts
+ * again (rule 4). */
+static int reserve(duro_attempt *a, void *arg) {
+  const char *path = arg;
+  int n = 0;
+  FILE *f = fopen(path, "r");
+  if (f) {
+    if (fscanf(f, "%d", &n) != 1)
+      n = 0;
+    fclose(f);
+  }
+  n++;
+  f = fopen(path, "w");
+  if (!f)
+    return duro_attempt_fail(a, "cannot write %s", path);
+  fprintf(f, "%d\n", n);
+  fclose(f);
+  char out[64];
+  snprintf(out, sizeof out, "{\"taken\":%d}", n);
+  return duro_attempt_result(a, out);
+}
+
+static duro_rc counter(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env;
+  const char *path = duro_json_string(ev->params, "/path");
+  DURO_TRY(duro_do(step, "first", NULL, give, "1", NULL));
+  DURO_TRY(duro_do(step, "reserve", NULL, reserve, (void *)path, NULL));
+  return duro_set_output(step, "\"reserved\"");
+}
+
+/* A step with retries (the mocks' target), then its result as output. */
+static duro_rc charge(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev, (void)env;
+  static const duro_retries r = {
+      .limit = 3, .delay = "1 minute", .backoff = DURO_BACKOFF_CONSTANT};
+  static const duro_step_config cfg = {.retries = &r};
+  const char *out = NULL;
+  DURO_TRY(duro_do(step, "charge", &cfg, give, "{\"charged\":\"real\"}", &out));
+  return duro_set_output(step, out);
+}
+
+/* Waits two days for an approval. */
+static duro_rc approval(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev, (void)env;
+  const char *e = NULL;
+  duro_rc rc = duro_wait_for_event(step, "approval", "approved", "2 days", &e);
+  if (rc == DURO_SUSPEND)
+    return rc;
+  if (rc == DURO_ERROR)
+    return duro_set_output(step, "\"timed out\"");
+  DURO_TRY(duro_do(step, "ship", NULL, give, "1", NULL));
+  return duro_set_output(step, duro_json_value(e, "/payload"));
+}
+
+static const duro_workflow_def defs[] = {
+    {"Good", good},       {"Clock", clock_branch}, {"Random", random_name},
+    {"Counter", counter}, {"Charge", charge},      {"Approval", approval},
+};
+
+DURO_PLUGIN(.name = "planted", .version = "1", DURO_WORKFLOWS(defs));
