@@ -29,7 +29,22 @@
  *                           ends terminated; a plain terminate runs none;
  *                           a paused one too; one whose rollback fails
  *                           for good ends terminated with that error; one
- *                           in a rollback's back-off goes on after it. */
+ *                           in a rollback's back-off goes on after it;
+ *   restart_with_rollback   restart --from s#2 --rollback of a complete
+ *                           instance: s#3's then s#2's rollbacks run (as
+ *                           journaled steps), then it re-runs from s#2;
+ *                           without --from every step's; refused while it
+ *                           runs, and no pause is taken while they run;
+ *   restart_rollback_runs_none_twice  an errored instance whose
+ *                           rollbacks ran: a restart with rollback runs
+ *                           none of them again;
+ *   restart_rollback_across_reopen  a restart's rollback in its back-off
+ *                           when the engine goes down: after it comes
+ *                           back the completed one does not run again,
+ *                           the rest do, then it restarts;
+ *   restart_rollback_fails  a restart's rollback that fails for good: the
+ *                           instance ends errored instance.restart_failed
+ *                           with that rollback's error, not restarted. */
 #include <check.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -342,6 +357,132 @@ START_TEST(terminate_rollback_waits_out_a_retry) {
 }
 END_TEST
 
+static int64_t restarts(const char *id) {
+  return json_integer_value(json_object_get(desc(id), "restarts"));
+}
+
+START_TEST(restart_with_rollback) {
+  start();
+  harness_create(&H, WF, "a", "{\"catch\":1}", 0);
+  harness_create(&H, WF, "w", "{\"wait\":1}", 0);
+  harness_run(&H);
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "complete");
+  ck_assert_str_eq(T.order, "");
+  /* only an ended instance */
+  char *why = NULL;
+  ck_assert_int_eq(
+      duro_instance_restart_rollback_why(H.e, WF, "w", "s", 2, &why),
+      DURO_E_CANNOT_RESTART);
+  ck_assert_ptr_nonnull(why);
+  free(why);
+  ck_assert_int_eq(
+      duro_instance_restart_rollback_why(H.e, WF, "a", "s", 2, NULL), 0);
+  /* the request is persisted; the instance queued, taking no pause */
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "queued");
+  ck_assert_int_eq(duro_instance_pause(H.e, WF, "a"), DURO_E_CANNOT_PAUSE);
+  memset(&T, 0, sizeof T);
+  harness_run(&H);
+  /* s#3's, then s#2's; s#1 is before the restart point */
+  ck_assert_str_eq(T.order, "21");
+  ck_assert_str_eq(T.outputs[2], "{\"made\":2}");
+  ck_assert_int_eq(T.undone[0], 0);
+  /* then the re-run from s#2: s#1 replayed, s#2 and s#3 run again */
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "complete");
+  ck_assert_int_eq(T.forward[0], 0);
+  ck_assert_int_eq(T.forward[1], 1);
+  ck_assert_int_eq(T.forward[2], 1);
+  ck_assert_int_eq(restarts("a"), 1);
+  /* the discarded steps' rollback steps went with them */
+  ck_assert_ptr_null(harness_step(desc("a"), "s#2/rollback"));
+  /* without --from: every step's, then from the top */
+  memset(&T, 0, sizeof T);
+  ck_assert_int_eq(
+      duro_instance_restart_rollback_why(H.e, WF, "a", NULL, 0, NULL), 0);
+  harness_run(&H);
+  ck_assert_str_eq(T.order, "210");
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "complete");
+  for (int i = 0; i < 3; i++)
+    ck_assert_int_eq(T.forward[i], 1);
+  ck_assert_int_eq(restarts("a"), 2);
+}
+END_TEST
+
+START_TEST(restart_rollback_runs_none_twice) {
+  start();
+  harness_create(&H, WF, "a", NULL, 0);
+  harness_run(&H);
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "errored");
+  ck_assert_str_eq(T.order, "210");
+  ck_assert_int_eq(
+      duro_instance_restart_rollback_why(H.e, WF, "a", "s", 1, NULL), 0);
+  harness_run(&H);
+  /* none ran again before the restart: the re-run's own error ran the
+   * re-run steps' rollbacks once more */
+  ck_assert_str_eq(T.order, "210210");
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "errored");
+  ck_assert_int_eq(restarts("a"), 1);
+  for (int i = 0; i < 3; i++) {
+    ck_assert_int_eq(T.forward[i], 2);
+    ck_assert_int_eq(T.undone[i], 2);
+  }
+}
+END_TEST
+
+START_TEST(restart_rollback_across_reopen) {
+  start();
+  harness_create(&H, WF, "a", "{\"catch\":1}", 0);
+  harness_run(&H);
+  T.rb_fail_once[1] = 1;
+  ck_assert_int_eq(
+      duro_instance_restart_rollback_why(H.e, WF, "a", NULL, 0, NULL), 0);
+  harness_run(&H);
+  /* s#3's done, s#2's waits out its 10 s back-off */
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "waiting");
+  ck_assert_str_eq(T.order, "2");
+  json_t *s = harness_step(desc("a"), "s#3/rollback");
+  ck_assert_str_eq(json_string_value(json_object_get(s, "status")), "complete");
+  harness_reopen(&H);
+  harness_run(&H); /* nothing is due yet: the back-off holds */
+  ck_assert_str_eq(T.order, "2");
+  harness_advance(&H, 11 * SEC);
+  ck_assert_str_eq(T.order, "210");
+  ck_assert_int_eq(T.undone[2], 1);
+  ck_assert_int_eq(T.undone[1], 2);
+  ck_assert_int_eq(T.undone[0], 1);
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "complete");
+  ck_assert_int_eq(restarts("a"), 1);
+  for (int i = 0; i < 3; i++)
+    ck_assert_int_eq(T.forward[i], 2);
+}
+END_TEST
+
+START_TEST(restart_rollback_fails) {
+  start();
+  harness_create(&H, WF, "a", "{\"catch\":1}", 0);
+  harness_run(&H);
+  T.rb_fail[1] = 1;
+  ck_assert_int_eq(
+      duro_instance_restart_rollback_why(H.e, WF, "a", "s", 1, NULL), 0);
+  harness_run(&H);
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "errored");
+  ck_assert_str_eq(T.order, "20"); /* the older one still ran */
+  ck_assert_str_eq(err_field("a", "name"), "instance.restart_failed");
+  json_t *rb = json_object_get(json_object_get(desc("a"), "error"), "rollback");
+  ck_assert_str_eq(json_string_value(json_object_get(rb, "step")), "s#2");
+  ck_assert_str_eq(json_string_value(json_object_get(rb, "message")),
+                   "cannot undo 1");
+  /* not restarted: its steps are still there, none ran again */
+  ck_assert_int_eq(restarts("a"), 0);
+  ck_assert_ptr_nonnull(harness_step(desc("a"), "fail#1"));
+  for (int i = 0; i < 3; i++)
+    ck_assert_int_eq(T.forward[i], 1);
+  /* a plain restart still can */
+  ck_assert_int_eq(duro_instance_restart(H.e, WF, "a", NULL, 0), 0);
+  harness_run(&H);
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "complete");
+}
+END_TEST
+
 static Suite *rollback_suite(void) {
   Suite *s = suite_create("rollback");
   TCase *tc = tcase_create("saga");
@@ -355,6 +496,10 @@ static Suite *rollback_suite(void) {
   tcase_add_test(tc, bad_rollback_refused);
   tcase_add_test(tc, terminate_with_rollback);
   tcase_add_test(tc, terminate_rollback_waits_out_a_retry);
+  tcase_add_test(tc, restart_with_rollback);
+  tcase_add_test(tc, restart_rollback_runs_none_twice);
+  tcase_add_test(tc, restart_rollback_across_reopen);
+  tcase_add_test(tc, restart_rollback_fails);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -607,6 +607,17 @@ int duro_instance_restart(duro_engine *e, const char *workflow, const char *id,
 int duro_instance_restart_why(duro_engine *e, const char *workflow,
                               const char *id, const char *from, uint32_t count,
                               char **why);
+/* A restart whose rollbacks run first: those of the completed steps the
+ * restart discards (from `from` on; every step's when from is NULL)
+ * that have not run yet, newest first, each a journaled step; then it
+ * restarts as above.  Answered once requested (persisted): an
+ * activation carries it out, replaying run() on the build its steps ran
+ * on to learn the rollbacks (step_rollback.c).  One that fails for good
+ * leaves the instance errored (instance.restart_failed, that rollback's
+ * error beside it), not restarted. */
+int duro_instance_restart_rollback_why(duro_engine *e, const char *workflow,
+                                       const char *id, const char *from,
+                                       uint32_t count, char **why);
 
 /* Stores an event for the instance and wakes it if it waits for `type`.
  * payload NULL = "null".  DURO_E_INSTANCE_ENDED, nothing stored, when the

@@ -5,21 +5,28 @@
  * forward to it (activation_finish), so that an instance ends errored
  * instance.timed_out at its deadline whatever it is doing then: queued,
  * waiting, between steps or inside a callback.  A paused instance stays
- * paused; it ends so when resumed. */
+ * paused; it ends so when resumed.  An unwind (a terminate's or a
+ * restart's rollbacks) is past the deadline: none of its rollbacks is
+ * cut short by it (step_rollback.c). */
 #include <stdlib.h>
 
 #include "clock.h"
 #include "error.h"
 #include "step_internal.h"
 
-int deadline_passed(duro_step *a) {
-  if (a->inst.deadline_ms <= 0 || now_ms(a) < a->inst.deadline_ms)
-    return 0;
+const char *deadline_error(duro_step *a) {
   char when[32];
   char *msg = xasprintf("the instance passed its deadline (%s)",
                         clock_iso_utc(when, a->inst.deadline_ms));
-  fail_with(a, DURO_ERR_TIMED_OUT, msg);
+  const char *e = arena_take(a, error_json(DURO_ERR_TIMED_OUT, msg));
   free(msg);
+  return e;
+}
+
+int deadline_passed(duro_step *a) {
+  if (a->inst.deadline_ms <= 0 || now_ms(a) < a->inst.deadline_ms)
+    return 0;
+  a->last_error = deadline_error(a);
   a->suspended = 1;
   a->reason = SUSPEND_TIMED_OUT;
   return 1;
@@ -28,14 +35,16 @@ int deadline_passed(duro_step *a) {
 int64_t deadline_cap(const duro_step *a, int64_t now, int64_t timeout_ms,
                      int *cut) {
   *cut = 0;
-  if (a->inst.deadline_ms <= 0 || a->inst.deadline_ms - now >= timeout_ms)
+  /* an unwind's rollbacks are past the deadline: each has its own timeout */
+  if (a->inst.deadline_ms <= 0 || a->unwind ||
+      a->inst.deadline_ms - now >= timeout_ms)
     return timeout_ms;
   *cut = 1;
   return a->inst.deadline_ms > now ? a->inst.deadline_ms - now : 0;
 }
 
 int64_t deadline_wake(const duro_step *a, int64_t wake_ms) {
-  if (a->inst.deadline_ms <= 0)
+  if (a->inst.deadline_ms <= 0 || a->unwind)
     return wake_ms;
   if (wake_ms == JOURNAL_NONE || wake_ms > a->inst.deadline_ms)
     return a->inst.deadline_ms;
