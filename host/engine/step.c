@@ -150,6 +150,10 @@ void activation_run(duro_engine *e, entry *ent) {
     op->rowid = a->inst.rowid;
     op->step_key = a->build->hash;
   }
+  /* Past its deadline with on_timeout: rollback, run() replays only for
+   * its rollbacks (a request's unwind already covers them). */
+  if (!a->unwind && deadline_unwinds(a))
+    a->unwind = UNWIND_TIMEOUT;
   if (a->inst.deadline_ms > 0 && at_boundary(a)) {
     /* Past its deadline (or asked to stop before it): none of its code
      * runs, replay included. */

@@ -5,9 +5,11 @@
  * forward to it (activation_finish), so that an instance ends errored
  * instance.timed_out at its deadline whatever it is doing then: queued,
  * waiting, between steps or inside a callback.  A paused instance stays
- * paused; it ends so when resumed.  An unwind (a terminate's or a
- * restart's rollbacks) is past the deadline: none of its rollbacks is
- * cut short by it (step_rollback.c). */
+ * paused; it ends so when resumed.  A workflow whose on_timeout is
+ * rollback runs the rollbacks of the completed steps first (an unwind,
+ * step_rollback.c).  An unwind, that one or a terminate's or a
+ * restart's, is past the deadline: none of its rollbacks is cut short by
+ * it, each has its own retries and timeout. */
 #include <stdlib.h>
 
 #include "clock.h"
@@ -30,6 +32,11 @@ int deadline_passed(duro_step *a) {
   a->suspended = 1;
   a->reason = SUSPEND_TIMED_OUT;
   return 1;
+}
+
+int deadline_unwinds(duro_step *a) {
+  return a->inst.deadline_ms > 0 && now_ms(a) >= a->inst.deadline_ms &&
+         __atomic_load_n(&a->wf->limits.rollback_on_timeout, __ATOMIC_RELAXED);
 }
 
 int64_t deadline_cap(const duro_step *a, int64_t now, int64_t timeout_ms,

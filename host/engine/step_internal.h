@@ -60,8 +60,10 @@ typedef enum suspend_reason {
 typedef enum unwind_cause {
   UNWIND_NONE = 0,
   UNWIND_TERMINATE, /* a terminate with rollbacks: it then ends terminated */
-  UNWIND_RESTART    /* a restart with rollbacks: those of the steps from
+  UNWIND_RESTART,   /* a restart with rollbacks: those of the steps from
                        unwind_from, then it restarts from there */
+  UNWIND_TIMEOUT    /* past its deadline, its workflow's on_timeout
+                       rollback: it then ends errored, timed out */
 } unwind_cause;
 
 /* The arena: a bump allocator over 4 KiB chunks (bigger requests get a
@@ -199,6 +201,9 @@ static inline void fail_with(duro_step *a, const char *name,
 int deadline_passed(duro_step *a);
 /* The instance.timed_out error of its deadline (in the arena). */
 const char *deadline_error(duro_step *a);
+/* 1 when the instance is past its deadline and its workflow asks for its
+ * rollbacks then (on_timeout: rollback; read live). */
+int deadline_unwinds(duro_step *a);
 /* An attempt's timeout from `now`, cut to what is left until the
  * deadline (*cut = 1 then: an overrun is the instance's timeout). */
 int64_t deadline_cap(const duro_step *a, int64_t now, int64_t timeout_ms,

@@ -2,7 +2,10 @@
  * completed step, registered as run() passes the step (duro_do_with_
  * rollback, a duro_do_all branch's `rollback`) on every activation, and
  * run newest first (reverse start order) when run() returns an error it
- * did not handle, or when it calls duro_rollback.
+ * did not handle, or when it calls duro_rollback; and, in an unwind
+ * (run() replayed only as far as its journal), for a terminate or a
+ * restart that asks for them, or at the instance's deadline when its
+ * workflow does (on_timeout: rollback).
  *
  * Each rollback is a step of its own, kind "rollback", keyed
  * "<its step's key>/rollback" (a step's own key ends in "#<count>", so
@@ -229,6 +232,29 @@ static duro_rc unwind_for_restart(duro_step *a) {
   return DURO_SUSPEND;
 }
 
+/* Past its deadline, its workflow asking for its rollbacks first: run()
+ * stopped at the deadline (or, replaying, at the first step past its
+ * journal); the rollbacks run, the deadline cutting none short, and the
+ * instance ends errored instance.timed_out, a rollback's error beside
+ * when one failed for good.  Every activation past the deadline gets
+ * here again until they ran: one in its back-off waits for it, not for
+ * the deadline gone by. */
+static duro_rc unwind_for_timeout(duro_step *a) {
+  a->unwind = UNWIND_TIMEOUT;
+  a->unwound = 1;
+  a->suspended = 0;
+  a->reason = SUSPEND_NONE;
+  const char *cause = deadline_error(a);
+  journal_step *failed;
+  duro_rc r = step_unwind(a, &failed);
+  if (r == DURO_SUSPEND && a->suspended)
+    return DURO_SUSPEND; /* a back-off, a pause, a stop, a lost lease */
+  a->last_error = r == DURO_ERROR ? both_errors(a, cause, failed) : cause;
+  a->suspended = 1;
+  a->reason = SUSPEND_TIMED_OUT;
+  return DURO_SUSPEND;
+}
+
 duro_rc step_after_run(duro_step *a, duro_rc rc) {
   /* given up on by the watchdog (or a terminate of a hung callback): its
    * entry may be gone, nothing of it is touched */
@@ -237,6 +263,10 @@ duro_rc step_after_run(duro_step *a, duro_rc rc) {
   int may_unwind = a->ent && !a->unwound && !a->worker_died && !a->dry;
   if (may_unwind && a->unwind == UNWIND_RESTART)
     return unwind_for_restart(a);
+  if (may_unwind &&
+      (a->unwind == UNWIND_TIMEOUT ||
+       (a->suspended && a->reason == SUSPEND_TIMED_OUT && deadline_unwinds(a))))
+    return unwind_for_timeout(a);
   if (may_unwind && __atomic_load_n(&a->ent->rollback_req, __ATOMIC_ACQUIRE) &&
       (a->unwind == UNWIND_TERMINATE ||
        (a->suspended && a->reason == SUSPEND_TERMINATE)))
