@@ -1223,6 +1223,30 @@ START_TEST(restart_verb) {
     ck_assert_msg(!strcmp(s.status, "complete"), "%s: %s", r.what, s.line);
   }
   run_free(&r);
+
+  /* --rollback: the charge refunded first (its rollback; the stock,
+   * reserved before "charge card", kept), then the re-run from it */
+  before = describe_json("r1");
+  CLI(&r, "instances", "restart", WF, "r1", "--from", "charge card",
+      "--rollback");
+  expect_ok(&r);
+  run_free(&r);
+  after = wait_status("r1", "waiting");
+  ck_assert_int_eq(json_integer_value(jget(after, "restarts")), 3);
+  ck_assert_msg(json_equal(step_of(before, "reserve stock#1"),
+                           step_of(after, "reserve stock#1")),
+                "restart --rollback reran reserve stock");
+  ck_assert_ptr_null(step_of(after, "charge card#1/rollback"));
+  char *log = proc_slurp(H.log);
+  ck_assert_msg(strstr(log, "refunding") && !strstr(log, "releasing"), "%s",
+                log);
+  free(log);
+  json_decref(before);
+  json_decref(after);
+  /* --rollback with pause: a usage error */
+  CLI(&r, "instances", "resume", WF, "r1", "--rollback");
+  expect_fail(&r, 2, "--rollback does not apply to \"instances resume\"");
+  run_free(&r);
   host_stop(&H);
 }
 END_TEST

@@ -157,6 +157,12 @@ static const bad_case bad[] = {
      "t.yaml:2:42: \"cpus\" must be between 0.01 and 1024"},
     {"plugins:\n  - {name: p, path: p.so, limits: {cpus: 50%}}\n",
      "t.yaml:2:42: \"cpus\" must be a number such as 1.5"},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - {name: a, binding: A, class_name: C, on_timeout: undo}\n",
+     "t.yaml:5:58: \"on_timeout\" must be \"error\" or \"rollback\""},
     {"plugins:\n  - {name: p, path: p.so, on_crash_storm: stop}\n",
      "t.yaml:2:43: \"on_crash_storm\" must be \"pause\" or \"rollback\""},
     {"plugins:\n  - {name: p, path: p.so, crash_storm: {window: 10ms}}\n",
@@ -888,6 +894,8 @@ static void check_durations(const config *cfg) {
   ck_assert_int_eq(pl->workflows[1].retention_ms, 5400000);
   ck_assert_int_eq(pl->workflows[0].timeout_ms, 0); /* none by default */
   ck_assert_int_eq(pl->workflows[1].timeout_ms, 2 * DAY_MS);
+  ck_assert_int_eq(pl->workflows[0].rollback_on_timeout, 0); /* error */
+  ck_assert_int_eq(pl->workflows[1].rollback_on_timeout, 1);
 }
 
 static void check_scalar_typing(const config *cfg) {
@@ -1114,7 +1122,7 @@ static const good_case good[] = {
      "    workflows:\n"
      "      - {name: a, binding: A, class_name: C, retention: 60000}\n"
      "      - {name: b, binding: B, class_name: C, retention: 1.5 hours,\n"
-     "         timeout: 2d}\n",
+     "         timeout: 2d, on_timeout: rollback}\n",
      check_durations},
     {"storage: {path: \"null\", synchronous: normal}\n"
      "http: {listen: 8787, token_env: \"TOKEN\", allow_insecure: true}\n"

@@ -351,6 +351,18 @@ def main():
         wait_for(d, "terminated over the API", lambda: h.status("wait-1") == "terminated")
         wait_for(d, "the refund among the steps on the page",
                  lambda: "undoes charge card#1" in d.find_element(By.ID, "steps").text)
+        # each rollback right under the step it undoes, indented (they ran
+        # newest first: the refund before the release)
+        wait_for(d, "both rollbacks on the page",
+                 lambda: "undoes reserve stock#1" in d.find_element(By.ID, "steps").text)
+        listed = d.find_elements(By.CSS_SELECTOR, "#steps .step")
+        order = [(e.get_attribute("data-step"), "undoes" in e.get_attribute("class").split())
+                 for e in listed]
+        assert order[:4] == [("reserve stock", False), ("reserve stock#1", True),
+                             ("charge card", False), ("charge card#1", True)], order
+        assert listed[1].find_element(By.TAG_NAME, "h3").text.startswith("undoes reserve stock#1")
+        indent = [float(e.value_of_css_property("margin-left").rstrip("px")) for e in listed[:2]]
+        assert indent[1] > indent[0], indent
 
         # an ended instance offers restarts only
         d.get(h.base + f"/#/wf/{WF}/i/term-1")

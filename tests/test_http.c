@@ -796,7 +796,9 @@ START_TEST(status_transitions) {
       "{\"status\":\"restart\",\"from\":{\"name\":\"charge card\",\"count\":"
       "\"1\"}}",
       "{\"status\":\"pause\",\"rollback\":true}",
+      "{\"status\":\"resume\",\"rollback\":false}",
       "{\"status\":\"terminate\",\"rollback\":1}",
+      "{\"status\":\"restart\",\"rollback\":\"yes\"}",
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     http_resp r;
@@ -1710,6 +1712,54 @@ START_TEST(order_terminated_with_rollback) {
                    json_integer_value(json_object_get(release, "started_ms")));
   free(text);
   json_decref(d);
+  host_stop(&H);
+}
+END_TEST
+
+/* The lines of the host's log that contain `needle`. */
+static int log_lines(const char *needle) {
+  char *log = proc_slurp(H.log);
+  int n = 0;
+  for (const char *p = log; (p = strstr(p, needle)); p++)
+    n++;
+  free(log);
+  return n;
+}
+
+/* PATCH {"status":"restart","from":{"name":"charge card"},"rollback":true}
+ * of a terminated order: the charge refunded (the stock, reserved before
+ * the restart point, kept), then the re-run from "charge card"; refused
+ * while it waits.  From the top: the stock released too. */
+START_TEST(order_restarted_with_rollback) {
+  host_start(&H, "h");
+  create_order("order-rr", 5, 3600);
+  json_decref(wait_status("order-rr", "waiting"));
+  static const char from_charge[] =
+      "{\"status\":\"restart\",\"from\":{\"name\":\"charge card\"},"
+      "\"rollback\":true}";
+  patch_refused("order-rr", from_charge, "instance.cannot_restart");
+  patch_ok("order-rr", "{\"status\":\"terminate\"}", "terminated");
+  ck_assert_int_eq(log_lines("refunding"), 0);
+  patch_ok("order-rr", from_charge, "queued|running|waiting");
+  json_t *d = wait_status("order-rr", "waiting");
+  char *text = jdump(d);
+  ck_assert_msg(json_integer_value(jget(d, "restarts")) == 1 &&
+                    step_of(d, "reserve stock#1") &&
+                    !step_of(d, "charge card#1/rollback"),
+                "%s", text);
+  free(text);
+  json_decref(d);
+  ck_assert_int_eq(log_lines("refunding"), 1);
+  ck_assert_int_eq(log_lines("releasing"), 0);
+  /* every step's, from the top */
+  patch_ok("order-rr", "{\"status\":\"terminate\"}", "terminated");
+  patch_ok("order-rr", "{\"status\":\"restart\",\"rollback\":true}",
+           "queued|running|waiting");
+  d = wait_status("order-rr", "waiting");
+  ck_assert_int_eq(json_integer_value(jget(d, "restarts")), 2);
+  json_decref(d);
+  ck_assert_int_eq(log_lines("refunding"), 2);
+  ck_assert_int_eq(log_lines("releasing"), 1);
   host_stop(&H);
 }
 END_TEST
@@ -3825,6 +3875,7 @@ static Suite *http_suite(void) {
   tcase_add_test(tc[1], create_with_timeout);
   tcase_add_test(tc[1], order_rejected_by_review);
   tcase_add_test(tc[1], order_terminated_with_rollback);
+  tcase_add_test(tc[1], order_restarted_with_rollback);
   tcase_add_test(tc[1], wait_for_the_end);
   tcase_add_test(tc[1], create_and_wait);
   tcase_add_test(tc[1], light_status_route);

@@ -29,7 +29,37 @@
  *                           ends terminated; a plain terminate runs none;
  *                           a paused one too; one whose rollback fails
  *                           for good ends terminated with that error; one
- *                           in a rollback's back-off goes on after it. */
+ *                           in a rollback's back-off goes on after it;
+ *   restart_with_rollback   restart --from s#2 --rollback of a complete
+ *                           instance: s#3's then s#2's rollbacks run (as
+ *                           journaled steps), then it re-runs from s#2;
+ *                           without --from every step's; refused while it
+ *                           runs, and no pause is taken while they run;
+ *   restart_rollback_runs_none_twice  an errored instance whose
+ *                           rollbacks ran: a restart with rollback runs
+ *                           none of them again;
+ *   restart_rollback_across_reopen  a restart's rollback in its back-off
+ *                           when the engine goes down: after it comes
+ *                           back the completed one does not run again,
+ *                           the rest do, then it restarts;
+ *   restart_rollback_fails  a restart's rollback that fails for good: the
+ *                           instance ends errored instance.restart_failed
+ *                           with that rollback's error, not restarted;
+ *   deadline_rollback       on_timeout rollback: an instance waiting at its
+ *                           deadline runs its rollbacks, newest first, then
+ *                           ends errored instance.timed_out; with the
+ *                           setting back to error (live) one undoes
+ *                           nothing;
+ *   deadline_mid_attempt    the deadline comes inside a callback: that
+ *                           step's result is not kept (nothing to undo),
+ *                           the completed steps' rollbacks run;
+ *   deadline_rollback_retried  a rollback failing once past the deadline
+ *                           waits out its own back-off (the deadline gone
+ *                           by cuts nothing), across an engine opened
+ *                           again: the completed one does not run again;
+ *   deadline_rollback_fails  one failing for good: instance.timed_out with
+ *                           that rollback's error beside, the older ones
+ *                           still run. */
 #include <check.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -41,6 +71,7 @@
 #include "suite_run.h"
 
 #define SEC 1000LL
+#define MIN (60 * SEC)
 #define WF "saga"
 
 static harness H;
@@ -54,6 +85,8 @@ static struct {
   int rb_fail[8];      /* its rollback fails for good */
   int rb_fail_once[8]; /* its rollback fails its first attempt */
   int handled;
+  int jump_in;     /* the forward callback of step jump_in-1 moves the */
+  int64_t jump_ms; /* virtual clock on by jump_ms */
 } T;
 
 static void setup(void) {
@@ -76,6 +109,8 @@ static int64_t param(const duro_event *ev, const char *pointer, int64_t dflt) {
 static int forward(duro_attempt *a, void *arg) {
   int i = (int)(intptr_t)arg;
   T.forward[i]++;
+  if (T.jump_in == i + 1)
+    duro_clock_advance(&H.clock, T.jump_ms);
   char json[32];
   snprintf(json, sizeof json, "{\"made\":%d}", i);
   return duro_attempt_result(a, json);
@@ -342,6 +377,228 @@ START_TEST(terminate_rollback_waits_out_a_retry) {
 }
 END_TEST
 
+static int64_t restarts(const char *id) {
+  return json_integer_value(json_object_get(desc(id), "restarts"));
+}
+
+START_TEST(restart_with_rollback) {
+  start();
+  harness_create(&H, WF, "a", "{\"catch\":1}", 0);
+  harness_create(&H, WF, "w", "{\"wait\":1}", 0);
+  harness_run(&H);
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "complete");
+  ck_assert_str_eq(T.order, "");
+  /* only an ended instance */
+  char *why = NULL;
+  ck_assert_int_eq(
+      duro_instance_restart_rollback_why(H.e, WF, "w", "s", 2, &why),
+      DURO_E_CANNOT_RESTART);
+  ck_assert_ptr_nonnull(why);
+  free(why);
+  ck_assert_int_eq(
+      duro_instance_restart_rollback_why(H.e, WF, "a", "s", 2, NULL), 0);
+  /* the request is persisted; the instance queued, taking no pause */
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "queued");
+  ck_assert_int_eq(duro_instance_pause(H.e, WF, "a"), DURO_E_CANNOT_PAUSE);
+  memset(&T, 0, sizeof T);
+  harness_run(&H);
+  /* s#3's, then s#2's; s#1 is before the restart point */
+  ck_assert_str_eq(T.order, "21");
+  ck_assert_str_eq(T.outputs[2], "{\"made\":2}");
+  ck_assert_int_eq(T.undone[0], 0);
+  /* then the re-run from s#2: s#1 replayed, s#2 and s#3 run again */
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "complete");
+  ck_assert_int_eq(T.forward[0], 0);
+  ck_assert_int_eq(T.forward[1], 1);
+  ck_assert_int_eq(T.forward[2], 1);
+  ck_assert_int_eq(restarts("a"), 1);
+  /* the discarded steps' rollback steps went with them */
+  ck_assert_ptr_null(harness_step(desc("a"), "s#2/rollback"));
+  /* without --from: every step's, then from the top */
+  memset(&T, 0, sizeof T);
+  ck_assert_int_eq(
+      duro_instance_restart_rollback_why(H.e, WF, "a", NULL, 0, NULL), 0);
+  harness_run(&H);
+  ck_assert_str_eq(T.order, "210");
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "complete");
+  for (int i = 0; i < 3; i++)
+    ck_assert_int_eq(T.forward[i], 1);
+  ck_assert_int_eq(restarts("a"), 2);
+}
+END_TEST
+
+START_TEST(restart_rollback_runs_none_twice) {
+  start();
+  harness_create(&H, WF, "a", NULL, 0);
+  harness_run(&H);
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "errored");
+  ck_assert_str_eq(T.order, "210");
+  ck_assert_int_eq(
+      duro_instance_restart_rollback_why(H.e, WF, "a", "s", 1, NULL), 0);
+  harness_run(&H);
+  /* none ran again before the restart: the re-run's own error ran the
+   * re-run steps' rollbacks once more */
+  ck_assert_str_eq(T.order, "210210");
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "errored");
+  ck_assert_int_eq(restarts("a"), 1);
+  for (int i = 0; i < 3; i++) {
+    ck_assert_int_eq(T.forward[i], 2);
+    ck_assert_int_eq(T.undone[i], 2);
+  }
+}
+END_TEST
+
+START_TEST(restart_rollback_across_reopen) {
+  start();
+  harness_create(&H, WF, "a", "{\"catch\":1}", 0);
+  harness_run(&H);
+  T.rb_fail_once[1] = 1;
+  ck_assert_int_eq(
+      duro_instance_restart_rollback_why(H.e, WF, "a", NULL, 0, NULL), 0);
+  harness_run(&H);
+  /* s#3's done, s#2's waits out its 10 s back-off */
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "waiting");
+  ck_assert_str_eq(T.order, "2");
+  json_t *s = harness_step(desc("a"), "s#3/rollback");
+  ck_assert_str_eq(json_string_value(json_object_get(s, "status")), "complete");
+  harness_reopen(&H);
+  harness_run(&H); /* nothing is due yet: the back-off holds */
+  ck_assert_str_eq(T.order, "2");
+  harness_advance(&H, 11 * SEC);
+  ck_assert_str_eq(T.order, "210");
+  ck_assert_int_eq(T.undone[2], 1);
+  ck_assert_int_eq(T.undone[1], 2);
+  ck_assert_int_eq(T.undone[0], 1);
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "complete");
+  ck_assert_int_eq(restarts("a"), 1);
+  for (int i = 0; i < 3; i++)
+    ck_assert_int_eq(T.forward[i], 2);
+}
+END_TEST
+
+START_TEST(restart_rollback_fails) {
+  start();
+  harness_create(&H, WF, "a", "{\"catch\":1}", 0);
+  harness_run(&H);
+  T.rb_fail[1] = 1;
+  ck_assert_int_eq(
+      duro_instance_restart_rollback_why(H.e, WF, "a", "s", 1, NULL), 0);
+  harness_run(&H);
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "errored");
+  ck_assert_str_eq(T.order, "20"); /* the older one still ran */
+  ck_assert_str_eq(err_field("a", "name"), "instance.restart_failed");
+  json_t *rb = json_object_get(json_object_get(desc("a"), "error"), "rollback");
+  ck_assert_str_eq(json_string_value(json_object_get(rb, "step")), "s#2");
+  ck_assert_str_eq(json_string_value(json_object_get(rb, "message")),
+                   "cannot undo 1");
+  /* not restarted: its steps are still there, none ran again */
+  ck_assert_int_eq(restarts("a"), 0);
+  ck_assert_ptr_nonnull(harness_step(desc("a"), "fail#1"));
+  for (int i = 0; i < 3; i++)
+    ck_assert_int_eq(T.forward[i], 1);
+  /* a plain restart still can */
+  ck_assert_int_eq(duro_instance_restart(H.e, WF, "a", NULL, 0), 0);
+  harness_run(&H);
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "complete");
+}
+END_TEST
+
+/* The workflow's timeout (1 minute) and on_timeout (1: rollback), as a
+ * config's, for the instances created from now on. */
+static void set_timeout(int rollback) {
+  ck_assert_int_eq(duro_engine_set_limits(H.e, WF, 0, MIN, 0, 0, rollback), 0);
+}
+
+START_TEST(deadline_rollback) {
+  start();
+  set_timeout(1);
+  harness_create(&H, WF, "a", "{\"wait\":1}", 0);
+  harness_run(&H);
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "waiting");
+  harness_advance(&H, MIN + SEC);
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "errored");
+  ck_assert_str_eq(T.order, "210");
+  ck_assert_str_eq(err_field("a", "name"), "instance.timed_out");
+  ck_assert_ptr_null(
+      json_object_get(json_object_get(desc("a"), "error"), "rollback"));
+  json_t *s = harness_step(desc("a"), "s#3/rollback");
+  ck_assert_str_eq(json_string_value(json_object_get(s, "status")), "complete");
+  for (int i = 0; i < 3; i++)
+    ck_assert_int_eq(T.forward[i], 1);
+  /* on_timeout: error again, live: nothing is undone */
+  memset(&T, 0, sizeof T);
+  set_timeout(0);
+  harness_create(&H, WF, "b", "{\"wait\":1}", 0);
+  harness_run(&H);
+  harness_advance(&H, MIN + SEC);
+  ck_assert_str_eq(harness_status(&H, WF, "b"), "errored");
+  ck_assert_str_eq(err_field("b", "name"), "instance.timed_out");
+  ck_assert_str_eq(T.order, "");
+  ck_assert_ptr_null(harness_step(desc("b"), "s#1/rollback"));
+}
+END_TEST
+
+START_TEST(deadline_mid_attempt) {
+  start();
+  set_timeout(1);
+  T.jump_in = 3; /* s#3's callback runs past the deadline */
+  T.jump_ms = 2 * MIN;
+  harness_create(&H, WF, "a", "{\"wait\":1}", 0);
+  harness_run(&H);
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "errored");
+  ck_assert_str_eq(err_field("a", "name"), "instance.timed_out");
+  /* s#3 did not complete: nothing of it to undo */
+  ck_assert_str_eq(T.order, "10");
+  ck_assert_int_eq(T.forward[2], 1);
+  ck_assert_int_eq(T.undone[2], 0);
+  ck_assert_ptr_null(harness_step(desc("a"), "s#3/rollback"));
+}
+END_TEST
+
+START_TEST(deadline_rollback_retried) {
+  start();
+  set_timeout(1);
+  T.rb_fail_once[1] = 1;
+  harness_create(&H, WF, "a", "{\"wait\":1}", 0);
+  harness_run(&H);
+  harness_advance(&H, MIN + SEC);
+  /* s#3's undone; s#2's waits out its 10 s back-off, past the deadline */
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "waiting");
+  ck_assert_str_eq(T.order, "2");
+  harness_reopen(&H);
+  set_timeout(1);  /* as the host's config does at each start */
+  harness_run(&H); /* its wake is the back-off's, not the deadline's */
+  ck_assert_str_eq(T.order, "2");
+  ck_assert_int_eq(T.undone[1], 1);
+  harness_advance(&H, 11 * SEC);
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "errored");
+  ck_assert_str_eq(err_field("a", "name"), "instance.timed_out");
+  ck_assert_str_eq(T.order, "210");
+  ck_assert_int_eq(T.undone[2], 1);
+  ck_assert_int_eq(T.undone[1], 2);
+  ck_assert_int_eq(T.undone[0], 1);
+  for (int i = 0; i < 3; i++)
+    ck_assert_int_eq(T.forward[i], 1);
+}
+END_TEST
+
+START_TEST(deadline_rollback_fails) {
+  start();
+  set_timeout(1);
+  T.rb_fail[1] = 1;
+  harness_create(&H, WF, "a", "{\"wait\":1}", 0);
+  harness_run(&H);
+  harness_advance(&H, MIN + SEC);
+  ck_assert_str_eq(harness_status(&H, WF, "a"), "errored");
+  ck_assert_str_eq(T.order, "20");
+  ck_assert_str_eq(err_field("a", "name"), "instance.timed_out");
+  json_t *rb = json_object_get(json_object_get(desc("a"), "error"), "rollback");
+  ck_assert_str_eq(json_string_value(json_object_get(rb, "step")), "s#2");
+  ck_assert_str_eq(json_string_value(json_object_get(rb, "message")),
+                   "cannot undo 1");
+}
+END_TEST
+
 static Suite *rollback_suite(void) {
   Suite *s = suite_create("rollback");
   TCase *tc = tcase_create("saga");
@@ -355,6 +612,14 @@ static Suite *rollback_suite(void) {
   tcase_add_test(tc, bad_rollback_refused);
   tcase_add_test(tc, terminate_with_rollback);
   tcase_add_test(tc, terminate_rollback_waits_out_a_retry);
+  tcase_add_test(tc, restart_with_rollback);
+  tcase_add_test(tc, restart_rollback_runs_none_twice);
+  tcase_add_test(tc, restart_rollback_across_reopen);
+  tcase_add_test(tc, restart_rollback_fails);
+  tcase_add_test(tc, deadline_rollback);
+  tcase_add_test(tc, deadline_mid_attempt);
+  tcase_add_test(tc, deadline_rollback_retried);
+  tcase_add_test(tc, deadline_rollback_fails);
   suite_add_tcase(s, tc);
   return s;
 }

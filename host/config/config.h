@@ -42,6 +42,7 @@ typedef struct config_workflow {
   uint32_t parallel; /* limits.parallel: a duro_do_all's branches in flight */
   int versioning_latest;   /* versioning: pinned (0, default) | latest (1) */
   int pause_on_divergence; /* on_divergence: error (0, default) | pause */
+  int rollback_on_timeout; /* on_timeout: error (0, default) | rollback */
   /* A queue (consumed or dead-lettered into by some consumer) that gets a
    * message as each instance starts and ends; NULL = none. */
   char *lifecycle_queue;

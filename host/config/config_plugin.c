@@ -61,7 +61,8 @@ enum {
   WF_LIMITS,
   WF_VERSIONING,
   WF_DIVERGENCE,
-  WF_LIFECYCLE
+  WF_LIFECYCLE,
+  WF_ON_TIMEOUT
 };
 /* Which build an in-flight instance runs after a reload. */
 static const schema_choice versioning_choices[] = {
@@ -69,6 +70,9 @@ static const schema_choice versioning_choices[] = {
 /* What a replay that no longer matches its journal does. */
 static const schema_choice divergence_choices[] = {
     {"error", 0}, {"pause", 1}, {NULL, 0}};
+/* What an instance past its deadline does before it ends errored. */
+static const schema_choice on_timeout_choices[] = {
+    {"error", 0}, {"rollback", 1}, {NULL, 0}};
 static const schema_field workflow_fields[] = {
     [WF_NAME] = {"name", K_STRING, offsetof(config_workflow, name), true, 0, 0,
                  NULL},
@@ -92,6 +96,9 @@ static const schema_field workflow_fields[] = {
     [WF_LIFECYCLE] = {"lifecycle_queue", K_STRING,
                       offsetof(config_workflow, lifecycle_queue), false, 0, 0,
                       NULL},
+    [WF_ON_TIMEOUT] = {"on_timeout", K_ENUM,
+                       offsetof(config_workflow, rollback_on_timeout), false, 0,
+                       0, on_timeout_choices},
 };
 const schema config_workflow_schema =
     SCHEMA("workflow", "in workflow", WF_NAME, workflow_fields);

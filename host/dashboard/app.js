@@ -656,12 +656,31 @@ function waitTimedOut(s) {
     s.error.name === 'TimeoutError';
 }
 
-/* Each step with its attempts in order, as text.  A rollback (a step of
- * its own, named after the step it undoes) reads as what it undoes. */
+/* The steps in call order, each rollback (a step of its own, keyed
+ * "<its step's key>/rollback") right after the step it undoes rather than
+ * where it ran (newest first, after them all); one whose step is not
+ * listed stays where it ran. */
+function nestRollbacks(steps) {
+  const undo = new Map();
+  for (const s of steps)
+    if (s.type === 'rollback' && s.key.endsWith('/rollback')) undo.set(s.key.slice(0, -'/rollback'.length), s);
+  const placed = new Set();
+  const out = [];
+  for (const s of steps) {
+    if (s.type === 'rollback') continue;
+    out.push(s);
+    const u = undo.get(s.key);
+    if (u) { out.push(u); placed.add(u); }
+  }
+  return out.concat(steps.filter((s) => s.type === 'rollback' && !placed.has(s)));
+}
+
+/* Each step with its attempts in order, as text.  A rollback reads as
+ * what it undoes, indented under that step. */
 function stepList(inst) {
   if (!inst.steps.length) return h('p', {class: 'muted'}, 'No steps yet.');
   const attempted = (s) => s.type === 'do' || s.type === 'rollback';
-  return inst.steps.map((s) => h('div', {class: 'step', 'data-step': s.name},
+  return nestRollbacks(inst.steps).map((s) => h('div', {class: s.type === 'rollback' ? 'step undoes' : 'step', 'data-step': s.name},
     h('h3', null, s.type === 'rollback' ? `undoes ${s.name}` : s.name,
       s.count > 1 ? ` #${s.count}` : '', ' ',
       waitTimedOut(s) ? h('span', {class: 'badge s-timedout'}, 'timed out') : badge(s.status), ' ',

@@ -1,6 +1,6 @@
 /* control.c — control operations on instances: pause, resume, terminate,
- * restart (from a step) and events, and the requests an activation or a
- * crash handed over.
+ * restart (from a step, with rollbacks or without) and events, and the
+ * requests an activation or a crash handed over.
  *
  * An operation on an idle instance takes a CONTROL entry (the instance's
  * row is then the operation's to rewrite), changes the row, and ends the
@@ -96,6 +96,18 @@ static int persist_control(duro_engine *e, int64_t rowid, int control) {
   return rc;
 }
 
+/* Queues the instance for an activation that carries out its persisted
+ * request (a terminate's or a restart's rollbacks). */
+static int requeue_row(duro_engine *e, journal_instance *in) {
+  duro_status old = in->status;
+  in->status = DURO_STATUS_QUEUED;
+  in->wake_ms = JOURNAL_NONE;
+  int rc = commit_row(e, in, 0, old);
+  if (rc)
+    in->status = old;
+  return rc;
+}
+
 /* Pause or terminate an instance that no activation runs (the caller holds
  * its CONTROL entry, or is recovery before any worker starts). */
 static int control_row(duro_engine *e, journal_instance *in, int control) {
@@ -103,6 +115,15 @@ static int control_row(duro_engine *e, journal_instance *in, int control) {
   if (duro_status_ended(in->status))
     return control == JOURNAL_CONTROL_PAUSE ? DURO_E_CANNOT_PAUSE
                                             : DURO_E_CANNOT_TERMINATE;
+  if (journal_control_is_restart(in->control)) {
+    /* A restart whose rollbacks run: a pause would drop the request
+     * (the instance would resume on the journal it was to leave); a
+     * terminate ends it there.  Left by a crash: it goes on. */
+    if (control == JOURNAL_CONTROL_PAUSE)
+      return DURO_E_CANNOT_PAUSE;
+    if (journal_control_is_restart(control))
+      return requeue_row(e, in);
+  }
   /* A terminate acknowledged earlier and not yet applied wins over a
    * pause: the instance ends rather than waits. */
   if (in->control == JOURNAL_CONTROL_TERMINATE ||
@@ -118,12 +139,7 @@ static int control_row(duro_engine *e, journal_instance *in, int control) {
     if (rc)
       return rc;
     in->control = control;
-    in->status = DURO_STATUS_QUEUED;
-    in->wake_ms = JOURNAL_NONE;
-    rc = commit_row(e, in, 0, old);
-    if (rc)
-      in->status = old;
-    return rc;
+    return requeue_row(e, in);
   }
   if (control == JOURNAL_CONTROL_PAUSE) {
     if (old == DURO_STATUS_PAUSED)
@@ -247,7 +263,9 @@ static void revoke_dispatched(duro_engine *e, int64_t rowid) {
  * not on return. */
 static int request_active(duro_engine *e, int64_t rowid, entry *active,
                           int control) {
-  if (control == JOURNAL_CONTROL_PAUSE && active->terminate_req) {
+  if (control == JOURNAL_CONTROL_PAUSE &&
+      (active->terminate_req ||
+       __atomic_load_n(&active->restart_req, __ATOMIC_ACQUIRE))) {
     pthread_mutex_unlock(&e->mu);
     return DURO_E_CANNOT_PAUSE;
   }
@@ -461,7 +479,8 @@ int duro_instance_resume(duro_engine *e, const char *workflow, const char *id) {
 typedef struct restart_from {
   const char *name; /* NULL: from the top */
   uint32_t count;
-  char **why; /* may be NULL: receives why it cannot be restarted */
+  int rollback; /* the rollbacks of the steps it discards run first */
+  char **why;   /* may be NULL: receives why it cannot be restarted */
 } restart_from;
 
 /* Only an ended instance is restarted: one that runs, waits or is paused
@@ -504,10 +523,66 @@ static int restart_build(duro_engine *e, const journal_instance *in,
     return 0;
   if (from->why)
     *from->why = xasprintf(
-        "its steps ran on build %s, which cannot be had (%s); a restart "
-        "from the top runs on the build a new instance gets",
-        in->build, err);
+        "its steps ran on build %s, which cannot be had (%s); %s", in->build,
+        err,
+        from->rollback ? "its rollbacks are learned by replaying them there: "
+                         "a restart without rollback runs none"
+                       : "a restart from the top runs on the build a new "
+                         "instance gets");
   return DURO_E_CANNOT_RESTART;
+}
+
+void engine_restart_ops(duro_engine *e, journal_batch *b, journal_instance *in,
+                        int64_t from_seq) {
+  /* The re-run is a new run: the discarded steps' results and attempts
+   * go, the events they consumed stay consumed (a wait in the re-run
+   * needs a new event), and the restart count, part of every
+   * idempotency key, goes up. */
+  journal_op *op = journal_batch_add(b, JOP_STEPS_DISCARD);
+  op->rowid = in->rowid;
+  op->from_seq = from_seq;
+  /* A new run gets the time its deadline gave the first, from now. */
+  op = journal_batch_add(b, JOP_INSTANCE_RESTARTED);
+  op->rowid = in->rowid;
+  op->ts_ms = in->deadline_ms > 0 ? duro_clock_now(e->clock) +
+                                        (in->deadline_ms - in->created_ms)
+                                  : JOURNAL_NONE;
+  /* From the top nothing is replayed: the run is pinned afresh, like a
+   * new instance's, to the build its first activation runs. */
+  if (from_seq < 0) {
+    op = journal_batch_add(b, JOP_INSTANCE_PIN);
+    op->rowid = in->rowid;
+    op->step_key = NULL;
+  }
+  in->status = DURO_STATUS_QUEUED;
+  in->output = in->error = NULL;
+  in->started_ms = in->ended_ms = in->wake_ms = in->paused_ms = JOURNAL_NONE;
+}
+
+/* A restart whose rollbacks run first: the request persisted with where
+ * it is from, the instance queued; an activation replays run() on the
+ * build its steps ran on to learn the rollbacks, runs those of the steps
+ * from there on, and restarts it (step_rollback.c). */
+static int request_restart_rollback(duro_engine *e, journal_instance *in,
+                                    int64_t from_seq) {
+  journal_batch b = {0};
+  in->control = journal_control_restart(from_seq);
+  journal_op *op = journal_batch_add(&b, JOP_INSTANCE_CONTROL);
+  op->rowid = in->rowid;
+  op->inst = in;
+  duro_status old = in->status;
+  free(in->output);
+  free(in->error);
+  in->output = in->error = NULL;
+  in->status = DURO_STATUS_QUEUED;
+  in->started_ms = in->ended_ms = in->wake_ms = in->paused_ms = JOURNAL_NONE;
+  journal_op *set = journal_batch_add(&b, JOP_INSTANCE_SET);
+  set->inst = in;
+  int rc = journal_commit(e->j, &b);
+  journal_batch_free(&b);
+  if (rc)
+    in->status = old;
+  return rc;
 }
 
 static int restart_row(duro_engine *e, journal_instance *in, void *arg) {
@@ -540,40 +615,27 @@ static int restart_row(duro_engine *e, journal_instance *in, void *arg) {
       return rc;
     if (from_seq < 0)
       return DURO_E_CANNOT_RESTART;
-    if ((rc = restart_build(e, in, from, &wf, &held)) != 0)
-      return rc;
   }
-  /* The re-run is a new run: the discarded steps' results and attempts
-   * go, the events they consumed stay consumed (a wait in the re-run
-   * needs a new event), and the restart count, part of every
-   * idempotency key, goes up. */
+  /* A replay, of the steps before `from` or of all of them for their
+   * rollbacks, needs the build they ran on. */
+  int rc = 0;
+  if ((from->name || from->rollback) &&
+      (rc = restart_build(e, in, from, &wf, &held)) != 0)
+    return rc;
+  if (from->rollback) {
+    rc = request_restart_rollback(e, in, from_seq);
+    build_release(wf, held);
+    return rc;
+  }
   journal_batch b = {0};
-  journal_op *op = journal_batch_add(&b, JOP_STEPS_DISCARD);
-  op->rowid = in->rowid;
-  op->from_seq = from_seq;
-  /* A new run gets the time its deadline gave the first, from now. */
-  op = journal_batch_add(&b, JOP_INSTANCE_RESTARTED);
-  op->rowid = in->rowid;
-  op->ts_ms = in->deadline_ms > 0 ? duro_clock_now(e->clock) +
-                                        (in->deadline_ms - in->created_ms)
-                                  : JOURNAL_NONE;
-  /* From the top nothing is replayed: the run is pinned afresh, like a
-   * new instance's, to the build its first activation runs. */
-  if (!from->name) {
-    op = journal_batch_add(&b, JOP_INSTANCE_PIN);
-    op->rowid = in->rowid;
-    op->step_key = NULL;
-  }
   duro_status old = in->status;
-  in->status = DURO_STATUS_QUEUED;
   free(in->output);
   free(in->error);
-  in->output = in->error = NULL;
-  in->started_ms = in->ended_ms = in->wake_ms = in->paused_ms = JOURNAL_NONE;
+  engine_restart_ops(e, &b, in, from_seq);
   journal_op *set = journal_batch_add(&b, JOP_INSTANCE_SET);
   set->inst = in;
   set->clear_control = 1;
-  int rc = journal_commit(e->j, &b);
+  rc = journal_commit(e->j, &b);
   journal_batch_free(&b);
   build_release(wf, held);
   if (rc)
@@ -581,16 +643,17 @@ static int restart_row(duro_engine *e, journal_instance *in, void *arg) {
   return rc;
 }
 
-int duro_instance_restart_why(duro_engine *e, const char *workflow,
-                              const char *id, const char *from, uint32_t count,
-                              char **why) {
+static int restart(duro_engine *e, const char *workflow, const char *id,
+                   const char *from, uint32_t count, int rollback, char **why) {
   if (why)
     *why = NULL;
   int64_t rowid;
   entry *ent, *active;
   int rc;
-  if (find_or_forward(e, workflow, id, CONTROL_OP_RESTART, from, count, why,
-                      &rowid, &rc))
+  if (find_or_forward(e, workflow, id,
+                      rollback ? CONTROL_OP_RESTART_ROLLBACK
+                               : CONTROL_OP_RESTART,
+                      from, count, why, &rowid, &rc))
     return rc;
   control_enter(e, rowid, &ent, &active);
   pthread_mutex_unlock(&e->mu);
@@ -599,8 +662,21 @@ int duro_instance_restart_why(duro_engine *e, const char *workflow,
       *why = not_ended_reason(DURO_STATUS_RUNNING);
     return control_leave(e, rowid, DURO_E_CANNOT_RESTART);
   }
-  restart_from rf = {.name = from, .count = count, .why = why};
+  restart_from rf = {
+      .name = from, .count = count, .rollback = rollback, .why = why};
   return control_leave(e, rowid, change_held_row(e, ent, restart_row, &rf));
+}
+
+int duro_instance_restart_why(duro_engine *e, const char *workflow,
+                              const char *id, const char *from, uint32_t count,
+                              char **why) {
+  return restart(e, workflow, id, from, count, 0, why);
+}
+
+int duro_instance_restart_rollback_why(duro_engine *e, const char *workflow,
+                                       const char *id, const char *from,
+                                       uint32_t count, char **why) {
+  return restart(e, workflow, id, from, count, 1, why);
 }
 
 int duro_instance_restart(duro_engine *e, const char *workflow, const char *id,

@@ -106,6 +106,10 @@ typedef struct duro_workflow_limits {
   /* How long an instance may take from its creation before it ends
    * errored (instance.timed_out); 0 = no limit. */
   int64_t timeout_ms;
+  /* on_timeout: past its deadline an instance runs the rollbacks of its
+   * completed steps first (1, `rollback`), or ends at once (0, `error`,
+   * the default). */
+  int rollback_on_timeout;
   uint32_t max_steps;   /* 0 = 10000 */
   uint32_t concurrency; /* running activations at once; 0 = unlimited */
   /* A duro_do_all's branches running at once when the call names no
@@ -143,12 +147,14 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
                          const char *build);
 
 /* Changes a registered workflow's retention and timeout (of the
- * instances created from now on) and limits.steps (checked at each new
- * step) while the engine runs (a config reload); 0 values are the
- * defaults.  DURO_E_NOT_FOUND for an unknown workflow. */
+ * instances created from now on), limits.steps (checked at each new
+ * step), limits.parallel and on_timeout (read at each deadline) while the
+ * engine runs (a config reload); 0 values are the defaults.
+ * DURO_E_NOT_FOUND for an unknown workflow. */
 int duro_engine_set_limits(duro_engine *e, const char *name,
                            int64_t retention_ms, int64_t timeout_ms,
-                           uint32_t max_steps, uint32_t parallel);
+                           uint32_t max_steps, uint32_t parallel,
+                           int rollback_on_timeout);
 
 /* Adds a build of registered workflow `workflow`: newest = 1 makes it the
  * one new instances (and every activation under versioning: latest) run
@@ -607,6 +613,17 @@ int duro_instance_restart(duro_engine *e, const char *workflow, const char *id,
 int duro_instance_restart_why(duro_engine *e, const char *workflow,
                               const char *id, const char *from, uint32_t count,
                               char **why);
+/* A restart whose rollbacks run first: those of the completed steps the
+ * restart discards (from `from` on; every step's when from is NULL)
+ * that have not run yet, newest first, each a journaled step; then it
+ * restarts as above.  Answered once requested (persisted): an
+ * activation carries it out, replaying run() on the build its steps ran
+ * on to learn the rollbacks (step_rollback.c).  One that fails for good
+ * leaves the instance errored (instance.restart_failed, that rollback's
+ * error beside it), not restarted. */
+int duro_instance_restart_rollback_why(duro_engine *e, const char *workflow,
+                                       const char *id, const char *from,
+                                       uint32_t count, char **why);
 
 /* Stores an event for the instance and wakes it if it waits for `type`.
  * payload NULL = "null".  DURO_E_INSTANCE_ENDED, nothing stored, when the

@@ -114,6 +114,8 @@ typedef struct entry {
   /* The terminate asks for the instance's rollbacks first (set before
    * terminate_req). */
   int rollback_req;
+  /* A restart's rollbacks run (step_rollback.c): no pause is taken. */
+  int restart_req;
   /* An event (or wake) arrived while the entry was busy: run again. */
   int rerun;
   /* Queued to have a pause or terminate applied rather than to run. */
@@ -678,7 +680,8 @@ enum {
   CONTROL_OP_TERMINATE,
   CONTROL_OP_RESUME,
   CONTROL_OP_RESTART,
-  CONTROL_OP_TERMINATE_ROLLBACK
+  CONTROL_OP_TERMINATE_ROLLBACK,
+  CONTROL_OP_RESTART_ROLLBACK
 };
 /* A watch on this host for instance `rowid`, which host `owner` runs:
  * asks that host to say when it ends. */
@@ -711,8 +714,14 @@ int engine_forward_control(duro_engine *e, int64_t rowid, int64_t owner, int op,
  * entry `ent`), then ends the control operation. */
 void control_on_entry(duro_engine *e, entry *ent, int control);
 /* Applies a pause or terminate found persisted at start (no activation
- * runs the instance). */
+ * runs the instance); a persisted restart with rollbacks goes on. */
 int apply_control_idle(duro_engine *e, int64_t rowid, int control);
+/* A restart of `in` from the step at call position from_seq (-1: the
+ * top) into batch b, before b's JOP_INSTANCE_SET of `in` (with
+ * clear_control), which it makes queued with no output, error or times
+ * (their strings are the caller's to free first, if it owns them). */
+void engine_restart_ops(duro_engine *e, journal_batch *b, journal_instance *in,
+                        int64_t from_seq);
 
 /* Reads an instance's row after checking the workflow and the id:
  * DURO_E_WORKFLOW_NOT_FOUND, DURO_E_INVALID_ID, DURO_E_NOT_FOUND. */

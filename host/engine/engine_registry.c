@@ -64,7 +64,8 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
 
 int duro_engine_set_limits(duro_engine *e, const char *name,
                            int64_t retention_ms, int64_t timeout_ms,
-                           uint32_t max_steps, uint32_t parallel) {
+                           uint32_t max_steps, uint32_t parallel,
+                           int rollback_on_timeout) {
   wf_reg *w = engine_find_workflow(e, name);
   if (!w)
     return DURO_E_NOT_FOUND;
@@ -77,6 +78,8 @@ int duro_engine_set_limits(duro_engine *e, const char *name,
   __atomic_store_n(&w->limits.max_steps,
                    max_steps ? max_steps : DEFAULT_MAX_STEPS, __ATOMIC_RELAXED);
   __atomic_store_n(&w->limits.parallel, parallel ? parallel : DEFAULT_PARALLEL,
+                   __ATOMIC_RELAXED);
+  __atomic_store_n(&w->limits.rollback_on_timeout, rollback_on_timeout != 0,
                    __ATOMIC_RELAXED);
   return 0;
 }

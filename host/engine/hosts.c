@@ -117,8 +117,9 @@ int64_t engine_hosts_tick(duro_engine *e, int64_t mono) {
 /* ---- forwarding -----------------------------------------------------------
  */
 
-static const char *const control_ops[] = {"pause", "terminate", "resume",
-                                          "restart", "terminate-rollback"};
+static const char *const control_ops[] = {
+    "pause",   "terminate",          "resume",
+    "restart", "terminate-rollback", "restart-rollback"};
 
 int engine_control_elsewhere(duro_engine *e, int64_t rowid, int64_t *owner) {
   if (!journal_host(e->j))
@@ -246,6 +247,9 @@ static void carry_out(duro_engine *e, json_t *req) {
   else if (!strcmp(op, "restart"))
     rc =
         duro_instance_restart_why(e, workflow, id, step, (uint32_t)count, &why);
+  else if (!strcmp(op, "restart-rollback"))
+    rc = duro_instance_restart_rollback_why(e, workflow, id, step,
+                                            (uint32_t)count, &why);
   carrying_out = 0;
   json_t *ans = json_pack("{s:I,s:i}", "r", q, "rc", rc);
   if (why)

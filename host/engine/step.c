@@ -112,9 +112,15 @@ void activation_run(duro_engine *e, entry *ent) {
   else if (a->inst.control == JOURNAL_CONTROL_TERMINATE_ROLLBACK) {
     /* replays run() up to where it is, then its rollbacks, then ends
      * terminated (step_rollback.c) */
-    a->unwind_terminate = 1;
+    a->unwind = UNWIND_TERMINATE;
     __atomic_store_n(&ent->rollback_req, 1, __ATOMIC_RELEASE);
     __atomic_store_n(&ent->terminate_req, 1, __ATOMIC_RELEASE);
+  } else if (journal_control_is_restart(a->inst.control)) {
+    /* the same for the steps it will discard, then it restarts; it
+     * takes no pause meanwhile (the request would be lost) */
+    a->unwind = UNWIND_RESTART;
+    a->unwind_from = journal_control_restart_from(a->inst.control);
+    __atomic_store_n(&ent->restart_req, 1, __ATOMIC_RELEASE);
   }
   if (activation_load_journal(a) != 0) {
     log_error("%s: cannot load journal: %s", a->where, journal_errmsg(e->j));
@@ -144,6 +150,10 @@ void activation_run(duro_engine *e, entry *ent) {
     op->rowid = a->inst.rowid;
     op->step_key = a->build->hash;
   }
+  /* Past its deadline with on_timeout: rollback, run() replays only for
+   * its rollbacks (a request's unwind already covers them). */
+  if (!a->unwind && deadline_unwinds(a))
+    a->unwind = UNWIND_TIMEOUT;
   if (a->inst.deadline_ms > 0 && at_boundary(a)) {
     /* Past its deadline (or asked to stop before it): none of its code
      * runs, replay included. */

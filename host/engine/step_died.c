@@ -106,8 +106,8 @@ void step_attempt_not_begun(duro_attempt *at) {
 }
 
 int step_terminate_requested(duro_step *a) {
-  /* a terminate's own rollbacks are not cut short by it */
-  return a->ent && !a->unwind_terminate &&
+  /* an unwind's rollbacks are not cut short by a terminate */
+  return a->ent && !a->unwind &&
          __atomic_load_n(&a->ent->terminate_req, __ATOMIC_ACQUIRE);
 }
 

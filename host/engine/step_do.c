@@ -533,11 +533,11 @@ static int do_record_failure(duro_step *a, const do_call *call,
     put_step(a, s);
     return DO_WAIT;
   }
-  if (a->ent && !a->unwind_terminate &&
+  if (a->ent && !a->unwind &&
       __atomic_load_n(&a->ent->terminate_req, __ATOMIC_ACQUIRE)) {
     /* A terminate answered while this last attempt ran (and failed it,
      * or its failure raced it): the instance ends terminated, as the
-     * answer said, not errored.  (A terminate's own rollbacks run on.) */
+     * answer said, not errored.  (An unwind's rollbacks run on.) */
     free(err_msg);
     a->suspended = 1;
     a->reason = SUSPEND_TERMINATE;

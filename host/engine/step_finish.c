@@ -23,6 +23,10 @@ void activation_finish(duro_step *a, duro_rc rc) {
   int clear_control = 0;
   if (a->suspended)
     rc = DURO_SUSPEND;
+  /* a restart's request is done with, or stays persisted for the next
+   * activation: no pause is refused for it now */
+  if (a->unwind == UNWIND_RESTART && a->ent)
+    __atomic_store_n(&a->ent->restart_req, 0, __ATOMIC_RELEASE);
   if (rc == DURO_OK) {
     row->status = DURO_STATUS_COMPLETE;
     row->output = (char *)a->output;
@@ -33,7 +37,7 @@ void activation_finish(duro_step *a, duro_rc rc) {
     row->status = DURO_STATUS_WAITING;
     row->wake_ms = deadline_wake(a, a->wake_ms);
     row->wait_type = (char *)a->wait_type;
-    if (a->unwind_terminate && a->ent) {
+    if (a->unwind == UNWIND_TERMINATE && a->ent) {
       /* a terminate's rollback waits out its back-off: the request stays
        * persisted for the next activation, not applied again now */
       __atomic_store_n(&a->ent->terminate_req, 0, __ATOMIC_RELEASE);
@@ -48,6 +52,12 @@ void activation_finish(duro_step *a, duro_rc rc) {
     row->ended_ms = now;
     if (a->rollback_failed) /* a rollback of the terminate's failed */
       row->error = (char *)a->last_error;
+    clear_control = 1;
+  } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_RESTART) {
+    /* its rollbacks ran: the restart itself, as a plain one's, after
+     * the rollback steps in this batch (which it discards with the
+     * rest) */
+    engine_restart_ops(a->e, &a->batch, row, a->unwind_from);
     clear_control = 1;
   } else if (rc == DURO_SUSPEND && a->reason == SUSPEND_SHUTDOWN) {
     row->status = DURO_STATUS_QUEUED;
@@ -90,8 +100,9 @@ void activation_finish(duro_step *a, duro_rc rc) {
   engine_drivers_instance_changed(a->e, a->wf, &a->batch, row, a->inst.status,
                                   a->inst.started_ms, now);
   /* Pinned at its first activation (versioning: pinned); under latest,
-   * the build it last ran on.  Written only when it changes. */
-  if (a->build_hash &&
+   * the build it last ran on.  Written only when it changes.  (A restart
+   * keeps its pin, or from the top is pinned afresh: engine_restart_ops.) */
+  if (a->build_hash && a->reason != SUSPEND_RESTART &&
       (!a->inst.build || strcmp(a->inst.build, a->build_hash) != 0)) {
     op = journal_batch_add(&a->batch, JOP_INSTANCE_PIN);
     op->rowid = row->rowid;

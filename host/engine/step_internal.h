@@ -47,9 +47,24 @@ typedef enum suspend_reason {
   SUSPEND_DRY,       /* a dry run reached what it would have to run */
   SUSPEND_CRASHED,   /* its plugin code crashed its worker process for
                         good: the instance errors (last_error) */
-  SUSPEND_TIMED_OUT  /* it passed its deadline: it errors (last_error,
+  SUSPEND_TIMED_OUT, /* it passed its deadline: it errors (last_error,
                         instance.timed_out) */
+  SUSPEND_RESTART    /* a restart's rollbacks ran: it restarts from
+                        unwind_from (activation_finish) */
 } suspend_reason;
+
+/* Why an activation runs rollbacks instead of run()'s next steps: run()
+ * replays only what is journaled (the first step call past it stops),
+ * then the rollbacks run, no control request and no deadline cutting
+ * them short (step_rollback.c). */
+typedef enum unwind_cause {
+  UNWIND_NONE = 0,
+  UNWIND_TERMINATE, /* a terminate with rollbacks: it then ends terminated */
+  UNWIND_RESTART,   /* a restart with rollbacks: those of the steps from
+                       unwind_from, then it restarts from there */
+  UNWIND_TIMEOUT    /* past its deadline, its workflow's on_timeout
+                       rollback: it then ends errored, timed out */
+} unwind_cause;
 
 /* The arena: a bump allocator over 4 KiB chunks (bigger requests get a
  * chunk of their own), freed whole when the activation ends. */
@@ -111,10 +126,9 @@ struct duro_step {
   struct step_undo *undo;
   size_t n_undo, cap_undo;
   int unwound;
-  /* A terminate with rollbacks: run() replays only what is journaled (the
-   * first step call past it stops), then the rollbacks run, the terminate
-   * not stopping them, and the instance ends terminated. */
-  int unwind_terminate;
+  unwind_cause unwind;
+  int64_t unwind_from; /* UNWIND_RESTART: the call position restarted
+                          from (-1: the top) */
   int rollback_failed; /* one failed for good: last_error says which */
 };
 
@@ -185,6 +199,11 @@ static inline void fail_with(duro_step *a, const char *name,
  * when it has (and the activation must yield).  Out of line: most
  * instances have no deadline. */
 int deadline_passed(duro_step *a);
+/* The instance.timed_out error of its deadline (in the arena). */
+const char *deadline_error(duro_step *a);
+/* 1 when the instance is past its deadline and its workflow asks for its
+ * rollbacks then (on_timeout: rollback; read live). */
+int deadline_unwinds(duro_step *a);
 /* An attempt's timeout from `now`, cut to what is left until the
  * deadline (*cut = 1 then: an overrun is the instance's timeout). */
 int64_t deadline_cap(const duro_step *a, int64_t now, int64_t timeout_ms,
@@ -200,16 +219,16 @@ static inline int at_boundary(duro_step *a) {
   if (!a->ent)
     return 0; /* a dry run: no control requests */
   suspend_reason r = SUSPEND_NONE;
-  if (__atomic_load_n(&a->ent->terminate_req, __ATOMIC_ACQUIRE) &&
-      !a->unwind_terminate)
+  if (__atomic_load_n(&a->ent->terminate_req, __ATOMIC_ACQUIRE) && !a->unwind)
     r = SUSPEND_TERMINATE;
   else if (__atomic_load_n(&a->ent->pause_req, __ATOMIC_ACQUIRE))
     r = SUSPEND_PAUSE;
   else if (__atomic_load_n(&a->e->stopping, __ATOMIC_ACQUIRE))
     r = SUSPEND_SHUTDOWN;
-  /* A terminate or pause asked for first is what the instance does. */
+  /* A terminate or pause asked for first is what the instance does.  An
+   * unwind is past any deadline: its rollbacks run whole. */
   if (r == SUSPEND_NONE)
-    return a->inst.deadline_ms > 0 && deadline_passed(a);
+    return a->inst.deadline_ms > 0 && !a->unwind && deadline_passed(a);
   a->suspended = 1;
   a->reason = r;
   return 1;
@@ -278,10 +297,12 @@ static inline int from_journal(duro_step *a, const journal_step *s,
     *rc = dry_stop(a, key);
     return 1;
   }
-  if (a->unwind_terminate) {
-    /* a terminate with rollbacks: nothing new runs */
+  if (a->unwind) {
+    /* run() replays for its rollbacks: nothing new runs (step_after_run
+     * decides the end; a terminate's is terminated) */
     a->suspended = 1;
-    a->reason = SUSPEND_TERMINATE;
+    a->reason =
+        a->unwind == UNWIND_TERMINATE ? SUSPEND_TERMINATE : SUSPEND_SHUTDOWN;
     *rc = DURO_SUSPEND;
     return 1;
   }

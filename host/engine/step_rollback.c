@@ -2,7 +2,10 @@
  * completed step, registered as run() passes the step (duro_do_with_
  * rollback, a duro_do_all branch's `rollback`) on every activation, and
  * run newest first (reverse start order) when run() returns an error it
- * did not handle, or when it calls duro_rollback.
+ * did not handle, or when it calls duro_rollback; and, in an unwind
+ * (run() replayed only as far as its journal), for a terminate or a
+ * restart that asks for them, or at the instance's deadline when its
+ * workflow does (on_timeout: rollback).
  *
  * Each rollback is a step of its own, kind "rollback", keyed
  * "<its step's key>/rollback" (a step's own key ends in "#<count>", so
@@ -176,7 +179,7 @@ static const char *both_errors(duro_step *a, const char *cause,
  * ends terminated, or waits while one waits out its back-off (the
  * request stays persisted: the next activation goes on). */
 static duro_rc unwind_for_terminate(duro_step *a) {
-  a->unwind_terminate = 1;
+  a->unwind = UNWIND_TERMINATE;
   a->unwound = 1;
   a->suspended = 0;
   a->reason = SUSPEND_NONE;
@@ -197,14 +200,76 @@ static duro_rc unwind_for_terminate(duro_step *a) {
   return DURO_SUSPEND;
 }
 
+/* A restart with rollbacks: run() replayed as far as its journal; the
+ * rollbacks of the steps the restart discards (from unwind_from on) run,
+ * and the instance restarts (activation_finish), or ends errored when
+ * one failed for good: the journal it was to leave stays for a look, and
+ * a restart without rollback discards it all the same. */
+static duro_rc unwind_for_restart(duro_step *a) {
+  a->unwound = 1;
+  a->suspended = 0;
+  a->reason = SUSPEND_NONE;
+  size_t kept = 0;
+  for (size_t i = 0; i < a->n_undo; i++)
+    if (a->undo[i].s->seq >= a->unwind_from)
+      a->undo[kept++] = a->undo[i];
+  a->n_undo = kept;
+  journal_step *failed;
+  duro_rc r = step_unwind(a, &failed);
+  if (r == DURO_SUSPEND && a->suspended)
+    return DURO_SUSPEND; /* a back-off, a stop, a lost lease */
+  if (r == DURO_ERROR) {
+    a->last_error = both_errors(
+        a,
+        error_json_arena(a, "instance.restart_failed",
+                         "a rollback of the restart's failed for good: the "
+                         "instance was not restarted"),
+        failed);
+    return DURO_ERROR;
+  }
+  a->suspended = 1;
+  a->reason = SUSPEND_RESTART;
+  return DURO_SUSPEND;
+}
+
+/* Past its deadline, its workflow asking for its rollbacks first: run()
+ * stopped at the deadline (or, replaying, at the first step past its
+ * journal); the rollbacks run, the deadline cutting none short, and the
+ * instance ends errored instance.timed_out, a rollback's error beside
+ * when one failed for good.  Every activation past the deadline gets
+ * here again until they ran: one in its back-off waits for it, not for
+ * the deadline gone by. */
+static duro_rc unwind_for_timeout(duro_step *a) {
+  a->unwind = UNWIND_TIMEOUT;
+  a->unwound = 1;
+  a->suspended = 0;
+  a->reason = SUSPEND_NONE;
+  const char *cause = deadline_error(a);
+  journal_step *failed;
+  duro_rc r = step_unwind(a, &failed);
+  if (r == DURO_SUSPEND && a->suspended)
+    return DURO_SUSPEND; /* a back-off, a pause, a stop, a lost lease */
+  a->last_error = r == DURO_ERROR ? both_errors(a, cause, failed) : cause;
+  a->suspended = 1;
+  a->reason = SUSPEND_TIMED_OUT;
+  return DURO_SUSPEND;
+}
+
 duro_rc step_after_run(duro_step *a, duro_rc rc) {
   /* given up on by the watchdog (or a terminate of a hung callback): its
    * entry may be gone, nothing of it is touched */
   if (a->reason == SUSPEND_ABANDONED)
     return rc;
-  if (a->ent && !a->unwound && !a->worker_died && !a->dry &&
-      __atomic_load_n(&a->ent->rollback_req, __ATOMIC_ACQUIRE) &&
-      (a->unwind_terminate || (a->suspended && a->reason == SUSPEND_TERMINATE)))
+  int may_unwind = a->ent && !a->unwound && !a->worker_died && !a->dry;
+  if (may_unwind && a->unwind == UNWIND_RESTART)
+    return unwind_for_restart(a);
+  if (may_unwind &&
+      (a->unwind == UNWIND_TIMEOUT ||
+       (a->suspended && a->reason == SUSPEND_TIMED_OUT && deadline_unwinds(a))))
+    return unwind_for_timeout(a);
+  if (may_unwind && __atomic_load_n(&a->ent->rollback_req, __ATOMIC_ACQUIRE) &&
+      (a->unwind == UNWIND_TERMINATE ||
+       (a->suspended && a->reason == SUSPEND_TERMINATE)))
     return unwind_for_terminate(a);
   if (rc != DURO_ERROR || a->suspended || a->unwound || a->n_undo == 0)
     return rc;

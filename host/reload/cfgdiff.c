@@ -157,6 +157,8 @@ static void compare_workflows(const config_plugin *o, const config_plugin *c,
               b->concurrency);
     dur_field(live, WF("retention"), a->retention_ms, b->retention_ms);
     dur_field(live, WF("timeout"), a->timeout_ms, b->timeout_ms);
+    flag_field(live, WF("on_timeout"), a->rollback_on_timeout,
+               b->rollback_on_timeout, "rollback", "error");
     int_field(live, WF("limits.steps"), a->max_steps, b->max_steps);
     int_field(live, WF("limits.parallel"), a->parallel, b->parallel);
 #undef WF
@@ -401,7 +403,7 @@ int cfgdiff_apply(const config *cur, duro_engine *e, char *err, size_t errlen) {
     for (size_t k = 0; k < cur->plugins[i].n_workflows; k++) {
       const config_workflow *w = &cur->plugins[i].workflows[k];
       duro_engine_set_limits(e, w->name, w->retention_ms, w->timeout_ms,
-                             w->max_steps, w->parallel);
+                             w->max_steps, w->parallel, w->rollback_on_timeout);
     }
   return 0;
 }

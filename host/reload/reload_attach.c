@@ -134,6 +134,7 @@ static void register_workflows(reloader *r) {
       duro_workflow_limits lim = {
           .retention_ms = w->retention_ms,
           .timeout_ms = w->timeout_ms,
+          .rollback_on_timeout = w->rollback_on_timeout,
           .max_steps = w->max_steps,
           .concurrency = w->concurrency,
           .parallel = w->parallel,

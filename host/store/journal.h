@@ -78,8 +78,27 @@ enum {
   JOURNAL_CONTROL_PAUSE = 1,
   JOURNAL_CONTROL_TERMINATE = 2,
   /* a terminate whose rollbacks run first (step_rollback.c) */
-  JOURNAL_CONTROL_TERMINATE_ROLLBACK = 3
+  JOURNAL_CONTROL_TERMINATE_ROLLBACK = 3,
+  /* A restart whose rollbacks run first: it and every value above it
+   * (journal_control_restart), which says where the restart is from. */
+  JOURNAL_CONTROL_RESTART_ROLLBACK = 4
 };
+
+/* The control value of a restart with rollbacks from the step at call
+ * position from_seq (-1: from the top), kept in the one column a
+ * persisted request has: RESTART_ROLLBACK + 1 + from_seq.  A step's call
+ * position is below limits.steps (25,000) times its branches, far from
+ * INT_MAX. */
+static inline int journal_control_restart(int64_t from_seq) {
+  return JOURNAL_CONTROL_RESTART_ROLLBACK + 1 + (int)from_seq;
+}
+static inline int journal_control_is_restart(int control) {
+  return control >= JOURNAL_CONTROL_RESTART_ROLLBACK;
+}
+/* The call position a restart request is from (-1: the top). */
+static inline int64_t journal_control_restart_from(int control) {
+  return (int64_t)control - JOURNAL_CONTROL_RESTART_ROLLBACK - 1;
+}
 
 typedef struct journal_step {
   char *key; /* "name#count" */

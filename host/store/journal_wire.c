@@ -55,7 +55,7 @@ static void get_instance(wire_reader *r, journal_instance *in) {
   in->wake_ms = wire_get_i64(r);
   in->paused_ms = wire_get_i64(r);
   in->wait_type = wire_get_str(r);
-  in->control = (int)wire_get_enum(r, JOURNAL_CONTROL_TERMINATE_ROLLBACK + 1);
+  in->control = (int)wire_get_enum(r, INT32_MAX); /* a restart's: any */
   in->retention_ms = wire_get_i64(r);
   in->build = wire_get_str(r);
   in->restarts = wire_get_i64(r);

@@ -309,12 +309,14 @@ static int get_instance(http_server *s, http_exchange *x, const char *wf,
   return given < 0 ? 0 : wait_for_end(s, x, wf, id, ms);
 }
 
-/* PATCH .../status {"status": "restart", "from"?}: the engine's code, or
+/* PATCH .../status {"status": "restart", "from"?, "rollback"?}: the
+ * engine's code, or
  * 0 with *answered set when the reply is written already (a bad "from",
  * or a 409 saying why it cannot restart).  `from` is borrowed from the
  * body, which the caller frees after the reply is formatted. */
 static int restart_from(http_server *s, http_exchange *x, const char *wf,
-                        const char *id, json_t *from, int *answered) {
+                        const char *id, json_t *from, int rollback,
+                        int *answered) {
   const char *name = json_string_value(json_object_get(from, "name"));
   json_t *count = json_object_get(from, "count");
   if ((from && !name) ||
@@ -326,7 +328,10 @@ static int restart_from(http_server *s, http_exchange *x, const char *wf,
   }
   uint32_t n = count ? (uint32_t)json_integer_value(count) : 1;
   char *why;
-  int rc = duro_instance_restart_why(s->engine, wf, id, name, n, &why);
+  int rc =
+      rollback
+          ? duro_instance_restart_rollback_why(s->engine, wf, id, name, n, &why)
+          : duro_instance_restart_why(s->engine, wf, id, name, n, &why);
   if (rc == DURO_E_CANNOT_RESTART && why) {
     /* `name` points into the body: format the reply before it is freed
      * (test_http caught a use-after-free here). */
@@ -354,11 +359,12 @@ static int change_status(http_server *s, http_exchange *x, const char *wf,
   json_t *rollback = json_object_get(body, "rollback");
   int rc, answered = 0;
   if (rollback &&
-      !(json_is_boolean(rollback) && action && !strcmp(action, "terminate"))) {
+      !(json_is_boolean(rollback) && action &&
+        (!strcmp(action, "terminate") || !strcmp(action, "restart")))) {
     json_decref(body);
     return send_error(x, 400, "request.invalid",
-                      "\"rollback\" is a boolean, and only a terminate takes "
-                      "it");
+                      "\"rollback\" is a boolean, and only a terminate or a "
+                      "restart takes it");
   }
   if (!action) {
     rc = -1;
@@ -371,7 +377,8 @@ static int change_status(http_server *s, http_exchange *x, const char *wf,
              ? duro_instance_terminate_rollback(s->engine, wf, id)
              : duro_instance_terminate(s->engine, wf, id);
   } else if (!strcmp(action, "restart")) {
-    rc = restart_from(s, x, wf, id, json_object_get(body, "from"), &answered);
+    rc = restart_from(s, x, wf, id, json_object_get(body, "from"),
+                      json_is_true(rollback), &answered);
     if (answered) {
       json_decref(body);
       return 0;
