@@ -84,6 +84,23 @@ int duro_test_send_event(duro_test *t, const char *workflow, const char *id,
 /* The virtual clock's reading, Unix ms. */
 int64_t duro_test_now_ms(const duro_test *t);
 
+/* ---- queues and cron triggers --------------------------------------------
+ * Declared before the first create, as a host's config declares them. */
+
+/* Declares queue `name` (its defaults), which steps send to as `binding`
+ * (duro_env_queue; NULL: none).  Nothing consumes it: the test reads what
+ * was sent with duro_test_queue_messages. */
+int duro_test_queue(duro_test *t, const char *name, const char *binding);
+/* The messages in the queue (sent and committed, up to 100, oldest
+ * first) as a JSON array of their bodies, or NULL for an unknown queue. */
+const char *duro_test_queue_messages(duro_test *t, const char *name);
+/* A cron trigger on `schedule` (a cron expression, UTC): each tick the
+ * virtual clock passes creates an instance of `workflow` (id
+ * "cron-YYYY-MM-DDTHH:MM", params from `params`, NULL: none), or, with
+ * workflow NULL, calls the scheduled handler of a plugin the test loaded. */
+int duro_test_cron(duro_test *t, const char *schedule, const char *workflow,
+                   const char *params);
+
 /* ---- reading ------------------------------------------------------------
  * Strings returned here are the test's until duro_test_close or the next
  * read of the same kind: don't free them. */

@@ -49,7 +49,7 @@ int kit_engine_open(duro_test *t) {
     if (rc != 0)
       return kit_fail(t, rc, "workflow \"%s\": %s", w->name, duro_err_name(rc));
   }
-  return 0;
+  return kit_drivers_declare(t);
 }
 
 void kit_engine_close(duro_test *t) {
@@ -130,6 +130,7 @@ void duro_test_close(duro_test *t) {
     free(t->calls[i].key);
   }
   free(t->calls);
+  kit_drivers_free(t);
   for (size_t i = 0; i < sizeof t->strings / sizeof *t->strings; i++)
     free(t->strings[i]);
   remove_dir(t->dir);
@@ -222,12 +223,18 @@ size_t duro_test_run(duro_test *t) {
   return total;
 }
 
+/* The next time something is due: a wake or a cron tick (Unix ms). */
+static int64_t next_event(duro_test *t) {
+  int64_t wake = duro_engine_next_wake(t->e), tick = kit_next_tick(t);
+  return wake < tick ? wake : tick;
+}
+
 /* Moves the clock to `to` (Unix ms), stopping at each wake on the way. */
 static size_t advance_to(duro_test *t, int64_t to) {
   size_t ran = duro_test_run(t);
   for (;;) {
     int64_t now = duro_clock_now(&t->clock);
-    int64_t next = duro_engine_next_wake(t->e);
+    int64_t next = next_event(t);
     if (next <= now) {
       /* due already: run it (a wake ahead of now the engine took) */
       size_t n = duro_test_run(t);
@@ -274,7 +281,7 @@ int kit_run_to_end(duro_test *t, const char *workflow, const char *id,
     if (duro_status_ended(s))
       return 0;
     int64_t now = duro_clock_now(&t->clock);
-    int64_t next = duro_engine_next_wake(t->e);
+    int64_t next = next_event(t);
     if (next == INT64_MAX || next > until)
       return kit_fail(t, DURO_E_BUSY,
                       "%s/%s is %s and nothing wakes it within the limit",
@@ -311,8 +318,7 @@ int64_t duro_test_now_ms(const duro_test *t) {
 
 /* ---- reading ---- */
 
-/* Keeps s as what read kind `k` returned last (freeing the one before). */
-static const char *keep(duro_test *t, int k, char *s) {
+const char *kit_keep(duro_test *t, int k, char *s) {
   free(t->strings[k]);
   t->strings[k] = s;
   return s;
@@ -340,12 +346,12 @@ static char *summary_field(duro_test *t, const char *workflow, const char *id,
 
 const char *duro_test_output(duro_test *t, const char *workflow,
                              const char *id) {
-  return keep(t, 0, summary_field(t, workflow, id, 1));
+  return kit_keep(t, KIT_KEEP_OUTPUT, summary_field(t, workflow, id, 1));
 }
 
 const char *duro_test_error(duro_test *t, const char *workflow,
                             const char *id) {
-  return keep(t, 1, summary_field(t, workflow, id, 0));
+  return kit_keep(t, KIT_KEEP_ERROR, summary_field(t, workflow, id, 0));
 }
 
 /* The step `key` of a read instance, or NULL. */
@@ -365,7 +371,7 @@ const char *duro_test_step_result(duro_test *t, const char *workflow,
   const duro_step_info *s = step_of(&in, key);
   char *r = s && s->result ? xstrdup(s->result) : NULL;
   duro_instance_info_free(&in);
-  return keep(t, 2, r);
+  return kit_keep(t, KIT_KEEP_RESULT, r);
 }
 
 int duro_test_step_attempts(duro_test *t, const char *workflow, const char *id,
@@ -383,10 +389,10 @@ const char *duro_test_describe(duro_test *t, const char *workflow,
                                const char *id) {
   json_t *d = NULL;
   if (duro_instance_describe(t->e, workflow, id, &d) != 0)
-    return keep(t, 3, NULL);
+    return kit_keep(t, KIT_KEEP_DESCRIBE, NULL);
   char *s = json_dumps(d, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
   json_decref(d);
-  return keep(t, 3, s);
+  return kit_keep(t, KIT_KEEP_DESCRIBE, s);
 }
 
 /* ---- assertions ---- */

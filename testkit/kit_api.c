@@ -40,8 +40,11 @@ duro_rc kit_run(duro_step *step, const duro_event *ev, duro_env *env) {
   if (!run || t->n_acts == sizeof t->acts / sizeof *t->acts)
     return step_fail(step, "the test kit runs no workflow \"%s\" here",
                      ev->workflow);
-  kit_activation a = {
-      .step = step, .workflow = ev->workflow, .id = ev->instance_id};
+  kit_activation a = {.step = step,
+                      .workflow = ev->workflow,
+                      .id = ev->instance_id,
+                      .instance =
+                          xasprintf("%s/%s", ev->workflow, ev->instance_id)};
   t->acts[t->n_acts++] = &a;
   int was = kit_clock_enter(KIT_RUN);
   duro_rc rc = run(step, ev, env);
@@ -57,6 +60,7 @@ duro_rc kit_run(duro_step *step, const duro_event *ev, duro_env *env) {
   for (size_t i = 0; i < a.n_calls; i++)
     free(a.calls[i].name);
   free(a.calls);
+  free(a.instance);
   return rc;
 }
 
@@ -125,7 +129,7 @@ static int kit_step(duro_attempt *at, void *arg) {
   /* in a crash run, the callback reads the time its step began in the
    * first run: a restart's delays do not change what it records */
   if (t->crash.active)
-    kit_clock_pin(kit_crash_attempt(t, wf, cb->key));
+    kit_clock_pin(kit_crash_attempt(t, cb->a->instance, cb->key));
   kit_mock *m = kit_mock_find(t, wf, cb->name, cb->key);
   int rc;
   running = cb;
@@ -144,7 +148,7 @@ static int kit_step(duro_attempt *at, void *arg) {
   kit_clock_pin(-1);
   running = NULL;
   if (rc == 0 && t->crash.active)
-    kit_crash_returned(t, wf, cb->key, cb->result);
+    kit_crash_returned(t, cb->a->instance, cb->key, cb->result);
   return rc;
 }
 
@@ -161,7 +165,7 @@ static int kit_attempt_result(duro_attempt *at, const char *json) {
  * was committed just now. */
 static void done(duro_test *t, kit_cb *cb, duro_rc rc) {
   if (rc == DURO_OK && cb->ran && t->crash.active)
-    kit_crash_completed(t, cb->a->workflow, cb->key);
+    kit_crash_completed(t, cb->a->instance, cb->key);
   free(cb->key);
   free(cb->result);
 }

@@ -10,10 +10,11 @@
  * fact, appended with single writes:
  *   S <instance>\t<kind>:<name>\t...  an activation's calls (reference)
  *   B <n>\t<where>                    boundary n (reference)
- *   K <workflow>\t<key>\t<ms>         an attempt began then (reference)
+ *   K <instance>\t<key>\t<ms>         an attempt began then (reference)
  *   T <ms>                            the virtual time of the crash
- *   R <workflow>\t<key>\t<result>     a callback returned this result
- *   C <workflow>\t<key>               a step's completion was journaled
+ *   R <instance>\t<key>\t<result>     a callback returned this result
+ *   C <instance>\t<key>               a step's completion was journaled
+ * (an instance as "workflow/id")
  *   X <message>                       a check failed (the process ends)
  *   E <status>\t<output>              the instance ended so */
 #include <errno.h>
@@ -44,10 +45,10 @@ static struct {
   size_t boundary, crash_at;
   kit_reference *refs;
   size_t n_refs;
-  char **completed; /* "workflow\tkey" journaled complete before the crash */
+  char **completed; /* "instance\tkey" journaled complete before the crash */
   size_t n_completed;
   /* when the reference's last attempt of each step began: the time a
-   * step's callback reads in the crash runs ("workflow\tkey\tms") */
+   * step's callback reads in the crash runs ("instance\tkey\tms") */
   char **began;
   size_t n_began;
 } run = {.log_fd = -1};
@@ -167,51 +168,51 @@ void kit_crash_activation_end(duro_test *t, const kit_activation *a) {
   free(line);
 }
 
-static int was_completed(const char *workflow, const char *key) {
+static int was_completed(const char *instance, const char *key) {
   for (size_t i = 0; i < run.n_completed; i++) {
     const char *c = run.completed[i];
-    size_t lw = strlen(workflow);
-    if (!strncmp(c, workflow, lw) && c[lw] == '\t' && !strcmp(c + lw + 1, key))
+    size_t lw = strlen(instance);
+    if (!strncmp(c, instance, lw) && c[lw] == '\t' && !strcmp(c + lw + 1, key))
       return 1;
   }
   return 0;
 }
 
 /* When the reference's last attempt of the step began, or -1. */
-static int64_t began_at(const char *workflow, const char *key) {
-  size_t lw = strlen(workflow), lk = strlen(key);
+static int64_t began_at(const char *instance, const char *key) {
+  size_t lw = strlen(instance), lk = strlen(key);
   for (size_t i = run.n_began; i-- > 0;) {
     const char *b = run.began[i];
-    if (!strncmp(b, workflow, lw) && b[lw] == '\t' &&
+    if (!strncmp(b, instance, lw) && b[lw] == '\t' &&
         !strncmp(b + lw + 1, key, lk) && b[lw + 1 + lk] == '\t')
       return strtoll(b + lw + 2 + lk, NULL, 10);
   }
   return -1;
 }
 
-int64_t kit_crash_attempt(duro_test *t, const char *workflow, const char *key) {
+int64_t kit_crash_attempt(duro_test *t, const char *instance, const char *key) {
   if (run.reference)
-    put("K %s\t%s\t%lld", workflow, key, (long long)duro_test_now_ms(t));
-  else if (was_completed(workflow, key))
+    put("K %s\t%s\t%lld", instance, key, (long long)duro_test_now_ms(t));
+  else if (was_completed(instance, key))
     violation("step %s of %s ran again after its completion was journaled", key,
-              workflow);
+              instance);
   kit_boundary(t, "before an attempt of %s", key);
-  return run.reference ? -1 : began_at(workflow, key);
+  return run.reference ? -1 : began_at(instance, key);
 }
 
-void kit_crash_returned(duro_test *t, const char *workflow, const char *key,
+void kit_crash_returned(duro_test *t, const char *instance, const char *key,
                         const char *result) {
   if (!run.reference) {
     char *r = flat(result ? result : "null");
-    put("R %s\t%s\t%s", workflow, key, r);
+    put("R %s\t%s\t%s", instance, key, r);
     free(r);
   }
   kit_boundary(t, "after %s's callback returned, before its commit", key);
 }
 
-void kit_crash_completed(duro_test *t, const char *workflow, const char *key) {
+void kit_crash_completed(duro_test *t, const char *instance, const char *key) {
   if (!run.reference)
-    put("C %s\t%s", workflow, key);
+    put("C %s\t%s", instance, key);
   kit_boundary(t, "after the commit of %s", key);
 }
 

@@ -23,6 +23,15 @@ typedef struct kit_workflow {
   char build[17];
 } kit_workflow;
 
+/* A queue the test declared (duro_test_queue), and a cron trigger. */
+typedef struct kit_queue {
+  char *name, *binding;
+} kit_queue;
+
+typedef struct kit_cron {
+  char *schedule, *workflow, *params; /* workflow NULL: the handler form */
+} kit_cron;
+
 /* A mocked step (duro-test.h). */
 typedef struct kit_mock {
   char *workflow, *step; /* step: a key ("a#2") or a name ("a") */
@@ -51,6 +60,7 @@ typedef struct kit_call {
 typedef struct kit_activation {
   duro_step *step;
   const char *workflow, *id; /* the event's, borrowed */
+  char *instance;            /* "workflow/id", owned: the crash runs' name */
   kit_call *calls;
   size_t n_calls, cap_calls;
   int ran_attempt; /* the last do call ran a callback in this activation */
@@ -61,6 +71,16 @@ typedef struct kit_activation {
 typedef struct kit_crash {
   int active;
 } kit_crash;
+
+/* The kinds of string a read returns and the kit keeps (kit_keep). */
+enum {
+  KIT_KEEP_OUTPUT,
+  KIT_KEEP_ERROR,
+  KIT_KEEP_RESULT,
+  KIT_KEEP_DESCRIBE,
+  KIT_KEEP_QUEUE,
+  KIT_KEEP_KINDS
+};
 
 struct duro_test {
   char dir[256], db[300];
@@ -75,16 +95,32 @@ struct duro_test {
   size_t n_mocks;
   kit_calls *calls;
   size_t n_calls;
+  kit_queue *queues;
+  size_t n_queues;
+  kit_cron *crons;
+  size_t n_crons;
+  duro_scheduled_fn scheduled; /* the handler form's handler */
   kit_activation *acts[64];
   size_t n_acts;
   kit_crash crash;
   char err[1024];
-  char *strings[4]; /* what the read functions returned last, by kind */
+  char *strings[KIT_KEEP_KINDS]; /* what each read returned last */
   void (*fail)(void *ctx);
   void *fail_ctx;
 };
 
 extern duro_test *kit_current;
+
+/* Keeps s as what the read of kind k (KIT_KEEP_*) returned last,
+ * freeing the one before; returns s. */
+const char *kit_keep(duro_test *t, int k, char *s);
+
+/* Declares the test's queues and cron triggers on t->e (kit_drivers.c);
+ * 0 or a code, t->err set.  kit_drivers_free frees what was declared. */
+int kit_drivers_declare(duro_test *t);
+void kit_drivers_free(duro_test *t);
+/* The next cron tick (Unix ms), INT64_MAX when none; fires those due. */
+int64_t kit_next_tick(duro_test *t);
 
 /* Writes why into t->err and returns rc. */
 int kit_fail(duro_test *t, int rc, const char *fmt, ...)
@@ -121,10 +157,10 @@ void kit_crash_call(duro_test *t, kit_activation *a, const char *kind,
 void kit_crash_activation_end(duro_test *t, const kit_activation *a);
 /* kit_crash_attempt returns the time the step's callback is to read
  * (Unix ms: when the first run's attempt of it began), or -1. */
-int64_t kit_crash_attempt(duro_test *t, const char *workflow, const char *key);
-void kit_crash_returned(duro_test *t, const char *workflow, const char *key,
+int64_t kit_crash_attempt(duro_test *t, const char *instance, const char *key);
+void kit_crash_returned(duro_test *t, const char *instance, const char *key,
                         const char *result);
-void kit_crash_completed(duro_test *t, const char *workflow, const char *key);
+void kit_crash_completed(duro_test *t, const char *instance, const char *key);
 
 /* The wall clock plugin code reads (kit_clock.c): which code runs on
  * this thread now (kit_clock_enter returns what ran before, for

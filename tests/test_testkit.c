@@ -194,6 +194,51 @@ START_TEST(bad_loads_say_why) {
 }
 END_TEST
 
+START_TEST(queue_sends_are_kept_for_the_test) {
+  duro_test *t = open_with("notify", "Notify");
+  ck_assert_int_eq(duro_test_queue(t, "notes", "NOTES"), 0);
+  ck_assert_str_eq(duro_test_queue_messages(t, "notes"), "[]");
+  ck_assert_int_eq(duro_test_create(t, "notify", "n1", NULL), 0);
+  ck_assert_int_eq(duro_test_create(t, "notify", "n2", NULL), 0);
+  duro_test_run(t);
+  DURO_TEST_ASSERT_OUTPUT(t, "notify", "n1", "\"sent\"");
+  ck_assert_str_eq(duro_test_queue_messages(t, "notes"),
+                   "[{\"note\":\"shipped\"},{\"note\":\"shipped\"}]");
+  ck_assert_ptr_null(duro_test_queue_messages(t, "nope"));
+  ck_assert_int_ne(duro_test_queue(t, "late", NULL), 0); /* after a create */
+  duro_test_close(t);
+}
+END_TEST
+
+START_TEST(cron_ticks_fire_on_the_virtual_clock) {
+  duro_test *t = open_with("charge", "Charge");
+  ck_assert_int_ne(duro_test_cron(t, "not a schedule", "charge", NULL), 0);
+  ck_assert_int_eq(duro_test_cron(t, "0 9 * * *", "charge", NULL), 0);
+  duro_test_run(t);
+  ck_assert_ptr_null(duro_test_status(t, "charge", "cron-2026-01-01T09:00"));
+  ck_assert_int_ge(duro_test_advance(t, "9 hours"), 1);
+  DURO_TEST_ASSERT_STATUS(t, "charge", "cron-2026-01-01T09:00", "complete");
+  ck_assert_int_ge(duro_test_advance(t, "2 days"), 2);
+  DURO_TEST_ASSERT_STATUS(t, "charge", "cron-2026-01-03T09:00", "complete");
+  ck_assert_ptr_null(duro_test_status(t, "charge", "cron-2026-01-04T09:00"));
+  duro_test_close(t);
+}
+END_TEST
+
+START_TEST(cron_ticks_call_the_scheduled_handler) {
+  duro_test *t = duro_test_open();
+  ck_assert_int_eq(duro_test_load(t, PLANTED_SO, "charge", "Charge", "CHARGE"),
+                   0);
+  ck_assert_int_eq(duro_test_cron(t, "*/30 * * * *", NULL, NULL), 0);
+  ck_assert_int_ge(duro_test_advance(t, "1 hour"), 2);
+  /* 00:30 and 01:00 */
+  DURO_TEST_ASSERT_STATUS(t, "charge", "tick-1767227400000", "complete");
+  DURO_TEST_ASSERT_STATUS(t, "charge", "tick-1767229200000", "complete");
+  ck_assert_ptr_null(duro_test_status(t, "charge", "tick-1767231000000"));
+  duro_test_close(t);
+}
+END_TEST
+
 /* ---- crash runs ---- */
 
 START_TEST(crash_everywhere_passes_a_workflow_by_the_rules) {
@@ -257,6 +302,25 @@ START_TEST(crash_everywhere_catches_a_step_that_is_not_idempotent) {
 }
 END_TEST
 
+START_TEST(crash_everywhere_with_children) {
+  duro_test *t = duro_test_open();
+  ck_assert_int_eq(duro_test_load(t, PLANTED_SO, "parent", "Parent", NULL), 0);
+  ck_assert_int_eq(duro_test_load(t, PLANTED_SO, "charge", "Charge", "CHARGE"),
+                   0);
+  ck_assert_int_eq(duro_test_create(t, "parent", "p1", NULL), 0);
+  ck_assert_int_eq(duro_test_run_to_end(t, "parent", "p1", NULL), 0);
+  DURO_TEST_ASSERT_OUTPUT(t, "parent", "p1", "{\"charged\":\"real\"}");
+  DURO_TEST_ASSERT_STATUS(t, "charge", "p1-a", "complete");
+  size_t n = 0;
+  duro_test_crash_report r;
+  int rc = duro_test_crash_everywhere(t, "parent", NULL, NULL, &n, &r);
+  ck_assert_msg(rc == 0, "boundary %zu (%s): %s", r.boundary, r.where,
+                r.message);
+  ck_assert_uint_eq(n, 6); /* each child's charge: three each */
+  duro_test_close(t);
+}
+END_TEST
+
 START_TEST(crash_everywhere_with_events) {
   duro_test *t = open_with("approval", "Approval");
   const char *events[] = {"approved", "{\"by\":\"bo\"}", NULL};
@@ -278,6 +342,9 @@ int main(void) {
   tcase_add_test(run, events_and_their_timeout);
   tcase_add_test(run, bad_loads_say_why);
   tcase_add_test(run, assertions_report_and_fail);
+  tcase_add_test(run, queue_sends_are_kept_for_the_test);
+  tcase_add_test(run, cron_ticks_fire_on_the_virtual_clock);
+  tcase_add_test(run, cron_ticks_call_the_scheduled_handler);
   suite_add_tcase(s, run);
   TCase *mock = tcase_create("mock");
   tcase_add_test(mock, a_mocked_result_replaces_the_callback);
@@ -292,6 +359,7 @@ int main(void) {
   tcase_add_test(crash, crash_everywhere_catches_randomness);
   tcase_add_test(crash, crash_everywhere_catches_a_step_that_is_not_idempotent);
   tcase_add_test(crash, crash_everywhere_with_events);
+  tcase_add_test(crash, crash_everywhere_with_children);
   suite_add_tcase(s, crash);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

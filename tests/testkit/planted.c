@@ -109,9 +109,55 @@ static duro_rc approval(duro_step *step, const duro_event *ev, duro_env *env) {
   return duro_set_output(step, duro_json_value(e, "/payload"));
 }
 
+/* A step that sends to the queue bound as NOTES, in its commit. */
+static int send_note(duro_attempt *a, void *arg) {
+  if (duro_queue_send(arg, "{\"note\":\"shipped\"}", 0) != 0)
+    return duro_attempt_fail(a, "the send was refused");
+  return duro_attempt_result(a, "true");
+}
+
+static duro_rc notify(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev;
+  duro_queue *q = duro_env_queue(env, "NOTES");
+  if (!q)
+    return duro_fail(step, "no queue is bound as NOTES");
+  DURO_TRY(duro_do(step, "send", NULL, send_note, q, NULL));
+  return duro_set_output(step, "\"sent\"");
+}
+
+/* Starts two instances of the workflow bound as CHARGE as its children,
+ * waits for both, and outputs the second's output. */
+static duro_rc parent(duro_step *step, const duro_event *ev, duro_env *env) {
+  duro_workflow *w = duro_env_workflow(env, "CHARGE");
+  if (!w)
+    return duro_fail(step, "no workflow is bound as CHARGE");
+  char a[96], b[96];
+  snprintf(a, sizeof a, "%s-a", ev->instance_id);
+  snprintf(b, sizeof b, "%s-b", ev->instance_id);
+  DURO_TRY(duro_child_start(step, "start a", w, a, NULL, 0, NULL));
+  DURO_TRY(duro_child_start(step, "start b", w, b, NULL, 0, NULL));
+  const char *out = NULL;
+  DURO_TRY(duro_child_wait(step, "wait a", w, a, NULL));
+  DURO_TRY(duro_child_wait(step, "wait b", w, b, &out));
+  return duro_set_output(step, out);
+}
+
 static const duro_workflow_def defs[] = {
     {"Good", good},       {"Clock", clock_branch}, {"Random", random_name},
     {"Counter", counter}, {"Charge", charge},      {"Approval", approval},
+    {"Notify", notify},   {"Parent", parent},
 };
 
-DURO_PLUGIN(.name = "planted", .version = "1", DURO_WORKFLOWS(defs));
+/* The scheduled handler: each tick starts the workflow bound as CHARGE,
+ * its id the tick's time. */
+static int on_tick(const duro_scheduled_event *ev, duro_env *env) {
+  duro_workflow *w = duro_env_workflow(env, "CHARGE");
+  if (!w)
+    return -1;
+  char id[64];
+  snprintf(id, sizeof id, "tick-%lld", (long long)ev->scheduled_ms);
+  return duro_workflow_create(w, id, NULL) == 0 ? 0 : -1;
+}
+
+DURO_PLUGIN(.name = "planted", .version = "1", DURO_WORKFLOWS(defs),
+            .scheduled = on_tick);
