@@ -24,16 +24,8 @@ static duro_test *open_with(const char *wf, const char *cls) {
   return t;
 }
 
-static double seconds_since(const struct timespec *t0) {
-  struct timespec t1;
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  return (double)(t1.tv_sec - t0->tv_sec) +
-         (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
-}
-
 START_TEST(three_days_on_the_virtual_clock) {
-  struct timespec t0;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  /* three days in no real time: the case's timeout (30 s) is the bound */
   duro_test *t = open_with("good", "Good");
   int64_t start = duro_test_now_ms(t);
   ck_assert_int_eq(duro_test_create(t, "good", "g1", NULL), 0);
@@ -55,9 +47,6 @@ START_TEST(three_days_on_the_virtual_clock) {
   const char *d = duro_test_describe(t, "good", "g1");
   ck_assert_ptr_nonnull(strstr(d, "\"cool off#1\""));
   duro_test_close(t);
-  /* three days in well under a second of real time (a bound, not a
-   * speed target: sanitizers and a busy machine included) */
-  ck_assert_double_lt(seconds_since(&t0), 30.0);
 }
 END_TEST
 
