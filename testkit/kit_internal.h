@@ -52,7 +52,7 @@ typedef struct kit_calls {
 
 /* One step call run() made, as the crash runs compare them. */
 typedef struct kit_call {
-  char kind[12]; /* "do", "sleep", "wait", "child", ... */
+  char kind[16]; /* "do", "do_all*3" (its branch count), "sleep", ... */
   char *name;
 } kit_call;
 
