@@ -79,6 +79,8 @@ enum {
   KIT_KEEP_RESULT,
   KIT_KEEP_DESCRIBE,
   KIT_KEEP_QUEUE,
+  KIT_KEEP_EXPORT,   /* duro_test_export's document (kit_replay.c) */
+  KIT_KEEP_IMPORTED, /* the id of the instance imported last */
   KIT_KEEP_KINDS
 };
 

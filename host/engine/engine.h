@@ -254,6 +254,10 @@ typedef struct duro_dry_run_instance {
   /* diverged: the error (replay.diverged) and why; unreadable: the
    * journal's message in error_message.  NULL otherwise. */
   char *error_name, *error_message;
+  /* diverged: the step the code asked for ("rest#1"), and the one its
+   * journal has at that call ("cool off#1"; NULL: none there, the code
+   * asked for more steps or for one the journal has elsewhere). */
+  char *code_step, *journal_step;
 } duro_dry_run_instance;
 
 typedef struct duro_dry_run_report {
