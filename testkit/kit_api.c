@@ -240,11 +240,17 @@ static duro_rc kit_do_all(duro_step *s, const char *name, duro_branch *b,
 
 /* ---- the calls that are only recorded ---- */
 
-static duro_rc kit_sleep(duro_step *s, const char *name, const char *duration) {
+/* Records a call run() made, when it is an activation's, and enters the
+ * host's code for it: kit_clock_leave(what it returns) once it is back. */
+static int host_call(duro_step *s, const char *kind, const char *name) {
   kit_activation *a = act_of(kit_current, s);
   if (a)
-    record(kit_current, a, "sleep", name);
-  int was = kit_clock_enter(KIT_HOST);
+    record(kit_current, a, kind, name);
+  return kit_clock_enter(KIT_HOST);
+}
+
+static duro_rc kit_sleep(duro_step *s, const char *name, const char *duration) {
+  int was = host_call(s, "sleep", name);
   duro_rc rc = host->sleep(s, name, duration);
   kit_clock_leave(was);
   return rc;
@@ -252,10 +258,7 @@ static duro_rc kit_sleep(duro_step *s, const char *name, const char *duration) {
 
 static duro_rc kit_sleep_until(duro_step *s, const char *name,
                                int64_t unix_ms) {
-  kit_activation *a = act_of(kit_current, s);
-  if (a)
-    record(kit_current, a, "sleep", name);
-  int was = kit_clock_enter(KIT_HOST);
+  int was = host_call(s, "sleep", name);
   duro_rc rc = host->sleep_until(s, name, unix_ms);
   kit_clock_leave(was);
   return rc;
@@ -264,10 +267,7 @@ static duro_rc kit_sleep_until(duro_step *s, const char *name,
 static duro_rc kit_wait_for_event(duro_step *s, const char *name,
                                   const char *type, const char *timeout,
                                   const char **event) {
-  kit_activation *a = act_of(kit_current, s);
-  if (a)
-    record(kit_current, a, "wait", name);
-  int was = kit_clock_enter(KIT_HOST);
+  int was = host_call(s, "wait", name);
   duro_rc rc = host->wait_for_event(s, name, type, timeout, event);
   kit_clock_leave(was);
   return rc;
@@ -276,10 +276,7 @@ static duro_rc kit_wait_for_event(duro_step *s, const char *name,
 static duro_rc kit_wait_any(duro_step *s, const char *name,
                             const char *const *types, size_t n,
                             int64_t deadline_ms, const char **event) {
-  kit_activation *a = act_of(kit_current, s);
-  if (a)
-    record(kit_current, a, "wait", name);
-  int was = kit_clock_enter(KIT_HOST);
+  int was = host_call(s, "wait", name);
   duro_rc rc = host->wait_any(s, name, types, n, deadline_ms, event);
   kit_clock_leave(was);
   return rc;
@@ -289,10 +286,7 @@ static duro_rc kit_child_start(duro_step *s, const char *name,
                                duro_workflow *wf, const char *id,
                                const char *params, int parent_close,
                                const char **child_id) {
-  kit_activation *a = act_of(kit_current, s);
-  if (a)
-    record(kit_current, a, "child", name);
-  int was = kit_clock_enter(KIT_HOST);
+  int was = host_call(s, "child", name);
 
   duro_rc rc =
       host->child_start(s, name, wf, id, params, parent_close, child_id);
@@ -302,10 +296,7 @@ static duro_rc kit_child_start(duro_step *s, const char *name,
 
 static duro_rc kit_child_wait(duro_step *s, const char *name, duro_workflow *wf,
                               const char *id, const char **output) {
-  kit_activation *a = act_of(kit_current, s);
-  if (a)
-    record(kit_current, a, "child", name);
-  int was = kit_clock_enter(KIT_HOST);
+  int was = host_call(s, "child", name);
   duro_rc rc = host->child_wait(s, name, wf, id, output);
   kit_clock_leave(was);
   return rc;

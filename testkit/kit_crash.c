@@ -79,17 +79,23 @@ static char *flat(const char *s) {
   return f;
 }
 
+/* One line: `head`, then the formatted text with its tabs and newlines
+ * made spaces. */
+static void put_text(const char *head, const char *fmt, va_list ap) {
+  char text[1024];
+  vsnprintf(text, sizeof text, fmt, ap);
+  char *f = flat(text);
+  put("%s%s", head, f);
+  free(f);
+}
+
 static void violation(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
 static void violation(const char *fmt, ...) {
-  char msg[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  put_text("X ", fmt, ap);
   va_end(ap);
-  char *f = flat(msg);
-  put("X %s", f);
-  free(f);
   _exit(3);
 }
 
@@ -98,14 +104,12 @@ void kit_boundary(duro_test *t, const char *fmt, ...) {
     return;
   run.boundary++;
   if (run.reference) {
-    char where[256];
+    char head[32];
+    snprintf(head, sizeof head, "B %zu\t", run.boundary);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(where, sizeof where, fmt, ap);
+    put_text(head, fmt, ap);
     va_end(ap);
-    char *f = flat(where);
-    put("B %zu\t%s", run.boundary, f);
-    free(f);
   } else if (run.boundary == run.crash_at) {
     put("T %lld", (long long)duro_test_now_ms(t));
     _exit(99); /* all in memory is lost, as with kill -9 */
