@@ -163,6 +163,55 @@ static const bad_case bad[] = {
      "    workflows:\n"
      "      - {name: a, binding: A, class_name: C, on_timeout: undo}\n",
      "t.yaml:5:58: \"on_timeout\" must be \"error\" or \"rollback\""},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {concurrency: [{key: customerId, limit: 2}]}\n",
+     "t.yaml:8:36: \"key\" must be a JSON pointer into the params, "
+     "such as \"/customerId\""},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {concurrency: [{key: /c, limit: 0}]}\n",
+     "t.yaml:8:47: \"limit\" must be between 1 and 1000000"},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {concurrency: [{key: /c, limit: 1}, {key: /c, limit: "
+     "2}]}\n",
+     "t.yaml:8:51: a second concurrency rule for the key \"/c\" (the "
+     "first is at 8:30)"},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {concurrency: [{key: /c}]}\n",
+     "t.yaml:8:30: concurrency rule is missing \"limit\""},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {concurency: [{limit: 1}]}\n",
+     "t.yaml:8:16: unknown key \"concurency\" in flow — did you mean "
+     "\"concurrency\"?"},
     {"plugins:\n  - {name: p, path: p.so, on_crash_storm: stop}\n",
      "t.yaml:2:43: \"on_crash_storm\" must be \"pause\" or \"rollback\""},
     {"plugins:\n  - {name: p, path: p.so, crash_storm: {window: 10ms}}\n",

@@ -40,6 +40,9 @@ static const char FIXTURE[] = "plugins:\n"
                               "      - name: wf\n"
                               "        binding: WF\n"
                               "        class_name: Wf\n"
+                              "        flow:\n"
+                              "          concurrency:\n"
+                              "            - limit: 1\n"
                               "    queues:\n"
                               "      producers:\n"
                               "        - binding: JOBS\n"
@@ -140,6 +143,8 @@ static const char *base_of(const config *cfg, config_key_in in) {
     return (const char *)&pl->consumers[0];
   case CONFIG_IN_CRON:
     return (const char *)&pl->crons[0];
+  case CONFIG_IN_FLOW_RULE:
+    return (const char *)&pl->workflows[0].flow[0];
   }
   return NULL;
 }

@@ -31,6 +31,16 @@ typedef struct config_pos {
   int column; /* 1-based */
 } config_pos;
 
+/* A concurrency rule of a workflow's flow control (flow.concurrency[]):
+ * at most `limit` of its activations run at once per value of `key` in
+ * the params (a JSON pointer; NULL: the whole workflow). */
+#define CONFIG_FLOW_MAX_RULES 8
+typedef struct config_flow_rule {
+  char *key;
+  uint32_t limit;
+  config_pos pos;
+} config_flow_rule;
+
 typedef struct config_workflow {
   char *name;           /* "order-flow" (required) */
   char *binding;        /* "ORDER_FLOW" (required) */
@@ -43,6 +53,8 @@ typedef struct config_workflow {
   int versioning_latest;   /* versioning: pinned (0, default) | latest (1) */
   int pause_on_divergence; /* on_divergence: error (0, default) | pause */
   int rollback_on_timeout; /* on_timeout: error (0, default) | rollback */
+  config_flow_rule *flow;  /* flow.concurrency, n_flow of them */
+  size_t n_flow;
   /* A queue (consumed or dead-lettered into by some consumer) that gets a
    * message as each instance starts and ends; NULL = none. */
   char *lifecycle_queue;

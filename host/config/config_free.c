@@ -14,6 +14,9 @@ void config_free(config *cfg) {
       free(pl->workflows[j].binding);
       free(pl->workflows[j].class_name);
       free(pl->workflows[j].lifecycle_queue);
+      for (size_t k = 0; k < pl->workflows[j].n_flow; k++)
+        free(pl->workflows[j].flow[k].key);
+      free(pl->workflows[j].flow);
     }
     free(pl->workflows);
     for (size_t j = 0; j < pl->n_producers; j++) {

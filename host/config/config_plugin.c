@@ -10,6 +10,7 @@
 #include "config_internal.h"
 #include "duration.h"
 #include "duro.h"
+#include "json_pointer.h"
 #include "schema.h"
 #include "util.h"
 
@@ -62,7 +63,8 @@ enum {
   WF_VERSIONING,
   WF_DIVERGENCE,
   WF_LIFECYCLE,
-  WF_ON_TIMEOUT
+  WF_ON_TIMEOUT,
+  WF_FLOW
 };
 /* Which build an in-flight instance runs after a reload. */
 static const schema_choice versioning_choices[] = {
@@ -99,6 +101,7 @@ static const schema_field workflow_fields[] = {
     [WF_ON_TIMEOUT] = {"on_timeout", K_ENUM,
                        offsetof(config_workflow, rollback_on_timeout), false, 0,
                        0, on_timeout_choices},
+    [WF_FLOW] = {"flow", K_NESTED, 0, false, 0, 0, NULL},
 };
 const schema config_workflow_schema =
     SCHEMA("workflow", "in workflow", WF_NAME, workflow_fields);
@@ -114,6 +117,23 @@ static const schema_field limits_fields[] = {
 };
 const schema config_limits_schema =
     SCHEMA("limits", "in limits", -1, limits_fields);
+/* flow: its concurrency rules, each a mapping of its own. */
+enum { FLOW_CONCURRENCY };
+static const schema_field flow_fields[] = {
+    [FLOW_CONCURRENCY] = {"concurrency", K_NESTED, 0, false, 0, 0, NULL},
+};
+const schema config_flow_schema = SCHEMA("flow", "in flow", -1, flow_fields);
+
+enum { RULE_KEY, RULE_LIMIT };
+static const schema_field flow_rule_fields[] = {
+    [RULE_KEY] = {"key", K_STRING, offsetof(config_flow_rule, key), false, 0, 0,
+                  NULL},
+    [RULE_LIMIT] = {"limit", K_U32, offsetof(config_flow_rule, limit), true, 1,
+                    1000000, NULL},
+};
+const schema config_flow_rule_schema =
+    SCHEMA("concurrency rule", "in a concurrency rule", -1, flow_rule_fields);
+
 /* crash_storm fills the plugin's crash_storm. */
 static const schema_field crash_storm_fields[] = {
     {"crashes", K_U32, offsetof(config_plugin, crash_storm.crashes), false, 0,
@@ -146,6 +166,56 @@ const schema config_plugin_limits_schema =
 
 /* ---- Entries ----------------------------------------------------------- */
 
+/* flow: {concurrency: [{key: /customerId, limit: 2}, {limit: 200}]}. */
+static int parse_flow(config_parser *p, yaml_node_t *node, config_workflow *w) {
+  yaml_node_t *fv[SCHEMA_MAX_FIELDS];
+  if (schema_mapping(&p->w, node, &config_flow_schema, w, fv, NULL) < 0)
+    return -1;
+  size_t n;
+  if (schema_list(&p->w, fv[FLOW_CONCURRENCY], "concurrency", &n) < 0)
+    return -1;
+  if (n > CONFIG_FLOW_MAX_RULES)
+    return schema_fail(&p->w, fv[FLOW_CONCURRENCY],
+                       "\"concurrency\" holds at most %d rules, not %zu",
+                       CONFIG_FLOW_MAX_RULES, n);
+  if (n == 0)
+    return 0;
+  w->flow = xcalloc(n, sizeof *w->flow);
+  w->n_flow = n;
+  int rc = 0;
+  for (size_t i = 0; i < n; i++) {
+    yaml_node_t *item = schema_item(&p->w, fv[FLOW_CONCURRENCY], i);
+    config_flow_rule *r = &w->flow[i];
+    yaml_node_t *rv[SCHEMA_MAX_FIELDS];
+    if (schema_entry(&p->w, item, "concurrency") < 0 ||
+        schema_mapping(&p->w, item, &config_flow_rule_schema, r, rv, NULL) <
+            0) {
+      rc = -1;
+      continue;
+    }
+    r->pos = schema_pos(item);
+    if (r->key && !duro_json_pointer_valid(r->key)) {
+      rc = schema_fail(&p->w, rv[RULE_KEY],
+                       "\"key\" must be a JSON pointer into the params, "
+                       "such as \"/customerId\"");
+      continue;
+    }
+    for (size_t k = 0; k < i; k++) {
+      const char *a = w->flow[k].key, *b = r->key;
+      if ((!a && !b) || (a && b && !strcmp(a, b))) {
+        rc = schema_fail(&p->w, item,
+                         "a second concurrency rule for %s%s%s (the first "
+                         "is at %d:%d)",
+                         b ? "the key \"" : "the whole workflow", b ? b : "",
+                         b ? "\"" : "", w->flow[k].pos.line,
+                         w->flow[k].pos.column);
+        break;
+      }
+    }
+  }
+  return rc;
+}
+
 static int parse_workflow(config_parser *p, yaml_node_t *node,
                           config_workflow *w) {
   yaml_node_t *v[SCHEMA_MAX_FIELDS];
@@ -166,6 +236,9 @@ static int parse_workflow(config_parser *p, yaml_node_t *node,
         schema_mapping(&p->w, v[WF_LIMITS], &config_limits_schema, w, lv, NULL);
   }
   if (limits < 0 || config_unique(p, "workflow name", w->name, v[WF_NAME]) < 0)
+    rc = DURO_E_CONFIG;
+  int flow = schema_section(&p->w, v[WF_FLOW], "flow");
+  if (flow < 0 || (flow > 0 && parse_flow(p, v[WF_FLOW], w) < 0))
     rc = DURO_E_CONFIG;
   if (w->lifecycle_queue &&
       config_queue_name(p, v[WF_LIFECYCLE], &w->lifecycle_queue) < 0)

@@ -153,6 +153,9 @@ uint32_t duro_engine_stop(duro_engine *e, int64_t grace_ms) {
   return left;
 }
 
+/* An entry parked for a key's turn (flow.c), let go with the engine. */
+static void drop_parked(void *ctx, entry *ent) { entry_drop(ctx, ent); }
+
 void duro_engine_close(duro_engine *e) {
   if (!e)
     return;
@@ -185,9 +188,11 @@ void duro_engine_close(duro_engine *e) {
   entry *ent;
   while ((ent = runnable_pop(e)))
     entry_drop(e, ent);
-  for (size_t i = 0; i < e->n_wfs; i++)
+  for (size_t i = 0; i < e->n_wfs; i++) {
     while ((ent = fifo_pop(&e->wfs[i].deferred)))
       entry_drop(e, ent);
+    flow_drain_locked(e->wfs[i].flow, drop_parked, e);
+  }
   while ((ent = fifo_pop(&e->retrying)))
     entry_drop(e, ent);
   idmap_free(&e->entries);
@@ -197,6 +202,7 @@ void duro_engine_close(duro_engine *e) {
     free(e->wfs[i].name);
     free(e->wfs[i].binding);
     free((char *)e->wfs[i].limits.lifecycle_queue);
+    flow_rules_free(e->wfs[i].flow);
     builds_free(&e->wfs[i]);
   }
   free(e->wfs);

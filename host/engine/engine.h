@@ -101,6 +101,17 @@ typedef struct duro_engine_options {
   void *ctx;
 } duro_engine_options;
 
+/* A concurrency rule of a workflow's flow control (flow.c): at most
+ * `limit` of its activations run at once among the instances whose
+ * params hold the same value at `key` (a JSON pointer such as
+ * "/customerId"; NULL: the whole workflow).  An instance whose params
+ * lack the key is not limited by the rule. */
+typedef struct duro_flow_concurrency {
+  const char *key;
+  uint32_t limit;
+} duro_flow_concurrency;
+#define DURO_FLOW_MAX_RULES 8
+
 typedef struct duro_workflow_limits {
   int64_t retention_ms; /* how long an ended instance is kept; 0 = 30 days */
   /* How long an instance may take from its creation before it ends
@@ -112,6 +123,10 @@ typedef struct duro_workflow_limits {
   int rollback_on_timeout;
   uint32_t max_steps;   /* 0 = 10000 */
   uint32_t concurrency; /* running activations at once; 0 = unlimited */
+  /* flow.concurrency: rules by key (copied at registration; at most
+   * DURO_FLOW_MAX_RULES); n_flow_concurrency 0 = none. */
+  const duro_flow_concurrency *flow_concurrency;
+  size_t n_flow_concurrency;
   /* A duro_do_all's branches running at once when the call names no
    * bound; 0 = 100. */
   uint32_t parallel;

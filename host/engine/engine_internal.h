@@ -76,6 +76,9 @@ struct wf_reg {
   /* Its plugin's callbacks on engine threads, bounded (engine_admit.c);
    * NULL: none (in worker processes, or no plugin). */
   struct engine_admit *admit;
+  /* Its concurrency rules by key (flow.c), under the engine's mu; NULL:
+   * none. */
+  struct flow_rules *flow;
 };
 
 enum {
@@ -120,8 +123,17 @@ typedef struct entry {
   int rerun;
   /* Queued to have a pause or terminate applied rather than to run. */
   int apply_control;
-  struct entry *next;      /* runnable FIFO, or its workflow's deferred one */
-  wf_reg *deferred_in;     /* set while waiting for a concurrency slot */
+  struct entry *next;  /* runnable FIFO, or its workflow's deferred one */
+  wf_reg *deferred_in; /* set while waiting for a concurrency slot */
+  /* Flow control (flow.c): the key whose turn it waits for (and its
+   * rule), and the keys whose slots its activation holds. */
+  struct flow_key *flow_waits;
+  struct flow_rule *flow_waits_rule;
+  struct flow_hold {
+    struct flow_key *key;
+    struct flow_rule *rule;
+  } * flow_held;
+  uint32_t n_flow_held;
   wf_reg *counted;         /* the workflow whose slot this activation holds */
   int64_t retry_at;        /* ENTRY_RETRY: when (engine_mono_ms) */
   uint32_t write_failures; /* in a row, for the back-off */
@@ -366,6 +378,24 @@ void runnable_push(duro_engine *e, entry *ent);
 entry *runnable_pop(duro_engine *e);
 /* Takes a queued entry out of whichever queue holds it. */
 void runnable_remove(duro_engine *e, entry *ent);
+/* Flow control by key (flow.c).  flow_rules_new copies rules[0..n)
+ * (NULL for none); the rest run under the engine's mu.  flow_admit_locked
+ * takes a slot of each rule's key for the activation of ent (params: its
+ * instance's) and returns 1, or parks ent on a full key's FIFO and
+ * returns 0; flow_release_locked gives ent's slots back and makes the next
+ * waiter of each key runnable; flow_unpark_locked takes a parked ent out;
+ * flow_drain_locked hands every parked entry to fn (a closing engine). */
+typedef struct flow_rules flow_rules;
+typedef struct flow_hold flow_hold;
+flow_rules *flow_rules_new(const duro_flow_concurrency *rules, size_t n);
+void flow_rules_free(flow_rules *fr);
+int flow_admit_locked(duro_engine *e, wf_reg *wf, entry *ent,
+                      const char *params);
+void flow_release_locked(duro_engine *e, entry *ent);
+void flow_unpark_locked(entry *ent);
+void flow_drain_locked(flow_rules *fr, void (*fn)(void *ctx, entry *ent),
+                       void *ctx);
+
 /* Gives back the activation's concurrency slot and lets one parked
  * instance of the workflow run. */
 void release_slot_locked(duro_engine *e, entry *ent);
@@ -377,7 +407,8 @@ void fifo_remove(entry_fifo *q, entry *ent);
  * concurrency slots and returns 1, or parks the entry until a slot frees
  * and returns 0 (the activation must then return without running or
  * calling engine_activation_done). */
-int engine_activation_admit(duro_engine *e, entry *ent, wf_reg *wf);
+int engine_activation_admit(duro_engine *e, entry *ent, wf_reg *wf,
+                            const char *params);
 
 /* A queued instance with no entry: runnable now, or left to the backlog
  * when the runnable FIFO is full (mu held). */

@@ -35,7 +35,8 @@ wf_reg *engine_find_binding(const duro_engine *e, const char *binding) {
 int duro_engine_register(duro_engine *e, const char *name, const char *binding,
                          duro_run_fn run, const duro_workflow_limits *limits,
                          const char *build) {
-  if (!name || !run || engine_find_workflow(e, name) || e->workers)
+  if (!name || !run || engine_find_workflow(e, name) || e->workers ||
+      (limits && limits->n_flow_concurrency > DURO_FLOW_MAX_RULES))
     return DURO_E_INVALID_ARGUMENT;
   /* Registration happens before start; nothing holds pointers yet, so the
    * array may move. */
@@ -53,6 +54,9 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
   if (w->limits.plugin)
     w->admit = engine_admit_for(e, w->limits.plugin, w->limits.plugin_threads);
   w->limits.plugin = NULL; /* the bound keeps its own copy */
+  w->flow =
+      flow_rules_new(w->limits.flow_concurrency, w->limits.n_flow_concurrency);
+  w->limits.flow_concurrency = NULL; /* the rules keep their own copy */
   if (w->limits.retention_ms <= 0)
     w->limits.retention_ms = DEFAULT_RETENTION_MS;
   if (w->limits.max_steps == 0)

@@ -36,6 +36,7 @@ entry *entry_take(duro_engine *e, int64_t rowid, int state) {
 void entry_drop(duro_engine *e, entry *ent) {
   idmap_del(&e->entries, ent->rowid);
   free(ent->dispatch);
+  free(ent->flow_held);
   free(ent);
   /* After a burst (a million instances created at once) the map and the
    * freed entries would keep the peak's memory: give it back once idle. */
@@ -105,13 +106,16 @@ void runnable_remove(duro_engine *e, entry *ent) {
   } else if (ent->deferred_in) {
     fifo_remove(&ent->deferred_in->deferred, ent);
     ent->deferred_in = NULL;
+  } else if (ent->flow_waits) {
+    flow_unpark_locked(ent);
   } else {
     fifo_remove(&e->runnable, ent);
   }
 }
 
-int engine_activation_admit(duro_engine *e, entry *ent, wf_reg *wf) {
-  if (!wf->limits.concurrency) {
+int engine_activation_admit(duro_engine *e, entry *ent, wf_reg *wf,
+                            const char *params) {
+  if (!wf->limits.concurrency && !wf->flow) {
     /* no limit, nothing to count: keep mu out of the hot path */
     __atomic_store_n(&ent->admitted, 1, __ATOMIC_RELEASE);
     return 1;
@@ -122,13 +126,19 @@ int engine_activation_admit(duro_engine *e, entry *ent, wf_reg *wf) {
     ent->state = ENTRY_QUEUED;
     ent->deferred_in = wf;
     fifo_push(&wf->deferred, ent);
-    pthread_cond_broadcast(&e->changed);
+    admitted = 0;
+  } else if (wf->flow && !flow_admit_locked(e, wf, ent, params)) {
+    ent->state = ENTRY_QUEUED; /* parked on a key's FIFO */
     admitted = 0;
   } else {
-    wf->running++;
-    ent->counted = wf;
+    if (wf->limits.concurrency) {
+      wf->running++;
+      ent->counted = wf;
+    }
     __atomic_store_n(&ent->admitted, 1, __ATOMIC_RELEASE);
   }
+  if (!admitted)
+    pthread_cond_broadcast(&e->changed);
   pthread_mutex_unlock(&e->mu);
   return admitted;
 }
@@ -136,6 +146,8 @@ int engine_activation_admit(duro_engine *e, entry *ent, wf_reg *wf) {
 /* Gives back the activation's concurrency slot and lets one parked
  * instance of the workflow run. */
 void release_slot_locked(duro_engine *e, entry *ent) {
+  if (ent->n_flow_held)
+    flow_release_locked(e, ent);
   wf_reg *wf = ent->counted;
   if (!wf)
     return;

@@ -96,7 +96,7 @@ void activation_run(duro_engine *e, entry *ent) {
               a->where, a->inst.workflow, duro_status_name(a->inst.status));
     goto done;
   }
-  if (!engine_activation_admit(e, ent, a->wf)) {
+  if (!engine_activation_admit(e, ent, a->wf, a->inst.params)) {
     activation_free(a); /* runs when one of the workflow's activations ends */
     return;
   }

@@ -46,6 +46,18 @@ static void str_field(json_t *to, const char *what, const char *a,
     note(to, "%s: %s -> %s", what, shown(a), shown(b));
 }
 
+/* A workflow's flow rules: any change needs a restart (the running
+ * counts belong to the rules they were taken under). */
+static int same_flow(const config_workflow *a, const config_workflow *b) {
+  if (a->n_flow != b->n_flow)
+    return 0;
+  for (size_t i = 0; i < a->n_flow; i++)
+    if (!same(a->flow[i].key, b->flow[i].key) ||
+        a->flow[i].limit != b->flow[i].limit)
+      return 0;
+  return 1;
+}
+
 static void int_field(json_t *to, const char *what, int64_t a, int64_t b) {
   if (a != b)
     note(to, "%s: %" PRId64 " -> %" PRId64, what, a, b);
@@ -155,6 +167,8 @@ static void compare_workflows(const config_plugin *o, const config_plugin *c,
               b->lifecycle_queue);
     int_field(restart, WF("limits.concurrency"), a->concurrency,
               b->concurrency);
+    if (!same_flow(a, b))
+      note(restart, "%s", WF("flow.concurrency changed"));
     dur_field(live, WF("retention"), a->retention_ms, b->retention_ms);
     dur_field(live, WF("timeout"), a->timeout_ms, b->timeout_ms);
     flag_field(live, WF("on_timeout"), a->rollback_on_timeout,

@@ -151,6 +151,12 @@ static void register_workflows(reloader *r) {
                         : p->cfg->name,
           .plugin_threads = p->cfg->concurrency,
       };
+      duro_flow_concurrency flow[CONFIG_FLOW_MAX_RULES];
+      for (size_t f = 0; f < w->n_flow; f++)
+        flow[f] = (duro_flow_concurrency){.key = w->flow[f].key,
+                                          .limit = w->flow[f].limit};
+      lim.flow_concurrency = flow;
+      lim.n_flow_concurrency = w->n_flow;
       /* names are unique (config_refs.c checked), so this cannot fail */
       void *ctx;
       duro_engine_register(r->e, w->name, w->binding,
