@@ -24,6 +24,7 @@
 #include "engine.h"
 #include "journal.h"
 #include "ledger.h"
+#include "log.h"
 #include "map.h"
 #include "metrics.h"
 
@@ -507,7 +508,7 @@ void activation_dry_run(duro_engine *e, wf_reg *wf, int64_t rowid,
 typedef struct hung_attempt {
   entry *ent;
   int64_t rowid;
-  char *workflow, *id, *where, *build;
+  char *workflow, *id, *build;
   journal_step step; /* status waiting; its strings owned */
   uint32_t number;
   int64_t started_ms;
@@ -560,7 +561,7 @@ int engine_crashes_of(duro_engine *e, int64_t rowid, const char *key,
  * attempt.cut_short the retry policy does not charge, logged for `where`
  * ("workflow/id").  Its error JSON goes to *owned (the caller frees it
  * after the commit). */
-void engine_cut_short(journal_batch *b, const char *where, int64_t rowid,
+void engine_cut_short(journal_batch *b, const log_ctx *where, int64_t rowid,
                       journal_step *s, uint32_t number, int64_t started_ms,
                       const char *build, const char *by, int64_t now,
                       char **owned);
