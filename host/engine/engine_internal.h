@@ -227,6 +227,12 @@ struct duro_engine {
    * list.  A lock of its own, never held while calling out. */
   pthread_mutex_t watches_mu;
   idmap watches;
+  /* Followers of instances' rows (changes.c): rowid → its duro_changes
+   * list, and how many there are (atomic: a commit with none looks no
+   * further). */
+  pthread_mutex_t changes_mu;
+  idmap changes;
+  uint32_t n_changes;
 
   ledger *ledger;
   int own_ledger;
@@ -642,6 +648,12 @@ void builds_free(wf_reg *wf);
 void engine_watch_fire(duro_engine *e, int64_t rowid, const char *status);
 /* Forgets watches never given back (at close). */
 void engine_watches_free(duro_engine *e);
+
+/* ---- followers of instances' rows (changes.c) ---- */
+
+/* The journal's commit hook (ctx: the engine). */
+void engine_changes_committed(void *ctx, const journal_batch *b);
+void engine_changes_free(duro_engine *e);
 
 /* ---- the scheduler (scheduler.c) ---- */
 
