@@ -40,13 +40,14 @@ void host_write_config(const host_run *h, const char *db, const char *engine,
           "storage: { path: %s, synchronous: normal }\n"
           "http: { listen: \"127.0.0.1:0\" }\n"
           "engine: %s\n"
+          "%s"
           "plugins:\n"
           "  - name: %s\n"
           "    path: %s\n"
           "%s%s%s"
           "    workflows:\n"
           "%s",
-          db, engine, plugin, path, h->plugin_keys ? "    " : "",
+          db, engine, h->sections ? h->sections : "", plugin, path, h->plugin_keys ? "    " : "",
           h->plugin_keys ? h->plugin_keys : "", h->plugin_keys ? "\n" : "",
           workflows);
   ck_assert(fclose(f) == 0);

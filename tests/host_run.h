@@ -62,6 +62,9 @@ typedef struct host_run {
   char env_asan[1024], env_ubsan[1024], env_extra[460];
   /* More keys of the plugin's entry, one line ("workers: 0"), or NULL. */
   const char *plugin_keys;
+  /* More top-level sections of the config, YAML lines ("log: {...}\n"),
+   * or NULL. */
+  const char *sections;
 } host_run;
 
 /* Clears `h` and names its files in proc_tmp_dir: the config NAME.yaml,

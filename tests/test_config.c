@@ -98,6 +98,9 @@ static const bad_case bad[] = {
      "t.yaml:2:16: \"synchronous\" must be \"full\" or \"normal\""},
     {"storage:\n  synchronous: FULL\n",
      "t.yaml:2:16: \"synchronous\" must be \"full\" or \"normal\""},
+    {"log:\n  format: yaml\n",
+     "t.yaml:2:11: \"format\" must be \"json\" or \"text\""},
+    {"log: {level: debug}\n", "t.yaml:1:7: unknown key \"level\" in log"},
     {"storage: { path: \"\" }\n",
      "t.yaml:1:18: \"path\" must be a non-empty string"},
     {"storage:\n  path:\n", "t.yaml:2:8: \"path\" must be a non-empty string"},
@@ -849,6 +852,10 @@ static void check_defaults(const config *cfg) {
 
 /* The crash-storm breaker's keys: one plugin rolls back at the 2nd
  * crash within 5 minutes, the other has none. */
+static void check_log_json(const config *cfg) {
+  ck_assert_int_eq(cfg->log.json, 1);
+}
+
 static void check_limits(const config *cfg) {
   ck_assert_int_eq(cfg->plugins[0].limits.memory, 256LL << 20);
   ck_assert_int_eq(cfg->plugins[0].limits.cpu_ms, 2000);
@@ -949,6 +956,7 @@ static void check_durations(const config *cfg) {
 
 static void check_scalar_typing(const config *cfg) {
   ck_assert_int_eq(cfg->storage.synchronous_full, 0);
+  ck_assert_int_eq(cfg->log.json, 0); /* text unless asked */
   ck_assert_str_eq(cfg->storage.path, "null"); /* quoted: a string */
   ck_assert_str_eq(cfg->http.listen, "8787");  /* a string field */
   ck_assert_str_eq(cfg->http.token_env, "TOKEN");
@@ -1173,6 +1181,7 @@ static const good_case good[] = {
      "      - {name: b, binding: B, class_name: C, retention: 1.5 hours,\n"
      "         timeout: 2d, on_timeout: rollback}\n",
      check_durations},
+    {"log: {format: json}\n", check_log_json},
     {"storage: {path: \"null\", synchronous: normal}\n"
      "http: {listen: 8787, token_env: \"TOKEN\", allow_insecure: true}\n"
      "engine: {workers: 08}\n",

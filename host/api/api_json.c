@@ -14,7 +14,7 @@
 static const char *keep(char *s) {
   if (!s)
     return NULL;
-  if (step_current_where())
+  if (step_current_log())
     return step_keep(s);
   return call_scope_keep(s);
 }
@@ -31,7 +31,7 @@ static const char *api_json_vpack(const char *fmt, va_list ap) {
   char err[512];
   char *json = json_access_vpack(fmt, ap, err, sizeof err);
   if (!json)
-    log_write(DURO_LOG_WARN, step_current_where(), "duro_json_pack: %s", err);
+    log_at(DURO_LOG_WARN, step_current_log(), "duro_json_pack: %s", err);
   return keep(json);
 }
 

@@ -217,6 +217,9 @@ typedef struct config {
                                    instances are queued; 0 (default) =
                                    no limit */
   } engine;
+  struct {
+    int json; /* format: "text" (default) = 0, "json" = 1 */
+  } log;
   config_plugin *plugins;
   size_t n_plugins;
 } config;

@@ -1,5 +1,5 @@
 /* config_root.c — the top level of the configuration and the host's own
- * sections, storage, http and engine: one mapping each, filling the
+ * sections, storage, http, engine and log: one mapping each, filling the
  * config; the plugins list is handed entry by entry to config_plugin.c,
  * and once every plugin is read the references across the file are
  * checked (config_refs.c). */
@@ -20,11 +20,12 @@
 
 /* The indexes name the slots schema_mapping() fills with value nodes, which
  * the walkers below use for nested sections and for positions. */
-enum { ROOT_STORAGE, ROOT_HTTP, ROOT_ENGINE, ROOT_PLUGINS };
+enum { ROOT_STORAGE, ROOT_HTTP, ROOT_ENGINE, ROOT_LOG, ROOT_PLUGINS };
 static const schema_field root_fields[] = {
     [ROOT_STORAGE] = {"storage", K_NESTED, 0, false, 0, 0, NULL},
     [ROOT_HTTP] = {"http", K_NESTED, 0, false, 0, 0, NULL},
     [ROOT_ENGINE] = {"engine", K_NESTED, 0, false, 0, 0, NULL},
+    [ROOT_LOG] = {"log", K_NESTED, 0, false, 0, 0, NULL},
     [ROOT_PLUGINS] = {"plugins", K_NESTED, 0, false, 0, 0, NULL},
 };
 const schema config_root_schema =
@@ -84,6 +85,14 @@ static const schema_field engine_fields[] = {
 };
 const schema config_engine_schema =
     SCHEMA("engine", "in engine", -1, engine_fields);
+static const schema_choice log_format_choices[] = {
+    {"json", 1}, {"text", 0}, {NULL, 0}};
+static const schema_field log_fields[] = {
+    {"format", K_ENUM, offsetof(config, log.json), false, 0, 0,
+     log_format_choices},
+};
+const schema config_log_schema = SCHEMA("log", "in log", -1, log_fields);
+
 /* ---- Sections ---------------------------------------------------------- */
 
 /* Whether `name` is a host as a Host header gives it: "name", "1.2.3.4",
@@ -134,7 +143,7 @@ static int parse_allowed_hosts(config_parser *p, const yaml_node_t *list,
   return rc;
 }
 
-/* storage, http and engine: one mapping each, filling the config. */
+/* storage, http, engine and log: one mapping each, filling the config. */
 static int parse_sections(config_parser *p, yaml_node_t **v) {
   config *cfg = p->cfg;
   yaml_node_t *sv[SCHEMA_MAX_FIELDS];
@@ -146,7 +155,8 @@ static int parse_sections(config_parser *p, yaml_node_t **v) {
     const schema *s;
   } sections[] = {{ROOT_STORAGE, "storage", &config_storage_schema},
                   {ROOT_HTTP, "http", &config_http_schema},
-                  {ROOT_ENGINE, "engine", &config_engine_schema}};
+                  {ROOT_ENGINE, "engine", &config_engine_schema},
+                  {ROOT_LOG, "log", &config_log_schema}};
   for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
     yaml_node_t *sec = v[sections[i].index];
     int present = schema_section(&p->w, sec, sections[i].key);

@@ -55,6 +55,8 @@ int duro_engine_open(const duro_engine_options *opt, duro_engine **out,
   e->max_stuck = opt->max_hung ? opt->max_hung : opt->workers;
   pthread_mutex_init(&e->mu, NULL);
   pthread_mutex_init(&e->watches_mu, NULL);
+  pthread_mutex_init(&e->changes_mu, NULL);
+  journal_on_commit(e->j, engine_changes_committed, e);
   engine_cond_init(&e->work);
   engine_cond_init(&e->changed);
   engine_cond_init(&e->watch);
@@ -210,6 +212,7 @@ void duro_engine_close(duro_engine *e) {
   if (e->own_ledger)
     ledger_free(e->ledger);
   engine_watches_free(e);
+  engine_changes_free(e);
   pthread_mutex_destroy(&e->mu);
   pthread_mutex_destroy(&e->watches_mu);
   pthread_cond_destroy(&e->work);

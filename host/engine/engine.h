@@ -590,6 +590,41 @@ int duro_instance_watch(duro_engine *e, const char *workflow, const char *id,
  * (exactly once either way).  w is gone afterwards. */
 int duro_watch_cancel(duro_engine *e, duro_watch *w);
 
+/* ---- an instance's events, followed ----
+ *
+ * What a stream of an instance shows (GET .../events/stream), read from
+ * its journal rows: its creation, each step's start and end, failed
+ * attempts, sleeps, events received, its pause and its end.  Each item
+ * has an id derived from the rows (when it was committed, what kind, which
+ * step, event or attempt), the same on every read and after a restart,
+ * ordered as the items are; a read from an id returns those after it. */
+
+/* Items after `after` (an item's id; NULL or "": from the start), at most
+ * `max`, in order: a JSON array of {"id","event","data"} (a new
+ * reference in *items); *ended is 1 when the instance has ended and no
+ * item is left after the last returned.  DURO_E_INVALID_ARGUMENT for an
+ * `after` that is no id; DURO_E_NOT_FOUND... as duro_instance_get. */
+struct json_t;
+int duro_instance_events_since(duro_engine *e, const char *workflow,
+                               const char *id, const char *after, size_t max,
+                               struct json_t **items, int *ended);
+
+/* Whether other hosts share the store: their commits call no follower
+ * here, so a follower also reads again now and then. */
+int duro_engine_store_shared(duro_engine *e);
+
+/* A follower of an instance's rows: fn(ctx) is called on the committing
+ * thread after each commit that changed them (calls may coalesce: read
+ * again from what was read last).  fn must only wake its owner; it runs
+ * under a lock of the registry's. */
+typedef struct duro_changes duro_changes;
+typedef void (*duro_changes_fn)(void *ctx);
+int duro_instance_changes(duro_engine *e, const char *workflow,
+                          const char *id, duro_changes_fn fn, void *ctx,
+                          duro_changes **out);
+/* fn is not running and is never called again once this returns. */
+void duro_changes_cancel(duro_engine *e, duro_changes *c);
+
 /* One instance of a list. */
 typedef struct duro_instance_brief {
   char *id;

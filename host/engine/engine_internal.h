@@ -24,6 +24,7 @@
 #include "engine.h"
 #include "journal.h"
 #include "ledger.h"
+#include "log.h"
 #include "map.h"
 #include "metrics.h"
 
@@ -238,6 +239,12 @@ struct duro_engine {
    * list.  A lock of its own, never held while calling out. */
   pthread_mutex_t watches_mu;
   idmap watches;
+  /* Followers of instances' rows (changes.c): rowid → its duro_changes
+   * list, and how many there are (atomic: a commit with none looks no
+   * further). */
+  pthread_mutex_t changes_mu;
+  idmap changes;
+  uint32_t n_changes;
 
   ledger *ledger;
   int own_ledger;
@@ -538,7 +545,7 @@ void activation_dry_run(duro_engine *e, wf_reg *wf, int64_t rowid,
 typedef struct hung_attempt {
   entry *ent;
   int64_t rowid;
-  char *workflow, *id, *where, *build;
+  char *workflow, *id, *build;
   journal_step step; /* status waiting; its strings owned */
   uint32_t number;
   int64_t started_ms;
@@ -591,7 +598,7 @@ int engine_crashes_of(duro_engine *e, int64_t rowid, const char *key,
  * attempt.cut_short the retry policy does not charge, logged for `where`
  * ("workflow/id").  Its error JSON goes to *owned (the caller frees it
  * after the commit). */
-void engine_cut_short(journal_batch *b, const char *where, int64_t rowid,
+void engine_cut_short(journal_batch *b, const log_ctx *where, int64_t rowid,
                       journal_step *s, uint32_t number, int64_t started_ms,
                       const char *build, const char *by, int64_t now,
                       char **owned);
@@ -672,6 +679,12 @@ void builds_free(wf_reg *wf);
 void engine_watch_fire(duro_engine *e, int64_t rowid, const char *status);
 /* Forgets watches never given back (at close). */
 void engine_watches_free(duro_engine *e);
+
+/* ---- followers of instances' rows (changes.c) ---- */
+
+/* The journal's commit hook (ctx: the engine). */
+void engine_changes_committed(void *ctx, const journal_batch *b);
+void engine_changes_free(duro_engine *e);
 
 /* ---- the scheduler (scheduler.c) ---- */
 

@@ -120,7 +120,7 @@ static journal_step step_of(const journal_step *steps, size_t n,
                         .attempt_started_ms = JOURNAL_NONE};
 }
 
-void engine_cut_short(journal_batch *b, const char *where, int64_t rowid,
+void engine_cut_short(journal_batch *b, const log_ctx *where, int64_t rowid,
                       journal_step *s, uint32_t number, int64_t started_ms,
                       const char *build, const char *by, int64_t now,
                       char **owned) {
@@ -144,7 +144,7 @@ void engine_cut_short(journal_batch *b, const char *where, int64_t rowid,
   op = journal_batch_add(b, JOP_STEP_PUT);
   op->rowid = rowid;
   op->step = s;
-  log_write(DURO_LOG_WARN, where,
+  log_at(DURO_LOG_WARN, where,
             "step \"%s\" attempt %u was %s: it runs again as attempt %u",
             s->key, number, msg, number + 1);
   free(msg);
@@ -174,10 +174,9 @@ static void add_cut_short(duro_engine *e, journal_batch *b,
   char death[48];
   char *by =
       xasprintf("the engine's death (%s)", death_short(e->ledger, death));
-  char *where = xasprintf("%s/%s", in->workflow, in->id);
-  engine_cut_short(b, where, in->rowid, s, sl->attempt, sl->started_ms, build,
+  log_ctx where = {.workflow = in->workflow, .instance = in->id};
+  engine_cut_short(b, &where, in->rowid, s, sl->attempt, sl->started_ms, build,
                    by, now, owned);
-  free(where);
   free(by);
   if (kills)
     log_write(DURO_LOG_WARN, NULL,
@@ -406,8 +405,9 @@ int engine_record_crashes(duro_engine *e) {
 static void record_hung(duro_engine *e, hung_attempt *h, int64_t now) {
   journal_batch b = {0};
   char *err = NULL;
+  log_ctx where = {.workflow = h->workflow, .instance = h->id};
   if (h->cut_short_by) {
-    engine_cut_short(&b, h->where, h->rowid, &h->step, h->number, h->started_ms,
+    engine_cut_short(&b, &where, h->rowid, &h->step, h->number, h->started_ms,
                      h->build, h->cut_short_by, now, &err);
   } else {
     err = error_json(h->error_name, h->message);
@@ -428,7 +428,7 @@ static void record_hung(duro_engine *e, hung_attempt *h, int64_t now) {
     op->step = &h->step;
   }
   if (journal_commit(e->j, &b) != 0)
-    log_error("%s: cannot record the %s attempt: %s", h->where,
+    log_at(DURO_LOG_ERROR, &where, "cannot record the %s attempt: %s",
               h->cut_short_by ? "cut-short" : "hung", journal_errmsg(e->j));
   journal_batch_free(&b);
   h->step.error = NULL;
@@ -503,7 +503,9 @@ static int abandon(duro_engine *e, worker *w, entry *ent, abandon_why why,
   pthread_mutex_unlock(&w->mu);
 
   if (!h.cut_short_by)
-    log_write(DURO_LOG_WARN, h.where, "%s; its worker is replaced", h.message);
+    log_at(DURO_LOG_WARN,
+           &(log_ctx){.workflow = h.workflow, .instance = h.id, .build = h.build},
+           "%s; its worker is replaced", h.message);
   record_hung(e, &h, now);
   /* The instance runs again (or takes a pending pause or terminate). */
   engine_activation_done(e, h.ent, DURO_STATUS_QUEUED, JOURNAL_NONE, 1);

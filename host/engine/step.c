@@ -82,7 +82,7 @@ void activation_run(duro_engine *e, entry *ent) {
     goto retry;
   if (rc)
     goto done; /* swept meanwhile */
-  a->where = arena_printf(a, "%s/%s", a->inst.workflow, a->inst.id);
+  a->log = (log_ctx){.workflow = a->inst.workflow, .instance = a->inst.id};
   /* Stale runnable entries (an event for a paused instance, a wake that a
    * control operation overtook) do nothing. */
   if (a->inst.status != DURO_STATUS_QUEUED &&
@@ -92,8 +92,9 @@ void activation_run(duro_engine *e, entry *ent) {
   }
   a->wf = engine_find_workflow(e, a->inst.workflow);
   if (!a->wf) {
-    log_error("%s: workflow \"%s\" is not in the config; instance left %s",
-              a->where, a->inst.workflow, duro_status_name(a->inst.status));
+    log_at(DURO_LOG_ERROR, &a->log,
+           "workflow \"%s\" is not in the config; instance left %s",
+           a->inst.workflow, duro_status_name(a->inst.status));
     goto done;
   }
   if (!engine_activation_admit(e, ent, a->wf, a->inst.params)) {
@@ -123,7 +124,7 @@ void activation_run(duro_engine *e, entry *ent) {
     __atomic_store_n(&ent->restart_req, 1, __ATOMIC_RELEASE);
   }
   if (activation_load_journal(a) != 0) {
-    log_error("%s: cannot load journal: %s", a->where, journal_errmsg(e->j));
+    log_at(DURO_LOG_ERROR, &a->log, "cannot load journal: %s", journal_errmsg(e->j));
     goto retry;
   }
 
@@ -142,7 +143,7 @@ void activation_run(duro_engine *e, entry *ent) {
     /* Moved off a held build it ran no step on: pinned to this one from
      * its first commit, so a crash before its last cannot send its
      * steps back to the held build. */
-    log_write(DURO_LOG_INFO, a->where,
+    log_at(DURO_LOG_INFO, &a->log,
               "its build %s is held and it ran no step on it: it runs on "
               "build %s",
               a->inst.build, a->build->hash);
@@ -161,11 +162,12 @@ void activation_run(duro_engine *e, entry *ent) {
     /* None of a held build's code runs, replay included.  The instance
      * keeps no pin to it unless it had one: one that never ran starts
      * on whichever build is the newest when it is woken (holds.c). */
-    log_write(DURO_LOG_DEBUG, a->where, "held: its build is (%s)", held);
+    log_at(DURO_LOG_DEBUG, &a->log, "held: its build is (%s)", held);
     a->held = 1;
     suspend_until(a, now_ms(a) + engine_hold_recheck_ms(), arena_take(a, held));
   } else if (a->build) {
     a->build_hash = a->build->hash;
+    a->log.build = a->build_hash;
     step_running_act = a;
     out = a->build->run(a, &ev, &env);
     /* a worker's stand-in ran them while its worker was there */

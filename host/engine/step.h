@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "duro.h"
+#include "log.h"
 
 struct journal_batch;
 
@@ -23,13 +24,15 @@ struct journal_batch;
  * attempt's calls and logging. */
 void step_api_fill(duro_api *t);
 
-/* The activation running on this thread (in run() or in one of its
- * callbacks), as "workflow/id" for a log line; NULL outside any (a
- * plugin's init, a queue or cron handler). */
-const char *step_current_where(void);
+/* What a log line from this thread is about: the activation running on
+ * it (in run() or in one of its callbacks: its workflow, id and build,
+ * and the step and attempt of the callback); NULL outside any (a
+ * plugin's init, a queue or cron handler).  It lasts until the thread's
+ * next call. */
+const log_ctx *step_current_log(void);
 
 /* Moves malloc'ed `s` into the arena of the activation running on this
- * thread (step_current_where() is not NULL) and returns the copy; it
+ * thread (step_current_log() is not NULL) and returns the copy; it
  * lives as long as the activation. */
 char *step_keep(char *s);
 

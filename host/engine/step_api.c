@@ -106,8 +106,16 @@ static int api_attempt_cancelled(const duro_attempt *at) {
          (w && __atomic_load_n(&w->abandoned, __ATOMIC_ACQUIRE));
 }
 
-const char *step_current_where(void) {
-  return step_running_act ? step_running_act->where : NULL;
+const log_ctx *step_current_log(void) {
+  static __thread log_ctx at;
+  if (!step_running_act)
+    return NULL;
+  at = step_running_act->log;
+  if (step_running_attempt) {
+    at.step = step_running_attempt->step->key;
+    at.attempt = step_running_attempt->number;
+  }
+  return &at;
 }
 
 duro_attempt *step_current_attempt(void) { return step_running_attempt; }
@@ -128,13 +136,8 @@ static void api_vlog(int level, const char *fmt, va_list ap) {
    * run logs nothing. */
   if (a && ((a->replaying && !step_running_attempt) || a->dry))
     return;
-  char where[512];
-  if (a && step_running_attempt)
-    snprintf(where, sizeof where, "%s %s attempt %u", a->where,
-             step_running_attempt->step->key, step_running_attempt->number);
-  else
-    snprintf(where, sizeof where, "%s", a ? a->where : "plugin");
-  log_vwrite(level, where, fmt, ap);
+  const log_ctx *at = step_current_log();
+  log_vat(level, at ? at : &(log_ctx){.source = "plugin"}, fmt, ap);
 }
 
 /* The step runner's members of the plugin API table; the table's layout

@@ -195,7 +195,7 @@ static void record_guilty(duro_step *a, duro_attempt *at, const char *plugin,
   s->error = (char *)err;
   s->status = DURO_STEP_WAITING;
   s->wake_ms = JOURNAL_NONE;
-  log_write(DURO_LOG_WARN, a->where, "%s (crash %u of %u)", msg, crashes,
+  log_at(DURO_LOG_WARN, &a->log, "%s (crash %u of %u)", msg, crashes,
             a->e->max_crashes);
   free(msg);
   if (crashes >= a->e->max_crashes) {
@@ -224,7 +224,7 @@ static int blame_kill(duro_step *a, duro_attempt *at, int alone) {
     crashes = 0;
   if (kills && crashes + kills >= a->e->max_crashes)
     return 1;
-  log_write(DURO_LOG_WARN, a->where,
+  log_at(DURO_LOG_WARN, &a->log,
             "step \"%s\" was inside its callback, beside others, when its "
             "worker process was killed (%u of %u): it runs again with no "
             "other callback beside it",
@@ -277,7 +277,7 @@ void step_worker_died(duro_step *a, duro_attempt *at, const char *plugin,
                          "another callback caused",
                          how);
     char *owned = NULL;
-    engine_cut_short(&a->batch, a->where, a->inst.rowid, at->step, at->number,
+    engine_cut_short(&a->batch, &a->log, a->inst.rowid, at->step, at->number,
                      at->started_ms, a->build_hash, by, now_ms(a), &owned);
     journal_batch_own(&a->batch, owned); /* the attempt's error, to commit */
     free(by);
@@ -316,7 +316,7 @@ void step_worker_killed_in_run(duro_step *a, const char *plugin,
   uint32_t max = a->e->max_crashes;
   uint32_t kills = l ? ledger_suspect_charge(l, a->inst.rowid, RUN_KEY) : max;
   if (kills < max) {
-    log_write(DURO_LOG_WARN, a->where,
+    log_at(DURO_LOG_WARN, &a->log,
               "run() was running outside any step when its worker process "
               "was killed (%s; %u of %u): it runs again",
               how, kills, max);

@@ -120,7 +120,7 @@ int do_orphan_policy(duro_step *a, journal_step *s, const do_config *c) {
   int64_t now = now_ms(a);
   uint32_t charged = charged_attempts(a, s->key, s->attempts);
   if (charged > c->limit) {
-    log_write(DURO_LOG_WARN, a->where, "step \"%s\" failed after %u attempts",
+    log_at(DURO_LOG_WARN, &a->log, "step \"%s\" failed after %u attempts",
               s->key, s->attempts);
     s->status = DURO_STEP_ERRORED;
     s->ended_ms = now;
@@ -184,7 +184,7 @@ int step_flush(duro_step *a) {
   step_slot_bind(a);
   if (rc) {
     a->storage_failed = 1;
-    log_error("%s: journal commit failed: %s", a->where,
+    log_at(DURO_LOG_ERROR, &a->log, "journal commit failed: %s",
               journal_errmsg(a->e->j));
   }
   return rc;
@@ -522,7 +522,7 @@ static int do_record_failure(duro_step *a, const do_call *call,
   uint32_t charged = final ? at->number : charged_attempts(a, key, at->number);
   if (!final && charged <= c->limit) {
     int64_t wait = backoff_ms(c->delay_ms, c->backoff, charged);
-    log_write(DURO_LOG_INFO, a->where,
+    log_at(DURO_LOG_INFO, &a->log,
               "step \"%s\" attempt %u failed: %s; "
               "retrying in %" PRId64 " ms",
               key, at->number, err_msg, wait);
@@ -543,7 +543,7 @@ static int do_record_failure(duro_step *a, const do_call *call,
     a->reason = SUSPEND_TERMINATE;
     return DO_SUSPEND;
   }
-  log_write(DURO_LOG_WARN, a->where,
+  log_at(DURO_LOG_WARN, &a->log,
             "step \"%s\" failed after %u attempt%s: %s", key, at->number,
             at->number == 1 ? "" : "s", err_msg);
   free(err_msg);

@@ -36,7 +36,7 @@ void activation_dry_run(duro_engine *e, wf_reg *wf, int64_t rowid,
     activation_free(a);
     return;
   }
-  a->where = arena_printf(a, "%s/%s", a->inst.workflow, a->inst.id);
+  a->log = (log_ctx){.workflow = a->inst.workflow, .instance = a->inst.id};
   duro_event ev = activation_event_of(a);
   duro_env env = {.engine = e};
   step_running_act = a;

@@ -131,7 +131,7 @@ void activation_final_commit(void *ctx, int rc) {
   if (rc) {
     /* Nothing of it is on disk: the instance runs again from its journal
      * once writes succeed. */
-    log_error("%s: journal commit failed: %s; retrying", a->where,
+    log_at(DURO_LOG_ERROR, &a->log, "journal commit failed: %s; retrying",
               journal_errmsg(a->e->j));
     engine_activation_retry(a->e, a->ent);
     activation_free(a);
@@ -145,9 +145,9 @@ void activation_final_commit(void *ctx, int rc) {
     /* the drivers' events in it (a child's end told its parent) */
     engine_batch_woke(a->e, &a->batch);
     if (status == DURO_STATUS_ERRORED)
-      log_write(DURO_LOG_WARN, a->where, "errored: %s", a->final_row.error);
+      log_at(DURO_LOG_WARN, &a->log, "errored: %s", a->final_row.error);
     else if (status != DURO_STATUS_WAITING)
-      log_write(DURO_LOG_DEBUG, a->where, "%s", duro_status_name(status));
+      log_at(DURO_LOG_DEBUG, &a->log, "%s", duro_status_name(status));
   }
   engine_activation_done(a->e, a->ent, status, wake, 0);
   activation_free(a);

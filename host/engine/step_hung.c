@@ -24,7 +24,6 @@ void attempt_describe(const duro_attempt *at, int terminated,
   out->rowid = a->inst.rowid;
   out->workflow = xstrdup(a->inst.workflow);
   out->id = xstrdup(a->inst.id);
-  out->where = xstrdup(a->where);
   out->build = a->build_hash ? xstrdup(a->build_hash) : NULL;
   out->number = at->number;
   out->started_ms = at->started_ms;
@@ -52,7 +51,6 @@ void attempt_describe(const duro_attempt *at, int terminated,
 void hung_attempt_clear(hung_attempt *h) {
   free(h->workflow);
   free(h->id);
-  free(h->where);
   free(h->build);
   free(h->message);
   free(h->step.key);

@@ -32,6 +32,7 @@
 #include "engine_internal.h"
 #include "error.h"
 #include "journal.h"
+#include "log.h"
 #include "util.h"
 
 typedef enum suspend_reason {
@@ -104,7 +105,7 @@ struct duro_step {
   const char *wait_type;
   const char *last_error; /* {"name","message"} of the last DURO_ERROR */
   const char *output;
-  const char *where; /* "workflow/id", for logs */
+  log_ctx log; /* its workflow, id and build, for logs */
   int storage_failed;
   journal_instance final_row; /* the row the last commit stores */
   ssize_t event_wake_op;      /* its index in the final batch, or -1 */

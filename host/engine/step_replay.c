@@ -88,7 +88,7 @@ static duro_rc diverge(duro_step *a, const journal_step *journaled,
     a->dry_journal_key =
         journaled && journaled->seq == a->seq ? journaled->key : NULL;
   } else {
-    log_write(DURO_LOG_WARN, a->where, "replay diverged: %s", msg);
+    log_at(DURO_LOG_WARN, &a->log, "replay diverged: %s", msg);
   }
   fail_with(a, "replay.diverged", msg);
   free(msg);

@@ -123,7 +123,7 @@ duro_rc step_unwind(duro_step *a, journal_step **failed) {
   if (a->n_undo == 0)
     return DURO_OK;
   qsort(a->undo, a->n_undo, sizeof *a->undo, newest_first);
-  log_write(DURO_LOG_INFO, a->where, "rolling back %zu step%s, newest first",
+  log_at(DURO_LOG_INFO, &a->log, "rolling back %zu step%s, newest first",
             a->n_undo, a->n_undo == 1 ? "" : "s");
   for (size_t i = 0; i < a->n_undo; i++) {
     journal_step *s;

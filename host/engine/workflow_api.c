@@ -34,9 +34,9 @@ static int api_workflow_send_event(duro_workflow *wf, const char *id,
   const wf_reg *w = (const wf_reg *)wf;
   duro_engine *e = w->engine;
   duro_attempt *at = step_current_attempt();
-  const char *where = step_current_where();
+  const log_ctx *where = step_current_log();
   if (where && !at) {
-    log_write(DURO_LOG_WARN, where,
+    log_at(DURO_LOG_WARN, where,
               "event to %s/%s outside a step callback refused: it would "
               "repeat on every replay",
               w->name, id ? id : "");

@@ -26,9 +26,9 @@ static int api_queue_send_batch(duro_queue *q, const char *const *json,
     return n > DURO_QUEUE_MAX_BATCH ? DURO_E_BATCH_TOO_LARGE
                                     : DURO_E_INVALID_ARGUMENT;
   duro_attempt *at = step_current_attempt();
-  const char *where = step_current_where();
+  const log_ctx *where = step_current_log();
   if (where && !at) {
-    log_write(DURO_LOG_WARN, where,
+    log_at(DURO_LOG_WARN, where,
               "queue send to \"%s\" outside a step callback refused: it "
               "would repeat on every replay",
               p->queue);
@@ -45,8 +45,8 @@ static int api_queue_send_batch(duro_queue *q, const char *const *json,
               : duro_queue_enqueue_batch(p->engine, p->queue, reqs, n, NULL,
                                          err, sizeof err);
   if (rc)
-    log_write(DURO_LOG_WARN, where ? where : "plugin", "queue send refused: %s",
-              err);
+    log_at(DURO_LOG_WARN, where ? where : &(log_ctx){.source = "plugin"},
+           "queue send refused: %s", err);
   return rc;
 }
 

@@ -128,6 +128,7 @@ static void compare_host(const config *o, const config *c, json_t *restart) {
             c->engine.shutdown_grace_ms);
   int_field(restart, "engine.max_queued", o->engine.max_queued,
             c->engine.max_queued);
+  flag_field(restart, "log.format", o->log.json, c->log.json, "json", "text");
 }
 
 /* ---- workflows and producers ---------------------------------------------

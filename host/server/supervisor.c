@@ -361,6 +361,9 @@ int supervisor_run(const char *config_path) {
     errlist_clear(&errs);
     return 1;
   }
+  /* Before the first line and the first process: the engine, the probe
+   * and the workers find the format in the environment. */
+  log_export_format(sv.cfg->log.json ? LOG_JSON : LOG_TEXT);
   /* What can refuse the config without loading plugins, refuses it here;
    * nothing is created on disk before the plugins loaded. */
   if (http_check(sv.cfg, err, sizeof err) != 0 ||

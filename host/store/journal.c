@@ -75,6 +75,8 @@ struct journal {
   pthread_cond_t writer_cv;
   int writer_started, closing;
   int64_t host; /* journal_join's id; 0: not joined */
+  journal_committed_fn committed; /* journal_on_commit's */
+  void *committed_ctx;
 };
 
 /* The last failure's message, per thread (like errno): readers fail on
@@ -445,6 +447,8 @@ static void lead(journal *j, pending *mine, int writer) {
     for (pending *p = first, *next;; p = next) {
       int end = p == last;
       next = p->next;
+      if (!p->rc && j->committed)
+        j->committed(j->committed_ctx, p->batch);
       if (p->fn) {
         p->fn(p->ctx, p->rc);
         free(p);
@@ -467,6 +471,11 @@ static void lead(journal *j, pending *mine, int writer) {
       return;
     }
   }
+}
+
+void journal_on_commit(journal *j, journal_committed_fn fn, void *ctx) {
+  j->committed = fn;
+  j->committed_ctx = ctx;
 }
 
 int journal_commit(journal *j, journal_batch *b) {

@@ -305,6 +305,13 @@ typedef void (*journal_done_fn)(void *ctx, int rc);
 void journal_commit_async(journal *j, journal_batch *b, journal_done_fn fn,
                           void *ctx);
 
+/* Called with each batch once it is on disk, on the thread that
+ * committed it, before its committer learns of it: what tells observers
+ * that rows changed.  fn must be quick and must not commit.  Set before
+ * the first commit (NULL: none). */
+typedef void (*journal_committed_fn)(void *ctx, const journal_batch *b);
+void journal_on_commit(journal *j, journal_committed_fn fn, void *ctx);
+
 /* journal_commit_async that never commits on the calling thread: when no
  * thread leads, the journal's writer thread (started on first use) does.
  * For callers that must not block on a disk: the HTTP loop. */

@@ -384,6 +384,8 @@ void http_stop(http_server *s) {
     next = w->next;
     wait_timeout(w);
   }
+  /* Event streams end with what they sent. */
+  streams_stop(s);
   /* Deferred answers still coming keep it open (release closes it). */
   if (s->in_flight == 0)
     exchange_close_done(s);

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "dashboard.h"
 #include "log.h"
@@ -51,6 +52,7 @@ static void exchange_free(http_exchange *x) {
   free(rq->path);
   free(rq->query);
   free(rq->body);
+  free(rq->last_event_id);
   free(rq->segments);
   for (size_t i = 0; i < rq->n_params; i++)
     free(rq->params[i]);
@@ -77,7 +79,7 @@ static void on_guard_dispose(void *p) {
 /* On the loop: hands the answer to H2O, unless the client is gone. */
 static void respond(http_exchange *x) {
   h2o_req_t *req = x->req;
-  if (!req)
+  if (!req || x->streamed)
     return;
   if (x->guard)
     x->guard->x = NULL;
@@ -154,6 +156,8 @@ void exchange_after_route(uv_work_t *w, int status) {
   http_exchange *x = w->data;
   if (x->wait)
     wait_arm(x->wait);
+  if (x->stream)
+    stream_begin(x->stream);
   exchange_release(x);
 }
 
@@ -177,6 +181,8 @@ void exchange_on_done(uv_async_t *a) {
     http_exchange *next = x->next_done;
     if (x->wait) /* a watch's call: the only way a waiting GET gets here */
       wait_fired(x->wait);
+    else if (x->stream) /* its instance's rows changed */
+      stream_woken(x->stream);
     else if (x->then_wait && x->then_wait->id && !x->then_wait->started)
       wait_created(x); /* the create's commit */
     else
@@ -247,6 +253,10 @@ int exchange_on_req(h2o_handler_t *self, h2o_req_t *req) {
   }
   http_exchange *x = exchange_new(s, &in);
   x->req = req;
+  for (int i = 0; i < n; i++)
+    if (hdrs[i].name_len == 13 &&
+        !strncasecmp(hdrs[i].name, "last-event-id", 13))
+      x->rq.last_event_id = xstrndup(hdrs[i].value, hdrs[i].value_len);
   health_count_request(s, req);
   if (n < 0) {
     x->rs.close = 1;

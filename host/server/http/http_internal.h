@@ -94,6 +94,8 @@ struct http_server {
   struct http_exchange *done_head;
   /* GETs waiting for their instance to end whose timer runs (loop). */
   struct http_wait *waits;
+  /* Event streams begun (http_stream.c, loop). */
+  struct http_stream *streams;
   /* While stopping, answers stay in flight one more loop turn, so their
    * writes complete before the host closes the connections. */
   uv_idle_t linger;
@@ -111,6 +113,7 @@ typedef struct http_request {
   size_t body_len;
   char *segments;  /* the path, split in place by split_path */
   char *params[4]; /* query values handed out by query_param */
+  char *last_event_id; /* the Last-Event-ID header, or NULL */
   size_t n_params;
 } http_request;
 
@@ -128,6 +131,7 @@ typedef struct http_response {
 typedef struct exchange_guard exchange_guard;
 typedef struct http_wait http_wait;
 typedef struct create_wait create_wait;
+typedef struct http_stream http_stream;
 
 typedef struct http_exchange {
   uv_work_t work;
@@ -140,6 +144,8 @@ typedef struct http_exchange {
   exchange_guard *guard;
   http_wait *wait;        /* a GET ?wait= not yet answered, or NULL */
   create_wait *then_wait; /* a POST ?wait=: the wait after its commit */
+  http_stream *stream;    /* an event stream (http_stream.c), or NULL */
+  int streamed;           /* its response was begun: nothing to answer */
   http_request rq;
   http_response rs;
 } http_exchange;
@@ -179,6 +185,30 @@ struct http_wait {
   size_t cost;     /* its input buffer's bytes, in s->parked_bytes */
   http_wait *prev, *next; /* s->waits while the timer runs */
   uv_work_t read;
+};
+
+/* GET .../events/stream (http_stream.c): what it sent last, and what of
+ * it is in flight, all on the loop but `dirty`, `queued` and `begun`. */
+struct http_stream {
+  http_exchange *x;
+  char *wf, *id;
+  char last[96]; /* the last id sent or asked after ("": none) */
+  duro_changes *changes;
+  h2o_generator_t gen;
+  char *out; /* the chunk read, then being written (malloc'ed) */
+  size_t out_len;
+  int ended;    /* the instance ended and out holds its last items */
+  int read_rc;  /* the pool's read */
+  int reading;  /* a read is on the pool */
+  int writing;  /* a chunk is with H2O until on_proceed */
+  int finishing, released, done;
+  int dirty;  /* atomic: the rows changed since the last read began */
+  int queued; /* atomic: a wake is on the done queue */
+  int begun;  /* atomic: stream_begin ran, wakes go to the loop */
+  uv_work_t read;
+  uv_timer_t poll; /* a shared store's: reads now and then */
+  int poll_open;
+  http_stream *prev, *next; /* s->streams */
 };
 
 typedef enum conn_state {
@@ -260,6 +290,14 @@ void wait_arm(http_wait *w);
 void wait_fired(http_wait *w);
 void wait_timeout(http_wait *w);
 void wait_created(http_exchange *x);
+
+/* ---- http_stream.c ------------------------------------------------------- */
+
+int stream_open(http_server *s, http_exchange *x, const char *wf,
+                const char *id);
+void stream_begin(http_stream *st);
+void stream_woken(http_stream *st);
+void streams_stop(http_server *s);
 
 /* ---- http_json.c --------------------------------------------------------- */
 

@@ -505,7 +505,8 @@ static int workflow_route(http_server *s, http_exchange *x, const char *wf) {
   return send_json(x, 200, out);
 }
 
-/* /workflows/{wf}[/instances[/{id}[/status|/events/{type}]]]. */
+/* /workflows/{wf}[/instances[/{id}[/status|/events/{type}|
+ * /events/stream]]]. */
 int workflows_route(http_server *s, http_exchange *x, char **seg, int n) {
   if (n == 2)
     return workflow_route(s, x, seg[1]);
@@ -543,6 +544,9 @@ int workflows_route(http_server *s, http_exchange *x, char **seg, int n) {
     return method_is(x, "GET") ? export_instance(s, x, wf, id)
                                : wrong_method(x, "GET");
   if (n == 6 && !strcmp(seg[4], "events")) {
+    /* GET .../events/stream follows it; POST sends an event "stream" */
+    if (!strcmp(seg[5], "stream") && method_is(x, "GET"))
+      return stream_open(s, x, wf, id);
     if (!name_valid(seg[5]))
       return send_error(
           x, 400, "request.invalid",

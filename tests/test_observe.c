@@ -1,0 +1,266 @@
+/* test_observe.c — what a real `duro run` (DURO_BIN, tests/host_run.h) of
+ * the order-flow example (ORDERS_PLUGIN) shows of what it runs:
+ *
+ *  - with `log: {format: json}` every line of its log (the supervisor's,
+ *    the engine's, the worker process's) is one JSON object, and a
+ *    plugin's duro_log from a step callback, sent by its worker process,
+ *    carries the workflow, instance, step and attempt as fields;
+ *  - GET .../events/stream of an instance waiting for an event gives its
+ *    history, then the event, the step's end and the completion as they
+ *    come, and ends; a reconnect with Last-Event-ID gets exactly the
+ *    items after that id, also after a restart of the host; an ended
+ *    instance's stream gives its history and ends; an unknown one 404. */
+#include <check.h>
+#include <curl/curl.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host_run.h"
+#include "http_client.h"
+#include "proc.h"
+#include <signal.h>
+
+#ifndef ORDERS_PLUGIN
+#error "build with -DORDERS_PLUGIN=\"<path of liborders.so>\""
+#endif
+
+#define SETTLE_MS 20000
+#define ORDER_FLOW                                                             \
+  "      - { name: order-flow, binding: ORDER_FLOW, class_name: OrderFlow }\n"
+
+static void start_orders(host_run *h, const char *name, const char *sections) {
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  host_init(h, name);
+  h->sections = sections;
+  host_write_config(h, db, "{ workers: 2 }", "orders", ORDERS_PLUGIN,
+                    ORDER_FLOW);
+  host_start(h);
+}
+
+/* POST an order `id` that waits for its review, with no grace period. */
+static void create_order(const host_run *h, const char *id) {
+  char body[256];
+  snprintf(body, sizeof body,
+           "{\"id\":\"%s\",\"params\":{\"orderId\":\"%s\",\"email\":"
+           "\"a@example.com\",\"amount\":5,\"graceSeconds\":0}}",
+           id, id);
+  http_resp r;
+  host_request(h, &r, "POST", "/workflows/order-flow/instances", body);
+  ck_assert_msg(r.status == 201, "create %s: %ld %s", id, r.status,
+                r.body ? r.body : "");
+  http_resp_free(&r);
+}
+
+static void approve(const host_run *h, const char *id) {
+  char path[256];
+  snprintf(path, sizeof path,
+           "/workflows/order-flow/instances/%s/events/approval", id);
+  http_resp r;
+  host_request(h, &r, "POST", path, "{\"approved\":true}");
+  ck_assert_msg(r.status == 202, "approve %s: %ld %s", id, r.status,
+                r.body ? r.body : "");
+  http_resp_free(&r);
+}
+
+/* ---- structured logs ---------------------------------------------------- */
+
+START_TEST(json_log_lines_carry_their_instance) {
+  host_run H;
+  start_orders(&H, "jsonlog", "log: { format: json }\n");
+  create_order(&H, "o1");
+  json_decref(host_wait_status(&H, "order-flow", "o1", "waiting",
+                               proc_now_ms() + SETTLE_MS));
+  approve(&H, "o1");
+  json_decref(host_wait_status(&H, "order-flow", "o1", "complete",
+                               proc_now_ms() + SETTLE_MS));
+  host_stop(&H, proc_now_ms() + 10000, 0);
+
+  char *log = proc_slurp(H.log);
+  ck_assert(log != NULL);
+  int lines = 0, reserving = 0, charging = 0;
+  for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n")) {
+    json_error_t err;
+    json_t *o = json_loads(line, 0, &err);
+    ck_assert_msg(json_is_object(o), "not a JSON object: %s (%s)", line,
+                  err.text);
+    lines++;
+    const char *t = jstr(o, "time");
+    ck_assert_msg(t && strlen(t) == 24 && t[10] == 'T' && t[23] == 'Z', "%s",
+                  line);
+    ck_assert_msg(jstr(o, "level") && jstr(o, "message"), "%s", line);
+    const char *msg = jstr(o, "message");
+    if (!strncmp(msg, "reserving stock for order o1", 28) ||
+        !strncmp(msg, "charging 5.00 for order o1", 26)) {
+      ck_assert_str_eq(jstr(o, "workflow"), "order-flow");
+      ck_assert_str_eq(jstr(o, "instance"), "o1");
+      ck_assert_int_eq(json_integer_value(jget(o, "attempt")), 1);
+      ck_assert_str_eq(jstr(o, "level"), "info");
+      ck_assert_ptr_nonnull(jstr(o, "build"));
+      if (msg[0] == 'r') {
+        ck_assert_str_eq(jstr(o, "step"), "reserve stock#1");
+        reserving++;
+      } else {
+        ck_assert_str_eq(jstr(o, "step"), "charge card#1");
+        charging++;
+      }
+    }
+    if (strstr(msg, "engine started"))
+      ck_assert_str_eq(jstr(o, "source"), "supervisor");
+    json_decref(o);
+  }
+  ck_assert_int_eq(reserving, 1);
+  ck_assert_int_eq(charging, 1);
+  ck_assert_int_gt(lines, 3);
+  free(log);
+}
+END_TEST
+
+/* ---- the event stream ---------------------------------------------------- */
+
+typedef struct sse {
+  const host_run *h;
+  const char *id, *last; /* instance; Last-Event-ID or NULL */
+  char *text;
+  size_t len;
+  long status;
+} sse;
+
+static size_t sse_take(char *p, size_t size, size_t n, void *ctx) {
+  sse *s = ctx;
+  s->text = realloc(s->text, s->len + size * n + 1);
+  memcpy(s->text + s->len, p, size * n);
+  s->len += size * n;
+  s->text[s->len] = '\0';
+  return size * n;
+}
+
+/* Reads the stream of `s->id` to its end (the instance's). */
+static void *sse_read(void *arg) {
+  sse *s = arg;
+  char url[300], hdr[200];
+  snprintf(url, sizeof url,
+           "http://127.0.0.1:%d/workflows/order-flow/instances/%s/events/"
+           "stream",
+           s->h->port, s->id);
+  CURL *c = curl_easy_init();
+  struct curl_slist *hl = NULL;
+  if (s->last) {
+    snprintf(hdr, sizeof hdr, "Last-Event-ID: %s", s->last);
+    hl = curl_slist_append(hl, hdr);
+  }
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sse_take);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+  s->text = calloc(1, 1);
+  curl_easy_perform(c);
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &s->status);
+  curl_slist_free_all(hl);
+  curl_easy_cleanup(c);
+  return NULL;
+}
+
+static sse sse_get(const host_run *h, const char *id, const char *last) {
+  sse s = {.h = h, .id = id, .last = last};
+  sse_read(&s);
+  return s;
+}
+
+/* The "id: " lines of a stream's text, in order (NULL-terminated). */
+static char **ids_of(const char *text, size_t *n) {
+  char **v = calloc(1024, sizeof *v);
+  *n = 0;
+  for (const char *p = text; (p = strstr(p, "id: ")); p++)
+    if (p == text || p[-1] == '\n')
+      v[(*n)++] = strndup(p + 4, strcspn(p + 4, "\n"));
+  return v;
+}
+
+static void ids_free(char **v, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    free(v[i]);
+  free(v);
+}
+
+START_TEST(event_stream_follows_and_resumes) {
+  host_run H;
+  start_orders(&H, "stream", NULL);
+  create_order(&H, "o1");
+  json_decref(host_wait_status(&H, "order-flow", "o1", "waiting",
+                               proc_now_ms() + SETTLE_MS));
+  sse live = {.h = &H, .id = "o1"};
+  pthread_t t;
+  ck_assert_int_eq(pthread_create(&t, NULL, sse_read, &live), 0);
+  /* the history is there before the event is sent: its review wait */
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  while (!__atomic_load_n(&live.text, __ATOMIC_ACQUIRE) ||
+         !strstr(live.text, "\"manual review#1\"")) {
+    ck_assert_msg(proc_now_ms() < deadline, "no review wait streamed");
+    proc_sleep_ms(20);
+  }
+  approve(&H, "o1");
+  pthread_join(t, NULL);
+  ck_assert_int_eq(live.status, 200);
+  assert_contains(live.text, "event: event_received\n");
+  assert_contains(live.text, "\"step\":\"manual review#1\",\"status\":"
+                             "\"complete\"");
+  assert_contains(live.text, "event: status\ndata: {\"status\":\"complete\"");
+  size_t n;
+  char **ids = ids_of(live.text, &n);
+  ck_assert_uint_gt(n, 6);
+  for (size_t i = 1; i < n; i++)
+    ck_assert_str_ne(ids[i - 1], ids[i]);
+
+  /* the ended instance's stream: the same items, and it ends */
+  sse again = sse_get(&H, "o1", NULL);
+  ck_assert_str_eq(again.text, live.text);
+  free(again.text);
+  /* a reconnect after the 3rd item: exactly the rest */
+  const char *rest = strstr(live.text, ids[3]);
+  rest = strstr(rest, "\n\n") + 2;
+  sse resumed = sse_get(&H, "o1", ids[3]);
+  ck_assert_str_eq(resumed.text, rest);
+  free(resumed.text);
+  /* after a kill -9 of the engine and its restart: the same ids */
+  pid_t engine = host_last_engine(&H);
+  ck_assert_int_eq(kill(engine, SIGKILL), 0);
+  ck_assert(host_wait_gone(engine, 10000));
+  deadline = proc_now_ms() + SETTLE_MS;
+  for (;;) {
+    http_resp r = {0};
+    int up = host_request_try(&H, &r, "GET", "/healthz", NULL) == 0 &&
+             r.status == 200;
+    http_resp_free(&r);
+    if (up)
+      break;
+    ck_assert_msg(proc_now_ms() < deadline, "the engine did not come back");
+    proc_sleep_ms(50);
+  }
+  resumed = sse_get(&H, "o1", ids[3]);
+  ck_assert_str_eq(resumed.text, rest);
+  free(resumed.text);
+
+  sse none = sse_get(&H, "nope", NULL);
+  ck_assert_int_eq(none.status, 404);
+  free(none.text);
+  ids_free(ids, n);
+  free(live.text);
+  host_stop(&H, proc_now_ms() + 10000, 1);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("observe");
+  TCase *tc = tcase_create("logs");
+  proc_fixtures(tc, "duro-observe");
+  tcase_set_timeout(tc, 150);
+  tcase_add_test(tc, json_log_lines_carry_their_instance);
+  tcase_add_test(tc, event_stream_follows_and_resumes);
+  suite_add_tcase(s, tc);
+  return http_suite_run(s);
+}
