@@ -47,9 +47,9 @@ void host_write_config(const host_run *h, const char *db, const char *engine,
           "%s%s%s"
           "    workflows:\n"
           "%s",
-          db, engine, h->sections ? h->sections : "", plugin, path, h->plugin_keys ? "    " : "",
-          h->plugin_keys ? h->plugin_keys : "", h->plugin_keys ? "\n" : "",
-          workflows);
+          db, engine, h->sections ? h->sections : "", plugin, path,
+          h->plugin_keys ? "    " : "", h->plugin_keys ? h->plugin_keys : "",
+          h->plugin_keys ? "\n" : "", workflows);
   ck_assert(fclose(f) == 0);
 }
 

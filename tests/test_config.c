@@ -956,7 +956,7 @@ static void check_durations(const config *cfg) {
 
 static void check_scalar_typing(const config *cfg) {
   ck_assert_int_eq(cfg->storage.synchronous_full, 0);
-  ck_assert_int_eq(cfg->log.json, 0); /* text unless asked */
+  ck_assert_int_eq(cfg->log.json, 0);          /* text unless asked */
   ck_assert_str_eq(cfg->storage.path, "null"); /* quoted: a string */
   ck_assert_str_eq(cfg->http.listen, "8787");  /* a string field */
   ck_assert_str_eq(cfg->http.token_env, "TOKEN");
