@@ -129,12 +129,17 @@ typedef struct sse {
   long status;
 } sse;
 
+/* Guards a stream's text, which the test reads while it grows. */
+static pthread_mutex_t sse_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static size_t sse_take(char *p, size_t size, size_t n, void *ctx) {
   sse *s = ctx;
+  pthread_mutex_lock(&sse_mu);
   s->text = realloc(s->text, s->len + size * n + 1);
   memcpy(s->text + s->len, p, size * n);
   s->len += size * n;
   s->text[s->len] = '\0';
+  pthread_mutex_unlock(&sse_mu);
   return size * n;
 }
 
@@ -157,7 +162,9 @@ static void *sse_read(void *arg) {
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sse_take);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
   curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+  pthread_mutex_lock(&sse_mu);
   s->text = calloc(1, 1);
+  pthread_mutex_unlock(&sse_mu);
   curl_easy_perform(c);
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &s->status);
   curl_slist_free_all(hl);
@@ -198,8 +205,12 @@ START_TEST(event_stream_follows_and_resumes) {
   ck_assert_int_eq(pthread_create(&t, NULL, sse_read, &live), 0);
   /* the history is there before the event is sent: its review wait */
   int64_t deadline = proc_now_ms() + SETTLE_MS;
-  while (!__atomic_load_n(&live.text, __ATOMIC_ACQUIRE) ||
-         !strstr(live.text, "\"manual review#1\"")) {
+  for (;;) {
+    pthread_mutex_lock(&sse_mu);
+    int seen = live.text && strstr(live.text, "\"manual review#1\"");
+    pthread_mutex_unlock(&sse_mu);
+    if (seen)
+      break;
     ck_assert_msg(proc_now_ms() < deadline, "no review wait streamed");
     proc_sleep_ms(20);
   }

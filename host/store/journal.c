@@ -74,7 +74,7 @@ struct journal {
   pthread_t writer;
   pthread_cond_t writer_cv;
   int writer_started, closing;
-  int64_t host; /* journal_join's id; 0: not joined */
+  int64_t host;                   /* journal_join's id; 0: not joined */
   journal_committed_fn committed; /* journal_on_commit's */
   void *committed_ctx;
 };

@@ -10,8 +10,9 @@
  * nothing, a client reconnecting with Last-Event-ID gets what follows that
  * id, and a slow client holds one chunk (at most STREAM_MAX_ITEMS items)
  * while the rows wait in the journal: memory, never an engine thread, and
- * never a step waiting on a client.  On a store other hosts share, their
- * commits wake nobody here: the stream also reads every STREAM_POLL_MS.
+ * never a step waiting on a client.  The stream also reads every
+ * STREAM_POLL_MS: on a store other hosts share their commits wake nobody
+ * here, and a wake that never comes must not stall a stream for good.
  *
  * A stream owns one hold on its exchange from its route to its end: the
  * final chunk written, the client gone or the server stopping. */
@@ -233,8 +234,9 @@ void stream_begin(http_stream *st) {
                  H2O_STRLIT("no-cache"));
   st->gen = (h2o_generator_t){on_proceed, on_stop};
   h2o_start_response(req, &st->gen);
-  if (duro_engine_store_shared(s->engine) &&
-      uv_timer_init(s->ctx.loop, &st->poll) == 0) {
+  /* a reading a second as well: another host's commits (a shared store)
+   * wake nobody here, and a missed wake must not stall a stream */
+  if (uv_timer_init(s->ctx.loop, &st->poll) == 0) {
     st->poll_open = 1;
     st->poll.data = st;
     uv_timer_start(&st->poll, on_poll, STREAM_POLL_MS, STREAM_POLL_MS);
