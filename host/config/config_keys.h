@@ -16,7 +16,8 @@ typedef enum config_key_in {
   CONFIG_IN_WORKFLOW, /* config_workflow: plugins[].workflows[], limits */
   CONFIG_IN_PRODUCER, /* config_producer: plugins[].queues.producers[] */
   CONFIG_IN_CONSUMER, /* config_consumer: plugins[].queues.consumers[] */
-  CONFIG_IN_CRON      /* config_cron: plugins[].triggers.crons[] */
+  CONFIG_IN_CRON,     /* config_cron: plugins[].triggers.crons[] */
+  CONFIG_IN_PIPELINE  /* config_pipeline: pipelines[], its sink and roll */
 } config_key_in;
 
 typedef enum config_key_shape {
