@@ -196,6 +196,63 @@ int duro_test_crash_everywhere(duro_test *t, const char *workflow,
                                size_t *n_boundaries,
                                duro_test_crash_report *report);
 
+/* ---- replays of real journals ---------------------------------------------
+ * An instance's journal, as `duro workflows instances export WF ID >
+ * journal.json` writes it on a host (the document "duro-journal-1": its
+ * params, steps and their results and attempts, events, status), brought
+ * into the test: to see what your new code would do to an instance in
+ * production before you deploy it.  `path_or_json` is a file's path, or
+ * the document's text itself (text beginning with '{').  A document that
+ * is not JSON, of another format version, of a workflow this test did not
+ * register, or with a bad field fails with what and where in
+ * duro_test_error_text ("journal.json: steps[2].status: \"done\" is not
+ * a step status"). */
+
+/* The instance's journal as export writes it (JSON text), or NULL for an
+ * unknown instance: to make documents in a test, or keep one to replay
+ * later. */
+const char *duro_test_export(duro_test *t, const char *workflow,
+                             const char *id);
+
+/* Writes an exported instance into the test's journal as it was there,
+ * then recovers it as a restarted host would: duro_test_run,
+ * duro_test_advance, duro_test_send_event... then run it on the code the
+ * test loaded for its workflow, which it is pinned to (the build it ran
+ * on stays in its attempts' history).  The virtual clock moves on to the
+ * export's time when it is behind it, so that its timers fall due when
+ * they would have.  Its parent, if it had one, is not in the test: its
+ * end tells no one.  *id_out (may be NULL) gets its id (the test's until
+ * the next import). */
+int duro_test_import(duro_test *t, const char *path_or_json,
+                     const char **id_out);
+
+/* What a replay found. */
+typedef struct duro_test_replay_report {
+  char workflow[128], id[128];
+  /* "replays": the journal replays and the instance would go on, from
+   * `next`; "completes": it would complete; "diverged": the code asks
+   * for steps its journal does not have. */
+  char outcome[16];
+  unsigned journaled; /* the journaled steps the replay went through */
+  char next[256];     /* the step it would run or wait at next, or "" */
+  /* diverged: the step the code asked for ("rest#1"), the one the
+   * journal has at that call ("cool off#1"; "" when none), and why. */
+  char step[256], journal_step[256];
+  char message[1024];
+} duro_test_replay_report;
+
+/* Imports the document (as duro_test_import) and replays its journal on
+ * the code the test loaded for its workflow, running, waiting and
+ * writing nothing (the test-time form of `duro check --replay`): journaled
+ * steps return their results and the replay stops at the first step that
+ * would run.  Returns 0 when it replays or completes, DURO_ERROR when it
+ * diverged (the message in duro_test_error_text too), or a negative code
+ * for a document it could not import or an instance that has ended (an
+ * ended instance runs no more code).  The instance stays imported: the
+ * test may go on to run it. */
+int duro_test_replay(duro_test *t, const char *path_or_json,
+                     duro_test_replay_report *report);
+
 /* The API table the kit binds plugins to. */
 const duro_api *duro_test_api(void);
 

@@ -213,7 +213,9 @@ static duro_rc kit_do_all(duro_step *s, const char *name, duro_branch *b,
   if (!a || branch_size != sizeof(duro_branch) || !b || n == 0 ||
       n > DURO_PARALLEL_MAX)
     return host->do_all(s, name, b, n, branch_size, max_in_flight, flags);
-  record(t, a, "do_all", name);
+  char kind[16]; /* its branches take n keys: "do_all*n" */
+  snprintf(kind, sizeof kind, "do_all*%zu", n);
+  record(t, a, kind, name);
   duro_branch *mine = xcalloc(n, sizeof *mine);
   kit_cb *cbs = xcalloc(n, sizeof *cbs);
   for (size_t i = 0; i < n; i++) {

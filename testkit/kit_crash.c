@@ -122,6 +122,41 @@ static kit_reference *reference_of(const char *workflow, const char *id) {
   return NULL;
 }
 
+/* How many keys a call of `kind` takes: a do_all's branches one each
+ * ("do_all*3"), any other call one. */
+static uint32_t keys_of(const char *kind) {
+  const char *star = strchr(kind, '*');
+  return star ? (uint32_t)strtoul(star + 1, NULL, 10) : 1;
+}
+
+/* The first key of the reference's call k ("name#count": the name's
+ * keys before it, plus one), into out. */
+static void reference_key(const kit_reference *r, size_t k, char *out,
+                          size_t len) {
+  const char *name = strchr(r->calls[k], ':') + 1;
+  uint32_t count = 1;
+  for (size_t i = 0; i < k; i++) {
+    const char *n = strchr(r->calls[i], ':') + 1;
+    if (!strcmp(n, name)) {
+      char kind[16];
+      snprintf(kind, sizeof kind, "%.*s", (int)(n - 1 - r->calls[i]),
+               r->calls[i]);
+      count += keys_of(kind);
+    }
+  }
+  snprintf(out, len, "%s#%u", name, count);
+}
+
+/* The same for this activation's call k. */
+static void activation_key(const kit_activation *a, size_t k, char *out,
+                           size_t len) {
+  uint32_t count = 1;
+  for (size_t i = 0; i < k; i++)
+    if (!strcmp(a->calls[i].name, a->calls[k].name))
+      count += keys_of(a->calls[i].kind);
+  snprintf(out, len, "%s#%u", a->calls[k].name, count);
+}
+
 void kit_crash_call(duro_test *t, kit_activation *a, const char *kind,
                     const char *name) {
   (void)t;
@@ -131,23 +166,29 @@ void kit_crash_call(duro_test *t, kit_activation *a, const char *kind,
   if (!r)
     return; /* an instance the reference did not have (a child's new id) */
   size_t k = a->n_calls - 1;
-  char *got = flat(name);
+  char got[300], want[300];
+  activation_key(a, k, got, sizeof got);
   if (k >= r->n)
     violation("run() of %s/%s made a call the first run never made: its "
-              "call %zu is %s \"%s\", after the first run's last (%zu "
-              "calls): run() depends on something outside its params and "
-              "step results (the clock, randomness, a global)",
-              a->workflow, a->id, k + 1, kind, got, r->n);
-  const char *want = r->calls[k];
+              "call %zu asks for step %s (%s), after the first run's last "
+              "(%zu calls): run() depends on something outside its params "
+              "and step results (the clock, randomness, a global)",
+              a->workflow, a->id, k + 1, got, kind, r->n);
+  const char *ref = r->calls[k];
   size_t lk = strlen(kind);
-  if (strncmp(want, kind, lk) || want[lk] != ':' || strcmp(want + lk + 1, got))
-    violation("run() of %s/%s diverged on replay: its call %zu was %s "
-              "\"%s\" in the first run and is %s \"%s\" now: a step name or "
-              "a branch depends on something outside its params and step "
-              "results (the clock, randomness, a global)",
-              a->workflow, a->id, k + 1, want, strchr(want, ':') + 1, kind,
-              got);
-  free(got);
+  char *flat_name = flat(name);
+  int same = !strncmp(ref, kind, lk) && ref[lk] == ':' &&
+             !strcmp(ref + lk + 1, flat_name);
+  free(flat_name);
+  if (!same) {
+    reference_key(r, k, want, sizeof want);
+    violation("run() of %s/%s diverged on replay: its call %zu asked for "
+              "step %s (%.*s) in the first run and asks for %s (%s) now: a "
+              "step name or a branch depends on something outside its "
+              "params and step results (the clock, randomness, a global)",
+              a->workflow, a->id, k + 1, want, (int)(strchr(ref, ':') - ref),
+              ref, got, kind);
+  }
 }
 
 void kit_crash_activation_end(duro_test *t, const kit_activation *a) {

@@ -52,7 +52,7 @@ typedef struct kit_calls {
 
 /* One step call run() made, as the crash runs compare them. */
 typedef struct kit_call {
-  char kind[12]; /* "do", "sleep", "wait", "child", ... */
+  char kind[16]; /* "do", "do_all*3" (its branch count), "sleep", ... */
   char *name;
 } kit_call;
 
@@ -79,6 +79,8 @@ enum {
   KIT_KEEP_RESULT,
   KIT_KEEP_DESCRIBE,
   KIT_KEEP_QUEUE,
+  KIT_KEEP_EXPORT,   /* duro_test_export's document (kit_replay.c) */
+  KIT_KEEP_IMPORTED, /* the id of the instance imported last */
   KIT_KEEP_KINDS
 };
 

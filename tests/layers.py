@@ -116,9 +116,15 @@ RULES = [
     # The test kit drives the engine as a host does, through its public
     # face and the drivers' dispatch calls: none of the engine's insides,
     # and nothing of the host's serving parts (config, reload, workers).
+    # Its import of an exported instance (kit_replay.c) reads the export's
+    # document (view_journal.h) and writes the rows into the test's own
+    # journal through the journal's API (journal.h) while its engine is
+    # closed, as a host's journal is written: the store's face, never a
+    # backend.
     ("testkit", "only",
      ["testkit", "host/engine/engine.h", "host/api/api.h", "host/loader",
-      "host/base", "host/views/view_instance.h", "host/children/children.h",
+      "host/base", "host/views/view_instance.h", "host/views/view_journal.h",
+      "host/store/journal.h", "host/children/children.h",
       "host/queues/queue.h", "host/cron/trigger.h", PLUGIN_API, GENERATED],
      RULE),
 ]

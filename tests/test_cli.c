@@ -1343,6 +1343,48 @@ END_TEST
 /* The events an instance received, in describe's text: a misspelt type
  * stays "pending", the right one names the step that took it, and a long
  * payload is cut, saying so, unless --full. */
+/* `instances export WF ID > journal.json`: the document on stdout, JSON
+ * with or without --json, its events pending or not. */
+START_TEST(export_verb) {
+  host_start(&H);
+  trigger("ex1", ORDER(",\"graceSeconds\":3600"));
+  json_decref(wait_status("ex1", "waiting"));
+  run r;
+  CLI(&r, "instances", "send-event", WF, "ex1", "--type", "aproval",
+      "--payload", "{\"approved\":true}");
+  expect_ok(&r);
+  run_free(&r);
+  CLI(&r, "instances", "export", WF, "ex1");
+  expect_ok(&r);
+  json_t *d = out_json(&r);
+  ck_assert_msg(!strcmp(jstr(d, "format"), "duro-journal-1") &&
+                    !strcmp(jstr(d, "workflow"), WF) &&
+                    !strcmp(jstr(d, "id"), "ex1") &&
+                    !strcmp(jstr(d, "status"), "waiting") &&
+                    json_array_size(jget(d, "steps")) == 3,
+                "%s: %s", r.what, proc_tail(r.out));
+  json_t *ev = json_array_get(jget(d, "events"), 0);
+  ck_assert_msg(json_array_size(jget(d, "events")) == 1 &&
+                    !strcmp(jstr(ev, "type"), "aproval") &&
+                    !strcmp(jstr(ev, "payload"), "{\"approved\":true}") &&
+                    json_is_null(jget(ev, "consumed_by")),
+                "%s: events: %s", r.what, proc_tail(r.out));
+  run_free(&r);
+  CLI(&r, "instances", "export", WF, "ex1", "--json");
+  expect_ok(&r);
+  json_t *again = out_json(&r);
+  /* the same journal, read again (exported_ms aside) */
+  json_object_del(d, "exported_ms");
+  json_object_del(again, "exported_ms");
+  ck_assert_msg(json_equal(d, again), "%s: another document:\n%s", r.what,
+                proc_tail(r.out));
+  json_decref(again);
+  json_decref(d);
+  run_free(&r);
+  host_stop(&H);
+}
+END_TEST
+
 START_TEST(describe_events) {
   host_start(&H);
   trigger("ev1", ORDER(",\"graceSeconds\":3600"));
@@ -1418,8 +1460,8 @@ END_TEST
 START_TEST(not_found_and_usage) {
   host_start(&H);
   run r;
-  static const char *verbs[] = {"describe", "pause", "resume", "terminate",
-                                "restart"};
+  static const char *verbs[] = {"describe", "export",    "pause",
+                                "resume",   "terminate", "restart"};
   for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
     CLI(&r, "instances", verbs[i], WF, "ghost");
     expect_server_error(&r, "instance.not_found");
@@ -2225,6 +2267,7 @@ static Suite *cli_suite(void) {
   tcase_add_test(tc[0], cron_verbs);
   tcase_add_test(tc[0], describe_full);
   tcase_add_test(tc[0], describe_events);
+  tcase_add_test(tc[0], export_verb);
 
   tcase_add_test(tc[1], not_found_and_usage);
   tcase_add_test(tc[1], host_not_running);

@@ -728,6 +728,75 @@ START_TEST(describe_instance) {
 }
 END_TEST
 
+/* GET .../export: the instance's journal whole, as a document another
+ * journal can be rebuilt from; the instance is left as it was. */
+START_TEST(export_instance) {
+  host_start(&H, "h");
+  create_order("x1", 5, 1);
+  json_t *before = wait_status("x1", "waiting");
+  http_resp r;
+  request(&r, "GET", WF "/x1/export", NULL);
+  expect_status(&r, 200, "export");
+  json_t *d = r.json;
+  char *text = jdump(d);
+  ck_assert_msg(!strcmp(jstr(d, "format"), "duro-journal-1") &&
+                    !strcmp(jstr(d, "workflow"), "order-flow") &&
+                    !strcmp(jstr(d, "id"), "x1") &&
+                    !strcmp(jstr(d, "status"), "waiting") &&
+                    json_is_integer(jget(d, "exported_ms")) &&
+                    json_is_integer(jget(d, "created_ms")) &&
+                    json_is_string(jget(d, "build")) &&
+                    json_is_null(jget(d, "parent")) &&
+                    !strcmp(jstr(d, "parent_close"), "terminate"),
+                "%s", text);
+  /* user data is the journal's text, byte for byte, in a string */
+  json_t *params = json_loads(jstr(d, "params"), 0, NULL);
+  json_t *want = json_loads("{\"orderId\":\"7\",\"email\":\"a@b.c\","
+                            "\"amount\":5,\"graceSeconds\":1}",
+                            0, NULL);
+  ck_assert_msg(params && json_equal(params, want), "params: %s", text);
+  json_decref(params);
+  json_decref(want);
+  static const struct {
+    const char *key, *kind, *status;
+  } steps[] = {{"reserve stock#1", "do", "complete"},
+               {"charge card#1", "do", "complete"},
+               {"manual review#1", "waitForEvent", "waiting"}};
+  ck_assert_msg(json_array_size(jget(d, "steps")) == 3, "steps: %s", text);
+  for (size_t i = 0; i < 3; i++) {
+    json_t *s = json_array_get(jget(d, "steps"), i);
+    ck_assert_msg(!strcmp(jstr(s, "key"), steps[i].key) &&
+                      !strcmp(jstr(s, "kind"), steps[i].kind) &&
+                      !strcmp(jstr(s, "status"), steps[i].status) &&
+                      json_is_integer(jget(s, "seq")) &&
+                      json_is_array(jget(s, "failed_attempts")),
+                  "step %zu: %s", i, text);
+  }
+  json_t *charge =
+      json_loads(jstr(json_array_get(jget(d, "steps"), 1), "result"), 0, NULL);
+  ck_assert_msg(charge &&
+                    !strcmp(jstr(charge, "idempotencyKey"), "x1/charge card#1"),
+                "charge's result: %s", text);
+  json_decref(charge);
+  ck_assert_msg(json_array_size(jget(d, "events")) == 0, "events: %s", text);
+  free(text);
+  http_resp_free(&r);
+  json_t *after = describe("x1");
+  ck_assert_msg(json_equal(before, after), "export changed the instance");
+  json_decref(before);
+  json_decref(after);
+
+  request(&r, "GET", WF "/nope/export", NULL);
+  assert_error(&r, 404, "instance.not_found", "export of an unknown instance");
+  assert_contains(jstr(r.json, "error.message"), "order-flow/nope");
+  http_resp_free(&r);
+  request(&r, "POST", WF "/x1/export", "{}");
+  expect_status(&r, 405, "POST .../export");
+  http_resp_free(&r);
+  host_stop(&H);
+}
+END_TEST
+
 START_TEST(status_transitions) {
   host_start(&H, "h");
   create_order("t1", 5, 1);
@@ -3866,6 +3935,7 @@ static Suite *http_suite(void) {
   tcase_add_test(tc[0], batch_create);
   tcase_add_test(tc[0], list_filter_and_paging);
   tcase_add_test(tc[0], describe_instance);
+  tcase_add_test(tc[0], export_instance);
   tcase_add_test(tc[0], status_transitions);
   tcase_add_test(tc[0], events_move_instances_on);
   tcase_add_test(tc[0], healthz_and_metrics);

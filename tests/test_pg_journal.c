@@ -1385,6 +1385,135 @@ START_TEST(engine_runs_three_steps) {
 }
 END_TEST
 
+/* An instance's rows whole (journal_rows.c): read out of PostgreSQL as
+ * an export reads them, written into a SQLite journal as the test kit's
+ * import writes them, and back into PostgreSQL, every column and which
+ * step took each event the same. */
+static void rows_expect_same(const journal_rows *a, const journal_rows *b) {
+  ck_assert_str_eq(a->inst.id, b->inst.id);
+  ck_assert_int_eq(a->inst.status, b->inst.status);
+  ck_assert_str_eq(a->inst.params, b->inst.params);
+  ck_assert_int_eq(a->inst.wake_ms, b->inst.wake_ms);
+  ck_assert_int_eq(a->inst.started_ms, b->inst.started_ms);
+  ck_assert_str_eq(a->inst.wait_type, b->inst.wait_type);
+  ck_assert_str_eq(a->inst.build, b->inst.build);
+  ck_assert_int_eq(a->inst.created_ms, b->inst.created_ms);
+  ck_assert_uint_eq(a->n_steps, b->n_steps);
+  for (size_t i = 0; i < a->n_steps; i++) {
+    ck_assert_str_eq(a->steps[i].key, b->steps[i].key);
+    ck_assert_int_eq(a->steps[i].seq, b->steps[i].seq);
+    ck_assert_int_eq(a->steps[i].type, b->steps[i].type);
+    ck_assert_int_eq(a->steps[i].status, b->steps[i].status);
+    ck_assert_pstr_eq(a->steps[i].result, b->steps[i].result);
+    ck_assert_int_eq(a->steps[i].wake_ms, b->steps[i].wake_ms);
+  }
+  ck_assert_uint_eq(a->n_attempts, b->n_attempts);
+  for (size_t i = 0; i < a->n_attempts; i++) {
+    ck_assert_str_eq(a->attempts[i].key, b->attempts[i].key);
+    ck_assert_uint_eq(a->attempts[i].number, b->attempts[i].number);
+    ck_assert_pstr_eq(a->attempts[i].error, b->attempts[i].error);
+  }
+  ck_assert_uint_eq(a->n_events, b->n_events);
+  for (size_t i = 0; i < a->n_events; i++) {
+    ck_assert_str_eq(a->events[i].type, b->events[i].type);
+    ck_assert_pstr_eq(a->events[i].payload, b->events[i].payload);
+    ck_assert_int_eq(a->events[i].ts_ms, b->events[i].ts_ms);
+    ck_assert_pstr_eq(a->events[i].consumed_by, b->events[i].consumed_by);
+  }
+}
+
+START_TEST(rows_whole_across_backends) {
+  fresh_db();
+  journal *j = open_journal();
+  int64_t rowid = insert(j, "wf", "r1", 5);
+  journal_step a = step_row("a#1", "a", 1, "complete", JOURNAL_NONE);
+  a.result = "{\"big\":123456789012345678901234567890}";
+  journal_step w = step_row("go#1", "go", 2, "complete", JOURNAL_NONE);
+  w.type = DURO_STEP_WAIT_FOR_EVENT;
+  w.result = "{\"ok\":true}";
+  journal_step nap = step_row("nap#1", "nap", 3, "waiting", 900);
+  journal_batch b = {0};
+  journal_op *op;
+  const journal_step *steps[] = {&a, &w, &nap};
+  for (int i = 0; i < 3; i++) {
+    op = journal_batch_add(&b, JOP_STEP_PUT);
+    op->rowid = rowid;
+    op->step = steps[i];
+  }
+  op = journal_batch_add(&b, JOP_ATTEMPT_PUT);
+  op->rowid = rowid;
+  op->attempt = (journal_attempt){"a#1", 1, 10, 11, "boom", "b0"};
+  static const char *const types[] = {"go", "later"};
+  for (int i = 0; i < 2; i++) {
+    op = journal_batch_add(&b, JOP_EVENT_INSERT);
+    op->rowid = rowid;
+    op->event_type = types[i];
+    op->event_payload = "{\"p\":1}";
+    op->ts_ms = 20 + i;
+  }
+  commit_ok(j, &b);
+  int64_t go_seq = b.ops[4].out_rowid;
+  journal_batch_reset(&b);
+  op = journal_batch_add(&b, JOP_EVENT_CONSUME);
+  op->event_seq = go_seq;
+  op->step_key = "go#1";
+  op = journal_batch_add(&b, JOP_INSTANCE_PIN);
+  op->rowid = rowid;
+  op->step_key = "b1";
+  commit_ok(j, &b);
+  journal_batch_free(&b);
+  journal_instance row = {.rowid = rowid,
+                          .status = DURO_STATUS_WAITING,
+                          .started_ms = 6,
+                          .ended_ms = JOURNAL_NONE,
+                          .wake_ms = 900,
+                          .paused_ms = JOURNAL_NONE,
+                          .wait_type = "later"};
+  set_row(j, &row, 0);
+
+  journal_rows pg_rows;
+  ck_assert_int_eq(journal_rows_read(j, "wf", "r1", &pg_rows), 0);
+  ck_assert_uint_eq(pg_rows.n_steps, 3);
+  ck_assert_uint_eq(pg_rows.n_attempts, 1);
+  ck_assert_str_eq(pg_rows.events[0].consumed_by, "go#1");
+  ck_assert_ptr_null(pg_rows.events[1].consumed_by);
+  ck_assert_int_eq(journal_rows_write(j, &pg_rows, NULL),
+                   DURO_E_ALREADY_EXISTS);
+  journal_rows none;
+  ck_assert_int_eq(journal_rows_read(j, "wf", "nope", &none), DURO_E_NOT_FOUND);
+
+  char dir[] = "/tmp/duro-rows-XXXXXX", path[64];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/j.db", dir);
+  journal *sq = NULL;
+  char err[256];
+  ck_assert_msg(journal_open(path, 1, &sq, err, sizeof err) == 0, "%s", err);
+  ck_assert_int_eq(journal_rows_write(sq, &pg_rows, NULL), 0);
+  journal_rows sq_rows;
+  ck_assert_int_eq(journal_rows_read(sq, "wf", "r1", &sq_rows), 0);
+  rows_expect_same(&pg_rows, &sq_rows);
+
+  /* and back into PostgreSQL, as another instance */
+  free(sq_rows.inst.id);
+  sq_rows.inst.id = strdup("r2");
+  int64_t r2 = 0;
+  ck_assert_int_eq(journal_rows_write(j, &sq_rows, &r2), 0);
+  ck_assert_int_gt(r2, rowid);
+  journal_rows again;
+  ck_assert_int_eq(journal_rows_read(j, "wf", "r2", &again), 0);
+  rows_expect_same(&sq_rows, &again);
+
+  journal_rows_free(&again);
+  journal_rows_free(&sq_rows);
+  journal_rows_free(&pg_rows);
+  journal_close(sq);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  ck_assert_int_eq(system(cmd), 0);
+  journal_close(j);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("pg_journal");
   TCase *tc = tcase_create("journal");
@@ -1409,6 +1538,7 @@ int main(void) {
   tcase_add_test(tc, queue_messages);
   tcase_add_test(tc, cron_ticks);
   tcase_add_test(tc, engine_runs_three_steps);
+  tcase_add_test(tc, rows_whole_across_backends);
   suite_add_tcase(s, tc);
   return suite_run(s);
 }

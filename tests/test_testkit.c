@@ -1,7 +1,8 @@
 /* test_testkit.c — the test kit (testkit/duro-test.h) as a plugin author
  * uses it, on planted workflows (tests/testkit/planted.c): the virtual
- * clock, mocks, the assertions, and crash runs that must catch each
- * broken rule and pass a workflow that keeps them. */
+ * clock, mocks, the assertions, crash runs that must catch each broken
+ * rule and pass a workflow that keeps them, and exported journals
+ * replayed and run on new builds. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -253,7 +254,10 @@ START_TEST(crash_everywhere_catches_the_clock) {
   duro_test_crash_report r;
   ck_assert_int_ne(duro_test_crash_everywhere(t, "clock", NULL, NULL, NULL, &r),
                    0);
-  ck_assert_msg(strstr(r.message, "diverged") && strstr(r.message, "day\""),
+  /* the key of the first run's step and of the replay's */
+  ck_assert_msg(strstr(r.message, "diverged") &&
+                    strstr(r.message, "even day#1") &&
+                    strstr(r.message, "odd day#1"),
                 "%s", r.message);
   ck_assert_uint_ge(r.boundary, 1);
   ck_assert_str_ne(r.where, "");
@@ -323,6 +327,181 @@ START_TEST(crash_everywhere_with_events) {
 }
 END_TEST
 
+/* ---- replays of exported journals ---- */
+
+#define DAY_MS (86400LL * 1000)
+
+/* An instance of Good run a day into its three-day sleep, exported
+ * (caller frees); *t0 gets the test's start. */
+static char *exported_good(int64_t *t0) {
+  duro_test *t = open_with("good", "Good");
+  *t0 = duro_test_now_ms(t);
+  ck_assert_int_eq(duro_test_create(t, "good", "g1", "{\"who\":\"prod\"}"), 0);
+  ck_assert_int_ge(duro_test_advance(t, "1 day"), 1);
+  ck_assert_str_eq(duro_test_status(t, "good", "g1"), "waiting");
+  ck_assert_ptr_null(duro_test_export(t, "good", "nope"));
+  const char *doc = duro_test_export(t, "good", "g1");
+  ck_assert_ptr_nonnull(doc);
+  ck_assert_ptr_nonnull(strstr(doc, "\"duro-journal-1\""));
+  char *copy = strdup(doc);
+  /* exporting changed nothing */
+  ck_assert_str_eq(duro_test_status(t, "good", "g1"), "waiting");
+  ck_assert_int_eq(duro_test_calls(t, "good", "fetch"), 1);
+  duro_test_close(t);
+  return copy;
+}
+
+/* Replaces the first `from` in doc with `to` (a new string). */
+static char *edited(const char *doc, const char *from, const char *to) {
+  const char *at = strstr(doc, from);
+  ck_assert_msg(at != NULL, "\"%s\" not in the export:\n%s", from, doc);
+  size_t head = (size_t)(at - doc);
+  char *out = malloc(strlen(doc) + strlen(to) + 1);
+  ck_assert_ptr_nonnull(out);
+  memcpy(out, doc, head);
+  strcpy(out + head, to);
+  strcat(out, at + strlen(from));
+  return out;
+}
+
+START_TEST(a_build_that_keeps_the_steps_replays_and_runs_on) {
+  int64_t t0;
+  char *doc = exported_good(&t0);
+  duro_test *t = open_with("good", "GoodV2");
+  duro_test_replay_report r;
+  int rc = duro_test_replay(t, doc, &r);
+  ck_assert_msg(rc == 0, "replay: %d %s", rc, duro_test_error_text(t));
+  ck_assert_str_eq(r.outcome, "replays");
+  ck_assert_str_eq(r.workflow, "good");
+  ck_assert_str_eq(r.id, "g1");
+  ck_assert_uint_eq(r.journaled, 2);
+  ck_assert_str_eq(r.next, "cool off#1");
+  ck_assert_str_eq(r.step, "");
+  /* nothing ran: the journal's fetch was replayed, not called */
+  ck_assert_int_eq(duro_test_calls(t, "good", "fetch"), 0);
+  ck_assert_str_eq(duro_test_status(t, "good", "g1"), "waiting");
+  /* the clock is at the export's time: the sleep has two days left */
+  ck_assert_int_eq(duro_test_now_ms(t), t0 + DAY_MS);
+  ck_assert_int_ge(duro_test_advance(t, "1 day"), 0);
+  ck_assert_str_eq(duro_test_status(t, "good", "g1"), "waiting");
+  ck_assert_int_eq(duro_test_run_to_end(t, "good", "g1", NULL), 0);
+  DURO_TEST_ASSERT_STATUS(t, "good", "g1", "complete");
+  DURO_TEST_ASSERT_OUTPUT(t, "good", "g1", "{\"done\":\"v2\"}");
+  ck_assert_int_eq(duro_test_now_ms(t), t0 + 3 * DAY_MS);
+  ck_assert_int_eq(duro_test_calls(t, "good", "fetch"), 0);
+  ck_assert_int_eq(duro_test_calls(t, "good", "notify"), 3);
+  ck_assert_str_eq(duro_test_step_result(t, "good", "g1", "fetch#1"),
+                   "{\"v\":1}");
+  duro_test_close(t);
+  free(doc);
+}
+END_TEST
+
+START_TEST(a_renamed_step_diverges_naming_it) {
+  int64_t t0;
+  char *doc = exported_good(&t0);
+  duro_test *t = open_with("good", "GoodRenamed");
+  duro_test_replay_report r;
+  ck_assert_int_eq(duro_test_replay(t, doc, &r), DURO_ERROR);
+  ck_assert_str_eq(r.outcome, "diverged");
+  ck_assert_str_eq(r.step, "rest#1");
+  ck_assert_str_eq(r.journal_step, "cool off#1");
+  ck_assert_msg(strstr(r.message, "\"cool off#1\"") &&
+                    strstr(r.message, "\"rest#1\""),
+                "%s", r.message);
+  ck_assert_msg(strstr(duro_test_error_text(t), "good/g1 diverged"), "%s",
+                duro_test_error_text(t));
+  /* a dry run: nothing ran or changed */
+  ck_assert_int_eq(duro_test_calls(t, "good", "fetch"), 0);
+  ck_assert_str_eq(duro_test_status(t, "good", "g1"), "waiting");
+  duro_test_close(t);
+  free(doc);
+}
+END_TEST
+
+/* An import from a file, by path, then run by hand. */
+START_TEST(an_import_from_a_file_runs_on) {
+  int64_t t0;
+  char *doc = exported_good(&t0);
+  char path[] = "/tmp/duro-journal-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(write(fd, doc, strlen(doc)), (ssize_t)strlen(doc));
+  close(fd);
+  duro_test *t = open_with("good", "Good");
+  const char *id = NULL;
+  int rc = duro_test_import(t, path, &id);
+  ck_assert_msg(rc == 0, "import: %s", duro_test_error_text(t));
+  ck_assert_str_eq(id, "g1");
+  ck_assert_int_ge(duro_test_advance(t, "2 days"), 1);
+  DURO_TEST_ASSERT_OUTPUT(t, "good", "g1", "{\"done\":true}");
+  /* once is all: the instance is this test's now */
+  ck_assert_int_eq(duro_test_import(t, path, NULL), DURO_E_ALREADY_EXISTS);
+  ck_assert_msg(strstr(duro_test_error_text(t), "has that instance already"),
+                "%s", duro_test_error_text(t));
+  unlink(path);
+  duro_test_close(t);
+  free(doc);
+}
+END_TEST
+
+/* Each bad document fails with what and where, and imports nothing. */
+START_TEST(bad_documents_say_what_and_where) {
+  int64_t t0;
+  char *doc = exported_good(&t0);
+  duro_test *t = open_with("good", "Good");
+  duro_test_replay_report r;
+  static const struct {
+    const char *from, *to, *says;
+  } bad[] = {
+      {"{", "{ nonsense", "the document: not a JSON document (line 1"},
+      {"duro-journal-1", "duro-journal-9",
+       "format: \"duro-journal-9\" is not a format this build reads"},
+      {"\"workflow\": \"good\"", "\"workflow\": \"bad\"",
+       "workflow \"bad\" is not registered in this test"},
+      {"\"kind\": \"sleep\"", "\"kind\": \"nap\"",
+       "steps[1].kind: \"nap\" is not a step kind"},
+      {"\"params\": \"{\\\"who\\\":\\\"prod\\\"}\"", "\"params\": \"{who\"",
+       "params: \"{who\" is not JSON text"},
+      {"\"count\": 1", "\"count\": \"one\"",
+       "steps[0].count: must be an integer"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    char *d = edited(doc, bad[i].from, bad[i].to);
+    ck_assert_int_lt(duro_test_replay(t, d, &r), 0);
+    ck_assert_msg(strstr(duro_test_error_text(t), bad[i].says),
+                  "case %zu: want \"%s\" in \"%s\"", i, bad[i].says,
+                  duro_test_error_text(t));
+    ck_assert_ptr_null(duro_test_status(t, "good", "g1"));
+    free(d);
+  }
+  ck_assert_int_eq(duro_test_import(t, "/nonexistent/journal.json", NULL),
+                   DURO_E_IO);
+  ck_assert_msg(strstr(duro_test_error_text(t), "/nonexistent/journal.json: "),
+                "%s", duro_test_error_text(t));
+  duro_test_close(t);
+  free(doc);
+}
+END_TEST
+
+/* An instance that has ended imports, but has nothing to replay. */
+START_TEST(an_ended_instance_has_nothing_to_replay) {
+  duro_test *t = open_with("good", "Good");
+  ck_assert_int_eq(duro_test_create(t, "good", "done", NULL), 0);
+  ck_assert_int_eq(duro_test_run_to_end(t, "good", "done", NULL), 0);
+  char *doc = strdup(duro_test_export(t, "good", "done"));
+  duro_test_close(t);
+  t = open_with("good", "GoodV2");
+  duro_test_replay_report r;
+  ck_assert_int_eq(duro_test_replay(t, doc, &r), DURO_E_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(duro_test_error_text(t), "good/done: it is complete"),
+                "%s", duro_test_error_text(t));
+  DURO_TEST_ASSERT_OUTPUT(t, "good", "done", "{\"done\":true}");
+  duro_test_close(t);
+  free(doc);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("testkit");
   TCase *run = tcase_create("run");
@@ -350,6 +529,13 @@ int main(void) {
   tcase_add_test(crash, crash_everywhere_with_events);
   tcase_add_test(crash, crash_everywhere_with_children);
   suite_add_tcase(s, crash);
+  TCase *replay = tcase_create("replay");
+  tcase_add_test(replay, a_build_that_keeps_the_steps_replays_and_runs_on);
+  tcase_add_test(replay, a_renamed_step_diverges_naming_it);
+  tcase_add_test(replay, an_import_from_a_file_runs_on);
+  tcase_add_test(replay, bad_documents_say_what_and_where);
+  tcase_add_test(replay, an_ended_instance_has_nothing_to_replay);
+  suite_add_tcase(s, replay);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
   int failed = srunner_ntests_failed(sr);

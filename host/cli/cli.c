@@ -49,6 +49,8 @@ static const cli_verb verbs[] = {
      cli_build_describe, cli_print_describe},
     {"workflows instances status", "WF ID", 2, 2, 0, NULL, cli_build_summary,
      cli_print_summary},
+    {"workflows instances export", "WF ID", 2, 2, 0, NULL, cli_build_export,
+     cli_print_export},
     {"workflows instances pause", "WF ID", 2, 2, 0, "pause", cli_build_control,
      cli_print_status},
     {"workflows instances resume", "WF ID", 2, 2, 0, "resume",

@@ -1,7 +1,7 @@
 /* cli_instances.c — the verbs of one workflow's instances: trigger (its
- * --wait in cli_wait.c), instances list, describe, status, pause, resume,
- * terminate, restart and send-event, each its request and the text of
- * its answer. */
+ * --wait in cli_wait.c), instances list, describe, status, export, pause,
+ * resume, terminate, restart and send-event, each its request and the
+ * text of its answer. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +68,25 @@ int cli_build_describe(cli_ctx *c, const cli_verb *v, const cli_args *a,
   r->method = "GET";
   r->path = cli_instances_path(c, a->pos[0], a->pos[1], NULL);
   return CLI_OK;
+}
+
+int cli_build_export(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                     cli_req *r) {
+  if (cli_check_instance(v, a, 1))
+    return CLI_USAGE;
+  r->method = "GET";
+  r->path = cli_instances_path(c, a->pos[0], a->pos[1], "/export");
+  return CLI_OK;
+}
+
+/* The document is what the user keeps (`> journal.json`): printed whole,
+ * as the server sent it, never as a report. */
+void cli_print_export(const cli_args *a, const json_t *r) {
+  (void)a;
+  char *s = json_dumps(r, JSON_INDENT(2));
+  if (s)
+    puts(s);
+  free(s);
 }
 
 /* restart's {"name", "count"?} from --from and --count; NULL without. */

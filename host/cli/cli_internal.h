@@ -174,6 +174,11 @@ void cli_print_list(const cli_args *a, const json_t *r);
 int cli_build_describe(cli_ctx *c, const cli_verb *v, const cli_args *a,
                        cli_req *r);
 void cli_print_describe(const cli_args *a, const json_t *r);
+/* export: GET …/export, its document printed as JSON (a file to keep,
+ * with or without --json). */
+int cli_build_export(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                     cli_req *r);
+void cli_print_export(const cli_args *a, const json_t *r);
 int cli_build_summary(cli_ctx *c, const cli_verb *v, const cli_args *a,
                       cli_req *r);
 void cli_print_summary(const cli_args *a, const json_t *r);

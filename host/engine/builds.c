@@ -308,6 +308,8 @@ void duro_dry_run_report_clear(duro_dry_run_report *r) {
     free(r->v[i].next);
     free(r->v[i].error_name);
     free(r->v[i].error_message);
+    free(r->v[i].code_step);
+    free(r->v[i].journal_step);
   }
   free(r->v);
   free(r->workflow);

@@ -254,6 +254,10 @@ typedef struct duro_dry_run_instance {
   /* diverged: the error (replay.diverged) and why; unreadable: the
    * journal's message in error_message.  NULL otherwise. */
   char *error_name, *error_message;
+  /* diverged: the step the code asked for ("rest#1"), and the one its
+   * journal has at that call ("cool off#1"; NULL: none there, the code
+   * asked for more steps or for one the journal has elsewhere). */
+  char *code_step, *journal_step;
 } duro_dry_run_instance;
 
 typedef struct duro_dry_run_report {
@@ -524,6 +528,17 @@ int duro_instance_read(duro_engine *e, const char *workflow, const char *id,
 int duro_instance_read_summary(duro_engine *e, const char *workflow,
                                const char *id, duro_instance_info *out);
 void duro_instance_info_free(duro_instance_info *in);
+
+/* The instance's rows as its journal holds them (store/journal.h's
+ * journal_rows: the row, the steps, the failed attempts and the events),
+ * read and never changed, for a copy of it elsewhere; *read_ms (may be
+ * NULL) gets the engine clock's now.  Caller frees with
+ * journal_rows_free.  DURO_E_WORKFLOW_NOT_FOUND, DURO_E_INVALID_ID,
+ * DURO_E_NOT_FOUND.  The document is duro_instance_export
+ * (views/view_journal.h). */
+struct journal_rows;
+int duro_instance_rows(duro_engine *e, const char *workflow, const char *id,
+                       struct journal_rows *out, int64_t *read_ms);
 
 /* The status alone. */
 int duro_instance_status(duro_engine *e, const char *workflow, const char *id,

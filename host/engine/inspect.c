@@ -283,6 +283,19 @@ int duro_instance_read_summary(duro_engine *e, const char *workflow,
   return rc;
 }
 
+int duro_instance_rows(duro_engine *e, const char *workflow, const char *id,
+                       journal_rows *out, int64_t *read_ms) {
+  memset(out, 0, sizeof *out);
+  if (!engine_find_workflow(e, workflow))
+    return DURO_E_WORKFLOW_NOT_FOUND;
+  if (!duro_instance_id_valid(id))
+    return DURO_E_INVALID_ID;
+  int rc = journal_rows_read(e->j, workflow, id, out);
+  if (rc == 0 && read_ms)
+    *read_ms = duro_clock_now(e->clock);
+  return rc;
+}
+
 void duro_instance_info_free(duro_instance_info *in) {
   for (size_t i = 0; i < in->n_children; i++) {
     free(in->children[i].workflow);

@@ -53,6 +53,10 @@ void activation_dry_run(duro_engine *e, wf_reg *wf, int64_t rowid,
   out->next = a->dry_next ? xstrdup(a->dry_next) : NULL;
   if (diverged && a->last_error)
     dry_run_error(a->last_error, out);
+  if (diverged && a->dry_code_key)
+    out->code_step = xstrdup(a->dry_code_key);
+  if (diverged && a->dry_journal_key)
+    out->journal_step = xstrdup(a->dry_journal_key);
   a->wf = NULL; /* no build was acquired */
   activation_free(a);
 }

@@ -111,6 +111,9 @@ struct duro_step {
   wf_build *build;            /* the build it runs (acquired) */
   int dry;                    /* a dry run: replays, never runs or writes */
   const char *dry_next;       /* where a dry run stopped */
+  /* Where a dry run diverged: the step the code asked for, and the one
+   * the journal has at that call (NULL: none there). */
+  const char *dry_code_key, *dry_journal_key;
   const char *build_hash;     /* its hash, or NULL */
   worker *worker;             /* NULL when run inline */
   ledger_slot *slot;          /* the thread's crash-ledger slot, or NULL */

@@ -83,8 +83,13 @@ static duro_rc diverge(duro_step *a, const journal_step *journaled,
                     ", but the journal has it at call %" PRId64
                     ": the workflow's code changed under this instance",
                     key, duro_step_kind_name(type), a->seq, journaled->seq);
-  if (!a->dry)
+  if (a->dry) {
+    a->dry_code_key = key;
+    a->dry_journal_key =
+        journaled && journaled->seq == a->seq ? journaled->key : NULL;
+  } else {
     log_write(DURO_LOG_WARN, a->where, "replay diverged: %s", msg);
+  }
   fail_with(a, "replay.diverged", msg);
   free(msg);
   a->suspended = 1;

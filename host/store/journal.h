@@ -362,6 +362,49 @@ int journal_events_all(journal *j, int64_t rowid, journal_event **out,
                        size_t *n);
 void journal_events_free(journal_event *ev, size_t n);
 
+/* ---- an instance's rows whole --------------------------------------------
+ * What `duro workflows instances export` writes out and the test kit's
+ * import writes back into another journal (journal_rows.c): the row, the
+ * steps, the failed attempts and the events, through the reads and ops
+ * above, so on every backend. */
+
+/* A failed attempt's row, owned (journal_attempt's strings are
+ * borrowed). */
+typedef struct journal_attempt_row {
+  char *key;
+  uint32_t number;
+  int64_t started_ms, ended_ms;
+  char *error, *build;
+} journal_attempt_row;
+
+typedef struct journal_rows {
+  journal_instance inst;
+  /* The parent's names (inst.parent is a rowid: it means nothing in
+   * another journal); NULL when it has none or it is gone. */
+  char *parent_workflow, *parent_id;
+  journal_step *steps; /* in seq order */
+  size_t n_steps;
+  journal_attempt_row *attempts; /* by key, then number */
+  size_t n_attempts;
+  journal_event *events; /* in arrival order, consumed_by set */
+  size_t n_events;
+} journal_rows;
+
+/* Reads them into *out (caller frees with journal_rows_free; zeroed on
+ * an error), one read after another: an instance that moves meanwhile may
+ * show a step newer than its row.  DURO_E_NOT_FOUND. */
+int journal_rows_read(journal *j, const char *workflow, const char *id,
+                      journal_rows *out);
+/* Writes them as a new instance of this journal (its rowid into *rowid,
+ * may be NULL): no parent (nothing here to tell of its end), its events
+ * numbered anew in their order.  In three commits (its row, for a rowid;
+ * the rest; the events' consumption, for their seqs): a failure between
+ * them leaves part of it, so it is for a journal of one's own (the test
+ * kit's), never a live host's.  DURO_E_ALREADY_EXISTS when the journal
+ * has an instance of that workflow and id. */
+int journal_rows_write(journal *j, const journal_rows *r, int64_t *rowid);
+void journal_rows_free(journal_rows *r);
+
 /* Rowids of instances whose wake time is in (after_ms, upto_ms], at most
  * `limit`, earliest first. */
 int journal_due(journal *j, int64_t after_ms, int64_t upto_ms, size_t limit,

@@ -1,6 +1,6 @@
 /* planted.c — workflows for the test kit's own tests (test_testkit.c):
- * one written by the rules, and one breaking each rule the kit's crash
- * runs are to catch. */
+ * one written by the rules, one breaking each rule the kit's crash runs
+ * are to catch, and new builds of the first for the replays. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,10 +142,38 @@ static duro_rc parent(duro_step *step, const duro_event *ev, duro_env *env) {
   return duro_set_output(step, out);
 }
 
+/* Good's next builds, for the replays of its exported journals: one that
+ * keeps its steps and changes what the last one returns, one that renames
+ * its sleep (which an instance in flight cannot follow). */
+static duro_rc good_v2(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev, (void)env;
+  DURO_TRY(duro_do(step, "fetch", NULL, give, "{\"v\":1}", NULL));
+  DURO_TRY(duro_sleep(step, "cool off", "3 days"));
+  static const int one = 1, two = 2, three = 3;
+  duro_branch b[] = {{.fn = add, .arg = (void *)&one},
+                     {.fn = add, .arg = (void *)&two},
+                     {.fn = add, .arg = (void *)&three}};
+  DURO_TRY(duro_do_all(step, "notify", b, 3, 0, 0));
+  const char *last = NULL;
+  DURO_TRY(duro_do(step, "finish", NULL, give, "{\"done\":\"v2\"}", &last));
+  return duro_set_output(step, last);
+}
+
+static duro_rc good_renamed(duro_step *step, const duro_event *ev,
+                            duro_env *env) {
+  (void)ev, (void)env;
+  DURO_TRY(duro_do(step, "fetch", NULL, give, "{\"v\":1}", NULL));
+  DURO_TRY(duro_sleep(step, "rest", "3 days"));
+  DURO_TRY(duro_do(step, "finish", NULL, give, "{\"done\":true}", NULL));
+  return duro_set_output(step, "\"renamed\"");
+}
+
 static const duro_workflow_def defs[] = {
-    {"Good", good},       {"Clock", clock_branch}, {"Random", random_name},
-    {"Counter", counter}, {"Charge", charge},      {"Approval", approval},
-    {"Notify", notify},   {"Parent", parent},
+    {"Good", good},          {"Clock", clock_branch},
+    {"Random", random_name}, {"Counter", counter},
+    {"Charge", charge},      {"Approval", approval},
+    {"Notify", notify},      {"Parent", parent},
+    {"GoodV2", good_v2},     {"GoodRenamed", good_renamed},
 };
 
 /* The scheduled handler: each tick starts the workflow bound as CHARGE,

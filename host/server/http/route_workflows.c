@@ -1,8 +1,9 @@
 /* route_workflows.c — /workflows/{wf} and its instances: create one
  * (POST .../instances[?wait=]) or a batch (POST .../instances/batch),
  * list them, describe one (GET .../instances/{id}[?wait=]), its light
- * status and its changes (GET and PATCH .../status), and its events
- * (POST .../events/{type}).
+ * status and its changes (GET and PATCH .../status), its events
+ * (POST .../events/{type}), and its journal as a document (GET
+ * .../export).
  *
  * Creations and events are answered when their commit is done, without a
  * thread waiting for it (on a served connection; a request without one,
@@ -19,6 +20,7 @@
 #include "error.h"
 #include "util.h"
 #include "view_instance.h"
+#include "view_journal.h"
 
 #define MAX_BATCH 100
 
@@ -285,6 +287,18 @@ static int describe(http_server *s, http_exchange *x, const char *wf,
   return send_json(x, 200, out);
 }
 
+/* GET .../instances/{id}/export: everything its journal holds of it, as
+ * a document another journal can be rebuilt from (view_journal.h).  A
+ * read: the instance is left as it is. */
+static int export_instance(http_server *s, http_exchange *x, const char *wf,
+                           const char *id) {
+  json_t *out = NULL;
+  int rc = duro_instance_export(s->engine, wf, id, &out);
+  if (rc)
+    return send_engine_error(x, rc, wf, id);
+  return send_json(x, 200, out);
+}
+
 /* The light status: the row without steps or attempts. */
 int instance_summary(http_server *s, http_exchange *x, const char *wf,
                      const char *id) {
@@ -525,6 +539,9 @@ int workflows_route(http_server *s, http_exchange *x, char **seg, int n) {
     return method_is(x, "PATCH") ? change_status(s, x, wf, id)
                                  : wrong_method(x, "GET, PATCH");
   }
+  if (n == 5 && !strcmp(seg[4], "export"))
+    return method_is(x, "GET") ? export_instance(s, x, wf, id)
+                               : wrong_method(x, "GET");
   if (n == 6 && !strcmp(seg[4], "events")) {
     if (!name_valid(seg[5]))
       return send_error(
