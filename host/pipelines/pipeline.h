@@ -16,6 +16,12 @@
 
 #include "engine.h"
 
+/* What one send may hold (POST /pipelines/{name} refuses more, storing
+ * nothing): a record's compact JSON text, a request's body, its records. */
+#define DURO_PIPELINE_MAX_RECORD 1000000
+#define DURO_PIPELINE_MAX_BODY 5000000
+#define DURO_PIPELINE_MAX_RECORDS 10000
+
 typedef struct duro_pipeline_options {
   const char *dir;       /* the sink's root directory (absolute) */
   const char *partition; /* "{yyyy}/{mm}/{dd}/{hh}" (config.h) */

@@ -109,8 +109,9 @@ typedef struct http_request {
   char *query;  /* after '?', or NULL */
   char *body;
   size_t body_len;
-  char *segments;  /* the path, split in place by split_path */
-  char *params[4]; /* query values handed out by query_param */
+  char *content_type; /* the Content-Type header's value, or NULL */
+  char *segments;     /* the path, split in place by split_path */
+  char *params[4];    /* query values handed out by query_param */
   size_t n_params;
 } http_request;
 
@@ -287,6 +288,7 @@ int workflows_route(http_server *s, http_exchange *x, char **seg, int n);
 int instance_summary(http_server *s, http_exchange *x, const char *wf,
                      const char *id);
 int queues_route(http_server *s, http_exchange *x, char **seg, int n);
+int pipelines_route(http_server *s, http_exchange *x, char **seg, int n);
 int crons_route(http_server *s, http_exchange *x);
 int scheduled_route(http_server *s, http_exchange *x);
 /* Whether split_path's segments name /__scheduled: the one GET that
