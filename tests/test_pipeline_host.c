@@ -11,14 +11,26 @@
  *    interval (1 s) passed, the files read back with gzip -dc hold every
  *    record once, in the order sent, as compact JSON;
  *  - backlog: past max_backlog a send is answered 503 with Retry-After
- *    and stores nothing. */
+ *    and stores nothing;
+ *  - cli: `duro pipelines send` (an array, one value, NDJSON and JSON on
+ *    stdin, a bad stdin line named and nothing sent), `list` and
+ *    `describe` against the host;
+ *  - kill -9: a writer sends numbered records in batches while the
+ *    engine is SIGKILLed (KILLS times, the supervisor starting a new one
+ *    each time), sending each batch once whatever the answer.  Once all
+ *    is written, every record answered 202 is in exactly one file exactly
+ *    once, one that got no answer at most once, in the order sent, and
+ *    the files' sequence ranges follow one another with no overlap. */
 #include <check.h>
 #include <errno.h>
 #include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "host_run.h"
 #include "http_client.h"
@@ -101,8 +113,8 @@ static void wait_written(int64_t written) {
   int64_t deadline = proc_now_ms() + FILE_WAIT_MS;
   for (;;) {
     json_t *s = stats();
-    int done = stat_of(s, "written") == written &&
-               stat_of(s, "backlog.records") == 0;
+    int done =
+        stat_of(s, "written") == written && stat_of(s, "backlog.records") == 0;
     json_decref(s);
     if (done)
       return;
@@ -138,9 +150,9 @@ static size_t list_files(out_file *v, size_t max) {
     out_file *f = &v[n++];
     snprintf(f->path, sizeof f->path, "%s", line);
     const char *base = strrchr(line, '/') + 1;
-    ck_assert_msg(sscanf(base, "events-%lld-%lld.jsonl.gz", &f->first,
-                         &f->last) == 2,
-                  "file name %s", base);
+    ck_assert_msg(
+        sscanf(base, "events-%lld-%lld.jsonl.gz", &f->first, &f->last) == 2,
+        "file name %s", base);
   }
   ck_assert_int_eq(pclose(p), 0);
   qsort(v, n, sizeof *v, by_first);
@@ -181,8 +193,8 @@ static char *read_all(size_t *files) {
     long long lines = 0;
     for (const char *c = t; *c; c++)
       lines += *c == '\n';
-    ck_assert_msg(lines == v[i].last - v[i].first + 1,
-                  "%s holds %lld lines", v[i].path, lines);
+    ck_assert_msg(lines == v[i].last - v[i].first + 1, "%s holds %lld lines",
+                  v[i].path, lines);
     size_t tl = strlen(t);
     all = realloc(all, len + tl + 1);
     memcpy(all + len, t, tl + 1);
@@ -300,6 +312,183 @@ START_TEST(backlog_full_answers_503) {
 }
 END_TEST
 
+/* `duro pipelines ARGS... --url ...` with `input` on its stdin (NULL:
+ * none): its exit code, its output in *out. */
+static int cli_stdin(const char *args, const char *input, char **out) {
+  char in[400], cmd[1400];
+  snprintf(in, sizeof in, "%s/stdin.txt", proc_tmp_dir);
+  FILE *f = fopen(in, "w");
+  ck_assert(f != NULL);
+  fputs(input ? input : "", f);
+  ck_assert(fclose(f) == 0);
+  snprintf(cmd, sizeof cmd,
+           "'%s' pipelines %s --url http://127.0.0.1:%d < '%s' 2>&1", DURO_BIN,
+           args, H.port, in);
+  FILE *p = popen(cmd, "r");
+  ck_assert(p != NULL);
+  size_t len = 0;
+  char *text = calloc(1, 65536);
+  size_t got;
+  while (len < 65535 && (got = fread(text + len, 1, 65535 - len, p)) > 0)
+    len += got;
+  int st = pclose(p);
+  *out = text;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+START_TEST(cli_send_list_describe) {
+  start_host("cli", "    roll: { interval: 1s }\n");
+  char *out;
+  ck_assert_int_eq(cli_stdin("send events '[1, {\"a\": 2}]'", NULL, &out), 0);
+  assert_contains(out, "sent 2 record(s) to events");
+  free(out);
+  ck_assert_int_eq(cli_stdin("send events '{\"b\": 3}'", NULL, &out), 0);
+  assert_contains(out, "sent 1 record(s) to events");
+  free(out);
+  ck_assert_int_eq(cli_stdin("send events -", "4\n\n[5]\n", &out), 0);
+  assert_contains(out, "sent 2 record(s) to events");
+  free(out);
+  ck_assert_int_eq(cli_stdin("send events -", "[\"six\",\n 7]\n", &out), 0);
+  assert_contains(out, "sent 2 record(s) to events");
+  free(out);
+  /* refused before anything is sent, and by the host */
+  ck_assert_int_eq(cli_stdin("send events -", "8\n{bad\n", &out), 2);
+  assert_contains(out, "line 2 of stdin is not valid JSON");
+  free(out);
+  ck_assert_int_eq(cli_stdin("send events '{bad'", NULL, &out), 2);
+  assert_contains(out, "RECORDS is not valid JSON");
+  free(out);
+  ck_assert_int_eq(cli_stdin("send events '[]'", NULL, &out), 2);
+  assert_contains(out, "no records");
+  free(out);
+  ck_assert_int_eq(cli_stdin("send nope 1", NULL, &out), 1);
+  assert_contains(out, "pipeline.not_found");
+  free(out);
+
+  wait_written(7);
+  size_t files;
+  char *all = read_all(&files);
+  ck_assert_str_eq(all, "1\n{\"a\":2}\n{\"b\":3}\n4\n[5]\n\"six\"\n7\n");
+  free(all);
+  ck_assert_int_eq(cli_stdin("list", NULL, &out), 0);
+  assert_contains(out, "PIPELINE");
+  assert_contains(out, "events");
+  free(out);
+  ck_assert_int_eq(cli_stdin("describe events", NULL, &out), 0);
+  assert_contains(out, "accepted       7");
+  assert_contains(out, "written        7");
+  assert_contains(out, "backlog        0 record(s)");
+  free(out);
+  ck_assert_int_eq(cli_stdin("describe nope", NULL, &out), 1);
+  assert_contains(out, "pipeline.not_found");
+  free(out);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
+#define KILLS 3
+#define BATCH 50
+#define MAX_RECORDS 200000
+
+/* What became of each record sent: 0 never sent, 1 answered 202, 2 sent
+ * with no answer (or a 503: the engine going away). */
+static unsigned char fate[MAX_RECORDS];
+
+typedef struct killer {
+  int stop; /* atomic */
+  int kills;
+  unsigned seed;
+} killer;
+
+/* SIGKILLs the engine at random moments (150-900 ms apart, once it is
+ * up) while the writer sends and files are written. */
+static void *kill_loop(void *arg) {
+  killer *k = arg;
+  while (!__atomic_load_n(&k->stop, __ATOMIC_ACQUIRE) && k->kills < KILLS) {
+    proc_sleep_ms(150 + (int)(rand_r(&k->seed) % 750));
+    pid_t engine = host_last_engine(&H);
+    if (engine > 0 && !__atomic_load_n(&k->stop, __ATOMIC_ACQUIRE) &&
+        kill(engine, SIGKILL) == 0) {
+      host_wait_gone(engine, 5000);
+      k->kills++;
+    }
+  }
+  return NULL;
+}
+
+/* Records n0 .. n0+BATCH-1 ({"i":N}) as one request, sent once. */
+static void send_batch(int n0) {
+  char body[BATCH * 24 + 4];
+  int at = sprintf(body, "[");
+  for (int i = 0; i < BATCH; i++)
+    at += sprintf(body + at, "%s{\"i\":%d}", i ? "," : "", n0 + i);
+  strcpy(body + at, "]");
+  http_resp r;
+  int answered = host_request_try(&H, &r, "POST", "/pipelines/events", body);
+  int ok = answered == 0 && r.status == 202;
+  if (answered == 0)
+    ck_assert_msg(ok || r.status == 503, "%ld %s", r.status, r.body);
+  for (int i = 0; i < BATCH; i++)
+    fate[n0 + i] = ok ? 1 : 2;
+  if (answered == 0)
+    http_resp_free(&r);
+}
+
+START_TEST(acked_records_survive_kill9) {
+  /* small files, so that kills land in flushes too */
+  start_host("kill9", "    roll: { interval: 1s, size: 20000 }\n");
+  killer k = {.seed = (unsigned)proc_now_ms()};
+  pthread_t t;
+  ck_assert_int_eq(pthread_create(&t, NULL, kill_loop, &k), 0);
+  int sent = 0;
+  while (__atomic_load_n(&k.kills, __ATOMIC_ACQUIRE) < KILLS &&
+         sent + BATCH <= MAX_RECORDS) {
+    send_batch(sent);
+    sent += BATCH;
+  }
+  for (int i = 0; i < 20; i++, sent += BATCH) /* after the last kill */
+    send_batch(sent);
+  __atomic_store_n(&k.stop, 1, __ATOMIC_RELEASE);
+  pthread_join(t, NULL);
+  ck_assert_int_eq(k.kills, KILLS);
+
+  /* every record accepted is written: the backlog empties */
+  int64_t deadline = proc_now_ms() + FILE_WAIT_MS;
+  for (;;) {
+    json_t *s = stats();
+    int done = stat_of(s, "backlog.records") == 0;
+    json_decref(s);
+    if (done)
+      break;
+    ck_assert_msg(proc_now_ms() < deadline, "the backlog is not written");
+    proc_sleep_ms(100);
+  }
+  size_t files;
+  char *all = read_all(&files); /* the ranges follow one another */
+  static unsigned char seen[MAX_RECORDS];
+  int last = -1, acked = 0;
+  for (char *line = all; *line;) {
+    char *nl = strchr(line, '\n');
+    int i;
+    ck_assert_msg(sscanf(line, "{\"i\":%d}", &i) == 1, "line %.40s", line);
+    ck_assert_msg(i >= 0 && i < sent && fate[i], "record %d never sent", i);
+    ck_assert_msg(!seen[i], "record %d written twice", i);
+    ck_assert_msg(i > last, "record %d after %d: out of order", i, last);
+    seen[i] = 1;
+    last = i;
+    line = nl + 1;
+  }
+  for (int i = 0; i < sent; i++) {
+    ck_assert_msg(fate[i] != 1 || seen[i], "record %d (answered 202) lost", i);
+    acked += fate[i] == 1;
+  }
+  ck_assert_int_gt(acked, 0);
+  ck_assert_uint_gt(files, 1);
+  free(all);
+  host_stop(&H, proc_now_ms() + 10000, 1);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("pipeline_host");
   TCase *tc = tcase_create("pipeline_host");
@@ -307,6 +496,8 @@ int main(void) {
   tcase_set_timeout(tc, 240);
   tcase_add_test(tc, http_send_and_files);
   tcase_add_test(tc, backlog_full_answers_503);
+  tcase_add_test(tc, cli_send_list_describe);
+  tcase_add_test(tc, acked_records_survive_kill9);
   suite_add_tcase(s, tc);
   return http_suite_run(s);
 }
