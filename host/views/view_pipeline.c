@@ -30,9 +30,8 @@ static json_t *stat_json(const duro_pipeline_stat *p) {
   /* a batch planned and not yet done: the file being written */
   if (p->plan_first > 0)
     json_object_set_new(o, "writing",
-                        json_pack("{sI,sI}", "first",
-                                  (json_int_t)p->plan_first, "last",
-                                  (json_int_t)p->plan_last));
+                        json_pack("{sI,sI}", "first", (json_int_t)p->plan_first,
+                                  "last", (json_int_t)p->plan_last));
   return o;
 }
 

@@ -79,8 +79,7 @@ static int read_array(http_exchange *x, records *r) {
 /* NDJSON: one value a line (blank lines skipped), a line named by its
  * number (from 1).  0, or -1 answered. */
 static int read_ndjson(http_exchange *x, records *r) {
-  const char *p = x->rq.body ? x->rq.body : "",
-             *end = p + x->rq.body_len;
+  const char *p = x->rq.body ? x->rq.body : "", *end = p + x->rq.body_len;
   size_t cap = 0;
   for (size_t line = 1; p < end; line++) {
     const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -95,8 +94,8 @@ static int read_ndjson(http_exchange *x, records *r) {
       if (r->n == DURO_PIPELINE_MAX_RECORDS)
         return too_many(x), -1;
       json_error_t jerr;
-      json_t *v = json_loadb(p, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES,
-                             &jerr);
+      json_t *v =
+          json_loadb(p, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
       if (!v) {
         send_error(x, 400, "request.invalid_json",
                    "line %zu is not valid JSON: %s at column %d", line,
@@ -132,8 +131,8 @@ static int pipeline_send(http_server *s, http_exchange *x, const char *name) {
                       "the body is %zu bytes, over the limit of %d a request",
                       x->rq.body_len, DURO_PIPELINE_MAX_BODY);
   records r = {0};
-  int bad = is_ndjson(x->rq.content_type) ? read_ndjson(x, &r)
-                                           : read_array(x, &r);
+  int bad =
+      is_ndjson(x->rq.content_type) ? read_ndjson(x, &r) : read_array(x, &r);
   if (!bad && r.n == 0) {
     send_error(x, 400, "request.invalid", "no records: send at least one");
     bad = 1;
@@ -142,8 +141,8 @@ static int pipeline_send(http_server *s, http_exchange *x, const char *name) {
     records_free(&r);
     return 0;
   }
-  int rc = duro_pipeline_send(s->engine, name, (const char *const *)r.v, r.n,
-                              NULL);
+  int rc =
+      duro_pipeline_send(s->engine, name, (const char *const *)r.v, r.n, NULL);
   size_t n = r.n;
   records_free(&r);
   if (rc == DURO_E_OVERLOADED)
