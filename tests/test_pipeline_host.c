@@ -7,7 +7,8 @@
  *    every refusal (a bad NDJSON line named by its number, a record over
  *    1 MB named by its place, over 10,000 records, a body over 5 MB, an
  *    empty array, a body that is no array, an unknown pipeline, other
- *    methods) stores nothing; GET /pipelines counts them; once the roll
+ *    methods, a Content-Type other than JSON or NDJSON) stores nothing;
+ *    GET /pipelines counts them; once the roll
  *    interval (1 s) passed, the files read back with gzip -dc hold every
  *    record once, in the order sent, as compact JSON;
  *  - backlog: past max_backlog a send is answered 503 with Retry-After
@@ -245,7 +246,18 @@ START_TEST(http_send_and_files) {
   assert_refused(NULL, body, 0, 413, "pipeline.body_too_large",
                  "over the limit of 5000000");
   free(body);
+  /* the cross-site guard: another type is refused, and NDJSON is taken
+   * by a pipeline's route alone */
+  assert_refused("text/plain", "[1]", 0, 415, "request.unsupported_media_type",
+                 "application/x-ndjson");
   http_resp r;
+  http_req q = {.method = "POST",
+                .path = "/queues/jobs/messages",
+                .body = "{\"body\": 1}",
+                .content_type = "application/x-ndjson"};
+  ck_assert(http_send(H.port, &q, &r) == CURLE_OK);
+  ck_assert_int_eq(r.status, 415);
+  http_resp_free(&r);
   host_request(&H, &r, "POST", "/pipelines/nope", "[1]");
   ck_assert_int_eq(r.status, 404);
   ck_assert_str_eq(jstr(r.json, "error.code"), "pipeline.not_found");

@@ -88,7 +88,7 @@ static int read_ndjson(http_exchange *x, records *r) {
     if (len && p[len - 1] == '\r')
       len--;
     size_t k = 0;
-    while (k < len && strchr(" \t", p[k]))
+    while (k < len && (p[k] == ' ' || p[k] == '\t'))
       k++;
     if (k < len) {
       if (r->n == DURO_PIPELINE_MAX_RECORDS)
