@@ -58,6 +58,7 @@ int duro_pipeline_register(duro_engine *e, const char *name,
   p->o.dir = xstrdup(o->dir);
   p->o.partition = xstrdup(o->partition);
   pthread_mutex_init(&p->mu, NULL);
+  pthread_mutex_init(&p->flush_mu, NULL);
   return 0;
 }
 
@@ -92,7 +93,7 @@ int duro_pipeline_send(duro_engine *e, const char *name,
   if (rc == 0 && first_seq)
     *first_seq = b.ops[0].out_rowid;
   journal_batch_free(&b);
-  /* A file's worth waits: the scheduler's next pass writes it. */
+  /* A file's worth waits: the next pass wakes the flusher to write it. */
   int64_t added = 0;
   for (size_t i = 0; rc == 0 && i < n; i++)
     added += (int64_t)strlen(records[i]) + 1;

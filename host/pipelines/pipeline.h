@@ -5,9 +5,10 @@
  * A pipeline is registered with its options before the engine starts (as
  * the host does from the config's pipelines).  A send appends records
  * with the pipeline's next sequence numbers in one group commit: when it
- * returns 0 they are on disk.  The engine's scheduler passes the driver
- * (pipeline_driver.c), which writes a batch once roll_size bytes wait or
- * the oldest record waited roll_interval_ms (pipeline_flush.c). */
+ * returns 0 they are on disk.  Each pass of the engine's scheduler wakes
+ * the flusher's thread (pipeline_driver.c, pipeline_thread.c), which
+ * writes a batch once roll_size bytes wait or the oldest record waited
+ * roll_interval_ms (pipeline_flush.c). */
 #ifndef DURO_PIPELINE_H
 #define DURO_PIPELINE_H
 
@@ -67,9 +68,10 @@ int duro_pipeline_stats_read(duro_engine *e, const char *name,
                              duro_pipeline_stat_list *out);
 void duro_pipeline_stat_list_free(duro_pipeline_stat_list *l);
 
-/* One pass of the flusher, as the scheduler's: writes every batch that is
- * due (a plan left by a crash first); returns how many files it wrote.
- * For the tests, which drive the engine's passes themselves. */
+/* One round of the flusher, as its thread's, on the calling thread:
+ * writes every batch that is due (a plan left by a crash first); returns
+ * how many files it wrote.  For the tests, which drive the engine's passes
+ * themselves. */
 size_t duro_pipelines_dispatch(duro_engine *e);
 
 /* The file a batch is written to, relative to the sink's directory:

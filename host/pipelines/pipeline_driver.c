@@ -1,10 +1,11 @@
 /* pipeline_driver.c — the pipelines' hooks into the engine (driver.h):
- * the flusher on every scheduler pass, a pipeline whose last write failed
- * in /healthz, and the pipelines' series of GET /metrics.
+ * the flusher's thread woken by every scheduler pass and stopped at the
+ * engine's stop, a pipeline whose last write failed in /healthz, and the
+ * pipelines' series of GET /metrics.
  *
- * The flusher runs on the scheduler thread, one batch per pipeline a
- * pass (the pass comes again at once while more is due): a batch is at
- * most roll_size bytes of records, read and written in pages. */
+ * The flusher runs on a thread of its own (pipeline_thread.c), woken by
+ * every scheduler pass: a batch is at most roll_size bytes of records,
+ * read and written in pages. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,24 +17,28 @@
 
 static void *create(duro_engine *e) {
   (void)e;
-  return xcalloc(1, sizeof(pipeline_state));
+  pipeline_state *s = xcalloc(1, sizeof *s);
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->wake, NULL);
+  s->next_ms = s->told_ms = INT64_MAX;
+  return s;
 }
 
+/* The pass only wakes the flusher's thread (pipeline_thread.c). */
 static int dispatch(duro_engine *e, void *state, int64_t *next_ms) {
   pipeline_state *s = state;
-  int busy = 0;
   *next_ms = INT64_MAX;
-  for (size_t i = 0; i < s->n; i++) {
-    int64_t next;
-    int rc = pipeline_flush(e, &s->v[i], engine_now(e), &next);
-    if (rc > 0)
-      busy = 1; /* more may be due: the next pass looks at once */
-    else if (rc < 0) /* a failed write is tried again a second later */
-      next = engine_now(e) + 1000;
-    if (next < *next_ms)
-      *next_ms = next;
-  }
-  return busy;
+  if (s->n)
+    pipeline_thread_wake(e, s, next_ms);
+  return 0;
+}
+
+/* At stop: the file being written is finished (its "done" committed),
+ * so a restart has no plan to redo; a crash would only mean redoing it. */
+static uint32_t drain(void *state, const struct timespec *until) {
+  (void)until;
+  pipeline_thread_stop(state);
+  return 0;
 }
 
 /* A pipeline whose last write failed makes the engine degraded: its
@@ -69,8 +74,7 @@ static void metrics(duro_engine *e, void *state, FILE *out) {
     size_t at; /* an int64_t of duro_pipeline_stat */
   } series[] = {
       {"duro_pipeline_records_accepted_total", "counter",
-       "Records a pipeline accepted.",
-       offsetof(duro_pipeline_stat, accepted)},
+       "Records a pipeline accepted.", offsetof(duro_pipeline_stat, accepted)},
       {"duro_pipeline_bytes_accepted_total", "counter",
        "Bytes of records a pipeline accepted (a newline each).",
        offsetof(duro_pipeline_stat, accepted_bytes)},
@@ -105,9 +109,9 @@ static void metrics(duro_engine *e, void *state, FILE *out) {
   for (size_t i = 0; i < l.n; i++)
     fprintf(out, "duro_pipeline_last_flush_seconds{pipeline=\"%s\"} %.3f\n",
             l.v[i].name,
-            l.v[i].last_flush_ms == INT64_MIN ? 0
-                                              : (double)l.v[i].last_flush_ms /
-                                                    1000);
+            l.v[i].last_flush_ms == INT64_MIN
+                ? 0
+                : (double)l.v[i].last_flush_ms / 1000);
   fprintf(out, "# HELP duro_pipeline_write_failing Whether a pipeline's "
                "last write failed.\n"
                "# TYPE duro_pipeline_write_failing gauge\n");
@@ -119,6 +123,7 @@ static void metrics(duro_engine *e, void *state, FILE *out) {
 
 static void state_free(void *state) {
   pipeline_state *s = state;
+  pipeline_thread_stop(s); /* an engine never stopped (drain not called) */
   for (size_t i = 0; i < s->n; i++) {
     pipeline *p = &s->v[i];
     free(p->name);
@@ -126,8 +131,11 @@ static void state_free(void *state) {
     free((char *)p->o.partition);
     free(p->last_error);
     pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->flush_mu);
   }
   free(s->v);
+  pthread_mutex_destroy(&s->mu);
+  pthread_cond_destroy(&s->wake);
   free(s);
 }
 
@@ -135,6 +143,7 @@ const duro_driver pipeline_driver = {
     .name = "pipelines",
     .create = create,
     .dispatch = dispatch,
+    .drain = drain,
     .health = health,
     .metrics = metrics,
     .free = state_free,

@@ -91,8 +91,9 @@ static int carry_out(duro_engine *e, pipeline *p, int64_t first, int64_t last,
   int64_t done =
       commit_op(j, JOP_PIPELINE_DONE, p, first, last, engine_now(e), 0);
   if (done < 0) {
-    snprintf(err, sizeof err, "cannot record batch %" PRId64 "-%" PRId64
-             " written: %s", first, last, journal_errmsg(j));
+    snprintf(err, sizeof err,
+             "cannot record batch %" PRId64 "-%" PRId64 " written: %s", first,
+             last, journal_errmsg(j));
     pipeline_set_error(p, err);
     return -1;
   }
@@ -135,16 +136,31 @@ int pipeline_flush(duro_engine *e, pipeline *p, int64_t now, int64_t *next_ms) {
   return carry_out(e, p, s.first, s.last, now);
 }
 
-size_t duro_pipelines_dispatch(duro_engine *e) {
-  pipeline_state *s = pipeline_state_of(e);
-  size_t files = 0;
-  int64_t next;
-  for (size_t i = 0; s && i < s->n; i++)
-    for (int k = 0; k < 100; k++) { /* bounded: a pass must end */
-      int rc = pipeline_flush(e, &s->v[i], engine_now(e), &next);
+int64_t pipeline_flush_all(duro_engine *e, pipeline_state *s, int rounds,
+                           size_t *files) {
+  int64_t due = INT64_MAX;
+  for (size_t i = 0; s && i < s->n; i++) {
+    pipeline *p = &s->v[i];
+    int64_t next = INT64_MAX;
+    pthread_mutex_lock(&p->flush_mu);
+    for (int k = 0; k < rounds; k++) {
+      int rc = pipeline_flush(e, p, engine_now(e), &next);
+      if (rc < 0) /* a failed write is tried again a second later */
+        next = engine_now(e) + 1000;
       if (rc <= 0)
         break;
-      files += (size_t)rc;
+      *files += (size_t)rc;
+      next = engine_now(e); /* more may be due at once */
     }
+    pthread_mutex_unlock(&p->flush_mu);
+    if (next < due)
+      due = next;
+  }
+  return due;
+}
+
+size_t duro_pipelines_dispatch(duro_engine *e) {
+  size_t files = 0;
+  pipeline_flush_all(e, pipeline_state_of(e), 100, &files);
   return files;
 }
