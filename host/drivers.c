@@ -1,13 +1,14 @@
 /* drivers.c — the drivers built into duro (engine/driver.h): the one
  * place that names the features the engine runs, in the order it calls
  * them on each scheduler pass (the queues' consumers, the cron triggers,
- * then the children of ended parents) and drains them at stop; it frees
- * them in the reverse order, so cron handlers that send to queues are
- * gone before the queues. */
+ * the children of ended parents, then the pipelines' flusher) and drains them
+ * at stop; it frees them in the reverse order, so cron handlers that send to
+ * queues are gone before the queues. */
 #include "children.h"
 #include "driver.h"
+#include "pipeline_driver.h"
 #include "queue_driver.h"
 #include "trigger.h"
 
-const duro_driver *const duro_builtin_drivers[] = {&queue_driver, &cron_driver,
-                                                   &children_driver, NULL};
+const duro_driver *const duro_builtin_drivers[] = {
+    &queue_driver, &cron_driver, &children_driver, &pipeline_driver, NULL};

@@ -2,6 +2,7 @@
 #include "harness.h"
 
 #include "children.h"
+#include "pipeline.h"
 #include "queue.h"
 #include "trigger.h"
 
@@ -33,6 +34,13 @@ typedef struct queue_reg {
 } queue_reg;
 static queue_reg queues[8];
 static size_t n_queues;
+
+typedef struct pipeline_reg {
+  const char *name;
+  duro_pipeline_options opt;
+} pipeline_reg;
+static pipeline_reg pipelines[4];
+static size_t n_pipelines;
 
 static duro_cron_spec crons[8];
 static size_t n_crons;
@@ -74,6 +82,9 @@ static void open_engine(harness *h) {
   for (size_t i = 0; i < n_queues; i++)
     ck_assert_int_eq(duro_queue_register(h->e, queues[i].name, &queues[i].opt),
                      0);
+  for (size_t i = 0; i < n_pipelines; i++)
+    ck_assert_int_eq(
+        duro_pipeline_register(h->e, pipelines[i].name, &pipelines[i].opt), 0);
   for (size_t i = 0; i < n_crons; i++)
     ck_assert_int_eq(duro_cron_register(h->e, &crons[i], err, sizeof err), 0);
   for (size_t i = 0; i < n_cron_handlers; i++)
@@ -106,6 +117,7 @@ static void harness_init(harness *h, uint32_t workers) {
   memset(h, 0, sizeof *h);
   n_regs = 0;
   n_queues = 0;
+  n_pipelines = 0;
   n_crons = 0;
   n_cron_handlers = 0;
   state_limit = 0;
@@ -184,6 +196,13 @@ void harness_register_queue(harness *h, const char *name,
                    0);
 }
 
+void harness_register_pipeline(harness *h, const char *name,
+                               const duro_pipeline_options *opt) {
+  ck_assert(n_pipelines < sizeof pipelines / sizeof *pipelines);
+  pipelines[n_pipelines++] = (pipeline_reg){name, *opt};
+  ck_assert_int_eq(duro_pipeline_register(h->e, name, opt), 0);
+}
+
 void harness_register_cron(harness *h, const duro_cron_spec *spec) {
   ck_assert(n_crons < sizeof crons / sizeof *crons);
   crons[n_crons++] = *spec;
@@ -258,6 +277,7 @@ size_t harness_run(harness *h) {
     n = duro_crons_dispatch(h->e, NULL);
     n += duro_queues_dispatch(h->e);
     n += duro_children_dispatch(h->e);
+    n += duro_pipelines_dispatch(h->e);
     n += duro_engine_run_until_idle(h->e);
     total += n;
   } while (n);

@@ -79,6 +79,12 @@ struct duro_queue_options;
 void harness_register_queue(harness *h, const char *name,
                             const struct duro_queue_options *opt);
 
+/* Registers a pipeline (pipeline.h), again at each reopen before the
+ * engine starts, as the host does; name and opt's strings must outlive
+ * the harness.  harness_run writes its due batches. */
+struct duro_pipeline_options;
+void harness_register_pipeline(harness *h, const char *name,
+                               const struct duro_pipeline_options *opt);
 /* Registers a cron trigger (trigger.h) and a plugin's scheduled handler,
  * again at each reopen before the engine starts, as the host does; the
  * strings must outlive the harness.  harness_run fires the due ticks. */

@@ -68,7 +68,10 @@ CURLcode http_send(int port, const http_req *q, http_resp *r) {
   char url[12288];
   snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, q->path);
   struct curl_slist *hdrs = NULL;
-  hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+  char type[128];
+  snprintf(type, sizeof type, "Content-Type: %s",
+           q->content_type ? q->content_type : "application/json");
+  hdrs = curl_slist_append(hdrs, type);
   hdrs = curl_slist_append(hdrs, "Expect:"); /* no 100-continue round trip */
   char authz[512];
   if (q->auth) {

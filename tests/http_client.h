@@ -33,15 +33,16 @@ typedef struct http_resp {
   json_t *json; /* the body parsed (any JSON value), or NULL */
 } http_resp;
 
-/* A request.  Every one carries "Content-Type: application/json" and no
- * "Expect: 100-continue". */
+/* A request.  Every one carries a Content-Type (application/json unless
+ * content_type says another) and no "Expect: 100-continue". */
 typedef struct http_req {
-  const char *method; /* sent as given, also a GET with a body */
-  const char *path;   /* "/healthz", with any query */
-  const char *body;   /* NULL: none (a POST then sends an empty one) */
-  size_t body_len;    /* bytes of body; 0: strlen(body) */
-  const char *auth;   /* the Authorization header's value, NULL: none */
-  long timeout_ms;    /* for the whole exchange; 0: 15 s */
+  const char *method;       /* sent as given, also a GET with a body */
+  const char *path;         /* "/healthz", with any query */
+  const char *body;         /* NULL: none (a POST then sends an empty one) */
+  size_t body_len;          /* bytes of body; 0: strlen(body) */
+  const char *auth;         /* the Authorization header's value, NULL: none */
+  const char *content_type; /* NULL: "application/json" */
+  long timeout_ms;          /* for the whole exchange; 0: 15 s */
   /* Non-zero outside a Check test case (tests/chaos.c): no assertion runs,
    * not even one that holds, for Check ends a process that makes one
    * without a test case around it; no curl handle is CURLE_FAILED_INIT,

@@ -670,6 +670,59 @@ static const bad_case bad[] = {
      "t.yaml:10:19: producer \"C\" sends to queue \"r\", which no consumer "
      "consumes or names as its dead_letter_queue"},
 
+    /* Pipelines: a sink is required, object storage is not yet there,
+     * and a partition stays under the sink's path. */
+    {"pipelines:\n"
+     "  - name: events\n"
+     "    binding: EVENTS\n",
+     "t.yaml:2:5: pipeline \"events\" is missing \"sink\""},
+    {"pipelines:\n"
+     "  - name: events\n"
+     "    binding: EVENTS\n"
+     "    sink:\n"
+     "      s3: {bucket: b}\n",
+     "t.yaml:5:11: \"s3\": an object storage sink is not yet supported; use "
+     "\"files\""},
+    {"pipelines:\n"
+     "  - name: events\n"
+     "    binding: EVENTS\n"
+     "    sink: {files: {path: out, partition: \"../{yyyy}\"}}\n",
+     "t.yaml:4:42: \"partition\" \"../{yyyy}\" may not hold \".\" or \"..\""},
+    {"pipelines:\n"
+     "  - name: events\n"
+     "    binding: EVENTS\n"
+     "    sink: {files: {path: out, partition: \"{yyyy}/{day}\"}}\n",
+     "t.yaml:4:42: \"partition\" \"{yyyy}/{day}\" may not hold a field other "
+     "than {yyyy} {mm} {dd} {hh} {mi}"},
+    {"pipelines:\n"
+     "  - name: events\n"
+     "    binding: EVENTS\n"
+     "    sink: {files: {path: out}}\n"
+     "    format: parquet\n",
+     "t.yaml:5:13: \"format\" must be \"jsonl\""},
+    {"pipelines:\n"
+     "  - name: events\n"
+     "    binding: EVENTS\n"
+     "    sink: {files: {path: out}}\n"
+     "    compression: zstd\n",
+     "t.yaml:5:18: \"compression\" must be \"gzip\" or \"none\""},
+    {"pipelines:\n"
+     "  - name: events\n"
+     "    binding: EVENTS\n"
+     "    sink: {files: {path: out}}\n"
+     "    roll: {size: 10, interval: 0}\n",
+     "t.yaml:5:18: \"size\" must be"},
+    {"pipelines:\n"
+     "  - {name: events, binding: EVENTS, sink: {files: {path: a}}}\n"
+     "  - {name: events, binding: OTHER, sink: {files: {path: b}}}\n",
+     "t.yaml:3:12: duplicate pipeline name \"events\" (first at 2:12)"},
+    {"pipelines:\n"
+     "  - {name: \"a b\", binding: EVENTS, sink: {files: {path: a}}}\n",
+     "t.yaml:2:12: pipeline names are 1-100 characters"},
+    {"pipelines:\n"
+     "  - {name: a, binding: EVENTS, sink: {files: {partition: x}}}\n",
+     "t.yaml:2:46: files sink is missing \"path\""},
+
 };
 
 START_TEST(test_bad) {
@@ -1724,6 +1777,39 @@ static void remove_tree(const char *dir, const char *file) {
 /* Relative paths in a file are resolved against the file's directory, from
  * whatever directory the file is loaded: here the current directory is
  * elsewhere each time, and a bare "libx.so" lands beside the config. */
+/* A pipeline with its required keys only gets the documented defaults;
+ * every key given is read. */
+START_TEST(test_pipeline_defaults) {
+  char err[512] = "";
+  static const char text[] =
+      "pipelines:\n"
+      "  - {name: a, binding: A, sink: {files: {path: out}}}\n"
+      "  - name: b\n"
+      "    binding: B\n"
+      "    sink: {files: {path: /srv/b, partition: \"dt={yyyy}-{mm}-{dd}\"}}\n"
+      "    format: jsonl\n"
+      "    compression: none\n"
+      "    roll: {size: 64KiB, interval: 2s}\n"
+      "    max_backlog: 2MiB\n";
+  config *cfg = config_parse("t.yaml", text, strlen(text), err, sizeof err);
+  ck_assert_msg(cfg != NULL, "%s", err);
+  ck_assert_uint_eq(cfg->n_pipelines, 2);
+  const config_pipeline *a = &cfg->pipelines[0], *b = &cfg->pipelines[1];
+  ck_assert_str_eq(a->path, "out");
+  ck_assert_str_eq(a->partition, "{yyyy}/{mm}/{dd}/{hh}");
+  ck_assert_int_eq(a->compression, CONFIG_COMPRESSION_GZIP);
+  ck_assert_int_eq(a->roll_size, 100000000);
+  ck_assert_int_eq(a->roll_interval_ms, 300000);
+  ck_assert_int_eq(a->max_backlog, 1000000000);
+  ck_assert_str_eq(b->partition, "dt={yyyy}-{mm}-{dd}");
+  ck_assert_int_eq(b->compression, CONFIG_COMPRESSION_NONE);
+  ck_assert_int_eq(b->roll_size, 64 * 1024);
+  ck_assert_int_eq(b->roll_interval_ms, 2000);
+  ck_assert_int_eq(b->max_backlog, 2 * 1024 * 1024);
+  config_free(cfg);
+}
+END_TEST
+
 START_TEST(test_load_resolves_beside_config) {
   char *dir = temp_tree();
   char file[800], conf[700];
@@ -1735,7 +1821,9 @@ START_TEST(test_load_resolves_beside_config) {
         "plugins:\n"
         "  - { name: bare, path: libx.so }\n"
         "  - { name: up, path: ../build/liby.so }\n"
-        "  - { name: abs, path: /opt/duro/libz.so }\n",
+        "  - { name: abs, path: /opt/duro/libz.so }\n"
+        "pipelines:\n"
+        "  - { name: ev, binding: EV, sink: { files: { path: out/ev } } }\n",
         f);
   ck_assert_int_eq(fclose(f), 0);
 
@@ -1753,6 +1841,7 @@ START_TEST(test_load_resolves_beside_config) {
     assert_path(cfg->plugins[0].path, conf, "libx.so");
     assert_path(cfg->plugins[1].path, dir, "build/liby.so");
     ck_assert_str_eq(cfg->plugins[2].path, "/opt/duro/libz.so");
+    assert_path(cfg->pipelines[0].path, conf, "out/ev");
     config_free(cfg);
   }
   ck_assert_int_eq(chdir("/"), 0);
@@ -1810,6 +1899,7 @@ static Suite *config_suite(void) {
   tcase_add_test(tc, test_load_directory);
   tcase_add_test(tc, test_load_empty_file);
   tcase_add_test(tc, test_load_resolves_beside_config);
+  tcase_add_test(tc, test_pipeline_defaults);
   tcase_add_test(tc, test_load_default_storage_beside_config);
   suite_add_tcase(s, tc);
 

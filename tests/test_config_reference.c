@@ -51,7 +51,13 @@ static const char FIXTURE[] = "plugins:\n"
                               "        - queue: jobs\n"
                               "    triggers:\n"
                               "      crons:\n"
-                              "        - schedule: \"0 3 * * *\"\n";
+                              "        - schedule: \"0 3 * * *\"\n"
+                              "pipelines:\n"
+                              "  - name: events\n"
+                              "    binding: EVENTS\n"
+                              "    sink:\n"
+                              "      files:\n"
+                              "        path: var/events\n";
 
 /* ---- What the parser has ----------------------------------------------- */
 
@@ -145,6 +151,8 @@ static const char *base_of(const config *cfg, config_key_in in) {
     return (const char *)&pl->crons[0];
   case CONFIG_IN_FLOW_RULE:
     return (const char *)&pl->workflows[0].flow[0];
+  case CONFIG_IN_PIPELINE:
+    return (const char *)&cfg->pipelines[0];
   }
   return NULL;
 }
@@ -482,6 +490,8 @@ START_TEST(test_walk_reaches_every_section) {
       "plugins[].queues.producers[].queue",
       "plugins[].queues.consumers[].max_batch_size",
       "plugins[].triggers.crons[].overlap",
+      "pipelines[].sink.files.partition",
+      "pipelines[].roll.interval",
   };
   for (size_t i = 0; i < sizeof some / sizeof some[0]; i++) {
     bool found = false;

@@ -187,7 +187,8 @@ START_TEST(opens_a_schema_1_database) {
 END_TEST
 
 /* Schema 7 adds an instance's deadline to a schema 6 file in place: the
- * rows there have none, and a new one keeps its own. */
+ * rows there have none, and a new one keeps its own; the file ends at
+ * the current schema (8, which adds the pipelines' tables). */
 START_TEST(upgrades_schema_6_to_7) {
   fresh_db();
   journal_close(open_journal());
@@ -225,7 +226,7 @@ START_TEST(upgrades_schema_6_to_7) {
   journal_instance_clear(&got);
   journal_close(j);
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='7'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='8'"),
       1);
   drop_db();
 }
@@ -254,7 +255,7 @@ START_TEST(upgrades_schema_3_to_5) {
   journal_batch_free(&b);
   journal_close(j);
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='7'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='8'"),
       1);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM messages"), 1);
   drop_db();
@@ -280,7 +281,7 @@ START_TEST(upgrades_schema_4_to_5) {
   sqlite3_close(h);
   journal_close(open_journal());
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='7'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='8'"),
       1);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM sqlite_master WHERE "
                               "name='messages_lease'"),

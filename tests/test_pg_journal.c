@@ -143,13 +143,13 @@ START_TEST(duplicate_in_a_shared_transaction) {
   journal_close(j);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM instances"), 2);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' "
-                              "AND value='8'"),
+                              "AND value='9'"),
                    1);
 }
 END_TEST
 
-/* A journal of schema 7 is brought to 8 when opened: its instances get
- * the deadline column, none set. */
+/* A journal of schema 7 is brought to 9 (8 and then 9) when opened: its
+ * instances get the deadline column, none set. */
 START_TEST(upgrades_schema_7_to_8) {
   fresh_db();
   journal *j = open_journal();
@@ -170,7 +170,7 @@ START_TEST(upgrades_schema_7_to_8) {
   journal_instance_clear(&got);
   journal_close(j);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' "
-                              "AND value='8'"),
+                              "AND value='9'"),
                    1);
 }
 END_TEST

@@ -72,9 +72,9 @@ static void format_time(char *out, size_t len) {
   clock_gettime(CLOCK_REALTIME, &ts);
   struct tm tm;
   gmtime_r(&ts.tv_sec, &tm);
-  snprintf(out, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ",
-           tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-           tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+  snprintf(out, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
+           tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+           ts.tv_nsec / 1000000);
 }
 
 /* The text form of a context: "workflow/instance step attempt N", or the
@@ -103,8 +103,8 @@ static void write_text(int level, const log_ctx *at, const char *message) {
   char when[40], where[512], line[LOG_LINE_MAX];
   format_time(when, sizeof when);
   format_where(where, sizeof where, at);
-  int n = snprintf(line, sizeof line, "%s %-5s %s%s%s", when,
-                   level_name(level), where, where[0] ? ": " : "", message);
+  int n = snprintf(line, sizeof line, "%s %-5s %s%s%s", when, level_name(level),
+                   where, where[0] ? ": " : "", message);
   size_t len = n < 0 ? 0 : (size_t)n;
   if (len > sizeof line - 2)
     len = sizeof line - 2;

@@ -1,7 +1,7 @@
 /* cli.c — `duro workflows …`, `duro plugins …`, `duro queues …`, `duro
- * cron …`: the command-line client of a running host's HTTP API, so that
- * triggering, listing, inspecting and steering instances, sending to a
- * queue or looking at its messages, or firing a cron trigger, takes one
+ * pipelines …`, `duro cron …`: the command-line client of a running host's HTTP
+ * API, so that triggering, listing, inspecting and steering instances, sending
+ * to a queue or looking at its messages, or firing a cron trigger, takes one
  * command instead of a curl
  * line.
  *
@@ -74,6 +74,12 @@ static const cli_verb verbs[] = {
      cli_print_queue},
     {"queues peek", "QUEUE [--limit N]", 1, 1, O_LIMIT, NULL,
      cli_build_queue_peek, cli_print_queue_peek},
+    {"pipelines send", "NAME RECORDS|-", 2, 2, 0, NULL, cli_build_pipeline_send,
+     cli_print_pipeline_sent},
+    {"pipelines list", "", 0, 0, 0, NULL, cli_build_pipelines_list,
+     cli_print_pipelines},
+    {"pipelines describe", "NAME", 1, 1, 0, NULL, cli_build_pipeline_describe,
+     cli_print_pipeline},
     {"cron list", "", 0, 0, 0, NULL, cli_build_crons, cli_print_crons},
     {"cron trigger", "EXPR", 1, 1, 0, NULL, cli_build_cron_trigger,
      cli_print_cron_fired},
@@ -202,7 +208,7 @@ static int run_verb(const cli_verb *v, const cli_args *a) {
 int cli_main(int argc, char **argv) {
   int group_only = !strcmp(argv[1], "workflows") ||
                    !strcmp(argv[1], "plugins") || !strcmp(argv[1], "queues") ||
-                   !strcmp(argv[1], "cron");
+                   !strcmp(argv[1], "pipelines") || !strcmp(argv[1], "cron");
   if (argc < 3 && group_only)
     return usage(stderr);
   if (argc >= 3 && cli_is_help(argv[2]))

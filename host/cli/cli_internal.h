@@ -17,6 +17,7 @@
  *   cli_workflows.c  workflows describe and workflows list
  *   cli_plugins.c    reload and plugins list
  *   cli_queues.c     queues send, list, describe, peek
+ *   cli_pipelines.c  pipelines send, list, describe
  *   cli_cron.c       cron list and cron trigger */
 #ifndef DURO_CLI_INTERNAL_H
 #define DURO_CLI_INTERNAL_H
@@ -225,6 +226,17 @@ void cli_print_queue(const cli_args *a, const json_t *r);
 int cli_build_queue_peek(cli_ctx *c, const cli_verb *v, const cli_args *a,
                          cli_req *r);
 void cli_print_queue_peek(const cli_args *a, const json_t *r);
+
+/* cli_pipelines.c */
+int cli_build_pipeline_send(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                            cli_req *r);
+void cli_print_pipeline_sent(const cli_args *a, const json_t *r);
+int cli_build_pipelines_list(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                             cli_req *r);
+void cli_print_pipelines(const cli_args *a, const json_t *r);
+int cli_build_pipeline_describe(cli_ctx *c, const cli_verb *v,
+                                const cli_args *a, cli_req *r);
+void cli_print_pipeline(const cli_args *a, const json_t *r);
 
 /* cli_cron.c */
 int cli_build_crons(cli_ctx *c, const cli_verb *v, const cli_args *a,

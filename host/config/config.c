@@ -254,6 +254,8 @@ static void resolve_paths(config *cfg, const char *file) {
   resolve_into(&cfg->storage.path, dir);
   for (size_t i = 0; i < cfg->n_plugins; i++)
     resolve_into(&cfg->plugins[i].path, dir);
+  for (size_t i = 0; i < cfg->n_pipelines; i++)
+    resolve_into(&cfg->pipelines[i].path, dir);
   free(dir);
 }
 

@@ -13,7 +13,8 @@
  * lists its errors (errlist.h).  Every string in the structs is owned by
  * the config and freed by config_free().
  *
- * File paths (storage.path, each plugin's path) are written relative to
+ * File paths (storage.path, each plugin's path, each pipeline's
+ * sink.files.path) are written relative to
  * the config file: config_load() resolves them against its directory into
  * absolute paths (paths.h), so the same config names the same files from
  * any current directory.  config_parse(), which has no file, leaves them
@@ -115,6 +116,31 @@ typedef struct config_cron {
   config_pos schedule_pos; /* of the expression's first character */
   config_pos workflow_pos;
 } config_cron;
+
+/* A pipeline (pipelines[]): records sent to it (POST /pipelines/{name})
+ * are kept in the journal and written in batches to files of JSON lines
+ * under sink.files.path, one directory per partition, each batch once. */
+enum { CONFIG_COMPRESSION_GZIP = 0, CONFIG_COMPRESSION_NONE = 1 };
+enum { CONFIG_FORMAT_JSONL = 0 };
+typedef struct config_pipeline {
+  char *name;    /* required, unique; the rule of queue names */
+  char *binding; /* required, unique among bindings (plugins reach it by
+                    this, later) */
+  char *path;    /* sink.files.path (required): the sink's root directory,
+                    absolute after config_load */
+  /* sink.files.partition: the directory of a batch under path, from the
+   * time it was planned (UTC): {yyyy} {mm} {dd} {hh} {mi}; default
+   * "{yyyy}/{mm}/{dd}/{hh}" */
+  char *partition;
+  int format;               /* CONFIG_FORMAT_JSONL (the only one) */
+  int compression;          /* CONFIG_COMPRESSION_* (default gzip) */
+  int64_t roll_size;        /* bytes of records in one file, default 100 MB */
+  int64_t roll_interval_ms; /* a file's oldest record waits at most this
+                               long, default 300 s */
+  int64_t max_backlog;      /* bytes of records not yet written past which
+                               sends are refused (503), default 1 GB */
+  config_pos pos;
+} config_pipeline;
 
 #define CONFIG_DEFAULT_WORKERS 1
 #define CONFIG_MAX_WORKERS 64
@@ -222,6 +248,8 @@ typedef struct config {
   } log;
   config_plugin *plugins;
   size_t n_plugins;
+  config_pipeline *pipelines;
+  size_t n_pipelines;
 } config;
 
 /* Parses `path`, then resolves its file paths against its directory.  On

@@ -44,6 +44,13 @@ void config_free(config *cfg) {
     free(pl->path);
   }
   free(cfg->plugins);
+  for (size_t i = 0; i < cfg->n_pipelines; i++) {
+    free(cfg->pipelines[i].name);
+    free(cfg->pipelines[i].binding);
+    free(cfg->pipelines[i].path);
+    free(cfg->pipelines[i].partition);
+  }
+  free(cfg->pipelines);
   free(cfg->storage.path);
   free(cfg->storage.postgresql);
   free(cfg->http.listen);

@@ -10,6 +10,7 @@
  *   config_plugin.c   a plugin and its workflows
  *   config_queues.c   a plugin's queues: producers and consumers
  *   config_cron.c     a plugin's cron triggers
+ *   config_pipelines.c  the pipelines and their sinks
  *   config_refs.c     the names of the whole file: each unique, each
  *                     reference declared
  *   config_free.c     config_free()
@@ -56,6 +57,9 @@ extern const schema config_plugin_schema, config_workflow_schema,
 /* config_queues.c's and config_cron.c's */
 extern const schema config_queues_schema, config_producer_schema,
     config_consumer_schema, config_triggers_schema, config_cron_schema;
+/* config_pipelines.c's */
+extern const schema config_pipeline_schema, config_sink_schema,
+    config_files_sink_schema, config_roll_schema;
 
 /* config_root.c: the document's root node into p->cfg. */
 int config_parse_root(config_parser *p, yaml_node_t *root);
@@ -71,6 +75,9 @@ int config_queue_name(config_parser *p, yaml_node_t *node, char **name);
 /* config_cron.c: a plugin's triggers section. */
 int config_parse_triggers(config_parser *p, yaml_node_t *node,
                           config_plugin *pl);
+
+/* config_pipelines.c: the top-level pipelines list. */
+int config_parse_pipelines(config_parser *p, yaml_node_t *list);
 
 /* config_refs.c: records `name` (the value of node `v`) in the namespace
  * `kind`, or reports it as a duplicate of an earlier one; and the

@@ -54,6 +54,15 @@ static const nest nests[] = {
     {&config_triggers_schema, "crons", &config_cron_schema, true,
      CONFIG_IN_CRON},
     {&config_cron_schema, "params", NULL, false, CONFIG_IN_CRON},
+    {&config_root_schema, "pipelines", &config_pipeline_schema, true,
+     CONFIG_IN_PIPELINE},
+    {&config_pipeline_schema, "sink", &config_sink_schema, false,
+     CONFIG_IN_PIPELINE},
+    {&config_sink_schema, "files", &config_files_sink_schema, false,
+     CONFIG_IN_PIPELINE},
+    {&config_sink_schema, "s3", NULL, false, CONFIG_IN_PIPELINE},
+    {&config_pipeline_schema, "roll", &config_roll_schema, false,
+     CONFIG_IN_PIPELINE},
 };
 
 static const nest *find_nest(const schema *parent, const char *key) {

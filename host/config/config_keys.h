@@ -11,13 +11,14 @@
 
 /* The struct of config.h a key's offset is into. */
 typedef enum config_key_in {
-  CONFIG_IN_CONFIG,   /* config: storage, http, engine */
-  CONFIG_IN_PLUGIN,   /* config_plugin: plugins[], its crash_storm, limits */
-  CONFIG_IN_WORKFLOW, /* config_workflow: plugins[].workflows[], limits */
-  CONFIG_IN_PRODUCER, /* config_producer: plugins[].queues.producers[] */
-  CONFIG_IN_CONSUMER, /* config_consumer: plugins[].queues.consumers[] */
-  CONFIG_IN_CRON,     /* config_cron: plugins[].triggers.crons[] */
-  CONFIG_IN_FLOW_RULE /* config_flow_rule: ...workflows[].flow.concurrency[] */
+  CONFIG_IN_CONFIG,    /* config: storage, http, engine */
+  CONFIG_IN_PLUGIN,    /* config_plugin: plugins[], its crash_storm, limits */
+  CONFIG_IN_WORKFLOW,  /* config_workflow: plugins[].workflows[], limits */
+  CONFIG_IN_PRODUCER,  /* config_producer: plugins[].queues.producers[] */
+  CONFIG_IN_CONSUMER,  /* config_consumer: plugins[].queues.consumers[] */
+  CONFIG_IN_CRON,      /* config_cron: plugins[].triggers.crons[] */
+  CONFIG_IN_FLOW_RULE, /* config_flow_rule: ...workflows[].flow.concurrency[] */
+  CONFIG_IN_PIPELINE   /* config_pipeline: pipelines[], its sink and roll */
 } config_key_in;
 
 typedef enum config_key_shape {

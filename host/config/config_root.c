@@ -1,7 +1,8 @@
 /* config_root.c — the top level of the configuration and the host's own
  * sections, storage, http, engine and log: one mapping each, filling the
- * config; the plugins list is handed entry by entry to config_plugin.c,
- * and once every plugin is read the references across the file are
+ * config; the plugins list is handed entry by entry to config_plugin.c
+ * and the pipelines list to config_pipelines.c, and once every plugin is
+ * read the references across the file are
  * checked (config_refs.c). */
 #include "duro_config.h"
 
@@ -20,13 +21,21 @@
 
 /* The indexes name the slots schema_mapping() fills with value nodes, which
  * the walkers below use for nested sections and for positions. */
-enum { ROOT_STORAGE, ROOT_HTTP, ROOT_ENGINE, ROOT_LOG, ROOT_PLUGINS };
+enum {
+  ROOT_STORAGE,
+  ROOT_HTTP,
+  ROOT_ENGINE,
+  ROOT_LOG,
+  ROOT_PLUGINS,
+  ROOT_PIPELINES
+};
 static const schema_field root_fields[] = {
     [ROOT_STORAGE] = {"storage", K_NESTED, 0, false, 0, 0, NULL},
     [ROOT_HTTP] = {"http", K_NESTED, 0, false, 0, 0, NULL},
     [ROOT_ENGINE] = {"engine", K_NESTED, 0, false, 0, 0, NULL},
     [ROOT_LOG] = {"log", K_NESTED, 0, false, 0, 0, NULL},
     [ROOT_PLUGINS] = {"plugins", K_NESTED, 0, false, 0, 0, NULL},
+    [ROOT_PIPELINES] = {"pipelines", K_NESTED, 0, false, 0, 0, NULL},
 };
 const schema config_root_schema =
     SCHEMA("top level", "at the top level", -1, root_fields);
@@ -219,6 +228,8 @@ int config_parse_root(config_parser *p, yaml_node_t *root) {
       rc = DURO_E_CONFIG;
     }
   }
+  if (config_parse_pipelines(p, v[ROOT_PIPELINES]) < 0)
+    rc = DURO_E_CONFIG;
   if (config_check_references(p) < 0)
     rc = DURO_E_CONFIG;
   return rc;

@@ -619,9 +619,8 @@ int duro_engine_store_shared(duro_engine *e);
  * under a lock of the registry's. */
 typedef struct duro_changes duro_changes;
 typedef void (*duro_changes_fn)(void *ctx);
-int duro_instance_changes(duro_engine *e, const char *workflow,
-                          const char *id, duro_changes_fn fn, void *ctx,
-                          duro_changes **out);
+int duro_instance_changes(duro_engine *e, const char *workflow, const char *id,
+                          duro_changes_fn fn, void *ctx, duro_changes **out);
 /* fn is not running and is never called again once this returns. */
 void duro_changes_cancel(duro_engine *e, duro_changes *c);
 

@@ -145,8 +145,8 @@ void engine_cut_short(journal_batch *b, const log_ctx *where, int64_t rowid,
   op->rowid = rowid;
   op->step = s;
   log_at(DURO_LOG_WARN, where,
-            "step \"%s\" attempt %u was %s: it runs again as attempt %u",
-            s->key, number, msg, number + 1);
+         "step \"%s\" attempt %u was %s: it runs again as attempt %u", s->key,
+         number, msg, number + 1);
   free(msg);
 }
 
@@ -429,7 +429,7 @@ static void record_hung(duro_engine *e, hung_attempt *h, int64_t now) {
   }
   if (journal_commit(e->j, &b) != 0)
     log_at(DURO_LOG_ERROR, &where, "cannot record the %s attempt: %s",
-              h->cut_short_by ? "cut-short" : "hung", journal_errmsg(e->j));
+           h->cut_short_by ? "cut-short" : "hung", journal_errmsg(e->j));
   journal_batch_free(&b);
   h->step.error = NULL;
   free(err);
@@ -503,9 +503,10 @@ static int abandon(duro_engine *e, worker *w, entry *ent, abandon_why why,
   pthread_mutex_unlock(&w->mu);
 
   if (!h.cut_short_by)
-    log_at(DURO_LOG_WARN,
-           &(log_ctx){.workflow = h.workflow, .instance = h.id, .build = h.build},
-           "%s; its worker is replaced", h.message);
+    log_at(
+        DURO_LOG_WARN,
+        &(log_ctx){.workflow = h.workflow, .instance = h.id, .build = h.build},
+        "%s; its worker is replaced", h.message);
   record_hung(e, &h, now);
   /* The instance runs again (or takes a pending pause or terminate). */
   engine_activation_done(e, h.ent, DURO_STATUS_QUEUED, JOURNAL_NONE, 1);

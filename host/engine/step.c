@@ -124,7 +124,8 @@ void activation_run(duro_engine *e, entry *ent) {
     __atomic_store_n(&ent->restart_req, 1, __ATOMIC_RELEASE);
   }
   if (activation_load_journal(a) != 0) {
-    log_at(DURO_LOG_ERROR, &a->log, "cannot load journal: %s", journal_errmsg(e->j));
+    log_at(DURO_LOG_ERROR, &a->log, "cannot load journal: %s",
+           journal_errmsg(e->j));
     goto retry;
   }
 
@@ -144,9 +145,9 @@ void activation_run(duro_engine *e, entry *ent) {
      * its first commit, so a crash before its last cannot send its
      * steps back to the held build. */
     log_at(DURO_LOG_INFO, &a->log,
-              "its build %s is held and it ran no step on it: it runs on "
-              "build %s",
-              a->inst.build, a->build->hash);
+           "its build %s is held and it ran no step on it: it runs on "
+           "build %s",
+           a->inst.build, a->build->hash);
     journal_op *op = journal_batch_add(&a->batch, JOP_INSTANCE_PIN);
     op->rowid = a->inst.rowid;
     op->step_key = a->build->hash;

@@ -133,9 +133,9 @@ duro_rc step_api_child_start(duro_step *a, const char *name,
     engine_instance_created(a->e, op->out_rowid);
   else /* created by someone else between the look and the commit */
     log_at(DURO_LOG_WARN, &a->log,
-              "childStart \"%s\": %s/%s was created meanwhile by another; "
-              "the step names that instance",
-              key, w->name, kid);
+           "childStart \"%s\": %s/%s was created meanwhile by another; "
+           "the step names that instance",
+           key, w->name, kid);
   if (child_id)
     *child_id = kid;
   return DURO_OK;

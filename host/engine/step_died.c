@@ -196,7 +196,7 @@ static void record_guilty(duro_step *a, duro_attempt *at, const char *plugin,
   s->status = DURO_STEP_WAITING;
   s->wake_ms = JOURNAL_NONE;
   log_at(DURO_LOG_WARN, &a->log, "%s (crash %u of %u)", msg, crashes,
-            a->e->max_crashes);
+         a->e->max_crashes);
   free(msg);
   if (crashes >= a->e->max_crashes) {
     s->status = DURO_STEP_ERRORED;
@@ -225,10 +225,10 @@ static int blame_kill(duro_step *a, duro_attempt *at, int alone) {
   if (kills && crashes + kills >= a->e->max_crashes)
     return 1;
   log_at(DURO_LOG_WARN, &a->log,
-            "step \"%s\" was inside its callback, beside others, when its "
-            "worker process was killed (%u of %u): it runs again with no "
-            "other callback beside it",
-            at->step->key, crashes + (kills ? kills : 1), a->e->max_crashes);
+         "step \"%s\" was inside its callback, beside others, when its "
+         "worker process was killed (%u of %u): it runs again with no "
+         "other callback beside it",
+         at->step->key, crashes + (kills ? kills : 1), a->e->max_crashes);
   return 0;
 }
 
@@ -317,9 +317,9 @@ void step_worker_killed_in_run(duro_step *a, const char *plugin,
   uint32_t kills = l ? ledger_suspect_charge(l, a->inst.rowid, RUN_KEY) : max;
   if (kills < max) {
     log_at(DURO_LOG_WARN, &a->log,
-              "run() was running outside any step when its worker process "
-              "was killed (%s; %u of %u): it runs again",
-              how, kills, max);
+           "run() was running outside any step when its worker process "
+           "was killed (%s; %u of %u): it runs again",
+           how, kills, max);
   } else {
     if (l)
       ledger_suspect_clear(l, a->inst.rowid, RUN_KEY);

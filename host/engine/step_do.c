@@ -121,7 +121,7 @@ int do_orphan_policy(duro_step *a, journal_step *s, const do_config *c) {
   uint32_t charged = charged_attempts(a, s->key, s->attempts);
   if (charged > c->limit) {
     log_at(DURO_LOG_WARN, &a->log, "step \"%s\" failed after %u attempts",
-              s->key, s->attempts);
+           s->key, s->attempts);
     s->status = DURO_STEP_ERRORED;
     s->ended_ms = now;
     put_step(a, s);
@@ -185,7 +185,7 @@ int step_flush(duro_step *a) {
   if (rc) {
     a->storage_failed = 1;
     log_at(DURO_LOG_ERROR, &a->log, "journal commit failed: %s",
-              journal_errmsg(a->e->j));
+           journal_errmsg(a->e->j));
   }
   return rc;
 }
@@ -523,9 +523,9 @@ static int do_record_failure(duro_step *a, const do_call *call,
   if (!final && charged <= c->limit) {
     int64_t wait = backoff_ms(c->delay_ms, c->backoff, charged);
     log_at(DURO_LOG_INFO, &a->log,
-              "step \"%s\" attempt %u failed: %s; "
-              "retrying in %" PRId64 " ms",
-              key, at->number, err_msg, wait);
+           "step \"%s\" attempt %u failed: %s; "
+           "retrying in %" PRId64 " ms",
+           key, at->number, err_msg, wait);
     free(err_msg);
     metrics_add(&a->e->m.retries_scheduled, 1);
     s->wake_ms = call->ended + wait;
@@ -543,9 +543,8 @@ static int do_record_failure(duro_step *a, const do_call *call,
     a->reason = SUSPEND_TERMINATE;
     return DO_SUSPEND;
   }
-  log_at(DURO_LOG_WARN, &a->log,
-            "step \"%s\" failed after %u attempt%s: %s", key, at->number,
-            at->number == 1 ? "" : "s", err_msg);
+  log_at(DURO_LOG_WARN, &a->log, "step \"%s\" failed after %u attempt%s: %s",
+         key, at->number, at->number == 1 ? "" : "s", err_msg);
   free(err_msg);
   s->status = DURO_STEP_ERRORED;
   s->error = (char *)err;

@@ -132,7 +132,7 @@ void activation_final_commit(void *ctx, int rc) {
     /* Nothing of it is on disk: the instance runs again from its journal
      * once writes succeed. */
     log_at(DURO_LOG_ERROR, &a->log, "journal commit failed: %s; retrying",
-              journal_errmsg(a->e->j));
+           journal_errmsg(a->e->j));
     engine_activation_retry(a->e, a->ent);
     activation_free(a);
     return;

@@ -55,9 +55,9 @@ int step_gate_enter(duro_step *a, const journal_step *s, uint32_t number) {
   pthread_mutex_unlock(&e->gate_mu);
   if (place == GATE_ALONE)
     log_at(DURO_LOG_INFO, &a->log,
-              "step \"%s\" attempt %u runs alone: it was inside its "
-              "callback when the engine was killed",
-              s->key, number);
+           "step \"%s\" attempt %u runs alone: it was inside its "
+           "callback when the engine was killed",
+           s->key, number);
   return place;
 }
 

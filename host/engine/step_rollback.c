@@ -124,7 +124,7 @@ duro_rc step_unwind(duro_step *a, journal_step **failed) {
     return DURO_OK;
   qsort(a->undo, a->n_undo, sizeof *a->undo, newest_first);
   log_at(DURO_LOG_INFO, &a->log, "rolling back %zu step%s, newest first",
-            a->n_undo, a->n_undo == 1 ? "" : "s");
+         a->n_undo, a->n_undo == 1 ? "" : "s");
   for (size_t i = 0; i < a->n_undo; i++) {
     journal_step *s;
     switch (undo_one(a, &a->undo[i], &s)) {

@@ -37,9 +37,9 @@ static int api_workflow_send_event(duro_workflow *wf, const char *id,
   const log_ctx *where = step_current_log();
   if (where && !at) {
     log_at(DURO_LOG_WARN, where,
-              "event to %s/%s outside a step callback refused: it would "
-              "repeat on every replay",
-              w->name, id ? id : "");
+           "event to %s/%s outside a step callback refused: it would "
+           "repeat on every replay",
+           w->name, id ? id : "");
     return DURO_E_INVALID_ARGUMENT;
   }
   if (!at)

@@ -29,9 +29,9 @@ static int api_queue_send_batch(duro_queue *q, const char *const *json,
   const log_ctx *where = step_current_log();
   if (where && !at) {
     log_at(DURO_LOG_WARN, where,
-              "queue send to \"%s\" outside a step callback refused: it "
-              "would repeat on every replay",
-              p->queue);
+           "queue send to \"%s\" outside a step callback refused: it "
+           "would repeat on every replay",
+           p->queue);
     return DURO_E_INVALID_ARGUMENT;
   }
   duro_queue_send_req reqs[DURO_QUEUE_MAX_BATCH];

@@ -131,6 +131,24 @@ static void compare_host(const config *o, const config *c, json_t *restart) {
   flag_field(restart, "log.format", o->log.json, c->log.json, "json", "text");
 }
 
+/* Pipelines are the host's, read at start: any change needs a restart. */
+static void compare_pipelines(const config *o, const config *c,
+                              json_t *restart) {
+  for (size_t i = 0; i < o->n_pipelines || i < c->n_pipelines; i++) {
+    const config_pipeline *a = i < o->n_pipelines ? &o->pipelines[i] : NULL;
+    const config_pipeline *b = i < c->n_pipelines ? &c->pipelines[i] : NULL;
+    if (!a || !b || !same(a->name, b->name) || !same(a->binding, b->binding) ||
+        !same(a->path, b->path) || !same(a->partition, b->partition) ||
+        a->format != b->format || a->compression != b->compression ||
+        a->roll_size != b->roll_size ||
+        a->roll_interval_ms != b->roll_interval_ms ||
+        a->max_backlog != b->max_backlog) {
+      note(restart, "pipelines: changed");
+      return;
+    }
+  }
+}
+
 /* ---- workflows and producers ---------------------------------------------
  */
 
@@ -303,6 +321,7 @@ const config_plugin *cfgdiff_plugin(const config *cur, const char *name) {
 void cfgdiff_compare(const config *old, const config *cur, json_t *live,
                      json_t *restart) {
   compare_host(old, cur, restart);
+  compare_pipelines(old, cur, restart);
   for (size_t i = 0; i < old->n_plugins; i++)
     if (!cfgdiff_plugin(cur, old->plugins[i].name))
       note(restart, "plugin %s removed", old->plugins[i].name);

@@ -36,6 +36,7 @@
 #include "ledger.h"
 #include "loader.h"
 #include "log.h"
+#include "pipeline.h"
 #include "probe.h"
 #include "queue.h"
 #include "reload.h"
@@ -355,6 +356,25 @@ static int register_queues(const config *cfg, duro_engine *e) {
   return rc;
 }
 
+/* Every pipeline the config names, with its sink's options: what
+ * POST /pipelines/{name} sends to and the flusher writes out. */
+static int register_pipelines(const config *cfg, duro_engine *e) {
+  int rc = 0;
+  for (size_t i = 0; i < cfg->n_pipelines && !rc; i++) {
+    const config_pipeline *c = &cfg->pipelines[i];
+    duro_pipeline_options o = {
+        .dir = c->path,
+        .partition = c->partition,
+        .gzip = c->compression == CONFIG_COMPRESSION_GZIP,
+        .roll_size = c->roll_size,
+        .roll_interval_ms = c->roll_interval_ms,
+        .max_backlog = c->max_backlog,
+    };
+    rc = duro_pipeline_register(e, c->name, &o);
+  }
+  return rc;
+}
+
 /* Every cron trigger of every plugin; a numbered weekday field is noted
  * in the log (1 = Sunday here, unlike a crontab). */
 static int register_crons(const config *cfg, duro_engine *e) {
@@ -469,6 +489,11 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
   }
   if ((rc = register_queues(cfg, h.engine)) != 0) {
     fprintf(stderr, "duro: cannot register the queues: %s\n", duro_err_str(rc));
+    goto stop;
+  }
+  if ((rc = register_pipelines(cfg, h.engine)) != 0) {
+    fprintf(stderr, "duro: cannot register the pipelines: %s\n",
+            duro_err_str(rc));
     goto stop;
   }
   if (register_crons(cfg, h.engine) != 0)

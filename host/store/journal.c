@@ -719,6 +719,20 @@ int journal_cron_ticks(journal *j, const char *trigger, const char *state,
   return j->be->cron_ticks(j->db, trigger, state, limit, fn, ctx);
 }
 
+int journal_pipeline_get(journal *j, const char *pipeline,
+                         journal_pipeline *out) {
+  return j->be->pipeline_get(j->db, pipeline, out);
+}
+
+int journal_pipeline_records(journal *j, const char *pipeline, int64_t from_seq,
+                             int64_t to_seq, size_t limit,
+                             int (*fn)(void *ctx, int64_t seq, const char *body,
+                                       int64_t bytes, int64_t sent_ms),
+                             void *ctx) {
+  return j->be->pipeline_records(j->db, pipeline, from_seq, to_seq, limit, fn,
+                                 ctx);
+}
+
 void journal_instance_clear(journal_instance *in) {
   free(in->workflow);
   free(in->id);

@@ -237,6 +237,26 @@ typedef enum journal_op_kind {
   JOP_MESSAGES_EXPIRE, /* queue, ts_ms, from_seq = limit: deletes up to
                           `limit` messages sent before ts_ms; out_rowid =
                           how many */
+  /* Pipelines; `queue` names the pipeline.  A plan is the batch
+   * [from_seq, event_seq] being written by host `rowid` (journal_host)
+   * until visible_ms (the engine clock). */
+  JOP_PIPELINE_DECLARE, /* queue: its row, unless it has one */
+  JOP_PIPELINE_APPEND,  /* queue, body, ts_ms = sent: the record gets the
+                           pipeline's next seq (out_rowid); the pipeline
+                           must be declared (else op rc DURO_E_NOT_FOUND) */
+  JOP_PIPELINE_PLAN,    /* queue, from_seq, event_seq, ts_ms = planned,
+                           rowid, visible_ms: records the plan unless one
+                           is recorded; out_rowid = 1 when it did */
+  JOP_PIPELINE_CLAIM,   /* queue, rowid, ts_ms = now, visible_ms: the
+                           recorded plan becomes host rowid's until
+                           visible_ms when it is its own already or its
+                           holder's time ran out by ts_ms; out_rowid = 1
+                           when it did */
+  JOP_PIPELINE_DONE,    /* queue, from_seq, event_seq, rowid, ts_ms: the
+                           plan's file is written: when that plan is still
+                           recorded and host rowid's, deletes its records,
+                           counts them written and clears the plan;
+                           out_rowid = 1 when it did */
 } journal_op_kind;
 
 typedef struct journal_attempt {
@@ -543,6 +563,30 @@ int journal_cron_ticks(journal *j, const char *trigger, const char *state,
                        size_t limit,
                        void (*fn)(void *ctx, const journal_cron_tick *t),
                        void *ctx);
+
+/* A pipeline as the journal knows it (journal_pipeline_get): its counts
+ * since the database began, the records waiting (accepted, not yet
+ * written: `backlog` of them, `backlog_bytes`, the oldest sent at
+ * oldest_ms), and the plan being written (plan_first 0: none). */
+typedef struct journal_pipeline {
+  int64_t next_seq; /* the seq the next record gets, less one */
+  int64_t accepted, accepted_bytes, written, written_bytes, files;
+  int64_t backlog, backlog_bytes;
+  int64_t oldest_ms;     /* JOURNAL_NONE: nothing waits */
+  int64_t last_flush_ms; /* JOURNAL_NONE: never */
+  int64_t plan_first, plan_last, plan_ms, plan_host, plan_until;
+} journal_pipeline;
+/* DURO_E_NOT_FOUND when the pipeline was never declared. */
+int journal_pipeline_get(journal *j, const char *pipeline,
+                         journal_pipeline *out);
+/* Calls fn with the pipeline's records of seq from from_seq to to_seq, in
+ * seq order, at most `limit` of them, until fn returns nonzero; `bytes`
+ * is the record's size in a file (its text and a newline). */
+int journal_pipeline_records(journal *j, const char *pipeline, int64_t from_seq,
+                             int64_t to_seq, size_t limit,
+                             int (*fn)(void *ctx, int64_t seq, const char *body,
+                                       int64_t bytes, int64_t sent_ms),
+                             void *ctx);
 
 void journal_messages_free(journal_message *m, size_t n);
 

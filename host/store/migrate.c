@@ -33,6 +33,12 @@ const store_table migrate_tables[] = {
     {"cron_triggers", "trigger,since_ms,complete,failed,missed,skipped", 6,
      NULL},
     {"cron_ticks", "trigger,tick_ms,state,fired_ms,instance,error", 6, NULL},
+    {"pipelines",
+     "pipeline,next_seq,accepted,accepted_bytes,written,written_bytes,files,"
+     "backlog_bytes,last_flush_ms,plan_first,plan_last,plan_ms,plan_host,"
+     "plan_until",
+     14, NULL},
+    {"pipeline_records", "pipeline,seq,body,bytes,sent_ms", 5, NULL},
 };
 const size_t migrate_n_tables =
     sizeof migrate_tables / sizeof migrate_tables[0];

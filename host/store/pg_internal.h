@@ -11,11 +11,13 @@
  *                      the retention sweep
  *   pg_write_queue.c   the ops on queue messages
  *   pg_write_cron.c    the ops on cron triggers and their ticks
+ *   pg_write_pipeline.c  the ops on pipelines and their records
  *   pg_read_instance.c an instance, its steps, attempts and events
  *   pg_read_sched.c    the reads across instances: due, wakes, recovery,
  *                      queued, pins, the listing, counts
  *   pg_read_queue.c    the queues' messages and counts
  *   pg_read_cron.c     a trigger's state and ticks
+ *   pg_read_pipeline.c a pipeline's state and records
  *   pg_builds.c        the plugin builds the hosts share
  *   pg_copy.c          copying a journal in (migrate.c)
  *   pg_conn.c          connections: made, dropped when the server went away,
@@ -124,6 +126,11 @@ enum {
   ST_CRON_MISSED_EXTRA,
   ST_CRON_COUNT,
   ST_CRON_SWEEP,
+  ST_PIPELINE_DECLARE,
+  ST_PIPELINE_APPEND,
+  ST_PIPELINE_PLAN,
+  ST_PIPELINE_CLAIM,
+  ST_PIPELINE_DONE,
   ST_NOTIFY,
   ST_FENCE,
   ST_WRITE_COUNT_
@@ -217,6 +224,7 @@ int pg_message_apply(pg_store *pg, journal_op *op);
 int pg_message_lease(pg_store *pg, journal_op *op);
 int pg_message_retry(pg_store *pg, journal_op *op);
 int pg_cron_apply(pg_store *pg, journal_op *op);
+int pg_pipeline_apply(pg_store *pg, journal_op *op);
 
 /* ---- the backend's members (backend.h), by file ---- */
 
@@ -290,6 +298,13 @@ int pg_queue_counts_each(void *db,
                          void (*fn)(void *ctx, const char *queue,
                                     int64_t dropped, int64_t dead_lettered),
                          void *ctx);
+/* pg_read_pipeline.c */
+int pg_pipeline_get(void *db, const char *pipeline, journal_pipeline *out);
+int pg_pipeline_records(void *db, const char *pipeline, int64_t from_seq,
+                        int64_t to_seq, size_t limit,
+                        int (*fn)(void *ctx, int64_t seq, const char *body,
+                                  int64_t bytes, int64_t sent_ms),
+                        void *ctx);
 /* pg_read_cron.c */
 int pg_cron_state(void *db, const char *trigger, journal_cron *out);
 int pg_cron_ticks(void *db, const char *trigger, const char *state,

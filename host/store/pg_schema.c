@@ -13,9 +13,10 @@
 #include "pg_internal.h"
 
 /* 7: schema 6 and the hosts sharing the database (the hosts table, each
- * instance's owner); 8: an instance's deadline and parent.  A journal of 6 or 7
- * is brought to 8 when opened. */
-#define SCHEMA_VERSION "8"
+ * instance's owner); 8: an instance's deadline and parent; 9: the
+ * pipelines (SQLite's schema 8).  A journal of 6 to 8 is brought to 9
+ * when opened. */
+#define SCHEMA_VERSION "9"
 /* The advisory lock that one opener at a time creating or upgrading the
  * schema holds (any fixed number; no other lock of duro's uses it). */
 #define SCHEMA_LOCK "7140100"
@@ -111,8 +112,19 @@ static const char schema_sql[] =
     " instance " TXT ", error " TXT ", PRIMARY KEY(trigger, tick_ms));"
     "CREATE TABLE IF NOT EXISTS queue_counts(queue " TXT " PRIMARY KEY,"
     " dropped BIGINT NOT NULL, dead_lettered BIGINT NOT NULL);"
+    /* Schema 9: pipelines, as sqlite_schema.c's schema 8. */
+    "CREATE TABLE IF NOT EXISTS pipelines(pipeline " TXT " PRIMARY KEY,"
+    " next_seq BIGINT NOT NULL, accepted BIGINT NOT NULL,"
+    " accepted_bytes BIGINT NOT NULL, written BIGINT NOT NULL,"
+    " written_bytes BIGINT NOT NULL, files BIGINT NOT NULL,"
+    " backlog_bytes BIGINT NOT NULL, last_flush_ms BIGINT,"
+    " plan_first BIGINT, plan_last BIGINT, plan_ms BIGINT,"
+    " plan_host BIGINT, plan_until BIGINT);"
+    "CREATE TABLE IF NOT EXISTS pipeline_records(pipeline " TXT " NOT NULL,"
+    " seq BIGINT NOT NULL, body " TXT " NOT NULL, bytes BIGINT NOT NULL,"
+    " sent_ms BIGINT NOT NULL, PRIMARY KEY(pipeline, seq));"
     "UPDATE meta SET value='" SCHEMA_VERSION "' WHERE key='schema' AND"
-    " value IN ('6','7');";
+    " value IN ('6','7','8');";
 
 /* The schema version stored in meta, into ver; 0 or DURO_E_STORAGE. */
 int pg_schema_check(PGconn *c, char *err, size_t errlen) {

@@ -150,6 +150,35 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     [ST_CRON_SWEEP] =
         "DELETE FROM cron_ticks WHERE tick_ms<$1 AND tick_ms<(SELECT "
         "MAX(tick_ms) FROM cron_ticks AS c WHERE c.trigger=cron_ticks.trigger)",
+    [ST_PIPELINE_DECLARE] =
+        "INSERT INTO pipelines(pipeline,next_seq,accepted,accepted_bytes,"
+        "written,written_bytes,files,backlog_bytes) "
+        "VALUES($1,0,0,0,0,0,0,0) ON CONFLICT(pipeline) DO NOTHING",
+    [ST_PIPELINE_APPEND] =
+        "WITH s AS (UPDATE pipelines SET next_seq=next_seq+1, "
+        "accepted=accepted+1, accepted_bytes=accepted_bytes+$3, "
+        "backlog_bytes=backlog_bytes+$3 WHERE pipeline=$1 RETURNING next_seq) "
+        "INSERT INTO pipeline_records(pipeline,seq,body,bytes,sent_ms) "
+        "SELECT $1, next_seq, $2, $3, $4 FROM s RETURNING seq",
+    [ST_PIPELINE_PLAN] =
+        "UPDATE pipelines SET plan_first=$2, plan_last=$3, plan_ms=$4, "
+        "plan_host=$5, plan_until=$6 WHERE pipeline=$1 AND plan_first IS NULL",
+    [ST_PIPELINE_CLAIM] =
+        "UPDATE pipelines SET plan_host=$2, plan_until=$4 WHERE pipeline=$1 "
+        "AND plan_first IS NOT NULL AND (plan_host=$2 OR plan_until<=$3)",
+    /* The sum reads the records before the DELETE beside it (one
+     * snapshot); the DELETE runs only when the plan was this host's. */
+    [ST_PIPELINE_DONE] =
+        "WITH b AS (SELECT COALESCE(SUM(bytes),0) AS s FROM pipeline_records "
+        "WHERE pipeline=$1 AND seq BETWEEN $2 AND $3), d AS (UPDATE pipelines "
+        "SET written=written+($3::bigint-$2::bigint+1), "
+        "written_bytes=written_bytes+b.s, backlog_bytes=backlog_bytes-b.s, "
+        "files=files+1, last_flush_ms=$5, plan_first=NULL, plan_last=NULL, "
+        "plan_ms=NULL, plan_host=NULL, plan_until=NULL FROM b WHERE "
+        "pipeline=$1 AND plan_first=$2 AND plan_last=$3 AND plan_host=$4 "
+        "RETURNING 1), r AS (DELETE FROM pipeline_records WHERE pipeline=$1 "
+        "AND seq BETWEEN $2 AND $3 AND EXISTS (SELECT 1 FROM d)) "
+        "SELECT COUNT(*) FROM d",
     /* Delivered to the channel's listener when the group commits. */
     [ST_NOTIFY] = "SELECT pg_notify($1, $2)",
     [ST_MESSAGES_EXPIRE] =
@@ -337,6 +366,12 @@ int pg_apply(void *db, journal_op *op) {
   case JOP_CRON_SWEEP:
   case JOP_CRON_MISSED_EXTRA:
     return pg_cron_apply(pg, op);
+  case JOP_PIPELINE_DECLARE:
+  case JOP_PIPELINE_APPEND:
+  case JOP_PIPELINE_PLAN:
+  case JOP_PIPELINE_CLAIM:
+  case JOP_PIPELINE_DONE:
+    return pg_pipeline_apply(pg, op);
   }
   store_error("PostgreSQL backend: unknown journal op %d", (int)op->kind);
   return DURO_E_STORAGE;

@@ -75,6 +75,13 @@ enum {
   ST_CRON_MISSED_EXTRA,
   ST_CRON_COUNT,
   ST_CRON_SWEEP,
+  ST_PIPELINE_DECLARE,
+  ST_PIPELINE_NEXT,
+  ST_PIPELINE_RECORD,
+  ST_PIPELINE_PLAN,
+  ST_PIPELINE_CLAIM,
+  ST_PIPELINE_DONE,
+  ST_PIPELINE_DELETE,
   ST_BEGIN,
   ST_COMMIT,
   ST_ROLLBACK,
@@ -247,6 +254,7 @@ int sqlite_message_apply(sqlite_store *sq, journal_op *op);
 int sqlite_message_lease(sqlite_store *sq, journal_op *op);
 int sqlite_message_retry(sqlite_store *sq, journal_op *op);
 int sqlite_cron_apply(sqlite_store *sq, journal_op *op);
+int sqlite_pipeline_apply(sqlite_store *sq, journal_op *op);
 
 /* ---- the backend's members (backend.h), by file ---- */
 
@@ -332,6 +340,13 @@ int sqlite_cron_ticks(void *db, const char *trigger, const char *state,
                       size_t limit,
                       void (*fn)(void *ctx, const journal_cron_tick *t),
                       void *ctx);
+/* sqlite_read_pipeline.c */
+int sqlite_pipeline_get(void *db, const char *pipeline, journal_pipeline *out);
+int sqlite_pipeline_records(void *db, const char *pipeline, int64_t from_seq,
+                            int64_t to_seq, size_t limit,
+                            int (*fn)(void *ctx, int64_t seq, const char *body,
+                                      int64_t bytes, int64_t sent_ms),
+                            void *ctx);
 /* sqlite_copy.c */
 int sqlite_schema_version(const char *path, char *version, size_t n, char *err,
                           size_t errlen);

@@ -8,7 +8,7 @@
 
 static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);"
-    "INSERT OR IGNORE INTO meta VALUES('schema','7');"
+    "INSERT OR IGNORE INTO meta VALUES('schema','8');"
     "CREATE TABLE IF NOT EXISTS instances("
     " rowid INTEGER PRIMARY KEY,"
     " workflow TEXT NOT NULL, id TEXT NOT NULL, status TEXT NOT NULL,"
@@ -74,7 +74,23 @@ static const char schema_sql[] =
     " WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS queue_counts(queue TEXT PRIMARY KEY,"
     " dropped INTEGER NOT NULL, dead_lettered INTEGER NOT NULL)"
-    " WITHOUT ROWID;";
+    " WITHOUT ROWID;"
+    /* Schema 8: pipelines.  A pipeline's row numbers its records (seq,
+     * per pipeline, never used twice), keeps its counts, and holds the
+     * plan of the batch being written (plan_first..plan_last, planned at
+     * plan_ms, by host plan_host until plan_until; NULL: none), so that a
+     * crash between the plan and its "done" writes the same file again.
+     * A record is deleted by the commit that records its file written. */
+    "CREATE TABLE IF NOT EXISTS pipelines(pipeline TEXT PRIMARY KEY,"
+    " next_seq INTEGER NOT NULL, accepted INTEGER NOT NULL,"
+    " accepted_bytes INTEGER NOT NULL, written INTEGER NOT NULL,"
+    " written_bytes INTEGER NOT NULL, files INTEGER NOT NULL,"
+    " backlog_bytes INTEGER NOT NULL, last_flush_ms INTEGER,"
+    " plan_first INTEGER, plan_last INTEGER, plan_ms INTEGER,"
+    " plan_host INTEGER, plan_until INTEGER) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS pipeline_records(pipeline TEXT NOT NULL,"
+    " seq INTEGER NOT NULL, body TEXT NOT NULL, bytes INTEGER NOT NULL,"
+    " sent_ms INTEGER NOT NULL, PRIMARY KEY(pipeline, seq)) WITHOUT ROWID;";
 
 static int exists_cb(void *ctx, int n, char **v, char **names) {
   (void)n, (void)v, (void)names;
@@ -264,6 +280,14 @@ static int upgrade_columns(sqlite3 *db, const char *path, char *err,
     return sqlite_exec_failed(err, errlen, path, "cannot upgrade the schema",
                               msg);
   }
+  /* Schema 8 only adds the pipelines' tables, which the schema above
+   * creates where they are missing. */
+  if (sqlite3_exec(db,
+                   "UPDATE meta SET value='8' WHERE key='schema' AND "
+                   "value='7'",
+                   NULL, NULL, &msg) != SQLITE_OK)
+    return sqlite_exec_failed(err, errlen, path, "cannot upgrade the schema",
+                              msg);
   return 0;
 }
 

@@ -134,6 +134,35 @@ const char *const sqlite_write_sql[ST_WRITE_COUNT_] = {
     [ST_MESSAGES_EXPIRE] =
         "DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE "
         "queue=?1 AND sent_ms<?2 LIMIT ?3)",
+    [ST_PIPELINE_DECLARE] =
+        "INSERT OR IGNORE INTO pipelines(pipeline,next_seq,accepted,"
+        "accepted_bytes,written,written_bytes,files,backlog_bytes) "
+        "VALUES(?1,0,0,0,0,0,0,0)",
+    [ST_PIPELINE_NEXT] =
+        "UPDATE pipelines SET next_seq=next_seq+1, accepted=accepted+1, "
+        "accepted_bytes=accepted_bytes+?2, backlog_bytes=backlog_bytes+?2 "
+        "WHERE pipeline=?1 RETURNING next_seq",
+    [ST_PIPELINE_RECORD] = "INSERT INTO pipeline_records(pipeline,seq,body,"
+                           "bytes,sent_ms) VALUES(?1,?2,?3,?4,?5)",
+    [ST_PIPELINE_PLAN] =
+        "UPDATE pipelines SET plan_first=?2, plan_last=?3, plan_ms=?4, "
+        "plan_host=?5, plan_until=?6 WHERE pipeline=?1 AND plan_first IS NULL",
+    [ST_PIPELINE_CLAIM] =
+        "UPDATE pipelines SET plan_host=?2, plan_until=?4 WHERE pipeline=?1 "
+        "AND plan_first IS NOT NULL AND (plan_host=?2 OR plan_until<=?3)",
+    /* The records of a plan are all there until it is done: its seqs were
+     * taken from stored records, and later ones are above them. */
+    [ST_PIPELINE_DONE] =
+        "UPDATE pipelines SET written=written+(?3-?2+1), "
+        "written_bytes=written_bytes+(SELECT TOTAL(bytes) FROM "
+        "pipeline_records WHERE pipeline=?1 AND seq BETWEEN ?2 AND ?3), "
+        "backlog_bytes=backlog_bytes-(SELECT TOTAL(bytes) FROM "
+        "pipeline_records WHERE pipeline=?1 AND seq BETWEEN ?2 AND ?3), "
+        "files=files+1, last_flush_ms=?5, plan_first=NULL, plan_last=NULL, "
+        "plan_ms=NULL, plan_host=NULL, plan_until=NULL WHERE pipeline=?1 AND "
+        "plan_first=?2 AND plan_last=?3 AND plan_host=?4",
+    [ST_PIPELINE_DELETE] = "DELETE FROM pipeline_records WHERE pipeline=?1 "
+                           "AND seq BETWEEN ?2 AND ?3",
     /* A group's transaction: prepared once, as every other write. */
     [ST_BEGIN] = "BEGIN IMMEDIATE",
     [ST_COMMIT] = "COMMIT",
@@ -199,6 +228,12 @@ int sqlite_apply(void *db, journal_op *op) {
   case JOP_CRON_SWEEP:
   case JOP_CRON_MISSED_EXTRA:
     return sqlite_cron_apply(sq, op);
+  case JOP_PIPELINE_DECLARE:
+  case JOP_PIPELINE_APPEND:
+  case JOP_PIPELINE_PLAN:
+  case JOP_PIPELINE_CLAIM:
+  case JOP_PIPELINE_DONE:
+    return sqlite_pipeline_apply(sq, op);
   }
   return DURO_E_INVALID_ARGUMENT;
 }

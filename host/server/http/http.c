@@ -63,6 +63,8 @@ int http_route(http_server *s, http_exchange *x) {
     return plugins_route(s, x, seg, n);
   if (n >= 1 && !strcmp(seg[0], "queues"))
     return queues_route(s, x, seg, n);
+  if (n >= 1 && !strcmp(seg[0], "pipelines"))
+    return pipelines_route(s, x, seg, n);
   if (n == 1 && !strcmp(seg[0], "crons"))
     return crons_route(s, x);
   if (route_is_scheduled(seg, n))

@@ -283,11 +283,23 @@ static int value_is(const http_header *h, const char *word) {
 }
 
 /* "application/json", with any parameters ("; charset=utf-8"). */
-static int json_content_type(const http_header *h) {
-  static const char want[] = "application/json";
-  size_t n = sizeof want - 1;
+static int content_type_is(const http_header *h, const char *want) {
+  size_t n = strlen(want);
   return h && h->value_len >= n && strncasecmp(h->value, want, n) == 0 &&
          (h->value_len == n || h->value[n] == ';' || h->value[n] == ' ');
+}
+
+/* JSON, or NDJSON for a pipeline's records (POST /pipelines/{name}): no
+ * page can send either type without the browser asking first (neither is
+ * one a form or a plain fetch may send), which is what the check is
+ * for. */
+static int json_content_type(http_exchange *x, const http_header *h) {
+  if (content_type_is(h, "application/json"))
+    return 1;
+  char *seg[MAX_SEGMENTS];
+  int n = split_path(x, seg);
+  return n == 2 && !strcmp(seg[0], "pipelines") &&
+         content_type_is(h, "application/x-ndjson");
 }
 
 /* Judged by the segments http_route dispatches on, not by the path's
@@ -339,10 +351,11 @@ static int refuse_foreign(http_server *s, http_exchange *x,
   }
   const http_header *type = header_of(h, n, "content-type");
   int reads = in->method_len == 3 && !memcmp(in->method, "GET", 3);
-  if (!reads && (in->body_len > 0 || type) && !json_content_type(type))
+  if (!reads && (in->body_len > 0 || type) && !json_content_type(x, type))
     return send_error(x, 415, "request.unsupported_media_type",
                       "a request body must be JSON, sent with "
-                      "\"Content-Type: application/json\""),
+                      "\"Content-Type: application/json\" (or NDJSON to a "
+                      "pipeline, \"application/x-ndjson\")"),
            1;
   return 0;
 }

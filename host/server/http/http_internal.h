@@ -111,8 +111,9 @@ typedef struct http_request {
   char *query;  /* after '?', or NULL */
   char *body;
   size_t body_len;
-  char *segments;  /* the path, split in place by split_path */
-  char *params[4]; /* query values handed out by query_param */
+  char *content_type;  /* the Content-Type header's value, or NULL */
+  char *segments;      /* the path, split in place by split_path */
+  char *params[4];     /* query values handed out by query_param */
   char *last_event_id; /* the Last-Event-ID header, or NULL */
   size_t n_params;
 } http_request;
@@ -197,10 +198,10 @@ struct http_stream {
   h2o_generator_t gen;
   char *out; /* the chunk read, then being written (malloc'ed) */
   size_t out_len;
-  int ended;    /* the instance ended and out holds its last items */
-  int read_rc;  /* the pool's read */
-  int reading;  /* a read is on the pool */
-  int writing;  /* a chunk is with H2O until on_proceed */
+  int ended;   /* the instance ended and out holds its last items */
+  int read_rc; /* the pool's read */
+  int reading; /* a read is on the pool */
+  int writing; /* a chunk is with H2O until on_proceed */
   int finishing, released, done;
   int dirty;  /* atomic: the rows changed since the last read began */
   int queued; /* atomic: a wake is on the done queue */
@@ -325,6 +326,7 @@ int workflows_route(http_server *s, http_exchange *x, char **seg, int n);
 int instance_summary(http_server *s, http_exchange *x, const char *wf,
                      const char *id);
 int queues_route(http_server *s, http_exchange *x, char **seg, int n);
+int pipelines_route(http_server *s, http_exchange *x, char **seg, int n);
 int crons_route(http_server *s, http_exchange *x);
 int scheduled_route(http_server *s, http_exchange *x);
 /* Whether split_path's segments name /__scheduled: the one GET that

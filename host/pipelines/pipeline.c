@@ -1,0 +1,155 @@
+/* pipeline.c — the pipelines' registry (the driver's state), the sends
+ * that append records to the journal, and the stats GET /pipelines shows. */
+#include "pipeline.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "duro.h"
+#include "journal.h"
+#include "pipeline_internal.h"
+#include "util.h"
+
+pipeline_state *pipeline_state_of(duro_engine *e) {
+  return duro_engine_driver_state(e, &pipeline_driver);
+}
+
+pipeline *pipeline_find(duro_engine *e, const char *name) {
+  pipeline_state *s = pipeline_state_of(e);
+  for (size_t i = 0; s && i < s->n; i++)
+    if (strcmp(s->v[i].name, name) == 0)
+      return &s->v[i];
+  return NULL;
+}
+
+int duro_pipeline_exists(duro_engine *e, const char *name) {
+  return pipeline_find(e, name) != NULL;
+}
+
+void pipeline_set_error(pipeline *p, const char *msg) {
+  pthread_mutex_lock(&p->mu);
+  free(p->last_error);
+  p->last_error = msg ? xstrdup(msg) : NULL;
+  if (msg)
+    p->errors++;
+  pthread_mutex_unlock(&p->mu);
+}
+
+/* Its row in the journal is made here, once: a send counts on it. */
+int duro_pipeline_register(duro_engine *e, const char *name,
+                           const duro_pipeline_options *o) {
+  pipeline_state *s = pipeline_state_of(e);
+  if (!s || !name || !o || !o->dir || !o->partition || o->roll_size <= 0)
+    return DURO_E_INVALID_ARGUMENT;
+  if (pipeline_find(e, name))
+    return DURO_E_ALREADY_EXISTS;
+  journal_batch b = {0};
+  journal_batch_add(&b, JOP_PIPELINE_DECLARE)->queue = name;
+  int rc = journal_commit(engine_journal(e), &b);
+  journal_batch_free(&b);
+  if (rc)
+    return rc;
+  s->v = xrealloc(s->v, (s->n + 1) * sizeof *s->v);
+  pipeline *p = &s->v[s->n++];
+  memset(p, 0, sizeof *p);
+  p->name = xstrdup(name);
+  p->o = *o;
+  p->o.dir = xstrdup(o->dir);
+  p->o.partition = xstrdup(o->partition);
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_mutex_init(&p->flush_mu, NULL);
+  return 0;
+}
+
+int duro_pipeline_send(duro_engine *e, const char *name,
+                       const char *const *records, size_t n,
+                       int64_t *first_seq) {
+  pipeline *p = pipeline_find(e, name);
+  if (!p)
+    return DURO_E_NOT_FOUND;
+  journal *j = engine_journal(e);
+  journal_pipeline st;
+  int rc = journal_pipeline_get(j, name, &st);
+  if (rc)
+    return rc == DURO_E_NOT_FOUND ? DURO_E_STORAGE : rc;
+  /* Checked before the commit, so a bound a few sends may cross at
+   * once by a request each: what it bounds is the disk. */
+  if (st.backlog_bytes >= p->o.max_backlog)
+    return DURO_E_OVERLOADED;
+  if (n == 0)
+    return 0;
+  journal_batch b = {0};
+  int64_t now = engine_now(e);
+  for (size_t i = 0; i < n; i++) {
+    journal_op *op = journal_batch_add(&b, JOP_PIPELINE_APPEND);
+    op->queue = name;
+    op->body = records[i];
+    op->ts_ms = now;
+  }
+  rc = journal_commit(j, &b);
+  if (rc == 0 && b.ops[0].rc)
+    rc = b.ops[0].rc;
+  if (rc == 0 && first_seq)
+    *first_seq = b.ops[0].out_rowid;
+  journal_batch_free(&b);
+  /* A file's worth waits: the next pass wakes the flusher to write it. */
+  int64_t added = 0;
+  for (size_t i = 0; rc == 0 && i < n; i++)
+    added += (int64_t)strlen(records[i]) + 1;
+  if (rc == 0 && st.backlog_bytes + added >= p->o.roll_size)
+    engine_kick_scheduler(e);
+  return rc;
+}
+
+static int by_name(const void *a, const void *b) {
+  return strcmp(((const duro_pipeline_stat *)a)->name,
+                ((const duro_pipeline_stat *)b)->name);
+}
+
+int duro_pipeline_stats_read(duro_engine *e, const char *name,
+                             duro_pipeline_stat_list *out) {
+  pipeline_state *s = pipeline_state_of(e);
+  out->v = xcalloc(s->n ? s->n : 1, sizeof *out->v);
+  out->n = 0;
+  if (name && !pipeline_find(e, name))
+    return DURO_E_NOT_FOUND;
+  for (size_t i = 0; i < s->n; i++) {
+    pipeline *p = &s->v[i];
+    if (name && strcmp(p->name, name) != 0)
+      continue;
+    journal_pipeline st;
+    int rc = journal_pipeline_get(engine_journal(e), p->name, &st);
+    if (rc)
+      return rc == DURO_E_NOT_FOUND ? DURO_E_STORAGE : rc;
+    duro_pipeline_stat *t = &out->v[out->n++];
+    t->name = xstrdup(p->name);
+    t->options = &p->o;
+    t->accepted = st.accepted;
+    t->accepted_bytes = st.accepted_bytes;
+    t->written = st.written;
+    t->written_bytes = st.written_bytes;
+    t->files = st.files;
+    t->backlog = st.backlog;
+    t->backlog_bytes = st.backlog_bytes;
+    t->oldest_ms = st.oldest_ms;
+    t->last_flush_ms = st.last_flush_ms;
+    t->plan_first = st.plan_first;
+    t->plan_last = st.plan_last;
+    pthread_mutex_lock(&p->mu);
+    t->last_error = p->last_error ? xstrdup(p->last_error) : NULL;
+    pthread_mutex_unlock(&p->mu);
+  }
+  qsort(out->v, out->n, sizeof *out->v, by_name);
+  return 0;
+}
+
+void duro_pipeline_stat_list_free(duro_pipeline_stat_list *l) {
+  for (size_t i = 0; i < l->n; i++) {
+    free(l->v[i].name);
+    free(l->v[i].last_error);
+  }
+  free(l->v);
+  l->v = NULL;
+  l->n = 0;
+}

@@ -1,0 +1,83 @@
+/* pipeline.h — pipelines: records (JSON texts) kept durably in the
+ * journal as they are sent, then written in batches to files of JSON
+ * lines, each record in exactly one file exactly once across crashes.
+ *
+ * A pipeline is registered with its options before the engine starts (as
+ * the host does from the config's pipelines).  A send appends records
+ * with the pipeline's next sequence numbers in one group commit: when it
+ * returns 0 they are on disk.  Each pass of the engine's scheduler wakes
+ * the flusher's thread (pipeline_driver.c, pipeline_thread.c), which
+ * writes a batch once roll_size bytes wait or the oldest record waited
+ * roll_interval_ms (pipeline_flush.c). */
+#ifndef DURO_PIPELINE_H
+#define DURO_PIPELINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+
+/* What one send may hold (POST /pipelines/{name} refuses more, storing
+ * nothing): a record's compact JSON text, a request's body, its records. */
+#define DURO_PIPELINE_MAX_RECORD 1000000
+#define DURO_PIPELINE_MAX_BODY 5000000
+#define DURO_PIPELINE_MAX_RECORDS 10000
+
+typedef struct duro_pipeline_options {
+  const char *dir;       /* the sink's root directory (absolute) */
+  const char *partition; /* "{yyyy}/{mm}/{dd}/{hh}" (config.h) */
+  int gzip;              /* 1: .jsonl.gz, 0: .jsonl */
+  int64_t roll_size;     /* bytes of records a file holds at most */
+  int64_t roll_interval_ms;
+  int64_t max_backlog; /* bytes waiting past which sends are refused */
+} duro_pipeline_options;
+
+/* Registers pipeline `name` (copied, as are the options' strings);
+ * before duro_engine_start.  DURO_E_ALREADY_EXISTS for a name taken. */
+int duro_pipeline_register(duro_engine *e, const char *name,
+                           const duro_pipeline_options *o);
+/* Whether `name` is registered. */
+int duro_pipeline_exists(duro_engine *e, const char *name);
+
+/* Appends records[0..n) (each a JSON text, compact) to the pipeline in
+ * one commit; *first_seq (may be NULL) gets the first one's seq.
+ * DURO_E_NOT_FOUND: no such pipeline; DURO_E_OVERLOADED: its backlog is
+ * past max_backlog (nothing stored); DURO_E_STORAGE. */
+int duro_pipeline_send(duro_engine *e, const char *name,
+                       const char *const *records, size_t n,
+                       int64_t *first_seq);
+
+/* What GET /pipelines shows of one pipeline. */
+typedef struct duro_pipeline_stat {
+  char *name;
+  const duro_pipeline_options *options; /* the registered ones */
+  int64_t accepted, accepted_bytes, written, written_bytes, files;
+  int64_t backlog, backlog_bytes;
+  int64_t oldest_ms;     /* JOURNAL_NONE-like INT64_MIN: nothing waits */
+  int64_t last_flush_ms; /* INT64_MIN: never */
+  int64_t plan_first, plan_last; /* the batch being written (0: none) */
+  char *last_error;              /* the last failed write, or NULL */
+} duro_pipeline_stat;
+typedef struct duro_pipeline_stat_list {
+  duro_pipeline_stat *v;
+  size_t n;
+} duro_pipeline_stat_list;
+/* Every registered pipeline (name NULL) or one (DURO_E_NOT_FOUND when it
+ * is not registered), in name order. */
+int duro_pipeline_stats_read(duro_engine *e, const char *name,
+                             duro_pipeline_stat_list *out);
+void duro_pipeline_stat_list_free(duro_pipeline_stat_list *l);
+
+/* One round of the flusher, as its thread's, on the calling thread:
+ * writes every batch that is due (a plan left by a crash first); returns
+ * how many files it wrote.  For the tests, which drive the engine's passes
+ * themselves. */
+size_t duro_pipelines_dispatch(duro_engine *e);
+
+/* The file a batch is written to, relative to the sink's directory:
+ * "<partition>/<name>-<first>-<last>.jsonl[.gz]", the partition from
+ * plan_ms (UTC).  malloc'ed. */
+char *duro_pipeline_file_name(const char *name, const duro_pipeline_options *o,
+                              int64_t first, int64_t last, int64_t plan_ms);
+
+#endif

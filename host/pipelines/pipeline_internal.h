@@ -1,0 +1,87 @@
+/* pipeline_internal.h — what the files of pipelines/ share: the driver's
+ * state (the registered pipelines) and the calls one file makes in
+ * another.  Not for other modules.
+ *
+ *   pipeline.c         the registry, sends, stats
+ *   pipeline_flush.c   the flusher: a batch planned, written, done
+ *   pipeline_file.c    one batch's file: temporary, gzip'ed, synced,
+ *                      renamed
+ *   pipeline_thread.c  the flusher's own thread, woken by each scheduler
+ *                      pass
+ *   pipeline_driver.c  the hooks into the engine (driver.h) */
+#ifndef DURO_PIPELINE_INTERNAL_H
+#define DURO_PIPELINE_INTERNAL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "driver.h"
+#include "journal.h"
+#include "pipeline.h"
+#include "pipeline_driver.h"
+
+/* How long a host holds a plan it claimed (the engine clock): on a shared
+ * store another host carries a plan out only once the holder let it run
+ * out (a crash, a stall); each pass that works on it claims it again. */
+#define PIPELINE_PLAN_LEASE_MS 60000
+
+/* How many records a read of a batch holds at once. */
+#define PIPELINE_PAGE 1000
+
+typedef struct pipeline {
+  char *name;
+  duro_pipeline_options o; /* its strings owned */
+  /* Held while a batch of it is planned and written: the flusher's
+   * thread and a test's duro_pipelines_dispatch never write one file
+   * at once. */
+  pthread_mutex_t flush_mu;
+  pthread_mutex_t mu; /* guards last_error and errors */
+  char *last_error;   /* the last failed write; NULL once one works */
+  int64_t errors;     /* failed writes since start */
+} pipeline;
+
+typedef struct pipeline_state {
+  pipeline *v; /* registered before the start, fixed from then on */
+  size_t n;
+  /* The flusher's thread (pipeline_thread.c), started by the first
+   * scheduler pass that finds a pipeline. */
+  pthread_mutex_t mu; /* guards what follows */
+  pthread_cond_t wake;
+  pthread_t thread;
+  int started, stop;
+  int wanted;      /* a pass asked for a round since the last began */
+  int64_t next_ms; /* when a pipeline is due next (INT64_MAX: unknown) */
+  int64_t told_ms; /* what the last pass was told (INT64_MAX: nothing) */
+} pipeline_state;
+
+pipeline_state *pipeline_state_of(duro_engine *e);
+pipeline *pipeline_find(duro_engine *e, const char *name);
+void pipeline_set_error(pipeline *p, const char *msg);
+
+/* pipeline_flush.c: the due batches of p, at most one new one (a plan
+ * left over first); returns files written (0 or 1), or -1 on a failure
+ * (recorded in p).  *next_ms: when p is due next (INT64_MAX: unknown). */
+int pipeline_flush(duro_engine *e, pipeline *p, int64_t now, int64_t *next_ms);
+
+/* Every pipeline's due batches, each pipeline until none is due (at
+ * most `rounds` files a pipeline); files written into *files, and
+ * returns when one is due next (INT64_MAX: unknown). */
+int64_t pipeline_flush_all(duro_engine *e, pipeline_state *s, int rounds,
+                           size_t *files);
+
+/* pipeline_thread.c: a scheduler pass asks the thread for a round (it
+ * starts it the first time); *next_ms gets when a pipeline is due next,
+ * as the last round saw it. */
+void pipeline_thread_wake(duro_engine *e, pipeline_state *s, int64_t *next_ms);
+/* Stops the thread once its current file is written. */
+void pipeline_thread_stop(pipeline_state *s);
+
+/* pipeline_file.c: writes records first..last of p as the file of that
+ * batch planned at plan_ms, replacing any file of that name (the same
+ * bytes); 0, or -1 with why in err. */
+int pipeline_write_batch(journal *j, const pipeline *p, int64_t first,
+                         int64_t last, int64_t plan_ms, char *err,
+                         size_t errlen);
+
+#endif

@@ -1,0 +1,515 @@
+/* test_pipeline_host.c — pipelines on a real `duro run` (DURO_BIN) with
+ * no plugin and one pipeline `events` writing under out/ of the case's
+ * directory, on the real clock: a file is waited for by polling, with a
+ * deadline, never by a timed assertion.
+ *
+ *  - http: a JSON array and NDJSON (blank lines skipped) answered 202;
+ *    every refusal (a bad NDJSON line named by its number, a record over
+ *    1 MB named by its place, over 10,000 records, a body over 5 MB, an
+ *    empty array, a body that is no array, an unknown pipeline, other
+ *    methods, a Content-Type other than JSON or NDJSON) stores nothing;
+ *    GET /pipelines counts them; once the roll
+ *    interval (1 s) passed, the files read back with gzip -dc hold every
+ *    record once, in the order sent, as compact JSON;
+ *  - backlog: past max_backlog a send is answered 503 with Retry-After
+ *    and stores nothing;
+ *  - cli: `duro pipelines send` (an array, one value, NDJSON and JSON on
+ *    stdin, a bad stdin line named and nothing sent), `list` and
+ *    `describe` against the host;
+ *  - kill -9: a writer sends numbered records in batches while the
+ *    engine is SIGKILLed (KILLS times, the supervisor starting a new one
+ *    each time), sending each batch once whatever the answer.  Once all
+ *    is written, every record answered 202 is in exactly one file exactly
+ *    once, one that got no answer at most once, in the order sent, and
+ *    the files' sequence ranges follow one another with no overlap. */
+#include <check.h>
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "host_run.h"
+#include "http_client.h"
+#include "proc.h"
+
+#define FILE_WAIT_MS 30000 /* for the flusher to write what waits */
+
+static host_run H;
+
+/* A host with pipeline `events` (sink out/) whose other keys are the
+ * YAML lines `keys` (indented by 4). */
+static void start_host(const char *name, const char *keys) {
+  host_init(&H, name);
+  H.request_ms = 20000;
+  FILE *f = fopen(H.config, "w");
+  ck_assert_msg(f != NULL, "%s: %s", H.config, strerror(errno));
+  fprintf(f,
+          "storage: { path: duro.db, synchronous: normal }\n"
+          "http: { listen: \"127.0.0.1:0\", max_body_bytes: 8000000 }\n"
+          "plugins: []\n"
+          "pipelines:\n"
+          "  - name: events\n"
+          "    binding: EVENTS\n"
+          "    sink: { files: { path: out } }\n"
+          "%s",
+          keys);
+  ck_assert(fclose(f) == 0);
+  host_start(&H);
+}
+
+/* POST /pipelines/events with `body` of `type` (NULL: JSON). */
+static void send_records(http_resp *r, const char *type, const char *body,
+                         size_t len) {
+  http_req q = {.method = "POST",
+                .path = "/pipelines/events",
+                .body = body,
+                .body_len = len,
+                .content_type = type,
+                .timeout_ms = H.request_ms};
+  ck_assert_msg(http_send(H.port, &q, r) == CURLE_OK, "no answer");
+}
+
+static void assert_accepted(const char *type, const char *body, int n) {
+  http_resp r;
+  send_records(&r, type, body, 0);
+  ck_assert_msg(r.status == 202, "%ld %s", r.status, r.body);
+  ck_assert_int_eq(json_integer_value(jget(r.json, "accepted")), n);
+  http_resp_free(&r);
+}
+
+/* The refusal of `body`: its status, code and a part of its message. */
+static void assert_refused(const char *type, const char *body, size_t len,
+                           long status, const char *code, const char *says) {
+  http_resp r;
+  send_records(&r, type, body, len);
+  ck_assert_msg(r.status == status, "%ld %s", r.status, r.body);
+  ck_assert_str_eq(jstr(r.json, "error.code"), code);
+  assert_contains(jstr(r.json, "error.message"), says);
+  http_resp_free(&r);
+}
+
+/* GET /pipelines/events (caller's). */
+static json_t *stats(void) {
+  http_resp r;
+  host_request(&H, &r, "GET", "/pipelines/events", NULL);
+  ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+  json_t *j = json_incref(r.json);
+  http_resp_free(&r);
+  return j;
+}
+
+static int64_t stat_of(json_t *s, const char *path) {
+  json_t *v = jget(s, path);
+  ck_assert_msg(json_is_integer(v), "%s missing", path);
+  return json_integer_value(v);
+}
+
+/* Polls until `written` records are written and nothing waits. */
+static void wait_written(int64_t written) {
+  int64_t deadline = proc_now_ms() + FILE_WAIT_MS;
+  for (;;) {
+    json_t *s = stats();
+    int done =
+        stat_of(s, "written") == written && stat_of(s, "backlog.records") == 0;
+    json_decref(s);
+    if (done)
+      return;
+    ck_assert_msg(proc_now_ms() < deadline, "%lld records not written",
+                  (long long)written);
+    proc_sleep_ms(100);
+  }
+}
+
+/* The files of the sink, in the order of their first sequence number. */
+typedef struct out_file {
+  char path[600];
+  long long first, last;
+} out_file;
+
+static int by_first(const void *a, const void *b) {
+  long long x = ((const out_file *)a)->first, y = ((const out_file *)b)->first;
+  return x < y ? -1 : x > y;
+}
+
+static size_t list_files(out_file *v, size_t max) {
+  char cmd[800];
+  snprintf(cmd, sizeof cmd,
+           "find '%s/out' -type f -name 'events-*.jsonl.gz' 2>/dev/null",
+           proc_tmp_dir);
+  FILE *p = popen(cmd, "r");
+  ck_assert(p != NULL);
+  size_t n = 0;
+  char line[600];
+  while (fgets(line, sizeof line, p)) {
+    line[strcspn(line, "\n")] = '\0';
+    ck_assert_uint_lt(n, max);
+    out_file *f = &v[n++];
+    snprintf(f->path, sizeof f->path, "%s", line);
+    const char *base = strrchr(line, '/') + 1;
+    ck_assert_msg(
+        sscanf(base, "events-%lld-%lld.jsonl.gz", &f->first, &f->last) == 2,
+        "file name %s", base);
+  }
+  ck_assert_int_eq(pclose(p), 0);
+  qsort(v, n, sizeof *v, by_first);
+  return n;
+}
+
+/* The lines of a file, gunzip'ed by gzip -dc (malloc'ed text). */
+static char *read_file(const char *path) {
+  char cmd[800];
+  snprintf(cmd, sizeof cmd, "gzip -dc '%s'", path);
+  FILE *p = popen(cmd, "r");
+  ck_assert(p != NULL);
+  size_t len = 0, cap = 4096;
+  char *text = malloc(cap);
+  size_t got;
+  while ((got = fread(text + len, 1, cap - len - 1, p)) > 0) {
+    len += got;
+    if (cap - len < 2)
+      text = realloc(text, cap *= 2);
+  }
+  text[len] = '\0';
+  ck_assert_msg(pclose(p) == 0, "gzip -dc %s failed", path);
+  return text;
+}
+
+/* Every file's lines, in the order of the files' sequence numbers, which
+ * must follow one another: no gap, no overlap, each file's lines as many
+ * as its name's range says. */
+static char *read_all(size_t *files) {
+  static out_file v[4096];
+  size_t n = list_files(v, 4096);
+  size_t len = 0;
+  char *all = calloc(1, 1);
+  for (size_t i = 0; i < n; i++) {
+    ck_assert_msg(v[i].first == (i ? v[i - 1].last + 1 : 1),
+                  "%s does not follow the file before", v[i].path);
+    char *t = read_file(v[i].path);
+    long long lines = 0;
+    for (const char *c = t; *c; c++)
+      lines += *c == '\n';
+    ck_assert_msg(lines == v[i].last - v[i].first + 1, "%s holds %lld lines",
+                  v[i].path, lines);
+    size_t tl = strlen(t);
+    all = realloc(all, len + tl + 1);
+    memcpy(all + len, t, tl + 1);
+    len += tl;
+    free(t);
+  }
+  *files = n;
+  return all;
+}
+
+START_TEST(http_send_and_files) {
+  start_host("http", "    roll: { interval: 1s }\n");
+  assert_accepted(NULL, "[{\"n\": 1}, {\"n\":2}, \"x\", 3]", 4);
+  assert_accepted("application/x-ndjson", "{\"n\": 5}\n\n  \n[6]\r\n", 2);
+
+  /* refusals: none stores anything */
+  assert_refused("application/x-ndjson", "1\n\n{bad\n4\n", 0, 400,
+                 "request.invalid_json", "line 3 is not valid JSON");
+  assert_refused(NULL, "[]", 0, 400, "request.invalid", "no records");
+  assert_refused("application/x-ndjson", "\n\n", 0, 400, "request.invalid",
+                 "no records");
+  assert_refused(NULL, "{\"n\": 1}", 0, 400, "request.invalid",
+                 "must be a JSON array");
+  assert_refused(NULL, "[1, {bad", 0, 400, "request.invalid_json",
+                 "not valid JSON");
+  size_t big = 1000000;
+  char *body = malloc(6000000);
+  ck_assert_ptr_nonnull(body);
+  /* a string of 999,999 characters is 1,000,001 bytes with its quotes */
+  int at = sprintf(body, "[1, \"");
+  memset(body + at, 'a', big - 1);
+  strcpy(body + at + big - 1, "\"]");
+  assert_refused(NULL, body, 0, 413, "pipeline.record_too_large",
+                 "record 1 is 1000001 bytes");
+  at = sprintf(body, "1\n\"");
+  memset(body + at, 'a', big - 1);
+  strcpy(body + at + big - 1, "\"\n");
+  assert_refused("application/x-ndjson", body, 0, 413,
+                 "pipeline.record_too_large", "line 2 is 1000001 bytes");
+  at = sprintf(body, "[");
+  for (int i = 0; i < 10001; i++)
+    at += sprintf(body + at, "%s1", i ? "," : "");
+  strcpy(body + at, "]");
+  assert_refused(NULL, body, 0, 413, "pipeline.batch_too_large",
+                 "more than 10000 records");
+  memset(body, ' ', 5000001);
+  strcpy(body + 5000001, "[1]");
+  assert_refused(NULL, body, 0, 413, "pipeline.body_too_large",
+                 "over the limit of 5000000");
+  free(body);
+  /* the cross-site guard: another type is refused, and NDJSON is taken
+   * by a pipeline's route alone */
+  assert_refused("text/plain", "[1]", 0, 415, "request.unsupported_media_type",
+                 "application/x-ndjson");
+  http_resp r;
+  http_req q = {.method = "POST",
+                .path = "/queues/jobs/messages",
+                .body = "{\"body\": 1}",
+                .content_type = "application/x-ndjson"};
+  ck_assert(http_send(H.port, &q, &r) == CURLE_OK);
+  ck_assert_int_eq(r.status, 415);
+  http_resp_free(&r);
+  host_request(&H, &r, "POST", "/pipelines/nope", "[1]");
+  ck_assert_int_eq(r.status, 404);
+  ck_assert_str_eq(jstr(r.json, "error.code"), "pipeline.not_found");
+  http_resp_free(&r);
+  host_request(&H, &r, "DELETE", "/pipelines/events", NULL);
+  ck_assert_int_eq(r.status, 405);
+  char allow[64];
+  ck_assert_str_eq(http_resp_header(&r, "Allow", allow, sizeof allow),
+                   "GET, POST");
+  http_resp_free(&r);
+  host_request(&H, &r, "POST", "/pipelines", "[1]");
+  ck_assert_int_eq(r.status, 405);
+  http_resp_free(&r);
+
+  json_t *s = stats();
+  ck_assert_int_eq(stat_of(s, "accepted"), 6);
+  ck_assert_str_eq(jstr(s, "sink.compression"), "gzip");
+  json_decref(s);
+  host_request(&H, &r, "GET", "/pipelines", NULL);
+  ck_assert_int_eq(r.status, 200);
+  ck_assert_uint_eq(json_array_size(r.json), 1);
+  ck_assert_str_eq(jstr(json_array_get(r.json, 0), "name"), "events");
+  http_resp_free(&r);
+
+  wait_written(6);
+  size_t files;
+  char *all = read_all(&files);
+  ck_assert_str_eq(all, "{\"n\":1}\n{\"n\":2}\n\"x\"\n3\n{\"n\":5}\n[6]\n");
+  free(all);
+  s = stats();
+  ck_assert_int_eq(stat_of(s, "files"), (int64_t)files);
+  ck_assert(json_is_integer(jget(s, "last_flush_ms")));
+  ck_assert(json_is_null(jget(s, "last_error")));
+  json_decref(s);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
+START_TEST(backlog_full_answers_503) {
+  /* nothing is written (a day's interval, a GiB a file): the backlog
+   * only grows */
+  start_host("backlog", "    roll: { interval: 1d, size: 1GiB }\n"
+                        "    max_backlog: 1MiB\n");
+  char *body = malloc(700100);
+  ck_assert_ptr_nonnull(body);
+  int at = sprintf(body, "[\"");
+  memset(body + at, 'b', 700000);
+  strcpy(body + at + 700000, "\"]");
+  assert_accepted(NULL, body, 1);
+  assert_accepted(NULL, body, 1); /* the bound is checked before a send */
+  http_resp r;
+  send_records(&r, NULL, body, 0);
+  ck_assert_msg(r.status == 503, "%ld %s", r.status, r.body);
+  ck_assert_str_eq(jstr(r.json, "error.code"), "pipeline.backlog_full");
+  char retry[16];
+  ck_assert_ptr_nonnull(http_resp_header(&r, "Retry-After", retry, 16));
+  http_resp_free(&r);
+  free(body);
+  json_t *s = stats();
+  ck_assert_int_eq(stat_of(s, "accepted"), 2);
+  ck_assert_int_eq(stat_of(s, "backlog.records"), 2);
+  json_decref(s);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
+/* `duro pipelines ARGS... --url ...` with `input` on its stdin (NULL:
+ * none): its exit code, its output in *out. */
+static int cli_stdin(const char *args, const char *input, char **out) {
+  char in[400], cmd[1400];
+  snprintf(in, sizeof in, "%s/stdin.txt", proc_tmp_dir);
+  FILE *f = fopen(in, "w");
+  ck_assert(f != NULL);
+  fputs(input ? input : "", f);
+  ck_assert(fclose(f) == 0);
+  snprintf(cmd, sizeof cmd,
+           "'%s' pipelines %s --url http://127.0.0.1:%d < '%s' 2>&1", DURO_BIN,
+           args, H.port, in);
+  FILE *p = popen(cmd, "r");
+  ck_assert(p != NULL);
+  size_t len = 0;
+  char *text = calloc(1, 65536);
+  size_t got;
+  while (len < 65535 && (got = fread(text + len, 1, 65535 - len, p)) > 0)
+    len += got;
+  int st = pclose(p);
+  *out = text;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+START_TEST(cli_send_list_describe) {
+  start_host("cli", "    roll: { interval: 1s }\n");
+  char *out;
+  ck_assert_int_eq(cli_stdin("send events '[1, {\"a\": 2}]'", NULL, &out), 0);
+  assert_contains(out, "sent 2 record(s) to events");
+  free(out);
+  ck_assert_int_eq(cli_stdin("send events '{\"b\": 3}'", NULL, &out), 0);
+  assert_contains(out, "sent 1 record(s) to events");
+  free(out);
+  ck_assert_int_eq(cli_stdin("send events -", "4\n\n[5]\n", &out), 0);
+  assert_contains(out, "sent 2 record(s) to events");
+  free(out);
+  ck_assert_int_eq(cli_stdin("send events -", "[\"six\",\n 7]\n", &out), 0);
+  assert_contains(out, "sent 2 record(s) to events");
+  free(out);
+  /* refused before anything is sent, and by the host */
+  ck_assert_int_eq(cli_stdin("send events -", "8\n{bad\n", &out), 2);
+  assert_contains(out, "line 2 of stdin is not valid JSON");
+  free(out);
+  ck_assert_int_eq(cli_stdin("send events '{bad'", NULL, &out), 2);
+  assert_contains(out, "RECORDS is not valid JSON");
+  free(out);
+  ck_assert_int_eq(cli_stdin("send events '[]'", NULL, &out), 2);
+  assert_contains(out, "no records");
+  free(out);
+  ck_assert_int_eq(cli_stdin("send nope 1", NULL, &out), 1);
+  assert_contains(out, "pipeline.not_found");
+  free(out);
+
+  wait_written(7);
+  size_t files;
+  char *all = read_all(&files);
+  ck_assert_str_eq(all, "1\n{\"a\":2}\n{\"b\":3}\n4\n[5]\n\"six\"\n7\n");
+  free(all);
+  ck_assert_int_eq(cli_stdin("list", NULL, &out), 0);
+  assert_contains(out, "PIPELINE");
+  assert_contains(out, "events");
+  free(out);
+  ck_assert_int_eq(cli_stdin("describe events", NULL, &out), 0);
+  assert_contains(out, "accepted       7");
+  assert_contains(out, "written        7");
+  assert_contains(out, "backlog        0 record(s)");
+  free(out);
+  ck_assert_int_eq(cli_stdin("describe nope", NULL, &out), 1);
+  assert_contains(out, "pipeline.not_found");
+  free(out);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
+#define KILLS 3
+#define BATCH 50
+#define MAX_RECORDS 200000
+
+/* What became of each record sent: 0 never sent, 1 answered 202, 2 sent
+ * with no answer (or a 503: the engine going away). */
+static unsigned char fate[MAX_RECORDS];
+
+typedef struct killer {
+  int stop; /* atomic */
+  int kills;
+  unsigned seed;
+} killer;
+
+/* SIGKILLs the engine at random moments (150-900 ms apart, once it is
+ * up) while the writer sends and files are written. */
+static void *kill_loop(void *arg) {
+  killer *k = arg;
+  while (!__atomic_load_n(&k->stop, __ATOMIC_ACQUIRE) && k->kills < KILLS) {
+    proc_sleep_ms(150 + (int)(rand_r(&k->seed) % 750));
+    pid_t engine = host_last_engine(&H);
+    if (engine > 0 && !__atomic_load_n(&k->stop, __ATOMIC_ACQUIRE) &&
+        kill(engine, SIGKILL) == 0) {
+      host_wait_gone(engine, 5000);
+      k->kills++;
+    }
+  }
+  return NULL;
+}
+
+/* Records n0 .. n0+BATCH-1 ({"i":N}) as one request, sent once. */
+static void send_batch(int n0) {
+  char body[BATCH * 24 + 4];
+  int at = sprintf(body, "[");
+  for (int i = 0; i < BATCH; i++)
+    at += sprintf(body + at, "%s{\"i\":%d}", i ? "," : "", n0 + i);
+  strcpy(body + at, "]");
+  http_resp r;
+  int answered = host_request_try(&H, &r, "POST", "/pipelines/events", body);
+  int ok = answered == 0 && r.status == 202;
+  if (answered == 0)
+    ck_assert_msg(ok || r.status == 503, "%ld %s", r.status, r.body);
+  for (int i = 0; i < BATCH; i++)
+    fate[n0 + i] = ok ? 1 : 2;
+  if (answered == 0)
+    http_resp_free(&r);
+}
+
+START_TEST(acked_records_survive_kill9) {
+  /* small files, so that kills land in flushes too */
+  start_host("kill9", "    roll: { interval: 1s, size: 20000 }\n");
+  killer k = {.seed = (unsigned)proc_now_ms()};
+  pthread_t t;
+  ck_assert_int_eq(pthread_create(&t, NULL, kill_loop, &k), 0);
+  int sent = 0;
+  while (__atomic_load_n(&k.kills, __ATOMIC_ACQUIRE) < KILLS &&
+         sent + BATCH <= MAX_RECORDS) {
+    send_batch(sent);
+    sent += BATCH;
+  }
+  for (int i = 0; i < 20; i++, sent += BATCH) /* after the last kill */
+    send_batch(sent);
+  __atomic_store_n(&k.stop, 1, __ATOMIC_RELEASE);
+  pthread_join(t, NULL);
+  ck_assert_int_eq(k.kills, KILLS);
+
+  /* every record accepted is written: the backlog empties */
+  int64_t deadline = proc_now_ms() + FILE_WAIT_MS;
+  for (;;) {
+    json_t *s = stats();
+    int done = stat_of(s, "backlog.records") == 0;
+    json_decref(s);
+    if (done)
+      break;
+    ck_assert_msg(proc_now_ms() < deadline, "the backlog is not written");
+    proc_sleep_ms(100);
+  }
+  size_t files;
+  char *all = read_all(&files); /* the ranges follow one another */
+  static unsigned char seen[MAX_RECORDS];
+  int last = -1, acked = 0;
+  for (char *line = all; *line;) {
+    char *nl = strchr(line, '\n');
+    int i;
+    ck_assert_msg(sscanf(line, "{\"i\":%d}", &i) == 1, "line %.40s", line);
+    ck_assert_msg(i >= 0 && i < sent && fate[i], "record %d never sent", i);
+    ck_assert_msg(!seen[i], "record %d written twice", i);
+    ck_assert_msg(i > last, "record %d after %d: out of order", i, last);
+    seen[i] = 1;
+    last = i;
+    line = nl + 1;
+  }
+  for (int i = 0; i < sent; i++) {
+    ck_assert_msg(fate[i] != 1 || seen[i], "record %d (answered 202) lost", i);
+    acked += fate[i] == 1;
+  }
+  ck_assert_int_gt(acked, 0);
+  ck_assert_uint_gt(files, 1);
+  free(all);
+  host_stop(&H, proc_now_ms() + 10000, 1);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("pipeline_host");
+  TCase *tc = tcase_create("pipeline_host");
+  proc_fixtures(tc, "duro-pipeline-host");
+  tcase_set_timeout(tc, 240);
+  tcase_add_test(tc, http_send_and_files);
+  tcase_add_test(tc, backlog_full_answers_503);
+  tcase_add_test(tc, cli_send_list_describe);
+  tcase_add_test(tc, acked_records_survive_kill9);
+  suite_add_tcase(s, tc);
+  return http_suite_run(s);
+}

@@ -1,0 +1,254 @@
+/* test_pipelines.c — pipelines at the engine's level, on a virtual clock:
+ * records sent are written in batches once roll.size bytes wait or the
+ * oldest waited roll.interval; the files, read back with gzip -dc, hold
+ * every record exactly once, in order; a plan left by a crash (before
+ * its file, or after its rename but before "done") is carried out again
+ * into the same file with the same bytes, never a second one. */
+#include <check.h>
+#include <dirent.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core.h"
+#include "duro.h"
+#include "harness.h"
+#include "journal.h"
+#include "pipeline.h"
+#include "pipeline_internal.h"
+#include "suite_run.h"
+
+static harness h;
+static char sink[400];
+static duro_pipeline_options opt;
+
+static void setup(void) {
+  harness_open(&h);
+  snprintf(sink, sizeof sink, "%s/sink", h.dir);
+  opt = (duro_pipeline_options){.dir = sink,
+                                .partition = "{yyyy}/{mm}/{dd}/{hh}",
+                                .gzip = 1,
+                                .roll_size = 1000,
+                                .roll_interval_ms = 10000,
+                                .max_backlog = 1000000};
+  harness_register_pipeline(&h, "events", &opt);
+  harness_start(&h);
+}
+
+static void teardown(void) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", sink);
+  ck_assert_int_eq(system(cmd), 0);
+  harness_close(&h);
+}
+
+/* Sends records {"i":from}..{"i":to-1}, each padded to about 50 bytes. */
+static void send_range(int from, int to) {
+  for (int i = from; i < to; i++) {
+    char rec[100];
+    snprintf(rec, sizeof rec, "{\"i\":%d,\"pad\":\"%040d\"}", i, i);
+    const char *one[] = {rec};
+    ck_assert_int_eq(duro_pipeline_send(h.e, "events", one, 1, NULL), 0);
+  }
+}
+
+/* The sink's files (relative paths, sorted), temporary ones too. */
+static size_t list_files(char out[][256], size_t cap) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "cd '%s' 2>/dev/null && find . -type f | sort",
+           sink);
+  FILE *f = popen(cmd, "r");
+  ck_assert_ptr_nonnull(f);
+  size_t n = 0;
+  char line[256];
+  while (fgets(line, sizeof line, f) && n < cap) {
+    line[strcspn(line, "\n")] = '\0';
+    snprintf(out[n++], 256, "%s", line + 2);
+  }
+  pclose(f);
+  return n;
+}
+
+/* Every record of every file, in file order, read by gzip -dc: each
+ * must be {"i":k} for k = 0, 1, ... n-1, once.  Returns n. */
+static int read_back(void) {
+  char files[64][256];
+  size_t nf = list_files(files, 64);
+  int next = 0;
+  for (size_t i = 0; i < nf; i++) {
+    ck_assert_msg(strstr(files[i], ".tmp") == NULL, "left over: %s", files[i]);
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "gzip -dc '%s/%s'", sink, files[i]);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+      int k = -1;
+      ck_assert_int_eq(sscanf(line, "{\"i\":%d,", &k), 1);
+      ck_assert_msg(k == next, "%s: record %d where %d was next", files[i], k,
+                    next);
+      next++;
+    }
+    ck_assert_int_eq(pclose(f), 0);
+  }
+  return next;
+}
+
+static journal_pipeline state(void) {
+  journal_pipeline st;
+  ck_assert_int_eq(journal_pipeline_get(engine_journal(h.e), "events", &st), 0);
+  return st;
+}
+
+START_TEST(test_size_then_interval) {
+  send_range(0, 15); /* 15 x 50 bytes: under 1000 */
+  harness_run(&h);
+  char files[8][256];
+  ck_assert_uint_eq(list_files(files, 8), 0);
+  send_range(15, 30); /* 1500 bytes: a file's worth waits */
+  harness_run(&h);
+  ck_assert_uint_eq(list_files(files, 8), 1);
+  ck_assert_str_eq(files[0],
+                   "2026/01/01/00/events-000000000001-000000000017.jsonl.gz");
+  journal_pipeline st = state();
+  ck_assert_int_eq(st.written, 17); /* 17 records of 57-58 bytes fit */
+  ck_assert_int_eq(st.backlog, 13);
+  /* The rest goes once the oldest waited the interval. */
+  harness_advance(&h, 9999);
+  ck_assert_uint_eq(list_files(files, 8), 1);
+  harness_advance(&h, 1);
+  ck_assert_uint_eq(list_files(files, 8), 2);
+  ck_assert_int_eq(read_back(), 30);
+  st = state();
+  ck_assert_int_eq(st.accepted, 30);
+  ck_assert_int_eq(st.written, 30);
+  ck_assert_int_eq(st.files, 2);
+  ck_assert_int_eq(st.backlog, 0);
+  ck_assert_int_eq(st.backlog_bytes, 0);
+  ck_assert_int_eq(st.written_bytes, st.accepted_bytes);
+}
+END_TEST
+
+/* Commits a plan for records first..last as the flusher would, then
+ * stops the engine: the crash between (a) and (b). */
+static void plan_and_crash(int64_t first, int64_t last, int write_file) {
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_PIPELINE_PLAN);
+  op->queue = "events";
+  op->from_seq = first;
+  op->event_seq = last;
+  op->ts_ms = engine_now(h.e);
+  op->rowid = 0;
+  op->visible_ms = engine_now(h.e) + PIPELINE_PLAN_LEASE_MS;
+  ck_assert_int_eq(journal_commit(engine_journal(h.e), &b), 0);
+  ck_assert_int_eq(b.ops[0].out_rowid, 1);
+  journal_batch_free(&b);
+  if (write_file) { /* (b) done, renamed; "done" never committed */
+    pipeline p = {.name = "events", .o = opt};
+    char err[512];
+    ck_assert_int_eq(pipeline_write_batch(engine_journal(h.e), &p, first, last,
+                                          engine_now(h.e), err, sizeof err),
+                     0);
+  }
+}
+
+static char *slurp(const char *rel, size_t *len) {
+  char path[800];
+  snprintf(path, sizeof path, "%s/%s", sink, rel);
+  FILE *f = fopen(path, "rb");
+  ck_assert_ptr_nonnull(f);
+  char *buf = malloc(1 << 20);
+  *len = fread(buf, 1, 1 << 20, f);
+  fclose(f);
+  return buf;
+}
+
+START_TEST(test_plan_redone_after_crash) {
+  send_range(0, 10); /* 500 bytes: not due */
+  plan_and_crash(1, 7, 0);
+  send_range(10, 12);
+  harness_reopen(&h);
+  harness_run(&h); /* the plan first, exactly as recorded */
+  char files[8][256];
+  ck_assert_uint_eq(list_files(files, 8), 1);
+  ck_assert_str_eq(files[0],
+                   "2026/01/01/00/events-000000000001-000000000007.jsonl.gz");
+  harness_advance(&h, 10000);
+  ck_assert_uint_eq(list_files(files, 8), 2);
+  ck_assert_int_eq(read_back(), 12);
+}
+END_TEST
+
+START_TEST(test_renamed_file_rewritten_same_bytes) {
+  send_range(0, 10);
+  plan_and_crash(1, 10, 1);
+  char files[8][256];
+  ck_assert_uint_eq(list_files(files, 8), 1);
+  size_t n1, n2;
+  char *before = slurp(files[0], &n1);
+  harness_reopen(&h);
+  harness_run(&h);
+  ck_assert_uint_eq(list_files(files, 8), 1); /* no second file */
+  char *after = slurp(files[0], &n2);
+  ck_assert_uint_eq(n1, n2);
+  ck_assert(memcmp(before, after, n1) == 0);
+  free(before);
+  free(after);
+  ck_assert_int_eq(read_back(), 10);
+  journal_pipeline st = state();
+  ck_assert_int_eq(st.files, 1);
+  ck_assert_int_eq(st.backlog, 0);
+  ck_assert_int_eq(st.plan_first, 0);
+}
+END_TEST
+
+/* "done" of a plan no longer recorded changes nothing: a host that lost
+ * its plan to another cannot count the batch twice. */
+START_TEST(test_done_fenced) {
+  send_range(0, 3);
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_PIPELINE_DONE);
+  op->queue = "events";
+  op->from_seq = 1;
+  op->event_seq = 3;
+  ck_assert_int_eq(journal_commit(engine_journal(h.e), &b), 0);
+  ck_assert_int_eq(b.ops[0].out_rowid, 0);
+  journal_batch_free(&b);
+  ck_assert_int_eq(state().backlog, 3);
+}
+END_TEST
+
+START_TEST(test_backlog_bound_and_unknown) {
+  const char *one[] = {"1"};
+  ck_assert_int_eq(duro_pipeline_send(h.e, "nope", one, 1, NULL),
+                   DURO_E_NOT_FOUND);
+  static char big[600000];
+  memset(big, 'x', sizeof big - 3);
+  big[0] = '"';
+  big[sizeof big - 3] = '"';
+  const char *rec[] = {big};
+  ck_assert_int_eq(duro_pipeline_send(h.e, "events", rec, 1, NULL), 0);
+  ck_assert_int_eq(duro_pipeline_send(h.e, "events", rec, 1, NULL), 0);
+  /* past max_backlog: refused, nothing stored */
+  ck_assert_int_eq(duro_pipeline_send(h.e, "events", one, 1, NULL),
+                   DURO_E_OVERLOADED);
+  ck_assert_int_eq(state().accepted, 2);
+}
+END_TEST
+
+static Suite *pipelines_suite(void) {
+  Suite *s = suite_create("pipelines");
+  TCase *tc = tcase_create("flush");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, test_size_then_interval);
+  tcase_add_test(tc, test_plan_redone_after_crash);
+  tcase_add_test(tc, test_renamed_file_rewritten_same_bytes);
+  tcase_add_test(tc, test_done_fenced);
+  tcase_add_test(tc, test_backlog_bound_and_unknown);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return suite_run(pipelines_suite()); }
