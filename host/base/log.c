@@ -66,15 +66,14 @@ static const char *level_name(int level) {
   return names[level < 0 ? 0 : level > 3 ? 3 : level];
 }
 
-/* RFC 3339, UTC, milliseconds. */
+/* RFC 3339, UTC, milliseconds: the seconds by strftime, then the ms. */
 static void format_time(char *out, size_t len) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   struct tm tm;
   gmtime_r(&ts.tv_sec, &tm);
-  snprintf(out, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
-           tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-           ts.tv_nsec / 1000000);
+  size_t n = strftime(out, len, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(out + n, len - n, ".%03dZ", (int)(ts.tv_nsec / 1000000));
 }
 
 /* The text form of a context: "workflow/instance step attempt N", or the

@@ -90,7 +90,7 @@ static int read_records(const cli_verb *v, const char *arg, json_t **out) {
 
 int cli_build_pipeline_send(cli_ctx *c, const cli_verb *v, const cli_args *a,
                             cli_req *r) {
-  json_t *records;
+  json_t *records = NULL;
   if (read_records(v, a->pos[1], &records))
     return CLI_USAGE;
   if (!json_array_size(records)) {
