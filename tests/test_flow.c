@@ -118,16 +118,22 @@ static const char *status_of(harness *h, const char *wf, const char *id) {
   return duro_status_name(s);
 }
 
+/* Registers "keyed" under rules[0..n) and starts the engine. */
+static void start_keyed(harness *h, const duro_flow_concurrency *rules,
+                        size_t n) {
+  duro_workflow_limits lim = {.flow_concurrency = rules,
+                              .n_flow_concurrency = n};
+  ck_assert_int_eq(duro_engine_register(h->e, "keyed", NULL, keyed, &lim, NULL),
+                   0);
+  ck_assert_int_eq(duro_engine_start(h->e), 0);
+}
+
 START_TEST(a_key_runs_at_most_its_limit) {
   reset();
   harness h;
   harness_open_workers(&h, 8);
   const duro_flow_concurrency rules[] = {{.key = "/c", .limit = 2}};
-  duro_workflow_limits lim = {.flow_concurrency = rules,
-                              .n_flow_concurrency = 1};
-  ck_assert_int_eq(duro_engine_register(h.e, "keyed", NULL, keyed, &lim, NULL),
-                   0);
-  ck_assert_int_eq(duro_engine_start(h.e), 0);
+  start_keyed(&h, rules, 1);
   char id[16];
   for (int i = 0; i < 6; i++) {
     snprintf(id, sizeof id, "a%d", i);
@@ -166,11 +172,7 @@ START_TEST(rules_combine_with_a_whole_workflow_cap) {
   harness_open_workers(&h, 8);
   const duro_flow_concurrency rules[] = {{.key = "/c", .limit = 3},
                                          {.key = NULL, .limit = 4}};
-  duro_workflow_limits lim = {.flow_concurrency = rules,
-                              .n_flow_concurrency = 2};
-  ck_assert_int_eq(duro_engine_register(h.e, "keyed", NULL, keyed, &lim, NULL),
-                   0);
-  ck_assert_int_eq(duro_engine_start(h.e), 0);
+  start_keyed(&h, rules, 2);
   char id[16];
   for (int i = 0; i < 12; i++) {
     snprintf(id, sizeof id, "i%d", i);
@@ -193,11 +195,7 @@ START_TEST(parked_instances_run_after_a_reopen) {
   harness h;
   harness_open_workers(&h, 8);
   const duro_flow_concurrency rules[] = {{.key = "/c", .limit = 1}};
-  duro_workflow_limits lim = {.flow_concurrency = rules,
-                              .n_flow_concurrency = 1};
-  ck_assert_int_eq(duro_engine_register(h.e, "keyed", NULL, keyed, &lim, NULL),
-                   0);
-  ck_assert_int_eq(duro_engine_start(h.e), 0);
+  start_keyed(&h, rules, 1);
   char id[16];
   for (int i = 0; i < 20; i++) {
     snprintf(id, sizeof id, "r%d", i);
@@ -213,9 +211,7 @@ START_TEST(parked_instances_run_after_a_reopen) {
       .db_path = h.db, .backend = harness_backend(), .workers = 8};
   char err[256];
   ck_assert_int_eq(duro_engine_open(&opt, &h.e, err, sizeof err), 0);
-  ck_assert_int_eq(duro_engine_register(h.e, "keyed", NULL, keyed, &lim, NULL),
-                   0);
-  ck_assert_int_eq(duro_engine_start(h.e), 0);
+  start_keyed(&h, rules, 1);
   want_finished = 20;
   ck_assert(wait_for(all_finished));
   ck_assert_int_eq(most[key_index("a")], 1);
