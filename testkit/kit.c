@@ -128,8 +128,10 @@ void duro_test_close(duro_test *t) {
   for (size_t i = 0; i < t->n_calls; i++) {
     free(t->calls[i].workflow);
     free(t->calls[i].key);
+    free(t->calls[i].name);
   }
   free(t->calls);
+  strmap_free(&t->call_index);
   kit_drivers_free(t);
   for (size_t i = 0; i < sizeof t->strings / sizeof *t->strings; i++)
     free(t->strings[i]);
@@ -539,15 +541,18 @@ int duro_test_mock_fn(duro_test *t, const char *workflow, const char *step,
 }
 
 void kit_count_call(duro_test *t, const char *workflow, const char *key) {
-  for (size_t i = 0; i < t->n_calls; i++)
-    if (!strcmp(t->calls[i].workflow, workflow) &&
-        !strcmp(t->calls[i].key, key)) {
-      t->calls[i].n++;
-      return;
-    }
+  /* one lookup a callback: a test of thousands of steps stays linear */
+  char *name = xasprintf("%s\t%s", workflow, key);
+  uintptr_t at = (uintptr_t)strmap_get(&t->call_index, name);
+  if (at) {
+    t->calls[at - 1].n++;
+    free(name);
+    return;
+  }
   t->calls = xrealloc(t->calls, (t->n_calls + 1) * sizeof *t->calls);
-  t->calls[t->n_calls++] =
-      (kit_calls){.workflow = xstrdup(workflow), .key = xstrdup(key), .n = 1};
+  t->calls[t->n_calls++] = (kit_calls){
+      .workflow = xstrdup(workflow), .key = xstrdup(key), .n = 1, .name = name};
+  strmap_put(&t->call_index, name, (void *)(uintptr_t)t->n_calls);
 }
 
 int duro_test_calls(duro_test *t, const char *workflow, const char *step) {

@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "duro-test.h"
 #include "engine.h"
+#include "map.h"
 
 struct loader_plugin;
 
@@ -47,6 +48,7 @@ typedef struct kit_mock {
 /* How many times a step's callback ran (by workflow and key). */
 typedef struct kit_calls {
   char *workflow, *key;
+  char *name; /* "workflow\tkey", call_index's key */
   int n;
 } kit_calls;
 
@@ -97,6 +99,7 @@ struct duro_test {
   size_t n_mocks;
   kit_calls *calls;
   size_t n_calls;
+  strmap call_index; /* "workflow\tkey" -> 1 + its place in calls */
   kit_queue *queues;
   size_t n_queues;
   kit_cron *crons;
