@@ -125,7 +125,7 @@ enum { CONFIG_FORMAT_JSONL = 0 };
 typedef struct config_pipeline {
   char *name;    /* required, unique; the rule of queue names */
   char *binding; /* required, unique among bindings (plugins reach it by
-                    this, later) */
+                    this: duro_env_pipeline) */
   char *path;    /* sink.files.path (required): the sink's root directory,
                     absolute after config_load */
   /* sink.files.partition: the directory of a batch under path, from the

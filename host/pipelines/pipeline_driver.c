@@ -127,6 +127,7 @@ static void state_free(void *state) {
   for (size_t i = 0; i < s->n; i++) {
     pipeline *p = &s->v[i];
     free(p->name);
+    free(p->binding);
     free((char *)p->o.dir);
     free((char *)p->o.partition);
     free(p->last_error);
