@@ -49,6 +49,7 @@ typedef struct config_workflow {
   int64_t retention_ms; /* default 30 days, at most 36500 */
   int64_t timeout_ms;   /* from creation to instance.timed_out; 0 none */
   uint32_t max_steps;   /* limits.steps, default 10000, at most 25000 */
+  uint32_t max_logs;    /* limits.logs: log lines an instance keeps, 1000 */
   uint32_t concurrency; /* limits.concurrency, 0 = unlimited */
   uint32_t parallel; /* limits.parallel: a duro_do_all's branches in flight */
   int versioning_latest;   /* versioning: pinned (0, default) | latest (1) */

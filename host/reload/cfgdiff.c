@@ -186,6 +186,7 @@ static void compare_workflows(const config_plugin *o, const config_plugin *c,
               b->lifecycle_queue);
     int_field(restart, WF("limits.concurrency"), a->concurrency,
               b->concurrency);
+    int_field(restart, WF("limits.logs"), a->max_logs, b->max_logs);
     if (!same_flow(a, b))
       note(restart, "%s", WF("flow.concurrency changed"));
     dur_field(live, WF("retention"), a->retention_ms, b->retention_ms);
