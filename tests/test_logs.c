@@ -61,16 +61,15 @@ static void setup(void) {
 static void teardown(void) { harness_close(&h); }
 
 /* "n level step attempt message" lines, one a line. */
-static void logs_text(const char *wf, const char *id, int64_t after,
-                      char *out, size_t cap) {
+static void logs_text(const char *wf, const char *id, int64_t after, char *out,
+                      size_t cap) {
   duro_log_list l = {0};
   ck_assert_int_eq(duro_instance_logs(h.e, wf, id, after, 100, &l), 0);
   out[0] = '\0';
   for (size_t i = 0; i < l.n; i++) {
     size_t used = strlen(out);
-    snprintf(out + used, cap - used, "%lld %d %s %u %s\n",
-             (long long)l.v[i].n, l.v[i].level,
-             l.v[i].step ? l.v[i].step : "-", l.v[i].attempt,
+    snprintf(out + used, cap - used, "%lld %d %s %u %s\n", (long long)l.v[i].n,
+             l.v[i].level, l.v[i].step ? l.v[i].step : "-", l.v[i].attempt,
              l.v[i].message);
   }
   duro_log_list_free(&l);

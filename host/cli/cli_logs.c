@@ -56,8 +56,7 @@ static void print_line(const cli_args *a, const json_t *l) {
   } else {
     fputs("run(): ", stdout);
   }
-  describe_text(stdout, json_string_value(json_object_get(l, "message")), 0,
-                0);
+  describe_text(stdout, json_string_value(json_object_get(l, "message")), 0, 0);
   fputc('\n', stdout);
 }
 

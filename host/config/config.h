@@ -247,6 +247,14 @@ typedef struct config {
   struct {
     int json; /* format: "text" (default) = 0, "json" = 1 */
   } log;
+  /* telemetry: traces over OTLP/HTTP; off without otlp_endpoint. */
+  struct {
+    char *otlp_endpoint; /* "http://collector:4318" */
+    char *service_name;  /* default "duro" */
+    uint32_t sample;     /* the share of traces kept, millionths; default all */
+    uint32_t max_spans;  /* spans buffered at most, default 10000 */
+    int64_t interval_ms; /* a batch posted at least this often, default 1 s */
+  } telemetry;
   config_plugin *plugins;
   size_t n_plugins;
   config_pipeline *pipelines;

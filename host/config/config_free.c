@@ -55,6 +55,8 @@ void config_free(config *cfg) {
   free(cfg->storage.postgresql);
   free(cfg->http.listen);
   free(cfg->http.token_env);
+  free(cfg->telemetry.otlp_endpoint);
+  free(cfg->telemetry.service_name);
   for (size_t i = 0; i < cfg->http.n_allowed_hosts; i++)
     free(cfg->http.allowed_hosts[i]);
   free(cfg->http.allowed_hosts);

@@ -129,6 +129,16 @@ static void compare_host(const config *o, const config *c, json_t *restart) {
   int_field(restart, "engine.max_queued", o->engine.max_queued,
             c->engine.max_queued);
   flag_field(restart, "log.format", o->log.json, c->log.json, "json", "text");
+  str_field(restart, "telemetry.otlp_endpoint", o->telemetry.otlp_endpoint,
+            c->telemetry.otlp_endpoint);
+  str_field(restart, "telemetry.service_name", o->telemetry.service_name,
+            c->telemetry.service_name);
+  int_field(restart, "telemetry.sample", o->telemetry.sample,
+            c->telemetry.sample);
+  int_field(restart, "telemetry.max_spans", o->telemetry.max_spans,
+            c->telemetry.max_spans);
+  dur_field(restart, "telemetry.interval", o->telemetry.interval_ms,
+            c->telemetry.interval_ms);
 }
 
 /* Pipelines are the host's, read at start: any change needs a restart. */

@@ -41,6 +41,7 @@
 #include "queue.h"
 #include "reload.h"
 #include "supervisor.h"
+#include "telemetry.h"
 #include "trigger.h"
 #include "util.h"
 #include "worker.h"
@@ -500,6 +501,17 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
   }
   if (register_crons(cfg, h.engine) != 0)
     goto stop;
+  if (cfg->telemetry.otlp_endpoint) {
+    duro_telemetry_options t = {.otlp_endpoint = cfg->telemetry.otlp_endpoint,
+                                .service_name = cfg->telemetry.service_name,
+                                .sample = cfg->telemetry.sample / 1e6,
+                                .max_spans = cfg->telemetry.max_spans,
+                                .interval_ms = cfg->telemetry.interval_ms};
+    if ((rc = duro_telemetry_enable(h.engine, &t)) != 0) {
+      fprintf(stderr, "duro: cannot export traces: %s\n", duro_err_str(rc));
+      goto stop;
+    }
+  }
   reload_attach(h.plugins, h.engine);
   http_attach(h.http, h.engine);
   http_attach_plugins(h.http, h.plugins);

@@ -27,12 +27,11 @@ int duro_instance_logs_json(duro_engine *e, const char *workflow,
   for (size_t i = 0; i < l.n; i++) {
     const duro_log_line *x = &l.v[i];
     json_array_append_new(
-        lines, json_pack("{sI, sI, ss, so, sI, ss}", "n", (json_int_t)x->n,
-                         "time_ms", (json_int_t)x->time_ms, "level",
-                         level_name(x->level), "step",
-                         x->step ? json_string(x->step) : json_null(),
-                         "attempt", (json_int_t)x->attempt, "message",
-                         x->message));
+        lines,
+        json_pack("{sI, sI, ss, so, sI, ss}", "n", (json_int_t)x->n, "time_ms",
+                  (json_int_t)x->time_ms, "level", level_name(x->level), "step",
+                  x->step ? json_string(x->step) : json_null(), "attempt",
+                  (json_int_t)x->attempt, "message", x->message));
     next = x->n;
   }
   duro_log_list_free(&l);
