@@ -68,8 +68,7 @@ static int hash_file(int fd, char hex[65]) {
     if (EVP_DigestUpdate(ctx, buf, (size_t)k) != 1)
       goto out;
   }
-  if (EVP_DigestFinal_ex(ctx, md, &md_len) != 1 ||
-      lseek(fd, 0, SEEK_SET) != 0)
+  if (EVP_DigestFinal_ex(ctx, md, &md_len) != 1 || lseek(fd, 0, SEEK_SET) != 0)
     goto out;
   for (unsigned int i = 0; i < md_len && i < 32; i++)
     snprintf(hex + 2 * i, 3, "%02x", md[i]);
@@ -199,9 +198,8 @@ int pipeline_s3_put_batch(journal *j, const pipeline *p, int64_t first,
   int slash = end[-1] == '/';
   /* the config's characters for bucket, prefix and partition need no
    * escaping in a URL */
-  char *url =
-      xasprintf("%.*s/%s/%s%s", (int)(end - p->o.s3.endpoint - slash),
-                p->o.s3.endpoint, p->o.s3.bucket, p->o.s3.prefix, rel);
+  char *url = xasprintf("%.*s/%s/%s%s", (int)(end - p->o.s3.endpoint - slash),
+                        p->o.s3.endpoint, p->o.s3.bucket, p->o.s3.prefix, rel);
   char why[512], sha[65];
   struct stat st;
   int rc = -1;
