@@ -221,7 +221,7 @@ static size_t read_records(const char *prefix, int **is, size_t *n) {
     ck_assert_msg(v[k].first == (k ? v[k - 1].last + 1 : 1),
                   "%s does not follow the object before", v[k].key);
     char rest[400];
-    snprintf(rest, sizeof rest, "/%s", v[k].key);
+    snprintf(rest, sizeof rest, "/%.300s", v[k].key);
     buf gz;
     s3_get(rest, &gz);
     char *text = gunzip(&gz);
