@@ -142,11 +142,12 @@ static int put_object(const pipeline *p, const char *url, int fd,
   put u = {.fd = fd, .stop = stop};
   char sigv4[160], errbuf[CURL_ERROR_SIZE] = "";
   snprintf(sigv4, sizeof sigv4, "aws:amz:%s:s3", p->o.s3.region);
+  /* Every header set here is signed, so none may be one libcurl then
+   * leaves out (an empty "Expect:" would be signed and not sent). */
   char *sha_header = xasprintf("x-amz-content-sha256: %s", sha);
   struct curl_slist *h = curl_slist_append(NULL, sha_header);
   h = curl_slist_append(h, p->o.gzip ? "Content-Type: application/gzip"
                                      : "Content-Type: application/x-ndjson");
-  h = curl_slist_append(h, "Expect:"); /* no wait for a 100 Continue */
   curl_easy_setopt(c, CURLOPT_URL, url);
   curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
   curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, size);
