@@ -20,6 +20,9 @@
  *  - a stalled endpoint (the server SIGSTOPped: connections accepted, no
  *    answer) does not hold up the host's stop: the upload under way
  *    gives up;
+ *  - an upload refused (403: an access key the server does not know) is
+ *    not done: the error is shown with the server's code, the batch's
+ *    records still wait, no object is there;
  *  - a key variable that is not set stops the start, named. */
 #include <check.h>
 #include <errno.h>
@@ -572,6 +575,32 @@ START_TEST(stop_gives_up_a_stalled_upload) {
 }
 END_TEST
 
+START_TEST(refused_upload_keeps_the_batch) {
+  server_start(0);
+  setenv("DURO_TEST_S3_KEY", "NOT-AN-ACCOUNT", 1); /* refused 403 */
+  start_host("refused", "    roll: { interval: 1s }\n");
+  ck_assert_int_eq(send_range(0, 3, 10), 202);
+  int64_t deadline = proc_now_ms() + WRITE_WAIT_MS;
+  for (;;) {
+    json_t *s = stats();
+    int failed = stat_of(s, "write_errors") >= 1;
+    if (failed) {
+      assert_contains(jstr(s, "last_error"), "answered 403 InvalidAccessKeyId");
+      ck_assert_int_eq(stat_of(s, "written"), 0);
+      ck_assert_int_eq(stat_of(s, "backlog.records"), 3);
+    }
+    json_decref(s);
+    if (failed)
+      break;
+    ck_assert_msg(proc_now_ms() < deadline, "no upload failed");
+    proc_sleep_ms(100);
+  }
+  static object v[10];
+  ck_assert_uint_eq(list_objects("events/", v, 10), 0);
+  host_stop(&H, proc_now_ms() + 20000, 0);
+}
+END_TEST
+
 START_TEST(missing_key_variable_stops_the_start) {
   unsetenv("DURO_TEST_S3_SECRET");
   server_port = 9; /* never reached */
@@ -618,6 +647,7 @@ int main(void) {
   tcase_add_test(tc, endpoint_down_then_back);
   tcase_add_test(tc, acked_records_survive_kill9);
   tcase_add_test(tc, stop_gives_up_a_stalled_upload);
+  tcase_add_test(tc, refused_upload_keeps_the_batch);
   tcase_add_test(tc, missing_key_variable_stops_the_start);
   suite_add_tcase(s, tc);
   return http_suite_run(s);
