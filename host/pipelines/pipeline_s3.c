@@ -191,16 +191,34 @@ static int put_object(const pipeline *p, const char *url, int fd,
   return rc;
 }
 
+/* A key as a URL's path: every byte but A-Z a-z 0-9 - . _ ~ / escaped
+ * (%XX), which is also how the signature's canonical path has it; a
+ * pipeline's name may hold ':', a partition '='.  malloc'ed. */
+static char *key_path(const char *key) {
+  char *out = xmalloc(3 * strlen(key) + 1), *o = out;
+  for (const unsigned char *c = (const unsigned char *)key; *c; c++) {
+    if (strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+               "0123456789-._~/",
+               *c))
+      *o++ = (char)*c;
+    else
+      o += sprintf(o, "%%%02X", *c);
+  }
+  *o = '\0';
+  return out;
+}
+
 int pipeline_s3_put_batch(journal *j, const pipeline *p, int64_t first,
                           int64_t last, int64_t plan_ms, const int *stop,
                           char *err, size_t errlen) {
   char *rel = duro_pipeline_file_name(p->name, &p->o, first, last, plan_ms);
+  char *key = xasprintf("%s%s", p->o.s3.prefix, rel);
+  char *path = key_path(key);
   const char *end = p->o.s3.endpoint + strlen(p->o.s3.endpoint);
   int slash = end[-1] == '/';
-  /* the config's characters for bucket, prefix and partition need no
-   * escaping in a URL */
-  char *url = xasprintf("%.*s/%s/%s%s", (int)(end - p->o.s3.endpoint - slash),
-                        p->o.s3.endpoint, p->o.s3.bucket, p->o.s3.prefix, rel);
+  /* a bucket's name needs no escaping (config_pipelines.c) */
+  char *url = xasprintf("%.*s/%s/%s", (int)(end - p->o.s3.endpoint - slash),
+                        p->o.s3.endpoint, p->o.s3.bucket, path);
   char why[512], sha[65];
   struct stat st;
   int rc = -1;
@@ -224,6 +242,8 @@ out:
   if (fd >= 0)
     close(fd);
   free(url);
+  free(path);
+  free(key);
   free(rel);
   return rc;
 }
