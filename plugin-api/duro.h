@@ -57,7 +57,7 @@ extern "C" {
 #endif
 
 #define DURO_ABI_MAJOR 1
-#define DURO_ABI_MINOR 7
+#define DURO_ABI_MINOR 8
 #define DURO_PLUGIN_MAGIC 0x4f525544u /* "DURO" little-endian */
 
 /* Which plugins a host loads.  Within a major, the structs that cross the
@@ -203,6 +203,7 @@ typedef struct duro_attempt duro_attempt;   /* one attempt of a duro_do step */
 typedef struct duro_env duro_env;           /* the bindings from the config */
 typedef struct duro_workflow duro_workflow; /* a workflow binding */
 typedef struct duro_queue duro_queue;       /* a queue producer binding */
+typedef struct duro_pipeline duro_pipeline; /* a pipeline binding */
 typedef struct duro_message_batch duro_message_batch; /* a consumer's batch */
 
 /* ---- what run() receives ---------------------------------------------- */
@@ -394,6 +395,9 @@ typedef struct duro_api {
                               void *arg, const duro_rollback_cfg *rollback,
                               const char **result);
   duro_rc (*rollback)(duro_step *);
+  /* ---- minor 8: pipelines ---- */
+  duro_pipeline *(*env_pipeline)(duro_env *, const char *binding);
+  int (*pipeline_send)(duro_pipeline *, const char *const *records, size_t n);
 } duro_api;
 
 /* ---- the plugin descriptor ---------------------------------------------
@@ -869,6 +873,34 @@ static inline int duro_queue_send(duro_queue *q, const char *json,
 static inline int duro_queue_send_batch(duro_queue *q, const char *const *json,
                                         size_t n, int64_t delay_ms) {
   return duro_api_ptr_->queue_send_batch(q, json, n, delay_ms);
+}
+
+/* ---- pipelines (minor 8) ---------------------------------------------- */
+
+/* The pipeline whose `binding` the config's pipelines declare, or NULL
+ * (any plugin reaches every pipeline). */
+static inline duro_pipeline *duro_env_pipeline(duro_env *env,
+                                               const char *binding) {
+  return duro_api_ptr_->env_pipeline(env, binding);
+}
+
+/* Sends records[0..n): each a JSON text of at most 1,000,000 bytes, at
+ * most 10,000 of them; all or none.  They are written to the pipeline's
+ * files (one JSON line each, in send order) by its flusher, each exactly
+ * once.  Returns 0 or a DURO_E_* code: binding.not_found (p is NULL),
+ * queue.invalid_message (a record is not JSON), queue.message_too_large
+ * (a record over the limit), queue.batch_too_large (too many records),
+ * engine.overloaded (the pipeline holds its max_backlog of records not
+ * yet written: retry later), storage.error.
+ *
+ * As a queue send: inside a step callback the records are committed with
+ * the step's result (exactly once if the step completes, not at all if
+ * the attempt fails); in run() outside a callback the send is refused
+ * (DURO_E_INVALID_ARGUMENT: it would repeat on every replay); elsewhere
+ * (init, a queue or cron handler) it is committed before it returns. */
+static inline int duro_pipeline_send(duro_pipeline *p,
+                                     const char *const *records, size_t n) {
+  return duro_api_ptr_->pipeline_send(p, records, n);
 }
 
 /* ---- in a queue handler ------------------------------------------------ */

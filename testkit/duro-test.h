@@ -84,7 +84,7 @@ int duro_test_send_event(duro_test *t, const char *workflow, const char *id,
 /* The virtual clock's reading, Unix ms. */
 int64_t duro_test_now_ms(const duro_test *t);
 
-/* ---- queues and cron triggers --------------------------------------------
+/* ---- queues, pipelines and cron triggers ---------------------------------
  * Declared before the first create, as a host's config declares them. */
 
 /* Declares queue `name` (its defaults), which steps send to as `binding`
@@ -94,6 +94,14 @@ int duro_test_queue(duro_test *t, const char *name, const char *binding);
 /* The messages in the queue (sent and committed, up to 100, oldest
  * first) as a JSON array of their bodies, or NULL for an unknown queue. */
 const char *duro_test_queue_messages(duro_test *t, const char *name);
+/* Declares pipeline `name`, which plugin code sends to as `binding`
+ * (duro_env_pipeline; NULL: none).  Its records stay in the test's
+ * journal (no file is written): duro_test_pipeline_records reads them. */
+int duro_test_pipeline(duro_test *t, const char *name, const char *binding);
+/* The records sent to the pipeline and committed (a step's with its
+ * result), in the order accepted, as a JSON array; NULL for a pipeline
+ * not declared. */
+const char *duro_test_pipeline_records(duro_test *t, const char *name);
 /* A cron trigger on `schedule` (a cron expression, UTC): each tick the
  * virtual clock passes creates an instance of `workflow` (id
  * "cron-YYYY-MM-DDTHH:MM", params from `params`, NULL: none), or, with

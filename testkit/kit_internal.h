@@ -24,10 +24,12 @@ typedef struct kit_workflow {
   char build[17];
 } kit_workflow;
 
-/* A queue the test declared (duro_test_queue), and a cron trigger. */
+/* A queue the test declared (duro_test_queue), a pipeline
+ * (duro_test_pipeline), and a cron trigger. */
 typedef struct kit_queue {
   char *name, *binding;
 } kit_queue;
+typedef kit_queue kit_pipeline;
 
 typedef struct kit_cron {
   char *schedule, *workflow, *params; /* workflow NULL: the handler form */
@@ -81,6 +83,7 @@ enum {
   KIT_KEEP_RESULT,
   KIT_KEEP_DESCRIBE,
   KIT_KEEP_QUEUE,
+  KIT_KEEP_PIPELINE,
   KIT_KEEP_EXPORT,   /* duro_test_export's document (kit_replay.c) */
   KIT_KEEP_IMPORTED, /* the id of the instance imported last */
   KIT_KEEP_KINDS
@@ -102,6 +105,8 @@ struct duro_test {
   strmap call_index; /* "workflow\tkey" -> 1 + its place in calls */
   kit_queue *queues;
   size_t n_queues;
+  kit_pipeline *pipelines;
+  size_t n_pipelines;
   kit_cron *crons;
   size_t n_crons;
   duro_scheduled_fn scheduled; /* the handler form's handler */
@@ -120,8 +125,9 @@ extern duro_test *kit_current;
  * freeing the one before; returns s. */
 const char *kit_keep(duro_test *t, int k, char *s);
 
-/* Declares the test's queues and cron triggers on t->e (kit_drivers.c);
- * 0 or a code, t->err set.  kit_drivers_free frees what was declared. */
+/* Declares the test's queues, pipelines and cron triggers on t->e
+ * (kit_drivers.c); 0 or a code, t->err set.  kit_drivers_free frees what was
+ * declared. */
 int kit_drivers_declare(duro_test *t);
 void kit_drivers_free(duro_test *t);
 /* The next cron tick (Unix ms), INT64_MAX when none; fires those due. */

@@ -125,7 +125,8 @@ RULES = [
      ["testkit", "host/engine/engine.h", "host/api/api.h", "host/loader",
       "host/base", "host/views/view_instance.h", "host/views/view_journal.h",
       "host/store/journal.h", "host/children/children.h",
-      "host/queues/queue.h", "host/cron/trigger.h", PLUGIN_API, GENERATED],
+      "host/queues/queue.h", "host/pipelines/pipeline.h",
+      "host/cron/trigger.h", PLUGIN_API, GENERATED],
      RULE),
 ]
 

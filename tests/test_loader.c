@@ -393,12 +393,19 @@ START_TEST(test_api_has) {
   duro_api_ptr_ = NULL;
   ck_assert(!DURO_API_HAS(strerror));
 
-  /* minor 7's members end the table, filled by the host; a table of
-   * minor 6 ends before them, one of minor 5 before minor 6's */
+  /* minor 8's members end the table, filled by the host; a table of
+   * minor 7 ends before them, one of minor 6 before minor 7's */
   const duro_api *host = duro_host_api();
-  ck_assert_uint_eq(host->abi_minor, 7);
-  ck_assert_uint_eq(offsetof(duro_api, rollback) + sizeof host->rollback,
+  ck_assert_uint_eq(host->abi_minor, 8);
+  ck_assert_uint_eq(offsetof(duro_api, pipeline_send) +
+                        sizeof host->pipeline_send,
                     sizeof(duro_api));
+  ck_assert(DURO_API_TABLE_HAS(host, env_pipeline));
+  ck_assert(DURO_API_TABLE_HAS(host, pipeline_send));
+  duro_api minor7 = *host;
+  minor7.size = offsetof(duro_api, env_pipeline);
+  ck_assert(DURO_API_TABLE_HAS(&minor7, rollback));
+  ck_assert(!DURO_API_TABLE_HAS(&minor7, env_pipeline));
   ck_assert(DURO_API_TABLE_HAS(host, wait_any));
   ck_assert(DURO_API_TABLE_HAS(host, child_start));
   ck_assert(DURO_API_TABLE_HAS(host, child_wait));

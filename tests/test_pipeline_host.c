@@ -42,8 +42,10 @@
 static host_run H;
 
 /* A host with pipeline `events` (sink out/) whose other keys are the
- * YAML lines `keys` (indented by 4). */
-static void start_host(const char *name, const char *keys) {
+ * YAML lines `keys` (indented by 4), and the plugins of `plugins` (a
+ * YAML list). */
+static void start_host_with(const char *name, const char *plugins,
+                            const char *keys) {
   host_init(&H, name);
   H.request_ms = 20000;
   FILE *f = fopen(H.config, "w");
@@ -51,15 +53,19 @@ static void start_host(const char *name, const char *keys) {
   fprintf(f,
           "storage: { path: duro.db, synchronous: normal }\n"
           "http: { listen: \"127.0.0.1:0\", max_body_bytes: 8000000 }\n"
-          "plugins: []\n"
+          "plugins: %s\n"
           "pipelines:\n"
           "  - name: events\n"
           "    binding: EVENTS\n"
           "    sink: { files: { path: out } }\n"
           "%s",
-          keys);
+          plugins, keys);
   ck_assert(fclose(f) == 0);
   host_start(&H);
+}
+
+static void start_host(const char *name, const char *keys) {
+  start_host_with(name, "[]", keys);
 }
 
 /* POST /pipelines/events with `body` of `type` (NULL: JSON). */
@@ -296,6 +302,56 @@ START_TEST(http_send_and_files) {
 }
 END_TEST
 
+/* The emit plugin in two worker processes: each step's records reach the
+ * files once (its failed first attempt's send does not), compact, in the
+ * order sent; a send outside a callback and a record of no JSON are
+ * refused with their errors. */
+START_TEST(plugin_sends_with_its_steps) {
+  start_host_with("plugin",
+                  "[{name: emit, path: \"" EMIT_PLUGIN "\", workers: 2,\n"
+                  "           workflows: [{name: emit, binding: EMIT,\n"
+                  "                        class_name: Emit}]}]",
+                  "    roll: { interval: 1s }\n");
+  const char *ids[] = {"a", "b"};
+  for (int i = 0; i < 2; i++) {
+    char body[128];
+    snprintf(body, sizeof body,
+             "{\"id\": \"%s\", \"params\": {\"records\": 12, \"batch\": 5}}",
+             ids[i]);
+    http_resp r;
+    host_request(&H, &r, "POST", "/workflows/emit/instances", body);
+    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+    http_resp_free(&r);
+  }
+  for (int i = 0; i < 2; i++) {
+    json_t *d =
+        host_wait_status(&H, "emit", ids[i], "complete", proc_now_ms() + 60000);
+    ck_assert_str_eq(jstr(d, "output.outside"), "invalid_argument");
+    ck_assert_str_eq(jstr(d, "output.bad"), "queue.invalid_message");
+    json_decref(d);
+  }
+  wait_written(24);
+  size_t files;
+  char *all = read_all(&files);
+  /* each instance's records in its order, the two interleaved */
+  int next[2] = {0, 0};
+  for (char *line = strtok(all, "\n"); line; line = strtok(NULL, "\n")) {
+    char from[8];
+    int k = -1;
+    ck_assert_msg(sscanf(line, "{\"from\":\"%1[ab]\",\"k\":%d}", from, &k) == 2,
+                  "line %s", line);
+    int which = from[0] - 'a';
+    ck_assert_msg(k == next[which], "%s where k %d was next", line,
+                  next[which]);
+    next[which]++;
+  }
+  ck_assert_int_eq(next[0], 12);
+  ck_assert_int_eq(next[1], 12);
+  free(all);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
 START_TEST(backlog_full_answers_503) {
   /* nothing is written (a day's interval, a GiB a file): the backlog
    * only grows */
@@ -507,6 +563,7 @@ int main(void) {
   proc_fixtures(tc, "duro-pipeline-host");
   tcase_set_timeout(tc, 240);
   tcase_add_test(tc, http_send_and_files);
+  tcase_add_test(tc, plugin_sends_with_its_steps);
   tcase_add_test(tc, backlog_full_answers_503);
   tcase_add_test(tc, cli_send_list_describe);
   tcase_add_test(tc, acked_records_survive_kill9);

@@ -34,6 +34,10 @@ static void setup(void) {
                                 .roll_interval_ms = 10000,
                                 .max_backlog = 1000000};
   harness_register_pipeline(&h, "events", &opt);
+  ck_assert_int_eq(duro_pipeline_bind(h.e, "EVENTS", "events"), 0);
+  ck_assert_int_eq(duro_pipeline_bind(h.e, "EVENTS", "events"),
+                   DURO_E_ALREADY_EXISTS);
+  ck_assert_int_eq(duro_pipeline_bind(h.e, "OTHER", "nope"), DURO_E_NOT_FOUND);
   harness_start(&h);
 }
 
@@ -50,7 +54,7 @@ static void send_range(int from, int to) {
     char rec[100];
     snprintf(rec, sizeof rec, "{\"i\":%d,\"pad\":\"%040d\"}", i, i);
     const char *one[] = {rec};
-    ck_assert_int_eq(duro_pipeline_send(h.e, "events", one, 1, NULL), 0);
+    ck_assert_int_eq(duro_pipeline_append(h.e, "events", one, 1, NULL), 0);
   }
 }
 
@@ -222,19 +226,123 @@ END_TEST
 
 START_TEST(test_backlog_bound_and_unknown) {
   const char *one[] = {"1"};
-  ck_assert_int_eq(duro_pipeline_send(h.e, "nope", one, 1, NULL),
+  ck_assert_int_eq(duro_pipeline_append(h.e, "nope", one, 1, NULL),
                    DURO_E_NOT_FOUND);
   static char big[600000];
   memset(big, 'x', sizeof big - 3);
   big[0] = '"';
   big[sizeof big - 3] = '"';
   const char *rec[] = {big};
-  ck_assert_int_eq(duro_pipeline_send(h.e, "events", rec, 1, NULL), 0);
-  ck_assert_int_eq(duro_pipeline_send(h.e, "events", rec, 1, NULL), 0);
+  ck_assert_int_eq(duro_pipeline_append(h.e, "events", rec, 1, NULL), 0);
+  ck_assert_int_eq(duro_pipeline_append(h.e, "events", rec, 1, NULL), 0);
   /* past max_backlog: refused, nothing stored */
-  ck_assert_int_eq(duro_pipeline_send(h.e, "events", one, 1, NULL),
+  ck_assert_int_eq(duro_pipeline_append(h.e, "events", one, 1, NULL),
                    DURO_E_OVERLOADED);
   ck_assert_int_eq(state().accepted, 2);
+}
+END_TEST
+
+/* ---- sends from a plugin's code (duro_env_pipeline) ---- */
+
+static int rc_outside, rc_bad, rc_many, rc_big, rc_unbound;
+
+typedef struct emit_range {
+  duro_pipeline *p;
+  int from, to;
+} emit_range;
+
+/* Sends {"i":k} for k in the range as loose JSON, then fails its first
+ * attempt: only the attempt that completes may have sent. */
+static int send_then_maybe_fail(duro_attempt *a, void *arg) {
+  const emit_range *r = arg;
+  char text[8][96];
+  const char *rec[8];
+  for (int k = r->from; k < r->to; k++) {
+    snprintf(text[k - r->from], sizeof text[0],
+             "{ \"i\" : %d,\n \"pad\":\"%040d\" }", k, k);
+    rec[k - r->from] = text[k - r->from];
+  }
+  ck_assert_int_eq(duro_pipeline_send(r->p, rec, (size_t)(r->to - r->from)), 0);
+  if (duro_attempt_number(a) == 1)
+    return duro_attempt_fail(a, "the sink's upstream is down");
+  return duro_attempt_result(a, "1");
+}
+
+/* Refusals: no JSON, too many records, a record over 1,000,000 bytes. */
+static int send_refused(duro_attempt *a, void *arg) {
+  duro_pipeline *p = arg;
+  const char *bad[] = {"1", "{nope"};
+  rc_bad = duro_pipeline_send(p, bad, 2);
+  static const char *many[10001];
+  for (size_t i = 0; i < 10001; i++)
+    many[i] = "1";
+  rc_many = duro_pipeline_send(p, many, 10001);
+  char *big = malloc(1000002);
+  memset(big, 'x', 1000001);
+  big[0] = '"';
+  big[999999] = '"'; /* 1,000,000 bytes with its quotes: not over */
+  big[1000000] = '\0';
+  const char *one[] = {big};
+  ck_assert_int_eq(duro_pipeline_send(p, one, 1), 0);
+  big[999999] = 'x';
+  big[1000000] = '"';
+  big[1000001] = '\0';
+  rc_big = duro_pipeline_send(p, one, 1);
+  free(big);
+  rc_unbound = duro_pipeline_send(NULL, bad, 1);
+  return duro_attempt_result(a, "1");
+}
+
+static duro_rc emitter(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev;
+  duro_pipeline *p = duro_env_pipeline(env, "EVENTS");
+  ck_assert_ptr_nonnull(p);
+  ck_assert_ptr_null(duro_env_pipeline(env, "NOPE"));
+  const char *one[] = {"\"outside\""};
+  rc_outside = duro_pipeline_send(p, one, 1); /* would repeat on replays */
+  duro_step_config cfg = {
+      .retries = &(duro_retries){
+          .limit = 3, .delay = "1 second", .backoff = DURO_BACKOFF_CONSTANT}};
+  emit_range r1 = {p, 0, 3}, r2 = {p, 3, 5};
+  DURO_TRY(duro_do(step, "send", &cfg, send_then_maybe_fail, &r1, NULL));
+  DURO_TRY(duro_do(step, "send", &cfg, send_then_maybe_fail, &r2, NULL));
+  DURO_TRY(duro_do(step, "refused", NULL, send_refused, p, NULL));
+  DURO_TRY(duro_sleep(step, "nap", "1 minute"));
+  return duro_set_output(step, "1");
+}
+
+/* A step's records commit with its result: the failed attempts sent
+ * nothing, the completing ones exactly once, made compact; replays send
+ * nothing; refusals store nothing. */
+START_TEST(test_plugin_sends_with_the_step) {
+  harness_register(&h, "emitter", emitter);
+  ck_assert_int_eq(duro_instance_create(h.e, "emitter", "e1", NULL, -1, NULL),
+                   0);
+  harness_run(&h); /* attempt 1 of the first step sends, then fails */
+  ck_assert_int_eq(rc_outside, DURO_E_INVALID_ARGUMENT);
+  ck_assert_int_eq(state().accepted, 0);
+  harness_advance(&h, 1000); /* its attempt 2; the second's attempt 1 */
+  ck_assert_int_eq(state().accepted, 3);
+  harness_advance(&h, 1000); /* the second's attempt 2; the refusals */
+  ck_assert_int_eq(rc_bad, DURO_E_INVALID_MESSAGE);
+  ck_assert_int_eq(rc_many, DURO_E_BATCH_TOO_LARGE);
+  ck_assert_int_eq(rc_big, DURO_E_MESSAGE_TOO_LARGE);
+  ck_assert_int_eq(rc_unbound, DURO_E_BINDING_NOT_FOUND);
+  ck_assert_int_eq(state().accepted, 6); /* 5, and the record at the limit */
+  harness_advance(&h, 60000); /* the nap ends: a replay sends nothing */
+  ck_assert_str_eq(harness_status(&h, "emitter", "e1"), "complete");
+  ck_assert_int_eq(state().accepted, 6);
+  harness_advance(&h, 10000);
+  ck_assert_int_eq(state().written, 6);
+  char files[8][256], cmd[800], line[128] = "";
+  ck_assert_uint_ge(list_files(files, 8), 1);
+  snprintf(cmd, sizeof cmd, "gzip -dc '%s/%s' | head -c 100", sink, files[0]);
+  FILE *f = popen(cmd, "r");
+  ck_assert_ptr_nonnull(f);
+  ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+  pclose(f);
+  ck_assert_str_eq(line, "{\"i\":0,\"pad\":\"" /* made compact */
+                         "0000000000000000000000000000000000000000\"}\n");
 }
 END_TEST
 
@@ -247,6 +355,7 @@ static Suite *pipelines_suite(void) {
   tcase_add_test(tc, test_renamed_file_rewritten_same_bytes);
   tcase_add_test(tc, test_done_fenced);
   tcase_add_test(tc, test_backlog_bound_and_unknown);
+  tcase_add_test(tc, test_plugin_sends_with_the_step);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -184,6 +184,22 @@ START_TEST(bad_loads_say_why) {
 }
 END_TEST
 
+START_TEST(pipeline_sends_are_kept_for_the_test) {
+  duro_test *t = open_with("views", "Views");
+  ck_assert_int_eq(duro_test_pipeline(t, "pageviews", "VIEWS"), 0);
+  ck_assert_str_eq(duro_test_pipeline_records(t, "pageviews"), "[]");
+  ck_assert_int_eq(duro_test_create(t, "views", "v1", NULL), 0);
+  duro_test_run(t);
+  DURO_TEST_ASSERT_OUTPUT(t, "views", "v1", "\"sent\"");
+  duro_test_advance(t, "400 days"); /* nothing is written out */
+  ck_assert_str_eq(duro_test_pipeline_records(t, "pageviews"),
+                   "[{\"page\":\"/\"},{\"page\":\"/about\"}]");
+  ck_assert_ptr_null(duro_test_pipeline_records(t, "nope"));
+  ck_assert_int_ne(duro_test_pipeline(t, "late", NULL), 0);
+  duro_test_close(t);
+}
+END_TEST
+
 START_TEST(queue_sends_are_kept_for_the_test) {
   duro_test *t = open_with("notify", "Notify");
   ck_assert_int_eq(duro_test_queue(t, "notes", "NOTES"), 0);
@@ -511,6 +527,7 @@ int main(void) {
   tcase_add_test(run, bad_loads_say_why);
   tcase_add_test(run, assertions_report_and_fail);
   tcase_add_test(run, queue_sends_are_kept_for_the_test);
+  tcase_add_test(run, pipeline_sends_are_kept_for_the_test);
   tcase_add_test(run, cron_ticks_fire_on_the_virtual_clock);
   tcase_add_test(run, cron_ticks_call_the_scheduled_handler);
   suite_add_tcase(s, run);

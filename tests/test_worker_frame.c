@@ -339,6 +339,27 @@ static void c_queue_batch(const worker_frame *f) {
   ck_assert_str_eq(json[2], "[3]");
 }
 
+static void c_env_pipeline(const worker_frame *f) {
+  ck_assert_str_eq(f->env_pipeline.binding, "orders");
+}
+
+static void w_pipeline_send(wire_buf *w) {
+  wire_put_str(w, "EVENTS");
+  wire_put_u32(w, 3);
+  wire_put_str(w, "{\"a\":1}");
+  wire_put_str(w, NULL);
+  wire_put_str(w, "2");
+}
+static void c_pipeline_send(const worker_frame *f) {
+  ck_assert_str_eq(f->pipeline_send.binding, "EVENTS");
+  ck_assert_uint_eq(f->pipeline_send.n, 3);
+  const char *records[3];
+  worker_frame_pipeline_records(&f->pipeline_send, records);
+  ck_assert_str_eq(records[0], "{\"a\":1}");
+  ck_assert_ptr_null(records[1]);
+  ck_assert_str_eq(records[2], "2");
+}
+
 static void w_log(wire_buf *w) {
   wire_put_u32(w, 99); /* a plugin's level is carried as given */
   wire_put_str(w, "hello");
@@ -539,6 +560,8 @@ static const sample samples[] = {
     {WM_DO_ALL, w_do_all, c_do_all},
     {WM_DO_ROLLBACK, w_do_rollback, c_do_rollback},
     {WM_ROLLBACK, w_nothing, c_nothing},
+    {WM_ENV_PIPELINE, w_binding, c_env_pipeline},
+    {WM_PIPELINE_SEND, w_pipeline_send, c_pipeline_send},
     {WM_RETURN, w_return, c_return},
     {WM_END, w_end, c_end},
     {WM_LIMIT, w_limit, c_limit},

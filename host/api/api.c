@@ -4,7 +4,8 @@
  * The one place that knows every feature a plugin reaches: the step
  * runner fills the step calls (step_api_fill), the engine the workflow
  * bindings (workflow_api_fill), the queues the sends and a handler's
- * batch calls (queue_api_fill), api_json.c the JSON accessors
+ * batch calls (queue_api_fill), the pipelines their bindings and sends
+ * (pipeline_api_fill), api_json.c the JSON accessors
  * (json_api_fill), and the error names and descriptions come
  * from error.h.  Each fills members of its own; none knows the others'.
  * The layout is duro.h's and is the ABI: a plugin built against an older
@@ -20,6 +21,7 @@
 #include "core.h"
 #include "engine.h"
 #include "error.h"
+#include "pipeline.h"
 #include "queue.h"
 #include "step.h"
 #include "util.h"
@@ -33,6 +35,7 @@ static void host_api_fill(void) {
   step_api_fill(&host_api);
   workflow_api_fill(&host_api);
   queue_api_fill(&host_api);
+  pipeline_api_fill(&host_api);
   json_api_fill(&host_api);
   host_api.strerror = duro_err_str;
   host_api.err_name = duro_err_name;

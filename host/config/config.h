@@ -126,7 +126,7 @@ enum { CONFIG_FORMAT_JSONL = 0 };
 typedef struct config_pipeline {
   char *name;    /* required, unique; the rule of queue names */
   char *binding; /* required, unique among bindings (plugins reach it by
-                    this, later) */
+                    this: duro_env_pipeline) */
   /* Exactly one sink: files (path set) or s3 (s3.bucket set). */
   char *path; /* sink.files.path (required there): the sink's root
                  directory, absolute after config_load */

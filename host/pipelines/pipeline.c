@@ -57,6 +57,7 @@ int duro_pipeline_register(duro_engine *e, const char *name,
   s->v = xrealloc(s->v, (s->n + 1) * sizeof *s->v);
   pipeline *p = &s->v[s->n++];
   memset(p, 0, sizeof *p);
+  p->engine = e;
   p->name = xstrdup(name);
   p->o = *o;
   p->o.dir = o->dir ? xstrdup(o->dir) : NULL;
@@ -75,32 +76,49 @@ int duro_pipeline_register(duro_engine *e, const char *name,
   return 0;
 }
 
-int duro_pipeline_send(duro_engine *e, const char *name,
-                       const char *const *records, size_t n,
-                       int64_t *first_seq) {
-  pipeline *p = pipeline_find(e, name);
-  if (!p)
-    return DURO_E_NOT_FOUND;
-  journal *j = engine_journal(e);
-  journal_pipeline st;
-  int rc = journal_pipeline_get(j, name, &st);
+/* Refuses a send while p's backlog is past its bound: checked before the
+ * commit, so a bound a few sends may cross at once by a send each: what
+ * it bounds is the disk. */
+static int backlog_check(duro_engine *e, const pipeline *p,
+                         journal_pipeline *st) {
+  int rc = journal_pipeline_get(engine_journal(e), p->name, st);
   if (rc)
     return rc == DURO_E_NOT_FOUND ? DURO_E_STORAGE : rc;
-  /* Checked before the commit, so a bound a few sends may cross at
-   * once by a request each: what it bounds is the disk. */
-  if (st.backlog_bytes >= p->o.max_backlog)
-    return DURO_E_OVERLOADED;
-  if (n == 0)
-    return 0;
-  journal_batch b = {0};
-  int64_t now = engine_now(e);
+  return st->backlog_bytes >= p->o.max_backlog ? DURO_E_OVERLOADED : 0;
+}
+
+static void append_ops(journal_batch *b, const pipeline *p,
+                       const char *const *records, size_t n, int64_t now) {
   for (size_t i = 0; i < n; i++) {
-    journal_op *op = journal_batch_add(&b, JOP_PIPELINE_APPEND);
-    op->queue = name;
+    journal_op *op = journal_batch_add(b, JOP_PIPELINE_APPEND);
+    op->queue = p->name;
     op->body = records[i];
     op->ts_ms = now;
   }
-  rc = journal_commit(j, &b);
+}
+
+int pipeline_append_ops(duro_engine *e, pipeline *p, const char *const *records,
+                        size_t n, journal_batch *b) {
+  journal_pipeline st;
+  int rc = backlog_check(e, p, &st);
+  if (rc == 0)
+    append_ops(b, p, records, n, engine_now(e));
+  return rc;
+}
+
+int duro_pipeline_append(duro_engine *e, const char *name,
+                         const char *const *records, size_t n,
+                         int64_t *first_seq) {
+  pipeline *p = pipeline_find(e, name);
+  if (!p)
+    return DURO_E_NOT_FOUND;
+  journal_pipeline st;
+  int rc = backlog_check(e, p, &st);
+  if (rc || n == 0)
+    return rc;
+  journal_batch b = {0};
+  append_ops(&b, p, records, n, engine_now(e));
+  rc = journal_commit(engine_journal(e), &b);
   if (rc == 0 && b.ops[0].rc)
     rc = b.ops[0].rc;
   if (rc == 0 && first_seq)
@@ -113,6 +131,46 @@ int duro_pipeline_send(duro_engine *e, const char *name,
   if (rc == 0 && st.backlog_bytes + added >= p->o.roll_size)
     engine_kick_scheduler(e);
   return rc;
+}
+
+int duro_pipeline_bind(duro_engine *e, const char *binding, const char *name) {
+  pipeline *p = pipeline_find(e, name);
+  if (!p || !binding)
+    return p ? DURO_E_INVALID_ARGUMENT : DURO_E_NOT_FOUND;
+  if (pipeline_bound(e, binding))
+    return DURO_E_ALREADY_EXISTS;
+  free(p->binding);
+  p->binding = xstrdup(binding);
+  return 0;
+}
+
+pipeline *pipeline_bound(duro_engine *e, const char *binding) {
+  pipeline_state *s = pipeline_state_of(e);
+  for (size_t i = 0; s && binding && i < s->n; i++)
+    if (s->v[i].binding && strcmp(s->v[i].binding, binding) == 0)
+      return &s->v[i];
+  return NULL;
+}
+
+typedef struct peek_ctx {
+  int (*fn)(void *ctx, const char *record);
+  void *ctx;
+} peek_ctx;
+
+static int peek_one(void *ctx, int64_t seq, const char *body, int64_t bytes,
+                    int64_t sent_ms) {
+  (void)seq, (void)bytes, (void)sent_ms;
+  const peek_ctx *pc = ctx;
+  return pc->fn(pc->ctx, body);
+}
+
+int duro_pipeline_peek(duro_engine *e, const char *name, size_t limit,
+                       int (*fn)(void *ctx, const char *record), void *ctx) {
+  if (!pipeline_find(e, name))
+    return DURO_E_NOT_FOUND;
+  peek_ctx pc = {fn, ctx};
+  return journal_pipeline_records(engine_journal(e), name, 1, INT64_MAX, limit,
+                                  peek_one, &pc);
 }
 
 static int by_name(const void *a, const void *b) {

@@ -48,6 +48,13 @@ typedef struct duro_pipeline_options {
  * DURO_E_INVALID_ARGUMENT for options that name no sink or both. */
 int duro_pipeline_register(duro_engine *e, const char *name,
                            const duro_pipeline_options *o);
+/* Binds `binding` to pipeline `name`, for plugins' duro_env_pipeline;
+ * before duro_engine_start.  DURO_E_NOT_FOUND: no such pipeline;
+ * DURO_E_ALREADY_EXISTS: the binding is taken. */
+int duro_pipeline_bind(duro_engine *e, const char *binding, const char *name);
+/* Puts the pipelines' calls in the plugin API table (api.c assembles
+ * it): duro_env_pipeline and duro_pipeline_send.  pipeline_api.c. */
+void pipeline_api_fill(duro_api *t);
 /* Whether `name` is registered. */
 int duro_pipeline_exists(duro_engine *e, const char *name);
 
@@ -55,9 +62,15 @@ int duro_pipeline_exists(duro_engine *e, const char *name);
  * one commit; *first_seq (may be NULL) gets the first one's seq.
  * DURO_E_NOT_FOUND: no such pipeline; DURO_E_OVERLOADED: its backlog is
  * past max_backlog (nothing stored); DURO_E_STORAGE. */
-int duro_pipeline_send(duro_engine *e, const char *name,
-                       const char *const *records, size_t n,
-                       int64_t *first_seq);
+int duro_pipeline_append(duro_engine *e, const char *name,
+                         const char *const *records, size_t n,
+                         int64_t *first_seq);
+
+/* Calls fn with each record not yet written (compact JSON), in the order
+ * accepted, at most `limit`, until fn returns nonzero.  For the test kit,
+ * whose pipelines write no files.  DURO_E_NOT_FOUND: no such pipeline. */
+int duro_pipeline_peek(duro_engine *e, const char *name, size_t limit,
+                       int (*fn)(void *ctx, const char *record), void *ctx);
 
 /* What GET /pipelines shows of one pipeline. */
 typedef struct duro_pipeline_stat {

@@ -133,6 +133,7 @@ static void state_free(void *state) {
   for (size_t i = 0; i < s->n; i++) {
     pipeline *p = &s->v[i];
     free(p->name);
+    free(p->binding);
     free((char *)p->o.dir);
     free((char *)p->o.partition);
     free((char *)p->o.s3.endpoint);

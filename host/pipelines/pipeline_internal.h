@@ -3,6 +3,7 @@
  * another.  Not for other modules.
  *
  *   pipeline.c         the registry, sends, stats
+ *   pipeline_api.c     the plugin API's bindings and sends
  *   pipeline_flush.c   the flusher: a batch planned, written, done,
  *                      a failed write tried again after a back-off
  *   pipeline_encode.c  a batch's bytes: its records as JSON lines,
@@ -40,7 +41,9 @@
 #define PIPELINE_RETRY_MAX_MS 60000
 
 typedef struct pipeline {
+  duro_engine *engine; /* a plugin's handle (duro_env_pipeline) is this */
   char *name;
+  char *binding; /* what plugins reach it by, or NULL (duro_pipeline_bind) */
   duro_pipeline_options o; /* its strings owned */
   /* Held while a batch of it is planned and written: the flusher's
    * thread and a test's duro_pipelines_dispatch never write one file
@@ -72,6 +75,14 @@ typedef struct pipeline_state {
 pipeline_state *pipeline_state_of(duro_engine *e);
 pipeline *pipeline_find(duro_engine *e, const char *name);
 void pipeline_set_error(pipeline *p, const char *msg);
+/* The pipeline bound to `binding`, or NULL. */
+pipeline *pipeline_bound(duro_engine *e, const char *binding);
+/* Adds the appends of records[0..n) (compact JSON texts, which must live
+ * until b is committed) to b, for a commit of the caller's: a step's
+ * sends join its result's.  DURO_E_OVERLOADED: p's backlog is past its
+ * bound (nothing added). */
+int pipeline_append_ops(duro_engine *e, pipeline *p, const char *const *records,
+                        size_t n, journal_batch *b);
 
 /* pipeline_flush.c: the due batches of p, at most one new one (a plan
  * left over first); returns files written (0 or 1), or -1 on a failure

@@ -399,6 +399,8 @@ static int register_pipelines(const config *cfg, duro_engine *e) {
         .max_backlog = c->max_backlog,
     };
     rc = duro_pipeline_register(e, c->name, &o);
+    if (!rc) /* duro_env_pipeline(env, BINDING) in the plugins' code */
+      rc = duro_pipeline_bind(e, c->binding, c->name);
   }
   return rc;
 }

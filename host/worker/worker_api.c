@@ -345,7 +345,7 @@ static int api_attempt_cancelled(const duro_attempt *at_) {
 
 typedef struct wk_binding {
   struct wk_binding *next;
-  int queue; /* a queue producer, else a workflow */
+  uint32_t kind; /* how it was asked for: WM_ENV_WORKFLOW, _QUEUE, _PIPELINE */
   char name[];
 } wk_binding;
 
@@ -354,14 +354,14 @@ static wk_binding *bindings;
 
 /* The handle of a binding the engine said is bound (a plugin may keep
  * it across activations, as it may in the engine). */
-static wk_binding *binding_intern(const char *name, int queue) {
+static wk_binding *binding_intern(const char *name, uint32_t kind) {
   pthread_mutex_lock(&bindings_mu);
   wk_binding *b = bindings;
-  while (b && (b->queue != queue || strcmp(b->name, name)))
+  while (b && (b->kind != kind || strcmp(b->name, name)))
     b = b->next;
   if (!b) {
     b = xmalloc(sizeof *b + strlen(name) + 1);
-    b->queue = queue;
+    b->kind = kind;
     strcpy(b->name, name);
     b->next = bindings;
     bindings = b;
@@ -370,23 +370,28 @@ static wk_binding *binding_intern(const char *name, int queue) {
   return b;
 }
 
-static wk_binding *env_binding(const char *name, int queue) {
+static wk_binding *env_binding(const char *name, uint32_t kind) {
   wk_act *a = wk_current;
   if (!a || !name)
     return NULL;
-  channel_begin(&a->m, queue ? WM_ENV_QUEUE : WM_ENV_WORKFLOW, a->id);
+  channel_begin(&a->m, kind, a->id);
   wire_put_str(&a->m, name);
-  return ask(a, NULL) == 1 ? binding_intern(name, queue) : NULL;
+  return ask(a, NULL) == 1 ? binding_intern(name, kind) : NULL;
 }
 
 static duro_workflow *api_env_workflow(duro_env *env, const char *binding) {
   (void)env;
-  return (duro_workflow *)env_binding(binding, 0);
+  return (duro_workflow *)env_binding(binding, WM_ENV_WORKFLOW);
 }
 
 static duro_queue *api_env_queue(duro_env *env, const char *binding) {
   (void)env;
-  return (duro_queue *)env_binding(binding, 1);
+  return (duro_queue *)env_binding(binding, WM_ENV_QUEUE);
+}
+
+static duro_pipeline *api_env_pipeline(duro_env *env, const char *binding) {
+  (void)env;
+  return (duro_pipeline *)env_binding(binding, WM_ENV_PIPELINE);
 }
 
 /* Calls on a binding need the activation they are made in. */
@@ -481,6 +486,19 @@ static int api_queue_send_batch(duro_queue *q, const char *const *json,
   wire_put_u32(&a->m, (uint32_t)n);
   for (size_t i = 0; i < n; i++)
     wire_put_str(&a->m, json ? json[i] : NULL);
+  return (int)ask(a, NULL);
+}
+
+static int api_pipeline_send(duro_pipeline *p, const char *const *records,
+                             size_t n) {
+  wk_act *a = binding_call(p, WM_PIPELINE_SEND);
+  if (!a)
+    return p ? DURO_E_INVALID_ARGUMENT : DURO_E_BINDING_NOT_FOUND;
+  if (n > UINT32_MAX)
+    n = UINT32_MAX; /* the engine refuses that many */
+  wire_put_u32(&a->m, (uint32_t)n);
+  for (size_t i = 0; i < n; i++)
+    wire_put_str(&a->m, records ? records[i] : NULL);
   return (int)ask(a, NULL);
 }
 

@@ -294,6 +294,19 @@ static void decode_queue_send_batch(dec *d, worker_frame *f) {
     str(d, "json");
 }
 
+static void decode_env_pipeline(dec *d, worker_frame *f) {
+  f->env_pipeline.binding = str_set(d, "binding");
+}
+
+static void decode_pipeline_send(dec *d, worker_frame *f) {
+  wf_pipeline_send *m = &f->pipeline_send;
+  m->binding = str_set(d, "binding");
+  m->n = count(d, "n", sizeof(uint32_t)); /* a string is at least that */
+  m->first = d->p;
+  for (uint32_t i = 0; i < m->n && !d->bad; i++)
+    str(d, "record");
+}
+
 static void decode_vlog(dec *d, worker_frame *f) {
   f->vlog.level = u32(d, "level");
   f->vlog.text = str_set(d, "text");
@@ -480,26 +493,29 @@ void worker_frame_queue_message(const char **cursor, wf_message *m) {
   *cursor = p;
 }
 
-void worker_frame_batch_json(const wf_queue_send_batch *b, const char **json) {
-  const char *p = b->first;
-  for (uint32_t i = 0; i < b->n; i++) {
-    uint32_t n;
-    memcpy(&n, p, sizeof n);
-    p += sizeof n;
-    json[i] = n ? p : NULL;
-    p += n;
+/* n length-prefixed strings from first into v[0 .. n-1]. */
+static void strings_at(const char *first, uint32_t n, const char **v) {
+  const char *p = first;
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t len;
+    memcpy(&len, p, sizeof len);
+    p += sizeof len;
+    v[i] = len ? p : NULL;
+    p += len;
   }
 }
 
+void worker_frame_batch_json(const wf_queue_send_batch *b, const char **json) {
+  strings_at(b->first, b->n, json);
+}
+
+void worker_frame_pipeline_records(const wf_pipeline_send *p,
+                                   const char **records) {
+  strings_at(p->first, p->n, records);
+}
+
 void worker_frame_wait_any_types(const wf_wait_any *w, const char **types) {
-  const char *p = w->first;
-  for (uint32_t i = 0; i < w->n; i++) {
-    uint32_t n;
-    memcpy(&n, p, sizeof n);
-    p += sizeof n;
-    types[i] = n ? p : NULL;
-    p += n;
-  }
+  strings_at(w->first, w->n, types);
 }
 
 /* A string in place, checked by its decoder: its length + 1 (0: NULL)

@@ -122,8 +122,8 @@ typedef struct wf_error_is {
   const char *name;
 } wf_error_is;
 
-/* ENV_WORKFLOW, ENV_QUEUE: the binding is never NULL (the worker asks
- * for none without a name). */
+/* ENV_WORKFLOW, ENV_QUEUE, ENV_PIPELINE: the binding is never NULL (the worker
+ * asks for none without a name). */
 typedef struct wf_binding {
   const char *binding;
 } wf_binding;
@@ -151,6 +151,13 @@ typedef struct wf_queue_send_batch {
   uint32_t n;
   const char *first; /* the first string's length field */
 } wf_queue_send_batch;
+
+/* Its n records: worker_frame_pipeline_records. */
+typedef struct wf_pipeline_send {
+  const char *binding; /* not NULL */
+  uint32_t n;
+  const char *first; /* the first string's length field */
+} wf_pipeline_send;
 
 typedef struct wf_vlog {
   uint32_t level;   /* as the plugin gave it */
@@ -257,11 +264,12 @@ typedef struct worker_frame {
     wf_set_output set_output;
     wf_vfail vfail;
     wf_error_is error_is;
-    wf_binding env_workflow, env_queue;
+    wf_binding env_workflow, env_queue, env_pipeline;
     wf_workflow_create workflow_create;
     wf_workflow_send_event workflow_send_event;
     wf_queue_send queue_send;
     wf_queue_send_batch queue_send_batch;
+    wf_pipeline_send pipeline_send;
     wf_vlog vlog;
     wf_ret ret;
     wf_end end;
@@ -295,6 +303,10 @@ void worker_frame_queue_message(const char **cursor, wf_message *m);
 
 /* A decoded QUEUE_BATCH's strings into json[0 .. n-1]. */
 void worker_frame_batch_json(const wf_queue_send_batch *b, const char **json);
+
+/* A decoded PIPELINE_SEND's strings into records[0 .. n-1]. */
+void worker_frame_pipeline_records(const wf_pipeline_send *p,
+                                   const char **records);
 
 /* A decoded WAIT_ANY's types into types[0 .. n-1] (has_types set). */
 void worker_frame_wait_any_types(const wf_wait_any *w, const char **types);

@@ -62,58 +62,60 @@ enum worker_msg {
   WM_REPLY_ALL, /* i rc, u n, n × (s result, s error): a DO_ALL's answer,
                    each branch's result or error (or neither) */
   /* worker to engine: the plugin's calls */
-  WM_DO = 16,      /* s name, u has_config, u has_retries, u limit, s delay,
-                      u backoff, s timeout, q fn, q arg, u wants_result */
-  WM_SLEEP,        /* s name, s duration */
-  WM_SLEEP_UNTIL,  /* s name, i unix_ms */
-  WM_WAIT,         /* s name, s type, s timeout, u wants_event */
-  WM_STEP_ERROR,   /* (nothing) */
-  WM_SET_OUTPUT,   /* s json */
-  WM_FAIL,         /* s message */
-  WM_ERROR_IS,     /* s name */
-  WM_ENV_WORKFLOW, /* s binding: rc 1 when bound */
-  WM_WF_CREATE,    /* s binding, s id, s params */
-  WM_WF_EVENT,     /* s binding, s id, s type, s payload */
-  WM_ENV_QUEUE,    /* s binding: rc 1 when bound */
-  WM_QUEUE_SEND,   /* s binding, s json, i delay_ms */
-  WM_QUEUE_BATCH,  /* s binding, i delay_ms, u n, n × s json */
-  WM_LOG,          /* u level, s text; no answer */
-  WM_CANCELLED,    /* (nothing): rc 1 when the attempt should stop */
-  WM_WAIT_ANY,     /* s name, u n (as the plugin gave it, at most
-                      UINT32_MAX), u has_types (the plugin's types, not
-                      NULL, and n at most WM_WAIT_ANY_MAX), has_types ?
-                      n × s type : nothing, i deadline_ms, u wants_event */
-  WM_CHILD_START,  /* s name, s binding (NULL: none), s id, s params,
-                      u parent_close, u wants_id */
-  WM_CHILD_WAIT,   /* s name, s binding (NULL: none), s id,
-                      u wants_output */
-  WM_DO_ALL,       /* s name, u max_in_flight, u flags, u n (at most
-                      WM_PARALLEL_MAX), n × (u has_config, u has_retries,
-                      u limit, s delay, u backoff, s timeout, q fn, q arg,
-                      u has_rollback, ROLLBACK): the branches' callbacks
-                      come as CALLs under ids of their own; answered by
-                      REPLY_ALL */
-  WM_DO_ROLLBACK,  /* a DO's fields, then ROLLBACK: q fn, q arg,
-                      u has_retries, u limit, s delay, u backoff,
-                      s timeout (a rollback's callback comes as a CALL
-                      under an id of its own) */
-  WM_ROLLBACK,     /* (nothing): duro_rollback; the rollbacks' callbacks
-                      come as CALLs under ids of their own */
-  WM_RETURN,       /* i rc, u result_set, s result, u failed, u final,
-                      s message: the callback returned (result_set
-                      WM_RESULT_TOO_LARGE: the result's length in
-                      decimal instead of it) */
-  WM_END,          /* i rc, s why (the build did not load, or NULL):
-                      run() or a handler returned (a queue handler's
-                      marks follow) */
-  WM_CRASH,        /* no longer sent (the shared page's WM_PAGE_CRASH
-                      word says it): a worker that sends it breaks the
-                      protocol */
-  WM_LIMIT         /* u which (1 cpu, 2 memory, 3 memory taken by
-                      run() code outside any callback), i used (ms or
-                      bytes), i limit: the activation's callback (or its
-                      run()) passed a limit (worker_limits.c); the engine
-                      kills the process */
+  WM_DO = 16,       /* s name, u has_config, u has_retries, u limit, s delay,
+                       u backoff, s timeout, q fn, q arg, u wants_result */
+  WM_SLEEP,         /* s name, s duration */
+  WM_SLEEP_UNTIL,   /* s name, i unix_ms */
+  WM_WAIT,          /* s name, s type, s timeout, u wants_event */
+  WM_STEP_ERROR,    /* (nothing) */
+  WM_SET_OUTPUT,    /* s json */
+  WM_FAIL,          /* s message */
+  WM_ERROR_IS,      /* s name */
+  WM_ENV_WORKFLOW,  /* s binding: rc 1 when bound */
+  WM_WF_CREATE,     /* s binding, s id, s params */
+  WM_WF_EVENT,      /* s binding, s id, s type, s payload */
+  WM_ENV_QUEUE,     /* s binding: rc 1 when bound */
+  WM_QUEUE_SEND,    /* s binding, s json, i delay_ms */
+  WM_QUEUE_BATCH,   /* s binding, i delay_ms, u n, n × s json */
+  WM_LOG,           /* u level, s text; no answer */
+  WM_CANCELLED,     /* (nothing): rc 1 when the attempt should stop */
+  WM_WAIT_ANY,      /* s name, u n (as the plugin gave it, at most
+                       UINT32_MAX), u has_types (the plugin's types, not
+                       NULL, and n at most WM_WAIT_ANY_MAX), has_types ?
+                       n × s type : nothing, i deadline_ms, u wants_event */
+  WM_CHILD_START,   /* s name, s binding (NULL: none), s id, s params,
+                       u parent_close, u wants_id */
+  WM_CHILD_WAIT,    /* s name, s binding (NULL: none), s id,
+                       u wants_output */
+  WM_DO_ALL,        /* s name, u max_in_flight, u flags, u n (at most
+                       WM_PARALLEL_MAX), n × (u has_config, u has_retries,
+                       u limit, s delay, u backoff, s timeout, q fn, q arg,
+                       u has_rollback, ROLLBACK): the branches' callbacks
+                       come as CALLs under ids of their own; answered by
+                       REPLY_ALL */
+  WM_DO_ROLLBACK,   /* a DO's fields, then ROLLBACK: q fn, q arg,
+                       u has_retries, u limit, s delay, u backoff,
+                       s timeout (a rollback's callback comes as a CALL
+                       under an id of its own) */
+  WM_ROLLBACK,      /* (nothing): duro_rollback; the rollbacks' callbacks
+                       come as CALLs under ids of their own */
+  WM_ENV_PIPELINE,  /* s binding: rc 1 when bound */
+  WM_PIPELINE_SEND, /* s binding, u n, n × s record */
+  WM_RETURN,        /* i rc, u result_set, s result, u failed, u final,
+                       s message: the callback returned (result_set
+                       WM_RESULT_TOO_LARGE: the result's length in
+                       decimal instead of it) */
+  WM_END,           /* i rc, s why (the build did not load, or NULL):
+                       run() or a handler returned (a queue handler's
+                       marks follow) */
+  WM_CRASH,         /* no longer sent (the shared page's WM_PAGE_CRASH
+                       word says it): a worker that sends it breaks the
+                       protocol */
+  WM_LIMIT          /* u which (1 cpu, 2 memory, 3 memory taken by
+                       run() code outside any callback), i used (ms or
+                       bytes), i limit: the activation's callback (or its
+                       run()) passed a limit (worker_limits.c); the engine
+                       kills the process */
 };
 
 /* The worker's frames, one a line, from which each side's tables are
@@ -147,7 +149,9 @@ enum worker_msg {
   X(child_wait, WM_CHILD_WAIT, STEP)                                           \
   X(do_all, WM_DO_ALL, STEP)                                                   \
   X(do_with_rollback, WM_DO_ROLLBACK, STEP)                                    \
-  X(rollback, WM_ROLLBACK, STEP)
+  X(rollback, WM_ROLLBACK, STEP)                                               \
+  X(env_pipeline, WM_ENV_PIPELINE, ENV)                                        \
+  X(pipeline_send, WM_PIPELINE_SEND, ENV)
 
 /* The worker's own frames, no call of the plugin's: a callback's return,
  * run()'s or a handler's end, a limit passed (WM_CRASH, retired, is in

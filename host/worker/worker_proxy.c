@@ -870,6 +870,28 @@ static int serve_queue_send_batch(proxy *px, duro_attempt *at,
   return SERVE_ON;
 }
 
+static int serve_env_pipeline(proxy *px, duro_attempt *at,
+                              const worker_frame *f, int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  reply(px, px->api->env_pipeline(px->env, f->env_pipeline.binding) != NULL,
+        NULL);
+  return SERVE_ON;
+}
+
+static int serve_pipeline_send(proxy *px, duro_attempt *at,
+                               const worker_frame *f, int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  const duro_api *api = px->api;
+  const wf_pipeline_send *m = &f->pipeline_send;
+  duro_pipeline *p = api->env_pipeline(px->env, m->binding);
+  const char **records = xcalloc(m->n ? m->n : 1, sizeof *records);
+  worker_frame_pipeline_records(m, records);
+  reply(px, p ? api->pipeline_send(p, records, m->n) : DURO_E_BINDING_NOT_FOUND,
+        NULL);
+  free(records);
+  return SERVE_ON;
+}
+
 static int serve_vlog(proxy *px, duro_attempt *at, const worker_frame *f,
                       int64_t *rc_out) {
   (void)at, (void)rc_out;

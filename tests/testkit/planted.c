@@ -130,6 +130,23 @@ static duro_rc notify(duro_step *step, const duro_event *ev, duro_env *env) {
   return duro_set_output(step, "\"sent\"");
 }
 
+/* A step that sends two page views to the pipeline bound as VIEWS. */
+static int send_views(duro_attempt *a, void *arg) {
+  const char *views[] = {"{ \"page\": \"/\" }", "{\"page\":\"/about\"}"};
+  if (duro_pipeline_send(arg, views, 2) != 0)
+    return duro_attempt_fail(a, "the send was refused");
+  return duro_attempt_result(a, "2");
+}
+
+static duro_rc views(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev;
+  duro_pipeline *p = duro_env_pipeline(env, "VIEWS");
+  if (!p)
+    return duro_fail(step, "no pipeline is bound as VIEWS");
+  DURO_TRY(duro_do(step, "send", NULL, send_views, p, NULL));
+  return duro_set_output(step, "\"sent\"");
+}
+
 /* Starts two instances of the workflow bound as CHARGE as its children,
  * waits for both, and outputs the second's output. */
 static duro_rc parent(duro_step *step, const duro_event *ev, duro_env *env) {
@@ -165,11 +182,17 @@ static duro_rc good_renamed(duro_step *step, const duro_event *ev,
 }
 
 static const duro_workflow_def defs[] = {
-    {"Good", good},          {"Clock", clock_branch},
-    {"Random", random_name}, {"Counter", counter},
-    {"Charge", charge},      {"Approval", approval},
-    {"Notify", notify},      {"Parent", parent},
-    {"GoodV2", good_v2},     {"GoodRenamed", good_renamed},
+    {"Good", good},
+    {"Clock", clock_branch},
+    {"Random", random_name},
+    {"Counter", counter},
+    {"Charge", charge},
+    {"Approval", approval},
+    {"Notify", notify},
+    {"Parent", parent},
+    {"Views", views},
+    {"GoodV2", good_v2},
+    {"GoodRenamed", good_renamed},
 };
 
 /* The scheduled handler: each tick starts the workflow bound as CHARGE,

@@ -141,8 +141,8 @@ static int pipeline_send(http_server *s, http_exchange *x, const char *name) {
     records_free(&r);
     return 0;
   }
-  int rc =
-      duro_pipeline_send(s->engine, name, (const char *const *)r.v, r.n, NULL);
+  int rc = duro_pipeline_append(s->engine, name, (const char *const *)r.v, r.n,
+                                NULL);
   size_t n = r.n;
   records_free(&r);
   if (rc == DURO_E_OVERLOADED)
