@@ -775,6 +775,13 @@ static const bad_case bad[] = {
      "    binding: EVENTS\n"
      "    sink:\n"
      "      s3: {endpoint: \"http://h\", bucket: bkt, access_key_env: K,\n"
+     "           secret_key_env: S, region: \"eu:west\"}\n",
+     "t.yaml:6:39: \"region\" \"eu:west\" may hold only a-z 0-9 -"},
+    {"pipelines:\n"
+     "  - name: events\n"
+     "    binding: EVENTS\n"
+     "    sink:\n"
+     "      s3: {endpoint: \"http://h\", bucket: bkt, access_key_env: K,\n"
      "           secret_key_env: \"wJalrXUtnFEMI/K7MDENG\"}\n",
      "t.yaml:6:28: \"secret_key_env\" \"wJalrXUtnFEMI/K7MDENG\" is not an "
      "environment variable's name (it names the variable holding the key, not "

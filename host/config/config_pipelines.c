@@ -236,6 +236,13 @@ static int check_s3(config_parser *p, config_pipeline *pl, yaml_node_t **v) {
                      "\"prefix\" \"%s\" may hold only A-Z a-z 0-9 _ . = - /, "
                      "not start with '/' nor hold \"//\"",
                      schema_show(&b, pl->s3.prefix));
+  /* it goes into libcurl's "aws:amz:REGION:s3" */
+  if (pl->s3.region &&
+      strspn(pl->s3.region, "abcdefghijklmnopqrstuvwxyz0123456789-") !=
+          strlen(pl->s3.region))
+    rc = schema_fail(&p->w, v[S3_REGION],
+                     "\"region\" \"%s\" may hold only a-z 0-9 -",
+                     schema_show(&b, pl->s3.region));
   static const int env_keys[] = {S3_ACCESS_KEY_ENV, S3_SECRET_KEY_ENV};
   char *const envs[] = {pl->s3.access_key_env, pl->s3.secret_key_env};
   for (size_t i = 0; i < 2; i++)
