@@ -1,9 +1,10 @@
 /* test_pipeline_s3.c — a pipeline's s3 sink on a real `duro run`
  * (DURO_BIN, no plugin) against a real S3-compatible server the case
- * starts (tests/s3/server.sh: s3rver, on 127.0.0.1, its objects under
- * the case's directory).  The objects are listed and read back over the
- * S3 API (signed GETs), gunzip'ed by zlib and parsed line by line; every
- * wait polls with a deadline, on the real clock.
+ * starts (tests/s3/server.sh: s3rver, which checks each request's
+ * Signature Version 4, on 127.0.0.1, its objects under the case's
+ * directory): every upload that lands was signed right.  The objects are listed
+ * and read back over the S3 API (signed GETs), gunzip'ed by zlib and parsed
+ * line by line; every wait polls with a deadline, on the real clock.
  *
  *  - objects: records sent over HTTP land in objects whose keys are the
  *    prefix, the partition and the batch's name, each record once, in
@@ -20,11 +21,12 @@
  *  - a stalled endpoint (the server SIGSTOPped: connections accepted, no
  *    answer) does not hold up the host's stop: the upload under way
  *    gives up;
- *  - an upload refused (403: an access key the server does not know) is
- *    not done: the error is shown with the server's code, the batch's
- *    records still wait, no object is there;
+ *  - an upload refused (403: signed with a secret key that is not the
+ *    account's) is not done: the error is shown with the server's code,
+ *    the batch's records still wait, no object is there;
  *  - a key variable that is not set stops the start, named. */
 #include <check.h>
+#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -45,7 +47,9 @@
 #endif
 
 #define BUCKET "my-events"
-#define SECRET "a-secret-never-shown"
+/* the server's one account (tests/s3/server.sh) */
+#define ACCESS_KEY "S3RVER"
+#define SECRET "S3RVER"
 #define WRITE_WAIT_MS 120000 /* for what waits to be uploaded, back-off too */
 /* SHA-256 of nothing: the payload hash of a GET */
 #define EMPTY_SHA                                                              \
@@ -136,7 +140,7 @@ static void s3_get(const char *rest, buf *out) {
   curl_easy_setopt(c, CURLOPT_URL, url);
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
   curl_easy_setopt(c, CURLOPT_AWS_SIGV4, "aws:amz:us-east-1:s3");
-  curl_easy_setopt(c, CURLOPT_USERPWD, "S3RVER:" SECRET);
+  curl_easy_setopt(c, CURLOPT_USERPWD, ACCESS_KEY ":" SECRET);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, grow);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
@@ -186,9 +190,12 @@ static int by_first(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* `prefix` is one name and a '/' (escaped in the query as the
+ * signature's canonical query has it). */
 static size_t list_objects(const char *prefix, object *v, size_t max) {
   char q[200];
-  snprintf(q, sizeof q, "?list-type=2&max-keys=1000&prefix=%s", prefix);
+  snprintf(q, sizeof q, "?list-type=2&max-keys=1000&prefix=%.*s%%2F",
+           (int)strcspn(prefix, "/"), prefix);
   buf b;
   s3_get(q, &b);
   ck_assert_msg(strstr(b.data, "<IsTruncated>false</IsTruncated>"),
@@ -223,8 +230,14 @@ static size_t read_records(const char *prefix, int **is, size_t *n) {
   for (size_t k = 0; k < objects; k++) {
     ck_assert_msg(v[k].first == (k ? v[k - 1].last + 1 : 1),
                   "%s does not follow the object before", v[k].key);
-    char rest[400];
-    snprintf(rest, sizeof rest, "/%.300s", v[k].key);
+    /* the key escaped as the signature's canonical path has it */
+    char rest[1000];
+    size_t at = 0;
+    rest[at++] = '/';
+    for (const char *c = v[k].key; *c; c++)
+      at += (size_t)(isalnum((unsigned char)*c) || strchr("-._~/", *c)
+                         ? snprintf(rest + at, 2, "%c", *c)
+                         : snprintf(rest + at, 4, "%%%02X", (unsigned char)*c));
     buf gz;
     s3_get(rest, &gz);
     char *text = gunzip(&gz);
@@ -286,7 +299,7 @@ static json_t *stats(void) {
   http_resp r;
   host_request(&H, &r, "GET", "/pipelines/events", NULL);
   ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
-  ck_assert_msg(strstr(r.body, SECRET) == NULL, "the secret key is shown");
+  ck_assert_msg(strstr(r.body, SECRET) == NULL, "a key is shown");
   json_t *j = json_incref(r.json);
   http_resp_free(&r);
   return j;
@@ -364,7 +377,7 @@ static size_t assert_all_once(int n) {
 }
 
 static void setup_env(void) {
-  setenv("DURO_TEST_S3_KEY", "S3RVER", 1);
+  setenv("DURO_TEST_S3_KEY", ACCESS_KEY, 1);
   setenv("DURO_TEST_S3_SECRET", SECRET, 1);
 }
 
@@ -589,7 +602,7 @@ END_TEST
 
 START_TEST(refused_upload_keeps_the_batch) {
   server_start(0);
-  setenv("DURO_TEST_S3_KEY", "NOT-AN-ACCOUNT", 1); /* refused 403 */
+  setenv("DURO_TEST_S3_SECRET", "not-the-secret", 1); /* refused 403 */
   start_host("refused", "    roll: { interval: 1s }\n",
              "{yyyy}/{mm}/{dd}/{hh}");
   ck_assert_int_eq(send_range(0, 3, 10), 202);
@@ -598,7 +611,8 @@ START_TEST(refused_upload_keeps_the_batch) {
     json_t *s = stats();
     int failed = stat_of(s, "write_errors") >= 1;
     if (failed) {
-      assert_contains(jstr(s, "last_error"), "answered 403 InvalidAccessKeyId");
+      assert_contains(jstr(s, "last_error"),
+                      "answered 403 SignatureDoesNotMatch");
       ck_assert_int_eq(stat_of(s, "written"), 0);
       ck_assert_int_eq(stat_of(s, "backlog.records"), 3);
     }

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The S3-compatible server of the s3 sink's tests (test_pipeline_s3): the
-# npm package s3rver, pinned in package.json and package-lock.json beside
-# this script, installed by `npm ci` into node_modules/ here when missing
-# (nodejs and npm from Debian's packages when they are missing too).
+# npm package @20minutes/s3rver (a maintained fork of s3rver that checks
+# AWS Signature Version 4 signatures; s3rver 3.7.1, the last release of
+# the original, accepts any signature), pinned in package.json and
+# package-lock.json beside this script, installed by `npm ci` into
+# node_modules/ here when missing (nodejs and npm from Debian's packages
+# when they are missing too).
 #
 #   server.sh install                 install it, print nothing on stdout
 #   server.sh run DIR PORT BUCKET     install it, then become the server:
@@ -12,12 +15,12 @@
 #                                     "S3rver listening on 127.0.0.1:N"
 #                                     once it accepts requests
 #
-# s3rver takes any secret key for its one account, access key id S3RVER:
-# it checks that a request is signed (AWS Signature Version 4 headers, the
-# x-amz-content-sha256 header) and by that key id, not the signature
-# itself.  SIGTERM or SIGKILL stops it; DIR keeps the objects for a
-# later run.  The install is serialised by a lock beside node_modules, so
-# suites started at once install it once.
+# Its one account has the access key id S3RVER and the secret key S3RVER;
+# a request signed otherwise is refused 403 (InvalidAccessKeyId,
+# SignatureDoesNotMatch), as is one without x-amz-content-sha256.
+# SIGTERM or SIGKILL stops it; DIR keeps the objects for a later run.  The
+# install is serialised by a lock beside node_modules, so suites started
+# at once install it once.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -39,7 +42,7 @@ install() {
   (
     flock 9
     # A copy whose lock file differs from ours (an older pin) is redone.
-    if [ ! -x "$here/node_modules/.bin/s3rver" ] ||
+    if [ ! -f "$here/node_modules/@20minutes/s3rver/lib/cli.js" ] ||
       ! cmp -s "$here/package-lock.json" \
         "$here/node_modules/.package-lock.json.installed"; then
       (cd "$here" && npm ci --no-audit --no-fund --loglevel=error >&2)
@@ -57,7 +60,7 @@ case ${1:-} in
     [ $# -eq 4 ] || { echo "usage: server.sh run DIR PORT BUCKET" >&2; exit 2; }
     install
     mkdir -p "$2"
-    exec node "$here/node_modules/s3rver/bin/s3rver.js" --silent \
+    exec node "$here/serve.js" --silent \
       --directory "$2" --address 127.0.0.1 --port "$3" \
       --configure-bucket "$4"
     ;;
