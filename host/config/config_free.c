@@ -49,6 +49,12 @@ void config_free(config *cfg) {
     free(cfg->pipelines[i].binding);
     free(cfg->pipelines[i].path);
     free(cfg->pipelines[i].partition);
+    free(cfg->pipelines[i].s3.endpoint);
+    free(cfg->pipelines[i].s3.bucket);
+    free(cfg->pipelines[i].s3.prefix);
+    free(cfg->pipelines[i].s3.region);
+    free(cfg->pipelines[i].s3.access_key_env);
+    free(cfg->pipelines[i].s3.secret_key_env);
   }
   free(cfg->pipelines);
   free(cfg->storage.path);

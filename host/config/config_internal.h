@@ -60,7 +60,7 @@ extern const schema config_queues_schema, config_producer_schema,
     config_consumer_schema, config_triggers_schema, config_cron_schema;
 /* config_pipelines.c's */
 extern const schema config_pipeline_schema, config_sink_schema,
-    config_files_sink_schema, config_roll_schema;
+    config_files_sink_schema, config_s3_sink_schema, config_roll_schema;
 
 /* config_root.c: the document's root node into p->cfg. */
 int config_parse_root(config_parser *p, yaml_node_t *root);

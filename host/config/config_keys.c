@@ -62,7 +62,8 @@ static const nest nests[] = {
      CONFIG_IN_PIPELINE},
     {&config_sink_schema, "files", &config_files_sink_schema, false,
      CONFIG_IN_PIPELINE},
-    {&config_sink_schema, "s3", NULL, false, CONFIG_IN_PIPELINE},
+    {&config_sink_schema, "s3", &config_s3_sink_schema, false,
+     CONFIG_IN_S3_PIPELINE},
     {&config_pipeline_schema, "roll", &config_roll_schema, false,
      CONFIG_IN_PIPELINE},
 };

@@ -149,6 +149,12 @@ static void compare_pipelines(const config *o, const config *c,
     const config_pipeline *b = i < c->n_pipelines ? &c->pipelines[i] : NULL;
     if (!a || !b || !same(a->name, b->name) || !same(a->binding, b->binding) ||
         !same(a->path, b->path) || !same(a->partition, b->partition) ||
+        !same(a->s3.endpoint, b->s3.endpoint) ||
+        !same(a->s3.bucket, b->s3.bucket) ||
+        !same(a->s3.prefix, b->s3.prefix) ||
+        !same(a->s3.region, b->s3.region) ||
+        !same(a->s3.access_key_env, b->s3.access_key_env) ||
+        !same(a->s3.secret_key_env, b->s3.secret_key_env) ||
         a->format != b->format || a->compression != b->compression ||
         a->roll_size != b->roll_size ||
         a->roll_interval_ms != b->roll_interval_ms ||

@@ -357,14 +357,42 @@ static int register_queues(const config *cfg, duro_engine *e) {
   return rc;
 }
 
+/* The value of environment variable `name`, which an s3 sink's key
+ * names; NULL (said on stderr) when it is not set or empty. */
+static const char *s3_key(const config_pipeline *c, const char *key,
+                          const char *name) {
+  const char *v = getenv(name);
+  if (v && *v)
+    return v;
+  fprintf(stderr,
+          "duro: pipeline %s: environment variable %s (sink.s3.%s) is not "
+          "set\n",
+          c->name, name, key);
+  return NULL;
+}
+
 /* Every pipeline the config names, with its sink's options: what
- * POST /pipelines/{name} sends to and the flusher writes out. */
+ * POST /pipelines/{name} sends to and the flusher writes out.  An s3
+ * sink's keys are read here, from the variables the config names. */
 static int register_pipelines(const config *cfg, duro_engine *e) {
   int rc = 0;
   for (size_t i = 0; i < cfg->n_pipelines && !rc; i++) {
     const config_pipeline *c = &cfg->pipelines[i];
+    const char *access = NULL, *secret = NULL;
+    if (c->s3.bucket) {
+      access = s3_key(c, "access_key_env", c->s3.access_key_env);
+      secret = s3_key(c, "secret_key_env", c->s3.secret_key_env);
+      if (!access || !secret)
+        return DURO_E_CONFIG;
+    }
     duro_pipeline_options o = {
         .dir = c->path,
+        .s3 = {.endpoint = c->s3.endpoint,
+               .bucket = c->s3.bucket,
+               .prefix = c->s3.prefix,
+               .region = c->s3.region,
+               .access_key = access,
+               .secret_key = secret},
         .partition = c->partition,
         .gzip = c->compression == CONFIG_COMPRESSION_GZIP,
         .roll_size = c->roll_size,
