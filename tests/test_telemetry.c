@@ -56,8 +56,7 @@ static pid_t start_receiver(int port) {
   char p[16], out[600];
   snprintf(p, sizeof p, "%d", port);
   snprintf(out, sizeof out, "%s/receiver.out", proc_tmp_dir);
-  const char *argv[] = {"/usr/bin/python3", OTLP_RECEIVER, p, spans_path,
-                        NULL};
+  const char *argv[] = {"/usr/bin/python3", OTLP_RECEIVER, p, spans_path, NULL};
   pid_t pid = proc_spawn(argv, NULL, out, out);
   int64_t deadline = proc_now_ms() + 20000;
   for (;;) {
@@ -96,8 +95,8 @@ static void run_order(host_run *h, const char *id) {
   host_request(h, &r, "POST", "/workflows/order-flow/instances", body);
   ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body ? r.body : "");
   http_resp_free(&r);
-  json_t *d = host_wait_status(h, "order-flow", id, "waiting",
-                               proc_now_ms() + 20000);
+  json_t *d =
+      host_wait_status(h, "order-flow", id, "waiting", proc_now_ms() + 20000);
   json_decref(d);
   snprintf(path, sizeof path,
            "/workflows/order-flow/instances/%s/events/approval", id);
@@ -123,8 +122,8 @@ static json_t *spans_of(const char *id) {
       const char *inst = json_string_value(
           json_object_get(json_object_get(s, "attributes"), "duro.instance"));
       if (inst && !strcmp(inst, id)) {
-        root |= !strcmp(json_string_value(json_object_get(s, "parentSpanId")),
-                        "");
+        root |=
+            !strcmp(json_string_value(json_object_get(s, "parentSpanId")), "");
         json_array_append(all, s);
       }
       json_decref(s);
@@ -167,8 +166,7 @@ START_TEST(an_order_is_one_trace) {
   ck_assert_ptr_nonnull(root);
   ck_assert_str_eq(json_string_value(json_object_get(root, "name")),
                    "order-flow");
-  ck_assert_str_eq(json_string_value(json_object_get(root, "service")),
-                   "shop");
+  ck_assert_str_eq(json_string_value(json_object_get(root, "service")), "shop");
   ck_assert_str_eq(sattr(root, "duro.status"), "complete");
   ck_assert_int_eq(json_integer_value(json_object_get(root, "status")), 1);
   const char *trace = json_string_value(json_object_get(root, "traceId"));
@@ -189,10 +187,9 @@ START_TEST(an_order_is_one_trace) {
     if (!strcmp(name, "charge card")) {
       charge++;
       ck_assert_str_eq(sattr(s, "duro.step"), "charge card#1");
-      ck_assert_int_eq(
-          json_integer_value(json_object_get(
-              json_object_get(s, "attributes"), "duro.attempt")),
-          1);
+      ck_assert_int_eq(json_integer_value(json_object_get(
+                           json_object_get(s, "attributes"), "duro.attempt")),
+                       1);
       ck_assert_str_eq(sattr(s, "duro.outcome"), "ok");
     }
     wait += sattr(s, "duro.step.kind") &&

@@ -42,8 +42,8 @@ static int name_instance(telemetry *t, span_rec *r) {
   if (r->workflow && r->id && r->created_ms != JOURNAL_NONE)
     return 0;
   if (!names)
-    names = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free,
-                                  named_free);
+    names =
+        g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, named_free);
   named *n = g_hash_table_lookup(names, &r->rowid);
   if (!n) {
     journal_instance in = {0};
@@ -131,9 +131,9 @@ static char *error_message(const char *error) {
   json_t *v = json_loads(error, 0, NULL);
   const char *name = json_string_value(json_object_get(v, "name"));
   const char *msg = json_string_value(json_object_get(v, "message"));
-  char *out = v && (name || msg) ? xasprintf("%s: %s", name ? name : "Error",
-                                             msg ? msg : "")
-                                 : xstrdup(error);
+  char *out = v && (name || msg)
+                  ? xasprintf("%s: %s", name ? name : "Error", msg ? msg : "")
+                  : xstrdup(error);
   json_decref(v);
   return out;
 }
@@ -171,12 +171,11 @@ static json_t *span_json(const span_rec *r, const char *trace,
     json_object_set_new(status, "message", json_string(msg));
     free(msg);
   }
-  json_t *s = json_pack("{s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:o}", "traceId",
-                        trace, "spanId", span_id, "name",
-                        name ? name : (r->key ? r->key : "step"), "kind", 1,
-                        "startTimeUnixNano", nanos(r->start_ms),
-                        "endTimeUnixNano", nanos(r->end_ms), "attributes",
-                        attrs, "status", status);
+  json_t *s = json_pack(
+      "{s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:o}", "traceId", trace, "spanId",
+      span_id, "name", name ? name : (r->key ? r->key : "step"), "kind", 1,
+      "startTimeUnixNano", nanos(r->start_ms), "endTimeUnixNano",
+      nanos(r->end_ms), "attributes", attrs, "status", status);
   if (r->kind != SPAN_INSTANCE)
     json_object_set_new(s, "parentSpanId", json_string(root));
   return s;
@@ -234,10 +233,9 @@ int span_export(telemetry *t, span_rec *v, size_t n, char *err, size_t errlen) {
     return 0;
   }
   json_t *doc = json_pack(
-      "{s:[{s:{s:[o]}, s:[{s:{s:s, s:s}, s:o}]}]}", "resourceSpans",
-      "resource", "attributes", attr_str("service.name", t->service),
-      "scopeSpans", "scope", "name", "duro", "version", DURO_VERSION, "spans",
-      spans);
+      "{s:[{s:{s:[o]}, s:[{s:{s:s, s:s}, s:o}]}]}", "resourceSpans", "resource",
+      "attributes", attr_str("service.name", t->service), "scopeSpans", "scope",
+      "name", "duro", "version", DURO_VERSION, "spans", spans);
   char *body = json_dumps(doc, JSON_COMPACT);
   json_decref(doc);
   int rc = body ? post(t, body, err, errlen) : -1;

@@ -32,8 +32,7 @@ int duro_telemetry_enable(duro_engine *e, const duro_telemetry_options *o);
  * created_ms, and the 16 of its root span, each into a buffer of 33 and
  * 17: what a collector's spans of it carry. */
 void duro_telemetry_trace_id(const char *workflow, const char *id,
-                             int64_t created_ms, char trace[33],
-                             char span[17]);
+                             int64_t created_ms, char trace[33], char span[17]);
 
 extern const duro_driver telemetry_driver;
 
