@@ -24,7 +24,7 @@ static int pipeline_declare(duro_test *t, const kit_pipeline *p) {
   snprintf(dir, sizeof dir, "%s/pipelines", t->dir);
   duro_pipeline_options o = {.dir = dir,
                              .partition = "{yyyy}",
-                             .gzip = 0,
+                             .compression = DURO_PIPELINE_NONE,
                              .roll_size = 1LL << 40,
                              .roll_interval_ms = 100LL * 366 * 86400000,
                              .max_backlog = 1LL << 40};

@@ -815,8 +815,8 @@ static const bad_case bad[] = {
      "  - name: events\n"
      "    binding: EVENTS\n"
      "    sink: {files: {path: out}}\n"
-     "    compression: zstd\n",
-     "t.yaml:5:18: \"compression\" must be \"gzip\" or \"none\""},
+     "    compression: lz4\n",
+     "t.yaml:5:18: \"compression\" must be \"gzip\", \"zstd\" or \"none\""},
     {"pipelines:\n"
      "  - name: events\n"
      "    binding: EVENTS\n"

@@ -22,18 +22,21 @@
 
 static harness h;
 static char sink[400];
-static duro_pipeline_options opt;
+static duro_pipeline_options opt, zopt;
 
 static void setup(void) {
   harness_open(&h);
   snprintf(sink, sizeof sink, "%s/sink", h.dir);
   opt = (duro_pipeline_options){.dir = sink,
                                 .partition = "{yyyy}/{mm}/{dd}/{hh}",
-                                .gzip = 1,
+                                .compression = DURO_PIPELINE_GZIP,
                                 .roll_size = 1000,
                                 .roll_interval_ms = 10000,
                                 .max_backlog = 1000000};
   harness_register_pipeline(&h, "events", &opt);
+  zopt = opt;
+  zopt.compression = DURO_PIPELINE_ZSTD;
+  harness_register_pipeline(&h, "zevents", &zopt);
   ck_assert_int_eq(duro_pipeline_bind(h.e, "EVENTS", "events"), 0);
   ck_assert_int_eq(duro_pipeline_bind(h.e, "EVENTS", "events"),
                    DURO_E_ALREADY_EXISTS);
@@ -346,6 +349,43 @@ START_TEST(test_plugin_sends_with_the_step) {
 }
 END_TEST
 
+/* zstd: .jsonl.zst files that `zstd -dc` reads back whole. */
+START_TEST(test_zstd_files) {
+  for (int i = 0; i < 30; i++) {
+    char rec[100];
+    snprintf(rec, sizeof rec, "{\"i\":%d,\"pad\":\"%040d\"}", i, i);
+    const char *one[] = {rec};
+    ck_assert_int_eq(duro_pipeline_append(h.e, "zevents", one, 1, NULL), 0);
+  }
+  harness_advance(&h, 10000);
+  char files[8][256];
+  size_t nf = list_files(files, 8);
+  ck_assert_uint_ge(nf, 1);
+  ck_assert_ptr_nonnull(strstr(files[0], "zevents-000000000001-"));
+  char cmd[2600] = "zstd -qdc";
+  for (size_t i = 0; i < nf; i++) {
+    ck_assert_ptr_nonnull(strstr(files[i], ".jsonl.zst"));
+    size_t used = strlen(cmd);
+    snprintf(cmd + used, sizeof cmd - used, " '%s/%s'", sink, files[i]);
+  }
+  size_t used = strlen(cmd);
+  snprintf(cmd + used, sizeof cmd - used, " | wc -l");
+  FILE *f = popen(cmd, "r");
+  ck_assert_ptr_nonnull(f);
+  int lines = -1;
+  ck_assert_int_eq(fscanf(f, "%d", &lines), 1);
+  ck_assert_int_eq(pclose(f), 0);
+  ck_assert_int_eq(lines, 30);
+  snprintf(cmd, sizeof cmd, "zstd -qdc '%s/%s' | head -1", sink, files[0]);
+  f = popen(cmd, "r");
+  char line[128] = "";
+  ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+  pclose(f);
+  ck_assert_str_eq(line, "{\"i\":0,\"pad\":\""
+                         "0000000000000000000000000000000000000000\"}\n");
+}
+END_TEST
+
 static Suite *pipelines_suite(void) {
   Suite *s = suite_create("pipelines");
   TCase *tc = tcase_create("flush");
@@ -356,6 +396,7 @@ static Suite *pipelines_suite(void) {
   tcase_add_test(tc, test_done_fenced);
   tcase_add_test(tc, test_backlog_bound_and_unknown);
   tcase_add_test(tc, test_plugin_sends_with_the_step);
+  tcase_add_test(tc, test_zstd_files);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -122,7 +122,11 @@ typedef struct config_cron {
  * are kept in the journal and written in batches of JSON lines, each batch
  * once: as files under sink.files.path, one directory per partition, or
  * as objects of a bucket (sink.s3), one key prefix per partition. */
-enum { CONFIG_COMPRESSION_GZIP = 0, CONFIG_COMPRESSION_NONE = 1 };
+enum {
+  CONFIG_COMPRESSION_GZIP = 0,
+  CONFIG_COMPRESSION_NONE = 1,
+  CONFIG_COMPRESSION_ZSTD = 2
+};
 enum { CONFIG_FORMAT_JSONL = 0 };
 typedef struct config_pipeline {
   char *name;    /* required, unique; the rule of queue names */

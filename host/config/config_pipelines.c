@@ -28,6 +28,7 @@ static const schema_choice format_choices[] = {{"jsonl", CONFIG_FORMAT_JSONL},
                                                {NULL, 0}};
 static const schema_choice compression_choices[] = {
     {"gzip", CONFIG_COMPRESSION_GZIP},
+    {"zstd", CONFIG_COMPRESSION_ZSTD},
     {"none", CONFIG_COMPRESSION_NONE},
     {NULL, 0}};
 static const schema_field pipeline_fields[] = {

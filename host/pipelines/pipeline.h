@@ -24,6 +24,8 @@
 #define DURO_PIPELINE_MAX_BODY 5000000
 #define DURO_PIPELINE_MAX_RECORDS 10000
 
+enum { DURO_PIPELINE_NONE = 0, DURO_PIPELINE_GZIP = 1, DURO_PIPELINE_ZSTD = 2 };
+
 typedef struct duro_pipeline_options {
   /* The sink: files under dir, or objects of s3.bucket (one of the two
    * set). */
@@ -37,7 +39,8 @@ typedef struct duro_pipeline_options {
     const char *access_key; /* the keys themselves, never shown */
     const char *secret_key;
   } s3;
-  int gzip;          /* 1: .jsonl.gz, 0: .jsonl */
+  int compression;   /* DURO_PIPELINE_GZIP: .jsonl.gz, _ZSTD: .jsonl.zst,
+                        _NONE: .jsonl */
   int64_t roll_size; /* bytes of records a file holds at most */
   int64_t roll_interval_ms;
   int64_t max_backlog; /* bytes waiting past which sends are refused */

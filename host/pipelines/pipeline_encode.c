@@ -1,30 +1,56 @@
 /* pipeline_encode.c — a batch's bytes, whatever the sink: its records read
  * from the journal in pages, one JSON text a line, gzip'ed by zlib with a
- * header that holds no name and no time, so that encoding the same
- * records again gives the same bytes (a batch written again after a crash
- * replaces its file or object with what it already held). */
+ * header that holds no name and no time, or compressed by libzstd (one
+ * frame, its checksum on, on this thread alone), so that encoding the
+ * same records again gives the same bytes (a batch written again after a
+ * crash replaces its file or object with what it already held). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include "pipeline_internal.h"
 #include "util.h"
 
-/* The writer of one batch: plain, or through a deflate stream. */
+/* The writer of one batch: plain, or through a deflate or zstd stream. */
 typedef struct out {
   int fd;
-  int gzip;
+  int gzip, zstd;
   z_stream z;
+  ZSTD_CCtx *zc;
   unsigned char buf[64 * 1024];
   int64_t n;    /* records written */
   int64_t next; /* the seq expected next */
   int failed;   /* errno, or -1 for zlib */
 } out;
 
+static int put(out *w, const void *data, size_t len, int flush);
+
+/* Through zstd: Z_FINISH ends the frame. */
+static int put_zstd(out *w, const void *data, size_t len, int flush) {
+  ZSTD_inBuffer in = {data, len, 0};
+  ZSTD_EndDirective how = flush == Z_FINISH ? ZSTD_e_end : ZSTD_e_continue;
+  size_t left;
+  do {
+    ZSTD_outBuffer o = {w->buf, sizeof w->buf, 0};
+    left = ZSTD_compressStream2(w->zc, &o, &in, how);
+    if (ZSTD_isError(left))
+      return w->failed = -1, -1;
+    w->zstd = 0; /* the compressed bytes go out plain */
+    int rc = put(w, w->buf, o.pos, Z_NO_FLUSH);
+    w->zstd = 1;
+    if (rc)
+      return rc;
+  } while (how == ZSTD_e_end ? left != 0 : in.pos < in.size);
+  return 0;
+}
+
 static int put(out *w, const void *data, size_t len, int flush) {
+  if (w->zstd)
+    return put_zstd(w, data, len, flush);
   if (!w->gzip) {
     const char *p = data;
     while (len > 0) {
@@ -74,8 +100,19 @@ int pipeline_encode_batch(journal *j, const pipeline *p, int64_t first,
   out *w = xcalloc(1, sizeof *w);
   w->fd = fd;
   w->next = first;
-  w->gzip = p->o.gzip;
+  w->gzip = p->o.compression == DURO_PIPELINE_GZIP;
   int rc = -1;
+  if (p->o.compression == DURO_PIPELINE_ZSTD) {
+    w->zc = ZSTD_createCCtx();
+    if (!w->zc ||
+        ZSTD_isError(ZSTD_CCtx_setParameter(w->zc, ZSTD_c_compressionLevel,
+                                            ZSTD_CLEVEL_DEFAULT)) ||
+        ZSTD_isError(ZSTD_CCtx_setParameter(w->zc, ZSTD_c_checksumFlag, 1))) {
+      snprintf(err, errlen, "cannot start zstd");
+      goto out;
+    }
+    w->zstd = 1;
+  }
   /* windowBits 15 + 16: a gzip wrapper; zlib's default header has no
    * name and a zero time. */
   if (w->gzip && deflateInit2(&w->z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16,
@@ -97,18 +134,19 @@ int pipeline_encode_batch(journal *j, const pipeline *p, int64_t first,
   }
   if (!w->failed && w->n != last - first + 1)
     w->failed = ENOENT;
-  if (!w->failed && w->gzip)
+  if (!w->failed && (w->gzip || w->zstd))
     put(w, "", 0, Z_FINISH);
   if (w->failed == ENOENT)
     snprintf(err, errlen, "records of its batch are missing");
   else if (w->failed)
     snprintf(err, errlen, "cannot write: %s",
-             strerror(w->failed > 0 ? w->failed : EIO));
+             w->failed > 0 ? strerror(w->failed) : "compression failed");
   else
     rc = 0;
 out:
   if (w->gzip)
     deflateEnd(&w->z);
+  ZSTD_freeCCtx(w->zc); /* NULL: nothing */
   free(w);
   return rc;
 }

@@ -45,7 +45,10 @@ char *duro_pipeline_file_name(const char *name, const duro_pipeline_options *o,
   }
   part[n] = '\0';
   return xasprintf("%s/%s-%012" PRId64 "-%012" PRId64 ".jsonl%s", part, name,
-                   first, last, o->gzip ? ".gz" : "");
+                   first, last,
+                   o->compression == DURO_PIPELINE_GZIP   ? ".gz"
+                   : o->compression == DURO_PIPELINE_ZSTD ? ".zst"
+                                                          : "");
 }
 
 /* Syncs the directory `dir`. */

@@ -146,8 +146,12 @@ static int put_object(const pipeline *p, const char *url, int fd,
    * leaves out (an empty "Expect:" would be signed and not sent). */
   char *sha_header = xasprintf("x-amz-content-sha256: %s", sha);
   struct curl_slist *h = curl_slist_append(NULL, sha_header);
-  h = curl_slist_append(h, p->o.gzip ? "Content-Type: application/gzip"
-                                     : "Content-Type: application/x-ndjson");
+  h = curl_slist_append(h, p->o.compression == DURO_PIPELINE_GZIP
+                               ? "Content-Type: application/gzip"
+                           : p->o.compression == DURO_PIPELINE_ZSTD
+                               ? "Content-Type: application/zstd"
+
+                               : "Content-Type: application/x-ndjson");
   curl_easy_setopt(c, CURLOPT_URL, url);
   curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
   curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, size);

@@ -394,7 +394,10 @@ static int register_pipelines(const config *cfg, duro_engine *e) {
                .access_key = access,
                .secret_key = secret},
         .partition = c->partition,
-        .gzip = c->compression == CONFIG_COMPRESSION_GZIP,
+        .compression =
+            c->compression == CONFIG_COMPRESSION_GZIP   ? DURO_PIPELINE_GZIP
+            : c->compression == CONFIG_COMPRESSION_ZSTD ? DURO_PIPELINE_ZSTD
+                                                        : DURO_PIPELINE_NONE,
         .roll_size = c->roll_size,
         .roll_interval_ms = c->roll_interval_ms,
         .max_backlog = c->max_backlog,
