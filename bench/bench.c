@@ -1286,8 +1286,9 @@ static void p1_pipelines(void) {
   else /* build/bench/duro-bench -> build/bench/libbench.so */
     snprintf(so, sizeof so, "%s/libbench.so", self_dir());
   if (access(so, R_OK) != 0) {
-    fprintf(stderr, "bench: P1 in a worker needs the bench plugin: %s is "
-                    "missing (--plugin-workers SO)\n",
+    fprintf(stderr,
+            "bench: P1 in a worker needs the bench plugin: %s is "
+            "missing (--plugin-workers SO)\n",
             so);
     return;
   }

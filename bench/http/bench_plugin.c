@@ -164,9 +164,12 @@ static duro_rc pipe_steps(duro_step *step, const duro_event *ev,
 }
 
 static const duro_workflow_def workflows[] = {
-    {.class_name = "One", .run = one}, {.class_name = "Ten", .run = ten},
-    {.class_name = "Nap", .run = nap}, {.class_name = "Steps", .run = steps_n},
-    {.class_name = "Io", .run = io},   {.class_name = "Par", .run = par},
+    {.class_name = "One", .run = one},
+    {.class_name = "Ten", .run = ten},
+    {.class_name = "Nap", .run = nap},
+    {.class_name = "Steps", .run = steps_n},
+    {.class_name = "Io", .run = io},
+    {.class_name = "Par", .run = par},
     {.class_name = "Pipe", .run = pipe_steps},
 };
 

@@ -37,16 +37,17 @@ static int compact(const char *record, size_t i, char **out, char *err,
   json_error_t je;
   json_t *v = json_loads(record, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
   if (!v) {
-    snprintf(err, errlen, "record %zu is not JSON: %s (column %d)", i,
-             je.text, je.column);
+    snprintf(err, errlen, "record %zu is not JSON: %s (column %d)", i, je.text,
+             je.column);
     return DURO_E_INVALID_MESSAGE;
   }
   *out = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
   json_decref(v);
   size_t len = *out ? strlen(*out) : 0;
   if (!*out || len > DURO_PIPELINE_MAX_RECORD) {
-    snprintf(err, errlen, "record %zu is %zu bytes of JSON, over the limit of %d",
-             i, len, DURO_PIPELINE_MAX_RECORD);
+    snprintf(err, errlen,
+             "record %zu is %zu bytes of JSON, over the limit of %d", i, len,
+             DURO_PIPELINE_MAX_RECORD);
     free(*out);
     *out = NULL;
     return DURO_E_MESSAGE_TOO_LARGE;
@@ -84,25 +85,22 @@ static int api_pipeline_send(duro_pipeline *h, const char *const *records,
   for (size_t i = 0; i < n && !rc; i++)
     rc = compact(records[i], i, &text[i], err, sizeof err);
   if (rc == 0 && at) {
-    /* The texts must outlive this call: the attempt owns its copies. */
-    for (size_t i = 0; i < n; i++) {
-      char *kept = attempt_strdup(at, text[i]);
-      free(text[i]);
-      text[i] = kept;
-    }
-    rc = pipeline_append_ops(p->engine, p, (const char *const *)text, n,
-                             attempt_effects(at));
-    for (size_t i = 0; i < n; i++) /* the attempt's now */
-      text[i] = NULL;
+    /* The lines must outlive this call: the attempt owns its copy. */
+    size_t len = 0;
+    char *lines = pipeline_lines((const char *const *)text, n, &len);
+    rc = lines ? pipeline_append_op(p->engine, p, attempt_strdup(at, lines), n,
+                                    len, attempt_effects(at))
+               : DURO_E_INVALID_MESSAGE;
+    free(lines);
   } else if (rc == 0) {
-    rc = duro_pipeline_append(p->engine, p->name, (const char *const *)text,
-                              n, NULL);
+    rc = duro_pipeline_append(p->engine, p->name, (const char *const *)text, n,
+                              NULL);
   }
   if (rc == DURO_E_OVERLOADED)
     snprintf(err, sizeof err, "its backlog is past max_backlog");
   if (rc)
-    log_at(DURO_LOG_WARN, say, "pipeline send to \"%s\" refused: %s",
-           p->name, err[0] ? err : duro_err_str(rc));
+    log_at(DURO_LOG_WARN, say, "pipeline send to \"%s\" refused: %s", p->name,
+           err[0] ? err : duro_err_str(rc));
   for (size_t i = 0; i < n; i++)
     free(text[i]);
   free(text);
