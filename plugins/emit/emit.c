@@ -58,8 +58,8 @@ static duro_rc emit(duro_step *step, const duro_event *ev, duro_env *env) {
       .retries = &(duro_retries){
           .limit = 3, .delay = "1 second", .backoff = DURO_BACKOFF_CONSTANT}};
   for (int from = 0; from < n; from += batch) {
-    emit_batch b = {p, ev->instance_id, from, n - from < batch ? n - from
-                                                               : batch};
+    emit_batch b = {p, ev->instance_id, from,
+                    n - from < batch ? n - from : batch};
     DURO_TRY(duro_do(step, "send", &cfg, send_batch, &b, NULL));
   }
   const char *bad;
