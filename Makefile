@@ -1,5 +1,5 @@
 # Convenience targets; the build itself is meson's (meson.build).
-.PHONY: all deps build host run check test bench bench-http bench-pg bench-dbos bench-overload bench-ipc demo chaos chaos-pg fuzz clean install
+.PHONY: all deps build host run check test bench bench-http bench-pg bench-dbos bench-overload bench-ipc demo chaos chaos-pg chaos-pipelines fuzz clean install
 
 all: build
 
@@ -107,6 +107,15 @@ chaos: deps
 	@[ -f build/build.ninja ] || meson setup build --buildtype=debugoptimized >/dev/null
 	@ninja -C build chaos >/dev/null || ninja -C build chaos
 	./build/tests/chaos
+
+# Pipelines under 100 kill -9s of the engine while two senders send and
+# files are written (tests/test_pipeline_host.c's kill case, which `make
+# test` runs with 3, and the suite's other cases): every acknowledged
+# record in exactly one file, each sender's in order.  A few minutes.
+chaos-pipelines: deps
+	@[ -f build/build.ninja ] || meson setup build --buildtype=debugoptimized >/dev/null
+	@ninja -C build tests/test_pipeline_host >/dev/null || ninja -C build tests/test_pipeline_host
+	DURO_PIPELINE_KILLS=100 ./build/tests/test_pipeline_host
 
 # The same run on PostgreSQL (tests/chaos.c with CHAOS_PG=1): three hosts
 # on one database of a throwaway cluster (tests/pg/cluster.sh, stopped at

@@ -32,6 +32,8 @@ SKIPS = [
     (" hello ", "the template's workflow"),
     ("duro pipelines", "config/duro.yaml has no pipeline "
      "(tests/test_pipeline_host.c runs these verbs)"),
+    ("--follow", "follows the instance until it ends "
+     "(tests/test_observe.c runs it)"),
 ]
 
 

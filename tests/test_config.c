@@ -670,8 +670,8 @@ static const bad_case bad[] = {
      "t.yaml:10:19: producer \"C\" sends to queue \"r\", which no consumer "
      "consumes or names as its dead_letter_queue"},
 
-    /* Pipelines: a sink is required, object storage is not yet there,
-     * and a partition stays under the sink's path. */
+    /* Pipelines: one sink is required, its keys are checked, and a
+     * partition stays under the sink's path. */
     {"pipelines:\n"
      "  - name: events\n"
      "    binding: EVENTS\n",
@@ -679,10 +679,121 @@ static const bad_case bad[] = {
     {"pipelines:\n"
      "  - name: events\n"
      "    binding: EVENTS\n"
+     "    sink: {}\n",
+     "t.yaml:4:11: \"sink\" needs \"files\" or \"s3\""},
+    {"pipelines:\n"
+     "  - name: events\n"
+     "    binding: EVENTS\n"
      "    sink:\n"
-     "      s3: {bucket: b}\n",
-     "t.yaml:5:11: \"s3\": an object storage sink is not yet supported; use "
-     "\"files\""},
+     "      files: {path: out}\n"
+     "      s3: {endpoint: \"http://h\", bucket: bkt, access_key_env: K,\n"
+     "           secret_key_env: S}\n",
+     "t.yaml:6:11: \"sink\" takes one of \"files\" and \"s3\", not both"},
+    {"pipelines:\n"
+     "  - name: events\n"
+     "    binding: EVENTS\n"
+     "    sink:\n"
+     "      s3: {endpoint: \"http://h\", access_key_env: K, secret_key_env: "
+     "S}\n",
+     "t.yaml:5:11: s3 sink is missing \"bucket\""},
+    {"pipelines:\n"
+     "  - name: events\n"
+     "    binding: EVENTS\n"
+     "    sink:\n"
+     "      s3: {bucket: bkt, access_key_env: K, secret_key_env: S}\n",
+     "t.yaml:5:11: s3 sink is missing \"endpoint\""},
+    {"pipelines:\n"
+     "  - name: events\n"
+     "    binding: EVENTS\n"
+     "    sink:\n"
+     "      s3: {endpoint: \"http://h\", bucket: bkt, access_key_env: K}\n",
+     "t.yaml:5:11: s3 sink is missing \"secret_key_env\""},
+    {"pipelines:\n"
+     "  - name: events\n"
+     "    binding: EVENTS\n"
+     "    sink:\n"
+     "      s3:\n"
+     "        endpoint: \"ftp://h\"\n"
+     "        bucket: bkt\n"
+     "        access_key_env: K\n"
+     "        secret_key_env: S\n",
+     "t.yaml:6:19: \"endpoint\" \"ftp://h\" is not a URL such as "
+     "\"https://s3.example.com\": it does not start with http:// or https://"},
+    {"pipelines:\n"
+     "  - name: events\n"
+     "    binding: EVENTS\n"
+     "    sink:\n"
+     "      s3:\n"
+     "        endpoint: \"http://127.0.0.1:99999\"\n"
+     "        bucket: bkt\n"
+     "        access_key_env: K\n"
+     "        secret_key_env: S\n",
+     "t.yaml:6:19: \"endpoint\" \"http://127.0.0.1:99999\" is not a URL such "
+     "as \"https://s3.example.com\": its port is not 1-65535"},
+    {"pipelines:\n"
+     "  - name: events\n"
+     "    binding: EVENTS\n"
+     "    sink:\n"
+     "      s3:\n"
+     "        endpoint: \"https://s3.example.com/bkt\"\n"
+     "        bucket: bkt\n"
+     "        access_key_env: K\n"
+     "        secret_key_env: S\n",
+     "t.yaml:6:19: \"endpoint\" \"https://s3.example.com/bkt\" is not a URL "
+     "such as \"https://s3.example.com\": it holds more than a scheme, a host "
+     "and a port"},
+    {"pipelines:\n"
+     "  - name: events\n"
+     "    binding: EVENTS\n"
+     "    sink:\n"
+     "      s3:\n"
+     "        endpoint: \"http://\"\n"
+     "        bucket: bkt\n"
+     "        access_key_env: K\n"
+     "        secret_key_env: S\n",
+     "t.yaml:6:19: \"endpoint\" \"http://\" is not a URL such as "
+     "\"https://s3.example.com\": it names no host"},
+    {"pipelines:\n"
+     "  - name: events\n"
+     "    binding: EVENTS\n"
+     "    sink:\n"
+     "      s3: {endpoint: \"http://h\", bucket: My_Bucket, access_key_env: "
+     "K,\n"
+     "           secret_key_env: S}\n",
+     "t.yaml:5:42: \"bucket\" \"My_Bucket\" is not a bucket name: 3-63 "
+     "characters of a-z 0-9 . -"},
+    {"pipelines:\n"
+     "  - name: events\n"
+     "    binding: EVENTS\n"
+     "    sink:\n"
+     "      s3: {endpoint: \"http://h\", bucket: bkt, prefix: /events,\n"
+     "           access_key_env: K, secret_key_env: S}\n",
+     "t.yaml:5:55: \"prefix\" \"/events\" may hold only A-Z a-z 0-9 _ . = - /, "
+     "not start with '/' nor hold \"//\""},
+    {"pipelines:\n"
+     "  - name: events\n"
+     "    binding: EVENTS\n"
+     "    sink:\n"
+     "      s3: {endpoint: \"http://h\", bucket: bkt, access_key_env: K,\n"
+     "           secret_key_env: S, region: \"eu:west\"}\n",
+     "t.yaml:6:39: \"region\" \"eu:west\" may hold only a-z 0-9 -"},
+    {"pipelines:\n"
+     "  - name: events\n"
+     "    binding: EVENTS\n"
+     "    sink:\n"
+     "      s3: {endpoint: \"http://h\", bucket: bkt, access_key_env: K,\n"
+     "           secret_key_env: \"wJalrXUtnFEMI/K7MDENG\"}\n",
+     "t.yaml:6:28: \"secret_key_env\" \"wJalrXUtnFEMI/K7MDENG\" is not an "
+     "environment variable's name (it names the variable holding the key, not "
+     "the key)"},
+    {"pipelines:\n"
+     "  - name: events\n"
+     "    binding: EVENTS\n"
+     "    sink:\n"
+     "      s3: {endpoint: \"http://h\", bucket: bkt, access_key_env: K,\n"
+     "           secret_key_env: S, partition: \"{yyyy}//{mm}\"}\n",
+     "t.yaml:6:42: \"partition\" \"{yyyy}//{mm}\" may not hold empty "
+     "directory names"},
     {"pipelines:\n"
      "  - name: events\n"
      "    binding: EVENTS\n"
@@ -1806,6 +1917,42 @@ START_TEST(test_pipeline_defaults) {
   ck_assert_int_eq(b->roll_size, 64 * 1024);
   ck_assert_int_eq(b->roll_interval_ms, 2000);
   ck_assert_int_eq(b->max_backlog, 2 * 1024 * 1024);
+  ck_assert_ptr_null(a->s3.bucket);
+  config_free(cfg);
+}
+END_TEST
+
+/* An s3 sink: every key read, the defaults of those left out. */
+START_TEST(test_pipeline_s3_sink) {
+  char err[512] = "";
+  static const char text[] =
+      "pipelines:\n"
+      "  - name: a\n"
+      "    binding: A\n"
+      "    sink:\n"
+      "      s3: {endpoint: \"http://127.0.0.1:4569\", bucket: my-events,\n"
+      "           prefix: events/, region: auto, access_key_env: S3_KEY,\n"
+      "           secret_key_env: S3_SECRET, partition: \"{yyyy}-{mm}\"}\n"
+      "  - name: b\n"
+      "    binding: B\n"
+      "    sink:\n"
+      "      s3: {endpoint: \"https://[::1]/\", bucket: b.k-t,\n"
+      "           access_key_env: K, secret_key_env: _S}\n";
+  config *cfg = config_parse("t.yaml", text, strlen(text), err, sizeof err);
+  ck_assert_msg(cfg != NULL, "%s", err);
+  const config_pipeline *a = &cfg->pipelines[0], *b = &cfg->pipelines[1];
+  ck_assert_ptr_null(a->path);
+  ck_assert_str_eq(a->s3.endpoint, "http://127.0.0.1:4569");
+  ck_assert_str_eq(a->s3.bucket, "my-events");
+  ck_assert_str_eq(a->s3.prefix, "events/");
+  ck_assert_str_eq(a->s3.region, "auto");
+  ck_assert_str_eq(a->s3.access_key_env, "S3_KEY");
+  ck_assert_str_eq(a->s3.secret_key_env, "S3_SECRET");
+  ck_assert_str_eq(a->partition, "{yyyy}-{mm}");
+  ck_assert_str_eq(b->s3.endpoint, "https://[::1]/");
+  ck_assert_ptr_null(b->s3.prefix);
+  ck_assert_str_eq(b->s3.region, "us-east-1");
+  ck_assert_str_eq(b->partition, "{yyyy}/{mm}/{dd}/{hh}");
   config_free(cfg);
 }
 END_TEST
@@ -1900,6 +2047,7 @@ static Suite *config_suite(void) {
   tcase_add_test(tc, test_load_empty_file);
   tcase_add_test(tc, test_load_resolves_beside_config);
   tcase_add_test(tc, test_pipeline_defaults);
+  tcase_add_test(tc, test_pipeline_s3_sink);
   tcase_add_test(tc, test_load_default_storage_beside_config);
   suite_add_tcase(s, tc);
 

@@ -32,7 +32,8 @@
 #endif
 #define REFERENCE SOURCE_ROOT "/doc/reference/config.md"
 
-/* One entry of every list, each with its required keys only. */
+/* One entry of every list, each with its required keys only (and a
+ * second pipeline, for the keys of the other sink). */
 static const char FIXTURE[] = "plugins:\n"
                               "  - name: p\n"
                               "    path: p.so\n"
@@ -57,7 +58,15 @@ static const char FIXTURE[] = "plugins:\n"
                               "    binding: EVENTS\n"
                               "    sink:\n"
                               "      files:\n"
-                              "        path: var/events\n";
+                              "        path: var/events\n"
+                              "  - name: objects\n"
+                              "    binding: OBJECTS\n"
+                              "    sink:\n"
+                              "      s3:\n"
+                              "        endpoint: http://127.0.0.1:9000\n"
+                              "        bucket: objects\n"
+                              "        access_key_env: KEY\n"
+                              "        secret_key_env: SECRET\n";
 
 /* ---- What the parser has ----------------------------------------------- */
 
@@ -153,6 +162,8 @@ static const char *base_of(const config *cfg, config_key_in in) {
     return (const char *)&pl->workflows[0].flow[0];
   case CONFIG_IN_PIPELINE:
     return (const char *)&cfg->pipelines[0];
+  case CONFIG_IN_S3_PIPELINE:
+    return (const char *)&cfg->pipelines[1];
   }
   return NULL;
 }
@@ -491,6 +502,7 @@ START_TEST(test_walk_reaches_every_section) {
       "plugins[].queues.consumers[].max_batch_size",
       "plugins[].triggers.crons[].overlap",
       "pipelines[].sink.files.partition",
+      "pipelines[].sink.s3.bucket",
       "pipelines[].roll.interval",
   };
   for (size_t i = 0; i < sizeof some / sizeof some[0]; i++) {

@@ -226,7 +226,7 @@ START_TEST(upgrades_schema_6_to_7) {
   journal_instance_clear(&got);
   journal_close(j);
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='8'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='9'"),
       1);
   drop_db();
 }
@@ -255,7 +255,7 @@ START_TEST(upgrades_schema_3_to_5) {
   journal_batch_free(&b);
   journal_close(j);
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='8'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='9'"),
       1);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM messages"), 1);
   drop_db();
@@ -281,7 +281,7 @@ START_TEST(upgrades_schema_4_to_5) {
   sqlite3_close(h);
   journal_close(open_journal());
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='8'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='9'"),
       1);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM sqlite_master WHERE "
                               "name='messages_lease'"),

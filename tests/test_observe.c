@@ -9,7 +9,12 @@
  *    history, then the event, the step's end and the completion as they
  *    come, and ends; a reconnect with Last-Event-ID gets exactly the
  *    items after that id, also after a restart of the host; an ended
- *    instance's stream gives its history and ends; an unknown one 404. */
+ *    instance's stream gives its history and ends; an unknown one 404;
+ *  - GET .../logs and `duro workflows instances logs` give the lines the
+ *    plugin's step callbacks logged (from its worker processes), each
+ *    with its step and attempt; those of the steps committed before a
+ *    kill -9 of the engine are there after its restart, none twice, and
+ *    --follow prints the rest and returns once the instance ended. */
 #include <check.h>
 #include <curl/curl.h>
 #include <jansson.h>
@@ -277,6 +282,82 @@ START_TEST(event_stream_follows_and_resumes) {
 }
 END_TEST
 
+/* ---- logs per instance -------------------------------------------------- */
+
+/* GET .../logs of order `id`: its lines' messages, each after "STEP
+ * ATTEMPT ", one a line (caller frees). */
+static char *log_lines(host_run *h, const char *id) {
+  char path[256];
+  snprintf(path, sizeof path, "/workflows/order-flow/instances/%s/logs", id);
+  http_resp r;
+  host_request(h, &r, "GET", path, NULL);
+  ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body ? r.body : "");
+  json_t *lines = json_object_get(r.json, "logs");
+  size_t cap = 4096, len = 0;
+  char *text = calloc(1, cap);
+  for (size_t i = 0; i < json_array_size(lines); i++) {
+    json_t *l = json_array_get(lines, i);
+    ck_assert_int_eq(json_integer_value(json_object_get(l, "n")), (int)i + 1);
+    len +=
+        (size_t)snprintf(text + len, cap - len, "%s %d %s\n",
+                         json_string_value(json_object_get(l, "step")),
+                         (int)json_integer_value(json_object_get(l, "attempt")),
+                         json_string_value(json_object_get(l, "message")));
+    ck_assert_uint_lt(len, cap);
+  }
+  http_resp_free(&r);
+  return text;
+}
+
+START_TEST(logs_per_instance_survive_kill9) {
+  host_run H;
+  start_orders(&H, "logs", NULL);
+  create_order(&H, "o1");
+  json_t *d = host_wait_status(&H, "order-flow", "o1", "waiting",
+                               proc_now_ms() + SETTLE_MS);
+  json_decref(d);
+  char *before = log_lines(&H, "o1");
+  ck_assert_str_eq(before,
+                   "reserve stock#1 1 reserving stock for order o1\n"
+                   "charge card#1 1 charging 5.00 for order o1 (attempt 1, "
+                   "key o1/charge card#1)\n");
+  /* the steps committed: their lines are on disk */
+  pid_t engine = host_last_engine(&H);
+  ck_assert_int_eq(kill(engine, SIGKILL), 0);
+  ck_assert(host_wait_gone(engine, 10000));
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  for (;;) {
+    http_resp r = {0};
+    int up = host_request_try(&H, &r, "GET", "/healthz", NULL) == 0 &&
+             r.status == 200;
+    http_resp_free(&r);
+    if (up)
+      break;
+    ck_assert_msg(proc_now_ms() < deadline, "the engine did not come back");
+    proc_sleep_ms(50);
+  }
+  char *after = log_lines(&H, "o1");
+  ck_assert_str_eq(after, before); /* none lost, none twice */
+  free(after);
+  /* --follow prints the rest as it comes and returns at the end */
+  approve(&H, "o1");
+  const char *args[] = {"instances", "logs", "order-flow", "o1",
+                        "--after",   "2",    "--follow",   NULL};
+  char *out = NULL;
+  ck_assert_int_eq(host_cli(&H, args, &out), 0);
+  ck_assert_msg(strstr(out, "notify#1 attempt 1: mailing a@example.com about "
+                            "order o1") != NULL,
+                "%s", out);
+  ck_assert_msg(strstr(out, "reserving stock") == NULL, "%s", out);
+  free(out);
+  d = host_describe(&H, "order-flow", "o1");
+  ck_assert_str_eq(json_string_value(json_object_get(d, "status")), "complete");
+  json_decref(d);
+  free(before);
+  host_stop(&H, proc_now_ms() + 10000, 1);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("observe");
   TCase *tc = tcase_create("logs");
@@ -284,6 +365,7 @@ int main(void) {
   tcase_set_timeout(tc, 150);
   tcase_add_test(tc, json_log_lines_carry_their_instance);
   tcase_add_test(tc, event_stream_follows_and_resumes);
+  tcase_add_test(tc, logs_per_instance_survive_kill9);
   suite_add_tcase(s, tc);
   return http_suite_run(s);
 }

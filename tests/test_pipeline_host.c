@@ -16,12 +16,14 @@
  *  - cli: `duro pipelines send` (an array, one value, NDJSON and JSON on
  *    stdin, a bad stdin line named and nothing sent), `list` and
  *    `describe` against the host;
- *  - kill -9: a writer sends numbered records in batches while the
- *    engine is SIGKILLed (KILLS times, the supervisor starting a new one
- *    each time), sending each batch once whatever the answer.  Once all
- *    is written, every record answered 202 is in exactly one file exactly
- *    once, one that got no answer at most once, in the order sent, and
- *    the files' sequence ranges follow one another with no overlap. */
+ *  - kill -9: two senders send numbered records in batches while the
+ *    engine is SIGKILLed (3 times, or $DURO_PIPELINE_KILLS: `make
+ *    chaos-pipelines` asks 100; the supervisor starting a new one each
+ *    time), sending each batch once whatever the answer.  Once all is
+ *    written, every record answered 202 is in exactly one file exactly
+ *    once, one that got no answer at most once, each sender's in the
+ *    order it sent them, and the files' sequence ranges follow one
+ *    another with no overlap. */
 #include <check.h>
 #include <errno.h>
 #include <jansson.h>
@@ -454,42 +456,51 @@ START_TEST(cli_send_list_describe) {
 }
 END_TEST
 
-#define KILLS 3
+/* Kills of the engine in the kill -9 case: DURO_PIPELINE_KILLS, default
+ * 3 (`make chaos-pipelines` runs it with 100). */
+static int kills_wanted(void) {
+  const char *v = getenv("DURO_PIPELINE_KILLS");
+  int n = v ? atoi(v) : 0;
+  return n > 0 ? n : 3;
+}
+
+#define SENDERS 2
 #define BATCH 50
 #define MAX_RECORDS 200000
 
-/* What became of each record sent: 0 never sent, 1 answered 202, 2 sent
- * with no answer (or a 503: the engine going away). */
-static unsigned char fate[MAX_RECORDS];
+/* What became of each record a sender sent: 0 never sent, 1 answered
+ * 202, 2 sent with no answer (or a 503: the engine going away). */
+static unsigned char fate[SENDERS][MAX_RECORDS];
 
 typedef struct killer {
   int stop; /* atomic */
-  int kills;
+  int kills, want;
   unsigned seed;
 } killer;
 
 /* SIGKILLs the engine at random moments (150-900 ms apart, once it is
- * up) while the writer sends and files are written. */
+ * up) while the senders send and files are written. */
 static void *kill_loop(void *arg) {
   killer *k = arg;
-  while (!__atomic_load_n(&k->stop, __ATOMIC_ACQUIRE) && k->kills < KILLS) {
+  while (!__atomic_load_n(&k->stop, __ATOMIC_ACQUIRE) && k->kills < k->want) {
     proc_sleep_ms(150 + (int)(rand_r(&k->seed) % 750));
     pid_t engine = host_last_engine(&H);
     if (engine > 0 && !__atomic_load_n(&k->stop, __ATOMIC_ACQUIRE) &&
         kill(engine, SIGKILL) == 0) {
       host_wait_gone(engine, 5000);
-      k->kills++;
+      __atomic_add_fetch(&k->kills, 1, __ATOMIC_ACQ_REL);
     }
   }
   return NULL;
 }
 
-/* Records n0 .. n0+BATCH-1 ({"i":N}) as one request, sent once. */
-static void send_batch(int n0) {
-  char body[BATCH * 24 + 4];
+/* Sender s's records n0 .. n0+BATCH-1 ({"s":S,"i":N}) as one request,
+ * sent once. */
+static void send_batch(int s, int n0) {
+  char body[BATCH * 32 + 4];
   int at = sprintf(body, "[");
   for (int i = 0; i < BATCH; i++)
-    at += sprintf(body + at, "%s{\"i\":%d}", i ? "," : "", n0 + i);
+    at += sprintf(body + at, "%s{\"s\":%d,\"i\":%d}", i ? "," : "", s, n0 + i);
   strcpy(body + at, "]");
   http_resp r;
   int answered = host_request_try(&H, &r, "POST", "/pipelines/events", body);
@@ -497,35 +508,58 @@ static void send_batch(int n0) {
   if (answered == 0)
     ck_assert_msg(ok || r.status == 503, "%ld %s", r.status, r.body);
   for (int i = 0; i < BATCH; i++)
-    fate[n0 + i] = ok ? 1 : 2;
+    fate[s][n0 + i] = ok ? 1 : 2;
   if (answered == 0)
     http_resp_free(&r);
+}
+
+typedef struct sender {
+  int s, sent;
+  killer *k;
+} sender;
+
+/* Sends batches until the last kill (once its share of MAX_RECORDS is
+ * sent it waits for the kills, which then land in flushes alone), then
+ * 20 more. */
+static void *send_loop(void *arg) {
+  sender *x = arg;
+  const int cap = MAX_RECORDS / SENDERS - 20 * BATCH;
+  while (__atomic_load_n(&x->k->kills, __ATOMIC_ACQUIRE) < x->k->want) {
+    if (x->sent + BATCH > cap) {
+      proc_sleep_ms(100);
+      continue;
+    }
+    send_batch(x->s, x->sent);
+    x->sent += BATCH;
+  }
+  for (int i = 0; i < 20; i++, x->sent += BATCH)
+    send_batch(x->s, x->sent);
+  return NULL;
 }
 
 START_TEST(acked_records_survive_kill9) {
   /* small files, so that kills land in flushes too */
   start_host("kill9", "    roll: { interval: 1s, size: 20000 }\n");
-  killer k = {.seed = (unsigned)proc_now_ms()};
-  pthread_t t;
+  killer k = {.seed = (unsigned)proc_now_ms(), .want = kills_wanted()};
+  pthread_t t, ts[SENDERS];
+  sender senders[SENDERS];
   ck_assert_int_eq(pthread_create(&t, NULL, kill_loop, &k), 0);
-  int sent = 0;
-  while (__atomic_load_n(&k.kills, __ATOMIC_ACQUIRE) < KILLS &&
-         sent + BATCH <= MAX_RECORDS) {
-    send_batch(sent);
-    sent += BATCH;
+  for (int s = 0; s < SENDERS; s++) {
+    senders[s] = (sender){.s = s, .k = &k};
+    ck_assert_int_eq(pthread_create(&ts[s], NULL, send_loop, &senders[s]), 0);
   }
-  for (int i = 0; i < 20; i++, sent += BATCH) /* after the last kill */
-    send_batch(sent);
+  for (int s = 0; s < SENDERS; s++)
+    pthread_join(ts[s], NULL);
   __atomic_store_n(&k.stop, 1, __ATOMIC_RELEASE);
   pthread_join(t, NULL);
-  ck_assert_int_eq(k.kills, KILLS);
+  ck_assert_int_eq(k.kills, k.want);
 
   /* every record accepted is written: the backlog empties */
   int64_t deadline = proc_now_ms() + FILE_WAIT_MS;
   for (;;) {
-    json_t *s = stats();
-    int done = stat_of(s, "backlog.records") == 0;
-    json_decref(s);
+    json_t *st = stats();
+    int done = stat_of(st, "backlog.records") == 0;
+    json_decref(st);
     if (done)
       break;
     ck_assert_msg(proc_now_ms() < deadline, "the backlog is not written");
@@ -533,23 +567,31 @@ START_TEST(acked_records_survive_kill9) {
   }
   size_t files;
   char *all = read_all(&files); /* the ranges follow one another */
-  static unsigned char seen[MAX_RECORDS];
-  int last = -1, acked = 0;
+  static unsigned char seen[SENDERS][MAX_RECORDS];
+  int last[SENDERS], acked = 0;
+  for (int s = 0; s < SENDERS; s++)
+    last[s] = -1;
   for (char *line = all; *line;) {
     char *nl = strchr(line, '\n');
-    int i;
-    ck_assert_msg(sscanf(line, "{\"i\":%d}", &i) == 1, "line %.40s", line);
-    ck_assert_msg(i >= 0 && i < sent && fate[i], "record %d never sent", i);
-    ck_assert_msg(!seen[i], "record %d written twice", i);
-    ck_assert_msg(i > last, "record %d after %d: out of order", i, last);
-    seen[i] = 1;
-    last = i;
+    int s, i;
+    ck_assert_msg(sscanf(line, "{\"s\":%d,\"i\":%d}", &s, &i) == 2,
+                  "line %.40s", line);
+    ck_assert_msg(s >= 0 && s < SENDERS && i >= 0 && i < senders[s].sent &&
+                      fate[s][i],
+                  "record %d of sender %d never sent", i, s);
+    ck_assert_msg(!seen[s][i], "record %d of sender %d written twice", i, s);
+    ck_assert_msg(i > last[s], "sender %d: record %d after %d: out of order", s,
+                  i, last[s]);
+    seen[s][i] = 1;
+    last[s] = i;
     line = nl + 1;
   }
-  for (int i = 0; i < sent; i++) {
-    ck_assert_msg(fate[i] != 1 || seen[i], "record %d (answered 202) lost", i);
-    acked += fate[i] == 1;
-  }
+  for (int s = 0; s < SENDERS; s++)
+    for (int i = 0; i < senders[s].sent; i++) {
+      ck_assert_msg(fate[s][i] != 1 || seen[s][i],
+                    "record %d of sender %d (answered 202) lost", i, s);
+      acked += fate[s][i] == 1;
+    }
   ck_assert_int_gt(acked, 0);
   ck_assert_uint_gt(files, 1);
   free(all);
@@ -561,7 +603,8 @@ int main(void) {
   Suite *s = suite_create("pipeline_host");
   TCase *tc = tcase_create("pipeline_host");
   proc_fixtures(tc, "duro-pipeline-host");
-  tcase_set_timeout(tc, 240);
+  /* a second a kill, and the rest */
+  tcase_set_timeout(tc, 240 + 3 * kills_wanted());
   tcase_add_test(tc, http_send_and_files);
   tcase_add_test(tc, plugin_sends_with_its_steps);
   tcase_add_test(tc, backlog_full_answers_503);

@@ -51,6 +51,8 @@ static const cli_verb verbs[] = {
      cli_print_summary},
     {"workflows instances export", "WF ID", 2, 2, 0, NULL, cli_build_export,
      cli_print_export},
+    {"workflows instances logs", "WF ID [--after N] [--follow]", 2, 2,
+     O_AFTER | O_FOLLOW, NULL, cli_build_logs, NULL},
     {"workflows instances pause", "WF ID", 2, 2, 0, "pause", cli_build_control,
      cli_print_status},
     {"workflows instances resume", "WF ID", 2, 2, 0, "resume",
@@ -187,6 +189,8 @@ static int run_verb(const cli_verb *v, const cli_args *a) {
     rc = cli_send_request(&c, &r, &answer);
   if (rc == CLI_OK && a->wait)
     rc = cli_wait_result(&c, a, answer);
+  else if (rc == CLI_OK && v->build == cli_build_logs)
+    rc = cli_logs_run(&c, a, answer);
   else if (rc == CLI_OK && v->build == cli_build_workflows_list)
     rc = cli_list_workflows(&c, a, answer);
   else if (rc == CLI_OK)

@@ -53,6 +53,8 @@ enum {
   O_FULL = 1u << 13,
   O_TIMEOUT = 1u << 14,
   O_ROLLBACK = 1u << 15,
+  O_FOLLOW = 1u << 16,
+  O_AFTER = 1u << 17,
   O_COMMON = O_JSON | O_CONFIG | O_URL /* every verb takes these */
 };
 
@@ -63,8 +65,9 @@ typedef struct cli_args {
   int json;
   int full;     /* --full: describe cuts no value short */
   int rollback; /* --rollback: a terminate's rollbacks run first */
+  int follow;   /* --follow: logs goes on until the instance ends */
   const char *config, *url, *id, *status, *limit, *cursor, *from, *count, *type,
-      *payload, *delay, *timeout;
+      *payload, *delay, *timeout, *after;
   const char *wait; /* --wait: "" without a DURATION */
 } cli_args;
 
@@ -175,6 +178,13 @@ void cli_print_list(const cli_args *a, const json_t *r);
 int cli_build_describe(cli_ctx *c, const cli_verb *v, const cli_args *a,
                        cli_req *r);
 void cli_print_describe(const cli_args *a, const json_t *r);
+/* logs: GET …/logs?after=N, its lines printed; with --follow, read again
+ * each second from the last line until the instance has ended
+ * (cli_logs.c). */
+int cli_build_logs(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                   cli_req *r);
+int cli_logs_run(cli_ctx *c, const cli_args *a, const json_t *first);
+
 /* export: GET …/export, its document printed as JSON (a file to keep,
  * with or without --json). */
 int cli_build_export(cli_ctx *c, const cli_verb *v, const cli_args *a,

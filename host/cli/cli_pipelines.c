@@ -175,7 +175,9 @@ void cli_print_pipeline(const cli_args *a, const json_t *r) {
   cli_put(r, "name");
   fputs("\nsink:          ", stdout);
   cli_put(sink, "path");
-  fputc('/', stdout);
+  const char *path = json_string_value(json_object_get(sink, "path"));
+  if (!path || !*path || path[strlen(path) - 1] != '/')
+    fputc('/', stdout); /* an s3 sink's prefix may end in '/' */
   cli_put(sink, "partition");
   fputs(" (", stdout);
   cli_put(sink, "compression");

@@ -144,6 +144,10 @@ static config *config_defaults(const char *file) {
   cfg->engine.max_instance_state = 1 * GiB;
   cfg->engine.max_crashes = 3;
   cfg->engine.shutdown_grace_ms = 30 * SECOND_MS;
+  cfg->telemetry.service_name = xstrdup("duro");
+  cfg->telemetry.sample = 1000000;
+  cfg->telemetry.max_spans = 10000;
+  cfg->telemetry.interval_ms = SECOND_MS;
   return cfg;
 }
 

@@ -49,6 +49,7 @@ typedef struct config_workflow {
   int64_t retention_ms; /* default 30 days, at most 36500 */
   int64_t timeout_ms;   /* from creation to instance.timed_out; 0 none */
   uint32_t max_steps;   /* limits.steps, default 10000, at most 25000 */
+  uint32_t max_logs;    /* limits.logs: log lines an instance keeps, 1000 */
   uint32_t concurrency; /* limits.concurrency, 0 = unlimited */
   uint32_t parallel; /* limits.parallel: a duro_do_all's branches in flight */
   int versioning_latest;   /* versioning: pinned (0, default) | latest (1) */
@@ -118,20 +119,34 @@ typedef struct config_cron {
 } config_cron;
 
 /* A pipeline (pipelines[]): records sent to it (POST /pipelines/{name})
- * are kept in the journal and written in batches to files of JSON lines
- * under sink.files.path, one directory per partition, each batch once. */
+ * are kept in the journal and written in batches of JSON lines, each batch
+ * once: as files under sink.files.path, one directory per partition, or
+ * as objects of a bucket (sink.s3), one key prefix per partition. */
 enum { CONFIG_COMPRESSION_GZIP = 0, CONFIG_COMPRESSION_NONE = 1 };
 enum { CONFIG_FORMAT_JSONL = 0 };
 typedef struct config_pipeline {
   char *name;    /* required, unique; the rule of queue names */
   char *binding; /* required, unique among bindings (plugins reach it by
                     this: duro_env_pipeline) */
-  char *path;    /* sink.files.path (required): the sink's root directory,
-                    absolute after config_load */
-  /* sink.files.partition: the directory of a batch under path, from the
-   * time it was planned (UTC): {yyyy} {mm} {dd} {hh} {mi}; default
+  /* Exactly one sink: files (path set) or s3 (s3.bucket set). */
+  char *path; /* sink.files.path (required there): the sink's root
+                 directory, absolute after config_load */
+  /* sink.files.partition or sink.s3.partition: the directory (the key's
+   * part) of a batch under path (after the prefix), from the time it was
+   * planned (UTC): {yyyy} {mm} {dd} {hh} {mi}; default
    * "{yyyy}/{mm}/{dd}/{hh}" */
   char *partition;
+  /* sink.s3: an object storage bucket, reached path-style
+   * (endpoint/bucket/key) and signed with the keys of two environment
+   * variables, read when the host starts (never held in the config). */
+  struct {
+    char *endpoint;       /* required: http(s)://host[:port] */
+    char *bucket;         /* required: 3-63 of a-z 0-9 . - */
+    char *prefix;         /* every key's start, or NULL (none) */
+    char *region;         /* of the signature, default "us-east-1" */
+    char *access_key_env; /* required: the variables' names */
+    char *secret_key_env;
+  } s3;
   int format;               /* CONFIG_FORMAT_JSONL (the only one) */
   int compression;          /* CONFIG_COMPRESSION_* (default gzip) */
   int64_t roll_size;        /* bytes of records in one file, default 100 MB */
@@ -246,6 +261,14 @@ typedef struct config {
   struct {
     int json; /* format: "text" (default) = 0, "json" = 1 */
   } log;
+  /* telemetry: traces over OTLP/HTTP; off without otlp_endpoint. */
+  struct {
+    char *otlp_endpoint; /* "http://collector:4318" */
+    char *service_name;  /* default "duro" */
+    uint32_t sample;     /* the share of traces kept, millionths; default all */
+    uint32_t max_spans;  /* spans buffered at most, default 10000 */
+    int64_t interval_ms; /* a batch posted at least this often, default 1 s */
+  } telemetry;
   config_plugin *plugins;
   size_t n_plugins;
   config_pipeline *pipelines;

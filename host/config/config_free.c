@@ -49,12 +49,20 @@ void config_free(config *cfg) {
     free(cfg->pipelines[i].binding);
     free(cfg->pipelines[i].path);
     free(cfg->pipelines[i].partition);
+    free(cfg->pipelines[i].s3.endpoint);
+    free(cfg->pipelines[i].s3.bucket);
+    free(cfg->pipelines[i].s3.prefix);
+    free(cfg->pipelines[i].s3.region);
+    free(cfg->pipelines[i].s3.access_key_env);
+    free(cfg->pipelines[i].s3.secret_key_env);
   }
   free(cfg->pipelines);
   free(cfg->storage.path);
   free(cfg->storage.postgresql);
   free(cfg->http.listen);
   free(cfg->http.token_env);
+  free(cfg->telemetry.otlp_endpoint);
+  free(cfg->telemetry.service_name);
   for (size_t i = 0; i < cfg->http.n_allowed_hosts; i++)
     free(cfg->http.allowed_hosts[i]);
   free(cfg->http.allowed_hosts);

@@ -49,7 +49,8 @@ typedef struct config_parser {
 /* The schema tables of each part, read by its walker and by config_keys.c:
  * config_root.c's */
 extern const schema config_root_schema, config_storage_schema,
-    config_http_schema, config_engine_schema, config_log_schema;
+    config_http_schema, config_engine_schema, config_log_schema,
+    config_telemetry_schema;
 /* config_plugin.c's */
 extern const schema config_plugin_schema, config_workflow_schema,
     config_limits_schema, config_crash_storm_schema,
@@ -59,7 +60,7 @@ extern const schema config_queues_schema, config_producer_schema,
     config_consumer_schema, config_triggers_schema, config_cron_schema;
 /* config_pipelines.c's */
 extern const schema config_pipeline_schema, config_sink_schema,
-    config_files_sink_schema, config_roll_schema;
+    config_files_sink_schema, config_s3_sink_schema, config_roll_schema;
 
 /* config_root.c: the document's root node into p->cfg. */
 int config_parse_root(config_parser *p, yaml_node_t *root);

@@ -28,6 +28,8 @@ static const nest nests[] = {
     {&config_root_schema, "engine", &config_engine_schema, false,
      CONFIG_IN_CONFIG},
     {&config_root_schema, "log", &config_log_schema, false, CONFIG_IN_CONFIG},
+    {&config_root_schema, "telemetry", &config_telemetry_schema, false,
+     CONFIG_IN_CONFIG},
     {&config_http_schema, "allowed_hosts", NULL, true, CONFIG_IN_CONFIG},
     {&config_root_schema, "plugins", &config_plugin_schema, true,
      CONFIG_IN_PLUGIN},
@@ -60,7 +62,8 @@ static const nest nests[] = {
      CONFIG_IN_PIPELINE},
     {&config_sink_schema, "files", &config_files_sink_schema, false,
      CONFIG_IN_PIPELINE},
-    {&config_sink_schema, "s3", NULL, false, CONFIG_IN_PIPELINE},
+    {&config_sink_schema, "s3", &config_s3_sink_schema, false,
+     CONFIG_IN_S3_PIPELINE},
     {&config_pipeline_schema, "roll", &config_roll_schema, false,
      CONFIG_IN_PIPELINE},
 };

@@ -1,7 +1,7 @@
 /* config_pipelines.c — the top-level pipelines list: each pipeline's
- * name and binding, its sink (a directory of files; object storage is
- * refused as not yet supported), the format and compression of its
- * files, when a file is rolled, and how much may wait unwritten. */
+ * name and binding, its sink (a directory of files, or a bucket of object
+ * storage), the format and compression of its batches, when a batch is
+ * rolled, and how much may wait unwritten. */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +67,36 @@ static const schema_field files_fields[] = {
 const schema config_files_sink_schema =
     SCHEMA("files sink", "in sink.files", -1, files_fields);
 
+enum {
+  S3_ENDPOINT,
+  S3_BUCKET,
+  S3_PREFIX,
+  S3_REGION,
+  S3_ACCESS_KEY_ENV,
+  S3_SECRET_KEY_ENV,
+  S3_PARTITION
+};
+static const schema_field s3_fields[] = {
+    [S3_ENDPOINT] = {"endpoint", K_STRING,
+                     offsetof(config_pipeline, s3.endpoint), true, 0, 0, NULL},
+    [S3_BUCKET] = {"bucket", K_STRING, offsetof(config_pipeline, s3.bucket),
+                   true, 0, 0, NULL},
+    [S3_PREFIX] = {"prefix", K_STRING, offsetof(config_pipeline, s3.prefix),
+                   false, 0, 0, NULL},
+    [S3_REGION] = {"region", K_STRING, offsetof(config_pipeline, s3.region),
+                   false, 0, 0, NULL},
+    [S3_ACCESS_KEY_ENV] = {"access_key_env", K_STRING,
+                           offsetof(config_pipeline, s3.access_key_env), true,
+                           0, 0, NULL},
+    [S3_SECRET_KEY_ENV] = {"secret_key_env", K_STRING,
+                           offsetof(config_pipeline, s3.secret_key_env), true,
+                           0, 0, NULL},
+    [S3_PARTITION] = {"partition", K_STRING,
+                      offsetof(config_pipeline, partition), false, 0, 0, NULL},
+};
+const schema config_s3_sink_schema =
+    SCHEMA("s3 sink", "in sink.s3", -1, s3_fields);
+
 static const schema_field roll_fields[] = {
     {"size", K_BYTES, offsetof(config_pipeline, roll_size), false, 1000, GiB,
      NULL},
@@ -129,7 +159,105 @@ static int pipeline_name(config_parser *p, yaml_node_t *node, char **name) {
   return DURO_E_CONFIG;
 }
 
-/* sink: the files sink (required, for now the only one). */
+/* An endpoint: "http://" or "https://", a host of [A-Za-z0-9.-] or an
+ * IPv6 address in brackets, an optional ":port", at most a trailing '/'
+ * (the bucket and key follow it).  NULL when it is one, else what is
+ * wrong. */
+static const char *endpoint_wrong(const char *url) {
+  const char *h = !strncmp(url, "http://", 7)    ? url + 7
+                  : !strncmp(url, "https://", 8) ? url + 8
+                                                 : NULL;
+  if (!h)
+    return "it does not start with http:// or https://";
+  size_t n = *h == '['   ? strspn(h + 1, "0123456789abcdefABCDEF:") + 2
+             : *h != ':' ? strspn(h, "abcdefghijklmnopqrstuvwxyz"
+                                     "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-")
+                         : 0;
+  if (n == 0 || (*h == '[' && h[n - 1] != ']'))
+    return "it names no host";
+  const char *c = h + n;
+  if (*c == ':') {
+    size_t digits = strspn(c + 1, "0123456789");
+    if (digits == 0 || digits > 5 || atoi(c + 1) == 0 || atoi(c + 1) > 65535)
+      return "its port is not 1-65535";
+    c += 1 + digits;
+  }
+  if (*c == '/')
+    c++;
+  return *c ? "it holds more than a scheme, a host and a port (the bucket "
+              "goes in \"bucket\", a key's start in \"prefix\")"
+            : NULL;
+}
+
+/* A bucket name: 3-63 of a-z 0-9 . -, starting and ending with a letter
+ * or digit (path-style URLs take it as it is). */
+static int bucket_valid(const char *b) {
+  size_t n = strlen(b);
+  return n >= 3 && n <= 63 &&
+         strspn(b, "abcdefghijklmnopqrstuvwxyz0123456789.-") == n &&
+         b[0] != '.' && b[0] != '-' && b[n - 1] != '.' && b[n - 1] != '-';
+}
+
+/* A key prefix: the partition's characters (no field), never starting
+ * with '/' nor holding "//", so a key needs no escaping in the URL and
+ * the signature. */
+static int prefix_valid(const char *s) {
+  size_t n = strlen(s);
+  return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                   "0123456789_.=-/") == n &&
+         s[0] != '/' && !strstr(s, "//");
+}
+
+/* An environment variable's name: [A-Za-z_][A-Za-z0-9_]*. */
+static int env_name_valid(const char *s) {
+  return !strchr("0123456789", s[0]) &&
+         strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                   "0123456789_") == strlen(s);
+}
+
+/* sink.s3's values beyond their types. */
+static int check_s3(config_parser *p, config_pipeline *pl, yaml_node_t **v) {
+  int rc = 0;
+  schema_shown b;
+  const char *wrong = pl->s3.endpoint ? endpoint_wrong(pl->s3.endpoint) : NULL;
+  if (wrong)
+    rc = schema_fail(&p->w, v[S3_ENDPOINT],
+                     "\"endpoint\" \"%s\" is not a URL such as "
+                     "\"https://s3.example.com\": %s",
+                     schema_show(&b, pl->s3.endpoint), wrong);
+  if (pl->s3.bucket && !bucket_valid(pl->s3.bucket))
+    rc = schema_fail(&p->w, v[S3_BUCKET],
+                     "\"bucket\" \"%s\" is not a bucket name: 3-63 "
+                     "characters of a-z 0-9 . -, starting and ending with a "
+                     "letter or digit",
+                     schema_show(&b, pl->s3.bucket));
+  if (pl->s3.prefix && !prefix_valid(pl->s3.prefix))
+    rc = schema_fail(&p->w, v[S3_PREFIX],
+                     "\"prefix\" \"%s\" may hold only A-Z a-z 0-9 _ . = - /, "
+                     "not start with '/' nor hold \"//\"",
+                     schema_show(&b, pl->s3.prefix));
+  /* it goes into libcurl's "aws:amz:REGION:s3" */
+  if (pl->s3.region &&
+      strspn(pl->s3.region, "abcdefghijklmnopqrstuvwxyz0123456789-") !=
+          strlen(pl->s3.region))
+    rc = schema_fail(&p->w, v[S3_REGION],
+                     "\"region\" \"%s\" may hold only a-z 0-9 -",
+                     schema_show(&b, pl->s3.region));
+  static const int env_keys[] = {S3_ACCESS_KEY_ENV, S3_SECRET_KEY_ENV};
+  char *const envs[] = {pl->s3.access_key_env, pl->s3.secret_key_env};
+  for (size_t i = 0; i < 2; i++)
+    if (envs[i] && !env_name_valid(envs[i]))
+      rc = schema_fail(&p->w, v[env_keys[i]],
+                       "\"%s\" \"%s\" is not an environment variable's "
+                       "name (it names the variable holding the key, not the "
+                       "key)",
+                       s3_fields[env_keys[i]].key, schema_show(&b, envs[i]));
+  if (!pl->s3.region)
+    pl->s3.region = xstrdup("us-east-1");
+  return rc;
+}
+
+/* sink: exactly one of files and s3. */
 static int parse_sink(config_parser *p, yaml_node_t *node, config_pipeline *pl,
                       const yaml_node_t *owner) {
   yaml_node_t *v[SCHEMA_MAX_FIELDS], *fv[SCHEMA_MAX_FIELDS];
@@ -137,27 +265,29 @@ static int parse_sink(config_parser *p, yaml_node_t *node, config_pipeline *pl,
   if (present <= 0)
     return present < 0 ? present
                        : schema_fail(&p->w, node ? node : owner,
-                                     "\"sink\" needs \"files\"");
+                                     "\"sink\" needs \"files\" or \"s3\"");
   int rc = schema_mapping(&p->w, node, &config_sink_schema, pl, v, NULL);
-  if (v[SI_S3])
-    rc = schema_fail(&p->w, v[SI_S3],
-                     "\"s3\": an object storage sink is not yet supported; "
-                     "use \"files\"");
-  present = schema_section(&p->w, v[SI_FILES], "files");
-  if (present < 0)
-    return present;
-  if (present == 0) {
-    if (!v[SI_S3])
-      rc = schema_fail(&p->w, node, "\"sink\" needs \"files\"");
-    return rc;
-  }
-  if (schema_mapping(&p->w, v[SI_FILES], &config_files_sink_schema, pl, fv,
-                     NULL) < 0)
+  int files = schema_section(&p->w, v[SI_FILES], "files");
+  int s3 = schema_section(&p->w, v[SI_S3], "s3");
+  if (files < 0 || s3 < 0)
+    return DURO_E_CONFIG;
+  if (files && s3)
+    return schema_fail(&p->w, v[SI_S3],
+                       "\"sink\" takes one of \"files\" and \"s3\", not both");
+  if (!files && !s3)
+    return schema_fail(&p->w, node, "\"sink\" needs \"files\" or \"s3\"");
+  int part = files ? FI_PARTITION : S3_PARTITION;
+  if (files && schema_mapping(&p->w, v[SI_FILES], &config_files_sink_schema, pl,
+                              fv, NULL) < 0)
+    rc = DURO_E_CONFIG;
+  if (s3 && (schema_mapping(&p->w, v[SI_S3], &config_s3_sink_schema, pl, fv,
+                            NULL) < 0 ||
+             check_s3(p, pl, fv) < 0))
     rc = DURO_E_CONFIG;
   const char *wrong = pl->partition ? partition_wrong(pl->partition) : NULL;
   if (wrong) {
     schema_shown b;
-    rc = schema_fail(&p->w, fv[FI_PARTITION],
+    rc = schema_fail(&p->w, fv[part],
                      "\"partition\" \"%s\" may not hold %s: it is a relative "
                      "directory such as \"{yyyy}/{mm}/{dd}/{hh}\"",
                      schema_show(&b, pl->partition), wrong);

@@ -114,6 +114,8 @@ static const schema_field limits_fields[] = {
      UINT32_MAX, NULL},
     {"parallel", K_U32, offsetof(config_workflow, parallel), false, 1,
      DURO_PARALLEL_MAX, NULL},
+    {"logs", K_U32, offsetof(config_workflow, max_logs), false, 1, 100000,
+     NULL},
 };
 const schema config_limits_schema =
     SCHEMA("limits", "in limits", -1, limits_fields);
@@ -223,6 +225,7 @@ static int parse_workflow(config_parser *p, yaml_node_t *node,
 
   w->retention_ms = 30 * DAY_MS;
   w->max_steps = 10000;
+  w->max_logs = 1000;
   w->concurrency = 0;
   w->parallel = CONFIG_DEFAULT_PARALLEL;
   w->pos = schema_pos(node);

@@ -26,6 +26,7 @@ enum {
   ROOT_HTTP,
   ROOT_ENGINE,
   ROOT_LOG,
+  ROOT_TELEMETRY,
   ROOT_PLUGINS,
   ROOT_PIPELINES
 };
@@ -34,6 +35,7 @@ static const schema_field root_fields[] = {
     [ROOT_HTTP] = {"http", K_NESTED, 0, false, 0, 0, NULL},
     [ROOT_ENGINE] = {"engine", K_NESTED, 0, false, 0, 0, NULL},
     [ROOT_LOG] = {"log", K_NESTED, 0, false, 0, 0, NULL},
+    [ROOT_TELEMETRY] = {"telemetry", K_NESTED, 0, false, 0, 0, NULL},
     [ROOT_PLUGINS] = {"plugins", K_NESTED, 0, false, 0, 0, NULL},
     [ROOT_PIPELINES] = {"pipelines", K_NESTED, 0, false, 0, 0, NULL},
 };
@@ -101,6 +103,22 @@ static const schema_field log_fields[] = {
      log_format_choices},
 };
 const schema config_log_schema = SCHEMA("log", "in log", -1, log_fields);
+enum { TEL_ENDPOINT };
+static const schema_field telemetry_fields[] = {
+    [TEL_ENDPOINT] = {"otlp_endpoint", K_STRING,
+                      offsetof(config, telemetry.otlp_endpoint), true, 0, 0,
+                      NULL},
+    {"service_name", K_STRING, offsetof(config, telemetry.service_name), false,
+     0, 0, NULL},
+    {"sample", K_RATIO, offsetof(config, telemetry.sample), false, 0, 1000000,
+     NULL},
+    {"max_spans", K_U32, offsetof(config, telemetry.max_spans), false, 100,
+     10000000, NULL},
+    {"interval", K_DURATION, offsetof(config, telemetry.interval_ms), false,
+     100, 60 * SECOND_MS, NULL},
+};
+const schema config_telemetry_schema =
+    SCHEMA("telemetry", "in telemetry", -1, telemetry_fields);
 
 /* ---- Sections ---------------------------------------------------------- */
 
@@ -165,7 +183,8 @@ static int parse_sections(config_parser *p, yaml_node_t **v) {
   } sections[] = {{ROOT_STORAGE, "storage", &config_storage_schema},
                   {ROOT_HTTP, "http", &config_http_schema},
                   {ROOT_ENGINE, "engine", &config_engine_schema},
-                  {ROOT_LOG, "log", &config_log_schema}};
+                  {ROOT_LOG, "log", &config_log_schema},
+                  {ROOT_TELEMETRY, "telemetry", &config_telemetry_schema}};
   for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
     yaml_node_t *sec = v[sections[i].index];
     int present = schema_section(&p->w, sec, sections[i].key);
@@ -191,6 +210,17 @@ static int parse_sections(config_parser *p, yaml_node_t **v) {
         cfg->http.token_env_pos = schema_pos(sv[1]);
       if (parse_allowed_hosts(p, sv[HTTP_ALLOWED_HOSTS], cfg) < 0)
         rc = DURO_E_CONFIG;
+    }
+    /* a collector's base URL: the exporter adds /v1/traces */
+    const char *ep = cfg->telemetry.otlp_endpoint;
+    if (sections[i].index == ROOT_TELEMETRY && sv[TEL_ENDPOINT] && ep &&
+        strncmp(ep, "http://", 7) != 0 && strncmp(ep, "https://", 8) != 0) {
+      schema_shown b;
+      rc = schema_fail(&p->w, sv[TEL_ENDPOINT],
+                       "\"otlp_endpoint\" is an http:// or https:// URL "
+                       "(an OTLP/HTTP collector, e.g. "
+                       "\"http://127.0.0.1:4318\"), not \"%s\"",
+                       schema_show(&b, ep));
     }
   }
   return rc;

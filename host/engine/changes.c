@@ -82,6 +82,7 @@ static int about_an_instance(journal_op_kind k) {
 
 void engine_changes_committed(void *ctx, const journal_batch *b) {
   duro_engine *e = ctx;
+  engine_drivers_committed(e, b); /* the drivers that observe commits */
   if (!__atomic_load_n(&e->n_changes, __ATOMIC_ACQUIRE))
     return;
   pthread_mutex_lock(&e->changes_mu);

@@ -102,6 +102,13 @@ void engine_drivers_instance_changed(duro_engine *e, const wf_reg *wf,
                                         from_status, from_started_ms, now);
 }
 
+void engine_drivers_committed(duro_engine *e, const journal_batch *b) {
+  size_t n = __atomic_load_n(&e->n_drivers, __ATOMIC_ACQUIRE);
+  for (size_t i = 0; i < n; i++)
+    if (e->drivers[i].d->committed)
+      e->drivers[i].d->committed(e, e->drivers[i].state, b);
+}
+
 int engine_drivers_health(duro_engine *e, duro_health_parts *parts) {
   int degraded = 0;
   size_t n = __atomic_load_n(&e->n_drivers, __ATOMIC_ACQUIRE);

@@ -54,6 +54,11 @@ typedef struct duro_driver {
                            const duro_workflow_limits *limits,
                            duro_status from_status, int64_t from_started_ms,
                            int64_t now);
+  /* Batch b is on disk (the journal's commit hook, on the thread that
+   * committed it, before its committer learns of it): the driver may
+   * look at its ops, quickly, and must not commit or take an engine
+   * lock.  What observes the journal (traces) hooks here. */
+  void (*committed)(duro_engine *e, void *state, const struct journal_batch *b);
   /* Adds its parts to the /healthz report (duro_health_add_*); returns 1
    * when it makes the engine degraded. */
   int (*health)(duro_engine *e, void *state, duro_health_parts *parts);

@@ -121,7 +121,10 @@ typedef struct duro_workflow_limits {
    * completed steps first (1, `rollback`), or ends at once (0, `error`,
    * the default). */
   int rollback_on_timeout;
-  uint32_t max_steps;   /* 0 = 10000 */
+  uint32_t max_steps; /* 0 = 10000 */
+  /* The log lines (its plugin code's duro_log) an instance keeps, the
+   * oldest deleted past it; 0 = 1000. */
+  uint32_t max_logs;
   uint32_t concurrency; /* running activations at once; 0 = unlimited */
   /* flow.concurrency: rules by key (copied at registration; at most
    * DURO_FLOW_MAX_RULES); n_flow_concurrency 0 = none. */
@@ -604,6 +607,29 @@ int duro_watch_cancel(duro_engine *e, duro_watch *w);
  * reference in *items); *ended is 1 when the instance has ended and no
  * item is left after the last returned.  DURO_E_INVALID_ARGUMENT for an
  * `after` that is no id; DURO_E_NOT_FOUND... as duro_instance_get. */
+/* ---- an instance's log lines ----------------------------------------------
+ * What its plugin code logged (duro_log from run() or a step callback),
+ * kept in the journal with it: a line is queued to the journal as it is
+ * logged, so it is on disk no later than the next step's commit; the
+ * oldest go past the workflow's limits.logs. */
+typedef struct duro_log_line {
+  int64_t n; /* its number in the instance, from 1 */
+  int64_t time_ms;
+  int level;  /* DURO_LOG_* */
+  char *step; /* the step key of the callback that logged it; NULL: run() */
+  uint32_t attempt;
+  char *message;
+} duro_log_line;
+typedef struct duro_log_list {
+  duro_log_line *v;
+  size_t n;
+} duro_log_list;
+/* The lines numbered past `after`, oldest first, at most `limit`.
+ * DURO_E_NOT_FOUND... as duro_instance_get. */
+int duro_instance_logs(duro_engine *e, const char *workflow, const char *id,
+                       int64_t after, size_t limit, duro_log_list *out);
+void duro_log_list_free(duro_log_list *l);
+
 struct json_t;
 int duro_instance_events_since(duro_engine *e, const char *workflow,
                                const char *id, const char *after, size_t max,

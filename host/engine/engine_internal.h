@@ -638,6 +638,8 @@ int engine_drivers_recover(duro_engine *e, const ledger_slot *sl, int guilty,
                            const char *how);
 /* Each driver's instance_changed (driver.h) for a row of workflow wf
  * (may be NULL) written in b, in the commit that writes it. */
+/* Each driver's committed hook with batch b, on disk. */
+void engine_drivers_committed(duro_engine *e, const journal_batch *b);
 void engine_drivers_instance_changed(duro_engine *e, const wf_reg *wf,
                                      journal_batch *b,
                                      const journal_instance *row,

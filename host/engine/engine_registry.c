@@ -12,6 +12,7 @@
 
 #define DEFAULT_RETENTION_MS (30LL * 24 * 3600 * 1000)
 #define DEFAULT_MAX_STEPS 10000
+#define DEFAULT_MAX_LOGS 1000
 #define DEFAULT_PARALLEL 100
 
 wf_reg *engine_find_workflow(const duro_engine *e, const char *name) {
@@ -61,6 +62,8 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
     w->limits.retention_ms = DEFAULT_RETENTION_MS;
   if (w->limits.max_steps == 0)
     w->limits.max_steps = DEFAULT_MAX_STEPS;
+  if (w->limits.max_logs == 0)
+    w->limits.max_logs = DEFAULT_MAX_LOGS;
   if (w->limits.parallel == 0)
     w->limits.parallel = DEFAULT_PARALLEL;
   return duro_engine_add_build(e, name, build, run, 1);

@@ -559,6 +559,7 @@ size_t duro_engine_run_until_idle(duro_engine *e) {
   ledger_thread_bind(e->ledger, slot);
   pthread_mutex_lock(&e->mu);
   engine_retries_due_locked(e, engine_mono_ms(e));
+  int drained = 0;
   for (;;) {
     entry *ent = runnable_pop(e);
     if (!ent && e->spill_min != INT64_MAX) {
@@ -568,8 +569,19 @@ size_t duro_engine_run_until_idle(duro_engine *e) {
       pthread_mutex_lock(&e->mu);
       ent = runnable_pop(e);
     }
+    if (!ent && !drained) {
+      /* An activation's last commit may be in a group the journal's
+       * writer thread leads (one that began with a log line's): once it
+       * is on disk, its instance may be runnable again. */
+      pthread_mutex_unlock(&e->mu);
+      journal_drain(e->j);
+      pthread_mutex_lock(&e->mu);
+      drained = 1;
+      continue;
+    }
     if (!ent)
       break;
+    drained = 0;
     int control = claim_locked(ent);
     pthread_mutex_unlock(&e->mu);
     if (control)

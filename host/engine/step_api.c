@@ -137,6 +137,14 @@ static void api_vlog(int level, const char *fmt, va_list ap) {
   if (a && ((a->replaying && !step_running_attempt) || a->dry))
     return;
   const log_ctx *at = step_current_log();
+  if (a && log_enabled(level)) { /* kept with the instance too */
+    va_list copy;
+    va_copy(copy, ap);
+    char *message = xvasprintf(fmt, copy);
+    va_end(copy);
+    engine_log_keep(a, at->step, at->attempt, level, message);
+    free(message);
+  }
   log_vat(level, at ? at : &(log_ctx){.source = "plugin"}, fmt, ap);
 }
 

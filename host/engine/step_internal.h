@@ -478,4 +478,10 @@ void activation_finish(duro_step *a, duro_rc rc);
 /* The final commit's callback (ctx: the activation, freed here). */
 void activation_final_commit(void *ctx, int rc);
 
+/* Keeps a line activation `a`'s plugin code logged (instance_logs.c):
+ * queued to the journal with its instance, step key (NULL: run()) and
+ * attempt; never waits for the disk. */
+void engine_log_keep(duro_step *a, const char *step, uint32_t attempt,
+                     int level, const char *message);
+
 #endif

@@ -40,7 +40,11 @@ void pipeline_set_error(pipeline *p, const char *msg) {
 int duro_pipeline_register(duro_engine *e, const char *name,
                            const duro_pipeline_options *o) {
   pipeline_state *s = pipeline_state_of(e);
-  if (!s || !name || !o || !o->dir || !o->partition || o->roll_size <= 0)
+  int s3 = o && o->s3.endpoint;
+  if (!s || !name || !o || !o->dir == !s3 || !o->partition ||
+      o->roll_size <= 0 ||
+      (s3 && (!o->s3.bucket || !o->s3.region || !o->s3.access_key ||
+              !o->s3.secret_key)))
     return DURO_E_INVALID_ARGUMENT;
   if (pipeline_find(e, name))
     return DURO_E_ALREADY_EXISTS;
@@ -56,9 +60,18 @@ int duro_pipeline_register(duro_engine *e, const char *name,
   p->engine = e;
   p->name = xstrdup(name);
   p->o = *o;
-  p->o.dir = xstrdup(o->dir);
+  p->o.dir = o->dir ? xstrdup(o->dir) : NULL;
   p->o.partition = xstrdup(o->partition);
   p->backlog_read_ms = INT64_MIN;
+  if (s3) {
+    p->o.s3.endpoint = xstrdup(o->s3.endpoint);
+    p->o.s3.bucket = xstrdup(o->s3.bucket);
+    p->o.s3.prefix = xstrdup(o->s3.prefix ? o->s3.prefix : "");
+    p->o.s3.region = xstrdup(o->s3.region);
+    p->o.s3.access_key = xstrdup(o->s3.access_key);
+    p->o.s3.secret_key = xstrdup(o->s3.secret_key);
+    pipeline_s3_init(); /* here, before the threads that upload */
+  }
   pthread_mutex_init(&p->mu, NULL);
   pthread_mutex_init(&p->flush_mu, NULL);
   return 0;
@@ -246,6 +259,7 @@ int duro_pipeline_stats_read(duro_engine *e, const char *name,
     t->plan_last = st.plan_last;
     pthread_mutex_lock(&p->mu);
     t->last_error = p->last_error ? xstrdup(p->last_error) : NULL;
+    t->write_errors = p->errors;
     pthread_mutex_unlock(&p->mu);
   }
   qsort(out->v, out->n, sizeof *out->v, by_name);

@@ -1,6 +1,7 @@
 /* pipeline.h — pipelines: records (JSON texts) kept durably in the
- * journal as they are sent, then written in batches to files of JSON
- * lines, each record in exactly one file exactly once across crashes.
+ * journal as they are sent, then written in batches of JSON lines to
+ * files or to objects of an S3-compatible bucket, each record in exactly
+ * one batch exactly once across crashes.
  *
  * A pipeline is registered with its options before the engine starts (as
  * the host does from the config's pipelines).  A send appends records
@@ -24,16 +25,27 @@
 #define DURO_PIPELINE_MAX_RECORDS 10000
 
 typedef struct duro_pipeline_options {
-  const char *dir;       /* the sink's root directory (absolute) */
+  /* The sink: files under dir, or objects of s3.bucket (one of the two
+   * set). */
+  const char *dir;       /* the files sink's root directory (absolute) */
   const char *partition; /* "{yyyy}/{mm}/{dd}/{hh}" (config.h) */
-  int gzip;              /* 1: .jsonl.gz, 0: .jsonl */
-  int64_t roll_size;     /* bytes of records a file holds at most */
+  struct {
+    const char *endpoint; /* "http(s)://host[:port]" */
+    const char *bucket;
+    const char *prefix;     /* may be NULL: none */
+    const char *region;     /* of the signature */
+    const char *access_key; /* the keys themselves, never shown */
+    const char *secret_key;
+  } s3;
+  int gzip;          /* 1: .jsonl.gz, 0: .jsonl */
+  int64_t roll_size; /* bytes of records a file holds at most */
   int64_t roll_interval_ms;
   int64_t max_backlog; /* bytes waiting past which sends are refused */
 } duro_pipeline_options;
 
 /* Registers pipeline `name` (copied, as are the options' strings);
- * before duro_engine_start.  DURO_E_ALREADY_EXISTS for a name taken. */
+ * before duro_engine_start.  DURO_E_ALREADY_EXISTS for a name taken,
+ * DURO_E_INVALID_ARGUMENT for options that name no sink or both. */
 int duro_pipeline_register(duro_engine *e, const char *name,
                            const duro_pipeline_options *o);
 /* Binds `binding` to pipeline `name`, for plugins' duro_env_pipeline;
@@ -71,6 +83,7 @@ typedef struct duro_pipeline_stat {
   int64_t last_flush_ms; /* INT64_MIN: never */
   int64_t plan_first, plan_last; /* the batch being written (0: none) */
   char *last_error;              /* the last failed write, or NULL */
+  int64_t write_errors;          /* failed writes (uploads) since start */
 } duro_pipeline_stat;
 typedef struct duro_pipeline_stat_list {
   duro_pipeline_stat *v;
@@ -88,7 +101,8 @@ void duro_pipeline_stat_list_free(duro_pipeline_stat_list *l);
  * themselves. */
 size_t duro_pipelines_dispatch(duro_engine *e);
 
-/* The file a batch is written to, relative to the sink's directory:
+/* The file a batch is written to, relative to the sink's directory (or
+ * its object's key after the prefix):
  * "<partition>/<name>-<first>-<last>.jsonl[.gz]", the partition from
  * plan_ms (UTC).  malloc'ed. */
 char *duro_pipeline_file_name(const char *name, const duro_pipeline_options *o,

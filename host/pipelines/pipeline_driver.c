@@ -34,7 +34,9 @@ static int dispatch(duro_engine *e, void *state, int64_t *next_ms) {
 }
 
 /* At stop: the file being written is finished (its "done" committed),
- * so a restart has no plan to redo; a crash would only mean redoing it. */
+ * so a restart has no plan to redo; a crash would only mean redoing it.
+ * An upload under way gives up instead (it may wait on a slow endpoint):
+ * its plan is uploaded again after the restart. */
 static uint32_t drain(void *state, const struct timespec *until) {
   (void)until;
   pipeline_thread_stop(state);
@@ -84,8 +86,12 @@ static void metrics(duro_engine *e, void *state, FILE *out) {
       {"duro_pipeline_bytes_written_total", "counter",
        "Bytes of records a pipeline wrote, before compression.",
        offsetof(duro_pipeline_stat, written_bytes)},
-      {"duro_pipeline_files_total", "counter", "Files a pipeline wrote.",
+      {"duro_pipeline_files_total", "counter",
+       "Files (objects) a pipeline wrote.",
        offsetof(duro_pipeline_stat, files)},
+      {"duro_pipeline_write_errors_total", "counter",
+       "Writes (uploads) of a batch that failed, since the host started.",
+       offsetof(duro_pipeline_stat, write_errors)},
       {"duro_pipeline_backlog_records", "gauge",
        "Records accepted and not yet written.",
        offsetof(duro_pipeline_stat, backlog)},
@@ -130,6 +136,12 @@ static void state_free(void *state) {
     free(p->binding);
     free((char *)p->o.dir);
     free((char *)p->o.partition);
+    free((char *)p->o.s3.endpoint);
+    free((char *)p->o.s3.bucket);
+    free((char *)p->o.s3.prefix);
+    free((char *)p->o.s3.region);
+    free((char *)p->o.s3.access_key);
+    free((char *)p->o.s3.secret_key);
     free(p->last_error);
     pthread_mutex_destroy(&p->mu);
     pthread_mutex_destroy(&p->flush_mu);

@@ -1,10 +1,9 @@
-/* pipeline_file.c — one batch's file.  It is written under a temporary
- * name beside its final one, gzip'ed by zlib with a header that holds no
- * name and no time (so writing the same records again gives the same
- * bytes), synced, renamed to the name its batch's seqs make, and its
- * directory synced: once this returns 0 the file is whole on disk under
- * its name, and a crash before leaves at most a temporary file, which the
- * next try of the same plan replaces. */
+/* pipeline_file.c — the files sink: one batch's file.  It is written
+ * under a temporary name beside its final one (its bytes from
+ * pipeline_encode.c), synced, renamed to the name its batch's seqs make,
+ * and its directory synced: once this returns 0 the file is whole on disk
+ * under its name, and a crash before leaves at most a temporary file,
+ * which the next try of the same plan replaces. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -14,7 +13,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "pipeline_internal.h"
 #include "util.h"
@@ -85,62 +83,6 @@ static int make_dirs(const char *dir) {
   return rc;
 }
 
-/* The writer of one file: plain, or through a deflate stream. */
-typedef struct out {
-  int fd;
-  int gzip;
-  z_stream z;
-  unsigned char buf[64 * 1024];
-  int64_t n;    /* records written */
-  int64_t next; /* the seq expected next */
-  int failed;   /* errno, or -1 for zlib */
-} out;
-
-static int put(out *w, const void *data, size_t len, int flush) {
-  if (!w->gzip) {
-    const char *p = data;
-    while (len > 0) {
-      ssize_t k = write(w->fd, p, len);
-      if (k < 0 && errno == EINTR)
-        continue;
-      if (k < 0)
-        return w->failed = errno, -1;
-      p += k;
-      len -= (size_t)k;
-    }
-    return 0;
-  }
-  w->z.next_in = (unsigned char *)(uintptr_t)data;
-  w->z.avail_in = (uInt)len;
-  int zrc;
-  do {
-    w->z.next_out = w->buf;
-    w->z.avail_out = sizeof w->buf;
-    zrc = deflate(&w->z, flush);
-    if (zrc == Z_STREAM_ERROR)
-      return w->failed = -1, -1;
-    size_t have = sizeof w->buf - w->z.avail_out;
-    int gz = w->gzip;
-    w->gzip = 0; /* the compressed bytes go out plain */
-    int rc = put(w, w->buf, have, Z_NO_FLUSH);
-    w->gzip = gz;
-    if (rc)
-      return rc;
-  } while (w->z.avail_out == 0 || (flush == Z_FINISH && zrc != Z_STREAM_END));
-  return 0;
-}
-
-static int put_record(void *ctx, int64_t seq, const char *body, int64_t bytes,
-                      int64_t sent_ms) {
-  (void)bytes, (void)sent_ms;
-  out *w = ctx;
-  if (seq != w->next) /* a record of the plan missing: never write a hole */
-    return w->failed = ENOENT, 1;
-  w->next++;
-  w->n++;
-  return put(w, body, strlen(body), Z_NO_FLUSH) || put(w, "\n", 1, Z_NO_FLUSH);
-}
-
 int pipeline_write_batch(journal *j, const pipeline *p, int64_t first,
                          int64_t last, int64_t plan_ms, char *err,
                          size_t errlen) {
@@ -152,57 +94,26 @@ int pipeline_write_batch(journal *j, const pipeline *p, int64_t first,
    * the same time into the same directory. */
   char *tmp = xasprintf("%s/.%s-%012" PRId64 ".tmp.%ld", dir, p->name, first,
                         (long)getpid());
-  out *w = xcalloc(1, sizeof *w);
-  w->fd = -1;
-  w->next = first;
-  int rc = -1;
+  int fd = -1;
+  char why[512];
   const char *what = "cannot make its directory";
   if (make_dirs(dir) != 0)
     goto fail;
   what = "cannot create";
-  w->fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (w->fd < 0)
+  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
     goto fail;
-  w->gzip = p->o.gzip;
-  /* windowBits 15 + 16: a gzip wrapper; zlib's default header has no
-   * name and a zero time. */
-  if (w->gzip && deflateInit2(&w->z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16,
-                              8, Z_DEFAULT_STRATEGY) != Z_OK) {
-    w->gzip = 0;
-    errno = ENOMEM;
-    goto fail;
-  }
-  what = "cannot write";
-  for (int64_t from = first; from <= last && !w->failed;) {
-    int64_t before = w->n;
-    if (journal_pipeline_records(j, p->name, from, last, PIPELINE_PAGE,
-                                 put_record, w) != 0) {
-      snprintf(err, errlen, "%s: cannot read its records: %s", path,
-               journal_errmsg(j));
-      rc = -2;
-      goto fail;
-    }
-    if (w->n == before && !w->failed)
-      w->failed = ENOENT;
-    from = w->next;
-  }
-  if (!w->failed && w->n != last - first + 1)
-    w->failed = ENOENT;
-  if (!w->failed && w->gzip)
-    put(w, "", 0, Z_FINISH);
-  if (w->failed) {
-    errno = w->failed > 0 ? w->failed : EIO;
-    if (w->failed == ENOENT)
-      what = "records of its batch are missing";
-    goto fail;
+  if (pipeline_encode_batch(j, p, first, last, fd, why, sizeof why) != 0) {
+    snprintf(err, errlen, "%s: %s", path, why);
+    goto cleanup;
   }
   what = "cannot sync";
-  if (fsync(w->fd) != 0)
+  if (fsync(fd) != 0)
     goto fail;
   what = "cannot close";
-  int fd = w->fd;
-  w->fd = -1;
-  if (close(fd) != 0)
+  int rc = close(fd);
+  fd = -1;
+  if (rc != 0)
     goto fail;
   what = "cannot rename its temporary file";
   if (rename(tmp, path) != 0)
@@ -210,22 +121,20 @@ int pipeline_write_batch(journal *j, const pipeline *p, int64_t first,
   what = "cannot sync its directory";
   if (sync_dir(dir) != 0)
     goto fail;
-  rc = 0;
-  goto out;
-fail:
-  if (rc == -1)
-    snprintf(err, errlen, "%s: %s: %s", path, what, strerror(errno));
-  rc = -1;
-  if (w->fd >= 0)
-    close(w->fd);
-  unlink(tmp);
-out:
-  if (p->o.gzip && w->z.state)
-    deflateEnd(&w->z);
-  free(w);
   free(tmp);
   free(dir);
   free(path);
   free(rel);
-  return rc;
+  return 0;
+fail:
+  snprintf(err, errlen, "%s: %s: %s", path, what, strerror(errno));
+cleanup:
+  if (fd >= 0)
+    close(fd);
+  unlink(tmp);
+  free(tmp);
+  free(dir);
+  free(path);
+  free(rel);
+  return -1;
 }

@@ -4,7 +4,9 @@
  *       bytes, once that many wait or the oldest waited roll_interval)
  *       and its plan committed in the journal before anything is written;
  *   (b) its file is written (pipeline_file.c: temporary, synced, renamed
- *       to the name the plan's seqs make, its directory synced);
+ *       to the name the plan's seqs make, its directory synced), or its
+ *       object uploaded (pipeline_s3.c: a PUT to the key the plan's seqs
+ *       make, answered 2xx);
  *   (c) "done" is committed: the plan's records deleted, counted written,
  *       the plan cleared.
  *
@@ -14,7 +16,12 @@
  * that (b) may have renamed already; no record is in a second file, since
  * a record belongs to one plan and is deleted only by its "done".  On a
  * shared store a plan is claimed in the journal (JOP_PIPELINE_CLAIM)
- * before it is worked on, so one host at a time writes a pipeline. */
+ * before it is worked on, so one host at a time writes a pipeline.
+ *
+ * A write that failed (a full disk, an endpoint down) leaves its plan and
+ * is tried again after a back-off, 1 s doubling up to 60 s, so that a
+ * sink that is down is neither hammered nor spun on; the records sent
+ * meanwhile wait in the journal, up to max_backlog. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,7 +89,12 @@ static int carry_out(duro_engine *e, pipeline *p, int64_t first, int64_t last,
                      int64_t plan_ms) {
   journal *j = engine_journal(e);
   char err[1024];
-  if (pipeline_write_batch(j, p, first, last, plan_ms, err, sizeof err) != 0) {
+  int rc =
+      p->o.s3.endpoint
+          ? pipeline_s3_put_batch(j, p, first, last, plan_ms,
+                                  &pipeline_state_of(e)->stop, err, sizeof err)
+          : pipeline_write_batch(j, p, first, last, plan_ms, err, sizeof err);
+  if (rc != 0) {
     log_error("pipeline %s: batch %" PRId64 "-%" PRId64 ": %s", p->name, first,
               last, err);
     pipeline_set_error(p, err);
@@ -140,14 +152,27 @@ int64_t pipeline_flush_all(duro_engine *e, pipeline_state *s, int rounds,
                            size_t *files) {
   int64_t due = INT64_MAX;
   for (size_t i = 0; s && i < s->n; i++) {
+    if (__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE))
+      break; /* the host is stopping: no new write */
     pipeline *p = &s->v[i];
     int64_t next = INT64_MAX;
     pthread_mutex_lock(&p->flush_mu);
     for (int k = 0; k < rounds; k++) {
+      if (engine_now(e) < p->retry_at) { /* backing off */
+        next = p->retry_at;
+        break;
+      }
       int rc = pipeline_flush(e, p, engine_now(e), &next);
-      if (rc < 0) /* a failed write is tried again a second later */
-        next = engine_now(e) + 1000;
-      if (rc <= 0)
+      if (rc < 0) {
+        p->retry_ms = p->retry_ms ? p->retry_ms * 2 : PIPELINE_RETRY_MIN_MS;
+        if (p->retry_ms > PIPELINE_RETRY_MAX_MS)
+          p->retry_ms = PIPELINE_RETRY_MAX_MS;
+        p->retry_at = engine_now(e) + p->retry_ms;
+        next = p->retry_at;
+        break;
+      }
+      p->retry_ms = p->retry_at = 0;
+      if (rc == 0)
         break;
       *files += (size_t)rc;
       next = engine_now(e); /* more may be due at once */

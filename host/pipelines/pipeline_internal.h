@@ -4,9 +4,14 @@
  *
  *   pipeline.c         the registry, sends, stats
  *   pipeline_api.c     the plugin API's bindings and sends
- *   pipeline_flush.c   the flusher: a batch planned, written, done
- *   pipeline_file.c    one batch's file: temporary, gzip'ed, synced,
- *                      renamed
+ *   pipeline_flush.c   the flusher: a batch planned, written, done,
+ *                      a failed write tried again after a back-off
+ *   pipeline_encode.c  a batch's bytes: its records as JSON lines,
+ *                      gzip'ed or not, onto a file descriptor
+ *   pipeline_file.c    the files sink: one batch's file, temporary,
+ *                      synced, renamed
+ *   pipeline_s3.c      the object storage sink: one batch's object,
+ *                      uploaded by a signed PUT
  *   pipeline_thread.c  the flusher's own thread, woken by each scheduler
  *                      pass
  *   pipeline_driver.c  the hooks into the engine (driver.h) */
@@ -34,6 +39,11 @@
 /* How many records a read of a batch holds at once. */
 #define PIPELINE_PAGE 1000
 
+/* A failed write is tried again after 1 s, then twice as long each time
+ * up to a minute, until one works. */
+#define PIPELINE_RETRY_MIN_MS 1000
+#define PIPELINE_RETRY_MAX_MS 60000
+
 typedef struct pipeline {
   duro_engine *engine; /* a plugin's handle (duro_env_pipeline) is this */
   char *name;
@@ -43,6 +53,9 @@ typedef struct pipeline {
    * thread and a test's duro_pipelines_dispatch never write one file
    * at once. */
   pthread_mutex_t flush_mu;
+  int64_t retry_ms;   /* the back-off after failed writes, 0 after one
+                         worked (flush_mu) */
+  int64_t retry_at;   /* no write before this (engine clock; flush_mu) */
   pthread_mutex_t mu; /* guards what follows */
   char *last_error;   /* the last failed write; NULL once one works */
   int64_t errors;     /* failed writes since start */
@@ -63,7 +76,8 @@ typedef struct pipeline_state {
   pthread_mutex_t mu; /* guards what follows */
   pthread_cond_t wake;
   pthread_t thread;
-  int started, stop;
+  int started;
+  int stop;        /* written atomically (an upload reads it unlocked) */
   int wanted;      /* a pass asked for a round since the last began */
   int64_t next_ms; /* when a pipeline is due next (INT64_MAX: unknown) */
   int64_t told_ms; /* what the last pass was told (INT64_MAX: nothing) */
@@ -103,11 +117,28 @@ void pipeline_thread_wake(duro_engine *e, pipeline_state *s, int64_t *next_ms);
 /* Stops the thread once its current file is written. */
 void pipeline_thread_stop(pipeline_state *s);
 
+/* pipeline_encode.c: writes records first..last of p to fd as JSON
+ * lines, gzip'ed when p's options say so, the same bytes each time; 0, or
+ * -1 with what failed in err. */
+int pipeline_encode_batch(journal *j, const pipeline *p, int64_t first,
+                          int64_t last, int fd, char *err, size_t errlen);
+
 /* pipeline_file.c: writes records first..last of p as the file of that
  * batch planned at plan_ms, replacing any file of that name (the same
  * bytes); 0, or -1 with why in err. */
 int pipeline_write_batch(journal *j, const pipeline *p, int64_t first,
                          int64_t last, int64_t plan_ms, char *err,
                          size_t errlen);
+
+/* pipeline_s3.c: libcurl's global set-up, once (on the thread that
+ * registers, before the flusher's starts). */
+void pipeline_s3_init(void);
+/* Uploads records first..last of p as the object of that batch planned
+ * at plan_ms, replacing any object of that key (the same bytes); 0 once
+ * the PUT was answered 2xx, or -1 with why in err.  An upload under way
+ * gives up once *stop (read atomically) is set. */
+int pipeline_s3_put_batch(journal *j, const pipeline *p, int64_t first,
+                          int64_t last, int64_t plan_ms, const int *stop,
+                          char *err, size_t errlen);
 
 #endif

@@ -61,7 +61,8 @@ void pipeline_thread_wake(duro_engine *e, pipeline_state *s, int64_t *next_ms) {
 
 void pipeline_thread_stop(pipeline_state *s) {
   pthread_mutex_lock(&s->mu);
-  s->stop = 1;
+  /* atomic: an upload under way reads it without the lock, and gives up */
+  __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
   int started = s->started;
   s->started = 0;
   pthread_cond_signal(&s->wake);

@@ -129,6 +129,16 @@ static void compare_host(const config *o, const config *c, json_t *restart) {
   int_field(restart, "engine.max_queued", o->engine.max_queued,
             c->engine.max_queued);
   flag_field(restart, "log.format", o->log.json, c->log.json, "json", "text");
+  str_field(restart, "telemetry.otlp_endpoint", o->telemetry.otlp_endpoint,
+            c->telemetry.otlp_endpoint);
+  str_field(restart, "telemetry.service_name", o->telemetry.service_name,
+            c->telemetry.service_name);
+  int_field(restart, "telemetry.sample", o->telemetry.sample,
+            c->telemetry.sample);
+  int_field(restart, "telemetry.max_spans", o->telemetry.max_spans,
+            c->telemetry.max_spans);
+  dur_field(restart, "telemetry.interval", o->telemetry.interval_ms,
+            c->telemetry.interval_ms);
 }
 
 /* Pipelines are the host's, read at start: any change needs a restart. */
@@ -139,6 +149,12 @@ static void compare_pipelines(const config *o, const config *c,
     const config_pipeline *b = i < c->n_pipelines ? &c->pipelines[i] : NULL;
     if (!a || !b || !same(a->name, b->name) || !same(a->binding, b->binding) ||
         !same(a->path, b->path) || !same(a->partition, b->partition) ||
+        !same(a->s3.endpoint, b->s3.endpoint) ||
+        !same(a->s3.bucket, b->s3.bucket) ||
+        !same(a->s3.prefix, b->s3.prefix) ||
+        !same(a->s3.region, b->s3.region) ||
+        !same(a->s3.access_key_env, b->s3.access_key_env) ||
+        !same(a->s3.secret_key_env, b->s3.secret_key_env) ||
         a->format != b->format || a->compression != b->compression ||
         a->roll_size != b->roll_size ||
         a->roll_interval_ms != b->roll_interval_ms ||
@@ -186,6 +202,7 @@ static void compare_workflows(const config_plugin *o, const config_plugin *c,
               b->lifecycle_queue);
     int_field(restart, WF("limits.concurrency"), a->concurrency,
               b->concurrency);
+    int_field(restart, WF("limits.logs"), a->max_logs, b->max_logs);
     if (!same_flow(a, b))
       note(restart, "%s", WF("flow.concurrency changed"));
     dur_field(live, WF("retention"), a->retention_ms, b->retention_ms);

@@ -136,6 +136,7 @@ static void register_workflows(reloader *r) {
           .timeout_ms = w->timeout_ms,
           .rollback_on_timeout = w->rollback_on_timeout,
           .max_steps = w->max_steps,
+          .max_logs = w->max_logs,
           .concurrency = w->concurrency,
           .parallel = w->parallel,
           .pause_on_divergence = w->pause_on_divergence,

@@ -41,6 +41,7 @@
 #include "queue.h"
 #include "reload.h"
 #include "supervisor.h"
+#include "telemetry.h"
 #include "trigger.h"
 #include "util.h"
 #include "worker.h"
@@ -356,14 +357,42 @@ static int register_queues(const config *cfg, duro_engine *e) {
   return rc;
 }
 
+/* The value of environment variable `name`, which an s3 sink's key
+ * names; NULL (said on stderr) when it is not set or empty. */
+static const char *s3_key(const config_pipeline *c, const char *key,
+                          const char *name) {
+  const char *v = getenv(name);
+  if (v && *v)
+    return v;
+  fprintf(stderr,
+          "duro: pipeline %s: environment variable %s (sink.s3.%s) is not "
+          "set\n",
+          c->name, name, key);
+  return NULL;
+}
+
 /* Every pipeline the config names, with its sink's options: what
- * POST /pipelines/{name} sends to and the flusher writes out. */
+ * POST /pipelines/{name} sends to and the flusher writes out.  An s3
+ * sink's keys are read here, from the variables the config names. */
 static int register_pipelines(const config *cfg, duro_engine *e) {
   int rc = 0;
   for (size_t i = 0; i < cfg->n_pipelines && !rc; i++) {
     const config_pipeline *c = &cfg->pipelines[i];
+    const char *access = NULL, *secret = NULL;
+    if (c->s3.bucket) {
+      access = s3_key(c, "access_key_env", c->s3.access_key_env);
+      secret = s3_key(c, "secret_key_env", c->s3.secret_key_env);
+      if (!access || !secret)
+        return DURO_E_CONFIG;
+    }
     duro_pipeline_options o = {
         .dir = c->path,
+        .s3 = {.endpoint = c->s3.endpoint,
+               .bucket = c->s3.bucket,
+               .prefix = c->s3.prefix,
+               .region = c->s3.region,
+               .access_key = access,
+               .secret_key = secret},
         .partition = c->partition,
         .gzip = c->compression == CONFIG_COMPRESSION_GZIP,
         .roll_size = c->roll_size,
@@ -500,6 +529,17 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
   }
   if (register_crons(cfg, h.engine) != 0)
     goto stop;
+  if (cfg->telemetry.otlp_endpoint) {
+    duro_telemetry_options t = {.otlp_endpoint = cfg->telemetry.otlp_endpoint,
+                                .service_name = cfg->telemetry.service_name,
+                                .sample = cfg->telemetry.sample / 1e6,
+                                .max_spans = cfg->telemetry.max_spans,
+                                .interval_ms = cfg->telemetry.interval_ms};
+    if ((rc = duro_telemetry_enable(h.engine, &t)) != 0) {
+      fprintf(stderr, "duro: cannot export traces: %s\n", duro_err_str(rc));
+      goto stop;
+    }
+  }
   reload_attach(h.plugins, h.engine);
   http_attach(h.http, h.engine);
   http_attach_plugins(h.http, h.plugins);

@@ -109,6 +109,8 @@ typedef struct store_backend {
   int (*events_pending)(void *db, int64_t rowid, journal_event **out,
                         size_t *n);
   int (*events_all)(void *db, int64_t rowid, journal_event **out, size_t *n);
+  int (*logs_read)(void *db, int64_t rowid, int64_t after, size_t limit,
+                   journal_log **out, size_t *n);
   int (*due)(void *db, int64_t after_ms, int64_t upto_ms, size_t limit,
              int64_t *rowids, int64_t *wakes, size_t *n);
   int (*next_wake)(void *db, int64_t after_ms, int64_t *wake);

@@ -609,6 +609,19 @@ int journal_events_all(journal *j, int64_t rowid, journal_event **out,
   return j->be->events_all(j->db, rowid, out, n);
 }
 
+int journal_logs_read(journal *j, int64_t rowid, int64_t after, size_t limit,
+                      journal_log **out, size_t *n) {
+  return j->be->logs_read(j->db, rowid, after, limit, out, n);
+}
+
+void journal_logs_free(journal_log *v, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    free(v[i].step);
+    free(v[i].message);
+  }
+  free(v);
+}
+
 int journal_due(journal *j, int64_t after_ms, int64_t upto_ms, size_t limit,
                 int64_t *rowids, int64_t *wakes, size_t *n) {
   return j->be->due(j->db, after_ms, upto_ms, limit, rowids, wakes, n);

@@ -263,6 +263,15 @@ typedef enum journal_op_kind {
                            recorded and host rowid's, deletes its records,
                            counts them written and clears the plan;
                            out_rowid = 1 when it did */
+  /* An instance's log lines (duro_log from its plugin code). */
+  JOP_LOG_APPEND, /* rowid = the instance, ts_ms, from_seq = the level,
+                     step_key and event_seq = the step and attempt that
+                     wrote it (NULL and 0: run()), body = the text,
+                     max_attempts = how many lines the instance keeps: the
+                     line gets the instance's next number (out_rowid on
+                     SQLite; 0 on PostgreSQL, which queues the write),
+                     and the oldest past the bound go; nothing when the
+                     instance is gone */
 } journal_op_kind;
 
 typedef struct journal_attempt {
@@ -374,6 +383,21 @@ int journal_events_pending(journal *j, int64_t rowid, journal_event **out,
 int journal_events_all(journal *j, int64_t rowid, journal_event **out,
                        size_t *n);
 void journal_events_free(journal_event *ev, size_t n);
+
+/* One log line of an instance (JOP_LOG_APPEND). */
+typedef struct journal_log {
+  int64_t n; /* its number in the instance, from 1, never used twice */
+  int64_t ts_ms;
+  int level;  /* DURO_LOG_* */
+  char *step; /* the step key of the callback that wrote it; NULL: run() */
+  uint32_t attempt;
+  char *message;
+} journal_log;
+/* The instance's log lines numbered past `after`, oldest first, at most
+ * `limit` of them (free with journal_logs_free). */
+int journal_logs_read(journal *j, int64_t rowid, int64_t after, size_t limit,
+                      journal_log **out, size_t *n);
+void journal_logs_free(journal_log *v, size_t n);
 
 /* ---- an instance's rows whole --------------------------------------------
  * What `duro workflows instances export` writes out and the test kit's

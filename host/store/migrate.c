@@ -39,6 +39,7 @@ const store_table migrate_tables[] = {
      "plan_until",
      14, NULL},
     {"pipeline_records", "pipeline,seq,body,bytes,sent_ms", 5, NULL},
+    {"logs", "instance,n,ts_ms,level,step,attempt,message", 7, NULL},
 };
 const size_t migrate_n_tables =
     sizeof migrate_tables / sizeof migrate_tables[0];

@@ -101,6 +101,7 @@ const store_backend store_pg = {
     .attempts_each = pg_attempts_each,
     .events_pending = pg_events_pending,
     .events_all = pg_events_all,
+    .logs_read = pg_logs_read,
     .due = pg_due,
     .next_wake = pg_next_wake,
     .recover_each = pg_recover_each,

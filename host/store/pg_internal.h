@@ -111,6 +111,7 @@ enum {
   ST_WAKE_IF_EVENT_PENDING,
   ST_INSTANCE_PIN,
   ST_SWEEP,
+  ST_LOG_APPEND,
   ST_MESSAGE_INSERT,
   ST_MESSAGE_PICK,
   ST_MESSAGE_LEASE,
@@ -225,6 +226,9 @@ int pg_message_lease(pg_store *pg, journal_op *op);
 int pg_message_retry(pg_store *pg, journal_op *op);
 int pg_cron_apply(pg_store *pg, journal_op *op);
 int pg_pipeline_apply(pg_store *pg, journal_op *op);
+int pg_log_apply(pg_store *pg, journal_op *op);
+int pg_logs_read(void *db, int64_t rowid, int64_t after, size_t limit,
+                 journal_log **out, size_t *n);
 
 /* ---- the backend's members (backend.h), by file ---- */
 

@@ -100,8 +100,19 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
         "picked)), "
         "e AS (DELETE FROM events WHERE instance IN (SELECT rowid FROM "
         "picked)), "
+        "l AS (DELETE FROM logs WHERE instance IN (SELECT rowid FROM "
+        "picked)), "
         "i AS (DELETE FROM instances WHERE rowid IN (SELECT rowid FROM "
         "picked) RETURNING 1) SELECT COUNT(*) FROM i",
+    /* The instance's next number (none for an instance gone), and the
+     * oldest lines past the bound ($7) deleted in the same statement. */
+    [ST_LOG_APPEND] =
+        "WITH ins AS (INSERT INTO logs(instance,n,ts_ms,level,step,attempt,"
+        "message) SELECT $1,COALESCE(MAX(n),0)+1,$2,$3,$4,$5,$6 FROM logs "
+        "WHERE instance=$1 HAVING EXISTS(SELECT 1 FROM instances WHERE "
+        "rowid=$1) ON CONFLICT DO NOTHING RETURNING n), "
+        "del AS (DELETE FROM logs WHERE instance=$1 AND "
+        "n<=(SELECT n FROM ins)-$7) SELECT n FROM ins",
     [ST_MESSAGE_INSERT] = "INSERT INTO messages(queue,body,attempts,"
                           "visible_ms,sent_ms) VALUES($1,$2,0,$4,$3) "
                           "RETURNING seq",
@@ -378,6 +389,8 @@ int pg_apply(void *db, journal_op *op) {
   case JOP_PIPELINE_CLAIM:
   case JOP_PIPELINE_DONE:
     return pg_pipeline_apply(pg, op);
+  case JOP_LOG_APPEND:
+    return pg_log_apply(pg, op);
   }
   store_error("PostgreSQL backend: unknown journal op %d", (int)op->kind);
   return DURO_E_STORAGE;

@@ -176,6 +176,7 @@ const store_backend store_sqlite = {
     .attempts_each = sqlite_attempts_each,
     .events_pending = sqlite_events_pending,
     .events_all = sqlite_events_all,
+    .logs_read = sqlite_logs_read,
     .due = sqlite_due,
     .next_wake = sqlite_next_wake,
     .recover_each = sqlite_recover_each,

@@ -58,8 +58,11 @@ enum {
   ST_SWEEP_STEPS,
   ST_SWEEP_ATTEMPTS,
   ST_SWEEP_EVENTS,
+  ST_SWEEP_LOGS, /* before the instances: ST_SWEEP_STEPS..CLEAR run in order */
   ST_SWEEP_INSTANCES,
   ST_SWEEP_CLEAR,
+  ST_LOG_APPEND,
+  ST_LOG_TRIM,
   ST_MESSAGE_INSERT,
   ST_MESSAGE_PICK,
   ST_MESSAGE_LEASE,
@@ -255,6 +258,9 @@ int sqlite_message_lease(sqlite_store *sq, journal_op *op);
 int sqlite_message_retry(sqlite_store *sq, journal_op *op);
 int sqlite_cron_apply(sqlite_store *sq, journal_op *op);
 int sqlite_pipeline_apply(sqlite_store *sq, journal_op *op);
+int sqlite_log_apply(sqlite_store *sq, journal_op *op);
+int sqlite_logs_read(void *db, int64_t rowid, int64_t after, size_t limit,
+                     journal_log **out, size_t *n);
 
 /* ---- the backend's members (backend.h), by file ---- */
 

@@ -8,7 +8,7 @@
 
 static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);"
-    "INSERT OR IGNORE INTO meta VALUES('schema','8');"
+    "INSERT OR IGNORE INTO meta VALUES('schema','9');"
     "CREATE TABLE IF NOT EXISTS instances("
     " rowid INTEGER PRIMARY KEY,"
     " workflow TEXT NOT NULL, id TEXT NOT NULL, status TEXT NOT NULL,"
@@ -90,7 +90,14 @@ static const char schema_sql[] =
     " plan_host INTEGER, plan_until INTEGER) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS pipeline_records(pipeline TEXT NOT NULL,"
     " seq INTEGER NOT NULL, body TEXT NOT NULL, bytes INTEGER NOT NULL,"
-    " sent_ms INTEGER NOT NULL, PRIMARY KEY(pipeline, seq)) WITHOUT ROWID;";
+    " sent_ms INTEGER NOT NULL, PRIMARY KEY(pipeline, seq)) WITHOUT ROWID;"
+    /* Schema 9: an instance's log lines, numbered per instance (n), the
+     * oldest deleted past its workflow's limits.logs, all with the
+     * instance. */
+    "CREATE TABLE IF NOT EXISTS logs(instance INTEGER NOT NULL,"
+    " n INTEGER NOT NULL, ts_ms INTEGER NOT NULL, level INTEGER NOT NULL,"
+    " step TEXT, attempt INTEGER NOT NULL, message TEXT NOT NULL,"
+    " PRIMARY KEY(instance, n)) WITHOUT ROWID;";
 
 static int exists_cb(void *ctx, int n, char **v, char **names) {
   (void)n, (void)v, (void)names;
@@ -285,6 +292,11 @@ static int upgrade_columns(sqlite3 *db, const char *path, char *err,
   if (sqlite3_exec(db,
                    "UPDATE meta SET value='8' WHERE key='schema' AND "
                    "value='7'",
+                   NULL, NULL, &msg) != SQLITE_OK ||
+      /* and schema 9 only the logs table */
+      sqlite3_exec(db,
+                   "UPDATE meta SET value='9' WHERE key='schema' AND "
+                   "value='8'",
                    NULL, NULL, &msg) != SQLITE_OK)
     return sqlite_exec_failed(err, errlen, path, "cannot upgrade the schema",
                               msg);

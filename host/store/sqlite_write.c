@@ -82,6 +82,15 @@ const char *const sqlite_write_sql[ST_WRITE_COUNT_] = {
     [ST_SWEEP_INSTANCES] =
         "DELETE FROM instances WHERE rowid IN (SELECT id FROM temp.sweep)",
     [ST_SWEEP_CLEAR] = "DELETE FROM temp.sweep",
+    [ST_SWEEP_LOGS] =
+        "DELETE FROM logs WHERE instance IN (SELECT id FROM temp.sweep)",
+    /* The instance's next number; no line for an instance gone. */
+    [ST_LOG_APPEND] =
+        "INSERT OR IGNORE INTO logs(instance,n,ts_ms,level,step,attempt,"
+        "message) SELECT ?1,COALESCE(MAX(n),0)+1,?2,?3,?4,?5,?6 FROM logs "
+        "WHERE instance=?1 HAVING EXISTS(SELECT 1 FROM instances WHERE "
+        "rowid=?1) RETURNING n",
+    [ST_LOG_TRIM] = "DELETE FROM logs WHERE instance=?1 AND n<=?2",
     [ST_MESSAGE_INSERT] = "INSERT INTO messages(queue,body,attempts,"
                           "visible_ms,sent_ms) VALUES(?1,?2,0,?4,?3)",
     /* Served by messages_next: the queue's visible messages in order. */
@@ -235,6 +244,8 @@ int sqlite_apply(void *db, journal_op *op) {
   case JOP_PIPELINE_CLAIM:
   case JOP_PIPELINE_DONE:
     return sqlite_pipeline_apply(sq, op);
+  case JOP_LOG_APPEND:
+    return sqlite_log_apply(sq, op);
   }
   return DURO_E_INVALID_ARGUMENT;
 }

@@ -2,30 +2,46 @@
 #include "view_pipeline.h"
 
 #include <stdint.h>
+#include <stdlib.h>
+
+#include "util.h"
 
 /* A time the stat holds, or null for INT64_MIN (none). */
 static json_t *time_json(int64_t ms) {
   return ms == INT64_MIN ? json_null() : json_integer(ms);
 }
 
+/* An s3 sink's path is "s3://bucket/prefix", beside its endpoint and
+ * region; its keys are never shown. */
 static json_t *sink_json(const duro_pipeline_options *o) {
-  return json_pack("{ss,ss,ss,sI,sI,sI}", "path", o->dir, "partition",
-                   o->partition, "compression", o->gzip ? "gzip" : "none",
-                   "roll_size", (json_int_t)o->roll_size, "roll_interval_ms",
-                   (json_int_t)o->roll_interval_ms, "max_backlog",
-                   (json_int_t)o->max_backlog);
+  char *path = o->s3.endpoint
+                   ? xasprintf("s3://%s/%s", o->s3.bucket, o->s3.prefix)
+                   : xstrdup(o->dir);
+  json_t *j = json_pack(
+      "{ss,ss,ss,ss,sI,sI,sI}", "type", o->s3.endpoint ? "s3" : "files", "path",
+      path, "partition", o->partition, "compression", o->gzip ? "gzip" : "none",
+      "roll_size", (json_int_t)o->roll_size, "roll_interval_ms",
+      (json_int_t)o->roll_interval_ms, "max_backlog",
+      (json_int_t)o->max_backlog);
+  free(path);
+  if (o->s3.endpoint) {
+    json_object_set_new(j, "endpoint", json_string(o->s3.endpoint));
+    json_object_set_new(j, "region", json_string(o->s3.region));
+  }
+  return j;
 }
 
 static json_t *stat_json(const duro_pipeline_stat *p) {
   json_t *o = json_pack(
-      "{ss,sI,sI,sI,sI,sI,s{sI,sI},so,so,so,so}", "name", p->name, "accepted",
-      (json_int_t)p->accepted, "accepted_bytes", (json_int_t)p->accepted_bytes,
-      "written", (json_int_t)p->written, "written_bytes",
-      (json_int_t)p->written_bytes, "files", (json_int_t)p->files, "backlog",
-      "records", (json_int_t)p->backlog, "bytes", (json_int_t)p->backlog_bytes,
-      "oldest_ms", time_json(p->oldest_ms), "last_flush_ms",
-      time_json(p->last_flush_ms), "last_error",
-      p->last_error ? json_string(p->last_error) : json_null(), "sink",
+      "{ss,sI,sI,sI,sI,sI,s{sI,sI},so,so,so,sI,so}", "name", p->name,
+      "accepted", (json_int_t)p->accepted, "accepted_bytes",
+      (json_int_t)p->accepted_bytes, "written", (json_int_t)p->written,
+      "written_bytes", (json_int_t)p->written_bytes, "files",
+      (json_int_t)p->files, "backlog", "records", (json_int_t)p->backlog,
+      "bytes", (json_int_t)p->backlog_bytes, "oldest_ms",
+      time_json(p->oldest_ms), "last_flush_ms", time_json(p->last_flush_ms),
+      "last_error", p->last_error ? json_string(p->last_error) : json_null(),
+      "write_errors", (json_int_t)p->write_errors, "sink",
       sink_json(p->options));
   /* a batch planned and not yet done: the file being written */
   if (p->plan_first > 0)

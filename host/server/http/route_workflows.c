@@ -21,6 +21,7 @@
 #include "util.h"
 #include "view_instance.h"
 #include "view_journal.h"
+#include "view_log.h"
 
 #define MAX_BATCH 100
 
@@ -299,6 +300,27 @@ static int export_instance(http_server *s, http_exchange *x, const char *wf,
   return send_json(x, 200, out);
 }
 
+/* GET .../logs[?after=N&limit=M]: the lines its plugin code logged,
+ * numbered past N (default 0), at most M (1 to 1000, default 100). */
+static int instance_logs(http_server *s, http_exchange *x, const char *wf,
+                         const char *id) {
+  const char *after = query_param(x, "after");
+  const char *limit = query_param(x, "limit");
+  long long from = 0, lim = 100;
+  char *end;
+  if (after && ((from = strtoll(after, &end, 10)), *end || from < 0))
+    return send_error(x, 400, "request.invalid",
+                      "after must be a line number (0 or more)");
+  if (limit &&
+      ((lim = strtoll(limit, &end, 10)), *end || lim < 1 || lim > 1000))
+    return send_error(x, 400, "request.invalid", "limit must be 1 to 1000");
+  json_t *out = NULL;
+  int rc = duro_instance_logs_json(s->engine, wf, id, from, (size_t)lim, &out);
+  if (rc)
+    return send_engine_error(x, rc, wf, id);
+  return send_json(x, 200, out);
+}
+
 /* The light status: the row without steps or attempts. */
 int instance_summary(http_server *s, http_exchange *x, const char *wf,
                      const char *id) {
@@ -505,7 +527,7 @@ static int workflow_route(http_server *s, http_exchange *x, const char *wf) {
   return send_json(x, 200, out);
 }
 
-/* /workflows/{wf}[/instances[/{id}[/status|/events/{type}|
+/* /workflows/{wf}[/instances[/{id}[/status|/logs|/export|/events/{type}|
  * /events/stream]]]. */
 int workflows_route(http_server *s, http_exchange *x, char **seg, int n) {
   if (n == 2)
@@ -540,6 +562,9 @@ int workflows_route(http_server *s, http_exchange *x, char **seg, int n) {
     return method_is(x, "PATCH") ? change_status(s, x, wf, id)
                                  : wrong_method(x, "GET, PATCH");
   }
+  if (n == 5 && !strcmp(seg[4], "logs"))
+    return method_is(x, "GET") ? instance_logs(s, x, wf, id)
+                               : wrong_method(x, "GET");
   if (n == 5 && !strcmp(seg[4], "export"))
     return method_is(x, "GET") ? export_instance(s, x, wf, id)
                                : wrong_method(x, "GET");

@@ -1,0 +1,64 @@
+/* telemetry_internal.h — what the files of telemetry/ share.  Not for
+ * other modules.
+ *
+ *   telemetry.c       the driver: options, the buffer the commits fill,
+ *                     metrics, the exporter's thread
+ *   span_capture.c    a committed batch's ops made span records
+ *   span_export.c     a batch of records named, sampled, made OTLP JSON
+ *                     and posted */
+#ifndef DURO_TELEMETRY_INTERNAL_H
+#define DURO_TELEMETRY_INTERNAL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "journal.h"
+#include "telemetry.h"
+
+enum { SPAN_INSTANCE, SPAN_ATTEMPT, SPAN_STEP };
+
+/* One span as a commit saw it (strings owned; workflow and id NULL until
+ * the exporter names the instance from its rowid). */
+typedef struct span_rec {
+  int kind;
+  int64_t rowid;
+  char *workflow, *id;
+  int64_t created_ms; /* JOURNAL_NONE until named */
+  char *key, *name;   /* the step's key and name (not SPAN_INSTANCE) */
+  char *step_kind;    /* "do", "sleep", ... (SPAN_STEP) */
+  uint32_t attempt;
+  char *build;
+  char *status; /* the instance's end status (SPAN_INSTANCE) */
+  char *error;  /* {"name","message"} text, or NULL: it went well */
+  int64_t start_ms, end_ms;
+} span_rec;
+
+void span_rec_clear(span_rec *r);
+
+typedef struct telemetry {
+  duro_engine *e;
+  int on;
+  char *endpoint, *service;
+  double sample;
+  uint32_t max;
+  int64_t interval_ms;
+  pthread_mutex_t mu; /* guards what follows */
+  pthread_cond_t wake;
+  span_rec *ring; /* max of them, from head, n used */
+  size_t head, n;
+  int started, stop;
+  pthread_t thread;
+  /* counts for /metrics */
+  uint64_t exported, dropped, errors;
+} telemetry;
+
+/* span_capture.c: appends batch b's spans to t's buffer (dropping what
+ * does not fit, counted). */
+void span_capture(telemetry *t, const journal_batch *b);
+
+/* span_export.c: names, samples and posts v[0..n); 0, or -1 when the
+ * collector did not take them (why in err). */
+int span_export(telemetry *t, span_rec *v, size_t n, char *err, size_t errlen);
+
+#endif
