@@ -47,8 +47,17 @@
  *                   100) takes them: end-to-end messages/s and the p50/p99
  *                   send-to-handler latency; then the pull path: sent,
  *                   then pulled and acked in batches of 100 from one
- *                   thread */
+ *                   thread
+ *   P1 pipelines    1000 instances x 10 steps, each step's callback
+ *                   sending 100 records of 100 bytes to a pipeline
+ *                   (duro_pipeline_send: committed with the step's
+ *                   result): records/s accepted (durable), then records/s
+ *                   and MB/s written to gzip'ed files by the flusher
+ *                   (until its backlog is empty); in the engine, then in
+ *                   a worker process (the bench plugin's Pipe) */
 #include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -61,6 +70,7 @@
 #include "backend.h"
 #include "duro.h"
 #include "engine.h"
+#include "pipeline.h"
 #include "queue.h"
 #include "view_queue.h"
 #include "worker.h"
@@ -546,11 +556,54 @@ static duro_rc wf_parent(duro_step *step, const duro_event *ev, duro_env *env) {
   return DURO_OK;
 }
 
+/* P1's records: 100 bytes of JSON each, as the bench plugin's Pipe
+ * makes them (bench/http/bench_plugin.c). */
+#define P1_RECORDS 100
+#define P1_BYTES 100
+
+static void p1_record(char *out, unsigned k) {
+  int n = snprintf(out, P1_BYTES + 1,
+                   "{\"k\":%u,\"page\":\"/products/%06u\",\"user\":"
+                   "\"u-%06u\",\"pad\":\"",
+                   k, k * 7919u % 1000000u, k * 31u % 1000000u);
+  while (n < P1_BYTES - 2)
+    out[n++] = 'x';
+  memcpy(out + n, "\"}", 3);
+}
+
+static unsigned p1_sent; /* atomic: what makes each record differ */
+
+static int p1_send(duro_attempt *a, void *arg) {
+  duro_pipeline *p = arg;
+  char text[P1_RECORDS][P1_BYTES + 1];
+  const char *recs[P1_RECORDS];
+  unsigned k = __atomic_fetch_add(&p1_sent, P1_RECORDS, __ATOMIC_RELAXED);
+  for (int i = 0; i < P1_RECORDS; i++) {
+    p1_record(text[i], k + (unsigned)i);
+    recs[i] = text[i];
+  }
+  int rc = duro_pipeline_send(p, recs, P1_RECORDS);
+  if (rc)
+    return duro_attempt_fail(a, "pipeline: %s", duro_strerror(rc));
+  return duro_attempt_result(a, "1");
+}
+
+/* params.steps steps, each sending P1_RECORDS records to EVENTS. */
+static duro_rc wf_pipe(duro_step *step, const duro_event *ev, duro_env *env) {
+  duro_pipeline *p = duro_env_pipeline(env, "EVENTS");
+  int n = param(ev->params, "steps", 10);
+  const char *r;
+  for (int i = 0; i < n; i++)
+    DURO_TRY(duro_do(step, "send", NULL, p1_send, p, &r));
+  return DURO_OK;
+}
+
 static const wf_def workflows[] = {
     {"steps", wf_steps, "Steps", NULL},  {"io", wf_io, "Io", NULL},
     {"sleeper", wf_sleeper, NULL, NULL}, {"napper", wf_napper, NULL, NULL},
     {"waiter", wf_waiter, NULL, NULL},   {"parent", wf_parent, NULL, NULL},
-    {"kid", wf_kid, NULL, "KID"},        {"par", wf_steps, "Par", NULL}};
+    {"kid", wf_kid, NULL, "KID"},        {"par", wf_steps, "Par", NULL},
+    {"pipe", wf_pipe, "Pipe", NULL}};
 #define N_WFS (sizeof workflows / sizeof *workflows)
 
 /* ---- W1
@@ -1135,6 +1188,117 @@ static void q1_queue(void) {
          "msg/s", NULL);
 }
 
+/* ---- P1
+ * ------------------------------------------------------------------------ */
+
+static long long p1_file_bytes;
+
+static int p1_add_file(const char *path, const struct stat *st, int type,
+                       struct FTW *f) {
+  (void)path, (void)f;
+  if (type == FTW_F)
+    p1_file_bytes += (long long)st->st_size;
+  return 0;
+}
+
+/* P1 once: `so` NULL sends from the engine's own code on `threads`
+ * threads, else from the bench plugin's Pipe in a worker process. */
+static void p1_run(const char *label, const char *so, uint32_t threads) {
+  size_t n = opts.quick ? 20 : 1000, steps = opts.quick ? 2 : 10;
+  size_t records = n * steps * P1_RECORDS;
+  const char *was = worker_so_now;
+  worker_so_now = so;
+  bench_engine b;
+  bench_open(&b, "p1", workflows, N_WFS, threads, 1, 1);
+  worker_so_now = was;
+  char dir[PATH_MAX], sink[PATH_MAX + 16];
+  if (!realpath(opts.dir, dir)) {
+    perror("bench: realpath");
+    exit(1);
+  }
+  snprintf(sink, sizeof sink, "%s/p1-sink", dir);
+  /* Files of 8 MB, and the last one's records written within 200 ms. */
+  duro_pipeline_options o = {.dir = sink,
+                             .partition = "{yyyy}/{mm}/{dd}/{hh}",
+                             .gzip = 1,
+                             .roll_size = 8 << 20,
+                             .roll_interval_ms = 200,
+                             .max_backlog = (int64_t)1 << 32};
+  if (duro_pipeline_register(b.e, "events", &o) != 0 ||
+      duro_pipeline_bind(b.e, "EVENTS", "events") != 0) {
+    fprintf(stderr, "bench: P1: the pipeline cannot be registered\n");
+    exit(1);
+  }
+  bench_start(&b);
+  char params[32];
+  snprintf(params, sizeof params, "{\"steps\":%zu}", steps);
+  int64_t t0 = now_us();
+  create_many(&b, "pipe", n, params, 100);
+  wait_ended(&b, n);
+  int64_t t1 = now_us();
+  char fig[64];
+  snprintf(fig, sizeof fig, "P1 %s: accepted", label);
+  report(fig, (double)records / ((double)(t1 - t0) / 1e6), "records/s",
+         "target >= 200,000");
+  duro_pipeline_stat_list l = {0};
+  for (;;) {
+    int rc = duro_pipeline_stats_read(b.e, "events", &l);
+    int empty = rc == 0 && l.n == 1 && l.v[0].backlog == 0;
+    int64_t written = empty ? l.v[0].written : 0,
+            bytes = empty ? l.v[0].written_bytes : 0;
+    duro_pipeline_stat_list_free(&l);
+    if (rc) {
+      fprintf(stderr, "bench: P1: %s\n", duro_strerror(rc));
+      exit(1);
+    }
+    if (!empty) {
+      usleep(2000);
+      continue;
+    }
+    int64_t t2 = now_us();
+    if ((size_t)written != records) {
+      fprintf(stderr, "bench: P1: %lld records written of %zu\n",
+              (long long)written, records);
+      any_failed = 1;
+    }
+    bench_close(&b, 1);
+    p1_file_bytes = 0;
+    nftw(sink, p1_add_file, 16, FTW_PHYS);
+    char cmd[PATH_MAX + 32];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", sink);
+    if (system(cmd) != 0)
+      fprintf(stderr, "bench: P1: %s failed\n", cmd);
+    double s2 = (double)(t2 - t0) / 1e6;
+    snprintf(fig, sizeof fig, "P1 %s: written", label);
+    report(fig, (double)records / s2, "records/s", NULL);
+    snprintf(fig, sizeof fig, "P1 %s: written", label);
+    report(fig, (double)bytes / s2 / 1e6, "MB/s", "JSON lines, before gzip");
+    snprintf(fig, sizeof fig, "P1 %s: files", label);
+    report(fig, (double)p1_file_bytes / s2 / 1e6, "MB/s", "gzip'ed");
+    return;
+  }
+}
+
+static void p1_pipelines(void) {
+  p1_run("in engine", NULL, opts.workers);
+  char so[4200];
+  if (opts.worker_so)
+    snprintf(so, sizeof so, "%s", opts.worker_so);
+  else /* build/bench/duro-bench -> build/bench/libbench.so */
+    snprintf(so, sizeof so, "%s/libbench.so", self_dir());
+  if (access(so, R_OK) != 0) {
+    fprintf(stderr,
+            "bench: P1 in a worker needs the bench plugin: %s is "
+            "missing (--plugin-workers SO)\n",
+            so);
+    return;
+  }
+  uint32_t was = opts.workers;
+  opts.workers = 8; /* the setting line names the threads it ran on */
+  p1_run("in a worker", so, 8);
+  opts.workers = was;
+}
+
 /* ---- main
  * ---------------------------------------------------------------------------
  */
@@ -1143,7 +1307,7 @@ static int usage(void) {
   fprintf(
       stderr,
       "usage: duro-bench [--csv] [--quick] [--synchronous full|normal]\n"
-      "                  [--workers N] [--sleepers N] [--only W1,W2,Q1,...]\n"
+      "                  [--workers N] [--sleepers N] [--only W1,Q1,P1,...]\n"
       "                  [--plugin-workers LIBBENCH.so [--duro PATH]]\n"
       "                  [--dir DIR] [--postgresql CONNINFO|auto]\n"
       "                  [--hosts N (with --postgresql, W1-W3)]\n");
@@ -1207,7 +1371,8 @@ int main(int argc, char **argv) {
 #endif
   }
   worker_so_now = opts.worker_so;
-  if ((opts.worker_so || wants("W6") || wants("W8")) && !opts.duro[0])
+  if ((opts.worker_so || wants("W6") || wants("W8") || wants("P1")) &&
+      !opts.duro[0])
     /* build/bench/duro-bench -> build/host/duro */
     snprintf(opts.duro, sizeof opts.duro, "%s/../host/duro", self_dir());
   mkdir(opts.dir, 0755);
@@ -1237,6 +1402,8 @@ int main(int argc, char **argv) {
     q1_push();
     q1_queue();
   }
+  if (wants("P1"))
+    p1_pipelines();
   rmdir(opts.dir);
   return any_failed;
 }

@@ -18,7 +18,10 @@ restarts once ended) and changes them as the status does, that the event
 form has the type the instance waits for (that of the chaos plugin's
 workflow, "go", too) and none when it waits for no event, that a restart
 from a chosen step does, that browsing the dead-letter queue leaves its message's
-attempts as they were (read over the API before and after), that an
+attempts as they were (read over the API before and after), that a
+pipeline's card shows the records sent over the API (accepted, waiting,
+their bytes) and follows a later send, and that one whose file was
+written shows it written, that an
 error of the API (an event whose payload is not JSON: 400) is shown on
 the page, that a listener
 with a token asks for it, that the page fits a 375 px screen, and that the
@@ -94,6 +97,15 @@ plugins:
     workflows:
       - {{name: fan-out, binding: FAN_OUT, class_name: FanOut}}
       - {{name: square, binding: SQUARE, class_name: Square}}
+pipelines:
+  - name: events
+    binding: EVENTS
+    sink: {{files: {{path: {self.dir}/events}}}}
+    roll: {{interval: 1d}}
+  - name: clicks
+    binding: CLICKS
+    sink: {{files: {{path: {self.dir}/clicks}}}}
+    roll: {{interval: 1s}}
 """)
         self.log = os.path.join(self.dir, "duro.log")
         env = dict(os.environ, DASH_TOKEN=TOKEN)
@@ -474,6 +486,37 @@ def main():
         assert "POST /queues/jobs-dlq/messages/redrive" in what, what
         assert "sent 1 back to jobs" in ans, ans
         assert h.api("GET", "/queues/jobs")[1]["ready"] == 2
+        # pipelines: a card each, its counts those of GET /pipelines; a
+        # send while the page is open shows at its next refresh
+        def card(name):
+            return d.execute_script(
+                "const c = document.querySelector(`section[data-pipeline='${arguments[0]}']`);"
+                "return c ? Object.fromEntries([...c.querySelectorAll('dd')]"
+                ".map((e) => [e.dataset.field, e.textContent])) : null", name)
+        # compact {"a":N} and a newline: 8 bytes each
+        assert h.api("POST", "/pipelines/events", [{"a": 1}, {"a": 2}, {"a": 3}]) == \
+            (202, {"accepted": 3})
+        assert h.api("POST", "/pipelines/clicks", [{"a": 1}, {"a": 2}])[0] == 202
+        d.get(h.base + "/#/pipelines")
+        wait_for(d, "the pipelines link",
+                 lambda: d.find_element(By.CSS_SELECTOR, '[data-nav="pipelines"]').is_displayed())
+        wait_for(d, "the events card", lambda: card("events"))
+        c = card("events")
+        assert c["accepted"] == "3 records, 24 B", c
+        assert c["backlog"].startswith("3 records, 24 B (oldest sent "), c
+        assert c["written"] == "0 records, 0 B" and c["files"] == "0", c
+        assert c["last flush"] == "never" and c["last error"] == "—", c
+        assert h.api("POST", "/pipelines/events", [{"a": 4}, {"a": 5}])[0] == 202
+        wait_for(d, "the events card after a second send",
+                 lambda: card("events")["accepted"] == "5 records, 40 B")
+        assert card("events")["backlog"].startswith("5 records, 40 B"), card("events")
+        # clicks rolls a file once its oldest record is a second old
+        wait_for(d, "the clicks card with its file written",
+                 lambda: card("clicks") and card("clicks")["files"] == "1", timeout=20)
+        c = card("clicks")
+        assert c["written"] == "2 records, 16 B" and c["backlog"] == "0 records, 0 B", c
+        assert c["last flush"] != "never", c
+        shot(d, "pipelines-desktop")
         d.get(h.base + "/#/crons")
         wait_for(d, "the cron", lambda: "0 3 * * *" in d.find_element(By.ID, "cron-rows").text)
         # the counts are GET /crons' own keys: "running" (a "fired" the
@@ -533,6 +576,7 @@ def main():
                  ("detail", f"#/wf/{WF}/i/flaky-1", "li.attempt"),
                  ("queues", "#/queues", "tr[data-queue]"),
                  ("crons", "#/crons", "#cron-rows tr"),
+                 ("pipelines", "#/pipelines", "section[data-pipeline]"),
                  ("plugins", "#/plugins", "#plugin-list section"),
                  ("health", "#/health", "svg.chart")]
         for name, frag, sel in pages:

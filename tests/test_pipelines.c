@@ -3,7 +3,9 @@
  * oldest waited roll.interval; the files, read back with gzip -dc, hold
  * every record exactly once, in order; a plan left by a crash (before
  * its file, or after its rename but before "done") is carried out again
- * into the same file with the same bytes, never a second one. */
+ * into the same file with the same bytes, never a second one.  A send is
+ * one op whose records get consecutive seqs; one whose lines do not
+ * match its count stores nothing. */
 #include <check.h>
 #include <dirent.h>
 #include <inttypes.h>
@@ -242,6 +244,79 @@ START_TEST(test_backlog_bound_and_unknown) {
   ck_assert_int_eq(duro_pipeline_append(h.e, "events", one, 1, NULL),
                    DURO_E_OVERLOADED);
   ck_assert_int_eq(state().accepted, 2);
+  /* once written, sends are taken again: a send over the bound it last
+   * saw reads the backlog again before it refuses */
+  ck_assert_uint_ge(duro_pipelines_dispatch(h.e), 1);
+  ck_assert_int_eq(state().backlog_bytes, 0);
+  ck_assert_int_eq(duro_pipeline_append(h.e, "events", one, 1, NULL), 0);
+  ck_assert_int_eq(state().accepted, 3);
+}
+END_TEST
+
+typedef struct seen {
+  int64_t seq[8], bytes[8];
+  char body[8][32];
+  int n;
+} seen;
+
+static int see(void *ctx, int64_t seq, const char *body, int64_t bytes,
+               int64_t sent_ms) {
+  (void)sent_ms;
+  seen *s = ctx;
+  s->seq[s->n] = seq;
+  s->bytes[s->n] = bytes;
+  snprintf(s->body[s->n++], sizeof s->body[0], "%s", body);
+  return s->n == 8;
+}
+
+/* The journal's op: a send's records in one op, consecutive seqs from
+ * out_rowid, each its own row of its own bytes; an op whose lines are
+ * not its count, or of a pipeline never declared, stores nothing. */
+START_TEST(test_append_op_many) {
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_PIPELINE_APPEND);
+  op->queue = "events", op->body = "1\n[2]\n\"three\"\n", op->from_seq = 3;
+  op = journal_batch_add(&b, JOP_PIPELINE_APPEND);
+  op->queue = "events", op->body = "4\n5\n", op->from_seq = 3; /* 2 lines */
+  op = journal_batch_add(&b, JOP_PIPELINE_APPEND);
+  op->queue = "events", op->body = "6\n7", op->from_seq = 2; /* no last \n */
+  op = journal_batch_add(&b, JOP_PIPELINE_APPEND);
+  op->queue = "nope", op->body = "8\n", op->from_seq = 1;
+  op = journal_batch_add(&b, JOP_PIPELINE_APPEND);
+  op->queue = "events", op->body = "{}\n{\"a\":1}\n", op->from_seq = 2;
+  ck_assert_int_eq(journal_commit(engine_journal(h.e), &b), 0);
+  ck_assert_int_eq(b.ops[0].rc, 0);
+  ck_assert_int_eq(b.ops[0].out_rowid, 1);
+  ck_assert_int_eq(b.ops[1].rc, DURO_E_INVALID_ARGUMENT);
+  ck_assert_int_eq(b.ops[2].rc, DURO_E_INVALID_ARGUMENT);
+  ck_assert_int_eq(b.ops[3].rc, DURO_E_NOT_FOUND);
+  ck_assert_int_eq(b.ops[4].rc, 0);
+  ck_assert_int_eq(b.ops[4].out_rowid, 4);
+  journal_batch_free(&b);
+  journal_pipeline st = state();
+  ck_assert_int_eq(st.accepted, 5);
+  ck_assert_int_eq(st.next_seq, 5);
+  ck_assert_int_eq(st.accepted_bytes, 2 + 4 + 8 + 3 + 8);
+  ck_assert_int_eq(st.backlog_bytes, st.accepted_bytes);
+  seen s = {0};
+  ck_assert_int_eq(journal_pipeline_records(engine_journal(h.e), "events", 1,
+                                            INT64_MAX, 8, see, &s),
+                   0);
+  static const char *bodies[] = {"1", "[2]", "\"three\"", "{}", "{\"a\":1}"};
+  ck_assert_int_eq(s.n, 5);
+  for (int i = 0; i < 5; i++) {
+    ck_assert_int_eq(s.seq[i], i + 1);
+    ck_assert_str_eq(s.body[i], bodies[i]);
+    ck_assert_int_eq(s.bytes[i], (int64_t)strlen(bodies[i]) + 1);
+  }
+  /* a record of two lines is no compact JSON: refused */
+  const char *two[] = {"1", "{\n}"};
+  ck_assert_int_eq(duro_pipeline_append(h.e, "events", two, 2, NULL),
+                   DURO_E_INVALID_MESSAGE);
+  int64_t first = 0;
+  ck_assert_int_eq(duro_pipeline_append(h.e, "events", two, 1, &first), 0);
+  ck_assert_int_eq(first, 6);
+  ck_assert_int_eq(state().accepted, 6);
 }
 END_TEST
 
@@ -395,6 +470,7 @@ static Suite *pipelines_suite(void) {
   tcase_add_test(tc, test_renamed_file_rewritten_same_bytes);
   tcase_add_test(tc, test_done_fenced);
   tcase_add_test(tc, test_backlog_bound_and_unknown);
+  tcase_add_test(tc, test_append_op_many);
   tcase_add_test(tc, test_plugin_sends_with_the_step);
   tcase_add_test(tc, test_zstd_files);
   suite_add_tcase(s, tc);

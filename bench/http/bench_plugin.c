@@ -13,6 +13,8 @@
  *         duro_do_all of them with params.parallel set (at most
  *         params.max at once, 0: the workflow's), else one after another
  *         (duro-bench's W8)
+ *   Pipe  params.steps steps (10), each sending 100 records of 100 bytes
+ *         to the pipeline bound to EVENTS (duro-bench's P1 in a worker)
  *
  * Each ends with a small output, so a client learning the result sees
  * {"steps": N}. */
@@ -120,10 +122,55 @@ static duro_rc steps_n(duro_step *step, const duro_event *ev, duro_env *env) {
   return DURO_OK;
 }
 
+/* 100 bytes of JSON, as duro-bench's P1 makes them in the engine. */
+#define PIPE_RECORDS 100
+#define PIPE_BYTES 100
+
+static void pipe_record(char *out, unsigned k) {
+  int n = snprintf(out, PIPE_BYTES + 1,
+                   "{\"k\":%u,\"page\":\"/products/%06u\",\"user\":"
+                   "\"u-%06u\",\"pad\":\"",
+                   k, k * 7919u % 1000000u, k * 31u % 1000000u);
+  while (n < PIPE_BYTES - 2)
+    out[n++] = 'x';
+  memcpy(out + n, "\"}", 3);
+}
+
+static unsigned pipe_sent; /* atomic: what makes each record differ */
+
+static int pipe_send(duro_attempt *a, void *arg) {
+  duro_pipeline *p = arg;
+  char text[PIPE_RECORDS][PIPE_BYTES + 1];
+  const char *recs[PIPE_RECORDS];
+  unsigned k = __atomic_fetch_add(&pipe_sent, PIPE_RECORDS, __ATOMIC_RELAXED);
+  for (int i = 0; i < PIPE_RECORDS; i++) {
+    pipe_record(text[i], k + (unsigned)i);
+    recs[i] = text[i];
+  }
+  int rc = duro_pipeline_send(p, recs, PIPE_RECORDS);
+  if (rc)
+    return duro_attempt_fail(a, "pipeline: %s", duro_strerror(rc));
+  return duro_attempt_result(a, "1");
+}
+
+static duro_rc pipe_steps(duro_step *step, const duro_event *ev,
+                          duro_env *env) {
+  duro_pipeline *p = duro_env_pipeline(env, "EVENTS");
+  int n = steps_param(ev->params);
+  const char *r;
+  for (int i = 0; i < n; i++)
+    DURO_TRY(duro_do(step, "send", NULL, pipe_send, p, &r));
+  return DURO_OK;
+}
+
 static const duro_workflow_def workflows[] = {
-    {.class_name = "One", .run = one}, {.class_name = "Ten", .run = ten},
-    {.class_name = "Nap", .run = nap}, {.class_name = "Steps", .run = steps_n},
-    {.class_name = "Io", .run = io},   {.class_name = "Par", .run = par},
+    {.class_name = "One", .run = one},
+    {.class_name = "Ten", .run = ten},
+    {.class_name = "Nap", .run = nap},
+    {.class_name = "Steps", .run = steps_n},
+    {.class_name = "Io", .run = io},
+    {.class_name = "Par", .run = par},
+    {.class_name = "Pipe", .run = pipe_steps},
 };
 
 DURO_PLUGIN(.name = "bench", .version = "1", DURO_WORKFLOWS(workflows));

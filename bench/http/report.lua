@@ -7,6 +7,7 @@ local name = os.getenv("BENCH_NAME") or "H?"
 local setting = os.getenv("BENCH_SETTING") or ""
 local per = tonumber(os.getenv("BENCH_PER_REQUEST") or "1")
 local unit = os.getenv("BENCH_UNIT") or "inst/s"
+local rate = os.getenv("BENCH_RATE") or "creates/s"
 
 local function line(figure, value, u)
   io.write(string.format("%-28s %12.3f %-10s [%s]\n", name .. " " .. figure,
@@ -16,7 +17,7 @@ end
 function done(summary, latency, requests)
   local s = summary.duration / 1e6
   local e = summary.errors
-  line("creates/s", summary.requests * per / s, unit)
+  line(rate, summary.requests * per / s, unit)
   if per ~= 1 then line("requests/s", summary.requests / s, "req/s") end
   line("latency p50", latency:percentile(50) / 1000, "ms")
   line("latency p99", latency:percentile(99) / 1000, "ms")

@@ -35,6 +35,12 @@
 #                      duro_backlog, duro_backlog_in_journal and complete
 #                      instances; then creates/s accepted, completions/s,
 #                      RSS start/peak/end, the backlog at the end
+#   P1 pipeline sends  wrk (records.lua), 16 connections, 10 s of
+#                      POST /pipelines/events of a JSON array of 100
+#                      records of 100 bytes; records/s accepted (each
+#                      answered once durable) and latency p50/p99; then
+#                      the seconds until the flusher wrote every one
+#                      (GET /pipelines: backlog empty)
 #
 # The plugin's code runs in one worker process (plugins[].workers: 1, the
 # default); --plugin-workers 0 runs it in the engine's process, as before
@@ -54,7 +60,7 @@ duro=$build/host/duro
 plugin=$(realpath "$build/bench/libbench.so")
 drive=$build/bench/duro-bench-http-drive
 
-quick=0 sync=full keep=0 perf=0 parent=bench-data only="H1,H2,H3,H4,H5,H6"
+quick=0 sync=full keep=0 perf=0 parent=bench-data only="H1,H2,H3,H4,H5,H6,P1"
 plugin_workers=1
 h6_override=""
 threads=${BENCH_WRK_THREADS:-2}
@@ -71,7 +77,7 @@ while [ $# -gt 0 ]; do
     --overload-seconds) h6_override=$2; shift ;;
     *) echo "usage: run.sh [--quick] [--synchronous full|normal] [--only H1,H3]" \
             "[--threads N] [--perf] [--keep] [--dir DIR] [--plugin-workers N]" \
-            "[--overload-seconds N]  (H1-H6)" >&2; exit 2 ;;
+            "[--overload-seconds N]  (H1-H6, P1)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -110,6 +116,12 @@ plugins:
       - { name: One, binding: ONE, class_name: One }
       - { name: Ten, binding: TEN, class_name: Ten }
       - { name: Nap, binding: NAP, class_name: Nap }
+pipelines:
+  - name: events
+    binding: EVENTS
+    sink: { files: { path: $dir/events } }
+    roll: { size: 8MB, interval: 1s }
+    max_backlog: 4GB
 YAML
   "$duro" run "$dir/duro.yaml" >"$dir/host.log" 2>&1 &
   host_pid=$!
@@ -147,6 +159,14 @@ report_completed() {
     /^duro_instances\{.*status="complete"/ { n += $NF }
     END { printf "%-28s %12.3f %-10s [synchronous=%s http wrk %ss]\n",
                  name, n / secs, "inst/s", sync, secs }' <&3
+  exec 3<&-
+}
+
+# GET PATH over bash's /dev/tcp: the body.
+http_get() {
+  exec 3<>"/dev/tcp/127.0.0.1/$port"
+  printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$1" >&3
+  sed '1,/^\r$/d' <&3
   exec 3<&-
 }
 
@@ -242,6 +262,23 @@ if wants H6; then
     --engine-pid "$engine" --name H6 \
     --setting "synchronous=$sync http drive -c64 ${h6_secs}s x Ten" ||
     fail "H6 failed"
+  stop_host
+fi
+if wants P1; then
+  start_host
+  BENCH_RATE="accepted" BENCH_UNIT="records/s" \
+    run_wrk records.lua P1 16 100 /pipelines/events
+  # The flusher's part: how long after wrk's end its backlog is empty.
+  t0=$(date +%s%N)
+  for _ in $(seq 6000); do
+    http_get /pipelines/events | grep -q '"backlog":{"records":0,' && break
+    sleep 0.01
+  done
+  http_get /pipelines/events | grep -q '"backlog":{"records":0,' ||
+    fail "P1: the backlog is not written after 60 s"
+  printf "%-28s %12.3f %-10s [synchronous=%s http wrk %ss]\n" \
+    "P1 written after wrk's end" "$((($(date +%s%N) - t0) / 1000000))e-3" s \
+    "$sync" "$secs"
   stop_host
 fi
 [ $keep = 1 ] || [ -n "${perf_dir:-}" ] || rmdir "$parent" 2>/dev/null || true

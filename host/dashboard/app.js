@@ -77,6 +77,13 @@ function fmtDur(ms) {
   if (s < 86400) return `${Math.floor(s / 3600)} h ${Math.floor(s % 3600 / 60)} min`;
   return `${Math.floor(s / 86400)} d ${Math.floor(s % 86400 / 3600)} h`;
 }
+function fmtBytes(n) {
+  if (n === null || n === undefined) return '—';
+  const units = ['B', 'KB', 'MB', 'GB', 'TB'];
+  let i = 0;
+  while (n >= 1000 && i < units.length - 1) { n /= 1000; i++; }
+  return i ? `${n.toFixed(n < 10 ? 2 : 1)} ${units[i]}` : `${n} B`;
+}
 function fmtJSON(v) {
   return typeof v === 'string' ? v : JSON.stringify(v, null, 2);
 }
@@ -206,6 +213,7 @@ function route() {
     openView((m, g) => listView(m, g, parts[1]), parts[1]);
   else if (parts[0] === 'queues') { nav = 'queues'; openView(queuesView, 'Queues'); }
   else if (parts[0] === 'crons') { nav = 'crons'; openView(cronsView, 'Crons'); }
+  else if (parts[0] === 'pipelines') { nav = 'pipelines'; openView(pipelinesView, 'Pipelines'); }
   else if (parts[0] === 'plugins') { nav = 'plugins'; openView(pluginsView, 'Plugins'); }
   else if (parts[0] === 'health') { nav = 'health'; openView(healthView, 'Health'); }
   else openView(homeView, 'Workflows');
@@ -813,6 +821,44 @@ function cronsView(main, gen) {
   };
 }
 
+/* ---- pipelines: a card each --------------------------------------------- */
+
+/* One pipeline of GET /pipelines: its records and bytes so far, what
+ * waits to be written, its files and its last write. */
+function pipelineCard(p) {
+  const kv = (k, v) => [h('dt', null, k), h('dd', {'data-field': k.toLowerCase()}, v)];
+  return h('section', {class: 'card', 'data-pipeline': p.name},
+    h('h2', null, p.name, ' ', p.last_error ? h('span', {class: 'badge s-errored'}, 'failing')
+                                            : h('span', {class: 'badge s-complete'}, 'ok')),
+    h('dl', {class: 'kv'},
+      kv('Accepted', `${p.accepted} records, ${fmtBytes(p.accepted_bytes)}`),
+      kv('Written', `${p.written} records, ${fmtBytes(p.written_bytes)}`),
+      kv('Backlog', [`${p.backlog.records} records, ${fmtBytes(p.backlog.bytes)}`,
+        p.oldest_ms !== null ? h('span', {class: 'muted'},
+          ` (oldest sent ${fmtTime(p.oldest_ms)})`) : '']),
+      kv('Files', p.files),
+      kv('Last flush', p.last_flush_ms !== null ? fmtTime(p.last_flush_ms) : 'never'),
+      kv('Last error', p.last_error ? h('span', {class: 'error'}, p.last_error) : '—')),
+    h('p', {class: 'muted'}, h('code', null, p.sink.path), ` · ${p.sink.partition} · ${p.sink.compression}`,
+      p.writing ? ` · writing records ${p.writing.first}–${p.writing.last}` : ''));
+}
+
+function pipelinesView(main, gen) {
+  const err = errorLine();
+  const list = h('div', {class: 'grid', id: 'pipeline-list'});
+  main.append(h('h1', null, 'Pipelines'), err.el, list);
+  return {
+    error: err.show,
+    async refresh() {
+      const pipelines = await load('/pipelines');
+      if (app.gen !== gen) return;
+      err.show(null);
+      fill(list, pipelines.map(pipelineCard));
+      if (!pipelines.length) list.append(h('p', {class: 'muted'}, 'No pipelines are configured.'));
+    },
+  };
+}
+
 /* ---- plugins ------------------------------------------------------------ */
 
 function pluginsView(main, gen) {
@@ -931,10 +977,12 @@ let sampling = null;
 async function boot() {
   const r = await api('GET', '/healthz');
   if (r.status === 401) return;
-  const [q, c] = await Promise.all([api('GET', '/queues'), api('GET', '/crons'),
-                                    load('/plugins').then((p) => { app.plugins = p; }).catch(() => {})]);
+  const [q, c, pl] = await Promise.all([api('GET', '/queues'), api('GET', '/crons'),
+                                        api('GET', '/pipelines'),
+                                        load('/plugins').then((p) => { app.plugins = p; }).catch(() => {})]);
   $('[data-nav="queues"]').hidden = !(q.ok && q.json.length);
   $('[data-nav="crons"]').hidden = !(c.ok && c.json.length);
+  $('[data-nav="pipelines"]').hidden = !(pl.ok && pl.json.length);
   if (!sampling) {
     const loop = async () => { await sample(); sampling = setTimeout(loop, POLL_MS); };
     loop();

@@ -62,6 +62,7 @@ int duro_pipeline_register(duro_engine *e, const char *name,
   p->o = *o;
   p->o.dir = o->dir ? xstrdup(o->dir) : NULL;
   p->o.partition = xstrdup(o->partition);
+  p->backlog_read_ms = INT64_MIN;
   if (s3) {
     p->o.s3.endpoint = xstrdup(o->s3.endpoint);
     p->o.s3.bucket = xstrdup(o->s3.bucket);
@@ -76,34 +77,81 @@ int duro_pipeline_register(duro_engine *e, const char *name,
   return 0;
 }
 
-/* Refuses a send while p's backlog is past its bound: checked before the
- * commit, so a bound a few sends may cross at once by a send each: what
- * it bounds is the disk. */
-static int backlog_check(duro_engine *e, const pipeline *p,
-                         journal_pipeline *st) {
-  int rc = journal_pipeline_get(engine_journal(e), p->name, st);
-  if (rc)
-    return rc == DURO_E_NOT_FOUND ? DURO_E_STORAGE : rc;
-  return st->backlog_bytes >= p->o.max_backlog ? DURO_E_OVERLOADED : 0;
-}
-
-static void append_ops(journal_batch *b, const pipeline *p,
-                       const char *const *records, size_t n, int64_t now) {
-  for (size_t i = 0; i < n; i++) {
-    journal_op *op = journal_batch_add(b, JOP_PIPELINE_APPEND);
-    op->queue = p->name;
-    op->body = records[i];
-    op->ts_ms = now;
+/* Refuses a send of `bytes` while p's backlog is past its bound, and
+ * counts it in p's view of the backlog otherwise (a send that then fails
+ * to commit is counted until the next read).  The journal is read only
+ * when that view is old or over the bound, so a send never reads it while
+ * the backlog is well under: a refusal always follows a read.  Checked
+ * before the commit, so a bound a few sends may cross at once by a send
+ * each: what it bounds is the disk.  *after: the backlog counting this
+ * send. */
+static int backlog_check(duro_engine *e, pipeline *p, int64_t bytes,
+                         int64_t *after) {
+  int64_t now = engine_now(e);
+  pthread_mutex_lock(&p->mu);
+  int fresh = p->backlog_read_ms != INT64_MIN && now >= p->backlog_read_ms &&
+              now - p->backlog_read_ms < PIPELINE_BACKLOG_READ_MS &&
+              p->backlog_bytes < p->o.max_backlog;
+  pthread_mutex_unlock(&p->mu);
+  if (!fresh) {
+    journal_pipeline st;
+    int rc = journal_pipeline_get(engine_journal(e), p->name, &st);
+    if (rc)
+      return rc == DURO_E_NOT_FOUND ? DURO_E_STORAGE : rc;
+    pthread_mutex_lock(&p->mu);
+    p->backlog_bytes = st.backlog_bytes;
+    p->backlog_read_ms = now;
+    pthread_mutex_unlock(&p->mu);
   }
+  pthread_mutex_lock(&p->mu);
+  int over = p->backlog_bytes >= p->o.max_backlog;
+  if (!over)
+    p->backlog_bytes += bytes;
+  *after = p->backlog_bytes;
+  pthread_mutex_unlock(&p->mu);
+  return over ? DURO_E_OVERLOADED : 0;
 }
 
-int pipeline_append_ops(duro_engine *e, pipeline *p, const char *const *records,
-                        size_t n, journal_batch *b) {
-  journal_pipeline st;
-  int rc = backlog_check(e, p, &st);
-  if (rc == 0)
-    append_ops(b, p, records, n, engine_now(e));
-  return rc;
+char *pipeline_lines(const char *const *records, size_t n, size_t *len) {
+  size_t total = 0;
+  for (size_t i = 0; i < n; i++)
+    total += strlen(records[i]) + 1;
+  char *lines = xmalloc(total + 1), *at = lines;
+  for (size_t i = 0; i < n; i++) {
+    size_t k = strlen(records[i]);
+    if (memchr(records[i], '\n', k)) {
+      free(lines);
+      return NULL;
+    }
+    memcpy(at, records[i], k);
+    at[k] = '\n';
+    at += k + 1;
+  }
+  *at = '\0';
+  *len = total;
+  return lines;
+}
+
+/* One op for the whole send (journal.h): its records' seqs are reserved
+ * at once and inserted by one prepared statement, where an op a record
+ * cost two statements each. */
+static int append_op(duro_engine *e, pipeline *p, const char *lines, size_t n,
+                     size_t len, journal_batch *b, int64_t *after) {
+  int rc = backlog_check(e, p, (int64_t)len, after);
+  if (rc)
+    return rc;
+  journal_op *op = journal_batch_add(b, JOP_PIPELINE_APPEND);
+  op->queue = p->name;
+  op->body = lines;
+  op->from_seq = (int64_t)n;
+  op->ts_ms = engine_now(e);
+  return 0;
+}
+
+int pipeline_append_op(duro_engine *e, pipeline *p, const char *lines, size_t n,
+                       size_t len, journal_batch *b) {
+  int64_t after;
+  return append_op(e, p, lines, n, len, b, &after);
 }
 
 int duro_pipeline_append(duro_engine *e, const char *name,
@@ -112,23 +160,25 @@ int duro_pipeline_append(duro_engine *e, const char *name,
   pipeline *p = pipeline_find(e, name);
   if (!p)
     return DURO_E_NOT_FOUND;
-  journal_pipeline st;
-  int rc = backlog_check(e, p, &st);
-  if (rc || n == 0)
-    return rc;
+  if (n == 0)
+    return 0;
+  size_t len = 0;
+  char *lines = pipeline_lines(records, n, &len);
+  if (!lines)
+    return DURO_E_INVALID_MESSAGE;
   journal_batch b = {0};
-  append_ops(&b, p, records, n, engine_now(e));
-  rc = journal_commit(engine_journal(e), &b);
+  journal_batch_own(&b, lines);
+  int64_t after = 0;
+  int rc = append_op(e, p, lines, n, len, &b, &after);
+  if (rc == 0)
+    rc = journal_commit(engine_journal(e), &b);
   if (rc == 0 && b.ops[0].rc)
     rc = b.ops[0].rc;
   if (rc == 0 && first_seq)
     *first_seq = b.ops[0].out_rowid;
   journal_batch_free(&b);
   /* A file's worth waits: the next pass wakes the flusher to write it. */
-  int64_t added = 0;
-  for (size_t i = 0; rc == 0 && i < n; i++)
-    added += (int64_t)strlen(records[i]) + 1;
-  if (rc == 0 && st.backlog_bytes + added >= p->o.roll_size)
+  if (rc == 0 && after >= p->o.roll_size)
     engine_kick_scheduler(e);
   return rc;
 }

@@ -64,7 +64,8 @@ int duro_pipeline_exists(duro_engine *e, const char *name);
 /* Appends records[0..n) (each a JSON text, compact) to the pipeline in
  * one commit; *first_seq (may be NULL) gets the first one's seq.
  * DURO_E_NOT_FOUND: no such pipeline; DURO_E_OVERLOADED: its backlog is
- * past max_backlog (nothing stored); DURO_E_STORAGE. */
+ * past max_backlog (nothing stored); DURO_E_INVALID_MESSAGE: a record
+ * holds a newline, so is not compact (nothing stored); DURO_E_STORAGE. */
 int duro_pipeline_append(duro_engine *e, const char *name,
                          const char *const *records, size_t n,
                          int64_t *first_seq);

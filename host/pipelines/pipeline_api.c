@@ -85,16 +85,13 @@ static int api_pipeline_send(duro_pipeline *h, const char *const *records,
   for (size_t i = 0; i < n && !rc; i++)
     rc = compact(records[i], i, &text[i], err, sizeof err);
   if (rc == 0 && at) {
-    /* The texts must outlive this call: the attempt owns its copies. */
-    for (size_t i = 0; i < n; i++) {
-      char *kept = attempt_strdup(at, text[i]);
-      free(text[i]);
-      text[i] = kept;
-    }
-    rc = pipeline_append_ops(p->engine, p, (const char *const *)text, n,
-                             attempt_effects(at));
-    for (size_t i = 0; i < n; i++) /* the attempt's now */
-      text[i] = NULL;
+    /* The lines must outlive this call: the attempt owns its copy. */
+    size_t len = 0;
+    char *lines = pipeline_lines((const char *const *)text, n, &len);
+    rc = lines ? pipeline_append_op(p->engine, p, attempt_strdup(at, lines), n,
+                                    len, attempt_effects(at))
+               : DURO_E_INVALID_MESSAGE;
+    free(lines);
   } else if (rc == 0) {
     rc = duro_pipeline_append(p->engine, p->name, (const char *const *)text, n,
                               NULL);

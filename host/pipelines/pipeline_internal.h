@@ -32,6 +32,10 @@
  * out (a crash, a stall); each pass that works on it claims it again. */
 #define PIPELINE_PLAN_LEASE_MS 60000
 
+/* How long a send trusts the backlog it last read (the engine clock):
+ * sends of other hosts on a shared store are seen within this. */
+#define PIPELINE_BACKLOG_READ_MS 1000
+
 /* How many records a read of a batch holds at once. */
 #define PIPELINE_PAGE 1000
 
@@ -52,9 +56,16 @@ typedef struct pipeline {
   int64_t retry_ms;   /* the back-off after failed writes, 0 after one
                          worked (flush_mu) */
   int64_t retry_at;   /* no write before this (engine clock; flush_mu) */
-  pthread_mutex_t mu; /* guards last_error and errors */
+  pthread_mutex_t mu; /* guards what follows */
   char *last_error;   /* the last failed write; NULL once one works */
   int64_t errors;     /* failed writes since start */
+  /* The backlog as a send checks it (pipeline.c): the bytes read from
+   * the journal at backlog_read_ms (INT64_MIN: never), plus those of
+   * every send accepted here since.  Only the flusher lowers the real
+   * one, so on one host this is never below it: a send under the bound
+   * is let through without a read, and one over it reads again. */
+  int64_t backlog_bytes;
+  int64_t backlog_read_ms;
 } pipeline;
 
 typedef struct pipeline_state {
@@ -77,12 +88,16 @@ pipeline *pipeline_find(duro_engine *e, const char *name);
 void pipeline_set_error(pipeline *p, const char *msg);
 /* The pipeline bound to `binding`, or NULL. */
 pipeline *pipeline_bound(duro_engine *e, const char *binding);
-/* Adds the appends of records[0..n) (compact JSON texts, which must live
- * until b is committed) to b, for a commit of the caller's: a step's
- * sends join its result's.  DURO_E_OVERLOADED: p's backlog is past its
- * bound (nothing added). */
-int pipeline_append_ops(duro_engine *e, pipeline *p, const char *const *records,
-                        size_t n, journal_batch *b);
+/* records[0..n) as the lines of a file, each a record and a newline, as
+ * a send's op holds them (malloc'ed, *len bytes); NULL when a record
+ * holds a newline: it is not compact JSON, and would be two lines. */
+char *pipeline_lines(const char *const *records, size_t n, size_t *len);
+/* Adds the append of n records, `lines` of `len` bytes (pipeline_lines;
+ * they must live until b is committed), to b as one op, for a commit of
+ * the caller's: a step's sends join its result's.  DURO_E_OVERLOADED:
+ * p's backlog is past its bound (nothing added). */
+int pipeline_append_op(duro_engine *e, pipeline *p, const char *lines, size_t n,
+                       size_t len, journal_batch *b);
 
 /* pipeline_flush.c: the due batches of p, at most one new one (a plan
  * left over first); returns files written (0 or 1), or -1 on a failure

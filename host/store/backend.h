@@ -258,4 +258,10 @@ int journal_open_backend(const store_backend *be, const char *path,
  * that waited on it). */
 void store_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Whether the `len` bytes of body are exactly n > 0 lines, each ended by
+ * a newline: a JOP_PIPELINE_APPEND's records, checked by each backend
+ * before it reserves their seqs, so no seq is ever left without its
+ * record. */
+int store_pipeline_lines_are(const char *body, size_t len, int64_t n);
+
 #endif

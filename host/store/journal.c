@@ -91,6 +91,14 @@ void store_error(const char *fmt, ...) {
   va_end(ap);
 }
 
+int store_pipeline_lines_are(const char *body, size_t len, int64_t n) {
+  int64_t k = 0;
+  for (const char *p = body, *end = body + len;
+       p < end && (p = memchr(p, '\n', (size_t)(end - p))); p++)
+    k++;
+  return n > 0 && k == n && body[len - 1] == '\n';
+}
+
 /* ---- open / close -------------------------------------------------------- */
 
 int journal_open(const char *path, int synchronous_full, journal **out,

@@ -241,9 +241,15 @@ typedef enum journal_op_kind {
    * [from_seq, event_seq] being written by host `rowid` (journal_host)
    * until visible_ms (the engine clock). */
   JOP_PIPELINE_DECLARE, /* queue: its row, unless it has one */
-  JOP_PIPELINE_APPEND,  /* queue, body, ts_ms = sent: the record gets the
-                           pipeline's next seq (out_rowid); the pipeline
-                           must be declared (else op rc DURO_E_NOT_FOUND) */
+  JOP_PIPELINE_APPEND,  /* queue, body = the records of one send as the
+                           lines of a file (each a compact JSON text and
+                           a newline), from_seq = how many, ts_ms = sent:
+                           they get the pipeline's next from_seq seqs in
+                           their order (out_rowid = the first's), its
+                           counter moved once; the pipeline must be
+                           declared (else op rc DURO_E_NOT_FOUND) and the
+                           lines as many as from_seq (else
+                           DURO_E_INVALID_ARGUMENT, nothing stored) */
   JOP_PIPELINE_PLAN,    /* queue, from_seq, event_seq, ts_ms = planned,
                            rowid, visible_ms: records the plan unless one
                            is recorded; out_rowid = 1 when it did */

@@ -1,6 +1,6 @@
 /* pg_write_pipeline.c — the PostgreSQL backend's ops on pipelines, as
- * sqlite_write_pipeline.c: a pipeline declared, a record appended under
- * its next seq, a batch's plan recorded or claimed, a batch done.  A
+ * sqlite_write_pipeline.c: a pipeline declared, a send's records appended
+ * under its next seqs, a batch's plan recorded or claimed, a batch done.  A
  * plan's UPDATE takes the pipeline's row lock, so of two hosts only one
  * records or claims it; the other's changes nothing. */
 #include <libpq-fe.h>
@@ -8,13 +8,20 @@
 
 #include "pg_internal.h"
 
-/* The counter moved and the record inserted in one statement, whose
- * RETURNING is the record's seq (no row: the pipeline is not declared). */
+/* The counter moved once and a send's records inserted in one
+ * statement, whose row is the first record's seq (no row: the pipeline
+ * is not declared). */
 static int append(pg_store *pg, journal_op *op) {
+  size_t len = strlen(op->body); /* the records' bytes, newlines included */
+  if (!store_pipeline_lines_are(op->body, len, op->from_seq)) {
+    op->rc = DURO_E_INVALID_ARGUMENT;
+    return 0;
+  }
   params p = {0};
   p_text(&p, op->queue);
   p_text(&p, op->body);
-  p_i64(&p, (int64_t)strlen(op->body) + 1); /* and its newline */
+  p_i64(&p, op->from_seq);
+  p_i64(&p, (int64_t)len);
   p_i64(&p, op->ts_ms);
   int inserted = 0;
   int rc =

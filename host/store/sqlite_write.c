@@ -147,8 +147,9 @@ const char *const sqlite_write_sql[ST_WRITE_COUNT_] = {
         "INSERT OR IGNORE INTO pipelines(pipeline,next_seq,accepted,"
         "accepted_bytes,written,written_bytes,files,backlog_bytes) "
         "VALUES(?1,0,0,0,0,0,0,0)",
+    /* A send's seqs reserved at once: next_seq is its last record's. */
     [ST_PIPELINE_NEXT] =
-        "UPDATE pipelines SET next_seq=next_seq+1, accepted=accepted+1, "
+        "UPDATE pipelines SET next_seq=next_seq+?3, accepted=accepted+?3, "
         "accepted_bytes=accepted_bytes+?2, backlog_bytes=backlog_bytes+?2 "
         "WHERE pipeline=?1 RETURNING next_seq",
     [ST_PIPELINE_RECORD] = "INSERT INTO pipeline_records(pipeline,seq,body,"

@@ -1,21 +1,27 @@
 /* sqlite_write_pipeline.c — the SQLite backend's ops on pipelines: a
- * pipeline declared, a record appended under its next seq, a batch's plan
- * recorded or claimed, and a batch done (its records deleted, counted
- * written, the plan cleared). */
+ * pipeline declared, a send's records appended under its next seqs, a
+ * batch's plan recorded or claimed, and a batch done (its records
+ * deleted, counted written, the plan cleared). */
 #include <sqlite3.h>
 #include <string.h>
 
 #include "sqlite_internal.h"
 
-/* The record's seq: the pipeline's counter, moved on in the same
- * transaction as the insert. */
+/* The send's seqs: the pipeline's counter moved on once by n, in the
+ * same transaction as the n inserts of one prepared statement. */
 static int append(sqlite_store *sq, journal_op *op) {
+  size_t len = strlen(op->body); /* the records' bytes, newlines included */
+  int64_t n = op->from_seq;
+  if (!store_pipeline_lines_are(op->body, len, op->from_seq)) {
+    op->rc = DURO_E_INVALID_ARGUMENT;
+    return 0;
+  }
   sqlite3_stmt *st = sq->ws[ST_PIPELINE_NEXT];
-  int64_t bytes = (int64_t)strlen(op->body) + 1; /* and its newline */
   bind_text(st, 1, op->queue);
-  sqlite3_bind_int64(st, 2, bytes);
+  sqlite3_bind_int64(st, 2, (int64_t)len);
+  sqlite3_bind_int64(st, 3, n);
   int s = sqlite3_step(st);
-  int64_t seq = s == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+  int64_t last = s == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
   if (s == SQLITE_ROW)
     s = sqlite3_step(st);
   sqlite3_reset(st);
@@ -24,18 +30,32 @@ static int append(sqlite_store *sq, journal_op *op) {
     sqlite_set_err(sq->wr, NULL);
     return DURO_E_STORAGE;
   }
-  if (!seq) {
+  if (!last) {
     op->rc = DURO_E_NOT_FOUND;
     return 0;
   }
+  op->out_rowid = last - n + 1;
   st = sq->ws[ST_PIPELINE_RECORD];
   bind_text(st, 1, op->queue);
-  sqlite3_bind_int64(st, 2, seq);
-  bind_text(st, 3, op->body);
-  sqlite3_bind_int64(st, 4, bytes);
   sqlite3_bind_int64(st, 5, op->ts_ms);
-  op->out_rowid = seq;
-  return sqlite_step_done(sq, st);
+  const char *line = op->body;
+  for (int64_t seq = op->out_rowid; seq <= last; seq++) {
+    const char *nl = strchr(line, '\n');
+    sqlite3_bind_int64(st, 2, seq);
+    sqlite3_bind_text(st, 3, line, (int)(nl - line), SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, (int64_t)(nl - line) + 1); /* and its newline */
+    s = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (s != SQLITE_DONE)
+      break;
+    line = nl + 1;
+  }
+  sqlite3_clear_bindings(st);
+  if (s != SQLITE_DONE) {
+    sqlite_set_err(sq->wr, NULL);
+    return DURO_E_STORAGE;
+  }
+  return 0;
 }
 
 /* The counts move and the plan clears only while the plan is this
