@@ -1220,7 +1220,7 @@ static void p1_run(const char *label, const char *so, uint32_t threads) {
   /* Files of 8 MB, and the last one's records written within 200 ms. */
   duro_pipeline_options o = {.dir = sink,
                              .partition = "{yyyy}/{mm}/{dd}/{hh}",
-                             .gzip = 1,
+                             .compression = DURO_PIPELINE_GZIP,
                              .roll_size = 8 << 20,
                              .roll_interval_ms = 200,
                              .max_backlog = (int64_t)1 << 32};
