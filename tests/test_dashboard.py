@@ -457,6 +457,9 @@ def main():
         assert "card issuer timed out" in att[0][1], att
         assert "back-off" in att[0][1], att
         assert "ok" in att[1][1], att
+        # each attempt with the lines it logged (GET .../logs)
+        assert "charging" in att[0][1] and "(attempt 1," in att[0][1], att
+        assert "(attempt 2," in att[1][1] and "(attempt 1," not in att[1][1], att
         assert d.find_elements(By.CSS_SELECTOR, "#timeline rect.span-failed")
         assert d.find_elements(By.CSS_SELECTOR, "#timeline rect.span-backoff")
         shot(d, "detail-desktop")

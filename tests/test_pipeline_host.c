@@ -603,8 +603,9 @@ int main(void) {
   Suite *s = suite_create("pipeline_host");
   TCase *tc = tcase_create("pipeline_host");
   proc_fixtures(tc, "duro-pipeline-host");
-  /* a second a kill, and the rest */
-  tcase_set_timeout(tc, 240 + 3 * kills_wanted());
+  /* a kill and the engine back: a few seconds each (the supervisor backs
+   * off from a crashing engine), and the rest */
+  tcase_set_timeout(tc, 240 + 8 * kills_wanted());
   tcase_add_test(tc, http_send_and_files);
   tcase_add_test(tc, plugin_sends_with_its_steps);
   tcase_add_test(tc, backlog_full_answers_503);

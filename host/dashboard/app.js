@@ -528,7 +528,8 @@ function instanceView(main, gen, wf, id) {
   const view = {
     error: err.show,
     async refresh() {
-      const inst = await load(path);
+      /* its log lines (the newest 1000 it keeps at most, by default) */
+      const [inst, logs] = await Promise.all([load(path), load(`${path}/logs?limit=1000`)]);
       if (app.gen !== gen) return;
       err.show(null);
       fill(head, h('h1', null, inst.id, ' ', h('span', {id: 'instance-status'}, badge(inst.status))));
@@ -569,7 +570,7 @@ function instanceView(main, gen, wf, id) {
       }
       showActions(inst);
       fill(timeline, drawTimeline(inst));
-      fill(steps, stepList(inst));
+      fill(steps, stepList(inst, logsByAttempt(logs.logs)));
       fill(events, eventList(inst));
     },
   };
@@ -683,10 +684,33 @@ function nestRollbacks(steps) {
   return out.concat(steps.filter((s) => s.type === 'rollback' && !placed.has(s)));
 }
 
-/* Each step with its attempts in order, as text.  A rollback reads as
- * what it undoes, indented under that step. */
-function stepList(inst) {
-  if (!inst.steps.length) return h('p', {class: 'muted'}, 'No steps yet.');
+/* The log lines by the attempt that wrote them ("key#attempt"; run()'s
+ * under "run"). */
+function logsByAttempt(lines) {
+  const by = new Map();
+  for (const l of lines || []) {
+    const k = l.step === null ? 'run' : `${l.step}#${l.attempt}`;
+    if (!by.has(k)) by.set(k, []);
+    by.get(k).push(l);
+  }
+  return by;
+}
+
+function logList(lines) {
+  return lines && lines.length
+    ? h('ol', {class: 'logs'}, lines.map((l) => h('li', {class: `log l-${l.level}`},
+        `${fmtClock(l.time_ms)} ${l.level} `, h('span', {class: 'message'}, l.message))))
+    : '';
+}
+
+/* Each step with its attempts in order, as text, and under each attempt
+ * the lines it logged.  A rollback reads as what it undoes, indented
+ * under that step. */
+function stepList(inst, logs) {
+  logs = logs || new Map();
+  const ran = logs.has('run') ? h('div', {class: 'step', id: 'run-logs'},
+    h('h3', null, 'run()', ' ', h('span', {class: 'muted'}, 'logged')), logList(logs.get('run'))) : '';
+  if (!inst.steps.length) return [h('p', {class: 'muted'}, 'No steps yet.'), ran];
   const attempted = (s) => s.type === 'do' || s.type === 'rollback';
   return nestRollbacks(inst.steps).map((s) => h('div', {class: s.type === 'rollback' ? 'step undoes' : 'step', 'data-step': s.name},
     h('h3', null, s.type === 'rollback' ? `undoes ${s.name}` : s.name,
@@ -702,13 +726,14 @@ function stepList(inst) {
         failed ? h('span', {class: 'error'}, errText(a.error))
                : a.ended_ms === null ? '' : h('span', null, 'ok'),
         a.build ? h('span', {class: 'muted'}, ` · build ${a.build}`) : '',
-        failed && next && a.ended_ms !== null ? h('div', {class: 'muted'}, `waited ${fmtDur(next.started_ms - a.ended_ms)} (back-off)`) : '');
+        failed && next && a.ended_ms !== null ? h('div', {class: 'muted'}, `waited ${fmtDur(next.started_ms - a.ended_ms)} (back-off)`) : '',
+        logList(logs.get(`${s.key}#${a.number}`)));
     })) : h('p', {class: 'muted'},
       s.type === 'sleep' ? `slept from ${fmtTime(s.started_ms)}, until ${fmtTime(s.wake_ms ?? s.ended_ms)}`
                          : `waited from ${fmtTime(s.started_ms)}${s.ended_ms ? ` to ${fmtTime(s.ended_ms)}` : ''}`),
     s.status === 'complete' && attempted(s) ? h('pre', {class: 'result'}, fmtJSON(s.result)) : '',
     s.error && !attempted(s) ? h('p', {class: waitTimedOut(s) ? 'muted' : 'error'},
-                                   waitTimedOut(s) ? s.error.message : errText(s.error)) : ''));
+                                   waitTimedOut(s) ? s.error.message : errText(s.error)) : '')).concat(ran);
 }
 
 /* ---- queues ------------------------------------------------------------- */
