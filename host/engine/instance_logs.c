@@ -33,19 +33,18 @@ static void kept_done(void *ctx, int rc) {
 }
 
 void engine_log_keep(duro_step *a, const char *step, uint32_t attempt,
-                     int level, const char *message) {
-  if (!a || a->dry || a->inst.rowid <= 0)
+                     int level, char *message) {
+  if (!a || a->dry || a->inst.rowid <= 0) {
+    free(message);
     return;
-  kept_line *k = xcalloc(1, sizeof *k);
-  size_t len = strlen(message);
-  if (len > LOG_LINE_MAX) {
-    static const char cut[] = " [cut]";
-    k->message = xmalloc(LOG_LINE_MAX + sizeof cut);
-    memcpy(k->message, message, LOG_LINE_MAX);
-    memcpy(k->message + LOG_LINE_MAX, cut, sizeof cut);
-  } else {
-    k->message = xstrdup(message);
   }
+  kept_line *k = xcalloc(1, sizeof *k);
+  if (strlen(message) > LOG_LINE_MAX) {
+    static const char cut[] = " [cut]";
+    message = xrealloc(message, LOG_LINE_MAX + sizeof cut);
+    memcpy(message + LOG_LINE_MAX, cut, sizeof cut);
+  }
+  k->message = message; /* ours now */
   k->step = step ? xstrdup(step) : NULL;
   journal_op *op = journal_batch_add(&k->b, JOP_LOG_APPEND);
   op->rowid = a->inst.rowid;

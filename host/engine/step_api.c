@@ -142,8 +142,7 @@ static void api_vlog(int level, const char *fmt, va_list ap) {
     va_copy(copy, ap);
     char *message = xvasprintf(fmt, copy);
     va_end(copy);
-    engine_log_keep(a, at->step, at->attempt, level, message);
-    free(message);
+    engine_log_keep(a, at->step, at->attempt, level, message); /* takes it */
   }
   log_vat(level, at ? at : &(log_ctx){.source = "plugin"}, fmt, ap);
 }

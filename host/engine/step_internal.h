@@ -480,8 +480,8 @@ void activation_final_commit(void *ctx, int rc);
 
 /* Keeps a line activation `a`'s plugin code logged (instance_logs.c):
  * queued to the journal with its instance, step key (NULL: run()) and
- * attempt; never waits for the disk. */
+ * attempt; never waits for the disk.  Takes `message` (malloc'ed). */
 void engine_log_keep(duro_step *a, const char *step, uint32_t attempt,
-                     int level, const char *message);
+                     int level, char *message);
 
 #endif
