@@ -70,6 +70,7 @@
 #include "backend.h"
 #include "duro.h"
 #include "engine.h"
+#include "p1_records.h"
 #include "pipeline.h"
 #include "queue.h"
 #include "view_queue.h"
@@ -556,36 +557,10 @@ static duro_rc wf_parent(duro_step *step, const duro_event *ev, duro_env *env) {
   return DURO_OK;
 }
 
-/* P1's records: 100 bytes of JSON each, as the bench plugin's Pipe
- * makes them (bench/http/bench_plugin.c). */
-#define P1_RECORDS 100
-#define P1_BYTES 100
-
-static void p1_record(char *out, unsigned k) {
-  int n = snprintf(out, P1_BYTES + 1,
-                   "{\"k\":%u,\"page\":\"/products/%06u\",\"user\":"
-                   "\"u-%06u\",\"pad\":\"",
-                   k, k * 7919u % 1000000u, k * 31u % 1000000u);
-  while (n < P1_BYTES - 2)
-    out[n++] = 'x';
-  memcpy(out + n, "\"}", 3);
-}
-
 static unsigned p1_sent; /* atomic: what makes each record differ */
 
-static int p1_send(duro_attempt *a, void *arg) {
-  duro_pipeline *p = arg;
-  char text[P1_RECORDS][P1_BYTES + 1];
-  const char *recs[P1_RECORDS];
-  unsigned k = __atomic_fetch_add(&p1_sent, P1_RECORDS, __ATOMIC_RELAXED);
-  for (int i = 0; i < P1_RECORDS; i++) {
-    p1_record(text[i], k + (unsigned)i);
-    recs[i] = text[i];
-  }
-  int rc = duro_pipeline_send(p, recs, P1_RECORDS);
-  if (rc)
-    return duro_attempt_fail(a, "pipeline: %s", duro_strerror(rc));
-  return duro_attempt_result(a, "1");
+static int p1_step(duro_attempt *a, void *arg) {
+  return p1_send(a, arg, &p1_sent);
 }
 
 /* params.steps steps, each sending P1_RECORDS records to EVENTS. */
@@ -594,7 +569,7 @@ static duro_rc wf_pipe(duro_step *step, const duro_event *ev, duro_env *env) {
   int n = param(ev->params, "steps", 10);
   const char *r;
   for (int i = 0; i < n; i++)
-    DURO_TRY(duro_do(step, "send", NULL, p1_send, p, &r));
+    DURO_TRY(duro_do(step, "send", NULL, p1_step, p, &r));
   return DURO_OK;
 }
 
@@ -953,6 +928,22 @@ static double w6_run(const char *name, const char *so, uint32_t threads,
   return s;
 }
 
+/* The bench plugin's path into so (--plugin-workers SO, else libbench.so
+ * beside this binary); 0, said, when it is missing: `what` in a worker
+ * is left out. */
+static int bench_plugin(char *so, size_t len, const char *what) {
+  if (opts.worker_so)
+    snprintf(so, len, "%s", opts.worker_so);
+  else /* build/bench/duro-bench -> build/bench/libbench.so */
+    snprintf(so, len, "%s/libbench.so", self_dir());
+  if (access(so, R_OK) == 0)
+    return 1;
+  fprintf(stderr,
+          "bench: %s in a worker needs the bench plugin: %s is missing "
+          "(--plugin-workers SO)\n",
+          what, so);
+  return 0;
+}
 static void w6_io(void) {
   size_t n = opts.quick ? 100 : 1000;
   char fig[64];
@@ -960,17 +951,8 @@ static void w6_io(void) {
   report(fig, w6_run("w6e", NULL, opts.workers, n), "s",
          "ideal 0.4 s; Restate 2.96 s");
   char so[4200];
-  if (opts.worker_so)
-    snprintf(so, sizeof so, "%s", opts.worker_so);
-  else /* build/bench/duro-bench -> build/bench/libbench.so */
-    snprintf(so, sizeof so, "%s/libbench.so", self_dir());
-  if (access(so, R_OK) != 0) {
-    fprintf(stderr,
-            "bench: W6 in a worker needs the bench plugin: %s is "
-            "missing (--plugin-workers SO)\n",
-            so);
+  if (!bench_plugin(so, sizeof so, "W6"))
     return;
-  }
   snprintf(fig, sizeof fig, "W6 %zu x 2 I/O steps, in a worker", n);
   uint32_t was = opts.workers;
   opts.workers = 8; /* the setting line names the threads it ran on */
@@ -1282,17 +1264,8 @@ static void p1_run(const char *label, const char *so, uint32_t threads) {
 static void p1_pipelines(void) {
   p1_run("in engine", NULL, opts.workers);
   char so[4200];
-  if (opts.worker_so)
-    snprintf(so, sizeof so, "%s", opts.worker_so);
-  else /* build/bench/duro-bench -> build/bench/libbench.so */
-    snprintf(so, sizeof so, "%s/libbench.so", self_dir());
-  if (access(so, R_OK) != 0) {
-    fprintf(stderr,
-            "bench: P1 in a worker needs the bench plugin: %s is "
-            "missing (--plugin-workers SO)\n",
-            so);
+  if (!bench_plugin(so, sizeof so, "P1"))
     return;
-  }
   uint32_t was = opts.workers;
   opts.workers = 8; /* the setting line names the threads it ran on */
   p1_run("in a worker", so, 8);

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../p1_records.h"
 #include "duro.h"
 
 static int trivial(duro_attempt *a, void *arg) {
@@ -122,35 +123,10 @@ static duro_rc steps_n(duro_step *step, const duro_event *ev, duro_env *env) {
   return DURO_OK;
 }
 
-/* 100 bytes of JSON, as duro-bench's P1 makes them in the engine. */
-#define PIPE_RECORDS 100
-#define PIPE_BYTES 100
-
-static void pipe_record(char *out, unsigned k) {
-  int n = snprintf(out, PIPE_BYTES + 1,
-                   "{\"k\":%u,\"page\":\"/products/%06u\",\"user\":"
-                   "\"u-%06u\",\"pad\":\"",
-                   k, k * 7919u % 1000000u, k * 31u % 1000000u);
-  while (n < PIPE_BYTES - 2)
-    out[n++] = 'x';
-  memcpy(out + n, "\"}", 3);
-}
-
 static unsigned pipe_sent; /* atomic: what makes each record differ */
 
 static int pipe_send(duro_attempt *a, void *arg) {
-  duro_pipeline *p = arg;
-  char text[PIPE_RECORDS][PIPE_BYTES + 1];
-  const char *recs[PIPE_RECORDS];
-  unsigned k = __atomic_fetch_add(&pipe_sent, PIPE_RECORDS, __ATOMIC_RELAXED);
-  for (int i = 0; i < PIPE_RECORDS; i++) {
-    pipe_record(text[i], k + (unsigned)i);
-    recs[i] = text[i];
-  }
-  int rc = duro_pipeline_send(p, recs, PIPE_RECORDS);
-  if (rc)
-    return duro_attempt_fail(a, "pipeline: %s", duro_strerror(rc));
-  return duro_attempt_result(a, "1");
+  return p1_send(a, arg, &pipe_sent);
 }
 
 static duro_rc pipe_steps(duro_step *step, const duro_event *ev,
