@@ -16,7 +16,7 @@
  * instance's owner); 8: an instance's deadline and parent; 9: the
  * pipelines (SQLite's schema 8); 10: instances' log lines.  A journal
  * of 6 to 9 is brought to 10 when opened. */
-#define SCHEMA_VERSION "10"
+#define SCHEMA_VERSION "11"
 /* The advisory lock that one opener at a time creating or upgrading the
  * schema holds (any fixed number; no other lock of duro's uses it). */
 #define SCHEMA_LOCK "7140100"
@@ -123,13 +123,22 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS pipeline_records(pipeline " TXT " NOT NULL,"
     " seq BIGINT NOT NULL, body " TXT " NOT NULL, bytes BIGINT NOT NULL,"
     " sent_ms BIGINT NOT NULL, PRIMARY KEY(pipeline, seq));"
+    /* Schema 11: a row holds one send's records, seq..last, as their
+     * lines (as SQLite's schema 10); a record of schema 10 becomes a row
+     * of one line. */
+    "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM information_schema.columns"
+    " WHERE table_schema=current_schema() AND table_name='pipeline_records'"
+    " AND column_name='last') THEN"
+    " ALTER TABLE pipeline_records ADD COLUMN last BIGINT NOT NULL DEFAULT 0;"
+    " UPDATE pipeline_records SET last=seq, body=body||E'\\n';"
+    " END IF; END $$;"
     /* Schema 10: instances' log lines, as SQLite's logs table. */
     "CREATE TABLE IF NOT EXISTS logs(instance BIGINT NOT NULL,"
     " n BIGINT NOT NULL, ts_ms BIGINT NOT NULL, level INTEGER NOT NULL,"
     " step " TXT ", attempt BIGINT NOT NULL, message " TXT " NOT NULL,"
     " PRIMARY KEY(instance, n));"
     "UPDATE meta SET value='" SCHEMA_VERSION "' WHERE key='schema' AND"
-    " value IN ('6','7','8','9');";
+    " value IN ('6','7','8','9','10');";
 
 /* The schema version stored in meta, into ver; 0 or DURO_E_STORAGE. */
 int pg_schema_check(PGconn *c, char *err, size_t errlen) {

@@ -361,11 +361,10 @@ int sqlite_cron_ticks(void *db, const char *trigger, const char *state,
                       void *ctx);
 /* sqlite_read_pipeline.c */
 int sqlite_pipeline_get(void *db, const char *pipeline, journal_pipeline *out);
-int sqlite_pipeline_records(void *db, const char *pipeline, int64_t from_seq,
-                            int64_t to_seq, size_t limit,
-                            int (*fn)(void *ctx, int64_t seq, const char *body,
-                                      int64_t bytes, int64_t sent_ms),
-                            void *ctx);
+int sqlite_pipeline_sends(void *db, const char *pipeline, int64_t from_seq,
+                          int64_t to_seq, size_t limit, int with_body,
+                          int (*fn)(void *ctx, const journal_pipeline_send *s),
+                          void *ctx);
 /* sqlite_copy.c */
 int sqlite_schema_version(const char *path, char *version, size_t n, char *err,
                           size_t errlen);
