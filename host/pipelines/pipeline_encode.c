@@ -1,8 +1,8 @@
 /* pipeline_encode.c — a batch's bytes, whatever the sink: its sends read
- * from the journal in pages, each its records' lines as they are kept, gzip'ed by zlib with a
- * header that holds no name and no time, or compressed by libzstd (one
- * frame, its checksum on, on this thread alone), so that encoding the
- * same records again gives the same bytes (a batch written again after a
+ * from the journal in pages, each its records' lines as they are kept, gzip'ed
+ * by zlib with a header that holds no name and no time, or compressed by
+ * libzstd (one frame, its checksum on, on this thread alone), so that encoding
+ * the same records again gives the same bytes (a batch written again after a
  * crash replaces its file or object with what it already held). */
 #include <errno.h>
 #include <stdio.h>

@@ -794,8 +794,8 @@ int journal_pipeline_records(journal *j, const char *pipeline, int64_t from_seq,
                              int (*fn)(void *ctx, int64_t seq, const char *body,
                                        int64_t bytes, int64_t sent_ms),
                              void *ctx) {
-  records_ctx r = {.from = from_seq, .to = to_seq, .left = limit, .fn = fn,
-                   .ctx = ctx};
+  records_ctx r = {
+      .from = from_seq, .to = to_seq, .left = limit, .fn = fn, .ctx = ctx};
   /* a send holds at least one record: `limit` sends hold `limit` records */
   int rc = journal_pipeline_sends(j, pipeline, from_seq, to_seq, limit, 1,
                                   records_of_send, &r);
