@@ -18,12 +18,12 @@
  *    `describe` against the host;
  *  - kill -9: two senders send numbered records in batches while the
  *    engine is SIGKILLed (3 times, or $DURO_PIPELINE_KILLS: `make
- *    chaos-pipelines` asks 30; the supervisor starting a new one each
- *    time), sending each batch once whatever the answer.  Once all is
- *    written, every record answered 202 is in exactly one file exactly
- *    once, one that got no answer at most once, each sender's in the
- *    order it sent them, and the files' sequence ranges follow one
- *    another with no overlap. */
+ *    chaos-pipelines` asks 100; the supervisor starting a new one each
+ *    time, 0.1 s after the kill of one that was ready), sending each
+ *    batch once whatever the answer.  Once all is written, every record
+ *    answered 202 is in exactly one file exactly once, one that got no
+ *    answer at most once, each sender's in the order it sent them, and
+ *    the files' sequence ranges follow one another with no overlap. */
 #include <check.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -378,7 +378,7 @@ START_TEST(cli_send_list_describe) {
 END_TEST
 
 /* Kills of the engine in the kill -9 case: DURO_PIPELINE_KILLS, default
- * 3 (`make chaos-pipelines` runs it with 30). */
+ * 3 (`make chaos-pipelines` runs it with 100). */
 static int kills_wanted(void) {
   const char *v = getenv("DURO_PIPELINE_KILLS");
   int n = v ? atoi(v) : 0;
