@@ -19,9 +19,10 @@
  * before it is worked on, so one host at a time writes a pipeline.
  *
  * A write that failed (a full disk, an endpoint down) leaves its plan and
- * is tried again after a back-off, 1 s doubling up to 60 s, so that a
- * sink that is down is neither hammered nor spun on; the records sent
- * meanwhile wait in the journal, up to max_backlog. */
+ * is tried again after a back-off, 1 s doubling up to max_retry_delay
+ * (60 s unless the config says), so that a sink that is down is neither
+ * hammered nor spun on; the records sent meanwhile wait in the journal,
+ * up to max_backlog. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,8 +165,8 @@ int64_t pipeline_flush_all(duro_engine *e, pipeline_state *s, int rounds,
       int rc = pipeline_flush(e, p, engine_now(e), &next);
       if (rc < 0) {
         p->retry_ms = p->retry_ms ? p->retry_ms * 2 : PIPELINE_RETRY_MIN_MS;
-        if (p->retry_ms > PIPELINE_RETRY_MAX_MS)
-          p->retry_ms = PIPELINE_RETRY_MAX_MS;
+        if (p->retry_ms > p->o.max_retry_delay_ms)
+          p->retry_ms = p->o.max_retry_delay_ms;
         p->retry_at = engine_now(e) + p->retry_ms;
         next = p->retry_at;
         break;

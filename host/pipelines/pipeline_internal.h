@@ -42,7 +42,7 @@
 #define PIPELINE_SEND_PAGE 64
 
 /* A failed write is tried again after 1 s, then twice as long each time
- * up to a minute, until one works. */
+ * up to max_retry_delay_ms (default a minute), until one works. */
 #define PIPELINE_RETRY_MIN_MS 1000
 #define PIPELINE_RETRY_MAX_MS 60000
 
