@@ -10,6 +10,9 @@
  *    come, and ends; a reconnect with Last-Event-ID gets exactly the
  *    items after that id, also after a restart of the host; an ended
  *    instance's stream gives its history and ends; an unknown one 404;
+ *  - `duro workflows instances describe --follow` prints the report, then
+ *    each item of the stream once, in order, across a kill -9 of the
+ *    engine, and returns at the instance's end;
  *  - GET .../logs and `duro workflows instances logs` give the lines the
  *    plugin's step callbacks logged (from its worker processes), each
  *    with its step and attempt; those of the steps committed before a
@@ -282,6 +285,76 @@ START_TEST(event_stream_follows_and_resumes) {
 }
 END_TEST
 
+/* `describe --follow --json` in a thread: its exit status and output. */
+typedef struct follower {
+  const host_run *h;
+  int rc;
+  char *out;
+} follower;
+
+static void *describe_follow(void *arg) {
+  follower *f = arg;
+  const char *args[] = {"instances", "describe", "order-flow", "o1",
+                        "--follow",  "--json",   NULL};
+  f->rc = host_cli(f->h, args, &f->out);
+  return NULL;
+}
+
+/* describe --follow prints the report, then each item of the stream once
+ * as it comes, across a kill -9 of the engine (the stream taken up again
+ * with Last-Event-ID), and returns 0 at the instance's end. */
+START_TEST(describe_follow_survives_kill9) {
+  host_run H;
+  start_orders(&H, "follow", NULL);
+  create_order(&H, "o1");
+  json_decref(host_wait_status(&H, "order-flow", "o1", "waiting",
+                               proc_now_ms() + SETTLE_MS));
+  follower f = {.h = &H};
+  pthread_t t;
+  ck_assert_int_eq(pthread_create(&t, NULL, describe_follow, &f), 0);
+  proc_sleep_ms(1000); /* most often it follows by now; right either way */
+  pid_t engine = host_last_engine(&H);
+  ck_assert_int_eq(kill(engine, SIGKILL), 0);
+  ck_assert(host_wait_gone(engine, 10000));
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  for (;;) {
+    http_resp r = {0};
+    int up = host_request_try(&H, &r, "GET", "/healthz", NULL) == 0 &&
+             r.status == 200;
+    http_resp_free(&r);
+    if (up)
+      break;
+    ck_assert_msg(proc_now_ms() < deadline, "the engine did not come back");
+    proc_sleep_ms(50);
+  }
+  approve(&H, "o1");
+  pthread_join(t, NULL);
+  ck_assert_msg(f.rc == 0, "describe --follow exited %d:\n%s", f.rc, f.out);
+  assert_contains(f.out, "\"status\": \"waiting\""); /* the report */
+  /* the stream: its whole history once, in the journal's order */
+  sse all = sse_get(&H, "o1", NULL);
+  size_t n;
+  char **ids = ids_of(all.text, &n);
+  ck_assert_uint_gt(n, 6);
+  const char *at = f.out;
+  for (size_t i = 0; i < n; i++) {
+    char want[128];
+    snprintf(want, sizeof want, "{\"id\":\"%s\"", ids[i]);
+    const char *hit = strstr(at, want);
+    ck_assert_msg(hit, "item %s not printed (or out of order):\n%s", ids[i],
+                  f.out);
+    ck_assert_msg(!strstr(hit + 1, want), "item %s printed twice", ids[i]);
+    at = hit + 1;
+  }
+  assert_contains(f.out, "\"event\":\"event_received\"");
+  assert_contains(f.out, "\"data\":{\"status\":\"complete\"");
+  ids_free(ids, n);
+  free(all.text);
+  free(f.out);
+  host_stop(&H, proc_now_ms() + 10000, 1);
+}
+END_TEST
+
 /* ---- logs per instance -------------------------------------------------- */
 
 /* GET .../logs of order `id`: its lines' messages, each after "STEP
@@ -365,6 +438,7 @@ int main(void) {
   tcase_set_timeout(tc, 150);
   tcase_add_test(tc, json_log_lines_carry_their_instance);
   tcase_add_test(tc, event_stream_follows_and_resumes);
+  tcase_add_test(tc, describe_follow_survives_kill9);
   tcase_add_test(tc, logs_per_instance_survive_kill9);
   suite_add_tcase(s, tc);
   return http_suite_run(s);

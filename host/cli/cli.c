@@ -45,8 +45,8 @@ static const cli_verb verbs[] = {
     {"workflows list", "", 0, 0, 0, NULL, cli_build_workflows_list, NULL},
     {"workflows describe", "WF", 1, 1, 0, NULL, cli_build_workflow,
      cli_print_workflow},
-    {"workflows instances describe", "WF ID [--full]", 2, 2, O_FULL, NULL,
-     cli_build_describe, cli_print_describe},
+    {"workflows instances describe", "WF ID [--full] [--follow]", 2, 2,
+     O_FULL | O_FOLLOW, NULL, cli_build_describe, cli_print_describe},
     {"workflows instances status", "WF ID", 2, 2, 0, NULL, cli_build_summary,
      cli_print_summary},
     {"workflows instances export", "WF ID", 2, 2, 0, NULL, cli_build_export,
@@ -191,7 +191,11 @@ static int run_verb(const cli_verb *v, const cli_args *a) {
     rc = cli_wait_result(&c, a, answer);
   else if (rc == CLI_OK && v->build == cli_build_logs)
     rc = cli_logs_run(&c, a, answer);
-  else if (rc == CLI_OK && v->build == cli_build_workflows_list)
+  else if (rc == CLI_OK && v->build == cli_build_describe && a->follow) {
+    cli_print_answer(v, a, answer);
+    fflush(stdout);
+    rc = cli_follow_events(&c, a);
+  } else if (rc == CLI_OK && v->build == cli_build_workflows_list)
     rc = cli_list_workflows(&c, a, answer);
   else if (rc == CLI_OK)
     cli_print_answer(v, a, answer);

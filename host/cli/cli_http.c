@@ -202,3 +202,53 @@ int cli_send_request(cli_ctx *c, const cli_req *r, json_t **out) {
   free(b.data);
   return rc;
 }
+
+/* The bearer token's header (and any other of the host's) without the
+ * JSON ones, with accept and last_id's instead. */
+static struct curl_slist *stream_headers(const cli_ctx *c, const char *accept,
+                                         const char *last_id) {
+  struct curl_slist *h = NULL;
+  for (const struct curl_slist *l = c->headers; l; l = l->next)
+    if (strncasecmp(l->data, "Accept:", 7) &&
+        strncasecmp(l->data, "Content-Type:", 13))
+      h = curl_slist_append(h, l->data);
+  char *line = xasprintf("Accept: %s", accept);
+  h = curl_slist_append(h, line);
+  free(line);
+  if (last_id) {
+    line = xasprintf("Last-Event-ID: %s", last_id);
+    h = curl_slist_append(h, line);
+    free(line);
+  }
+  return h;
+}
+
+int cli_stream(cli_ctx *c, const char *path, const char *accept,
+               const char *last_id,
+               size_t (*fn)(char *p, size_t size, size_t n, void *ud), void *ud,
+               long *status) {
+  CURL *h = c->curl;
+  char *url = xasprintf("%s%s", c->base, path);
+  struct curl_slist *headers = stream_headers(c, accept, last_id);
+  curl_easy_setopt(h, CURLOPT_URL, url);
+  if (is_loopback(c->base)) /* as perform's */
+    curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+  curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+  curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, NULL);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(h, CURLOPT_USERAGENT, "duro-cli");
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, fn);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, ud);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->errbuf);
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT, 0L); /* as long as it lasts */
+  c->errbuf[0] = '\0';
+  *status = 0;
+  CURLcode rc = curl_easy_perform(h);
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+  curl_slist_free_all(headers);
+  free(url);
+  return (int)rc;
+}

@@ -14,6 +14,8 @@
  *   cli_instances.c  the verbs of one instance: trigger, list, describe,
  *                    status, pause ... send-event
  *   cli_wait.c       trigger --wait
+ *   cli_logs.c       instances logs [--follow]
+ *   cli_follow.c     instances describe --follow: the event stream
  *   cli_workflows.c  workflows describe and workflows list
  *   cli_plugins.c    reload and plugins list
  *   cli_queues.c     queues send, list, describe, peek
@@ -65,7 +67,7 @@ typedef struct cli_args {
   int json;
   int full;     /* --full: describe cuts no value short */
   int rollback; /* --rollback: a terminate's rollbacks run first */
-  int follow;   /* --follow: logs goes on until the instance ends */
+  int follow;   /* --follow: logs, describe go on until the instance ends */
   const char *config, *url, *id, *status, *limit, *cursor, *from, *count, *type,
       *payload, *delay, *timeout, *after;
   const char *wait; /* --wait: "" without a DURATION */
@@ -149,6 +151,13 @@ void cli_add_header(cli_ctx *c, const char *h);
 /* Sends r; a 2xx JSON answer into *out (CLI_OK), anything else printed as
  * an error (CLI_FAILED). */
 int cli_send_request(cli_ctx *c, const cli_req *r, json_t **out);
+/* GET path (Accept: accept, Last-Event-ID: last_id unless NULL), its body
+ * handed to fn as it comes, however long it lasts; the answer's status
+ * into *status (0: none).  Returns curl_easy_perform's CURLcode. */
+int cli_stream(cli_ctx *c, const char *path, const char *accept,
+               const char *last_id,
+               size_t (*fn)(char *p, size_t size, size_t n, void *ud), void *ud,
+               long *status);
 
 /* ---- cli_print.c --------------------------------------------------------- */
 
@@ -184,6 +193,10 @@ void cli_print_describe(const cli_args *a, const json_t *r);
 int cli_build_logs(cli_ctx *c, const cli_verb *v, const cli_args *a,
                    cli_req *r);
 int cli_logs_run(cli_ctx *c, const cli_args *a, const json_t *first);
+/* describe --follow, once the report is printed: the instance's event
+ * stream, each item a line as it comes, until the instance ends; a lost
+ * connection is taken up again from the last item (cli_follow.c). */
+int cli_follow_events(cli_ctx *c, const cli_args *a);
 
 /* export: GET …/export, its document printed as JSON (a file to keep,
  * with or without --json). */
