@@ -11,7 +11,9 @@ status filter and the id-prefix search work, that the detail page shows a
 retried step's attempts in order and the events an instance received
 (which step consumed each, or pending), that the health page draws the
 steps completed before it opened from the host's history at its first
-render, that pause and resume from the page
+render, that an instance's page follows its event stream (no poll while it is
+open; an event sent over the API shows as it commits), that pause and
+resume from the page
 change the status (read back over the API), that the page offers only the
 actions the status allows (Resume, not Pause, once paused; only the
 restarts once ended) and changes them as the status does, that the event
@@ -267,11 +269,12 @@ def main():
         # runs of the chaos workflow: one waits for an event of type
         # "go", one sleeps an hour
         for iid, params in (("go-1", {"steps": 1, "events": 1}),
+                            ("go-2", {"steps": 1, "events": 1}),
                             ("nap-1", {"steps": 1, "nap_every": 1,
                                        "nap_ms": 3600000})):
             assert h.api("POST", "/workflows/chaos/instances",
                          {"id": iid, "params": params})[0] == 201
-        while any(h.status(i, "chaos") != "waiting" for i in ("go-1", "nap-1")):
+        while any(h.status(i, "chaos") != "waiting" for i in ("go-1", "go-2", "nap-1")):
             assert time.time() < deadline, "the chaos runs never waited"
             time.sleep(0.1)
         assert h.api("PATCH", f"/workflows/{WF}/instances/term-1/status",
@@ -392,6 +395,23 @@ def main():
 
         # a workflow that waits for another event type: the form has that
         # type; the event sent from the page completes the run, and the
+        # an instance's page follows its event stream, not polling: idle,
+        # it asks for the instance no more; an event sent over the API
+        # shows on it as committed
+        d.get(h.base + "/#/wf/chaos/i/go-2")
+        wait_for(d, "the waiting go-2",
+                 lambda: "waiting" in d.find_element(By.ID, "instance-status").text)
+        time.sleep(1)  # the first items' refresh is done
+        d.execute_script("performance.clearResourceTimings()")
+        time.sleep(3 * 2)  # three times the poll interval (POLL_MS)
+        gets = d.execute_script(
+            "return performance.getEntriesByType('resource').filter((e) => "
+            "new URL(e.name).pathname === '/workflows/chaos/instances/go-2').length")
+        assert gets == 0, f"the instance page polled {gets} times while its stream was open"
+        assert h.api("POST", "/workflows/chaos/instances/go-2/events/go", {"k": 1})[0] == 202
+        wait_for(d, "go-2 complete on the page",
+                 lambda: "complete" in d.find_element(By.ID, "instance-status").text)
+
         # actions follow the status without a reload
         d.get(h.base + "/#/wf/chaos/i/go-1")
         wait_for(d, "the type the chaos run waits for in the form",

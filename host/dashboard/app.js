@@ -1,8 +1,9 @@
 /* duro's dashboard: a page of the host's own HTTP listener that reads and
  * acts only through the public JSON API (so anything shown here a script
  * can get too).  Views are picked by the URL's hash; the open view polls
- * the API every POLL_MS and updates its data in place (forms and focus are
- * left alone).  On a listener with a token the page asks for it once and
+ * the API every POLL_MS (an instance's page follows its event stream
+ * instead) and updates its data in place (forms and focus are left
+ * alone).  On a listener with a token the page asks for it once and
  * keeps it in sessionStorage: for this tab only, gone when it closes. */
 'use strict';
 
@@ -173,7 +174,9 @@ function stopView() {
 }
 
 /* Opens a view: `make(main, gen)` builds it and returns {refresh}; its
- * refresh runs now and every POLL_MS until another view opens. */
+ * refresh runs now and every POLL_MS until another view opens.  A view
+ * with `live` (the path of an event stream) is refreshed on each item of
+ * that stream instead, and polled only while the stream is not open. */
 function openView(make, title) {
   stopView();
   const gen = app.gen;
@@ -181,18 +184,82 @@ function openView(make, title) {
   document.title = `${title} · duro`;
   const view = make(main, gen);
   app.view = view;
-  let timer = null;
-  const tick = async () => {
-    if (app.gen !== gen) return;
+  let timer = null, soon = null;
+  const run = async () => {
     try {
       await view.refresh();
     } catch (e) {
       if (app.gen === gen) view.error && view.error(e);
     }
+  };
+  const follow = view.live ? followStream(view.live, gen, () => {
+    /* a burst of items (the history at first) is one refresh */
+    if (!soon) soon = setTimeout(() => { soon = null; if (app.gen === gen) run(); }, 100);
+  }) : null;
+  const tick = async () => {
+    if (app.gen !== gen) return;
+    if (!follow || !follow.open()) await run();
     if (app.gen === gen) timer = setTimeout(tick, POLL_MS);
   };
-  view.stop = () => clearTimeout(timer);
+  view.stop = () => { clearTimeout(timer); clearTimeout(soon); if (follow) follow.stop(); };
   tick();
+}
+
+/* Follows the event stream at `path` (server-sent events, read through
+ * fetch so that the token goes in a header as on every request): onItem()
+ * on each item; a stream that breaks is opened again after POLL_MS with
+ * the last id it sent (Last-Event-ID), until the instance has ended or
+ * the view closes.  open() says whether the stream is carrying the
+ * changes now. */
+function followStream(path, gen, onItem) {
+  const abort = new AbortController();
+  let open = false, lastId = null;
+  const ENDS = new Set(['complete', 'errored', 'terminated']);
+  (async () => {
+    let ended = false;
+    while (app.gen === gen && !ended) {
+      try {
+        const headers = {Accept: 'text/event-stream'};
+        const token = sessionStorage.getItem(TOKEN_KEY);
+        if (token) headers.Authorization = `Bearer ${token}`;
+        if (lastId) headers['Last-Event-ID'] = lastId;
+        const res = await fetch(path, {headers, signal: abort.signal});
+        if (!res.ok || !res.body) break; /* 404, 401: polling says why */
+        open = true;
+        const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buf = '', item = {};
+        for (;;) {
+          const {value, done} = await reader.read();
+          if (done) break;
+          buf += value;
+          let nl;
+          while ((nl = buf.indexOf('\n')) >= 0) {
+            const line = buf.slice(0, nl).replace(/\r$/, '');
+            buf = buf.slice(nl + 1);
+            if (line === '') {
+              if (item.id) lastId = item.id;
+              if (item.event === 'status' && ENDS.has(JSON.parse(item.data || '{}').status)) ended = true;
+              if (item.data !== undefined) onItem();
+              item = {};
+              continue;
+            }
+            const colon = line.indexOf(':');
+            if (colon === 0) continue; /* a comment */
+            const key = colon < 0 ? line : line.slice(0, colon);
+            const val = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
+            if (key === 'data') item.data = item.data === undefined ? val : `${item.data}\n${val}`;
+            else item[key] = val;
+          }
+        }
+      } catch (e) {
+        if (abort.signal.aborted) break;
+      }
+      open = false;
+      if (!ended && app.gen === gen) await new Promise((r) => setTimeout(r, POLL_MS));
+    }
+    open = false;
+  })();
+  return {open: () => open, stop: () => abort.abort()};
 }
 
 /* A paragraph that shows a load failure (role=alert), emptied on success. */
@@ -525,13 +592,20 @@ function instanceView(main, gen, wf, id) {
     h('section', {class: 'card'}, h('h2', null, 'Timeline'), timeline, steps),
     h('section', {class: 'card'}, h('h2', null, 'Events received'), events));
 
+  let drawn = null; /* what the page shows, as JSON */
   const view = {
     error: err.show,
+    live: `${path}/events/stream`, /* refreshed as it commits, not polled */
     async refresh() {
       /* its log lines (the newest 1000 it keeps at most, by default) */
       const [inst, logs] = await Promise.all([load(path), load(`${path}/logs?limit=1000`)]);
       if (app.gen !== gen) return;
       err.show(null);
+      /* drawn again only when something changed: a link or a button under
+       * the pointer is not replaced by its twin */
+      const seen = JSON.stringify([inst, logs]);
+      if (seen === drawn) return;
+      drawn = seen;
       fill(head, h('h1', null, inst.id, ' ', h('span', {id: 'instance-status'}, badge(inst.status))));
       fill(facts,
         h('dt', null, 'Workflow'), h('dd', null, inst.workflow),
@@ -562,10 +636,13 @@ function instanceView(main, gen, wf, id) {
         h('h2', null, 'Params'), h('pre', {id: 'params'}, fmtJSON(inst.params)),
         inst.error !== null ? [h('h2', null, 'Error'), h('pre', {id: 'error', class: 'error'}, fmtJSON(inst.error))]
                             : [h('h2', null, 'Output'), h('pre', {id: 'output'}, inst.output === null ? '—' : fmtJSON(inst.output))]);
-      if (document.activeElement !== fromStep) {
+      /* rebuilt only when the steps changed: an open or chosen option stays */
+      const choices = inst.steps.filter((s) => s.type !== 'rollback').map((s) => [s.name, s.count]);
+      if (document.activeElement !== fromStep && fromStep.dataset.choices !== JSON.stringify(choices)) {
         const keep = fromStep.value;
-        fill(fromStep, inst.steps.filter((s) => s.type !== 'rollback').map((s) => h('option', {value: JSON.stringify([s.name, s.count])},
-          `${s.name}${s.count > 1 ? ` #${s.count}` : ''}`)));
+        fill(fromStep, choices.map(([name, count]) => h('option', {value: JSON.stringify([name, count])},
+          `${name}${count > 1 ? ` #${count}` : ''}`)));
+        fromStep.dataset.choices = JSON.stringify(choices);
         if (keep) fromStep.value = keep;
       }
       showActions(inst);
