@@ -65,6 +65,10 @@ typedef struct journal_instance {
    * only. */
   int64_t parent;
   int parent_close;
+  /* The W3C traceparent of whoever created it (an HTTP create, a queue
+   * message's sender), version 00, or NULL: its trace continues the
+   * caller's (trace_ids.h).  Written at insert only. */
+  char *traceparent;
 } journal_instance;
 
 enum {
@@ -138,8 +142,9 @@ typedef struct journal_message {
   char *body; /* JSON text */
   uint32_t attempts;
   int64_t visible_ms, sent_ms;
-  char *lease;      /* NULL = not held */
-  char *last_error; /* NULL = none */
+  char *lease;       /* NULL = not held */
+  char *last_error;  /* NULL = none */
+  char *traceparent; /* its sender's (trace_ids.h), or NULL */
 } journal_message;
 
 /* What a JOP_MESSAGE_RETRY did (in out_rowid). */
@@ -199,8 +204,9 @@ typedef enum journal_op_kind {
                                 with their steps, attempts and events;
                                 out_rowid = how many */
   /* Queue messages; every one names its queue. */
-  JOP_MESSAGE_INSERT, /* queue, body, ts_ms = sent, visible_ms; out_rowid =
-                         the message's seq */
+  JOP_MESSAGE_INSERT, /* queue, body, ts_ms = sent, visible_ms,
+                         traceparent (may be NULL); out_rowid = the
+                         message's seq */
   JOP_MESSAGE_LEASE,  /* queue, ts_ms = now, visible_ms = lease expiry,
                          lease_token, n_leases: up to n_leases visible
                          messages, oldest visible first, each gets lease
@@ -299,6 +305,7 @@ typedef struct journal_op {
   int64_t visible_ms;
   uint32_t max_attempts;
   const char *lease_token; /* JOP_MESSAGE_LEASE */
+  const char *traceparent; /* JOP_MESSAGE_INSERT: its sender's trace */
   size_t n_leases;
   /* results */
   int rc;                    /* DURO_E_ALREADY_EXISTS for a duplicate insert */

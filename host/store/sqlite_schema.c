@@ -8,7 +8,7 @@
 
 static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);"
-    "INSERT OR IGNORE INTO meta VALUES('schema','9');"
+    "INSERT OR IGNORE INTO meta VALUES('schema','10');"
     "CREATE TABLE IF NOT EXISTS instances("
     " rowid INTEGER PRIMARY KEY,"
     " workflow TEXT NOT NULL, id TEXT NOT NULL, status TEXT NOT NULL,"
@@ -18,7 +18,7 @@ static const char schema_sql[] =
     " control INTEGER NOT NULL DEFAULT 0, retention_ms INTEGER NOT NULL,"
     " build TEXT, restarts INTEGER NOT NULL DEFAULT 0, deadline_ms INTEGER,"
     " parent INTEGER, parent_close INTEGER NOT NULL DEFAULT 0,"
-    " UNIQUE(workflow, id));"
+    " traceparent TEXT, UNIQUE(workflow, id));"
     "CREATE INDEX IF NOT EXISTS instances_wake ON instances(wake_ms)"
     " WHERE wake_ms IS NOT NULL;"
     "CREATE INDEX IF NOT EXISTS instances_status ON instances(status);"
@@ -54,7 +54,7 @@ static const char schema_sql[] =
     " seq INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL,"
     " body TEXT NOT NULL,"
     " attempts INTEGER NOT NULL, visible_ms INTEGER NOT NULL, lease TEXT,"
-    " sent_ms INTEGER NOT NULL, last_error TEXT);"
+    " sent_ms INTEGER NOT NULL, last_error TEXT, traceparent TEXT);"
     "CREATE INDEX IF NOT EXISTS messages_next ON messages(queue, visible_ms);"
     "CREATE INDEX IF NOT EXISTS messages_age ON messages(queue, sent_ms);"
     /* Schema 5: messages of a queue out of retries, dropped (no
@@ -297,6 +297,24 @@ static int upgrade_columns(sqlite3 *db, const char *path, char *err,
       sqlite3_exec(db,
                    "UPDATE meta SET value='9' WHERE key='schema' AND "
                    "value='8'",
+                   NULL, NULL, &msg) != SQLITE_OK)
+    return sqlite_exec_failed(err, errlen, path, "cannot upgrade the schema",
+                              msg);
+  /* Schema 10 keeps the traceparent an instance was created with, so its
+   * trace continues its caller's after a restart too, and the one a queue
+   * message was sent with, which the instance it starts continues. */
+  if ((sqlite3_exec(db, "SELECT traceparent FROM instances LIMIT 0", NULL, NULL,
+                    NULL) != SQLITE_OK &&
+       sqlite3_exec(db, "ALTER TABLE instances ADD COLUMN traceparent TEXT;",
+                    NULL, NULL, &msg) != SQLITE_OK) ||
+      /* and each queue message its sender's */
+      (sqlite3_exec(db, "SELECT traceparent FROM messages LIMIT 0", NULL, NULL,
+                    NULL) != SQLITE_OK &&
+       sqlite3_exec(db, "ALTER TABLE messages ADD COLUMN traceparent TEXT;",
+                    NULL, NULL, &msg) != SQLITE_OK) ||
+      sqlite3_exec(db,
+                   "UPDATE meta SET value='10' WHERE key='schema' AND "
+                   "value='9'",
                    NULL, NULL, &msg) != SQLITE_OK)
     return sqlite_exec_failed(err, errlen, path, "cannot upgrade the schema",
                               msg);
