@@ -1063,7 +1063,7 @@ static void *q1_send(void *arg) {
   duro_queue_send_req reqs[100];
   char err[256];
   for (size_t i = 0; i < p->batch; i++)
-    reqs[i] = (duro_queue_send_req){"{\"order\":42,\"sku\":\"A-1\"}", 0};
+    reqs[i] = (duro_queue_send_req){.body = "{\"order\":42,\"sku\":\"A-1\"}"};
   for (size_t sent = 0; sent < p->n; sent += p->batch)
     if (duro_queue_enqueue_batch(p->e, "bench", reqs, p->batch, NULL, err,
                                  sizeof err) != 0) {
@@ -1132,7 +1132,7 @@ static void q1_queue(void) {
   char err[256];
   duro_queue_send_req reqs[100];
   for (size_t i = 0; i < batch; i++)
-    reqs[i] = (duro_queue_send_req){"{\"order\":42,\"sku\":\"A-1\"}", 0};
+    reqs[i] = (duro_queue_send_req){.body = "{\"order\":42,\"sku\":\"A-1\"}"};
   int64_t t0 = now_us();
   for (size_t sent = 0; sent < n; sent += batch)
     if (duro_queue_enqueue_batch(b.e, "bench", reqs, batch, NULL, err,

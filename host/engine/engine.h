@@ -411,6 +411,9 @@ typedef struct duro_create_req {
   const char *params;   /* NULL = "null" */
   int64_t retention_ms; /* < 0 = the workflow's */
   int64_t timeout_ms;   /* 0 = the workflow's (if any) */
+  /* The caller's W3C traceparent, or NULL: the instance's trace
+   * continues it.  One that is not valid is ignored, never an error. */
+  const char *traceparent;
 } duro_create_req;
 
 /* A request of a batch the engine refused. */

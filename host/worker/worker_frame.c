@@ -294,6 +294,17 @@ static void decode_queue_send_batch(dec *d, worker_frame *f) {
     str(d, "json");
 }
 
+static void decode_queue_send_traced(dec *d, worker_frame *f) {
+  wf_queue_send_batch *m = &f->queue_send_traced;
+  m->binding = str_set(d, "binding");
+  m->delay_ms = i64(d, "delay_ms");
+  m->traceparent = str(d, "traceparent");
+  m->n = count(d, "n", sizeof(uint32_t)); /* a string is at least that */
+  m->first = d->p;
+  for (uint32_t i = 0; i < m->n && !d->bad; i++)
+    str(d, "json");
+}
+
 static void decode_env_pipeline(dec *d, worker_frame *f) {
   f->env_pipeline.binding = str_set(d, "binding");
 }
@@ -375,6 +386,7 @@ static void decode_call(dec *d, worker_frame *f) {
   m->number = u32(d, "number");
   m->deadline_ms = i64(d, "deadline_ms");
   m->key = str(d, "key");
+  m->traceparent = str(d, "traceparent");
   m->seq = u64(d, "seq");
   m->begin_by = i64(d, "begin_by");
   m->rollback = flag(d, "rollback");

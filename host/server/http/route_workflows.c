@@ -199,7 +199,8 @@ static int create_one(http_server *s, http_exchange *x, const char *wf) {
   duro_create_req req = {.id = f.id,
                          .params = f.params,
                          .retention_ms = f.retention_ms,
-                         .timeout_ms = f.timeout_ms};
+                         .timeout_ms = f.timeout_ms,
+                         .traceparent = x->rq.traceparent};
   create_deferred(s, x, wf, &req, 1, 0);
   free(f.params);
   json_decref(body);
@@ -236,7 +237,8 @@ static int create_batch(http_server *s, http_exchange *x, const char *wf) {
     reqs[parsed] = (duro_create_req){.id = f[parsed].id,
                                      .params = f[parsed].params,
                                      .retention_ms = f[parsed].retention_ms,
-                                     .timeout_ms = f[parsed].timeout_ms};
+                                     .timeout_ms = f[parsed].timeout_ms,
+                                     .traceparent = x->rq.traceparent};
   }
   if (bad) {
     for (size_t i = 0; i < parsed; i++)
