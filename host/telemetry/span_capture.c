@@ -19,6 +19,7 @@ void span_rec_clear(span_rec *r) {
   free(r->build);
   free(r->status);
   free(r->error);
+  free(r->traceparent);
   memset(r, 0, sizeof *r);
 }
 
@@ -37,6 +38,7 @@ static int span_of(const journal_op *op, span_rec *r) {
     r->workflow = dup_or_null(in->workflow);
     r->id = dup_or_null(in->id);
     r->created_ms = in->workflow && in->id ? in->created_ms : JOURNAL_NONE;
+    r->traceparent = dup_or_null(in->traceparent);
     r->status = xstrdup(duro_status_name(in->status));
     r->error = dup_or_null(in->error);
     r->start_ms = in->created_ms;
@@ -79,7 +81,7 @@ void span_capture(telemetry *t, const journal_batch *b) {
     if (!span_of(&b->ops[i], &r))
       continue;
     pthread_mutex_lock(&t->mu);
-    if (t->n < t->max) {
+    if (t->n + t->held < t->max) {
       t->ring[(t->head + t->n) % t->max] = r;
       t->n++;
       if (t->n * 2 >= t->max) /* half full: post now */

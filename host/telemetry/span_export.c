@@ -17,6 +17,7 @@
 #include "core.h"
 #include "duro_config.h"
 #include "telemetry_internal.h"
+#include "trace_ids.h"
 #include "util.h"
 
 #define NAMES_MAX 10000 /* instances named at most before the cache empties */
@@ -25,6 +26,7 @@
 typedef struct named {
   char *workflow, *id;
   int64_t created_ms;
+  char *traceparent;
 } named;
 
 static GHashTable *names; /* rowid -> named; the exporter's thread only */
@@ -33,6 +35,7 @@ static void named_free(gpointer p) {
   named *n = p;
   free(n->workflow);
   free(n->id);
+  free(n->traceparent);
   free(n);
 }
 
@@ -52,7 +55,8 @@ static int name_instance(telemetry *t, span_rec *r) {
     if (g_hash_table_size(names) >= NAMES_MAX)
       g_hash_table_remove_all(names);
     n = xcalloc(1, sizeof *n);
-    *n = (named){xstrdup(in.workflow), xstrdup(in.id), in.created_ms};
+    *n = (named){xstrdup(in.workflow), xstrdup(in.id), in.created_ms,
+                 in.traceparent ? xstrdup(in.traceparent) : NULL};
     journal_instance_clear(&in);
     gint64 *k = g_new(gint64, 1);
     *k = r->rowid;
@@ -63,50 +67,18 @@ static int name_instance(telemetry *t, span_rec *r) {
   r->workflow = xstrdup(n->workflow);
   r->id = xstrdup(n->id);
   r->created_ms = n->created_ms;
+  free(r->traceparent);
+  r->traceparent = n->traceparent ? xstrdup(n->traceparent) : NULL;
   return 0;
-}
-
-static void hex(const guint8 *b, size_t n, char *out) {
-  for (size_t i = 0; i < n; i++)
-    sprintf(out + 2 * i, "%02x", b[i]);
-}
-
-/* SHA-256 of the parts joined by 0x1f into d (32 bytes). */
-static void digest(const char *a, const char *b, int64_t c, const char *d_,
-                   uint32_t e, guint8 d[32]) {
-  GChecksum *h = g_checksum_new(G_CHECKSUM_SHA256);
-  char num[64];
-  snprintf(num, sizeof num, "\x1f%" PRId64 "\x1f", c);
-  g_checksum_update(h, (const guchar *)a, (gssize)strlen(a));
-  g_checksum_update(h, (const guchar *)"\x1f", 1);
-  g_checksum_update(h, (const guchar *)b, (gssize)strlen(b));
-  g_checksum_update(h, (const guchar *)num, (gssize)strlen(num));
-  if (d_) {
-    snprintf(num, sizeof num, "\x1f%" PRIu32, e);
-    g_checksum_update(h, (const guchar *)d_, (gssize)strlen(d_));
-    g_checksum_update(h, (const guchar *)num, (gssize)strlen(num));
-  }
-  gsize len = 32;
-  g_checksum_get_digest(h, d, &len);
-  g_checksum_free(h);
 }
 
 void duro_telemetry_trace_id(const char *workflow, const char *id,
                              int64_t created_ms, char trace[33],
                              char span[17]) {
-  guint8 d[32];
-  digest(workflow, id, created_ms, NULL, 0, d);
-  hex(d, 16, trace);
-  hex(d + 16, 8, span);
-}
-
-/* Kept when the trace's last 8 bytes, as a fraction, are under sample:
- * every span of one instance is kept or none. */
-static int sampled(const telemetry *t, const char *trace_hex) {
-  if (t->sample >= 1.0)
-    return 1;
-  uint64_t x = strtoull(trace_hex + 16, NULL, 16);
-  return (double)(x >> 11) / 9007199254740992.0 < t->sample;
+  trace_of t;
+  trace_of_instance(workflow, id, created_ms, NULL, &t);
+  memcpy(trace, t.trace, 33);
+  memcpy(span, t.root, 17);
 }
 
 static json_t *attr_str(const char *key, const char *v) {
@@ -138,14 +110,11 @@ static char *error_message(const char *error) {
   return out;
 }
 
-static json_t *span_json(const span_rec *r, const char *trace,
-                         const char *root) {
+static json_t *span_json(const span_rec *r, const trace_of *t) {
   char sid[17];
-  const char *span_id = root;
+  const char *span_id = t->root;
   if (r->kind != SPAN_INSTANCE) {
-    guint8 d[32];
-    digest(r->workflow, r->id, r->created_ms, r->key, r->attempt, d);
-    hex(d, 8, sid);
+    trace_step_span(r->workflow, r->id, r->created_ms, r->key, r->attempt, sid);
     span_id = sid;
   }
   const char *name = r->kind == SPAN_INSTANCE ? r->workflow : r->name;
@@ -172,12 +141,14 @@ static json_t *span_json(const span_rec *r, const char *trace,
     free(msg);
   }
   json_t *s = json_pack(
-      "{s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:o}", "traceId", trace, "spanId",
+      "{s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:o}", "traceId", t->trace, "spanId",
       span_id, "name", name ? name : (r->key ? r->key : "step"), "kind", 1,
       "startTimeUnixNano", nanos(r->start_ms), "endTimeUnixNano",
       nanos(r->end_ms), "attributes", attrs, "status", status);
   if (r->kind != SPAN_INSTANCE)
-    json_object_set_new(s, "parentSpanId", json_string(root));
+    json_object_set_new(s, "parentSpanId", json_string(t->root));
+  else if (t->parent[0]) /* its creator's span */
+    json_object_set_new(s, "parentSpanId", json_string(t->parent));
   return s;
 }
 
@@ -222,11 +193,12 @@ int span_export(telemetry *t, span_rec *v, size_t n, char *err, size_t errlen) {
   for (size_t i = 0; i < n; i++) {
     if (name_instance(t, &v[i]) != 0)
       continue; /* the instance is gone: so is its trace */
-    char trace[33], root[17];
-    duro_telemetry_trace_id(v[i].workflow, v[i].id, v[i].created_ms, trace,
-                            root);
-    if (sampled(t, trace))
-      json_array_append_new(spans, span_json(&v[i], trace, root));
+    trace_of tr;
+    trace_of_instance(v[i].workflow, v[i].id, v[i].created_ms, v[i].traceparent,
+                      &tr);
+    /* a caller's decision holds for its whole trace (W3C's sampled flag) */
+    if (tr.sampled >= 0 ? tr.sampled : trace_sampled(tr.trace, t->sample))
+      json_array_append_new(spans, span_json(&v[i], &tr));
   }
   if (json_array_size(spans) == 0) {
     json_decref(spans);

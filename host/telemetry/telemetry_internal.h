@@ -29,8 +29,9 @@ typedef struct span_rec {
   char *step_kind;    /* "do", "sleep", ... (SPAN_STEP) */
   uint32_t attempt;
   char *build;
-  char *status; /* the instance's end status (SPAN_INSTANCE) */
-  char *error;  /* {"name","message"} text, or NULL: it went well */
+  char *status;      /* the instance's end status (SPAN_INSTANCE) */
+  char *error;       /* {"name","message"} text, or NULL: it went well */
+  char *traceparent; /* the instance's creator's, or NULL (named with it) */
   int64_t start_ms, end_ms;
 } span_rec;
 
@@ -47,6 +48,9 @@ typedef struct telemetry {
   pthread_cond_t wake;
   span_rec *ring; /* max of them, from head, n used */
   size_t head, n;
+  /* taken off the ring by the exporter and not yet posted: they count
+   * against max too, so a collector that is down costs max spans */
+  size_t held;
   int started, stop;
   pthread_t thread;
   /* counts for /metrics */
