@@ -328,6 +328,36 @@ static char *output_traceparent(const host_run *h, const char *id) {
   return out;
 }
 
+/* The span the receiver took whose name begins with `prefix` and that
+ * links to span `linked` (any: NULL), once there is one (caller's). */
+static json_t *span_linking(const char *prefix, const char *linked) {
+  int64_t deadline = proc_now_ms() + 90000;
+  for (;;) {
+    json_t *found = NULL;
+    char *text = proc_slurp(spans_path);
+    for (char *line = strtok(text, "\n"); line && !found;
+         line = strtok(NULL, "\n")) {
+      json_t *s = json_loads(line, 0, NULL);
+      ck_assert_msg(s && !json_object_get(s, "invalid"), "refused: %s", line);
+      const char *name = json_string_value(json_object_get(s, "name"));
+      size_t i;
+      json_t *l;
+      json_array_foreach(json_object_get(s, "links"), i, l) {
+        if (!strncmp(name, prefix, strlen(prefix)) &&
+            (!linked || !strcmp(str_of(l, "spanId"), linked)))
+          found = json_incref(s);
+      }
+      json_decref(s);
+    }
+    free(text);
+    if (found)
+      return found;
+    ck_assert_msg(proc_now_ms() < deadline, "no span %s linking to %s", prefix,
+                  linked ? linked : "any");
+    proc_sleep_ms(200);
+  }
+}
+
 /* A traceparent on an HTTP create: the instance, its attempts and the
  * instance started by the message it sends are in the caller's trace. */
 static void trace_is_continued(const char *name, const char *plugin_keys) {
@@ -363,6 +393,14 @@ static void trace_is_continued(const char *name, const char *plugin_keys) {
   json_t *root2 = span_named(spans2, NULL);
   ck_assert_str_eq(str_of(root2, "traceId"), trace);
   ck_assert_str_eq(str_of(root2, "parentSpanId"), str_of(hop, "spanId"));
+  /* the no-code consumer's batch is a span linked to the instance */
+  json_t *batch = span_linking("queue hops", str_of(root2, "spanId"));
+  ck_assert_int_eq(
+      json_integer_value(json_object_get(json_object_get(batch, "attributes"),
+                                         "duro.queue.messages")),
+      1);
+  ck_assert_str_ne(str_of(batch, "traceId"), trace);
+  json_decref(batch);
   json_decref(spans2);
   json_decref(spans);
   /* an invalid traceparent is ignored: a trace of its own */
@@ -383,12 +421,27 @@ static void trace_is_continued(const char *name, const char *plugin_keys) {
       host_wait_status(&h, "traced", "t4", "waiting", proc_now_ms() + 20000));
   host_stop(&h, proc_now_ms() + 10000, 0);
   host_start(&h);
-  post_with(&h, "/workflows/traced/instances/t4/events/go", "{}", NULL, 202);
+  /* an event's sender is linked from the event's span */
+  static const char sender[] = "0af7651916cd43dd8448eb211c80319c",
+                    sender_span[] = "b7ad6b7169203331";
+  char event_header[128];
+  snprintf(event_header, sizeof event_header, "traceparent: 00-%s-%s-01",
+           sender, sender_span);
+  post_with(&h, "/workflows/traced/instances/t4/events/go", "{}", event_header,
+            202);
   tp = output_traceparent(&h, "t4");
   ck_assert_int_eq(strncmp(tp + 3, trace, 32), 0);
   free(tp);
   spans = spans_of("t4");
   ck_assert_str_eq(str_of(span_named(spans, NULL), "parentSpanId"), caller);
+  json_t *event = span_named(spans, "event go");
+  ck_assert_str_eq(str_of(event, "traceId"), trace);
+  ck_assert_str_eq(str_of(event, "parentSpanId"),
+                   str_of(span_named(spans, NULL), "spanId"));
+  json_t *link = json_array_get(json_object_get(event, "links"), 0);
+  ck_assert_ptr_nonnull(link);
+  ck_assert_str_eq(str_of(link, "traceId"), sender);
+  ck_assert_str_eq(str_of(link, "spanId"), sender_span);
   json_decref(spans);
   host_stop(&h, proc_now_ms() + 10000, 0);
   kill(rx, SIGTERM);
@@ -402,6 +455,33 @@ END_TEST
 
 START_TEST(a_trace_is_continued_in_the_engine) {
   trace_is_continued("traced-engine", "workers: 0\n    " HOPS);
+}
+END_TEST
+
+/* A cron trigger's tick is a span linked to the instance it started. */
+START_TEST(a_cron_tick_is_a_span) {
+  snprintf(spans_path, sizeof spans_path, "%s/spans.ndjson", proc_tmp_dir);
+  int port;
+  pid_t rx = start_receiver_any(&port);
+  host_run h;
+  start_traced(&h, "cron", port, 0,
+               "triggers: { crons: [{ schedule: \"* * * * *\", "
+               "workflow: traced, id: \"tick-{ts}\" }] }");
+  json_t *tick = span_linking("cron ", NULL); /* within a minute */
+  json_t *link = json_array_get(json_object_get(tick, "links"), 0);
+  char id[64];
+  snprintf(id, sizeof id, "tick-%lld",
+           (long long)json_integer_value(json_object_get(
+               json_object_get(tick, "attributes"), "duro.cron.tick_ms")));
+  json_t *spans = spans_of(id);
+  json_t *root = span_named(spans, NULL);
+  ck_assert_str_eq(str_of(link, "traceId"), str_of(root, "traceId"));
+  ck_assert_str_eq(str_of(link, "spanId"), str_of(root, "spanId"));
+  json_decref(spans);
+  json_decref(tick);
+  host_stop(&h, proc_now_ms() + 10000, 0);
+  kill(rx, SIGTERM);
+  proc_wait_exit(rx, proc_now_ms() + 5000);
 }
 END_TEST
 
@@ -458,6 +538,7 @@ int main(void) {
   tcase_add_test(tc, a_trace_is_continued_in_a_worker);
   tcase_add_test(tc, a_trace_is_continued_in_the_engine);
   tcase_add_test(tc, a_collector_down_costs_its_buffer);
+  tcase_add_test(tc, a_cron_tick_is_a_span);
   suite_add_tcase(s, tc);
   return http_suite_run(s);
 }

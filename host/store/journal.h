@@ -186,8 +186,10 @@ typedef enum journal_op_kind {
   JOP_STEPS_SHIFT_WAKE,       /* rowid; from_seq holds the delta (ms) added to
                                  the wake time of every waiting step */
   JOP_ATTEMPT_PUT,            /* rowid + attempt */
-  JOP_EVENT_INSERT,           /* rowid + event (seq assigned); rc =
-                                 DURO_E_INSTANCE_ENDED when it has ended */
+  JOP_EVENT_INSERT,           /* rowid + event (seq assigned), traceparent
+                                 (its sender's, for the traces only; not
+                                 stored); rc = DURO_E_INSTANCE_ENDED when
+                                 it has ended */
   JOP_EVENT_CONSUME,          /* event seq + step key */
   JOP_WAKE_IF_WAITING, /* rowid, event_type, ts_ms: wake_ms = ts_ms when the
                           instance waits for that event type (one of its
@@ -305,7 +307,8 @@ typedef struct journal_op {
   int64_t visible_ms;
   uint32_t max_attempts;
   const char *lease_token; /* JOP_MESSAGE_LEASE */
-  const char *traceparent; /* JOP_MESSAGE_INSERT: its sender's trace */
+  /* JOP_MESSAGE_INSERT, JOP_EVENT_INSERT: its sender's trace */
+  const char *traceparent;
   size_t n_leases;
   /* results */
   int rc;                    /* DURO_E_ALREADY_EXISTS for a duplicate insert */

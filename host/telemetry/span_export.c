@@ -110,6 +110,37 @@ static char *error_message(const char *error) {
   return out;
 }
 
+/* OTLP's SpanKind */
+enum { KIND_INTERNAL = 1, KIND_CONSUMER = 5 };
+
+static json_t *link_json(const char *trace, const char *span) {
+  return json_pack("{s:s, s:s}", "traceId", trace, "spanId", span);
+}
+
+/* The span of a queue delivery or a cron tick: a trace of its own, with
+ * a link to each instance it started. */
+static json_t *started_json(const span_rec *r) {
+  int tick = r->kind == SPAN_TICK;
+  json_t *attrs = json_array(), *links = json_array();
+  json_array_append_new(
+      attrs, attr_str(tick ? "duro.cron" : "duro.queue", r->subject));
+  json_array_append_new(
+      attrs,
+      attr_int(tick ? "duro.cron.tick_ms" : "duro.queue.messages", r->count));
+  for (size_t i = 0; i < r->n_links; i++)
+    json_array_append_new(links,
+                          link_json(r->links[i].trace, r->links[i].span));
+  char *name = xasprintf("%s %s", tick ? "cron" : "queue", r->subject);
+  json_t *s =
+      json_pack("{s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:o, s:{s:i}}", "traceId",
+                r->self.trace, "spanId", r->self.span, "name", name, "kind",
+                tick ? KIND_INTERNAL : KIND_CONSUMER, "startTimeUnixNano",
+                nanos(r->start_ms), "endTimeUnixNano", nanos(r->end_ms),
+                "attributes", attrs, "links", links, "status", "code", 1);
+  free(name);
+  return s;
+}
+
 static json_t *span_json(const span_rec *r, const trace_of *t) {
   char sid[17];
   const char *span_id = t->root;
@@ -123,6 +154,8 @@ static json_t *span_json(const span_rec *r, const trace_of *t) {
   json_array_append_new(attrs, attr_str("duro.instance", r->id));
   if (r->kind == SPAN_INSTANCE) {
     json_array_append_new(attrs, attr_str("duro.status", r->status));
+  } else if (r->kind == SPAN_EVENT) {
+    json_array_append_new(attrs, attr_int("duro.event.seq", r->attempt));
   } else {
     json_array_append_new(attrs, attr_str("duro.step", r->key));
     if (r->step_kind)
@@ -142,13 +175,18 @@ static json_t *span_json(const span_rec *r, const trace_of *t) {
   }
   json_t *s = json_pack(
       "{s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:o}", "traceId", t->trace, "spanId",
-      span_id, "name", name ? name : (r->key ? r->key : "step"), "kind", 1,
+      span_id, "name", name ? name : (r->key ? r->key : "step"), "kind",
+      r->kind == SPAN_EVENT ? KIND_CONSUMER : KIND_INTERNAL,
       "startTimeUnixNano", nanos(r->start_ms), "endTimeUnixNano",
       nanos(r->end_ms), "attributes", attrs, "status", status);
   if (r->kind != SPAN_INSTANCE)
     json_object_set_new(s, "parentSpanId", json_string(t->root));
   else if (t->parent[0]) /* its creator's span */
     json_object_set_new(s, "parentSpanId", json_string(t->parent));
+  trace_parent from;
+  if (r->kind == SPAN_EVENT && traceparent_parse(r->sender, &from))
+    json_object_set_new(s, "links",
+                        json_pack("[o]", link_json(from.trace, from.span)));
   return s;
 }
 
@@ -191,6 +229,11 @@ static int post(const telemetry *t, const char *body, char *err,
 int span_export(telemetry *t, span_rec *v, size_t n, char *err, size_t errlen) {
   json_t *spans = json_array();
   for (size_t i = 0; i < n; i++) {
+    if (v[i].kind == SPAN_QUEUE || v[i].kind == SPAN_TICK) {
+      if (trace_sampled(v[i].self.trace, t->sample))
+        json_array_append_new(spans, started_json(&v[i]));
+      continue;
+    }
     if (name_instance(t, &v[i]) != 0)
       continue; /* the instance is gone: so is its trace */
     trace_of tr;

@@ -501,7 +501,7 @@ static int send_event(http_server *s, http_exchange *x, const char *wf,
   } else {
     x->owners++; /* before the commit can complete */
     rc = duro_instance_send_event_async(s->engine, wf, id, type, text,
-                                        on_event_stored, a);
+                                        x->rq.traceparent, on_event_stored, a);
     if (rc == 0) {
       free(text);
       return 0; /* a is on_event_stored's now */
