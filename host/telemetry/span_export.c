@@ -206,6 +206,7 @@ static int post(const telemetry *t, const char *body, char *err,
   char *url = xasprintf("%s/v1/traces", t->endpoint);
   struct curl_slist *h =
       curl_slist_append(NULL, "Content-Type: application/json");
+  h = curl_slist_append(h, "Expect:"); /* no 100-continue round trip */
   curl_easy_setopt(c, CURLOPT_URL, url);
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
   curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
