@@ -3,6 +3,7 @@
  * kept by triggers. */
 #include <sqlite3.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "sqlite_internal.h"
 
@@ -202,6 +203,29 @@ static int upgrade_messages(sqlite3 *db, const char *path, char *err,
   return 0;
 }
 
+/* Adds the column `decl` ("name TYPE") to `table` unless it has one of
+ * that name; 0, or non-zero with *msg set. */
+static int add_column(sqlite3 *db, const char *table, const char *decl,
+                      char **msg) {
+  char sql[256];
+  snprintf(sql, sizeof sql, "SELECT %.*s FROM %s LIMIT 0",
+           (int)strcspn(decl, " "), decl, table);
+  if (sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK)
+    return 0;
+  snprintf(sql, sizeof sql, "ALTER TABLE %s ADD COLUMN %s", table, decl);
+  return sqlite3_exec(db, sql, NULL, NULL, msg) != SQLITE_OK;
+}
+
+/* The file's schema is from + 1 where it was from; 0, or non-zero with
+ * *msg set. */
+static int version_from(sqlite3 *db, int from, char **msg) {
+  char sql[128];
+  snprintf(sql, sizeof sql,
+           "UPDATE meta SET value='%d' WHERE key='schema' AND value='%d'",
+           from + 1, from);
+  return sqlite3_exec(db, sql, NULL, NULL, msg) != SQLITE_OK;
+}
+
 /* The columns later schemas added, each where it is missing. */
 static int upgrade_columns(sqlite3 *db, const char *path, char *err,
                            size_t errlen) {
@@ -303,22 +327,12 @@ static int upgrade_columns(sqlite3 *db, const char *path, char *err,
   /* Schema 10 keeps the traceparent an instance was created with, so its
    * trace continues its caller's after a restart too, and the one a queue
    * message was sent with, which the instance it starts continues. */
-  if ((sqlite3_exec(db, "SELECT traceparent FROM instances LIMIT 0", NULL, NULL,
-                    NULL) != SQLITE_OK &&
-       sqlite3_exec(db, "ALTER TABLE instances ADD COLUMN traceparent TEXT;",
-                    NULL, NULL, &msg) != SQLITE_OK) ||
-      /* and each queue message its sender's */
-      (sqlite3_exec(db, "SELECT traceparent FROM messages LIMIT 0", NULL, NULL,
-                    NULL) != SQLITE_OK &&
-       sqlite3_exec(db, "ALTER TABLE messages ADD COLUMN traceparent TEXT;",
-                    NULL, NULL, &msg) != SQLITE_OK) ||
-      sqlite3_exec(db,
-                   "UPDATE meta SET value='10' WHERE key='schema' AND "
-                   "value='9'",
-                   NULL, NULL, &msg) != SQLITE_OK)
-    return sqlite_exec_failed(err, errlen, path, "cannot upgrade the schema",
-                              msg);
-  return 0;
+  int bad = add_column(db, "instances", "traceparent TEXT", &msg) ||
+            add_column(db, "messages", "traceparent TEXT", &msg) ||
+            version_from(db, 9, &msg);
+  return bad ? sqlite_exec_failed(err, errlen, path,
+                                  "cannot upgrade the schema", msg)
+             : 0;
 }
 
 int sqlite_schema_setup(sqlite3 *db, const char *path, char *err,

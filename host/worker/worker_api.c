@@ -484,30 +484,30 @@ static int api_queue_send(duro_queue *q, const char *json, int64_t delay_ms) {
   return (int)ask(a, NULL);
 }
 
-static int api_queue_send_batch(duro_queue *q, const char *const *json,
-                                size_t n, int64_t delay_ms) {
-  wk_act *a = binding_call(q, WM_QUEUE_BATCH);
+/* A batch of sends: QUEUE_BATCH, or QUEUE_TRACED with traceparent. */
+static int send_batch(duro_queue *q, const char *const *json, size_t n,
+                      int64_t delay_ms, int traced, const char *traceparent) {
+  wk_act *a = binding_call(q, traced ? WM_QUEUE_TRACED : WM_QUEUE_BATCH);
   if (!a)
     return DURO_E_INVALID_ARGUMENT;
   wire_put_i64(&a->m, delay_ms);
   wire_put_u32(&a->m, (uint32_t)n);
   for (size_t i = 0; i < n; i++)
     wire_put_str(&a->m, json ? json[i] : NULL);
+  if (traced)
+    wire_put_str(&a->m, traceparent);
   return (int)ask(a, NULL);
+}
+
+static int api_queue_send_batch(duro_queue *q, const char *const *json,
+                                size_t n, int64_t delay_ms) {
+  return send_batch(q, json, n, delay_ms, 0, NULL);
 }
 
 static int api_queue_send_traced(duro_queue *q, const char *const *json,
                                  size_t n, int64_t delay_ms,
                                  const char *traceparent) {
-  wk_act *a = binding_call(q, WM_QUEUE_TRACED);
-  if (!a)
-    return DURO_E_INVALID_ARGUMENT;
-  wire_put_i64(&a->m, delay_ms);
-  wire_put_str(&a->m, traceparent);
-  wire_put_u32(&a->m, (uint32_t)n);
-  for (size_t i = 0; i < n; i++)
-    wire_put_str(&a->m, json ? json[i] : NULL);
-  return (int)ask(a, NULL);
+  return send_batch(q, json, n, delay_ms, 1, traceparent);
 }
 
 static int api_pipeline_send(duro_pipeline *p, const char *const *records,

@@ -102,8 +102,7 @@ enum worker_msg {
                        come as CALLs under ids of their own */
   WM_ENV_PIPELINE,  /* s binding: rc 1 when bound */
   WM_PIPELINE_SEND, /* s binding, u n, n × s record */
-  WM_QUEUE_TRACED,  /* s binding, i delay_ms, s traceparent, u n,
-                       n × s json */
+  WM_QUEUE_TRACED,  /* QUEUE_BATCH's fields, then s traceparent */
   WM_RETURN,        /* i rc, u result_set, s result, u failed, u final,
                        s message: the callback returned (result_set
                        WM_RESULT_TOO_LARGE: the result's length in

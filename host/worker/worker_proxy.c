@@ -855,27 +855,9 @@ static int serve_queue_send(proxy *px, duro_attempt *at, const worker_frame *f,
   return SERVE_ON;
 }
 
-static int serve_queue_send_batch(proxy *px, duro_attempt *at,
-                                  const worker_frame *f, int64_t *rc_out) {
-  (void)at, (void)rc_out;
+/* A batch of sends, with a trace context (QUEUE_TRACED) or none. */
+static int serve_batch(proxy *px, const wf_queue_send_batch *b) {
   const duro_api *api = px->api;
-  const wf_queue_send_batch *b = &f->queue_send_batch;
-  duro_queue *q = api->env_queue(px->env, b->binding);
-  const char **json = xcalloc(b->n ? b->n : 1, sizeof *json);
-  worker_frame_batch_json(b, json);
-  reply(px,
-        q ? api->queue_send_batch(q, json, b->n, b->delay_ms)
-          : DURO_E_NOT_FOUND,
-        NULL);
-  free(json);
-  return SERVE_ON;
-}
-
-static int serve_queue_send_traced(proxy *px, duro_attempt *at,
-                                   const worker_frame *f, int64_t *rc_out) {
-  (void)at, (void)rc_out;
-  const duro_api *api = px->api;
-  const wf_queue_send_batch *b = &f->queue_send_traced;
   duro_queue *q = api->env_queue(px->env, b->binding);
   const char **json = xcalloc(b->n ? b->n : 1, sizeof *json);
   worker_frame_batch_json(b, json);
@@ -885,6 +867,18 @@ static int serve_queue_send_traced(proxy *px, duro_attempt *at,
         NULL);
   free(json);
   return SERVE_ON;
+}
+
+static int serve_queue_send_batch(proxy *px, duro_attempt *at,
+                                  const worker_frame *f, int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  return serve_batch(px, &f->queue_send_batch);
+}
+
+static int serve_queue_send_traced(proxy *px, duro_attempt *at,
+                                   const worker_frame *f, int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  return serve_batch(px, &f->queue_send_traced);
 }
 
 static int serve_env_pipeline(proxy *px, duro_attempt *at,
