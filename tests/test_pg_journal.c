@@ -143,7 +143,7 @@ START_TEST(duplicate_in_a_shared_transaction) {
   journal_close(j);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM instances"), 2);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' "
-                              "AND value='10'"),
+                              "AND value='11'"),
                    1);
 }
 END_TEST
@@ -170,7 +170,7 @@ START_TEST(upgrades_schema_7_to_8) {
   journal_instance_clear(&got);
   journal_close(j);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' "
-                              "AND value='10'"),
+                              "AND value='11'"),
                    1);
 }
 END_TEST
