@@ -487,6 +487,7 @@ int duro_queue_redrive_messages(duro_engine *e, const char *queue,
     op->body = m[i].body;
     op->ts_ms = now;
     op->visible_ms = now;
+    op->traceparent = m[i].traceparent; /* its sender's trace goes along */
     op = journal_batch_add(&move, JOP_MESSAGE_ACK);
     op->queue = queue;
     op->lease = m[i].lease;
