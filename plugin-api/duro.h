@@ -910,11 +910,13 @@ static inline duro_pipeline *duro_env_pipeline(duro_env *env,
 }
 
 /* Sends records[0..n): each a JSON text of at most 1,000,000 bytes, at
- * most 10,000 of them; all or none.  They are written to the pipeline's
+ * most 10,000 of them and 5,000,000 bytes of JSON lines in all; all or
+ * none.  They are written to the pipeline's
  * files (one JSON line each, in send order) by its flusher, each exactly
  * once.  Returns 0 or a DURO_E_* code: binding.not_found (p is NULL),
  * queue.invalid_message (a record is not JSON), queue.message_too_large
- * (a record over the limit), queue.batch_too_large (too many records),
+ * (a record over the limit), queue.batch_too_large (too many records,
+ * or too many bytes in all),
  * engine.overloaded (the pipeline holds its max_backlog of records not
  * yet written: retry later), storage.error.
  *

@@ -118,11 +118,13 @@ int host_wait_gone(pid_t pid, int ms);
 void host_stop(host_run *h, int64_t deadline, int excuse_dead);
 
 /* The pids of the "engine started (pid N)" lines of `log` in order, at
- * most `max`; returns how many. */
+ * most `max`; returns how many.  host_stop() excuses at most
+ * HOST_MAX_ENGINES of them. */
+#define HOST_MAX_ENGINES 4096
 size_t host_engine_pids(const char *log, pid_t *pids, size_t max);
 
-/* The pid of the last engine started, waiting for its line; fails when
- * none shows within 5 s. */
+/* The pid of the last engine started (the last such line, however many
+ * there are), waiting for its line; fails when none shows within 5 s. */
 pid_t host_last_engine(const host_run *h);
 
 /* A live worker process of `engine` (a child that runs `duro __worker

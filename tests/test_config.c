@@ -1901,7 +1901,8 @@ START_TEST(test_pipeline_defaults) {
       "    format: jsonl\n"
       "    compression: none\n"
       "    roll: {size: 64KiB, interval: 2s}\n"
-      "    max_backlog: 2MiB\n";
+      "    max_backlog: 2MiB\n"
+      "    max_retry_delay: 5s\n";
   config *cfg = config_parse("t.yaml", text, strlen(text), err, sizeof err);
   ck_assert_msg(cfg != NULL, "%s", err);
   ck_assert_uint_eq(cfg->n_pipelines, 2);
@@ -1917,6 +1918,8 @@ START_TEST(test_pipeline_defaults) {
   ck_assert_int_eq(b->roll_size, 64 * 1024);
   ck_assert_int_eq(b->roll_interval_ms, 2000);
   ck_assert_int_eq(b->max_backlog, 2 * 1024 * 1024);
+  ck_assert_int_eq(a->max_retry_delay_ms, 60000);
+  ck_assert_int_eq(b->max_retry_delay_ms, 5000);
   ck_assert_ptr_null(a->s3.bucket);
   config_free(cfg);
 }

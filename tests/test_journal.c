@@ -186,6 +186,70 @@ START_TEST(opens_a_schema_1_database) {
 }
 END_TEST
 
+/* Schema 10 keeps a send's records in one row: a schema 9 file's
+ * records, one a row, become rows of one line each, read back in order,
+ * and a later send is one row of its records. */
+typedef struct seen_records {
+  char text[256];
+  int64_t bytes;
+} seen_records;
+
+static int note_record(void *ctx, int64_t seq, const char *body, int64_t bytes,
+                       int64_t sent_ms) {
+  (void)sent_ms;
+  seen_records *s = ctx;
+  size_t n = strlen(s->text);
+  snprintf(s->text + n, sizeof s->text - n, "%lld:%s;", (long long)seq, body);
+  s->bytes += bytes;
+  return 0;
+}
+
+START_TEST(upgrades_schema_9_pipeline_records) {
+  fresh_db();
+  journal_close(open_journal());
+  sqlite3 *h;
+  ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
+  ck_assert_int_eq(
+      sqlite3_exec(h,
+                   "DROP TABLE pipeline_records;"
+                   "CREATE TABLE pipeline_records(pipeline TEXT NOT NULL,"
+                   " seq INTEGER NOT NULL, body TEXT NOT NULL, bytes INTEGER "
+                   "NOT NULL, sent_ms INTEGER NOT NULL, PRIMARY KEY(pipeline,"
+                   " seq)) WITHOUT ROWID;"
+                   "INSERT INTO pipelines VALUES('p',2,2,8,0,0,0,8,NULL,NULL,"
+                   "NULL,NULL,NULL,NULL);"
+                   "INSERT INTO pipeline_records VALUES('p',1,'\"a\"',4,5),"
+                   "('p',2,'\"b\"',4,6);"
+                   "UPDATE meta SET value='9' WHERE key='schema'",
+                   NULL, NULL, NULL),
+      SQLITE_OK);
+  sqlite3_close(h);
+  journal *j = open_journal();
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_PIPELINE_APPEND);
+  op->queue = "p";
+  op->body = "\"c\"\n\"d\"\n";
+  op->from_seq = 2;
+  ck_assert_int_eq(journal_commit(j, &b), 0);
+  ck_assert_int_eq(b.ops[0].out_rowid, 3);
+  journal_batch_free(&b);
+  seen_records s = {0};
+  ck_assert_int_eq(
+      journal_pipeline_records(j, "p", 2, INT64_MAX, 10, note_record, &s), 0);
+  ck_assert_str_eq(s.text, "2:\"b\";3:\"c\";4:\"d\";");
+  ck_assert_int_eq(s.bytes, 12);
+  journal_close(j);
+  ck_assert_int_eq(
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='11'"),
+      1);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM pipeline_records"), 3);
+  ck_assert_int_eq(count_rows("SELECT last FROM pipeline_records WHERE "
+                              "seq=3"),
+                   4);
+  drop_db();
+}
+END_TEST
+
 /* A fresh journal made a file of schema `version` by `sql` (what that
  * schema lacks dropped), with instance wf/old (created at 5) in it, then
  * opened: upgraded. */
@@ -247,18 +311,18 @@ START_TEST(upgrades_schema_6_to_7) {
   journal_instance_clear(&got);
   journal_close(j);
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='10'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='11'"),
       1);
   drop_db();
 }
 END_TEST
 
-/* Schema 10 adds the traceparent of instances and messages to a schema 9
- * file: an old row has none, a new one keeps it. */
-START_TEST(upgrades_schema_9_to_10) {
+/* Schema 11 adds the traceparent of instances and messages to a schema
+ * 10 file: an old row has none, a new one keeps it. */
+START_TEST(upgrades_schema_10_to_11) {
   journal *j = opened_as_of("ALTER TABLE instances DROP COLUMN traceparent;"
                             "ALTER TABLE messages DROP COLUMN traceparent;",
-                            9);
+                            10);
   journal_instance got = {0};
   ck_assert_int_eq(journal_instance_get(j, "wf", "old", &got), 0);
   ck_assert_ptr_null(got.traceparent);
@@ -274,7 +338,7 @@ START_TEST(upgrades_schema_9_to_10) {
                               "traceparent LIKE '00-4bf92f35%'"),
                    1);
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='10'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='11'"),
       1);
   drop_db();
 }
@@ -303,7 +367,7 @@ START_TEST(upgrades_schema_3_to_5) {
   journal_batch_free(&b);
   journal_close(j);
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='10'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='11'"),
       1);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM messages"), 1);
   drop_db();
@@ -329,7 +393,7 @@ START_TEST(upgrades_schema_4_to_5) {
   sqlite3_close(h);
   journal_close(open_journal());
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='10'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='11'"),
       1);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM sqlite_master WHERE "
                               "name='messages_lease'"),
@@ -521,8 +585,9 @@ int main(void) {
   tcase_add_test(tc, opens_a_schema_1_database);
   tcase_add_test(tc, upgrades_schema_3_to_5);
   tcase_add_test(tc, upgrades_schema_4_to_5);
-  tcase_add_test(tc, upgrades_schema_9_to_10);
+  tcase_add_test(tc, upgrades_schema_10_to_11);
   tcase_add_test(tc, upgrades_schema_6_to_7);
+  tcase_add_test(tc, upgrades_schema_9_pipeline_records);
   tcase_add_test(tc, acknowledged_terminate_wins_over_a_later_pause);
   tcase_add_test(tc, instance_counts_kept_on_write);
   tcase_add_test(tc, wakes_match_whole_types);

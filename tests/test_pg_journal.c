@@ -143,8 +143,57 @@ START_TEST(duplicate_in_a_shared_transaction) {
   journal_close(j);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM instances"), 2);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' "
-                              "AND value='11'"),
+                              "AND value='12'"),
                    1);
+}
+END_TEST
+
+/* Schema 11 keeps a send's records in one row: a schema 10 journal's
+ * records, one a row, become rows of one line each, read back in order
+ * with a later send's. */
+static int note_record(void *ctx, int64_t seq, const char *body, int64_t bytes,
+                       int64_t sent_ms) {
+  (void)bytes, (void)sent_ms;
+  char *text = ctx;
+  size_t n = strlen(text);
+  snprintf(text + n, 256 - n, "%lld:%s;", (long long)seq, body);
+  return 0;
+}
+
+START_TEST(upgrades_schema_10_pipeline_records) {
+  fresh_db();
+  journal_close(open_journal());
+  PGconn *c = PQconnectdb(conninfo);
+  ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
+  PGresult *r = PQexec(
+      c, "ALTER TABLE pipeline_records DROP COLUMN last;"
+         "INSERT INTO pipelines VALUES('p',2,2,8,0,0,0,8,NULL,NULL,NULL,NULL,"
+         "NULL,NULL);"
+         "INSERT INTO pipeline_records VALUES('p',1,'\"a\"',4,5),"
+         "('p',2,'\"b\"',4,6);"
+         "UPDATE meta SET value='10' WHERE key='schema'");
+  ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s",
+                PQresultErrorMessage(r));
+  PQclear(r);
+  PQfinish(c);
+  journal *j = open_journal();
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_PIPELINE_APPEND);
+  op->queue = "p";
+  op->body = "\"c\"\n\"d\"\n";
+  op->from_seq = 2;
+  ck_assert_int_eq(journal_commit(j, &b), 0);
+  ck_assert_int_eq(b.ops[0].out_rowid, 3);
+  journal_batch_free(&b);
+  char text[256] = "";
+  ck_assert_int_eq(
+      journal_pipeline_records(j, "p", 2, INT64_MAX, 10, note_record, text), 0);
+  ck_assert_str_eq(text, "2:\"b\";3:\"c\";4:\"d\";");
+  journal_close(j);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' "
+                              "AND value='12'"),
+                   1);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM pipeline_records"), 3);
 }
 END_TEST
 
@@ -170,7 +219,7 @@ START_TEST(upgrades_schema_7_to_8) {
   journal_instance_clear(&got);
   journal_close(j);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' "
-                              "AND value='11'"),
+                              "AND value='12'"),
                    1);
 }
 END_TEST
@@ -1523,6 +1572,7 @@ int main(void) {
   tcase_add_test(tc, duplicate_in_a_shared_transaction);
   tcase_add_test(tc, instance_insert_set_get);
   tcase_add_test(tc, upgrades_schema_7_to_8);
+  tcase_add_test(tc, upgrades_schema_10_pipeline_records);
   tcase_add_test(tc, steps_and_attempts);
   tcase_add_test(tc, events_and_wakes);
   tcase_add_test(tc, wakes_match_whole_types);

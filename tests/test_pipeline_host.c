@@ -18,17 +18,15 @@
  *    `describe` against the host;
  *  - kill -9: two senders send numbered records in batches while the
  *    engine is SIGKILLed (3 times, or $DURO_PIPELINE_KILLS: `make
- *    chaos-pipelines` asks 30; the supervisor starting a new one each
- *    time), sending each batch once whatever the answer.  Once all is
- *    written, every record answered 202 is in exactly one file exactly
- *    once, one that got no answer at most once, each sender's in the
- *    order it sent them, and the files' sequence ranges follow one
- *    another with no overlap. */
+ *    chaos-pipelines` asks 100; the supervisor starting a new one each
+ *    time, 0.1 s after the kill of one that was ready), sending each
+ *    batch once whatever the answer.  Once all is written, every record
+ *    answered 202 is in exactly one file exactly once, one that got no
+ *    answer at most once, each sender's in the order it sent them, and
+ *    the files' sequence ranges follow one another with no overlap. */
 #include <check.h>
-#include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +35,7 @@
 
 #include "host_run.h"
 #include "http_client.h"
+#include "pipeline_check.h"
 #include "proc.h"
 
 #define FILE_WAIT_MS 30000 /* for the flusher to write what waits */
@@ -48,22 +47,8 @@ static host_run H;
  * YAML list). */
 static void start_host_with(const char *name, const char *plugins,
                             const char *keys) {
-  host_init(&H, name);
-  H.request_ms = 20000;
-  FILE *f = fopen(H.config, "w");
-  ck_assert_msg(f != NULL, "%s: %s", H.config, strerror(errno));
-  fprintf(f,
-          "storage: { path: duro.db, synchronous: normal }\n"
-          "http: { listen: \"127.0.0.1:0\", max_body_bytes: 8000000 }\n"
-          "plugins: %s\n"
-          "pipelines:\n"
-          "  - name: events\n"
-          "    binding: EVENTS\n"
-          "    sink: { files: { path: out } }\n"
-          "%s",
-          plugins, keys);
-  ck_assert(fclose(f) == 0);
-  host_start(&H);
+  pipeline_host_start(&H, name, plugins, "    sink: { files: { path: out } }\n",
+                      keys);
 }
 
 static void start_host(const char *name, const char *keys) {
@@ -101,77 +86,17 @@ static void assert_refused(const char *type, const char *body, size_t len,
   http_resp_free(&r);
 }
 
-/* GET /pipelines/events (caller's). */
-static json_t *stats(void) {
-  http_resp r;
-  host_request(&H, &r, "GET", "/pipelines/events", NULL);
-  ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
-  json_t *j = json_incref(r.json);
-  http_resp_free(&r);
-  return j;
-}
+static json_t *stats(void) { return pipeline_stats(&H); }
 
-static int64_t stat_of(json_t *s, const char *path) {
-  json_t *v = jget(s, path);
-  ck_assert_msg(json_is_integer(v), "%s missing", path);
-  return json_integer_value(v);
-}
-
-/* Polls until `written` records are written and nothing waits. */
+/* Waits until `written` records are written and nothing waits. */
 static void wait_written(int64_t written) {
-  int64_t deadline = proc_now_ms() + FILE_WAIT_MS;
-  for (;;) {
-    json_t *s = stats();
-    int done =
-        stat_of(s, "written") == written && stat_of(s, "backlog.records") == 0;
-    json_decref(s);
-    if (done)
-      return;
-    ck_assert_msg(proc_now_ms() < deadline, "%lld records not written",
-                  (long long)written);
-    proc_sleep_ms(100);
-  }
-}
-
-/* The files of the sink, in the order of their first sequence number. */
-typedef struct out_file {
-  char path[600];
-  long long first, last;
-} out_file;
-
-static int by_first(const void *a, const void *b) {
-  long long x = ((const out_file *)a)->first, y = ((const out_file *)b)->first;
-  return x < y ? -1 : x > y;
-}
-
-static size_t list_files(out_file *v, size_t max) {
-  char cmd[800];
-  snprintf(cmd, sizeof cmd,
-           "find '%s/out' -type f -name 'events-*.jsonl.gz' 2>/dev/null",
-           proc_tmp_dir);
-  FILE *p = popen(cmd, "r");
-  ck_assert(p != NULL);
-  size_t n = 0;
-  char line[600];
-  while (fgets(line, sizeof line, p)) {
-    line[strcspn(line, "\n")] = '\0';
-    ck_assert_uint_lt(n, max);
-    out_file *f = &v[n++];
-    snprintf(f->path, sizeof f->path, "%s", line);
-    const char *base = strrchr(line, '/') + 1;
-    ck_assert_msg(
-        sscanf(base, "events-%lld-%lld.jsonl.gz", &f->first, &f->last) == 2,
-        "file name %s", base);
-  }
-  ck_assert_int_eq(pclose(p), 0);
-  qsort(v, n, sizeof *v, by_first);
-  return n;
+  pipeline_wait_written(&H, written, FILE_WAIT_MS);
 }
 
 /* The lines of a file, gunzip'ed by gzip -dc (malloc'ed text). */
-static char *read_file(const char *path) {
+static char *read_file(const pipeline_batch *b) {
   char cmd[800];
-  snprintf(cmd, sizeof cmd, "gzip -dc '%s'", path);
+  snprintf(cmd, sizeof cmd, "gzip -dc '%s'", b->name);
   FILE *p = popen(cmd, "r");
   ck_assert(p != NULL);
   size_t len = 0, cap = 4096;
@@ -183,35 +108,31 @@ static char *read_file(const char *path) {
       text = realloc(text, cap *= 2);
   }
   text[len] = '\0';
-  ck_assert_msg(pclose(p) == 0, "gzip -dc %s failed", path);
+  ck_assert_msg(pclose(p) == 0, "gzip -dc %s failed", b->name);
   return text;
 }
 
 /* Every file's lines, in the order of the files' sequence numbers, which
- * must follow one another: no gap, no overlap, each file's lines as many
- * as its name's range says. */
+ * must follow one another (pipeline_read_batches()). */
 static char *read_all(size_t *files) {
-  static out_file v[4096];
-  size_t n = list_files(v, 4096);
-  size_t len = 0;
-  char *all = calloc(1, 1);
-  for (size_t i = 0; i < n; i++) {
-    ck_assert_msg(v[i].first == (i ? v[i - 1].last + 1 : 1),
-                  "%s does not follow the file before", v[i].path);
-    char *t = read_file(v[i].path);
-    long long lines = 0;
-    for (const char *c = t; *c; c++)
-      lines += *c == '\n';
-    ck_assert_msg(lines == v[i].last - v[i].first + 1, "%s holds %lld lines",
-                  v[i].path, lines);
-    size_t tl = strlen(t);
-    all = realloc(all, len + tl + 1);
-    memcpy(all + len, t, tl + 1);
-    len += tl;
-    free(t);
+  static pipeline_batch v[4096];
+  char cmd[800];
+  snprintf(cmd, sizeof cmd,
+           "find '%s/out' -type f -name 'events-*.jsonl.gz' 2>/dev/null",
+           proc_tmp_dir);
+  FILE *p = popen(cmd, "r");
+  ck_assert(p != NULL);
+  size_t n = 0;
+  char line[600];
+  while (fgets(line, sizeof line, p)) {
+    line[strcspn(line, "\n")] = '\0';
+    ck_assert_uint_lt(n, 4096);
+    snprintf(v[n].name, sizeof v[n].name, "%s", line);
+    pipeline_batch_parse(&v[n++]);
   }
+  ck_assert_int_eq(pclose(p), 0);
   *files = n;
-  return all;
+  return pipeline_read_batches(v, n, read_file);
 }
 
 START_TEST(http_send_and_files) {
@@ -281,7 +202,7 @@ START_TEST(http_send_and_files) {
   http_resp_free(&r);
 
   json_t *s = stats();
-  ck_assert_int_eq(stat_of(s, "accepted"), 6);
+  ck_assert_int_eq(pipeline_stat(s, "accepted"), 6);
   ck_assert_str_eq(jstr(s, "sink.compression"), "gzip");
   json_decref(s);
   host_request(&H, &r, "GET", "/pipelines", NULL);
@@ -296,7 +217,7 @@ START_TEST(http_send_and_files) {
   ck_assert_str_eq(all, "{\"n\":1}\n{\"n\":2}\n\"x\"\n3\n{\"n\":5}\n[6]\n");
   free(all);
   s = stats();
-  ck_assert_int_eq(stat_of(s, "files"), (int64_t)files);
+  ck_assert_int_eq(pipeline_stat(s, "files"), (int64_t)files);
   ck_assert(json_is_integer(jget(s, "last_flush_ms")));
   ck_assert(json_is_null(jget(s, "last_error")));
   json_decref(s);
@@ -375,8 +296,8 @@ START_TEST(backlog_full_answers_503) {
   http_resp_free(&r);
   free(body);
   json_t *s = stats();
-  ck_assert_int_eq(stat_of(s, "accepted"), 2);
-  ck_assert_int_eq(stat_of(s, "backlog.records"), 2);
+  ck_assert_int_eq(pipeline_stat(s, "accepted"), 2);
+  ck_assert_int_eq(pipeline_stat(s, "backlog.records"), 2);
   json_decref(s);
   host_stop(&H, proc_now_ms() + 10000, 0);
 }
@@ -457,142 +378,58 @@ START_TEST(cli_send_list_describe) {
 END_TEST
 
 /* Kills of the engine in the kill -9 case: DURO_PIPELINE_KILLS, default
- * 3 (`make chaos-pipelines` runs it with 30). */
+ * 3 (`make chaos-pipelines` runs it with 100). */
 static int kills_wanted(void) {
   const char *v = getenv("DURO_PIPELINE_KILLS");
   int n = v ? atoi(v) : 0;
   return n > 0 ? n : 3;
 }
 
-#define SENDERS 2
-#define BATCH 50
-#define MAX_RECORDS 200000
-
-/* What became of each record a sender sent: 0 never sent, 1 answered
- * 202, 2 sent with no answer (or a 503: the engine going away). */
-static unsigned char fate[SENDERS][MAX_RECORDS];
-
-typedef struct killer {
-  int stop; /* atomic */
-  int kills, want;
-  unsigned seed;
-} killer;
-
-/* SIGKILLs the engine at random moments (150-900 ms apart, once it is
- * up) while the senders send and files are written. */
-static void *kill_loop(void *arg) {
-  killer *k = arg;
-  while (!__atomic_load_n(&k->stop, __ATOMIC_ACQUIRE) && k->kills < k->want) {
-    proc_sleep_ms(150 + (int)(rand_r(&k->seed) % 750));
-    pid_t engine = host_last_engine(&H);
-    if (engine > 0 && !__atomic_load_n(&k->stop, __ATOMIC_ACQUIRE) &&
-        kill(engine, SIGKILL) == 0) {
-      host_wait_gone(engine, 5000);
-      __atomic_add_fetch(&k->kills, 1, __ATOMIC_ACQ_REL);
-    }
-  }
-  return NULL;
-}
-
-/* Sender s's records n0 .. n0+BATCH-1 ({"s":S,"i":N}) as one request,
- * sent once. */
-static void send_batch(int s, int n0) {
-  char body[BATCH * 32 + 4];
-  int at = sprintf(body, "[");
-  for (int i = 0; i < BATCH; i++)
-    at += sprintf(body + at, "%s{\"s\":%d,\"i\":%d}", i ? "," : "", s, n0 + i);
-  strcpy(body + at, "]");
-  http_resp r;
-  int answered = host_request_try(&H, &r, "POST", "/pipelines/events", body);
-  int ok = answered == 0 && r.status == 202;
-  if (answered == 0)
-    ck_assert_msg(ok || r.status == 503, "%ld %s", r.status, r.body);
-  for (int i = 0; i < BATCH; i++)
-    fate[s][n0 + i] = ok ? 1 : 2;
-  if (answered == 0)
-    http_resp_free(&r);
-}
+static pipeline_fates fates;
 
 typedef struct sender {
-  int s, sent;
-  killer *k;
+  int s;
+  pipeline_killer *k;
 } sender;
 
-/* Sends batches until the last kill (once its share of MAX_RECORDS is
+/* Sends batches until the last kill (once its share of the records is
  * sent it waits for the kills, which then land in flushes alone), then
  * 20 more. */
 static void *send_loop(void *arg) {
   sender *x = arg;
-  const int cap = MAX_RECORDS / SENDERS - 20 * BATCH;
-  while (__atomic_load_n(&x->k->kills, __ATOMIC_ACQUIRE) < x->k->want) {
-    if (x->sent + BATCH > cap) {
+  const int cap = PIPELINE_MAX_RECORDS / PIPELINE_SENDERS - 20 * PIPELINE_BATCH;
+  while (pipeline_killer_kills(x->k) < x->k->want) {
+    if (fates.sent[x->s] + PIPELINE_BATCH > cap) {
       proc_sleep_ms(100);
       continue;
     }
-    send_batch(x->s, x->sent);
-    x->sent += BATCH;
+    pipeline_send_batch(&H, &fates, x->s, 0);
   }
-  for (int i = 0; i < 20; i++, x->sent += BATCH)
-    send_batch(x->s, x->sent);
+  for (int i = 0; i < 20; i++)
+    pipeline_send_batch(&H, &fates, x->s, 0);
   return NULL;
 }
 
 START_TEST(acked_records_survive_kill9) {
   /* small files, so that kills land in flushes too */
   start_host("kill9", "    roll: { interval: 1s, size: 20000 }\n");
-  killer k = {.seed = (unsigned)proc_now_ms(), .want = kills_wanted()};
-  pthread_t t, ts[SENDERS];
-  sender senders[SENDERS];
-  ck_assert_int_eq(pthread_create(&t, NULL, kill_loop, &k), 0);
-  for (int s = 0; s < SENDERS; s++) {
+  pipeline_killer k;
+  pipeline_killer_start(&k, &H, kills_wanted());
+  pthread_t ts[PIPELINE_SENDERS];
+  sender senders[PIPELINE_SENDERS];
+  for (int s = 0; s < PIPELINE_SENDERS; s++) {
     senders[s] = (sender){.s = s, .k = &k};
     ck_assert_int_eq(pthread_create(&ts[s], NULL, send_loop, &senders[s]), 0);
   }
-  for (int s = 0; s < SENDERS; s++)
+  for (int s = 0; s < PIPELINE_SENDERS; s++)
     pthread_join(ts[s], NULL);
-  __atomic_store_n(&k.stop, 1, __ATOMIC_RELEASE);
-  pthread_join(t, NULL);
-  ck_assert_int_eq(k.kills, k.want);
+  pipeline_killer_stop(&k);
 
   /* every record accepted is written: the backlog empties */
-  int64_t deadline = proc_now_ms() + FILE_WAIT_MS;
-  for (;;) {
-    json_t *st = stats();
-    int done = stat_of(st, "backlog.records") == 0;
-    json_decref(st);
-    if (done)
-      break;
-    ck_assert_msg(proc_now_ms() < deadline, "the backlog is not written");
-    proc_sleep_ms(100);
-  }
+  wait_written(-1);
   size_t files;
   char *all = read_all(&files); /* the ranges follow one another */
-  static unsigned char seen[SENDERS][MAX_RECORDS];
-  int last[SENDERS], acked = 0;
-  for (int s = 0; s < SENDERS; s++)
-    last[s] = -1;
-  for (char *line = all; *line;) {
-    char *nl = strchr(line, '\n');
-    int s, i;
-    ck_assert_msg(sscanf(line, "{\"s\":%d,\"i\":%d}", &s, &i) == 2,
-                  "line %.40s", line);
-    ck_assert_msg(s >= 0 && s < SENDERS && i >= 0 && i < senders[s].sent &&
-                      fate[s][i],
-                  "record %d of sender %d never sent", i, s);
-    ck_assert_msg(!seen[s][i], "record %d of sender %d written twice", i, s);
-    ck_assert_msg(i > last[s], "sender %d: record %d after %d: out of order", s,
-                  i, last[s]);
-    seen[s][i] = 1;
-    last[s] = i;
-    line = nl + 1;
-  }
-  for (int s = 0; s < SENDERS; s++)
-    for (int i = 0; i < senders[s].sent; i++) {
-      ck_assert_msg(fate[s][i] != 1 || seen[s][i],
-                    "record %d of sender %d (answered 202) lost", i, s);
-      acked += fate[s][i] == 1;
-    }
-  ck_assert_int_gt(acked, 0);
+  ck_assert_int_gt(pipeline_fates_check(&fates, all), 0);
   ck_assert_uint_gt(files, 1);
   free(all);
   host_stop(&H, proc_now_ms() + 10000, 1);
@@ -603,9 +440,9 @@ int main(void) {
   Suite *s = suite_create("pipeline_host");
   TCase *tc = tcase_create("pipeline_host");
   proc_fixtures(tc, "duro-pipeline-host");
-  /* a kill and the engine back: a few seconds each (the supervisor backs
-   * off from a crashing engine), and the rest */
-  tcase_set_timeout(tc, 240 + 8 * kills_wanted());
+  /* a kill and the engine back: under a second each (a ready engine's
+   * SIGKILL adds nothing to the supervisor's back-off), and the rest */
+  tcase_set_timeout(tc, 240 + 3 * kills_wanted());
   tcase_add_test(tc, http_send_and_files);
   tcase_add_test(tc, plugin_sends_with_its_steps);
   tcase_add_test(tc, backlog_full_answers_503);

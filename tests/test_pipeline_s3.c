@@ -9,11 +9,13 @@
  *  - objects: records sent over HTTP land in objects whose keys are the
  *    prefix, the partition and the batch's name, each record once, in
  *    the order sent; GET /pipelines shows the sink (never its keys);
- *  - endpoint down: the server is stopped while records are sent and
- *    uploads are due: sends are still answered 202 (past max_backlog
- *    503 with Retry-After), the failed uploads show in GET /pipelines
+ *  - endpoint down: the server is stopped for 3 s ($DURO_S3_OUTAGE_S;
+ *    `make chaos-s3` asks 30) while records are sent and uploads are
+ *    due: sends are still answered 202 (past max_backlog 503 with
+ *    Retry-After), the failed uploads show in GET /pipelines
  *    (last_error, write_errors) and /metrics; once the server is back
- *    every record is uploaded, once, in order, and the error clears;
+ *    every record is uploaded within max_retry_delay (2 s here) and the
+ *    uploads' time, once, in order, and the error clears;
  *  - kill -9: the engine SIGKILLed (KILLS times) while records are sent
  *    and uploaded: every record answered 202 is in exactly one object
  *    exactly once, one that got no answer at most once, in order, and the
@@ -27,9 +29,7 @@
  *  - a key variable that is not set stops the start, named. */
 #include <check.h>
 #include <ctype.h>
-#include <errno.h>
 #include <jansson.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,6 +40,7 @@
 
 #include "host_run.h"
 #include "http_client.h"
+#include "pipeline_check.h"
 #include "proc.h"
 
 #ifndef S3_SERVER_SH
@@ -178,21 +179,10 @@ static char *gunzip(const buf *gz) {
   return text;
 }
 
-/* The objects of the bucket under `prefix`, in the order of their first
- * sequence number. */
-typedef struct object {
-  char key[300];
-  long long first, last;
-} object;
-
-static int by_first(const void *a, const void *b) {
-  long long x = ((const object *)a)->first, y = ((const object *)b)->first;
-  return x < y ? -1 : x > y;
-}
-
-/* `prefix` is one name and a '/' (escaped in the query as the
+/* The objects of the bucket under `prefix` into v (their keys as names):
+ * how many.  `prefix` is one name and a '/' (escaped in the query as the
  * signature's canonical query has it). */
-static size_t list_objects(const char *prefix, object *v, size_t max) {
+static size_t list_objects(const char *prefix, pipeline_batch *v, size_t max) {
   char q[200];
   snprintf(q, sizeof q, "?list-type=2&max-keys=1000&prefix=%.*s%%2F",
            (int)strcspn(prefix, "/"), prefix);
@@ -204,64 +194,48 @@ static size_t list_objects(const char *prefix, object *v, size_t max) {
   for (const char *at = strstr(b.data, "<Key>"); at;
        at = strstr(at + 1, "<Key>")) {
     ck_assert_uint_lt(n, max);
-    object *o = &v[n++];
-    snprintf(o->key, sizeof o->key, "%.*s",
+    pipeline_batch *o = &v[n++];
+    snprintf(o->name, sizeof o->name, "%.*s",
              (int)(strstr(at, "</Key>") - at - 5), at + 5);
-    const char *base = strrchr(o->key, '/');
-    ck_assert_msg(base && sscanf(base + 1, "events-%lld-%lld.jsonl.gz",
-                                 &o->first, &o->last) == 2,
-                  "object key %s", o->key);
+    pipeline_batch_parse(o);
   }
   free(b.data);
-  qsort(v, n, sizeof *v, by_first);
   return n;
 }
 
-/* Every object's records, in order: the objects' ranges must follow one
- * another from 1, each holding as many lines as its range says; each
- * line must be {"i":N,...}.  Their i's go into is[] (malloc'ed), their
- * count into *n; returns the number of objects. */
-static size_t read_records(const char *prefix, int **is, size_t *n) {
-  static object v[1000];
-  size_t objects = list_objects(prefix, v, 1000);
-  size_t cap = 1024;
-  *is = malloc(cap * sizeof **is);
-  *n = 0;
-  for (size_t k = 0; k < objects; k++) {
-    ck_assert_msg(v[k].first == (k ? v[k - 1].last + 1 : 1),
-                  "%s does not follow the object before", v[k].key);
-    /* the key escaped as the signature's canonical path has it */
-    char rest[1000];
-    size_t at = 0;
-    rest[at++] = '/';
-    for (const char *c = v[k].key; *c; c++)
-      at += (size_t)(isalnum((unsigned char)*c) || strchr("-._~/", *c)
-                         ? snprintf(rest + at, 2, "%c", *c)
-                         : snprintf(rest + at, 4, "%%%02X", (unsigned char)*c));
-    buf gz;
-    s3_get(rest, &gz);
-    char *text = gunzip(&gz);
-    free(gz.data);
-    long long lines = 0;
-    for (char *line = text, *nl; *line; line = nl + 1) {
-      nl = strchr(line, '\n');
-      ck_assert_msg(nl != NULL, "%s: a last line with no newline", v[k].key);
-      *nl = '\0';
-      json_error_t e;
-      json_t *r = json_loads(line, 0, &e);
-      ck_assert_msg(json_is_integer(jget(r, "i")), "%s: line %s", v[k].key,
-                    proc_tail(line));
-      if (*n == cap)
-        *is = realloc(*is, (cap *= 2) * sizeof **is);
-      (*is)[(*n)++] = (int)json_integer_value(jget(r, "i"));
-      json_decref(r);
-      lines++;
-    }
-    ck_assert_msg(lines == v[k].last - v[k].first + 1, "%s holds %lld lines",
-                  v[k].key, lines);
-    free(text);
+/* An object's lines, gunzip'ed, each of them JSON (malloc'ed). */
+static char *read_object(const pipeline_batch *o) {
+  /* the key escaped as the signature's canonical path has it */
+  char rest[1000];
+  size_t at = 0;
+  rest[at++] = '/';
+  for (const char *c = o->name; *c; c++)
+    at += (size_t)(isalnum((unsigned char)*c) || strchr("-._~/", *c)
+                       ? snprintf(rest + at, 2, "%c", *c)
+                       : snprintf(rest + at, 4, "%%%02X", (unsigned char)*c));
+  buf gz;
+  s3_get(rest, &gz);
+  char *text = gunzip(&gz);
+  free(gz.data);
+  for (const char *line = text; *line;) {
+    const char *nl = strchr(line, '\n');
+    ck_assert_msg(nl != NULL, "%s: a last line with no newline", o->name);
+    json_error_t e;
+    json_t *r = json_loadb(line, (size_t)(nl - line), 0, &e);
+    ck_assert_msg(r != NULL, "%s: line %.60s: %s", o->name, line, e.text);
+    json_decref(r);
+    line = nl + 1;
   }
-  return objects;
+  return text;
+}
+
+/* Every object's records, in order: the objects' ranges must follow one
+ * another from 1, each holding as many lines as its range says
+ * (pipeline_read_batches()); *objects gets how many there are. */
+static char *read_records(const char *prefix, size_t *objects) {
+  static pipeline_batch v[1000];
+  *objects = list_objects(prefix, v, 1000);
+  return pipeline_read_batches(v, *objects, read_object);
 }
 
 /* ---- The host -------------------------------------------------------------
@@ -272,107 +246,55 @@ static size_t read_records(const char *prefix, int **is, size_t *n) {
  * (indented by 4). */
 static void start_host(const char *name, const char *keys,
                        const char *partition) {
-  host_init(&H, name);
-  H.request_ms = 20000;
-  FILE *f = fopen(H.config, "w");
-  ck_assert_msg(f != NULL, "%s: %s", H.config, strerror(errno));
-  fprintf(f,
-          "storage: { path: duro.db, synchronous: normal }\n"
-          "http: { listen: \"127.0.0.1:0\", max_body_bytes: 8000000 }\n"
-          "plugins: []\n"
-          "pipelines:\n"
-          "  - name: events\n"
-          "    binding: EVENTS\n"
-          "    sink:\n"
-          "      s3: { endpoint: \"http://127.0.0.1:%d\", bucket: " BUCKET ",\n"
-          "            prefix: events/, region: auto, partition: \"%s\",\n"
-          "            access_key_env: DURO_TEST_S3_KEY,\n"
-          "            secret_key_env: DURO_TEST_S3_SECRET }\n"
-          "%s",
-          server_port, partition, keys);
-  ck_assert(fclose(f) == 0);
-  host_start(&H);
+  char sink[600];
+  snprintf(sink, sizeof sink,
+           "    sink:\n"
+           "      s3: { endpoint: \"http://127.0.0.1:%d\", bucket: " BUCKET
+           ",\n"
+           "            prefix: events/, region: auto, partition: \"%s\",\n"
+           "            access_key_env: DURO_TEST_S3_KEY,\n"
+           "            secret_key_env: DURO_TEST_S3_SECRET }\n",
+           server_port, partition);
+  pipeline_host_start(&H, name, "[]", sink, keys);
 }
 
-/* GET /pipelines/events (caller's). */
+/* GET /pipelines/events (caller's), which never shows a key. */
 static json_t *stats(void) {
-  http_resp r;
-  host_request(&H, &r, "GET", "/pipelines/events", NULL);
-  ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
-  ck_assert_msg(strstr(r.body, SECRET) == NULL, "a key is shown");
-  json_t *j = json_incref(r.json);
-  http_resp_free(&r);
+  json_t *j = pipeline_stats(&H);
+  char *text = json_dumps(j, 0);
+  ck_assert_msg(strstr(text, SECRET) == NULL, "a key is shown");
+  free(text);
   return j;
-}
-
-static int64_t stat_of(json_t *s, const char *path) {
-  json_t *v = jget(s, path);
-  ck_assert_msg(json_is_integer(v), "%s missing", path);
-  return json_integer_value(v);
 }
 
 /* Polls until nothing waits (with `written` records written, unless
  * negative). */
 static void wait_uploaded(int64_t written) {
-  int64_t deadline = proc_now_ms() + WRITE_WAIT_MS;
-  for (;;) {
-    json_t *s = stats();
-    int done = (written < 0 || stat_of(s, "written") == written) &&
-               stat_of(s, "backlog.records") == 0;
-    json_decref(s);
-    if (done)
-      return;
-    ck_assert_msg(proc_now_ms() < deadline, "the backlog is not uploaded");
-    proc_sleep_ms(100);
-  }
+  pipeline_wait_written(&H, written, WRITE_WAIT_MS);
 }
 
-/* The error code of the last 503 a send got, and whether it said when to
- * come back (Retry-After). */
-static char refused_code[64];
-static int refused_retry_after;
+/* What the last 503 a send got said. */
+static pipeline_refusal refused;
 
-/* Records {"i":n0} .. {"i":n0+count-1} (each with `pad` bytes of
- * padding) as one request: its status, 0 for no answer. */
+/* Records {"s":0,"i":n0} .. {"s":0,"i":n0+count-1} (each with `pad`
+ * bytes of padding) as one request: its status, 0 for no answer. */
 static long send_range(int n0, int count, size_t pad) {
-  size_t cap = (size_t)count * (pad + 40) + 4;
-  char *body = malloc(cap);
-  ck_assert_ptr_nonnull(body);
-  size_t at = (size_t)sprintf(body, "[");
-  for (int i = 0; i < count; i++) {
-    at += (size_t)sprintf(body + at, "%s{\"i\":%d,\"pad\":\"", i ? "," : "",
-                          n0 + i);
-    memset(body + at, 'p', pad);
-    at += pad;
-    at += (size_t)sprintf(body + at, "\"}");
-  }
-  strcpy(body + at, "]");
-  http_resp r;
-  long status = 0;
-  if (host_request_try(&H, &r, "POST", "/pipelines/events", body) == 0) {
-    status = r.status;
-    if (status == 503) {
-      char retry[16];
-      refused_retry_after =
-          http_resp_header(&r, "Retry-After", retry, sizeof retry) != NULL;
-      const char *code = r.json ? jstr(r.json, "error.code") : NULL;
-      snprintf(refused_code, sizeof refused_code, "%s", code ? code : "");
-    }
-    http_resp_free(&r);
-  }
-  free(body);
-  return status;
+  return pipeline_send(&H, 0, n0, count, pad, &refused);
 }
 
 /* Every record 0..n-1 exactly once, in order, in the objects. */
 static size_t assert_all_once(int n) {
-  int *is;
-  size_t got;
-  size_t objects = read_records("events/", &is, &got);
-  for (size_t k = 0; k < got; k++)
-    ck_assert_msg(is[k] == (int)k, "record %zu is %d", k, is[k]);
-  ck_assert_int_eq((int)got, n);
-  free(is);
+  size_t objects;
+  char *all = read_records("events/", &objects);
+  int k = 0;
+  for (const char *line = all; *line; line = strchr(line, '\n') + 1, k++) {
+    int s, i;
+    ck_assert_msg(sscanf(line, "{\"s\":%d,\"i\":%d", &s, &i) == 2 && s == 0,
+                  "line %.40s", line);
+    ck_assert_msg(i == k, "record %d is %d", k, i);
+  }
+  ck_assert_int_eq(k, n);
+  free(all);
   return objects;
 }
 
@@ -399,21 +321,21 @@ START_TEST(objects_hold_every_record) {
   ck_assert_uint_ge(objects, 2);
 
   /* the key: prefix, partition (the hour, UTC), the batch's name */
-  static object v[1000];
+  static pipeline_batch v[1000];
   list_objects("events/", v, 1000);
   int y, mo, d, hh;
   long long first, last;
-  ck_assert_msg(sscanf(v[0].key, "events/%4d/%2d/%2d/%2d/events-%lld-%lld", &y,
+  ck_assert_msg(sscanf(v[0].name, "events/%4d/%2d/%2d/%2d/events-%lld-%lld", &y,
                        &mo, &d, &hh, &first, &last) == 6,
-                "key %s", v[0].key);
+                "key %s", v[0].name);
   ck_assert_int_eq(first, 1);
 
   json_t *s = stats();
   ck_assert_str_eq(jstr(s, "sink.type"), "s3");
   ck_assert_str_eq(jstr(s, "sink.path"), "s3://" BUCKET "/events/");
   ck_assert_str_eq(jstr(s, "sink.region"), "auto");
-  ck_assert_int_eq(stat_of(s, "files"), (int64_t)objects);
-  ck_assert_int_eq(stat_of(s, "write_errors"), 0);
+  ck_assert_int_eq(pipeline_stat(s, "files"), (int64_t)objects);
+  ck_assert_int_eq(pipeline_stat(s, "write_errors"), 0);
   ck_assert(json_is_null(jget(s, "last_error")));
   json_decref(s);
   host_stop(&H, proc_now_ms() + 20000, 0);
@@ -434,35 +356,50 @@ static long long metric(const char *name) {
   return v;
 }
 
+/* How long the endpoint stays down in endpoint_down_then_back:
+ * $DURO_S3_OUTAGE_S seconds, default 3 (`make chaos-s3` asks 30). */
+static int outage_s(void) {
+  const char *v = getenv("DURO_S3_OUTAGE_S");
+  int n = v ? atoi(v) : 0;
+  return n > 0 ? n : 3;
+}
+
+/* The case's max_retry_delay: once the server is back, the next upload
+ * is at most this far off (the default, a minute, would make the case
+ * wait up to that for nothing). */
+#define RETRY_MAX_MS 2000
+
 START_TEST(endpoint_down_then_back) {
   server_start(0);
   int port = server_port;
   /* a partition with '=' (escaped in the URL and the signature) */
   start_host("down",
              "    roll: { interval: 1s }\n"
-             "    max_backlog: 1MiB\n",
+             "    max_backlog: 1MiB\n"
+             "    max_retry_delay: 2s\n",
              "dt={yyyy}-{mm}-{dd}/h={hh}");
   ck_assert_int_eq(send_range(0, 20, 10), 202);
   wait_uploaded(20);
 
-  /* down: sends go on being accepted while uploads fail */
+  /* down for the outage: sends go on being accepted while uploads fail */
   server_kill();
+  int64_t down_at = proc_now_ms(), up_at = down_at + outage_s() * 1000LL;
   int sent = 20;
-  int64_t deadline = proc_now_ms() + WRITE_WAIT_MS;
   for (;;) {
     ck_assert_int_eq(send_range(sent, 10, 10), 202);
     sent += 10;
     json_t *s = stats();
-    int failed = stat_of(s, "write_errors") >= 2;
+    int failed = pipeline_stat(s, "write_errors") >= 2;
     json_decref(s);
-    if (failed)
+    if (failed && proc_now_ms() >= up_at)
       break;
-    ck_assert_msg(proc_now_ms() < deadline, "no upload failed");
+    ck_assert_msg(proc_now_ms() < up_at + WRITE_WAIT_MS, "no upload failed");
     proc_sleep_ms(200);
   }
   json_t *s = stats();
   assert_contains(jstr(s, "last_error"), "PUT http://127.0.0.1:");
-  ck_assert_int_gt(stat_of(s, "backlog.records"), 0);
+  ck_assert_int_gt(pipeline_stat(s, "backlog.records"), 0);
+  int64_t errors = pipeline_stat(s, "write_errors");
   json_decref(s);
   ck_assert_int_ge(metric("duro_pipeline_write_errors_total"), 2);
   ck_assert_int_eq(metric("duro_pipeline_write_failing"), 1);
@@ -472,19 +409,33 @@ START_TEST(endpoint_down_then_back) {
   ck_assert_int_eq(send_range(sent, 1, 700000), 202);
   sent++;
   ck_assert_int_eq(send_range(sent, 1, 10), 503);
-  ck_assert_str_eq(refused_code, "pipeline.backlog_full");
-  ck_assert(refused_retry_after);
+  ck_assert_str_eq(refused.code, "pipeline.backlog_full");
+  ck_assert(refused.retry_after);
 
-  /* back: everything waiting is uploaded, once */
+  /* back: everything waiting is uploaded, once, in order, by the next
+   * try (and the uploads it takes) */
   server_start(port);
+  int64_t back_at = proc_now_ms();
   wait_uploaded(sent);
+  int64_t took = proc_now_ms() - back_at;
+  printf("endpoint_down_then_back: the endpoint down %.1f s, %d records "
+         "accepted meanwhile (%lld failed uploads), all %d uploaded %lld ms "
+         "after it was back\n",
+         (double)(back_at - down_at) / 1000, sent - 20, (long long)errors, sent,
+         (long long)took);
+  fflush(stdout);
+  ck_assert_msg(took < RETRY_MAX_MS + 8000,
+                "uploaded %lld ms after the endpoint was back",
+                (long long)took);
   assert_all_once(sent);
-  static object v[1000];
+  static pipeline_batch v[1000];
   list_objects("events/", v, 1000);
-  ck_assert_msg(!strncmp(v[0].key, "events/dt=", 10) && strstr(v[0].key, "/h="),
-                "key %s", v[0].key);
+  ck_assert_msg(!strncmp(v[0].name, "events/dt=", 10) &&
+                    strstr(v[0].name, "/h="),
+                "key %s", v[0].name);
   s = stats();
   ck_assert(json_is_null(jget(s, "last_error")));
+  ck_assert_int_eq(pipeline_stat(s, "sink.max_retry_delay_ms"), RETRY_MAX_MS);
   json_decref(s);
   ck_assert_int_eq(metric("duro_pipeline_write_failing"), 0);
   host_stop(&H, proc_now_ms() + 20000, 0);
@@ -492,82 +443,28 @@ START_TEST(endpoint_down_then_back) {
 END_TEST
 
 #define KILLS 3
-#define BATCH 50
-#define MAX_RECORDS 200000
 
-/* What became of each record sent: 0 never sent, 1 answered 202, 2 sent
- * with no answer (or a 503: the engine going away). */
-static unsigned char fate[MAX_RECORDS];
-
-typedef struct killer {
-  int stop; /* atomic */
-  int kills;
-  unsigned seed;
-} killer;
-
-/* SIGKILLs the engine at random moments (150-900 ms apart) while records
- * are sent and uploaded. */
-static void *kill_loop(void *arg) {
-  killer *k = arg;
-  while (!__atomic_load_n(&k->stop, __ATOMIC_ACQUIRE) && k->kills < KILLS) {
-    proc_sleep_ms(150 + (int)(rand_r(&k->seed) % 750));
-    pid_t engine = host_last_engine(&H);
-    if (engine > 0 && !__atomic_load_n(&k->stop, __ATOMIC_ACQUIRE) &&
-        kill(engine, SIGKILL) == 0) {
-      host_wait_gone(engine, 5000);
-      __atomic_add_fetch(&k->kills, 1, __ATOMIC_RELEASE);
-    }
-  }
-  return NULL;
-}
-
-static void send_batch(int n0) {
-  long status = send_range(n0, BATCH, 20);
-  ck_assert_msg(status == 0 || status == 202 || status == 503, "%ld", status);
-  for (int i = 0; i < BATCH; i++)
-    fate[n0 + i] = status == 202 ? 1 : 2;
-}
+static pipeline_fates fates;
 
 START_TEST(acked_records_survive_kill9) {
   server_start(0);
   /* small batches, so that kills land in uploads too */
   start_host("kill9", "    roll: { interval: 1s, size: 20000 }\n",
              "{yyyy}/{mm}/{dd}/{hh}");
-  killer k = {.seed = (unsigned)proc_now_ms()};
-  pthread_t t;
-  ck_assert_int_eq(pthread_create(&t, NULL, kill_loop, &k), 0);
-  int sent = 0;
-  while (__atomic_load_n(&k.kills, __ATOMIC_ACQUIRE) < KILLS &&
-         sent + BATCH <= MAX_RECORDS) {
-    send_batch(sent);
-    sent += BATCH;
-  }
-  for (int i = 0; i < 20; i++, sent += BATCH) /* after the last kill */
-    send_batch(sent);
-  __atomic_store_n(&k.stop, 1, __ATOMIC_RELEASE);
-  pthread_join(t, NULL);
-  ck_assert_int_eq(k.kills, KILLS);
+  pipeline_killer k;
+  pipeline_killer_start(&k, &H, KILLS);
+  while (pipeline_killer_kills(&k) < KILLS &&
+         fates.sent[0] + PIPELINE_BATCH <= PIPELINE_MAX_RECORDS)
+    pipeline_send_batch(&H, &fates, 0, 20);
+  for (int i = 0; i < 20; i++) /* after the last kill */
+    pipeline_send_batch(&H, &fates, 0, 20);
+  pipeline_killer_stop(&k);
 
   wait_uploaded(-1);
-  int *is;
-  size_t got;
-  size_t objects = read_records("events/", &is, &got);
-  static unsigned char seen[MAX_RECORDS];
-  int last = -1, acked = 0;
-  for (size_t n = 0; n < got; n++) {
-    int i = is[n];
-    ck_assert_msg(i >= 0 && i < sent && fate[i], "record %d never sent", i);
-    ck_assert_msg(!seen[i], "record %d uploaded twice", i);
-    ck_assert_msg(i > last, "record %d after %d: out of order", i, last);
-    seen[i] = 1;
-    last = i;
-  }
-  for (int i = 0; i < sent; i++) {
-    ck_assert_msg(fate[i] != 1 || seen[i], "record %d (answered 202) lost", i);
-    acked += fate[i] == 1;
-  }
-  free(is);
-  ck_assert_int_gt(acked, 0);
+  size_t objects;
+  char *all = read_records("events/", &objects);
+  ck_assert_int_gt(pipeline_fates_check(&fates, all), 0);
+  free(all);
   ck_assert_uint_gt(objects, 1);
   host_stop(&H, proc_now_ms() + 20000, 1);
 }
@@ -609,12 +506,12 @@ START_TEST(refused_upload_keeps_the_batch) {
   int64_t deadline = proc_now_ms() + WRITE_WAIT_MS;
   for (;;) {
     json_t *s = stats();
-    int failed = stat_of(s, "write_errors") >= 1;
+    int failed = pipeline_stat(s, "write_errors") >= 1;
     if (failed) {
       assert_contains(jstr(s, "last_error"),
                       "answered 403 SignatureDoesNotMatch");
-      ck_assert_int_eq(stat_of(s, "written"), 0);
-      ck_assert_int_eq(stat_of(s, "backlog.records"), 3);
+      ck_assert_int_eq(pipeline_stat(s, "written"), 0);
+      ck_assert_int_eq(pipeline_stat(s, "backlog.records"), 3);
     }
     json_decref(s);
     if (failed)
@@ -622,7 +519,7 @@ START_TEST(refused_upload_keeps_the_batch) {
     ck_assert_msg(proc_now_ms() < deadline, "no upload failed");
     proc_sleep_ms(100);
   }
-  static object v[10];
+  static pipeline_batch v[10];
   ck_assert_uint_eq(list_objects("events/", v, 10), 0);
   host_stop(&H, proc_now_ms() + 20000, 0);
 }
@@ -669,7 +566,7 @@ int main(void) {
   TCase *tc = tcase_create("pipeline_s3");
   proc_fixtures(tc, "duro-pipeline-s3");
   tcase_add_checked_fixture(tc, setup_env, teardown_server);
-  tcase_set_timeout(tc, 300);
+  tcase_set_timeout(tc, 300 + outage_s());
   tcase_add_test(tc, objects_hold_every_record);
   tcase_add_test(tc, endpoint_down_then_back);
   tcase_add_test(tc, acked_records_survive_kill9);

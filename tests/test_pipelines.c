@@ -5,7 +5,8 @@
  * its file, or after its rename but before "done") is carried out again
  * into the same file with the same bytes, never a second one.  A send is
  * one op whose records get consecutive seqs; one whose lines do not
- * match its count stores nothing. */
+ * match its count stores nothing.  A write that fails is tried again
+ * after 1 s, doubling up to max_retry_delay. */
 #include <check.h>
 #include <dirent.h>
 #include <inttypes.h>
@@ -38,6 +39,7 @@ static void setup(void) {
   harness_register_pipeline(&h, "events", &opt);
   zopt = opt;
   zopt.compression = DURO_PIPELINE_ZSTD;
+  zopt.max_retry_delay_ms = 5000; /* events keeps the default, a minute */
   harness_register_pipeline(&h, "zevents", &zopt);
   ck_assert_int_eq(duro_pipeline_bind(h.e, "EVENTS", "events"), 0);
   ck_assert_int_eq(duro_pipeline_bind(h.e, "EVENTS", "events"),
@@ -461,6 +463,70 @@ START_TEST(test_zstd_files) {
 }
 END_TEST
 
+/* Failed writes of `name` so far, and its back-off now. */
+static int64_t write_errors(const char *name, int64_t *retry_ms) {
+  pipeline *p = pipeline_find(h.e, name);
+  ck_assert_ptr_nonnull(p);
+  pthread_mutex_lock(&p->flush_mu);
+  *retry_ms = p->retry_ms;
+  pthread_mutex_unlock(&p->flush_mu);
+  pthread_mutex_lock(&p->mu);
+  int64_t n = p->errors;
+  pthread_mutex_unlock(&p->mu);
+  return n;
+}
+
+/* A failed write of `name` (its first just made) is tried again after
+ * each of `delays` (ms) in turn, not a millisecond sooner. */
+static void assert_retried_after(const char *name, const int64_t *delays,
+                                 size_t n) {
+  int64_t retry_ms;
+  int64_t errors = write_errors(name, &retry_ms);
+  ck_assert_int_ge(errors, 1);
+  for (size_t i = 0; i < n; i++) {
+    ck_assert_int_eq(retry_ms, delays[i]);
+    harness_advance(&h, delays[i] - 1);
+    ck_assert_int_eq(write_errors(name, &retry_ms), errors);
+    harness_advance(&h, 1);
+    ck_assert_int_eq(write_errors(name, &retry_ms), ++errors);
+  }
+}
+
+/* A write that fails (the sink's directory is a file) is tried again
+ * after 1 s, then twice as long each time up to max_retry_delay (a
+ * minute by default); once the sink works, the batch is written and the
+ * back-off is gone. */
+START_TEST(test_failed_write_backs_off) {
+  FILE *f = fopen(sink, "w"); /* no directory can be made under it */
+  ck_assert_ptr_nonnull(f);
+  fclose(f);
+  send_range(0, 30); /* due by size */
+  harness_run(&h);
+  static const int64_t minute[] = {1000,  2000,  4000,  8000, 16000,
+                                   32000, 60000, 60000, 60000};
+  assert_retried_after("events", minute, sizeof minute / sizeof *minute);
+  for (int i = 0; i < 30; i++) {
+    char rec[64];
+    snprintf(rec, sizeof rec, "{\"i\":%d,\"pad\":\"%040d\"}", i, i);
+    const char *one[] = {rec};
+    ck_assert_int_eq(duro_pipeline_append(h.e, "zevents", one, 1, NULL), 0);
+  }
+  harness_run(&h);
+  static const int64_t capped[] = {1000, 2000, 4000, 5000, 5000, 5000};
+  assert_retried_after("zevents", capped, sizeof capped / sizeof *capped);
+
+  ck_assert_int_eq(unlink(sink), 0);
+  harness_advance(&h, 60000);
+  int64_t retry_ms;
+  write_errors("events", &retry_ms);
+  ck_assert_int_eq(retry_ms, 0);
+  write_errors("zevents", &retry_ms);
+  ck_assert_int_eq(retry_ms, 0);
+  ck_assert_int_eq(state().written, 30);
+  ck_assert_int_eq(state().backlog, 0);
+}
+END_TEST
+
 static Suite *pipelines_suite(void) {
   Suite *s = suite_create("pipelines");
   TCase *tc = tcase_create("flush");
@@ -473,6 +539,7 @@ static Suite *pipelines_suite(void) {
   tcase_add_test(tc, test_append_op_many);
   tcase_add_test(tc, test_plugin_sends_with_the_step);
   tcase_add_test(tc, test_zstd_files);
+  tcase_add_test(tc, test_failed_write_backs_off);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -151,13 +151,15 @@ typedef struct config_pipeline {
     char *access_key_env; /* required: the variables' names */
     char *secret_key_env;
   } s3;
-  int format;               /* CONFIG_FORMAT_JSONL (the only one) */
-  int compression;          /* CONFIG_COMPRESSION_* (default gzip) */
-  int64_t roll_size;        /* bytes of records in one file, default 100 MB */
-  int64_t roll_interval_ms; /* a file's oldest record waits at most this
-                               long, default 300 s */
-  int64_t max_backlog;      /* bytes of records not yet written past which
-                               sends are refused (503), default 1 GB */
+  int format;                 /* CONFIG_FORMAT_JSONL (the only one) */
+  int compression;            /* CONFIG_COMPRESSION_* (default gzip) */
+  int64_t roll_size;          /* bytes of records in one file, default 100 MB */
+  int64_t roll_interval_ms;   /* a file's oldest record waits at most this
+                                 long, default 300 s */
+  int64_t max_backlog;        /* bytes of records not yet written past which
+                                 sends are refused (503), default 1 GB */
+  int64_t max_retry_delay_ms; /* a failed write's back-off doubles up to
+                                 this, default 60 s */
   config_pos pos;
 } config_pipeline;
 

@@ -1,7 +1,8 @@
 /* config_pipelines.c — the top-level pipelines list: each pipeline's
  * name and binding, its sink (a directory of files, or a bucket of object
  * storage), the format and compression of its batches, when a batch is
- * rolled, and how much may wait unwritten. */
+ * rolled, how much may wait unwritten, and how long a failed write waits
+ * at most before it is tried again. */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,8 @@ enum {
   PL_FORMAT,
   PL_COMPRESSION,
   PL_ROLL,
-  PL_MAX_BACKLOG
+  PL_MAX_BACKLOG,
+  PL_MAX_RETRY_DELAY
 };
 static const schema_choice format_choices[] = {{"jsonl", CONFIG_FORMAT_JSONL},
                                                {NULL, 0}};
@@ -47,6 +49,10 @@ static const schema_field pipeline_fields[] = {
     [PL_MAX_BACKLOG] = {"max_backlog", K_BYTES,
                         offsetof(config_pipeline, max_backlog), false, MiB,
                         1024 * GiB, NULL},
+    /* From the first retry's 1 s (pipeline_internal.h). */
+    [PL_MAX_RETRY_DELAY] = {"max_retry_delay", K_DURATION,
+                            offsetof(config_pipeline, max_retry_delay_ms),
+                            false, SECOND_MS, HOUR_MS, NULL},
 };
 const schema config_pipeline_schema =
     SCHEMA("pipeline", "in pipeline", PL_NAME, pipeline_fields);
@@ -305,6 +311,7 @@ static int parse_pipeline(config_parser *p, yaml_node_t *node,
   pl->roll_size = 100 * 1000 * 1000;
   pl->roll_interval_ms = 300 * SECOND_MS;
   pl->max_backlog = 1000 * 1000 * 1000;
+  pl->max_retry_delay_ms = MINUTE_MS;
   pl->pos = schema_pos(node);
   unsigned bad;
   int rc = schema_mapping(&p->w, node, &config_pipeline_schema, pl, v, &bad);

@@ -62,6 +62,8 @@ int duro_pipeline_register(duro_engine *e, const char *name,
   p->o = *o;
   p->o.dir = o->dir ? xstrdup(o->dir) : NULL;
   p->o.partition = xstrdup(o->partition);
+  if (p->o.max_retry_delay_ms <= 0)
+    p->o.max_retry_delay_ms = PIPELINE_RETRY_MAX_MS;
   p->backlog_read_ms = INT64_MIN;
   if (s3) {
     p->o.s3.endpoint = xstrdup(o->s3.endpoint);

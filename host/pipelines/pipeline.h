@@ -44,6 +44,9 @@ typedef struct duro_pipeline_options {
   int64_t roll_size; /* bytes of records a file holds at most */
   int64_t roll_interval_ms;
   int64_t max_backlog; /* bytes waiting past which sends are refused */
+  /* A failed write is tried again after 1 s, then twice as long each
+   * time up to this; 0: a minute. */
+  int64_t max_retry_delay_ms;
 } duro_pipeline_options;
 
 /* Registers pipeline `name` (copied, as are the options' strings);

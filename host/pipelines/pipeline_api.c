@@ -82,8 +82,16 @@ static int api_pipeline_send(duro_pipeline *h, const char *const *records,
     return DURO_E_STORAGE;
   char err[256] = "";
   int rc = 0;
+  size_t total = 0; /* the lines' bytes: a send is one row of the journal */
   for (size_t i = 0; i < n && !rc; i++)
-    rc = compact(records[i], i, &text[i], err, sizeof err);
+    if ((rc = compact(records[i], i, &text[i], err, sizeof err)) == 0 &&
+        (total += strlen(text[i]) + 1) > DURO_PIPELINE_MAX_BODY) {
+      snprintf(err, sizeof err,
+               "records 0 to %zu are %zu bytes of JSON lines, over the "
+               "limit of %d a send",
+               i, total, DURO_PIPELINE_MAX_BODY);
+      rc = DURO_E_BATCH_TOO_LARGE;
+    }
   if (rc == 0 && at) {
     /* The lines must outlive this call: the attempt owns its copy. */
     size_t len = 0;

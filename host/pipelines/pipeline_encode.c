@@ -1,8 +1,8 @@
-/* pipeline_encode.c — a batch's bytes, whatever the sink: its records read
- * from the journal in pages, one JSON text a line, gzip'ed by zlib with a
- * header that holds no name and no time, or compressed by libzstd (one
- * frame, its checksum on, on this thread alone), so that encoding the
- * same records again gives the same bytes (a batch written again after a
+/* pipeline_encode.c — a batch's bytes, whatever the sink: its sends read
+ * from the journal in pages, each its records' lines as they are kept, gzip'ed
+ * by zlib with a header that holds no name and no time, or compressed by
+ * libzstd (one frame, its checksum on, on this thread alone), so that encoding
+ * the same records again gives the same bytes (a batch written again after a
  * crash replaces its file or object with what it already held). */
 #include <errno.h>
 #include <stdio.h>
@@ -24,6 +24,7 @@ typedef struct out {
   unsigned char buf[64 * 1024];
   int64_t n;    /* records written */
   int64_t next; /* the seq expected next */
+  int64_t last; /* the batch's last */
   int failed;   /* errno, or -1 for zlib */
 } out;
 
@@ -84,15 +85,14 @@ static int put(out *w, const void *data, size_t len, int flush) {
   return 0;
 }
 
-static int put_record(void *ctx, int64_t seq, const char *body, int64_t bytes,
-                      int64_t sent_ms) {
-  (void)bytes, (void)sent_ms;
+/* A send of the batch, whole: its lines as the journal keeps them. */
+static int put_send(void *ctx, const journal_pipeline_send *s) {
   out *w = ctx;
-  if (seq != w->next) /* a record of the plan missing: never write a hole */
-    return w->failed = ENOENT, 1;
-  w->next++;
-  w->n++;
-  return put(w, body, strlen(body), Z_NO_FLUSH) || put(w, "\n", 1, Z_NO_FLUSH);
+  if (s->first != w->next || s->last > w->last || !s->body)
+    return w->failed = ENOENT, 1; /* a record missing: never write a hole */
+  w->next = s->last + 1;
+  w->n += s->last - s->first + 1;
+  return put(w, s->body, s->len, Z_NO_FLUSH);
 }
 
 int pipeline_encode_batch(journal *j, const pipeline *p, int64_t first,
@@ -100,6 +100,7 @@ int pipeline_encode_batch(journal *j, const pipeline *p, int64_t first,
   out *w = xcalloc(1, sizeof *w);
   w->fd = fd;
   w->next = first;
+  w->last = last;
   w->gzip = p->o.compression == DURO_PIPELINE_GZIP;
   int rc = -1;
   if (p->o.compression == DURO_PIPELINE_ZSTD) {
@@ -123,8 +124,8 @@ int pipeline_encode_batch(journal *j, const pipeline *p, int64_t first,
   }
   for (int64_t from = first; from <= last && !w->failed;) {
     int64_t before = w->n;
-    if (journal_pipeline_records(j, p->name, from, last, PIPELINE_PAGE,
-                                 put_record, w) != 0) {
+    if (journal_pipeline_sends(j, p->name, from, last, PIPELINE_SEND_PAGE, 1,
+                               put_send, w) != 0) {
       snprintf(err, errlen, "cannot read its records: %s", journal_errmsg(j));
       goto out;
     }

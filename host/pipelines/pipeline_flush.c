@@ -1,6 +1,6 @@
 /* pipeline_flush.c — the flusher, exactly once across crashes:
  *
- *   (a) the next batch [first, last] is chosen (records up to roll_size
+ *   (a) the next batch [first, last] is chosen (whole sends up to roll_size
  *       bytes, once that many wait or the oldest waited roll_interval)
  *       and its plan committed in the journal before anything is written;
  *   (b) its file is written (pipeline_file.c: temporary, synced, renamed
@@ -19,9 +19,10 @@
  * before it is worked on, so one host at a time writes a pipeline.
  *
  * A write that failed (a full disk, an endpoint down) leaves its plan and
- * is tried again after a back-off, 1 s doubling up to 60 s, so that a
- * sink that is down is neither hammered nor spun on; the records sent
- * meanwhile wait in the journal, up to max_backlog. */
+ * is tried again after a back-off, 1 s doubling up to max_retry_delay
+ * (60 s unless the config says), so that a sink that is down is neither
+ * hammered nor spun on; the records sent meanwhile wait in the journal,
+ * up to max_backlog. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,23 +49,22 @@ static int64_t commit_op(journal *j, journal_op_kind kind, const pipeline *p,
   return r;
 }
 
-/* The batch from the first record waiting: records while their bytes fit
- * in roll_size, at least one. */
+/* The batch from the first send waiting: whole sends while their bytes
+ * fit in roll_size, at least one (a file passes roll_size by less than a
+ * send), so that a batch's records are whole rows of the journal. */
 typedef struct span {
   int64_t first, last, bytes, max;
-  size_t n; /* records taken */
+  size_t n; /* sends taken */
 } span;
 
-static int take(void *ctx, int64_t seq, const char *body, int64_t bytes,
-                int64_t sent_ms) {
-  (void)body, (void)sent_ms;
+static int take(void *ctx, const journal_pipeline_send *send) {
   span *s = ctx;
-  if (s->first && s->bytes + bytes > s->max)
+  if (s->first && s->bytes + send->bytes > s->max)
     return 1;
   if (!s->first)
-    s->first = seq;
-  s->last = seq;
-  s->bytes += bytes;
+    s->first = send->first;
+  s->last = send->last;
+  s->bytes += send->bytes;
   s->n++;
   return 0;
 }
@@ -74,10 +74,10 @@ static int choose(journal *j, const pipeline *p, span *s) {
   int64_t from = 0;
   for (;;) {
     size_t before = s->n;
-    if (journal_pipeline_records(j, p->name, from, INT64_MAX, PIPELINE_PAGE,
-                                 take, s) != 0)
+    if (journal_pipeline_sends(j, p->name, from, INT64_MAX, PIPELINE_PAGE, 0,
+                               take, s) != 0)
       return -1;
-    /* a page not taken whole: full, or the last records */
+    /* a page not taken whole: full, or the last sends */
     if (s->n - before < PIPELINE_PAGE)
       return 0;
     from = s->last + 1;
@@ -165,8 +165,8 @@ int64_t pipeline_flush_all(duro_engine *e, pipeline_state *s, int rounds,
       int rc = pipeline_flush(e, p, engine_now(e), &next);
       if (rc < 0) {
         p->retry_ms = p->retry_ms ? p->retry_ms * 2 : PIPELINE_RETRY_MIN_MS;
-        if (p->retry_ms > PIPELINE_RETRY_MAX_MS)
-          p->retry_ms = PIPELINE_RETRY_MAX_MS;
+        if (p->retry_ms > p->o.max_retry_delay_ms)
+          p->retry_ms = p->o.max_retry_delay_ms;
         p->retry_at = engine_now(e) + p->retry_ms;
         next = p->retry_at;
         break;

@@ -36,11 +36,13 @@
  * sends of other hosts on a shared store are seen within this. */
 #define PIPELINE_BACKLOG_READ_MS 1000
 
-/* How many records a read of a batch holds at once. */
+/* How many sends a read of what waits holds at once (no records read). */
 #define PIPELINE_PAGE 1000
+/* Sends read with their records a page, when a batch is encoded. */
+#define PIPELINE_SEND_PAGE 64
 
 /* A failed write is tried again after 1 s, then twice as long each time
- * up to a minute, until one works. */
+ * up to max_retry_delay_ms (default a minute), until one works. */
 #define PIPELINE_RETRY_MIN_MS 1000
 #define PIPELINE_RETRY_MAX_MS 60000
 

@@ -158,7 +158,8 @@ static void compare_pipelines(const config *o, const config *c,
         a->format != b->format || a->compression != b->compression ||
         a->roll_size != b->roll_size ||
         a->roll_interval_ms != b->roll_interval_ms ||
-        a->max_backlog != b->max_backlog) {
+        a->max_backlog != b->max_backlog ||
+        a->max_retry_delay_ms != b->max_retry_delay_ms) {
       note(restart, "pipelines: changed");
       return;
     }

@@ -401,6 +401,7 @@ static int register_pipelines(const config *cfg, duro_engine *e) {
         .roll_size = c->roll_size,
         .roll_interval_ms = c->roll_interval_ms,
         .max_backlog = c->max_backlog,
+        .max_retry_delay_ms = c->max_retry_delay_ms,
     };
     rc = duro_pipeline_register(e, c->name, &o);
     if (!rc) /* duro_env_pipeline(env, BINDING) in the plugins' code */

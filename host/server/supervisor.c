@@ -30,7 +30,8 @@
 #define WHO "supervisor"
 #define BACKOFF_FIRST_MS 100
 #define BACKOFF_MAX_MS 5000
-/* An engine that served this long before dying starts the back-off anew. */
+/* An engine that served this long before dying starts the back-off anew,
+ * as does one killed by SIGKILL once it was ready (on_engine_death). */
 #define BACKOFF_RESET_MS 10000
 #define LOCK_WAIT_MS 3000
 
@@ -43,7 +44,8 @@ typedef struct supervisor {
   int ctl;     /* our end of its channel, -1 when closed */
   int child_loaded, child_ready, ever_loaded, ever_ready;
   int64_t ready_at_ms, restart_at_ms;
-  uint32_t failures; /* deaths since the engine last served a while */
+  uint32_t failures; /* deaths since the engine last served a while (or
+                        was SIGKILLed once ready) */
   int stopping, forced;
 } supervisor;
 
@@ -234,7 +236,14 @@ static int on_engine_death(supervisor *sv, int status) {
   if (!plugin_fault && !sv->ever_ready)
     return code ? code : 1; /* it could not open its storage, say */
   int64_t now = clock_mono_ms();
-  if (sv->child_ready && now - sv->ready_at_ms >= BACKOFF_RESET_MS)
+  /* The back-off is for an engine that cannot stay up by itself.  A
+   * SIGKILL is no crash of its own: it is sent (an operator's kill -9,
+   * the OOM killer, a test), and one that plugin code brings about again
+   * and again is ended by engine.max_crashes, which charges the callbacks
+   * it cut off.  So once the engine was ready, a SIGKILL does not add to
+   * the back-off; before ready (start-up, recovery) it still does. */
+  int killed = signaled && code == SIGKILL;
+  if (sv->child_ready && (killed || now - sv->ready_at_ms >= BACKOFF_RESET_MS))
     sv->failures = 0;
   sv->failures++;
   int64_t delay = BACKOFF_FIRST_MS;
@@ -334,11 +343,13 @@ static int supervise(supervisor *sv) {
       log_write(DURO_LOG_ERROR, WHO, "poll: %s", strerror(errno));
       return 1;
     }
+    /* The channel first: a "ready" the engine sent before it died counts
+     * (on_engine_death's back-off depends on it). */
     int rc = -1;
-    if (n > 0 && p[0].revents)
-      rc = read_signals(sv);
-    if (rc < 0 && n > 0 && sv->ctl >= 0 && p[1].revents)
+    if (n > 0 && sv->ctl >= 0 && p[1].revents)
       rc = read_channel(sv);
+    if (rc < 0 && n > 0 && p[0].revents)
+      rc = read_signals(sv);
     if (rc >= 0)
       return rc;
   }

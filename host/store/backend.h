@@ -169,11 +169,10 @@ typedef struct store_backend {
                     void (*fn)(void *ctx, const journal_cron_tick *t),
                     void *ctx);
   int (*pipeline_get)(void *db, const char *pipeline, journal_pipeline *out);
-  int (*pipeline_records)(void *db, const char *pipeline, int64_t from_seq,
-                          int64_t to_seq, size_t limit,
-                          int (*fn)(void *ctx, int64_t seq, const char *body,
-                                    int64_t bytes, int64_t sent_ms),
-                          void *ctx);
+  int (*pipeline_sends)(void *db, const char *pipeline, int64_t from_seq,
+                        int64_t to_seq, size_t limit, int with_body,
+                        int (*fn)(void *ctx, const journal_pipeline_send *s),
+                        void *ctx);
 
   /* ---- copying a journal to another backend (migrate.c) ----------------
    * Only on the thread that copies, with no host on either database.

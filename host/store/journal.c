@@ -745,13 +745,62 @@ int journal_pipeline_get(journal *j, const char *pipeline,
   return j->be->pipeline_get(j->db, pipeline, out);
 }
 
+int journal_pipeline_sends(journal *j, const char *pipeline, int64_t from_seq,
+                           int64_t to_seq, size_t limit, int with_body,
+                           int (*fn)(void *ctx, const journal_pipeline_send *s),
+                           void *ctx) {
+  return j->be->pipeline_sends(j->db, pipeline, from_seq, to_seq, limit,
+                               with_body, fn, ctx);
+}
+
+/* journal_pipeline_records: each send cut into its lines, those from..to
+ * handed on, NUL-terminated in `line`. */
+typedef struct records_ctx {
+  int64_t from, to;
+  size_t left; /* records still wanted */
+  int (*fn)(void *ctx, int64_t seq, const char *body, int64_t bytes,
+            int64_t sent_ms);
+  void *ctx;
+  char *line;
+  size_t cap;
+} records_ctx;
+
+static int records_of_send(void *ctx, const journal_pipeline_send *s) {
+  records_ctx *r = ctx;
+  const char *p = s->body, *end = s->body + s->len;
+  for (int64_t seq = s->first; seq <= s->last && p < end; seq++) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+    if (seq > r->to || r->left == 0)
+      return 1;
+    if (seq >= r->from) {
+      if (n + 1 > r->cap) {
+        r->cap = n + 1 > 2 * r->cap ? n + 1 : 2 * r->cap;
+        r->line = xrealloc(r->line, r->cap);
+      }
+      memcpy(r->line, p, n);
+      r->line[n] = '\0';
+      r->left--;
+      if (r->fn(r->ctx, seq, r->line, (int64_t)n + 1, s->sent_ms))
+        return 1;
+    }
+    p += n + 1;
+  }
+  return 0;
+}
+
 int journal_pipeline_records(journal *j, const char *pipeline, int64_t from_seq,
                              int64_t to_seq, size_t limit,
                              int (*fn)(void *ctx, int64_t seq, const char *body,
                                        int64_t bytes, int64_t sent_ms),
                              void *ctx) {
-  return j->be->pipeline_records(j->db, pipeline, from_seq, to_seq, limit, fn,
-                                 ctx);
+  records_ctx r = {
+      .from = from_seq, .to = to_seq, .left = limit, .fn = fn, .ctx = ctx};
+  /* a send holds at least one record: `limit` sends hold `limit` records */
+  int rc = journal_pipeline_sends(j, pipeline, from_seq, to_seq, limit, 1,
+                                  records_of_send, &r);
+  free(r.line);
+  return rc;
 }
 
 void journal_instance_clear(journal_instance *in) {

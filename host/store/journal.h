@@ -619,9 +619,25 @@ typedef struct journal_pipeline {
 /* DURO_E_NOT_FOUND when the pipeline was never declared. */
 int journal_pipeline_get(journal *j, const char *pipeline,
                          journal_pipeline *out);
+/* One stored send of a pipeline: records first..last, `bytes` in all
+ * (each record's text and a newline); body (when asked for) their lines,
+ * `len` bytes, borrowed for the callback. */
+typedef struct journal_pipeline_send {
+  int64_t first, last, bytes, sent_ms;
+  const char *body;
+  size_t len;
+} journal_pipeline_send;
+/* Calls fn with the pipeline's sends from the one holding from_seq up to
+ * the one holding to_seq, in seq order, at most `limit` of them, until fn
+ * returns nonzero; with_body 0 leaves body NULL (and unread). */
+int journal_pipeline_sends(journal *j, const char *pipeline, int64_t from_seq,
+                           int64_t to_seq, size_t limit, int with_body,
+                           int (*fn)(void *ctx, const journal_pipeline_send *s),
+                           void *ctx);
 /* Calls fn with the pipeline's records of seq from from_seq to to_seq, in
  * seq order, at most `limit` of them, until fn returns nonzero; `bytes`
- * is the record's size in a file (its text and a newline). */
+ * is the record's size in a file (its text and a newline), body its text
+ * (NUL-terminated, borrowed for the callback). */
 int journal_pipeline_records(journal *j, const char *pipeline, int64_t from_seq,
                              int64_t to_seq, size_t limit,
                              int (*fn)(void *ctx, int64_t seq, const char *body,

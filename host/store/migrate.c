@@ -39,7 +39,7 @@ const store_table migrate_tables[] = {
      "backlog_bytes,last_flush_ms,plan_first,plan_last,plan_ms,plan_host,"
      "plan_until",
      14, NULL},
-    {"pipeline_records", "pipeline,seq,body,bytes,sent_ms", 5, NULL},
+    {"pipeline_records", "pipeline,seq,last,bytes,sent_ms,body", 6, NULL},
     {"logs", "instance,n,ts_ms,level,step,attempt,message", 7, NULL},
 };
 const size_t migrate_n_tables =

@@ -304,11 +304,10 @@ int pg_queue_counts_each(void *db,
                          void *ctx);
 /* pg_read_pipeline.c */
 int pg_pipeline_get(void *db, const char *pipeline, journal_pipeline *out);
-int pg_pipeline_records(void *db, const char *pipeline, int64_t from_seq,
-                        int64_t to_seq, size_t limit,
-                        int (*fn)(void *ctx, int64_t seq, const char *body,
-                                  int64_t bytes, int64_t sent_ms),
-                        void *ctx);
+int pg_pipeline_sends(void *db, const char *pipeline, int64_t from_seq,
+                      int64_t to_seq, size_t limit, int with_body,
+                      int (*fn)(void *ctx, const journal_pipeline_send *s),
+                      void *ctx);
 /* pg_read_cron.c */
 int pg_cron_state(void *db, const char *trigger, journal_cron *out);
 int pg_cron_ticks(void *db, const char *trigger, const char *state,

@@ -1,5 +1,5 @@
 /* pg_read_pipeline.c — the PostgreSQL backend's reads of a pipeline: its
- * row with the oldest record waiting, and its records in seq order. */
+ * row with the oldest record waiting, and its sends in seq order. */
 #include <libpq-fe.h>
 #include <string.h>
 
@@ -40,27 +40,38 @@ int pg_pipeline_get(void *db, const char *pipeline, journal_pipeline *out) {
   return found ? 0 : DURO_E_NOT_FOUND;
 }
 
-int pg_pipeline_records(void *db, const char *pipeline, int64_t from_seq,
-                        int64_t to_seq, size_t limit,
-                        int (*fn)(void *ctx, int64_t seq, const char *body,
-                                  int64_t bytes, int64_t sent_ms),
-                        void *ctx) {
+/* The sends from the one holding $2 (the last at or before it) to $3. */
+int pg_pipeline_sends(void *db, const char *pipeline, int64_t from_seq,
+                      int64_t to_seq, size_t limit, int with_body,
+                      int (*fn)(void *ctx, const journal_pipeline_send *s),
+                      void *ctx) {
   params p = {0};
   p_text(&p, pipeline);
   p_i64(&p, from_seq);
   p_i64(&p, to_seq);
   p_i64(&p, (int64_t)limit);
-  PGresult *r = pg_query(db,
-                         "SELECT seq, body, bytes, sent_ms FROM "
-                         "pipeline_records WHERE pipeline=$1 AND seq BETWEEN "
-                         "$2 AND $3 ORDER BY seq LIMIT $4",
-                         &p);
+  p_text(&p, with_body ? "t" : "f");
+  PGresult *r = pg_query(
+      db,
+      "SELECT seq, last, bytes, sent_ms, CASE WHEN $5::boolean THEN body END "
+      "FROM pipeline_records WHERE pipeline=$1 AND seq>=COALESCE((SELECT "
+      "MAX(seq) FROM pipeline_records WHERE pipeline=$1 AND seq<=$2), $2) "
+      "AND seq<=$3 ORDER BY seq LIMIT $4",
+      &p);
   if (!r)
     return DURO_E_STORAGE;
-  for (int i = 0; i < PQntuples(r); i++)
-    if (fn(ctx, get_i64(r, i, 0), get_str(r, i, 1), get_i64(r, i, 2),
-           get_i64(r, i, 3)))
+  for (int i = 0; i < PQntuples(r); i++) {
+    journal_pipeline_send s = {
+        .first = get_i64(r, i, 0),
+        .last = get_i64(r, i, 1),
+        .bytes = get_i64(r, i, 2),
+        .sent_ms = get_i64(r, i, 3),
+        .body = get_str(r, i, 4),
+        .len = (size_t)PQgetlength(r, i, 4),
+    };
+    if (fn(ctx, &s))
       break;
+  }
   PQclear(r);
   return 0;
 }

@@ -165,18 +165,16 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
         "INSERT INTO pipelines(pipeline,next_seq,accepted,accepted_bytes,"
         "written,written_bytes,files,backlog_bytes) "
         "VALUES($1,0,0,0,0,0,0,0) ON CONFLICT(pipeline) DO NOTHING",
-    /* A send: the counter moved once by its $3 records, which are the
-     * lines of $2 ($4 bytes, newlines included); the trailing newline's
-     * empty last piece is left out.  No row: not declared. */
+    /* A send: the counter moved once by its $3 records, which are one
+     * row, the lines of $2 ($4 bytes, newlines included).  No row: not
+     * declared. */
     [ST_PIPELINE_APPEND] =
         "WITH s AS (UPDATE pipelines SET next_seq=next_seq+$3, "
         "accepted=accepted+$3, accepted_bytes=accepted_bytes+$4, "
         "backlog_bytes=backlog_bytes+$4 WHERE pipeline=$1 "
         "RETURNING next_seq-$3 AS base), r AS (INSERT INTO "
-        "pipeline_records(pipeline,seq,body,bytes,sent_ms) SELECT $1, "
-        "s.base+l.n, l.body, octet_length(l.body)+1, $5 FROM s, "
-        "unnest(string_to_array($2, E'\\n')) WITH ORDINALITY AS l(body, n) "
-        "WHERE l.n<=$3) SELECT base+1 FROM s",
+        "pipeline_records(pipeline,seq,last,body,bytes,sent_ms) SELECT $1, "
+        "s.base+1, s.base+$3, $2, $4, $5 FROM s) SELECT base+1 FROM s",
     [ST_PIPELINE_PLAN] =
         "UPDATE pipelines SET plan_first=$2, plan_last=$3, plan_ms=$4, "
         "plan_host=$5, plan_until=$6 WHERE pipeline=$1 AND plan_first IS NULL",

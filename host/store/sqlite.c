@@ -10,7 +10,8 @@
  * workers never wait for each other, and a thread that ends leaves no
  * connection behind.  WAL lets reads proceed
  * while a group commits, and a read started after a commit returns sees
- * it.  With synchronous=FULL, COMMIT returns after the fsync. */
+ * it.  With synchronous=FULL, COMMIT returns after the fsync.  The log
+ * is checkpointed by a thread of its own (sqlite_checkpoint.c). */
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -134,6 +135,8 @@ statements:
   file_gone(path, "", &sq->file);
   file_gone(path, "-wal", &sq->wal);
   pthread_mutex_init(&sq->readers_mu, NULL);
+  if (synchronous_full >= 0)
+    sq->ckpt = sqlite_checkpointer_start(sq->wr, path, synchronous_full);
   *out = sq;
   return 0;
 
@@ -147,6 +150,7 @@ fail:
 
 static void sqlite_close(void *db) {
   sqlite_store *sq = db;
+  sqlite_checkpointer_stop(sq->ckpt, sq->wr);
   for (int i = 0; i < ST_WRITE_COUNT_; i++)
     sqlite3_finalize(sq->ws[i]);
   sqlite3_close(sq->wr);
@@ -197,7 +201,7 @@ const store_backend store_sqlite = {
     .cron_state = sqlite_cron_state,
     .cron_ticks = sqlite_cron_ticks,
     .pipeline_get = sqlite_pipeline_get,
-    .pipeline_records = sqlite_pipeline_records,
+    .pipeline_sends = sqlite_pipeline_sends,
     .schema_version = sqlite_schema_version,
     .table_count = sqlite_table_count,
     .table_export = sqlite_table_export,

@@ -20,6 +20,7 @@
  *   sqlite_read_queue.c      the queues' messages and counts
  *   sqlite_read_cron.c       a trigger's state and ticks
  *   sqlite_copy.c            copying the journal out (migrate.c)
+ *   sqlite_checkpoint.c      the log copied back by a thread of its own
  *
  * Invariant: these (sqlite*.c, through this header) are the only files
  * of the host that include sqlite3.h. */
@@ -116,6 +117,8 @@ typedef struct file_id {
   int known;
 } file_id;
 
+typedef struct sqlite_checkpointer sqlite_checkpointer;
+
 /* The backend's handle: the writer connection with its prepared
  * statements, the pool of readers, and the files they opened. */
 typedef struct sqlite_store {
@@ -128,6 +131,7 @@ typedef struct sqlite_store {
   pthread_mutex_t readers_mu; /* guards `readers` and `idle` */
   reader *readers;            /* every reader, closed with the store */
   reader *idle;               /* those no read holds, the last freed first */
+  sqlite_checkpointer *ckpt;  /* NULL: the writer checkpoints (read-only) */
 } sqlite_store;
 
 /* ---- columns bound and read ---- */
@@ -222,6 +226,15 @@ void sqlite_set_err(sqlite3 *db, const char *what);
  * pragmas; why it failed in err. */
 int sqlite_open_conn(const char *path, int synchronous_full, sqlite3 **out,
                      char *err, size_t errlen);
+
+/* ---- sqlite_checkpoint.c ---- */
+
+/* A thread that checkpoints path's log whenever wr's commits have grown
+ * it (NULL, the writer checkpointing as SQLite does, when it cannot
+ * start); stopped before wr is closed. */
+sqlite_checkpointer *sqlite_checkpointer_start(sqlite3 *wr, const char *path,
+                                               int synchronous_full);
+void sqlite_checkpointer_stop(sqlite_checkpointer *c, sqlite3 *wr);
 
 /* ---- sqlite_schema.c ---- */
 
@@ -348,11 +361,10 @@ int sqlite_cron_ticks(void *db, const char *trigger, const char *state,
                       void *ctx);
 /* sqlite_read_pipeline.c */
 int sqlite_pipeline_get(void *db, const char *pipeline, journal_pipeline *out);
-int sqlite_pipeline_records(void *db, const char *pipeline, int64_t from_seq,
-                            int64_t to_seq, size_t limit,
-                            int (*fn)(void *ctx, int64_t seq, const char *body,
-                                      int64_t bytes, int64_t sent_ms),
-                            void *ctx);
+int sqlite_pipeline_sends(void *db, const char *pipeline, int64_t from_seq,
+                          int64_t to_seq, size_t limit, int with_body,
+                          int (*fn)(void *ctx, const journal_pipeline_send *s),
+                          void *ctx);
 /* sqlite_copy.c */
 int sqlite_schema_version(const char *path, char *version, size_t n, char *err,
                           size_t errlen);

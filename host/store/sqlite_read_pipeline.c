@@ -43,27 +43,36 @@ int sqlite_pipeline_get(void *db, const char *pipeline, journal_pipeline *out) {
   return rc ? rc : found ? 0 : DURO_E_NOT_FOUND;
 }
 
-static const char sql_pipeline_records[] =
-    "SELECT seq, body, bytes, sent_ms FROM pipeline_records WHERE "
-    "pipeline=?1 AND seq BETWEEN ?2 AND ?3 ORDER BY seq LIMIT ?4";
+/* The sends from the one holding ?2 (the last at or before it) to ?3. */
+static const char sql_pipeline_sends[] =
+    "SELECT seq, last, bytes, sent_ms, CASE WHEN ?5 THEN body END FROM "
+    "pipeline_records WHERE pipeline=?1 AND seq>=COALESCE((SELECT MAX(seq) "
+    "FROM pipeline_records WHERE pipeline=?1 AND seq<=?2), ?2) AND seq<=?3 "
+    "ORDER BY seq LIMIT ?4";
 
-int sqlite_pipeline_records(void *db, const char *pipeline, int64_t from_seq,
-                            int64_t to_seq, size_t limit,
-                            int (*fn)(void *ctx, int64_t seq, const char *body,
-                                      int64_t bytes, int64_t sent_ms),
-                            void *ctx) {
+int sqlite_pipeline_sends(void *db, const char *pipeline, int64_t from_seq,
+                          int64_t to_seq, size_t limit, int with_body,
+                          int (*fn)(void *ctx, const journal_pipeline_send *s),
+                          void *ctx) {
   rd q;
-  int rc = rd_open(&q, db, sql_pipeline_records);
+  int rc = rd_open(&q, db, sql_pipeline_sends);
   if (rc == 0) {
     bind_text(q.st, 1, pipeline);
     sqlite3_bind_int64(q.st, 2, from_seq);
     sqlite3_bind_int64(q.st, 3, to_seq);
     sqlite3_bind_int64(q.st, 4, (sqlite3_int64)limit);
+    sqlite3_bind_int(q.st, 5, with_body);
     while (rd_row(&q)) {
       sqlite3_stmt *st = q.st;
-      if (fn(ctx, sqlite3_column_int64(st, 0),
-             (const char *)sqlite3_column_text(st, 1),
-             sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3)))
+      journal_pipeline_send s = {
+          .first = sqlite3_column_int64(st, 0),
+          .last = sqlite3_column_int64(st, 1),
+          .bytes = sqlite3_column_int64(st, 2),
+          .sent_ms = sqlite3_column_int64(st, 3),
+          .body = (const char *)sqlite3_column_text(st, 4),
+      };
+      s.len = (size_t)sqlite3_column_bytes(st, 4);
+      if (fn(ctx, &s))
         break;
     }
   }

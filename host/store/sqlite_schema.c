@@ -7,9 +7,15 @@
 
 #include "sqlite_internal.h"
 
+/* The columns of pipeline_records (schema 10). */
+#define PIPELINE_RECORDS                                                       \
+  "(pipeline TEXT NOT NULL, seq INTEGER NOT NULL, last INTEGER NOT NULL,"      \
+  " bytes INTEGER NOT NULL, sent_ms INTEGER NOT NULL, body TEXT NOT NULL,"     \
+  " PRIMARY KEY(pipeline, seq)) WITHOUT ROWID"
+
 static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);"
-    "INSERT OR IGNORE INTO meta VALUES('schema','10');"
+    "INSERT OR IGNORE INTO meta VALUES('schema','11');"
     "CREATE TABLE IF NOT EXISTS instances("
     " rowid INTEGER PRIMARY KEY,"
     " workflow TEXT NOT NULL, id TEXT NOT NULL, status TEXT NOT NULL,"
@@ -89,9 +95,12 @@ static const char schema_sql[] =
     " backlog_bytes INTEGER NOT NULL, last_flush_ms INTEGER,"
     " plan_first INTEGER, plan_last INTEGER, plan_ms INTEGER,"
     " plan_host INTEGER, plan_until INTEGER) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS pipeline_records(pipeline TEXT NOT NULL,"
-    " seq INTEGER NOT NULL, body TEXT NOT NULL, bytes INTEGER NOT NULL,"
-    " sent_ms INTEGER NOT NULL, PRIMARY KEY(pipeline, seq)) WITHOUT ROWID;"
+    /* Schema 10: a row holds one send's records, seq..last, as their
+     * lines (each ending in a newline; bytes counts them all): a send is
+     * one insert, not one a record.  A batch is whole rows.  The body
+     * comes last: a row's other columns are read without its overflow
+     * pages. */
+    "CREATE TABLE IF NOT EXISTS pipeline_records" PIPELINE_RECORDS ";"
     /* Schema 9: an instance's log lines, numbered per instance (n), the
      * oldest deleted past its workflow's limits.logs, all with the
      * instance. */
@@ -324,12 +333,37 @@ static int upgrade_columns(sqlite3 *db, const char *path, char *err,
                    NULL, NULL, &msg) != SQLITE_OK)
     return sqlite_exec_failed(err, errlen, path, "cannot upgrade the schema",
                               msg);
-  /* Schema 10 keeps the traceparent an instance was created with, so its
+  /* Schema 10 keeps a send's records in one row: each record of schema
+   * 9 becomes a row of one line. */
+  if (sqlite3_exec(db, "SELECT last FROM pipeline_records LIMIT 0", NULL, NULL,
+                   NULL) != SQLITE_OK &&
+      sqlite3_exec(db,
+                   "BEGIN;"
+                   "CREATE TABLE pipeline_records_10" PIPELINE_RECORDS ";"
+                   "INSERT INTO pipeline_records_10 SELECT pipeline, seq, "
+                   "seq, bytes, sent_ms, body||char(10) FROM "
+                   "pipeline_records;"
+                   "DROP TABLE pipeline_records;"
+                   "ALTER TABLE pipeline_records_10 RENAME TO "
+                   "pipeline_records;"
+                   "COMMIT;",
+                   NULL, NULL, &msg) != SQLITE_OK) {
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return sqlite_exec_failed(err, errlen, path, "cannot upgrade the schema",
+                              msg);
+  }
+  if (sqlite3_exec(db,
+                   "UPDATE meta SET value='10' WHERE key='schema' AND "
+                   "value='9'",
+                   NULL, NULL, &msg) != SQLITE_OK)
+    return sqlite_exec_failed(err, errlen, path, "cannot upgrade the schema",
+                              msg);
+  /* Schema 11 keeps the traceparent an instance was created with, so its
    * trace continues its caller's after a restart too, and the one a queue
    * message was sent with, which the instance it starts continues. */
   int bad = add_column(db, "instances", "traceparent TEXT", &msg) ||
             add_column(db, "messages", "traceparent TEXT", &msg) ||
-            version_from(db, 9, &msg);
+            version_from(db, 10, &msg);
   return bad ? sqlite_exec_failed(err, errlen, path,
                                   "cannot upgrade the schema", msg)
              : 0;

@@ -153,8 +153,8 @@ const char *const sqlite_write_sql[ST_WRITE_COUNT_] = {
         "UPDATE pipelines SET next_seq=next_seq+?3, accepted=accepted+?3, "
         "accepted_bytes=accepted_bytes+?2, backlog_bytes=backlog_bytes+?2 "
         "WHERE pipeline=?1 RETURNING next_seq",
-    [ST_PIPELINE_RECORD] = "INSERT INTO pipeline_records(pipeline,seq,body,"
-                           "bytes,sent_ms) VALUES(?1,?2,?3,?4,?5)",
+    [ST_PIPELINE_RECORD] = "INSERT INTO pipeline_records(pipeline,seq,last,"
+                           "body,bytes,sent_ms) VALUES(?1,?2,?3,?4,?5,?6)",
     [ST_PIPELINE_PLAN] =
         "UPDATE pipelines SET plan_first=?2, plan_last=?3, plan_ms=?4, "
         "plan_host=?5, plan_until=?6 WHERE pipeline=?1 AND plan_first IS NULL",
@@ -162,7 +162,8 @@ const char *const sqlite_write_sql[ST_WRITE_COUNT_] = {
         "UPDATE pipelines SET plan_host=?2, plan_until=?4 WHERE pipeline=?1 "
         "AND plan_first IS NOT NULL AND (plan_host=?2 OR plan_until<=?3)",
     /* The records of a plan are all there until it is done: its seqs were
-     * taken from stored records, and later ones are above them. */
+     * taken from stored rows, whole (plan_first a row's seq, plan_last a
+     * row's last), and later ones are above them. */
     [ST_PIPELINE_DONE] =
         "UPDATE pipelines SET written=written+(?3-?2+1), "
         "written_bytes=written_bytes+(SELECT TOTAL(bytes) FROM "

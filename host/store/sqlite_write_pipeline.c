@@ -2,17 +2,18 @@
  * pipeline declared, a send's records appended under its next seqs, a
  * batch's plan recorded or claimed, and a batch done (its records
  * deleted, counted written, the plan cleared). */
+#include <limits.h>
 #include <sqlite3.h>
 #include <string.h>
 
 #include "sqlite_internal.h"
 
-/* The send's seqs: the pipeline's counter moved on once by n, in the
- * same transaction as the n inserts of one prepared statement. */
+/* The send's seqs: the pipeline's counter moved on once by n, and its
+ * records one row, in the same transaction. */
 static int append(sqlite_store *sq, journal_op *op) {
   size_t len = strlen(op->body); /* the records' bytes, newlines included */
   int64_t n = op->from_seq;
-  if (!store_pipeline_lines_are(op->body, len, op->from_seq)) {
+  if (len > INT_MAX || !store_pipeline_lines_are(op->body, len, op->from_seq)) {
     op->rc = DURO_E_INVALID_ARGUMENT;
     return 0;
   }
@@ -37,25 +38,12 @@ static int append(sqlite_store *sq, journal_op *op) {
   op->out_rowid = last - n + 1;
   st = sq->ws[ST_PIPELINE_RECORD];
   bind_text(st, 1, op->queue);
-  sqlite3_bind_int64(st, 5, op->ts_ms);
-  const char *line = op->body;
-  for (int64_t seq = op->out_rowid; seq <= last; seq++) {
-    const char *nl = strchr(line, '\n');
-    sqlite3_bind_int64(st, 2, seq);
-    sqlite3_bind_text(st, 3, line, (int)(nl - line), SQLITE_STATIC);
-    sqlite3_bind_int64(st, 4, (int64_t)(nl - line) + 1); /* and its newline */
-    s = sqlite3_step(st);
-    sqlite3_reset(st);
-    if (s != SQLITE_DONE)
-      break;
-    line = nl + 1;
-  }
-  sqlite3_clear_bindings(st);
-  if (s != SQLITE_DONE) {
-    sqlite_set_err(sq->wr, NULL);
-    return DURO_E_STORAGE;
-  }
-  return 0;
+  sqlite3_bind_int64(st, 2, op->out_rowid);
+  sqlite3_bind_int64(st, 3, last);
+  sqlite3_bind_text(st, 4, op->body, (int)len, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 5, (int64_t)len);
+  sqlite3_bind_int64(st, 6, op->ts_ms);
+  return sqlite_step_done(sq, st);
 }
 
 /* The counts move and the plan clears only while the plan is this

@@ -17,15 +17,16 @@ static json_t *sink_json(const duro_pipeline_options *o) {
   char *path = o->s3.endpoint
                    ? xasprintf("s3://%s/%s", o->s3.bucket, o->s3.prefix)
                    : xstrdup(o->dir);
-  json_t *j = json_pack("{ss,ss,ss,ss,sI,sI,sI}", "type",
-                        o->s3.endpoint ? "s3" : "files", "path", path,
-                        "partition", o->partition, "compression",
-                        o->compression == DURO_PIPELINE_GZIP   ? "gzip"
-                        : o->compression == DURO_PIPELINE_ZSTD ? "zstd"
-                                                               : "none",
-                        "roll_size", (json_int_t)o->roll_size,
-                        "roll_interval_ms", (json_int_t)o->roll_interval_ms,
-                        "max_backlog", (json_int_t)o->max_backlog);
+  json_t *j = json_pack(
+      "{ss,ss,ss,ss,sI,sI,sI,sI}", "type", o->s3.endpoint ? "s3" : "files",
+      "path", path, "partition", o->partition, "compression",
+      o->compression == DURO_PIPELINE_GZIP   ? "gzip"
+      : o->compression == DURO_PIPELINE_ZSTD ? "zstd"
+                                             : "none",
+      "roll_size", (json_int_t)o->roll_size, "roll_interval_ms",
+      (json_int_t)o->roll_interval_ms, "max_backlog",
+      (json_int_t)o->max_backlog, "max_retry_delay_ms",
+      (json_int_t)o->max_retry_delay_ms);
   free(path);
   if (o->s3.endpoint) {
     json_object_set_new(j, "endpoint", json_string(o->s3.endpoint));
