@@ -21,6 +21,10 @@
  * created on them in turn, each runs its own.
  *
  *   W1 throughput   1000 instances x 10 trivial steps
+ *   W1T traced      W1 with telemetry on (sample 1.0), its spans posted to
+ *                   a local OTLP/HTTP sink (otlp_sink.h) that answers at
+ *                   once: W1's figures with tracing on, and the spans the
+ *                   sink took once the engine stopped
  *   W2 latency      one instance, 100 sequential steps (median of 5), beside
  *                   a raw fdatasync and a bare one-row SQLite commit
  *   W3 sleepers     N instances run one step then sleep an hour: creation
@@ -70,9 +74,11 @@
 #include "backend.h"
 #include "duro.h"
 #include "engine.h"
+#include "otlp_sink.h"
 #include "p1_records.h"
 #include "pipeline.h"
 #include "queue.h"
+#include "telemetry.h"
 #include "view_queue.h"
 #include "worker.h"
 
@@ -584,19 +590,53 @@ static const wf_def workflows[] = {
 /* ---- W1
  * ------------------------------------------------------------------------ */
 
-static void w1_throughput(void) {
+/* W1, or with `sink` W1T: every instance traced, its spans posted to the
+ * sink (all of them by bench_close, which drains the exporter). */
+static void w1_run(const char *name, otlp_sink *sink) {
   size_t n = opts.quick ? 50 : 1000, steps = 10;
   bench_engine b;
-  bench_open(&b, "w1", workflows, N_WFS, opts.workers, 1, opts.hosts);
+  bench_open(&b, name, workflows, N_WFS, opts.workers, 1, opts.hosts);
+  char endpoint[64];
+  if (sink) {
+    snprintf(endpoint, sizeof endpoint, "http://127.0.0.1:%d", sink->port);
+    duro_telemetry_options t = {.otlp_endpoint = endpoint,
+                                .service_name = "bench",
+                                .sample = 1.0,
+                                /* none dropped: every span costs */
+                                .max_spans = 1000000,
+                                .interval_ms = 1000};
+    for (uint32_t h = 0; h < b.n_hosts; h++)
+      if (duro_telemetry_enable(b.hosts[h], &t) != 0) {
+        fprintf(stderr, "bench: telemetry refused\n");
+        exit(1);
+      }
+  }
   bench_start(&b);
   int64_t t0 = now_us();
   create_many(&b, "steps", n, "{\"steps\":10}", 100);
   wait_ended(&b, n);
   double s = (double)(now_us() - t0) / 1e6;
   bench_close(&b, 1);
-  report("W1 instances/s", (double)n / s, "inst/s", NULL);
-  report("W1 durable steps/s", (double)(n * steps) / s, "steps/s",
-         "1,900 steps/s");
+  char figure[64];
+  snprintf(figure, sizeof figure, "%s instances/s", sink ? "W1T" : "W1");
+  report(figure, (double)n / s, "inst/s", NULL);
+  snprintf(figure, sizeof figure, "%s durable steps/s", sink ? "W1T" : "W1");
+  report(figure, (double)(n * steps) / s, "steps/s",
+         sink ? NULL : "1,900 steps/s");
+  if (sink)
+    report("W1T spans exported", (double)sink->spans, "spans", NULL);
+}
+
+static void w1_throughput(void) { w1_run("w1", NULL); }
+
+static void w1_traced(void) {
+  otlp_sink sink;
+  if (otlp_sink_start(&sink) != 0) {
+    fprintf(stderr, "bench: no OTLP sink\n");
+    exit(1);
+  }
+  w1_run("w1t", &sink);
+  otlp_sink_stop(&sink);
 }
 
 /* ---- W2
@@ -1063,7 +1103,7 @@ static void *q1_send(void *arg) {
   duro_queue_send_req reqs[100];
   char err[256];
   for (size_t i = 0; i < p->batch; i++)
-    reqs[i] = (duro_queue_send_req){"{\"order\":42,\"sku\":\"A-1\"}", 0};
+    reqs[i] = (duro_queue_send_req){.body = "{\"order\":42,\"sku\":\"A-1\"}"};
   for (size_t sent = 0; sent < p->n; sent += p->batch)
     if (duro_queue_enqueue_batch(p->e, "bench", reqs, p->batch, NULL, err,
                                  sizeof err) != 0) {
@@ -1132,7 +1172,7 @@ static void q1_queue(void) {
   char err[256];
   duro_queue_send_req reqs[100];
   for (size_t i = 0; i < batch; i++)
-    reqs[i] = (duro_queue_send_req){"{\"order\":42,\"sku\":\"A-1\"}", 0};
+    reqs[i] = (duro_queue_send_req){.body = "{\"order\":42,\"sku\":\"A-1\"}"};
   int64_t t0 = now_us();
   for (size_t sent = 0; sent < n; sent += batch)
     if (duro_queue_enqueue_batch(b.e, "bench", reqs, batch, NULL, err,
@@ -1280,7 +1320,7 @@ static int usage(void) {
   fprintf(
       stderr,
       "usage: duro-bench [--csv] [--quick] [--synchronous full|normal]\n"
-      "                  [--workers N] [--sleepers N] [--only W1,Q1,P1,...]\n"
+      "                  [--workers N] [--sleepers N] [--only W1,W1T,Q1,...]\n"
       "                  [--plugin-workers LIBBENCH.so [--duro PATH]]\n"
       "                  [--dir DIR] [--postgresql CONNINFO|auto]\n"
       "                  [--hosts N (with --postgresql, W1-W3)]\n");
@@ -1355,6 +1395,8 @@ int main(int argc, char **argv) {
     printf("figure,value,unit,setting\n");
   if (wants("W1"))
     w1_throughput();
+  if (wants("W1T"))
+    w1_traced();
   if (wants("W2"))
     w2_latency();
   if (wants("W3"))

@@ -57,7 +57,7 @@ extern "C" {
 #endif
 
 #define DURO_ABI_MAJOR 1
-#define DURO_ABI_MINOR 8
+#define DURO_ABI_MINOR 9
 #define DURO_PLUGIN_MAGIC 0x4f525544u /* "DURO" little-endian */
 
 /* Which plugins a host loads.  Within a major, the structs that cross the
@@ -398,6 +398,10 @@ typedef struct duro_api {
   /* ---- minor 8: pipelines ---- */
   duro_pipeline *(*env_pipeline)(duro_env *, const char *binding);
   int (*pipeline_send)(duro_pipeline *, const char *const *records, size_t n);
+  /* ---- minor 9: trace context ---- */
+  const char *(*attempt_traceparent)(const duro_attempt *);
+  int (*queue_send_traced)(duro_queue *, const char *const *json, size_t n,
+                           int64_t delay_ms, const char *traceparent);
 } duro_api;
 
 /* ---- the plugin descriptor ---------------------------------------------
@@ -805,6 +809,17 @@ static inline const char *duro_attempt_idempotency_key(const duro_attempt *a) {
   return duro_api_ptr_->attempt_idempotency_key(a);
 }
 
+/* Minor 9: the W3C traceparent of this attempt's span
+ * ("00-<trace>-<span>-<flags>"), for the `traceparent` header of an HTTP
+ * call the step makes, so the service's spans join the instance's trace.
+ * The trace is the one the instance was created in (a traceparent on its
+ * create, its queue message's sender), else its own; the span is the
+ * attempt's span that the host exports (telemetry).  Borrowed until the
+ * callback returns. */
+static inline const char *duro_attempt_traceparent(const duro_attempt *a) {
+  return duro_api_ptr_->attempt_traceparent(a);
+}
+
 /* When this attempt times out (Unix ms); a result set later is discarded. */
 static inline int64_t duro_attempt_deadline_ms(const duro_attempt *a) {
   return duro_api_ptr_->attempt_deadline_ms(a);
@@ -873,6 +888,16 @@ static inline int duro_queue_send(duro_queue *q, const char *json,
 static inline int duro_queue_send_batch(duro_queue *q, const char *const *json,
                                         size_t n, int64_t delay_ms) {
   return duro_api_ptr_->queue_send_batch(q, json, n, delay_ms);
+}
+
+/* Minor 9: duro_queue_send_batch with a trace context: each message
+ * carries traceparent (a W3C traceparent, duro_attempt_traceparent(a)
+ * from a callback; NULL or an invalid one: none), and the instances a
+ * workflow consumer starts from them continue that trace. */
+static inline int duro_queue_send_traced(duro_queue *q, const char *const *json,
+                                         size_t n, int64_t delay_ms,
+                                         const char *traceparent) {
+  return duro_api_ptr_->queue_send_traced(q, json, n, delay_ms, traceparent);
 }
 
 /* ---- pipelines (minor 8) ---------------------------------------------- */

@@ -78,6 +78,8 @@ CURLcode http_send(int port, const http_req *q, http_resp *r) {
     snprintf(authz, sizeof authz, "Authorization: %s", q->auth);
     hdrs = curl_slist_append(hdrs, authz);
   }
+  if (q->header)
+    hdrs = curl_slist_append(hdrs, q->header);
   curl_easy_setopt(c, CURLOPT_URL, url);
   curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);

@@ -42,6 +42,7 @@ typedef struct http_req {
   size_t body_len;          /* bytes of body; 0: strlen(body) */
   const char *auth;         /* the Authorization header's value, NULL: none */
   const char *content_type; /* NULL: "application/json" */
+  const char *header;       /* one more header line ("Name: value"), or NULL */
   long timeout_ms;          /* for the whole exchange; 0: 15 s */
   /* Non-zero outside a Check test case (tests/chaos.c): no assertion runs,
    * not even one that holds, for Check ends a process that makes one

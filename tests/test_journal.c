@@ -240,7 +240,7 @@ START_TEST(upgrades_schema_9_pipeline_records) {
   ck_assert_int_eq(s.bytes, 12);
   journal_close(j);
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='10'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='11'"),
       1);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM pipeline_records"), 3);
   ck_assert_int_eq(count_rows("SELECT last FROM pipeline_records WHERE "
@@ -250,47 +250,95 @@ START_TEST(upgrades_schema_9_pipeline_records) {
 }
 END_TEST
 
-/* Schema 7 adds an instance's deadline to a schema 6 file in place: the
- * rows there have none, and a new one keeps its own; the file ends at
- * the current schema (8, which adds the pipelines' tables). */
-START_TEST(upgrades_schema_6_to_7) {
+/* A fresh journal made a file of schema `version` by `sql` (what that
+ * schema lacks dropped), with instance wf/old (created at 5) in it, then
+ * opened: upgraded. */
+static journal *opened_as_of(const char *sql, int version) {
   fresh_db();
   journal_close(open_journal());
   sqlite3 *h;
   ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
-  ck_assert_int_eq(
-      sqlite3_exec(h,
-                   "ALTER TABLE instances DROP COLUMN deadline_ms;"
-                   "INSERT INTO instances(workflow,id,status,params,"
-                   "created_ms,retention_ms) VALUES('wf','old','queued',"
-                   "'null',5,1000);"
-                   "UPDATE meta SET value='6' WHERE key='schema'",
-                   NULL, NULL, NULL),
-      SQLITE_OK);
+  char *all = sqlite3_mprintf(
+      "%s INSERT INTO instances(workflow,id,status,params,created_ms,"
+      "retention_ms) VALUES('wf','old','queued','null',5,1000);"
+      "UPDATE meta SET value='%d' WHERE key='schema'",
+      sql, version);
+  ck_assert_int_eq(sqlite3_exec(h, all, NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_free(all);
   sqlite3_close(h);
-  journal *j = open_journal();
-  journal_instance old = {0};
-  ck_assert_int_eq(journal_instance_get(j, "wf", "old", &old), 0);
-  ck_assert(old.deadline_ms == JOURNAL_NONE);
-  journal_instance_clear(&old);
+  return open_journal();
+}
+
+/* Instance wf/new, created at 10, with `deadline_ms` (0: none) and
+ * `traceparent`; with a traceparent, a message of queue q sent with it
+ * in the same commit. */
+static void insert_new(journal *j, int64_t deadline_ms,
+                       const char *traceparent) {
   journal_instance in = {.workflow = "wf",
                          .id = "new",
                          .status = DURO_STATUS_QUEUED,
                          .params = "null",
                          .created_ms = 10,
                          .retention_ms = 1000,
-                         .deadline_ms = 70};
+                         .deadline_ms = deadline_ms,
+                         .traceparent = (char *)traceparent};
   journal_batch b = {0};
   journal_batch_add(&b, JOP_INSTANCE_INSERT)->inst = &in;
+  if (traceparent) {
+    journal_op *m = journal_batch_add(&b, JOP_MESSAGE_INSERT);
+    m->queue = "q";
+    m->body = "1";
+    m->traceparent = traceparent;
+  }
   ck_assert_int_eq(journal_commit(j, &b), 0);
   journal_batch_free(&b);
+}
+
+/* Schema 7 adds an instance's deadline to a schema 6 file in place: the
+ * rows there have none, and a new one keeps its own; the file ends at
+ * the current schema (8, which adds the pipelines' tables). */
+START_TEST(upgrades_schema_6_to_7) {
+  journal *j =
+      opened_as_of("ALTER TABLE instances DROP COLUMN deadline_ms;", 6);
+  journal_instance old = {0};
+  ck_assert_int_eq(journal_instance_get(j, "wf", "old", &old), 0);
+  ck_assert(old.deadline_ms == JOURNAL_NONE);
+  journal_instance_clear(&old);
+  insert_new(j, 70, NULL);
   journal_instance got = {0};
   ck_assert_int_eq(journal_instance_get(j, "wf", "new", &got), 0);
   ck_assert_int_eq(got.deadline_ms, 70);
   journal_instance_clear(&got);
   journal_close(j);
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='10'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='11'"),
+      1);
+  drop_db();
+}
+END_TEST
+
+/* Schema 11 adds the traceparent of instances and messages to a schema
+ * 10 file: an old row has none, a new one keeps it. */
+START_TEST(upgrades_schema_10_to_11) {
+  journal *j = opened_as_of("ALTER TABLE instances DROP COLUMN traceparent;"
+                            "ALTER TABLE messages DROP COLUMN traceparent;",
+                            10);
+  journal_instance got = {0};
+  ck_assert_int_eq(journal_instance_get(j, "wf", "old", &got), 0);
+  ck_assert_ptr_null(got.traceparent);
+  journal_instance_clear(&got);
+  static const char tp[] =
+      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  insert_new(j, 0, tp);
+  ck_assert_int_eq(journal_instance_get(j, "wf", "new", &got), 0);
+  ck_assert_str_eq(got.traceparent, tp);
+  journal_instance_clear(&got);
+  journal_close(j);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM messages WHERE "
+                              "traceparent LIKE '00-4bf92f35%'"),
+                   1);
+  ck_assert_int_eq(
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='11'"),
       1);
   drop_db();
 }
@@ -319,7 +367,7 @@ START_TEST(upgrades_schema_3_to_5) {
   journal_batch_free(&b);
   journal_close(j);
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='10'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='11'"),
       1);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM messages"), 1);
   drop_db();
@@ -345,7 +393,7 @@ START_TEST(upgrades_schema_4_to_5) {
   sqlite3_close(h);
   journal_close(open_journal());
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='10'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='11'"),
       1);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM sqlite_master WHERE "
                               "name='messages_lease'"),
@@ -537,6 +585,7 @@ int main(void) {
   tcase_add_test(tc, opens_a_schema_1_database);
   tcase_add_test(tc, upgrades_schema_3_to_5);
   tcase_add_test(tc, upgrades_schema_4_to_5);
+  tcase_add_test(tc, upgrades_schema_10_to_11);
   tcase_add_test(tc, upgrades_schema_6_to_7);
   tcase_add_test(tc, upgrades_schema_9_pipeline_records);
   tcase_add_test(tc, acknowledged_terminate_wins_over_a_later_pause);

@@ -575,7 +575,7 @@ START_TEST(bad_input_is_refused) {
       0);
   duro_queue_send_req reqs[101];
   for (size_t i = 0; i < 101; i++)
-    reqs[i] = (duro_queue_send_req){"1", 0};
+    reqs[i] = (duro_queue_send_req){.body = "1"};
   ck_assert_int_eq(
       duro_queue_enqueue_batch(h.e, "jobs", reqs, 101, NULL, err, sizeof err),
       DURO_E_BATCH_TOO_LARGE);
@@ -584,7 +584,7 @@ START_TEST(bad_input_is_refused) {
   char *b1 = repeat_body(128000);
   char *b2 = repeat_body(127990);
   char *b3 = repeat_body(11);
-  duro_queue_send_req three[] = {{b1, 0}, {b2, 0}, {b3, 0}};
+  duro_queue_send_req three[] = {{.body = b1}, {.body = b2}, {.body = b3}};
   ck_assert_int_eq(
       duro_queue_enqueue_batch(h.e, "jobs", three, 3, NULL, err, sizeof err),
       DURO_E_BATCH_TOO_LARGE);
@@ -597,7 +597,7 @@ START_TEST(bad_input_is_refused) {
   ck_assert_int_eq(ids[1], ids[0] + 1);
   free(b1), free(b2), free(b3);
   /* a bad message anywhere refuses the whole batch */
-  duro_queue_send_req mixed[] = {{"1", 0}, {"nope", 0}};
+  duro_queue_send_req mixed[] = {{.body = "1"}, {.body = "nope"}};
   ck_assert_int_eq(
       duro_queue_enqueue_batch(h.e, "jobs", mixed, 2, NULL, err, sizeof err),
       DURO_E_INVALID_MESSAGE);

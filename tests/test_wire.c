@@ -63,7 +63,8 @@ static void rnd_instance(journal_instance *in) {
                            .retention_ms = rnd_i64(),
                            .build = rnd_str(),
                            .restarts = rnd_i64(),
-                           .owner = rnd_i64()};
+                           .owner = rnd_i64(),
+                           .traceparent = rnd_str()};
 }
 
 static void rnd_step(journal_step *s) {
@@ -97,8 +98,8 @@ static void rnd_op(journal_batch *b, journal_op_kind kind) {
     journal_instance *in = journal_batch_own(b, malloc(sizeof *in));
     rnd_instance(in);
     char *strs[] = {in->workflow, in->id,        in->params, in->output,
-                    in->error,    in->wait_type, in->build};
-    for (size_t i = 0; i < 7; i++)
+                    in->error,    in->wait_type, in->build,  in->traceparent};
+    for (size_t i = 0; i < 8; i++)
       if (strs[i])
         journal_batch_own(b, strs[i]);
     op->inst = in;
@@ -134,6 +135,7 @@ static void rnd_op(journal_batch *b, journal_op_kind kind) {
   op->max_attempts = rnd();
   S(lease_token);
   op->n_leases = rnd() % 1000;
+  S(traceparent);
 #undef S
 }
 
@@ -166,6 +168,7 @@ static void same_instance(const journal_instance *a,
   same_str(a->build, b->build, "build");
   ck_assert_int_eq(a->restarts, b->restarts);
   ck_assert_int_eq(a->owner, b->owner);
+  same_str(a->traceparent, b->traceparent, "traceparent");
 }
 
 static void same_step(const journal_step *a, const journal_step *b) {
@@ -216,6 +219,7 @@ static void same_op(const journal_op *a, const journal_op *b) {
   ck_assert_uint_eq(a->max_attempts, b->max_attempts);
   same_str(a->lease_token, b->lease_token, "lease_token");
   ck_assert_uint_eq(a->n_leases, b->n_leases);
+  same_str(a->traceparent, b->traceparent, "op traceparent");
 }
 
 /* ---- cases ---- */

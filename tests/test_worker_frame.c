@@ -329,14 +329,29 @@ static void w_queue_batch(wire_buf *w) {
   wire_put_str(w, NULL);
   wire_put_str(w, "[3]");
 }
-static void c_queue_batch(const worker_frame *f) {
-  ck_assert_str_eq(f->queue_send_batch.binding, "emails");
-  ck_assert_uint_eq(f->queue_send_batch.n, 3);
+static void check_batch(const wf_queue_send_batch *b) {
+  ck_assert_str_eq(b->binding, "emails");
+  ck_assert_uint_eq(b->n, 3);
   const char *json[3];
-  worker_frame_batch_json(&f->queue_send_batch, json);
+  worker_frame_batch_json(b, json);
   ck_assert_str_eq(json[0], "1");
   ck_assert_ptr_null(json[1]);
   ck_assert_str_eq(json[2], "[3]");
+}
+static void c_queue_batch(const worker_frame *f) {
+  check_batch(&f->queue_send_batch);
+  ck_assert_ptr_null(f->queue_send_batch.traceparent);
+}
+
+#define TP "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+static void w_queue_traced(wire_buf *w) {
+  w_queue_batch(w);
+  wire_put_str(w, TP);
+}
+static void c_queue_traced(const worker_frame *f) {
+  check_batch(&f->queue_send_traced);
+  ck_assert_str_eq(f->queue_send_traced.traceparent, TP);
 }
 
 static void c_env_pipeline(const worker_frame *f) {
@@ -435,6 +450,7 @@ static void w_call(wire_buf *w) {
   wire_put_u32(w, 3);
   wire_put_i64(w, 1765000005000);
   wire_put_str(w, "order-7/charge#1");
+  wire_put_str(w, TP);
   wire_put_u64(w, 42);
   wire_put_i64(w, 987654);
   wire_put_u32(w, 1);
@@ -446,6 +462,7 @@ static void c_call(const worker_frame *f) {
   ck_assert_uint_eq(f->call.number, 3);
   ck_assert_int_eq(f->call.deadline_ms, 1765000005000);
   ck_assert_str_eq(f->call.key, "order-7/charge#1");
+  ck_assert_str_eq(f->call.traceparent, TP);
   ck_assert_uint_eq(f->call.seq, 42);
   ck_assert_int_eq(f->call.begin_by, 987654);
   ck_assert_uint_eq(f->call.rollback, 1);
@@ -562,6 +579,7 @@ static const sample samples[] = {
     {WM_ROLLBACK, w_nothing, c_nothing},
     {WM_ENV_PIPELINE, w_binding, c_env_pipeline},
     {WM_PIPELINE_SEND, w_pipeline_send, c_pipeline_send},
+    {WM_QUEUE_TRACED, w_queue_traced, c_queue_traced},
     {WM_RETURN, w_return, c_return},
     {WM_END, w_end, c_end},
     {WM_LIMIT, w_limit, c_limit},

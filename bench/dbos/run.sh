@@ -29,24 +29,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-missing=()
-command -v node >/dev/null || missing+=(nodejs)
-command -v npm >/dev/null || missing+=(npm)
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "installing: ${missing[*]}" >&2
-  SUDO=""
-  [ "$(id -u)" -ne 0 ] && SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
-  # npm may come with nodejs (NodeSource's package) or need its own.
-  command -v npm >/dev/null ||
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq npm
-fi
+bash "$root/tests/npm_ci.sh" "$here" node_modules/.package-lock.json
 node_major=$(node -p 'process.versions.node.split(".")[0]')
 [ "$node_major" -ge 20 ] ||
   echo "run.sh: warning: node $(node --version): the pinned SDK asks for node >= 20" >&2
-
-(cd "$here" && npm ci --no-audit --no-fund --loglevel=error >&2)
 
 cluster=$(mktemp -d "${TMPDIR:-/tmp}/duro-dbos.XXXXXX")
 trap '"$root/tests/pg/cluster.sh" stop "$cluster"' EXIT

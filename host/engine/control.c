@@ -16,6 +16,7 @@
 #include "engine_internal.h"
 #include "error.h"
 #include "log.h"
+#include "trace_ids.h"
 #include "util.h"
 
 /* Takes a CONTROL entry for an instance, waiting out other control
@@ -689,6 +690,7 @@ typedef struct event_job {
   duro_engine *e;
   int64_t rowid;
   char *type, *payload;
+  char *traceparent; /* its sender's, normalized, or NULL */
   journal_batch b;
   duro_done_fn done;
   void *ctx;
@@ -710,6 +712,7 @@ static void event_stored(void *ctx, int rc) {
   journal_batch_free(&job->b);
   free(job->type);
   free(job->payload);
+  free(job->traceparent);
   free(job);
   done(done_ctx, rc);
 }
@@ -717,8 +720,9 @@ static void event_stored(void *ctx, int rc) {
 /* background: the commit never runs on this thread; else this thread
  * may lead it (the synchronous form waits anyway). */
 static int send_event(duro_engine *e, const char *workflow, const char *id,
-                      const char *type, const char *payload, duro_done_fn done,
-                      void *ctx, int background) {
+                      const char *type, const char *payload,
+                      const char *traceparent, duro_done_fn done, void *ctx,
+                      int background) {
   if (!type || !*type || strlen(type) > 100 ||
       !strncmp(type, DURO_RESERVED_EVENT_PREFIX,
                DURO_RESERVED_EVENT_PREFIX_LEN))
@@ -741,12 +745,14 @@ static int send_event(duro_engine *e, const char *workflow, const char *id,
                      .rowid = rowid,
                      .type = xstrdup(type),
                      .payload = xstrdup(payload ? payload : "null"),
+                     .traceparent = traceparent_norm(traceparent),
                      .done = done,
                      .ctx = ctx};
   journal_op *op = journal_batch_add(&job->b, JOP_EVENT_INSERT);
   op->rowid = rowid;
   op->event_type = job->type;
   op->event_payload = job->payload;
+  op->traceparent = job->traceparent;
   op->ts_ms = duro_clock_now(e->clock);
   /* In the same commit, make the wake time due if the instance waits for
    * this type: should the host stop before the woken activation runs,
@@ -764,9 +770,9 @@ static int send_event(duro_engine *e, const char *workflow, const char *id,
 
 int duro_instance_send_event_async(duro_engine *e, const char *workflow,
                                    const char *id, const char *type,
-                                   const char *payload, duro_done_fn done,
-                                   void *ctx) {
-  return send_event(e, workflow, id, type, payload, done, ctx, 1);
+                                   const char *payload, const char *traceparent,
+                                   duro_done_fn done, void *ctx) {
+  return send_event(e, workflow, id, type, payload, traceparent, done, ctx, 1);
 }
 
 static void event_waited(void *ctx, int rc) { engine_wait_done(ctx, rc, NULL); }
@@ -775,6 +781,7 @@ int duro_instance_send_event(duro_engine *e, const char *workflow,
                              const char *id, const char *type,
                              const char *payload) {
   engine_wait w = ENGINE_WAIT_INIT;
-  int rc = send_event(e, workflow, id, type, payload, event_waited, &w, 0);
+  int rc =
+      send_event(e, workflow, id, type, payload, NULL, event_waited, &w, 0);
   return rc ? rc : engine_wait_for(&w, NULL);
 }

@@ -17,6 +17,10 @@ int64_t engine_max_step_result(const duro_engine *e) {
   return e->max_step_result;
 }
 
+void engine_set_trace_sample(duro_engine *e, double ratio) {
+  e->trace_sample = ratio;
+}
+
 int engine_stopping(const duro_engine *e) {
   return __atomic_load_n(&e->stopping, __ATOMIC_ACQUIRE);
 }

@@ -63,6 +63,9 @@ uint32_t engine_max_hung(const duro_engine *e);
 int64_t engine_max_step_result(const duro_engine *e);
 /* 1 once the engine is stopping (read with acquire). */
 int engine_stopping(const duro_engine *e);
+/* The share of traces kept (telemetry's sample), which the sampled flag
+ * of duro_attempt_traceparent follows; before the start. */
+void engine_set_trace_sample(duro_engine *e, double ratio);
 /* The crash ledger (slots a feature claims for its handlers' threads). */
 ledger *engine_ledger(const duro_engine *e);
 /* Wakes the scheduler: a driver has work sooner than it said. */
@@ -78,6 +81,7 @@ const duro_workflow_limits *engine_workflow_limits(const wf_reg *wf);
  * committed) and req's params and retention, and appends its insert to b:
  * for callers that commit a creation with other writes.
  * engine_create.c. */
+/* (req->traceparent, when set, must be trace_ids.h's traceparent_norm's.) */
 void engine_instance_insert_op(const wf_reg *wf, const char *id,
                                const duro_create_req *req, int64_t now,
                                journal_instance *row, journal_batch *b);

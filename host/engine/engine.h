@@ -411,6 +411,9 @@ typedef struct duro_create_req {
   const char *params;   /* NULL = "null" */
   int64_t retention_ms; /* < 0 = the workflow's */
   int64_t timeout_ms;   /* 0 = the workflow's (if any) */
+  /* The caller's W3C traceparent, or NULL: the instance's trace
+   * continues it.  One that is not valid is ignored, never an error. */
+  const char *traceparent;
 } duro_create_req;
 
 /* A request of a batch the engine refused. */
@@ -724,12 +727,14 @@ int duro_instance_send_event(duro_engine *e, const char *workflow,
 /* The same without waiting for the commit: returns an error found before
  * it (unknown instance, bad type or payload), or 0 and then calls
  * done(ctx, rc) once the event is on disk (rc 0) or the write failed, on
- * the thread that committed it, never this one. */
+ * the thread that committed it, never this one.  traceparent: its
+ * sender's W3C traceparent (NULL, or invalid: none), which the event's
+ * span in the instance's trace links to. */
 typedef void (*duro_done_fn)(void *ctx, int rc);
 int duro_instance_send_event_async(duro_engine *e, const char *workflow,
                                    const char *id, const char *type,
-                                   const char *payload, duro_done_fn done,
-                                   void *ctx);
+                                   const char *payload, const char *traceparent,
+                                   duro_done_fn done, void *ctx);
 
 /* How many instances of a workflow have one stored status. */
 typedef struct duro_status_count {

@@ -16,6 +16,7 @@
 #include "engine_internal.h"
 #include "error.h"
 #include "log.h"
+#include "trace_ids.h"
 #include "util.h"
 
 /* A UUIDv7: 48 bits of Unix milliseconds, then random bits.  Ids made
@@ -100,6 +101,7 @@ void engine_instance_insert_op(const wf_reg *wf, const char *id,
           ? req->timeout_ms
           : __atomic_load_n(&wf->limits.timeout_ms, __ATOMIC_RELAXED);
   row->deadline_ms = timeout > 0 ? now + timeout : JOURNAL_NONE;
+  row->traceparent = (char *)req->traceparent;
   journal_batch_add(b, JOP_INSTANCE_INSERT)->inst = row;
 }
 
@@ -128,8 +130,9 @@ typedef struct create_job {
   size_t n;
   journal_instance *rows;
   char **ids;
-  char **params; /* copies: the caller's may be gone by the commit */
-  size_t *op_of; /* the op of request i; SIZE_MAX: refused before */
+  char **params;       /* copies: the caller's may be gone by the commit */
+  char **traceparents; /* the valid ones, normalized; else NULL */
+  size_t *op_of;       /* the op of request i; SIZE_MAX: refused before */
   journal_batch b;
   duro_create_error *errors; /* at most one a request */
   size_t n_errors;
@@ -142,9 +145,11 @@ static void create_job_free(create_job *job) {
   for (size_t i = 0; i < job->n; i++) {
     free(job->ids[i]);
     free(job->params[i]);
+    free(job->traceparents[i]);
   }
   free(job->ids);
   free(job->params);
+  free(job->traceparents);
   free(job->rows);
   free(job->op_of);
   free(job->workflow);
@@ -215,6 +220,8 @@ static int create_batch(duro_engine *e, const char *workflow,
                       .rows = xcalloc(n ? n : 1, sizeof *job->rows),
                       .ids = xcalloc(n ? n : 1, sizeof *job->ids),
                       .params = xcalloc(n ? n : 1, sizeof *job->params),
+                      .traceparents =
+                          xcalloc(n ? n : 1, sizeof *job->traceparents),
                       .op_of = xcalloc(n ? n : 1, sizeof *job->op_of),
                       .errors = xcalloc(n ? n : 1, sizeof *job->errors),
                       .done = done,
@@ -236,8 +243,10 @@ static int create_batch(duro_engine *e, const char *workflow,
     }
     strmap_put(&seen, job->ids[i], job->ids[i]);
     job->params[i] = reqs[i].params ? xstrdup(reqs[i].params) : NULL;
+    job->traceparents[i] = traceparent_norm(reqs[i].traceparent);
     duro_create_req req = reqs[i];
     req.params = job->params[i];
+    req.traceparent = job->traceparents[i];
     job->op_of[i] = job->b.n;
     engine_instance_insert_op(wf, job->ids[i], &req, now, &job->rows[i],
                               &job->b);

@@ -194,6 +194,10 @@ struct duro_engine {
   size_t n_wfs;
   int64_t max_step_result;
   int64_t max_instance_state;
+  /* The share of traces the exporter keeps (engine_set_trace_sample):
+   * an attempt's traceparent says whether its trace is sampled.  0 until
+   * telemetry is on: nothing is recorded. */
+  double trace_sample;
 
   pthread_mutex_t mu;
   pthread_cond_t work;    /* a runnable entry was queued, or stopping */

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "step.h"
 #include "step_internal.h"
+#include "trace_ids.h"
 
 static const char *api_step_error(duro_step *a) {
   return a->last_error ? a->last_error : "null";
@@ -94,6 +95,26 @@ static const char *api_attempt_idempotency_key(const duro_attempt *at) {
   return at->idempotency_key;
 }
 
+/* The attempt's span in its instance's trace (trace_ids.h), sampled as
+ * the instance's caller said, else as the exporter keeps traces. */
+static const char *api_attempt_traceparent(const duro_attempt *at) {
+  duro_attempt *w = (duro_attempt *)at; /* its own buffer, filled once */
+  if (!w->traceparent[0]) {
+    const journal_instance *in = &at->act->inst;
+    trace_of t;
+    char span[17];
+    trace_of_instance(in->workflow, in->id, in->created_ms, in->traceparent,
+                      &t);
+    trace_step_span(in->workflow, in->id, in->created_ms, at->step->key,
+                    at->number, span);
+    int sampled = t.sampled >= 0
+                      ? t.sampled
+                      : trace_sampled(t.trace, at->act->e->trace_sample);
+    traceparent_format(t.trace, span, sampled, w->traceparent);
+  }
+  return at->traceparent;
+}
+
 static int64_t api_attempt_deadline_ms(const duro_attempt *at) {
   return at->deadline_ms;
 }
@@ -167,6 +188,7 @@ void step_api_fill(duro_api *t) {
   t->attempt_vfail = api_attempt_vfail;
   t->attempt_idempotency_key = api_attempt_idempotency_key;
   t->attempt_deadline_ms = api_attempt_deadline_ms;
+  t->attempt_traceparent = api_attempt_traceparent;
   t->attempt_cancelled = api_attempt_cancelled;
   t->vlog = api_vlog;
   t->vfail = api_vfail;

@@ -116,6 +116,16 @@ duro_rc step_api_child_start(duro_step *a, const char *name,
   /* none of its own: what is left of its parent's */
   if (row->deadline_ms <= 0 && a->inst.deadline_ms > 0)
     row->deadline_ms = a->inst.deadline_ms;
+  /* its trace is its parent's: its root span a child of the parent's */
+  trace_of t;
+  trace_of_instance(a->inst.workflow, a->inst.id, a->inst.created_ms,
+                    a->inst.traceparent, &t);
+  char *tp = arena_alloc(a, TRACEPARENT_LEN + 1);
+  traceparent_format(
+      t.trace, t.root,
+      t.sampled >= 0 ? t.sampled : trace_sampled(t.trace, a->e->trace_sample),
+      tp);
+  row->traceparent = tp;
   json_t *v = json_string(kid);
   s->result = arena_take(a, json_dumps(v, JSON_ENCODE_ANY));
   json_decref(v);

@@ -33,6 +33,7 @@
 #include "error.h"
 #include "journal.h"
 #include "log.h"
+#include "trace_ids.h"
 #include "util.h"
 
 typedef enum suspend_reason {
@@ -146,6 +147,8 @@ struct duro_attempt {
    * callback nor spares a hung one (deadline_ms is the plugin's view). */
   int64_t deadline_mono;
   const char *idempotency_key;
+  /* duro_attempt_traceparent's answer, made on first use ("" till then) */
+  char traceparent[TRACEPARENT_LEN + 1];
   char *result; /* malloc'ed copy */
   char *message;
   char *bad_result; /* why the last result set was not JSON, or NULL */

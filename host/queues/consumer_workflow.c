@@ -10,14 +10,16 @@
 #include "core.h"
 #include "json_pointer.h"
 #include "log.h"
+#include "trace_ids.h"
 
 /* One leased message on its way to an instance. */
 typedef struct job {
   const char *lease;
-  char *id;     /* NULL: the body has no usable id */
-  char *params; /* the body as JSON text */
-  char *error;  /* why not, as JSON text (a string) */
-  size_t op;    /* index of its insert in the batch */
+  char *id;          /* NULL: the body has no usable id */
+  char *params;      /* the body as JSON text */
+  char *error;       /* why not, as JSON text (a string) */
+  char *traceparent; /* its sender's, normalized: the instance continues it */
+  size_t op;         /* index of its insert in the batch */
 } job;
 
 static char *error_text(const char *fmt, const char *ptr, const char *what) {
@@ -36,6 +38,7 @@ static void job_prepare(duro_engine *e, const wf_consumer *c,
                         const duro_queue_message *msg, job *jb) {
   json_t *body = json_loads(msg->body, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
   jb->lease = msg->lease_id;
+  jb->traceparent = traceparent_norm(msg->traceparent);
   jb->params = json_dumps(body, JSON_ENCODE_ANY | JSON_COMPACT);
   json_t *v = duro_json_pointer_get(body, c->id_from);
   char num[64];
@@ -91,7 +94,9 @@ static void create_and_ack(duro_engine *e, const wf_consumer *c,
   for (size_t i = 0; i < n; i++) {
     if (!jobs[i].id)
       continue;
-    duro_create_req req = {.params = jobs[i].params, .retention_ms = -1};
+    duro_create_req req = {.params = jobs[i].params,
+                           .retention_ms = -1,
+                           .traceparent = jobs[i].traceparent};
     jobs[i].op = b.n;
     engine_instance_insert_op(wf, jobs[i].id, &req, now, &rows[i], &b);
     journal_op *ack = journal_batch_add(&b, JOP_MESSAGE_ACK);
@@ -143,6 +148,7 @@ size_t consumer_dispatch_workflow(duro_engine *e, const wf_consumer *c,
     free(jobs[i].id);
     free(jobs[i].params);
     free(jobs[i].error);
+    free(jobs[i].traceparent);
   }
   free(jobs);
   duro_queue_message_list_free(&msgs);

@@ -27,6 +27,7 @@
 
 #include "core.h"
 #include "error.h"
+#include "trace_ids.h"
 #include "util.h"
 
 #define DEFAULT_MAX_RETRIES 3
@@ -247,6 +248,10 @@ int queue_send_ops(duro_engine *e, const char *queue,
     op->body = reqs[i].body;
     op->ts_ms = now;
     op->visible_ms = now + reqs[i].delay_ms;
+    trace_parent tp; /* an invalid one is dropped, as the spec says */
+    op->traceparent = traceparent_parse(reqs[i].traceparent, &tp)
+                          ? reqs[i].traceparent
+                          : NULL;
   }
   return 0;
 }
@@ -274,7 +279,7 @@ int duro_queue_enqueue_batch(duro_engine *e, const char *queue,
 int duro_queue_enqueue(duro_engine *e, const char *queue, const char *body,
                        int64_t delay_ms, int64_t *id, char *err,
                        size_t errlen) {
-  duro_queue_send_req one = {body, delay_ms};
+  duro_queue_send_req one = {.body = body, .delay_ms = delay_ms};
   return duro_queue_enqueue_batch(e, queue, &one, 1, id, err, errlen);
 }
 
@@ -299,6 +304,7 @@ void duro_queue_message_list_free(duro_queue_message_list *l) {
     free(l->v[i].lease_id);
     free(l->v[i].body);
     free(l->v[i].last_error);
+    free(l->v[i].traceparent);
   }
   if (l) {
     free(l->v);
@@ -320,10 +326,11 @@ static void messages_take(duro_queue_message_list *out, journal_message *m,
                                      .sent_ms = m[i].sent_ms,
                                      .visible_ms = m[i].visible_ms,
                                      .leased = m[i].lease != NULL,
-                                     .last_error = m[i].last_error};
+                                     .last_error = m[i].last_error,
+                                     .traceparent = m[i].traceparent};
     if (with_lease)
       m[i].lease = NULL;
-    m[i].body = m[i].last_error = NULL;
+    m[i].body = m[i].last_error = m[i].traceparent = NULL;
   }
 }
 
@@ -480,6 +487,7 @@ int duro_queue_redrive_messages(duro_engine *e, const char *queue,
     op->body = m[i].body;
     op->ts_ms = now;
     op->visible_ms = now;
+    op->traceparent = m[i].traceparent; /* its sender's trace goes along */
     op = journal_batch_add(&move, JOP_MESSAGE_ACK);
     op->queue = queue;
     op->lease = m[i].lease;

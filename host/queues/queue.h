@@ -53,6 +53,9 @@ int duro_queue_exists(duro_engine *e, const char *name);
 typedef struct duro_queue_send_req {
   const char *body; /* JSON text */
   int64_t delay_ms; /* 0..12 h before it can be pulled */
+  /* its sender's W3C traceparent, or NULL (borrowed, as body is); an
+   * invalid one is dropped */
+  const char *traceparent;
 } duro_queue_send_req;
 
 /* Sends one message; *id (may be NULL) receives its id. */
@@ -83,6 +86,7 @@ typedef struct duro_queue_message {
   int leased;         /* a pull holds it now (1 in a pull's) */
   char *last_error;   /* the last retry's error (JSON text), NULL = none */
   int64_t new_id;     /* a redrive's: its id in the queue it went to */
+  char *traceparent;  /* its sender's trace context, NULL = none (a pull's) */
 } duro_queue_message;
 
 typedef struct duro_queue_message_list {

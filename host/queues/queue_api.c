@@ -17,8 +17,9 @@ static duro_queue *api_env_queue(duro_env *env, const char *binding) {
   return (duro_queue *)queue_producer_find(env->engine, binding);
 }
 
-static int api_queue_send_batch(duro_queue *q, const char *const *json,
-                                size_t n, int64_t delay_ms) {
+static int api_queue_send_traced(duro_queue *q, const char *const *json,
+                                 size_t n, int64_t delay_ms,
+                                 const char *traceparent) {
   const queue_producer *p = (const queue_producer *)q;
   if (!p)
     return DURO_E_QUEUE_NOT_FOUND;
@@ -36,9 +37,11 @@ static int api_queue_send_batch(duro_queue *q, const char *const *json,
   }
   duro_queue_send_req reqs[DURO_QUEUE_MAX_BATCH];
   for (size_t i = 0; i < n; i++)
-    reqs[i] = (duro_queue_send_req){.body = at ? attempt_strdup(at, json[i])
-                                               : json[i],
-                                    .delay_ms = delay_ms};
+    reqs[i] = (duro_queue_send_req){
+        .body = at ? attempt_strdup(at, json[i]) : json[i],
+        .delay_ms = delay_ms,
+        .traceparent =
+            at && traceparent ? attempt_strdup(at, traceparent) : traceparent};
   char err[256];
   int rc = at ? queue_send_ops(p->engine, p->queue, reqs, n,
                                attempt_effects(at), err, sizeof err)
@@ -50,6 +53,11 @@ static int api_queue_send_batch(duro_queue *q, const char *const *json,
   return rc;
 }
 
+static int api_queue_send_batch(duro_queue *q, const char *const *json,
+                                size_t n, int64_t delay_ms) {
+  return api_queue_send_traced(q, json, n, delay_ms, NULL);
+}
+
 static int api_queue_send(duro_queue *q, const char *json, int64_t delay_ms) {
   return api_queue_send_batch(q, &json, 1, delay_ms);
 }
@@ -58,6 +66,7 @@ void queue_api_fill(duro_api *t) {
   t->env_queue = api_env_queue;
   t->queue_send = api_queue_send;
   t->queue_send_batch = api_queue_send_batch;
+  t->queue_send_traced = api_queue_send_traced;
   t->batch_queue = queue_api_batch_queue;
   t->batch_size = queue_api_batch_size;
   t->batch_message = queue_api_batch_message;

@@ -811,6 +811,7 @@ void journal_instance_clear(journal_instance *in) {
   free(in->error);
   free(in->wait_type);
   free(in->build);
+  free(in->traceparent);
   memset(in, 0, sizeof *in);
 }
 
@@ -840,6 +841,7 @@ void journal_messages_free(journal_message *m, size_t n) {
     free(m[i].body);
     free(m[i].lease);
     free(m[i].last_error);
+    free(m[i].traceparent);
   }
   free(m);
 }

@@ -65,6 +65,10 @@ typedef struct journal_instance {
    * only. */
   int64_t parent;
   int parent_close;
+  /* The W3C traceparent of whoever created it (an HTTP create, a queue
+   * message's sender), version 00, or NULL: its trace continues the
+   * caller's (trace_ids.h).  Written at insert only. */
+  char *traceparent;
 } journal_instance;
 
 enum {
@@ -138,8 +142,9 @@ typedef struct journal_message {
   char *body; /* JSON text */
   uint32_t attempts;
   int64_t visible_ms, sent_ms;
-  char *lease;      /* NULL = not held */
-  char *last_error; /* NULL = none */
+  char *lease;       /* NULL = not held */
+  char *last_error;  /* NULL = none */
+  char *traceparent; /* its sender's (trace_ids.h), or NULL */
 } journal_message;
 
 /* What a JOP_MESSAGE_RETRY did (in out_rowid). */
@@ -181,8 +186,10 @@ typedef enum journal_op_kind {
   JOP_STEPS_SHIFT_WAKE,       /* rowid; from_seq holds the delta (ms) added to
                                  the wake time of every waiting step */
   JOP_ATTEMPT_PUT,            /* rowid + attempt */
-  JOP_EVENT_INSERT,           /* rowid + event (seq assigned); rc =
-                                 DURO_E_INSTANCE_ENDED when it has ended */
+  JOP_EVENT_INSERT,           /* rowid + event (seq assigned), traceparent
+                                 (its sender's, for the traces only; not
+                                 stored); rc = DURO_E_INSTANCE_ENDED when
+                                 it has ended */
   JOP_EVENT_CONSUME,          /* event seq + step key */
   JOP_WAKE_IF_WAITING, /* rowid, event_type, ts_ms: wake_ms = ts_ms when the
                           instance waits for that event type (one of its
@@ -199,8 +206,9 @@ typedef enum journal_op_kind {
                                 with their steps, attempts and events;
                                 out_rowid = how many */
   /* Queue messages; every one names its queue. */
-  JOP_MESSAGE_INSERT, /* queue, body, ts_ms = sent, visible_ms; out_rowid =
-                         the message's seq */
+  JOP_MESSAGE_INSERT, /* queue, body, ts_ms = sent, visible_ms,
+                         traceparent (may be NULL); out_rowid = the
+                         message's seq */
   JOP_MESSAGE_LEASE,  /* queue, ts_ms = now, visible_ms = lease expiry,
                          lease_token, n_leases: up to n_leases visible
                          messages, oldest visible first, each gets lease
@@ -299,6 +307,8 @@ typedef struct journal_op {
   int64_t visible_ms;
   uint32_t max_attempts;
   const char *lease_token; /* JOP_MESSAGE_LEASE */
+  /* JOP_MESSAGE_INSERT, JOP_EVENT_INSERT: its sender's trace */
+  const char *traceparent;
   size_t n_leases;
   /* results */
   int rc;                    /* DURO_E_ALREADY_EXISTS for a duplicate insert */

@@ -38,6 +38,7 @@ static void put_instance(wire_buf *w, const journal_instance *in) {
   wire_put_i64(w, in->deadline_ms);
   wire_put_i64(w, in->parent);
   wire_put_u32(w, (uint32_t)in->parent_close);
+  wire_put_str(w, in->traceparent);
 }
 
 static void get_instance(wire_reader *r, journal_instance *in) {
@@ -63,6 +64,7 @@ static void get_instance(wire_reader *r, journal_instance *in) {
   in->deadline_ms = wire_get_i64(r);
   in->parent = wire_get_i64(r);
   in->parent_close = (int)wire_get_enum(r, JOURNAL_PARENT_CLOSE_ABANDON + 1);
+  in->traceparent = wire_get_str(r);
 }
 
 static void put_step(wire_buf *w, const journal_step *s) {
@@ -206,6 +208,7 @@ static void put_op(wire_buf *w, const journal_op *op) {
   wire_put_u32(w, op->max_attempts);
   wire_put_str(w, op->lease_token);
   wire_put_i64(w, (int64_t)op->n_leases);
+  wire_put_str(w, op->traceparent);
 }
 
 /* A string read into b's keeping. */
@@ -219,7 +222,7 @@ static const journal_instance *own_instance(wire_reader *r, journal_batch *b) {
   journal_instance *in = journal_batch_own(b, xmalloc(sizeof *in));
   get_instance(r, in);
   char *strs[] = {in->workflow, in->id,        in->params, in->output,
-                  in->error,    in->wait_type, in->build};
+                  in->error,    in->wait_type, in->build,  in->traceparent};
   for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
     if (strs[i])
       journal_batch_own(b, strs[i]);
@@ -270,6 +273,7 @@ static void get_op(wire_reader *r, journal_batch *b) {
   if (n_leases < 0)
     r->bad = 1;
   op->n_leases = r->bad ? 0 : (size_t)n_leases;
+  op->traceparent = own_str(r, b);
 }
 
 void journal_wire_batch(wire_buf *w, const journal_batch *b) {

@@ -18,8 +18,8 @@ const store_table migrate_tables[] = {
     {"instances",
      "rowid,workflow,id,status,params,output,error,created_ms,started_ms,"
      "ended_ms,wake_ms,paused_ms,wait_type,control,retention_ms,build,"
-     "restarts,deadline_ms,parent,parent_close",
-     20, "rowid"},
+     "restarts,deadline_ms,parent,parent_close,traceparent",
+     21, "rowid"},
     {"steps",
      "instance,key,seq,name,count,type,status,result,error,attempts,"
      "started_ms,ended_ms,wake_ms,attempt_started_ms,build",
@@ -27,8 +27,9 @@ const store_table migrate_tables[] = {
     {"attempts", "instance,key,number,started_ms,ended_ms,error,build", 7,
      NULL},
     {"events", "seq,instance,type,payload,ts_ms,consumed_by", 6, "seq"},
-    {"messages", "seq,queue,body,attempts,visible_ms,lease,sent_ms,last_error",
-     8, "seq"},
+    {"messages",
+     "seq,queue,body,attempts,visible_ms,lease,sent_ms,last_error,traceparent",
+     9, "seq"},
     {"queue_counts", "queue,dropped,dead_lettered", 3, NULL},
     {"cron_triggers", "trigger,since_ms,complete,failed,missed,skipped", 6,
      NULL},

@@ -8,7 +8,7 @@
 #define INSTANCE_COLS                                                          \
   "rowid,workflow,id,status,params,output,error,created_ms,started_ms,"        \
   "ended_ms,wake_ms,paused_ms,wait_type,control,retention_ms,build,restarts,"  \
-  "owner,deadline_ms,parent,parent_close"
+  "owner,deadline_ms,parent,parent_close,traceparent"
 
 static void read_instance(const PGresult *r, journal_instance *o) {
   o->rowid = get_i64(r, 0, 0);
@@ -32,6 +32,7 @@ static void read_instance(const PGresult *r, journal_instance *o) {
   o->deadline_ms = get_ms(r, 0, 18);
   o->parent = PQgetisnull(r, 0, 19) ? 0 : get_i64(r, 0, 19);
   o->parent_close = (int)get_i64(r, 0, 20);
+  o->traceparent = get_text(r, 0, 21);
 }
 
 static int instance_query(pg_store *pg, const char *sql, const params *p,

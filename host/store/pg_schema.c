@@ -14,9 +14,11 @@
 
 /* 7: schema 6 and the hosts sharing the database (the hosts table, each
  * instance's owner); 8: an instance's deadline and parent; 9: the
- * pipelines (SQLite's schema 8); 10: instances' log lines.  A journal
- * of 6 to 9 is brought to 10 when opened. */
-#define SCHEMA_VERSION "11"
+ * pipelines (SQLite's schema 8); 10: instances' log lines; 11: a
+ * pipeline record row holds one send's records (SQLite's 10); 12: the
+ * traceparent an instance was created with and a message sent with
+ * (SQLite's 11).  A journal of 6 to 11 is brought to 12 when opened. */
+#define SCHEMA_VERSION "12"
 /* The advisory lock that one opener at a time creating or upgrading the
  * schema holds (any fixed number; no other lock of duro's uses it). */
 #define SCHEMA_LOCK "7140100"
@@ -42,6 +44,8 @@ static const char schema_sql[] =
     "ALTER TABLE instances ADD COLUMN IF NOT EXISTS parent BIGINT;"
     "ALTER TABLE instances ADD COLUMN IF NOT EXISTS"
     " parent_close INTEGER NOT NULL DEFAULT 0;"
+    /* Schema 12: the creator's traceparent. */
+    "ALTER TABLE instances ADD COLUMN IF NOT EXISTS traceparent " TXT ";"
     "CREATE INDEX IF NOT EXISTS instances_child ON instances(parent)"
     " WHERE parent IS NOT NULL;"
     "CREATE INDEX IF NOT EXISTS instances_live_child ON instances(parent)"
@@ -103,6 +107,8 @@ static const char schema_sql[] =
     " sent_ms BIGINT NOT NULL, last_error " TXT ");"
     "CREATE INDEX IF NOT EXISTS messages_next ON messages(queue, visible_ms);"
     "CREATE INDEX IF NOT EXISTS messages_age ON messages(queue, sent_ms);"
+    /* Schema 12: a message's sender's traceparent. */
+    "ALTER TABLE messages ADD COLUMN IF NOT EXISTS traceparent " TXT ";"
     "CREATE TABLE IF NOT EXISTS cron_triggers(trigger " TXT " PRIMARY KEY,"
     " since_ms BIGINT NOT NULL, complete BIGINT NOT NULL,"
     " failed BIGINT NOT NULL, missed BIGINT NOT NULL,"
@@ -138,7 +144,7 @@ static const char schema_sql[] =
     " step " TXT ", attempt BIGINT NOT NULL, message " TXT " NOT NULL,"
     " PRIMARY KEY(instance, n));"
     "UPDATE meta SET value='" SCHEMA_VERSION "' WHERE key='schema' AND"
-    " value IN ('6','7','8','9','10');";
+    " value IN ('6','7','8','9','10','11');";
 
 /* The schema version stored in meta, into ver; 0 or DURO_E_STORAGE. */
 int pg_schema_check(PGconn *c, char *err, size_t errlen) {

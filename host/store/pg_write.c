@@ -25,8 +25,8 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     /* RETURNING gives no row for a duplicate: that is the duplicate. */
     [ST_INSTANCE_INSERT] =
         "INSERT INTO instances(workflow,id,status,params,created_ms,"
-        "retention_ms,owner,deadline_ms,parent,parent_close) "
-        "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10) "
+        "retention_ms,owner,deadline_ms,parent,parent_close,traceparent) "
+        "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11) "
         "ON CONFLICT(workflow,id) DO NOTHING RETURNING rowid",
     [ST_INSTANCE_SET] =
         "UPDATE instances SET status=$2, output=$3, error=$4, started_ms=$5, "
@@ -114,11 +114,11 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
         "del AS (DELETE FROM logs WHERE instance=$1 AND "
         "n<=(SELECT n FROM ins)-$7) SELECT n FROM ins",
     [ST_MESSAGE_INSERT] = "INSERT INTO messages(queue,body,attempts,"
-                          "visible_ms,sent_ms) VALUES($1,$2,0,$4,$3) "
-                          "RETURNING seq",
+                          "visible_ms,sent_ms,traceparent) "
+                          "VALUES($1,$2,0,$4,$3,$5) RETURNING seq",
     [ST_MESSAGE_PICK] =
-        "SELECT seq,attempts,body,sent_ms,last_error FROM messages WHERE "
-        "queue=$1 AND visible_ms<=$2 ORDER BY visible_ms,seq LIMIT $3 "
+        "SELECT seq,attempts,body,sent_ms,last_error,traceparent FROM messages "
+        "WHERE queue=$1 AND visible_ms<=$2 ORDER BY visible_ms,seq LIMIT $3 "
         /* another host's lease of the same messages, not yet committed,
          * is left to it: a message is leased to one consumer at a time */
         "FOR UPDATE SKIP LOCKED",

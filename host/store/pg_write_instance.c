@@ -45,6 +45,7 @@ int pg_instance_insert(pg_store *pg, journal_op *op) {
   p_ms(&p, in->deadline_ms > 0 ? in->deadline_ms : JOURNAL_NONE);
   p_ms(&p, in->parent > 0 ? in->parent : JOURNAL_NONE);
   p_i64(&p, in->parent_close);
+  p_text(&p, in->traceparent);
   if ((rc = pg_write_returning(pg, ST_INSTANCE_INSERT, &p, &inserted,
                                &op->out_rowid)))
     return rc;

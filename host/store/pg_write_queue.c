@@ -44,6 +44,7 @@ int pg_message_lease(pg_store *pg, journal_op *op) {
     m->body = get_text(r, i, 2);
     m->sent_ms = get_i64(r, i, 3);
     m->last_error = get_text(r, i, 4);
+    m->traceparent = get_text(r, i, 5);
     m->queue = xstrdup(op->queue);
     m->lease = xasprintf("%s-%lld", op->lease_token, (long long)m->seq);
     m->visible_ms = op->visible_ms;
@@ -120,6 +121,7 @@ int pg_message_apply(pg_store *pg, journal_op *op) {
     p_text(&p, op->body);
     p_i64(&p, op->ts_ms);
     p_i64(&p, op->visible_ms);
+    p_text(&p, op->traceparent);
     return pg_write_returning(pg, ST_MESSAGE_INSERT, &p, &inserted,
                               &op->out_rowid);
   case JOP_MESSAGE_ACK:

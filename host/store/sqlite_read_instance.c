@@ -8,7 +8,7 @@
 #define INSTANCE_COLS                                                          \
   "rowid,workflow,id,status,params,output,error,created_ms,started_ms,"        \
   "ended_ms,wake_ms,paused_ms,wait_type,control,retention_ms,build,restarts,"  \
-  "deadline_ms,parent,parent_close"
+  "deadline_ms,parent,parent_close,traceparent"
 
 static void read_instance(sqlite3_stmt *st, journal_instance *o) {
   o->rowid = sqlite3_column_int64(st, 0);
@@ -31,6 +31,7 @@ static void read_instance(sqlite3_stmt *st, journal_instance *o) {
   o->deadline_ms = col_ms(st, 17);
   o->parent = sqlite3_column_int64(st, 18); /* NULL reads 0 */
   o->parent_close = sqlite3_column_int(st, 19);
+  o->traceparent = col_text(st, 20);
 }
 
 static int instance_query(void *db, const char *sql, int64_t rowid,

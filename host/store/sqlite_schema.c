@@ -3,6 +3,7 @@
  * kept by triggers. */
 #include <sqlite3.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "sqlite_internal.h"
 
@@ -14,7 +15,7 @@
 
 static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);"
-    "INSERT OR IGNORE INTO meta VALUES('schema','10');"
+    "INSERT OR IGNORE INTO meta VALUES('schema','11');"
     "CREATE TABLE IF NOT EXISTS instances("
     " rowid INTEGER PRIMARY KEY,"
     " workflow TEXT NOT NULL, id TEXT NOT NULL, status TEXT NOT NULL,"
@@ -24,7 +25,7 @@ static const char schema_sql[] =
     " control INTEGER NOT NULL DEFAULT 0, retention_ms INTEGER NOT NULL,"
     " build TEXT, restarts INTEGER NOT NULL DEFAULT 0, deadline_ms INTEGER,"
     " parent INTEGER, parent_close INTEGER NOT NULL DEFAULT 0,"
-    " UNIQUE(workflow, id));"
+    " traceparent TEXT, UNIQUE(workflow, id));"
     "CREATE INDEX IF NOT EXISTS instances_wake ON instances(wake_ms)"
     " WHERE wake_ms IS NOT NULL;"
     "CREATE INDEX IF NOT EXISTS instances_status ON instances(status);"
@@ -60,7 +61,7 @@ static const char schema_sql[] =
     " seq INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL,"
     " body TEXT NOT NULL,"
     " attempts INTEGER NOT NULL, visible_ms INTEGER NOT NULL, lease TEXT,"
-    " sent_ms INTEGER NOT NULL, last_error TEXT);"
+    " sent_ms INTEGER NOT NULL, last_error TEXT, traceparent TEXT);"
     "CREATE INDEX IF NOT EXISTS messages_next ON messages(queue, visible_ms);"
     "CREATE INDEX IF NOT EXISTS messages_age ON messages(queue, sent_ms);"
     /* Schema 5: messages of a queue out of retries, dropped (no
@@ -211,6 +212,29 @@ static int upgrade_messages(sqlite3 *db, const char *path, char *err,
   return 0;
 }
 
+/* Adds the column `decl` ("name TYPE") to `table` unless it has one of
+ * that name; 0, or non-zero with *msg set. */
+static int add_column(sqlite3 *db, const char *table, const char *decl,
+                      char **msg) {
+  char sql[256];
+  snprintf(sql, sizeof sql, "SELECT %.*s FROM %s LIMIT 0",
+           (int)strcspn(decl, " "), decl, table);
+  if (sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK)
+    return 0;
+  snprintf(sql, sizeof sql, "ALTER TABLE %s ADD COLUMN %s", table, decl);
+  return sqlite3_exec(db, sql, NULL, NULL, msg) != SQLITE_OK;
+}
+
+/* The file's schema is from + 1 where it was from; 0, or non-zero with
+ * *msg set. */
+static int version_from(sqlite3 *db, int from, char **msg) {
+  char sql[128];
+  snprintf(sql, sizeof sql,
+           "UPDATE meta SET value='%d' WHERE key='schema' AND value='%d'",
+           from + 1, from);
+  return sqlite3_exec(db, sql, NULL, NULL, msg) != SQLITE_OK;
+}
+
 /* The columns later schemas added, each where it is missing. */
 static int upgrade_columns(sqlite3 *db, const char *path, char *err,
                            size_t errlen) {
@@ -334,7 +358,15 @@ static int upgrade_columns(sqlite3 *db, const char *path, char *err,
                    NULL, NULL, &msg) != SQLITE_OK)
     return sqlite_exec_failed(err, errlen, path, "cannot upgrade the schema",
                               msg);
-  return 0;
+  /* Schema 11 keeps the traceparent an instance was created with, so its
+   * trace continues its caller's after a restart too, and the one a queue
+   * message was sent with, which the instance it starts continues. */
+  int bad = add_column(db, "instances", "traceparent TEXT", &msg) ||
+            add_column(db, "messages", "traceparent TEXT", &msg) ||
+            version_from(db, 10, &msg);
+  return bad ? sqlite_exec_failed(err, errlen, path,
+                                  "cannot upgrade the schema", msg)
+             : 0;
 }
 
 int sqlite_schema_setup(sqlite3 *db, const char *path, char *err,

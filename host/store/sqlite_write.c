@@ -18,8 +18,8 @@
 const char *const sqlite_write_sql[ST_WRITE_COUNT_] = {
     [ST_INSTANCE_INSERT] =
         "INSERT INTO instances(workflow,id,status,params,created_ms,"
-        "retention_ms,deadline_ms,parent,parent_close) "
-        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9) "
+        "retention_ms,deadline_ms,parent,parent_close,traceparent) "
+        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10) "
         "ON CONFLICT(workflow,id) DO NOTHING",
     [ST_INSTANCE_SET] =
         "UPDATE instances SET status=?2, output=?3, error=?4, started_ms=?5, "
@@ -92,11 +92,12 @@ const char *const sqlite_write_sql[ST_WRITE_COUNT_] = {
         "rowid=?1) RETURNING n",
     [ST_LOG_TRIM] = "DELETE FROM logs WHERE instance=?1 AND n<=?2",
     [ST_MESSAGE_INSERT] = "INSERT INTO messages(queue,body,attempts,"
-                          "visible_ms,sent_ms) VALUES(?1,?2,0,?4,?3)",
+                          "visible_ms,sent_ms,traceparent) "
+                          "VALUES(?1,?2,0,?4,?3,?5)",
     /* Served by messages_next: the queue's visible messages in order. */
     [ST_MESSAGE_PICK] =
-        "SELECT seq,attempts,body,sent_ms,last_error FROM messages WHERE "
-        "queue=?1 AND visible_ms<=?2 ORDER BY visible_ms,seq LIMIT ?3",
+        "SELECT seq,attempts,body,sent_ms,last_error,traceparent FROM messages "
+        "WHERE queue=?1 AND visible_ms<=?2 ORDER BY visible_ms,seq LIMIT ?3",
     [ST_MESSAGE_LEASE] = "UPDATE messages SET lease=?2, visible_ms=?3, "
                          "attempts=attempts+1 WHERE seq=?1",
     /* A lease is held while its message is invisible: once visible_ms

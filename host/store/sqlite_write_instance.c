@@ -20,6 +20,7 @@ int sqlite_instance_insert(sqlite_store *sq, journal_op *op) {
   bind_ms(st, 7, in->deadline_ms > 0 ? in->deadline_ms : JOURNAL_NONE);
   bind_ms(st, 8, in->parent > 0 ? in->parent : JOURNAL_NONE);
   sqlite3_bind_int(st, 9, in->parent_close);
+  bind_text(st, 10, in->traceparent);
   if ((rc = sqlite_step_done(sq, st)))
     return rc;
   if (sqlite3_changes(sq->wr) == 0) {

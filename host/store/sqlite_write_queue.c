@@ -46,6 +46,7 @@ int sqlite_message_lease(sqlite_store *sq, journal_op *op) {
     m->sent_ms = sqlite3_column_int64(st, 3);
     const unsigned char *err = sqlite3_column_text(st, 4);
     m->last_error = err ? xstrdup((const char *)err) : NULL;
+    m->traceparent = col_text(st, 5);
     m->queue = xstrdup(op->queue);
     m->lease = xasprintf("%s-%lld", op->lease_token, (long long)m->seq);
     m->visible_ms = op->visible_ms;
@@ -141,6 +142,7 @@ int sqlite_message_apply(sqlite_store *sq, journal_op *op) {
     bind_text(st, 2, op->body);
     sqlite3_bind_int64(st, 3, op->ts_ms);
     sqlite3_bind_int64(st, 4, op->visible_ms);
+    bind_text(st, 5, op->traceparent);
     if ((rc = sqlite_step_done(sq, st)))
       return rc;
     op->out_rowid = sqlite3_last_insert_rowid(sq->wr);

@@ -17,6 +17,7 @@
 #include "core.h"
 #include "duro_config.h"
 #include "telemetry_internal.h"
+#include "trace_ids.h"
 #include "util.h"
 
 #define NAMES_MAX 10000 /* instances named at most before the cache empties */
@@ -25,6 +26,7 @@
 typedef struct named {
   char *workflow, *id;
   int64_t created_ms;
+  char *traceparent;
 } named;
 
 static GHashTable *names; /* rowid -> named; the exporter's thread only */
@@ -33,6 +35,7 @@ static void named_free(gpointer p) {
   named *n = p;
   free(n->workflow);
   free(n->id);
+  free(n->traceparent);
   free(n);
 }
 
@@ -52,7 +55,8 @@ static int name_instance(telemetry *t, span_rec *r) {
     if (g_hash_table_size(names) >= NAMES_MAX)
       g_hash_table_remove_all(names);
     n = xcalloc(1, sizeof *n);
-    *n = (named){xstrdup(in.workflow), xstrdup(in.id), in.created_ms};
+    *n = (named){xstrdup(in.workflow), xstrdup(in.id), in.created_ms,
+                 in.traceparent ? xstrdup(in.traceparent) : NULL};
     journal_instance_clear(&in);
     gint64 *k = g_new(gint64, 1);
     *k = r->rowid;
@@ -63,50 +67,18 @@ static int name_instance(telemetry *t, span_rec *r) {
   r->workflow = xstrdup(n->workflow);
   r->id = xstrdup(n->id);
   r->created_ms = n->created_ms;
+  free(r->traceparent);
+  r->traceparent = n->traceparent ? xstrdup(n->traceparent) : NULL;
   return 0;
-}
-
-static void hex(const guint8 *b, size_t n, char *out) {
-  for (size_t i = 0; i < n; i++)
-    sprintf(out + 2 * i, "%02x", b[i]);
-}
-
-/* SHA-256 of the parts joined by 0x1f into d (32 bytes). */
-static void digest(const char *a, const char *b, int64_t c, const char *d_,
-                   uint32_t e, guint8 d[32]) {
-  GChecksum *h = g_checksum_new(G_CHECKSUM_SHA256);
-  char num[64];
-  snprintf(num, sizeof num, "\x1f%" PRId64 "\x1f", c);
-  g_checksum_update(h, (const guchar *)a, (gssize)strlen(a));
-  g_checksum_update(h, (const guchar *)"\x1f", 1);
-  g_checksum_update(h, (const guchar *)b, (gssize)strlen(b));
-  g_checksum_update(h, (const guchar *)num, (gssize)strlen(num));
-  if (d_) {
-    snprintf(num, sizeof num, "\x1f%" PRIu32, e);
-    g_checksum_update(h, (const guchar *)d_, (gssize)strlen(d_));
-    g_checksum_update(h, (const guchar *)num, (gssize)strlen(num));
-  }
-  gsize len = 32;
-  g_checksum_get_digest(h, d, &len);
-  g_checksum_free(h);
 }
 
 void duro_telemetry_trace_id(const char *workflow, const char *id,
                              int64_t created_ms, char trace[33],
                              char span[17]) {
-  guint8 d[32];
-  digest(workflow, id, created_ms, NULL, 0, d);
-  hex(d, 16, trace);
-  hex(d + 16, 8, span);
-}
-
-/* Kept when the trace's last 8 bytes, as a fraction, are under sample:
- * every span of one instance is kept or none. */
-static int sampled(const telemetry *t, const char *trace_hex) {
-  if (t->sample >= 1.0)
-    return 1;
-  uint64_t x = strtoull(trace_hex + 16, NULL, 16);
-  return (double)(x >> 11) / 9007199254740992.0 < t->sample;
+  trace_of t;
+  trace_of_instance(workflow, id, created_ms, NULL, &t);
+  memcpy(trace, t.trace, 33);
+  memcpy(span, t.root, 17);
 }
 
 static json_t *attr_str(const char *key, const char *v) {
@@ -138,14 +110,42 @@ static char *error_message(const char *error) {
   return out;
 }
 
-static json_t *span_json(const span_rec *r, const char *trace,
-                         const char *root) {
+/* OTLP's SpanKind */
+enum { KIND_INTERNAL = 1, KIND_CONSUMER = 5 };
+
+static json_t *link_json(const char *trace, const char *span) {
+  return json_pack("{s:s, s:s}", "traceId", trace, "spanId", span);
+}
+
+/* The span of a queue delivery or a cron tick: a trace of its own, with
+ * a link to each instance it started. */
+static json_t *started_json(const span_rec *r) {
+  int tick = r->kind == SPAN_TICK;
+  json_t *attrs = json_array(), *links = json_array();
+  json_array_append_new(
+      attrs, attr_str(tick ? "duro.cron" : "duro.queue", r->subject));
+  json_array_append_new(
+      attrs,
+      attr_int(tick ? "duro.cron.tick_ms" : "duro.queue.messages", r->count));
+  for (size_t i = 0; i < r->n_links; i++)
+    json_array_append_new(links,
+                          link_json(r->links[i].trace, r->links[i].span));
+  char *name = xasprintf("%s %s", tick ? "cron" : "queue", r->subject);
+  json_t *s =
+      json_pack("{s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:o, s:{s:i}}", "traceId",
+                r->self.trace, "spanId", r->self.span, "name", name, "kind",
+                tick ? KIND_INTERNAL : KIND_CONSUMER, "startTimeUnixNano",
+                nanos(r->start_ms), "endTimeUnixNano", nanos(r->end_ms),
+                "attributes", attrs, "links", links, "status", "code", 1);
+  free(name);
+  return s;
+}
+
+static json_t *span_json(const span_rec *r, const trace_of *t) {
   char sid[17];
-  const char *span_id = root;
+  const char *span_id = t->root;
   if (r->kind != SPAN_INSTANCE) {
-    guint8 d[32];
-    digest(r->workflow, r->id, r->created_ms, r->key, r->attempt, d);
-    hex(d, 8, sid);
+    trace_step_span(r->workflow, r->id, r->created_ms, r->key, r->attempt, sid);
     span_id = sid;
   }
   const char *name = r->kind == SPAN_INSTANCE ? r->workflow : r->name;
@@ -154,6 +154,8 @@ static json_t *span_json(const span_rec *r, const char *trace,
   json_array_append_new(attrs, attr_str("duro.instance", r->id));
   if (r->kind == SPAN_INSTANCE) {
     json_array_append_new(attrs, attr_str("duro.status", r->status));
+  } else if (r->kind == SPAN_EVENT) {
+    json_array_append_new(attrs, attr_int("duro.event.seq", r->attempt));
   } else {
     json_array_append_new(attrs, attr_str("duro.step", r->key));
     if (r->step_kind)
@@ -172,12 +174,19 @@ static json_t *span_json(const span_rec *r, const char *trace,
     free(msg);
   }
   json_t *s = json_pack(
-      "{s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:o}", "traceId", trace, "spanId",
-      span_id, "name", name ? name : (r->key ? r->key : "step"), "kind", 1,
+      "{s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:o}", "traceId", t->trace, "spanId",
+      span_id, "name", name ? name : (r->key ? r->key : "step"), "kind",
+      r->kind == SPAN_EVENT ? KIND_CONSUMER : KIND_INTERNAL,
       "startTimeUnixNano", nanos(r->start_ms), "endTimeUnixNano",
       nanos(r->end_ms), "attributes", attrs, "status", status);
   if (r->kind != SPAN_INSTANCE)
-    json_object_set_new(s, "parentSpanId", json_string(root));
+    json_object_set_new(s, "parentSpanId", json_string(t->root));
+  else if (t->parent[0]) /* its creator's span */
+    json_object_set_new(s, "parentSpanId", json_string(t->parent));
+  trace_parent from;
+  if (r->kind == SPAN_EVENT && traceparent_parse(r->sender, &from))
+    json_object_set_new(s, "links",
+                        json_pack("[o]", link_json(from.trace, from.span)));
   return s;
 }
 
@@ -197,6 +206,7 @@ static int post(const telemetry *t, const char *body, char *err,
   char *url = xasprintf("%s/v1/traces", t->endpoint);
   struct curl_slist *h =
       curl_slist_append(NULL, "Content-Type: application/json");
+  h = curl_slist_append(h, "Expect:"); /* no 100-continue round trip */
   curl_easy_setopt(c, CURLOPT_URL, url);
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
   curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
@@ -220,13 +230,19 @@ static int post(const telemetry *t, const char *body, char *err,
 int span_export(telemetry *t, span_rec *v, size_t n, char *err, size_t errlen) {
   json_t *spans = json_array();
   for (size_t i = 0; i < n; i++) {
+    if (v[i].kind == SPAN_QUEUE || v[i].kind == SPAN_TICK) {
+      if (trace_sampled(v[i].self.trace, t->sample))
+        json_array_append_new(spans, started_json(&v[i]));
+      continue;
+    }
     if (name_instance(t, &v[i]) != 0)
       continue; /* the instance is gone: so is its trace */
-    char trace[33], root[17];
-    duro_telemetry_trace_id(v[i].workflow, v[i].id, v[i].created_ms, trace,
-                            root);
-    if (sampled(t, trace))
-      json_array_append_new(spans, span_json(&v[i], trace, root));
+    trace_of tr;
+    trace_of_instance(v[i].workflow, v[i].id, v[i].created_ms, v[i].traceparent,
+                      &tr);
+    /* a caller's decision holds for its whole trace (W3C's sampled flag) */
+    if (tr.sampled >= 0 ? tr.sampled : trace_sampled(tr.trace, t->sample))
+      json_array_append_new(spans, span_json(&v[i], &tr));
   }
   if (json_array_size(spans) == 0) {
     json_decref(spans);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core.h"
 #include "log.h"
 #include "telemetry_internal.h"
 #include "util.h"
@@ -37,6 +38,7 @@ int duro_telemetry_enable(duro_engine *e, const duro_telemetry_options *o) {
   t->max = o->max_spans;
   t->interval_ms = o->interval_ms > 0 ? o->interval_ms : 1000;
   t->ring = xcalloc(t->max, sizeof *t->ring);
+  engine_set_trace_sample(e, t->sample);
   t->on = 1;
   return 0;
 }
@@ -81,7 +83,7 @@ static void *exporter(void *arg) {
     }
     int stopping = t->stop;
     if (!held)
-      held = take(t, batch);
+      held = t->held = take(t, batch);
     pthread_mutex_unlock(&t->mu);
     char err[512] = "";
     int rc = held ? span_export(t, batch, held, err, sizeof err) : 0;
@@ -90,7 +92,7 @@ static void *exporter(void *arg) {
       t->exported += held;
       for (size_t i = 0; i < held; i++)
         span_rec_clear(&batch[i]);
-      held = 0;
+      held = t->held = 0;
       wait_ms = t->interval_ms;
       if (failing)
         log_write(DURO_LOG_INFO, "telemetry", "spans reach %s again",
@@ -108,6 +110,7 @@ static void *exporter(void *arg) {
       break;
   }
   t->dropped += held;
+  t->held = 0;
   pthread_mutex_unlock(&t->mu);
   for (size_t i = 0; i < held; i++)
     span_rec_clear(&batch[i]);
@@ -166,7 +169,7 @@ static void metrics(duro_engine *e, void *state, FILE *out) {
           "# TYPE duro_telemetry_buffered_spans gauge\n"
           "duro_telemetry_buffered_spans %zu\n",
           (unsigned long long)t->exported, (unsigned long long)t->dropped,
-          (unsigned long long)t->errors, t->n);
+          (unsigned long long)t->errors, t->n + t->held);
   pthread_mutex_unlock(&t->mu);
 }
 

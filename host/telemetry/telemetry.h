@@ -1,15 +1,19 @@
 /* telemetry.h — traces of what the engine runs, exported over OTLP/HTTP
  * (its JSON encoding) to a collector: a span per instance (created to
- * ended) and one per step attempt and per completed sleep or wait, all of
- * one instance in one trace.
+ * ended) and one per step attempt, per completed sleep or wait and per
+ * event received, all of one instance in one trace (its creator's when it
+ * was created with a W3C traceparent: trace_ids.h); and a span per queue
+ * delivery settled and per cron tick fired, each a trace of its own
+ * linked to the instances it started.
  *
  * Spans are read from the journal's commits (the driver's committed
  * hook): a commit copies what it needs into a bounded buffer and returns;
  * the exporter's thread names them, samples them by trace and posts them
  * in batches.  A collector that is down costs the buffer's memory and a
  * count of dropped spans, never a step.  Ids are derived from the
- * instance (workflow, id, creation time), so the same instance has the
- * same trace on every host and after every restart. */
+ * instance (workflow, id, creation time) and the traceparent kept with it,
+ * so the same instance has the same trace on every host and after every
+ * restart. */
 #ifndef DURO_TELEMETRY_H
 #define DURO_TELEMETRY_H
 

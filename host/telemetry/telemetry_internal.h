@@ -16,7 +16,22 @@
 #include "journal.h"
 #include "telemetry.h"
 
-enum { SPAN_INSTANCE, SPAN_ATTEMPT, SPAN_STEP };
+/* An instance's spans (SPAN_EVENT: an event it was sent), and those of
+ * what starts instances, each a trace of its own linked to them: a queue
+ * delivery settled (SPAN_QUEUE), a cron tick fired (SPAN_TICK). */
+enum {
+  SPAN_INSTANCE,
+  SPAN_ATTEMPT,
+  SPAN_STEP,
+  SPAN_EVENT,
+  SPAN_QUEUE,
+  SPAN_TICK
+};
+
+/* A span another links to: its trace and span ids. */
+typedef struct span_link {
+  char trace[33], span[17];
+} span_link;
 
 /* One span as a commit saw it (strings owned; workflow and id NULL until
  * the exporter names the instance from its rowid). */
@@ -29,8 +44,18 @@ typedef struct span_rec {
   char *step_kind;    /* "do", "sleep", ... (SPAN_STEP) */
   uint32_t attempt;
   char *build;
-  char *status; /* the instance's end status (SPAN_INSTANCE) */
-  char *error;  /* {"name","message"} text, or NULL: it went well */
+  char *status;      /* the instance's end status (SPAN_INSTANCE) */
+  char *error;       /* {"name","message"} text, or NULL: it went well */
+  char *traceparent; /* the instance's creator's, or NULL (named with it) */
+  char *sender;      /* SPAN_EVENT: its sender's traceparent, or NULL */
+  /* SPAN_QUEUE and SPAN_TICK: their own ids, the queue or trigger, how
+   * many messages it settled (or the tick's time), and the instances it
+   * started */
+  span_link self;
+  char *subject;
+  int64_t count;
+  span_link *links;
+  size_t n_links;
   int64_t start_ms, end_ms;
 } span_rec;
 
@@ -47,6 +72,9 @@ typedef struct telemetry {
   pthread_cond_t wake;
   span_rec *ring; /* max of them, from head, n used */
   size_t head, n;
+  /* taken off the ring by the exporter and not yet posted: they count
+   * against max too, so a collector that is down costs max spans */
+  size_t held;
   int started, stop;
   pthread_t thread;
   /* counts for /metrics */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "trace_ids.h"
 #include "util.h"
 
 static const char *const parent_close_names[] = {
@@ -108,6 +109,8 @@ json_t *view_journal(const journal_rows *r, int64_t exported_ms) {
   json_object_set_new(
       o, "parent_close",
       json_string(pc < N_PARENT_CLOSE ? parent_close_names[pc] : "terminate"));
+  if (in->traceparent) /* absent from the documents of older builds */
+    json_object_set_new(o, "traceparent", json_string(in->traceparent));
   json_t *steps = json_array(), *events = json_array();
   for (size_t i = 0; i < r->n_steps; i++)
     json_array_append_new(steps, step_json(r, &r->steps[i]));
@@ -372,6 +375,9 @@ static void read_instance(reading *p, const json_t *doc, journal_rows *r) {
   if (named(p, doc, "", "parent_close", parent_close_parse,
             "terminate, abandon or rollback", &pc) == 0)
     in->parent_close = pc;
+  /* optional, and an invalid one ignored, as on create */
+  in->traceparent =
+      traceparent_norm(json_string_value(json_object_get(doc, "traceparent")));
 }
 
 int view_journal_parse(const json_t *doc, journal_rows *out,

@@ -8,6 +8,7 @@
  *  "wake_ms","paused_ms","deadline_ms","wait_type","control",
  *  "retention_ms","build","restarts","parent":{"workflow","id"}|null,
  *  "parent_close":"terminate|abandon|rollback",
+ *  "traceparent" (only when it was created with one),
  *  "steps":[{"key","name","count","seq","kind","status","result","error",
  *            "attempts","started_ms","ended_ms","wake_ms",
  *            "attempt_started_ms","build",

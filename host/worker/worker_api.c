@@ -41,8 +41,10 @@ void wk_callback_run(wk_act *a) {
   wk_attempt at = {.act = a,
                    .number = a->call.number,
                    .deadline_ms = a->call.deadline_ms,
-                   .key = a->call.key};
+                   .key = a->call.key,
+                   .traceparent = a->call.traceparent};
   a->call.key = NULL; /* the attempt's now */
+  a->call.traceparent = NULL;
   int rc = -1;
   if (clock_boot_ms() < a->call.begin_by && wk_call_claim(a)) {
     struct timespec t0, t1;
@@ -80,6 +82,7 @@ void wk_callback_run(wk_act *a) {
   wire_put_u32(&a->m, (uint32_t)at.final);
   wire_put_str(&a->m, at.message);
   free(at.key);
+  free(at.traceparent);
   free(at.result);
   free(at.message);
 }
@@ -331,6 +334,10 @@ static const char *api_attempt_idempotency_key(const duro_attempt *at) {
   return ((const wk_attempt *)at)->key;
 }
 
+static const char *api_attempt_traceparent(const duro_attempt *at) {
+  return ((const wk_attempt *)at)->traceparent;
+}
+
 static int64_t api_attempt_deadline_ms(const duro_attempt *at) {
   return ((const wk_attempt *)at)->deadline_ms;
 }
@@ -477,16 +484,30 @@ static int api_queue_send(duro_queue *q, const char *json, int64_t delay_ms) {
   return (int)ask(a, NULL);
 }
 
-static int api_queue_send_batch(duro_queue *q, const char *const *json,
-                                size_t n, int64_t delay_ms) {
-  wk_act *a = binding_call(q, WM_QUEUE_BATCH);
+/* A batch of sends: QUEUE_BATCH, or QUEUE_TRACED with traceparent. */
+static int send_batch(duro_queue *q, const char *const *json, size_t n,
+                      int64_t delay_ms, int traced, const char *traceparent) {
+  wk_act *a = binding_call(q, traced ? WM_QUEUE_TRACED : WM_QUEUE_BATCH);
   if (!a)
     return DURO_E_INVALID_ARGUMENT;
   wire_put_i64(&a->m, delay_ms);
   wire_put_u32(&a->m, (uint32_t)n);
   for (size_t i = 0; i < n; i++)
     wire_put_str(&a->m, json ? json[i] : NULL);
+  if (traced)
+    wire_put_str(&a->m, traceparent);
   return (int)ask(a, NULL);
+}
+
+static int api_queue_send_batch(duro_queue *q, const char *const *json,
+                                size_t n, int64_t delay_ms) {
+  return send_batch(q, json, n, delay_ms, 0, NULL);
+}
+
+static int api_queue_send_traced(duro_queue *q, const char *const *json,
+                                 size_t n, int64_t delay_ms,
+                                 const char *traceparent) {
+  return send_batch(q, json, n, delay_ms, 1, traceparent);
 }
 
 static int api_pipeline_send(duro_pipeline *p, const char *const *records,
@@ -622,6 +643,7 @@ static const char *api_json_vpack(const char *fmt, va_list ap) {
   X(attempt_vfail, api_attempt_vfail)                                          \
   X(attempt_idempotency_key, api_attempt_idempotency_key)                      \
   X(attempt_deadline_ms, api_attempt_deadline_ms)                              \
+  X(attempt_traceparent, api_attempt_traceparent)                              \
   X(strerror, duro_err_str)                                                    \
   X(err_name, duro_err_name)                                                   \
   X(batch_queue, api_batch_queue)                                              \

@@ -284,14 +284,23 @@ static void decode_queue_send(dec *d, worker_frame *f) {
   f->queue_send.delay_ms = i64(d, "delay_ms");
 }
 
-static void decode_queue_send_batch(dec *d, worker_frame *f) {
-  wf_queue_send_batch *m = &f->queue_send_batch;
+/* QUEUE_BATCH's fields, which QUEUE_TRACED's follow. */
+static void decode_batch(dec *d, wf_queue_send_batch *m) {
   m->binding = str_set(d, "binding");
   m->delay_ms = i64(d, "delay_ms");
   m->n = count(d, "n", sizeof(uint32_t)); /* a string is at least that */
   m->first = d->p;
   for (uint32_t i = 0; i < m->n && !d->bad; i++)
     str(d, "json");
+}
+
+static void decode_queue_send_batch(dec *d, worker_frame *f) {
+  decode_batch(d, &f->queue_send_batch);
+}
+
+static void decode_queue_send_traced(dec *d, worker_frame *f) {
+  decode_batch(d, &f->queue_send_traced);
+  f->queue_send_traced.traceparent = str(d, "traceparent");
 }
 
 static void decode_env_pipeline(dec *d, worker_frame *f) {
@@ -375,6 +384,7 @@ static void decode_call(dec *d, worker_frame *f) {
   m->number = u32(d, "number");
   m->deadline_ms = i64(d, "deadline_ms");
   m->key = str(d, "key");
+  m->traceparent = str(d, "traceparent");
   m->seq = u64(d, "seq");
   m->begin_by = i64(d, "begin_by");
   m->rollback = flag(d, "rollback");

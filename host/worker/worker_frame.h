@@ -148,6 +148,7 @@ typedef struct wf_queue_send {
 typedef struct wf_queue_send_batch {
   const char *binding; /* not NULL */
   int64_t delay_ms;
+  const char *traceparent; /* QUEUE_TRACED's; NULL: none */
   uint32_t n;
   const char *first; /* the first string's length field */
 } wf_queue_send_batch;
@@ -206,6 +207,7 @@ typedef struct wf_call {
   uint32_t number;
   int64_t deadline_ms;
   const char *key;
+  const char *traceparent;
   uint64_t seq;
   int64_t begin_by;
   uint32_t rollback;  /* 0 or 1: a rollback's callback */
@@ -268,7 +270,7 @@ typedef struct worker_frame {
     wf_workflow_create workflow_create;
     wf_workflow_send_event workflow_send_event;
     wf_queue_send queue_send;
-    wf_queue_send_batch queue_send_batch;
+    wf_queue_send_batch queue_send_batch, queue_send_traced;
     wf_pipeline_send pipeline_send;
     wf_vlog vlog;
     wf_ret ret;

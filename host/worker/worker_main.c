@@ -196,6 +196,8 @@ void wk_call_start(wk_act *a) {
   a->call.deadline_ms = c->deadline_ms;
   free(a->call.key);
   a->call.key = c->key ? xstrdup(c->key) : NULL;
+  free(a->call.traceparent);
+  a->call.traceparent = c->traceparent ? xstrdup(c->traceparent) : NULL;
   a->call.seq = c->seq;
   a->call.begin_by = c->begin_by;
   a->call.rollback = (int)c->rollback;
@@ -350,6 +352,7 @@ static void act_free(wk_act *a) {
   free(a->owned);
   free(a->load_error);
   free(a->call.key);
+  free(a->call.traceparent);
   free(a->call.output);
   wire_buf_free(&a->answer);
   pthread_cond_destroy(&a->cond);

@@ -74,6 +74,7 @@ typedef struct wk_act {
     int64_t deadline_ms;
     int64_t begin_by; /* clock_boot_ms: not begun past it (WM_CALL) */
     char *key;
+    char *traceparent;
     int rollback; /* a duro_rollback_fn, handed `output` */
     char *output;
   } call;
@@ -88,6 +89,7 @@ typedef struct wk_attempt {
   uint32_t number;
   int64_t deadline_ms;
   char *key;
+  char *traceparent; /* the attempt's span (WM_CALL) */
   char *result;
   int result_set, failed, final;
   char *message;

@@ -29,13 +29,14 @@
 
 /* The protocol's version, the last argument of `duro __worker`: a worker
  * of another build refuses to start rather than misread its frames. */
-#define WM_PROTOCOL "duro-worker-6"
+#define WM_PROTOCOL "duro-worker-7"
 
 enum worker_msg {
   /* engine to worker */
   WM_RUN = 1,   /* s plugin, s path, s hash, s class, s workflow, s id,
                    s params, i created_ms */
   WM_CALL,      /* q fn, q arg, u number, i deadline_ms, s idempotency key,
+                   s traceparent (the attempt's span, trace_ids.h),
                    q seq: the worker sets seq's BEGAN bit in the
                    channel's shared page as it begins the callback,
                    unless the engine set its REVOKED bit first
@@ -101,6 +102,7 @@ enum worker_msg {
                        come as CALLs under ids of their own */
   WM_ENV_PIPELINE,  /* s binding: rc 1 when bound */
   WM_PIPELINE_SEND, /* s binding, u n, n × s record */
+  WM_QUEUE_TRACED,  /* QUEUE_BATCH's fields, then s traceparent */
   WM_RETURN,        /* i rc, u result_set, s result, u failed, u final,
                        s message: the callback returned (result_set
                        WM_RESULT_TOO_LARGE: the result's length in
@@ -151,7 +153,8 @@ enum worker_msg {
   X(do_with_rollback, WM_DO_ROLLBACK, STEP)                                    \
   X(rollback, WM_ROLLBACK, STEP)                                               \
   X(env_pipeline, WM_ENV_PIPELINE, ENV)                                        \
-  X(pipeline_send, WM_PIPELINE_SEND, ENV)
+  X(pipeline_send, WM_PIPELINE_SEND, ENV)                                      \
+  X(queue_send_traced, WM_QUEUE_TRACED, ENV)
 
 /* The worker's own frames, no call of the plugin's: a callback's return,
  * run()'s or a handler's end, a limit passed (WM_CRASH, retired, is in

@@ -459,6 +459,7 @@ static int proxy_step(duro_attempt *at, void *arg) {
   wire_put_u32(&px->m, px->api->attempt_number(at));
   wire_put_i64(&px->m, px->api->attempt_deadline_ms(at));
   wire_put_str(&px->m, px->api->attempt_idempotency_key(at));
+  wire_put_str(&px->m, px->api->attempt_traceparent(at));
   wire_put_u64(&px->m, seq);
   wire_put_i64(&px->m, step_begin_by(px->step));
   wire_put_u32(&px->m, (uint32_t)cb->rollback);
@@ -854,20 +855,30 @@ static int serve_queue_send(proxy *px, duro_attempt *at, const worker_frame *f,
   return SERVE_ON;
 }
 
-static int serve_queue_send_batch(proxy *px, duro_attempt *at,
-                                  const worker_frame *f, int64_t *rc_out) {
-  (void)at, (void)rc_out;
+/* A batch of sends, with a trace context (QUEUE_TRACED) or none. */
+static int serve_batch(proxy *px, const wf_queue_send_batch *b) {
   const duro_api *api = px->api;
-  const wf_queue_send_batch *b = &f->queue_send_batch;
   duro_queue *q = api->env_queue(px->env, b->binding);
   const char **json = xcalloc(b->n ? b->n : 1, sizeof *json);
   worker_frame_batch_json(b, json);
   reply(px,
-        q ? api->queue_send_batch(q, json, b->n, b->delay_ms)
+        q ? api->queue_send_traced(q, json, b->n, b->delay_ms, b->traceparent)
           : DURO_E_NOT_FOUND,
         NULL);
   free(json);
   return SERVE_ON;
+}
+
+static int serve_queue_send_batch(proxy *px, duro_attempt *at,
+                                  const worker_frame *f, int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  return serve_batch(px, &f->queue_send_batch);
+}
+
+static int serve_queue_send_traced(proxy *px, duro_attempt *at,
+                                   const worker_frame *f, int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  return serve_batch(px, &f->queue_send_traced);
 }
 
 static int serve_env_pipeline(proxy *px, duro_attempt *at,

@@ -26,30 +26,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
 install() {
-  local missing=()
-  command -v node >/dev/null || missing+=(nodejs)
-  command -v npm >/dev/null || missing+=(npm)
-  if [ ${#missing[@]} -gt 0 ]; then
-    echo "installing: ${missing[*]}" >&2
-    local sudo=""
-    [ "$(id -u)" -ne 0 ] && sudo=sudo
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
-    # npm may come with nodejs or need its own package.
-    command -v npm >/dev/null ||
-      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq npm
-  fi
-  (
-    flock 9
-    # A copy whose lock file differs from ours (an older pin) is redone.
-    if [ ! -f "$here/node_modules/@20minutes/s3rver/lib/cli.js" ] ||
-      ! cmp -s "$here/package-lock.json" \
-        "$here/node_modules/.package-lock.json.installed"; then
-      (cd "$here" && npm ci --no-audit --no-fund --loglevel=error >&2)
-      cp "$here/package-lock.json" \
-        "$here/node_modules/.package-lock.json.installed"
-    fi
-  ) 9>"$here/.install.lock"
+  bash "$here/../npm_ci.sh" "$here" node_modules/@20minutes/s3rver/lib/cli.js
 }
 
 case ${1:-} in

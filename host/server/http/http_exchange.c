@@ -30,11 +30,17 @@ static http_exchange *exchange_new(http_server *s, const http_input *in) {
   x->rq.path = xstrndup(in->path, in->path_len);
   if (in->query)
     x->rq.query = xstrndup(in->query, in->query_len);
-  for (size_t i = 0; i < in->n_headers && !x->rq.content_type; i++)
-    if (in->headers[i].name_len == 12 &&
-        !strncasecmp(in->headers[i].name, "content-type", 12))
-      x->rq.content_type =
-          xstrndup(in->headers[i].value, in->headers[i].value_len);
+  for (size_t i = 0; i < in->n_headers; i++) {
+    const http_header *h = &in->headers[i];
+    if (!x->rq.content_type && h->name_len == 12 &&
+        !strncasecmp(h->name, "content-type", 12))
+      x->rq.content_type = xstrndup(h->value, h->value_len);
+    /* W3C Trace Context: a second traceparent makes it invalid */
+    else if (h->name_len == 11 && !strncasecmp(h->name, "traceparent", 11))
+      x->rq.traceparent = x->rq.traceparent
+                              ? (free(x->rq.traceparent), xstrdup(""))
+                              : xstrndup(h->value, h->value_len);
+  }
   return x;
 }
 
@@ -59,6 +65,7 @@ static void exchange_free(http_exchange *x) {
   free(rq->body);
   free(rq->last_event_id);
   free(rq->content_type);
+  free(rq->traceparent);
   free(rq->segments);
   for (size_t i = 0; i < rq->n_params; i++)
     free(rq->params[i]);

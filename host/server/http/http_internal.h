@@ -115,6 +115,7 @@ typedef struct http_request {
   char *segments;      /* the path, split in place by split_path */
   char *params[4];     /* query values handed out by query_param */
   char *last_event_id; /* the Last-Event-ID header, or NULL */
+  char *traceparent;   /* the traceparent header as sent, or NULL */
   size_t n_params;
 } http_request;
 

@@ -19,7 +19,7 @@
 static const char *read_message(json_t *o, duro_queue_send_req *m,
                                 char **text) {
   *text = NULL;
-  m->delay_ms = 0;
+  *m = (duro_queue_send_req){0};
   if (!json_is_object(o))
     return "a message must be a JSON object {\"body\", \"delay_seconds\"?}";
   const char *key;
@@ -63,8 +63,8 @@ static int queue_send(http_server *s, http_exchange *x, const char *q) {
   }
   char err[256] = "";
   int64_t id = 0;
-  int rc = duro_queue_enqueue(s->engine, q, m.body, m.delay_ms, &id, err,
-                              sizeof err);
+  m.traceparent = x->rq.traceparent;
+  int rc = duro_queue_enqueue_batch(s->engine, q, &m, 1, &id, err, sizeof err);
   free(text);
   if (rc)
     return queue_error(x, rc, err);
@@ -93,8 +93,10 @@ static int queue_send_batch(http_server *s, http_exchange *x, const char *q) {
   char *texts[DURO_QUEUE_MAX_BATCH];
   const char *bad = NULL;
   size_t got = 0;
-  for (; got < n && !bad; got++)
+  for (; got < n && !bad; got++) {
     bad = read_message(json_array_get(list, got), &reqs[got], &texts[got]);
+    reqs[got].traceparent = x->rq.traceparent;
+  }
   json_decref(body);
   char err[256] = "";
   int64_t ids[DURO_QUEUE_MAX_BATCH];

@@ -199,7 +199,8 @@ static int create_one(http_server *s, http_exchange *x, const char *wf) {
   duro_create_req req = {.id = f.id,
                          .params = f.params,
                          .retention_ms = f.retention_ms,
-                         .timeout_ms = f.timeout_ms};
+                         .timeout_ms = f.timeout_ms,
+                         .traceparent = x->rq.traceparent};
   create_deferred(s, x, wf, &req, 1, 0);
   free(f.params);
   json_decref(body);
@@ -236,7 +237,8 @@ static int create_batch(http_server *s, http_exchange *x, const char *wf) {
     reqs[parsed] = (duro_create_req){.id = f[parsed].id,
                                      .params = f[parsed].params,
                                      .retention_ms = f[parsed].retention_ms,
-                                     .timeout_ms = f[parsed].timeout_ms};
+                                     .timeout_ms = f[parsed].timeout_ms,
+                                     .traceparent = x->rq.traceparent};
   }
   if (bad) {
     for (size_t i = 0; i < parsed; i++)
@@ -499,7 +501,7 @@ static int send_event(http_server *s, http_exchange *x, const char *wf,
   } else {
     x->owners++; /* before the commit can complete */
     rc = duro_instance_send_event_async(s->engine, wf, id, type, text,
-                                        on_event_stored, a);
+                                        x->rq.traceparent, on_event_stored, a);
     if (rc == 0) {
       free(text);
       return 0; /* a is on_event_stored's now */
