@@ -810,7 +810,34 @@ static const bad_case bad[] = {
      "    binding: EVENTS\n"
      "    sink: {files: {path: out}}\n"
      "    format: parquet\n",
-     "t.yaml:5:13: \"format\" must be \"jsonl\""},
+     "t.yaml:5:13: \"format\" must be \"jsonl\" or \"csv\""},
+    /* csv names its columns, each a key or a JSON pointer; jsonl none */
+    {"pipelines:\n"
+     "  - name: events\n"
+     "    binding: EVENTS\n"
+     "    sink: {files: {path: out}}\n"
+     "    format: csv\n",
+     "t.yaml:5:13: pipeline \"events\": \"format: csv\" needs \"columns\""},
+    {"pipelines:\n"
+     "  - name: events\n"
+     "    binding: EVENTS\n"
+     "    sink: {files: {path: out}}\n"
+     "    columns: [a]\n",
+     "t.yaml:5:14: pipeline \"events\": \"columns\" is for \"format: csv\""},
+    {"pipelines:\n"
+     "  - name: events\n"
+     "    binding: EVENTS\n"
+     "    sink: {files: {path: out}}\n"
+     "    format: csv\n"
+     "    columns: [a, \"/x~2\"]\n",
+     "t.yaml:6:18: \"columns\" entry \"/x~2\" is not a JSON pointer"},
+    {"pipelines:\n"
+     "  - name: events\n"
+     "    binding: EVENTS\n"
+     "    sink: {files: {path: out}}\n"
+     "    format: csv\n"
+     "    columns: {a: 1}\n",
+     "t.yaml:6:14: \"columns\" must be a list"},
     {"pipelines:\n"
      "  - name: events\n"
      "    binding: EVENTS\n"
@@ -1902,10 +1929,22 @@ START_TEST(test_pipeline_defaults) {
       "    compression: none\n"
       "    roll: {size: 64KiB, interval: 2s}\n"
       "    max_backlog: 2MiB\n"
-      "    max_retry_delay: 5s\n";
+      "    max_retry_delay: 5s\n"
+      "  - name: c\n"
+      "    binding: C\n"
+      "    sink: {files: {path: out}}\n"
+      "    format: csv\n"
+      "    columns: [page, /user/id]\n";
   config *cfg = config_parse("t.yaml", text, strlen(text), err, sizeof err);
   ck_assert_msg(cfg != NULL, "%s", err);
-  ck_assert_uint_eq(cfg->n_pipelines, 2);
+  ck_assert_uint_eq(cfg->n_pipelines, 3);
+  const config_pipeline *c = &cfg->pipelines[2];
+  ck_assert_int_eq(c->format, CONFIG_FORMAT_CSV);
+  ck_assert_uint_eq(c->n_columns, 2);
+  ck_assert_str_eq(c->columns[0], "page");
+  ck_assert_str_eq(c->columns[1], "/user/id");
+  ck_assert_int_eq(cfg->pipelines[0].format, CONFIG_FORMAT_JSONL);
+  ck_assert_uint_eq(cfg->pipelines[0].n_columns, 0);
   const config_pipeline *a = &cfg->pipelines[0], *b = &cfg->pipelines[1];
   ck_assert_str_eq(a->path, "out");
   ck_assert_str_eq(a->partition, "{yyyy}/{mm}/{dd}/{hh}");

@@ -11,6 +11,9 @@
  *    GET /pipelines counts them; once the roll
  *    interval (1 s) passed, the files read back with gzip -dc hold every
  *    record once, in the order sent, as compact JSON;
+ *  - csv: `format: csv` refuses a record that is no object (400, its
+ *    place named, nothing stored), GET shows the format and columns, and
+ *    its .csv.gz file holds the header and a row a record;
  *  - backlog: past max_backlog a send is answered 503 with Retry-After
  *    and stores nothing;
  *  - cli: `duro pipelines send` (an array, one value, NDJSON and JSON on
@@ -221,6 +224,39 @@ START_TEST(http_send_and_files) {
   ck_assert(json_is_integer(jget(s, "last_flush_ms")));
   ck_assert(json_is_null(jget(s, "last_error")));
   json_decref(s);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
+/* format: csv from the config to the file, over HTTP. */
+START_TEST(http_csv) {
+  start_host("csv", "    format: csv\n"
+                    "    columns: [n, /u/id]\n"
+                    "    roll: { interval: 1s }\n");
+  assert_refused(NULL, "[{\"n\": 1}, 2]", 0, 400, "pipeline.record_not_object",
+                 "record 1 is not a JSON object");
+  assert_refused("application/x-ndjson", "{\"n\": 1}\n\n[2]\n", 0, 400,
+                 "pipeline.record_not_object", "line 3 is not a JSON object");
+  assert_accepted(NULL, "[{\"n\": 1, \"u\": {\"id\": \"a,b\"}}, {\"n\": 2}]",
+                  2);
+  json_t *s = stats();
+  ck_assert_int_eq(pipeline_stat(s, "accepted"), 2);
+  ck_assert_str_eq(jstr(s, "sink.format"), "csv");
+  json_t *cols = jget(s, "sink.columns");
+  ck_assert_uint_eq(json_array_size(cols), 2);
+  ck_assert_str_eq(json_string_value(json_array_get(cols, 1)), "/u/id");
+  json_decref(s);
+  wait_written(2);
+  char cmd[800], text[256] = "";
+  snprintf(cmd, sizeof cmd,
+           "gzip -dc \"$(find '%s/out' -type f -name 'events-*.csv.gz')\"",
+           proc_tmp_dir);
+  FILE *p = popen(cmd, "r");
+  ck_assert(p != NULL);
+  size_t n = fread(text, 1, sizeof text - 1, p);
+  text[n] = '\0';
+  ck_assert_int_eq(pclose(p), 0);
+  ck_assert_str_eq(text, "n,/u/id\r\n1,\"a,b\"\r\n2,\r\n");
   host_stop(&H, proc_now_ms() + 10000, 0);
 }
 END_TEST
@@ -444,6 +480,7 @@ int main(void) {
    * SIGKILL adds nothing to the supervisor's back-off), and the rest */
   tcase_set_timeout(tc, 240 + 3 * kills_wanted());
   tcase_add_test(tc, http_send_and_files);
+  tcase_add_test(tc, http_csv);
   tcase_add_test(tc, plugin_sends_with_its_steps);
   tcase_add_test(tc, backlog_full_answers_503);
   tcase_add_test(tc, cli_send_list_describe);

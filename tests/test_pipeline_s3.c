@@ -9,6 +9,8 @@
  *  - objects: records sent over HTTP land in objects whose keys are the
  *    prefix, the partition and the batch's name, each record once, in
  *    the order sent; GET /pipelines shows the sink (never its keys);
+ *  - csv: a `format: csv` pipeline's object has a .csv.gz key and holds
+ *    its header and a row a record;
  *  - endpoint down: the server is stopped for 3 s ($DURO_S3_OUTAGE_S;
  *    `make chaos-s3` asks 30) while records are sent and uploads are
  *    due: sends are still answered 202 (past max_backlog 503 with
@@ -342,6 +344,34 @@ START_TEST(objects_hold_every_record) {
 }
 END_TEST
 
+START_TEST(csv_objects) {
+  server_start(0);
+  start_host("csv",
+             "    format: csv\n"
+             "    columns: [i, s]\n"
+             "    roll: { interval: 1s }\n",
+             "{yyyy}");
+  ck_assert_int_eq(send_range(0, 3, 0), 202);
+  wait_uploaded(3);
+  static pipeline_batch v[8];
+  ck_assert_uint_eq(list_objects("events/", v, 8), 1);
+  ck_assert_msg(strstr(v[0].name, "/events-000000000001-000000000003.csv.gz"),
+                "key %s", v[0].name);
+  char rest[sizeof v[0].name + 1];
+  snprintf(rest, sizeof rest, "/%s", v[0].name); /* [a-z0-9./-]: as it is */
+  buf gz;
+  s3_get(rest, &gz);
+  char *text = gunzip(&gz);
+  ck_assert_str_eq(text, "i,s\r\n0,0\r\n1,0\r\n2,0\r\n");
+  free(text);
+  free(gz.data);
+  json_t *s = stats();
+  ck_assert_str_eq(jstr(s, "sink.format"), "csv");
+  json_decref(s);
+  host_stop(&H, proc_now_ms() + 20000, 0);
+}
+END_TEST
+
 /* The value of series `name`{pipeline="events"} in GET /metrics. */
 static long long metric(const char *name) {
   http_resp r;
@@ -568,6 +598,7 @@ int main(void) {
   tcase_add_checked_fixture(tc, setup_env, teardown_server);
   tcase_set_timeout(tc, 300 + outage_s());
   tcase_add_test(tc, objects_hold_every_record);
+  tcase_add_test(tc, csv_objects);
   tcase_add_test(tc, endpoint_down_then_back);
   tcase_add_test(tc, acked_records_survive_kill9);
   tcase_add_test(tc, stop_gives_up_a_stalled_upload);

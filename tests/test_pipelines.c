@@ -6,7 +6,9 @@
  * into the same file with the same bytes, never a second one.  A send is
  * one op whose records get consecutive seqs; one whose lines do not
  * match its count stores nothing.  A write that fails is tried again
- * after 1 s, doubling up to max_retry_delay. */
+ * after 1 s, doubling up to max_retry_delay.  A csv pipeline's files,
+ * read back by Python's csv module, hold a header and a row a record;
+ * a send to it holding a record that is no object stores nothing. */
 #include <check.h>
 #include <dirent.h>
 #include <inttypes.h>
@@ -26,7 +28,11 @@
 
 static harness h;
 static char sink[400];
-static duro_pipeline_options opt, zopt;
+static duro_pipeline_options opt, zopt, copt;
+/* The csv pipeline "rows": keys, pointers (one escaping a '/'), one into
+ * an array. */
+static const char *const columns[] = {
+    "name", "/user/id", "/user/tags", "note", "/a~1b", "flag", "n", "/list/1"};
 
 static void setup(void) {
   harness_open(&h);
@@ -42,6 +48,12 @@ static void setup(void) {
   zopt.compression = DURO_PIPELINE_ZSTD;
   zopt.max_retry_delay_ms = 5000; /* events keeps the default, a minute */
   harness_register_pipeline(&h, "zevents", &zopt);
+  copt = opt;
+  copt.format = DURO_PIPELINE_CSV;
+  copt.columns = columns;
+  copt.n_columns = sizeof columns / sizeof *columns;
+  harness_register_pipeline(&h, "rows", &copt);
+  ck_assert_int_eq(duro_pipeline_bind(h.e, "ROWS", "rows"), 0);
   ck_assert_int_eq(duro_pipeline_bind(h.e, "EVENTS", "events"), 0);
   ck_assert_int_eq(duro_pipeline_bind(h.e, "EVENTS", "events"),
                    DURO_E_ALREADY_EXISTS);
@@ -143,12 +155,13 @@ START_TEST(test_size_then_interval) {
 }
 END_TEST
 
-/* Commits a plan for records first..last as the flusher would, then
- * stops the engine: the crash between (a) and (b). */
-static void plan_and_crash(int64_t first, int64_t last, int write_file) {
+/* Commits a plan for records first..last of `name` (options o) as the
+ * flusher would, then stops the engine: the crash between (a) and (b). */
+static void plan_and_crash_of(const char *name, const duro_pipeline_options *o,
+                              int64_t first, int64_t last, int write_file) {
   journal_batch b = {0};
   journal_op *op = journal_batch_add(&b, JOP_PIPELINE_PLAN);
-  op->queue = "events";
+  op->queue = name;
   op->from_seq = first;
   op->event_seq = last;
   op->ts_ms = engine_now(h.e);
@@ -158,12 +171,16 @@ static void plan_and_crash(int64_t first, int64_t last, int write_file) {
   ck_assert_int_eq(b.ops[0].out_rowid, 1);
   journal_batch_free(&b);
   if (write_file) { /* (b) done, renamed; "done" never committed */
-    pipeline p = {.name = "events", .o = opt};
+    pipeline p = {.name = (char *)name, .o = *o};
     char err[512];
     ck_assert_int_eq(pipeline_write_batch(engine_journal(h.e), &p, first, last,
                                           engine_now(h.e), err, sizeof err),
                      0);
   }
+}
+
+static void plan_and_crash(int64_t first, int64_t last, int write_file) {
+  plan_and_crash_of("events", &opt, first, last, write_file);
 }
 
 static char *slurp(const char *rel, size_t *len) {
@@ -193,9 +210,9 @@ START_TEST(test_plan_redone_after_crash) {
 }
 END_TEST
 
-START_TEST(test_renamed_file_rewritten_same_bytes) {
-  send_range(0, 10);
-  plan_and_crash(1, 10, 1);
+/* The one file of the sink (its name into file), left by a crash after
+ * its rename, is written again after a restart with the same bytes. */
+static void assert_rewritten_same_bytes(char file[256]) {
   char files[8][256];
   ck_assert_uint_eq(list_files(files, 8), 1);
   size_t n1, n2;
@@ -208,6 +225,14 @@ START_TEST(test_renamed_file_rewritten_same_bytes) {
   ck_assert(memcmp(before, after, n1) == 0);
   free(before);
   free(after);
+  memcpy(file, files[0], 256);
+}
+
+START_TEST(test_renamed_file_rewritten_same_bytes) {
+  send_range(0, 10);
+  plan_and_crash(1, 10, 1);
+  char file[256];
+  assert_rewritten_same_bytes(file);
   ck_assert_int_eq(read_back(), 10);
   journal_pipeline st = state();
   ck_assert_int_eq(st.files, 1);
@@ -529,6 +554,155 @@ START_TEST(test_failed_write_backs_off) {
 }
 END_TEST
 
+/* ---- format: csv ---- */
+
+/* Records of every kind of value: commas, quotes, CR and LF, nested
+ * values, missing keys and pointers that lead nowhere. */
+static const char *const csv_records[] = {
+    "{\"name\":\"plain\",\"user\":{\"id\":7,\"tags\":[\"x\",\"y\"]},"
+    "\"note\":\"a,b\",\"a/b\":1,\"flag\":true,\"n\":1.5,\"list\":[0,{\"k\":"
+    "\"v\"}]}",
+    "{\"name\":\"say \\\"hi\\\"\",\"user\":{\"id\":\"u-8\"},"
+    "\"note\":\"line1\\nline2\\r\\nend\",\"flag\":false,\"n\":null}",
+    "{\"name\":\"\",\"other\":1}",
+    "{\"user\":\"not an object\",\"list\":[1],\"n\":-20}",
+};
+
+/* What Python's csv module reads from the file `rel`, gunzip'ed, as one
+ * JSON text: a list of rows, each a list of strings. */
+static char *csv_read_back(const char *rel) {
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd,
+           "gzip -dc '%s/%s' | python3 -c 'import csv, io, json, sys; "
+           "r = csv.reader(io.TextIOWrapper(sys.stdin.buffer, "
+           "encoding=\"utf-8\", newline=\"\"), strict=True); "
+           "print(json.dumps(list(r), separators=(\",\", \":\")))'",
+           sink, rel);
+  FILE *f = popen(cmd, "r");
+  ck_assert_ptr_nonnull(f);
+  static char out[4096];
+  size_t n = fread(out, 1, sizeof out - 1, f);
+  out[n] = '\0';
+  ck_assert_int_eq(pclose(f), 0);
+  out[strcspn(out, "\n")] = '\0';
+  return out;
+}
+
+static const char csv_expected[] =
+    "[[\"name\",\"/user/id\",\"/user/tags\",\"note\",\"/a~1b\",\"flag\","
+    "\"n\",\"/list/1\"],"
+    "[\"plain\",\"7\",\"[\\\"x\\\",\\\"y\\\"]\",\"a,b\",\"1\",\"true\","
+    "\"1.5\",\"{\\\"k\\\":\\\"v\\\"}\"],"
+    "[\"say \\\"hi\\\"\",\"u-8\",\"\",\"line1\\nline2\\r\\nend\",\"\","
+    "\"false\",\"\",\"\"],"
+    "[\"\",\"\",\"\",\"\",\"\",\"\",\"\",\"\"],"
+    "[\"\",\"\",\"\",\"\",\"\",\"\",\"-20\",\"\"]]";
+
+/* The file as Python reads it, and its bytes as written: CRLF lines,
+ * quoted fields, an empty string "" beside null's nothing. */
+START_TEST(test_csv_files) {
+  ck_assert_int_eq(duro_pipeline_append(h.e, "rows", csv_records, 4, NULL), 0);
+  harness_advance(&h, 10000);
+  char files[8][256];
+  ck_assert_uint_eq(list_files(files, 8), 1);
+  ck_assert_str_eq(files[0],
+                   "2026/01/01/00/rows-000000000001-000000000004.csv.gz");
+  ck_assert_str_eq(csv_read_back(files[0]), csv_expected);
+  char cmd[800], raw[1024];
+  snprintf(cmd, sizeof cmd, "gzip -dc '%s/%s'", sink, files[0]);
+  FILE *f = popen(cmd, "r");
+  ck_assert_ptr_nonnull(f);
+  size_t n = fread(raw, 1, sizeof raw - 1, f);
+  raw[n] = '\0';
+  ck_assert_int_eq(pclose(f), 0);
+  ck_assert_str_eq(raw, "name,/user/id,/user/tags,note,/a~1b,flag,n,/list/1\r\n"
+                        "plain,7,\"[\"\"x\"\",\"\"y\"\"]\",\"a,b\",1,true,1.5,"
+                        "\"{\"\"k\"\":\"\"v\"\"}\"\r\n"
+                        "\"say \"\"hi\"\"\",u-8,,\"line1\nline2\r\nend\",,"
+                        "false,,\r\n"
+                        "\"\",,,,,,,\r\n"
+                        ",,,,,,-20,\r\n");
+}
+END_TEST
+
+/* A csv batch written again after a crash (its file renamed, "done" never
+ * committed) is the same bytes, and its only file. */
+START_TEST(test_csv_rewritten_same_bytes) {
+  ck_assert_int_eq(duro_pipeline_append(h.e, "rows", csv_records, 2, NULL), 0);
+  ck_assert_int_eq(duro_pipeline_append(h.e, "rows", csv_records + 2, 2, NULL),
+                   0);
+  plan_and_crash_of("rows", &copt, 1, 4, 1);
+  char file[256];
+  assert_rewritten_same_bytes(file);
+  ck_assert_str_eq(csv_read_back(file), csv_expected);
+}
+END_TEST
+
+static int rc_csv_step;
+
+static int send_non_object(duro_attempt *a, void *arg) {
+  const char *mixed[] = {"{\"name\":\"ok\"}", "[1, 2]"};
+  rc_csv_step = duro_pipeline_send(arg, mixed, 2);
+  return duro_attempt_result(a, "1");
+}
+
+static duro_rc csv_sender(duro_step *step, const duro_event *ev,
+                          duro_env *env) {
+  (void)ev;
+  duro_pipeline *p = duro_env_pipeline(env, "ROWS");
+  DURO_TRY(duro_do(step, "send", NULL, send_non_object, p, NULL));
+  return duro_set_output(step, "1");
+}
+
+static int64_t accepted_of(const char *name) {
+  journal_pipeline st;
+  ck_assert_int_eq(journal_pipeline_get(engine_journal(h.e), name, &st), 0);
+  return st.accepted;
+}
+
+/* A send holding a record that is no object stores none of its records,
+ * over the engine's API and from a step; a jsonl pipeline takes any. */
+START_TEST(test_csv_refuses_non_objects) {
+  const char *mixed[] = {"{\"a\":1}", "[1]"}, *scalar[] = {"3"};
+  ck_assert_int_eq(duro_pipeline_append(h.e, "rows", mixed, 2, NULL),
+                   DURO_E_INVALID_MESSAGE);
+  ck_assert_int_eq(duro_pipeline_append(h.e, "rows", scalar, 1, NULL),
+                   DURO_E_INVALID_MESSAGE);
+  ck_assert_int_eq(accepted_of("rows"), 0);
+  ck_assert_int_eq(duro_pipeline_append(h.e, "events", mixed, 2, NULL), 0);
+  ck_assert(duro_pipeline_objects_only(h.e, "rows"));
+  ck_assert(!duro_pipeline_objects_only(h.e, "events"));
+  ck_assert(!duro_pipeline_objects_only(h.e, "nope"));
+  harness_register(&h, "csv_sender", csv_sender);
+  ck_assert_int_eq(
+      duro_instance_create(h.e, "csv_sender", "c1", NULL, -1, NULL), 0);
+  harness_run(&h);
+  ck_assert_str_eq(harness_status(&h, "csv_sender", "c1"), "complete");
+  ck_assert_int_eq(rc_csv_step, DURO_E_INVALID_MESSAGE);
+  ck_assert_int_eq(accepted_of("rows"), 0);
+}
+END_TEST
+
+/* Registration: csv needs columns, each a key or a JSON pointer; jsonl
+ * takes none. */
+START_TEST(test_csv_register_refusals) {
+  duro_pipeline_options o = opt;
+  o.format = DURO_PIPELINE_CSV;
+  ck_assert_int_eq(duro_pipeline_register(h.e, "c1", &o),
+                   DURO_E_INVALID_ARGUMENT);
+  static const char *const bad[] = {"ok", "/a~2"};
+  o.columns = bad;
+  o.n_columns = 2;
+  ck_assert_int_eq(duro_pipeline_register(h.e, "c2", &o),
+                   DURO_E_INVALID_ARGUMENT);
+  o.format = DURO_PIPELINE_JSONL;
+  o.n_columns = 1;
+  ck_assert_int_eq(duro_pipeline_register(h.e, "c3", &o),
+                   DURO_E_INVALID_ARGUMENT);
+  ck_assert(!duro_pipeline_exists(h.e, "c1"));
+}
+END_TEST
+
 static Suite *pipelines_suite(void) {
   Suite *s = suite_create("pipelines");
   TCase *tc = tcase_create("flush");
@@ -542,6 +716,10 @@ static Suite *pipelines_suite(void) {
   tcase_add_test(tc, test_plugin_sends_with_the_step);
   tcase_add_test(tc, test_zstd_files);
   tcase_add_test(tc, test_failed_write_backs_off);
+  tcase_add_test(tc, test_csv_files);
+  tcase_add_test(tc, test_csv_rewritten_same_bytes);
+  tcase_add_test(tc, test_csv_refuses_non_objects);
+  tcase_add_test(tc, test_csv_register_refusals);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -119,15 +119,15 @@ typedef struct config_cron {
 } config_cron;
 
 /* A pipeline (pipelines[]): records sent to it (POST /pipelines/{name})
- * are kept in the journal and written in batches of JSON lines, each batch
- * once: as files under sink.files.path, one directory per partition, or
+ * are kept in the journal and written in batches of JSON lines or CSV, each
+ * batch once: as files under sink.files.path, one directory per partition, or
  * as objects of a bucket (sink.s3), one key prefix per partition. */
 enum {
   CONFIG_COMPRESSION_GZIP = 0,
   CONFIG_COMPRESSION_NONE = 1,
   CONFIG_COMPRESSION_ZSTD = 2
 };
-enum { CONFIG_FORMAT_JSONL = 0 };
+enum { CONFIG_FORMAT_JSONL = 0, CONFIG_FORMAT_CSV = 1 };
 typedef struct config_pipeline {
   char *name;    /* required, unique; the rule of queue names */
   char *binding; /* required, unique among bindings (plugins reach it by
@@ -151,7 +151,11 @@ typedef struct config_pipeline {
     char *access_key_env; /* required: the variables' names */
     char *secret_key_env;
   } s3;
-  int format;                 /* CONFIG_FORMAT_JSONL (the only one) */
+  int format; /* CONFIG_FORMAT_* (default jsonl) */
+  /* csv's columns (required there, refused for jsonl): each a top-level
+   * key, or a JSON pointer (RFC 6901) when it starts with '/' */
+  char **columns;
+  size_t n_columns;
   int compression;            /* CONFIG_COMPRESSION_* (default gzip) */
   int64_t roll_size;          /* bytes of records in one file, default 100 MB */
   int64_t roll_interval_ms;   /* a file's oldest record waits at most this

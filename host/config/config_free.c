@@ -49,6 +49,9 @@ void config_free(config *cfg) {
     free(cfg->pipelines[i].binding);
     free(cfg->pipelines[i].path);
     free(cfg->pipelines[i].partition);
+    for (size_t k = 0; k < cfg->pipelines[i].n_columns; k++)
+      free(cfg->pipelines[i].columns[k]);
+    free(cfg->pipelines[i].columns);
     free(cfg->pipelines[i].s3.endpoint);
     free(cfg->pipelines[i].s3.bucket);
     free(cfg->pipelines[i].s3.prefix);

@@ -58,6 +58,7 @@ static const nest nests[] = {
     {&config_cron_schema, "params", NULL, false, CONFIG_IN_CRON},
     {&config_root_schema, "pipelines", &config_pipeline_schema, true,
      CONFIG_IN_PIPELINE},
+    {&config_pipeline_schema, "columns", NULL, true, CONFIG_IN_PIPELINE},
     {&config_pipeline_schema, "sink", &config_sink_schema, false,
      CONFIG_IN_PIPELINE},
     {&config_sink_schema, "files", &config_files_sink_schema, false,

@@ -1,6 +1,7 @@
 /* config_pipelines.c — the top-level pipelines list: each pipeline's
  * name and binding, its sink (a directory of files, or a bucket of object
- * storage), the format and compression of its batches, when a batch is
+ * storage), the format (JSON lines, or CSV of the columns it names) and
+ * compression of its batches, when a batch is
  * rolled, how much may wait unwritten, and how long a failed write waits
  * at most before it is tried again. */
 #include <stdbool.h>
@@ -11,6 +12,7 @@
 #include "config_internal.h"
 #include "duro.h"
 #include "ids.h"
+#include "json_pointer.h"
 #include "schema.h"
 #include "util.h"
 
@@ -21,13 +23,14 @@ enum {
   PL_BINDING,
   PL_SINK,
   PL_FORMAT,
+  PL_COLUMNS,
   PL_COMPRESSION,
   PL_ROLL,
   PL_MAX_BACKLOG,
   PL_MAX_RETRY_DELAY
 };
-static const schema_choice format_choices[] = {{"jsonl", CONFIG_FORMAT_JSONL},
-                                               {NULL, 0}};
+static const schema_choice format_choices[] = {
+    {"jsonl", CONFIG_FORMAT_JSONL}, {"csv", CONFIG_FORMAT_CSV}, {NULL, 0}};
 static const schema_choice compression_choices[] = {
     {"gzip", CONFIG_COMPRESSION_GZIP},
     {"zstd", CONFIG_COMPRESSION_ZSTD},
@@ -41,6 +44,7 @@ static const schema_field pipeline_fields[] = {
     [PL_SINK] = {"sink", K_NESTED, 0, true, 0, 0, NULL},
     [PL_FORMAT] = {"format", K_ENUM, offsetof(config_pipeline, format), false,
                    0, 0, format_choices},
+    [PL_COLUMNS] = {"columns", K_NESTED, 0, false, 0, 0, NULL},
     [PL_COMPRESSION] = {"compression", K_ENUM,
                         offsetof(config_pipeline, compression), false, 0, 0,
                         compression_choices},
@@ -302,6 +306,46 @@ static int parse_sink(config_parser *p, yaml_node_t *node, config_pipeline *pl,
   return rc;
 }
 
+/* columns: a list of keys or JSON pointers, for csv and only for it.
+ * `bad`: the fields schema_mapping refused (a refused format is not
+ * reported again here). */
+static int parse_columns(config_parser *p, yaml_node_t **v, unsigned bad,
+                         config_pipeline *pl) {
+  size_t n;
+  int rc = schema_list(&p->w, v[PL_COLUMNS], "columns", &n);
+  if (n > 0)
+    pl->columns = xcalloc(n, sizeof *pl->columns);
+  pl->n_columns = n; /* a refused entry stays NULL */
+  schema_shown b;
+  for (size_t i = 0; i < n; i++) {
+    yaml_node_t *item = schema_item(&p->w, v[PL_COLUMNS], i);
+    char **c = &pl->columns[i];
+    if (schema_take_string(&p->w, item, "columns", c) < 0)
+      rc = DURO_E_CONFIG;
+    else if (**c == '/' && !duro_json_pointer_valid(*c))
+      rc = schema_fail(&p->w, item,
+                       "\"columns\" entry \"%s\" is not a JSON pointer "
+                       "(RFC 6901: \"/a/b\", with ~0 for '~' and ~1 for "
+                       "'/'); a column is a top-level key or a pointer",
+                       schema_show(&b, *c));
+  }
+  if (bad & (1u << PL_FORMAT) || rc < 0)
+    return rc;
+  const char *name = pl->name ? schema_show(&b, pl->name) : "?";
+  if (pl->format == CONFIG_FORMAT_CSV && n == 0)
+    return schema_fail(&p->w, v[PL_FORMAT],
+                       "pipeline \"%s\": \"format: csv\" needs \"columns\", "
+                       "the list of each record's keys (or JSON pointers such "
+                       "as \"/user/id\") to write",
+                       name);
+  if (pl->format != CONFIG_FORMAT_CSV && v[PL_COLUMNS] && n > 0)
+    return schema_fail(&p->w, v[PL_COLUMNS],
+                       "pipeline \"%s\": \"columns\" is for \"format: csv\"; "
+                       "a jsonl pipeline writes each record whole",
+                       name);
+  return 0;
+}
+
 static int parse_pipeline(config_parser *p, yaml_node_t *node,
                           config_pipeline *pl) {
   yaml_node_t *v[SCHEMA_MAX_FIELDS], *rv[SCHEMA_MAX_FIELDS];
@@ -322,6 +366,8 @@ static int parse_pipeline(config_parser *p, yaml_node_t *node,
     rc = DURO_E_CONFIG;
   if (!(bad & (1u << PL_SINK)) && v[PL_SINK] &&
       parse_sink(p, v[PL_SINK], pl, node) < 0)
+    rc = DURO_E_CONFIG;
+  if (parse_columns(p, v, bad, pl) < 0)
     rc = DURO_E_CONFIG;
   int roll = schema_section(&p->w, v[PL_ROLL], "roll");
   if (roll < 0 ||

@@ -941,7 +941,8 @@ function pipelineCard(p) {
       kv('Files', p.files),
       kv('Last flush', p.last_flush_ms !== null ? fmtTime(p.last_flush_ms) : 'never'),
       kv('Last error', p.last_error ? h('span', {class: 'error'}, p.last_error) : '—')),
-    h('p', {class: 'muted'}, h('code', null, p.sink.path), ` · ${p.sink.partition} · ${p.sink.compression}`,
+    h('p', {class: 'muted'}, h('code', null, p.sink.path), ` · ${p.sink.partition} · ${p.sink.format}`,
+      p.sink.columns ? ` (${p.sink.columns.join(', ')})` : '', ` · ${p.sink.compression}`,
       p.writing ? ` · writing records ${p.writing.first}–${p.writing.last}` : ''));
 }
 

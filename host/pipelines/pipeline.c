@@ -8,6 +8,7 @@
 #include "core.h"
 #include "duro.h"
 #include "journal.h"
+#include "json_pointer.h"
 #include "pipeline_internal.h"
 #include "util.h"
 
@@ -36,6 +37,25 @@ void pipeline_set_error(pipeline *p, const char *msg) {
   pthread_mutex_unlock(&p->mu);
 }
 
+/* A csv pipeline's columns: at least one, each a key or (from '/') a
+ * JSON pointer; a jsonl pipeline has none. */
+static int columns_valid(const duro_pipeline_options *o) {
+  if (o->format != DURO_PIPELINE_CSV)
+    return o->format == DURO_PIPELINE_JSONL && o->n_columns == 0;
+  if (o->n_columns == 0 || !o->columns)
+    return 0;
+  for (size_t i = 0; i < o->n_columns; i++)
+    if (!o->columns[i] || !o->columns[i][0] ||
+        (o->columns[i][0] == '/' && !duro_json_pointer_valid(o->columns[i])))
+      return 0;
+  return 1;
+}
+
+int duro_pipeline_objects_only(duro_engine *e, const char *name) {
+  pipeline *p = pipeline_find(e, name);
+  return p && p->o.format == DURO_PIPELINE_CSV;
+}
+
 /* Its row in the journal is made here, once: a send counts on it. */
 int duro_pipeline_register(duro_engine *e, const char *name,
                            const duro_pipeline_options *o) {
@@ -44,7 +64,8 @@ int duro_pipeline_register(duro_engine *e, const char *name,
   if (!s || !name || !o || !o->dir == !s3 || !o->partition ||
       o->roll_size <= 0 ||
       (s3 && (!o->s3.bucket || !o->s3.region || !o->s3.access_key ||
-              !o->s3.secret_key)))
+              !o->s3.secret_key)) ||
+      !columns_valid(o))
     return DURO_E_INVALID_ARGUMENT;
   if (pipeline_find(e, name))
     return DURO_E_ALREADY_EXISTS;
@@ -62,6 +83,12 @@ int duro_pipeline_register(duro_engine *e, const char *name,
   p->o = *o;
   p->o.dir = o->dir ? xstrdup(o->dir) : NULL;
   p->o.partition = xstrdup(o->partition);
+  if (o->n_columns) {
+    char **cols = xcalloc(o->n_columns, sizeof *cols);
+    for (size_t i = 0; i < o->n_columns; i++)
+      cols[i] = xstrdup(o->columns[i]);
+    p->o.columns = (const char *const *)cols;
+  }
   if (p->o.max_retry_delay_ms <= 0)
     p->o.max_retry_delay_ms = PIPELINE_RETRY_MAX_MS;
   p->backlog_read_ms = INT64_MIN;
@@ -164,6 +191,10 @@ int duro_pipeline_append(duro_engine *e, const char *name,
     return DURO_E_NOT_FOUND;
   if (n == 0)
     return 0;
+  /* Compact JSON: an object is the only value that starts with '{'. */
+  for (size_t i = 0; p->o.format == DURO_PIPELINE_CSV && i < n; i++)
+    if (records[i][0] != '{')
+      return DURO_E_INVALID_MESSAGE;
   size_t len = 0;
   char *lines = pipeline_lines(records, n, &len);
   if (!lines)

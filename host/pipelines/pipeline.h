@@ -25,6 +25,9 @@
 #define DURO_PIPELINE_MAX_RECORDS 10000
 
 enum { DURO_PIPELINE_NONE = 0, DURO_PIPELINE_GZIP = 1, DURO_PIPELINE_ZSTD = 2 };
+/* What a batch's bytes are: JSON lines (.jsonl), or CSV (.csv) of the
+ * columns the options name, every record a JSON object. */
+enum { DURO_PIPELINE_JSONL = 0, DURO_PIPELINE_CSV = 1 };
 
 typedef struct duro_pipeline_options {
   /* The sink: files under dir, or objects of s3.bucket (one of the two
@@ -39,8 +42,14 @@ typedef struct duro_pipeline_options {
     const char *access_key; /* the keys themselves, never shown */
     const char *secret_key;
   } s3;
-  int compression;   /* DURO_PIPELINE_GZIP: .jsonl.gz, _ZSTD: .jsonl.zst,
-                        _NONE: .jsonl */
+  int format; /* DURO_PIPELINE_JSONL (0) or _CSV */
+  /* A csv pipeline's columns (at least one; none for jsonl), each a
+   * record's top-level key, or a JSON pointer into it when it starts
+   * with '/' ("/user/id"); the header line holds them as given. */
+  const char *const *columns;
+  size_t n_columns;
+  int compression;   /* DURO_PIPELINE_GZIP: .jsonl.gz (.csv.gz), _ZSTD:
+                        .jsonl.zst, _NONE: .jsonl */
   int64_t roll_size; /* bytes of records a file holds at most */
   int64_t roll_interval_ms;
   int64_t max_backlog; /* bytes waiting past which sends are refused */
@@ -49,9 +58,11 @@ typedef struct duro_pipeline_options {
   int64_t max_retry_delay_ms;
 } duro_pipeline_options;
 
-/* Registers pipeline `name` (copied, as are the options' strings);
- * before duro_engine_start.  DURO_E_ALREADY_EXISTS for a name taken,
- * DURO_E_INVALID_ARGUMENT for options that name no sink or both. */
+/* Registers pipeline `name` (copied, as are the options' strings and
+ * columns); before duro_engine_start.  DURO_E_ALREADY_EXISTS for a name
+ * taken, DURO_E_INVALID_ARGUMENT for options that name no sink or both,
+ * a csv pipeline without columns (or with one that is no JSON pointer),
+ * or columns for jsonl. */
 int duro_pipeline_register(duro_engine *e, const char *name,
                            const duro_pipeline_options *o);
 /* Binds `binding` to pipeline `name`, for plugins' duro_env_pipeline;
@@ -63,12 +74,16 @@ int duro_pipeline_bind(duro_engine *e, const char *binding, const char *name);
 void pipeline_api_fill(duro_api *t);
 /* Whether `name` is registered. */
 int duro_pipeline_exists(duro_engine *e, const char *name);
+/* Whether pipeline `name` takes only JSON objects (format csv: a column
+ * is a key of each record); 0 for one not registered. */
+int duro_pipeline_objects_only(duro_engine *e, const char *name);
 
 /* Appends records[0..n) (each a JSON text, compact) to the pipeline in
  * one commit; *first_seq (may be NULL) gets the first one's seq.
  * DURO_E_NOT_FOUND: no such pipeline; DURO_E_OVERLOADED: its backlog is
  * past max_backlog (nothing stored); DURO_E_INVALID_MESSAGE: a record
- * holds a newline, so is not compact (nothing stored); DURO_E_STORAGE. */
+ * holds a newline, so is not compact, or is not a JSON object and the
+ * pipeline is csv (nothing stored); DURO_E_STORAGE. */
 int duro_pipeline_append(duro_engine *e, const char *name,
                          const char *const *records, size_t n,
                          int64_t *first_seq);
@@ -109,7 +124,8 @@ size_t duro_pipelines_dispatch(duro_engine *e);
 
 /* The file a batch is written to, relative to the sink's directory (or
  * its object's key after the prefix):
- * "<partition>/<name>-<first>-<last>.jsonl[.gz]", the partition from
+ * "<partition>/<name>-<first>-<last>.jsonl[.gz|.zst]" (".csv[...]" for
+ * csv), the partition from
  * plan_ms (UTC).  malloc'ed. */
 char *duro_pipeline_file_name(const char *name, const duro_pipeline_options *o,
                               int64_t first, int64_t last, int64_t plan_ms);

@@ -26,9 +26,10 @@ static duro_pipeline *api_env_pipeline(duro_env *env, const char *binding) {
 }
 
 /* records[i] made compact into *out (malloc'ed); 0 or a DURO_E_* code
- * with why in err. */
-static int compact(const char *record, size_t i, char **out, char *err,
-                   size_t errlen) {
+ * with why in err.  A csv pipeline takes only objects: a column is a key
+ * of each record. */
+static int compact(const pipeline *p, const char *record, size_t i, char **out,
+                   char *err, size_t errlen) {
   *out = NULL;
   if (!record) {
     snprintf(err, errlen, "record %zu is NULL", i);
@@ -39,6 +40,14 @@ static int compact(const char *record, size_t i, char **out, char *err,
   if (!v) {
     snprintf(err, errlen, "record %zu is not JSON: %s (column %d)", i, je.text,
              je.column);
+    return DURO_E_INVALID_MESSAGE;
+  }
+  if (p->o.format == DURO_PIPELINE_CSV && !json_is_object(v)) {
+    snprintf(err, errlen,
+             "record %zu is not a JSON object: a csv pipeline's columns are "
+             "keys of each record",
+             i);
+    json_decref(v);
     return DURO_E_INVALID_MESSAGE;
   }
   *out = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
@@ -84,7 +93,7 @@ static int api_pipeline_send(duro_pipeline *h, const char *const *records,
   int rc = 0;
   size_t total = 0; /* the lines' bytes: a send is one row of the journal */
   for (size_t i = 0; i < n && !rc; i++)
-    if ((rc = compact(records[i], i, &text[i], err, sizeof err)) == 0 &&
+    if ((rc = compact(p, records[i], i, &text[i], err, sizeof err)) == 0 &&
         (total += strlen(text[i]) + 1) > DURO_PIPELINE_MAX_BODY) {
       snprintf(err, sizeof err,
                "records 0 to %zu are %zu bytes of JSON lines, over the "

@@ -136,6 +136,9 @@ static void state_free(void *state) {
     free(p->binding);
     free((char *)p->o.dir);
     free((char *)p->o.partition);
+    for (size_t k = 0; k < p->o.n_columns; k++)
+      free((char *)p->o.columns[k]);
+    free((void *)p->o.columns);
     free((char *)p->o.s3.endpoint);
     free((char *)p->o.s3.bucket);
     free((char *)p->o.s3.prefix);

@@ -1,5 +1,6 @@
 /* pipeline_encode.c — a batch's bytes, whatever the sink: its sends read
- * from the journal in pages, each its records' lines as they are kept, gzip'ed
+ * from the journal in pages, each its records' lines as they are kept (or,
+ * for a csv pipeline, their rows after a header line: pipeline_csv.c), gzip'ed
  * by zlib with a header that holds no name and no time, or compressed by
  * libzstd (one frame, its checksum on, on this thread alone), so that encoding
  * the same records again gives the same bytes (a batch written again after a
@@ -22,10 +23,12 @@ typedef struct out {
   z_stream z;
   ZSTD_CCtx *zc;
   unsigned char buf[64 * 1024];
-  int64_t n;    /* records written */
-  int64_t next; /* the seq expected next */
-  int64_t last; /* the batch's last */
-  int failed;   /* errno, or -1 for zlib */
+  int64_t n;                        /* records written */
+  int64_t next;                     /* the seq expected next */
+  int64_t last;                     /* the batch's last */
+  int failed;                       /* errno, or -1 for zlib */
+  const duro_pipeline_options *csv; /* a csv pipeline's, else NULL */
+  pipeline_buf rows;                /* a send's rows (csv) */
 } out;
 
 static int put(out *w, const void *data, size_t len, int flush);
@@ -92,7 +95,11 @@ static int put_send(void *ctx, const journal_pipeline_send *s) {
     return w->failed = ENOENT, 1; /* a record missing: never write a hole */
   w->next = s->last + 1;
   w->n += s->last - s->first + 1;
-  return put(w, s->body, s->len, Z_NO_FLUSH);
+  if (!w->csv)
+    return put(w, s->body, s->len, Z_NO_FLUSH);
+  w->rows.n = 0;
+  pipeline_csv_rows(w->csv, s->body, s->len, &w->rows);
+  return put(w, w->rows.p, w->rows.n, Z_NO_FLUSH);
 }
 
 int pipeline_encode_batch(journal *j, const pipeline *p, int64_t first,
@@ -122,6 +129,11 @@ int pipeline_encode_batch(journal *j, const pipeline *p, int64_t first,
     w->gzip = 0;
     goto out;
   }
+  if (p->o.format == DURO_PIPELINE_CSV) {
+    w->csv = &p->o;
+    pipeline_csv_header(w->csv, &w->rows);
+    put(w, w->rows.p, w->rows.n, Z_NO_FLUSH);
+  }
   for (int64_t from = first; from <= last && !w->failed;) {
     int64_t before = w->n;
     if (journal_pipeline_sends(j, p->name, from, last, PIPELINE_SEND_PAGE, 1,
@@ -148,6 +160,7 @@ out:
   if (w->gzip)
     deflateEnd(&w->z);
   ZSTD_freeCCtx(w->zc); /* NULL: nothing */
+  free(w->rows.p);
   free(w);
   return rc;
 }

@@ -44,8 +44,9 @@ char *duro_pipeline_file_name(const char *name, const duro_pipeline_options *o,
     c += strlen(fields[k].field) - 1;
   }
   part[n] = '\0';
-  return xasprintf("%s/%s-%012" PRId64 "-%012" PRId64 ".jsonl%s", part, name,
+  return xasprintf("%s/%s-%012" PRId64 "-%012" PRId64 ".%s%s", part, name,
                    first, last,
+                   o->format == DURO_PIPELINE_CSV ? "csv" : "jsonl",
                    o->compression == DURO_PIPELINE_GZIP   ? ".gz"
                    : o->compression == DURO_PIPELINE_ZSTD ? ".zst"
                                                           : "");

@@ -6,8 +6,9 @@
  *   pipeline_api.c     the plugin API's bindings and sends
  *   pipeline_flush.c   the flusher: a batch planned, written, done,
  *                      a failed write tried again after a back-off
- *   pipeline_encode.c  a batch's bytes: its records as JSON lines,
- *                      gzip'ed or not, onto a file descriptor
+ *   pipeline_encode.c  a batch's bytes: its records as JSON lines or
+ *                      CSV, gzip'ed or not, onto a file descriptor
+ *   pipeline_csv.c     a csv pipeline's header and rows
  *   pipeline_file.c    the files sink: one batch's file, temporary,
  *                      synced, renamed
  *   pipeline_s3.c      the object storage sink: one batch's object,
@@ -120,10 +121,23 @@ void pipeline_thread_wake(duro_engine *e, pipeline_state *s, int64_t *next_ms);
 void pipeline_thread_stop(pipeline_state *s);
 
 /* pipeline_encode.c: writes records first..last of p to fd as JSON
- * lines, gzip'ed when p's options say so, the same bytes each time; 0, or
- * -1 with what failed in err. */
+ * lines or CSV, gzip'ed when p's options say so, the same bytes each
+ * time; 0, or -1 with what failed in err. */
 int pipeline_encode_batch(journal *j, const pipeline *p, int64_t first,
                           int64_t last, int fd, char *err, size_t errlen);
+
+/* Bytes being built; the caller frees p. */
+typedef struct pipeline_buf {
+  char *p;
+  size_t n, cap;
+} pipeline_buf;
+
+/* pipeline_csv.c: the header line of o's columns, appended to out. */
+void pipeline_csv_header(const duro_pipeline_options *o, pipeline_buf *out);
+/* The rows of a send's `len` bytes of lines (each a compact JSON record
+ * and '\n', as the journal keeps them), appended to out. */
+void pipeline_csv_rows(const duro_pipeline_options *o, const char *lines,
+                       size_t len, pipeline_buf *out);
 
 /* pipeline_file.c: writes records first..last of p as the file of that
  * batch planned at plan_ms, replacing any file of that name (the same

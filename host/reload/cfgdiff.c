@@ -141,6 +141,15 @@ static void compare_host(const config *o, const config *c, json_t *restart) {
             c->telemetry.interval_ms);
 }
 
+static int same_columns(const config_pipeline *a, const config_pipeline *b) {
+  if (a->n_columns != b->n_columns)
+    return 0;
+  for (size_t i = 0; i < a->n_columns; i++)
+    if (!same(a->columns[i], b->columns[i]))
+      return 0;
+  return 1;
+}
+
 /* Pipelines are the host's, read at start: any change needs a restart. */
 static void compare_pipelines(const config *o, const config *c,
                               json_t *restart) {
@@ -155,8 +164,8 @@ static void compare_pipelines(const config *o, const config *c,
         !same(a->s3.region, b->s3.region) ||
         !same(a->s3.access_key_env, b->s3.access_key_env) ||
         !same(a->s3.secret_key_env, b->s3.secret_key_env) ||
-        a->format != b->format || a->compression != b->compression ||
-        a->roll_size != b->roll_size ||
+        a->format != b->format || !same_columns(a, b) ||
+        a->compression != b->compression || a->roll_size != b->roll_size ||
         a->roll_interval_ms != b->roll_interval_ms ||
         a->max_backlog != b->max_backlog ||
         a->max_retry_delay_ms != b->max_retry_delay_ms) {

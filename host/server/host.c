@@ -394,6 +394,10 @@ static int register_pipelines(const config *cfg, duro_engine *e) {
                .access_key = access,
                .secret_key = secret},
         .partition = c->partition,
+        .format = c->format == CONFIG_FORMAT_CSV ? DURO_PIPELINE_CSV
+                                                 : DURO_PIPELINE_JSONL,
+        .columns = (const char *const *)c->columns,
+        .n_columns = c->n_columns,
         .compression =
             c->compression == CONFIG_COMPRESSION_GZIP   ? DURO_PIPELINE_GZIP
             : c->compression == CONFIG_COMPRESSION_ZSTD ? DURO_PIPELINE_ZSTD

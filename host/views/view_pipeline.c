@@ -28,6 +28,15 @@ static json_t *sink_json(const duro_pipeline_options *o) {
       (json_int_t)o->max_backlog, "max_retry_delay_ms",
       (json_int_t)o->max_retry_delay_ms);
   free(path);
+  json_object_set_new(
+      j, "format",
+      json_string(o->format == DURO_PIPELINE_CSV ? "csv" : "jsonl"));
+  if (o->format == DURO_PIPELINE_CSV) {
+    json_t *cols = json_array();
+    for (size_t i = 0; i < o->n_columns; i++)
+      json_array_append_new(cols, json_string(o->columns[i]));
+    json_object_set_new(j, "columns", cols);
+  }
   if (o->s3.endpoint) {
     json_object_set_new(j, "endpoint", json_string(o->s3.endpoint));
     json_object_set_new(j, "region", json_string(o->s3.region));

@@ -19,6 +19,7 @@
 typedef struct records {
   char **v;
   size_t n;
+  const char *csv; /* the pipeline's name when it is csv: objects only */
 } records;
 
 static void records_free(records *r) {
@@ -30,6 +31,13 @@ static void records_free(records *r) {
 /* `where` names the record in an error: "record 3" or "line 4". */
 static int add_record(http_exchange *x, records *r, json_t *v,
                       const char *where, size_t at) {
+  if (r->csv && !json_is_object(v)) {
+    send_error(x, 400, "pipeline.record_not_object",
+               "%s %zu is not a JSON object: pipeline \"%s\" writes CSV, "
+               "its columns keys of each record",
+               where, at, r->csv);
+    return -1;
+  }
   char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
   size_t len = text ? strlen(text) : 0;
   if (!text || len > DURO_PIPELINE_MAX_RECORD) {
@@ -130,7 +138,8 @@ static int pipeline_send(http_server *s, http_exchange *x, const char *name) {
     return send_error(x, 413, "pipeline.body_too_large",
                       "the body is %zu bytes, over the limit of %d a request",
                       x->rq.body_len, DURO_PIPELINE_MAX_BODY);
-  records r = {0};
+  records r = {.csv =
+                   duro_pipeline_objects_only(s->engine, name) ? name : NULL};
   int bad =
       is_ndjson(x->rq.content_type) ? read_ndjson(x, &r) : read_array(x, &r);
   if (!bad && r.n == 0) {
