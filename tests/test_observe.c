@@ -63,6 +63,24 @@ static void create_order(const host_run *h, const char *id) {
   http_resp_free(&r);
 }
 
+/* A kill -9 of h's engine, and its restart by the supervisor awaited. */
+static void kill_engine(const host_run *h) {
+  pid_t engine = host_last_engine(h);
+  ck_assert_int_eq(kill(engine, SIGKILL), 0);
+  ck_assert(host_wait_gone(engine, 10000));
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  for (;;) {
+    http_resp r = {0};
+    int up = host_request_try(h, &r, "GET", "/healthz", NULL) == 0 &&
+             r.status == 200;
+    http_resp_free(&r);
+    if (up)
+      break;
+    ck_assert_msg(proc_now_ms() < deadline, "the engine did not come back");
+    proc_sleep_ms(50);
+  }
+}
+
 static void approve(const host_run *h, const char *id) {
   char path[256];
   snprintf(path, sizeof path,
@@ -255,20 +273,7 @@ START_TEST(event_stream_follows_and_resumes) {
   ck_assert_msg(!strcmp(resumed.text, rest), "a resumed stream differs");
   free(resumed.text);
   /* after a kill -9 of the engine and its restart: the same ids */
-  pid_t engine = host_last_engine(&H);
-  ck_assert_int_eq(kill(engine, SIGKILL), 0);
-  ck_assert(host_wait_gone(engine, 10000));
-  deadline = proc_now_ms() + SETTLE_MS;
-  for (;;) {
-    http_resp r = {0};
-    int up = host_request_try(&H, &r, "GET", "/healthz", NULL) == 0 &&
-             r.status == 200;
-    http_resp_free(&r);
-    if (up)
-      break;
-    ck_assert_msg(proc_now_ms() < deadline, "the engine did not come back");
-    proc_sleep_ms(50);
-  }
+  kill_engine(&H);
   resumed = sse_get(&H, "o1", all[3]);
   ck_assert_msg(!strcmp(resumed.text, rest),
                 "a stream resumed after the restart differs");
@@ -313,20 +318,7 @@ START_TEST(describe_follow_survives_kill9) {
   pthread_t t;
   ck_assert_int_eq(pthread_create(&t, NULL, describe_follow, &f), 0);
   proc_sleep_ms(1000); /* most often it follows by now; right either way */
-  pid_t engine = host_last_engine(&H);
-  ck_assert_int_eq(kill(engine, SIGKILL), 0);
-  ck_assert(host_wait_gone(engine, 10000));
-  int64_t deadline = proc_now_ms() + SETTLE_MS;
-  for (;;) {
-    http_resp r = {0};
-    int up = host_request_try(&H, &r, "GET", "/healthz", NULL) == 0 &&
-             r.status == 200;
-    http_resp_free(&r);
-    if (up)
-      break;
-    ck_assert_msg(proc_now_ms() < deadline, "the engine did not come back");
-    proc_sleep_ms(50);
-  }
+  kill_engine(&H);
   approve(&H, "o1");
   pthread_join(t, NULL);
   ck_assert_msg(f.rc == 0, "describe --follow exited %d:\n%s", f.rc, f.out);
@@ -395,20 +387,7 @@ START_TEST(logs_per_instance_survive_kill9) {
                    "charge card#1 1 charging 5.00 for order o1 (attempt 1, "
                    "key o1/charge card#1)\n");
   /* the steps committed: their lines are on disk */
-  pid_t engine = host_last_engine(&H);
-  ck_assert_int_eq(kill(engine, SIGKILL), 0);
-  ck_assert(host_wait_gone(engine, 10000));
-  int64_t deadline = proc_now_ms() + SETTLE_MS;
-  for (;;) {
-    http_resp r = {0};
-    int up = host_request_try(&H, &r, "GET", "/healthz", NULL) == 0 &&
-             r.status == 200;
-    http_resp_free(&r);
-    if (up)
-      break;
-    ck_assert_msg(proc_now_ms() < deadline, "the engine did not come back");
-    proc_sleep_ms(50);
-  }
+  kill_engine(&H);
   char *after = log_lines(&H, "o1");
   ck_assert_str_eq(after, before); /* none lost, none twice */
   free(after);

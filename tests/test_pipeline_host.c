@@ -257,6 +257,13 @@ START_TEST(http_csv) {
   text[n] = '\0';
   ck_assert_int_eq(pclose(p), 0);
   ck_assert_str_eq(text, "n,/u/id\r\n1,\"a,b\"\r\n2,\r\n");
+  /* the CLI's describe says so too */
+  const char *describe[] = {"pipelines", "describe", "events", NULL};
+  char *out = NULL;
+  ck_assert_int_eq(host_cli_verb(&H, describe, &out), 0);
+  ck_assert_msg(strstr(out, "format:        csv (n, /u/id)\n") != NULL, "%s",
+                out);
+  free(out);
   host_stop(&H, proc_now_ms() + 10000, 0);
 }
 END_TEST

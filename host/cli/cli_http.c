@@ -48,6 +48,22 @@ static int is_loopback(const char *base) {
          (n == 5 && !strncmp(h, "[::1]", 5));
 }
 
+/* What every request sets: its headers, where its answer goes, and how
+ * long it may take (seconds; 0: no limit). */
+static void set_answer(cli_ctx *c, struct curl_slist *headers,
+                       size_t (*fn)(char *p, size_t size, size_t n, void *ud),
+                       void *ud, long timeout_s) {
+  CURL *h = c->curl;
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(h, CURLOPT_USERAGENT, "duro-cli");
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, fn);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, ud);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->errbuf);
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT, timeout_s);
+}
+
 static CURLcode perform(cli_ctx *c, const cli_req *r, cli_buf *b,
                         long *status) {
   CURL *h = c->curl;
@@ -77,14 +93,7 @@ static CURLcode perform(cli_ctx *c, const cli_req *r, cli_buf *b,
   curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST,
                    strcmp(r->method, r->body ? "POST" : "GET") ? r->method
                                                                : NULL);
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, c->headers);
-  curl_easy_setopt(h, CURLOPT_USERAGENT, "duro-cli");
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
-  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->errbuf);
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
-  curl_easy_setopt(h, CURLOPT_TIMEOUT, 120L);
+  set_answer(c, c->headers, on_data, b, 120L);
   CURLcode rc = curl_easy_perform(h);
   if (rc == CURLE_OK)
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
@@ -235,14 +244,7 @@ int cli_stream(cli_ctx *c, const char *path, const char *accept,
     curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
   curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
   curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, NULL);
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(h, CURLOPT_USERAGENT, "duro-cli");
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, fn);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, ud);
-  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->errbuf);
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
-  curl_easy_setopt(h, CURLOPT_TIMEOUT, 0L); /* as long as it lasts */
+  set_answer(c, headers, fn, ud, 0L); /* as long as it lasts */
   c->errbuf[0] = '\0';
   *status = 0;
   CURLcode rc = curl_easy_perform(h);

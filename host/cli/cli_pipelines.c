@@ -181,7 +181,16 @@ void cli_print_pipeline(const cli_args *a, const json_t *r) {
   cli_put(sink, "partition");
   fputs(" (", stdout);
   cli_put(sink, "compression");
-  fputs(")\n", stdout);
+  fputs(")\nformat:        ", stdout);
+  const char *format = json_string_value(json_object_get(sink, "format"));
+  fputs(format ? format : "jsonl", stdout);
+  const json_t *columns = json_object_get(sink, "columns");
+  for (size_t i = 0; i < json_array_size(columns); i++) {
+    fputs(i ? ", " : " (", stdout);
+    describe_text(stdout, json_string_value(json_array_get(columns, i)), 100,
+                  0);
+  }
+  fputs(json_array_size(columns) ? ")\n" : "\n", stdout);
   for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
     printf("%-14s %" JSON_INTEGER_FORMAT "\n", keys[i], count_of(r, keys[i]));
   printf("%-14s %" JSON_INTEGER_FORMAT " record(s), %" JSON_INTEGER_FORMAT
