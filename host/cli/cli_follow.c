@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli_internal.h"
@@ -46,21 +45,6 @@ static void grow_append(char **s, size_t *len, size_t *cap, const char *p,
   (*s)[*len] = '\0';
 }
 
-static int is_end(const char *status) {
-  return status && (!strcmp(status, "complete") || !strcmp(status, "errored") ||
-                    !strcmp(status, "terminated"));
-}
-
-/* "2026-12-07T03:40:01.123Z" of Unix ms. */
-static void put_time(int64_t ms) {
-  time_t t = (time_t)(ms / 1000);
-  struct tm tm;
-  char when[32] = "?";
-  if (gmtime_r(&t, &tm))
-    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-  printf("%s.%03dZ", when, (int)(ms % 1000));
-}
-
 static void put_text(const json_t *d, const char *key) {
   describe_text(stdout, json_string_value(json_object_get(d, key)), 200, 0);
 }
@@ -79,7 +63,7 @@ static void print_item(const follow *f, const json_t *d) {
     return;
   }
   json_int_t ms = json_integer_value(json_object_get(d, "time_ms"));
-  put_time(ms ? ms : clock_wall_ms());
+  cli_put_time(ms ? ms : clock_wall_ms());
   printf(" %-15s ", f->event ? f->event : "message");
   const char *ev = f->event ? f->event : "";
   if (!strcmp(ev, "status")) {
@@ -96,7 +80,7 @@ static void print_item(const follow *f, const json_t *d) {
       fputc(')', stdout);
     } else if (!strcmp(ev, "sleep")) {
       fputs(" until ", stdout);
-      put_time(json_integer_value(json_object_get(d, "wake_ms")));
+      cli_put_time(json_integer_value(json_object_get(d, "wake_ms")));
     } else if (!strcmp(ev, "attempt_failed")) {
       printf(" attempt %lld",
              (long long)json_integer_value(json_object_get(d, "attempt")));
@@ -121,7 +105,7 @@ static void dispatch(follow *f) {
     json_t *d = json_loads(f->data, 0, NULL);
     print_item(f, d);
     if (f->event && !strcmp(f->event, "status") &&
-        is_end(json_string_value(json_object_get(d, "status"))))
+        cli_status_ended(json_string_value(json_object_get(d, "status"))))
       f->ended = 1;
     json_decref(d);
     fflush(stdout);

@@ -165,6 +165,10 @@ int cli_stream(cli_ctx *c, const char *path, const char *accept,
 void cli_put(const json_t *o, const char *key);
 /* The string at `key`, "" when there is none. */
 const char *cli_str_or(const json_t *o, const char *key);
+/* Whether a status's name is an end: complete, errored, terminated. */
+int cli_status_ended(const char *status);
+/* Unix ms as "2026-12-07T03:40:01.123Z" on stdout. */
+void cli_put_time(int64_t ms);
 /* The verb's text, or the server's JSON with --json. */
 void cli_print_answer(const cli_verb *v, const cli_args *a, const json_t *r);
 

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli_internal.h"
@@ -40,15 +39,9 @@ static void print_line(const cli_args *a, const json_t *l) {
     free(s);
     return;
   }
-  time_t t = (time_t)(json_integer_value(json_object_get(l, "time_ms")) / 1000);
-  int ms = (int)(json_integer_value(json_object_get(l, "time_ms")) % 1000);
-  struct tm tm;
-  char when[32] = "?";
-  if (gmtime_r(&t, &tm))
-    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
   const char *step = json_string_value(json_object_get(l, "step"));
-  printf("%s.%03dZ %-5s ", when, ms,
-         json_string_value(json_object_get(l, "level")));
+  cli_put_time(json_integer_value(json_object_get(l, "time_ms")));
+  printf(" %-5s ", json_string_value(json_object_get(l, "level")));
   if (step) {
     describe_text(stdout, step, 100, 0);
     printf(" attempt %lld: ",
@@ -79,8 +72,7 @@ static int instance_ended(cli_ctx *c, const cli_args *a, int *rc) {
   *rc = cli_send_request(c, &r, &st);
   free(r.path);
   const char *s = json_string_value(json_object_get(st, "status"));
-  int ended = s && (!strcmp(s, "complete") || !strcmp(s, "errored") ||
-                    !strcmp(s, "terminated"));
+  int ended = cli_status_ended(s);
   json_decref(st);
   return ended;
 }

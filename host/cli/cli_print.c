@@ -4,9 +4,11 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "cli_internal.h"
 #include "describe.h"
+#include "status.h"
 
 void cli_put(const json_t *o, const char *key) {
   describe_text(stdout, json_string_value(json_object_get(o, key)), 0, 0);
@@ -27,4 +29,17 @@ void cli_print_answer(const cli_verb *v, const cli_args *a, const json_t *r) {
   if (s)
     puts(s);
   free(s);
+}
+
+int cli_status_ended(const char *status) {
+  return status && duro_status_ended((duro_status)duro_status_parse(status));
+}
+
+void cli_put_time(int64_t ms) {
+  time_t t = (time_t)(ms / 1000);
+  struct tm tm;
+  char when[32] = "?";
+  if (gmtime_r(&t, &tm))
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+  printf("%s.%03dZ", when, (int)(ms % 1000));
 }

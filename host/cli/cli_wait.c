@@ -17,11 +17,6 @@
  * to http.max_wait too): well inside perform's 120 s timeout. */
 #define CLI_WAIT_STEP_MS 50000
 
-static int ended(const char *status) {
-  return status && (!strcmp(status, "complete") || !strcmp(status, "errored") ||
-                    !strcmp(status, "terminated"));
-}
-
 /* --wait's DURATION in ms, -1 without one (until it ends). */
 static int64_t wait_limit(const cli_args *a) {
   int64_t limit = -1;
@@ -57,7 +52,8 @@ int cli_wait_result(cli_ctx *c, const cli_args *a, const json_t *created) {
   int rc = CLI_OK;
   for (;;) {
     const char *status = json_string_value(json_object_get(st, "status"));
-    if (ended(status) || (limit >= 0 && clock_mono_ms() >= c->sent_ms + limit))
+    if (cli_status_ended(status) ||
+        (limit >= 0 && clock_mono_ms() >= c->sent_ms + limit))
       break;
     json_decref(st);
     st = NULL;
@@ -90,7 +86,7 @@ int cli_wait_result(cli_ctx *c, const cli_args *a, const json_t *created) {
     describe_text(stderr, id, 0, 0);
     fputc(' ', stderr);
     describe_text(stderr, status ? status : "?", 0, 0);
-    if (!ended(status)) {
+    if (!cli_status_ended(status)) {
       fputs(" after ", stderr);
       describe_text(stderr, a->wait, 0, 0);
     }

@@ -15,6 +15,7 @@ const SCAN_MS = 10000; /* how often an id-prefix search reads the listing again 
 const HELD = 'build.crashing';
 const STATUSES = ['queued', 'running', 'waiting', 'waitingForPause', 'paused',
                   'complete', 'errored', 'terminated'];
+const ENDED = ['complete', 'errored', 'terminated'];
 
 const app = {
   view: null,      /* {refresh(), stop?()} of the open view */
@@ -214,7 +215,6 @@ function openView(make, title) {
 function followStream(path, gen, onItem) {
   const abort = new AbortController();
   let open = false, lastId = null;
-  const ENDS = new Set(['complete', 'errored', 'terminated']);
   (async () => {
     let ended = false;
     while (app.gen === gen && !ended) {
@@ -238,7 +238,7 @@ function followStream(path, gen, onItem) {
             buf = buf.slice(nl + 1);
             if (line === '') {
               if (item.id) lastId = item.id;
-              if (item.event === 'status' && ENDS.has(JSON.parse(item.data || '{}').status)) ended = true;
+              if (item.event === 'status' && ENDED.includes(JSON.parse(item.data || '{}').status)) ended = true;
               if (item.data !== undefined) onItem();
               item = {};
               continue;
@@ -487,7 +487,6 @@ function confirmer(done) {
 
 /* ---- one instance ------------------------------------------------------- */
 
-const ENDED = ['complete', 'errored', 'terminated'];
 
 /* The actions the engine takes for an instance of this status (the rest
  * it refuses, 409): pause what runs or waits (waitingForPause is asked
