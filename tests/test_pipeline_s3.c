@@ -454,9 +454,12 @@ START_TEST(endpoint_down_then_back) {
          (double)(back_at - down_at) / 1000, sent - 20, (long long)errors, sent,
          (long long)took);
   fflush(stdout);
-  ck_assert_msg(took < RETRY_MAX_MS + 8000,
-                "uploaded %lld ms after the endpoint was back",
-                (long long)took);
+  /* A wall-clock bound holds only on a quiet machine: asked in `make
+   * chaos-s3` alone (test_pipelines checks the cap on a virtual clock). */
+  if (getenv("DURO_S3_OUTAGE_S"))
+    ck_assert_msg(took < RETRY_MAX_MS + 8000,
+                  "uploaded %lld ms after the endpoint was back",
+                  (long long)took);
   assert_all_once(sent);
   static pipeline_batch v[1000];
   list_objects("events/", v, 1000);
