@@ -57,7 +57,7 @@ extern "C" {
 #endif
 
 #define DURO_ABI_MAJOR 1
-#define DURO_ABI_MINOR 9
+#define DURO_ABI_MINOR 10
 #define DURO_PLUGIN_MAGIC 0x4f525544u /* "DURO" little-endian */
 
 /* Which plugins a host loads.  Within a major, the structs that cross the
@@ -255,6 +255,37 @@ typedef struct duro_scheduled_event {
  * DURO_E_ALREADY_EXISTS for a tick already handled).  0 = success. */
 typedef int (*duro_scheduled_fn)(const duro_scheduled_event *ev, duro_env *env);
 
+/* A batch of trace items (minor 10): what a plugin's tail handler
+ * receives about the workflows whose `tail_consumers` name it.  One item
+ * is one activation of an instance, a JSON object:
+ *
+ *   {"workflow": "orders", "instance": "o-1", "build": "9f2c…" | null,
+ *    "outcome": "ok" | "exception" | "crashed" | "timedOut" | "canceled",
+ *    "status": "waiting",              the instance's status after it
+ *    "started_ms": …, "ended_ms": …, "duration_ms": …,
+ *    "trace_id": "4bf9…",              its W3C trace
+ *    "logs": [{"time_ms", "level": "info", "step": "charge#1" | null,
+ *              "attempt", "message"}],
+ *    "exceptions": [{"time_ms", "step" | null, "attempt", "name",
+ *                    "message"}],    failed attempts, then the end's
+ *    "logs_dropped": n, "exceptions_dropped": n}   past the caps
+ *
+ * Read it with duro_json_*.  Delivery is best effort: items wait in a
+ * bounded buffer and are dropped when it is full (counted in `dropped`
+ * and in /metrics); a handler that fails, crashes or passes its timeout
+ * loses its batch, never slows the workflows it observes. */
+typedef struct duro_tail_batch {
+  size_t size;       /* sizeof(duro_tail_batch) as the host built it */
+  const char *items; /* a JSON array of the items, oldest first */
+  size_t n;          /* how many */
+  /* items dropped for this handler since its last batch (the buffer was
+   * full, or a batch failed) */
+  uint64_t dropped;
+} duro_tail_batch;
+
+/* A tail handler (Cloudflare's tail(events, env)): 0 = success. */
+typedef int (*duro_tail_fn)(const duro_tail_batch *batch, duro_env *env);
+
 /* ---- step configuration ----------------------------------------------- */
 
 typedef enum duro_backoff {
@@ -451,7 +482,10 @@ typedef struct duro_plugin_info {
   /* minor 3, optional: the handler of the plugin's cron triggers
    * (Cloudflare's scheduled(controller, env)). */
   duro_scheduled_fn scheduled;
-  void *reserved[6]; /* zero */
+  /* minor 10, optional: the handler of the trace items of the workflows
+   * whose tail_consumers name this plugin. */
+  duro_tail_fn tail;
+  void *reserved[5]; /* zero */
 } duro_plugin_info;
 
 /* The table pointer, set once by bind() when the host loads this copy of

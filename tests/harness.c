@@ -4,6 +4,7 @@
 #include "children.h"
 #include "pipeline.h"
 #include "queue.h"
+#include "tail.h"
 #include "trigger.h"
 
 #include <stdio.h>
@@ -278,6 +279,7 @@ size_t harness_run(harness *h) {
     n += duro_queues_dispatch(h->e);
     n += duro_children_dispatch(h->e);
     n += duro_pipelines_dispatch(h->e);
+    n += duro_tail_dispatch(h->e);
     n += duro_engine_run_until_idle(h->e);
     total += n;
   } while (n);

@@ -428,6 +428,28 @@ static const bad_case bad[] = {
     /* A queue has one consumer, across all plugins. */
     {CONSUMER_Q "        - queue: q\n",
      "t.yaml:7:18: duplicate consumer for queue \"q\" (first at 6:18)"},
+    /* Tail consumers: plugins of the file, each once. */
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    tail_consumers: [audit]\n",
+     "t.yaml:4:22: tail consumer \"audit\" is not a plugin of this file"},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    tail_consumers: [p, p]\n",
+     "t.yaml:4:25: \"tail_consumers\" names plugin \"p\" twice (first at "
+     "4:22)"},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    tail_consumers: [p]\n"
+     "    workflows:\n" WF_ABC "        tail_consumers: [p]\n",
+     "t.yaml:9:26: tail consumer \"p\" of workflow \"a\" is named by its "
+     "plugin's tail_consumers already (at 4:22)"},
+    {"tail:\n  max_batch_size: 0\n",
+     "t.yaml:2:19: \"max_batch_size\" must be between 1 and 10000"},
+    {"tail:\n  buffers: 10\n", "t.yaml:2:3: unknown key \"buffers\" in tail"},
     /* The no-code consumer: a declared workflow, a JSON pointer. */
     {CONSUMER_Q "          workflow: nowhere\n"
                 "          id_from: /jobId\n",

@@ -21,8 +21,8 @@ typedef int decoder(uint32_t kind, const uint8_t *body, size_t len,
 /* The engine's kinds are decoded as the worker reads them, the rest as
  * the engine reads a worker's. */
 static decoder *decoder_of(uint32_t kind) {
-  return kind >= WM_RUN && kind <= WM_REPLY_ALL ? worker_frame_decode_engine
-                                                : worker_frame_decode;
+  return kind >= WM_RUN && kind <= WM_TAIL_RUN ? worker_frame_decode_engine
+                                               : worker_frame_decode;
 }
 
 /* Decodes a copy of exactly len bytes (so that ASan sees an overread). */
@@ -527,6 +527,21 @@ static void c_cron_run(const worker_frame *f) {
   ck_assert_str_eq(f->cron_run.timezone, "Europe/Paris");
 }
 
+static void w_tail_run(wire_buf *w) {
+  wire_put_str(w, "audit");
+  wire_put_str(w, "/b/ab12.so");
+  wire_put_str(w, "ab12");
+  wire_put_str(w, "[{\"instance\":\"o-1\"}]");
+  wire_put_u32(w, 1);
+  wire_put_i64(w, 7);
+}
+static void c_tail_run(const worker_frame *f) {
+  ck_assert_str_eq(f->tail_run.build.plugin, "audit");
+  ck_assert_str_eq(f->tail_run.items, "[{\"instance\":\"o-1\"}]");
+  ck_assert_uint_eq(f->tail_run.n, 1);
+  ck_assert_int_eq(f->tail_run.dropped, 7);
+}
+
 /* REPLY_ALL: rc, n, n × (result, error). */
 static void w_reply_all(wire_buf *w) {
   wire_put_i64(w, 2);
@@ -555,6 +570,7 @@ static const sample samples[] = {
     {WM_QUEUE_RUN, w_queue_run, c_queue_run},
     {WM_CRON_RUN, w_cron_run, c_cron_run},
     {WM_REPLY_ALL, w_reply_all, c_reply_all},
+    {WM_TAIL_RUN, w_tail_run, c_tail_run},
     {WM_DO, w_do, c_do},
     {WM_SLEEP, w_sleep, c_sleep},
     {WM_SLEEP_UNTIL, w_sleep_until, c_sleep_until},
@@ -589,12 +605,12 @@ static const sample samples[] = {
 /* Every kind from WM_DO to WM_LIMIT but the retired WM_CRASH, and the
  * engine's five. */
 START_TEST(every_kind_has_a_sample) {
-  ck_assert_uint_eq(N_SAMPLES, WM_LIMIT - WM_DO + WM_REPLY_ALL);
+  ck_assert_uint_eq(N_SAMPLES, WM_LIMIT - WM_DO + WM_TAIL_RUN);
   for (uint32_t k = WM_RUN; k <= WM_LIMIT; k++) {
     int found = 0;
     for (size_t i = 0; i < N_SAMPLES; i++)
       found += samples[i].kind == k;
-    int sent = k <= WM_REPLY_ALL || (k >= WM_DO && k != WM_CRASH);
+    int sent = k <= WM_TAIL_RUN || (k >= WM_DO && k != WM_CRASH);
     ck_assert_int_eq(found, sent);
   }
 }
@@ -645,7 +661,7 @@ START_TEST(over_long_frames_refused) {
 END_TEST
 
 START_TEST(unknown_kinds_refused) {
-  uint32_t kinds[] = {0,         WM_RUN,   WM_CALL,      WM_REPLY, WM_REPLY_ALL,
+  uint32_t kinds[] = {0,         WM_RUN,   WM_CALL,      WM_REPLY, WM_TAIL_RUN,
                       WM_DO - 1, WM_CRASH, WM_LIMIT + 1, 1000,     UINT32_MAX};
   wire_buf w = {0};
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
@@ -656,8 +672,8 @@ START_TEST(unknown_kinds_refused) {
     w_return(&w);
   }
   /* and the worker takes none of a worker's kinds from the engine */
-  uint32_t theirs[] = {0,      WM_REPLY_ALL + 1, WM_DO, WM_RETURN,
-                       WM_END, WM_LIMIT,         1000,  UINT32_MAX};
+  uint32_t theirs[] = {0,      WM_TAIL_RUN + 1, WM_DO, WM_RETURN,
+                       WM_END, WM_LIMIT,        1000,  UINT32_MAX};
   for (size_t i = 0; i < sizeof theirs / sizeof theirs[0]; i++) {
     worker_frame f;
     w.len = 0;
@@ -757,6 +773,13 @@ START_TEST(bad_strings_refused) {
   refused(WM_RUN, &w, "path is NULL");
   refused(WM_QUEUE_RUN, &w, "path is NULL");
   refused(WM_CRON_RUN, &w, "path is NULL");
+  refused(WM_TAIL_RUN, &w, "path is NULL");
+  w.len = 0;
+  wire_put_str(&w, "audit");
+  wire_put_str(&w, "/b/ab12.so");
+  wire_put_str(&w, "ab12");
+  wire_put_str(&w, NULL);
+  refused(WM_TAIL_RUN, &w, "items is NULL");
   w.len = 0;
   w_run(&w);
   w.data[w.len - 9] = 'x'; /* params' NULL is a length: now a string */

@@ -61,7 +61,7 @@ int log_format(void) {
   return f;
 }
 
-static const char *level_name(int level) {
+const char *log_level_name(int level) {
   static const char *const names[] = {"debug", "info", "warn", "error"};
   return names[level < 0 ? 0 : level > 3 ? 3 : level];
 }
@@ -102,8 +102,8 @@ static void write_text(int level, const log_ctx *at, const char *message) {
   char when[40], where[512], line[LOG_LINE_MAX];
   format_time(when, sizeof when);
   format_where(where, sizeof where, at);
-  int n = snprintf(line, sizeof line, "%s %-5s %s%s%s", when, level_name(level),
-                   where, where[0] ? ": " : "", message);
+  int n = snprintf(line, sizeof line, "%s %-5s %s%s%s", when,
+                   log_level_name(level), where, where[0] ? ": " : "", message);
   size_t len = n < 0 ? 0 : (size_t)n;
   if (len > sizeof line - 2)
     len = sizeof line - 2;
@@ -121,7 +121,7 @@ static void write_json(int level, const log_ctx *at, char *message) {
   format_time(when, sizeof when);
   json_t *o = json_object();
   json_object_set_new(o, "time", json_string(when));
-  json_object_set_new(o, "level", json_string(level_name(level)));
+  json_object_set_new(o, "level", json_string(log_level_name(level)));
   /* jansson takes only UTF-8 (a message cut to size may end mid-
    * character): what it refuses is kept with its other bytes as '?' */
   json_t *m = json_string(message);

@@ -26,6 +26,9 @@ typedef struct log_ctx {
 enum { LOG_TEXT = 0, LOG_JSON = 1 };
 
 void log_set_level(int level);
+/* "debug", "info", "warn" or "error": a DURO_LOG_* level's name, as log
+ * lines, the log routes and tail items write it. */
+const char *log_level_name(int level);
 int log_enabled(int level);
 /* LOG_TEXT or LOG_JSON, for this process; log_export_format() also puts
  * it in the environment for the processes it starts (call it before any

@@ -148,6 +148,11 @@ static config *config_defaults(const char *file) {
   cfg->telemetry.sample = 1000000;
   cfg->telemetry.max_spans = 10000;
   cfg->telemetry.interval_ms = SECOND_MS;
+  cfg->tail.buffer = 10000;
+  cfg->tail.buffer_bytes = 16 * MiB;
+  cfg->tail.max_batch_size = 100;
+  cfg->tail.max_batch_timeout_ms = SECOND_MS;
+  cfg->tail.timeout_ms = 30 * SECOND_MS;
   return cfg;
 }
 

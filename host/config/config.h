@@ -60,6 +60,11 @@ typedef struct config_workflow {
   /* A queue (consumed or dead-lettered into by some consumer) that gets a
    * message as each instance starts and ends; NULL = none. */
   char *lifecycle_queue;
+  /* The plugins that receive its trace items (tail handlers), besides
+   * its plugin's tail_consumers; each with where it was named. */
+  char **tail_consumers;
+  config_pos *tail_pos;
+  size_t n_tail_consumers;
   config_pos pos;
   config_pos lifecycle_pos; /* of its "lifecycle_queue" value */
 } config_workflow;
@@ -219,6 +224,10 @@ typedef struct config_plugin {
   size_t n_consumers;
   config_cron *crons;
   size_t n_crons;
+  /* The plugins that receive the trace items of all its workflows. */
+  char **tail_consumers;
+  config_pos *tail_pos;
+  size_t n_tail_consumers;
   config_pos pos;
 } config_plugin;
 
@@ -279,6 +288,14 @@ typedef struct config {
     uint32_t max_spans;  /* spans buffered at most, default 10000 */
     int64_t interval_ms; /* a batch posted at least this often, default 1 s */
   } telemetry;
+  /* tail: how trace items reach tail handlers (tail/tail.h's options). */
+  struct {
+    uint32_t buffer;              /* items per consumer, default 10000 */
+    int64_t buffer_bytes;         /* their bytes per consumer, default 16 MiB */
+    uint32_t max_batch_size;      /* items a batch, default 100 */
+    int64_t max_batch_timeout_ms; /* the oldest waits at most, 1 s */
+    int64_t timeout_ms;           /* a handler's call, default 30 s */
+  } tail;
   config_plugin *plugins;
   size_t n_plugins;
   config_pipeline *pipelines;

@@ -17,7 +17,15 @@ void config_free(config *cfg) {
       for (size_t k = 0; k < pl->workflows[j].n_flow; k++)
         free(pl->workflows[j].flow[k].key);
       free(pl->workflows[j].flow);
+      for (size_t k = 0; k < pl->workflows[j].n_tail_consumers; k++)
+        free(pl->workflows[j].tail_consumers[k]);
+      free(pl->workflows[j].tail_consumers);
+      free(pl->workflows[j].tail_pos);
     }
+    for (size_t k = 0; k < pl->n_tail_consumers; k++)
+      free(pl->tail_consumers[k]);
+    free(pl->tail_consumers);
+    free(pl->tail_pos);
     free(pl->workflows);
     for (size_t j = 0; j < pl->n_producers; j++) {
       free(pl->producers[j].binding);

@@ -50,7 +50,7 @@ typedef struct config_parser {
  * config_root.c's */
 extern const schema config_root_schema, config_storage_schema,
     config_http_schema, config_engine_schema, config_log_schema,
-    config_telemetry_schema;
+    config_telemetry_schema, config_tail_schema;
 /* config_plugin.c's */
 extern const schema config_plugin_schema, config_workflow_schema,
     config_limits_schema, config_crash_storm_schema,

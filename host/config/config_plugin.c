@@ -5,6 +5,7 @@
  * so a duplicate is reported at the second occurrence. */
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <yaml.h>
 
 #include "config_internal.h"
@@ -26,7 +27,8 @@ enum {
   PL_LIMITS,
   PL_WORKFLOWS,
   PL_QUEUES,
-  PL_TRIGGERS
+  PL_TRIGGERS,
+  PL_TAIL
 };
 /* What the crash-storm breaker does to a build that crashes too often. */
 static const schema_choice on_crash_storm_choices[] = {
@@ -49,6 +51,7 @@ static const schema_field plugin_fields[] = {
     [PL_WORKFLOWS] = {"workflows", K_NESTED, 0, false, 0, 0, NULL},
     [PL_QUEUES] = {"queues", K_NESTED, 0, false, 0, 0, NULL},
     [PL_TRIGGERS] = {"triggers", K_NESTED, 0, false, 0, 0, NULL},
+    [PL_TAIL] = {"tail_consumers", K_NESTED, 0, false, 0, 0, NULL},
 };
 const schema config_plugin_schema =
     SCHEMA("plugin", "in plugin", PL_NAME, plugin_fields);
@@ -64,7 +67,8 @@ enum {
   WF_DIVERGENCE,
   WF_LIFECYCLE,
   WF_ON_TIMEOUT,
-  WF_FLOW
+  WF_FLOW,
+  WF_TAIL
 };
 /* Which build an in-flight instance runs after a reload. */
 static const schema_choice versioning_choices[] = {
@@ -102,6 +106,7 @@ static const schema_field workflow_fields[] = {
                        offsetof(config_workflow, rollback_on_timeout), false, 0,
                        0, on_timeout_choices},
     [WF_FLOW] = {"flow", K_NESTED, 0, false, 0, 0, NULL},
+    [WF_TAIL] = {"tail_consumers", K_NESTED, 0, false, 0, 0, NULL},
 };
 const schema config_workflow_schema =
     SCHEMA("workflow", "in workflow", WF_NAME, workflow_fields);
@@ -218,6 +223,36 @@ static int parse_flow(config_parser *p, yaml_node_t *node, config_workflow *w) {
   return rc;
 }
 
+/* tail_consumers: [audit, alerts], plugin names, each once (that each
+ * names a plugin of the file is config_refs.c's). */
+static int parse_tail_consumers(config_parser *p, yaml_node_t *list,
+                                char ***names, config_pos **pos, size_t *n) {
+  int rc = schema_list(&p->w, list, "tail_consumers", n);
+  if (*n == 0)
+    return rc;
+  *names = xcalloc(*n, sizeof **names);
+  *pos = xcalloc(*n, sizeof **pos);
+  for (size_t i = 0; i < *n; i++) {
+    yaml_node_t *item = schema_item(&p->w, list, i);
+    (*pos)[i] = schema_pos(item);
+    if (schema_take_string(&p->w, item, "tail_consumers", &(*names)[i]) < 0) {
+      rc = DURO_E_CONFIG;
+      continue;
+    }
+    for (size_t k = 0; k < i; k++)
+      if ((*names)[k] && !strcmp((*names)[k], (*names)[i])) {
+        schema_shown b;
+        rc = schema_fail(&p->w, item,
+                         "\"tail_consumers\" names plugin \"%s\" twice "
+                         "(first at %d:%d)",
+                         schema_show(&b, (*names)[i]), (*pos)[k].line,
+                         (*pos)[k].column);
+        break;
+      }
+  }
+  return rc < 0 ? DURO_E_CONFIG : rc;
+}
+
 static int parse_workflow(config_parser *p, yaml_node_t *node,
                           config_workflow *w) {
   yaml_node_t *v[SCHEMA_MAX_FIELDS];
@@ -247,6 +282,10 @@ static int parse_workflow(config_parser *p, yaml_node_t *node,
       config_queue_name(p, v[WF_LIFECYCLE], &w->lifecycle_queue) < 0)
     rc = DURO_E_CONFIG;
   w->lifecycle_pos = v[WF_LIFECYCLE] ? schema_pos(v[WF_LIFECYCLE]) : w->pos;
+  if (v[WF_TAIL] &&
+      parse_tail_consumers(p, v[WF_TAIL], &w->tail_consumers, &w->tail_pos,
+                           &w->n_tail_consumers) < 0)
+    rc = DURO_E_CONFIG;
   if (config_unique(p, "binding name", w->binding, v[WF_BINDING]) < 0)
     rc = DURO_E_CONFIG;
   return rc;
@@ -319,6 +358,11 @@ int config_parse_plugin(config_parser *p, yaml_node_t *node,
     p->unsure_queues = true;
   if (present < 0 ||
       (present > 0 && config_parse_queues(p, v[PL_QUEUES], pl) < 0))
+    rc = DURO_E_CONFIG;
+
+  if (v[PL_TAIL] &&
+      parse_tail_consumers(p, v[PL_TAIL], &pl->tail_consumers, &pl->tail_pos,
+                           &pl->n_tail_consumers) < 0)
     rc = DURO_E_CONFIG;
 
   present = schema_section(&p->w, v[PL_TRIGGERS], "triggers");

@@ -134,6 +134,48 @@ static int check_crons(config_parser *p) {
   return rc;
 }
 
+/* A tail consumer is a plugin of the file, and a workflow does not name
+ * again one its plugin names for all its workflows.  (A plugin refused
+ * for its name leaves them unchecked: it may be the one named.) */
+static int check_tail_consumers(config_parser *p) {
+  const config *cfg = p->cfg;
+  for (size_t i = 0; i < cfg->n_plugins; i++)
+    if (!cfg->plugins[i].name)
+      return 0;
+  int rc = 0;
+  for (size_t i = 0; i < cfg->n_plugins; i++) {
+    const config_plugin *pl = &cfg->plugins[i];
+    for (size_t w = 0; w <= pl->n_workflows; w++) {
+      const config_workflow *wf =
+          w < pl->n_workflows ? &pl->workflows[w] : NULL;
+      char *const *names = wf ? wf->tail_consumers : pl->tail_consumers;
+      const config_pos *pos = wf ? wf->tail_pos : pl->tail_pos;
+      size_t n = wf ? wf->n_tail_consumers : pl->n_tail_consumers;
+      for (size_t k = 0; k < n; k++) {
+        schema_shown b;
+        int known = 0;
+        for (size_t j = 0; names[k] && j < cfg->n_plugins; j++)
+          known |= !strcmp(cfg->plugins[j].name, names[k]);
+        if (names[k] && !known)
+          rc = schema_fail_at(&p->w, pos[k],
+                              "tail consumer \"%s\" is not a plugin of this "
+                              "file (a tail consumer is a plugin that exports "
+                              "a tail handler)",
+                              schema_show(&b, names[k]));
+        for (size_t j = 0; wf && names[k] && j < pl->n_tail_consumers; j++)
+          if (pl->tail_consumers[j] && !strcmp(pl->tail_consumers[j], names[k]))
+            rc = schema_fail_at(
+                &p->w, pos[k],
+                "tail consumer \"%s\" of workflow \"%s\" is named by its "
+                "plugin's tail_consumers already (at %d:%d)",
+                schema_show(&b, names[k]), wf->name ? wf->name : "?",
+                pl->tail_pos[j].line, pl->tail_pos[j].column);
+      }
+    }
+  }
+  return rc;
+}
+
 /* The references across the whole file, once every plugin is read; those
  * to a kind of name that a refused entry may have declared are left out
  * (unsure_queues, unsure_workflows). */
@@ -143,6 +185,8 @@ int config_check_references(config_parser *p) {
     rc = DURO_E_CONFIG;
   if (!p->unsure_queues &&
       (check_lifecycle_queues(p) < 0 || check_producers(p) < 0))
+    rc = DURO_E_CONFIG;
+  if (check_tail_consumers(p) < 0)
     rc = DURO_E_CONFIG;
   return rc;
 }

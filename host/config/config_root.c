@@ -27,6 +27,7 @@ enum {
   ROOT_ENGINE,
   ROOT_LOG,
   ROOT_TELEMETRY,
+  ROOT_TAIL,
   ROOT_PLUGINS,
   ROOT_PIPELINES
 };
@@ -36,6 +37,7 @@ static const schema_field root_fields[] = {
     [ROOT_ENGINE] = {"engine", K_NESTED, 0, false, 0, 0, NULL},
     [ROOT_LOG] = {"log", K_NESTED, 0, false, 0, 0, NULL},
     [ROOT_TELEMETRY] = {"telemetry", K_NESTED, 0, false, 0, 0, NULL},
+    [ROOT_TAIL] = {"tail", K_NESTED, 0, false, 0, 0, NULL},
     [ROOT_PLUGINS] = {"plugins", K_NESTED, 0, false, 0, 0, NULL},
     [ROOT_PIPELINES] = {"pipelines", K_NESTED, 0, false, 0, 0, NULL},
 };
@@ -119,6 +121,19 @@ static const schema_field telemetry_fields[] = {
 };
 const schema config_telemetry_schema =
     SCHEMA("telemetry", "in telemetry", -1, telemetry_fields);
+static const schema_field tail_fields[] = {
+    {"buffer", K_U32, offsetof(config, tail.buffer), false, 1, 10000000, NULL},
+    {"buffer_bytes", K_BYTES, offsetof(config, tail.buffer_bytes), false,
+     64 * 1024, 4 * GiB, NULL},
+    {"max_batch_size", K_U32, offsetof(config, tail.max_batch_size), false, 1,
+     10000, NULL},
+    {"max_batch_timeout", K_DURATION,
+     offsetof(config, tail.max_batch_timeout_ms), false, 1, 10 * MINUTE_MS,
+     NULL},
+    {"timeout", K_DURATION, offsetof(config, tail.timeout_ms), false, 1,
+     HOUR_MS, NULL},
+};
+const schema config_tail_schema = SCHEMA("tail", "in tail", -1, tail_fields);
 
 /* ---- Sections ---------------------------------------------------------- */
 
@@ -184,7 +199,8 @@ static int parse_sections(config_parser *p, yaml_node_t **v) {
                   {ROOT_HTTP, "http", &config_http_schema},
                   {ROOT_ENGINE, "engine", &config_engine_schema},
                   {ROOT_LOG, "log", &config_log_schema},
-                  {ROOT_TELEMETRY, "telemetry", &config_telemetry_schema}};
+                  {ROOT_TELEMETRY, "telemetry", &config_telemetry_schema},
+                  {ROOT_TAIL, "tail", &config_tail_schema}};
   for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
     yaml_node_t *sec = v[sections[i].index];
     int present = schema_section(&p->w, sec, sections[i].key);

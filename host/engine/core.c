@@ -21,6 +21,10 @@ void engine_set_trace_sample(duro_engine *e, double ratio) {
   e->trace_sample = ratio;
 }
 
+void engine_observe_activations(duro_engine *e, int on) {
+  __atomic_store_n(&e->observe_activations, on, __ATOMIC_RELEASE);
+}
+
 int engine_stopping(const duro_engine *e) {
   return __atomic_load_n(&e->stopping, __ATOMIC_ACQUIRE);
 }

@@ -102,6 +102,14 @@ void engine_drivers_instance_changed(duro_engine *e, const wf_reg *wf,
                                         from_status, from_started_ms, now);
 }
 
+void engine_drivers_activation_ended(duro_engine *e,
+                                     const duro_activation_report *r) {
+  size_t n = __atomic_load_n(&e->n_drivers, __ATOMIC_ACQUIRE);
+  for (size_t i = 0; i < n; i++)
+    if (e->drivers[i].d->activation_ended)
+      e->drivers[i].d->activation_ended(e, e->drivers[i].state, r);
+}
+
 void engine_drivers_committed(duro_engine *e, const journal_batch *b) {
   size_t n = __atomic_load_n(&e->n_drivers, __ATOMIC_ACQUIRE);
   for (size_t i = 0; i < n; i++)

@@ -25,6 +25,50 @@ struct timespec;
 struct journal_batch;
 struct journal_instance;
 
+/* What an activation did, for a driver that observes activations (tail
+ * handlers): kept only while one asked for it (engine_observe_activations
+ * in core.h).  Everything is borrowed for the hook's call. */
+typedef struct duro_activation_log {
+  int64_t time_ms;
+  int level;        /* DURO_LOG_* */
+  const char *step; /* the step key whose callback logged it, or NULL */
+  uint32_t attempt; /* its attempt, 0 from run() */
+  const char *text; /* cut at DURO_ACTIVATION_LOG_MAX bytes, marked */
+} duro_activation_log;
+
+typedef struct duro_activation_error {
+  int64_t time_ms;
+  const char *step; /* the step key, or NULL: the instance's own error */
+  uint32_t attempt;
+  const char *error; /* {"name","message"} */
+} duro_activation_error;
+
+/* Kept of one activation at most: lines past DURO_ACTIVATION_LOGS and
+ * errors past DURO_ACTIVATION_ERRORS are counted, not kept. */
+#define DURO_ACTIVATION_LOGS 64
+#define DURO_ACTIVATION_LOG_MAX 2048
+#define DURO_ACTIVATION_ERRORS 16
+
+typedef struct duro_activation_report {
+  const char *workflow, *id;
+  int64_t rowid, created_ms;
+  const char *traceparent; /* its creator's, or NULL (trace_ids.h) */
+  const char *build;       /* the build hash it ran on, or NULL */
+  /* "ok" (it completed or suspends: a sleep, a wait, a retry's back-off,
+   * a pause), "exception" (it ended errored), "crashed" (its code
+   * crashed its worker), "timedOut" (past its deadline), "canceled"
+   * (terminated) */
+  const char *outcome;
+  duro_status status; /* the instance's status after it */
+  int64_t started_ms, ended_ms;
+  const duro_activation_log *logs;
+  size_t n_logs;
+  uint32_t logs_dropped;
+  const duro_activation_error *errors;
+  size_t n_errors;
+  uint32_t errors_dropped;
+} duro_activation_report;
+
 typedef struct duro_driver {
   const char *name;
   /* Called by duro_engine_open: the driver's state (may be NULL). */
@@ -59,6 +103,11 @@ typedef struct duro_driver {
    * look at its ops, quickly, and must not commit or take an engine
    * lock.  What observes the journal (traces) hooks here. */
   void (*committed)(duro_engine *e, void *state, const struct journal_batch *b);
+  /* An activation's final commit is on disk (on the thread that
+   * committed it): what it did, while engine_observe_activations is on.
+   * Quick, as `committed`: copy what is wanted, and go. */
+  void (*activation_ended)(duro_engine *e, void *state,
+                           const duro_activation_report *r);
   /* Adds its parts to the /healthz report (duro_health_add_*); returns 1
    * when it makes the engine degraded. */
   int (*health)(duro_engine *e, void *state, duro_health_parts *parts);
@@ -73,7 +122,7 @@ typedef struct duro_driver {
 /* Registers driver d (which must outlive the engine) with its state;
  * before duro_engine_start.  DURO_E_INVALID_ARGUMENT past
  * DURO_ENGINE_MAX_DRIVERS. */
-#define DURO_ENGINE_MAX_DRIVERS 8
+#define DURO_ENGINE_MAX_DRIVERS 16
 int duro_engine_register_driver(duro_engine *e, const duro_driver *d,
                                 void *state);
 /* The state driver d was registered with (NULL: not registered). */

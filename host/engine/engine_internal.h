@@ -198,6 +198,9 @@ struct duro_engine {
    * an attempt's traceparent says whether its trace is sampled.  0 until
    * telemetry is on: nothing is recorded. */
   double trace_sample;
+  /* Activations keep their log lines and failures for the drivers'
+   * activation_ended hook (engine_observe_activations); atomic. */
+  int observe_activations;
 
   pthread_mutex_t mu;
   pthread_cond_t work;    /* a runnable entry was queued, or stopping */
@@ -644,6 +647,8 @@ int engine_drivers_recover(duro_engine *e, const ledger_slot *sl, int guilty,
  * (may be NULL) written in b, in the commit that writes it. */
 /* Each driver's committed hook with batch b, on disk. */
 void engine_drivers_committed(duro_engine *e, const journal_batch *b);
+void engine_drivers_activation_ended(duro_engine *e,
+                                     const duro_activation_report *r);
 void engine_drivers_instance_changed(duro_engine *e, const wf_reg *wf,
                                      journal_batch *b,
                                      const journal_instance *row,

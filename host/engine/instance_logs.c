@@ -45,6 +45,7 @@ void engine_log_keep(duro_step *a, const char *step, uint32_t attempt,
     memcpy(message + LOG_LINE_MAX, cut, sizeof cut);
   }
   k->message = message; /* ours now */
+  activation_trace_log(a, engine_now(a->e), level, step, attempt, message);
   k->step = step ? xstrdup(step) : NULL;
   journal_op *op = journal_batch_add(&k->b, JOP_LOG_APPEND);
   op->rowid = a->inst.rowid;

@@ -56,6 +56,7 @@ void activation_free(duro_step *a) {
   idmap_free(&a->by_seq);
   strmap_free(&a->name_counts);
   free(a->undo);
+  activation_trace_free(a);
   journal_instance_clear(&a->inst);
   arena_free(a);
   free(a);
@@ -102,6 +103,7 @@ void activation_run(duro_engine *e, entry *ent) {
     return;
   }
   a->begun_ms = now_ms(a);
+  activation_trace_begin(a);
   a->worker = engine_thread_worker();
   a->slot = engine_thread_slot();
   step_slot_bind(a);

@@ -189,6 +189,7 @@ static void record_guilty(duro_step *a, duro_attempt *at, const char *plugin,
                                   .ended_ms = now,
                                   .error = err,
                                   .build = a->build_hash};
+  activation_trace_error(a, now, s->key, at->number, err);
   /* A failed attempt with no wake time: the retry policy is applied at
    * the step's next call (retry_orphaned in step_do.c). */
   s->attempts = at->number;

@@ -518,6 +518,7 @@ static int do_record_failure(duro_step *a, const do_call *call,
                                   .ended_ms = call->ended,
                                   .error = err,
                                   .build = a->build_hash};
+  activation_trace_error(a, call->ended, s->key, at->number, err);
   attempt_clear(at); /* a failed attempt sent nothing */
   uint32_t charged = final ? at->number : charged_attempts(a, key, at->number);
   if (!final && charged <= c->limit) {

@@ -149,6 +149,7 @@ void activation_final_commit(void *ctx, int rc) {
     else if (status != DURO_STATUS_WAITING)
       log_at(DURO_LOG_DEBUG, &a->log, "%s", duro_status_name(status));
   }
+  activation_trace_report(a);
   engine_activation_done(a->e, a->ent, status, wake, 0);
   activation_free(a);
 }

@@ -135,6 +135,9 @@ struct duro_step {
   int64_t unwind_from; /* UNWIND_RESTART: the call position restarted
                           from (-1: the top) */
   int rollback_failed; /* one failed for good: last_error says which */
+  /* What it logged and failed with, while a driver observes activations
+   * (activation_trace.c); NULL otherwise. */
+  struct act_trace *trace;
 };
 
 struct duro_attempt {
@@ -478,6 +481,19 @@ duro_rc step_api_child_wait(duro_step *a, const char *name,
 /* Decides the instance's new row and queues it, with the activation's
  * last writes, for the final commit. */
 void activation_finish(duro_step *a, duro_rc rc);
+
+/* activation_trace.c: what an activation did, kept for the drivers that
+ * observe activations (a tail handler's items).  _begin keeps nothing
+ * unless one does; _log and _error copy what they are given (bounded);
+ * _report hands the drivers the activation once its final commit is on
+ * disk; _free lets go. */
+void activation_trace_begin(duro_step *a);
+void activation_trace_log(duro_step *a, int64_t time_ms, int level,
+                          const char *step, uint32_t attempt, const char *text);
+void activation_trace_error(duro_step *a, int64_t time_ms, const char *step,
+                            uint32_t attempt, const char *error);
+void activation_trace_report(duro_step *a);
+void activation_trace_free(duro_step *a);
 /* The final commit's callback (ctx: the activation, freed here). */
 void activation_final_commit(void *ctx, int rc);
 

@@ -15,9 +15,10 @@ int build_desc_write(const loader_plugin *lp, int fd) {
   json_t *classes = json_array();
   for (size_t i = 0; loader_class_at(lp, i); i++)
     json_array_append_new(classes, json_string(loader_class_at(lp, i)));
-  json_t *doc = json_pack("{s:o,s:b,s:b}", "classes", classes, "queue",
+  json_t *doc = json_pack("{s:o,s:b,s:b,s:b}", "classes", classes, "queue",
                           loader_info(lp)->queue != NULL, "scheduled",
-                          loader_info(lp)->scheduled != NULL);
+                          loader_info(lp)->scheduled != NULL, "tail",
+                          loader_info(lp)->tail != NULL);
   int rc = doc ? json_dumpfd(doc, fd, JSON_COMPACT) : -1;
   if (!doc)
     errno = EINVAL; /* a class name that is not UTF-8 */
@@ -28,7 +29,7 @@ int build_desc_write(const loader_plugin *lp, int fd) {
 build_desc *build_desc_read(int fd, char *err, size_t errlen) {
   json_error_t je;
   json_t *doc = NULL, *classes = NULL;
-  int queue = 0, scheduled = 0;
+  int queue = 0, scheduled = 0, tail = 0;
   if (lseek(fd, 0, SEEK_SET) != 0) {
     snprintf(err, errlen, "cannot read the build's descriptor: %s",
              strerror(errno));
@@ -36,8 +37,9 @@ build_desc *build_desc_read(int fd, char *err, size_t errlen) {
   }
   doc = json_loadfd(fd, 0, &je);
   if (!doc ||
-      json_unpack_ex(doc, &je, 0, "{s:o,s:b,s:b}", "classes", &classes, "queue",
-                     &queue, "scheduled", &scheduled) != 0 ||
+      json_unpack_ex(doc, &je, 0, "{s:o,s:b,s:b,s:b}", "classes", &classes,
+                     "queue", &queue, "scheduled", &scheduled, "tail",
+                     &tail) != 0 ||
       !json_is_array(classes)) {
     snprintf(err, errlen,
              "the load probe reported no descriptor of the "
@@ -49,6 +51,7 @@ build_desc *build_desc_read(int fd, char *err, size_t errlen) {
   build_desc *d = xcalloc(1, sizeof *d);
   d->queue = queue;
   d->scheduled = scheduled;
+  d->tail = tail;
   d->classes = xcalloc(json_array_size(classes) + 1, sizeof *d->classes);
   size_t i;
   json_t *c;

@@ -1,6 +1,6 @@
 /* build_desc.h — what the engine knows of a build whose code it never
- * loads: the classes it exports and whether it has a queue handler and a
- * scheduled handler.
+ * loads: the classes it exports and whether it has a queue handler, a
+ * scheduled handler and a tail handler.
  *
  * A plugin that runs in worker processes (`workers` > 0) has its builds
  * loaded by the load probe (`duro __load`) and by its workers, never by
@@ -10,7 +10,8 @@
  * (build_desc_read) and keeps it with the build instead of a handle.
  * The text is one JSON object:
  *
- *   {"classes": ["A", "B"], "queue": true, "scheduled": false} */
+ *   {"classes": ["A", "B"], "queue": true, "scheduled": false, "tail": false}
+ */
 #ifndef DURO_BUILD_DESC_H
 #define DURO_BUILD_DESC_H
 
@@ -23,6 +24,7 @@ typedef struct build_desc {
   size_t n_classes;
   int queue;     /* it has a queue handler */
   int scheduled; /* it has a scheduled handler */
+  int tail;      /* it has a tail handler */
 } build_desc;
 
 /* Writes the descriptor of the open plugin lp to `fd` (the probe's side).

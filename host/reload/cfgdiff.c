@@ -139,6 +139,14 @@ static void compare_host(const config *o, const config *c, json_t *restart) {
             c->telemetry.max_spans);
   dur_field(restart, "telemetry.interval", o->telemetry.interval_ms,
             c->telemetry.interval_ms);
+  int_field(restart, "tail.buffer", o->tail.buffer, c->tail.buffer);
+  int_field(restart, "tail.buffer_bytes", o->tail.buffer_bytes,
+            c->tail.buffer_bytes);
+  int_field(restart, "tail.max_batch_size", o->tail.max_batch_size,
+            c->tail.max_batch_size);
+  dur_field(restart, "tail.max_batch_timeout", o->tail.max_batch_timeout_ms,
+            c->tail.max_batch_timeout_ms);
+  dur_field(restart, "tail.timeout", o->tail.timeout_ms, c->tail.timeout_ms);
 }
 
 static int same_columns(const config_pipeline *a, const config_pipeline *b) {
@@ -186,6 +194,16 @@ static const config_workflow *find_workflow(const config_plugin *p,
   return NULL;
 }
 
+/* Two lists of names, in order. */
+static int same_names(char *const *a, size_t na, char *const *b, size_t nb) {
+  if (na != nb)
+    return 0;
+  for (size_t i = 0; i < na; i++)
+    if (!same(a[i], b[i]))
+      return 0;
+  return 1;
+}
+
 static void compare_workflows(const config_plugin *o, const config_plugin *c,
                               json_t *live, json_t *restart) {
   for (size_t i = 0; i < o->n_workflows; i++)
@@ -215,6 +233,9 @@ static void compare_workflows(const config_plugin *o, const config_plugin *c,
     int_field(restart, WF("limits.logs"), a->max_logs, b->max_logs);
     if (!same_flow(a, b))
       note(restart, "%s", WF("flow.concurrency changed"));
+    if (!same_names(a->tail_consumers, a->n_tail_consumers, b->tail_consumers,
+                    b->n_tail_consumers))
+      note(live, "%s", WF("tail_consumers changed"));
     dur_field(live, WF("retention"), a->retention_ms, b->retention_ms);
     dur_field(live, WF("timeout"), a->timeout_ms, b->timeout_ms);
     flag_field(live, WF("on_timeout"), a->rollback_on_timeout,
@@ -387,6 +408,9 @@ void cfgdiff_compare(const config *old, const config *cur, json_t *live,
       note(restart, "plugin %s: on_crash_storm: %s -> %s", c->name,
            o->crash_storm.rollback ? "rollback" : "pause",
            c->crash_storm.rollback ? "rollback" : "pause");
+    if (!same_names(o->tail_consumers, o->n_tail_consumers, c->tail_consumers,
+                    c->n_tail_consumers))
+      note(live, "plugin %s: tail_consumers changed", c->name);
     compare_workflows(o, c, live, restart);
     compare_producers(o, c, restart);
     compare_consumers(o, c, live, restart);

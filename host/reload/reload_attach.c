@@ -11,7 +11,9 @@
 #include "queue.h"
 #include "reload_internal.h"
 #include "store.h"
+#include "tail.h"
 #include "trigger.h"
+#include "util.h"
 #include "worker.h"
 
 /* The plugin's consumers that name no workflow are fed to the newest
@@ -27,13 +29,16 @@ static void *worker_ctx(reloader *r, const plugin_state *p, const build *b,
 void reload_register_consumers(reloader *r, plugin_state *p, const build *b) {
   duro_queue_fn fn = NULL;
   duro_scheduled_fn scheduled = NULL;
+  duro_tail_fn tail = NULL;
   void *ctx = worker_ctx(r, p, b, NULL);
   if (b->lp) {
     fn = loader_info(b->lp)->queue;
     scheduled = loader_info(b->lp)->scheduled;
+    tail = loader_info(b->lp)->tail;
   } else if (ctx) {
     fn = b->desc->queue ? worker_proxy_queue : NULL;
     scheduled = b->desc->scheduled ? worker_proxy_scheduled : NULL;
+    tail = b->desc->tail ? worker_proxy_tail : NULL;
   }
   size_t fed = 0;
   for (size_t k = 0; k < p->cfg->n_consumers; k++) {
@@ -54,8 +59,23 @@ void reload_register_consumers(reloader *r, plugin_state *p, const build *b) {
       log_error("plugin \"%s\": cannot consume queue \"%s\"", p->cfg->name,
                 c->queue);
   }
-  /* The newest build's scheduled handler fires the plugin's next ticks. */
+  /* The newest build's scheduled handler fires the plugin's next ticks,
+   * and its tail handler takes the next batches of trace items. */
   duro_cron_set_handler(r->e, p->cfg->name, scheduled, ctx);
+  duro_tail_set_handler(r->e, p->cfg->name, tail, ctx);
+  /* whom its workflows' trace items go to: the plugin's consumers, then
+   * the workflow's own (config_refs.c: each a plugin, named once) */
+  for (size_t k = 0; k < p->cfg->n_workflows; k++) {
+    const config_workflow *w = &p->cfg->workflows[k];
+    size_t n = p->cfg->n_tail_consumers + w->n_tail_consumers;
+    const char **names = xcalloc(n + 1, sizeof *names);
+    for (size_t i = 0; i < p->cfg->n_tail_consumers; i++)
+      names[i] = p->cfg->tail_consumers[i];
+    for (size_t i = 0; i < w->n_tail_consumers; i++)
+      names[p->cfg->n_tail_consumers + i] = w->tail_consumers[i];
+    duro_tail_observe(r->e, w->name, names, n);
+    free(names);
+  }
   if (fn && !fed)
     log_warn("plugin \"%s\" has a queue handler but its config declares no "
              "consumer for it (queues.consumers without a workflow): it is "

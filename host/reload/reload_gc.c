@@ -1,7 +1,7 @@
 /* reload_gc.c — the periodic pass that unloads and deletes every build
- * that is not the newest, that no activation, queue batch or cron tick
- * runs and no instance that has not ended is pinned to; and, on a shared
- * database, drops the builds no host has offered for a day. */
+ * that is not the newest, that no activation, queue batch, cron tick or
+ * tail batch runs and no instance that has not ended is pinned to; and, on a
+ * shared database, drops the builds no host has offered for a day. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +13,7 @@
 #include "queue.h"
 #include "reload_internal.h"
 #include "store.h"
+#include "tail.h"
 #include "trigger.h"
 #include "util.h"
 
@@ -47,8 +48,10 @@ void reload_gc(reloader *r) {
        * workers, which keep their own copy loaded) */
       const loader_plugin *lp = p->builds[k].lp;
       int unused =
-          !lp || (!duro_queue_handler_running(r->e, loader_info(lp)->queue) &&
-                  !duro_cron_handler_running(r->e, loader_info(lp)->scheduled));
+          !lp ||
+          (!duro_queue_handler_running(r->e, loader_info(lp)->queue) &&
+           !duro_cron_handler_running(r->e, loader_info(lp)->scheduled) &&
+           !duro_tail_handler_running(r->e, loader_info(lp)->tail));
       /* The workflows share the code: it leaves all of them or none. */
       if (unused) {
         int rc = duro_engine_retire_build_all(r->e, names, p->cfg->n_workflows,

@@ -41,6 +41,7 @@
 #include "queue.h"
 #include "reload.h"
 #include "supervisor.h"
+#include "tail.h"
 #include "telemetry.h"
 #include "trigger.h"
 #include "util.h"
@@ -548,6 +549,12 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
       goto stop;
     }
   }
+  duro_tail_options tail = {.buffer = cfg->tail.buffer,
+                            .buffer_bytes = cfg->tail.buffer_bytes,
+                            .max_batch = cfg->tail.max_batch_size,
+                            .batch_timeout_ms = cfg->tail.max_batch_timeout_ms,
+                            .timeout_ms = cfg->tail.timeout_ms};
+  duro_tail_configure(h.engine, &tail); /* before the consumers, below */
   reload_attach(h.plugins, h.engine);
   http_attach(h.http, h.engine);
   http_attach_plugins(h.http, h.plugins);

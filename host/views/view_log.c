@@ -1,18 +1,7 @@
 /* view_log.c — an instance's log lines made JSON (view_log.h). */
 #include "view_log.h"
 
-static const char *level_name(int level) {
-  switch (level) {
-  case DURO_LOG_DEBUG:
-    return "debug";
-  case DURO_LOG_INFO:
-    return "info";
-  case DURO_LOG_WARN:
-    return "warn";
-  default:
-    return "error";
-  }
-}
+#include "log.h"
 
 int duro_instance_logs_json(duro_engine *e, const char *workflow,
                             const char *id, int64_t after, size_t limit,
@@ -29,9 +18,9 @@ int duro_instance_logs_json(duro_engine *e, const char *workflow,
     json_array_append_new(
         lines,
         json_pack("{sI, sI, ss, so, sI, ss}", "n", (json_int_t)x->n, "time_ms",
-                  (json_int_t)x->time_ms, "level", level_name(x->level), "step",
-                  x->step ? json_string(x->step) : json_null(), "attempt",
-                  (json_int_t)x->attempt, "message", x->message));
+                  (json_int_t)x->time_ms, "level", log_level_name(x->level),
+                  "step", x->step ? json_string(x->step) : json_null(),
+                  "attempt", (json_int_t)x->attempt, "message", x->message));
     next = x->n;
   }
   duro_log_list_free(&l);

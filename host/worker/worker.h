@@ -77,6 +77,7 @@ duro_rc worker_proxy_run(duro_step *step, const duro_event *ev, duro_env *env);
  * the tick is failed. */
 int worker_proxy_queue(duro_message_batch *batch, duro_env *env);
 int worker_proxy_scheduled(const duro_scheduled_event *ev, duro_env *env);
+int worker_proxy_tail(const duro_tail_batch *batch, duro_env *env);
 
 /* `duro __worker FD PLUGIN`: a worker process's main. */
 int worker_process_main(int argc, char **argv);

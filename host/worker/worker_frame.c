@@ -433,6 +433,14 @@ static void decode_cron_run(dec *d, worker_frame *f) {
   m->timezone = str(d, "timezone");
 }
 
+static void decode_tail_run(dec *d, worker_frame *f) {
+  wf_tail_run *m = &f->tail_run;
+  decode_build(d, &m->build);
+  m->items = str_set(d, "items");
+  m->n = u32(d, "n");
+  m->dropped = i64(d, "dropped");
+}
+
 typedef void decoder(dec *d, worker_frame *f);
 
 #define DECODER(member, kind, ...) [kind - WM_DO] = decode_##member,
@@ -440,10 +448,11 @@ static decoder *const decoders[WM_LIMIT - WM_DO + 1] = {WM_CALLS(DECODER)
                                                             WM_OWN(DECODER)};
 #undef DECODER
 
-static decoder *const engine_decoders[WM_REPLY_ALL + 1] = {
+static decoder *const engine_decoders[WM_TAIL_RUN + 1] = {
     [WM_RUN] = decode_run,           [WM_CALL] = decode_call,
     [WM_REPLY] = decode_reply,       [WM_QUEUE_RUN] = decode_queue_run,
-    [WM_CRON_RUN] = decode_cron_run, [WM_REPLY_ALL] = decode_reply_all};
+    [WM_CRON_RUN] = decode_cron_run, [WM_REPLY_ALL] = decode_reply_all,
+    [WM_TAIL_RUN] = decode_tail_run};
 
 /* The frame decoded by fn (NULL: a kind this side does not take, which
  * `sender` never sends), then checked to end at its last field. */
@@ -483,7 +492,7 @@ int worker_frame_decode(uint32_t kind, const uint8_t *body, size_t len,
 
 int worker_frame_decode_engine(uint32_t kind, const uint8_t *body, size_t len,
                                worker_frame *out) {
-  decoder *fn = kind <= WM_REPLY_ALL ? engine_decoders[kind] : NULL;
+  decoder *fn = kind <= WM_TAIL_RUN ? engine_decoders[kind] : NULL;
   return decode_with(fn, "the engine", kind, body, len, out);
 }
 

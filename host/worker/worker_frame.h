@@ -188,8 +188,8 @@ typedef struct wf_limit {
   int64_t used, limit;
 } wf_limit;
 
-/* The engine's frames, read in the worker.  The build a RUN, QUEUE_RUN
- * or CRON_RUN runs: never NULL. */
+/* The engine's frames, read in the worker.  The build a RUN, QUEUE_RUN,
+ * CRON_RUN or TAIL_RUN runs: never NULL. */
 typedef struct wf_build {
   const char *plugin, *path, *hash;
 } wf_build;
@@ -248,6 +248,13 @@ typedef struct wf_cron_run {
   const char *timezone;
 } wf_cron_run;
 
+typedef struct wf_tail_run {
+  wf_build build;
+  const char *items; /* never NULL */
+  uint32_t n;
+  int64_t dropped;
+} wf_tail_run;
+
 /* One frame: its kind and, named after the duro_api member the frame
  * carries (WM_CALLS, WM_OWN) or the engine's frame it is, its fields.
  * STEP_ERROR and CANCELLED have none. */
@@ -282,6 +289,7 @@ typedef struct worker_frame {
     wf_reply_all reply_all;
     wf_queue_run queue_run;
     wf_cron_run cron_run;
+    wf_tail_run tail_run;
   };
   /* A refusal's reason: the field and what is wrong with it. */
   char why[96];
@@ -294,8 +302,8 @@ int worker_frame_decode(uint32_t kind, const uint8_t *body, size_t len,
                         worker_frame *out);
 
 /* Decodes body (len bytes, a frame of `kind` from the engine: RUN, CALL,
- * REPLY, QUEUE_RUN, CRON_RUN, REPLY_ALL) as worker_frame_decode does: 0, or -1
- * with out->why set. */
+ * REPLY, QUEUE_RUN, CRON_RUN, REPLY_ALL, TAIL_RUN) as worker_frame_decode does:
+ * 0, or -1 with out->why set. */
 int worker_frame_decode_engine(uint32_t kind, const uint8_t *body, size_t len,
                                worker_frame *out);
 

@@ -270,16 +270,17 @@ static wk_act *act_new(wk_conn *c, uint64_t id, const wf_run *r) {
   return a;
 }
 
-/* A queue or cron handler's run: the handler, watched as a callback
- * is, then END with its return code (and a batch's marks). */
+/* A queue, cron or tail handler's run: the handler, watched as a
+ * callback is, then END with its return code (and a batch's marks). */
 static void handler_main(void *arg) {
   wk_act *a = arg;
   int64_t rc = -1;
   duro_env *env = (duro_env *)a; /* opaque to the plugin; unused here */
   if (!a->load_error) {
     wk_begin_handler(a);
-    rc = a->queue ? a->queue((duro_message_batch *)&a->batch, env)
-                  : a->scheduled(&a->tick, env);
+    rc = a->queue  ? a->queue((duro_message_batch *)&a->batch, env)
+         : a->tail ? a->tail(&a->items, env)
+                   : a->scheduled(&a->tick, env);
     wk_end_handler(a);
   }
   channel_begin(&a->m, WM_END, a->id);
@@ -295,12 +296,13 @@ static void handler_main(void *arg) {
   wk_send(a);
 }
 
-/* A QUEUE_RUN or CRON_RUN frame: the handler's activation, its build
- * found (or why not). */
+/* A QUEUE_RUN, CRON_RUN or TAIL_RUN frame: the handler's activation, its
+ * build found (or why not). */
 static wk_act *handler_new(wk_conn *c, uint64_t id, const worker_frame *f) {
   wk_act *a = act_alloc(c, id);
-  const wf_build *w =
-      f->kind == WM_QUEUE_RUN ? &f->queue_run.build : &f->cron_run.build;
+  const wf_build *w = f->kind == WM_QUEUE_RUN  ? &f->queue_run.build
+                      : f->kind == WM_TAIL_RUN ? &f->tail_run.build
+                                               : &f->cron_run.build;
   const char *plugin = w->plugin, *hash = w->hash;
   if (f->kind == WM_QUEUE_RUN) {
     const wf_queue_run *q = &f->queue_run;
@@ -321,6 +323,12 @@ static wk_act *handler_new(wk_conn *c, uint64_t id, const worker_frame *f) {
       m->attempts = wm.attempts;
       m->sent_ms = wm.sent_ms;
     }
+  } else if (f->kind == WM_TAIL_RUN) {
+    const wf_tail_run *t = &f->tail_run;
+    a->items.size = sizeof a->items;
+    a->items.items = wk_own(a, t->items);
+    a->items.n = t->n;
+    a->items.dropped = (uint64_t)t->dropped;
   } else {
     const wf_cron_run *t = &f->cron_run;
     a->tick.size = sizeof a->tick;
@@ -330,10 +338,15 @@ static wk_act *handler_new(wk_conn *c, uint64_t id, const worker_frame *f) {
   }
   char err[1024];
   const wk_build *b = build_get(plugin, w->path, hash, err, sizeof err);
-  const char *what = f->kind == WM_QUEUE_RUN ? "queue" : "scheduled";
+  const char *what = f->kind == WM_QUEUE_RUN  ? "queue"
+                     : f->kind == WM_TAIL_RUN ? "tail"
+                                              : "scheduled";
   if (!b)
     a->load_error = xstrdup(err);
   else if (f->kind == WM_QUEUE_RUN && !(a->queue = loader_info(b->lp)->queue))
+    a->load_error = xasprintf("plugin \"%s\" build %s has no %s handler",
+                              plugin, hash, what);
+  else if (f->kind == WM_TAIL_RUN && !(a->tail = loader_info(b->lp)->tail))
     a->load_error = xasprintf("plugin \"%s\" build %s has no %s handler",
                               plugin, hash, what);
   else if (f->kind == WM_CRON_RUN &&
@@ -458,7 +471,8 @@ static void *conn_main(void *arg) {
       _exit(71);
     }
     wk_act *a = idmap_get(&c->acts, (int64_t)id);
-    int starts = kind == WM_RUN || kind == WM_QUEUE_RUN || kind == WM_CRON_RUN;
+    int starts = kind == WM_RUN || kind == WM_QUEUE_RUN ||
+                 kind == WM_CRON_RUN || kind == WM_TAIL_RUN;
     if (kind == WM_CALL && !a) {
       a = act_alloc(c, id);
       a->kind = kind;

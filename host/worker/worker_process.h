@@ -53,11 +53,14 @@ typedef struct wk_act {
   size_t n_owned, cap_owned;
   char *load_error; /* the build did not load: why */
   duro_run_fn run;
-  /* A queue or cron handler's run instead (kind QUEUE_RUN, CRON_RUN). */
+  /* A queue, cron or tail handler's run instead (kind QUEUE_RUN,
+   * CRON_RUN, TAIL_RUN). */
   duro_queue_fn queue;
   duro_scheduled_fn scheduled;
+  duro_tail_fn tail;
   wk_batch batch;
   duro_scheduled_event tick;
+  duro_tail_batch items;
   int in_callback; /* a handler runs on the channel's thread */
   int64_t cb_ns;   /* the CPU time its handler ran before this resume */
   /* Minor page faults under limits.memory: run()'s own outside any

@@ -29,7 +29,7 @@
 
 /* The protocol's version, the last argument of `duro __worker`: a worker
  * of another build refuses to start rather than misread its frames. */
-#define WM_PROTOCOL "duro-worker-7"
+#define WM_PROTOCOL "duro-worker-8"
 
 enum worker_msg {
   /* engine to worker */
@@ -62,6 +62,8 @@ enum worker_msg {
                    END */
   WM_REPLY_ALL, /* i rc, u n, n × (s result, s error): a DO_ALL's answer,
                    each branch's result or error (or neither) */
+  WM_TAIL_RUN,  /* s plugin, s path, s hash, s items (a JSON array), u n,
+                   i dropped: a tail handler's batch; answered by END */
   /* worker to engine: the plugin's calls */
   WM_DO = 16,       /* s name, u has_config, u has_retries, u limit, s delay,
                        u backoff, s timeout, q fn, q arg, u wants_result */

@@ -63,6 +63,9 @@ typedef struct proxy {
    * when it is given up on (CLOCK_MONOTONIC ms, 0 = never). */
   const char *handler; /* e.g. queue handler of plugin "p" (queue "q") */
   int64_t deadline;
+  /* the setting the deadline comes from, for the kill's message (NULL: a
+   * queue consumer's visibility_timeout) */
+  const char *deadline_from;
   wf_end end; /* its END once served (borrows cur: no frame follows) */
   /* What its rollbacks' stand-ins point at (rollback_of), kept until
    * run() is over: they may run after its END. */
@@ -96,12 +99,16 @@ static int pump(worker_conn *c, int block, short ready);
 static int handler_wait(proxy *px) {
   int64_t now = clock_mono_ms(), kill_at = px->deadline;
   if (px->deadline && now >= kill_at) {
-    worker_conn_kill(px->c, "a queue handler ran past its consumer's "
-                            "visibility_timeout");
-    char *msg = xasprintf("the %s ran past its consumer's "
-                          "visibility_timeout of %lld ms; its worker process "
-                          "was killed",
-                          px->handler, (long long)duro_env_timeout_ms(px->env));
+    const char *from = px->deadline_from ? px->deadline_from
+                                         : "its consumer's visibility_timeout";
+    char *msg =
+        xasprintf("the %s ran past %s of %lld ms; its worker process "
+                  "was killed",
+                  px->handler, from, (long long)duro_env_timeout_ms(px->env));
+    worker_conn_kill(px->c, px->deadline_from
+                                ? msg
+                                : "a queue handler ran past its consumer's "
+                                  "visibility_timeout");
     duro_env_handler_failed(px->env, DURO_ERR_TIMEOUT, msg);
     free(msg);
     return -3;
@@ -1332,6 +1339,25 @@ int worker_proxy_queue(duro_message_batch *batch, duro_env *env) {
         api->message_retry(batch, i, delay);
     }
   }
+  handler_proxy_end(&px);
+  return rc;
+}
+
+int worker_proxy_tail(const duro_tail_batch *batch, duro_env *env) {
+  char what[256];
+  proxy px;
+  if (handler_proxy(&px, env, what, sizeof what, "tail handler",
+                    "trace items") != 0)
+    return -1;
+  px.deadline = duro_env_deadline_ms(env);
+  px.deadline_from = "tail.timeout";
+  put_build(&px, WM_TAIL_RUN);
+  wire_put_str(&px.m, batch->items);
+  wire_put_u32(&px.m, (uint32_t)batch->n);
+  wire_put_i64(&px.m, (int64_t)batch->dropped);
+  int rc = -1;
+  if (handler_run(&px, &rc) != 0)
+    rc = -1;
   handler_proxy_end(&px);
   return rc;
 }
