@@ -13,52 +13,84 @@
 #include "util.h"
 
 void span_rec_clear(span_rec *r) {
-  free(r->workflow);
-  free(r->id);
-  free(r->key);
-  free(r->name);
-  free(r->step_kind);
-  free(r->build);
-  free(r->status);
-  free(r->error);
-  free(r->traceparent);
-  free(r->sender);
-  free(r->subject);
+  free(r->mem);
   free(r->links);
   memset(r, 0, sizeof *r);
 }
 
-static char *dup_or_null(const char *s) { return s ? xstrdup(s) : NULL; }
+/* Up to PACK_MAX strings copied into one block: add each (its length
+ * counted), then pack_copy allocates the block and points each target at
+ * its copy (NULL stays NULL). */
+#define PACK_MAX 8
+
+typedef struct pack {
+  const char **dst[PACK_MAX];
+  const char *src[PACK_MAX];
+  const char *prefix[PACK_MAX]; /* written before src, or NULL */
+  size_t len[PACK_MAX], plen[PACK_MAX];
+  size_t n, total;
+} pack;
+
+static void pack_add(pack *p, const char **dst, const char *prefix,
+                     const char *s) {
+  *dst = NULL;
+  if (!s)
+    return;
+  size_t i = p->n++;
+  p->dst[i] = dst;
+  p->src[i] = s;
+  p->prefix[i] = prefix;
+  p->plen[i] = prefix ? strlen(prefix) : 0;
+  p->len[i] = strlen(s);
+  p->total += p->plen[i] + p->len[i] + 1;
+}
+
+static char *pack_copy(pack *p) {
+  if (!p->n)
+    return NULL;
+  char *mem = xmalloc(p->total), *at = mem;
+  for (size_t i = 0; i < p->n; i++) {
+    *p->dst[i] = at;
+    if (p->plen[i])
+      memcpy(at, p->prefix[i], p->plen[i]);
+    memcpy(at + p->plen[i], p->src[i], p->len[i] + 1);
+    at += p->plen[i] + p->len[i] + 1;
+  }
+  return mem;
+}
 
 /* Whether op holds a span, and it into r. */
 static int span_of(const journal_op *op, span_rec *r) {
   memset(r, 0, sizeof *r);
   r->rowid = op->rowid;
   r->created_ms = JOURNAL_NONE;
+  pack p = {.n = 0};
   if (op->kind == JOP_INSTANCE_SET && op->inst &&
       duro_status_ended(op->inst->status)) {
     const journal_instance *in = op->inst;
     r->kind = SPAN_INSTANCE;
     r->rowid = in->rowid ? in->rowid : op->rowid;
-    r->workflow = dup_or_null(in->workflow);
-    r->id = dup_or_null(in->id);
+    pack_add(&p, &r->workflow, NULL, in->workflow);
+    pack_add(&p, &r->id, NULL, in->id);
     r->created_ms = in->workflow && in->id ? in->created_ms : JOURNAL_NONE;
-    r->traceparent = dup_or_null(in->traceparent);
-    r->status = xstrdup(duro_status_name(in->status));
-    r->error = dup_or_null(in->error);
+    pack_add(&p, &r->traceparent, NULL, in->traceparent);
+    r->status = duro_status_name(in->status);
+    pack_add(&p, &r->error, NULL, in->error);
     r->start_ms = in->created_ms;
     r->end_ms = in->ended_ms;
+    r->mem = pack_copy(&p);
     return 1;
   }
   if (op->kind == JOP_ATTEMPT_PUT && op->attempt.key && op->attempt.error) {
     const journal_attempt *a = &op->attempt;
     r->kind = SPAN_ATTEMPT;
-    r->key = xstrdup(a->key);
+    pack_add(&p, &r->key, NULL, a->key);
     r->attempt = a->number;
-    r->build = dup_or_null(a->build);
-    r->error = xstrdup(a->error);
+    pack_add(&p, &r->build, NULL, a->build);
+    pack_add(&p, &r->error, NULL, a->error);
     r->start_ms = a->started_ms;
     r->end_ms = a->ended_ms;
+    r->mem = pack_copy(&p);
     return 1;
   }
   if (op->kind == JOP_STEP_PUT && op->step &&
@@ -66,24 +98,26 @@ static int span_of(const journal_op *op, span_rec *r) {
     const journal_step *s = op->step;
     int is_do = s->type == DURO_STEP_DO;
     r->kind = is_do ? SPAN_ATTEMPT : SPAN_STEP;
-    r->key = xstrdup(s->key);
-    r->name = xstrdup(s->name);
-    r->step_kind = xstrdup(duro_step_kind_name(s->type));
+    pack_add(&p, &r->key, NULL, s->key);
+    pack_add(&p, &r->name, NULL, s->name);
+    r->step_kind = duro_step_kind_name(s->type);
     r->attempt = is_do ? s->attempts : 0;
-    r->build = dup_or_null(s->build);
+    pack_add(&p, &r->build, NULL, s->build);
     r->start_ms = is_do && s->attempt_started_ms != JOURNAL_NONE
                       ? s->attempt_started_ms
                       : s->started_ms;
     r->end_ms = s->ended_ms;
+    r->mem = pack_copy(&p);
     return 1;
   }
   if (op->kind == JOP_EVENT_INSERT && op->rc == 0 && op->event_type) {
     r->kind = SPAN_EVENT;
-    r->name = xasprintf("event %s", op->event_type);
-    r->key = xstrdup("event");
+    pack_add(&p, &r->name, "event ", op->event_type);
+    pack_add(&p, &r->key, NULL, "event");
     r->attempt = (uint32_t)op->out_rowid; /* its seq: one span an event */
-    r->sender = dup_or_null(op->traceparent);
+    pack_add(&p, &r->sender, NULL, op->traceparent);
     r->start_ms = r->end_ms = op->ts_ms;
+    r->mem = pack_copy(&p);
     return 1;
   }
   return 0;
@@ -118,7 +152,9 @@ static int span_of_batch(const journal_batch *b, span_rec *r) {
     if (op->kind == JOP_CRON_TICK && op->out_rowid == 1 &&
         op->ts_ms != JOURNAL_NONE) {
       r->kind = SPAN_TICK;
-      r->subject = xstrdup(op->queue);
+      pack p = {.n = 0};
+      pack_add(&p, &r->subject, NULL, op->queue);
+      r->mem = pack_copy(&p);
       r->count = op->visible_ms;
       r->start_ms = op->visible_ms < op->ts_ms ? op->visible_ms : op->ts_ms;
       r->end_ms = op->ts_ms;
@@ -136,7 +172,9 @@ static int span_of_batch(const journal_batch *b, span_rec *r) {
   if (!first)
     return 0;
   r->kind = SPAN_QUEUE;
-  r->subject = xstrdup(first->queue);
+  pack p = {.n = 0};
+  pack_add(&p, &r->subject, NULL, first->queue);
+  r->mem = pack_copy(&p);
   r->start_ms = r->end_ms = first->ts_ms;
   trace_event_ids("queue", first->queue, journal_lease_seq(first->lease),
                   r->self.trace, r->self.span);
@@ -144,26 +182,39 @@ static int span_of_batch(const journal_batch *b, span_rec *r) {
   return 1;
 }
 
-/* r into the buffer, or dropped (counted) when it is full. */
-static void keep(telemetry *t, span_rec *r) {
+/* Spans a batch holds, kept on the stack until they go into the buffer
+ * under one lock. */
+#define KEEP_MAX 32
+
+/* v[0..n) into the buffer, those that do not fit dropped (counted). */
+static void keep(telemetry *t, span_rec *v, size_t n) {
+  size_t kept = 0;
   pthread_mutex_lock(&t->mu);
-  if (t->n + t->held < t->max) {
-    t->ring[(t->head + t->n) % t->max] = *r;
+  for (; kept < n && t->n + t->held < t->max; kept++) {
+    t->ring[(t->head + t->n) % t->max] = v[kept];
     t->n++;
-    if (t->n * 2 >= t->max) /* half full: post now */
-      pthread_cond_signal(&t->wake);
-  } else {
-    t->dropped++;
-    span_rec_clear(r);
   }
+  t->dropped += n - kept;
+  if (kept && t->n * 2 >= t->max) /* half full: post now */
+    pthread_cond_signal(&t->wake);
   pthread_mutex_unlock(&t->mu);
+  for (size_t i = kept; i < n; i++)
+    span_rec_clear(&v[i]);
 }
 
 void span_capture(telemetry *t, const journal_batch *b) {
-  span_rec r;
-  for (size_t i = 0; i < b->n; i++)
-    if (span_of(&b->ops[i], &r))
-      keep(t, &r);
-  if (span_of_batch(b, &r))
-    keep(t, &r);
+  span_rec v[KEEP_MAX];
+  size_t n = 0;
+  for (size_t i = 0; i < b->n; i++) {
+    if (!span_of(&b->ops[i], &v[n]))
+      continue;
+    if (++n == KEEP_MAX) {
+      keep(t, v, n);
+      n = 0;
+    }
+  }
+  if (span_of_batch(b, &v[n]))
+    n++;
+  if (n)
+    keep(t, v, n);
 }

@@ -115,6 +115,7 @@ static void *exporter(void *arg) {
   for (size_t i = 0; i < held; i++)
     span_rec_clear(&batch[i]);
   free(batch);
+  span_export_free(t);
   return NULL;
 }
 

@@ -33,30 +33,33 @@ typedef struct span_link {
   char trace[33], span[17];
 } span_link;
 
-/* One span as a commit saw it (strings owned; workflow and id NULL until
- * the exporter names the instance from its rowid). */
+/* One span as a commit saw it.  Its strings are in one block (mem, owned)
+ * or static (step_kind, status), so that a commit makes one allocation a
+ * span; workflow and id are NULL for all but SPAN_INSTANCE: the exporter
+ * names the instance from its rowid. */
 typedef struct span_rec {
   int kind;
   int64_t rowid;
-  char *workflow, *id;
-  int64_t created_ms; /* JOURNAL_NONE until named */
-  char *key, *name;   /* the step's key and name (not SPAN_INSTANCE) */
-  char *step_kind;    /* "do", "sleep", ... (SPAN_STEP) */
+  const char *workflow, *id;
+  int64_t created_ms;     /* JOURNAL_NONE until named */
+  const char *key, *name; /* the step's key and name (not SPAN_INSTANCE) */
+  const char *step_kind;  /* "do", "sleep", ... (SPAN_STEP; static) */
   uint32_t attempt;
-  char *build;
-  char *status;      /* the instance's end status (SPAN_INSTANCE) */
-  char *error;       /* {"name","message"} text, or NULL: it went well */
-  char *traceparent; /* the instance's creator's, or NULL (named with it) */
-  char *sender;      /* SPAN_EVENT: its sender's traceparent, or NULL */
+  const char *build;
+  const char *status; /* the instance's end status (SPAN_INSTANCE; static) */
+  const char *error;  /* {"name","message"} text, or NULL: it went well */
+  const char *traceparent; /* the instance's creator's, or NULL */
+  const char *sender;      /* SPAN_EVENT: its sender's traceparent, or NULL */
   /* SPAN_QUEUE and SPAN_TICK: their own ids, the queue or trigger, how
    * many messages it settled (or the tick's time), and the instances it
    * started */
   span_link self;
-  char *subject;
+  const char *subject;
   int64_t count;
   span_link *links;
   size_t n_links;
   int64_t start_ms, end_ms;
+  char *mem; /* the strings above that are not static */
 } span_rec;
 
 void span_rec_clear(span_rec *r);
@@ -79,6 +82,9 @@ typedef struct telemetry {
   pthread_t thread;
   /* counts for /metrics */
   uint64_t exported, dropped, errors;
+  /* the exporter's thread only (span_export.c): the instances named, the
+   * connection to the collector, the body being written */
+  struct span_exporter *x;
 } telemetry;
 
 /* span_capture.c: appends batch b's spans to t's buffer (dropping what
@@ -88,5 +94,8 @@ void span_capture(telemetry *t, const journal_batch *b);
 /* span_export.c: names, samples and posts v[0..n); 0, or -1 when the
  * collector did not take them (why in err). */
 int span_export(telemetry *t, span_rec *v, size_t n, char *err, size_t errlen);
+
+/* Frees what span_export kept between calls (t->x). */
+void span_export_free(telemetry *t);
 
 #endif
