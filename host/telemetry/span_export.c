@@ -411,7 +411,8 @@ static int post(const telemetry *t, span_exporter *x, char *err,
   return bad ? -1 : 0;
 }
 
-int span_export(telemetry *t, span_rec *v, size_t n, char *err, size_t errlen) {
+int span_export(telemetry *t, const span_slot *v, size_t n, char *err,
+                size_t errlen) {
   span_exporter *x = exporter_of(t);
   jbuf *b = &x->body;
   b->len = 0;
@@ -425,7 +426,8 @@ int span_export(telemetry *t, span_rec *v, size_t n, char *err, size_t errlen) {
   JB_LIT(b, "},\"spans\":[");
   size_t spans = 0;
   for (size_t i = 0; i < n; i++) {
-    const span_rec *r = &v[i];
+    span_rec view, *r = &view;
+    span_view(&v[i], r);
     const char *workflow = r->workflow, *id = r->id;
     int64_t created_ms = r->created_ms;
     trace_of own;

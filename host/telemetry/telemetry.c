@@ -54,7 +54,7 @@ static void deadline_in(struct timespec *ts, int64_t ms) {
 }
 
 /* Takes up to BATCH_MAX records off the buffer into v (t->mu held). */
-static size_t take(telemetry *t, span_rec *v) {
+static size_t take(telemetry *t, span_slot *v) {
   size_t n = t->n < BATCH_MAX ? t->n : BATCH_MAX;
   for (size_t i = 0; i < n; i++) {
     v[i] = t->ring[t->head];
@@ -67,7 +67,7 @@ static size_t take(telemetry *t, span_rec *v) {
 
 static void *exporter(void *arg) {
   telemetry *t = arg;
-  span_rec *batch = xcalloc(BATCH_MAX, sizeof *batch);
+  span_slot *batch = xcalloc(BATCH_MAX, sizeof *batch);
   size_t held = 0; /* a batch refused, tried again */
   int64_t wait_ms = t->interval_ms;
   int failing = 0;
@@ -91,7 +91,7 @@ static void *exporter(void *arg) {
     if (rc == 0) {
       t->exported += held;
       for (size_t i = 0; i < held; i++)
-        span_rec_clear(&batch[i]);
+        span_slot_clear(&batch[i]);
       held = t->held = 0;
       wait_ms = t->interval_ms;
       if (failing)
@@ -113,7 +113,7 @@ static void *exporter(void *arg) {
   t->held = 0;
   pthread_mutex_unlock(&t->mu);
   for (size_t i = 0; i < held; i++)
-    span_rec_clear(&batch[i]);
+    span_slot_clear(&batch[i]);
   free(batch);
   span_export_free(t);
   return NULL;
@@ -192,7 +192,7 @@ static void state_free(void *state) {
   telemetry *t = state;
   drain(t, NULL);
   for (size_t i = 0; i < t->n; i++)
-    span_rec_clear(&t->ring[(t->head + i) % t->max]);
+    span_slot_clear(&t->ring[(t->head + i) % t->max]);
   free(t->ring);
   free(t->endpoint);
   free(t->service);
