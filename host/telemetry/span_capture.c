@@ -141,6 +141,15 @@ static int span_of(const journal_op *op, span_slot *s) {
                       ? st->attempt_started_ms
                       : st->started_ms;
     s->end_ms = st->ended_ms;
+  } else if (op->kind == JOP_INSTANCE_INSERT && op->rc == 0 && op->inst &&
+             op->inst->workflow && op->inst->id && op->out_rowid > 0) {
+    const journal_instance *in = op->inst;
+    s->kind = SPAN_NAME;
+    s->rowid = op->out_rowid;
+    str[SS_WORKFLOW] = in->workflow;
+    str[SS_ID] = in->id;
+    str[SS_TRACEPARENT] = in->traceparent;
+    s->created_ms = in->created_ms;
   } else if (op->kind == JOP_EVENT_INSERT && op->rc == 0 && op->event_type) {
     s->kind = SPAN_EVENT;
     str[SS_NAME] = op->event_type;
@@ -224,20 +233,36 @@ static int span_of_batch(const journal_batch *b, span_slot *s) {
  * under one lock. */
 #define KEEP_MAX 32
 
-/* v[0..n) into the buffer, those that do not fit dropped (counted). */
+/* v[0..n) into the buffer, the spans that do not fit dropped (counted),
+ * the names that do not (SPAN_NAME) left to the exporter's reads. */
 static void keep(telemetry *t, span_slot *v, size_t n) {
-  size_t kept = 0;
+  size_t left[KEEP_MAX], n_left = 0, kept = 0;
   pthread_mutex_lock(&t->mu);
-  for (; kept < n && t->n + t->held < t->max; kept++) {
-    t->ring[(t->head + t->n) % t->max] = v[kept];
-    t->n++;
+  for (size_t i = 0; i < n; i++) {
+    if (v[i].kind == SPAN_NAME) {
+      if (t->n_names == t->cap_names && t->cap_names < t->max) {
+        size_t cap = t->cap_names ? t->cap_names * 2 : 64;
+        t->cap_names = cap < t->max ? cap : t->max;
+        t->names = xrealloc(t->names, t->cap_names * sizeof *t->names);
+      }
+      if (t->n_names < t->cap_names)
+        t->names[t->n_names++] = v[i];
+      else
+        left[n_left++] = i;
+    } else if (t->n + t->held < t->max) {
+      t->ring[(t->head + t->n) % t->max] = v[i];
+      t->n++;
+      kept++;
+    } else {
+      t->dropped++;
+      left[n_left++] = i;
+    }
   }
-  t->dropped += n - kept;
   if (kept && t->n * 2 >= t->max) /* half full: post now */
     pthread_cond_signal(&t->wake);
   pthread_mutex_unlock(&t->mu);
-  for (size_t i = kept; i < n; i++)
-    span_slot_clear(&v[i]);
+  for (size_t i = 0; i < n_left; i++)
+    span_slot_clear(&v[left[i]]);
 }
 
 void span_capture(telemetry *t, const journal_batch *b) {

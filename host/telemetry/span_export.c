@@ -30,6 +30,7 @@
 typedef struct named {
   const char *workflow, *id, *traceparent; /* in mem */
   int64_t created_ms;
+  int have_tr; /* tr computed (on first use: many are named, fewer traced) */
   trace_of tr;
   char mem[];
 } named;
@@ -196,37 +197,56 @@ static void link_json(jbuf *b, const char *trace, const char *span) {
 
 /* ---- naming */
 
-/* The instance of r from its rowid; NULL when it is gone (its spans with
- * it).  What it returns holds until the next call. */
-static const named *name_instance(telemetry *t, span_exporter *x,
-                                  const span_rec *r) {
+/* Instance rowid, named (workflow, id, created_ms, traceparent) into the
+ * cache; what it returns holds until the next call that adds one. */
+static named *name_keep(span_exporter *x, int64_t rowid, const char *workflow,
+                        const char *id, int64_t created_ms,
+                        const char *traceparent) {
+  if (g_hash_table_size(x->names) >= NAMES_MAX)
+    g_hash_table_remove_all(x->names);
+  size_t lw = strlen(workflow) + 1, li = strlen(id) + 1,
+         lt = traceparent ? strlen(traceparent) + 1 : 0;
+  named *n = xmalloc(sizeof *n + lw + li + lt);
+  memcpy(n->mem, workflow, lw);
+  memcpy(n->mem + lw, id, li);
+  n->workflow = n->mem;
+  n->id = n->mem + lw;
+  n->traceparent = NULL;
+  if (lt) {
+    memcpy(n->mem + lw + li, traceparent, lt);
+    n->traceparent = n->mem + lw + li;
+  }
+  n->created_ms = created_ms;
+  n->have_tr = 0;
+  gint64 *k = g_new(gint64, 1);
+  *k = rowid;
+  g_hash_table_replace(x->names, k, n);
+  return n;
+}
+
+/* The instance of r from its rowid (the cache, else the journal); NULL
+ * when it is gone (its spans with it).  What it returns holds until the
+ * next call. */
+static named *name_instance(telemetry *t, span_exporter *x, const span_rec *r) {
   named *n = g_hash_table_lookup(x->names, &r->rowid);
   if (n)
     return n;
   journal_instance in = {0};
   if (journal_instance_get_rowid(engine_journal(t->e), r->rowid, &in))
     return NULL;
-  if (g_hash_table_size(x->names) >= NAMES_MAX)
-    g_hash_table_remove_all(x->names);
-  size_t lw = strlen(in.workflow) + 1, li = strlen(in.id) + 1,
-         lt = in.traceparent ? strlen(in.traceparent) + 1 : 0;
-  n = xmalloc(sizeof *n + lw + li + lt);
-  memcpy(n->mem, in.workflow, lw);
-  memcpy(n->mem + lw, in.id, li);
-  n->workflow = n->mem;
-  n->id = n->mem + lw;
-  n->traceparent = NULL;
-  if (lt) {
-    memcpy(n->mem + lw + li, in.traceparent, lt);
-    n->traceparent = n->mem + lw + li;
-  }
-  n->created_ms = in.created_ms;
-  trace_of_instance(n->workflow, n->id, n->created_ms, n->traceparent, &n->tr);
+  n = name_keep(x, r->rowid, in.workflow, in.id, in.created_ms, in.traceparent);
   journal_instance_clear(&in);
-  gint64 *k = g_new(gint64, 1);
-  *k = r->rowid;
-  g_hash_table_insert(x->names, k, n);
   return n;
+}
+
+void span_names(telemetry *t, span_slot *v, size_t n) {
+  span_exporter *x = exporter_of(t);
+  for (size_t i = 0; i < n; i++) {
+    span_rec r;
+    span_view(&v[i], &r);
+    name_keep(x, r.rowid, r.workflow, r.id, r.created_ms, r.traceparent);
+    span_slot_clear(&v[i]);
+  }
 }
 
 void duro_telemetry_trace_id(const char *workflow, const char *id,
@@ -439,9 +459,14 @@ int span_export(telemetry *t, const span_slot *v, size_t n, char *err,
       if (workflow && id && created_ms != JOURNAL_NONE) {
         trace_of_instance(workflow, id, created_ms, r->traceparent, &own);
       } else {
-        const named *nm = name_instance(t, x, r);
+        named *nm = name_instance(t, x, r);
         if (!nm)
           continue; /* the instance is gone: so is its trace */
+        if (!nm->have_tr) {
+          trace_of_instance(nm->workflow, nm->id, nm->created_ms,
+                            nm->traceparent, &nm->tr);
+          nm->have_tr = 1;
+        }
         workflow = nm->workflow, id = nm->id, created_ms = nm->created_ms;
         tr = &nm->tr;
       }

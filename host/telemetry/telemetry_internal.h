@@ -25,7 +25,10 @@ enum {
   SPAN_STEP,
   SPAN_EVENT,
   SPAN_QUEUE,
-  SPAN_TICK
+  SPAN_TICK,
+  /* not a span: an instance created (rowid, workflow, id, creation,
+   * traceparent), which names the spans it will have (telemetry.names) */
+  SPAN_NAME
 };
 
 /* A span another links to: its trace and span ids. */
@@ -122,6 +125,10 @@ typedef struct telemetry {
   /* taken off the ring by the exporter and not yet posted: they count
    * against max too, so a collector that is down costs max spans */
   size_t held;
+  /* the instances created since the exporter last looked (SPAN_NAME
+   * slots, max at most; past it they are named from the journal) */
+  span_slot *names;
+  size_t n_names, cap_names;
   int started, stop;
   pthread_t thread;
   /* counts for /metrics */
@@ -139,6 +146,10 @@ void span_capture(telemetry *t, const journal_batch *b);
  * collector did not take them (why in err). */
 int span_export(telemetry *t, const span_slot *v, size_t n, char *err,
                 size_t errlen);
+
+/* span_export.c: the instances v[0..n) names (SPAN_NAME) kept for the
+ * spans to come, and v cleared. */
+void span_names(telemetry *t, span_slot *v, size_t n);
 
 /* Frees what span_export kept between calls (t->x). */
 void span_export_free(telemetry *t);
