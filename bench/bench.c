@@ -110,10 +110,18 @@ typedef struct bench_opts {
    * ../host/duro beside this one). */
   const char *worker_so;
   char duro[4096];
+  /* --max-spans N: W1T's span buffer (telemetry.max_spans); by default
+   * more than it fills, so that none is dropped and the exporter posts a
+   * batch an interval, the rest at the drain after the figure; the
+   * config's 10000 has it post all the while, as a busy host does. */
+  uint32_t max_spans;
 } bench_opts;
 
-static bench_opts opts = {
-    .sync_full = 1, .workers = 64, .sleepers = 100000, .hosts = 1};
+static bench_opts opts = {.sync_full = 1,
+                          .workers = 64,
+                          .sleepers = 100000,
+                          .hosts = 1,
+                          .max_spans = 1000000};
 
 /* ---- time and reporting ------------------------------------------------- */
 
@@ -603,7 +611,7 @@ static void w1_run(const char *name, otlp_sink *sink) {
                                 .service_name = "bench",
                                 .sample = 1.0,
                                 /* none dropped: every span costs */
-                                .max_spans = 1000000,
+                                .max_spans = opts.max_spans,
                                 .interval_ms = 1000};
     for (uint32_t h = 0; h < b.n_hosts; h++)
       if (duro_telemetry_enable(b.hosts[h], &t) != 0) {
@@ -1323,7 +1331,8 @@ static int usage(void) {
       "                  [--workers N] [--sleepers N] [--only W1,W1T,Q1,...]\n"
       "                  [--plugin-workers LIBBENCH.so [--duro PATH]]\n"
       "                  [--dir DIR] [--postgresql CONNINFO|auto]\n"
-      "                  [--hosts N (with --postgresql, W1-W3)]\n");
+      "                  [--hosts N (with --postgresql, W1-W3)]\n"
+      "                  [--max-spans N (W1T's span buffer)]\n");
   return 2;
 }
 
@@ -1350,6 +1359,8 @@ int main(int argc, char **argv) {
       opts.postgresql = argv[++i];
     else if (!strcmp(a, "--hosts") && v)
       opts.hosts = (uint32_t)atoi(argv[++i]);
+    else if (!strcmp(a, "--max-spans") && v)
+      opts.max_spans = (uint32_t)atoi(argv[++i]);
     else if (!strcmp(a, "--plugin-workers") && v)
       opts.worker_so = argv[++i];
     else if (!strcmp(a, "--duro") && v)

@@ -63,9 +63,14 @@ char *traceparent_norm(const char *s) {
   return xstrdup(out);
 }
 
+/* n bytes as 2n lowercase hex digits and a NUL into out. */
 static void hex(const guint8 *b, size_t n, char *out) {
-  for (size_t i = 0; i < n; i++)
-    snprintf(out + 2 * i, 3, "%02x", b[i]);
+  static const char digits[] = "0123456789abcdef";
+  for (size_t i = 0; i < n; i++) {
+    out[2 * i] = digits[b[i] >> 4];
+    out[2 * i + 1] = digits[b[i] & 15];
+  }
+  out[2 * n] = '\0';
 }
 
 /* SHA-256 of the parts joined by 0x1f into d (32 bytes); key NULL: the

@@ -3,7 +3,9 @@
  * step completed (its last attempt, in the step's row), a sleep or wait
  * completed, an event stored, and the batch itself when it settled a
  * queue delivery or fired a cron tick.  Only what the ops carry is copied, on
- * the committing thread; the exporter names the instance later. */
+ * the committing thread, into a slot (telemetry_internal.h): its strings
+ * inline when they are short, else in one allocation; the exporter names
+ * the instance later. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,86 +14,161 @@
 #include "trace_ids.h"
 #include "util.h"
 
-void span_rec_clear(span_rec *r) {
-  free(r->workflow);
-  free(r->id);
-  free(r->key);
-  free(r->name);
-  free(r->step_kind);
-  free(r->build);
-  free(r->status);
-  free(r->error);
-  free(r->traceparent);
-  free(r->sender);
-  free(r->subject);
-  free(r->links);
-  memset(r, 0, sizeof *r);
+static int slot_on_heap(const span_slot *s) {
+  return s->kind == SPAN_QUEUE || s->kind == SPAN_TICK || s->len > SPAN_INLINE;
 }
 
-static char *dup_or_null(const char *s) { return s ? xstrdup(s) : NULL; }
+void span_slot_clear(span_slot *s) {
+  if (slot_on_heap(s))
+    free(s->data.heap);
+  memset(s, 0, sizeof *s);
+}
 
-/* Whether op holds a span, and it into r. */
-static int span_of(const journal_op *op, span_rec *r) {
+void span_view(const span_slot *s, span_rec *r) {
   memset(r, 0, sizeof *r);
-  r->rowid = op->rowid;
-  r->created_ms = JOURNAL_NONE;
+  r->kind = s->kind;
+  r->rowid = s->rowid;
+  r->created_ms = s->created_ms;
+  r->start_ms = s->start_ms;
+  r->end_ms = s->end_ms;
+  r->attempt = s->attempt;
+  const char *at = slot_on_heap(s) ? s->data.heap : s->data.in;
+  if (s->kind == SPAN_QUEUE || s->kind == SPAN_TICK) {
+    const span_started *st = (const span_started *)at;
+    r->self = st->self;
+    r->count = st->count;
+    r->n_links = st->n_links;
+    r->links = (const span_link *)(at + sizeof *st);
+    at += sizeof *st + st->n_links * sizeof *r->links;
+  }
+  const char **dst[SS_N] = {[SS_WORKFLOW] = &r->workflow,
+                            [SS_ID] = &r->id,
+                            [SS_KEY] = &r->key,
+                            [SS_NAME] = &r->name,
+                            [SS_BUILD] = &r->build,
+                            [SS_ERROR] = &r->error,
+                            [SS_TRACEPARENT] = &r->traceparent,
+                            [SS_SENDER] = &r->sender,
+                            [SS_SUBJECT] = &r->subject};
+  for (int i = 0; i < SS_N; i++)
+    if (s->has & (1u << i)) {
+      *dst[i] = at;
+      at += strlen(at) + 1;
+    }
+  if (s->code && s->kind == SPAN_INSTANCE)
+    r->status = duro_status_name((duro_status)(s->code - 1));
+  else if (s->code)
+    r->step_kind = duro_step_kind_name((duro_step_kind)(s->code - 1));
+}
+
+/* s's data: st and its links first when given (SPAN_QUEUE, SPAN_TICK),
+ * then the strings of str that are not NULL, the name after prefix. */
+static void slot_fill(span_slot *s, const char *const str[SS_N],
+                      const char *prefix, const span_started *st,
+                      const span_link *links) {
+  size_t len[SS_N], plen = prefix ? strlen(prefix) : 0;
+  size_t head = st ? sizeof *st + st->n_links * sizeof *links : 0;
+  size_t total = head;
+  s->has = 0;
+  for (int i = 0; i < SS_N; i++)
+    if (str[i]) {
+      len[i] = strlen(str[i]) + 1;
+      total += len[i] + (i == SS_NAME ? plen : 0);
+      s->has |= (uint16_t)(1u << i);
+    }
+  s->len = (uint32_t)total;
+  char *at = s->data.in;
+  if (slot_on_heap(s))
+    at = s->data.heap = xmalloc(total);
+  if (st) {
+    memcpy(at, st, sizeof *st);
+    if (st->n_links)
+      memcpy(at + sizeof *st, links, st->n_links * sizeof *links);
+    at += head;
+  }
+  for (int i = 0; i < SS_N; i++)
+    if (str[i]) {
+      if (i == SS_NAME && plen) {
+        memcpy(at, prefix, plen);
+        at += plen;
+      }
+      memcpy(at, str[i], len[i]);
+      at += len[i];
+    }
+}
+
+/* Whether op holds a span, and it into s. */
+static int span_of(const journal_op *op, span_slot *s) {
+  const char *str[SS_N] = {0};
+  const char *prefix = NULL;
+  memset(s, 0, offsetof(span_slot, data));
+  s->rowid = op->rowid;
+  s->created_ms = JOURNAL_NONE;
   if (op->kind == JOP_INSTANCE_SET && op->inst &&
       duro_status_ended(op->inst->status)) {
     const journal_instance *in = op->inst;
-    r->kind = SPAN_INSTANCE;
-    r->rowid = in->rowid ? in->rowid : op->rowid;
-    r->workflow = dup_or_null(in->workflow);
-    r->id = dup_or_null(in->id);
-    r->created_ms = in->workflow && in->id ? in->created_ms : JOURNAL_NONE;
-    r->traceparent = dup_or_null(in->traceparent);
-    r->status = xstrdup(duro_status_name(in->status));
-    r->error = dup_or_null(in->error);
-    r->start_ms = in->created_ms;
-    r->end_ms = in->ended_ms;
-    return 1;
-  }
-  if (op->kind == JOP_ATTEMPT_PUT && op->attempt.key && op->attempt.error) {
+    s->kind = SPAN_INSTANCE;
+    s->rowid = in->rowid ? in->rowid : op->rowid;
+    str[SS_WORKFLOW] = in->workflow;
+    str[SS_ID] = in->id;
+    s->created_ms = in->workflow && in->id ? in->created_ms : JOURNAL_NONE;
+    str[SS_TRACEPARENT] = in->traceparent;
+    s->code = (uint8_t)(in->status + 1);
+    str[SS_ERROR] = in->error;
+    s->start_ms = in->created_ms;
+    s->end_ms = in->ended_ms;
+  } else if (op->kind == JOP_ATTEMPT_PUT && op->attempt.key &&
+             op->attempt.error) {
     const journal_attempt *a = &op->attempt;
-    r->kind = SPAN_ATTEMPT;
-    r->key = xstrdup(a->key);
-    r->attempt = a->number;
-    r->build = dup_or_null(a->build);
-    r->error = xstrdup(a->error);
-    r->start_ms = a->started_ms;
-    r->end_ms = a->ended_ms;
-    return 1;
+    s->kind = SPAN_ATTEMPT;
+    str[SS_KEY] = a->key;
+    s->attempt = a->number;
+    str[SS_BUILD] = a->build;
+    str[SS_ERROR] = a->error;
+    s->start_ms = a->started_ms;
+    s->end_ms = a->ended_ms;
+  } else if (op->kind == JOP_STEP_PUT && op->step &&
+             op->step->status == DURO_STEP_COMPLETE) {
+    const journal_step *st = op->step;
+    int is_do = st->type == DURO_STEP_DO;
+    s->kind = is_do ? SPAN_ATTEMPT : SPAN_STEP;
+    str[SS_KEY] = st->key;
+    str[SS_NAME] = st->name;
+    s->code = (uint8_t)(st->type + 1);
+    s->attempt = is_do ? st->attempts : 0;
+    str[SS_BUILD] = st->build;
+    s->start_ms = is_do && st->attempt_started_ms != JOURNAL_NONE
+                      ? st->attempt_started_ms
+                      : st->started_ms;
+    s->end_ms = st->ended_ms;
+  } else if (op->kind == JOP_INSTANCE_INSERT && op->rc == 0 && op->inst &&
+             op->inst->workflow && op->inst->id && op->out_rowid > 0) {
+    const journal_instance *in = op->inst;
+    s->kind = SPAN_NAME;
+    s->rowid = op->out_rowid;
+    str[SS_WORKFLOW] = in->workflow;
+    str[SS_ID] = in->id;
+    str[SS_TRACEPARENT] = in->traceparent;
+    s->created_ms = in->created_ms;
+  } else if (op->kind == JOP_EVENT_INSERT && op->rc == 0 && op->event_type) {
+    s->kind = SPAN_EVENT;
+    str[SS_NAME] = op->event_type;
+    prefix = "event ";
+    str[SS_KEY] = "event";
+    s->attempt = (uint32_t)op->out_rowid; /* its seq: one span an event */
+    str[SS_SENDER] = op->traceparent;
+    s->start_ms = s->end_ms = op->ts_ms;
+  } else {
+    return 0;
   }
-  if (op->kind == JOP_STEP_PUT && op->step &&
-      op->step->status == DURO_STEP_COMPLETE) {
-    const journal_step *s = op->step;
-    int is_do = s->type == DURO_STEP_DO;
-    r->kind = is_do ? SPAN_ATTEMPT : SPAN_STEP;
-    r->key = xstrdup(s->key);
-    r->name = xstrdup(s->name);
-    r->step_kind = xstrdup(duro_step_kind_name(s->type));
-    r->attempt = is_do ? s->attempts : 0;
-    r->build = dup_or_null(s->build);
-    r->start_ms = is_do && s->attempt_started_ms != JOURNAL_NONE
-                      ? s->attempt_started_ms
-                      : s->started_ms;
-    r->end_ms = s->ended_ms;
-    return 1;
-  }
-  if (op->kind == JOP_EVENT_INSERT && op->rc == 0 && op->event_type) {
-    r->kind = SPAN_EVENT;
-    r->name = xasprintf("event %s", op->event_type);
-    r->key = xstrdup("event");
-    r->attempt = (uint32_t)op->out_rowid; /* its seq: one span an event */
-    r->sender = dup_or_null(op->traceparent);
-    r->start_ms = r->end_ms = op->ts_ms;
-    return 1;
-  }
-  return 0;
+  slot_fill(s, str, prefix, NULL, NULL);
+  return 1;
 }
 
-/* The root spans of the instances batch b created, into r's links. */
-static void link_created(const journal_batch *b, span_rec *r) {
-  r->links = xcalloc(b->n ? b->n : 1, sizeof *r->links);
+/* The root spans of the instances batch b created, into links (b->n of
+ * them at most); how many. */
+static size_t link_created(const journal_batch *b, span_link *links) {
+  size_t n = 0;
   for (size_t i = 0; i < b->n; i++) {
     const journal_op *op = &b->ops[i];
     if (op->kind != JOP_INSTANCE_INSERT || op->rc || !op->inst)
@@ -99,71 +176,108 @@ static void link_created(const journal_batch *b, span_rec *r) {
     trace_of t;
     trace_of_instance(op->inst->workflow, op->inst->id, op->inst->created_ms,
                       op->inst->traceparent, &t);
-    span_link *l = &r->links[r->n_links++];
+    span_link *l = &links[n++];
     memcpy(l->trace, t.trace, sizeof l->trace);
     memcpy(l->span, t.root, sizeof l->span);
   }
+  return n;
 }
 
 /* Whether batch b settled a queue delivery (acked messages: a no-code
  * consumer's batch with the instances it started, a push handler's, a
- * pull's ack) or fired a cron tick, and that span into r: a trace of its
+ * pull's ack) or fired a cron tick, and that span into s: a trace of its
  * own, linked to the instances it started.  One span a batch. */
-static int span_of_batch(const journal_batch *b, span_rec *r) {
-  memset(r, 0, sizeof *r);
-  r->created_ms = JOURNAL_NONE;
-  const journal_op *first = NULL;
-  for (size_t i = 0; i < b->n; i++) {
+static int span_of_batch(const journal_batch *b, span_slot *s) {
+  memset(s, 0, offsetof(span_slot, data));
+  s->created_ms = JOURNAL_NONE;
+  span_started st = {.count = 0};
+  const journal_op *first = NULL, *tick = NULL;
+  for (size_t i = 0; i < b->n && !tick; i++) {
     const journal_op *op = &b->ops[i];
     if (op->kind == JOP_CRON_TICK && op->out_rowid == 1 &&
-        op->ts_ms != JOURNAL_NONE) {
-      r->kind = SPAN_TICK;
-      r->subject = xstrdup(op->queue);
-      r->count = op->visible_ms;
-      r->start_ms = op->visible_ms < op->ts_ms ? op->visible_ms : op->ts_ms;
-      r->end_ms = op->ts_ms;
-      trace_event_ids("cron", op->queue, op->visible_ms, r->self.trace,
-                      r->self.span);
-      link_created(b, r);
-      return 1;
-    }
-    if (op->kind == JOP_MESSAGE_ACK && op->out_rowid == 1 && op->queue &&
-        (!first || !strcmp(op->queue, first->queue))) {
+        op->ts_ms != JOURNAL_NONE)
+      tick = op;
+    else if (op->kind == JOP_MESSAGE_ACK && op->out_rowid == 1 && op->queue &&
+             (!first || !strcmp(op->queue, first->queue))) {
       first = first ? first : op;
-      r->count++;
+      st.count++;
     }
   }
-  if (!first)
+  if (!tick && !first)
     return 0;
-  r->kind = SPAN_QUEUE;
-  r->subject = xstrdup(first->queue);
-  r->start_ms = r->end_ms = first->ts_ms;
-  trace_event_ids("queue", first->queue, journal_lease_seq(first->lease),
-                  r->self.trace, r->self.span);
-  link_created(b, r);
+  const char *str[SS_N] = {0};
+  if (tick) {
+    s->kind = SPAN_TICK;
+    str[SS_SUBJECT] = tick->queue;
+    st.count = tick->visible_ms;
+    s->start_ms =
+        tick->visible_ms < tick->ts_ms ? tick->visible_ms : tick->ts_ms;
+    s->end_ms = tick->ts_ms;
+    trace_event_ids("cron", tick->queue, tick->visible_ms, st.self.trace,
+                    st.self.span);
+  } else {
+    s->kind = SPAN_QUEUE;
+    str[SS_SUBJECT] = first->queue;
+    s->start_ms = s->end_ms = first->ts_ms;
+    trace_event_ids("queue", first->queue, journal_lease_seq(first->lease),
+                    st.self.trace, st.self.span);
+  }
+  span_link *links = xcalloc(b->n ? b->n : 1, sizeof *links);
+  st.n_links = link_created(b, links);
+  slot_fill(s, str, NULL, &st, links);
+  free(links);
   return 1;
 }
 
-/* r into the buffer, or dropped (counted) when it is full. */
-static void keep(telemetry *t, span_rec *r) {
+/* Spans a batch holds, kept on the stack until they go into the buffer
+ * under one lock. */
+#define KEEP_MAX 32
+
+/* v[0..n) into the buffer, the spans that do not fit dropped (counted),
+ * the names that do not (SPAN_NAME) left to the exporter's reads. */
+static void keep(telemetry *t, span_slot *v, size_t n) {
+  size_t left[KEEP_MAX], n_left = 0, kept = 0;
   pthread_mutex_lock(&t->mu);
-  if (t->n + t->held < t->max) {
-    t->ring[(t->head + t->n) % t->max] = *r;
-    t->n++;
-    if (t->n * 2 >= t->max) /* half full: post now */
-      pthread_cond_signal(&t->wake);
-  } else {
-    t->dropped++;
-    span_rec_clear(r);
+  for (size_t i = 0; i < n; i++) {
+    if (v[i].kind == SPAN_NAME) {
+      if (t->n_names == t->cap_names && t->cap_names < t->max) {
+        size_t cap = t->cap_names ? t->cap_names * 2 : 64;
+        t->cap_names = cap < t->max ? cap : t->max;
+        t->names = xrealloc(t->names, t->cap_names * sizeof *t->names);
+      }
+      if (t->n_names < t->cap_names)
+        t->names[t->n_names++] = v[i];
+      else
+        left[n_left++] = i;
+    } else if (t->n + t->held < t->max) {
+      t->ring[(t->head + t->n) % t->max] = v[i];
+      t->n++;
+      kept++;
+    } else {
+      t->dropped++;
+      left[n_left++] = i;
+    }
   }
+  if (kept && t->n * 2 >= t->max) /* half full: post now */
+    pthread_cond_signal(&t->wake);
   pthread_mutex_unlock(&t->mu);
+  for (size_t i = 0; i < n_left; i++)
+    span_slot_clear(&v[left[i]]);
 }
 
 void span_capture(telemetry *t, const journal_batch *b) {
-  span_rec r;
-  for (size_t i = 0; i < b->n; i++)
-    if (span_of(&b->ops[i], &r))
-      keep(t, &r);
-  if (span_of_batch(b, &r))
-    keep(t, &r);
+  span_slot v[KEEP_MAX];
+  size_t n = 0;
+  for (size_t i = 0; i < b->n; i++) {
+    if (!span_of(&b->ops[i], &v[n]))
+      continue;
+    if (++n == KEEP_MAX) {
+      keep(t, v, n);
+      n = 0;
+    }
+  }
+  if (span_of_batch(b, &v[n]))
+    n++;
+  if (n)
+    keep(t, v, n);
 }

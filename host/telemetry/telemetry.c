@@ -54,7 +54,7 @@ static void deadline_in(struct timespec *ts, int64_t ms) {
 }
 
 /* Takes up to BATCH_MAX records off the buffer into v (t->mu held). */
-static size_t take(telemetry *t, span_rec *v) {
+static size_t take(telemetry *t, span_slot *v) {
   size_t n = t->n < BATCH_MAX ? t->n : BATCH_MAX;
   for (size_t i = 0; i < n; i++) {
     v[i] = t->ring[t->head];
@@ -65,9 +65,25 @@ static size_t take(telemetry *t, span_rec *v) {
   return n;
 }
 
+/* The names waiting (t->mu held) swapped with *v (the exporter's, of
+ * capacity *cap, empty); how many. */
+static size_t take_names(telemetry *t, span_slot **v, size_t *cap) {
+  size_t n = t->n_names;
+  span_slot *mine = *v;
+  size_t mine_cap = *cap;
+  *v = t->names;
+  *cap = t->cap_names;
+  t->names = mine;
+  t->cap_names = mine_cap;
+  t->n_names = 0;
+  return n;
+}
+
 static void *exporter(void *arg) {
   telemetry *t = arg;
-  span_rec *batch = xcalloc(BATCH_MAX, sizeof *batch);
+  span_slot *batch = xcalloc(BATCH_MAX, sizeof *batch);
+  span_slot *names = NULL; /* the instances named, taken off t */
+  size_t names_cap = 0;
   size_t held = 0; /* a batch refused, tried again */
   int64_t wait_ms = t->interval_ms;
   int failing = 0;
@@ -82,16 +98,20 @@ static void *exporter(void *arg) {
         ;
     }
     int stopping = t->stop;
+    /* the names first: an instance's name is taken with or before its
+     * spans (it was committed before them) */
+    size_t n_names = take_names(t, &names, &names_cap);
     if (!held)
       held = t->held = take(t, batch);
     pthread_mutex_unlock(&t->mu);
+    span_names(t, names, n_names);
     char err[512] = "";
     int rc = held ? span_export(t, batch, held, err, sizeof err) : 0;
     pthread_mutex_lock(&t->mu);
     if (rc == 0) {
       t->exported += held;
       for (size_t i = 0; i < held; i++)
-        span_rec_clear(&batch[i]);
+        span_slot_clear(&batch[i]);
       held = t->held = 0;
       wait_ms = t->interval_ms;
       if (failing)
@@ -113,8 +133,10 @@ static void *exporter(void *arg) {
   t->held = 0;
   pthread_mutex_unlock(&t->mu);
   for (size_t i = 0; i < held; i++)
-    span_rec_clear(&batch[i]);
+    span_slot_clear(&batch[i]);
   free(batch);
+  free(names);
+  span_export_free(t);
   return NULL;
 }
 
@@ -191,7 +213,10 @@ static void state_free(void *state) {
   telemetry *t = state;
   drain(t, NULL);
   for (size_t i = 0; i < t->n; i++)
-    span_rec_clear(&t->ring[(t->head + i) % t->max]);
+    span_slot_clear(&t->ring[(t->head + i) % t->max]);
+  for (size_t i = 0; i < t->n_names; i++)
+    span_slot_clear(&t->names[i]);
+  free(t->names);
   free(t->ring);
   free(t->endpoint);
   free(t->service);
