@@ -25,6 +25,10 @@
  *                   a local OTLP/HTTP sink (otlp_sink.h) that answers at
  *                   once: W1's figures with tracing on, and the spans the
  *                   sink took once the engine stopped
+ *   W1L tailed      W1 with a tail consumer: every activation's trace item
+ *                   handed to a tail handler that decodes each batch (as
+ *                   one forwarding them would): W1's figures with it, and
+ *                   the items it took once the engine stopped
  *   W2 latency      one instance, 100 sequential steps (median of 5), beside
  *                   a raw fdatasync and a bare one-row SQLite commit
  *   W3 sleepers     N instances run one step then sleep an hour: creation
@@ -61,6 +65,7 @@
  *                   a worker process (the bench plugin's Pipe) */
 #include <fcntl.h>
 #include <ftw.h>
+#include <jansson.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sqlite3.h>
@@ -78,6 +83,7 @@
 #include "p1_records.h"
 #include "pipeline.h"
 #include "queue.h"
+#include "tail.h"
 #include "telemetry.h"
 #include "view_queue.h"
 #include "worker.h"
@@ -598,9 +604,22 @@ static const wf_def workflows[] = {
 /* ---- W1
  * ------------------------------------------------------------------------ */
 
+/* W1L's tail handler: each batch decoded whole, its items counted. */
+static uint64_t w1l_items; /* atomic */
+
+static int w1l_tail(const duro_tail_batch *b, duro_env *env) {
+  (void)env;
+  json_t *items = json_loads(b->items, 0, NULL);
+  __atomic_add_fetch(&w1l_items, json_array_size(items), __ATOMIC_RELAXED);
+  json_decref(items);
+  return 0;
+}
+
 /* W1, or with `sink` W1T: every instance traced, its spans posted to the
- * sink (all of them by bench_close, which drains the exporter). */
-static void w1_run(const char *name, otlp_sink *sink) {
+ * sink (all of them by bench_close, which drains the exporter); or with
+ * `tailed` W1L: every activation's item to a tail handler. */
+static void w1_run(const char *name, otlp_sink *sink, int tailed) {
+  const char *label = sink ? "W1T" : tailed ? "W1L" : "W1";
   size_t n = opts.quick ? 50 : 1000, steps = 10;
   bench_engine b;
   bench_open(&b, name, workflows, N_WFS, opts.workers, 1, opts.hosts);
@@ -619,6 +638,11 @@ static void w1_run(const char *name, otlp_sink *sink) {
         exit(1);
       }
   }
+  const char *consumer[] = {"bench"};
+  for (uint32_t h = 0; tailed && h < b.n_hosts; h++) {
+    duro_tail_observe(b.hosts[h], "steps", consumer, 1);
+    duro_tail_set_handler(b.hosts[h], "bench", w1l_tail, NULL);
+  }
   bench_start(&b);
   int64_t t0 = now_us();
   create_many(&b, "steps", n, "{\"steps\":10}", 100);
@@ -626,16 +650,22 @@ static void w1_run(const char *name, otlp_sink *sink) {
   double s = (double)(now_us() - t0) / 1e6;
   bench_close(&b, 1);
   char figure[64];
-  snprintf(figure, sizeof figure, "%s instances/s", sink ? "W1T" : "W1");
+  snprintf(figure, sizeof figure, "%s instances/s", label);
   report(figure, (double)n / s, "inst/s", NULL);
-  snprintf(figure, sizeof figure, "%s durable steps/s", sink ? "W1T" : "W1");
+  snprintf(figure, sizeof figure, "%s durable steps/s", label);
   report(figure, (double)(n * steps) / s, "steps/s",
-         sink ? NULL : "1,900 steps/s");
+         sink || tailed ? NULL : "1,900 steps/s");
   if (sink)
     report("W1T spans exported", (double)sink->spans, "spans", NULL);
+  if (tailed)
+    report("W1L items delivered",
+           (double)__atomic_load_n(&w1l_items, __ATOMIC_RELAXED), "items",
+           NULL);
 }
 
-static void w1_throughput(void) { w1_run("w1", NULL); }
+static void w1_throughput(void) { w1_run("w1", NULL, 0); }
+
+static void w1_tailed(void) { w1_run("w1l", NULL, 1); }
 
 static void w1_traced(void) {
   otlp_sink sink;
@@ -643,7 +673,7 @@ static void w1_traced(void) {
     fprintf(stderr, "bench: no OTLP sink\n");
     exit(1);
   }
-  w1_run("w1t", &sink);
+  w1_run("w1t", &sink, 0);
   otlp_sink_stop(&sink);
 }
 
@@ -1328,7 +1358,7 @@ static int usage(void) {
   fprintf(
       stderr,
       "usage: duro-bench [--csv] [--quick] [--synchronous full|normal]\n"
-      "                  [--workers N] [--sleepers N] [--only W1,W1T,Q1,...]\n"
+      "                  [--workers N] [--sleepers N] [--only W1,W1T,W1L,Q1,...]\n"
       "                  [--plugin-workers LIBBENCH.so [--duro PATH]]\n"
       "                  [--dir DIR] [--postgresql CONNINFO|auto]\n"
       "                  [--hosts N (with --postgresql, W1-W3)]\n"
@@ -1408,6 +1438,8 @@ int main(int argc, char **argv) {
     w1_throughput();
   if (wants("W1T"))
     w1_traced();
+  if (wants("W1L"))
+    w1_tailed();
   if (wants("W2"))
     w2_latency();
   if (wants("W3"))

@@ -6,11 +6,21 @@
  * row when an attempt fails, an event row when it comes.  Each item is
  * placed where its row was committed: `ms` the time its row records for
  * that commit, then its kind, then the step's call position (or the
- * event's sequence) and the attempt's number.  Its id spells that place
- * ("ms-kind-a-b"), so the same rows give the same ids after a restart and
- * a read after an id returns what came later.  A do step's start comes
+ * event's sequence) and the attempt's number.  A do step's start comes
  * with its first commit (its first failure, or its end): that is when
- * the journal has it. */
+ * the journal has it.
+ *
+ * A stream reads "what came after" an id, so an id is a cursor of two
+ * parts ("ms-kind-a-b-e"): the place of the last item sent that is not an
+ * event, and the sequence of the last event sent.  The instance's own
+ * rows are written by one activation at a time, each stamped as it is
+ * committed, so they come in place order; an event is stamped when its
+ * request came and may commit after a later-stamped step row, so events
+ * go by their sequence, which the journal gives in commit order.  Events
+ * are sent in sequence order, among the other items where their places
+ * put them: a read after an id misses none and repeats none, however a
+ * late event and a step row raced.  (An id of the older form "ms-kind-a-b"
+ * is read as the events up to that place sent.) */
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -170,15 +180,56 @@ static int read_items(duro_engine *e, const journal_instance *in, items *l) {
   return rc;
 }
 
-static int parse_place(const char *s, place *out) {
+/* An id: the place of the last item that is not an event, and the last
+ * event's sequence (-1: an id of the older form, without it). */
+static int parse_cursor(const char *s, place *out, int64_t *event_seq) {
   int used = 0;
-  long long ms, a, b;
+  long long ms, a, b, e;
   int kind;
-  if (sscanf(s, "%lld-%d-%lld-%lld%n", &ms, &kind, &a, &b, &used) != 4 ||
-      s[used] != '\0')
+  *event_seq = -1;
+  if (sscanf(s, "%lld-%d-%lld-%lld%n", &ms, &kind, &a, &b, &used) != 4)
     return -1;
   *out = (place){ms, kind, a, b};
+  if (s[used] == '\0')
+    return 0;
+  int more = 0;
+  if (sscanf(s + used, "-%lld%n", &e, &more) != 1 || s[used + more] != '\0' ||
+      e < 0)
+    return -1;
+  *event_seq = e;
   return 0;
+}
+
+static int seq_cmp(const void *x, const void *y) {
+  int64_t a = (*(const item *const *)x)->at.a,
+          b = (*(const item *const *)y)->at.a;
+  return a < b ? -1 : a > b;
+}
+
+/* The items after cursor (from, seq) in the order they are sent: by
+ * place, but the events among them by sequence (pointers into l). */
+static item **items_after(const items *l, const place *from, int64_t seq,
+                          size_t *n) {
+  item **v = xcalloc(l->n ? l->n : 1, sizeof *v), **ev;
+  size_t k = 0, n_ev = 0;
+  ev = xcalloc(l->n ? l->n : 1, sizeof *ev);
+  for (size_t i = 0; i < l->n; i++) {
+    const item *it = &l->v[i];
+    int is_event = it->at.kind == K_EVENT;
+    int fresh = is_event ? it->at.a > seq : place_cmp(&it->at, from) > 0;
+    if (!fresh)
+      continue;
+    if (is_event)
+      ev[n_ev++] = (item *)it;
+    v[k++] = (item *)it;
+  }
+  qsort(ev, n_ev, sizeof *ev, seq_cmp);
+  for (size_t i = 0, j = 0; i < k; i++)
+    if (v[i]->at.kind == K_EVENT)
+      v[i] = ev[j++];
+  free(ev);
+  *n = k;
+  return v;
 }
 
 int duro_instance_events_since(duro_engine *e, const char *workflow,
@@ -187,8 +238,8 @@ int duro_instance_events_since(duro_engine *e, const char *workflow,
   *out = NULL;
   *ended = 0;
   place from = {INT64_MIN, 0, 0, 0};
-  int from_start = !after || !*after;
-  if (!from_start && parse_place(after, &from) != 0)
+  int64_t seq = 0; /* the last event sent: none yet */
+  if (after && *after && parse_cursor(after, &from, &seq) != 0)
     return DURO_E_INVALID_ARGUMENT;
   journal_instance in = {0};
   int rc = engine_instance_get(e, workflow, id, &in);
@@ -196,18 +247,32 @@ int duro_instance_events_since(duro_engine *e, const char *workflow,
     return rc;
   items l = {0};
   rc = read_items(e, &in, &l);
+  /* an id of the older form: the events up to its place were sent */
+  for (size_t k = 0; seq < 0 && k <= l.n; k++)
+    if (k == l.n || place_cmp(&l.v[k].at, &from) > 0) {
+      seq = 0;
+      for (size_t j = 0; j < k; j++)
+        if (l.v[j].at.kind == K_EVENT && l.v[j].at.a > seq)
+          seq = l.v[j].at.a;
+    }
+  size_t n = 0, i = 0;
+  item **next = rc ? NULL : items_after(&l, &from, seq, &n);
   json_t *arr = json_array();
-  size_t i = 0;
-  while (i < l.n && !from_start && place_cmp(&l.v[i].at, &from) <= 0)
-    i++;
-  for (; !rc && i < l.n && json_array_size(arr) < max; i++) {
-    char tag[96];
-    snprintf(tag, sizeof tag, "%" PRId64 "-%d-%" PRId64 "-%" PRId64,
-             l.v[i].at.ms, l.v[i].at.kind, l.v[i].at.a, l.v[i].at.b);
+  for (; i < n && json_array_size(arr) < max; i++) {
+    const item *it = next[i];
+    if (it->at.kind == K_EVENT)
+      seq = it->at.a;
+    else
+      from = it->at;
+    char tag[128];
+    snprintf(tag, sizeof tag,
+             "%" PRId64 "-%d-%" PRId64 "-%" PRId64 "-%" PRId64, from.ms,
+             from.kind, from.a, from.b, seq);
     json_array_append_new(arr, json_pack("{s:s, s:s, s:O}", "id", tag, "event",
-                                         l.v[i].event, "data", l.v[i].data));
+                                         it->event, "data", it->data));
   }
-  *ended = !rc && i == l.n && duro_status_ended(in.status);
+  *ended = !rc && i == n && duro_status_ended(in.status);
+  free(next);
   for (size_t k = 0; k < l.n; k++)
     json_decref(l.v[k].data);
   free(l.v);
