@@ -1355,14 +1355,14 @@ static void p1_pipelines(void) {
  */
 
 static int usage(void) {
-  fprintf(
-      stderr,
-      "usage: duro-bench [--csv] [--quick] [--synchronous full|normal]\n"
-      "                  [--workers N] [--sleepers N] [--only W1,W1T,W1L,Q1,...]\n"
-      "                  [--plugin-workers LIBBENCH.so [--duro PATH]]\n"
-      "                  [--dir DIR] [--postgresql CONNINFO|auto]\n"
-      "                  [--hosts N (with --postgresql, W1-W3)]\n"
-      "                  [--max-spans N (W1T's span buffer)]\n");
+  fprintf(stderr,
+          "usage: duro-bench [--csv] [--quick] [--synchronous full|normal]\n"
+          "                  [--workers N] [--sleepers N] [--only "
+          "W1,W1T,W1L,Q1,...]\n"
+          "                  [--plugin-workers LIBBENCH.so [--duro PATH]]\n"
+          "                  [--dir DIR] [--postgresql CONNINFO|auto]\n"
+          "                  [--hosts N (with --postgresql, W1-W3)]\n"
+          "                  [--max-spans N (W1T's span buffer)]\n");
   return 2;
 }
 

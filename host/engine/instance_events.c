@@ -265,9 +265,8 @@ int duro_instance_events_since(duro_engine *e, const char *workflow,
     else
       from = it->at;
     char tag[128];
-    snprintf(tag, sizeof tag,
-             "%" PRId64 "-%d-%" PRId64 "-%" PRId64 "-%" PRId64, from.ms,
-             from.kind, from.a, from.b, seq);
+    snprintf(tag, sizeof tag, "%" PRId64 "-%d-%" PRId64 "-%" PRId64 "-%" PRId64,
+             from.ms, from.kind, from.a, from.b, seq);
     json_array_append_new(arr, json_pack("{s:s, s:s, s:O}", "id", tag, "event",
                                          it->event, "data", it->data));
   }
