@@ -46,9 +46,9 @@ static json_t *since(const char *after, char *last, size_t len) {
                    0);
   size_t n = json_array_size(items);
   if (n && last)
-    snprintf(last, len, "%s",
-             json_string_value(
-                 json_object_get(json_array_get(items, n - 1), "id")));
+    snprintf(
+        last, len, "%s",
+        json_string_value(json_object_get(json_array_get(items, n - 1), "id")));
   return items;
 }
 
@@ -124,11 +124,11 @@ START_TEST(older_ids_are_read_and_bad_ones_refused) {
   json_decref(all);
   json_t *items = NULL;
   int ended = 0;
-  ck_assert_int_eq(duro_instance_events_since(h.e, "waiter", "w1", "1-2-3",
-                                              10, &items, &ended),
+  ck_assert_int_eq(duro_instance_events_since(h.e, "waiter", "w1", "1-2-3", 10,
+                                              &items, &ended),
                    DURO_E_INVALID_ARGUMENT);
-  ck_assert_int_eq(duro_instance_events_since(h.e, "waiter", "w1",
-                                              "1-2-3-4-x", 10, &items, &ended),
+  ck_assert_int_eq(duro_instance_events_since(h.e, "waiter", "w1", "1-2-3-4-x",
+                                              10, &items, &ended),
                    DURO_E_INVALID_ARGUMENT);
 }
 END_TEST
