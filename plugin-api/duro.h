@@ -227,6 +227,10 @@ typedef struct duro_message {
   const char *body;  /* JSON text */
   uint32_t attempts; /* deliveries so far, this one included */
   int64_t sent_ms;   /* when it was sent, Unix ms */
+  /* minor 10: its sender's W3C traceparent (a traceparent header on the
+   * send, duro_queue_send_traced), or NULL: the handler's own outgoing
+   * calls continue that trace.  Read it only when `size` reaches it. */
+  const char *traceparent;
 } duro_message;
 
 /* A queue consumer: called with a batch of messages of a queue the plugin

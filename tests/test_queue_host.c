@@ -111,8 +111,17 @@ START_TEST(push_handler_gets_batches) {
     snprintf(body + strlen(body), sizeof body - strlen(body),
              "{\"body\":{\"n\":%d}},", i);
   strcat(body, "{\"body\":{\"retry\":true}}]}");
+  /* sent in a trace: the handler is handed its traceparent */
+  static const char tp[] =
+      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  char header[100];
+  snprintf(header, sizeof header, "traceparent: %s", tp);
+  http_req q = {.method = "POST",
+                .path = "/queues/in/messages/batch",
+                .body = body,
+                .header = header};
   http_resp r;
-  host_request(&H, &r, "POST", "/queues/in/messages/batch", body);
+  ck_assert_int_eq(http_send(H.port, &q, &r), CURLE_OK);
   ck_assert_int_eq(r.status, 201);
   http_resp_free(&r);
   int64_t deadline = proc_now_ms() + 10000;
@@ -135,6 +144,8 @@ START_TEST(push_handler_gets_batches) {
     /* the handler ran in the plugin's worker process, not the engine */
     json_int_t pid = json_integer_value(json_object_get(got, "pid"));
     ck_assert(pid > 0 && pid != host_last_engine(&H));
+    ck_assert_str_eq(json_string_value(json_object_get(got, "traceparent")),
+                     tp);
     json_t *sent = json_object_get(got, "body");
     if (json_object_get(sent, "retry")) {
       retried++;

@@ -488,10 +488,12 @@ static void w_queue_run(wire_buf *w) {
   wire_put_str(w, "{\"to\":\"a\"}");
   wire_put_u32(w, 1);
   wire_put_i64(w, 1765000000001);
+  wire_put_str(w, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
   wire_put_i64(w, 12);
   wire_put_str(w, NULL);
   wire_put_u32(w, 4);
   wire_put_i64(w, 1765000000002);
+  wire_put_str(w, NULL);
 }
 static void c_queue_run(const worker_frame *f) {
   const wf_queue_run *q = &f->queue_run;
@@ -505,11 +507,14 @@ static void c_queue_run(const worker_frame *f) {
   ck_assert_str_eq(m.body, "{\"to\":\"a\"}");
   ck_assert_uint_eq(m.attempts, 1);
   ck_assert_int_eq(m.sent_ms, 1765000000001);
+  ck_assert_str_eq(m.traceparent,
+                   "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
   worker_frame_queue_message(&cursor, &m);
   ck_assert_int_eq(m.id, 12);
   ck_assert_ptr_null(m.body);
   ck_assert_uint_eq(m.attempts, 4);
   ck_assert_int_eq(m.sent_ms, 1765000000002);
+  ck_assert_ptr_null(m.traceparent);
 }
 
 static void w_cron_run(wire_buf *w) {

@@ -38,8 +38,9 @@ duro_message_batch *consumer_batch_new(duro_engine *e, const wf_consumer *c,
                                 .id = m->seq,
                                 .body = m->body,
                                 .attempts = m->attempts,
-                                .sent_ms = m->sent_ms};
-    m->lease = m->body = NULL;
+                                .sent_ms = m->sent_ms,
+                                .traceparent = m->traceparent};
+    m->lease = m->body = m->traceparent = NULL;
   }
   journal_messages_free(msgs, n);
   return b;
@@ -48,6 +49,7 @@ duro_message_batch *consumer_batch_new(duro_engine *e, const wf_consumer *c,
 void consumer_batch_free(duro_message_batch *b) {
   for (size_t i = 0; i < b->n; i++) {
     free((char *)b->msgs[i].body);
+    free((char *)b->msgs[i].traceparent);
     free(b->leases[i]);
   }
   free(b->msgs);

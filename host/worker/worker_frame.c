@@ -408,8 +408,8 @@ static void decode_reply_all(dec *d, worker_frame *f) {
 }
 
 /* A message's bytes at least: i64 id, u32 body's length, u32 attempts,
- * i64 sent_ms. */
-#define MESSAGE_MIN (2 * sizeof(int64_t) + 2 * sizeof(uint32_t))
+ * i64 sent_ms, u32 traceparent's length. */
+#define MESSAGE_MIN (2 * sizeof(int64_t) + 3 * sizeof(uint32_t))
 
 static void decode_queue_run(dec *d, worker_frame *f) {
   wf_queue_run *m = &f->queue_run;
@@ -422,6 +422,7 @@ static void decode_queue_run(dec *d, worker_frame *f) {
     str(d, "message body");
     u32(d, "message attempts");
     i64(d, "message sent_ms");
+    str(d, "message traceparent");
   }
 }
 
@@ -509,6 +510,10 @@ void worker_frame_queue_message(const char **cursor, wf_message *m) {
   p += sizeof m->attempts;
   memcpy(&m->sent_ms, p, sizeof m->sent_ms);
   p += sizeof m->sent_ms;
+  memcpy(&n, p, sizeof n);
+  p += sizeof n;
+  m->traceparent = n ? p : NULL;
+  p += n;
   *cursor = p;
 }
 

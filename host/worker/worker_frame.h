@@ -239,6 +239,7 @@ typedef struct wf_message {
   const char *body;
   uint32_t attempts;
   int64_t sent_ms;
+  const char *traceparent;
 } wf_message;
 
 typedef struct wf_cron_run {

@@ -322,6 +322,7 @@ static wk_act *handler_new(wk_conn *c, uint64_t id, const worker_frame *f) {
       m->body = wk_own(a, wm.body);
       m->attempts = wm.attempts;
       m->sent_ms = wm.sent_ms;
+      m->traceparent = wk_own(a, wm.traceparent);
     }
   } else if (f->kind == WM_TAIL_RUN) {
     const wf_tail_run *t = &f->tail_run;

@@ -1321,6 +1321,7 @@ int worker_proxy_queue(duro_message_batch *batch, duro_env *env) {
     wire_put_str(&px.m, m->body);
     wire_put_u32(&px.m, m->attempts);
     wire_put_i64(&px.m, m->sent_ms);
+    wire_put_str(&px.m, m->traceparent);
   }
   int rc = -1;
   if (handler_run(&px, &rc) != 0) {
