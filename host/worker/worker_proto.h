@@ -54,9 +54,9 @@ enum worker_msg {
                    RETURN ends it */
   WM_REPLY,     /* i rc, s text (a result, an event, an error; or NULL) */
   WM_QUEUE_RUN, /* s plugin, s path, s hash, s queue, u n, n × (i id,
-                   s body, u attempts, i sent_ms, s traceparent): a queue handler's
-                   batch; answered by END with u n, n × (u mark, i delay)
-                   after its why */
+                   s body, u attempts, i sent_ms, s traceparent): a queue
+                   handler's batch; answered by END with u n, n × (u mark, i
+                   delay) after its why */
   WM_CRON_RUN,  /* s plugin, s path, s hash, s cron, i scheduled_ms,
                    s timezone: a scheduled handler's tick; answered by
                    END */
