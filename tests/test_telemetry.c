@@ -178,6 +178,16 @@ static json_t *spans_of(const char *id) {
   }
 }
 
+/* How many of `spans` are named `name`. */
+static int count_named(json_t *spans, const char *name) {
+  int n = 0;
+  size_t i;
+  json_t *s;
+  json_array_foreach(spans, i, s) n +=
+      !strcmp(json_string_value(json_object_get(s, "name")), name);
+  return n;
+}
+
 static const char *sattr(json_t *s, const char *key) {
   return json_string_value(
       json_object_get(json_object_get(s, "attributes"), key));
@@ -190,7 +200,16 @@ START_TEST(an_order_is_one_trace) {
   host_run h;
   start_orders(&h, "trace", port, 0);
   run_order(&h, "o1");
-  json_t *spans = spans_of("o1");
+  /* its two activations' spans (to the approval's wait, then to its end)
+   * may come a post after the root's */
+  json_t *spans;
+  for (int64_t until = proc_now_ms() + SPAN_WAIT_MS;; proc_sleep_ms(100)) {
+    spans = spans_of("o1");
+    if (count_named(spans, "activation") >= 2)
+      break;
+    json_decref(spans);
+    ck_assert_msg(proc_now_ms() < until, "no two activation spans of o1");
+  }
   json_t *root = NULL;
   size_t i;
   json_t *s;
@@ -206,7 +225,7 @@ START_TEST(an_order_is_one_trace) {
   ck_assert_int_eq(json_integer_value(json_object_get(root, "status")), 1);
   const char *trace = json_string_value(json_object_get(root, "traceId"));
   const char *root_id = json_string_value(json_object_get(root, "spanId"));
-  int charge = 0, wait = 0, notify = 0;
+  int charge = 0, wait = 0, notify = 0, waiting = 0, complete = 0;
   json_array_foreach(spans, i, s) {
     ck_assert_str_eq(json_string_value(json_object_get(s, "traceId")), trace);
     ck_assert_str_eq(sattr(s, "duro.workflow"), "order-flow");
@@ -229,11 +248,20 @@ START_TEST(an_order_is_one_trace) {
     }
     wait += sattr(s, "duro.step.kind") &&
             !strcmp(sattr(s, "duro.step.kind"), "waitForEvent");
+    if (!strcmp(name, "activation")) {
+      /* each activation: the instance's status after it, its outcome */
+      ck_assert_str_eq(sattr(s, "duro.outcome"), "ok");
+      ck_assert_int_eq(json_integer_value(json_object_get(s, "status")), 1);
+      waiting += !strcmp(sattr(s, "duro.instance.status"), "waiting");
+      complete += !strcmp(sattr(s, "duro.instance.status"), "complete");
+    }
     notify += !strcmp(name, "notify");
   }
   ck_assert_int_eq(charge, 1);
   ck_assert_int_eq(wait, 1);
   ck_assert_int_eq(notify, 3);
+  ck_assert_int_eq(waiting, 1);
+  ck_assert_int_eq(complete, 1);
   json_decref(spans);
   host_stop(&h, proc_now_ms() + 10000, 0);
   kill(rx, SIGTERM);
@@ -501,7 +529,8 @@ START_TEST(a_collector_down_costs_its_buffer) {
   int port = free_port(); /* nothing listens: every post is refused */
   host_run h;
   start_traced(&h, "full", port, 100, NULL);
-  /* 300 instances of 2 spans each (the instance, its one attempt) */
+  /* 300 instances of 3 spans each (the instance, its one activation,
+   * its one attempt) */
   for (int b = 0; b < 3; b++) {
     char body[8192] = "{\"instances\":[";
     for (int i = 0; i < 100; i++)
@@ -518,7 +547,7 @@ START_TEST(a_collector_down_costs_its_buffer) {
     ck_assert_int_le(buffered, 100);
     ck_assert_int_eq(
         metric(&h, "\nduro_telemetry_spans_total{outcome=\"exported\"} "), 0);
-    if (buffered + dropped == 600)
+    if (buffered + dropped == 900)
       break;
     ck_assert_msg(proc_now_ms() < deadline, "%ld buffered, %ld dropped",
                   buffered, dropped);

@@ -21,8 +21,15 @@ void engine_set_trace_sample(duro_engine *e, double ratio) {
   e->trace_sample = ratio;
 }
 
-void engine_observe_activations(duro_engine *e, int on) {
-  __atomic_store_n(&e->observe_activations, on, __ATOMIC_RELEASE);
+void engine_observe_activations(duro_engine *e, const duro_driver *d, int on) {
+  for (size_t i = 0; i < e->n_drivers; i++)
+    if (e->drivers[i].d == d) {
+      uint32_t bit = 1u << i;
+      if (on)
+        __atomic_or_fetch(&e->observe_activations, bit, __ATOMIC_ACQ_REL);
+      else
+        __atomic_and_fetch(&e->observe_activations, ~bit, __ATOMIC_ACQ_REL);
+    }
 }
 
 int engine_stopping(const duro_engine *e) {

@@ -66,10 +66,10 @@ int engine_stopping(const duro_engine *e);
 /* The share of traces kept (telemetry's sample), which the sampled flag
  * of duro_attempt_traceparent follows; before the start. */
 void engine_set_trace_sample(duro_engine *e, double ratio);
-/* Whether activations keep what they log and their failures for the
- * drivers' activation_ended hook (off: they keep nothing, and the hook
- * is not called). */
-void engine_observe_activations(duro_engine *e, int on);
+/* Whether driver d observes activations: while any does, activations
+ * keep what they log and their failures and the drivers' activation_ended
+ * hooks are called (while none does, nothing is kept). */
+void engine_observe_activations(duro_engine *e, const duro_driver *d, int on);
 /* The crash ledger (slots a feature claims for its handlers' threads). */
 ledger *engine_ledger(const duro_engine *e);
 /* Wakes the scheduler: a driver has work sooner than it said. */

@@ -198,9 +198,10 @@ struct duro_engine {
    * an attempt's traceparent says whether its trace is sampled.  0 until
    * telemetry is on: nothing is recorded. */
   double trace_sample;
-  /* Activations keep their log lines and failures for the drivers'
-   * activation_ended hook (engine_observe_activations); atomic. */
-  int observe_activations;
+  /* The drivers that observe activations, a bit each by registration
+   * (engine_observe_activations): while any does, activations keep their
+   * log lines and failures for the activation_ended hooks; atomic. */
+  uint32_t observe_activations;
 
   pthread_mutex_t mu;
   pthread_cond_t work;    /* a runnable entry was queued, or stopping */

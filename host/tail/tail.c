@@ -95,7 +95,7 @@ void duro_tail_observe(duro_engine *e, const char *workflow,
   }
   int on = t->n_observed > 0;
   pthread_mutex_unlock(&t->mu);
-  engine_observe_activations(e, on);
+  engine_observe_activations(e, &tail_driver, on);
 }
 
 void duro_tail_set_handler(duro_engine *e, const char *plugin, duro_tail_fn fn,

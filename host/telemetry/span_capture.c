@@ -55,7 +55,7 @@ void span_view(const span_slot *s, span_rec *r) {
       *dst[i] = at;
       at += strlen(at) + 1;
     }
-  if (s->code && s->kind == SPAN_INSTANCE)
+  if (s->code && (s->kind == SPAN_INSTANCE || s->kind == SPAN_ACTIVATION))
     r->status = duro_status_name((duro_status)(s->code - 1));
   else if (s->code)
     r->step_kind = duro_step_kind_name((duro_step_kind)(s->code - 1));
@@ -263,6 +263,30 @@ static void keep(telemetry *t, span_slot *v, size_t n) {
   pthread_mutex_unlock(&t->mu);
   for (size_t i = 0; i < n_left; i++)
     span_slot_clear(&v[left[i]]);
+}
+
+void span_capture_activation(telemetry *t, const duro_activation_report *r) {
+  span_slot s;
+  const char *str[SS_N] = {0};
+  memset(&s, 0, offsetof(span_slot, data));
+  s.kind = SPAN_ACTIVATION;
+  s.rowid = r->rowid;
+  s.created_ms = r->created_ms;
+  str[SS_WORKFLOW] = r->workflow;
+  str[SS_ID] = r->id;
+  str[SS_TRACEPARENT] = r->traceparent;
+  str[SS_KEY] = "@activation";
+  str[SS_NAME] = "activation";
+  str[SS_BUILD] = r->build;
+  str[SS_SUBJECT] = r->outcome;
+  /* its span id from the instance and its start: one an activation */
+  s.attempt =
+      (uint32_t)((uint64_t)r->started_ms ^ ((uint64_t)r->started_ms >> 32));
+  s.code = (uint8_t)(r->status + 1);
+  s.start_ms = r->started_ms;
+  s.end_ms = r->ended_ms;
+  slot_fill(&s, str, NULL, NULL, NULL);
+  keep(t, &s, 1);
 }
 
 void span_capture(telemetry *t, const journal_batch *b) {

@@ -338,9 +338,23 @@ static int span_json(jbuf *b, const span_rec *r, const char *workflow,
   if (attr_str(b, "duro.instance", id))
     return -1;
   JB_LIT(b, ",");
+  int failed = r->error != NULL;
   if (r->kind == SPAN_INSTANCE) {
     if (attr_str(b, "duro.status", r->status))
       return -1;
+  } else if (r->kind == SPAN_ACTIVATION) {
+    /* not duro.status: that names an instance's root span */
+    if (attr_str(b, "duro.instance.status", r->status))
+      return -1;
+    JB_LIT(b, ",");
+    if (attr_str(b, "duro.outcome", r->subject ? r->subject : "ok"))
+      return -1;
+    if (r->build) {
+      JB_LIT(b, ",");
+      if (attr_str(b, "duro.build", r->build))
+        return -1;
+    }
+    failed = r->subject && strcmp(r->subject, "ok") != 0;
   } else if (r->kind == SPAN_EVENT) {
     attr_int(b, "duro.event.seq", r->attempt);
   } else {
@@ -364,7 +378,7 @@ static int span_json(jbuf *b, const span_rec *r, const char *workflow,
     attr_str(b, "duro.outcome", r->error ? "error" : "ok");
   }
   JB_LIT(b, "],\"status\":{\"code\":");
-  jb_i64(b, r->error ? 2 : 1);
+  jb_i64(b, failed ? 2 : 1);
   if (r->error) {
     char *msg = error_message(r->error);
     JB_LIT(b, ",\"message\":");

@@ -39,6 +39,7 @@ int duro_telemetry_enable(duro_engine *e, const duro_telemetry_options *o) {
   t->interval_ms = o->interval_ms > 0 ? o->interval_ms : 1000;
   t->ring = xcalloc(t->max, sizeof *t->ring);
   engine_set_trace_sample(e, t->sample);
+  engine_observe_activations(e, &telemetry_driver, 1); /* their spans */
   t->on = 1;
   return 0;
 }
@@ -155,6 +156,14 @@ static void committed(duro_engine *e, void *state, const journal_batch *b) {
     span_capture(t, b);
 }
 
+static void activation_ended(duro_engine *e, void *state,
+                             const duro_activation_report *r) {
+  (void)e;
+  telemetry *t = state;
+  if (__atomic_load_n(&t->on, __ATOMIC_RELAXED))
+    span_capture_activation(t, r);
+}
+
 /* The exporter's thread starts with the first pass (after the start). */
 static int dispatch(duro_engine *e, void *state, int64_t *next_ms) {
   (void)e;
@@ -230,6 +239,7 @@ const duro_driver telemetry_driver = {
     .create = create,
     .dispatch = dispatch,
     .committed = committed,
+    .activation_ended = activation_ended,
     .metrics = metrics,
     .drain = drain,
     .free = state_free,

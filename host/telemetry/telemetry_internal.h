@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "driver.h"
 #include "journal.h"
 #include "telemetry.h"
 
@@ -26,6 +27,10 @@ enum {
   SPAN_EVENT,
   SPAN_QUEUE,
   SPAN_TICK,
+  /* an activation of an instance, from its start to its final commit:
+   * its build, the instance's status after it (code), its outcome (in
+   * the subject string) */
+  SPAN_ACTIVATION,
   /* not a span: an instance created (rowid, workflow, id, creation,
    * traceparent), which names the spans it will have (telemetry.names) */
   SPAN_NAME
@@ -48,7 +53,9 @@ typedef struct span_rec {
   const char *step_kind;  /* "do", "sleep", ... (a step's, or NULL) */
   uint32_t attempt;
   const char *build;
-  const char *status;      /* the instance's end status (SPAN_INSTANCE) */
+  /* the instance's end status (SPAN_INSTANCE), or its status after the
+   * activation (SPAN_ACTIVATION) */
+  const char *status;
   const char *error;       /* {"name","message"} text, or NULL: it went well */
   const char *traceparent; /* the instance's creator's, or NULL */
   const char *sender;      /* SPAN_EVENT: its sender's traceparent, or NULL */
@@ -141,6 +148,8 @@ typedef struct telemetry {
 /* span_capture.c: appends batch b's spans to t's buffer (dropping what
  * does not fit, counted). */
 void span_capture(telemetry *t, const journal_batch *b);
+/* The same for an activation's span, once its final commit is on disk. */
+void span_capture_activation(telemetry *t, const duro_activation_report *r);
 
 /* span_export.c: names, samples and posts v[0..n); 0, or -1 when the
  * collector did not take them (why in err). */
