@@ -2,22 +2,20 @@
  * place that names the features the engine runs, in the order it calls
  * them on each scheduler pass (the queues' consumers, the cron triggers,
  * the children of ended parents, the pipelines' flusher, the traces'
- * exporter, which also reads every commit, then the tail handlers'
- * batches, which an activation's end fills) and drains them
+ * exporter, which also reads every commit, the tail handlers' batches,
+ * which an activation's end fills, then flow control, the engine's
+ * admission gate) and drains them
  * at stop; it frees them in the reverse order, so cron handlers that send to
  * queues are gone before the queues. */
 #include "children.h"
 #include "driver.h"
+#include "flow.h"
 #include "pipeline_driver.h"
 #include "queue_driver.h"
 #include "tail.h"
 #include "telemetry.h"
 #include "trigger.h"
 
-const duro_driver *const duro_builtin_drivers[] = {&queue_driver,
-                                                   &cron_driver,
-                                                   &children_driver,
-                                                   &pipeline_driver,
-                                                   &telemetry_driver,
-                                                   &tail_driver,
-                                                   NULL};
+const duro_driver *const duro_builtin_drivers[] = {
+    &queue_driver,     &cron_driver, &children_driver, &pipeline_driver,
+    &telemetry_driver, &tail_driver, &flow_driver,     NULL};

@@ -64,10 +64,11 @@ RULES = [
     ("host/pipelines", "not", ["host/engine/engine_internal.h"], RULE),
     ("host/telemetry", "not", ["host/engine/engine_internal.h"], RULE),
     ("host/tail", "not", ["host/engine/engine_internal.h"], RULE),
+    ("host/flow", "not", ["host/engine/engine_internal.h"], RULE),
     # The core names no feature: features reach it as drivers.
     ("host/engine", "not", ["host/queues", "host/cron", "host/children",
                             "host/pipelines", "host/telemetry",
-                            "host/tail"], RULE),
+                            "host/tail", "host/flow"], RULE),
     # The views make JSON of the public answers (engine.h, queue.h,
     # trigger.h), never of the engine's internals.
     ("host/views", "not", ["host/engine/engine_internal.h"], RULE),
@@ -109,6 +110,7 @@ RULES = [
     ("host/pipelines", "not", ["host/views"], RULE),
     ("host/telemetry", "not", ["host/views"], RULE),
     ("host/tail", "not", ["host/views"], RULE),
+    ("host/flow", "not", ["host/views"], RULE),
     # The crash-storm breaker holds builds through the engine's public
     # face (engine.h) and rolls back through a hook the host gives it: it
     # names neither the reloader nor the workers, and nothing of the

@@ -1,7 +1,9 @@
-/* test_flow.c — flow control by key (host/engine/flow.c): a workflow's
- * concurrency rules count running activations per value of a params key,
- * park the rest as queued without a thread, hand a key's turn to its next
- * waiter, leave other keys alone, and hold across an engine reopened.
+/* test_flow.c — flow control by key (host/flow/flow.c, the engine's
+ * admission gate): a workflow's concurrency rules count running
+ * activations per value of a params key, park the rest as queued without
+ * a thread, hand a key's turn to its next waiter, leave other keys alone,
+ * let a parked instance be terminated without its turn (the next one
+ * gets it), and hold across an engine reopened.
  *
  * Real engine threads run the activations; each step blocks on a gate
  * the test opens, so "at most N at once" is read while they are held. */
@@ -190,6 +192,32 @@ START_TEST(rules_combine_with_a_whole_workflow_cap) {
 }
 END_TEST
 
+START_TEST(a_parked_instance_terminated_gives_up_its_turn) {
+  reset();
+  harness h;
+  harness_open_workers(&h, 8);
+  const duro_flow_concurrency rules[] = {{.key = "/c", .limit = 1}};
+  start_keyed(&h, rules, 1);
+  create(&h, "keyed", "t0", "a");
+  want_total = 1;
+  ck_assert(wait_for(total_reached));
+  create(&h, "keyed", "t1", "a"); /* parked behind t0 */
+  create(&h, "keyed", "t2", "a"); /* and behind t1 */
+  /* parked, or still starting: either way it ends now, without waiting
+   * for its key's turn (t0 still holds it) */
+  ck_assert_int_eq(duro_instance_terminate(h.e, "keyed", "t1"), 0);
+  ck_assert(ends_as(&h, "keyed", "t1", "terminated"));
+  open_gate();
+  want_finished = 2; /* t0, then t2: t1 never ran */
+  ck_assert(wait_for(all_finished));
+  ck_assert(ends_as(&h, "keyed", "t0", "complete"));
+  ck_assert(ends_as(&h, "keyed", "t2", "complete"));
+  ck_assert_int_eq(most[key_index("a")], 1);
+  ck_assert_str_eq(status_of(&h, "keyed", "t1"), "terminated");
+  harness_close(&h);
+}
+END_TEST
+
 START_TEST(parked_instances_run_after_a_reopen) {
   reset();
   harness h;
@@ -230,6 +258,7 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, a_key_runs_at_most_its_limit);
   tcase_add_test(tc, rules_combine_with_a_whole_workflow_cap);
+  tcase_add_test(tc, a_parked_instance_terminated_gives_up_its_turn);
   tcase_add_test(tc, parked_instances_run_after_a_reopen);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);

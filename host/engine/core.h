@@ -75,6 +75,12 @@ ledger *engine_ledger(const duro_engine *e);
 /* Wakes the scheduler: a driver has work sooner than it said. */
 void engine_kick_scheduler(duro_engine *e);
 
+/* ---- admission gates (driver.h's admit, release, forget) ---- */
+
+/* A ticket the gate parked may run now: it goes to the runnable FIFO.
+ * Only within a gate hook (the engine's lock held). */
+void engine_gate_ready_locked(duro_engine *e, duro_gate_ticket *ticket);
+
 /* ---- instances ---- */
 
 wf_reg *engine_find_workflow(const duro_engine *e, const char *name);

@@ -12,6 +12,7 @@
 
 #include <string.h>
 
+#include "core.h"
 #include "engine_internal.h"
 #include "error.h"
 
@@ -100,6 +101,53 @@ void engine_drivers_instance_changed(duro_engine *e, const wf_reg *wf,
     if (e->drivers[i].d->instance_changed)
       e->drivers[i].d->instance_changed(e, e->drivers[i].state, b, row, limits,
                                         from_status, from_started_ms, now);
+}
+
+/* The driver with an admission gate (NULL: none). */
+static const struct registered_driver *gate_of(const duro_engine *e) {
+  for (size_t i = 0; i < e->n_drivers; i++)
+    if (e->drivers[i].d->admit)
+      return &e->drivers[i];
+  return NULL;
+}
+
+int engine_gate_admit_locked(duro_engine *e, const wf_reg *wf, entry *ent,
+                             const char *params) {
+  const struct registered_driver *g = gate_of(e);
+  if (!g)
+    return 1;
+  void *hold = NULL;
+  if (!g->d->admit(e, g->state, wf->name, &wf->limits, params, ent, &hold)) {
+    ent->gate_parked = 1;
+    return 0;
+  }
+  ent->gate_held = 1;
+  ent->gate_hold = hold;
+  return 1;
+}
+
+void engine_gate_release_locked(duro_engine *e, entry *ent) {
+  const struct registered_driver *g = gate_of(e);
+  if (!ent->gate_held)
+    return;
+  ent->gate_held = 0;
+  if (g && g->d->release)
+    g->d->release(e, g->state, ent->gate_hold);
+  ent->gate_hold = NULL;
+}
+
+void engine_gate_forget_locked(duro_engine *e, entry *ent) {
+  const struct registered_driver *g = gate_of(e);
+  if (!ent->gate_parked)
+    return;
+  ent->gate_parked = 0;
+  if (g && g->d->forget)
+    g->d->forget(e, g->state, ent);
+}
+
+void engine_gate_ready_locked(duro_engine *e, duro_gate_ticket *ent) {
+  ent->gate_parked = 0;
+  runnable_push(e, ent);
 }
 
 void engine_drivers_activation_ended(duro_engine *e,

@@ -25,6 +25,11 @@ struct timespec;
 struct journal_batch;
 struct journal_instance;
 
+/* An activation parked by an admission gate (flow control): opaque to
+ * the driver, which keeps it until its turn comes
+ * (engine_gate_ready_locked, core.h). */
+typedef struct entry duro_gate_ticket;
+
 /* What an activation did, for a driver that observes activations (tail
  * handlers): kept only while one asked for it (engine_observe_activations
  * in core.h).  Everything is borrowed for the hook's call. */
@@ -108,6 +113,22 @@ typedef struct duro_driver {
    * Quick, as `committed`: copy what is wanted, and go. */
   void (*activation_ended)(duro_engine *e, void *state,
                            const duro_activation_report *r);
+  /* An admission gate (flow control): an activation of a gated workflow
+   * (limits->n_flow_concurrency > 0) is about to run, its instance's
+   * params given.  1: it runs now, and *hold is what `release` gets back
+   * when it ends; 0: it waits, holding nothing: the driver keeps `ticket`
+   * and hands it to engine_gate_ready_locked when its turn comes (in one
+   * of these hooks), or lets go of it in `forget`.  These three run under
+   * the engine's lock, quickly, and call nothing of the engine but that;
+   * one driver may have them. */
+  int (*admit)(duro_engine *e, void *state, const char *workflow,
+               const duro_workflow_limits *limits, const char *params,
+               duro_gate_ticket *ticket, void **hold);
+  /* The activation admitted with `hold` ended (or gave up its turn). */
+  void (*release)(duro_engine *e, void *state, void *hold);
+  /* A parked ticket is taken away (its instance terminated, or the
+   * engine closing): the driver forgets it and never hands it back. */
+  void (*forget)(duro_engine *e, void *state, duro_gate_ticket *ticket);
   /* Adds its parts to the /healthz report (duro_health_add_*); returns 1
    * when it makes the engine degraded. */
   int (*health)(duro_engine *e, void *state, duro_health_parts *parts);

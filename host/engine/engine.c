@@ -155,8 +155,19 @@ uint32_t duro_engine_stop(duro_engine *e, int64_t grace_ms) {
   return left;
 }
 
-/* An entry parked for a key's turn (flow.c), let go with the engine. */
-static void drop_parked(void *ctx, entry *ent) { entry_drop(ctx, ent); }
+/* The entries an admission gate parked, to be let go with the engine. */
+typedef struct parked_list {
+  entry **v;
+  size_t n;
+} parked_list;
+
+static void collect_parked(void *ctx, int64_t rowid, void *val) {
+  (void)rowid;
+  parked_list *l = ctx;
+  entry *ent = val;
+  if (ent->gate_parked)
+    l->v[l->n++] = ent;
+}
 
 void duro_engine_close(duro_engine *e) {
   if (!e)
@@ -190,11 +201,16 @@ void duro_engine_close(duro_engine *e) {
   entry *ent;
   while ((ent = runnable_pop(e)))
     entry_drop(e, ent);
-  for (size_t i = 0; i < e->n_wfs; i++) {
+  for (size_t i = 0; i < e->n_wfs; i++)
     while ((ent = fifo_pop(&e->wfs[i].deferred)))
       entry_drop(e, ent);
-    flow_drain_locked(e->wfs[i].flow, drop_parked, e);
+  parked_list parked = {xcalloc(e->entries.len + 1, sizeof *parked.v), 0};
+  idmap_each(&e->entries, collect_parked, &parked);
+  for (size_t i = 0; i < parked.n; i++) {
+    engine_gate_forget_locked(e, parked.v[i]);
+    entry_drop(e, parked.v[i]);
   }
+  free(parked.v);
   while ((ent = fifo_pop(&e->retrying)))
     entry_drop(e, ent);
   idmap_free(&e->entries);
@@ -204,7 +220,9 @@ void duro_engine_close(duro_engine *e) {
     free(e->wfs[i].name);
     free(e->wfs[i].binding);
     free((char *)e->wfs[i].limits.lifecycle_queue);
-    flow_rules_free(e->wfs[i].flow);
+    for (size_t k = 0; k < e->wfs[i].limits.n_flow_concurrency; k++)
+      free((char *)e->wfs[i].limits.flow_concurrency[k].key);
+    free((duro_flow_concurrency *)e->wfs[i].limits.flow_concurrency);
     builds_free(&e->wfs[i]);
   }
   free(e->wfs);

@@ -101,7 +101,7 @@ typedef struct duro_engine_options {
   void *ctx;
 } duro_engine_options;
 
-/* A concurrency rule of a workflow's flow control (flow.c): at most
+/* A concurrency rule of a workflow's flow control (flow/flow.c): at most
  * `limit` of its activations run at once among the instances whose
  * params hold the same value at `key` (a JSON pointer such as
  * "/customerId"; NULL: the whole workflow).  An instance whose params

@@ -77,9 +77,9 @@ struct wf_reg {
   /* Its plugin's callbacks on engine threads, bounded (engine_admit.c);
    * NULL: none (in worker processes, or no plugin). */
   struct engine_admit *admit;
-  /* Its concurrency rules by key (flow.c), under the engine's mu; NULL:
-   * none. */
-  struct flow_rules *flow;
+  /* Its activations pass the drivers' admission gate (flow control):
+   * its limits name flow rules (limits.flow_concurrency, a copy it owns). */
+  int gated;
 };
 
 enum {
@@ -126,15 +126,10 @@ typedef struct entry {
   int apply_control;
   struct entry *next;  /* runnable FIFO, or its workflow's deferred one */
   wf_reg *deferred_in; /* set while waiting for a concurrency slot */
-  /* Flow control (flow.c): the key whose turn it waits for (and its
-   * rule), and the keys whose slots its activation holds. */
-  struct flow_key *flow_waits;
-  struct flow_rule *flow_waits_rule;
-  struct flow_hold {
-    struct flow_key *key;
-    struct flow_rule *rule;
-  } * flow_held;
-  uint32_t n_flow_held;
+  /* The admission gate (a driver's admit, flow control): parked until
+   * its turn, or admitted with gate_hold, which its end gives back. */
+  int gate_parked, gate_held;
+  void *gate_hold;
   wf_reg *counted;         /* the workflow whose slot this activation holds */
   int64_t retry_at;        /* ENTRY_RETRY: when (engine_mono_ms) */
   uint32_t write_failures; /* in a row, for the back-off */
@@ -260,7 +255,7 @@ struct duro_engine {
 
   /* The features that run beside the engine (driver.h), in registration
    * order; the count is stored with release once a slot is filled. */
-  struct {
+  struct registered_driver {
     const duro_driver *d;
     void *state;
   } drivers[DURO_ENGINE_MAX_DRIVERS];
@@ -393,23 +388,13 @@ void runnable_push(duro_engine *e, entry *ent);
 entry *runnable_pop(duro_engine *e);
 /* Takes a queued entry out of whichever queue holds it. */
 void runnable_remove(duro_engine *e, entry *ent);
-/* Flow control by key (flow.c).  flow_rules_new copies rules[0..n)
- * (NULL for none); the rest run under the engine's mu.  flow_admit_locked
- * takes a slot of each rule's key for the activation of ent (params: its
- * instance's) and returns 1, or parks ent on a full key's FIFO and
- * returns 0; flow_release_locked gives ent's slots back and makes the next
- * waiter of each key runnable; flow_unpark_locked takes a parked ent out;
- * flow_drain_locked hands every parked entry to fn (a closing engine). */
-typedef struct flow_rules flow_rules;
-typedef struct flow_hold flow_hold;
-flow_rules *flow_rules_new(const duro_flow_concurrency *rules, size_t n);
-void flow_rules_free(flow_rules *fr);
-int flow_admit_locked(duro_engine *e, wf_reg *wf, entry *ent,
-                      const char *params);
-void flow_release_locked(duro_engine *e, entry *ent);
-void flow_unpark_locked(entry *ent);
-void flow_drain_locked(flow_rules *fr, void (*fn)(void *ctx, entry *ent),
-                       void *ctx);
+/* The drivers' admission gate (driver.c; mu held): ent's activation of
+ * wf admitted (1) or parked (0); its hold given back; a parked ent taken
+ * away. */
+int engine_gate_admit_locked(duro_engine *e, const wf_reg *wf, entry *ent,
+                             const char *params);
+void engine_gate_release_locked(duro_engine *e, entry *ent);
+void engine_gate_forget_locked(duro_engine *e, entry *ent);
 
 /* Gives back the activation's concurrency slot and lets one parked
  * instance of the workflow run. */

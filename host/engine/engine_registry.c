@@ -55,9 +55,19 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
   if (w->limits.plugin)
     w->admit = engine_admit_for(e, w->limits.plugin, w->limits.plugin_threads);
   w->limits.plugin = NULL; /* the bound keeps its own copy */
-  w->flow =
-      flow_rules_new(w->limits.flow_concurrency, w->limits.n_flow_concurrency);
-  w->limits.flow_concurrency = NULL; /* the rules keep their own copy */
+  /* the flow rules, for the admission gate (a driver): a copy it owns */
+  duro_flow_concurrency *flow =
+      w->limits.n_flow_concurrency
+          ? xcalloc(w->limits.n_flow_concurrency, sizeof *flow)
+          : NULL;
+  for (size_t i = 0; i < w->limits.n_flow_concurrency; i++)
+    flow[i] = (duro_flow_concurrency){
+        .key = limits->flow_concurrency[i].key
+                   ? xstrdup(limits->flow_concurrency[i].key)
+                   : NULL,
+        .limit = limits->flow_concurrency[i].limit};
+  w->limits.flow_concurrency = flow;
+  w->gated = w->limits.n_flow_concurrency > 0;
   if (w->limits.retention_ms <= 0)
     w->limits.retention_ms = DEFAULT_RETENTION_MS;
   if (w->limits.max_steps == 0)

@@ -36,7 +36,6 @@ entry *entry_take(duro_engine *e, int64_t rowid, int state) {
 void entry_drop(duro_engine *e, entry *ent) {
   idmap_del(&e->entries, ent->rowid);
   free(ent->dispatch);
-  free(ent->flow_held);
   free(ent);
   /* After a burst (a million instances created at once) the map and the
    * freed entries would keep the peak's memory: give it back once idle. */
@@ -106,8 +105,8 @@ void runnable_remove(duro_engine *e, entry *ent) {
   } else if (ent->deferred_in) {
     fifo_remove(&ent->deferred_in->deferred, ent);
     ent->deferred_in = NULL;
-  } else if (ent->flow_waits) {
-    flow_unpark_locked(ent);
+  } else if (ent->gate_parked) {
+    engine_gate_forget_locked(e, ent);
   } else {
     fifo_remove(&e->runnable, ent);
   }
@@ -115,21 +114,40 @@ void runnable_remove(duro_engine *e, entry *ent) {
 
 int engine_activation_admit(duro_engine *e, entry *ent, wf_reg *wf,
                             const char *params) {
-  if (!wf->limits.concurrency && !wf->flow) {
+  if (!wf->limits.concurrency && !wf->gated) {
     /* no limit, nothing to count: keep mu out of the hot path */
     __atomic_store_n(&ent->admitted, 1, __ATOMIC_RELEASE);
     return 1;
   }
   int admitted = 1;
   pthread_mutex_lock(&e->mu);
-  if (wf->limits.concurrency && wf->running >= wf->limits.concurrency) {
+  /* A pause or terminate that came while it started is applied now, not
+   * parked with it until its turn (which a long run may never give). */
+  int control = __atomic_load_n(&ent->terminate_req, __ATOMIC_ACQUIRE)
+                    ? (__atomic_load_n(&ent->rollback_req, __ATOMIC_ACQUIRE)
+                           ? JOURNAL_CONTROL_TERMINATE_ROLLBACK
+                           : JOURNAL_CONTROL_TERMINATE)
+                : __atomic_load_n(&ent->pause_req, __ATOMIC_ACQUIRE)
+                    ? JOURNAL_CONTROL_PAUSE
+                    : 0;
+  int full = wf->limits.concurrency && wf->running >= wf->limits.concurrency;
+  if (control && full) {
+    ent->apply_control = control;
+    runnable_push(e, ent);
+    admitted = 0;
+  } else if (full) {
     ent->state = ENTRY_QUEUED;
     ent->deferred_in = wf;
     fifo_push(&wf->deferred, ent);
     admitted = 0;
-  } else if (wf->flow && !flow_admit_locked(e, wf, ent, params)) {
-    ent->state = ENTRY_QUEUED; /* parked on a key's FIFO */
+  } else if (wf->gated && !engine_gate_admit_locked(e, wf, ent, params)) {
+    ent->state = ENTRY_QUEUED; /* parked by the gate until its turn */
     admitted = 0;
+    if (control) { /* not parked after all: the request is applied */
+      engine_gate_forget_locked(e, ent);
+      ent->apply_control = control;
+      runnable_push(e, ent);
+    }
   } else {
     if (wf->limits.concurrency) {
       wf->running++;
@@ -146,8 +164,7 @@ int engine_activation_admit(duro_engine *e, entry *ent, wf_reg *wf,
 /* Gives back the activation's concurrency slot and lets one parked
  * instance of the workflow run. */
 void release_slot_locked(duro_engine *e, entry *ent) {
-  if (ent->n_flow_held)
-    flow_release_locked(e, ent);
+  engine_gate_release_locked(e, ent);
   wf_reg *wf = ent->counted;
   if (!wf)
     return;
