@@ -2,6 +2,7 @@
 #include "harness.h"
 
 #include "children.h"
+#include "flow.h"
 #include "pipeline.h"
 #include "queue.h"
 #include "tail.h"
@@ -280,6 +281,7 @@ size_t harness_run(harness *h) {
     n += duro_children_dispatch(h->e);
     n += duro_pipelines_dispatch(h->e);
     n += duro_tail_dispatch(h->e);
+    n += duro_flow_dispatch(h->e);
     n += duro_engine_run_until_idle(h->e);
     total += n;
   } while (n);

@@ -215,6 +215,44 @@ static const bad_case bad[] = {
      "        flow: {concurency: [{limit: 1}]}\n",
      "t.yaml:8:16: unknown key \"concurency\" in flow — did you mean "
      "\"concurrency\"?"},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {rate: [{key: /t, limit: 10}]}\n",
+     "t.yaml:8:23: rate rule is missing \"period\""},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {rate: [{key: /t, limit: 10, period: 1m}, {key: /t, "
+     "limit: 1, period: 1s}]}\n",
+     "t.yaml:8:57: a second rate rule for the key \"/t\" (the first is at "
+     "8:23)"},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {rate: [{key: t, limit: 10, period: 1m}]}\n",
+     "t.yaml:8:29: \"key\" must be a JSON pointer into the params"},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {rate: [{limit: 10, period: 1m, burst: 0}]}\n",
+     "t.yaml:8:54: \"burst\" must be between 1 and 1000000"},
     {"plugins:\n  - {name: p, path: p.so, on_crash_storm: stop}\n",
      "t.yaml:2:43: \"on_crash_storm\" must be \"pause\" or \"rollback\""},
     {"plugins:\n  - {name: p, path: p.so, crash_storm: {window: 10ms}}\n",

@@ -32,13 +32,17 @@ typedef struct config_pos {
   int column; /* 1-based */
 } config_pos;
 
-/* A concurrency rule of a workflow's flow control (flow.concurrency[]):
- * at most `limit` of its activations run at once per value of `key` in
- * the params (a JSON pointer; NULL: the whole workflow). */
+/* A rule of a workflow's flow control, per value of `key` in the params
+ * (a JSON pointer; NULL: the whole workflow): a concurrency rule
+ * (flow.concurrency[]: at most `limit` of its activations run at once) or
+ * a rate (flow.rate[]: at most `limit` instances start a `period`,
+ * `burst` of them at once). */
 #define CONFIG_FLOW_MAX_RULES 8
 typedef struct config_flow_rule {
   char *key;
   uint32_t limit;
+  int64_t period_ms; /* a rate's */
+  uint32_t burst;    /* a rate's; default 1 */
   config_pos pos;
 } config_flow_rule;
 
@@ -57,6 +61,8 @@ typedef struct config_workflow {
   int rollback_on_timeout; /* on_timeout: error (0, default) | rollback */
   config_flow_rule *flow;  /* flow.concurrency, n_flow of them */
   size_t n_flow;
+  config_flow_rule *rates; /* flow.rate, n_rates of them */
+  size_t n_rates;
   /* A queue (consumed or dead-lettered into by some consumer) that gets a
    * message as each instance starts and ends; NULL = none. */
   char *lifecycle_queue;

@@ -17,6 +17,9 @@ void config_free(config *cfg) {
       for (size_t k = 0; k < pl->workflows[j].n_flow; k++)
         free(pl->workflows[j].flow[k].key);
       free(pl->workflows[j].flow);
+      for (size_t k = 0; k < pl->workflows[j].n_rates; k++)
+        free(pl->workflows[j].rates[k].key);
+      free(pl->workflows[j].rates);
       for (size_t k = 0; k < pl->workflows[j].n_tail_consumers; k++)
         free(pl->workflows[j].tail_consumers[k]);
       free(pl->workflows[j].tail_consumers);

@@ -124,10 +124,11 @@ static const schema_field limits_fields[] = {
 };
 const schema config_limits_schema =
     SCHEMA("limits", "in limits", -1, limits_fields);
-/* flow: its concurrency rules, each a mapping of its own. */
-enum { FLOW_CONCURRENCY };
+/* flow: its concurrency rules and its rates, each a mapping of its own. */
+enum { FLOW_CONCURRENCY, FLOW_RATE };
 static const schema_field flow_fields[] = {
     [FLOW_CONCURRENCY] = {"concurrency", K_NESTED, 0, false, 0, 0, NULL},
+    [FLOW_RATE] = {"rate", K_NESTED, 0, false, 0, 0, NULL},
 };
 const schema config_flow_schema = SCHEMA("flow", "in flow", -1, flow_fields);
 
@@ -140,6 +141,19 @@ static const schema_field flow_rule_fields[] = {
 };
 const schema config_flow_rule_schema =
     SCHEMA("concurrency rule", "in a concurrency rule", -1, flow_rule_fields);
+
+static const schema_field flow_rate_fields[] = {
+    [RULE_KEY] = {"key", K_STRING, offsetof(config_flow_rule, key), false, 0, 0,
+                  NULL},
+    [RULE_LIMIT] = {"limit", K_U32, offsetof(config_flow_rule, limit), true, 1,
+                    1000000, NULL},
+    {"period", K_DURATION, offsetof(config_flow_rule, period_ms), true, 1,
+     DAY_MS, NULL},
+    {"burst", K_U32, offsetof(config_flow_rule, burst), false, 1, 1000000,
+     NULL},
+};
+const schema config_flow_rate_schema =
+    SCHEMA("rate rule", "in a rate rule", -1, flow_rate_fields);
 
 /* crash_storm fills the plugin's crash_storm. */
 static const schema_field crash_storm_fields[] = {
@@ -173,30 +187,28 @@ const schema config_plugin_limits_schema =
 
 /* ---- Entries ----------------------------------------------------------- */
 
-/* flow: {concurrency: [{key: /customerId, limit: 2}, {limit: 200}]}. */
-static int parse_flow(config_parser *p, yaml_node_t *node, config_workflow *w) {
-  yaml_node_t *fv[SCHEMA_MAX_FIELDS];
-  if (schema_mapping(&p->w, node, &config_flow_schema, w, fv, NULL) < 0)
-    return -1;
+/* One list of flow rules (`name`: "concurrency" or "rate"), each a
+ * mapping of `sch`'s, at most CONFIG_FLOW_MAX_RULES, one a key. */
+static int parse_rules(config_parser *p, yaml_node_t *list, const char *name,
+                       const schema *sch, config_flow_rule **out,
+                       size_t *n_out) {
   size_t n;
-  if (schema_list(&p->w, fv[FLOW_CONCURRENCY], "concurrency", &n) < 0)
+  if (schema_list(&p->w, list, name, &n) < 0)
     return -1;
   if (n > CONFIG_FLOW_MAX_RULES)
-    return schema_fail(&p->w, fv[FLOW_CONCURRENCY],
-                       "\"concurrency\" holds at most %d rules, not %zu",
-                       CONFIG_FLOW_MAX_RULES, n);
+    return schema_fail(&p->w, list, "\"%s\" holds at most %d rules, not %zu",
+                       name, CONFIG_FLOW_MAX_RULES, n);
   if (n == 0)
     return 0;
-  w->flow = xcalloc(n, sizeof *w->flow);
-  w->n_flow = n;
+  config_flow_rule *v = *out = xcalloc(n, sizeof *v);
+  *n_out = n;
   int rc = 0;
   for (size_t i = 0; i < n; i++) {
-    yaml_node_t *item = schema_item(&p->w, fv[FLOW_CONCURRENCY], i);
-    config_flow_rule *r = &w->flow[i];
+    yaml_node_t *item = schema_item(&p->w, list, i);
+    config_flow_rule *r = &v[i];
     yaml_node_t *rv[SCHEMA_MAX_FIELDS];
-    if (schema_entry(&p->w, item, "concurrency") < 0 ||
-        schema_mapping(&p->w, item, &config_flow_rule_schema, r, rv, NULL) <
-            0) {
+    if (schema_entry(&p->w, item, name) < 0 ||
+        schema_mapping(&p->w, item, sch, r, rv, NULL) < 0) {
       rc = -1;
       continue;
     }
@@ -208,14 +220,14 @@ static int parse_flow(config_parser *p, yaml_node_t *node, config_workflow *w) {
       continue;
     }
     for (size_t k = 0; k < i; k++) {
-      const char *a = w->flow[k].key, *b = r->key;
+      const char *a = v[k].key, *b = r->key;
       if ((!a && !b) || (a && b && !strcmp(a, b))) {
         rc = schema_fail(&p->w, item,
-                         "a second concurrency rule for %s%s%s (the first "
+                         "a second %s rule for %s%s%s (the first "
                          "is at %d:%d)",
-                         b ? "the key \"" : "the whole workflow", b ? b : "",
-                         b ? "\"" : "", w->flow[k].pos.line,
-                         w->flow[k].pos.column);
+                         name, b ? "the key \"" : "the whole workflow",
+                         b ? b : "", b ? "\"" : "", v[k].pos.line,
+                         v[k].pos.column);
         break;
       }
     }
@@ -223,8 +235,24 @@ static int parse_flow(config_parser *p, yaml_node_t *node, config_workflow *w) {
   return rc;
 }
 
-/* tail_consumers: [audit, alerts], plugin names, each once (that each
- * names a plugin of the file is config_refs.c's). */
+/* flow: {concurrency: [{key: /customerId, limit: 2}, {limit: 200}],
+ *        rate: [{key: /tenant, limit: 100, period: 1m, burst: 20}]}. */
+static int parse_flow(config_parser *p, yaml_node_t *node, config_workflow *w) {
+  yaml_node_t *fv[SCHEMA_MAX_FIELDS];
+  if (schema_mapping(&p->w, node, &config_flow_schema, w, fv, NULL) < 0)
+    return -1;
+  int rc = 0;
+  if (fv[FLOW_CONCURRENCY] &&
+      parse_rules(p, fv[FLOW_CONCURRENCY], "concurrency",
+                  &config_flow_rule_schema, &w->flow, &w->n_flow) < 0)
+    rc = -1;
+  if (fv[FLOW_RATE] &&
+      parse_rules(p, fv[FLOW_RATE], "rate", &config_flow_rate_schema, &w->rates,
+                  &w->n_rates) < 0)
+    rc = -1;
+  return rc;
+}
+
 static int parse_tail_consumers(config_parser *p, yaml_node_t *list,
                                 char ***names, config_pos **pos, size_t *n) {
   int rc = schema_list(&p->w, list, "tail_consumers", n);

@@ -78,8 +78,17 @@ void engine_kick_scheduler(duro_engine *e);
 /* ---- admission gates (driver.h's admit, release, forget) ---- */
 
 /* A ticket the gate parked may run now: it goes to the runnable FIFO.
- * Only within a gate hook (the engine's lock held). */
+ * Only within a gate hook or engine_gate_run (the engine's lock held). */
 void engine_gate_ready_locked(duro_engine *e, duro_gate_ticket *ticket);
+/* Wakes the scheduler: the gate has a ticket whose turn comes with time,
+ * sooner than its dispatch said.  Only within a gate hook. */
+void engine_gate_kick_locked(duro_engine *e);
+/* The instance a ticket is for (its rowid). */
+int64_t engine_gate_ticket_rowid(const duro_gate_ticket *ticket);
+/* Runs fn(e, ctx) under the engine's lock, as the gate hooks run: for a
+ * gate whose tickets come due with time (a rate), from its dispatch. */
+void engine_gate_run(duro_engine *e, void (*fn)(duro_engine *e, void *ctx),
+                     void *ctx);
 
 /* ---- instances ---- */
 

@@ -112,12 +112,13 @@ static const struct registered_driver *gate_of(const duro_engine *e) {
 }
 
 int engine_gate_admit_locked(duro_engine *e, const wf_reg *wf, entry *ent,
-                             const char *params) {
+                             const char *params, int first) {
   const struct registered_driver *g = gate_of(e);
   if (!g)
     return 1;
   void *hold = NULL;
-  if (!g->d->admit(e, g->state, wf->name, &wf->limits, params, ent, &hold)) {
+  if (!g->d->admit(e, g->state, wf->name, &wf->limits, ent->rowid, params,
+                   first, ent, &hold)) {
     ent->gate_parked = 1;
     return 0;
   }
@@ -148,6 +149,22 @@ void engine_gate_forget_locked(duro_engine *e, entry *ent) {
 void engine_gate_ready_locked(duro_engine *e, duro_gate_ticket *ent) {
   ent->gate_parked = 0;
   runnable_push(e, ent);
+}
+
+void engine_gate_kick_locked(duro_engine *e) {
+  e->sched_kick = 1;
+  pthread_cond_signal(&e->sched);
+}
+
+int64_t engine_gate_ticket_rowid(const duro_gate_ticket *ent) {
+  return ent->rowid;
+}
+
+void engine_gate_run(duro_engine *e, void (*fn)(duro_engine *e, void *ctx),
+                     void *ctx) {
+  pthread_mutex_lock(&e->mu);
+  fn(e, ctx);
+  pthread_mutex_unlock(&e->mu);
 }
 
 void engine_drivers_activation_ended(duro_engine *e,

@@ -114,16 +114,18 @@ typedef struct duro_driver {
   void (*activation_ended)(duro_engine *e, void *state,
                            const duro_activation_report *r);
   /* An admission gate (flow control): an activation of a gated workflow
-   * (limits->n_flow_concurrency > 0) is about to run, its instance's
-   * params given.  1: it runs now, and *hold is what `release` gets back
+   * (flow rules in its limits) is about to run: its instance's rowid and
+   * params, and whether it is the instance's first (`first`: its start).
+   * 1: it runs now, and *hold is what `release` gets back
    * when it ends; 0: it waits, holding nothing: the driver keeps `ticket`
    * and hands it to engine_gate_ready_locked when its turn comes (in one
    * of these hooks), or lets go of it in `forget`.  These three run under
    * the engine's lock, quickly, and call nothing of the engine but that;
    * one driver may have them. */
   int (*admit)(duro_engine *e, void *state, const char *workflow,
-               const duro_workflow_limits *limits, const char *params,
-               duro_gate_ticket *ticket, void **hold);
+               const duro_workflow_limits *limits, int64_t rowid,
+               const char *params, int first, duro_gate_ticket *ticket,
+               void **hold);
   /* The activation admitted with `hold` ended (or gave up its turn). */
   void (*release)(duro_engine *e, void *state, void *hold);
   /* A parked ticket is taken away (its instance terminated, or the

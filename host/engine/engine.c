@@ -223,6 +223,9 @@ void duro_engine_close(duro_engine *e) {
     for (size_t k = 0; k < e->wfs[i].limits.n_flow_concurrency; k++)
       free((char *)e->wfs[i].limits.flow_concurrency[k].key);
     free((duro_flow_concurrency *)e->wfs[i].limits.flow_concurrency);
+    for (size_t k = 0; k < e->wfs[i].limits.n_flow_rate; k++)
+      free((char *)e->wfs[i].limits.flow_rate[k].key);
+    free((duro_flow_rate *)e->wfs[i].limits.flow_rate);
     builds_free(&e->wfs[i]);
   }
   free(e->wfs);

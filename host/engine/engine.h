@@ -112,6 +112,19 @@ typedef struct duro_flow_concurrency {
 } duro_flow_concurrency;
 #define DURO_FLOW_MAX_RULES 8
 
+/* A rate rule of a workflow's flow control: at most `limit` instances
+ * start per `period_ms` among those whose params hold the same value at
+ * `key` (NULL: the whole workflow), `burst` of them at once (0: 1),
+ * spaced evenly; an instance over it waits queued for its turn, first
+ * come first served per key.  A start is an instance's first activation:
+ * its later ones (after a sleep, an event) are not held back. */
+typedef struct duro_flow_rate {
+  const char *key;
+  uint32_t limit;
+  int64_t period_ms;
+  uint32_t burst;
+} duro_flow_rate;
+
 typedef struct duro_workflow_limits {
   int64_t retention_ms; /* how long an ended instance is kept; 0 = 30 days */
   /* How long an instance may take from its creation before it ends
@@ -130,6 +143,9 @@ typedef struct duro_workflow_limits {
    * DURO_FLOW_MAX_RULES); n_flow_concurrency 0 = none. */
   const duro_flow_concurrency *flow_concurrency;
   size_t n_flow_concurrency;
+  /* flow.rate: the same for rates (at most DURO_FLOW_MAX_RULES). */
+  const duro_flow_rate *flow_rate;
+  size_t n_flow_rate;
   /* A duro_do_all's branches running at once when the call names no
    * bound; 0 = 100. */
   uint32_t parallel;

@@ -392,7 +392,7 @@ void runnable_remove(duro_engine *e, entry *ent);
  * wf admitted (1) or parked (0); its hold given back; a parked ent taken
  * away. */
 int engine_gate_admit_locked(duro_engine *e, const wf_reg *wf, entry *ent,
-                             const char *params);
+                             const char *params, int first);
 void engine_gate_release_locked(duro_engine *e, entry *ent);
 void engine_gate_forget_locked(duro_engine *e, entry *ent);
 
@@ -408,7 +408,7 @@ void fifo_remove(entry_fifo *q, entry *ent);
  * and returns 0 (the activation must then return without running or
  * calling engine_activation_done). */
 int engine_activation_admit(duro_engine *e, entry *ent, wf_reg *wf,
-                            const char *params);
+                            const char *params, int first);
 
 /* A queued instance with no entry: runnable now, or left to the backlog
  * when the runnable FIFO is full (mu held). */

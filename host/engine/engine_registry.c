@@ -37,7 +37,8 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
                          duro_run_fn run, const duro_workflow_limits *limits,
                          const char *build) {
   if (!name || !run || engine_find_workflow(e, name) || e->workers ||
-      (limits && limits->n_flow_concurrency > DURO_FLOW_MAX_RULES))
+      (limits && (limits->n_flow_concurrency > DURO_FLOW_MAX_RULES ||
+                  limits->n_flow_rate > DURO_FLOW_MAX_RULES)))
     return DURO_E_INVALID_ARGUMENT;
   /* Registration happens before start; nothing holds pointers yet, so the
    * array may move. */
@@ -67,7 +68,15 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
                    : NULL,
         .limit = limits->flow_concurrency[i].limit};
   w->limits.flow_concurrency = flow;
-  w->gated = w->limits.n_flow_concurrency > 0;
+  duro_flow_rate *rate = w->limits.n_flow_rate
+                             ? xcalloc(w->limits.n_flow_rate, sizeof *rate)
+                             : NULL;
+  for (size_t i = 0; i < w->limits.n_flow_rate; i++) {
+    rate[i] = limits->flow_rate[i];
+    rate[i].key = rate[i].key ? xstrdup(rate[i].key) : NULL;
+  }
+  w->limits.flow_rate = rate;
+  w->gated = w->limits.n_flow_concurrency > 0 || w->limits.n_flow_rate > 0;
   if (w->limits.retention_ms <= 0)
     w->limits.retention_ms = DEFAULT_RETENTION_MS;
   if (w->limits.max_steps == 0)

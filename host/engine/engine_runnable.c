@@ -113,7 +113,7 @@ void runnable_remove(duro_engine *e, entry *ent) {
 }
 
 int engine_activation_admit(duro_engine *e, entry *ent, wf_reg *wf,
-                            const char *params) {
+                            const char *params, int first) {
   if (!wf->limits.concurrency && !wf->gated) {
     /* no limit, nothing to count: keep mu out of the hot path */
     __atomic_store_n(&ent->admitted, 1, __ATOMIC_RELEASE);
@@ -140,7 +140,8 @@ int engine_activation_admit(duro_engine *e, entry *ent, wf_reg *wf,
     ent->deferred_in = wf;
     fifo_push(&wf->deferred, ent);
     admitted = 0;
-  } else if (wf->gated && !engine_gate_admit_locked(e, wf, ent, params)) {
+  } else if (wf->gated &&
+             !engine_gate_admit_locked(e, wf, ent, params, first)) {
     ent->state = ENTRY_QUEUED; /* parked by the gate until its turn */
     admitted = 0;
     if (control) { /* not parked after all: the request is applied */

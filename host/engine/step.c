@@ -98,7 +98,8 @@ void activation_run(duro_engine *e, entry *ent) {
            a->inst.workflow, duro_status_name(a->inst.status));
     goto done;
   }
-  if (!engine_activation_admit(e, ent, a->wf, a->inst.params)) {
+  if (!engine_activation_admit(e, ent, a->wf, a->inst.params,
+                               a->inst.started_ms == JOURNAL_NONE)) {
     activation_free(a); /* runs when one of the workflow's activations ends */
     return;
   }

@@ -2,7 +2,11 @@
  * admit, release, forget): a workflow's concurrency rules
  * (limits.flow_concurrency), each counting the activations that run at
  * once per value of a key read from the instance's params (`/customerId`:
- * at most 2 of each customer's), or of the whole workflow (no key).
+ * at most 2 of each customer's), or of the whole workflow (no key); and
+ * its rate rules (limits.flow_rate), each spacing the starts of
+ * instances per value of a key (at most `limit` a `period`, `burst` at
+ * once): the generic cell rate algorithm, a key's next start time (its
+ * "theoretical arrival time") moved on by period/limit at each start.
  *
  * Like limits.concurrency, only running activations hold a slot: an
  * instance that sleeps or waits holds none.  An activation over a rule's
@@ -11,10 +15,18 @@
  * served per key, so a key with a long backlog delays no other key).  An
  * instance whose params lack a rule's key is not limited by that rule.
  *
+ * An instance over a rate waits on its key's FIFO too; the scheduler's
+ * pass (this driver's dispatch) hands the head its start when the key's
+ * time comes, the start counted then, so a newcomer cannot take the turn
+ * of one that waited (a granted start is remembered by rowid until the
+ * instance is admitted).  Only starts are paced: an instance's later
+ * activations (after a sleep, an event) pass.
+ *
  * Everything here is memory under the engine's lock (the gate's hooks run
- * under it), rebuilt from the journal after a restart: parked activations
- * are queued rows, run again by recovery, and admitted again here.  Per
- * host: several hosts on one PostgreSQL database each keep their own
+ * under it, the dispatch through engine_gate_run), rebuilt from the
+ * journal after a restart: parked activations are queued rows, run again
+ * by recovery, and admitted again here (a rate's spacing starts afresh).
+ * Per host: several hosts on one PostgreSQL database each keep their own
  * counts. */
 #include "flow.h"
 
@@ -35,28 +47,36 @@ typedef struct flow_parked {
   struct flow_rule *rule;
 } flow_parked;
 
-/* One value of a rule's key: how many of its activations run, and those
- * that wait for one of them to end (first in, first out). */
+/* One value of a rule's key: how many of its activations run (a
+ * concurrency rule) or when its next start may come (a rate rule), and
+ * those that wait for their turn (first in, first out). */
 typedef struct flow_key {
   struct flow_key *next; /* the next key of the same hash */
   char *value;           /* the key's value as compact JSON text */
   uint32_t running;
+  double tat; /* a rate: its next start's time, engine ms, less the burst */
   flow_parked *head, *tail;
+  size_t waiting_at; /* a rate key with waiters: its place in `waiting` */
 } flow_key;
 
 typedef struct flow_rule {
   char *pointer; /* NULL: the whole workflow is one key */
   uint32_t limit;
-  idmap keys; /* hash of value -> flow_key chain */
+  int rate;            /* a rate rule, else a concurrency rule */
+  uint32_t index;      /* its place among the workflow's rules */
+  double interval_ms;  /* a rate: period / limit */
+  double tolerance_ms; /* a rate: (burst - 1) * interval */
+  idmap keys;          /* hash of value -> flow_key chain */
 } flow_rule;
 
 /* A workflow's rules, made from its limits at its first admission (they
- * change only with a restart). */
+ * change only with a restart): its concurrency rules, then its rates. */
 typedef struct flow_rules {
   char *workflow; /* the map's key */
   flow_rule *v;
   size_t n;
 } flow_rules;
+#define FLOW_MAX (2 * DURO_FLOW_MAX_RULES)
 
 /* The slots an admitted activation holds, one a rule that limits it. */
 typedef struct flow_hold {
@@ -67,14 +87,32 @@ typedef struct flow_hold {
   } v[DURO_FLOW_MAX_RULES];
 } flow_hold;
 
+/* A rate key with waiters, and its rule. */
+typedef struct waiting_key {
+  flow_key *key;
+  flow_rule *rule;
+} waiting_key;
+
 typedef struct flow_state {
+  duro_engine *e;
   strmap workflows; /* name -> flow_rules */
   idmap parked;     /* ticket -> flow_parked */
+  /* rowid -> (uintptr_t) the rate rules whose start it was granted while
+   * it waited, a bit a rule, until it is admitted */
+  idmap granted;
+  waiting_key *waiting; /* the rate keys with waiters */
+  size_t n_waiting, cap_waiting;
+  int64_t next_sweep; /* engine ms: idle rate keys forgotten then */
+  int has_rates;      /* some workflow has a rate rule (atomic): the dispatch
+                         takes the engine's lock only then */
 } flow_state;
 
+#define SWEEP_EVERY_MS 10000
+
 static void *flow_create(duro_engine *e) {
-  (void)e;
-  return xcalloc(1, sizeof(flow_state));
+  flow_state *fs = xcalloc(1, sizeof *fs);
+  fs->e = e;
+  return fs;
 }
 
 static flow_rules *rules_of(flow_state *fs, const char *workflow,
@@ -84,13 +122,27 @@ static flow_rules *rules_of(flow_state *fs, const char *workflow,
     return fr;
   fr = xcalloc(1, sizeof *fr);
   fr->workflow = xstrdup(workflow);
-  fr->n = limits->n_flow_concurrency;
+  size_t nc = limits->n_flow_concurrency, nr = limits->n_flow_rate;
+  fr->n = nc + nr;
   fr->v = xcalloc(fr->n ? fr->n : 1, sizeof *fr->v);
-  for (size_t i = 0; i < fr->n; i++) {
+  for (size_t i = 0; i < nc; i++) {
     const duro_flow_concurrency *r = &limits->flow_concurrency[i];
     fr->v[i].pointer = r->key ? xstrdup(r->key) : NULL;
     fr->v[i].limit = r->limit;
   }
+  for (size_t i = 0; i < nr; i++) {
+    const duro_flow_rate *r = &limits->flow_rate[i];
+    flow_rule *fl = &fr->v[nc + i];
+    fl->pointer = r->key ? xstrdup(r->key) : NULL;
+    fl->limit = r->limit;
+    fl->rate = 1;
+    fl->interval_ms = (double)r->period_ms / (r->limit ? r->limit : 1);
+    fl->tolerance_ms = ((r->burst ? r->burst : 1) - 1) * fl->interval_ms;
+  }
+  for (size_t i = 0; i < fr->n; i++)
+    fr->v[i].index = (uint32_t)i;
+  if (nr)
+    __atomic_store_n(&fs->has_rates, 1, __ATOMIC_RELEASE);
   strmap_put(&fs->workflows, fr->workflow, fr);
   return fr;
 }
@@ -114,14 +166,16 @@ static flow_key *key_of(flow_rule *r, const char *value) {
       return k;
   flow_key *k = xcalloc(1, sizeof *k);
   k->value = xstrdup(value);
+  k->tat = -1e300; /* never started: a start may come at once */
   k->next = head;
   idmap_put(&r->keys, h, k);
   return k;
 }
 
-/* Forgets a key that nothing runs or waits on. */
-static void drop_if_idle(flow_rule *r, flow_key *k) {
-  if (k->running || k->head)
+/* Forgets a key that nothing runs or waits on (and, for a rate, whose
+ * next start is not in the future: it is then as a new key). */
+static void drop_if_idle(flow_rule *r, flow_key *k, double now) {
+  if (k->running || k->head || (r->rate && k->tat > now))
     return;
   int64_t h = hash_value(k->value);
   flow_key *head = idmap_get(&r->keys, h);
@@ -160,6 +214,17 @@ static void park(flow_state *fs, flow_rule *r, flow_key *k,
                  duro_gate_ticket *ticket) {
   flow_parked *p = xcalloc(1, sizeof *p);
   *p = (flow_parked){.ticket = ticket, .key = k, .rule = r};
+  if (r->rate && !k->head) {
+    /* the dispatch looks at it from now on: it says when its turn comes */
+    engine_gate_kick_locked(fs->e);
+    if (fs->n_waiting == fs->cap_waiting) {
+      fs->cap_waiting = fs->cap_waiting ? 2 * fs->cap_waiting : 16;
+      fs->waiting =
+          xrealloc(fs->waiting, fs->cap_waiting * sizeof *fs->waiting);
+    }
+    k->waiting_at = fs->n_waiting;
+    fs->waiting[fs->n_waiting++] = (waiting_key){k, r};
+  }
   if (k->tail)
     k->tail->next = p;
   else
@@ -179,25 +244,50 @@ static void unpark(flow_state *fs, flow_parked *p) {
         k->tail = prev;
       break;
     }
+  if (p->rule->rate && !k->head) { /* no waiter left: out of `waiting` */
+    waiting_key last = fs->waiting[--fs->n_waiting];
+    if (last.key != k) {
+      fs->waiting[k->waiting_at] = last;
+      last.key->waiting_at = k->waiting_at;
+    }
+  }
   idmap_del(&fs->parked, (int64_t)(intptr_t)p->ticket);
   free(p);
 }
 
+/* Whether a start of rate key k may come at `now`. */
+static int rate_open(const flow_rule *r, const flow_key *k, double now) {
+  return now >= k->tat - r->tolerance_ms;
+}
+
+/* A start of rate key k counted at `now`. */
+static void rate_take(const flow_rule *r, flow_key *k, double now) {
+  k->tat = (k->tat > now ? k->tat : now) + r->interval_ms;
+}
+
 static int flow_admit(duro_engine *e, void *state, const char *workflow,
-                      const duro_workflow_limits *limits, const char *params,
-                      duro_gate_ticket *ticket, void **hold) {
-  (void)e;
+                      const duro_workflow_limits *limits, int64_t rowid,
+                      const char *params, int first, duro_gate_ticket *ticket,
+                      void **hold) {
   flow_state *fs = state;
+  double now = (double)engine_now(e);
   flow_rules *fr = rules_of(fs, workflow, limits);
-  char *values[DURO_FLOW_MAX_RULES];
+  char *values[FLOW_MAX];
   values_of(fr, params, values);
-  flow_key *keys[DURO_FLOW_MAX_RULES] = {0};
+  uintptr_t granted = (uintptr_t)idmap_get(&fs->granted, rowid);
+  flow_key *keys[FLOW_MAX] = {0};
   size_t full = fr->n;
   for (size_t i = 0; i < fr->n; i++) {
-    if (!values[i])
-      continue; /* its params lack the key: this rule does not limit it */
+    const flow_rule *r = &fr->v[i];
+    /* its params lack the key: this rule does not limit it; a rate
+     * limits only starts, and not one granted already */
+    if (!values[i] || (r->rate && (!first || (granted & (1u << i)))))
+      continue;
     keys[i] = key_of(&fr->v[i], values[i]);
-    if (full == fr->n && keys[i]->running >= fr->v[i].limit)
+    int blocked = r->rate ? keys[i]->head || !rate_open(r, keys[i], now)
+                          : keys[i]->running >= r->limit;
+    /* a concurrency rule first: a start is not spent on one that waits */
+    if (blocked && (full == fr->n || (!r->rate && fr->v[full].rate)))
       full = i;
   }
   for (size_t i = 0; i < fr->n; i++)
@@ -206,17 +296,24 @@ static int flow_admit(duro_engine *e, void *state, const char *workflow,
     /* keys made for it alone go again; the one it waits on stays */
     for (size_t i = 0; i < fr->n; i++)
       if (keys[i] && i != full)
-        drop_if_idle(&fr->v[i], keys[i]);
+        drop_if_idle(&fr->v[i], keys[i], now);
     park(fs, &fr->v[full], keys[full], ticket);
     return 0;
   }
+  if (granted)
+    idmap_del(&fs->granted, rowid);
   flow_hold *h = xcalloc(1, sizeof *h);
-  for (size_t i = 0; i < fr->n; i++)
-    if (keys[i]) {
-      keys[i]->running++;
-      h->v[h->n].key = keys[i];
-      h->v[h->n++].rule = &fr->v[i];
+  for (size_t i = 0; i < fr->n; i++) {
+    if (!keys[i])
+      continue;
+    if (fr->v[i].rate) {
+      rate_take(&fr->v[i], keys[i], now);
+      continue;
     }
+    keys[i]->running++;
+    h->v[h->n].key = keys[i];
+    h->v[h->n++].rule = &fr->v[i];
+  }
   *hold = h;
   return 1;
 }
@@ -224,6 +321,7 @@ static int flow_admit(duro_engine *e, void *state, const char *workflow,
 static void flow_release(duro_engine *e, void *state, void *hold) {
   flow_state *fs = state;
   flow_hold *h = hold;
+  double now = (double)engine_now(e);
   for (size_t i = 0; h && i < h->n; i++) {
     flow_key *k = h->v[i].key;
     k->running--;
@@ -233,13 +331,12 @@ static void flow_release(duro_engine *e, void *state, void *hold) {
       unpark(fs, next);
       engine_gate_ready_locked(e, t);
     }
-    drop_if_idle(h->v[i].rule, k);
+    drop_if_idle(h->v[i].rule, k, now);
   }
   free(h);
 }
 
 static void flow_forget(duro_engine *e, void *state, duro_gate_ticket *ticket) {
-  (void)e;
   flow_state *fs = state;
   flow_parked *p = idmap_get(&fs->parked, (int64_t)(intptr_t)ticket);
   if (!p)
@@ -247,7 +344,102 @@ static void flow_forget(duro_engine *e, void *state, duro_gate_ticket *ticket) {
   flow_key *k = p->key;
   flow_rule *r = p->rule;
   unpark(fs, p);
-  drop_if_idle(r, k);
+  drop_if_idle(r, k, (double)engine_now(e));
+}
+
+/* ---- the rates' turns, on the scheduler's pass ---- */
+
+typedef struct pass {
+  flow_state *fs;
+  int64_t next; /* engine ms: when a waiter's start comes next */
+  size_t started;
+} pass;
+
+typedef struct idle_list {
+  flow_key **v;
+  size_t n, cap;
+  double now;
+} idle_list;
+
+static void collect_idle(void *ctx, int64_t hash, void *val) {
+  (void)hash;
+  idle_list *l = ctx;
+  for (flow_key *k = val; k; k = k->next) {
+    if (k->running || k->head || k->tat > l->now)
+      continue;
+    if (l->n == l->cap) {
+      l->cap = l->cap ? 2 * l->cap : 64;
+      l->v = xrealloc(l->v, l->cap * sizeof *l->v);
+    }
+    l->v[l->n++] = k;
+  }
+}
+
+/* Forgets rate rule r's keys whose next start is past: a new key is the
+ * same, so a tenant that came once does not stay in memory. */
+static void sweep_rule(flow_rule *r, double now) {
+  idle_list l = {.now = now};
+  idmap_each(&r->keys, collect_idle, &l);
+  for (size_t i = 0; i < l.n; i++)
+    drop_if_idle(r, l.v[i], now);
+  free(l.v);
+}
+
+static void rates_pass(duro_engine *e, void *ctx) {
+  pass *p = ctx;
+  flow_state *fs = p->fs;
+  double now = (double)engine_now(e);
+  for (size_t w = 0; w < fs->n_waiting;) {
+    flow_key *k = fs->waiting[w].key;
+    flow_rule *r = fs->waiting[w].rule;
+    while (k->head && rate_open(r, k, now)) {
+      flow_parked *head = k->head;
+      duro_gate_ticket *t = head->ticket;
+      int64_t rowid = engine_gate_ticket_rowid(t);
+      uintptr_t g = (uintptr_t)idmap_get(&fs->granted, rowid);
+      idmap_put(&fs->granted, rowid, (void *)(g | (1u << r->index)));
+      rate_take(r, k, now);
+      unpark(fs, head); /* may move another key into place w */
+      engine_gate_ready_locked(e, t);
+      p->started++;
+    }
+    if (w < fs->n_waiting && fs->waiting[w].key == k) {
+      double due = k->tat - r->tolerance_ms;
+      int64_t at = (int64_t)due + ((double)(int64_t)due < due);
+      if (at < p->next)
+        p->next = at;
+      w++;
+    }
+  }
+  if ((int64_t)now >= fs->next_sweep) {
+    for (size_t i = 0; i < fs->workflows.cap; i++) {
+      flow_rules *fr = fs->workflows.vals[i];
+      for (size_t r = 0; fs->workflows.keys[i] && fr && r < fr->n; r++)
+        if (fr->v[r].rate)
+          sweep_rule(&fr->v[r], now);
+    }
+    fs->next_sweep = (int64_t)now + SWEEP_EVERY_MS;
+  }
+}
+
+static int flow_dispatch(duro_engine *e, void *state, int64_t *next_ms) {
+  flow_state *fs = state;
+  *next_ms = INT64_MAX;
+  if (!__atomic_load_n(&fs->has_rates, __ATOMIC_ACQUIRE))
+    return 0;
+  pass p = {.fs = fs, .next = INT64_MAX};
+  engine_gate_run(e, rates_pass, &p);
+  *next_ms = p.next;
+  return 0;
+}
+
+size_t duro_flow_dispatch(duro_engine *e) {
+  flow_state *fs = duro_engine_driver_state(e, &flow_driver);
+  if (!fs)
+    return 0;
+  pass p = {.fs = fs, .next = INT64_MAX};
+  engine_gate_run(e, rates_pass, &p);
+  return p.started;
 }
 
 static void free_key(void *ctx, int64_t hash, void *val) {
@@ -280,12 +472,15 @@ static void flow_free(void *state) {
   }
   strmap_free(&fs->workflows);
   idmap_free(&fs->parked);
+  idmap_free(&fs->granted);
+  free(fs->waiting);
   free(fs);
 }
 
 const duro_driver flow_driver = {
     .name = "flow",
     .create = flow_create,
+    .dispatch = flow_dispatch,
     .admit = flow_admit,
     .release = flow_release,
     .forget = flow_forget,

@@ -48,14 +48,20 @@ static void str_field(json_t *to, const char *what, const char *a,
 
 /* A workflow's flow rules: any change needs a restart (the running
  * counts belong to the rules they were taken under). */
-static int same_flow(const config_workflow *a, const config_workflow *b) {
-  if (a->n_flow != b->n_flow)
+static int same_rules(const config_flow_rule *a, size_t na,
+                      const config_flow_rule *b, size_t nb) {
+  if (na != nb)
     return 0;
-  for (size_t i = 0; i < a->n_flow; i++)
-    if (!same(a->flow[i].key, b->flow[i].key) ||
-        a->flow[i].limit != b->flow[i].limit)
+  for (size_t i = 0; i < na; i++)
+    if (!same(a[i].key, b[i].key) || a[i].limit != b[i].limit ||
+        a[i].period_ms != b[i].period_ms || a[i].burst != b[i].burst)
       return 0;
   return 1;
+}
+
+static int same_flow(const config_workflow *a, const config_workflow *b) {
+  return same_rules(a->flow, a->n_flow, b->flow, b->n_flow) &&
+         same_rules(a->rates, a->n_rates, b->rates, b->n_rates);
 }
 
 static void int_field(json_t *to, const char *what, int64_t a, int64_t b) {
@@ -232,7 +238,7 @@ static void compare_workflows(const config_plugin *o, const config_plugin *c,
               b->concurrency);
     int_field(restart, WF("limits.logs"), a->max_logs, b->max_logs);
     if (!same_flow(a, b))
-      note(restart, "%s", WF("flow.concurrency changed"));
+      note(restart, "%s", WF("flow changed"));
     if (!same_names(a->tail_consumers, a->n_tail_consumers, b->tail_consumers,
                     b->n_tail_consumers))
       note(live, "%s", WF("tail_consumers changed"));

@@ -178,6 +178,14 @@ static void register_workflows(reloader *r) {
                                           .limit = w->flow[f].limit};
       lim.flow_concurrency = flow;
       lim.n_flow_concurrency = w->n_flow;
+      duro_flow_rate rate[CONFIG_FLOW_MAX_RULES];
+      for (size_t f = 0; f < w->n_rates; f++)
+        rate[f] = (duro_flow_rate){.key = w->rates[f].key,
+                                   .limit = w->rates[f].limit,
+                                   .period_ms = w->rates[f].period_ms,
+                                   .burst = w->rates[f].burst};
+      lim.flow_rate = rate;
+      lim.n_flow_rate = w->n_rates;
       /* names are unique (config_refs.c checked), so this cannot fail */
       void *ctx;
       duro_engine_register(r->e, w->name, w->binding,

@@ -1,0 +1,178 @@
+/* test_flow_rate.c — rate rules of flow control (host/flow/flow.c) on a
+ * virtual clock: starts of one key spaced period/limit apart, first come
+ * first served; another key not held back; a burst starting at once;
+ * only starts paced (an instance's later activations pass); a waiting
+ * instance terminated gives up its turn; the whole workflow as one key. */
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+#include "suite_run.h"
+
+static harness h;
+
+/* Each start: the instance and the virtual time its step ran. */
+static char started[64][32];
+static int64_t started_at[64];
+static int n_started, n_second;
+
+static int note_start(duro_attempt *a, void *arg) {
+  const char *id = arg;
+  if (n_started < 64) {
+    snprintf(started[n_started], sizeof started[0], "%s", id);
+    started_at[n_started] = duro_clock_now(&h.clock);
+  }
+  n_started++;
+  return duro_attempt_result(a, "1");
+}
+
+static int note_second(duro_attempt *a, void *arg) {
+  (void)arg;
+  n_second++;
+  return duro_attempt_result(a, "1");
+}
+
+/* A step at its start; with {"nap": true} a sleep and a second step. */
+static duro_rc paced(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env;
+  DURO_TRY(
+      duro_do(step, "start", NULL, note_start, (void *)ev->instance_id, NULL));
+  if (duro_json_value(ev->params, "/nap")) {
+    DURO_TRY(duro_sleep(step, "nap", "1 second"));
+    DURO_TRY(duro_do(step, "again", NULL, note_second, NULL, NULL));
+  }
+  return duro_set_output(step, "1");
+}
+
+static void open_with(const duro_flow_rate *rates, size_t n) {
+  n_started = n_second = 0;
+  harness_open(&h);
+  duro_workflow_limits lim = {.flow_rate = rates, .n_flow_rate = n};
+  ck_assert_int_eq(
+      duro_engine_register(h.e, "paced", NULL, paced, &lim, "test"), 0);
+  harness_start(&h);
+}
+
+static void teardown(void) { harness_close(&h); }
+
+static void create(const char *id, const char *tenant, int nap) {
+  char params[96];
+  snprintf(params, sizeof params, "{\"t\":\"%s\"%s}", tenant,
+           nap ? ",\"nap\":true" : "");
+  harness_create(&h, "paced", id, params, 0);
+}
+
+START_TEST(starts_of_a_key_are_spaced_in_order) {
+  /* two a second: one each 500 ms */
+  const duro_flow_rate rates[] = {{.key = "/t", .limit = 2, .period_ms = 1000}};
+  open_with(rates, 1);
+  char id[16];
+  for (int i = 0; i < 5; i++) {
+    snprintf(id, sizeof id, "a%d", i);
+    create(id, "a", 0);
+  }
+  harness_run(&h);
+  ck_assert_int_eq(n_started, 1);
+  ck_assert_str_eq(harness_status(&h, "paced", "a1"), "queued");
+  harness_advance(&h, 499);
+  ck_assert_int_eq(n_started, 1);
+  harness_advance(&h, 1);
+  ck_assert_int_eq(n_started, 2);
+  for (int i = 0; i < 3; i++)
+    harness_advance(&h, 500);
+  ck_assert_int_eq(n_started, 5);
+  for (int i = 0; i < 5; i++) {
+    snprintf(id, sizeof id, "a%d", i);
+    ck_assert_str_eq(started[i], id);
+    ck_assert_int_eq(started_at[i] - started_at[0], 500 * i);
+    ck_assert_str_eq(harness_status(&h, "paced", id), "complete");
+  }
+}
+END_TEST
+
+START_TEST(another_key_is_not_held_back) {
+  const duro_flow_rate rates[] = {
+      {.key = "/t", .limit = 1, .period_ms = 60000}};
+  open_with(rates, 1);
+  create("a0", "a", 0);
+  create("a1", "a", 0);
+  create("b0", "b", 0);
+  harness_run(&h);
+  ck_assert_int_eq(n_started, 2);
+  ck_assert_str_eq(harness_status(&h, "paced", "b0"), "complete");
+  ck_assert_str_eq(harness_status(&h, "paced", "a1"), "queued");
+  harness_advance(&h, 60000);
+  ck_assert_str_eq(harness_status(&h, "paced", "a1"), "complete");
+}
+END_TEST
+
+START_TEST(a_burst_starts_at_once) {
+  const duro_flow_rate rates[] = {
+      {.key = "/t", .limit = 10, .period_ms = 1000, .burst = 3}};
+  open_with(rates, 1);
+  char id[16];
+  for (int i = 0; i < 6; i++) {
+    snprintf(id, sizeof id, "a%d", i);
+    create(id, "a", 0);
+  }
+  harness_run(&h);
+  ck_assert_int_eq(n_started, 3);
+  harness_advance(&h, 100);
+  ck_assert_int_eq(n_started, 4);
+  harness_advance(&h, 200);
+  ck_assert_int_eq(n_started, 6);
+}
+END_TEST
+
+START_TEST(only_starts_are_paced) {
+  /* one start a minute: the first two start a minute apart, and each
+   * one's wake after its nap runs on time, not a minute later */
+  const duro_flow_rate rates[] = {{.limit = 1, .period_ms = 60000}};
+  open_with(rates, 1);
+  create("n0", "a", 1);
+  create("n1", "b", 1);
+  harness_run(&h);
+  ck_assert_int_eq(n_started, 1);
+  harness_advance(&h, 1000);
+  ck_assert_int_eq(n_second, 1);
+  ck_assert_str_eq(harness_status(&h, "paced", "n0"), "complete");
+  ck_assert_str_eq(harness_status(&h, "paced", "n1"), "queued");
+  harness_advance(&h, 59000);
+  ck_assert_int_eq(n_started, 2);
+  harness_advance(&h, 1000);
+  ck_assert_int_eq(n_second, 2);
+}
+END_TEST
+
+START_TEST(a_waiting_instance_terminated_gives_up_its_turn) {
+  const duro_flow_rate rates[] = {{.key = "/t", .limit = 1, .period_ms = 1000}};
+  open_with(rates, 1);
+  create("a0", "a", 0);
+  create("a1", "a", 0);
+  create("a2", "a", 0);
+  harness_run(&h);
+  ck_assert_int_eq(n_started, 1);
+  ck_assert_int_eq(duro_instance_terminate(h.e, "paced", "a1"), 0);
+  harness_run(&h);
+  ck_assert_str_eq(harness_status(&h, "paced", "a1"), "terminated");
+  harness_advance(&h, 1000);
+  ck_assert_int_eq(n_started, 2);
+  ck_assert_str_eq(started[1], "a2");
+}
+END_TEST
+
+static Suite *rate_suite(void) {
+  Suite *s = suite_create("flow_rate");
+  TCase *tc = tcase_create("rate");
+  tcase_add_checked_fixture(tc, NULL, teardown);
+  tcase_add_test(tc, starts_of_a_key_are_spaced_in_order);
+  tcase_add_test(tc, another_key_is_not_held_back);
+  tcase_add_test(tc, a_burst_starts_at_once);
+  tcase_add_test(tc, only_starts_are_paced);
+  tcase_add_test(tc, a_waiting_instance_terminated_gives_up_its_turn);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return suite_run(rate_suite()); }
