@@ -25,6 +25,9 @@
  *                   a local OTLP/HTTP sink (otlp_sink.h) that answers at
  *                   once: W1's figures with tracing on, and the spans the
  *                   sink took once the engine stopped
+ *   R1 rate         12,000 instances of a workflow whose flow.rate is 1,000
+ *                   starts a second (burst 1), created at once: the rate
+ *                   the starts came at, and the most in any one second
  *   W1L tailed      W1 with a tail consumer: every activation's trace item
  *                   handed to a tail handler that decodes each batch (as
  *                   one forwarding them would): W1's figures with it, and
@@ -343,6 +346,7 @@ typedef struct wf_def {
   duro_run_fn run;
   const char *worker_class; /* its class in the bench plugin, or NULL */
   const char *binding;      /* what duro_env_workflow finds it by, or NULL */
+  const duro_workflow_limits *limits; /* NULL: none */
 } wf_def;
 
 /* The bench plugin the workflows with a worker class run from, in a
@@ -391,7 +395,8 @@ static void bench_open(bench_engine *b, const char *name, const wf_def *wfs,
         ctx = worker_pool_build(bench_workers(), "bench", 1, NULL,
                                 worker_so_now, "bench", wfs[i].worker_class);
       duro_engine_register(b->hosts[h], wfs[i].name, wfs[i].binding,
-                           ctx ? worker_proxy_run : wfs[i].run, NULL, "bench");
+                           ctx ? worker_proxy_run : wfs[i].run, wfs[i].limits,
+                           "bench");
       if (ctx)
         duro_engine_build_set_ctx(b->hosts[h], wfs[i].name, "bench", ctx);
     }
@@ -593,12 +598,39 @@ static duro_rc wf_pipe(duro_step *step, const duro_event *ev, duro_env *env) {
   return DURO_OK;
 }
 
-static const wf_def workflows[] = {
-    {"steps", wf_steps, "Steps", NULL},  {"io", wf_io, "Io", NULL},
-    {"sleeper", wf_sleeper, NULL, NULL}, {"napper", wf_napper, NULL, NULL},
-    {"waiter", wf_waiter, NULL, NULL},   {"parent", wf_parent, NULL, NULL},
-    {"kid", wf_kid, NULL, "KID"},        {"par", wf_steps, "Par", NULL},
-    {"pipe", wf_pipe, "Pipe", NULL}};
+/* R1: each start's time (us, CLOCK_MONOTONIC), by arrival. */
+#define R1_MAX 12000
+static int64_t r1_at[R1_MAX];
+static size_t r1_n; /* atomic */
+
+static int r1_step(duro_attempt *a, void *arg) {
+  (void)arg;
+  size_t i = __atomic_fetch_add(&r1_n, 1, __ATOMIC_RELAXED);
+  if (i < R1_MAX)
+    r1_at[i] = now_us();
+  return duro_attempt_result(a, "1");
+}
+
+static duro_rc wf_rated(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev, (void)env;
+  DURO_TRY(duro_do(step, "start", NULL, r1_step, NULL, NULL));
+  return DURO_OK;
+}
+
+static const duro_flow_rate r1_rate[] = {{.limit = 1000, .period_ms = 1000}};
+static const duro_workflow_limits r1_limits = {.flow_rate = r1_rate,
+                                               .n_flow_rate = 1};
+
+static const wf_def workflows[] = {{"steps", wf_steps, "Steps", NULL, NULL},
+                                   {"io", wf_io, "Io", NULL, NULL},
+                                   {"sleeper", wf_sleeper, NULL, NULL, NULL},
+                                   {"napper", wf_napper, NULL, NULL, NULL},
+                                   {"waiter", wf_waiter, NULL, NULL, NULL},
+                                   {"parent", wf_parent, NULL, NULL, NULL},
+                                   {"kid", wf_kid, NULL, "KID", NULL},
+                                   {"par", wf_steps, "Par", NULL, NULL},
+                                   {"pipe", wf_pipe, "Pipe", NULL, NULL},
+                                   {"rated", wf_rated, NULL, NULL, &r1_limits}};
 #define N_WFS (sizeof workflows / sizeof *workflows)
 
 /* ---- W1
@@ -664,6 +696,33 @@ static void w1_run(const char *name, otlp_sink *sink, int tailed) {
 }
 
 static void w1_throughput(void) { w1_run("w1", NULL, 0); }
+
+/* ---- R1
+ * ------------------------------------------------------------------------ */
+
+static void r1_rate_held(void) {
+  size_t n = opts.quick ? 2000 : R1_MAX;
+  bench_engine b;
+  bench_open(&b, "r1", workflows, N_WFS, opts.workers, 1, opts.hosts);
+  bench_start(&b);
+  __atomic_store_n(&r1_n, 0, __ATOMIC_RELAXED);
+  create_many(&b, "rated", n, "{}", 1000);
+  wait_ended(&b, n);
+  bench_close(&b, 1);
+  size_t got = r1_n < n ? r1_n : n;
+  qsort(r1_at, got, sizeof *r1_at, cmp_i64);
+  double span_s = got > 1 ? (double)(r1_at[got - 1] - r1_at[0]) / 1e6 : 0;
+  size_t most = 0;
+  for (size_t i = 0, j = 0; i < got; i++) {
+    while (r1_at[i] - r1_at[j] >= 1000000)
+      j++;
+    if (i - j + 1 > most)
+      most = i - j + 1;
+  }
+  report("R1 starts/s (flow.rate 1000/s)",
+         span_s > 0 ? (double)(got - 1) / span_s : 0, "starts/s", NULL);
+  report("R1 most starts in one second", (double)most, "starts", NULL);
+}
 
 static void w1_tailed(void) { w1_run("w1l", NULL, 1); }
 
@@ -1358,7 +1417,7 @@ static int usage(void) {
   fprintf(stderr,
           "usage: duro-bench [--csv] [--quick] [--synchronous full|normal]\n"
           "                  [--workers N] [--sleepers N] [--only "
-          "W1,W1T,W1L,Q1,...]\n"
+          "W1,W1T,W1L,R1,Q1,...]\n"
           "                  [--plugin-workers LIBBENCH.so [--duro PATH]]\n"
           "                  [--dir DIR] [--postgresql CONNINFO|auto]\n"
           "                  [--hosts N (with --postgresql, W1-W3)]\n"
@@ -1440,6 +1499,8 @@ int main(int argc, char **argv) {
     w1_traced();
   if (wants("W1L"))
     w1_tailed();
+  if (wants("R1"))
+    r1_rate_held();
   if (wants("W2"))
     w2_latency();
   if (wants("W3"))

@@ -45,6 +45,7 @@ typedef struct flow_parked {
   duro_gate_ticket *ticket;
   struct flow_key *key;
   struct flow_rule *rule;
+  double since; /* engine ms it began to wait */
 } flow_parked;
 
 /* One value of a rule's key: how many of its activations run (a
@@ -213,7 +214,10 @@ static void values_of(const flow_rules *fr, const char *params, char **values) {
 static void park(flow_state *fs, flow_rule *r, flow_key *k,
                  duro_gate_ticket *ticket) {
   flow_parked *p = xcalloc(1, sizeof *p);
-  *p = (flow_parked){.ticket = ticket, .key = k, .rule = r};
+  *p = (flow_parked){.ticket = ticket,
+                     .key = k,
+                     .rule = r,
+                     .since = (double)engine_now(fs->e)};
   if (r->rate && !k->head) {
     /* the dispatch looks at it from now on: it says when its turn comes */
     engine_gate_kick_locked(fs->e);
@@ -260,9 +264,11 @@ static int rate_open(const flow_rule *r, const flow_key *k, double now) {
   return now >= k->tat - r->tolerance_ms;
 }
 
-/* A start of rate key k counted at `now`. */
-static void rate_take(const flow_rule *r, flow_key *k, double now) {
-  k->tat = (k->tat > now ? k->tat : now) + r->interval_ms;
+/* A start of rate key k counted, of one that came at `at` (now, or when
+ * a waiter began to wait: a pass that comes late does not lose the
+ * starts due meanwhile, it makes them up). */
+static void rate_take(const flow_rule *r, flow_key *k, double at) {
+  k->tat = (k->tat > at ? k->tat : at) + r->interval_ms;
 }
 
 static int flow_admit(duro_engine *e, void *state, const char *workflow,
@@ -398,7 +404,7 @@ static void rates_pass(duro_engine *e, void *ctx) {
       int64_t rowid = engine_gate_ticket_rowid(t);
       uintptr_t g = (uintptr_t)idmap_get(&fs->granted, rowid);
       idmap_put(&fs->granted, rowid, (void *)(g | (1u << r->index)));
-      rate_take(r, k, now);
+      rate_take(r, k, head->since);
       unpark(fs, head); /* may move another key into place w */
       engine_gate_ready_locked(e, t);
       p->started++;
