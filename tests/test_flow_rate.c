@@ -2,11 +2,17 @@
  * virtual clock: starts of one key spaced period/limit apart, first come
  * first served; another key not held back; a burst starting at once;
  * only starts paced (an instance's later activations pass); a waiting
- * instance terminated gives up its turn; the whole workflow as one key. */
+ * instance terminated gives up its turn; the whole workflow as one key;
+ * what waits shown: the rule's counts and busiest keys, describe's
+ * waiting_for, /metrics. */
 #include <check.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "error.h"
+
+#include "flow.h"
 #include "harness.h"
 #include "suite_run.h"
 
@@ -162,6 +168,50 @@ START_TEST(a_waiting_instance_terminated_gives_up_its_turn) {
 }
 END_TEST
 
+START_TEST(what_waits_is_shown) {
+  const duro_flow_rate rates[] = {
+      {.key = "/t", .limit = 1, .period_ms = 60000}};
+  open_with(rates, 1);
+  char id[16];
+  for (int i = 0; i < 4; i++) {
+    snprintf(id, sizeof id, "a%d", i);
+    create(id, "a", 0);
+  }
+  create("b0", "b", 0);
+  create("b1", "b", 0);
+  harness_run(&h);
+  duro_flow_stats s;
+  ck_assert_int_eq(duro_flow_stats_read(h.e, "paced", 5, &s), 0);
+  ck_assert_uint_eq(s.n, 1);
+  ck_assert(s.v[0].rate);
+  ck_assert_str_eq(s.v[0].key, "/t");
+  ck_assert_int_eq(s.v[0].period_ms, 60000);
+  ck_assert_uint_eq(s.v[0].keys, 2);
+  ck_assert_uint_eq(s.v[0].waiting, 4); /* a1..a3, b1 */
+  ck_assert_uint_eq(s.v[0].n_top, 2);
+  ck_assert_str_eq(s.v[0].top[0].value, "\"a\""); /* the busiest first */
+  ck_assert_uint_eq(s.v[0].top[0].waiting, 3);
+  ck_assert_uint_eq(s.v[0].top[1].waiting, 1);
+  duro_flow_stats_free(&s);
+
+  json_t *d = harness_describe(&h, "paced", "a2");
+  const char *why = json_string_value(json_object_get(d, "waiting_for"));
+  ck_assert_ptr_nonnull(why);
+  ck_assert_ptr_nonnull(strstr(why, "rate /t=\"a\""));
+  json_decref(d);
+  d = harness_describe(&h, "paced", "a0"); /* complete: no reason */
+  ck_assert_ptr_null(json_object_get(d, "waiting_for"));
+  json_decref(d);
+
+  char *text = duro_engine_metrics(h.e);
+  ck_assert_ptr_nonnull(
+      strstr(text, "duro_flow_waiting{workflow=\"paced\",rule=\"rate /t\"} 4"));
+  free(text);
+  ck_assert_int_eq(duro_flow_stats_read(h.e, "nowhere", 5, &s),
+                   DURO_E_NOT_FOUND);
+}
+END_TEST
+
 static Suite *rate_suite(void) {
   Suite *s = suite_create("flow_rate");
   TCase *tc = tcase_create("rate");
@@ -171,6 +221,7 @@ static Suite *rate_suite(void) {
   tcase_add_test(tc, a_burst_starts_at_once);
   tcase_add_test(tc, only_starts_are_paced);
   tcase_add_test(tc, a_waiting_instance_terminated_gives_up_its_turn);
+  tcase_add_test(tc, what_waits_is_shown);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -412,6 +412,9 @@ static void header(report *rep, const json_t *in, int64_t now_ms) {
           rep->out);
   end_line(rep);
   times(rep, in, now_ms);
+  /* queued for its key's turn under flow control: which rule holds it */
+  if (str_field(in, "waiting_for"))
+    field(rep, "held by", str_field(in, "waiting_for"));
   json_field(rep, "params", json_object_get(in, "params"), json_text);
   if (is_set(json_object_get(in, "output")))
     json_field(rep, "output", json_object_get(in, "output"), json_text);

@@ -4,6 +4,10 @@
  * call that fails returns its code and no JSON. */
 #include "view_instance.h"
 
+#include <stdlib.h>
+
+#include "view_flow.h"
+
 #include "error.h"
 
 /* User data as JSON: null for none, a string for a text that is not
@@ -157,6 +161,13 @@ int duro_instance_describe(duro_engine *e, const char *workflow, const char *id,
   duro_instance_info in;
   int rc = duro_instance_read(e, workflow, id, &in);
   *out = rc ? NULL : view_instance(&in);
+  /* queued for its key's turn: why, in words */
+  char *why = !rc && in.status == DURO_STATUS_QUEUED
+                  ? duro_flow_why(e, workflow, id)
+                  : NULL;
+  if (why)
+    json_object_set_new(*out, "waiting_for", json_string(why));
+  free(why);
   duro_instance_info_free(&in);
   return rc;
 }
@@ -179,10 +190,19 @@ int duro_instance_list(duro_engine *e, const char *workflow, int status,
   return rc;
 }
 
+/* The busiest keys a rule shows on GET /workflows/{wf}. */
+#define FLOW_KEYS_SHOWN 10
+
 int duro_workflow_stats(duro_engine *e, const char *workflow, json_t **out) {
   duro_workflow_counts c;
   int rc = duro_workflow_counts_read(e, workflow, &c);
   *out = rc ? NULL : view_workflow_counts(&c);
   duro_workflow_counts_free(&c);
+  duro_flow_stats fs;
+  if (!rc && duro_flow_stats_read(e, workflow, FLOW_KEYS_SHOWN, &fs) == 0 &&
+      fs.n)
+    json_object_set_new(*out, "flow", view_flow_stats(&fs));
+  if (!rc)
+    duro_flow_stats_free(&fs);
   return rc;
 }
