@@ -360,6 +360,7 @@ static void flow_forget(duro_engine *e, void *state, duro_gate_ticket *ticket) {
     return;
   flow_key *k = p->key;
   flow_rule *r = p->rule;
+  idmap_del(&fs->granted, p->rowid); /* a start granted goes with it */
   unpark(fs, p);
   drop_if_idle(r, k, (double)engine_now(e));
 }
