@@ -190,10 +190,12 @@ typedef enum duro_rc {
   X(INSTANCE_ENDED, -32, "instance.ended",                                     \
     "instance has ended (complete, errored or terminated)")                    \
   X(HOST_UNAVAILABLE, -33, "host.unavailable",                                 \
-    "the host that runs the instance did not answer; retry")
+    "the host that runs the instance did not answer; retry")                   \
+  X(FLOW_REJECTED, -34, "flow.rejected",                                       \
+    "over the workflow's flow control limit (on_excess: reject); retry later")
 
 #define DURO_ERROR_ENUM_(name, value, code, desc) DURO_E_##name = (value),
-enum { DURO_ERRORS(DURO_ERROR_ENUM_) DURO_E_LAST_ = -34 };
+enum { DURO_ERRORS(DURO_ERROR_ENUM_) DURO_E_LAST_ = -35 };
 #undef DURO_ERROR_ENUM_
 
 /* ---- opaque handles --------------------------------------------------- */

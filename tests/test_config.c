@@ -253,6 +253,15 @@ static const bad_case bad[] = {
      "        class_name: C\n"
      "        flow: {rate: [{limit: 10, period: 1m, burst: 0}]}\n",
      "t.yaml:8:54: \"burst\" must be between 1 and 1000000"},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {on_excess: drop}\n",
+     "t.yaml:8:27: \"on_excess\" must be \"queue\" or \"reject\""},
     {"plugins:\n  - {name: p, path: p.so, on_crash_storm: stop}\n",
      "t.yaml:2:43: \"on_crash_storm\" must be \"pause\" or \"rollback\""},
     {"plugins:\n  - {name: p, path: p.so, crash_storm: {window: 10ms}}\n",

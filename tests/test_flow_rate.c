@@ -51,13 +51,18 @@ static duro_rc paced(duro_step *step, const duro_event *ev, duro_env *env) {
   return duro_set_output(step, "1");
 }
 
-static void open_with(const duro_flow_rate *rates, size_t n) {
+static void open_reject(const duro_flow_rate *rates, size_t n, int reject) {
   n_started = n_second = 0;
   harness_open(&h);
-  duro_workflow_limits lim = {.flow_rate = rates, .n_flow_rate = n};
+  duro_workflow_limits lim = {
+      .flow_rate = rates, .n_flow_rate = n, .flow_reject = reject};
   ck_assert_int_eq(
       duro_engine_register(h.e, "paced", NULL, paced, &lim, "test"), 0);
   harness_start(&h);
+}
+
+static void open_with(const duro_flow_rate *rates, size_t n) {
+  open_reject(rates, n, 0);
 }
 
 static void teardown(void) { harness_close(&h); }
@@ -212,6 +217,40 @@ START_TEST(what_waits_is_shown) {
 }
 END_TEST
 
+/* on_excess: reject: a create over the rate is refused with when to try
+ * again, nothing stored; one of another key, or once its time came, is
+ * taken. */
+START_TEST(over_the_rate_a_create_is_refused) {
+  const duro_flow_rate rates[] = {
+      {.key = "/t", .limit = 1, .period_ms = 60000}};
+  open_reject(rates, 1, 1);
+  create("a0", "a", 0);
+  duro_create_req req = {
+      .id = "a1", .params = "{\"t\":\"a\"}", .retention_ms = -1};
+  duro_create_result res;
+  ck_assert_int_eq(duro_instance_create_many(h.e, "paced", &req, 1, &res), 0);
+  ck_assert_uint_eq(res.n_created, 0);
+  ck_assert_uint_eq(res.n_errors, 1);
+  ck_assert_int_eq(res.errors[0].code, DURO_E_FLOW_REJECTED);
+  ck_assert_int_eq(res.errors[0].retry_after_ms, 60000);
+  duro_create_result_free(&res);
+  duro_status st;
+  ck_assert_int_eq(duro_instance_status(h.e, "paced", "a1", &st),
+                   DURO_E_NOT_FOUND);
+  create("b0", "b", 0); /* another key */
+  harness_run(&h);
+  ck_assert_int_eq(n_started, 2); /* taken ones start at once */
+  harness_advance(&h, 30000);
+  ck_assert_int_eq(duro_instance_create_many(h.e, "paced", &req, 1, &res), 0);
+  ck_assert_int_eq(res.errors[0].retry_after_ms, 30000);
+  duro_create_result_free(&res);
+  harness_advance(&h, 30000);
+  create("a1", "a", 0);
+  harness_run(&h);
+  ck_assert_str_eq(harness_status(&h, "paced", "a1"), "complete");
+}
+END_TEST
+
 static Suite *rate_suite(void) {
   Suite *s = suite_create("flow_rate");
   TCase *tc = tcase_create("rate");
@@ -222,6 +261,7 @@ static Suite *rate_suite(void) {
   tcase_add_test(tc, only_starts_are_paced);
   tcase_add_test(tc, a_waiting_instance_terminated_gives_up_its_turn);
   tcase_add_test(tc, what_waits_is_shown);
+  tcase_add_test(tc, over_the_rate_a_create_is_refused);
   suite_add_tcase(s, tc);
   return s;
 }

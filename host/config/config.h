@@ -63,6 +63,7 @@ typedef struct config_workflow {
   size_t n_flow;
   config_flow_rule *rates; /* flow.rate, n_rates of them */
   size_t n_rates;
+  int flow_reject; /* flow.on_excess: queue (0, default) | reject (1) */
   /* A queue (consumed or dead-lettered into by some consumer) that gets a
    * message as each instance starts and ends; NULL = none. */
   char *lifecycle_queue;

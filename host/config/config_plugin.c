@@ -125,10 +125,16 @@ static const schema_field limits_fields[] = {
 const schema config_limits_schema =
     SCHEMA("limits", "in limits", -1, limits_fields);
 /* flow: its concurrency rules and its rates, each a mapping of its own. */
-enum { FLOW_CONCURRENCY, FLOW_RATE };
+enum { FLOW_CONCURRENCY, FLOW_RATE, FLOW_ON_EXCESS };
+/* What a create over a flow rule does: wait queued, or get refused. */
+static const schema_choice on_excess_choices[] = {
+    {"queue", 0}, {"reject", 1}, {NULL, 0}};
 static const schema_field flow_fields[] = {
     [FLOW_CONCURRENCY] = {"concurrency", K_NESTED, 0, false, 0, 0, NULL},
     [FLOW_RATE] = {"rate", K_NESTED, 0, false, 0, 0, NULL},
+    [FLOW_ON_EXCESS] = {"on_excess", K_ENUM,
+                        offsetof(config_workflow, flow_reject), false, 0, 0,
+                        on_excess_choices},
 };
 const schema config_flow_schema = SCHEMA("flow", "in flow", -1, flow_fields);
 

@@ -127,6 +127,17 @@ int engine_gate_admit_locked(duro_engine *e, const wf_reg *wf, entry *ent,
   return 1;
 }
 
+int engine_gate_check_create_locked(duro_engine *e, const wf_reg *wf,
+                                    const char *params,
+                                    int64_t *retry_after_ms) {
+  const struct registered_driver *g = gate_of(e);
+  *retry_after_ms = 0;
+  if (!g || !g->d->check_create)
+    return 0;
+  return g->d->check_create(e, g->state, wf->name, &wf->limits, params,
+                            retry_after_ms);
+}
+
 void engine_gate_release_locked(duro_engine *e, entry *ent) {
   const struct registered_driver *g = gate_of(e);
   if (!ent->gate_held)

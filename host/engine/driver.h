@@ -126,6 +126,12 @@ typedef struct duro_driver {
                const duro_workflow_limits *limits, int64_t rowid,
                const char *params, int first, duro_gate_ticket *ticket,
                void **hold);
+  /* A create of a gated workflow whose limits say flow_reject: 0 to
+   * take it (counted), or DURO_E_FLOW_REJECTED with *retry_after_ms when
+   * it is over a rule.  Under the engine's lock, as admit. */
+  int (*check_create)(duro_engine *e, void *state, const char *workflow,
+                      const duro_workflow_limits *limits, const char *params,
+                      int64_t *retry_after_ms);
   /* The activation admitted with `hold` ended (or gave up its turn). */
   void (*release)(duro_engine *e, void *state, void *hold);
   /* A parked ticket is taken away (its instance terminated, or the

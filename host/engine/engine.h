@@ -146,6 +146,10 @@ typedef struct duro_workflow_limits {
   /* flow.rate: the same for rates (at most DURO_FLOW_MAX_RULES). */
   const duro_flow_rate *flow_rate;
   size_t n_flow_rate;
+  /* flow.on_excess: reject: a create over a rule is refused
+   * (DURO_E_FLOW_REJECTED, HTTP 429) rather than queued; a rate is then
+   * counted as instances are created. */
+  int flow_reject;
   /* A duro_do_all's branches running at once when the call names no
    * bound; 0 = 100. */
   uint32_t parallel;
@@ -437,6 +441,8 @@ typedef struct duro_create_error {
   size_t index; /* in the batch */
   char *id;     /* NULL: none was asked for or drawn yet */
   int code;     /* DURO_E_* (error.h: its name and message) */
+  /* DURO_E_FLOW_REJECTED: when the request may succeed, ms from now */
+  int64_t retry_after_ms;
 } duro_create_error;
 
 /* What a batch of creations did: the ids created and the requests

@@ -164,6 +164,23 @@ static void batch_error(create_job *job, size_t index, const char *id, int rc) {
       .index = index, .id = id ? xstrdup(id) : NULL, .code = rc};
 }
 
+/* flow.on_excess: reject: whether the gate takes request i's params
+ * (counted) or refuses it, said in job's errors. */
+static int gate_refuses(duro_engine *e, const wf_reg *wf, create_job *job,
+                        size_t i, const char *id, const char *params) {
+  if (!wf->gated || !wf->limits.flow_reject)
+    return 0;
+  int64_t after = 0;
+  pthread_mutex_lock(&e->mu);
+  int rc = engine_gate_check_create_locked(e, wf, params, &after);
+  pthread_mutex_unlock(&e->mu);
+  if (!rc)
+    return 0;
+  batch_error(job, i, id, rc);
+  job->errors[job->n_errors - 1].retry_after_ms = after;
+  return 1;
+}
+
 /* On the thread that committed: the created instances become runnable,
  * and the caller hears the outcome. */
 static void create_finish(void *ctx, int rc) {
@@ -241,6 +258,8 @@ static int create_batch(duro_engine *e, const char *workflow,
       batch_error(job, i, job->ids[i], DURO_E_DUPLICATE_IN_BATCH);
       continue;
     }
+    if (gate_refuses(e, wf, job, i, job->ids[i], reqs[i].params))
+      continue;
     strmap_put(&seen, job->ids[i], job->ids[i]);
     job->params[i] = reqs[i].params ? xstrdup(reqs[i].params) : NULL;
     job->traceparents[i] = traceparent_norm(reqs[i].traceparent);

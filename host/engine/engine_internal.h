@@ -394,6 +394,11 @@ void runnable_remove(duro_engine *e, entry *ent);
 int engine_gate_admit_locked(duro_engine *e, const wf_reg *wf, entry *ent,
                              const char *params, int first);
 void engine_gate_release_locked(duro_engine *e, entry *ent);
+/* A create of wf at the gate (flow_reject): 0, or DURO_E_FLOW_REJECTED
+ * with *retry_after_ms. */
+int engine_gate_check_create_locked(duro_engine *e, const wf_reg *wf,
+                                    const char *params,
+                                    int64_t *retry_after_ms);
 void engine_gate_forget_locked(duro_engine *e, entry *ent);
 
 /* Gives back the activation's concurrency slot and lets one parked

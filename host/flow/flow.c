@@ -298,8 +298,9 @@ static int flow_admit(duro_engine *e, void *state, const char *workflow,
     const flow_rule *r = &fr->v[i];
     /* its params lack the key: this rule does not limit it; a rate
      * limits only starts, and not one granted already */
-    if (!values[i] || (r->rate && (!first || (granted & (1u << i)))))
-      continue;
+    if (!values[i] ||
+        (r->rate && (!first || (granted & (1u << i)) || limits->flow_reject)))
+      continue; /* (with on_excess: reject, a rate counts at the create) */
     keys[i] = key_of(&fr->v[i], values[i]);
     int blocked = r->rate ? keys[i]->head || !rate_open(r, keys[i], now)
                           : keys[i]->running >= r->limit;
@@ -333,6 +334,46 @@ static int flow_admit(duro_engine *e, void *state, const char *workflow,
   }
   *hold = h;
   return 1;
+}
+
+/* on_excess: reject: a create over any rule is refused, with when to
+ * try again; one taken counts against its rates (a start now). */
+static int flow_check_create(duro_engine *e, void *state, const char *workflow,
+                             const duro_workflow_limits *limits,
+                             const char *params, int64_t *retry_after_ms) {
+  flow_state *fs = state;
+  double now = (double)engine_now(e);
+  flow_rules *fr = rules_of(fs, workflow, limits);
+  char *values[FLOW_MAX];
+  values_of(fr, params, values);
+  flow_key *keys[FLOW_MAX] = {0};
+  double wait = 0;
+  for (size_t i = 0; i < fr->n; i++) {
+    const flow_rule *r = &fr->v[i];
+    if (!values[i])
+      continue;
+    keys[i] = key_of(&fr->v[i], values[i]);
+    double w = 0;
+    if (r->rate && !rate_open(r, keys[i], now))
+      w = keys[i]->tat - r->tolerance_ms - now;
+    else if (!r->rate && (keys[i]->running >= r->limit || keys[i]->head))
+      w = 1000; /* a slot frees when one ends: a second is a guess */
+    if (w > wait)
+      wait = w;
+  }
+  for (size_t i = 0; i < fr->n; i++)
+    free(values[i]);
+  int refused = wait > 0;
+  for (size_t i = 0; i < fr->n; i++) {
+    if (!keys[i])
+      continue;
+    if (!refused && fr->v[i].rate)
+      rate_take(&fr->v[i], keys[i], now);
+    drop_if_idle(&fr->v[i], keys[i], now);
+  }
+  *retry_after_ms =
+      refused ? (int64_t)wait + ((double)(int64_t)wait < wait) : 0;
+  return refused ? DURO_E_FLOW_REJECTED : 0;
 }
 
 static void flow_release(duro_engine *e, void *state, void *hold) {
@@ -698,6 +739,7 @@ const duro_driver flow_driver = {
     .create = flow_create,
     .dispatch = flow_dispatch,
     .admit = flow_admit,
+    .check_create = flow_check_create,
     .release = flow_release,
     .forget = flow_forget,
     .metrics = flow_metrics,

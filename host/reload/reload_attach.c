@@ -186,6 +186,7 @@ static void register_workflows(reloader *r) {
                                    .burst = w->rates[f].burst};
       lim.flow_rate = rate;
       lim.n_flow_rate = w->n_rates;
+      lim.flow_reject = w->flow_reject;
       /* names are unique (config_refs.c checked), so this cannot fail */
       void *ctx;
       duro_engine_register(r->e, w->name, w->binding,

@@ -137,6 +137,9 @@ static json_t *create_result_json(const duro_create_result *r, int with_rc) {
                           "message", duro_err_str(err->code));
     if (with_rc)
       json_object_set_new(o, "rc", json_integer(err->code));
+    if (err->retry_after_ms > 0)
+      json_object_set_new(o, "retry_after_ms",
+                          json_integer(err->retry_after_ms));
     json_array_append_new(errors, o);
   }
   return json_pack("{s:o,s:o}", "created", created, "errors", errors);

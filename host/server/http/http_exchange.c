@@ -110,6 +110,13 @@ static void respond(http_exchange *x) {
   if (req->res.status == 503)
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL,
                    H2O_STRLIT("1"));
+  else if (req->res.status == 429) {
+    char *after = h2o_mem_alloc_pool(&req->pool, 16);
+    int n = snprintf(after, 16, "%d",
+                     rs->retry_after_s > 0 ? rs->retry_after_s : 1);
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL,
+                   after, (size_t)n);
+  }
   if (rs->close)
     req->http1_is_persistent = 0;
   /* h2o_send_inline leaves the length unset, and H2O's chunked encoder

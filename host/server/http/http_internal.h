@@ -126,6 +126,7 @@ typedef struct http_response {
   const char *allow; /* static, for 405 */
   int close;         /* close the connection after it */
   int dashboard;     /* a page: sent with the framing and script policy */
+  int retry_after_s; /* a 429's Retry-After (a 503's is 1) */
   char *body;        /* malloc'ed */
   size_t len;
 } http_response;

@@ -43,6 +43,8 @@ const char *reason_of(int status) {
     return "Unsupported Media Type";
   case 417:
     return "Expectation Failed";
+  case 429:
+    return "Too Many Requests";
   case 431:
     return "Request Header Fields Too Large";
   case 503:
@@ -131,6 +133,8 @@ int status_of(int rc) {
     return 400;
   /* A full disk or a failing write: nothing was done, and the engine
    * retries its own writes; the client should too (Retry-After). */
+  case DURO_E_FLOW_REJECTED:
+    return 429;
   case DURO_E_STORAGE:
   case DURO_E_HOST_UNAVAILABLE:
   case DURO_E_SHUTDOWN:

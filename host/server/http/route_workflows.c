@@ -110,6 +110,10 @@ static void answer_created(create_answer *a, int rc,
       x->then_wait->id = xstrdup(id);
     send_json(x, 201, json_pack("{s:s,s:s}", "id", id, "status", "queued"));
   } else {
+    /* over flow control (on_excess: reject): 429, when to try again */
+    int64_t ms = result->errors[0].retry_after_ms;
+    if (ms > 0)
+      x->rs.retry_after_s = (int)(ms / 1000 + (ms % 1000 != 0));
     send_engine_error(x, result->errors[0].code, a->wf, a->id);
   }
 }
