@@ -33,6 +33,8 @@ void *xrealloc(void *p, size_t n) {
 
 char *xstrdup(const char *s) { return xstrndup(s, strlen(s)); }
 
+char *xstrdup_null(const char *s) { return s ? xstrdup(s) : NULL; }
+
 char *xstrndup(const char *s, size_t n) {
   size_t len = strnlen(s, n);
   char *p = xmalloc(len + 1);

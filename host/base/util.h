@@ -11,6 +11,8 @@ void *xmalloc(size_t n);
 void *xcalloc(size_t count, size_t size);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
+/* xstrdup, or NULL for NULL. */
+char *xstrdup_null(const char *s);
 char *xstrndup(const char *s, size_t n);
 /* A malloc'ed formatted string. */
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

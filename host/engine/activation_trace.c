@@ -31,8 +31,6 @@ void activation_trace_begin(duro_step *a) {
   pthread_mutex_init(&a->trace->mu, NULL);
 }
 
-static char *dup_or_null(const char *s) { return s ? xstrdup(s) : NULL; }
-
 /* text cut at DURO_ACTIVATION_LOG_MAX bytes, marked as cut */
 static char *cut_copy(const char *text) {
   static const char cut[] = " [cut]";
@@ -55,7 +53,7 @@ void activation_trace_log(duro_step *a, int64_t time_ms, int level,
   if (t->n_logs < DURO_ACTIVATION_LOGS)
     t->logs[t->n_logs++] = (duro_activation_log){.time_ms = time_ms,
                                                  .level = level,
-                                                 .step = dup_or_null(step),
+                                                 .step = xstrdup_null(step),
                                                  .attempt = attempt,
                                                  .text = cut_copy(text)};
   else
@@ -72,7 +70,7 @@ void activation_trace_error(duro_step *a, int64_t time_ms, const char *step,
   if (t->n_errors < DURO_ACTIVATION_ERRORS)
     t->errors[t->n_errors++] =
         (duro_activation_error){.time_ms = time_ms,
-                                .step = dup_or_null(step),
+                                .step = xstrdup_null(step),
                                 .attempt = attempt,
                                 .error = xstrdup(error)};
   else

@@ -63,9 +63,7 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
           : NULL;
   for (size_t i = 0; i < w->limits.n_flow_concurrency; i++)
     flow[i] = (duro_flow_concurrency){
-        .key = limits->flow_concurrency[i].key
-                   ? xstrdup(limits->flow_concurrency[i].key)
-                   : NULL,
+        .key = xstrdup_null(limits->flow_concurrency[i].key),
         .limit = limits->flow_concurrency[i].limit};
   w->limits.flow_concurrency = flow;
   duro_flow_rate *rate = w->limits.n_flow_rate
@@ -73,7 +71,7 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
                              : NULL;
   for (size_t i = 0; i < w->limits.n_flow_rate; i++) {
     rate[i] = limits->flow_rate[i];
-    rate[i].key = rate[i].key ? xstrdup(rate[i].key) : NULL;
+    rate[i].key = xstrdup_null(rate[i].key);
   }
   w->limits.flow_rate = rate;
   w->gated = w->limits.n_flow_concurrency > 0 || w->limits.n_flow_rate > 0;

@@ -133,13 +133,13 @@ static flow_rules *rules_of(flow_state *fs, const char *workflow,
   fr->v = xcalloc(fr->n ? fr->n : 1, sizeof *fr->v);
   for (size_t i = 0; i < nc; i++) {
     const duro_flow_concurrency *r = &limits->flow_concurrency[i];
-    fr->v[i].pointer = r->key ? xstrdup(r->key) : NULL;
+    fr->v[i].pointer = xstrdup_null(r->key);
     fr->v[i].limit = r->limit;
   }
   for (size_t i = 0; i < nr; i++) {
     const duro_flow_rate *r = &limits->flow_rate[i];
     flow_rule *fl = &fr->v[nc + i];
-    fl->pointer = r->key ? xstrdup(r->key) : NULL;
+    fl->pointer = xstrdup_null(r->key);
     fl->limit = r->limit;
     fl->rate = 1;
     fl->interval_ms = (double)r->period_ms / (r->limit ? r->limit : 1);
@@ -600,7 +600,7 @@ static void stats_under_lock(duro_engine *e, void *arg) {
   for (size_t i = 0; i < fr->n; i++) {
     const flow_rule *r = &fr->v[i];
     duro_flow_rule_stat *rs = &c->out->v[i];
-    rs->key = r->pointer ? xstrdup(r->pointer) : NULL;
+    rs->key = xstrdup_null(r->pointer);
     rs->rate = r->rate;
     rs->limit = r->limit;
     if (r->rate) {

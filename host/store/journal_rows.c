@@ -9,8 +9,6 @@
 #include "journal.h"
 #include "util.h"
 
-static char *dup_or_null(const char *s) { return s ? xstrdup(s) : NULL; }
-
 typedef struct attempts_acc {
   journal_attempt_row *v;
   size_t n, cap;
@@ -28,8 +26,8 @@ static void collect_attempt(void *ctx, const char *key, uint32_t number,
                                            .number = number,
                                            .started_ms = started_ms,
                                            .ended_ms = ended_ms,
-                                           .error = dup_or_null(error),
-                                           .build = dup_or_null(build)};
+                                           .error = xstrdup_null(error),
+                                           .build = xstrdup_null(build)};
 }
 
 int journal_rows_read(journal *j, const char *workflow, const char *id,

@@ -66,13 +66,6 @@ tail_consumer *tail_consumer_locked(tail_state *t, const char *plugin) {
   return c;
 }
 
-static size_t index_of_locked(tail_state *t, const char *plugin) {
-  tail_consumer *c = tail_consumer_locked(t, plugin);
-  for (size_t i = 0;; i++)
-    if (t->consumers[i] == c)
-      return i;
-}
-
 void duro_tail_observe(duro_engine *e, const char *workflow,
                        const char *const *consumers, size_t n) {
   tail_state *t = tail_state_of(e);
@@ -90,7 +83,7 @@ void duro_tail_observe(duro_engine *e, const char *workflow,
     free(w->v);
     w->v = n ? xcalloc(n, sizeof *w->v) : NULL;
     for (size_t i = 0; i < n; i++)
-      w->v[i] = index_of_locked(t, consumers[i]);
+      w->v[i] = tail_consumer_locked(t, consumers[i]);
     w->n = n;
   }
   int on = t->n_observed > 0;
@@ -178,7 +171,7 @@ static void tail_activation_ended(duro_engine *e, void *state,
   tail_rec *rec = tail_rec_copy(r);
   int full = 0;
   for (size_t i = 0; i < w->n; i++)
-    full |= buffer_locked(t, t->consumers[w->v[i]], rec);
+    full |= buffer_locked(t, w->v[i], rec);
   if (!rec->refs)
     tail_rec_free(rec);
   pthread_mutex_unlock(&t->mu);
@@ -203,9 +196,8 @@ static void tail_metrics(duro_engine *e, void *state, FILE *out) {
        "Trace items waiting for a tail handler, or in its running batch"},
   };
   pthread_mutex_lock(&t->mu);
-  for (size_t s = 0; s < sizeof series / sizeof *series; s++) {
-    if (!t->n_consumers)
-      break;
+  for (size_t s = 0; t->n_consumers && s < sizeof series / sizeof *series;
+       s++) {
     fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", series[s].name, series[s].help,
             series[s].name, series[s].type);
     for (size_t i = 0; i < t->n_consumers; i++) {

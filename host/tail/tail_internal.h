@@ -65,11 +65,11 @@ typedef struct tail_state {
   unsigned threads;  /* batch threads running */
 } tail_state;
 
-/* A workflow's consumers (indexes into consumers); the map's key is
- * its workflow. */
+/* A workflow's consumers (the state's, which live as long as it); the
+ * map's key is its workflow. */
 typedef struct tail_watch {
   char *workflow;
-  size_t *v;
+  tail_consumer **v;
   size_t n;
 } tail_watch;
 
