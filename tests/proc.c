@@ -37,8 +37,11 @@ static int rm_entry(const char *path, const struct stat *st, int flag,
   return 0;
 }
 
+/* DURO_TEST_KEEP=1 keeps every case's directory (its host log, its
+ * database) to look at after a failure. */
 static void rm_tree(char *dir) {
-  if (dir[0])
+  const char *keep = getenv("DURO_TEST_KEEP");
+  if (dir[0] && !(keep && *keep == '1'))
     nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
   dir[0] = '\0';
 }
