@@ -262,6 +262,66 @@ static const bad_case bad[] = {
      "        class_name: C\n"
      "        flow: {on_excess: drop}\n",
      "t.yaml:8:27: \"on_excess\" must be \"queue\" or \"reject\""},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {priority: {key: /p}}\n",
+     "t.yaml:8:26: \"priority\" orders the instances waiting for a flow "
+     "rule's turn, and this flow has no concurrency or rate rule"},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {concurrency: [{limit: 1}], priority: {key: tier}}\n",
+     "t.yaml:8:59: \"key\" must be a JSON pointer into the params"},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {concurrency: [{limit: 1}], priority: {default: 2}}\n",
+     "t.yaml:8:53: priority is missing \"key\""},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {concurrency: [{limit: 1}], priority: {key: /p, default: "
+     "2000000}}\n",
+     "t.yaml:8:72: \"default\" must be between -1000000 and 1000000"},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {concurrency: [{limit: 1}], fairness: {key: /t, weights: "
+     "{gold: 0}}}\n",
+     "t.yaml:8:79: the weight of \"gold\" must be an integer between 1 and "
+     "1000"},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {concurrency: [{limit: 1}], fairness: {key: /t, weights: "
+     "[gold]}}\n",
+     "t.yaml:8:72: \"weights\" must be a mapping of the fairness key's "
+     "values"},
     {"plugins:\n  - {name: p, path: p.so, on_crash_storm: stop}\n",
      "t.yaml:2:43: \"on_crash_storm\" must be \"pause\" or \"rollback\""},
     {"plugins:\n  - {name: p, path: p.so, crash_storm: {window: 10ms}}\n",
@@ -1204,6 +1264,23 @@ static void check_limits_edges(const config *cfg) {
   ck_assert_int_eq(pl->workflows[1].retention_ms, 36500 * DAY_MS);
 }
 
+static void check_flow_order(const config *cfg) {
+  const config_workflow *w = &cfg->plugins[0].workflows[0];
+  ck_assert_str_eq(w->priority_key, "/tier");
+  ck_assert_int_eq(w->priority_default, -5);
+  ck_assert_str_eq(w->fairness_key, "/tenant/id");
+  ck_assert_uint_eq(w->n_weights, 2);
+  ck_assert_str_eq(w->weights[0].value, "acme");
+  ck_assert_uint_eq(w->weights[0].weight, 3);
+  ck_assert_str_eq(w->weights[1].value, "42");
+  ck_assert_uint_eq(w->weights[1].weight, 1000);
+  const config_workflow *b = &cfg->plugins[0].workflows[1];
+  ck_assert_ptr_null(b->priority_key); /* first come first served */
+  ck_assert_int_eq(b->priority_default, 0);
+  ck_assert_str_eq(b->fairness_key, "/t"); /* ordering a rate's backlog */
+  ck_assert_uint_eq(b->n_weights, 0);
+}
+
 static void check_durations(const config *cfg) {
   const config_plugin *pl = &cfg->plugins[0];
   ck_assert_int_eq(pl->workflows[0].retention_ms, 60000); /* plain = ms */
@@ -1442,6 +1519,22 @@ static const good_case good[] = {
      "         timeout: 2d, on_timeout: rollback}\n",
      check_durations},
     {"log: {format: json}\n", check_log_json},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow:\n"
+     "          concurrency: [{limit: 10}]\n"
+     "          priority: {key: /tier, default: -5}\n"
+     "          fairness: {key: /tenant/id, weights: {acme: 3, 42: 1000}}\n"
+     "      - name: b\n"
+     "        binding: B\n"
+     "        class_name: C\n"
+     "        flow: {rate: [{limit: 1, period: 1s}], fairness: {key: /t}}\n",
+     check_flow_order},
     {"storage: {path: \"null\", synchronous: normal}\n"
      "http: {listen: 8787, token_env: \"TOKEN\", allow_insecure: true}\n"
      "engine: {workers: 08}\n",

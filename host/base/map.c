@@ -102,14 +102,16 @@ void idmap_free(idmap *m) {
   memset(m, 0, sizeof *m);
 }
 
-static size_t hash_str(const char *s) {
+int64_t map_hash_str(const char *s) {
   uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
   for (; *s; s++) {
     h ^= (unsigned char)*s;
     h *= 0x100000001b3ULL;
   }
-  return (size_t)h;
+  return (int64_t)h;
 }
+
+static size_t hash_str(const char *s) { return (size_t)map_hash_str(s); }
 
 static void strmap_grow(strmap *m) {
   size_t old_cap = m->cap;

@@ -28,6 +28,10 @@ typedef struct strmap {
   size_t cap, len;
 } strmap;
 
+/* FNV-1a 64 of a string: strmap's hash, and a key for an idmap of
+ * chains of strings. */
+int64_t map_hash_str(const char *s);
+
 void *strmap_get(const strmap *m, const char *key);
 void strmap_put(strmap *m, const char *key, void *val); /* replaces */
 void strmap_free(strmap *m);

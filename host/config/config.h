@@ -46,6 +46,16 @@ typedef struct config_flow_rule {
   config_pos pos;
 } config_flow_rule;
 
+/* A weight of flow.fairness: the lane of the fairness key's `value`
+ * takes `weight` turns a round (at most CONFIG_FLOW_MAX_WEIGHTS values);
+ * a priority is within +-CONFIG_FLOW_PRIORITY_MAX (engine.h's bounds). */
+#define CONFIG_FLOW_MAX_WEIGHTS 1000
+#define CONFIG_FLOW_PRIORITY_MAX 1000000
+typedef struct config_flow_weight {
+  char *value;
+  uint32_t weight;
+} config_flow_weight;
+
 typedef struct config_workflow {
   char *name;           /* "order-flow" (required) */
   char *binding;        /* "ORDER_FLOW" (required) */
@@ -64,6 +74,13 @@ typedef struct config_workflow {
   config_flow_rule *rates; /* flow.rate, n_rates of them */
   size_t n_rates;
   int flow_reject; /* flow.on_excess: queue (0, default) | reject (1) */
+  /* flow.priority: {key, default}; flow.fairness: {key, weights} (the
+   * order of the rules' backlogs; NULL keys: first come first served) */
+  char *priority_key;
+  int64_t priority_default;
+  char *fairness_key;
+  config_flow_weight *weights;
+  size_t n_weights;
   /* A queue (consumed or dead-lettered into by some consumer) that gets a
    * message as each instance starts and ends; NULL = none. */
   char *lifecycle_queue;

@@ -20,6 +20,11 @@ void config_free(config *cfg) {
       for (size_t k = 0; k < pl->workflows[j].n_rates; k++)
         free(pl->workflows[j].rates[k].key);
       free(pl->workflows[j].rates);
+      free(pl->workflows[j].priority_key);
+      free(pl->workflows[j].fairness_key);
+      for (size_t k = 0; k < pl->workflows[j].n_weights; k++)
+        free(pl->workflows[j].weights[k].value);
+      free(pl->workflows[j].weights);
       for (size_t k = 0; k < pl->workflows[j].n_tail_consumers; k++)
         free(pl->workflows[j].tail_consumers[k]);
       free(pl->workflows[j].tail_consumers);

@@ -125,7 +125,13 @@ static const schema_field limits_fields[] = {
 const schema config_limits_schema =
     SCHEMA("limits", "in limits", -1, limits_fields);
 /* flow: its concurrency rules and its rates, each a mapping of its own. */
-enum { FLOW_CONCURRENCY, FLOW_RATE, FLOW_ON_EXCESS };
+enum {
+  FLOW_CONCURRENCY,
+  FLOW_RATE,
+  FLOW_ON_EXCESS,
+  FLOW_PRIORITY,
+  FLOW_FAIRNESS
+};
 /* What a create over a flow rule does: wait queued, or get refused. */
 static const schema_choice on_excess_choices[] = {
     {"queue", 0}, {"reject", 1}, {NULL, 0}};
@@ -135,8 +141,31 @@ static const schema_field flow_fields[] = {
     [FLOW_ON_EXCESS] = {"on_excess", K_ENUM,
                         offsetof(config_workflow, flow_reject), false, 0, 0,
                         on_excess_choices},
+    [FLOW_PRIORITY] = {"priority", K_NESTED, 0, false, 0, 0, NULL},
+    [FLOW_FAIRNESS] = {"fairness", K_NESTED, 0, false, 0, 0, NULL},
 };
 const schema config_flow_schema = SCHEMA("flow", "in flow", -1, flow_fields);
+
+/* flow.priority: the backlogs served highest first. */
+enum { ORDER_KEY };
+static const schema_field priority_fields[] = {
+    [ORDER_KEY] = {"key", K_STRING, offsetof(config_workflow, priority_key),
+                   true, 0, 0, NULL},
+    {"default", K_I64, offsetof(config_workflow, priority_default), false,
+     -CONFIG_FLOW_PRIORITY_MAX, CONFIG_FLOW_PRIORITY_MAX, NULL},
+};
+const schema config_flow_priority_schema =
+    SCHEMA("priority", "in priority", -1, priority_fields);
+
+/* flow.fairness: the backlogs served round the values of a key. */
+enum { FAIR_KEY, FAIR_WEIGHTS };
+static const schema_field fairness_fields[] = {
+    [FAIR_KEY] = {"key", K_STRING, offsetof(config_workflow, fairness_key),
+                  true, 0, 0, NULL},
+    [FAIR_WEIGHTS] = {"weights", K_NESTED, 0, false, 0, 0, NULL},
+};
+const schema config_flow_fairness_schema =
+    SCHEMA("fairness", "in fairness", -1, fairness_fields);
 
 enum { RULE_KEY, RULE_LIMIT };
 static const schema_field flow_rule_fields[] = {
@@ -193,6 +222,15 @@ const schema config_plugin_limits_schema =
 
 /* ---- Entries ----------------------------------------------------------- */
 
+/* 0 when s is a JSON pointer (or NULL), else an error at `node`. */
+static int check_pointer(config_parser *p, yaml_node_t *node, const char *s) {
+  if (s && !duro_json_pointer_valid(s))
+    return schema_fail(&p->w, node,
+                       "\"key\" must be a JSON pointer into the params, "
+                       "such as \"/customerId\"");
+  return 0;
+}
+
 /* One list of flow rules (`name`: "concurrency" or "rate"), each a
  * mapping of `sch`'s, at most CONFIG_FLOW_MAX_RULES, one a key. */
 static int parse_rules(config_parser *p, yaml_node_t *list, const char *name,
@@ -219,10 +257,8 @@ static int parse_rules(config_parser *p, yaml_node_t *list, const char *name,
       continue;
     }
     r->pos = schema_pos(item);
-    if (r->key && !duro_json_pointer_valid(r->key)) {
-      rc = schema_fail(&p->w, rv[RULE_KEY],
-                       "\"key\" must be a JSON pointer into the params, "
-                       "such as \"/customerId\"");
+    if (check_pointer(p, rv[RULE_KEY], r->key) < 0) {
+      rc = -1;
       continue;
     }
     for (size_t k = 0; k < i; k++) {
@@ -241,13 +277,71 @@ static int parse_rules(config_parser *p, yaml_node_t *list, const char *name,
   return rc;
 }
 
+/* fairness.weights: {acme: 3, globex: 2}, a value's turns a round. */
+static int parse_weights(config_parser *p, yaml_node_t *node,
+                         config_workflow *w) {
+  if (!node || schema_is_null(node))
+    return 0;
+  if (node->type != YAML_MAPPING_NODE)
+    return schema_fail(&p->w, node,
+                       "\"weights\" must be a mapping of the fairness key's "
+                       "values to their turns a round ({acme: 3})");
+  yaml_node_pair_t *pair = node->data.mapping.pairs.start;
+  size_t n = (size_t)(node->data.mapping.pairs.top - pair);
+  if (n > CONFIG_FLOW_MAX_WEIGHTS)
+    return schema_fail(&p->w, node, "\"weights\" holds at most %d values",
+                       CONFIG_FLOW_MAX_WEIGHTS);
+  w->weights = n ? xcalloc(n, sizeof *w->weights) : NULL;
+  int rc = 0;
+  for (; pair < node->data.mapping.pairs.top; pair++) {
+    yaml_node_t *k = schema_node(&p->w, pair->key);
+    yaml_node_t *v = schema_node(&p->w, pair->value);
+    const char *text = v && v->type == YAML_SCALAR_NODE ? schema_scalar(v) : "";
+    char *end = NULL;
+    long weight = strtol(text, &end, 10);
+    if (!k || k->type != YAML_SCALAR_NODE || schema_is_null(k)) {
+      rc = schema_fail(&p->w, k ? k : node,
+                       "a fairness weight's value must be a scalar");
+      continue;
+    }
+    if (!*text || *end || weight < 1 || weight > 1000) {
+      rc = schema_fail(&p->w, v ? v : k,
+                       "the weight of \"%s\" must be an integer between 1 "
+                       "and 1000 (its turns a round)",
+                       schema_scalar(k));
+      continue;
+    }
+    w->weights[w->n_weights++] = (config_flow_weight){
+        .value = xstrdup(schema_scalar(k)), .weight = (uint32_t)weight};
+  }
+  return rc;
+}
+
 /* flow: {concurrency: [{key: /customerId, limit: 2}, {limit: 200}],
- *        rate: [{key: /tenant, limit: 100, period: 1m, burst: 20}]}. */
+ *        rate: [{key: /tenant, limit: 100, period: 1m, burst: 20}],
+ *        priority: {key: /tier, default: 0},
+ *        fairness: {key: /tenant, weights: {acme: 3}}}. */
 static int parse_flow(config_parser *p, yaml_node_t *node, config_workflow *w) {
   yaml_node_t *fv[SCHEMA_MAX_FIELDS];
   if (schema_mapping(&p->w, node, &config_flow_schema, w, fv, NULL) < 0)
     return -1;
   int rc = 0;
+  yaml_node_t *ov[SCHEMA_MAX_FIELDS];
+  int section = schema_section(&p->w, fv[FLOW_PRIORITY], "priority");
+  if (section < 0 ||
+      (section > 0 &&
+       (schema_mapping(&p->w, fv[FLOW_PRIORITY], &config_flow_priority_schema,
+                       w, ov, NULL) < 0 ||
+        check_pointer(p, ov[ORDER_KEY], w->priority_key) < 0)))
+    rc = -1;
+  section = schema_section(&p->w, fv[FLOW_FAIRNESS], "fairness");
+  if (section < 0 ||
+      (section > 0 &&
+       (schema_mapping(&p->w, fv[FLOW_FAIRNESS], &config_flow_fairness_schema,
+                       w, ov, NULL) < 0 ||
+        check_pointer(p, ov[FAIR_KEY], w->fairness_key) < 0 ||
+        parse_weights(p, ov[FAIR_WEIGHTS], w) < 0)))
+    rc = -1;
   if (fv[FLOW_CONCURRENCY] &&
       parse_rules(p, fv[FLOW_CONCURRENCY], "concurrency",
                   &config_flow_rule_schema, &w->flow, &w->n_flow) < 0)
@@ -256,6 +350,17 @@ static int parse_flow(config_parser *p, yaml_node_t *node, config_workflow *w) {
       parse_rules(p, fv[FLOW_RATE], "rate", &config_flow_rate_schema, &w->rates,
                   &w->n_rates) < 0)
     rc = -1;
+  /* they order what waits for a rule's turn: with no rule, nothing does */
+  const char *what = w->priority_key ? "priority" : "fairness";
+  yaml_node_t *order = fv[w->priority_key ? FLOW_PRIORITY : FLOW_FAIRNESS];
+  if (rc == 0 && (w->priority_key || w->fairness_key) && !w->n_flow &&
+      !w->n_rates)
+    rc = schema_fail(&p->w, order,
+                     "\"%s\" orders the instances waiting for a flow rule's "
+                     "turn, and this flow has no concurrency or rate rule "
+                     "(limit the whole workflow with concurrency: "
+                     "[{limit: N}])",
+                     what);
   return rc;
 }
 

@@ -226,6 +226,12 @@ void duro_engine_close(duro_engine *e) {
     for (size_t k = 0; k < e->wfs[i].limits.n_flow_rate; k++)
       free((char *)e->wfs[i].limits.flow_rate[k].key);
     free((duro_flow_rate *)e->wfs[i].limits.flow_rate);
+    duro_flow_order *order = &e->wfs[i].limits.flow_order;
+    free((char *)order->priority_key);
+    free((char *)order->fairness_key);
+    for (size_t k = 0; k < order->n_weights; k++)
+      free((char *)order->weights[k].value);
+    free((duro_flow_weight *)order->weights);
     builds_free(&e->wfs[i]);
   }
   free(e->wfs);

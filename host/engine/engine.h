@@ -125,6 +125,30 @@ typedef struct duro_flow_rate {
   uint32_t burst;
 } duro_flow_rate;
 
+/* A weight of flow.fairness: the lane of `value` (the fairness key's
+ * value: a string's text, or another value's JSON) takes `weight` turns
+ * a round. */
+typedef struct duro_flow_weight {
+  const char *value;
+  uint32_t weight;
+} duro_flow_weight;
+#define DURO_FLOW_MAX_WEIGHTS 1000
+#define DURO_FLOW_PRIORITY_MAX 1000000
+
+/* The order a flow key's backlog is served in (flow/backlog.h): by the
+ * integer at `priority_key` in the params (highest first; absent or not
+ * an integer in +-DURO_FLOW_PRIORITY_MAX: priority_default), first come
+ * first served among equals; and with `fairness_key`, round the values
+ * of that key, `weights` turns a round each (1 for a value not listed).
+ * NULL keys: neither. */
+typedef struct duro_flow_order {
+  const char *priority_key;
+  int64_t priority_default;
+  const char *fairness_key;
+  const duro_flow_weight *weights;
+  size_t n_weights;
+} duro_flow_order;
+
 typedef struct duro_workflow_limits {
   int64_t retention_ms; /* how long an ended instance is kept; 0 = 30 days */
   /* How long an instance may take from its creation before it ends
@@ -150,6 +174,8 @@ typedef struct duro_workflow_limits {
    * (DURO_E_FLOW_REJECTED, HTTP 429) rather than queued; a rate is then
    * counted as instances are created. */
   int flow_reject;
+  /* flow.priority and flow.fairness (copied at registration). */
+  duro_flow_order flow_order;
   /* A duro_do_all's branches running at once when the call names no
    * bound; 0 = 100. */
   uint32_t parallel;

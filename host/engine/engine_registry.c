@@ -38,7 +38,8 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
                          const char *build) {
   if (!name || !run || engine_find_workflow(e, name) || e->workers ||
       (limits && (limits->n_flow_concurrency > DURO_FLOW_MAX_RULES ||
-                  limits->n_flow_rate > DURO_FLOW_MAX_RULES)))
+                  limits->n_flow_rate > DURO_FLOW_MAX_RULES ||
+                  limits->flow_order.n_weights > DURO_FLOW_MAX_WEIGHTS)))
     return DURO_E_INVALID_ARGUMENT;
   /* Registration happens before start; nothing holds pointers yet, so the
    * array may move. */
@@ -74,6 +75,15 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
     rate[i].key = xstrdup_null(rate[i].key);
   }
   w->limits.flow_rate = rate;
+  duro_flow_order *order = &w->limits.flow_order;
+  order->priority_key = xstrdup_null(order->priority_key);
+  order->fairness_key = xstrdup_null(order->fairness_key);
+  duro_flow_weight *weights =
+      order->n_weights ? xcalloc(order->n_weights, sizeof *weights) : NULL;
+  for (size_t i = 0; i < order->n_weights; i++)
+    weights[i] = (duro_flow_weight){.value = xstrdup(order->weights[i].value),
+                                    .weight = order->weights[i].weight};
+  order->weights = weights;
   w->gated = w->limits.n_flow_concurrency > 0 || w->limits.n_flow_rate > 0;
   if (w->limits.retention_ms <= 0)
     w->limits.retention_ms = DEFAULT_RETENTION_MS;

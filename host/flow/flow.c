@@ -10,12 +10,14 @@
  *
  * Like limits.concurrency, only running activations hold a slot: an
  * instance that sleeps or waits holds none.  An activation over a rule's
- * limit parks on that key's FIFO, taking no thread, and the next
- * activation of that key to end hands it its turn (first come, first
- * served per key, so a key with a long backlog delays no other key).  An
+ * limit parks on that key's backlog, taking no thread, and the next
+ * activation of that key to end hands the turn on (in the backlog's
+ * order, backlog.h; a key with a long backlog delays no other key).  The
+ * one given a turn is remembered by rowid (`granted`) until it is
+ * admitted, so that those waiting behind it do not send it back.  An
  * instance whose params lack a rule's key is not limited by that rule.
  *
- * An instance over a rate waits on its key's FIFO too; the scheduler's
+ * An instance over a rate waits in its key's backlog too; the scheduler's
  * pass (this driver's dispatch) hands the head its start when the key's
  * time comes, the start counted then, so a newcomer cannot take the turn
  * of one that waited (a granted start is remembered by rowid until the
@@ -35,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backlog.h"
 #include "core.h"
 #include "error.h"
 #include "json_pointer.h"
@@ -43,7 +46,7 @@
 
 /* An activation waiting for its key's turn. */
 typedef struct flow_parked {
-  struct flow_parked *next;
+  backlog_waiter link; /* first: a waiter is its flow_parked */
   duro_gate_ticket *ticket;
   struct flow_key *key;
   struct flow_rule *rule;
@@ -53,14 +56,14 @@ typedef struct flow_parked {
 
 /* One value of a rule's key: how many of its activations run (a
  * concurrency rule) or when its next start may come (a rate rule), and
- * those that wait for their turn (first in, first out). */
+ * those that wait for their turn (backlog.h says in what order). */
 typedef struct flow_key {
   struct flow_key *next; /* the next key of the same hash */
   char *value;           /* the key's value as compact JSON text */
   uint32_t running;
   uint32_t waiting; /* parked on it */
   double tat; /* a rate: its next start's time, engine ms, less the burst */
-  flow_parked *head, *tail;
+  backlog backlog;
   size_t waiting_at; /* a rate key with waiters: its place in `waiting` */
 } flow_key;
 
@@ -75,11 +78,15 @@ typedef struct flow_rule {
 } flow_rule;
 
 /* A workflow's rules, made from its limits at its first admission (they
- * change only with a restart): its concurrency rules, then its rates. */
+ * change only with a restart): its concurrency rules, then its rates;
+ * and the order their backlogs are served in (borrowed from the limits,
+ * which the engine keeps while it runs). */
 typedef struct flow_rules {
   char *workflow; /* the map's key */
   flow_rule *v;
   size_t n;
+  const duro_flow_order *order;
+  strmap weights; /* a fairness value -> (uintptr_t) its weight */
 } flow_rules;
 #define FLOW_MAX (2 * DURO_FLOW_MAX_RULES)
 
@@ -147,25 +154,19 @@ static flow_rules *rules_of(flow_state *fs, const char *workflow,
   }
   for (size_t i = 0; i < fr->n; i++)
     fr->v[i].index = (uint32_t)i;
+  fr->order = &limits->flow_order;
+  for (size_t i = 0; i < fr->order->n_weights; i++)
+    strmap_put(&fr->weights, fr->order->weights[i].value,
+               (void *)(uintptr_t)fr->order->weights[i].weight);
   if (nr)
     __atomic_store_n(&fs->has_rates, 1, __ATOMIC_RELEASE);
   strmap_put(&fs->workflows, fr->workflow, fr);
   return fr;
 }
 
-/* FNV-1a 64 of the value, never 0 (idmap's keys are any int64). */
-static int64_t hash_value(const char *s) {
-  uint64_t h = UINT64_C(0xcbf29ce484222325);
-  for (; *s; s++) {
-    h ^= (unsigned char)*s;
-    h *= UINT64_C(0x100000001b3);
-  }
-  return (int64_t)h;
-}
-
 /* The rule's key for `value`, made when missing. */
 static flow_key *key_of(flow_rule *r, const char *value) {
-  int64_t h = hash_value(value);
+  int64_t h = map_hash_str(value);
   flow_key *head = idmap_get(&r->keys, h);
   for (flow_key *k = head; k; k = k->next)
     if (!strcmp(k->value, value))
@@ -181,9 +182,9 @@ static flow_key *key_of(flow_rule *r, const char *value) {
 /* Forgets a key that nothing runs or waits on (and, for a rate, whose
  * next start is not in the future: it is then as a new key). */
 static void drop_if_idle(flow_rule *r, flow_key *k, double now) {
-  if (k->running || k->head || (r->rate && k->tat > now))
+  if (k->running || k->backlog.n || (r->rate && k->tat > now))
     return;
-  int64_t h = hash_value(k->value);
+  int64_t h = map_hash_str(k->value);
   flow_key *head = idmap_get(&r->keys, h);
   if (head == k) {
     if (k->next)
@@ -197,14 +198,48 @@ static void drop_if_idle(flow_rule *r, flow_key *k, double now) {
         break;
       }
   }
+  backlog_clear(&k->backlog, NULL, NULL);
   free(k->value);
   free(k);
 }
 
+/* Where an instance waits in a key's backlog (backlog.h): its fairness
+ * lane, that lane's weight, its priority. */
+typedef struct flow_place {
+  char *lane; /* the fairness key's value as compact JSON text, or "" */
+  uint32_t weight;
+  int64_t priority;
+} flow_place;
+
+/* The place of the instance of `doc` (its params) in fr's backlogs. */
+static void place_of(const flow_rules *fr, json_t *doc, flow_place *out) {
+  const duro_flow_order *o = fr->order;
+  json_t *prio = o->priority_key && doc
+                     ? duro_json_pointer_get(doc, o->priority_key)
+                     : NULL;
+  json_int_t n = json_is_integer(prio) ? json_integer_value(prio) : 0;
+  out->priority = json_is_integer(prio) && n >= -DURO_FLOW_PRIORITY_MAX &&
+                          n <= DURO_FLOW_PRIORITY_MAX
+                      ? (int64_t)n
+                      : o->priority_default;
+  json_t *fair = o->fairness_key && doc
+                     ? duro_json_pointer_get(doc, o->fairness_key)
+                     : NULL;
+  out->lane =
+      fair ? json_dumps(fair, JSON_COMPACT | JSON_ENCODE_ANY) : xstrdup("");
+  /* a weight names a string value by its text, another by its JSON */
+  const char *named =
+      json_is_string(fair) ? json_string_value(fair) : out->lane;
+  uintptr_t w = (uintptr_t)strmap_get(&fr->weights, named);
+  out->weight = w ? (uint32_t)w : 1;
+}
+
 /* The value of each rule's key in `params` (compact JSON text, "" for a
  * rule without a key, NULL when the params lack it), into values[]
- * (caller frees each). */
-static void values_of(const flow_rules *fr, const char *params, char **values) {
+ * (caller frees each), and, when `place` is not NULL, the instance's
+ * place in the backlogs (caller frees its lane). */
+static void values_of(const flow_rules *fr, const char *params, char **values,
+                      flow_place *place) {
   json_t *doc = params ? json_loads(params, JSON_DECODE_ANY, NULL) : NULL;
   for (size_t i = 0; i < fr->n; i++) {
     const char *ptr = fr->v[i].pointer;
@@ -213,18 +248,20 @@ static void values_of(const flow_rules *fr, const char *params, char **values) {
                 : v  ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY)
                      : NULL;
   }
+  if (place)
+    place_of(fr, doc, place);
   json_decref(doc);
 }
 
 static void park(flow_state *fs, flow_rule *r, flow_key *k,
-                 duro_gate_ticket *ticket) {
+                 duro_gate_ticket *ticket, const flow_place *place) {
   flow_parked *p = xcalloc(1, sizeof *p);
   *p = (flow_parked){.ticket = ticket,
                      .key = k,
                      .rule = r,
                      .since = (double)engine_now(fs->e),
                      .rowid = engine_gate_ticket_rowid(ticket)};
-  if (r->rate && !k->head) {
+  if (r->rate && !k->backlog.n) {
     /* the dispatch looks at it from now on: it says when its turn comes */
     engine_gate_kick_locked(fs->e);
     if (fs->n_waiting == fs->cap_waiting) {
@@ -235,28 +272,17 @@ static void park(flow_state *fs, flow_rule *r, flow_key *k,
     k->waiting_at = fs->n_waiting;
     fs->waiting[fs->n_waiting++] = (waiting_key){k, r};
   }
-  if (k->tail)
-    k->tail->next = p;
-  else
-    k->head = p;
-  k->tail = p;
+  backlog_push(&k->backlog, &p->link, place->lane, place->weight,
+               place->priority);
   k->waiting++;
   idmap_put(&fs->parked, (int64_t)(intptr_t)ticket, p);
   idmap_put(&fs->by_rowid, p->rowid, p);
 }
 
-/* Takes p out of its key's FIFO and frees it. */
-static void unpark(flow_state *fs, flow_parked *p) {
+/* p, out of its key's backlog already, forgotten and freed. */
+static void unparked(flow_state *fs, flow_parked *p) {
   flow_key *k = p->key;
-  flow_parked **pp = &k->head, *prev = NULL;
-  for (; *pp; prev = *pp, pp = &(*pp)->next)
-    if (*pp == p) {
-      *pp = p->next;
-      if (k->tail == p)
-        k->tail = prev;
-      break;
-    }
-  if (p->rule->rate && !k->head) { /* no waiter left: out of `waiting` */
+  if (p->rule->rate && !k->backlog.n) { /* no waiter left: out of `waiting` */
     waiting_key last = fs->waiting[--fs->n_waiting];
     if (last.key != k) {
       fs->waiting[k->waiting_at] = last;
@@ -268,6 +294,23 @@ static void unpark(flow_state *fs, flow_parked *p) {
   if (idmap_get(&fs->by_rowid, p->rowid) == p)
     idmap_del(&fs->by_rowid, p->rowid);
   free(p);
+}
+
+/* The waiter whose turn is next on k, or NULL. */
+static flow_parked *next_of(const flow_key *k) {
+  return (flow_parked *)backlog_next(&k->backlog);
+}
+
+/* Gives k's next waiter its turn on rule r: out of the backlog (its
+ * lane charged), remembered by rowid as granted until it is admitted,
+ * and made runnable. */
+static void grant_turn(flow_state *fs, const flow_rule *r, flow_key *k) {
+  flow_parked *p = (flow_parked *)backlog_take(&k->backlog);
+  duro_gate_ticket *t = p->ticket;
+  uintptr_t g = (uintptr_t)idmap_get(&fs->granted, p->rowid);
+  idmap_put(&fs->granted, p->rowid, (void *)(g | ((uintptr_t)1 << r->index)));
+  unparked(fs, p);
+  engine_gate_ready_locked(fs->e, t);
 }
 
 /* Whether a start of rate key k may come at `now`. */
@@ -282,6 +325,14 @@ static void rate_take(const flow_rule *r, flow_key *k, double at) {
   k->tat = (k->tat > at ? k->tat : at) + r->interval_ms;
 }
 
+/* Gives the next waiter of concurrency key k its turn, a slot of k
+ * being free: it is made runnable, and granted the key (so that it is
+ * not sent to the back again by the waiters behind it). */
+static void hand_on(flow_state *fs, flow_rule *r, flow_key *k) {
+  if (k->backlog.n && k->running < r->limit)
+    grant_turn(fs, r, k);
+}
+
 static int flow_admit(duro_engine *e, void *state, const char *workflow,
                       const duro_workflow_limits *limits, int64_t rowid,
                       const char *params, int first, duro_gate_ticket *ticket,
@@ -290,20 +341,23 @@ static int flow_admit(duro_engine *e, void *state, const char *workflow,
   double now = (double)engine_now(e);
   flow_rules *fr = rules_of(fs, workflow, limits);
   char *values[FLOW_MAX];
-  values_of(fr, params, values);
+  flow_place place;
+  values_of(fr, params, values, &place);
   uintptr_t granted = (uintptr_t)idmap_get(&fs->granted, rowid);
   flow_key *keys[FLOW_MAX] = {0};
   size_t full = fr->n;
   for (size_t i = 0; i < fr->n; i++) {
     const flow_rule *r = &fr->v[i];
+    int mine = (granted >> i) & 1; /* its turn came on this rule */
     /* its params lack the key: this rule does not limit it; a rate
      * limits only starts, and not one granted already */
-    if (!values[i] ||
-        (r->rate && (!first || (granted & (1u << i)) || limits->flow_reject)))
+    if (!values[i] || (r->rate && (!first || mine || limits->flow_reject)))
       continue; /* (with on_excess: reject, a rate counts at the create) */
     keys[i] = key_of(&fr->v[i], values[i]);
-    int blocked = r->rate ? keys[i]->head || !rate_open(r, keys[i], now)
-                          : keys[i]->running >= r->limit;
+    /* those waiting go first, unless its turn came */
+    int queue = keys[i]->backlog.n && !mine;
+    int blocked = r->rate ? queue || !rate_open(r, keys[i], now)
+                          : queue || keys[i]->running >= r->limit;
     /* a concurrency rule first: a start is not spent on one that waits */
     if (blocked && (full == fr->n || (!r->rate && fr->v[full].rate)))
       full = i;
@@ -311,13 +365,30 @@ static int flow_admit(duro_engine *e, void *state, const char *workflow,
   for (size_t i = 0; i < fr->n; i++)
     free(values[i]);
   if (full < fr->n) {
+    park(fs, &fr->v[full], keys[full], ticket, &place);
+    free(place.lane);
+    /* a concurrency turn it was given and cannot use goes to the next
+     * waiter; its rates' starts granted stay its own */
+    uintptr_t rates = 0;
+    for (size_t i = 0; i < fr->n; i++) {
+      if (!((granted >> i) & 1))
+        continue;
+      if (fr->v[i].rate)
+        rates |= (uintptr_t)1 << i;
+      else if (keys[i])
+        hand_on(fs, &fr->v[i], keys[i]);
+    }
+    if (rates)
+      idmap_put(&fs->granted, rowid, (void *)rates);
+    else if (granted)
+      idmap_del(&fs->granted, rowid);
     /* keys made for it alone go again; the one it waits on stays */
     for (size_t i = 0; i < fr->n; i++)
       if (keys[i] && i != full)
         drop_if_idle(&fr->v[i], keys[i], now);
-    park(fs, &fr->v[full], keys[full], ticket);
     return 0;
   }
+  free(place.lane);
   if (granted)
     idmap_del(&fs->granted, rowid);
   flow_hold *h = xcalloc(1, sizeof *h);
@@ -345,7 +416,7 @@ static int flow_check_create(duro_engine *e, void *state, const char *workflow,
   double now = (double)engine_now(e);
   flow_rules *fr = rules_of(fs, workflow, limits);
   char *values[FLOW_MAX];
-  values_of(fr, params, values);
+  values_of(fr, params, values, NULL);
   flow_key *keys[FLOW_MAX] = {0};
   double wait = 0;
   for (size_t i = 0; i < fr->n; i++) {
@@ -356,7 +427,7 @@ static int flow_check_create(duro_engine *e, void *state, const char *workflow,
     double w = 0;
     if (r->rate && !rate_open(r, keys[i], now))
       w = keys[i]->tat - r->tolerance_ms - now;
-    else if (!r->rate && (keys[i]->running >= r->limit || keys[i]->head))
+    else if (!r->rate && (keys[i]->running >= r->limit || keys[i]->backlog.n))
       w = 1000; /* a slot frees when one ends: a second is a guess */
     if (w > wait)
       wait = w;
@@ -383,12 +454,7 @@ static void flow_release(duro_engine *e, void *state, void *hold) {
   for (size_t i = 0; h && i < h->n; i++) {
     flow_key *k = h->v[i].key;
     k->running--;
-    flow_parked *next = k->head;
-    if (next) {
-      duro_gate_ticket *t = next->ticket;
-      unpark(fs, next);
-      engine_gate_ready_locked(e, t);
-    }
+    hand_on(fs, h->v[i].rule, k);
     drop_if_idle(h->v[i].rule, k, now);
   }
   free(h);
@@ -402,7 +468,8 @@ static void flow_forget(duro_engine *e, void *state, duro_gate_ticket *ticket) {
   flow_key *k = p->key;
   flow_rule *r = p->rule;
   idmap_del(&fs->granted, p->rowid); /* a start granted goes with it */
-  unpark(fs, p);
+  backlog_remove(&k->backlog, &p->link);
+  unparked(fs, p);
   drop_if_idle(r, k, (double)engine_now(e));
 }
 
@@ -424,7 +491,7 @@ static void collect_idle(void *ctx, int64_t hash, void *val) {
   (void)hash;
   idle_list *l = ctx;
   for (flow_key *k = val; k; k = k->next) {
-    if (k->running || k->head || k->tat > l->now)
+    if (k->running || k->backlog.n || k->tat > l->now)
       continue;
     if (l->n == l->cap) {
       l->cap = l->cap ? 2 * l->cap : 64;
@@ -451,15 +518,9 @@ static void rates_pass(duro_engine *e, void *ctx) {
   for (size_t w = 0; w < fs->n_waiting;) {
     flow_key *k = fs->waiting[w].key;
     flow_rule *r = fs->waiting[w].rule;
-    while (k->head && rate_open(r, k, now)) {
-      flow_parked *head = k->head;
-      duro_gate_ticket *t = head->ticket;
-      int64_t rowid = engine_gate_ticket_rowid(t);
-      uintptr_t g = (uintptr_t)idmap_get(&fs->granted, rowid);
-      idmap_put(&fs->granted, rowid, (void *)(g | (1u << r->index)));
-      rate_take(r, k, head->since);
-      unpark(fs, head); /* may move another key into place w */
-      engine_gate_ready_locked(e, t);
+    while (k->backlog.n && rate_open(r, k, now)) {
+      rate_take(r, k, next_of(k)->since);
+      grant_turn(fs, r, k); /* may move another key into place w */
       p->started++;
     }
     if (w < fs->n_waiting && fs->waiting[w].key == k) {
@@ -501,14 +562,16 @@ size_t duro_flow_dispatch(duro_engine *e) {
   return p.started;
 }
 
+static void free_parked(backlog_waiter *w, void *ctx) {
+  (void)ctx;
+  free(w); /* its flow_parked; the ticket is the engine's, let go already */
+}
+
 static void free_key(void *ctx, int64_t hash, void *val) {
   (void)ctx, (void)hash;
   for (flow_key *k = val, *next; k; k = next) {
     next = k->next;
-    for (flow_parked *p = k->head, *pn; p; p = pn) {
-      pn = p->next;
-      free(p); /* its ticket is the engine's, let go already */
-    }
+    backlog_clear(&k->backlog, free_parked, NULL);
     free(k->value);
     free(k);
   }
@@ -526,6 +589,7 @@ static void flow_free(void *state) {
       free(fr->v[r].pointer);
     }
     free(fr->v);
+    strmap_free(&fr->weights);
     free(fr->workflow);
     free(fr);
   }

@@ -59,8 +59,21 @@ static int same_rules(const config_flow_rule *a, size_t na,
   return 1;
 }
 
+static int same_weights(const config_workflow *a, const config_workflow *b) {
+  if (a->n_weights != b->n_weights)
+    return 0;
+  for (size_t i = 0; i < a->n_weights; i++)
+    if (strcmp(a->weights[i].value, b->weights[i].value) ||
+        a->weights[i].weight != b->weights[i].weight)
+      return 0;
+  return 1;
+}
+
 static int same_flow(const config_workflow *a, const config_workflow *b) {
   return a->flow_reject == b->flow_reject &&
+         same(a->priority_key, b->priority_key) &&
+         a->priority_default == b->priority_default &&
+         same(a->fairness_key, b->fairness_key) && same_weights(a, b) &&
          same_rules(a->flow, a->n_flow, b->flow, b->n_flow) &&
          same_rules(a->rates, a->n_rates, b->rates, b->n_rates);
 }

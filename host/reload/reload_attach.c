@@ -187,6 +187,19 @@ static void register_workflows(reloader *r) {
       lim.flow_rate = rate;
       lim.n_flow_rate = w->n_rates;
       lim.flow_reject = w->flow_reject;
+      _Static_assert(CONFIG_FLOW_MAX_WEIGHTS == DURO_FLOW_MAX_WEIGHTS &&
+                         CONFIG_FLOW_PRIORITY_MAX == DURO_FLOW_PRIORITY_MAX,
+                     "the config's flow bounds are the engine's");
+      duro_flow_weight weights[CONFIG_FLOW_MAX_WEIGHTS];
+      for (size_t f = 0; f < w->n_weights; f++)
+        weights[f] = (duro_flow_weight){.value = w->weights[f].value,
+                                        .weight = w->weights[f].weight};
+      lim.flow_order =
+          (duro_flow_order){.priority_key = w->priority_key,
+                            .priority_default = w->priority_default,
+                            .fairness_key = w->fairness_key,
+                            .weights = weights,
+                            .n_weights = w->n_weights};
       /* names are unique (config_refs.c checked), so this cannot fail */
       void *ctx;
       duro_engine_register(r->e, w->name, w->binding,
