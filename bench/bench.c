@@ -28,6 +28,13 @@
  *   R1 rate         12,000 instances of a workflow whose flow.rate is 1,000
  *                   starts a second (burst 1), created at once: the rate
  *                   the starts came at, and the most in any one second
+ *   F1 fairness     tenant A queues 100,000 instances of a workflow capped
+ *                   at 20 running whose tenants take turns (flow.fairness),
+ *                   then tenant B creates 100, 10 ms apart: B's wait to
+ *                   start, p50 and p99
+ *   K1 keys         10,000 instances x 10 trivial steps, each its own value
+ *                   of a concurrency rule's key, against none: instances/s
+ *                   of both (medians of three interleaved rounds)
  *   W1L tailed      W1 with a tail consumer: every activation's trace item
  *                   handed to a tail handler that decodes each batch (as
  *                   one forwarding them would): W1's figures with it, and
@@ -621,6 +628,32 @@ static const duro_flow_rate r1_rate[] = {{.limit = 1000, .period_ms = 1000}};
 static const duro_workflow_limits r1_limits = {.flow_rate = r1_rate,
                                                .n_flow_rate = 1};
 
+/* F1: each of tenant B's instances, when it was created and when its
+ * run() began (us, CLOCK_MONOTONIC). */
+#define F1_B 100
+static int64_t f1_created[F1_B], f1_began[F1_B];
+
+static duro_rc wf_fair(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env;
+  int i = param(ev->params, "i", -1);
+  if (strstr(ev->params, "\"t\":\"B\"") && i >= 0 && i < F1_B && !f1_began[i])
+    f1_began[i] = now_us();
+  DURO_TRY(duro_do(step, "s", NULL, trivial, NULL, NULL));
+  return DURO_OK;
+}
+
+/* F1: the workflow at 20 running at once, its tenants taking turns. */
+static const duro_flow_concurrency f1_cap[] = {{.key = NULL, .limit = 20}};
+static const duro_workflow_limits f1_limits = {
+    .flow_concurrency = f1_cap,
+    .n_flow_concurrency = 1,
+    .flow_order = {.fairness_key = "/t"}};
+
+/* K1: at most 2 running per value of /k. */
+static const duro_flow_concurrency k1_cap[] = {{.key = "/k", .limit = 2}};
+static const duro_workflow_limits k1_limits = {.flow_concurrency = k1_cap,
+                                               .n_flow_concurrency = 1};
+
 static const wf_def workflows[] = {{"steps", wf_steps, "Steps", NULL, NULL},
                                    {"io", wf_io, "Io", NULL, NULL},
                                    {"sleeper", wf_sleeper, NULL, NULL, NULL},
@@ -630,7 +663,9 @@ static const wf_def workflows[] = {{"steps", wf_steps, "Steps", NULL, NULL},
                                    {"kid", wf_kid, NULL, "KID", NULL},
                                    {"par", wf_steps, "Par", NULL, NULL},
                                    {"pipe", wf_pipe, "Pipe", NULL, NULL},
-                                   {"rated", wf_rated, NULL, NULL, &r1_limits}};
+                                   {"rated", wf_rated, NULL, NULL, &r1_limits},
+                                   {"fair", wf_fair, NULL, NULL, &f1_limits},
+                                   {"keyed", wf_steps, NULL, NULL, &k1_limits}};
 #define N_WFS (sizeof workflows / sizeof *workflows)
 
 /* ---- W1
@@ -722,6 +757,105 @@ static void r1_rate_held(void) {
   report("R1 starts/s (flow.rate 1000/s)",
          span_s > 0 ? (double)(got - 1) / span_s : 0, "starts/s", NULL);
   report("R1 most starts in one second", (double)most, "starts", NULL);
+}
+
+/* ---- F1 and K1: flow control's order and its cost
+ * ------------------------------------------------------------------------ */
+
+/* Creates n instances of `wf` in batches of 1000, the i-th with the
+ * params `fmt` makes of i (one %zu). */
+static void create_each(bench_engine *b, const char *wf, size_t n,
+                        const char *fmt) {
+  enum { BATCH = 1000 };
+  duro_create_req reqs[BATCH];
+  static char params[BATCH][64];
+  for (size_t done = 0; done < n; done += BATCH) {
+    size_t k = n - done < BATCH ? n - done : BATCH;
+    for (size_t i = 0; i < k; i++) {
+      snprintf(params[i], sizeof params[i], fmt, done + i);
+      reqs[i] = (duro_create_req){.params = params[i], .retention_ms = -1};
+    }
+    duro_create_result res;
+    if (duro_instance_create_many(b->hosts[0], wf, reqs, k, &res) != 0) {
+      fprintf(stderr, "bench: create_many failed\n");
+      exit(1);
+    }
+    duro_create_result_free(&res);
+  }
+}
+
+/* F1: tenant A queues 100,000 instances of a workflow capped at 20
+ * running, its tenants taking turns (flow.fairness); then tenant B
+ * creates 100, one every 10 ms: how long each of B's waited to start. */
+static void f1_fairness(void) {
+  size_t n_a = opts.quick ? 10000 : 100000;
+  bench_engine b;
+  bench_open(&b, "f1", workflows, N_WFS, opts.workers, 1, 1);
+  bench_start(&b);
+  memset(f1_began, 0, sizeof f1_began);
+  create_each(&b, "fair", n_a, "{\"t\":\"A\",\"i\":%zu}");
+  pthread_mutex_lock(&b.mu);
+  size_t behind = n_a - b.ended;
+  pthread_mutex_unlock(&b.mu);
+  for (size_t i = 0; i < F1_B; i++) {
+    char params[64], id[32];
+    snprintf(params, sizeof params, "{\"t\":\"B\",\"i\":%zu}", i);
+    snprintf(id, sizeof id, "b-%zu", i);
+    f1_created[i] = now_us();
+    if (duro_instance_create(b.hosts[0], "fair", id, params, -1, NULL) != 0) {
+      fprintf(stderr, "bench: create %s failed\n", id);
+      exit(1);
+    }
+    usleep(10000);
+  }
+  wait_ended(&b, n_a + F1_B);
+  bench_close(&b, 1);
+  int64_t waited_ms[F1_B];
+  for (size_t i = 0; i < F1_B; i++)
+    waited_ms[i] = (f1_began[i] - f1_created[i]) / 1000;
+  qsort(waited_ms, F1_B, sizeof *waited_ms, cmp_i64);
+  report("F1 tenant A's instances queued when B began", (double)behind,
+         "instances", NULL);
+  report("F1 tenant B's wait to start p50", (double)waited_ms[F1_B / 2], "ms",
+         NULL);
+  report("F1 tenant B's wait to start p99", (double)waited_ms[F1_B * 99 / 100],
+         "ms", "1000 ms p99 (the issue's bound)");
+}
+
+/* K1: 10,000 instances x 10 trivial steps, each of its own value of a
+ * concurrency rule's key (limit 2), against the same without flow
+ * rules; three rounds interleaved, medians. */
+static double k1_round(const char *wf, size_t n) {
+  bench_engine b;
+  bench_open(&b, "k1", workflows, N_WFS, opts.workers, 1, 1);
+  bench_start(&b);
+  int64_t t0 = now_us();
+  create_each(&b, wf, n, "{\"steps\":10,\"k\":%zu}");
+  wait_ended(&b, n);
+  double s = (double)(now_us() - t0) / 1e6;
+  bench_close(&b, 1);
+  return (double)n / s;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static void k1_keys(void) {
+  size_t n = opts.quick ? 1000 : 10000;
+  double plain[3], keyed[3];
+  for (int r = 0; r < 3; r++) {
+    plain[r] = k1_round("steps", n);
+    keyed[r] = k1_round("keyed", n);
+  }
+  qsort(plain, 3, sizeof *plain, cmp_double);
+  qsort(keyed, 3, sizeof *keyed, cmp_double);
+  report("K1 instances/s without flow rules", plain[1], "inst/s", NULL);
+  report("K1 instances/s with a rule of 10,000 keys", keyed[1], "inst/s", NULL);
+  report("K1 overhead of the keyed rule",
+         100.0 * (plain[1] - keyed[1]) / plain[1], "%",
+         "10 % (the issue's bound)");
 }
 
 static void w1_tailed(void) { w1_run("w1l", NULL, 1); }
@@ -1417,7 +1551,7 @@ static int usage(void) {
   fprintf(stderr,
           "usage: duro-bench [--csv] [--quick] [--synchronous full|normal]\n"
           "                  [--workers N] [--sleepers N] [--only "
-          "W1,W1T,W1L,R1,Q1,...]\n"
+          "W1,W1T,W1L,R1,F1,K1,Q1,...]\n"
           "                  [--plugin-workers LIBBENCH.so [--duro PATH]]\n"
           "                  [--dir DIR] [--postgresql CONNINFO|auto]\n"
           "                  [--hosts N (with --postgresql, W1-W3)]\n"
@@ -1501,6 +1635,10 @@ int main(int argc, char **argv) {
     w1_tailed();
   if (wants("R1"))
     r1_rate_held();
+  if (wants("F1"))
+    f1_fairness();
+  if (wants("K1"))
+    k1_keys();
   if (wants("W2"))
     w2_latency();
   if (wants("W3"))

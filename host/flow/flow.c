@@ -234,13 +234,10 @@ static void place_of(const flow_rules *fr, json_t *doc, flow_place *out) {
   out->weight = w ? (uint32_t)w : 1;
 }
 
-/* The value of each rule's key in `params` (compact JSON text, "" for a
- * rule without a key, NULL when the params lack it), into values[]
- * (caller frees each), and, when `place` is not NULL, the instance's
- * place in the backlogs (caller frees its lane). */
-static void values_of(const flow_rules *fr, const char *params, char **values,
-                      flow_place *place) {
-  json_t *doc = params ? json_loads(params, JSON_DECODE_ANY, NULL) : NULL;
+/* The value of each rule's key in `doc`, the params (compact JSON
+ * text, "" for a rule without a key, NULL when the params lack it), into
+ * values[] (caller frees each). */
+static void values_of(const flow_rules *fr, json_t *doc, char **values) {
   for (size_t i = 0; i < fr->n; i++) {
     const char *ptr = fr->v[i].pointer;
     json_t *v = !ptr ? NULL : doc ? duro_json_pointer_get(doc, ptr) : NULL;
@@ -248,9 +245,10 @@ static void values_of(const flow_rules *fr, const char *params, char **values,
                 : v  ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY)
                      : NULL;
   }
-  if (place)
-    place_of(fr, doc, place);
-  json_decref(doc);
+}
+
+static json_t *params_doc(const char *params) {
+  return params ? json_loads(params, JSON_DECODE_ANY, NULL) : NULL;
 }
 
 static void park(flow_state *fs, flow_rule *r, flow_key *k,
@@ -341,8 +339,8 @@ static int flow_admit(duro_engine *e, void *state, const char *workflow,
   double now = (double)engine_now(e);
   flow_rules *fr = rules_of(fs, workflow, limits);
   char *values[FLOW_MAX];
-  flow_place place;
-  values_of(fr, params, values, &place);
+  json_t *doc = params_doc(params);
+  values_of(fr, doc, values);
   uintptr_t granted = (uintptr_t)idmap_get(&fs->granted, rowid);
   flow_key *keys[FLOW_MAX] = {0};
   size_t full = fr->n;
@@ -365,6 +363,9 @@ static int flow_admit(duro_engine *e, void *state, const char *workflow,
   for (size_t i = 0; i < fr->n; i++)
     free(values[i]);
   if (full < fr->n) {
+    flow_place place;
+    place_of(fr, doc, &place);
+    json_decref(doc);
     park(fs, &fr->v[full], keys[full], ticket, &place);
     free(place.lane);
     /* a concurrency turn it was given and cannot use goes to the next
@@ -388,7 +389,7 @@ static int flow_admit(duro_engine *e, void *state, const char *workflow,
         drop_if_idle(&fr->v[i], keys[i], now);
     return 0;
   }
-  free(place.lane);
+  json_decref(doc);
   if (granted)
     idmap_del(&fs->granted, rowid);
   flow_hold *h = xcalloc(1, sizeof *h);
@@ -416,7 +417,9 @@ static int flow_check_create(duro_engine *e, void *state, const char *workflow,
   double now = (double)engine_now(e);
   flow_rules *fr = rules_of(fs, workflow, limits);
   char *values[FLOW_MAX];
-  values_of(fr, params, values, NULL);
+  json_t *doc = params_doc(params);
+  values_of(fr, doc, values);
+  json_decref(doc);
   flow_key *keys[FLOW_MAX] = {0};
   double wait = 0;
   for (size_t i = 0; i < fr->n; i++) {
