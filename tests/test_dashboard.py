@@ -94,6 +94,8 @@ plugins:
     path: {CHAOS}
     workflows:
       - {{name: chaos, binding: CHAOS, class_name: Chaos}}
+      - {{name: paced, binding: PACED, class_name: Chaos,
+          flow: {{concurrency: [{{key: /k, limit: 1}}]}}}}
   - name: fanout
     path: {FANOUT}
     workflows:
@@ -552,7 +554,7 @@ def main():
         d.get(h.base + "/#/plugins")
         wait_for(d, "the plugins and what they serve", lambda: d.execute_script(
             "return [...document.querySelectorAll('#plugin-list a')]"
-            ".map((a) => a.textContent).join(' ')") == "order-flow nightly-report chaos fan-out square")
+            ".map((a) => a.textContent).join(' ')") == "order-flow nightly-report chaos paced fan-out square")
         shot(d, "plugins-desktop")
         # the counters drawn from the host's own history: a page loaded
         # afresh shows the steps completed before it opened at its first
@@ -588,6 +590,35 @@ def main():
         assert '"approved": true' in ev[1][1], ev
         d.find_element(By.ID, "events").location_once_scrolled_into_view
         shot(d, "events-desktop")
+
+        # flow control: one run of key t1 holds its one slot for a
+        # minute, a second waits queued for its turn
+        for iid in ("paced-1", "paced-2"):
+            assert h.api("POST", "/workflows/paced/instances",
+                         {"id": iid, "params": {"k": "t1", "steps": 1,
+                                                "hold_ms": 60000}})[0] == 201
+            deadline = time.time() + 15
+            want = "running" if iid == "paced-1" else "queued"
+            while h.status(iid, "paced") != want:
+                assert time.time() < deadline, f"{iid} never {want}"
+                time.sleep(0.1)
+        d.get(h.base + "/#/wf/paced")
+        rule = wait_for(d, "the flow rule's counts",
+                        lambda: d.find_elements(By.CSS_SELECTOR,
+                                                "#flow-rules tr[data-rule]")
+                        and d.find_element(By.CSS_SELECTOR,
+                                           "#flow-rules tr[data-rule]").text)
+        assert "concurrency" in rule and "/k" in rule and "1 at once" in rule, rule
+        assert "t1: 1 running, 1 waiting" in rule, rule
+        shot(d, "flow-desktop")
+        d.get(h.base + "/#/wf/paced/i/paced-2")
+        held = wait_for(d, "what holds the queued run",
+                        lambda: d.find_elements(By.ID, "instance-waiting-for")
+                        and d.find_element(By.ID, "instance-waiting-for").text)
+        assert 'flow: concurrency /k="t1" (1 of 1 running; 1 waiting)' in held, held
+        d.get(h.base + f"/#/wf/{WF}")
+        wait_for(d, "the list again", lambda: rows(d))
+        assert not d.find_element(By.ID, "flow").is_displayed()
 
         # keyboard: Tab from the top reaches the navigation's links
         d.find_element(By.TAG_NAME, "body").send_keys(Keys.TAB)

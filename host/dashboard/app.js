@@ -363,6 +363,32 @@ function startForm(wf) {
     conf.box, conf.answer);
 }
 
+/* A workflow's flow control as GET /workflows/{wf} has it (`flow`): each
+ * rule's limit, its keys counted now, how many run and wait, and its
+ * busiest keys.  Hidden for a workflow without flow rules. */
+function flowPanel() {
+  const el = h('section', {class: 'card', id: 'flow', hidden: true});
+  function show(rules) {
+    el.hidden = !rules || !rules.length;
+    if (el.hidden) return;
+    const limit = (r) => r.rule === 'rate'
+      ? `${r.limit} a ${r.period_ms} ms${r.burst > 1 ? `, ${r.burst} at once` : ''}`
+      : `${r.limit} at once`;
+    const busiest = (r) => (r.busiest || []).map((k) =>
+      `${typeof k.value === 'string' ? k.value : JSON.stringify(k.value)}: ` +
+      `${r.rule === 'rate' ? '' : `${k.running} running, `}${k.waiting} waiting`).join('; ') || '—';
+    fill(el, h('h2', null, 'Flow control'),
+      h('div', {class: 'table-wrap'}, h('table', {id: 'flow-rules'},
+        h('thead', null, h('tr', null, ['Rule', 'Key', 'Limit', 'Keys', 'Running', 'Waiting', 'Busiest keys']
+          .map((t) => h('th', null, t)))),
+        h('tbody', null, rules.map((r) => h('tr', {'data-rule': r.rule},
+          h('td', null, r.rule), h('td', null, r.key || '(the workflow)'), h('td', null, limit(r)),
+          h('td', null, String(r.keys)), h('td', null, r.rule === 'rate' ? '—' : String(r.running)),
+          h('td', null, String(r.waiting)), h('td', null, busiest(r))))))));
+  }
+  return {el, show};
+}
+
 function listView(main, gen, wf) {
   const st = {status: '', prefix: '', cursors: [''], page: 0, scan: null};
   const err = errorLine();
@@ -381,9 +407,10 @@ function listView(main, gen, wf) {
   const newer = h('button', {type: 'button', id: 'page-newer', onclick: () => { st.page--; view.refresh(); }}, '← Newer');
   const older = h('button', {type: 'button', id: 'page-older', onclick: () => { st.page++; view.refresh(); }}, 'Older →');
   const pageNo = h('span', {class: 'muted'});
+  const flow = flowPanel();
   main.append(
     h('p', null, h('a', {href: '#/'}, '← Workflows')),
-    h('h1', null, wf), err.el, counts, startForm(wf), searchForm,
+    h('h1', null, wf), err.el, counts, flow.el, startForm(wf), searchForm,
     h('div', {class: 'table-wrap'}, h('table', {id: 'instances'},
       h('thead', null, h('tr', null, h('th', null, 'Instance'), h('th', null, 'Status'),
         h('th', null, 'Created'))), tbody)),
@@ -431,6 +458,7 @@ function listView(main, gen, wf) {
       const [stats, page] = await Promise.all([load(`/workflows/${enc(wf)}`), rows()]);
       if (app.gen !== gen) return;
       err.show(null);
+      flow.show(stats.flow);
       const total = Object.values(stats.instances).reduce((a, b) => a + b, 0);
       fill(counts, [['', 'all', total], ...STATUSES.map((s) => [s, s, stats.instances[s] || 0])]
         .filter(([s, , n]) => !s || n || s === st.status)
@@ -618,6 +646,9 @@ function instanceView(main, gen, wf, id) {
              h('dd', {id: 'instance-held'}, `${HELD}: its build crashed too often; ` +
                'deploy a new build or run `duro plugins resume PLUGIN`')]
           : null,
+        /* queued for a flow rule's turn: which rule and key hold it */
+        inst.waiting_for ? [h('dt', null, 'Held by'),
+          h('dd', {id: 'instance-waiting-for'}, inst.waiting_for)] : null,
         inst.deadline_ms ? [h('dt', null, 'Deadline'), h('dd', {id: 'instance-deadline'}, fmtTime(inst.deadline_ms))] : null,
         /* A child workflow's parent, a parent's children (the first 50). */
         inst.parent ? [h('dt', null, 'Parent'), h('dd', {id: 'instance-parent'},
