@@ -12,7 +12,8 @@
  *                  instances parked one by one in a known order, then let
  *                  through one at a time: they start in priority order
  *                  within a tenant and round the tenants (weights as
- *                  turns); a parked instance terminated is skipped.
+ *                  turns); a parked instance terminated is skipped; what
+ *                  holds a waiter names its priority and its lane.
  *
  * The engine cases run real engine threads; each step blocks until the
  * test lets the next one through, so the start order is exact. */
@@ -288,6 +289,11 @@ START_TEST(engine_serves_priority_within_tenants_round_the_tenants) {
   create_parked(&h, "b1", "B", 0, 5);
   create_parked(&h, "c1", "C", 0, 6);
   create_parked(&h, "b-urgent", "B", 5, 7);
+  char *why = duro_flow_why(h.e, "ordered", "b-urgent");
+  ck_assert_ptr_nonnull(why);
+  ck_assert_str_eq(why, "flow: concurrency (the workflow) (1 of 1 running; 7 "
+                        "waiting; priority 5; turns by /tenant=\"B\")");
+  free(why);
   const char *order = let_all_through(8);
   ck_assert_str_eq(order, "first a-urgent b-urgent c1 a1 b1 a2 a3");
   harness_close(&h);

@@ -176,3 +176,11 @@ void backlog_clear(backlog *b, void (*fn)(backlog_waiter *w, void *ctx),
   }
   idmap_free(&b->lanes);
 }
+
+int64_t backlog_waiter_priority(const backlog_waiter *w) {
+  return w->level->priority;
+}
+
+const char *backlog_waiter_lane(const backlog_waiter *w) {
+  return w->level->lane->value;
+}

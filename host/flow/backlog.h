@@ -49,6 +49,10 @@ backlog_waiter *backlog_take(backlog *b);
  * place: terminated, paused, forgotten). */
 void backlog_remove(backlog *b, backlog_waiter *w);
 
+/* A waiting w's priority and lane (borrowed while it waits). */
+int64_t backlog_waiter_priority(const backlog_waiter *w);
+const char *backlog_waiter_lane(const backlog_waiter *w);
+
 /* Calls fn on every waiter, then frees the lanes; b is empty after. */
 void backlog_clear(backlog *b, void (*fn)(backlog_waiter *w, void *ctx),
                    void *ctx);

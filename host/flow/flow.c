@@ -32,6 +32,7 @@
  * counts. */
 #include "flow.h"
 
+#include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,11 +71,12 @@ typedef struct flow_key {
 typedef struct flow_rule {
   char *pointer; /* NULL: the whole workflow is one key */
   uint32_t limit;
-  int rate;            /* a rate rule, else a concurrency rule */
-  uint32_t index;      /* its place among the workflow's rules */
-  double interval_ms;  /* a rate: period / limit */
-  double tolerance_ms; /* a rate: (burst - 1) * interval */
-  idmap keys;          /* hash of value -> flow_key chain */
+  int rate;                     /* a rate rule, else a concurrency rule */
+  uint32_t index;               /* its place among the workflow's rules */
+  double interval_ms;           /* a rate: period / limit */
+  double tolerance_ms;          /* a rate: (burst - 1) * interval */
+  idmap keys;                   /* hash of value -> flow_key chain */
+  const duro_flow_order *order; /* its workflow's (flow_rules.order) */
 } flow_rule;
 
 /* A workflow's rules, made from its limits at its first admission (they
@@ -155,6 +157,8 @@ static flow_rules *rules_of(flow_state *fs, const char *workflow,
   for (size_t i = 0; i < fr->n; i++)
     fr->v[i].index = (uint32_t)i;
   fr->order = &limits->flow_order;
+  for (size_t i = 0; i < fr->n; i++)
+    fr->v[i].order = fr->order;
   for (size_t i = 0; i < fr->order->n_weights; i++)
     strmap_put(&fr->weights, fr->order->weights[i].value,
                (void *)(uintptr_t)fr->order->weights[i].weight);
@@ -720,13 +724,26 @@ static void why_under_lock(duro_engine *e, void *arg) {
   const char *ptr = r->pointer ? r->pointer : "(the workflow)";
   const char *eq = r->pointer ? "=" : "";
   const char *val = r->pointer ? k->value : "";
+  /* its place in the order, when the workflow has one */
+  char place[200] = "";
+  if (r->order->priority_key)
+    snprintf(place, sizeof place, "; priority %" PRId64,
+             backlog_waiter_priority(&p->link));
+  if (r->order->fairness_key) {
+    size_t used = strlen(place);
+    snprintf(place + used, sizeof place - used, "; turns by %s=%s",
+             r->order->fairness_key,
+             *backlog_waiter_lane(&p->link) ? backlog_waiter_lane(&p->link)
+                                            : "(none)");
+  }
   if (r->rate)
-    c->why = xasprintf("flow: rate %s%s%s (%u a %.0f ms; %u waiting)", ptr, eq,
-                       val, r->limit, r->interval_ms * r->limit, k->waiting);
+    c->why =
+        xasprintf("flow: rate %s%s%s (%u a %.0f ms; %u waiting%s)", ptr, eq,
+                  val, r->limit, r->interval_ms * r->limit, k->waiting, place);
   else
     c->why = xasprintf("flow: concurrency %s%s%s (%u of %u running; %u "
-                       "waiting)",
-                       ptr, eq, val, k->running, r->limit, k->waiting);
+                       "waiting%s)",
+                       ptr, eq, val, k->running, r->limit, k->waiting, place);
 }
 
 char *duro_flow_why(duro_engine *e, const char *workflow, const char *id) {
