@@ -1,6 +1,7 @@
 /* test_flow_rate.c — rate rules of flow control (host/flow/flow.c) on a
  * virtual clock: starts of one key spaced period/limit apart, first come
- * first served; another key not held back; a burst starting at once;
+ * first served; a late pass making up a hundredth of a period at most;
+ * another key not held back; a burst starting at once;
  * only starts paced (an instance's later activations pass); a waiting
  * instance terminated gives up its turn; the whole workflow as one key;
  * what waits shown: the rule's counts and busiest keys, describe's
@@ -99,6 +100,31 @@ START_TEST(starts_of_a_key_are_spaced_in_order) {
     ck_assert_int_eq(started_at[i] - started_at[0], 500 * i);
     ck_assert_str_eq(harness_status(&h, "paced", id), "complete");
   }
+}
+END_TEST
+
+/* A pass that comes late (the engine was busy, the clock jumped) makes
+ * up at most a hundredth of a period's starts at once, not every start
+ * due meanwhile: a second's window never sees more than 1 % over. */
+START_TEST(a_late_pass_makes_up_a_hundredth_at_most) {
+  /* a hundred a second: one each 10 ms */
+  const duro_flow_rate rates[] = {
+      {.key = "/t", .limit = 100, .period_ms = 1000}};
+  open_with(rates, 1);
+  char id[16];
+  for (int i = 0; i < 50; i++) {
+    snprintf(id, sizeof id, "a%d", i);
+    create(id, "a", 0);
+  }
+  harness_run(&h);
+  ck_assert_int_eq(n_started, 1);
+  harness_advance(&h, 1000); /* 99 starts were due: 10 ms of them come */
+  ck_assert_int_eq(n_started, 3);
+  harness_advance(&h, 10);
+  ck_assert_int_eq(n_started, 4);
+  for (int i = 0; i < 46; i++)
+    harness_advance(&h, 10);
+  ck_assert_int_eq(n_started, 50);
 }
 END_TEST
 
@@ -256,6 +282,7 @@ static Suite *rate_suite(void) {
   TCase *tc = tcase_create("rate");
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_add_test(tc, starts_of_a_key_are_spaced_in_order);
+  tcase_add_test(tc, a_late_pass_makes_up_a_hundredth_at_most);
   tcase_add_test(tc, another_key_is_not_held_back);
   tcase_add_test(tc, a_burst_starts_at_once);
   tcase_add_test(tc, only_starts_are_paced);

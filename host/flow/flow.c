@@ -321,8 +321,7 @@ static int rate_open(const flow_rule *r, const flow_key *k, double now) {
 }
 
 /* A start of rate key k counted, of one that came at `at` (now, or when
- * a waiter began to wait: a pass that comes late does not lose the
- * starts due meanwhile, it makes them up). */
+ * a waiter began to wait, within the catch-up rates_pass allows). */
 static void rate_take(const flow_rule *r, flow_key *k, double at) {
   k->tat = (k->tat > at ? k->tat : at) + r->interval_ms;
 }
@@ -525,8 +524,13 @@ static void rates_pass(duro_engine *e, void *ctx) {
   for (size_t w = 0; w < fs->n_waiting;) {
     flow_key *k = fs->waiting[w].key;
     flow_rule *r = fs->waiting[w].rule;
+    /* a pass that comes late makes up the starts due meanwhile, but
+     * never more than a hundredth of a period's worth: no period's
+     * window sees more than 1 % over the limit */
+    double catch_up = now - r->interval_ms * r->limit / 100;
     while (k->backlog.n && rate_open(r, k, now)) {
-      rate_take(r, k, next_of(k)->since);
+      double since = next_of(k)->since;
+      rate_take(r, k, since > catch_up ? since : catch_up);
       grant_turn(fs, r, k); /* may move another key into place w */
       p->started++;
     }
