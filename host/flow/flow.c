@@ -28,8 +28,8 @@
  * under it, the dispatch through engine_gate_run), rebuilt from the
  * journal after a restart: parked activations are queued rows, run again
  * by recovery, and admitted again here (a rate's spacing starts afresh).
- * Per host: several hosts on one PostgreSQL database each keep their own
- * counts. */
+ * Several hosts on one PostgreSQL database: a concurrency rule holds
+ * across them (flow_slots.c), a rate per host. */
 #include "flow.h"
 
 #include <inttypes.h>
@@ -38,89 +38,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backlog.h"
-#include "core.h"
 #include "error.h"
+#include "flow_internal.h"
+#include "journal.h"
 #include "json_pointer.h"
-#include "map.h"
 #include "util.h"
-
-/* An activation waiting for its key's turn. */
-typedef struct flow_parked {
-  backlog_waiter link; /* first: a waiter is its flow_parked */
-  duro_gate_ticket *ticket;
-  struct flow_key *key;
-  struct flow_rule *rule;
-  double since; /* engine ms it began to wait */
-  int64_t rowid;
-} flow_parked;
-
-/* One value of a rule's key: how many of its activations run (a
- * concurrency rule) or when its next start may come (a rate rule), and
- * those that wait for their turn (backlog.h says in what order). */
-typedef struct flow_key {
-  struct flow_key *next; /* the next key of the same hash */
-  char *value;           /* the key's value as compact JSON text */
-  uint32_t running;
-  uint32_t waiting; /* parked on it */
-  double tat; /* a rate: its next start's time, engine ms, less the burst */
-  backlog backlog;
-  size_t waiting_at; /* a rate key with waiters: its place in `waiting` */
-} flow_key;
-
-typedef struct flow_rule {
-  char *pointer; /* NULL: the whole workflow is one key */
-  uint32_t limit;
-  int rate;                     /* a rate rule, else a concurrency rule */
-  uint32_t index;               /* its place among the workflow's rules */
-  double interval_ms;           /* a rate: period / limit */
-  double tolerance_ms;          /* a rate: (burst - 1) * interval */
-  idmap keys;                   /* hash of value -> flow_key chain */
-  const duro_flow_order *order; /* its workflow's (flow_rules.order) */
-} flow_rule;
-
-/* A workflow's rules, made from its limits at its first admission (they
- * change only with a restart): its concurrency rules, then its rates;
- * and the order their backlogs are served in (borrowed from the limits,
- * which the engine keeps while it runs). */
-typedef struct flow_rules {
-  char *workflow; /* the map's key */
-  flow_rule *v;
-  size_t n;
-  const duro_flow_order *order;
-  strmap weights; /* a fairness value -> (uintptr_t) its weight */
-} flow_rules;
-#define FLOW_MAX (2 * DURO_FLOW_MAX_RULES)
-
-/* The slots an admitted activation holds, one a rule that limits it. */
-typedef struct flow_hold {
-  size_t n;
-  struct {
-    flow_key *key;
-    flow_rule *rule;
-  } v[DURO_FLOW_MAX_RULES];
-} flow_hold;
-
-/* A rate key with waiters, and its rule. */
-typedef struct waiting_key {
-  flow_key *key;
-  flow_rule *rule;
-} waiting_key;
-
-typedef struct flow_state {
-  duro_engine *e;
-  strmap workflows; /* name -> flow_rules */
-  idmap parked;     /* ticket -> flow_parked */
-  idmap by_rowid;   /* an instance's rowid -> its flow_parked */
-  /* rowid -> (uintptr_t) the rate rules whose start it was granted while
-   * it waited, a bit a rule, until it is admitted */
-  idmap granted;
-  waiting_key *waiting; /* the rate keys with waiters */
-  size_t n_waiting, cap_waiting;
-  int64_t next_sweep; /* engine ms: idle rate keys forgotten then */
-  int has_rates;      /* some workflow has a rate rule (atomic): the dispatch
-                         takes the engine's lock only then */
-} flow_state;
 
 #define SWEEP_EVERY_MS 10000
 
@@ -130,8 +52,8 @@ static void *flow_create(duro_engine *e) {
   return fs;
 }
 
-static flow_rules *rules_of(flow_state *fs, const char *workflow,
-                            const duro_workflow_limits *limits) {
+flow_rules *flow_rules_of(flow_state *fs, const char *workflow,
+                          const duro_workflow_limits *limits) {
   flow_rules *fr = strmap_get(&fs->workflows, workflow);
   if (fr)
     return fr;
@@ -157,8 +79,10 @@ static flow_rules *rules_of(flow_state *fs, const char *workflow,
   for (size_t i = 0; i < fr->n; i++)
     fr->v[i].index = (uint32_t)i;
   fr->order = &limits->flow_order;
-  for (size_t i = 0; i < fr->n; i++)
+  for (size_t i = 0; i < fr->n; i++) {
     fr->v[i].order = fr->order;
+    fr->v[i].workflow = fr->workflow;
+  }
   for (size_t i = 0; i < fr->order->n_weights; i++)
     strmap_put(&fr->weights, fr->order->weights[i].value,
                (void *)(uintptr_t)fr->order->weights[i].weight);
@@ -183,10 +107,12 @@ static flow_key *key_of(flow_rule *r, const char *value) {
   return k;
 }
 
-/* Forgets a key that nothing runs or waits on (and, for a rate, whose
- * next start is not in the future: it is then as a new key). */
-static void drop_if_idle(flow_rule *r, flow_key *k, double now) {
-  if (k->running || k->backlog.n || (r->rate && k->tat > now))
+/* Forgets a key that nothing runs or waits on, that holds no slot of
+ * the hosts' and is in no slots' pass (and, for a rate, whose next start
+ * is not in the future: it is then as a new key). */
+void flow_drop_if_idle(flow_rule *r, flow_key *k, double now) {
+  if (k->running || k->backlog.n || (r->rate && k->tat > now) || k->held ||
+      k->promised || k->listed || k->busy)
     return;
   int64_t h = map_hash_str(k->value);
   flow_key *head = idmap_get(&r->keys, h);
@@ -203,6 +129,7 @@ static void drop_if_idle(flow_rule *r, flow_key *k, double now) {
       }
   }
   backlog_clear(&k->backlog, NULL, NULL);
+  flow_slots_free(k);
   free(k->value);
   free(k);
 }
@@ -306,8 +233,10 @@ static flow_parked *next_of(const flow_key *k) {
 /* Gives k's next waiter its turn on rule r: out of the backlog (its
  * lane charged), remembered by rowid as granted until it is admitted,
  * and made runnable. */
-static void grant_turn(flow_state *fs, const flow_rule *r, flow_key *k) {
+void flow_grant_turn(flow_state *fs, const flow_rule *r, flow_key *k) {
   flow_parked *p = (flow_parked *)backlog_take(&k->backlog);
+  if (!r->rate && fs->shared)
+    k->promised++; /* the slot it will run on (flow_slots.c) */
   duro_gate_ticket *t = p->ticket;
   uintptr_t g = (uintptr_t)idmap_get(&fs->granted, p->rowid);
   idmap_put(&fs->granted, p->rowid, (void *)(g | ((uintptr_t)1 << r->index)));
@@ -329,9 +258,13 @@ static void rate_take(const flow_rule *r, flow_key *k, double at) {
 /* Gives the next waiter of concurrency key k its turn, a slot of k
  * being free: it is made runnable, and granted the key (so that it is
  * not sent to the back again by the waiters behind it). */
-static void hand_on(flow_state *fs, flow_rule *r, flow_key *k) {
-  if (k->backlog.n && k->running < r->limit)
-    grant_turn(fs, r, k);
+void flow_hand_on(flow_state *fs, flow_rule *r, flow_key *k) {
+  if (!k->backlog.n || k->running >= r->limit)
+    return;
+  if (flow_slots_room(fs, k, 0))
+    flow_grant_turn(fs, r, k);
+  else
+    flow_slots_list(fs, r, k); /* short of the hosts' slots: take one */
 }
 
 static int flow_admit(duro_engine *e, void *state, const char *workflow,
@@ -340,7 +273,9 @@ static int flow_admit(duro_engine *e, void *state, const char *workflow,
                       void **hold) {
   flow_state *fs = state;
   double now = (double)engine_now(e);
-  flow_rules *fr = rules_of(fs, workflow, limits);
+  __atomic_store_n(&fs->shared, journal_slots_shared(engine_journal(e)),
+                   __ATOMIC_RELEASE);
+  flow_rules *fr = flow_rules_of(fs, workflow, limits);
   char *values[FLOW_MAX];
   json_t *doc = params_doc(params);
   values_of(fr, doc, values);
@@ -358,7 +293,8 @@ static int flow_admit(duro_engine *e, void *state, const char *workflow,
     /* those waiting go first, unless its turn came */
     int queue = keys[i]->backlog.n && !mine;
     int blocked = r->rate ? queue || !rate_open(r, keys[i], now)
-                          : queue || keys[i]->running >= r->limit;
+                          : queue || keys[i]->running >= r->limit ||
+                                !flow_slots_room(fs, keys[i], mine);
     /* a concurrency rule first: a start is not spent on one that waits */
     if (blocked && (full == fr->n || (!r->rate && fr->v[full].rate)))
       full = i;
@@ -371,16 +307,20 @@ static int flow_admit(duro_engine *e, void *state, const char *workflow,
     json_decref(doc);
     park(fs, &fr->v[full], keys[full], ticket, &place);
     free(place.lane);
+    flow_slots_list(fs, &fr->v[full], keys[full]); /* it may want a slot */
     /* a concurrency turn it was given and cannot use goes to the next
      * waiter; its rates' starts granted stay its own */
     uintptr_t rates = 0;
     for (size_t i = 0; i < fr->n; i++) {
       if (!((granted >> i) & 1))
         continue;
-      if (fr->v[i].rate)
+      if (fr->v[i].rate) {
         rates |= (uintptr_t)1 << i;
-      else if (keys[i])
-        hand_on(fs, &fr->v[i], keys[i]);
+      } else if (keys[i]) {
+        if (fs->shared && keys[i]->promised)
+          keys[i]->promised--; /* its slot goes on with the turn */
+        flow_hand_on(fs, &fr->v[i], keys[i]);
+      }
     }
     if (rates)
       idmap_put(&fs->granted, rowid, (void *)rates);
@@ -389,7 +329,7 @@ static int flow_admit(duro_engine *e, void *state, const char *workflow,
     /* keys made for it alone go again; the one it waits on stays */
     for (size_t i = 0; i < fr->n; i++)
       if (keys[i] && i != full)
-        drop_if_idle(&fr->v[i], keys[i], now);
+        flow_drop_if_idle(&fr->v[i], keys[i], now);
     return 0;
   }
   json_decref(doc);
@@ -404,6 +344,8 @@ static int flow_admit(duro_engine *e, void *state, const char *workflow,
       continue;
     }
     keys[i]->running++;
+    if (fs->shared && ((granted >> i) & 1) && keys[i]->promised)
+      keys[i]->promised--; /* it runs on the slot promised to it */
     h->v[h->n].key = keys[i];
     h->v[h->n++].rule = &fr->v[i];
   }
@@ -418,7 +360,7 @@ static int flow_check_create(duro_engine *e, void *state, const char *workflow,
                              const char *params, int64_t *retry_after_ms) {
   flow_state *fs = state;
   double now = (double)engine_now(e);
-  flow_rules *fr = rules_of(fs, workflow, limits);
+  flow_rules *fr = flow_rules_of(fs, workflow, limits);
   char *values[FLOW_MAX];
   json_t *doc = params_doc(params);
   values_of(fr, doc, values);
@@ -446,7 +388,7 @@ static int flow_check_create(duro_engine *e, void *state, const char *workflow,
       continue;
     if (!refused && fr->v[i].rate)
       rate_take(&fr->v[i], keys[i], now);
-    drop_if_idle(&fr->v[i], keys[i], now);
+    flow_drop_if_idle(&fr->v[i], keys[i], now);
   }
   *retry_after_ms =
       refused ? (int64_t)wait + ((double)(int64_t)wait < wait) : 0;
@@ -460,8 +402,10 @@ static void flow_release(duro_engine *e, void *state, void *hold) {
   for (size_t i = 0; h && i < h->n; i++) {
     flow_key *k = h->v[i].key;
     k->running--;
-    hand_on(fs, h->v[i].rule, k);
-    drop_if_idle(h->v[i].rule, k, now);
+    flow_hand_on(fs, h->v[i].rule, k);
+    if (!k->backlog.n && k->held > k->running + k->promised)
+      flow_slots_list(fs, h->v[i].rule, k); /* spare: give it back */
+    flow_drop_if_idle(h->v[i].rule, k, now);
   }
   free(h);
 }
@@ -476,7 +420,7 @@ static void flow_forget(duro_engine *e, void *state, duro_gate_ticket *ticket) {
   idmap_del(&fs->granted, p->rowid); /* a start granted goes with it */
   backlog_remove(&k->backlog, &p->link);
   unparked(fs, p);
-  drop_if_idle(r, k, (double)engine_now(e));
+  flow_drop_if_idle(r, k, (double)engine_now(e));
 }
 
 /* ---- the rates' turns, on the scheduler's pass ---- */
@@ -513,7 +457,7 @@ static void sweep_rule(flow_rule *r, double now) {
   idle_list l = {.now = now};
   idmap_each(&r->keys, collect_idle, &l);
   for (size_t i = 0; i < l.n; i++)
-    drop_if_idle(r, l.v[i], now);
+    flow_drop_if_idle(r, l.v[i], now);
   free(l.v);
 }
 
@@ -531,7 +475,7 @@ static void rates_pass(duro_engine *e, void *ctx) {
     while (k->backlog.n && rate_open(r, k, now)) {
       double since = next_of(k)->since;
       rate_take(r, k, since > catch_up ? since : catch_up);
-      grant_turn(fs, r, k); /* may move another key into place w */
+      flow_grant_turn(fs, r, k); /* may move another key into place w */
       p->started++;
     }
     if (w < fs->n_waiting && fs->waiting[w].key == k) {
@@ -556,11 +500,14 @@ static void rates_pass(duro_engine *e, void *ctx) {
 static int flow_dispatch(duro_engine *e, void *state, int64_t *next_ms) {
   flow_state *fs = state;
   *next_ms = INT64_MAX;
+  if (__atomic_load_n(&fs->shared, __ATOMIC_ACQUIRE))
+    flow_slots_pass(e, fs, next_ms);
   if (!__atomic_load_n(&fs->has_rates, __ATOMIC_ACQUIRE))
     return 0;
   pass p = {.fs = fs, .next = INT64_MAX};
   engine_gate_run(e, rates_pass, &p);
-  *next_ms = p.next;
+  if (p.next < *next_ms)
+    *next_ms = p.next;
   return 0;
 }
 
@@ -568,6 +515,9 @@ size_t duro_flow_dispatch(duro_engine *e) {
   flow_state *fs = duro_engine_driver_state(e, &flow_driver);
   if (!fs)
     return 0;
+  int64_t next = INT64_MAX;
+  if (__atomic_load_n(&fs->shared, __ATOMIC_ACQUIRE))
+    flow_slots_pass(e, fs, &next);
   pass p = {.fs = fs, .next = INT64_MAX};
   engine_gate_run(e, rates_pass, &p);
   return p.started;
@@ -583,6 +533,7 @@ static void free_key(void *ctx, int64_t hash, void *val) {
   for (flow_key *k = val, *next; k; k = next) {
     next = k->next;
     backlog_clear(&k->backlog, free_parked, NULL);
+    flow_slots_free(k);
     free(k->value);
     free(k);
   }
@@ -609,217 +560,8 @@ static void flow_free(void *state) {
   idmap_free(&fs->by_rowid);
   idmap_free(&fs->granted);
   free(fs->waiting);
+  free(fs->slot_keys);
   free(fs);
-}
-
-/* ---- what it shows: stats, why an instance waits, metrics ---- */
-
-typedef struct stats_ctx {
-  flow_state *fs;
-  const char *workflow;
-  size_t max_keys;
-  duro_flow_stats *out;
-  int rc;
-} stats_ctx;
-
-typedef struct keys_ctx {
-  duro_flow_rule_stat *rs;
-  size_t max;
-} keys_ctx;
-
-/* Busier: more waiting, then more running. */
-static int busier(const duro_flow_key_stat *a, const flow_key *k) {
-  return a->waiting != k->waiting ? k->waiting > a->waiting
-                                  : k->running > a->running;
-}
-
-static void count_key(void *ctx, int64_t hash, void *val) {
-  (void)hash;
-  keys_ctx *c = ctx;
-  duro_flow_rule_stat *rs = c->rs;
-  for (flow_key *k = val; k; k = k->next) {
-    rs->keys++;
-    rs->running += k->running;
-    rs->waiting += k->waiting;
-    if (!c->max || (!k->running && !k->waiting))
-      continue;
-    /* kept sorted, busiest first: an insertion into at most max */
-    size_t at = rs->n_top;
-    while (at > 0 && busier(&rs->top[at - 1], k))
-      at--;
-    if (at >= c->max)
-      continue;
-    if (rs->n_top == c->max)
-      free(rs->top[--rs->n_top].value);
-    memmove(&rs->top[at + 1], &rs->top[at], (rs->n_top - at) * sizeof *rs->top);
-    rs->top[at] = (duro_flow_key_stat){.value = xstrdup(k->value),
-                                       .running = k->running,
-                                       .waiting = k->waiting};
-    rs->n_top++;
-  }
-}
-
-static void stats_under_lock(duro_engine *e, void *arg) {
-  stats_ctx *c = arg;
-  wf_reg *wf = engine_find_workflow(e, c->workflow);
-  if (!wf) {
-    c->rc = DURO_E_NOT_FOUND;
-    return;
-  }
-  const duro_workflow_limits *lim = engine_workflow_limits(wf);
-  if (!lim->n_flow_concurrency && !lim->n_flow_rate)
-    return;
-  flow_rules *fr = rules_of(c->fs, c->workflow, lim);
-  c->out->v = xcalloc(fr->n, sizeof *c->out->v);
-  c->out->n = fr->n;
-  for (size_t i = 0; i < fr->n; i++) {
-    const flow_rule *r = &fr->v[i];
-    duro_flow_rule_stat *rs = &c->out->v[i];
-    rs->key = xstrdup_null(r->pointer);
-    rs->rate = r->rate;
-    rs->limit = r->limit;
-    if (r->rate) {
-      const duro_flow_rate *src = &lim->flow_rate[i - lim->n_flow_concurrency];
-      rs->period_ms = src->period_ms;
-      rs->burst = src->burst ? src->burst : 1;
-    }
-    rs->top = c->max_keys ? xcalloc(c->max_keys, sizeof *rs->top) : NULL;
-    keys_ctx kc = {rs, c->max_keys};
-    idmap_each(&r->keys, count_key, &kc);
-  }
-}
-
-int duro_flow_stats_read(duro_engine *e, const char *workflow, size_t max_keys,
-                         duro_flow_stats *out) {
-  *out = (duro_flow_stats){0};
-  flow_state *fs = duro_engine_driver_state(e, &flow_driver);
-  if (!fs)
-    return DURO_E_NOT_FOUND;
-  stats_ctx c = {fs, workflow, max_keys, out, 0};
-  engine_gate_run(e, stats_under_lock, &c);
-  return c.rc;
-}
-
-void duro_flow_stats_free(duro_flow_stats *s) {
-  for (size_t i = 0; i < s->n; i++) {
-    for (size_t k = 0; k < s->v[i].n_top; k++)
-      free(s->v[i].top[k].value);
-    free(s->v[i].top);
-    free(s->v[i].key);
-  }
-  free(s->v);
-  *s = (duro_flow_stats){0};
-}
-
-typedef struct why_ctx {
-  flow_state *fs;
-  int64_t rowid;
-  char *why;
-} why_ctx;
-
-static void why_under_lock(duro_engine *e, void *arg) {
-  (void)e;
-  why_ctx *c = arg;
-  flow_parked *p = idmap_get(&c->fs->by_rowid, c->rowid);
-  if (!p)
-    return;
-  const flow_rule *r = p->rule;
-  const flow_key *k = p->key;
-  const char *ptr = r->pointer ? r->pointer : "(the workflow)";
-  const char *eq = r->pointer ? "=" : "";
-  const char *val = r->pointer ? k->value : "";
-  /* its place in the order, when the workflow has one */
-  char place[200] = "";
-  if (r->order->priority_key)
-    snprintf(place, sizeof place, "; priority %" PRId64,
-             backlog_waiter_priority(&p->link));
-  if (r->order->fairness_key) {
-    size_t used = strlen(place);
-    snprintf(place + used, sizeof place - used, "; turns by %s=%s",
-             r->order->fairness_key,
-             *backlog_waiter_lane(&p->link) ? backlog_waiter_lane(&p->link)
-                                            : "(none)");
-  }
-  if (r->rate)
-    c->why =
-        xasprintf("flow: rate %s%s%s (%u a %.0f ms; %u waiting%s)", ptr, eq,
-                  val, r->limit, r->interval_ms * r->limit, k->waiting, place);
-  else
-    c->why = xasprintf("flow: concurrency %s%s%s (%u of %u running; %u "
-                       "waiting%s)",
-                       ptr, eq, val, k->running, r->limit, k->waiting, place);
-}
-
-char *duro_flow_why(duro_engine *e, const char *workflow, const char *id) {
-  flow_state *fs = duro_engine_driver_state(e, &flow_driver);
-  if (!fs)
-    return NULL;
-  journal_instance in = {0};
-  if (journal_instance_get(engine_journal(e), workflow, id, &in) != 0)
-    return NULL;
-  why_ctx c = {fs, in.rowid, NULL};
-  journal_instance_clear(&in);
-  engine_gate_run(e, why_under_lock, &c);
-  return c.why;
-}
-
-/* A label's value as the Prometheus text format escapes it. */
-static void put_label(FILE *out, const char *s) {
-  for (; *s; s++) {
-    if (*s == '\\' || *s == '"')
-      fputc('\\', out);
-    if (*s == '\n')
-      fputs("\\n", out);
-    else
-      fputc(*s, out);
-  }
-}
-
-typedef struct metrics_ctx {
-  flow_state *fs;
-  FILE *out;
-} metrics_ctx;
-
-static void metrics_under_lock(duro_engine *e, void *arg) {
-  (void)e;
-  metrics_ctx *c = arg;
-  flow_state *fs = c->fs;
-  int any = 0;
-  for (int series = 0; series < 2; series++) {
-    for (size_t i = 0; i < fs->workflows.cap; i++) {
-      flow_rules *fr = fs->workflows.vals[i];
-      if (!fs->workflows.keys[i] || !fr)
-        continue;
-      for (size_t r = 0; r < fr->n; r++) {
-        duro_flow_rule_stat rs = {0};
-        keys_ctx kc = {&rs, 0};
-        idmap_each(&fr->v[r].keys, count_key, &kc);
-        if (!any++)
-          fprintf(c->out,
-                  "# HELP duro_flow_running Activations running under a "
-                  "concurrency rule of flow control\n"
-                  "# TYPE duro_flow_running gauge\n"
-                  "# HELP duro_flow_waiting Activations queued for their "
-                  "key's turn under a flow rule\n"
-                  "# TYPE duro_flow_waiting gauge\n");
-        if (series == 0 && fr->v[r].rate)
-          continue;
-        fprintf(c->out, "%s{workflow=\"",
-                series ? "duro_flow_waiting" : "duro_flow_running");
-        put_label(c->out, fr->workflow);
-        fprintf(c->out, "\",rule=\"%s ",
-                fr->v[r].rate ? "rate" : "concurrency");
-        put_label(c->out, fr->v[r].pointer ? fr->v[r].pointer : "*");
-        fprintf(c->out, "\"} %llu\n",
-                (unsigned long long)(series ? rs.waiting : rs.running));
-      }
-    }
-  }
-}
-
-static void flow_metrics(duro_engine *e, void *state, FILE *out) {
-  metrics_ctx c = {state, out};
-  engine_gate_run(e, metrics_under_lock, &c);
 }
 
 const duro_driver flow_driver = {

@@ -168,6 +168,27 @@ int journal_join(journal *j, int64_t lease_ms, const store_host_hooks *hooks,
 
 int64_t journal_host(journal *j) { return j->host; }
 
+int journal_slots_shared(journal *j) {
+  return j->host && j->be->slots_take && j->be->slots_give;
+}
+
+int journal_slots_take(journal *j, int64_t base, uint32_t limit,
+                       const uint32_t *mine, size_t n_mine, uint32_t want,
+                       uint32_t *got, size_t *n_got, uint64_t *epoch) {
+  *n_got = 0;
+  if (!journal_slots_shared(j))
+    return DURO_E_INVALID_ARGUMENT;
+  return j->be->slots_take(j->db, base, limit, mine, n_mine, want, got, n_got,
+                           epoch);
+}
+
+int journal_slots_give(journal *j, int64_t base, uint32_t slot,
+                       uint64_t epoch) {
+  if (!journal_slots_shared(j))
+    return DURO_E_INVALID_ARGUMENT;
+  return j->be->slots_give(j->db, base, slot, epoch);
+}
+
 int journal_lease_held(journal *j) {
   return !j->host || !j->be->lease_held || j->be->lease_held(j->db);
 }

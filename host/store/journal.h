@@ -684,6 +684,20 @@ int journal_join(journal *j, int64_t lease_ms, const store_host_hooks *hooks,
                  char *err, size_t errlen);
 /* This host's id on the store; 0 when it has not joined one. */
 int64_t journal_host(journal *j);
+/* Slots the hosts of a shared store count together (flow control's
+ * concurrency across hosts): `limit` slots under `base` (its low 20 bits
+ * clear), each held by at most one host at a time, and given back by
+ * the store itself when the host that held it dies.  Shared: 1 on a
+ * joined store that has them (PostgreSQL), else 0 and the others refuse.
+ * Take: up to `want` of the slots not in mine[] into got[] (0, with
+ * *n_got possibly 0 when the others hold them all), and the epoch of the
+ * store's slots (when it moves on, every slot held before is lost).
+ * Give: one slot back (nothing when its epoch is past). */
+int journal_slots_shared(journal *j);
+int journal_slots_take(journal *j, int64_t base, uint32_t limit,
+                       const uint32_t *mine, size_t n_mine, uint32_t want,
+                       uint32_t *got, size_t *n_got, uint64_t *epoch);
+int journal_slots_give(journal *j, int64_t base, uint32_t slot, uint64_t epoch);
 /* Whether this host surely still holds its lease, so that it may start a
  * step's callback (a host frozen past its lease, SIGSTOP or a paused VM,
  * must not run steps that the host that took over completed meanwhile).

@@ -67,6 +67,7 @@ static int pg_open(const char *conninfo, int synchronous_full, void **out,
   pthread_cond_init(&pg->readers_cv, NULL);
   pthread_mutex_init(&pg->lease_mu, NULL);
   pthread_cond_init(&pg->lease_cv, NULL);
+  pthread_mutex_init(&pg->slots_mu, NULL);
   *out = pg;
   return 0;
 }
@@ -74,6 +75,7 @@ static int pg_open(const char *conninfo, int synchronous_full, void **out,
 static void pg_close(void *db) {
   pg_store *pg = db;
   pg_host_leave(pg);
+  pg_slots_close(pg);
   PQfinish(pg->wr);
   for (reader *r = pg->readers, *next; r; r = next) {
     next = r->next;
@@ -131,6 +133,8 @@ const store_backend store_pg = {
     .adopt = pg_adopt,
     .notify = pg_notify,
     .lease_held = pg_lease_held,
+    .slots_take = pg_slots_take,
+    .slots_give = pg_slots_give,
     .lease_until = pg_lease_until,
     .quiet = pg_quiet,
     .build_put = pg_build_put,

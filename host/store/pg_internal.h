@@ -25,6 +25,8 @@
  *   pg_pipe.c          how a group's writes go out: libpq's pipeline mode
  *   pg_hosts.c         several hosts on one database: leases, takeover,
  *                      notices
+ *   pg_slots.c         flow control's slots the hosts share (advisory
+ *                      locks)
  *
  * Invariant: these are the only files that include libpq-fe.h. */
 #ifndef DURO_PG_INTERNAL_H
@@ -189,7 +191,20 @@ typedef struct pg_store {
   pthread_mutex_t lease_mu;
   pthread_cond_t lease_cv;
   int lease_warned;
+  /* flow control's slots (pg_slots.c): their own connection, made on
+   * first use, and how many times it was lost (slots_mu guards all). */
+  PGconn *slots;
+  uint64_t slots_epoch;
+  pthread_mutex_t slots_mu;
 } pg_store;
+
+/* ---- pg_slots.c ---- */
+
+int pg_slots_take(void *db, int64_t base, uint32_t limit, const uint32_t *mine,
+                  size_t n_mine, uint32_t want, uint32_t *got, size_t *n_got,
+                  uint64_t *epoch);
+int pg_slots_give(void *db, int64_t base, uint32_t slot, uint64_t epoch);
+void pg_slots_close(pg_store *pg);
 
 /* Notices to host N go to channel "duro_host_N". */
 #define HOST_CHANNEL "duro_host_"

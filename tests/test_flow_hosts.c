@@ -1,0 +1,282 @@
+/* test_flow_hosts.c — flow control's concurrency rules exact across the
+ * hosts of one PostgreSQL database (host/flow/flow_slots.c), on a
+ * throwaway cluster (pg_fixture.h), each case a database of its own:
+ *
+ *   two_hosts_share_a_key   two engines of this process joined as hosts,
+ *                           a key's limit 2: 24 instances of it created on
+ *                           both, each step held until the test lets it
+ *                           through: never more than 2 running on the two
+ *                           together (read in the step, which both share),
+ *                           both hosts ran some, all complete, another key
+ *                           not held back;
+ *   a_closed_host_gives_back  one host holds the key's one slot with a
+ *                           running step; the other's instance of that key
+ *                           waits; the first host closes (its session with
+ *                           it): the second's instance runs;
+ *   slots_are_exclusive     the store alone: a slot one host took the
+ *                           other cannot take, and can once given back; a
+ *                           closed store's slots free at once.
+ *
+ * Real engine threads run the activations; time is the real clock (the
+ * hosts' leases and the slots' retries are wall time, in milliseconds). */
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "engine.h"
+#include "error.h"
+#include "journal.h"
+#include "pg_fixture.h"
+
+/* the plugin API the workflows below call, as a plugin would */
+const duro_api *duro_api_ptr_;
+
+static pg_fixture pg = {.suite = "test_flow_hosts"};
+static void cluster_start(void) {
+  duro_api_ptr_ = duro_host_api();
+  pg_fixture_up(&pg);
+}
+static void cluster_stop(void) { pg_fixture_down(&pg); }
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+/* running now and the most at once, per key ("a", "b"); which engine's
+ * threads ran how many; how many the test lets finish */
+static int running[2], most[2], finished, let_through;
+
+static int key_of(const char *c) { return c && !strcmp(c, "b"); }
+
+static int hold(duro_attempt *a, void *arg) {
+  int k = key_of(arg);
+  pthread_mutex_lock(&mu);
+  running[k]++;
+  if (running[k] > most[k])
+    most[k] = running[k];
+  pthread_cond_broadcast(&cv);
+  while (finished >= let_through)
+    pthread_cond_wait(&cv, &mu);
+  finished++;
+  running[k]--;
+  pthread_cond_broadcast(&cv);
+  pthread_mutex_unlock(&mu);
+  return duro_attempt_result(a, "null");
+}
+
+static duro_rc keyed(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env;
+  const char *c = duro_json_string(ev->params, "/c");
+  return duro_do(step, "hold", NULL, hold, (void *)c, NULL);
+}
+
+static void reset(void) {
+  memset(running, 0, sizeof running);
+  memset(most, 0, sizeof most);
+  finished = let_through = 0;
+}
+
+/* An engine joined as a host of `conninfo`, "keyed" registered with a
+ * limit of `limit` per /c, started. */
+static duro_engine *host_open(const char *conninfo, uint32_t limit) {
+  duro_engine_options opt = {.db_path = conninfo,
+                             .backend = &store_pg,
+                             .workers = 8,
+                             .join_store = 1,
+                             .lease_ms = 2000};
+  duro_engine *e;
+  char err[512];
+  ck_assert_msg(duro_engine_open(&opt, &e, err, sizeof err) == 0, "%s", err);
+  const duro_flow_concurrency rule[] = {{.key = "/c", .limit = limit}};
+  duro_workflow_limits lim = {.flow_concurrency = rule,
+                              .n_flow_concurrency = 1};
+  ck_assert_int_eq(duro_engine_register(e, "keyed", NULL, keyed, &lim, NULL),
+                   0);
+  ck_assert_int_eq(duro_engine_start(e), 0);
+  return e;
+}
+
+static void create(duro_engine *e, const char *id, const char *key) {
+  char params[64];
+  snprintf(params, sizeof params, "{\"c\":\"%s\"}", key);
+  ck_assert_int_eq(duro_instance_create(e, "keyed", id, params, -1, NULL), 0);
+}
+
+/* Waits (at most 60 s) until pred() holds, under mu. */
+static int wait_for(int (*pred)(void)) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 60;
+  pthread_mutex_lock(&mu);
+  int ok;
+  while (!(ok = pred()) && pthread_cond_timedwait(&cv, &mu, &until) == 0)
+    ;
+  pthread_mutex_unlock(&mu);
+  return ok;
+}
+
+static void let(int n) {
+  pthread_mutex_lock(&mu);
+  let_through = n;
+  pthread_cond_broadcast(&cv);
+  pthread_mutex_unlock(&mu);
+}
+
+static int want_running_a;
+static int running_a_reached(void) { return running[0] == want_running_a; }
+static int want_finished;
+static int finished_reached(void) { return finished == want_finished; }
+
+static const char *status_of(duro_engine *e, const char *id) {
+  duro_status s;
+  if (duro_instance_status(e, "keyed", id, &s) != 0)
+    return "?";
+  return duro_status_name(s);
+}
+
+static int ends_complete(duro_engine *e, const char *id) {
+  for (int i = 0; i < 6000; i++) {
+    if (!strcmp(status_of(e, id), "complete"))
+      return 1;
+    usleep(10000);
+  }
+  return 0;
+}
+
+START_TEST(two_hosts_share_a_key) {
+  reset();
+  char conninfo[512];
+  pg_fixture_database(&pg, "share", conninfo, sizeof conninfo);
+  duro_engine *h1 = host_open(conninfo, 2), *h2 = host_open(conninfo, 2);
+  char id[16];
+  for (int i = 0; i < 12; i++) {
+    snprintf(id, sizeof id, "one-%d", i);
+    create(h1, id, "a");
+    snprintf(id, sizeof id, "two-%d", i);
+    create(h2, id, "a");
+  }
+  create(h2, "b-0", "b"); /* another key: not held back by a */
+  want_running_a = 2;
+  ck_assert(wait_for(running_a_reached));
+  /* a while for any third to start, were the limit per host */
+  usleep(300 * 1000);
+  pthread_mutex_lock(&mu);
+  ck_assert_int_eq(running[0], 2);
+  ck_assert_int_eq(running[1], 1);
+  pthread_mutex_unlock(&mu);
+  /* one at a time through: each end lets the next of either host in */
+  for (int n = 1; n <= 25; n++) {
+    let(n);
+    want_finished = n;
+    ck_assert_msg(wait_for(finished_reached), "%d of 25 finished", finished);
+  }
+  ck_assert_int_le(most[0], 2);
+  for (int i = 0; i < 12; i++) {
+    snprintf(id, sizeof id, "one-%d", i);
+    ck_assert_msg(ends_complete(h1, id), "%s: %s", id, status_of(h1, id));
+    snprintf(id, sizeof id, "two-%d", i);
+    ck_assert_msg(ends_complete(h2, id), "%s: %s", id, status_of(h2, id));
+  }
+  duro_engine_close(h1);
+  duro_engine_close(h2);
+  ck_assert_int_eq(most[0], 2);
+}
+END_TEST
+
+START_TEST(a_closed_host_gives_back) {
+  reset();
+  char conninfo[512];
+  pg_fixture_database(&pg, "closed", conninfo, sizeof conninfo);
+  duro_engine *h1 = host_open(conninfo, 1), *h2 = host_open(conninfo, 1);
+  create(h1, "first", "a");
+  want_running_a = 1;
+  ck_assert(wait_for(running_a_reached));
+  create(h2, "second", "a");
+  usleep(300 * 1000);
+  ck_assert_str_eq(status_of(h2, "second"), "queued");
+  /* the first host goes (its step let through so that it can close) */
+  let(1);
+  duro_engine_close(h1);
+  let(2);
+  ck_assert(ends_complete(h2, "second"));
+  ck_assert_int_eq(most[0], 1);
+  duro_engine_close(h2);
+}
+END_TEST
+
+START_TEST(slots_are_exclusive) {
+  char conninfo[512];
+  pg_fixture_database(&pg, "slots", conninfo, sizeof conninfo);
+  journal *j1, *j2;
+  char err[512];
+  ck_assert_msg(
+      journal_open_backend(&store_pg, conninfo, 1, &j1, err, sizeof err) == 0,
+      "%s", err);
+  ck_assert_msg(
+      journal_open_backend(&store_pg, conninfo, 1, &j2, err, sizeof err) == 0,
+      "%s", err);
+  store_host_hooks hooks = {0};
+  ck_assert_int_eq(journal_join(j1, 2000, &hooks, err, sizeof err), 0);
+  ck_assert_int_eq(journal_join(j2, 2000, &hooks, err, sizeof err), 0);
+  ck_assert(journal_slots_shared(j1));
+  const int64_t base = (int64_t)0x12345600000;
+  uint32_t got[4];
+  size_t n = 0;
+  uint64_t epoch1, epoch2;
+  ck_assert_int_eq(
+      journal_slots_take(j1, base, 3, NULL, 0, 2, got, &n, &epoch1), 0);
+  ck_assert_uint_eq(n, 2);
+  ck_assert_uint_eq(got[0], 0);
+  ck_assert_uint_eq(got[1], 1);
+  /* the other host gets the one left, and then none */
+  ck_assert_int_eq(
+      journal_slots_take(j2, base, 3, NULL, 0, 3, got, &n, &epoch2), 0);
+  ck_assert_uint_eq(n, 1);
+  ck_assert_uint_eq(got[0], 2);
+  uint32_t mine2[] = {2};
+  ck_assert_int_eq(
+      journal_slots_take(j2, base, 3, mine2, 1, 1, got, &n, &epoch2), 0);
+  ck_assert_uint_eq(n, 0);
+  /* given back, it can be taken */
+  ck_assert_int_eq(journal_slots_give(j1, base, 1, epoch1), 0);
+  ck_assert_int_eq(
+      journal_slots_take(j2, base, 3, mine2, 1, 1, got, &n, &epoch2), 0);
+  ck_assert_uint_eq(n, 1);
+  ck_assert_uint_eq(got[0], 1);
+  /* a store closed gives back what it held, with its session (as soon as
+   * the server's backend for it has gone) */
+  journal_close(j2);
+  uint32_t mine1[] = {0, 0, 0};
+  size_t held = 1;
+  for (int i = 0; i < 500 && held < 3; i++) {
+    ck_assert_int_eq(journal_slots_take(j1, base, 3, mine1, held, 3 - held, got,
+                                        &n, &epoch1),
+                     0);
+    for (size_t k = 0; k < n; k++)
+      mine1[held++] = got[k];
+    if (held < 3)
+      usleep(10000);
+  }
+  ck_assert_uint_eq(held, 3);
+  journal_close(j1);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("flow_hosts");
+  TCase *tc = tcase_create("hosts");
+  tcase_add_unchecked_fixture(tc, cluster_start, cluster_stop);
+  tcase_set_timeout(tc, 180);
+  tcase_add_test(tc, slots_are_exclusive);
+  tcase_add_test(tc, two_hosts_share_a_key);
+  tcase_add_test(tc, a_closed_host_gives_back);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
