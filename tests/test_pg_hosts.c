@@ -12,6 +12,10 @@
  *  - kill -9 of one host of three mid-run: the other two take over its
  *    instances once its lease runs out and finish them from their last
  *    completed step, running none again; its hosts row goes;
+ *  - a flow control key's limit of 3, 300 instances over 10 keys made on
+ *    the three hosts, kill -9 of one mid-run: the plugin's records of its
+ *    callbacks never show more than 3 of a key running at once on the
+ *    hosts together, and all complete;
  *  - pause, resume, an event, restart and terminate of an instance, each
  *    sent to a host that does not run it, take effect, and the instance
  *    stays where it runs;
@@ -367,6 +371,137 @@ START_TEST(kill_one_of_three_loses_nothing) {
   snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM hosts WHERE id=%lld",
            (long long)victim);
   ck_assert_int_eq(count_rows(conninfo, sql), 0);
+  hosts_stop(h, 1);
+}
+END_TEST
+
+/* The faults plugin's Io class, a key's limit 3 across the hosts. */
+#define KEYED_PLUGINS                                                          \
+  "  - name: faults\n"                                                         \
+  "    path: " FAULTS_PLUGIN "\n"                                              \
+  "    workflows:\n"                                                           \
+  "      - { name: io-flow, binding: IO_FLOW, class_name: Io,\n"               \
+  "          flow: { concurrency: [{ key: /k, limit: 3 }] } }\n"
+#define KEYED 300
+#define KEYS 10
+
+/* The most callbacks of one key the "enter"/"leave" records of the
+ * faults log show at once on all the hosts; a callback of the host
+ * killed at `killed_us` that never left ends then.  Each key's most
+ * into most[]. */
+static int keyed_most(int64_t killed_us, int most[KEYS]) {
+  size_t n;
+  sidelog_rec *recs = sidelog_read(faults_log(), &n);
+  typedef struct {
+    int64_t at;
+    int key, delta;
+  } edge;
+  edge *edges = calloc(2 * n + 1, sizeof *edges);
+  size_t n_edges = 0;
+  /* each instance's open callback: its enter's time, or -1 */
+  char(*inst)[32] = calloc(KEYED + 1, sizeof *inst);
+  int64_t *open_at = calloc(KEYED + 1, sizeof *open_at);
+  int *open_key = calloc(KEYED + 1, sizeof *open_key);
+  size_t n_inst = 0;
+  for (size_t i = 0; i < n; i++) {
+    sidelog_rec *r = &recs[i];
+    int enter = !strcmp(r->kind, "enter");
+    if (!enter && strcmp(r->kind, "leave"))
+      continue;
+    size_t k = 0;
+    while (k < n_inst && strcmp(inst[k], r->inst))
+      k++;
+    if (k == n_inst) {
+      ck_assert_uint_lt(n_inst, KEYED);
+      snprintf(inst[n_inst], sizeof inst[0], "%s", r->inst);
+      open_at[n_inst++] = -1;
+    }
+    int64_t at = strtoll(r->token, NULL, 10);
+    if (open_at[k] >= 0 && enter) { /* cut short by the kill */
+      ck_assert_msg(open_at[k] < killed_us, "%s entered twice", r->inst);
+      edges[n_edges++] = (edge){killed_us, open_key[k], -1};
+    }
+    edges[n_edges++] = (edge){at, r->index, enter ? 1 : -1};
+    open_at[k] = enter ? at : -1;
+    open_key[k] = r->index;
+  }
+  for (size_t k = 0; k < n_inst; k++)
+    if (open_at[k] >= 0) {
+      ck_assert_msg(open_at[k] < killed_us, "%s never left", inst[k]);
+      edges[n_edges++] = (edge){killed_us, open_key[k], -1};
+    }
+  /* in time order, a leave before an enter at the same microsecond */
+  for (size_t i = 1; i < n_edges; i++)
+    for (size_t j = i; j > 0 && (edges[j - 1].at > edges[j].at ||
+                                 (edges[j - 1].at == edges[j].at &&
+                                  edges[j - 1].delta > edges[j].delta));
+         j--) {
+      edge t = edges[j - 1];
+      edges[j - 1] = edges[j];
+      edges[j] = t;
+    }
+  int now[KEYS] = {0}, all = 0;
+  for (size_t i = 0; i < n_edges; i++) {
+    int k = edges[i].key;
+    ck_assert(k >= 0 && k < KEYS);
+    now[k] += edges[i].delta;
+    if (now[k] > most[k])
+      most[k] = now[k];
+    if (most[k] > all)
+      all = most[k];
+  }
+  free(edges);
+  free(inst);
+  free(open_at);
+  free(open_key);
+  free(recs);
+  return all;
+}
+
+START_TEST(key_limit_holds_across_hosts_through_a_kill) {
+  host_run h[HOSTS];
+  char conninfo[700];
+  hosts_start(h, "keyed", KEYED_PLUGINS, conninfo, sizeof conninfo);
+  /* 300 instances over 10 keys, made on the three hosts in turn, each 2
+   * steps of 40 ms */
+  for (int b = 0; b < KEYED / 50; b++) {
+    char body[50 * 96 + 32];
+    size_t len = (size_t)snprintf(body, sizeof body, "{\"instances\":[");
+    for (int i = b * 50; i < (b + 1) * 50; i++)
+      len += (size_t)snprintf(body + len, sizeof body - len,
+                              "%s{\"id\":\"q%d\",\"params\":{\"k\":%d,"
+                              "\"steps\":2,\"hold_ms\":40}}",
+                              i > b * 50 ? "," : "", i, i % KEYS);
+    snprintf(body + len, sizeof body - len, "]}");
+    expect(&h[b % HOSTS], "POST", "/workflows/io-flow/instances/batch", body,
+           200);
+  }
+  /* mid-run, kill -9 of one host */
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  while (sidelog_steps(faults_log(), "leave") < 60) {
+    ck_assert_msg(proc_now_ms() < deadline, "no keyed steps ran");
+    proc_sleep_ms(5);
+  }
+  kill(h[1].engine, SIGKILL);
+  kill(h[1].pid, SIGKILL);
+  waitpid(h[1].pid, NULL, 0);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  int64_t killed_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+  char id[32];
+  for (int i = 0; i < KEYED; i++) {
+    snprintf(id, sizeof id, "q%d", i);
+    wait_status(&h[i % 2 ? 0 : 2], "io-flow", id, "complete");
+  }
+  int most[KEYS] = {0};
+  int all = keyed_most(killed_us, most);
+  fprintf(stderr,
+          "key_limit_holds_across_hosts_through_a_kill: at most %d of a key "
+          "at once (limit 3) over %d keys, %d instances\n",
+          all, KEYS, KEYED);
+  for (int k = 0; k < KEYS; k++)
+    ck_assert_msg(most[k] <= 3, "key %d had %d running at once", k, most[k]);
+  ck_assert_int_eq(all, 3); /* the hosts did run a key's 3 at once */
   hosts_stop(h, 1);
 }
 END_TEST
@@ -913,6 +1048,7 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, mixed_workload_runs_once_on_three_hosts);
   tcase_add_test(tc, kill_one_of_three_loses_nothing);
+  tcase_add_test(tc, key_limit_holds_across_hosts_through_a_kill);
   tcase_add_test(tc, control_through_another_host);
   tcase_add_test(tc, queue_message_leased_to_one_host);
   tcase_add_test(tc, cron_tick_fires_once_across_hosts);

@@ -121,7 +121,8 @@ static void collect(duro_engine *e, void *arg) {
                     .epoch = k->epoch};
     if (want) {
       j->mine = xmalloc((k->held ? k->held : 1) * sizeof *j->mine);
-      memcpy(j->mine, k->slots, k->held * sizeof *j->mine);
+      if (k->held)
+        memcpy(j->mine, k->slots, k->held * sizeof *j->mine);
       j->n_mine = k->held;
       j->got = xmalloc(want * sizeof *j->got);
     }
@@ -161,7 +162,8 @@ static void apply(duro_engine *e, void *arg) {
         k->cap_slots = k->held + (uint32_t)j->n_got + 4;
         k->slots = xrealloc(k->slots, k->cap_slots * sizeof *k->slots);
       }
-      memcpy(k->slots + k->held, j->got, j->n_got * sizeof *j->got);
+      if (j->n_got)
+        memcpy(k->slots + k->held, j->got, j->n_got * sizeof *j->got);
       k->held += (uint32_t)j->n_got;
     }
     while (k->backlog.n && k->running < r->limit &&

@@ -74,7 +74,10 @@
  * at once in its process, holds M ms and returns a string of B bytes
  * (B > 0) or "1"; the output is {"max_running": the most callbacks seen
  * running at once in the process so far, "len": the length of the last
- * step's result as duro_do gave it back}.
+ * step's result as duro_do gave it back}.  With "k": K, each callback
+ * appends "enter" and "leave" records (index K, the token the time in
+ * microseconds) to $DURO_FAULTS_LOG: flow control's test across hosts
+ * reads from them how many of a key ran at once.
  *
  * While a file $DURO_FAULTS_LOG.noinit exists, its init refuses the load.
  *
@@ -485,7 +488,23 @@ static duro_rc send_flow(duro_step *step, const duro_event *ev, duro_env *env) {
 typedef struct io_step {
   int hold_ms;
   int bytes;
+  const char *instance;
+  int key; /* its params' "k", or -1 */
 } io_step;
+
+/* "enter"/"leave" INSTANCE KEY MICROSECONDS (CLOCK_REALTIME): when a
+ * callback of flow key `key` began and ended, for a test of flow
+ * control across hosts (tests/test_pg_hosts.c). */
+static void io_mark(const io_step *is, const char *kind) {
+  if (is->key < 0)
+    return;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  char us[32];
+  snprintf(us, sizeof us, "%lld",
+           (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000);
+  sidelog_append(LOG_ENV, kind, is->instance, is->key, us);
+}
 
 static int io_running, io_max_running; /* atomics, process-wide */
 
@@ -497,8 +516,10 @@ static int io_step_fn(duro_attempt *a, void *arg) {
          !__atomic_compare_exchange_n(&io_max_running, &max, now, 0,
                                       __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
     ;
+  io_mark(is, "enter");
   if (is->hold_ms > 0) /* nanosleep(0) still takes the timer's slack */
     nap_ms(is->hold_ms);
+  io_mark(is, "leave");
   __atomic_sub_fetch(&io_running, 1, __ATOMIC_ACQ_REL);
   if (is->bytes <= 0)
     return duro_attempt_result(a, "1");
@@ -517,7 +538,9 @@ static int io_step_fn(duro_attempt *a, void *arg) {
 static duro_rc io_flow(duro_step *step, const duro_event *ev, duro_env *env) {
   (void)env;
   io_step is = {.hold_ms = int_param(ev->params, "hold_ms", 200),
-                .bytes = int_param(ev->params, "bytes", 0)};
+                .bytes = int_param(ev->params, "bytes", 0),
+                .instance = ev->instance_id,
+                .key = int_param(ev->params, "k", -1)};
   int n = int_param(ev->params, "steps", 2);
   int timeout_s = int_param(ev->params, "timeout_s", 0);
   char timeout[32];
