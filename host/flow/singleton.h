@@ -1,0 +1,19 @@
+/* singleton.h — flow.singleton (singleton.c): at most one live instance
+ * per value of a key of the params, a driver that claims creates (skip
+ * mode: a create whose key is live answers with the live instance) and
+ * is an admission gate (queue mode: an instance starts once it is its
+ * key's oldest live one).  A workflow's singleton comes with its limits
+ * (duro_workflow_limits.flow_singleton_key and _mode, engine.h). */
+#ifndef DURO_SINGLETON_H
+#define DURO_SINGLETON_H
+
+#include "driver.h"
+
+/* Why instance (workflow, id) waits queued for its key's turn, in words
+ * ("flow: singleton /userId=\"u1\" (held by u-7)"), malloc'ed; NULL when
+ * it does not. */
+char *duro_singleton_why(duro_engine *e, const char *workflow, const char *id);
+
+extern const duro_driver singleton_driver;
+
+#endif
