@@ -262,6 +262,52 @@ static const bad_case bad[] = {
      "        class_name: C\n"
      "        flow: {on_excess: drop}\n",
      "t.yaml:8:27: \"on_excess\" must be \"queue\" or \"reject\""},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {singleton: {key: userId, mode: skip}}\n",
+     "t.yaml:8:33: \"key\" must be a JSON pointer into the params, "
+     "such as \"/userId\""},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {singleton: {key: /u, mode: drop}}\n",
+     "t.yaml:8:43: \"mode\" must be \"skip\" or \"queue\""},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {singleton: {key: /u}}\n",
+     "t.yaml:8:27: singleton is missing \"mode\""},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {singleton: {mode: queue}}\n",
+     "t.yaml:8:27: singleton is missing \"key\""},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {singleton: [/u]}\n",
+     "t.yaml:8:27: \"singleton\" must be a mapping"},
     {"plugins:\n  - {name: p, path: p.so, on_crash_storm: stop}\n",
      "t.yaml:2:43: \"on_crash_storm\" must be \"pause\" or \"rollback\""},
     {"plugins:\n  - {name: p, path: p.so, crash_storm: {window: 10ms}}\n",

@@ -46,6 +46,10 @@ typedef struct config_flow_rule {
   config_pos pos;
 } config_flow_rule;
 
+/* flow.singleton's mode: a create whose key has a live instance is
+ * skipped (answered with that one), or queued behind it. */
+enum { CONFIG_SINGLETON_SKIP = 1, CONFIG_SINGLETON_QUEUE = 2 };
+
 typedef struct config_workflow {
   char *name;           /* "order-flow" (required) */
   char *binding;        /* "ORDER_FLOW" (required) */
@@ -64,6 +68,11 @@ typedef struct config_workflow {
   config_flow_rule *rates; /* flow.rate, n_rates of them */
   size_t n_rates;
   int flow_reject; /* flow.on_excess: queue (0, default) | reject (1) */
+  /* flow.singleton: at most one live instance per value of the params'
+   * JSON pointer singleton_key (NULL: none), in singleton_mode
+   * (CONFIG_SINGLETON_*) */
+  char *singleton_key;
+  int singleton_mode;
   /* A queue (consumed or dead-lettered into by some consumer) that gets a
    * message as each instance starts and ends; NULL = none. */
   char *lifecycle_queue;

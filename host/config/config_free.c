@@ -20,6 +20,7 @@ void config_free(config *cfg) {
       for (size_t k = 0; k < pl->workflows[j].n_rates; k++)
         free(pl->workflows[j].rates[k].key);
       free(pl->workflows[j].rates);
+      free(pl->workflows[j].singleton_key);
       for (size_t k = 0; k < pl->workflows[j].n_tail_consumers; k++)
         free(pl->workflows[j].tail_consumers[k]);
       free(pl->workflows[j].tail_consumers);

@@ -50,6 +50,8 @@ static const nest nests[] = {
      CONFIG_IN_FLOW_RULE},
     {&config_flow_schema, "rate", &config_flow_rate_schema, true,
      CONFIG_IN_FLOW_RULE},
+    {&config_flow_schema, "singleton", &config_flow_singleton_schema, false,
+     CONFIG_IN_WORKFLOW},
     {&config_plugin_schema, "queues", &config_queues_schema, false,
      CONFIG_IN_PLUGIN},
     {&config_queues_schema, "producers", &config_producer_schema, true,

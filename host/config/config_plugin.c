@@ -125,7 +125,7 @@ static const schema_field limits_fields[] = {
 const schema config_limits_schema =
     SCHEMA("limits", "in limits", -1, limits_fields);
 /* flow: its concurrency rules and its rates, each a mapping of its own. */
-enum { FLOW_CONCURRENCY, FLOW_RATE, FLOW_ON_EXCESS };
+enum { FLOW_CONCURRENCY, FLOW_RATE, FLOW_ON_EXCESS, FLOW_SINGLETON };
 /* What a create over a flow rule does: wait queued, or get refused. */
 static const schema_choice on_excess_choices[] = {
     {"queue", 0}, {"reject", 1}, {NULL, 0}};
@@ -135,8 +135,27 @@ static const schema_field flow_fields[] = {
     [FLOW_ON_EXCESS] = {"on_excess", K_ENUM,
                         offsetof(config_workflow, flow_reject), false, 0, 0,
                         on_excess_choices},
+    [FLOW_SINGLETON] = {"singleton", K_NESTED, 0, false, 0, 0, NULL},
 };
 const schema config_flow_schema = SCHEMA("flow", "in flow", -1, flow_fields);
+
+/* flow.singleton fills the workflow's singleton_key and _mode: a create
+ * whose key has a live instance is skipped, or queued behind it. */
+enum { SINGLETON_KEY, SINGLETON_MODE };
+static const schema_choice singleton_mode_choices[] = {
+    {"skip", CONFIG_SINGLETON_SKIP},
+    {"queue", CONFIG_SINGLETON_QUEUE},
+    {NULL, 0}};
+static const schema_field flow_singleton_fields[] = {
+    [SINGLETON_KEY] = {"key", K_STRING,
+                       offsetof(config_workflow, singleton_key), true, 0, 0,
+                       NULL},
+    [SINGLETON_MODE] = {"mode", K_ENUM,
+                        offsetof(config_workflow, singleton_mode), true, 0, 0,
+                        singleton_mode_choices},
+};
+const schema config_flow_singleton_schema =
+    SCHEMA("singleton", "in singleton", -1, flow_singleton_fields);
 
 enum { RULE_KEY, RULE_LIMIT };
 static const schema_field flow_rule_fields[] = {
@@ -241,6 +260,23 @@ static int parse_rules(config_parser *p, yaml_node_t *list, const char *name,
   return rc;
 }
 
+/* flow.singleton: {key: /userId, mode: skip | queue}, both required. */
+static int parse_singleton(config_parser *p, yaml_node_t *node,
+                           config_workflow *w) {
+  int present = schema_section(&p->w, node, "singleton");
+  if (present <= 0)
+    return present;
+  yaml_node_t *sv[SCHEMA_MAX_FIELDS];
+  if (schema_mapping(&p->w, node, &config_flow_singleton_schema, w, sv, NULL) <
+      0)
+    return -1;
+  if (w->singleton_key && !duro_json_pointer_valid(w->singleton_key))
+    return schema_fail(&p->w, sv[SINGLETON_KEY],
+                       "\"key\" must be a JSON pointer into the params, "
+                       "such as \"/userId\"");
+  return 0;
+}
+
 /* flow: {concurrency: [{key: /customerId, limit: 2}, {limit: 200}],
  *        rate: [{key: /tenant, limit: 100, period: 1m, burst: 20}]}. */
 static int parse_flow(config_parser *p, yaml_node_t *node, config_workflow *w) {
@@ -255,6 +291,8 @@ static int parse_flow(config_parser *p, yaml_node_t *node, config_workflow *w) {
   if (fv[FLOW_RATE] &&
       parse_rules(p, fv[FLOW_RATE], "rate", &config_flow_rate_schema, &w->rates,
                   &w->n_rates) < 0)
+    rc = -1;
+  if (fv[FLOW_SINGLETON] && parse_singleton(p, fv[FLOW_SINGLETON], w) < 0)
     rc = -1;
   return rc;
 }

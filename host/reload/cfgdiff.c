@@ -61,6 +61,8 @@ static int same_rules(const config_flow_rule *a, size_t na,
 
 static int same_flow(const config_workflow *a, const config_workflow *b) {
   return a->flow_reject == b->flow_reject &&
+         same(a->singleton_key, b->singleton_key) &&
+         a->singleton_mode == b->singleton_mode &&
          same_rules(a->flow, a->n_flow, b->flow, b->n_flow) &&
          same_rules(a->rates, a->n_rates, b->rates, b->n_rates);
 }
