@@ -288,6 +288,43 @@ static void hand_due_run(duro_engine *e, void *ctx) {
   pthread_mutex_unlock(&st->mu);
 }
 
+typedef struct hand_ctx {
+  sgl_state *st;
+  size_t handed;
+} hand_ctx;
+
+static void hand_due_counted(duro_engine *e, void *ctx) {
+  hand_ctx *c = ctx;
+  pthread_mutex_lock(&c->st->mu);
+  c->handed += c->st->n_due;
+  hand_due_locked(e, c->st);
+  pthread_mutex_unlock(&c->st->mu);
+}
+
+/* The scheduler's pass hands over what is due too (the waker may be
+ * late, or gone at stop). */
+static int singleton_dispatch(duro_engine *e, void *state, int64_t *next_ms) {
+  sgl_state *st = state;
+  *next_ms = INT64_MAX;
+  pthread_mutex_lock(&st->mu);
+  size_t due = st->n_due;
+  pthread_mutex_unlock(&st->mu);
+  if (due) {
+    hand_ctx c = {st, 0};
+    engine_gate_run(e, hand_due_counted, &c);
+  }
+  return 0;
+}
+
+size_t duro_singleton_dispatch(duro_engine *e) {
+  sgl_state *st = duro_engine_driver_state(e, &singleton_driver);
+  if (!st)
+    return 0;
+  hand_ctx c = {st, 0};
+  engine_gate_run(e, hand_due_counted, &c);
+  return c.handed;
+}
+
 /* The waker: hands due tickets over when no gate hook comes to do it
  * (the committed hook may not take the engine's lock). */
 static void *waker_main(void *arg) {
@@ -590,6 +627,7 @@ const duro_driver singleton_driver = {
     .name = "singleton",
     .create = singleton_create,
     .start = singleton_start,
+    .dispatch = singleton_dispatch,
     .committed = singleton_committed,
     .claim_create = singleton_claim,
     .claim_settled = singleton_settled,

@@ -14,6 +14,11 @@
  * it does not. */
 char *duro_singleton_why(duro_engine *e, const char *workflow, const char *id);
 
+/* Hands the starts whose turn came to the runnable FIFO, for callers that
+ * drive the engine's passes themselves (tests); returns how many.  The
+ * driver's waker thread and its dispatch do it otherwise. */
+size_t duro_singleton_dispatch(duro_engine *e);
+
 extern const duro_driver singleton_driver;
 
 #endif
