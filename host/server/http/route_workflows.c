@@ -104,6 +104,12 @@ static void answer_created(create_answer *a, int rc,
     send_engine_error(x, rc, a->wf, a->id);
   } else if (a->batch) {
     send_json(x, 200, view_create_result(result));
+  } else if (result->n_created && result->skipped) {
+    /* flow.singleton's skip: nothing created, the live one answers */
+    const char *id = result->created[0];
+    if (x->then_wait)
+      x->then_wait->id = xstrdup(id);
+    send_json(x, 200, json_pack("{s:s,s:b}", "id", id, "skipped", 1));
   } else if (result->n_created) {
     const char *id = result->created[0];
     if (x->then_wait)
