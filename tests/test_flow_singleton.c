@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "error.h"
 #include "harness.h"
@@ -39,19 +40,25 @@ static void reset(void) {
 
 static int key_of(const char *id) { return (id[0] - 'a') % KEYS; }
 
+static pthread_mutex_t counts_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static int note_start(duro_attempt *a, void *arg) {
   const char *id = arg;
   int k = key_of(id);
+  pthread_mutex_lock(&counts_mu);
   if (++holding[k] > most[k])
     most[k] = holding[k];
   if (n_starts[k] < STARTS)
     snprintf(starts[k][n_starts[k]], sizeof starts[k][0], "%s", id);
   n_starts[k]++;
+  pthread_mutex_unlock(&counts_mu);
   return duro_attempt_result(a, "1");
 }
 
 static int note_finish(duro_attempt *a, void *arg) {
+  pthread_mutex_lock(&counts_mu);
   holding[key_of(arg)]--;
+  pthread_mutex_unlock(&counts_mu);
   return duro_attempt_result(a, "1");
 }
 
@@ -60,6 +67,17 @@ static duro_rc single(duro_step *step, const duro_event *ev, duro_env *env) {
   void *id = (void *)ev->instance_id;
   DURO_TRY(duro_do(step, "start", NULL, note_start, id, NULL));
   DURO_TRY(duro_sleep(step, "hold", "1 second"));
+  DURO_TRY(duro_do(step, "finish", NULL, note_finish, id, NULL));
+  return duro_set_output(step, "1");
+}
+
+/* The same holding its key until an event "go" comes. */
+static duro_rc waiter(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env;
+  void *id = (void *)ev->instance_id;
+  const char *go;
+  DURO_TRY(duro_do(step, "start", NULL, note_start, id, NULL));
+  DURO_TRY(duro_wait_for_event(step, "go", "go", NULL, &go));
   DURO_TRY(duro_do(step, "finish", NULL, note_finish, id, NULL));
   return duro_set_output(step, "1");
 }
@@ -403,6 +421,69 @@ START_TEST(reject_refuses_a_create_whose_key_is_live) {
 }
 END_TEST
 
+/* Polls (at most 60 s) until instance id of wf is `want`. */
+static int becomes(const char *wf, const char *id, const char *want) {
+  for (int i = 0; i < 30000; i++) {
+    duro_status st;
+    if (duro_instance_status(h.e, wf, id, &st) == 0 &&
+        !strcmp(duro_status_name(st), want))
+      return 1;
+    struct timespec ts = {0, 2 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  return 0;
+}
+
+/* Worker threads run the activations, as in the host: the next of a key
+ * starts when its holder completes (the holder's release hands it over)
+ * and when an idle holder is terminated (no activation ends: the
+ * driver's own waker hands it over). */
+START_TEST(engine_threads_pass_the_key_on) {
+  reset();
+  harness_open_workers_virtual(&h, 4);
+  lim = (duro_workflow_limits){.flow_singleton_key = "/u",
+                               .flow_singleton_mode = DURO_SINGLETON_QUEUE};
+  ck_assert_int_eq(
+      duro_engine_register(h.e, "waiter", NULL, waiter, &lim, "test"), 0);
+  harness_start(&h);
+  enum { N = 10 };
+  char id[16];
+  for (int i = 0; i < N; i++) {
+    snprintf(id, sizeof id, "a%d", i);
+    char *params = params_of("a");
+    ck_assert_int_eq(duro_instance_create(h.e, "waiter", id, params, -1, NULL),
+                     0);
+    free(params);
+  }
+  char *params = params_of("b");
+  ck_assert_int_eq(duro_instance_create(h.e, "waiter", "b0", params, -1, NULL),
+                   0);
+  free(params);
+  ck_assert(becomes("waiter", "b0", "waiting")); /* keys apart */
+  for (int i = 0; i < N; i++) {
+    snprintf(id, sizeof id, "a%d", i);
+    ck_assert_msg(becomes("waiter", id, "waiting"), "%s", id);
+    /* it holds the key: none after it started */
+    pthread_mutex_lock(&counts_mu);
+    int started = n_starts[key_of("a")];
+    pthread_mutex_unlock(&counts_mu);
+    ck_assert_int_eq(started, i + 1);
+    if (i % 2) {
+      ck_assert_int_eq(duro_instance_terminate(h.e, "waiter", id), 0);
+      ck_assert(becomes("waiter", id, "terminated"));
+    } else {
+      ck_assert_int_eq(
+          duro_instance_send_event(h.e, "waiter", id, "go", "null"), 0);
+      ck_assert(becomes("waiter", id, "complete"));
+    }
+  }
+  for (int i = 0; i < N; i++) {
+    snprintf(id, sizeof id, "a%d", i);
+    ck_assert_str_eq(starts[key_of("a")][i], id);
+  }
+}
+END_TEST
+
 static Suite *singleton_suite(void) {
   Suite *s = suite_create("flow_singleton");
   TCase *tc = tcase_create("singleton");
@@ -416,6 +497,7 @@ static Suite *singleton_suite(void) {
   tcase_add_test(tc, a_reopened_engine_keeps_the_queue_exact);
   tcase_add_test(tc, a_reopened_engine_keeps_the_skip_exact);
   tcase_add_test(tc, reject_refuses_a_create_whose_key_is_live);
+  tcase_add_test(tc, engine_threads_pass_the_key_on);
   suite_add_tcase(s, tc);
   return s;
 }
