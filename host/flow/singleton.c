@@ -79,9 +79,12 @@ typedef struct sgl_state {
   duro_engine *e;
   pthread_mutex_t mu; /* all below; taken last, under the engine's lock */
   int loaded;         /* the members were read at start */
-  strmap workflows;   /* name -> sgl_workflow (the singletons) */
-  idmap by_rowid;     /* rowid -> sgl_member */
-  idmap claims;       /* hash of "workflow\nid" -> sgl_member chain */
+  /* loaded, with a singleton workflow (atomic): the committed hook looks
+   * at batches only then */
+  int active;
+  strmap workflows; /* name -> sgl_workflow (the singletons) */
+  idmap by_rowid;   /* rowid -> sgl_member */
+  idmap claims;     /* hash of "workflow\nid" -> sgl_member chain */
   /* tickets whose turn came, to the runnable FIFO under the engine's lock */
   duro_gate_ticket **due;
   size_t n_due, cap_due;
@@ -218,11 +221,14 @@ static void claim_unlink(sgl_state *st, sgl_member *m) {
     }
 }
 
+/* The claim of (workflow, id), of key `value` when not NULL (two creates
+ * of one id racing may claim two keys: one of them is created). */
 static sgl_member *claim_find(sgl_state *st, const char *workflow,
-                              const char *id) {
+                              const char *id, const char *value) {
   for (sgl_member *m = idmap_get(&st->claims, hash_text(workflow, id)); m;
        m = m->claim_next)
-    if (!strcmp(m->id, id) && !strcmp(m->key->wf->name, workflow))
+    if (!strcmp(m->id, id) && !strcmp(m->key->wf->name, workflow) &&
+        (!value || !strcmp(m->key->value, value)))
       return m;
   return NULL;
 }
@@ -366,6 +372,7 @@ static void singleton_start(duro_engine *e, void *state) {
   pthread_mutex_lock(&st->mu);
   st->loaded = 1;
   pthread_mutex_unlock(&st->mu);
+  __atomic_store_n(&st->active, st->workflows.len > 0, __ATOMIC_RELEASE);
   if (st->workflows.len &&
       pthread_create(&st->waker, NULL, waker_main, st) == 0)
     st->waker_started = 1;
@@ -382,16 +389,16 @@ static void inserted(sgl_state *st, const journal_op *op) {
   sgl_workflow *w = workflow_of(st, in->workflow);
   if (!w || op->rc != 0)
     return;
-  sgl_member *claimed = claim_find(st, in->workflow, in->id);
+  char *value = value_of(w, in->params);
+  sgl_member *claimed =
+      value ? claim_find(st, in->workflow, in->id, value) : NULL;
   if (claimed) { /* its create claimed the key: now it has its row */
     claim_unlink(st, claimed);
     claimed->rowid = op->out_rowid;
     idmap_put(&st->by_rowid, claimed->rowid, claimed);
-    return;
-  }
-  char *value = value_of(w, in->params);
-  if (value)
+  } else if (value) {
     join(st, key_of(w, value), op->out_rowid, in->id, 0);
+  }
   free(value);
 }
 
@@ -418,8 +425,10 @@ static void singleton_committed(duro_engine *e, void *state,
                                 const journal_batch *b) {
   (void)e;
   sgl_state *st = state;
+  if (!__atomic_load_n(&st->active, __ATOMIC_ACQUIRE))
+    return;
   pthread_mutex_lock(&st->mu);
-  for (size_t i = 0; st->loaded && st->workflows.len && i < b->n; i++) {
+  for (size_t i = 0; i < b->n; i++) {
     const journal_op *op = &b->ops[i];
     if (op->kind == JOP_INSTANCE_INSERT && op->inst)
       inserted(st, op);
@@ -468,7 +477,7 @@ static void singleton_settled(duro_engine *e, void *state, const char *workflow,
                               const char *id, int64_t rowid) {
   sgl_state *st = state;
   pthread_mutex_lock(&st->mu);
-  sgl_member *m = claim_find(st, workflow, id);
+  sgl_member *m = claim_find(st, workflow, id, NULL);
   if (m) { /* the committed hook did not see it inserted */
     claim_unlink(st, m);
     if (rowid) {
