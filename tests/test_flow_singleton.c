@@ -305,6 +305,12 @@ START_TEST(queue_starts_a_key_one_at_a_time_in_order) {
   why = waiting_for("a0");
   ck_assert_str_eq(why, "");
   free(why);
+  char *metrics = duro_engine_metrics(h.e);
+  ck_assert_ptr_nonnull(
+      strstr(metrics, "duro_singleton_keys{workflow=\"single\"} 2\n"));
+  ck_assert_ptr_nonnull(
+      strstr(metrics, "duro_singleton_waiting{workflow=\"single\"} 201\n"));
+  free(metrics);
   for (int i = 0; i < BURST + 5 && n_starts[key_of("a")] < BURST; i++)
     harness_advance(&h, 1000);
   harness_advance(&h, 1000);

@@ -36,6 +36,7 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -580,6 +581,73 @@ char *duro_singleton_why(duro_engine *e, const char *workflow, const char *id) {
   return c.why;
 }
 
+/* ---- /metrics ---- */
+
+typedef struct count_ctx {
+  uint64_t keys, waiting;
+} count_ctx;
+
+static void count_key(void *ctx, int64_t hash, void *val) {
+  (void)hash;
+  count_ctx *c = ctx;
+  for (sgl_key *k = val; k; k = k->next) {
+    c->keys++;
+    for (const sgl_member *m = k->head; m; m = m->next)
+      c->waiting += !m->started && !turn_of(m);
+  }
+}
+
+/* A label's value as the Prometheus text format escapes it. */
+static void put_label(FILE *out, const char *s) {
+  for (; *s; s++) {
+    if (*s == '\\' || *s == '"')
+      fputc('\\', out);
+    if (*s == '\n')
+      fputs("\\n", out);
+    else
+      fputc(*s, out);
+  }
+}
+
+typedef struct metrics_ctx {
+  sgl_state *st;
+  FILE *out;
+} metrics_ctx;
+
+static void metrics_under_lock(duro_engine *e, void *arg) {
+  (void)e;
+  metrics_ctx *c = arg;
+  sgl_state *st = c->st;
+  pthread_mutex_lock(&st->mu);
+  if (st->workflows.len)
+    fprintf(c->out,
+            "# HELP duro_singleton_keys Values of a flow.singleton key with a "
+            "live instance\n"
+            "# TYPE duro_singleton_keys gauge\n"
+            "# HELP duro_singleton_waiting Instances whose start waits for "
+            "their flow.singleton key\n"
+            "# TYPE duro_singleton_waiting gauge\n");
+  for (size_t i = 0; i < st->workflows.cap; i++) {
+    sgl_workflow *w = st->workflows.vals[i];
+    if (!st->workflows.keys[i] || !w)
+      continue;
+    count_ctx n = {0};
+    idmap_each(&w->keys, count_key, &n);
+    fputs("duro_singleton_keys{workflow=\"", c->out);
+    put_label(c->out, w->name);
+    fprintf(c->out, "\"} %llu\nduro_singleton_waiting{workflow=\"",
+            (unsigned long long)n.keys);
+    put_label(c->out, w->name);
+    fprintf(c->out, "\"} %llu\n", (unsigned long long)n.waiting);
+  }
+  pthread_mutex_unlock(&st->mu);
+}
+
+static void singleton_metrics(duro_engine *e, void *state, FILE *out) {
+  metrics_ctx c = {state, out};
+  engine_gate_run(e, metrics_under_lock, &c);
+}
+
 /* ---- stop and free ---- */
 
 static uint32_t singleton_drain(void *state, const struct timespec *until) {
@@ -643,6 +711,7 @@ const duro_driver singleton_driver = {
     .admit = singleton_admit,
     .release = singleton_release,
     .forget = singleton_forget,
+    .metrics = singleton_metrics,
     .drain = singleton_drain,
     .free = singleton_free,
 };
