@@ -4,9 +4,10 @@
  * event, one singleton a customer's email:
  *
  *  - skip: a create whose email has a live instance answers 200
- *    {"id": <the live one>, "skipped": true} and creates nothing; a
- *    batch says it per item; after a kill -9 of the engine the same; once
- *    the live one is terminated a create is created (201);
+ *    {"id": <the live one>, "skipped": true} and creates nothing (with
+ *    ?wait=, the live one's status, skipped); a batch says it per item; after a
+ * kill -9 of the engine the same; once the live one is terminated a create is
+ * created (201);
  *  - queue: both are created, the second `queued` with describe's
  *    waiting_for naming its holder, and starts once that one is
  *    terminated. */
@@ -116,6 +117,16 @@ START_TEST(singletons_over_http) {
   json_decref(host_wait_status(&H, "order-flow", "o1", "waiting",
                                proc_now_ms() + SETTLE_MS));
   expect_skipped(&H, "o2", "a@example.com", "o1");
+  /* with ?wait= the wait is for the live one, and says it was skipped */
+  char body[256];
+  http_resp w;
+  host_request(&H, &w, "POST", "/workflows/order-flow/instances?wait=10ms",
+               order(body, sizeof body, "o2", "a@example.com"));
+  ck_assert_msg(w.status == 200, "%ld %s", w.status, w.body);
+  ck_assert_str_eq(jstr(w.json, "id"), "o1");
+  ck_assert_str_eq(jstr(w.json, "status"), "waiting");
+  ck_assert(json_is_true(jget(w.json, "skipped")));
+  http_resp_free(&w);
   char b1[256], b2[256], batch[600];
   snprintf(batch, sizeof batch, "{\"instances\":[%s,%s]}",
            order(b1, sizeof b1, "o3", "a@example.com"),
