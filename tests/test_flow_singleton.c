@@ -358,6 +358,30 @@ START_TEST(a_paused_holder_keeps_its_key_a_terminated_one_passes_it) {
 }
 END_TEST
 
+START_TEST(a_restarted_instance_waits_for_its_key_again) {
+  open_mode(DURO_SINGLETON_QUEUE, 0);
+  created("a0", "a");
+  harness_run(&h);
+  harness_advance(&h, 1000);
+  ck_assert_str_eq(status("a0"), "complete");
+  created("a1", "a");
+  harness_run(&h);
+  ck_assert_str_eq(status("a1"), "waiting");
+  /* live again: behind a1, which holds the key now */
+  ck_assert_int_eq(duro_instance_restart(h.e, "single", "a0", NULL, 0), 0);
+  harness_run(&h);
+  ck_assert_str_eq(status("a0"), "queued");
+  ck_assert_int_eq(n_starts[key_of("a")], 2);
+  char *why = waiting_for("a0");
+  ck_assert_str_eq(why, "flow: singleton /u=\"a\" (held by a1)");
+  free(why);
+  harness_advance(&h, 1000);
+  ck_assert_str_eq(status("a1"), "complete");
+  ck_assert_str_eq(status("a0"), "waiting");
+  ck_assert_int_eq(most[key_of("a")], 1);
+}
+END_TEST
+
 START_TEST(a_reopened_engine_keeps_the_queue_exact) {
   open_mode(DURO_SINGLETON_QUEUE, 0);
   char id[16];
@@ -500,6 +524,7 @@ static Suite *singleton_suite(void) {
   tcase_add_test(tc, creates_of_a_key_that_race_create_one);
   tcase_add_test(tc, queue_starts_a_key_one_at_a_time_in_order);
   tcase_add_test(tc, a_paused_holder_keeps_its_key_a_terminated_one_passes_it);
+  tcase_add_test(tc, a_restarted_instance_waits_for_its_key_again);
   tcase_add_test(tc, a_reopened_engine_keeps_the_queue_exact);
   tcase_add_test(tc, a_reopened_engine_keeps_the_skip_exact);
   tcase_add_test(tc, reject_refuses_a_create_whose_key_is_live);
