@@ -281,6 +281,56 @@ START_TEST(creates_of_a_key_that_race_create_one) {
 }
 END_TEST
 
+/* One create of id `id` with key u, from a thread of its own. */
+typedef struct one_create {
+  const char *id;
+  char u[16];
+  int rc; /* the request's: 0 created, else its error */
+  pthread_t th;
+} one_create;
+
+static void *create_once(void *arg) {
+  one_create *c = arg;
+  char *params = params_of(c->u);
+  duro_create_req req = {.id = c->id, .params = params, .retention_ms = -1};
+  duro_create_result r;
+  c->rc = -1;
+  if (duro_instance_create_many(h.e, "single", &req, 1, &r) == 0)
+    c->rc = r.n_created == 1 && !r.n_skipped ? 0
+            : r.n_errors                     ? r.errors[0].code
+                                             : -1;
+  duro_create_result_free(&r);
+  free(params);
+  return NULL;
+}
+
+/* Two creates of one id and two keys race: the one created holds its
+ * key, the other's key stays free. */
+START_TEST(one_id_racing_for_two_keys_holds_the_created_ones) {
+  open_mode(DURO_SINGLETON_SKIP, 0);
+  for (int i = 0; i < 40; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "x%d", i);
+    one_create c[2] = {{.id = id}, {.id = id}};
+    snprintf(c[0].u, sizeof c[0].u, "a%d", i);
+    snprintf(c[1].u, sizeof c[1].u, "b%d", i);
+    for (int k = 0; k < 2; k++)
+      pthread_create(&c[k].th, NULL, create_once, &c[k]);
+    for (int k = 0; k < 2; k++)
+      pthread_join(c[k].th, NULL);
+    ck_assert_msg((c[0].rc == 0) + (c[1].rc == 0) == 1, "%s: %d %d", id,
+                  c[0].rc, c[1].rc);
+    const one_create *won = c[0].rc == 0 ? &c[0] : &c[1];
+    const one_create *lost = c[0].rc == 0 ? &c[1] : &c[0];
+    ck_assert_int_eq(lost->rc, DURO_E_ALREADY_EXISTS);
+    char other[16];
+    snprintf(other, sizeof other, "y%d", i);
+    skipped_for(other, won->u, id);
+    created(other, lost->u);
+  }
+}
+END_TEST
+
 START_TEST(queue_starts_a_key_one_at_a_time_in_order) {
   open_mode(DURO_SINGLETON_QUEUE, 0);
   enum { BURST = 200 };
@@ -522,6 +572,7 @@ static Suite *singleton_suite(void) {
   tcase_add_test(tc, skip_answers_with_the_live_instance);
   tcase_add_test(tc, a_batch_says_which_it_skipped);
   tcase_add_test(tc, creates_of_a_key_that_race_create_one);
+  tcase_add_test(tc, one_id_racing_for_two_keys_holds_the_created_ones);
   tcase_add_test(tc, queue_starts_a_key_one_at_a_time_in_order);
   tcase_add_test(tc, a_paused_holder_keeps_its_key_a_terminated_one_passes_it);
   tcase_add_test(tc, a_restarted_instance_waits_for_its_key_again);

@@ -72,7 +72,6 @@ typedef struct sgl_workflow {
   char *name; /* the map's key */
   char *pointer;
   int mode;   /* DURO_SINGLETON_SKIP or _QUEUE */
-  int reject; /* flow.on_excess: reject */
   idmap keys; /* hash of value -> sgl_key chain */
 } sgl_workflow;
 
@@ -94,7 +93,8 @@ typedef struct sgl_state {
   int waker_started, stopping;
 } sgl_state;
 
-/* FNV-1a 64 of the value, never 0 (idmap's keys are any int64). */
+/* FNV-1a 64 of a, a newline and b (idmap's keys may be any int64): a
+ * key's value (b NULL), or a claim's workflow and id. */
 static int64_t hash_text(const char *a, const char *b) {
   uint64_t h = UINT64_C(0xcbf29ce484222325);
   for (const char *s = a; s && *s; s++) {
@@ -288,13 +288,6 @@ static void load_member(void *ctx, int64_t rowid, const char *id,
   free(value);
 }
 
-static void hand_due_run(duro_engine *e, void *ctx) {
-  sgl_state *st = ctx;
-  pthread_mutex_lock(&st->mu);
-  hand_due_locked(e, st);
-  pthread_mutex_unlock(&st->mu);
-}
-
 typedef struct hand_ctx {
   sgl_state *st;
   size_t handed;
@@ -343,7 +336,8 @@ static void *waker_main(void *arg) {
     if (st->stopping)
       break;
     pthread_mutex_unlock(&st->mu);
-    engine_gate_run(st->e, hand_due_run, st);
+    hand_ctx c = {st, 0};
+    engine_gate_run(st->e, hand_due_counted, &c);
     pthread_mutex_lock(&st->mu);
   }
   pthread_mutex_unlock(&st->mu);
@@ -362,7 +356,6 @@ static void singleton_start(duro_engine *e, void *state) {
     w->name = xstrdup(name);
     w->pointer = xstrdup(lim->flow_singleton_key);
     w->mode = lim->flow_singleton_mode;
-    w->reject = lim->flow_reject;
     /* before any activation: the state is this thread's alone */
     void *ctx[2] = {st, w};
     if (journal_live_each(engine_journal(e), name, load_member, ctx) != 0)
@@ -478,7 +471,11 @@ static void singleton_settled(duro_engine *e, void *state, const char *workflow,
                               const char *id, int64_t rowid) {
   sgl_state *st = state;
   pthread_mutex_lock(&st->mu);
-  sgl_member *m = claim_find(st, workflow, id, NULL);
+  /* created: the committed hook made its claim a member already (another
+   * claim of the id, of another key, is one that failed) */
+  sgl_member *m = rowid && idmap_get(&st->by_rowid, rowid)
+                      ? NULL
+                      : claim_find(st, workflow, id, NULL);
   if (m) { /* the committed hook did not see it inserted */
     claim_unlink(st, m);
     if (rowid) {
