@@ -361,6 +361,13 @@ START_TEST(queue_starts_a_key_one_at_a_time_in_order) {
   ck_assert_ptr_nonnull(
       strstr(metrics, "duro_singleton_waiting{workflow=\"single\"} 201\n"));
   free(metrics);
+  json_t *stats = NULL;
+  ck_assert_int_eq(duro_workflow_stats(h.e, "single", &stats), 0);
+  char *text = json_dumps(json_object_get(stats, "singleton"), JSON_COMPACT);
+  ck_assert_str_eq(text, "{\"key\":\"/u\",\"mode\":\"queue\",\"keys\":2,"
+                         "\"live\":203,\"waiting\":201}");
+  free(text);
+  json_decref(stats);
   for (int i = 0; i < BURST + 5 && n_starts[key_of("a")] < BURST; i++)
     harness_advance(&h, 1000);
   harness_advance(&h, 1000);

@@ -581,7 +581,7 @@ char *duro_singleton_why(duro_engine *e, const char *workflow, const char *id) {
 /* ---- /metrics ---- */
 
 typedef struct count_ctx {
-  uint64_t keys, waiting;
+  uint64_t keys, live, waiting;
 } count_ctx;
 
 static void count_key(void *ctx, int64_t hash, void *val) {
@@ -589,9 +589,45 @@ static void count_key(void *ctx, int64_t hash, void *val) {
   count_ctx *c = ctx;
   for (sgl_key *k = val; k; k = k->next) {
     c->keys++;
-    for (const sgl_member *m = k->head; m; m = m->next)
+    for (const sgl_member *m = k->head; m; m = m->next) {
+      c->live++;
       c->waiting += !m->started && !turn_of(m);
+    }
   }
+}
+
+typedef struct stats_ctx {
+  sgl_state *st;
+  const char *workflow;
+  duro_singleton_stats *out;
+} stats_ctx;
+
+static void stats_under_lock(duro_engine *e, void *arg) {
+  (void)e;
+  stats_ctx *c = arg;
+  pthread_mutex_lock(&c->st->mu);
+  sgl_workflow *w = workflow_of(c->st, c->workflow);
+  if (w) {
+    count_ctx n = {0};
+    idmap_each(&w->keys, count_key, &n);
+    *c->out = (duro_singleton_stats){
+        .key = xstrdup(w->pointer),
+        .mode = w->mode == DURO_SINGLETON_SKIP ? "skip" : "queue",
+        .keys = n.keys,
+        .live = n.live,
+        .waiting = n.waiting};
+  }
+  pthread_mutex_unlock(&c->st->mu);
+}
+
+void duro_singleton_stats_read(duro_engine *e, const char *workflow,
+                               duro_singleton_stats *out) {
+  *out = (duro_singleton_stats){0};
+  sgl_state *st = duro_engine_driver_state(e, &singleton_driver);
+  if (!st)
+    return;
+  stats_ctx c = {st, workflow, out};
+  engine_gate_run(e, stats_under_lock, &c);
 }
 
 /* A label's value as the Prometheus text format escapes it. */

@@ -14,6 +14,20 @@
  * it does not. */
 char *duro_singleton_why(duro_engine *e, const char *workflow, const char *id);
 
+/* A workflow's singleton as it counts now. */
+typedef struct duro_singleton_stats {
+  char *key;        /* its JSON pointer; NULL: the workflow has none */
+  const char *mode; /* "skip" or "queue" */
+  uint64_t keys;    /* values with a live instance */
+  uint64_t live;    /* live instances of those values */
+  uint64_t waiting; /* of those, starts that wait for their key */
+} duro_singleton_stats;
+
+/* Workflow's singleton into *out (key NULL when it has none, or before
+ * the engine started); caller frees out->key. */
+void duro_singleton_stats_read(duro_engine *e, const char *workflow,
+                               duro_singleton_stats *out);
+
 /* Hands the starts whose turn came to the runnable FIFO, for callers that
  * drive the engine's passes themselves (tests); returns how many.  The
  * driver's waker thread and its dispatch do it otherwise. */

@@ -220,5 +220,16 @@ int duro_workflow_stats(duro_engine *e, const char *workflow, json_t **out) {
     json_object_set_new(*out, "flow", view_flow_stats(&fs));
   if (!rc)
     duro_flow_stats_free(&fs);
+  duro_singleton_stats ss;
+  if (!rc)
+    duro_singleton_stats_read(e, workflow, &ss);
+  if (!rc && ss.key)
+    json_object_set_new(*out, "singleton",
+                        json_pack("{s:s,s:s,s:I,s:I,s:I}", "key", ss.key,
+                                  "mode", ss.mode, "keys", (json_int_t)ss.keys,
+                                  "live", (json_int_t)ss.live, "waiting",
+                                  (json_int_t)ss.waiting));
+  if (!rc)
+    free(ss.key);
   return rc;
 }
