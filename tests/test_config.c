@@ -288,6 +288,17 @@ static const bad_case bad[] = {
      "      - name: a\n"
      "        binding: A\n"
      "        class_name: C\n"
+     "        flow: {singleton: {key: u, mode: drop}, on_excess: reject}\n",
+     "t.yaml:8:33: \"key\" must be a JSON pointer into the params, such as "
+     "\"/userId\"\n"
+     "t.yaml:8:42: \"mode\" must be \"skip\" or \"queue\""},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
      "        flow: {singleton: {key: /u}}\n",
      "t.yaml:8:27: singleton is missing \"mode\""},
     {"plugins:\n"

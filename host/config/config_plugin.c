@@ -267,14 +267,15 @@ static int parse_singleton(config_parser *p, yaml_node_t *node,
   if (present <= 0)
     return present;
   yaml_node_t *sv[SCHEMA_MAX_FIELDS];
-  if (schema_mapping(&p->w, node, &config_flow_singleton_schema, w, sv, NULL) <
-      0)
-    return -1;
-  if (w->singleton_key && !duro_json_pointer_valid(w->singleton_key))
-    return schema_fail(&p->w, sv[SINGLETON_KEY],
-                       "\"key\" must be a JSON pointer into the params, "
-                       "such as \"/userId\"");
-  return 0;
+  /* a bad mode and a bad key are both said (the walk fills sv anyway) */
+  int rc =
+      schema_mapping(&p->w, node, &config_flow_singleton_schema, w, sv, NULL);
+  if (w->singleton_key && sv[SINGLETON_KEY] &&
+      !duro_json_pointer_valid(w->singleton_key))
+    rc = schema_fail(&p->w, sv[SINGLETON_KEY],
+                     "\"key\" must be a JSON pointer into the params, "
+                     "such as \"/userId\"");
+  return rc < 0 ? -1 : 0;
 }
 
 /* flow: {concurrency: [{key: /customerId, limit: 2}, {limit: 200}],
