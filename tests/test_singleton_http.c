@@ -15,6 +15,7 @@
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "host_run.h"
@@ -127,6 +128,19 @@ START_TEST(singletons_over_http) {
   ck_assert_str_eq(jstr(w.json, "status"), "waiting");
   ck_assert(json_is_true(jget(w.json, "skipped")));
   http_resp_free(&w);
+  /* the CLI says so */
+  char *out = NULL;
+  const char *args[] = {"trigger",
+                        "order-flow",
+                        "{\"orderId\":\"o7\",\"email\":\"a@example.com\","
+                        "\"amount\":5,\"graceSeconds\":0}",
+                        "--id",
+                        "o7",
+                        NULL};
+  ck_assert_int_eq(host_cli(&H, args, &out), 0);
+  assert_contains(out, "skipped: o1 is live with the same singleton key "
+                       "(nothing created)");
+  free(out);
   char b1[256], b2[256], batch[600];
   snprintf(batch, sizeof batch, "{\"instances\":[%s,%s]}",
            order(b1, sizeof b1, "o3", "a@example.com"),
