@@ -18,7 +18,9 @@
  * The members change with the journal: the `committed` hook sees every
  * instance inserted (a member of its key) and every status stored (an
  * ended one leaves its key, a restarted or adopted one joins it again),
- * so creations from any path (cron, queues, children) count.  On start
+ * so creations from any path count: those that never pass claim_create
+ * (cron ticks, the no-code consumer, children) are not skipped, but
+ * their starts wait for their key as in queue mode.  On start
  * the members are read again from the journal (journal_live_each), so
  * nothing is kept only in memory across a kill -9: what parks is a queued
  * row that recovery runs again, and admit parks it again.
@@ -27,8 +29,9 @@
  * and its key's next may start, that one's parked ticket goes on `due`,
  * handed to the runnable FIFO by the next gate hook (the ending
  * activation's release, mostly) or by this driver's own waker thread
- * (an idle instance terminated).  Lock order: the engine's lock, then
- * `mu`; nothing is called under `mu`.
+ * (an idle instance terminated) or the scheduler's pass (dispatch).
+ * Lock order: the engine's lock, then `mu`; under `mu` nothing takes
+ * another lock.
  *
  * Per host: on PostgreSQL each host counts its own instances (several
  * hosts may each have one live instance of a key). */
