@@ -3,8 +3,8 @@
  * them on each scheduler pass (the queues' consumers, the cron triggers,
  * the children of ended parents, the pipelines' flusher, the traces'
  * exporter, which also reads every commit, the tail handlers' batches,
- * which an activation's end fills, then flow control, the engine's
- * admission gate) and drains them
+ * which an activation's end fills, then the admission gates:
+ * flow.singleton, asked first, and flow control) and drains them
  * at stop; it frees them in the reverse order, so cron handlers that send to
  * queues are gone before the queues. */
 #include "children.h"
@@ -12,10 +12,12 @@
 #include "flow.h"
 #include "pipeline_driver.h"
 #include "queue_driver.h"
+#include "singleton.h"
 #include "tail.h"
 #include "telemetry.h"
 #include "trigger.h"
 
 const duro_driver *const duro_builtin_drivers[] = {
-    &queue_driver,     &cron_driver, &children_driver, &pipeline_driver,
-    &telemetry_driver, &tail_driver, &flow_driver,     NULL};
+    &queue_driver,     &cron_driver,      &children_driver,
+    &pipeline_driver,  &telemetry_driver, &tail_driver,
+    &singleton_driver, &flow_driver,      NULL};

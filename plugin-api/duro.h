@@ -880,7 +880,9 @@ static inline duro_workflow *duro_env_workflow(duro_env *env,
 
 /* Creates an instance (id NULL = random).  Returns 0 or a DURO_E_* code,
  * DURO_E_ALREADY_EXISTS for a duplicate id: call it inside a step with a
- * deterministic id and a retried attempt is harmless. */
+ * deterministic id and a retried attempt is harmless.  Under the
+ * workflow's flow.singleton with mode skip, 0 also when its key has a
+ * live instance already: then nothing is created. */
 static inline int duro_workflow_create(duro_workflow *wf, const char *id,
                                        const char *params) {
   return duro_api_ptr_->workflow_create(wf, id, params);

@@ -279,8 +279,27 @@ static const bad_case bad[] = {
      "      - name: a\n"
      "        binding: A\n"
      "        class_name: C\n"
+     "        flow: {singleton: {key: userId, mode: skip}}\n",
+     "t.yaml:8:33: \"key\" must be a JSON pointer into the params, "
+     "such as \"/userId\""},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
      "        flow: {concurrency: [{limit: 1}], priority: {key: tier}}\n",
      "t.yaml:8:59: \"key\" must be a JSON pointer into the params"},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {singleton: {key: /u, mode: drop}}\n",
+     "t.yaml:8:43: \"mode\" must be \"skip\" or \"queue\""},
     {"plugins:\n"
      "  - name: p\n"
      "    path: p.so\n"
@@ -297,9 +316,29 @@ static const bad_case bad[] = {
      "      - name: a\n"
      "        binding: A\n"
      "        class_name: C\n"
+     "        flow: {singleton: {key: u, mode: drop}, on_excess: reject}\n",
+     "t.yaml:8:33: \"key\" must be a JSON pointer into the params, such as "
+     "\"/userId\"\n"
+     "t.yaml:8:42: \"mode\" must be \"skip\" or \"queue\""},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
      "        flow: {concurrency: [{limit: 1}], priority: {key: /p, default: "
      "2000000}}\n",
      "t.yaml:8:72: \"default\" must be between -1000000 and 1000000"},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {singleton: {key: /u}}\n",
+     "t.yaml:8:27: singleton is missing \"mode\""},
     {"plugins:\n"
      "  - name: p\n"
      "    path: p.so\n"
@@ -318,10 +357,28 @@ static const bad_case bad[] = {
      "      - name: a\n"
      "        binding: A\n"
      "        class_name: C\n"
+     "        flow: {singleton: {mode: queue}}\n",
+     "t.yaml:8:27: singleton is missing \"key\""},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
      "        flow: {concurrency: [{limit: 1}], fairness: {key: /t, weights: "
      "[gold]}}\n",
      "t.yaml:8:72: \"weights\" must be a mapping of the fairness key's "
      "values"},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {singleton: [/u]}\n",
+     "t.yaml:8:27: \"singleton\" must be a mapping"},
     {"plugins:\n  - {name: p, path: p.so, on_crash_storm: stop}\n",
      "t.yaml:2:43: \"on_crash_storm\" must be \"pause\" or \"rollback\""},
     {"plugins:\n  - {name: p, path: p.so, crash_storm: {window: 10ms}}\n",

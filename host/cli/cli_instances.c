@@ -149,6 +149,13 @@ int cli_build_event(cli_ctx *c, const cli_verb *v, const cli_args *a,
 
 void cli_print_created(const cli_args *a, const json_t *r) {
   (void)a;
+  if (json_is_true(json_object_get(r, "skipped"))) {
+    /* flow.singleton's skip: the live one answered */
+    fputs("skipped: ", stdout);
+    cli_put(r, "id");
+    fputs(" is live with the same singleton key (nothing created)\n", stdout);
+    return;
+  }
   fputs("created ", stdout);
   cli_put(r, "id");
   fputs(" (", stdout);

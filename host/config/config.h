@@ -55,6 +55,9 @@ typedef struct config_flow_weight {
   char *value;
   uint32_t weight;
 } config_flow_weight;
+/* flow.singleton's mode: a create whose key has a live instance is
+ * skipped (answered with that one), or queued behind it. */
+enum { CONFIG_SINGLETON_SKIP = 1, CONFIG_SINGLETON_QUEUE = 2 };
 
 typedef struct config_workflow {
   char *name;           /* "order-flow" (required) */
@@ -81,6 +84,11 @@ typedef struct config_workflow {
   char *fairness_key;
   config_flow_weight *weights;
   size_t n_weights;
+  /* flow.singleton: at most one live instance per value of the params'
+   * JSON pointer singleton_key (NULL: none), in singleton_mode
+   * (CONFIG_SINGLETON_*) */
+  char *singleton_key;
+  int singleton_mode;
   /* A queue (consumed or dead-lettered into by some consumer) that gets a
    * message as each instance starts and ends; NULL = none. */
   char *lifecycle_queue;

@@ -25,6 +25,7 @@ void config_free(config *cfg) {
       for (size_t k = 0; k < pl->workflows[j].n_weights; k++)
         free(pl->workflows[j].weights[k].value);
       free(pl->workflows[j].weights);
+      free(pl->workflows[j].singleton_key);
       for (size_t k = 0; k < pl->workflows[j].n_tail_consumers; k++)
         free(pl->workflows[j].tail_consumers[k]);
       free(pl->workflows[j].tail_consumers);

@@ -130,7 +130,8 @@ enum {
   FLOW_RATE,
   FLOW_ON_EXCESS,
   FLOW_PRIORITY,
-  FLOW_FAIRNESS
+  FLOW_FAIRNESS,
+  FLOW_SINGLETON
 };
 /* What a create over a flow rule does: wait queued, or get refused. */
 static const schema_choice on_excess_choices[] = {
@@ -143,6 +144,7 @@ static const schema_field flow_fields[] = {
                         on_excess_choices},
     [FLOW_PRIORITY] = {"priority", K_NESTED, 0, false, 0, 0, NULL},
     [FLOW_FAIRNESS] = {"fairness", K_NESTED, 0, false, 0, 0, NULL},
+    [FLOW_SINGLETON] = {"singleton", K_NESTED, 0, false, 0, 0, NULL},
 };
 const schema config_flow_schema = SCHEMA("flow", "in flow", -1, flow_fields);
 
@@ -166,6 +168,24 @@ static const schema_field fairness_fields[] = {
 };
 const schema config_flow_fairness_schema =
     SCHEMA("fairness", "in fairness", -1, fairness_fields);
+
+/* flow.singleton fills the workflow's singleton_key and _mode: a create
+ * whose key has a live instance is skipped, or queued behind it. */
+enum { SINGLETON_KEY, SINGLETON_MODE };
+static const schema_choice singleton_mode_choices[] = {
+    {"skip", CONFIG_SINGLETON_SKIP},
+    {"queue", CONFIG_SINGLETON_QUEUE},
+    {NULL, 0}};
+static const schema_field flow_singleton_fields[] = {
+    [SINGLETON_KEY] = {"key", K_STRING,
+                       offsetof(config_workflow, singleton_key), true, 0, 0,
+                       NULL},
+    [SINGLETON_MODE] = {"mode", K_ENUM,
+                        offsetof(config_workflow, singleton_mode), true, 0, 0,
+                        singleton_mode_choices},
+};
+const schema config_flow_singleton_schema =
+    SCHEMA("singleton", "in singleton", -1, flow_singleton_fields);
 
 enum { RULE_KEY, RULE_LIMIT };
 static const schema_field flow_rule_fields[] = {
@@ -317,6 +337,24 @@ static int parse_weights(config_parser *p, yaml_node_t *node,
   return rc;
 }
 
+/* flow.singleton: {key: /userId, mode: skip | queue}, both required. */
+static int parse_singleton(config_parser *p, yaml_node_t *node,
+                           config_workflow *w) {
+  int present = schema_section(&p->w, node, "singleton");
+  if (present <= 0)
+    return present;
+  yaml_node_t *sv[SCHEMA_MAX_FIELDS];
+  /* a bad mode and a bad key are both said (the walk fills sv anyway) */
+  int rc =
+      schema_mapping(&p->w, node, &config_flow_singleton_schema, w, sv, NULL);
+  if (w->singleton_key && sv[SINGLETON_KEY] &&
+      !duro_json_pointer_valid(w->singleton_key))
+    rc = schema_fail(&p->w, sv[SINGLETON_KEY],
+                     "\"key\" must be a JSON pointer into the params, "
+                     "such as \"/userId\"");
+  return rc < 0 ? -1 : 0;
+}
+
 /* flow: {concurrency: [{key: /customerId, limit: 2}, {limit: 200}],
  *        rate: [{key: /tenant, limit: 100, period: 1m, burst: 20}],
  *        priority: {key: /tier, default: 0},
@@ -361,6 +399,8 @@ static int parse_flow(config_parser *p, yaml_node_t *node, config_workflow *w) {
                      "(limit the whole workflow with concurrency: "
                      "[{limit: N}])",
                      what);
+  if (fv[FLOW_SINGLETON] && parse_singleton(p, fv[FLOW_SINGLETON], w) < 0)
+    rc = -1;
   return rc;
 }
 

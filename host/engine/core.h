@@ -93,6 +93,8 @@ void engine_gate_run(duro_engine *e, void (*fn)(duro_engine *e, void *ctx),
 /* ---- instances ---- */
 
 wf_reg *engine_find_workflow(const duro_engine *e, const char *name);
+/* The i-th registered workflow's name, NULL past the last. */
+const char *engine_workflow_name_at(const duro_engine *e, size_t i);
 /* The limits wf was registered with (NULL for a NULL wf): read by the
  * drivers a workflow's settings name (limits.lifecycle_queue). */
 const duro_workflow_limits *engine_workflow_limits(const wf_reg *wf);

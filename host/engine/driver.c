@@ -103,58 +103,102 @@ void engine_drivers_instance_changed(duro_engine *e, const wf_reg *wf,
                                         from_status, from_started_ms, now);
 }
 
-/* The driver with an admission gate (NULL: none). */
-static const struct registered_driver *gate_of(const duro_engine *e) {
-  for (size_t i = 0; i < e->n_drivers; i++)
-    if (e->drivers[i].d->admit)
+/* The k-th driver with an admission gate, in registration order (NULL
+ * past the last, or past ENGINE_MAX_GATES). */
+static const struct registered_driver *gate_at(const duro_engine *e, size_t k) {
+  for (size_t i = 0; i < e->n_drivers && k < ENGINE_MAX_GATES; i++)
+    if (e->drivers[i].d->admit && k-- == 0)
       return &e->drivers[i];
   return NULL;
 }
 
 int engine_gate_admit_locked(duro_engine *e, const wf_reg *wf, entry *ent,
                              const char *params, int first) {
-  const struct registered_driver *g = gate_of(e);
-  if (!g)
-    return 1;
-  void *hold = NULL;
-  if (!g->d->admit(e, g->state, wf->name, &wf->limits, ent->rowid, params,
-                   first, ent, &hold)) {
-    ent->gate_parked = 1;
+  void *holds[ENGINE_MAX_GATES] = {0};
+  const struct registered_driver *g;
+  for (size_t k = 0; (g = gate_at(e, k)) != NULL; k++) {
+    if (g->d->admit(e, g->state, wf->name, &wf->limits, ent->rowid, params,
+                    first, ent, &holds[k]))
+      continue;
+    /* parked by gate k: the gates before it hold nothing for it */
+    for (size_t j = 0; j < k; j++) {
+      const struct registered_driver *p = gate_at(e, j);
+      if (p->d->release)
+        p->d->release(e, p->state, holds[j]);
+    }
+    ent->gate_parked = 1 + (int)k;
     return 0;
   }
   ent->gate_held = 1;
-  ent->gate_hold = hold;
+  memcpy(ent->gate_holds, holds, sizeof holds);
   return 1;
 }
 
 int engine_gate_check_create_locked(duro_engine *e, const wf_reg *wf,
                                     const char *params,
                                     int64_t *retry_after_ms) {
-  const struct registered_driver *g = gate_of(e);
   *retry_after_ms = 0;
-  if (!g || !g->d->check_create)
-    return 0;
-  return g->d->check_create(e, g->state, wf->name, &wf->limits, params,
-                            retry_after_ms);
+  for (size_t i = 0; i < e->n_drivers; i++) {
+    const struct registered_driver *g = &e->drivers[i];
+    if (!g->d->check_create)
+      continue;
+    int rc = g->d->check_create(e, g->state, wf->name, &wf->limits, params,
+                                retry_after_ms);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+int engine_gate_claim_locked(duro_engine *e, const wf_reg *wf, const char *id,
+                             const char *params, char **live,
+                             int64_t *retry_after_ms) {
+  *live = NULL;
+  *retry_after_ms = 0;
+  for (size_t i = 0; i < e->n_drivers; i++) {
+    const struct registered_driver *g = &e->drivers[i];
+    if (g->d->claim_create)
+      return g->d->claim_create(e, g->state, wf->name, &wf->limits, id, params,
+                                live, retry_after_ms);
+  }
+  return DURO_CLAIM_TAKE;
+}
+
+void engine_gate_settle_locked(duro_engine *e, const wf_reg *wf, const char *id,
+                               int64_t rowid) {
+  for (size_t i = 0; i < e->n_drivers; i++)
+    if (e->drivers[i].d->claim_settled) {
+      e->drivers[i].d->claim_settled(e, e->drivers[i].state, wf->name, id,
+                                     rowid);
+      return;
+    }
 }
 
 void engine_gate_release_locked(duro_engine *e, entry *ent) {
-  const struct registered_driver *g = gate_of(e);
   if (!ent->gate_held)
     return;
   ent->gate_held = 0;
-  if (g && g->d->release)
-    g->d->release(e, g->state, ent->gate_hold);
-  ent->gate_hold = NULL;
+  const struct registered_driver *g;
+  for (size_t k = 0; (g = gate_at(e, k)) != NULL; k++) {
+    if (g->d->release)
+      g->d->release(e, g->state, ent->gate_holds[k]);
+    ent->gate_holds[k] = NULL;
+  }
 }
 
 void engine_gate_forget_locked(duro_engine *e, entry *ent) {
-  const struct registered_driver *g = gate_of(e);
   if (!ent->gate_parked)
     return;
+  const struct registered_driver *g = gate_at(e, (size_t)ent->gate_parked - 1);
   ent->gate_parked = 0;
   if (g && g->d->forget)
     g->d->forget(e, g->state, ent);
+}
+
+void engine_drivers_start(duro_engine *e) {
+  for (size_t i = 0; i < e->n_drivers; i++)
+    if (e->drivers[i].d->start)
+      e->drivers[i].d->start(e, e->drivers[i].state);
 }
 
 void engine_gate_ready_locked(duro_engine *e, duro_gate_ticket *ent) {

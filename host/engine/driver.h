@@ -30,6 +30,12 @@ struct journal_instance;
  * (engine_gate_ready_locked, core.h). */
 typedef struct entry duro_gate_ticket;
 
+/* How many drivers may be admission gates (admit hooks). */
+#define ENGINE_MAX_GATES 2
+
+/* What a claim_create hook answers (or DURO_E_FLOW_REJECTED). */
+enum { DURO_CLAIM_TAKE = 0, DURO_CLAIM_HELD = 1, DURO_CLAIM_SKIP = 2 };
+
 /* What an activation did, for a driver that observes activations (tail
  * handlers): kept only while one asked for it (engine_observe_activations
  * in core.h).  Everything is borrowed for the hook's call. */
@@ -120,8 +126,10 @@ typedef struct duro_driver {
    * when it ends; 0: it waits, holding nothing: the driver keeps `ticket`
    * and hands it to engine_gate_ready_locked when its turn comes (in one
    * of these hooks), or lets go of it in `forget`.  These three run under
-   * the engine's lock, quickly, and call nothing of the engine but that;
-   * one driver may have them. */
+   * the engine's lock, quickly, and call nothing of the engine but that.
+   * Several drivers may be gates (at most ENGINE_MAX_GATES): they are
+   * asked in registration order, and when one parks the activation those
+   * before it that let it pass get `release` at once. */
   int (*admit)(duro_engine *e, void *state, const char *workflow,
                const duro_workflow_limits *limits, int64_t rowid,
                const char *params, int first, duro_gate_ticket *ticket,
@@ -132,6 +140,24 @@ typedef struct duro_driver {
   int (*check_create)(duro_engine *e, void *state, const char *workflow,
                       const duro_workflow_limits *limits, const char *params,
                       int64_t *retry_after_ms);
+  /* A create of a workflow whose limits name a singleton
+   * (flow_singleton_mode), before its commit, under the engine's lock as
+   * admit: DURO_CLAIM_TAKE takes it; DURO_CLAIM_HELD takes it, the
+   * driver counting it its key's live instance until claim_settled says
+   * how its commit went; DURO_CLAIM_SKIP creates nothing, *live
+   * (malloc'ed) the id of its key's live instance; DURO_E_FLOW_REJECTED
+   * refuses it (*retry_after_ms). */
+  int (*claim_create)(duro_engine *e, void *state, const char *workflow,
+                      const duro_workflow_limits *limits, const char *id,
+                      const char *params, char **live, int64_t *retry_after_ms);
+  /* The commit of a create claimed DURO_CLAIM_HELD is done: rowid its
+   * instance's, 0 when it was not created.  Under the engine's lock. */
+  void (*claim_settled)(duro_engine *e, void *state, const char *workflow,
+                        const char *id, int64_t rowid);
+  /* Called by duro_engine_start before any activation runs, once this
+   * host took over the instances of hosts that stopped: what the driver
+   * keeps of the journal is read now. */
+  void (*start)(duro_engine *e, void *state);
   /* The activation admitted with `hold` ended (or gave up its turn). */
   void (*release)(duro_engine *e, void *state, void *hold);
   /* A parked ticket is taken away (its instance terminated, or the

@@ -83,6 +83,7 @@ int duro_engine_start(duro_engine *e) {
    * become this host's first, so that recovery finds them. */
   engine_takeover(e);
   e->next_takeover = engine_mono_ms(e) + engine_lease_ms(e) / 2;
+  engine_drivers_start(e); /* what drivers keep of the journal, read now */
   int rc = engine_record_crashes(e);
   if (rc == 0)
     rc = engine_reconcile(e);
@@ -232,6 +233,7 @@ void duro_engine_close(duro_engine *e) {
     for (size_t k = 0; k < order->n_weights; k++)
       free((char *)order->weights[k].value);
     free((duro_flow_weight *)order->weights);
+    free((char *)e->wfs[i].limits.flow_singleton_key);
     builds_free(&e->wfs[i]);
   }
   free(e->wfs);

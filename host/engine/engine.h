@@ -112,6 +112,9 @@ typedef struct duro_flow_concurrency {
 } duro_flow_concurrency;
 #define DURO_FLOW_MAX_RULES 8
 
+/* duro_workflow_limits.flow_singleton_mode */
+enum { DURO_SINGLETON_SKIP = 1, DURO_SINGLETON_QUEUE = 2 };
+
 /* A rate rule of a workflow's flow control: at most `limit` instances
  * start per `period_ms` among those whose params hold the same value at
  * `key` (NULL: the whole workflow), `burst` of them at once (0: 1),
@@ -176,6 +179,16 @@ typedef struct duro_workflow_limits {
   int flow_reject;
   /* flow.priority and flow.fairness (copied at registration). */
   duro_flow_order flow_order;
+  /* flow.singleton (flow/singleton.c): at most one live instance (created
+   * and not ended) per value of the params' JSON pointer
+   * flow_singleton_key (copied); an instance whose params lack it is not
+   * limited.  DURO_SINGLETON_SKIP: a create whose key has a live instance
+   * creates nothing and answers with that one's id; DURO_SINGLETON_QUEUE:
+   * every create creates, each instance's start waits queued until it is
+   * the oldest live one of its key (with flow_reject: a create whose key
+   * has a live instance is refused instead).  0: none. */
+  const char *flow_singleton_key;
+  int flow_singleton_mode;
   /* A duro_do_all's branches running at once when the call names no
    * bound; 0 = 100. */
   uint32_t parallel;
@@ -442,7 +455,8 @@ int64_t duro_engine_scheduler_pass(duro_engine *e);
 
 /* Creates an instance.  id NULL = a random id; params NULL = "null";
  * retention_ms < 0 = the workflow's.  *id_out (may be NULL) receives the
- * id, malloc'ed, the caller frees it. */
+ * id, malloc'ed, the caller frees it: under flow.singleton's skip mode,
+ * the id of its key's live instance when one was (nothing created). */
 int duro_instance_create(duro_engine *e, const char *workflow, const char *id,
                          const char *params, int64_t retention_ms,
                          char **id_out);
@@ -473,12 +487,18 @@ typedef struct duro_create_error {
 
 /* What a batch of creations did: the ids created and the requests
  * refused, each in request order.  Duplicates (within the batch or
- * existing) land in errors. */
+ * existing) land in errors.  A request that flow.singleton's skip mode
+ * answered with its key's live instance (nothing created) has that
+ * instance's id in `created`, in its place, and skipped[i] set: a caller
+ * that knows nothing of skips follows the instance that does the work. */
 typedef struct duro_create_result {
   char **created;
   size_t n_created;
   duro_create_error *errors;
   size_t n_errors;
+  /* NULL when nothing was skipped, else n_created flags */
+  unsigned char *skipped;
+  size_t n_skipped;
 } duro_create_result;
 void duro_create_result_free(duro_create_result *r);
 

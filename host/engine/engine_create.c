@@ -80,6 +80,7 @@ void duro_create_result_free(duro_create_result *r) {
   for (size_t i = 0; i < r->n_errors; i++)
     free(r->errors[i].id);
   free(r->errors);
+  free(r->skipped);
   *r = (duro_create_result){0};
 }
 
@@ -133,6 +134,11 @@ typedef struct create_job {
   char **params;       /* copies: the caller's may be gone by the commit */
   char **traceparents; /* the valid ones, normalized; else NULL */
   size_t *op_of;       /* the op of request i; SIZE_MAX: refused before */
+  /* flow.singleton: request i skipped, its key's live instance's id
+   * (malloc'ed) kept for the result; claimed[i]: the gate holds its key
+   * for it until its commit is settled */
+  char **skipped;
+  unsigned char *claimed;
   journal_batch b;
   duro_create_error *errors; /* at most one a request */
   size_t n_errors;
@@ -150,6 +156,10 @@ static void create_job_free(create_job *job) {
   free(job->ids);
   free(job->params);
   free(job->traceparents);
+  for (size_t i = 0; i < job->n; i++)
+    free(job->skipped[i]);
+  free(job->skipped);
+  free(job->claimed);
   free(job->rows);
   free(job->op_of);
   free(job->workflow);
@@ -181,6 +191,56 @@ static int gate_refuses(duro_engine *e, const wf_reg *wf, create_job *job,
   return 1;
 }
 
+/* flow.singleton: whether request i is skipped (its key's live
+ * instance's id kept for the result) or refused (said in job's errors);
+ * else it goes on, claimed when the gate holds its key for it until its
+ * commit is settled (create_finish). */
+static int singleton_skips(duro_engine *e, const wf_reg *wf, create_job *job,
+                           size_t i, const char *params) {
+  if (!wf->limits.flow_singleton_mode)
+    return 0;
+  char *live = NULL;
+  int64_t after = 0;
+  pthread_mutex_lock(&e->mu);
+  int rc = engine_gate_claim_locked(e, wf, job->ids[i], params, &live, &after);
+  pthread_mutex_unlock(&e->mu);
+  if (rc == DURO_CLAIM_TAKE || rc == DURO_CLAIM_HELD) {
+    job->claimed[i] = rc == DURO_CLAIM_HELD;
+    return 0;
+  }
+  if (rc == DURO_CLAIM_SKIP) {
+    job->skipped[i] = live;
+    return 1;
+  }
+  free(live);
+  batch_error(job, i, job->ids[i], rc);
+  job->errors[job->n_errors - 1].retry_after_ms = after;
+  return 1;
+}
+
+/* A claimed request's commit is settled: rowid its instance's, 0 when it
+ * was not created (e->mu held). */
+static void settle_claim_locked(duro_engine *e, create_job *job, size_t i,
+                                int64_t rowid) {
+  if (!job->claimed[i])
+    return;
+  job->claimed[i] = 0;
+  const wf_reg *wf = engine_find_workflow(e, job->workflow);
+  if (wf)
+    engine_gate_settle_locked(e, wf, job->ids[i], rowid);
+}
+
+/* The skipped requests' live ids into result, in request order with the
+ * created ones (the result takes them). */
+static void add_skipped(create_job *job, size_t i, duro_create_result *r) {
+  if (!r->skipped)
+    r->skipped = xcalloc(job->n ? job->n : 1, 1);
+  r->skipped[r->n_created] = 1;
+  r->created[r->n_created++] = job->skipped[i];
+  r->n_skipped++;
+  job->skipped[i] = NULL;
+}
+
 /* On the thread that committed: the created instances become runnable,
  * and the caller hears the outcome. */
 static void create_finish(void *ctx, int rc) {
@@ -191,9 +251,12 @@ static void create_finish(void *ctx, int rc) {
     result.created = xcalloc(job->n ? job->n : 1, sizeof *result.created);
     pthread_mutex_lock(&e->mu);
     for (size_t i = 0; i < job->n; i++) {
+      if (job->skipped[i])
+        add_skipped(job, i, &result);
       if (job->op_of[i] == SIZE_MAX)
         continue;
       journal_op *op = &job->b.ops[job->op_of[i]];
+      settle_claim_locked(e, job, i, op->rc ? 0 : op->out_rowid);
       if (op->rc) {
         batch_error(job, i, job->ids[i], op->rc);
         continue;
@@ -210,6 +273,10 @@ static void create_finish(void *ctx, int rc) {
     job->errors = NULL;
     job->n_errors = 0;
   } else {
+    pthread_mutex_lock(&e->mu);
+    for (size_t i = 0; i < job->n; i++)
+      settle_claim_locked(e, job, i, 0);
+    pthread_mutex_unlock(&e->mu);
     log_error("creating %zu instance(s) of %s: %s", job->n, job->workflow,
               journal_errmsg(e->j));
   }
@@ -240,6 +307,8 @@ static int create_batch(duro_engine *e, const char *workflow,
                       .traceparents =
                           xcalloc(n ? n : 1, sizeof *job->traceparents),
                       .op_of = xcalloc(n ? n : 1, sizeof *job->op_of),
+                      .skipped = xcalloc(n ? n : 1, sizeof *job->skipped),
+                      .claimed = xcalloc(n ? n : 1, 1),
                       .errors = xcalloc(n ? n : 1, sizeof *job->errors),
                       .done = done,
                       .ctx = ctx};
@@ -258,8 +327,14 @@ static int create_batch(duro_engine *e, const char *workflow,
       batch_error(job, i, job->ids[i], DURO_E_DUPLICATE_IN_BATCH);
       continue;
     }
-    if (gate_refuses(e, wf, job, i, job->ids[i], reqs[i].params))
+    if (singleton_skips(e, wf, job, i, reqs[i].params))
       continue;
+    if (gate_refuses(e, wf, job, i, job->ids[i], reqs[i].params)) {
+      pthread_mutex_lock(&e->mu);
+      settle_claim_locked(e, job, i, 0);
+      pthread_mutex_unlock(&e->mu);
+      continue;
+    }
     strmap_put(&seen, job->ids[i], job->ids[i]);
     job->params[i] = reqs[i].params ? xstrdup(reqs[i].params) : NULL;
     job->traceparents[i] = traceparent_norm(reqs[i].traceparent);

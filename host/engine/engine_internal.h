@@ -126,10 +126,11 @@ typedef struct entry {
   int apply_control;
   struct entry *next;  /* runnable FIFO, or its workflow's deferred one */
   wf_reg *deferred_in; /* set while waiting for a concurrency slot */
-  /* The admission gate (a driver's admit, flow control): parked until
-   * its turn, or admitted with gate_hold, which its end gives back. */
+  /* The admission gates (drivers' admit: flow.singleton, flow control):
+   * parked until its turn by gate gate_parked - 1 (0: none), or admitted
+   * with gate_holds (one a gate), which its end gives back. */
   int gate_parked, gate_held;
-  void *gate_hold;
+  void *gate_holds[ENGINE_MAX_GATES];
   wf_reg *counted;         /* the workflow whose slot this activation holds */
   int64_t retry_at;        /* ENTRY_RETRY: when (engine_mono_ms) */
   uint32_t write_failures; /* in a row, for the back-off */
@@ -400,6 +401,15 @@ int engine_gate_check_create_locked(duro_engine *e, const wf_reg *wf,
                                     const char *params,
                                     int64_t *retry_after_ms);
 void engine_gate_forget_locked(duro_engine *e, entry *ent);
+/* A create of wf whose limits name a singleton, before its commit (the
+ * gates' claim_create): DURO_CLAIM_* with *live, or DURO_E_FLOW_REJECTED
+ * with *retry_after_ms; one claimed DURO_CLAIM_HELD is settled with its
+ * rowid (0: not created) once its commit is done. */
+int engine_gate_claim_locked(duro_engine *e, const wf_reg *wf, const char *id,
+                             const char *params, char **live,
+                             int64_t *retry_after_ms);
+void engine_gate_settle_locked(duro_engine *e, const wf_reg *wf, const char *id,
+                               int64_t rowid);
 
 /* Gives back the activation's concurrency slot and lets one parked
  * instance of the workflow run. */
@@ -634,6 +644,8 @@ int engine_drivers_sweep(duro_engine *e, size_t budget);
 int engine_drivers_owns(const duro_engine *e, const ledger_slot *sl);
 int engine_drivers_recover(duro_engine *e, const ledger_slot *sl, int guilty,
                            const char *how);
+/* Each driver's start hook, at duro_engine_start. */
+void engine_drivers_start(duro_engine *e);
 /* Each driver's instance_changed (driver.h) for a row of workflow wf
  * (may be NULL) written in b, in the commit that writes it. */
 /* Each driver's committed hook with batch b, on disk. */

@@ -22,6 +22,10 @@ wf_reg *engine_find_workflow(const duro_engine *e, const char *name) {
   return NULL;
 }
 
+const char *engine_workflow_name_at(const duro_engine *e, size_t i) {
+  return i < e->n_wfs ? e->wfs[i].name : NULL;
+}
+
 const duro_workflow_limits *engine_workflow_limits(const wf_reg *wf) {
   return wf ? &wf->limits : NULL;
 }
@@ -84,7 +88,9 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
     weights[i] = (duro_flow_weight){.value = xstrdup(order->weights[i].value),
                                     .weight = order->weights[i].weight};
   order->weights = weights;
-  w->gated = w->limits.n_flow_concurrency > 0 || w->limits.n_flow_rate > 0;
+  w->limits.flow_singleton_key = xstrdup_null(w->limits.flow_singleton_key);
+  w->gated = w->limits.n_flow_concurrency > 0 || w->limits.n_flow_rate > 0 ||
+             (w->limits.flow_singleton_mode && w->limits.flow_singleton_key);
   if (w->limits.retention_ms <= 0)
     w->limits.retention_ms = DEFAULT_RETENTION_MS;
   if (w->limits.max_steps == 0)

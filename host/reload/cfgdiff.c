@@ -74,6 +74,8 @@ static int same_flow(const config_workflow *a, const config_workflow *b) {
          same(a->priority_key, b->priority_key) &&
          a->priority_default == b->priority_default &&
          same(a->fairness_key, b->fairness_key) && same_weights(a, b) &&
+         same(a->singleton_key, b->singleton_key) &&
+         a->singleton_mode == b->singleton_mode &&
          same_rules(a->flow, a->n_flow, b->flow, b->n_flow) &&
          same_rules(a->rates, a->n_rates, b->rates, b->n_rates);
 }

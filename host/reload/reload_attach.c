@@ -200,6 +200,11 @@ static void register_workflows(reloader *r) {
                             .fairness_key = w->fairness_key,
                             .weights = weights,
                             .n_weights = w->n_weights};
+      lim.flow_singleton_key = w->singleton_key;
+      lim.flow_singleton_mode =
+          w->singleton_mode == CONFIG_SINGLETON_QUEUE  ? DURO_SINGLETON_QUEUE
+          : w->singleton_mode == CONFIG_SINGLETON_SKIP ? DURO_SINGLETON_SKIP
+                                                       : 0;
       /* names are unique (config_refs.c checked), so this cannot fail */
       void *ctx;
       duro_engine_register(r->e, w->name, w->binding,

@@ -120,6 +120,8 @@ typedef struct store_backend {
                       void *ctx);
   int (*queued_from)(void *db, int64_t from, size_t limit, int64_t *rowids,
                      size_t *n);
+  int (*live_each)(void *db, const char *workflow, journal_live_fn fn,
+                   void *ctx);
   int (*children_each)(void *db, int64_t parent,
                        void (*fn)(void *ctx, int64_t rowid,
                                   const char *workflow, const char *id,

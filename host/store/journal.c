@@ -659,6 +659,11 @@ int journal_recover_each(journal *j,
   return j->be->recover_each(j->db, fn, ctx);
 }
 
+int journal_live_each(journal *j, const char *workflow, journal_live_fn fn,
+                      void *ctx) {
+  return j->be->live_each(j->db, workflow, fn, ctx);
+}
+
 int journal_children_each(journal *j, int64_t parent,
                           void (*fn)(void *ctx, int64_t rowid,
                                      const char *workflow, const char *id,

@@ -468,6 +468,15 @@ int journal_recover_each(journal *j,
                                     duro_status status, int control),
                          void *ctx);
 
+/* Calls fn for each of this host's instances of `workflow` that have not
+ * ended, in rowid order (creation order): what flow.singleton keeps of
+ * the journal, read at start.  params borrowed for the call. */
+typedef void (*journal_live_fn)(void *ctx, int64_t rowid, const char *id,
+                                duro_status status, int64_t started_ms,
+                                const char *params);
+int journal_live_each(journal *j, const char *workflow, journal_live_fn fn,
+                      void *ctx);
+
 /* Calls fn for each instance `parent` started (its children), in rowid
  * order. */
 int journal_children_each(journal *j, int64_t parent,

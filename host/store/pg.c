@@ -108,6 +108,7 @@ const store_backend store_pg = {
     .next_wake = pg_next_wake,
     .recover_each = pg_recover_each,
     .queued_from = pg_queued_from,
+    .live_each = pg_live_each,
     .children_each = pg_children_each,
     .orphans_each = pg_orphans_each,
     .oldest_queued = pg_oldest_queued,

@@ -185,6 +185,7 @@ const store_backend store_sqlite = {
     .next_wake = sqlite_next_wake,
     .recover_each = sqlite_recover_each,
     .queued_from = sqlite_queued_from,
+    .live_each = sqlite_live_each,
     .children_each = sqlite_children_each,
     .orphans_each = sqlite_orphans_each,
     .oldest_queued = sqlite_oldest_queued,

@@ -301,6 +301,8 @@ int sqlite_events_all(void *db, int64_t rowid, journal_event **out, size_t *n);
 int sqlite_due(void *db, int64_t after_ms, int64_t upto_ms, size_t limit,
                int64_t *rowids, int64_t *wakes, size_t *n);
 int sqlite_next_wake(void *db, int64_t after_ms, int64_t *wake);
+int sqlite_live_each(void *db, const char *workflow, journal_live_fn fn,
+                     void *ctx);
 int sqlite_children_each(void *db, int64_t parent,
                          void (*fn)(void *ctx, int64_t rowid,
                                     const char *workflow, const char *id,

@@ -57,6 +57,24 @@ int sqlite_recover_each(void *db,
   return rd_close(&q, rc);
 }
 
+/* On the (workflow, id) index: the workflow's rows, the ended skipped. */
+int sqlite_live_each(void *db, const char *workflow, journal_live_fn fn,
+                     void *ctx) {
+  rd q;
+  int rc = rd_open(&q, db,
+                   "SELECT rowid,id,status,started_ms,params FROM instances "
+                   "WHERE workflow=?1 AND status NOT IN "
+                   "('complete','errored','terminated') ORDER BY rowid");
+  if (rc == 0) {
+    sqlite3_bind_text(q.st, 1, workflow, -1, SQLITE_STATIC);
+    while (rd_row(&q))
+      fn(ctx, sqlite3_column_int64(q.st, 0),
+         (const char *)sqlite3_column_text(q.st, 1), col_status(q.st, 2),
+         col_ms(q.st, 3), (const char *)sqlite3_column_text(q.st, 4));
+  }
+  return rd_close(&q, rc);
+}
+
 int sqlite_children_each(void *db, int64_t parent,
                          void (*fn)(void *ctx, int64_t rowid,
                                     const char *workflow, const char *id,

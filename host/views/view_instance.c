@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 
+#include "singleton.h"
 #include "view_flow.h"
 
 #include "error.h"
@@ -128,8 +129,18 @@ json_t *view_workflow_counts(const duro_workflow_counts *c) {
 
 static json_t *create_result_json(const duro_create_result *r, int with_rc) {
   json_t *created = json_array(), *errors = json_array();
-  for (size_t i = 0; i < r->n_created; i++)
-    json_array_append_new(created, json_pack("{s:s}", "id", r->created[i]));
+  size_t index = 0, e = 0; /* request i: the created and the refused */
+  for (size_t i = 0; i < r->n_created; i++, index++) {
+    for (; e < r->n_errors && r->errors[e].index == index; e++)
+      index++;
+    /* flow.singleton's skip: its key's live instance, nothing created */
+    if (r->skipped && r->skipped[i])
+      json_array_append_new(created, json_pack("{s:s,s:b,s:I}", "id",
+                                               r->created[i], "skipped", 1,
+                                               "index", (json_int_t)index));
+    else
+      json_array_append_new(created, json_pack("{s:s}", "id", r->created[i]));
+  }
   for (size_t i = 0; i < r->n_errors; i++) {
     const duro_create_error *err = &r->errors[i];
     json_t *o = json_pack("{s:I,s:s?,s:s,s:s}", "index", (json_int_t)err->index,
@@ -168,6 +179,8 @@ int duro_instance_describe(duro_engine *e, const char *workflow, const char *id,
   char *why = !rc && in.status == DURO_STATUS_QUEUED
                   ? duro_flow_why(e, workflow, id)
                   : NULL;
+  if (!rc && !why && in.status == DURO_STATUS_QUEUED)
+    why = duro_singleton_why(e, workflow, id);
   if (why)
     json_object_set_new(*out, "waiting_for", json_string(why));
   free(why);
@@ -207,5 +220,16 @@ int duro_workflow_stats(duro_engine *e, const char *workflow, json_t **out) {
     json_object_set_new(*out, "flow", view_flow_stats(&fs));
   if (!rc)
     duro_flow_stats_free(&fs);
+  duro_singleton_stats ss;
+  if (!rc)
+    duro_singleton_stats_read(e, workflow, &ss);
+  if (!rc && ss.key)
+    json_object_set_new(*out, "singleton",
+                        json_pack("{s:s,s:s,s:I,s:I,s:I}", "key", ss.key,
+                                  "mode", ss.mode, "keys", (json_int_t)ss.keys,
+                                  "live", (json_int_t)ss.live, "waiting",
+                                  (json_int_t)ss.waiting));
+  if (!rc)
+    free(ss.key);
   return rc;
 }

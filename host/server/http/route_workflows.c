@@ -104,6 +104,14 @@ static void answer_created(create_answer *a, int rc,
     send_engine_error(x, rc, a->wf, a->id);
   } else if (a->batch) {
     send_json(x, 200, view_create_result(result));
+  } else if (result->n_created && result->skipped) {
+    /* flow.singleton's skip: nothing created, the live one answers */
+    const char *id = result->created[0];
+    if (x->then_wait) {
+      x->then_wait->id = xstrdup(id);
+      x->then_wait->skipped = 1;
+    }
+    send_json(x, 200, json_pack("{s:s,s:b}", "id", id, "skipped", 1));
   } else if (result->n_created) {
     const char *id = result->created[0];
     if (x->then_wait)
@@ -336,7 +344,11 @@ int instance_summary(http_server *s, http_exchange *x, const char *wf,
     return 0; /* the create's 201 stands: the instance exists */
   if (rc)
     return send_engine_error(x, rc, wf, id);
-  return send_json(x, x->then_wait ? 201 : 200, out);
+  /* a create's wait: 201, or 200 for the live one a skip answered with */
+  int skipped = x->then_wait && x->then_wait->skipped;
+  if (skipped)
+    json_object_set_new(out, "skipped", json_true());
+  return send_json(x, x->then_wait && !skipped ? 201 : 200, out);
 }
 
 /* GET /workflows/{wf}/instances/{id}[?wait=DURATION]: the whole

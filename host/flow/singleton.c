@@ -1,0 +1,753 @@
+/* singleton.c — flow.singleton (issue 26): at most one live instance per
+ * value of a key read from the create's params (`/userId`).  Live is
+ * created and not ended: queued, running, waiting, sleeping and paused
+ * instances hold their key; complete, errored and terminated ones do
+ * not.  An instance whose params lack the key is not limited.
+ *
+ * Each key keeps its live instances (its members) oldest first.
+ *   skip:  a create whose key has a member creates nothing and answers
+ *          with that member's id (claim_create).  The key is claimed
+ *          under the engine's lock before the create's commit, so two
+ *          creates of one key that race cannot both create.
+ *   queue: every create creates; an instance's start waits parked, as
+ *          `queued`, until it is its key's oldest member and no other
+ *          member has started (admit), one after another in creation
+ *          order.  With flow.on_excess: reject a create whose key has a
+ *          member is refused (DURO_E_FLOW_REJECTED) rather than queued.
+ *
+ * The members change with the journal: the `committed` hook sees every
+ * instance inserted (a member of its key) and every status stored (an
+ * ended one leaves its key, a restarted or adopted one joins it again),
+ * so creations from any path count: those that never pass claim_create
+ * (cron ticks, the no-code consumer, children) are not skipped, but
+ * their starts wait for their key as in queue mode.  On start
+ * the members are read again from the journal (journal_live_each), so
+ * nothing is kept only in memory across a kill -9: what parks is a queued
+ * row that recovery runs again, and admit parks it again.
+ *
+ * The committed hook may not take the engine's lock: when a member ends
+ * and its key's next may start, that one's parked ticket goes on `due`,
+ * handed to the runnable FIFO by the next gate hook (the ending
+ * activation's release, mostly) or by this driver's own waker thread
+ * (an idle instance terminated) or the scheduler's pass (dispatch).
+ * Lock order: the engine's lock, then `mu`; under `mu` nothing takes
+ * another lock.
+ *
+ * Per host: on PostgreSQL each host counts its own instances (several
+ * hosts may each have one live instance of a key). */
+#include "singleton.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "error.h"
+#include "json_pointer.h"
+#include "log.h"
+#include "map.h"
+#include "util.h"
+
+/* A live instance of a key. */
+typedef struct sgl_member {
+  struct sgl_member *prev, *next; /* its key's members, oldest first */
+  struct sgl_key *key;
+  int64_t rowid; /* 0 while the commit of its claimed create is on its way */
+  char *id;
+  int started; /* its start came (later activations need no turn) */
+  duro_gate_ticket *ticket;      /* its start, parked for its turn */
+  struct sgl_member *claim_next; /* claims of the same hash */
+} sgl_member;
+
+/* One value of a singleton's key and its members. */
+typedef struct sgl_key {
+  struct sgl_key *next; /* the next key of the same hash */
+  struct sgl_workflow *wf;
+  char *value; /* the key's value as compact JSON text */
+  sgl_member *head, *tail;
+  uint32_t started; /* members that started */
+} sgl_key;
+
+/* A workflow with a singleton, from its limits. */
+typedef struct sgl_workflow {
+  char *name; /* the map's key */
+  char *pointer;
+  int mode;   /* DURO_SINGLETON_SKIP or _QUEUE */
+  idmap keys; /* hash of value -> sgl_key chain */
+} sgl_workflow;
+
+typedef struct sgl_state {
+  duro_engine *e;
+  pthread_mutex_t mu; /* all below; taken last, under the engine's lock */
+  int loaded;         /* the members were read at start */
+  /* loaded, with a singleton workflow (atomic): the committed hook looks
+   * at batches only then */
+  int active;
+  strmap workflows; /* name -> sgl_workflow (the singletons) */
+  idmap by_rowid;   /* rowid -> sgl_member */
+  idmap claims;     /* hash of "workflow\nid" -> sgl_member chain */
+  /* tickets whose turn came, to the runnable FIFO under the engine's lock */
+  duro_gate_ticket **due;
+  size_t n_due, cap_due;
+  pthread_cond_t wake; /* the waker: tickets are due, or stop */
+  pthread_t waker;
+  int waker_started, stopping;
+} sgl_state;
+
+/* FNV-1a 64 of a, a newline and b (idmap's keys may be any int64): a
+ * key's value (b NULL), or a claim's workflow and id. */
+static int64_t hash_text(const char *a, const char *b) {
+  uint64_t h = UINT64_C(0xcbf29ce484222325);
+  for (const char *s = a; s && *s; s++) {
+    h ^= (unsigned char)*s;
+    h *= UINT64_C(0x100000001b3);
+  }
+  h ^= '\n';
+  h *= UINT64_C(0x100000001b3);
+  for (const char *s = b; s && *s; s++) {
+    h ^= (unsigned char)*s;
+    h *= UINT64_C(0x100000001b3);
+  }
+  return (int64_t)h;
+}
+
+/* The key's value in `params` as compact JSON text (malloc'ed), NULL
+ * when the params lack it. */
+static char *value_of(const sgl_workflow *w, const char *params) {
+  json_t *doc = params ? json_loads(params, JSON_DECODE_ANY, NULL) : NULL;
+  json_t *v = doc ? duro_json_pointer_get(doc, w->pointer) : NULL;
+  char *text = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+  json_decref(doc);
+  return text;
+}
+
+static sgl_key *key_find(sgl_workflow *w, const char *value) {
+  for (sgl_key *k = idmap_get(&w->keys, hash_text(value, NULL)); k; k = k->next)
+    if (!strcmp(k->value, value))
+      return k;
+  return NULL;
+}
+
+static sgl_key *key_of(sgl_workflow *w, const char *value) {
+  sgl_key *k = key_find(w, value);
+  if (k)
+    return k;
+  int64_t h = hash_text(value, NULL);
+  k = xcalloc(1, sizeof *k);
+  k->wf = w;
+  k->value = xstrdup(value);
+  k->next = idmap_get(&w->keys, h);
+  idmap_put(&w->keys, h, k);
+  return k;
+}
+
+static void key_drop_if_empty(sgl_key *k) {
+  if (k->head)
+    return;
+  int64_t h = hash_text(k->value, NULL);
+  sgl_key *head = idmap_get(&k->wf->keys, h);
+  if (head == k) {
+    if (k->next)
+      idmap_put(&k->wf->keys, h, k->next);
+    else
+      idmap_del(&k->wf->keys, h);
+  } else {
+    for (sgl_key *p = head; p; p = p->next)
+      if (p->next == k) {
+        p->next = k->next;
+        break;
+      }
+  }
+  free(k->value);
+  free(k);
+}
+
+/* A new member of key k, last (the youngest). */
+static sgl_member *join(sgl_state *st, sgl_key *k, int64_t rowid,
+                        const char *id, int started) {
+  sgl_member *m = xcalloc(1, sizeof *m);
+  m->key = k;
+  m->rowid = rowid;
+  m->id = xstrdup(id);
+  m->started = started;
+  m->prev = k->tail;
+  if (k->tail)
+    k->tail->next = m;
+  else
+    k->head = m;
+  k->tail = m;
+  k->started += started ? 1 : 0;
+  if (rowid)
+    idmap_put(&st->by_rowid, rowid, m);
+  return m;
+}
+
+static void due_push(sgl_state *st, duro_gate_ticket *t) {
+  if (st->n_due == st->cap_due) {
+    st->cap_due = st->cap_due ? 2 * st->cap_due : 16;
+    st->due = xrealloc(st->due, st->cap_due * sizeof *st->due);
+  }
+  st->due[st->n_due++] = t;
+  pthread_cond_signal(&st->wake);
+}
+
+/* Whether m may start now: the oldest member, none started. */
+static int turn_of(const sgl_member *m) {
+  return m == m->key->head && m->key->started == 0;
+}
+
+/* Key k's head may start when nothing of k started: its parked start is
+ * due. */
+static void pass_turn(sgl_state *st, sgl_key *k) {
+  sgl_member *h = k->head;
+  if (h && h->ticket && turn_of(h)) {
+    due_push(st, h->ticket);
+    h->ticket = NULL;
+  }
+}
+
+static void claim_unlink(sgl_state *st, sgl_member *m) {
+  int64_t h = hash_text(m->key->wf->name, m->id);
+  sgl_member *head = idmap_get(&st->claims, h);
+  if (head == m) {
+    if (m->claim_next)
+      idmap_put(&st->claims, h, m->claim_next);
+    else
+      idmap_del(&st->claims, h);
+    return;
+  }
+  for (sgl_member *p = head; p; p = p->claim_next)
+    if (p->claim_next == m) {
+      p->claim_next = m->claim_next;
+      return;
+    }
+}
+
+/* The claim of (workflow, id), of key `value` when not NULL (two creates
+ * of one id racing may claim two keys: one of them is created). */
+static sgl_member *claim_find(sgl_state *st, const char *workflow,
+                              const char *id, const char *value) {
+  for (sgl_member *m = idmap_get(&st->claims, hash_text(workflow, id)); m;
+       m = m->claim_next)
+    if (!strcmp(m->id, id) && !strcmp(m->key->wf->name, workflow) &&
+        (!value || !strcmp(m->key->value, value)))
+      return m;
+  return NULL;
+}
+
+/* m ended (or its create did not commit): it leaves its key, whose next
+ * may start. */
+static void leave(sgl_state *st, sgl_member *m) {
+  sgl_key *k = m->key;
+  if (m->prev)
+    m->prev->next = m->next;
+  else
+    k->head = m->next;
+  if (m->next)
+    m->next->prev = m->prev;
+  else
+    k->tail = m->prev;
+  k->started -= m->started ? 1 : 0;
+  if (m->rowid && idmap_get(&st->by_rowid, m->rowid) == m)
+    idmap_del(&st->by_rowid, m->rowid);
+  if (m->ticket) /* not forgotten by the engine: let it look for itself */
+    due_push(st, m->ticket);
+  free(m->id);
+  free(m);
+  pass_turn(st, k);
+  key_drop_if_empty(k);
+}
+
+/* The tickets whose turn came go to the runnable FIFO (the engine's lock
+ * and mu held). */
+static void hand_due_locked(duro_engine *e, sgl_state *st) {
+  for (size_t i = 0; i < st->n_due; i++)
+    engine_gate_ready_locked(e, st->due[i]);
+  st->n_due = 0;
+}
+
+static void *singleton_create(duro_engine *e) {
+  sgl_state *st = xcalloc(1, sizeof *st);
+  st->e = e;
+  pthread_mutex_init(&st->mu, NULL);
+  pthread_cond_init(&st->wake, NULL);
+  return st;
+}
+
+/* ---- start: the members read from the journal ---- */
+
+static void load_member(void *ctx, int64_t rowid, const char *id,
+                        duro_status status, int64_t started_ms,
+                        const char *params) {
+  (void)status;
+  void **c = ctx;
+  sgl_state *st = c[0];
+  sgl_workflow *w = c[1];
+  char *value = value_of(w, params);
+  if (value)
+    join(st, key_of(w, value), rowid, id, started_ms != JOURNAL_NONE);
+  free(value);
+}
+
+typedef struct hand_ctx {
+  sgl_state *st;
+  size_t handed;
+} hand_ctx;
+
+static void hand_due_counted(duro_engine *e, void *ctx) {
+  hand_ctx *c = ctx;
+  pthread_mutex_lock(&c->st->mu);
+  c->handed += c->st->n_due;
+  hand_due_locked(e, c->st);
+  pthread_mutex_unlock(&c->st->mu);
+}
+
+/* The scheduler's pass hands over what is due too (the waker may be
+ * late, or gone at stop). */
+static int singleton_dispatch(duro_engine *e, void *state, int64_t *next_ms) {
+  sgl_state *st = state;
+  *next_ms = INT64_MAX;
+  pthread_mutex_lock(&st->mu);
+  size_t due = st->n_due;
+  pthread_mutex_unlock(&st->mu);
+  if (due) {
+    hand_ctx c = {st, 0};
+    engine_gate_run(e, hand_due_counted, &c);
+  }
+  return 0;
+}
+
+size_t duro_singleton_dispatch(duro_engine *e) {
+  sgl_state *st = duro_engine_driver_state(e, &singleton_driver);
+  if (!st)
+    return 0;
+  hand_ctx c = {st, 0};
+  engine_gate_run(e, hand_due_counted, &c);
+  return c.handed;
+}
+
+/* The waker: hands due tickets over when no gate hook comes to do it
+ * (the committed hook may not take the engine's lock). */
+static void *waker_main(void *arg) {
+  sgl_state *st = arg;
+  pthread_mutex_lock(&st->mu);
+  for (;;) {
+    while (!st->stopping && st->n_due == 0)
+      pthread_cond_wait(&st->wake, &st->mu);
+    if (st->stopping)
+      break;
+    pthread_mutex_unlock(&st->mu);
+    hand_ctx c = {st, 0};
+    engine_gate_run(st->e, hand_due_counted, &c);
+    pthread_mutex_lock(&st->mu);
+  }
+  pthread_mutex_unlock(&st->mu);
+  return NULL;
+}
+
+static void singleton_start(duro_engine *e, void *state) {
+  sgl_state *st = state;
+  const char *name;
+  for (size_t i = 0; (name = engine_workflow_name_at(e, i)) != NULL; i++) {
+    const duro_workflow_limits *lim =
+        engine_workflow_limits(engine_find_workflow(e, name));
+    if (!lim->flow_singleton_mode || !lim->flow_singleton_key)
+      continue;
+    sgl_workflow *w = xcalloc(1, sizeof *w);
+    w->name = xstrdup(name);
+    w->pointer = xstrdup(lim->flow_singleton_key);
+    w->mode = lim->flow_singleton_mode;
+    /* before any activation: the state is this thread's alone */
+    void *ctx[2] = {st, w};
+    if (journal_live_each(engine_journal(e), name, load_member, ctx) != 0)
+      log_error("flow.singleton of %s: reading its live instances: %s", name,
+                journal_errmsg(engine_journal(e)));
+    strmap_put(&st->workflows, w->name, w);
+  }
+  pthread_mutex_lock(&st->mu);
+  st->loaded = 1;
+  pthread_mutex_unlock(&st->mu);
+  __atomic_store_n(&st->active, st->workflows.len > 0, __ATOMIC_RELEASE);
+  if (st->workflows.len &&
+      pthread_create(&st->waker, NULL, waker_main, st) == 0)
+    st->waker_started = 1;
+}
+
+/* ---- the journal's changes ---- */
+
+static sgl_workflow *workflow_of(sgl_state *st, const char *name) {
+  return name ? strmap_get(&st->workflows, name) : NULL;
+}
+
+static void inserted(sgl_state *st, const journal_op *op) {
+  const journal_instance *in = op->inst;
+  sgl_workflow *w = workflow_of(st, in->workflow);
+  if (!w || op->rc != 0)
+    return;
+  char *value = value_of(w, in->params);
+  sgl_member *claimed =
+      value ? claim_find(st, in->workflow, in->id, value) : NULL;
+  if (claimed) { /* its create claimed the key: now it has its row */
+    claim_unlink(st, claimed);
+    claimed->rowid = op->out_rowid;
+    idmap_put(&st->by_rowid, claimed->rowid, claimed);
+  } else if (value) {
+    join(st, key_of(w, value), op->out_rowid, in->id, 0);
+  }
+  free(value);
+}
+
+static void status_stored(sgl_state *st, const journal_op *op) {
+  const journal_instance *in = op->inst;
+  int64_t rowid = in->rowid ? in->rowid : op->rowid;
+  sgl_member *m = idmap_get(&st->by_rowid, rowid);
+  if (duro_status_ended(in->status)) {
+    if (m)
+      leave(st, m);
+    return;
+  }
+  /* live again (a restart) or come from another host: a member again */
+  sgl_workflow *w = m ? NULL : workflow_of(st, in->workflow);
+  if (!w || !in->id)
+    return;
+  char *value = value_of(w, in->params);
+  if (value)
+    join(st, key_of(w, value), rowid, in->id, in->started_ms != JOURNAL_NONE);
+  free(value);
+}
+
+static void singleton_committed(duro_engine *e, void *state,
+                                const journal_batch *b) {
+  (void)e;
+  sgl_state *st = state;
+  if (!__atomic_load_n(&st->active, __ATOMIC_ACQUIRE))
+    return;
+  pthread_mutex_lock(&st->mu);
+  for (size_t i = 0; i < b->n; i++) {
+    const journal_op *op = &b->ops[i];
+    if (op->kind == JOP_INSTANCE_INSERT && op->inst)
+      inserted(st, op);
+    else if (op->kind == JOP_INSTANCE_SET && op->inst)
+      status_stored(st, op);
+  }
+  pthread_mutex_unlock(&st->mu);
+}
+
+/* ---- creates ---- */
+
+static int singleton_claim(duro_engine *e, void *state, const char *workflow,
+                           const duro_workflow_limits *limits, const char *id,
+                           const char *params, char **live,
+                           int64_t *retry_after_ms) {
+  sgl_state *st = state;
+  int rc = DURO_CLAIM_TAKE;
+  pthread_mutex_lock(&st->mu);
+  hand_due_locked(e, st);
+  sgl_workflow *w = st->loaded ? workflow_of(st, workflow) : NULL;
+  /* queue mode queues: only a skip, or a refusal, needs the key now */
+  char *value = w && (w->mode == DURO_SINGLETON_SKIP || limits->flow_reject)
+                    ? value_of(w, params)
+                    : NULL;
+  sgl_key *k = value ? key_find(w, value) : NULL;
+  if (k && k->head && w->mode == DURO_SINGLETON_SKIP) {
+    *live = xstrdup(k->head->id);
+    rc = DURO_CLAIM_SKIP;
+  } else if (k && k->head) {
+    *retry_after_ms = 1000; /* the key frees when its instance ends: a guess */
+    rc = DURO_E_FLOW_REJECTED;
+  } else if (value) {
+    /* the key is this create's until its commit settles */
+    sgl_member *m = join(st, key_of(w, value), 0, id, 0);
+    int64_t h = hash_text(workflow, id);
+    m->claim_next = idmap_get(&st->claims, h);
+    idmap_put(&st->claims, h, m);
+    rc = DURO_CLAIM_HELD;
+  }
+  free(value);
+  pthread_mutex_unlock(&st->mu);
+  return rc;
+}
+
+static void singleton_settled(duro_engine *e, void *state, const char *workflow,
+                              const char *id, int64_t rowid) {
+  sgl_state *st = state;
+  pthread_mutex_lock(&st->mu);
+  /* created: the committed hook made its claim a member already (another
+   * claim of the id, of another key, is one that failed) */
+  sgl_member *m = rowid && idmap_get(&st->by_rowid, rowid)
+                      ? NULL
+                      : claim_find(st, workflow, id, NULL);
+  if (m) { /* the committed hook did not see it inserted */
+    claim_unlink(st, m);
+    if (rowid) {
+      m->rowid = rowid;
+      idmap_put(&st->by_rowid, rowid, m);
+    } else {
+      leave(st, m);
+    }
+  }
+  hand_due_locked(e, st);
+  pthread_mutex_unlock(&st->mu);
+}
+
+/* ---- the gate ---- */
+
+static int singleton_admit(duro_engine *e, void *state, const char *workflow,
+                           const duro_workflow_limits *limits, int64_t rowid,
+                           const char *params, int first,
+                           duro_gate_ticket *ticket, void **hold) {
+  (void)workflow, (void)limits, (void)params, (void)first;
+  sgl_state *st = state;
+  *hold = NULL;
+  pthread_mutex_lock(&st->mu);
+  hand_due_locked(e, st);
+  sgl_member *m = idmap_get(&st->by_rowid, rowid);
+  int runs = 1;
+  if (m && !m->started) {
+    if (turn_of(m)) {
+      m->started = 1;
+      m->key->started++;
+    } else {
+      m->ticket = ticket;
+      runs = 0;
+    }
+  }
+  pthread_mutex_unlock(&st->mu);
+  return runs;
+}
+
+static void singleton_release(duro_engine *e, void *state, void *hold) {
+  (void)hold;
+  sgl_state *st = state;
+  pthread_mutex_lock(&st->mu);
+  hand_due_locked(e, st);
+  pthread_mutex_unlock(&st->mu);
+}
+
+static void singleton_forget(duro_engine *e, void *state,
+                             duro_gate_ticket *ticket) {
+  (void)e;
+  sgl_state *st = state;
+  pthread_mutex_lock(&st->mu);
+  sgl_member *m = idmap_get(&st->by_rowid, engine_gate_ticket_rowid(ticket));
+  if (m && m->ticket == ticket)
+    m->ticket = NULL;
+  for (size_t i = 0; i < st->n_due; i++)
+    if (st->due[i] == ticket) {
+      st->due[i] = st->due[--st->n_due];
+      break;
+    }
+  pthread_mutex_unlock(&st->mu);
+}
+
+/* ---- why it waits ---- */
+
+typedef struct why_ctx {
+  sgl_state *st;
+  int64_t rowid;
+  char *why;
+} why_ctx;
+
+static void why_under_lock(duro_engine *e, void *arg) {
+  (void)e;
+  why_ctx *c = arg;
+  pthread_mutex_lock(&c->st->mu);
+  sgl_member *m = idmap_get(&c->st->by_rowid, c->rowid);
+  if (m && !m->started && !turn_of(m)) {
+    const sgl_member *holder = m->key->head;
+    for (const sgl_member *x = holder; x; x = x->next)
+      if (x->started) {
+        holder = x;
+        break;
+      }
+    c->why = xasprintf("flow: singleton %s=%s (held by %s)",
+                       m->key->wf->pointer, m->key->value, holder->id);
+  }
+  pthread_mutex_unlock(&c->st->mu);
+}
+
+char *duro_singleton_why(duro_engine *e, const char *workflow, const char *id) {
+  sgl_state *st = duro_engine_driver_state(e, &singleton_driver);
+  if (!st)
+    return NULL;
+  journal_instance in = {0};
+  if (journal_instance_get(engine_journal(e), workflow, id, &in) != 0)
+    return NULL;
+  why_ctx c = {st, in.rowid, NULL};
+  journal_instance_clear(&in);
+  engine_gate_run(e, why_under_lock, &c);
+  return c.why;
+}
+
+/* ---- /metrics ---- */
+
+typedef struct count_ctx {
+  uint64_t keys, live, waiting;
+} count_ctx;
+
+static void count_key(void *ctx, int64_t hash, void *val) {
+  (void)hash;
+  count_ctx *c = ctx;
+  for (sgl_key *k = val; k; k = k->next) {
+    c->keys++;
+    for (const sgl_member *m = k->head; m; m = m->next) {
+      c->live++;
+      c->waiting += !m->started && !turn_of(m);
+    }
+  }
+}
+
+typedef struct stats_ctx {
+  sgl_state *st;
+  const char *workflow;
+  duro_singleton_stats *out;
+} stats_ctx;
+
+static void stats_under_lock(duro_engine *e, void *arg) {
+  (void)e;
+  stats_ctx *c = arg;
+  pthread_mutex_lock(&c->st->mu);
+  sgl_workflow *w = workflow_of(c->st, c->workflow);
+  if (w) {
+    count_ctx n = {0};
+    idmap_each(&w->keys, count_key, &n);
+    *c->out = (duro_singleton_stats){
+        .key = xstrdup(w->pointer),
+        .mode = w->mode == DURO_SINGLETON_SKIP ? "skip" : "queue",
+        .keys = n.keys,
+        .live = n.live,
+        .waiting = n.waiting};
+  }
+  pthread_mutex_unlock(&c->st->mu);
+}
+
+void duro_singleton_stats_read(duro_engine *e, const char *workflow,
+                               duro_singleton_stats *out) {
+  *out = (duro_singleton_stats){0};
+  sgl_state *st = duro_engine_driver_state(e, &singleton_driver);
+  if (!st)
+    return;
+  stats_ctx c = {st, workflow, out};
+  engine_gate_run(e, stats_under_lock, &c);
+}
+
+/* A label's value as the Prometheus text format escapes it. */
+static void put_label(FILE *out, const char *s) {
+  for (; *s; s++) {
+    if (*s == '\\' || *s == '"')
+      fputc('\\', out);
+    if (*s == '\n')
+      fputs("\\n", out);
+    else
+      fputc(*s, out);
+  }
+}
+
+typedef struct metrics_ctx {
+  sgl_state *st;
+  FILE *out;
+} metrics_ctx;
+
+static void metrics_under_lock(duro_engine *e, void *arg) {
+  (void)e;
+  metrics_ctx *c = arg;
+  sgl_state *st = c->st;
+  pthread_mutex_lock(&st->mu);
+  if (st->workflows.len)
+    fprintf(c->out,
+            "# HELP duro_singleton_keys Values of a flow.singleton key with a "
+            "live instance\n"
+            "# TYPE duro_singleton_keys gauge\n"
+            "# HELP duro_singleton_waiting Instances whose start waits for "
+            "their flow.singleton key\n"
+            "# TYPE duro_singleton_waiting gauge\n");
+  for (size_t i = 0; i < st->workflows.cap; i++) {
+    sgl_workflow *w = st->workflows.vals[i];
+    if (!st->workflows.keys[i] || !w)
+      continue;
+    count_ctx n = {0};
+    idmap_each(&w->keys, count_key, &n);
+    fputs("duro_singleton_keys{workflow=\"", c->out);
+    put_label(c->out, w->name);
+    fprintf(c->out, "\"} %llu\nduro_singleton_waiting{workflow=\"",
+            (unsigned long long)n.keys);
+    put_label(c->out, w->name);
+    fprintf(c->out, "\"} %llu\n", (unsigned long long)n.waiting);
+  }
+  pthread_mutex_unlock(&st->mu);
+}
+
+static void singleton_metrics(duro_engine *e, void *state, FILE *out) {
+  metrics_ctx c = {state, out};
+  engine_gate_run(e, metrics_under_lock, &c);
+}
+
+/* ---- stop and free ---- */
+
+static uint32_t singleton_drain(void *state, const struct timespec *until) {
+  (void)until; /* the waker never blocks on anything but its condition */
+  sgl_state *st = state;
+  pthread_mutex_lock(&st->mu);
+  st->stopping = 1;
+  pthread_cond_signal(&st->wake);
+  pthread_mutex_unlock(&st->mu);
+  if (st->waker_started) {
+    pthread_join(st->waker, NULL);
+    st->waker_started = 0;
+  }
+  return 0;
+}
+
+static void free_key(void *ctx, int64_t hash, void *val) {
+  (void)ctx, (void)hash;
+  for (sgl_key *k = val, *next; k; k = next) {
+    next = k->next;
+    for (sgl_member *m = k->head, *mn; m; m = mn) {
+      mn = m->next;
+      free(m->id);
+      free(m);
+    }
+    free(k->value);
+    free(k);
+  }
+}
+
+static void singleton_free(void *state) {
+  sgl_state *st = state;
+  singleton_drain(st, NULL);
+  for (size_t i = 0; i < st->workflows.cap; i++) {
+    sgl_workflow *w = st->workflows.vals[i];
+    if (!st->workflows.keys[i] || !w)
+      continue;
+    idmap_each(&w->keys, free_key, NULL);
+    idmap_free(&w->keys);
+    free(w->pointer);
+    free(w->name);
+    free(w);
+  }
+  strmap_free(&st->workflows);
+  idmap_free(&st->by_rowid);
+  idmap_free(&st->claims);
+  free(st->due);
+  pthread_cond_destroy(&st->wake);
+  pthread_mutex_destroy(&st->mu);
+  free(st);
+}
+
+const duro_driver singleton_driver = {
+    .name = "singleton",
+    .create = singleton_create,
+    .start = singleton_start,
+    .dispatch = singleton_dispatch,
+    .committed = singleton_committed,
+    .claim_create = singleton_claim,
+    .claim_settled = singleton_settled,
+    .admit = singleton_admit,
+    .release = singleton_release,
+    .forget = singleton_forget,
+    .metrics = singleton_metrics,
+    .drain = singleton_drain,
+    .free = singleton_free,
+};
