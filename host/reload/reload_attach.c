@@ -48,6 +48,10 @@ void reload_register_consumers(reloader *r, plugin_state *p, const build *b) {
     fed++;
     if (!fn) {
       duro_queue_unconsume(r->e, c->queue);
+      if (c->concurrency_key) /* a pull consumer: HTTP pulls are not held */
+        log_warn("queue \"%s\": \"concurrency\" limits a queue handler, "
+                 "and plugin \"%s\" has none: pulls are not limited by key",
+                 c->queue, p->cfg->name);
       continue;
     }
     /* a stand-in kills its worker at the deadline, and returns */
