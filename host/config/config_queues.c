@@ -101,6 +101,7 @@ static const schema_field consumer_concurrency_fields[] = {
 };
 const schema config_consumer_concurrency_schema =
     SCHEMA("concurrency", "in concurrency", -1, consumer_concurrency_fields);
+
 /* ---- Entries ----------------------------------------------------------- */
 
 /* A queue name as the HTTP routes and the CLI can name it (a queue named
