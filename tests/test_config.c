@@ -634,6 +634,26 @@ static const bad_case bad[] = {
     {CONSUMER_Q "          workflow: a\n",
      "t.yaml:7:21: \"workflow\" needs \"id_from\", the JSON pointer to each "
      "message's instance id (e.g. \"/jobId\")"},
+    /* A queue handler's concurrency by key. */
+    {CONSUMER_Q "          concurrency: {key: account, limit: 1}\n",
+     "t.yaml:7:30: \"key\" is not a JSON pointer into the message body "
+     "(RFC 6901: \"/account\", with ~0 for '~' and ~1 for '/'): "
+     "\"account\""},
+    {CONSUMER_Q "          concurrency: {key: /account, limit: 0}\n",
+     "t.yaml:7:47: \"limit\" must be between 1 and 1000"},
+    {CONSUMER_Q "          concurrency: {limit: 2}\n",
+     "t.yaml:7:24: concurrency is missing \"key\""},
+    {CONSUMER_Q "          concurrency: 1\n",
+     "t.yaml:7:24: \"concurrency\" must be a mapping"},
+    {CONSUMER_Q "          concurrency: {key: /a, max: 1}\n",
+     "t.yaml:7:34: unknown key \"max\" in concurrency"},
+    {CONSUMER_Q "          workflow: a\n"
+                "          id_from: /jobId\n"
+                "          concurrency: {key: /account}\n"
+                "    workflows:\n" WF_ABC,
+     "t.yaml:9:24: \"concurrency\" limits a queue handler's messages by key; "
+     "a no-code consumer's instances are limited by their workflow's "
+     "flow.concurrency"},
 
     /* triggers */
     {"plugins:\n  - name: p\n    path: p.so\n    triggers: [a]\n",
@@ -1390,6 +1410,15 @@ static void check_workflow_consumer(const config *cfg) {
   ck_assert_uint_eq(cfg->plugins[1].n_consumers, 0);
 }
 
+static void check_consumer_concurrency(const config *cfg) {
+  const config_consumer *c = &cfg->plugins[0].consumers[0];
+  ck_assert_str_eq(c->concurrency_key, "/account/id");
+  ck_assert_uint_eq(c->concurrency_limit, 1);
+  c = &cfg->plugins[0].consumers[1];
+  ck_assert_str_eq(c->concurrency_key, "/a~1b");
+  ck_assert_uint_eq(c->concurrency_limit, 7);
+}
+
 static void check_consumer_defaults(const config *cfg) {
   ck_assert_uint_eq(cfg->plugins[0].n_consumers, 1);
   const config_consumer *c = &cfg->plugins[0].consumers[0];
@@ -1404,6 +1433,7 @@ static void check_consumer_defaults(const config *cfg) {
   ck_assert_uint_eq(c->max_concurrency, 0);
   ck_assert_int_eq(c->message_retention_ms, 4 * DAY_MS);
   ck_assert_int_eq(c->visibility_timeout_ms, 30000);
+  ck_assert_ptr_null(c->concurrency_key);
   ck_assert_int_eq(c->pos.line, 6);
   ck_assert_int_eq(c->pos.column, 11);
 }
@@ -1651,6 +1681,10 @@ static const good_case good[] = {
      "    workflows:\n"
      "      - {name: job-flow, binding: J, class_name: C}\n",
      check_workflow_consumer},
+    {CONSUMER_Q "          concurrency: {key: /account/id}\n"
+                "        - queue: r\n"
+                "          concurrency: {key: \"/a~1b\", limit: 7}\n",
+     check_consumer_concurrency},
     {TRIGGERS_HEAD "      crons:\n"
                    "        - \"0 9 * * 1-5\"\n"
                    "        - 0 9 * * MON-FRI\n"

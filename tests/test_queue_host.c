@@ -241,6 +241,67 @@ START_TEST(push_batch_size_changes_at_reload) {
 }
 END_TEST
 
+static json_t *pull_when_ready(host_run *h, const char *q, int64_t n,
+                               int64_t within_ms);
+
+/* A consumer with concurrency by key (limit 1): a batch holds at most
+ * one message of an account, an account's messages are handled in the
+ * order sent (its first retried once, and the next waiting for it), and
+ * a reload changes the limit live. */
+#define KEYED_CONSUMER                                                         \
+  "max_batch_size: 4, max_batch_timeout: 0,\n"                                 \
+  "            max_retries: 2, dead_letter_queue: in-dead,\n"                  \
+  "            visibility_timeout: 10m,\n"                                     \
+  "            concurrency: { key: /account, limit: %d }"
+
+START_TEST(push_concurrency_by_key) {
+  host_run H;
+  char consumer[256];
+  snprintf(consumer, sizeof consumer, KEYED_CONSUMER, 1);
+  start_push_consumer(&H, "{ workers: 2 }", consumer);
+  http_resp r;
+  host_request(&H, &r, "GET", "/queues/in", NULL);
+  ck_assert_str_eq(jstr(r.json, "consumer.concurrency.key"), "/account");
+  ck_assert_int_eq(
+      json_integer_value(jget(r.json, "consumer.concurrency.limit")), 1);
+  ck_assert_int_eq(json_integer_value(jget(r.json, "held")), 0);
+  http_resp_free(&r);
+  char body[2048] = "{\"messages\":[";
+  for (int n = 0; n < 5; n++)
+    for (int a = 0; a < 2; a++)
+      snprintf(body + strlen(body), sizeof body - strlen(body),
+               "%s{\"body\":{\"account\":\"%c\",\"n\":%d%s}}",
+               n || a ? "," : "", 'a' + a, n,
+               n == 0 && a == 0 ? ",\"retry\":true" : "");
+  strcat(body, "]}");
+  host_request(&H, &r, "POST", "/queues/in/messages/batch", body);
+  ck_assert_int_eq(r.status, 201);
+  http_resp_free(&r);
+  json_t *msgs = pull_when_ready(&H, "out", 10, 10000);
+  int next[2] = {0, 0};
+  size_t i;
+  json_t *m;
+  json_array_foreach(msgs, i, m) {
+    ck_assert_int_le(json_integer_value(jget(m, "body.batch")), 2);
+    int a = jstr(m, "body.body.account")[0] - 'a';
+    int n = (int)json_integer_value(jget(m, "body.body.n"));
+    ck_assert_msg(n == next[a], "account %c: %d came before %d", 'a' + a, n,
+                  next[a]);
+    next[a]++;
+    if (a == 0 && n == 0)
+      ck_assert_int_eq(json_integer_value(jget(m, "body.attempts")), 2);
+  }
+  json_decref(msgs);
+  snprintf(consumer, sizeof consumer, KEYED_CONSUMER, 2);
+  reconfigure_push(&H, consumer, "concurrency.limit");
+  host_request(&H, &r, "GET", "/queues/in", NULL);
+  ck_assert_int_eq(
+      json_integer_value(jget(r.json, "consumer.concurrency.limit")), 2);
+  http_resp_free(&r);
+  host_stop(&H, proc_now_ms() + 10000, 0);
+}
+END_TEST
+
 /* Waits until queue q holds n ready messages, then pulls them. */
 static json_t *pull_when_ready(host_run *h, const char *q, int64_t n,
                                int64_t within_ms) {
@@ -886,6 +947,7 @@ int main(void) {
   tcase_set_timeout(tc, 240);
   tcase_add_test(tc, push_handler_gets_batches);
   tcase_add_test(tc, push_batch_size_changes_at_reload);
+  tcase_add_test(tc, push_concurrency_by_key);
   tcase_add_test(tc, push_handler_crash_redelivers);
   tcase_add_test(tc, push_handler_crash_in_worker);
   tcase_add_test(tc, push_handler_always_crashing_dead_letters);

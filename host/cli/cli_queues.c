@@ -112,6 +112,9 @@ void cli_print_queue(const cli_args *a, const json_t *r) {
   fputc('\n', stdout);
   for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
     printf("%-14s %" JSON_INTEGER_FORMAT "\n", keys[i], count_of(r, keys[i]));
+  /* a consumer with concurrency by key: ready ones waiting their turn */
+  if (json_object_get(r, "held"))
+    printf("%-14s %" JSON_INTEGER_FORMAT "\n", "held", count_of(r, "held"));
 }
 
 /* One message per line, oldest first: its id, attempts, when it was sent

@@ -127,6 +127,11 @@ typedef struct config_consumer {
    * NULL = the plugin's queue handler consumes the queue. */
   char *workflow;
   char *id_from; /* required with workflow, RFC 6901 */
+  /* concurrency: {key, limit}: a handler's messages of one value at JSON
+   * pointer concurrency_key (NULL = none), at most concurrency_limit
+   * (default 1) in the handler at once, in the order sent. */
+  char *concurrency_key;
+  uint32_t concurrency_limit;
   config_pos pos;
   config_pos workflow_pos; /* of its "workflow" value */
 } config_consumer;

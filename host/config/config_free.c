@@ -46,6 +46,7 @@ void config_free(config *cfg) {
       free(pl->consumers[j].dead_letter_queue);
       free(pl->consumers[j].workflow);
       free(pl->consumers[j].id_from);
+      free(pl->consumers[j].concurrency_key);
     }
     free(pl->consumers);
     for (size_t j = 0; j < pl->n_crons; j++) {

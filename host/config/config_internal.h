@@ -60,6 +60,7 @@ extern const schema config_plugin_schema, config_workflow_schema,
 /* config_queues.c's and config_cron.c's */
 extern const schema config_queues_schema, config_producer_schema,
     config_consumer_schema, config_triggers_schema, config_cron_schema;
+extern const schema config_consumer_concurrency_schema;
 /* config_pipelines.c's */
 extern const schema config_pipeline_schema, config_sink_schema,
     config_files_sink_schema, config_s3_sink_schema, config_roll_schema;

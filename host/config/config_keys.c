@@ -63,6 +63,8 @@ static const nest nests[] = {
      CONFIG_IN_PRODUCER},
     {&config_queues_schema, "consumers", &config_consumer_schema, true,
      CONFIG_IN_CONSUMER},
+    {&config_consumer_schema, "concurrency",
+     &config_consumer_concurrency_schema, false, CONFIG_IN_CONSUMER},
     {&config_plugin_schema, "triggers", &config_triggers_schema, false,
      CONFIG_IN_PLUGIN},
     {&config_triggers_schema, "crons", &config_cron_schema, true,

@@ -49,7 +49,8 @@ enum {
   CO_RETENTION,
   CO_WORKFLOW,
   CO_ID_FROM,
-  CO_VISIBILITY
+  CO_VISIBILITY,
+  CO_KEYED
 };
 static const schema_field consumer_fields[] = {
     [CO_QUEUE] = {"queue", K_STRING, offsetof(config_consumer, queue), true, 0,
@@ -84,9 +85,23 @@ static const schema_field consumer_fields[] = {
     [CO_VISIBILITY] = {"visibility_timeout", K_DURATION,
                        offsetof(config_consumer, visibility_timeout_ms), false,
                        SECOND_MS, 12 * HOUR_MS, NULL},
+    [CO_KEYED] = {"concurrency", K_NESTED, 0, false, 0, 0, NULL},
 };
 const schema config_consumer_schema =
     SCHEMA("consumer", "in consumer", CO_QUEUE, consumer_fields);
+
+/* concurrency: {key: /account, limit: 1}: a queue handler's messages by
+ * the value at a JSON pointer into their bodies (queues/queue.h). */
+enum { CK_KEY, CK_LIMIT };
+static const schema_field consumer_concurrency_fields[] = {
+    [CK_KEY] = {"key", K_STRING, offsetof(config_consumer, concurrency_key),
+                true, 0, 0, NULL},
+    [CK_LIMIT] = {"limit", K_U32, offsetof(config_consumer, concurrency_limit),
+                  false, 1, 1000, NULL},
+};
+const schema config_consumer_concurrency_schema =
+    SCHEMA("concurrency", "in concurrency", -1, consumer_concurrency_fields);
+
 /* ---- Entries ----------------------------------------------------------- */
 
 /* A queue name as the HTTP routes and the CLI can name it (a queue named
@@ -151,6 +166,33 @@ static int check_id_from(config_parser *p, config_consumer *c, yaml_node_t **v,
   return rc;
 }
 
+/* A consumer's concurrency by key: a JSON pointer, and only on a queue
+ * handler (a no-code consumer's instances are limited by key by their
+ * workflow's flow.concurrency, which counts them while they run). */
+static int parse_keyed(config_parser *p, yaml_node_t *node,
+                       config_consumer *c) {
+  int section = schema_section(&p->w, node, "concurrency");
+  if (section <= 0)
+    return section;
+  yaml_node_t *v[SCHEMA_MAX_FIELDS];
+  int rc = schema_mapping(&p->w, node, &config_consumer_concurrency_schema, c,
+                          v, NULL);
+  if (c->concurrency_key && !duro_json_pointer_valid(c->concurrency_key)) {
+    schema_shown b;
+    rc = schema_fail(&p->w, v[CK_KEY],
+                     "\"key\" is not a JSON pointer into the message body "
+                     "(RFC 6901: \"/account\", with ~0 for '~' and ~1 for "
+                     "'/'): \"%s\"",
+                     schema_show(&b, c->concurrency_key));
+  }
+  if (c->workflow)
+    rc = schema_fail(&p->w, node,
+                     "\"concurrency\" limits a queue handler's messages by "
+                     "key; a no-code consumer's instances are limited by "
+                     "their workflow's flow.concurrency");
+  return rc;
+}
+
 static int parse_consumer(config_parser *p, yaml_node_t *node,
                           config_consumer *c) {
   yaml_node_t *v[SCHEMA_MAX_FIELDS];
@@ -162,8 +204,11 @@ static int parse_consumer(config_parser *p, yaml_node_t *node,
   c->retry_delay_ms = 0;
   c->message_retention_ms = 4 * DAY_MS;
   c->visibility_timeout_ms = 30 * SECOND_MS;
+  c->concurrency_limit = 1;
   c->pos = schema_pos(node);
   int rc = schema_mapping(&p->w, node, &config_consumer_schema, c, v, &bad);
+  if (parse_keyed(p, v[CO_KEYED], c) < 0)
+    rc = DURO_E_CONFIG;
   if (c->message_retention_ms < MINUTE_MS)
     rc = schema_fail(&p->w, v[CO_RETENTION],
                      "\"message_retention\" must be at least 1 minute");

@@ -42,6 +42,7 @@ void consumer_clear(wf_consumer *c) {
   free(c->workflow);
   free(c->id_from);
   free(c->plugin);
+  free(c->key);
 }
 
 uint32_t queue_consumers_wait(struct queue_consumers *c,
@@ -86,6 +87,8 @@ static int consumer_copy(struct queue_consumers *cs, size_t i,
     out->workflow = cs->v[i].workflow ? xstrdup(cs->v[i].workflow) : NULL;
     out->id_from = cs->v[i].id_from ? xstrdup(cs->v[i].id_from) : NULL;
     out->plugin = cs->v[i].plugin ? xstrdup(cs->v[i].plugin) : NULL;
+    out->key = cs->v[i].key ? xstrdup(cs->v[i].key) : NULL;
+    out->opt.concurrency_key = out->key;
   }
   pthread_mutex_unlock(&cs->mu);
   return more;

@@ -35,6 +35,7 @@
 typedef struct wf_consumer {
   char *queue, *workflow, *id_from; /* workflow NULL: a push consumer */
   char *plugin;                     /* a push consumer's, for the ledger */
+  char *key; /* a push consumer's concurrency_key (opt's points here) */
   uint32_t batch;
   duro_queue_fn handler;
   void *handler_ctx; /* its env->ctx */

@@ -72,7 +72,8 @@ static void *batch_thread(void *arg) {
  * Else *due gets when to look again (JOURNAL_NONE: when kicked).  The
  * handler comes with its context in *ctx. */
 static duro_queue_fn batch_due(duro_engine *e, const wf_consumer *c,
-                               int64_t *due, void **ctx) {
+                               int64_t *due, int64_t *next_visible,
+                               void **ctx) {
   int64_t now = engine_now(e);
   journal_queue_ready_info r = {0, JOURNAL_NONE, JOURNAL_NONE};
   *due = JOURNAL_NONE;
@@ -80,6 +81,7 @@ static duro_queue_fn batch_due(duro_engine *e, const wf_consumer *c,
     *due = now + 1000; /* storage trouble: look again in a second */
     return NULL;
   }
+  *next_visible = r.next_visible_ms;
   struct queue_consumers *cs = queue_consumers_of(e);
   duro_queue_fn fn = NULL;
   pthread_mutex_lock(&cs->mu);
@@ -126,7 +128,8 @@ static void batch_start(duro_engine *e, duro_message_batch *b) {
 size_t consumer_dispatch_push(duro_engine *e, const wf_consumer *c,
                               int64_t *due) {
   void *ctx = NULL;
-  duro_queue_fn fn = batch_due(e, c, due, &ctx);
+  int64_t next_visible = JOURNAL_NONE;
+  duro_queue_fn fn = batch_due(e, c, due, &next_visible, &ctx);
   if (!fn)
     return 0;
   journal_message *msgs = NULL;
@@ -144,11 +147,15 @@ size_t consumer_dispatch_push(duro_engine *e, const wf_consumer *c,
       threaded
           ? timeout + (timeout < SETTLE_MARGIN_MS ? timeout : SETTLE_MARGIN_MS)
           : timeout;
-  if (queue_lease(e, c->queue, c->batch,
-                  lease < DURO_QUEUE_MAX_DELAY_MS ? lease
-                                                  : DURO_QUEUE_MAX_DELAY_MS,
-                  prefix, &msgs, &n, err, sizeof err))
+  if (queue_lease_by_key(
+          e, c->queue, c->batch,
+          lease < DURO_QUEUE_MAX_DELAY_MS ? lease : DURO_QUEUE_MAX_DELAY_MS,
+          prefix, c->key, c->opt.concurrency_limit, &msgs, &n, err, sizeof err))
     log_error("queue %s: leasing a batch: %s", c->queue, err);
+  /* Messages held for their key's turn: a batch's end kicks the
+   * scheduler, and a retry's delay ending is the next visible time. */
+  if (c->key && n < c->batch)
+    *due = earlier(*due, next_visible);
   if (n == 0) {
     journal_messages_free(msgs, n);
     ledger_release(engine_ledger(e), slot);

@@ -66,14 +66,20 @@ int duro_queue_consume(duro_engine *e, const char *queue, duro_queue_fn handler,
   duro_queue_consumer_opts o = opt ? *opt : (duro_queue_consumer_opts){0};
   if (!handler || o.max_batch_size > DURO_QUEUE_MAX_BATCH ||
       o.max_batch_timeout_ms < 0 || o.visibility_ms < 0 ||
-      o.visibility_ms > DURO_QUEUE_MAX_DELAY_MS)
+      o.visibility_ms > DURO_QUEUE_MAX_DELAY_MS ||
+      (o.concurrency_key && (!duro_json_pointer_valid(o.concurrency_key) ||
+                             o.concurrency_limit == 0)))
     return DURO_E_INVALID_ARGUMENT;
   if (!duro_queue_exists(e, queue))
     return DURO_E_QUEUE_NOT_FOUND;
   o.max_batch_size = o.max_batch_size ? o.max_batch_size : DEFAULT_BATCH;
   o.max_concurrency = o.max_concurrency ? o.max_concurrency : 250;
+  char *key = o.concurrency_key ? xstrdup(o.concurrency_key) : NULL;
+  o.concurrency_key = key;
+  o.concurrency_limit = key ? o.concurrency_limit : 0;
   consumer_put(e, (wf_consumer){.queue = xstrdup(queue),
                                 .plugin = o.plugin ? xstrdup(o.plugin) : NULL,
+                                .key = key,
                                 .batch = o.max_batch_size,
                                 .handler = handler,
                                 .handler_ctx = o.handler_ctx,
@@ -109,6 +115,7 @@ void duro_queue_consumer_settings_free(duro_queue_consumer_settings *s) {
     return;
   free(s->workflow);
   free(s->id_from);
+  free(s->concurrency_key);
   *s = (duro_queue_consumer_settings){0};
 }
 
@@ -133,6 +140,8 @@ int queue_consumer_settings(duro_engine *e, const char *queue,
       out->visibility_timeout_ms = c->opt.visibility_ms
                                        ? c->opt.visibility_ms
                                        : DURO_QUEUE_DEFAULT_VISIBILITY_MS;
+      out->concurrency_key = c->key ? xstrdup(c->key) : NULL;
+      out->concurrency_limit = c->opt.concurrency_limit;
     }
   }
   pthread_mutex_unlock(&cs->mu);

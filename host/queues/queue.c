@@ -352,6 +352,15 @@ int duro_queue_pull_messages(duro_engine *e, const char *queue,
 int queue_lease(duro_engine *e, const char *queue, uint32_t batch_size,
                 int64_t visibility_ms, const char *prefix,
                 journal_message **msgs, size_t *n, char *err, size_t errlen) {
+  return queue_lease_by_key(e, queue, batch_size, visibility_ms, prefix, NULL,
+                            0, msgs, n, err, errlen);
+}
+
+int queue_lease_by_key(duro_engine *e, const char *queue, uint32_t batch_size,
+                       int64_t visibility_ms, const char *prefix,
+                       const char *key_pointer, uint32_t key_limit,
+                       journal_message **msgs, size_t *n, char *err,
+                       size_t errlen) {
   *msgs = NULL;
   *n = 0;
   duro_queue_options o;
@@ -380,6 +389,8 @@ int queue_lease(duro_engine *e, const char *queue, uint32_t batch_size,
   op->n_leases = batch_size;
   op->max_attempts = (uint32_t)o.max_retries + 1;
   op->dead_letter_queue = *dlq ? dlq : NULL;
+  op->key_pointer = key_pointer;
+  op->key_limit = key_limit;
   int rc = journal_commit(engine_journal(e), &b);
   op = &b.ops[0];
   if (rc == 0) {
@@ -703,6 +714,15 @@ int duro_queue_stats_read(duro_engine *e, const char *queue,
       journal_queue_stats_each(engine_journal(e), queue, c.now, stats_row, &c);
   if (rc == 0)
     rc = journal_queue_counts_each(engine_journal(e), counts_row, &c);
+  /* Only a keyed consumer's queue has messages held: a walk of its
+   * visible ones by the rule its leases follow. */
+  for (size_t i = 0; rc == 0 && i < out->n; i++) {
+    const duro_queue_consumer_settings *k = &out->v[i].consumer;
+    if (k->concurrency_key && out->v[i].ready)
+      rc = journal_queue_held(engine_journal(e), out->v[i].name, c.now,
+                              k->concurrency_key, k->concurrency_limit,
+                              &out->v[i].held);
+  }
   if (rc)
     duro_queue_stat_list_free(out);
   return rc;

@@ -126,6 +126,14 @@ int queue_lease(duro_engine *e, const char *queue, uint32_t batch_size,
                 int64_t visibility_ms, const char *prefix,
                 struct journal_message **msgs, size_t *n, char *err,
                 size_t errlen);
+/* The same for a push consumer with concurrency by key (key_pointer NULL:
+ * none): oldest sent first, passing over the messages whose key has
+ * key_limit in handlers or earlier ones waiting (store/queue_keys.h). */
+int queue_lease_by_key(duro_engine *e, const char *queue, uint32_t batch_size,
+                       int64_t visibility_ms, const char *prefix,
+                       const char *key_pointer, uint32_t key_limit,
+                       struct journal_message **msgs, size_t *n, char *err,
+                       size_t errlen);
 
 typedef struct duro_queue_retry {
   const char *lease_id;
@@ -199,6 +207,8 @@ typedef struct duro_queue_consumer_settings {
   int64_t max_batch_timeout_ms;
   uint32_t max_concurrency;
   int64_t visibility_timeout_ms;
+  char *concurrency_key; /* a handler's concurrency by key: NULL = none */
+  uint32_t concurrency_limit;
 } duro_queue_consumer_settings;
 void duro_queue_consumer_settings_free(duro_queue_consumer_settings *s);
 
@@ -212,6 +222,9 @@ typedef struct duro_queue_stat {
   int64_t ready, delayed, in_flight;
   int64_t oldest_age_ms, lag_ms;
   int64_t dropped, dead_lettered;
+  /* ready messages waiting for their key's turn (a consumer with
+   * concurrency by key; 0 without) */
+  int64_t held;
   int32_t max_retries; /* DURO_QUEUE_NO_RETRY_LIMIT: no retry limit */
   int64_t retry_delay_ms;
   char *dead_letter_queue;               /* NULL: none */
@@ -277,6 +290,12 @@ typedef struct duro_queue_consumer_opts {
    * grace later, so its slot, freed by its return, is never handed to a
    * delivery into the process being killed. */
   int returns_at_deadline;
+  /* Concurrency by key: at most concurrency_limit (>= 1) messages whose
+   * bodies hold the same value at JSON pointer concurrency_key are in the
+   * handler at once, and a message waits for the earlier ones of its key
+   * (store/queue_keys.h).  NULL = no limit by key. */
+  const char *concurrency_key;
+  uint32_t concurrency_limit;
 } duro_queue_consumer_opts;
 int duro_queue_consume(duro_engine *e, const char *queue, duro_queue_fn handler,
                        const duro_queue_consumer_opts *opt);

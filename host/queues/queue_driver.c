@@ -106,6 +106,22 @@ static int64_t stat_at(const duro_queue_stat *q, size_t at) {
   return v;
 }
 
+/* The ready messages of each queue whose consumer limits by key that
+ * wait for their key's turn (counted in `ready` too). */
+static void metrics_held(const duro_queue_stat_list *qs, FILE *out) {
+  int header = 0;
+  for (size_t i = 0; i < qs->n; i++) {
+    if (!qs->v[i].consumer.concurrency_key)
+      continue;
+    if (!header++)
+      fprintf(out, "# HELP duro_queue_held_messages Ready messages of a "
+                   "queue waiting for their concurrency key's turn.\n"
+                   "# TYPE duro_queue_held_messages gauge\n");
+    fprintf(out, "duro_queue_held_messages{queue=\"%s\"} %" PRId64 "\n",
+            qs->v[i].name, qs->v[i].held);
+  }
+}
+
 /* Each registered queue's depth by state, age and lag, and its messages
  * out of retries (queue names are [A-Za-z0-9_.:-]: safe as labels). */
 static void metrics(duro_engine *e, void *state, FILE *out) {
@@ -153,6 +169,7 @@ static void metrics(duro_engine *e, void *state, FILE *out) {
       fprintf(out, "%s{queue=\"%s\"} %g\n", series[k].name, qs.v[i].name,
               (double)stat_at(&qs.v[i], series[k].at) * series[k].scale);
   }
+  metrics_held(&qs, out);
   duro_queue_stat_list_free(&qs);
 }
 

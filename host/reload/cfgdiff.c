@@ -309,6 +309,9 @@ static void compare_consumer(const config_consumer *a, const config_consumer *b,
   int_field(live, Q("max_concurrency"), a->max_concurrency, b->max_concurrency);
   dur_field(live, Q("visibility_timeout"), a->visibility_timeout_ms,
             b->visibility_timeout_ms);
+  str_field(live, Q("concurrency.key"), a->concurrency_key, b->concurrency_key);
+  int_field(live, Q("concurrency.limit"), a->concurrency_limit,
+            b->concurrency_limit);
   dur_field(live, Q("message_retention"), a->message_retention_ms,
             b->message_retention_ms);
 #undef Q

@@ -48,13 +48,23 @@ void reload_register_consumers(reloader *r, plugin_state *p, const build *b) {
     fed++;
     if (!fn) {
       duro_queue_unconsume(r->e, c->queue);
+      if (c->concurrency_key) /* a pull consumer: HTTP pulls are not held */
+        log_warn("queue \"%s\": \"concurrency\" limits a queue handler, "
+                 "and plugin \"%s\" has none: pulls are not limited by key",
+                 c->queue, p->cfg->name);
       continue;
     }
     /* a stand-in kills its worker at the deadline, and returns */
-    duro_queue_consumer_opts o = {c->max_batch_size,  c->max_batch_timeout_ms,
-                                  c->max_concurrency, c->visibility_timeout_ms,
-                                  p->cfg->name,       ctx,
-                                  ctx != NULL};
+    duro_queue_consumer_opts o = {.max_batch_size = c->max_batch_size,
+                                  .max_batch_timeout_ms =
+                                      c->max_batch_timeout_ms,
+                                  .max_concurrency = c->max_concurrency,
+                                  .visibility_ms = c->visibility_timeout_ms,
+                                  .plugin = p->cfg->name,
+                                  .handler_ctx = ctx,
+                                  .returns_at_deadline = ctx != NULL,
+                                  .concurrency_key = c->concurrency_key,
+                                  .concurrency_limit = c->concurrency_limit};
     if (duro_queue_consume(r->e, c->queue, fn, &o) != 0)
       log_error("plugin \"%s\": cannot consume queue \"%s\"", p->cfg->name,
                 c->queue);

@@ -747,6 +747,11 @@ int journal_queue_peek(journal *j, const char *queue, int64_t now_ms,
   return j->be->queue_peek(j->db, queue, now_ms, limit, out, n);
 }
 
+int journal_queue_held(journal *j, const char *queue, int64_t now_ms,
+                       const char *pointer, uint32_t limit, int64_t *held) {
+  return j->be->queue_held(j->db, queue, now_ms, pointer, limit, held);
+}
+
 int journal_queue_counts_each(journal *j,
                               void (*fn)(void *ctx, const char *queue,
                                          int64_t dropped,

@@ -217,7 +217,8 @@ typedef enum journal_op_kind {
                          attempts go there (or are deleted), counted in
                          out_rowid; messages/n_messages receive
                          them (free with journal_messages_free, even when
-                         the commit failed) */
+                         the commit failed); with key_pointer, oldest
+                         sent first, skipping those queue_keys holds */
   JOP_MESSAGE_ACK,    /* queue, lease, ts_ms: deletes the message whose
                          lease it is, if still held at ts_ms; out_rowid =
                          1 when it did */
@@ -307,6 +308,10 @@ typedef struct journal_op {
   int64_t visible_ms;
   uint32_t max_attempts;
   const char *lease_token; /* JOP_MESSAGE_LEASE */
+  /* JOP_MESSAGE_LEASE of a consumer with concurrency by key
+   * (queue_keys.h): the JSON pointer (NULL = none) and its limit */
+  const char *key_pointer;
+  uint32_t key_limit;
   /* JOP_MESSAGE_INSERT, JOP_EVENT_INSERT: its sender's trace */
   const char *traceparent;
   size_t n_leases;
@@ -579,6 +584,13 @@ int journal_queue_leases(journal *j, const char *queue, int64_t now_ms,
  * becomes visible.  *out (free with journal_messages_free) gets *n. */
 int journal_queue_peek(journal *j, const char *queue, int64_t now_ms,
                        size_t limit, journal_message **out, size_t *n);
+
+/* How many of the queue's visible messages at now_ms wait for their
+ * key's turn under a consumer's concurrency by key (queue_keys.h): the
+ * JSON pointer `pointer`, at most `limit` of a key in handlers.  It
+ * reads every visible message of the queue. */
+int journal_queue_held(journal *j, const char *queue, int64_t now_ms,
+                       const char *pointer, uint32_t limit, int64_t *held);
 
 /* Calls fn with each queue that had messages out of retries, and how
  * many it dropped (no dead-letter queue) and dead-lettered, since the

@@ -121,6 +121,7 @@ const store_backend store_pg = {
     .queue_ready = pg_queue_ready,
     .queue_leases = pg_queue_leases,
     .queue_peek = pg_queue_peek,
+    .queue_held = pg_queue_held,
     .queue_counts_each = pg_queue_counts_each,
     .cron_state = pg_cron_state,
     .cron_ticks = pg_cron_ticks,

@@ -116,6 +116,10 @@ enum {
   ST_LOG_APPEND,
   ST_MESSAGE_INSERT,
   ST_MESSAGE_PICK,
+  ST_MESSAGE_KEY_LOCK,
+  ST_MESSAGE_KEY_AHEAD,
+  ST_MESSAGE_KEY_PAGE,
+  ST_MESSAGE_KEY_LEASE,
   ST_MESSAGE_LEASE,
   ST_MESSAGE_ACK,
   ST_MESSAGE_HELD,
@@ -314,6 +318,26 @@ int pg_queue_leases(void *db, const char *queue, int64_t now_ms,
                     void *ctx);
 int pg_queue_peek(void *db, const char *queue, int64_t now_ms, size_t limit,
                   journal_message **out, size_t *n);
+int pg_queue_held(void *db, const char *queue, int64_t now_ms,
+                  const char *pointer, uint32_t limit, int64_t *held);
+
+/* A keyed consumer's walk (queue_keys.h), the lease's on the writer and
+ * the held count's on a reader: the messages holding their key's place
+ * without being visible ($1 queue, $2 now: seq, sent_ms, body, leased),
+ * and a page of the visible ones oldest sent first, after ($3 sent_ms,
+ * $4 seq), at most $5 (seq, attempts, body, sent_ms, last_error,
+ * traceparent), on messages_age. */
+#define PG_SQL_KEY_AHEAD                                                       \
+  "SELECT seq,sent_ms,body,(lease IS NOT NULL)::int FROM messages WHERE "      \
+  "queue=$1 AND visible_ms>$2 AND (lease IS NOT NULL OR attempts>0)"
+#define PG_SQL_KEY_PAGE                                                        \
+  "SELECT seq,attempts,body,sent_ms,last_error,traceparent FROM messages "     \
+  "WHERE queue=$1 AND visible_ms<=$2 AND sent_ms>=$3 AND (sent_ms>$3 OR "      \
+  "seq>$4) ORDER BY sent_ms,seq LIMIT $5"
+#define PG_KEY_PAGE 500 /* rows of one page */
+struct queue_keys;
+/* Feeds `keys` the rows of a PG_SQL_KEY_AHEAD result. */
+void pg_keys_ahead(const PGresult *r, struct queue_keys *keys);
 int pg_queue_counts_each(void *db,
                          void (*fn)(void *ctx, const char *queue,
                                     int64_t dropped, int64_t dead_lettered),

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "pg_internal.h"
+#include "queue_keys.h"
 
 int pg_queue_stats_each(void *db, const char *queue, int64_t now_ms,
                         void (*fn)(void *ctx, const char *queue,
@@ -139,4 +140,50 @@ int pg_queue_counts_each(void *db,
     fn(ctx, get_str(r, i, 0), get_i64(r, i, 1), get_i64(r, i, 2));
   PQclear(r);
   return 0;
+}
+
+void pg_keys_ahead(const PGresult *r, queue_keys *keys) {
+  for (int i = 0; i < PQntuples(r); i++)
+    queue_keys_ahead(keys, get_str(r, i, 2), get_i64(r, i, 1), get_i64(r, i, 0),
+                     (int)get_i64(r, i, 3));
+}
+
+/* The walk of a keyed lease (pg_write_queue.c) over every visible
+ * message, page by page on a reader: the same SQL, so the same rule. */
+int pg_queue_held(void *db, const char *queue, int64_t now_ms,
+                  const char *pointer, uint32_t limit, int64_t *held) {
+  *held = 0;
+  params p = {0};
+  p_text(&p, queue);
+  p_i64(&p, now_ms);
+  PGresult *r = pg_query(db, PG_SQL_KEY_AHEAD, &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  queue_keys *keys = queue_keys_new(pointer, limit);
+  pg_keys_ahead(r, keys);
+  PQclear(r);
+  int64_t after_sent = INT64_MIN, after_seq = 0;
+  int rows = PG_KEY_PAGE, rc = 0;
+  while (rows == PG_KEY_PAGE) {
+    params q = {0};
+    p_text(&q, queue);
+    p_i64(&q, now_ms);
+    p_i64(&q, after_sent);
+    p_i64(&q, after_seq);
+    p_i64(&q, PG_KEY_PAGE);
+    if (!(r = pg_query(db, PG_SQL_KEY_PAGE, &q))) {
+      rc = DURO_E_STORAGE;
+      break;
+    }
+    rows = PQntuples(r);
+    for (int i = 0; i < rows; i++) {
+      after_seq = get_i64(r, i, 0);
+      after_sent = get_i64(r, i, 3);
+      queue_keys_admit(keys, get_str(r, i, 2), after_sent, after_seq);
+    }
+    PQclear(r);
+  }
+  *held = rc ? 0 : queue_keys_held(keys);
+  queue_keys_free(keys);
+  return rc;
 }

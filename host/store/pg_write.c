@@ -122,6 +122,18 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
         /* another host's lease of the same messages, not yet committed,
          * is left to it: a message is leased to one consumer at a time */
         "FOR UPDATE SKIP LOCKED",
+    /* A keyed consumer's lease (queue_keys.h) counts what every host has
+     * in handlers: the leases of one queue by key go one host at a time,
+     * and take only what no one else leased meanwhile (an HTTP pull's
+     * row locks are waited for, then its lease seen). */
+    [ST_MESSAGE_KEY_LOCK] =
+        "SELECT pg_advisory_xact_lock(hashtext('duro.queue_keys.'||$1))",
+    [ST_MESSAGE_KEY_AHEAD] = PG_SQL_KEY_AHEAD,
+    [ST_MESSAGE_KEY_PAGE] = PG_SQL_KEY_PAGE,
+    [ST_MESSAGE_KEY_LEASE] =
+        "UPDATE messages SET lease=$2||'-'||seq::text, visible_ms=$3, "
+        "attempts=attempts+1 WHERE seq=ANY($1::bigint[]) AND queue=$4 AND "
+        "visible_ms<=$5 RETURNING seq",
     [ST_MESSAGE_LEASE] = "UPDATE messages SET lease=$2, visible_ms=$3, "
                          "attempts=attempts+1 WHERE seq=$1",
     /* A lease is held while its message is invisible; its id names its

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "pg_internal.h"
+#include "queue_keys.h"
 
 static int count_spent(pg_store *pg, const char *queue, int dead_lettered,
                        int64_t n) {
@@ -16,43 +17,149 @@ static int count_spent(pg_store *pg, const char *queue, int dead_lettered,
   return pg_write_queue(pg, ST_MESSAGES_DROPPED, &p);
 }
 
-/* As sqlite_write_queue.c: the visible messages are picked first, those out of
- * attempts go to the dead-letter queue (or are dropped), then the others
- * are leased one by one. */
-int pg_message_lease(pg_store *pg, journal_op *op) {
+/* Row i of a pick (seq, attempts, body, sent_ms, last_error,
+ * traceparent) as a message leased by op. */
+static void take_row(const PGresult *r, int i, const journal_op *op,
+                     journal_message *m) {
+  m->seq = get_i64(r, i, 0);
+  m->attempts = (uint32_t)get_i64(r, i, 1) + 1;
+  m->body = get_text(r, i, 2);
+  m->sent_ms = get_i64(r, i, 3);
+  m->last_error = get_text(r, i, 4);
+  m->traceparent = get_text(r, i, 5);
+  m->queue = xstrdup(op->queue);
+  m->lease = xasprintf("%s-%lld", op->lease_token, (long long)m->seq);
+  m->visible_ms = op->visible_ms;
+}
+
+static int spent_row(const PGresult *r, int i, const journal_op *op) {
+  return op->max_attempts && get_i64(r, i, 1) >= (int64_t)op->max_attempts;
+}
+
+/* The unkeyed pick: the oldest visible, row-locked. */
+static int pick(pg_store *pg, journal_op *op, journal_message *v, size_t *n,
+                int64_t *spent, size_t *n_spent) {
   params p = {0};
   p_text(&p, op->queue);
   p_i64(&p, op->ts_ms);
   p_i64(&p, (int64_t)op->n_leases);
-  journal_message *v = xcalloc(op->n_leases ? op->n_leases : 1, sizeof *v);
-  op->messages = v;
-  op->n_messages = 0;
   PGresult *r = pg_write_run(pg, ST_MESSAGE_PICK, &p);
   if (!r)
     return DURO_E_STORAGE;
-  int rows = PQntuples(r);
-  int64_t *spent = xcalloc(rows ? (size_t)rows : 1, sizeof *spent);
-  size_t n = 0, n_spent = 0;
-  for (int i = 0; i < rows && n + n_spent < op->n_leases; i++) {
-    if (op->max_attempts && get_i64(r, i, 1) >= (int64_t)op->max_attempts) {
-      spent[n_spent++] = get_i64(r, i, 0);
-      continue;
+  for (int i = 0; i < PQntuples(r) && *n + *n_spent < op->n_leases; i++)
+    if (spent_row(r, i, op))
+      spent[(*n_spent)++] = get_i64(r, i, 0);
+    else
+      take_row(r, i, op, &v[(*n)++]);
+  PQclear(r);
+  return 0;
+}
+
+/* A keyed consumer's pick (queue_keys.h): under the queue's lock, what
+ * holds the keys' places, then pages of the visible messages oldest sent
+ * first until the batch is full, passing over those whose key is at its
+ * limit. */
+static int pick_keyed(pg_store *pg, journal_op *op, journal_message *v,
+                      size_t *n, int64_t *spent, size_t *n_spent) {
+  params p = {0};
+  p_text(&p, op->queue);
+  PGresult *r = pg_write_run(pg, ST_MESSAGE_KEY_LOCK, &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  PQclear(r);
+  p_i64(&p, op->ts_ms);
+  if (!(r = pg_write_run(pg, ST_MESSAGE_KEY_AHEAD, &p)))
+    return DURO_E_STORAGE;
+  queue_keys *keys = queue_keys_new(op->key_pointer, op->key_limit);
+  pg_keys_ahead(r, keys);
+  PQclear(r);
+  int64_t after_sent = INT64_MIN, after_seq = 0;
+  int rows = PG_KEY_PAGE, rc = 0;
+  while (rc == 0 && rows == PG_KEY_PAGE && *n + *n_spent < op->n_leases) {
+    params q = {0};
+    p_text(&q, op->queue);
+    p_i64(&q, op->ts_ms);
+    p_i64(&q, after_sent);
+    p_i64(&q, after_seq);
+    p_i64(&q, PG_KEY_PAGE);
+    if (!(r = pg_write_run(pg, ST_MESSAGE_KEY_PAGE, &q))) {
+      rc = DURO_E_STORAGE;
+      break;
     }
-    journal_message *m = &v[n++];
-    m->seq = get_i64(r, i, 0);
-    m->attempts = (uint32_t)get_i64(r, i, 1) + 1;
-    m->body = get_text(r, i, 2);
-    m->sent_ms = get_i64(r, i, 3);
-    m->last_error = get_text(r, i, 4);
-    m->traceparent = get_text(r, i, 5);
-    m->queue = xstrdup(op->queue);
-    m->lease = xasprintf("%s-%lld", op->lease_token, (long long)m->seq);
-    m->visible_ms = op->visible_ms;
+    rows = PQntuples(r);
+    for (int i = 0; i < rows && *n + *n_spent < op->n_leases; i++) {
+      after_seq = get_i64(r, i, 0);
+      after_sent = get_i64(r, i, 3);
+      if (spent_row(r, i, op))
+        spent[(*n_spent)++] = after_seq;
+      else if (queue_keys_admit(keys, get_str(r, i, 2), after_sent, after_seq))
+        take_row(r, i, op, &v[(*n)++]);
+    }
+    PQclear(r);
+  }
+  queue_keys_free(keys);
+  return rc;
+}
+
+static void message_clear(journal_message *m) {
+  free(m->queue);
+  free(m->body);
+  free(m->lease);
+  free(m->last_error);
+  free(m->traceparent);
+}
+
+/* Leases the keyed pick's messages in one statement, keeping those no one
+ * leased since they were read. */
+static int lease_keyed(pg_store *pg, journal_op *op) {
+  journal_message *v = op->messages;
+  size_t n = op->n_messages;
+  if (n == 0)
+    return 0;
+  size_t cap = n * 24 + 3, len = 0;
+  char *ids = xcalloc(1, cap);
+  ids[len++] = '{';
+  for (size_t i = 0; i < n; i++)
+    len += (size_t)snprintf(ids + len, cap - len, "%s%lld", i ? "," : "",
+                            (long long)v[i].seq);
+  snprintf(ids + len, cap - len, "}");
+  params p = {0};
+  p_text(&p, ids);
+  p_text(&p, op->lease_token);
+  p_i64(&p, op->visible_ms);
+  p_text(&p, op->queue);
+  p_i64(&p, op->ts_ms);
+  PGresult *r = pg_write_run(pg, ST_MESSAGE_KEY_LEASE, &p);
+  free(ids);
+  if (!r)
+    return DURO_E_STORAGE;
+  size_t kept = 0;
+  for (size_t i = 0; i < n; i++) {
+    int held = 0;
+    for (int k = 0; k < PQntuples(r) && !held; k++)
+      held = get_i64(r, k, 0) == v[i].seq;
+    if (held)
+      v[kept++] = v[i];
+    else
+      message_clear(&v[i]);
   }
   PQclear(r);
+  op->n_messages = kept;
+  return 0;
+}
+
+/* As sqlite_write_queue.c: the visible messages are picked first, those
+ * out of attempts go to the dead-letter queue (or are dropped), then the
+ * others are leased. */
+int pg_message_lease(pg_store *pg, journal_op *op) {
+  journal_message *v = xcalloc(op->n_leases ? op->n_leases : 1, sizeof *v);
+  int64_t *spent = xcalloc(op->n_leases ? op->n_leases : 1, sizeof *spent);
+  size_t n = 0, n_spent = 0;
+  op->messages = v;
+  int rc = op->key_pointer ? pick_keyed(pg, op, v, &n, spent, &n_spent)
+                           : pick(pg, op, v, &n, spent, &n_spent);
   op->n_messages = n;
   op->out_rowid = (int64_t)n_spent; /* dead-lettered or dropped */
-  int rc = 0;
   for (size_t i = 0; i < n_spent && rc == 0; i++) {
     params q = {0};
     p_i64(&q, spent[i]);
@@ -69,6 +176,8 @@ int pg_message_lease(pg_store *pg, journal_op *op) {
     rc = count_spent(pg, op->queue, op->dead_letter_queue != NULL,
                      (int64_t)n_spent);
   free(spent);
+  if (rc == 0 && op->key_pointer)
+    return lease_keyed(pg, op);
   for (size_t i = 0; i < n && rc == 0; i++) {
     params q = {0};
     p_i64(&q, v[i].seq);

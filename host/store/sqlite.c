@@ -196,6 +196,7 @@ const store_backend store_sqlite = {
     .count_by_status = sqlite_count_by_status,
     .queue_stats_each = sqlite_queue_stats_each,
     .queue_ready = sqlite_queue_ready,
+    .queue_held = sqlite_queue_held,
     .queue_leases = sqlite_queue_leases,
     .queue_peek = sqlite_queue_peek,
     .queue_counts_each = sqlite_queue_counts_each,

@@ -66,6 +66,8 @@ enum {
   ST_LOG_TRIM,
   ST_MESSAGE_INSERT,
   ST_MESSAGE_PICK,
+  ST_MESSAGE_KEY_AHEAD,
+  ST_MESSAGE_KEY_PICK,
   ST_MESSAGE_LEASE,
   ST_MESSAGE_ACK,
   ST_MESSAGE_HELD,
@@ -268,6 +270,12 @@ int sqlite_event_apply(sqlite_store *sq, journal_op *op);
 int sqlite_sweep(sqlite_store *sq, journal_op *op);
 int sqlite_message_apply(sqlite_store *sq, journal_op *op);
 int sqlite_message_lease(sqlite_store *sq, journal_op *op);
+/* Feeds `keys` the rows of ST_MESSAGE_KEY_AHEAD's SQL prepared as `st`
+ * (bound here: the queue, now): a keyed lease's, and the held count's.
+ * The last sqlite3_step code (SQLITE_DONE when whole). */
+struct queue_keys;
+int sqlite_keys_ahead(sqlite3_stmt *st, const char *queue, int64_t now_ms,
+                      struct queue_keys *keys);
 int sqlite_message_retry(sqlite_store *sq, journal_op *op);
 int sqlite_cron_apply(sqlite_store *sq, journal_op *op);
 int sqlite_pipeline_apply(sqlite_store *sq, journal_op *op);
@@ -351,6 +359,8 @@ int sqlite_queue_leases(void *db, const char *queue, int64_t now_ms,
                         void (*fn)(void *ctx, const char *lease), void *ctx);
 int sqlite_queue_peek(void *db, const char *queue, int64_t now_ms, size_t limit,
                       journal_message **out, size_t *n);
+int sqlite_queue_held(void *db, const char *queue, int64_t now_ms,
+                      const char *pointer, uint32_t limit, int64_t *held);
 int sqlite_queue_counts_each(void *db,
                              void (*fn)(void *ctx, const char *queue,
                                         int64_t dropped, int64_t dead_lettered),

@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 
+#include "queue_keys.h"
 #include "sqlite_internal.h"
 
 /* One pass over the queue's rows (or every row): the counts are sums of
@@ -134,6 +135,35 @@ int sqlite_queue_peek(void *db, const char *queue, int64_t now_ms, size_t limit,
   }
   *out = v;
   return rd_close(&q, rc);
+}
+
+/* The walk of a keyed lease (sqlite_write_queue.c) over every visible
+ * message, on a reader: the same statements, so the same rule. */
+int sqlite_queue_held(void *db, const char *queue, int64_t now_ms,
+                      const char *pointer, uint32_t limit, int64_t *held) {
+  *held = 0;
+  reader *r = sqlite_reader_take(db);
+  sqlite3_stmt *ahead = NULL, *pick = NULL;
+  queue_keys *keys = queue_keys_new(pointer, limit);
+  int rc = sqlite_prepare_rd(r, sqlite_write_sql[ST_MESSAGE_KEY_AHEAD], &ahead);
+  if (rc == 0)
+    rc = sqlite_prepare_rd(r, sqlite_write_sql[ST_MESSAGE_KEY_PICK], &pick);
+  int s = rc ? SQLITE_DONE : sqlite_keys_ahead(ahead, queue, now_ms, keys);
+  if (rc == 0 && s == SQLITE_DONE) {
+    bind_text(pick, 1, queue);
+    sqlite3_bind_int64(pick, 2, now_ms);
+    while ((s = sqlite3_step(pick)) == SQLITE_ROW)
+      queue_keys_admit(keys, (const char *)sqlite3_column_text(pick, 2),
+                       sqlite3_column_int64(pick, 3),
+                       sqlite3_column_int64(pick, 0));
+  }
+  if (rc == 0)
+    rc = sqlite_rows_end(r, s);
+  *held = rc ? 0 : queue_keys_held(keys);
+  queue_keys_free(keys);
+  sqlite_release_rd(r, ahead);
+  sqlite_release_rd(r, pick);
+  return sqlite_reader_give(db, r, rc);
 }
 
 static const char sql_queue_counts[] =

@@ -98,6 +98,18 @@ const char *const sqlite_write_sql[ST_WRITE_COUNT_] = {
     [ST_MESSAGE_PICK] =
         "SELECT seq,attempts,body,sent_ms,last_error,traceparent FROM messages "
         "WHERE queue=?1 AND visible_ms<=?2 ORDER BY visible_ms,seq LIMIT ?3",
+    /* A keyed consumer's (queue_keys.h): the messages that hold their
+     * key's place without being visible (in a handler, or waiting out a
+     * retry), then the visible ones oldest sent first, on messages_age
+     * (which ends in the rowid, seq) so that a walk stops where the
+     * batch is full. */
+    [ST_MESSAGE_KEY_AHEAD] =
+        "SELECT seq,sent_ms,body,lease IS NOT NULL FROM messages WHERE "
+        "queue=?1 AND visible_ms>?2 AND (lease IS NOT NULL OR attempts>0)",
+    [ST_MESSAGE_KEY_PICK] =
+        "SELECT seq,attempts,body,sent_ms,last_error,traceparent FROM messages "
+        "INDEXED BY messages_age WHERE queue=?1 AND visible_ms<=?2 "
+        "ORDER BY sent_ms,seq",
     [ST_MESSAGE_LEASE] = "UPDATE messages SET lease=?2, visible_ms=?3, "
                          "attempts=attempts+1 WHERE seq=?1",
     /* A lease is held while its message is invisible: once visible_ms

@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 
+#include "queue_keys.h"
 #include "sqlite_internal.h"
 
 /* Counts n messages of `queue` out of retries (queue_counts): dropped,
@@ -18,19 +19,41 @@ static int count_spent(sqlite_store *sq, const char *queue, int dead_lettered,
   return sqlite_step_done(sq, st);
 }
 
+int sqlite_keys_ahead(sqlite3_stmt *st, const char *queue, int64_t now_ms,
+                      queue_keys *keys) {
+  bind_text(st, 1, queue);
+  sqlite3_bind_int64(st, 2, now_ms);
+  int s;
+  while ((s = sqlite3_step(st)) == SQLITE_ROW)
+    queue_keys_ahead(keys, (const char *)sqlite3_column_text(st, 2),
+                     sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 0),
+                     sqlite3_column_int(st, 3));
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  return s;
+}
+
 /* Picks the visible messages first, then leases them one by one: an
  * UPDATE while the SELECT still walks the index it changes could meet a
- * row twice. */
+ * row twice.  A keyed consumer's walk goes oldest sent first and passes
+ * over the messages whose key is at its limit. */
 int sqlite_message_lease(sqlite_store *sq, journal_op *op) {
-  sqlite3_stmt *st = sq->ws[ST_MESSAGE_PICK];
+  queue_keys *keys =
+      op->key_pointer ? queue_keys_new(op->key_pointer, op->key_limit) : NULL;
+  int s = keys ? sqlite_keys_ahead(sq->ws[ST_MESSAGE_KEY_AHEAD], op->queue,
+                                   op->ts_ms, keys)
+               : SQLITE_DONE;
+  sqlite3_stmt *st = sq->ws[keys ? ST_MESSAGE_KEY_PICK : ST_MESSAGE_PICK];
   bind_text(st, 1, op->queue);
   sqlite3_bind_int64(st, 2, op->ts_ms);
-  sqlite3_bind_int64(st, 3, (sqlite3_int64)op->n_leases);
+  if (!keys)
+    sqlite3_bind_int64(st, 3, (sqlite3_int64)op->n_leases);
   journal_message *v = xcalloc(op->n_leases ? op->n_leases : 1, sizeof *v);
   int64_t *spent = xcalloc(op->n_leases ? op->n_leases : 1, sizeof *spent);
   size_t n = 0, n_spent = 0;
-  int s = SQLITE_DONE;
-  while (n + n_spent < op->n_leases && (s = sqlite3_step(st)) == SQLITE_ROW) {
+  while (s == SQLITE_DONE && n + n_spent < op->n_leases &&
+         (s = sqlite3_step(st)) == SQLITE_ROW) {
+    s = SQLITE_DONE; /* a row taken or passed over: go on */
     /* Delivered max_attempts times and the last lease ran out unacked:
      * an expired lease is a failed attempt too (a handler that crashes
      * the host never acks), so it goes the way of a spent retry. */
@@ -39,6 +62,10 @@ int sqlite_message_lease(sqlite_store *sq, journal_op *op) {
       spent[n_spent++] = sqlite3_column_int64(st, 0);
       continue;
     }
+    if (keys && !queue_keys_admit(
+                    keys, (const char *)sqlite3_column_text(st, 2),
+                    sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 0)))
+      continue;
     journal_message *m = &v[n++];
     m->seq = sqlite3_column_int64(st, 0);
     m->attempts = (uint32_t)sqlite3_column_int64(st, 1) + 1;
@@ -51,7 +78,8 @@ int sqlite_message_lease(sqlite_store *sq, journal_op *op) {
     m->lease = xasprintf("%s-%lld", op->lease_token, (long long)m->seq);
     m->visible_ms = op->visible_ms;
   }
-  int rc = n + n_spent < op->n_leases && s != SQLITE_DONE;
+  queue_keys_free(keys);
+  int rc = s != SQLITE_DONE;
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);
   op->messages = v;

@@ -117,11 +117,16 @@ static json_t *consumer_json(const duro_queue_consumer_settings *c) {
     return json_pack("{ss,ss,ss,sI}", "kind", kind, "workflow", c->workflow,
                      "id_from", c->id_from, "max_batch_size",
                      (json_int_t)c->max_batch_size);
-  return json_pack("{ss,sI,sI,sI,sI}", "kind", kind, "max_batch_size",
-                   (json_int_t)c->max_batch_size, "max_batch_timeout_ms",
-                   (json_int_t)c->max_batch_timeout_ms, "max_concurrency",
-                   (json_int_t)c->max_concurrency, "visibility_timeout_ms",
-                   (json_int_t)c->visibility_timeout_ms);
+  json_t *o = json_pack("{ss,sI,sI,sI,sI}", "kind", kind, "max_batch_size",
+                        (json_int_t)c->max_batch_size, "max_batch_timeout_ms",
+                        (json_int_t)c->max_batch_timeout_ms, "max_concurrency",
+                        (json_int_t)c->max_concurrency, "visibility_timeout_ms",
+                        (json_int_t)c->visibility_timeout_ms);
+  if (c->concurrency_key)
+    json_object_set_new(o, "concurrency",
+                        json_pack("{ss,sI}", "key", c->concurrency_key, "limit",
+                                  (json_int_t)c->concurrency_limit));
+  return o;
 }
 
 static json_t *stat_json(const duro_queue_stat *q) {
@@ -140,6 +145,8 @@ static json_t *stat_json(const duro_queue_stat *q) {
                         json_string(q->dead_letter_queue));
   if (q->consumer.kind != DURO_QUEUE_CONSUMER_NONE)
     json_object_set_new(o, "consumer", consumer_json(&q->consumer));
+  if (q->consumer.concurrency_key) /* ready ones waiting for their key */
+    json_object_set_new(o, "held", json_integer(q->held));
   return o;
 }
 
