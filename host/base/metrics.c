@@ -47,3 +47,14 @@ int64_t metrics_now_us(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
+
+void metrics_label_put(FILE *out, const char *s) {
+  for (; s && *s; s++) {
+    if (*s == '\\' || *s == '"')
+      fputc('\\', out);
+    if (*s == '\n')
+      fputs("\\n", out);
+    else
+      fputc(*s, out);
+  }
+}

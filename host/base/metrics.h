@@ -31,6 +31,10 @@ void metrics_hist_render(FILE *out, const char *name, const char *help,
 void metrics_counter_render(FILE *out, const char *name, const char *help,
                             uint64_t value);
 
+/* A label's value as the text format wants it: backslash, double quote
+ * and newline escaped (NULL writes nothing). */
+void metrics_label_put(FILE *out, const char *s);
+
 /* A monotonic clock in microseconds, for latencies. */
 int64_t metrics_now_us(void);
 

@@ -4,28 +4,15 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+#include "metrics.h"
 #include "trigger.h"
-
-/* A label value as the Prometheus text format wants it: backslash,
- * double quote and newline escaped (a schedule is free text, a plugin
- * name need not be a queue-safe name). */
-static void put_label(FILE *out, const char *s) {
-  for (; s && *s; s++) {
-    if (*s == '\\' || *s == '"')
-      fputc('\\', out);
-    if (*s == '\n')
-      fputs("\\n", out);
-    else
-      fputc(*s, out);
-  }
-}
 
 static void put_cron_labels(FILE *out, const char *name,
                             const duro_cron_trigger_info *t) {
   fprintf(out, "%s{plugin=\"", name);
-  put_label(out, t->plugin);
+  metrics_label_put(out, t->plugin);
   fputs("\",schedule=\"", out);
-  put_label(out, t->schedule);
+  metrics_label_put(out, t->schedule);
   fputs("\"} ", out);
 }
 

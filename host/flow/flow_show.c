@@ -9,6 +9,7 @@
 #include "error.h"
 #include "flow.h"
 #include "flow_internal.h"
+#include "metrics.h"
 #include "util.h"
 
 typedef struct stats_ctx {
@@ -160,18 +161,6 @@ char *duro_flow_why(duro_engine *e, const char *workflow, const char *id) {
   return c.why;
 }
 
-/* A label's value as the Prometheus text format escapes it. */
-static void put_label(FILE *out, const char *s) {
-  for (; *s; s++) {
-    if (*s == '\\' || *s == '"')
-      fputc('\\', out);
-    if (*s == '\n')
-      fputs("\\n", out);
-    else
-      fputc(*s, out);
-  }
-}
-
 typedef struct metrics_ctx {
   flow_state *fs;
   FILE *out;
@@ -203,10 +192,10 @@ static void metrics_under_lock(duro_engine *e, void *arg) {
           continue;
         fprintf(c->out, "%s{workflow=\"",
                 series ? "duro_flow_waiting" : "duro_flow_running");
-        put_label(c->out, fr->workflow);
+        metrics_label_put(c->out, fr->workflow);
         fprintf(c->out, "\",rule=\"%s ",
                 fr->v[r].rate ? "rate" : "concurrency");
-        put_label(c->out, fr->v[r].pointer ? fr->v[r].pointer : "*");
+        metrics_label_put(c->out, fr->v[r].pointer ? fr->v[r].pointer : "*");
         fprintf(c->out, "\"} %llu\n",
                 (unsigned long long)(series ? rs.waiting : rs.running));
       }

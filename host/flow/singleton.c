@@ -48,6 +48,7 @@
 #include "json_pointer.h"
 #include "log.h"
 #include "map.h"
+#include "metrics.h"
 #include "util.h"
 
 /* A live instance of a key. */
@@ -633,18 +634,6 @@ void duro_singleton_stats_read(duro_engine *e, const char *workflow,
   engine_gate_run(e, stats_under_lock, &c);
 }
 
-/* A label's value as the Prometheus text format escapes it. */
-static void put_label(FILE *out, const char *s) {
-  for (; *s; s++) {
-    if (*s == '\\' || *s == '"')
-      fputc('\\', out);
-    if (*s == '\n')
-      fputs("\\n", out);
-    else
-      fputc(*s, out);
-  }
-}
-
 typedef struct metrics_ctx {
   sgl_state *st;
   FILE *out;
@@ -670,10 +659,10 @@ static void metrics_under_lock(duro_engine *e, void *arg) {
     count_ctx n = {0};
     idmap_each(&w->keys, count_key, &n);
     fputs("duro_singleton_keys{workflow=\"", c->out);
-    put_label(c->out, w->name);
+    metrics_label_put(c->out, w->name);
     fprintf(c->out, "\"} %llu\nduro_singleton_waiting{workflow=\"",
             (unsigned long long)n.keys);
-    put_label(c->out, w->name);
+    metrics_label_put(c->out, w->name);
     fprintf(c->out, "\"} %llu\n", (unsigned long long)n.waiting);
   }
   pthread_mutex_unlock(&st->mu);
