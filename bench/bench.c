@@ -35,7 +35,9 @@
  *                   start, p50 and p99
  *   K1 keys         10,000 instances x 10 trivial steps, each its own value
  *                   of a concurrency rule's key, against none: instances/s
- *                   of both (medians of three interleaved rounds)
+ *                   of both (medians of three interleaved rounds); with
+ *                   --postgresql and --hosts N, on N joined hosts, where
+ *                   each key's slots are the database's (flow_slots.c)
  *   W1L tailed      W1 with a tail consumer: every activation's trace item
  *                   handed to a tail handler that decodes each batch (as
  *                   one forwarding them would): W1's figures with it, and
@@ -763,8 +765,8 @@ static void r1_rate_held(void) {
 /* ---- F1 and K1: flow control's order and its cost
  * ------------------------------------------------------------------------ */
 
-/* Creates n instances of `wf` in batches of 1000, the i-th with the
- * params `fmt` makes of i (one %zu). */
+/* Creates n instances of `wf` in batches of 1000, on the hosts in turn,
+ * the i-th with the params `fmt` makes of i (one %zu). */
 static void create_each(bench_engine *b, const char *wf, size_t n,
                         const char *fmt) {
   enum { BATCH = 1000 };
@@ -777,7 +779,8 @@ static void create_each(bench_engine *b, const char *wf, size_t n,
       reqs[i] = (duro_create_req){.params = params[i], .retention_ms = -1};
     }
     duro_create_result res;
-    if (duro_instance_create_many(b->hosts[0], wf, reqs, k, &res) != 0) {
+    duro_engine *host = b->hosts[(done / BATCH) % b->n_hosts];
+    if (duro_instance_create_many(host, wf, reqs, k, &res) != 0) {
       fprintf(stderr, "bench: create_many failed\n");
       exit(1);
     }
@@ -828,7 +831,7 @@ static void f1_fairness(void) {
  * rules; three rounds interleaved, medians. */
 static double k1_round(const char *wf, size_t n) {
   bench_engine b;
-  bench_open(&b, "k1", workflows, N_WFS, opts.workers, 1, 1);
+  bench_open(&b, "k1", workflows, N_WFS, opts.workers, 1, opts.hosts);
   bench_start(&b);
   int64_t t0 = now_us();
   create_each(&b, wf, n, "{\"steps\":10,\"k\":%zu}");
