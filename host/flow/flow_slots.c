@@ -10,7 +10,8 @@
  * the key's backlog as any other, and the key is listed; the scheduler's
  * pass (here, outside the engine's lock) takes slots for the listed keys
  * short of them and hands their waiters their turns in the backlog's
- * order, and gives back the slots a key no longer needs.  A slot that
+ * order, and gives back the slots a key no longer needs: every listed
+ * key's takes and gives in one round trip (journal_slots_pass).  A slot that
  * comes free while waiters of its key wait on this host goes to the next
  * of them without a round trip.  A key short of slots because the other
  * hosts hold them all asks again every SLOTS_RETRY_MS.
@@ -184,16 +185,31 @@ static void apply(duro_engine *e, void *arg) {
 void flow_slots_pass(duro_engine *e, flow_state *fs, int64_t *next_ms) {
   slots_pass_ctx c = {.fs = fs, .next = INT64_MAX};
   engine_gate_run(e, collect, &c);
-  journal *jn = engine_journal(e);
-  for (size_t i = 0; i < c.n_jobs; i++) {
-    slot_job *j = &c.jobs[i];
-    for (size_t g = 0; g < j->n_give; g++)
-      journal_slots_give(jn, j->base, j->give[g], j->epoch);
-    if (j->want)
-      j->rc =
-          journal_slots_take(jn, j->base, j->rule->limit, j->mine, j->n_mine,
-                             j->want, j->got, &j->n_got, &j->epoch);
+  /* every key's gives and takes in one round trip */
+  journal_slots_job *sj = xcalloc(c.n_jobs ? c.n_jobs : 1, sizeof *sj);
+  for (size_t k = 0; k < c.n_jobs; k++) {
+    slot_job *j = &c.jobs[k];
+    sj[k] = (journal_slots_job){.base = j->base,
+                                .limit = j->rule->limit,
+                                .want = j->want,
+                                .mine = j->mine,
+                                .n_mine = j->n_mine,
+                                .give = j->give,
+                                .n_give = j->n_give,
+                                .give_epoch = j->epoch,
+                                .got = j->got};
   }
+  uint64_t epoch = 0;
+  int rc = c.n_jobs
+               ? journal_slots_pass(engine_journal(e), sj, c.n_jobs, &epoch)
+               : 0;
+  for (size_t k = 0; k < c.n_jobs; k++) {
+    c.jobs[k].rc = rc;
+    c.jobs[k].n_got = sj[k].n_got;
+    if (c.jobs[k].want)
+      c.jobs[k].epoch = epoch;
+  }
+  free(sj);
   if (c.n_jobs)
     engine_gate_run(e, apply, &c);
   for (size_t i = 0; i < c.n_jobs; i++) {

@@ -230,6 +230,8 @@ typedef struct store_backend {
                     const uint32_t *mine, size_t n_mine, uint32_t want,
                     uint32_t *got, size_t *n_got, uint64_t *epoch);
   int (*slots_give)(void *db, int64_t base, uint32_t slot, uint64_t epoch);
+  int (*slots_pass)(void *db, journal_slots_job *jobs, size_t n,
+                    uint64_t *epoch);
   /* journal_lease_held, on a joined store. */
   int (*lease_held)(void *db);
   /* journal_lease_until, on a joined store. */

@@ -189,6 +189,15 @@ int journal_slots_give(journal *j, int64_t base, uint32_t slot,
   return j->be->slots_give(j->db, base, slot, epoch);
 }
 
+int journal_slots_pass(journal *j, journal_slots_job *jobs, size_t n,
+                       uint64_t *epoch) {
+  for (size_t i = 0; i < n; i++)
+    jobs[i].n_got = 0;
+  if (!journal_slots_shared(j) || !j->be->slots_pass)
+    return DURO_E_INVALID_ARGUMENT;
+  return j->be->slots_pass(j->db, jobs, n, epoch);
+}
+
 int journal_lease_held(journal *j) {
   return !j->host || !j->be->lease_held || j->be->lease_held(j->db);
 }

@@ -719,6 +719,21 @@ int journal_slots_take(journal *j, int64_t base, uint32_t limit,
                        const uint32_t *mine, size_t n_mine, uint32_t want,
                        uint32_t *got, size_t *n_got, uint64_t *epoch);
 int journal_slots_give(journal *j, int64_t base, uint32_t slot, uint64_t epoch);
+/* Several keys' takes and gives in one round trip: each job's give[]
+ * given back (when its give_epoch is the store's), then up to `want` of
+ * the slots not in its mine[] taken into its got[] (room for want).
+ * *epoch as for a take. */
+typedef struct journal_slots_job {
+  int64_t base;
+  uint32_t limit, want;
+  const uint32_t *mine, *give;
+  size_t n_mine, n_give;
+  uint64_t give_epoch;
+  uint32_t *got;
+  size_t n_got;
+} journal_slots_job;
+int journal_slots_pass(journal *j, journal_slots_job *jobs, size_t n,
+                       uint64_t *epoch);
 /* Whether this host surely still holds its lease, so that it may start a
  * step's callback (a host frozen past its lease, SIGSTOP or a paused VM,
  * must not run steps that the host that took over completed meanwhile).

@@ -137,6 +137,7 @@ const store_backend store_pg = {
     .lease_held = pg_lease_held,
     .slots_take = pg_slots_take,
     .slots_give = pg_slots_give,
+    .slots_pass = pg_slots_pass,
     .lease_until = pg_lease_until,
     .quiet = pg_quiet,
     .build_put = pg_build_put,

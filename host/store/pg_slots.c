@@ -16,6 +16,7 @@
  * A take tries the slots this host does not hold, in order, in one round
  * trip: a function of the session's own temporary schema loops over them
  * with pg_try_advisory_lock, so exactly the slots it returns are taken. */
+#include <stdarg.h>
 #include <string.h>
 
 #include "log.h"
@@ -35,6 +36,32 @@ static const char take_fn[] =
     "  RETURN got; "
     "END $$";
 
+/* A pass of several keys in one round trip: req is
+ * {"give": [slot's lock, ...], "take": [{"b": base, "l": limit,
+ * "w": want, "m": [held, ...]}, ...]}, the answer each take's slots got,
+ * in order: [[0, 2], [], ...]. */
+static const char pass_fn[] =
+    "CREATE OR REPLACE FUNCTION pg_temp.duro_slots_pass(req jsonb) "
+    "RETURNS jsonb LANGUAGE plpgsql AS $$ "
+    "DECLARE out jsonb := '[]'; t jsonb; got int[]; m int[]; "
+    "BEGIN "
+    "  PERFORM pg_advisory_unlock(g::bigint) "
+    "    FROM jsonb_array_elements_text(req->'give') g; "
+    "  FOR t IN SELECT * FROM jsonb_array_elements(req->'take') LOOP "
+    "    m := ARRAY(SELECT jsonb_array_elements_text(t->'m')::int); "
+    "    got := '{}'; "
+    "    FOR i IN 0 .. (t->>'l')::int - 1 LOOP "
+    "      EXIT WHEN coalesce(array_length(got, 1), 0) >= (t->>'w')::int; "
+    "      IF NOT (i = ANY (m)) AND "
+    "         pg_try_advisory_lock((t->>'b')::bigint + i) THEN "
+    "        got := got || i; "
+    "      END IF; "
+    "    END LOOP; "
+    "    out := out || jsonb_build_array(to_jsonb(got)); "
+    "  END LOOP; "
+    "  RETURN out; "
+    "END $$";
+
 /* The slots connection, made when missing (slots_mu held); NULL when the
  * server cannot be reached. */
 static PGconn *slots_conn(pg_store *pg) {
@@ -47,7 +74,8 @@ static PGconn *slots_conn(pg_store *pg) {
   }
   char err[256];
   PGconn *c = pg_connect(pg->conninfo, pg->synchronous_full, err, sizeof err);
-  if (c && pg_exec_cmd(c, take_fn, err, sizeof err)) {
+  if (c && (pg_exec_cmd(c, take_fn, err, sizeof err) ||
+            pg_exec_cmd(c, pass_fn, err, sizeof err))) {
     PQfinish(c);
     c = NULL;
   }
@@ -145,6 +173,96 @@ int pg_slots_give(void *db, int64_t base, uint32_t slot, uint64_t epoch) {
     PQclear(r);
   }
   pthread_mutex_unlock(&pg->slots_mu);
+  return rc;
+}
+
+/* Appends to a growing buffer (*buf of *cap bytes, *len used). */
+static void put(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void put(char **buf, size_t *len, size_t *cap, const char *fmt, ...) {
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(*buf + *len, *cap - *len, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < *cap - *len) {
+      *len += (size_t)n;
+      return;
+    }
+    *cap = 2 * *cap + (size_t)(n > 0 ? n : 0);
+    *buf = xrealloc(*buf, *cap);
+  }
+}
+
+/* The answer's arrays, in order, into the jobs that take. */
+static void parse_pass(const char *s, journal_slots_job *jobs, size_t n) {
+  size_t job = 0;
+  int depth = 0;
+  while (job < n && !jobs[job].want)
+    job++;
+  for (const char *p = s; *p && job < n; p++) {
+    if (*p == '[') {
+      depth++;
+    } else if (*p == ']') {
+      if (--depth == 1)
+        for (job++; job < n && !jobs[job].want; job++)
+          ;
+    } else if (depth == 2 && *p >= '0' && *p <= '9') {
+      char *end;
+      unsigned long v = strtoul(p, &end, 10);
+      if (jobs[job].n_got < jobs[job].want)
+        jobs[job].got[jobs[job].n_got++] = (uint32_t)v;
+      p = end - 1;
+    }
+  }
+}
+
+int pg_slots_pass(void *db, journal_slots_job *jobs, size_t n,
+                  uint64_t *epoch) {
+  pg_store *pg = db;
+  size_t cap = 256, len = 0;
+  char *req = xmalloc(cap);
+  req[0] = '\0';
+  pthread_mutex_lock(&pg->slots_mu);
+  PGconn *c = slots_conn(pg);
+  put(&req, &len, &cap, "{\"give\":[");
+  int first = 1;
+  for (size_t i = 0; i < n; i++)
+    /* of a connection lost since: the server gave them back already */
+    for (size_t g = 0;
+         jobs[i].give_epoch == pg->slots_epoch && g < jobs[i].n_give;
+         g++, first = 0)
+      put(&req, &len, &cap, "%s%" PRId64, first ? "" : ",",
+          jobs[i].base + jobs[i].give[g]);
+  put(&req, &len, &cap, "],\"take\":[");
+  first = 1;
+  for (size_t i = 0; i < n; i++) {
+    if (!jobs[i].want)
+      continue;
+    put(&req, &len, &cap, "%s{\"b\":%" PRId64 ",\"l\":%u,\"w\":%u,\"m\":[",
+        first ? "" : ",", jobs[i].base, jobs[i].limit, jobs[i].want);
+    for (size_t m = 0; m < jobs[i].n_mine; m++)
+      put(&req, &len, &cap, "%s%u", m ? "," : "", jobs[i].mine[m]);
+    put(&req, &len, &cap, "]}");
+    first = 0;
+  }
+  put(&req, &len, &cap, "]}");
+  int rc = DURO_E_STORAGE;
+  if (c) {
+    const char *v[1] = {req};
+    PGresult *r = PQexecParams(c, "SELECT pg_temp.duro_slots_pass($1::jsonb)",
+                               1, NULL, v, NULL, NULL, 0);
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+      parse_pass(PQgetvalue(r, 0, 0), jobs, n);
+      rc = 0;
+    } else {
+      slots_failed(pg, r);
+    }
+    PQclear(r);
+  }
+  *epoch = pg->slots_epoch;
+  pthread_mutex_unlock(&pg->slots_mu);
+  free(req);
   return rc;
 }
 
