@@ -15,7 +15,8 @@
  *                           it): the second's instance runs;
  *   slots_are_exclusive     the store alone: a slot one host took the
  *                           other cannot take, and can once given back; a
- *                           closed store's slots free at once.
+ *                           closed store's slots free at once; a pass of
+ *                           two keys gives one back and takes two.
  *
  * Real engine threads run the activations; time is the real clock (the
  * hosts' leases and the slots' retries are wall time, in milliseconds). */
@@ -261,6 +262,34 @@ START_TEST(slots_are_exclusive) {
       usleep(10000);
   }
   ck_assert_uint_eq(held, 3);
+  /* a pass: two keys at once, one giving a slot back, one taking two */
+  const int64_t other = base + ((int64_t)1 << 20);
+  uint32_t give[] = {2}, got_a[2], got_b[2];
+  journal_slots_job jobs[] = {
+      {.base = base,
+       .limit = 3,
+       .give = give,
+       .n_give = 1,
+       .give_epoch = epoch1,
+       .got = got_a},
+      {.base = other, .limit = 2, .want = 2, .got = got_b}};
+  uint64_t epoch;
+  ck_assert_int_eq(journal_slots_pass(j1, jobs, 2, &epoch), 0);
+  ck_assert_uint_eq(epoch, epoch1);
+  ck_assert_uint_eq(jobs[0].n_got, 0);
+  ck_assert_uint_eq(jobs[1].n_got, 2);
+  ck_assert_uint_eq(got_b[0], 0);
+  ck_assert_uint_eq(got_b[1], 1);
+  /* the slot given back is free: another store takes it */
+  ck_assert_msg(
+      journal_open_backend(&store_pg, conninfo, 1, &j2, err, sizeof err) == 0,
+      "%s", err);
+  ck_assert_int_eq(journal_join(j2, 2000, &hooks, err, sizeof err), 0);
+  ck_assert_int_eq(
+      journal_slots_take(j2, base, 3, NULL, 0, 3, got, &n, &epoch2), 0);
+  ck_assert_uint_eq(n, 1);
+  ck_assert_uint_eq(got[0], 2);
+  journal_close(j2);
   journal_close(j1);
 }
 END_TEST
