@@ -1,5 +1,5 @@
 /* flow_slots.c — a concurrency rule exact across the hosts of a shared
- * store (journal_slots_take: PostgreSQL's advisory locks, which the
+ * store (journal_slots_pass: PostgreSQL's advisory locks, which the
  * server gives back the moment a host's connection dies, kill -9
  * included).
  *

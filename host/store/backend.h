@@ -224,12 +224,8 @@ typedef struct store_backend {
                   void *ctx, size_t *moved);
   int (*adopt)(void *db, int64_t rowid, int64_t *owner);
   int (*notify)(void *db, int64_t host, const char *text);
-  /* journal_slots_take and journal_slots_give, on a joined store; NULL
+  /* journal_slots_pass (and its one-key forms), on a joined store; NULL
    * on a store one host has to itself. */
-  int (*slots_take)(void *db, int64_t base, uint32_t limit,
-                    const uint32_t *mine, size_t n_mine, uint32_t want,
-                    uint32_t *got, size_t *n_got, uint64_t *epoch);
-  int (*slots_give)(void *db, int64_t base, uint32_t slot, uint64_t epoch);
   int (*slots_pass)(void *db, journal_slots_job *jobs, size_t n,
                     uint64_t *epoch);
   /* journal_lease_held, on a joined store. */

@@ -168,34 +168,37 @@ int journal_join(journal *j, int64_t lease_ms, const store_host_hooks *hooks,
 
 int64_t journal_host(journal *j) { return j->host; }
 
-int journal_slots_shared(journal *j) {
-  return j->host && j->be->slots_take && j->be->slots_give;
-}
-
-int journal_slots_take(journal *j, int64_t base, uint32_t limit,
-                       const uint32_t *mine, size_t n_mine, uint32_t want,
-                       uint32_t *got, size_t *n_got, uint64_t *epoch) {
-  *n_got = 0;
-  if (!journal_slots_shared(j))
-    return DURO_E_INVALID_ARGUMENT;
-  return j->be->slots_take(j->db, base, limit, mine, n_mine, want, got, n_got,
-                           epoch);
-}
-
-int journal_slots_give(journal *j, int64_t base, uint32_t slot,
-                       uint64_t epoch) {
-  if (!journal_slots_shared(j))
-    return DURO_E_INVALID_ARGUMENT;
-  return j->be->slots_give(j->db, base, slot, epoch);
-}
+int journal_slots_shared(journal *j) { return j->host && j->be->slots_pass; }
 
 int journal_slots_pass(journal *j, journal_slots_job *jobs, size_t n,
                        uint64_t *epoch) {
   for (size_t i = 0; i < n; i++)
     jobs[i].n_got = 0;
-  if (!journal_slots_shared(j) || !j->be->slots_pass)
+  if (!journal_slots_shared(j))
     return DURO_E_INVALID_ARGUMENT;
   return j->be->slots_pass(j->db, jobs, n, epoch);
+}
+
+int journal_slots_take(journal *j, int64_t base, uint32_t limit,
+                       const uint32_t *mine, size_t n_mine, uint32_t want,
+                       uint32_t *got, size_t *n_got, uint64_t *epoch) {
+  journal_slots_job job = {.base = base,
+                           .limit = limit,
+                           .want = want,
+                           .mine = mine,
+                           .n_mine = n_mine,
+                           .got = got};
+  int rc = journal_slots_pass(j, &job, 1, epoch);
+  *n_got = job.n_got;
+  return rc;
+}
+
+int journal_slots_give(journal *j, int64_t base, uint32_t slot,
+                       uint64_t epoch) {
+  journal_slots_job job = {
+      .base = base, .give = &slot, .n_give = 1, .give_epoch = epoch};
+  uint64_t now;
+  return journal_slots_pass(j, &job, 1, &now);
 }
 
 int journal_lease_held(journal *j) {

@@ -710,10 +710,12 @@ int64_t journal_host(journal *j);
  * clear), each held by at most one host at a time, and given back by
  * the store itself when the host that held it dies.  Shared: 1 on a
  * joined store that has them (PostgreSQL), else 0 and the others refuse.
- * Take: up to `want` of the slots not in mine[] into got[] (0, with
- * *n_got possibly 0 when the others hold them all), and the epoch of the
- * store's slots (when it moves on, every slot held before is lost).
- * Give: one slot back (nothing when its epoch is past). */
+ * A pass (below) gives back and takes for several keys in one round
+ * trip; take and give are its one-key forms.  Take: up to `want` of the
+ * slots not in mine[] into got[] (0, with *n_got possibly 0 when the
+ * others hold them all), and the epoch of the store's slots (when it
+ * moves on, every slot held before is lost).  Give: one slot back
+ * (nothing when its epoch is past). */
 int journal_slots_shared(journal *j);
 int journal_slots_take(journal *j, int64_t base, uint32_t limit,
                        const uint32_t *mine, size_t n_mine, uint32_t want,

@@ -204,10 +204,6 @@ typedef struct pg_store {
 
 /* ---- pg_slots.c ---- */
 
-int pg_slots_take(void *db, int64_t base, uint32_t limit, const uint32_t *mine,
-                  size_t n_mine, uint32_t want, uint32_t *got, size_t *n_got,
-                  uint64_t *epoch);
-int pg_slots_give(void *db, int64_t base, uint32_t slot, uint64_t epoch);
 int pg_slots_pass(void *db, journal_slots_job *jobs, size_t n, uint64_t *epoch);
 void pg_slots_close(pg_store *pg);
 
