@@ -32,7 +32,8 @@
  *   F1 fairness     tenant A queues 100,000 instances of a workflow capped
  *                   at 20 running whose tenants take turns (flow.fairness),
  *                   then tenant B creates 100, 10 ms apart: B's wait to
- *                   start, p50 and p99
+ *                   start, p50 and p99; F1F the same without fairness
+ *                   (first come first served), for contrast
  *   K1 keys         10,000 instances x 10 trivial steps, each its own value
  *                   of a concurrency rule's key, against none: instances/s
  *                   of both (medians of three interleaved rounds); with
@@ -651,6 +652,9 @@ static const duro_workflow_limits f1_limits = {
     .flow_concurrency = f1_cap,
     .n_flow_concurrency = 1,
     .flow_order = {.fairness_key = "/t"}};
+/* F1F: the same cap, first come first served. */
+static const duro_workflow_limits f1f_limits = {.flow_concurrency = f1_cap,
+                                                .n_flow_concurrency = 1};
 
 /* K1: at most 2 running per value of /k. */
 static const duro_flow_concurrency k1_cap[] = {{.key = "/k", .limit = 2}};
@@ -668,6 +672,7 @@ static const wf_def workflows[] = {{"steps", wf_steps, "Steps", NULL, NULL},
                                    {"pipe", wf_pipe, "Pipe", NULL, NULL},
                                    {"rated", wf_rated, NULL, NULL, &r1_limits},
                                    {"fair", wf_fair, NULL, NULL, &f1_limits},
+                                   {"fifo", wf_fair, NULL, NULL, &f1f_limits},
                                    {"keyed", wf_steps, NULL, NULL, &k1_limits}};
 #define N_WFS (sizeof workflows / sizeof *workflows)
 
@@ -790,14 +795,16 @@ static void create_each(bench_engine *b, const char *wf, size_t n,
 
 /* F1: tenant A queues 100,000 instances of a workflow capped at 20
  * running, its tenants taking turns (flow.fairness); then tenant B
- * creates 100, one every 10 ms: how long each of B's waited to start. */
-static void f1_fairness(void) {
+ * creates 100, one every 10 ms: how long each of B's waited to start.
+ * F1F: the same workflow without fairness (label "F1F", workflow
+ * "fifo"), first come first served. */
+static void f1_run(const char *label, const char *wf) {
   size_t n_a = opts.quick ? 10000 : 100000;
   bench_engine b;
   bench_open(&b, "f1", workflows, N_WFS, opts.workers, 1, 1);
   bench_start(&b);
   memset(f1_began, 0, sizeof f1_began);
-  create_each(&b, "fair", n_a, "{\"t\":\"A\",\"i\":%zu}");
+  create_each(&b, wf, n_a, "{\"t\":\"A\",\"i\":%zu}");
   pthread_mutex_lock(&b.mu);
   size_t behind = n_a - b.ended;
   pthread_mutex_unlock(&b.mu);
@@ -806,7 +813,7 @@ static void f1_fairness(void) {
     snprintf(params, sizeof params, "{\"t\":\"B\",\"i\":%zu}", i);
     snprintf(id, sizeof id, "b-%zu", i);
     f1_created[i] = now_us();
-    if (duro_instance_create(b.hosts[0], "fair", id, params, -1, NULL) != 0) {
+    if (duro_instance_create(b.hosts[0], wf, id, params, -1, NULL) != 0) {
       fprintf(stderr, "bench: create %s failed\n", id);
       exit(1);
     }
@@ -818,12 +825,15 @@ static void f1_fairness(void) {
   for (size_t i = 0; i < F1_B; i++)
     waited_ms[i] = (f1_began[i] - f1_created[i]) / 1000;
   qsort(waited_ms, F1_B, sizeof *waited_ms, cmp_i64);
-  report("F1 tenant A's instances queued when B began", (double)behind,
-         "instances", NULL);
-  report("F1 tenant B's wait to start p50", (double)waited_ms[F1_B / 2], "ms",
-         NULL);
-  report("F1 tenant B's wait to start p99", (double)waited_ms[F1_B * 99 / 100],
-         "ms", "1000 ms p99 (the issue's bound)");
+  char figure[80];
+  snprintf(figure, sizeof figure, "%s tenant A's instances queued when B began",
+           label);
+  report(figure, (double)behind, "instances", NULL);
+  snprintf(figure, sizeof figure, "%s tenant B's wait to start p50", label);
+  report(figure, (double)waited_ms[F1_B / 2], "ms", NULL);
+  snprintf(figure, sizeof figure, "%s tenant B's wait to start p99", label);
+  report(figure, (double)waited_ms[F1_B * 99 / 100], "ms",
+         "1000 ms p99 (the issue's bound)");
 }
 
 /* K1: 10,000 instances x 10 trivial steps, each of its own value of a
@@ -1555,7 +1565,7 @@ static int usage(void) {
   fprintf(stderr,
           "usage: duro-bench [--csv] [--quick] [--synchronous full|normal]\n"
           "                  [--workers N] [--sleepers N] [--only "
-          "W1,W1T,W1L,R1,F1,K1,Q1,...]\n"
+          "W1,W1T,W1L,R1,F1,F1F,K1,Q1,...]\n"
           "                  [--plugin-workers LIBBENCH.so [--duro PATH]]\n"
           "                  [--dir DIR] [--postgresql CONNINFO|auto]\n"
           "                  [--hosts N (with --postgresql, W1-W3)]\n"
@@ -1640,7 +1650,9 @@ int main(int argc, char **argv) {
   if (wants("R1"))
     r1_rate_held();
   if (wants("F1"))
-    f1_fairness();
+    f1_run("F1", "fair");
+  if (wants("F1F"))
+    f1_run("F1F", "fifo");
   if (wants("K1"))
     k1_keys();
   if (wants("W2"))
