@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -328,4 +329,17 @@ json_t *harness_step(json_t *desc, const char *key) {
       return s;
   }
   return NULL;
+}
+
+int harness_wait_for(pthread_mutex_t *mu, pthread_cond_t *cv,
+                     int (*pred)(void)) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 60;
+  pthread_mutex_lock(mu);
+  int ok;
+  while (!(ok = pred()) && pthread_cond_timedwait(cv, mu, &until) == 0)
+    ;
+  pthread_mutex_unlock(mu);
+  return ok;
 }

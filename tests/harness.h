@@ -10,6 +10,8 @@
 #include <check.h>
 #include <jansson.h>
 
+#include <pthread.h>
+
 #include "clock.h"
 #include "duro.h"
 #include "engine.h"
@@ -96,6 +98,12 @@ void harness_set_cron_handler(harness *h, const char *plugin,
 /* Advances the virtual clock and runs every activation that becomes due. */
 size_t harness_advance(harness *h, int64_t ms);
 size_t harness_run(harness *h);
+
+/* Waits, holding mu, until pred() holds or 60 s pass (cv is broadcast
+ * when what pred reads changes): whether it held.  For cases whose
+ * activations run on real engine threads. */
+int harness_wait_for(pthread_mutex_t *mu, pthread_cond_t *cv,
+                     int (*pred)(void));
 
 /* Creates instance `id` of wf with `params` (NULL: null) and its own
  * timeout (0: the workflow's), asserting it was created. */

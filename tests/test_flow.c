@@ -66,15 +66,7 @@ static duro_rc keyed(duro_step *step, const duro_event *ev, duro_env *env) {
 
 /* Waits (at most 60 s) until pred() holds, under mu. */
 static int wait_for(int (*pred)(void)) {
-  struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_sec += 60;
-  pthread_mutex_lock(&mu);
-  int ok;
-  while (!(ok = pred()) && pthread_cond_timedwait(&cv, &mu, &until) == 0)
-    ;
-  pthread_mutex_unlock(&mu);
-  return ok;
+  return harness_wait_for(&mu, &cv, pred);
 }
 
 static int want_total;

@@ -31,11 +31,9 @@
 #include "backend.h"
 #include "engine.h"
 #include "error.h"
+#include "harness.h"
 #include "journal.h"
 #include "pg_fixture.h"
-
-/* the plugin API the workflows below call, as a plugin would */
-const duro_api *duro_api_ptr_;
 
 static pg_fixture pg = {.suite = "test_flow_hosts"};
 static void cluster_start(void) {
@@ -108,15 +106,7 @@ static void create(duro_engine *e, const char *id, const char *key) {
 
 /* Waits (at most 60 s) until pred() holds, under mu. */
 static int wait_for(int (*pred)(void)) {
-  struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_sec += 60;
-  pthread_mutex_lock(&mu);
-  int ok;
-  while (!(ok = pred()) && pthread_cond_timedwait(&cv, &mu, &until) == 0)
-    ;
-  pthread_mutex_unlock(&mu);
-  return ok;
+  return harness_wait_for(&mu, &cv, pred);
 }
 
 static void let(int n) {
