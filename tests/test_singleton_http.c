@@ -10,7 +10,12 @@
  * created (201);
  *  - queue: both are created, the second `queued` with describe's
  *    waiting_for naming its holder, and starts once that one is
- *    terminated. */
+ *    terminated;
+ *  - flow.debounce (an hour's period, so nothing starts while the test
+ *    runs): the first create is created (201) and `queued`, the next of
+ *    its email answers 200 {"id": <the first>, "debounced": true} and the
+ *    first takes its params; after a kill -9 of the engine it still has
+ *    them and the next create merges into it too; the CLI says so. */
 #include <check.h>
 #include <jansson.h>
 #include <signal.h>
@@ -183,12 +188,80 @@ START_TEST(singletons_over_http) {
 }
 END_TEST
 
+/* GET's params of instance id of order-debounce: its amount. */
+static json_int_t amount_of(const host_run *h, const char *id) {
+  json_t *d = host_describe(h, "order-debounce", id);
+  json_t *params = jget(d, "params");
+  ck_assert_msg(params != NULL, "%s has no params", id);
+  json_int_t amount = json_integer_value(jget(params, "amount"));
+  json_decref(d);
+  return amount;
+}
+
+static void expect_debounced(const host_run *h, const char *id, int amount,
+                             const char *pending) {
+  char body[256];
+  snprintf(body, sizeof body,
+           "{\"id\":\"%s\",\"params\":{\"orderId\":\"%s\",\"email\":"
+           "\"d@example.com\",\"amount\":%d,\"graceSeconds\":0}}",
+           id, id, amount);
+  http_resp r;
+  host_request(h, &r, "POST", "/workflows/order-debounce/instances", body);
+  ck_assert_msg(r.status == 200, "%s: %ld %s", id, r.status, r.body);
+  ck_assert_str_eq(jstr(r.json, "id"), pending);
+  ck_assert(json_is_true(jget(r.json, "debounced")));
+  http_resp_free(&r);
+  ck_assert_int_eq(amount_of(h, pending), amount);
+}
+
+START_TEST(debounce_over_http) {
+  host_run H;
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  host_init(&H, "debounce");
+  host_write_config(&H, db, "{ workers: 2 }", "orders", ORDERS_PLUGIN,
+                    "      - name: order-debounce\n"
+                    "        binding: ORDER_DEBOUNCE\n"
+                    "        class_name: OrderFlow\n"
+                    "        flow: {debounce: {key: /email, period: 1h}}\n");
+  host_start(&H);
+  H.restarts = 1;
+  expect_created(&H, "order-debounce", "d1", "d@example.com");
+  expect_debounced(&H, "d2", 7, "d1");
+  json_t *d = host_describe(&H, "order-debounce", "d1");
+  ck_assert_str_eq(jstr(d, "status"), "queued");
+  assert_contains(jstr(d, "waiting_for"),
+                  "flow: debounce /email=\"d@example.com\" (2 creates; "
+                  "starts in ");
+  json_decref(d);
+  /* nothing of it was only in the dead engine's memory */
+  kill_engine(&H);
+  ck_assert_int_eq(amount_of(&H, "d1"), 7);
+  expect_debounced(&H, "d3", 9, "d1");
+  char *out = NULL;
+  const char *args[] = {"trigger",
+                        "order-debounce",
+                        "{\"orderId\":\"d4\",\"email\":\"d@example.com\","
+                        "\"amount\":11,\"graceSeconds\":0}",
+                        "--id",
+                        "d4",
+                        NULL};
+  ck_assert_int_eq(host_cli(&H, args, &out), 0);
+  assert_contains(out, "debounced: d1 takes these params");
+  free(out);
+  ck_assert_int_eq(amount_of(&H, "d1"), 11);
+  expect_created(&H, "order-debounce", "e1", "e@example.com"); /* apart */
+  host_stop(&H, proc_now_ms() + 10000, 1);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("singleton_http");
   TCase *tc = tcase_create("singleton");
   proc_fixtures(tc, "duro-singleton-http");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, singletons_over_http);
+  tcase_add_test(tc, debounce_over_http);
   suite_add_tcase(s, tc);
   return http_suite_run(s);
 }

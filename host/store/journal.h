@@ -191,12 +191,18 @@ typedef enum journal_op_kind {
                                  stored); rc = DURO_E_INSTANCE_ENDED when
                                  it has ended */
   JOP_EVENT_CONSUME,          /* event seq + step key */
-  JOP_WAKE_IF_WAITING, /* rowid, event_type, ts_ms: wake_ms = ts_ms when the
-                          instance waits for that event type (one of its
-                          wait_type's, JOURNAL_WAIT_SEP); out_rowid =
-                          1 when it did */
-  JOP_INSTANCE_PIN,    /* rowid, step_key = the build hash it runs on: the
-                          instance's pin, written only when it changes */
+  JOP_WAKE_IF_WAITING,     /* rowid, event_type, ts_ms: wake_ms = ts_ms when the
+                              instance waits for that event type (one of its
+                              wait_type's, JOURNAL_WAIT_SEP); out_rowid =
+                              1 when it did */
+  JOP_INSTANCE_RESCHEDULE, /* inst: workflow, id, params (NULL keeps
+                              them); ts_ms = its new wake: an instance
+                              that has not started (queued or paused)
+                              takes the params and starts no sooner
+                              (flow.debounce); out_rowid = 1 when it had
+                              not started, else nothing changed */
+  JOP_INSTANCE_PIN,        /* rowid, step_key = the build hash it runs on: the
+                              instance's pin, written only when it changes */
   JOP_WAKE_IF_EVENT_PENDING, /* rowid, ts_ms: wake_ms = ts_ms when the
                                 instance waits for a type of which an
                                 unconsumed event is stored; out_rowid = 1
@@ -473,12 +479,20 @@ int journal_recover_each(journal *j,
                                     duro_status status, int control),
                          void *ctx);
 
+/* An instance that has not ended, as journal_live_each hands it (its
+ * strings borrowed for the call). */
+typedef struct journal_live_row {
+  int64_t rowid;
+  const char *id;
+  duro_status status;
+  int64_t created_ms, started_ms, wake_ms; /* JOURNAL_NONE: none */
+  const char *params;
+} journal_live_row;
+
 /* Calls fn for each of this host's instances of `workflow` that have not
- * ended, in rowid order (creation order): what flow.singleton keeps of
- * the journal, read at start.  params borrowed for the call. */
-typedef void (*journal_live_fn)(void *ctx, int64_t rowid, const char *id,
-                                duro_status status, int64_t started_ms,
-                                const char *params);
+ * ended, in rowid order (creation order): what flow.singleton and
+ * flow.debounce keep of the journal, read at start. */
+typedef void (*journal_live_fn)(void *ctx, const journal_live_row *row);
 int journal_live_each(journal *j, const char *workflow, journal_live_fn fn,
                       void *ctx);
 
