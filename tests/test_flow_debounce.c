@@ -414,8 +414,8 @@ static Suite *debounce_suite(void) {
   TCase *tc = tcase_create("debounce");
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 240);
-  tcase_add_test(tc,
-                 creates_within_the_period_are_one_instance_with_the_last_params);
+  tcase_add_test(
+      tc, creates_within_the_period_are_one_instance_with_the_last_params);
   tcase_add_test(tc,
                  keys_are_apart_and_params_without_the_key_are_not_debounced);
   tcase_add_test(tc, max_wait_bounds_the_quiet_spells);
