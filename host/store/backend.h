@@ -228,6 +228,9 @@ typedef struct store_backend {
    * on a store one host has to itself. */
   int (*slots_pass)(void *db, journal_slots_job *jobs, size_t n,
                     uint64_t *epoch);
+  /* journal_rates_take, on a joined store; NULL on a store one host has
+   * to itself. */
+  int (*rates_take)(void *db, double now_ms, journal_rates_job *jobs, size_t n);
   /* journal_lease_held, on a joined store. */
   int (*lease_held)(void *db);
   /* journal_lease_until, on a joined store. */
