@@ -24,7 +24,12 @@
  *   two_hosts_share_a_rate  two engines, a key's rate 10 a second: 40
  *                           instances created on both start no sooner
  *                           than 3.9 s after the creates (per host they
- *                           would take half that), all complete.
+ *                           would take half that), all complete;
+ *   a_singleton_skips_across_hosts  two engines, flow.singleton skip by
+ *                           /c: a key live on one host answers the other
+ *                           host's create of it (nothing created there),
+ *                           until it ends; creates of one key racing on
+ *                           both hosts create one instance in all.
  *
  * Real engine threads run the activations; time is the real clock (the
  * hosts' leases and the slots' retries are wall time, in milliseconds). */
@@ -152,6 +157,63 @@ static duro_engine *rate_host_open(const char *conninfo) {
 }
 
 static int all_paced(void) { return n_paced >= PACED; }
+
+/* "single": flow.singleton skip by /c, each instance holding its key
+ * until an event "go" comes. */
+static duro_rc single(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env, (void)ev;
+  const char *go;
+  return duro_wait_for_event(step, "go", "go", NULL, &go);
+}
+
+static duro_engine *single_host_open(const char *conninfo) {
+  duro_engine_options opt = {.db_path = conninfo,
+                             .backend = &store_pg,
+                             .workers = 4,
+                             .join_store = 1,
+                             .lease_ms = 2000};
+  duro_engine *e;
+  char err[512];
+  ck_assert_msg(duro_engine_open(&opt, &e, err, sizeof err) == 0, "%s", err);
+  duro_workflow_limits lim = {.flow_singleton_key = "/c",
+                              .flow_singleton_mode = DURO_SINGLETON_SKIP};
+  ck_assert_int_eq(duro_engine_register(e, "single", NULL, single, &lim, NULL),
+                   0);
+  ck_assert_int_eq(duro_engine_start(e), 0);
+  return e;
+}
+
+/* Creates `id` of "single" with /c = key on e: the id that answered
+ * (malloc'ed), *skipped whether it was another live one. */
+static char *single_create(duro_engine *e, const char *id, const char *key,
+                           int *skipped) {
+  char params[64];
+  snprintf(params, sizeof params, "{\"c\":\"%s\"}", key);
+  duro_create_req req = {.id = id, .params = params, .retention_ms = -1};
+  duro_create_result r;
+  ck_assert_int_eq(duro_instance_create_many(e, "single", &req, 1, &r), 0);
+  ck_assert_msg(r.n_created == 1, "create %s: %s", id,
+                r.n_errors ? duro_err_name(r.errors[0].code) : "?");
+  *skipped = r.skipped && r.skipped[0] == DURO_CREATE_SKIPPED;
+  char *answer = r.created[0];
+  r.created[0] = NULL;
+  duro_create_result_free(&r);
+  return answer;
+}
+
+typedef struct racer {
+  duro_engine *e;
+  char id[16];
+  char *answer;
+  int skipped;
+  pthread_t th;
+} racer;
+
+static void *race_create(void *arg) {
+  racer *r = arg;
+  r->answer = single_create(r->e, r->id, "r", &r->skipped);
+  return NULL;
+}
 
 static void create(duro_engine *e, const char *id, const char *key) {
   char params[64];
@@ -430,6 +492,66 @@ START_TEST(two_hosts_share_a_rate) {
 }
 END_TEST
 
+START_TEST(a_singleton_skips_across_hosts) {
+  char conninfo[512];
+  pg_fixture_database(&pg, "single", conninfo, sizeof conninfo);
+  duro_engine *h1 = single_host_open(conninfo),
+              *h2 = single_host_open(conninfo);
+  int skipped;
+  char *got = single_create(h1, "a1", "a", &skipped);
+  ck_assert(!skipped);
+  ck_assert_str_eq(got, "a1");
+  free(got);
+  /* the other host: a1 is live there too */
+  got = single_create(h2, "a2", "a", &skipped);
+  ck_assert(skipped);
+  ck_assert_str_eq(got, "a1");
+  free(got);
+  duro_status s;
+  ck_assert_int_eq(duro_instance_status(h2, "single", "a2", &s),
+                   DURO_E_NOT_FOUND);
+  got = single_create(h2, "b1", "b", &skipped); /* another key */
+  ck_assert(!skipped);
+  free(got);
+  /* a1 ends: the key is free on both hosts */
+  ck_assert_int_eq(duro_instance_send_event(h1, "single", "a1", "go", "null"),
+                   0);
+  ck_assert(ends_complete(h1, "single", "a1"));
+  got = single_create(h2, "a3", "a", &skipped);
+  ck_assert(!skipped);
+  ck_assert_str_eq(got, "a3");
+  free(got);
+  got = single_create(h1, "a4", "a", &skipped);
+  ck_assert(skipped);
+  ck_assert_str_eq(got, "a3");
+  free(got);
+  /* creates of one key racing on both hosts create one in all */
+  enum { RACERS = 8 };
+  racer r[RACERS];
+  for (int i = 0; i < RACERS; i++) {
+    r[i] = (racer){.e = i % 2 ? h2 : h1};
+    snprintf(r[i].id, sizeof r[i].id, "r%d", i);
+    pthread_create(&r[i].th, NULL, race_create, &r[i]);
+  }
+  int created = 0;
+  const char *live = NULL;
+  for (int i = 0; i < RACERS; i++) {
+    pthread_join(r[i].th, NULL);
+    if (!r[i].skipped) {
+      created++;
+      live = r[i].answer;
+    }
+  }
+  ck_assert_int_eq(created, 1);
+  for (int i = 0; i < RACERS; i++)
+    ck_assert_str_eq(r[i].answer, live);
+  for (int i = 0; i < RACERS; i++)
+    free(r[i].answer);
+  duro_engine_close(h1);
+  duro_engine_close(h2);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("flow_hosts");
   TCase *tc = tcase_create("hosts");
@@ -440,6 +562,7 @@ int main(void) {
   tcase_add_test(tc, a_closed_host_gives_back);
   tcase_add_test(tc, rates_are_shared);
   tcase_add_test(tc, two_hosts_share_a_rate);
+  tcase_add_test(tc, a_singleton_skips_across_hosts);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

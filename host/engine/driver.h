@@ -49,6 +49,11 @@ typedef struct duro_claim {
   int64_t wake_ms;        /* HELD: the new instance starts no sooner (0: at
                              once); MERGE: the live one's start from now on */
   int64_t retry_after_ms; /* DURO_E_FLOW_REJECTED: when to try again */
+  /* HELD: a key the store keeps for the new instance while it lives
+   * (journal_instance.claim_key, malloc'ed; NULL: none): on a store
+   * several hosts share, a create whose key another host's live instance
+   * holds creates nothing and is answered by that one, as a skip. */
+  char *key;
 } duro_claim;
 
 /* What an activation did, for a driver that observes activations (tail

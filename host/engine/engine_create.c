@@ -141,6 +141,7 @@ typedef struct create_job {
   char **skipped;
   unsigned char *answered;
   unsigned char *claimed;
+  char **claim_keys; /* request i's insert's claim key, or NULL */
   journal_batch b;
   duro_create_error *errors; /* at most one a request */
   size_t n_errors;
@@ -161,6 +162,9 @@ static void create_job_free(create_job *job) {
   for (size_t i = 0; i < job->n; i++)
     free(job->skipped[i]);
   free(job->skipped);
+  for (size_t i = 0; i < job->n; i++)
+    free(job->claim_keys[i]);
+  free(job->claim_keys);
   free(job->answered);
   free(job->claimed);
   free(job->rows);
@@ -217,8 +221,10 @@ static int claim_answers(duro_engine *e, const wf_reg *wf, create_job *job,
   if (rc == DURO_CLAIM_TAKE || rc == DURO_CLAIM_HELD) {
     job->claimed[i] = rc == DURO_CLAIM_HELD ? DURO_CLAIM_HELD : 0;
     *wake_ms = claim.wake_ms;
+    job->claim_keys[i] = claim.key;
     return 0;
   }
+  free(claim.key);
   if (rc == DURO_CLAIM_SKIP) {
     job->skipped[i] = claim.live;
     job->answered[i] = DURO_CREATE_SKIPPED;
@@ -273,6 +279,30 @@ static void add_answered(create_job *job, size_t i, duro_create_result *r) {
   job->skipped[i] = NULL;
 }
 
+/* The requests whose insert met a claim key another live instance holds
+ * (another host's: this one's claims never meet): that one's id for
+ * each, looked up before the engine's lock is taken; NULL when there
+ * are none. */
+static char **claim_holders(create_job *job) {
+  char **holders = NULL;
+  for (size_t i = 0; i < job->n; i++) {
+    if (!job->claim_keys[i] || job->op_of[i] == SIZE_MAX ||
+        job->b.ops[job->op_of[i]].rc != DURO_E_ALREADY_EXISTS)
+      continue;
+    char *id = NULL;
+    if (journal_claim_holder(job->e->j, job->workflow, job->claim_keys[i],
+                             &id) == 0 &&
+        strcmp(id, job->ids[i])) {
+      if (!holders)
+        holders = xcalloc(job->n, sizeof *holders);
+      holders[i] = id;
+    } else {
+      free(id);
+    }
+  }
+  return holders;
+}
+
 /* On the thread that committed: the created instances become runnable,
  * and the caller hears the outcome. */
 static void create_finish(void *ctx, int rc) {
@@ -281,6 +311,7 @@ static void create_finish(void *ctx, int rc) {
   duro_create_result result = {0};
   if (rc == 0) {
     result.created = xcalloc(job->n ? job->n : 1, sizeof *result.created);
+    char **holders = claim_holders(job);
     pthread_mutex_lock(&e->mu);
     for (size_t i = 0; i < job->n; i++) {
       if (job->claimed[i] == DURO_CLAIM_MERGE) {
@@ -300,6 +331,13 @@ static void create_finish(void *ctx, int rc) {
         continue;
       journal_op *op = &job->b.ops[job->op_of[i]];
       settle_claim_locked(e, job, i, op->rc ? 0 : op->out_rowid);
+      if (holders && holders[i]) { /* another host's live one answers */
+        job->skipped[i] = holders[i];
+        holders[i] = NULL;
+        job->answered[i] = DURO_CREATE_SKIPPED;
+        add_answered(job, i, &result);
+        continue;
+      }
       if (op->rc) {
         batch_error(job, i, job->ids[i], op->rc);
         continue;
@@ -309,6 +347,9 @@ static void create_finish(void *ctx, int rc) {
       job->ids[i] = NULL;
     }
     pthread_mutex_unlock(&e->mu);
+    for (size_t i = 0; holders && i < job->n; i++)
+      free(holders[i]);
+    free(holders);
     /* Errors found before and after the commit, in request order. */
     qsort(job->errors, job->n_errors, sizeof *job->errors, cmp_index);
     result.errors = job->errors;
@@ -352,6 +393,7 @@ static int create_batch(duro_engine *e, const char *workflow,
                       .op_of = xcalloc(n ? n : 1, sizeof *job->op_of),
                       .skipped = xcalloc(n ? n : 1, sizeof *job->skipped),
                       .answered = xcalloc(n ? n : 1, 1),
+                      .claim_keys = xcalloc(n ? n : 1, sizeof *job->claim_keys),
                       .claimed = xcalloc(n ? n : 1, 1),
                       .errors = xcalloc(n ? n : 1, sizeof *job->errors),
                       .done = done,
@@ -394,6 +436,7 @@ static int create_batch(duro_engine *e, const char *workflow,
     engine_instance_insert_op(wf, job->ids[i], &req, now, &job->rows[i],
                               &job->b);
     job->rows[i].wake_ms = wake_ms;
+    job->rows[i].claim_key = job->claim_keys[i];
   }
   strmap_free(&seen);
   /* with claims held, never lead the commit here: the lock would be held

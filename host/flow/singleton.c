@@ -428,6 +428,14 @@ static int singleton_claim(duro_engine *e, void *state, const char *workflow,
                     ? value_of(w, params)
                     : NULL;
   sgl_key *k = value ? key_find(w, value) : NULL;
+  /* On a shared store a claim still on its way to the store may meet
+   * another host's live instance and create nothing: this create then
+   * tries too, and the store's claim key says which one lives. */
+  int shared = w && w->mode == DURO_SINGLETON_SKIP &&
+               journal_slots_shared(engine_journal(e));
+  if (k && k->head && shared && !k->head->rowid) {
+    k = NULL;
+  }
   if (k && k->head && w->mode == DURO_SINGLETON_SKIP) {
     claim->live = xstrdup(k->head->id);
     rc = DURO_CLAIM_SKIP;
@@ -442,6 +450,10 @@ static int singleton_claim(duro_engine *e, void *state, const char *workflow,
     m->claim_next = idmap_get(&st->claims, h);
     idmap_put(&st->claims, h, m);
     rc = DURO_CLAIM_HELD;
+    /* the store keeps the key too: another host's live instance of it
+     * answers there */
+    if (shared)
+      claim->key = xstrdup(value);
   }
   free(value);
   pthread_mutex_unlock(&st->mu);

@@ -617,6 +617,14 @@ void journal_commit_async(journal *j, journal_batch *b, journal_done_fn fn,
 
 /* ---- reads: the backend's ------------------------------------------------ */
 
+int journal_claim_holder(journal *j, const char *workflow, const char *key,
+                         char **id) {
+  *id = NULL;
+  if (!j->be->claim_holder)
+    return DURO_E_NOT_FOUND;
+  return j->be->claim_holder(j->db, workflow, key, id);
+}
+
 int journal_instance_get(journal *j, const char *workflow, const char *id,
                          journal_instance *out) {
   return j->be->instance_get(j->db, workflow, id, out);

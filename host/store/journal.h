@@ -69,6 +69,12 @@ typedef struct journal_instance {
    * message's sender), version 00, or NULL: its trace continues the
    * caller's (trace_ids.h).  Written at insert only. */
   char *traceparent;
+  /* A key no other live instance of its workflow may hold at once, on a
+   * store several hosts share (flow.singleton's skip mode): an insert
+   * that meets it inserts nothing (DURO_E_ALREADY_EXISTS), and
+   * journal_claim_holder names the live one; the key goes when the
+   * instance ends.  Written at insert only, never read back; NULL: none. */
+  char *claim_key;
 } journal_instance;
 
 enum {
@@ -375,6 +381,12 @@ void journal_commit_background(journal *j, journal_batch *b, journal_done_fn fn,
                                void *ctx);
 
 /* ---- reads --------------------------------------------------------------- */
+
+/* The id (malloc'ed) of the live instance of `workflow` that holds
+ * claim key `key` (journal_instance.claim_key): 0, DURO_E_NOT_FOUND (none
+ * holds it, or the store keeps no claim keys), DURO_E_STORAGE. */
+int journal_claim_holder(journal *j, const char *workflow, const char *key,
+                         char **id);
 
 /* Fills *out (caller frees with journal_instance_clear). DURO_E_NOT_FOUND. */
 int journal_instance_get(journal *j, const char *workflow, const char *id,

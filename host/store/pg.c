@@ -99,6 +99,7 @@ const store_backend store_pg = {
     .rollback = pg_rollback,
     .instance_get = pg_instance_get,
     .instance_get_rowid = pg_instance_get_rowid,
+    .claim_holder = pg_claim_holder,
     .steps_load = pg_steps_load,
     .attempts_each = pg_attempts_each,
     .events_pending = pg_events_pending,

@@ -17,8 +17,8 @@
  * pipelines (SQLite's schema 8); 10: instances' log lines; 11: a
  * pipeline record row holds one send's records (SQLite's 10); 12: the
  * traceparent an instance was created with and a message sent with
- * (SQLite's 11); 13: flow control's rates the hosts share (flow_rates,
- * PostgreSQL's alone).  A journal of 6 to 12 is brought to 13 when
+ * (SQLite's 11); 13: flow control's rates the hosts share (flow_rates)
+ * and instances' claim keys (PostgreSQL's alone).  A journal of 6 to 12 is brought to 13 when
  * opened. */
 #define SCHEMA_VERSION "13"
 /* The advisory lock that one opener at a time creating or upgrading the
@@ -149,6 +149,11 @@ static const char schema_sql[] =
      * clocks' ms), which the hosts share (pg_rates.c). */
     "CREATE TABLE IF NOT EXISTS flow_rates(key BIGINT PRIMARY KEY,"
     " tat DOUBLE PRECISION NOT NULL);"
+    /* and a live instance's claim key (flow.singleton's skip mode), one
+     * live instance a key a workflow on all the hosts */
+    "ALTER TABLE instances ADD COLUMN IF NOT EXISTS claim_key " TXT ";"
+    "CREATE UNIQUE INDEX IF NOT EXISTS instances_claim ON instances("
+    " workflow, claim_key) WHERE claim_key IS NOT NULL;"
     "UPDATE meta SET value='" SCHEMA_VERSION "' WHERE key='schema' AND"
     " value IN ('6','7','8','9','10','11','12');";
 

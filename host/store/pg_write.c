@@ -26,12 +26,17 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     [ST_INSTANCE_INSERT] =
         "INSERT INTO instances(workflow,id,status,params,created_ms,"
         "retention_ms,owner,deadline_ms,parent,parent_close,traceparent,"
-        "wake_ms) VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12) "
-        "ON CONFLICT(workflow,id) DO NOTHING RETURNING rowid",
+        "wake_ms,claim_key) VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,"
+        "$13) "
+        /* its id taken, or its claim key held by a live instance */
+        "ON CONFLICT DO NOTHING RETURNING rowid",
     [ST_INSTANCE_SET] =
         "UPDATE instances SET status=$2, output=$3, error=$4, started_ms=$5, "
         "ended_ms=$6, wake_ms=$7, paused_ms=$8, wait_type=$9, "
-        "control=CASE WHEN $10::int<>0 THEN 0 ELSE control END "
+        "control=CASE WHEN $10::int<>0 THEN 0 ELSE control END, "
+        /* an instance that ended lets go of its claim key */
+        "claim_key=CASE WHEN $2 IN ('complete','errored','terminated') "
+        "THEN NULL ELSE claim_key END "
         "WHERE rowid=$1",
     [ST_INSTANCE_CONTROL] = "UPDATE instances SET control=$2 WHERE rowid=$1",
     [ST_INSTANCE_CONTROL_CLEAR] =

@@ -47,6 +47,7 @@ int pg_instance_insert(pg_store *pg, journal_op *op) {
   p_i64(&p, in->parent_close);
   p_text(&p, in->traceparent);
   p_ms(&p, in->wake_ms > 0 ? in->wake_ms : JOURNAL_NONE);
+  p_text(&p, in->claim_key);
   if ((rc = pg_write_returning(pg, ST_INSTANCE_INSERT, &p, &inserted,
                                &op->out_rowid)))
     return rc;
