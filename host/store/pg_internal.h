@@ -269,8 +269,7 @@ void pg_rollback(void *db);
 int pg_instance_get(void *db, const char *workflow, const char *id,
                     journal_instance *out);
 int pg_instance_get_rowid(void *db, int64_t rowid, journal_instance *out);
-int pg_claim_holder(void *db, const char *workflow, const char *key,
-                    char **id);
+int pg_claim_holder(void *db, const char *workflow, const char *key, char **id);
 int pg_steps_load(void *db, int64_t rowid, journal_step **out, size_t *n);
 int pg_attempts_each(void *db, int64_t rowid,
                      void (*fn)(void *ctx, const char *key, uint32_t number,

@@ -18,8 +18,8 @@
  * pipeline record row holds one send's records (SQLite's 10); 12: the
  * traceparent an instance was created with and a message sent with
  * (SQLite's 11); 13: flow control's rates the hosts share (flow_rates)
- * and instances' claim keys (PostgreSQL's alone).  A journal of 6 to 12 is brought to 13 when
- * opened. */
+ * and instances' claim keys (PostgreSQL's alone).  A journal of 6 to 12 is
+ * brought to 13 when opened. */
 #define SCHEMA_VERSION "13"
 /* The advisory lock that one opener at a time creating or upgrading the
  * schema holds (any fixed number; no other lock of duro's uses it). */
