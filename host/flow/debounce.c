@@ -46,7 +46,10 @@ typedef struct dbc_member {
   struct dbc_workflow *wf;
   int64_t rowid; /* 0 while its create's commit is on its way */
   char *id;
-  char *params;               /* the last merged: what it must start with */
+  /* the last merged params (what it must start with), as a hash and a
+   * length: params may be a megabyte, and many instances may wait */
+  int64_t params_hash;
+  size_t params_len;
   int64_t first_ms;           /* its first create */
   int64_t due_ms;             /* it starts no sooner */
   uint32_t creates;           /* creates it took, its own included */
@@ -177,6 +180,20 @@ static dbc_due heap_pop(dbc_state *st) {
   return top;
 }
 
+/* m's params are these from now on. */
+static void params_note(dbc_member *m, const char *params) {
+  const char *p = params ? params : "null";
+  m->params_hash = params_key_hash(p, NULL);
+  m->params_len = strlen(p);
+}
+
+/* Whether params are the last m was given. */
+static int params_are(const dbc_member *m, const char *params) {
+  const char *p = params ? params : "null";
+  return strlen(p) == m->params_len &&
+         params_key_hash(p, NULL) == m->params_hash;
+}
+
 static dbc_member *member_new(dbc_state *st, dbc_workflow *w, dbc_key *k,
                               int64_t rowid, const char *id, const char *params,
                               int64_t first_ms, int64_t due_ms) {
@@ -185,10 +202,11 @@ static dbc_member *member_new(dbc_state *st, dbc_workflow *w, dbc_key *k,
                     .wf = w,
                     .rowid = rowid,
                     .id = xstrdup(id),
-                    .params = xstrdup(params ? params : "null"),
+
                     .first_ms = first_ms,
                     .due_ms = due_ms,
                     .creates = 1};
+  params_note(m, params);
   int64_t h = params_key_hash(w->name, id);
   m->id_next = idmap_get(&st->by_id, h);
   idmap_put(&st->by_id, h, m);
@@ -230,7 +248,6 @@ static void member_drop(dbc_state *st, dbc_member *m) {
     idmap_del(&st->by_rowid, m->rowid);
   m->wf->pending--;
   free(m->id);
-  free(m->params);
   free(m);
 }
 
@@ -362,8 +379,7 @@ static int debounce_claim(duro_engine *e, void *state, const char *workflow,
     m->merging++;
     m->creates++;
     m->due_ms = due_from(w, m->first_ms, now);
-    free(m->params);
-    m->params = xstrdup(params ? params : "null");
+    params_note(m, params);
     w->merged++;
     claim->live = xstrdup(m->id);
     claim->wake_ms = m->due_ms;
@@ -416,8 +432,7 @@ static int debounce_admit(duro_engine *e, void *state, const char *workflow,
   pthread_mutex_lock(&st->mu);
   dbc_member *m = idmap_get(&st->by_rowid, rowid);
   int runs = 1;
-  if (m && may_start(m, engine_now(e)) &&
-      !strcmp(m->params, params ? params : "null")) {
+  if (m && may_start(m, engine_now(e)) && params_are(m, params)) {
     member_drop(st, m); /* it starts: its key's next create makes another */
   } else if (m) {
     /* not due, a merge on its way, or it read params a merge replaced
@@ -601,7 +616,6 @@ static void free_member(void *ctx, int64_t hash, void *val) {
   for (dbc_member *m = val, *next; m; m = next) {
     next = m->id_next;
     free(m->id);
-    free(m->params);
     free(m);
   }
 }
