@@ -882,7 +882,9 @@ static inline duro_workflow *duro_env_workflow(duro_env *env,
  * DURO_E_ALREADY_EXISTS for a duplicate id: call it inside a step with a
  * deterministic id and a retried attempt is harmless.  Under the
  * workflow's flow.singleton with mode skip, 0 also when its key has a
- * live instance already: then nothing is created. */
+ * live instance already: then nothing is created; under its
+ * flow.debounce, 0 also when its key has an instance that has not
+ * started: nothing is created, that one takes these params. */
 static inline int duro_workflow_create(duro_workflow *wf, const char *id,
                                        const char *params) {
   return duro_api_ptr_->workflow_create(wf, id, params);
