@@ -4,7 +4,8 @@
  * the children of ended parents, the pipelines' flusher, the traces'
  * exporter, which also reads every commit, the tail handlers' batches,
  * which an activation's end fills, then the admission gates:
- * flow.singleton, asked first, and flow control) and drains them
+ * flow.singleton, asked first, and flow control; then the shared
+ * resources steps claim) and drains them
  * at stop; it frees them in the reverse order, so cron handlers that send to
  * queues are gone before the queues. */
 #include "children.h"
@@ -12,12 +13,13 @@
 #include "flow.h"
 #include "pipeline_driver.h"
 #include "queue_driver.h"
+#include "resources.h"
 #include "singleton.h"
 #include "tail.h"
 #include "telemetry.h"
 #include "trigger.h"
 
 const duro_driver *const duro_builtin_drivers[] = {
-    &queue_driver,     &cron_driver,      &children_driver,
-    &pipeline_driver,  &telemetry_driver, &tail_driver,
-    &singleton_driver, &flow_driver,      NULL};
+    &queue_driver,     &cron_driver, &children_driver,  &pipeline_driver,
+    &telemetry_driver, &tail_driver, &singleton_driver, &flow_driver,
+    &resources_driver, NULL};

@@ -5,6 +5,7 @@
 #include "flow.h"
 #include "pipeline.h"
 #include "queue.h"
+#include "resources.h"
 #include "singleton.h"
 #include "tail.h"
 #include "trigger.h"
@@ -285,6 +286,7 @@ size_t harness_run(harness *h) {
     n += duro_tail_dispatch(h->e);
     n += duro_flow_dispatch(h->e);
     n += duro_singleton_dispatch(h->e);
+    n += duro_resources_dispatch(h->e);
     n += duro_engine_run_until_idle(h->e);
     total += n;
   } while (n);
