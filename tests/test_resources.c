@@ -9,7 +9,7 @@
  * declare fails the step for good, its callback never run; a plugin
  * built against an older minor (a duro_step_config without `resource`)
  * is never read past its struct; a waiting instance terminated leaves
- * the line. */
+ * the line; a restart holds nothing, its waiters woken at its start. */
 #include <check.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -109,7 +109,7 @@ START_TEST(concurrency_holds_across_workflows) {
   harness h;
   harness_open_workers_virtual(&h, 4);
   duro_resource_options o = {.concurrency = 2};
-  ck_assert_int_eq(duro_resource_register(h.e, "payments", &o), 0);
+  harness_register_resource(&h, "payments", &o);
   harness_register(&h, "charge", charge);
   harness_register(&h, "refund", refund);
   harness_start(&h);
@@ -216,7 +216,7 @@ static void open_rated(uint32_t limit, int64_t period_ms, uint32_t burst) {
   harness_open(&vh);
   duro_resource_options o = {
       .rate_limit = limit, .rate_period_ms = period_ms, .rate_burst = burst};
-  ck_assert_int_eq(duro_resource_register(vh.e, "api", &o), 0);
+  harness_register_resource(&vh, "api", &o);
   harness_register(&vh, "call", call_api);
   harness_register(&vh, "call2", call_api);
 }
@@ -303,6 +303,28 @@ START_TEST(a_terminated_waiter_leaves_the_line) {
 }
 END_TEST
 
+/* Nothing is held across a restart: the attempts that held slots or
+ * starts ended with the engine.  The instance waiting for the rate's next
+ * start (an hour away) runs at the new engine's start, woken by it, the
+ * clock not moved. */
+START_TEST(a_restart_holds_nothing) {
+  open_rated(1, 3600 * 1000, 0);
+  harness_start(&vh);
+  harness_create(&vh, "call", "a", NULL, 0);
+  harness_create(&vh, "call", "b", NULL, 0);
+  harness_run(&vh);
+  ck_assert_int_eq(n_started, 1);
+  ck_assert_str_eq(harness_status(&vh, "call", "b"), "waiting");
+  harness_reopen(&vh);
+  harness_run(&vh);
+  ck_assert_int_eq(n_started, 2);
+  ck_assert_str_eq(started[1], "b");
+  ck_assert_int_eq(started_at[1], T0_MS);
+  ck_assert_str_eq(harness_status(&vh, "call", "b"), "complete");
+  harness_close(&vh);
+}
+END_TEST
+
 /* ---- a resource nobody declared ---- */
 
 static int never(duro_attempt *a, void *arg) {
@@ -324,7 +346,7 @@ START_TEST(an_unknown_resource_fails_the_step) {
   harness h;
   harness_open(&h);
   duro_resource_options o = {.concurrency = 1};
-  ck_assert_int_eq(duro_resource_register(h.e, "payments", &o), 0);
+  harness_register_resource(&h, "payments", &o);
   harness_register(&h, "unknown", unknown);
   harness_start(&h);
   harness_create(&h, "unknown", "u", NULL, 0);
@@ -410,6 +432,7 @@ static Suite *resources_suite(void) {
   tcase_add_test(c, a_rate_spaces_the_starts_in_order);
   tcase_add_test(c, a_burst_starts_at_once_then_the_rate);
   tcase_add_test(c, a_terminated_waiter_leaves_the_line);
+  tcase_add_test(c, a_restart_holds_nothing);
   suite_add_tcase(s, c);
   c = tcase_create("config");
   tcase_add_test(c, an_unknown_resource_fails_the_step);
