@@ -4,7 +4,8 @@
  * the others' instances waiting (wait_type "resource", holding no
  * thread: four engine threads serve fifty instances) until each is woken
  * for its turn, and all complete; describe says why one waits and
- * /metrics counts them; a rate spaces the attempts' starts on the
+ * /metrics counts them; a duro_do_all whose branches name it waits as
+ * a step does; a rate spaces the attempts' starts on the
  * virtual clock, first come first served; a resource the host does not
  * declare fails the step for good, its callback never run; a plugin
  * built against an older minor (a duro_step_config without `resource`)
@@ -182,6 +183,61 @@ START_TEST(concurrency_holds_across_workflows) {
   ck_assert_uint_eq(st.running, 0);
   ck_assert_uint_eq(st.waiting, 0);
   ck_assert_uint_eq(st.promised, 0);
+  harness_close(&h);
+}
+END_TEST
+
+/* A duro_do_all whose branches name the resource: while another
+ * instance holds its only slot the call waits (the instance waiting for
+ * the resource), and once woken its branches run one at a time. */
+static duro_rc fan(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev, (void)env;
+  duro_branch b[3] = {{.fn = pay, .cfg = &payments},
+                      {.fn = pay, .cfg = &payments},
+                      {.fn = pay, .cfg = &payments}};
+  DURO_TRY(duro_do_all(step, "fan", b, 3, 0, 0));
+  return duro_set_output(step, "1");
+}
+
+START_TEST(a_do_all_waits_for_its_branches_resource) {
+  reset();
+  harness h;
+  harness_open_workers_virtual(&h, 2);
+  duro_resource_options o = {.concurrency = 1};
+  harness_register_resource(&h, "payments", &o);
+  harness_register(&h, "charge", charge);
+  harness_register(&h, "fan", fan);
+  harness_start(&h);
+  harness_create(&h, "charge", "holder", NULL, 0);
+  want = 1;
+  ck_assert(harness_wait_for(&mu, &cv, inside_reached));
+  harness_create(&h, "fan", "f", NULL, 0);
+  int waited = 0;
+  for (int i = 0; i < 12000 && !waited; i++) {
+    waited = !strcmp(harness_status(&h, "fan", "f"), "waiting");
+    struct timespec ts = {0, 5 * 1000 * 1000};
+    if (!waited)
+      nanosleep(&ts, NULL);
+  }
+  ck_assert(waited);
+  json_t *d = harness_describe(&h, "fan", "f");
+  ck_assert_str_eq(json_string_value(json_object_get(d, "wait_type")),
+                   "resource");
+  json_decref(d);
+  open_gate();
+  want = 4;
+  ck_assert(harness_wait_for(&mu, &cv, finished_reached));
+  for (int i = 0; i < 12000; i++) {
+    if (!strcmp(harness_status(&h, "fan", "f"), "complete"))
+      break;
+    struct timespec ts = {0, 5 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  ck_assert_str_eq(harness_status(&h, "fan", "f"), "complete");
+  pthread_mutex_lock(&mu);
+  ck_assert_int_eq(most, 1);
+  ck_assert_int_eq(calls, 4);
+  pthread_mutex_unlock(&mu);
   harness_close(&h);
 }
 END_TEST
@@ -427,6 +483,7 @@ static Suite *resources_suite(void) {
   Suite *s = suite_create("resources");
   TCase *c = tcase_create("concurrency");
   tcase_add_test(c, concurrency_holds_across_workflows);
+  tcase_add_test(c, a_do_all_waits_for_its_branches_resource);
   suite_add_tcase(s, c);
   c = tcase_create("rate");
   tcase_add_test(c, a_rate_spaces_the_starts_in_order);
