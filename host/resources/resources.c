@@ -25,7 +25,9 @@
  * instances are woken after it is let go.  After a restart nothing is
  * held (the attempts that held slots died with the host), and the start
  * hook wakes this host's instances that were waiting, to line up again.
- * Several hosts on one PostgreSQL database: each host counts its own. */
+ * Several hosts on one PostgreSQL database: a concurrency's slots are the
+ * store's (below, "across the hosts of a shared store"); a rate counts
+ * per host. */
 #include "resources.h"
 
 #include <inttypes.h>
@@ -37,12 +39,15 @@
 #include "core.h"
 #include "error.h"
 #include "journal.h"
+#include "log.h"
 #include "map.h"
 #include "metrics.h"
 #include "util.h"
 
 #define PROMISE_MS 30000
 #define RECHECK_MS 60000
+#define SLOTS_RETRY_MS 50
+#define SPARE_MS 1000
 
 /* An instance in a resource's line. */
 typedef struct waiter {
@@ -65,6 +70,17 @@ typedef struct resource {
   waiter *head, *tail;
   uint32_t waiting;
   idmap waiters; /* rowid → its waiter */
+  /* On a shared store (a concurrency's slots the hosts count together,
+   * journal_slots_pass): shared set at the start; the store's slots this
+   * host holds, slots[0..held), under `base`, of `epoch`; a take or give
+   * of the store in flight (busy: one at a time, so that two never take
+   * the same slot on the host's one session); when a line short of slots
+   * asks again; since when slots lie spare (given back SPARE_MS later). */
+  int shared, busy;
+  int64_t base;
+  uint32_t held, cap_slots, *slots;
+  uint64_t epoch;
+  int64_t retry_at, spare_since;
 } resource;
 
 typedef struct res_state {
@@ -133,6 +149,7 @@ static void res_free(void *state) {
     idmap_each(&r->promises, free_promise, NULL);
     idmap_free(&r->promises);
     idmap_free(&r->waiters);
+    free(r->slots);
     free(r->name);
     free(r);
   }
@@ -166,6 +183,12 @@ int duro_resource_register(duro_engine *e, const char *name,
       r->tolerance_ms = (r->burst - 1) * r->interval_ms;
     }
     r->tat = -1e300; /* never started: a start may come at once */
+    /* its slots in a shared store: a namespace of its own (a flow key's
+     * name never starts with \x1e), the low 20 bits for the slot's
+     * number */
+    char *key = xasprintf("\x1eresource\x1f%s", name);
+    r->base = (int64_t)((uint64_t)map_hash_str(key) & ~UINT64_C(0xFFFFF));
+    free(key);
     s->v = xrealloc(s->v, (s->n + 1) * sizeof *s->v);
     s->v[s->n++] = r;
     strmap_put(&s->by_name, r->name, r);
@@ -177,7 +200,9 @@ int duro_resource_register(duro_engine *e, const char *name,
 /* ---- the line, the slots and the rate (s->mu held) ---------------------- */
 
 static int slot_free(const resource *r) {
-  return !r->concurrency || r->taken < r->concurrency;
+  if (!r->concurrency)
+    return 1;
+  return r->taken < (r->shared ? r->held : r->concurrency);
 }
 
 static int start_due(const resource *r, double now) {
@@ -186,6 +211,7 @@ static int start_due(const resource *r, double now) {
 
 /* A start counted now: a slot taken, the rate moved on. */
 static void take(resource *r, double now) {
+  r->spare_since = 0;
   if (r->concurrency)
     r->taken++;
   if (r->limit)
@@ -253,6 +279,178 @@ static int unpromise(res_state *s, resource *r, int64_t rowid, int give) {
   return 1;
 }
 
+/* ---- across the hosts of a shared store (s->mu held) ---------------------
+ *
+ * A resource's `concurrency` slots are the store's (journal_slots_pass,
+ * PostgreSQL's session advisory locks, which the server gives back the
+ * moment a host's connection dies, kill -9 included): an attempt runs on
+ * a slot this host holds, so no more than `concurrency` run on all the
+ * hosts together.  A claim that finds none held spare and nobody in line
+ * takes one of the store at once, on its own thread; one that finds a
+ * line, or the store's slots all held by other hosts, lines up, and the
+ * scheduler's pass takes slots for the line (asking again every
+ * SLOTS_RETRY_MS while others hold them all).  Slots lying spare for
+ * SPARE_MS go back to the store on a pass, so that a host whose steps
+ * come one after another keeps its slot between them. */
+
+static int short_of_slots(const resource *r) {
+  return r->shared && r->held < r->concurrency && r->taken >= r->held;
+}
+
+/* The store's answer to a take for r: its slots got, of `epoch`; when the
+ * epoch moved on, those held before went with the store's connection. */
+static void slots_got(resource *r, uint64_t epoch, const uint32_t *got,
+                      size_t n) {
+  if (epoch != r->epoch) {
+    if (r->held)
+      log_warn("resource %s: the store's slots connection was lost; it "
+               "takes its slots again",
+               r->name);
+    r->held = 0;
+    r->epoch = epoch;
+  }
+  if (r->held + n > r->cap_slots) {
+    r->cap_slots = r->held + (uint32_t)n + 4;
+    r->slots = xrealloc(r->slots, r->cap_slots * sizeof *r->slots);
+  }
+  if (n)
+    memcpy(r->slots + r->held, got, n * sizeof *got);
+  r->held += (uint32_t)n;
+}
+
+/* One slot of the store taken for a claim now, s->mu let go meanwhile
+ * (held again on return): 1 when it got one. */
+static int take_one(res_state *s, resource *r) {
+  if (r->busy)
+    return 0; /* another take or give of r's is on the way */
+  r->busy = 1;
+  size_t n_mine = r->held;
+  uint32_t *mine = xmalloc((n_mine ? n_mine : 1) * sizeof *mine);
+  if (n_mine)
+    memcpy(mine, r->slots, n_mine * sizeof *mine);
+  pthread_mutex_unlock(&s->mu);
+  uint32_t got;
+  size_t n_got = 0;
+  uint64_t epoch = 0;
+  int rc = journal_slots_take(engine_journal(s->e), r->base, r->concurrency,
+                              mine, n_mine, 1, &got, &n_got, &epoch);
+  free(mine);
+  pthread_mutex_lock(&s->mu);
+  r->busy = 0;
+  if (rc == 0)
+    slots_got(r, epoch, &got, n_got);
+  else
+    n_got = 0;
+  if (!n_got)
+    r->retry_at = engine_now(s->e) + SLOTS_RETRY_MS;
+  return n_got > 0;
+}
+
+/* What a pass does of r's with the store, outside the lock. */
+typedef struct slots_job {
+  resource *r;
+  uint32_t want, *mine, *give, *got;
+  size_t n_mine, n_give;
+  uint64_t epoch;
+} slots_job;
+
+typedef struct slots_jobs {
+  slots_job *v;
+  size_t n, cap;
+} slots_jobs;
+
+/* r's job for this pass, if any: slots for its line, or its spare ones
+ * given back (out of its count now); *next when it has one later. */
+static void slots_collect(resource *r, int64_t now, slots_jobs *jobs,
+                          int64_t *next) {
+  if (!r->shared || r->busy)
+    return;
+  uint32_t want = 0, give = 0;
+  if (r->head && r->held < r->concurrency) {
+    if (r->retry_at > now) {
+      if (r->retry_at < *next)
+        *next = r->retry_at;
+      return;
+    }
+    want = r->concurrency - r->held;
+    if (want > r->waiting)
+      want = r->waiting;
+  } else if (!r->head && r->held > r->taken && r->spare_since) {
+    if (now - r->spare_since < SPARE_MS) {
+      if (r->spare_since + SPARE_MS < *next)
+        *next = r->spare_since + SPARE_MS;
+      return;
+    }
+    give = r->held - r->taken;
+  }
+  if (!want && !give)
+    return;
+  if (jobs->n == jobs->cap) {
+    jobs->cap = jobs->cap ? 2 * jobs->cap : 4;
+    jobs->v = xrealloc(jobs->v, jobs->cap * sizeof *jobs->v);
+  }
+  slots_job *j = &jobs->v[jobs->n++];
+  *j = (slots_job){.r = r, .want = want, .epoch = r->epoch};
+  if (want) {
+    j->n_mine = r->held;
+    j->mine = xmalloc((r->held ? r->held : 1) * sizeof *j->mine);
+    if (r->held)
+      memcpy(j->mine, r->slots, r->held * sizeof *j->mine);
+    j->got = xmalloc(want * sizeof *j->got);
+  }
+  if (give) {
+    r->held -= give;
+    j->n_give = give;
+    j->give = xmalloc(give * sizeof *j->give);
+    memcpy(j->give, r->slots + r->held, give * sizeof *j->give);
+    r->spare_since = 0;
+  }
+  r->busy = 1;
+}
+
+/* Every job's takes and gives in one round trip (s->mu not held), then
+ * what the store said applied and the lines' heads given their turns. */
+static void slots_run(res_state *s, slots_jobs *jobs, int64_t *next,
+                      wakes *wk) {
+  journal_slots_job *sj = xcalloc(jobs->n, sizeof *sj);
+  for (size_t i = 0; i < jobs->n; i++) {
+    slots_job *j = &jobs->v[i];
+    sj[i] = (journal_slots_job){.base = j->r->base,
+                                .limit = j->r->concurrency,
+                                .want = j->want,
+                                .mine = j->mine,
+                                .n_mine = j->n_mine,
+                                .give = j->give,
+                                .n_give = j->n_give,
+                                .give_epoch = j->epoch,
+                                .got = j->got};
+  }
+  uint64_t epoch = 0;
+  int rc = journal_slots_pass(engine_journal(s->e), sj, jobs->n, &epoch);
+  pthread_mutex_lock(&s->mu);
+  int64_t now = engine_now(s->e);
+  for (size_t i = 0; i < jobs->n; i++) {
+    slots_job *j = &jobs->v[i];
+    resource *r = j->r;
+    r->busy = 0;
+    if (j->want && rc == 0)
+      slots_got(r, epoch, j->got, sj[i].n_got);
+    pump(s, r, now, wk);
+    if (r->head && short_of_slots(r)) { /* others hold them: again soon */
+      r->retry_at = now + SLOTS_RETRY_MS;
+      if (r->retry_at < *next)
+        *next = r->retry_at;
+    }
+    free(j->mine);
+    free(j->give);
+    free(j->got);
+  }
+  pthread_mutex_unlock(&s->mu);
+  free(sj);
+  free(jobs->v);
+  *jobs = (slots_jobs){0};
+}
+
 /* ---- the hooks ----------------------------------------------------------- */
 
 static int res_claim(duro_engine *e, void *state, const char *name,
@@ -265,7 +463,7 @@ static int res_claim(duro_engine *e, void *state, const char *name,
   wakes wk = {0};
   pthread_mutex_lock(&s->mu);
   resource *r = strmap_get(&s->by_name, name);
-  int rc = DURO_STEP_CLAIM_WAIT, rated = 0;
+  int rc = DURO_STEP_CLAIM_WAIT, kick = 0;
   if (!r) {
     rc = DURO_STEP_CLAIM_FAIL;
   } else {
@@ -274,7 +472,9 @@ static int res_claim(duro_engine *e, void *state, const char *name,
     if (unpromise(s, r, rowid, 0)) {
       go = 1; /* its turn, counted when promised */
       wakes_drop(&wk, rowid);
-    } else if (!r->head && slot_free(r) && start_due(r, (double)now)) {
+    } else if (!r->head && start_due(r, (double)now) &&
+               (slot_free(r) || (short_of_slots(r) && take_one(s, r) &&
+                                 !r->head && slot_free(r)))) {
       go = 1; /* nobody waits before it */
       take(r, (double)now);
     }
@@ -284,7 +484,15 @@ static int res_claim(duro_engine *e, void *state, const char *name,
       rc = DURO_STEP_CLAIM_GO;
     } else {
       line_up(s, r, rowid);
-      rated = r->limit != 0;
+      /* its time, or the store's slots, come on a pass */
+      kick = r->limit != 0 || r->shared;
+      pump(s, r, now, &wk); /* a slot take_one got meanwhile */
+      if (unpromise(s, r, rowid, 0)) {
+        wakes_drop(&wk, rowid);
+        r->running++;
+        *hold = r;
+        rc = DURO_STEP_CLAIM_GO;
+      }
     }
   }
   pthread_mutex_unlock(&s->mu);
@@ -297,8 +505,8 @@ static int res_claim(duro_engine *e, void *state, const char *name,
   } else if (rc == DURO_STEP_CLAIM_WAIT) {
     *wait_type = RESOURCE_WAIT_TYPE;
     *recheck_ms = now + RECHECK_MS;
-    if (rated)
-      engine_kick_scheduler(e); /* its time to come: the pass says when */
+    if (kick)
+      engine_kick_scheduler(e); /* the pass says when its turn comes */
   }
   return rc;
 }
@@ -311,9 +519,15 @@ static void res_unclaim(duro_engine *e, void *state, void *hold) {
   r->running--;
   if (r->concurrency)
     r->taken--;
-  pump(s, r, engine_now(e), &wk);
+  int64_t now = engine_now(e);
+  pump(s, r, now, &wk);
+  int spare = r->shared && !r->head && r->held > r->taken && !r->spare_since;
+  if (spare)
+    r->spare_since = now; /* given back on a pass SPARE_MS from now */
   pthread_mutex_unlock(&s->mu);
   wakes_run(e, &wk);
+  if (spare)
+    engine_kick_scheduler(e);
 }
 
 typedef struct lapse_ctx {
@@ -340,6 +554,7 @@ static size_t pass(res_state *s, int64_t *next_ms) {
   int64_t now = engine_now(s->e);
   lapse_ctx c = {.now = now, .next = INT64_MAX};
   wakes wk = {0};
+  slots_jobs jobs = {0};
   pthread_mutex_lock(&s->mu);
   for (size_t i = 0; i < s->n; i++) {
     resource *r = s->v[i];
@@ -355,9 +570,12 @@ static size_t pass(res_state *s, int64_t *next_ms) {
       if (at < c.next)
         c.next = at;
     }
+    slots_collect(r, now, &jobs, &c.next);
   }
   pthread_mutex_unlock(&s->mu);
   free(c.lapsed);
+  if (jobs.n)
+    slots_run(s, &jobs, &c.next, &wk);
   size_t woken = wk.n;
   wakes_run(s->e, &wk);
   *next_ms = c.next;
@@ -411,7 +629,12 @@ static void wake_waiting(void *ctx, int64_t rowid, const char *workflow) {
 /* Nothing is held after a restart: the instances that waited line up
  * again as they come. */
 static void res_start(duro_engine *e, void *state) {
-  (void)state;
+  res_state *s = state;
+  int shared = journal_slots_shared(engine_journal(e));
+  pthread_mutex_lock(&s->mu);
+  for (size_t i = 0; i < s->n; i++)
+    s->v[i]->shared = shared && s->v[i]->concurrency;
+  pthread_mutex_unlock(&s->mu);
   duro_engine_waiting_on(e, RESOURCE_WAIT_TYPE, wake_waiting, e);
 }
 
