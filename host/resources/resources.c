@@ -293,6 +293,15 @@ static int unpromise(res_state *s, resource *r, int64_t rowid, int give) {
  * SPARE_MS go back to the store on a pass, so that a host whose steps
  * come one after another keeps its slot between them. */
 
+/* r's slots of the store lie spare from now, when some do and none was
+ * before: 1 then (a pass gives them back SPARE_MS later). */
+static int note_spare(resource *r, int64_t now) {
+  if (!r->shared || r->head || r->held <= r->taken || r->spare_since)
+    return 0;
+  r->spare_since = now;
+  return 1;
+}
+
 static int short_of_slots(const resource *r) {
   return r->shared && r->held < r->concurrency && r->taken >= r->held;
 }
@@ -521,9 +530,7 @@ static void res_unclaim(duro_engine *e, void *state, void *hold) {
     r->taken--;
   int64_t now = engine_now(e);
   pump(s, r, now, &wk);
-  int spare = r->shared && !r->head && r->held > r->taken && !r->spare_since;
-  if (spare)
-    r->spare_since = now; /* given back on a pass SPARE_MS from now */
+  int spare = note_spare(r, now);
   pthread_mutex_unlock(&s->mu);
   wakes_run(e, &wk);
   if (spare)
@@ -564,6 +571,7 @@ static size_t pass(res_state *s, int64_t *next_ms) {
     for (size_t k = 0; k < c.n; k++)
       unpromise(s, r, c.lapsed[k], 1);
     pump(s, r, now, &wk);
+    note_spare(r, now); /* a lapsed turn's slot nobody took */
     if (r->head && r->limit && slot_free(r)) {
       double due = r->tat - r->tolerance_ms;
       int64_t at = (int64_t)due + ((double)(int64_t)due < due ? 1 : 0);
@@ -608,17 +616,22 @@ static void res_instance_changed(duro_engine *e, void *state,
       !(duro_status_ended(row->status) || row->status == DURO_STATUS_PAUSED))
     return;
   wakes wk = {0};
+  int spare = 0;
   pthread_mutex_lock(&s->mu);
   for (size_t i = 0; i < s->n; i++) {
     resource *r = s->v[i];
     waiter *w = idmap_get(&r->waiters, row->rowid);
     if (w)
       leave_line(s, r, w);
-    if (unpromise(s, r, row->rowid, 1))
+    if (unpromise(s, r, row->rowid, 1)) {
       pump(s, r, now, &wk);
+      spare |= note_spare(r, now);
+    }
   }
   pthread_mutex_unlock(&s->mu);
   wakes_run(e, &wk);
+  if (spare)
+    engine_kick_scheduler(e);
 }
 
 static void wake_waiting(void *ctx, int64_t rowid, const char *workflow) {
