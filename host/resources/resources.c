@@ -45,7 +45,7 @@
 #include "util.h"
 
 #define PROMISE_MS 30000
-#define RECHECK_MS 60000
+#define RECHECK_MS (5 * 60000)
 #define SLOTS_RETRY_MS 50
 #define SPARE_MS 1000
 
