@@ -5,10 +5,14 @@
  * 30 ms, and counts itself out, its result the most callbacks it saw
  * inside at once in this process so far.  "Lost" names "nosuch", which
  * the host does not declare: its step must fail without its callback.
+ * "Hold" names "payments" too, and its callback stays inside while the
+ * file $METERED_HOLD exists (the test kills the engine meanwhile).
  * Callbacks run on the worker's pool threads side by side (the plugin's
  * `concurrency`), so only the host's resource keeps them at its bound. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "duro.h"
 
@@ -28,6 +32,16 @@ static int pay(duro_attempt *a, void *arg) {
   char out[16];
   snprintf(out, sizeof out, "%d", __atomic_load_n(&most, __ATOMIC_SEQ_CST));
   return duro_attempt_result(a, out);
+}
+
+/* Inside while $METERED_HOLD names a file that exists. */
+static int hold(duro_attempt *a, void *arg) {
+  (void)arg;
+  const char *path = getenv("METERED_HOLD");
+  struct timespec nap = {0, 10 * 1000 * 1000};
+  while (path && access(path, F_OK) == 0)
+    nanosleep(&nap, NULL);
+  return duro_attempt_result(a, "1");
 }
 
 static const duro_step_config payments = {.resource = "payments"};
@@ -53,6 +67,12 @@ static duro_rc lost(duro_step *step, const duro_event *ev, duro_env *env) {
   return duro_set_output(step, "1");
 }
 
+static duro_rc held(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev, (void)env;
+  DURO_TRY(duro_do(step, "hold", &payments, hold, NULL, NULL));
+  return duro_set_output(step, "1");
+}
+
 static const duro_workflow_def workflows[] = {
-    {"Charge", charge}, {"Refund", refund}, {"Lost", lost}};
+    {"Charge", charge}, {"Refund", refund}, {"Lost", lost}, {"Hold", held}};
 DURO_PLUGIN(.name = "metered", .version = "1.0", DURO_WORKFLOWS(workflows));
