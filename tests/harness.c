@@ -2,6 +2,7 @@
 #include "harness.h"
 
 #include "children.h"
+#include "debounce.h"
 #include "flow.h"
 #include "pipeline.h"
 #include "queue.h"
@@ -304,6 +305,7 @@ size_t harness_run(harness *h) {
     n += duro_tail_dispatch(h->e);
     n += duro_flow_dispatch(h->e);
     n += duro_singleton_dispatch(h->e);
+    n += duro_debounce_dispatch(h->e);
     n += duro_resources_dispatch(h->e);
     n += duro_engine_run_until_idle(h->e);
     total += n;

@@ -379,6 +379,53 @@ static const bad_case bad[] = {
      "        class_name: C\n"
      "        flow: {singleton: [/u]}\n",
      "t.yaml:8:27: \"singleton\" must be a mapping"},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {debounce: {key: docId, period: 30s}}\n",
+     "t.yaml:8:32: \"key\" must be a JSON pointer into the params"},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {debounce: {key: /d}}\n",
+     "t.yaml:8:26: debounce is missing \"period\""},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {debounce: {period: 8d}}\n",
+     "t.yaml:8:35: \"period\" must be at most 1 week"},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {debounce: {period: 1m, max_wait: 30s}}\n",
+     "t.yaml:8:49: \"max_wait\" must be at least \"period\""},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow:\n"
+     "          singleton: {key: /u, mode: skip}\n"
+     "          debounce: {key: /u, period: 1s}\n",
+     "t.yaml:10:21: a flow has \"debounce\" or \"singleton\", not both"},
     {"plugins:\n  - {name: p, path: p.so, on_crash_storm: stop}\n",
      "t.yaml:2:43: \"on_crash_storm\" must be \"pause\" or \"rollback\""},
     {"plugins:\n  - {name: p, path: p.so, crash_storm: {window: 10ms}}\n",
@@ -1387,6 +1434,17 @@ static void check_flow_order(const config *cfg) {
   ck_assert_uint_eq(b->n_weights, 0);
 }
 
+static void check_flow_debounce(const config *cfg) {
+  const config_workflow *w = &cfg->plugins[0].workflows[0];
+  ck_assert_str_eq(w->debounce_key, "/docId");
+  ck_assert_int_eq(w->debounce_ms, 30000);
+  ck_assert_int_eq(w->debounce_max_wait_ms, 5 * 60000);
+  const config_workflow *b = &cfg->plugins[0].workflows[1];
+  ck_assert_ptr_null(b->debounce_key); /* the whole workflow is one key */
+  ck_assert_int_eq(b->debounce_ms, 1500);
+  ck_assert_int_eq(b->debounce_max_wait_ms, 0); /* no bound */
+}
+
 static void check_durations(const config *cfg) {
   const config_plugin *pl = &cfg->plugins[0];
   ck_assert_int_eq(pl->workflows[0].retention_ms, 60000); /* plain = ms */
@@ -1651,6 +1709,19 @@ static const good_case good[] = {
      "        class_name: C\n"
      "        flow: {rate: [{limit: 1, period: 1s}], fairness: {key: /t}}\n",
      check_flow_order},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - name: a\n"
+     "        binding: A\n"
+     "        class_name: C\n"
+     "        flow: {debounce: {key: /docId, period: 30s, max_wait: 5m}}\n"
+     "      - name: b\n"
+     "        binding: B\n"
+     "        class_name: C\n"
+     "        flow: {debounce: {period: 1500ms}}\n",
+     check_flow_debounce},
     {"storage: {path: \"null\", synchronous: normal}\n"
      "http: {listen: 8787, token_env: \"TOKEN\", allow_insecure: true}\n"
      "engine: {workers: 08}\n",

@@ -96,6 +96,8 @@ plugins:
       - {{name: chaos, binding: CHAOS, class_name: Chaos}}
       - {{name: paced, binding: PACED, class_name: Chaos,
           flow: {{concurrency: [{{key: /k, limit: 1}}]}}}}
+      - {{name: batched, binding: BATCHED, class_name: Chaos,
+          flow: {{debounce: {{key: /k, period: 1h}}}}}}
   - name: fanout
     path: {FANOUT}
     workflows:
@@ -554,7 +556,7 @@ def main():
         d.get(h.base + "/#/plugins")
         wait_for(d, "the plugins and what they serve", lambda: d.execute_script(
             "return [...document.querySelectorAll('#plugin-list a')]"
-            ".map((a) => a.textContent).join(' ')") == "order-flow nightly-report chaos paced fan-out square")
+            ".map((a) => a.textContent).join(' ')") == "order-flow nightly-report chaos paced batched fan-out square")
         shot(d, "plugins-desktop")
         # the counters drawn from the host's own history: a page loaded
         # afresh shows the steps completed before it opened at its first
@@ -616,6 +618,20 @@ def main():
                         lambda: d.find_elements(By.ID, "instance-waiting-for")
                         and d.find_element(By.ID, "instance-waiting-for").text)
         assert 'flow: concurrency /k="t1" (1 of 1 running; 1 waiting)' in held, held
+        # a debounce: two creates of one key are one instance, waiting
+        assert h.api("POST", "/workflows/batched/instances",
+                     {"id": "batched-1", "params": {"k": "d1"}})[0] == 201
+        code, body = h.api("POST", "/workflows/batched/instances",
+                           {"id": "batched-2", "params": {"k": "d1"}})
+        assert code == 200 and body == {"id": "batched-1", "debounced": True}, body
+        d.get(h.base + "/#/wf/batched")
+        rule = wait_for(d, "the debounce's counts",
+                        lambda: d.find_elements(By.CSS_SELECTOR,
+                                                "#flow-rules tr[data-rule=debounce]")
+                        and d.find_element(By.CSS_SELECTOR,
+                                           "#flow-rules tr[data-rule=debounce]").text)
+        assert "/k" in rule and "3600000 ms quiet" in rule, rule
+        assert "1 create merged" in rule, rule
         d.get(h.base + f"/#/wf/{WF}")
         wait_for(d, "the list again", lambda: rows(d))
         assert not d.find_element(By.ID, "flow").is_displayed()

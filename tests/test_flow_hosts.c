@@ -16,7 +16,20 @@
  *   slots_are_exclusive     the store alone: a slot one host took the
  *                           other cannot take, and can once given back; a
  *                           closed store's slots free at once; a pass of
- *                           two keys gives one back and takes two.
+ *                           two keys gives one back and takes two;
+ *   rates_are_shared        the store alone, at given times: a start one
+ *                           host took moves the key's time for the other;
+ *                           a burst; several keys in one call, answered in
+ *                           their order whatever it is;
+ *   two_hosts_share_a_rate  two engines, a key's rate 10 a second: 40
+ *                           instances created on both start no sooner
+ *                           than 3.9 s after the creates (per host they
+ *                           would take half that), all complete;
+ *   a_singleton_skips_across_hosts  two engines, flow.singleton skip by
+ *                           /c: a key live on one host answers the other
+ *                           host's create of it (nothing created there),
+ *                           until it ends; creates of one key racing on
+ *                           both hosts create one instance in all.
  *
  * Real engine threads run the activations; time is the real clock (the
  * hosts' leases and the slots' retries are wall time, in milliseconds). */
@@ -98,6 +111,110 @@ static duro_engine *host_open(const char *conninfo, uint32_t limit) {
   return e;
 }
 
+/* Instances of "paced" (a rate of 10 a second per /c): the wall time of
+ * each start. */
+enum { PACED = 40 };
+static int64_t paced_at[PACED];
+static int n_paced;
+
+static int64_t wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int note_paced(duro_attempt *a, void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&mu);
+  if (n_paced < PACED)
+    paced_at[n_paced] = wall_ms();
+  n_paced++;
+  pthread_cond_broadcast(&cv);
+  pthread_mutex_unlock(&mu);
+  return duro_attempt_result(a, "null");
+}
+
+static duro_rc paced(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env, (void)ev;
+  return duro_do(step, "start", NULL, note_paced, NULL, NULL);
+}
+
+static duro_engine *rate_host_open(const char *conninfo) {
+  duro_engine_options opt = {.db_path = conninfo,
+                             .backend = &store_pg,
+                             .workers = 4,
+                             .join_store = 1,
+                             .lease_ms = 2000};
+  duro_engine *e;
+  char err[512];
+  ck_assert_msg(duro_engine_open(&opt, &e, err, sizeof err) == 0, "%s", err);
+  const duro_flow_rate rule[] = {{.key = "/c", .limit = 10, .period_ms = 1000}};
+  duro_workflow_limits lim = {.flow_rate = rule, .n_flow_rate = 1};
+  ck_assert_int_eq(duro_engine_register(e, "paced", NULL, paced, &lim, NULL),
+                   0);
+  ck_assert_int_eq(duro_engine_start(e), 0);
+  return e;
+}
+
+static int all_paced(void) { return n_paced >= PACED; }
+
+/* "single": flow.singleton skip by /c, each instance holding its key
+ * until an event "go" comes. */
+static duro_rc single(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env, (void)ev;
+  const char *go;
+  return duro_wait_for_event(step, "go", "go", NULL, &go);
+}
+
+static duro_engine *single_host_open(const char *conninfo) {
+  duro_engine_options opt = {.db_path = conninfo,
+                             .backend = &store_pg,
+                             .workers = 4,
+                             .join_store = 1,
+                             .lease_ms = 2000};
+  duro_engine *e;
+  char err[512];
+  ck_assert_msg(duro_engine_open(&opt, &e, err, sizeof err) == 0, "%s", err);
+  duro_workflow_limits lim = {.flow_singleton_key = "/c",
+                              .flow_singleton_mode = DURO_SINGLETON_SKIP};
+  ck_assert_int_eq(duro_engine_register(e, "single", NULL, single, &lim, NULL),
+                   0);
+  ck_assert_int_eq(duro_engine_start(e), 0);
+  return e;
+}
+
+/* Creates `id` of "single" with /c = key on e: the id that answered
+ * (malloc'ed), *skipped whether it was another live one. */
+static char *single_create(duro_engine *e, const char *id, const char *key,
+                           int *skipped) {
+  char params[64];
+  snprintf(params, sizeof params, "{\"c\":\"%s\"}", key);
+  duro_create_req req = {.id = id, .params = params, .retention_ms = -1};
+  duro_create_result r;
+  ck_assert_int_eq(duro_instance_create_many(e, "single", &req, 1, &r), 0);
+  ck_assert_msg(r.n_created == 1, "create %s: %s", id,
+                r.n_errors ? duro_err_name(r.errors[0].code) : "?");
+  *skipped = r.skipped && r.skipped[0] == DURO_CREATE_SKIPPED;
+  char *answer = r.created[0];
+  r.created[0] = NULL;
+  duro_create_result_free(&r);
+  return answer;
+}
+
+typedef struct racer {
+  duro_engine *e;
+  char id[16];
+  char *answer;
+  int skipped;
+  pthread_t th;
+} racer;
+
+static void *race_create(void *arg) {
+  racer *r = arg;
+  r->answer = single_create(r->e, r->id, "r", &r->skipped);
+  return NULL;
+}
+
 static void create(duro_engine *e, const char *id, const char *key) {
   char params[64];
   snprintf(params, sizeof params, "{\"c\":\"%s\"}", key);
@@ -121,16 +238,16 @@ static int running_a_reached(void) { return running[0] == want_running_a; }
 static int want_finished;
 static int finished_reached(void) { return finished == want_finished; }
 
-static const char *status_of(duro_engine *e, const char *id) {
+static const char *status_of(duro_engine *e, const char *wf, const char *id) {
   duro_status s;
-  if (duro_instance_status(e, "keyed", id, &s) != 0)
+  if (duro_instance_status(e, wf, id, &s) != 0)
     return "?";
   return duro_status_name(s);
 }
 
-static int ends_complete(duro_engine *e, const char *id) {
+static int ends_complete(duro_engine *e, const char *wf, const char *id) {
   for (int i = 0; i < 6000; i++) {
-    if (!strcmp(status_of(e, id), "complete"))
+    if (!strcmp(status_of(e, wf, id), "complete"))
       return 1;
     usleep(10000);
   }
@@ -167,9 +284,11 @@ START_TEST(two_hosts_share_a_key) {
   ck_assert_int_le(most[0], 2);
   for (int i = 0; i < 12; i++) {
     snprintf(id, sizeof id, "one-%d", i);
-    ck_assert_msg(ends_complete(h1, id), "%s: %s", id, status_of(h1, id));
+    ck_assert_msg(ends_complete(h1, "keyed", id), "%s: %s", id,
+                  status_of(h1, "keyed", id));
     snprintf(id, sizeof id, "two-%d", i);
-    ck_assert_msg(ends_complete(h2, id), "%s: %s", id, status_of(h2, id));
+    ck_assert_msg(ends_complete(h2, "keyed", id), "%s: %s", id,
+                  status_of(h2, "keyed", id));
   }
   duro_engine_close(h1);
   duro_engine_close(h2);
@@ -187,12 +306,12 @@ START_TEST(a_closed_host_gives_back) {
   ck_assert(wait_for(running_a_reached));
   create(h2, "second", "a");
   usleep(300 * 1000);
-  ck_assert_str_eq(status_of(h2, "second"), "queued");
+  ck_assert_str_eq(status_of(h2, "keyed", "second"), "queued");
   /* the first host goes (its step let through so that it can close) */
   let(1);
   duro_engine_close(h1);
   let(2);
-  ck_assert(ends_complete(h2, "second"));
+  ck_assert(ends_complete(h2, "keyed", "second"));
   ck_assert_int_eq(most[0], 1);
   duro_engine_close(h2);
 }
@@ -284,6 +403,155 @@ START_TEST(slots_are_exclusive) {
 }
 END_TEST
 
+START_TEST(rates_are_shared) {
+  char conninfo[512];
+  pg_fixture_database(&pg, "rates", conninfo, sizeof conninfo);
+  journal *j1, *j2;
+  char err[512];
+  ck_assert_msg(
+      journal_open_backend(&store_pg, conninfo, 1, &j1, err, sizeof err) == 0,
+      "%s", err);
+  ck_assert_msg(
+      journal_open_backend(&store_pg, conninfo, 1, &j2, err, sizeof err) == 0,
+      "%s", err);
+  store_host_hooks hooks = {0};
+  ck_assert_int_eq(journal_join(j1, 2000, &hooks, err, sizeof err), 0);
+  ck_assert_int_eq(journal_join(j2, 2000, &hooks, err, sizeof err), 0);
+  /* one start at a time, 100 ms apart */
+  journal_rates_job a = {
+      .key = 42, .interval_ms = 100, .at_ms = 1000, .want = 5};
+  ck_assert_int_eq(journal_rates_take(j1, 1000, &a, 1), 0);
+  ck_assert_uint_eq(a.got, 1);
+  ck_assert(a.tat == 1100);
+  journal_rates_job b = {
+      .key = 42, .interval_ms = 100, .at_ms = 1050, .want = 3};
+  ck_assert_int_eq(journal_rates_take(j2, 1050, &b, 1), 0);
+  ck_assert_uint_eq(b.got, 0); /* the first host's start counts here */
+  ck_assert(b.tat == 1100);
+  b.at_ms = 1100;
+  ck_assert_int_eq(journal_rates_take(j2, 1100, &b, 1), 0);
+  ck_assert_uint_eq(b.got, 1);
+  ck_assert(b.tat == 1200);
+  /* a burst of 3 after a quiet spell, then the steady rate; keys asked
+   * out of order are answered in their order */
+  journal_rates_job jobs[] = {
+      {.key = 900,
+       .interval_ms = 100,
+       .tolerance_ms = 200,
+       .at_ms = 5000,
+       .want = 10},
+      {.key = 42, .interval_ms = 100, .at_ms = 5000, .want = 2},
+      {.key = -7, .interval_ms = 1000, .at_ms = 5000, .want = 1}};
+  ck_assert_int_eq(journal_rates_take(j1, 5000, jobs, 3), 0);
+  ck_assert_uint_eq(jobs[0].got, 3);
+  ck_assert(jobs[0].tat == 5300);
+  ck_assert_uint_eq(jobs[1].got, 1);
+  ck_assert(jobs[1].tat == 5100);
+  ck_assert_uint_eq(jobs[2].got, 1);
+  ck_assert(jobs[2].tat == 6000);
+  ck_assert_int_eq(journal_rates_take(j2, 5000, jobs, 1), 0);
+  ck_assert_uint_eq(jobs[0].got, 0);
+  journal_close(j2);
+  journal_close(j1);
+}
+END_TEST
+
+START_TEST(two_hosts_share_a_rate) {
+  char conninfo[512];
+  pg_fixture_database(&pg, "rate", conninfo, sizeof conninfo);
+  n_paced = 0;
+  duro_engine *h1 = rate_host_open(conninfo), *h2 = rate_host_open(conninfo);
+  int64_t created = wall_ms();
+  char id[16];
+  for (int i = 0; i < PACED / 2; i++) {
+    snprintf(id, sizeof id, "one-%d", i);
+    ck_assert_int_eq(
+        duro_instance_create(h1, "paced", id, "{\"c\":\"a\"}", -1, NULL), 0);
+    snprintf(id, sizeof id, "two-%d", i);
+    ck_assert_int_eq(
+        duro_instance_create(h2, "paced", id, "{\"c\":\"a\"}", -1, NULL), 0);
+  }
+  ck_assert_msg(wait_for(all_paced), "%d of %d started", n_paced, PACED);
+  int64_t last = 0;
+  for (int i = 0; i < PACED; i++)
+    if (paced_at[i] > last)
+      last = paced_at[i];
+  /* 10 a second across both hosts: the 40th start comes 39 intervals of
+   * 100 ms after the first at the soonest (a busy machine only delays) */
+  ck_assert_msg(last - created >= (PACED - 1) * 100 - 5, "%d starts in %lld ms",
+                PACED, (long long)(last - created));
+  /* each host ran its own (none was adopted by the other) */
+  for (int i = 0; i < PACED / 2; i++) {
+    snprintf(id, sizeof id, "one-%d", i);
+    ck_assert_msg(ends_complete(h1, "paced", id), "%s", id);
+    snprintf(id, sizeof id, "two-%d", i);
+    ck_assert_msg(ends_complete(h2, "paced", id), "%s", id);
+  }
+  duro_engine_close(h1);
+  duro_engine_close(h2);
+}
+END_TEST
+
+START_TEST(a_singleton_skips_across_hosts) {
+  char conninfo[512];
+  pg_fixture_database(&pg, "single", conninfo, sizeof conninfo);
+  duro_engine *h1 = single_host_open(conninfo),
+              *h2 = single_host_open(conninfo);
+  int skipped;
+  char *got = single_create(h1, "a1", "a", &skipped);
+  ck_assert(!skipped);
+  ck_assert_str_eq(got, "a1");
+  free(got);
+  /* the other host: a1 is live there too */
+  got = single_create(h2, "a2", "a", &skipped);
+  ck_assert(skipped);
+  ck_assert_str_eq(got, "a1");
+  free(got);
+  duro_status s;
+  ck_assert_int_eq(duro_instance_status(h2, "single", "a2", &s),
+                   DURO_E_NOT_FOUND);
+  got = single_create(h2, "b1", "b", &skipped); /* another key */
+  ck_assert(!skipped);
+  free(got);
+  /* a1 ends: the key is free on both hosts */
+  ck_assert_int_eq(duro_instance_send_event(h1, "single", "a1", "go", "null"),
+                   0);
+  ck_assert(ends_complete(h1, "single", "a1"));
+  got = single_create(h2, "a3", "a", &skipped);
+  ck_assert(!skipped);
+  ck_assert_str_eq(got, "a3");
+  free(got);
+  got = single_create(h1, "a4", "a", &skipped);
+  ck_assert(skipped);
+  ck_assert_str_eq(got, "a3");
+  free(got);
+  /* creates of one key racing on both hosts create one in all */
+  enum { RACERS = 8 };
+  racer r[RACERS];
+  for (int i = 0; i < RACERS; i++) {
+    r[i] = (racer){.e = i % 2 ? h2 : h1};
+    snprintf(r[i].id, sizeof r[i].id, "r%d", i);
+    pthread_create(&r[i].th, NULL, race_create, &r[i]);
+  }
+  int created = 0;
+  const char *live = NULL;
+  for (int i = 0; i < RACERS; i++) {
+    pthread_join(r[i].th, NULL);
+    if (!r[i].skipped) {
+      created++;
+      live = r[i].answer;
+    }
+  }
+  ck_assert_int_eq(created, 1);
+  for (int i = 0; i < RACERS; i++)
+    ck_assert_str_eq(r[i].answer, live);
+  for (int i = 0; i < RACERS; i++)
+    free(r[i].answer);
+  duro_engine_close(h1);
+  duro_engine_close(h2);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("flow_hosts");
   TCase *tc = tcase_create("hosts");
@@ -292,6 +560,9 @@ int main(void) {
   tcase_add_test(tc, slots_are_exclusive);
   tcase_add_test(tc, two_hosts_share_a_key);
   tcase_add_test(tc, a_closed_host_gives_back);
+  tcase_add_test(tc, rates_are_shared);
+  tcase_add_test(tc, two_hosts_share_a_rate);
+  tcase_add_test(tc, a_singleton_skips_across_hosts);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -10,9 +10,20 @@
  * created (201);
  *  - queue: both are created, the second `queued` with describe's
  *    waiting_for naming its holder, and starts once that one is
- *    terminated. */
+ *    terminated;
+ *  - flow.debounce (an hour's period, so nothing starts while the test
+ *    runs): the first create is created (201) and `queued`, the next of
+ *    its email answers 200 {"id": <the first>, "debounced": true} and the
+ *    first takes its params; after a kill -9 of the engine it still has
+ *    them and the next create merges into it too; the CLI says so;
+ *  - a kill -9 of the engine while one client merges creates into a
+ *    pending instance one after another, going on into the restarted
+ *    engine: the instance ends up with the params of the last create
+ *    acknowledged (or of the last sent, when its answer was lost), and
+ *    it is the one instance of the key. */
 #include <check.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,11 +89,18 @@ static void terminate(const host_run *h, const char *wf, const char *id) {
   http_resp_free(&r);
 }
 
+static void kill_engine_settle(const host_run *h);
+
 /* A kill -9 of h's engine, and its restart by the supervisor awaited. */
 static void kill_engine(const host_run *h) {
   pid_t engine = host_last_engine(h);
   ck_assert_int_eq(kill(engine, SIGKILL), 0);
   ck_assert(host_wait_gone(engine, 10000));
+  kill_engine_settle(h);
+}
+
+/* The supervisor's restart of a killed engine awaited. */
+static void kill_engine_settle(const host_run *h) {
   int64_t deadline = proc_now_ms() + SETTLE_MS;
   for (;;) {
     http_resp r = {0};
@@ -183,12 +201,160 @@ START_TEST(singletons_over_http) {
 }
 END_TEST
 
+/* GET's params of instance id of order-debounce: its amount. */
+static json_int_t amount_of(const host_run *h, const char *id) {
+  json_t *d = host_describe(h, "order-debounce", id);
+  json_t *params = jget(d, "params");
+  ck_assert_msg(params != NULL, "%s has no params", id);
+  json_int_t amount = json_integer_value(jget(params, "amount"));
+  json_decref(d);
+  return amount;
+}
+
+static void expect_debounced(const host_run *h, const char *id, int amount,
+                             const char *pending) {
+  char body[256];
+  snprintf(body, sizeof body,
+           "{\"id\":\"%s\",\"params\":{\"orderId\":\"%s\",\"email\":"
+           "\"d@example.com\",\"amount\":%d,\"graceSeconds\":0}}",
+           id, id, amount);
+  http_resp r;
+  host_request(h, &r, "POST", "/workflows/order-debounce/instances", body);
+  ck_assert_msg(r.status == 200, "%s: %ld %s", id, r.status, r.body);
+  ck_assert_str_eq(jstr(r.json, "id"), pending);
+  ck_assert(json_is_true(jget(r.json, "debounced")));
+  http_resp_free(&r);
+  ck_assert_int_eq(amount_of(h, pending), amount);
+}
+
+START_TEST(debounce_over_http) {
+  host_run H;
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  host_init(&H, "debounce");
+  host_write_config(&H, db, "{ workers: 2 }", "orders", ORDERS_PLUGIN,
+                    "      - name: order-debounce\n"
+                    "        binding: ORDER_DEBOUNCE\n"
+                    "        class_name: OrderFlow\n"
+                    "        flow: {debounce: {key: /email, period: 1h}}\n");
+  host_start(&H);
+  H.restarts = 1;
+  expect_created(&H, "order-debounce", "d1", "d@example.com");
+  expect_debounced(&H, "d2", 7, "d1");
+  json_t *d = host_describe(&H, "order-debounce", "d1");
+  ck_assert_str_eq(jstr(d, "status"), "queued");
+  assert_contains(jstr(d, "waiting_for"),
+                  "flow: debounce /email=\"d@example.com\" (2 creates; "
+                  "starts in ");
+  json_decref(d);
+  /* nothing of it was only in the dead engine's memory */
+  kill_engine(&H);
+  ck_assert_int_eq(amount_of(&H, "d1"), 7);
+  expect_debounced(&H, "d3", 9, "d1");
+  char *out = NULL;
+  const char *args[] = {"trigger",
+                        "order-debounce",
+                        "{\"orderId\":\"d4\",\"email\":\"d@example.com\","
+                        "\"amount\":11,\"graceSeconds\":0}",
+                        "--id",
+                        "d4",
+                        NULL};
+  ck_assert_int_eq(host_cli(&H, args, &out), 0);
+  assert_contains(out, "debounced: d1 takes these params");
+  free(out);
+  ck_assert_int_eq(amount_of(&H, "d1"), 11);
+  expect_created(&H, "order-debounce", "e1", "e@example.com"); /* apart */
+  host_stop(&H, proc_now_ms() + 10000, 1);
+}
+END_TEST
+
+/* One client merging creates of one key, amount 1, 2, 3, ... each sent
+ * once its predecessor was answered (or got no answer). */
+typedef struct merger {
+  const host_run *h;
+  int stop;  /* atomic */
+  int acked; /* the last amount answered 200/201 (atomic) */
+  int sent;  /* the last amount sent (atomic) */
+  int lost;  /* requests with no answer */
+} merger;
+
+static void *merge_loop(void *arg) {
+  merger *m = arg;
+  for (int v = 1; !__atomic_load_n(&m->stop, __ATOMIC_ACQUIRE); v++) {
+    char body[256];
+    snprintf(body, sizeof body,
+             "{\"id\":\"m-%d\",\"params\":{\"orderId\":\"m\",\"email\":"
+             "\"m@example.com\",\"amount\":%d,\"graceSeconds\":0}}",
+             v, v);
+    __atomic_store_n(&m->sent, v, __ATOMIC_RELEASE);
+    http_resp r = {0};
+    if (host_request_try(m->h, &r, "POST",
+                         "/workflows/order-debounce/instances", body) == 0 &&
+        (r.status == 200 || r.status == 201))
+      __atomic_store_n(&m->acked, v, __ATOMIC_RELEASE);
+    else
+      m->lost++;
+    http_resp_free(&r);
+  }
+  return NULL;
+}
+
+START_TEST(a_debounce_merge_survives_a_kill) {
+  host_run H;
+  char db[400];
+  snprintf(db, sizeof db, "%s/var/duro.db", proc_tmp_dir);
+  host_init(&H, "debounce-kill");
+  host_write_config(&H, db, "{ workers: 2 }", "orders", ORDERS_PLUGIN,
+                    "      - name: order-debounce\n"
+                    "        binding: ORDER_DEBOUNCE\n"
+                    "        class_name: OrderFlow\n"
+                    "        flow: {debounce: {key: /email, period: 1h}}\n");
+  host_start(&H);
+  H.restarts = 1;
+  merger m = {.h = &H};
+  pthread_t th;
+  pthread_create(&th, NULL, merge_loop, &m);
+  /* a while of merges, then the engine dies in the midst of them */
+  while (__atomic_load_n(&m.acked, __ATOMIC_ACQUIRE) < 50)
+    proc_sleep_ms(5);
+  pid_t engine = host_last_engine(&H);
+  ck_assert_int_eq(kill(engine, SIGKILL), 0);
+  ck_assert(host_wait_gone(engine, 10000));
+  /* the client goes on until the engine is back: its last requests
+   * reach the new one, which merges them into the same instance */
+  kill_engine_settle(&H);
+  __atomic_store_n(&m.stop, 1, __ATOMIC_RELEASE);
+  pthread_join(th, NULL);
+  json_t *d = host_describe(&H, "order-debounce", "m-1");
+  ck_assert_str_eq(jstr(d, "status"), "queued");
+  json_int_t amount = json_integer_value(jget(jget(d, "params"), "amount"));
+  json_decref(d);
+  /* the last create acknowledged, or the last sent if its answer was
+   * lost (committed or not): never one before them */
+  ck_assert_msg(amount == m.acked || amount == m.sent,
+                "params of amount %lld: %d acknowledged last, %d sent last "
+                "(%d without an answer)",
+                (long long)amount, m.acked, m.sent, m.lost);
+  ck_assert_int_gt(m.lost + m.acked, 50);
+  /* one instance in all: the creates merged, none created another */
+  http_resp r;
+  host_request(&H, &r, "GET", "/workflows/order-debounce", NULL);
+  ck_assert_int_eq(r.status, 200);
+  ck_assert_int_eq(
+      json_integer_value(jget(jget(r.json, "instances"), "queued")), 1);
+  http_resp_free(&r);
+  host_stop(&H, proc_now_ms() + 10000, 1);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("singleton_http");
   TCase *tc = tcase_create("singleton");
   proc_fixtures(tc, "duro-singleton-http");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, singletons_over_http);
+  tcase_add_test(tc, debounce_over_http);
+  tcase_add_test(tc, a_debounce_merge_survives_a_kill);
   suite_add_tcase(s, tc);
   return http_suite_run(s);
 }

@@ -156,6 +156,15 @@ void cli_print_created(const cli_args *a, const json_t *r) {
     fputs(" is live with the same singleton key (nothing created)\n", stdout);
     return;
   }
+  if (json_is_true(json_object_get(r, "debounced"))) {
+    /* flow.debounce: the pending one took the params */
+    fputs("debounced: ", stdout);
+    cli_put(r, "id");
+    fputs(" takes these params and starts once its key is quiet (nothing "
+          "created)\n",
+          stdout);
+    return;
+  }
   fputs("created ", stdout);
   cli_put(r, "id");
   fputs(" (", stdout);

@@ -89,6 +89,13 @@ typedef struct config_workflow {
    * (CONFIG_SINGLETON_*) */
   char *singleton_key;
   int singleton_mode;
+  /* flow.debounce: the creates of one value of debounce_key (NULL: of
+   * the workflow) within debounce_ms (0: none) of the last are one
+   * instance, started after that long a quiet spell or debounce_max_wait_ms
+   * (0: no bound) after the first */
+  char *debounce_key;
+  int64_t debounce_ms;
+  int64_t debounce_max_wait_ms;
   /* A queue (consumed or dead-lettered into by some consumer) that gets a
    * message as each instance starts and ends; NULL = none. */
   char *lifecycle_queue;

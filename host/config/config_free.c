@@ -26,6 +26,7 @@ void config_free(config *cfg) {
         free(pl->workflows[j].weights[k].value);
       free(pl->workflows[j].weights);
       free(pl->workflows[j].singleton_key);
+      free(pl->workflows[j].debounce_key);
       for (size_t k = 0; k < pl->workflows[j].n_tail_consumers; k++)
         free(pl->workflows[j].tail_consumers[k]);
       free(pl->workflows[j].tail_consumers);

@@ -57,6 +57,8 @@ static const nest nests[] = {
     {&config_flow_fairness_schema, "weights", NULL, false, CONFIG_IN_WORKFLOW},
     {&config_flow_schema, "singleton", &config_flow_singleton_schema, false,
      CONFIG_IN_WORKFLOW},
+    {&config_flow_schema, "debounce", &config_flow_debounce_schema, false,
+     CONFIG_IN_WORKFLOW},
     {&config_plugin_schema, "queues", &config_queues_schema, false,
      CONFIG_IN_PLUGIN},
     {&config_queues_schema, "producers", &config_producer_schema, true,

@@ -131,7 +131,8 @@ enum {
   FLOW_ON_EXCESS,
   FLOW_PRIORITY,
   FLOW_FAIRNESS,
-  FLOW_SINGLETON
+  FLOW_SINGLETON,
+  FLOW_DEBOUNCE
 };
 /* What a create over a flow rule does: wait queued, or get refused. */
 static const schema_choice on_excess_choices[] = {
@@ -145,6 +146,7 @@ static const schema_field flow_fields[] = {
     [FLOW_PRIORITY] = {"priority", K_NESTED, 0, false, 0, 0, NULL},
     [FLOW_FAIRNESS] = {"fairness", K_NESTED, 0, false, 0, 0, NULL},
     [FLOW_SINGLETON] = {"singleton", K_NESTED, 0, false, 0, 0, NULL},
+    [FLOW_DEBOUNCE] = {"debounce", K_NESTED, 0, false, 0, 0, NULL},
 };
 const schema config_flow_schema = SCHEMA("flow", "in flow", -1, flow_fields);
 
@@ -186,6 +188,23 @@ static const schema_field flow_singleton_fields[] = {
 };
 const schema config_flow_singleton_schema =
     SCHEMA("singleton", "in singleton", -1, flow_singleton_fields);
+
+/* flow.debounce fills the workflow's debounce_*: the creates of a key
+ * within `period` of the last are one instance, started after a quiet
+ * `period` (or `max_wait` after the first). */
+enum { DEBOUNCE_KEY, DEBOUNCE_PERIOD, DEBOUNCE_MAX_WAIT };
+static const schema_field flow_debounce_fields[] = {
+    [DEBOUNCE_KEY] = {"key", K_STRING, offsetof(config_workflow, debounce_key),
+                      false, 0, 0, NULL},
+    [DEBOUNCE_PERIOD] = {"period", K_DURATION,
+                         offsetof(config_workflow, debounce_ms), true, 1,
+                         7 * DAY_MS, NULL},
+    [DEBOUNCE_MAX_WAIT] = {"max_wait", K_DURATION,
+                           offsetof(config_workflow, debounce_max_wait_ms),
+                           false, 1, 365 * DAY_MS, NULL},
+};
+const schema config_flow_debounce_schema =
+    SCHEMA("debounce", "in debounce", -1, flow_debounce_fields);
 
 enum { RULE_KEY, RULE_LIMIT };
 static const schema_field flow_rule_fields[] = {
@@ -355,6 +374,31 @@ static int parse_singleton(config_parser *p, yaml_node_t *node,
   return rc < 0 ? -1 : 0;
 }
 
+/* flow.debounce: {key: /docId, period: 30s, max_wait: 5m}, period
+ * required; max_wait at least period; not with a singleton (both decide
+ * what a create of a live key does). */
+static int parse_debounce(config_parser *p, yaml_node_t *node,
+                          config_workflow *w, yaml_node_t *singleton) {
+  int present = schema_section(&p->w, node, "debounce");
+  if (present <= 0)
+    return present;
+  yaml_node_t *dv[SCHEMA_MAX_FIELDS];
+  int rc =
+      schema_mapping(&p->w, node, &config_flow_debounce_schema, w, dv, NULL);
+  if (rc >= 0 && check_pointer(p, dv[DEBOUNCE_KEY], w->debounce_key) < 0)
+    rc = -1;
+  if (rc >= 0 && w->debounce_max_wait_ms &&
+      w->debounce_max_wait_ms < w->debounce_ms)
+    rc = schema_fail(&p->w, dv[DEBOUNCE_MAX_WAIT],
+                     "\"max_wait\" must be at least \"period\" (it bounds "
+                     "how long the quiet spells may put a start off)");
+  if (rc >= 0 && singleton)
+    rc = schema_fail(&p->w, node,
+                     "a flow has \"debounce\" or \"singleton\", not both "
+                     "(each decides what a create of a live key does)");
+  return rc < 0 ? -1 : 0;
+}
+
 /* flow: {concurrency: [{key: /customerId, limit: 2}, {limit: 200}],
  *        rate: [{key: /tenant, limit: 100, period: 1m, burst: 20}],
  *        priority: {key: /tier, default: 0},
@@ -400,6 +444,9 @@ static int parse_flow(config_parser *p, yaml_node_t *node, config_workflow *w) {
                      "[{limit: N}])",
                      what);
   if (fv[FLOW_SINGLETON] && parse_singleton(p, fv[FLOW_SINGLETON], w) < 0)
+    rc = -1;
+  if (fv[FLOW_DEBOUNCE] &&
+      parse_debounce(p, fv[FLOW_DEBOUNCE], w, fv[FLOW_SINGLETON]) < 0)
     rc = -1;
   return rc;
 }

@@ -363,18 +363,29 @@ function startForm(wf) {
     conf.box, conf.answer);
 }
 
-/* A workflow's flow control as GET /workflows/{wf} has it (`flow`): each
- * rule's limit, its keys counted now, how many run and wait, and its
- * busiest keys.  Hidden for a workflow without flow rules. */
+/* A workflow's flow control as GET /workflows/{wf} has it: each rule
+ * (`flow`) with its limit, its keys counted now, how many run and wait,
+ * and its busiest keys; its singleton (`singleton`: keys with a live
+ * instance, those live, starts waiting) and its debounce (`debounce`:
+ * instances waiting for a quiet spell, creates merged into them).
+ * Hidden for a workflow with none of them. */
 function flowPanel() {
   const el = h('section', {class: 'card', id: 'flow', hidden: true});
-  function show(rules) {
-    el.hidden = !rules || !rules.length;
+  function show(stats) {
+    const rules = [...(stats.flow || [])];
+    const s = stats.singleton, d = stats.debounce;
+    if (s) rules.push({rule: 'singleton', key: s.key, text: `one live (${s.mode})`,
+                       keys: s.keys, running: s.live, waiting: s.waiting, note: '—'});
+    if (d) rules.push({rule: 'debounce', key: d.key,
+                       text: `${d.period_ms} ms quiet${d.max_wait_ms ? `, at most ${d.max_wait_ms} ms` : ''}`,
+                       keys: '—', running: '—', waiting: d.pending,
+                       note: `${d.merged} create${d.merged === 1 ? '' : 's'} merged`});
+    el.hidden = !rules.length;
     if (el.hidden) return;
-    const limit = (r) => r.rule === 'rate'
+    const limit = (r) => r.text || (r.rule === 'rate'
       ? `${r.limit} a ${r.period_ms} ms${r.burst > 1 ? `, ${r.burst} at once` : ''}`
-      : `${r.limit} at once`;
-    const busiest = (r) => (r.busiest || []).map((k) =>
+      : `${r.limit} at once`);
+    const busiest = (r) => r.note || (r.busiest || []).map((k) =>
       `${typeof k.value === 'string' ? k.value : JSON.stringify(k.value)}: ` +
       `${r.rule === 'rate' ? '' : `${k.running} running, `}${k.waiting} waiting`).join('; ') || '—';
     fill(el, h('h2', null, 'Flow control'),
@@ -383,7 +394,8 @@ function flowPanel() {
           .map((t) => h('th', null, t)))),
         h('tbody', null, rules.map((r) => h('tr', {'data-rule': r.rule},
           h('td', null, r.rule), h('td', null, r.key || '(the workflow)'), h('td', null, limit(r)),
-          h('td', null, String(r.keys)), h('td', null, r.rule === 'rate' ? '—' : String(r.running)),
+          h('td', null, String(r.keys)),
+          h('td', null, r.rule === 'rate' ? '—' : String(r.running)),
           h('td', null, String(r.waiting)), h('td', null, busiest(r))))))));
   }
   return {el, show};
@@ -458,7 +470,7 @@ function listView(main, gen, wf) {
       const [stats, page] = await Promise.all([load(`/workflows/${enc(wf)}`), rows()]);
       if (app.gen !== gen) return;
       err.show(null);
-      flow.show(stats.flow);
+      flow.show(stats);
       const total = Object.values(stats.instances).reduce((a, b) => a + b, 0);
       fill(counts, [['', 'all', total], ...STATUSES.map((s) => [s, s, stats.instances[s] || 0])]
         .filter(([s, , n]) => !s || n || s === st.status)

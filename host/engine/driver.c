@@ -152,27 +152,26 @@ int engine_gate_check_create_locked(duro_engine *e, const wf_reg *wf,
 }
 
 int engine_gate_claim_locked(duro_engine *e, const wf_reg *wf, const char *id,
-                             const char *params, char **live,
-                             int64_t *retry_after_ms) {
-  *live = NULL;
-  *retry_after_ms = 0;
+                             const char *params, duro_claim *claim) {
+  *claim = (duro_claim){0};
   for (size_t i = 0; i < e->n_drivers; i++) {
     const struct registered_driver *g = &e->drivers[i];
-    if (g->d->claim_create)
-      return g->d->claim_create(e, g->state, wf->name, &wf->limits, id, params,
-                                live, retry_after_ms);
+    if (!g->d->claim_create)
+      continue;
+    int rc = g->d->claim_create(e, g->state, wf->name, &wf->limits, id, params,
+                                claim);
+    if (rc != DURO_CLAIM_TAKE)
+      return rc;
   }
   return DURO_CLAIM_TAKE;
 }
 
-void engine_gate_settle_locked(duro_engine *e, const wf_reg *wf, const char *id,
-                               int64_t rowid) {
+void engine_gate_settle_locked(duro_engine *e, const wf_reg *wf, int claim,
+                               const char *id, int64_t rowid) {
   for (size_t i = 0; i < e->n_drivers; i++)
-    if (e->drivers[i].d->claim_settled) {
-      e->drivers[i].d->claim_settled(e, e->drivers[i].state, wf->name, id,
-                                     rowid);
-      return;
-    }
+    if (e->drivers[i].d->claim_settled)
+      e->drivers[i].d->claim_settled(e, e->drivers[i].state, wf->name, claim,
+                                     id, rowid);
 }
 
 void engine_gate_release_locked(duro_engine *e, entry *ent) {

@@ -31,10 +31,30 @@ struct journal_instance;
 typedef struct entry duro_gate_ticket;
 
 /* How many drivers may be admission gates (admit hooks). */
-#define ENGINE_MAX_GATES 2
+#define ENGINE_MAX_GATES 3
 
 /* What a claim_create hook answers (or DURO_E_FLOW_REJECTED). */
-enum { DURO_CLAIM_TAKE = 0, DURO_CLAIM_HELD = 1, DURO_CLAIM_SKIP = 2 };
+enum {
+  DURO_CLAIM_TAKE = 0,  /* create it: not this driver's business */
+  DURO_CLAIM_HELD = 1,  /* create it; the driver holds its key until settled */
+  DURO_CLAIM_SKIP = 2,  /* create nothing: the live instance answers */
+  DURO_CLAIM_MERGE = 3, /* create nothing: the live instance, which has not
+                           started, takes the create's params and starts no
+                           sooner than claim.wake_ms; settled */
+};
+
+/* What a claim_create hook hands back besides its answer. */
+typedef struct duro_claim {
+  char *live;             /* SKIP, MERGE: the live instance's id (malloc'ed) */
+  int64_t wake_ms;        /* HELD: the new instance starts no sooner (0: at
+                             once); MERGE: the live one's start from now on */
+  int64_t retry_after_ms; /* DURO_E_FLOW_REJECTED: when to try again */
+  /* HELD: a key the store keeps for the new instance while it lives
+   * (journal_instance.claim_key, malloc'ed; NULL: none): on a store
+   * several hosts share, a create whose key another host's live instance
+   * holds creates nothing and is answered by that one, as a skip. */
+  char *key;
+} duro_claim;
 
 /* What a step_claim hook answers. */
 enum {
@@ -148,20 +168,28 @@ typedef struct duro_driver {
   int (*check_create)(duro_engine *e, void *state, const char *workflow,
                       const duro_workflow_limits *limits, const char *params,
                       int64_t *retry_after_ms);
-  /* A create of a workflow whose limits name a singleton
-   * (flow_singleton_mode), before its commit, under the engine's lock as
-   * admit: DURO_CLAIM_TAKE takes it; DURO_CLAIM_HELD takes it, the
-   * driver counting it its key's live instance until claim_settled says
-   * how its commit went; DURO_CLAIM_SKIP creates nothing, *live
-   * (malloc'ed) the id of its key's live instance; DURO_E_FLOW_REJECTED
-   * refuses it (*retry_after_ms). */
+  /* A create of a workflow whose limits name a singleton or a debounce
+   * (flow_singleton_mode, flow_debounce_ms), before its commit, under the
+   * engine's lock as admit; the drivers that have the hook are asked in
+   * registration order, the first answer that is not DURO_CLAIM_TAKE
+   * wins.  DURO_CLAIM_TAKE takes it; DURO_CLAIM_HELD takes it, the driver
+   * counting it its key's until claim_settled says how its commit went;
+   * DURO_CLAIM_SKIP creates nothing, claim->live the id of its key's live
+   * instance; DURO_CLAIM_MERGE creates nothing either: its params go to
+   * that instance in the create's commit, settled too;
+   * DURO_E_FLOW_REJECTED refuses it (claim->retry_after_ms).  The
+   * creates of a workflow with claims commit in the order claimed. */
   int (*claim_create)(duro_engine *e, void *state, const char *workflow,
                       const duro_workflow_limits *limits, const char *id,
-                      const char *params, char **live, int64_t *retry_after_ms);
-  /* The commit of a create claimed DURO_CLAIM_HELD is done: rowid its
-   * instance's, 0 when it was not created.  Under the engine's lock. */
+                      const char *params, duro_claim *claim);
+  /* The commit of a create claimed DURO_CLAIM_HELD or _MERGE is done.
+   * HELD: id the create's, rowid its instance's, 0 when it was not
+   * created.  MERGE: id the live instance's, rowid 1 when it took the
+   * params, 0 when it had started or ended by then.  Every driver with
+   * the hook hears it (a driver ignores an id it did not claim).  Under
+   * the engine's lock. */
   void (*claim_settled)(duro_engine *e, void *state, const char *workflow,
-                        const char *id, int64_t rowid);
+                        int claim, const char *id, int64_t rowid);
   /* Called by duro_engine_start before any activation runs, once this
    * host took over the instances of hosts that stopped: what the driver
    * keeps of the journal is read now. */

@@ -54,6 +54,7 @@ int duro_engine_open(const duro_engine_options *opt, duro_engine **out,
   e->max_crashes = opt->max_crashes ? opt->max_crashes : 3;
   e->max_stuck = opt->max_hung ? opt->max_hung : opt->workers;
   pthread_mutex_init(&e->mu, NULL);
+  pthread_mutex_init(&e->claim_mu, NULL);
   pthread_mutex_init(&e->watches_mu, NULL);
   pthread_mutex_init(&e->changes_mu, NULL);
   journal_on_commit(e->j, engine_changes_committed, e);
@@ -234,6 +235,7 @@ void duro_engine_close(duro_engine *e) {
       free((char *)order->weights[k].value);
     free((duro_flow_weight *)order->weights);
     free((char *)e->wfs[i].limits.flow_singleton_key);
+    free((char *)e->wfs[i].limits.flow_debounce_key);
     builds_free(&e->wfs[i]);
   }
   free(e->wfs);
@@ -243,6 +245,7 @@ void duro_engine_close(duro_engine *e) {
   engine_watches_free(e);
   engine_changes_free(e);
   pthread_mutex_destroy(&e->mu);
+  pthread_mutex_destroy(&e->claim_mu);
   pthread_mutex_destroy(&e->watches_mu);
   pthread_cond_destroy(&e->work);
   pthread_cond_destroy(&e->changed);

@@ -189,6 +189,15 @@ typedef struct duro_workflow_limits {
    * has a live instance is refused instead).  0: none. */
   const char *flow_singleton_key;
   int flow_singleton_mode;
+  /* flow.debounce (flow/debounce.c): the creates whose params hold the
+   * same value at flow_debounce_key (copied; NULL: the whole workflow is
+   * one key) within flow_debounce_ms of the last are one instance, which
+   * takes each one's params and starts once its key has been quiet that
+   * long, or flow_debounce_max_wait_ms (0: no bound) after its first
+   * create.  0: none. */
+  const char *flow_debounce_key;
+  int64_t flow_debounce_ms;
+  int64_t flow_debounce_max_wait_ms;
   /* A duro_do_all's branches running at once when the call names no
    * bound; 0 = 100. */
   uint32_t parallel;
@@ -462,8 +471,9 @@ int64_t duro_engine_scheduler_pass(duro_engine *e);
 
 /* Creates an instance.  id NULL = a random id; params NULL = "null";
  * retention_ms < 0 = the workflow's.  *id_out (may be NULL) receives the
- * id, malloc'ed, the caller frees it: under flow.singleton's skip mode,
- * the id of its key's live instance when one was (nothing created). */
+ * id, malloc'ed, the caller frees it: under flow.singleton's skip mode
+ * or flow.debounce, the id of its key's live instance when one was
+ * (nothing created). */
 int duro_instance_create(duro_engine *e, const char *workflow, const char *id,
                          const char *params, int64_t retention_ms,
                          char **id_out);
@@ -492,18 +502,24 @@ typedef struct duro_create_error {
   int64_t retry_after_ms;
 } duro_create_error;
 
+/* How a request was answered without a creation (duro_create_result's
+ * skipped[i]): flow.singleton's skip mode, or flow.debounce, whose
+ * instance took the request's params. */
+enum { DURO_CREATE_SKIPPED = 1, DURO_CREATE_DEBOUNCED = 2 };
+
 /* What a batch of creations did: the ids created and the requests
  * refused, each in request order.  Duplicates (within the batch or
- * existing) land in errors.  A request that flow.singleton's skip mode
- * answered with its key's live instance (nothing created) has that
- * instance's id in `created`, in its place, and skipped[i] set: a caller
- * that knows nothing of skips follows the instance that does the work. */
+ * existing) land in errors.  A request answered by its key's live
+ * instance (nothing created: flow.singleton's skip mode, flow.debounce)
+ * has that instance's id in `created`, in its place, and skipped[i] says
+ * how (DURO_CREATE_*): a caller that knows nothing of them follows the
+ * instance that does the work. */
 typedef struct duro_create_result {
   char **created;
   size_t n_created;
   duro_create_error *errors;
   size_t n_errors;
-  /* NULL when nothing was skipped, else n_created flags */
+  /* NULL when every request created, else n_created DURO_CREATE_* or 0 */
   unsigned char *skipped;
   size_t n_skipped;
 } duro_create_result;

@@ -134,11 +134,14 @@ typedef struct create_job {
   char **params;       /* copies: the caller's may be gone by the commit */
   char **traceparents; /* the valid ones, normalized; else NULL */
   size_t *op_of;       /* the op of request i; SIZE_MAX: refused before */
-  /* flow.singleton: request i skipped, its key's live instance's id
-   * (malloc'ed) kept for the result; claimed[i]: the gate holds its key
-   * for it until its commit is settled */
+  /* flow.singleton and flow.debounce: request i answered by its key's
+   * live instance, whose id (malloc'ed) is kept for the result; how
+   * (DURO_CREATE_*) in answered[i]; claimed[i]: the DURO_CLAIM_* a
+   * driver settles once its commit is done (HELD, MERGE), else 0 */
   char **skipped;
+  unsigned char *answered;
   unsigned char *claimed;
+  char **claim_keys; /* request i's insert's claim key, or NULL */
   journal_batch b;
   duro_create_error *errors; /* at most one a request */
   size_t n_errors;
@@ -159,6 +162,10 @@ static void create_job_free(create_job *job) {
   for (size_t i = 0; i < job->n; i++)
     free(job->skipped[i]);
   free(job->skipped);
+  for (size_t i = 0; i < job->n; i++)
+    free(job->claim_keys[i]);
+  free(job->claim_keys);
+  free(job->answered);
   free(job->claimed);
   free(job->rows);
   free(job->op_of);
@@ -191,54 +198,109 @@ static int gate_refuses(duro_engine *e, const wf_reg *wf, create_job *job,
   return 1;
 }
 
-/* flow.singleton: whether request i is skipped (its key's live
- * instance's id kept for the result) or refused (said in job's errors);
- * else it goes on, claimed when the gate holds its key for it until its
- * commit is settled (create_finish). */
-static int singleton_skips(duro_engine *e, const wf_reg *wf, create_job *job,
-                           size_t i, const char *params) {
-  if (!wf->limits.flow_singleton_mode)
+/* Whether wf's creates are claimed by a driver first. */
+static int has_claims(const wf_reg *wf) {
+  return wf->limits.flow_singleton_mode || wf->limits.flow_debounce_ms > 0;
+}
+
+/* flow.singleton and flow.debounce: whether request i creates nothing:
+ * skipped (its key's live instance's id kept for the result), merged
+ * into that instance (an op of the commit puts its params there) or
+ * refused (said in job's errors); else it goes on, claimed when a driver
+ * holds its key for it until its commit is settled (create_finish), its
+ * start put off until *wake_ms when not 0. */
+static int claim_answers(duro_engine *e, const wf_reg *wf, create_job *job,
+                         size_t i, const char *params, int64_t *wake_ms) {
+  *wake_ms = 0;
+  if (!has_claims(wf))
     return 0;
-  char *live = NULL;
-  int64_t after = 0;
+  duro_claim claim;
   pthread_mutex_lock(&e->mu);
-  int rc = engine_gate_claim_locked(e, wf, job->ids[i], params, &live, &after);
+  int rc = engine_gate_claim_locked(e, wf, job->ids[i], params, &claim);
   pthread_mutex_unlock(&e->mu);
   if (rc == DURO_CLAIM_TAKE || rc == DURO_CLAIM_HELD) {
-    job->claimed[i] = rc == DURO_CLAIM_HELD;
+    job->claimed[i] = rc == DURO_CLAIM_HELD ? DURO_CLAIM_HELD : 0;
+    *wake_ms = claim.wake_ms;
+    job->claim_keys[i] = claim.key;
     return 0;
   }
+  free(claim.key);
   if (rc == DURO_CLAIM_SKIP) {
-    job->skipped[i] = live;
+    job->skipped[i] = claim.live;
+    job->answered[i] = DURO_CREATE_SKIPPED;
     return 1;
   }
-  free(live);
+  if (rc == DURO_CLAIM_MERGE) {
+    job->skipped[i] = claim.live;
+    job->answered[i] = DURO_CREATE_DEBOUNCED;
+    job->claimed[i] = DURO_CLAIM_MERGE;
+    job->params[i] = params ? xstrdup(params) : NULL;
+    journal_instance *row = &job->rows[i];
+    *row = (journal_instance){.workflow = job->workflow,
+                              .id = claim.live,
+                              .params = job->params[i] ? job->params[i]
+                                                       : (char *)"null"};
+    job->op_of[i] = job->b.n;
+    journal_op *op = journal_batch_add(&job->b, JOP_INSTANCE_RESCHEDULE);
+    op->inst = row;
+    op->ts_ms = claim.wake_ms;
+    return 1;
+  }
+  free(claim.live);
   batch_error(job, i, job->ids[i], rc);
-  job->errors[job->n_errors - 1].retry_after_ms = after;
+  job->errors[job->n_errors - 1].retry_after_ms = claim.retry_after_ms;
   return 1;
 }
 
-/* A claimed request's commit is settled: rowid its instance's, 0 when it
- * was not created (e->mu held). */
+/* A claimed request's commit is settled (e->mu held): a HELD one's
+ * instance's rowid, 0 when it was not created; a MERGE's 1 when its live
+ * instance took the params, else 0. */
 static void settle_claim_locked(duro_engine *e, create_job *job, size_t i,
                                 int64_t rowid) {
-  if (!job->claimed[i])
+  int claim = job->claimed[i];
+  if (!claim)
     return;
   job->claimed[i] = 0;
   const wf_reg *wf = engine_find_workflow(e, job->workflow);
   if (wf)
-    engine_gate_settle_locked(e, wf, job->ids[i], rowid);
+    engine_gate_settle_locked(
+        e, wf, claim, claim == DURO_CLAIM_MERGE ? job->skipped[i] : job->ids[i],
+        rowid);
 }
 
-/* The skipped requests' live ids into result, in request order with the
- * created ones (the result takes them). */
-static void add_skipped(create_job *job, size_t i, duro_create_result *r) {
+/* An answered request's live id into result, in request order with the
+ * created ones (the result takes it). */
+static void add_answered(create_job *job, size_t i, duro_create_result *r) {
   if (!r->skipped)
     r->skipped = xcalloc(job->n ? job->n : 1, 1);
-  r->skipped[r->n_created] = 1;
+  r->skipped[r->n_created] = job->answered[i];
   r->created[r->n_created++] = job->skipped[i];
   r->n_skipped++;
   job->skipped[i] = NULL;
+}
+
+/* The requests whose insert met a claim key another live instance holds
+ * (another host's: this one's claims never meet): that one's id for
+ * each, looked up before the engine's lock is taken; NULL when there
+ * are none. */
+static char **claim_holders(create_job *job) {
+  char **holders = NULL;
+  for (size_t i = 0; i < job->n; i++) {
+    if (!job->claim_keys[i] || job->op_of[i] == SIZE_MAX ||
+        job->b.ops[job->op_of[i]].rc != DURO_E_ALREADY_EXISTS)
+      continue;
+    char *id = NULL;
+    if (journal_claim_holder(job->e->j, job->workflow, job->claim_keys[i],
+                             &id) == 0 &&
+        strcmp(id, job->ids[i])) {
+      if (!holders)
+        holders = xcalloc(job->n, sizeof *holders);
+      holders[i] = id;
+    } else {
+      free(id);
+    }
+  }
+  return holders;
 }
 
 /* On the thread that committed: the created instances become runnable,
@@ -249,14 +311,33 @@ static void create_finish(void *ctx, int rc) {
   duro_create_result result = {0};
   if (rc == 0) {
     result.created = xcalloc(job->n ? job->n : 1, sizeof *result.created);
+    char **holders = claim_holders(job);
     pthread_mutex_lock(&e->mu);
     for (size_t i = 0; i < job->n; i++) {
+      if (job->claimed[i] == DURO_CLAIM_MERGE) {
+        /* debounced: its key's instance took its params, unless it
+         * ended first (terminated meanwhile) */
+        int took = job->b.ops[job->op_of[i]].out_rowid > 0;
+        settle_claim_locked(e, job, i, took);
+        if (took)
+          add_answered(job, i, &result);
+        else
+          batch_error(job, i, job->skipped[i], DURO_E_INSTANCE_ENDED);
+        continue;
+      }
       if (job->skipped[i])
-        add_skipped(job, i, &result);
+        add_answered(job, i, &result);
       if (job->op_of[i] == SIZE_MAX)
         continue;
       journal_op *op = &job->b.ops[job->op_of[i]];
       settle_claim_locked(e, job, i, op->rc ? 0 : op->out_rowid);
+      if (holders && holders[i]) { /* another host's live one answers */
+        job->skipped[i] = holders[i];
+        holders[i] = NULL;
+        job->answered[i] = DURO_CREATE_SKIPPED;
+        add_answered(job, i, &result);
+        continue;
+      }
       if (op->rc) {
         batch_error(job, i, job->ids[i], op->rc);
         continue;
@@ -266,6 +347,9 @@ static void create_finish(void *ctx, int rc) {
       job->ids[i] = NULL;
     }
     pthread_mutex_unlock(&e->mu);
+    for (size_t i = 0; holders && i < job->n; i++)
+      free(holders[i]);
+    free(holders);
     /* Errors found before and after the commit, in request order. */
     qsort(job->errors, job->n_errors, sizeof *job->errors, cmp_index);
     result.errors = job->errors;
@@ -308,11 +392,17 @@ static int create_batch(duro_engine *e, const char *workflow,
                           xcalloc(n ? n : 1, sizeof *job->traceparents),
                       .op_of = xcalloc(n ? n : 1, sizeof *job->op_of),
                       .skipped = xcalloc(n ? n : 1, sizeof *job->skipped),
+                      .answered = xcalloc(n ? n : 1, 1),
+                      .claim_keys = xcalloc(n ? n : 1, sizeof *job->claim_keys),
                       .claimed = xcalloc(n ? n : 1, 1),
                       .errors = xcalloc(n ? n : 1, sizeof *job->errors),
                       .done = done,
                       .ctx = ctx};
   strmap seen = {0};
+  /* claims and the commit's place in the journal's queue in one order */
+  int claims = has_claims(wf);
+  if (claims)
+    pthread_mutex_lock(&e->claim_mu);
   int64_t now = duro_clock_now(e->clock);
   for (size_t i = 0; i < n; i++) {
     const wf_reg *w;
@@ -327,7 +417,8 @@ static int create_batch(duro_engine *e, const char *workflow,
       batch_error(job, i, job->ids[i], DURO_E_DUPLICATE_IN_BATCH);
       continue;
     }
-    if (singleton_skips(e, wf, job, i, reqs[i].params))
+    int64_t wake_ms;
+    if (claim_answers(e, wf, job, i, reqs[i].params, &wake_ms))
       continue;
     if (gate_refuses(e, wf, job, i, job->ids[i], reqs[i].params)) {
       pthread_mutex_lock(&e->mu);
@@ -344,12 +435,18 @@ static int create_batch(duro_engine *e, const char *workflow,
     job->op_of[i] = job->b.n;
     engine_instance_insert_op(wf, job->ids[i], &req, now, &job->rows[i],
                               &job->b);
+    job->rows[i].wake_ms = wake_ms;
+    job->rows[i].claim_key = job->claim_keys[i];
   }
   strmap_free(&seen);
-  if (background)
+  /* with claims held, never lead the commit here: the lock would be held
+   * through it */
+  if (background || claims)
     journal_commit_background(e->j, &job->b, create_finish, job);
   else
     journal_commit_async(e->j, &job->b, create_finish, job);
+  if (claims)
+    pthread_mutex_unlock(&e->claim_mu);
   return 0;
 }
 

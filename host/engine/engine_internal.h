@@ -203,6 +203,11 @@ struct duro_engine {
   uint32_t observe_activations;
 
   pthread_mutex_t mu;
+  /* Held by a create of a workflow with claims (a singleton, a debounce)
+   * from its first claim until its commit is queued, so that the
+   * commits come in the order claimed (a debounce's params put on the
+   * instance a create before it inserts); taken before mu. */
+  pthread_mutex_t claim_mu;
   pthread_cond_t work;    /* a runnable entry was queued, or stopping */
   pthread_cond_t changed; /* an entry left the CONTROL or ACTIVE state */
   idmap entries;          /* rowid → entry */
@@ -404,15 +409,14 @@ int engine_gate_check_create_locked(duro_engine *e, const wf_reg *wf,
                                     const char *params,
                                     int64_t *retry_after_ms);
 void engine_gate_forget_locked(duro_engine *e, entry *ent);
-/* A create of wf whose limits name a singleton, before its commit (the
- * gates' claim_create): DURO_CLAIM_* with *live, or DURO_E_FLOW_REJECTED
- * with *retry_after_ms; one claimed DURO_CLAIM_HELD is settled with its
- * rowid (0: not created) once its commit is done. */
+/* A create of wf whose limits name a singleton or a debounce, before its
+ * commit (the drivers' claim_create): DURO_CLAIM_* with *claim, or
+ * DURO_E_FLOW_REJECTED; one claimed DURO_CLAIM_HELD or _MERGE is settled
+ * (driver.h's claim_settled) once its commit is done. */
 int engine_gate_claim_locked(duro_engine *e, const wf_reg *wf, const char *id,
-                             const char *params, char **live,
-                             int64_t *retry_after_ms);
-void engine_gate_settle_locked(duro_engine *e, const wf_reg *wf, const char *id,
-                               int64_t rowid);
+                             const char *params, duro_claim *claim);
+void engine_gate_settle_locked(duro_engine *e, const wf_reg *wf, int claim,
+                               const char *id, int64_t rowid);
 
 /* Gives back the activation's concurrency slot and lets one parked
  * instance of the workflow run. */

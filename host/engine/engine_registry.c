@@ -89,8 +89,10 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
                                     .weight = order->weights[i].weight};
   order->weights = weights;
   w->limits.flow_singleton_key = xstrdup_null(w->limits.flow_singleton_key);
+  w->limits.flow_debounce_key = xstrdup_null(w->limits.flow_debounce_key);
   w->gated = w->limits.n_flow_concurrency > 0 || w->limits.n_flow_rate > 0 ||
-             (w->limits.flow_singleton_mode && w->limits.flow_singleton_key);
+             (w->limits.flow_singleton_mode && w->limits.flow_singleton_key) ||
+             w->limits.flow_debounce_ms > 0;
   if (w->limits.retention_ms <= 0)
     w->limits.retention_ms = DEFAULT_RETENTION_MS;
   if (w->limits.max_steps == 0)

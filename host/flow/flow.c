@@ -29,7 +29,8 @@
  * journal after a restart: parked activations are queued rows, run again
  * by recovery, and admitted again here (a rate's spacing starts afresh).
  * Several hosts on one PostgreSQL database: a concurrency rule holds
- * across them (flow_slots.c), a rate per host. */
+ * across them (flow_slots.c), and so does a rate (flow_rates.c; with
+ * on_excess: reject, a create's check counts per host). */
 #include "flow.h"
 
 #include <inttypes.h>
@@ -292,7 +293,8 @@ static int flow_admit(duro_engine *e, void *state, const char *workflow,
     keys[i] = key_of(&fr->v[i], values[i]);
     /* those waiting go first, unless its turn came */
     int queue = keys[i]->backlog.n && !mine;
-    int blocked = r->rate ? queue || !rate_open(r, keys[i], now)
+    /* across hosts a rate's starts come from the store, on the pass */
+    int blocked = r->rate ? queue || fs->shared || !rate_open(r, keys[i], now)
                           : queue || keys[i]->running >= r->limit ||
                                 !flow_slots_room(fs, keys[i], mine);
     /* a concurrency rule first: a start is not spent on one that waits */
@@ -465,7 +467,8 @@ static void rates_pass(duro_engine *e, void *ctx) {
   pass *p = ctx;
   flow_state *fs = p->fs;
   double now = (double)engine_now(e);
-  for (size_t w = 0; w < fs->n_waiting;) {
+  /* across hosts the store's starts are handed out (flow_rates.c) */
+  for (size_t w = 0; !fs->shared && w < fs->n_waiting;) {
     flow_key *k = fs->waiting[w].key;
     flow_rule *r = fs->waiting[w].rule;
     /* a pass that comes late makes up the starts due meanwhile, but
@@ -504,6 +507,8 @@ static int flow_dispatch(duro_engine *e, void *state, int64_t *next_ms) {
     flow_slots_pass(e, fs, next_ms);
   if (!__atomic_load_n(&fs->has_rates, __ATOMIC_ACQUIRE))
     return 0;
+  if (__atomic_load_n(&fs->shared, __ATOMIC_ACQUIRE))
+    flow_rates_pass(e, fs, next_ms);
   pass p = {.fs = fs, .next = INT64_MAX};
   engine_gate_run(e, rates_pass, &p);
   if (p.next < *next_ms)
@@ -516,11 +521,14 @@ size_t duro_flow_dispatch(duro_engine *e) {
   if (!fs)
     return 0;
   int64_t next = INT64_MAX;
-  if (__atomic_load_n(&fs->shared, __ATOMIC_ACQUIRE))
+  size_t started = 0;
+  if (__atomic_load_n(&fs->shared, __ATOMIC_ACQUIRE)) {
     flow_slots_pass(e, fs, &next);
+    started = flow_rates_pass(e, fs, &next);
+  }
   pass p = {.fs = fs, .next = INT64_MAX};
   engine_gate_run(e, rates_pass, &p);
-  return p.started;
+  return started + p.started;
 }
 
 static void free_parked(backlog_waiter *w, void *ctx) {

@@ -6,6 +6,7 @@
  *                 refused (on_excess: reject), the rates' turns
  *   backlog.c     the order of a key's waiters
  *   flow_slots.c  concurrency across the hosts of a shared store
+ *   flow_rates.c  rates across the hosts of a shared store
  *   flow_show.c   what it shows: stats, why an instance waits, metrics
  *
  * Everything here is the engine's lock's (the gate's hooks run under it,
@@ -141,6 +142,14 @@ void flow_slots_pass(duro_engine *e, flow_state *fs, int64_t *next_ms);
 /* Frees k's slot numbers (the store gives the slots back with the
  * host's session). */
 void flow_slots_free(flow_key *k);
+
+/* ---- flow_rates.c ---- */
+
+/* The rates' pass across hosts, on the scheduler thread: the starts the
+ * store allows taken for the keys with waiters and handed to them;
+ * *next_ms lowered to when a key's next start may come.  Returns how
+ * many it handed. */
+size_t flow_rates_pass(duro_engine *e, flow_state *fs, int64_t *next_ms);
 
 /* ---- flow_show.c ---- */
 

@@ -19,7 +19,7 @@
  * A slot handed to a waiter is promised to it until it is admitted, so
  * that a newcomer does not take it.  When the store's slots connection
  * was lost (its epoch moved on), every slot held before is gone with it:
- * the key counts none and takes them again.  Rates stay per host. */
+ * the key counts none and takes them again.  Rates: flow_rates.c. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -37,7 +37,6 @@
  * hosts may each have one live instance of a key). */
 #include "singleton.h"
 
-#include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,10 +44,10 @@
 
 #include "core.h"
 #include "error.h"
-#include "json_pointer.h"
 #include "log.h"
 #include "map.h"
 #include "metrics.h"
+#include "params_key.h"
 #include "util.h"
 
 /* A live instance of a key. */
@@ -97,35 +96,15 @@ typedef struct sgl_state {
   int waker_started, stopping;
 } sgl_state;
 
-/* FNV-1a 64 of a, a newline and b (idmap's keys may be any int64): a
- * key's value (b NULL), or a claim's workflow and id. */
-static int64_t hash_text(const char *a, const char *b) {
-  uint64_t h = UINT64_C(0xcbf29ce484222325);
-  for (const char *s = a; s && *s; s++) {
-    h ^= (unsigned char)*s;
-    h *= UINT64_C(0x100000001b3);
-  }
-  h ^= '\n';
-  h *= UINT64_C(0x100000001b3);
-  for (const char *s = b; s && *s; s++) {
-    h ^= (unsigned char)*s;
-    h *= UINT64_C(0x100000001b3);
-  }
-  return (int64_t)h;
-}
-
 /* The key's value in `params` as compact JSON text (malloc'ed), NULL
  * when the params lack it. */
 static char *value_of(const sgl_workflow *w, const char *params) {
-  json_t *doc = params ? json_loads(params, JSON_DECODE_ANY, NULL) : NULL;
-  json_t *v = doc ? duro_json_pointer_get(doc, w->pointer) : NULL;
-  char *text = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-  json_decref(doc);
-  return text;
+  return params_key_value(w->pointer, params);
 }
 
 static sgl_key *key_find(sgl_workflow *w, const char *value) {
-  for (sgl_key *k = idmap_get(&w->keys, hash_text(value, NULL)); k; k = k->next)
+  for (sgl_key *k = idmap_get(&w->keys, params_key_hash(value, NULL)); k;
+       k = k->next)
     if (!strcmp(k->value, value))
       return k;
   return NULL;
@@ -135,7 +114,7 @@ static sgl_key *key_of(sgl_workflow *w, const char *value) {
   sgl_key *k = key_find(w, value);
   if (k)
     return k;
-  int64_t h = hash_text(value, NULL);
+  int64_t h = params_key_hash(value, NULL);
   k = xcalloc(1, sizeof *k);
   k->wf = w;
   k->value = xstrdup(value);
@@ -147,7 +126,7 @@ static sgl_key *key_of(sgl_workflow *w, const char *value) {
 static void key_drop_if_empty(sgl_key *k) {
   if (k->head)
     return;
-  int64_t h = hash_text(k->value, NULL);
+  int64_t h = params_key_hash(k->value, NULL);
   sgl_key *head = idmap_get(&k->wf->keys, h);
   if (head == k) {
     if (k->next)
@@ -210,7 +189,7 @@ static void pass_turn(sgl_state *st, sgl_key *k) {
 }
 
 static void claim_unlink(sgl_state *st, sgl_member *m) {
-  int64_t h = hash_text(m->key->wf->name, m->id);
+  int64_t h = params_key_hash(m->key->wf->name, m->id);
   sgl_member *head = idmap_get(&st->claims, h);
   if (head == m) {
     if (m->claim_next)
@@ -230,7 +209,7 @@ static void claim_unlink(sgl_state *st, sgl_member *m) {
  * of one id racing may claim two keys: one of them is created). */
 static sgl_member *claim_find(sgl_state *st, const char *workflow,
                               const char *id, const char *value) {
-  for (sgl_member *m = idmap_get(&st->claims, hash_text(workflow, id)); m;
+  for (sgl_member *m = idmap_get(&st->claims, params_key_hash(workflow, id)); m;
        m = m->claim_next)
     if (!strcmp(m->id, id) && !strcmp(m->key->wf->name, workflow) &&
         (!value || !strcmp(m->key->value, value)))
@@ -279,16 +258,14 @@ static void *singleton_create(duro_engine *e) {
 
 /* ---- start: the members read from the journal ---- */
 
-static void load_member(void *ctx, int64_t rowid, const char *id,
-                        duro_status status, int64_t started_ms,
-                        const char *params) {
-  (void)status;
+static void load_member(void *ctx, const journal_live_row *row) {
   void **c = ctx;
   sgl_state *st = c[0];
   sgl_workflow *w = c[1];
-  char *value = value_of(w, params);
+  char *value = value_of(w, row->params);
   if (value)
-    join(st, key_of(w, value), rowid, id, started_ms != JOURNAL_NONE);
+    join(st, key_of(w, value), row->rowid, row->id,
+         row->started_ms != JOURNAL_NONE);
   free(value);
 }
 
@@ -440,8 +417,7 @@ static void singleton_committed(duro_engine *e, void *state,
 
 static int singleton_claim(duro_engine *e, void *state, const char *workflow,
                            const duro_workflow_limits *limits, const char *id,
-                           const char *params, char **live,
-                           int64_t *retry_after_ms) {
+                           const char *params, duro_claim *claim) {
   sgl_state *st = state;
   int rc = DURO_CLAIM_TAKE;
   pthread_mutex_lock(&st->mu);
@@ -452,19 +428,32 @@ static int singleton_claim(duro_engine *e, void *state, const char *workflow,
                     ? value_of(w, params)
                     : NULL;
   sgl_key *k = value ? key_find(w, value) : NULL;
+  /* On a shared store a claim still on its way to the store may meet
+   * another host's live instance and create nothing: this create then
+   * tries too, and the store's claim key says which one lives. */
+  int shared = w && w->mode == DURO_SINGLETON_SKIP &&
+               journal_slots_shared(engine_journal(e));
+  if (k && k->head && shared && !k->head->rowid) {
+    k = NULL;
+  }
   if (k && k->head && w->mode == DURO_SINGLETON_SKIP) {
-    *live = xstrdup(k->head->id);
+    claim->live = xstrdup(k->head->id);
     rc = DURO_CLAIM_SKIP;
   } else if (k && k->head) {
-    *retry_after_ms = 1000; /* the key frees when its instance ends: a guess */
+    /* the key frees when its instance ends: a guess */
+    claim->retry_after_ms = 1000;
     rc = DURO_E_FLOW_REJECTED;
   } else if (value) {
     /* the key is this create's until its commit settles */
     sgl_member *m = join(st, key_of(w, value), 0, id, 0);
-    int64_t h = hash_text(workflow, id);
+    int64_t h = params_key_hash(workflow, id);
     m->claim_next = idmap_get(&st->claims, h);
     idmap_put(&st->claims, h, m);
     rc = DURO_CLAIM_HELD;
+    /* the store keeps the key too: another host's live instance of it
+     * answers there */
+    if (shared)
+      claim->key = xstrdup(value);
   }
   free(value);
   pthread_mutex_unlock(&st->mu);
@@ -472,8 +461,10 @@ static int singleton_claim(duro_engine *e, void *state, const char *workflow,
 }
 
 static void singleton_settled(duro_engine *e, void *state, const char *workflow,
-                              const char *id, int64_t rowid) {
+                              int claim, const char *id, int64_t rowid) {
   sgl_state *st = state;
+  if (claim != DURO_CLAIM_HELD)
+    return;
   pthread_mutex_lock(&st->mu);
   /* created: the committed hook made its claim a member already (another
    * claim of the id, of another key, is one that failed) */

@@ -76,6 +76,9 @@ static int same_flow(const config_workflow *a, const config_workflow *b) {
          same(a->fairness_key, b->fairness_key) && same_weights(a, b) &&
          same(a->singleton_key, b->singleton_key) &&
          a->singleton_mode == b->singleton_mode &&
+         same(a->debounce_key, b->debounce_key) &&
+         a->debounce_ms == b->debounce_ms &&
+         a->debounce_max_wait_ms == b->debounce_max_wait_ms &&
          same_rules(a->flow, a->n_flow, b->flow, b->n_flow) &&
          same_rules(a->rates, a->n_rates, b->rates, b->n_rates);
 }

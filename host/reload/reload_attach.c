@@ -220,6 +220,9 @@ static void register_workflows(reloader *r) {
           w->singleton_mode == CONFIG_SINGLETON_QUEUE  ? DURO_SINGLETON_QUEUE
           : w->singleton_mode == CONFIG_SINGLETON_SKIP ? DURO_SINGLETON_SKIP
                                                        : 0;
+      lim.flow_debounce_key = w->debounce_key;
+      lim.flow_debounce_ms = w->debounce_ms;
+      lim.flow_debounce_max_wait_ms = w->debounce_max_wait_ms;
       /* names are unique (config_refs.c checked), so this cannot fail */
       void *ctx;
       duro_engine_register(r->e, w->name, w->binding,

@@ -100,6 +100,9 @@ typedef struct store_backend {
   int (*instance_get)(void *db, const char *workflow, const char *id,
                       journal_instance *out);
   int (*instance_get_rowid)(void *db, int64_t rowid, journal_instance *out);
+  /* journal_claim_holder; NULL on a store that keeps no claim keys. */
+  int (*claim_holder)(void *db, const char *workflow, const char *key,
+                      char **id);
   int (*steps_load)(void *db, int64_t rowid, journal_step **out, size_t *n);
   int (*attempts_each)(void *db, int64_t rowid,
                        void (*fn)(void *ctx, const char *key, uint32_t number,
@@ -228,6 +231,9 @@ typedef struct store_backend {
    * on a store one host has to itself. */
   int (*slots_pass)(void *db, journal_slots_job *jobs, size_t n,
                     uint64_t *epoch);
+  /* journal_rates_take, on a joined store; NULL on a store one host has
+   * to itself. */
+  int (*rates_take)(void *db, double now_ms, journal_rates_job *jobs, size_t n);
   /* journal_lease_held, on a joined store. */
   int (*lease_held)(void *db);
   /* journal_lease_until, on a joined store. */

@@ -179,6 +179,15 @@ int journal_slots_pass(journal *j, journal_slots_job *jobs, size_t n,
   return j->be->slots_pass(j->db, jobs, n, epoch);
 }
 
+int journal_rates_take(journal *j, double now_ms, journal_rates_job *jobs,
+                       size_t n) {
+  for (size_t i = 0; i < n; i++)
+    jobs[i].got = 0;
+  if (!journal_slots_shared(j) || !j->be->rates_take)
+    return DURO_E_INVALID_ARGUMENT;
+  return j->be->rates_take(j->db, now_ms, jobs, n);
+}
+
 int journal_slots_take(journal *j, int64_t base, uint32_t limit,
                        const uint32_t *mine, size_t n_mine, uint32_t want,
                        uint32_t *got, size_t *n_got, uint64_t *epoch) {
@@ -607,6 +616,14 @@ void journal_commit_async(journal *j, journal_batch *b, journal_done_fn fn,
 }
 
 /* ---- reads: the backend's ------------------------------------------------ */
+
+int journal_claim_holder(journal *j, const char *workflow, const char *key,
+                         char **id) {
+  *id = NULL;
+  if (!j->be->claim_holder)
+    return DURO_E_NOT_FOUND;
+  return j->be->claim_holder(j->db, workflow, key, id);
+}
 
 int journal_instance_get(journal *j, const char *workflow, const char *id,
                          journal_instance *out) {

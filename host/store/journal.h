@@ -69,6 +69,12 @@ typedef struct journal_instance {
    * message's sender), version 00, or NULL: its trace continues the
    * caller's (trace_ids.h).  Written at insert only. */
   char *traceparent;
+  /* A key no other live instance of its workflow may hold at once, on a
+   * store several hosts share (flow.singleton's skip mode): an insert
+   * that meets it inserts nothing (DURO_E_ALREADY_EXISTS), and
+   * journal_claim_holder names the live one; the key goes when the
+   * instance ends.  Written at insert only, never read back; NULL: none. */
+  char *claim_key;
 } journal_instance;
 
 enum {
@@ -191,12 +197,18 @@ typedef enum journal_op_kind {
                                  stored); rc = DURO_E_INSTANCE_ENDED when
                                  it has ended */
   JOP_EVENT_CONSUME,          /* event seq + step key */
-  JOP_WAKE_IF_WAITING, /* rowid, event_type, ts_ms: wake_ms = ts_ms when the
-                          instance waits for that event type (one of its
-                          wait_type's, JOURNAL_WAIT_SEP); out_rowid =
-                          1 when it did */
-  JOP_INSTANCE_PIN,    /* rowid, step_key = the build hash it runs on: the
-                          instance's pin, written only when it changes */
+  JOP_WAKE_IF_WAITING,     /* rowid, event_type, ts_ms: wake_ms = ts_ms when the
+                              instance waits for that event type (one of its
+                              wait_type's, JOURNAL_WAIT_SEP); out_rowid =
+                              1 when it did */
+  JOP_INSTANCE_RESCHEDULE, /* inst: workflow, id, params (NULL keeps
+                              them); ts_ms = its new wake: an instance
+                              that has not started (queued or paused)
+                              takes the params and starts no sooner
+                              (flow.debounce); out_rowid = 1 when it had
+                              not started, else nothing changed */
+  JOP_INSTANCE_PIN,        /* rowid, step_key = the build hash it runs on: the
+                              instance's pin, written only when it changes */
   JOP_WAKE_IF_EVENT_PENDING, /* rowid, ts_ms: wake_ms = ts_ms when the
                                 instance waits for a type of which an
                                 unconsumed event is stored; out_rowid = 1
@@ -370,6 +382,12 @@ void journal_commit_background(journal *j, journal_batch *b, journal_done_fn fn,
 
 /* ---- reads --------------------------------------------------------------- */
 
+/* The id (malloc'ed) of the live instance of `workflow` that holds
+ * claim key `key` (journal_instance.claim_key): 0, DURO_E_NOT_FOUND (none
+ * holds it, or the store keeps no claim keys), DURO_E_STORAGE. */
+int journal_claim_holder(journal *j, const char *workflow, const char *key,
+                         char **id);
+
 /* Fills *out (caller frees with journal_instance_clear). DURO_E_NOT_FOUND. */
 int journal_instance_get(journal *j, const char *workflow, const char *id,
                          journal_instance *out);
@@ -473,12 +491,20 @@ int journal_recover_each(journal *j,
                                     duro_status status, int control),
                          void *ctx);
 
+/* An instance that has not ended, as journal_live_each hands it (its
+ * strings borrowed for the call). */
+typedef struct journal_live_row {
+  int64_t rowid;
+  const char *id;
+  duro_status status;
+  int64_t created_ms, started_ms, wake_ms; /* JOURNAL_NONE: none */
+  const char *params;
+} journal_live_row;
+
 /* Calls fn for each of this host's instances of `workflow` that have not
- * ended, in rowid order (creation order): what flow.singleton keeps of
- * the journal, read at start.  params borrowed for the call. */
-typedef void (*journal_live_fn)(void *ctx, int64_t rowid, const char *id,
-                                duro_status status, int64_t started_ms,
-                                const char *params);
+ * ended, in rowid order (creation order): what flow.singleton and
+ * flow.debounce keep of the journal, read at start. */
+typedef void (*journal_live_fn)(void *ctx, const journal_live_row *row);
 int journal_live_each(journal *j, const char *workflow, journal_live_fn fn,
                       void *ctx);
 
@@ -736,6 +762,24 @@ typedef struct journal_slots_job {
 } journal_slots_job;
 int journal_slots_pass(journal *j, journal_slots_job *jobs, size_t n,
                        uint64_t *epoch);
+/* Rates the hosts of a shared store count together (flow control's rate
+ * rules across hosts): each key a theoretical arrival time (tat, ms of
+ * the hosts' clocks, which NTP keeps in step) in the store, spaced as
+ * the generic cell rate algorithm does.  A job takes up to `want` starts
+ * of key `key` at `now_ms`: while now_ms >= tat - tolerance_ms, one
+ * start, tat = max(tat, at_ms) + interval_ms; `got` the starts taken and
+ * `tat` the key's after.  Every job in one transaction (keys locked in
+ * ascending order, so hosts never deadlock); 0, or DURO_E_STORAGE (none
+ * taken), DURO_E_INVALID_ARGUMENT on a store that is not shared
+ * (journal_slots_shared). */
+typedef struct journal_rates_job {
+  int64_t key;
+  double interval_ms, tolerance_ms, at_ms;
+  uint32_t want, got;
+  double tat;
+} journal_rates_job;
+int journal_rates_take(journal *j, double now_ms, journal_rates_job *jobs,
+                       size_t n);
 /* Whether this host surely still holds its lease, so that it may start a
  * step's callback (a host frozen past its lease, SIGSTOP or a paused VM,
  * must not run steps that the host that took over completed meanwhile).

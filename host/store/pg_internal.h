@@ -27,6 +27,7 @@
  *                      notices
  *   pg_slots.c         flow control's slots the hosts share (advisory
  *                      locks)
+ *   pg_rates.c         flow control's rates the hosts share (flow_rates)
  *
  * Invariant: these are the only files that include libpq-fe.h. */
 #ifndef DURO_PG_INTERNAL_H
@@ -112,6 +113,7 @@ enum {
   ST_WAKE_IF_WAITING,
   ST_WAKE_IF_EVENT_PENDING,
   ST_INSTANCE_PIN,
+  ST_INSTANCE_RESCHEDULE,
   ST_SWEEP,
   ST_LOG_APPEND,
   ST_MESSAGE_INSERT,
@@ -206,6 +208,16 @@ typedef struct pg_store {
 
 int pg_slots_pass(void *db, journal_slots_job *jobs, size_t n, uint64_t *epoch);
 void pg_slots_close(pg_store *pg);
+/* The slots connection (made when missing; NULL when the server cannot
+ * be reached) and a failure on it, slots_mu held: pg_rates.c's too. */
+PGconn *pg_slots_conn(pg_store *pg);
+void pg_slots_failed(pg_store *pg, PGresult *r);
+
+/* ---- pg_rates.c ---- */
+
+/* The function a rates' take runs, made on the slots connection. */
+extern const char pg_rates_fn[];
+int pg_rates_take(void *db, double now_ms, journal_rates_job *jobs, size_t n);
 
 /* Notices to host N go to channel "duro_host_N". */
 #define HOST_CHANNEL "duro_host_"
@@ -257,6 +269,7 @@ void pg_rollback(void *db);
 int pg_instance_get(void *db, const char *workflow, const char *id,
                     journal_instance *out);
 int pg_instance_get_rowid(void *db, int64_t rowid, journal_instance *out);
+int pg_claim_holder(void *db, const char *workflow, const char *key, char **id);
 int pg_steps_load(void *db, int64_t rowid, journal_step **out, size_t *n);
 int pg_attempts_each(void *db, int64_t rowid,
                      void (*fn)(void *ctx, const char *key, uint32_t number,

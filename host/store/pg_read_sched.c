@@ -66,23 +66,31 @@ int pg_recover_each(void *db,
 }
 
 /* This host's only: another's instances end in its commits, which this
- * host never sees (flow.singleton is per host). */
+ * host never sees (flow.singleton and flow.debounce are per host). */
 int pg_live_each(void *db, const char *workflow, journal_live_fn fn,
                  void *ctx) {
   params p = {0};
   p_text(&p, workflow);
   p_i64(&p, ((pg_store *)db)->host);
-  PGresult *r = pg_query(db,
-                         "SELECT rowid,id,status,started_ms,params FROM "
-                         "instances WHERE workflow=$1 AND owner=$2 AND "
-                         "status NOT IN ('complete','errored','terminated') "
-                         "ORDER BY rowid",
-                         &p);
+  PGresult *r = pg_query(
+      db,
+      "SELECT rowid,id,status,created_ms,started_ms,"
+      "wake_ms,params FROM instances WHERE workflow=$1 AND owner=$2 AND "
+      "status NOT IN ('complete','errored','terminated') "
+      "ORDER BY rowid",
+      &p);
   if (!r)
     return DURO_E_STORAGE;
-  for (int i = 0; i < PQntuples(r); i++)
-    fn(ctx, get_i64(r, i, 0), PQgetvalue(r, i, 1), get_status(r, i, 2),
-       get_ms(r, i, 3), get_str(r, i, 4));
+  for (int i = 0; i < PQntuples(r); i++) {
+    journal_live_row row = {.rowid = get_i64(r, i, 0),
+                            .id = PQgetvalue(r, i, 1),
+                            .status = get_status(r, i, 2),
+                            .created_ms = get_ms(r, i, 3),
+                            .started_ms = get_ms(r, i, 4),
+                            .wake_ms = get_ms(r, i, 5),
+                            .params = get_str(r, i, 6)};
+    fn(ctx, &row);
+  }
   PQclear(r);
   return 0;
 }

@@ -17,8 +17,10 @@
  * pipelines (SQLite's schema 8); 10: instances' log lines; 11: a
  * pipeline record row holds one send's records (SQLite's 10); 12: the
  * traceparent an instance was created with and a message sent with
- * (SQLite's 11).  A journal of 6 to 11 is brought to 12 when opened. */
-#define SCHEMA_VERSION "12"
+ * (SQLite's 11); 13: flow control's rates the hosts share (flow_rates)
+ * and instances' claim keys (PostgreSQL's alone).  A journal of 6 to 12 is
+ * brought to 13 when opened. */
+#define SCHEMA_VERSION "13"
 /* The advisory lock that one opener at a time creating or upgrading the
  * schema holds (any fixed number; no other lock of duro's uses it). */
 #define SCHEMA_LOCK "7140100"
@@ -143,8 +145,17 @@ static const char schema_sql[] =
     " n BIGINT NOT NULL, ts_ms BIGINT NOT NULL, level INTEGER NOT NULL,"
     " step " TXT ", attempt BIGINT NOT NULL, message " TXT " NOT NULL,"
     " PRIMARY KEY(instance, n));"
+    /* Schema 13: each rate key's theoretical arrival time (the hosts'
+     * clocks' ms), which the hosts share (pg_rates.c). */
+    "CREATE TABLE IF NOT EXISTS flow_rates(key BIGINT PRIMARY KEY,"
+    " tat DOUBLE PRECISION NOT NULL);"
+    /* and a live instance's claim key (flow.singleton's skip mode), one
+     * live instance a key a workflow on all the hosts */
+    "ALTER TABLE instances ADD COLUMN IF NOT EXISTS claim_key " TXT ";"
+    "CREATE UNIQUE INDEX IF NOT EXISTS instances_claim ON instances("
+    " workflow, claim_key) WHERE claim_key IS NOT NULL;"
     "UPDATE meta SET value='" SCHEMA_VERSION "' WHERE key='schema' AND"
-    " value IN ('6','7','8','9','10','11');";
+    " value IN ('6','7','8','9','10','11','12');";
 
 /* The schema version stored in meta, into ver; 0 or DURO_E_STORAGE. */
 int pg_schema_check(PGconn *c, char *err, size_t errlen) {

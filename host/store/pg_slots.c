@@ -49,9 +49,7 @@ static const char pass_fn[] =
     "  RETURN out; "
     "END $$";
 
-/* The slots connection, made when missing (slots_mu held); NULL when the
- * server cannot be reached. */
-static PGconn *slots_conn(pg_store *pg) {
+PGconn *pg_slots_conn(pg_store *pg) {
   if (pg->slots && PQstatus(pg->slots) == CONNECTION_OK)
     return pg->slots;
   if (pg->slots) {
@@ -61,7 +59,8 @@ static PGconn *slots_conn(pg_store *pg) {
   }
   char err[256];
   PGconn *c = pg_connect(pg->conninfo, pg->synchronous_full, err, sizeof err);
-  if (c && pg_exec_cmd(c, pass_fn, err, sizeof err)) {
+  if (c && (pg_exec_cmd(c, pass_fn, err, sizeof err) ||
+            pg_exec_cmd(c, pg_rates_fn, err, sizeof err))) {
     PQfinish(c);
     c = NULL;
   }
@@ -73,9 +72,9 @@ static PGconn *slots_conn(pg_store *pg) {
   return c;
 }
 
-/* A statement of the slots connection failed: a lost connection is made
- * again at the next call (and its slots counted lost). */
-static void slots_failed(pg_store *pg, PGresult *r) {
+/* A lost connection is made again at the next call (and its slots
+ * counted lost). */
+void pg_slots_failed(pg_store *pg, PGresult *r) {
   log_error("flow control's slots: %s", pg_failure_of(pg->slots, r));
   if (PQstatus(pg->slots) != CONNECTION_OK) {
     PQfinish(pg->slots);
@@ -132,7 +131,7 @@ int pg_slots_pass(void *db, journal_slots_job *jobs, size_t n,
   char *req = xmalloc(cap);
   req[0] = '\0';
   pthread_mutex_lock(&pg->slots_mu);
-  PGconn *c = slots_conn(pg);
+  PGconn *c = pg_slots_conn(pg);
   put(&req, &len, &cap, "{\"give\":[");
   int first = 1;
   for (size_t i = 0; i < n; i++)
@@ -164,7 +163,7 @@ int pg_slots_pass(void *db, journal_slots_job *jobs, size_t n,
       parse_pass(PQgetvalue(r, 0, 0), jobs, n);
       rc = 0;
     } else {
-      slots_failed(pg, r);
+      pg_slots_failed(pg, r);
     }
     PQclear(r);
   }

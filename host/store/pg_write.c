@@ -25,13 +25,18 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     /* RETURNING gives no row for a duplicate: that is the duplicate. */
     [ST_INSTANCE_INSERT] =
         "INSERT INTO instances(workflow,id,status,params,created_ms,"
-        "retention_ms,owner,deadline_ms,parent,parent_close,traceparent) "
-        "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11) "
-        "ON CONFLICT(workflow,id) DO NOTHING RETURNING rowid",
+        "retention_ms,owner,deadline_ms,parent,parent_close,traceparent,"
+        "wake_ms,claim_key) VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,"
+        "$13) "
+        /* its id taken, or its claim key held by a live instance */
+        "ON CONFLICT DO NOTHING RETURNING rowid",
     [ST_INSTANCE_SET] =
         "UPDATE instances SET status=$2, output=$3, error=$4, started_ms=$5, "
         "ended_ms=$6, wake_ms=$7, paused_ms=$8, wait_type=$9, "
-        "control=CASE WHEN $10::int<>0 THEN 0 ELSE control END "
+        "control=CASE WHEN $10::int<>0 THEN 0 ELSE control END, "
+        /* an instance that ended lets go of its claim key */
+        "claim_key=CASE WHEN $2 IN ('complete','errored','terminated') "
+        "THEN NULL ELSE claim_key END "
         "WHERE rowid=$1",
     [ST_INSTANCE_CONTROL] = "UPDATE instances SET control=$2 WHERE rowid=$1",
     [ST_INSTANCE_CONTROL_CLEAR] =
@@ -81,6 +86,10 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     /* Only when it changes. */
     [ST_INSTANCE_PIN] = "UPDATE instances SET build=$2::text WHERE rowid=$1 "
                         "AND build IS DISTINCT FROM $2::text",
+    [ST_INSTANCE_RESCHEDULE] =
+        "UPDATE instances SET params=COALESCE($3::text,params), wake_ms=$4 "
+        "WHERE workflow=$1 AND id=$2 AND status IN ('queued','paused') AND "
+        "started_ms IS NULL",
     [ST_WAKE_IF_EVENT_PENDING] =
         "UPDATE instances SET wake_ms=$2 WHERE rowid=$1 AND "
         "status='waiting' AND wait_type IS NOT NULL AND EXISTS(SELECT 1 "
@@ -365,6 +374,7 @@ int pg_apply(void *db, journal_op *op) {
   case JOP_INSTANCE_CONTROL_CLEAR:
   case JOP_INSTANCE_RESTARTED:
   case JOP_INSTANCE_PIN:
+  case JOP_INSTANCE_RESCHEDULE:
     return pg_instance_mark(pg, op);
   case JOP_STEP_PUT:
     return pg_step_put(pg, op);

@@ -46,6 +46,8 @@ int pg_instance_insert(pg_store *pg, journal_op *op) {
   p_ms(&p, in->parent > 0 ? in->parent : JOURNAL_NONE);
   p_i64(&p, in->parent_close);
   p_text(&p, in->traceparent);
+  p_ms(&p, in->wake_ms > 0 ? in->wake_ms : JOURNAL_NONE);
+  p_text(&p, in->claim_key);
   if ((rc = pg_write_returning(pg, ST_INSTANCE_INSERT, &p, &inserted,
                                &op->out_rowid)))
     return rc;
@@ -79,7 +81,8 @@ int pg_instance_set(pg_store *pg, journal_op *op) {
   return pg_write_queue(pg, ST_STEPS_CANCEL, &c);
 }
 
-/* The instance's one-statement ops: its control, restarts, pin. */
+/* The instance's one-statement ops: its control, restarts, pin, its start
+ * put off. */
 int pg_instance_mark(pg_store *pg, journal_op *op) {
   params p = {0};
   switch (op->kind) {
@@ -98,6 +101,12 @@ int pg_instance_mark(pg_store *pg, journal_op *op) {
     p_i64(&p, op->rowid);
     p_text(&p, op->step_key);
     return pg_write_queue(pg, ST_INSTANCE_PIN, &p);
+  case JOP_INSTANCE_RESCHEDULE:
+    p_text(&p, op->inst->workflow);
+    p_text(&p, op->inst->id);
+    p_text(&p, op->inst->params);
+    p_ms(&p, op->ts_ms);
+    return pg_write_changes(pg, ST_INSTANCE_RESCHEDULE, &p, op);
   default:
     return DURO_E_INVALID_ARGUMENT;
   }

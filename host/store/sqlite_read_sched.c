@@ -62,15 +62,22 @@ int sqlite_live_each(void *db, const char *workflow, journal_live_fn fn,
                      void *ctx) {
   rd q;
   int rc = rd_open(&q, db,
-                   "SELECT rowid,id,status,started_ms,params FROM instances "
-                   "WHERE workflow=?1 AND status NOT IN "
+                   "SELECT rowid,id,status,created_ms,started_ms,wake_ms,"
+                   "params FROM instances WHERE workflow=?1 AND status NOT IN "
                    "('complete','errored','terminated') ORDER BY rowid");
   if (rc == 0) {
     sqlite3_bind_text(q.st, 1, workflow, -1, SQLITE_STATIC);
-    while (rd_row(&q))
-      fn(ctx, sqlite3_column_int64(q.st, 0),
-         (const char *)sqlite3_column_text(q.st, 1), col_status(q.st, 2),
-         col_ms(q.st, 3), (const char *)sqlite3_column_text(q.st, 4));
+    while (rd_row(&q)) {
+      journal_live_row row = {.rowid = sqlite3_column_int64(q.st, 0),
+                              .id = (const char *)sqlite3_column_text(q.st, 1),
+                              .status = col_status(q.st, 2),
+                              .created_ms = col_ms(q.st, 3),
+                              .started_ms = col_ms(q.st, 4),
+                              .wake_ms = col_ms(q.st, 5),
+                              .params =
+                                  (const char *)sqlite3_column_text(q.st, 6)};
+      fn(ctx, &row);
+    }
   }
   return rd_close(&q, rc);
 }

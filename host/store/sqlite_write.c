@@ -18,8 +18,8 @@
 const char *const sqlite_write_sql[ST_WRITE_COUNT_] = {
     [ST_INSTANCE_INSERT] =
         "INSERT INTO instances(workflow,id,status,params,created_ms,"
-        "retention_ms,deadline_ms,parent,parent_close,traceparent) "
-        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10) "
+        "retention_ms,deadline_ms,parent,parent_close,traceparent,wake_ms) "
+        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11) "
         "ON CONFLICT(workflow,id) DO NOTHING",
     [ST_INSTANCE_SET] =
         "UPDATE instances SET status=?2, output=?3, error=?4, started_ms=?5, "
@@ -63,6 +63,10 @@ const char *const sqlite_write_sql[ST_WRITE_COUNT_] = {
      * status writes of an instance. */
     [ST_INSTANCE_PIN] = "UPDATE instances SET build=?2 WHERE rowid=?1 AND "
                         "build IS NOT ?2",
+    [ST_INSTANCE_RESCHEDULE] =
+        "UPDATE instances SET params=COALESCE(?3,params), wake_ms=?4 "
+        "WHERE workflow=?1 AND id=?2 AND status IN ('queued','paused') AND "
+        "started_ms IS NULL",
     [ST_WAKE_IF_EVENT_PENDING] =
         "UPDATE instances SET wake_ms=?2 WHERE rowid=?1 AND "
         "status='waiting' AND wait_type IS NOT NULL AND EXISTS(SELECT 1 "
@@ -224,6 +228,7 @@ int sqlite_apply(void *db, journal_op *op) {
   case JOP_INSTANCE_CONTROL_CLEAR:
   case JOP_INSTANCE_RESTARTED:
   case JOP_INSTANCE_PIN:
+  case JOP_INSTANCE_RESCHEDULE:
     return sqlite_instance_mark(sq, op);
   case JOP_STEP_PUT:
     return sqlite_step_put(sq, op);

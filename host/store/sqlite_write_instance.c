@@ -21,6 +21,7 @@ int sqlite_instance_insert(sqlite_store *sq, journal_op *op) {
   bind_ms(st, 8, in->parent > 0 ? in->parent : JOURNAL_NONE);
   sqlite3_bind_int(st, 9, in->parent_close);
   bind_text(st, 10, in->traceparent);
+  bind_ms(st, 11, in->wake_ms > 0 ? in->wake_ms : JOURNAL_NONE);
   if ((rc = sqlite_step_done(sq, st)))
     return rc;
   if (sqlite3_changes(sq->wr) == 0) {
@@ -58,7 +59,8 @@ int sqlite_instance_set(sqlite_store *sq, journal_op *op) {
   return sqlite_step_done(sq, st);
 }
 
-/* The instance's one-statement ops: its control, restarts, pin. */
+/* The instance's one-statement ops: its control, restarts, pin, its start
+ * put off. */
 int sqlite_instance_mark(sqlite_store *sq, journal_op *op) {
   sqlite3_stmt *st;
   switch (op->kind) {
@@ -81,6 +83,13 @@ int sqlite_instance_mark(sqlite_store *sq, journal_op *op) {
     sqlite3_bind_int64(st, 1, op->rowid);
     bind_text(st, 2, op->step_key);
     return sqlite_step_done(sq, st);
+  case JOP_INSTANCE_RESCHEDULE:
+    st = sq->ws[ST_INSTANCE_RESCHEDULE];
+    bind_text(st, 1, op->inst->workflow);
+    bind_text(st, 2, op->inst->id);
+    bind_text(st, 3, op->inst->params);
+    bind_ms(st, 4, op->ts_ms);
+    return sqlite_step_changes(sq, st, op);
   default:
     return DURO_E_INVALID_ARGUMENT;
   }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "debounce.h"
 #include "resources.h"
 #include "singleton.h"
 #include "view_flow.h"
@@ -135,11 +136,15 @@ static json_t *create_result_json(const duro_create_result *r, int with_rc) {
   for (size_t i = 0; i < r->n_created; i++, index++) {
     for (; e < r->n_errors && r->errors[e].index == index; e++)
       index++;
-    /* flow.singleton's skip: its key's live instance, nothing created */
+    /* flow.singleton's skip, flow.debounce: its key's live instance,
+     * nothing created */
     if (r->skipped && r->skipped[i])
-      json_array_append_new(created, json_pack("{s:s,s:b,s:I}", "id",
-                                               r->created[i], "skipped", 1,
-                                               "index", (json_int_t)index));
+      json_array_append_new(created,
+                            json_pack("{s:s,s:b,s:I}", "id", r->created[i],
+                                      r->skipped[i] == DURO_CREATE_DEBOUNCED
+                                          ? "debounced"
+                                          : "skipped",
+                                      1, "index", (json_int_t)index));
     else
       json_array_append_new(created, json_pack("{s:s}", "id", r->created[i]));
   }
@@ -183,6 +188,8 @@ int duro_instance_describe(duro_engine *e, const char *workflow, const char *id,
                   : NULL;
   if (!rc && !why && in.status == DURO_STATUS_QUEUED)
     why = duro_singleton_why(e, workflow, id);
+  if (!rc && !why && in.status == DURO_STATUS_QUEUED)
+    why = duro_debounce_why(e, workflow, id);
   /* waiting for a resource's turn: which, and how it counts */
   if (!rc && !why && in.status == DURO_STATUS_WAITING && in.wait_type &&
       !strcmp(in.wait_type, RESOURCE_WAIT_TYPE))
@@ -237,5 +244,17 @@ int duro_workflow_stats(duro_engine *e, const char *workflow, json_t **out) {
                                   (json_int_t)ss.waiting));
   if (!rc)
     free(ss.key);
+  duro_debounce_stats ds;
+  if (!rc)
+    duro_debounce_stats_read(e, workflow, &ds);
+  if (!rc && ds.key)
+    json_object_set_new(*out, "debounce",
+                        json_pack("{s:s,s:I,s:I,s:I,s:I}", "key", ds.key,
+                                  "period_ms", (json_int_t)ds.period_ms,
+                                  "max_wait_ms", (json_int_t)ds.max_wait_ms,
+                                  "pending", (json_int_t)ds.pending, "merged",
+                                  (json_int_t)ds.merged));
+  if (!rc)
+    free(ds.key);
   return rc;
 }

@@ -172,7 +172,8 @@ struct create_wait {
   char *wf, *id; /* id: set once the commit created the instance */
   int64_t ms;    /* clamped to http.max_wait */
   int started;   /* the wait was handed to the pool */
-  int skipped;   /* flow.singleton skipped the create: id is the live one */
+  int skipped;   /* DURO_CREATE_*: the create answered by its key's live
+                   instance (flow.singleton, flow.debounce), id that one */
   uv_work_t work;
 };
 

@@ -105,13 +105,16 @@ static void answer_created(create_answer *a, int rc,
   } else if (a->batch) {
     send_json(x, 200, view_create_result(result));
   } else if (result->n_created && result->skipped) {
-    /* flow.singleton's skip: nothing created, the live one answers */
+    /* flow.singleton's skip, flow.debounce: nothing created, the live
+     * one answers */
     const char *id = result->created[0];
+    const char *how =
+        result->skipped[0] == DURO_CREATE_DEBOUNCED ? "debounced" : "skipped";
     if (x->then_wait) {
       x->then_wait->id = xstrdup(id);
-      x->then_wait->skipped = 1;
+      x->then_wait->skipped = result->skipped[0];
     }
-    send_json(x, 200, json_pack("{s:s,s:b}", "id", id, "skipped", 1));
+    send_json(x, 200, json_pack("{s:s,s:b}", "id", id, how, 1));
   } else if (result->n_created) {
     const char *id = result->created[0];
     if (x->then_wait)
@@ -345,9 +348,11 @@ int instance_summary(http_server *s, http_exchange *x, const char *wf,
   if (rc)
     return send_engine_error(x, rc, wf, id);
   /* a create's wait: 201, or 200 for the live one a skip answered with */
-  int skipped = x->then_wait && x->then_wait->skipped;
+  int skipped = x->then_wait ? x->then_wait->skipped : 0;
   if (skipped)
-    json_object_set_new(out, "skipped", json_true());
+    json_object_set_new(
+        out, skipped == DURO_CREATE_DEBOUNCED ? "debounced" : "skipped",
+        json_true());
   return send_json(x, x->then_wait && !skipped ? 201 : 200, out);
 }
 

@@ -1,0 +1,29 @@
+/* params_key.c — see params_key.h. */
+#include "params_key.h"
+
+#include <jansson.h>
+
+#include "json_pointer.h"
+
+char *params_key_value(const char *pointer, const char *params) {
+  json_t *doc = params ? json_loads(params, JSON_DECODE_ANY, NULL) : NULL;
+  json_t *v = doc ? duro_json_pointer_get(doc, pointer) : NULL;
+  char *text = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+  json_decref(doc);
+  return text;
+}
+
+int64_t params_key_hash(const char *a, const char *b) {
+  uint64_t h = UINT64_C(0xcbf29ce484222325);
+  for (const char *s = a; s && *s; s++) {
+    h ^= (unsigned char)*s;
+    h *= UINT64_C(0x100000001b3);
+  }
+  h ^= '\n';
+  h *= UINT64_C(0x100000001b3);
+  for (const char *s = b; s && *s; s++) {
+    h ^= (unsigned char)*s;
+    h *= UINT64_C(0x100000001b3);
+  }
+  return (int64_t)h;
+}
