@@ -183,9 +183,10 @@ int duro_resource_register(duro_engine *e, const char *name,
       r->tolerance_ms = (r->burst - 1) * r->interval_ms;
     }
     r->tat = -1e300; /* never started: a start may come at once */
-    /* its slots in a shared store: a namespace of its own (a flow key's
-     * name never starts with \x1e), the low 20 bits for the slot's
-     * number */
+    /* its slots in a shared store: a namespace of its own beside flow
+     * control's keys (theirs hash their workflow's name first, this one
+     * a control character and "resource"), the low 20 bits for the
+     * slot's number */
     char *key = xasprintf("\x1eresource\x1f%s", name);
     r->base = (int64_t)((uint64_t)map_hash_str(key) & ~UINT64_C(0xFFFFF));
     free(key);
