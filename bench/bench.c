@@ -39,6 +39,11 @@
  *                   of both (medians of three interleaved rounds); with
  *                   --postgresql and --hosts N, on N joined hosts, where
  *                   each key's slots are the database's (flow_slots.c)
+ *   S1 resource     W1's shape (1000 instances x 10 trivial steps) with
+ *                   each step naming a shared resource that never binds
+ *                   (concurrency 1,000,000), against steps naming none:
+ *                   steps/s of both (medians of three interleaved rounds),
+ *                   the cost of a step's claim and its giving back
  *   W1L tailed      W1 with a tail consumer: every activation's trace item
  *                   handed to a tail handler that decodes each batch (as
  *                   one forwarding them would): W1's figures with it, and
@@ -97,6 +102,7 @@
 #include "p1_records.h"
 #include "pipeline.h"
 #include "queue.h"
+#include "resources.h"
 #include "tail.h"
 #include "telemetry.h"
 #include "view_queue.h"
@@ -497,6 +503,18 @@ static duro_rc wf_steps(duro_step *step, const duro_event *ev, duro_env *env) {
   return DURO_OK;
 }
 
+/* S1: params.steps steps, each naming the resource "bench". */
+static const duro_step_config s1_cfg = {.resource = "bench"};
+
+static duro_rc wf_claims(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env;
+  int n = param(ev->params, "steps", 10);
+  const char *r;
+  for (int i = 0; i < n; i++)
+    DURO_TRY(duro_do(step, "s", &s1_cfg, trivial, NULL, &r));
+  return DURO_OK;
+}
+
 /* A step that waits on I/O: params.ms of sleep, as a call to another
  * service would. */
 static int io_call(duro_attempt *a, void *arg) {
@@ -673,7 +691,8 @@ static const wf_def workflows[] = {{"steps", wf_steps, "Steps", NULL, NULL},
                                    {"rated", wf_rated, NULL, NULL, &r1_limits},
                                    {"fair", wf_fair, NULL, NULL, &f1_limits},
                                    {"fifo", wf_fair, NULL, NULL, &f1f_limits},
-                                   {"keyed", wf_steps, NULL, NULL, &k1_limits}};
+                                   {"keyed", wf_steps, NULL, NULL, &k1_limits},
+                                   {"claims", wf_claims, NULL, NULL, NULL}};
 #define N_WFS (sizeof workflows / sizeof *workflows)
 
 /* ---- W1
@@ -870,6 +889,41 @@ static void k1_keys(void) {
   report("K1 overhead of the keyed rule",
          100.0 * (plain[1] - keyed[1]) / plain[1], "%",
          "10 % (the issue's bound)");
+}
+
+/* S1: W1's workload on `wf` (its steps naming a resource, or not); the
+ * resource's bound is never reached, so what differs is the claim. */
+static double s1_round(const char *wf, size_t n) {
+  bench_engine b;
+  bench_open(&b, "s1", workflows, N_WFS, opts.workers, 1, opts.hosts);
+  duro_resource_options o = {.concurrency = 1000000};
+  for (uint32_t h = 0; h < b.n_hosts; h++)
+    if (duro_resource_register(b.hosts[h], "bench", &o) != 0) {
+      fprintf(stderr, "bench: resource refused\n");
+      exit(1);
+    }
+  bench_start(&b);
+  int64_t t0 = now_us();
+  create_many(&b, wf, n, "{\"steps\":10}", 100);
+  wait_ended(&b, n);
+  double s = (double)(now_us() - t0) / 1e6;
+  bench_close(&b, 1);
+  return (double)(n * 10) / s;
+}
+
+static void s1_resource(void) {
+  size_t n = opts.quick ? 50 : 1000;
+  double plain[3], claims[3];
+  for (int r = 0; r < 3; r++) {
+    plain[r] = s1_round("steps", n);
+    claims[r] = s1_round("claims", n);
+  }
+  qsort(plain, 3, sizeof *plain, cmp_double);
+  qsort(claims, 3, sizeof *claims, cmp_double);
+  report("S1 steps/s naming no resource", plain[1], "steps/s", NULL);
+  report("S1 steps/s naming a resource", claims[1], "steps/s", NULL);
+  report("S1 overhead of the resource",
+         100.0 * (plain[1] - claims[1]) / plain[1], "%", NULL);
 }
 
 static void w1_tailed(void) { w1_run("w1l", NULL, 1); }
@@ -1565,7 +1619,7 @@ static int usage(void) {
   fprintf(stderr,
           "usage: duro-bench [--csv] [--quick] [--synchronous full|normal]\n"
           "                  [--workers N] [--sleepers N] [--only "
-          "W1,W1T,W1L,R1,F1,F1F,K1,Q1,...]\n"
+          "W1,W1T,W1L,R1,F1,F1F,K1,S1,Q1,...]\n"
           "                  [--plugin-workers LIBBENCH.so [--duro PATH]]\n"
           "                  [--dir DIR] [--postgresql CONNINFO|auto]\n"
           "                  [--hosts N (with --postgresql, W1-W3)]\n"
@@ -1655,6 +1709,8 @@ int main(int argc, char **argv) {
     f1_run("F1F", "fifo");
   if (wants("K1"))
     k1_keys();
+  if (wants("S1"))
+    s1_resource();
   if (wants("W2"))
     w2_latency();
   if (wants("W3"))

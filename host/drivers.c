@@ -5,7 +5,8 @@
  * exporter, which also reads every commit, the tail handlers' batches,
  * which an activation's end fills, then the admission gates:
  * flow.debounce, asked first (a start not due takes no other gate's
- * turn), flow.singleton and flow control) and drains them
+ * turn), flow.singleton and flow control; then the shared
+ * resources steps claim) and drains them
  * at stop; it frees them in the reverse order, so cron handlers that send to
  * queues are gone before the queues. */
 #include "children.h"
@@ -14,12 +15,20 @@
 #include "flow.h"
 #include "pipeline_driver.h"
 #include "queue_driver.h"
+#include "resources.h"
 #include "singleton.h"
 #include "tail.h"
 #include "telemetry.h"
 #include "trigger.h"
 
-const duro_driver *const duro_builtin_drivers[] = {
-    &queue_driver,     &cron_driver, &children_driver, &pipeline_driver,
-    &telemetry_driver, &tail_driver, &debounce_driver, &singleton_driver,
-    &flow_driver,      NULL};
+const duro_driver *const duro_builtin_drivers[] = {&queue_driver,
+                                                   &cron_driver,
+                                                   &children_driver,
+                                                   &pipeline_driver,
+                                                   &telemetry_driver,
+                                                   &tail_driver,
+                                                   &debounce_driver,
+                                                   &singleton_driver,
+                                                   &flow_driver,
+                                                   &resources_driver,
+                                                   NULL};

@@ -57,7 +57,7 @@ extern "C" {
 #endif
 
 #define DURO_ABI_MAJOR 1
-#define DURO_ABI_MINOR 10
+#define DURO_ABI_MINOR 11
 #define DURO_PLUGIN_MAGIC 0x4f525544u /* "DURO" little-endian */
 
 /* Which plugins a host loads.  Within a major, the structs that cross the
@@ -139,6 +139,9 @@ typedef enum duro_rc {
 /* the instance passed its deadline (its workflow's or its create's
  * `timeout`): it ended errored, an attempt running then cut short */
 #define DURO_ERR_TIMED_OUT "instance.timed_out"
+/* (minor 11) a step names a resource (duro_step_config.resource) the
+ * host's config does not declare: the step failed for good */
+#define DURO_ERR_RESOURCE_UNKNOWN "step.unknown_resource"
 
 /* Error codes (negative ints) and their stable names, shared by the engine,
  * the HTTP API and plugins.  X(ENUM, value, "name", "description") */
@@ -316,6 +319,15 @@ typedef struct duro_retries {
 typedef struct duro_step_config {
   const duro_retries *retries;
   const char *timeout; /* per attempt, cooperative: a late result is dropped */
+  /* (minor 11) A shared resource of the host's config (`resources:`)
+   * each attempt of the step holds while its callback runs: an attempt
+   * starts only while the resource has a free slot (its `concurrency`)
+   * and a start to spare (its `rate`), the instance waiting (status
+   * waiting, wait_type "resource", holding no thread) until its turn,
+   * first come first served across the workflows naming it.  A name the
+   * config lacks fails the step for good (DURO_ERR_RESOURCE_UNKNOWN).
+   * NULL: none. */
+  const char *resource;
 } duro_step_config;
 
 /* A step callback: set the result with duro_attempt_result() and return 0,

@@ -6,6 +6,7 @@
 #include "flow.h"
 #include "pipeline.h"
 #include "queue.h"
+#include "resources.h"
 #include "singleton.h"
 #include "tail.h"
 #include "trigger.h"
@@ -46,6 +47,13 @@ typedef struct pipeline_reg {
 } pipeline_reg;
 static pipeline_reg pipelines[4];
 static size_t n_pipelines;
+
+typedef struct resource_reg {
+  const char *name;
+  duro_resource_options opt;
+} resource_reg;
+static resource_reg resources[4];
+static size_t n_resources;
 
 static duro_cron_spec crons[8];
 static size_t n_crons;
@@ -90,6 +98,9 @@ static void open_engine(harness *h) {
   for (size_t i = 0; i < n_pipelines; i++)
     ck_assert_int_eq(
         duro_pipeline_register(h->e, pipelines[i].name, &pipelines[i].opt), 0);
+  for (size_t i = 0; i < n_resources; i++)
+    ck_assert_int_eq(
+        duro_resource_register(h->e, resources[i].name, &resources[i].opt), 0);
   for (size_t i = 0; i < n_crons; i++)
     ck_assert_int_eq(duro_cron_register(h->e, &crons[i], err, sizeof err), 0);
   for (size_t i = 0; i < n_cron_handlers; i++)
@@ -123,6 +134,7 @@ static void harness_init(harness *h, uint32_t workers) {
   n_regs = 0;
   n_queues = 0;
   n_pipelines = 0;
+  n_resources = 0;
   n_crons = 0;
   n_cron_handlers = 0;
   state_limit = 0;
@@ -199,6 +211,13 @@ void harness_register_queue(harness *h, const char *name,
     queues[n_queues - 1].opt.max_retries = -1;
   ck_assert_int_eq(duro_queue_register(h->e, name, &queues[n_queues - 1].opt),
                    0);
+}
+
+void harness_register_resource(harness *h, const char *name,
+                               const duro_resource_options *opt) {
+  ck_assert(n_resources < sizeof resources / sizeof *resources);
+  resources[n_resources++] = (resource_reg){name, *opt};
+  ck_assert_int_eq(duro_resource_register(h->e, name, opt), 0);
 }
 
 void harness_register_pipeline(harness *h, const char *name,
@@ -287,6 +306,7 @@ size_t harness_run(harness *h) {
     n += duro_flow_dispatch(h->e);
     n += duro_singleton_dispatch(h->e);
     n += duro_debounce_dispatch(h->e);
+    n += duro_resources_dispatch(h->e);
     n += duro_engine_run_until_idle(h->e);
     total += n;
   } while (n);

@@ -87,6 +87,12 @@ void harness_register_queue(harness *h, const char *name,
 struct duro_pipeline_options;
 void harness_register_pipeline(harness *h, const char *name,
                                const struct duro_pipeline_options *opt);
+/* Registers a shared resource (resources.h), again at each reopen before
+ * the engine starts, as the host does; name must outlive the harness. */
+struct duro_resource_options;
+void harness_register_resource(harness *h, const char *name,
+                               const struct duro_resource_options *opt);
+
 /* Registers a cron trigger (trigger.h) and a plugin's scheduled handler,
  * again at each reopen before the engine starts, as the host does; the
  * strings must outlive the harness.  harness_run fires the due ticks. */

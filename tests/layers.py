@@ -65,10 +65,12 @@ RULES = [
     ("host/telemetry", "not", ["host/engine/engine_internal.h"], RULE),
     ("host/tail", "not", ["host/engine/engine_internal.h"], RULE),
     ("host/flow", "not", ["host/engine/engine_internal.h"], RULE),
+    ("host/resources", "not", ["host/engine/engine_internal.h"], RULE),
     # The core names no feature: features reach it as drivers.
     ("host/engine", "not", ["host/queues", "host/cron", "host/children",
                             "host/pipelines", "host/telemetry",
-                            "host/tail", "host/flow"], RULE),
+                            "host/tail", "host/flow", "host/resources"],
+     RULE),
     # The views make JSON of the public answers (engine.h, queue.h,
     # trigger.h), never of the engine's internals.
     ("host/views", "not", ["host/engine/engine_internal.h"], RULE),

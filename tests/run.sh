@@ -27,7 +27,7 @@ engine_suites=(test_steps test_restart test_limits test_random test_queues
                test_children test_parallel test_rollback test_pipelines
                test_flow test_flow_rate test_flow_order test_flow_singleton
                test_flow_debounce
-               test_logs test_tail test_event_cursor)
+               test_logs test_tail test_event_cursor test_resources)
 
 passed=0 failed=0 status=0 logs=()
 

@@ -923,6 +923,35 @@ static const bad_case bad[] = {
      "t.yaml:10:19: producer \"C\" sends to queue \"r\", which no consumer "
      "consumes or names as its dead_letter_queue"},
 
+    /* Resources: a concurrency or a rate each, in range, named once. */
+    {"resources:\n"
+     "  - name: payments\n",
+     "t.yaml:2:5: resource \"payments\" needs a \"concurrency\" or a "
+     "\"rate\" (or both): it would limit nothing"},
+    {"resources:\n"
+     "  - {name: payments, concurrency: 0}\n",
+     "t.yaml:2:35: \"concurrency\" must be between 1 and 1000000"},
+    {"resources:\n"
+     "  - name: payments\n"
+     "    rate: {limit: 50}\n",
+     "t.yaml:3:11: rate is missing \"period\""},
+    {"resources:\n"
+     "  - name: payments\n"
+     "    rate: {limit: 50, period: 1s, burst: 0}\n",
+     "t.yaml:3:42: \"burst\" must be between 1 and 1000000"},
+    {"resources:\n"
+     "  - {name: payments, concurrency: 10}\n"
+     "  - {name: payments, concurrency: 5}\n",
+     "t.yaml:3:12: duplicate resource name \"payments\" (first at 2:12)"},
+    {"resources:\n"
+     "  - {name: \"pay ments\", concurrency: 10}\n",
+     "t.yaml:2:12: resource names are 1-100 characters of A-Z a-z 0-9 _ . : -, "
+     "not \"pay ments\""},
+    {"resources:\n"
+     "  - {name: payments, concurrency: 10, rates: {limit: 1}}\n",
+     "t.yaml:2:39: unknown key \"rates\" in a resource — did you mean "
+     "\"rate\"?"},
+
     /* Pipelines: one sink is required, its keys are checked, and a
      * partition stays under the sink's path. */
     {"pipelines:\n"
@@ -2241,6 +2270,31 @@ static void remove_tree(const char *dir, const char *file) {
  * elsewhere each time, and a bare "libx.so" lands beside the config. */
 /* A pipeline with its required keys only gets the documented defaults;
  * every key given is read. */
+START_TEST(test_resources_parsed) {
+  char err[512] = "";
+  static const char text[] =
+      "resources:\n"
+      "  - {name: payments, concurrency: 10, rate: {limit: 50, period: 1s}}\n"
+      "  - name: search\n"
+      "    rate: {limit: 100, period: 1m, burst: 20}\n";
+  config *cfg = config_parse("t.yaml", text, strlen(text), err, sizeof err);
+  ck_assert_msg(cfg != NULL, "%s", err);
+  ck_assert_uint_eq(cfg->n_resources, 2);
+  const config_resource *a = &cfg->resources[0], *b = &cfg->resources[1];
+  ck_assert_str_eq(a->name, "payments");
+  ck_assert_uint_eq(a->concurrency, 10);
+  ck_assert_uint_eq(a->rate.limit, 50);
+  ck_assert_int_eq(a->rate.period_ms, 1000);
+  ck_assert_uint_eq(a->rate.burst, 0);
+  ck_assert_str_eq(b->name, "search");
+  ck_assert_uint_eq(b->concurrency, 0);
+  ck_assert_uint_eq(b->rate.limit, 100);
+  ck_assert_int_eq(b->rate.period_ms, 60000);
+  ck_assert_uint_eq(b->rate.burst, 20);
+  config_free(cfg);
+}
+END_TEST
+
 START_TEST(test_pipeline_defaults) {
   char err[512] = "";
   static const char text[] =
@@ -2413,6 +2467,7 @@ static Suite *config_suite(void) {
   tcase_add_test(tc, test_load_empty_file);
   tcase_add_test(tc, test_load_resolves_beside_config);
   tcase_add_test(tc, test_pipeline_defaults);
+  tcase_add_test(tc, test_resources_parsed);
   tcase_add_test(tc, test_pipeline_s3_sink);
   tcase_add_test(tc, test_load_default_storage_beside_config);
   suite_add_tcase(s, tc);

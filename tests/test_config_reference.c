@@ -33,7 +33,8 @@
 #define REFERENCE SOURCE_ROOT "/doc/reference/config.md"
 
 /* One entry of every list, each with its required keys only (and a
- * second pipeline, for the keys of the other sink). */
+ * second pipeline, for the keys of the other sink; a resource needs a
+ * concurrency or a rate: its rate's). */
 static const char FIXTURE[] = "plugins:\n"
                               "  - name: p\n"
                               "    path: p.so\n"
@@ -66,7 +67,12 @@ static const char FIXTURE[] = "plugins:\n"
                               "        endpoint: http://127.0.0.1:9000\n"
                               "        bucket: objects\n"
                               "        access_key_env: KEY\n"
-                              "        secret_key_env: SECRET\n";
+                              "        secret_key_env: SECRET\n"
+                              "resources:\n"
+                              "  - name: payments\n"
+                              "    rate:\n"
+                              "      limit: 50\n"
+                              "      period: 1s\n";
 
 /* ---- What the parser has ----------------------------------------------- */
 
@@ -164,6 +170,8 @@ static const char *base_of(const config *cfg, config_key_in in) {
     return (const char *)&cfg->pipelines[0];
   case CONFIG_IN_S3_PIPELINE:
     return (const char *)&cfg->pipelines[1];
+  case CONFIG_IN_RESOURCE:
+    return (const char *)&cfg->resources[0];
   }
   return NULL;
 }
@@ -504,6 +512,7 @@ START_TEST(test_walk_reaches_every_section) {
       "pipelines[].sink.files.partition",
       "pipelines[].sink.s3.bucket",
       "pipelines[].roll.interval",
+      "resources[].rate.burst",
   };
   for (size_t i = 0; i < sizeof some / sizeof some[0]; i++) {
     bool found = false;

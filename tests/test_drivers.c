@@ -122,11 +122,12 @@ START_TEST(the_table_is_bounded) {
   while ((rc = duro_engine_register_driver(h.e, &idle_driver, NULL)) == 0)
     n++;
   ck_assert_int_eq(rc, DURO_E_INVALID_ARGUMENT);
-  /* queues, cron, children, pipelines, telemetry, tail, singleton, flow */
+  /* queues, cron, children, pipelines, telemetry, tail, debounce,
+   * singleton, flow, resources */
   int builtin = 0;
   while (duro_builtin_drivers[builtin])
     builtin++;
-  ck_assert_int_eq(builtin, 8);
+  ck_assert_int_eq(builtin, 10);
   ck_assert_int_eq(n, DURO_ENGINE_MAX_DRIVERS - builtin);
   harness_start(&h);
   duro_engine_scheduler_pass(h.e); /* hooks left NULL are skipped */

@@ -68,6 +68,7 @@ static void w_do(wire_buf *w) {
   wire_put_str(w, "2 seconds");
   wire_put_u32(w, 7); /* a plugin's backoff is carried as given */
   wire_put_str(w, NULL);
+  wire_put_str(w, "payments");
   wire_put_u64(w, 0x1234);
   wire_put_u64(w, 0x5678);
   wire_put_u32(w, 1);
@@ -80,6 +81,7 @@ static void c_do(const worker_frame *f) {
   ck_assert_str_eq(f->do_step.delay, "2 seconds");
   ck_assert_uint_eq(f->do_step.backoff, 7);
   ck_assert_ptr_null(f->do_step.timeout);
+  ck_assert_str_eq(f->do_step.resource, "payments");
   ck_assert_uint_eq(f->do_step.fn, 0x1234);
   ck_assert_uint_eq(f->do_step.arg, 0x5678);
   ck_assert_uint_eq(f->do_step.wants_result, 1);
@@ -210,7 +212,7 @@ static void c_child_wait(const worker_frame *f) {
 }
 
 /* DO_ALL: name, max_in_flight, flags, n, n branches (each a DO's
- * configuration, fn, arg). */
+ * configuration, its resource among it, fn, arg). */
 static void w_do_all(wire_buf *w) {
   wire_put_str(w, "notify");
   wire_put_u32(w, 2);
@@ -223,6 +225,7 @@ static void w_do_all(wire_buf *w) {
     wire_put_str(w, i ? "1 second" : NULL);
     wire_put_u32(w, 2);
     wire_put_str(w, i ? "5 seconds" : NULL);
+    wire_put_str(w, i ? NULL : "payments");
     wire_put_u64(w, 0x1000 + i);
     wire_put_u64(w, 0x2000 + i);
     wire_put_u32(w, i); /* the second has a rollback */
@@ -252,6 +255,10 @@ static void c_do_all(const worker_frame *f) {
       ck_assert_str_eq(b.timeout, "5 seconds");
     else
       ck_assert_ptr_null(b.timeout);
+    if (i)
+      ck_assert_ptr_null(b.resource);
+    else
+      ck_assert_str_eq(b.resource, "payments");
     ck_assert_uint_eq(b.fn, 0x1000 + i);
     ck_assert_uint_eq(b.arg, 0x2000 + i);
     ck_assert_uint_eq(b.has_rollback, i);
@@ -833,7 +840,7 @@ START_TEST(counts_bounded_by_the_bytes_left) {
   wire_put_i64(&w, 1);
   refused(WM_QUEUE_RUN, &w, "n is more than the bytes left hold");
 
-  /* a DO_ALL: 44 bytes a branch at least, and at most WM_PARALLEL_MAX;
+  /* a DO_ALL: 48 bytes a branch at least, and at most WM_PARALLEL_MAX;
    * none at all is a call the engine refuses, sent as such */
   w.len = 0;
   wire_put_str(&w, "b");
@@ -848,7 +855,7 @@ START_TEST(counts_bounded_by_the_bytes_left) {
   wire_put_u32(&w, 0);
   wire_put_u32(&w, 0);
   wire_put_u32(&w, WM_PARALLEL_MAX + 1);
-  for (uint32_t i = 0; i < (WM_PARALLEL_MAX + 1) * 11; i++)
+  for (uint32_t i = 0; i < (WM_PARALLEL_MAX + 1) * 12; i++)
     wire_put_u32(&w, 0);
   refused(WM_DO_ALL, &w, "more branches than WM_PARALLEL_MAX");
   w.len = 0;

@@ -412,7 +412,8 @@ static void header(report *rep, const json_t *in, int64_t now_ms) {
           rep->out);
   end_line(rep);
   times(rep, in, now_ms);
-  /* queued for its key's turn under flow control: which rule holds it */
+  /* queued for its key's turn under flow control (which rule holds it),
+   * or waiting for a shared resource (which, and how it counts) */
   if (str_field(in, "waiting_for"))
     field(rep, "held by", str_field(in, "waiting_for"));
   json_field(rep, "params", json_object_get(in, "params"), json_text);

@@ -216,6 +216,21 @@ typedef struct config_pipeline {
   config_pos pos;
 } config_pipeline;
 
+/* A shared resource (resources[]): at most `concurrency` attempts of the
+ * steps naming it (duro_step_config.resource) run at once, across every
+ * workflow, and at most rate.limit start a rate.period (rate.burst at
+ * once).  At least one of the two; 0 means none. */
+typedef struct config_resource {
+  char *name;           /* required, unique; the rule of queue names */
+  uint32_t concurrency; /* 1-1000000, 0: none */
+  struct {
+    uint32_t limit; /* 1-1000000, 0: no rate */
+    int64_t period_ms;
+    uint32_t burst; /* 0: one at a time */
+  } rate;
+  config_pos pos;
+} config_resource;
+
 #define CONFIG_DEFAULT_WORKERS 1
 #define CONFIG_MAX_WORKERS 64
 /* Callbacks of one plugin running at once in its workers: enough for
@@ -344,6 +359,8 @@ typedef struct config {
   size_t n_plugins;
   config_pipeline *pipelines;
   size_t n_pipelines;
+  config_resource *resources;
+  size_t n_resources;
 } config;
 
 /* Parses `path`, then resolves its file paths against its directory.  On

@@ -79,6 +79,9 @@ void config_free(config *cfg) {
     free(cfg->pipelines[i].s3.secret_key_env);
   }
   free(cfg->pipelines);
+  for (size_t i = 0; i < cfg->n_resources; i++)
+    free(cfg->resources[i].name);
+  free(cfg->resources);
   free(cfg->storage.path);
   free(cfg->storage.postgresql);
   free(cfg->http.listen);

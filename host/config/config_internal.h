@@ -11,6 +11,7 @@
  *   config_queues.c   a plugin's queues: producers and consumers
  *   config_cron.c     a plugin's cron triggers
  *   config_pipelines.c  the pipelines and their sinks
+ *   config_resources.c  the shared resources steps name
  *   config_refs.c     the names of the whole file: each unique, each
  *                     reference declared
  *   config_free.c     config_free()
@@ -65,6 +66,8 @@ extern const schema config_consumer_concurrency_schema;
 /* config_pipelines.c's */
 extern const schema config_pipeline_schema, config_sink_schema,
     config_files_sink_schema, config_s3_sink_schema, config_roll_schema;
+/* config_resources.c's */
+extern const schema config_resource_schema, config_resource_rate_schema;
 
 /* config_root.c: the document's root node into p->cfg. */
 int config_parse_root(config_parser *p, yaml_node_t *root);
@@ -83,6 +86,9 @@ int config_parse_triggers(config_parser *p, yaml_node_t *node,
 
 /* config_pipelines.c: the top-level pipelines list. */
 int config_parse_pipelines(config_parser *p, yaml_node_t *list);
+
+/* config_resources.c: the top-level resources list. */
+int config_parse_resources(config_parser *p, yaml_node_t *list);
 
 /* config_refs.c: records `name` (the value of node `v`) in the namespace
  * `kind`, or reports it as a duplicate of an earlier one; and the

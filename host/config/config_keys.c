@@ -83,6 +83,10 @@ static const nest nests[] = {
      CONFIG_IN_S3_PIPELINE},
     {&config_pipeline_schema, "roll", &config_roll_schema, false,
      CONFIG_IN_PIPELINE},
+    {&config_root_schema, "resources", &config_resource_schema, true,
+     CONFIG_IN_RESOURCE},
+    {&config_resource_schema, "rate", &config_resource_rate_schema, false,
+     CONFIG_IN_RESOURCE},
 };
 
 static const nest *find_nest(const schema *parent, const char *key) {

@@ -21,7 +21,8 @@ typedef enum config_key_in {
   CONFIG_IN_PIPELINE,  /* config_pipeline: pipelines[], its sink and roll */
   /* config_pipeline too, for the keys of sink.s3: the same struct, but
    * filled only in a pipeline whose sink is s3 */
-  CONFIG_IN_S3_PIPELINE
+  CONFIG_IN_S3_PIPELINE,
+  CONFIG_IN_RESOURCE /* config_resource: resources[], its rate */
 } config_key_in;
 
 typedef enum config_key_shape {

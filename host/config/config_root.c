@@ -1,7 +1,8 @@
 /* config_root.c — the top level of the configuration and the host's own
  * sections, storage, http, engine and log: one mapping each, filling the
  * config; the plugins list is handed entry by entry to config_plugin.c
- * and the pipelines list to config_pipelines.c, and once every plugin is
+ * the pipelines list to config_pipelines.c and the resources list to
+ * config_resources.c, and once every plugin is
  * read the references across the file are
  * checked (config_refs.c). */
 #include "duro_config.h"
@@ -29,7 +30,8 @@ enum {
   ROOT_TELEMETRY,
   ROOT_TAIL,
   ROOT_PLUGINS,
-  ROOT_PIPELINES
+  ROOT_PIPELINES,
+  ROOT_RESOURCES
 };
 static const schema_field root_fields[] = {
     [ROOT_STORAGE] = {"storage", K_NESTED, 0, false, 0, 0, NULL},
@@ -40,6 +42,7 @@ static const schema_field root_fields[] = {
     [ROOT_TAIL] = {"tail", K_NESTED, 0, false, 0, 0, NULL},
     [ROOT_PLUGINS] = {"plugins", K_NESTED, 0, false, 0, 0, NULL},
     [ROOT_PIPELINES] = {"pipelines", K_NESTED, 0, false, 0, 0, NULL},
+    [ROOT_RESOURCES] = {"resources", K_NESTED, 0, false, 0, 0, NULL},
 };
 const schema config_root_schema =
     SCHEMA("top level", "at the top level", -1, root_fields);
@@ -275,6 +278,8 @@ int config_parse_root(config_parser *p, yaml_node_t *root) {
     }
   }
   if (config_parse_pipelines(p, v[ROOT_PIPELINES]) < 0)
+    rc = DURO_E_CONFIG;
+  if (config_parse_resources(p, v[ROOT_RESOURCES]) < 0)
     rc = DURO_E_CONFIG;
   if (config_check_references(p) < 0)
     rc = DURO_E_CONFIG;

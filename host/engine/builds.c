@@ -66,6 +66,19 @@ int duro_engine_add_build(duro_engine *e, const char *workflow,
   return 0;
 }
 
+int duro_engine_build_set_step_config_size(duro_engine *e, const char *workflow,
+                                           const char *hash, uint16_t size) {
+  wf_reg *wf = engine_find_workflow(e, workflow);
+  if (!wf)
+    return DURO_E_WORKFLOW_NOT_FOUND;
+  pthread_mutex_lock(&wf->builds_mu);
+  wf_build *b = find_locked(wf, hash);
+  if (b)
+    b->step_config_size = size;
+  pthread_mutex_unlock(&wf->builds_mu);
+  return b ? 0 : DURO_E_NOT_FOUND;
+}
+
 int duro_engine_build_set_ctx(duro_engine *e, const char *workflow,
                               const char *hash, void *ctx) {
   wf_reg *wf = engine_find_workflow(e, workflow);

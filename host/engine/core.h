@@ -114,6 +114,11 @@ void engine_instance_created(duro_engine *e, int64_t rowid);
 int engine_terminate_nowait(duro_engine *e, const char *workflow,
                             const char *id);
 
+/* Instance `rowid`, waiting on this host, runs again now (a driver's
+ * step_claim said it waits: its turn came); one running now runs again
+ * once its activation ends. */
+void engine_instance_wake(duro_engine *e, int64_t rowid);
+
 /* ---- child workflows (engine/step_child.c) ---- */
 
 /* The type of the event that tells a parent child workflow/id ended

@@ -15,6 +15,7 @@
 #include "core.h"
 #include "engine_internal.h"
 #include "error.h"
+#include "util.h"
 
 int duro_engine_register_driver(duro_engine *e, const duro_driver *d,
                                 void *state) {
@@ -234,6 +235,46 @@ void engine_drivers_committed(duro_engine *e, const journal_batch *b) {
   for (size_t i = 0; i < n; i++)
     if (e->drivers[i].d->committed)
       e->drivers[i].d->committed(e, e->drivers[i].state, b);
+}
+
+int engine_drivers_step_claim(duro_engine *e, const char *name, int64_t rowid,
+                              const char *workflow, const char *key,
+                              step_claim *claim, const char **wait_type,
+                              int64_t *recheck_ms, const char **error_name,
+                              char **message) {
+  claim->driver = -1;
+  claim->hold = NULL;
+  size_t n = __atomic_load_n(&e->n_drivers, __ATOMIC_ACQUIRE);
+  for (size_t i = 0; i < n; i++) {
+    const duro_driver *d = e->drivers[i].d;
+    if (!d->step_claim)
+      continue;
+    void *hold = NULL;
+    int rc = d->step_claim(e, e->drivers[i].state, name, rowid, workflow, key,
+                           &hold, wait_type, recheck_ms, error_name, message);
+    if (rc == DURO_STEP_CLAIM_PASS)
+      continue;
+    if (rc == DURO_STEP_CLAIM_GO) {
+      claim->driver = (int)i;
+      claim->hold = hold;
+    }
+    return rc;
+  }
+  *error_name = DURO_ERR_NON_RETRYABLE;
+  *message = xasprintf("step \"%s\" names \"%s\", which nothing on this "
+                       "host serves",
+                       key, name);
+  return DURO_STEP_CLAIM_FAIL;
+}
+
+void engine_drivers_step_unclaim(duro_engine *e, step_claim *claim) {
+  if (claim->driver < 0)
+    return;
+  const duro_driver *d = e->drivers[claim->driver].d;
+  if (d->step_unclaim)
+    d->step_unclaim(e, e->drivers[claim->driver].state, claim->hold);
+  claim->driver = -1;
+  claim->hold = NULL;
 }
 
 int engine_drivers_health(duro_engine *e, duro_health_parts *parts) {

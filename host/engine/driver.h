@@ -56,6 +56,14 @@ typedef struct duro_claim {
   char *key;
 } duro_claim;
 
+/* What a step_claim hook answers. */
+enum {
+  DURO_STEP_CLAIM_PASS = 0, /* not this driver's name: the next is asked */
+  DURO_STEP_CLAIM_GO,       /* the attempt runs now, holding *hold */
+  DURO_STEP_CLAIM_WAIT,     /* its instance waits for the driver's wake */
+  DURO_STEP_CLAIM_FAIL      /* the step fails for good (*error) */
+};
+
 /* What an activation did, for a driver that observes activations (tail
  * handlers): kept only while one asked for it (engine_observe_activations
  * in core.h).  Everything is borrowed for the hook's call. */
@@ -191,6 +199,24 @@ typedef struct duro_driver {
   /* A parked ticket is taken away (its instance terminated, or the
    * engine closing): the driver forgets it and never hands it back. */
   void (*forget)(duro_engine *e, void *state, duro_gate_ticket *ticket);
+  /* A step's attempt names something the drivers share out
+   * (duro_step_config.resource: `name`), before its callback runs and
+   * before any of its time counts: instance `rowid` of `workflow`, step
+   * `key`.  DURO_STEP_CLAIM_GO: it runs now, and step_unclaim gets *hold
+   * back when its callback returned (or never began);
+   * DURO_STEP_CLAIM_WAIT: it does not run: its instance waits (status
+   * waiting, wait_type *wait_type, a static string, holding no thread)
+   * until the driver wakes it (engine_instance_wake, core.h), or until
+   * *recheck_ms (the engine clock) at the latest, and asks again;
+   * DURO_STEP_CLAIM_FAIL: the step fails for good, *error_name (static)
+   * and *message (malloc'ed) its error; DURO_STEP_CLAIM_PASS: not this
+   * driver's name.  Asked in registration order, on the activation's
+   * thread, the engine's lock not held. */
+  int (*step_claim)(duro_engine *e, void *state, const char *name,
+                    int64_t rowid, const char *workflow, const char *key,
+                    void **hold, const char **wait_type, int64_t *recheck_ms,
+                    const char **error_name, char **message);
+  void (*step_unclaim)(duro_engine *e, void *state, void *hold);
   /* Adds its parts to the /healthz report (duro_health_add_*); returns 1
    * when it makes the engine degraded. */
   int (*health)(duro_engine *e, void *state, duro_health_parts *parts);

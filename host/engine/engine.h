@@ -257,6 +257,13 @@ int duro_engine_add_build(duro_engine *e, const char *workflow,
 int duro_engine_build_set_ctx(duro_engine *e, const char *workflow,
                               const char *hash, void *ctx);
 
+/* Build `hash` of `workflow` was built against a duro.h whose
+ * duro_step_config is `size` bytes (its plugin's layout fingerprint): the
+ * step runner reads no member past it (an older minor's plugin hands
+ * smaller structs).  Without this call, this host's size. */
+int duro_engine_build_set_step_config_size(duro_engine *e, const char *workflow,
+                                           const char *hash, uint16_t size);
+
 /* Holds build `hash` of `workflows` (a plugin's; a crash-storm
  * breaker's hold, say): an activation of an instance of one of them that
  * would run that build runs none of its code and waits instead, status

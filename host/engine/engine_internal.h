@@ -52,6 +52,9 @@ typedef struct wf_build {
    * out, crashed; not cut short): an atomic counter that only grows, the
    * crash-storm breaker's denominator (step_attempt_ended). */
   uint64_t attempts;
+  /* The size of duro_step_config its code was built with (its plugin's
+   * layout): a member past it is not read.  0: this host's. */
+  uint16_t step_config_size;
 } wf_build;
 
 struct wf_reg {
@@ -661,6 +664,23 @@ void engine_drivers_instance_changed(duro_engine *e, const wf_reg *wf,
                                      const journal_instance *row,
                                      duro_status from_status,
                                      int64_t from_started_ms, int64_t now);
+/* What a step's attempt claimed of a driver (step_claim): which driver,
+ * and what it gets back (step_unclaim). */
+typedef struct step_claim {
+  int driver; /* its index, -1: nothing claimed */
+  void *hold;
+} step_claim;
+/* Asks the drivers for what step `key` of instance rowid (workflow) names
+ * (`name`): DURO_STEP_CLAIM_GO (*claim filled), _WAIT (*wait_type,
+ * *recheck_ms), _FAIL (*error_name, *message malloc'ed; also when no
+ * driver serves the name). */
+int engine_drivers_step_claim(duro_engine *e, const char *name, int64_t rowid,
+                              const char *workflow, const char *key,
+                              step_claim *claim, const char **wait_type,
+                              int64_t *recheck_ms, const char **error_name,
+                              char **message);
+/* Gives back what was claimed, once (claim->driver is -1 after). */
+void engine_drivers_step_unclaim(duro_engine *e, step_claim *claim);
 /* The drivers' parts of /healthz; 1 when one makes it degraded. */
 int engine_drivers_health(duro_engine *e, duro_health_parts *parts);
 /* The drivers' series of GET /metrics. */

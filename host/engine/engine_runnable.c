@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "core.h"
 #include "engine_internal.h"
 #include "log.h"
 #include "util.h"
@@ -321,6 +322,10 @@ void engine_instance_poke(duro_engine *e, int64_t rowid, int woke) {
     runnable_push(e, entry_take(e, rowid, ENTRY_QUEUED));
   }
   pthread_mutex_unlock(&e->mu);
+}
+
+void engine_instance_wake(duro_engine *e, int64_t rowid) {
+  engine_instance_poke(e, rowid, 1);
 }
 
 /* ---- an activation ended ------------------------------------------------- */

@@ -17,6 +17,7 @@
  * suspects. */
 #include <inttypes.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,14 +48,28 @@ static int64_t backoff_ms(int64_t delay, duro_backoff how, uint32_t attempt) {
   return d > max ? max : d;
 }
 
+/* cfg->resource, when the plugin's duro_step_config reaches it: one built
+ * against an older minor hands a smaller struct (duro.h's rule). */
+static const char *config_resource(const duro_step *a,
+                                   const duro_step_config *cfg) {
+  size_t size = a->build && a->build->step_config_size
+                    ? a->build->step_config_size
+                    : sizeof *cfg;
+  return size >= offsetof(duro_step_config, resource) + sizeof cfg->resource
+             ? cfg->resource
+             : NULL;
+}
+
 int do_read_config(duro_step *a, const char *key, const duro_step_config *cfg,
                    do_config *out) {
   out->limit = DEFAULT_RETRIES;
   out->delay_ms = DEFAULT_DELAY_MS;
   out->timeout_ms = DEFAULT_TIMEOUT_MS;
   out->backoff = DURO_BACKOFF_EXPONENTIAL;
+  out->resource = NULL;
   if (!cfg)
     return 0;
+  out->resource = config_resource(a, cfg);
   const char *bad = NULL;
   if (cfg->retries) {
     out->limit = cfg->retries->limit;
@@ -248,6 +263,29 @@ static void admit_leave(duro_step *a) {
   }
 }
 
+/* What the step names (its resource) claimed of the drivers before its
+ * attempt, ahead of a place in the plugin's bound, so that a wait for it
+ * holds none.  Returns 1 when the activation waits instead: its instance
+ * waiting for the driver's wake, the wait's type a reason (no event's),
+ * its thread free.  A refusal is the attempt's to fail with (do_call). */
+static int claim(duro_step *a, do_call *call) {
+  call->claim.driver = -1;
+  call->refused = NULL;
+  if (!call->c.resource)
+    return 0;
+  const char *wait_type = NULL;
+  int64_t recheck_ms = 0;
+  int rc = engine_drivers_step_claim(a->e, call->c.resource, a->inst.rowid,
+                                     a->wf->name, call->key, &call->claim,
+                                     &wait_type, &recheck_ms,
+                                     &call->refused_name, &call->refused);
+  if (rc != DURO_STEP_CLAIM_WAIT)
+    return 0;
+  a->held = 1;
+  suspend_until(a, deadline_wake(a, recheck_ms), wait_type);
+  return 1;
+}
+
 int do_enter(duro_step *a, do_call *call) {
   if (save_start(a) != 0) {
     a->suspended = 1;
@@ -255,12 +293,20 @@ int do_enter(duro_step *a, do_call *call) {
       a->reason = SUSPEND_SHUTDOWN;
     return 1;
   }
-  /* Waiting for a place or at the gate is no part of the attempt's time. */
-  if (admit(a))
+  /* Waiting for a resource, a place or at the gate is no part of the
+   * attempt's time. */
+  if (claim(a, call))
     return 1;
+  if (admit(a)) {
+    engine_drivers_step_unclaim(a->e, &call->claim);
+    free(call->refused);
+    return 1;
+  }
   call->gate = step_gate_enter(a, call->s, call->s->attempts + 1);
   if (call->gate < 0) {
     admit_leave(a);
+    engine_drivers_step_unclaim(a->e, &call->claim);
+    free(call->refused);
     a->suspended = 1;
     a->reason = SUSPEND_SHUTDOWN;
     return 1;
@@ -379,8 +425,16 @@ static int attempt_end(duro_step *a, duro_attempt *at) {
  * timeout). */
 int do_run_attempt(duro_step *a, duro_attempt *at, duro_step_fn fn, void *arg,
                    int *fn_rc) {
+  if (at->failed) {
+    /* refused what it claimed: failed for good, its callback not run */
+    attempt_gate_leave(at);
+    admit_leave(a);
+    *fn_rc = -1;
+    return 0;
+  }
   if (attempt_begin(a, at)) {
     admit_leave(a);
+    engine_drivers_step_unclaim(a->e, &at->claim);
     return 1;
   }
   step_running_attempt = at;
@@ -389,6 +443,7 @@ int do_run_attempt(duro_step *a, duro_attempt *at, duro_step_fn fn, void *arg,
   metrics_hist_observe(&a->e->m.attempt_us, metrics_now_us() - t0);
   step_running_attempt = NULL;
   admit_leave(a);
+  engine_drivers_step_unclaim(a->e, &at->claim);
   if (attempt_end(a, at) || a->worker_died || at->withdrawn) {
     attempt_clear(at); /* a dead worker's attempt: step_worker_died */
     return 1;
@@ -569,12 +624,20 @@ void do_attempt_init(duro_step *a, do_call *call, duro_attempt *at, int *cut) {
       .timeout_ms = timeout,
       .deadline_mono = engine_mono_ms(a->e) + timeout,
       .gate = call->gate,
+      .claim = call->claim,
+      /* a refused claim fails it for good (do_run_attempt runs nothing) */
+      .failed = call->refused != NULL,
+      .final = call->refused != NULL,
+      .fail_name = call->refused ? call->refused_name : NULL,
+      .message = call->refused,
       /* A restart's re-run is a new request: "@<restarts>" sets it apart. */
       .idempotency_key = a->inst.restarts
                              ? arena_printf(a, "%s/%s@%" PRId64, a->inst.id,
                                             call->key, a->inst.restarts)
                              : arena_printf(a, "%s/%s", a->inst.id, call->key),
   };
+  call->claim.driver = -1;
+  call->refused = NULL;
 }
 
 int do_conclude(duro_step *a, do_call *call, duro_attempt *at, int fn_rc,

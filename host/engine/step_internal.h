@@ -122,8 +122,9 @@ struct duro_step {
   int64_t begun_ms;           /* when this activation began */
   journal_instance start_row; /* the row save_start stores */
   int worker_died;            /* step_worker_died: its run() is gone */
-  int held;                   /* its build is held: wait_type is a reason,
-                                 no event type (holds.c) */
+  int held;                   /* wait_type is a reason, no event type: its
+                                 build is held (holds.c), or a driver's
+                                 step_claim said it waits */
   engine_admit *admitted;     /* the plugin bound its callback has a place
                                  in, while it runs (engine_admit.c) */
   /* What undoes the completed steps run() passed (step_rollback.c), and
@@ -161,6 +162,7 @@ struct duro_attempt {
   int withdrawn;         /* its callback never began (step_attempt_withdraw) */
   int cancelled;         /* its duro_do_all no longer needs it (atomic) */
   int gate;              /* its place in the gate (step_gate_enter); atomic */
+  step_claim claim;      /* what it holds of a driver while it runs */
   /* Queue sends and events made by the callback: committed with the
    * step's result, or dropped with a failed attempt. */
   journal_batch sends;
@@ -371,6 +373,7 @@ typedef struct do_config {
   uint32_t limit;
   int64_t delay_ms, timeout_ms;
   duro_backoff backoff;
+  const char *resource; /* what its attempts claim of a driver, or NULL */
 } do_config;
 
 /* One do step's attempt as it goes, from its preparation to its outcome. */
@@ -380,6 +383,12 @@ typedef struct do_call {
   do_config c;
   int gate;               /* the place taken in the gate (GATE_*) */
   int64_t started, ended; /* the attempt's, on the engine clock */
+  /* What it claimed of a driver (c.resource), handed to its attempt;
+   * or the claim's refusal, which fails the attempt for good without
+   * running its callback: its error's name and message (malloc'ed). */
+  step_claim claim;
+  const char *refused_name;
+  char *refused;
 } do_call;
 
 /* What came of a step's attempt, or of the retry its last one owed. */
@@ -396,8 +405,10 @@ int do_read_config(duro_step *a, const char *key, const duro_step_config *cfg,
  * (the retries are spent: s->error, on disk), or DO_SUSPEND (that
  * could not be written). */
 int do_orphan_policy(duro_step *a, journal_step *s, const do_config *c);
-/* The start of the instance, the plugin's admission and the gate, before
- * an attempt: 1 when the activation must yield instead (reason set). */
+/* The start of the instance, what the step claims of a driver (its
+ * resource), the plugin's admission and the gate, before an attempt: 1
+ * when the activation must yield instead (reason set: a resource's wait
+ * among them). */
 int do_enter(duro_step *a, do_call *call);
 /* The attempt about to run (*cut: its timeout was cut to the instance's
  * deadline). */

@@ -208,6 +208,22 @@ static void compare_pipelines(const config *o, const config *c,
   }
 }
 
+/* Resources are the host's, read at start: any change needs a restart. */
+static void compare_resources(const config *o, const config *c,
+                              json_t *restart) {
+  for (size_t i = 0; i < o->n_resources || i < c->n_resources; i++) {
+    const config_resource *a = i < o->n_resources ? &o->resources[i] : NULL;
+    const config_resource *b = i < c->n_resources ? &c->resources[i] : NULL;
+    if (!a || !b || !same(a->name, b->name) ||
+        a->concurrency != b->concurrency || a->rate.limit != b->rate.limit ||
+        a->rate.period_ms != b->rate.period_ms ||
+        a->rate.burst != b->rate.burst) {
+      note(restart, "resources: changed");
+      return;
+    }
+  }
+}
+
 /* ---- workflows and producers ---------------------------------------------
  */
 
@@ -398,6 +414,7 @@ void cfgdiff_compare(const config *old, const config *cur, json_t *live,
                      json_t *restart) {
   compare_host(old, cur, restart);
   compare_pipelines(old, cur, restart);
+  compare_resources(old, cur, restart);
   for (size_t i = 0; i < old->n_plugins; i++)
     if (!cfgdiff_plugin(cur, old->plugins[i].name))
       note(restart, "plugin %s removed", old->plugins[i].name);

@@ -142,6 +142,11 @@ int reload_engine_build(reloader *r, const plugin_state *p, const build *b,
   int rc = duro_engine_add_build(r->e, w->name, b->hash, run, newest);
   if (rc == 0 && ctx)
     rc = duro_engine_build_set_ctx(r->e, w->name, b->hash, ctx);
+  /* its steps' configs are the plugin's size (a worker's stand-in hands
+   * the engine this host's, the worker having read the plugin's) */
+  if (rc == 0 && b->lp)
+    rc = duro_engine_build_set_step_config_size(
+        r->e, w->name, b->hash, loader_info(b->lp)->layout.step_config_size);
   return rc;
 }
 

@@ -40,6 +40,7 @@
 #include "probe.h"
 #include "queue.h"
 #include "reload.h"
+#include "resources.h"
 #include "supervisor.h"
 #include "tail.h"
 #include "telemetry.h"
@@ -372,6 +373,21 @@ static const char *s3_key(const config_pipeline *c, const char *key,
   return NULL;
 }
 
+/* Every shared resource the config declares (resources:), which the
+ * steps naming one claim (resources.h). */
+static int register_resources(const config *cfg, duro_engine *e) {
+  int rc = 0;
+  for (size_t i = 0; i < cfg->n_resources && !rc; i++) {
+    const config_resource *c = &cfg->resources[i];
+    duro_resource_options o = {.concurrency = c->concurrency,
+                               .rate_limit = c->rate.limit,
+                               .rate_period_ms = c->rate.period_ms,
+                               .rate_burst = c->rate.burst};
+    rc = duro_resource_register(e, c->name, &o);
+  }
+  return rc;
+}
+
 /* Every pipeline the config names, with its sink's options: what
  * POST /pipelines/{name} sends to and the flusher writes out.  An s3
  * sink's keys are read here, from the variables the config names. */
@@ -533,6 +549,11 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
   }
   if ((rc = register_pipelines(cfg, h.engine)) != 0) {
     fprintf(stderr, "duro: cannot register the pipelines: %s\n",
+            duro_err_str(rc));
+    goto stop;
+  }
+  if ((rc = register_resources(cfg, h.engine)) != 0) {
+    fprintf(stderr, "duro: cannot register the resources: %s\n",
             duro_err_str(rc));
     goto stop;
   }

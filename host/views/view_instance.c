@@ -5,8 +5,10 @@
 #include "view_instance.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "debounce.h"
+#include "resources.h"
 #include "singleton.h"
 #include "view_flow.h"
 
@@ -188,6 +190,10 @@ int duro_instance_describe(duro_engine *e, const char *workflow, const char *id,
     why = duro_singleton_why(e, workflow, id);
   if (!rc && !why && in.status == DURO_STATUS_QUEUED)
     why = duro_debounce_why(e, workflow, id);
+  /* waiting for a resource's turn: which, and how it counts */
+  if (!rc && !why && in.status == DURO_STATUS_WAITING && in.wait_type &&
+      !strcmp(in.wait_type, RESOURCE_WAIT_TYPE))
+    why = duro_resource_why(e, workflow, id);
   if (why)
     json_object_set_new(*out, "waiting_for", json_string(why));
   free(why);

@@ -87,15 +87,24 @@ void wk_callback_run(wk_act *a) {
   free(at.message);
 }
 
-/* A step's configuration as DO and DO_ALL's branches carry it. */
-static void put_config(wire_buf *m, const duro_step_config *cfg) {
+/* A step's configuration as DO and DO_ALL's branches carry it: of the
+ * plugin's struct, only what its build's size holds (`resource` is minor
+ * 11's). */
+static void put_config(wk_act *a, const duro_step_config *cfg) {
+  wire_buf *m = &a->m;
   const duro_retries *r = cfg ? cfg->retries : NULL;
+  size_t size = a->step_config_size ? a->step_config_size : sizeof *cfg;
+  const char *resource =
+      cfg && size >= offsetof(duro_step_config, resource) + sizeof(char *)
+          ? cfg->resource
+          : NULL;
   wire_put_u32(m, cfg != NULL);
   wire_put_u32(m, r != NULL);
   wire_put_u32(m, r ? r->limit : 0);
   wire_put_str(m, r ? r->delay : NULL);
   wire_put_u32(m, r ? (uint32_t)r->backoff : 0);
   wire_put_str(m, cfg ? cfg->timeout : NULL);
+  wire_put_str(m, resource);
 }
 
 /* What undoes a step, as DO_ROLLBACK and DO_ALL's branches carry it. */
@@ -121,7 +130,7 @@ static duro_rc do_step_as(uint32_t kind, duro_step *s, const char *name,
     *result = NULL;
   channel_begin(&a->m, kind, a->id);
   wire_put_str(&a->m, name);
-  put_config(&a->m, cfg);
+  put_config(a, cfg);
   wire_put_u64(&a->m, (uint64_t)(uintptr_t)fn);
   wire_put_u64(&a->m, (uint64_t)(uintptr_t)arg);
   wire_put_u32(&a->m, result != NULL);
@@ -240,7 +249,7 @@ static duro_rc api_do_all(duro_step *s, const char *name, duro_branch *branches,
   for (size_t i = 0; ok && i < n; i++) {
     duro_branch *b = (duro_branch *)(void *)((char *)branches + i * size);
     b->result = b->error = NULL;
-    put_config(&a->m, b->cfg);
+    put_config(a, b->cfg);
     wire_put_u64(&a->m, (uint64_t)(uintptr_t)b->fn);
     wire_put_u64(&a->m, (uint64_t)(uintptr_t)b->arg);
     const duro_rollback_cfg *rb =

@@ -130,6 +130,7 @@ static void read_do_step(dec *d, wf_do_step *m) {
   m->delay = str(d, "delay");
   m->backoff = u32(d, "backoff");
   m->timeout = str(d, "timeout");
+  m->resource = str(d, "resource");
   m->fn = u64(d, "fn");
   m->arg = u64(d, "arg");
   m->wants_result = flag(d, "wants_result");
@@ -210,8 +211,9 @@ static void decode_child_wait(dec *d, worker_frame *f) {
   m->wants_output = flag(d, "wants_output");
 }
 
-/* A branch's bytes at least: five u32s, two strings' lengths, two q's. */
-#define BRANCH_MIN (7 * sizeof(uint32_t) + 2 * sizeof(uint64_t))
+/* A branch's bytes at least: five u32s, three strings' lengths, two
+ * q's. */
+#define BRANCH_MIN (8 * sizeof(uint32_t) + 2 * sizeof(uint64_t))
 
 static void decode_branch(dec *d, wf_branch *b) {
   b->has_config = flag(d, "branch has_config");
@@ -220,6 +222,7 @@ static void decode_branch(dec *d, wf_branch *b) {
   b->delay = str(d, "branch delay");
   b->backoff = u32(d, "branch backoff");
   b->timeout = str(d, "branch timeout");
+  b->resource = str(d, "branch resource");
   b->fn = u64(d, "branch fn");
   b->arg = u64(d, "branch arg");
   b->has_rollback = flag(d, "branch has_rollback");
@@ -574,6 +577,7 @@ void worker_frame_do_all_branch(const char **cursor, wf_branch *b) {
   b->delay = skip_str(cursor);
   b->backoff = skip_u32(cursor);
   b->timeout = skip_str(cursor);
+  b->resource = skip_str(cursor);
   b->fn = skip_u64(cursor);
   b->arg = skip_u64(cursor);
   b->has_rollback = skip_u32(cursor);

@@ -32,6 +32,7 @@ typedef struct wf_do_step {
   const char *delay;
   uint32_t backoff; /* a duro_backoff, as the plugin gave it */
   const char *timeout;
+  const char *resource;  /* duro_step_config.resource (NULL: none) */
   uint64_t fn, arg;      /* the callback and its argument, in the worker */
   uint32_t wants_result; /* 0 or 1 */
 } wf_do_step;
@@ -99,6 +100,7 @@ typedef struct wf_branch {
   const char *delay;
   uint32_t backoff;
   const char *timeout;
+  const char *resource;
   uint64_t fn, arg;
   uint32_t has_rollback; /* 0 or 1 */
   wf_rollback rollback;

@@ -267,6 +267,8 @@ static wk_act *act_new(wk_conn *c, uint64_t id, const wf_run *r) {
     a->load_error = xasprintf("plugin \"%s\" build %s exports no class "
                               "\"%s\"",
                               w->plugin, w->hash, r->cls);
+  else
+    a->step_config_size = loader_info(b->lp)->layout.step_config_size;
   return a;
 }
 

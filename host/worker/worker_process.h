@@ -53,6 +53,9 @@ typedef struct wk_act {
   size_t n_owned, cap_owned;
   char *load_error; /* the build did not load: why */
   duro_run_fn run;
+  /* The size of duro_step_config the build was built with (its layout):
+   * a step's config is read no further.  0: this host's. */
+  uint16_t step_config_size;
   /* A queue, cron or tail handler's run instead (kind QUEUE_RUN,
    * CRON_RUN, TAIL_RUN). */
   duro_queue_fn queue;

@@ -29,7 +29,7 @@
 
 /* The protocol's version, the last argument of `duro __worker`: a worker
  * of another build refuses to start rather than misread its frames. */
-#define WM_PROTOCOL "duro-worker-8"
+#define WM_PROTOCOL "duro-worker-9"
 
 enum worker_msg {
   /* engine to worker */
@@ -66,7 +66,8 @@ enum worker_msg {
                    i dropped: a tail handler's batch; answered by END */
   /* worker to engine: the plugin's calls */
   WM_DO = 16,       /* s name, u has_config, u has_retries, u limit, s delay,
-                       u backoff, s timeout, q fn, q arg, u wants_result */
+                       u backoff, s timeout, s resource, q fn, q arg,
+                       u wants_result */
   WM_SLEEP,         /* s name, s duration */
   WM_SLEEP_UNTIL,   /* s name, i unix_ms */
   WM_WAIT,          /* s name, s type, s timeout, u wants_event */
@@ -92,7 +93,8 @@ enum worker_msg {
                        u wants_output */
   WM_DO_ALL,        /* s name, u max_in_flight, u flags, u n (at most
                        WM_PARALLEL_MAX), n × (u has_config, u has_retries,
-                       u limit, s delay, u backoff, s timeout, q fn, q arg,
+                       u limit, s delay, u backoff, s timeout, s resource,
+                       q fn, q arg,
                        u has_rollback, ROLLBACK): the branches' callbacks
                        come as CALLs under ids of their own; answered by
                        REPLY_ALL */

@@ -598,7 +598,8 @@ static int serve_do_all(proxy *px, duro_attempt *at, const worker_frame *f,
     rts[i] = (duro_retries){
         .limit = b.limit, .delay = b.delay, .backoff = (duro_backoff)b.backoff};
     cfgs[i] = (duro_step_config){.retries = b.has_retries ? &rts[i] : NULL,
-                                 .timeout = b.timeout};
+                                 .timeout = b.timeout,
+                                 .resource = b.resource};
     cbs[i] = (branch_cb){.parent = px, .fn = b.fn, .arg = b.arg};
     br[i] = (duro_branch){
         .fn = proxy_branch_step,
@@ -654,10 +655,12 @@ static void serve_do(proxy *px, const wf_do_step *d, const wf_rollback *w) {
   char *name = d->name ? xstrdup(d->name) : NULL;
   char *delay = d->delay ? xstrdup(d->delay) : NULL;
   char *timeout = d->timeout ? xstrdup(d->timeout) : NULL;
+  char *resource = d->resource ? xstrdup(d->resource) : NULL;
   duro_retries rt = {
       .limit = d->limit, .delay = delay, .backoff = (duro_backoff)d->backoff};
   duro_step_config cfg = {.retries = d->has_retries ? &rt : NULL,
-                          .timeout = timeout};
+                          .timeout = timeout,
+                          .resource = resource};
   duro_rollback_cfg rb_cfg;
   duro_retries rb_rt;
   const duro_rollback_cfg *rb = NULL;
@@ -679,6 +682,7 @@ static void serve_do(proxy *px, const wf_do_step *d, const wf_rollback *w) {
   free(name);
   free(delay);
   free(timeout);
+  free(resource);
   free(rb_delay);
   free(rb_timeout);
 }
