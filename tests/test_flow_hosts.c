@@ -235,6 +235,7 @@ static void let(int n) {
 
 static int want_running_a;
 static int running_a_reached(void) { return running[0] == want_running_a; }
+static int b_running(void) { return running[1] == 1; }
 static int want_finished;
 static int finished_reached(void) { return finished == want_finished; }
 
@@ -269,6 +270,7 @@ START_TEST(two_hosts_share_a_key) {
   create(h2, "b-0", "b"); /* another key: not held back by a */
   want_running_a = 2;
   ck_assert(wait_for(running_a_reached));
+  ck_assert(wait_for(b_running)); /* however busy the machine */
   /* a while for any third to start, were the limit per host */
   usleep(300 * 1000);
   pthread_mutex_lock(&mu);
