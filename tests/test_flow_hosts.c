@@ -91,24 +91,30 @@ static void reset(void) {
   finished = let_through = 0;
 }
 
-/* An engine joined as a host of `conninfo`, "keyed" registered with a
- * limit of `limit` per /c, started. */
-static duro_engine *host_open(const char *conninfo, uint32_t limit) {
+/* An engine joined as a host of `conninfo` with `workers` threads,
+ * workflow `wf` (run) registered with `lim`, started. */
+static duro_engine *joined_open(const char *conninfo, uint32_t workers,
+                                const char *wf, duro_run_fn run,
+                                const duro_workflow_limits *lim) {
   duro_engine_options opt = {.db_path = conninfo,
                              .backend = &store_pg,
-                             .workers = 8,
+                             .workers = workers,
                              .join_store = 1,
                              .lease_ms = 2000};
   duro_engine *e;
   char err[512];
   ck_assert_msg(duro_engine_open(&opt, &e, err, sizeof err) == 0, "%s", err);
+  ck_assert_int_eq(duro_engine_register(e, wf, NULL, run, lim, NULL), 0);
+  ck_assert_int_eq(duro_engine_start(e), 0);
+  return e;
+}
+
+/* "keyed" with a limit of `limit` per /c. */
+static duro_engine *host_open(const char *conninfo, uint32_t limit) {
   const duro_flow_concurrency rule[] = {{.key = "/c", .limit = limit}};
   duro_workflow_limits lim = {.flow_concurrency = rule,
                               .n_flow_concurrency = 1};
-  ck_assert_int_eq(duro_engine_register(e, "keyed", NULL, keyed, &lim, NULL),
-                   0);
-  ck_assert_int_eq(duro_engine_start(e), 0);
-  return e;
+  return joined_open(conninfo, 8, "keyed", keyed, &lim);
 }
 
 /* Instances of "paced" (a rate of 10 a second per /c): the wall time of
@@ -140,20 +146,9 @@ static duro_rc paced(duro_step *step, const duro_event *ev, duro_env *env) {
 }
 
 static duro_engine *rate_host_open(const char *conninfo) {
-  duro_engine_options opt = {.db_path = conninfo,
-                             .backend = &store_pg,
-                             .workers = 4,
-                             .join_store = 1,
-                             .lease_ms = 2000};
-  duro_engine *e;
-  char err[512];
-  ck_assert_msg(duro_engine_open(&opt, &e, err, sizeof err) == 0, "%s", err);
   const duro_flow_rate rule[] = {{.key = "/c", .limit = 10, .period_ms = 1000}};
   duro_workflow_limits lim = {.flow_rate = rule, .n_flow_rate = 1};
-  ck_assert_int_eq(duro_engine_register(e, "paced", NULL, paced, &lim, NULL),
-                   0);
-  ck_assert_int_eq(duro_engine_start(e), 0);
-  return e;
+  return joined_open(conninfo, 4, "paced", paced, &lim);
 }
 
 static int all_paced(void) { return n_paced >= PACED; }
@@ -167,20 +162,9 @@ static duro_rc single(duro_step *step, const duro_event *ev, duro_env *env) {
 }
 
 static duro_engine *single_host_open(const char *conninfo) {
-  duro_engine_options opt = {.db_path = conninfo,
-                             .backend = &store_pg,
-                             .workers = 4,
-                             .join_store = 1,
-                             .lease_ms = 2000};
-  duro_engine *e;
-  char err[512];
-  ck_assert_msg(duro_engine_open(&opt, &e, err, sizeof err) == 0, "%s", err);
   duro_workflow_limits lim = {.flow_singleton_key = "/c",
                               .flow_singleton_mode = DURO_SINGLETON_SKIP};
-  ck_assert_int_eq(duro_engine_register(e, "single", NULL, single, &lim, NULL),
-                   0);
-  ck_assert_int_eq(duro_engine_start(e), 0);
-  return e;
+  return joined_open(conninfo, 4, "single", single, &lim);
 }
 
 /* Creates `id` of "single" with /c = key on e: the id that answered
