@@ -951,9 +951,17 @@ START_TEST(consumer_runs_on_the_scheduler) {
     ck_assert_msg(i < 100, "the jobs did not complete within 10 s");
     usleep(100 * 1000);
   }
-  json_t *st = stats(&h, "jobs");
-  ck_assert_int_eq(int_of(st, "ready") + int_of(st, "in_flight"), 0);
-  json_decref(st);
+  /* the second message of each id (created already: acked) may come a
+   * pass after the last instance completed */
+  for (int i = 0;; i++) {
+    json_t *st = stats(&h, "jobs");
+    int left = int_of(st, "ready") + int_of(st, "in_flight");
+    json_decref(st);
+    if (!left)
+      break;
+    ck_assert_msg(i < 100, "%d messages left after 10 s", left);
+    usleep(100 * 1000);
+  }
   ck_assert_uint_eq(instance_count(&h), 10);
   for (int k = 0; k < 10; k++)
     ck_assert_int_eq(job_runs[k], 1);
