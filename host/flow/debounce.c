@@ -60,9 +60,9 @@ typedef struct dbc_member {
 
 /* A value of a debounce's key with an instance that takes its creates. */
 typedef struct dbc_key {
-  struct dbc_key *next; /* the next key of the same hash */
+  params_key_node node; /* first: its value ("" for a debounce without a
+                           key), in its workflow's keys */
   struct dbc_workflow *wf;
-  char *value; /* compact JSON text; "" for a debounce without a key */
   dbc_member *open;
 } dbc_key;
 
@@ -70,7 +70,7 @@ typedef struct dbc_workflow {
   char *name;
   char *pointer; /* NULL: the whole workflow is one key */
   int64_t period_ms, max_wait_ms;
-  idmap keys; /* hash of value -> dbc_key chain */
+  idmap keys; /* its values (params_keys_*) -> dbc_key */
   uint64_t pending, merged;
 } dbc_workflow;
 
@@ -97,42 +97,23 @@ static char *value_of(const dbc_workflow *w, const char *params) {
 }
 
 static dbc_key *key_find(dbc_workflow *w, const char *value) {
-  for (dbc_key *k = idmap_get(&w->keys, params_key_hash(value, NULL)); k;
-       k = k->next)
-    if (!strcmp(k->value, value))
-      return k;
-  return NULL;
+  return (dbc_key *)params_keys_find(&w->keys, value);
 }
 
 static dbc_key *key_of(dbc_workflow *w, const char *value) {
   dbc_key *k = key_find(w, value);
   if (k)
     return k;
-  int64_t h = params_key_hash(value, NULL);
   k = xcalloc(1, sizeof *k);
   k->wf = w;
-  k->value = xstrdup(value);
-  k->next = idmap_get(&w->keys, h);
-  idmap_put(&w->keys, h, k);
+  k->node.value = xstrdup(value);
+  params_keys_add(&w->keys, &k->node);
   return k;
 }
 
 static void key_drop(dbc_key *k) {
-  int64_t h = params_key_hash(k->value, NULL);
-  dbc_key *head = idmap_get(&k->wf->keys, h);
-  if (head == k) {
-    if (k->next)
-      idmap_put(&k->wf->keys, h, k->next);
-    else
-      idmap_del(&k->wf->keys, h);
-  } else {
-    for (dbc_key *p = head; p; p = p->next)
-      if (p->next == k) {
-        p->next = k->next;
-        break;
-      }
-  }
-  free(k->value);
+  params_keys_remove(&k->wf->keys, &k->node);
+  free(k->node.value);
   free(k);
 }
 
@@ -524,7 +505,7 @@ static void why_under_lock(duro_engine *e, void *arg) {
   if (m && m->rowid) {
     int64_t in = m->due_ms - engine_now(e);
     const char *ptr = m->wf->pointer ? m->wf->pointer : "";
-    char *value = m->key ? m->key->value : NULL;
+    char *value = m->key ? m->key->node.value : NULL;
     c->why = xasprintf("flow: debounce%s%s%s%s (%" PRIu32
                        " create%s; starts in %" PRId64 " ms%s)",
                        *ptr ? " " : "", ptr, *ptr && value ? "=" : "",
@@ -605,8 +586,8 @@ static void debounce_metrics(duro_engine *e, void *state, FILE *out) {
 static void free_key(void *ctx, int64_t hash, void *val) {
   (void)ctx, (void)hash;
   for (dbc_key *k = val, *next; k; k = next) {
-    next = k->next;
-    free(k->value);
+    next = (dbc_key *)k->node.next;
+    free(k->node.value);
     free(k);
   }
 }

@@ -2,6 +2,7 @@
 #include "params_key.h"
 
 #include <jansson.h>
+#include <string.h>
 
 #include "json_pointer.h"
 
@@ -26,4 +27,35 @@ int64_t params_key_hash(const char *a, const char *b) {
     h *= UINT64_C(0x100000001b3);
   }
   return (int64_t)h;
+}
+
+params_key_node *params_keys_find(const idmap *m, const char *value) {
+  for (params_key_node *n = idmap_get(m, params_key_hash(value, NULL)); n;
+       n = n->next)
+    if (!strcmp(n->value, value))
+      return n;
+  return NULL;
+}
+
+void params_keys_add(idmap *m, params_key_node *n) {
+  int64_t h = params_key_hash(n->value, NULL);
+  n->next = idmap_get(m, h);
+  idmap_put(m, h, n);
+}
+
+void params_keys_remove(idmap *m, params_key_node *n) {
+  int64_t h = params_key_hash(n->value, NULL);
+  params_key_node *head = idmap_get(m, h);
+  if (head == n) {
+    if (n->next)
+      idmap_put(m, h, n->next);
+    else
+      idmap_del(m, h);
+    return;
+  }
+  for (params_key_node *p = head; p; p = p->next)
+    if (p->next == n) {
+      p->next = n->next;
+      return;
+    }
 }

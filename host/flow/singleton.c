@@ -63,9 +63,8 @@ typedef struct sgl_member {
 
 /* One value of a singleton's key and its members. */
 typedef struct sgl_key {
-  struct sgl_key *next; /* the next key of the same hash */
+  params_key_node node; /* first: its value, in its workflow's keys */
   struct sgl_workflow *wf;
-  char *value; /* the key's value as compact JSON text */
   sgl_member *head, *tail;
   uint32_t started; /* members that started */
 } sgl_key;
@@ -75,7 +74,7 @@ typedef struct sgl_workflow {
   char *name; /* the map's key */
   char *pointer;
   int mode;   /* DURO_SINGLETON_SKIP or _QUEUE */
-  idmap keys; /* hash of value -> sgl_key chain */
+  idmap keys; /* its values (params_keys_*) -> sgl_key */
 } sgl_workflow;
 
 typedef struct sgl_state {
@@ -103,44 +102,25 @@ static char *value_of(const sgl_workflow *w, const char *params) {
 }
 
 static sgl_key *key_find(sgl_workflow *w, const char *value) {
-  for (sgl_key *k = idmap_get(&w->keys, params_key_hash(value, NULL)); k;
-       k = k->next)
-    if (!strcmp(k->value, value))
-      return k;
-  return NULL;
+  return (sgl_key *)params_keys_find(&w->keys, value);
 }
 
 static sgl_key *key_of(sgl_workflow *w, const char *value) {
   sgl_key *k = key_find(w, value);
   if (k)
     return k;
-  int64_t h = params_key_hash(value, NULL);
   k = xcalloc(1, sizeof *k);
   k->wf = w;
-  k->value = xstrdup(value);
-  k->next = idmap_get(&w->keys, h);
-  idmap_put(&w->keys, h, k);
+  k->node.value = xstrdup(value);
+  params_keys_add(&w->keys, &k->node);
   return k;
 }
 
 static void key_drop_if_empty(sgl_key *k) {
   if (k->head)
     return;
-  int64_t h = params_key_hash(k->value, NULL);
-  sgl_key *head = idmap_get(&k->wf->keys, h);
-  if (head == k) {
-    if (k->next)
-      idmap_put(&k->wf->keys, h, k->next);
-    else
-      idmap_del(&k->wf->keys, h);
-  } else {
-    for (sgl_key *p = head; p; p = p->next)
-      if (p->next == k) {
-        p->next = k->next;
-        break;
-      }
-  }
-  free(k->value);
+  params_keys_remove(&k->wf->keys, &k->node);
+  free(k->node.value);
   free(k);
 }
 
@@ -212,7 +192,7 @@ static sgl_member *claim_find(sgl_state *st, const char *workflow,
   for (sgl_member *m = idmap_get(&st->claims, params_key_hash(workflow, id)); m;
        m = m->claim_next)
     if (!strcmp(m->id, id) && !strcmp(m->key->wf->name, workflow) &&
-        (!value || !strcmp(m->key->value, value)))
+        (!value || !strcmp(m->key->node.value, value)))
       return m;
   return NULL;
 }
@@ -555,7 +535,7 @@ static void why_under_lock(duro_engine *e, void *arg) {
         break;
       }
     c->why = xasprintf("flow: singleton %s=%s (held by %s)",
-                       m->key->wf->pointer, m->key->value, holder->id);
+                       m->key->wf->pointer, m->key->node.value, holder->id);
   }
   pthread_mutex_unlock(&c->st->mu);
 }
@@ -582,7 +562,7 @@ typedef struct count_ctx {
 static void count_key(void *ctx, int64_t hash, void *val) {
   (void)hash;
   count_ctx *c = ctx;
-  for (sgl_key *k = val; k; k = k->next) {
+  for (sgl_key *k = val; k; k = (sgl_key *)k->node.next) {
     c->keys++;
     for (const sgl_member *m = k->head; m; m = m->next) {
       c->live++;
@@ -683,13 +663,13 @@ static uint32_t singleton_drain(void *state, const struct timespec *until) {
 static void free_key(void *ctx, int64_t hash, void *val) {
   (void)ctx, (void)hash;
   for (sgl_key *k = val, *next; k; k = next) {
-    next = k->next;
+    next = (sgl_key *)k->node.next;
     for (sgl_member *m = k->head, *mn; m; m = mn) {
       mn = m->next;
       free(m->id);
       free(m);
     }
-    free(k->value);
+    free(k->node.value);
     free(k);
   }
 }
