@@ -315,8 +315,13 @@ START_TEST(a_debounce_merge_survives_a_kill) {
   pthread_t th;
   pthread_create(&th, NULL, merge_loop, &m);
   /* a while of merges, then the engine dies in the midst of them */
-  while (__atomic_load_n(&m.acked, __ATOMIC_ACQUIRE) < 50)
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  while (__atomic_load_n(&m.acked, __ATOMIC_ACQUIRE) < 50) {
+    ck_assert_msg(proc_now_ms() < deadline, "%d merges answered in %d s",
+                  __atomic_load_n(&m.acked, __ATOMIC_ACQUIRE),
+                  SETTLE_MS / 1000);
     proc_sleep_ms(5);
+  }
   pid_t engine = host_last_engine(&H);
   ck_assert_int_eq(kill(engine, SIGKILL), 0);
   ck_assert(host_wait_gone(engine, 10000));
