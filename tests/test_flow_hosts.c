@@ -29,7 +29,21 @@
  *                           /c: a key live on one host answers the other
  *                           host's create of it (nothing created there),
  *                           until it ends; creates of one key racing on
- *                           both hosts create one instance in all.
+ *                           both hosts create one instance in all;
+ *   a_singleton_queues_across_hosts  two engines, flow.singleton queue by
+ *                           /c: an instance of a key live on one host
+ *                           keeps the other host's instance of it queued
+ *                           (describe says which holds it) until it ends,
+ *                           then that one starts; another key is not held
+ *                           back; six instances of one key created on both
+ *                           hosts start one at a time, never two started
+ *                           together (counted in their first step), all
+ *                           complete;
+ *   a_singleton_key_outlives_its_host  the host whose started instance
+ *                           holds a key closes: the instance, taken over by
+ *                           the other host, still holds it (that host's
+ *                           instance of the key stays queued) until it
+ *                           ends there.
  *
  * Real engine threads run the activations; time is the real clock (the
  * hosts' leases and the slots' retries are wall time, in milliseconds). */
@@ -47,6 +61,7 @@
 #include "harness.h"
 #include "journal.h"
 #include "pg_fixture.h"
+#include "singleton.h"
 
 static pg_fixture pg = {.suite = "test_flow_hosts"};
 static void cluster_start(void) {
@@ -165,6 +180,51 @@ static duro_engine *single_host_open(const char *conninfo) {
   duro_workflow_limits lim = {.flow_singleton_key = "/c",
                               .flow_singleton_mode = DURO_SINGLETON_SKIP};
   return joined_open(conninfo, 4, "single", single, &lim);
+}
+
+/* "lined": flow.singleton queue by /c; its first step counts it in (the
+ * most of key "r" started at once), then it waits for "go", then its
+ * last step counts it out. */
+static int lined_in, lined_most;
+
+static int lined_enter(duro_attempt *a, void *arg) {
+  pthread_mutex_lock(&mu);
+  if (arg && !strcmp(arg, "r") && ++lined_in > lined_most)
+    lined_most = lined_in;
+  pthread_mutex_unlock(&mu);
+  return duro_attempt_result(a, "null");
+}
+
+static int lined_leave(duro_attempt *a, void *arg) {
+  pthread_mutex_lock(&mu);
+  if (arg && !strcmp(arg, "r"))
+    lined_in--;
+  pthread_mutex_unlock(&mu);
+  return duro_attempt_result(a, "null");
+}
+
+static duro_rc lined(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env;
+  const char *c = duro_json_string(ev->params, "/c");
+  duro_rc rc = duro_do(step, "enter", NULL, lined_enter, (void *)c, NULL);
+  const char *go;
+  if (rc == DURO_OK)
+    rc = duro_wait_for_event(step, "go", "go", NULL, &go);
+  if (rc == DURO_OK)
+    rc = duro_do(step, "leave", NULL, lined_leave, (void *)c, NULL);
+  return rc;
+}
+
+static duro_engine *lined_host_open(const char *conninfo) {
+  duro_workflow_limits lim = {.flow_singleton_key = "/c",
+                              .flow_singleton_mode = DURO_SINGLETON_QUEUE};
+  return joined_open(conninfo, 4, "lined", lined, &lim);
+}
+
+static void lined_create(duro_engine *e, const char *id, const char *key) {
+  char params[64];
+  snprintf(params, sizeof params, "{\"c\":\"%s\"}", key);
+  ck_assert_int_eq(duro_instance_create(e, "lined", id, params, -1, NULL), 0);
 }
 
 /* Creates `id` of "single" with /c = key on e: the id that answered
@@ -538,6 +598,116 @@ START_TEST(a_singleton_skips_across_hosts) {
 }
 END_TEST
 
+/* Waits (at most 60 s) until `id` has status `want`. */
+static int reaches(duro_engine *e, const char *wf, const char *id,
+                   const char *want) {
+  for (int i = 0; i < 6000; i++) {
+    if (!strcmp(status_of(e, wf, id), want))
+      return 1;
+    usleep(10000);
+  }
+  return 0;
+}
+
+START_TEST(a_singleton_queues_across_hosts) {
+  char conninfo[512];
+  pg_fixture_database(&pg, "lined", conninfo, sizeof conninfo);
+  duro_engine *h1 = lined_host_open(conninfo), *h2 = lined_host_open(conninfo);
+  lined_create(h1, "a1", "a");
+  ck_assert(reaches(h1, "lined", "a1", "waiting"));
+  lined_create(h2, "a2", "a");
+  lined_create(h2, "b1", "b"); /* another key: not held back */
+  ck_assert(reaches(h2, "lined", "b1", "waiting"));
+  usleep(500000); /* h2 asks for a's key several times meanwhile */
+  ck_assert_str_eq(status_of(h2, "lined", "a2"), "queued");
+  char *why = duro_singleton_why(h2, "lined", "a2");
+  ck_assert_msg(why && strstr(why, "a1") && strstr(why, "another host"), "%s",
+                why ? why : "(none)");
+  free(why);
+  /* a1 ends: a2 starts on the other host, and holds the key for both */
+  ck_assert_int_eq(duro_instance_send_event(h1, "lined", "a1", "go", "null"),
+                   0);
+  ck_assert(ends_complete(h1, "lined", "a1"));
+  ck_assert(reaches(h2, "lined", "a2", "waiting"));
+  lined_create(h1, "a3", "a");
+  usleep(500000);
+  ck_assert_str_eq(status_of(h1, "lined", "a3"), "queued");
+  ck_assert_int_eq(duro_instance_send_event(h2, "lined", "a2", "go", "null"),
+                   0);
+  ck_assert(reaches(h1, "lined", "a3", "waiting"));
+  ck_assert_int_eq(duro_instance_send_event(h1, "lined", "a3", "go", "null"),
+                   0);
+  ck_assert(ends_complete(h1, "lined", "a3"));
+  /* six of one key over both hosts: one started at a time, in all */
+  enum { LINED = 6 };
+  duro_engine *on[LINED];
+  char ids[LINED][8];
+  for (int i = 0; i < LINED; i++) {
+    on[i] = i % 2 ? h2 : h1;
+    snprintf(ids[i], sizeof ids[i], "r%d", i);
+    lined_create(on[i], ids[i], "r");
+  }
+  for (int done = 0; done < LINED;) {
+    int started = -1, n_started = 0;
+    for (int t = 0; t < 6000 && n_started == 0; t++) {
+      for (int i = 0; i < LINED; i++)
+        if (!strcmp(status_of(on[i], "lined", ids[i]), "waiting")) {
+          started = i;
+          n_started++;
+        }
+      if (!n_started)
+        usleep(10000);
+    }
+    ck_assert_int_eq(n_started, 1);
+    ck_assert_int_eq(duro_instance_send_event(on[started], "lined",
+                                              ids[started], "go", "null"),
+                     0);
+    ck_assert(ends_complete(on[started], "lined", ids[started]));
+    done++;
+  }
+  pthread_mutex_lock(&mu);
+  ck_assert_int_eq(lined_most, 1);
+  ck_assert_int_eq(lined_in, 0);
+  pthread_mutex_unlock(&mu);
+  ck_assert_int_eq(duro_instance_send_event(h2, "lined", "b1", "go", "null"),
+                   0);
+  ck_assert(ends_complete(h2, "lined", "b1"));
+  duro_engine_close(h1);
+  duro_engine_close(h2);
+}
+END_TEST
+
+START_TEST(a_singleton_key_outlives_its_host) {
+  char conninfo[512];
+  pg_fixture_database(&pg, "outlives", conninfo, sizeof conninfo);
+  duro_engine *h1 = lined_host_open(conninfo), *h2 = lined_host_open(conninfo);
+  lined_create(h1, "a1", "a");
+  ck_assert(reaches(h1, "lined", "a1", "waiting"));
+  lined_create(h2, "a2", "a");
+  duro_engine_close(h1);
+  /* a1 is live still: a2 stays queued until a1, taken over by h2 once
+   * h1's lease lapsed, ends there */
+  ck_assert_int_eq(duro_instance_send_event(h2, "lined", "a1", "go", "null"),
+                   0);
+  /* a2 read first: once it is not queued, a1 must have ended before */
+  int looks = 0, a1_done = 0;
+  for (; looks < 6000 && !a1_done; looks++) {
+    int a2_queued = !strcmp(status_of(h2, "lined", "a2"), "queued");
+    a1_done = !strcmp(status_of(h2, "lined", "a1"), "complete");
+    ck_assert_msg(a2_queued || a1_done, "a2 started while a1 was live");
+    if (!a1_done)
+      usleep(10000);
+  }
+  ck_assert(a1_done);
+  ck_assert_int_gt(looks, 1); /* a1 was seen live: the check looked */
+  ck_assert(reaches(h2, "lined", "a2", "waiting"));
+  ck_assert_int_eq(duro_instance_send_event(h2, "lined", "a2", "go", "null"),
+                   0);
+  ck_assert(ends_complete(h2, "lined", "a2"));
+  duro_engine_close(h2);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("flow_hosts");
   TCase *tc = tcase_create("hosts");
@@ -549,6 +719,8 @@ int main(void) {
   tcase_add_test(tc, rates_are_shared);
   tcase_add_test(tc, two_hosts_share_a_rate);
   tcase_add_test(tc, a_singleton_skips_across_hosts);
+  tcase_add_test(tc, a_singleton_queues_across_hosts);
+  tcase_add_test(tc, a_singleton_key_outlives_its_host);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

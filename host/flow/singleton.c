@@ -33,8 +33,15 @@
  * Lock order: the engine's lock, then `mu`; under `mu` nothing takes
  * another lock.
  *
- * Per host: on PostgreSQL each host counts its own instances (several
- * hosts may each have one live instance of a key). */
+ * Across the hosts of a shared store (PostgreSQL) the store decides:
+ * a member starts only once its row holds the key's claim key there
+ * (journal_claim_take), which one live row of the workflow may hold at a
+ * time and which storing an ended status clears.  A skip create's insert
+ * carries the key (another host's live instance answers it); any other
+ * member, oldest first on its host, asks for it on the scheduler's pass,
+ * outside the engine's lock, and again every CLAIM_RETRY_MS while another
+ * host's instance holds it.  A host's own members still go oldest first;
+ * between hosts the one that asks first after the key frees goes. */
 #include "singleton.h"
 
 #include <pthread.h>
@@ -50,6 +57,8 @@
 #include "params_key.h"
 #include "util.h"
 
+#define CLAIM_RETRY_MS 100
+
 /* A live instance of a key. */
 typedef struct sgl_member {
   struct sgl_member *prev, *next; /* its key's members, oldest first */
@@ -57,6 +66,11 @@ typedef struct sgl_member {
   int64_t rowid; /* 0 while the commit of its claimed create is on its way */
   char *id;
   int started; /* its start came (later activations need no turn) */
+  /* shared store: its row holds the key there; asking for it on the
+   * next pass; the other host's instance that held it at the last ask
+   * (malloc'ed, for describe) */
+  int store_held, asking;
+  char *elsewhere;
   duro_gate_ticket *ticket;      /* its start, parked for its turn */
   struct sgl_member *claim_next; /* claims of the same hash */
 } sgl_member;
@@ -81,6 +95,14 @@ typedef struct sgl_state {
   duro_engine *e;
   pthread_mutex_t mu; /* all below; taken last, under the engine's lock */
   int loaded;         /* the members were read at start */
+  int shared;         /* a store several hosts share: it holds the keys */
+  /* shared: the rowids of members asking for their key in the store, and
+   * when a key another host held is asked for again (engine ms) */
+  int64_t *ask;
+  size_t n_ask, cap_ask;
+  int ask_new;  /* an ask came since the last pass */
+  int ask_kick; /* ... and the waker is to wake the scheduler for it */
+  int64_t ask_retry_at;
   /* loaded, with a singleton workflow (atomic): the committed hook looks
    * at batches only then */
   int active;
@@ -153,19 +175,51 @@ static void due_push(sgl_state *st, duro_gate_ticket *t) {
   pthread_cond_signal(&st->wake);
 }
 
-/* Whether m may start now: the oldest member, none started. */
+/* Whether m is next on this host: the oldest member, none started. */
 static int turn_of(const sgl_member *m) {
   return m == m->key->head && m->key->started == 0;
 }
 
-/* Key k's head may start when nothing of k started: its parked start is
- * due. */
+/* Whether m, next on this host, still waits for the store's key. */
+static int needs_store(const sgl_state *st, const sgl_member *m) {
+  return st->shared && !m->store_held;
+}
+
+/* Whether m waits for its start: not next on this host, or the key is
+ * another host's. */
+static int waits(const sgl_state *st, const sgl_member *m) {
+  return !m->started && (!turn_of(m) || needs_store(st, m));
+}
+
+/* m, next on this host, asks the store for its key: on the next pass
+ * when `soon`, else when asks are retried. */
+static void ask(sgl_state *st, sgl_member *m, int soon) {
+  if (m->asking || !m->rowid)
+    return;
+  m->asking = 1;
+  if (st->n_ask == st->cap_ask) {
+    st->cap_ask = st->cap_ask ? 2 * st->cap_ask : 16;
+    st->ask = xrealloc(st->ask, st->cap_ask * sizeof *st->ask);
+  }
+  st->ask[st->n_ask++] = m->rowid;
+  if (soon) {
+    st->ask_new = st->ask_kick = 1;
+    pthread_cond_signal(&st->wake); /* the waker kicks the scheduler */
+  }
+}
+
+/* Key k's head may start when nothing of k started (and, on a shared
+ * store, its row holds the key there): its parked start is due. */
 static void pass_turn(sgl_state *st, sgl_key *k) {
   sgl_member *h = k->head;
-  if (h && h->ticket && turn_of(h)) {
-    due_push(st, h->ticket);
-    h->ticket = NULL;
+  if (!h || !h->ticket || !turn_of(h))
+    return;
+  if (needs_store(st, h)) {
+    ask(st, h, 1);
+    return;
   }
+  due_push(st, h->ticket);
+  h->ticket = NULL;
 }
 
 static void claim_unlink(sgl_state *st, sgl_member *m) {
@@ -214,6 +268,7 @@ static void leave(sgl_state *st, sgl_member *m) {
     idmap_del(&st->by_rowid, m->rowid);
   if (m->ticket) /* not forgotten by the engine: let it look for itself */
     due_push(st, m->ticket);
+  free(m->elsewhere);
   free(m->id);
   free(m);
   pass_turn(st, k);
@@ -243,9 +298,11 @@ static void load_member(void *ctx, const journal_live_row *row) {
   sgl_state *st = c[0];
   sgl_workflow *w = c[1];
   char *value = value_of(w, row->params);
-  if (value)
-    join(st, key_of(w, value), row->rowid, row->id,
-         row->started_ms != JOURNAL_NONE);
+  if (value) {
+    int started = row->started_ms != JOURNAL_NONE;
+    sgl_member *m = join(st, key_of(w, value), row->rowid, row->id, started);
+    m->store_held = started; /* it took the key before it started */
+  }
   free(value);
 }
 
@@ -262,11 +319,106 @@ static void hand_due_counted(duro_engine *e, void *ctx) {
   pthread_mutex_unlock(&c->st->mu);
 }
 
-/* The scheduler's pass hands over what is due too (the waker may be
- * late, or gone at stop). */
+/* ---- the store's keys (a shared store) ---- */
+
+typedef struct claim_job {
+  int64_t rowid;
+  char *workflow, *value, *id; /* copies: the member may leave meanwhile */
+  int rc;
+  char *holder;
+} claim_job;
+
+/* The asks to make now (mu held): into *out, their number. */
+static size_t asks_take(sgl_state *st, int64_t now, claim_job **out) {
+  *out = NULL;
+  if (!st->n_ask || (!st->ask_new && now < st->ask_retry_at))
+    return 0;
+  st->ask_new = 0;
+  claim_job *jobs = xcalloc(st->n_ask, sizeof *jobs);
+  size_t n = 0;
+  for (size_t i = 0; i < st->n_ask; i++) {
+    sgl_member *m = idmap_get(&st->by_rowid, st->ask[i]);
+    if (!m || !m->asking)
+      continue;
+    if (!m->ticket || !turn_of(m) || m->store_held) {
+      m->asking = 0; /* forgotten, or no longer next: admit asks again */
+      continue;
+    }
+    jobs[n++] = (claim_job){.rowid = m->rowid,
+                            .workflow = xstrdup(m->key->wf->name),
+                            .value = xstrdup(m->key->node.value),
+                            .id = xstrdup(m->id)};
+  }
+  st->n_ask = 0;
+  *out = jobs;
+  return n;
+}
+
+/* The answers (mu held): a member whose row took its key may start; one
+ * another host's instance holds asks again later.  1 when any does. */
+static int asks_apply(sgl_state *st, claim_job *jobs, size_t n) {
+  int again = 0;
+  for (size_t i = 0; i < n; i++) {
+    sgl_member *m = idmap_get(&st->by_rowid, jobs[i].rowid);
+    if (!m || !m->asking)
+      continue;
+    m->asking = 0;
+    if (jobs[i].rc == 0) {
+      m->store_held = 1;
+      free(m->elsewhere);
+      m->elsewhere = NULL;
+      pass_turn(st, m->key);
+      continue;
+    }
+    if (jobs[i].holder) {
+      free(m->elsewhere);
+      m->elsewhere = jobs[i].holder;
+      jobs[i].holder = NULL;
+    }
+    ask(st, m, 0);
+    again = 1;
+  }
+  return again;
+}
+
+/* Asks the store for the keys of the members next on this host, outside
+ * the engine's lock; *next_ms lowered to when to ask again. */
+static void claims_pass(duro_engine *e, sgl_state *st, int64_t *next_ms) {
+  int64_t now = engine_now(e);
+  claim_job *jobs;
+  pthread_mutex_lock(&st->mu);
+  size_t n = asks_take(st, now, &jobs);
+  if (!n && st->n_ask && st->ask_retry_at < *next_ms)
+    *next_ms = st->ask_retry_at;
+  pthread_mutex_unlock(&st->mu);
+  for (size_t i = 0; i < n; i++)
+    jobs[i].rc = journal_claim_take(engine_journal(e), jobs[i].workflow,
+                                    jobs[i].value, jobs[i].id, &jobs[i].holder);
+  if (n) {
+    pthread_mutex_lock(&st->mu);
+    if (asks_apply(st, jobs, n)) {
+      st->ask_retry_at = now + CLAIM_RETRY_MS;
+      if (st->ask_retry_at < *next_ms)
+        *next_ms = st->ask_retry_at;
+    }
+    pthread_mutex_unlock(&st->mu);
+  }
+  for (size_t i = 0; i < n; i++) {
+    free(jobs[i].workflow);
+    free(jobs[i].value);
+    free(jobs[i].id);
+    free(jobs[i].holder);
+  }
+  free(jobs);
+}
+
+/* The scheduler's pass asks the store for keys, and hands over what is
+ * due too (the waker may be late, or gone at stop). */
 static int singleton_dispatch(duro_engine *e, void *state, int64_t *next_ms) {
   sgl_state *st = state;
   *next_ms = INT64_MAX;
+  if (st->shared)
+    claims_pass(e, st, next_ms);
   pthread_mutex_lock(&st->mu);
   size_t due = st->n_due;
   pthread_mutex_unlock(&st->mu);
@@ -286,16 +438,24 @@ size_t duro_singleton_dispatch(duro_engine *e) {
   return c.handed;
 }
 
-/* The waker: hands due tickets over when no gate hook comes to do it
- * (the committed hook may not take the engine's lock). */
+/* The waker: hands due tickets over when no gate hook comes to do it,
+ * and wakes the scheduler for a new ask (the committed hook may not take
+ * the engine's lock). */
 static void *waker_main(void *arg) {
   sgl_state *st = arg;
   pthread_mutex_lock(&st->mu);
   for (;;) {
-    while (!st->stopping && st->n_due == 0)
+    while (!st->stopping && st->n_due == 0 && !st->ask_kick)
       pthread_cond_wait(&st->wake, &st->mu);
     if (st->stopping)
       break;
+    if (st->ask_kick) {
+      st->ask_kick = 0;
+      pthread_mutex_unlock(&st->mu);
+      engine_kick_scheduler(st->e);
+      pthread_mutex_lock(&st->mu);
+      continue;
+    }
     pthread_mutex_unlock(&st->mu);
     hand_ctx c = {st, 0};
     engine_gate_run(st->e, hand_due_counted, &c);
@@ -307,6 +467,7 @@ static void *waker_main(void *arg) {
 
 static void singleton_start(duro_engine *e, void *state) {
   sgl_state *st = state;
+  st->shared = journal_slots_shared(engine_journal(e));
   const char *name;
   for (size_t i = 0; (name = engine_workflow_name_at(e, i)) != NULL; i++) {
     const duro_workflow_limits *lim =
@@ -339,6 +500,12 @@ static sgl_workflow *workflow_of(sgl_state *st, const char *name) {
   return name ? strmap_get(&st->workflows, name) : NULL;
 }
 
+/* Whether a claimed create's insert carried the key to the store (skip
+ * mode on a shared store: singleton_claim's claim->key). */
+static int inserted_holding(const sgl_state *st, const sgl_workflow *w) {
+  return st->shared && w->mode == DURO_SINGLETON_SKIP;
+}
+
 static void inserted(sgl_state *st, const journal_op *op) {
   const journal_instance *in = op->inst;
   sgl_workflow *w = workflow_of(st, in->workflow);
@@ -350,6 +517,7 @@ static void inserted(sgl_state *st, const journal_op *op) {
   if (claimed) { /* its create claimed the key: now it has its row */
     claim_unlink(st, claimed);
     claimed->rowid = op->out_rowid;
+    claimed->store_held = inserted_holding(st, w);
     idmap_put(&st->by_rowid, claimed->rowid, claimed);
   } else if (value) {
     join(st, key_of(w, value), op->out_rowid, in->id, 0);
@@ -371,8 +539,10 @@ static void status_stored(sgl_state *st, const journal_op *op) {
   if (!w || !in->id)
     return;
   char *value = value_of(w, in->params);
-  if (value)
-    join(st, key_of(w, value), rowid, in->id, in->started_ms != JOURNAL_NONE);
+  if (value) {
+    int started = in->started_ms != JOURNAL_NONE;
+    join(st, key_of(w, value), rowid, in->id, started)->store_held = started;
+  }
   free(value);
 }
 
@@ -455,6 +625,7 @@ static void singleton_settled(duro_engine *e, void *state, const char *workflow,
     claim_unlink(st, m);
     if (rowid) {
       m->rowid = rowid;
+      m->store_held = inserted_holding(st, m->key->wf);
       idmap_put(&st->by_rowid, rowid, m);
     } else {
       leave(st, m);
@@ -478,12 +649,16 @@ static int singleton_admit(duro_engine *e, void *state, const char *workflow,
   sgl_member *m = idmap_get(&st->by_rowid, rowid);
   int runs = 1;
   if (m && !m->started) {
-    if (turn_of(m)) {
+    if (!waits(st, m)) {
       m->started = 1;
       m->key->started++;
     } else {
       m->ticket = ticket;
       runs = 0;
+      if (turn_of(m)) { /* the key is another host's, or may be */
+        ask(st, m, 1);
+        engine_gate_kick_locked(e);
+      }
     }
   }
   pthread_mutex_unlock(&st->mu);
@@ -527,7 +702,11 @@ static void why_under_lock(duro_engine *e, void *arg) {
   why_ctx *c = arg;
   pthread_mutex_lock(&c->st->mu);
   sgl_member *m = idmap_get(&c->st->by_rowid, c->rowid);
-  if (m && !m->started && !turn_of(m)) {
+  if (m && waits(c->st, m) && turn_of(m)) {
+    c->why = xasprintf("flow: singleton %s=%s (held by %s on another host)",
+                       m->key->wf->pointer, m->key->node.value,
+                       m->elsewhere ? m->elsewhere : "an instance");
+  } else if (m && waits(c->st, m)) {
     const sgl_member *holder = m->key->head;
     for (const sgl_member *x = holder; x; x = x->next)
       if (x->started) {
@@ -556,6 +735,7 @@ char *duro_singleton_why(duro_engine *e, const char *workflow, const char *id) {
 /* ---- /metrics ---- */
 
 typedef struct count_ctx {
+  const sgl_state *st;
   uint64_t keys, live, waiting;
 } count_ctx;
 
@@ -566,7 +746,7 @@ static void count_key(void *ctx, int64_t hash, void *val) {
     c->keys++;
     for (const sgl_member *m = k->head; m; m = m->next) {
       c->live++;
-      c->waiting += !m->started && !turn_of(m);
+      c->waiting += waits(c->st, m) ? 1 : 0;
     }
   }
 }
@@ -583,7 +763,7 @@ static void stats_under_lock(duro_engine *e, void *arg) {
   pthread_mutex_lock(&c->st->mu);
   sgl_workflow *w = workflow_of(c->st, c->workflow);
   if (w) {
-    count_ctx n = {0};
+    count_ctx n = {.st = c->st};
     idmap_each(&w->keys, count_key, &n);
     *c->out = (duro_singleton_stats){
         .key = xstrdup(w->pointer),
@@ -627,7 +807,7 @@ static void metrics_under_lock(duro_engine *e, void *arg) {
     sgl_workflow *w = st->workflows.vals[i];
     if (!st->workflows.keys[i] || !w)
       continue;
-    count_ctx n = {0};
+    count_ctx n = {.st = c->st};
     idmap_each(&w->keys, count_key, &n);
     fputs("duro_singleton_keys{workflow=\"", c->out);
     metrics_label_put(c->out, w->name);
@@ -666,6 +846,7 @@ static void free_key(void *ctx, int64_t hash, void *val) {
     next = (sgl_key *)k->node.next;
     for (sgl_member *m = k->head, *mn; m; m = mn) {
       mn = m->next;
+      free(m->elsewhere);
       free(m->id);
       free(m);
     }
@@ -691,6 +872,7 @@ static void singleton_free(void *state) {
   idmap_free(&st->by_rowid);
   idmap_free(&st->claims);
   free(st->due);
+  free(st->ask);
   pthread_cond_destroy(&st->wake);
   pthread_mutex_destroy(&st->mu);
   free(st);

@@ -234,6 +234,10 @@ typedef struct store_backend {
   /* journal_rates_take, on a joined store; NULL on a store one host has
    * to itself. */
   int (*rates_take)(void *db, double now_ms, journal_rates_job *jobs, size_t n);
+  /* journal_claim_take, on a joined store; NULL on a store one host has
+   * to itself. */
+  int (*claim_take)(void *db, const char *workflow, const char *key,
+                    const char *id, char **holder);
   /* journal_lease_held, on a joined store. */
   int (*lease_held)(void *db);
   /* journal_lease_until, on a joined store. */

@@ -188,6 +188,14 @@ int journal_rates_take(journal *j, double now_ms, journal_rates_job *jobs,
   return j->be->rates_take(j->db, now_ms, jobs, n);
 }
 
+int journal_claim_take(journal *j, const char *workflow, const char *key,
+                       const char *id, char **holder) {
+  *holder = NULL;
+  if (!journal_slots_shared(j) || !j->be->claim_take)
+    return DURO_E_INVALID_ARGUMENT;
+  return j->be->claim_take(j->db, workflow, key, id, holder);
+}
+
 int journal_slots_take(journal *j, int64_t base, uint32_t limit,
                        const uint32_t *mine, size_t n_mine, uint32_t want,
                        uint32_t *got, size_t *n_got, uint64_t *epoch) {

@@ -780,6 +780,15 @@ typedef struct journal_rates_job {
 } journal_rates_job;
 int journal_rates_take(journal *j, double now_ms, journal_rates_job *jobs,
                        size_t n);
+/* Makes live instance `id` of `workflow` the holder of claim key `key`
+ * (journal_instance.claim_key) unless another live instance of the
+ * workflow holds it: flow.singleton's turn across the hosts of a shared
+ * store.  0: `id` holds it (now, or already did); DURO_E_BUSY: another
+ * holds it, named in *holder (malloc'ed, NULL when it ended meanwhile);
+ * DURO_E_NOT_FOUND: `id` is not live; DURO_E_STORAGE;
+ * DURO_E_INVALID_ARGUMENT on a store that is not shared. */
+int journal_claim_take(journal *j, const char *workflow, const char *key,
+                       const char *id, char **holder);
 /* Whether this host surely still holds its lease, so that it may start a
  * step's callback (a host frozen past its lease, SIGSTOP or a paused VM,
  * must not run steps that the host that took over completed meanwhile).

@@ -138,6 +138,7 @@ const store_backend store_pg = {
     .lease_held = pg_lease_held,
     .slots_pass = pg_slots_pass,
     .rates_take = pg_rates_take,
+    .claim_take = pg_claim_take,
     .lease_until = pg_lease_until,
     .quiet = pg_quiet,
     .build_put = pg_build_put,

@@ -265,11 +265,14 @@ int pg_begin(void *db);
 int pg_apply(void *db, journal_op *op);
 int pg_commit(void *db);
 void pg_rollback(void *db);
+/* pg_claims.c */
+int pg_claim_holder(void *db, const char *workflow, const char *key, char **id);
+int pg_claim_take(void *db, const char *workflow, const char *key,
+                  const char *id, char **holder);
 /* pg_read_instance.c */
 int pg_instance_get(void *db, const char *workflow, const char *id,
                     journal_instance *out);
 int pg_instance_get_rowid(void *db, int64_t rowid, journal_instance *out);
-int pg_claim_holder(void *db, const char *workflow, const char *key, char **id);
 int pg_steps_load(void *db, int64_t rowid, journal_step **out, size_t *n);
 int pg_attempts_each(void *db, int64_t rowid,
                      void (*fn)(void *ctx, const char *key, uint32_t number,

@@ -59,26 +59,6 @@ int pg_instance_get(void *db, const char *workflow, const char *id,
       &p, out);
 }
 
-int pg_claim_holder(void *db, const char *workflow, const char *key,
-                    char **id) {
-  params p = {0};
-  p_text(&p, workflow);
-  p_text(&p, key);
-  PGresult *r = pg_query(db,
-                         "SELECT id FROM instances WHERE workflow=$1 AND "
-                         "claim_key=$2",
-                         &p);
-  if (!r)
-    return DURO_E_STORAGE;
-  int rc = DURO_E_NOT_FOUND;
-  if (PQntuples(r) > 0) {
-    *id = xstrdup(PQgetvalue(r, 0, 0));
-    rc = 0;
-  }
-  PQclear(r);
-  return rc;
-}
-
 int pg_instance_get_rowid(void *db, int64_t rowid, journal_instance *out) {
   params p = {0};
   p_i64(&p, rowid);
