@@ -26,8 +26,9 @@
  * held (the attempts that held slots died with the host), and the start
  * hook wakes this host's instances that were waiting, to line up again.
  * Several hosts on one PostgreSQL database: a concurrency's slots are the
- * store's (below, "across the hosts of a shared store"); a rate counts
- * per host. */
+ * store's, and a rate's starts are too, one time a resource in the store
+ * that every host's starts move on (below, "across the hosts of a shared
+ * store"). */
 #include "resources.h"
 
 #include <inttypes.h>
@@ -47,6 +48,7 @@
 #define PROMISE_MS 30000
 #define RECHECK_MS (5 * 60000)
 #define SLOTS_RETRY_MS 50
+#define RATES_RETRY_MS 50
 #define SPARE_MS 1000
 
 /* An instance in a resource's line. */
@@ -81,6 +83,13 @@ typedef struct resource {
   uint32_t held, cap_slots, *slots;
   uint64_t epoch;
   int64_t retry_at, spare_since;
+  /* A rate on a shared store (journal_rates_take under rate_key): set at
+   * the start; tat is then the store's as last answered; a take of the
+   * store in flight (asking: one at a time); the starts the store gave,
+   * handed out by the pass that got them (0 outside it). */
+  int rate_shared, asking;
+  int64_t rate_key;
+  uint32_t granted;
 } resource;
 
 typedef struct res_state {
@@ -183,12 +192,13 @@ int duro_resource_register(duro_engine *e, const char *name,
       r->tolerance_ms = (r->burst - 1) * r->interval_ms;
     }
     r->tat = -1e300; /* never started: a start may come at once */
-    /* its slots in a shared store: a namespace of its own beside flow
-     * control's keys (theirs hash their workflow's name first, this one
-     * a control character and "resource"), the low 20 bits for the
-     * slot's number */
+    /* its slots and its rate in a shared store: a namespace of its own
+     * beside flow control's keys (theirs hash their workflow's name
+     * first, this one a control character and "resource"); the slots'
+     * low 20 bits for the slot's number */
     char *key = xasprintf("\x1eresource\x1f%s", name);
-    r->base = (int64_t)((uint64_t)map_hash_str(key) & ~UINT64_C(0xFFFFF));
+    r->rate_key = map_hash_str(key);
+    r->base = (int64_t)((uint64_t)r->rate_key & ~UINT64_C(0xFFFFF));
     free(key);
     s->v = xrealloc(s->v, (s->n + 1) * sizeof *s->v);
     s->v[s->n++] = r;
@@ -206,16 +216,23 @@ static int slot_free(const resource *r) {
   return r->taken < (r->shared ? r->held : r->concurrency);
 }
 
+/* Whether the rate lets a start come now: on a shared store only one the
+ * store gave on this pass (rates_run), never one of this host's count. */
 static int start_due(const resource *r, double now) {
+  if (r->rate_shared)
+    return r->granted > 0;
   return !r->limit || now >= r->tat - r->tolerance_ms;
 }
 
-/* A start counted now: a slot taken, the rate moved on. */
+/* A start counted now: a slot taken, the rate moved on (or one of the
+ * store's starts used). */
 static void take(resource *r, double now) {
   r->spare_since = 0;
   if (r->concurrency)
     r->taken++;
-  if (r->limit)
+  if (r->rate_shared)
+    r->granted--;
+  else if (r->limit)
     r->tat = (r->tat > now ? r->tat : now) + r->interval_ms;
 }
 
@@ -461,6 +478,102 @@ static void slots_run(res_state *s, slots_jobs *jobs, int64_t *next,
   *jobs = (slots_jobs){0};
 }
 
+/* ---- a rate across the hosts of a shared store ---------------------------
+ *
+ * A resource's rate is then the store's (journal_rates_take: a row under
+ * its rate_key holding its next start's time, as a flow rate rule's key
+ * has one), and no start is taken from this host's own count: a claim
+ * lines up, and the scheduler's pass, after the slots', asks the store
+ * for as many starts as the line has instances with a slot to start on,
+ * every such resource in one round trip, and hands those it got to the
+ * line's head in order.  The time the store answered says when to ask
+ * again; another host's starts may have moved it on meanwhile, and then
+ * the store gives none and says the later time.  A line waiting for a
+ * slot asks nothing (the slot's unclaim kicks a pass).  Starts beyond
+ * the line (an instance ended meanwhile) are lost: fewer starts, never
+ * more.  A store that cannot be reached gives none: the line waits, and
+ * asks again in RATES_RETRY_MS. */
+
+/* The instances of r's line that could start now, were the rate to let
+ * them: as many as it has free slots for. */
+static uint32_t could_start(const resource *r) {
+  uint32_t n = r->waiting;
+  if (r->concurrency) {
+    uint32_t slots = r->shared ? r->held : r->concurrency;
+    uint32_t room = slots > r->taken ? slots - r->taken : 0;
+    if (room < n)
+      n = room;
+  }
+  return n;
+}
+
+/* Whether a slot come free should bring a pass: r's line waits for the
+ * store's starts and now has a slot to start on. */
+static int rate_pass_due(const resource *r) {
+  return r->rate_shared && r->concurrency && r->head && could_start(r);
+}
+
+static void lower(int64_t *next, double due) {
+  int64_t at = (int64_t)due + ((double)(int64_t)due < due);
+  if (at < *next)
+    *next = at;
+}
+
+/* The store's starts taken for every line whose time has come, in one
+ * round trip (s->mu not held), and handed to their heads; *next lowered
+ * to when a line asks again. */
+static void rates_run(res_state *s, int64_t *next, wakes *wk) {
+  resource **asked = NULL;
+  journal_rates_job *jobs = NULL;
+  size_t n = 0;
+  pthread_mutex_lock(&s->mu);
+  double now = (double)engine_now(s->e);
+  for (size_t i = 0; i < s->n; i++) {
+    resource *r = s->v[i];
+    if (!r->rate_shared || r->asking || !r->head)
+      continue;
+    uint32_t want = could_start(r);
+    if (!want)
+      continue;
+    if (now < r->tat - r->tolerance_ms) {
+      lower(next, r->tat - r->tolerance_ms);
+      continue;
+    }
+    asked = xrealloc(asked, (n + 1) * sizeof *asked);
+    jobs = xrealloc(jobs, (n + 1) * sizeof *jobs);
+    asked[n] = r;
+    jobs[n++] = (journal_rates_job){.key = r->rate_key,
+                                    .interval_ms = r->interval_ms,
+                                    .tolerance_ms = r->tolerance_ms,
+                                    .at_ms = now,
+                                    .want = want};
+    r->asking = 1;
+  }
+  pthread_mutex_unlock(&s->mu);
+  if (!n)
+    return;
+  int rc = journal_rates_take(engine_journal(s->e), now, jobs, n);
+  pthread_mutex_lock(&s->mu);
+  int64_t after = engine_now(s->e);
+  for (size_t i = 0; i < n; i++) {
+    resource *r = asked[i];
+    r->asking = 0;
+    if (rc) {
+      lower(next, (double)(after + RATES_RETRY_MS));
+      continue;
+    }
+    r->tat = jobs[i].tat;
+    r->granted = jobs[i].got;
+    pump(s, r, after, wk);
+    r->granted = 0;
+    if (r->head && could_start(r))
+      lower(next, r->tat - r->tolerance_ms);
+  }
+  pthread_mutex_unlock(&s->mu);
+  free(asked);
+  free(jobs);
+}
+
 /* ---- the hooks ----------------------------------------------------------- */
 
 static int res_claim(duro_engine *e, void *state, const char *name,
@@ -531,10 +644,10 @@ static void res_unclaim(duro_engine *e, void *state, void *hold) {
     r->taken--;
   int64_t now = engine_now(e);
   pump(s, r, now, &wk);
-  int spare = note_spare(r, now);
+  int kick = note_spare(r, now) || rate_pass_due(r);
   pthread_mutex_unlock(&s->mu);
   wakes_run(e, &wk);
-  if (spare)
+  if (kick)
     engine_kick_scheduler(e);
 }
 
@@ -556,8 +669,9 @@ static void find_lapsed(void *ctx, int64_t rowid, void *val) {
 }
 
 /* The scheduler's pass: promises not come back for lapse (their slots
- * handed on), and the turns a rate's time brings are given; *next_ms
- * when the next comes.  Returns the instances woken. */
+ * handed on), and the turns a rate's time brings are given (on a shared
+ * store, the store's slots taken or given back, then its starts taken);
+ * *next_ms when the next comes.  Returns the instances woken. */
 static size_t pass(res_state *s, int64_t *next_ms) {
   int64_t now = engine_now(s->e);
   lapse_ctx c = {.now = now, .next = INT64_MAX};
@@ -573,18 +687,15 @@ static size_t pass(res_state *s, int64_t *next_ms) {
       unpromise(s, r, c.lapsed[k], 1);
     pump(s, r, now, &wk);
     note_spare(r, now); /* a lapsed turn's slot nobody took */
-    if (r->head && r->limit && slot_free(r)) {
-      double due = r->tat - r->tolerance_ms;
-      int64_t at = (int64_t)due + ((double)(int64_t)due < due ? 1 : 0);
-      if (at < c.next)
-        c.next = at;
-    }
+    if (r->head && r->limit && !r->rate_shared && slot_free(r))
+      lower(&c.next, r->tat - r->tolerance_ms);
     slots_collect(r, now, &jobs, &c.next);
   }
   pthread_mutex_unlock(&s->mu);
   free(c.lapsed);
   if (jobs.n)
     slots_run(s, &jobs, &c.next, &wk);
+  rates_run(s, &c.next, &wk);
   size_t woken = wk.n;
   wakes_run(s->e, &wk);
   *next_ms = c.next;
@@ -617,7 +728,7 @@ static void res_instance_changed(duro_engine *e, void *state,
       !(duro_status_ended(row->status) || row->status == DURO_STATUS_PAUSED))
     return;
   wakes wk = {0};
-  int spare = 0;
+  int kick = 0;
   pthread_mutex_lock(&s->mu);
   for (size_t i = 0; i < s->n; i++) {
     resource *r = s->v[i];
@@ -626,12 +737,12 @@ static void res_instance_changed(duro_engine *e, void *state,
       leave_line(s, r, w);
     if (unpromise(s, r, row->rowid, 1)) {
       pump(s, r, now, &wk);
-      spare |= note_spare(r, now);
+      kick |= note_spare(r, now) || rate_pass_due(r);
     }
   }
   pthread_mutex_unlock(&s->mu);
   wakes_run(e, &wk);
-  if (spare)
+  if (kick)
     engine_kick_scheduler(e);
 }
 
@@ -646,8 +757,10 @@ static void res_start(duro_engine *e, void *state) {
   res_state *s = state;
   int shared = journal_slots_shared(engine_journal(e));
   pthread_mutex_lock(&s->mu);
-  for (size_t i = 0; i < s->n; i++)
+  for (size_t i = 0; i < s->n; i++) {
     s->v[i]->shared = shared && s->v[i]->concurrency;
+    s->v[i]->rate_shared = shared && s->v[i]->limit;
+  }
   pthread_mutex_unlock(&s->mu);
   duro_engine_waiting_on(e, RESOURCE_WAIT_TYPE, wake_waiting, e);
 }

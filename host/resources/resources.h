@@ -1,10 +1,10 @@
 /* resources.h — shared resources at step level (resources.c): the
  * driver that shares each resource of the host's config (`resources:`)
  * out to the attempts of the steps naming it (duro_step_config.resource),
- * across every workflow (and, for `concurrency`, across the hosts of a
- * shared store): at most `concurrency` running at once, at most
- * `rate_limit` starting a `rate_period_ms`; the others' instances wait
- * (wait_type RESOURCE_WAIT_TYPE), first come first served. */
+ * across every workflow and across the hosts of a shared store: at most
+ * `concurrency` running at once, at most `rate_limit` starting a
+ * `rate_period_ms`; the others' instances wait (wait_type
+ * RESOURCE_WAIT_TYPE), first come first served. */
 #ifndef DURO_RESOURCES_H
 #define DURO_RESOURCES_H
 

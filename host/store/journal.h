@@ -763,15 +763,15 @@ typedef struct journal_slots_job {
 int journal_slots_pass(journal *j, journal_slots_job *jobs, size_t n,
                        uint64_t *epoch);
 /* Rates the hosts of a shared store count together (flow control's rate
- * rules across hosts): each key a theoretical arrival time (tat, ms of
- * the hosts' clocks, which NTP keeps in step) in the store, spaced as
- * the generic cell rate algorithm does.  A job takes up to `want` starts
- * of key `key` at `now_ms`: while now_ms >= tat - tolerance_ms, one
- * start, tat = max(tat, at_ms) + interval_ms; `got` the starts taken and
- * `tat` the key's after.  Every job in one transaction (keys locked in
- * ascending order, so hosts never deadlock); 0, or DURO_E_STORAGE (none
- * taken), DURO_E_INVALID_ARGUMENT on a store that is not shared
- * (journal_slots_shared). */
+ * rules and shared resources' rates across hosts): each key a
+ * theoretical arrival time (tat, ms of the hosts' clocks, which NTP
+ * keeps in step) in the store, spaced as the generic cell rate algorithm
+ * does.  A job takes up to `want` starts of key `key` at `now_ms`: while
+ * now_ms >= tat - tolerance_ms, one start, tat = max(tat, at_ms) +
+ * interval_ms; `got` the starts taken and `tat` the key's after.  Every
+ * job in one transaction (keys locked in ascending order, so hosts never
+ * deadlock); 0, or DURO_E_STORAGE (none taken), DURO_E_INVALID_ARGUMENT
+ * on a store that is not shared (journal_slots_shared). */
 typedef struct journal_rates_job {
   int64_t key;
   double interval_ms, tolerance_ms, at_ms;

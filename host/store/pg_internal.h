@@ -27,7 +27,8 @@
  *                      notices
  *   pg_slots.c         flow control's slots the hosts share (advisory
  *                      locks)
- *   pg_rates.c         flow control's rates the hosts share (flow_rates)
+ *   pg_rates.c         the rates the hosts share (flow_rates): flow
+ *                      control's and shared resources'
  *
  * Invariant: these are the only files that include libpq-fe.h. */
 #ifndef DURO_PG_INTERNAL_H

@@ -1,14 +1,15 @@
 /* pg_rates.c — rates several hosts share (journal.h's
- * journal_rates_take): flow control's rate rules across the hosts of one
- * database.
+ * journal_rates_take): flow control's rate rules, and shared resources'
+ * rates, across the hosts of one database.
  *
- * Each key of a rate rule has a row of flow_rates: its theoretical
- * arrival time (tat), as the generic cell rate algorithm keeps it, on the
- * hosts' clocks.  A host takes starts for the keys its waiters wait on,
- * several keys in one round trip: a function of the slots connection's
- * temporary schema locks each key's row (in ascending key order, so two
- * hosts taking the same keys never deadlock), takes what the rate allows
- * now and writes the row back, all in the one transaction of its call.
+ * Each key of a rate rule, and each resource with a rate, has a row of
+ * flow_rates: its theoretical arrival time (tat), as the generic cell
+ * rate algorithm keeps it, on the hosts' clocks.  A host takes starts
+ * for the keys its waiters wait on, several keys in one round trip: a
+ * function of the slots connection's temporary schema locks each key's
+ * row (in ascending key order, so two hosts taking the same keys never
+ * deadlock), takes what the rate allows now and writes the row back, all
+ * in the one transaction of its call.
  * So no two hosts ever take the same start, and a host that dies holds
  * nothing: a rate is only a time.  Rows of keys long idle are deleted a
  * few at a time (a missing row is an idle key's, tat 0). */
