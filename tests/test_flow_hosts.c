@@ -43,12 +43,21 @@
  *                           holds a key closes: the instance, taken over by
  *                           the other host, still holds it (that host's
  *                           instance of the key stays queued) until it
- *                           ends there.
+ *                           ends there;
+ *   a_debounce_merges_across_hosts  two engines, flow.debounce by /c: a
+ *                           create on the other host merges into the
+ *                           first host's pending instance (answered with
+ *                           its id, nothing created), as do creates on its
+ *                           own host; it runs once, with the last params;
+ *                           the next create makes another; creates of one
+ *                           key racing on both hosts make one instance in
+ *                           all, which runs once.
  *
  * Real engine threads run the activations; time is the real clock (the
  * hosts' leases and the slots' retries are wall time, in milliseconds). */
 #include <check.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -708,6 +717,146 @@ START_TEST(a_singleton_key_outlives_its_host) {
 }
 END_TEST
 
+/* "bounced": flow.debounce by /c over a second; each run counted, with
+ * the /n it started with. */
+static int bounced_runs, bounced_last_n;
+
+static int bounced_note(duro_attempt *a, void *arg) {
+  pthread_mutex_lock(&mu);
+  bounced_runs++;
+  bounced_last_n = (int)(intptr_t)arg;
+  pthread_cond_broadcast(&cv);
+  pthread_mutex_unlock(&mu);
+  return duro_attempt_result(a, "null");
+}
+
+static duro_rc bounced(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env;
+  double n = 0;
+  duro_json_number(ev->params, "/n", &n);
+  return duro_do(step, "note", NULL, bounced_note, (void *)(intptr_t)n, NULL);
+}
+
+static duro_engine *bounced_host_open(const char *conninfo) {
+  duro_workflow_limits lim = {.flow_debounce_key = "/c",
+                              .flow_debounce_ms = 1000,
+                              .flow_debounce_max_wait_ms = 30000};
+  return joined_open(conninfo, 4, "bounced", bounced, &lim);
+}
+
+/* Creates `id` of "bounced" with /c = key and /n = n on e: the id that
+ * answered (malloc'ed), *merged whether it was debounced into another. */
+static char *bounced_create(duro_engine *e, const char *id, const char *key,
+                            int n, int *merged) {
+  char params[64];
+  snprintf(params, sizeof params, "{\"c\":\"%s\",\"n\":%d}", key, n);
+  duro_create_req req = {.id = id, .params = params, .retention_ms = -1};
+  duro_create_result r;
+  ck_assert_int_eq(duro_instance_create_many(e, "bounced", &req, 1, &r), 0);
+  ck_assert_msg(r.n_created == 1, "create %s: %s", id,
+                r.n_errors ? duro_err_name(r.errors[0].code) : "?");
+  *merged = r.skipped && r.skipped[0] == DURO_CREATE_DEBOUNCED;
+  char *answer = r.created[0];
+  r.created[0] = NULL;
+  duro_create_result_free(&r);
+  return answer;
+}
+
+static int want_runs;
+static int runs_reached(void) { return bounced_runs >= want_runs; }
+
+typedef struct bouncer {
+  duro_engine *e;
+  int index;
+  char *first; /* the id of its first create's answer */
+  int created; /* its creates that made an instance */
+  pthread_t th;
+} bouncer;
+
+static void *bounce(void *arg) {
+  bouncer *b = arg;
+  for (int i = 0; i < 10; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "r%d-%d", b->index, i);
+    int merged;
+    char *got = bounced_create(b->e, id, "r", 100 + i, &merged);
+    b->created += !merged;
+    if (!b->first)
+      b->first = got;
+    else
+      free(got);
+  }
+  return NULL;
+}
+
+START_TEST(a_debounce_merges_across_hosts) {
+  char conninfo[512];
+  pg_fixture_database(&pg, "bounced", conninfo, sizeof conninfo);
+  duro_engine *h1 = bounced_host_open(conninfo),
+              *h2 = bounced_host_open(conninfo);
+  bounced_runs = bounced_last_n = 0;
+  int merged;
+  char *got = bounced_create(h1, "d1", "a", 1, &merged);
+  ck_assert(!merged);
+  free(got);
+  got = bounced_create(h2, "d2", "a", 2, &merged); /* the other host */
+  ck_assert(merged);
+  ck_assert_str_eq(got, "d1");
+  free(got);
+  duro_status s;
+  ck_assert_int_eq(duro_instance_status(h2, "bounced", "d2", &s),
+                   DURO_E_NOT_FOUND);
+  got = bounced_create(h1, "d3", "a", 3, &merged); /* its own host */
+  ck_assert(merged);
+  ck_assert_str_eq(got, "d1");
+  free(got);
+  got = bounced_create(h2, "d4", "a", 4, &merged);
+  ck_assert(merged);
+  ck_assert_str_eq(got, "d1");
+  free(got);
+  ck_assert(ends_complete(h1, "bounced", "d1"));
+  pthread_mutex_lock(&mu);
+  ck_assert_int_eq(bounced_runs, 1);
+  ck_assert_int_eq(bounced_last_n, 4);
+  pthread_mutex_unlock(&mu);
+  /* it started: the next create of the key makes another */
+  got = bounced_create(h2, "d5", "a", 5, &merged);
+  ck_assert(!merged);
+  ck_assert_str_eq(got, "d5");
+  free(got);
+  ck_assert(ends_complete(h2, "bounced", "d5"));
+  /* creates of one key racing on both hosts: one instance in all */
+  enum { BOUNCERS = 4 };
+  bouncer b[BOUNCERS];
+  for (int i = 0; i < BOUNCERS; i++) {
+    b[i] = (bouncer){.e = i % 2 ? h2 : h1, .index = i};
+    pthread_create(&b[i].th, NULL, bounce, &b[i]);
+  }
+  int created = 0;
+  for (int i = 0; i < BOUNCERS; i++) {
+    pthread_join(b[i].th, NULL);
+    created += b[i].created;
+  }
+  ck_assert_int_eq(created, 1);
+  for (int i = 1; i < BOUNCERS; i++)
+    ck_assert_str_eq(b[i].first, b[0].first);
+  ck_assert(ends_complete(h1, "bounced", b[0].first));
+  pthread_mutex_lock(&mu);
+  want_runs = 3;
+  pthread_mutex_unlock(&mu);
+  ck_assert(harness_wait_for(&mu, &cv, runs_reached));
+  usleep(300000); /* no other run comes */
+  pthread_mutex_lock(&mu);
+  ck_assert_int_eq(bounced_runs, 3);
+  ck_assert_int_ge(bounced_last_n, 100);
+  pthread_mutex_unlock(&mu);
+  for (int i = 0; i < BOUNCERS; i++)
+    free(b[i].first);
+  duro_engine_close(h1);
+  duro_engine_close(h2);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("flow_hosts");
   TCase *tc = tcase_create("hosts");
@@ -721,6 +870,7 @@ int main(void) {
   tcase_add_test(tc, a_singleton_skips_across_hosts);
   tcase_add_test(tc, a_singleton_queues_across_hosts);
   tcase_add_test(tc, a_singleton_key_outlives_its_host);
+  tcase_add_test(tc, a_debounce_merges_across_hosts);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

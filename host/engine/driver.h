@@ -52,7 +52,10 @@ typedef struct duro_claim {
   /* HELD: a key the store keeps for the new instance while it lives
    * (journal_instance.claim_key, malloc'ed; NULL: none): on a store
    * several hosts share, a create whose key another host's live instance
-   * holds creates nothing and is answered by that one, as a skip. */
+   * holds creates nothing and is answered by that one, as a skip, or
+   * under flow.debounce merges into it (journal_claim_merge).  MERGE: the
+   * key to merge by in the store should the live one's insert have met
+   * another host's. */
   char *key;
 } duro_claim;
 

@@ -142,6 +142,8 @@ typedef struct create_job {
   unsigned char *answered;
   unsigned char *claimed;
   char **claim_keys; /* request i's insert's claim key, or NULL */
+  /* flow.debounce's, for a merge into another host's pending instance */
+  int64_t now, debounce_ms, debounce_max_wait_ms;
   journal_batch b;
   duro_create_error *errors; /* at most one a request */
   size_t n_errors;
@@ -224,7 +226,10 @@ static int claim_answers(duro_engine *e, const wf_reg *wf, create_job *job,
     job->claim_keys[i] = claim.key;
     return 0;
   }
-  free(claim.key);
+  if (rc == DURO_CLAIM_MERGE) /* should its instance's insert fail */
+    job->claim_keys[i] = claim.key;
+  else
+    free(claim.key);
   if (rc == DURO_CLAIM_SKIP) {
     job->skipped[i] = claim.live;
     job->answered[i] = DURO_CREATE_SKIPPED;
@@ -279,20 +284,51 @@ static void add_answered(create_job *job, size_t i, duro_create_result *r) {
   job->skipped[i] = NULL;
 }
 
-/* The requests whose insert met a claim key another live instance holds
+/* flow.debounce: request i's insert met another host's pending instance
+ * of its key, which takes its params instead: 0 (its id in *id), or not
+ * found when that one's start came meanwhile (the create is refused:
+ * it is neither merged nor created). */
+static int claim_merge(create_job *job, size_t i, char **id) {
+  journal_claim_due due = {.now_ms = job->now,
+                           .period_ms = job->debounce_ms,
+                           .max_wait_ms = job->debounce_max_wait_ms};
+  int rc = journal_claim_merge(job->e->j, job->workflow, job->claim_keys[i],
+                               job->params[i], &due, id);
+  if (rc == 0) {
+    job->answered[i] = DURO_CREATE_DEBOUNCED;
+    return 0;
+  }
+  job->b.ops[job->op_of[i]].rc = DURO_E_INSTANCE_ENDED;
+  return rc;
+}
+
+/* Whether request i met another host's claim of its key: its insert
+ * found the key held, or (debounced) the instance it merged into was not
+ * created, its own insert having met another host's. */
+static int met_claim(const create_job *job, size_t i) {
+  if (!job->claim_keys[i] || job->op_of[i] == SIZE_MAX)
+    return 0;
+  const journal_op *op = &job->b.ops[job->op_of[i]];
+  if (job->claimed[i] == DURO_CLAIM_MERGE)
+    return op->out_rowid <= 0;
+  return op->rc == DURO_E_ALREADY_EXISTS;
+}
+
+/* The requests that met a claim key another live instance holds
  * (another host's: this one's claims never meet): that one's id for
- * each, looked up before the engine's lock is taken; NULL when there
- * are none. */
+ * each, looked up (or, debounced, merged into) before the engine's lock
+ * is taken; NULL when there are none. */
 static char **claim_holders(create_job *job) {
   char **holders = NULL;
   for (size_t i = 0; i < job->n; i++) {
-    if (!job->claim_keys[i] || job->op_of[i] == SIZE_MAX ||
-        job->b.ops[job->op_of[i]].rc != DURO_E_ALREADY_EXISTS)
+    if (!met_claim(job, i))
       continue;
     char *id = NULL;
-    if (journal_claim_holder(job->e->j, job->workflow, job->claim_keys[i],
-                             &id) == 0 &&
-        strcmp(id, job->ids[i])) {
+    if (job->debounce_ms > 0
+            ? claim_merge(job, i, &id) == 0
+            : journal_claim_holder(job->e->j, job->workflow, job->claim_keys[i],
+                                   &id) == 0 &&
+                  strcmp(id, job->ids[i])) {
       if (!holders)
         holders = xcalloc(job->n, sizeof *holders);
       holders[i] = id;
@@ -319,6 +355,12 @@ static void create_finish(void *ctx, int rc) {
          * ended first (terminated meanwhile) */
         int took = job->b.ops[job->op_of[i]].out_rowid > 0;
         settle_claim_locked(e, job, i, took);
+        if (!took && holders && holders[i]) { /* another host's took it */
+          free(job->skipped[i]);
+          job->skipped[i] = holders[i];
+          holders[i] = NULL;
+          took = 1;
+        }
         if (took)
           add_answered(job, i, &result);
         else
@@ -334,7 +376,8 @@ static void create_finish(void *ctx, int rc) {
       if (holders && holders[i]) { /* another host's live one answers */
         job->skipped[i] = holders[i];
         holders[i] = NULL;
-        job->answered[i] = DURO_CREATE_SKIPPED;
+        if (!job->answered[i])
+          job->answered[i] = DURO_CREATE_SKIPPED;
         add_answered(job, i, &result);
         continue;
       }
@@ -398,12 +441,15 @@ static int create_batch(duro_engine *e, const char *workflow,
                       .errors = xcalloc(n ? n : 1, sizeof *job->errors),
                       .done = done,
                       .ctx = ctx};
+  job->debounce_ms = wf->limits.flow_debounce_ms;
+  job->debounce_max_wait_ms = wf->limits.flow_debounce_max_wait_ms;
   strmap seen = {0};
   /* claims and the commit's place in the journal's queue in one order */
   int claims = has_claims(wf);
   if (claims)
     pthread_mutex_lock(&e->claim_mu);
   int64_t now = duro_clock_now(e->clock);
+  job->now = now;
   for (size_t i = 0; i < n; i++) {
     const wf_reg *w;
     job->op_of[i] = SIZE_MAX;

@@ -24,7 +24,17 @@
  * to the runnable FIFO (a heap by due time).  Lock order: the engine's
  * lock, then `mu`; the committed hook takes only `mu`.
  *
- * Per host: on PostgreSQL each host debounces the creates it takes. */
+ * Across the hosts of a shared store (PostgreSQL) the pending instance's
+ * row holds its key as its claim key (the create's insert carries it),
+ * one live row of the workflow a key.  A create on another host meets it
+ * there and merges into that row instead (engine_create.c,
+ * journal_claim_merge: its params, its start moved on).  So before a
+ * pending instance starts, its host lets go of the key in the store
+ * (journal_claim_release, on the scheduler's pass outside the engine's
+ * lock), which says whether another host's merge moved its start on
+ * (it waits again) and with which params it starts: a merge lands
+ * either before that, in those params, or after, finding no pending
+ * instance. */
 #include "debounce.h"
 
 #include <inttypes.h>
@@ -40,6 +50,8 @@
 #include "params_key.h"
 #include "util.h"
 
+#define RELEASE_RETRY_MS 100
+
 /* An instance waiting for its key's quiet spell. */
 typedef struct dbc_member {
   struct dbc_key *key; /* NULL once it no longer takes creates */
@@ -50,11 +62,14 @@ typedef struct dbc_member {
    * length: params may be a megabyte, and many instances may wait */
   int64_t params_hash;
   size_t params_len;
-  int64_t first_ms;           /* its first create */
-  int64_t due_ms;             /* it starts no sooner */
-  uint32_t creates;           /* creates it took, its own included */
-  uint32_t merging;           /* merges claimed, their commits on the way */
-  duro_gate_ticket *ticket;   /* its start, parked until due */
+  int64_t first_ms;         /* its first create */
+  int64_t due_ms;           /* it starts no sooner */
+  uint32_t creates;         /* creates it took, its own included */
+  uint32_t merging;         /* merges claimed, their commits on the way */
+  duro_gate_ticket *ticket; /* its start, parked until due */
+  /* shared store: its row let go of its key there (or never held one);
+   * the pass is letting go of it */
+  int released, releasing;
   struct dbc_member *id_next; /* the next of the same hash of its id */
 } dbc_member;
 
@@ -88,6 +103,10 @@ typedef struct dbc_state {
   dbc_due *heap;      /* parked starts by due time (stale ones skipped) */
   size_t n_heap, cap_heap;
   int64_t next_told; /* the earliest due the scheduler knows of */
+  int shared;        /* a store several hosts share: it holds the keys */
+  /* shared: the rowids of members whose key the next pass lets go of */
+  int64_t *release;
+  size_t n_release, cap_release;
 } dbc_state;
 
 /* The key's value in params as compact JSON text (malloc'ed): "" for a
@@ -282,6 +301,7 @@ static void load_pending(void *ctx, const journal_live_row *row) {
 
 static void debounce_start(duro_engine *e, void *state) {
   dbc_state *st = state;
+  st->shared = journal_slots_shared(engine_journal(e));
   const char *name;
   for (size_t i = 0; (name = engine_workflow_name_at(e, i)) != NULL; i++) {
     const duro_workflow_limits *lim =
@@ -365,11 +385,17 @@ static int debounce_claim(duro_engine *e, void *state, const char *workflow,
     claim->live = xstrdup(m->id);
     claim->wake_ms = m->due_ms;
     rc = DURO_CLAIM_MERGE;
+    /* m's insert may yet meet another host's: the store's holder then */
+    if (st->shared)
+      claim->key = xstrdup(value);
   } else if (value) {
     int64_t due = due_from(w, now, now);
     member_new(st, w, key_of(w, value), 0, id, params, now, due);
     claim->wake_ms = due;
     rc = DURO_CLAIM_HELD;
+    /* the store keeps the key too: another host's creates merge there */
+    if (st->shared)
+      claim->key = xstrdup(value);
   }
   free(value);
   pthread_mutex_unlock(&st->mu);
@@ -413,7 +439,8 @@ static int debounce_admit(duro_engine *e, void *state, const char *workflow,
   pthread_mutex_lock(&st->mu);
   dbc_member *m = idmap_get(&st->by_rowid, rowid);
   int runs = 1;
-  if (m && may_start(m, engine_now(e)) && params_are(m, params)) {
+  if (m && may_start(m, engine_now(e)) && params_are(m, params) &&
+      (!st->shared || m->released)) {
     member_drop(st, m); /* it starts: its key's next create makes another */
   } else if (m) {
     /* not due, a merge on its way, or it read params a merge replaced
@@ -449,6 +476,103 @@ typedef struct pass_ctx {
   int64_t next;
 } pass_ctx;
 
+/* m is due: the next pass lets go of its key in the store (mu held). */
+static void release_ask(dbc_state *st, dbc_member *m) {
+  if (m->releasing)
+    return;
+  m->releasing = 1;
+  if (st->n_release == st->cap_release) {
+    st->cap_release = st->cap_release ? 2 * st->cap_release : 16;
+    st->release = xrealloc(st->release, st->cap_release * sizeof *st->release);
+  }
+  st->release[st->n_release++] = m->rowid;
+}
+
+typedef struct release_job {
+  int64_t rowid;
+  char *workflow, *id; /* copies: the member may go meanwhile */
+  int rc;
+  char *params;
+  int64_t wake_ms;
+} release_job;
+
+typedef struct release_ctx {
+  dbc_state *st;
+  release_job *jobs;
+  size_t n;
+  int64_t now;
+} release_ctx;
+
+static void release_collect(duro_engine *e, void *arg) {
+  release_ctx *c = arg;
+  dbc_state *st = c->st;
+  c->now = engine_now(e);
+  pthread_mutex_lock(&st->mu);
+  c->jobs = xcalloc(st->n_release ? st->n_release : 1, sizeof *c->jobs);
+  for (size_t i = 0; i < st->n_release; i++) {
+    dbc_member *m = idmap_get(&st->by_rowid, st->release[i]);
+    if (m && m->releasing)
+      c->jobs[c->n++] = (release_job){.rowid = m->rowid,
+                                      .workflow = xstrdup(m->wf->name),
+                                      .id = xstrdup(m->id)};
+  }
+  st->n_release = 0;
+  pthread_mutex_unlock(&st->mu);
+}
+
+/* The store's answers: a member let go of its key starts with the params
+ * the store had (handed again, it reads them); one whose start another
+ * host's merge moved on waits for that; after a failure, again soon. */
+static void release_apply(duro_engine *e, void *arg) {
+  (void)e;
+  release_ctx *c = arg;
+  dbc_state *st = c->st;
+  pthread_mutex_lock(&st->mu);
+  for (size_t i = 0; i < c->n; i++) {
+    release_job *j = &c->jobs[i];
+    dbc_member *m = idmap_get(&st->by_rowid, j->rowid);
+    if (!m || !m->releasing)
+      continue;
+    m->releasing = 0;
+    if (j->params)
+      params_note(m, j->params);
+    if (j->rc == 0 || j->rc == DURO_E_NOT_FOUND) {
+      m->released = 1;
+      m->due_ms = c->now;
+    } else if (j->rc == DURO_E_BUSY) {
+      m->due_ms = j->wake_ms;
+    } else {
+      m->due_ms = c->now + RELEASE_RETRY_MS;
+    }
+    if (m->ticket)
+      schedule(st, m);
+  }
+  pthread_mutex_unlock(&st->mu);
+}
+
+/* Lets go of the due members' keys in the store, outside the engine's
+ * lock. */
+static void release_pass(duro_engine *e, dbc_state *st) {
+  pthread_mutex_lock(&st->mu);
+  size_t asked = st->n_release;
+  pthread_mutex_unlock(&st->mu);
+  if (!asked)
+    return;
+  release_ctx c = {.st = st};
+  engine_gate_run(e, release_collect, &c);
+  for (size_t i = 0; i < c.n; i++)
+    c.jobs[i].rc = journal_claim_release(engine_journal(e), c.jobs[i].workflow,
+                                         c.jobs[i].id, c.now, &c.jobs[i].params,
+                                         &c.jobs[i].wake_ms);
+  engine_gate_run(e, release_apply, &c);
+  for (size_t i = 0; i < c.n; i++) {
+    free(c.jobs[i].workflow);
+    free(c.jobs[i].id);
+    free(c.jobs[i].params);
+  }
+  free(c.jobs);
+}
+
 static void hand_due(duro_engine *e, void *arg) {
   pass_ctx *c = arg;
   dbc_state *st = c->st;
@@ -459,6 +583,11 @@ static void hand_due(duro_engine *e, void *arg) {
     dbc_member *m = idmap_get(&st->by_rowid, d.rowid);
     if (!m || !m->ticket || !may_start(m, now))
       continue; /* stale: started, forgotten, moved on or a merge on its way */
+    if (st->shared && !m->released) { /* the store's key first */
+      close_member(m);
+      release_ask(st, m);
+      continue;
+    }
     duro_gate_ticket *t = m->ticket;
     m->ticket = NULL;
     close_member(m); /* its start is due: it takes no more creates */
@@ -477,6 +606,10 @@ static int debounce_dispatch(duro_engine *e, void *state, int64_t *next_ms) {
     return 0;
   pass_ctx c = {st, 0, INT64_MAX};
   engine_gate_run(e, hand_due, &c);
+  if (st->shared) { /* and those whose keys it let go of */
+    release_pass(e, st);
+    engine_gate_run(e, hand_due, &c);
+  }
   *next_ms = c.next;
   return 0;
 }
@@ -487,6 +620,10 @@ size_t duro_debounce_dispatch(duro_engine *e) {
     return 0;
   pass_ctx c = {st, 0, INT64_MAX};
   engine_gate_run(e, hand_due, &c);
+  if (st->shared) {
+    release_pass(e, st);
+    engine_gate_run(e, hand_due, &c);
+  }
   return c.handed;
 }
 
@@ -618,6 +755,7 @@ static void debounce_free(void *state) {
   }
   strmap_free(&st->workflows);
   free(st->heap);
+  free(st->release);
   pthread_mutex_destroy(&st->mu);
   free(st);
 }

@@ -238,6 +238,12 @@ typedef struct store_backend {
    * to itself. */
   int (*claim_take)(void *db, const char *workflow, const char *key,
                     const char *id, char **holder);
+  /* journal_claim_merge and journal_claim_release, likewise. */
+  int (*claim_merge)(void *db, const char *workflow, const char *key,
+                     const char *params, const journal_claim_due *due,
+                     char **id);
+  int (*claim_release)(void *db, const char *workflow, const char *id,
+                       int64_t now_ms, char **params, int64_t *wake_ms);
   /* journal_lease_held, on a joined store. */
   int (*lease_held)(void *db);
   /* journal_lease_until, on a joined store. */

@@ -196,6 +196,24 @@ int journal_claim_take(journal *j, const char *workflow, const char *key,
   return j->be->claim_take(j->db, workflow, key, id, holder);
 }
 
+int journal_claim_merge(journal *j, const char *workflow, const char *key,
+                        const char *params, const journal_claim_due *due,
+                        char **id) {
+  *id = NULL;
+  if (!journal_slots_shared(j) || !j->be->claim_merge)
+    return DURO_E_INVALID_ARGUMENT;
+  return j->be->claim_merge(j->db, workflow, key, params, due, id);
+}
+
+int journal_claim_release(journal *j, const char *workflow, const char *id,
+                          int64_t now_ms, char **params, int64_t *wake_ms) {
+  *params = NULL;
+  *wake_ms = 0;
+  if (!journal_slots_shared(j) || !j->be->claim_release)
+    return DURO_E_INVALID_ARGUMENT;
+  return j->be->claim_release(j->db, workflow, id, now_ms, params, wake_ms);
+}
+
 int journal_slots_take(journal *j, int64_t base, uint32_t limit,
                        const uint32_t *mine, size_t n_mine, uint32_t want,
                        uint32_t *got, size_t *n_got, uint64_t *epoch) {

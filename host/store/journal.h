@@ -789,6 +789,29 @@ int journal_rates_take(journal *j, double now_ms, journal_rates_job *jobs,
  * DURO_E_INVALID_ARGUMENT on a store that is not shared. */
 int journal_claim_take(journal *j, const char *workflow, const char *key,
                        const char *id, char **holder);
+/* flow.debounce across the hosts of a shared store: a pending instance's
+ * row holds its key's claim key until its start is due.  When its start
+ * comes if its key stays quiet: now_ms + period_ms, but no later than
+ * max_wait_ms (0: no bound) after the instance was created. */
+typedef struct journal_claim_due {
+  int64_t now_ms, period_ms, max_wait_ms;
+} journal_claim_due;
+/* Merges a create into the pending instance of `workflow` whose row holds
+ * claim key `key`: its params become `params` (NULL: null) and its start
+ * moves as `due` says.  0 (the instance's id in *id, malloc'ed),
+ * DURO_E_NOT_FOUND (no instance not yet started holds it), DURO_E_STORAGE,
+ * DURO_E_INVALID_ARGUMENT on a store that is not shared. */
+int journal_claim_merge(journal *j, const char *workflow, const char *key,
+                        const char *params, const journal_claim_due *due,
+                        char **id);
+/* The pending instance `id` is due at now_ms: its row lets go of its claim
+ * key, so that no create merges into it any more, and the params it
+ * starts with are in *params (malloc'ed): 0.  DURO_E_BUSY: a merge moved
+ * its start to *wake_ms, with *params (it keeps the key); DURO_E_NOT_FOUND:
+ * its row holds no key (let go of before, or never held); DURO_E_STORAGE;
+ * DURO_E_INVALID_ARGUMENT on a store that is not shared. */
+int journal_claim_release(journal *j, const char *workflow, const char *id,
+                          int64_t now_ms, char **params, int64_t *wake_ms);
 /* Whether this host surely still holds its lease, so that it may start a
  * step's callback (a host frozen past its lease, SIGSTOP or a paused VM,
  * must not run steps that the host that took over completed meanwhile).

@@ -9,7 +9,14 @@
  * mode (or one no create claimed: a cron tick's, a child) takes it
  * before it starts.  The take is one statement on the slots connection:
  * it sets the key on its row unless another row holds it, and two hosts
- * racing for it meet the index, which refuses the second. */
+ * racing for it meet the index, which refuses the second.
+ *
+ * flow.debounce's pending instance holds its key the same way, from its
+ * insert until its start is due: a create of the key on any host merges
+ * into that row (journal_claim_merge), and the host that owns it lets go
+ * of the key in the statement that finds it due (journal_claim_release),
+ * so that a merge either lands before the start, in the params it reads,
+ * or finds no pending instance and creates another. */
 #include <libpq-fe.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,4 +91,87 @@ int pg_claim_take(void *db, const char *workflow, const char *key,
     return live ? DURO_E_BUSY : DURO_E_NOT_FOUND;
   }
   return DURO_E_BUSY;
+}
+
+/* The statement on the slots connection (its lock held while it runs):
+ * its result, NULL after a failure of the connection or the statement
+ * (said in the log). */
+static PGresult *slots_exec(pg_store *pg, const char *sql, int n,
+                            const char *const *v) {
+  pthread_mutex_lock(&pg->slots_mu);
+  PGconn *c = pg_slots_conn(pg);
+  PGresult *r = c ? PQexecParams(c, sql, n, NULL, v, NULL, NULL, 0) : NULL;
+  if (c && PQresultStatus(r) != PGRES_TUPLES_OK) {
+    pg_slots_failed(pg, r);
+    PQclear(r);
+    r = NULL;
+  }
+  pthread_mutex_unlock(&pg->slots_mu);
+  return r;
+}
+
+static const char merge_sql[] =
+    "UPDATE instances SET params=$3, wake_ms=CASE WHEN $6::bigint > 0 THEN "
+    "LEAST($4::bigint + $5::bigint, created_ms + $6::bigint) ELSE "
+    "$4::bigint + $5::bigint END WHERE workflow=$1 AND claim_key=$2 AND "
+    "status IN ('queued','paused') AND started_ms IS NULL RETURNING id";
+
+int pg_claim_merge(void *db, const char *workflow, const char *key,
+                   const char *params, const journal_claim_due *due,
+                   char **id) {
+  char now[24], period[24], max_wait[24];
+  snprintf(now, sizeof now, "%" PRId64, due->now_ms);
+  snprintf(period, sizeof period, "%" PRId64, due->period_ms);
+  snprintf(max_wait, sizeof max_wait, "%" PRId64, due->max_wait_ms);
+  const char *v[6] = {workflow, key,    params ? params : "null",
+                      now,      period, max_wait};
+  PGresult *r = slots_exec(db, merge_sql, 6, v);
+  if (!r)
+    return DURO_E_STORAGE;
+  int rc = DURO_E_NOT_FOUND;
+  if (PQntuples(r) == 1) {
+    *id = xstrdup(PQgetvalue(r, 0, 0));
+    rc = 0;
+  }
+  PQclear(r);
+  return rc;
+}
+
+static const char release_sql[] =
+    "UPDATE instances SET claim_key=NULL WHERE workflow=$1 AND id=$2 AND "
+    "claim_key IS NOT NULL AND (wake_ms IS NULL OR wake_ms <= $3::bigint) "
+    "RETURNING params";
+
+int pg_claim_release(void *db, const char *workflow, const char *id,
+                     int64_t now_ms, char **params_out, int64_t *wake_ms) {
+  char now[24];
+  snprintf(now, sizeof now, "%" PRId64, now_ms);
+  const char *v[3] = {workflow, id, now};
+  PGresult *r = slots_exec(db, release_sql, 3, v);
+  if (!r)
+    return DURO_E_STORAGE;
+  if (PQntuples(r) == 1) {
+    *params_out = get_text(r, 0, 0);
+    PQclear(r);
+    return 0;
+  }
+  PQclear(r);
+  /* not let go of: a merge moved its start on, or it holds no key */
+  params p = {0};
+  p_text(&p, workflow);
+  p_text(&p, id);
+  r = pg_query(db,
+               "SELECT wake_ms, params FROM instances WHERE workflow=$1 AND "
+               "id=$2 AND claim_key IS NOT NULL",
+               &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  int rc = DURO_E_NOT_FOUND;
+  if (PQntuples(r) == 1) {
+    *wake_ms = get_ms(r, 0, 0);
+    *params_out = get_text(r, 0, 1);
+    rc = DURO_E_BUSY;
+  }
+  PQclear(r);
+  return rc;
 }

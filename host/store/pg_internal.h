@@ -270,6 +270,10 @@ void pg_rollback(void *db);
 int pg_claim_holder(void *db, const char *workflow, const char *key, char **id);
 int pg_claim_take(void *db, const char *workflow, const char *key,
                   const char *id, char **holder);
+int pg_claim_merge(void *db, const char *workflow, const char *key,
+                   const char *params, const journal_claim_due *due, char **id);
+int pg_claim_release(void *db, const char *workflow, const char *id,
+                     int64_t now_ms, char **params_out, int64_t *wake_ms);
 /* pg_read_instance.c */
 int pg_instance_get(void *db, const char *workflow, const char *id,
                     journal_instance *out);
