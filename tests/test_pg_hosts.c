@@ -16,6 +16,10 @@
  *    the three hosts, kill -9 of one mid-run: the plugin's records of its
  *    callbacks never show more than 3 of a key running at once on the
  *    hosts together, and all complete;
+ *  - flow.singleton in queue mode, 60 instances over 10 keys made on the
+ *    three hosts, kill -9 of one mid-run: never two callbacks of a key at
+ *    once on the hosts together (the killed host's instance holds its key
+ *    until another host finishes it), and all complete;
  *  - pause, resume, an event, restart and terminate of an instance, each
  *    sent to a host that does not run it, take effect, and the instance
  *    stays where it runs;
@@ -458,16 +462,13 @@ static int keyed_most(int64_t killed_us, int most[KEYS]) {
   return all;
 }
 
-START_TEST(key_limit_holds_across_hosts_through_a_kill) {
-  host_run h[HOSTS];
-  char conninfo[700];
-  hosts_start(h, "keyed", KEYED_PLUGINS, conninfo, sizeof conninfo);
-  /* 300 instances over 10 keys, made on the three hosts in turn, each 2
-   * steps of 40 ms */
-  for (int b = 0; b < KEYED / 50; b++) {
+/* `n` instances q0.. of io-flow over KEYS keys (/k = i % KEYS), each 2
+ * steps of 40 ms, made in batches of 50 on the three hosts in turn. */
+static void create_keyed(const host_run *h, int n) {
+  for (int b = 0; b * 50 < n; b++) {
     char body[50 * 96 + 32];
     size_t len = (size_t)snprintf(body, sizeof body, "{\"instances\":[");
-    for (int i = b * 50; i < (b + 1) * 50; i++)
+    for (int i = b * 50; i < (b + 1) * 50 && i < n; i++)
       len += (size_t)snprintf(body + len, sizeof body - len,
                               "%s{\"id\":\"q%d\",\"params\":{\"k\":%d,"
                               "\"steps\":2,\"hold_ms\":40}}",
@@ -476,9 +477,12 @@ START_TEST(key_limit_holds_across_hosts_through_a_kill) {
     expect(&h[b % HOSTS], "POST", "/workflows/io-flow/instances/batch", body,
            200);
   }
-  /* mid-run, kill -9 of one host */
+}
+
+/* Once `leaves` callbacks have ended, kill -9 of host 1: when (µs). */
+static int64_t kill_mid_run(host_run *h, size_t leaves) {
   int64_t deadline = proc_now_ms() + SETTLE_MS;
-  while (sidelog_steps(faults_log(), "leave") < 60) {
+  while (sidelog_steps(faults_log(), "leave") < leaves) {
     ck_assert_msg(proc_now_ms() < deadline, "no keyed steps ran");
     proc_sleep_ms(5);
   }
@@ -487,7 +491,15 @@ START_TEST(key_limit_holds_across_hosts_through_a_kill) {
   waitpid(h[1].pid, NULL, 0);
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  int64_t killed_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+START_TEST(key_limit_holds_across_hosts_through_a_kill) {
+  host_run h[HOSTS];
+  char conninfo[700];
+  hosts_start(h, "keyed", KEYED_PLUGINS, conninfo, sizeof conninfo);
+  create_keyed(h, KEYED);
+  int64_t killed_us = kill_mid_run(h, 60);
   char id[32];
   for (int i = 0; i < KEYED; i++) {
     snprintf(id, sizeof id, "q%d", i);
@@ -502,6 +514,36 @@ START_TEST(key_limit_holds_across_hosts_through_a_kill) {
   for (int k = 0; k < KEYS; k++)
     ck_assert_msg(most[k] <= 3, "key %d had %d running at once", k, most[k]);
   ck_assert_int_eq(all, 3); /* the hosts did run a key's 3 at once */
+  hosts_stop(h, 1);
+}
+END_TEST
+
+/* The faults plugin's Io class, one live instance a key across the
+ * hosts (flow.singleton, queue mode). */
+#define SINGLE_PLUGINS                                                         \
+  "  - name: faults\n"                                                         \
+  "    path: " FAULTS_PLUGIN "\n"                                              \
+  "    workflows:\n"                                                           \
+  "      - { name: io-flow, binding: IO_FLOW, class_name: Io,\n"               \
+  "          flow: { singleton: { key: /k, mode: queue } } }\n"
+#define SINGLE 60
+
+START_TEST(singleton_holds_across_hosts_through_a_kill) {
+  host_run h[HOSTS];
+  char conninfo[700];
+  hosts_start(h, "single", SINGLE_PLUGINS, conninfo, sizeof conninfo);
+  create_keyed(h, SINGLE);
+  int64_t killed_us = kill_mid_run(h, 12);
+  char id[32];
+  for (int i = 0; i < SINGLE; i++) {
+    snprintf(id, sizeof id, "q%d", i);
+    wait_status(&h[i % 2 ? 0 : 2], "io-flow", id, "complete");
+  }
+  int most[KEYS] = {0};
+  int all = keyed_most(killed_us, most);
+  for (int k = 0; k < KEYS; k++)
+    ck_assert_msg(most[k] <= 1, "key %d had %d running at once", k, most[k]);
+  ck_assert_int_eq(all, 1);
   hosts_stop(h, 1);
 }
 END_TEST
@@ -1049,6 +1091,7 @@ int main(void) {
   tcase_add_test(tc, mixed_workload_runs_once_on_three_hosts);
   tcase_add_test(tc, kill_one_of_three_loses_nothing);
   tcase_add_test(tc, key_limit_holds_across_hosts_through_a_kill);
+  tcase_add_test(tc, singleton_holds_across_hosts_through_a_kill);
   tcase_add_test(tc, control_through_another_host);
   tcase_add_test(tc, queue_message_leased_to_one_host);
   tcase_add_test(tc, cron_tick_fires_once_across_hosts);
