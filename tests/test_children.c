@@ -194,7 +194,7 @@ static const char *status_of(const char *wf, const char *id) {
 
 static size_t count_of(const char *wf) {
   duro_instance_page p;
-  ck_assert_int_eq(duro_instance_list_page(H.e, wf, -1, 1000, NULL, &p), 0);
+  ck_assert_int_eq(duro_instance_list_page(H.e, wf, NULL, 1000, NULL, &p), 0);
   size_t n = p.n;
   duro_instance_page_free(&p);
   return n;

@@ -330,7 +330,7 @@ START_TEST(no_code_creates_one_instance_per_tick) {
   harness_reopen(&H);
   harness_run(&H);
   json_t *l = NULL;
-  ck_assert_int_eq(duro_instance_list(H.e, "nightly", -1, 100, NULL, &l), 0);
+  ck_assert_int_eq(duro_instance_list(H.e, "nightly", NULL, 100, NULL, &l), 0);
   ck_assert_uint_eq(json_array_size(json_object_get(l, "instances")), 3);
   json_decref(l);
 }
@@ -387,7 +387,7 @@ START_TEST(ids_use_the_trigger_zone) {
   harness_run(&H);
   harness_advance(&H, 15 * HOUR - 1);
   json_t *l = NULL;
-  ck_assert_int_eq(duro_instance_list(H.e, "nightly", -1, 10, NULL, &l), 0);
+  ck_assert_int_eq(duro_instance_list(H.e, "nightly", NULL, 10, NULL, &l), 0);
   ck_assert_uint_eq(json_array_size(json_object_get(l, "instances")), 0);
   json_decref(l);
   harness_advance(&H, 1);

@@ -10,7 +10,8 @@
  * and asserting exit 0 and a stderr free of sanitizer reports.
  *
  *  - routes: create (with and without id, duplicate), batch, list (status
- *    filter, limit, cursor paging), describe, PATCH status (pause, resume,
+ *    filter, id prefix, creation and end times, limit, cursor paging),
+ *    describe, PATCH status (pause, resume,
  *    terminate, restart, restart from a step, the illegal transitions),
  *    events (and the description's list of them, consumed or pending),
  *    /healthz, /metrics, /metrics/history (the case's steps in the buckets
@@ -647,17 +648,59 @@ START_TEST(list_filter_and_paging) {
   ck_assert_int_eq(page_all("status=&", 1000, seen, sizeof seen, &pages), 7);
   ck_assert_int_eq(pages, 1);
 
-  /* The statuses listed are those of the filter. */
+  /* By id prefix, creation and end time, with the other filters. */
+  ck_assert_int_eq(page_all("prefix=e&", 2, seen, sizeof seen, &pages), 5);
+  ck_assert_str_eq(seen, "|e4|e3|e2|e1|e0|");
+  ck_assert_int_eq(page_all("prefix=w&", 2, seen, sizeof seen, &pages), 2);
+  ck_assert_str_eq(seen, "|w1|w0|");
+  ck_assert_int_eq(
+      page_all("prefix=e&status=waiting&", 2, seen, sizeof seen, &pages), 0);
+  ck_assert_int_eq(page_all("prefix=e3&", 2, seen, sizeof seen, &pages), 1);
+  ck_assert_int_eq(page_all("created_after=2000-01-01T00:00:00Z&", 100, seen,
+                            sizeof seen, &pages),
+                   7);
+  ck_assert_int_eq(
+      page_all("created_after=4102444800000&", 100, seen, sizeof seen, &pages),
+      0); /* 2100 */
+  ck_assert_int_eq(page_all("created_before=2000-01-01T00:00:00%2B01:00&", 100,
+                            seen, sizeof seen, &pages),
+                   0);
+  ck_assert_int_eq(page_all("ended_after=1&", 100, seen, sizeof seen, &pages),
+                   5);
+  ck_assert_str_eq(seen, "|e4|e3|e2|e1|e0|");
+  ck_assert_int_eq(page_all("ended_before=4102444800000&prefix=w&", 100, seen,
+                            sizeof seen, &pages),
+                   0); /* a live one has not ended */
+
+  /* The statuses listed are those of the filter; an entry says when it
+   * started and ended and what it waits for. */
   http_resp r;
   request(&r, "GET", WF "?status=errored&limit=1", NULL);
   expect_status(&r, 200, "list errored");
-  ck_assert_str_eq(jstr(json_array_get(jget(r.json, "instances"), 0), "status"),
-                   "errored");
+  json_t *first = json_array_get(jget(r.json, "instances"), 0);
+  ck_assert_str_eq(jstr(first, "status"), "errored");
+  ck_assert(json_is_integer(jget(first, "started_ms")));
+  ck_assert(json_is_integer(jget(first, "ended_ms")));
+  http_resp_free(&r);
+  request(&r, "GET", WF "?prefix=w1", NULL);
+  expect_status(&r, 200, "list w1");
+  first = json_array_get(jget(r.json, "instances"), 0);
+  ck_assert(json_is_null(jget(first, "ended_ms")));
+  ck_assert_msg(json_is_string(jget(first, "wait_type")), "%s", r.body);
   http_resp_free(&r);
 
-  const char *bad[] = {"?limit=0",    "?limit=1001", "?limit=abc",
-                       "?limit=",     "?limit=-1",   "?status=bogus",
-                       "?cursor=abc", "?cursor=-3",  "?cursor=1x"};
+  const char *bad[] = {"?limit=0",
+                       "?limit=1001",
+                       "?limit=abc",
+                       "?limit=",
+                       "?limit=-1",
+                       "?status=bogus",
+                       "?cursor=abc",
+                       "?cursor=-3",
+                       "?cursor=1x",
+                       "?created_after=yesterday",
+                       "?ended_before=2026-13-01T00:00:00Z",
+                       "?created_before=-5"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char path[128];
     snprintf(path, sizeof path, WF "%s", bad[i]);

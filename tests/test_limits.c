@@ -254,9 +254,11 @@ START_TEST(concurrency_limit_caps_running_activations) {
       break;
     /* "running" is not stored; the list finds it in memory */
     json_t *list = NULL;
-    ck_assert_int_eq(
-        duro_instance_list(e, "capped", DURO_STATUS_RUNNING, 100, NULL, &list),
-        0);
+    ck_assert_int_eq(duro_instance_list(e, "capped",
+                                        &(duro_list_filter){
+                                            .status = (int)DURO_STATUS_RUNNING},
+                                        100, NULL, &list),
+                     0);
     json_t *items = json_object_get(list, "instances");
     ck_assert_uint_le(json_array_size(items), 2);
     size_t i;
@@ -322,7 +324,10 @@ static duro_rc quick_flow(duro_step *step, const duro_event *ev,
 /* Instances of wf in `status`, up to 100. */
 static size_t count_in(duro_engine *e, const char *wf, duro_status status) {
   json_t *list = NULL;
-  ck_assert_int_eq(duro_instance_list(e, wf, status, 100, NULL, &list), 0);
+  ck_assert_int_eq(
+      duro_instance_list(e, wf, &(duro_list_filter){.status = (int)status}, 100,
+                         NULL, &list),
+      0);
   size_t n = json_array_size(json_object_get(list, "instances"));
   json_decref(list);
   return n;
@@ -461,8 +466,11 @@ static size_t engine_entries(harness *h) {
 
 static size_t completed(harness *h) {
   json_t *l = NULL;
-  ck_assert_int_eq(
-      duro_instance_list(h->e, "wf", DURO_STATUS_COMPLETE, 1000, NULL, &l), 0);
+  ck_assert_int_eq(duro_instance_list(
+                       h->e, "wf",
+                       &(duro_list_filter){.status = (int)DURO_STATUS_COMPLETE},
+                       1000, NULL, &l),
+                   0);
   size_t n = json_array_size(json_object_get(l, "instances"));
   json_decref(l);
   return n;

@@ -932,13 +932,11 @@ END_TEST
 
 /* ---- list, count, wake-poll and sweep reads ----------------------------- */
 
-static void on_row(void *ctx, int64_t rowid, const char *id, duro_status status,
-                   int64_t created_ms) {
+static void on_row(void *ctx, const journal_list_row *row) {
   char *t = ctx;
   size_t n = strlen(t);
-  snprintf(t + n, 256 - n, "%s:%s:%lld;", id, duro_status_name(status),
-           (long long)created_ms);
-  (void)rowid;
+  snprintf(t + n, 256 - n, "%s:%s:%lld;", row->id,
+           duro_status_name(row->status), (long long)row->created_ms);
 }
 
 static void on_pinned(void *ctx, const char *wf, const char *build, int64_t n) {
@@ -1045,15 +1043,30 @@ START_TEST(list_count_wake_and_sweep) {
   ck_assert_str_eq(t, "wf/h1=1;");
 
   t[0] = 0;
-  ck_assert_int_eq(journal_list(j, "wf", -1, 0, 2, on_row, t), 0);
+  journal_list_filter any = {.status = -1};
+  ck_assert_int_eq(journal_list(j, "wf", &any, 0, 2, on_row, t), 0);
   ck_assert_str_eq(t, "i3:waiting:300;i2:waiting:200;");
   t[0] = 0;
-  ck_assert_int_eq(journal_list(j, "wf", -1, r2, 10, on_row, t), 0);
+  ck_assert_int_eq(journal_list(j, "wf", &any, r2, 10, on_row, t), 0);
   ck_assert_str_eq(t, "i1:queued:100;");
   t[0] = 0;
-  ck_assert_int_eq(journal_list(j, "wf", DURO_STATUS_QUEUED, 0, 10, on_row, t),
-                   0);
+  journal_list_filter queued = {.status = DURO_STATUS_QUEUED};
+  ck_assert_int_eq(journal_list(j, "wf", &queued, 0, 10, on_row, t), 0);
   ck_assert_str_eq(t, "i1:queued:100;");
+  /* by id prefix and creation time: [after, before) */
+  t[0] = 0;
+  journal_list_filter prefixed = {.status = -1, .prefix = "i2"};
+  ck_assert_int_eq(journal_list(j, "wf", &prefixed, 0, 10, on_row, t), 0);
+  ck_assert_str_eq(t, "i2:waiting:200;");
+  t[0] = 0;
+  journal_list_filter in_time = {
+      .status = -1, .created_after = 200, .created_before = 300};
+  ck_assert_int_eq(journal_list(j, "wf", &in_time, 0, 10, on_row, t), 0);
+  ck_assert_str_eq(t, "i2:waiting:200;");
+  t[0] = 0;
+  journal_list_filter ended = {.status = -1, .ended_after = 1};
+  ck_assert_int_eq(journal_list(j, "wf", &ended, 0, 10, on_row, t), 0);
+  ck_assert_str_eq(t, ""); /* none of them ended */
   t[0] = 0;
   ck_assert_int_eq(journal_count_by_status(j, on_count, t), 0);
   ck_assert_str_eq(t, "other/complete=1;wf/queued=1;wf/waiting=2;");

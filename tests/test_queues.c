@@ -794,7 +794,8 @@ static void open_with_consumer(harness *h, const duro_queue_options *o) {
 
 static size_t instance_count(harness *h) {
   json_t *l = NULL;
-  ck_assert_int_eq(duro_instance_list(h->e, "job-flow", -1, 1000, NULL, &l), 0);
+  ck_assert_int_eq(duro_instance_list(h->e, "job-flow", NULL, 1000, NULL, &l),
+                   0);
   size_t n = json_array_size(json_object_get(l, "instances"));
   json_decref(l);
   return n;

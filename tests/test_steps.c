@@ -1986,7 +1986,7 @@ START_TEST(test_create_invalid) {
   ck_assert_int_eq(duro_instance_create(H.e, WF, "p", "{}", -1, NULL), 0);
   ck_assert_uint_eq(harness_run(&H), 3);
   json_t *list = NULL;
-  ck_assert_int_eq(duro_instance_list(H.e, WF, -1, 100, NULL, &list), 0);
+  ck_assert_int_eq(duro_instance_list(H.e, WF, NULL, 100, NULL, &list), 0);
   ck_assert_uint_eq(json_array_size(json_object_get(list, "instances")), 3);
   json_decref(list);
 }

@@ -262,13 +262,11 @@ typedef struct rowids {
   int64_t last;
 } rowids;
 
-static void collect_rowid(void *ctx, int64_t rowid, const char *id,
-                          duro_status status, int64_t created_ms) {
-  (void)id, (void)status, (void)created_ms;
+static void collect_rowid(void *ctx, const journal_list_row *row) {
   rowids *r = ctx;
   r->v = xrealloc(r->v, (r->n + 1) * sizeof *r->v);
-  r->v[r->n++] = rowid;
-  r->last = rowid;
+  r->v[r->n++] = row->rowid;
+  r->last = row->rowid;
 }
 
 const char *duro_dry_run_outcome_name(duro_dry_run_outcome o) {
@@ -297,8 +295,9 @@ int duro_engine_dry_run_report(duro_engine *e, const char *workflow,
     ids.last = 0;
     for (;;) {
       size_t before = ids.n;
-      rc = journal_list(e->j, workflow, live[s], ids.last, 1000, collect_rowid,
-                        &ids);
+      journal_list_filter f = {.status = (int)live[s]};
+      rc =
+          journal_list(e->j, workflow, &f, ids.last, 1000, collect_rowid, &ids);
       if (rc || ids.n - before < 1000)
         break;
     }

@@ -749,7 +749,19 @@ typedef struct duro_instance_brief {
   char *id;
   duro_status status; /* live */
   int64_t created_ms;
+  int64_t started_ms, ended_ms; /* DURO_NO_TIME: not yet */
+  char *wait_type;              /* what it waits for, stored; NULL: none */
 } duro_instance_brief;
+
+/* Which instances a list gives besides its workflow (a zero bound is
+ * none; "after" takes its instant, "before" does not; a bound on the
+ * end leaves out live instances). */
+typedef struct duro_list_filter {
+  int status;         /* a duro_status as live, or -1 for any */
+  const char *prefix; /* ids that start with it; NULL or "": any */
+  int64_t created_after, created_before;
+  int64_t ended_after, ended_before;
+} duro_list_filter;
 
 /* A page of instances, newest first. */
 typedef struct duro_instance_page {
@@ -760,15 +772,15 @@ typedef struct duro_instance_page {
   char cursor[24];
 } duro_instance_page;
 
-/* Lists instances of `workflow` into *out (caller frees with
- * duro_instance_page_free; empty on an error).  status < 0 = any, else a
- * duro_status, as live (running ones are found in memory); limit 0 or
- * over 1000 = 1000; cursor NULL or "" = from the newest, else a page's
- * cursor (DURO_E_INVALID_ARGUMENT when it is not one).  The JSON is
- * duro_instance_list (views/view_instance.h). */
-int duro_instance_list_page(duro_engine *e, const char *workflow, int status,
-                            size_t limit, const char *cursor,
-                            duro_instance_page *out);
+/* Lists instances of `workflow` that pass `f` (NULL: all) into *out
+ * (caller frees with duro_instance_page_free; empty on an error).  A
+ * status filter is of the live status (running ones are found in
+ * memory); limit 0 or over 1000 = 1000; cursor NULL or "" = from the
+ * newest, else a page's cursor (DURO_E_INVALID_ARGUMENT when it is not
+ * one).  The JSON is duro_instance_list (views/view_instance.h). */
+int duro_instance_list_page(duro_engine *e, const char *workflow,
+                            const duro_list_filter *f, size_t limit,
+                            const char *cursor, duro_instance_page *out);
 void duro_instance_page_free(duro_instance_page *p);
 
 int duro_instance_pause(duro_engine *e, const char *workflow, const char *id);

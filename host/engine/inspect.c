@@ -338,7 +338,8 @@ void duro_instance_info_free(duro_instance_info *in) {
 
 typedef struct list_ctx {
   duro_engine *e;
-  int filter; /* a duro_status, -1 = any */
+  int filter;                /* a duro_status, -1 = any */
+  const duro_list_filter *f; /* the rest (list_active tests it in memory) */
   duro_instance_page *page;
   size_t cap;
   size_t scanned;
@@ -347,21 +348,25 @@ typedef struct list_ctx {
 
 /* Adds one row unless its live status no longer matches the filter (a
  * stored "waiting" instance an activation is running now). */
-static void list_one(void *ctx, int64_t rowid, const char *id,
-                     duro_status status, int64_t created_ms) {
+static void list_one(void *ctx, const journal_list_row *row) {
   list_ctx *l = ctx;
   duro_instance_page *p = l->page;
-  duro_status live = engine_live_status(l->e, rowid, status);
+  duro_status live = engine_live_status(l->e, row->rowid, row->status);
   l->scanned++;
-  l->last = rowid;
+  l->last = row->rowid;
   if (l->filter >= 0 && live != (duro_status)l->filter)
     return;
   if (p->n == l->cap) {
     l->cap = l->cap ? 2 * l->cap : 16;
     p->v = xrealloc(p->v, l->cap * sizeof *p->v);
   }
-  p->v[p->n++] = (duro_instance_brief){
-      .id = xstrdup(id), .status = live, .created_ms = created_ms};
+  p->v[p->n++] =
+      (duro_instance_brief){.id = xstrdup(row->id),
+                            .status = live,
+                            .created_ms = row->created_ms,
+                            .started_ms = row->started_ms,
+                            .ended_ms = row->ended_ms,
+                            .wait_type = xstrdup_null(row->wait_type)};
 }
 
 static int cmp_rowid_desc(const void *a, const void *b) {
@@ -384,6 +389,21 @@ static void collect_active(void *ctx, int64_t rowid, void *val) {
     c->rowids[c->n++] = rowid;
 }
 
+/* Whether an instance read whole passes a filter's bounds (the store
+ * tests them itself in journal_list). */
+static int passes(const duro_list_filter *f, const journal_instance *in) {
+  if (f->prefix && *f->prefix &&
+      strncmp(in->id, f->prefix, strlen(f->prefix)) != 0)
+    return 0;
+  if ((f->created_after && in->created_ms < f->created_after) ||
+      (f->created_before && in->created_ms >= f->created_before))
+    return 0;
+  if ((f->ended_after || f->ended_before) && in->ended_ms == JOURNAL_NONE)
+    return 0;
+  return !(f->ended_after && in->ended_ms < f->ended_after) &&
+         !(f->ended_before && in->ended_ms >= f->ended_before);
+}
+
 /* "running" and "waitingForPause" are never stored: they are the instances
  * an activation holds now, found in memory. */
 static int list_active(duro_engine *e, const char *workflow, list_ctx *l,
@@ -399,17 +419,28 @@ static int list_active(duro_engine *e, const char *workflow, list_ctx *l,
   for (size_t i = 0; i < n && l->page->n < limit; i++) {
     journal_instance in = {0};
     if (journal_instance_get_rowid(e->j, rowids[i], &in) == 0 &&
-        !strcmp(in.workflow, workflow))
-      list_one(l, in.rowid, in.id, in.status, in.created_ms);
+        !strcmp(in.workflow, workflow) && passes(l->f, &in)) {
+      journal_list_row row = {.rowid = in.rowid,
+                              .id = in.id,
+                              .status = in.status,
+                              .created_ms = in.created_ms,
+                              .started_ms = in.started_ms,
+                              .ended_ms = in.ended_ms,
+                              .wait_type = in.wait_type};
+      list_one(l, &row);
+    }
     journal_instance_clear(&in);
   }
   free(rowids);
   return 0;
 }
 
-int duro_instance_list_page(duro_engine *e, const char *workflow, int status,
-                            size_t limit, const char *cursor,
-                            duro_instance_page *out) {
+int duro_instance_list_page(duro_engine *e, const char *workflow,
+                            const duro_list_filter *filter, size_t limit,
+                            const char *cursor, duro_instance_page *out) {
+  static const duro_list_filter all = {.status = -1};
+  const duro_list_filter *f = filter ? filter : &all;
+  int status = f->status;
   *out = (duro_instance_page){0};
   if (!engine_find_workflow(e, workflow))
     return DURO_E_WORKFLOW_NOT_FOUND;
@@ -423,12 +454,21 @@ int duro_instance_list_page(duro_engine *e, const char *workflow, int status,
   }
   if (limit == 0 || limit > 1000)
     limit = 1000;
-  list_ctx l = {.e = e, .filter = status < 0 ? -1 : status, .page = out};
+  list_ctx l = {
+      .e = e, .filter = status < 0 ? -1 : status, .f = f, .page = out};
   int rc;
-  if (status == DURO_STATUS_RUNNING || status == DURO_STATUS_WAITING_FOR_PAUSE)
+  if (status == DURO_STATUS_RUNNING ||
+      status == DURO_STATUS_WAITING_FOR_PAUSE) {
     rc = list_active(e, workflow, &l, after, limit);
-  else
-    rc = journal_list(e->j, workflow, l.filter, after, limit, list_one, &l);
+  } else {
+    journal_list_filter jf = {.status = l.filter,
+                              .prefix = f->prefix,
+                              .created_after = f->created_after,
+                              .created_before = f->created_before,
+                              .ended_after = f->ended_after,
+                              .ended_before = f->ended_before};
+    rc = journal_list(e->j, workflow, &jf, after, limit, list_one, &l);
+  }
   if (rc) {
     duro_instance_page_free(out);
     return rc;
@@ -440,8 +480,10 @@ int duro_instance_list_page(duro_engine *e, const char *workflow, int status,
 }
 
 void duro_instance_page_free(duro_instance_page *p) {
-  for (size_t i = 0; i < p->n; i++)
+  for (size_t i = 0; i < p->n; i++) {
     free(p->v[i].id);
+    free(p->v[i].wait_type);
+  }
   free(p->v);
   *p = (duro_instance_page){0};
 }

@@ -144,11 +144,9 @@ typedef struct store_backend {
   int (*waiting_on)(void *db, const char *wait_type,
                     void (*fn)(void *ctx, int64_t rowid, const char *workflow),
                     void *ctx);
-  int (*list)(void *db, const char *workflow, int status, int64_t cursor,
-              size_t limit,
-              void (*fn)(void *ctx, int64_t rowid, const char *id,
-                         duro_status status, int64_t created_ms),
-              void *ctx);
+  int (*list)(void *db, const char *workflow, const journal_list_filter *f,
+              int64_t cursor, size_t limit,
+              void (*fn)(void *ctx, const journal_list_row *row), void *ctx);
   int (*count_by_status)(void *db,
                          void (*fn)(void *ctx, const char *workflow,
                                     duro_status status, int64_t n),

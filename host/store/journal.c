@@ -764,12 +764,24 @@ int journal_waiting_on(journal *j, const char *wait_type,
   return j->be->waiting_on(j->db, wait_type, fn, ctx);
 }
 
-int journal_list(journal *j, const char *workflow, int status, int64_t cursor,
-                 size_t limit,
-                 void (*fn)(void *ctx, int64_t rowid, const char *id,
-                            duro_status status, int64_t created_ms),
+int journal_list(journal *j, const char *workflow, const journal_list_filter *f,
+                 int64_t cursor, size_t limit,
+                 void (*fn)(void *ctx, const journal_list_row *row),
                  void *ctx) {
-  return j->be->list(j->db, workflow, status, cursor, limit, fn, ctx);
+  return j->be->list(j->db, workflow, f, cursor, limit, fn, ctx);
+}
+
+char *journal_prefix_end(const char *prefix) {
+  size_t n = prefix ? strlen(prefix) : 0;
+  while (n > 0 && (unsigned char)prefix[n - 1] == 0xff)
+    n--;
+  if (n == 0)
+    return NULL;
+  char *end = xmalloc(n + 1);
+  memcpy(end, prefix, n);
+  end[n - 1] = (char)((unsigned char)end[n - 1] + 1);
+  end[n] = '\0';
+  return end;
 }
 
 int journal_count_by_status(journal *j,

@@ -555,13 +555,36 @@ int journal_waiting_on(journal *j, const char *wait_type,
                                   const char *workflow),
                        void *ctx);
 
-/* Instances of a workflow, newest first, after cursor rowid (0 = start);
- * status: a duro_status, or -1 for any. */
-int journal_list(journal *j, const char *workflow, int status, int64_t cursor,
-                 size_t limit,
-                 void (*fn)(void *ctx, int64_t rowid, const char *id,
-                            duro_status status, int64_t created_ms),
-                 void *ctx);
+/* Which of a workflow's instances journal_list gives.  Times are ms; a
+ * bound of 0 is none; an "after" bound takes its instant, a "before" one
+ * does not.  A bound on the end leaves out the instances that have not
+ * ended. */
+typedef struct journal_list_filter {
+  int status;         /* a duro_status, or -1 for any */
+  const char *prefix; /* ids that start with it; NULL or "": any */
+  int64_t created_after, created_before;
+  int64_t ended_after, ended_before;
+} journal_list_filter;
+
+/* One instance as journal_list gives it (borrowed for the call). */
+typedef struct journal_list_row {
+  int64_t rowid;
+  const char *id;
+  duro_status status;
+  int64_t created_ms, started_ms, ended_ms; /* JOURNAL_NONE: not yet */
+  const char *wait_type;                    /* NULL: none */
+} journal_list_row;
+
+/* The least string greater than every string that starts with `prefix`
+ * (malloc'ed; NULL: none is, or no prefix): ids in [prefix, end) are
+ * those that start with it, a range an index answers. */
+char *journal_prefix_end(const char *prefix);
+
+/* Instances of a workflow that pass `f`, newest first, after cursor rowid
+ * (0 = start), at most `limit`. */
+int journal_list(journal *j, const char *workflow, const journal_list_filter *f,
+                 int64_t cursor, size_t limit,
+                 void (*fn)(void *ctx, const journal_list_row *row), void *ctx);
 
 /* Instance counts per workflow and stored status, in the order of the
  * workflow's name, then the status's. */

@@ -315,11 +315,9 @@ int pg_pinned_builds(void *db,
                      void (*fn)(void *ctx, const char *workflow,
                                 const char *build, int64_t n),
                      void *ctx);
-int pg_list(void *db, const char *workflow, int status, int64_t cursor,
-            size_t limit,
-            void (*fn)(void *ctx, int64_t rowid, const char *id,
-                       duro_status status, int64_t created_ms),
-            void *ctx);
+int pg_list(void *db, const char *workflow, const journal_list_filter *f,
+            int64_t cursor, size_t limit,
+            void (*fn)(void *ctx, const journal_list_row *row), void *ctx);
 int pg_count_by_status(void *db,
                        void (*fn)(void *ctx, const char *workflow,
                                   duro_status status, int64_t n),

@@ -232,28 +232,46 @@ int pg_waiting_on(void *db, const char *wait_type,
   return 0;
 }
 
-int pg_list(void *db, const char *workflow, int status, int64_t cursor,
-            size_t limit,
-            void (*fn)(void *ctx, int64_t rowid, const char *id,
-                       duro_status status, int64_t created_ms),
-            void *ctx) {
+int pg_list(void *db, const char *workflow, const journal_list_filter *f,
+            int64_t cursor, size_t limit,
+            void (*fn)(void *ctx, const journal_list_row *row), void *ctx) {
+  char *prefix_end = journal_prefix_end(f->prefix);
   params p = {0};
   p_text(&p, workflow);
-  p_text(&p, status < 0 ? NULL : duro_status_name(status));
+  p_text(&p, f->status < 0 ? NULL : duro_status_name(f->status));
   p_i64(&p, cursor);
   p_i64(&p, (int64_t)limit);
-  PGresult *r =
-      pg_query(db,
-               "SELECT rowid,id,status,created_ms FROM instances "
-               "WHERE workflow=$1 AND ($2::text IS NULL OR "
-               "status=$2::text) AND ($3::bigint=0 OR rowid<$3::bigint) "
-               "ORDER BY rowid DESC LIMIT $4",
-               &p);
+  p_text(&p, f->prefix && *f->prefix ? f->prefix : NULL);
+  p_text(&p, prefix_end);
+  p_i64(&p, f->created_after);
+  p_i64(&p, f->created_before);
+  p_i64(&p, f->ended_after);
+  p_i64(&p, f->ended_before);
+  /* ids compared byte by byte, as SQLite does, whatever the collation */
+  PGresult *r = pg_query(
+      db,
+      "SELECT rowid,id,status,created_ms,started_ms,ended_ms,wait_type "
+      "FROM instances WHERE workflow=$1 AND ($2::text IS NULL OR "
+      "status=$2::text) AND ($3::bigint=0 OR rowid<$3::bigint) AND "
+      "($5::text IS NULL OR (id COLLATE \"C\">=$5::text AND ($6::text IS "
+      "NULL OR id COLLATE \"C\"<$6::text))) AND ($7::bigint=0 OR "
+      "created_ms>=$7::bigint) AND ($8::bigint=0 OR created_ms<$8::bigint) "
+      "AND ($9::bigint=0 OR ended_ms>=$9::bigint) AND ($10::bigint=0 OR "
+      "ended_ms<$10::bigint) ORDER BY rowid DESC LIMIT $4",
+      &p);
+  free(prefix_end);
   if (!r)
     return DURO_E_STORAGE;
-  for (int i = 0; i < PQntuples(r); i++)
-    fn(ctx, get_i64(r, i, 0), get_str(r, i, 1), get_status(r, i, 2),
-       get_i64(r, i, 3));
+  for (int i = 0; i < PQntuples(r); i++) {
+    journal_list_row row = {.rowid = get_i64(r, i, 0),
+                            .id = get_str(r, i, 1),
+                            .status = get_status(r, i, 2),
+                            .created_ms = get_i64(r, i, 3),
+                            .started_ms = get_ms(r, i, 4),
+                            .ended_ms = get_ms(r, i, 5),
+                            .wait_type = get_str(r, i, 6)};
+    fn(ctx, &row);
+  }
   PQclear(r);
   return 0;
 }

@@ -329,11 +329,9 @@ int sqlite_recover_each(void *db,
 int sqlite_queued_from(void *db, int64_t from, size_t limit, int64_t *rowids,
                        size_t *n);
 int sqlite_oldest_queued(void *db, const char *workflow, int64_t *created_ms);
-int sqlite_list(void *db, const char *workflow, int status, int64_t cursor,
-                size_t limit,
-                void (*fn)(void *ctx, int64_t rowid, const char *id,
-                           duro_status status, int64_t created_ms),
-                void *ctx);
+int sqlite_list(void *db, const char *workflow, const journal_list_filter *f,
+                int64_t cursor, size_t limit,
+                void (*fn)(void *ctx, const journal_list_row *row), void *ctx);
 int sqlite_count_by_status(void *db,
                            void (*fn)(void *ctx, const char *workflow,
                                       duro_status status, int64_t n),

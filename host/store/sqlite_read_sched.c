@@ -3,6 +3,7 @@
  * oldest of them), the listing and the counts by status, and the builds
  * that instances are pinned to. */
 #include <sqlite3.h>
+#include <stdlib.h>
 
 #include "sqlite_internal.h"
 
@@ -181,27 +182,45 @@ int sqlite_waiting_on(void *db, const char *wait_type,
   return rd_close(&q, rc);
 }
 
-int sqlite_list(void *db, const char *workflow, int status, int64_t cursor,
-                size_t limit,
-                void (*fn)(void *ctx, int64_t rowid, const char *id,
-                           duro_status status, int64_t created_ms),
-                void *ctx) {
+int sqlite_list(void *db, const char *workflow, const journal_list_filter *f,
+                int64_t cursor, size_t limit,
+                void (*fn)(void *ctx, const journal_list_row *row), void *ctx) {
   rd q;
   int rc = rd_open(&q, db,
-                   "SELECT rowid,id,status,created_ms FROM instances "
+                   "SELECT rowid,id,status,created_ms,started_ms,ended_ms,"
+                   "wait_type FROM instances "
                    "WHERE workflow=?1 AND (?2 IS NULL OR status=?2) AND "
-                   "(?3=0 OR rowid<?3) ORDER BY rowid DESC LIMIT ?4");
+                   "(?3=0 OR rowid<?3) AND (?5 IS NULL OR (id>=?5 AND "
+                   "(?6 IS NULL OR id<?6))) AND (?7=0 OR created_ms>=?7) AND "
+                   "(?8=0 OR created_ms<?8) AND (?9=0 OR ended_ms>=?9) AND "
+                   "(?10=0 OR ended_ms<?10) ORDER BY rowid DESC LIMIT ?4");
+  char *prefix_end = journal_prefix_end(f->prefix);
   if (rc == 0) {
     bind_text(q.st, 1, workflow);
-    bind_text(q.st, 2, status < 0 ? NULL : duro_status_name(status));
+    bind_text(q.st, 2, f->status < 0 ? NULL : duro_status_name(f->status));
     sqlite3_bind_int64(q.st, 3, cursor);
     sqlite3_bind_int64(q.st, 4, (sqlite3_int64)limit);
-    while (rd_row(&q))
-      fn(ctx, sqlite3_column_int64(q.st, 0),
-         (const char *)sqlite3_column_text(q.st, 1), col_status(q.st, 2),
-         sqlite3_column_int64(q.st, 3));
+    bind_text(q.st, 5, f->prefix && *f->prefix ? f->prefix : NULL);
+    bind_text(q.st, 6, prefix_end);
+    sqlite3_bind_int64(q.st, 7, f->created_after);
+    sqlite3_bind_int64(q.st, 8, f->created_before);
+    sqlite3_bind_int64(q.st, 9, f->ended_after);
+    sqlite3_bind_int64(q.st, 10, f->ended_before);
+    while (rd_row(&q)) {
+      journal_list_row row = {.rowid = sqlite3_column_int64(q.st, 0),
+                              .id = (const char *)sqlite3_column_text(q.st, 1),
+                              .status = col_status(q.st, 2),
+                              .created_ms = sqlite3_column_int64(q.st, 3),
+                              .started_ms = col_ms(q.st, 4),
+                              .ended_ms = col_ms(q.st, 5),
+                              .wait_type =
+                                  (const char *)sqlite3_column_text(q.st, 6)};
+      fn(ctx, &row);
+    }
   }
-  return rd_close(&q, rc);
+  rc = rd_close(&q, rc);
+  free(prefix_end);
+  return rc;
 }
 
 int sqlite_count_by_status(void *db,

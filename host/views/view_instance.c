@@ -111,11 +111,15 @@ json_t *view_instance_summary(const duro_instance_info *in) {
 
 json_t *view_instance_page(const duro_instance_page *p) {
   json_t *list = json_array();
-  for (size_t i = 0; i < p->n; i++)
+  for (size_t i = 0; i < p->n; i++) {
+    const duro_instance_brief *b = &p->v[i];
     json_array_append_new(
-        list, json_pack("{s:s,s:s,s:I}", "id", p->v[i].id, "status",
-                        duro_status_name(p->v[i].status), "created_ms",
-                        (json_int_t)p->v[i].created_ms));
+        list, json_pack("{s:s,s:s,s:I,s:o,s:o,s:s?}", "id", b->id, "status",
+                        duro_status_name(b->status), "created_ms",
+                        (json_int_t)b->created_ms, "started_ms",
+                        json_ms(b->started_ms), "ended_ms",
+                        json_ms(b->ended_ms), "wait_type", b->wait_type));
+  }
   return json_pack("{s:o,s:s?}", "instances", list, "cursor",
                    p->cursor[0] ? p->cursor : NULL);
 }
@@ -210,10 +214,11 @@ int duro_instance_summary(duro_engine *e, const char *workflow, const char *id,
   return rc;
 }
 
-int duro_instance_list(duro_engine *e, const char *workflow, int status,
-                       size_t limit, const char *cursor, json_t **out) {
+int duro_instance_list(duro_engine *e, const char *workflow,
+                       const duro_list_filter *f, size_t limit,
+                       const char *cursor, json_t **out) {
   duro_instance_page p;
-  int rc = duro_instance_list_page(e, workflow, status, limit, cursor, &p);
+  int rc = duro_instance_list_page(e, workflow, f, limit, cursor, &p);
   *out = rc ? NULL : view_instance_page(&p);
   duro_instance_page_free(&p);
   return rc;

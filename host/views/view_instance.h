@@ -57,8 +57,9 @@ int duro_instance_summary(duro_engine *e, const char *workflow, const char *id,
                           json_t **out);
 
 /* duro_instance_list_page as view_instance_page's JSON. */
-int duro_instance_list(duro_engine *e, const char *workflow, int status,
-                       size_t limit, const char *cursor, json_t **out);
+int duro_instance_list(duro_engine *e, const char *workflow,
+                       const duro_list_filter *f, size_t limit,
+                       const char *cursor, json_t **out);
 
 /* duro_workflow_counts_read as view_workflow_counts's JSON. */
 int duro_workflow_stats(duro_engine *e, const char *workflow, json_t **out);

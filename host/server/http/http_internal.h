@@ -113,7 +113,7 @@ typedef struct http_request {
   size_t body_len;
   char *content_type;  /* the Content-Type header's value, or NULL */
   char *segments;      /* the path, split in place by split_path */
-  char *params[4];     /* query values handed out by query_param */
+  char *params[12];    /* query values handed out by query_param */
   char *last_event_id; /* the Last-Event-ID header, or NULL */
   char *traceparent;   /* the traceparent header as sent, or NULL */
   size_t n_params;

@@ -6,6 +6,7 @@
  * into the exchange (http_response); the loop sends it (http_exchange.c). */
 #include "http_internal.h"
 
+#include <glib.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,9 +207,15 @@ const char *query_param(http_exchange *x, const char *key) {
   while (len > 0) {
     const char *amp = memchr(q, '&', len);
     size_t part = amp ? (size_t)(amp - q) : len;
-    if (part > klen && q[klen] == '=' && memcmp(q, key, klen) == 0)
-      return rq->params[rq->n_params++] =
-                 xstrndup(q + klen + 1, part - klen - 1);
+    if (part > klen && q[klen] == '=' && memcmp(q, key, klen) == 0) {
+      /* percent-escapes decoded; one that is malformed or decodes to a
+       * NUL is kept as sent (the route refuses it as it stands) */
+      char *value = g_uri_unescape_segment(q + klen + 1, q + part, "");
+      char *kept =
+          value ? xstrdup(value) : xstrndup(q + klen + 1, part - klen - 1);
+      g_free(value);
+      return rq->params[rq->n_params++] = kept;
+    }
     if (!amp)
       break;
     len -= part + 1;

@@ -18,6 +18,7 @@
 
 #include "duration.h"
 #include "error.h"
+#include "instant.h"
 #include "util.h"
 #include "view_instance.h"
 #include "view_journal.h"
@@ -272,14 +273,35 @@ static int create_batch(http_server *s, http_exchange *x, const char *wf) {
 /* ---- the other routes -------------------------------------------------------
  */
 
+/* Query parameter `name` as a point in time into *ms (0 when absent):
+ * 0, or -1 after answering 400. */
+static int query_instant(http_exchange *x, const char *name, int64_t *ms) {
+  const char *text = query_param(x, name);
+  *ms = 0;
+  if (!text || !*text)
+    return 0;
+  if (instant_parse(text, ms) == 0)
+    return 0;
+  send_error(x, 400, "request.invalid",
+             "%s \"%s\" is not a time (ms since the epoch, or ISO 8601 "
+             "such as 2026-12-07T10:00:00Z)",
+             name, text);
+  return -1;
+}
+
 static int list_instances(http_server *s, http_exchange *x, const char *wf) {
   const char *status = query_param(x, "status");
   const char *limit = query_param(x, "limit");
   const char *cursor = query_param(x, "cursor");
-  int st = -1;
-  if (status && *status && (st = duro_status_parse(status)) < 0)
+  duro_list_filter f = {.status = -1, .prefix = query_param(x, "prefix")};
+  if (status && *status && (f.status = duro_status_parse(status)) < 0)
     return send_error(x, 400, "request.invalid", "unknown status \"%s\"",
                       status);
+  if (query_instant(x, "created_after", &f.created_after) ||
+      query_instant(x, "created_before", &f.created_before) ||
+      query_instant(x, "ended_after", &f.ended_after) ||
+      query_instant(x, "ended_before", &f.ended_before))
+    return 0;
   long lim = 100;
   if (limit) {
     char *end;
@@ -288,7 +310,7 @@ static int list_instances(http_server *s, http_exchange *x, const char *wf) {
       return send_error(x, 400, "request.invalid", "limit must be 1 to 1000");
   }
   json_t *out = NULL;
-  int rc = duro_instance_list(s->engine, wf, st, (size_t)lim, cursor, &out);
+  int rc = duro_instance_list(s->engine, wf, &f, (size_t)lim, cursor, &out);
   if (rc == DURO_E_INVALID_ARGUMENT)
     return send_error(x, 400, "request.invalid", "invalid cursor");
   if (rc)
