@@ -7,7 +7,9 @@ cron and the chaos plugin's workflow (an event wait of another type).
 Offline: the host listens on 127.0.0.1, the page loads nothing else.
 
 It checks that the list shows the instances created over the API, that the
-status filter and the id-prefix search work, that the detail page shows a
+status filter, the id-prefix search and a creation time range work (the
+API answers them; they stay in the URL across a reload), that the list has
+its columns, that the detail page shows a
 retried step's attempts in order and the events an instance received
 (which step consumed each, or pending), that the health page draws the
 steps completed before it opened from the host's history at its first
@@ -311,13 +313,33 @@ def main():
         wait_for(d, "only the terminated instance", lambda: rows(d) == ["term-1"])
         Select(d.find_element(By.ID, "status-filter")).select_by_value("")
         wait_for(d, "every instance again", lambda: want <= set(rows(d)))
-        # the id-prefix search, from the keyboard
+        # the id-prefix search, from the keyboard, answered by the API and
+        # kept in the URL: a reload shows the same filtered list
         box = d.find_element(By.ID, "id-prefix")
         box.send_keys("batch-a")
         box.send_keys(Keys.ENTER)
         wait_for(d, "the prefix matches",
                  lambda: sorted(rows(d)) == ["batch-a-1", "batch-a-2"])
-        assert "2 instances start with" in d.find_element(By.ID, "list-note").text
+        assert "prefix=batch-a" in d.current_url, d.current_url
+        assert "prefix batch-a" in d.find_element(By.ID, "list-note").text
+        d.refresh()
+        wait_for(d, "the filter kept across a reload",
+                 lambda: sorted(rows(d)) == ["batch-a-1", "batch-a-2"]
+                 and d.find_element(By.ID, "id-prefix").get_attribute("value") == "batch-a")
+        heads = [th.text for th in d.find_elements(By.CSS_SELECTOR, "#instances thead th")]
+        assert heads == ["Instance", "Status", "Created", "Started", "Ran for",
+                         "Waiting for"], heads
+        # a creation time range: none was created in 2099
+        d.execute_script("document.getElementById('created-after').value = '2099-01-01T00:00'")
+        d.find_element(By.ID, "find").click()
+        wait_for(d, "no instance created in 2099",
+                 lambda: "No instances match" in d.find_element(By.ID, "instance-rows").text)
+        assert "created_after=2099" in d.current_url, d.current_url
+        d.execute_script("document.getElementById('created-after').value = ''")
+        d.find_element(By.ID, "id-prefix").clear()
+        d.find_element(By.ID, "find").click()
+        wait_for(d, "every instance once the filters are cleared",
+                 lambda: want <= set(rows(d)))
         # start an instance from the page: params that are no JSON are
         # refused there, good ones create it and its page opens
         d.find_element(By.CSS_SELECTOR, "#start summary").click()

@@ -10,7 +10,6 @@
 const TOKEN_KEY = 'duro.token';
 const POLL_MS = 2000;
 const PAGE_SIZE = 20;
-const SCAN_MS = 10000; /* how often an id-prefix search reads the listing again */
 /* The wait_type of an instance whose build the crash-storm breaker holds. */
 const HELD = 'build.crashing';
 const STATUSES = ['queued', 'running', 'waiting', 'waitingForPause', 'paused',
@@ -272,12 +271,15 @@ function errorLine() {
 }
 
 function route() {
-  const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
+  /* #/wf/NAME?status=…: a view's path, then its filters */
+  const [path, query] = location.hash.replace(/^#\/?/, '').split('?');
+  const parts = path.split('/').map(decodeURIComponent);
+  const filters = new URLSearchParams(query || '');
   let nav = 'instances';
   if (parts[0] === 'wf' && parts[1] && parts[2] === 'i' && parts[3])
     openView((m, g) => instanceView(m, g, parts[1], parts[3]), parts[3]);
   else if (parts[0] === 'wf' && parts[1])
-    openView((m, g) => listView(m, g, parts[1]), parts[1]);
+    openView((m, g) => listView(m, g, parts[1], filters), parts[1]);
   else if (parts[0] === 'queues') { nav = 'queues'; openView(queuesView, 'Queues'); }
   else if (parts[0] === 'crons') { nav = 'crons'; openView(cronsView, 'Crons'); }
   else if (parts[0] === 'pipelines') { nav = 'pipelines'; openView(pipelinesView, 'Pipelines'); }
@@ -401,18 +403,51 @@ function flowPanel() {
   return {el, show};
 }
 
-function listView(main, gen, wf) {
-  const st = {status: '', prefix: '', cursors: [''], page: 0, scan: null};
+/* A datetime-local input's value (local time) as ISO 8601 in UTC, '' for
+ * none; and back. */
+function isoOf(local) { return local ? new Date(local).toISOString() : ''; }
+function localOf(iso) {
+  const t = iso ? new Date(iso) : null;
+  if (!t || isNaN(t)) return '';
+  return `${t.getFullYear()}-${pad(t.getMonth() + 1)}-${pad(t.getDate())}T${pad(t.getHours())}:${pad(t.getMinutes())}`;
+}
+
+/* How long an instance ran (or has run so far): '' before it started. */
+function ranFor(i) {
+  if (i.started_ms == null) return '';
+  const end = i.ended_ms != null ? i.ended_ms : Date.now();
+  return fmtDur(Math.max(0, end - i.started_ms));
+}
+
+/* A workflow's instances: filters by status, id prefix and creation time,
+ * answered by the API and kept in the URL (#/wf/NAME?status=…&prefix=…),
+ * so a filtered list can be bookmarked and shared. */
+function listView(main, gen, wf, filters) {
+  const st = {status: filters.get('status') || '', prefix: filters.get('prefix') || '',
+              after: filters.get('created_after') || '', before: filters.get('created_before') || '',
+              cursors: [''], page: 0};
   const err = errorLine();
   const counts = h('div', {class: 'counts', role: 'group', 'aria-label': 'Counts by status'});
   const select = h('select', {id: 'status-filter', onchange: () => { st.status = select.value; restart(); }},
     h('option', {value: ''}, 'any status'),
     STATUSES.map((s) => h('option', {value: s}, s)));
+  select.value = st.status;
   const prefix = h('input', {id: 'id-prefix', type: 'search', placeholder: 'id prefix', autocomplete: 'off'});
+  prefix.value = st.prefix;
+  const after = h('input', {id: 'created-after', type: 'datetime-local'});
+  const before = h('input', {id: 'created-before', type: 'datetime-local'});
+  after.value = localOf(st.after);
+  before.value = localOf(st.before);
   const searchForm = h('form', {class: 'row', role: 'search', onsubmit: (ev) => {
-      ev.preventDefault(); st.prefix = prefix.value.trim(); restart(); }},
+      ev.preventDefault();
+      st.prefix = prefix.value.trim();
+      st.after = isoOf(after.value);
+      st.before = isoOf(before.value);
+      restart(); }},
     h('div', null, h('label', {for: 'status-filter'}, 'Status'), select),
-    h('div', null, h('label', {for: 'id-prefix'}, 'Find by id prefix'), prefix),
+    h('div', null, h('label', {for: 'id-prefix'}, 'Id starts with'), prefix),
+    h('div', null, h('label', {for: 'created-after'}, 'Created from'), after),
+    h('div', null, h('label', {for: 'created-before'}, 'Created before'), before),
     h('button', {type: 'submit', id: 'find'}, 'Find'));
   const tbody = h('tbody', {id: 'instance-rows'});
   const note = h('p', {class: 'muted', id: 'list-note', 'aria-live': 'polite'});
@@ -420,55 +455,43 @@ function listView(main, gen, wf) {
   const older = h('button', {type: 'button', id: 'page-older', onclick: () => { st.page++; view.refresh(); }}, 'Older →');
   const pageNo = h('span', {class: 'muted'});
   const flow = flowPanel();
+  const COLUMNS = ['Instance', 'Status', 'Created', 'Started', 'Ran for', 'Waiting for'];
   main.append(
     h('p', null, h('a', {href: '#/'}, '← Workflows')),
     h('h1', null, wf), err.el, counts, flow.el, startForm(wf), searchForm,
     h('div', {class: 'table-wrap'}, h('table', {id: 'instances'},
-      h('thead', null, h('tr', null, h('th', null, 'Instance'), h('th', null, 'Status'),
-        h('th', null, 'Created'))), tbody)),
+      h('thead', null, h('tr', null, COLUMNS.map((c) => h('th', null, c)))), tbody)),
     h('div', {class: 'pager'}, newer, older, pageNo), note);
 
-  function restart() { st.cursors = ['']; st.page = 0; st.scan = null; view.refresh(); }
+  /* The filters as the API's query (and the URL's). */
+  function query() {
+    const q = new URLSearchParams();
+    if (st.status) q.set('status', st.status);
+    if (st.prefix) q.set('prefix', st.prefix);
+    if (st.after) q.set('created_after', st.after);
+    if (st.before) q.set('created_before', st.before);
+    return q;
+  }
+
+  function restart() {
+    st.cursors = ['']; st.page = 0;
+    const q = query().toString();
+    history.replaceState(null, '', `#/wf/${enc(wf)}${q ? `?${q}` : ''}`);
+    view.refresh();
+  }
 
   function pressCount(s) { st.status = s; select.value = s; restart(); }
-
-  /* Up to PAGE_SIZE rows: a page of the API's listing, or, with a prefix,
-   * the matches found by reading the listing in pages of 1000 (the API
-   * has no prefix filter; at most 20 pages are read). */
-  async function rows() {
-    const q = st.status ? `&status=${enc(st.status)}` : '';
-    const base = `/workflows/${enc(wf)}/instances?`;
-    if (!st.prefix) {
-      const r = await load(`${base}limit=${PAGE_SIZE}${q}&cursor=${enc(st.cursors[st.page] || '')}`);
-      st.cursors[st.page + 1] = r.cursor || null;
-      return {items: r.instances, more: !!r.cursor, note: ''};
-    }
-    /* A scan is read again every SCAN_MS, not at every poll. */
-    const key = `${st.prefix}\n${st.status}`;
-    if (!st.scan || st.scan.key !== key || Date.now() - st.scan.at > SCAN_MS) {
-      const matches = [];
-      let cursor = '', scanned = 0, pages = 0;
-      do {
-        const r = await load(`${base}limit=1000${q}&cursor=${enc(cursor)}`);
-        scanned += r.instances.length;
-        for (const i of r.instances) if (i.id.startsWith(st.prefix)) matches.push(i);
-        cursor = r.cursor;
-      } while (cursor && ++pages < 20);
-      st.scan = {key, at: Date.now(), matches, scanned, cut: !!cursor};
-    }
-    const {matches, scanned, cut} = st.scan;
-    const from = st.page * PAGE_SIZE;
-    return {items: matches.slice(from, from + PAGE_SIZE),
-            more: matches.length > from + PAGE_SIZE,
-            note: `${matches.length} ${matches.length === 1 ? 'instance starts' : 'instances start'} with “${st.prefix}” ` +
-                  `among ${scanned} read${cut ? ' (stopped after 20,000: narrow by status)' : ''}.`};
-  }
 
   const view = {
     error: err.show,
     async refresh() {
-      const [stats, page] = await Promise.all([load(`/workflows/${enc(wf)}`), rows()]);
+      const q = query();
+      q.set('limit', String(PAGE_SIZE));
+      if (st.cursors[st.page]) q.set('cursor', st.cursors[st.page]);
+      const [stats, page] = await Promise.all([load(`/workflows/${enc(wf)}`),
+        load(`/workflows/${enc(wf)}/instances?${q}`)]);
       if (app.gen !== gen) return;
+      st.cursors[st.page + 1] = page.cursor || null;
       err.show(null);
       flow.show(stats);
       const total = Object.values(stats.instances).reduce((a, b) => a + b, 0);
@@ -476,16 +499,21 @@ function listView(main, gen, wf) {
         .filter(([s, , n]) => !s || n || s === st.status)
         .map(([s, label, n]) => h('button', {type: 'button', 'aria-pressed': String(st.status === s),
           'data-status': s || 'all', onclick: () => pressCount(s)}, `${label} ${n}`)));
-      fill(tbody, page.items.map((i) => h('tr', {'data-id': i.id},
+      fill(tbody, page.instances.map((i) => h('tr', {'data-id': i.id},
         h('td', null, h('a', {href: `#/wf/${enc(wf)}/i/${enc(i.id)}`}, i.id)),
         h('td', null, badge(i.status)),
-        h('td', null, fmtTime(i.created_ms)))));
-      if (!page.items.length)
-        tbody.append(h('tr', null, h('td', {colspan: 3, class: 'muted'}, 'No instances match.')));
+        h('td', null, fmtTime(i.created_ms)),
+        h('td', null, i.started_ms != null ? fmtTime(i.started_ms) : ''),
+        h('td', {class: 'num'}, ranFor(i)),
+        h('td', null, i.wait_type && !ENDED.includes(i.status) ? i.wait_type : ''))));
+      if (!page.instances.length)
+        tbody.append(h('tr', null, h('td', {colspan: COLUMNS.length, class: 'muted'}, 'No instances match.')));
       newer.disabled = st.page === 0;
-      older.disabled = !page.more;
+      older.disabled = !page.cursor;
       pageNo.textContent = `page ${st.page + 1} · updated ${fmtClock(Date.now()).slice(0, 8)}`;
-      note.textContent = page.note;
+      const q2 = query();
+      note.textContent = [...q2.keys()].length
+        ? `Filtered by ${[...q2.entries()].map(([k, v]) => `${k.replace('_', ' ')} ${v}`).join(', ')}.` : '';
     },
   };
   return view;
