@@ -40,8 +40,13 @@ static const cli_verb verbs[] = {
     {"workflows trigger",
      "WF [PARAMS] [--id ID] [--timeout DURATION] [--wait [DURATION]]", 1, 2,
      O_ID | O_TIMEOUT | O_WAIT, NULL, cli_build_trigger, cli_print_created},
-    {"workflows instances list", "WF [--status S] [--limit N] [--cursor C]", 1,
-     1, O_STATUS | O_LIMIT | O_CURSOR, NULL, cli_build_list, cli_print_list},
+    {"workflows instances list",
+     "WF [--status S] [--prefix P] [--created-after T] [--created-before T] "
+     "[--limit N] [--cursor C]",
+     1, 1,
+     O_STATUS | O_LIMIT | O_CURSOR | O_PREFIX | O_CREATED_AFTER |
+         O_CREATED_BEFORE,
+     NULL, cli_build_list, cli_print_list},
     {"workflows list", "", 0, 0, 0, NULL, cli_build_workflows_list, NULL},
     {"workflows describe", "WF", 1, 1, 0, NULL, cli_build_workflow,
      cli_print_workflow},

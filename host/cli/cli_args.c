@@ -35,6 +35,9 @@ static const struct cli_option {
     {"--rollback", O_ROLLBACK, 0},
     {"--follow", O_FOLLOW, 0},
     {"--after", O_AFTER, offsetof(cli_args, after)},
+    {"--prefix", O_PREFIX, offsetof(cli_args, prefix)},
+    {"--created-after", O_CREATED_AFTER, offsetof(cli_args, created_after)},
+    {"--created-before", O_CREATED_BEFORE, offsetof(cli_args, created_before)},
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 

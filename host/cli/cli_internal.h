@@ -57,6 +57,9 @@ enum {
   O_ROLLBACK = 1u << 15,
   O_FOLLOW = 1u << 16,
   O_AFTER = 1u << 17,
+  O_PREFIX = 1u << 18,
+  O_CREATED_AFTER = 1u << 19,
+  O_CREATED_BEFORE = 1u << 20,
   O_COMMON = O_JSON | O_CONFIG | O_URL /* every verb takes these */
 };
 
@@ -69,7 +72,8 @@ typedef struct cli_args {
   int rollback; /* --rollback: a terminate's rollbacks run first */
   int follow;   /* --follow: logs, describe go on until the instance ends */
   const char *config, *url, *id, *status, *limit, *cursor, *from, *count, *type,
-      *payload, *delay, *timeout, *after;
+      *payload, *delay, *timeout, *after, *prefix, *created_after,
+      *created_before;
   const char *wait; /* --wait: "" without a DURATION */
 } cli_args;
 

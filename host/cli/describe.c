@@ -227,11 +227,19 @@ void describe_list(FILE *out, const json_t *list) {
   if (json_array_size(items) == 0)
     fputs("no instances\n", out);
   else
-    fprintf(out, "%-*s  %-15s  %s\n", (int)id_w, "ID", "STATUS", "CREATED");
+    fprintf(out, "%-*s  %-15s  %-24s  %-9s  %s\n", (int)id_w, "ID", "STATUS",
+            "CREATED", "RAN FOR", "WAITING FOR");
   json_array_foreach(items, i, it) {
+    char ran[32];
+    int64_t started = ms_field(it, "started_ms"),
+            ended = ms_field(it, "ended_ms");
     describe_text(out, str_field(it, "id"), 0, id_w + 2);
     describe_text(out, str_field(it, "status"), 0, 17);
-    fprintf(out, "%s\n", iso_time(t, ms_field(it, "created_ms")));
+    fprintf(out, "%-24s  %-9s  ", iso_time(t, ms_field(it, "created_ms")),
+            took(ran, started, ended));
+    const char *wait = str_field(it, "wait_type");
+    describe_text(out, wait && ended == NO_TIME ? wait : "-", 0, 0);
+    fputc('\n', out);
   }
   const char *cursor = str_field(list, "cursor");
   if (cursor) {
