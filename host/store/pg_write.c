@@ -137,8 +137,23 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
      * row locks are waited for, then its lease seen). */
     [ST_MESSAGE_KEY_LOCK] =
         "SELECT pg_advisory_xact_lock(hashtext('duro.queue_keys.'||$1))",
+    /* The pointer the queue's keys are of made $2's: when it was
+     * another (or none), the keys are cleared, to be computed again as
+     * leases meet them. */
+    [ST_MESSAGE_KEY_POINTER] =
+        "WITH up AS (INSERT INTO queue_key_pointers(queue,pointer) "
+        "VALUES($1,$2) ON CONFLICT(queue) DO UPDATE SET "
+        "pointer=excluded.pointer WHERE "
+        "queue_key_pointers.pointer<>excluded.pointer RETURNING 1) "
+        "UPDATE messages SET key=NULL WHERE queue=$1 AND key IS NOT NULL "
+        "AND EXISTS(SELECT 1 FROM up)",
     [ST_MESSAGE_KEY_AHEAD] = PG_SQL_KEY_AHEAD,
     [ST_MESSAGE_KEY_PAGE] = PG_SQL_KEY_PAGE,
+    /* The keys a lease computed ($1: {"<seq>": "<key>", ...}), of the
+     * messages still in its queue. */
+    [ST_MESSAGE_KEY_FILL] =
+        "UPDATE messages m SET key=f.value FROM jsonb_each_text($1::jsonb) "
+        "f WHERE m.seq=f.key::bigint AND m.queue=$2",
     [ST_MESSAGE_KEY_LEASE] =
         "UPDATE messages SET lease=$2||'-'||seq::text, visible_ms=$3, "
         "attempts=attempts+1 WHERE seq=ANY($1::bigint[]) AND queue=$4 AND "
@@ -152,8 +167,11 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     [ST_MESSAGE_HELD] = "SELECT seq,attempts FROM messages WHERE seq=$4 AND "
                         "lease=$1 AND queue=$2 AND visible_ms>$3",
     [ST_MESSAGE_MOVE] =
-        "UPDATE messages SET queue=$2, lease=NULL, visible_ms=$3, "
-        "last_error=COALESCE($4,last_error) WHERE seq=$1",
+        /* a key is its queue's (queue_key_pointers): one moved to
+         * another queue has none yet */
+    "UPDATE messages SET queue=$2, lease=NULL, visible_ms=$3, "
+    "last_error=COALESCE($4,last_error), "
+    "key=CASE WHEN queue=$2 THEN key END WHERE seq=$1",
     [ST_MESSAGE_DELETE] = "DELETE FROM messages WHERE seq=$1",
     [ST_MESSAGES_DROPPED] =
         "INSERT INTO queue_counts(queue,dropped,dead_lettered) "
