@@ -139,12 +139,14 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
         "SELECT pg_advisory_xact_lock(hashtext('duro.queue_keys.'||$1))",
     /* The pointer the queue's keys are of made $2's: when it was
      * another (or none), the keys are cleared, to be computed again as
-     * leases meet them. */
+     * leases meet them.  When it is $2 already, nothing is written (no
+     * row lock a lease). */
     [ST_MESSAGE_KEY_POINTER] =
-        "WITH up AS (INSERT INTO queue_key_pointers(queue,pointer) "
-        "VALUES($1,$2) ON CONFLICT(queue) DO UPDATE SET "
-        "pointer=excluded.pointer WHERE "
-        "queue_key_pointers.pointer<>excluded.pointer RETURNING 1) "
+        "WITH stale AS (SELECT 1 WHERE NOT EXISTS(SELECT 1 FROM "
+        "queue_key_pointers WHERE queue=$1 AND pointer=$2)), "
+        "up AS (INSERT INTO queue_key_pointers(queue,pointer) SELECT $1,$2 "
+        "FROM stale ON CONFLICT(queue) DO UPDATE SET "
+        "pointer=excluded.pointer RETURNING 1) "
         "UPDATE messages SET key=NULL WHERE queue=$1 AND key IS NOT NULL "
         "AND EXISTS(SELECT 1 FROM up)",
     [ST_MESSAGE_KEY_AHEAD] = PG_SQL_KEY_AHEAD,
