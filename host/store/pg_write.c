@@ -152,10 +152,13 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     [ST_MESSAGE_KEY_AHEAD] = PG_SQL_KEY_AHEAD,
     [ST_MESSAGE_KEY_PAGE] = PG_SQL_KEY_PAGE,
     /* The keys a lease computed ($1: {"<seq>": "<key>", ...}), of the
-     * messages still in its queue. */
+     * messages still in its queue and not in a handler at $3: a host
+     * settling one of those must not wait for this lease (its key is
+     * computed again by each lease until it is settled). */
     [ST_MESSAGE_KEY_FILL] =
         "UPDATE messages m SET key=f.value FROM jsonb_each_text($1::jsonb) "
-        "f WHERE m.seq=f.key::bigint AND m.queue=$2",
+        "f WHERE m.seq=f.key::bigint AND m.queue=$2 AND "
+        "(m.lease IS NULL OR m.visible_ms<=$3)",
     [ST_MESSAGE_KEY_LEASE] =
         "UPDATE messages SET lease=$2||'-'||seq::text, visible_ms=$3, "
         "attempts=attempts+1 WHERE seq=ANY($1::bigint[]) AND queue=$4 AND "

@@ -58,7 +58,8 @@ static int pick(pg_store *pg, journal_op *op, journal_message *v, size_t *n,
 }
 
 /* Stores the keys the walks computed, in one statement. */
-static int keys_fill(pg_store *pg, const char *queue, const queue_keys *keys) {
+static int keys_fill(pg_store *pg, const journal_op *op,
+                     const queue_keys *keys) {
   int64_t seq;
   const char *key;
   if (!queue_keys_fill(keys, 0, &seq, &key))
@@ -73,7 +74,8 @@ static int keys_fill(pg_store *pg, const char *queue, const queue_keys *keys) {
   json_decref(fills);
   params p = {0};
   p_text(&p, text);
-  p_text(&p, queue);
+  p_text(&p, op->queue);
+  p_i64(&p, op->ts_ms);
   int rc = text ? pg_write_queue(pg, ST_MESSAGE_KEY_FILL, &p) : 0;
   free(text);
   return rc;
@@ -136,7 +138,7 @@ static int pick_keyed(pg_store *pg, journal_op *op, journal_message *v,
     PQclear(r);
   }
   if (rc == 0)
-    rc = keys_fill(pg, op->queue, keys);
+    rc = keys_fill(pg, op, keys);
   free(full);
   queue_keys_free(keys);
   return rc;

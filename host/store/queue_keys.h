@@ -11,12 +11,13 @@
  * limited.
  *
  * Both backends store each message's key in messages.key, computed by the
- * keyed lease that first meets the message (NULL until then) for the
- * pointer recorded in queue_key_pointers: a lease under another pointer
- * (a consumer's key configured, or changed by a reload) first clears the
- * queue's keys, so a stored key is always the recorded pointer's.  A
- * lease then reads keys, not bodies, and passes over the keys already at
- * their limit in the index (queue_keys_full), never reading their
+ * keyed lease that first meets the message (NULL until then; on
+ * PostgreSQL not while it is in a handler, whose settling host must not
+ * wait for the lease) for the pointer recorded in queue_key_pointers: a lease
+ * under another pointer (a consumer's key configured, or changed by a reload)
+ * first clears the queue's keys, so a stored key is always the recorded
+ * pointer's.  A lease then reads keys, not bodies, and passes over the keys
+ * already at their limit in the index (queue_keys_full), never reading their
  * backlog.
  *
  * Nothing here is state: both backends feed it the rows of one

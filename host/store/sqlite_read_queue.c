@@ -174,9 +174,10 @@ int sqlite_queue_held(void *db, const char *queue, int64_t now_ms,
     bind_text(pick, 4, "[]");
     while ((s = sqlite3_step(pick)) == SQLITE_ROW) {
       int64_t seq = sqlite3_column_int64(pick, 0);
-      const char *key =
-          queue_keys_key(keys, seq, (const char *)sqlite3_column_text(pick, 6),
-                         (const char *)sqlite3_column_text(pick, 2));
+      const char *key = (const char *)sqlite3_column_text(pick, 6);
+      if (!key) /* the body read only then */
+        key = queue_keys_key(keys, seq, NULL,
+                             (const char *)sqlite3_column_text(pick, 2));
       queue_keys_admit(keys, key, sqlite3_column_int64(pick, 3), seq);
     }
   }

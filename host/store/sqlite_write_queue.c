@@ -134,9 +134,10 @@ int sqlite_message_lease(sqlite_store *sq, journal_op *op) {
     }
     if (keys) {
       int64_t seq = sqlite3_column_int64(st, 0);
-      const char *key =
-          queue_keys_key(keys, seq, (const char *)sqlite3_column_text(st, 6),
-                         (const char *)sqlite3_column_text(st, 2));
+      const char *key = (const char *)sqlite3_column_text(st, 6);
+      if (!key) /* the body read only then */
+        key = queue_keys_key(keys, seq, NULL,
+                             (const char *)sqlite3_column_text(st, 2));
       if (!queue_keys_admit(keys, key, sqlite3_column_int64(st, 3), seq))
         continue;
     }
