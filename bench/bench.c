@@ -75,6 +75,12 @@
  *                   send-to-handler latency; then the pull path: sent,
  *                   then pulled and acked in batches of 100 from one
  *                   thread
+ *   QK queue keys   a push consumer's concurrency by key (limit 1): one key
+ *                   with 10,000 messages held behind its first (in a
+ *                   handler), then another key's 200 messages leased and
+ *                   acked one by one: ms per lease (mean and p99), what
+ *                   the held backlog costs each lease of the other key;
+ *                   first the same without the held key, for scale
  *   P1 pipelines    1000 instances x 10 steps, each step's callback
  *                   sending 100 records of 100 bytes to a pipeline
  *                   (duro_pipeline_send: committed with the step's
@@ -1509,6 +1515,87 @@ static void q1_queue(void) {
          "msg/s", NULL);
 }
 
+/* ---- QK
+ * ------------------------------------------------------------------------ */
+
+/* Sends n bodies {"account":"<acct>","n":i} in batches of 100. */
+static void qk_send(duro_engine *e, const char *acct, size_t n) {
+  duro_queue_send_req reqs[100];
+  char bodies[100][64], err[256];
+  for (size_t sent = 0; sent < n;) {
+    size_t k = n - sent < 100 ? n - sent : 100;
+    for (size_t i = 0; i < k; i++) {
+      snprintf(bodies[i], sizeof bodies[i], "{\"account\":\"%s\",\"n\":%zu}",
+               acct, sent + i);
+      reqs[i] = (duro_queue_send_req){.body = bodies[i]};
+    }
+    if (duro_queue_enqueue_batch(e, "qk", reqs, k, NULL, err, sizeof err)) {
+      fprintf(stderr, "bench: send: %s\n", err);
+      exit(1);
+    }
+    sent += k;
+  }
+}
+
+/* One keyed lease of at most one message (the consumer's, /account with
+ * limit 1): the time it took, in us; its lease id into lease (empty when
+ * it took none). */
+static int64_t qk_lease(duro_engine *e, char *lease, size_t len) {
+  journal_message *m = NULL;
+  size_t n = 0;
+  char err[256];
+  int64_t t0 = now_us();
+  if (queue_lease_by_key(e, "qk", 1, 600000, NULL, "/account", 1, &m, &n, err,
+                         sizeof err)) {
+    fprintf(stderr, "bench: lease: %s\n", err);
+    exit(1);
+  }
+  int64_t us = now_us() - t0;
+  snprintf(lease, len, "%s", n ? m[0].lease : "");
+  journal_messages_free(m, n);
+  return us;
+}
+
+/* `held` messages of one key held behind its first, in a handler; then
+ * n of another key leased and acked one by one. */
+static void qk_keys(size_t held) {
+  size_t n = opts.quick ? 50 : 200;
+  bench_engine b;
+  bench_open(&b, "qk", NULL, 0, 1, 1, 1);
+  bench_start(&b);
+  duro_queue_register(b.e, "qk", NULL);
+  char lease[128], err[256];
+  if (held) {
+    qk_send(b.e, "hot", held + 1);
+    qk_lease(b.e, lease, sizeof lease); /* hot's first: in a handler */
+  }
+  qk_send(b.e, "cold", n);
+  int64_t *us = calloc(n, sizeof *us);
+  for (size_t i = 0; i < n; i++) {
+    us[i] = qk_lease(b.e, lease, sizeof lease);
+    json_t *res = NULL;
+    const char *leases[1] = {lease};
+    if (!lease[0] || duro_queue_ack(b.e, "qk", leases, 1, NULL, 0, &res, err,
+                                    sizeof err) != 0) {
+      fprintf(stderr, "bench: QK lease %zu of the other key: %s\n", i,
+              lease[0] ? err : "none leased");
+      exit(1);
+    }
+    json_decref(res);
+  }
+  bench_close(&b, 1);
+  int64_t total = 0;
+  for (size_t i = 0; i < n; i++)
+    total += us[i];
+  qsort(us, n, sizeof *us, cmp_i64);
+  char mean[64], p99[64];
+  snprintf(mean, sizeof mean, "QK lease (%zu held)", held);
+  snprintf(p99, sizeof p99, "QK lease p99 (%zu held)", held);
+  report(mean, (double)total / (double)n / 1e3, "ms", NULL);
+  report(p99, (double)us[n * 99 / 100] / 1e3, "ms", NULL);
+  free(us);
+}
+
 /* ---- P1
  * ------------------------------------------------------------------------ */
 
@@ -1619,7 +1706,7 @@ static int usage(void) {
   fprintf(stderr,
           "usage: duro-bench [--csv] [--quick] [--synchronous full|normal]\n"
           "                  [--workers N] [--sleepers N] [--only "
-          "W1,W1T,W1L,R1,F1,F1F,K1,S1,Q1,...]\n"
+          "W1,W1T,W1L,R1,F1,F1F,K1,S1,Q1,QK,...]\n"
           "                  [--plugin-workers LIBBENCH.so [--duro PATH]]\n"
           "                  [--dir DIR] [--postgresql CONNINFO|auto]\n"
           "                  [--hosts N (with --postgresql, W1-W3)]\n"
@@ -1730,6 +1817,10 @@ int main(int argc, char **argv) {
   if (wants("Q1")) {
     q1_push();
     q1_queue();
+  }
+  if (wants("QK")) {
+    qk_keys(0); /* the lease's own cost, for scale */
+    qk_keys(opts.quick ? 1000 : 10000);
   }
   if (wants("P1"))
     p1_pipelines();

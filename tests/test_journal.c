@@ -240,7 +240,7 @@ START_TEST(upgrades_schema_9_pipeline_records) {
   ck_assert_int_eq(s.bytes, 12);
   journal_close(j);
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='11'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='12'"),
       1);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM pipeline_records"), 3);
   ck_assert_int_eq(count_rows("SELECT last FROM pipeline_records WHERE "
@@ -294,6 +294,80 @@ static void insert_new(journal *j, int64_t deadline_ms,
   journal_batch_free(&b);
 }
 
+/* A keyed lease of queue q at ts_ms 10 (as a consumer of `pointer` with
+ * limit 1 takes it): the bodies leased, joined by spaces, into out. */
+static void lease_keyed(journal *j, const char *pointer, char *out,
+                        size_t len) {
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_MESSAGE_LEASE);
+  op->queue = "q";
+  op->ts_ms = 10;
+  op->visible_ms = 100000;
+  op->lease_token = "t";
+  op->n_leases = 10;
+  op->key_pointer = pointer;
+  op->key_limit = 1;
+  ck_assert_int_eq(journal_commit(j, &b), 0);
+  ck_assert_int_eq(b.ops[0].rc, 0);
+  out[0] = 0;
+  for (size_t i = 0; i < b.ops[0].n_messages; i++) {
+    size_t n = strlen(out);
+    snprintf(out + n, len - n, "%s%s", i ? " " : "", b.ops[0].messages[i].body);
+  }
+  journal_messages_free(b.ops[0].messages, b.ops[0].n_messages);
+  journal_batch_free(&b);
+}
+
+#define KM(acct, n) "{\"account\":\"" #acct "\",\"n\":" #n "}"
+
+/* Schema 12 keeps each message's key: a schema 11 file's messages are
+ * all there after the upgrade, their keys computed by the first keyed
+ * lease and stored (a reopen finds them), and a lease under another
+ * pointer (a reload that changed the consumer's key) computes them
+ * again. */
+START_TEST(upgrades_schema_11_message_keys) {
+  journal *j = opened_as_of(
+      "DROP INDEX messages_age; ALTER TABLE messages DROP COLUMN key;"
+      "CREATE INDEX messages_age ON messages(queue, sent_ms);"
+      "DROP TABLE queue_key_pointers;"
+      "INSERT INTO messages(queue,body,attempts,visible_ms,sent_ms) VALUES"
+      "('q','" KM(a, 1) "',0,0,1),('q','" KM(a, 2) "',0,0,2),"
+                                                   "('q','" KM(b,
+                                                               1) "',0,0,3);",
+      11);
+  ck_assert_int_eq(
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='12'"),
+      1);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM messages WHERE key IS "
+                              "NULL AND body LIKE '{\"account\":%'"),
+                   3);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM "
+                              "pragma_index_info('messages_age')"),
+                   4);
+  char got[256];
+  lease_keyed(j, "/account", got, sizeof got);
+  ck_assert_str_eq(got, KM(a, 1) " " KM(b, 1));
+  journal_close(j);
+  j = open_journal();
+  ck_assert_int_eq(
+      count_rows("SELECT COUNT(*) FROM messages WHERE key='\"a\"'"), 2);
+  ck_assert_int_eq(
+      count_rows("SELECT COUNT(*) FROM messages WHERE key='\"b\"'"), 1);
+  lease_keyed(j, "/account", got, sizeof got); /* a and b in handlers */
+  ck_assert_str_eq(got, "");
+  /* /n: a1 and b1 (n 1) are one key, in a handler; a2 is its own */
+  lease_keyed(j, "/n", got, sizeof got);
+  ck_assert_str_eq(got, KM(a, 2));
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM messages WHERE key='1'"),
+                   2);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM queue_key_pointers "
+                              "WHERE queue='q' AND pointer='/n'"),
+                   1);
+  journal_close(j);
+  drop_db();
+}
+END_TEST
+
 /* Schema 7 adds an instance's deadline to a schema 6 file in place: the
  * rows there have none, and a new one keeps its own; the file ends at
  * the current schema (8, which adds the pipelines' tables). */
@@ -311,7 +385,7 @@ START_TEST(upgrades_schema_6_to_7) {
   journal_instance_clear(&got);
   journal_close(j);
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='11'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='12'"),
       1);
   drop_db();
 }
@@ -338,7 +412,7 @@ START_TEST(upgrades_schema_10_to_11) {
                               "traceparent LIKE '00-4bf92f35%'"),
                    1);
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='11'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='12'"),
       1);
   drop_db();
 }
@@ -367,7 +441,7 @@ START_TEST(upgrades_schema_3_to_5) {
   journal_batch_free(&b);
   journal_close(j);
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='11'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='12'"),
       1);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM messages"), 1);
   drop_db();
@@ -393,7 +467,7 @@ START_TEST(upgrades_schema_4_to_5) {
   sqlite3_close(h);
   journal_close(open_journal());
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='11'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='12'"),
       1);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM sqlite_master WHERE "
                               "name='messages_lease'"),
@@ -586,6 +660,7 @@ int main(void) {
   tcase_add_test(tc, upgrades_schema_3_to_5);
   tcase_add_test(tc, upgrades_schema_4_to_5);
   tcase_add_test(tc, upgrades_schema_10_to_11);
+  tcase_add_test(tc, upgrades_schema_11_message_keys);
   tcase_add_test(tc, upgrades_schema_6_to_7);
   tcase_add_test(tc, upgrades_schema_9_pipeline_records);
   tcase_add_test(tc, acknowledged_terminate_wins_over_a_later_pause);

@@ -143,7 +143,7 @@ START_TEST(duplicate_in_a_shared_transaction) {
   journal_close(j);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM instances"), 2);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' "
-                              "AND value='13'"),
+                              "AND value='14'"),
                    1);
 }
 END_TEST
@@ -191,7 +191,7 @@ START_TEST(upgrades_schema_10_pipeline_records) {
   ck_assert_str_eq(text, "2:\"b\";3:\"c\";4:\"d\";");
   journal_close(j);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' "
-                              "AND value='13'"),
+                              "AND value='14'"),
                    1);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM pipeline_records"), 3);
 }
@@ -219,8 +219,97 @@ START_TEST(upgrades_schema_7_to_8) {
   journal_instance_clear(&got);
   journal_close(j);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' "
-                              "AND value='13'"),
+                              "AND value='14'"),
                    1);
+}
+END_TEST
+
+/* A keyed lease of queue q at ts_ms 10 (as a consumer of `pointer` with
+ * limit 1 takes it): the bodies leased, joined by spaces, into out. */
+static void lease_keyed(journal *j, const char *pointer, char *out,
+                        size_t len) {
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_MESSAGE_LEASE);
+  op->queue = "q";
+  op->ts_ms = 10;
+  op->visible_ms = 100000;
+  op->lease_token = "t";
+  op->n_leases = 10;
+  op->key_pointer = pointer;
+  op->key_limit = 1;
+  ck_assert_int_eq(journal_commit(j, &b), 0);
+  ck_assert_int_eq(b.ops[0].rc, 0);
+  out[0] = 0;
+  for (size_t i = 0; i < b.ops[0].n_messages; i++) {
+    size_t n = strlen(out);
+    snprintf(out + n, len - n, "%s%s", i ? " " : "", b.ops[0].messages[i].body);
+  }
+  journal_messages_free(b.ops[0].messages, b.ops[0].n_messages);
+  journal_batch_free(&b);
+}
+
+#define KM(acct, n) "{\"account\":\"" #acct "\",\"n\":" #n "}"
+
+/* Schema 14 keeps each message's key: a schema 13 journal's messages are
+ * all there after the upgrade, their keys computed by the first keyed
+ * lease and stored (a reopen finds them), and a lease under another
+ * pointer (a reload that changed the consumer's key) computes them
+ * again. */
+START_TEST(upgrades_schema_13_message_keys) {
+  fresh_db();
+  journal_close(open_journal());
+  PGconn *c = PQconnectdb(conninfo);
+  ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
+  PGresult *r = PQexec(
+      c, "DROP INDEX messages_age; ALTER TABLE messages DROP COLUMN key;"
+         "CREATE INDEX messages_age ON messages(queue, sent_ms);"
+         "DROP TABLE queue_key_pointers;"
+         "INSERT INTO messages(queue,body,attempts,visible_ms,sent_ms) VALUES"
+         "('q','" KM(a, 1) "',0,0,1),('q','" KM(
+             a, 2) "',0,0,2),"
+                   "('q','" KM(
+                       b, 1) "',0,0,3);"
+                             "UPDATE meta SET value='13' WHERE key='schema'");
+  ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s",
+                PQresultErrorMessage(r));
+  PQclear(r);
+  PQfinish(c);
+  journal *j = open_journal();
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' "
+                              "AND value='14'"),
+                   1);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM messages WHERE key IS "
+                              "NULL AND body LIKE '{\"account\":%'"),
+                   3);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM pg_indexes WHERE "
+                              "indexname='messages_age' AND indexdef LIKE "
+                              "'%(queue, sent_ms, seq, key)%'"),
+                   1);
+  char got[256];
+  lease_keyed(j, "/account", got, sizeof got);
+  ck_assert_str_eq(got, KM(a, 1) " " KM(b, 1));
+  journal_close(j);
+  j = open_journal();
+  ck_assert_int_eq(
+      count_rows("SELECT COUNT(*) FROM messages WHERE key='\"a\"'"), 2);
+  ck_assert_int_eq(
+      count_rows("SELECT COUNT(*) FROM messages WHERE key='\"b\"'"), 1);
+  lease_keyed(j, "/account", got, sizeof got); /* a and b in handlers */
+  ck_assert_str_eq(got, "");
+  /* /n: a1 and b1 (n 1) are one key, in a handler; a2 is its own */
+  lease_keyed(j, "/n", got, sizeof got);
+  ck_assert_str_eq(got, KM(a, 2));
+  /* a2's stored; a1's and b1's cleared, and computed again by each lease
+   * while they are in a handler (one settling them never waits for a
+   * lease's write) */
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM messages WHERE key='2'"),
+                   1);
+  ck_assert_int_eq(
+      count_rows("SELECT COUNT(*) FROM messages WHERE key IS NULL"), 2);
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM queue_key_pointers "
+                              "WHERE queue='q' AND pointer='/n'"),
+                   1);
+  journal_close(j);
 }
 END_TEST
 
@@ -1586,6 +1675,7 @@ int main(void) {
   tcase_add_test(tc, instance_insert_set_get);
   tcase_add_test(tc, upgrades_schema_7_to_8);
   tcase_add_test(tc, upgrades_schema_10_pipeline_records);
+  tcase_add_test(tc, upgrades_schema_13_message_keys);
   tcase_add_test(tc, steps_and_attempts);
   tcase_add_test(tc, events_and_wakes);
   tcase_add_test(tc, wakes_match_whole_types);

@@ -375,7 +375,8 @@ START_TEST(journal_moves_to_postgresql_and_runs_on) {
    * newline, return, a backslash before N), which duro's compact JSON
    * never holds: a queue's counts under an odd name.  And keys with
    * gaps, as deleted rows leave them, so that keys numbered afresh would
-   * differ: instances from 101, events from 51. */
+   * differ: instances from 101, events from 51.  And the messages'
+   * keys as a keyed consumer's lease stores them, with their pointer. */
   sqlite3 *db;
   ck_assert_int_eq(sqlite3_open(db_path, &db), SQLITE_OK);
   ck_assert_int_eq(sqlite3_exec(db,
@@ -385,7 +386,10 @@ START_TEST(journal_moves_to_postgresql_and_runs_on) {
                                 "UPDATE steps SET instance=instance+100;"
                                 "UPDATE attempts SET instance=instance+100;"
                                 "UPDATE events SET instance=instance+100,"
-                                " seq=seq+50;",
+                                " seq=seq+50;"
+                                "UPDATE messages SET key='\"k\"';"
+                                "INSERT INTO queue_key_pointers VALUES("
+                                "'jobs','/account');",
                                 NULL, NULL, NULL),
                    SQLITE_OK);
   sqlite3_close(db);
@@ -461,6 +465,11 @@ START_TEST(journal_moves_to_postgresql_and_runs_on) {
   int64_t max_message = pg_int("SELECT MAX(seq) FROM messages");
   ck_assert_int_eq(pg_int("SELECT COUNT(*) FROM cron_triggers"), 1);
   ck_assert_int_eq(pg_int("SELECT COUNT(*) FROM messages"), 3);
+  ck_assert_int_eq(pg_int("SELECT COUNT(*) FROM messages WHERE key='\"k\"'"),
+                   3);
+  ck_assert_int_eq(pg_int("SELECT COUNT(*) FROM queue_key_pointers WHERE "
+                          "queue='jobs' AND pointer='/account'"),
+                   1);
 
   /* (b) a host on the PostgreSQL journal runs on from where SQLite left */
   host_run P;
@@ -599,18 +608,18 @@ START_TEST(other_schema_is_refused) {
   int rc = migrate(path, conninfo, &out);
   ck_assert_msg(rc == 1, "exited %d:\n%s", rc, proc_tail(out));
   assert_contains(out, "is a journal of schema 5; duro migrate copies "
-                       "schema 11");
+                       "schema 12");
   assert_contains(out, "upgrades it");
   free(out);
   ck_assert_int_eq(sqlite3_exec(db,
-                                "UPDATE meta SET value='12' WHERE "
+                                "UPDATE meta SET value='13' WHERE "
                                 "key='schema'",
                                 NULL, NULL, NULL),
                    SQLITE_OK);
   sqlite3_close(db);
   rc = migrate(path, conninfo, &out);
   ck_assert_int_eq(rc, 1);
-  assert_contains(out, "schema 12, newer than this duro's 11");
+  assert_contains(out, "schema 13, newer than this duro's 12");
   free(out);
 }
 END_TEST

@@ -44,12 +44,12 @@ typedef struct leased {
   size_t n;
 } leased;
 
-static void lease(harness *h, uint32_t batch, uint32_t limit, leased *out) {
+static void lease_by(harness *h, const char *pointer, uint32_t batch,
+                     uint32_t limit, leased *out) {
   journal_message *m = NULL;
   size_t n = 0;
-  ck_assert_int_eq(queue_lease_by_key(h->e, "pay", batch, 60000, NULL,
-                                      "/account", limit, &m, &n, err,
-                                      sizeof err),
+  ck_assert_int_eq(queue_lease_by_key(h->e, "pay", batch, 60000, NULL, pointer,
+                                      limit, &m, &n, err, sizeof err),
                    0);
   *out = (leased){.n = n};
   for (size_t i = 0; i < n; i++) {
@@ -60,6 +60,10 @@ static void lease(harness *h, uint32_t batch, uint32_t limit, leased *out) {
     out->attempts[i] = m[i].attempts;
   }
   journal_messages_free(m, n);
+}
+
+static void lease(harness *h, uint32_t batch, uint32_t limit, leased *out) {
+  lease_by(h, "/account", batch, limit, out);
 }
 
 /* Acks message i of the batch (retry_ms < 0), or retries it after
@@ -272,6 +276,41 @@ START_TEST(a_long_backlog_does_not_delay_other_keys) {
   ck_assert_str_eq(next.bodies, M(small, 2));
   leased_free(&l);
   leased_free(&next);
+  harness_close(&h);
+}
+END_TEST
+
+/* The keys stored with the messages are the pointer's: a lease under
+ * another pointer (a reload that changed the consumer's key) groups them
+ * by the new one, and going back groups them by the old one again. */
+#define MR(acct, region)                                                       \
+  "{\"account\":\"" #acct "\",\"region\":\"" #region "\"}"
+
+START_TEST(a_changed_key_groups_the_messages_anew) {
+  harness h;
+  open_queue(&h);
+  send(&h, MR(a, x), 0);
+  send(&h, MR(b, x), 0);
+  send(&h, MR(a, y), 0);
+  send(&h, MR(c, y), 0);
+  send(&h, MR(b, z), 0);
+  leased l, next;
+  lease(&h, 10, 1, &l); /* every key stored: a, b, a, c, b */
+  ck_assert_str_eq(l.bodies, MR(a, x) " " MR(b, x) " " MR(c, y));
+  /* by region: x and y are in handlers, z is free (by account, a and b
+   * would not be) */
+  lease_by(&h, "/region", 10, 1, &next);
+  ck_assert_str_eq(next.bodies, MR(b, z));
+  settle(&h, &next, 0, -1);
+  settle(&h, &l, 2, -1); /* c's: region y is free */
+  leased_free(&next);
+  /* by account again: a is in a handler (by region, y would be free) */
+  lease(&h, 10, 1, &next);
+  ck_assert_uint_eq(next.n, 0);
+  lease_by(&h, "/region", 10, 1, &next);
+  ck_assert_str_eq(next.bodies, MR(a, y));
+  leased_free(&next);
+  leased_free(&l);
   harness_close(&h);
 }
 END_TEST
@@ -502,6 +541,7 @@ int main(void) {
   tcase_add_test(tc, messages_without_the_key_are_not_held);
   tcase_add_test(tc, a_long_backlog_does_not_delay_other_keys);
   tcase_add_test(tc, a_restart_keeps_the_rule);
+  tcase_add_test(tc, a_changed_key_groups_the_messages_anew);
   suite_add_tcase(s, tc);
   tc = tcase_create("consumer");
   tcase_add_test(tc, push_consumer_delivers_each_key_in_order);

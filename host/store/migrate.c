@@ -28,9 +28,11 @@ const store_table migrate_tables[] = {
      NULL},
     {"events", "seq,instance,type,payload,ts_ms,consumed_by", 6, "seq"},
     {"messages",
-     "seq,queue,body,attempts,visible_ms,lease,sent_ms,last_error,traceparent",
-     9, "seq"},
+     "seq,queue,body,attempts,visible_ms,lease,sent_ms,last_error,traceparent,"
+     "key",
+     10, "seq"},
     {"queue_counts", "queue,dropped,dead_lettered", 3, NULL},
+    {"queue_key_pointers", "queue,pointer", 2, NULL},
     {"cron_triggers", "trigger,since_ms,complete,failed,missed,skipped", 6,
      NULL},
     {"cron_ticks", "trigger,tick_ms,state,fired_ms,instance,error", 6, NULL},
@@ -144,7 +146,7 @@ static int copy_tables(const store_backend *src, void *src_db,
   if (dst->commit(dst_db))
     goto failed;
   for (size_t i = 0; i < migrate_n_tables; i++)
-    fprintf(out, "  %-14s %" PRId64 " rows\n", migrate_tables[i].name,
+    fprintf(out, "  %-18s %" PRId64 " rows\n", migrate_tables[i].name,
             copied[i]);
   return 0;
 failed:

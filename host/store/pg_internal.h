@@ -120,8 +120,10 @@ enum {
   ST_MESSAGE_INSERT,
   ST_MESSAGE_PICK,
   ST_MESSAGE_KEY_LOCK,
+  ST_MESSAGE_KEY_POINTER,
   ST_MESSAGE_KEY_AHEAD,
   ST_MESSAGE_KEY_PAGE,
+  ST_MESSAGE_KEY_FILL,
   ST_MESSAGE_KEY_LEASE,
   ST_MESSAGE_LEASE,
   ST_MESSAGE_ACK,
@@ -338,18 +340,27 @@ int pg_queue_held(void *db, const char *queue, int64_t now_ms,
                   const char *pointer, uint32_t limit, int64_t *held);
 
 /* A keyed consumer's walk (queue_keys.h), the lease's on the writer and
- * the held count's on a reader: the messages holding their key's place
- * without being visible ($1 queue, $2 now: seq, sent_ms, body, leased),
- * and a page of the visible ones oldest sent first, after ($3 sent_ms,
- * $4 seq), at most $5 (seq, attempts, body, sent_ms, last_error,
- * traceparent), on messages_age. */
+ * the held count's on a reader.  $3 of the first and $6 of the second
+ * say whether the stored keys are the consumer's pointer's (the lease
+ * makes them so; a read may find them another's): when not (0), every
+ * key is NULL, to be computed from the body, which the first reads only
+ * then.  The messages holding their key's place without being visible
+ * ($1 queue, $2 now: seq, sent_ms, key, body, leased), and a page of the
+ * visible ones oldest sent first, after ($3 sent_ms, $4 seq), at most $5
+ * (seq, attempts, body, sent_ms, last_error, traceparent, key), on
+ * messages_age, but those of the keys in the JSON array $7
+ * (queue_keys_full), which it passes over without sending them. */
 #define PG_SQL_KEY_AHEAD                                                       \
-  "SELECT seq,sent_ms,body,(lease IS NOT NULL)::int FROM messages WHERE "      \
-  "queue=$1 AND visible_ms>$2 AND (lease IS NOT NULL OR attempts>0)"
+  "SELECT seq,sent_ms,CASE WHEN $3::int=1 THEN key END,CASE WHEN $3::int=1 "   \
+  "AND key IS NOT NULL THEN NULL ELSE body END,(lease IS NOT NULL)::int "      \
+  "FROM messages WHERE queue=$1 AND visible_ms>$2 AND (lease IS NOT NULL OR "  \
+  "attempts>0)"
 #define PG_SQL_KEY_PAGE                                                        \
-  "SELECT seq,attempts,body,sent_ms,last_error,traceparent FROM messages "     \
-  "WHERE queue=$1 AND visible_ms<=$2 AND sent_ms>=$3 AND (sent_ms>$3 OR "      \
-  "seq>$4) ORDER BY sent_ms,seq LIMIT $5"
+  "SELECT seq,attempts,body,sent_ms,last_error,traceparent,CASE WHEN "         \
+  "$6::int=1 THEN key END FROM messages WHERE queue=$1 AND visible_ms<=$2 "    \
+  "AND sent_ms>=$3 AND (sent_ms>$3 OR seq>$4) AND (key IS NULL OR key NOT IN " \
+  "(SELECT jsonb_array_elements_text($7::jsonb))) ORDER BY sent_ms,seq "       \
+  "LIMIT $5"
 #define PG_KEY_PAGE 500 /* rows of one page */
 struct queue_keys;
 /* Feeds `keys` the rows of a PG_SQL_KEY_AHEAD result. */

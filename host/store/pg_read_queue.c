@@ -4,6 +4,7 @@
  * dead-lettered. */
 #include <libpq-fe.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "pg_internal.h"
 #include "queue_keys.h"
@@ -143,21 +144,32 @@ int pg_queue_counts_each(void *db,
 }
 
 void pg_keys_ahead(const PGresult *r, queue_keys *keys) {
-  for (int i = 0; i < PQntuples(r); i++)
-    queue_keys_ahead(keys, get_str(r, i, 2), get_i64(r, i, 1), get_i64(r, i, 0),
-                     (int)get_i64(r, i, 3));
+  for (int i = 0; i < PQntuples(r); i++) {
+    int64_t seq = get_i64(r, i, 0);
+    const char *key =
+        queue_keys_key(keys, seq, get_str(r, i, 2), get_str(r, i, 3));
+    queue_keys_ahead(keys, key, get_i64(r, i, 1), seq, (int)get_i64(r, i, 4));
+  }
 }
 
 /* The walk of a keyed lease (pg_write_queue.c) over every visible
- * message, page by page on a reader: the same SQL, so the same rule. */
+ * message, page by page on a reader: the same SQL, so the same rule, with
+ * the stored keys when they are the pointer's (else each computed from
+ * its body), and no key passed over, so that all the held are counted. */
 int pg_queue_held(void *db, const char *queue, int64_t now_ms,
                   const char *pointer, uint32_t limit, int64_t *held) {
   *held = 0;
   params p = {0};
   p_text(&p, queue);
-  p_i64(&p, now_ms);
-  PGresult *r = pg_query(db, PG_SQL_KEY_AHEAD, &p);
+  PGresult *r =
+      pg_query(db, "SELECT pointer FROM queue_key_pointers WHERE queue=$1", &p);
   if (!r)
+    return DURO_E_STORAGE;
+  int current = PQntuples(r) == 1 && !strcmp(get_str(r, 0, 0), pointer);
+  PQclear(r);
+  p_i64(&p, now_ms);
+  p_i64(&p, current);
+  if (!(r = pg_query(db, PG_SQL_KEY_AHEAD, &p)))
     return DURO_E_STORAGE;
   queue_keys *keys = queue_keys_new(pointer, limit);
   pg_keys_ahead(r, keys);
@@ -171,6 +183,8 @@ int pg_queue_held(void *db, const char *queue, int64_t now_ms,
     p_i64(&q, after_sent);
     p_i64(&q, after_seq);
     p_i64(&q, PG_KEY_PAGE);
+    p_i64(&q, current);
+    p_text(&q, "[]");
     if (!(r = pg_query(db, PG_SQL_KEY_PAGE, &q))) {
       rc = DURO_E_STORAGE;
       break;
@@ -179,7 +193,9 @@ int pg_queue_held(void *db, const char *queue, int64_t now_ms,
     for (int i = 0; i < rows; i++) {
       after_seq = get_i64(r, i, 0);
       after_sent = get_i64(r, i, 3);
-      queue_keys_admit(keys, get_str(r, i, 2), after_sent, after_seq);
+      const char *key =
+          queue_keys_key(keys, after_seq, get_str(r, i, 6), get_str(r, i, 2));
+      queue_keys_admit(keys, key, after_sent, after_seq);
     }
     PQclear(r);
   }

@@ -18,9 +18,11 @@
  * pipeline record row holds one send's records (SQLite's 10); 12: the
  * traceparent an instance was created with and a message sent with
  * (SQLite's 11); 13: flow control's rates the hosts share (flow_rates)
- * and instances' claim keys (PostgreSQL's alone).  A journal of 6 to 12 is
- * brought to 13 when opened. */
-#define SCHEMA_VERSION "13"
+ * and instances' claim keys (PostgreSQL's alone); 14: each message's key
+ * under a consumer's concurrency by key, and the pointer each queue's
+ * keys are of (SQLite's 12).  A journal of 6 to 13 is brought to 14 when
+ * opened. */
+#define SCHEMA_VERSION "14"
 /* The advisory lock that one opener at a time creating or upgrading the
  * schema holds (any fixed number; no other lock of duro's uses it). */
 #define SCHEMA_LOCK "7140100"
@@ -108,9 +110,18 @@ static const char schema_sql[] =
     " attempts BIGINT NOT NULL, visible_ms BIGINT NOT NULL, lease " TXT ","
     " sent_ms BIGINT NOT NULL, last_error " TXT ");"
     "CREATE INDEX IF NOT EXISTS messages_next ON messages(queue, visible_ms);"
-    "CREATE INDEX IF NOT EXISTS messages_age ON messages(queue, sent_ms);"
     /* Schema 12: a message's sender's traceparent. */
     "ALTER TABLE messages ADD COLUMN IF NOT EXISTS traceparent " TXT ";"
+    /* Schema 14: a message's key (queue_keys.h), NULL until a keyed lease
+     * computes it, in messages_age too, so that a keyed lease's walk
+     * passes over a key at its limit without sending its rows; and the
+     * pointer each queue's keys are of.  The index is built again in the
+     * upgrade's transaction: all of it or none. */
+    "ALTER TABLE messages ADD COLUMN IF NOT EXISTS key " TXT ";"
+    "DROP INDEX IF EXISTS messages_age;"
+    "CREATE INDEX messages_age ON messages(queue, sent_ms, seq, key);"
+    "CREATE TABLE IF NOT EXISTS queue_key_pointers(queue " TXT " PRIMARY KEY,"
+    " pointer " TXT " NOT NULL);"
     "CREATE TABLE IF NOT EXISTS cron_triggers(trigger " TXT " PRIMARY KEY,"
     " since_ms BIGINT NOT NULL, complete BIGINT NOT NULL,"
     " failed BIGINT NOT NULL, missed BIGINT NOT NULL,"
@@ -155,7 +166,7 @@ static const char schema_sql[] =
     "CREATE UNIQUE INDEX IF NOT EXISTS instances_claim ON instances("
     " workflow, claim_key) WHERE claim_key IS NOT NULL;"
     "UPDATE meta SET value='" SCHEMA_VERSION "' WHERE key='schema' AND"
-    " value IN ('6','7','8','9','10','11','12');";
+    " value IN ('6','7','8','9','10','11','12','13');";
 
 /* The schema version stored in meta, into ver; 0 or DURO_E_STORAGE. */
 int pg_schema_check(PGconn *c, char *err, size_t errlen) {

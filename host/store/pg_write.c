@@ -137,8 +137,28 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
      * row locks are waited for, then its lease seen). */
     [ST_MESSAGE_KEY_LOCK] =
         "SELECT pg_advisory_xact_lock(hashtext('duro.queue_keys.'||$1))",
+    /* The pointer the queue's keys are of made $2's: when it was
+     * another (or none), the keys are cleared, to be computed again as
+     * leases meet them.  When it is $2 already, nothing is written (no
+     * row lock a lease). */
+    [ST_MESSAGE_KEY_POINTER] =
+        "WITH stale AS (SELECT 1 WHERE NOT EXISTS(SELECT 1 FROM "
+        "queue_key_pointers WHERE queue=$1 AND pointer=$2)), "
+        "up AS (INSERT INTO queue_key_pointers(queue,pointer) SELECT $1,$2 "
+        "FROM stale ON CONFLICT(queue) DO UPDATE SET "
+        "pointer=excluded.pointer RETURNING 1) "
+        "UPDATE messages SET key=NULL WHERE queue=$1 AND key IS NOT NULL "
+        "AND EXISTS(SELECT 1 FROM up)",
     [ST_MESSAGE_KEY_AHEAD] = PG_SQL_KEY_AHEAD,
     [ST_MESSAGE_KEY_PAGE] = PG_SQL_KEY_PAGE,
+    /* The keys a lease computed ($1: {"<seq>": "<key>", ...}), of the
+     * messages still in its queue and not in a handler at $3: a host
+     * settling one of those must not wait for this lease (its key is
+     * computed again by each lease until it is settled). */
+    [ST_MESSAGE_KEY_FILL] =
+        "UPDATE messages m SET key=f.value FROM jsonb_each_text($1::jsonb) "
+        "f WHERE m.seq=f.key::bigint AND m.queue=$2 AND "
+        "(m.lease IS NULL OR m.visible_ms<=$3)",
     [ST_MESSAGE_KEY_LEASE] =
         "UPDATE messages SET lease=$2||'-'||seq::text, visible_ms=$3, "
         "attempts=attempts+1 WHERE seq=ANY($1::bigint[]) AND queue=$4 AND "
@@ -152,8 +172,11 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     [ST_MESSAGE_HELD] = "SELECT seq,attempts FROM messages WHERE seq=$4 AND "
                         "lease=$1 AND queue=$2 AND visible_ms>$3",
     [ST_MESSAGE_MOVE] =
-        "UPDATE messages SET queue=$2, lease=NULL, visible_ms=$3, "
-        "last_error=COALESCE($4,last_error) WHERE seq=$1",
+        /* a key is its queue's (queue_key_pointers): one moved to
+         * another queue has none yet */
+    "UPDATE messages SET queue=$2, lease=NULL, visible_ms=$3, "
+    "last_error=COALESCE($4,last_error), "
+    "key=CASE WHEN queue=$2 THEN key END WHERE seq=$1",
     [ST_MESSAGE_DELETE] = "DELETE FROM messages WHERE seq=$1",
     [ST_MESSAGES_DROPPED] =
         "INSERT INTO queue_counts(queue,dropped,dead_lettered) "

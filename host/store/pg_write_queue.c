@@ -2,7 +2,9 @@
  * send, a lease of the visible ones (those out of attempts dropped or
  * dead-lettered), an ack, a retry, the expiry, and the counts of the
  * messages spent. */
+#include <jansson.h>
 #include <libpq-fe.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "pg_internal.h"
@@ -55,10 +57,36 @@ static int pick(pg_store *pg, journal_op *op, journal_message *v, size_t *n,
   return 0;
 }
 
-/* A keyed consumer's pick (queue_keys.h): under the queue's lock, what
- * holds the keys' places, then pages of the visible messages oldest sent
- * first until the batch is full, passing over those whose key is at its
- * limit. */
+/* Stores the keys the walks computed, in one statement. */
+static int keys_fill(pg_store *pg, const journal_op *op,
+                     const queue_keys *keys) {
+  int64_t seq;
+  const char *key;
+  if (!queue_keys_fill(keys, 0, &seq, &key))
+    return 0;
+  json_t *fills = json_object();
+  for (size_t i = 0; queue_keys_fill(keys, i, &seq, &key); i++) {
+    char id[24];
+    snprintf(id, sizeof id, "%lld", (long long)seq);
+    json_object_set_new(fills, id, json_string(key));
+  }
+  char *text = json_dumps(fills, JSON_COMPACT);
+  json_decref(fills);
+  params p = {0};
+  p_text(&p, text);
+  p_text(&p, op->queue);
+  p_i64(&p, op->ts_ms);
+  int rc = text ? pg_write_queue(pg, ST_MESSAGE_KEY_FILL, &p) : 0;
+  free(text);
+  return rc;
+}
+
+/* A keyed consumer's pick (queue_keys.h): under the queue's lock, its
+ * keys made the pointer's, what holds the keys' places, then pages of the
+ * visible messages oldest sent first until the batch is full, without
+ * those of the keys in handlers up to their limit, passing over those
+ * whose key comes to its limit in the walk; the keys computed on the way
+ * stored. */
 static int pick_keyed(pg_store *pg, journal_op *op, journal_message *v,
                       size_t *n, int64_t *spent, size_t *n_spent) {
   params p = {0};
@@ -67,12 +95,18 @@ static int pick_keyed(pg_store *pg, journal_op *op, journal_message *v,
   if (!r)
     return DURO_E_STORAGE;
   PQclear(r);
+  p_text(&p, op->key_pointer);
+  if (pg_write_queue(pg, ST_MESSAGE_KEY_POINTER, &p))
+    return DURO_E_STORAGE;
+  p.n = 1;
   p_i64(&p, op->ts_ms);
+  p_i64(&p, 1); /* the keys are the pointer's */
   if (!(r = pg_write_run(pg, ST_MESSAGE_KEY_AHEAD, &p)))
     return DURO_E_STORAGE;
   queue_keys *keys = queue_keys_new(op->key_pointer, op->key_limit);
   pg_keys_ahead(r, keys);
   PQclear(r);
+  char *full = queue_keys_full(keys);
   int64_t after_sent = INT64_MIN, after_seq = 0;
   int rows = PG_KEY_PAGE, rc = 0;
   while (rc == 0 && rows == PG_KEY_PAGE && *n + *n_spent < op->n_leases) {
@@ -82,6 +116,8 @@ static int pick_keyed(pg_store *pg, journal_op *op, journal_message *v,
     p_i64(&q, after_sent);
     p_i64(&q, after_seq);
     p_i64(&q, PG_KEY_PAGE);
+    p_i64(&q, 1);
+    p_text(&q, full);
     if (!(r = pg_write_run(pg, ST_MESSAGE_KEY_PAGE, &q))) {
       rc = DURO_E_STORAGE;
       break;
@@ -90,13 +126,20 @@ static int pick_keyed(pg_store *pg, journal_op *op, journal_message *v,
     for (int i = 0; i < rows && *n + *n_spent < op->n_leases; i++) {
       after_seq = get_i64(r, i, 0);
       after_sent = get_i64(r, i, 3);
-      if (spent_row(r, i, op))
+      if (spent_row(r, i, op)) {
         spent[(*n_spent)++] = after_seq;
-      else if (queue_keys_admit(keys, get_str(r, i, 2), after_sent, after_seq))
+        continue;
+      }
+      const char *key =
+          queue_keys_key(keys, after_seq, get_str(r, i, 6), get_str(r, i, 2));
+      if (queue_keys_admit(keys, key, after_sent, after_seq))
         take_row(r, i, op, &v[(*n)++]);
     }
     PQclear(r);
   }
+  if (rc == 0)
+    rc = keys_fill(pg, op, keys);
+  free(full);
   queue_keys_free(keys);
   return rc;
 }

@@ -67,8 +67,12 @@ enum {
   ST_LOG_TRIM,
   ST_MESSAGE_INSERT,
   ST_MESSAGE_PICK,
+  ST_MESSAGE_KEY_POINTER,
+  ST_MESSAGE_KEY_POINTER_SET,
+  ST_MESSAGE_KEYS_CLEAR,
   ST_MESSAGE_KEY_AHEAD,
   ST_MESSAGE_KEY_PICK,
+  ST_MESSAGE_KEY_FILL,
   ST_MESSAGE_LEASE,
   ST_MESSAGE_ACK,
   ST_MESSAGE_HELD,
@@ -94,6 +98,29 @@ enum {
   ST_ROLLBACK,
   ST_WRITE_COUNT_
 };
+
+/* A keyed consumer's walk (queue_keys.h), the lease's on the writer and
+ * the held count's on a reader.  ?3 says whether the stored keys are
+ * the consumer's pointer's (the lease makes them so; a read may find
+ * them another's): when not, every key is NULL, to be computed from the
+ * body, which is read only then.
+ *
+ * KEY_AHEAD: the messages that hold their key's place without being
+ * visible (?1 queue, ?2 now: seq, sent_ms, key, body, leased).
+ * KEY_PICK: the visible ones oldest sent first (seq, attempts, body,
+ * sent_ms, last_error, traceparent, key), but those of the keys in the
+ * JSON array ?4 (queue_keys_full), which messages_age (queue, sent_ms,
+ * seq, key) passes over without reading their rows, in the sent order,
+ * so that a walk stops where the batch is full. */
+#define SQLITE_SQL_KEY_AHEAD                                                   \
+  "SELECT seq,sent_ms,CASE WHEN ?3 THEN key END,CASE WHEN ?3 AND key IS NOT "  \
+  "NULL THEN NULL ELSE body END,lease IS NOT NULL FROM messages WHERE "        \
+  "queue=?1 AND visible_ms>?2 AND (lease IS NOT NULL OR attempts>0)"
+#define SQLITE_SQL_KEY_PICK                                                    \
+  "SELECT seq,attempts,body,sent_ms,last_error,traceparent,CASE WHEN ?3 "      \
+  "THEN key END FROM messages INDEXED BY messages_age WHERE queue=?1 AND "     \
+  "(key IS NULL OR key NOT IN (SELECT value FROM json_each(?4))) AND "         \
+  "visible_ms<=?2 ORDER BY sent_ms,seq"
 
 /* sqlite_write.c: each statement's SQL, prepared once by sqlite_open. */
 extern const char *const sqlite_write_sql[ST_WRITE_COUNT_];
@@ -271,12 +298,13 @@ int sqlite_event_apply(sqlite_store *sq, journal_op *op);
 int sqlite_sweep(sqlite_store *sq, journal_op *op);
 int sqlite_message_apply(sqlite_store *sq, journal_op *op);
 int sqlite_message_lease(sqlite_store *sq, journal_op *op);
-/* Feeds `keys` the rows of ST_MESSAGE_KEY_AHEAD's SQL prepared as `st`
- * (bound here: the queue, now): a keyed lease's, and the held count's.
- * The last sqlite3_step code (SQLITE_DONE when whole). */
+/* Feeds `keys` the rows of SQLITE_SQL_KEY_AHEAD prepared as `st` (bound
+ * here: the queue, now, whether the stored keys are current): a keyed
+ * lease's, and the held count's.  The last sqlite3_step code
+ * (SQLITE_DONE when whole). */
 struct queue_keys;
 int sqlite_keys_ahead(sqlite3_stmt *st, const char *queue, int64_t now_ms,
-                      struct queue_keys *keys);
+                      int current, struct queue_keys *keys);
 int sqlite_message_retry(sqlite_store *sq, journal_op *op);
 int sqlite_cron_apply(sqlite_store *sq, journal_op *op);
 int sqlite_pipeline_apply(sqlite_store *sq, journal_op *op);

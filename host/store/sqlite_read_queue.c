@@ -4,6 +4,7 @@
  * dead-lettered. */
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "queue_keys.h"
 #include "sqlite_internal.h"
@@ -137,30 +138,54 @@ int sqlite_queue_peek(void *db, const char *queue, int64_t now_ms, size_t limit,
   return rd_close(&q, rc);
 }
 
+/* The pointer the queue's stored keys are of. */
+static const char sql_queue_key_pointer[] =
+    "SELECT pointer FROM queue_key_pointers WHERE queue=?1";
+
 /* The walk of a keyed lease (sqlite_write_queue.c) over every visible
- * message, on a reader: the same statements, so the same rule. */
+ * message, on a reader: the same statements, so the same rule, with the
+ * stored keys when they are the pointer's (else each computed from its
+ * body), and no key passed over, so that all the held are counted. */
 int sqlite_queue_held(void *db, const char *queue, int64_t now_ms,
                       const char *pointer, uint32_t limit, int64_t *held) {
   *held = 0;
   reader *r = sqlite_reader_take(db);
-  sqlite3_stmt *ahead = NULL, *pick = NULL;
+  sqlite3_stmt *ahead = NULL, *pick = NULL, *ptr = NULL;
   queue_keys *keys = queue_keys_new(pointer, limit);
-  int rc = sqlite_prepare_rd(r, sqlite_write_sql[ST_MESSAGE_KEY_AHEAD], &ahead);
+  int current = 0, s = SQLITE_DONE;
+  int rc = sqlite_prepare_rd(r, sql_queue_key_pointer, &ptr);
+  if (rc == 0) {
+    bind_text(ptr, 1, queue);
+    if ((s = sqlite3_step(ptr)) == SQLITE_ROW) {
+      current = !strcmp((const char *)sqlite3_column_text(ptr, 0), pointer);
+      s = sqlite3_step(ptr);
+    }
+    rc = sqlite_rows_end(r, s);
+  }
+  if (rc == 0)
+    rc = sqlite_prepare_rd(r, sqlite_write_sql[ST_MESSAGE_KEY_AHEAD], &ahead);
   if (rc == 0)
     rc = sqlite_prepare_rd(r, sqlite_write_sql[ST_MESSAGE_KEY_PICK], &pick);
-  int s = rc ? SQLITE_DONE : sqlite_keys_ahead(ahead, queue, now_ms, keys);
+  s = rc ? SQLITE_DONE : sqlite_keys_ahead(ahead, queue, now_ms, current, keys);
   if (rc == 0 && s == SQLITE_DONE) {
     bind_text(pick, 1, queue);
     sqlite3_bind_int64(pick, 2, now_ms);
-    while ((s = sqlite3_step(pick)) == SQLITE_ROW)
-      queue_keys_admit(keys, (const char *)sqlite3_column_text(pick, 2),
-                       sqlite3_column_int64(pick, 3),
-                       sqlite3_column_int64(pick, 0));
+    sqlite3_bind_int(pick, 3, current);
+    bind_text(pick, 4, "[]");
+    while ((s = sqlite3_step(pick)) == SQLITE_ROW) {
+      int64_t seq = sqlite3_column_int64(pick, 0);
+      const char *key = (const char *)sqlite3_column_text(pick, 6);
+      if (!key) /* the body read only then */
+        key = queue_keys_key(keys, seq, NULL,
+                             (const char *)sqlite3_column_text(pick, 2));
+      queue_keys_admit(keys, key, sqlite3_column_int64(pick, 3), seq);
+    }
   }
   if (rc == 0)
     rc = sqlite_rows_end(r, s);
   *held = rc ? 0 : queue_keys_held(keys);
   queue_keys_free(keys);
+  sqlite_release_rd(r, ptr);
   sqlite_release_rd(r, ahead);
   sqlite_release_rd(r, pick);
   return sqlite_reader_give(db, r, rc);

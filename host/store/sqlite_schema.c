@@ -13,9 +13,15 @@
   " bytes INTEGER NOT NULL, sent_ms INTEGER NOT NULL, body TEXT NOT NULL,"     \
   " PRIMARY KEY(pipeline, seq)) WITHOUT ROWID"
 
+/* Schema 12: the pointer each queue's messages.key holds the values of
+ * (queue_keys.h). */
+#define MESSAGE_KEY_POINTERS                                                   \
+  "CREATE TABLE IF NOT EXISTS queue_key_pointers(queue TEXT PRIMARY KEY,"      \
+  " pointer TEXT NOT NULL) WITHOUT ROWID;"
+
 static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);"
-    "INSERT OR IGNORE INTO meta VALUES('schema','11');"
+    "INSERT OR IGNORE INTO meta VALUES('schema','12');"
     "CREATE TABLE IF NOT EXISTS instances("
     " rowid INTEGER PRIMARY KEY,"
     " workflow TEXT NOT NULL, id TEXT NOT NULL, status TEXT NOT NULL,"
@@ -61,9 +67,14 @@ static const char schema_sql[] =
     " seq INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL,"
     " body TEXT NOT NULL,"
     " attempts INTEGER NOT NULL, visible_ms INTEGER NOT NULL, lease TEXT,"
-    " sent_ms INTEGER NOT NULL, last_error TEXT, traceparent TEXT);"
+    " sent_ms INTEGER NOT NULL, last_error TEXT, traceparent TEXT,"
+    " key TEXT);"
     "CREATE INDEX IF NOT EXISTS messages_next ON messages(queue, visible_ms);"
-    "CREATE INDEX IF NOT EXISTS messages_age ON messages(queue, sent_ms);"
+    /* Schema 12: the key in messages_age, after the sent order (sent_ms,
+     * seq), so that a keyed lease's walk passes over a key at its limit
+     * in the index alone (SQLITE_SQL_KEY_PICK). */
+    "CREATE INDEX IF NOT EXISTS messages_age ON messages(queue, sent_ms, "
+    "seq, key);" MESSAGE_KEY_POINTERS
     /* Schema 5: messages of a queue out of retries, dropped (no
      * dead-letter queue) or dead-lettered, counted in the commit that
      * drops or moves them. */
@@ -235,6 +246,36 @@ static int version_from(sqlite3 *db, int from, char **msg) {
   return sqlite3_exec(db, sql, NULL, NULL, msg) != SQLITE_OK;
 }
 
+/* Schema 12 keeps each message's key (queue_keys.h) in messages.key,
+ * NULL until a keyed lease computes it, and in messages_age: one
+ * transaction adds the column, builds the index again and moves the
+ * version, so a file is at 11 or at 12, never between.  (A file whose
+ * messages table the schema above just created has them already.) */
+static int upgrade_message_keys(sqlite3 *db, const char *path, char *err,
+                                size_t errlen) {
+  int has_key = 0;
+  char *msg = NULL;
+  if (sqlite3_exec(db,
+                   "SELECT 1 FROM pragma_index_info('messages_age') WHERE "
+                   "name='key'",
+                   exists_cb, &has_key, &msg) != SQLITE_OK ||
+      sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK ||
+      (!has_key &&
+       (add_column(db, "messages", "key TEXT", &msg) ||
+        sqlite3_exec(db,
+                     "DROP INDEX IF EXISTS messages_age;"
+                     "CREATE INDEX messages_age ON messages(queue, sent_ms, "
+                     "seq, key);",
+                     NULL, NULL, &msg) != SQLITE_OK)) ||
+      version_from(db, 11, &msg) ||
+      sqlite3_exec(db, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return sqlite_exec_failed(err, errlen, path, "cannot upgrade the schema",
+                              msg);
+  }
+  return 0;
+}
+
 /* The columns later schemas added, each where it is missing. */
 static int upgrade_columns(sqlite3 *db, const char *path, char *err,
                            size_t errlen) {
@@ -364,9 +405,10 @@ static int upgrade_columns(sqlite3 *db, const char *path, char *err,
   int bad = add_column(db, "instances", "traceparent TEXT", &msg) ||
             add_column(db, "messages", "traceparent TEXT", &msg) ||
             version_from(db, 10, &msg);
-  return bad ? sqlite_exec_failed(err, errlen, path,
-                                  "cannot upgrade the schema", msg)
-             : 0;
+  if (bad)
+    return sqlite_exec_failed(err, errlen, path, "cannot upgrade the schema",
+                              msg);
+  return upgrade_message_keys(db, path, err, errlen);
 }
 
 int sqlite_schema_setup(sqlite3 *db, const char *path, char *err,

@@ -102,18 +102,18 @@ const char *const sqlite_write_sql[ST_WRITE_COUNT_] = {
     [ST_MESSAGE_PICK] =
         "SELECT seq,attempts,body,sent_ms,last_error,traceparent FROM messages "
         "WHERE queue=?1 AND visible_ms<=?2 ORDER BY visible_ms,seq LIMIT ?3",
-    /* A keyed consumer's (queue_keys.h): the messages that hold their
-     * key's place without being visible (in a handler, or waiting out a
-     * retry), then the visible ones oldest sent first, on messages_age
-     * (which ends in the rowid, seq) so that a walk stops where the
-     * batch is full. */
-    [ST_MESSAGE_KEY_AHEAD] =
-        "SELECT seq,sent_ms,body,lease IS NOT NULL FROM messages WHERE "
-        "queue=?1 AND visible_ms>?2 AND (lease IS NOT NULL OR attempts>0)",
-    [ST_MESSAGE_KEY_PICK] =
-        "SELECT seq,attempts,body,sent_ms,last_error,traceparent FROM messages "
-        "INDEXED BY messages_age WHERE queue=?1 AND visible_ms<=?2 "
-        "ORDER BY sent_ms,seq",
+    /* A keyed consumer's (queue_keys.h): the pointer its queue's keys
+     * are of, and the keys cleared when it is another. */
+    [ST_MESSAGE_KEY_POINTER] =
+        "SELECT pointer FROM queue_key_pointers WHERE queue=?1",
+    [ST_MESSAGE_KEY_POINTER_SET] =
+        "INSERT INTO queue_key_pointers(queue,pointer) VALUES(?1,?2) "
+        "ON CONFLICT(queue) DO UPDATE SET pointer=excluded.pointer",
+    [ST_MESSAGE_KEYS_CLEAR] =
+        "UPDATE messages SET key=NULL WHERE queue=?1 AND key IS NOT NULL",
+    [ST_MESSAGE_KEY_AHEAD] = SQLITE_SQL_KEY_AHEAD,
+    [ST_MESSAGE_KEY_PICK] = SQLITE_SQL_KEY_PICK,
+    [ST_MESSAGE_KEY_FILL] = "UPDATE messages SET key=?2 WHERE seq=?1",
     [ST_MESSAGE_LEASE] = "UPDATE messages SET lease=?2, visible_ms=?3, "
                          "attempts=attempts+1 WHERE seq=?1",
     /* A lease is held while its message is invisible: once visible_ms
@@ -126,8 +126,11 @@ const char *const sqlite_write_sql[ST_WRITE_COUNT_] = {
     [ST_MESSAGE_HELD] = "SELECT seq,attempts FROM messages WHERE seq=?4 AND "
                         "lease=?1 AND queue=?2 AND visible_ms>?3",
     [ST_MESSAGE_MOVE] =
-        "UPDATE messages SET queue=?2, lease=NULL, visible_ms=?3, "
-        "last_error=COALESCE(?4,last_error) WHERE seq=?1",
+        /* a key is its queue's (queue_key_pointers): one moved to
+         * another queue has none yet */
+    "UPDATE messages SET queue=?2, lease=NULL, visible_ms=?3, "
+    "last_error=COALESCE(?4,last_error), "
+    "key=CASE WHEN queue=?2 THEN key END WHERE seq=?1",
     [ST_MESSAGE_DELETE] = "DELETE FROM messages WHERE seq=?1",
     [ST_MESSAGES_DROPPED] =
         "INSERT INTO queue_counts(queue,dropped,dead_lettered) "

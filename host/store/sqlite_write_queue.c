@@ -4,6 +4,7 @@
  * messages spent. */
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "queue_keys.h"
 #include "sqlite_internal.h"
@@ -20,34 +21,103 @@ static int count_spent(sqlite_store *sq, const char *queue, int dead_lettered,
 }
 
 int sqlite_keys_ahead(sqlite3_stmt *st, const char *queue, int64_t now_ms,
-                      queue_keys *keys) {
+                      int current, queue_keys *keys) {
   bind_text(st, 1, queue);
   sqlite3_bind_int64(st, 2, now_ms);
+  sqlite3_bind_int(st, 3, current);
   int s;
-  while ((s = sqlite3_step(st)) == SQLITE_ROW)
-    queue_keys_ahead(keys, (const char *)sqlite3_column_text(st, 2),
-                     sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 0),
-                     sqlite3_column_int(st, 3));
+  while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+    int64_t seq = sqlite3_column_int64(st, 0);
+    const char *key =
+        queue_keys_key(keys, seq, (const char *)sqlite3_column_text(st, 2),
+                       (const char *)sqlite3_column_text(st, 3));
+    queue_keys_ahead(keys, key, sqlite3_column_int64(st, 1), seq,
+                     sqlite3_column_int(st, 4));
+  }
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);
   return s;
 }
 
+/* The queue's keys made the pointer's: when they are another's (or none
+ * was recorded), cleared, to be computed again as leases meet them. */
+static int keys_of_pointer(sqlite_store *sq, const char *queue,
+                           const char *pointer) {
+  sqlite3_stmt *st = sq->ws[ST_MESSAGE_KEY_POINTER];
+  bind_text(st, 1, queue);
+  int s = sqlite3_step(st);
+  int same = s == SQLITE_ROW &&
+             !strcmp((const char *)sqlite3_column_text(st, 0), pointer);
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  if (s != SQLITE_ROW && s != SQLITE_DONE) {
+    sqlite_set_err(sq->wr, NULL);
+    return DURO_E_STORAGE;
+  }
+  if (same)
+    return 0;
+  st = sq->ws[ST_MESSAGE_KEYS_CLEAR];
+  bind_text(st, 1, queue);
+  int rc = sqlite_step_done(sq, st);
+  if (rc)
+    return rc;
+  st = sq->ws[ST_MESSAGE_KEY_POINTER_SET];
+  bind_text(st, 1, queue);
+  bind_text(st, 2, pointer);
+  return sqlite_step_done(sq, st);
+}
+
+/* What holds the keys' places, with the keys it meets computed; 0 or
+ * DURO_E_STORAGE. */
+static int keys_ahead(sqlite_store *sq, journal_op *op, queue_keys *keys) {
+  int rc = keys_of_pointer(sq, op->queue, op->key_pointer);
+  if (rc == 0 && sqlite_keys_ahead(sq->ws[ST_MESSAGE_KEY_AHEAD], op->queue,
+                                   op->ts_ms, 1, keys) != SQLITE_DONE) {
+    sqlite_set_err(sq->wr, NULL);
+    rc = DURO_E_STORAGE;
+  }
+  return rc;
+}
+
+/* Stores the keys the walks computed. */
+static int keys_fill(sqlite_store *sq, const queue_keys *keys) {
+  int64_t seq;
+  const char *key;
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && queue_keys_fill(keys, i, &seq, &key); i++) {
+    sqlite3_stmt *st = sq->ws[ST_MESSAGE_KEY_FILL];
+    sqlite3_bind_int64(st, 1, seq);
+    bind_text(st, 2, key);
+    rc = sqlite_step_done(sq, st);
+  }
+  return rc;
+}
+
 /* Picks the visible messages first, then leases them one by one: an
  * UPDATE while the SELECT still walks the index it changes could meet a
- * row twice.  A keyed consumer's walk goes oldest sent first and passes
- * over the messages whose key is at its limit. */
+ * row twice.  A keyed consumer's walk goes oldest sent first, passes over
+ * the keys in handlers up to their limit without reading their rows, and
+ * over the messages whose key comes to its limit in the walk. */
 int sqlite_message_lease(sqlite_store *sq, journal_op *op) {
   queue_keys *keys =
       op->key_pointer ? queue_keys_new(op->key_pointer, op->key_limit) : NULL;
-  int s = keys ? sqlite_keys_ahead(sq->ws[ST_MESSAGE_KEY_AHEAD], op->queue,
-                                   op->ts_ms, keys)
-               : SQLITE_DONE;
+  if (keys && keys_ahead(sq, op, keys)) {
+    queue_keys_free(keys);
+    op->messages = xcalloc(1, sizeof *op->messages);
+    op->n_messages = 0;
+    return DURO_E_STORAGE;
+  }
+  char *full = keys ? queue_keys_full(keys) : NULL;
+  int s = SQLITE_DONE;
   sqlite3_stmt *st = sq->ws[keys ? ST_MESSAGE_KEY_PICK : ST_MESSAGE_PICK];
   bind_text(st, 1, op->queue);
   sqlite3_bind_int64(st, 2, op->ts_ms);
-  if (!keys)
+  if (keys) {
+    sqlite3_bind_int(st, 3, 1);
+    bind_text(st, 4, full);
+  } else {
     sqlite3_bind_int64(st, 3, (sqlite3_int64)op->n_leases);
+  }
   journal_message *v = xcalloc(op->n_leases ? op->n_leases : 1, sizeof *v);
   int64_t *spent = xcalloc(op->n_leases ? op->n_leases : 1, sizeof *spent);
   size_t n = 0, n_spent = 0;
@@ -62,10 +132,15 @@ int sqlite_message_lease(sqlite_store *sq, journal_op *op) {
       spent[n_spent++] = sqlite3_column_int64(st, 0);
       continue;
     }
-    if (keys && !queue_keys_admit(
-                    keys, (const char *)sqlite3_column_text(st, 2),
-                    sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 0)))
-      continue;
+    if (keys) {
+      int64_t seq = sqlite3_column_int64(st, 0);
+      const char *key = (const char *)sqlite3_column_text(st, 6);
+      if (!key) /* the body read only then */
+        key = queue_keys_key(keys, seq, NULL,
+                             (const char *)sqlite3_column_text(st, 2));
+      if (!queue_keys_admit(keys, key, sqlite3_column_int64(st, 3), seq))
+        continue;
+    }
     journal_message *m = &v[n++];
     m->seq = sqlite3_column_int64(st, 0);
     m->attempts = (uint32_t)sqlite3_column_int64(st, 1) + 1;
@@ -78,16 +153,23 @@ int sqlite_message_lease(sqlite_store *sq, journal_op *op) {
     m->lease = xasprintf("%s-%lld", op->lease_token, (long long)m->seq);
     m->visible_ms = op->visible_ms;
   }
-  queue_keys_free(keys);
   int rc = s != SQLITE_DONE;
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);
+  free(full);
   op->messages = v;
   op->n_messages = n;
   if (rc) {
+    queue_keys_free(keys);
     free(spent);
     sqlite_set_err(sq->wr, NULL);
     return DURO_E_STORAGE;
+  }
+  rc = keys ? keys_fill(sq, keys) : 0;
+  queue_keys_free(keys);
+  if (rc) {
+    free(spent);
+    return rc;
   }
   op->out_rowid = (int64_t)n_spent; /* dead-lettered or dropped */
   for (size_t i = 0; i < n_spent && rc == 0; i++) {
