@@ -236,21 +236,32 @@ static void lined_create(duro_engine *e, const char *id, const char *key) {
   ck_assert_int_eq(duro_instance_create(e, "lined", id, params, -1, NULL), 0);
 }
 
+/* Creates `id` of `wf` with `params` on e: the id that answered
+ * (malloc'ed), *how DURO_CREATE_SKIPPED or _DEBOUNCED when another
+ * instance answered it, else 0. */
+static char *create_one(duro_engine *e, const char *wf, const char *id,
+                        const char *params, int *how) {
+  duro_create_req req = {.id = id, .params = params, .retention_ms = -1};
+  duro_create_result r;
+  ck_assert_int_eq(duro_instance_create_many(e, wf, &req, 1, &r), 0);
+  ck_assert_msg(r.n_created == 1, "create %s: %s", id,
+                r.n_errors ? duro_err_name(r.errors[0].code) : "?");
+  *how = r.skipped ? r.skipped[0] : 0;
+  char *answer = r.created[0];
+  r.created[0] = NULL;
+  duro_create_result_free(&r);
+  return answer;
+}
+
 /* Creates `id` of "single" with /c = key on e: the id that answered
  * (malloc'ed), *skipped whether it was another live one. */
 static char *single_create(duro_engine *e, const char *id, const char *key,
                            int *skipped) {
   char params[64];
   snprintf(params, sizeof params, "{\"c\":\"%s\"}", key);
-  duro_create_req req = {.id = id, .params = params, .retention_ms = -1};
-  duro_create_result r;
-  ck_assert_int_eq(duro_instance_create_many(e, "single", &req, 1, &r), 0);
-  ck_assert_msg(r.n_created == 1, "create %s: %s", id,
-                r.n_errors ? duro_err_name(r.errors[0].code) : "?");
-  *skipped = r.skipped && r.skipped[0] == DURO_CREATE_SKIPPED;
-  char *answer = r.created[0];
-  r.created[0] = NULL;
-  duro_create_result_free(&r);
+  int how;
+  char *answer = create_one(e, "single", id, params, &how);
+  *skipped = how == DURO_CREATE_SKIPPED;
   return answer;
 }
 
@@ -750,15 +761,9 @@ static char *bounced_create(duro_engine *e, const char *id, const char *key,
                             int n, int *merged) {
   char params[64];
   snprintf(params, sizeof params, "{\"c\":\"%s\",\"n\":%d}", key, n);
-  duro_create_req req = {.id = id, .params = params, .retention_ms = -1};
-  duro_create_result r;
-  ck_assert_int_eq(duro_instance_create_many(e, "bounced", &req, 1, &r), 0);
-  ck_assert_msg(r.n_created == 1, "create %s: %s", id,
-                r.n_errors ? duro_err_name(r.errors[0].code) : "?");
-  *merged = r.skipped && r.skipped[0] == DURO_CREATE_DEBOUNCED;
-  char *answer = r.created[0];
-  r.created[0] = NULL;
-  duro_create_result_free(&r);
+  int how;
+  char *answer = create_one(e, "bounced", id, params, &how);
+  *merged = how == DURO_CREATE_DEBOUNCED;
   return answer;
 }
 

@@ -494,19 +494,26 @@ static int64_t kill_mid_run(host_run *h, size_t leaves) {
   return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* Once the `n` instances of create_keyed complete (asked of the hosts
+ * that live, 0 and 2), the most callbacks of a key at once (keyed_most). */
+static int keyed_all_complete(const host_run *h, int n, int64_t killed_us,
+                              int most[KEYS]) {
+  char id[32];
+  for (int i = 0; i < n; i++) {
+    snprintf(id, sizeof id, "q%d", i);
+    wait_status(&h[i % 2 ? 0 : 2], "io-flow", id, "complete");
+  }
+  return keyed_most(killed_us, most);
+}
+
 START_TEST(key_limit_holds_across_hosts_through_a_kill) {
   host_run h[HOSTS];
   char conninfo[700];
   hosts_start(h, "keyed", KEYED_PLUGINS, conninfo, sizeof conninfo);
   create_keyed(h, KEYED);
   int64_t killed_us = kill_mid_run(h, 60);
-  char id[32];
-  for (int i = 0; i < KEYED; i++) {
-    snprintf(id, sizeof id, "q%d", i);
-    wait_status(&h[i % 2 ? 0 : 2], "io-flow", id, "complete");
-  }
   int most[KEYS] = {0};
-  int all = keyed_most(killed_us, most);
+  int all = keyed_all_complete(h, KEYED, killed_us, most);
   fprintf(stderr,
           "key_limit_holds_across_hosts_through_a_kill: at most %d of a key "
           "at once (limit 3) over %d keys, %d instances\n",
@@ -534,13 +541,8 @@ START_TEST(singleton_holds_across_hosts_through_a_kill) {
   hosts_start(h, "single", SINGLE_PLUGINS, conninfo, sizeof conninfo);
   create_keyed(h, SINGLE);
   int64_t killed_us = kill_mid_run(h, 12);
-  char id[32];
-  for (int i = 0; i < SINGLE; i++) {
-    snprintf(id, sizeof id, "q%d", i);
-    wait_status(&h[i % 2 ? 0 : 2], "io-flow", id, "complete");
-  }
   int most[KEYS] = {0};
-  int all = keyed_most(killed_us, most);
+  int all = keyed_all_complete(h, SINGLE, killed_us, most);
   for (int k = 0; k < KEYS; k++)
     ck_assert_msg(most[k] <= 1, "key %d had %d running at once", k, most[k]);
   ck_assert_int_eq(all, 1);
