@@ -44,6 +44,11 @@
  *                   (concurrency 1,000,000), against steps naming none:
  *                   steps/s of both (medians of three interleaved rounds),
  *                   the cost of a step's claim and its giving back
+ *   L1 listing      a page of 20 of a workflow's instances among
+ *                   1,000,000 (100,000 with --quick) ended ones, filtered
+ *                   as an operator would (none, status, id prefix, a
+ *                   creation hour, an end hour): ms a page, median of 5
+ *                   (SQLite; the rows written straight to its file)
  *   W1L tailed      W1 with a tail consumer: every activation's trace item
  *                   handed to a tail handler that decodes each batch (as
  *                   one forwarding them would): W1's figures with it, and
@@ -1596,6 +1601,104 @@ static void qk_keys(size_t held) {
   free(us);
 }
 
+/* ---- L1
+ * ------------------------------------------------------------------------ */
+
+/* n ended instances of "listed", one a second from base_ms: ids ord-%07d,
+ * one in twenty errored, one in twenty terminated, the rest complete,
+ * each ended a minute after it was created.  Written in one transaction
+ * straight to the journal's file (the engine closed): a million creates
+ * through the engine would time the creates, not the listing. */
+static void l1_fill(const char *db, size_t n, int64_t base_ms) {
+  sqlite3 *c;
+  sqlite3_stmt *st;
+  if (sqlite3_open(db, &c) != SQLITE_OK ||
+      sqlite3_exec(c, "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(c,
+                         "INSERT INTO instances(workflow,id,status,params,"
+                         "created_ms,started_ms,ended_ms,retention_ms) "
+                         "VALUES('listed',?1,?2,'{}',?3,?3,?4,0)",
+                         -1, &st, NULL) != SQLITE_OK) {
+    fprintf(stderr, "bench: L1: %s\n", sqlite3_errmsg(c));
+    exit(1);
+  }
+  for (size_t i = 0; i < n; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "ord-%07zu", i);
+    int64_t at = base_ms + (int64_t)i * 1000;
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2,
+                      i % 20 == 7    ? "errored"
+                      : i % 20 == 13 ? "terminated"
+                                     : "complete",
+                      -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, at);
+    sqlite3_bind_int64(st, 4, at + 60000);
+    if (sqlite3_step(st) != SQLITE_DONE) {
+      fprintf(stderr, "bench: L1: %s\n", sqlite3_errmsg(c));
+      exit(1);
+    }
+    sqlite3_reset(st);
+  }
+  sqlite3_finalize(st);
+  sqlite3_exec(c, "COMMIT", NULL, NULL, NULL);
+  sqlite3_close(c);
+}
+
+/* The median over 5 of a page of 20 that passes f, in ms. */
+static double l1_page(duro_engine *e, const duro_list_filter *f) {
+  int64_t us[5];
+  for (int r = 0; r < 5; r++) {
+    duro_instance_page p;
+    int64_t t0 = now_us();
+    if (duro_instance_list_page(e, "listed", f, 20, NULL, &p) != 0 ||
+        p.n == 0) {
+      fprintf(stderr, "bench: L1: a page came back empty\n");
+      exit(1);
+    }
+    us[r] = now_us() - t0;
+    duro_instance_page_free(&p);
+  }
+  qsort(us, 5, sizeof *us, cmp_i64);
+  return (double)us[2] / 1e3;
+}
+
+static void l1_listing(void) {
+  if (opts.postgresql) {
+    fprintf(stderr, "bench: L1 runs on SQLite only\n");
+    return;
+  }
+  size_t n = opts.quick ? 100000 : 1000000;
+  int64_t base = 1700000000000; /* 2023-11-14 */
+  const wf_def wf[] = {{"listed", wf_steps, NULL, NULL, NULL}};
+  bench_engine b;
+  bench_open(&b, "listed", wf, 1, 1, 1, 1); /* the schema */
+  bench_close(&b, 0);
+  l1_fill(b.db, n, base);
+  bench_open(&b, "listed", wf, 1, 1, 0, 1);
+  bench_start(&b);
+  int64_t mid = base + (int64_t)n / 2 * 1000;
+  struct {
+    const char *what;
+    duro_list_filter f;
+  } pages[] = {
+      {"L1 page, no filter", {.status = -1}},
+      {"L1 page, errored", {.status = DURO_STATUS_ERRORED}},
+      {"L1 page, id prefix", {.status = -1, .prefix = "ord-05000"}},
+      {"L1 page, created hour",
+       {.status = -1, .created_after = mid, .created_before = mid + 3600000}},
+      {"L1 page, ended hour",
+       {.status = -1, .ended_after = mid, .ended_before = mid + 3600000}},
+      {"L1 page, errored old hour",
+       {.status = DURO_STATUS_ERRORED,
+        .created_after = base,
+        .created_before = base + 3600000}},
+  };
+  for (size_t i = 0; i < sizeof pages / sizeof pages[0]; i++)
+    report(pages[i].what, l1_page(b.e, &pages[i].f), "ms", NULL);
+  bench_close(&b, 1);
+}
+
 /* ---- P1
  * ------------------------------------------------------------------------ */
 
@@ -1706,7 +1809,7 @@ static int usage(void) {
   fprintf(stderr,
           "usage: duro-bench [--csv] [--quick] [--synchronous full|normal]\n"
           "                  [--workers N] [--sleepers N] [--only "
-          "W1,W1T,W1L,R1,F1,F1F,K1,S1,Q1,QK,...]\n"
+          "W1,W1T,W1L,R1,F1,F1F,K1,S1,Q1,QK,L1,...]\n"
           "                  [--plugin-workers LIBBENCH.so [--duro PATH]]\n"
           "                  [--dir DIR] [--postgresql CONNINFO|auto]\n"
           "                  [--hosts N (with --postgresql, W1-W3)]\n"
@@ -1824,6 +1927,8 @@ int main(int argc, char **argv) {
   }
   if (wants("P1"))
     p1_pipelines();
+  if (wants("L1"))
+    l1_listing();
   rmdir(opts.dir);
   return any_failed;
 }

@@ -182,19 +182,38 @@ int sqlite_waiting_on(void *db, const char *wait_type,
   return rd_close(&q, rc);
 }
 
+/* The listing's columns and filters, after how it finds the workflow's
+ * rows: the query planner left to itself takes the (workflow, id) index
+ * for `workflow=` and then sorts every row of the workflow by rowid, half
+ * a second at a million.  So a prefix is a range of that index (its
+ * matches few), a creation time a range of instances_created (those of
+ * an hour few), and otherwise the rows are walked newest first by rowid
+ * (`+workflow` keeps the indexes out), the page full after a few when the
+ * filters pass many. */
+#define LIST_SELECT                                                            \
+  "SELECT rowid,id,status,created_ms,started_ms,ended_ms,wait_type "           \
+  "FROM instances WHERE "
+#define LIST_FILTERS                                                           \
+  " AND (?2 IS NULL OR status=?2) AND (?3=0 OR rowid<?3) AND (?5 IS NULL OR "  \
+  "(id>=?5 AND (?6 IS NULL OR id<?6))) AND (?7=0 OR created_ms>=?7) AND "      \
+  "(?8=0 OR created_ms<?8) AND (?9=0 OR ended_ms>=?9) AND (?10=0 OR "          \
+  "ended_ms<?10) ORDER BY rowid DESC LIMIT ?4"
+
 int sqlite_list(void *db, const char *workflow, const journal_list_filter *f,
                 int64_t cursor, size_t limit,
                 void (*fn)(void *ctx, const journal_list_row *row), void *ctx) {
   rd q;
-  int rc = rd_open(&q, db,
-                   "SELECT rowid,id,status,created_ms,started_ms,ended_ms,"
-                   "wait_type FROM instances "
-                   "WHERE workflow=?1 AND (?2 IS NULL OR status=?2) AND "
-                   "(?3=0 OR rowid<?3) AND (?5 IS NULL OR (id>=?5 AND "
-                   "(?6 IS NULL OR id<?6))) AND (?7=0 OR created_ms>=?7) AND "
-                   "(?8=0 OR created_ms<?8) AND (?9=0 OR ended_ms>=?9) AND "
-                   "(?10=0 OR ended_ms<?10) ORDER BY rowid DESC LIMIT ?4");
   char *prefix_end = journal_prefix_end(f->prefix);
+  int rc;
+  if (prefix_end) /* ids in [prefix, prefix_end) */
+    rc = rd_open(&q, db,
+                 LIST_SELECT "workflow=?1 AND id>=?5 AND id<?6" LIST_FILTERS);
+  else if (f->created_after || f->created_before) /* instances_created */
+    rc = rd_open(&q, db,
+                 LIST_SELECT "workflow=?1 AND created_ms>=?7 AND "
+                             "created_ms<?11" LIST_FILTERS);
+  else
+    rc = rd_open(&q, db, LIST_SELECT "+workflow=?1" LIST_FILTERS);
   if (rc == 0) {
     bind_text(q.st, 1, workflow);
     bind_text(q.st, 2, f->status < 0 ? NULL : duro_status_name(f->status));
@@ -206,6 +225,9 @@ int sqlite_list(void *db, const char *workflow, const journal_list_filter *f,
     sqlite3_bind_int64(q.st, 8, f->created_before);
     sqlite3_bind_int64(q.st, 9, f->ended_after);
     sqlite3_bind_int64(q.st, 10, f->ended_before);
+    /* the creation range's end as the index takes it (no OR) */
+    sqlite3_bind_int64(q.st, 11,
+                       f->created_before ? f->created_before : INT64_MAX);
     while (rd_row(&q)) {
       journal_list_row row = {.rowid = sqlite3_column_int64(q.st, 0),
                               .id = (const char *)sqlite3_column_text(q.st, 1),

@@ -35,6 +35,10 @@ static const char schema_sql[] =
     "CREATE INDEX IF NOT EXISTS instances_wake ON instances(wake_ms)"
     " WHERE wake_ms IS NOT NULL;"
     "CREATE INDEX IF NOT EXISTS instances_status ON instances(status);"
+    /* a workflow's instances by creation time, for the listing's filter
+     * (built on first open of an older file; written once a row) */
+    "CREATE INDEX IF NOT EXISTS instances_created ON instances(workflow,"
+    " created_ms);"
     /* Reconciliation looks for persisted requests: few, so a partial
      * index keeps it from reading every row. */
     "CREATE INDEX IF NOT EXISTS instances_control ON instances(control) "
