@@ -115,6 +115,22 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
         "picked) RETURNING 1) SELECT COUNT(*) FROM i",
     /* The instance's next number (none for an instance gone), and the
      * oldest lines past the bound ($7) deleted in the same statement. */
+    /* One instance deleted at once (a DELETE), only once it has ended,
+     * with the rows the sweep deletes with it; what went, counted. */
+    [ST_INSTANCE_DELETE] =
+        "WITH i AS (DELETE FROM instances WHERE rowid=$1 AND "
+        "status IN ('complete','errored','terminated') RETURNING rowid), "
+        "s AS (DELETE FROM steps WHERE instance IN (SELECT rowid FROM i) "
+        "RETURNING 1), "
+        "a AS (DELETE FROM attempts WHERE instance IN (SELECT rowid FROM i) "
+        "RETURNING 1), "
+        "e AS (DELETE FROM events WHERE instance IN (SELECT rowid FROM i) "
+        "RETURNING 1), "
+        "l AS (DELETE FROM logs WHERE instance IN (SELECT rowid FROM i) "
+        "RETURNING 1) "
+        "SELECT (SELECT COUNT(*) FROM i), (SELECT COUNT(*) FROM s), "
+        "(SELECT COUNT(*) FROM a), (SELECT COUNT(*) FROM e), "
+        "(SELECT COUNT(*) FROM l)",
     [ST_LOG_APPEND] =
         "WITH ins AS (INSERT INTO logs(instance,n,ts_ms,level,step,attempt,"
         "message) SELECT $1,COALESCE(MAX(n),0)+1,$2,$3,$4,$5,$6 FROM logs "
@@ -411,6 +427,8 @@ int pg_apply(void *db, journal_op *op) {
     return pg_pipeline_apply(pg, op);
   case JOP_LOG_APPEND:
     return pg_log_apply(pg, op);
+  case JOP_INSTANCE_DELETE:
+    return pg_instance_delete(pg, op);
   }
   store_error("PostgreSQL backend: unknown journal op %d", (int)op->kind);
   return DURO_E_STORAGE;

@@ -205,3 +205,27 @@ int sqlite_sweep(sqlite_store *sq, journal_op *op) {
       return rc;
   return 0;
 }
+
+/* The instance first: nothing else goes unless it did (it had ended).
+ * The counts table follows the instance's row by its trigger. */
+int sqlite_instance_delete(sqlite_store *sq, journal_op *op) {
+  sqlite3_stmt *st = sq->ws[ST_DELETE_INSTANCE];
+  int rc;
+  sqlite3_bind_int64(st, 1, op->rowid);
+  if ((rc = sqlite_step_changes(sq, st, op)) || op->out_rowid == 0)
+    return rc;
+  int64_t gone[ST_DELETE_LOGS - ST_DELETE_STEPS + 1];
+  for (int k = ST_DELETE_STEPS; k <= ST_DELETE_LOGS; k++) {
+    st = sq->ws[k];
+    sqlite3_bind_int64(st, 1, op->rowid);
+    if ((rc = sqlite_step_done(sq, st)))
+      return rc;
+    gone[k - ST_DELETE_STEPS] = sqlite3_changes(sq->wr);
+  }
+  if (op->deleted)
+    *op->deleted = (journal_deleted){.steps = gone[0],
+                                     .attempts = gone[1],
+                                     .events = gone[2],
+                                     .logs = gone[3]};
+  return 0;
+}
