@@ -809,6 +809,28 @@ int duro_instance_restart_rollback_why(duro_engine *e, const char *workflow,
                                        const char *id, const char *from,
                                        uint32_t count, char **why);
 
+/* What duro_instance_delete deleted. */
+typedef struct duro_deleted {
+  /* Another host (the one that runs it, on a store several share)
+   * deleted it: what follows is not known here. */
+  int elsewhere;
+  duro_status status; /* the instance's when deleted: an end */
+  int terminated;     /* it was live, and the delete terminated it first */
+  int64_t steps, attempts, events, logs; /* its rows that went with it */
+} duro_deleted;
+
+/* Deletes an instance now, with its steps, attempts, events and logs, as
+ * the retention sweep would once its retention ran out; its id may be
+ * created again after.  Only an ended one (complete, errored,
+ * terminated): a live one (queued, running, waiting, paused) is
+ * DURO_E_CANNOT_DELETE, with *why (may be NULL; caller frees) naming its
+ * status, unless `terminate`, which terminates it as
+ * duro_instance_terminate does (durably, its activation given up on) and
+ * then deletes it.  On a store several hosts share, the host that runs it
+ * deletes it.  *out (may be NULL) says what went. */
+int duro_instance_delete(duro_engine *e, const char *workflow, const char *id,
+                         int terminate, duro_deleted *out, char **why);
+
 /* Stores an event for the instance and wakes it if it waits for `type`.
  * payload NULL = "null".  DURO_E_INSTANCE_ENDED, nothing stored, when the
  * instance has ended (complete, errored, terminated). */

@@ -763,7 +763,9 @@ enum {
   CONTROL_OP_RESUME,
   CONTROL_OP_RESTART,
   CONTROL_OP_TERMINATE_ROLLBACK,
-  CONTROL_OP_RESTART_ROLLBACK
+  CONTROL_OP_RESTART_ROLLBACK,
+  CONTROL_OP_DELETE,
+  CONTROL_OP_DELETE_TERMINATE
 };
 /* A watch on this host for instance `rowid`, which host `owner` runs:
  * asks that host to say when it ends. */
