@@ -47,6 +47,8 @@ typedef struct journal_instance {
    * (duro_wait_any), a hold's reason, or NULL */
   char *wait_type;
   int control; /* JOURNAL_CONTROL_* requested while running */
+  /* How long it is kept once ended; its lowest bit set when its create
+   * gave it (engine/retention.c). */
   int64_t retention_ms;
   char *build; /* the build it is pinned to (content hash), or NULL */
   /* How many times it was restarted; only JOP_INSTANCE_RESTARTED writes
@@ -298,6 +300,9 @@ typedef enum journal_op_kind {
    * did (0: it is live, or gone), `deleted` (may be NULL) receives how
    * many of each of its rows went */
   JOP_INSTANCE_DELETE,
+  /* rowid, ts_ms: retention_ms = ts_ms (the retention an instance that
+   * ends in this batch is kept for, by the way it ended) */
+  JOP_INSTANCE_RETAIN,
 } journal_op_kind;
 
 /* The rows a JOP_INSTANCE_DELETE took with its instance. */

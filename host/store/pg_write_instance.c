@@ -107,6 +107,10 @@ int pg_instance_mark(pg_store *pg, journal_op *op) {
     p_text(&p, op->inst->params);
     p_ms(&p, op->ts_ms);
     return pg_write_changes(pg, ST_INSTANCE_RESCHEDULE, &p, op);
+  case JOP_INSTANCE_RETAIN:
+    p_i64(&p, op->rowid);
+    p_i64(&p, op->ts_ms);
+    return pg_write_queue(pg, ST_INSTANCE_RETAIN, &p);
   default:
     return DURO_E_INVALID_ARGUMENT;
   }

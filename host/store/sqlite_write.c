@@ -67,6 +67,8 @@ const char *const sqlite_write_sql[ST_WRITE_COUNT_] = {
         "UPDATE instances SET params=COALESCE(?3,params), wake_ms=?4 "
         "WHERE workflow=?1 AND id=?2 AND status IN ('queued','paused') AND "
         "started_ms IS NULL",
+    [ST_INSTANCE_RETAIN] =
+        "UPDATE instances SET retention_ms=?2 WHERE rowid=?1",
     [ST_WAKE_IF_EVENT_PENDING] =
         "UPDATE instances SET wake_ms=?2 WHERE rowid=?1 AND "
         "status='waiting' AND wait_type IS NOT NULL AND EXISTS(SELECT 1 "
@@ -237,6 +239,7 @@ int sqlite_apply(void *db, journal_op *op) {
   case JOP_INSTANCE_RESTARTED:
   case JOP_INSTANCE_PIN:
   case JOP_INSTANCE_RESCHEDULE:
+  case JOP_INSTANCE_RETAIN:
     return sqlite_instance_mark(sq, op);
   case JOP_STEP_PUT:
     return sqlite_step_put(sq, op);

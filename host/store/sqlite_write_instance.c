@@ -60,7 +60,7 @@ int sqlite_instance_set(sqlite_store *sq, journal_op *op) {
 }
 
 /* The instance's one-statement ops: its control, restarts, pin, its start
- * put off. */
+ * put off, its retention at its end. */
 int sqlite_instance_mark(sqlite_store *sq, journal_op *op) {
   sqlite3_stmt *st;
   switch (op->kind) {
@@ -90,6 +90,11 @@ int sqlite_instance_mark(sqlite_store *sq, journal_op *op) {
     bind_text(st, 3, op->inst->params);
     bind_ms(st, 4, op->ts_ms);
     return sqlite_step_changes(sq, st, op);
+  case JOP_INSTANCE_RETAIN:
+    st = sq->ws[ST_INSTANCE_RETAIN];
+    sqlite3_bind_int64(st, 1, op->rowid);
+    sqlite3_bind_int64(st, 2, op->ts_ms);
+    return sqlite_step_done(sq, st);
   default:
     return DURO_E_INVALID_ARGUMENT;
   }
