@@ -1,5 +1,6 @@
-/* test_delete.c — deleting one instance (duro_instance_delete) against
- * the real engine on a virtual clock (and on PostgreSQL in `make test`):
+/* test_delete.c — deleting one instance (duro_instance_delete), and the
+ * retention sweep's by the way an instance ended, against the real
+ * engine on a virtual clock (and on PostgreSQL in `make test`):
  *
  *  - an ended instance (complete, errored, terminated) goes at once with
  *    every row of it: steps, attempts, events, log lines, counted in the
@@ -12,7 +13,11 @@
  *  - one an engine thread runs (a step in its callback) is refused, and
  *    with terminate the callback is given up on and the instance deleted
  *    once its activation let go of it;
- *  - unknown workflows and instances are the usual not-found codes. */
+ *  - unknown workflows and instances are the usual not-found codes;
+ *  - an ended instance is kept its workflow's retention for the way it
+ *    ended (complete, errored, terminated), chosen at its end: again at
+ *    each end after a restart, and as a reload left it by then; its
+ *    create's own retention wins over all three. */
 #include <check.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -336,6 +341,90 @@ START_TEST(running_is_refused_then_terminated_and_deleted) {
 }
 END_TEST
 
+#define DAY (24 * 3600 * SEC)
+
+/* The workflow kept 1 day complete, 3 days errored, 2 days terminated. */
+static void setup_retention(void) {
+  harness_open(&H);
+  duro_workflow_limits lim = {.retention_ms = DAY,
+                              .retention_errored_ms = 3 * DAY,
+                              .retention_terminated_ms = 2 * DAY};
+  ck_assert_int_eq(duro_engine_register(H.e, WF, NULL, order, &lim, "test"), 0);
+  harness_start(&H);
+}
+
+/* Moves the clock to `at` ms after T0, sweeps, and says which of the ids
+ * are still there, as "id id ...". */
+static void kept_at(int64_t at, const char *const *ids, const char *want) {
+  ck_assert_uint_eq(harness_advance(&H, T0_MS + at - duro_clock_now(&H.clock)),
+                    0);
+  ck_assert_int_eq(duro_engine_sweep(H.e, NULL), 0);
+  char got[256] = "";
+  for (size_t i = 0; ids[i]; i++) {
+    duro_status st;
+    int rc = duro_instance_status(H.e, WF, ids[i], &st);
+    ck_assert(rc == 0 || rc == DURO_E_NOT_FOUND);
+    if (rc == 0)
+      snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s",
+               got[0] ? " " : "", ids[i]);
+  }
+  ck_assert_str_eq(got, want);
+}
+
+START_TEST(retention_by_outcome) {
+  /* complete, and complete after a restart of its terminated run */
+  complete_one("c1");
+  create("r1", NULL);
+  harness_run(&H);
+  harness_advance(&H, SEC);
+  ck_assert_int_eq(duro_instance_terminate(H.e, WF, "r1"), 0);
+  create("e1", "\"fail\"");
+  harness_run(&H);
+  harness_advance(&H, SEC);
+  assert_status("e1", "errored");
+  create("t1", NULL);
+  harness_run(&H);
+  ck_assert_int_eq(duro_instance_terminate(H.e, WF, "t1"), 0);
+  /* its own retention, for whatever end */
+  ck_assert_int_eq(duro_instance_create(H.e, WF, "o1", NULL, 5 * DAY, NULL), 0);
+  harness_run(&H);
+  ck_assert_int_eq(duro_instance_terminate(H.e, WF, "o1"), 0);
+  ck_assert_int_eq(duro_instance_restart(H.e, WF, "r1", "approval", 1), 0);
+  harness_run(&H);
+  ck_assert_int_eq(duro_instance_send_event(H.e, WF, "r1", "approve", "1"), 0);
+  harness_run(&H);
+  assert_status("r1", "complete");
+  ck_assert_int_lt(duro_clock_now(&H.clock), T0_MS + 10 * SEC);
+
+  const char *ids[] = {"c1", "r1", "e1", "t1", "o1", NULL};
+  kept_at(DAY - 10 * SEC, ids, "c1 r1 e1 t1 o1");
+  kept_at(DAY + 10 * SEC, ids, "e1 t1 o1");
+  kept_at(2 * DAY + 10 * SEC, ids, "e1 o1");
+  kept_at(3 * DAY + 10 * SEC, ids, "o1");
+  kept_at(5 * DAY + 10 * SEC, ids, "");
+}
+END_TEST
+
+/* A reload's retention holds for the instances that end after it; those
+ * ended before keep theirs. */
+START_TEST(retention_reloaded) {
+  create("e1", "\"fail\"");
+  harness_run(&H);
+  harness_advance(&H, SEC);
+  assert_status("e1", "errored");
+  create("e2", "\"fail\"");
+  const duro_workflow_limits shorter = {.retention_ms = DAY,
+                                        .retention_errored_ms = DAY / 2};
+  ck_assert_int_eq(duro_engine_set_limits(H.e, WF, &shorter, 0, 0, 0, 0), 0);
+  harness_run(&H);
+  harness_advance(&H, SEC);
+  assert_status("e2", "errored");
+  const char *ids[] = {"e1", "e2", NULL};
+  kept_at(DAY / 2 + 10 * SEC, ids, "e1");
+  kept_at(3 * DAY + 10 * SEC, ids, "");
+}
+END_TEST
+
 static Suite *delete_suite(void) {
   Suite *s = suite_create("delete");
   TCase *tc = tcase_create("delete");
@@ -345,6 +434,11 @@ static Suite *delete_suite(void) {
   tcase_add_test(tc, live_is_refused_naming_its_status);
   tcase_add_test(tc, terminate_then_delete);
   tcase_add_test(tc, unknown_is_not_found);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("retention");
+  tcase_add_checked_fixture(tc, setup_retention, teardown);
+  tcase_add_test(tc, retention_by_outcome);
+  tcase_add_test(tc, retention_reloaded);
   suite_add_tcase(s, tc);
   tc = tcase_create("running");
   tcase_add_checked_fixture(tc, NULL, teardown_workers);

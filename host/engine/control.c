@@ -76,9 +76,10 @@ static int commit_row(duro_engine *e, journal_instance *in, int clear_control,
   journal_op *op = journal_batch_add(&b, JOP_INSTANCE_SET);
   op->inst = in;
   op->clear_control = clear_control;
-  engine_drivers_instance_changed(e, engine_find_workflow(e, in->workflow), &b,
-                                  in, from_status, in->started_ms,
+  wf_reg *wf = engine_find_workflow(e, in->workflow);
+  engine_drivers_instance_changed(e, wf, &b, in, from_status, in->started_ms,
                                   duro_clock_now(e->clock));
+  engine_retention_ops(wf, &b, in, from_status);
   int rc = journal_commit(e->j, &b);
   if (rc == 0)
     engine_batch_woke(e, &b); /* the drivers' events in it */
