@@ -195,10 +195,12 @@ typedef enum duro_rc {
   X(HOST_UNAVAILABLE, -33, "host.unavailable",                                 \
     "the host that runs the instance did not answer; retry")                   \
   X(FLOW_REJECTED, -34, "flow.rejected",                                       \
-    "over the workflow's flow control limit (on_excess: reject); retry later")
+    "over the workflow's flow control limit (on_excess: reject); retry later") \
+  X(CANNOT_DELETE, -35, "instance.cannot_delete",                              \
+    "instance has not ended (terminate it first)")
 
 #define DURO_ERROR_ENUM_(name, value, code, desc) DURO_E_##name = (value),
-enum { DURO_ERRORS(DURO_ERROR_ENUM_) DURO_E_LAST_ = -35 };
+enum { DURO_ERRORS(DURO_ERROR_ENUM_) DURO_E_LAST_ = -36 };
 #undef DURO_ERROR_ENUM_
 
 /* ---- opaque handles --------------------------------------------------- */

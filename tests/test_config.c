@@ -527,7 +527,20 @@ static const bad_case bad[] = {
     {WF_HEAD WF_ABC "        retention: -1d\n",
      "t.yaml:8:20: \"retention\" is not a valid duration: \"-1d\""},
     {WF_HEAD WF_ABC "        retention: [30d]\n",
-     "t.yaml:8:20: \"retention\" must be a duration"},
+     "t.yaml:8:20: \"retention\" must be a duration such as \"30d\", or a "
+     "mapping {complete, errored, terminated} of durations"},
+    /* by outcome: each a duration, no other key */
+    {WF_HEAD WF_ABC "        retention: {complete: 7d, errord: 30d}\n",
+     "t.yaml:8:35: unknown key \"errord\" in retention"},
+    {WF_HEAD WF_ABC "        retention:\n"
+                    "          complete: 3 fortnights\n",
+     "t.yaml:9:21: \"complete\" is not a valid duration: \"3 fortnights\""},
+    {WF_HEAD WF_ABC "        retention: {terminated: 36501 days}\n",
+     "t.yaml:8:33: \"terminated\" must be at most 36500 days"},
+    {WF_HEAD WF_ABC "        retention: {errored: [1d]}\n",
+     "t.yaml:8:30: \"errored\" must be a duration"},
+    {WF_HEAD WF_ABC "        retention: {complete: 1d, complete: 2d}\n",
+     "t.yaml:8:35: duplicate key \"complete\" in retention"},
     /* Past the longest duration the parser takes, named as a limit. */
     {WF_HEAD WF_ABC "        retention: 36501 days\n",
      "t.yaml:8:20: \"retention\" must be at most 36500 days"},
@@ -1417,6 +1430,21 @@ static void check_limits_edges(const config *cfg) {
   ck_assert_int_eq(pl->workflows[1].retention_ms, 36500 * DAY_MS);
 }
 
+/* retention: by outcome, a missing one the default; one duration for
+ * all three. */
+static void check_retention(const config *cfg) {
+  const config_workflow *w = cfg->plugins[0].workflows;
+  ck_assert_int_eq(w[0].retention_ms, 7 * DAY_MS);
+  ck_assert_int_eq(w[0].retention_errored_ms, 90 * DAY_MS);
+  ck_assert_int_eq(w[0].retention_terminated_ms, 30 * DAY_MS);
+  ck_assert_int_eq(w[1].retention_ms, 2 * DAY_MS);
+  ck_assert_int_eq(w[1].retention_errored_ms, 2 * DAY_MS);
+  ck_assert_int_eq(w[1].retention_terminated_ms, 2 * DAY_MS);
+  ck_assert_int_eq(w[2].retention_ms, 30 * DAY_MS);
+  ck_assert_int_eq(w[2].retention_errored_ms, 30 * DAY_MS);
+  ck_assert_int_eq(w[2].retention_terminated_ms, 0);
+}
+
 static void check_flow_order(const config *cfg) {
   const config_workflow *w = &cfg->plugins[0].workflows[0];
   ck_assert_str_eq(w->priority_key, "/tier");
@@ -1709,6 +1737,16 @@ static const good_case good[] = {
      "        class_name: C\n"
      "        flow: {rate: [{limit: 1, period: 1s}], fairness: {key: /t}}\n",
      check_flow_order},
+    {"plugins:\n"
+     "  - name: p\n"
+     "    path: p.so\n"
+     "    workflows:\n"
+     "      - {name: a, binding: A, class_name: C,\n"
+     "         retention: {complete: 7d, errored: 90d}}\n"
+     "      - {name: b, binding: B, class_name: C, retention: 2d}\n"
+     "      - {name: c, binding: C, class_name: C,\n"
+     "         retention: {terminated: 0}}\n",
+     check_retention},
     {"plugins:\n"
      "  - name: p\n"
      "    path: p.so\n"

@@ -306,7 +306,7 @@ END_TEST
 START_TEST(workflow_default) {
   start(wf_sleeper);
   create("before", 0);
-  ck_assert_int_eq(duro_engine_set_limits(H.e, WF, 0, 20 * MIN, 0, 0, 0), 0);
+  ck_assert_int_eq(duro_engine_set_limits(H.e, WF, NULL, 20 * MIN, 0, 0, 0), 0);
   int64_t t0 = now();
   create("dflt", 0);
   create("own", 5 * MIN);

@@ -46,8 +46,10 @@ START_TEST(retention_deletes_after_exactly_its_time) {
   harness_run(&h);
   ck_assert_str_eq(harness_status(&h, "wf", "keep-30d"), "complete");
 
+  /* a create's own retention is kept in the journal as an odd number of
+   * ms (engine/retention.c): a day and a millisecond */
   size_t swept = 99;
-  harness_advance(&h, DAY_MS - 1);
+  harness_advance(&h, DAY_MS);
   ck_assert_int_eq(duro_engine_sweep(h.e, &swept), 0);
   ck_assert_uint_eq(swept, 0);
   harness_advance(&h, 1);
@@ -65,7 +67,7 @@ START_TEST(retention_deletes_after_exactly_its_time) {
   ck_assert_uint_eq(json_array_size(json_object_get(d, "steps")), 0);
   json_decref(d);
 
-  harness_advance(&h, 29 * DAY_MS);
+  harness_advance(&h, 29 * DAY_MS - 1);
   ck_assert_int_eq(duro_engine_sweep(h.e, &swept), 0);
   ck_assert_uint_eq(swept, 1);
   ck_assert_int_eq(duro_instance_status(h.e, "wf", "keep-30d", &st),

@@ -293,7 +293,7 @@ END_TEST
 START_TEST(counts_toward_steps) {
   harness_register(&H, WF, wf_par);
   harness_start(&H);
-  ck_assert_int_eq(duro_engine_set_limits(H.e, WF, 0, 0, 4, 0, 0), 0);
+  ck_assert_int_eq(duro_engine_set_limits(H.e, WF, NULL, 0, 4, 0, 0), 0);
   harness_create(&H, WF, "a", "{\"n\":6}", 0);
   harness_run(&H);
   ck_assert_str_eq(harness_status(&H, WF, "a"), "errored");

@@ -20,9 +20,10 @@
  *    three hosts, kill -9 of one mid-run: never two callbacks of a key at
  *    once on the hosts together (the killed host's instance holds its key
  *    until another host finishes it), and all complete;
- *  - pause, resume, an event, restart and terminate of an instance, each
- *    sent to a host that does not run it, take effect, and the instance
- *    stays where it runs;
+ *  - pause, resume, an event, restart, terminate and delete of an
+ *    instance, each sent to a host that does not run it, take effect (a
+ *    delete of a live one refused with the owner's reason), and the
+ *    instance stays where it runs;
  *  - messages pulled from three hosts at once are each leased to one of
  *    them: no message twice, none lost;
  *  - ticks of a cron trigger that three hosts starting together all find
@@ -580,9 +581,35 @@ START_TEST(control_through_another_host) {
                    409);
   assert_contains(jstr(r.json, "error.message"), "instance is waiting");
   http_resp_free(&r);
+  /* a delete of a live instance: the owner's refusal, naming its status */
+  char one[128] = "/workflows/order-flow/instances/c1";
+  ck_assert_int_eq(request(&h[1], "DELETE", one, NULL, &r), 409);
+  ck_assert_str_eq(jstr(r.json, "error.code"), "instance.cannot_delete");
+  assert_contains(jstr(r.json, "error.message"), "instance is waiting");
+  http_resp_free(&r);
   control(&h[1], "c1", "{\"status\":\"terminate\"}", 200);
   wait_status(&h[2], "order-flow", "c1", "terminated");
   ck_assert_int_eq(owner_of(conninfo, "c1"), runner);
+  /* deleted through other hosts, an ended one and a live one with
+   * terminate: gone for every host */
+  ck_assert_int_eq(request(&h[2], "DELETE", one, NULL, &r), 200);
+  ck_assert(json_is_true(jget(r.json, "deleted")));
+  http_resp_free(&r);
+  create_order(&h[0], "c2");
+  wait_review(&h[1], "c2");
+  ck_assert_int_eq(request(&h[1], "DELETE",
+                           "/workflows/order-flow/instances/c2?terminate=true",
+                           NULL, &r),
+                   200);
+  http_resp_free(&r);
+  for (int i = 0; i < HOSTS; i++) {
+    ck_assert_int_eq(request(&h[i], "GET", one, NULL, &r), 404);
+    http_resp_free(&r);
+    ck_assert_int_eq(
+        request(&h[i], "GET", "/workflows/order-flow/instances/c2", NULL, &r),
+        404);
+    http_resp_free(&r);
+  }
   hosts_stop(h, -1);
 }
 END_TEST

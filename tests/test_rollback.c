@@ -506,7 +506,8 @@ END_TEST
 /* The workflow's timeout (1 minute) and on_timeout (1: rollback), as a
  * config's, for the instances created from now on. */
 static void set_timeout(int rollback) {
-  ck_assert_int_eq(duro_engine_set_limits(H.e, WF, 0, MIN, 0, 0, rollback), 0);
+  ck_assert_int_eq(duro_engine_set_limits(H.e, WF, NULL, MIN, 0, 0, rollback),
+                   0);
 }
 
 START_TEST(deadline_rollback) {

@@ -68,6 +68,8 @@ static const cli_verb verbs[] = {
      "WF ID [--from STEP [--count N]] [--rollback]", 2, 2,
      O_FROM | O_COUNT | O_ROLLBACK, "restart", cli_build_control,
      cli_print_status},
+    {"workflows instances delete", "WF ID [--terminate]", 2, 2, O_TERMINATE,
+     NULL, cli_build_delete, cli_print_deleted},
     {"workflows instances send-event", "WF ID --type T [--payload JSON]", 2, 2,
      O_TYPE | O_PAYLOAD, NULL, cli_build_event, cli_print_event},
     {"reload", "[PLUGIN]", 0, 1, 0, NULL, cli_build_reload, cli_print_reload},

@@ -1,7 +1,7 @@
 /* cli_instances.c — the verbs of one workflow's instances: trigger (its
  * --wait in cli_wait.c), instances list, describe, status, export, pause,
- * resume, terminate, restart and send-event, each its request and the
- * text of its answer. */
+ * resume, terminate, restart, delete and send-event, each its request and
+ * the text of its answer. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,6 +157,44 @@ int cli_build_control(cli_ctx *c, const cli_verb *v, const cli_args *a,
   r->body = cli_dump(body);
   json_decref(body);
   return CLI_OK;
+}
+
+/* delete: DELETE …/{id}, with ?terminate=true for --terminate. */
+int cli_build_delete(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                     cli_req *r) {
+  if (cli_check_instance(v, a, 1))
+    return CLI_USAGE;
+  r->method = "DELETE";
+  r->path = cli_instances_path(c, a->pos[0], a->pos[1], NULL);
+  if (a->terminate)
+    cli_query_add(c, &r->path, "terminate", "true");
+  return CLI_OK;
+}
+
+/* "deleted orders/o-1 (complete): 3 steps, 1 event, 0 log lines"; a live
+ * one --terminate ended says "(terminated first)". */
+void cli_print_deleted(const cli_args *a, const json_t *r) {
+  (void)a;
+  fputs("deleted ", stdout);
+  cli_put(r, "workflow");
+  fputc('/', stdout);
+  cli_put(r, "id");
+  const json_t *rows = json_object_get(r, "rows");
+  if (!json_is_object(rows)) { /* the host that runs it deleted it */
+    fputc('\n', stdout);
+    return;
+  }
+  fputs(" (", stdout);
+  if (json_is_true(json_object_get(r, "terminated")))
+    fputs("terminated first", stdout);
+  else
+    cli_put(r, "status");
+  json_int_t steps = json_integer_value(json_object_get(rows, "steps"));
+  json_int_t events = json_integer_value(json_object_get(rows, "events"));
+  json_int_t logs = json_integer_value(json_object_get(rows, "logs"));
+  printf("): %lld step%s, %lld event%s, %lld log line%s\n", (long long)steps,
+         steps == 1 ? "" : "s", (long long)events, events == 1 ? "" : "s",
+         (long long)logs, logs == 1 ? "" : "s");
 }
 
 int cli_build_event(cli_ctx *c, const cli_verb *v, const cli_args *a,

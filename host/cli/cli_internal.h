@@ -60,6 +60,7 @@ enum {
   O_PREFIX = 1u << 18,
   O_CREATED_AFTER = 1u << 19,
   O_CREATED_BEFORE = 1u << 20,
+  O_TERMINATE = 1u << 21,
   O_COMMON = O_JSON | O_CONFIG | O_URL /* every verb takes these */
 };
 
@@ -68,9 +69,10 @@ typedef struct cli_args {
   size_t n_pos;   /* counts past CLI_MAX_POS, to say "too many" */
   unsigned given; /* the O_* bits seen */
   int json;
-  int full;     /* --full: describe cuts no value short */
-  int rollback; /* --rollback: a terminate's rollbacks run first */
-  int follow;   /* --follow: logs, describe go on until the instance ends */
+  int full;      /* --full: describe cuts no value short */
+  int rollback;  /* --rollback: a terminate's rollbacks run first */
+  int follow;    /* --follow: logs, describe go on until the instance ends */
+  int terminate; /* --terminate: a delete ends a live instance first */
   const char *config, *url, *id, *status, *limit, *cursor, *from, *count, *type,
       *payload, *delay, *timeout, *after, *prefix, *created_after,
       *created_before;
@@ -220,6 +222,9 @@ void cli_print_status(const cli_args *a, const json_t *r);
 int cli_build_event(cli_ctx *c, const cli_verb *v, const cli_args *a,
                     cli_req *r);
 void cli_print_event(const cli_args *a, const json_t *r);
+int cli_build_delete(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                     cli_req *r);
+void cli_print_deleted(const cli_args *a, const json_t *r);
 
 /* cli_workflows.c; `workflows list` prints through cli_list_workflows,
  * which asks for each workflow's counts. */

@@ -60,10 +60,13 @@ typedef struct config_flow_weight {
 enum { CONFIG_SINGLETON_SKIP = 1, CONFIG_SINGLETON_QUEUE = 2 };
 
 typedef struct config_workflow {
-  char *name;           /* "order-flow" (required) */
-  char *binding;        /* "ORDER_FLOW" (required) */
-  char *class_name;     /* "OrderFlow" (required) */
-  int64_t retention_ms; /* default 30 days, at most 36500 */
+  char *name;       /* "order-flow" (required) */
+  char *binding;    /* "ORDER_FLOW" (required) */
+  char *class_name; /* "OrderFlow" (required) */
+  /* retention: how long an instance that ended complete, errored or
+   * terminated is kept; each default 30 days, at most 36500 (one
+   * duration: the same for all three) */
+  int64_t retention_ms, retention_errored_ms, retention_terminated_ms;
   int64_t timeout_ms;   /* from creation to instance.timed_out; 0 none */
   uint32_t max_steps;   /* limits.steps, default 10000, at most 25000 */
   uint32_t max_logs;    /* limits.logs: log lines an instance keeps, 1000 */

@@ -44,6 +44,8 @@ static const nest nests[] = {
      CONFIG_IN_WORKFLOW},
     {&config_workflow_schema, "limits", &config_limits_schema, false,
      CONFIG_IN_WORKFLOW},
+    {&config_workflow_schema, "retention", &config_retention_schema, false,
+     CONFIG_IN_WORKFLOW},
     {&config_workflow_schema, "flow", &config_flow_schema, false,
      CONFIG_IN_WORKFLOW},
     {&config_flow_schema, "concurrency", &config_flow_rule_schema, true,

@@ -86,9 +86,8 @@ static const schema_field workflow_fields[] = {
                     true, 0, 0, NULL},
     [WF_CLASS] = {"class_name", K_STRING, offsetof(config_workflow, class_name),
                   true, 0, 0, NULL},
-    [WF_RETENTION] = {"retention", K_DURATION,
-                      offsetof(config_workflow, retention_ms), false, 0,
-                      DURATION_MAX_MS, NULL},
+    /* a duration, or a mapping by outcome (parse_retention) */
+    [WF_RETENTION] = {"retention", K_NESTED, 0, false, 0, 0, NULL},
     [WF_TIMEOUT] = {"timeout", K_DURATION,
                     offsetof(config_workflow, timeout_ms), false, 0,
                     DURATION_MAX_MS, NULL},
@@ -110,6 +109,25 @@ static const schema_field workflow_fields[] = {
 };
 const schema config_workflow_schema =
     SCHEMA("workflow", "in workflow", WF_NAME, workflow_fields);
+
+/* retention as one duration, for every outcome ... */
+static const schema_field retention_field = {
+    "retention", K_DURATION, offsetof(config_workflow, retention_ms),
+    false,       0,          DURATION_MAX_MS,
+    NULL};
+/* ... or by outcome, each left out the default; the same config_workflow
+ * as its parent. */
+static const schema_field retention_fields[] = {
+    {"complete", K_DURATION, offsetof(config_workflow, retention_ms), false, 0,
+     DURATION_MAX_MS, NULL},
+    {"errored", K_DURATION, offsetof(config_workflow, retention_errored_ms),
+     false, 0, DURATION_MAX_MS, NULL},
+    {"terminated", K_DURATION,
+     offsetof(config_workflow, retention_terminated_ms), false, 0,
+     DURATION_MAX_MS, NULL},
+};
+const schema config_retention_schema =
+    SCHEMA("retention", "in retention", -1, retention_fields);
 
 /* limits fills the same config_workflow as its parent. */
 static const schema_field limits_fields[] = {
@@ -479,12 +497,32 @@ static int parse_tail_consumers(config_parser *p, yaml_node_t *list,
   return rc < 0 ? DURO_E_CONFIG : rc;
 }
 
+/* retention: one duration for every outcome, or a mapping {complete,
+ * errored, terminated}. */
+static int parse_retention(config_parser *p, yaml_node_t *v,
+                           config_workflow *w) {
+  if (v->type == YAML_MAPPING_NODE) {
+    yaml_node_t *rv[SCHEMA_MAX_FIELDS];
+    return schema_mapping(&p->w, v, &config_retention_schema, w, rv, NULL);
+  }
+  if (v->type != YAML_SCALAR_NODE)
+    return schema_fail(&p->w, v,
+                       "\"retention\" must be a duration such as \"30d\", "
+                       "or a mapping {complete, errored, terminated} of "
+                       "durations");
+  if (schema_value(&p->w, &retention_field, v, w) < 0)
+    return DURO_E_CONFIG;
+  w->retention_errored_ms = w->retention_terminated_ms = w->retention_ms;
+  return 0;
+}
+
 static int parse_workflow(config_parser *p, yaml_node_t *node,
                           config_workflow *w) {
   yaml_node_t *v[SCHEMA_MAX_FIELDS];
   int rc;
 
-  w->retention_ms = 30 * DAY_MS;
+  w->retention_ms = w->retention_errored_ms = w->retention_terminated_ms =
+      30 * DAY_MS;
   w->max_steps = 10000;
   w->max_logs = 1000;
   w->concurrency = 0;
@@ -493,6 +531,8 @@ static int parse_workflow(config_parser *p, yaml_node_t *node,
   rc = schema_mapping(&p->w, node, &config_workflow_schema, w, v, NULL);
   if (!w->name)
     p->unsure_workflows = true;
+  if (v[WF_RETENTION] && parse_retention(p, v[WF_RETENTION], w) < 0)
+    rc = DURO_E_CONFIG;
   int limits = schema_section(&p->w, v[WF_LIMITS], "limits");
   if (limits > 0) {
     yaml_node_t *lv[SCHEMA_MAX_FIELDS];

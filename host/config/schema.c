@@ -450,6 +450,11 @@ static int check_required(schema_walk *w, yaml_node_t *node, const schema *s,
  * bit in *bad (when bad is not NULL); a repeated key keeps the first
  * value.  Returns DURO_E_CONFIG when anything in the mapping was refused,
  * having walked all of it. */
+int schema_value(schema_walk *w, const schema_field *f, const yaml_node_t *v,
+                 void *base) {
+  return take_value(w, f, v, base);
+}
+
 int schema_mapping(schema_walk *w, yaml_node_t *node, const schema *s,
                    void *base, yaml_node_t **vals, unsigned *bad) {
   unsigned given = 0, refused = 0;

@@ -128,6 +128,11 @@ yaml_node_t *schema_node(schema_walk *w, int index);
 int schema_take_string(schema_walk *w, const yaml_node_t *v, const char *key,
                        char **out);
 
+/* Stores one value node into base as field f (a scalar field's kind),
+ * as a mapping's walk would; DURO_E_CONFIG when it is refused. */
+int schema_value(schema_walk *w, const schema_field *f, const yaml_node_t *v,
+                 void *base);
+
 /* Walks one mapping against s, storing every scalar field into base and
  * leaving each field's value node in vals[field index] (NULL when absent
  * or refused); *bad (when bad is not NULL) gets the bits of the refused

@@ -1,6 +1,6 @@
 /* control.c — control operations on instances: pause, resume, terminate,
- * restart (from a step, with rollbacks or without) and events, and the
- * requests an activation or a crash handed over.
+ * restart (from a step, with rollbacks or without), delete and events,
+ * and the requests an activation or a crash handed over.
  *
  * An operation on an idle instance takes a CONTROL entry (the instance's
  * row is then the operation's to rewrite), changes the row, and ends the
@@ -8,6 +8,7 @@
  * terminate sets a flag the activation reads at its next step boundary,
  * and is persisted in the row's `control` column so a crash cannot lose an
  * acknowledged request. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,9 +76,10 @@ static int commit_row(duro_engine *e, journal_instance *in, int clear_control,
   journal_op *op = journal_batch_add(&b, JOP_INSTANCE_SET);
   op->inst = in;
   op->clear_control = clear_control;
-  engine_drivers_instance_changed(e, engine_find_workflow(e, in->workflow), &b,
-                                  in, from_status, in->started_ms,
+  wf_reg *wf = engine_find_workflow(e, in->workflow);
+  engine_drivers_instance_changed(e, wf, &b, in, from_status, in->started_ms,
                                   duro_clock_now(e->clock));
+  engine_retention_ops(wf, &b, in, from_status);
   int rc = journal_commit(e->j, &b);
   if (rc == 0)
     engine_batch_woke(e, &b); /* the drivers' events in it */
@@ -683,6 +685,147 @@ int duro_instance_restart_rollback_why(duro_engine *e, const char *workflow,
 int duro_instance_restart(duro_engine *e, const char *workflow, const char *id,
                           const char *from, uint32_t count) {
   return duro_instance_restart_why(e, workflow, id, from, count, NULL);
+}
+
+/* ---- delete ------------------------------------------------------------ */
+
+/* How long a delete with terminate waits for the activation it
+ * terminated to let go of the instance once its end is stored. */
+#define DELETE_LET_GO_MS 5000
+
+typedef struct delete_req {
+  int terminate; /* a live instance is terminated first */
+  int was_live;  /* it was, when the delete came */
+  duro_deleted *out;
+  char **why; /* may be NULL */
+} delete_req;
+
+static char *live_reason(duro_status status) {
+  return xasprintf("instance is %s; only an ended instance (complete, "
+                   "errored, terminated) can be deleted: terminate it "
+                   "first, or delete it with terminate",
+                   duro_status_name(status));
+}
+
+/* Deletes the instance a CONTROL entry holds, terminated first when it is
+ * live and that is asked: its rows go in one commit, which deletes
+ * nothing unless the stored row has ended. */
+static int delete_row(duro_engine *e, journal_instance *in, delete_req *d) {
+  if (!duro_status_ended(in->status)) {
+    d->was_live = 1;
+    if (d->terminate) {
+      int rc = control_row(e, in, JOURNAL_CONTROL_TERMINATE);
+      if (rc)
+        return rc;
+    }
+  }
+  /* still live: not asked to terminate, or a terminate with rollbacks,
+   * requested before, runs them first */
+  if (!duro_status_ended(in->status)) {
+    if (d->why)
+      *d->why = live_reason(in->status);
+    return DURO_E_CANNOT_DELETE;
+  }
+  journal_deleted gone = {0};
+  journal_batch b = {0};
+  journal_op *op = journal_batch_add(&b, JOP_INSTANCE_DELETE);
+  op->rowid = in->rowid;
+  op->deleted = &gone;
+  int rc = journal_commit(e->j, &b);
+  int deleted = rc == 0 && op->out_rowid == 1;
+  journal_batch_free(&b);
+  if (rc)
+    return rc;
+  if (!deleted) /* the retention sweep took it meanwhile */
+    return DURO_E_NOT_FOUND;
+  *d->out = (duro_deleted){.status = in->status,
+                           .terminated = d->was_live &&
+                                         in->status == DURO_STATUS_TERMINATED,
+                           .steps = gone.steps,
+                           .attempts = gone.attempts,
+                           .events = gone.events,
+                           .logs = gone.logs};
+  return 0;
+}
+
+/* delete_row for the CONTROL entry `ent`, which then goes: a deleted
+ * instance has nothing left to run, not even a request handed over. */
+static int delete_held(duro_engine *e, entry *ent, delete_req *d) {
+  journal_instance in = {0};
+  int rc = journal_instance_get_rowid(e->j, ent->rowid, &in);
+  int read = rc == 0;
+  if (read)
+    rc = delete_row(e, &in, d);
+  pthread_mutex_lock(&e->mu);
+  if (read && rc == 0) {
+    ent->rerun = ent->apply_control = 0;
+    entry_drop(e, ent);
+  } else {
+    control_end(e, ent, read ? in.status : ENGINE_STATUS_NONE);
+  }
+  pthread_mutex_unlock(&e->mu);
+  journal_instance_clear(&in);
+  return rc;
+}
+
+/* The status of an instance an activation holds, for a refusal's
+ * reason, as a read shows it (running while a callback runs); running
+ * still while its end, stored, is not let go of. */
+static duro_status active_status(duro_engine *e, int64_t rowid) {
+  journal_instance in = {0};
+  duro_status st = journal_instance_get_rowid(e->j, rowid, &in) == 0
+                       ? engine_live_status(e, rowid, in.status)
+                       : DURO_STATUS_RUNNING;
+  journal_instance_clear(&in);
+  return duro_status_ended(st) ? DURO_STATUS_RUNNING : st;
+}
+
+int duro_instance_delete(duro_engine *e, const char *workflow, const char *id,
+                         int terminate, duro_deleted *out, char **why) {
+  duro_deleted unused;
+  if (!out)
+    out = &unused;
+  *out = (duro_deleted){.elsewhere = 1};
+  if (why)
+    *why = NULL;
+  int64_t rowid;
+  entry *ent, *active;
+  int rc;
+  if (find_or_forward(e, workflow, id,
+                      terminate ? CONTROL_OP_DELETE_TERMINATE
+                                : CONTROL_OP_DELETE,
+                      NULL, 0, why, &rowid, &rc))
+    return rc;
+  delete_req d = {.terminate = terminate, .out = out, .why = why};
+  control_enter(e, rowid, &ent, &active);
+  if (active && terminate) {
+    /* A running instance is terminated as duro_instance_terminate does:
+     * the request persisted, its callback given up on; then its
+     * activation lets go of it once the end is stored. */
+    d.was_live = 1;
+    rc = request_active(e, rowid, active, JOURNAL_CONTROL_TERMINATE);
+    control_leave(e, rowid, rc);
+    if (rc)
+      return rc;
+    engine_abandon_entry(e, active);
+    if ((rc = settle_terminate(e, workflow, id)) != 0 &&
+        rc != DURO_E_CANNOT_TERMINATE) /* it ended first: deleted still */
+      return rc;
+    control_enter(e, rowid, &ent, &active);
+    struct timespec until = engine_cond_deadline(DELETE_LET_GO_MS);
+    while (active &&
+           pthread_cond_timedwait(&e->changed, &e->mu, &until) != ETIMEDOUT)
+      ent = control_begin(e, rowid, &active);
+  }
+  pthread_mutex_unlock(&e->mu);
+  if (active) {
+    /* not asked to terminate, or run() busy outside any step past the
+     * wait: the terminate stays persisted and ends it at its next step */
+    if (why)
+      *why = live_reason(active_status(e, rowid));
+    return control_leave(e, rowid, DURO_E_CANNOT_DELETE);
+  }
+  return control_leave(e, rowid, delete_held(e, ent, &d));
 }
 
 /* An event on its way to disk: what its ops point to lives here. */

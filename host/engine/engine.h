@@ -154,6 +154,9 @@ typedef struct duro_flow_order {
 
 typedef struct duro_workflow_limits {
   int64_t retention_ms; /* how long an ended instance is kept; 0 = 30 days */
+  /* The same for one that ended errored, or terminated, chosen at its
+   * end: 0 = retention_ms.  (A create's own retention wins over all.) */
+  int64_t retention_errored_ms, retention_terminated_ms;
   /* How long an instance may take from its creation before it ends
    * errored (instance.timed_out); 0 = no limit. */
   int64_t timeout_ms;
@@ -232,15 +235,17 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
                          duro_run_fn run, const duro_workflow_limits *limits,
                          const char *build);
 
-/* Changes a registered workflow's retention and timeout (of the
- * instances created from now on), limits.steps (checked at each new
- * step), limits.parallel and on_timeout (read at each deadline) while the
- * engine runs (a config reload); 0 values are the defaults.
- * DURO_E_NOT_FOUND for an unknown workflow. */
+/* Changes a registered workflow's retention (the three retention_*_ms of
+ * `retention`, the only fields read, NULL for the defaults: of the
+ * instances that end from now on, but those whose create gave their own)
+ * and timeout (of the instances created from now on), limits.steps
+ * (checked at each new step), limits.parallel and on_timeout (read at
+ * each deadline) while the engine runs (a config reload); 0 values are
+ * the defaults.  DURO_E_NOT_FOUND for an unknown workflow. */
 int duro_engine_set_limits(duro_engine *e, const char *name,
-                           int64_t retention_ms, int64_t timeout_ms,
-                           uint32_t max_steps, uint32_t parallel,
-                           int rollback_on_timeout);
+                           const duro_workflow_limits *retention,
+                           int64_t timeout_ms, uint32_t max_steps,
+                           uint32_t parallel, int rollback_on_timeout);
 
 /* Adds a build of registered workflow `workflow`: newest = 1 makes it the
  * one new instances (and every activation under versioning: latest) run
@@ -820,6 +825,28 @@ int duro_instance_restart_why(duro_engine *e, const char *workflow,
 int duro_instance_restart_rollback_why(duro_engine *e, const char *workflow,
                                        const char *id, const char *from,
                                        uint32_t count, char **why);
+
+/* What duro_instance_delete deleted. */
+typedef struct duro_deleted {
+  /* Another host (the one that runs it, on a store several share)
+   * deleted it: what follows is not known here. */
+  int elsewhere;
+  duro_status status; /* the instance's when deleted: an end */
+  int terminated;     /* it was live, and the delete terminated it first */
+  int64_t steps, attempts, events, logs; /* its rows that went with it */
+} duro_deleted;
+
+/* Deletes an instance now, with its steps, attempts, events and logs, as
+ * the retention sweep would once its retention ran out; its id may be
+ * created again after.  Only an ended one (complete, errored,
+ * terminated): a live one (queued, running, waiting, paused) is
+ * DURO_E_CANNOT_DELETE, with *why (may be NULL; caller frees) naming its
+ * status, unless `terminate`, which terminates it as
+ * duro_instance_terminate does (durably, its activation given up on) and
+ * then deletes it.  On a store several hosts share, the host that runs it
+ * deletes it.  *out (may be NULL) says what went. */
+int duro_instance_delete(duro_engine *e, const char *workflow, const char *id,
+                         int terminate, duro_deleted *out, char **why);
 
 /* Stores an event for the instance and wakes it if it waits for `type`.
  * payload NULL = "null".  DURO_E_INSTANCE_ENDED, nothing stored, when the

@@ -93,10 +93,7 @@ void engine_instance_insert_op(const wf_reg *wf, const char *id,
   row->status = DURO_STATUS_QUEUED;
   row->params = (char *)(req->params ? req->params : "null");
   row->created_ms = now;
-  row->retention_ms =
-      req->retention_ms >= 0
-          ? req->retention_ms
-          : __atomic_load_n(&wf->limits.retention_ms, __ATOMIC_RELAXED);
+  row->retention_ms = engine_retention_at_create(wf, req->retention_ms);
   int64_t timeout =
       req->timeout_ms > 0
           ? req->timeout_ms

@@ -763,7 +763,9 @@ enum {
   CONTROL_OP_RESUME,
   CONTROL_OP_RESTART,
   CONTROL_OP_TERMINATE_ROLLBACK,
-  CONTROL_OP_RESTART_ROLLBACK
+  CONTROL_OP_RESTART_ROLLBACK,
+  CONTROL_OP_DELETE,
+  CONTROL_OP_DELETE_TERMINATE
 };
 /* A watch on this host for instance `rowid`, which host `owner` runs:
  * asks that host to say when it ends. */
@@ -802,6 +804,17 @@ int apply_control_idle(duro_engine *e, int64_t rowid, int control);
  * top) into batch b, before b's JOP_INSTANCE_SET of `in` (with
  * clear_control), which it makes queued with no output, error or times
  * (their strings are the caller's to free first, if it owns them). */
+/* ---- retention (retention.c) ---- */
+
+/* The retention_ms an instance of wf is inserted with: its create's own
+ * (own_ms >= 0), or its workflow's, marked as such. */
+int64_t engine_retention_at_create(const wf_reg *wf, int64_t own_ms);
+/* For a row that ends now (it was from_status): the retention of its
+ * workflow for the way it ended, appended to b, unless its create gave
+ * its own.  wf NULL: nothing (a workflow no longer registered). */
+void engine_retention_ops(const wf_reg *wf, journal_batch *b,
+                          const journal_instance *row, duro_status from_status);
+
 void engine_restart_ops(duro_engine *e, journal_batch *b, journal_instance *in,
                         int64_t from_seq);
 

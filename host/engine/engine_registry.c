@@ -105,16 +105,24 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
 }
 
 int duro_engine_set_limits(duro_engine *e, const char *name,
-                           int64_t retention_ms, int64_t timeout_ms,
-                           uint32_t max_steps, uint32_t parallel,
-                           int rollback_on_timeout) {
+                           const duro_workflow_limits *retention,
+                           int64_t timeout_ms, uint32_t max_steps,
+                           uint32_t parallel, int rollback_on_timeout) {
   wf_reg *w = engine_find_workflow(e, name);
   if (!w)
     return DURO_E_NOT_FOUND;
+  const duro_workflow_limits defaults = {0};
+  if (!retention)
+    retention = &defaults;
   /* Read where they are used, without a lock: stored atomically. */
   __atomic_store_n(&w->limits.retention_ms,
-                   retention_ms > 0 ? retention_ms : DEFAULT_RETENTION_MS,
+                   retention->retention_ms > 0 ? retention->retention_ms
+                                               : DEFAULT_RETENTION_MS,
                    __ATOMIC_RELAXED);
+  __atomic_store_n(&w->limits.retention_errored_ms,
+                   retention->retention_errored_ms, __ATOMIC_RELAXED);
+  __atomic_store_n(&w->limits.retention_terminated_ms,
+                   retention->retention_terminated_ms, __ATOMIC_RELAXED);
   __atomic_store_n(&w->limits.timeout_ms, timeout_ms > 0 ? timeout_ms : 0,
                    __ATOMIC_RELAXED);
   __atomic_store_n(&w->limits.max_steps,

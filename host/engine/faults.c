@@ -97,8 +97,9 @@ static void instance_errored(duro_engine *e, journal_batch *b,
   journal_op *op = journal_batch_add(b, JOP_INSTANCE_SET);
   op->inst = in;
   op->clear_control = 1;
-  engine_drivers_instance_changed(e, engine_find_workflow(e, in->workflow), b,
-                                  in, from, in->started_ms, now);
+  wf_reg *wf = engine_find_workflow(e, in->workflow);
+  engine_drivers_instance_changed(e, wf, b, in, from, in->started_ms, now);
+  engine_retention_ops(wf, b, in, from);
 }
 
 /* The step row the crashed attempt belongs to: the journaled one, or the

@@ -119,7 +119,8 @@ int64_t engine_hosts_tick(duro_engine *e, int64_t mono) {
 
 static const char *const control_ops[] = {
     "pause",   "terminate",          "resume",
-    "restart", "terminate-rollback", "restart-rollback"};
+    "restart", "terminate-rollback", "restart-rollback",
+    "delete",  "delete-terminate"};
 
 int engine_control_elsewhere(duro_engine *e, int64_t rowid, int64_t *owner) {
   if (!journal_host(e->j))
@@ -250,6 +251,9 @@ static void carry_out(duro_engine *e, json_t *req) {
   else if (!strcmp(op, "restart-rollback"))
     rc = duro_instance_restart_rollback_why(e, workflow, id, step,
                                             (uint32_t)count, &why);
+  else if (!strcmp(op, "delete") || !strcmp(op, "delete-terminate"))
+    rc = duro_instance_delete(e, workflow, id, !strcmp(op, "delete-terminate"),
+                              NULL, &why);
   carrying_out = 0;
   json_t *ans = json_pack("{s:I,s:i}", "r", q, "rc", rc);
   if (why)

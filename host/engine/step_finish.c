@@ -99,6 +99,7 @@ void activation_finish(duro_step *a, duro_rc rc) {
   op->clear_control = clear_control;
   engine_drivers_instance_changed(a->e, a->wf, &a->batch, row, a->inst.status,
                                   a->inst.started_ms, now);
+  engine_retention_ops(a->wf, &a->batch, row, a->inst.status);
   /* Pinned at its first activation (versioning: pinned); under latest,
    * the build it last ran on.  Written only when it changes.  (A restart
    * keeps its pin, or from the top is pinned afresh: engine_restart_ops.) */

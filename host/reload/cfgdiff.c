@@ -111,6 +111,12 @@ static void dur_field(json_t *to, const char *what, int64_t a, int64_t b) {
     note(to, "%s: %s -> %s", what, x, y);
 }
 
+/* Whether a workflow's retention is one duration for every outcome. */
+static int same_retention(const config_workflow *w) {
+  return w->retention_ms == w->retention_errored_ms &&
+         w->retention_ms == w->retention_terminated_ms;
+}
+
 /* A two-valued field, by the names of its values. */
 static void flag_field(json_t *to, const char *what, int a, int b,
                        const char *yes, const char *no) {
@@ -277,7 +283,16 @@ static void compare_workflows(const config_plugin *o, const config_plugin *c,
     if (!same_names(a->tail_consumers, a->n_tail_consumers, b->tail_consumers,
                     b->n_tail_consumers))
       note(live, "%s", WF("tail_consumers changed"));
-    dur_field(live, WF("retention"), a->retention_ms, b->retention_ms);
+    if (same_retention(a) && same_retention(b)) {
+      dur_field(live, WF("retention"), a->retention_ms, b->retention_ms);
+    } else {
+      dur_field(live, WF("retention.complete"), a->retention_ms,
+                b->retention_ms);
+      dur_field(live, WF("retention.errored"), a->retention_errored_ms,
+                b->retention_errored_ms);
+      dur_field(live, WF("retention.terminated"), a->retention_terminated_ms,
+                b->retention_terminated_ms);
+    }
     dur_field(live, WF("timeout"), a->timeout_ms, b->timeout_ms);
     flag_field(live, WF("on_timeout"), a->rollback_on_timeout,
                b->rollback_on_timeout, "rollback", "error");
@@ -532,7 +547,11 @@ int cfgdiff_apply(const config *cur, duro_engine *e, char *err, size_t errlen) {
   for (size_t i = 0; i < cur->n_plugins; i++)
     for (size_t k = 0; k < cur->plugins[i].n_workflows; k++) {
       const config_workflow *w = &cur->plugins[i].workflows[k];
-      duro_engine_set_limits(e, w->name, w->retention_ms, w->timeout_ms,
+      const duro_workflow_limits retention = {
+          .retention_ms = w->retention_ms,
+          .retention_errored_ms = w->retention_errored_ms,
+          .retention_terminated_ms = w->retention_terminated_ms};
+      duro_engine_set_limits(e, w->name, &retention, w->timeout_ms,
                              w->max_steps, w->parallel, w->rollback_on_timeout);
     }
   return 0;

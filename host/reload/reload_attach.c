@@ -168,6 +168,8 @@ static void register_workflows(reloader *r) {
       const config_workflow *w = &p->cfg->workflows[k];
       duro_workflow_limits lim = {
           .retention_ms = w->retention_ms,
+          .retention_errored_ms = w->retention_errored_ms,
+          .retention_terminated_ms = w->retention_terminated_ms,
           .timeout_ms = w->timeout_ms,
           .rollback_on_timeout = w->rollback_on_timeout,
           .max_steps = w->max_steps,

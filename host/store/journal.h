@@ -47,6 +47,8 @@ typedef struct journal_instance {
    * (duro_wait_any), a hold's reason, or NULL */
   char *wait_type;
   int control; /* JOURNAL_CONTROL_* requested while running */
+  /* How long it is kept once ended; its lowest bit set when its create
+   * gave it (engine/retention.c). */
   int64_t retention_ms;
   char *build; /* the build it is pinned to (content hash), or NULL */
   /* How many times it was restarted; only JOP_INSTANCE_RESTARTED writes
@@ -293,7 +295,20 @@ typedef enum journal_op_kind {
                      SQLite; 0 on PostgreSQL, which queues the write),
                      and the oldest past the bound go; nothing when the
                      instance is gone */
+  /* rowid: deletes the instance when it has ended, with its steps,
+   * attempts, events and logs, as the sweep does; out_rowid = 1 when it
+   * did (0: it is live, or gone), `deleted` (may be NULL) receives how
+   * many of each of its rows went */
+  JOP_INSTANCE_DELETE,
+  /* rowid, ts_ms: retention_ms = ts_ms (the retention an instance that
+   * ends in this batch is kept for, by the way it ended) */
+  JOP_INSTANCE_RETAIN,
 } journal_op_kind;
+
+/* The rows a JOP_INSTANCE_DELETE took with its instance. */
+typedef struct journal_deleted {
+  int64_t steps, attempts, events, logs;
+} journal_deleted;
 
 typedef struct journal_attempt {
   const char *key;
@@ -334,6 +349,7 @@ typedef struct journal_op {
                                 instance (journal_host: this one) */
   journal_message *messages; /* JOP_MESSAGE_LEASE */
   size_t n_messages;
+  journal_deleted *deleted; /* JOP_INSTANCE_DELETE, may be NULL */
 } journal_op;
 
 typedef struct journal_batch {

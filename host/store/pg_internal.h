@@ -115,7 +115,9 @@ enum {
   ST_WAKE_IF_EVENT_PENDING,
   ST_INSTANCE_PIN,
   ST_INSTANCE_RESCHEDULE,
+  ST_INSTANCE_RETAIN,
   ST_SWEEP,
+  ST_INSTANCE_DELETE,
   ST_LOG_APPEND,
   ST_MESSAGE_INSERT,
   ST_MESSAGE_PICK,
@@ -252,6 +254,7 @@ int pg_step_put(pg_store *pg, journal_op *op);
 int pg_steps_change(pg_store *pg, journal_op *op);
 int pg_event_apply(pg_store *pg, journal_op *op);
 int pg_sweep(pg_store *pg, journal_op *op);
+int pg_instance_delete(pg_store *pg, journal_op *op);
 int pg_message_apply(pg_store *pg, journal_op *op);
 int pg_message_lease(pg_store *pg, journal_op *op);
 int pg_message_retry(pg_store *pg, journal_op *op);

@@ -90,6 +90,8 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
         "UPDATE instances SET params=COALESCE($3::text,params), wake_ms=$4 "
         "WHERE workflow=$1 AND id=$2 AND status IN ('queued','paused') AND "
         "started_ms IS NULL",
+    [ST_INSTANCE_RETAIN] =
+        "UPDATE instances SET retention_ms=$2 WHERE rowid=$1",
     [ST_WAKE_IF_EVENT_PENDING] =
         "UPDATE instances SET wake_ms=$2 WHERE rowid=$1 AND "
         "status='waiting' AND wait_type IS NOT NULL AND EXISTS(SELECT 1 "
@@ -115,6 +117,22 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
         "picked) RETURNING 1) SELECT COUNT(*) FROM i",
     /* The instance's next number (none for an instance gone), and the
      * oldest lines past the bound ($7) deleted in the same statement. */
+    /* One instance deleted at once (a DELETE), only once it has ended,
+     * with the rows the sweep deletes with it; what went, counted. */
+    [ST_INSTANCE_DELETE] =
+        "WITH i AS (DELETE FROM instances WHERE rowid=$1 AND "
+        "status IN ('complete','errored','terminated') RETURNING rowid), "
+        "s AS (DELETE FROM steps WHERE instance IN (SELECT rowid FROM i) "
+        "RETURNING 1), "
+        "a AS (DELETE FROM attempts WHERE instance IN (SELECT rowid FROM i) "
+        "RETURNING 1), "
+        "e AS (DELETE FROM events WHERE instance IN (SELECT rowid FROM i) "
+        "RETURNING 1), "
+        "l AS (DELETE FROM logs WHERE instance IN (SELECT rowid FROM i) "
+        "RETURNING 1) "
+        "SELECT (SELECT COUNT(*) FROM i), (SELECT COUNT(*) FROM s), "
+        "(SELECT COUNT(*) FROM a), (SELECT COUNT(*) FROM e), "
+        "(SELECT COUNT(*) FROM l)",
     [ST_LOG_APPEND] =
         "WITH ins AS (INSERT INTO logs(instance,n,ts_ms,level,step,attempt,"
         "message) SELECT $1,COALESCE(MAX(n),0)+1,$2,$3,$4,$5,$6 FROM logs "
@@ -398,6 +416,7 @@ int pg_apply(void *db, journal_op *op) {
   case JOP_INSTANCE_RESTARTED:
   case JOP_INSTANCE_PIN:
   case JOP_INSTANCE_RESCHEDULE:
+  case JOP_INSTANCE_RETAIN:
     return pg_instance_mark(pg, op);
   case JOP_STEP_PUT:
     return pg_step_put(pg, op);
@@ -434,6 +453,8 @@ int pg_apply(void *db, journal_op *op) {
     return pg_pipeline_apply(pg, op);
   case JOP_LOG_APPEND:
     return pg_log_apply(pg, op);
+  case JOP_INSTANCE_DELETE:
+    return pg_instance_delete(pg, op);
   }
   store_error("PostgreSQL backend: unknown journal op %d", (int)op->kind);
   return DURO_E_STORAGE;

@@ -1,8 +1,8 @@
 /* pg_write_instance.c — the PostgreSQL backend's ops on an instance's
  * rows: the instance inserted, set and marked (control, restarts, pin),
  * its steps and attempts, its events and the wakes they cause (a notice
- * to the host that runs it), and the retention sweep of ended
- * instances. */
+ * to the host that runs it), and the deletes of ended instances: one
+ * at a time, and the retention sweep. */
 #include <inttypes.h>
 #include <libpq-fe.h>
 #include <stdio.h>
@@ -107,6 +107,10 @@ int pg_instance_mark(pg_store *pg, journal_op *op) {
     p_text(&p, op->inst->params);
     p_ms(&p, op->ts_ms);
     return pg_write_changes(pg, ST_INSTANCE_RESCHEDULE, &p, op);
+  case JOP_INSTANCE_RETAIN:
+    p_i64(&p, op->rowid);
+    p_i64(&p, op->ts_ms);
+    return pg_write_queue(pg, ST_INSTANCE_RETAIN, &p);
   default:
     return DURO_E_INVALID_ARGUMENT;
   }
@@ -207,6 +211,22 @@ int pg_sweep(pg_store *pg, journal_op *op) {
   if (!r)
     return DURO_E_STORAGE;
   op->out_rowid = get_i64(r, 0, 0);
+  PQclear(r);
+  return 0;
+}
+
+int pg_instance_delete(pg_store *pg, journal_op *op) {
+  params p = {0};
+  p_i64(&p, op->rowid);
+  PGresult *r = pg_write_run(pg, ST_INSTANCE_DELETE, &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  op->out_rowid = get_i64(r, 0, 0);
+  if (op->deleted)
+    *op->deleted = (journal_deleted){.steps = get_i64(r, 0, 1),
+                                     .attempts = get_i64(r, 0, 2),
+                                     .events = get_i64(r, 0, 3),
+                                     .logs = get_i64(r, 0, 4)};
   PQclear(r);
   return 0;
 }

@@ -56,6 +56,7 @@ enum {
   ST_WAKE_IF_EVENT_PENDING,
   ST_INSTANCE_PIN,
   ST_INSTANCE_RESCHEDULE,
+  ST_INSTANCE_RETAIN,
   ST_SWEEP_PICK,
   ST_SWEEP_STEPS,
   ST_SWEEP_ATTEMPTS,
@@ -63,6 +64,11 @@ enum {
   ST_SWEEP_LOGS, /* before the instances: ST_SWEEP_STEPS..CLEAR run in order */
   ST_SWEEP_INSTANCES,
   ST_SWEEP_CLEAR,
+  ST_DELETE_INSTANCE,
+  ST_DELETE_STEPS,
+  ST_DELETE_ATTEMPTS,
+  ST_DELETE_EVENTS,
+  ST_DELETE_LOGS, /* ST_DELETE_STEPS..LOGS run in order */
   ST_LOG_APPEND,
   ST_LOG_TRIM,
   ST_MESSAGE_INSERT,
@@ -296,6 +302,7 @@ int sqlite_step_put(sqlite_store *sq, journal_op *op);
 int sqlite_steps_change(sqlite_store *sq, journal_op *op);
 int sqlite_event_apply(sqlite_store *sq, journal_op *op);
 int sqlite_sweep(sqlite_store *sq, journal_op *op);
+int sqlite_instance_delete(sqlite_store *sq, journal_op *op);
 int sqlite_message_apply(sqlite_store *sq, journal_op *op);
 int sqlite_message_lease(sqlite_store *sq, journal_op *op);
 /* Feeds `keys` the rows of SQLITE_SQL_KEY_AHEAD prepared as `st` (bound

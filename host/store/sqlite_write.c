@@ -67,6 +67,8 @@ const char *const sqlite_write_sql[ST_WRITE_COUNT_] = {
         "UPDATE instances SET params=COALESCE(?3,params), wake_ms=?4 "
         "WHERE workflow=?1 AND id=?2 AND status IN ('queued','paused') AND "
         "started_ms IS NULL",
+    [ST_INSTANCE_RETAIN] =
+        "UPDATE instances SET retention_ms=?2 WHERE rowid=?1",
     [ST_WAKE_IF_EVENT_PENDING] =
         "UPDATE instances SET wake_ms=?2 WHERE rowid=?1 AND "
         "status='waiting' AND wait_type IS NOT NULL AND EXISTS(SELECT 1 "
@@ -88,6 +90,14 @@ const char *const sqlite_write_sql[ST_WRITE_COUNT_] = {
     [ST_SWEEP_CLEAR] = "DELETE FROM temp.sweep",
     [ST_SWEEP_LOGS] =
         "DELETE FROM logs WHERE instance IN (SELECT id FROM temp.sweep)",
+    /* One instance deleted at once (a DELETE), only once it has ended:
+     * the rows the sweep deletes with it go in the same transaction. */
+    [ST_DELETE_INSTANCE] = "DELETE FROM instances WHERE rowid=?1 AND "
+                           "status IN ('complete','errored','terminated')",
+    [ST_DELETE_STEPS] = "DELETE FROM steps WHERE instance=?1",
+    [ST_DELETE_ATTEMPTS] = "DELETE FROM attempts WHERE instance=?1",
+    [ST_DELETE_EVENTS] = "DELETE FROM events WHERE instance=?1",
+    [ST_DELETE_LOGS] = "DELETE FROM logs WHERE instance=?1",
     /* The instance's next number; no line for an instance gone. */
     [ST_LOG_APPEND] =
         "INSERT OR IGNORE INTO logs(instance,n,ts_ms,level,step,attempt,"
@@ -232,6 +242,7 @@ int sqlite_apply(void *db, journal_op *op) {
   case JOP_INSTANCE_RESTARTED:
   case JOP_INSTANCE_PIN:
   case JOP_INSTANCE_RESCHEDULE:
+  case JOP_INSTANCE_RETAIN:
     return sqlite_instance_mark(sq, op);
   case JOP_STEP_PUT:
     return sqlite_step_put(sq, op);
@@ -268,6 +279,8 @@ int sqlite_apply(void *db, journal_op *op) {
     return sqlite_pipeline_apply(sq, op);
   case JOP_LOG_APPEND:
     return sqlite_log_apply(sq, op);
+  case JOP_INSTANCE_DELETE:
+    return sqlite_instance_delete(sq, op);
   }
   return DURO_E_INVALID_ARGUMENT;
 }

@@ -60,7 +60,7 @@ int sqlite_instance_set(sqlite_store *sq, journal_op *op) {
 }
 
 /* The instance's one-statement ops: its control, restarts, pin, its start
- * put off. */
+ * put off, its retention at its end. */
 int sqlite_instance_mark(sqlite_store *sq, journal_op *op) {
   sqlite3_stmt *st;
   switch (op->kind) {
@@ -90,6 +90,11 @@ int sqlite_instance_mark(sqlite_store *sq, journal_op *op) {
     bind_text(st, 3, op->inst->params);
     bind_ms(st, 4, op->ts_ms);
     return sqlite_step_changes(sq, st, op);
+  case JOP_INSTANCE_RETAIN:
+    st = sq->ws[ST_INSTANCE_RETAIN];
+    sqlite3_bind_int64(st, 1, op->rowid);
+    sqlite3_bind_int64(st, 2, op->ts_ms);
+    return sqlite_step_done(sq, st);
   default:
     return DURO_E_INVALID_ARGUMENT;
   }
@@ -203,5 +208,29 @@ int sqlite_sweep(sqlite_store *sq, journal_op *op) {
   for (int k = ST_SWEEP_STEPS; k <= ST_SWEEP_CLEAR; k++)
     if ((rc = sqlite_step_done(sq, sq->ws[k])))
       return rc;
+  return 0;
+}
+
+/* The instance first: nothing else goes unless it did (it had ended).
+ * The counts table follows the instance's row by its trigger. */
+int sqlite_instance_delete(sqlite_store *sq, journal_op *op) {
+  sqlite3_stmt *st = sq->ws[ST_DELETE_INSTANCE];
+  int rc;
+  sqlite3_bind_int64(st, 1, op->rowid);
+  if ((rc = sqlite_step_changes(sq, st, op)) || op->out_rowid == 0)
+    return rc;
+  int64_t gone[ST_DELETE_LOGS - ST_DELETE_STEPS + 1];
+  for (int k = ST_DELETE_STEPS; k <= ST_DELETE_LOGS; k++) {
+    st = sq->ws[k];
+    sqlite3_bind_int64(st, 1, op->rowid);
+    if ((rc = sqlite_step_done(sq, st)))
+      return rc;
+    gone[k - ST_DELETE_STEPS] = sqlite3_changes(sq->wr);
+  }
+  if (op->deleted)
+    *op->deleted = (journal_deleted){.steps = gone[0],
+                                     .attempts = gone[1],
+                                     .events = gone[2],
+                                     .logs = gone[3]};
   return 0;
 }

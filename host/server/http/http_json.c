@@ -123,6 +123,7 @@ int status_of(int rc) {
   case DURO_E_CANNOT_TERMINATE:
   case DURO_E_CANNOT_PAUSE:
   case DURO_E_CANNOT_RESUME:
+  case DURO_E_CANNOT_DELETE:
   case DURO_E_INSTANCE_ENDED:
     return 409;
   case DURO_E_INVALID_ID:

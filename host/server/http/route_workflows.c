@@ -483,6 +483,46 @@ static int change_status(http_server *s, http_exchange *x, const char *wf,
       json_pack("{s:s,s:s}", "id", id, "status", duro_status_name(now)));
 }
 
+/* DELETE /workflows/{wf}/instances/{id}[?terminate=true]: an ended
+ * instance deleted now with its rows; a live one is 409 saying which
+ * status it has, unless terminate, which ends it first. */
+static int delete_instance(http_server *s, http_exchange *x, const char *wf,
+                           const char *id) {
+  const char *terminate = query_param(x, "terminate");
+  if (terminate && strcmp(terminate, "true") && strcmp(terminate, "false"))
+    return send_error(x, 400, "request.invalid",
+                      "\"terminate\" must be true or false");
+  duro_deleted d;
+  char *why = NULL;
+  int rc = duro_instance_delete(
+      s->engine, wf, id, terminate && !strcmp(terminate, "true"), &d, &why);
+  if (rc == DURO_E_CANNOT_DELETE && why) {
+    send_error(x, 409, duro_err_name(rc), "%s/%s cannot be deleted: %s", wf, id,
+               why);
+    free(why);
+    return 0;
+  }
+  free(why);
+  if (rc)
+    return send_engine_error(x, rc, wf, id);
+  json_t *out =
+      json_pack("{s:s,s:s,s:b}", "workflow", wf, "id", id, "deleted", 1);
+  /* known when this host deleted it, not when the one that runs it did */
+  json_object_set_new(out, "status",
+                      d.elsewhere ? json_null()
+                                  : json_string(duro_status_name(d.status)));
+  json_object_set_new(out, "terminated",
+                      d.elsewhere ? json_null() : json_boolean(d.terminated));
+  json_object_set_new(
+      out, "rows",
+      d.elsewhere
+          ? json_null()
+          : json_pack("{s:I,s:I,s:I,s:I}", "steps", (json_int_t)d.steps,
+                      "attempts", (json_int_t)d.attempts, "events",
+                      (json_int_t)d.events, "logs", (json_int_t)d.logs));
+  return send_json(x, 200, out);
+}
+
 /* An event is answered 202 once it is on disk, without a thread waiting
  * for the commit (as a creation is). */
 typedef struct event_answer {
@@ -598,9 +638,12 @@ int workflows_route(http_server *s, http_exchange *x, char **seg, int n) {
     return send_error(
         x, 400, duro_err_name(DURO_E_INVALID_ID),
         "instance ids are 1-100 characters of A-Z a-z 0-9 _ . : -");
-  if (n == 4)
+  if (n == 4) {
+    if (method_is(x, "DELETE"))
+      return delete_instance(s, x, wf, id);
     return method_is(x, "GET") ? get_instance(s, x, wf, id)
-                               : wrong_method(x, "GET");
+                               : wrong_method(x, "GET, DELETE");
+  }
   if (n == 5 && !strcmp(seg[4], "status")) {
     if (method_is(x, "GET"))
       return instance_summary(s, x, wf, id);
