@@ -1678,13 +1678,15 @@ static void l1_listing(void) {
   bench_open(&b, "listed", wf, 1, 1, 0, 1);
   bench_start(&b);
   int64_t mid = base + (int64_t)n / 2 * 1000;
+  char prefix[32]; /* the 100 ids about the middle one's */
+  snprintf(prefix, sizeof prefix, "ord-%05zu", n / 2 / 100);
   struct {
     const char *what;
     duro_list_filter f;
   } pages[] = {
       {"L1 page, no filter", {.status = -1}},
       {"L1 page, errored", {.status = DURO_STATUS_ERRORED}},
-      {"L1 page, id prefix", {.status = -1, .prefix = "ord-05000"}},
+      {"L1 page, id prefix", {.status = -1, .prefix = prefix}},
       {"L1 page, created hour",
        {.status = -1, .created_after = mid, .created_before = mid + 3600000}},
       {"L1 page, ended hour",
