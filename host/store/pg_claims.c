@@ -57,24 +57,36 @@ static int is_unique_violation(const PGresult *r) {
   return state && !strcmp(state, "23505");
 }
 
-int pg_claim_take(void *db, const char *workflow, const char *key,
-                  const char *id, char **holder) {
-  pg_store *pg = db;
-  int rc = DURO_E_STORAGE;
+/* The statement on the slots connection (its lock held while it runs):
+ * its result, NULL after a failure of the connection or the statement
+ * (said in the log), or of the unique index when `unique` is not NULL
+ * (*unique set then, nothing logged: a race lost, not a failure). */
+static PGresult *slots_exec(pg_store *pg, const char *sql, int n,
+                            const char *const *v, int *unique) {
   pthread_mutex_lock(&pg->slots_mu);
   PGconn *c = pg_slots_conn(pg);
-  if (c) {
-    const char *v[3] = {workflow, key, id};
-    PGresult *r = PQexecParams(c, take_sql, 3, NULL, v, NULL, NULL, 0);
-    if (PQresultStatus(r) == PGRES_TUPLES_OK)
-      rc = PQntuples(r) == 1 ? 0 : DURO_E_BUSY;
-    else if (is_unique_violation(r))
-      rc = DURO_E_BUSY; /* another host's take committed first */
+  PGresult *r = c ? PQexecParams(c, sql, n, NULL, v, NULL, NULL, 0) : NULL;
+  if (c && PQresultStatus(r) != PGRES_TUPLES_OK) {
+    if (unique && is_unique_violation(r))
+      *unique = 1;
     else
       pg_slots_failed(pg, r);
     PQclear(r);
+    r = NULL;
   }
   pthread_mutex_unlock(&pg->slots_mu);
+  return r;
+}
+
+int pg_claim_take(void *db, const char *workflow, const char *key,
+                  const char *id, char **holder) {
+  const char *v[3] = {workflow, key, id};
+  int unique = 0; /* another host's take committed first */
+  PGresult *r = slots_exec(db, take_sql, 3, v, &unique);
+  int rc = !r && !unique            ? DURO_E_STORAGE
+           : r && PQntuples(r) == 1 ? 0
+                                    : DURO_E_BUSY;
+  PQclear(r);
   if (rc != DURO_E_BUSY)
     return rc;
   /* who holds it; none: `id` itself is not live, or the holder ended */
@@ -93,23 +105,6 @@ int pg_claim_take(void *db, const char *workflow, const char *key,
   return DURO_E_BUSY;
 }
 
-/* The statement on the slots connection (its lock held while it runs):
- * its result, NULL after a failure of the connection or the statement
- * (said in the log). */
-static PGresult *slots_exec(pg_store *pg, const char *sql, int n,
-                            const char *const *v) {
-  pthread_mutex_lock(&pg->slots_mu);
-  PGconn *c = pg_slots_conn(pg);
-  PGresult *r = c ? PQexecParams(c, sql, n, NULL, v, NULL, NULL, 0) : NULL;
-  if (c && PQresultStatus(r) != PGRES_TUPLES_OK) {
-    pg_slots_failed(pg, r);
-    PQclear(r);
-    r = NULL;
-  }
-  pthread_mutex_unlock(&pg->slots_mu);
-  return r;
-}
-
 static const char merge_sql[] =
     "UPDATE instances SET params=$3, wake_ms=CASE WHEN $6::bigint > 0 THEN "
     "LEAST($4::bigint + $5::bigint, created_ms + $6::bigint) ELSE "
@@ -125,7 +120,7 @@ int pg_claim_merge(void *db, const char *workflow, const char *key,
   snprintf(max_wait, sizeof max_wait, "%" PRId64, due->max_wait_ms);
   const char *v[6] = {workflow, key,    params ? params : "null",
                       now,      period, max_wait};
-  PGresult *r = slots_exec(db, merge_sql, 6, v);
+  PGresult *r = slots_exec(db, merge_sql, 6, v, NULL);
   if (!r)
     return DURO_E_STORAGE;
   int rc = DURO_E_NOT_FOUND;
@@ -147,7 +142,7 @@ int pg_claim_release(void *db, const char *workflow, const char *id,
   char now[24];
   snprintf(now, sizeof now, "%" PRId64, now_ms);
   const char *v[3] = {workflow, id, now};
-  PGresult *r = slots_exec(db, release_sql, 3, v);
+  PGresult *r = slots_exec(db, release_sql, 3, v, NULL);
   if (!r)
     return DURO_E_STORAGE;
   if (PQntuples(r) == 1) {
