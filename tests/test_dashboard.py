@@ -296,6 +296,23 @@ def main():
         d.get(h.base + "/")
         wait_for(d, "the workflow cards",
                  lambda: d.find_elements(By.LINK_TEXT, WF))
+        # the home's last hour of each workflow: term-1 terminated, the
+        # orders waiting (none ended otherwise), a bar for that minute
+        def figure(name):
+            return d.find_element(
+                By.CSS_SELECTOR,
+                f'section[data-workflow="{WF}"] [data-figure="{name}"] .figure-value').text
+        wait_for(d, "the last hour's figures",
+                 lambda: d.find_elements(By.CSS_SELECTOR,
+                                         f'section[data-workflow="{WF}"] [data-figure]'))
+        assert figure("terminated") == "1", figure("terminated")
+        assert figure("completed") == "0", figure("completed")
+        assert figure("backlog") == "0", figure("backlog")
+        bars = d.find_elements(By.CSS_SELECTOR,
+                               f'section[data-workflow="{WF}"] svg.hour rect[data-kind="terminated"]')
+        assert len(bars) == 1, len(bars)
+        assert "1 terminated" in bars[0].find_element(By.TAG_NAME, "title").get_attribute("textContent")
+        shot(d, "home-desktop")
         d.find_element(By.LINK_TEXT, WF).click()
         want = set(ids) | {"flaky-1"}
         wait_for(d, "every instance in the list", lambda: want <= set(rows(d)))
