@@ -638,8 +638,22 @@ function instanceView(main, gen, wf, id) {
   const timeline = h('div', {id: 'timeline'});
   const steps = h('div', {id: 'steps'});
   const events = h('div', {id: 'events'});
-  const conf = confirmer(() => view.refresh().catch(err.show));
+  /* once it is deleted, its page has nothing to show: back to the list */
+  let deleting = false;
+  const conf = confirmer((r) => {
+    if (deleting && r.ok) location.hash = `#/wf/${enc(wf)}`;
+    else view.refresh().catch(err.show);
+    deleting = false;
+  });
   const confirmThen = conf.ask;
+  const deleteButton = h('button', {type: 'button', id: 'act-delete', class: 'danger', onclick: () => {
+    const live = !ENDED.includes(deleteButton.dataset.status);
+    deleting = true;
+    confirmThen(live ? `Delete ${id}: it has not ended, so it is terminated first (no rollbacks), then its ` +
+                       'rows are gone for good: steps, events, logs.'
+                     : `Delete ${id}: its rows are gone for good: steps, events, logs.`,
+                'DELETE', live ? `${path}?terminate=true` : path, undefined, () => `deleted ${id}`);
+  }}, 'Delete');
 
   const statusUrl = `${path}/status`;
   const action = (label, status, what, cls) => h('button', {type: 'button', id: `act-${status}`, class: cls,
@@ -664,7 +678,8 @@ function instanceView(main, gen, wf, id) {
         onclick: () => confirmThen(`Terminate ${id} after its rollbacks: what its completed steps did is undone, newest first, then it ends.`,
                                    'PATCH', statusUrl, {status: 'terminate', rollback: true})},
         'Terminate with rollback'),
-      action('Restart', 'restart', `Restart ${id} from its beginning: every step runs again with the same params.`)),
+      action('Restart', 'restart', `Restart ${id} from its beginning: every step runs again with the same params.`),
+      deleteButton),
     build(restartRow, null, [
       h('div', null, h('label', {for: 'restart-from'}, 'Restart from step'), fromStep),
       h('button', {type: 'button', id: 'act-restart-from', onclick: () => {
@@ -690,6 +705,7 @@ function instanceView(main, gen, wf, id) {
    * the first one left, so the keyboard does not fall back to the top. */
   function showActions(inst) {
     const allowed = allowedActions(inst);
+    deleteButton.dataset.status = inst.status;
     const focused = document.activeElement;
     actions.hidden = false;
     for (const [name, yes] of Object.entries(allowed)) {
