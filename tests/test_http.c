@@ -15,7 +15,7 @@
  *    terminate, restart, restart from a step, the illegal transitions),
  *    events (and the description's list of them, consumed or pending),
  *    /healthz, /metrics, /metrics/history (the case's steps in the buckets
- *    since it began);
+ *    since it began), /hosts (this host alone on its SQLite file);
  *  - runs: an order held by its id from creation to its output, one that
  *    errors with the plugin's message, one the reviewer rejects;
  *  - create and wait: POST ?wait= answered 201 with the light status once
@@ -1077,6 +1077,25 @@ START_TEST(healthz_and_metrics) {
   http_resp_free(&r);
   request(&r, "POST", "/metrics/history", NULL);
   assert_error(&r, 405, "request.method_not_allowed", "POST history");
+  http_resp_free(&r);
+  /* the hosts: this one alone on its SQLite file, with m1 (waiting) the
+   * one instance that has not ended */
+  request(&r, "GET", "/hosts", NULL);
+  expect_status(&r, 200, "hosts");
+  json_t *hosts = jget(r.json, "hosts");
+  ck_assert_msg(json_is_false(jget(r.json, "shared")) &&
+                    json_array_size(hosts) == 1,
+                "hosts: %s", r.body);
+  json_t *me = json_array_get(hosts, 0);
+  ck_assert_msg(
+      json_is_true(jget(me, "me")) && json_is_true(jget(me, "alive")) &&
+          json_integer_value(jget(me, "instances")) == 1 &&
+          json_integer_value(jget(me, "pid")) > 0 &&
+          json_integer_value(jget(me, "started_ms")) >= t_start - 60000,
+      "hosts: %s", r.body);
+  http_resp_free(&r);
+  request(&r, "POST", "/hosts", NULL);
+  assert_error(&r, 405, "request.method_not_allowed", "POST hosts");
   http_resp_free(&r);
   request(&r, "GET", "/metrics", NULL);
   expect_status(&r, 200, "metrics");

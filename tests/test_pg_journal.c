@@ -875,6 +875,81 @@ START_TEST(dead_host_fails_its_groups) {
 }
 END_TEST
 
+/* The hosts of a shared store as GET /hosts lists them: each with the
+ * instances it owns that have not ended, alive while its lease holds; a
+ * host that closed is dead, and one dead for over a day is not listed. */
+typedef struct hosts_seen {
+  journal_host_row rows[8];
+  char names[8][64];
+  size_t n;
+} hosts_seen;
+
+static void note_host(void *ctx, const journal_host_row *row) {
+  hosts_seen *s = ctx;
+  if (s->n == 8)
+    return;
+  snprintf(s->names[s->n], sizeof s->names[s->n], "%s", row->name);
+  s->rows[s->n] = *row;
+  s->rows[s->n].name = s->names[s->n];
+  s->n++;
+}
+
+START_TEST(hosts_are_listed) {
+  fresh_db();
+  journal *a = open_journal(), *b = open_journal();
+  store_host_hooks hooks = {0};
+  char err[256];
+  ck_assert_msg(journal_join(a, 600000, &hooks, err, sizeof err) == 0, "%s",
+                err);
+  ck_assert_msg(journal_join(b, 600000, &hooks, err, sizeof err) == 0, "%s",
+                err);
+  insert(a, "wf", "a1", 0);
+  insert(a, "wf", "a2", 0);
+  int64_t b1 = insert(b, "wf", "b1", 0);
+  insert(b, "wf", "b2", 0);
+  /* b2 ends: it counts no more */
+  char sql[128];
+  snprintf(sql, sizeof sql,
+           "UPDATE instances SET status='complete', ended_ms=1 WHERE "
+           "rowid<>%lld AND id='b2' RETURNING 1",
+           (long long)b1);
+  ck_assert_int_eq(count_rows(sql), 1);
+  /* a host dead for two days: not listed */
+  ck_assert_int_eq(count_rows("INSERT INTO hosts(name,pid,lease_ms,dead,"
+                              "heartbeat) VALUES('gone',1,1000,true,now()-"
+                              "interval '2 days') RETURNING 1"),
+                   1);
+  hosts_seen s = {0};
+  ck_assert_int_eq(journal_hosts_each(a, note_host, &s), 0);
+  ck_assert_int_eq(s.n, 2);
+  ck_assert_int_eq(s.rows[0].id, journal_host(a));
+  ck_assert_int_eq(s.rows[1].id, journal_host(b));
+  ck_assert_int_eq(s.rows[0].live, 2);
+  ck_assert_int_eq(s.rows[1].live, 1);
+  for (size_t i = 0; i < 2; i++) {
+    ck_assert(!s.rows[i].dead);
+    ck_assert_int_eq(s.rows[i].lease_ms, 600000);
+    ck_assert_int_gt(s.rows[i].pid, 0);
+    ck_assert_int_ge(s.rows[i].heartbeat_age_ms, 0);
+    ck_assert_int_lt(s.rows[i].heartbeat_age_ms, 600000);
+    ck_assert_int_ge(s.rows[i].heartbeat_ms, s.rows[i].started_ms);
+  }
+  /* b leaves cleanly: dead, still listed (within the day) */
+  journal_close(b);
+  s = (hosts_seen){0};
+  ck_assert_int_eq(journal_hosts_each(a, note_host, &s), 0);
+  ck_assert_int_eq(s.n, 2);
+  ck_assert(!s.rows[0].dead);
+  ck_assert(s.rows[1].dead);
+  journal_close(a);
+  /* a store one host has to itself has no hosts' rows */
+  journal *alone = open_journal();
+  ck_assert_int_eq(journal_hosts_each(alone, note_host, &s),
+                   DURO_E_INVALID_ARGUMENT);
+  journal_close(alone);
+}
+END_TEST
+
 /* A host frozen inside a group's transaction (its fence taken, its
  * COMMIT not yet sent: SIGSTOP, a paused VM) does not keep its hosts row
  * locked for ever: once it is past its lease, another host's takeover
@@ -1685,6 +1760,7 @@ int main(void) {
   tcase_add_test(tc, connection_lost_with_writes_queued);
   tcase_add_test(tc, copy_after_queued_writes);
   tcase_add_test(tc, dead_host_fails_its_groups);
+  tcase_add_test(tc, hosts_are_listed);
   tcase_add_test(tc, frozen_group_lets_its_host_be_taken_over);
   tcase_add_test(tc, read_only_reads_and_refuses_writes);
   tcase_add_test(tc, list_count_wake_and_sweep);

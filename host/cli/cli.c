@@ -76,6 +76,7 @@ static const cli_verb verbs[] = {
     {"plugins list", "", 0, 0, 0, NULL, cli_build_plugins, cli_print_plugins},
     {"plugins resume", "PLUGIN", 1, 1, 0, NULL, cli_build_plugin_resume,
      cli_print_plugin_resume},
+    {"hosts list", "", 0, 0, 0, NULL, cli_build_hosts, cli_print_hosts},
     {"queues send", "QUEUE BODY [--delay SECONDS]", 2, 2, O_DELAY, NULL,
      cli_build_queue_send, cli_print_queue_sent},
     {"queues list", "", 0, 0, 0, NULL, cli_build_queues_list, cli_print_queues},
@@ -223,7 +224,8 @@ static int run_verb(const cli_verb *v, const cli_args *a) {
 int cli_main(int argc, char **argv) {
   int group_only = !strcmp(argv[1], "workflows") ||
                    !strcmp(argv[1], "plugins") || !strcmp(argv[1], "queues") ||
-                   !strcmp(argv[1], "pipelines") || !strcmp(argv[1], "cron");
+                   !strcmp(argv[1], "pipelines") || !strcmp(argv[1], "cron") ||
+                   !strcmp(argv[1], "hosts");
   if (argc < 3 && group_only)
     return usage(stderr);
   if (argc >= 3 && cli_is_help(argv[2]))

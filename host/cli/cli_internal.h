@@ -245,6 +245,9 @@ int cli_reload_refused(const json_t *r);
 int cli_build_plugins(cli_ctx *c, const cli_verb *v, const cli_args *a,
                       cli_req *r);
 void cli_print_plugins(const cli_args *a, const json_t *r);
+int cli_build_hosts(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                    cli_req *r);
+void cli_print_hosts(const cli_args *a, const json_t *r);
 int cli_build_plugin_resume(cli_ctx *c, const cli_verb *v, const cli_args *a,
                             cli_req *r);
 void cli_print_plugin_resume(const cli_args *a, const json_t *r);

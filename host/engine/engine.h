@@ -441,6 +441,29 @@ typedef struct duro_health_report {
  * the JSON of /healthz is duro_engine_health (views/view_health.h). */
 void duro_engine_health_report(duro_engine *e, duro_health_report *out);
 void duro_health_report_clear(duro_health_report *r);
+
+/* The hosts sharing this engine's store (GET /hosts): on a shared store
+ * those alive and those found dead within a day, by id; on a store one
+ * host has to itself, this host alone (id 0, shared 0).  Times in ms
+ * (the database server's clock on a shared store); `alive` a host whose
+ * lease holds (its heartbeat within its lease, not found dead); `live`
+ * the instances it owns that have not ended (on a store of one host, all
+ * of them). */
+typedef struct duro_host_info {
+  int64_t id;
+  char *name; /* its machine's */
+  int64_t pid;
+  int64_t started_ms, heartbeat_ms, heartbeat_age_ms, lease_ms;
+  int dead, alive, me;
+  int64_t live;
+} duro_host_info;
+typedef struct duro_host_list {
+  duro_host_info *v;
+  size_t n;
+  int shared;
+} duro_host_list;
+int duro_hosts_read(duro_engine *e, duro_host_list *out);
+void duro_host_list_free(duro_host_list *l);
 /* 1 while journal writes fail, with why into msg (the report's
  * storage_error, e.g. the database file deleted under the host), else 0;
  * cheap enough for every refused write's answer. */

@@ -242,6 +242,10 @@ typedef struct store_backend {
                      char **id);
   int (*claim_release)(void *db, const char *workflow, const char *id,
                        int64_t now_ms, char **params, int64_t *wake_ms);
+  /* journal_hosts_each, on a joined store. */
+  int (*hosts_each)(void *db,
+                    void (*fn)(void *ctx, const journal_host_row *row),
+                    void *ctx);
   /* journal_lease_held, on a joined store. */
   int (*lease_held)(void *db);
   /* journal_lease_until, on a joined store. */

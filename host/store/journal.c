@@ -236,6 +236,14 @@ int journal_slots_give(journal *j, int64_t base, uint32_t slot,
   return journal_slots_pass(j, &job, 1, &now);
 }
 
+int journal_hosts_each(journal *j,
+                       void (*fn)(void *ctx, const journal_host_row *row),
+                       void *ctx) {
+  if (!j->host || !j->be->hosts_each)
+    return DURO_E_INVALID_ARGUMENT;
+  return j->be->hosts_each(j->db, fn, ctx);
+}
+
 int journal_lease_held(journal *j) {
   return !j->host || !j->be->lease_held || j->be->lease_held(j->db);
 }

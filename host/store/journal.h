@@ -871,6 +871,24 @@ int journal_claim_release(journal *j, const char *workflow, const char *id,
  * to tell, for up to a lease.  0 when the lease was lost, or could not
  * be renewed in that time. */
 int journal_lease_held(journal *j);
+
+/* The hosts of a joined store (journal_join) that live, or that were
+ * found dead within a day, by id: each one's name (its machine's) and
+ * pid, when it joined and last renewed its lease and how long ago that
+ * is (the server's clock), its lease, whether a takeover found it dead,
+ * and how many instances it owns that have not ended.  Borrowed for the
+ * call.  DURO_E_INVALID_ARGUMENT on a store one host has to itself. */
+typedef struct journal_host_row {
+  int64_t id;
+  const char *name;
+  int64_t pid;
+  int64_t started_ms, heartbeat_ms, heartbeat_age_ms, lease_ms;
+  int dead;
+  int64_t live;
+} journal_host_row;
+int journal_hosts_each(journal *j,
+                       void (*fn)(void *ctx, const journal_host_row *row),
+                       void *ctx);
 /* Until when (clock_boot_ms) this host's lease surely holds, as
  * journal_lease_held looks without waiting: what a step's callback handed
  * to another process must begin before, since that process may be frozen

@@ -136,6 +136,7 @@ const store_backend store_pg = {
     .adopt = pg_adopt,
     .notify = pg_notify,
     .lease_held = pg_lease_held,
+    .hosts_each = pg_hosts_each,
     .slots_pass = pg_slots_pass,
     .rates_take = pg_rates_take,
     .claim_take = pg_claim_take,

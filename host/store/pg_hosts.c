@@ -447,3 +447,35 @@ void pg_host_leave(pg_store *pg) {
                              1, NULL, v, NULL, NULL, 0);
   PQclear(r);
 }
+
+int pg_hosts_each(void *db, void (*fn)(void *ctx, const journal_host_row *row),
+                  void *ctx) {
+  params p = {0};
+  /* the live instances by instances_owner_live, a host at a time */
+  PGresult *r = pg_query(
+      db,
+      "SELECT h.id,h.name,h.pid,(extract(epoch FROM h.started)*1000)::bigint,"
+      "(extract(epoch FROM h.heartbeat)*1000)::bigint,"
+      "(extract(epoch FROM now()-h.heartbeat)*1000)::bigint,h.lease_ms,"
+      "h.dead,(SELECT count(*) FROM instances i WHERE i.owner=h.id AND "
+      "i.status NOT IN ('complete','errored','terminated')) FROM hosts h "
+      "WHERE NOT h.dead OR h.heartbeat > now() - interval '1 day' "
+      "ORDER BY h.id",
+      &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  for (int i = 0; i < PQntuples(r); i++) {
+    journal_host_row row = {.id = get_i64(r, i, 0),
+                            .name = get_str(r, i, 1),
+                            .pid = get_i64(r, i, 2),
+                            .started_ms = get_i64(r, i, 3),
+                            .heartbeat_ms = get_i64(r, i, 4),
+                            .heartbeat_age_ms = get_i64(r, i, 5),
+                            .lease_ms = get_i64(r, i, 6),
+                            .dead = PQgetvalue(r, i, 7)[0] == 't',
+                            .live = get_i64(r, i, 8)};
+    fn(ctx, &row);
+  }
+  PQclear(r);
+  return 0;
+}

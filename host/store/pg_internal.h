@@ -465,6 +465,8 @@ int pg_takeover(void *db, size_t limit,
 int pg_adopt(void *db, int64_t rowid, int64_t *owner);
 int pg_notify(void *db, int64_t host, const char *text);
 int pg_lease_held(void *db);
+int pg_hosts_each(void *db, void (*fn)(void *ctx, const journal_host_row *row),
+                  void *ctx);
 int64_t pg_lease_until(void *db);
 void pg_quiet(void *db);
 /* Names session c after the host this store joined as ("duro host N",

@@ -57,6 +57,8 @@ int http_route(http_server *s, http_exchange *x) {
     return healthz_route(s, x);
   if (n == 1 && !strcmp(seg[0], "metrics"))
     return metrics_route(s, x);
+  if (n == 1 && !strcmp(seg[0], "hosts"))
+    return hosts_route(s, x);
   if (n == 2 && !strcmp(seg[0], "metrics") && !strcmp(seg[1], "history"))
     return history_route(s, x);
   if (n >= 1 && !strcmp(seg[0], "plugins"))

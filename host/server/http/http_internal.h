@@ -342,6 +342,7 @@ int plugins_route(http_server *s, http_exchange *x, char **seg, int n);
 json_t *plugins_list(http_server *s);
 int healthz_route(http_server *s, http_exchange *x);
 int metrics_route(http_server *s, http_exchange *x);
+int hosts_route(http_server *s, http_exchange *x);
 int history_route(http_server *s, http_exchange *x);
 void health_count_request(http_server *s, const h2o_req_t *req);
 int dashboard_route(http_exchange *x);

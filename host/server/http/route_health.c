@@ -3,8 +3,8 @@
  * engine's counters, each plugin build's pinned instances, and the
  * listener's own: requests by method, waiting GETs, the bytes against
  * each budget) and GET /metrics/history (the engine's counters per 10 s
- * over the last 10 minutes).  health_count_request is the loop's side of the
- * request counters. */
+ * over the last 10 minutes), and GET /hosts (the hosts sharing its store).
+ * health_count_request is the loop's side of the request counters. */
 #include "http_internal.h"
 
 #include <inttypes.h>
@@ -15,6 +15,7 @@
 
 #include "util.h"
 #include "view_health.h"
+#include "view_hosts.h"
 #include "view_metrics.h"
 
 /* Appends one line to *text (malloc'ed; replaced). */
@@ -167,6 +168,14 @@ int healthz_route(http_server *s, http_exchange *x) {
 
 int metrics_route(http_server *s, http_exchange *x) {
   return method_is(x, "GET") ? metrics(s, x) : wrong_method(x, "GET");
+}
+
+int hosts_route(http_server *s, http_exchange *x) {
+  if (!method_is(x, "GET"))
+    return wrong_method(x, "GET");
+  json_t *out;
+  int rc = duro_engine_hosts(s->engine, &out);
+  return rc ? send_engine_error(x, rc, NULL, NULL) : send_json(x, 200, out);
 }
 
 int history_route(http_server *s, http_exchange *x) {
