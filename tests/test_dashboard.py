@@ -640,6 +640,12 @@ def main():
             "return [...document.querySelectorAll('svg.chart[data-series="
             "steps_completed] rect')].filter((r) => r.getAttribute('height') > 0).length")
         assert bars >= 1, "no bar of steps completed right after opening"
+        # the hosts: this one alone on its SQLite file, alive
+        wait_for(d, "the hosts table",
+                 lambda: d.find_elements(By.CSS_SELECTOR, "#host-rows tbody tr"))
+        host_rows = d.find_elements(By.CSS_SELECTOR, "#host-rows tbody tr")
+        assert len(host_rows) == 1, len(host_rows)
+        assert "(this one)" in host_rows[0].text and "alive" in host_rows[0].text, host_rows[0].text
         shot(d, "health-desktop")
 
         # events an instance received: the one its review consumed, and

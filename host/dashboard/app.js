@@ -1191,18 +1191,37 @@ function rateChart(hist, name, label) {
     h('span', {class: 'muted'}, `${cur.toFixed(2)} now`)), g);
 }
 
+/* GET /hosts: the hosts sharing the store, this one marked; on SQLite
+ * this one alone. */
+function hostsTable(hl) {
+  const state = (x) => x.dead ? 'dead' : x.alive ? 'alive' : 'lease lapsed';
+  return [h('h2', null, hl.shared ? 'Hosts of the database' : 'Host'),
+    h('div', {class: 'table-wrap'}, h('table', {id: 'host-rows'},
+      h('thead', null, h('tr', null, ['Id', 'Machine', 'Pid', 'State', 'Instances', 'Started',
+                                      ...(hl.shared ? ['Heartbeat'] : [])].map((t) => h('th', null, t)))),
+      h('tbody', null, hl.hosts.map((x) => h('tr', {'data-host': String(x.id), class: x.me ? 'me' : ''},
+        h('td', null, String(x.id), x.me ? ' (this one)' : ''), h('td', null, x.name),
+        h('td', {class: 'num'}, String(x.pid)),
+        h('td', null, h('span', {class: `badge ${x.dead ? 's-errored' : x.alive ? 's-complete' : 's-waiting'}`},
+                        state(x))),
+        h('td', {class: 'num'}, String(x.instances)), h('td', null, fmtTime(x.started_ms)),
+        hl.shared ? h('td', null, `${fmtDur(x.heartbeat_age_ms)} ago (lease ${fmtDur(x.lease_ms)})`) : null)))))];
+}
+
 function healthView(main, gen) {
   const err = errorLine();
   const status = h('p', {id: 'health-status'});
   const charts = h('div', {class: 'grid', id: 'charts'});
-  main.append(h('h1', null, 'Health'), err.el, status, charts,
+  const hosts = h('section', {class: 'card', id: 'hosts'});
+  main.append(h('h1', null, 'Health'), err.el, status, hosts, charts,
     h('p', {class: 'muted'}, 'The engine\'s own counters over the last 10 minutes, one bar per 10 s ' +
       '(GET /metrics/history); the host keeps them, so they are there as soon as the page opens.'));
   return {
     error: err.show,
     async refresh() {
-      const hist = await load('/metrics/history');
+      const [hist, hl] = await Promise.all([load('/metrics/history'), load('/hosts')]);
       if (app.gen !== gen) return;
+      fill(hosts, hostsTable(hl));
       err.show(null);
       const hz = app.health;
       fill(status, 'Host: ', hz ? h('span', {class: `badge ${hz.status === 'ok' ? 's-complete' : 's-errored'}`}, hz.status)
