@@ -10,7 +10,8 @@
  * and asserting exit 0 and a stderr free of sanitizer reports.
  *
  *  - routes: create (with and without id, duplicate), batch, list (status
- *    filter, id prefix, creation and end times, limit, cursor paging),
+ *    filter, id prefix, creation and end times, search attributes
+ *    (`where`, and its refusals), limit, cursor paging),
  *    describe, PATCH status (pause, resume,
  *    terminate, restart, restart from a step, the illegal transitions),
  *    events (and the description's list of them, consumed or pending),
@@ -147,7 +148,9 @@ static void write_config(host *h, const char *name, const char *listen,
           "    workflows:\n"
           "      - name: order-flow\n"
           "        binding: ORDER_FLOW\n"
-          "        class_name: OrderFlow\n",
+          "        class_name: OrderFlow\n"
+          "        index: [{name: email, from: /email},\n"
+          "                {name: amount, from: /amount, type: number}]\n",
           proc_tmp_dir, name, listen, cfg_max_body,
           http_extra ? http_extra : "", ORDERS_PLUGIN);
   ck_assert(fclose(f) == 0);
@@ -706,6 +709,74 @@ START_TEST(list_filter_and_paging) {
     snprintf(path, sizeof path, WF "%s", bad[i]);
     request(&r, "GET", path, NULL);
     assert_error(&r, 400, "request.invalid", path);
+    http_resp_free(&r);
+  }
+  host_stop(&H);
+}
+END_TEST
+
+/* GET ?where=: the instances of a search attribute's value, with the
+ * other filters and the cursor; the describe shows them; a bad term is
+ * 400 naming it. */
+START_TEST(list_where_attributes) {
+  host_start(&H, "h");
+  create_order("a1", 0, 1); /* errors at once */
+  create_order("a2", 5, 1);
+  create_order("a3", 500, 1);
+  char body[256];
+  snprintf(body, sizeof body,
+           "{\"id\":\"a4\",\"params\":{\"orderId\":\"8\","
+           "\"email\":\"x@y.z\",\"amount\":5,\"graceSeconds\":1}}");
+  create(body, "a4");
+  json_decref(wait_status("a1", "errored"));
+  json_decref(wait_status("a2", "waiting"));
+  json_decref(wait_status("a3", "waiting"));
+  json_decref(wait_status("a4", "waiting"));
+
+  char seen[1024];
+  int pages;
+  ck_assert_int_eq(page_all("where=email:a@b.c&", 1, seen, sizeof seen, &pages),
+                   3);
+  ck_assert_str_eq(seen, "|a3|a2|a1|");
+  ck_assert_int_eq(
+      page_all("where=email:x%40y.z&", 10, seen, sizeof seen, &pages), 1);
+  ck_assert_str_eq(seen, "|a4|");
+  ck_assert_int_eq(page_all("where=amount%3E4&where=amount%3C=5&", 10, seen,
+                            sizeof seen, &pages),
+                   2);
+  ck_assert_str_eq(seen, "|a4|a2|");
+  ck_assert_int_eq(page_all("where=email:a@b.c&where=amount:5&", 10, seen,
+                            sizeof seen, &pages),
+                   1);
+  ck_assert_str_eq(seen, "|a2|");
+  ck_assert_int_eq(page_all("where=email:a@b.c&status=errored&", 10, seen,
+                            sizeof seen, &pages),
+                   1);
+  ck_assert_str_eq(seen, "|a1|");
+  ck_assert_int_eq(
+      page_all("where=email:nobody&", 10, seen, sizeof seen, &pages), 0);
+
+  json_t *d = describe("a3");
+  char *attrs =
+      json_dumps(jget(d, "attributes"), JSON_COMPACT | JSON_SORT_KEYS);
+  ck_assert_str_eq(attrs, "{\"amount\":500,\"email\":\"a@b.c\"}");
+  free(attrs);
+  json_decref(d);
+
+  static const struct {
+    const char *query, *says;
+  } bad[] = {{"?where=colour:red", "colour\\\" is not an attribute"},
+             {"?where=amount%3Elots", "lots\\\" is not a number"},
+             {"?where=email%3Ea", "email\\\" is a string attribute"},
+             {"?where=email", "email\\\" is not name:value"},
+             {"?where=email:a&where=nope:1", "nope\\\" is not an attribute"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char path[128];
+    snprintf(path, sizeof path, WF "%s", bad[i].query);
+    http_resp r;
+    request(&r, "GET", path, NULL);
+    assert_error(&r, 400, "request.invalid", path);
+    assert_contains(r.body, bad[i].says);
     http_resp_free(&r);
   }
   host_stop(&H);
@@ -3976,6 +4047,7 @@ static Suite *http_suite(void) {
   tcase_add_test(tc[0], create_with_and_without_id);
   tcase_add_test(tc[0], batch_create);
   tcase_add_test(tc[0], list_filter_and_paging);
+  tcase_add_test(tc[0], list_where_attributes);
   tcase_add_test(tc[0], describe_instance);
   tcase_add_test(tc[0], export_instance);
   tcase_add_test(tc[0], status_transitions);
