@@ -14,7 +14,11 @@
  *  - deleting an instance and the retention sweep take its attributes
  *    with it (a new instance of the same id and value is not matched
  *    twice);
- *  - a workflow without an index lists as before. */
+ *  - a workflow without an index lists as before;
+ *  - duro_set_attribute from run(): found by a list at once, set again
+ *    by the replay after a restart (one value), replaced by a later
+ *    call; an undeclared name DURO_E_ATTRIBUTE_UNKNOWN, a value of
+ *    another type or not JSON DURO_E_INVALID_ARGUMENT. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,9 +55,34 @@ static duro_rc order(duro_step *step, const duro_event *ev, duro_env *env) {
   return duro_set_output(step, "1");
 }
 
+static int one(duro_attempt *a, void *arg) {
+  (void)arg;
+  return duro_attempt_result(a, "1");
+}
+
+/* What duro_set_attribute answered, each call of the last activation. */
+static int set_rc[4];
+
+/* A step, stage "packed", the event "go", stage "shipped"; and what an
+ * undeclared name and a number for a string are answered. */
+static duro_rc tagger(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)ev, (void)env;
+  DURO_TRY(duro_do(step, "pack", NULL, one, NULL, NULL));
+  set_rc[0] = duro_set_attribute(step, "stage", "\"packed\"");
+  set_rc[1] = duro_set_attribute(step, "colour", "\"red\"");
+  set_rc[2] = duro_set_attribute(step, "stage", "12");
+  set_rc[3] = duro_set_attribute(step, "amount", "not json");
+  const char *event;
+  DURO_TRY(duro_wait_for_event(step, "go", "go", "1 hour", &event));
+  duro_set_attribute(step, "stage", "\"shipped\"");
+  duro_set_attribute(step, "amount", "12.5");
+  return duro_set_output(step, "1");
+}
+
 static void setup(void) {
   harness_open(&H);
   harness_register_limits(&H, WF, order, &limits);
+  harness_register_limits(&H, "tagger", tagger, &limits);
   harness_register(&H, PLAIN, order);
   harness_start(&H);
 }
@@ -269,6 +298,37 @@ START_TEST(delete_and_sweep_take_them) {
 }
 END_TEST
 
+START_TEST(set_from_run_once_and_replaced) {
+  create("tagger", "t1", "{\"customerId\":\"c1\"}");
+  harness_run(&H);
+  ck_assert_str_eq(harness_status(&H, "tagger", "t1"), "waiting");
+  ck_assert_int_eq(set_rc[0], 0);
+  ck_assert_int_eq(set_rc[1], DURO_E_ATTRIBUTE_UNKNOWN);
+  ck_assert_int_eq(set_rc[2], DURO_E_INVALID_ARGUMENT);
+  ck_assert_int_eq(set_rc[3], DURO_E_INVALID_ARGUMENT);
+  const char *packed[] = {"stage:packed", NULL};
+  int pages;
+  ck_assert_str_eq(listed("tagger", packed, ANY, 10, &pages), "|t1|");
+  /* a clean restart: the next activation replays run(), setting it again */
+  harness_reopen(&H);
+  ck_assert_str_eq(listed("tagger", packed, ANY, 10, &pages), "|t1|");
+  ck_assert_int_eq(duro_instance_send_event(H.e, "tagger", "t1", "go", "{}"),
+                   0);
+  harness_run(&H);
+  ck_assert_str_eq(harness_status(&H, "tagger", "t1"), "complete");
+  json_t *d = harness_describe(&H, "tagger", "t1");
+  char *s = json_dumps(json_object_get(d, "attributes"),
+                       JSON_COMPACT | JSON_SORT_KEYS);
+  ck_assert_str_eq(s, "{\"amount\":12.5,\"customer\":\"c1\",\"stage\":"
+                      "\"shipped\"}");
+  free(s);
+  json_decref(d);
+  ck_assert_str_eq(listed("tagger", packed, ANY, 10, &pages), "|");
+  const char *shipped[] = {"stage:shipped", "amount>12", NULL};
+  ck_assert_str_eq(listed("tagger", shipped, ANY, 10, &pages), "|t1|");
+}
+END_TEST
+
 static Suite *attributes_suite(void) {
   Suite *s = suite_create("attributes");
   TCase *tc = tcase_create("attributes");
@@ -277,6 +337,7 @@ static Suite *attributes_suite(void) {
   tcase_add_test(tc, where_finds_newest_first);
   tcase_add_test(tc, where_refused_saying_why);
   tcase_add_test(tc, delete_and_sweep_take_them);
+  tcase_add_test(tc, set_from_run_once_and_replaced);
   suite_add_tcase(s, tc);
   return s;
 }

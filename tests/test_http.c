@@ -122,6 +122,9 @@ typedef struct host {
 /* http.max_body_bytes of the configs written next (the memory cases need
  * bodies of a realistic size). */
 static long cfg_max_body = MAX_BODY;
+/* More plugins of the configs written next (entries of `plugins:`), or
+ * "". */
+static const char *cfg_plugins_extra = "";
 
 /* A config for the order flow: `listen`, http.max_body_bytes =
  * cfg_max_body, and `http_extra` (lines of the http mapping, may be
@@ -150,9 +153,10 @@ static void write_config(host *h, const char *name, const char *listen,
           "        binding: ORDER_FLOW\n"
           "        class_name: OrderFlow\n"
           "        index: [{name: email, from: /email},\n"
-          "                {name: amount, from: /amount, type: number}]\n",
+          "                {name: amount, from: /amount, type: number}]\n"
+          "%s",
           proc_tmp_dir, name, listen, cfg_max_body,
-          http_extra ? http_extra : "", ORDERS_PLUGIN);
+          http_extra ? http_extra : "", ORDERS_PLUGIN, cfg_plugins_extra);
   ck_assert(fclose(f) == 0);
 }
 
@@ -780,6 +784,93 @@ START_TEST(list_where_attributes) {
     http_resp_free(&r);
   }
   host_stop(&H);
+}
+END_TEST
+
+/* The search attribute a Tagged instance (plugins/fixtures/tagged.c)
+ * sets from run(), in a worker process: found by a list as soon as the
+ * step after it is reached, still there after the host is killed (-9)
+ * and started again, one value (the replay set it again over itself),
+ * replaced by the later call; an undeclared name and a value of another
+ * type refused. */
+#define TAGGED "/workflows/tagged/instances"
+
+static json_t *tagged_until(const char *status) {
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  for (;;) {
+    http_resp r;
+    request(&r, "GET", TAGGED "/t1", NULL);
+    expect_status(&r, 200, "describe t1");
+    if (!strcmp(jstr(r.json, "status"), status)) {
+      json_t *d = json_incref(r.json);
+      http_resp_free(&r);
+      return d;
+    }
+    ck_assert_msg(proc_now_ms() < deadline, "t1 never became %s: %s", status,
+                  r.body);
+    http_resp_free(&r);
+    proc_sleep_ms(20);
+  }
+}
+
+static void tagged_listed(const char *where, const char *want) {
+  char path[128];
+  snprintf(path, sizeof path, TAGGED "?where=%s", where);
+  http_resp r;
+  request(&r, "GET", path, NULL);
+  expect_status(&r, 200, path);
+  char seen[64] = "|";
+  collect_ids(r.json, seen, sizeof seen);
+  ck_assert_msg(!strcmp(seen, want), "%s: %s, not %s", path, seen, want);
+  http_resp_free(&r);
+}
+
+static void tagged_attrs(json_t *d, const char *want) {
+  char *attrs = json_dumps(jget(d, "attributes"), JSON_COMPACT);
+  ck_assert_str_eq(attrs, want);
+  free(attrs);
+}
+
+START_TEST(attribute_set_from_run_survives_kill_9) {
+  cfg_plugins_extra = "  - name: tagged\n"
+                      "    path: " FIXTURES_DIR "/libfixture_tagged.so\n"
+                      "    workflows:\n"
+                      "      - name: tagged\n"
+                      "        binding: TAGGED\n"
+                      "        class_name: Tagged\n"
+                      "        index: [{name: stage}]\n";
+  host_start(&H, "t");
+  http_resp r;
+  request(&r, "POST", TAGGED, "{\"id\":\"t1\"}");
+  expect_status(&r, 201, "create t1");
+  http_resp_free(&r);
+  json_decref(tagged_until("waiting"));
+  tagged_listed("stage:packed", "|t1|");
+
+  kill(H.pid, SIGKILL);
+  int st;
+  ck_assert_int_eq(waitpid(H.pid, &st, 0), H.pid);
+  host_spawn(&H, NULL);
+  H.port = proc_wait_port(H.pid, H.log, proc_now_ms() + WAIT_MS);
+  tagged_listed("stage:packed", "|t1|");
+  json_t *d = tagged_until("waiting");
+  tagged_attrs(d, "{\"stage\":\"packed\"}");
+  json_decref(d);
+
+  request(&r, "POST", TAGGED "/t1/events/ship", "{}");
+  expect_status(&r, 202, "ship t1");
+  http_resp_free(&r);
+  d = tagged_until("complete");
+  tagged_attrs(d, "{\"stage\":\"shipped\"}");
+  char *out = json_dumps(jget(d, "output"), JSON_COMPACT);
+  ck_assert_str_eq(out, "{\"unknown\":\"attribute.unknown\","
+                        "\"bad\":\"invalid_argument\"}");
+  free(out);
+  json_decref(d);
+  tagged_listed("stage:shipped", "|t1|");
+  tagged_listed("stage:packed", "|");
+  host_stop(&H);
+  cfg_plugins_extra = "";
 }
 END_TEST
 
@@ -4083,6 +4174,7 @@ static Suite *http_suite(void) {
 
   tcase_add_test(tc[5], sigterm_with_open_connections);
   tcase_add_test(tc[5], acknowledged_writes_survive_kill_9);
+  tcase_add_test(tc[5], attribute_set_from_run_survives_kill_9);
 
   tcase_add_test(tc[6], unauthenticated_bodies_refused_at_the_head);
   tcase_add_test(tc[6], bodies_past_the_budget_refused);

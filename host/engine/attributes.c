@@ -1,14 +1,17 @@
 /* attributes.c — instances' search attributes (base/attr.h) on the
  * engine's side: a workflow's index copied at its registration, the
  * values a create's params give (written by the insert, in the create's
- * own commit), a list's `where` parsed against the index, and an
- * instance's stored values read and matched. */
+ * own commit), set from run() (duro_set_attribute: a commit of its
+ * own before it returns), a list's `where` parsed against the index,
+ * and an instance's stored values read and matched. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine_internal.h"
 #include "error.h"
 #include "json_pointer.h"
+#include "log.h"
+#include "step_internal.h"
 #include "util.h"
 
 void engine_index_copy(duro_workflow_limits *l) {
@@ -135,4 +138,41 @@ int duro_list_where_parse(duro_engine *e, const char *workflow,
                             err, errlen) < 0)
     return DURO_E_INVALID_ARGUMENT;
   return 0;
+}
+
+/* On disk before it returns: the code after it may act on the value
+ * being searchable.  A replayed run() writes it again, the same value
+ * over itself; a dry run writes nothing. */
+int step_set_attribute(duro_step *a, const char *name, const char *json) {
+  const duro_attr_decl *d = engine_attr_decl(a->wf, name);
+  if (!d) {
+    log_at(DURO_LOG_WARN, &a->log,
+           "duro_set_attribute: \"%s\" is not an attribute of the "
+           "workflow's index",
+           name ? name : "(null)");
+    return DURO_E_ATTRIBUTE_UNKNOWN;
+  }
+  json_t *v = json ? json_loads(json, JSON_DECODE_ANY, NULL) : NULL;
+  duro_attr attr = {.name = (char *)d->name};
+  int bad = !v || duro_attr_from_json(v, d->type, &attr) < 0;
+  json_decref(v);
+  if (bad) {
+    log_at(DURO_LOG_WARN, &a->log,
+           "duro_set_attribute: \"%s\" takes a %s, not %.80s", d->name,
+           d->type == DURO_ATTR_STRING ? "JSON string of at most 256 bytes"
+                                       : "JSON number",
+           json ? json : "(null)");
+    return DURO_E_INVALID_ARGUMENT;
+  }
+  if (a->dry || a->suspended) {
+    free(attr.str);
+    return 0;
+  }
+  journal_op *op = journal_batch_add(&a->batch, JOP_ATTRIBUTE_SET);
+  op->rowid = a->inst.rowid;
+  op->attr = journal_batch_own(&a->batch, xmalloc(sizeof attr));
+  *(duro_attr *)op->attr = attr;
+  if (attr.str)
+    journal_batch_own(&a->batch, attr.str);
+  return step_flush(a) ? DURO_E_STORAGE : 0;
 }
