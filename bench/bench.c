@@ -47,7 +47,9 @@
  *   L1 listing      a page of 20 of a workflow's instances among
  *                   1,000,000 (100,000 with --quick) ended ones, filtered
  *                   as an operator would (none, status, id prefix, a
- *                   creation hour, an end hour): ms a page, median of 5
+ *                   creation hour, an end hour, search attributes: a
+ *                   customer's, with a status, with an amount, an
+ *                   amount range): ms a page, median of 5
  *                   (SQLite; the rows written straight to its file)
  *   W1L tailed      W1 with a tail consumer: every activation's trace item
  *                   handed to a tail handler that decodes each batch (as
@@ -1611,14 +1613,18 @@ static void qk_keys(size_t held) {
  * through the engine would time the creates, not the listing. */
 static void l1_fill(const char *db, size_t n, int64_t base_ms) {
   sqlite3 *c;
-  sqlite3_stmt *st;
+  sqlite3_stmt *st, *attr;
   if (sqlite3_open(db, &c) != SQLITE_OK ||
       sqlite3_exec(c, "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
       sqlite3_prepare_v2(c,
                          "INSERT INTO instances(workflow,id,status,params,"
                          "created_ms,started_ms,ended_ms,retention_ms) "
                          "VALUES('listed',?1,?2,'{}',?3,?3,?4,0)",
-                         -1, &st, NULL) != SQLITE_OK) {
+                         -1, &st, NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(c,
+                         "INSERT INTO attributes(instance,name,workflow,str,"
+                         "num) VALUES(?1,?2,'listed',?3,?4)",
+                         -1, &attr, NULL) != SQLITE_OK) {
     fprintf(stderr, "bench: L1: %s\n", sqlite3_errmsg(c));
     exit(1);
   }
@@ -1639,8 +1645,29 @@ static void l1_fill(const char *db, size_t n, int64_t base_ms) {
       exit(1);
     }
     sqlite3_reset(st);
+    /* its search attributes: one of 997 customers, an amount 0-499 */
+    int64_t rowid = sqlite3_last_insert_rowid(c);
+    char customer[16];
+    snprintf(customer, sizeof customer, "c%zu", i % 997);
+    for (int k = 0; k < 2; k++) {
+      sqlite3_bind_int64(attr, 1, rowid);
+      sqlite3_bind_text(attr, 2, k ? "amount" : "customer", -1, SQLITE_STATIC);
+      if (k) {
+        sqlite3_bind_null(attr, 3);
+        sqlite3_bind_double(attr, 4, (double)(i % 500));
+      } else {
+        sqlite3_bind_text(attr, 3, customer, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_null(attr, 4);
+      }
+      if (sqlite3_step(attr) != SQLITE_DONE) {
+        fprintf(stderr, "bench: L1: %s\n", sqlite3_errmsg(c));
+        exit(1);
+      }
+      sqlite3_reset(attr);
+    }
   }
   sqlite3_finalize(st);
+  sqlite3_finalize(attr);
   sqlite3_exec(c, "COMMIT", NULL, NULL, NULL);
   sqlite3_close(c);
 }
@@ -1707,6 +1734,14 @@ static void l1_listing(void) {
   int64_t mid = base + (int64_t)n / 2 * 1000;
   char prefix[32]; /* the 100 ids about the middle one's */
   snprintf(prefix, sizeof prefix, "ord-%05zu", n / 2 / 100);
+  /* search attributes (l1_fill's): a customer's ~1000 of 1,000,000, one
+   * in twenty of them errored; an amount range of 2% */
+  const duro_attr_filter c42[] = {{.name = "customer", .str = "c42"}};
+  const duro_attr_filter c42_big[] = {
+      {.name = "customer", .str = "c42"},
+      {.name = "amount", .op = DURO_ATTR_GE, .num = 250}};
+  const duro_attr_filter big[] = {
+      {.name = "amount", .op = DURO_ATTR_GT, .num = 489}};
   struct {
     const char *what;
     duro_list_filter f;
@@ -1722,6 +1757,13 @@ static void l1_listing(void) {
        {.status = DURO_STATUS_ERRORED,
         .created_after = base,
         .created_before = base + 3600000}},
+      {"L1 page, where customer", {.status = -1, .where = c42, .n_where = 1}},
+      {"L1 page, where customer, errored",
+       {.status = DURO_STATUS_ERRORED, .where = c42, .n_where = 1}},
+      {"L1 page, where customer and amount",
+       {.status = -1, .where = c42_big, .n_where = 2}},
+      {"L1 page, where amount range",
+       {.status = -1, .where = big, .n_where = 1}},
   };
   for (size_t i = 0; i < sizeof pages / sizeof pages[0]; i++)
     report(pages[i].what, l1_page(b.e, &pages[i].f), "ms", NULL);

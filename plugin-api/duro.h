@@ -57,7 +57,7 @@ extern "C" {
 #endif
 
 #define DURO_ABI_MAJOR 1
-#define DURO_ABI_MINOR 11
+#define DURO_ABI_MINOR 12
 #define DURO_PLUGIN_MAGIC 0x4f525544u /* "DURO" little-endian */
 
 /* Which plugins a host loads.  Within a major, the structs that cross the
@@ -197,10 +197,12 @@ typedef enum duro_rc {
   X(FLOW_REJECTED, -34, "flow.rejected",                                       \
     "over the workflow's flow control limit (on_excess: reject); retry later") \
   X(CANNOT_DELETE, -35, "instance.cannot_delete",                              \
-    "instance has not ended (terminate it first)")
+    "instance has not ended (terminate it first)")                             \
+  X(ATTRIBUTE_UNKNOWN, -36, "attribute.unknown",                               \
+    "not a search attribute of the workflow's index")
 
 #define DURO_ERROR_ENUM_(name, value, code, desc) DURO_E_##name = (value),
-enum { DURO_ERRORS(DURO_ERROR_ENUM_) DURO_E_LAST_ = -36 };
+enum { DURO_ERRORS(DURO_ERROR_ENUM_) DURO_E_LAST_ = -37 };
 #undef DURO_ERROR_ENUM_
 
 /* ---- opaque handles --------------------------------------------------- */
@@ -453,6 +455,8 @@ typedef struct duro_api {
   const char *(*attempt_traceparent)(const duro_attempt *);
   int (*queue_send_traced)(duro_queue *, const char *const *json, size_t n,
                            int64_t delay_ms, const char *traceparent);
+  /* ---- minor 12: search attributes ---- */
+  int (*set_attribute)(duro_step *, const char *name, const char *json_value);
 } duro_api;
 
 /* ---- the plugin descriptor ---------------------------------------------
@@ -796,6 +800,21 @@ static inline const char *duro_step_error(duro_step *step) {
  * reading "name" from duro_step_error()'s JSON. */
 static inline int duro_error_is(duro_step *step, const char *name) {
   return duro_api_ptr_->error_is(step, name);
+}
+
+/* Minor 12: sets the instance's search attribute `name` (one its
+ * workflow's `index:` declares) to json_value, a JSON string for a string
+ * attribute ("\"shipped\"", at most 256 bytes) or a number for a number
+ * one ("12.5"), which lists find it by (GET …/instances?where=name:value).
+ * Call it in run(): it is on disk when it returns (a crash after it keeps
+ * it), and run() replayed sets it again, which changes nothing; a later
+ * call replaces it.  Returns 0, DURO_E_ATTRIBUTE_UNKNOWN (the index
+ * declares no such name; logged, naming it), DURO_E_INVALID_ARGUMENT (not
+ * JSON of the attribute's type), DURO_E_STORAGE (the write failed: the
+ * activation stops at its next step call). */
+static inline int duro_set_attribute(duro_step *step, const char *name,
+                                     const char *json_value) {
+  return duro_api_ptr_->set_attribute(step, name, json_value);
 }
 
 /* Fails the instance with the plugin's own message: returns DURO_ERROR,

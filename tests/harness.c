@@ -29,6 +29,7 @@ typedef struct reg {
   const char *name;
   const char *binding; /* NULL = none */
   duro_run_fn run;
+  const duro_workflow_limits *limits; /* NULL = the defaults */
 } reg;
 
 static reg regs[32];
@@ -90,7 +91,7 @@ static void open_engine(harness *h) {
   ck_assert_msg(rc == 0, "engine open: %s", err);
   for (size_t i = 0; i < n_regs; i++)
     ck_assert_int_eq(duro_engine_register(h->e, regs[i].name, regs[i].binding,
-                                          regs[i].run, NULL, "test"),
+                                          regs[i].run, regs[i].limits, "test"),
                      0);
   for (size_t i = 0; i < n_queues; i++)
     ck_assert_int_eq(duro_queue_register(h->e, queues[i].name, &queues[i].opt),
@@ -194,8 +195,16 @@ void harness_open_backend(harness *h, const struct store_backend *be,
 void harness_register_binding(harness *h, const char *name, const char *binding,
                               duro_run_fn run) {
   ck_assert(n_regs < sizeof regs / sizeof *regs);
-  regs[n_regs++] = (reg){name, binding, run};
+  regs[n_regs++] = (reg){name, binding, run, NULL};
   ck_assert_int_eq(duro_engine_register(h->e, name, binding, run, NULL, "test"),
+                   0);
+}
+
+void harness_register_limits(harness *h, const char *name, duro_run_fn run,
+                             const duro_workflow_limits *limits) {
+  ck_assert(n_regs < sizeof regs / sizeof *regs);
+  regs[n_regs++] = (reg){name, NULL, run, limits};
+  ck_assert_int_eq(duro_engine_register(h->e, name, NULL, run, limits, "test"),
                    0);
 }
 

@@ -68,6 +68,10 @@ void harness_set_ledger(harness *h, ledger *l, uint32_t crashes);
 void harness_start(harness *h);
 void harness_close(harness *h);
 void harness_register(harness *h, const char *name, duro_run_fn run);
+/* harness_register with limits (which must outlive the harness: a
+ * reopen registers them again). */
+void harness_register_limits(harness *h, const char *name, duro_run_fn run,
+                             const duro_workflow_limits *limits);
 /* Registers a workflow with a binding name, so that steps can reach it with
  * duro_env_workflow(env, binding).  `name` and `binding` must outlive the
  * harness (string literals): harness_reopen registers them again. */

@@ -140,7 +140,8 @@ static void write_config(host *h, const char *name, const char *http_extra) {
           "    workflows:\n"
           "      - name: order-flow\n"
           "        binding: ORDER_FLOW\n"
-          "        class_name: OrderFlow\n",
+          "        class_name: OrderFlow\n"
+          "        index: [{name: amount, from: /amount, type: number}]\n",
           proc_tmp_dir, name, http_extra ? http_extra : "", ORDERS_PLUGIN);
   if (cfg_plugin_extra)
     fputs(cfg_plugin_extra, f);
@@ -820,6 +821,30 @@ START_TEST(list_verb) {
   CLI(&r, "instances", "list", WF, "--status", "complete");
   expect_ok(&r);
   ck_assert_str_eq(r.out, "no instances\n");
+  run_free(&r);
+
+  /* --where, repeatable: the search attribute's instances only. */
+  CLI(&r, "instances", "list", WF, "--where", "amount:0");
+  expect_ok(&r);
+  for (int i = 0; i < 5; i++) {
+    char st[32];
+    int shown = row_status(r.out, ids[i], st, sizeof st) != NULL;
+    ck_assert_msg(shown == (ids[i][0] == 'e'), "%s: %s:\n%s", r.what, ids[i],
+                  r.out);
+  }
+  run_free(&r);
+  CLI(&r, "instances", "list", WF, "--where", "amount>0", "--where=amount<=10",
+      "--status", "waiting");
+  expect_ok(&r);
+  for (int i = 0; i < 5; i++) {
+    char st[32];
+    int shown = row_status(r.out, ids[i], st, sizeof st) != NULL;
+    ck_assert_msg(shown == (ids[i][0] == 'w'), "%s: %s:\n%s", r.what, ids[i],
+                  r.out);
+  }
+  run_free(&r);
+  CLI(&r, "instances", "list", WF, "--where", "colour:red");
+  expect_fail(&r, 1, "\"colour\" is not an attribute");
   run_free(&r);
 
   /* --limit 2: two rows and "next: --cursor C"; following the cursors

@@ -544,6 +544,26 @@ static const bad_case bad[] = {
     /* Past the longest duration the parser takes, named as a limit. */
     {WF_HEAD WF_ABC "        retention: 36501 days\n",
      "t.yaml:8:20: \"retention\" must be at most 36500 days"},
+    /* index: search attributes, each a valid name once, a JSON pointer,
+     * a known type, at most 16. */
+    {WF_HEAD WF_ABC "        index: [{name: customer, from: customerId}]\n",
+     "t.yaml:8:40: \"from\" is not a JSON pointer into the params"},
+    {WF_HEAD WF_ABC "        index: [{name: c, from: /c}, {name: c}]\n",
+     "t.yaml:8:45: a second attribute named \"c\" (the first is at 8:17)"},
+    {WF_HEAD WF_ABC "        index: [{name: amount, type: integer}]\n",
+     "t.yaml:8:38: \"type\" must be \"string\" or \"number\""},
+    {WF_HEAD WF_ABC "        index: [{name: 2fast}]\n",
+     "t.yaml:8:24: an attribute's name is 1-64 characters of A-Z a-z 0-9 _"},
+    {WF_HEAD WF_ABC "        index: [{from: /c}]\n",
+     "t.yaml:8:17: attribute is missing \"name\""},
+    {WF_HEAD WF_ABC "        index: {name: c}\n",
+     "t.yaml:8:16: \"index\" must be a list"},
+    {WF_HEAD WF_ABC "        index: [{name: a1}, {name: a2}, {name: a3}, "
+                    "{name: a4}, {name: a5}, {name: a6}, {name: a7}, "
+                    "{name: a8}, {name: a9}, {name: b1}, {name: b2}, "
+                    "{name: b3}, {name: b4}, {name: b5}, {name: b6}, "
+                    "{name: b7}, {name: b8}]\n",
+     "t.yaml:8:16: \"index\" holds at most 16 attributes, not 17"},
     {WF_HEAD WF_ABC "        timeout: soon\n",
      "t.yaml:8:18: \"timeout\" is not a valid duration: \"soon\""},
     {WF_HEAD WF_ABC "        timeout: 36501 days\n",

@@ -45,6 +45,8 @@ static const char FIXTURE[] = "plugins:\n"
                               "        flow:\n"
                               "          concurrency:\n"
                               "            - limit: 1\n"
+                              "        index:\n"
+                              "          - name: a\n"
                               "    queues:\n"
                               "      producers:\n"
                               "        - binding: JOBS\n"
@@ -166,6 +168,8 @@ static const char *base_of(const config *cfg, config_key_in in) {
     return (const char *)&pl->crons[0];
   case CONFIG_IN_FLOW_RULE:
     return (const char *)&pl->workflows[0].flow[0];
+  case CONFIG_IN_ATTR:
+    return (const char *)&pl->workflows[0].index[0];
   case CONFIG_IN_PIPELINE:
     return (const char *)&cfg->pipelines[0];
   case CONFIG_IN_S3_PIPELINE:

@@ -10,7 +10,8 @@
  * and asserting exit 0 and a stderr free of sanitizer reports.
  *
  *  - routes: create (with and without id, duplicate), batch, list (status
- *    filter, id prefix, creation and end times, limit, cursor paging),
+ *    filter, id prefix, creation and end times, search attributes
+ *    (`where`, and its refusals), limit, cursor paging),
  *    describe, PATCH status (pause, resume,
  *    terminate, restart, restart from a step, the illegal transitions),
  *    events (and the description's list of them, consumed or pending),
@@ -121,6 +122,9 @@ typedef struct host {
 /* http.max_body_bytes of the configs written next (the memory cases need
  * bodies of a realistic size). */
 static long cfg_max_body = MAX_BODY;
+/* More plugins of the configs written next (entries of `plugins:`), or
+ * "". */
+static const char *cfg_plugins_extra = "";
 
 /* A config for the order flow: `listen`, http.max_body_bytes =
  * cfg_max_body, and `http_extra` (lines of the http mapping, may be
@@ -147,9 +151,12 @@ static void write_config(host *h, const char *name, const char *listen,
           "    workflows:\n"
           "      - name: order-flow\n"
           "        binding: ORDER_FLOW\n"
-          "        class_name: OrderFlow\n",
+          "        class_name: OrderFlow\n"
+          "        index: [{name: email, from: /email},\n"
+          "                {name: amount, from: /amount, type: number}]\n"
+          "%s",
           proc_tmp_dir, name, listen, cfg_max_body,
-          http_extra ? http_extra : "", ORDERS_PLUGIN);
+          http_extra ? http_extra : "", ORDERS_PLUGIN, cfg_plugins_extra);
   ck_assert(fclose(f) == 0);
 }
 
@@ -709,6 +716,161 @@ START_TEST(list_filter_and_paging) {
     http_resp_free(&r);
   }
   host_stop(&H);
+}
+END_TEST
+
+/* GET ?where=: the instances of a search attribute's value, with the
+ * other filters and the cursor; the describe shows them; a bad term is
+ * 400 naming it. */
+START_TEST(list_where_attributes) {
+  host_start(&H, "h");
+  create_order("a1", 0, 1); /* errors at once */
+  create_order("a2", 5, 1);
+  create_order("a3", 500, 1);
+  char body[256];
+  snprintf(body, sizeof body,
+           "{\"id\":\"a4\",\"params\":{\"orderId\":\"8\","
+           "\"email\":\"x@y.z\",\"amount\":5,\"graceSeconds\":1}}");
+  create(body, "a4");
+  json_decref(wait_status("a1", "errored"));
+  json_decref(wait_status("a2", "waiting"));
+  json_decref(wait_status("a3", "waiting"));
+  json_decref(wait_status("a4", "waiting"));
+
+  char seen[1024];
+  int pages;
+  ck_assert_int_eq(page_all("where=email:a@b.c&", 1, seen, sizeof seen, &pages),
+                   3);
+  ck_assert_str_eq(seen, "|a3|a2|a1|");
+  ck_assert_int_eq(
+      page_all("where=email:x%40y.z&", 10, seen, sizeof seen, &pages), 1);
+  ck_assert_str_eq(seen, "|a4|");
+  ck_assert_int_eq(page_all("where=amount%3E4&where=amount%3C=5&", 10, seen,
+                            sizeof seen, &pages),
+                   2);
+  ck_assert_str_eq(seen, "|a4|a2|");
+  ck_assert_int_eq(page_all("where=email:a@b.c&where=amount:5&", 10, seen,
+                            sizeof seen, &pages),
+                   1);
+  ck_assert_str_eq(seen, "|a2|");
+  ck_assert_int_eq(page_all("where=email:a@b.c&status=errored&", 10, seen,
+                            sizeof seen, &pages),
+                   1);
+  ck_assert_str_eq(seen, "|a1|");
+  ck_assert_int_eq(
+      page_all("where=email:nobody&", 10, seen, sizeof seen, &pages), 0);
+
+  json_t *d = describe("a3");
+  char *attrs =
+      json_dumps(jget(d, "attributes"), JSON_COMPACT | JSON_SORT_KEYS);
+  ck_assert_str_eq(attrs, "{\"amount\":500,\"email\":\"a@b.c\"}");
+  free(attrs);
+  json_decref(d);
+
+  static const struct {
+    const char *query, *says;
+  } bad[] = {{"?where=colour:red", "colour\\\" is not an attribute"},
+             {"?where=amount%3Elots", "lots\\\" is not a number"},
+             {"?where=email%3Ea", "email\\\" is a string attribute"},
+             {"?where=email", "email\\\" is not name:value"},
+             {"?where=email:a&where=nope:1", "nope\\\" is not an attribute"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char path[128];
+    snprintf(path, sizeof path, WF "%s", bad[i].query);
+    http_resp r;
+    request(&r, "GET", path, NULL);
+    assert_error(&r, 400, "request.invalid", path);
+    assert_contains(r.body, bad[i].says);
+    http_resp_free(&r);
+  }
+  host_stop(&H);
+}
+END_TEST
+
+/* The search attribute a Tagged instance (plugins/fixtures/tagged.c)
+ * sets from run(), in a worker process: found by a list as soon as the
+ * step after it is reached, still there after the host is killed (-9)
+ * and started again, one value (the replay set it again over itself),
+ * replaced by the later call; an undeclared name and a value of another
+ * type refused. */
+#define TAGGED "/workflows/tagged/instances"
+
+static json_t *tagged_until(const char *status) {
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  for (;;) {
+    http_resp r;
+    request(&r, "GET", TAGGED "/t1", NULL);
+    expect_status(&r, 200, "describe t1");
+    if (!strcmp(jstr(r.json, "status"), status)) {
+      json_t *d = json_incref(r.json);
+      http_resp_free(&r);
+      return d;
+    }
+    ck_assert_msg(proc_now_ms() < deadline, "t1 never became %s: %s", status,
+                  r.body);
+    http_resp_free(&r);
+    proc_sleep_ms(20);
+  }
+}
+
+static void tagged_listed(const char *where, const char *want) {
+  char path[128];
+  snprintf(path, sizeof path, TAGGED "?where=%s", where);
+  http_resp r;
+  request(&r, "GET", path, NULL);
+  expect_status(&r, 200, path);
+  char seen[64] = "|";
+  collect_ids(r.json, seen, sizeof seen);
+  ck_assert_msg(!strcmp(seen, want), "%s: %s, not %s", path, seen, want);
+  http_resp_free(&r);
+}
+
+static void tagged_attrs(json_t *d, const char *want) {
+  char *attrs = json_dumps(jget(d, "attributes"), JSON_COMPACT);
+  ck_assert_str_eq(attrs, want);
+  free(attrs);
+}
+
+START_TEST(attribute_set_from_run_survives_kill_9) {
+  cfg_plugins_extra = "  - name: tagged\n"
+                      "    path: " FIXTURES_DIR "/libfixture_tagged.so\n"
+                      "    workflows:\n"
+                      "      - name: tagged\n"
+                      "        binding: TAGGED\n"
+                      "        class_name: Tagged\n"
+                      "        index: [{name: stage}]\n";
+  host_start(&H, "t");
+  http_resp r;
+  request(&r, "POST", TAGGED, "{\"id\":\"t1\"}");
+  expect_status(&r, 201, "create t1");
+  http_resp_free(&r);
+  json_decref(tagged_until("waiting"));
+  tagged_listed("stage:packed", "|t1|");
+
+  kill(H.pid, SIGKILL);
+  int st;
+  ck_assert_int_eq(waitpid(H.pid, &st, 0), H.pid);
+  host_spawn(&H, NULL);
+  H.port = proc_wait_port(H.pid, H.log, proc_now_ms() + WAIT_MS);
+  tagged_listed("stage:packed", "|t1|");
+  json_t *d = tagged_until("waiting");
+  tagged_attrs(d, "{\"stage\":\"packed\"}");
+  json_decref(d);
+
+  request(&r, "POST", TAGGED "/t1/events/ship", "{}");
+  expect_status(&r, 202, "ship t1");
+  http_resp_free(&r);
+  d = tagged_until("complete");
+  tagged_attrs(d, "{\"stage\":\"shipped\"}");
+  char *out = json_dumps(jget(d, "output"), JSON_COMPACT);
+  ck_assert_str_eq(out, "{\"unknown\":\"attribute.unknown\","
+                        "\"bad\":\"invalid_argument\"}");
+  free(out);
+  json_decref(d);
+  tagged_listed("stage:shipped", "|t1|");
+  tagged_listed("stage:packed", "|");
+  host_stop(&H);
+  cfg_plugins_extra = "";
 }
 END_TEST
 
@@ -3995,6 +4157,7 @@ static Suite *http_suite(void) {
   tcase_add_test(tc[0], create_with_and_without_id);
   tcase_add_test(tc[0], batch_create);
   tcase_add_test(tc[0], list_filter_and_paging);
+  tcase_add_test(tc[0], list_where_attributes);
   tcase_add_test(tc[0], describe_instance);
   tcase_add_test(tc[0], export_instance);
   tcase_add_test(tc[0], status_transitions);
@@ -4030,6 +4193,7 @@ static Suite *http_suite(void) {
 
   tcase_add_test(tc[5], sigterm_with_open_connections);
   tcase_add_test(tc[5], acknowledged_writes_survive_kill_9);
+  tcase_add_test(tc[5], attribute_set_from_run_survives_kill_9);
 
   tcase_add_test(tc[6], unauthenticated_bodies_refused_at_the_head);
   tcase_add_test(tc[6], bodies_past_the_budget_refused);

@@ -400,15 +400,20 @@ START_TEST(test_api_has) {
   duro_api_ptr_ = NULL;
   ck_assert(!DURO_API_HAS(strerror));
 
-  /* minor 9's members end the table, filled by the host (minor 10 gave
+  /* minor 12's member ends the table, filled by the host (minor 10 gave
    * the descriptor a tail handler, minor 11 duro_step_config a resource,
    * the table nothing); a table of minor
    * 7 ends before minor 8's, one of minor 6 before minor 7's */
   const duro_api *host = duro_host_api();
-  ck_assert_uint_eq(host->abi_minor, 11);
-  ck_assert_uint_eq(offsetof(duro_api, queue_send_traced) +
-                        sizeof host->queue_send_traced,
+  ck_assert_uint_eq(host->abi_minor, 12);
+  ck_assert_uint_eq(offsetof(duro_api, set_attribute) +
+                        sizeof host->set_attribute,
                     sizeof(duro_api));
+  ck_assert(DURO_API_TABLE_HAS(host, set_attribute));
+  duro_api minor9 = *host;
+  minor9.size = offsetof(duro_api, set_attribute);
+  ck_assert(DURO_API_TABLE_HAS(&minor9, queue_send_traced));
+  ck_assert(!DURO_API_TABLE_HAS(&minor9, set_attribute));
   ck_assert(DURO_API_TABLE_HAS(host, attempt_traceparent));
   ck_assert(DURO_API_TABLE_HAS(host, queue_send_traced));
   ck_assert(DURO_API_TABLE_HAS(host, env_pipeline));

@@ -143,7 +143,7 @@ START_TEST(duplicate_in_a_shared_transaction) {
   journal_close(j);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM instances"), 2);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' "
-                              "AND value='14'"),
+                              "AND value='15'"),
                    1);
 }
 END_TEST
@@ -191,7 +191,7 @@ START_TEST(upgrades_schema_10_pipeline_records) {
   ck_assert_str_eq(text, "2:\"b\";3:\"c\";4:\"d\";");
   journal_close(j);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' "
-                              "AND value='14'"),
+                              "AND value='15'"),
                    1);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM pipeline_records"), 3);
 }
@@ -219,7 +219,7 @@ START_TEST(upgrades_schema_7_to_8) {
   journal_instance_clear(&got);
   journal_close(j);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' "
-                              "AND value='14'"),
+                              "AND value='15'"),
                    1);
 }
 END_TEST
@@ -251,10 +251,10 @@ static void lease_keyed(journal *j, const char *pointer, char *out,
 #define KM(acct, n) "{\"account\":\"" #acct "\",\"n\":" #n "}"
 
 /* Schema 14 keeps each message's key: a schema 13 journal's messages are
- * all there after the upgrade, their keys computed by the first keyed
- * lease and stored (a reopen finds them), and a lease under another
- * pointer (a reload that changed the consumer's key) computes them
- * again. */
+ * all there after the upgrade (and it gets schema 15's attributes), their keys
+ * computed by the first keyed lease and stored (a reopen finds them), and a
+ * lease under another pointer (a reload that changed the consumer's key)
+ * computes them again. */
 START_TEST(upgrades_schema_13_message_keys) {
   fresh_db();
   journal_close(open_journal());
@@ -263,7 +263,7 @@ START_TEST(upgrades_schema_13_message_keys) {
   PGresult *r = PQexec(
       c, "DROP INDEX messages_age; ALTER TABLE messages DROP COLUMN key;"
          "CREATE INDEX messages_age ON messages(queue, sent_ms);"
-         "DROP TABLE queue_key_pointers;"
+         "DROP TABLE queue_key_pointers; DROP TABLE attributes;"
          "INSERT INTO messages(queue,body,attempts,visible_ms,sent_ms) VALUES"
          "('q','" KM(a, 1) "',0,0,1),('q','" KM(
              a, 2) "',0,0,2),"
@@ -276,7 +276,7 @@ START_TEST(upgrades_schema_13_message_keys) {
   PQfinish(c);
   journal *j = open_journal();
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' "
-                              "AND value='14'"),
+                              "AND value='15'"),
                    1);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM messages WHERE key IS "
                               "NULL AND body LIKE '{\"account\":%'"),
@@ -285,6 +285,11 @@ START_TEST(upgrades_schema_13_message_keys) {
                               "indexname='messages_age' AND indexdef LIKE "
                               "'%(queue, sent_ms, seq, key)%'"),
                    1);
+  /* and schema 15's attributes, with their indexes */
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM pg_indexes WHERE "
+                              "indexname IN ('attributes_str',"
+                              "'attributes_num')"),
+                   2);
   char got[256];
   lease_keyed(j, "/account", got, sizeof got);
   ck_assert_str_eq(got, KM(a, 1) " " KM(b, 1));

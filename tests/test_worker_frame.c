@@ -285,6 +285,15 @@ static void c_error_is(const worker_frame *f) {
   ck_assert_str_eq(f->error_is.name, "card.declined");
 }
 
+static void w_set_attribute(wire_buf *w) {
+  wire_put_str(w, "stage");
+  wire_put_str(w, "\"packed\"");
+}
+static void c_set_attribute(const worker_frame *f) {
+  ck_assert_str_eq(f->set_attribute.name, "stage");
+  ck_assert_str_eq(f->set_attribute.json, "\"packed\"");
+}
+
 static void w_binding(wire_buf *w) { wire_put_str(w, "orders"); }
 static void c_env_workflow(const worker_frame *f) {
   ck_assert_str_eq(f->env_workflow.binding, "orders");
@@ -608,6 +617,7 @@ static const sample samples[] = {
     {WM_ENV_PIPELINE, w_binding, c_env_pipeline},
     {WM_PIPELINE_SEND, w_pipeline_send, c_pipeline_send},
     {WM_QUEUE_TRACED, w_queue_traced, c_queue_traced},
+    {WM_SET_ATTR, w_set_attribute, c_set_attribute},
     {WM_RETURN, w_return, c_return},
     {WM_END, w_end, c_end},
     {WM_LIMIT, w_limit, c_limit},

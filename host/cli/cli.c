@@ -42,10 +42,10 @@ static const cli_verb verbs[] = {
      O_ID | O_TIMEOUT | O_WAIT, NULL, cli_build_trigger, cli_print_created},
     {"workflows instances list",
      "WF [--status S] [--prefix P] [--created-after T] [--created-before T] "
-     "[--limit N] [--cursor C]",
+     "[--where NAME:VALUE]... [--limit N] [--cursor C]",
      1, 1,
      O_STATUS | O_LIMIT | O_CURSOR | O_PREFIX | O_CREATED_AFTER |
-         O_CREATED_BEFORE,
+         O_CREATED_BEFORE | O_WHERE,
      NULL, cli_build_list, cli_print_list},
     {"workflows list", "", 0, 0, 0, NULL, cli_build_workflows_list, NULL},
     {"workflows describe", "WF", 1, 1, 0, NULL, cli_build_workflow,

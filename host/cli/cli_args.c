@@ -39,6 +39,7 @@ static const struct cli_option {
     {"--created-after", O_CREATED_AFTER, offsetof(cli_args, created_after)},
     {"--created-before", O_CREATED_BEFORE, offsetof(cli_args, created_before)},
     {"--terminate", O_TERMINATE, 0},
+    {"--where", O_WHERE, 0},
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
@@ -61,7 +62,7 @@ static int parse_option(const cli_verb *v, cli_args *a, int argc, char **argv,
   const struct cli_option *o = find_option(arg, len);
   if (!o)
     return cli_usage_error(v, "unknown option \"%s\"", arg);
-  if (a->given & o->bit)
+  if ((a->given & o->bit) && o->bit != O_WHERE)
     return cli_usage_error(v, "%s given twice", o->name);
   a->given |= o->bit;
   if (o->bit == O_JSON || o->bit == O_FULL || o->bit == O_ROLLBACK ||
@@ -92,6 +93,13 @@ static int parse_option(const cli_verb *v, cli_args *a, int argc, char **argv,
   const char *value = eq ? eq + 1 : *i + 1 < argc ? argv[++*i] : NULL;
   if (!value)
     return cli_usage_error(v, "%s needs a value", o->name);
+  if (o->bit == O_WHERE) {
+    if (a->n_where == CLI_MAX_WHERE)
+      return cli_usage_error(v, "--where given more than %d times",
+                             CLI_MAX_WHERE);
+    a->where[a->n_where++] = value;
+    return CLI_OK;
+  }
   *(const char **)(void *)((char *)a + o->offset) = value;
   return CLI_OK;
 }

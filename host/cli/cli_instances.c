@@ -89,6 +89,8 @@ int cli_build_list(cli_ctx *c, const cli_verb *v, const cli_args *a,
   cli_query_add(c, &r->path, "prefix", a->prefix);
   cli_query_add(c, &r->path, "created_after", after_ms);
   cli_query_add(c, &r->path, "created_before", before_ms);
+  for (size_t i = 0; i < a->n_where; i++)
+    cli_query_add(c, &r->path, "where", a->where[i]);
   cli_query_add(c, &r->path, "limit", a->limit);
   cli_query_add(c, &r->path, "cursor", a->cursor);
   return CLI_OK;

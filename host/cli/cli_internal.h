@@ -38,6 +38,9 @@ enum { CLI_OK = 0, CLI_FAILED = 1, CLI_USAGE = 2, CLI_HELP = 3 };
 
 /* ---- arguments ----------------------------------------------------------- */
 
+/* --where terms a list takes (a workflow has at most 16 attributes) */
+#define CLI_MAX_WHERE 16
+
 enum {
   O_JSON = 1u << 0,
   O_CONFIG = 1u << 1,
@@ -61,6 +64,7 @@ enum {
   O_CREATED_AFTER = 1u << 19,
   O_CREATED_BEFORE = 1u << 20,
   O_TERMINATE = 1u << 21,
+  O_WHERE = 1u << 22, /* the one option that may be given more than once */
   O_COMMON = O_JSON | O_CONFIG | O_URL /* every verb takes these */
 };
 
@@ -77,6 +81,9 @@ typedef struct cli_args {
       *payload, *delay, *timeout, *after, *prefix, *created_after,
       *created_before;
   const char *wait; /* --wait: "" without a DURATION */
+  /* --where: each a search attribute's term (customer:c42), ANDed */
+  const char *where[CLI_MAX_WHERE];
+  size_t n_where;
 } cli_args;
 
 typedef struct cli_req {

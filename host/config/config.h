@@ -55,6 +55,18 @@ typedef struct config_flow_weight {
   char *value;
   uint32_t weight;
 } config_flow_weight;
+/* One search attribute of a workflow's `index:` (base/attr.h's rules):
+ * its name, the JSON pointer into the params it is taken from at create
+ * (NULL: none, set from the workflow's code only), its type (DURO_ATTR_*:
+ * string, the default, or number); at most CONFIG_MAX_ATTRS. */
+#define CONFIG_MAX_ATTRS 16
+typedef struct config_attr {
+  char *name;
+  char *from;
+  int type;
+  config_pos pos;
+} config_attr;
+
 /* flow.singleton's mode: a create whose key has a live instance is
  * skipped (answered with that one), or queued behind it. */
 enum { CONFIG_SINGLETON_SKIP = 1, CONFIG_SINGLETON_QUEUE = 2 };
@@ -102,6 +114,9 @@ typedef struct config_workflow {
   /* A queue (consumed or dead-lettered into by some consumer) that gets a
    * message as each instance starts and ends; NULL = none. */
   char *lifecycle_queue;
+  /* index: its search attributes, n_index of them. */
+  config_attr *index;
+  size_t n_index;
   /* The plugins that receive its trace items (tail handlers), besides
    * its plugin's tail_consumers; each with where it was named. */
   char **tail_consumers;

@@ -27,6 +27,11 @@ void config_free(config *cfg) {
       free(pl->workflows[j].weights);
       free(pl->workflows[j].singleton_key);
       free(pl->workflows[j].debounce_key);
+      for (size_t k = 0; k < pl->workflows[j].n_index; k++) {
+        free(pl->workflows[j].index[k].name);
+        free(pl->workflows[j].index[k].from);
+      }
+      free(pl->workflows[j].index);
       for (size_t k = 0; k < pl->workflows[j].n_tail_consumers; k++)
         free(pl->workflows[j].tail_consumers[k]);
       free(pl->workflows[j].tail_consumers);

@@ -58,7 +58,7 @@ extern const schema config_plugin_schema, config_workflow_schema,
     config_plugin_limits_schema, config_flow_schema, config_flow_rule_schema,
     config_flow_rate_schema, config_flow_priority_schema,
     config_flow_fairness_schema, config_flow_singleton_schema,
-    config_flow_debounce_schema, config_retention_schema;
+    config_attr_schema, config_flow_debounce_schema, config_retention_schema;
 /* config_queues.c's and config_cron.c's */
 extern const schema config_queues_schema, config_producer_schema,
     config_consumer_schema, config_triggers_schema, config_cron_schema;

@@ -48,6 +48,8 @@ static const nest nests[] = {
      CONFIG_IN_WORKFLOW},
     {&config_workflow_schema, "flow", &config_flow_schema, false,
      CONFIG_IN_WORKFLOW},
+    {&config_workflow_schema, "index", &config_attr_schema, true,
+     CONFIG_IN_ATTR},
     {&config_flow_schema, "concurrency", &config_flow_rule_schema, true,
      CONFIG_IN_FLOW_RULE},
     {&config_flow_schema, "rate", &config_flow_rate_schema, true,

@@ -18,6 +18,7 @@ typedef enum config_key_in {
   CONFIG_IN_CONSUMER,  /* config_consumer: plugins[].queues.consumers[] */
   CONFIG_IN_CRON,      /* config_cron: plugins[].triggers.crons[] */
   CONFIG_IN_FLOW_RULE, /* config_flow_rule: ...workflows[].flow.concurrency[] */
+  CONFIG_IN_ATTR,      /* config_attr: ...workflows[].index[] */
   CONFIG_IN_PIPELINE,  /* config_pipeline: pipelines[], its sink and roll */
   /* config_pipeline too, for the keys of sink.s3: the same struct, but
    * filled only in a pipeline whose sink is s3 */

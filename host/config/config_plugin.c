@@ -8,6 +8,7 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "attr.h"
 #include "config_internal.h"
 #include "duration.h"
 #include "duro.h"
@@ -68,7 +69,8 @@ enum {
   WF_LIFECYCLE,
   WF_ON_TIMEOUT,
   WF_FLOW,
-  WF_TAIL
+  WF_TAIL,
+  WF_INDEX
 };
 /* Which build an in-flight instance runs after a reload. */
 static const schema_choice versioning_choices[] = {
@@ -106,6 +108,7 @@ static const schema_field workflow_fields[] = {
                        0, on_timeout_choices},
     [WF_FLOW] = {"flow", K_NESTED, 0, false, 0, 0, NULL},
     [WF_TAIL] = {"tail_consumers", K_NESTED, 0, false, 0, 0, NULL},
+    [WF_INDEX] = {"index", K_NESTED, 0, false, 0, 0, NULL},
 };
 const schema config_workflow_schema =
     SCHEMA("workflow", "in workflow", WF_NAME, workflow_fields);
@@ -246,6 +249,22 @@ static const schema_field flow_rate_fields[] = {
 };
 const schema config_flow_rate_schema =
     SCHEMA("rate rule", "in a rate rule", -1, flow_rate_fields);
+
+/* index: [{name: customer, from: /customerId, type: string}], a
+ * workflow's search attributes (base/attr.h). */
+enum { ATTR_NAME, ATTR_FROM, ATTR_TYPE };
+static const schema_choice attr_type_choices[] = {
+    {"string", DURO_ATTR_STRING}, {"number", DURO_ATTR_NUMBER}, {NULL, 0}};
+static const schema_field attr_fields[] = {
+    [ATTR_NAME] = {"name", K_STRING, offsetof(config_attr, name), true, 0, 0,
+                   NULL},
+    [ATTR_FROM] = {"from", K_STRING, offsetof(config_attr, from), false, 0, 0,
+                   NULL},
+    [ATTR_TYPE] = {"type", K_ENUM, offsetof(config_attr, type), false, 0, 0,
+                   attr_type_choices},
+};
+const schema config_attr_schema =
+    SCHEMA("attribute", "in an index attribute", ATTR_NAME, attr_fields);
 
 /* crash_storm fills the plugin's crash_storm. */
 static const schema_field crash_storm_fields[] = {
@@ -469,6 +488,60 @@ static int parse_flow(config_parser *p, yaml_node_t *node, config_workflow *w) {
   return rc;
 }
 
+/* index: a list of attributes, each a valid name once, a JSON pointer,
+ * at most CONFIG_MAX_ATTRS. */
+static int parse_index(config_parser *p, yaml_node_t *list,
+                       config_workflow *w) {
+  size_t n;
+  if (schema_list(&p->w, list, "index", &n) < 0)
+    return -1;
+  if (n > CONFIG_MAX_ATTRS)
+    return schema_fail(&p->w, list,
+                       "\"index\" holds at most %d attributes, not %zu",
+                       CONFIG_MAX_ATTRS, n);
+  if (n == 0)
+    return 0;
+  w->index = xcalloc(n, sizeof *w->index);
+  w->n_index = n;
+  int rc = 0;
+  for (size_t i = 0; i < n; i++) {
+    yaml_node_t *item = schema_item(&p->w, list, i);
+    config_attr *a = &w->index[i];
+    yaml_node_t *av[SCHEMA_MAX_FIELDS];
+    a->pos = schema_pos(item);
+    if (schema_entry(&p->w, item, "index") < 0 ||
+        schema_mapping(&p->w, item, &config_attr_schema, a, av, NULL) < 0) {
+      rc = -1;
+      continue;
+    }
+    schema_shown b;
+    if (!duro_attr_name_valid(a->name)) {
+      rc = schema_fail(&p->w, av[ATTR_NAME],
+                       "an attribute's name is 1-%d characters of A-Z a-z "
+                       "0-9 _, not starting with a digit, not \"%s\"",
+                       DURO_ATTR_NAME_MAX, schema_show(&b, a->name));
+      continue;
+    }
+    if (a->from && !duro_json_pointer_valid(a->from)) {
+      rc = schema_fail(&p->w, av[ATTR_FROM],
+                       "\"from\" is not a JSON pointer into the params "
+                       "(RFC 6901: \"/customerId\", with ~0 for '~' and ~1 "
+                       "for '/'): \"%s\"",
+                       schema_show(&b, a->from));
+      continue;
+    }
+    for (size_t k = 0; k < i; k++)
+      if (w->index[k].name && !strcmp(w->index[k].name, a->name)) {
+        rc = schema_fail(&p->w, av[ATTR_NAME],
+                         "a second attribute named \"%s\" (the first is at "
+                         "%d:%d)",
+                         a->name, w->index[k].pos.line, w->index[k].pos.column);
+        break;
+      }
+  }
+  return rc;
+}
+
 static int parse_tail_consumers(config_parser *p, yaml_node_t *list,
                                 char ***names, config_pos **pos, size_t *n) {
   int rc = schema_list(&p->w, list, "tail_consumers", n);
@@ -553,6 +626,8 @@ static int parse_workflow(config_parser *p, yaml_node_t *node,
                            &w->n_tail_consumers) < 0)
     rc = DURO_E_CONFIG;
   if (config_unique(p, "binding name", w->binding, v[WF_BINDING]) < 0)
+    rc = DURO_E_CONFIG;
+  if (v[WF_INDEX] && parse_index(p, v[WF_INDEX], w) < 0)
     rc = DURO_E_CONFIG;
   return rc;
 }

@@ -82,7 +82,7 @@ typedef struct schema_field {
   const schema_choice *choices; /* K_ENUM, ended by a NULL name */
 } schema_field;
 
-#define SCHEMA_MAX_FIELDS 12
+#define SCHEMA_MAX_FIELDS 16
 /* The bit schema_mapping() sets in *bad for a key it does not know (or one
  * that is not a string): whatever that key held was not read. */
 #define SCHEMA_BAD_UNKNOWN (1u << 31)

@@ -236,6 +236,7 @@ void duro_engine_close(duro_engine *e) {
     free((duro_flow_weight *)order->weights);
     free((char *)e->wfs[i].limits.flow_singleton_key);
     free((char *)e->wfs[i].limits.flow_debounce_key);
+    engine_index_free(&e->wfs[i].limits);
     builds_free(&e->wfs[i]);
   }
   free(e->wfs);

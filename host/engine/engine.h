@@ -21,7 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "api.h" /* duro_host_api(), for those that load plugins */
+#include "api.h"  /* duro_host_api(), for those that load plugins */
+#include "attr.h" /* search attributes */
 #include "clock.h"
 #include "duro.h"
 #include "ids.h"    /* the ids the engine takes (duro_instance_id_valid) */
@@ -222,6 +223,11 @@ typedef struct duro_workflow_limits {
    * engine's threads; at most all of them but one.  NULL = no bound. */
   const char *plugin;
   uint32_t plugin_threads;
+  /* index: its search attributes (copied; at most DURO_ATTR_MAX, valid
+   * names and pointers), each taken from the params at create and
+   * settable from its code; n_index 0: none. */
+  const duro_attr_decl *index;
+  size_t n_index;
 } duro_workflow_limits;
 
 /* Opens (creating if needed) the journal. On error *err names the file. */
@@ -653,6 +659,10 @@ typedef struct duro_instance_info {
   char *parent_workflow, *parent_id;
   duro_instance_ref *children;
   size_t n_children;
+  /* Its search attributes in name order (duro_instance_read only; names
+   * and strings its own). */
+  duro_attr *attrs;
+  size_t n_attrs;
 } duro_instance_info;
 
 /* The instance with its steps, their attempts and its events into *out
@@ -789,7 +799,20 @@ typedef struct duro_list_filter {
   const char *prefix; /* ids that start with it; NULL or "": any */
   int64_t created_after, created_before;
   int64_t ended_after, ended_before;
+  /* search attributes, all of which must pass (duro_list_where_parse
+   * makes each); n_where 0: none */
+  const duro_attr_filter *where;
+  size_t n_where;
 } duro_list_filter;
+
+/* One term of a list's `where` ("customer:c42", "amount>100": attr.h's
+ * syntax) parsed against the search attributes of `workflow`, into *out
+ * (free with duro_attr_filter_clear): 0, DURO_E_WORKFLOW_NOT_FOUND, or
+ * DURO_E_INVALID_ARGUMENT with err saying what is wrong.  For every route
+ * that takes a list's filter. */
+int duro_list_where_parse(duro_engine *e, const char *workflow,
+                          const char *text, duro_attr_filter *out, char *err,
+                          size_t errlen);
 
 /* A page of instances, newest first. */
 typedef struct duro_instance_page {

@@ -100,6 +100,7 @@ void engine_instance_insert_op(const wf_reg *wf, const char *id,
           : __atomic_load_n(&wf->limits.timeout_ms, __ATOMIC_RELAXED);
   row->deadline_ms = timeout > 0 ? now + timeout : JOURNAL_NONE;
   row->traceparent = (char *)req->traceparent;
+  row->attrs = engine_attrs_of_params(wf, row->params, b, &row->n_attrs);
   journal_batch_add(b, JOP_INSTANCE_INSERT)->inst = row;
 }
 

@@ -346,6 +346,21 @@ int engine_wait_for(engine_wait *w, void **result);
 
 wf_reg *engine_find_binding(const duro_engine *e, const char *binding);
 
+/* attributes.c: a workflow's index copied into its limits (registration)
+ * and freed; the attributes a create's params give (an array the batch
+ * owns, with its strings; NULL, 0 when none); whether an instance's
+ * stored attributes pass a list's `where`; the decl of `name`. */
+void engine_index_copy(duro_workflow_limits *l);
+void engine_index_free(duro_workflow_limits *l);
+duro_attr *engine_attrs_of_params(const wf_reg *wf, const char *params,
+                                  journal_batch *b, size_t *n);
+int engine_attrs_pass(duro_engine *e, int64_t rowid, const duro_list_filter *f);
+/* An instance's stored attributes, copies (engine_attrs_free). */
+int engine_attrs_read(duro_engine *e, int64_t rowid, duro_attr **out,
+                      size_t *n);
+void engine_attrs_free(duro_attr *v, size_t n);
+const duro_attr_decl *engine_attr_decl(const wf_reg *wf, const char *name);
+
 /* ---- admission of in-engine plugins' callbacks (engine_admit.c) ---- */
 
 typedef struct engine_admit engine_admit;

@@ -43,7 +43,8 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
   if (!name || !run || engine_find_workflow(e, name) || e->workers ||
       (limits && (limits->n_flow_concurrency > DURO_FLOW_MAX_RULES ||
                   limits->n_flow_rate > DURO_FLOW_MAX_RULES ||
-                  limits->flow_order.n_weights > DURO_FLOW_MAX_WEIGHTS)))
+                  limits->flow_order.n_weights > DURO_FLOW_MAX_WEIGHTS ||
+                  limits->n_index > DURO_ATTR_MAX)))
     return DURO_E_INVALID_ARGUMENT;
   /* Registration happens before start; nothing holds pointers yet, so the
    * array may move. */
@@ -90,6 +91,7 @@ int duro_engine_register(duro_engine *e, const char *name, const char *binding,
   order->weights = weights;
   w->limits.flow_singleton_key = xstrdup_null(w->limits.flow_singleton_key);
   w->limits.flow_debounce_key = xstrdup_null(w->limits.flow_debounce_key);
+  engine_index_copy(&w->limits);
   w->gated = w->limits.n_flow_concurrency > 0 || w->limits.n_flow_rate > 0 ||
              (w->limits.flow_singleton_mode && w->limits.flow_singleton_key) ||
              w->limits.flow_debounce_ms > 0;

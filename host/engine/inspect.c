@@ -261,6 +261,8 @@ int duro_instance_read(duro_engine *e, const char *workflow, const char *id,
     out->build = take(&in.build);
     out->restarts = in.restarts;
     rc = read_family(e, &in, out);
+    if (rc == 0)
+      rc = engine_attrs_read(e, in.rowid, &out->attrs, &out->n_attrs);
     /* Only a waiting or paused row still waits; an ended or running one
      * kept the type of a wait it left. */
     if (out->status == DURO_STATUS_WAITING || out->status == DURO_STATUS_PAUSED)
@@ -297,6 +299,7 @@ int duro_instance_rows(duro_engine *e, const char *workflow, const char *id,
 }
 
 void duro_instance_info_free(duro_instance_info *in) {
+  engine_attrs_free(in->attrs, in->n_attrs);
   for (size_t i = 0; i < in->n_children; i++) {
     free(in->children[i].workflow);
     free(in->children[i].id);
@@ -419,7 +422,8 @@ static int list_active(duro_engine *e, const char *workflow, list_ctx *l,
   for (size_t i = 0; i < n && l->page->n < limit; i++) {
     journal_instance in = {0};
     if (journal_instance_get_rowid(e->j, rowids[i], &in) == 0 &&
-        !strcmp(in.workflow, workflow) && passes(l->f, &in)) {
+        !strcmp(in.workflow, workflow) && passes(l->f, &in) &&
+        engine_attrs_pass(e, in.rowid, l->f)) {
       journal_list_row row = {.rowid = in.rowid,
                               .id = in.id,
                               .status = in.status,
@@ -466,7 +470,9 @@ int duro_instance_list_page(duro_engine *e, const char *workflow,
                               .created_after = f->created_after,
                               .created_before = f->created_before,
                               .ended_after = f->ended_after,
-                              .ended_before = f->ended_before};
+                              .ended_before = f->ended_before,
+                              .where = f->where,
+                              .n_where = f->n_where};
     rc = journal_list(e->j, workflow, &jf, after, limit, list_one, &l);
   }
   if (rc) {

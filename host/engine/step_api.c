@@ -193,4 +193,5 @@ void step_api_fill(duro_api *t) {
   t->vlog = api_vlog;
   t->vfail = api_vfail;
   t->error_is = api_error_is;
+  t->set_attribute = step_set_attribute;
 }

@@ -465,6 +465,8 @@ duro_rc step_api_do_with_rollback(duro_step *a, const char *name,
                                   const char **result);
 /* step_rollback.c */
 duro_rc step_api_rollback(duro_step *a);
+/* duro_set_attribute (attributes.c). */
+int step_set_attribute(duro_step *a, const char *name, const char *json);
 /* step_parallel.c */
 duro_rc step_api_do_all(duro_step *a, const char *name, duro_branch *branches,
                         size_t n, size_t size, uint32_t max_in_flight,

@@ -83,6 +83,19 @@ static int same_flow(const config_workflow *a, const config_workflow *b) {
          same_rules(a->rates, a->n_rates, b->rates, b->n_rates);
 }
 
+/* The search attributes, in order: a change needs a restart (the
+ * engine's index of them is the one it registered). */
+static int same_index(const config_workflow *a, const config_workflow *b) {
+  if (a->n_index != b->n_index)
+    return 0;
+  for (size_t i = 0; i < a->n_index; i++)
+    if (!same(a->index[i].name, b->index[i].name) ||
+        !same(a->index[i].from, b->index[i].from) ||
+        a->index[i].type != b->index[i].type)
+      return 0;
+  return 1;
+}
+
 static void int_field(json_t *to, const char *what, int64_t a, int64_t b) {
   if (a != b)
     note(to, "%s: %" PRId64 " -> %" PRId64, what, a, b);
@@ -280,6 +293,8 @@ static void compare_workflows(const config_plugin *o, const config_plugin *c,
     int_field(restart, WF("limits.logs"), a->max_logs, b->max_logs);
     if (!same_flow(a, b))
       note(restart, "%s", WF("flow changed"));
+    if (!same_index(a, b))
+      note(restart, "%s", WF("index changed"));
     if (!same_names(a->tail_consumers, a->n_tail_consumers, b->tail_consumers,
                     b->n_tail_consumers))
       note(live, "%s", WF("tail_consumers changed"));

@@ -225,6 +225,13 @@ static void register_workflows(reloader *r) {
       lim.flow_debounce_key = w->debounce_key;
       lim.flow_debounce_ms = w->debounce_ms;
       lim.flow_debounce_max_wait_ms = w->debounce_max_wait_ms;
+      duro_attr_decl index[CONFIG_MAX_ATTRS];
+      for (size_t f = 0; f < w->n_index; f++)
+        index[f] = (duro_attr_decl){.name = w->index[f].name,
+                                    .from = w->index[f].from,
+                                    .type = w->index[f].type};
+      lim.index = index;
+      lim.n_index = w->n_index;
       /* names are unique (config_refs.c checked), so this cannot fail */
       void *ctx;
       duro_engine_register(r->e, w->name, w->binding,

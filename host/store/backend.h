@@ -147,6 +147,8 @@ typedef struct store_backend {
   int (*list)(void *db, const char *workflow, const journal_list_filter *f,
               int64_t cursor, size_t limit,
               void (*fn)(void *ctx, const journal_list_row *row), void *ctx);
+  int (*attributes)(void *db, int64_t rowid,
+                    void (*fn)(void *ctx, const duro_attr *a), void *ctx);
   int (*count_by_status)(void *db,
                          void (*fn)(void *ctx, const char *workflow,
                                     duro_status status, int64_t n),

@@ -779,6 +779,11 @@ int journal_list(journal *j, const char *workflow, const journal_list_filter *f,
   return j->be->list(j->db, workflow, f, cursor, limit, fn, ctx);
 }
 
+int journal_attributes(journal *j, int64_t rowid,
+                       void (*fn)(void *ctx, const duro_attr *a), void *ctx) {
+  return j->be->attributes(j->db, rowid, fn, ctx);
+}
+
 char *journal_prefix_end(const char *prefix) {
   size_t n = prefix ? strlen(prefix) : 0;
   while (n > 0 && (unsigned char)prefix[n - 1] == 0xff)

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attr.h"   /* search attributes */
 #include "status.h" /* the statuses and kinds of rows */
 
 typedef struct journal journal;
@@ -77,6 +78,11 @@ typedef struct journal_instance {
    * journal_claim_holder names the live one; the key goes when the
    * instance ends.  Written at insert only, never read back; NULL: none. */
   char *claim_key;
+  /* Its search attributes (attr.h), written with it by the insert, in
+   * the same transaction; never read back through this struct
+   * (journal_attributes).  Borrowed, as the op's strings are. */
+  const duro_attr *attrs;
+  size_t n_attrs;
 } journal_instance;
 
 enum {
@@ -303,6 +309,10 @@ typedef enum journal_op_kind {
   /* rowid, ts_ms: retention_ms = ts_ms (the retention an instance that
    * ends in this batch is kept for, by the way it ended) */
   JOP_INSTANCE_RETAIN,
+  /* rowid, attr: the instance's search attribute attr->name takes the
+   * value (a second set replaces it); nothing when the instance is
+   * gone */
+  JOP_ATTRIBUTE_SET,
 } journal_op_kind;
 
 /* The rows a JOP_INSTANCE_DELETE took with its instance. */
@@ -350,6 +360,7 @@ typedef struct journal_op {
   journal_message *messages; /* JOP_MESSAGE_LEASE */
   size_t n_messages;
   journal_deleted *deleted; /* JOP_INSTANCE_DELETE, may be NULL */
+  const duro_attr *attr;    /* JOP_ATTRIBUTE_SET */
 } journal_op;
 
 typedef struct journal_batch {
@@ -580,6 +591,11 @@ typedef struct journal_list_filter {
   const char *prefix; /* ids that start with it; NULL or "": any */
   int64_t created_after, created_before;
   int64_t ended_after, ended_before;
+  /* search attributes, all of which must pass (n_where 0: none); the
+   * first equality among them (else the first) is the one an index
+   * walks, newest first */
+  const duro_attr_filter *where;
+  size_t n_where;
 } journal_list_filter;
 
 /* One instance as journal_list gives it (borrowed for the call). */
@@ -601,6 +617,11 @@ char *journal_prefix_end(const char *prefix);
 int journal_list(journal *j, const char *workflow, const journal_list_filter *f,
                  int64_t cursor, size_t limit,
                  void (*fn)(void *ctx, const journal_list_row *row), void *ctx);
+
+/* The search attributes of instance rowid, in name order: fn gets each
+ * (borrowed for the call). */
+int journal_attributes(journal *j, int64_t rowid,
+                       void (*fn)(void *ctx, const duro_attr *a), void *ctx);
 
 /* Instance counts per workflow and stored status, in the order of the
  * workflow's name, then the status's. */

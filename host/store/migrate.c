@@ -43,6 +43,7 @@ const store_table migrate_tables[] = {
      14, NULL},
     {"pipeline_records", "pipeline,seq,last,bytes,sent_ms,body", 6, NULL},
     {"logs", "instance,n,ts_ms,level,step,attempt,message", 7, NULL},
+    {"attributes", "instance,name,workflow,str,num", 5, NULL},
 };
 const size_t migrate_n_tables =
     sizeof migrate_tables / sizeof migrate_tables[0];

@@ -117,6 +117,7 @@ const store_backend store_pg = {
     .pinned_builds = pg_pinned_builds,
     .waiting_on = pg_waiting_on,
     .list = pg_list,
+    .attributes = pg_attributes,
     .count_by_status = pg_count_by_status,
     .queue_stats_each = pg_queue_stats_each,
     .queue_ready = pg_queue_ready,

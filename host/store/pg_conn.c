@@ -199,14 +199,15 @@ void pg_reader_give(pg_store *pg, reader *r) {
 
 /* Runs a read on reader r, preparing it on first use there; the rows (to
  * PQclear), or NULL with the error recorded. */
-static PGresult *query_once(reader *r, const char *sql, const params *p) {
+static PGresult *query_once(reader *r, const char *sql, const params *p,
+                            int cached) {
   char name[16];
   size_t i = 0;
-  while (i < r->n && r->sql[i] != sql)
+  while (cached && i < r->n && r->sql[i] != sql)
     i++;
   PGresult *res;
-  if (i == r->n) {
-    if (i == READER_CACHE) {
+  if (i == r->n || !cached) {
+    if (i == READER_CACHE || !cached) {
       res = PQexecParams(r->conn, sql, p->n, NULL, p->v, NULL, NULL, 0);
       goto ran;
     }
@@ -238,7 +239,8 @@ ran:
  * read changes nothing: it can run twice).  A server that was just restarted
  * may take a moment to take new sessions, so up to three tries, 50 and 100 ms
  * apart: a read waits at most 150 ms more for a server that is away. */
-PGresult *pg_query(pg_store *pg, const char *sql, const params *p) {
+static PGresult *query(pg_store *pg, const char *sql, const params *p,
+                       int cached) {
   PGresult *res = NULL;
   for (int attempt = 0; attempt < 3; attempt++) {
     if (attempt)
@@ -246,11 +248,19 @@ PGresult *pg_query(pg_store *pg, const char *sql, const params *p) {
     reader *r = pg_reader_take(pg);
     if (!r)
       continue;
-    res = query_once(r, sql, p);
+    res = query_once(r, sql, p, cached);
     int statement_failed = !res && PQstatus(r->conn) == CONNECTION_OK;
     pg_reader_give(pg, r);
     if (res || statement_failed)
       break; /* done, or a failure of the statement, not the connection */
   }
   return res;
+}
+
+PGresult *pg_query(pg_store *pg, const char *sql, const params *p) {
+  return query(pg, sql, p, 1);
+}
+
+PGresult *pg_query_once(pg_store *pg, const char *sql, const params *p) {
+  return query(pg, sql, p, 0);
 }

@@ -45,7 +45,7 @@
 #include "journal.h"
 #include "util.h"
 
-#define MAX_PARAMS 16
+#define MAX_PARAMS (10 + 2 * DURO_ATTR_MAX)
 
 /* A statement's parameters as text (libpq's text format): integers are
  * formatted into buf, strings are borrowed. */
@@ -118,6 +118,7 @@ enum {
   ST_INSTANCE_RETAIN,
   ST_SWEEP,
   ST_INSTANCE_DELETE,
+  ST_ATTRIBUTE_SET,
   ST_LOG_APPEND,
   ST_MESSAGE_INSERT,
   ST_MESSAGE_PICK,
@@ -255,6 +256,11 @@ int pg_steps_change(pg_store *pg, journal_op *op);
 int pg_event_apply(pg_store *pg, journal_op *op);
 int pg_sweep(pg_store *pg, journal_op *op);
 int pg_instance_delete(pg_store *pg, journal_op *op);
+int pg_attribute_set(pg_store *pg, int64_t rowid, const duro_attr *a);
+int pg_attributes(void *db, int64_t rowid,
+                  void (*fn)(void *ctx, const duro_attr *a), void *ctx);
+/* pg_query for SQL made for one call (never cached by its address). */
+PGresult *pg_query_once(pg_store *pg, const char *sql, const params *p);
 int pg_message_apply(pg_store *pg, journal_op *op);
 int pg_message_lease(pg_store *pg, journal_op *op);
 int pg_message_retry(pg_store *pg, journal_op *op);

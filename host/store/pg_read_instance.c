@@ -163,3 +163,24 @@ int pg_events_all(void *db, int64_t rowid, journal_event **out, size_t *n) {
                      "WHERE instance=$1 ORDER BY seq",
                      rowid, out, n);
 }
+
+int pg_attributes(void *db, int64_t rowid,
+                  void (*fn)(void *ctx, const duro_attr *a), void *ctx) {
+  params p = {0};
+  p_i64(&p, rowid);
+  PGresult *r = pg_query(db,
+                         "SELECT name,str,num FROM attributes WHERE "
+                         "instance=$1 ORDER BY name",
+                         &p);
+  if (!r)
+    return DURO_E_STORAGE;
+  for (int i = 0; i < PQntuples(r); i++) {
+    duro_attr a = {
+        .name = (char *)get_str(r, i, 0),
+        .str = (char *)get_str(r, i, 1),
+        .num = PQgetisnull(r, i, 2) ? 0 : strtod(PQgetvalue(r, i, 2), NULL)};
+    fn(ctx, &a);
+  }
+  PQclear(r);
+  return 0;
+}

@@ -4,6 +4,7 @@
  * listing and the counts by status. */
 #include <libpq-fe.h>
 
+#include "list_where.h"
 #include "pg_internal.h"
 
 int pg_due(void *db, int64_t after_ms, int64_t upto_ms, size_t limit,
@@ -232,6 +233,36 @@ int pg_waiting_on(void *db, const char *wait_type,
   return 0;
 }
 
+/* A listing with search attributes (as sqlite_read_sched.c's): one of
+ * them walked newest first in its index, the others checked on each
+ * instance it finds; SQL made for the call. */
+static PGresult *list_where(pg_store *db, const journal_list_filter *f,
+                            params *p) {
+  char *terms = list_where_sql(f, '$', 11, "::text", "::double precision");
+  char *sql = xasprintf(
+      "SELECT i.rowid,i.id,i.status,i.created_ms,i.started_ms,i.ended_ms,"
+      "i.wait_type FROM attributes a JOIN instances i ON i.rowid=a.instance "
+      "WHERE a.workflow=$1 AND ($3::bigint=0 OR a.instance<$3::bigint)%s AND "
+      "($2::text IS NULL OR i.status=$2::text) AND ($5::text IS NULL OR "
+      "(i.id COLLATE \"C\">=$5::text AND ($6::text IS NULL OR i.id COLLATE "
+      "\"C\"<$6::text))) AND ($7::bigint=0 OR i.created_ms>=$7::bigint) AND "
+      "($8::bigint=0 OR i.created_ms<$8::bigint) AND ($9::bigint=0 OR "
+      "i.ended_ms>=$9::bigint) AND ($10::bigint=0 OR i.ended_ms<$10::bigint) "
+      "ORDER BY a.instance DESC LIMIT $4",
+      terms);
+  free(terms);
+  char num[DURO_ATTR_MAX][32];
+  for (size_t k = 0; k < f->n_where; k++) {
+    const duro_attr_filter *w = &f->where[k];
+    p_text(p, w->name);
+    snprintf(num[k], sizeof num[k], "%.17g", w->num);
+    p_text(p, w->str ? w->str : num[k]);
+  }
+  PGresult *r = pg_query_once(db, sql, p);
+  free(sql);
+  return r;
+}
+
 int pg_list(void *db, const char *workflow, const journal_list_filter *f,
             int64_t cursor, size_t limit,
             void (*fn)(void *ctx, const journal_list_row *row), void *ctx) {
@@ -248,17 +279,24 @@ int pg_list(void *db, const char *workflow, const journal_list_filter *f,
   p_i64(&p, f->ended_after);
   p_i64(&p, f->ended_before);
   /* ids compared byte by byte, as SQLite does, whatever the collation */
-  PGresult *r = pg_query(
-      db,
-      "SELECT rowid,id,status,created_ms,started_ms,ended_ms,wait_type "
-      "FROM instances WHERE workflow=$1 AND ($2::text IS NULL OR "
-      "status=$2::text) AND ($3::bigint=0 OR rowid<$3::bigint) AND "
-      "($5::text IS NULL OR (id COLLATE \"C\">=$5::text AND ($6::text IS "
-      "NULL OR id COLLATE \"C\"<$6::text))) AND ($7::bigint=0 OR "
-      "created_ms>=$7::bigint) AND ($8::bigint=0 OR created_ms<$8::bigint) "
-      "AND ($9::bigint=0 OR ended_ms>=$9::bigint) AND ($10::bigint=0 OR "
-      "ended_ms<$10::bigint) ORDER BY rowid DESC LIMIT $4",
-      &p);
+  PGresult *r =
+      f->n_where
+          ? list_where(db, f, &p)
+          : pg_query(
+                db,
+                "SELECT "
+                "rowid,id,status,created_ms,started_ms,ended_ms,wait_type "
+                "FROM instances WHERE workflow=$1 AND ($2::text IS NULL OR "
+                "status=$2::text) AND ($3::bigint=0 OR rowid<$3::bigint) AND "
+                "($5::text IS NULL OR (id COLLATE \"C\">=$5::text AND "
+                "($6::text IS "
+                "NULL OR id COLLATE \"C\"<$6::text))) AND ($7::bigint=0 OR "
+                "created_ms>=$7::bigint) AND ($8::bigint=0 OR "
+                "created_ms<$8::bigint) "
+                "AND ($9::bigint=0 OR ended_ms>=$9::bigint) AND ($10::bigint=0 "
+                "OR "
+                "ended_ms<$10::bigint) ORDER BY rowid DESC LIMIT $4",
+                &p);
   free(prefix_end);
   if (!r)
     return DURO_E_STORAGE;

@@ -20,9 +20,9 @@
  * (SQLite's 11); 13: flow control's rates the hosts share (flow_rates)
  * and instances' claim keys (PostgreSQL's alone); 14: each message's key
  * under a consumer's concurrency by key, and the pointer each queue's
- * keys are of (SQLite's 12).  A journal of 6 to 13 is brought to 14 when
- * opened. */
-#define SCHEMA_VERSION "14"
+ * keys are of (SQLite's 12); 15: instances' search attributes (SQLite's
+ * 13).  A journal of 6 to 14 is brought to 15 when opened. */
+#define SCHEMA_VERSION "15"
 /* The advisory lock that one opener at a time creating or upgrading the
  * schema holds (any fixed number; no other lock of duro's uses it). */
 #define SCHEMA_LOCK "7140100"
@@ -165,8 +165,16 @@ static const char schema_sql[] =
     "ALTER TABLE instances ADD COLUMN IF NOT EXISTS claim_key " TXT ";"
     "CREATE UNIQUE INDEX IF NOT EXISTS instances_claim ON instances("
     " workflow, claim_key) WHERE claim_key IS NOT NULL;"
+    /* Schema 15: instances' search attributes, as SQLite's 13. */
+    "CREATE TABLE IF NOT EXISTS attributes(instance BIGINT NOT NULL,"
+    " name " TXT " NOT NULL, workflow " TXT " NOT NULL, str " TXT ","
+    " num DOUBLE PRECISION, PRIMARY KEY(instance, name));"
+    "CREATE INDEX IF NOT EXISTS attributes_str ON attributes(workflow, name,"
+    " str, instance) WHERE str IS NOT NULL;"
+    "CREATE INDEX IF NOT EXISTS attributes_num ON attributes(workflow, name,"
+    " num, instance) WHERE num IS NOT NULL;"
     "UPDATE meta SET value='" SCHEMA_VERSION "' WHERE key='schema' AND"
-    " value IN ('6','7','8','9','10','11','12','13');";
+    " value IN ('6','7','8','9','10','11','12','13','14');";
 
 /* The schema version stored in meta, into ver; 0 or DURO_E_STORAGE. */
 int pg_schema_check(PGconn *c, char *err, size_t errlen) {

@@ -113,6 +113,8 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
         "picked)), "
         "l AS (DELETE FROM logs WHERE instance IN (SELECT rowid FROM "
         "picked)), "
+        "t AS (DELETE FROM attributes WHERE instance IN (SELECT rowid FROM "
+        "picked)), "
         "i AS (DELETE FROM instances WHERE rowid IN (SELECT rowid FROM "
         "picked) RETURNING 1) SELECT COUNT(*) FROM i",
     /* The instance's next number (none for an instance gone), and the
@@ -129,10 +131,18 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
         "e AS (DELETE FROM events WHERE instance IN (SELECT rowid FROM i) "
         "RETURNING 1), "
         "l AS (DELETE FROM logs WHERE instance IN (SELECT rowid FROM i) "
-        "RETURNING 1) "
+        "RETURNING 1), "
+        "t AS (DELETE FROM attributes WHERE instance IN (SELECT rowid FROM i)) "
         "SELECT (SELECT COUNT(*) FROM i), (SELECT COUNT(*) FROM s), "
         "(SELECT COUNT(*) FROM a), (SELECT COUNT(*) FROM e), "
         "(SELECT COUNT(*) FROM l)",
+    /* The instance's workflow beside it, for the indexes; nothing for an
+     * instance gone. */
+    [ST_ATTRIBUTE_SET] =
+        "INSERT INTO attributes(instance,name,workflow,str,num) "
+        "SELECT $1,$2,workflow,$3,$4::double precision FROM instances WHERE "
+        "rowid=$1 ON CONFLICT(instance,name) DO UPDATE SET str=excluded.str, "
+        "num=excluded.num",
     [ST_LOG_APPEND] =
         "WITH ins AS (INSERT INTO logs(instance,n,ts_ms,level,step,attempt,"
         "message) SELECT $1,COALESCE(MAX(n),0)+1,$2,$3,$4,$5,$6 FROM logs "
@@ -455,6 +465,8 @@ int pg_apply(void *db, journal_op *op) {
     return pg_log_apply(pg, op);
   case JOP_INSTANCE_DELETE:
     return pg_instance_delete(pg, op);
+  case JOP_ATTRIBUTE_SET:
+    return pg_attribute_set(pg, op->rowid, op->attr);
   }
   store_error("PostgreSQL backend: unknown journal op %d", (int)op->kind);
   return DURO_E_STORAGE;

@@ -52,7 +52,24 @@ int pg_instance_insert(pg_store *pg, journal_op *op) {
                                &op->out_rowid)))
     return rc;
   op->rc = inserted ? 0 : DURO_E_ALREADY_EXISTS;
+  for (size_t i = 0; inserted && i < in->n_attrs; i++)
+    if ((rc = pg_attribute_set(pg, op->out_rowid, &in->attrs[i])))
+      return rc;
   return 0;
+}
+
+int pg_attribute_set(pg_store *pg, int64_t rowid, const duro_attr *a) {
+  params p = {0};
+  p_i64(&p, rowid);
+  p_text(&p, a->name);
+  p_text(&p, a->str);
+  if (a->str) {
+    p_text(&p, NULL);
+  } else {
+    snprintf(p.buf[p.n], sizeof p.buf[p.n], "%.17g", a->num);
+    p_text(&p, p.buf[p.n]);
+  }
+  return pg_write_queue(pg, ST_ATTRIBUTE_SET, &p);
 }
 
 /* An instance's new state; an end by error or terminate cancels the

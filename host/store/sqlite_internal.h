@@ -61,14 +61,17 @@ enum {
   ST_SWEEP_STEPS,
   ST_SWEEP_ATTEMPTS,
   ST_SWEEP_EVENTS,
-  ST_SWEEP_LOGS, /* before the instances: ST_SWEEP_STEPS..CLEAR run in order */
+  ST_SWEEP_LOGS,
+  ST_SWEEP_ATTRIBUTES, /* before the instances: STEPS..CLEAR run in order */
   ST_SWEEP_INSTANCES,
   ST_SWEEP_CLEAR,
   ST_DELETE_INSTANCE,
   ST_DELETE_STEPS,
   ST_DELETE_ATTEMPTS,
   ST_DELETE_EVENTS,
-  ST_DELETE_LOGS, /* ST_DELETE_STEPS..LOGS run in order */
+  ST_DELETE_LOGS,
+  ST_DELETE_ATTRIBUTES, /* ST_DELETE_STEPS..ATTRIBUTES run in order */
+  ST_ATTRIBUTE_SET,
   ST_LOG_APPEND,
   ST_LOG_TRIM,
   ST_MESSAGE_INSERT,
@@ -302,6 +305,9 @@ int sqlite_step_put(sqlite_store *sq, journal_op *op);
 int sqlite_steps_change(sqlite_store *sq, journal_op *op);
 int sqlite_event_apply(sqlite_store *sq, journal_op *op);
 int sqlite_sweep(sqlite_store *sq, journal_op *op);
+int sqlite_attribute_set(sqlite_store *sq, int64_t rowid, const duro_attr *a);
+int sqlite_attributes(void *db, int64_t rowid,
+                      void (*fn)(void *ctx, const duro_attr *a), void *ctx);
 int sqlite_instance_delete(sqlite_store *sq, journal_op *op);
 int sqlite_message_apply(sqlite_store *sq, journal_op *op);
 int sqlite_message_lease(sqlite_store *sq, journal_op *op);

@@ -178,3 +178,21 @@ int sqlite_events_all(void *db, int64_t rowid, journal_event **out, size_t *n) {
                      "WHERE instance=?1 ORDER BY seq",
                      rowid, out, n);
 }
+
+int sqlite_attributes(void *db, int64_t rowid,
+                      void (*fn)(void *ctx, const duro_attr *a), void *ctx) {
+  rd q;
+  int rc = rd_open(&q, db,
+                   "SELECT name,str,num FROM attributes WHERE instance=?1 "
+                   "ORDER BY name");
+  if (rc == 0) {
+    sqlite3_bind_int64(q.st, 1, rowid);
+    while (rd_row(&q)) {
+      duro_attr a = {.name = (char *)sqlite3_column_text(q.st, 0),
+                     .str = (char *)sqlite3_column_text(q.st, 1),
+                     .num = sqlite3_column_double(q.st, 2)};
+      fn(ctx, &a);
+    }
+  }
+  return rd_close(&q, rc);
+}

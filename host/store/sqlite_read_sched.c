@@ -3,8 +3,10 @@
  * oldest of them), the listing and the counts by status, and the builds
  * that instances are pinned to. */
 #include <sqlite3.h>
+#include <stdint.h>
 #include <stdlib.h>
 
+#include "list_where.h"
 #include "sqlite_internal.h"
 
 int sqlite_due(void *db, int64_t after_ms, int64_t upto_ms, size_t limit,
@@ -199,9 +201,79 @@ int sqlite_waiting_on(void *db, const char *wait_type,
   "(?8=0 OR created_ms<?8) AND (?9=0 OR ended_ms>=?9) AND (?10=0 OR "          \
   "ended_ms<?10) ORDER BY rowid DESC LIMIT ?4"
 
+/* A listing with search attributes: the rows of one of them walked newest
+ * first in its index (attributes_str or _num: workflow, name, value,
+ * instance), each joined to its instance (CROSS JOIN keeps that order),
+ * the others checked on it.  Its SQL is the filter's own, prepared for
+ * the call. */
+static int list_where(sqlite_store *sq, const char *workflow,
+                      const journal_list_filter *f, int64_t cursor,
+                      size_t limit,
+                      void (*fn)(void *ctx, const journal_list_row *row),
+                      void *ctx) {
+  char *prefix_end = journal_prefix_end(f->prefix);
+  char *terms = list_where_sql(f, '?', 11, "", "");
+  char *sql = xasprintf(
+      "SELECT i.rowid,i.id,i.status,i.created_ms,i.started_ms,i.ended_ms,"
+      "i.wait_type FROM attributes a CROSS JOIN instances i ON "
+      "i.rowid=a.instance WHERE a.workflow=?1 AND a.instance<?3%s AND "
+      "(?2 IS NULL OR i.status=?2) AND (?5 IS NULL OR (i.id>=?5 AND (?6 IS "
+      "NULL OR i.id<?6))) AND (?7=0 OR i.created_ms>=?7) AND (?8=0 OR "
+      "i.created_ms<?8) AND (?9=0 OR i.ended_ms>=?9) AND (?10=0 OR "
+      "i.ended_ms<?10) ORDER BY a.instance DESC LIMIT ?4",
+      terms);
+  free(terms);
+  reader *r = sqlite_reader_take(sq);
+  sqlite3_stmt *st = NULL;
+  int rc = DURO_E_STORAGE, s = SQLITE_DONE;
+  if (!r)
+    goto done;
+  if (sqlite3_prepare_v2(r->db, sql, -1, &st, NULL) != SQLITE_OK) {
+    sqlite_set_err(r->db, "list");
+    goto done;
+  }
+  bind_text(st, 1, workflow);
+  bind_text(st, 2, f->status < 0 ? NULL : duro_status_name(f->status));
+  sqlite3_bind_int64(st, 3, cursor > 0 ? cursor : INT64_MAX);
+  sqlite3_bind_int64(st, 4, (sqlite3_int64)limit);
+  bind_text(st, 5, f->prefix && *f->prefix ? f->prefix : NULL);
+  bind_text(st, 6, prefix_end);
+  sqlite3_bind_int64(st, 7, f->created_after);
+  sqlite3_bind_int64(st, 8, f->created_before);
+  sqlite3_bind_int64(st, 9, f->ended_after);
+  sqlite3_bind_int64(st, 10, f->ended_before);
+  for (size_t k = 0; k < f->n_where; k++) {
+    const duro_attr_filter *w = &f->where[k];
+    bind_text(st, 11 + 2 * (int)k, w->name);
+    if (w->str)
+      bind_text(st, 12 + 2 * (int)k, w->str);
+    else
+      sqlite3_bind_double(st, 12 + 2 * (int)k, w->num);
+  }
+  while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+    journal_list_row row = {.rowid = sqlite3_column_int64(st, 0),
+                            .id = (const char *)sqlite3_column_text(st, 1),
+                            .status = col_status(st, 2),
+                            .created_ms = sqlite3_column_int64(st, 3),
+                            .started_ms = col_ms(st, 4),
+                            .ended_ms = col_ms(st, 5),
+                            .wait_type =
+                                (const char *)sqlite3_column_text(st, 6)};
+    fn(ctx, &row);
+  }
+  rc = s == SQLITE_DONE ? 0 : sqlite_rows_end(r, s);
+done:
+  sqlite3_finalize(st);
+  free(sql);
+  free(prefix_end);
+  return r ? sqlite_reader_give(sq, r, rc) : rc;
+}
+
 int sqlite_list(void *db, const char *workflow, const journal_list_filter *f,
                 int64_t cursor, size_t limit,
                 void (*fn)(void *ctx, const journal_list_row *row), void *ctx) {
+  if (f->n_where)
+    return list_where(db, workflow, f, cursor, limit, fn, ctx);
   rd q;
   char *prefix_end = journal_prefix_end(f->prefix);
   int rc;

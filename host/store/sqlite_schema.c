@@ -19,9 +19,22 @@
   "CREATE TABLE IF NOT EXISTS queue_key_pointers(queue TEXT PRIMARY KEY,"      \
   " pointer TEXT NOT NULL) WITHOUT ROWID;"
 
+/* Schema 13: instances' search attributes (attr.h), a string or a
+ * number each, deleted with their instance.  An index a type serves a
+ * list's `where`: one workflow's instances of one value, newest first
+ * (an equality), or of a range of values. */
+#define ATTRIBUTES                                                             \
+  "CREATE TABLE IF NOT EXISTS attributes(instance INTEGER NOT NULL,"           \
+  " name TEXT NOT NULL, workflow TEXT NOT NULL, str TEXT, num REAL,"           \
+  " PRIMARY KEY(instance, name)) WITHOUT ROWID;"                               \
+  "CREATE INDEX IF NOT EXISTS attributes_str ON attributes(workflow, name,"    \
+  " str, instance) WHERE str IS NOT NULL;"                                     \
+  "CREATE INDEX IF NOT EXISTS attributes_num ON attributes(workflow, name,"    \
+  " num, instance) WHERE num IS NOT NULL;"
+
 static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);"
-    "INSERT OR IGNORE INTO meta VALUES('schema','12');"
+    "INSERT OR IGNORE INTO meta VALUES('schema','13');"
     "CREATE TABLE IF NOT EXISTS instances("
     " rowid INTEGER PRIMARY KEY,"
     " workflow TEXT NOT NULL, id TEXT NOT NULL, status TEXT NOT NULL,"
@@ -122,7 +135,7 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS logs(instance INTEGER NOT NULL,"
     " n INTEGER NOT NULL, ts_ms INTEGER NOT NULL, level INTEGER NOT NULL,"
     " step TEXT, attempt INTEGER NOT NULL, message TEXT NOT NULL,"
-    " PRIMARY KEY(instance, n)) WITHOUT ROWID;";
+    " PRIMARY KEY(instance, n)) WITHOUT ROWID;" ATTRIBUTES;
 
 static int exists_cb(void *ctx, int n, char **v, char **names) {
   (void)n, (void)v, (void)names;
@@ -406,13 +419,20 @@ static int upgrade_columns(sqlite3 *db, const char *path, char *err,
   /* Schema 11 keeps the traceparent an instance was created with, so its
    * trace continues its caller's after a restart too, and the one a queue
    * message was sent with, which the instance it starts continues. */
-  int bad = add_column(db, "instances", "traceparent TEXT", &msg) ||
-            add_column(db, "messages", "traceparent TEXT", &msg) ||
-            version_from(db, 10, &msg);
+  int rc, bad = add_column(db, "instances", "traceparent TEXT", &msg) ||
+                add_column(db, "messages", "traceparent TEXT", &msg) ||
+                version_from(db, 10, &msg);
   if (bad)
     return sqlite_exec_failed(err, errlen, path, "cannot upgrade the schema",
                               msg);
-  return upgrade_message_keys(db, path, err, errlen);
+  if ((rc = upgrade_message_keys(db, path, err, errlen)) != 0)
+    return rc;
+  /* Schema 13 only adds the attributes table, which the schema above
+   * creates where it is missing. */
+  if (version_from(db, 12, &msg))
+    return sqlite_exec_failed(err, errlen, path, "cannot upgrade the schema",
+                              msg);
+  return 0;
 }
 
 int sqlite_schema_setup(sqlite3 *db, const char *path, char *err,

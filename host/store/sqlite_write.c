@@ -90,6 +90,8 @@ const char *const sqlite_write_sql[ST_WRITE_COUNT_] = {
     [ST_SWEEP_CLEAR] = "DELETE FROM temp.sweep",
     [ST_SWEEP_LOGS] =
         "DELETE FROM logs WHERE instance IN (SELECT id FROM temp.sweep)",
+    [ST_SWEEP_ATTRIBUTES] = "DELETE FROM attributes WHERE instance IN "
+                            "(SELECT id FROM temp.sweep)",
     /* One instance deleted at once (a DELETE), only once it has ended:
      * the rows the sweep deletes with it go in the same transaction. */
     [ST_DELETE_INSTANCE] = "DELETE FROM instances WHERE rowid=?1 AND "
@@ -98,6 +100,14 @@ const char *const sqlite_write_sql[ST_WRITE_COUNT_] = {
     [ST_DELETE_ATTEMPTS] = "DELETE FROM attempts WHERE instance=?1",
     [ST_DELETE_EVENTS] = "DELETE FROM events WHERE instance=?1",
     [ST_DELETE_LOGS] = "DELETE FROM logs WHERE instance=?1",
+    [ST_DELETE_ATTRIBUTES] = "DELETE FROM attributes WHERE instance=?1",
+    /* The instance's workflow beside it, for the indexes; nothing for an
+     * instance gone. */
+    [ST_ATTRIBUTE_SET] =
+        "INSERT INTO attributes(instance,name,workflow,str,num) "
+        "SELECT ?1,?2,workflow,?3,?4 FROM instances WHERE rowid=?1 "
+        "ON CONFLICT(instance,name) DO UPDATE SET str=excluded.str, "
+        "num=excluded.num",
     /* The instance's next number; no line for an instance gone. */
     [ST_LOG_APPEND] =
         "INSERT OR IGNORE INTO logs(instance,n,ts_ms,level,step,attempt,"
@@ -281,6 +291,8 @@ int sqlite_apply(void *db, journal_op *op) {
     return sqlite_log_apply(sq, op);
   case JOP_INSTANCE_DELETE:
     return sqlite_instance_delete(sq, op);
+  case JOP_ATTRIBUTE_SET:
+    return sqlite_attribute_set(sq, op->rowid, op->attr);
   }
   return DURO_E_INVALID_ARGUMENT;
 }

@@ -26,11 +26,26 @@ int sqlite_instance_insert(sqlite_store *sq, journal_op *op) {
     return rc;
   if (sqlite3_changes(sq->wr) == 0) {
     op->rc = DURO_E_ALREADY_EXISTS;
-  } else {
-    op->rc = 0;
-    op->out_rowid = sqlite3_last_insert_rowid(sq->wr);
+    return 0;
   }
+  op->rc = 0;
+  op->out_rowid = sqlite3_last_insert_rowid(sq->wr);
+  for (size_t i = 0; i < in->n_attrs; i++)
+    if ((rc = sqlite_attribute_set(sq, op->out_rowid, &in->attrs[i])))
+      return rc;
   return 0;
+}
+
+int sqlite_attribute_set(sqlite_store *sq, int64_t rowid, const duro_attr *a) {
+  sqlite3_stmt *st = sq->ws[ST_ATTRIBUTE_SET];
+  sqlite3_bind_int64(st, 1, rowid);
+  bind_text(st, 2, a->name);
+  bind_text(st, 3, a->str);
+  if (a->str)
+    sqlite3_bind_null(st, 4);
+  else
+    sqlite3_bind_double(st, 4, a->num);
+  return sqlite_step_done(sq, st);
 }
 
 /* An instance's new state; an end by error or terminate cancels the
@@ -219,8 +234,8 @@ int sqlite_instance_delete(sqlite_store *sq, journal_op *op) {
   sqlite3_bind_int64(st, 1, op->rowid);
   if ((rc = sqlite_step_changes(sq, st, op)) || op->out_rowid == 0)
     return rc;
-  int64_t gone[ST_DELETE_LOGS - ST_DELETE_STEPS + 1];
-  for (int k = ST_DELETE_STEPS; k <= ST_DELETE_LOGS; k++) {
+  int64_t gone[ST_DELETE_ATTRIBUTES - ST_DELETE_STEPS + 1];
+  for (int k = ST_DELETE_STEPS; k <= ST_DELETE_ATTRIBUTES; k++) {
     st = sq->ws[k];
     sqlite3_bind_int64(st, 1, op->rowid);
     if ((rc = sqlite_step_done(sq, st)))

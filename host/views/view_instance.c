@@ -64,6 +64,25 @@ static json_t *event_json(const duro_event_info *ev) {
                    json_string_or_null(ev->consumed_by));
 }
 
+/* A number attribute as JSON: a whole one as an integer (100, not
+ * 100.0), as it was most likely given. */
+static json_t *attr_num_json(double d) {
+  if (d == (double)(json_int_t)d && d > -9007199254740992.0 &&
+      d < 9007199254740992.0)
+    return json_integer((json_int_t)d);
+  return json_real(d);
+}
+
+/* {"customer": "c42", "amount": 100}: its search attributes. */
+static json_t *attrs_json(const duro_attr *v, size_t n) {
+  json_t *o = json_object();
+  for (size_t i = 0; i < n; i++)
+    json_object_set_new(o, v[i].name,
+                        v[i].str ? json_string(v[i].str)
+                                 : attr_num_json(v[i].num));
+  return o;
+}
+
 json_t *view_instance(const duro_instance_info *in) {
   json_t *steps = json_array(), *builds = json_array(), *events = json_array();
   for (size_t i = 0; i < in->n_steps; i++)
@@ -101,6 +120,7 @@ json_t *view_instance(const duro_instance_info *in) {
                         "id", in->children[i].id, "status",
                         duro_status_name(in->children[i].status)));
   json_object_set_new(o, "children", kids);
+  json_object_set_new(o, "attributes", attrs_json(in->attrs, in->n_attrs));
   return o;
 }
 

@@ -310,6 +310,14 @@ static int api_error_is(duro_step *s, const char *name) {
   return (int)ask(a, NULL);
 }
 
+static int api_set_attribute(duro_step *s, const char *name, const char *json) {
+  wk_act *a = act_of(s);
+  channel_begin(&a->m, WM_SET_ATTR, a->id);
+  wire_put_str(&a->m, name);
+  wire_put_str(&a->m, json);
+  return (int)ask(a, NULL);
+}
+
 /* ---- an attempt's own calls ---- */
 
 static uint32_t api_attempt_number(const duro_attempt *at) {

@@ -258,6 +258,11 @@ static void decode_error_is(dec *d, worker_frame *f) {
   f->error_is.name = str(d, "name");
 }
 
+static void decode_set_attribute(dec *d, worker_frame *f) {
+  f->set_attribute.name = str(d, "name");
+  f->set_attribute.json = str(d, "json");
+}
+
 static void decode_env_workflow(dec *d, worker_frame *f) {
   f->env_workflow.binding = str_set(d, "binding");
 }

@@ -124,6 +124,10 @@ typedef struct wf_error_is {
   const char *name;
 } wf_error_is;
 
+typedef struct wf_set_attribute {
+  const char *name, *json;
+} wf_set_attribute;
+
 /* ENV_WORKFLOW, ENV_QUEUE, ENV_PIPELINE: the binding is never NULL (the worker
  * asks for none without a name). */
 typedef struct wf_binding {
@@ -276,6 +280,7 @@ typedef struct worker_frame {
     wf_set_output set_output;
     wf_vfail vfail;
     wf_error_is error_is;
+    wf_set_attribute set_attribute;
     wf_binding env_workflow, env_queue, env_pipeline;
     wf_workflow_create workflow_create;
     wf_workflow_send_event workflow_send_event;

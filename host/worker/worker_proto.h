@@ -29,7 +29,7 @@
 
 /* The protocol's version, the last argument of `duro __worker`: a worker
  * of another build refuses to start rather than misread its frames. */
-#define WM_PROTOCOL "duro-worker-9"
+#define WM_PROTOCOL "duro-worker-10"
 
 enum worker_msg {
   /* engine to worker */
@@ -107,6 +107,7 @@ enum worker_msg {
   WM_ENV_PIPELINE,  /* s binding: rc 1 when bound */
   WM_PIPELINE_SEND, /* s binding, u n, n × s record */
   WM_QUEUE_TRACED,  /* QUEUE_BATCH's fields, then s traceparent */
+  WM_SET_ATTR,      /* s name, s json: duro_set_attribute */
   WM_RETURN,        /* i rc, u result_set, s result, u failed, u final,
                        s message: the callback returned (result_set
                        WM_RESULT_TOO_LARGE: the result's length in
@@ -158,7 +159,8 @@ enum worker_msg {
   X(rollback, WM_ROLLBACK, STEP)                                               \
   X(env_pipeline, WM_ENV_PIPELINE, ENV)                                        \
   X(pipeline_send, WM_PIPELINE_SEND, ENV)                                      \
-  X(queue_send_traced, WM_QUEUE_TRACED, ENV)
+  X(queue_send_traced, WM_QUEUE_TRACED, ENV)                                   \
+  X(set_attribute, WM_SET_ATTR, STEP)
 
 /* The worker's own frames, no call of the plugin's: a callback's return,
  * run()'s or a handler's end, a limit passed (WM_CRASH, retired, is in

@@ -813,6 +813,16 @@ static int serve_error_is(proxy *px, duro_attempt *at, const worker_frame *f,
   return SERVE_ON;
 }
 
+static int serve_set_attribute(proxy *px, duro_attempt *at,
+                               const worker_frame *f, int64_t *rc_out) {
+  (void)at, (void)rc_out;
+  reply(px,
+        px->api->set_attribute(px->step, f->set_attribute.name,
+                               f->set_attribute.json),
+        NULL);
+  return SERVE_ON;
+}
+
 /* The calls a plugin makes through its env, and its log lines: served
  * alike in run(), in a callback and in a queue or cron handler. */
 

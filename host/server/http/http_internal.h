@@ -113,7 +113,7 @@ typedef struct http_request {
   size_t body_len;
   char *content_type;  /* the Content-Type header's value, or NULL */
   char *segments;      /* the path, split in place by split_path */
-  char *params[12];    /* query values handed out by query_param */
+  char *params[32];    /* query values handed out by query_param */
   char *last_event_id; /* the Last-Event-ID header, or NULL */
   char *traceparent;   /* the traceparent header as sent, or NULL */
   size_t n_params;
@@ -318,6 +318,17 @@ int send_engine_error(http_exchange *x, int rc, const char *wf, const char *id);
 int method_is(const http_exchange *x, const char *m);
 int split_path(http_exchange *x, char **seg);
 const char *query_param(http_exchange *x, const char *key);
+/* The n-th (from 0) value of a query parameter given more than once, or
+ * NULL. */
+const char *query_param_nth(http_exchange *x, const char *key, size_t n);
+/* A list's search attributes from its repeatable `where` parameters
+ * (attr.h's syntax) against workflow wf's index, into where[] (at most
+ * DURO_ATTR_MAX; each cleared with duro_attr_filter_clear), *n of them:
+ * 0, or -1 after answering 400 request.invalid naming the parameter (or
+ * 404 for an unknown workflow).  For every route that takes a list's
+ * filter. */
+int query_where(http_server *s, http_exchange *x, const char *wf,
+                duro_attr_filter *where, size_t *n);
 json_t *parse_body(http_exchange *x, json_t *empty, int *sent);
 int name_valid(const char *s);
 int wrong_method(http_exchange *x, const char *allowed);

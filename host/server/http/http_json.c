@@ -199,6 +199,10 @@ int split_path(http_exchange *x, char **seg) {
 /* The value of `key` in the query string (owned by the request), or
  * NULL. */
 const char *query_param(http_exchange *x, const char *key) {
+  return query_param_nth(x, key, 0);
+}
+
+const char *query_param_nth(http_exchange *x, const char *key, size_t nth) {
   http_request *rq = &x->rq;
   if (!rq->query || rq->n_params == sizeof rq->params / sizeof *rq->params)
     return NULL;
@@ -208,7 +212,8 @@ const char *query_param(http_exchange *x, const char *key) {
   while (len > 0) {
     const char *amp = memchr(q, '&', len);
     size_t part = amp ? (size_t)(amp - q) : len;
-    if (part > klen && q[klen] == '=' && memcmp(q, key, klen) == 0) {
+    if (part > klen && q[klen] == '=' && memcmp(q, key, klen) == 0 &&
+        nth-- == 0) {
       /* percent-escapes decoded; one that is malformed or decodes to a
        * NUL is kept as sent (the route refuses it as it stands) */
       char *value = g_uri_unescape_segment(q + klen + 1, q + part, "");

@@ -289,6 +289,39 @@ static int query_instant(http_exchange *x, const char *name, int64_t *ms) {
   return -1;
 }
 
+int query_where(http_server *s, http_exchange *x, const char *wf,
+                duro_attr_filter *where, size_t *n) {
+  *n = 0;
+  const char *text;
+  while ((text = query_param_nth(x, "where", *n)) != NULL) {
+    if (*n == DURO_ATTR_MAX) {
+      send_error(x, 400, "request.invalid",
+                 "where: at most %d terms (a workflow has at most %d "
+                 "attributes)",
+                 DURO_ATTR_MAX, DURO_ATTR_MAX);
+      break;
+    }
+    char err[256];
+    int rc =
+        duro_list_where_parse(s->engine, wf, text, &where[*n], err, sizeof err);
+    if (rc == DURO_E_INVALID_ARGUMENT) {
+      send_error(x, 400, "request.invalid", "where: %s", err);
+      break;
+    }
+    if (rc) {
+      send_engine_error(x, rc, wf, NULL);
+      break;
+    }
+    (*n)++;
+  }
+  if (!text)
+    return 0;
+  for (size_t i = 0; i < *n; i++)
+    duro_attr_filter_clear(&where[i]);
+  *n = 0;
+  return -1;
+}
+
 static int list_instances(http_server *s, http_exchange *x, const char *wf) {
   const char *status = query_param(x, "status");
   const char *limit = query_param(x, "limit");
@@ -309,8 +342,14 @@ static int list_instances(http_server *s, http_exchange *x, const char *wf) {
     if (*end || lim < 1 || lim > 1000)
       return send_error(x, 400, "request.invalid", "limit must be 1 to 1000");
   }
+  duro_attr_filter where[DURO_ATTR_MAX];
+  if (query_where(s, x, wf, where, &f.n_where))
+    return 0;
+  f.where = where;
   json_t *out = NULL;
   int rc = duro_instance_list(s->engine, wf, &f, (size_t)lim, cursor, &out);
+  for (size_t i = 0; i < f.n_where; i++)
+    duro_attr_filter_clear(&where[i]);
   if (rc == DURO_E_INVALID_ARGUMENT)
     return send_error(x, 400, "request.invalid", "invalid cursor");
   if (rc)
