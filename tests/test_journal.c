@@ -240,7 +240,7 @@ START_TEST(upgrades_schema_9_pipeline_records) {
   ck_assert_int_eq(s.bytes, 12);
   journal_close(j);
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='12'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='13'"),
       1);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM pipeline_records"), 3);
   ck_assert_int_eq(count_rows("SELECT last FROM pipeline_records WHERE "
@@ -336,7 +336,7 @@ START_TEST(upgrades_schema_11_message_keys) {
                                                                1) "',0,0,3);",
       11);
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='12'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='13'"),
       1);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM messages WHERE key IS "
                               "NULL AND body LIKE '{\"account\":%'"),
@@ -385,7 +385,7 @@ START_TEST(upgrades_schema_6_to_7) {
   journal_instance_clear(&got);
   journal_close(j);
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='12'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='13'"),
       1);
   drop_db();
 }
@@ -412,7 +412,7 @@ START_TEST(upgrades_schema_10_to_11) {
                               "traceparent LIKE '00-4bf92f35%'"),
                    1);
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='12'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='13'"),
       1);
   drop_db();
 }
@@ -441,7 +441,7 @@ START_TEST(upgrades_schema_3_to_5) {
   journal_batch_free(&b);
   journal_close(j);
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='12'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='13'"),
       1);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM messages"), 1);
   drop_db();
@@ -467,7 +467,7 @@ START_TEST(upgrades_schema_4_to_5) {
   sqlite3_close(h);
   journal_close(open_journal());
   ck_assert_int_eq(
-      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='12'"),
+      count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' AND value='13'"),
       1);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM sqlite_master WHERE "
                               "name='messages_lease'"),

@@ -608,18 +608,18 @@ START_TEST(other_schema_is_refused) {
   int rc = migrate(path, conninfo, &out);
   ck_assert_msg(rc == 1, "exited %d:\n%s", rc, proc_tail(out));
   assert_contains(out, "is a journal of schema 5; duro migrate copies "
-                       "schema 12");
+                       "schema 13");
   assert_contains(out, "upgrades it");
   free(out);
   ck_assert_int_eq(sqlite3_exec(db,
-                                "UPDATE meta SET value='13' WHERE "
+                                "UPDATE meta SET value='14' WHERE "
                                 "key='schema'",
                                 NULL, NULL, NULL),
                    SQLITE_OK);
   sqlite3_close(db);
   rc = migrate(path, conninfo, &out);
   ck_assert_int_eq(rc, 1);
-  assert_contains(out, "schema 13, newer than this duro's 12");
+  assert_contains(out, "schema 14, newer than this duro's 13");
   free(out);
 }
 END_TEST

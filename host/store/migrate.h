@@ -3,7 +3,7 @@
  * losing its instances.
  *
  * The copy reads the source through the SQLite backend (read-only) and
- * bulk-loads every table of schema 12 into the target through the
+ * bulk-loads every table of schema 13 into the target through the
  * PostgreSQL backend (backend.h's table_export, table_import and
  * key_continue), in one PostgreSQL transaction: all rows or none.  Keys
  * are kept as they are (steps, attempts and events name their instance
@@ -22,9 +22,9 @@
 
 /* The schema the copy knows: a source or target at another version is
  * refused. */
-#define MIGRATE_SCHEMA 12
+#define MIGRATE_SCHEMA 13
 
-/* Every table of schema 12 but `meta` (each side keeps its own schema
+/* Every table of schema 13 but `meta` (each side keeps its own schema
  * row), in the order they are copied. */
 extern const store_table migrate_tables[];
 extern const size_t migrate_n_tables;

@@ -20,9 +20,9 @@
  * (SQLite's 11); 13: flow control's rates the hosts share (flow_rates)
  * and instances' claim keys (PostgreSQL's alone); 14: each message's key
  * under a consumer's concurrency by key, and the pointer each queue's
- * keys are of (SQLite's 12).  A journal of 6 to 13 is brought to 14 when
- * opened. */
-#define SCHEMA_VERSION "14"
+ * keys are of (SQLite's 12); 15: bulk actions' jobs (SQLite's 13).  A
+ * journal of 6 to 14 is brought to 15 when opened. */
+#define SCHEMA_VERSION "15"
 /* The advisory lock that one opener at a time creating or upgrading the
  * schema holds (any fixed number; no other lock of duro's uses it). */
 #define SCHEMA_LOCK "7140100"
@@ -165,8 +165,22 @@ static const char schema_sql[] =
     "ALTER TABLE instances ADD COLUMN IF NOT EXISTS claim_key " TXT ";"
     "CREATE UNIQUE INDEX IF NOT EXISTS instances_claim ON instances("
     " workflow, claim_key) WHERE claim_key IS NOT NULL;"
+    /* Schema 15: bulk actions' jobs, as SQLite's schema 13; `host` the
+     * host that runs one (hosts.id; 0: none yet). */
+    "CREATE TABLE IF NOT EXISTS bulk_jobs(id BIGSERIAL PRIMARY KEY,"
+    " workflow " TXT " NOT NULL, action " TXT " NOT NULL,"
+    " terminate INTEGER NOT NULL, status " TXT ", prefix " TXT ","
+    " created_after BIGINT NOT NULL, created_before BIGINT NOT NULL,"
+    " ended_after BIGINT NOT NULL, ended_before BIGINT NOT NULL,"
+    " bound BIGINT NOT NULL, below BIGINT NOT NULL, matched BIGINT NOT NULL,"
+    " done BIGINT NOT NULL, failed BIGINT NOT NULL, skipped BIGINT NOT NULL,"
+    " state " TXT " NOT NULL, created_ms BIGINT NOT NULL, ended_ms BIGINT,"
+    " host BIGINT NOT NULL DEFAULT 0, errors " TXT ", plan " TXT ");"
+    "CREATE INDEX IF NOT EXISTS bulk_jobs_workflow ON bulk_jobs(workflow, id);"
+    "CREATE INDEX IF NOT EXISTS bulk_jobs_running ON bulk_jobs(id)"
+    " WHERE state='running';"
     "UPDATE meta SET value='" SCHEMA_VERSION "' WHERE key='schema' AND"
-    " value IN ('6','7','8','9','10','11','12','13');";
+    " value IN ('6','7','8','9','10','11','12','13','14');";
 
 /* The schema version stored in meta, into ver; 0 or DURO_E_STORAGE. */
 int pg_schema_check(PGconn *c, char *err, size_t errlen) {
