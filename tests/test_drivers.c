@@ -127,7 +127,7 @@ START_TEST(the_table_is_bounded) {
   int builtin = 0;
   while (duro_builtin_drivers[builtin])
     builtin++;
-  ck_assert_int_eq(builtin, 10);
+  ck_assert_int_eq(builtin, 11);
   ck_assert_int_eq(n, DURO_ENGINE_MAX_DRIVERS - builtin);
   harness_start(&h);
   duro_engine_scheduler_pass(h.e); /* hooks left NULL are skipped */
