@@ -89,7 +89,8 @@ int main(int argc, char **argv) {
     return worker_process_main(argc, argv);
   if (!strcmp(verb, "workflows") || !strcmp(verb, "reload") ||
       !strcmp(verb, "plugins") || !strcmp(verb, "queues") ||
-      !strcmp(verb, "pipelines") || !strcmp(verb, "cron"))
+      !strcmp(verb, "pipelines") || !strcmp(verb, "cron") ||
+      !strcmp(verb, "bulk"))
     return cli_main(argc, argv);
   if (!strcmp(verb, "version") || !strcmp(verb, "--version"))
     return version();
