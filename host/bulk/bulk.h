@@ -35,6 +35,9 @@ int duro_bulk_action_parse(const char *name);
 
 /* Instances a job acts on at most per batch. */
 #define DURO_BULK_BATCH 100
+/* Threads a batch's instances are acted on with at once (besides the
+ * driver's own): their commits share fsyncs. */
+#define DURO_BULK_HELPERS 7
 /* How many failures a job keeps (errors), the first ones. */
 #define DURO_BULK_ERRORS 10
 /* How long an ended job is kept before the retention sweep takes it. */

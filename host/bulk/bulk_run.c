@@ -2,7 +2,10 @@
  * job's cursor, newest first, each acted on through the engine's own
  * control calls (so a running instance, one on another host, a refusal
  * are what a single request would meet), and the job's row moved on in
- * one commit after the batch.
+ * one commit after the batch.  The batch's instances are acted on by a
+ * few threads at once (DURO_BULK_HELPERS), so that their commits share
+ * the group commit's fsyncs; the cursor passes only the instances up to
+ * the first one not yet acted on.
  *
  * A crash between an action and the commit that records it does the
  * batch again at the next start (here or on the host that takes the job
@@ -14,6 +17,7 @@
  * short resumes from that plan, and an instance whose count has moved
  * since was restarted by it already (counted done), not again. */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +32,7 @@ typedef struct match {
   int64_t rowid;
   char *id;
   int64_t restarts; /* a restart's plan: the count before it */
+  int rc;           /* the action's answer */
 } match;
 
 typedef struct batch {
@@ -89,6 +94,63 @@ static int act(duro_engine *e, const journal_bulk *job, duro_bulk_action a,
   return DURO_E_INVALID_ARGUMENT;
 }
 
+/* A batch being acted on: the helpers take its instances in turn. */
+typedef struct acting {
+  duro_engine *e;
+  journal_bulk *job;
+  int a, resumed;
+  batch *b;
+  size_t next; /* atomic: the next instance to take */
+} acting;
+
+/* One instance: its answer into m->rc.  A restart resumed from its plan
+ * is not done again where the instance's count moved since. */
+static void act_one(acting *ac, match *m) {
+  if (bulk_stopping(ac->e)) {
+    m->rc = DURO_E_SHUTDOWN; /* later: the batch stops here */
+    return;
+  }
+  if (!m->id) {
+    m->rc = DURO_E_NOT_FOUND;
+    return;
+  }
+  if (ac->a == DURO_BULK_RESTART && ac->resumed) {
+    journal_instance in = {0};
+    int got = journal_instance_get_rowid(engine_journal(ac->e), m->rowid, &in);
+    int restarted = got == 0 && in.restarts > m->restarts;
+    journal_instance_clear(&in);
+    if (got || restarted) {
+      m->rc = got;
+      return;
+    }
+  }
+  m->rc = act(ac->e, ac->job, ac->a, m->id);
+}
+
+static void *helper(void *arg) {
+  acting *ac = arg;
+  size_t i;
+  while ((i = __atomic_fetch_add(&ac->next, 1, __ATOMIC_RELAXED)) < ac->b->n)
+    act_one(ac, &ac->b->v[i]);
+  return NULL;
+}
+
+/* Acts on every instance of the batch: with engine threads, on
+ * DURO_BULK_HELPERS threads at once, so that their commits share the
+ * group commit's fsyncs instead of taking one each in turn; with none
+ * (a test's engine), one after another on this thread. */
+static void act_batch(acting *ac) {
+  pthread_t t[DURO_BULK_HELPERS];
+  size_t started = 0;
+  if (engine_workers(ac->e) > 0)
+    for (; started < DURO_BULK_HELPERS && started + 1 < ac->b->n; started++)
+      if (pthread_create(&t[started], NULL, helper, ac) != 0)
+        break;
+  helper(ac);
+  for (size_t i = 0; i < started; i++)
+    pthread_join(t[i], NULL);
+}
+
 static size_t lines(const char *text) {
   size_t n = 0;
   for (const char *p = text; p && *p; p++)
@@ -137,9 +199,10 @@ static void plan_parse(duro_engine *e, const char *plan, batch *b) {
     int64_t restarts = *end == ':' ? strtoll(end + 1, &end, 10) : 0;
     journal_instance in = {0};
     if (journal_instance_get_rowid(engine_journal(e), rowid, &in) == 0)
-      b->v[b->n++] = (match){rowid, xstrdup(in.id), restarts};
+      b->v[b->n++] =
+          (match){.rowid = rowid, .id = xstrdup(in.id), .restarts = restarts};
     else /* gone since: nothing to restart, and the cursor passes it */
-      b->v[b->n++] = (match){rowid, NULL, restarts};
+      b->v[b->n++] = (match){.rowid = rowid, .restarts = restarts};
     journal_instance_clear(&in);
     p = *end == ',' ? end + 1 : end + strlen(end);
   }
@@ -183,30 +246,18 @@ static size_t run_batch(duro_engine *e, journal_bulk *job) {
       return 0;
     }
   }
+  acting ac = {.e = e, .job = job, .a = a, .resumed = resumed, .b = &b};
+  act_batch(&ac);
   size_t n = 0;
   int later = 0;
-  for (; n < b.n && !later; n++) {
+  for (; n < b.n; n++) {
     match *m = &b.v[n];
-    if (bulk_stopping(e)) {
-      later = 1;
-      break;
-    }
-    int rc = DURO_E_NOT_FOUND, out;
-    if (m->id && a == DURO_BULK_RESTART && resumed) {
-      journal_instance in = {0};
-      int got = journal_instance_get_rowid(engine_journal(e), m->rowid, &in);
-      int restarted = got == 0 && in.restarts > m->restarts;
-      journal_instance_clear(&in);
-      rc = got ? got : restarted ? 0 : act(e, job, a, m->id);
-    } else if (m->id) {
-      rc = act(e, job, a, m->id);
-    }
-    out = outcome(rc);
+    int out = outcome(m->rc);
     if (out == OUT_LATER) {
       later = 1;
       break;
     }
-    count(job, out, m->id ? m->id : "?", rc);
+    count(job, out, m->id ? m->id : "?", m->rc);
     job->cursor = m->rowid;
   }
   /* A restart's batch cut short is resumed from its plan: nothing of it
