@@ -90,7 +90,9 @@ int main(int argc, char **argv) {
   if (!strcmp(verb, "workflows") || !strcmp(verb, "reload") ||
       !strcmp(verb, "plugins") || !strcmp(verb, "queues") ||
       !strcmp(verb, "pipelines") || !strcmp(verb, "cron") ||
-      !strcmp(verb, "hosts"))
+      !strcmp(verb, "hosts") ||
+
+      !strcmp(verb, "bulk"))
     return cli_main(argc, argv);
   if (!strcmp(verb, "version") || !strcmp(verb, "--version"))
     return version();

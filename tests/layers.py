@@ -67,11 +67,12 @@ RULES = [
     ("host/flow", "not", ["host/engine/engine_internal.h"], RULE),
     ("host/resources", "not", ["host/engine/engine_internal.h"], RULE),
     ("host/outcomes", "not", ["host/engine/engine_internal.h"], RULE),
+    ("host/bulk", "not", ["host/engine/engine_internal.h"], RULE),
     # The core names no feature: features reach it as drivers.
     ("host/engine", "not", ["host/queues", "host/cron", "host/children",
                             "host/pipelines", "host/telemetry",
                             "host/tail", "host/flow", "host/resources",
-                            "host/outcomes"],
+                            "host/outcomes", "host/bulk"],
      RULE),
     # The views make JSON of the public answers (engine.h, queue.h,
     # trigger.h), never of the engine's internals.

@@ -21,7 +21,7 @@ export ASAN_OPTIONS=detect_leaks=1
 
 # The suites whose engines the harness opens on DURO_TEST_PG's server
 # (tests/harness.h); the others open SQLite files of their own.
-engine_suites=(test_steps test_restart test_delete test_attributes test_limits test_random test_queues
+engine_suites=(test_steps test_restart test_delete test_attributes test_bulk test_limits test_random test_queues
                test_queue_keys
                test_cron test_versions test_ledger test_deadline
                test_children test_parallel test_rollback test_pipelines

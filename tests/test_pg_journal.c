@@ -1009,6 +1009,105 @@ START_TEST(frozen_group_lets_its_host_be_taken_over) {
 }
 END_TEST
 
+/* A bulk job (journal_bulk) on a shared store: its row names the host
+ * that runs it; another host's claim takes it only once that host is
+ * dead (or gone), and then the dead one's progress is fenced out while
+ * the taker's is written. */
+static int64_t bulk_op(journal *j, journal_op_kind kind, journal_bulk *b,
+                       int64_t id, int64_t host) {
+  journal_batch batch = {0};
+  journal_op *op = journal_batch_add(&batch, kind);
+  op->bulk = b;
+  op->rowid = id;
+  op->from_seq = host;
+  int rc = journal_commit(j, &batch);
+  int64_t out = rc ? -1 : op->out_rowid;
+  journal_batch_free(&batch);
+  return out;
+}
+
+START_TEST(bulk_job_taken_over_from_a_dead_host) {
+  fresh_db();
+  journal *a = open_journal(), *b = open_journal();
+  int lost = 0;
+  store_host_hooks hooks = {.lost = on_lost, .ctx = &lost};
+  char err[256];
+  ck_assert_msg(journal_join(a, 600000, &hooks, err, sizeof err) == 0, "%s",
+                err);
+  ck_assert_msg(journal_join(b, 600000, &hooks, err, sizeof err) == 0, "%s",
+                err);
+  journal_bulk job = {.workflow = "wf",
+                      .action = "terminate",
+                      .filter = {.status = DURO_STATUS_WAITING, .prefix = "p-"},
+                      .bound = 10,
+                      .cursor = 11,
+                      .matched = 3,
+                      .created_ms = 1000,
+                      .host = journal_host(a),
+                      .state = "running",
+                      .ended_ms = JOURNAL_NONE};
+  job.id = bulk_op(a, JOP_BULK_INSERT, &job, 0, 0);
+  ck_assert_int_gt(job.id, 0);
+  /* a lives: b's claim takes nothing, a's progress is written */
+  ck_assert_int_eq(bulk_op(b, JOP_BULK_CLAIM, NULL, job.id, journal_host(b)),
+                   0);
+  job.cursor = 7;
+  job.done = 1;
+  ck_assert_int_eq(bulk_op(a, JOP_BULK_PROGRESS, &job, 0, 0), 1);
+  /* a is found dead: b takes it, a's writes fail, b's go */
+  char sql[128];
+  snprintf(sql, sizeof sql,
+           "UPDATE hosts SET dead=true WHERE id=%lld "
+           "RETURNING 1",
+           (long long)journal_host(a));
+  ck_assert_int_eq(count_rows(sql), 1);
+  ck_assert_int_eq(bulk_op(b, JOP_BULK_CLAIM, NULL, job.id, journal_host(b)),
+                   1);
+  job.cursor = 5;
+  ck_assert_int_eq(bulk_op(a, JOP_BULK_PROGRESS, &job, 0, 0), -1);
+  journal_bulk got;
+  ck_assert_int_eq(journal_bulk_get(b, job.id, &got), 0);
+  ck_assert_int_eq(got.host, journal_host(b));
+  ck_assert_int_eq(got.cursor, 7);
+  ck_assert_int_eq(got.done, 1);
+  ck_assert_str_eq(got.filter.prefix, "p-");
+  ck_assert_int_eq(got.filter.status, DURO_STATUS_WAITING);
+  ck_assert_int_eq(got.ended_ms, JOURNAL_NONE);
+  journal_bulk_clear(&got);
+  /* b's progress and end; a cancel after it changes nothing */
+  job.host = journal_host(b);
+  job.cursor = 1;
+  job.done = 3;
+  job.state = "done";
+  job.ended_ms = 2000;
+  ck_assert_int_eq(bulk_op(b, JOP_BULK_PROGRESS, &job, 0, 0), 1);
+  journal_batch c = {0};
+  journal_op *op = journal_batch_add(&c, JOP_BULK_CANCEL);
+  op->rowid = job.id;
+  op->ts_ms = 3000;
+  commit_ok(b, &c);
+  ck_assert_int_eq(op->out_rowid, 0);
+  journal_batch_free(&c);
+  ck_assert_int_eq(journal_bulk_get(b, job.id, &got), 0);
+  ck_assert_str_eq(got.state, "done");
+  ck_assert_int_eq(got.ended_ms, 2000);
+  journal_bulk_clear(&got);
+  /* swept once ended before the bound, not at it */
+  for (int64_t before = 2000; before <= 2001; before++) {
+    journal_batch w = {0};
+    op = journal_batch_add(&w, JOP_BULK_SWEEP);
+    op->ts_ms = before;
+    op->from_seq = 100;
+    commit_ok(b, &w);
+    ck_assert_int_eq(op->out_rowid, before == 2001);
+    journal_batch_free(&w);
+  }
+  ck_assert_int_eq(journal_bulk_get(b, job.id, &got), DURO_E_NOT_FOUND);
+  journal_close(a);
+  journal_close(b);
+}
+END_TEST
+
 /* A copy's rows, as table_export hands them. */
 static int two_counts(void *ctx, store_row_fn put, void *put_ctx) {
   (void)ctx;
@@ -1767,6 +1866,7 @@ int main(void) {
   tcase_add_test(tc, dead_host_fails_its_groups);
   tcase_add_test(tc, hosts_are_listed);
   tcase_add_test(tc, frozen_group_lets_its_host_be_taken_over);
+  tcase_add_test(tc, bulk_job_taken_over_from_a_dead_host);
   tcase_add_test(tc, read_only_reads_and_refuses_writes);
   tcase_add_test(tc, list_count_wake_and_sweep);
   tcase_add_test(tc, queue_messages);

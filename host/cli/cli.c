@@ -1,9 +1,8 @@
 /* cli.c — `duro workflows …`, `duro plugins …`, `duro queues …`, `duro
- * pipelines …`, `duro cron …`: the command-line client of a running host's HTTP
- * API, so that triggering, listing, inspecting and steering instances, sending
- * to a queue or looking at its messages, or firing a cron trigger, takes one
- * command instead of a curl
- * line.
+ * pipelines …`, `duro cron …`, `duro bulk …`: the command-line client of a
+ * running host's HTTP API, so that triggering, listing, inspecting and steering
+ * instances, sending to a queue or looking at its messages, or firing a cron
+ * trigger, takes one command instead of a curl line.
  *
  * One invocation sends one request.  Its course: find the verb in
  * verbs[]; parse the arguments (options may come anywhere, "--" ends
@@ -70,6 +69,16 @@ static const cli_verb verbs[] = {
      cli_print_status},
     {"workflows instances delete", "WF ID [--terminate]", 2, 2, O_TERMINATE,
      NULL, cli_build_delete, cli_print_deleted},
+    {"workflows instances bulk",
+     "WF --action terminate|restart|resume|pause|delete [--status S] "
+     "[--prefix P] [--created-after T] [--created-before T] [--dry-run] "
+     "[--terminate]",
+     1, 1,
+     O_ACTION | O_STATUS | O_PREFIX | O_CREATED_AFTER | O_CREATED_BEFORE |
+         O_DRY_RUN | O_TERMINATE,
+     NULL, cli_build_bulk, cli_print_bulk},
+    {"bulk status", "ID", 1, 1, 0, NULL, cli_build_bulk_status, cli_print_bulk},
+    {"bulk cancel", "ID", 1, 1, 0, NULL, cli_build_bulk_cancel, cli_print_bulk},
     {"workflows instances send-event", "WF ID --type T [--payload JSON]", 2, 2,
      O_TYPE | O_PAYLOAD, NULL, cli_build_event, cli_print_event},
     {"reload", "[PLUGIN]", 0, 1, 0, NULL, cli_build_reload, cli_print_reload},
@@ -203,7 +212,9 @@ static int run_verb(const cli_verb *v, const cli_args *a) {
     cli_print_answer(v, a, answer);
     fflush(stdout);
     rc = cli_follow_events(&c, a);
-  } else if (rc == CLI_OK && v->build == cli_build_workflows_list)
+  } else if (rc == CLI_OK && v->build == cli_build_bulk && !a->dry_run)
+    rc = cli_bulk_follow(&c, a, answer);
+  else if (rc == CLI_OK && v->build == cli_build_workflows_list)
     rc = cli_list_workflows(&c, a, answer);
   else if (rc == CLI_OK)
     cli_print_answer(v, a, answer);
@@ -225,7 +236,9 @@ int cli_main(int argc, char **argv) {
   int group_only = !strcmp(argv[1], "workflows") ||
                    !strcmp(argv[1], "plugins") || !strcmp(argv[1], "queues") ||
                    !strcmp(argv[1], "pipelines") || !strcmp(argv[1], "cron") ||
-                   !strcmp(argv[1], "hosts");
+                   !strcmp(argv[1], "hosts") ||
+
+                   !strcmp(argv[1], "bulk");
   if (argc < 3 && group_only)
     return usage(stderr);
   if (argc >= 3 && cli_is_help(argv[2]))

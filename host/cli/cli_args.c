@@ -40,6 +40,8 @@ static const struct cli_option {
     {"--created-before", O_CREATED_BEFORE, offsetof(cli_args, created_before)},
     {"--terminate", O_TERMINATE, 0},
     {"--where", O_WHERE, 0},
+    {"--action", O_ACTION, offsetof(cli_args, action)},
+    {"--dry-run", O_DRY_RUN, 0},
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
@@ -66,11 +68,12 @@ static int parse_option(const cli_verb *v, cli_args *a, int argc, char **argv,
     return cli_usage_error(v, "%s given twice", o->name);
   a->given |= o->bit;
   if (o->bit == O_JSON || o->bit == O_FULL || o->bit == O_ROLLBACK ||
-      o->bit == O_FOLLOW || o->bit == O_TERMINATE) {
+      o->bit == O_FOLLOW || o->bit == O_TERMINATE || o->bit == O_DRY_RUN) {
     *(o->bit == O_JSON        ? &a->json
       : o->bit == O_FULL      ? &a->full
       : o->bit == O_ROLLBACK  ? &a->rollback
       : o->bit == O_TERMINATE ? &a->terminate
+      : o->bit == O_DRY_RUN   ? &a->dry_run
                               : &a->follow) = 1;
     return eq ? cli_usage_error(v, "%s takes no value", o->name) : CLI_OK;
   }

@@ -10,7 +10,6 @@
 #include "clock.h"
 #include "describe.h"
 #include "duration.h"
-#include "instant.h"
 #include "util.h"
 
 int cli_build_trigger(cli_ctx *c, const cli_verb *v, const cli_args *a,
@@ -47,29 +46,6 @@ int cli_build_trigger(cli_ctx *c, const cli_verb *v, const cli_args *a,
   return CLI_OK;
 }
 
-/* --created-after and --created-before: a time as the API takes it (ms,
- * ISO 8601), or a duration before now ("1h", "2 days"), as ms into buf;
- * NULL after a usage error. */
-static const char *when(const cli_verb *v, const char *option, const char *text,
-                        char buf[24]) {
-  int64_t ms;
-  if (!text)
-    return NULL;
-  if (instant_parse(text, &ms) != 0) {
-    int64_t ago;
-    if (duration_parse(text, &ago) != 0) {
-      cli_usage_error(v,
-                      "%s takes a time (2026-12-07T10:00:00Z, ms since the "
-                      "epoch) or a duration before now (1h), not \"%s\"",
-                      option, text);
-      return NULL;
-    }
-    ms = clock_wall_ms() - ago;
-  }
-  snprintf(buf, 24, "%lld", (long long)ms);
-  return buf;
-}
-
 int cli_build_list(cli_ctx *c, const cli_verb *v, const cli_args *a,
                    cli_req *r) {
   unsigned long long limit;
@@ -78,9 +54,10 @@ int cli_build_list(cli_ctx *c, const cli_verb *v, const cli_args *a,
     return CLI_USAGE;
   if (a->limit && cli_parse_count(v, "--limit", a->limit, &limit))
     return CLI_USAGE;
-  const char *after_ms = when(v, "--created-after", a->created_after, after);
+  const char *after_ms =
+      cli_time_arg(v, "--created-after", a->created_after, after);
   const char *before_ms =
-      when(v, "--created-before", a->created_before, before);
+      cli_time_arg(v, "--created-before", a->created_before, before);
   if ((a->created_after && !after_ms) || (a->created_before && !before_ms))
     return CLI_USAGE;
   r->method = "GET";

@@ -20,7 +20,9 @@
  *   cli_plugins.c    reload and plugins list
  *   cli_queues.c     queues send, list, describe, peek
  *   cli_pipelines.c  pipelines send, list, describe
- *   cli_cron.c       cron list and cron trigger */
+ *   cli_cron.c       cron list and cron trigger
+ *   cli_bulk.c       instances bulk (its progress followed), bulk status
+ *                    and bulk cancel */
 #ifndef DURO_CLI_INTERNAL_H
 #define DURO_CLI_INTERNAL_H
 
@@ -65,6 +67,8 @@ enum {
   O_CREATED_BEFORE = 1u << 20,
   O_TERMINATE = 1u << 21,
   O_WHERE = 1u << 22, /* the one option that may be given more than once */
+  O_ACTION = 1u << 23,
+  O_DRY_RUN = 1u << 24,
   O_COMMON = O_JSON | O_CONFIG | O_URL /* every verb takes these */
 };
 
@@ -77,9 +81,10 @@ typedef struct cli_args {
   int rollback;  /* --rollback: a terminate's rollbacks run first */
   int follow;    /* --follow: logs, describe go on until the instance ends */
   int terminate; /* --terminate: a delete ends a live instance first */
+  int dry_run;   /* --dry-run: a bulk action only counts its matches */
   const char *config, *url, *id, *status, *limit, *cursor, *from, *count, *type,
       *payload, *delay, *timeout, *after, *prefix, *created_after,
-      *created_before;
+      *created_before, *action;
   const char *wait; /* --wait: "" without a DURATION */
   /* --where: each a search attribute's term (customer:c42), ANDed */
   const char *where[CLI_MAX_WHERE];
@@ -151,6 +156,11 @@ void cli_query_add(cli_ctx *c, char **path, const char *key, const char *value);
 int cli_check_name(const cli_verb *v, const char *what, const char *s);
 /* WF, and ID for the verbs that take one (pos[1]). */
 int cli_check_instance(const cli_verb *v, const cli_args *a, int has_id);
+/* --created-after and --created-before: a time as the API takes it (ms,
+ * ISO 8601), or a duration before now ("1h"), as ms into buf; NULL after
+ * a usage error (said), or for no text. */
+const char *cli_time_arg(const cli_verb *v, const char *option,
+                         const char *text, char buf[24]);
 
 /* ---- cli_host.c ---------------------------------------------------------- */
 
@@ -283,6 +293,17 @@ void cli_print_pipelines(const cli_args *a, const json_t *r);
 int cli_build_pipeline_describe(cli_ctx *c, const cli_verb *v,
                                 const cli_args *a, cli_req *r);
 void cli_print_pipeline(const cli_args *a, const json_t *r);
+
+/* cli_bulk.c: instances bulk posts the job, then follows its progress
+ * (cli_bulk_follow) until it ends. */
+int cli_build_bulk(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                   cli_req *r);
+int cli_bulk_follow(cli_ctx *c, const cli_args *a, const json_t *created);
+int cli_build_bulk_status(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                          cli_req *r);
+int cli_build_bulk_cancel(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                          cli_req *r);
+void cli_print_bulk(const cli_args *a, const json_t *r);
 
 /* cli_cron.c */
 int cli_build_crons(cli_ctx *c, const cli_verb *v, const cli_args *a,

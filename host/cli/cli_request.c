@@ -9,7 +9,10 @@
 #include <string.h>
 
 #include "cli_internal.h"
+#include "clock.h"
+#include "duration.h"
 #include "ids.h"
+#include "instant.h"
 #include "util.h"
 
 char *cli_dump(json_t *v) {
@@ -77,4 +80,27 @@ int cli_check_instance(const cli_verb *v, const cli_args *a, int has_id) {
   if (cli_check_name(v, "WF", a->pos[0]))
     return CLI_USAGE;
   return has_id ? cli_check_name(v, "ID", a->pos[1]) : CLI_OK;
+}
+
+/* --created-after and --created-before: a time as the API takes it (ms,
+ * ISO 8601), or a duration before now ("1h", "2 days"), as ms into buf;
+ * NULL after a usage error. */
+const char *cli_time_arg(const cli_verb *v, const char *option,
+                         const char *text, char buf[24]) {
+  int64_t ms;
+  if (!text)
+    return NULL;
+  if (instant_parse(text, &ms) != 0) {
+    int64_t ago;
+    if (duration_parse(text, &ago) != 0) {
+      cli_usage_error(v,
+                      "%s takes a time (2026-12-07T10:00:00Z, ms since the "
+                      "epoch) or a duration before now (1h), not \"%s\"",
+                      option, text);
+      return NULL;
+    }
+    ms = clock_wall_ms() - ago;
+  }
+  snprintf(buf, 24, "%lld", (long long)ms);
+  return buf;
 }

@@ -735,6 +735,27 @@ int journal_children_each(journal *j, int64_t parent,
   return j->be->children_each(j->db, parent, fn, ctx);
 }
 
+void journal_bulk_clear(journal_bulk *b) {
+  free(b->workflow);
+  free(b->action);
+  free((char *)b->filter.prefix);
+  free(b->state);
+  free(b->errors);
+  free(b->plan);
+  *b = (journal_bulk){0};
+}
+
+int journal_bulk_get(journal *j, int64_t id, journal_bulk *out) {
+  *out = (journal_bulk){0};
+  return j->be->bulk_get(j->db, id, out);
+}
+
+int journal_bulk_list(journal *j, const char *workflow, int running,
+                      size_t limit,
+                      void (*fn)(void *ctx, const journal_bulk *b), void *ctx) {
+  return j->be->bulk_list(j->db, workflow, running, limit, fn, ctx);
+}
+
 int journal_orphans_each(journal *j, size_t limit,
                          void (*fn)(void *ctx, int64_t rowid,
                                     const char *workflow, const char *id,

@@ -313,6 +313,22 @@ typedef enum journal_op_kind {
    * value (a second set replaces it); nothing when the instance is
    * gone */
   JOP_ATTRIBUTE_SET,
+  /* Bulk actions' jobs (journal_bulk, host/bulk/). */
+  JOP_BULK_INSERT,   /* bulk: the new job's row; out_rowid = its id */
+  JOP_BULK_PROGRESS, /* bulk: its cursor, counts, errors and plan, and its
+                        state and ended_ms unless it is no longer running
+                        (cancelled meanwhile), where bulk->host runs it;
+                        out_rowid = 1 when it did */
+  JOP_BULK_CANCEL,   /* rowid = the job, ts_ms: a running job is cancelled
+                        at ts_ms; out_rowid = 1 when it was running */
+  JOP_BULK_CLAIM,    /* rowid = the job, from_seq = this host: a running
+                        job becomes this host's when it is its own
+                        already, no host's, or a dead host's (the liveness
+                        the takeover of instances uses); out_rowid = 1
+                        when it is this host's */
+  JOP_BULK_SWEEP,    /* ts_ms, from_seq = limit: deletes up to `limit`
+                        jobs that ended before ts_ms; out_rowid = how
+                        many */
 } journal_op_kind;
 
 /* The rows a JOP_INSTANCE_DELETE took with its instance. */
@@ -359,8 +375,10 @@ typedef struct journal_op {
                                 instance (journal_host: this one) */
   journal_message *messages; /* JOP_MESSAGE_LEASE */
   size_t n_messages;
-  journal_deleted *deleted; /* JOP_INSTANCE_DELETE, may be NULL */
-  const duro_attr *attr;    /* JOP_ATTRIBUTE_SET */
+  journal_deleted *deleted;        /* JOP_INSTANCE_DELETE, may be NULL */
+  const duro_attr *attr;           /* JOP_ATTRIBUTE_SET */
+  journal_deleted *deleted;        /* JOP_INSTANCE_DELETE, may be NULL */
+  const struct journal_bulk *bulk; /* JOP_BULK_INSERT, JOP_BULK_PROGRESS */
 } journal_op;
 
 typedef struct journal_batch {
@@ -622,6 +640,41 @@ int journal_list(journal *j, const char *workflow, const journal_list_filter *f,
  * (borrowed for the call). */
 int journal_attributes(journal *j, int64_t rowid,
                        void (*fn)(void *ctx, const duro_attr *a), void *ctx);
+/* A bulk action's job (host/bulk/): an action on every instance of a
+ * workflow that passed a filter when it was made, walked newest first by
+ * rowid below `cursor` and no higher than `bound` (the newest rowid when
+ * it was made), its progress a row updated with each batch. */
+typedef struct journal_bulk {
+  int64_t id; /* JOP_BULK_INSERT assigns it */
+  char *workflow;
+  char *action;  /* terminate, restart, resume, pause, delete */
+  int terminate; /* delete: live ones are terminated first */
+  /* The filter (its prefix owned: journal_bulk_clear frees it).  The
+   * list's `where` (search attributes), once the store has it, is a
+   * column more, read and written beside these. */
+  journal_list_filter filter;
+  int64_t bound;  /* the highest rowid the walk may meet */
+  int64_t cursor; /* the walk goes on below it (column `below`) */
+  int64_t matched, done, failed, skipped;
+  char *state;                  /* running, done, cancelled */
+  int64_t created_ms, ended_ms; /* ended_ms JOURNAL_NONE while running */
+  int64_t host;                 /* the host that runs it (0: none yet) */
+  /* The first few failures, a line each: "<instance id>\t<error>". */
+  char *errors;
+  /* A restart's batch under way (bulk_run.c): "<rowid>:<restarts>,..."
+   * of the instances it is about to restart, or NULL. */
+  char *plan;
+} journal_bulk;
+
+void journal_bulk_clear(journal_bulk *b);
+/* Job `id` into *out (caller clears it): 0, DURO_E_NOT_FOUND. */
+int journal_bulk_get(journal *j, int64_t id, journal_bulk *out);
+/* Jobs newest first: of `workflow` (NULL: every workflow), only the
+ * running ones when `running`, at most `limit`.  The row is borrowed for
+ * the call. */
+int journal_bulk_list(journal *j, const char *workflow, int running,
+                      size_t limit,
+                      void (*fn)(void *ctx, const journal_bulk *b), void *ctx);
 
 /* Instance counts per workflow and stored status, in the order of the
  * workflow's name, then the status's. */

@@ -44,6 +44,11 @@ const store_table migrate_tables[] = {
     {"pipeline_records", "pipeline,seq,last,bytes,sent_ms,body", 6, NULL},
     {"logs", "instance,n,ts_ms,level,step,attempt,message", 7, NULL},
     {"attributes", "instance,name,workflow,str,num", 5, NULL},
+    {"bulk_jobs",
+     "id,workflow,action,terminate,status,prefix,created_after,created_before,"
+     "ended_after,ended_before,bound,below,matched,done,failed,skipped,state,"
+     "created_ms,ended_ms,host,errors,plan",
+     22, "id"},
 };
 const size_t migrate_n_tables =
     sizeof migrate_tables / sizeof migrate_tables[0];

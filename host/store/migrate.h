@@ -3,7 +3,7 @@
  * losing its instances.
  *
  * The copy reads the source through the SQLite backend (read-only) and
- * bulk-loads every table of schema 12 into the target through the
+ * bulk-loads every table of schema 13 into the target through the
  * PostgreSQL backend (backend.h's table_export, table_import and
  * key_continue), in one PostgreSQL transaction: all rows or none.  Keys
  * are kept as they are (steps, attempts and events name their instance

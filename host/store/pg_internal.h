@@ -146,6 +146,11 @@ enum {
   ST_PIPELINE_PLAN,
   ST_PIPELINE_CLAIM,
   ST_PIPELINE_DONE,
+  ST_BULK_INSERT,
+  ST_BULK_PROGRESS,
+  ST_BULK_CANCEL,
+  ST_BULK_CLAIM,
+  ST_BULK_SWEEP,
   ST_NOTIFY,
   ST_FENCE,
   ST_WRITE_COUNT_
@@ -267,6 +272,10 @@ int pg_message_retry(pg_store *pg, journal_op *op);
 int pg_cron_apply(pg_store *pg, journal_op *op);
 int pg_pipeline_apply(pg_store *pg, journal_op *op);
 int pg_log_apply(pg_store *pg, journal_op *op);
+int pg_bulk_apply(pg_store *pg, journal_op *op);
+int pg_bulk_get(void *db, int64_t id, journal_bulk *out);
+int pg_bulk_list(void *db, const char *workflow, int running, size_t limit,
+                 void (*fn)(void *ctx, const journal_bulk *b), void *ctx);
 int pg_logs_read(void *db, int64_t rowid, int64_t after, size_t limit,
                  journal_log **out, size_t *n);
 

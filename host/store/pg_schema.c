@@ -20,8 +20,9 @@
  * (SQLite's 11); 13: flow control's rates the hosts share (flow_rates)
  * and instances' claim keys (PostgreSQL's alone); 14: each message's key
  * under a consumer's concurrency by key, and the pointer each queue's
- * keys are of (SQLite's 12); 15: instances' search attributes (SQLite's
- * 13).  A journal of 6 to 14 is brought to 15 when opened. */
+ * keys are of (SQLite's 12); 15: instances' search attributes and bulk
+ * actions' jobs (SQLite's 13).  A journal of 6 to 14 is brought to 15
+ * when opened. */
 #define SCHEMA_VERSION "15"
 /* The advisory lock that one opener at a time creating or upgrading the
  * schema holds (any fixed number; no other lock of duro's uses it). */
@@ -173,6 +174,20 @@ static const char schema_sql[] =
     " str, instance) WHERE str IS NOT NULL;"
     "CREATE INDEX IF NOT EXISTS attributes_num ON attributes(workflow, name,"
     " num, instance) WHERE num IS NOT NULL;"
+    /* Schema 15: bulk actions' jobs, as SQLite's schema 13; `host` the
+     * host that runs one (hosts.id; 0: none yet). */
+    "CREATE TABLE IF NOT EXISTS bulk_jobs(id BIGSERIAL PRIMARY KEY,"
+    " workflow " TXT " NOT NULL, action " TXT " NOT NULL,"
+    " terminate INTEGER NOT NULL, status " TXT ", prefix " TXT ","
+    " created_after BIGINT NOT NULL, created_before BIGINT NOT NULL,"
+    " ended_after BIGINT NOT NULL, ended_before BIGINT NOT NULL,"
+    " bound BIGINT NOT NULL, below BIGINT NOT NULL, matched BIGINT NOT NULL,"
+    " done BIGINT NOT NULL, failed BIGINT NOT NULL, skipped BIGINT NOT NULL,"
+    " state " TXT " NOT NULL, created_ms BIGINT NOT NULL, ended_ms BIGINT,"
+    " host BIGINT NOT NULL DEFAULT 0, errors " TXT ", plan " TXT ");"
+    "CREATE INDEX IF NOT EXISTS bulk_jobs_workflow ON bulk_jobs(workflow, id);"
+    "CREATE INDEX IF NOT EXISTS bulk_jobs_running ON bulk_jobs(id)"
+    " WHERE state='running';"
     "UPDATE meta SET value='" SCHEMA_VERSION "' WHERE key='schema' AND"
     " value IN ('6','7','8','9','10','11','12','13','14');";
 

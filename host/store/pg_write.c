@@ -267,6 +267,32 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
         "AND seq BETWEEN $2 AND $3 AND EXISTS (SELECT 1 FROM d)) "
         "SELECT COUNT(*) FROM d",
     /* Delivered to the channel's listener when the group commits. */
+    /* Bulk actions' jobs (pg_bulk.c). */
+    [ST_BULK_INSERT] =
+        "INSERT INTO bulk_jobs(workflow,action,terminate,status,prefix,"
+        "created_after,created_before,ended_after,ended_before,bound,below,"
+        "matched,done,failed,skipped,state,created_ms,host) "
+        "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,0,0,0,'running',$13,"
+        "$14) RETURNING id",
+    /* Only where this host runs it; a cancel that came meanwhile stands:
+     * the counts move, the state does not. */
+    [ST_BULK_PROGRESS] =
+        "UPDATE bulk_jobs SET below=$3, done=$4, failed=$5, skipped=$6, "
+        "errors=$7, plan=$8, "
+        "ended_ms=CASE WHEN state='running' THEN $10::bigint ELSE ended_ms "
+        "END, state=CASE WHEN state='running' THEN $9::text ELSE state END "
+        "WHERE id=$1 AND host=$2",
+    [ST_BULK_CANCEL] = "UPDATE bulk_jobs SET state='cancelled', ended_ms=$2 "
+                       "WHERE id=$1 AND state='running'",
+    /* A running job is taken by a host when no live host runs it: none
+     * yet, or one the takeover found dead (pg_hosts.c), or gone. */
+    [ST_BULK_CLAIM] =
+        "UPDATE bulk_jobs SET host=$2 WHERE id=$1 AND state='running' AND "
+        "(host=$2 OR NOT EXISTS(SELECT 1 FROM hosts WHERE "
+        "hosts.id=bulk_jobs.host AND NOT hosts.dead))",
+    [ST_BULK_SWEEP] = "DELETE FROM bulk_jobs WHERE id IN (SELECT id FROM "
+                      "bulk_jobs WHERE ended_ms IS NOT NULL AND ended_ms<$1 "
+                      "LIMIT $2)",
     [ST_NOTIFY] = "SELECT pg_notify($1, $2)",
     [ST_MESSAGES_EXPIRE] =
         "DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE "
@@ -467,6 +493,12 @@ int pg_apply(void *db, journal_op *op) {
     return pg_instance_delete(pg, op);
   case JOP_ATTRIBUTE_SET:
     return pg_attribute_set(pg, op->rowid, op->attr);
+  case JOP_BULK_INSERT:
+  case JOP_BULK_PROGRESS:
+  case JOP_BULK_CANCEL:
+  case JOP_BULK_CLAIM:
+  case JOP_BULK_SWEEP:
+    return pg_bulk_apply(pg, op);
   }
   store_error("PostgreSQL backend: unknown journal op %d", (int)op->kind);
   return DURO_E_STORAGE;

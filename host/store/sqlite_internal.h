@@ -102,6 +102,11 @@ enum {
   ST_PIPELINE_CLAIM,
   ST_PIPELINE_DONE,
   ST_PIPELINE_DELETE,
+  ST_BULK_INSERT,
+  ST_BULK_PROGRESS,
+  ST_BULK_CANCEL,
+  ST_BULK_CLAIM,
+  ST_BULK_SWEEP,
   ST_BEGIN,
   ST_COMMIT,
   ST_ROLLBACK,
@@ -322,6 +327,10 @@ int sqlite_message_retry(sqlite_store *sq, journal_op *op);
 int sqlite_cron_apply(sqlite_store *sq, journal_op *op);
 int sqlite_pipeline_apply(sqlite_store *sq, journal_op *op);
 int sqlite_log_apply(sqlite_store *sq, journal_op *op);
+int sqlite_bulk_apply(sqlite_store *sq, journal_op *op);
+int sqlite_bulk_get(void *db, int64_t id, journal_bulk *out);
+int sqlite_bulk_list(void *db, const char *workflow, int running, size_t limit,
+                     void (*fn)(void *ctx, const journal_bulk *b), void *ctx);
 int sqlite_logs_read(void *db, int64_t rowid, int64_t after, size_t limit,
                      journal_log **out, size_t *n);
 

@@ -135,7 +135,22 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS logs(instance INTEGER NOT NULL,"
     " n INTEGER NOT NULL, ts_ms INTEGER NOT NULL, level INTEGER NOT NULL,"
     " step TEXT, attempt INTEGER NOT NULL, message TEXT NOT NULL,"
-    " PRIMARY KEY(instance, n)) WITHOUT ROWID;" ATTRIBUTES;
+    " PRIMARY KEY(instance, n)) WITHOUT ROWID;"
+    /* Schema 13: bulk actions' jobs (journal_bulk, host/bulk/): the
+     * filter a column each, the walk's bound and cursor (`below`), the
+     * counts, and the host that runs it.  Ids never used twice. */
+    "CREATE TABLE IF NOT EXISTS bulk_jobs(id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " workflow TEXT NOT NULL, action TEXT NOT NULL, terminate INTEGER NOT NULL,"
+    " status TEXT, prefix TEXT, created_after INTEGER NOT NULL,"
+    " created_before INTEGER NOT NULL, ended_after INTEGER NOT NULL,"
+    " ended_before INTEGER NOT NULL, bound INTEGER NOT NULL,"
+    " below INTEGER NOT NULL, matched INTEGER NOT NULL, done INTEGER NOT NULL,"
+    " failed INTEGER NOT NULL, skipped INTEGER NOT NULL, state TEXT NOT NULL,"
+    " created_ms INTEGER NOT NULL, ended_ms INTEGER,"
+    " host INTEGER NOT NULL DEFAULT 0, errors TEXT, plan TEXT);"
+    "CREATE INDEX IF NOT EXISTS bulk_jobs_workflow ON bulk_jobs(workflow, id);"
+    "CREATE INDEX IF NOT EXISTS bulk_jobs_running ON bulk_jobs(id)"
+    " WHERE state='running';" ATTRIBUTES;
 
 static int exists_cb(void *ctx, int n, char **v, char **names) {
   (void)n, (void)v, (void)names;
@@ -285,6 +300,8 @@ static int upgrade_message_keys(sqlite3 *db, const char *path, char *err,
                      "seq, key);",
                      NULL, NULL, &msg) != SQLITE_OK)) ||
       version_from(db, 11, &msg) ||
+      /* schema 13: bulk_jobs, which the schema above creates */
+      version_from(db, 12, &msg) ||
       sqlite3_exec(db, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
     sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
     return sqlite_exec_failed(err, errlen, path, "cannot upgrade the schema",

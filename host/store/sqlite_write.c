@@ -215,6 +215,29 @@ const char *const sqlite_write_sql[ST_WRITE_COUNT_] = {
     [ST_PIPELINE_DELETE] = "DELETE FROM pipeline_records WHERE pipeline=?1 "
                            "AND seq BETWEEN ?2 AND ?3",
     /* A group's transaction: prepared once, as every other write. */
+    /* Bulk actions' jobs (sqlite_bulk.c). */
+    [ST_BULK_INSERT] =
+        "INSERT INTO bulk_jobs(workflow,action,terminate,status,prefix,"
+        "created_after,created_before,ended_after,ended_before,bound,below,"
+        "matched,done,failed,skipped,state,created_ms,host) "
+        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,0,0,0,'running',?13,?"
+        "14)",
+    /* A cancel that came meanwhile stands: the counts move, the state
+     * does not. */
+    [ST_BULK_PROGRESS] =
+        "UPDATE bulk_jobs SET below=?3, done=?4, failed=?5, skipped=?6, "
+        "errors=?7, plan=?8, "
+        "ended_ms=CASE WHEN state='running' THEN ?10 ELSE ended_ms END, "
+        "state=CASE WHEN state='running' THEN ?9 ELSE state END "
+        "WHERE id=?1 AND host=?2",
+    [ST_BULK_CANCEL] = "UPDATE bulk_jobs SET state='cancelled', ended_ms=?2 "
+                       "WHERE id=?1 AND state='running'",
+    /* One host: every running job is its own. */
+    [ST_BULK_CLAIM] = "UPDATE bulk_jobs SET host=?2 WHERE id=?1 AND "
+                      "state='running'",
+    [ST_BULK_SWEEP] = "DELETE FROM bulk_jobs WHERE id IN (SELECT id FROM "
+                      "bulk_jobs WHERE ended_ms IS NOT NULL AND ended_ms<?1 "
+                      "LIMIT ?2)",
     [ST_BEGIN] = "BEGIN IMMEDIATE",
     [ST_COMMIT] = "COMMIT",
     [ST_ROLLBACK] = "ROLLBACK",
@@ -293,6 +316,12 @@ int sqlite_apply(void *db, journal_op *op) {
     return sqlite_instance_delete(sq, op);
   case JOP_ATTRIBUTE_SET:
     return sqlite_attribute_set(sq, op->rowid, op->attr);
+  case JOP_BULK_INSERT:
+  case JOP_BULK_PROGRESS:
+  case JOP_BULK_CANCEL:
+  case JOP_BULK_CLAIM:
+  case JOP_BULK_SWEEP:
+    return sqlite_bulk_apply(sq, op);
   }
   return DURO_E_INVALID_ARGUMENT;
 }

@@ -71,6 +71,8 @@ int http_route(http_server *s, http_exchange *x) {
     return crons_route(s, x);
   if (route_is_scheduled(seg, n))
     return scheduled_route(s, x);
+  if (n >= 2 && !strcmp(seg[0], "bulk"))
+    return bulk_route(s, x, seg, n);
   if (n >= 2 && !strcmp(seg[0], "workflows"))
     return workflows_route(s, x, seg, n);
   return send_error(x, 404, "route.not_found", "no route for %s %s",

@@ -337,6 +337,18 @@ void http_json_errors(http_server *s, h2o_hostconf_t *host);
 /* ---- the routes (route_*.c) ---------------------------------------------- */
 
 int workflows_route(http_server *s, http_exchange *x, char **seg, int n);
+/* list_filter.c: a list's filter read through get(ctx, field) (the text
+ * of a field, NULL when absent), for the list's query and a bulk
+ * action's body alike: 0, or -1 with why (its fields named after
+ * `where`, "" or "filter.").  list_filter_fields: the fields it reads,
+ * NULL-ended. */
+typedef const char *(*list_filter_get)(void *ctx, const char *field);
+extern const char *const list_filter_fields[];
+int list_filter_read(list_filter_get get, void *ctx, const char *where,
+                     duro_list_filter *f, char *why, size_t len);
+/* route_bulk.c: GET and POST /workflows/{wf}/bulk, and /bulk/{id}[/cancel]. */
+int workflow_bulk_route(http_server *s, http_exchange *x, const char *wf);
+int bulk_route(http_server *s, http_exchange *x, char **seg, int n);
 /* The light status: the row without steps or attempts. */
 int instance_summary(http_server *s, http_exchange *x, const char *wf,
                      const char *id);

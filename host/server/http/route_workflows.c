@@ -18,7 +18,6 @@
 
 #include "duration.h"
 #include "error.h"
-#include "instant.h"
 #include "util.h"
 #include "view_instance.h"
 #include "view_journal.h"
@@ -273,20 +272,8 @@ static int create_batch(http_server *s, http_exchange *x, const char *wf) {
 /* ---- the other routes -------------------------------------------------------
  */
 
-/* Query parameter `name` as a point in time into *ms (0 when absent):
- * 0, or -1 after answering 400. */
-static int query_instant(http_exchange *x, const char *name, int64_t *ms) {
-  const char *text = query_param(x, name);
-  *ms = 0;
-  if (!text || !*text)
-    return 0;
-  if (instant_parse(text, ms) == 0)
-    return 0;
-  send_error(x, 400, "request.invalid",
-             "%s \"%s\" is not a time (ms since the epoch, or ISO 8601 "
-             "such as 2026-12-07T10:00:00Z)",
-             name, text);
-  return -1;
+static const char *query_field(void *ctx, const char *field) {
+  return query_param(ctx, field);
 }
 
 int query_where(http_server *s, http_exchange *x, const char *wf,
@@ -323,18 +310,12 @@ int query_where(http_server *s, http_exchange *x, const char *wf,
 }
 
 static int list_instances(http_server *s, http_exchange *x, const char *wf) {
-  const char *status = query_param(x, "status");
   const char *limit = query_param(x, "limit");
   const char *cursor = query_param(x, "cursor");
-  duro_list_filter f = {.status = -1, .prefix = query_param(x, "prefix")};
-  if (status && *status && (f.status = duro_status_parse(status)) < 0)
-    return send_error(x, 400, "request.invalid", "unknown status \"%s\"",
-                      status);
-  if (query_instant(x, "created_after", &f.created_after) ||
-      query_instant(x, "created_before", &f.created_before) ||
-      query_instant(x, "ended_after", &f.ended_after) ||
-      query_instant(x, "ended_before", &f.ended_before))
-    return 0;
+  duro_list_filter f;
+  char why[256];
+  if (list_filter_read(query_field, x, "", &f, why, sizeof why))
+    return send_error(x, 400, "request.invalid", "%s", why);
   long lim = 100;
   if (limit) {
     char *end;
@@ -651,15 +632,20 @@ static int workflow_route(http_server *s, http_exchange *x, const char *wf) {
   return send_json(x, 200, out);
 }
 
-/* /workflows/{wf}[/instances[/{id}[/status|/logs|/export|/events/{type}|
- * /events/stream]]]. */
+/* /workflows/{wf}[/bulk|/instances[/{id}[/status|/logs|/export|
+ * /events/{type}|/events/stream]]]. */
 int workflows_route(http_server *s, http_exchange *x, char **seg, int n) {
   if (n == 2)
     return workflow_route(s, x, seg[1]);
+  const char *wf = seg[1];
+  if (n == 3 && !strcmp(seg[2], "bulk"))
+    return name_valid(wf)
+               ? workflow_bulk_route(s, x, wf)
+               : send_error(x, 404, duro_err_name(DURO_E_WORKFLOW_NOT_FOUND),
+                            "invalid workflow name");
   if (n < 3 || strcmp(seg[2], "instances") != 0)
     return send_error(x, 404, "route.not_found", "no route for %s %s",
                       x->rq.method, x->rq.path);
-  const char *wf = seg[1];
   if (!name_valid(wf))
     return send_error(x, 404, duro_err_name(DURO_E_WORKFLOW_NOT_FOUND),
                       "invalid workflow name");
