@@ -300,7 +300,8 @@ static int upgrade_message_keys(sqlite3 *db, const char *path, char *err,
                      "seq, key);",
                      NULL, NULL, &msg) != SQLITE_OK)) ||
       version_from(db, 11, &msg) ||
-      /* schema 13: bulk_jobs, which the schema above creates */
+      /* schema 13: bulk_jobs and attributes, which the schema above
+       * creates */
       version_from(db, 12, &msg) ||
       sqlite3_exec(db, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
     sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
@@ -444,11 +445,6 @@ static int upgrade_columns(sqlite3 *db, const char *path, char *err,
                               msg);
   if ((rc = upgrade_message_keys(db, path, err, errlen)) != 0)
     return rc;
-  /* Schema 13 only adds the attributes table, which the schema above
-   * creates where it is missing. */
-  if (version_from(db, 12, &msg))
-    return sqlite_exec_failed(err, errlen, path, "cannot upgrade the schema",
-                              msg);
   return 0;
 }
 
