@@ -377,7 +377,6 @@ typedef struct journal_op {
   size_t n_messages;
   journal_deleted *deleted;        /* JOP_INSTANCE_DELETE, may be NULL */
   const duro_attr *attr;           /* JOP_ATTRIBUTE_SET */
-  journal_deleted *deleted;        /* JOP_INSTANCE_DELETE, may be NULL */
   const struct journal_bulk *bulk; /* JOP_BULK_INSERT, JOP_BULK_PROGRESS */
 } journal_op;
 
