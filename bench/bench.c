@@ -51,6 +51,14 @@
  *                   customer's, with a status, with an amount, an
  *                   amount range): ms a page, median of 5
  *                   (SQLite; the rows written straight to its file)
+ *   B1 bulk         a bulk delete (bulk/bulk.h) of 100,000 (2,000 with
+ *                   --quick) ended instances of one workflow, alone: the
+ *                   job's time and instances deleted/s; then W1's work
+ *                   (1000 instances x 10 trivial steps, median of 5
+ *                   rounds) alone, and beside a second such job on
+ *                   another workflow: W1's instances/s both ways, and
+ *                   the job's deletes/s meanwhile (SQLite; the ended rows
+ *                   written straight to its file, as L1's)
  *   W1L tailed      W1 with a tail consumer: every activation's trace item
  *                   handed to a tail handler that decodes each batch (as
  *                   one forwarding them would): W1's figures with it, and
@@ -109,6 +117,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "bulk.h"
 #include "duro.h"
 #include "engine.h"
 #include "otlp_sink.h"
@@ -1606,12 +1615,13 @@ static void qk_keys(size_t held) {
 /* ---- L1
  * ------------------------------------------------------------------------ */
 
-/* n ended instances of "listed", one a second from base_ms: ids ord-%07d,
+/* n ended instances of `wf`, one a second from base_ms: ids ord-%07d,
  * one in twenty errored, one in twenty terminated, the rest complete,
- * each ended a minute after it was created.  Written in one transaction
- * straight to the journal's file (the engine closed): a million creates
- * through the engine would time the creates, not the listing. */
-static void l1_fill(const char *db, size_t n, int64_t base_ms) {
+ * each ended a minute after it was created, kept retention_ms.  Written in one
+ * transaction straight to the journal's file (the engine closed): a million
+ * creates through the engine would time the creates, not the listing. */
+static void l1_fill(const char *db, const char *wf, size_t n, int64_t base_ms,
+                    int64_t retention_ms) {
   sqlite3 *c;
   sqlite3_stmt *st, *attr;
   if (sqlite3_open(db, &c) != SQLITE_OK ||
@@ -1619,11 +1629,11 @@ static void l1_fill(const char *db, size_t n, int64_t base_ms) {
       sqlite3_prepare_v2(c,
                          "INSERT INTO instances(workflow,id,status,params,"
                          "created_ms,started_ms,ended_ms,retention_ms) "
-                         "VALUES('listed',?1,?2,'{}',?3,?3,?4,0)",
+                         "VALUES(?5,?1,?2,'{}',?3,?3,?4,?6)",
                          -1, &st, NULL) != SQLITE_OK ||
       sqlite3_prepare_v2(c,
                          "INSERT INTO attributes(instance,name,workflow,str,"
-                         "num) VALUES(?1,?2,'listed',?3,?4)",
+                         "num) VALUES(?1,?2,?5,?3,?4)",
                          -1, &attr, NULL) != SQLITE_OK) {
     fprintf(stderr, "bench: L1: %s\n", sqlite3_errmsg(c));
     exit(1);
@@ -1640,6 +1650,8 @@ static void l1_fill(const char *db, size_t n, int64_t base_ms) {
                       -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, at);
     sqlite3_bind_int64(st, 4, at + 60000);
+    sqlite3_bind_text(st, 5, wf, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 6, retention_ms);
     if (sqlite3_step(st) != SQLITE_DONE) {
       fprintf(stderr, "bench: L1: %s\n", sqlite3_errmsg(c));
       exit(1);
@@ -1652,6 +1664,7 @@ static void l1_fill(const char *db, size_t n, int64_t base_ms) {
     for (int k = 0; k < 2; k++) {
       sqlite3_bind_int64(attr, 1, rowid);
       sqlite3_bind_text(attr, 2, k ? "amount" : "customer", -1, SQLITE_STATIC);
+      sqlite3_bind_text(attr, 5, wf, -1, SQLITE_STATIC);
       if (k) {
         sqlite3_bind_null(attr, 3);
         sqlite3_bind_double(attr, 4, (double)(i % 500));
@@ -1677,14 +1690,21 @@ static void l1_fill(const char *db, size_t n, int64_t base_ms) {
  * (the server makes them: generate_series), then ANALYZE, as the
  * autovacuum would after so many. */
 static void l1_fill_pg(const char *conninfo, size_t n, int64_t base_ms) {
-  char sql[1024];
+  char sql[2048];
   snprintf(sql, sizeof sql,
            "INSERT INTO instances(workflow,id,status,params,created_ms,"
            "started_ms,ended_ms,retention_ms) SELECT 'listed',"
            "'ord-'||lpad(i::text,7,'0'),CASE i%%20 WHEN 7 THEN 'errored' "
            "WHEN 13 THEN 'terminated' ELSE 'complete' END,'{}',"
            "%lld+i*1000,%lld+i*1000,%lld+i*1000+60000,0 FROM "
-           "generate_series(0,%zu) i; ANALYZE instances",
+           "generate_series(0,%zu) i;"
+           /* its search attributes, as l1_fill's */
+           "INSERT INTO attributes(instance,name,workflow,str,num) SELECT "
+           "rowid,'customer','listed','c'||(substr(id,5)::int%%997),NULL FROM "
+           "instances WHERE workflow='listed';"
+           "INSERT INTO attributes(instance,name,workflow,str,num) SELECT "
+           "rowid,'amount','listed',NULL,substr(id,5)::int%%500 FROM instances "
+           "WHERE workflow='listed'; ANALYZE instances; ANALYZE attributes",
            (long long)base_ms, (long long)base_ms, (long long)base_ms, n - 1);
   PGconn *c = PQconnectdb(conninfo);
   PGresult *r = PQstatus(c) == CONNECTION_OK ? PQexec(c, sql) : NULL;
@@ -1728,7 +1748,7 @@ static void l1_listing(void) {
     l1_fill_pg(b.db, n, base);
   else
 #endif
-    l1_fill(b.db, n, base);
+    l1_fill(b.db, "listed", n, base, 0);
   bench_open(&b, "listed", wf, 1, 1, 0, 1);
   bench_start(&b);
   int64_t mid = base + (int64_t)n / 2 * 1000;
@@ -1768,6 +1788,105 @@ static void l1_listing(void) {
   for (size_t i = 0; i < sizeof pages / sizeof pages[0]; i++)
     report(pages[i].what, l1_page(b.e, &pages[i].f), "ms", NULL);
   bench_close(&b, 1);
+}
+
+/* ---- B1
+ * ------------------------------------------------------------------------ */
+
+/* One round of W1's work on b: instances/s. */
+static double b1_round(bench_engine *b, size_t n) {
+  pthread_mutex_lock(&b->mu);
+  b->ended = 0;
+  pthread_mutex_unlock(&b->mu);
+  int64_t t0 = now_us();
+  create_many(b, "steps", n, "{\"steps\":10}", 100);
+  wait_ended(b, n);
+  return (double)n / ((double)(now_us() - t0) / 1e6);
+}
+
+/* A bulk delete of every instance of `wf`: its id; its matches must be n. */
+static int64_t b1_job(bench_engine *b, const char *wf, size_t n) {
+  duro_bulk_spec spec = {
+      .workflow = wf, .action = DURO_BULK_DELETE, .filter = {.status = -1}};
+  int64_t id, matched;
+  if (duro_bulk_create(b->e, &spec, 0, &id, &matched) != 0 ||
+      matched != (int64_t)n) {
+    fprintf(stderr, "bench: B1: the job was not made\n");
+    exit(1);
+  }
+  return id;
+}
+
+/* The job's state ("running", ...) and how many it deleted. */
+static int b1_state(bench_engine *b, int64_t id, int64_t *done) {
+  duro_bulk_job j;
+  if (duro_bulk_get(b->e, id, &j) != 0) {
+    fprintf(stderr, "bench: B1: the job is gone\n");
+    exit(1);
+  }
+  int running = !strcmp(j.state, "running");
+  *done = j.done;
+  duro_bulk_job_free(&j);
+  return running;
+}
+
+/* The median of `rounds` rounds of W1's work, after one to warm up. */
+static double b1_w1(bench_engine *b, size_t n, int rounds) {
+  double v[9];
+  b1_round(b, n);
+  for (int r = 0; r < rounds; r++)
+    v[r] = b1_round(b, n);
+  qsort(v, (size_t)rounds, sizeof *v, cmp_double);
+  return v[rounds / 2];
+}
+
+static void b1_bulk(void) {
+  if (opts.postgresql) {
+    fprintf(stderr, "bench: B1 runs on SQLite only\n");
+    return;
+  }
+  size_t n = opts.quick ? 2000 : 100000, w1 = opts.quick ? 50 : 1000;
+  const wf_def wf[] = {{"steps", wf_steps, NULL, NULL, NULL},
+                       {"alone", wf_steps, NULL, NULL, NULL},
+                       {"beside", wf_steps, NULL, NULL, NULL}};
+  bench_engine b;
+  bench_open(&b, "b1", wf, 3, opts.workers, 1, 1); /* the schema */
+  bench_close(&b, 0);
+  /* kept: the retention sweep must leave them to the jobs */
+  int64_t keep = 100LL * 365 * 24 * 3600 * 1000;
+  l1_fill(b.db, "alone", n, 1700000000000, keep);
+  l1_fill(b.db, "beside", n, 1600000000000, keep);
+  bench_open(&b, "b1", wf, 3, opts.workers, 0, 1);
+  bench_start(&b);
+  /* the job alone, made (its matches counted) to done */
+  int64_t t0 = now_us(), done;
+  int64_t id = b1_job(&b, "alone", n);
+  int64_t made = now_us();
+  while (b1_state(&b, id, &done))
+    usleep(10000);
+  int64_t t1 = now_us();
+  if (done != (int64_t)n)
+    fprintf(stderr, "bench: B1: %lld deleted of %zu\n", (long long)done, n);
+  /* W1 alone, then W1 beside a second job, which is then cancelled */
+  double alone = b1_w1(&b, w1, 5);
+  id = b1_job(&b, "beside", n);
+  int64_t t2 = now_us();
+  double beside = b1_w1(&b, w1, 5);
+  int64_t t3 = now_us(), beside_done;
+  b1_state(&b, id, &beside_done);
+  duro_bulk_cancel(b.e, id);
+  bench_close(&b, 1);
+  double s = (double)(t1 - t0) / 1e6;
+  char fig[64];
+  snprintf(fig, sizeof fig, "B1 bulk delete of %zu: job made", n);
+  report(fig, (double)(made - t0) / 1e3, "ms", NULL);
+  snprintf(fig, sizeof fig, "B1 bulk delete of %zu: job done", n);
+  report(fig, s, "s", NULL);
+  report("B1 bulk delete alone", (double)n / s, "inst/s", NULL);
+  report("B1 bulk delete beside W1",
+         (double)beside_done / ((double)(t3 - t2) / 1e6), "inst/s", NULL);
+  report("B1 W1 alone", alone, "inst/s", NULL);
+  report("B1 W1 beside the job", beside, "inst/s", NULL);
 }
 
 /* ---- P1
@@ -2000,6 +2119,8 @@ int main(int argc, char **argv) {
     p1_pipelines();
   if (wants("L1"))
     l1_listing();
+  if (wants("B1"))
+    b1_bulk();
   rmdir(opts.dir);
   return any_failed;
 }

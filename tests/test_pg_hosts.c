@@ -1111,6 +1111,81 @@ START_TEST(takeover_fetches_the_pinned_build) {
 }
 END_TEST
 
+/* A bulk job runs on the host it was made on; killed in its midst
+ * (engine and supervisor), another host takes the job over once the
+ * takeover finds that host dead, and finishes it: every instance it
+ * matched terminated, its counts adding up to its matches. */
+#define BULK_ORDERS 600
+START_TEST(bulk_job_outlives_its_host) {
+  host_run h[HOSTS];
+  char conninfo[700];
+  hosts_start(h, "bulkjob", PLUGINS, conninfo, sizeof conninfo);
+  for (int b = 0; b < BULK_ORDERS / 100; b++) {
+    char *body = strdup("{\"instances\":[");
+    for (int k = 0; k < 100; k++) {
+      char one[200];
+      snprintf(one, sizeof one,
+               "%s{\"id\":\"b%d\",\"params\":{\"orderId\":\"b%d\","
+               "\"email\":\"a@example.com\",\"amount\":5,"
+               "\"graceSeconds\":0}}",
+               k ? "," : "", b * 100 + k, b * 100 + k);
+      body = realloc(body, strlen(body) + strlen(one) + 3);
+      strcat(body, one);
+    }
+    strcat(body, "]}");
+    expect(&h[b % HOSTS], "POST", "/workflows/order-flow/instances/batch", body,
+           200);
+    free(body);
+  }
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
+  while (count_rows(conninfo, "SELECT COUNT(*) FROM steps WHERE "
+                              "key='manual review#1' AND status='waiting'") <
+         BULK_ORDERS) {
+    ck_assert_msg(proc_now_ms() < deadline, "the orders never all waited");
+    proc_sleep_ms(50);
+  }
+  http_resp r;
+  ck_assert_int_eq(request(&h[1], "POST", "/workflows/order-flow/bulk",
+                           "{\"action\":\"terminate\"}", &r),
+                   202);
+  ck_assert_int_eq(json_integer_value(jget(r.json, "matched")), BULK_ORDERS);
+  http_resp_free(&r);
+  int64_t victim = count_rows(conninfo, "SELECT host FROM bulk_jobs");
+  deadline = proc_now_ms() + SETTLE_MS;
+  while (count_rows(conninfo, "SELECT done FROM bulk_jobs") < 50) {
+    ck_assert_msg(proc_now_ms() < deadline, "the job never got going");
+    proc_sleep_ms(2);
+  }
+  kill(h[1].engine, SIGKILL);
+  kill(h[1].pid, SIGKILL);
+  waitpid(h[1].pid, NULL, 0);
+  ck_assert_msg(count_rows(conninfo, "SELECT COUNT(*) FROM bulk_jobs WHERE "
+                                     "state='running'") == 1,
+                "the job ended before the kill");
+  deadline = proc_now_ms() + SETTLE_MS;
+  while (count_rows(conninfo,
+                    "SELECT COUNT(*) FROM bulk_jobs WHERE state='done'") < 1) {
+    ck_assert_msg(proc_now_ms() < deadline, "the job was never finished");
+    proc_sleep_ms(50);
+  }
+  char sql[128];
+  snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM bulk_jobs WHERE host<>%lld",
+           (long long)victim);
+  ck_assert_int_eq(count_rows(conninfo, sql), 1);
+  ck_assert_int_eq(count_rows(conninfo, "SELECT done+skipped+failed FROM "
+                                        "bulk_jobs"),
+                   BULK_ORDERS);
+  ck_assert_int_eq(count_rows(conninfo, "SELECT failed FROM bulk_jobs"), 0);
+  ck_assert_int_eq(count_rows(conninfo, "SELECT COUNT(*) FROM instances "
+                                        "WHERE status='terminated'"),
+                   BULK_ORDERS);
+  ck_assert_int_ge(host_count_lines(&h[0], "taken over from host") +
+                       host_count_lines(&h[2], "taken over from host"),
+                   1);
+  hosts_stop(h, 1);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("pg_hosts");
   TCase *tc = tcase_create("hosts");
@@ -1130,5 +1205,12 @@ int main(void) {
   tcase_add_loop_test(tc, frozen_host_runs_no_completed_step_again, 0, 2);
   tcase_add_test(tc, slow_forwarded_controls_leave_the_keeper_free);
   suite_add_tcase(s, tc);
+  /* bulk actions' jobs across the hosts (CK_RUN_CASE=bulk alone) */
+  TCase *bulk = tcase_create("bulk");
+  tcase_add_unchecked_fixture(bulk, cluster_start, cluster_stop);
+  proc_fixtures(bulk, "duro-pg-hosts");
+  tcase_set_timeout(bulk, 120);
+  tcase_add_test(bulk, bulk_job_outlives_its_host);
+  suite_add_tcase(s, bulk);
   return http_suite_run(s);
 }

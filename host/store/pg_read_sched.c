@@ -270,7 +270,7 @@ int pg_list(void *db, const char *workflow, const journal_list_filter *f,
   params p = {0};
   p_text(&p, workflow);
   p_text(&p, f->status < 0 ? NULL : duro_status_name(f->status));
-  p_i64(&p, cursor);
+  p_i64(&p, cursor ? cursor : INT64_MAX); /* a range, no OR */
   p_i64(&p, (int64_t)limit);
   p_text(&p, f->prefix && *f->prefix ? f->prefix : NULL);
   p_text(&p, prefix_end);
@@ -287,7 +287,7 @@ int pg_list(void *db, const char *workflow, const journal_list_filter *f,
                 "SELECT "
                 "rowid,id,status,created_ms,started_ms,ended_ms,wait_type "
                 "FROM instances WHERE workflow=$1 AND ($2::text IS NULL OR "
-                "status=$2::text) AND ($3::bigint=0 OR rowid<$3::bigint) AND "
+                "status=$2::text) AND rowid<$3::bigint AND "
                 "($5::text IS NULL OR (id COLLATE \"C\">=$5::text AND "
                 "($6::text IS "
                 "NULL OR id COLLATE \"C\"<$6::text))) AND ($7::bigint=0 OR "

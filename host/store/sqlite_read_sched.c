@@ -196,7 +196,7 @@ int sqlite_waiting_on(void *db, const char *wait_type,
   "SELECT rowid,id,status,created_ms,started_ms,ended_ms,wait_type "           \
   "FROM instances WHERE "
 #define LIST_FILTERS                                                           \
-  " AND (?2 IS NULL OR status=?2) AND (?3=0 OR rowid<?3) AND (?5 IS NULL OR "  \
+  " AND (?2 IS NULL OR status=?2) AND rowid<?3 AND (?5 IS NULL OR "            \
   "(id>=?5 AND (?6 IS NULL OR id<?6))) AND (?7=0 OR created_ms>=?7) AND "      \
   "(?8=0 OR created_ms<?8) AND (?9=0 OR ended_ms>=?9) AND (?10=0 OR "          \
   "ended_ms<?10) ORDER BY rowid DESC LIMIT ?4"
@@ -289,7 +289,9 @@ int sqlite_list(void *db, const char *workflow, const journal_list_filter *f,
   if (rc == 0) {
     bind_text(q.st, 1, workflow);
     bind_text(q.st, 2, f->status < 0 ? NULL : duro_status_name(f->status));
-    sqlite3_bind_int64(q.st, 3, cursor);
+    /* no OR: the cursor is a range of the rowid the walk takes, so a
+     * page deep in the list (a bulk job's batch) starts at its place */
+    sqlite3_bind_int64(q.st, 3, cursor ? cursor : INT64_MAX);
     sqlite3_bind_int64(q.st, 4, (sqlite3_int64)limit);
     bind_text(q.st, 5, f->prefix && *f->prefix ? f->prefix : NULL);
     bind_text(q.st, 6, prefix_end);
