@@ -27,6 +27,7 @@
 #include "harness.h"
 #include "journal.h"
 #include "suite_run.h"
+#include "view_bulk.h"
 
 #define WF "wf"
 #define OTHER "other"
@@ -46,9 +47,15 @@ static duro_rc flow(duro_step *step, const duro_event *ev, duro_env *env) {
   return duro_set_output(step, "2");
 }
 
+/* wf's search attribute: customer, from /c */
+static const duro_attr_decl index_decls[] = {
+    {"customer", "/c", DURO_ATTR_STRING}};
+static const duro_workflow_limits indexed = {.index = index_decls,
+                                             .n_index = 1};
+
 static void setup(void) {
   harness_open(&H);
-  harness_register(&H, WF, flow);
+  harness_register_limits(&H, WF, flow, &indexed);
   harness_register(&H, OTHER, flow);
   harness_start(&H);
 }
@@ -155,6 +162,34 @@ START_TEST(terminate_takes_only_matches) {
   assert_all(WF, "x-", 3, "waiting");
   assert_all(WF, "c-", 2, "complete");
   assert_all(OTHER, "w-", 2, "waiting");
+}
+END_TEST
+
+/* A filter's search attribute terms: the job takes the instances whose
+ * attribute passes, keeps its terms in its row (shown in the job) and
+ * reads them again for each batch. */
+START_TEST(where_takes_only_its_attribute) {
+  make(WF, "a-", 4, "{\"c\":\"acme\"}");
+  make(WF, "b-", 3, "{\"c\":\"bolt\"}");
+  duro_attr_filter w;
+  char err[200];
+  ck_assert_int_eq(
+      duro_list_where_parse(H.e, WF, "customer:acme", &w, err, sizeof err), 0);
+  duro_list_filter f = {
+      .status = DURO_STATUS_WAITING, .where = &w, .n_where = 1};
+  int64_t id = job(DURO_BULK_TERMINATE, f, 0, 4);
+  duro_attr_filter_clear(&w);
+  run_job(id, 3);
+  assert_job(id, "done", 4, 4, 0, 0);
+  assert_all(WF, "a-", 4, "terminated");
+  assert_all(WF, "b-", 3, "waiting");
+  json_t *j = NULL;
+  ck_assert_int_eq(duro_bulk_job_json(H.e, id, &j), 0);
+  json_t *where = json_object_get(json_object_get(j, "filter"), "where");
+  ck_assert_int_eq(json_array_size(where), 1);
+  ck_assert_str_eq(json_string_value(json_array_get(where, 0)),
+                   "customer:acme");
+  json_decref(j);
 }
 END_TEST
 
@@ -380,6 +415,7 @@ static Suite *bulk_suite(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, terminate_takes_only_matches);
+  tcase_add_test(tc, where_takes_only_its_attribute);
   tcase_add_test(tc, pause_then_resume);
   tcase_add_test(tc, restart_the_errored_ones);
   tcase_add_test(tc, delete_skips_live_unless_terminate);

@@ -37,7 +37,47 @@ journal_list_filter bulk_store_filter(const duro_list_filter *f) {
                                .created_after = f->created_after,
                                .created_before = f->created_before,
                                .ended_after = f->ended_after,
-                               .ended_before = f->ended_before};
+                               .ended_before = f->ended_before,
+                               .where = f->where,
+                               .n_where = f->n_where};
+}
+
+char *bulk_where_text(const duro_attr_filter *where, size_t n) {
+  static const char *const ops[] = {[DURO_ATTR_EQ] = ":",
+                                    [DURO_ATTR_LT] = "<",
+                                    [DURO_ATTR_LE] = "<=",
+                                    [DURO_ATTR_GT] = ">",
+                                    [DURO_ATTR_GE] = ">="};
+  char *text = NULL;
+  for (size_t i = 0; i < n; i++) {
+    const duro_attr_filter *w = &where[i];
+    char *term = w->str ? xasprintf("%s%s%s", w->name, ops[w->op], w->str)
+                        : xasprintf("%s%s%.17g", w->name, ops[w->op], w->num);
+    char *joined = text ? xasprintf("%s\n%s", text, term) : term;
+    if (text) {
+      free(text);
+      free(term);
+    }
+    text = joined;
+  }
+  return text;
+}
+
+int bulk_where_parse(duro_engine *e, const char *workflow, const char *text,
+                     duro_attr_filter *where, size_t *n, char *why,
+                     size_t len) {
+  *n = 0;
+  for (const char *p = text; p && *p && *n < DURO_ATTR_MAX;) {
+    const char *nl = strchr(p, '\n');
+    char *term = nl ? xasprintf("%.*s", (int)(nl - p), p) : xstrdup(p);
+    int rc = duro_list_where_parse(e, workflow, term, &where[*n], why, len);
+    free(term);
+    if (rc)
+      return rc;
+    (*n)++;
+    p = nl ? nl + 1 : p + strlen(p);
+  }
+  return 0;
 }
 
 typedef struct count_ctx {
@@ -94,15 +134,17 @@ int duro_bulk_create(duro_engine *e, const duro_bulk_spec *spec, int dry_run,
     rc = count_matches(j, spec->workflow, &f, newest.newest + 1, matched);
   if (rc || dry_run)
     return rc;
-  journal_bulk row = {.workflow = (char *)spec->workflow,
-                      .action = (char *)duro_bulk_action_name(spec->action),
-                      .terminate = spec->terminate,
-                      .filter = f,
-                      .bound = newest.newest,
-                      .cursor = newest.newest + 1,
-                      .matched = *matched,
-                      .created_ms = engine_now(e),
-                      .host = journal_host(j)};
+  journal_bulk row = {
+      .workflow = (char *)spec->workflow,
+      .action = (char *)duro_bulk_action_name(spec->action),
+      .terminate = spec->terminate,
+      .filter = f,
+      .where_terms = bulk_where_text(spec->filter.where, spec->filter.n_where),
+      .bound = newest.newest,
+      .cursor = newest.newest + 1,
+      .matched = *matched,
+      .created_ms = engine_now(e),
+      .host = journal_host(j)};
   journal_batch b = {0};
   journal_op *op = journal_batch_add(&b, JOP_BULK_INSERT);
   op->bulk = &row;
@@ -110,6 +152,7 @@ int duro_bulk_create(duro_engine *e, const duro_bulk_spec *spec, int dry_run,
   if (rc == 0)
     *id = op->out_rowid;
   journal_batch_free(&b);
+  free(row.where_terms);
   if (rc == 0)
     bulk_wake(e);
   return rc;
@@ -146,6 +189,7 @@ static void job_from_row(journal_bulk *row, duro_bulk_job *out) {
                  .created_before = row->filter.created_before,
                  .ended_after = row->filter.ended_after,
                  .ended_before = row->filter.ended_before},
+      .where_terms = row->where_terms,
       .state = row->state,
       .matched = row->matched,
       .done = row->done,
@@ -154,7 +198,7 @@ static void job_from_row(journal_bulk *row, duro_bulk_job *out) {
       .created_ms = row->created_ms,
       .ended_ms = row->ended_ms == JOURNAL_NONE ? DURO_NO_TIME : row->ended_ms};
   errors_parse(row->errors, out);
-  row->workflow = row->action = row->state = NULL;
+  row->workflow = row->action = row->state = row->where_terms = NULL;
   row->filter.prefix = NULL;
   journal_bulk_clear(row);
 }
@@ -164,6 +208,7 @@ void duro_bulk_job_free(duro_bulk_job *j) {
   free(j->action);
   free((char *)j->filter.prefix);
   free(j->state);
+  free(j->where_terms);
   for (size_t i = 0; i < j->n_errors; i++) {
     free(j->errors[i].instance);
     free(j->errors[i].error);
@@ -194,6 +239,7 @@ static void list_one(void *ctx, const journal_bulk *b) {
   copy.state = xstrdup(b->state);
   copy.filter.prefix = xstrdup_null(b->filter.prefix);
   copy.errors = xstrdup_null(b->errors);
+  copy.where_terms = xstrdup_null(b->where_terms);
   copy.plan = NULL;
   l->v = xrealloc(l->v, (l->n + 1) * sizeof *l->v);
   job_from_row(&copy, &l->v[l->n++]);

@@ -70,7 +70,8 @@ typedef struct duro_bulk_job {
   char *workflow;
   char *action;
   int terminate;
-  duro_list_filter filter; /* its prefix owned */
+  duro_list_filter filter; /* its prefix owned; no `where`: */
+  char *where_terms;       /* its search attribute terms, a line each */
   char *state;             /* running, done, cancelled */
   int64_t matched, done, failed, skipped;
   int64_t created_ms, ended_ms; /* ended_ms DURO_NO_TIME while running */

@@ -6,8 +6,17 @@
 #include "bulk.h"
 #include "journal.h"
 
-/* f as journal_list takes it (its prefix borrowed). */
+/* f as journal_list takes it (its prefix and where borrowed). */
 journal_list_filter bulk_store_filter(const duro_list_filter *f);
+/* A filter's search attribute terms as a job's row keeps them, a line
+ * each (malloc'ed; NULL for none). */
+char *bulk_where_text(const duro_attr_filter *where, size_t n);
+/* The terms of a job's row parsed again against `workflow`'s index into
+ * where[] (at most DURO_ATTR_MAX; each cleared by the caller), *n of
+ * them: 0, or the code of the first that no longer parses (its attribute
+ * taken out of the index since), with why. */
+int bulk_where_parse(duro_engine *e, const char *workflow, const char *text,
+                     duro_attr_filter *where, size_t *n, char *why, size_t len);
 /* A job was made: the driver's thread looks at once (bulk_driver.c). */
 void bulk_wake(duro_engine *e);
 /* 1 once the driver is stopping: a batch under way stops between two

@@ -226,6 +226,49 @@ static int plan_record(duro_engine *e, journal_bulk *job, batch *b) {
   return record(e, job);
 }
 
+/* A job whose filter no longer parses (its search attribute was taken
+ * out of the workflow's index since): it cannot tell its matches, so it
+ * ends, cancelled, saying why. */
+static void end_unfilterable(duro_engine *e, journal_bulk *job,
+                             const char *why) {
+  log_error("bulk: job %" PRId64 " (%s of %s): its filter: %s; it ends",
+            job->id, job->action, job->workflow, why);
+  char *errors = xasprintf("%s%s(filter)\t%s", job->errors ? job->errors : "",
+                           job->errors ? "\n" : "", why);
+  free(job->errors);
+  job->errors = errors;
+  free(job->state);
+  job->state = xstrdup("cancelled");
+  job->ended_ms = engine_now(e);
+  record(e, job);
+}
+
+/* The next batch of the job's matches below its cursor into b: 0, or -1
+ * (said in the log; the job ended when its filter no longer parses). */
+static int read_matches(duro_engine *e, journal_bulk *job, batch *b) {
+  duro_attr_filter where[DURO_ATTR_MAX];
+  size_t n_where = 0;
+  char why[256];
+  if (job->where_terms && bulk_where_parse(e, job->workflow, job->where_terms,
+                                           where, &n_where, why, sizeof why)) {
+    for (size_t i = 0; i < n_where; i++)
+      duro_attr_filter_clear(&where[i]);
+    end_unfilterable(e, job, why);
+    return -1;
+  }
+  journal_list_filter f = job->filter;
+  f.where = where;
+  f.n_where = n_where;
+  int rc = journal_list(engine_journal(e), job->workflow, &f, job->cursor,
+                        DURO_BULK_BATCH, collect, b);
+  for (size_t i = 0; i < n_where; i++)
+    duro_attr_filter_clear(&where[i]);
+  if (rc)
+    log_error("bulk: job %" PRId64 ": reading its matches: %s", job->id,
+              journal_errmsg(engine_journal(e)));
+  return rc ? -1 : 0;
+}
+
 /* One batch of `job` (this host's); how many instances it looked at. */
 static size_t run_batch(duro_engine *e, journal_bulk *job) {
   int a = duro_bulk_action_parse(job->action);
@@ -234,13 +277,8 @@ static size_t run_batch(duro_engine *e, journal_bulk *job) {
   if (resumed) {
     plan_parse(e, job->plan, &b);
   } else {
-    int rc = journal_list(engine_journal(e), job->workflow, &job->filter,
-                          job->cursor, DURO_BULK_BATCH, collect, &b);
-    if (rc) {
-      log_error("bulk: job %" PRId64 ": reading its matches: %s", job->id,
-                journal_errmsg(engine_journal(e)));
+    if (read_matches(e, job, &b))
       return 0;
-    }
     if (a == DURO_BULK_RESTART && b.n && plan_record(e, job, &b)) {
       batch_clear(&b);
       return 0;

@@ -71,11 +71,11 @@ static const cli_verb verbs[] = {
      NULL, cli_build_delete, cli_print_deleted},
     {"workflows instances bulk",
      "WF --action terminate|restart|resume|pause|delete [--status S] "
-     "[--prefix P] [--created-after T] [--created-before T] [--dry-run] "
-     "[--terminate]",
+     "[--prefix P] [--created-after T] [--created-before T] "
+     "[--where NAME:VALUE] [--dry-run] [--terminate]",
      1, 1,
      O_ACTION | O_STATUS | O_PREFIX | O_CREATED_AFTER | O_CREATED_BEFORE |
-         O_DRY_RUN | O_TERMINATE,
+         O_WHERE | O_DRY_RUN | O_TERMINATE,
      NULL, cli_build_bulk, cli_print_bulk},
     {"bulk status", "ID", 1, 1, 0, NULL, cli_build_bulk_status, cli_print_bulk},
     {"bulk cancel", "ID", 1, 1, 0, NULL, cli_build_bulk_cancel, cli_print_bulk},

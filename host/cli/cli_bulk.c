@@ -53,6 +53,12 @@ int cli_build_bulk(cli_ctx *c, const cli_verb *v, const cli_args *a,
   if (before_ms)
     json_object_set_new(filter, "created_before",
                         json_integer(strtoll(before_ms, NULL, 10)));
+  if (a->n_where) {
+    json_t *where = json_array();
+    for (size_t i = 0; i < a->n_where; i++)
+      json_array_append_new(where, json_string(a->where[i]));
+    json_object_set_new(filter, "where", where);
+  }
   json_t *body = json_pack("{s:s, s:o}", "action", a->action, "filter", filter);
   if (a->dry_run)
     json_object_set_new(body, "dry_run", json_true());

@@ -742,6 +742,7 @@ void journal_bulk_clear(journal_bulk *b) {
   free(b->state);
   free(b->errors);
   free(b->plan);
+  free(b->where_terms);
   *b = (journal_bulk){0};
 }
 

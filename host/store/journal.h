@@ -648,9 +648,8 @@ typedef struct journal_bulk {
   char *workflow;
   char *action;  /* terminate, restart, resume, pause, delete */
   int terminate; /* delete: live ones are terminated first */
-  /* The filter (its prefix owned: journal_bulk_clear frees it).  The
-   * list's `where` (search attributes), once the store has it, is a
-   * column more, read and written beside these. */
+  /* The filter (its prefix owned: journal_bulk_clear frees it); its
+   * search attributes are where_terms. */
   journal_list_filter filter;
   int64_t bound;  /* the highest rowid the walk may meet */
   int64_t cursor; /* the walk goes on below it (column `below`) */
@@ -663,6 +662,10 @@ typedef struct journal_bulk {
   /* A restart's batch under way (bulk_run.c): "<rowid>:<restarts>,..."
    * of the instances it is about to restart, or NULL. */
   char *plan;
+  /* The filter's search attribute terms ("customer:c42"), a line each,
+   * parsed again against the workflow's index when a batch reads its
+   * matches (the filter's `where` is empty in the row); NULL: none. */
+  char *where_terms;
 } journal_bulk;
 
 void journal_bulk_clear(journal_bulk *b);

@@ -25,6 +25,7 @@ static int insert(pg_store *pg, journal_op *op) {
   p_i64(&p, b->matched);
   p_i64(&p, b->created_ms);
   p_i64(&p, b->host);
+  p_text(&p, b->where_terms);
   int inserted = 0;
   return pg_write_returning(pg, ST_BULK_INSERT, &p, &inserted, &op->out_rowid);
 }
@@ -72,7 +73,8 @@ int pg_bulk_apply(pg_store *pg, journal_op *op) {
 #define BULK_COLUMNS                                                           \
   "SELECT id,workflow,action,terminate,status,prefix,created_after,"           \
   "created_before,ended_after,ended_before,bound,below,matched,done,failed,"   \
-  "skipped,state,created_ms,ended_ms,host,errors,plan FROM bulk_jobs "
+  "skipped,state,created_ms,ended_ms,host,errors,plan,where_terms FROM "       \
+  "bulk_jobs "
 
 static void read_row(const PGresult *r, int i, journal_bulk *b) {
   const char *status = get_str(r, i, 4);
@@ -98,7 +100,8 @@ static void read_row(const PGresult *r, int i, journal_bulk *b) {
       .ended_ms = get_ms(r, i, 18),
       .host = get_i64(r, i, 19),
       .errors = get_text(r, i, 20),
-      .plan = get_text(r, i, 21)};
+      .plan = get_text(r, i, 21),
+      .where_terms = get_text(r, i, 22)};
 }
 
 int pg_bulk_get(void *db, int64_t id, journal_bulk *out) {

@@ -26,6 +26,7 @@ static int insert(sqlite_store *sq, journal_op *op) {
   sqlite3_bind_int64(st, 12, b->matched);
   sqlite3_bind_int64(st, 13, b->created_ms);
   sqlite3_bind_int64(st, 14, b->host);
+  bind_text(st, 15, b->where_terms);
   int rc = sqlite_step_done(sq, st);
   if (rc == 0)
     op->out_rowid = sqlite3_last_insert_rowid(sq->wr);
@@ -78,7 +79,8 @@ int sqlite_bulk_apply(sqlite_store *sq, journal_op *op) {
 #define BULK_COLUMNS                                                           \
   "SELECT id,workflow,action,terminate,status,prefix,created_after,"           \
   "created_before,ended_after,ended_before,bound,below,matched,done,failed,"   \
-  "skipped,state,created_ms,ended_ms,host,errors,plan FROM bulk_jobs "
+  "skipped,state,created_ms,ended_ms,host,errors,plan,where_terms FROM "       \
+  "bulk_jobs "
 
 /* The row at the statement's cursor into *b (its strings copied). */
 static void read_row(sqlite3_stmt *st, journal_bulk *b) {
@@ -105,7 +107,8 @@ static void read_row(sqlite3_stmt *st, journal_bulk *b) {
       .ended_ms = col_ms(st, 18),
       .host = sqlite3_column_int64(st, 19),
       .errors = col_text(st, 20),
-      .plan = col_text(st, 21)};
+      .plan = col_text(st, 21),
+      .where_terms = col_text(st, 22)};
 }
 
 int sqlite_bulk_get(void *db, int64_t id, journal_bulk *out) {

@@ -147,7 +147,8 @@ static const char schema_sql[] =
     " below INTEGER NOT NULL, matched INTEGER NOT NULL, done INTEGER NOT NULL,"
     " failed INTEGER NOT NULL, skipped INTEGER NOT NULL, state TEXT NOT NULL,"
     " created_ms INTEGER NOT NULL, ended_ms INTEGER,"
-    " host INTEGER NOT NULL DEFAULT 0, errors TEXT, plan TEXT);"
+    " host INTEGER NOT NULL DEFAULT 0, errors TEXT, plan TEXT,"
+    " where_terms TEXT);"
     "CREATE INDEX IF NOT EXISTS bulk_jobs_workflow ON bulk_jobs(workflow, id);"
     "CREATE INDEX IF NOT EXISTS bulk_jobs_running ON bulk_jobs(id)"
     " WHERE state='running';" ATTRIBUTES;

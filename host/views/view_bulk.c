@@ -24,6 +24,20 @@ json_t *duro_bulk_filter_json(const duro_list_filter *f) {
   return o;
 }
 
+/* The job's search attribute terms, a line each, as filter.where. */
+static void where_json(json_t *filter, const char *terms) {
+  if (!terms || !*terms)
+    return;
+  json_t *a = json_array();
+  for (const char *p = terms; *p;) {
+    const char *nl = strchr(p, '\n');
+    size_t len = nl ? (size_t)(nl - p) : strlen(p);
+    json_array_append_new(a, json_stringn(p, len));
+    p += len + (nl != NULL);
+  }
+  json_object_set_new(filter, "where", a);
+}
+
 static json_t *job_json(const duro_bulk_job *j) {
   char id[24];
   snprintf(id, sizeof id, "%lld", (long long)j->id);
@@ -41,6 +55,7 @@ static json_t *job_json(const duro_bulk_job *j) {
       (json_int_t)j->created_ms, "ended_ms",
       j->ended_ms == DURO_NO_TIME ? json_null() : json_integer(j->ended_ms),
       "errors", errors);
+  where_json(json_object_get(o, "filter"), j->where_terms);
   if (!strcmp(j->action, "delete"))
     json_object_set_new(o, "terminate", json_boolean(j->terminate));
   return o;

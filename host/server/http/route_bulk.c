@@ -44,13 +44,16 @@ static const char *check_filter(json_t *filter, char *why, size_t len) {
   const char *key;
   json_t *v;
   json_object_foreach(filter, key, v) {
+    if (!strcmp(key, "where"))
+      continue; /* read_where's */
     size_t i = 0;
     while (list_filter_fields[i] && strcmp(list_filter_fields[i], key))
       i++;
     if (!list_filter_fields[i]) {
       snprintf(why, len,
                "filter.%.100s is not a filter field (status, prefix, "
-               "created_after, created_before, ended_after, ended_before)",
+               "created_after, created_before, ended_after, ended_before, "
+               "where)",
                key);
       return why;
     }
@@ -61,6 +64,41 @@ static const char *check_filter(json_t *filter, char *why, size_t len) {
                time ? "a time (ms since the epoch, or ISO 8601)" : "a string");
       return why;
     }
+  }
+  return NULL;
+}
+
+/* The filter's `where`, an array of search attribute terms as the
+ * list's query takes them ("customer:c42"), parsed against wf's index
+ * into where[] (*n of them, each cleared by the caller): NULL, or a
+ * message (in why) naming the term. */
+static const char *read_where(http_server *s, const char *wf, json_t *filter,
+                              duro_attr_filter *where, size_t *n, char *why,
+                              size_t len) {
+  json_t *terms = json_object_get(filter, "where"), *t;
+  size_t i;
+  *n = 0;
+  if (!terms)
+    return NULL;
+  if (!json_is_array(terms) || json_array_size(terms) > DURO_ATTR_MAX) {
+    snprintf(why, len,
+             "filter.where must be an array of at most %d terms such as "
+             "\"customer:c42\" or \"amount>100\"",
+             DURO_ATTR_MAX);
+    return why;
+  }
+  json_array_foreach(terms, i, t) {
+    char err[200];
+    if (!json_is_string(t)) {
+      snprintf(why, len, "filter.where[%zu] must be a string", i);
+      return why;
+    }
+    if (duro_list_where_parse(s->engine, wf, json_string_value(t), &where[*n],
+                              err, sizeof err)) {
+      snprintf(why, len, "filter.where[%zu]: %s", i, err);
+      return why;
+    }
+    (*n)++;
   }
   return NULL;
 }
@@ -112,6 +150,12 @@ static int bulk_create(http_server *s, http_exchange *x, const char *wf) {
     bad = why;
   if (!bad && !filter)
     spec.filter = (duro_list_filter){.status = -1};
+  duro_attr_filter where[DURO_ATTR_MAX];
+  size_t n_where = 0;
+  if (!bad && filter)
+    bad = read_where(s, wf, filter, where, &n_where, why, sizeof why);
+  spec.filter.where = where;
+  spec.filter.n_where = n_where;
   if (!bad && (spec.filter.status == DURO_STATUS_RUNNING ||
                spec.filter.status == DURO_STATUS_WAITING_FOR_PAUSE)) {
     snprintf(why, sizeof why,
@@ -122,6 +166,8 @@ static int bulk_create(http_server *s, http_exchange *x, const char *wf) {
   }
   if (bad) {
     send_error(x, 400, "request.invalid", "%s", bad);
+    for (size_t i = 0; i < n_where; i++)
+      duro_attr_filter_clear(&where[i]);
     json_decref(body);
     return 0;
   }
@@ -131,6 +177,8 @@ static int bulk_create(http_server *s, http_exchange *x, const char *wf) {
   int rc =
       duro_bulk_create(s->engine, &spec, json_is_true(dry_run), &id, &matched);
   int dry = json_is_true(dry_run);
+  for (size_t i = 0; i < n_where; i++)
+    duro_attr_filter_clear(&where[i]);
   json_decref(body); /* spec's prefix pointed into it */
   if (rc)
     return send_engine_error(x, rc, wf, NULL);
