@@ -6,13 +6,15 @@
  * which an activation's end fills, then the admission gates:
  * flow.debounce, asked first (a start not due takes no other gate's
  * turn), flow.singleton and flow control; then the shared
- * resources steps claim) and drains them
+ * resources steps claim, and each workflow's last hour counted from
+ * the commits) and drains them
  * at stop; it frees them in the reverse order, so cron handlers that send to
  * queues are gone before the queues. */
 #include "children.h"
 #include "debounce.h"
 #include "driver.h"
 #include "flow.h"
+#include "outcomes.h"
 #include "pipeline_driver.h"
 #include "queue_driver.h"
 #include "resources.h"
@@ -21,14 +23,7 @@
 #include "telemetry.h"
 #include "trigger.h"
 
-const duro_driver *const duro_builtin_drivers[] = {&queue_driver,
-                                                   &cron_driver,
-                                                   &children_driver,
-                                                   &pipeline_driver,
-                                                   &telemetry_driver,
-                                                   &tail_driver,
-                                                   &debounce_driver,
-                                                   &singleton_driver,
-                                                   &flow_driver,
-                                                   &resources_driver,
-                                                   NULL};
+const duro_driver *const duro_builtin_drivers[] = {
+    &queue_driver,     &cron_driver,      &children_driver, &pipeline_driver,
+    &telemetry_driver, &tail_driver,      &debounce_driver, &singleton_driver,
+    &flow_driver,      &resources_driver, &outcomes_driver, NULL};

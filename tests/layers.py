@@ -66,10 +66,12 @@ RULES = [
     ("host/tail", "not", ["host/engine/engine_internal.h"], RULE),
     ("host/flow", "not", ["host/engine/engine_internal.h"], RULE),
     ("host/resources", "not", ["host/engine/engine_internal.h"], RULE),
+    ("host/outcomes", "not", ["host/engine/engine_internal.h"], RULE),
     # The core names no feature: features reach it as drivers.
     ("host/engine", "not", ["host/queues", "host/cron", "host/children",
                             "host/pipelines", "host/telemetry",
-                            "host/tail", "host/flow", "host/resources"],
+                            "host/tail", "host/flow", "host/resources",
+                            "host/outcomes"],
      RULE),
     # The views make JSON of the public answers (engine.h, queue.h,
     # trigger.h), never of the engine's internals.
@@ -113,6 +115,7 @@ RULES = [
     ("host/telemetry", "not", ["host/views"], RULE),
     ("host/tail", "not", ["host/views"], RULE),
     ("host/flow", "not", ["host/views"], RULE),
+    ("host/outcomes", "not", ["host/views"], RULE),
     # The crash-storm breaker holds builds through the engine's public
     # face (engine.h) and rolls back through a hook the host gives it: it
     # names neither the reloader nor the workers, and nothing of the

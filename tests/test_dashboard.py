@@ -224,6 +224,18 @@ def confirm(d, button_id):
                     lambda: answer_text(d) not in ("", "…") and answer_text(d)), text
 
 
+def confirm_leaving(d, button_id):
+    """As confirm, for an action after which the page leaves (a delete):
+    the confirmation's text, once confirmed."""
+    d.find_element(By.ID, button_id).click()
+    text = wait_for(d, "the confirmation",
+                    lambda: d.find_element(By.ID, "confirm").is_displayed()
+                    and d.find_element(By.ID, "confirm").text)
+    assert d.switch_to.active_element.get_attribute("id") == "confirm-yes"
+    d.switch_to.active_element.send_keys(Keys.ENTER)
+    return text
+
+
 def viewport(d, width, height):
     """The page's viewport exactly, as a device of that size has it."""
     d.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
@@ -296,6 +308,23 @@ def main():
         d.get(h.base + "/")
         wait_for(d, "the workflow cards",
                  lambda: d.find_elements(By.LINK_TEXT, WF))
+        # the home's last hour of each workflow: term-1 terminated, the
+        # orders waiting (none ended otherwise), a bar for that minute
+        def figure(name):
+            return d.find_element(
+                By.CSS_SELECTOR,
+                f'section[data-workflow="{WF}"] [data-figure="{name}"] .figure-value').text
+        wait_for(d, "the last hour's figures",
+                 lambda: d.find_elements(By.CSS_SELECTOR,
+                                         f'section[data-workflow="{WF}"] [data-figure]'))
+        assert figure("terminated") == "1", figure("terminated")
+        assert figure("completed") == "0", figure("completed")
+        assert figure("backlog") == "0", figure("backlog")
+        bars = d.find_elements(By.CSS_SELECTOR,
+                               f'section[data-workflow="{WF}"] svg.hour rect[data-kind="terminated"]')
+        assert len(bars) == 1, len(bars)
+        assert "1 terminated" in bars[0].find_element(By.TAG_NAME, "title").get_attribute("textContent")
+        shot(d, "home-desktop")
         d.find_element(By.LINK_TEXT, WF).click()
         want = set(ids) | {"flaky-1"}
         wait_for(d, "every instance in the list", lambda: want <= set(rows(d)))
@@ -409,7 +438,7 @@ def main():
         d.get(h.base + f"/#/wf/{WF}/i/term-1")
         wait_for(d, "the terminated instance",
                  lambda: "terminated" in d.find_element(By.ID, "instance-status").text)
-        assert sorted(shown_actions(d)) == ["act-restart", "act-restart-from"], shown_actions(d)
+        assert sorted(shown_actions(d)) == ["act-delete", "act-restart", "act-restart-from"], shown_actions(d)
         # restart from a chosen step: the steps before it are kept
         Select(d.find_element(By.ID, "restart-from")).select_by_visible_text("charge card")
         ans, what = confirm(d, "act-restart-from")
@@ -452,7 +481,7 @@ def main():
                  lambda: "complete" in d.find_element(By.ID, "instance-status").text)
         assert h.status("go-1", "chaos") == "complete"
         wait_for(d, "only the restarts offered once complete",
-                 lambda: sorted(shown_actions(d)) == ["act-restart", "act-restart-from"],
+                 lambda: sorted(shown_actions(d)) == ["act-delete", "act-restart", "act-restart-from"],
                  timeout=5)
         # not blocked on an event: no type, a placeholder
         d.get(h.base + "/#/wf/chaos/i/nap-1")
@@ -469,6 +498,25 @@ def main():
         assert "400" in ans and "request.invalid_json" in ans, ans
         assert d.find_element(By.ID, "answer").get_attribute("role") == "alert"
         assert h.status("nap-1", "chaos") == "waiting"
+        # deleted from its page: a live one is terminated first (the
+        # confirmation says so and asks for it), then the list opens and
+        # the host has it no more
+        what = confirm_leaving(d, "act-delete")
+        assert "DELETE /workflows/chaos/instances/nap-1?terminate=true" in what, what
+        assert "terminated first" in what, what
+        wait_for(d, "the list after the delete",
+                 lambda: d.current_url.endswith("#/wf/chaos"))
+        assert h.api("GET", "/workflows/chaos/instances/nap-1")[0] == 404
+        # an ended one: no terminate asked
+        d.get(h.base + "/#/wf/chaos/i/go-1")
+        wait_for(d, "the complete go-1",
+                 lambda: "complete" in d.find_element(By.ID, "instance-status").text)
+        what = confirm_leaving(d, "act-delete")
+        assert "DELETE /workflows/chaos/instances/go-1\n" in what + "\n", what
+        assert "terminate" not in what.split("\n")[1], what
+        wait_for(d, "the list after the second delete",
+                 lambda: d.current_url.endswith("#/wf/chaos"))
+        assert h.api("GET", "/workflows/chaos/instances/go-1")[0] == 404
 
         # child workflows: the parent's page links its children, a
         # child's its parent

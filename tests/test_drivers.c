@@ -123,11 +123,11 @@ START_TEST(the_table_is_bounded) {
     n++;
   ck_assert_int_eq(rc, DURO_E_INVALID_ARGUMENT);
   /* queues, cron, children, pipelines, telemetry, tail, debounce,
-   * singleton, flow, resources */
+   * singleton, flow, resources, outcomes */
   int builtin = 0;
   while (duro_builtin_drivers[builtin])
     builtin++;
-  ck_assert_int_eq(builtin, 10);
+  ck_assert_int_eq(builtin, 11);
   ck_assert_int_eq(n, DURO_ENGINE_MAX_DRIVERS - builtin);
   harness_start(&h);
   duro_engine_scheduler_pass(h.e); /* hooks left NULL are skipped */

@@ -56,6 +56,7 @@
  * Real engine threads run the activations; time is the real clock (the
  * hosts' leases and the slots' retries are wall time, in milliseconds). */
 #include <check.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -359,6 +360,84 @@ START_TEST(two_hosts_share_a_key) {
   duro_engine_close(h1);
   duro_engine_close(h2);
   ck_assert_int_eq(most[0], 2);
+}
+END_TEST
+
+/* The hosts the instances of "turns" ran on, in the order they began. */
+static int turn_host[32], n_turns;
+
+static int turn_hold(duro_attempt *a, void *arg) {
+  pthread_mutex_lock(&mu);
+  if (n_turns < 32)
+    turn_host[n_turns++] = (int)(intptr_t)arg;
+  pthread_mutex_unlock(&mu);
+  return hold(a, "a");
+}
+
+static duro_rc turns(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env;
+  int64_t host = 1;
+  duro_json_integer(ev->params, "/h", &host);
+  return duro_do(step, "hold", NULL, turn_hold, (void *)(intptr_t)host, NULL);
+}
+
+static void turns_create(duro_engine *e, const char *id, int host) {
+  char params[64];
+  snprintf(params, sizeof params, "{\"c\":\"a\",\"h\":%d}", host);
+  ck_assert_int_eq(duro_instance_create(e, "turns", id, params, -1, NULL), 0);
+}
+
+/* A host holding every slot of a key, with a backlog of it, gives one
+ * back to another host's waiter of the key: it does not serve its whole
+ * backlog first. */
+START_TEST(hosts_take_turns_at_a_key) {
+  reset();
+  n_turns = 0;
+  char conninfo[512];
+  pg_fixture_database(&pg, "turns", conninfo, sizeof conninfo);
+  const duro_flow_concurrency rule[] = {{.key = "/c", .limit = 1}};
+  duro_workflow_limits lim = {.flow_concurrency = rule,
+                              .n_flow_concurrency = 1};
+  duro_engine *h1 = joined_open(conninfo, 8, "turns", turns, &lim),
+              *h2 = joined_open(conninfo, 8, "turns", turns, &lim);
+  enum { MINE = 10 };
+  char id[16];
+  for (int i = 0; i < MINE; i++) {
+    snprintf(id, sizeof id, "one-%d", i);
+    turns_create(h1, id, 1);
+  }
+  want_running_a = 1;
+  ck_assert(wait_for(running_a_reached));
+  turns_create(h2, "two-0", 2);
+  /* a while for the second host to mark the key short and the first to
+   * see it (it asks every 100 ms) */
+  usleep(500 * 1000);
+  for (int n = 1; n <= MINE + 1; n++) {
+    let(n);
+    want_finished = n;
+    ck_assert_msg(wait_for(finished_reached), "%d of %d finished", finished,
+                  MINE + 1);
+  }
+  pthread_mutex_lock(&mu);
+  int at = -1;
+  for (int i = 0; i < n_turns; i++)
+    if (turn_host[i] == 2)
+      at = i;
+  ck_assert_int_eq(n_turns, MINE + 1);
+  ck_assert_int_le(most[0], 1);
+  pthread_mutex_unlock(&mu);
+  /* the first host's running one ends, and the slot is the second's
+   * (without turns it ran last, after the first host's ten) */
+  ck_assert_msg(at >= 1 && at <= 3, "the second host's ran %d of %d", at + 1,
+                MINE + 1);
+  ck_assert(ends_complete(h2, "turns", "two-0"));
+  for (int i = 0; i < MINE; i++) {
+    snprintf(id, sizeof id, "one-%d", i);
+    ck_assert_msg(ends_complete(h1, "turns", id), "%s: %s", id,
+                  status_of(h1, "turns", id));
+  }
+  duro_engine_close(h1);
+  duro_engine_close(h2);
 }
 END_TEST
 
@@ -731,11 +810,13 @@ END_TEST
 /* "bounced": flow.debounce by /c over a second; each run counted, with
  * the /n it started with. */
 static int bounced_runs, bounced_last_n;
+static int64_t bounced_at; /* wall ms of the last run */
 
 static int bounced_note(duro_attempt *a, void *arg) {
   pthread_mutex_lock(&mu);
   bounced_runs++;
   bounced_last_n = (int)(intptr_t)arg;
+  bounced_at = wall_ms();
   pthread_cond_broadcast(&cv);
   pthread_mutex_unlock(&mu);
   return duro_attempt_result(a, "null");
@@ -748,11 +829,16 @@ static duro_rc bounced(duro_step *step, const duro_event *ev, duro_env *env) {
   return duro_do(step, "note", NULL, bounced_note, (void *)(intptr_t)n, NULL);
 }
 
-static duro_engine *bounced_host_open(const char *conninfo) {
+static duro_engine *bounced_host_open_for(const char *conninfo,
+                                          int64_t period_ms) {
   duro_workflow_limits lim = {.flow_debounce_key = "/c",
-                              .flow_debounce_ms = 1000,
-                              .flow_debounce_max_wait_ms = 30000};
+                              .flow_debounce_ms = period_ms,
+                              .flow_debounce_max_wait_ms = 60000};
   return joined_open(conninfo, 4, "bounced", bounced, &lim);
+}
+
+static duro_engine *bounced_host_open(const char *conninfo) {
+  return bounced_host_open_for(conninfo, 1000);
 }
 
 /* Creates `id` of "bounced" with /c = key and /n = n on e: the id that
@@ -862,6 +948,49 @@ START_TEST(a_debounce_merges_across_hosts) {
 }
 END_TEST
 
+/* A pending instance whose host stops is taken over still pending: it
+ * starts when its key has been quiet for the period, with the last
+ * params merged into it, and lets go of its key (not at once when it is
+ * taken over, holding the key while it runs). */
+START_TEST(a_pending_debounce_outlives_its_host) {
+  char conninfo[512];
+  pg_fixture_database(&pg, "pending", conninfo, sizeof conninfo);
+  pthread_mutex_lock(&mu);
+  bounced_runs = 0;
+  pthread_mutex_unlock(&mu);
+  enum { PERIOD_MS = 6000 };
+  duro_engine *h1 = bounced_host_open_for(conninfo, PERIOD_MS),
+              *h2 = bounced_host_open_for(conninfo, PERIOD_MS);
+  int merged;
+  char *got = bounced_create(h1, "p1", "p", 1, &merged);
+  ck_assert(!merged);
+  free(got);
+  got = bounced_create(h2, "p2", "p", 2, &merged);
+  ck_assert(merged);
+  ck_assert_str_eq(got, "p1");
+  free(got);
+  int64_t last_create = wall_ms();
+  duro_engine_close(h1); /* h2 takes p1 over once h1's lease lapses */
+  want_runs = 1;
+  ck_assert(wait_for(runs_reached));
+  pthread_mutex_lock(&mu);
+  int64_t ran_at = bounced_at;
+  ck_assert_int_eq(bounced_runs, 1);
+  ck_assert_int_eq(bounced_last_n, 2);
+  pthread_mutex_unlock(&mu);
+  ck_assert_msg(ran_at - last_create >= PERIOD_MS - 100,
+                "p1 ran %" PRId64 " ms after the last create, period %d",
+                ran_at - last_create, PERIOD_MS);
+  ck_assert(ends_complete(h2, "bounced", "p1"));
+  /* its key was let go of: the next create makes another */
+  got = bounced_create(h2, "p3", "p", 3, &merged);
+  ck_assert(!merged);
+  ck_assert_str_eq(got, "p3");
+  free(got);
+  duro_engine_close(h2);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("flow_hosts");
   TCase *tc = tcase_create("hosts");
@@ -870,12 +999,14 @@ int main(void) {
   tcase_add_test(tc, slots_are_exclusive);
   tcase_add_test(tc, two_hosts_share_a_key);
   tcase_add_test(tc, a_closed_host_gives_back);
+  tcase_add_test(tc, hosts_take_turns_at_a_key);
   tcase_add_test(tc, rates_are_shared);
   tcase_add_test(tc, two_hosts_share_a_rate);
   tcase_add_test(tc, a_singleton_skips_across_hosts);
   tcase_add_test(tc, a_singleton_queues_across_hosts);
   tcase_add_test(tc, a_singleton_key_outlives_its_host);
   tcase_add_test(tc, a_debounce_merges_across_hosts);
+  tcase_add_test(tc, a_pending_debounce_outlives_its_host);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

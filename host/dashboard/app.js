@@ -307,6 +307,60 @@ function countsLine(instances) {
   return parts.length ? parts : [h('span', {class: 'muted'}, 'no instances')];
 }
 
+/* A workflow's last hour on this host (GET /workflows/{wf}'s last_hour)
+ * and its backlog, as figures: what ended and how, run times. */
+function hourFigures(s) {
+  const lh = s.last_hour, ended = lh.completed + lh.errored + lh.terminated;
+  const rt = lh.run_time || {};
+  const fig = (name, value, title) => h('div', {class: 'figure', 'data-figure': name, title},
+    h('div', {class: 'figure-value'}, value), h('div', {class: 'figure-name'}, name));
+  const ms = (v) => v === null || v === undefined ? '—' : fmtDur(v);
+  return h('div', {class: 'figures'},
+    fig('completed', String(lh.completed), 'instances that completed in the last hour'),
+    fig('errored', ended ? `${lh.errored} (${(100 * lh.errored / ended).toFixed(1)} %)` : '0',
+        'instances that ended errored in the last hour, and their share of those that ended'),
+    fig('terminated', String(lh.terminated), 'instances terminated in the last hour'),
+    fig('backlog', String(s.backlog), s.backlog ? `queued; the oldest waited ${fmtDur(s.oldest_queued_age_ms)}`
+                                                : 'none queued'),
+    fig('p50 run time', ms(rt.p50_ms), 'half of those that ended in the last hour ran no longer (start to end)'),
+    fig('p99 run time', ms(rt.p99_ms), `99 % ran no longer; the longest ${ms(rt.max_ms)}`));
+}
+
+/* The last hour a minute a bar: completed (green) under errored and
+ * terminated (red, grey); each bar's counts on hover. */
+function hourChart(name, lh) {
+  const W = 340, H = 90, L = 30, B = 16, T = 6;
+  const per = lh.per_minute, n = per.completed.length;
+  const tot = per.completed.map((c, i) => c + per.errored[i] + per.terminated[i]);
+  const max = Math.max(1, ...tot);
+  const bw = (W - L - 4) / n;
+  const y = (v) => H - B - (H - B - T) * v / max;
+  const g = svg('svg', {viewBox: `0 0 ${W} ${H}`, role: 'img', class: 'chart hour',
+                        'aria-label': `${name}: instances ended a minute over the last hour, at most ${max}`},
+    svg('line', {x1: L, y1: H - B, x2: W - 4, y2: H - B, stroke: '#99a'}),
+    svg('line', {x1: L, y1: T, x2: L, y2: H - B, stroke: '#99a'}),
+    svg('text', {x: L - 4, y: T + 8, 'text-anchor': 'end'}, String(max)),
+    svg('text', {x: L - 4, y: H - B, 'text-anchor': 'end'}, '0'),
+    svg('text', {x: L, y: H - 3}, '60 min ago'),
+    svg('text', {x: W - 4, y: H - 3, 'text-anchor': 'end'}, 'now'));
+  for (let i = 0; i < n; i++) {
+    if (!tot[i]) continue;
+    const from = lh.start_ms + i * lh.minute_ms;
+    const title = `${fmtClock(from).slice(0, 5)}: ${per.completed[i]} completed, ${per.errored[i]} errored, ` +
+                  `${per.terminated[i]} terminated, ${per.created[i]} created`;
+    let base = 0;
+    for (const [k, color] of [['completed', '#2e9e57'], ['errored', '#d2433a'], ['terminated', '#8a8fa3']]) {
+      const v = per[k][i];
+      if (!v) continue;
+      g.append(svg('rect', {x: L + i * bw, y: y(base + v), width: Math.max(bw - 1, 1),
+                            height: y(base) - y(base + v), fill: color, 'data-kind': k},
+                   svg('title', null, title)));
+      base += v;
+    }
+  }
+  return g;
+}
+
 function homeView(main, gen) {
   const err = errorLine();
   const list = h('div', {class: 'grid'});
@@ -320,12 +374,12 @@ function homeView(main, gen) {
           load(`/workflows/${enc(n)}`).catch((e) => ({name: n, failed: e}))));
       if (app.gen !== gen) return;
       err.show(null);
-      fill(list, stats.map((s) => h('section', {class: 'card'},
+      fill(list, stats.map((s) => h('section', {class: 'card', 'data-workflow': s.name},
         h('h2', null, h('a', {href: `#/wf/${enc(s.name)}`}, s.name)),
         s.failed ? h('p', {class: 'error'}, s.failed.message)
                  : h('div', {class: 'counts'}, countsLine(s.instances)),
-        s.failed ? null : h('p', {class: 'muted'},
-          `backlog ${s.backlog}`, s.backlog ? `, oldest waited ${fmtDur(s.oldest_queued_age_ms)}` : ''))));
+        s.failed || !s.last_hour ? null : hourFigures(s),
+        s.failed || !s.last_hour ? null : hourChart(s.name, s.last_hour))));
       if (!names.length) list.append(h('p', {class: 'muted'}, 'No workflows are configured.'));
     },
   };
@@ -584,8 +638,22 @@ function instanceView(main, gen, wf, id) {
   const timeline = h('div', {id: 'timeline'});
   const steps = h('div', {id: 'steps'});
   const events = h('div', {id: 'events'});
-  const conf = confirmer(() => view.refresh().catch(err.show));
+  /* once it is deleted, its page has nothing to show: back to the list */
+  let deleting = false;
+  const conf = confirmer((r) => {
+    if (deleting && r.ok) location.hash = `#/wf/${enc(wf)}`;
+    else view.refresh().catch(err.show);
+    deleting = false;
+  });
   const confirmThen = conf.ask;
+  const deleteButton = h('button', {type: 'button', id: 'act-delete', class: 'danger', onclick: () => {
+    const live = !ENDED.includes(deleteButton.dataset.status);
+    deleting = true;
+    confirmThen(live ? `Delete ${id}: it has not ended, so it is terminated first (no rollbacks), then its ` +
+                       'rows are gone for good: steps, events, logs.'
+                     : `Delete ${id}: its rows are gone for good: steps, events, logs.`,
+                'DELETE', live ? `${path}?terminate=true` : path, undefined, () => `deleted ${id}`);
+  }}, 'Delete');
 
   const statusUrl = `${path}/status`;
   const action = (label, status, what, cls) => h('button', {type: 'button', id: `act-${status}`, class: cls,
@@ -610,7 +678,8 @@ function instanceView(main, gen, wf, id) {
         onclick: () => confirmThen(`Terminate ${id} after its rollbacks: what its completed steps did is undone, newest first, then it ends.`,
                                    'PATCH', statusUrl, {status: 'terminate', rollback: true})},
         'Terminate with rollback'),
-      action('Restart', 'restart', `Restart ${id} from its beginning: every step runs again with the same params.`)),
+      action('Restart', 'restart', `Restart ${id} from its beginning: every step runs again with the same params.`),
+      deleteButton),
     build(restartRow, null, [
       h('div', null, h('label', {for: 'restart-from'}, 'Restart from step'), fromStep),
       h('button', {type: 'button', id: 'act-restart-from', onclick: () => {
@@ -636,6 +705,7 @@ function instanceView(main, gen, wf, id) {
    * the first one left, so the keyboard does not fall back to the top. */
   function showActions(inst) {
     const allowed = allowedActions(inst);
+    deleteButton.dataset.status = inst.status;
     const focused = document.activeElement;
     actions.hidden = false;
     for (const [name, yes] of Object.entries(allowed)) {

@@ -438,6 +438,19 @@ static int debounce_admit(duro_engine *e, void *state, const char *workflow,
     return 1;
   pthread_mutex_lock(&st->mu);
   dbc_member *m = idmap_get(&st->by_rowid, rowid);
+  dbc_workflow *w;
+  char *value;
+  if (!m && st->shared && (w = workflow_of(st, workflow)) != NULL &&
+      (value = value_of(w, params)) != NULL) {
+    /* a first start this host knew nothing of: an instance it took over
+     * from a host that stopped (or a restarted one).  Its row says when
+     * it starts and with what, and holds its key while it is pending:
+     * its start waits for the key let go of, as one of its own does (its
+     * id is read with the row: member_new's "" stands for it) */
+    int64_t now = engine_now(e);
+    m = member_new(st, w, NULL, rowid, "", params, now, now);
+    free(value);
+  }
   int runs = 1;
   if (m && may_start(m, engine_now(e)) && params_are(m, params) &&
       (!st->shared || m->released)) {
@@ -560,10 +573,23 @@ static void release_pass(duro_engine *e, dbc_state *st) {
     return;
   release_ctx c = {.st = st};
   engine_gate_run(e, release_collect, &c);
-  for (size_t i = 0; i < c.n; i++)
-    c.jobs[i].rc = journal_claim_release(engine_journal(e), c.jobs[i].workflow,
-                                         c.jobs[i].id, c.now, &c.jobs[i].params,
-                                         &c.jobs[i].wake_ms);
+  journal *j = engine_journal(e);
+  for (size_t i = 0; i < c.n; i++) {
+    release_job *job = &c.jobs[i];
+    journal_instance inst = {0};
+    if (!*job->id) { /* one it took over: its id is its row's */
+      job->rc = journal_instance_get_rowid(j, job->rowid, &inst);
+      if (job->rc == 0) {
+        free(job->id);
+        job->id = xstrdup(inst.id);
+      }
+      journal_instance_clear(&inst);
+      if (job->rc != 0)
+        continue;
+    }
+    job->rc = journal_claim_release(j, job->workflow, job->id, c.now,
+                                    &job->params, &job->wake_ms);
+  }
   engine_gate_run(e, release_apply, &c);
   for (size_t i = 0; i < c.n; i++) {
     free(c.jobs[i].workflow);

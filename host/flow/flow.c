@@ -113,7 +113,7 @@ static flow_key *key_of(flow_rule *r, const char *value) {
  * is not in the future: it is then as a new key). */
 void flow_drop_if_idle(flow_rule *r, flow_key *k, double now) {
   if (k->running || k->backlog.n || (r->rate && k->tat > now) || k->held ||
-      k->promised || k->listed || k->busy)
+      k->promised || k->listed || k->busy || k->marked)
     return;
   int64_t h = map_hash_str(k->value);
   flow_key *head = idmap_get(&r->keys, h);
@@ -264,8 +264,8 @@ void flow_hand_on(flow_state *fs, flow_rule *r, flow_key *k) {
     return;
   if (flow_slots_room(fs, k, 0))
     flow_grant_turn(fs, r, k);
-  else
-    flow_slots_list(fs, r, k); /* short of the hosts' slots: take one */
+  else /* short of the hosts' slots: take one, or give one back */
+    flow_slots_want(fs, r, k);
 }
 
 static int flow_admit(duro_engine *e, void *state, const char *workflow,

@@ -51,6 +51,11 @@ typedef struct flow_key {
   uint64_t epoch;
   int listed, busy;
   int64_t retry_at; /* engine ms: when, short of slots, it asks again */
+  /* The hosts' turns (flow_slots.c): whether this host marks the key as
+   * short of its slots (and in which epoch), and whether, holding them
+   * while another host marks it, it gives back the next that frees. */
+  int marked, yield;
+  uint64_t mark_epoch;
 } flow_key;
 
 typedef struct flow_rule {
@@ -135,6 +140,9 @@ int flow_slots_room(const flow_state *fs, const flow_key *k, int mine);
 /* k wants a slot more (it has waiters), or has one spare (none): it is
  * listed for the next pass. */
 void flow_slots_list(flow_state *fs, flow_rule *r, flow_key *k);
+/* Key k has waiters and no slot free for them: listed, and if a slot is
+ * free that it gives back to another host, the pass made due. */
+void flow_slots_want(flow_state *fs, flow_rule *r, flow_key *k);
 /* The slots' pass, on the scheduler thread: slots taken for the keys
  * short of them (their waiters handed their turns), spare ones given
  * back; *next_ms lowered to when keys still short ask again. */

@@ -19,7 +19,19 @@
  * A slot handed to a waiter is promised to it until it is admitted, so
  * that a newcomer does not take it.  When the store's slots connection
  * was lost (its epoch moved on), every slot held before is gone with it:
- * the key counts none and takes them again.  Rates: flow_rates.c. */
+ * the key counts none and takes them again.  Rates: flow_rates.c.
+ *
+ * The hosts take turns at a key.  A slot that frees goes to this host's
+ * next waiter without a round trip, so a host holding every slot of a
+ * key with a long backlog would serve it all before another host's
+ * waiter of the key.  So a key short of slots marks itself short in the
+ * store while it is, and a key holding all its slots with waiters of its
+ * own asks every SLOTS_ASK_MS whether another host marks it: if one
+ * does, the next slot that frees here is given back (yield), and this
+ * host waits SLOTS_YIELD_MS before it takes again, in which the short
+ * host, asking every SLOTS_RETRY_MS, takes it.  Hosts with waiters of one
+ * key thus hand a slot back and forth, each its backlog in its own
+ * order. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,13 +41,24 @@
 #include "util.h"
 
 #define SLOTS_RETRY_MS 50
+#define SLOTS_ASK_MS 100
+#define SLOTS_YIELD_MS 150
 
 int flow_slots_room(const flow_state *fs, const flow_key *k, int mine) {
   if (!fs->shared)
     return 1;
   if (mine && k->promised)
     return k->running + k->promised <= k->held;
-  return k->running + k->promised < k->held;
+  /* a slot to give back is not handed to a waiter */
+  return k->running + k->promised + (k->yield ? 1 : 0) < k->held;
+}
+
+void flow_slots_want(flow_state *fs, flow_rule *r, flow_key *k) {
+  if (fs->shared && k->yield && k->running + k->promised < k->held) {
+    k->retry_at = 0; /* the slot to give back is free: give it now */
+    engine_gate_kick_locked(fs->e);
+  }
+  flow_slots_list(fs, r, k);
 }
 
 void flow_slots_list(flow_state *fs, flow_rule *r, flow_key *k) {
@@ -74,7 +97,8 @@ typedef struct slot_job {
   uint32_t *mine, *give, *got;
   size_t n_mine, n_give, n_got;
   uint32_t want;
-  uint64_t epoch;
+  uint64_t epoch, pass_epoch, mark_epoch;
+  int mark, marked, ask, contended; /* journal_slots_job's */
   int rc;
 } slot_job;
 
@@ -110,7 +134,17 @@ static void collect(duro_engine *e, void *arg) {
     if (want > r->limit - k->held)
       want = r->limit - k->held;
     uint32_t spare = k->backlog.n ? 0 : free_now;
-    if (!want && !spare) {
+    if (k->backlog.n && k->yield && free_now) {
+      spare = 1; /* another host's turn; this one's after a while */
+      want = 0;
+      k->yield = 0;
+      k->retry_at = now + SLOTS_YIELD_MS;
+    }
+    /* short of slots and asking: marked; holding them all, with waiters:
+     * does another host wait? */
+    int mark = want > 0;
+    int ask = k->backlog.n && k->held >= r->limit;
+    if (!want && !spare && !ask && mark == k->marked) {
       flow_drop_if_idle(r, k, (double)now);
       continue;
     }
@@ -119,7 +153,11 @@ static void collect(duro_engine *e, void *arg) {
                     .rule = r,
                     .base = slot_base(r, k),
                     .want = want,
-                    .epoch = k->epoch};
+                    .epoch = k->epoch,
+                    .mark = mark,
+                    .marked = k->marked,
+                    .mark_epoch = k->mark_epoch,
+                    .ask = ask};
     if (want) {
       j->mine = xmalloc((k->held ? k->held : 1) * sizeof *j->mine);
       if (k->held)
@@ -149,6 +187,11 @@ static void apply(duro_engine *e, void *arg) {
     flow_key *k = j->key;
     flow_rule *r = j->rule;
     k->busy = 0;
+    if (j->rc == 0) {
+      k->marked = j->marked;
+      k->mark_epoch = j->pass_epoch;
+      k->yield = j->contended && k->backlog.n && k->held >= r->limit;
+    }
     if (j->want && j->rc == 0) {
       if (j->epoch != k->epoch) { /* the slots held before are gone */
         if (k->held)
@@ -170,13 +213,15 @@ static void apply(duro_engine *e, void *arg) {
     while (k->backlog.n && k->running < r->limit &&
            k->running + k->promised < k->held)
       flow_grant_turn(fs, r, k);
-    if (k->backlog.n && k->held < r->limit) { /* short: ask again soon */
-      k->retry_at = now + SLOTS_RETRY_MS;
+    if (k->backlog.n) { /* short: ask again soon; else, is another short? */
+      int64_t at = now + (k->held < r->limit ? SLOTS_RETRY_MS : SLOTS_ASK_MS);
+      if (k->retry_at < at) /* (not before a yield's wait is over) */
+        k->retry_at = at;
       if (k->retry_at < c->next)
         c->next = k->retry_at;
       flow_slots_list(fs, r, k);
-    } else if (!k->backlog.n && k->held > k->running + k->promised) {
-      flow_slots_list(fs, r, k); /* spare again: give it back next pass */
+    } else if (k->held > k->running + k->promised || k->marked) {
+      flow_slots_list(fs, r, k); /* spare again, or marked: next pass */
     }
     flow_drop_if_idle(r, k, (double)now);
   }
@@ -197,7 +242,11 @@ void flow_slots_pass(duro_engine *e, flow_state *fs, int64_t *next_ms) {
                                 .give = j->give,
                                 .n_give = j->n_give,
                                 .give_epoch = j->epoch,
-                                .got = j->got};
+                                .got = j->got,
+                                .mark = j->mark,
+                                .marked = j->marked,
+                                .mark_epoch = j->mark_epoch,
+                                .ask = j->ask};
   }
   uint64_t epoch = 0;
   int rc = c.n_jobs
@@ -206,6 +255,9 @@ void flow_slots_pass(duro_engine *e, flow_state *fs, int64_t *next_ms) {
   for (size_t k = 0; k < c.n_jobs; k++) {
     c.jobs[k].rc = rc;
     c.jobs[k].n_got = sj[k].n_got;
+    c.jobs[k].marked = sj[k].marked;
+    c.jobs[k].contended = sj[k].contended;
+    c.jobs[k].pass_epoch = epoch;
     if (c.jobs[k].want)
       c.jobs[k].epoch = epoch;
   }

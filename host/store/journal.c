@@ -173,7 +173,7 @@ int journal_slots_shared(journal *j) { return j->host && j->be->slots_pass; }
 int journal_slots_pass(journal *j, journal_slots_job *jobs, size_t n,
                        uint64_t *epoch) {
   for (size_t i = 0; i < n; i++)
-    jobs[i].n_got = 0;
+    jobs[i].n_got = jobs[i].contended = 0;
   if (!journal_slots_shared(j))
     return DURO_E_INVALID_ARGUMENT;
   return j->be->slots_pass(j->db, jobs, n, epoch);

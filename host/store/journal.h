@@ -810,7 +810,15 @@ int journal_slots_give(journal *j, int64_t base, uint32_t slot, uint64_t epoch);
 /* Several keys' takes and gives in one round trip: each job's give[]
  * given back (when its give_epoch is the store's), then up to `want` of
  * the slots not in its mine[] taken into its got[] (room for want).
- * *epoch as for a take. */
+ * *epoch as for a take.
+ *
+ * And the hosts' turns at a key (so that a host holding every slot of a
+ * key does not serve its own waiters while another host's wait): a host
+ * short of a key's slots marks it, a host holding them asks whether
+ * another host marks it.  `mark` is whether the key should be marked by
+ * this host after the pass, `marked` whether it was (counted only when
+ * mark_epoch is the store's: a lost connection took the mark with it),
+ * and comes back as whether it is; `ask` asks, `contended` the answer. */
 typedef struct journal_slots_job {
   int64_t base;
   uint32_t limit, want;
@@ -819,6 +827,8 @@ typedef struct journal_slots_job {
   uint64_t give_epoch;
   uint32_t *got;
   size_t n_got;
+  int mark, marked, ask, contended;
+  uint64_t mark_epoch;
 } journal_slots_job;
 int journal_slots_pass(journal *j, journal_slots_job *jobs, size_t n,
                        uint64_t *epoch);

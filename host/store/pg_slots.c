@@ -17,7 +17,7 @@
  * trip: a function of the session's own temporary schema unlocks the
  * former and loops over the slots this host does not hold with
  * pg_try_advisory_lock, so exactly the slots it returns are taken. */
-#include <stdarg.h>
+#include <jansson.h>
 #include <string.h>
 
 #include "log.h"
@@ -25,26 +25,51 @@
 
 /* A pass of several keys in one round trip: req is
  * {"give": [slot's lock, ...], "take": [{"b": base, "l": limit,
- * "w": want, "m": [held, ...]}, ...]}, the answer each take's slots got,
- * in order: [[0, 2], [], ...]. */
+ * "w": want, "m": [held, ...], "h": mark, "c": marked, "q": ask}, ...]},
+ * the answer each take's slots got, whether it is marked after, and
+ * whether another host marks it, in order:
+ * [{"g": [0, 2], "m": false, "x": true}, ...].  A key's mark is the
+ * advisory lock base + 0xFFFFF, above every slot's (a limit is at most
+ * 1,000,000), held shared by the hosts short of its slots; another
+ * host's mark is
+ * seen as the exclusive lock refused: this host's own shared one does
+ * not stand in its way. */
 static const char pass_fn[] =
     "CREATE OR REPLACE FUNCTION pg_temp.duro_slots_pass(req jsonb) "
     "RETURNS jsonb LANGUAGE plpgsql AS $$ "
-    "DECLARE out jsonb := '[]'; t jsonb; got int[]; m int[]; "
+    "DECLARE out jsonb := '[]'; t jsonb; got int[]; m int[]; b bigint; "
+    "  mk bigint; marked boolean; contended boolean; "
     "BEGIN "
     "  PERFORM pg_advisory_unlock(g::bigint) "
     "    FROM jsonb_array_elements_text(req->'give') g; "
     "  FOR t IN SELECT * FROM jsonb_array_elements(req->'take') LOOP "
+    "    b := (t->>'b')::bigint; "
+    "    mk := b + 1048575; "
     "    m := ARRAY(SELECT jsonb_array_elements_text(t->'m')::int); "
     "    got := '{}'; "
     "    FOR i IN 0 .. (t->>'l')::int - 1 LOOP "
     "      EXIT WHEN coalesce(array_length(got, 1), 0) >= (t->>'w')::int; "
-    "      IF NOT (i = ANY (m)) AND "
-    "         pg_try_advisory_lock((t->>'b')::bigint + i) THEN "
+    "      IF NOT (i = ANY (m)) AND pg_try_advisory_lock(b + i) THEN "
     "        got := got || i; "
     "      END IF; "
     "    END LOOP; "
-    "    out := out || jsonb_build_array(to_jsonb(got)); "
+    "    marked := (t->>'c')::boolean; "
+    "    IF (t->>'h')::boolean AND NOT marked THEN "
+    "      marked := pg_try_advisory_lock_shared(mk); "
+    "    ELSIF NOT (t->>'h')::boolean AND marked THEN "
+    "      PERFORM pg_advisory_unlock_shared(mk); "
+    "      marked := false; "
+    "    END IF; "
+    "    contended := false; "
+    "    IF (t->>'q')::boolean THEN "
+    "      IF pg_try_advisory_lock(mk) THEN "
+    "        PERFORM pg_advisory_unlock(mk); "
+    "      ELSE "
+    "        contended := true; "
+    "      END IF; "
+    "    END IF; "
+    "    out := out || jsonb_build_array(jsonb_build_object('g', "
+    "      to_jsonb(got), 'm', marked, 'x', contended)); "
     "  END LOOP; "
     "  RETURN out; "
     "END $$";
@@ -83,93 +108,79 @@ void pg_slots_failed(pg_store *pg, PGresult *r) {
   }
 }
 
-/* Appends to a growing buffer (*buf of *cap bytes, *len used). */
-static void put(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void put(char **buf, size_t *len, size_t *cap, const char *fmt, ...) {
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(*buf + *len, *cap - *len, fmt, ap);
-    va_end(ap);
-    if (n >= 0 && (size_t)n < *cap - *len) {
-      *len += (size_t)n;
-      return;
-    }
-    *cap = 2 * *cap + (size_t)(n > 0 ? n : 0);
-    *buf = xrealloc(*buf, *cap);
-  }
+/* Whether job j is in the pass's takes: it takes, or its mark changes,
+ * or it asks. */
+static int in_takes(const journal_slots_job *j, int marked) {
+  return j->want || j->ask || (j->mark != 0) != marked;
 }
 
-/* The answer's arrays, in order, into the jobs that take. */
-static void parse_pass(const char *s, journal_slots_job *jobs, size_t n) {
-  size_t job = 0;
-  int depth = 0;
-  while (job < n && !jobs[job].want)
-    job++;
-  for (const char *p = s; *p && job < n; p++) {
-    if (*p == '[') {
-      depth++;
-    } else if (*p == ']') {
-      if (--depth == 1)
-        for (job++; job < n && !jobs[job].want; job++)
-          ;
-    } else if (depth == 2 && *p >= '0' && *p <= '9') {
-      char *end;
-      unsigned long v = strtoul(p, &end, 10);
-      if (jobs[job].n_got < jobs[job].want)
-        jobs[job].got[jobs[job].n_got++] = (uint32_t)v;
-      p = end - 1;
+/* The answer's objects, in order, into the jobs in the takes. */
+static int parse_pass(const char *s, journal_slots_job *jobs, size_t n,
+                      const int *marked) {
+  json_t *out = json_loads(s, 0, NULL);
+  size_t at = 0;
+  for (size_t i = 0; out && i < n; i++) {
+    if (!in_takes(&jobs[i], marked[i])) {
+      jobs[i].marked = marked[i];
+      continue;
     }
+    json_t *o = json_array_get(out, at++), *g = json_object_get(o, "g");
+    size_t k;
+    json_t *v;
+    json_array_foreach(g, k, v) {
+      if (jobs[i].n_got < jobs[i].want)
+        jobs[i].got[jobs[i].n_got++] = (uint32_t)json_integer_value(v);
+    }
+    jobs[i].marked = json_is_true(json_object_get(o, "m"));
+    jobs[i].contended = json_is_true(json_object_get(o, "x"));
   }
+  int ok = out && at == json_array_size(out);
+  json_decref(out);
+  return ok ? 0 : DURO_E_STORAGE;
 }
 
 int pg_slots_pass(void *db, journal_slots_job *jobs, size_t n,
                   uint64_t *epoch) {
   pg_store *pg = db;
-  size_t cap = 256, len = 0;
-  char *req = xmalloc(cap);
-  req[0] = '\0';
+  json_t *give = json_array(), *take = json_array();
+  int *marked = xcalloc(n ? n : 1, sizeof *marked);
   pthread_mutex_lock(&pg->slots_mu);
   PGconn *c = pg_slots_conn(pg);
-  put(&req, &len, &cap, "{\"give\":[");
-  int first = 1;
-  for (size_t i = 0; i < n; i++)
-    /* of a connection lost since: the server gave them back already */
-    for (size_t g = 0;
-         jobs[i].give_epoch == pg->slots_epoch && g < jobs[i].n_give;
-         g++, first = 0)
-      put(&req, &len, &cap, "%s%" PRId64, first ? "" : ",",
-          jobs[i].base + jobs[i].give[g]);
-  put(&req, &len, &cap, "],\"take\":[");
-  first = 1;
   for (size_t i = 0; i < n; i++) {
-    if (!jobs[i].want)
+    const journal_slots_job *j = &jobs[i];
+    /* of a connection lost since: the server gave them back already */
+    for (size_t g = 0; j->give_epoch == pg->slots_epoch && g < j->n_give; g++)
+      json_array_append_new(give, json_integer(j->base + j->give[g]));
+    marked[i] = j->marked && j->mark_epoch == pg->slots_epoch;
+    if (!in_takes(j, marked[i]))
       continue;
-    put(&req, &len, &cap, "%s{\"b\":%" PRId64 ",\"l\":%u,\"w\":%u,\"m\":[",
-        first ? "" : ",", jobs[i].base, jobs[i].limit, jobs[i].want);
-    for (size_t m = 0; m < jobs[i].n_mine; m++)
-      put(&req, &len, &cap, "%s%u", m ? "," : "", jobs[i].mine[m]);
-    put(&req, &len, &cap, "]}");
-    first = 0;
+    json_t *mine = json_array();
+    for (size_t m = 0; m < j->n_mine; m++)
+      json_array_append_new(mine, json_integer(j->mine[m]));
+    json_array_append_new(
+        take,
+        json_pack("{sI sI sI so sb sb sb}", "b", (json_int_t)j->base, "l",
+                  (json_int_t)j->limit, "w", (json_int_t)j->want, "m", mine,
+                  "h", j->mark != 0, "c", marked[i], "q", j->ask != 0));
   }
-  put(&req, &len, &cap, "]}");
+  json_t *doc = json_pack("{so so}", "give", give, "take", take);
+  char *req = json_dumps(doc, JSON_COMPACT);
+  json_decref(doc);
   int rc = DURO_E_STORAGE;
-  if (c) {
+  if (c && req) {
     const char *v[1] = {req};
     PGresult *r = PQexecParams(c, "SELECT pg_temp.duro_slots_pass($1::jsonb)",
                                1, NULL, v, NULL, NULL, 0);
-    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
-      parse_pass(PQgetvalue(r, 0, 0), jobs, n);
-      rc = 0;
-    } else {
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+      rc = parse_pass(PQgetvalue(r, 0, 0), jobs, n, marked);
+    else
       pg_slots_failed(pg, r);
-    }
     PQclear(r);
   }
   *epoch = pg->slots_epoch;
   pthread_mutex_unlock(&pg->slots_mu);
   free(req);
+  free(marked);
   return rc;
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "debounce.h"
+#include "outcomes.h"
 #include "resources.h"
 #include "singleton.h"
 #include "view_flow.h"
@@ -25,6 +26,10 @@ static json_t *json_raw_or_null(const char *text) {
 
 static json_t *json_ms(int64_t ms) {
   return ms == DURO_NO_TIME ? json_null() : json_integer(ms);
+}
+
+static json_t *json_ms_or_null(int64_t ms) {
+  return ms < 0 ? json_null() : json_integer(ms);
 }
 
 static json_t *json_string_or_null(const char *s) {
@@ -244,6 +249,41 @@ int duro_instance_list(duro_engine *e, const char *workflow,
   return rc;
 }
 
+static json_t *counts_array(const uint64_t *n) {
+  json_t *a = json_array();
+  for (size_t i = 0; i < OUTCOME_MINUTES; i++)
+    json_array_append_new(a, json_integer((json_int_t)n[i]));
+  return a;
+}
+
+static json_t *sum_of(const uint64_t *n) {
+  uint64_t sum = 0;
+  for (size_t i = 0; i < OUTCOME_MINUTES; i++)
+    sum += n[i];
+  return json_integer((json_int_t)sum);
+}
+
+/* A workflow's last hour on this host (outcomes.h): totals, run times
+ * and each minute's counts, oldest first. */
+static json_t *view_workflow_hour(duro_engine *e, const char *workflow) {
+  duro_workflow_hour h;
+  duro_workflow_hour_read(e, workflow, &h);
+  json_t *ms =
+      json_pack("{s:o,s:o,s:o}", "p50_ms", json_ms_or_null(h.p50_ms), "p99_ms",
+                json_ms_or_null(h.p99_ms), "max_ms", json_ms_or_null(h.max_ms));
+  json_t *minutes = json_pack(
+      "{s:o,s:o,s:o,s:o}", "created", counts_array(h.created), "completed",
+      counts_array(h.completed), "errored", counts_array(h.errored),
+      "terminated", counts_array(h.terminated));
+  return json_pack("{s:I,s:I,s:I,s:o,s:o,s:o,s:o,s:I,s:o,s:o}", "start_ms",
+                   (json_int_t)h.start_ms, "since_ms", (json_int_t)h.since_ms,
+                   "minute_ms", (json_int_t)h.minute_ms, "created",
+                   sum_of(h.created), "completed", sum_of(h.completed),
+                   "errored", sum_of(h.errored), "terminated",
+                   sum_of(h.terminated), "ran", (json_int_t)h.ran, "run_time",
+                   ms, "per_minute", minutes);
+}
+
 /* The busiest keys a rule shows on GET /workflows/{wf}. */
 #define FLOW_KEYS_SHOWN 10
 
@@ -281,5 +321,7 @@ int duro_workflow_stats(duro_engine *e, const char *workflow, json_t **out) {
                                   (json_int_t)ds.merged));
   if (!rc)
     free(ds.key);
+  if (!rc)
+    json_object_set_new(*out, "last_hour", view_workflow_hour(e, workflow));
   return rc;
 }
