@@ -1697,14 +1697,14 @@ static void l1_fill_pg(const char *conninfo, size_t n, int64_t base_ms) {
            "'ord-'||lpad(i::text,7,'0'),CASE i%%20 WHEN 7 THEN 'errored' "
            "WHEN 13 THEN 'terminated' ELSE 'complete' END,'{}',"
            "%lld+i*1000,%lld+i*1000,%lld+i*1000+60000,0 FROM "
-           "generate_series(0,%zu) i;"
-           /* its search attributes, as l1_fill's */
+           "generate_series(0,%zu) i; ANALYZE instances;"
+           /* and l1_fill's search attributes, by the number in the id */
            "INSERT INTO attributes(instance,name,workflow,str,num) SELECT "
-           "rowid,'customer','listed','c'||(substr(id,5)::int%%997),NULL FROM "
-           "instances WHERE workflow='listed';"
+           "rowid,'customer','listed','c'||(substr(id,5)::bigint%%997),NULL "
+           "FROM instances WHERE workflow='listed';"
            "INSERT INTO attributes(instance,name,workflow,str,num) SELECT "
-           "rowid,'amount','listed',NULL,substr(id,5)::int%%500 FROM instances "
-           "WHERE workflow='listed'; ANALYZE instances; ANALYZE attributes",
+           "rowid,'amount','listed',NULL,substr(id,5)::bigint%%500 FROM "
+           "instances WHERE workflow='listed'; ANALYZE attributes",
            (long long)base_ms, (long long)base_ms, (long long)base_ms, n - 1);
   PGconn *c = PQconnectdb(conninfo);
   PGresult *r = PQstatus(c) == CONNECTION_OK ? PQexec(c, sql) : NULL;

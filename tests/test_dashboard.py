@@ -7,7 +7,8 @@ cron and the chaos plugin's workflow (an event wait of another type).
 Offline: the host listens on 127.0.0.1, the page loads nothing else.
 
 It checks that the list shows the instances created over the API, that the
-status filter, the id-prefix search and a creation time range work (the
+status filter, the id-prefix search, a creation time range and a search
+attribute work (the
 API answers them; they stay in the URL across a reload), that the list has
 its columns, that the detail page shows a
 retried step's attempts in order and the events an instance received
@@ -81,7 +82,8 @@ plugins:
   - name: orders
     path: {ORDERS}
     workflows:
-      - {{name: order-flow, binding: ORDER_FLOW, class_name: OrderFlow}}
+      - {{name: order-flow, binding: ORDER_FLOW, class_name: OrderFlow,
+          index: [{{name: order, from: /orderId}}]}}
     queues:
       producers: [{{binding: JOBS, queue: jobs}}]
       consumers:
@@ -277,9 +279,10 @@ def main():
         assert h.api("POST", f"/workflows/{WF}/instances",
                      {"id": "flaky-1", "params": dict(order, flakyCard=True)})[0] == 201
         ids = ["wait-1", "batch-a-1", "batch-a-2", "batch-b-1", "term-1"]
-        for iid in ids:
+        for iid in ids:  # batch-b-1 of another order (a search attribute)
+            params = dict(order, orderId="B-1") if iid == "batch-b-1" else order
             assert h.api("POST", f"/workflows/{WF}/instances",
-                         {"id": iid, "params": order})[0] == 201
+                         {"id": iid, "params": params})[0] == 201
         deadline = time.time() + 15
         while any(h.status(i) != "waiting" for i in ids):
             assert time.time() < deadline, "the orders never waited for review"
@@ -366,6 +369,17 @@ def main():
         assert "created_after=2099" in d.current_url, d.current_url
         d.execute_script("document.getElementById('created-after').value = ''")
         d.find_element(By.ID, "id-prefix").clear()
+        # a search attribute (the workflow's index), kept in the URL too
+        box = d.find_element(By.ID, "where-filter")
+        box.send_keys("order:B-1")
+        box.send_keys(Keys.ENTER)
+        wait_for(d, "the attribute matches", lambda: rows(d) == ["batch-b-1"])
+        assert "where=order%3AB-1" in d.current_url, d.current_url
+        d.refresh()
+        wait_for(d, "the attribute kept across a reload",
+                 lambda: rows(d) == ["batch-b-1"]
+                 and d.find_element(By.ID, "where-filter").get_attribute("value") == "order:B-1")
+        d.find_element(By.ID, "where-filter").clear()
         d.find_element(By.ID, "find").click()
         wait_for(d, "every instance once the filters are cleared",
                  lambda: want <= set(rows(d)))

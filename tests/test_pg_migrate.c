@@ -376,7 +376,8 @@ START_TEST(journal_moves_to_postgresql_and_runs_on) {
    * never holds: a queue's counts under an odd name.  And keys with
    * gaps, as deleted rows leave them, so that keys numbered afresh would
    * differ: instances from 101, events from 51.  And the messages'
-   * keys as a keyed consumer's lease stores them, with their pointer. */
+   * keys as a keyed consumer's lease stores them, with their pointer.
+   * And an instance's search attributes, a string and a number. */
   sqlite3 *db;
   ck_assert_int_eq(sqlite3_open(db_path, &db), SQLITE_OK);
   ck_assert_int_eq(sqlite3_exec(db,
@@ -389,7 +390,13 @@ START_TEST(journal_moves_to_postgresql_and_runs_on) {
                                 " seq=seq+50;"
                                 "UPDATE messages SET key='\"k\"';"
                                 "INSERT INTO queue_key_pointers VALUES("
-                                "'jobs','/account');",
+                                "'jobs','/account');"
+                                "INSERT INTO attributes SELECT rowid,"
+                                "'customer',workflow,'c42',NULL FROM "
+                                "instances WHERE id='o-wait';"
+                                "INSERT INTO attributes SELECT rowid,"
+                                "'amount',workflow,NULL,12.5 FROM "
+                                "instances WHERE id='o-wait';",
                                 NULL, NULL, NULL),
                    SQLITE_OK);
   sqlite3_close(db);
@@ -470,6 +477,12 @@ START_TEST(journal_moves_to_postgresql_and_runs_on) {
   ck_assert_int_eq(pg_int("SELECT COUNT(*) FROM queue_key_pointers WHERE "
                           "queue='jobs' AND pointer='/account'"),
                    1);
+  /* an instance's search attributes, with their instance's rowid */
+  ck_assert_int_eq(pg_int("SELECT COUNT(*) FROM attributes a JOIN instances "
+                          "i ON i.rowid=a.instance WHERE i.id='o-wait' AND "
+                          "((a.name='customer' AND a.str='c42') OR "
+                          "(a.name='amount' AND a.num=12.5))"),
+                   2);
 
   /* (b) a host on the PostgreSQL journal runs on from where SQLite left */
   host_run P;

@@ -473,13 +473,15 @@ function ranFor(i) {
   return fmtDur(Math.max(0, end - i.started_ms));
 }
 
-/* A workflow's instances: filters by status, id prefix and creation time,
- * answered by the API and kept in the URL (#/wf/NAME?status=…&prefix=…),
- * so a filtered list can be bookmarked and shared. */
+/* A workflow's instances: filters by status, id prefix, creation time and
+ * search attributes (terms such as customer:c42 amount>100, each a
+ * `where` of the API), answered by the API and kept in the URL
+ * (#/wf/NAME?status=…&prefix=…&where=…), so a filtered list can be
+ * bookmarked and shared. */
 function listView(main, gen, wf, filters) {
   const st = {status: filters.get('status') || '', prefix: filters.get('prefix') || '',
               after: filters.get('created_after') || '', before: filters.get('created_before') || '',
-              cursors: [''], page: 0};
+              where: filters.getAll('where'), cursors: [''], page: 0};
   const err = errorLine();
   const counts = h('div', {class: 'counts', role: 'group', 'aria-label': 'Counts by status'});
   const select = h('select', {id: 'status-filter', onchange: () => { st.status = select.value; restart(); }},
@@ -492,16 +494,21 @@ function listView(main, gen, wf, filters) {
   const before = h('input', {id: 'created-before', type: 'datetime-local'});
   after.value = localOf(st.after);
   before.value = localOf(st.before);
+  const where = h('input', {id: 'where-filter', type: 'search', placeholder: 'customer:c42 amount>100',
+    autocomplete: 'off'});
+  where.value = st.where.join(' ');
   const searchForm = h('form', {class: 'row', role: 'search', onsubmit: (ev) => {
       ev.preventDefault();
       st.prefix = prefix.value.trim();
       st.after = isoOf(after.value);
       st.before = isoOf(before.value);
+      st.where = where.value.split(/\s+/).filter((t) => t);
       restart(); }},
     h('div', null, h('label', {for: 'status-filter'}, 'Status'), select),
     h('div', null, h('label', {for: 'id-prefix'}, 'Id starts with'), prefix),
     h('div', null, h('label', {for: 'created-after'}, 'Created from'), after),
     h('div', null, h('label', {for: 'created-before'}, 'Created before'), before),
+    h('div', null, h('label', {for: 'where-filter'}, 'Attributes'), where),
     h('button', {type: 'submit', id: 'find'}, 'Find'));
   const tbody = h('tbody', {id: 'instance-rows'});
   const note = h('p', {class: 'muted', id: 'list-note', 'aria-live': 'polite'});
@@ -524,6 +531,7 @@ function listView(main, gen, wf, filters) {
     if (st.prefix) q.set('prefix', st.prefix);
     if (st.after) q.set('created_after', st.after);
     if (st.before) q.set('created_before', st.before);
+    for (const t of st.where) q.append('where', t);
     return q;
   }
 
