@@ -22,6 +22,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core.h"
 #include "error.h"
@@ -93,12 +94,25 @@ static void setup(void) {
 
 static void teardown(void) { harness_close(&H); }
 
-/* Releases a blocked step, if any, before the engine closes. */
+/* Releases a blocked step, if any, before the engine closes, and waits
+ * (at most 30 s) for its thread to be back from the callback: a thread
+ * the terminate gave up on still counts as stuck until then, and an
+ * engine closed with a stuck thread is left to the process (not freed,
+ * which the leak checker would report). */
 static void teardown_workers(void) {
   pthread_mutex_lock(&G.mu);
   G.release = 1;
   pthread_cond_broadcast(&G.cv);
   pthread_mutex_unlock(&G.mu);
+  for (int i = 0; i < 3000; i++) {
+    duro_health_report r;
+    duro_engine_health_report(H.e, &r);
+    uint32_t stuck = r.stuck_workers;
+    duro_health_report_clear(&r);
+    if (!stuck)
+      break;
+    usleep(10000);
+  }
   harness_close(&H);
 }
 
