@@ -31,17 +31,6 @@ int duro_bulk_action_parse(const char *name) {
   return -1;
 }
 
-journal_list_filter bulk_store_filter(const duro_list_filter *f) {
-  return (journal_list_filter){.status = f->status,
-                               .prefix = f->prefix,
-                               .created_after = f->created_after,
-                               .created_before = f->created_before,
-                               .ended_after = f->ended_after,
-                               .ended_before = f->ended_before,
-                               .where = f->where,
-                               .n_where = f->n_where};
-}
-
 char *bulk_where_text(const duro_attr_filter *where, size_t n) {
   static const char *const ops[] = {[DURO_ATTR_EQ] = ":",
                                     [DURO_ATTR_LT] = "<",
@@ -129,7 +118,7 @@ int duro_bulk_create(duro_engine *e, const duro_bulk_spec *spec, int dry_run,
   static const journal_list_filter any = {.status = -1};
   count_ctx newest = {0};
   int rc = journal_list(j, spec->workflow, &any, 0, 1, newest_one, &newest);
-  journal_list_filter f = bulk_store_filter(&spec->filter);
+  journal_list_filter f = engine_list_filter(&spec->filter);
   if (rc == 0 && newest.newest)
     rc = count_matches(j, spec->workflow, &f, newest.newest + 1, matched);
   if (rc || dry_run)

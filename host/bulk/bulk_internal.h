@@ -1,13 +1,12 @@
-/* bulk_internal.h — what the files of bulk/ share: the filter as the
- * store takes it, and the driver's thread woken when a job is made. */
+/* bulk_internal.h — what the files of bulk/ share: a filter's search
+ * attribute terms as a job keeps them, and the driver's thread woken
+ * when a job is made. */
 #ifndef DURO_BULK_INTERNAL_H
 #define DURO_BULK_INTERNAL_H
 
 #include "bulk.h"
 #include "journal.h"
 
-/* f as journal_list takes it (its prefix and where borrowed). */
-journal_list_filter bulk_store_filter(const duro_list_filter *f);
 /* A filter's search attribute terms as a job's row keeps them, a line
  * each (malloc'ed; NULL for none). */
 char *bulk_where_text(const duro_attr_filter *where, size_t n);

@@ -43,6 +43,9 @@ typedef struct wf_reg wf_reg;
 journal *engine_journal(const duro_engine *e);
 /* The engine clock's now, in ms (a virtual clock in tests). */
 int64_t engine_now(const duro_engine *e);
+/* A list's filter as journal_list takes it (its prefix and where
+ * borrowed): the listing's and a bulk job's walk read alike. */
+journal_list_filter engine_list_filter(const duro_list_filter *f);
 /* Milliseconds for back-offs and timers: CLOCK_MONOTONIC on the real
  * clock (a clock step neither hastens nor stalls them), the virtual
  * clock's time in tests. */

@@ -67,8 +67,7 @@ int duro_hosts_read(duro_engine *e, duro_host_list *out) {
                            .started_ms = e->history.since_ms,
                            .heartbeat_ms = now,
                            .live = live};
-  add_host(&c, &self);
-  out->v[0].me = 1;
+  add_host(&c, &self); /* id 0, this host's own (c.me 0) */
   return 0;
 }
 

@@ -439,6 +439,17 @@ static int list_active(duro_engine *e, const char *workflow, list_ctx *l,
   return 0;
 }
 
+journal_list_filter engine_list_filter(const duro_list_filter *f) {
+  return (journal_list_filter){.status = f->status,
+                               .prefix = f->prefix,
+                               .created_after = f->created_after,
+                               .created_before = f->created_before,
+                               .ended_after = f->ended_after,
+                               .ended_before = f->ended_before,
+                               .where = f->where,
+                               .n_where = f->n_where};
+}
+
 int duro_instance_list_page(duro_engine *e, const char *workflow,
                             const duro_list_filter *filter, size_t limit,
                             const char *cursor, duro_instance_page *out) {
@@ -465,14 +476,8 @@ int duro_instance_list_page(duro_engine *e, const char *workflow,
       status == DURO_STATUS_WAITING_FOR_PAUSE) {
     rc = list_active(e, workflow, &l, after, limit);
   } else {
-    journal_list_filter jf = {.status = l.filter,
-                              .prefix = f->prefix,
-                              .created_after = f->created_after,
-                              .created_before = f->created_before,
-                              .ended_after = f->ended_after,
-                              .ended_before = f->ended_before,
-                              .where = f->where,
-                              .n_where = f->n_where};
+    journal_list_filter jf = engine_list_filter(f);
+    jf.status = l.filter;
     rc = journal_list(e->j, workflow, &jf, after, limit, list_one, &l);
   }
   if (rc) {
