@@ -409,9 +409,19 @@ START_TEST(hosts_take_turns_at_a_key) {
   want_running_a = 1;
   ck_assert(wait_for(running_a_reached));
   turns_create(h2, "two-0", 2);
-  /* a while for the second host to mark the key short and the first to
-   * see it (it asks every 100 ms) */
-  usleep(500 * 1000);
+  /* the second host marks the key short (a shared advisory lock), seen
+   * in the server however busy the machine; then a few of the first
+   * host's asks (every 100 ms) */
+  int marked = 0;
+  for (int i = 0; i < 6000 && !marked; i++) {
+    marked = pg_query_int(conninfo, "SELECT count(*) FROM pg_locks WHERE "
+                                    "locktype='advisory' AND "
+                                    "mode='ShareLock'") > 0;
+    if (!marked)
+      usleep(10000);
+  }
+  ck_assert_msg(marked, "the second host never marked the key short");
+  usleep(300 * 1000);
   for (int n = 1; n <= MINE + 1; n++) {
     let(n);
     want_finished = n;
@@ -428,7 +438,7 @@ START_TEST(hosts_take_turns_at_a_key) {
   pthread_mutex_unlock(&mu);
   /* the first host's running one ends, and the slot is the second's
    * (without turns it ran last, after the first host's ten) */
-  ck_assert_msg(at >= 1 && at <= 3, "the second host's ran %d of %d", at + 1,
+  ck_assert_msg(at >= 1 && at <= 5, "the second host's ran %d of %d", at + 1,
                 MINE + 1);
   ck_assert(ends_complete(h2, "turns", "two-0"));
   for (int i = 0; i < MINE; i++) {
