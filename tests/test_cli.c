@@ -766,6 +766,16 @@ START_TEST(version_and_workflows_list) {
   CLI(&r, "list", WF);
   expect_fail(&r, 2, "too many arguments");
   run_free(&r);
+  /* the host alone on its SQLite file, with its two instances created and
+   * the one that has not ended */
+  cli_group_env(&r, "hosts", H.url, NULL, NULL,
+                (const char *const[]){"list", NULL});
+  expect_ok(&r);
+  assert_contains(r.out, "one host on its own store (SQLite):\n");
+  assert_contains(r.out, "alive  1 instance(s)");
+  assert_contains(r.out, "(this one)\n    backlog 0  in flight ");
+  assert_contains(r.out, "  created 2\n");
+  run_free(&r);
   host_stop(&H);
 }
 END_TEST

@@ -660,6 +660,10 @@ def main():
         host_rows = d.find_elements(By.CSS_SELECTOR, "#host-rows tbody tr")
         assert len(host_rows) == 1, len(host_rows)
         assert "(this one)" in host_rows[0].text and "alive" in host_rows[0].text, host_rows[0].text
+        # with its counts: the steps it completed so far
+        steps_done = d.execute_script(
+            "return document.querySelector('#host-rows tbody td[data-label=\"Steps done\"]').textContent")
+        assert int(steps_done) >= 1, steps_done
         shot(d, "health-desktop")
 
         # events an instance received: the one its review consumed, and

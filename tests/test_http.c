@@ -1255,6 +1255,12 @@ START_TEST(healthz_and_metrics) {
           json_integer_value(jget(me, "pid")) > 0 &&
           json_integer_value(jget(me, "started_ms")) >= t_start - 60000,
       "hosts: %s", r.body);
+  /* with its counts as they are now, which are the totals */
+  ck_assert_msg(json_integer_value(jget(me, "counts.instances_created")) >= 1 &&
+                    json_equal(jget(me, "counts.steps_completed"),
+                               jget(r.json, "totals.steps_completed")) &&
+                    json_integer_value(jget(r.json, "totals.instances")) == 1,
+                "hosts: %s", r.body);
   http_resp_free(&r);
   request(&r, "POST", "/hosts", NULL);
   assert_error(&r, 405, "request.method_not_allowed", "POST hosts");

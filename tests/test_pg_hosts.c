@@ -265,6 +265,41 @@ static pid_t wait_elsewhere(const host_run *h, const char *id) {
 #define MIXED_ORDERS 6
 #define MIXED_STEPS 20
 
+/* Any host shows every host's counts (each gives its own with its
+ * lease's renewals) and the totals: the steps the three completed
+ * together, read on each host, are at least the fault-flows' (the orders
+ * have steps too), and /metrics has a line a host and the totals. */
+static void cluster_seen_from_each(host_run *h) {
+  for (int i = 0; i < HOSTS; i++) {
+    json_int_t steps = 0;
+    http_resp r;
+    for (int tries = 0; tries < 400; tries++) { /* the next renewals */
+      ck_assert_int_eq(request(&h[i], "GET", "/hosts", NULL, &r), 200);
+      steps = json_integer_value(jget(r.json, "totals.steps_completed"));
+      json_t *hosts = jget(r.json, "hosts");
+      int counted = 0;
+      for (size_t k = 0; k < json_array_size(hosts); k++)
+        counted += json_integer_value(jget(json_array_get(hosts, k),
+                                           "counts.steps_completed")) > 0;
+      http_resp_free(&r);
+      if (counted == HOSTS && steps >= MIXED_FAULTS * MIXED_STEPS)
+        break;
+      proc_sleep_ms(50);
+    }
+    ck_assert_int_ge(steps, MIXED_FAULTS * MIXED_STEPS);
+    ck_assert_int_eq(request(&h[i], "GET", "/metrics", NULL, &r), 200);
+    size_t up = 0;
+    for (const char *p = r.body; (p = strstr(p, "\nduro_host_up{")); p++)
+      up++;
+    ck_assert_uint_eq(up, HOSTS);
+    ck_assert_ptr_nonnull(strstr(r.body, "\nduro_cluster_hosts_alive 3\n"));
+    const char *total = strstr(r.body, "\nduro_cluster_steps_completed_total ");
+    ck_assert_ptr_nonnull(total);
+    ck_assert_int_ge(atoll(strchr(total + 1, ' ')), MIXED_FAULTS * MIXED_STEPS);
+    http_resp_free(&r);
+  }
+}
+
 START_TEST(mixed_workload_runs_once_on_three_hosts) {
   host_run h[HOSTS];
   char conninfo[700];
@@ -316,6 +351,7 @@ START_TEST(mixed_workload_runs_once_on_three_hosts) {
                                         "WHERE status<>'complete'"),
                    0);
   ck_assert_int_eq(count_rows(conninfo, "SELECT COUNT(*) FROM hosts"), HOSTS);
+  cluster_seen_from_each(h);
   /* /healthz names each host as the hosts table does */
   for (int i = 0; i < HOSTS; i++) {
     http_resp r;

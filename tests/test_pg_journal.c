@@ -143,7 +143,7 @@ START_TEST(duplicate_in_a_shared_transaction) {
   journal_close(j);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM instances"), 2);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' "
-                              "AND value='15'"),
+                              "AND value='16'"),
                    1);
 }
 END_TEST
@@ -191,7 +191,7 @@ START_TEST(upgrades_schema_10_pipeline_records) {
   ck_assert_str_eq(text, "2:\"b\";3:\"c\";4:\"d\";");
   journal_close(j);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' "
-                              "AND value='15'"),
+                              "AND value='16'"),
                    1);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM pipeline_records"), 3);
 }
@@ -219,7 +219,7 @@ START_TEST(upgrades_schema_7_to_8) {
   journal_instance_clear(&got);
   journal_close(j);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' "
-                              "AND value='15'"),
+                              "AND value='16'"),
                    1);
 }
 END_TEST
@@ -251,7 +251,8 @@ static void lease_keyed(journal *j, const char *pointer, char *out,
 #define KM(acct, n) "{\"account\":\"" #acct "\",\"n\":" #n "}"
 
 /* Schema 14 keeps each message's key: a schema 13 journal's messages are
- * all there after the upgrade (and it gets schema 15's attributes), their keys
+ * all there after the upgrade (and it gets schema 15's attributes and 16's
+ * hosts' counts), their keys
  * computed by the first keyed lease and stored (a reopen finds them), and a
  * lease under another pointer (a reload that changed the consumer's key)
  * computes them again. */
@@ -264,6 +265,7 @@ START_TEST(upgrades_schema_13_message_keys) {
       c, "DROP INDEX messages_age; ALTER TABLE messages DROP COLUMN key;"
          "CREATE INDEX messages_age ON messages(queue, sent_ms);"
          "DROP TABLE queue_key_pointers; DROP TABLE attributes;"
+         "ALTER TABLE hosts DROP COLUMN counts;"
          "INSERT INTO messages(queue,body,attempts,visible_ms,sent_ms) VALUES"
          "('q','" KM(a, 1) "',0,0,1),('q','" KM(
              a, 2) "',0,0,2),"
@@ -276,7 +278,7 @@ START_TEST(upgrades_schema_13_message_keys) {
   PQfinish(c);
   journal *j = open_journal();
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' "
-                              "AND value='15'"),
+                              "AND value='16'"),
                    1);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM messages WHERE key IS "
                               "NULL AND body LIKE '{\"account\":%'"),
@@ -284,6 +286,11 @@ START_TEST(upgrades_schema_13_message_keys) {
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM pg_indexes WHERE "
                               "indexname='messages_age' AND indexdef LIKE "
                               "'%(queue, sent_ms, seq, key)%'"),
+                   1);
+  /* and schema 16's hosts' counts */
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM information_schema.columns "
+                              "WHERE table_name='hosts' AND "
+                              "column_name='counts'"),
                    1);
   /* and schema 15's attributes, with their indexes */
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM pg_indexes WHERE "
@@ -885,7 +892,7 @@ END_TEST
  * host that closed is dead, and one dead for over a day is not listed. */
 typedef struct hosts_seen {
   journal_host_row rows[8];
-  char names[8][64];
+  char names[8][64], counts[8][64];
   size_t n;
 } hosts_seen;
 
@@ -894,17 +901,26 @@ static void note_host(void *ctx, const journal_host_row *row) {
   if (s->n == 8)
     return;
   snprintf(s->names[s->n], sizeof s->names[s->n], "%s", row->name);
+  snprintf(s->counts[s->n], sizeof s->counts[s->n], "%s",
+           row->counts ? row->counts : "(none)");
   s->rows[s->n] = *row;
   s->rows[s->n].name = s->names[s->n];
+  s->rows[s->n].counts = s->counts[s->n];
   s->n++;
+}
+
+/* A host's counts, as its engine would give them at each renewal. */
+static char *seven_steps(void *ctx) {
+  (void)ctx;
+  return strdup("{\"steps_completed\":7}");
 }
 
 START_TEST(hosts_are_listed) {
   fresh_db();
   journal *a = open_journal(), *b = open_journal();
-  store_host_hooks hooks = {0};
+  store_host_hooks hooks = {0}, counting = {.counts = seven_steps};
   char err[256];
-  ck_assert_msg(journal_join(a, 600000, &hooks, err, sizeof err) == 0, "%s",
+  ck_assert_msg(journal_join(a, 600000, &counting, err, sizeof err) == 0, "%s",
                 err);
   ck_assert_msg(journal_join(b, 600000, &hooks, err, sizeof err) == 0, "%s",
                 err);
@@ -924,8 +940,18 @@ START_TEST(hosts_are_listed) {
                               "heartbeat) VALUES('gone',1,1000,true,now()-"
                               "interval '2 days') RETURNING 1"),
                    1);
+  /* a's counts are on its row from its keeper's first renewal on; b has
+   * none to give */
   hosts_seen s = {0};
-  ck_assert_int_eq(journal_hosts_each(a, note_host, &s), 0);
+  for (int tries = 0; tries < 500; tries++) {
+    s = (hosts_seen){0};
+    ck_assert_int_eq(journal_hosts_each(a, note_host, &s), 0);
+    if (strcmp(s.counts[0], "(none)"))
+      break;
+    usleep(20000);
+  }
+  ck_assert_str_eq(s.counts[0], "{\"steps_completed\":7}");
+  ck_assert_str_eq(s.counts[1], "(none)");
   ck_assert_int_eq(s.n, 2);
   ck_assert_int_eq(s.rows[0].id, journal_host(a));
   ck_assert_int_eq(s.rows[1].id, journal_host(b));

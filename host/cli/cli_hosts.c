@@ -1,6 +1,7 @@
 /* cli_hosts.c — `hosts list`: the hosts sharing the store of the host
- * asked (GET /hosts), one line each: id, machine and pid, alive or not,
- * the instances it runs that have not ended, its last heartbeat. */
+ * asked (GET /hosts), each on a line (id, machine and pid, alive or not,
+ * the instances it runs that have not ended, its last heartbeat) and its
+ * counts on the next; on a shared store the totals last. */
 #include <jansson.h>
 #include <stdio.h>
 
@@ -18,6 +19,19 @@ int cli_build_hosts(cli_ctx *c, const cli_verb *v, const cli_args *a,
 
 static json_int_t int_of(const json_t *o, const char *key) {
   return json_integer_value(json_object_get(o, key));
+}
+
+/* The counts GET /hosts gives a host, or its totals. */
+static void print_counts(const char *lead, const json_t *c) {
+  if (!json_is_object(c))
+    return;
+  printf("%sbacklog %" JSON_INTEGER_FORMAT "  in flight %" JSON_INTEGER_FORMAT
+         "  steps done %" JSON_INTEGER_FORMAT
+         "  failed attempts %" JSON_INTEGER_FORMAT
+         "  created %" JSON_INTEGER_FORMAT "\n",
+         lead, int_of(c, "backlog"), int_of(c, "in_flight"),
+         int_of(c, "steps_completed"), int_of(c, "attempts_failed"),
+         int_of(c, "instances_created"));
 }
 
 void cli_print_hosts(const cli_args *a, const json_t *r) {
@@ -43,5 +57,12 @@ void cli_print_hosts(const cli_args *a, const json_t *r) {
              int_of(h, "heartbeat_age_ms"), int_of(h, "lease_ms"));
     fputs(json_is_true(json_object_get(h, "me")) ? "  (this one)\n" : "\n",
           stdout);
+    print_counts("    ", json_object_get(h, "counts"));
+  }
+  if (json_is_true(json_object_get(r, "shared"))) {
+    const json_t *t = json_object_get(r, "totals");
+    printf("all hosts: %" JSON_INTEGER_FORMAT " instance(s)  ",
+           int_of(t, "instances"));
+    print_counts("", t);
   }
 }

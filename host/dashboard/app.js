@@ -1201,19 +1201,32 @@ function rateChart(hist, name, label) {
 
 /* GET /hosts: the hosts sharing the store, this one marked; on SQLite
  * this one alone. */
+/* Each host with its counts as it last gave them (a host gives them with
+ * each renewal of its lease), and on a shared database the totals. */
 function hostsTable(hl) {
   const state = (x) => x.dead ? 'dead' : x.alive ? 'alive' : 'lease lapsed';
+  const num = (v) => h('td', {class: 'num'}, v === undefined || v === null ? '–' : String(v));
+  const counted = (c) => [num(c && c.backlog), num(c && c.in_flight), num(c && c.steps_completed),
+                          num(c && c.attempts_failed)];
+  const columns = ['Id', 'Machine', 'Pid', 'State', 'Instances', 'Backlog', 'In flight', 'Steps done',
+                   'Failed attempts', 'Started', ...(hl.shared ? ['Heartbeat'] : [])];
+  const t = hl.totals;
+  const rows = hl.hosts.map((x) => h('tr', {'data-host': String(x.id), class: x.me ? 'me' : ''},
+    h('td', null, String(x.id), x.me ? ' (this one)' : ''), h('td', null, x.name),
+    num(x.pid),
+    h('td', null, h('span', {class: `badge ${x.dead ? 's-errored' : x.alive ? 's-complete' : 's-waiting'}`},
+                    state(x))),
+    num(x.instances), ...counted(x.counts), h('td', null, fmtTime(x.started_ms)),
+    hl.shared ? h('td', null, `${fmtDur(x.heartbeat_age_ms)} ago (lease ${fmtDur(x.lease_ms)})`) : null));
+  rows.forEach((r) => labelled(r, columns));
+  const total = hl.shared && t ? h('tfoot', null, labelled(h('tr', {id: 'host-totals'},
+    h('th', {colspan: '4', scope: 'row'}, 'All hosts'), num(t.instances), ...counted(t),
+    h('td', {colspan: '2', class: 'muted'}, 'counts of live hosts; steps and failures of all')),
+    ['', 'Instances', 'Backlog', 'In flight', 'Steps done', 'Failed attempts'])) : null;
   return [h('h2', null, hl.shared ? 'Hosts of the database' : 'Host'),
-    h('div', {class: 'table-wrap'}, h('table', {id: 'host-rows'},
-      h('thead', null, h('tr', null, ['Id', 'Machine', 'Pid', 'State', 'Instances', 'Started',
-                                      ...(hl.shared ? ['Heartbeat'] : [])].map((t) => h('th', null, t)))),
-      h('tbody', null, hl.hosts.map((x) => h('tr', {'data-host': String(x.id), class: x.me ? 'me' : ''},
-        h('td', null, String(x.id), x.me ? ' (this one)' : ''), h('td', null, x.name),
-        h('td', {class: 'num'}, String(x.pid)),
-        h('td', null, h('span', {class: `badge ${x.dead ? 's-errored' : x.alive ? 's-complete' : 's-waiting'}`},
-                        state(x))),
-        h('td', {class: 'num'}, String(x.instances)), h('td', null, fmtTime(x.started_ms)),
-        hl.shared ? h('td', null, `${fmtDur(x.heartbeat_age_ms)} ago (lease ${fmtDur(x.lease_ms)})`) : null)))))];
+    h('div', {class: 'table-wrap'}, h('table', {id: 'host-rows', class: 'stack'},
+      h('thead', null, h('tr', null, columns.map((c) => h('th', null, c)))),
+      h('tbody', null, rows), total))];
 }
 
 function healthView(main, gen) {

@@ -448,13 +448,25 @@ typedef struct duro_health_report {
 void duro_engine_health_report(duro_engine *e, duro_health_report *out);
 void duro_health_report_clear(duro_health_report *r);
 
+/* A host's counts: its counters since it started, and its gauges (the
+ * instances queued for a worker, in memory or only in the journal; those
+ * runnable, running or under a control operation) when it gave them.  A
+ * host gives them to the others with each renewal of its lease. */
+typedef struct duro_host_counts {
+  int64_t activations, steps_completed, attempts_failed, retries;
+  int64_t instances_created, events_sent;
+  int64_t backlog, in_flight;
+} duro_host_counts;
+
 /* The hosts sharing this engine's store (GET /hosts): on a shared store
  * those alive and those found dead within a day, by id; on a store one
  * host has to itself, this host alone (id 0, shared 0).  Times in ms
  * (the database server's clock on a shared store); `alive` a host whose
  * lease holds (its heartbeat within its lease, not found dead); `live`
  * the instances it owns that have not ended (on a store of one host, all
- * of them). */
+ * of them); `counts` as it last gave them (this host's as they are now),
+ * `counted` 0 for a host that gave none yet.  `totals`: the gauges and
+ * `live` of the hosts alive, the counters of every host listed. */
 typedef struct duro_host_info {
   int64_t id;
   char *name; /* its machine's */
@@ -462,11 +474,15 @@ typedef struct duro_host_info {
   int64_t started_ms, heartbeat_ms, heartbeat_age_ms, lease_ms;
   int dead, alive, me;
   int64_t live;
+  int counted;
+  duro_host_counts counts;
 } duro_host_info;
 typedef struct duro_host_list {
   duro_host_info *v;
   size_t n;
   int shared;
+  duro_host_counts totals;
+  int64_t live_total;
 } duro_host_list;
 int duro_hosts_read(duro_engine *e, duro_host_list *out);
 void duro_host_list_free(duro_host_list *l);

@@ -762,6 +762,13 @@ void *engine_scheduler_main(void *arg);
 
 /* Joins the store as a host when the options say so (at open). */
 int engine_join(duro_engine *e, char *err, size_t errlen);
+/* This host's counts as they are now (hosts_list.c), and as the JSON
+ * object's text its lease's renewals leave for the other hosts
+ * (store_host_hooks.counts; malloc'd). */
+void engine_host_counts(duro_engine *e, duro_host_counts *out);
+char *engine_host_counts_text(void *engine);
+/* The hosts of a shared store's counts and totals in GET /metrics. */
+void engine_hosts_metrics(duro_engine *e, FILE *out);
 /* The lease of this host (the option, or its default). */
 int64_t engine_lease_ms(const duro_engine *e);
 /* Renews the lease and takes over stopped hosts' instances, then makes

@@ -511,7 +511,10 @@ int engine_join(duro_engine *e, char *err, size_t errlen) {
   engine_cond_init(&e->fw_cv);
   if (!e->opt.join_store || e->opt.read_only)
     return 0;
-  store_host_hooks hooks = {.notice = on_notice, .lost = on_lost, .ctx = e};
+  store_host_hooks hooks = {.notice = on_notice,
+                            .lost = on_lost,
+                            .counts = engine_host_counts_text,
+                            .ctx = e};
   /* Running before the first notice can come. */
   int rc = notices_start(e, err, errlen);
   if (rc)

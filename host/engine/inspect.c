@@ -640,6 +640,7 @@ char *duro_engine_metrics(duro_engine *e) {
                          "Write batches committed (several share a commit).",
                          journal_batches_committed(e->j));
   engine_drivers_metrics(e, out); /* queues, cron triggers */
+  engine_hosts_metrics(e, out);   /* the other hosts of a shared store */
   fclose(out);
   return text;
 }

@@ -832,10 +832,15 @@ int journal_failing(journal *j, char *msg, size_t len, uint64_t *failures);
  * notice(ctx, text) for each notice another host sent it (journal_notify)
  * and "resync" after notices may have been missed; lost(ctx), once, when
  * the host's lease was found lost (another host took over its instances):
- * the host must stop, for its writes fail from then on. */
+ * the host must stop, for its writes fail from then on.  And what it asks
+ * of it: counts(ctx) (may be NULL), at each renewal of the lease, the
+ * host's counts as a JSON object's text (malloc'd, the journal frees it;
+ * NULL: none), kept with the host's row for every host to read
+ * (journal_host_row.counts). */
 typedef struct store_host_hooks {
   void (*notice)(void *ctx, const char *text);
   void (*lost)(void *ctx);
+  char *(*counts)(void *ctx);
   void *ctx;
 } store_host_hooks;
 
@@ -961,6 +966,7 @@ typedef struct journal_host_row {
   int64_t started_ms, heartbeat_ms, heartbeat_age_ms, lease_ms;
   int dead;
   int64_t live;
+  const char *counts; /* its hooks' counts at its last renewal, or NULL */
 } journal_host_row;
 int journal_hosts_each(journal *j,
                        void (*fn)(void *ctx, const journal_host_row *row),

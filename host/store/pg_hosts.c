@@ -43,6 +43,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -121,16 +122,20 @@ int64_t pg_lease_until(void *db) {
   return __atomic_load_n(&pg->lease_until, __ATOMIC_ACQUIRE);
 }
 
-/* Renews the lease on `c`: 1, 0 when the host was found dead, -1 when the
- * statement failed (the connection, most likely). */
+/* Renews the lease on `c`, and leaves the host's counts (its hooks') on
+ * its row: 1, 0 when the host was found dead, -1 when the statement
+ * failed (the connection, most likely). */
 static int lease_renew(pg_store *pg, PGconn *c) {
   char id[24];
   snprintf(id, sizeof id, "%" PRId64, pg->host);
-  const char *v[1] = {id};
+  char *counts = pg->hooks.counts ? pg->hooks.counts(pg->hooks.ctx) : NULL;
+  const char *v[2] = {id, counts};
   PGresult *r = PQexecParams(c,
-                             "UPDATE hosts SET heartbeat=now() WHERE id=$1 "
+                             "UPDATE hosts SET heartbeat=now(),"
+                             "counts=coalesce($2,counts) WHERE id=$1 "
                              "AND NOT dead",
-                             1, NULL, v, NULL, NULL, 0);
+                             2, NULL, v, NULL, NULL, 0);
+  free(counts);
   int rc = PQresultStatus(r) != PGRES_COMMAND_OK ? -1
            : strcmp(PQcmdTuples(r), "1") == 0    ? 1
                                                  : 0;
@@ -458,22 +463,25 @@ int pg_hosts_each(void *db, void (*fn)(void *ctx, const journal_host_row *row),
       "(extract(epoch FROM h.heartbeat)*1000)::bigint,"
       "(extract(epoch FROM now()-h.heartbeat)*1000)::bigint,h.lease_ms,"
       "h.dead,(SELECT count(*) FROM instances i WHERE i.owner=h.id AND "
-      "i.status NOT IN ('complete','errored','terminated')) FROM hosts h "
+      "i.status NOT IN ('complete','errored','terminated')),h.counts "
+      "FROM hosts h "
       "WHERE NOT h.dead OR h.heartbeat > now() - interval '1 day' "
       "ORDER BY h.id",
       &p);
   if (!r)
     return DURO_E_STORAGE;
   for (int i = 0; i < PQntuples(r); i++) {
-    journal_host_row row = {.id = get_i64(r, i, 0),
-                            .name = get_str(r, i, 1),
-                            .pid = get_i64(r, i, 2),
-                            .started_ms = get_i64(r, i, 3),
-                            .heartbeat_ms = get_i64(r, i, 4),
-                            .heartbeat_age_ms = get_i64(r, i, 5),
-                            .lease_ms = get_i64(r, i, 6),
-                            .dead = PQgetvalue(r, i, 7)[0] == 't',
-                            .live = get_i64(r, i, 8)};
+    journal_host_row row = {
+        .id = get_i64(r, i, 0),
+        .name = get_str(r, i, 1),
+        .pid = get_i64(r, i, 2),
+        .started_ms = get_i64(r, i, 3),
+        .heartbeat_ms = get_i64(r, i, 4),
+        .heartbeat_age_ms = get_i64(r, i, 5),
+        .lease_ms = get_i64(r, i, 6),
+        .dead = PQgetvalue(r, i, 7)[0] == 't',
+        .live = get_i64(r, i, 8),
+        .counts = PQgetisnull(r, i, 9) ? NULL : PQgetvalue(r, i, 9)};
     fn(ctx, &row);
   }
   PQclear(r);

@@ -23,7 +23,7 @@
  * keys are of (SQLite's 12); 15: instances' search attributes and bulk
  * actions' jobs (SQLite's 13).  A journal of 6 to 14 is brought to 15
  * when opened. */
-#define SCHEMA_VERSION "15"
+#define SCHEMA_VERSION "16"
 /* The advisory lock that one opener at a time creating or upgrading the
  * schema holds (any fixed number; no other lock of duro's uses it). */
 #define SCHEMA_LOCK "7140100"
@@ -189,8 +189,11 @@ static const char schema_sql[] =
     "CREATE INDEX IF NOT EXISTS bulk_jobs_workflow ON bulk_jobs(workflow, id);"
     "CREATE INDEX IF NOT EXISTS bulk_jobs_running ON bulk_jobs(id)"
     " WHERE state='running';"
+    /* Schema 16: each host's counts as it last renewed its lease (the
+     * JSON its engine gives), for the cluster's view from any host. */
+    "ALTER TABLE hosts ADD COLUMN IF NOT EXISTS counts " TXT ";"
     "UPDATE meta SET value='" SCHEMA_VERSION "' WHERE key='schema' AND"
-    " value IN ('6','7','8','9','10','11','12','13','14');";
+    " value IN ('6','7','8','9','10','11','12','13','14','15');";
 
 /* The schema version stored in meta, into ver; 0 or DURO_E_STORAGE. */
 int pg_schema_check(PGconn *c, char *err, size_t errlen) {
