@@ -18,7 +18,8 @@
  * On PostgreSQL every engine joins the journal as a host, as `duro run`
  * does; --hosts N runs W1, W2 and W3 on N engines of this process that
  * share it (as N `duro run`s on one database would): instances are
- * created on them in turn, each runs its own.
+ * created on them in turn, each runs its own; --create-on-one creates
+ * them all on the first, which hands its backlog to the idle others.
  *
  *   W1 throughput   1000 instances x 10 trivial steps
  *   W1T traced      W1 with telemetry on (sample 1.0), its spans posted to
@@ -152,6 +153,10 @@ typedef struct bench_opts {
   const char *postgresql;
   /* Engines sharing the journal, each joined as a host (PostgreSQL). */
   uint32_t hosts;
+  /* --create-on-one: with --hosts N, W1-W3 create every instance on the
+   * first host, and the others get theirs only as that host hands its
+   * backlog out (engine/rebalance.c). */
+  int create_on_one;
   /* --plugin-workers SO: the "steps" workflow (W1, W2) runs class Steps
    * of the bench plugin SO in a worker process (worker.h), as under
    * `duro run`; duro is the binary the worker runs (--duro, else
@@ -188,9 +193,9 @@ static int64_t wall_ms(void) {
 static const char *setting(void) {
   static char buf[96];
   if (opts.postgresql && opts.hosts > 1)
-    snprintf(buf, sizeof buf, "postgresql%s hosts=%u workers=%u each",
+    snprintf(buf, sizeof buf, "postgresql%s hosts=%u%s workers=%u each",
              opts.sync_full ? "" : " synchronous_commit=off", opts.hosts,
-             opts.workers);
+             opts.create_on_one ? " (creates on one)" : "", opts.workers);
   else if (opts.postgresql)
     snprintf(buf, sizeof buf, "postgresql%s workers=%u",
              opts.sync_full ? "" : " synchronous_commit=off", opts.workers);
@@ -491,8 +496,8 @@ static void create_many(bench_engine *b, const char *wf, size_t n,
   for (size_t done = 0, turn = 0; done < n; done += batch, turn++) {
     size_t k = n - done < batch ? n - done : batch;
     duro_create_result res;
-    if (duro_instance_create_many(b->hosts[turn % b->n_hosts], wf, reqs, k,
-                                  &res) != 0) {
+    duro_engine *host = b->hosts[opts.create_on_one ? 0 : turn % b->n_hosts];
+    if (duro_instance_create_many(host, wf, reqs, k, &res) != 0) {
       fprintf(stderr, "bench: create_batch failed\n");
       exit(1);
     }
@@ -2003,6 +2008,8 @@ static int usage(void) {
           "                  [--plugin-workers LIBBENCH.so [--duro PATH]]\n"
           "                  [--dir DIR] [--postgresql CONNINFO|auto]\n"
           "                  [--hosts N (with --postgresql, W1-W3)]\n"
+          "                  [--create-on-one (with --hosts: every create "
+          "on the first)]\n"
           "                  [--max-spans N (W1T's span buffer)]\n");
   return 2;
 }
@@ -2030,6 +2037,8 @@ int main(int argc, char **argv) {
       opts.postgresql = argv[++i];
     else if (!strcmp(a, "--hosts") && v)
       opts.hosts = (uint32_t)atoi(argv[++i]);
+    else if (!strcmp(a, "--create-on-one"))
+      opts.create_on_one = 1;
     else if (!strcmp(a, "--max-spans") && v)
       opts.max_spans = (uint32_t)atoi(argv[++i]);
     else if (!strcmp(a, "--plugin-workers") && v)

@@ -371,6 +371,53 @@ START_TEST(mixed_workload_runs_once_on_three_hosts) {
 }
 END_TEST
 
+/* Work created on one host is shared out (rebalance.c): all of it is
+ * created on the first host, which has 4 workers and steps that hold
+ * theirs for 20 ms, so a backlog builds there; the two others, idle, are
+ * handed some.  Every step runs once all the same, and every instance
+ * completes. */
+#define SHARED_FAULTS 300
+#define SHARED_STEPS 4
+
+START_TEST(backlog_is_shared_with_idle_hosts) {
+  host_run h[HOSTS];
+  char conninfo[700];
+  hosts_start(h, "shared", PLUGINS, conninfo, sizeof conninfo);
+  for (int b = 0; b < SHARED_FAULTS / 100; b++) {
+    json_t *items = json_array();
+    for (int i = 0; i < 100; i++) {
+      char id[16];
+      snprintf(id, sizeof id, "s%d", b * 100 + i);
+      json_array_append_new(items, json_pack("{s:s,s:{s:s,s:i,s:i}}", "id", id,
+                                             "params", "fault", "none", "steps",
+                                             SHARED_STEPS, "hold_ms", 20));
+    }
+    json_t *body = json_pack("{s:o}", "instances", items);
+    char *text = json_dumps(body, JSON_COMPACT);
+    expect(&h[0], "POST", "/workflows/fault-flow/instances/batch", text, 200);
+    free(text);
+    json_decref(body);
+  }
+  int64_t done = 0;
+  for (int tries = 0; tries < 1200 && done < SHARED_FAULTS; tries++) {
+    done = count_rows(conninfo,
+                      "SELECT COUNT(*) FROM instances WHERE status='complete'");
+    if (done < SHARED_FAULTS)
+      proc_sleep_ms(100);
+  }
+  ck_assert_int_eq(done, SHARED_FAULTS);
+  sidelog_assert_no_rerun(faults_log());
+  ck_assert_uint_eq(sidelog_steps(faults_log(), "exec"),
+                    SHARED_FAULTS * SHARED_STEPS);
+  /* the others ran some: each of them ended up owning instances */
+  ck_assert_int_eq(count_rows(conninfo, "SELECT COUNT(DISTINCT owner) FROM "
+                                        "instances"),
+                   HOSTS);
+  ck_assert_int_ge(host_count_lines(&h[0], "queued instance(s) to host"), 1);
+  hosts_stop(h, -1);
+}
+END_TEST
+
 #define KILL_FAULTS 24
 #define KILL_STEPS 40
 
@@ -1229,6 +1276,7 @@ int main(void) {
   proc_fixtures(tc, "duro-pg-hosts");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, mixed_workload_runs_once_on_three_hosts);
+  tcase_add_test(tc, backlog_is_shared_with_idle_hosts);
   tcase_add_test(tc, kill_one_of_three_loses_nothing);
   tcase_add_test(tc, key_limit_holds_across_hosts_through_a_kill);
   tcase_add_test(tc, singleton_holds_across_hosts_through_a_kill);

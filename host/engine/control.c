@@ -174,7 +174,10 @@ static int change_held_row(duro_engine *e, entry *ent, row_change_fn change,
   journal_instance in = {0};
   int rc = journal_instance_get_rowid(e->j, ent->rowid, &in);
   int read = rc == 0;
-  if (read)
+  if (read && in.owner != journal_host(e->j)) {
+    read = 0; /* handed to another host since its owner was read */
+    rc = CONTROL_MOVED;
+  } else if (read)
     rc = change(e, &in, arg);
   pthread_mutex_lock(&e->mu);
   control_end(e, ent, read ? in.status : ENGINE_STATUS_NONE);
@@ -199,7 +202,8 @@ static int handed_request_row(duro_engine *e, journal_instance *in, void *arg) {
 /* Applies a pause or terminate for the CONTROL entry `ent` and ends the
  * control operation. */
 static int control_apply(duro_engine *e, entry *ent, int control) {
-  return change_held_row(e, ent, handed_request_row, &control);
+  int rc = change_held_row(e, ent, handed_request_row, &control);
+  return rc == CONTROL_MOVED ? 0 : rc; /* its new owner's to apply */
 }
 
 void control_on_entry(duro_engine *e, entry *ent, int control) {
@@ -342,8 +346,8 @@ static int settle_terminate(duro_engine *e, const char *workflow,
   return 0;
 }
 
-static int request_control(duro_engine *e, const char *workflow, const char *id,
-                           int control, int settle) {
+static int request_control_once(duro_engine *e, const char *workflow,
+                                const char *id, int control, int settle) {
   int64_t rowid;
   entry *ent, *active;
   int rc;
@@ -369,6 +373,22 @@ static int request_control(duro_engine *e, const char *workflow, const char *id,
   pthread_mutex_unlock(&e->mu);
   return control_leave(e, rowid,
                        change_held_row(e, ent, request_row, &control));
+}
+
+/* An operation that found its instance handed to another host asks
+ * again: the owner it reads now is that host, which it forwards to. */
+#define AGAIN_IF_MOVED(call)                                                   \
+  do {                                                                         \
+    int again_rc_;                                                             \
+    for (int again_ = 0; again_ < 3; again_++)                                 \
+      if ((again_rc_ = (call)) != CONTROL_MOVED)                               \
+        return again_rc_;                                                      \
+    return DURO_E_HOST_UNAVAILABLE;                                            \
+  } while (0)
+
+static int request_control(duro_engine *e, const char *workflow, const char *id,
+                           int control, int settle) {
+  AGAIN_IF_MOVED(request_control_once(e, workflow, id, control, settle));
 }
 
 int duro_instance_pause(duro_engine *e, const char *workflow, const char *id) {
@@ -454,7 +474,7 @@ static int resume_row(duro_engine *e, journal_instance *in, void *arg) {
   return rc;
 }
 
-int duro_instance_resume(duro_engine *e, const char *workflow, const char *id) {
+static int resume_once(duro_engine *e, const char *workflow, const char *id) {
   int64_t rowid;
   entry *ent, *active;
   int rc;
@@ -477,6 +497,10 @@ int duro_instance_resume(duro_engine *e, const char *workflow, const char *id) {
   }
   pthread_mutex_unlock(&e->mu);
   return control_leave(e, rowid, change_held_row(e, ent, resume_row, NULL));
+}
+
+int duro_instance_resume(duro_engine *e, const char *workflow, const char *id) {
+  AGAIN_IF_MOVED(resume_once(e, workflow, id));
 }
 
 typedef struct restart_from {
@@ -646,8 +670,9 @@ static int restart_row(duro_engine *e, journal_instance *in, void *arg) {
   return rc;
 }
 
-static int restart(duro_engine *e, const char *workflow, const char *id,
-                   const char *from, uint32_t count, int rollback, char **why) {
+static int restart_once(duro_engine *e, const char *workflow, const char *id,
+                        const char *from, uint32_t count, int rollback,
+                        char **why) {
   if (why)
     *why = NULL;
   int64_t rowid;
@@ -668,6 +693,11 @@ static int restart(duro_engine *e, const char *workflow, const char *id,
   restart_from rf = {
       .name = from, .count = count, .rollback = rollback, .why = why};
   return control_leave(e, rowid, change_held_row(e, ent, restart_row, &rf));
+}
+
+static int restart(duro_engine *e, const char *workflow, const char *id,
+                   const char *from, uint32_t count, int rollback, char **why) {
+  AGAIN_IF_MOVED(restart_once(e, workflow, id, from, count, rollback, why));
 }
 
 int duro_instance_restart_why(duro_engine *e, const char *workflow,
@@ -754,7 +784,10 @@ static int delete_held(duro_engine *e, entry *ent, delete_req *d) {
   journal_instance in = {0};
   int rc = journal_instance_get_rowid(e->j, ent->rowid, &in);
   int read = rc == 0;
-  if (read)
+  if (read && in.owner != journal_host(e->j)) {
+    read = 0; /* handed to another host since its owner was read */
+    rc = CONTROL_MOVED;
+  } else if (read)
     rc = delete_row(e, &in, d);
   pthread_mutex_lock(&e->mu);
   if (read && rc == 0) {
@@ -780,8 +813,8 @@ static duro_status active_status(duro_engine *e, int64_t rowid) {
   return duro_status_ended(st) ? DURO_STATUS_RUNNING : st;
 }
 
-int duro_instance_delete(duro_engine *e, const char *workflow, const char *id,
-                         int terminate, duro_deleted *out, char **why) {
+static int delete_once(duro_engine *e, const char *workflow, const char *id,
+                       int terminate, duro_deleted *out, char **why) {
   duro_deleted unused;
   if (!out)
     out = &unused;
@@ -826,6 +859,11 @@ int duro_instance_delete(duro_engine *e, const char *workflow, const char *id,
     return control_leave(e, rowid, DURO_E_CANNOT_DELETE);
   }
   return control_leave(e, rowid, delete_held(e, ent, &d));
+}
+
+int duro_instance_delete(duro_engine *e, const char *workflow, const char *id,
+                         int terminate, duro_deleted *out, char **why) {
+  AGAIN_IF_MOVED(delete_once(e, workflow, id, terminate, out, why));
 }
 
 /* An event on its way to disk: what its ops point to lives here. */

@@ -89,8 +89,25 @@ enum {
   ENTRY_QUEUED = 1,
   ENTRY_ACTIVE,
   ENTRY_CONTROL,
-  ENTRY_RETRY /* its activation could not write: runs after a back-off */
+  ENTRY_RETRY,  /* its activation could not write: runs after a back-off */
+  ENTRY_HANDOFF /* being handed to another host (rebalance.c) */
 };
+
+/* rebalance.c's state: when it looks next, the hosts it gave work to
+ * lately (given more once they renewed twice since), and the notice of
+ * work handed to this host. */
+#define REBALANCE_HOSTS 16
+typedef struct engine_gift {
+  int64_t host, heartbeat_ms;
+  int renewals;
+} engine_gift;
+typedef struct engine_rebalance {
+  int64_t next_ms;
+  engine_gift gifts[REBALANCE_HOSTS];
+  size_t n_gifts;
+  int received; /* atomic: set by the notice, taken by the scheduler */
+  int fed;      /* given work it has not been through yet */
+} engine_rebalance;
 
 /* The engine's counters over the last minutes (history.c): ring slot
  * number % HISTORY_BUCKETS holds bucket `number` (engine time divided by
@@ -294,6 +311,7 @@ struct duro_engine {
   idmap remote_watches;
   size_t remote_watched;
   int64_t next_takeover;
+  engine_rebalance rebalance;
   /* The notices whose work waits on the store, off the keeper thread. */
   struct notice_queue *notices;
 
@@ -767,6 +785,13 @@ int engine_join(duro_engine *e, char *err, size_t errlen);
  * (store_host_hooks.counts; malloc'd). */
 void engine_host_counts(duro_engine *e, duro_host_counts *out);
 char *engine_host_counts_text(void *engine);
+/* Another host's counts from the text it left (NULL, or not counts: 0). */
+int engine_host_counts_parse(const char *text, duro_host_counts *out);
+/* rebalance.c: hands queued instances to idle hosts when this one has a
+ * backlog (the scheduler's pass; returns when it looks next), and notes
+ * instances handed to this one (a notice, on the keeper's thread). */
+int64_t engine_rebalance_tick(duro_engine *e, int64_t mono);
+void engine_rebalance_received(duro_engine *e, int64_t least, int64_t n);
 /* The hosts of a shared store's counts and totals in GET /metrics. */
 void engine_hosts_metrics(duro_engine *e, FILE *out);
 /* The lease of this host (the option, or its default). */
@@ -810,6 +835,9 @@ void engine_hosts_quiet(duro_engine *e);
  * die after applying it, the request is applied again by the new owner,
  * which then refuses it (a 409 for what is already done). */
 #define FORWARD_HERE 1
+/* A control operation found the instance it holds handed to another host
+ * since it read the owner (rebalance.c): it asks again, and forwards. */
+#define CONTROL_MOVED 2
 int engine_forward_control(duro_engine *e, int64_t rowid, int64_t owner, int op,
                            const char *workflow, const char *id,
                            const char *from, uint32_t count, char **why);

@@ -111,7 +111,8 @@ int64_t engine_hosts_tick(duro_engine *e, int64_t mono) {
     engine_takeover(e);
     e->next_takeover = mono + engine_lease_ms(e) / 2;
   }
-  return e->next_takeover;
+  int64_t rebalance = engine_rebalance_tick(e, mono);
+  return rebalance < e->next_takeover ? rebalance : e->next_takeover;
 }
 
 /* ---- forwarding -----------------------------------------------------------
@@ -481,12 +482,20 @@ static void on_notice(void *ctx, const char *text) {
     return;
   }
   if (!strcmp(text, "resync")) {
-    /* An event's notice may be lost with it: its wake is in the journal. */
+    /* An event's notice may be lost with it: its wake is in the journal;
+     * and so may a notice of instances handed to this host: its rows are
+     * read again. */
     repoll_from(e, INT64_MIN);
+    engine_rebalance_received(e, 0, 0);
     return;
   }
   json_t *msg = json_loads(text, 0, NULL);
-  if (json_is_object(msg) && json_object_get(msg, "q")) {
+  json_t *h = json_object_get(msg, "h");
+  if (json_is_array(h) && json_array_size(h) == 2) /* rebalance.c */
+    engine_rebalance_received(
+        e, (int64_t)json_integer_value(json_array_get(h, 0)),
+        (int64_t)json_integer_value(json_array_get(h, 1)));
+  else if (json_is_object(msg) && json_object_get(msg, "q")) {
     notice_job *job = xcalloc(1, sizeof *job);
     job->req = json_incref(msg);
     job_queue(e, job);

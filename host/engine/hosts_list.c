@@ -64,7 +64,7 @@ char *engine_host_counts_text(void *engine) {
 
 /* Counts another host left on its row: 1, or 0 when it left none that
  * read (an older duro's host, one that has not renewed yet). */
-static int counts_parse(const char *text, duro_host_counts *out) {
+int engine_host_counts_parse(const char *text, duro_host_counts *out) {
   json_t *o = text ? json_loads(text, 0, NULL) : NULL;
   if (!json_is_object(o)) {
     json_decref(o);
@@ -118,7 +118,7 @@ static void add_host(void *arg, const journal_host_row *row) {
     engine_host_counts(c->e, &h->counts);
     h->counted = 1;
   } else
-    h->counted = counts_parse(row->counts, &h->counts);
+    h->counted = engine_host_counts_parse(row->counts, &h->counts);
   add_totals(l, h);
 }
 

@@ -84,6 +84,10 @@ void activation_run(duro_engine *e, entry *ent) {
   if (rc)
     goto done; /* swept meanwhile */
   a->log = (log_ctx){.workflow = a->inst.workflow, .instance = a->inst.id};
+  /* Handed to another host (rebalance.c) after whatever queued this
+   * entry read its owner (an event's poke): that host runs it. */
+  if (a->inst.owner != journal_host(e->j))
+    goto done;
   /* Stale runnable entries (an event for a paused instance, a wake that a
    * control operation overtook) do nothing. */
   if (a->inst.status != DURO_STATUS_QUEUED &&

@@ -251,6 +251,14 @@ typedef struct store_backend {
   int (*hosts_each)(void *db,
                     void (*fn)(void *ctx, const journal_host_row *row),
                     void *ctx);
+  /* journal_renew_soon, on a joined store. */
+  void (*renew_soon)(void *db);
+  /* journal_hosts_idle and journal_hand_off, on a joined store. */
+  int (*hosts_idle)(void *db,
+                    void (*fn)(void *ctx, const journal_host_row *row),
+                    void *ctx);
+  int (*hand_off)(void *db, const int64_t *rowids, size_t n, int64_t to,
+                  int64_t *moved, size_t *n_moved);
   /* journal_lease_held, on a joined store. */
   int (*lease_held)(void *db);
   /* journal_lease_until, on a joined store. */

@@ -244,6 +244,27 @@ int journal_hosts_each(journal *j,
   return j->be->hosts_each(j->db, fn, ctx);
 }
 
+int journal_hosts_idle(journal *j,
+                       void (*fn)(void *ctx, const journal_host_row *row),
+                       void *ctx) {
+  if (!j->host || !j->be->hosts_idle)
+    return DURO_E_INVALID_ARGUMENT;
+  return j->be->hosts_idle(j->db, fn, ctx);
+}
+
+void journal_renew_soon(journal *j) {
+  if (j->host && j->be->renew_soon)
+    j->be->renew_soon(j->db);
+}
+
+int journal_hand_off(journal *j, const int64_t *rowids, size_t n, int64_t to,
+                     int64_t *moved, size_t *n_moved) {
+  *n_moved = 0;
+  if (!j->host || !j->be->hand_off)
+    return DURO_E_INVALID_ARGUMENT;
+  return n ? j->be->hand_off(j->db, rowids, n, to, moved, n_moved) : 0;
+}
+
 int journal_lease_held(journal *j) {
   return !j->host || !j->be->lease_held || j->be->lease_held(j->db);
 }

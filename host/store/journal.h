@@ -971,6 +971,25 @@ typedef struct journal_host_row {
 int journal_hosts_each(journal *j,
                        void (*fn)(void *ctx, const journal_host_row *row),
                        void *ctx);
+/* The other hosts whose lease holds, each with its id, its last
+ * heartbeat and the counts it left (the rest of the row unset): what a
+ * host with a backlog looks at for one to hand work to.  Cheap: it counts
+ * no instances. */
+int journal_hosts_idle(journal *j,
+                       void (*fn)(void *ctx, const journal_host_row *row),
+                       void *ctx);
+/* Has the lease renewed (and the counts left with it) within about 100 ms
+ * rather than at its next third. */
+void journal_renew_soon(journal *j);
+/* Moves to host `to` those of instances rowids[0..n) that are still this
+ * host's, queued and without a control request, if `to` is not dead and
+ * this host's lease holds, and tells `to` (a notice {"h":[least rowid,
+ * count]} sent at the commit).  The caller holds each of them idle (no
+ * activation or control operation of its own can begin on them) until
+ * this returns.  The moved ones into moved[] (room for n), how many into
+ * *n_moved.  See pg_handoff.c. */
+int journal_hand_off(journal *j, const int64_t *rowids, size_t n, int64_t to,
+                     int64_t *moved, size_t *n_moved);
 /* Until when (clock_boot_ms) this host's lease surely holds, as
  * journal_lease_held looks without waiting: what a step's callback handed
  * to another process must begin before, since that process may be frozen

@@ -180,6 +180,8 @@ static void *keeper_main(void *arg) {
       next_beat = 0;
     }
     int64_t now = clock_mono_ms();
+    if (__atomic_exchange_n(&pg->renew_soon, 0, __ATOMIC_ACQ_REL))
+      next_beat = 0;
     if (now >= next_beat) {
       int64_t sent = clock_boot_ms();
       int rc = lease_renew(pg, c);
@@ -220,6 +222,11 @@ static void *keeper_main(void *arg) {
  * lease before it marks that host dead (which lets the lock go; the
  * frozen host, once it runs again, finds its connections gone and its
  * row dead). */
+void pg_renew_soon(void *db) {
+  pg_store *pg = db;
+  __atomic_store_n(&pg->renew_soon, 1, __ATOMIC_RELEASE);
+}
+
 int pg_session_name(pg_store *pg, PGconn *c, char *err, size_t errlen) {
   if (pg->host <= 0)
     return 0;

@@ -208,6 +208,8 @@ typedef struct pg_store {
   pthread_mutex_t lease_mu;
   pthread_cond_t lease_cv;
   int lease_warned;
+  /* Renew now rather than at the next third of the lease (pg_renew_soon). */
+  int renew_soon;
   /* flow control's slots (pg_slots.c): their own connection, made on
    * first use, and how many times it was lost (slots_mu guards all). */
   PGconn *slots;
@@ -480,6 +482,12 @@ int pg_takeover(void *db, size_t limit,
 int pg_adopt(void *db, int64_t rowid, int64_t *owner);
 int pg_notify(void *db, int64_t host, const char *text);
 int pg_lease_held(void *db);
+void pg_renew_soon(void *db);
+/* pg_handoff.c */
+int pg_hosts_idle(void *db, void (*fn)(void *ctx, const journal_host_row *row),
+                  void *ctx);
+int pg_hand_off(void *db, const int64_t *rowids, size_t n, int64_t to,
+                int64_t *moved, size_t *n_moved);
 int pg_hosts_each(void *db, void (*fn)(void *ctx, const journal_host_row *row),
                   void *ctx);
 int64_t pg_lease_until(void *db);
