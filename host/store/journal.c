@@ -739,6 +739,7 @@ void journal_bulk_clear(journal_bulk *b) {
   free(b->workflow);
   free(b->action);
   free((char *)b->filter.prefix);
+  free((char *)b->filter.ids);
   free(b->state);
   free(b->errors);
   free(b->plan);

@@ -613,6 +613,9 @@ typedef struct journal_list_filter {
    * walks, newest first */
   const duro_attr_filter *where;
   size_t n_where;
+  /* only these instances: a JSON array of their ids (a bulk job's
+   * chosen ones, at most DURO_BULK_IDS); NULL: any */
+  const char *ids;
 } journal_list_filter;
 
 /* One instance as journal_list gives it (borrowed for the call). */
@@ -648,8 +651,8 @@ typedef struct journal_bulk {
   char *workflow;
   char *action;  /* terminate, restart, resume, pause, delete */
   int terminate; /* delete: live ones are terminated first */
-  /* The filter (its prefix owned: journal_bulk_clear frees it); its
-   * search attributes are where_terms. */
+  /* The filter (its prefix and ids owned: journal_bulk_clear frees
+   * them); its search attributes are where_terms. */
   journal_list_filter filter;
   int64_t bound;  /* the highest rowid the walk may meet */
   int64_t cursor; /* the walk goes on below it (column `below`) */

@@ -271,9 +271,9 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     [ST_BULK_INSERT] =
         "INSERT INTO bulk_jobs(workflow,action,terminate,status,prefix,"
         "created_after,created_before,ended_after,ended_before,bound,below,"
-        "matched,done,failed,skipped,state,created_ms,host,where_terms) "
+        "matched,done,failed,skipped,state,created_ms,host,where_terms,ids) "
         "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,0,0,0,'running',$13,"
-        "$14,$15) RETURNING id",
+        "$14,$15,$16) RETURNING id",
     /* Only where this host runs it; a cancel that came meanwhile stands:
      * the counts move, the state does not. */
     [ST_BULK_PROGRESS] =
