@@ -329,6 +329,9 @@ def bulk_actions(d, h):
     assert "Terminate 2 selected instances of order-flow" in what, what
     assert f"POST /workflows/{WF}/bulk" in what and '"ids":["bulk-1","bulk-2"]' in what, what
     assert "2 of 2 · 2 done, 0 skipped, 0 failed" in done, done
+    # the bar went with the selection: the focus is on the progress
+    wait_for(d, "the focus on the job's progress",
+             lambda: d.switch_to.active_element.get_attribute("id") == "bulk-progress")
     assert h.status("bulk-1") == "terminated" and h.status("bulk-2") == "terminated"
     assert h.status("bulk-3") == "waiting"
 

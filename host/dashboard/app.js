@@ -530,7 +530,7 @@ function bulkPanel(wf, gen, filter, refresh) {
     h('div', {class: 'row'},
       h('div', null, h('label', {for: 'bulk-all-action'}, 'Action'), allAction),
       h('button', {type: 'button', id: 'bulk-all-count', onclick: askAll}, 'Count, then confirm')));
-  const progress = h('div', {id: 'bulk-progress', role: 'status', 'aria-live': 'polite'});
+  const progress = h('div', {id: 'bulk-progress', role: 'status', 'aria-live': 'polite', tabindex: -1});
   const el = h('section', {class: 'card', id: 'bulk'}, bar, all, conf.box, conf.answer, progress);
   let onChange = () => {};
 
@@ -589,8 +589,12 @@ function bulkPanel(wf, gen, filter, refresh) {
       if (j.json.state !== 'running') break;
       await new Promise((res) => setTimeout(res, BULK_POLL_MS));
     }
+    /* the bar goes with the selection: the focus it held moves to the
+     * progress, not back to the top of the page */
+    const held = bar.contains(document.activeElement);
     selected.clear();
     changed();
+    if (held) progress.focus();
     refresh();
   }
 
@@ -664,6 +668,7 @@ function listView(main, gen, wf, filters) {
     for (const box of tbody.querySelectorAll('input.pick')) box.checked = bulk.has(box.dataset.id);
     const n = listed.filter((i) => bulk.has(i.id)).length;
     pickPage.checked = n > 0 && n === listed.length;
+    pickPage.disabled = !listed.length;
     pickPage.indeterminate = n > 0 && n < listed.length;
   };
   main.append(
