@@ -13,8 +13,8 @@
  *    409 bulk.ended;
  *  - `duro workflows instances bulk` follows a job to its end, `duro bulk
  *    status` shows it;
- *  - a job of chosen ids (filter.ids) acts on those alone and shows
- *    them;
+ *  - a job of chosen ids (filter.ids; the CLI's --id, once for each)
+ *    acts on those alone and shows them;
  *  - a restart job survives a kill -9 of the engine in its midst: it
  *    ends done, its counts add up to its matches, and every instance it
  *    matched was restarted exactly once (none twice, none missed), the
@@ -280,6 +280,21 @@ START_TEST(bodies_progress_and_cli) {
   json_decref(job);
   ck_assert_int_eq(counted(&H, "paused"), 2);
   ck_assert_int_eq(counted(&H, "waiting"), 8);
+  /* the CLI's --id, once for each */
+  const char *const resume[] = {"instances", "bulk", WF,    "--action",
+                                "resume",    "--id", "b-1", "--id",
+                                "b-2",       "--id", "b-3", NULL};
+  rc = host_cli(&H, resume, &out);
+  ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+  assert_contains(out, "resume of order-flow, done: 3 of 3 matched, 2 done, "
+                       "0 failed, 1 skipped");
+  free(out);
+  ck_assert_int_eq(counted(&H, "paused"), 0);
+  const char *const bad_id[] = {"instances", "bulk", WF,    "--action",
+                                "resume",    "--id", "b 1", NULL};
+  ck_assert_int_eq(host_cli(&H, bad_id, &out), 2);
+  assert_contains(out, "--id");
+  free(out);
 
   host_stop(&H, proc_now_ms() + 10000, 0);
 }
