@@ -15,8 +15,12 @@
  *    instance it restarted already is not restarted again;
  *  - ended jobs are swept a week after their end, not before, nor running
  *    ones;
- *  - a status never stored (running) and an unknown workflow are
- *    refused. */
+ *  - chosen ids (filter ids) take only those of them that pass the rest
+ *    of the filter, none other; ids unknown are not matched; the job
+ *    shows them; over two batches and a restart of the engine it goes
+ *    on with the same ids;
+ *  - a status never stored (running), an unknown workflow, more than
+ *    DURO_BULK_IDS ids and one that is not an id are refused. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,6 +194,91 @@ START_TEST(where_takes_only_its_attribute) {
   ck_assert_str_eq(json_string_value(json_array_get(where, 0)),
                    "customer:acme");
   json_decref(j);
+}
+END_TEST
+
+/* Chosen ids, with the filter's other fields and with its search
+ * attributes: only the chosen ones that pass. */
+START_TEST(ids_take_only_the_chosen) {
+  make(WF, "w-", 5, NULL);
+  make(WF, "c-", 2, "\"done\"");
+  make(WF, "a-", 2, "{\"c\":\"acme\"}");
+  make(OTHER, "w-", 2, NULL);
+  const char *ids[] = {"w-2", "w-4", "c-1", "nope", "a-1", "a-2"};
+  duro_bulk_spec spec = {.workflow = WF,
+                         .action = DURO_BULK_TERMINATE,
+                         .filter = by(-1, NULL),
+                         .ids = ids,
+                         .n_ids = 5};
+  int64_t id, n;
+  ck_assert_int_eq(duro_bulk_create(H.e, &spec, 0, &id, &n), 0);
+  ck_assert_int_eq(n, 4); /* w-2, w-4, c-1 (ended: skipped), a-1 */
+  run_job(id, 3);
+  assert_job(id, "done", 4, 3, 0, 1);
+  assert_all(WF, "c-", 2, "complete");
+  ck_assert_str_eq(harness_status(&H, WF, "w-2"), "terminated");
+  ck_assert_str_eq(harness_status(&H, WF, "w-4"), "terminated");
+  ck_assert_str_eq(harness_status(&H, WF, "a-1"), "terminated");
+  ck_assert_str_eq(harness_status(&H, WF, "a-2"), "waiting");
+  ck_assert_str_eq(harness_status(&H, WF, "w-1"), "waiting");
+  ck_assert_str_eq(harness_status(&H, WF, "w-3"), "waiting");
+  ck_assert_str_eq(harness_status(&H, WF, "w-5"), "waiting");
+  assert_all(OTHER, "w-", 2, "waiting");
+  json_t *j = NULL;
+  ck_assert_int_eq(duro_bulk_job_json(H.e, id, &j), 0);
+  json_t *shown = json_object_get(json_object_get(j, "filter"), "ids");
+  ck_assert_int_eq(json_array_size(shown), 5);
+  ck_assert_str_eq(json_string_value(json_array_get(shown, 4)), "a-1");
+  json_decref(j);
+  /* with the filter's status and a search attribute: a-2 alone */
+  duro_attr_filter w;
+  char err[200];
+  ck_assert_int_eq(
+      duro_list_where_parse(H.e, WF, "customer:acme", &w, err, sizeof err), 0);
+  spec.filter = (duro_list_filter){
+      .status = DURO_STATUS_WAITING, .where = &w, .n_where = 1};
+  spec.action = DURO_BULK_PAUSE;
+  spec.n_ids = 6;
+  ck_assert_int_eq(duro_bulk_create(H.e, &spec, 0, &id, &n), 0);
+  duro_attr_filter_clear(&w);
+  ck_assert_int_eq(n, 1);
+  run_job(id, 3);
+  assert_job(id, "done", 1, 1, 0, 0);
+  ck_assert_str_eq(harness_status(&H, WF, "a-2"), "paused");
+  ck_assert_str_eq(harness_status(&H, WF, "w-1"), "waiting");
+}
+END_TEST
+
+/* More chosen ids than a batch takes: the job's row keeps them, so after
+ * a restart of the engine between two batches it goes on with them. */
+START_TEST(ids_go_on_across_a_restart) {
+  make(WF, "w-", DURO_BULK_BATCH + 30, NULL);
+  static char names[DURO_BULK_BATCH + 20][16];
+  const char *ids[DURO_BULK_BATCH + 20];
+  for (int i = 0; i < DURO_BULK_BATCH + 20; i++) { /* w-1 .. w-120 */
+    snprintf(names[i], sizeof names[i], "w-%d", i + 1);
+    ids[i] = names[i];
+  }
+  duro_bulk_spec spec = {.workflow = WF,
+                         .action = DURO_BULK_TERMINATE,
+                         .filter = by(-1, NULL),
+                         .ids = ids,
+                         .n_ids = DURO_BULK_BATCH + 20};
+  int64_t id, n;
+  ck_assert_int_eq(duro_bulk_create(H.e, &spec, 0, &id, &n), 0);
+  ck_assert_int_eq(n, DURO_BULK_BATCH + 20);
+  duro_bulk_pass(H.e);
+  harness_run(&H);
+  assert_job(id, "running", n, DURO_BULK_BATCH, 0, 0);
+  harness_reopen(&H);
+  run_job(id, 3);
+  assert_job(id, "done", n, n, 0, 0);
+  assert_all(WF, "w-", DURO_BULK_BATCH + 20, "terminated");
+  for (int i = DURO_BULK_BATCH + 21; i <= DURO_BULK_BATCH + 30; i++) {
+    char other[16];
+    snprintf(other, sizeof other, "w-%d", i);
+    ck_assert_str_eq(harness_status(&H, WF, other), "waiting");
+  }
 }
 END_TEST
 
@@ -399,6 +488,21 @@ START_TEST(refusals) {
   spec.action = (duro_bulk_action)42;
   ck_assert_int_eq(duro_bulk_create(H.e, &spec, 0, &id, &n),
                    DURO_E_INVALID_ARGUMENT);
+  /* chosen ids: at most DURO_BULK_IDS, each an instance id */
+  static const char *many[DURO_BULK_IDS + 1];
+  for (size_t i = 0; i <= DURO_BULK_IDS; i++)
+    many[i] = "w-1";
+  spec.action = DURO_BULK_TERMINATE;
+  spec.ids = many;
+  spec.n_ids = DURO_BULK_IDS + 1;
+  ck_assert_int_eq(duro_bulk_create(H.e, &spec, 1, &id, &n),
+                   DURO_E_INVALID_ARGUMENT);
+  const char *bad[] = {"w-1", "not an id"};
+  spec.ids = bad;
+  spec.n_ids = 2;
+  ck_assert_int_eq(duro_bulk_create(H.e, &spec, 1, &id, &n),
+                   DURO_E_INVALID_ARGUMENT);
+  spec.n_ids = 0;
   /* an empty workflow: a job of nothing, done at its first pass */
   spec.workflow = OTHER;
   spec.action = DURO_BULK_TERMINATE;
@@ -416,6 +520,8 @@ static Suite *bulk_suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, terminate_takes_only_matches);
   tcase_add_test(tc, where_takes_only_its_attribute);
+  tcase_add_test(tc, ids_take_only_the_chosen);
+  tcase_add_test(tc, ids_go_on_across_a_restart);
   tcase_add_test(tc, pause_then_resume);
   tcase_add_test(tc, restart_the_errored_ones);
   tcase_add_test(tc, delete_skips_live_unless_terminate);

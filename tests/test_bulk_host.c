@@ -4,7 +4,8 @@
  *
  *  - bad bodies are refused 400 request.invalid naming the field (the
  *    action, a filter field, a time, a status never stored, dry_run,
- *    terminate without delete, not an object); an unknown workflow 404;
+ *    terminate without delete, not an object, ids that are not an array
+ *    of 1 to 1000 instance ids); an unknown workflow 404;
  *    an unknown job 404 bulk.not_found;
  *  - dry_run answers 200 {"matched"} and makes no job; a job answers 202
  *    {"id", "matched"}, GET /bulk/{id} shows its progress until done,
@@ -12,6 +13,8 @@
  *    409 bulk.ended;
  *  - `duro workflows instances bulk` follows a job to its end, `duro bulk
  *    status` shows it;
+ *  - a job of chosen ids (filter.ids; the CLI's --id, once for each)
+ *    acts on those alone and shows them;
  *  - a restart job survives a kill -9 of the engine in its midst: it
  *    ends done, its counts add up to its matches, and every instance it
  *    matched was restarted exactly once (none twice, none missed), the
@@ -155,10 +158,28 @@ START_TEST(bodies_progress_and_cli) {
        "filter.ended_before must be a time"},
       {"{\"action\":\"pause\",\"dry_run\":1}", "\"dry_run\" must be a boolean"},
       {"{\"action\":\"pause\",\"terminate\":true}", "only a delete takes it"},
+      {"{\"action\":\"pause\",\"filter\":{\"ids\":\"a-1\"}}",
+       "filter.ids must be an array of 1 to 1000 instance ids"},
+      {"{\"action\":\"pause\",\"filter\":{\"ids\":[]}}",
+       "filter.ids must be an array of 1 to 1000"},
+      {"{\"action\":\"pause\",\"filter\":{\"ids\":[\"a-1\",7]}}",
+       "filter.ids[1] must be an instance id"},
+      {"{\"action\":\"pause\",\"filter\":{\"ids\":[\"a 1\"]}}",
+       "filter.ids[0] must be an instance id"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
     json_decref(expect(&H, "POST", P, bad[i].body, 400, "request.invalid",
                        bad[i].part));
+  /* more than 1000 ids */
+  json_t *many =
+      json_pack("{s:s, s:{s:[]}}", "action", "pause", "filter", "ids");
+  for (int i = 0; i <= 1000; i++)
+    json_array_append_new(jget(many, "filter.ids"), json_sprintf("a-%d", i));
+  char *text = json_dumps(many, JSON_COMPACT);
+  json_decref(expect(&H, "POST", P, text, 400, "request.invalid",
+                     "filter.ids must be an array of 1 to 1000"));
+  free(text);
+  json_decref(many);
   json_decref(expect(&H, "POST", "/workflows/nope/bulk",
                      "{\"action\":\"pause\"}", 404, "workflow.not_found",
                      NULL));
@@ -241,6 +262,39 @@ START_TEST(bodies_progress_and_cli) {
   assert_contains(out, "bulk.ended");
   free(out);
   ck_assert_int_eq(counted(&H, "waiting"), 10);
+
+  /* chosen ids: those alone (an unknown one matches nothing) */
+  o = expect(&H, "POST", P,
+             "{\"action\":\"pause\",\"filter\":{\"ids\":[\"b-1\",\"b-2\","
+             "\"zz\"]}}",
+             202, NULL, NULL);
+  ck_assert_int_eq(jint(o, "matched"), 2);
+  snprintf(id, sizeof id, "%s", jstr(o, "id"));
+  json_decref(o);
+  job = wait_job(&H, id);
+  ck_assert_str_eq(jstr(job, "state"), "done");
+  ck_assert_int_eq(jint(job, "done"), 2);
+  ck_assert_uint_eq(json_array_size(jget(job, "filter.ids")), 3);
+  ck_assert_str_eq(
+      json_string_value(json_array_get(jget(job, "filter.ids"), 1)), "b-2");
+  json_decref(job);
+  ck_assert_int_eq(counted(&H, "paused"), 2);
+  ck_assert_int_eq(counted(&H, "waiting"), 8);
+  /* the CLI's --id, once for each */
+  const char *const resume[] = {"instances", "bulk", WF,    "--action",
+                                "resume",    "--id", "b-1", "--id",
+                                "b-2",       "--id", "b-3", NULL};
+  rc = host_cli(&H, resume, &out);
+  ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+  assert_contains(out, "resume of order-flow, done: 3 of 3 matched, 2 done, "
+                       "0 failed, 1 skipped");
+  free(out);
+  ck_assert_int_eq(counted(&H, "paused"), 0);
+  const char *const bad_id[] = {"instances", "bulk", WF,    "--action",
+                                "resume",    "--id", "b 1", NULL};
+  ck_assert_int_eq(host_cli(&H, bad_id, &out), 2);
+  assert_contains(out, "--id");
+  free(out);
 
   host_stop(&H, proc_now_ms() + 10000, 0);
 }

@@ -30,7 +30,14 @@ written shows it written, that an
 error of the API (an event whose payload is not JSON: 400) is shown on
 the page, that a listener
 with a token asks for it, that the page fits a 375 px screen, and that the
-browser logged no error but the ones those refusals cause.  Screenshots of
+browser logged no error but the ones those refusals cause.  It checks too
+that rows selected in the list (from the keyboard, or the whole page) are
+acted on through the bulk API (terminate, restart: the confirmation names
+how many and what, the skipped ones said; the job's progress shown to its
+end; the list then shows the change, read back over the API too), and
+every instance the filter passes after a dry run's count (pause); and that
+an instance's page shows its search attributes (none for a workflow
+without an index).  Screenshots of
 every page at 1280x800 and 375 px wide go to ARTEFACT_DIR.
 
 Usage: test_dashboard.py DURO_BIN ORDERS_PLUGIN NIGHTLY_PLUGIN CHAOS_PLUGIN FANOUT_PLUGIN ARTEFACT_DIR
@@ -263,6 +270,117 @@ def severe_logs(d, allowed):
     return bad
 
 
+def bulk_shown(d):
+    """The bulk actions the selection bar offers (not hidden)."""
+    return d.execute_script(
+        "return [...document.querySelectorAll('#bulk-selected button[id^=bulk-]')]"
+        ".filter((b) => b.offsetParent !== null && b.id !== 'bulk-clear')"
+        ".map((b) => b.id.slice(5))")
+
+
+def bulk_confirm(d, button_id):
+    """Clicks a bulk action, confirms it from the keyboard; the
+    confirmation's text, then the job's progress once it has ended."""
+    d.find_element(By.ID, button_id).click()
+    text = wait_for(d, "the bulk confirmation",
+                    lambda: d.find_element(By.ID, "bulk-confirm").is_displayed()
+                    and d.find_element(By.ID, "bulk-confirm").text)
+    d.execute_script("document.getElementById('bulk-progress').textContent = ''")
+    assert d.switch_to.active_element.get_attribute("id") == "bulk-confirm-yes"
+    d.switch_to.active_element.send_keys(Keys.ENTER)
+    done = wait_for(d, "the bulk job's end",
+                    lambda: re.search(r"· (done|cancelled)",
+                                      d.find_element(By.ID, "bulk-progress").text)
+                    and d.find_element(By.ID, "bulk-progress").text)
+    return text, done
+
+
+def bulk_actions(d, h):
+    """Rows selected (from the keyboard, and the whole page) and acted on
+    through the bulk API: confirmed naming how many and what, the job's
+    progress followed to its end, the list then showing the change; then
+    every instance the filter passes, counted first.  And an instance's
+    search attributes on its page."""
+    ids = ["bulk-1", "bulk-2", "bulk-3", "bulk-4"]
+    for iid in ids:
+        assert h.api("POST", f"/workflows/{WF}/instances",
+                     {"id": iid, "params": {"orderId": f"O-{iid}", "email": "a@b.c",
+                                            "amount": 10}})[0] == 201
+    deadline = time.time() + 15
+    while any(h.status(i) != "waiting" for i in ids):
+        assert time.time() < deadline, "the bulk orders never waited"
+        time.sleep(0.1)
+    d.get(h.base + f"/#/wf/{WF}?prefix=bulk-")
+    wait_for(d, "the four orders", lambda: sorted(rows(d)) == ids)
+    assert not d.find_element(By.ID, "bulk-selected").is_displayed()
+    # two picked from the keyboard (Space on each row's box)
+    for iid in ("bulk-1", "bulk-2"):
+        box = d.find_element(By.CSS_SELECTOR, f'input.pick[data-id="{iid}"]')
+        box.send_keys(Keys.SPACE)
+        assert d.switch_to.active_element.get_attribute("data-id") == iid
+    wait_for(d, "two selected", lambda: d.find_element(By.ID, "bulk-count").text == "2 selected")
+    # the focus stays on its box across the list's redraw (every 2 s)
+    time.sleep(2.5)
+    assert d.switch_to.active_element.get_attribute("data-id") == "bulk-2"
+    assert sorted(bulk_shown(d)) == ["pause", "terminate"], bulk_shown(d)
+    assert d.find_element(By.ID, "select-page").get_attribute("indeterminate") == "true"
+    shot(d, "bulk-selected-desktop")
+    what, done = bulk_confirm(d, "bulk-terminate")
+    assert "Terminate 2 selected instances of order-flow" in what, what
+    assert f"POST /workflows/{WF}/bulk" in what and '"ids":["bulk-1","bulk-2"]' in what, what
+    assert "2 of 2 · 2 done, 0 skipped, 0 failed" in done, done
+    # the bar went with the selection: the focus is on the progress
+    wait_for(d, "the focus on the job's progress",
+             lambda: d.switch_to.active_element.get_attribute("id") == "bulk-progress")
+    assert h.status("bulk-1") == "terminated" and h.status("bulk-2") == "terminated"
+    assert h.status("bulk-3") == "waiting"
+
+    def row_status(iid):
+        return d.find_element(By.CSS_SELECTOR, f'#instance-rows tr[data-id="{iid}"] .badge').text
+    wait_for(d, "the list showing them terminated",
+             lambda: row_status("bulk-1") == "terminated" and row_status("bulk-2") == "terminated")
+    assert not d.find_element(By.ID, "bulk-selected").is_displayed()
+    shot(d, "bulk-done-desktop")
+    # the whole page: restart applies to the two ended ones alone
+    d.find_element(By.ID, "select-page").click()
+    wait_for(d, "four selected", lambda: d.find_element(By.ID, "bulk-count").text == "4 selected")
+    assert sorted(bulk_shown(d)) == ["delete", "pause", "restart", "terminate"], bulk_shown(d)
+    what, done = bulk_confirm(d, "bulk-restart")
+    assert "Restart 4 selected instances" in what and "2 of them are skipped (restart does not apply to waiting)" in what, what
+    assert "4 of 4 · 2 done, 2 skipped, 0 failed" in done, done
+    wait_for(d, "the restarted ones waiting again",
+             lambda: h.status("bulk-1") == "waiting" and h.status("bulk-2") == "waiting")
+    restarts = {i: h.api("GET", f"/workflows/{WF}/instances/{i}")[1]["restarts"] for i in ids}
+    assert restarts == {"bulk-1": 1, "bulk-2": 1, "bulk-3": 0, "bulk-4": 0}, restarts
+    wait_for(d, "the list showing them waiting",
+             lambda: row_status("bulk-1") == "waiting" and row_status("bulk-2") == "waiting")
+    # every instance the filter passes: counted by a dry run, then paused
+    d.find_element(By.CSS_SELECTOR, "#bulk-all summary").click()
+    Select(d.find_element(By.ID, "bulk-all-action")).select_by_value("pause")
+    what, done = bulk_confirm(d, "bulk-all-count")
+    assert "Pause every instance of order-flow with prefix bulk-: 4 instances match now" in what, what
+    assert '"filter":{"prefix":"bulk-"}' in what, what
+    assert "4 of 4 · 4 done" in done, done
+    assert [h.status(i) for i in ids] == ["paused"] * 4
+    wait_for(d, "the list showing them paused",
+             lambda: all(row_status(i) == "paused" for i in ids))
+    viewport(d, 375, 800)
+    d.find_element(By.ID, "select-page").click()
+    wait_for(d, "four selected on a phone", lambda: d.find_element(By.ID, "bulk-count").text == "4 selected")
+    width = d.execute_script("return document.documentElement.scrollWidth")
+    assert width <= 375, f"the list with its selection is {width} px wide at 375 px"
+    shot(d, "bulk-phone")
+    viewport(d, 1280, 800)
+    # an instance's search attributes, near the top of its page
+    d.get(h.base + f"/#/wf/{WF}/i/bulk-3")
+    shown = wait_for(d, "its search attributes",
+                     lambda: d.find_element(By.ID, "instance-attributes").text)
+    assert shown == "order O-bulk-3", shown
+    shot(d, "attributes-desktop")
+    d.get(h.base + f"/#/wf/{WF}")
+    wait_for(d, "the list again", lambda: rows(d))
+
+
 def main():
     os.makedirs(ARTEFACTS, exist_ok=True)
     for f in os.listdir(ARTEFACTS):
@@ -359,7 +477,7 @@ def main():
                  lambda: sorted(rows(d)) == ["batch-a-1", "batch-a-2"]
                  and d.find_element(By.ID, "id-prefix").get_attribute("value") == "batch-a")
         heads = [th.text for th in d.find_elements(By.CSS_SELECTOR, "#instances thead th")]
-        assert heads == ["Instance", "Status", "Created", "Started", "Ran for",
+        assert heads == ["", "Instance", "Status", "Created", "Started", "Ran for",
                          "Waiting for"], heads
         # a creation time range: none was created in 2099
         d.execute_script("document.getElementById('created-after').value = '2099-01-01T00:00'")
@@ -480,6 +598,8 @@ def main():
         assert h.api("POST", "/workflows/chaos/instances/go-2/events/go", {"k": 1})[0] == 202
         wait_for(d, "go-2 complete on the page",
                  lambda: "complete" in d.find_element(By.ID, "instance-status").text)
+        # a workflow without an index: no attributes shown
+        assert not d.find_elements(By.ID, "instance-attributes")
 
         # actions follow the status without a reload
         d.get(h.base + "/#/wf/chaos/i/go-1")
@@ -729,6 +849,8 @@ def main():
         d.get(h.base + f"/#/wf/{WF}")
         wait_for(d, "the list again", lambda: rows(d))
         assert not d.find_element(By.ID, "flow").is_displayed()
+
+        bulk_actions(d, h)
 
         # keyboard: Tab from the top reaches the navigation's links
         d.find_element(By.TAG_NAME, "body").send_keys(Keys.TAB)

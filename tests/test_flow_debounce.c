@@ -9,7 +9,9 @@
  * into; an engine closed and opened again on the journal keeps the
  * pending instance, its params and its start time; describe, GET
  * /workflows/{wf} and /metrics say what waits; on engine threads the
- * scheduler's pass starts it when due.
+ * scheduler's pass starts it when due; a merge's params give the
+ * instance its search attributes (the workflow's index) in place of
+ * those of the params it replaced, listed by them at once.
  *
  * Each instance runs one step, "start", which notes its id and the
  * params it started with, and ends. */
@@ -409,6 +411,81 @@ START_TEST(engine_threads_start_it_when_due) {
 }
 END_TEST
 
+/* The ids of doc's instances whose attributes pass `term`, "|a|b|". */
+static char *listed_by(const char *term) {
+  duro_attr_filter w;
+  char err[200];
+  ck_assert_msg(duro_list_where_parse(h.e, "doc", term, &w, err, sizeof err) ==
+                    0,
+                "%s: %s", term, err);
+  duro_list_filter f = {.status = -1, .where = &w, .n_where = 1};
+  duro_instance_page p;
+  ck_assert_int_eq(duro_instance_list_page(h.e, "doc", &f, 100, NULL, &p), 0);
+  duro_attr_filter_clear(&w);
+  char *out = xstrdup("|");
+  for (size_t i = 0; i < p.n; i++) {
+    char *more = xasprintf("%s%s|", out, p.v[i].id);
+    free(out);
+    out = more;
+  }
+  duro_instance_page_free(&p);
+  return out;
+}
+
+static void assert_listed_by(const char *term, const char *want) {
+  char *got = listed_by(term);
+  ck_assert_msg(!strcmp(got, want), "%s: %s, not %s", term, got, want);
+  free(got);
+}
+
+static char *attributes_of(const char *id) {
+  json_t *d = harness_describe(&h, "doc", id);
+  char *s = json_dumps(json_object_get(d, "attributes"),
+                       JSON_COMPACT | JSON_SORT_KEYS);
+  json_decref(d);
+  return s;
+}
+
+/* A merge replaces the pending instance's params, and with them its
+ * search attributes: the values the new params give, none of the old
+ * ones (a tag the merged params lack is gone), in the merge's commit. */
+START_TEST(a_merge_gives_the_attributes_of_its_params) {
+  static const duro_attr_decl index[] = {{"doc", "/d", DURO_ATTR_STRING},
+                                         {"version", "/v", DURO_ATTR_NUMBER},
+                                         {"tag", "/t", DURO_ATTR_STRING}};
+  n_starts = 0;
+  harness_open(&h);
+  lim = (duro_workflow_limits){.flow_debounce_key = "/d",
+                               .flow_debounce_ms = 30000,
+                               .index = index,
+                               .n_index = 3};
+  register_doc();
+  harness_start(&h);
+  duro_create_req first = {.id = "a",
+                           .params = "{\"d\":\"d1\",\"v\":1,\"t\":\"draft\"}",
+                           .retention_ms = -1};
+  duro_create_result r;
+  ck_assert_int_eq(duro_instance_create_many(h.e, "doc", &first, 1, &r), 0);
+  duro_create_result_free(&r);
+  harness_run(&h);
+  char *a = attributes_of("a");
+  ck_assert_str_eq(a, "{\"doc\":\"d1\",\"tag\":\"draft\",\"version\":1}");
+  free(a);
+  harness_advance(&h, 1000);
+  debounced_into("b", "d1", 2, "a");
+  a = attributes_of("a");
+  ck_assert_str_eq(a, "{\"doc\":\"d1\",\"version\":2}");
+  free(a);
+  assert_listed_by("version:2", "|a|");
+  assert_listed_by("version:1", "|");
+  assert_listed_by("tag:draft", "|");
+  assert_listed_by("doc:d1", "|a|");
+  harness_advance(&h, 30000);
+  ck_assert_str_eq(started_with("a"), "{\"d\":\"d1\",\"v\":2}");
+  assert_listed_by("version:2", "|a|");
+}
+END_TEST
+
 static Suite *debounce_suite(void) {
   Suite *s = suite_create("flow_debounce");
   TCase *tc = tcase_create("debounce");
@@ -427,6 +504,7 @@ static Suite *debounce_suite(void) {
       tc, a_paused_pending_instance_takes_creates_and_starts_when_resumed);
   tcase_add_test(tc, a_reopened_engine_keeps_the_pending_instance);
   tcase_add_test(tc, engine_threads_start_it_when_due);
+  tcase_add_test(tc, a_merge_gives_the_attributes_of_its_params);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -48,7 +48,9 @@
  *                           create on the other host merges into the
  *                           first host's pending instance (answered with
  *                           its id, nothing created), as do creates on its
- *                           own host; it runs once, with the last params;
+ *                           own host, each giving it the search attributes
+ *                           of its params; it runs once, with the last
+ *                           params;
  *                           the next create makes another; creates of one
  *                           key racing on both hosts make one instance in
  *                           all, which runs once.
@@ -841,9 +843,12 @@ static duro_rc bounced(duro_step *step, const duro_event *ev, duro_env *env) {
 
 static duro_engine *bounced_host_open_for(const char *conninfo,
                                           int64_t period_ms) {
+  static const duro_attr_decl index[] = {{"n", "/n", DURO_ATTR_NUMBER}};
   duro_workflow_limits lim = {.flow_debounce_key = "/c",
                               .flow_debounce_ms = period_ms,
-                              .flow_debounce_max_wait_ms = 60000};
+                              .flow_debounce_max_wait_ms = 60000,
+                              .index = index,
+                              .n_index = 1};
   return joined_open(conninfo, 4, "bounced", bounced, &lim);
 }
 
@@ -861,6 +866,30 @@ static char *bounced_create(duro_engine *e, const char *id, const char *key,
   char *answer = create_one(e, "bounced", id, params, &how);
   *merged = how == DURO_CREATE_DEBOUNCED;
   return answer;
+}
+
+/* The ids of bounced's instances whose /n is n, listed on e: "|a|b|". */
+static char *bounced_with_n(duro_engine *e, int n) {
+  char term[32], err[200];
+  snprintf(term, sizeof term, "n:%d", n);
+  duro_attr_filter w;
+  ck_assert_int_eq(
+      duro_list_where_parse(e, "bounced", term, &w, err, sizeof err), 0);
+  duro_list_filter f = {.status = -1, .where = &w, .n_where = 1};
+  duro_instance_page p;
+  ck_assert_int_eq(duro_instance_list_page(e, "bounced", &f, 100, NULL, &p), 0);
+  duro_attr_filter_clear(&w);
+  char out[256] = "|";
+  for (size_t i = 0; i < p.n; i++)
+    snprintf(out + strlen(out), sizeof out - strlen(out), "%s|", p.v[i].id);
+  duro_instance_page_free(&p);
+  return strdup(out);
+}
+
+static void assert_bounced_with_n(duro_engine *e, int n, const char *want) {
+  char *got = bounced_with_n(e, n);
+  ck_assert_msg(!strcmp(got, want), "n:%d lists %s, not %s", n, got, want);
+  free(got);
 }
 
 static int want_runs;
@@ -904,6 +933,9 @@ START_TEST(a_debounce_merges_across_hosts) {
   ck_assert(merged);
   ck_assert_str_eq(got, "d1");
   free(got);
+  /* its search attributes are those of the params merged into it */
+  assert_bounced_with_n(h1, 2, "|d1|");
+  assert_bounced_with_n(h1, 1, "|");
   duro_status s;
   ck_assert_int_eq(duro_instance_status(h2, "bounced", "d2", &s),
                    DURO_E_NOT_FOUND);
@@ -915,6 +947,8 @@ START_TEST(a_debounce_merges_across_hosts) {
   ck_assert(merged);
   ck_assert_str_eq(got, "d1");
   free(got);
+  assert_bounced_with_n(h2, 4, "|d1|");
+  assert_bounced_with_n(h2, 3, "|");
   ck_assert(ends_complete(h1, "bounced", "d1"));
   pthread_mutex_lock(&mu);
   ck_assert_int_eq(bounced_runs, 1);

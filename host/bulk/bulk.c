@@ -3,6 +3,7 @@
  * duro_bulk_job, a workflow's recent jobs, a cancel. */
 #include "bulk.h"
 
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,6 +102,21 @@ static int count_matches(journal *j, const char *workflow,
   }
 }
 
+/* The chosen ids as the store takes them, a JSON array (malloc'ed;
+ * NULL for none). */
+static char *ids_json(const duro_bulk_spec *spec) {
+  if (!spec->n_ids)
+    return NULL;
+  json_t *a = json_array();
+  for (size_t i = 0; i < spec->n_ids; i++)
+    json_array_append_new(a, json_string(spec->ids[i]));
+  char *text = json_dumps(a, JSON_COMPACT);
+  json_decref(a);
+  if (!text) /* out of memory: never a job on every instance instead */
+    abort();
+  return text;
+}
+
 int duro_bulk_create(duro_engine *e, const duro_bulk_spec *spec, int dry_run,
                      int64_t *id, int64_t *matched) {
   *id = 0;
@@ -110,8 +126,12 @@ int duro_bulk_create(duro_engine *e, const duro_bulk_spec *spec, int dry_run,
   /* only an activation holds these: the store never has them */
   if (spec->filter.status == DURO_STATUS_RUNNING ||
       spec->filter.status == DURO_STATUS_WAITING_FOR_PAUSE ||
-      duro_bulk_action_parse(duro_bulk_action_name(spec->action)) < 0)
+      duro_bulk_action_parse(duro_bulk_action_name(spec->action)) < 0 ||
+      spec->n_ids > DURO_BULK_IDS)
     return DURO_E_INVALID_ARGUMENT;
+  for (size_t i = 0; i < spec->n_ids; i++)
+    if (!duro_instance_id_valid(spec->ids[i]))
+      return DURO_E_INVALID_ARGUMENT;
   journal *j = engine_journal(e);
   /* The bound: the workflow's newest instance now.  Those made later
    * have higher rowids, and the walk never meets them. */
@@ -119,10 +139,14 @@ int duro_bulk_create(duro_engine *e, const duro_bulk_spec *spec, int dry_run,
   count_ctx newest = {0};
   int rc = journal_list(j, spec->workflow, &any, 0, 1, newest_one, &newest);
   journal_list_filter f = engine_list_filter(&spec->filter);
+  char *ids = ids_json(spec);
+  f.ids = ids;
   if (rc == 0 && newest.newest)
     rc = count_matches(j, spec->workflow, &f, newest.newest + 1, matched);
-  if (rc || dry_run)
+  if (rc || dry_run) {
+    free(ids);
     return rc;
+  }
   journal_bulk row = {
       .workflow = (char *)spec->workflow,
       .action = (char *)duro_bulk_action_name(spec->action),
@@ -142,6 +166,7 @@ int duro_bulk_create(duro_engine *e, const duro_bulk_spec *spec, int dry_run,
     *id = op->out_rowid;
   journal_batch_free(&b);
   free(row.where_terms);
+  free(ids);
   if (rc == 0)
     bulk_wake(e);
   return rc;
@@ -179,6 +204,7 @@ static void job_from_row(journal_bulk *row, duro_bulk_job *out) {
                  .ended_after = row->filter.ended_after,
                  .ended_before = row->filter.ended_before},
       .where_terms = row->where_terms,
+      .ids = (char *)row->filter.ids,
       .state = row->state,
       .matched = row->matched,
       .done = row->done,
@@ -188,7 +214,7 @@ static void job_from_row(journal_bulk *row, duro_bulk_job *out) {
       .ended_ms = row->ended_ms == JOURNAL_NONE ? DURO_NO_TIME : row->ended_ms};
   errors_parse(row->errors, out);
   row->workflow = row->action = row->state = row->where_terms = NULL;
-  row->filter.prefix = NULL;
+  row->filter.prefix = row->filter.ids = NULL;
   journal_bulk_clear(row);
 }
 
@@ -198,6 +224,7 @@ void duro_bulk_job_free(duro_bulk_job *j) {
   free((char *)j->filter.prefix);
   free(j->state);
   free(j->where_terms);
+  free(j->ids);
   for (size_t i = 0; i < j->n_errors; i++) {
     free(j->errors[i].instance);
     free(j->errors[i].error);
@@ -227,6 +254,7 @@ static void list_one(void *ctx, const journal_bulk *b) {
   copy.action = xstrdup(b->action);
   copy.state = xstrdup(b->state);
   copy.filter.prefix = xstrdup_null(b->filter.prefix);
+  copy.filter.ids = xstrdup_null(b->filter.ids);
   copy.errors = xstrdup_null(b->errors);
   copy.where_terms = xstrdup_null(b->where_terms);
   copy.plan = NULL;

@@ -43,14 +43,21 @@ int duro_bulk_action_parse(const char *name);
 /* How long an ended job is kept before the retention sweep takes it. */
 #define DURO_BULK_RETENTION_MS (7LL * 24 * 3600 * 1000)
 
+/* Instances a job may name (duro_bulk_spec's ids) at most. */
+#define DURO_BULK_IDS 1000
+
 /* What to make: filter as the list takes it (its status a stored one:
  * not running nor waitingForPause, which only an activation holds), and
- * for delete whether live instances are terminated first. */
+ * for delete whether live instances are terminated first.  With ids (1
+ * to DURO_BULK_IDS valid instance ids) only those of them that pass the
+ * filter: the instances a person chose on a page. */
 typedef struct duro_bulk_spec {
   const char *workflow;
   duro_bulk_action action;
   duro_list_filter filter;
   int terminate;
+  const char *const *ids;
+  size_t n_ids;
 } duro_bulk_spec;
 
 /* Counts the instances spec's filter passes now; with dry_run that is
@@ -72,6 +79,7 @@ typedef struct duro_bulk_job {
   int terminate;
   duro_list_filter filter; /* its prefix owned; no `where`: */
   char *where_terms;       /* its search attribute terms, a line each */
+  char *ids;               /* its chosen instances, a JSON array; NULL: any */
   char *state;             /* running, done, cancelled */
   int64_t matched, done, failed, skipped;
   int64_t created_ms, ended_ms; /* ended_ms DURO_NO_TIME while running */

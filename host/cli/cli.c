@@ -72,10 +72,10 @@ static const cli_verb verbs[] = {
     {"workflows instances bulk",
      "WF --action terminate|restart|resume|pause|delete [--status S] "
      "[--prefix P] [--created-after T] [--created-before T] "
-     "[--where NAME:VALUE] [--dry-run] [--terminate]",
+     "[--where NAME:VALUE] [--id ID]... [--dry-run] [--terminate]",
      1, 1,
      O_ACTION | O_STATUS | O_PREFIX | O_CREATED_AFTER | O_CREATED_BEFORE |
-         O_WHERE | O_DRY_RUN | O_TERMINATE,
+         O_WHERE | O_ID | O_DRY_RUN | O_TERMINATE,
      NULL, cli_build_bulk, cli_print_bulk},
     {"bulk status", "ID", 1, 1, 0, NULL, cli_build_bulk_status, cli_print_bulk},
     {"bulk cancel", "ID", 1, 1, 0, NULL, cli_build_bulk_cancel, cli_print_bulk},

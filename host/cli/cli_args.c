@@ -64,7 +64,10 @@ static int parse_option(const cli_verb *v, cli_args *a, int argc, char **argv,
   const struct cli_option *o = find_option(arg, len);
   if (!o)
     return cli_usage_error(v, "unknown option \"%s\"", arg);
-  if ((a->given & o->bit) && o->bit != O_WHERE)
+  /* a bulk action (the verb of --action) chooses its instances by --id,
+   * as many as it is given */
+  int ids = o->bit == O_ID && (v->opts & O_ACTION);
+  if ((a->given & o->bit) && o->bit != O_WHERE && !ids)
     return cli_usage_error(v, "%s given twice", o->name);
   a->given |= o->bit;
   if (o->bit == O_JSON || o->bit == O_FULL || o->bit == O_ROLLBACK ||
@@ -102,6 +105,11 @@ static int parse_option(const cli_verb *v, cli_args *a, int argc, char **argv,
                              CLI_MAX_WHERE);
     a->where[a->n_where++] = value;
     return CLI_OK;
+  }
+  if (ids) {
+    if (a->n_ids == CLI_MAX_IDS)
+      return cli_usage_error(v, "--id given more than %d times", CLI_MAX_IDS);
+    a->ids[a->n_ids++] = value;
   }
   *(const char **)(void *)((char *)a + o->offset) = value;
   return CLI_OK;

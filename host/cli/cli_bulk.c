@@ -1,5 +1,5 @@
 /* cli_bulk.c — `duro workflows instances bulk WF --action A [filter]
- * [--dry-run] [--terminate]`: a bulk action posted (POST
+ * [--id ID]... [--dry-run] [--terminate]`: a bulk action posted (POST
  * /workflows/{wf}/bulk), then its progress followed (GET /bulk/{id},
  * twice a second) until it ends: a line redrawn on a terminal, a line
  * each time the counts move otherwise; and `duro bulk status ID`, `duro
@@ -23,6 +23,9 @@ int cli_build_bulk(cli_ctx *c, const cli_verb *v, const cli_args *a,
                    cli_req *r) {
   if (cli_check_instance(v, a, 0))
     return CLI_USAGE;
+  for (size_t i = 0; i < a->n_ids; i++)
+    if (cli_check_name(v, "--id", a->ids[i]))
+      return CLI_USAGE;
   if (!a->action)
     return cli_usage_error(v, "--action is required");
   size_t i = 0;
@@ -58,6 +61,12 @@ int cli_build_bulk(cli_ctx *c, const cli_verb *v, const cli_args *a,
     for (size_t i = 0; i < a->n_where; i++)
       json_array_append_new(where, json_string(a->where[i]));
     json_object_set_new(filter, "where", where);
+  }
+  if (a->n_ids) { /* checked by the host, as every field */
+    json_t *ids = json_array();
+    for (size_t i = 0; i < a->n_ids; i++)
+      json_array_append_new(ids, json_string(a->ids[i]));
+    json_object_set_new(filter, "ids", ids);
   }
   json_t *body = json_pack("{s:s, s:o}", "action", a->action, "filter", filter);
   if (a->dry_run)

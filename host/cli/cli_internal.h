@@ -42,6 +42,9 @@ enum { CLI_OK = 0, CLI_FAILED = 1, CLI_USAGE = 2, CLI_HELP = 3 };
 
 /* --where terms a list takes (a workflow has at most 16 attributes) */
 #define CLI_MAX_WHERE 16
+/* --id given again and again: a bulk action's chosen instances, at most
+ * as many as the API takes (filter.ids) */
+#define CLI_MAX_IDS 1000
 
 enum {
   O_JSON = 1u << 0,
@@ -89,6 +92,9 @@ typedef struct cli_args {
   /* --where: each a search attribute's term (customer:c42), ANDed */
   const char *where[CLI_MAX_WHERE];
   size_t n_where;
+  /* --id on a bulk action: each a chosen instance (id holds the first) */
+  const char *ids[CLI_MAX_IDS];
+  size_t n_ids;
 } cli_args;
 
 typedef struct cli_req {

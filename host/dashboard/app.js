@@ -473,6 +473,149 @@ function ranFor(i) {
   return fmtDur(Math.max(0, end - i.started_ms));
 }
 
+/* The bulk actions (POST /workflows/{wf}/bulk): each with what it does
+ * to an instance and the statuses it applies to (the job skips the
+ * others, as a single request would refuse them). */
+const BULK_ACTIONS = [
+  {action: 'pause', label: 'Pause', cls: null, what: 'each stops before its next step',
+   applies: (s) => ['queued', 'running', 'waiting'].includes(s)},
+  {action: 'resume', label: 'Resume', cls: null, what: 'each continues where it paused',
+   applies: (s) => s === 'paused' || s === 'waitingForPause'},
+  {action: 'terminate', label: 'Terminate', cls: 'danger',
+   what: 'each ends now, without its rollbacks, and can only be restarted', applies: (s) => !ENDED.includes(s)},
+  {action: 'restart', label: 'Restart', cls: null, what: 'each runs again from its beginning with the same params',
+   applies: (s) => ENDED.includes(s)},
+  {action: 'delete', label: 'Delete', cls: 'danger',
+   what: 'their rows are gone for good (steps, events, logs); those not ended are skipped',
+   applies: (s) => ENDED.includes(s)},
+];
+/* Chosen ids a job takes at most (the API's filter.ids). */
+const BULK_IDS = 1000;
+const BULK_POLL_MS = 500;
+
+function plural(n, one, many) { return `${n} ${n === 1 ? one : many || `${one}s`}`; }
+
+/* A bulk job's progress as GET /bulk/{id} tells it. */
+function bulkProgress(job) {
+  const seen = job.done + job.failed + job.skipped;
+  return [
+    h('p', null, h('strong', null, `Bulk job ${job.id}: ${job.action}`), ' ', badge(job.state === 'done' ? 'complete'
+      : job.state === 'cancelled' ? 'terminated' : 'running'), ' ',
+      h('span', {'data-field': 'counts'}, `${seen} of ${job.matched} · ${job.done} done, ${job.skipped} skipped, ` +
+        `${job.failed} failed`), job.state === 'running' ? '' : ` · ${job.state}`),
+    h('progress', {max: Math.max(job.matched, 1), value: job.matched ? seen : 1,
+                   'aria-label': `bulk job ${job.id}: ${seen} of ${job.matched}`}),
+    (job.errors || []).length ? h('ul', {class: 'error'}, job.errors.map((e) => h('li', null, `${e.instance}: ${e.error}`)))
+                              : ''];
+}
+
+/* The list's bulk actions: on the rows selected (their ids, filter.ids)
+ * or on every instance the list's filter passes (a dry run counts them
+ * first); each confirmed, then its job followed (GET /bulk/{id}) until
+ * it ends, when the list is read again.  filter() gives the list's
+ * filter as the API's body takes it; refresh() reads the list again. */
+function bulkPanel(wf, gen, filter, refresh) {
+  const url = `/workflows/${enc(wf)}/bulk`;
+  const selected = new Map(); /* id -> its status as last listed */
+  const conf = confirmer(follow, 'bulk-');
+  const count = h('strong', {id: 'bulk-count'});
+  const buttons = BULK_ACTIONS.map((a) => h('button', {type: 'button', id: `bulk-${a.action}`, class: a.cls,
+    onclick: () => askSelected(a)}, a.label));
+  const clear = h('button', {type: 'button', id: 'bulk-clear', onclick: () => { selected.clear(); changed(); }},
+                  'Clear selection');
+  const bar = h('div', {class: 'actions bulk-bar', id: 'bulk-selected', role: 'group',
+                        'aria-label': 'Act on the selected instances', hidden: true}, count, buttons, clear);
+  const allAction = h('select', {id: 'bulk-all-action'}, BULK_ACTIONS.map((a) => h('option', {value: a.action}, a.label)));
+  const all = h('details', {id: 'bulk-all'}, h('summary', null, 'Act on every instance the filter passes'),
+    h('div', {class: 'row'},
+      h('div', null, h('label', {for: 'bulk-all-action'}, 'Action'), allAction),
+      h('button', {type: 'button', id: 'bulk-all-count', onclick: askAll}, 'Count, then confirm')));
+  const progress = h('div', {id: 'bulk-progress', role: 'status', 'aria-live': 'polite', tabindex: -1});
+  const el = h('section', {class: 'card', id: 'bulk'}, bar, all, conf.box, conf.answer, progress);
+  let onChange = () => {};
+
+  function changed() {
+    const n = selected.size;
+    bar.hidden = !n;
+    count.textContent = `${n} selected`;
+    const statuses = [...selected.values()];
+    BULK_ACTIONS.forEach((a, i) => { buttons[i].hidden = !statuses.some(a.applies); });
+    onChange();
+  }
+
+  function askSelected(a) {
+    const ids = [...selected.keys()];
+    if (ids.length > BULK_IDS) {
+      fill(conf.answer, h('strong', null, 'Refused: '), `at most ${BULK_IDS} selected instances at once`);
+      conf.answer.className = 'answer bad';
+      return;
+    }
+    const skipped = [...selected.values()].filter((s) => !a.applies(s));
+    const why = [...new Set(skipped)].join(', ');
+    conf.ask(`${a.label} ${plural(ids.length, 'selected instance')} of ${wf}: ${a.what}.` +
+             (skipped.length ? ` ${skipped.length} of them ${skipped.length === 1 ? 'is' : 'are'} skipped ` +
+                               `(${a.action} does not apply to ${why}).` : ''),
+             'POST', url, {action: a.action, filter: {ids}},
+             (r) => `job ${r.json.id} made, ${plural(r.json.matched, 'instance')} matched.`);
+  }
+
+  /* Every instance the filter passes: the dry run's count, then the job. */
+  async function askAll() {
+    const a = BULK_ACTIONS.find((x) => x.action === allAction.value);
+    const body = {action: a.action, filter: filter()};
+    const r = await api('POST', url, {...body, dry_run: true});
+    if (app.gen !== gen) return;
+    if (!r.ok) {
+      conf.answer.className = 'answer bad';
+      fill(conf.answer, h('strong', null, 'Refused: '), describeAnswer(r));
+      return;
+    }
+    const terms = Object.entries(body.filter).map(([k, v]) => `${k.replace('_', ' ')} ${[].concat(v).join(' ')}`);
+    conf.ask(`${a.label} every instance of ${wf}${terms.length ? ` with ${terms.join(', ')}` : ''}: ` +
+             `${plural(r.json.matched, 'instance matches', 'instances match')} now (those created later are not ` +
+             `touched); ${a.what}.`, 'POST', url, body,
+             (r2) => `job ${r2.json.id} made, ${plural(r2.json.matched, 'instance')} matched.`);
+  }
+
+  /* A job made: its progress until it ends, then the list again. */
+  async function follow(r) {
+    if (!r.ok || !r.json || !r.json.id) return;
+    const path = `/bulk/${enc(r.json.id)}`;
+    for (;;) {
+      const j = await api('GET', path);
+      if (app.gen !== gen) return;
+      if (!j.ok) { fill(progress, h('p', {class: 'error'}, describeAnswer(j))); return; }
+      fill(progress, bulkProgress(j.json));
+      if (j.json.state !== 'running') break;
+      await new Promise((res) => setTimeout(res, BULK_POLL_MS));
+    }
+    /* the bar goes with the selection: the focus it held moves to the
+     * progress, not back to the top of the page */
+    const held = bar.contains(document.activeElement);
+    selected.clear();
+    changed();
+    if (held) progress.focus();
+    refresh();
+  }
+
+  return {
+    el,
+    has: (id) => selected.has(id),
+    /* the rows of the page: their statuses kept for those selected */
+    seen(instances) {
+      for (const i of instances) if (selected.has(i.id)) selected.set(i.id, i.status);
+      changed();
+    },
+    /* instances picked (yes) or let go of */
+    pick(instances, yes) {
+      for (const i of instances) if (yes) selected.set(i.id, i.status); else selected.delete(i.id);
+      changed();
+    },
+    clear() { selected.clear(); changed(); },
+    set onChange(fn) { onChange = fn; },
+  };
+}
+
 /* A workflow's instances: filters by status, id prefix, creation time and
  * search attributes (terms such as customer:c42 amount>100, each a
  * `where` of the API), answered by the API and kept in the URL
@@ -516,13 +659,36 @@ function listView(main, gen, wf, filters) {
   const older = h('button', {type: 'button', id: 'page-older', onclick: () => { st.page++; view.refresh(); }}, 'Older →');
   const pageNo = h('span', {class: 'muted'});
   const flow = flowPanel();
-  const COLUMNS = ['Instance', 'Status', 'Created', 'Started', 'Ran for', 'Waiting for'];
+  const COLUMNS = ['', 'Instance', 'Status', 'Created', 'Started', 'Ran for', 'Waiting for'];
+  const bulk = bulkPanel(wf, gen, filterBody, () => view.refresh().catch(err.show));
+  let listed = []; /* the rows of the page shown */
+  const pickPage = h('input', {type: 'checkbox', id: 'select-page', 'aria-label': 'Select every instance on this page',
+    onchange: () => bulk.pick(listed, pickPage.checked)});
+  bulk.onChange = () => {
+    for (const box of tbody.querySelectorAll('input.pick')) box.checked = bulk.has(box.dataset.id);
+    const n = listed.filter((i) => bulk.has(i.id)).length;
+    pickPage.checked = n > 0 && n === listed.length;
+    pickPage.disabled = !listed.length;
+    pickPage.indeterminate = n > 0 && n < listed.length;
+  };
   main.append(
     h('p', null, h('a', {href: '#/'}, '← Workflows')),
-    h('h1', null, wf), err.el, counts, flow.el, startForm(wf), searchForm,
+    h('h1', null, wf), err.el, counts, flow.el, startForm(wf), searchForm, bulk.el,
     h('div', {class: 'table-wrap'}, h('table', {id: 'instances'},
-      h('thead', null, h('tr', null, COLUMNS.map((c) => h('th', null, c)))), tbody)),
+      h('thead', null, h('tr', null, h('th', {class: 'pick'}, pickPage), COLUMNS.slice(1).map((c) => h('th', null, c)))),
+      tbody)),
     h('div', {class: 'pager'}, newer, older, pageNo), note);
+
+  /* The filters as a bulk action's body takes them. */
+  function filterBody() {
+    const f = {};
+    if (st.status) f.status = st.status;
+    if (st.prefix) f.prefix = st.prefix;
+    if (st.after) f.created_after = st.after;
+    if (st.before) f.created_before = st.before;
+    if (st.where.length) f.where = st.where;
+    return f;
+  }
 
   /* The filters as the API's query (and the URL's). */
   function query() {
@@ -537,6 +703,7 @@ function listView(main, gen, wf, filters) {
 
   function restart() {
     st.cursors = ['']; st.page = 0;
+    bulk.clear(); /* the selection was of the rows another filter showed */
     const q = query().toString();
     history.replaceState(null, '', `#/wf/${enc(wf)}${q ? `?${q}` : ''}`);
     view.refresh();
@@ -561,8 +728,14 @@ function listView(main, gen, wf, filters) {
         .filter(([s, , n]) => !s || n || s === st.status)
         .map(([s, label, n]) => h('button', {type: 'button', 'aria-pressed': String(st.status === s),
           'data-status': s || 'all', onclick: () => pressCount(s)}, `${label} ${n}`)));
+      /* drawn anew each poll: the focus stays on its row's control */
+      const focused = tbody.contains(document.activeElement) ? document.activeElement.dataset.focus : null;
+      listed = page.instances;
       fill(tbody, page.instances.map((i) => h('tr', {'data-id': i.id},
-        h('td', null, h('a', {href: `#/wf/${enc(wf)}/i/${enc(i.id)}`}, i.id)),
+        h('td', {class: 'pick'}, h('input', {type: 'checkbox', class: 'pick', 'data-id': i.id, 'data-focus': `pick:${i.id}`,
+          'aria-label': `Select ${i.id}`, checked: bulk.has(i.id),
+          onchange: (ev) => bulk.pick([i], ev.target.checked)})),
+        h('td', null, h('a', {href: `#/wf/${enc(wf)}/i/${enc(i.id)}`, 'data-focus': `link:${i.id}`}, i.id)),
         h('td', null, badge(i.status)),
         h('td', null, fmtTime(i.created_ms)),
         h('td', null, i.started_ms != null ? fmtTime(i.started_ms) : ''),
@@ -570,6 +743,11 @@ function listView(main, gen, wf, filters) {
         h('td', null, i.wait_type && !ENDED.includes(i.status) ? i.wait_type : ''))));
       if (!page.instances.length)
         tbody.append(h('tr', null, h('td', {colspan: COLUMNS.length, class: 'muted'}, 'No instances match.')));
+      bulk.seen(page.instances);
+      if (focused) {
+        const again = tbody.querySelector(`[data-focus="${CSS.escape(focused)}"]`);
+        if (again) again.focus();
+      }
       newer.disabled = st.page === 0;
       older.disabled = !page.cursor;
       pageNo.textContent = `page ${st.page + 1} · updated ${fmtClock(Date.now()).slice(0, 8)}`;
@@ -586,15 +764,16 @@ function listView(main, gen, wf, filters) {
 /* A confirmation panel and the answer line under it: ask(what, method,
  * url, body) shows what the request will do and the request itself, sends
  * it on Confirm and shows the API's answer, errors included; done(r) runs
- * after. */
-function confirmer(done) {
-  const box = h('div', {class: 'panel confirm', id: 'confirm', hidden: true});
-  const answer = h('div', {id: 'answer', class: 'answer', role: 'status', 'aria-live': 'polite'});
+ * after.  Its elements' ids start with `name` ('' for the page's one;
+ * the list's bulk actions have one of their own beside the start form's). */
+function confirmer(done, name = '') {
+  const box = h('div', {class: 'panel confirm', id: `${name}confirm`, hidden: true});
+  const answer = h('div', {id: `${name}answer`, class: 'answer', role: 'status', 'aria-live': 'polite'});
   function ask(what, method, url, body, describe) {
-    const yes = h('button', {type: 'button', id: 'confirm-yes', class: 'primary'}, 'Confirm');
-    const no = h('button', {type: 'button', id: 'confirm-no'}, 'Cancel');
+    const yes = h('button', {type: 'button', id: `${name}confirm-yes`, class: 'primary'}, 'Confirm');
+    const no = h('button', {type: 'button', id: `${name}confirm-no`}, 'Cancel');
     const shown = body === undefined ? '' : `\n${typeof body === 'string' ? body : JSON.stringify(body)}`;
-    fill(box, h('p', {id: 'confirm-text'}, what), h('pre', null, `${method} ${url}${shown}`),
+    fill(box, h('p', {id: `${name}confirm-text`}, what), h('pre', null, `${method} ${url}${shown}`),
       h('div', {class: 'actions'}, yes, no));
     box.hidden = false;
     const opener = document.activeElement;
@@ -752,8 +931,14 @@ function instanceView(main, gen, wf, id) {
       if (seen === drawn) return;
       drawn = seen;
       fill(head, h('h1', null, inst.id, ' ', h('span', {id: 'instance-status'}, badge(inst.status))));
+      const attrs = Object.entries(inst.attributes || {});
       fill(facts,
         h('dt', null, 'Workflow'), h('dd', null, inst.workflow),
+        /* its search attributes (the workflow's index:), name → value */
+        attrs.length ? [h('dt', null, 'Attributes'), h('dd', {id: 'instance-attributes'},
+          h('ul', {class: 'attrs'}, attrs.map(([k, v]) => h('li', {'data-attr': k},
+            h('span', {class: 'muted'}, k), ' ', h('code', null, typeof v === 'string' ? v : JSON.stringify(v))))))]
+                     : null,
         h('dt', null, 'Created'), h('dd', null, fmtTime(inst.created_ms)),
         h('dt', null, 'Started'), h('dd', null, fmtTime(inst.started_ms)),
         h('dt', null, 'Ended'), h('dd', null, fmtTime(inst.ended_ms)),

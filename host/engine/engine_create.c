@@ -243,6 +243,10 @@ static int claim_answers(duro_engine *e, const wf_reg *wf, create_job *job,
                               .id = claim.live,
                               .params = job->params[i] ? job->params[i]
                                                        : (char *)"null"};
+    /* its search attributes are those the merged params give, in the
+     * same commit as the params */
+    row->attrs =
+        engine_attrs_of_params(wf, row->params, &job->b, &row->n_attrs);
     job->op_of[i] = job->b.n;
     journal_op *op = journal_batch_add(&job->b, JOP_INSTANCE_RESCHEDULE);
     op->inst = row;
@@ -290,8 +294,11 @@ static int claim_merge(create_job *job, size_t i, char **id) {
   journal_claim_due due = {.now_ms = job->now,
                            .period_ms = job->debounce_ms,
                            .max_wait_ms = job->debounce_max_wait_ms};
-  int rc = journal_claim_merge(job->e->j, job->workflow, job->claim_keys[i],
-                               job->params[i], &due, id);
+  /* the attributes its insert would have written, from the same params */
+  const journal_instance *row = &job->rows[i];
+  int rc =
+      journal_claim_merge(job->e->j, job->workflow, job->claim_keys[i],
+                          job->params[i], row->attrs, row->n_attrs, &due, id);
   if (rc == 0) {
     job->answered[i] = DURO_CREATE_DEBOUNCED;
     return 0;

@@ -243,8 +243,8 @@ typedef struct store_backend {
                     const char *id, char **holder);
   /* journal_claim_merge and journal_claim_release, likewise. */
   int (*claim_merge)(void *db, const char *workflow, const char *key,
-                     const char *params, const journal_claim_due *due,
-                     char **id);
+                     const char *params, const duro_attr *attrs, size_t n_attrs,
+                     const journal_claim_due *due, char **id);
   int (*claim_release)(void *db, const char *workflow, const char *id,
                        int64_t now_ms, char **params, int64_t *wake_ms);
   /* journal_hosts_each, on a joined store. */

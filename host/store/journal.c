@@ -197,12 +197,14 @@ int journal_claim_take(journal *j, const char *workflow, const char *key,
 }
 
 int journal_claim_merge(journal *j, const char *workflow, const char *key,
-                        const char *params, const journal_claim_due *due,
+                        const char *params, const duro_attr *attrs,
+                        size_t n_attrs, const journal_claim_due *due,
                         char **id) {
   *id = NULL;
   if (!journal_slots_shared(j) || !j->be->claim_merge)
     return DURO_E_INVALID_ARGUMENT;
-  return j->be->claim_merge(j->db, workflow, key, params, due, id);
+  return j->be->claim_merge(j->db, workflow, key, params, attrs, n_attrs, due,
+                            id);
 }
 
 int journal_claim_release(journal *j, const char *workflow, const char *id,
@@ -760,6 +762,7 @@ void journal_bulk_clear(journal_bulk *b) {
   free(b->workflow);
   free(b->action);
   free((char *)b->filter.prefix);
+  free((char *)b->filter.ids);
   free(b->state);
   free(b->errors);
   free(b->plan);

@@ -213,8 +213,10 @@ typedef enum journal_op_kind {
                               them); ts_ms = its new wake: an instance
                               that has not started (queued or paused)
                               takes the params and starts no sooner
-                              (flow.debounce); out_rowid = 1 when it had
-                              not started, else nothing changed */
+                              (flow.debounce), and with them inst's attrs
+                              as its search attributes (run() has set
+                              none); out_rowid = 1 when it had not
+                              started, else nothing changed */
   JOP_INSTANCE_PIN,        /* rowid, step_key = the build hash it runs on: the
                               instance's pin, written only when it changes */
   JOP_WAKE_IF_EVENT_PENDING, /* rowid, ts_ms: wake_ms = ts_ms when the
@@ -613,6 +615,9 @@ typedef struct journal_list_filter {
    * walks, newest first */
   const duro_attr_filter *where;
   size_t n_where;
+  /* only these instances: a JSON array of their ids (a bulk job's
+   * chosen ones, at most DURO_BULK_IDS); NULL: any */
+  const char *ids;
 } journal_list_filter;
 
 /* One instance as journal_list gives it (borrowed for the call). */
@@ -648,8 +653,8 @@ typedef struct journal_bulk {
   char *workflow;
   char *action;  /* terminate, restart, resume, pause, delete */
   int terminate; /* delete: live ones are terminated first */
-  /* The filter (its prefix owned: journal_bulk_clear frees it); its
-   * search attributes are where_terms. */
+  /* The filter (its prefix and ids owned: journal_bulk_clear frees
+   * them); its search attributes are where_terms. */
   journal_list_filter filter;
   int64_t bound;  /* the highest rowid the walk may meet */
   int64_t cursor; /* the walk goes on below it (column `below`) */
@@ -927,12 +932,14 @@ typedef struct journal_claim_due {
   int64_t now_ms, period_ms, max_wait_ms;
 } journal_claim_due;
 /* Merges a create into the pending instance of `workflow` whose row holds
- * claim key `key`: its params become `params` (NULL: null) and its start
- * moves as `due` says.  0 (the instance's id in *id, malloc'ed),
- * DURO_E_NOT_FOUND (no instance not yet started holds it), DURO_E_STORAGE,
- * DURO_E_INVALID_ARGUMENT on a store that is not shared. */
+ * claim key `key`: its params become `params` (NULL: null), its search
+ * attributes attrs[n_attrs] (those the params give), in one statement,
+ * and its start moves as `due` says.  0 (the instance's id in *id,
+ * malloc'ed), DURO_E_NOT_FOUND (no instance not yet started holds it),
+ * DURO_E_STORAGE, DURO_E_INVALID_ARGUMENT on a store that is not shared. */
 int journal_claim_merge(journal *j, const char *workflow, const char *key,
-                        const char *params, const journal_claim_due *due,
+                        const char *params, const duro_attr *attrs,
+                        size_t n_attrs, const journal_claim_due *due,
                         char **id);
 /* The pending instance `id` is due at now_ms: its row lets go of its claim
  * key, so that no create merges into it any more, and the params it

@@ -47,8 +47,8 @@ const store_table migrate_tables[] = {
     {"bulk_jobs",
      "id,workflow,action,terminate,status,prefix,created_after,created_before,"
      "ended_after,ended_before,bound,below,matched,done,failed,skipped,state,"
-     "created_ms,ended_ms,host,errors,plan,where_terms",
-     23, "id"},
+     "created_ms,ended_ms,host,errors,plan,where_terms,ids",
+     24, "id"},
 };
 const size_t migrate_n_tables =
     sizeof migrate_tables / sizeof migrate_tables[0];

@@ -26,6 +26,7 @@ static int insert(pg_store *pg, journal_op *op) {
   p_i64(&p, b->created_ms);
   p_i64(&p, b->host);
   p_text(&p, b->where_terms);
+  p_text(&p, b->filter.ids);
   int inserted = 0;
   return pg_write_returning(pg, ST_BULK_INSERT, &p, &inserted, &op->out_rowid);
 }
@@ -73,7 +74,7 @@ int pg_bulk_apply(pg_store *pg, journal_op *op) {
 #define BULK_COLUMNS                                                           \
   "SELECT id,workflow,action,terminate,status,prefix,created_after,"           \
   "created_before,ended_after,ended_before,bound,below,matched,done,failed,"   \
-  "skipped,state,created_ms,ended_ms,host,errors,plan,where_terms FROM "       \
+  "skipped,state,created_ms,ended_ms,host,errors,plan,where_terms,ids FROM "   \
   "bulk_jobs "
 
 static void read_row(const PGresult *r, int i, journal_bulk *b) {
@@ -88,7 +89,8 @@ static void read_row(const PGresult *r, int i, journal_bulk *b) {
                  .created_after = get_i64(r, i, 6),
                  .created_before = get_i64(r, i, 7),
                  .ended_after = get_i64(r, i, 8),
-                 .ended_before = get_i64(r, i, 9)},
+                 .ended_before = get_i64(r, i, 9),
+                 .ids = get_text(r, i, 23)},
       .bound = get_i64(r, i, 10),
       .cursor = get_i64(r, i, 11),
       .matched = get_i64(r, i, 12),

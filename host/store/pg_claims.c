@@ -17,6 +17,7 @@
  * of the key in the statement that finds it due (journal_claim_release),
  * so that a merge either lands before the start, in the params it reads,
  * or finds no pending instance and creates another. */
+#include <jansson.h>
 #include <libpq-fe.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,22 +106,54 @@ int pg_claim_take(void *db, const char *workflow, const char *key,
   return DURO_E_BUSY;
 }
 
+/* The params and, in the same statement, the search attributes they
+ * give ($7, [{name, str, num}]): those named there set, the others gone
+ * (it has not started, so run() set none). */
 static const char merge_sql[] =
-    "UPDATE instances SET params=$3, wake_ms=CASE WHEN $6::bigint > 0 THEN "
-    "LEAST($4::bigint + $5::bigint, created_ms + $6::bigint) ELSE "
-    "$4::bigint + $5::bigint END WHERE workflow=$1 AND claim_key=$2 AND "
-    "status IN ('queued','paused') AND started_ms IS NULL RETURNING id";
+    "WITH m AS (UPDATE instances SET params=$3, wake_ms=CASE WHEN "
+    "$6::bigint > 0 THEN LEAST($4::bigint + $5::bigint, created_ms + "
+    "$6::bigint) ELSE $4::bigint + $5::bigint END WHERE workflow=$1 AND "
+    "claim_key=$2 AND status IN ('queued','paused') AND started_ms IS NULL "
+    "RETURNING rowid, id, workflow), "
+    "a AS (SELECT * FROM jsonb_to_recordset($7::jsonb) AS a(name text, str "
+    "text, num double precision)), "
+    "d AS (DELETE FROM attributes WHERE instance IN (SELECT rowid FROM m) "
+    "AND name NOT IN (SELECT name FROM a)), "
+    "s AS (INSERT INTO attributes(instance,name,workflow,str,num) SELECT "
+    "m.rowid, a.name, m.workflow, a.str, a.num FROM m, a ON "
+    "CONFLICT(instance,name) DO UPDATE SET str=excluded.str, "
+    "num=excluded.num) "
+    "SELECT id FROM m";
+
+/* attrs as merge_sql's $7 (malloc'ed). */
+static char *attrs_json(const duro_attr *attrs, size_t n) {
+  json_t *a = json_array();
+  for (size_t i = 0; i < n; i++)
+    json_array_append_new(
+        a,
+        json_pack("{s:s, s:o, s:o}", "name", attrs[i].name, "str",
+                  attrs[i].str ? json_string(attrs[i].str) : json_null(), "num",
+                  attrs[i].str ? json_null() : json_real(attrs[i].num)));
+  char *text = json_dumps(a, JSON_COMPACT);
+  json_decref(a);
+  if (!text) /* out of memory */
+    abort();
+  return text;
+}
 
 int pg_claim_merge(void *db, const char *workflow, const char *key,
-                   const char *params, const journal_claim_due *due,
-                   char **id) {
+                   const char *params, const duro_attr *attrs, size_t n_attrs,
+                   const journal_claim_due *due, char **id) {
   char now[24], period[24], max_wait[24];
   snprintf(now, sizeof now, "%" PRId64, due->now_ms);
   snprintf(period, sizeof period, "%" PRId64, due->period_ms);
   snprintf(max_wait, sizeof max_wait, "%" PRId64, due->max_wait_ms);
-  const char *v[6] = {workflow, key,    params ? params : "null",
-                      now,      period, max_wait};
-  PGresult *r = slots_exec(db, merge_sql, 6, v, NULL);
+  char *attributes = attrs_json(attrs, n_attrs);
+  const char *v[7] = {workflow,  key,    params ? params : "null",
+                      now,       period, max_wait,
+                      attributes};
+  PGresult *r = slots_exec(db, merge_sql, 7, v, NULL);
+  free(attributes);
   if (!r)
     return DURO_E_STORAGE;
   int rc = DURO_E_NOT_FOUND;

@@ -119,6 +119,8 @@ enum {
   ST_SWEEP,
   ST_INSTANCE_DELETE,
   ST_ATTRIBUTE_SET,
+  ST_ATTRIBUTES_CLEAR_BY_ID,
+  ST_ATTRIBUTE_SET_BY_ID,
   ST_LOG_APPEND,
   ST_MESSAGE_INSERT,
   ST_MESSAGE_PICK,
@@ -293,7 +295,8 @@ int pg_claim_holder(void *db, const char *workflow, const char *key, char **id);
 int pg_claim_take(void *db, const char *workflow, const char *key,
                   const char *id, char **holder);
 int pg_claim_merge(void *db, const char *workflow, const char *key,
-                   const char *params, const journal_claim_due *due, char **id);
+                   const char *params, const duro_attr *attrs, size_t n_attrs,
+                   const journal_claim_due *due, char **id);
 int pg_claim_release(void *db, const char *workflow, const char *id,
                      int64_t now_ms, char **params_out, int64_t *wake_ms);
 /* pg_read_instance.c */

@@ -235,10 +235,15 @@ int pg_waiting_on(void *db, const char *wait_type,
 
 /* A listing with search attributes (as sqlite_read_sched.c's): one of
  * them walked newest first in its index, the others checked on each
- * instance it finds; SQL made for the call. */
+ * instance it finds; SQL made for the call.  Chosen ids (f->ids) are one
+ * more check on each. */
 static PGresult *list_where(pg_store *db, const journal_list_filter *f,
                             params *p) {
   char *terms = list_where_sql(f, '$', 11, "::text", "::double precision");
+  char *ids = f->ids ? xasprintf(" AND i.id IN (SELECT "
+                                 "jsonb_array_elements_text($%d::jsonb))",
+                                 11 + 2 * (int)f->n_where)
+                     : xstrdup("");
   char *sql = xasprintf(
       "SELECT i.rowid,i.id,i.status,i.created_ms,i.started_ms,i.ended_ms,"
       "i.wait_type FROM attributes a JOIN instances i ON i.rowid=a.instance "
@@ -247,10 +252,11 @@ static PGresult *list_where(pg_store *db, const journal_list_filter *f,
       "(i.id COLLATE \"C\">=$5::text AND ($6::text IS NULL OR i.id COLLATE "
       "\"C\"<$6::text))) AND ($7::bigint=0 OR i.created_ms>=$7::bigint) AND "
       "($8::bigint=0 OR i.created_ms<$8::bigint) AND ($9::bigint=0 OR "
-      "i.ended_ms>=$9::bigint) AND ($10::bigint=0 OR i.ended_ms<$10::bigint) "
-      "ORDER BY a.instance DESC LIMIT $4",
-      terms);
+      "i.ended_ms>=$9::bigint) AND ($10::bigint=0 OR i.ended_ms<$10::bigint)"
+      "%s ORDER BY a.instance DESC LIMIT $4",
+      terms, ids);
   free(terms);
+  free(ids);
   char num[DURO_ATTR_MAX][32];
   for (size_t k = 0; k < f->n_where; k++) {
     const duro_attr_filter *w = &f->where[k];
@@ -258,10 +264,25 @@ static PGresult *list_where(pg_store *db, const journal_list_filter *f,
     snprintf(num[k], sizeof num[k], "%.17g", w->num);
     p_text(p, w->str ? w->str : num[k]);
   }
+  if (f->ids)
+    p_text(p, f->ids);
   PGresult *r = pg_query_once(db, sql, p);
   free(sql);
   return r;
 }
+
+/* The listing's columns and filters.  Ids compared byte by byte, as
+ * SQLite does, whatever the collation. */
+#define LIST_SELECT                                                            \
+  "SELECT rowid,id,status,created_ms,started_ms,ended_ms,wait_type FROM "      \
+  "instances WHERE "
+#define LIST_FILTERS                                                           \
+  "workflow=$1 AND ($2::text IS NULL OR status=$2::text) AND "                 \
+  "rowid<$3::bigint AND ($5::text IS NULL OR (id COLLATE \"C\">=$5::text AND " \
+  "($6::text IS NULL OR id COLLATE \"C\"<$6::text))) AND ($7::bigint=0 OR "    \
+  "created_ms>=$7::bigint) AND ($8::bigint=0 OR created_ms<$8::bigint) AND "   \
+  "($9::bigint=0 OR ended_ms>=$9::bigint) AND ($10::bigint=0 OR "              \
+  "ended_ms<$10::bigint) ORDER BY rowid DESC LIMIT $4"
 
 int pg_list(void *db, const char *workflow, const journal_list_filter *f,
             int64_t cursor, size_t limit,
@@ -278,25 +299,18 @@ int pg_list(void *db, const char *workflow, const journal_list_filter *f,
   p_i64(&p, f->created_before);
   p_i64(&p, f->ended_after);
   p_i64(&p, f->ended_before);
-  /* ids compared byte by byte, as SQLite does, whatever the collation */
-  PGresult *r =
-      f->n_where
-          ? list_where(db, f, &p)
-          : pg_query(
-                db,
-                "SELECT "
-                "rowid,id,status,created_ms,started_ms,ended_ms,wait_type "
-                "FROM instances WHERE workflow=$1 AND ($2::text IS NULL OR "
-                "status=$2::text) AND rowid<$3::bigint AND "
-                "($5::text IS NULL OR (id COLLATE \"C\">=$5::text AND "
-                "($6::text IS "
-                "NULL OR id COLLATE \"C\"<$6::text))) AND ($7::bigint=0 OR "
-                "created_ms>=$7::bigint) AND ($8::bigint=0 OR "
-                "created_ms<$8::bigint) "
-                "AND ($9::bigint=0 OR ended_ms>=$9::bigint) AND ($10::bigint=0 "
-                "OR "
-                "ended_ms<$10::bigint) ORDER BY rowid DESC LIMIT $4",
-                &p);
+  PGresult *r;
+  if (f->n_where)
+    r = list_where(db, f, &p);
+  else if (f->ids) { /* chosen ones (at most DURO_BULK_IDS), by their id */
+    p_text(&p, f->ids);
+    r = pg_query(db,
+                 LIST_SELECT "id IN (SELECT jsonb_array_elements_text("
+                             "$11::jsonb)) AND " LIST_FILTERS,
+                 &p);
+  } else {
+    r = pg_query(db, LIST_SELECT LIST_FILTERS, &p);
+  }
   free(prefix_end);
   if (!r)
     return DURO_E_STORAGE;

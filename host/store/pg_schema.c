@@ -185,7 +185,11 @@ static const char schema_sql[] =
     " done BIGINT NOT NULL, failed BIGINT NOT NULL, skipped BIGINT NOT NULL,"
     " state " TXT " NOT NULL, created_ms BIGINT NOT NULL, ended_ms BIGINT,"
     " host BIGINT NOT NULL DEFAULT 0, errors " TXT ", plan " TXT ","
-    " where_terms " TXT ");"
+    " where_terms " TXT ", ids " TXT ");"
+    /* the columns bulk_jobs gained since: a job's search attribute terms
+     * and its chosen instances (filter.ids, a JSON array of their ids) */
+    "ALTER TABLE bulk_jobs ADD COLUMN IF NOT EXISTS where_terms " TXT ";"
+    "ALTER TABLE bulk_jobs ADD COLUMN IF NOT EXISTS ids " TXT ";"
     "CREATE INDEX IF NOT EXISTS bulk_jobs_workflow ON bulk_jobs(workflow, id);"
     "CREATE INDEX IF NOT EXISTS bulk_jobs_running ON bulk_jobs(id)"
     " WHERE state='running';"

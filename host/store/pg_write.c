@@ -143,6 +143,15 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
         "SELECT $1,$2,workflow,$3,$4::double precision FROM instances WHERE "
         "rowid=$1 ON CONFLICT(instance,name) DO UPDATE SET str=excluded.str, "
         "num=excluded.num",
+    /* A rescheduled instance's attributes, by its id (the op's key). */
+    [ST_ATTRIBUTES_CLEAR_BY_ID] =
+        "DELETE FROM attributes WHERE instance=(SELECT rowid FROM instances "
+        "WHERE workflow=$1 AND id=$2)",
+    [ST_ATTRIBUTE_SET_BY_ID] =
+        "INSERT INTO attributes(instance,name,workflow,str,num) "
+        "SELECT rowid,$3,workflow,$4,$5::double precision FROM instances "
+        "WHERE workflow=$1 AND id=$2 ON CONFLICT(instance,name) DO UPDATE "
+        "SET str=excluded.str, num=excluded.num",
     [ST_LOG_APPEND] =
         "WITH ins AS (INSERT INTO logs(instance,n,ts_ms,level,step,attempt,"
         "message) SELECT $1,COALESCE(MAX(n),0)+1,$2,$3,$4,$5,$6 FROM logs "
@@ -271,9 +280,9 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     [ST_BULK_INSERT] =
         "INSERT INTO bulk_jobs(workflow,action,terminate,status,prefix,"
         "created_after,created_before,ended_after,ended_before,bound,below,"
-        "matched,done,failed,skipped,state,created_ms,host,where_terms) "
+        "matched,done,failed,skipped,state,created_ms,host,where_terms,ids) "
         "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,0,0,0,'running',$13,"
-        "$14,$15) RETURNING id",
+        "$14,$15,$16) RETURNING id",
     /* Only where this host runs it; a cancel that came meanwhile stands:
      * the counts move, the state does not. */
     [ST_BULK_PROGRESS] =

@@ -72,6 +72,31 @@ int pg_attribute_set(pg_store *pg, int64_t rowid, const duro_attr *a) {
   return pg_write_queue(pg, ST_ATTRIBUTE_SET, &p);
 }
 
+/* A rescheduled instance took new params: its attributes are those they
+ * give (it has not started, so run() set none). */
+static int reindex(pg_store *pg, const journal_instance *in) {
+  params p = {0};
+  p_text(&p, in->workflow);
+  p_text(&p, in->id);
+  int rc = pg_write_queue(pg, ST_ATTRIBUTES_CLEAR_BY_ID, &p);
+  for (size_t i = 0; rc == 0 && i < in->n_attrs; i++) {
+    const duro_attr *a = &in->attrs[i];
+    params q = {0};
+    p_text(&q, in->workflow);
+    p_text(&q, in->id);
+    p_text(&q, a->name);
+    p_text(&q, a->str);
+    if (a->str) {
+      p_text(&q, NULL);
+    } else {
+      snprintf(q.buf[q.n], sizeof q.buf[q.n], "%.17g", a->num);
+      p_text(&q, q.buf[q.n]);
+    }
+    rc = pg_write_queue(pg, ST_ATTRIBUTE_SET_BY_ID, &q);
+  }
+  return rc;
+}
+
 /* An instance's new state; an end by error or terminate cancels the
  * steps still open. */
 int pg_instance_set(pg_store *pg, journal_op *op) {
@@ -123,7 +148,10 @@ int pg_instance_mark(pg_store *pg, journal_op *op) {
     p_text(&p, op->inst->id);
     p_text(&p, op->inst->params);
     p_ms(&p, op->ts_ms);
-    return pg_write_changes(pg, ST_INSTANCE_RESCHEDULE, &p, op);
+    int rc = pg_write_changes(pg, ST_INSTANCE_RESCHEDULE, &p, op);
+    return rc || op->out_rowid != 1 || !op->inst->params
+               ? rc
+               : reindex(pg, op->inst);
   case JOP_INSTANCE_RETAIN:
     p_i64(&p, op->rowid);
     p_i64(&p, op->ts_ms);

@@ -27,6 +27,7 @@ static int insert(sqlite_store *sq, journal_op *op) {
   sqlite3_bind_int64(st, 13, b->created_ms);
   sqlite3_bind_int64(st, 14, b->host);
   bind_text(st, 15, b->where_terms);
+  bind_text(st, 16, b->filter.ids);
   int rc = sqlite_step_done(sq, st);
   if (rc == 0)
     op->out_rowid = sqlite3_last_insert_rowid(sq->wr);
@@ -79,7 +80,7 @@ int sqlite_bulk_apply(sqlite_store *sq, journal_op *op) {
 #define BULK_COLUMNS                                                           \
   "SELECT id,workflow,action,terminate,status,prefix,created_after,"           \
   "created_before,ended_after,ended_before,bound,below,matched,done,failed,"   \
-  "skipped,state,created_ms,ended_ms,host,errors,plan,where_terms FROM "       \
+  "skipped,state,created_ms,ended_ms,host,errors,plan,where_terms,ids FROM "   \
   "bulk_jobs "
 
 /* The row at the statement's cursor into *b (its strings copied). */
@@ -95,7 +96,8 @@ static void read_row(sqlite3_stmt *st, journal_bulk *b) {
                  .created_after = sqlite3_column_int64(st, 6),
                  .created_before = sqlite3_column_int64(st, 7),
                  .ended_after = sqlite3_column_int64(st, 8),
-                 .ended_before = sqlite3_column_int64(st, 9)},
+                 .ended_before = sqlite3_column_int64(st, 9),
+                 .ids = col_text(st, 23)},
       .bound = sqlite3_column_int64(st, 10),
       .cursor = sqlite3_column_int64(st, 11),
       .matched = sqlite3_column_int64(st, 12),

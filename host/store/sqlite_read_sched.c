@@ -205,7 +205,7 @@ int sqlite_waiting_on(void *db, const char *wait_type,
  * first in its index (attributes_str or _num: workflow, name, value,
  * instance), each joined to its instance (CROSS JOIN keeps that order),
  * the others checked on it.  Its SQL is the filter's own, prepared for
- * the call. */
+ * the call.  Chosen ids (f->ids) are one more check on each. */
 static int list_where(sqlite_store *sq, const char *workflow,
                       const journal_list_filter *f, int64_t cursor,
                       size_t limit,
@@ -213,6 +213,11 @@ static int list_where(sqlite_store *sq, const char *workflow,
                       void *ctx) {
   char *prefix_end = journal_prefix_end(f->prefix);
   char *terms = list_where_sql(f, '?', 11, "", "");
+  int ids_at = 11 + 2 * (int)f->n_where;
+  char *ids = f->ids ? xasprintf(" AND i.id IN (SELECT value FROM "
+                                 "json_each(?%d))",
+                                 ids_at)
+                     : xstrdup("");
   char *sql = xasprintf(
       "SELECT i.rowid,i.id,i.status,i.created_ms,i.started_ms,i.ended_ms,"
       "i.wait_type FROM attributes a CROSS JOIN instances i ON "
@@ -220,9 +225,10 @@ static int list_where(sqlite_store *sq, const char *workflow,
       "(?2 IS NULL OR i.status=?2) AND (?5 IS NULL OR (i.id>=?5 AND (?6 IS "
       "NULL OR i.id<?6))) AND (?7=0 OR i.created_ms>=?7) AND (?8=0 OR "
       "i.created_ms<?8) AND (?9=0 OR i.ended_ms>=?9) AND (?10=0 OR "
-      "i.ended_ms<?10) ORDER BY a.instance DESC LIMIT ?4",
-      terms);
+      "i.ended_ms<?10)%s ORDER BY a.instance DESC LIMIT ?4",
+      terms, ids);
   free(terms);
+  free(ids);
   reader *r = sqlite_reader_take(sq);
   sqlite3_stmt *st = NULL;
   int rc = DURO_E_STORAGE, s = SQLITE_DONE;
@@ -250,6 +256,8 @@ static int list_where(sqlite_store *sq, const char *workflow,
     else
       sqlite3_bind_double(st, 12 + 2 * (int)k, w->num);
   }
+  if (f->ids)
+    bind_text(st, ids_at, f->ids);
   while ((s = sqlite3_step(st)) == SQLITE_ROW) {
     journal_list_row row = {.rowid = sqlite3_column_int64(st, 0),
                             .id = (const char *)sqlite3_column_text(st, 1),
@@ -277,7 +285,11 @@ int sqlite_list(void *db, const char *workflow, const journal_list_filter *f,
   rd q;
   char *prefix_end = journal_prefix_end(f->prefix);
   int rc;
-  if (prefix_end) /* ids in [prefix, prefix_end) */
+  if (f->ids) /* chosen ones (at most DURO_BULK_IDS), by (workflow, id) */
+    rc = rd_open(&q, db,
+                 LIST_SELECT "workflow=?1 AND id IN (SELECT value FROM "
+                             "json_each(?12))" LIST_FILTERS);
+  else if (prefix_end) /* ids in [prefix, prefix_end) */
     rc = rd_open(&q, db,
                  LIST_SELECT "workflow=?1 AND id>=?5 AND id<?6" LIST_FILTERS);
   else if (f->created_after || f->created_before) /* instances_created */
@@ -302,6 +314,8 @@ int sqlite_list(void *db, const char *workflow, const journal_list_filter *f,
     /* the creation range's end as the index takes it (no OR) */
     sqlite3_bind_int64(q.st, 11,
                        f->created_before ? f->created_before : INT64_MAX);
+    if (f->ids)
+      bind_text(q.st, 12, f->ids);
     while (rd_row(&q)) {
       journal_list_row row = {.rowid = sqlite3_column_int64(q.st, 0),
                               .id = (const char *)sqlite3_column_text(q.st, 1),

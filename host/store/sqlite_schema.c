@@ -148,7 +148,7 @@ static const char schema_sql[] =
     " failed INTEGER NOT NULL, skipped INTEGER NOT NULL, state TEXT NOT NULL,"
     " created_ms INTEGER NOT NULL, ended_ms INTEGER,"
     " host INTEGER NOT NULL DEFAULT 0, errors TEXT, plan TEXT,"
-    " where_terms TEXT);"
+    " where_terms TEXT, ids TEXT);"
     "CREATE INDEX IF NOT EXISTS bulk_jobs_workflow ON bulk_jobs(workflow, id);"
     "CREATE INDEX IF NOT EXISTS bulk_jobs_running ON bulk_jobs(id)"
     " WHERE state='running';" ATTRIBUTES;
@@ -440,7 +440,11 @@ static int upgrade_columns(sqlite3 *db, const char *path, char *err,
    * message was sent with, which the instance it starts continues. */
   int rc, bad = add_column(db, "instances", "traceparent TEXT", &msg) ||
                 add_column(db, "messages", "traceparent TEXT", &msg) ||
-                version_from(db, 10, &msg);
+                version_from(db, 10, &msg) ||
+                /* the columns bulk_jobs (schema 13) gained since: a job's
+                 * search attribute terms and its chosen instances */
+                add_column(db, "bulk_jobs", "where_terms TEXT", &msg) ||
+                add_column(db, "bulk_jobs", "ids TEXT", &msg);
   if (bad)
     return sqlite_exec_failed(err, errlen, path, "cannot upgrade the schema",
                               msg);

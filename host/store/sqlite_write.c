@@ -108,6 +108,15 @@ const char *const sqlite_write_sql[ST_WRITE_COUNT_] = {
         "SELECT ?1,?2,workflow,?3,?4 FROM instances WHERE rowid=?1 "
         "ON CONFLICT(instance,name) DO UPDATE SET str=excluded.str, "
         "num=excluded.num",
+    /* A rescheduled instance's attributes, by its id (the op's key). */
+    [ST_ATTRIBUTES_CLEAR_BY_ID] =
+        "DELETE FROM attributes WHERE instance=(SELECT rowid FROM instances "
+        "WHERE workflow=?1 AND id=?2)",
+    [ST_ATTRIBUTE_SET_BY_ID] =
+        "INSERT INTO attributes(instance,name,workflow,str,num) "
+        "SELECT rowid,?3,workflow,?4,?5 FROM instances WHERE workflow=?1 AND "
+        "id=?2 ON CONFLICT(instance,name) DO UPDATE SET str=excluded.str, "
+        "num=excluded.num",
     /* The instance's next number; no line for an instance gone. */
     [ST_LOG_APPEND] =
         "INSERT OR IGNORE INTO logs(instance,n,ts_ms,level,step,attempt,"
@@ -219,9 +228,9 @@ const char *const sqlite_write_sql[ST_WRITE_COUNT_] = {
     [ST_BULK_INSERT] =
         "INSERT INTO bulk_jobs(workflow,action,terminate,status,prefix,"
         "created_after,created_before,ended_after,ended_before,bound,below,"
-        "matched,done,failed,skipped,state,created_ms,host,where_terms) "
+        "matched,done,failed,skipped,state,created_ms,host,where_terms,ids) "
         "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,0,0,0,'running',?13,?"
-        "14,?15)",
+        "14,?15,?16)",
     /* A cancel that came meanwhile stands: the counts move, the state
      * does not. */
     [ST_BULK_PROGRESS] =

@@ -36,6 +36,29 @@ int sqlite_instance_insert(sqlite_store *sq, journal_op *op) {
   return 0;
 }
 
+/* A rescheduled instance took new params: its attributes are those they
+ * give (it has not started, so run() set none). */
+static int reindex(sqlite_store *sq, const journal_instance *in) {
+  sqlite3_stmt *st = sq->ws[ST_ATTRIBUTES_CLEAR_BY_ID];
+  bind_text(st, 1, in->workflow);
+  bind_text(st, 2, in->id);
+  int rc = sqlite_step_done(sq, st);
+  for (size_t i = 0; rc == 0 && i < in->n_attrs; i++) {
+    const duro_attr *a = &in->attrs[i];
+    st = sq->ws[ST_ATTRIBUTE_SET_BY_ID];
+    bind_text(st, 1, in->workflow);
+    bind_text(st, 2, in->id);
+    bind_text(st, 3, a->name);
+    bind_text(st, 4, a->str);
+    if (a->str)
+      sqlite3_bind_null(st, 5);
+    else
+      sqlite3_bind_double(st, 5, a->num);
+    rc = sqlite_step_done(sq, st);
+  }
+  return rc;
+}
+
 int sqlite_attribute_set(sqlite_store *sq, int64_t rowid, const duro_attr *a) {
   sqlite3_stmt *st = sq->ws[ST_ATTRIBUTE_SET];
   sqlite3_bind_int64(st, 1, rowid);
@@ -104,7 +127,10 @@ int sqlite_instance_mark(sqlite_store *sq, journal_op *op) {
     bind_text(st, 2, op->inst->id);
     bind_text(st, 3, op->inst->params);
     bind_ms(st, 4, op->ts_ms);
-    return sqlite_step_changes(sq, st, op);
+    int rc = sqlite_step_changes(sq, st, op);
+    return rc || op->out_rowid != 1 || !op->inst->params
+               ? rc
+               : reindex(sq, op->inst);
   case JOP_INSTANCE_RETAIN:
     st = sq->ws[ST_INSTANCE_RETAIN];
     sqlite3_bind_int64(st, 1, op->rowid);

@@ -56,6 +56,9 @@ static json_t *job_json(const duro_bulk_job *j) {
       j->ended_ms == DURO_NO_TIME ? json_null() : json_integer(j->ended_ms),
       "errors", errors);
   where_json(json_object_get(o, "filter"), j->where_terms);
+  if (j->ids) /* its chosen instances, the array it was given */
+    json_object_set_new(json_object_get(o, "filter"), "ids",
+                        json_loads(j->ids, 0, NULL));
   if (!strcmp(j->action, "delete"))
     json_object_set_new(o, "terminate", json_boolean(j->terminate));
   return o;

@@ -44,8 +44,8 @@ static const char *check_filter(json_t *filter, char *why, size_t len) {
   const char *key;
   json_t *v;
   json_object_foreach(filter, key, v) {
-    if (!strcmp(key, "where"))
-      continue; /* read_where's */
+    if (!strcmp(key, "where") || !strcmp(key, "ids"))
+      continue; /* read_where's, read_ids' */
     size_t i = 0;
     while (list_filter_fields[i] && strcmp(list_filter_fields[i], key))
       i++;
@@ -53,7 +53,7 @@ static const char *check_filter(json_t *filter, char *why, size_t len) {
       snprintf(why, len,
                "filter.%.100s is not a filter field (status, prefix, "
                "created_after, created_before, ended_after, ended_before, "
-               "where)",
+               "where, ids)",
                key);
       return why;
     }
@@ -99,6 +99,38 @@ static const char *read_where(http_server *s, const char *wf, json_t *filter,
       return why;
     }
     (*n)++;
+  }
+  return NULL;
+}
+
+/* The filter's `ids`, an array of 1 to DURO_BULK_IDS instance ids, into
+ * ids[] (pointing into the body), *n of them: NULL, or a message (in
+ * why) naming the one that is not an id. */
+static const char *read_ids(json_t *filter, const char **ids, size_t *n,
+                            char *why, size_t len) {
+  json_t *a = json_object_get(filter, "ids"), *v;
+  size_t i;
+  *n = 0;
+  if (!a)
+    return NULL;
+  if (!json_is_array(a) || json_array_size(a) == 0 ||
+      json_array_size(a) > DURO_BULK_IDS) {
+    snprintf(why, len,
+             "filter.ids must be an array of 1 to %d instance ids (the "
+             "chosen instances; a filter of more is one of the other "
+             "fields)",
+             DURO_BULK_IDS);
+    return why;
+  }
+  json_array_foreach(a, i, v) {
+    if (!duro_instance_id_valid(json_string_value(v))) {
+      snprintf(why, len,
+               "filter.ids[%zu] must be an instance id: a string of 1-100 "
+               "characters of A-Z a-z 0-9 _ . : -",
+               i);
+      return why;
+    }
+    ids[(*n)++] = json_string_value(v);
   }
   return NULL;
 }
@@ -156,6 +188,10 @@ static int bulk_create(http_server *s, http_exchange *x, const char *wf) {
     bad = read_where(s, wf, filter, where, &n_where, why, sizeof why);
   spec.filter.where = where;
   spec.filter.n_where = n_where;
+  const char *ids[DURO_BULK_IDS];
+  if (!bad && filter)
+    bad = read_ids(filter, ids, &spec.n_ids, why, sizeof why);
+  spec.ids = ids;
   if (!bad && (spec.filter.status == DURO_STATUS_RUNNING ||
                spec.filter.status == DURO_STATUS_WAITING_FOR_PAUSE)) {
     snprintf(why, sizeof why,
@@ -179,7 +215,7 @@ static int bulk_create(http_server *s, http_exchange *x, const char *wf) {
   int dry = json_is_true(dry_run);
   for (size_t i = 0; i < n_where; i++)
     duro_attr_filter_clear(&where[i]);
-  json_decref(body); /* spec's prefix pointed into it */
+  json_decref(body); /* spec's prefix and ids pointed into it */
   if (rc)
     return send_engine_error(x, rc, wf, NULL);
   if (dry)
