@@ -65,6 +65,7 @@ bench-pg: build
 	./build/bench/duro-bench-pg $(BENCH_PG_ARGS)
 	./build/bench/duro-bench --postgresql auto --only W1,W2,W3 $(BENCH_PG_ENGINE_ARGS)
 	./build/bench/duro-bench --postgresql auto --only W1,W2,W3 --hosts 3 $(BENCH_PG_ENGINE_ARGS)
+	./build/bench/duro-bench --postgresql auto --only H1 $(BENCH_PG_ENGINE_ARGS)
 
 # The same W1-W3 on DBOS Transact (its TypeScript SDK, pinned in
 # bench/dbos/package.json) against a throwaway cluster of the same kind, for

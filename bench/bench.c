@@ -78,6 +78,11 @@
  *                   process as `duro run` has it by default (8 threads;
  *                   the bench plugin beside this binary, or
  *                   --plugin-workers)
+ *   H1 spread       W6's I/O steps (600 instances x 2 of 100 ms) on
+ *                   PostgreSQL, all created on one host of 8 threads:
+ *                   that host alone, then with two idle hosts it hands
+ *                   its backlog to (engine/rebalance.c): seconds to all
+ *                   complete (--postgresql)
  *   W7 children     100 parents that each start 10 child workflows (one
  *                   trivial step each) and wait for them: instances/s
  *   W8 parallel     one instance, 1000 steps that each block 1 ms, in a
@@ -1326,6 +1331,48 @@ static void w6_io(void) {
   opts.workers = was;
 }
 
+/* ---- H1
+ * ------------------------------------------------------------------------ */
+
+/* H1: W6's I/O steps (2 of 100 ms an instance) on PostgreSQL, every
+ * instance created on one host of 8 threads: that host alone, then with
+ * two idle hosts beside it, which it hands its backlog to
+ * (engine/rebalance.c).  Seconds to all complete. */
+#define H1_THREADS 8
+
+static double h1_run(const char *name, uint32_t hosts, size_t n) {
+  int was = opts.create_on_one;
+  opts.create_on_one = 1;
+  bench_engine b;
+  bench_open(&b, name, workflows, N_WFS, H1_THREADS, 1, hosts);
+  bench_start(&b);
+  int64_t t0 = now_us();
+  create_many(&b, "io", n, "{\"steps\":2,\"ms\":100}", 100);
+  wait_ended(&b, n);
+  double s = (double)(now_us() - t0) / 1e6;
+  bench_close(&b, 1);
+  opts.create_on_one = was;
+  return s;
+}
+
+static void h1_spread(void) {
+  if (!opts.postgresql)
+    return; /* several hosts share only a PostgreSQL journal */
+  size_t n = opts.quick ? 120 : 600;
+  uint32_t was_workers = opts.workers, was_hosts = opts.hosts;
+  opts.workers = H1_THREADS; /* the setting line names them */
+  char fig[80];
+  for (uint32_t hosts = 1; hosts <= 3; hosts += 2) {
+    opts.hosts = hosts;
+    snprintf(fig, sizeof fig, "H1 %zu x 2 I/O steps created on one of %u", n,
+             hosts);
+    report(fig, h1_run(hosts == 1 ? "h1a" : "h1c", hosts, n), "s",
+           hosts == 1 ? "alone" : "the others handed work");
+  }
+  opts.workers = was_workers;
+  opts.hosts = was_hosts;
+}
+
 /* ---- W8
  * ------------------------------------------------------------------------ */
 
@@ -2112,6 +2159,8 @@ int main(int argc, char **argv) {
     w6_io();
   if (wants("W7"))
     w7_children();
+  if (wants("H1"))
+    h1_spread();
   if (wants("W8"))
     w8_parallel();
   if (wants("R"))
