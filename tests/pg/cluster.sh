@@ -11,6 +11,15 @@
 #                          off) and keep DIR; a later start brings the
 #                          same cluster back with its data (crash
 #                          recovery) and prints the same string
+#   cluster.sh standby PRIMARY DIR
+#                          a streaming standby of the running cluster in
+#                          PRIMARY, in DIR (a base backup), made its
+#                          synchronous standby (a commit waits for it, so
+#                          nothing acknowledged is lost with the primary);
+#                          prints a connection string naming both for a
+#                          client that wants the writable one
+#                          (target_session_attrs=read-write)
+#   cluster.sh promote DIR the standby in DIR becomes a primary
 #
 # The server listens only on a Unix socket in DIR (no TCP), keeps fsync
 # and synchronous_commit on (durability figures depend on them) and a
@@ -171,9 +180,61 @@ stop() {
   rm -rf "$dir"
 }
 
-usage="usage: cluster.sh start|stop|kill DIR"
-[ $# -eq 2 ] && [ -n "$2" ] || die "$usage"
+# DIR becomes a synchronous streaming standby of the cluster in PRIMARY.
+standby() {
+  local primary dir=$2 conninfo password
+  primary=$(cd "$1" && pwd)
+  [ -f "$primary/conninfo" ] && running "$primary" || die "no running cluster in $primary"
+  conninfo=$(cat "$primary/conninfo")
+  password=${conninfo##*password=}
+  mkdir -p "$dir"
+  dir=$(cd "$dir" && pwd)
+  [ -z "$(ls -A "$dir")" ] || die "$dir is not empty"
+  [ ${#dir} -le 80 ] || die "$dir is too long for a Unix socket path"
+  if [ "$(id -u)" -eq 0 ]; then chown "$test_user:" "$dir"; fi
+  chmod 700 "$dir"
+  PGPASSWORD=$password as_owner "$bindir/pg_basebackup" -h "$primary" \
+    -p "$port" -U duro -D "$dir/data" -X stream -c fast --no-sync \
+    >"$dir/basebackup.log" 2>&1 || {
+    cat "$dir/basebackup.log" >&2
+    die "pg_basebackup of $primary failed"
+  }
+  # its own socket, and the primary it follows (with its password)
+  as_owner sh -c 'printf "%s\n" "$2" >>"$1"' sh "$dir/data/postgresql.conf" \
+    "unix_socket_directories = '$dir'"
+  as_owner sh -c 'umask 077; printf "%s\n" "$2" >>"$1"' sh \
+    "$dir/data/postgresql.auto.conf" \
+    "primary_conninfo = 'host=$primary port=$port user=duro password=$password application_name=standby'"
+  as_owner touch "$dir/data/standby.signal"
+  serve "$dir"
+  as_owner sh -c 'printf "%s\n" "$2" >>"$1"' sh "$primary/data/postgresql.conf" \
+    "synchronous_standby_names = 'standby'"
+  as_owner "$bindir/pg_ctl" -D "$primary/data" -s reload >/dev/null
+  # a commit counts only once the standby streams as the synchronous one
+  local i state=""
+  for ((i = 0; i < 300; i++)); do
+    state=$(PGPASSWORD=$password "$bindir/psql" -h "$primary" -p "$port" \
+      -U duro -d duro -Atc "SELECT sync_state FROM pg_stat_replication WHERE application_name='standby'" 2>/dev/null || true)
+    [ "$state" = sync ] && break
+    sleep 0.1
+  done
+  [ "$state" = sync ] || die "the standby in $dir is not the synchronous one (log: $dir/server.log)"
+  local both="host=$(quote "$primary,$dir") port=$port,$port dbname=duro user=duro password=$password target_session_attrs=read-write"
+  as_owner sh -c 'umask 077; cat >"$1"' sh "$dir/conninfo" <<<"$both"
+  echo "$both"
+}
+
+promote() {
+  local dir=$1
+  as_owner "$bindir/pg_ctl" -D "$dir/data" -s -w -t 30 promote >/dev/null ||
+    die "the standby in $dir was not promoted"
+}
+
+usage="usage: cluster.sh start|stop|kill|promote DIR, or cluster.sh standby PRIMARY DIR"
+[ $# -ge 2 ] && [ -n "$2" ] || die "$usage"
 case $1 in
+  standby) [ $# -eq 3 ] || die "$usage"; bindir=$(find_bindir); standby "$2" "$3" ;;
+  promote) bindir=$(find_bindir); promote "$2" ;;
   start) bindir=$(find_bindir); start "$2" ;;
   stop) stop "$2" ;;
   kill) [ -f "$2/conninfo" ] || die "no cluster in $2"; halt "$2" ;;
