@@ -82,7 +82,7 @@ void gate_close(http_conn *c) {
  * this catches the later ones on a kept connection, before their body). */
 static int h2o_head_allowed(http_conn *c) {
   h2o_buffer_t *in = c->sock->input;
-  if (!c->server->token || !in || !in->bytes || c->checked == in->bytes)
+  if (!c->server->n_keys || !in || !in->bytes || c->checked == in->bytes)
     return 1;
   struct phr_header h[HTTP_MAX_HEADERS];
   http_header hh[HTTP_MAX_HEADERS];
@@ -345,6 +345,12 @@ void gate_on_accept(uv_stream_t *listener, int status) {
     c->state = CONN_GATE;
     gate_refuse(c, 503, "server.busy",
                 "the host holds too many requests being received; retry");
+    return;
+  }
+  /* An encrypted head cannot be read here: H2O makes the handshake, and
+   * the bounded reads check the decrypted heads' tokens (http_tls.c). */
+  if (s->accept_ctx.ssl_ctx) {
+    hand_over(c);
     return;
   }
   /* Without a token too: a first read past the budget is then answered
