@@ -19,16 +19,14 @@
 
 enum { TLS_CERT, TLS_KEY, TLS_CLIENT_CA };
 static const schema_field tls_fields[] = {
-    [TLS_CERT] = {"cert", K_STRING, offsetof(config, http.tls.cert), true, 0,
-                  0, NULL},
+    [TLS_CERT] = {"cert", K_STRING, offsetof(config, http.tls.cert), true, 0, 0,
+                  NULL},
     [TLS_KEY] = {"key", K_STRING, offsetof(config, http.tls.key), true, 0, 0,
                  NULL},
     [TLS_CLIENT_CA] = {"client_ca", K_STRING,
-                       offsetof(config, http.tls.client_ca), false, 0, 0,
-                       NULL},
+                       offsetof(config, http.tls.client_ca), false, 0, 0, NULL},
 };
-const schema config_tls_schema =
-    SCHEMA("tls", "in http.tls", -1, tls_fields);
+const schema config_tls_schema = SCHEMA("tls", "in http.tls", -1, tls_fields);
 
 enum { KEY_NAME, KEY_TOKEN_ENV, KEY_SCOPES, KEY_WORKFLOWS, KEY_QUEUES };
 static const schema_field key_fields[] = {
@@ -43,8 +41,7 @@ static const schema_field key_fields[] = {
 const schema config_api_key_schema =
     SCHEMA("key", "in an http key", KEY_NAME, key_fields);
 
-static const char *const scope_names[] = {"read", "events", "operate",
-                                          "admin"};
+static const char *const scope_names[] = {"read", "events", "operate", "admin"};
 #define N_SCOPES (sizeof scope_names / sizeof scope_names[0])
 
 /* The scopes list: each a known name (CONFIG_SCOPE_* is 1 << its index). */
@@ -71,8 +68,7 @@ static int parse_scopes(config_parser *p, yaml_node_t *list, const char *name,
       k->scopes |= 1u << j;
     } else {
       schema_shown b;
-      const char *near =
-          suggest_nearest(s, strlen(s), scope_names, N_SCOPES);
+      const char *near = suggest_nearest(s, strlen(s), scope_names, N_SCOPES);
       rc = schema_fail(&p->w, item,
                        "unknown scope \"%s\"%s%s%s: the scopes are read, "
                        "events, operate and admin",

@@ -31,8 +31,7 @@
 #include "log.h"
 #include "util.h"
 
-static const char *const scope_names[] = {"read", "events", "operate",
-                                          "admin"};
+static const char *const scope_names[] = {"read", "events", "operate", "admin"};
 
 static const char *scope_name(unsigned scope) {
   for (unsigned i = 0; i < sizeof scope_names / sizeof *scope_names; i++)
@@ -92,8 +91,8 @@ void keys_free(http_server *s) {
 /* The variable of each key must hold a token: `duro run` refuses to start
  * otherwise, naming it. */
 static const char *token_of(const char *var, const config *cfg,
-                            const config_pos *pos, const char *what,
-                            char *err, size_t errlen) {
+                            const config_pos *pos, const char *what, char *err,
+                            size_t errlen) {
   const char *token = getenv(var);
   if (!token || !*token) {
     snprintf(err, errlen, "%s:%d:%d: %s names %s, which is not set or empty",
@@ -265,13 +264,12 @@ int keys_authorize(http_server *s, http_exchange *x, char **seg, int n) {
   int across = ((nd.across & ACROSS_WORKFLOWS) && k->workflows) ||
                ((nd.across & ACROSS_QUEUES) && k->queues);
   if (across)
-    return refuse(x, "request.forbidden_listing", "scope",
-                  scope_name(nd.scope),
+    return refuse(x, "request.forbidden_listing", "scope", scope_name(nd.scope),
                   "key \"%s\" is limited to some %s: %s %s reaches across "
                   "them, and needs a key without that list",
                   k->name,
                   (nd.across & ACROSS_WORKFLOWS) && k->workflows ? "workflows"
-                                                                  : "queues",
+                                                                 : "queues",
                   x->rq.method, x->rq.path),
            1;
   return 0;
@@ -283,13 +281,12 @@ void keys_audit(http_exchange *x, int status) {
   http_server *s = x->s;
   if (s->n_keys == 0 || !x->key)
     return;
-  int reads = method_is(x, "GET") || method_is(x, "HEAD") ||
-              method_is(x, "OPTIONS");
+  int reads =
+      method_is(x, "GET") || method_is(x, "HEAD") || method_is(x, "OPTIONS");
   char *seg[MAX_SEGMENTS];
   int n = reads ? split_path(x, seg) : 0;
   if (reads && !route_is_scheduled(seg, n))
     return;
   log_at(DURO_LOG_INFO, &(log_ctx){.source = "audit", .key = x->key->name},
-         "key %s: %s %s -> %d", x->key->name, x->rq.method, x->rq.path,
-         status);
+         "key %s: %s %s -> %d", x->key->name, x->rq.method, x->rq.path, status);
 }

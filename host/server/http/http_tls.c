@@ -98,8 +98,8 @@ int tls_files_of(const config *cfg, tls_files *t) {
     return 0;
   t->cert = xstrdup(cfg->http.tls.cert);
   t->key = xstrdup(cfg->http.tls.key);
-  t->client_ca = cfg->http.tls.client_ca ? xstrdup(cfg->http.tls.client_ca)
-                                         : NULL;
+  t->client_ca =
+      cfg->http.tls.client_ca ? xstrdup(cfg->http.tls.client_ca) : NULL;
   return 1;
 }
 
@@ -110,8 +110,7 @@ void tls_files_clear(tls_files *t) {
   memset(t, 0, sizeof *t);
 }
 
-int tls_context_of(const config *cfg, SSL_CTX **out, char *err,
-                   size_t errlen) {
+int tls_context_of(const config *cfg, SSL_CTX **out, char *err, size_t errlen) {
   *out = NULL;
   tls_files t;
   if (!tls_files_of(cfg, &t))
