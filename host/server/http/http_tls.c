@@ -58,18 +58,26 @@ static SSL_CTX *context_new(const tls_files *t, int *which, char *err,
   }
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
   SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION);
-  if (SSL_CTX_use_certificate_chain_file(ctx, t->cert) != 1) {
+  ERR_clear_error();
+  int cert_ok = SSL_CTX_use_certificate_chain_file(ctx, t->cert) == 1;
+  /* OpenSSL checks the key against the certificate as it loads it */
+  int key_ok = cert_ok &&
+               SSL_CTX_use_PrivateKey_file(ctx, t->key, SSL_FILETYPE_PEM) == 1;
+  int mismatch = cert_ok && (key_ok ? SSL_CTX_check_private_key(ctx) != 1
+                                    : ERR_GET_REASON(ERR_peek_error()) ==
+                                          X509_R_KEY_VALUES_MISMATCH);
+  if (!cert_ok) {
     *which = 0;
     snprintf(err, errlen, "%s: %s", t->cert,
              why(t->cert, reason, sizeof reason));
-  } else if (SSL_CTX_use_PrivateKey_file(ctx, t->key, SSL_FILETYPE_PEM) != 1) {
-    *which = 1;
-    snprintf(err, errlen, "%s: %s", t->key, why(t->key, reason, sizeof reason));
-  } else if (SSL_CTX_check_private_key(ctx) != 1) {
+  } else if (mismatch) {
     *which = 1;
     ERR_clear_error();
     snprintf(err, errlen, "%s: not the key of the certificate %s", t->key,
              t->cert);
+  } else if (!key_ok) {
+    *which = 1;
+    snprintf(err, errlen, "%s: %s", t->key, why(t->key, reason, sizeof reason));
   } else if (t->client_ca &&
              SSL_CTX_load_verify_locations(ctx, t->client_ca, NULL) != 1) {
     *which = 2;
