@@ -13,9 +13,9 @@
  *    and one with the CA's is served; SIGHUP with a new certificate pair
  *    serves the new one to new connections (the certificate's SHA-256
  *    fingerprint compared), and a broken one leaves the old one served;
- *    `duro check` names a missing key file and a key that is not the
- *    certificate's with where the config gives them; the CLI over https
- *    with --cacert, and refused without it.
+ *    `duro check` and `duro run` name a missing key file and a key that
+ *    is not the certificate's with where the config gives them; the CLI
+ *    over https with --cacert, and refused without it.
  *  - keys: for each scope, a route it is allowed and one of another class
  *    it is refused 403 naming the scope; a key limited to one workflow
  *    (queue) refused another and the lists across them; no token or a
@@ -394,6 +394,16 @@ START_TEST(check_names_bad_files) {
   write_config(&h, "  tls:\n    cert: server.key\n    key: server.key\n");
   ck_assert_int_eq(check_config(&h, &out), 1);
   assert_contains(out, "tls.yaml:5:11: http.tls.cert: ");
+  free(out);
+  /* `duro run` refuses to start the same way */
+  write_config(&h, "  tls:\n    cert: server.pem\n    key: missing.key\n");
+  pid_t pid = host_spawn(&h, "run");
+  proc_live = pid;
+  int code = proc_wait_exit(pid, proc_now_ms() + WAIT_MS);
+  out = proc_slurp(h.log);
+  ck_assert_msg(code > 0, "exit %d:\n%s", code, proc_tail(out));
+  assert_contains(out, "tls.yaml:6:10: http.tls.key: ");
+  ck_assert_ptr_null(strstr(out, "engine started"));
   free(out);
   write_config(&h, TLS_FILES);
   ck_assert_int_eq(check_config(&h, &out), 0);

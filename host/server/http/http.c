@@ -203,7 +203,13 @@ static int bind_once(const struct sockaddr_storage *addr) {
 int http_bind(const config *cfg, int *fd_out, char *err, size_t errlen) {
   const char *where = cfg->http.listen ? cfg->http.listen : "127.0.0.1:8787";
   struct sockaddr_storage addr;
-  if (resolve(cfg, &addr, err, errlen) != 0)
+  SSL_CTX *tls = NULL;
+  /* TLS files that do not load refuse the start here, once, rather than
+   * each engine the supervisor would fork */
+  int bad = resolve(cfg, &addr, err, errlen) != 0 ||
+            tls_context_of(cfg, &tls, err, errlen) != 0;
+  SSL_CTX_free(tls);
+  if (bad)
     return -1;
   /* A host started right after the last one was killed (kill -9, then a
    * supervisor that restarts at once) finds the port still taken: the

@@ -339,6 +339,11 @@ void gate_on_accept(uv_stream_t *listener, int status) {
     gate_close(c);
     return;
   }
+  if (guard_buffered(s) >= s->budget && s->accept_ctx.ssl_ctx) {
+    guard_note_busy(s); /* no plain answer for a TLS client to read */
+    gate_close(c);
+    return;
+  }
   if (guard_buffered(s) >= s->budget) {
     /* Answered, not reset: H2O would close it at its first read. */
     guard_note_busy(s);

@@ -283,10 +283,12 @@ void keys_audit(http_exchange *x, int status) {
     return;
   int reads =
       method_is(x, "GET") || method_is(x, "HEAD") || method_is(x, "OPTIONS");
-  char *seg[MAX_SEGMENTS];
-  int n = reads ? split_path(x, seg) : 0;
-  if (reads && !route_is_scheduled(seg, n))
-    return;
+  if (reads) { /* a GET of /__scheduled changes state too */
+    char *seg[MAX_SEGMENTS];
+    if (!strstr(x->rq.path, "scheduled") ||
+        !route_is_scheduled(seg, split_path(x, seg)))
+      return;
+  }
   log_at(DURO_LOG_INFO, &(log_ctx){.source = "audit", .key = x->key->name},
          "key %s: %s %s -> %d", x->key->name, x->rq.method, x->rq.path, status);
 }
