@@ -541,6 +541,11 @@ START_TEST(each_scope_allowed_and_refused) {
                    201);
   allowed(p, "PATCH", "/workflows/order-flow/instances/o-1/status",
           "{\"status\":\"pause\"}", "operator-token");
+  /* a wait parked on a TLS connection is answered (paused: at its end) */
+  ck_assert_int_eq(ask(p, NULL,
+                       "/workflows/order-flow/instances/o-1?wait=200ms", NULL,
+                       "reader-token"),
+                   200);
   refused(p, "POST", "/plugins/reload", NULL, "operator-token",
           "request.forbidden_scope", "scope", "admin");
   refused(p, "POST", "/workflows/other-flow/instances", CREATE,
