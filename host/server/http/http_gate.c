@@ -18,6 +18,10 @@
  *    connections hold would pass the budget (http_budget), and, on a
  *    listener with a token, once the head of a later request on a kept
  *    connection shows a wrong token.
+ * "A token" is any of the listener's keys (http_keys.c).  On HTTPS the
+ * head is encrypted: the gate hands the connection to H2O at accept (H2O
+ * makes the handshake), and the bounded reads check the token of each
+ * decrypted head, the first one's too.
  * A connection whose GET ?wait= is parked is read by http_wait.c. */
 #include "http_internal.h"
 
@@ -339,14 +343,13 @@ void gate_on_accept(uv_stream_t *listener, int status) {
     gate_close(c);
     return;
   }
-  if (guard_buffered(s) >= s->budget && s->accept_ctx.ssl_ctx) {
-    guard_note_busy(s); /* no plain answer for a TLS client to read */
-    gate_close(c);
-    return;
-  }
   if (guard_buffered(s) >= s->budget) {
-    /* Answered, not reset: H2O would close it at its first read. */
     guard_note_busy(s);
+    if (s->accept_ctx.ssl_ctx) { /* no plain answer a TLS client could read */
+      gate_close(c);
+      return;
+    }
+    /* Answered, not reset: H2O would close it at its first read. */
     c->state = CONN_GATE;
     gate_refuse(c, 503, "server.busy",
                 "the host holds too many requests being received; retry");
