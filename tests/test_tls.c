@@ -18,7 +18,8 @@
  *    over https with --cacert, and refused without it.
  *  - keys: for each scope, a route it is allowed and one of another class
  *    it is refused 403 naming the scope; a key limited to one workflow
- *    (queue) refused another and the lists across them; no token or a
+ *    (queue) refused another and the lists across them (GET /queues
+ *    lists the key's queues alone); no token or a
  *    wrong one 401; the audit line naming the key of each control
  *    request, allowed or refused; a key whose token variable is unset
  *    refuses the start, naming the variable.
@@ -224,7 +225,11 @@ static void write_config(host_run *h, const char *http_extra) {
           "    workflows:\n"
           "      - name: order-flow\n"
           "        binding: ORDER_FLOW\n"
-          "        class_name: OrderFlow\n",
+          "        class_name: OrderFlow\n"
+          "    queues:\n"
+          "      consumers:\n"
+          "        - {queue: orders, workflow: order-flow, id_from: /orderId}\n"
+          "        - {queue: jobs, workflow: order-flow, id_from: /orderId}\n",
           http_extra, ORDERS_PLUGIN);
   ck_assert(fclose(f) == 0);
 }
@@ -558,7 +563,11 @@ START_TEST(each_scope_allowed_and_refused) {
   /* events: an event, a queue's message; no reads */
   allowed(p, "POST", "/workflows/order-flow/instances/o-1/events/approval",
           "{\"approved\":true}", "feeder-token");
-  allowed(p, "POST", "/queues/orders/messages", "{\"body\":1}", "feeder-token");
+  ck_assert_int_eq(ask(p, "POST", "/queues/orders/messages",
+                       "{\"body\":{\"orderId\":\"q-1\",\"email\":"
+                       "\"a@b.c\",\"amount\":5}}",
+                       "feeder-token"),
+                   201);
   refused(p, NULL, "/healthz", NULL, "feeder-token", "request.forbidden_scope",
           "scope", "read");
   refused(p, "PATCH", "/workflows/order-flow/instances/o-1/status",
@@ -568,8 +577,20 @@ START_TEST(each_scope_allowed_and_refused) {
   allowed(p, NULL, "/queues/orders", NULL, "queues-token");
   refused(p, NULL, "/queues/jobs", NULL, "queues-token",
           "request.forbidden_queue", "queue", "jobs");
-  refused(p, NULL, "/queues", NULL, "queues-token", "request.forbidden_listing",
-          "scope", "read");
+  tresp r;
+  tsend(p, &(treq){.path = "/queues", .token = "queues-token", .ca = "ca.pem"},
+        &r);
+  ck_assert_int_eq(r.status, 200);
+  ck_assert_msg(json_array_size(r.json) == 1 &&
+                    !strcmp(json_string_value(json_object_get(
+                                json_array_get(r.json, 0), "name")),
+                            "orders"),
+                "GET /queues for a key of [orders]: %s", r.body);
+  tresp_free(&r);
+  tsend(p, &(treq){.path = "/queues", .token = "reader-token", .ca = "ca.pem"},
+        &r);
+  ck_assert_msg(json_array_size(r.json) == 2, "%s", r.body);
+  tresp_free(&r);
   /* admin (token_env's key "default"): everything */
   ck_assert_int_eq(ask(p, "POST", "/plugins/reload", NULL, "admin-token"), 200);
   allowed(p, NULL, "/plugins", NULL, "admin-token");

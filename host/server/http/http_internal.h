@@ -328,6 +328,8 @@ const http_key *keys_match(const http_server *s, const http_header *h,
 /* The pool (or the loop, for creations): 1 after answering 403 when
  * x->key may not make the request split_path gave seg[0, n) of. */
 int keys_authorize(http_server *s, http_exchange *x, char **seg, int n);
+/* GET /queues' list (taken) less the queues x's key may not touch. */
+json_t *keys_filter_queues(const http_exchange *x, json_t *queues);
 /* The loop, as the answer goes: the audit line of a request that changes
  * state, naming its key. */
 void keys_audit(http_exchange *x, int status);

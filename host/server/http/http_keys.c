@@ -17,9 +17,9 @@
  * (creates, status changes, deletes, bulk jobs, a queue's redrive, a
  * cron's fire); admin, every route, the plugins' reloads and resumes
  * and any route not named here.  A key with a workflows (queues) list
- * reaches a route naming a workflow (queue) only on its list, and is
- * refused the routes that read or act across workflows (queues): they are
- * refused rather than filtered. */
+ * reaches a route naming a workflow (queue) only on its list; GET /queues
+ * lists only its queues, and the other routes that read or act across
+ * workflows (queues) are refused it rather than filtered. */
 #include "http_internal.h"
 
 #include <openssl/crypto.h>
@@ -179,9 +179,7 @@ static need need_of(http_exchange *x, char **seg, int n) {
                      ? CONFIG_SCOPE_EVENTS
                      : CONFIG_SCOPE_OPERATE;
   } else if (!strcmp(top, "queues")) {
-    if (n == 1)
-      nd.across = ACROSS_QUEUES;
-    else
+    if (n >= 2) /* GET /queues lists the key's own (keys_filter_queues) */
       nd.queue = seg[1];
     int feeds = method_is(x, "POST") &&
                 (n == 3 || (n == 4 && (!strcmp(seg[3], "batch") ||
@@ -275,6 +273,19 @@ int keys_authorize(http_server *s, http_exchange *x, char **seg, int n) {
                   x->rq.method, x->rq.path),
            1;
   return 0;
+}
+
+json_t *keys_filter_queues(const http_exchange *x, json_t *queues) {
+  const http_key *k = x->key;
+  if (!k || !k->queues || !json_is_array(queues))
+    return queues;
+  for (size_t i = json_array_size(queues); i-- > 0;) {
+    const char *name =
+        json_string_value(json_object_get(json_array_get(queues, i), "name"));
+    if (!name || !on_list(k->queues, k->n_queues, name))
+      json_array_remove(queues, i);
+  }
+  return queues;
 }
 
 /* ---- the audit line --------------------------------------------------- */
