@@ -443,7 +443,27 @@ static const bad_case bad[] = {
      "t.yaml:2:14: \"token_env\" must be a non-empty string"},
     {"http:\n  listen: {host: a}\n",
      "t.yaml:2:11: \"listen\" must be a non-empty string"},
-    {"http:\n  tls: true\n", "t.yaml:2:3: unknown key \"tls\" in http"},
+    {"http:\n  tls: true\n", "t.yaml:2:8: \"tls\" must be a mapping"},
+    {"http:\n  tls: {cert: c.pem}\n", "t.yaml:2:8: tls is missing \"key\""},
+    {"http:\n  keys:\n    - {name: ops, token_env: T, scopes: [read, "
+     "opperate]}\n",
+     "t.yaml:3:48: unknown scope \"opperate\" (did you mean \"operate\"?)"},
+    {"http:\n  keys:\n    - {name: ops, scopes: [read]}\n",
+     "t.yaml:3:7: key \"ops\" is missing \"token_env\""},
+    {"http:\n  keys:\n    - {name: ops, token_env: T, scopes: []}\n",
+     "t.yaml:3:41: key \"ops\" has no scopes"},
+    {"http:\n  keys:\n    - {name: ops, token_env: T, scopes: [read]}\n"
+     "    - {name: ops, token_env: U, scopes: [read]}\n",
+     "t.yaml:4:14: duplicate key name \"ops\" (first at 3:14)"},
+    {"http:\n  token_env: T\n  keys:\n"
+     "    - {name: default, token_env: U, scopes: [read]}\n",
+     "t.yaml:4:14: duplicate key name \"default\" (first at 2:14)"},
+    {"http:\n  keys:\n    - {name: a, token_env: T, scopes: [read]}\n"
+     "    - {name: b, token_env: T, scopes: [admin]}\n",
+     "t.yaml:4:28: duplicate key token_env \"T\" (first at 3:28)"},
+    {"http:\n  keys:\n"
+     "    - {name: a, token_env: T, scopes: [read], workflows: [w, w]}\n",
+     "t.yaml:3:62: \"workflows\" names \"w\" twice"},
     {"http: { max_wait: 11 minutes }\n",
      "t.yaml:1:19: \"max_wait\" must be at most 10 minutes"},
     {"http: { max_wait: soon }\n",
@@ -2109,7 +2129,7 @@ static const suggest_case suggest_cases[] = {
     {"http:\n  path: x\n", "t.yaml:2:3: unknown key \"path\" in http"},
     /* too far for their length: no guess */
     {"storage:\n  sync: full\n", "t.yaml:2:3: unknown key \"sync\" in storage"},
-    {"http:\n  tls: true\n", "t.yaml:2:3: unknown key \"tls\" in http"},
+    {"http:\n  ssl: true\n", "t.yaml:2:3: unknown key \"ssl\" in http"},
     {"plugins:\n"
      "  - name: p\n"
      "    path: p.so\n"

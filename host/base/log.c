@@ -141,6 +141,7 @@ static void write_json(int level, const log_ctx *at, char *message) {
       json_object_set_new(o, "attempt", json_integer(at->attempt));
     set_str(o, "plugin", at->plugin);
     set_str(o, "build", at->build);
+    set_str(o, "key", at->key);
   }
   char *s = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
   json_decref(o);

@@ -1,7 +1,8 @@
 /* log.h — one line per event on stderr: time, level, what it is about,
  * message; as text ("time level where: message") or, with
  * log_set_format(LOG_JSON), one JSON object a line whose fields are the
- * line's context (workflow, instance, step, attempt, plugin, build).
+ * line's context (workflow, instance, step, attempt, plugin, build,
+ * key).
  * The level threshold comes from DURO_LOG (debug|info|warn|error), the
  * format from DURO_LOG_FORMAT (text|json) unless set: `duro run` sets
  * both its own and, through the environment, its processes'. */
@@ -21,6 +22,7 @@ typedef struct log_ctx {
   const char *step;
   unsigned attempt;
   const char *plugin, *build;
+  const char *key; /* the API key of a control request (its audit line) */
 } log_ctx;
 
 enum { LOG_TEXT = 0, LOG_JSON = 1 };

@@ -137,14 +137,19 @@ static void options_usage(FILE *out) {
         "$DURO_URL, the config)\n"
         "                  --config FILE  read http.listen and "
         "http.token_env from FILE\n"
-        "                  --json  print the server's JSON\n",
+        "                  --json  print the server's JSON\n"
+        "                  --cacert FILE  the CA of an https:// host\n"
+        "                  --cert FILE, --key FILE  our certificate and "
+        "key, for a\n"
+        "                  host that requires one (http.tls.client_ca)\n",
         out);
 }
 
 /* The precedence cli_find_host() applies, for the full help. */
 static void environment_usage(FILE *out) {
   fputs("  environment: DURO_URL (as --url), DURO_CONFIG (as --config), "
-        "DURO_TOKEN\n"
+        "DURO_TOKEN,\n"
+        "  DURO_CACERT, DURO_CERT, DURO_KEY (as --cacert, --cert, --key)\n"
         "  each is the first found (a flag wins over the environment):\n"
         "    host:   --url; http.listen of --config; $DURO_URL; http.listen "
         "of the\n"

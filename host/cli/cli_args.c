@@ -42,6 +42,9 @@ static const struct cli_option {
     {"--where", O_WHERE, 0},
     {"--action", O_ACTION, offsetof(cli_args, action)},
     {"--dry-run", O_DRY_RUN, 0},
+    {"--cacert", O_CACERT, offsetof(cli_args, cacert)},
+    {"--cert", O_CERT, offsetof(cli_args, cert)},
+    {"--key", O_KEY, offsetof(cli_args, key)},
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 

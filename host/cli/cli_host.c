@@ -1,5 +1,6 @@
-/* cli_host.c — where the host is and its token: flags before the
- * environment (DURO_URL, DURO_CONFIG, DURO_TOKEN) before ./duro.yaml or
+/* cli_host.c — where the host is, its token and its TLS files: flags
+ * before the environment (DURO_URL, DURO_CONFIG, DURO_TOKEN, DURO_CACERT,
+ * DURO_CERT, DURO_KEY) before ./duro.yaml or
  * config/duro.yaml (cli_find_host), and what the URL came from, for the
  * errors that name it. */
 #include <stdio.h>
@@ -37,8 +38,8 @@ static int base_from_url(cli_ctx *c, const char *what, const char *url) {
 }
 
 /* http.listen is "HOST:PORT" or "PORT"; a wildcard host is reached on the
- * loopback address of its family. */
-static void base_from_listen(cli_ctx *c, const char *listen) {
+ * loopback address of its family; https:// with http.tls. */
+static void base_from_listen(cli_ctx *c, const char *listen, int tls) {
   const char *colon = strrchr(listen, ':');
   const char *port = colon ? colon + 1 : listen;
   char *host = colon ? xstrndup(listen, (size_t)(colon - listen)) : NULL;
@@ -47,7 +48,7 @@ static void base_from_listen(cli_ctx *c, const char *listen) {
     h = "127.0.0.1";
   else if (!strcmp(h, "[::]"))
     h = "[::1]";
-  c->base = xasprintf("http://%s:%s", h, port);
+  c->base = xasprintf("%s://%s:%s", tls ? "https" : "http", h, port);
   free(host);
 }
 
@@ -88,6 +89,21 @@ static int add_token(cli_ctx *c, const cli_args *a, const config *cfg) {
           "DURO_TOKEN)\n",
           cfg->file, var, var);
   return CLI_USAGE;
+}
+
+/* An https:// host's CA (instead of the system's), and the client's
+ * certificate and key for a host that requires one: each from its flag,
+ * else its variable; libcurl reads the files. */
+static void set_tls(cli_ctx *c, const cli_args *a) {
+  const char *ca = a->cacert ? a->cacert : env("DURO_CACERT");
+  const char *cert = a->cert ? a->cert : env("DURO_CERT");
+  const char *key = a->key ? a->key : env("DURO_KEY");
+  if (ca)
+    curl_easy_setopt(c->curl, CURLOPT_CAINFO, ca);
+  if (cert)
+    curl_easy_setopt(c->curl, CURLOPT_SSLCERT, cert);
+  if (key)
+    curl_easy_setopt(c->curl, CURLOPT_SSLKEY, key);
 }
 
 /* The config read when neither --config nor $DURO_CONFIG names one: the
@@ -131,15 +147,17 @@ int cli_find_host(cli_ctx *c, const cli_args *a) {
     rc = base_from_url(c, "DURO_URL", env("DURO_URL"));
     c->origin = xstrdup("from DURO_URL");
   } else if (cfg) {
-    base_from_listen(c, cfg->http.listen);
+    base_from_listen(c, cfg->http.listen, cfg->http.tls.cert != NULL);
     c->origin = xasprintf("from http.listen in %s", path);
   } else {
-    base_from_listen(c, CLI_DEFAULT_LISTEN);
+    base_from_listen(c, CLI_DEFAULT_LISTEN, 0);
     c->origin = xstrdup("the default: no --url, DURO_URL, " CLI_LOCAL_CONFIG
                         " or " CLI_DEFAULT_CONFIG " here");
   }
   if (rc == CLI_OK)
     rc = add_token(c, a, cfg);
+  if (rc == CLI_OK)
+    set_tls(c, a);
   config_free(cfg);
   return rc;
 }

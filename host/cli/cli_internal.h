@@ -72,7 +72,11 @@ enum {
   O_WHERE = 1u << 22, /* the one option that may be given more than once */
   O_ACTION = 1u << 23,
   O_DRY_RUN = 1u << 24,
-  O_COMMON = O_JSON | O_CONFIG | O_URL /* every verb takes these */
+  O_CACERT = 1u << 25,
+  O_CERT = 1u << 26,
+  O_KEY = 1u << 27,
+  /* every verb takes these */
+  O_COMMON = O_JSON | O_CONFIG | O_URL | O_CACERT | O_CERT | O_KEY
 };
 
 typedef struct cli_args {
@@ -88,6 +92,9 @@ typedef struct cli_args {
   const char *config, *url, *id, *status, *limit, *cursor, *from, *count, *type,
       *payload, *delay, *timeout, *after, *prefix, *created_after,
       *created_before, *action;
+  /* --cacert, --cert, --key: an https:// host's CA, and our certificate
+   * and key for a host that asks for one (http.tls.client_ca) */
+  const char *cacert, *cert, *key;
   const char *wait; /* --wait: "" without a DURATION */
   /* --where: each a search attribute's term (customer:c42), ANDed */
   const char *where[CLI_MAX_WHERE];

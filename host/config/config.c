@@ -265,6 +265,9 @@ static void resolve_paths(config *cfg, const char *file) {
     resolve_into(&cfg->plugins[i].path, dir);
   for (size_t i = 0; i < cfg->n_pipelines; i++)
     resolve_into(&cfg->pipelines[i].path, dir);
+  resolve_into(&cfg->http.tls.cert, dir);
+  resolve_into(&cfg->http.tls.key, dir);
+  resolve_into(&cfg->http.tls.client_ca, dir);
   free(dir);
 }
 

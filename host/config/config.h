@@ -14,7 +14,7 @@
  * the config and freed by config_free().
  *
  * File paths (storage.path, each plugin's path, each pipeline's
- * sink.files.path) are written relative to
+ * sink.files.path, http.tls's files) are written relative to
  * the config file: config_load() resolves them against its directory into
  * absolute paths (paths.h), so the same config names the same files from
  * any current directory.  config_parse(), which has no file, leaves them
@@ -125,6 +125,30 @@ typedef struct config_workflow {
   config_pos pos;
   config_pos lifecycle_pos; /* of its "lifecycle_queue" value */
 } config_workflow;
+
+/* An API key's scopes (http.keys[].scopes): what its requests may do
+ * (doc/reference/http.md has the table of routes). */
+enum {
+  CONFIG_SCOPE_READ = 1,    /* every GET */
+  CONFIG_SCOPE_EVENTS = 2,  /* events to instances, messages to queues */
+  CONFIG_SCOPE_OPERATE = 4, /* instances' and queues' control */
+  CONFIG_SCOPE_ADMIN = 8    /* everything, the plugins' control too */
+};
+
+/* An entry of http.keys: a bearer token read from the environment
+ * variable token_env at start, what it may do (CONFIG_SCOPE_* bits) and,
+ * when the lists are given, the only workflows and queues it may reach. */
+typedef struct config_api_key {
+  char *name;
+  char *token_env;
+  unsigned scopes;
+  char **workflows; /* NULL: any */
+  size_t n_workflows;
+  char **queues; /* NULL: any */
+  size_t n_queues;
+  config_pos pos;
+  config_pos token_env_pos;
+} config_api_key;
 
 typedef struct config_producer {
   char *binding;
@@ -341,6 +365,17 @@ typedef struct config {
     size_t n_allowed_hosts;
     config_pos listen_pos;    /* where listen / token_env were given */
     config_pos token_env_pos; /* (0:0 when left to the default) */
+    /* http.tls: the listener speaks HTTPS with this certificate chain
+     * and key (PEM files, read again on SIGHUP); client_ca: only clients
+     * with a certificate from it are served.  NULL cert: plain HTTP. */
+    struct {
+      char *cert, *key, *client_ca;
+      config_pos cert_pos, key_pos, client_ca_pos;
+    } tls;
+    /* http.keys: the API keys besides token_env's (an admin key named
+     * "default"), each with its scopes and what it may touch. */
+    config_api_key *keys;
+    size_t n_keys;
   } http;
   struct {
     uint32_t workers;           /* activation threads, default 64 */

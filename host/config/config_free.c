@@ -96,6 +96,21 @@ void config_free(config *cfg) {
   for (size_t i = 0; i < cfg->http.n_allowed_hosts; i++)
     free(cfg->http.allowed_hosts[i]);
   free(cfg->http.allowed_hosts);
+  free(cfg->http.tls.cert);
+  free(cfg->http.tls.key);
+  free(cfg->http.tls.client_ca);
+  for (size_t i = 0; i < cfg->http.n_keys; i++) {
+    config_api_key *k = &cfg->http.keys[i];
+    free(k->name);
+    free(k->token_env);
+    for (size_t j = 0; j < k->n_workflows; j++)
+      free(k->workflows[j]);
+    free(k->workflows);
+    for (size_t j = 0; j < k->n_queues; j++)
+      free(k->queues[j]);
+    free(k->queues);
+  }
+  free(cfg->http.keys);
   free(cfg->file);
   free(cfg);
 }

@@ -12,6 +12,7 @@
  *   config_cron.c     a plugin's cron triggers
  *   config_pipelines.c  the pipelines and their sinks
  *   config_resources.c  the shared resources steps name
+ *   config_access.c   http.tls and http.keys: who may reach the listener
  *   config_refs.c     the names of the whole file: each unique, each
  *                     reference declared
  *   config_free.c     config_free()
@@ -66,11 +67,18 @@ extern const schema config_consumer_concurrency_schema;
 /* config_pipelines.c's */
 extern const schema config_pipeline_schema, config_sink_schema,
     config_files_sink_schema, config_s3_sink_schema, config_roll_schema;
+/* config_access.c's */
+extern const schema config_tls_schema, config_api_key_schema;
 /* config_resources.c's */
 extern const schema config_resource_schema, config_resource_rate_schema;
 
 /* config_root.c: the document's root node into p->cfg. */
 int config_parse_root(config_parser *p, yaml_node_t *root);
+
+/* config_access.c: http.tls and http.keys (either node may be NULL);
+ * token_env is http.token_env's value node, or NULL. */
+int config_parse_http_access(config_parser *p, yaml_node_t *tls,
+                             yaml_node_t *keys, yaml_node_t *token_env);
 
 /* config_plugin.c: one entry of plugins. */
 int config_parse_plugin(config_parser *p, yaml_node_t *node, config_plugin *pl);

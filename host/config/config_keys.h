@@ -23,7 +23,8 @@ typedef enum config_key_in {
   /* config_pipeline too, for the keys of sink.s3: the same struct, but
    * filled only in a pipeline whose sink is s3 */
   CONFIG_IN_S3_PIPELINE,
-  CONFIG_IN_RESOURCE /* config_resource: resources[], its rate */
+  CONFIG_IN_RESOURCE, /* config_resource: resources[], its rate */
+  CONFIG_IN_API_KEY   /* config_api_key: http.keys[] */
 } config_key_in;
 
 typedef enum config_key_shape {

@@ -74,8 +74,13 @@ static const schema_field http_fields[] = {
     {"max_wait", K_DURATION, offsetof(config, http.max_wait_ms), false, 0,
      10 * MINUTE_MS, NULL},
     {"allowed_hosts", K_NESTED, 0, false, 0, 0, NULL},
+    {"tls", K_NESTED, 0, false, 0, 0, NULL},
+    {"keys", K_NESTED, 0, false, 0, 0, NULL},
 };
-#define HTTP_ALLOWED_HOSTS 5 /* the index of allowed_hosts above */
+/* the indexes of the nested keys above (config_access.c walks tls, keys) */
+#define HTTP_ALLOWED_HOSTS 5
+#define HTTP_TLS 6
+#define HTTP_KEYS 7
 const schema config_http_schema = SCHEMA("http", "in http", -1, http_fields);
 
 /* `threads` is the engine's own threads; `workers`, their old name, is
@@ -227,7 +232,8 @@ static int parse_sections(config_parser *p, yaml_node_t **v) {
         cfg->http.listen_pos = schema_pos(sv[0]);
       if (sv[1])
         cfg->http.token_env_pos = schema_pos(sv[1]);
-      if (parse_allowed_hosts(p, sv[HTTP_ALLOWED_HOSTS], cfg) < 0)
+      if (parse_allowed_hosts(p, sv[HTTP_ALLOWED_HOSTS], cfg) < 0 ||
+          config_parse_http_access(p, sv[HTTP_TLS], sv[HTTP_KEYS], sv[1]) < 0)
         rc = DURO_E_CONFIG;
     }
     /* a collector's base URL: the exporter adds /v1/traces */

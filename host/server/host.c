@@ -9,7 +9,8 @@
  * listening socket, the crash ledger and the storage lock across engine
  * restarts.  A stop (SIGTERM, SIGINT) gives running attempts
  * engine.shutdown_grace, then exits anyway; a second SIGINT exits at
- * once.  SIGHUP is logged, never fatal. */
+ * once.  SIGHUP reloads the config, the plugins and http.tls's
+ * certificate; it is never fatal. */
 #include "host.h"
 
 #include <errno.h>
@@ -217,6 +218,7 @@ static void on_signal(uv_signal_t *s, int signum) {
   if (signum == SIGHUP) {
     log_info("SIGHUP: reloading the config file and every plugin");
     reload_queue(h->plugins, s->loop, NULL);
+    http_reload_tls(h->http);
     return;
   }
   if (signum == SIGINT && ++h->sigints > 1) {

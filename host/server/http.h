@@ -13,7 +13,8 @@ typedef struct http_server http_server;
 
 /* Checks the http section without binding: refuses an address that is
  * not host:port, a non-loopback address without a token unless
- * http.allow_insecure, and a token_env naming an unset variable. */
+ * http.allow_insecure, a key's token_env naming an unset variable, and
+ * http.tls files that do not load. */
 int http_check(const config *cfg, char *err, size_t errlen);
 
 /* Binds and listens on cfg->http.listen (after http_check's checks) with
@@ -56,6 +57,11 @@ size_t http_budget(const http_server *s);
  * ones with 503.  Call before the loop's handles are closed; free with
  * http_free after the loop has run them down. */
 void http_stop(http_server *s);
+
+/* SIGHUP: http.tls's files read again, for the connections accepted from
+ * now on; files that do not load leave the certificate served as it is,
+ * logged.  Nothing without http.tls.  On the loop. */
+void http_reload_tls(http_server *s);
 void http_free(http_server *s);
 
 /* ---- one request without sockets ------------------------------------------

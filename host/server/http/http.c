@@ -22,7 +22,9 @@
  * bounded reads), http_exchange.c (a request's way to its route and
  * back), http_guard.c (refusals before any route, the budget),
  * http_wait.c (?wait= and parked waits), http_json.c (replies, errors,
- * the request's parts), and route_*.c (the routes, by resource). */
+ * the request's parts), http_keys.c (API keys: which, their scopes, the
+ * audit line), http_tls.c (HTTPS), and route_*.c (the routes, by
+ * resource). */
 #include "http_internal.h"
 
 #include <arpa/inet.h>
@@ -53,6 +55,8 @@ int http_route(http_server *s, http_exchange *x) {
     return dashboard_route(x);
   char *seg[MAX_SEGMENTS];
   int n = split_path(x, seg);
+  if (keys_authorize(s, x, seg, n))
+    return 0;
   if (n == 1 && !strcmp(seg[0], "healthz"))
     return healthz_route(s, x);
   if (n == 1 && !strcmp(seg[0], "metrics"))
@@ -86,7 +90,8 @@ http_server *http_server_new(duro_engine *e, const char *token,
   http_server *s = xcalloc(1, sizeof *s);
   pthread_mutex_init(&s->done_mu, NULL);
   s->engine = e;
-  s->token = token ? xstrdup(token) : NULL;
+  if (token)
+    keys_add(s, "default", token, KEY_ALL_SCOPES, NULL);
   s->max_body = max_body;
   s->max_wait_ms = 60 * 1000;
   s->budget = SIZE_MAX;
@@ -131,43 +136,40 @@ static int parse_listen(const char *listen, struct sockaddr_storage *addr,
   return -1;
 }
 
-/* The listen address and the token the config asks for, checked against
- * the bind policy.  *token_out is from the environment (not copied). */
-static int resolve(const config *cfg, struct sockaddr_storage *addr,
-                   const char **token_out, char *err, size_t errlen) {
+/* The listen address the config asks for, checked against the bind
+ * policy, and every key's token variable (http_keys.c). */
+static int resolve(const config *cfg, struct sockaddr_storage *addr, char *err,
+                   size_t errlen) {
   const char *listen = cfg->http.listen ? cfg->http.listen : "127.0.0.1:8787";
   int loopback = 0;
-  const config_pos *lp = &cfg->http.listen_pos, *tp = &cfg->http.token_env_pos;
+  const config_pos *lp = &cfg->http.listen_pos;
   if (parse_listen(listen, addr, &loopback) != 0) {
     snprintf(err, errlen, "%s:%d:%d: http.listen \"%s\" is not host:port",
              cfg->file, lp->line, lp->column, listen);
     return -1;
   }
-  const char *token = NULL;
-  if (cfg->http.token_env) {
-    token = getenv(cfg->http.token_env);
-    if (!token || !*token) {
-      snprintf(err, errlen,
-               "%s:%d:%d: http.token_env names %s, which is not set or empty",
-               cfg->file, tp->line, tp->column, cfg->http.token_env);
-      return -1;
-    }
-  }
-  if (!loopback && !token && !cfg->http.allow_insecure) {
+  if (keys_from_config(NULL, cfg, err, errlen) != 0)
+    return -1;
+  int keys = cfg->http.token_env || cfg->http.n_keys > 0;
+  if (!loopback && !keys && !cfg->http.allow_insecure) {
     snprintf(err, errlen,
              "%s:%d:%d: http.listen %s is not a loopback address: set "
-             "http.token_env (or http.allow_insecure: true)",
+             "http.token_env or http.keys (or http.allow_insecure: true)",
              cfg->file, lp->line, lp->column, listen);
     return -1;
   }
-  *token_out = token;
   return 0;
 }
 
 int http_check(const config *cfg, char *err, size_t errlen) {
   struct sockaddr_storage addr;
-  const char *token;
-  return resolve(cfg, &addr, &token, err, errlen);
+  SSL_CTX *tls = NULL;
+  int rc = resolve(cfg, &addr, err, errlen) != 0 ||
+                   tls_context_of(cfg, &tls, err, errlen) != 0
+               ? -1
+               : 0;
+  SSL_CTX_free(tls);
+  return rc;
 }
 
 void http_attach(http_server *s, duro_engine *e) { s->engine = e; }
@@ -201,8 +203,13 @@ static int bind_once(const struct sockaddr_storage *addr) {
 int http_bind(const config *cfg, int *fd_out, char *err, size_t errlen) {
   const char *where = cfg->http.listen ? cfg->http.listen : "127.0.0.1:8787";
   struct sockaddr_storage addr;
-  const char *token;
-  if (resolve(cfg, &addr, &token, err, errlen) != 0)
+  SSL_CTX *tls = NULL;
+  /* TLS files that do not load refuse the start here, once, rather than
+   * each engine the supervisor would fork */
+  int bad = resolve(cfg, &addr, err, errlen) != 0 ||
+            tls_context_of(cfg, &tls, err, errlen) != 0;
+  SSL_CTX_free(tls);
+  if (bad)
     return -1;
   /* A host started right after the last one was killed (kill -9, then a
    * supervisor that restarts at once) finds the port still taken: the
@@ -226,12 +233,12 @@ int http_bind(const config *cfg, int *fd_out, char *err, size_t errlen) {
   return 0;
 }
 
-/* Without a token: the names a request's Host may give (refuse_foreign). */
+/* Without keys: the names a request's Host may give (refuse_foreign). */
 static void guard_browsers(http_server *s, const config *cfg,
                            const char *listen) {
   struct sockaddr_storage addr;
   int loopback = 0;
-  if (s->token || parse_listen(listen, &addr, &loopback) != 0)
+  if (s->n_keys || parse_listen(listen, &addr, &loopback) != 0)
     return;
   s->guard = 1;
   s->listen_host = xstrndup(listen, (size_t)(strrchr(listen, ':') - listen));
@@ -267,6 +274,7 @@ static void h2o_setup(http_server *s, uv_loop_t *loop) {
   s->started = 1;
   s->accept_ctx.ctx = &s->ctx;
   s->accept_ctx.hosts = s->config.hosts;
+  /* s->accept_ctx.ssl_ctx: http_start's, with http.tls (http_tls.c) */
 }
 
 /* The loop's handles of a server: the bounded reads' prepare, the gate's
@@ -331,19 +339,23 @@ int http_start(uv_loop_t *loop, duro_engine *e, const config *cfg,
                int listen_fd, http_server **out, char *err, size_t errlen) {
   const char *listen = cfg->http.listen ? cfg->http.listen : "127.0.0.1:8787";
   struct sockaddr_storage addr;
-  const char *token;
-  if (resolve(cfg, &addr, &token, err, errlen) != 0)
+  SSL_CTX *tls;
+  if (resolve(cfg, &addr, err, errlen) != 0 ||
+      tls_context_of(cfg, &tls, err, errlen) != 0)
     return -1;
 
   size_t max_body = cfg->http.max_body_bytes > 0
                         ? (size_t)cfg->http.max_body_bytes
                         : 1024 * 1024;
-  http_server *s = http_server_new(e, token, max_body);
+  http_server *s = http_server_new(e, NULL, max_body);
+  keys_from_config(s, cfg, err, errlen); /* resolve() read them all */
   s->max_wait_ms = cfg->http.max_wait_ms;
   guard_browsers(s, cfg, listen);
   s->budget = max_body * BUDGET_BODIES > BUDGET_MIN ? max_body * BUDGET_BODIES
                                                     : BUDGET_MIN;
   h2o_setup(s, loop);
+  s->accept_ctx.ssl_ctx = tls;
+  tls_files_of(cfg, &s->tls);
   *out = s; /* on failure, the caller frees it once the loop ran */
 
   int rc = start_handles(s, loop);
@@ -425,6 +437,8 @@ void http_free(http_server *s) {
   pthread_mutex_destroy(&s->done_mu);
   idmap_free(&s->by_sock);
   free(s->listen_host);
-  free(s->token);
+  keys_free(s);
+  SSL_CTX_free(s->accept_ctx.ssl_ctx);
+  tls_files_clear(&s->tls);
   free(s);
 }

@@ -159,6 +159,7 @@ void exchange_release(http_exchange *x) {
     return;
   http_server *s = x->s;
   int wrote = x->req != NULL;
+  keys_audit(x, x->rs.status ? x->rs.status : 500);
   respond(x);
   exchange_free(x);
   if (s->stopping && wrote && s->linger_open &&

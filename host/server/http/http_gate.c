@@ -18,6 +18,10 @@
  *    connections hold would pass the budget (http_budget), and, on a
  *    listener with a token, once the head of a later request on a kept
  *    connection shows a wrong token.
+ * "A token" is any of the listener's keys (http_keys.c).  On HTTPS the
+ * head is encrypted: the gate hands the connection to H2O at accept (H2O
+ * makes the handshake), and the bounded reads check the token of each
+ * decrypted head, the first one's too.
  * A connection whose GET ?wait= is parked is read by http_wait.c. */
 #include "http_internal.h"
 
@@ -82,7 +86,7 @@ void gate_close(http_conn *c) {
  * this catches the later ones on a kept connection, before their body). */
 static int h2o_head_allowed(http_conn *c) {
   h2o_buffer_t *in = c->sock->input;
-  if (!c->server->token || !in || !in->bytes || c->checked == in->bytes)
+  if (!c->server->n_keys || !in || !in->bytes || c->checked == in->bytes)
     return 1;
   struct phr_header h[HTTP_MAX_HEADERS];
   http_header hh[HTTP_MAX_HEADERS];
@@ -340,11 +344,21 @@ void gate_on_accept(uv_stream_t *listener, int status) {
     return;
   }
   if (guard_buffered(s) >= s->budget) {
-    /* Answered, not reset: H2O would close it at its first read. */
     guard_note_busy(s);
+    if (s->accept_ctx.ssl_ctx) { /* no plain answer a TLS client could read */
+      gate_close(c);
+      return;
+    }
+    /* Answered, not reset: H2O would close it at its first read. */
     c->state = CONN_GATE;
     gate_refuse(c, 503, "server.busy",
                 "the host holds too many requests being received; retry");
+    return;
+  }
+  /* An encrypted head cannot be read here: H2O makes the handshake, and
+   * the bounded reads check the decrypted heads' tokens (http_tls.c). */
+  if (s->accept_ctx.ssl_ctx) {
+    hand_over(c);
     return;
   }
   /* Without a token too: a first read past the budget is then answered

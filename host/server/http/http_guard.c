@@ -37,22 +37,11 @@ static const http_header *header_of(const http_header *h, size_t n,
   return NULL;
 }
 
-/* "Authorization: Bearer <token>", compared in constant time in the
- * token's length: no early exit on the first differing byte. */
+/* "Authorization: Bearer <token>" of one of the keys (http_keys.c
+ * compares it in constant time), or any request on a listener without
+ * keys. */
 int guard_token_ok(const http_server *s, const http_header *h, size_t n) {
-  if (!s->token)
-    return 1;
-  const http_header *a = header_of(h, n, "authorization");
-  if (!a)
-    return 0;
-  static const char prefix[] = "Bearer ";
-  size_t plen = sizeof prefix - 1, tlen = strlen(s->token);
-  if (a->value_len != plen + tlen || strncasecmp(a->value, prefix, plen) != 0)
-    return 0;
-  unsigned char diff = 0;
-  for (size_t k = 0; k < tlen; k++)
-    diff |= (unsigned char)a->value[plen + k] ^ (unsigned char)s->token[k];
-  return diff == 0;
+  return s->n_keys == 0 || keys_match(s, h, n) != NULL;
 }
 
 /* A request for the dashboard's static files, which need no token (the
@@ -365,7 +354,8 @@ static int refuse_foreign(http_server *s, http_exchange *x,
  * the limit, a NUL in the path.  Returns 1 when it answered. */
 int guard_refuse_early(http_server *s, http_exchange *x, const http_input *in) {
   const char *bad;
-  if (!guard_token_ok(s, in->headers, in->n_headers) &&
+  x->key = keys_match(s, in->headers, in->n_headers);
+  if (s->n_keys && !x->key &&
       !guard_public_request(in->method, in->method_len, in->path, in->path_len,
                             in->headers, in->n_headers)) {
     x->rs.close = 1;

@@ -36,6 +36,28 @@ int phr_parse_request(const char *buf, size_t len, const char **method,
 
 typedef struct http_conn http_conn;
 
+/* An API key (http_keys.c): its token's SHA-256, what it may do
+ * (CONFIG_SCOPE_* bits) and the workflows and queues it may touch (NULL:
+ * any).  Owned by the server. */
+#define KEY_DIGEST 32
+#define KEY_ALL_SCOPES                                                         \
+  (CONFIG_SCOPE_READ | CONFIG_SCOPE_EVENTS | CONFIG_SCOPE_OPERATE |            \
+   CONFIG_SCOPE_ADMIN)
+typedef struct http_key {
+  char *name;
+  unsigned char digest[KEY_DIGEST];
+  unsigned scopes;
+  char **workflows;
+  size_t n_workflows;
+  char **queues;
+  size_t n_queues;
+} http_key;
+
+/* http.tls's files, as SIGHUP reads them again (owned copies). */
+typedef struct tls_files {
+  char *cert, *key, *client_ca;
+} tls_files;
+
 struct http_server {
   duro_engine *engine;
   reloader *plugins;       /* NULL: no plugin routes (tests, fuzzing) */
@@ -53,7 +75,9 @@ struct http_server {
   int sweep_closed;
   int stopping;
   int port;
-  char *token; /* NULL = no auth */
+  http_key *keys; /* none: no auth */
+  size_t n_keys;
+  tls_files tls; /* accept_ctx.ssl_ctx is built from them; NULL cert: none */
   /* Without a token, requests from browsers are checked (refuse_foreign):
    * the Host and Origin names that are the listener's own. */
   int guard;
@@ -148,6 +172,7 @@ typedef struct http_exchange {
   http_wait *wait;        /* a GET ?wait= not yet answered, or NULL */
   create_wait *then_wait; /* a POST ?wait=: the wait after its commit */
   http_stream *stream;    /* an event stream (http_stream.c), or NULL */
+  const http_key *key;    /* whose token it carries (the server's), or NULL */
   int streamed;           /* its response was begun: nothing to answer */
   http_request rq;
   http_response rs;
@@ -284,6 +309,39 @@ int guard_refuse_early(http_server *s, http_exchange *x, const http_input *in);
 /* The bytes requests being received hold, against s->budget. */
 size_t guard_buffered(const http_server *s);
 void guard_note_busy(http_server *s);
+
+/* ---- http_keys.c --------------------------------------------------------- */
+
+/* Adds a key of `token` (hashed; not kept); lists (NULL: none) gives its
+ * workflows and queues, copied. */
+void keys_add(http_server *s, const char *name, const char *token,
+              unsigned scopes, const config_api_key *lists);
+void keys_free(http_server *s);
+/* The keys of http.token_env and http.keys into s (NULL: only checks),
+ * each token from its variable: 0, or -1 with err naming an unset one
+ * and where the config names it. */
+int keys_from_config(http_server *s, const config *cfg, char *err,
+                     size_t errlen);
+/* The key whose token the Authorization header carries, or NULL. */
+const http_key *keys_match(const http_server *s, const http_header *h,
+                           size_t n);
+/* The pool (or the loop, for creations): 1 after answering 403 when
+ * x->key may not make the request split_path gave seg[0, n) of. */
+int keys_authorize(http_server *s, http_exchange *x, char **seg, int n);
+/* GET /queues' list (taken) less the queues x's key may not touch. */
+json_t *keys_filter_queues(const http_exchange *x, json_t *queues);
+/* The loop, as the answer goes: the audit line of a request that changes
+ * state, naming its key. */
+void keys_audit(http_exchange *x, int status);
+
+/* ---- http_tls.c ---------------------------------------------------------- */
+
+/* http.tls's files into *t: 1, or 0 when the config has none. */
+int tls_files_of(const config *cfg, tls_files *t);
+void tls_files_clear(tls_files *t);
+/* The context of cfg's http.tls into *out (NULL without one): 0, or -1
+ * with err naming the file, why, and where the config gives it. */
+int tls_context_of(const config *cfg, SSL_CTX **out, char *err, size_t errlen);
 
 /* ---- http_wait.c --------------------------------------------------------- */
 

@@ -303,8 +303,12 @@ static int wait_park(http_wait *w) {
   w->cost = cost;
   s->parked++;
   s->parked_bytes += cost;
-  /* UV_EALREADY: H2O reads it still, and sees the client go itself. */
-  if (uv_read_start((uv_stream_t *)&c->tcp, park_alloc, park_read) == 0)
+  /* UV_EALREADY: H2O reads it still, and sees the client go itself.  A
+   * TLS connection's bytes are records for H2O to decrypt, not ours to
+   * add to its input: it is not watched, and a client gone is seen when
+   * the answer is written. */
+  if (!sock->ssl &&
+      uv_read_start((uv_stream_t *)&c->tcp, park_alloc, park_read) == 0)
     c->watching = 1;
   return 0;
 }

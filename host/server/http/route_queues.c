@@ -268,7 +268,8 @@ int queues_route(http_server *s, http_exchange *x, char **seg, int n) {
     if (!method_is(x, "GET"))
       return wrong_method(x, "GET");
     rc = duro_queue_stats(s->engine, NULL, &out);
-    return rc ? queue_error(x, rc, "") : send_json(x, 200, out);
+    return rc ? queue_error(x, rc, "")
+              : send_json(x, 200, keys_filter_queues(x, out));
   }
   const char *q = seg[1];
   if (!name_valid(q) || !duro_queue_exists(s->engine, q))
