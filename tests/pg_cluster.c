@@ -53,7 +53,8 @@ static void text_read(text *t, int *fd) {
 
 /* The script's exit status is 128 + signal when it was killed; it is
  * killed when it overruns SCRIPT_WAIT_MS. */
-int pg_cluster_script(const char *verb, const char *dir, char *out,
+/* `cluster.sh VERB A [B]` (b NULL: none), as pg_cluster_script says. */
+static int run_script(const char *verb, const char *a, const char *b, char *out,
                       size_t out_n, char *err, size_t err_n) {
   int po[2], pe[2];
   text t[2] = {{out, out_n, 0}, {err, err_n, 0}};
@@ -71,7 +72,7 @@ int pg_cluster_script(const char *verb, const char *dir, char *out,
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (dup2(po[1], 1) < 0 || dup2(pe[1], 2) < 0)
       _exit(127);
-    execl(PG_CLUSTER_SH, PG_CLUSTER_SH, verb, dir, (char *)NULL);
+    execl(PG_CLUSTER_SH, PG_CLUSTER_SH, verb, a, b, (char *)NULL);
     dprintf(2, "exec %s: %s", PG_CLUSTER_SH, strerror(errno));
     _exit(127);
   }
@@ -113,6 +114,11 @@ int pg_cluster_script(const char *verb, const char *dir, char *out,
   if (overran)
     return -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int pg_cluster_script(const char *verb, const char *dir, char *out,
+                      size_t out_n, char *err, size_t err_n) {
+  return run_script(verb, dir, NULL, out, out_n, err, err_n);
 }
 
 /* The first line of DIR/data/postmaster.pid, or -1. */
@@ -195,6 +201,43 @@ int pg_cluster_restart(pg_cluster *c, char *err, size_t n) {
   if (code != 0 || strcmp(conninfo, c->conninfo) != 0 || c->postmaster < 0) {
     snprintf(err, n, "%s start %s again: exit %d: %s", PG_CLUSTER_SH, c->dir,
              code, said[0] ? said : "(no message)");
+    return -1;
+  }
+  return 0;
+}
+
+int pg_cluster_standby(const pg_cluster *primary, pg_cluster *c, char *err,
+                       size_t n) {
+  clear(c);
+  const char *tmp = getenv("TMPDIR");
+  snprintf(c->dir, sizeof c->dir, "%s/duro-pg-XXXXXX",
+           tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(c->dir)) {
+    snprintf(err, n, "mkdtemp %s: %s", c->dir, strerror(errno));
+    clear(c);
+    return -1;
+  }
+  char said[1024];
+  int code = run_script("standby", primary->dir, c->dir, c->conninfo,
+                        sizeof c->conninfo, said, sizeof said);
+  c->postmaster = read_postmaster(c->dir);
+  if (code != 0 || !strstr(c->conninfo, "host=") || c->postmaster < 0) {
+    snprintf(err, n, "%s standby %s %s: exit %d: %s", PG_CLUSTER_SH,
+             primary->dir, c->dir, code, said[0] ? said : "(no message)");
+    char ignored[16];
+    pg_cluster_stop(c, ignored, sizeof ignored);
+    return -1;
+  }
+  return 0;
+}
+
+int pg_cluster_promote(pg_cluster *c, char *err, size_t n) {
+  char out[256], said[1024];
+  int code =
+      pg_cluster_script("promote", c->dir, out, sizeof out, said, sizeof said);
+  if (code != 0) {
+    snprintf(err, n, "%s promote %s: exit %d: %s", PG_CLUSTER_SH, c->dir, code,
+             said[0] ? said : "(no message)");
     return -1;
   }
   return 0;

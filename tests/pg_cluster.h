@@ -48,6 +48,19 @@ int pg_cluster_kill(pg_cluster *c, char *err, size_t n);
  * accepts connections: 0, or -1 with the reason in `err`. */
 int pg_cluster_restart(pg_cluster *c, char *err, size_t n);
 
+/* Starts a streaming standby of the running cluster `primary` in a new
+ * directory, made the primary's synchronous one (a commit on the primary
+ * is acknowledged once the standby has it), and fills `c`: its conninfo
+ * names both servers, the writable one wanted
+ * (target_session_attrs=read-write), as a client of a pair that fails
+ * over has it.  0, or -1 with why in `err` (nothing left running). */
+int pg_cluster_standby(const pg_cluster *primary, pg_cluster *c, char *err,
+                       size_t n);
+
+/* The standby `c` becomes a primary (pg_ctl promote); returns once it
+ * is one: 0, or -1 with why in `err`. */
+int pg_cluster_promote(pg_cluster *c, char *err, size_t n);
+
 /* Runs `cluster.sh VERB DIR` itself (for the script's own tests): its
  * stdout into `out`, its stderr into `err` (trailing newlines dropped).
  * Returns its exit status, or -1 when it could not run or hung. */

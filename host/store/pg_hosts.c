@@ -165,10 +165,11 @@ static void *keeper_main(void *arg) {
   pg_store *pg = arg;
   PGconn *c = NULL;
   int64_t next_beat = 0, beat_every = pg->lease_ms / 3;
-  int listened_before = 0;
+  int listened_before = 0, cut_off = 0;
   while (!__atomic_load_n(&pg->stopping, __ATOMIC_ACQUIRE)) {
     if (!c) {
       if (!(c = keeper_connect(pg))) {
+        cut_off = 1;
         usleep(200000);
         continue;
       }
@@ -192,9 +193,14 @@ static void *keeper_main(void *arg) {
       if (rc < 0) {
         PQfinish(c);
         c = NULL;
+        cut_off = 1;
         continue;
       }
       lease_renewed(pg, sent);
+      if (cut_off) {
+        __atomic_store_n(&pg->back_ms, clock_boot_ms(), __ATOMIC_RELEASE);
+        cut_off = 0;
+      }
       next_beat = now + beat_every;
     }
     int64_t wait = next_beat - clock_mono_ms();
@@ -324,7 +330,15 @@ int pg_takeover(void *db, size_t limit,
   PGresult *r = NULL;
   int rc = DURO_E_STORAGE;
   int64_t sent = clock_boot_ms();
-  end_stale_sessions(pg, c, &me);
+  /* Back from being cut off from the database less than a lease ago: the
+   * others may have been cut off as long, and may not have renewed yet.
+   * A restarted server says so itself (pg_postmaster_start_time), a
+   * standby promoted in its place does not: its server started long
+   * before.  So none is found dead until a lease has passed. */
+  int64_t back = __atomic_load_n(&pg->back_ms, __ATOMIC_ACQUIRE);
+  int grace = back && sent - back < pg->lease_ms;
+  if (!grace)
+    end_stale_sessions(pg, c, &me);
   if (pg_exec_cmd(c, "BEGIN", NULL, 0))
     goto out;
   /* Its own lease first: a host that lost it takes nothing. */
@@ -335,17 +349,22 @@ int pg_takeover(void *db, size_t limit,
     goto out;
   int alive = strcmp(PQcmdTuples(r), "1") == 0;
   PQclear(r);
+  r = NULL;
   if (!alive) {
     store_error("host %" PRId64 " lost its lease", pg->host);
     pg_host_lost(pg);
     goto out;
   }
-  if (!(r = tx_exec(c,
-                    "UPDATE hosts SET dead=true WHERE id<>$1 AND NOT dead "
-                    "AND greatest(heartbeat, pg_postmaster_start_time()) < "
-                    "now() - lease_ms * interval '1 millisecond' "
-                    "RETURNING id, name, pid",
-                    &me)))
+  if (grace)
+    r = tx_exec(c, "SELECT 1 WHERE false", &(params){0});
+  else
+    r = tx_exec(c,
+                "UPDATE hosts SET dead=true WHERE id<>$1 AND NOT dead "
+                "AND greatest(heartbeat, pg_postmaster_start_time()) < "
+                "now() - lease_ms * interval '1 millisecond' "
+                "RETURNING id, name, pid",
+                &me);
+  if (!r)
     goto out;
   for (int i = 0; i < PQntuples(r); i++)
     log_warn("host %s (%s, pid %s) stopped renewing its lease: its "

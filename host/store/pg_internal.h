@@ -210,6 +210,10 @@ typedef struct pg_store {
   pthread_mutex_t lease_mu;
   pthread_cond_t lease_cv;
   int lease_warned;
+  /* When (clock_boot_ms) the keeper renewed again after it could not
+   * (the database away, or failing over to a standby): for a lease from
+   * then this host marks no other host dead (pg_takeover). */
+  int64_t back_ms;
   /* Renew now rather than at the next third of the lease (pg_renew_soon). */
   int renew_soon;
   /* flow control's slots (pg_slots.c): their own connection, made on
