@@ -1,5 +1,5 @@
 # Convenience targets; the build itself is meson's (meson.build).
-.PHONY: all deps build host run check test bench bench-http bench-pg bench-dbos bench-overload bench-ipc demo chaos chaos-pg chaos-pipelines chaos-s3 fuzz clean install
+.PHONY: all deps build host run check test bench bench-http bench-pg bench-dbos bench-overload bench-ipc demo chaos chaos-pg chaos-failover chaos-pipelines chaos-s3 fuzz clean install
 
 all: build
 
@@ -132,6 +132,19 @@ chaos-s3: deps
 	@[ -f build/build.ninja ] || meson setup build --buildtype=debugoptimized >/dev/null
 	@ninja -C build tests/test_pipeline_s3 >/dev/null || ninja -C build tests/test_pipeline_s3
 	DURO_S3_OUTAGE_S=$${DURO_S3_OUTAGE_S:-30} ./build/tests/test_pipeline_s3
+
+# PostgreSQL failing over under load (tests/test_pg_failover.c, which
+# `make test` runs with one failover of 46 instances): two hosts on a
+# primary and its synchronous standby, 1,000 instances x 10 steps, six
+# waiting for an event, creates and queue sends all along; the primary
+# killed DURO_FAILOVER_KILLS times (default 3), the standby promoted after
+# 0.3-3 s (DURO_FAILOVER_SEED's draw; the first after 2 s) and the old
+# primary made its standby: every acknowledged create and send completes,
+# no completed step runs again, no host loses its lease.
+chaos-failover: deps
+	@[ -f build/build.ninja ] || meson setup build --buildtype=debugoptimized >/dev/null
+	@ninja -C build tests/test_pg_failover >/dev/null || ninja -C build tests/test_pg_failover
+	DURO_FAILOVER_KILLS=$${DURO_FAILOVER_KILLS:-3} DURO_FAILOVER_FAULTS=$${DURO_FAILOVER_FAULTS:-1000} ./build/tests/test_pg_failover
 
 # The same run on PostgreSQL (tests/chaos.c with CHAOS_PG=1): three hosts
 # on one database of a throwaway cluster (tests/pg/cluster.sh, stopped at

@@ -208,11 +208,16 @@ int pg_cluster_restart(pg_cluster *c, char *err, size_t n) {
 
 int pg_cluster_standby(const pg_cluster *primary, pg_cluster *c, char *err,
                        size_t n) {
+  char dir[sizeof c->dir];
+  snprintf(dir, sizeof dir, "%s", c->dir);
   clear(c);
   const char *tmp = getenv("TMPDIR");
-  snprintf(c->dir, sizeof c->dir, "%s/duro-pg-XXXXXX",
-           tmp && *tmp ? tmp : "/tmp");
-  if (!mkdtemp(c->dir)) {
+  if (dir[0]) /* in the directory of a cluster stopped for it */
+    snprintf(c->dir, sizeof c->dir, "%s", dir);
+  else
+    snprintf(c->dir, sizeof c->dir, "%s/duro-pg-XXXXXX",
+             tmp && *tmp ? tmp : "/tmp");
+  if (!dir[0] && !mkdtemp(c->dir)) {
     snprintf(err, n, "mkdtemp %s: %s", c->dir, strerror(errno));
     clear(c);
     return -1;

@@ -49,7 +49,9 @@ int pg_cluster_kill(pg_cluster *c, char *err, size_t n);
 int pg_cluster_restart(pg_cluster *c, char *err, size_t n);
 
 /* Starts a streaming standby of the running cluster `primary` in a new
- * directory, made the primary's synchronous one (a commit on the primary
+ * directory (or in c->dir when it is set: one pg_cluster_stop emptied,
+ * so that a connection string naming it still does), made the primary's
+ * synchronous one (a commit on the primary
  * is acknowledged once the standby has it), and fills `c`: its conninfo
  * names both servers, the writable one wanted
  * (target_session_attrs=read-write), as a client of a pair that fails

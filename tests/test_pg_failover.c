@@ -39,15 +39,17 @@
 #define SETTLE_MS 60000
 #define LEASE_MS 1000
 
-static pg_cluster primary, standby;
+/* The two servers: srv[0] starts as the primary, srv[1] as its standby;
+ * srv[1]'s connection string names both, and stays right as they swap. */
+static pg_cluster srv[2];
 static char cluster_err[1024];
 
 static void pair_start(void) {
-  if (pg_cluster_start(&primary, cluster_err, sizeof cluster_err) == 0 &&
-      pg_cluster_standby(&primary, &standby, cluster_err, sizeof cluster_err) !=
+  if (pg_cluster_start(&srv[0], cluster_err, sizeof cluster_err) == 0 &&
+      pg_cluster_standby(&srv[0], &srv[1], cluster_err, sizeof cluster_err) !=
           0) {
     char ignored[64];
-    pg_cluster_stop(&primary, ignored, sizeof ignored);
+    pg_cluster_stop(&srv[0], ignored, sizeof ignored);
   }
 }
 
@@ -57,8 +59,8 @@ static void pair_stop(void) {
   if (system("pkill -KILL -f 'duro-pg-failover-' >/dev/null 2>&1") == -1)
     perror("pkill");
   char ignored[256];
-  pg_cluster_stop(&standby, ignored, sizeof ignored);
-  pg_cluster_stop(&primary, ignored, sizeof ignored);
+  pg_cluster_stop(&srv[1], ignored, sizeof ignored);
+  pg_cluster_stop(&srv[0], ignored, sizeof ignored);
 }
 
 static const char *faults_log(void) {
@@ -93,7 +95,10 @@ static void host_prepare(host_run *h, int i, const char *conninfo) {
           "    path: " FAULTS_PLUGIN "\n"
           "    workflows:\n"
           "      - { name: fault-flow, binding: FAULT_FLOW, class_name: Fault "
-          "}\n",
+          "}\n"
+          "    queues:\n"
+          "      consumers: [{ queue: jobs, workflow: fault-flow, id_from: "
+          "/id }]\n",
           proc_tmp_dir, name, conninfo, LEASE_MS);
   ck_assert(fclose(f) == 0);
 }
@@ -128,19 +133,128 @@ static void create_order(const host_run *h, const char *id) {
 }
 
 static int64_t count_rows(const char *sql) {
-  return pg_query_int(standby.conninfo, sql);
+  return pg_query_int(srv[1].conninfo, sql);
 }
 
-#define FAULTS 40
+static long env_long(const char *name, long fallback) {
+  const char *v = getenv(name);
+  return v && *v ? strtol(v, NULL, 10) : fallback;
+}
+
 #define STEPS 10
 #define ORDERS 6
-#define OUTAGE_CREATES 40
+#define SENDS_A_ROUND 40
 
+/* What was acknowledged while the servers failed over: creates and
+ * queue sends (the no-code consumer makes each an instance). */
+typedef struct acked {
+  char (*ids)[32];
+  size_t n, cap;
+  int refused;
+} acked;
+
+static void ack(acked *a, const char *id) {
+  if (a->n == a->cap) {
+    a->cap = a->cap ? 2 * a->cap : 64;
+    a->ids = realloc(a->ids, a->cap * sizeof *a->ids);
+    ck_assert_ptr_nonnull(a->ids);
+  }
+  snprintf(a->ids[a->n++], sizeof a->ids[0], "%s", id);
+}
+
+/* A create (even i) or a queue send (odd i) of instance `id`: 1 when it
+ * was acknowledged; a 503 must say when to try again. */
+static int send_one(const host_run *h, int i, const char *id, acked *a) {
+  char body[200];
+  const char *path;
+  if (i % 2 == 0) {
+    path = "/workflows/fault-flow/instances";
+    snprintf(body, sizeof body,
+             "{\"id\":\"%s\",\"params\":{\"fault\":\"none\",\"steps\":2,"
+             "\"hold_ms\":1}}",
+             id);
+  } else {
+    path = "/queues/jobs/messages";
+    snprintf(body, sizeof body,
+             "{\"body\":{\"id\":\"%s\",\"fault\":\"none\",\"steps\":2,"
+             "\"hold_ms\":1}}",
+             id);
+  }
+  http_resp r;
+  long status = post(h, path, body, &r);
+  if (status == 201) {
+    ack(a, id);
+  } else if (status == 503) {
+    char after[32];
+    ck_assert_msg(http_resp_header(&r, "retry-after", after, sizeof after),
+                  "a 503 without Retry-After: %s", r.body);
+    a->refused++;
+  } else {
+    ck_assert_msg(status == -1, "%s during the failover: %ld %s", path, status,
+                  r.body ? r.body : "");
+  }
+  if (status >= 0)
+    http_resp_free(&r);
+  return status == 201;
+}
+
+/* The primary srv[cur] is killed once `faults * STEPS * (round + 1) /
+ * (kills + 1)` steps ran; the standby is promoted after `outage_ms`,
+ * while creates and sends go on; then (more rounds to come) the killed
+ * one is made the new primary's standby, in its own directory. */
+static void fail_over(host_run *h, int *cur, int round, long kills, long faults,
+                      int64_t outage_ms, acked *a) {
+  size_t want = (size_t)(faults * STEPS * (round + 1) / (kills + 1));
+  for (int tries = 0; tries < 3000; tries++) {
+    if (sidelog_steps(faults_log(), "exec") >= want)
+      break;
+    proc_sleep_ms(20);
+  }
+  char err[512];
+  ck_assert_msg(pg_cluster_kill(&srv[*cur], err, sizeof err) == 0, "%s", err);
+  int64_t killed = proc_now_ms(), first = -1;
+  int promoted = 0;
+  for (int i = 0; i < SENDS_A_ROUND || (promoted && first < 0 && i < 400);
+       i++) {
+    if (!promoted && proc_now_ms() - killed >= outage_ms) {
+      ck_assert_msg(pg_cluster_promote(&srv[1 - *cur], err, sizeof err) == 0,
+                    "%s", err);
+      promoted = 1;
+    }
+    char id[32];
+    snprintf(id, sizeof id, "r%d-%d", round, i);
+    if (send_one(&h[i % HOSTS], i, id, a) && promoted && first < 0)
+      first = proc_now_ms() - killed;
+    proc_sleep_ms(100);
+  }
+  ck_assert(promoted);
+  printf("failover %d: no primary for %lld ms; the first write acknowledged "
+         "%lld ms after the kill\n",
+         round + 1, (long long)outage_ms, (long long)first);
+  if (round + 1 < kills) {
+    char dir[sizeof srv[0].dir];
+    snprintf(dir, sizeof dir, "%s", srv[*cur].dir);
+    ck_assert_msg(pg_cluster_stop(&srv[*cur], err, sizeof err) == 0, "%s", err);
+    snprintf(srv[*cur].dir, sizeof srv[*cur].dir, "%s", dir);
+    ck_assert_msg(
+        pg_cluster_standby(&srv[1 - *cur], &srv[*cur], err, sizeof err) == 0,
+        "%s", err);
+  }
+  *cur = 1 - *cur;
+}
+
+/* DURO_FAILOVER_KILLS failovers (default 1: the first after two leases
+ * without a primary, the others after 0.3-3 s, DURO_FAILOVER_SEED's
+ * draw) under DURO_FAILOVER_FAULTS fault-flows (default 40) of 10 steps,
+ * 6 orders waiting for an event, and creates and queue sends all along. */
 START_TEST(primary_dies_and_the_standby_takes_over) {
-  ck_assert_msg(standby.dir[0], "no primary and standby: %s", cluster_err);
+  ck_assert_msg(srv[1].dir[0], "no primary and standby: %s", cluster_err);
+  long kills = env_long("DURO_FAILOVER_KILLS", 1);
+  long faults = env_long("DURO_FAILOVER_FAULTS", 40);
+  srand((unsigned)env_long("DURO_FAILOVER_SEED", 1));
   host_run h[HOSTS];
   for (int i = 0; i < HOSTS; i++) {
-    host_prepare(&h[i], i, standby.conninfo);
+    host_prepare(&h[i], i, srv[1].conninfo);
     host_start(&h[i]);
   }
   char id[32];
@@ -148,61 +262,19 @@ START_TEST(primary_dies_and_the_standby_takes_over) {
     snprintf(id, sizeof id, "o%d", i);
     create_order(&h[i % HOSTS], id);
   }
-  for (int i = 0; i < FAULTS; i++) {
-    snprintf(id, sizeof id, "f%d", i);
+  for (long i = 0; i < faults; i++) {
+    snprintf(id, sizeof id, "f%ld", i);
     create_fault(&h[i % HOSTS], id, STEPS);
   }
-  /* some steps done, many to go */
-  for (int tries = 0; tries < 500; tries++) {
-    if (sidelog_steps(faults_log(), "exec") >= FAULTS * STEPS / 4)
-      break;
-    proc_sleep_ms(20);
-  }
-  char err[512];
-  ck_assert_msg(pg_cluster_kill(&primary, err, sizeof err) == 0, "%s", err);
-  int64_t killed = proc_now_ms();
-  /* no primary for two leases: creates now are refused or wait */
-  int acked[OUTAGE_CREATES] = {0}, refused = 0;
-  int64_t first_ack_ms = -1;
-  int promoted = 0;
-  for (int i = 0; i < OUTAGE_CREATES; i++) {
-    if (!promoted && proc_now_ms() - killed >= 2 * LEASE_MS) {
-      ck_assert_msg(pg_cluster_promote(&standby, err, sizeof err) == 0, "%s",
-                    err);
-      promoted = 1;
-    }
-    snprintf(id, sizeof id, "during%d", i);
-    char body[160];
-    snprintf(body, sizeof body,
-             "{\"id\":\"%s\",\"params\":{\"fault\":\"none\",\"steps\":2,"
-             "\"hold_ms\":1}}",
-             id);
-    http_resp r;
-    long status =
-        post(&h[i % HOSTS], "/workflows/fault-flow/instances", body, &r);
-    if (status == 201) {
-      acked[i] = 1;
-      if (first_ack_ms < 0 && promoted)
-        first_ack_ms = proc_now_ms() - killed;
-    } else if (status == 503) {
-      char after[32];
-      ck_assert_msg(http_resp_header(&r, "retry-after", after, sizeof after),
-                    "a 503 without Retry-After: %s", r.body);
-      refused++;
-    } else {
-      ck_assert_msg(status == -1, "create %s during the failover: %ld %s", id,
-                    status, r.body ? r.body : "");
-    }
-    if (status >= 0)
-      http_resp_free(&r);
-    proc_sleep_ms(100);
-  }
-  ck_assert(promoted);
-  printf("failover: the first create acknowledged %lld ms after the "
-         "primary's kill (promoted after %d ms); %d of %d creates during it "
-         "refused with 503\n",
-         (long long)first_ack_ms, 2 * LEASE_MS, refused, OUTAGE_CREATES);
-  /* the orders' approvals, through the other host than each's own */
+  acked a = {0};
+  int cur = 0;
+  for (int round = 0; round < kills; round++)
+    fail_over(h, &cur, round, kills, faults,
+              round == 0 ? 2 * LEASE_MS : 300 + rand() % 2700, &a);
+  printf("failover: %zu creates and sends acknowledged meanwhile, %d refused "
+         "with 503\n",
+         a.n, a.refused);
+  /* the orders' approvals, each through the other host than its own */
   for (int i = 0; i < ORDERS; i++) {
     char path[128];
     snprintf(path, sizeof path,
@@ -218,10 +290,8 @@ START_TEST(primary_dies_and_the_standby_takes_over) {
       proc_sleep_ms(100);
     }
   }
-  int64_t want = FAULTS + ORDERS;
-  for (int i = 0; i < OUTAGE_CREATES; i++)
-    want += acked[i];
-  int64_t done = 0, deadline = proc_now_ms() + SETTLE_MS;
+  int64_t want = faults + ORDERS + (int64_t)a.n, done = 0;
+  int64_t deadline = proc_now_ms() + SETTLE_MS;
   while (proc_now_ms() < deadline) {
     done = count_rows("SELECT COUNT(*) FROM instances WHERE status="
                       "'complete'");
@@ -229,21 +299,34 @@ START_TEST(primary_dies_and_the_standby_takes_over) {
       break;
     proc_sleep_ms(100);
   }
-  /* every acknowledged create is there and complete */
+  /* every acknowledged create and send is an instance that completed */
   ck_assert_int_eq(done, want);
-  for (int i = 0; i < OUTAGE_CREATES; i++) {
+  for (size_t i = 0; i < a.n; i++) {
     char sql[128];
     snprintf(sql, sizeof sql,
-             "SELECT COUNT(*) FROM instances WHERE id='during%d' AND "
+             "SELECT COUNT(*) FROM instances WHERE id='%s' AND "
              "status='complete'",
-             i);
-    if (acked[i])
-      ck_assert_int_eq(count_rows(sql), 1);
+             a.ids[i]);
+    ck_assert_msg(count_rows(sql) == 1, "%s, acknowledged, is not complete",
+                  a.ids[i]);
   }
+  free(a.ids);
   sidelog_assert_no_rerun(faults_log());
-  /* no host lost its lease for the database's absence */
+  /* no host lost its lease for the database's absence (each host's
+   * lines about hosts shown if one did) */
+  int lost = 0;
   for (int i = 0; i < HOSTS; i++)
-    ck_assert_int_eq(host_count_lines(&h[i], "lease on the store was lost"), 0);
+    lost += host_count_lines(&h[i], "lease on the store was lost");
+  for (int i = 0; lost && i < HOSTS; i++) {
+    int n = 0;
+    char *log = proc_slurp(h[i].log);
+    char *lines = host_lines_with(log, "host", &n);
+    fprintf(stderr, "host %d:\n%s", i, lines);
+    free(lines);
+    free(log);
+  }
+  ck_assert_msg(!lost, "a host lost its lease %d time(s) (their lines above)",
+                lost);
   for (int i = 0; i < HOSTS; i++)
     host_stop(&h[i], proc_now_ms() + SETTLE_MS, 0);
 }
@@ -254,7 +337,8 @@ int main(void) {
   TCase *tc = tcase_create("failover");
   tcase_add_unchecked_fixture(tc, pair_start, pair_stop);
   proc_fixtures(tc, "duro-pg-failover");
-  tcase_set_timeout(tc, 180);
+  /* make chaos-failover: many failovers of many instances */
+  tcase_set_timeout(tc, 180 + 120 * (int)env_long("DURO_FAILOVER_KILLS", 1));
   tcase_add_test(tc, primary_dies_and_the_standby_takes_over);
   suite_add_tcase(s, tc);
   return http_suite_run(s);

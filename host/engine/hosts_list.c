@@ -24,7 +24,9 @@ typedef struct hosts_ctx {
   int64_t me;
 } hosts_ctx;
 
-void engine_host_counts(duro_engine *e, duro_host_counts *out) {
+/* This host's counts; the gauges only when `wait` or mu is free (0:
+ * they were not read). */
+static int host_counts(duro_engine *e, duro_host_counts *out, int wait) {
 #define COUNTER(f) (int64_t) __atomic_load_n(&e->m.f, __ATOMIC_RELAXED)
   *out = (duro_host_counts){.activations = COUNTER(activations),
                             .steps_completed = COUNTER(steps_completed),
@@ -33,10 +35,18 @@ void engine_host_counts(duro_engine *e, duro_host_counts *out) {
                             .instances_created = COUNTER(instances_created),
                             .events_sent = COUNTER(events_sent)};
 #undef COUNTER
-  pthread_mutex_lock(&e->mu);
+  if (wait)
+    pthread_mutex_lock(&e->mu);
+  else if (pthread_mutex_trylock(&e->mu) != 0)
+    return 0;
   out->backlog = (int64_t)(e->runnable.n + e->spilled);
   out->in_flight = (int64_t)(e->entries.len + e->spilled);
   pthread_mutex_unlock(&e->mu);
+  return 1;
+}
+
+void engine_host_counts(duro_engine *e, duro_host_counts *out) {
+  host_counts(e, out, 1);
 }
 
 /* The counts' names in their JSON, by field. */
@@ -50,9 +60,13 @@ void engine_host_counts(duro_engine *e, duro_host_counts *out) {
   X(backlog)                                                                   \
   X(in_flight)
 
+/* On the lease keeper's thread, which must never wait for the engine (a
+ * thread holding mu may wait for the lease): with mu taken, none this
+ * time, and the row keeps the last ones. */
 char *engine_host_counts_text(void *engine) {
   duro_host_counts c;
-  engine_host_counts(engine, &c);
+  if (!host_counts(engine, &c, 0))
+    return NULL;
   json_t *o = json_object();
 #define SET(f) json_object_set_new(o, #f, json_integer((json_int_t)c.f));
   COUNT_FIELDS(SET)

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "pg_internal.h"
 
@@ -65,8 +66,24 @@ static int connection_lost(PGconn *c, const PGresult *r) {
   return !state || !strncmp(state, "08", 2) || !strncmp(state, "57P", 3);
 }
 
+/* When (clock_boot_ms) this process last found the database away: a
+ * connection that would not open, or that broke.  Every host tries to
+ * connect all along an outage (its lease keeper does), so a host that
+ * got through again knows how lately the others may have been cut off
+ * too (pg_takeover). */
+static int64_t last_cut_ms;
+
+void pg_cut_note(void) {
+  __atomic_store_n(&last_cut_ms, clock_boot_ms(), __ATOMIC_RELEASE);
+}
+
+int64_t pg_cut_last(void) {
+  return __atomic_load_n(&last_cut_ms, __ATOMIC_ACQUIRE);
+}
+
 void pg_drop_if_lost(PGconn **c, const PGresult *r) {
   if (*c && connection_lost(*c, r)) {
+    pg_cut_note();
     PQfinish(*c);
     *c = NULL;
   }
@@ -107,6 +124,7 @@ PGconn *pg_connect(const char *conninfo, int synchronous_full, char *err,
                    size_t errlen) {
   PGconn *c = PQconnectdb(conninfo);
   if (PQstatus(c) != CONNECTION_OK) {
+    pg_cut_note();
     /* The user too: a refusal's message does not always name it. */
     const char *user = PQuser(c);
     snprintf(err, errlen, "cannot connect to PostgreSQL as user \"%s\": %s",

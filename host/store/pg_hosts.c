@@ -165,11 +165,10 @@ static void *keeper_main(void *arg) {
   pg_store *pg = arg;
   PGconn *c = NULL;
   int64_t next_beat = 0, beat_every = pg->lease_ms / 3;
-  int listened_before = 0, cut_off = 0;
+  int listened_before = 0;
   while (!__atomic_load_n(&pg->stopping, __ATOMIC_ACQUIRE)) {
     if (!c) {
       if (!(c = keeper_connect(pg))) {
-        cut_off = 1;
         usleep(200000);
         continue;
       }
@@ -191,22 +190,19 @@ static void *keeper_main(void *arg) {
         break;
       }
       if (rc < 0) {
+        pg_cut_note();
         PQfinish(c);
         c = NULL;
-        cut_off = 1;
         continue;
       }
       lease_renewed(pg, sent);
-      if (cut_off) {
-        __atomic_store_n(&pg->back_ms, clock_boot_ms(), __ATOMIC_RELEASE);
-        cut_off = 0;
-      }
       next_beat = now + beat_every;
     }
     int64_t wait = next_beat - clock_mono_ms();
     struct pollfd pfd = {.fd = PQsocket(c), .events = POLLIN};
     poll(&pfd, 1, (int)(wait < 100 ? (wait > 0 ? wait : 0) : 100));
     if (!PQconsumeInput(c)) {
+      pg_cut_note();
       PQfinish(c);
       c = NULL;
       continue;
@@ -330,13 +326,14 @@ int pg_takeover(void *db, size_t limit,
   PGresult *r = NULL;
   int rc = DURO_E_STORAGE;
   int64_t sent = clock_boot_ms();
-  /* Back from being cut off from the database less than a lease ago: the
-   * others may have been cut off as long, and may not have renewed yet.
-   * A restarted server says so itself (pg_postmaster_start_time), a
-   * standby promoted in its place does not: its server started long
-   * before.  So none is found dead until a lease has passed. */
-  int64_t back = __atomic_load_n(&pg->back_ms, __ATOMIC_ACQUIRE);
-  int grace = back && sent - back < pg->lease_ms;
+  /* This host found the database away less than a lease ago (its keeper
+   * tries to reach it all along an outage): the others may have been cut
+   * off as long, and may not have renewed yet.  A restarted server says
+   * so itself (pg_postmaster_start_time), a standby promoted in its place
+   * does not: its server started long before.  So none is found dead
+   * until a lease has passed. */
+  int64_t cut = pg_cut_last();
+  int grace = cut && sent - cut < pg->lease_ms;
   if (!grace)
     end_stale_sessions(pg, c, &me);
   if (pg_exec_cmd(c, "BEGIN", NULL, 0))

@@ -210,10 +210,6 @@ typedef struct pg_store {
   pthread_mutex_t lease_mu;
   pthread_cond_t lease_cv;
   int lease_warned;
-  /* When (clock_boot_ms) the keeper renewed again after it could not
-   * (the database away, or failing over to a standby): for a lease from
-   * then this host marks no other host dead (pg_takeover). */
-  int64_t back_ms;
   /* Renew now rather than at the next third of the lease (pg_renew_soon). */
   int renew_soon;
   /* flow control's slots (pg_slots.c): their own connection, made on
@@ -490,6 +486,10 @@ int pg_adopt(void *db, int64_t rowid, int64_t *owner);
 int pg_notify(void *db, int64_t host, const char *text);
 int pg_lease_held(void *db);
 void pg_renew_soon(void *db);
+/* pg_conn.c: the database found away (a connection that would not open
+ * or broke) now, and when it last was (clock_boot_ms; 0: never). */
+void pg_cut_note(void);
+int64_t pg_cut_last(void);
 /* pg_handoff.c */
 int pg_hosts_idle(void *db, void (*fn)(void *ctx, const journal_host_row *row),
                   void *ctx);

@@ -187,6 +187,7 @@ standby() {
   [ -f "$primary/conninfo" ] && running "$primary" || die "no running cluster in $primary"
   conninfo=$(cat "$primary/conninfo")
   password=${conninfo##*password=}
+  password=${password%% *}
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
   [ -z "$(ls -A "$dir")" ] || die "$dir is not empty"
