@@ -21,6 +21,10 @@
 typedef struct crypt_key {
   char id[JOURNAL_CRYPT_ID_MAX + 1];
   unsigned char key[JOURNAL_CRYPT_KEY_BYTES];
+  /* The cipher set up with the key once, each value's context a copy
+   * given its own nonce: no key schedule or cipher lookup a value.  Only
+   * ever read once made (copies are made from any thread). */
+  EVP_CIPHER_CTX *enc, *dec;
 } crypt_key;
 
 struct journal_crypt {
@@ -36,6 +40,10 @@ journal_crypt *journal_crypt_new(void) {
 void journal_crypt_free(journal_crypt *c) {
   if (!c)
     return;
+  for (size_t i = 0; i < c->n; i++) {
+    EVP_CIPHER_CTX_free(c->keys[i].enc);
+    EVP_CIPHER_CTX_free(c->keys[i].dec);
+  }
   OPENSSL_cleanse(c, sizeof *c); /* the keys do not outlive it in memory */
   free(c);
 }
@@ -96,9 +104,20 @@ int journal_crypt_add(journal_crypt *c, const char *id,
   if (!journal_crypt_id_ok(id) || find_key(c, id, strlen(id)) ||
       c->n == MAX_KEYS)
     return -1;
-  crypt_key *k = &c->keys[c->n++];
+  crypt_key *k = &c->keys[c->n];
   snprintf(k->id, sizeof k->id, "%s", id);
   memcpy(k->key, key, JOURNAL_CRYPT_KEY_BYTES);
+  k->enc = EVP_CIPHER_CTX_new();
+  k->dec = EVP_CIPHER_CTX_new();
+  if (!k->enc || !k->dec ||
+      EVP_EncryptInit_ex(k->enc, EVP_aes_256_gcm(), NULL, key, NULL) != 1 ||
+      EVP_DecryptInit_ex(k->dec, EVP_aes_256_gcm(), NULL, key, NULL) != 1) {
+    EVP_CIPHER_CTX_free(k->enc);
+    EVP_CIPHER_CTX_free(k->dec);
+    OPENSSL_cleanse(k, sizeof *k);
+    return -1;
+  }
+  c->n++;
   return 0;
 }
 
@@ -171,7 +190,8 @@ char *journal_crypt_seal(const journal_crypt *c, journal_field f, int64_t rowid,
   /* A failure here is the library's or the machine's (no entropy, no
    * memory): no value may be stored in the clear in its place. */
   if (!ctx || RAND_bytes(raw, NONCE_BYTES) != 1 ||
-      EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, k->key, raw) != 1 ||
+      EVP_CIPHER_CTX_copy(ctx, k->enc) != 1 ||
+      EVP_EncryptInit_ex(ctx, NULL, NULL, NULL, raw) != 1 ||
       EVP_EncryptUpdate(ctx, NULL, &out_len, ad, ad_len) != 1 ||
       EVP_EncryptUpdate(ctx, raw + NONCE_BYTES, &out_len,
                         (const unsigned char *)plain, (int)n) != 1 ||
@@ -239,8 +259,8 @@ int journal_crypt_open(const journal_crypt *c, journal_field f, int64_t rowid,
   unsigned char *ad = associated(k->id, f, rowid, name, &ad_len);
   EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
   int ok =
-      ctx &&
-      EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, k->key, raw) == 1 &&
+      ctx && EVP_CIPHER_CTX_copy(ctx, k->dec) == 1 &&
+      EVP_DecryptInit_ex(ctx, NULL, NULL, NULL, raw) == 1 &&
       EVP_DecryptUpdate(ctx, NULL, &out_len, ad, ad_len) == 1 &&
       EVP_DecryptUpdate(ctx, (unsigned char *)out, &out_len, raw + NONCE_BYTES,
                         (int)n) == 1 &&
