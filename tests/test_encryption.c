@@ -346,6 +346,48 @@ START_TEST(old_key_reads_after_rotation) {
 }
 END_TEST
 
+/* A keyed consumer's lease and held count read each message's key from
+ * its body: from the opened body, so the same key holds the second
+ * message back as it would in the clear. */
+START_TEST(keyed_lease_reads_keys_of_sealed_bodies) {
+  keys = keys_new((const char *[]){"k1"}, 1, "k1");
+  journal *j = harness_journal_open(&h);
+  journal_set_crypt(j, keys);
+  journal_batch b = {0};
+  const char *bodies[] = {"{\"k\":\"a\",\"s\":\"" MARKER "\"}",
+                          "{\"k\":\"a\",\"n\":2}",
+                          "{\"k\":\"b\",\"s\":\"" MARKER "\"}"};
+  for (size_t i = 0; i < 3; i++) {
+    journal_op *op = journal_batch_add(&b, JOP_MESSAGE_INSERT);
+    op->queue = "q";
+    op->body = bodies[i];
+    op->ts_ms = 1 + (int64_t)i;
+    op->visible_ms = 1;
+  }
+  ck_assert_int_eq(journal_commit(j, &b), 0);
+  journal_batch_reset(&b);
+  int64_t held = -1;
+  ck_assert_int_eq(journal_queue_held(j, "q", 10, "/k", 1, &held), 0);
+  ck_assert_int_eq(held, 1);
+  journal_op *op = journal_batch_add(&b, JOP_MESSAGE_LEASE);
+  op->queue = "q";
+  op->ts_ms = 10;
+  op->visible_ms = 100000;
+  op->lease_token = "t";
+  op->n_leases = 10;
+  op->key_pointer = "/k";
+  op->key_limit = 1;
+  ck_assert_int_eq(journal_commit(j, &b), 0);
+  ck_assert_uint_eq(b.ops[0].n_messages, 2);
+  ck_assert_str_eq(b.ops[0].messages[0].body, bodies[0]);
+  ck_assert_str_eq(b.ops[0].messages[1].body, bodies[2]);
+  journal_messages_free(b.ops[0].messages, b.ops[0].n_messages);
+  journal_batch_free(&b);
+  journal_close(j);
+  ck_assert_int_eq(stored_count(), 0);
+}
+END_TEST
+
 /* The codec alone. */
 START_TEST(codec) {
   unsigned char k[32], want[32];
@@ -415,6 +457,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, missing_key_named);
   tcase_add_test(tc, tampered_values_refused);
   tcase_add_test(tc, old_key_reads_after_rotation);
+  tcase_add_test(tc, keyed_lease_reads_keys_of_sealed_bodies);
   tcase_add_test(tc, codec);
   suite_add_tcase(s, tc);
   return s;
