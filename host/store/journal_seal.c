@@ -7,10 +7,12 @@
  * to another queue. */
 #include "journal_seal.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
+#include "clock.h"
 #include "duro.h"
 #include "log.h"
 #include "util.h"
@@ -103,12 +105,23 @@ int journal_open_value(const journal_crypt *c, journal_field f, int64_t rowid,
                        const char *name, char **v) {
   if (!journal_crypt_sealed(*v))
     return 0;
-  char err[200], *plain;
+  char err[200], where[160], *plain;
   if (journal_crypt_open(c, f, rowid, name, *v, &plain, err, sizeof err)) {
-    if (rowid)
-      store_error("instance %lld: %s", (long long)rowid, err);
+    /* params are bound to their workflow, messages to nothing */
+    if (f == JOURNAL_FIELD_PARAMS)
+      snprintf(where, sizeof where, "the params of an instance of %s", name);
+    else if (rowid)
+      snprintf(where, sizeof where, "instance %lld", (long long)rowid);
     else
-      store_error("%s", err);
+      snprintf(where, sizeof where, "a queue message");
+    store_error("%s: %s", where, err);
+    /* A read's caller may answer only "storage error": the host's log
+     * names the key, at most once a second however many reads meet it. */
+    static _Atomic int64_t logged_ms;
+    int64_t now = clock_mono_ms(), then = logged_ms;
+    if (now - then >= 1000 &&
+        atomic_compare_exchange_strong(&logged_ms, &then, now))
+      log_error("%s: %s (storage.encryption)", where, err);
     return DURO_E_STORAGE;
   }
   free(*v);
