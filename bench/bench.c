@@ -20,6 +20,8 @@
  * share it (as N `duro run`s on one database would): instances are
  * created on them in turn, each runs its own; --create-on-one creates
  * them all on the first, which hands its backlog to the idle others.
+ * --encrypt has the journal's values encrypted at rest under one key
+ * (storage.encryption); the setting then ends "encrypted".
  *
  *   W1 throughput   1000 instances x 10 trivial steps
  *   W1T traced      W1 with telemetry on (sample 1.0), its spans posted to
@@ -113,6 +115,7 @@
 #include <ftw.h>
 #include <jansson.h>
 #include <limits.h>
+#include <openssl/rand.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -126,6 +129,7 @@
 #include "bulk.h"
 #include "duro.h"
 #include "engine.h"
+#include "journal_crypt.h"
 #include "otlp_sink.h"
 #include "p1_records.h"
 #include "pipeline.h"
@@ -173,6 +177,9 @@ typedef struct bench_opts {
    * batch an interval, the rest at the drain after the figure; the
    * config's 10000 has it post all the while, as a busy host does. */
   uint32_t max_spans;
+  /* --encrypt: the journal's values encrypted at rest
+   * (storage.encryption; store/journal_crypt.h) under one key. */
+  journal_crypt *keys;
 } bench_opts;
 
 static bench_opts opts = {.sync_full = 1,
@@ -195,7 +202,17 @@ static int64_t wall_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static const char *setting_store(void);
+
+/* The setting, and " encrypted" with --encrypt. */
 static const char *setting(void) {
+  static char buf[128];
+  snprintf(buf, sizeof buf, "%s%s", setting_store(),
+           opts.keys ? " encrypted" : "");
+  return buf;
+}
+
+static const char *setting_store(void) {
   static char buf[96];
   if (opts.postgresql && opts.hosts > 1)
     snprintf(buf, sizeof buf, "postgresql%s hosts=%u%s workers=%u each",
@@ -431,6 +448,7 @@ static void bench_open(bench_engine *b, const char *name, const wf_def *wfs,
                            .join_store = backend != NULL,
                            .workers = workers,
                            .on_instance_end = on_end,
+                           .crypt = opts.keys,
                            .ctx = b};
   char err[512];
   for (uint32_t h = 0; h < b->n_hosts; h++) {
@@ -2047,6 +2065,18 @@ static void p1_pipelines(void) {
  * ---------------------------------------------------------------------------
  */
 
+/* One key, random for the run, active. */
+static journal_crypt *bench_keys(void) {
+  unsigned char key[JOURNAL_CRYPT_KEY_BYTES];
+  if (RAND_bytes(key, sizeof key) != 1)
+    abort();
+  journal_crypt *c = journal_crypt_new();
+  if (journal_crypt_add(c, "bench", key) != 0 ||
+      journal_crypt_activate(c, "bench") != 0)
+    abort();
+  return c;
+}
+
 static int usage(void) {
   fprintf(stderr,
           "usage: duro-bench [--csv] [--quick] [--synchronous full|normal]\n"
@@ -2057,7 +2087,8 @@ static int usage(void) {
           "                  [--hosts N (with --postgresql, W1-W3)]\n"
           "                  [--create-on-one (with --hosts: every create "
           "on the first)]\n"
-          "                  [--max-spans N (W1T's span buffer)]\n");
+          "                  [--max-spans N (W1T's span buffer)]\n"
+          "                  [--encrypt (values encrypted at rest)]\n");
   return 2;
 }
 
@@ -2086,6 +2117,8 @@ int main(int argc, char **argv) {
       opts.hosts = (uint32_t)atoi(argv[++i]);
     else if (!strcmp(a, "--create-on-one"))
       opts.create_on_one = 1;
+    else if (!strcmp(a, "--encrypt"))
+      opts.keys = bench_keys();
     else if (!strcmp(a, "--max-spans") && v)
       opts.max_spans = (uint32_t)atoi(argv[++i]);
     else if (!strcmp(a, "--plugin-workers") && v)

@@ -71,6 +71,7 @@ static ledger *crash_ledger;    /* NULL = the engine's private one */
 static uint32_t max_crashes;    /* 0 = the engine's default */
 static uint32_t worker_threads; /* 0 = inline, on the virtual clock */
 static int virtual_workers;     /* the threads run on the virtual clock */
+static const struct journal_crypt *crypt_keys; /* NULL = none */
 /* The journal's backend; NULL = SQLite at h->db. */
 static const struct store_backend *journal_backend;
 
@@ -85,6 +86,7 @@ static void open_engine(harness *h) {
       .max_queued = queued_cap,
       .ledger = crash_ledger,
       .max_crashes = max_crashes,
+      .crypt = crypt_keys,
       .clock = worker_threads && !virtual_workers ? NULL : &h->clock};
   char err[512];
   int rc = duro_engine_open(&opt, &h->e, err, sizeof err);
@@ -144,6 +146,7 @@ static void harness_init(harness *h, uint32_t workers) {
   max_crashes = 0;
   worker_threads = workers;
   virtual_workers = 0;
+  crypt_keys = NULL;
   journal_backend = NULL;
   duro_api_ptr_ = duro_host_api();
   snprintf(h->dir, sizeof h->dir, "/tmp/duro-test-XXXXXX");
@@ -263,6 +266,11 @@ void harness_set_backlog_limits(harness *h, size_t max_runnable,
 
 void harness_set_state_limit(harness *h, int64_t bytes) {
   state_limit = bytes;
+  harness_reopen(h);
+}
+
+void harness_set_crypt(harness *h, const struct journal_crypt *c) {
+  crypt_keys = c;
   harness_reopen(h);
 }
 

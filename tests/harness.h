@@ -61,6 +61,10 @@ void harness_set_backlog_limits(harness *h, size_t max_runnable,
                                 size_t max_queued);
 /* Reopens the engine with max_instance_state = bytes. */
 void harness_set_state_limit(harness *h, int64_t bytes);
+/* Reopens the engine with storage.encryption's keys `c` (borrowed: the
+ * test frees it after harness_close; NULL: none). */
+struct journal_crypt;
+void harness_set_crypt(harness *h, const struct journal_crypt *c);
 /* Reopens the engine with the crash ledger `l` (borrowed; the test frees
  * it after harness_close) and engine.max_crashes = crashes (0: default):
  * its start records what the ledger's last view holds. */

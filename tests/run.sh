@@ -27,7 +27,8 @@ engine_suites=(test_steps test_restart test_delete test_attributes test_bulk tes
                test_children test_parallel test_rollback test_pipelines
                test_flow test_flow_rate test_flow_order test_flow_singleton
                test_flow_debounce test_outcomes
-               test_logs test_tail test_event_cursor test_resources)
+               test_logs test_tail test_event_cursor test_resources
+               test_encryption)
 
 passed=0 failed=0 status=0 logs=()
 

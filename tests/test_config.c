@@ -481,6 +481,28 @@ static const bad_case bad[] = {
      "gives them (\"duro.example.com\" or \"duro.example.com:8787\"), not "
      "\"duro.test:http\""},
 
+    /* storage.encryption: keys with unique ids of their syntax, an active
+     * one among them */
+    {"storage:\n  encryption:\n    keys:\n      - {id: k1, key_env: A}\n"
+     "      - {id: k1, key_env: B}\n    active: k1\n",
+     "t.yaml:5:14: duplicate storage.encryption key id \"k1\" (first at "
+     "4:14)"},
+    {"storage:\n  encryption:\n    keys:\n      - {id: k1, key_env: A}\n"
+     "    active: k2\n",
+     "t.yaml:5:13: \"active\" names key \"k2\", which \"keys\" does not "
+     "list"},
+    {"storage:\n  encryption:\n    keys:\n      - {id: \"k 1\", key_env: A}\n"
+     "    active: k1\n",
+     "t.yaml:4:14: key ids are 1-32 characters of A-Z a-z 0-9 _ -, not "
+     "\"k 1\""},
+    {"storage:\n  encryption:\n    keys: []\n    active: k1\n",
+     "t.yaml:3:11: \"keys\" lists at least one key: {id, key_env}"},
+    {"storage:\n  encryption:\n    keys:\n      - {id: k1}\n"
+     "    active: k1\n",
+     "t.yaml:4:9: key \"k1\" is missing \"key_env\""},
+    {"storage:\n  encryption:\n    keys:\n      - {id: k1, key_env: A}\n",
+     "t.yaml:3:5: storage.encryption is missing \"active\""},
+
     /* engine: integers are decimal, plain and range-checked */
     {"engine:\n  workers: eight\n",
      "t.yaml:2:12: \"workers\" must be an integer"},
@@ -1457,6 +1479,17 @@ static void check_allowed_hosts(const config *cfg) {
   ck_assert_str_eq(cfg->http.allowed_hosts[2], "[fd00::1]:80");
 }
 
+static void check_encryption(const config *cfg) {
+  ck_assert_uint_eq(cfg->storage.encryption.n_keys, 2);
+  const config_encryption_key *k = cfg->storage.encryption.keys;
+  ck_assert_str_eq(k[0].id, "k1");
+  ck_assert_str_eq(k[0].key_env, "DURO_KEY_K1");
+  ck_assert_str_eq(k[1].id, "k-2_b");
+  ck_assert_int_eq(k[1].env_pos.line, 5);
+  ck_assert_str_eq(cfg->storage.encryption.active, "k-2_b");
+  ck_assert_int_eq(cfg->storage.encryption.active_pos.line, 6);
+}
+
 static void check_limits_edges(const config *cfg) {
   ck_assert_uint_eq(cfg->engine.workers, 1024);
   ck_assert_int_eq(cfg->engine.max_step_result, 1);
@@ -1741,6 +1774,10 @@ static const good_case good[] = {
     {"http:\n  allowed_hosts: [duro.example.com, \"10.0.0.5:8787\", "
      "\"[fd00::1]:80\"]\n",
      check_allowed_hosts},
+    {"storage:\n  encryption:\n    keys:\n"
+     "      - {id: k1, key_env: DURO_KEY_K1}\n"
+     "      - {id: k-2_b, key_env: DURO_KEY_K2}\n    active: k-2_b\n",
+     check_encryption},
     {"http: {max_body_bytes: 1073741824, max_wait: 10 minutes}\n"
      "engine: {workers: 1024, max_step_result: 1}\n"
      "plugins:\n"

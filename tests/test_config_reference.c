@@ -35,7 +35,13 @@
 /* One entry of every list, each with its required keys only (and a
  * second pipeline, for the keys of the other sink; a resource needs a
  * concurrency or a rate: its rate's). */
-static const char FIXTURE[] = "http:\n"
+static const char FIXTURE[] = "storage:\n"
+                              "  encryption:\n"
+                              "    keys:\n"
+                              "      - id: k1\n"
+                              "        key_env: K1\n"
+                              "    active: k1\n"
+                              "http:\n"
                               "  keys:\n"
                               "    - name: k\n"
                               "      token_env: K\n"
@@ -183,6 +189,8 @@ static const char *base_of(const config *cfg, config_key_in in) {
     return (const char *)&cfg->resources[0];
   case CONFIG_IN_API_KEY:
     return (const char *)&cfg->http.keys[0];
+  case CONFIG_IN_ENCRYPTION_KEY:
+    return (const char *)&cfg->storage.encryption.keys[0];
   }
   return NULL;
 }

@@ -19,6 +19,8 @@
  *  - `duro run` of each bad config exits non-zero with the same message,
  *    creates no database where there was none, and leaves an existing
  *    database (made by a brief good run) byte for byte as it was;
+ *  - a storage.encryption key whose variable is unset is refused by both,
+ *    naming the key and the variable;
  *  - an unknown verb, or none, exits 2 with the usage.
  *
  * Children are killed on every way out: the helpers (proc.h) SIGKILL a child
@@ -293,6 +295,18 @@ static const bad_case bad_cases[] = {
      "plugins:\n" PLUGIN("@FIX@/libfixture_good_v1.so") WORKFLOW("Hello"),
      "4:11",
      {"http.listen", "loopback", "token_env"},
+     NULL, 0, 0},
+    {"encryption key not in the environment",
+     "storage:\n"
+     "  path: @DB@\n"
+     "  encryption:\n"
+     "    keys:\n"
+     "      - id: k1\n"
+     "        key_env: DURO_TEST_UNSET_KEY\n" /* 6:18 */
+     "    active: k1\n"
+     "plugins:\n" PLUGIN("@FIX@/libfixture_good_v1.so") WORKFLOW("Hello"),
+     "6:18",
+     {"key \"k1\"", "DURO_TEST_UNSET_KEY", "not set"},
      NULL, 0, 0},
 };
 /* clang-format on */

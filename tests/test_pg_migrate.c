@@ -17,7 +17,9 @@
  *    target that already holds rows (nothing copied, the counts said), a
  *    file that is not a journal, and a journal of another schema;
  *  - all or nothing: a row the server refuses in the last table leaves
- *    no row of any table. */
+ *    no row of any table;
+ *  - an encrypted journal is copied as it is: no value in the clear in
+ *    PostgreSQL, each read back with the same keys, none without. */
 #include <check.h>
 #include <jansson.h>
 #include <libpq-fe.h>
@@ -31,6 +33,7 @@
 #include "host_run.h"
 #include "http_client.h"
 #include "journal.h"
+#include "journal_crypt.h"
 #include "migrate.h"
 #include "pg_fixture.h"
 #include "proc.h"
@@ -715,6 +718,103 @@ START_TEST(every_table_is_copied) {
 }
 END_TEST
 
+/* An encrypted journal (storage.encryption) is copied as it is: its
+ * values stay sealed in PostgreSQL, where the same keys open them (each
+ * is bound to its instance's rowid, which the copy keeps) and none
+ * opens without them. */
+#define MARKER "Zq7-migrated-8Kd"
+START_TEST(encrypted_journal_copied_as_is) {
+  fresh_db();
+  unsigned char key[JOURNAL_CRYPT_KEY_BYTES];
+  memset(key, 7, sizeof key);
+  journal_crypt *keys = journal_crypt_new();
+  ck_assert_int_eq(journal_crypt_add(keys, "k1", key), 0);
+  ck_assert_int_eq(journal_crypt_activate(keys, "k1"), 0);
+  char path[400], err[256];
+  snprintf(path, sizeof path, "%s/enc.db", proc_tmp_dir);
+  journal *j = NULL;
+  ck_assert_int_eq(journal_open(path, 1, &j, err, sizeof err), 0);
+  journal_set_crypt(j, keys);
+  journal_instance in = {.workflow = "wf",
+                         .id = "e1",
+                         .status = DURO_STATUS_QUEUED,
+                         .params = "{\"ssn\":\"" MARKER "\"}",
+                         .created_ms = 10,
+                         .retention_ms = 1000};
+  journal_batch b = {0};
+  journal_batch_add(&b, JOP_INSTANCE_INSERT)->inst = &in;
+  ck_assert_int_eq(journal_commit(j, &b), 0);
+  int64_t rowid = b.ops[0].out_rowid;
+  journal_batch_reset(&b);
+  journal_step st = {.key = "a#1",
+                     .name = "a",
+                     .count = 1,
+                     .seq = 1,
+                     .type = DURO_STEP_DO,
+                     .status = DURO_STEP_COMPLETE,
+                     .result = "\"" MARKER "\"",
+                     .attempts = 1,
+                     .started_ms = 11,
+                     .ended_ms = 12,
+                     .wake_ms = JOURNAL_NONE,
+                     .attempt_started_ms = 11};
+  journal_op *op = journal_batch_add(&b, JOP_STEP_PUT);
+  op->rowid = rowid;
+  op->step = &st;
+  op = journal_batch_add(&b, JOP_EVENT_INSERT);
+  op->rowid = rowid;
+  op->event_type = "go";
+  op->event_payload = "\"" MARKER "\"";
+  op->ts_ms = 12;
+  op = journal_batch_add(&b, JOP_MESSAGE_INSERT);
+  op->queue = "q";
+  op->body = "\"" MARKER "\"";
+  op->ts_ms = 12;
+  op->visible_ms = 12;
+  ck_assert_int_eq(journal_commit(j, &b), 0);
+  journal_batch_free(&b);
+  journal_close(j);
+
+  char *out = NULL;
+  ck_assert_msg(migrate(path, conninfo, &out) == 0, "%s", out);
+  free(out);
+  ck_assert_int_eq(pg_int("SELECT count(*) FROM instances x WHERE x::text "
+                          "LIKE '%" MARKER "%'") +
+                       pg_int("SELECT count(*) FROM steps x WHERE x::text "
+                              "LIKE '%" MARKER "%'") +
+                       pg_int("SELECT count(*) FROM events x WHERE x::text "
+                              "LIKE '%" MARKER "%'") +
+                       pg_int("SELECT count(*) FROM messages x WHERE x::text "
+                              "LIKE '%" MARKER "%'"),
+                   0);
+  j = open_journal(&store_pg, conninfo);
+  journal_instance got = {0};
+  ck_assert_int_eq(journal_instance_get(j, "wf", "e1", &got), DURO_E_STORAGE);
+  journal_set_crypt(j, keys);
+  ck_assert_int_eq(journal_instance_get(j, "wf", "e1", &got), 0);
+  ck_assert_str_eq(got.params, "{\"ssn\":\"" MARKER "\"}");
+  journal_instance_clear(&got);
+  journal_step *steps = NULL;
+  size_t n = 0;
+  ck_assert_int_eq(journal_steps_load(j, rowid, &steps, &n), 0);
+  ck_assert_uint_eq(n, 1);
+  ck_assert_str_eq(steps[0].result, "\"" MARKER "\"");
+  journal_steps_free(steps, n);
+  journal_event *ev = NULL;
+  ck_assert_int_eq(journal_events_all(j, rowid, &ev, &n), 0);
+  ck_assert_uint_eq(n, 1);
+  ck_assert_str_eq(ev[0].payload, "\"" MARKER "\"");
+  journal_events_free(ev, n);
+  journal_message *m = NULL;
+  ck_assert_int_eq(journal_queue_peek(j, "q", 20, 10, &m, &n), 0);
+  ck_assert_uint_eq(n, 1);
+  ck_assert_str_eq(m[0].body, "\"" MARKER "\"");
+  journal_messages_free(m, n);
+  journal_close(j);
+  journal_crypt_free(keys);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("pg_migrate");
   TCase *tc = tcase_create("migrate");
@@ -728,6 +828,7 @@ int main(void) {
   tcase_add_test(tc, other_schema_is_refused);
   tcase_add_test(tc, failed_copy_leaves_nothing);
   tcase_add_test(tc, every_table_is_copied);
+  tcase_add_test(tc, encrypted_journal_copied_as_is);
   suite_add_tcase(s, tc);
   return http_suite_run(s);
 }

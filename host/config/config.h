@@ -332,6 +332,14 @@ typedef struct config_plugin {
   config_pos pos;
 } config_plugin;
 
+/* A key of storage.encryption: its id (stored with every value it
+ * seals) and the environment variable that holds it, read at start. */
+typedef struct config_encryption_key {
+  char *id;
+  char *key_env;
+  config_pos pos, env_pos;
+} config_encryption_key;
+
 typedef struct config {
   char *file; /* the path it was read from, for messages */
   struct {
@@ -351,6 +359,14 @@ typedef struct config {
      * taken as gone and the others take its instances over; default 5 s,
      * at least 0.5 s. */
     int64_t lease_ms;
+    /* Values encrypted at rest (store/journal_crypt.h): the keys that
+     * open them, the active one sealing; n_keys 0: none. */
+    struct {
+      config_encryption_key *keys;
+      size_t n_keys;
+      char *active;
+      config_pos active_pos;
+    } encryption;
   } storage;
   struct {
     char *listen;    /* default "127.0.0.1:8787" */

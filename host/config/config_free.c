@@ -89,6 +89,12 @@ void config_free(config *cfg) {
   free(cfg->resources);
   free(cfg->storage.path);
   free(cfg->storage.postgresql);
+  for (size_t i = 0; i < cfg->storage.encryption.n_keys; i++) {
+    free(cfg->storage.encryption.keys[i].id);
+    free(cfg->storage.encryption.keys[i].key_env);
+  }
+  free(cfg->storage.encryption.keys);
+  free(cfg->storage.encryption.active);
   free(cfg->http.listen);
   free(cfg->http.token_env);
   free(cfg->telemetry.otlp_endpoint);

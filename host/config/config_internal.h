@@ -71,6 +71,8 @@ extern const schema config_pipeline_schema, config_sink_schema,
 extern const schema config_tls_schema, config_api_key_schema;
 /* config_resources.c's */
 extern const schema config_resource_schema, config_resource_rate_schema;
+/* config_encryption.c's */
+extern const schema config_encryption_schema, config_encryption_key_schema;
 
 /* config_root.c: the document's root node into p->cfg. */
 int config_parse_root(config_parser *p, yaml_node_t *root);
@@ -94,6 +96,9 @@ int config_parse_triggers(config_parser *p, yaml_node_t *node,
 
 /* config_pipelines.c: the top-level pipelines list. */
 int config_parse_pipelines(config_parser *p, yaml_node_t *list);
+
+/* config_encryption.c: storage.encryption. */
+int config_parse_encryption(config_parser *p, yaml_node_t *node);
 
 /* config_resources.c: the top-level resources list. */
 int config_parse_resources(config_parser *p, yaml_node_t *list);

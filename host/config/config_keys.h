@@ -24,7 +24,9 @@ typedef enum config_key_in {
    * filled only in a pipeline whose sink is s3 */
   CONFIG_IN_S3_PIPELINE,
   CONFIG_IN_RESOURCE, /* config_resource: resources[], its rate */
-  CONFIG_IN_API_KEY   /* config_api_key: http.keys[] */
+  CONFIG_IN_API_KEY,  /* config_api_key: http.keys[] */
+  /* config_encryption_key: storage.encryption.keys[] */
+  CONFIG_IN_ENCRYPTION_KEY
 } config_key_in;
 
 typedef enum config_key_shape {

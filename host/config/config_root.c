@@ -59,7 +59,9 @@ static const schema_field storage_fields[] = {
      offsetof(config, storage.connect_timeout_ms), false, 0, HOUR_MS, NULL},
     {"lease", K_DURATION, offsetof(config, storage.lease_ms), false,
      SECOND_MS / 2, HOUR_MS, NULL},
+    {"encryption", K_NESTED, 0, false, 0, 0, NULL},
 };
+#define STORAGE_ENCRYPTION 5 /* the index of encryption above */
 const schema config_storage_schema =
     SCHEMA("storage", "in storage", -1, storage_fields);
 
@@ -222,6 +224,9 @@ static int parse_sections(config_parser *p, yaml_node_t **v) {
       rc = schema_fail(&p->w, sv[2],
                        "\"postgresql\": this duro was built without PostgreSQL "
                        "(libpq)");
+    if (sections[i].index == ROOT_STORAGE &&
+        config_parse_encryption(p, sv[STORAGE_ENCRYPTION]) < 0)
+      rc = DURO_E_CONFIG;
     if (sections[i].index == ROOT_ENGINE && sv[ENGINE_THREADS] &&
         sv[ENGINE_WORKERS])
       rc = schema_fail(&p->w, sv[ENGINE_WORKERS],

@@ -42,6 +42,7 @@ int duro_engine_open(const duro_engine_options *opt, duro_engine **out,
     free(e);
     return rc;
   }
+  journal_set_crypt(e->j, opt->crypt);
   e->ledger = opt->ledger;
   if (!e->ledger) {
     e->ledger = ledger_create_private(ledger_slots_for(opt->workers));

@@ -99,6 +99,10 @@ typedef struct duro_engine_options {
   /* Called (from a worker) after an activation stored an ended status
    * (complete, errored, terminated); for benchmarks and embedders. */
   void (*on_instance_end)(void *ctx, duro_status status);
+  /* The keys of storage.encryption (store/journal_crypt.h), borrowed: the
+   * journal's values are sealed with its active key and opened with any
+   * of them.  NULL: written as they are. */
+  const struct journal_crypt *crypt;
   void *ctx;
 } duro_engine_options;
 

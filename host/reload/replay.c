@@ -21,8 +21,10 @@
 #include "config.h"
 #include "engine.h"
 #include "error.h"
+#include "journal_crypt.h"
 #include "loader.h"
 #include "queue.h"
+#include "storage_keys.h"
 #include "util.h"
 #include "view_dry_run.h"
 
@@ -93,12 +95,18 @@ static void print_report(const json_t *rep) {
 static int replay_all(const config *cfg, const config_plugin *p,
                       loader_plugin *lp, int as_json) {
   duro_engine_options opt = {.db_path = cfg->storage.path, .read_only = 1};
+  char err[1024] = "";
+  journal_crypt *keys = NULL; /* the journal's values read as the host does */
+  if (storage_keys_load(cfg, &keys, err, sizeof err) != 0) {
+    fprintf(stderr, "%s\n", err);
+    return 2;
+  }
+  opt.crypt = keys;
   if (cfg->storage.postgresql) {
     opt.backend = store_backend_postgresql();
     opt.db_path = cfg->storage.postgresql;
   }
   duro_engine *e = NULL;
-  char err[1024] = "";
   if ((!cfg->storage.postgresql && access(cfg->storage.path, R_OK) != 0) ||
       duro_engine_open(&opt, &e, err, sizeof err) != 0) {
     /* Not the connection string: it may hold a password. */
@@ -106,6 +114,7 @@ static int replay_all(const config *cfg, const config_plugin *p,
             cfg->storage.postgresql ? "in PostgreSQL" : cfg->storage.path,
             cfg->storage.postgresql ? ": " : "",
             cfg->storage.postgresql ? err : "");
+    journal_crypt_free(keys);
     return 2;
   }
   int code = 0;
@@ -152,6 +161,7 @@ static int replay_all(const config *cfg, const config_plugin *p,
   }
   json_decref(all);
   duro_engine_close(e);
+  journal_crypt_free(keys); /* after the engine that used them */
   return code;
 }
 

@@ -34,6 +34,7 @@
 #include "errlist.h"
 #include "error.h"
 #include "http.h"
+#include "journal_crypt.h"
 #include "ledger.h"
 #include "loader.h"
 #include "log.h"
@@ -42,6 +43,7 @@
 #include "queue.h"
 #include "reload.h"
 #include "resources.h"
+#include "storage_keys.h"
 #include "supervisor.h"
 #include "tail.h"
 #include "telemetry.h"
@@ -56,6 +58,7 @@ typedef struct host {
   reloader *plugins;
   worker_pool *workers; /* the plugins' worker processes */
   breaker *breaker;     /* holds builds that crash too often */
+  journal_crypt *keys;  /* storage.encryption's, or NULL */
   ledger *ledger;
   uv_timer_t gc;
   uv_work_t gc_work;
@@ -183,6 +186,12 @@ int host_check(const char *config_path) {
     fprintf(stderr, "%s\n", err);
     problems++;
   }
+  journal_crypt *keys = NULL;
+  if (!config_errors && storage_keys_load(cfg, &keys, err, sizeof err) != 0) {
+    fprintf(stderr, "%s\n", err);
+    problems++;
+  }
+  journal_crypt_free(keys);
   if (!problems)
     printf("%s: ok (%zu plugin%s)\n", config_path, cfg->n_plugins,
            cfg->n_plugins == 1 ? "" : "s");
@@ -520,7 +529,12 @@ int host_engine_main(const config *cfg, int listen_fd, ledger *ledger,
     fprintf(stderr, "%s\n", err);
     goto stop;
   }
+  if (storage_keys_load(cfg, &h.keys, err, sizeof err) != 0) {
+    fprintf(stderr, "%s\n", err);
+    goto stop;
+  }
   duro_engine_options opt = {
+      .crypt = h.keys,
       .db_path = cfg->storage.path,
       .synchronous_full = cfg->storage.synchronous_full,
       .join_store = 1,
@@ -624,6 +638,7 @@ out:
   reload_free(h.plugins);
   worker_pool_free(h.workers); /* no activation runs any more */
   breaker_free(h.breaker);
+  journal_crypt_free(h.keys); /* the engine that used them is closed */
   if (lock_fd >= 0)
     close(lock_fd);
   close(ctl_fd);

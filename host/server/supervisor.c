@@ -23,9 +23,11 @@
 #include "config.h"
 #include "host.h"
 #include "http.h"
+#include "journal_crypt.h"
 #include "ledger.h"
 #include "lock.h"
 #include "log.h"
+#include "storage_keys.h"
 
 #define WHO "supervisor"
 #define BACKOFF_FIRST_MS 100
@@ -377,11 +379,14 @@ int supervisor_run(const char *config_path) {
   log_export_format(sv.cfg->log.json ? LOG_JSON : LOG_TEXT);
   /* What can refuse the config without loading plugins, refuses it here;
    * nothing is created on disk before the plugins loaded. */
+  struct journal_crypt *keys = NULL;
   if (http_check(sv.cfg, err, sizeof err) != 0 ||
+      storage_keys_load(sv.cfg, &keys, err, sizeof err) != 0 ||
       http_bind(sv.cfg, &sv.listen_fd, err, sizeof err) != 0) {
     fprintf(stderr, "%s\n", err);
     goto out;
   }
+  journal_crypt_free(keys); /* the engine process reads them again */
   sv.ledger = ledger_create_shared(ledger_slots_for(sv.cfg->engine.workers));
   if (!sv.ledger) {
     fprintf(stderr, "duro: cannot map the crash ledger: %s\n", strerror(errno));

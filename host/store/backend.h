@@ -167,8 +167,10 @@ typedef struct store_backend {
                       void (*fn)(void *ctx, const char *lease), void *ctx);
   int (*queue_peek)(void *db, const char *queue, int64_t now_ms, size_t limit,
                     journal_message **out, size_t *n);
+  /* crypt opens the bodies it reads keys from (journal_set_crypt's) */
   int (*queue_held)(void *db, const char *queue, int64_t now_ms,
-                    const char *pointer, uint32_t limit, int64_t *held);
+                    const char *pointer, uint32_t limit,
+                    const struct journal_crypt *crypt, int64_t *held);
   int (*queue_counts_each)(void *db,
                            void (*fn)(void *ctx, const char *queue,
                                       int64_t dropped, int64_t dead_lettered),

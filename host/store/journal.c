@@ -27,6 +27,7 @@
 
 #include "backend.h"
 #include "duro.h"
+#include "journal_seal.h"
 #include "metrics.h"
 #include "util.h"
 
@@ -41,6 +42,10 @@ typedef struct pending {
    * group of waiters wakes without contending for it.  Posted once: when
    * the batch is done, or when the leadership passes to its owner. */
   sem_t wake;
+  /* The batch's ops as the backend writes them, their values sealed
+   * (journal_set_crypt; ops NULL: written as they are), made by the
+   * thread that queued it and freed once its group is applied. */
+  journal_sealed sealed;
   journal_done_fn fn; /* asynchronous: called once committed */
   void *ctx;
   struct pending *next;
@@ -76,6 +81,7 @@ struct journal {
   int writer_started, closing;
   int64_t host;                   /* journal_join's id; 0: not joined */
   journal_committed_fn committed; /* journal_on_commit's */
+  const journal_crypt *crypt;     /* journal_set_crypt's, borrowed */
   void *committed_ctx;
 };
 
@@ -149,6 +155,8 @@ void journal_close(journal *j) {
   free(j);
 }
 
+void journal_set_crypt(journal *j, const journal_crypt *c) { j->crypt = c; }
+
 void journal_drain(journal *j) {
   pthread_mutex_lock(&j->mu);
   while (j->head || j->leading) {
@@ -203,8 +211,13 @@ int journal_claim_merge(journal *j, const char *workflow, const char *key,
   *id = NULL;
   if (!journal_slots_shared(j) || !j->be->claim_merge)
     return DURO_E_INVALID_ARGUMENT;
-  return j->be->claim_merge(j->db, workflow, key, params, attrs, n_attrs, due,
-                            id);
+  char *sealed = j->crypt ? journal_crypt_seal(j->crypt, JOURNAL_FIELD_PARAMS,
+                                               0, workflow, params)
+                          : NULL;
+  int rc = j->be->claim_merge(j->db, workflow, key, sealed ? sealed : params,
+                              attrs, n_attrs, due, id);
+  free(sealed);
+  return rc;
 }
 
 int journal_claim_release(journal *j, const char *workflow, const char *id,
@@ -213,7 +226,15 @@ int journal_claim_release(journal *j, const char *workflow, const char *id,
   *wake_ms = 0;
   if (!journal_slots_shared(j) || !j->be->claim_release)
     return DURO_E_INVALID_ARGUMENT;
-  return j->be->claim_release(j->db, workflow, id, now_ms, params, wake_ms);
+  int rc = j->be->claim_release(j->db, workflow, id, now_ms, params, wake_ms);
+  if ((rc == 0 || rc == DURO_E_BUSY) &&
+      journal_open_value(j->crypt, JOURNAL_FIELD_PARAMS, 0, workflow, params) !=
+          0) {
+    free(*params);
+    *params = NULL;
+    return DURO_E_STORAGE;
+  }
+  return rc;
 }
 
 int journal_slots_take(journal *j, int64_t base, uint32_t limit,
@@ -456,8 +477,18 @@ static int commit_group(journal *j, pending *first, pending *last, int lost,
   }
   int rc = be->begin(j->db);
   for (pending *p = first; !rc; p = p->next) {
-    for (size_t i = 0; i < p->batch->n && !rc; i++)
-      rc = be->apply(j->db, &p->batch->ops[i]);
+    for (size_t i = 0; i < p->batch->n && !rc; i++) {
+      journal_op *op = &p->batch->ops[i];
+      if (p->sealed.ops) {
+        rc = be->apply(j->db, &p->sealed.ops[i]);
+        journal_seal_results(j->crypt, op, &p->sealed.ops[i]);
+      } else {
+        rc = be->apply(j->db, op);
+        /* without keys, a sealed message is still not delivered sealed */
+        if (op->kind == JOP_MESSAGE_LEASE)
+          journal_seal_results(NULL, op, op);
+      }
+    }
     if (p == last)
       break;
   }
@@ -526,6 +557,11 @@ static void lead(journal *j, pending *mine, int writer) {
     int gone = 0;
     int rc = commit_group(j, first, last, lost, &gone);
     metrics_hist_observe(&j->commit_us, metrics_now_us() - t0);
+    for (pending *p = first;; p = p->next) {
+      journal_sealed_free(&p->sealed);
+      if (p == last)
+        break;
+    }
     pthread_mutex_lock(&j->mu);
     if (gone)
       lose_locked(j);
@@ -589,6 +625,8 @@ int journal_commit(journal *j, journal_batch *b) {
   if (b->n == 0)
     return 0;
   pending me = {.batch = b};
+  if (j->crypt)
+    journal_seal_batch(j->crypt, b, &me.sealed);
   sem_init(&me.wake, 0, 0);
   pthread_mutex_lock(&j->mu);
   enqueue(j, &me);
@@ -634,8 +672,11 @@ static void *writer_main(void *arg) {
 
 /* An asynchronous batch's place in the queue, freed once its callback
  * ran (lead). */
-static pending *pending_async(journal_batch *b, journal_done_fn fn, void *ctx) {
+static pending *pending_async(journal *j, journal_batch *b, journal_done_fn fn,
+                              void *ctx) {
   pending *p = xcalloc(1, sizeof *p);
+  if (j->crypt)
+    journal_seal_batch(j->crypt, b, &p->sealed);
   p->batch = b;
   p->fn = fn;
   p->ctx = ctx;
@@ -644,7 +685,7 @@ static pending *pending_async(journal_batch *b, journal_done_fn fn, void *ctx) {
 
 void journal_commit_background(journal *j, journal_batch *b, journal_done_fn fn,
                                void *ctx) {
-  pending *p = pending_async(b, fn, ctx);
+  pending *p = pending_async(j, b, fn, ctx);
   pthread_mutex_lock(&j->mu);
   enqueue(j, p);
   if (!j->writer_started) {
@@ -662,7 +703,7 @@ void journal_commit_background(journal *j, journal_batch *b, journal_done_fn fn,
 
 void journal_commit_async(journal *j, journal_batch *b, journal_done_fn fn,
                           void *ctx) {
-  pending *p = pending_async(b, fn, ctx);
+  pending *p = pending_async(j, b, fn, ctx);
   pthread_mutex_lock(&j->mu);
   enqueue(j, p);
   if (!j->leading) {
@@ -682,19 +723,64 @@ int journal_claim_holder(journal *j, const char *workflow, const char *key,
   return j->be->claim_holder(j->db, workflow, key, id);
 }
 
+/* The reads that give values (journal_seal.h) open them before they hand
+ * them on; a value that does not open fails the read, naming its key. */
+
+static int instance_opened(journal *j, int rc, journal_instance *out) {
+  if (rc == 0 && (rc = journal_open_instance(j->crypt, out)) != 0)
+    journal_instance_clear(out);
+  return rc;
+}
+
 int journal_instance_get(journal *j, const char *workflow, const char *id,
                          journal_instance *out) {
-  return j->be->instance_get(j->db, workflow, id, out);
+  return instance_opened(j, j->be->instance_get(j->db, workflow, id, out), out);
 }
 
 int journal_instance_get_rowid(journal *j, int64_t rowid,
                                journal_instance *out) {
-  return j->be->instance_get_rowid(j->db, rowid, out);
+  return instance_opened(j, j->be->instance_get_rowid(j->db, rowid, out), out);
 }
 
 int journal_steps_load(journal *j, int64_t rowid, journal_step **out,
                        size_t *n) {
-  return j->be->steps_load(j->db, rowid, out, n);
+  int rc = j->be->steps_load(j->db, rowid, out, n);
+  if (rc == 0 && (rc = journal_open_steps(j->crypt, rowid, *out, *n)) != 0) {
+    journal_steps_free(*out, *n);
+    *out = NULL;
+    *n = 0;
+  }
+  return rc;
+}
+
+/* What a callback gets in place of a value that does not open (its read
+ * fails once every row was handed on). */
+#define UNOPENED_ERROR                                                         \
+  "{\"name\":\"storage.encrypted\",\"message\":\"cannot decrypt\"}"
+
+typedef struct attempts_opener {
+  const journal_crypt *crypt;
+  int64_t rowid;
+  void (*fn)(void *ctx, const char *key, uint32_t number, int64_t started_ms,
+             int64_t ended_ms, const char *error, const char *build);
+  void *ctx;
+  int rc;
+} attempts_opener;
+
+static void attempt_opened(void *ctx, const char *key, uint32_t number,
+                           int64_t started_ms, int64_t ended_ms,
+                           const char *error, const char *build) {
+  attempts_opener *a = ctx;
+  char *v = journal_crypt_sealed(error) ? xstrdup(error) : NULL;
+  if (v && journal_open_value(a->crypt, JOURNAL_FIELD_ATTEMPT_ERROR, a->rowid,
+                              key, &v) != 0)
+    a->rc = DURO_E_STORAGE;
+  a->fn(a->ctx, key, number, started_ms, ended_ms,
+        !v      ? error
+        : a->rc ? UNOPENED_ERROR
+                : v,
+        build);
+  free(v);
 }
 
 int journal_attempts_each(journal *j, int64_t rowid,
@@ -703,22 +789,42 @@ int journal_attempts_each(journal *j, int64_t rowid,
                                      int64_t ended_ms, const char *error,
                                      const char *build),
                           void *ctx) {
-  return j->be->attempts_each(j->db, rowid, fn, ctx);
+  attempts_opener a = {.crypt = j->crypt, .rowid = rowid, .fn = fn, .ctx = ctx};
+  int rc = j->be->attempts_each(j->db, rowid, attempt_opened, &a);
+  return rc ? rc : a.rc;
+}
+
+static int events_opened(journal *j, int rc, int64_t rowid, journal_event **out,
+                         size_t *n) {
+  if (rc == 0 && (rc = journal_open_events(j->crypt, rowid, *out, *n)) != 0) {
+    journal_events_free(*out, *n);
+    *out = NULL;
+    *n = 0;
+  }
+  return rc;
 }
 
 int journal_events_pending(journal *j, int64_t rowid, journal_event **out,
                            size_t *n) {
-  return j->be->events_pending(j->db, rowid, out, n);
+  return events_opened(j, j->be->events_pending(j->db, rowid, out, n), rowid,
+                       out, n);
 }
 
 int journal_events_all(journal *j, int64_t rowid, journal_event **out,
                        size_t *n) {
-  return j->be->events_all(j->db, rowid, out, n);
+  return events_opened(j, j->be->events_all(j->db, rowid, out, n), rowid, out,
+                       n);
 }
 
 int journal_logs_read(journal *j, int64_t rowid, int64_t after, size_t limit,
                       journal_log **out, size_t *n) {
-  return j->be->logs_read(j->db, rowid, after, limit, out, n);
+  int rc = j->be->logs_read(j->db, rowid, after, limit, out, n);
+  if (rc == 0 && (rc = journal_open_logs(j->crypt, rowid, *out, *n)) != 0) {
+    journal_logs_free(*out, *n);
+    *out = NULL;
+    *n = 0;
+  }
+  return rc;
 }
 
 void journal_logs_free(journal_log *v, size_t n) {
@@ -745,9 +851,37 @@ int journal_recover_each(journal *j,
   return j->be->recover_each(j->db, fn, ctx);
 }
 
+typedef struct live_opener {
+  const journal_crypt *crypt;
+  const char *workflow;
+  journal_live_fn fn;
+  void *ctx;
+  int rc;
+} live_opener;
+
+static void live_opened(void *ctx, const journal_live_row *row) {
+  live_opener *l = ctx;
+  journal_live_row r = *row;
+  char *v = journal_crypt_sealed(row->params) ? xstrdup(row->params) : NULL;
+  if (v && journal_open_value(l->crypt, JOURNAL_FIELD_PARAMS, 0, l->workflow,
+                              &v) != 0) {
+    l->rc = DURO_E_STORAGE;
+    free(v);
+    v = NULL;
+    r.params = NULL;
+  } else if (v) {
+    r.params = v;
+  }
+  l->fn(l->ctx, &r);
+  free(v);
+}
+
 int journal_live_each(journal *j, const char *workflow, journal_live_fn fn,
                       void *ctx) {
-  return j->be->live_each(j->db, workflow, fn, ctx);
+  live_opener l = {
+      .crypt = j->crypt, .workflow = workflow, .fn = fn, .ctx = ctx};
+  int rc = j->be->live_each(j->db, workflow, live_opened, &l);
+  return rc ? rc : l.rc;
 }
 
 int journal_children_each(journal *j, int64_t parent,
@@ -870,12 +1004,19 @@ int journal_queue_leases(journal *j, const char *queue, int64_t now_ms,
 
 int journal_queue_peek(journal *j, const char *queue, int64_t now_ms,
                        size_t limit, journal_message **out, size_t *n) {
-  return j->be->queue_peek(j->db, queue, now_ms, limit, out, n);
+  int rc = j->be->queue_peek(j->db, queue, now_ms, limit, out, n);
+  if (rc == 0 && (rc = journal_open_messages(j->crypt, *out, *n)) != 0) {
+    journal_messages_free(*out, *n);
+    *out = NULL;
+    *n = 0;
+  }
+  return rc;
 }
 
 int journal_queue_held(journal *j, const char *queue, int64_t now_ms,
                        const char *pointer, uint32_t limit, int64_t *held) {
-  return j->be->queue_held(j->db, queue, now_ms, pointer, limit, held);
+  return j->be->queue_held(j->db, queue, now_ms, pointer, limit, j->crypt,
+                           held);
 }
 
 int journal_queue_counts_each(journal *j,

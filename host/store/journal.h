@@ -176,6 +176,13 @@ enum {
 int journal_open(const char *path, int synchronous_full, journal **out,
                  char *err, size_t errlen);
 void journal_close(journal *j);
+/* Values encrypted at rest from now on (journal_crypt.h): sealed under
+ * c's active key as batches commit, opened as reads give them back.  c
+ * is borrowed and must outlive the journal; NULL (the default): values
+ * are written as they are, and a read of a sealed one fails naming its
+ * key.  Set before the first commit. */
+struct journal_crypt;
+void journal_set_crypt(journal *j, const struct journal_crypt *c);
 /* Returns once every batch queued so far is committed (or failed) and its
  * callback has run: what an engine closing waits for before it frees what
  * those callbacks use (an activation's final commit lets go of its
@@ -370,6 +377,9 @@ typedef struct journal_op {
   /* JOP_MESSAGE_INSERT, JOP_EVENT_INSERT: its sender's trace */
   const char *traceparent;
   size_t n_leases;
+  /* Set by the journal for the backend: the keys that open the values it
+   * reads within the op (a keyed lease's bodies); NULL: none. */
+  const struct journal_crypt *crypt;
   /* results */
   int rc;                    /* DURO_E_ALREADY_EXISTS for a duplicate insert */
   int64_t out_rowid;         /* JOP_INSTANCE_INSERT / JOP_EVENT_INSERT */

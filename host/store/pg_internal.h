@@ -360,7 +360,8 @@ int pg_queue_leases(void *db, const char *queue, int64_t now_ms,
 int pg_queue_peek(void *db, const char *queue, int64_t now_ms, size_t limit,
                   journal_message **out, size_t *n);
 int pg_queue_held(void *db, const char *queue, int64_t now_ms,
-                  const char *pointer, uint32_t limit, int64_t *held);
+                  const char *pointer, uint32_t limit,
+                  const struct journal_crypt *crypt, int64_t *held);
 
 /* A keyed consumer's walk (queue_keys.h), the lease's on the writer and
  * the held count's on a reader.  $3 of the first and $6 of the second

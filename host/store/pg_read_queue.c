@@ -157,7 +157,8 @@ void pg_keys_ahead(const PGresult *r, queue_keys *keys) {
  * the stored keys when they are the pointer's (else each computed from
  * its body), and no key passed over, so that all the held are counted. */
 int pg_queue_held(void *db, const char *queue, int64_t now_ms,
-                  const char *pointer, uint32_t limit, int64_t *held) {
+                  const char *pointer, uint32_t limit,
+                  const struct journal_crypt *crypt, int64_t *held) {
   *held = 0;
   params p = {0};
   p_text(&p, queue);
@@ -171,7 +172,7 @@ int pg_queue_held(void *db, const char *queue, int64_t now_ms,
   p_i64(&p, current);
   if (!(r = pg_query(db, PG_SQL_KEY_AHEAD, &p)))
     return DURO_E_STORAGE;
-  queue_keys *keys = queue_keys_new(pointer, limit);
+  queue_keys *keys = queue_keys_new(pointer, limit, crypt);
   pg_keys_ahead(r, keys);
   PQclear(r);
   int64_t after_sent = INT64_MIN, after_seq = 0;

@@ -103,7 +103,7 @@ static int pick_keyed(pg_store *pg, journal_op *op, journal_message *v,
   p_i64(&p, 1); /* the keys are the pointer's */
   if (!(r = pg_write_run(pg, ST_MESSAGE_KEY_AHEAD, &p)))
     return DURO_E_STORAGE;
-  queue_keys *keys = queue_keys_new(op->key_pointer, op->key_limit);
+  queue_keys *keys = queue_keys_new(op->key_pointer, op->key_limit, op->crypt);
   pg_keys_ahead(r, keys);
   PQclear(r);
   char *full = queue_keys_full(keys);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "journal_crypt.h"
 #include "json_pointer.h"
 #include "map.h"
 #include "util.h"
@@ -34,6 +35,7 @@ typedef struct fill {
 struct queue_keys {
   char *pointer;
   uint32_t limit;
+  const journal_crypt *crypt;
   strmap lines;     /* key -> key_line */
   key_line **owned; /* every line, to free */
   size_t n_owned, cap_owned;
@@ -42,8 +44,10 @@ struct queue_keys {
   int64_t held;
 };
 
-queue_keys *queue_keys_new(const char *pointer, uint32_t limit) {
+queue_keys *queue_keys_new(const char *pointer, uint32_t limit,
+                           const journal_crypt *crypt) {
   queue_keys *k = xcalloc(1, sizeof *k);
+  k->crypt = crypt;
   k->pointer = xstrdup(pointer);
   k->limit = limit ? limit : 1;
   return k;
@@ -88,7 +92,13 @@ const char *queue_keys_key(queue_keys *k, int64_t seq, const char *stored,
     k->cap_fills = k->cap_fills ? 2 * k->cap_fills : 16;
     k->fills = xrealloc(k->fills, k->cap_fills * sizeof *k->fills);
   }
-  k->fills[k->n_fills] = (fill){seq, key_of(k->pointer, body)};
+  char *plain = NULL, err[200];
+  if (journal_crypt_sealed(body) &&
+      journal_crypt_open(k->crypt, JOURNAL_FIELD_MESSAGE, 0, NULL, body, &plain,
+                         err, sizeof err) != 0)
+    body = NULL; /* not delivered either (journal_seal_results) */
+  k->fills[k->n_fills] = (fill){seq, key_of(k->pointer, plain ? plain : body)};
+  free(plain);
   return k->fills[k->n_fills++].key;
 }
 

@@ -35,8 +35,12 @@
 
 typedef struct queue_keys queue_keys;
 
-/* `pointer` (RFC 6901) is copied; limit >= 1. */
-queue_keys *queue_keys_new(const char *pointer, uint32_t limit);
+/* `pointer` (RFC 6901) is copied; limit >= 1; crypt (borrowed, may be
+ * NULL) opens the bodies stored encrypted (journal_crypt.h): one that
+ * does not open has no key. */
+struct journal_crypt;
+queue_keys *queue_keys_new(const char *pointer, uint32_t limit,
+                           const struct journal_crypt *crypt);
 void queue_keys_free(queue_keys *k);
 
 /* The key of message `seq`: `stored` (its messages.key) when not NULL,

@@ -411,7 +411,8 @@ int sqlite_queue_leases(void *db, const char *queue, int64_t now_ms,
 int sqlite_queue_peek(void *db, const char *queue, int64_t now_ms, size_t limit,
                       journal_message **out, size_t *n);
 int sqlite_queue_held(void *db, const char *queue, int64_t now_ms,
-                      const char *pointer, uint32_t limit, int64_t *held);
+                      const char *pointer, uint32_t limit,
+                      const struct journal_crypt *crypt, int64_t *held);
 int sqlite_queue_counts_each(void *db,
                              void (*fn)(void *ctx, const char *queue,
                                         int64_t dropped, int64_t dead_lettered),

@@ -147,11 +147,12 @@ static const char sql_queue_key_pointer[] =
  * stored keys when they are the pointer's (else each computed from its
  * body), and no key passed over, so that all the held are counted. */
 int sqlite_queue_held(void *db, const char *queue, int64_t now_ms,
-                      const char *pointer, uint32_t limit, int64_t *held) {
+                      const char *pointer, uint32_t limit,
+                      const struct journal_crypt *crypt, int64_t *held) {
   *held = 0;
   reader *r = sqlite_reader_take(db);
   sqlite3_stmt *ahead = NULL, *pick = NULL, *ptr = NULL;
-  queue_keys *keys = queue_keys_new(pointer, limit);
+  queue_keys *keys = queue_keys_new(pointer, limit, crypt);
   int current = 0, s = SQLITE_DONE;
   int rc = sqlite_prepare_rd(r, sql_queue_key_pointer, &ptr);
   if (rc == 0) {

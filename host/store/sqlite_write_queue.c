@@ -99,8 +99,9 @@ static int keys_fill(sqlite_store *sq, const queue_keys *keys) {
  * the keys in handlers up to their limit without reading their rows, and
  * over the messages whose key comes to its limit in the walk. */
 int sqlite_message_lease(sqlite_store *sq, journal_op *op) {
-  queue_keys *keys =
-      op->key_pointer ? queue_keys_new(op->key_pointer, op->key_limit) : NULL;
+  queue_keys *keys = op->key_pointer ? queue_keys_new(op->key_pointer,
+                                                      op->key_limit, op->crypt)
+                                     : NULL;
   if (keys && keys_ahead(sq, op, keys)) {
     queue_keys_free(keys);
     op->messages = xcalloc(1, sizeof *op->messages);
