@@ -80,6 +80,7 @@ RULES = [
     # The core and the features answer in structs: the JSON of them is the
     # views', which they never include.
     ("host/engine", "not", ["host/views"], RULE),
+    ("host/bulk", "not", ["host/views"], RULE),
     # The worker process (worker_main.c, worker_api.c, worker_calls.c,
     # worker_limits.c) holds plugin code
     # and none of the engine: it speaks to the engine over its channel

@@ -207,6 +207,18 @@ reader *pg_reader_take(pg_store *pg) {
   return reader_named(pg, r);
 }
 
+void pg_reader_end(pg_store *pg, reader *r, int failed) {
+  if (failed) {
+    PGresult *rb = PQexec(r->conn, "ROLLBACK");
+    PQclear(rb);
+    if (PQstatus(r->conn) != CONNECTION_OK) { /* its next use connects again */
+      PQfinish(r->conn);
+      r->conn = NULL;
+    }
+  }
+  pg_reader_give(pg, r);
+}
+
 void pg_reader_give(pg_store *pg, reader *r) {
   pthread_mutex_lock(&pg->readers_mu);
   r->next_idle = pg->idle;

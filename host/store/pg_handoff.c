@@ -132,14 +132,6 @@ int pg_hand_off(void *db, const int64_t *rowids, size_t n, int64_t to,
 out:
   PQclear(r);
   free(ids);
-  if (rc) {
-    PGresult *rb = PQexec(c, "ROLLBACK");
-    PQclear(rb);
-    if (PQstatus(c) != CONNECTION_OK) { /* its next use connects again */
-      PQfinish(c);
-      rd->conn = NULL;
-    }
-  }
-  pg_reader_give(pg, rd);
+  pg_reader_end(pg, rd, rc != 0);
   return rc;
 }

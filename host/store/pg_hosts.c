@@ -400,15 +400,7 @@ int pg_takeover(void *db, size_t limit,
   rc = 0;
 out:
   PQclear(r);
-  if (rc) {
-    PGresult *rb = PQexec(c, "ROLLBACK");
-    PQclear(rb);
-    if (PQstatus(c) != CONNECTION_OK) { /* its next use connects again */
-      PQfinish(c);
-      rd->conn = NULL;
-    }
-  }
-  pg_reader_give(pg, rd);
+  pg_reader_end(pg, rd, rc != 0);
   return rc;
 }
 

@@ -440,6 +440,9 @@ PGconn *pg_connect(const char *conninfo, int synchronous_full, char *err,
  * error recorded when the server cannot be reached. */
 reader *pg_reader_take(pg_store *pg);
 void pg_reader_give(pg_store *pg, reader *r);
+/* Gives back a reader that ran a transaction: rolled back first when it
+ * `failed`, and dropped when its connection was lost. */
+void pg_reader_end(pg_store *pg, reader *r, int failed);
 /* Runs a read on this thread's connection (again on a new one, up to
  * three tries, when the server dropped it): the rows (to PQclear), or
  * NULL with the error recorded. */
