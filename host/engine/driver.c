@@ -203,6 +203,7 @@ void engine_drivers_start(duro_engine *e) {
 
 void engine_gate_ready_locked(duro_engine *e, duro_gate_ticket *ent) {
   ent->gate_parked = 0;
+  ent->gate_granted = 1;
   runnable_push(e, ent);
 }
 

@@ -150,6 +150,9 @@ typedef struct entry {
    * parked until its turn by gate gate_parked - 1 (0: none), or admitted
    * with gate_holds (one a gate), which its end gives back. */
   int gate_parked, gate_held;
+  /* Made runnable by a gate that keeps its turn for it (by rowid) until
+   * it is admitted: never handed to another host (rebalance.c). */
+  int gate_granted;
   void *gate_holds[ENGINE_MAX_GATES];
   wf_reg *counted;         /* the workflow whose slot this activation holds */
   int64_t retry_at;        /* ENTRY_RETRY: when (engine_mono_ms) */

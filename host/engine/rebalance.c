@@ -86,13 +86,17 @@ static int rowid_cmp(const void *a, const void *b) {
 
 /* Takes up to `want` entries off the runnable FIFO's head (mu held), as
  * ENTRY_HANDOFF; one with a control request to apply or a rerun noted
- * stays, in its place. */
+ * stays, in its place, and so does one that holds or was promised what
+ * this host shares out (a gate gave it its turn, a slot of its key, or a
+ * workflow's concurrency counts it): handed away, that would never be
+ * given back. */
 static size_t take_queued_locked(duro_engine *e, entry **held, size_t want) {
   entry_fifo kept = {0};
   size_t n = 0;
   while (n < want && e->runnable.head) {
     entry *ent = fifo_pop(&e->runnable);
-    if (ent->apply_control || ent->rerun) {
+    if (ent->apply_control || ent->rerun || ent->gate_held ||
+        ent->gate_granted || ent->counted) {
       fifo_push(&kept, ent);
       continue;
     }
