@@ -207,6 +207,19 @@ reader *pg_reader_take(pg_store *pg) {
   return reader_named(pg, r);
 }
 
+/* Runs `sql` on c within the caller's transaction; NULL after a failure
+ * (recorded). */
+PGresult *pg_tx_exec(PGconn *c, const char *sql, const params *p) {
+  PGresult *r = PQexecParams(c, sql, p->n, NULL, p->v, NULL, NULL, 0);
+  ExecStatusType s = PQresultStatus(r);
+  if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
+    pg_set_err(NULL, pg_failure_of(c, r));
+    PQclear(r);
+    return NULL;
+  }
+  return r;
+}
+
 void pg_reader_end(pg_store *pg, reader *r, int failed) {
   if (failed) {
     PGresult *rb = PQexec(r->conn, "ROLLBACK");

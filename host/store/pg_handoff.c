@@ -54,17 +54,6 @@ static char *array_of(const int64_t *rowids, size_t n) {
   return s;
 }
 
-static PGresult *exec_in(PGconn *c, const char *sql, const params *p) {
-  PGresult *r = PQexecParams(c, sql, p->n, NULL, p->v, NULL, NULL, 0);
-  ExecStatusType s = PQresultStatus(r);
-  if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
-    pg_set_err(NULL, pg_failure_of(c, r));
-    PQclear(r);
-    return NULL;
-  }
-  return r;
-}
-
 int pg_hand_off(void *db, const int64_t *rowids, size_t n, int64_t to,
                 int64_t *moved, size_t *n_moved) {
   pg_store *pg = db;
@@ -80,8 +69,8 @@ int pg_hand_off(void *db, const int64_t *rowids, size_t n, int64_t to,
     goto out;
   params me = {0};
   p_i64(&me, pg->host);
-  if (!(r = exec_in(c, "SELECT 1 FROM hosts WHERE id=$1 AND NOT dead FOR SHARE",
-                    &me)))
+  if (!(r = pg_tx_exec(
+            c, "SELECT 1 FROM hosts WHERE id=$1 AND NOT dead FOR SHARE", &me)))
     goto out;
   int alive = PQntuples(r) == 1;
   PQclear(r);
@@ -96,7 +85,7 @@ int pg_hand_off(void *db, const int64_t *rowids, size_t n, int64_t to,
   p_i64(&q, pg->host);
   p_i64(&q, to);
   p_text(&q, ids);
-  if (!(r = exec_in(
+  if (!(r = pg_tx_exec(
             c,
             "UPDATE instances SET owner=$2 WHERE rowid=ANY($3::bigint[]) "
             "AND owner=$1 AND status='queued' AND control=0 AND "
@@ -120,7 +109,7 @@ int pg_hand_off(void *db, const int64_t *rowids, size_t n, int64_t to,
     params t = {0};
     p_text(&t, channel);
     p_text(&t, text);
-    if (!(r = exec_in(c, "SELECT pg_notify($1,$2)", &t)))
+    if (!(r = pg_tx_exec(c, "SELECT pg_notify($1,$2)", &t)))
       goto out;
     PQclear(r);
     r = NULL;

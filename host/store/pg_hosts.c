@@ -276,19 +276,6 @@ int pg_join(void *db, int64_t lease_ms, const store_host_hooks *hooks,
   return 0;
 }
 
-/* Runs `sql` on c within the caller's transaction; NULL after a failure
- * (recorded). */
-static PGresult *tx_exec(PGconn *c, const char *sql, const params *p) {
-  PGresult *r = PQexecParams(c, sql, p->n, NULL, p->v, NULL, NULL, 0);
-  ExecStatusType s = PQresultStatus(r);
-  if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
-    pg_set_err(NULL, pg_failure_of(c, r));
-    PQclear(r);
-    return NULL;
-  }
-  return r;
-}
-
 /* Ends the sessions of every other host past its lease (see
  * pg_session_name), logging each host whose sessions it ended.  Without
  * the right to (another role, not pg_signal_backend), marking such a
@@ -339,10 +326,10 @@ int pg_takeover(void *db, size_t limit,
   if (pg_exec_cmd(c, "BEGIN", NULL, 0))
     goto out;
   /* Its own lease first: a host that lost it takes nothing. */
-  if (!(r = tx_exec(c,
-                    "UPDATE hosts SET heartbeat=now() WHERE id=$1 AND "
-                    "NOT dead",
-                    &me)))
+  if (!(r = pg_tx_exec(c,
+                       "UPDATE hosts SET heartbeat=now() WHERE id=$1 AND "
+                       "NOT dead",
+                       &me)))
     goto out;
   int alive = strcmp(PQcmdTuples(r), "1") == 0;
   PQclear(r);
@@ -353,14 +340,14 @@ int pg_takeover(void *db, size_t limit,
     goto out;
   }
   if (grace)
-    r = tx_exec(c, "SELECT 1 WHERE false", &(params){0});
+    r = pg_tx_exec(c, "SELECT 1 WHERE false", &(params){0});
   else
-    r = tx_exec(c,
-                "UPDATE hosts SET dead=true WHERE id<>$1 AND NOT dead "
-                "AND greatest(heartbeat, pg_postmaster_start_time()) < "
-                "now() - lease_ms * interval '1 millisecond' "
-                "RETURNING id, name, pid",
-                &me);
+    r = pg_tx_exec(c,
+                   "UPDATE hosts SET dead=true WHERE id<>$1 AND NOT dead "
+                   "AND greatest(heartbeat, pg_postmaster_start_time()) < "
+                   "now() - lease_ms * interval '1 millisecond' "
+                   "RETURNING id, name, pid",
+                   &me);
   if (!r)
     goto out;
   for (int i = 0; i < PQntuples(r); i++)
@@ -371,23 +358,23 @@ int pg_takeover(void *db, size_t limit,
   params q = {0};
   p_i64(&q, pg->host);
   p_i64(&q, (int64_t)limit);
-  if (!(r = tx_exec(c,
-                    "WITH picked AS (SELECT rowid FROM instances WHERE "
-                    "owner = ANY(ARRAY(SELECT id FROM hosts WHERE dead) || "
-                    "0::bigint) AND status NOT IN "
-                    "('complete','errored','terminated') LIMIT $2 "
-                    "FOR UPDATE SKIP LOCKED) "
-                    "UPDATE instances SET owner=$1 FROM picked WHERE "
-                    "instances.rowid=picked.rowid "
-                    "RETURNING instances.rowid, instances.wake_ms",
-                    &q)))
+  if (!(r = pg_tx_exec(c,
+                       "WITH picked AS (SELECT rowid FROM instances WHERE "
+                       "owner = ANY(ARRAY(SELECT id FROM hosts WHERE dead) || "
+                       "0::bigint) AND status NOT IN "
+                       "('complete','errored','terminated') LIMIT $2 "
+                       "FOR UPDATE SKIP LOCKED) "
+                       "UPDATE instances SET owner=$1 FROM picked WHERE "
+                       "instances.rowid=picked.rowid "
+                       "RETURNING instances.rowid, instances.wake_ms",
+                       &q)))
     goto out;
   PGresult *taken = r;
-  r = tx_exec(c,
-              "DELETE FROM hosts WHERE dead AND NOT EXISTS (SELECT 1 FROM "
-              "instances WHERE owner=hosts.id AND status NOT IN "
-              "('complete','errored','terminated'))",
-              &(params){0});
+  r = pg_tx_exec(c,
+                 "DELETE FROM hosts WHERE dead AND NOT EXISTS (SELECT 1 FROM "
+                 "instances WHERE owner=hosts.id AND status NOT IN "
+                 "('complete','errored','terminated'))",
+                 &(params){0});
   if (!r || pg_exec_cmd(c, "COMMIT", NULL, 0)) {
     PQclear(taken);
     goto out;

@@ -443,6 +443,9 @@ void pg_reader_give(pg_store *pg, reader *r);
 /* Gives back a reader that ran a transaction: rolled back first when it
  * `failed`, and dropped when its connection was lost. */
 void pg_reader_end(pg_store *pg, reader *r, int failed);
+/* Runs `sql` on c within the caller's transaction; NULL after a failure
+ * (recorded). */
+PGresult *pg_tx_exec(PGconn *c, const char *sql, const params *p);
 /* Runs a read on this thread's connection (again on a new one, up to
  * three tries, when the server dropped it): the rows (to PQclear), or
  * NULL with the error recorded. */
