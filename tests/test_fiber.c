@@ -7,6 +7,9 @@
 #include <check.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "fiber.h"
@@ -111,6 +114,39 @@ START_TEST(the_cache_is_bounded) {
 }
 END_TEST
 
+/* A fiber let go while it waits (an activation never resumed) leaves
+ * its frames' redzones in ASan's shadow; the pages mapped next at that
+ * address must not inherit them. */
+static void waits_for_ever(void *arg) {
+  volatile char buf[256];
+  buf[0] = 1;
+  *(uintptr_t *)arg = (uintptr_t)buf;
+  fiber_yield();
+}
+
+START_TEST(an_unmapped_stack_leaves_nothing_behind) {
+  int64_t t0 = clock_mono_ms() + 10800 * 1000;
+  fiber_cache_trim(t0 - 10000);
+  fiber_cache_trim(t0);
+  uintptr_t at = 0;
+  fiber *f = fiber_create();
+  fiber_start(f, waits_for_ever, &at);
+  fiber_resume(f);
+  fiber_destroy(f); /* never resumed */
+  fiber_cache_trim(t0 + 10000);
+  fiber_cache_trim(t0 + 20000);
+  ck_assert_uint_eq(fiber_cache_count(), 0);
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  void *want = (void *)(at & ~(uintptr_t)(page - 1));
+  char *p = mmap(want, page, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  ck_assert_ptr_eq(p, want);
+  memset(p, 7, page); /* ASan aborts here if the old redzones stayed */
+  ck_assert_int_eq(p[at & (page - 1)], 7);
+  munmap(p, page);
+}
+END_TEST
+
 static Suite *fiber_suite(void) {
   Suite *s = suite_create("fiber");
   TCase *tc = tcase_create("fiber");
@@ -118,6 +154,7 @@ static Suite *fiber_suite(void) {
   tcase_add_test(tc, a_destroyed_fiber_serves_the_next);
   tcase_add_test(tc, those_not_needed_for_a_period_are_unmapped);
   tcase_add_test(tc, the_cache_is_bounded);
+  tcase_add_test(tc, an_unmapped_stack_leaves_nothing_behind);
   suite_add_tcase(s, tc);
   return s;
 }
