@@ -32,6 +32,9 @@ typedef struct journal journal;
  * no type a wait takes holds it.  A string, for the SQL it is spliced
  * into. */
 #define JOURNAL_WAIT_SEP "|"
+/* How long a queue message under a key storage.encryption does not list
+ * waits before a lease looks at it again. */
+#define JOURNAL_PARKED_MS 60000
 
 typedef struct journal_instance {
   int64_t rowid;
@@ -248,6 +251,10 @@ typedef enum journal_op_kind {
                          them (free with journal_messages_free, even when
                          the commit failed); with key_pointer, oldest
                          sent first, skipping those queue_keys holds */
+                      /* a message whose body or last error is sealed
+                         under a key op->crypt does not list is neither
+                         leased nor counted: it is put back
+                         JOURNAL_PARKED_MS later (journal_crypt_listed) */
   JOP_MESSAGE_ACK,    /* queue, lease, ts_ms: deletes the message whose
                          lease it is, if still held at ts_ms; out_rowid =
                          1 when it did */
