@@ -157,6 +157,14 @@ void journal_close(journal *j) {
 
 void journal_set_crypt(journal *j, const journal_crypt *c) { j->crypt = c; }
 
+const journal_crypt *journal_get_crypt(const journal *j) { return j->crypt; }
+
+int journal_values_each(journal *j, int which, int64_t after, size_t limit,
+                        const char *skip, journal_value_fn fn, void *ctx,
+                        int64_t *last) {
+  return j->be->values_each(j->db, which, after, limit, skip, fn, ctx, last);
+}
+
 void journal_drain(journal *j) {
   pthread_mutex_lock(&j->mu);
   while (j->head || j->leading) {

@@ -153,6 +153,17 @@ enum {
   ST_BULK_CANCEL,
   ST_BULK_CLAIM,
   ST_BULK_SWEEP,
+  /* JOP_VALUE_RESEAL's, one per journal_field in its order (pg_values.c) */
+  ST_RESEAL_PARAMS,
+  ST_RESEAL_OUTPUT,
+  ST_RESEAL_ERROR,
+  ST_RESEAL_STEP_RESULT,
+  ST_RESEAL_STEP_ERROR,
+  ST_RESEAL_ATTEMPT_ERROR,
+  ST_RESEAL_EVENT,
+  ST_RESEAL_LOG,
+  ST_RESEAL_MESSAGE,
+  ST_RESEAL_MESSAGE_ERROR,
   ST_NOTIFY,
   ST_FENCE,
   ST_WRITE_COUNT_
@@ -276,6 +287,11 @@ int pg_message_retry(pg_store *pg, journal_op *op);
 int pg_cron_apply(pg_store *pg, journal_op *op);
 int pg_pipeline_apply(pg_store *pg, journal_op *op);
 int pg_log_apply(pg_store *pg, journal_op *op);
+/* pg_values.c: the values encrypted at rest, scanned and rewritten */
+int pg_values_each(void *db, int which, int64_t after, size_t limit,
+                   const char *skip, journal_value_fn fn, void *ctx,
+                   int64_t *last);
+int pg_value_reseal(pg_store *pg, journal_op *op);
 int pg_bulk_apply(pg_store *pg, journal_op *op);
 int pg_bulk_get(void *db, int64_t id, journal_bulk *out);
 int pg_bulk_list(void *db, const char *workflow, int running, size_t limit,
