@@ -70,10 +70,11 @@ TOKEN = "dash-Token_1"
 VIEWER = "dash-Viewer_1"
 
 
-# A read-only key limited to one workflow and one queue (the token host's).
+# A read-only key limited to two workflows (a fan-out's children, of a
+# third, not among them) and one queue (the token host's).
 LIMITED_KEY = """  keys:
     - {name: viewer, token_env: DASH_VIEWER, scopes: [read],
-       workflows: [order-flow], queues: [jobs]}"""
+       workflows: [order-flow, fan-out], queues: [jobs]}"""
 
 
 class Host:
@@ -397,14 +398,38 @@ def error_banners(d):
         ".map((e) => e.textContent)")
 
 
+def as_viewer(t, path):
+    """(status, JSON) of GET path with the limited key's token."""
+    req = urllib.request.Request(t.base + path)
+    req.add_header("Authorization", "Bearer " + VIEWER)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, json.loads(r.read().decode())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read().decode() or "null")
+
+
 def limited_key(t, profile, drivers):
-    """A read-only key limited to order-flow and the queue jobs: the home,
-    list, instance, queues, crons, plugins and health pages show its part
-    with no error line, and offer no control (start, bulk, actions,
-    redrive)."""
+    """A read-only key limited to order-flow and fan-out and the queue
+    jobs: the home, list, instance, queues, crons, plugins and health
+    pages show its part with no error line, and offer no control (start,
+    bulk, actions, redrive); a fan-out's children (square, not on its
+    list) are left out of its describe, and shown to the admin key."""
     order = {"orderId": "V-1", "email": "a@b.c", "amount": 10}
     assert t.api("POST", f"/workflows/{WF}/instances",
                  {"id": "view-1", "params": order})[0] == 201
+    assert t.api("POST", "/workflows/fan-out/instances",
+                 {"id": "fan-1", "params": {"n": 2}})[0] == 201
+    deadline = time.time() + 15
+    while t.status("fan-1", "fan-out") != "complete":
+        assert time.time() < deadline, "the fan-out never completed"
+        time.sleep(0.1)
+    kids = t.api("GET", "/workflows/fan-out/instances/fan-1")[1]["children"]
+    assert [k["workflow"] for k in kids] == ["square", "square"], kids
+    status, seen = as_viewer(t, "/workflows/fan-out/instances/fan-1")
+    assert status == 200 and seen["children"] == [], (status, seen)
+    status, seen = as_viewer(t, f"/workflows/square/instances/{kids[0]['id']}")
+    assert status == 403 and seen["error"]["workflow"] == "square", (status, seen)
     d = browser(profile)
     drivers.append(d)
     d.get(t.base + "/")
@@ -416,7 +441,7 @@ def limited_key(t, profile, drivers):
     wait_for(d, "the key's workflow", lambda: d.find_elements(By.LINK_TEXT, WF))
     cards = d.execute_script(
         "return [...document.querySelectorAll('[data-workflow]')].map((c) => c.dataset.workflow)")
-    assert cards == [WF], f"the limited key's home shows {cards}"
+    assert cards == [WF, "fan-out"], f"the limited key's home shows {cards}"
     assert not error_banners(d), error_banners(d)
     shot(d, "limited-home")
 
@@ -456,7 +481,7 @@ def limited_key(t, profile, drivers):
         if page == "plugins":
             plugins = d.execute_script(
                 "return [...document.querySelectorAll('[data-plugin]')].map((p) => p.dataset.plugin)")
-            assert plugins == ["orders"], f"the limited key's plugins: {plugins}"
+            assert plugins == ["orders", "fanout"], f"the limited key's plugins: {plugins}"
     assert d.find_elements(By.ID, "charts-note"), "the health page names no note on its charts"
     bad = severe_logs(d, [r"/healthz .*401"])
     assert not bad, "browser errors for the limited key:\n" + "\n".join(bad)

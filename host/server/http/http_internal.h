@@ -348,6 +348,7 @@ json_t *keys_filter_queues(const http_exchange *x, json_t *queues);
 json_t *keys_filter_crons(const http_exchange *x, json_t *crons);
 json_t *keys_filter_plugins(http_server *s, const http_exchange *x,
                             json_t *list);
+json_t *keys_filter_instance(const http_exchange *x, json_t *instance);
 json_t *keys_filter_health(const http_exchange *x, json_t *health);
 /* GET /key: what the request's key is and may do. */
 int key_route(http_exchange *x);

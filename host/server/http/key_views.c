@@ -12,6 +12,8 @@
  *    the schedules of those crons; a plugin left serving none of them is
  *    not shown; held_instances and a hold's workflows cut to its
  *    workflows.  A build's pinned instances stay counted whole.
+ *  - GET /workflows/{wf}/instances/{id}: its children of the key's
+ *    workflows (its parent, one name, is shown as it is).
  *  - GET /healthz: its status whole; the entries of its lists (hung
  *    attempts, hung queue handlers) that name another workflow or queue
  *    left out.
@@ -127,6 +129,14 @@ json_t *keys_filter_plugins(http_server *s, const http_exchange *x,
       json_object_del(held, wf);
   }
   return list;
+}
+
+json_t *keys_filter_instance(const http_exchange *x, json_t *instance) {
+  const http_key *k = x->key;
+  if (!sees_all(k) && k->workflows)
+    cut_items(k, json_object_get(instance, "children"), "workflow",
+              keys_see_workflow, 0);
+  return instance;
 }
 
 json_t *keys_filter_health(const http_exchange *x, json_t *health) {
