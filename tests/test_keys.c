@@ -195,7 +195,7 @@ END_TEST
 /* Pages of the rotation interleaved with the engine's work: instances
  * made under k1 finish under k2, new ones start, messages are sent. */
 START_TEST(rotation_beside_running_instances) {
-  enum { N = 60 };
+  enum { N = 240 }; /* a page is 100 instances: several pages */
   char id[32];
   harness_set_crypt(&h, old_keys);
   for (int i = 0; i < N; i++) {
@@ -207,11 +207,12 @@ START_TEST(rotation_beside_running_instances) {
   ck_assert_int_eq(reveals_before, 2 * N);
   harness_set_crypt(&h, both_keys);
   ck_assert_int_eq(duro_keys_start(h.e, 0, NULL, err, sizeof err), 0);
-  int i = 0, more = 1;
+  int i = 0, more = 1, pages = 0;
   while (more) {
     more = duro_keys_pass(h.e);
+    pages++;
     /* between pages: events to those made before, new instances */
-    for (int k = 0; k < 7 && i < N; k++, i++) {
+    for (int k = 0; k < N / 3 && i < N; k++, i++) {
       snprintf(id, sizeof id, "o%d", i);
       finish_secret(id);
       snprintf(id, sizeof id, "n%d", i);
@@ -229,6 +230,7 @@ START_TEST(rotation_beside_running_instances) {
   duro_keys_run r;
   duro_keys_status(h.e, &r);
   ck_assert_str_eq(duro_keys_state_name(r.state), "done");
+  ck_assert_int_ge(pages, 3); /* the work went on between its pages */
   ck_assert_uint_gt(r.progress.rewritten, 0);
   ck_assert_uint_eq(r.progress.unopened, 0);
   /* no completed step ran again: two attempts of each instance's step */
@@ -278,8 +280,8 @@ START_TEST(rewrite_only_over_what_was_read) {
   journal *j = harness_journal_open(&h);
   found f = {0};
   int64_t last;
-  ck_assert_int_eq(journal_values_each(j, JOURNAL_VALUES_INSTANCES, 0, 10,
-                                       NULL, take_output, &f, &last),
+  ck_assert_int_eq(journal_values_each(j, JOURNAL_VALUES_INSTANCES, 0, 10, NULL,
+                                       take_output, &f, &last),
                    0);
   ck_assert_ptr_nonnull(f.stored);
   ck_assert(journal_crypt_sealed(f.stored));

@@ -2,13 +2,12 @@
  * `duro run` (DURO_BIN, tests/host_run.h) of the order-flow example
  * (ORDERS_PLUGIN):
  *
- *  - without storage.encryption, POST /keys/rotate is 409 keys.none and
+ *  - without storage.encryption, POST /storage/keys/rotate is 409 keys.none and
  *    `duro keys list` says values are stored in the clear;
  *  - orders made under key k1 wait for their review; the host restarted
  *    with k2 active and k1 kept: `duro keys count` finds values under k1,
- *    `duro keys rotate` follows the rotation to its end (GET /keys shows
- *    it done, with what it rewrote), and a count then finds none under
- *    k1;
+ *    `duro keys rotate` follows the rotation to its end (GET /storage/keys
+ * shows it done, with what it rewrote), and a count then finds none under k1;
  *  - the host restarted with k2 alone: every order reads in the clear
  *    and one completes on its review. */
 #include <check.h>
@@ -64,8 +63,8 @@ static char *keys_cli(const host_run *H, const char *verb, int want) {
   const char *const args[] = {"keys", verb, NULL};
   char *out = NULL;
   int rc = host_cli_verb(H, args, &out);
-  ck_assert_msg(rc == want, "duro keys %s: exit %d, expected %d:\n%s", verb,
-                rc, want, out ? out : "");
+  ck_assert_msg(rc == want, "duro keys %s: exit %d, expected %d:\n%s", verb, rc,
+                want, out ? out : "");
   return out;
 }
 
@@ -86,15 +85,13 @@ static char *keys_cli(const host_run *H, const char *verb, int want) {
 START_TEST(rotate_then_drop_the_old_key) {
   /* the processes the host starts inherit the keys' variables */
   setenv("DURO_TEST_K1",
-         "1111111111111111111111111111111111111111111111111111111111111111",
-         1);
+         "1111111111111111111111111111111111111111111111111111111111111111", 1);
   setenv("DURO_TEST_K2",
-         "2222222222222222222222222222222222222222222222222222222222222222",
-         1);
+         "2222222222222222222222222222222222222222222222222222222222222222", 1);
   host_run H;
   start(&H, "");
   http_resp r;
-  host_request(&H, &r, "POST", "/keys/rotate", NULL);
+  host_request(&H, &r, "POST", "/storage/keys/rotate", NULL);
   ck_assert_int_eq(r.status, 409);
   ck_assert_str_eq(jstr(r.json, "error.code"), "keys.none");
   http_resp_free(&r);
@@ -119,8 +116,8 @@ START_TEST(rotate_then_drop_the_old_key) {
   for (int i = 0; i < ORDERS; i++) {
     char id[16];
     snprintf(id, sizeof id, "o%d", i);
-    json_decref(host_wait_status(&H, WF, id, "waiting",
-                                 proc_now_ms() + SETTLE_MS));
+    json_decref(
+        host_wait_status(&H, WF, id, "waiting", proc_now_ms() + SETTLE_MS));
   }
   host_stop(&H, proc_now_ms() + 20000, 0);
 
@@ -134,7 +131,7 @@ START_TEST(rotate_then_drop_the_old_key) {
   assert_contains(out, "rotation to k2, done");
   assert_contains(out, "0 left unopened");
   free(out);
-  host_request(&H, &r, "GET", "/keys", NULL);
+  host_request(&H, &r, "GET", "/storage/keys", NULL);
   ck_assert_int_eq(r.status, 200);
   ck_assert_str_eq(jstr(r.json, "active"), "k2");
   ck_assert_str_eq(jstr(r.json, "run.kind"), "rotation");
@@ -164,8 +161,7 @@ START_TEST(rotate_then_drop_the_old_key) {
   }
   snprintf(path, sizeof path, "/workflows/" WF "/instances/o0/events/approval");
   host_request(&H, &r, "POST", path, "{\"approved\":true}");
-  ck_assert_msg(r.status == 200 || r.status == 202, "%ld %s", r.status,
-                r.body);
+  ck_assert_msg(r.status == 200 || r.status == 202, "%ld %s", r.status, r.body);
   http_resp_free(&r);
   json_decref(
       host_wait_status(&H, WF, "o0", "complete", proc_now_ms() + SETTLE_MS));

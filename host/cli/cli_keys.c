@@ -1,7 +1,7 @@
-/* cli_keys.c — `keys list` (GET /keys: storage.encryption's keys and the
- * last rotation or count), and `keys rotate` and `keys count`, which start
- * a run (POST /keys/rotate, /keys/count) and follow it until it is
- * through, a line of progress as it goes and its counts at the end. */
+/* cli_keys.c — `keys list` (GET /storage/keys: storage.encryption's keys and
+ * the last rotation or count), and `keys rotate` and `keys count`, which start
+ * a run (POST /storage/keys/rotate, /storage/keys/count) and follow it until it
+ * is through, a line of progress as it goes and its counts at the end. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,11 +18,11 @@ int cli_build_keys(cli_ctx *c, const cli_verb *v, const cli_args *a,
   (void)c, (void)a;
   if (!strcmp(v->name, "keys list")) {
     r->method = "GET";
-    r->path = xstrdup("/keys");
+    r->path = xstrdup("/storage/keys");
   } else {
     r->method = "POST";
-    r->path = xstrdup(strcmp(v->name, "keys count") ? "/keys/rotate"
-                                                    : "/keys/count");
+    r->path = xstrdup(strcmp(v->name, "keys count") ? "/storage/keys/rotate"
+                                                    : "/storage/keys/count");
   }
   return CLI_OK;
 }
@@ -39,12 +39,11 @@ static void put_run(const json_t *run) {
   if (!strcmp(kind, "rotation"))
     printf(" to %s", cli_str_or(run, "active"));
   printf(", %s: ", cli_str_or(run, "state"));
-  printf("%s",
-         json_is_true(json_object_get(run, "messages_done"))
-             ? "all walked"
-         : json_is_true(json_object_get(run, "instances_done"))
-             ? "instances walked, queue messages under way"
-             : "instances under way");
+  printf("%s", json_is_true(json_object_get(run, "messages_done"))
+                   ? "all walked"
+               : json_is_true(json_object_get(run, "instances_done"))
+                   ? "instances walked, queue messages under way"
+                   : "instances under way");
   if (!strcmp(kind, "rotation"))
     printf(", %lld value(s) rewritten, %lld changed meanwhile, %lld left "
            "unopened",
@@ -58,7 +57,7 @@ static void put_found(const json_t *run) {
   const json_t *n;
   printf("  in the clear: %lld\n", count_of(run, "plaintext"));
   json_object_foreach((json_t *)json_object_get(run, "keys"), id, n)
-    printf("  under %s: %lld\n", id, (long long)json_integer_value(n));
+      printf("  under %s: %lld\n", id, (long long)json_integer_value(n));
   const char *error = cli_str_or(run, "error");
   if (*error)
     printf("  error: %s\n", error);
@@ -73,8 +72,8 @@ void cli_print_keys(const cli_args *a, const json_t *r) {
           "clear\n",
           stdout);
   json_array_foreach(json_object_get(r, "keys"), i, k)
-    printf("%s%s\n", cli_str_or(k, "id"),
-           json_is_true(json_object_get(k, "active")) ? "  (active)" : "");
+      printf("%s%s\n", cli_str_or(k, "id"),
+             json_is_true(json_object_get(k, "active")) ? "  (active)" : "");
   const json_t *run = json_object_get(r, "run");
   if (json_is_object(run)) {
     fputs("last run: ", stdout);
@@ -88,7 +87,7 @@ int cli_keys_follow(cli_ctx *c, const cli_args *a, const json_t *started) {
   (void)started;
   int tty = isatty(STDOUT_FILENO) && !a->json;
   for (;;) {
-    cli_req r = {.method = "GET", .path = xstrdup("/keys")};
+    cli_req r = {.method = "GET", .path = xstrdup("/storage/keys")};
     json_t *keys = NULL;
     int rc = cli_send_request(c, &r, &keys);
     free(r.path);

@@ -197,6 +197,15 @@ typedef struct pg_store {
   /* Which of the `queued` results, counted from the next to read, is
    * the host's fence (pg_write_begin); 0: none unread. */
   size_t fence;
+  /* The queued writes whose changed rows are wanted
+   * (pg_write_queue_counted), oldest first: the result each is (`at`,
+   * counted as `reads` counts them) and where its count goes. */
+  struct pg_counted {
+    uint64_t at;
+    int64_t *out;
+  } counted[256];
+  size_t counted_head, counted_n;
+  uint64_t reads; /* the queued results read since the store opened */
   char *conninfo;
   int synchronous_full;
   pthread_mutex_t readers_mu; /* guards the pool */
@@ -487,6 +496,11 @@ int pg_write_queue(pg_store *pg, int which, const params *p);
  * same round trip): the result (to PQclear), or NULL with the error
  * recorded, a queued write's included. */
 PGresult *pg_write_run(pg_store *pg, int which, const params *p);
+/* pg_write_queue, with how many rows the write changed put in *changed
+ * once its result is read (by pg_write_finish at the latest); -1 until
+ * then. */
+int pg_write_queue_counted(pg_store *pg, int which, const params *p,
+                           int64_t *changed);
 /* Sends `last` (a command without parameters, or NULL) behind the queued
  * writes, reads and checks every result and leaves pipeline mode, so that
  * what follows may be anything (COPY, several commands in one string).

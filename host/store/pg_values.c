@@ -182,5 +182,8 @@ int pg_value_reseal(pg_store *pg, journal_op *op) {
     p_text(&p, v->name);
   if (places & AT_NUMBER)
     p_i64(&p, v->number);
-  return pg_write_changes(pg, ST_RESEAL_PARAMS + v->field, &p, op);
+  /* pipelined with the group's other writes (a page is a thousand of
+   * them): out_rowid is filled when their results are read */
+  return pg_write_queue_counted(pg, ST_RESEAL_PARAMS + v->field, &p,
+                                &op->out_rowid);
 }

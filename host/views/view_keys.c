@@ -15,8 +15,8 @@ json_t *duro_keys_run_json(const duro_keys_run *r) {
       "ended_ms", r->ended_ms ? json_integer(r->ended_ms) : json_null(),
       "instances_done", p->instances_done, "messages_done", p->messages_done,
       "plaintext", (json_int_t)p->plaintext, "keys", keys, "rewritten",
-      (json_int_t)p->rewritten, "changed", (json_int_t)p->changed,
-      "unopened", (json_int_t)p->unopened);
+      (json_int_t)p->rewritten, "changed", (json_int_t)p->changed, "unopened",
+      (json_int_t)p->unopened);
   if (!r->count_only)
     json_object_set_new(o, "active", json_string(r->active));
   if (r->state == DURO_KEYS_FAILED)
@@ -30,13 +30,12 @@ json_t *duro_keys_json(duro_engine *e) {
   size_t n = duro_keys_listed(e, ids, JOURNAL_REKEY_KEYS, &active);
   json_t *keys = json_array();
   for (size_t i = 0; i < n && i < JOURNAL_REKEY_KEYS; i++)
-    json_array_append_new(keys, json_pack("{s:s, s:b}", "id", ids[i],
-                                          "active", (int)i == active));
+    json_array_append_new(keys, json_pack("{s:s, s:b}", "id", ids[i], "active",
+                                          (int)i == active));
   duro_keys_run run;
   duro_keys_status(e, &run);
   return json_pack("{s:o, s:o, s:o}", "keys", keys, "active",
-                   active >= 0 ? json_string(ids[active]) : json_null(),
-                   "run",
+                   active >= 0 ? json_string(ids[active]) : json_null(), "run",
                    run.state == DURO_KEYS_IDLE ? json_null()
                                                : duro_keys_run_json(&run));
 }

@@ -1,5 +1,5 @@
 /* view_keys.h — the keys of storage.encryption and their rotation
- * (keys/keys.h) as the JSON GET /keys sends and the CLI reads. */
+ * (keys/keys.h) as the JSON GET /storage/keys sends and the CLI reads. */
 #ifndef DURO_VIEW_KEYS_H
 #define DURO_VIEW_KEYS_H
 
@@ -14,7 +14,7 @@
  * other than the active one), rewritten, changed, unopened, error (a
  * failed one's)}. */
 json_t *duro_keys_run_json(const duro_keys_run *r);
-/* GET /keys: {keys: [{id, active}], active (null: none), run (null
+/* GET /storage/keys: {keys: [{id, active}], active (null: none), run (null
  * before the first)}. */
 json_t *duro_keys_json(duro_engine *e);
 

@@ -79,8 +79,8 @@ int http_route(http_server *s, http_exchange *x) {
     return scheduled_route(s, x);
   if (n >= 2 && !strcmp(seg[0], "bulk"))
     return bulk_route(s, x, seg, n);
-  if (n >= 1 && !strcmp(seg[0], "keys"))
-    return keys_route(s, x, seg, n);
+  if (n >= 2 && !strcmp(seg[0], "storage") && !strcmp(seg[1], "keys"))
+    return storage_keys_route(s, x, seg, n);
   if (n >= 2 && !strcmp(seg[0], "workflows"))
     return workflows_route(s, x, seg, n);
   return send_error(x, 404, "route.not_found", "no route for %s %s",

@@ -426,7 +426,7 @@ int list_filter_read(list_filter_get get, void *ctx, const char *where,
 /* route_bulk.c: GET and POST /workflows/{wf}/bulk, and /bulk/{id}[/cancel]. */
 int workflow_bulk_route(http_server *s, http_exchange *x, const char *wf);
 int bulk_route(http_server *s, http_exchange *x, char **seg, int n);
-int keys_route(http_server *s, http_exchange *x, char **seg, int n);
+int storage_keys_route(http_server *s, http_exchange *x, char **seg, int n);
 /* The light status: the row without steps or attempts. */
 int instance_summary(http_server *s, http_exchange *x, const char *wf,
                      const char *id);

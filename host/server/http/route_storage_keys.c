@@ -1,8 +1,8 @@
-/* route_keys.c — the keys values are encrypted at rest under
- * (keys/keys.h): GET /keys lists storage.encryption's keys and the last
- * rotation or count; POST /keys/rotate rewrites, in the background, every
- * value not under the active key; POST /keys/count counts the values
- * under each key.  Both answer 202 with the run as it started, 409 while
+/* route_storage_keys.c — the keys values are encrypted at rest under
+ * (keys/keys.h): GET /storage/keys lists storage.encryption's keys and the last
+ * rotation or count; POST /storage/keys/rotate rewrites, in the background,
+ * every value not under the active key; POST /storage/keys/count counts the
+ * values under each key.  Both answer 202 with the run as it started, 409 while
  * one runs. */
 #include "http_internal.h"
 
@@ -23,8 +23,9 @@ static int keys_start(http_server *s, http_exchange *x, int count_only) {
   return send_json(x, 202, duro_keys_run_json(&run));
 }
 
-/* GET /keys, POST /keys/rotate, POST /keys/count. */
-int keys_route(http_server *s, http_exchange *x, char **seg, int n) {
+/* GET /storage/keys, POST /storage/keys/rotate, POST /storage/keys/count. */
+int storage_keys_route(http_server *s, http_exchange *x, char **seg, int n) {
+  seg++, n--; /* past "storage" */
   if (n == 1) {
     if (!method_is(x, "GET"))
       return wrong_method(x, "GET");
