@@ -71,8 +71,8 @@ static void step_row(scan *s, sqlite3_stmt *st) {
 }
 
 static void attempt_row(scan *s, sqlite3_stmt *st) {
-  hand(s, JOURNAL_FIELD_ATTEMPT_ERROR, sqlite3_column_int64(st, 0),
-       text(st, 1), sqlite3_column_int64(st, 2), text(st, 3));
+  hand(s, JOURNAL_FIELD_ATTEMPT_ERROR, sqlite3_column_int64(st, 0), text(st, 1),
+       sqlite3_column_int64(st, 2), text(st, 3));
 }
 
 static void event_row(scan *s, sqlite3_stmt *st) {
@@ -85,8 +85,7 @@ static void log_row(scan *s, sqlite3_stmt *st) {
        sqlite3_column_int64(st, 1), text(st, 2));
 }
 
-static int instances_page(scan *s, int64_t after, size_t limit,
-                          int64_t *last) {
+static int instances_page(scan *s, int64_t after, size_t limit, int64_t *last) {
   sqlite3_stmt *st;
   int rc = sqlite_prepare_rd(s->r,
                              "SELECT rowid,workflow,params,output,error FROM "
@@ -108,12 +107,12 @@ static int instances_page(scan *s, int64_t after, size_t limit,
   sqlite_release_rd(s->r, st);
   if (rc || s->stopped || *last == after)
     return rc;
-  rc = child_rows(s,
-                  "SELECT instance,key,result,error FROM steps WHERE "
-                  "instance>?1 AND instance<=?2 AND ((result IS NOT NULL "
-                  "AND " SKIP("result") ") OR (error IS NOT NULL AND " SKIP(
-                      "error") "))",
-                  after, *last, step_row);
+  rc = child_rows(
+      s,
+      "SELECT instance,key,result,error FROM steps WHERE "
+      "instance>?1 AND instance<=?2 AND ((result IS NOT NULL "
+      "AND " SKIP("result") ") OR (error IS NOT NULL AND " SKIP("error") "))",
+      after, *last, step_row);
   if (rc == 0)
     rc = child_rows(s,
                     "SELECT instance,key,number,error FROM attempts WHERE "
