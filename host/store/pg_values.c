@@ -86,8 +86,7 @@ static int instances_page(pg_store *pg, scan *s, int64_t after, size_t limit,
     return DURO_E_STORAGE;
   for (int i = 0; i < PQntuples(r) && !s->stopped; i++) {
     int64_t rowid = get_i64(r, i, 0);
-    hand(s, JOURNAL_FIELD_PARAMS, rowid, get_str(r, i, 1), 0,
-         get_str(r, i, 2));
+    hand(s, JOURNAL_FIELD_PARAMS, rowid, get_str(r, i, 1), 0, get_str(r, i, 2));
     hand(s, JOURNAL_FIELD_OUTPUT, rowid, NULL, 0, get_str(r, i, 3));
     hand(s, JOURNAL_FIELD_ERROR, rowid, NULL, 0, get_str(r, i, 4));
     *last = rowid;
