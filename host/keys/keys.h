@@ -39,11 +39,11 @@ const char *duro_keys_state_name(duro_keys_state s);
 /* A run, as it stands. */
 typedef struct duro_keys_run {
   duro_keys_state state;
-  int count_only;     /* a count, not a rotation */
+  int count_only;                        /* a count, not a rotation */
   char active[JOURNAL_CRYPT_ID_MAX + 1]; /* the key it seals under */
-  int64_t started_ms, ended_ms;  /* ended_ms 0 while it runs */
-  journal_rekey progress;        /* where it is, what it found */
-  char error[256];               /* DURO_KEYS_FAILED: why */
+  int64_t started_ms, ended_ms;          /* ended_ms 0 while it runs */
+  journal_rekey progress;                /* where it is, what it found */
+  char error[256];                       /* DURO_KEYS_FAILED: why */
 } duro_keys_run;
 
 /* Starts a rotation (count_only 0) or a count in the background: 0;

@@ -144,8 +144,8 @@ int duro_keys_start(duro_engine *e, int count_only, duro_keys_run *run,
       snprintf(s->run.error, sizeof s->run.error, "cannot start a thread");
     }
   }
-  log_info("keys: %s%s%s started", what(&s->run),
-           count_only ? "" : " to key ", count_only ? "" : s->run.active);
+  log_info("keys: %s%s%s started", what(&s->run), count_only ? "" : " to key ",
+           count_only ? "" : s->run.active);
   pthread_mutex_unlock(&s->mu);
   return 0;
 }

@@ -125,10 +125,9 @@ int journal_rekey_page(journal *j, journal_rekey *r, size_t limit,
       count_only ? NULL : xasprintf(JOURNAL_CRYPT_PREFIX "%s:", active);
   journal_rekey before = *r; /* a page that fails counts nothing */
   page p = {.r = r};
-  int which = r->instances_done ? JOURNAL_VALUES_MESSAGES
-                                : JOURNAL_VALUES_INSTANCES;
-  int64_t *after =
-      r->instances_done ? &r->after_message : &r->after_instance;
+  int which =
+      r->instances_done ? JOURNAL_VALUES_MESSAGES : JOURNAL_VALUES_INSTANCES;
+  int64_t *after = r->instances_done ? &r->after_message : &r->after_instance;
   int64_t last = *after;
   int rc = journal_values_each(j, which, *after, limit, skip, take, &p, &last);
   if (rc == 0 && !count_only)
