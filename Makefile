@@ -1,5 +1,5 @@
 # Convenience targets; the build itself is meson's (meson.build).
-.PHONY: all deps build host run check test bench bench-http bench-pg bench-dbos bench-overload bench-ipc demo chaos chaos-pg chaos-failover chaos-pipelines chaos-s3 fuzz clean install
+.PHONY: all deps build host run check test bench bench-http bench-pg bench-dbos bench-overload bench-ipc demo chaos chaos-pg chaos-failover chaos-failover-async chaos-pipelines chaos-s3 fuzz clean install
 
 all: build
 
@@ -150,6 +150,14 @@ chaos-failover: deps
 # on one database of a throwaway cluster (tests/pg/cluster.sh, stopped at
 # the end), each request to a random host, each kill of a random one.
 # Needs libpq and the server (bash .ci/deps).  Not part of `make test`.
+# The same with an asynchronous standby: what a failover loses, counted
+# (acknowledged creates and sends gone, completed steps run again), and
+# every instance the new primary has completes.
+chaos-failover-async: deps
+	@[ -f build/build.ninja ] || meson setup build --buildtype=debugoptimized >/dev/null
+	@ninja -C build tests/test_pg_failover >/dev/null || ninja -C build tests/test_pg_failover
+	DURO_PG_STANDBY=async DURO_FAILOVER_KILLS=$${DURO_FAILOVER_KILLS:-3} DURO_FAILOVER_FAULTS=$${DURO_FAILOVER_FAULTS:-1000} ./build/tests/test_pg_failover
+
 chaos-pg: deps
 	@[ -f build/build.ninja ] || meson setup build --buildtype=debugoptimized >/dev/null
 	@ninja -C build chaos >/dev/null || ninja -C build chaos

@@ -180,7 +180,9 @@ stop() {
   rm -rf "$dir"
 }
 
-# DIR becomes a synchronous streaming standby of the cluster in PRIMARY.
+# DIR becomes a synchronous streaming standby of the cluster in PRIMARY
+# (with DURO_PG_STANDBY=async an asynchronous one: the primary
+# acknowledges a commit before the standby has it).
 standby() {
   local primary dir=$2 conninfo password
   primary=$(cd "$1" && pwd)
@@ -208,18 +210,24 @@ standby() {
     "primary_conninfo = 'host=$primary port=$port user=duro password=$password application_name=standby'"
   as_owner touch "$dir/data/standby.signal"
   serve "$dir"
-  as_owner sh -c 'printf "%s\n" "$2" >>"$1"' sh "$primary/data/postgresql.conf" \
-    "synchronous_standby_names = 'standby'"
-  as_owner "$bindir/pg_ctl" -D "$primary/data" -s reload >/dev/null
-  # a commit counts only once the standby streams as the synchronous one
+  local want=sync
+  if [ "${DURO_PG_STANDBY:-sync}" = async ]; then
+    want=async
+  else
+    as_owner sh -c 'printf "%s\n" "$2" >>"$1"' sh "$primary/data/postgresql.conf" \
+      "synchronous_standby_names = 'standby'"
+    as_owner "$bindir/pg_ctl" -D "$primary/data" -s reload >/dev/null
+  fi
+  # a synchronous standby: a commit counts only once it streams as the
+  # synchronous one; an asynchronous one: once it streams
   local i state=""
   for ((i = 0; i < 300; i++)); do
     state=$(PGPASSWORD=$password "$bindir/psql" -h "$primary" -p "$port" \
       -U duro -d duro -Atc "SELECT sync_state FROM pg_stat_replication WHERE application_name='standby'" 2>/dev/null || true)
-    [ "$state" = sync ] && break
+    [ "$state" = "$want" ] && break
     sleep 0.1
   done
-  [ "$state" = sync ] || die "the standby in $dir is not the synchronous one (log: $dir/server.log)"
+  [ "$state" = "$want" ] || die "the standby in $dir is not streaming as the $want one (log: $dir/server.log)"
   local both="host=$(quote "$primary,$dir") port=$port,$port dbname=duro user=duro password=$password target_session_attrs=read-write"
   as_owner sh -c 'umask 077; cat >"$1"' sh "$dir/conninfo" <<<"$both"
   echo "$both"
