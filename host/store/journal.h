@@ -644,6 +644,13 @@ typedef struct journal_list_row {
  * those that start with it, a range an index answers. */
 char *journal_prefix_end(const char *prefix);
 
+/* A list's time range (creation or end) of at most this many instances
+ * of its workflow is read from its index and sorted by rowid (an hour's
+ * 3600, 5 ms); a wider one is found walking the instances newest first,
+ * a page full after limit * n / matches rows (sorting it all would cost
+ * more: a million rows' range). */
+#define JOURNAL_LIST_SORTED_MAX 10000
+
 /* Instances of a workflow that pass `f`, newest first, after cursor rowid
  * (0 = start), at most `limit`. */
 int journal_list(journal *j, const char *workflow, const journal_list_filter *f,
