@@ -657,6 +657,25 @@ int journal_list(journal *j, const char *workflow, const journal_list_filter *f,
                  int64_t cursor, size_t limit,
                  void (*fn)(void *ctx, const journal_list_row *row), void *ctx);
 
+/* An instance's last step: the one with the highest call position (the
+ * step running, waiting or last run), as a list shows it. */
+typedef struct journal_last_step {
+  int64_t rowid; /* the instance */
+  const char *key, *name;
+  duro_step_kind type;
+  duro_step_status status;
+  uint32_t attempts;
+  int64_t wake_ms; /* a sleep's end, a wait's timeout, a retry's time */
+} journal_last_step;
+
+/* The last step of each instance of rowids (n of them, at most a list's
+ * page): fn gets each that has one, in no order (borrowed for the call).
+ * Read from the steps' primary key (instance, key): nothing written for
+ * it. */
+int journal_last_steps(journal *j, const int64_t *rowids, size_t n,
+                       void (*fn)(void *ctx, const journal_last_step *s),
+                       void *ctx);
+
 /* The search attributes of instance rowid, in name order: fn gets each
  * (borrowed for the call). */
 int journal_attributes(journal *j, int64_t rowid,
