@@ -62,6 +62,13 @@
  *                   another workflow: W1's instances/s both ways, and
  *                   the job's deletes/s meanwhile (SQLite; the ended rows
  *                   written straight to its file, as L1's)
+ *   KR key rotation 20,000 (500 with --quick) instances of W1's work
+ *                   written under key k1, then the host reopened with k2
+ *                   active: W1's work (median of 5 rounds) alone, then
+ *                   beside a rotation (duro keys rotate) of every value
+ *                   to k2: W1's instances/s both ways, the values the
+ *                   rotation rewrote a second and how long it took; a
+ *                   count after it must find none under k1 (both stores)
  *   W1L tailed      W1 with a tail consumer: every activation's trace item
  *                   handed to a tail handler that decodes each batch (as
  *                   one forwarding them would): W1's figures with it, and
@@ -130,6 +137,7 @@
 #include "duro.h"
 #include "engine.h"
 #include "journal_crypt.h"
+#include "keys.h"
 #include "otlp_sink.h"
 #include "p1_records.h"
 #include "pipeline.h"
@@ -1910,6 +1918,97 @@ static double b1_w1(bench_engine *b, size_t n, int rounds) {
   return v[rounds / 2];
 }
 
+/* ---- KR
+ * ------------------------------------------------------------------------ */
+
+static double b1_w1(bench_engine *b, size_t n, int rounds);
+
+/* Keys k1 (and k2, active, when both) of the bytes k[0], k[1]. */
+static journal_crypt *kr_keys(unsigned char k[2][JOURNAL_CRYPT_KEY_BYTES],
+                              int both) {
+  journal_crypt *c = journal_crypt_new();
+  if (journal_crypt_add(c, "k1", k[0]) ||
+      (both && journal_crypt_add(c, "k2", k[1])) ||
+      journal_crypt_activate(c, both ? "k2" : "k1"))
+    abort();
+  return c;
+}
+
+/* Starts a run of the keys driver and waits for its end. */
+static duro_keys_run kr_run(bench_engine *b, int count_only) {
+  char err[256];
+  duro_keys_run r;
+  if (duro_keys_start(b->e, count_only, NULL, err, sizeof err) != 0) {
+    fprintf(stderr, "bench: KR: %s\n", err);
+    exit(1);
+  }
+  for (duro_keys_status(b->e, &r); r.state == DURO_KEYS_RUNNING;
+       duro_keys_status(b->e, &r))
+    usleep(5000);
+  return r;
+}
+
+static uint64_t kr_under(const duro_keys_run *r, const char *id) {
+  for (size_t i = 0; i < r->progress.n_keys; i++)
+    if (!strcmp(r->progress.keys[i].id, id))
+      return r->progress.keys[i].n;
+  return 0;
+}
+
+static void kr_rotation(void) {
+  size_t n = opts.quick ? 500 : 20000, w1 = opts.quick ? 50 : 1000;
+  unsigned char k[2][JOURNAL_CRYPT_KEY_BYTES];
+  if (RAND_bytes(&k[0][0], sizeof k) != 1)
+    abort();
+  journal_crypt *saved = opts.keys, *old = kr_keys(k, 0), *both = kr_keys(k, 1);
+  opts.keys = old;
+  bench_engine b;
+  bench_open(&b, "kr", workflows, N_WFS, opts.workers, 1, 1);
+  bench_start(&b);
+  create_many(&b, "steps", n, "{\"steps\":10}", 100);
+  wait_ended(&b, n);
+  bench_close(&b, 0);
+  opts.keys = both;
+  bench_open(&b, "kr", workflows, N_WFS, opts.workers, 0, 1);
+  bench_start(&b);
+  double alone = b1_w1(&b, w1, 5);
+  char err[256];
+  int64_t t0 = now_us();
+  if (duro_keys_start(b.e, 0, NULL, err, sizeof err) != 0) {
+    fprintf(stderr, "bench: KR: %s\n", err);
+    exit(1);
+  }
+  double beside = b1_w1(&b, w1, 5);
+  duro_keys_run r;
+  for (duro_keys_status(b.e, &r); r.state == DURO_KEYS_RUNNING;
+       duro_keys_status(b.e, &r))
+    usleep(5000);
+  double s = (double)(now_us() - t0) / 1e6;
+  duro_keys_run c = kr_run(&b, 1);
+  bench_close(&b, 1);
+  opts.keys = saved;
+  journal_crypt_free(old);
+  journal_crypt_free(both);
+  if (r.state != DURO_KEYS_DONE || kr_under(&c, "k1") != 0 ||
+      c.progress.plaintext != 0) {
+    fprintf(stderr,
+            "bench: KR: the rotation ended %s, %llu values left under k1, "
+            "%llu in the clear\n",
+            duro_keys_state_name(r.state),
+            (unsigned long long)kr_under(&c, "k1"),
+            (unsigned long long)c.progress.plaintext);
+    any_failed = 1;
+  }
+  char fig[64];
+  snprintf(fig, sizeof fig, "KR rotation of %zu instances' values", n);
+  report(fig, s, "s", NULL);
+  report("KR values rewritten", (double)r.progress.rewritten, "values", NULL);
+  report("KR values rewritten/s beside W1", (double)r.progress.rewritten / s,
+         "values/s", NULL);
+  report("KR W1 alone", alone, "inst/s", NULL);
+  report("KR W1 beside the rotation", beside, "inst/s", NULL);
+}
+
 static void b1_bulk(void) {
   if (opts.postgresql) {
     fprintf(stderr, "bench: B1 runs on SQLite only\n");
@@ -2210,6 +2309,8 @@ int main(int argc, char **argv) {
     p1_pipelines();
   if (wants("L1"))
     l1_listing();
+  if (wants("KR"))
+    kr_rotation();
   if (wants("B1"))
     b1_bulk();
   rmdir(opts.dir);

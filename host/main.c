@@ -90,7 +90,7 @@ int main(int argc, char **argv) {
   if (!strcmp(verb, "workflows") || !strcmp(verb, "reload") ||
       !strcmp(verb, "plugins") || !strcmp(verb, "queues") ||
       !strcmp(verb, "pipelines") || !strcmp(verb, "cron") ||
-      !strcmp(verb, "hosts") ||
+      !strcmp(verb, "hosts") || !strcmp(verb, "keys") ||
 
       !strcmp(verb, "bulk"))
     return cli_main(argc, argv);

@@ -28,7 +28,7 @@ engine_suites=(test_steps test_restart test_delete test_attributes test_bulk tes
                test_flow test_flow_rate test_flow_order test_flow_singleton
                test_flow_debounce test_outcomes
                test_logs test_tail test_event_cursor test_resources
-               test_encryption)
+               test_encryption test_keys)
 
 passed=0 failed=0 status=0 logs=()
 

@@ -68,6 +68,14 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 DURO, ORDERS, NIGHTLY, CHAOS, FANOUT, ARTEFACTS = sys.argv[1:7]
 WF = "order-flow"
 TOKEN = "dash-Token_1"
+VIEWER = "dash-Viewer_1"
+
+
+# A read-only key limited to two workflows (a fan-out's children, of a
+# third, not among them) and one queue (the token host's).
+LIMITED_KEY = """  keys:
+    - {name: viewer, token_env: DASH_VIEWER, scopes: [read],
+       workflows: [order-flow, fan-out], queues: [jobs]}"""
 
 
 class Host:
@@ -84,6 +92,7 @@ class Host:
 http:
   listen: 127.0.0.1:0
 {"  token_env: DASH_TOKEN" if token else ""}
+{LIMITED_KEY if token else ""}
 engine:
   workers: 2
 plugins:
@@ -126,7 +135,7 @@ pipelines:
     roll: {{interval: 1s}}
 """)
         self.log = os.path.join(self.dir, "duro.log")
-        env = dict(os.environ, DASH_TOKEN=TOKEN)
+        env = dict(os.environ, DASH_TOKEN=TOKEN, DASH_VIEWER=VIEWER)
         self.token = TOKEN if token else None
         with open(self.log, "w") as out:
             self.proc = subprocess.Popen([DURO, "run", config], stdout=out,
@@ -391,6 +400,103 @@ def bulk_actions(d, h):
     shot(d, "attributes-desktop")
     d.get(h.base + f"/#/wf/{WF}")
     wait_for(d, "the list again", lambda: rows(d))
+
+
+def error_banners(d):
+    """The texts of the page's error lines that say something."""
+    return d.execute_script(
+        "return [...document.querySelectorAll('#main .error')]"
+        ".filter((e) => e.offsetParent !== null && e.textContent.trim())"
+        ".map((e) => e.textContent)")
+
+
+def as_viewer(t, path):
+    """(status, JSON) of GET path with the limited key's token."""
+    req = urllib.request.Request(t.base + path)
+    req.add_header("Authorization", "Bearer " + VIEWER)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, json.loads(r.read().decode())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read().decode() or "null")
+
+
+def limited_key(t, profile, drivers):
+    """A read-only key limited to order-flow and fan-out and the queue
+    jobs: the home, list, instance, queues, crons, plugins and health
+    pages show its part with no error line, and offer no control (start,
+    bulk, actions, redrive); a fan-out's children (square, not on its
+    list) are left out of its describe, and shown to the admin key."""
+    order = {"orderId": "V-1", "email": "a@b.c", "amount": 10}
+    assert t.api("POST", f"/workflows/{WF}/instances",
+                 {"id": "view-1", "params": order})[0] == 201
+    assert t.api("POST", "/workflows/fan-out/instances",
+                 {"id": "fan-1", "params": {"n": 2}})[0] == 201
+    deadline = time.time() + 15
+    while t.status("fan-1", "fan-out") != "complete":
+        assert time.time() < deadline, "the fan-out never completed"
+        time.sleep(0.1)
+    kids = t.api("GET", "/workflows/fan-out/instances/fan-1")[1]["children"]
+    assert [k["workflow"] for k in kids] == ["square", "square"], kids
+    status, seen = as_viewer(t, "/workflows/fan-out/instances/fan-1")
+    assert status == 200 and seen["children"] == [], (status, seen)
+    status, seen = as_viewer(t, f"/workflows/square/instances/{kids[0]['id']}")
+    assert status == 403 and seen["error"]["workflow"] == "square", (status, seen)
+    d = browser(profile)
+    drivers.append(d)
+    d.get(t.base + "/")
+    wait_for(d, "the token form",
+             lambda: d.find_element(By.ID, "token-form").is_displayed())
+    field = d.find_element(By.ID, "token-input")
+    field.send_keys(VIEWER)
+    field.send_keys(Keys.ENTER)
+    wait_for(d, "the key's workflow", lambda: d.find_elements(By.LINK_TEXT, WF))
+    cards = d.execute_script(
+        "return [...document.querySelectorAll('[data-workflow]')].map((c) => c.dataset.workflow)")
+    assert cards == [WF, "fan-out"], f"the limited key's home shows {cards}"
+    assert not error_banners(d), error_banners(d)
+    shot(d, "limited-home")
+
+    d.get(t.base + f"/#/wf/{WF}")
+    wait_for(d, "the list for the limited key", lambda: "view-1" in rows(d))
+    assert not error_banners(d), error_banners(d)
+    assert not d.find_elements(By.ID, "start"), "a read key is offered Start"
+    assert not d.find_element(By.ID, "bulk").is_displayed(), "a read key is offered bulk actions"
+    assert not d.find_element(By.ID, "select-page").is_displayed(), "a read key picks rows"
+    shot(d, "limited-list")
+
+    d.get(t.base + f"/#/wf/{WF}/i/view-1")
+    wait_for(d, "the instance for the limited key",
+             lambda: d.find_element(By.ID, "instance-status").text)
+    time.sleep(0.3)  # a refresh after the first render may offer actions
+    assert shown_actions(d) == [], f"a read key is offered {shown_actions(d)}"
+    assert not d.find_element(By.ID, "actions").is_displayed()
+    assert not error_banners(d), error_banners(d)
+    shot(d, "limited-instance")
+
+    d.get(t.base + "/#/queues")
+    wait_for(d, "the limited key's queues",
+             lambda: d.find_elements(By.CSS_SELECTOR, "#queue-rows tr[data-queue]"))
+    queues = d.execute_script(
+        "return [...document.querySelectorAll('#queue-rows tr[data-queue]')].map((r) => r.dataset.queue)")
+    assert queues == ["jobs"], f"the limited key's queues: {queues}"
+    assert not error_banners(d), error_banners(d)
+
+    for page, sel in (("crons", "#cron-rows tr"), ("plugins", "#plugin-list [data-plugin]"),
+                      ("health", "#host-rows")):
+        d.get(t.base + f"/#/{page}")
+        wait_for(d, f"the limited key's {page} page",
+                 lambda: d.find_elements(By.CSS_SELECTOR, sel))
+        time.sleep(0.3)
+        assert not error_banners(d), f"{page}: {error_banners(d)}"
+        shot(d, f"limited-{page}")
+        if page == "plugins":
+            plugins = d.execute_script(
+                "return [...document.querySelectorAll('[data-plugin]')].map((p) => p.dataset.plugin)")
+            assert plugins == ["orders", "fanout"], f"the limited key's plugins: {plugins}"
+    assert d.find_elements(By.ID, "charts-note"), "the health page names no note on its charts"
+    bad = severe_logs(d, [r"/healthz .*401"])
+    assert not bad, "browser errors for the limited key:\n" + "\n".join(bad)
 
 
 def main():
@@ -937,6 +1043,7 @@ def main():
         assert d2.execute_script("return localStorage.length") == 0
         bad = severe_logs(d2, [r"/healthz .*401"])
         assert not bad, "browser errors behind the token:\n" + "\n".join(bad)
+        limited_key(t, os.path.join(tmp, "profile3"), drivers)
     finally:
         for d in drivers:
             d.quit()

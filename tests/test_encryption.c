@@ -296,6 +296,41 @@ START_TEST(missing_key_named) {
 }
 END_TEST
 
+/* A queue message under a key taken off the list, on a queue that drops
+ * what runs out of retries: leases pass it over without counting an
+ * attempt however long the key is away, and it is delivered, in the
+ * clear and as a first attempt, once the key is listed again. */
+START_TEST(message_waits_for_its_key) {
+  keys = keys_new((const char *[]){"k1"}, 1, "k1");
+  harness_set_crypt(&h, keys);
+  ck_assert_int_eq(duro_queue_enqueue(h.e, "jobs", "{\"to\":\"" MARKER "\"}", 0,
+                                      NULL, err, sizeof err),
+                   0);
+  extra[0] = keys_new((const char *[]){"k2"}, 1, "k2");
+  harness_set_crypt(&h, extra[0]);
+  duro_queue_message_list l = {0};
+  for (int i = 0; i < 8; i++) { /* past any queue's retries */
+    ck_assert_int_eq(
+        duro_queue_pull_messages(h.e, "jobs", 10, 1000, &l, err, sizeof err),
+        0);
+    ck_assert_uint_eq(l.n, 0);
+    duro_queue_message_list_free(&l);
+    harness_advance(&h, JOURNAL_PARKED_MS);
+  }
+  ck_assert_int_eq(
+      duro_queue_peek_messages(h.e, "jobs", 10, &l, err, sizeof err),
+      DURO_E_STORAGE); /* still there, unreadable */
+  duro_queue_message_list_free(&l);
+  harness_set_crypt(&h, keys);
+  ck_assert_int_eq(
+      duro_queue_pull_messages(h.e, "jobs", 10, 1000, &l, err, sizeof err), 0);
+  ck_assert_uint_eq(l.n, 1);
+  ck_assert_str_eq(l.v[0].body, "{\"to\":\"" MARKER "\"}");
+  ck_assert_uint_eq(l.v[0].attempts, 1);
+  duro_queue_message_list_free(&l);
+}
+END_TEST
+
 /* An output moved onto another instance's row, and a step result with
  * one character changed: each fails its read, cleanly. */
 START_TEST(tampered_values_refused) {
@@ -455,6 +490,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, marker_stored_without_keys);
   tcase_add_test(tc, plaintext_from_before_still_reads);
   tcase_add_test(tc, missing_key_named);
+  tcase_add_test(tc, message_waits_for_its_key);
   tcase_add_test(tc, tampered_values_refused);
   tcase_add_test(tc, old_key_reads_after_rotation);
   tcase_add_test(tc, keyed_lease_reads_keys_of_sealed_bodies);

@@ -18,8 +18,12 @@
  *    over https with --cacert, and refused without it.
  *  - keys: for each scope, a route it is allowed and one of another class
  *    it is refused 403 naming the scope; a key limited to one workflow
- *    (queue) refused another and the lists across them (GET /queues
- *    lists the key's queues alone); no token or a
+ *    (queue) refused another and the metrics (GET /queues lists the
+ *    key's queues alone); a key limited to one workflow of two and one
+ *    queue of two shown only those in every listing (plugins, crons,
+ *    queues, health), its own bulk jobs and refused the other's naming
+ *    its workflow, every data route of the dashboard's pages answered
+ *    200, and GET /key saying what it may do; no token or a
  *    wrong one 401; the audit line naming the key of each control
  *    request, allowed or refused; a key whose token variable is unset
  *    refuses the start, naming the variable.
@@ -209,8 +213,10 @@ static long tget(int port, const char *path, const char *token) {
 /* ---- the host ---------------------------------------------------------- */
 
 /* The order flow on 127.0.0.1:0 with `http_extra` (lines of the http
- * mapping) after `listen`. */
-static void write_config(host_run *h, const char *http_extra) {
+ * mapping) after `listen`, `workflows` (entries) after order-flow's and
+ * `plugin` (lines of the plugin's mapping) after its queues. */
+static void write_config_with(host_run *h, const char *http_extra,
+                              const char *workflows, const char *plugin) {
   FILE *f = fopen(h->config, "w");
   ck_assert(f != NULL);
   fprintf(f,
@@ -226,12 +232,18 @@ static void write_config(host_run *h, const char *http_extra) {
           "      - name: order-flow\n"
           "        binding: ORDER_FLOW\n"
           "        class_name: OrderFlow\n"
+          "%s"
           "    queues:\n"
           "      consumers:\n"
           "        - {queue: orders, workflow: order-flow, id_from: /orderId}\n"
-          "        - {queue: jobs, workflow: order-flow, id_from: /orderId}\n",
-          http_extra, ORDERS_PLUGIN);
+          "        - {queue: jobs, workflow: order-flow, id_from: /orderId}\n"
+          "%s",
+          http_extra, ORDERS_PLUGIN, workflows, plugin);
   ck_assert(fclose(f) == 0);
+}
+
+static void write_config(host_run *h, const char *http_extra) {
+  write_config_with(h, http_extra, "", "");
 }
 
 #define TLS_FILES                                                              \
@@ -558,7 +570,7 @@ START_TEST(each_scope_allowed_and_refused) {
           "other-flow");
   refused(p, NULL, "/workflows/other-flow", NULL, "operator-token",
           "request.forbidden_workflow", "workflow", "other-flow");
-  refused(p, NULL, "/plugins", NULL, "operator-token",
+  refused(p, NULL, "/metrics", NULL, "operator-token",
           "request.forbidden_listing", "scope", "read");
   /* events: an event, a queue's message; no reads */
   allowed(p, "POST", "/workflows/order-flow/instances/o-1/events/approval",
@@ -614,6 +626,210 @@ START_TEST(each_scope_allowed_and_refused) {
 }
 END_TEST
 
+/* ---- a key limited to some workflows and queues ------------------------- */
+
+#define LIMITED_KEYS                                                           \
+  "  token_env: TLS_TEST_ADMIN\n"                                              \
+  "  keys:\n"                                                                  \
+  "    - name: viewer\n"                                                       \
+  "      token_env: TLS_TEST_VIEWER\n"                                         \
+  "      scopes: [read]\n"                                                     \
+  "      workflows: [order-flow]\n"                                            \
+  "      queues: [orders]\n"                                                   \
+  "    - name: operator\n"                                                     \
+  "      token_env: TLS_TEST_OPERATOR\n"                                       \
+  "      scopes: [read, operate]\n"                                            \
+  "      workflows: [order-flow]\n"                                            \
+  "      queues: [orders]\n"
+
+/* A second workflow of the same class, and a no-code cron each. */
+#define OTHER_FLOW                                                             \
+  "      - {name: other-flow, binding: OTHER_FLOW, class_name: OrderFlow}\n"
+#define TWO_CRONS                                                              \
+  "    triggers:\n"                                                            \
+  "      crons:\n"                                                             \
+  "        - {schedule: \"0 3 * * *\", workflow: order-flow, id: "             \
+  "\"a-{date}\"}\n"                                                            \
+  "        - {schedule: \"0 4 * * *\", workflow: other-flow, id: "             \
+  "\"b-{date}\"}\n"
+
+/* GET path with `token`, which must answer 200: its JSON (caller owns). */
+static json_t *get_json(int port, const char *path, const char *token) {
+  tresp r;
+  tsend(port, &(treq){.path = path, .token = token, .ca = "ca.pem"}, &r);
+  ck_assert_msg(r.status == 200 && r.json, "GET %s with %s: %ld %s", path,
+                token, r.status, r.body ? r.body : "");
+  json_t *j = json_incref(r.json);
+  tresp_free(&r);
+  return j;
+}
+
+/* The strings of array `a`, joined with ',' ("" for none). */
+static void joined(const json_t *a, char *out, size_t len) {
+  size_t i, at = 0;
+  json_t *v;
+  out[0] = '\0';
+  json_array_foreach(a, i, v) {
+    at += (size_t)snprintf(out + at, len - at, "%s%s", i ? "," : "",
+                           json_string_value(v) ? json_string_value(v) : "?");
+    ck_assert(at < len);
+  }
+}
+
+/* The members `field` of the objects of array `a`, joined with ','. */
+static void joined_field(const json_t *a, const char *field, char *out,
+                         size_t len) {
+  json_t *names = json_array();
+  size_t i;
+  json_t *v;
+  json_array_foreach(a, i, v)
+      json_array_append(names, json_object_get(v, field));
+  joined(names, out, len);
+  json_decref(names);
+}
+
+/* POST /workflows/{wf}/bulk pausing every instance, with `token`: the
+ * job's id (a copy). */
+static char *bulk_job(int port, const char *wf, const char *token) {
+  char path[128];
+  snprintf(path, sizeof path, "/workflows/%s/bulk", wf);
+  tresp r;
+  tsend(port,
+        &(treq){.method = "POST",
+                .path = path,
+                .body = "{\"action\":\"pause\"}",
+                .token = token,
+                .ca = "ca.pem"},
+        &r);
+  ck_assert_msg(r.status == 202, "%s: %ld %s", path, r.status, r.body);
+  char *id = strdup(json_string_value(json_object_get(r.json, "id")));
+  tresp_free(&r);
+  return id;
+}
+
+START_TEST(a_limited_key_sees_its_part) {
+  set_tokens();
+  setenv("TLS_TEST_VIEWER", "viewer-token", 1);
+  make_ca("ca");
+  make_cert("server", "ca");
+  host_run h;
+  host_init(&h, "tls");
+  write_config_with(&h, TLS_FILES LIMITED_KEYS, OTHER_FLOW, TWO_CRONS);
+  host_start(&h);
+  int p = h.port;
+  const char *v = "viewer-token";
+  char got[512], path[256];
+  ck_assert_int_eq(
+      ask(p, "POST", "/workflows/order-flow/instances", CREATE, "admin-token"),
+      201);
+  ck_assert_int_eq(
+      ask(p, "POST", "/workflows/other-flow/instances", CREATE, "admin-token"),
+      201);
+
+  /* GET /plugins: what the plugin serves of the key's */
+  json_t *j = get_json(p, "/plugins", v);
+  json_t *serves = json_object_get(
+      json_array_get(json_object_get(j, "plugins"), 0), "serves");
+  joined(json_object_get(serves, "workflows"), got, sizeof got);
+  ck_assert_str_eq(got, "order-flow");
+  joined(json_object_get(serves, "queues"), got, sizeof got);
+  ck_assert_str_eq(got, "orders");
+  joined(json_object_get(serves, "crons"), got, sizeof got);
+  ck_assert_str_eq(got, "0 3 * * *");
+  json_decref(j);
+  j = get_json(p, "/plugins", "admin-token");
+  serves = json_object_get(json_array_get(json_object_get(j, "plugins"), 0),
+                           "serves");
+  joined(json_object_get(serves, "workflows"), got, sizeof got);
+  ck_assert_str_eq(got, "order-flow,other-flow");
+  joined(json_object_get(serves, "queues"), got, sizeof got);
+  ck_assert_str_eq(got, "orders,jobs");
+  json_decref(j);
+
+  /* GET /crons: the trigger of its workflow */
+  j = get_json(p, "/crons", v);
+  joined_field(j, "workflow", got, sizeof got);
+  ck_assert_str_eq(got, "order-flow");
+  json_decref(j);
+  j = get_json(p, "/crons", "admin-token");
+  joined_field(j, "workflow", got, sizeof got);
+  ck_assert_str_eq(got, "order-flow,other-flow");
+  json_decref(j);
+
+  /* GET /queues: its queue */
+  j = get_json(p, "/queues", v);
+  joined_field(j, "name", got, sizeof got);
+  ck_assert_str_eq(got, "orders");
+  json_decref(j);
+
+  /* GET /key: what it is and may do */
+  j = get_json(p, "/key", v);
+  ck_assert_str_eq(json_string_value(json_object_get(j, "name")), "viewer");
+  joined(json_object_get(j, "scopes"), got, sizeof got);
+  ck_assert_str_eq(got, "read");
+  joined(json_object_get(j, "workflows"), got, sizeof got);
+  ck_assert_str_eq(got, "order-flow");
+  joined(json_object_get(j, "queues"), got, sizeof got);
+  ck_assert_str_eq(got, "orders");
+  json_decref(j);
+  j = get_json(p, "/key", "admin-token");
+  ck_assert(json_is_null(json_object_get(j, "workflows")));
+  json_decref(j);
+
+  /* bulk jobs: its workflow's, not the other's, which is named */
+  char *mine = bulk_job(p, "order-flow", "operator-token");
+  char *other = bulk_job(p, "other-flow", "admin-token");
+  snprintf(path, sizeof path, "/bulk/%s", mine);
+  json_decref(get_json(p, path, v));
+  snprintf(path, sizeof path, "/bulk/%s", other);
+  refused(p, NULL, path, NULL, v, "request.forbidden_workflow", "workflow",
+          "other-flow");
+  snprintf(path, sizeof path, "/bulk/%s/cancel", other);
+  refused(p, "POST", path, NULL, "operator-token", "request.forbidden_workflow",
+          "workflow", "other-flow");
+  ck_assert_int_eq(ask(p, NULL, "/bulk/999999", NULL, v), 404);
+  free(mine);
+  free(other);
+
+  /* a request naming the other workflow or queue: 403 naming it */
+  refused(p, NULL, "/workflows/other-flow", NULL, v,
+          "request.forbidden_workflow", "workflow", "other-flow");
+  refused(p, NULL, "/workflows/other-flow/instances", NULL, v,
+          "request.forbidden_workflow", "workflow", "other-flow");
+  refused(p, NULL, "/workflows/other-flow/instances/o-1", NULL, v,
+          "request.forbidden_workflow", "workflow", "other-flow");
+  refused(p, NULL, "/queues/jobs", NULL, v, "request.forbidden_queue", "queue",
+          "jobs");
+  /* what cannot be cut to its part */
+  refused(p, NULL, "/metrics", NULL, v, "request.forbidden_listing", "scope",
+          "read");
+  refused(p, "POST", "/__scheduled?cron=0+3+*+*+*", NULL, "operator-token",
+          "request.forbidden_listing", "scope", "operate");
+
+  /* the dashboard's pages: every data route they read answers 200 */
+  static const char *const dashboard[] = {
+      "/healthz",
+      "/key",
+      "/plugins",
+      "/queues",
+      "/crons",
+      "/pipelines",
+      "/hosts",
+      "/workflows/order-flow",
+      "/workflows/order-flow/instances?limit=20",
+      "/workflows/order-flow/instances/o-1",
+      "/workflows/order-flow/instances/o-1/logs?limit=1000",
+      "/workflows/order-flow/bulk",
+      "/queues/orders/messages?limit=20",
+  };
+  for (size_t i = 0; i < sizeof dashboard / sizeof *dashboard; i++)
+    ck_assert_msg(ask(p, NULL, dashboard[i], NULL, v) == 200, "GET %s",
+                  dashboard[i]);
+  ck_assert_int_eq(tget(p, "/", NULL), 200);
+  host_stop(&h, proc_now_ms() + WAIT_MS, 0);
+}
+END_TEST
+
 START_TEST(unset_token_refuses_start) {
   set_tokens();
   unsetenv("TLS_TEST_FEEDER");
@@ -648,6 +864,7 @@ static Suite *tls_suite(void) {
   proc_fixtures(tc, "duro-tls");
   tcase_set_timeout(tc, 90);
   tcase_add_test(tc, each_scope_allowed_and_refused);
+  tcase_add_test(tc, a_limited_key_sees_its_part);
   tcase_add_test(tc, unset_token_refuses_start);
   suite_add_tcase(s, tc);
   return s;

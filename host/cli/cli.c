@@ -86,6 +86,9 @@ static const cli_verb verbs[] = {
     {"plugins resume", "PLUGIN", 1, 1, 0, NULL, cli_build_plugin_resume,
      cli_print_plugin_resume},
     {"hosts list", "", 0, 0, 0, NULL, cli_build_hosts, cli_print_hosts},
+    {"keys list", "", 0, 0, 0, NULL, cli_build_keys, cli_print_keys},
+    {"keys rotate", "", 0, 0, 0, NULL, cli_build_keys, cli_print_keys},
+    {"keys count", "", 0, 0, 0, NULL, cli_build_keys, cli_print_keys},
     {"queues send", "QUEUE BODY [--delay SECONDS]", 2, 2, O_DELAY, NULL,
      cli_build_queue_send, cli_print_queue_sent},
     {"queues list", "", 0, 0, 0, NULL, cli_build_queues_list, cli_print_queues},
@@ -219,6 +222,9 @@ static int run_verb(const cli_verb *v, const cli_args *a) {
     rc = cli_follow_events(&c, a);
   } else if (rc == CLI_OK && v->build == cli_build_bulk && !a->dry_run)
     rc = cli_bulk_follow(&c, a, answer);
+  else if (rc == CLI_OK && v->build == cli_build_keys &&
+           strcmp(v->name, "keys list"))
+    rc = cli_keys_follow(&c, a, answer);
   else if (rc == CLI_OK && v->build == cli_build_workflows_list)
     rc = cli_list_workflows(&c, a, answer);
   else if (rc == CLI_OK)
@@ -241,7 +247,7 @@ int cli_main(int argc, char **argv) {
   int group_only = !strcmp(argv[1], "workflows") ||
                    !strcmp(argv[1], "plugins") || !strcmp(argv[1], "queues") ||
                    !strcmp(argv[1], "pipelines") || !strcmp(argv[1], "cron") ||
-                   !strcmp(argv[1], "hosts") ||
+                   !strcmp(argv[1], "hosts") || !strcmp(argv[1], "keys") ||
 
                    !strcmp(argv[1], "bulk");
   if (argc < 3 && group_only)

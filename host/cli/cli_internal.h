@@ -22,7 +22,8 @@
  *   cli_pipelines.c  pipelines send, list, describe
  *   cli_cron.c       cron list and cron trigger
  *   cli_bulk.c       instances bulk (its progress followed), bulk status
- *                    and bulk cancel */
+ *                    and bulk cancel
+ *   cli_keys.c       keys list, and keys rotate and keys count (followed) */
 #ifndef DURO_CLI_INTERNAL_H
 #define DURO_CLI_INTERNAL_H
 
@@ -317,6 +318,13 @@ int cli_build_bulk_status(cli_ctx *c, const cli_verb *v, const cli_args *a,
 int cli_build_bulk_cancel(cli_ctx *c, const cli_verb *v, const cli_args *a,
                           cli_req *r);
 void cli_print_bulk(const cli_args *a, const json_t *r);
+
+/* cli_keys.c: keys rotate and keys count start a run, then follow it
+ * (cli_keys_follow) until it is through. */
+int cli_build_keys(cli_ctx *c, const cli_verb *v, const cli_args *a,
+                   cli_req *r);
+void cli_print_keys(const cli_args *a, const json_t *r);
+int cli_keys_follow(cli_ctx *c, const cli_args *a, const json_t *started);
 
 /* cli_cron.c */
 int cli_build_crons(cli_ctx *c, const cli_verb *v, const cli_args *a,

@@ -21,7 +21,28 @@ const app = {
   gen: 0,          /* bumped on navigation: late answers are dropped */
   plugins: null,   /* the last GET /plugins */
   health: null,    /* the last GET /healthz body */
+  key: null,       /* GET /key: what the token's key may do (null: anything) */
 };
+
+/* Whether the key may do what needs `scope` (admin is everything): a
+ * control it may not use is not offered, rather than refused 403. */
+function may(scope) {
+  const k = app.key;
+  return !k || k.scopes.includes('admin') || k.scopes.includes(scope);
+}
+
+/* A key limited to some workflows or queues: the host's metrics, which
+ * count them all together, are not its to read. */
+function limited() {
+  const k = app.key;
+  return !!(k && (k.workflows || k.queues));
+}
+
+/* Whether the key may read workflow wf: a page of another is not linked. */
+function sees(wf) {
+  const k = app.key;
+  return !k || k.scopes.includes('admin') || !k.workflows || k.workflows.includes(wf);
+}
 
 /* ---- DOM ---------------------------------------------------------------- */
 
@@ -543,7 +564,9 @@ function bulkPanel(wf, gen, filter, refresh) {
       h('div', null, h('label', {for: 'bulk-all-action'}, 'Action'), allAction),
       h('button', {type: 'button', id: 'bulk-all-count', onclick: askAll}, 'Count, then confirm')));
   const progress = h('div', {id: 'bulk-progress', role: 'status', 'aria-live': 'polite', tabindex: -1});
-  const el = h('section', {class: 'card', id: 'bulk'}, bar, all, conf.box, conf.answer, progress);
+  /* a key without operate is offered no bulk action (nor rows to pick) */
+  const el = h('section', {class: 'card', id: 'bulk', hidden: !may('operate')}, bar, all, conf.box, conf.answer,
+               progress);
   let onChange = () => {};
 
   function changed() {
@@ -686,9 +709,10 @@ function listView(main, gen, wf, filters) {
   };
   main.append(
     h('p', null, h('a', {href: '#/'}, '← Workflows')),
-    h('h1', null, wf), err.el, counts, flow.el, startForm(wf), searchForm, bulk.el,
+    h('h1', null, wf), err.el, counts, flow.el, may('operate') ? startForm(wf) : '', searchForm, bulk.el,
     h('div', {class: 'table-wrap'}, h('table', {id: 'instances'},
-      h('thead', null, h('tr', null, h('th', {class: 'pick'}, pickPage), COLUMNS.slice(1).map((c) => h('th', null, c)))),
+      h('thead', null, h('tr', null, h('th', {class: 'pick', hidden: !may('operate')}, pickPage),
+                                     COLUMNS.slice(1).map((c) => h('th', null, c)))),
       tbody)),
     h('div', {class: 'pager'}, newer, older, pageNo), note);
 
@@ -745,7 +769,7 @@ function listView(main, gen, wf, filters) {
       const focused = tbody.contains(document.activeElement) ? document.activeElement.dataset.focus : null;
       listed = page.instances;
       fill(tbody, page.instances.map((i) => h('tr', {'data-id': i.id},
-        h('td', {class: 'pick'}, h('input', {type: 'checkbox', class: 'pick', 'data-id': i.id, 'data-focus': `pick:${i.id}`,
+        h('td', {class: 'pick', hidden: !may('operate')}, h('input', {type: 'checkbox', class: 'pick', 'data-id': i.id, 'data-focus': `pick:${i.id}`,
           'aria-label': `Select ${i.id}`, checked: bulk.has(i.id),
           onchange: (ev) => bulk.pick([i], ev.target.checked)})),
         h('td', null, h('a', {href: `#/wf/${enc(wf)}/i/${enc(i.id)}`, 'data-focus': `link:${i.id}`}, i.id)),
@@ -908,12 +932,15 @@ function instanceView(main, gen, wf, id) {
   function showActions(inst) {
     const allowed = allowedActions(inst);
     deleteButton.dataset.status = inst.status;
+    deleteButton.hidden = !may('operate');
     const focused = document.activeElement;
-    actions.hidden = false;
-    for (const [name, yes] of Object.entries(allowed)) {
+    /* an event needs the key's events scope, every other action operate */
+    const offered = (name) => allowed[name] && may(name === 'event' ? 'events' : 'operate');
+    actions.hidden = !Object.keys(allowed).some(offered) && deleteButton.hidden;
+    for (const name of Object.keys(allowed)) {
       const el = name === 'restart-from' ? restartRow : name === 'event' ? eventForm
                                                                    : actions.querySelector(`#act-${name}`);
-      el.hidden = !yes;
+      el.hidden = !offered(name);
     }
     if (focused && actions.contains(focused) && focused.closest('[hidden]')) {
       const first = [...actions.querySelectorAll('button')].find((b) => !b.closest('[hidden]'));
@@ -970,8 +997,10 @@ function instanceView(main, gen, wf, id) {
         inst.deadline_ms ? [h('dt', null, 'Deadline'), h('dd', {id: 'instance-deadline'}, fmtTime(inst.deadline_ms))] : null,
         /* A child workflow's parent, a parent's children (the first 50). */
         inst.parent ? [h('dt', null, 'Parent'), h('dd', {id: 'instance-parent'},
-          h('a', {href: `#/wf/${enc(inst.parent.workflow)}/i/${enc(inst.parent.id)}`},
-            `${inst.parent.workflow}/${inst.parent.id}`))] : null,
+          sees(inst.parent.workflow)
+            ? h('a', {href: `#/wf/${enc(inst.parent.workflow)}/i/${enc(inst.parent.id)}`},
+                `${inst.parent.workflow}/${inst.parent.id}`)
+            : `${inst.parent.workflow}/${inst.parent.id}`)] : null,
         (inst.children || []).length
           ? [h('dt', null, 'Children'), h('dd', {id: 'instance-children'},
               inst.children.slice(0, 50).map((c, k) => [k ? ' ' : '',
@@ -1206,7 +1235,7 @@ function queuesView(main, gen) {
                 h('pre', null, fmtJSON(m.body)))))
                                    : h('p', {class: 'muted'}, 'Empty.'))
            : h('p', {class: 'error', role: 'alert'}, describeAnswer(r)),
-      h('div', {class: 'row'},
+      h('div', {class: 'row', hidden: !may('operate')},
         h('div', null, h('label', {for: 'redrive-count'}, 'How many (oldest first)'), count),
         h('button', {type: 'button', id: 'redrive', onclick: () => {
           const n = Number(count.value);
@@ -1434,13 +1463,18 @@ function healthView(main, gen) {
   const status = h('p', {id: 'health-status'});
   const charts = h('div', {class: 'grid', id: 'charts'});
   const hosts = h('section', {class: 'card', id: 'hosts'});
-  main.append(h('h1', null, 'Health'), err.el, status, hosts, charts,
-    h('p', {class: 'muted'}, 'The engine\'s own counters over the last 10 minutes, one bar per 10 s ' +
-      '(GET /metrics/history); the host keeps them, so they are there as soon as the page opens.'));
+  /* the counters are of every workflow and queue: a limited key's
+   * page has none (GET /metrics/history refuses it) */
+  const counters = limited()
+    ? h('p', {class: 'muted', id: 'charts-note'}, 'The engine\'s counters are of every workflow and queue: ' +
+        'a key limited to some of them does not read them.')
+    : h('p', {class: 'muted'}, 'The engine\'s own counters over the last 10 minutes, one bar per 10 s ' +
+        '(GET /metrics/history); the host keeps them, so they are there as soon as the page opens.');
+  main.append(h('h1', null, 'Health'), err.el, status, hosts, charts, counters);
   return {
     error: err.show,
     async refresh() {
-      const [hist, hl] = await Promise.all([load('/metrics/history'), load('/hosts')]);
+      const [hist, hl] = await Promise.all([limited() ? null : load('/metrics/history'), load('/hosts')]);
       if (app.gen !== gen) return;
       fill(hosts, hostsTable(hl));
       err.show(null);
@@ -1448,7 +1482,7 @@ function healthView(main, gen) {
       fill(status, 'Host: ', hz ? h('span', {class: `badge ${hz.status === 'ok' ? 's-complete' : 's-errored'}`}, hz.status)
                                 : h('span', {class: 'muted'}, 'unknown'),
         hz && hz.status !== 'ok' ? h('pre', {class: 'error'}, fmtJSON(hz)) : '');
-      fill(charts, SERIES.map(([n, l]) => rateChart(hist, n, l)));
+      if (hist) fill(charts, SERIES.map(([n, l]) => rateChart(hist, n, l)));
     },
   };
 }
@@ -1460,6 +1494,8 @@ let sampling = null;
 async function boot() {
   const r = await api('GET', '/healthz');
   if (r.status === 401) return;
+  const k = await api('GET', '/key');
+  app.key = k.ok ? k.json : null;
   const [q, c, pl] = await Promise.all([api('GET', '/queues'), api('GET', '/crons'),
                                         api('GET', '/pipelines'),
                                         load('/plugins').then((p) => { app.plugins = p; }).catch(() => {})]);

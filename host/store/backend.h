@@ -155,6 +155,17 @@ typedef struct store_backend {
   int (*bulk_get)(void *db, int64_t id, journal_bulk *out);
   int (*bulk_list)(void *db, const char *workflow, int running, size_t limit,
                    void (*fn)(void *ctx, const journal_bulk *b), void *ctx);
+  /* The stored values (journal_value) of the instances whose rowid is
+   * above `after`, up to `limit` instances in rowid order, with their
+   * steps', attempts', events' and log lines' (which =
+   * JOURNAL_VALUES_INSTANCES), or of the queue messages whose seq is
+   * above `after`, up to `limit` (JOURNAL_VALUES_MESSAGES): each handed
+   * to fn as stored, but NULLs and those starting with `skip` (NULL:
+   * none skipped).  *last = the greatest rowid or seq looked at (`after`
+   * when none is left).  A read: it sees committed rows only. */
+  int (*values_each)(void *db, int which, int64_t after, size_t limit,
+                     const char *skip, journal_value_fn fn, void *ctx,
+                     int64_t *last);
   int (*count_by_status)(void *db,
                          void (*fn)(void *ctx, const char *workflow,
                                     duro_status status, int64_t n),

@@ -157,6 +157,14 @@ void journal_close(journal *j) {
 
 void journal_set_crypt(journal *j, const journal_crypt *c) { j->crypt = c; }
 
+const journal_crypt *journal_get_crypt(const journal *j) { return j->crypt; }
+
+int journal_values_each(journal *j, int which, int64_t after, size_t limit,
+                        const char *skip, journal_value_fn fn, void *ctx,
+                        int64_t *last) {
+  return j->be->values_each(j->db, which, after, limit, skip, fn, ctx, last);
+}
+
 void journal_drain(journal *j) {
   pthread_mutex_lock(&j->mu);
   while (j->head || j->leading) {
@@ -494,6 +502,15 @@ static int commit_group(journal *j, pending *first, pending *last, int lost,
   }
   if (rc == 0)
     rc = be->commit(j->db);
+  /* A rewrite's count is read with the commit on PostgreSQL (pipelined):
+   * the sealed copy holds it only now. */
+  for (pending *p = first; rc == 0 && j->crypt; p = p->next) {
+    for (size_t i = 0; p->sealed.ops && i < p->batch->n; i++)
+      if (p->batch->ops[i].kind == JOP_VALUE_RESEAL)
+        p->batch->ops[i].out_rowid = p->sealed.ops[i].out_rowid;
+    if (p == last)
+      break;
+  }
   /* Files deleted or replaced since the last group took this one where
    * no restart finds it: it is refused, not acknowledged.  Checked after
    * the commit returned, so a deletion up to its fsync is seen; the

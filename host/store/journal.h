@@ -32,6 +32,9 @@ typedef struct journal journal;
  * no type a wait takes holds it.  A string, for the SQL it is spliced
  * into. */
 #define JOURNAL_WAIT_SEP "|"
+/* How long a queue message under a key storage.encryption does not list
+ * waits before a lease looks at it again. */
+#define JOURNAL_PARKED_MS 60000
 
 typedef struct journal_instance {
   int64_t rowid;
@@ -183,6 +186,8 @@ void journal_close(journal *j);
  * key.  Set before the first commit. */
 struct journal_crypt;
 void journal_set_crypt(journal *j, const struct journal_crypt *c);
+/* journal_set_crypt's keys (NULL: none). */
+const struct journal_crypt *journal_get_crypt(const journal *j);
 /* Returns once every batch queued so far is committed (or failed) and its
  * callback has run: what an engine closing waits for before it frees what
  * those callbacks use (an activation's final commit lets go of its
@@ -248,6 +253,10 @@ typedef enum journal_op_kind {
                          them (free with journal_messages_free, even when
                          the commit failed); with key_pointer, oldest
                          sent first, skipping those queue_keys holds */
+                      /* a message whose body or last error is sealed
+                         under a key op->crypt does not list is neither
+                         leased nor counted: it is put back
+                         JOURNAL_PARKED_MS later (journal_crypt_listed) */
   JOP_MESSAGE_ACK,    /* queue, lease, ts_ms: deletes the message whose
                          lease it is, if still held at ts_ms; out_rowid =
                          1 when it did */
@@ -338,7 +347,31 @@ typedef enum journal_op_kind {
   JOP_BULK_SWEEP,    /* ts_ms, from_seq = limit: deletes up to `limit`
                         jobs that ended before ts_ms; out_rowid = how
                         many */
+  JOP_VALUE_RESEAL,  /* value = a stored value as values_each gave it,
+                        body = what replaces it (its plaintext sealed
+                        under another key): written only if the value is
+                        still what was read; out_rowid = 1 when it was,
+                        0 when its row changed or went meanwhile */
 } journal_op_kind;
+
+/* One stored value of the columns journal_crypt.h's fields name, as a
+ * scan of them gives it (journal_rekey.h): where it lives, which is also
+ * its seal's scope, and its text as stored, sealed or not. */
+typedef struct journal_value {
+  int field;        /* a journal_field */
+  int64_t rowid;    /* its instance's rowid (0: a queue message's) */
+  const char *name; /* params: the workflow; a step's and an attempt's:
+                       the step key; else NULL */
+  int64_t number;   /* an attempt's number, an event's or a message's
+                       seq, a log line's n; else 0 */
+  const char *stored;
+} journal_value;
+
+/* Returns 0 to go on. */
+typedef int (*journal_value_fn)(void *ctx, const journal_value *v);
+
+/* What a scan of values walks. */
+enum { JOURNAL_VALUES_INSTANCES, JOURNAL_VALUES_MESSAGES };
 
 /* The rows a JOP_INSTANCE_DELETE took with its instance. */
 typedef struct journal_deleted {
@@ -390,6 +423,7 @@ typedef struct journal_op {
   journal_deleted *deleted;        /* JOP_INSTANCE_DELETE, may be NULL */
   const duro_attr *attr;           /* JOP_ATTRIBUTE_SET */
   const struct journal_bulk *bulk; /* JOP_BULK_INSERT, JOP_BULK_PROGRESS */
+  const journal_value *value;      /* JOP_VALUE_RESEAL */
 } journal_op;
 
 typedef struct journal_batch {
@@ -487,6 +521,12 @@ typedef struct journal_log {
 int journal_logs_read(journal *j, int64_t rowid, int64_t after, size_t limit,
                       journal_log **out, size_t *n);
 void journal_logs_free(journal_log *v, size_t n);
+
+/* The values as stored, sealed or not, page by page (backend.h
+ * values_each; journal_rekey.h rewrites them). */
+int journal_values_each(journal *j, int which, int64_t after, size_t limit,
+                        const char *skip, journal_value_fn fn, void *ctx,
+                        int64_t *last);
 
 /* ---- an instance's rows whole --------------------------------------------
  * What `duro workflows instances export` writes out and the test kit's

@@ -133,6 +133,13 @@ const char *journal_crypt_active(const journal_crypt *c) {
   return c && c->active ? c->active->id : NULL;
 }
 
+size_t journal_crypt_ids(const journal_crypt *c, const char **ids, size_t n) {
+  size_t have = c ? c->n : 0;
+  for (size_t i = 0; i < have && i < n; i++)
+    ids[i] = c->keys[i].id;
+  return have;
+}
+
 int journal_crypt_sealed(const char *stored) {
   return stored && stored[0] == JOURNAL_CRYPT_PREFIX[0] &&
          strncmp(stored, JOURNAL_CRYPT_PREFIX, PREFIX_LEN) == 0;
@@ -160,6 +167,15 @@ int journal_crypt_key_of(const char *stored, char *id) {
   memcpy(id, p, n);
   id[n] = '\0';
   return 0;
+}
+
+int journal_crypt_listed(const journal_crypt *c, const char *stored) {
+  const char *id, *body;
+  size_t n;
+  if (!journal_crypt_sealed(stored))
+    return 1;
+  /* a malformed one opens under no key: nothing to wait for */
+  return split(stored, &id, &n, &body) != 0 || find_key(c, id, n) != NULL;
 }
 
 /* The associated data: the format, the key, the field and its row, so a

@@ -66,12 +66,21 @@ int journal_crypt_add(journal_crypt *c, const char *id,
 int journal_crypt_activate(journal_crypt *c, const char *id);
 /* The active key's id (NULL before journal_crypt_activate). */
 const char *journal_crypt_active(const journal_crypt *c);
+/* The ids of the keys added, in their order, into ids (at most n; c may
+ * be NULL): how many there are. */
+size_t journal_crypt_ids(const journal_crypt *c, const char **ids, size_t n);
 
 /* Whether a stored value is sealed (NULL is not). */
 int journal_crypt_sealed(const char *stored);
 /* The id of the key that sealed `stored` into id (room for
  * JOURNAL_CRYPT_ID_MAX + 1): 0, or -1 when it is not a sealed value. */
 int journal_crypt_key_of(const char *stored, char *id);
+
+/* Whether `stored` can be opened as far as its key goes: it is not
+ * sealed (NULL, plaintext), or sealed under a key c lists (c may be
+ * NULL: no keys).  A value under a key taken off the list waits for it
+ * to come back (a queue message is not delivered meanwhile). */
+int journal_crypt_listed(const journal_crypt *c, const char *stored);
 
 /* `plain` sealed under the active key for field f of the row its scope
  * names (malloc'ed).  NULL for NULL. */

@@ -129,6 +129,21 @@ int journal_open_value(const journal_crypt *c, journal_field f, int64_t rowid,
   return 0;
 }
 
+void journal_note_parked(const char *queue, int64_t seq, const char *stored) {
+  static _Atomic int64_t logged_ms;
+  int64_t now = clock_mono_ms(), then = logged_ms;
+  if (then && now - then < 10000)
+    return;
+  if (!atomic_compare_exchange_strong(&logged_ms, &then, now))
+    return;
+  char id[JOURNAL_CRYPT_ID_MAX + 1] = "?";
+  journal_crypt_key_of(stored, id);
+  log_error("queue %s: message %lld is encrypted under key \"%s\", which "
+            "storage.encryption.keys does not list: kept, not delivered, "
+            "looked at again every %d s until the key is listed",
+            queue, (long long)seq, id, JOURNAL_PARKED_MS / 1000);
+}
+
 void journal_seal_results(const journal_crypt *c, journal_op *op,
                           const journal_op *s) {
   op->rc = s->rc;

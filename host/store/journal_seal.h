@@ -39,6 +39,10 @@ void journal_sealed_free(journal_sealed *s);
 void journal_seal_results(const journal_crypt *c, journal_op *op,
                           const journal_op *s);
 
+/* The host's log told, at most once every 10 s, that queue message
+ * `seq` waits for the key `stored` is sealed under (a lease parked it). */
+void journal_note_parked(const char *queue, int64_t seq, const char *stored);
+
 /* One stored value opened in place (*v replaced by its plaintext when
  * sealed): 0, or DURO_E_STORAGE with why (store_error).  c may be NULL:
  * a journal without keys still says which key a value needs. */

@@ -105,6 +105,7 @@ const store_backend store_pg = {
     .events_pending = pg_events_pending,
     .events_all = pg_events_all,
     .logs_read = pg_logs_read,
+    .values_each = pg_values_each,
     .due = pg_due,
     .next_wake = pg_next_wake,
     .recover_each = pg_recover_each,

@@ -153,6 +153,17 @@ enum {
   ST_BULK_CANCEL,
   ST_BULK_CLAIM,
   ST_BULK_SWEEP,
+  /* JOP_VALUE_RESEAL's, one per journal_field in its order (pg_values.c) */
+  ST_RESEAL_PARAMS,
+  ST_RESEAL_OUTPUT,
+  ST_RESEAL_ERROR,
+  ST_RESEAL_STEP_RESULT,
+  ST_RESEAL_STEP_ERROR,
+  ST_RESEAL_ATTEMPT_ERROR,
+  ST_RESEAL_EVENT,
+  ST_RESEAL_LOG,
+  ST_RESEAL_MESSAGE,
+  ST_RESEAL_MESSAGE_ERROR,
   ST_NOTIFY,
   ST_FENCE,
   ST_WRITE_COUNT_
@@ -186,6 +197,15 @@ typedef struct pg_store {
   /* Which of the `queued` results, counted from the next to read, is
    * the host's fence (pg_write_begin); 0: none unread. */
   size_t fence;
+  /* The queued writes whose changed rows are wanted
+   * (pg_write_queue_counted), oldest first: the result each is (`at`,
+   * counted as `reads` counts them) and where its count goes. */
+  struct pg_counted {
+    uint64_t at;
+    int64_t *out;
+  } counted[256];
+  size_t counted_head, counted_n;
+  uint64_t reads; /* the queued results read since the store opened */
   char *conninfo;
   int synchronous_full;
   pthread_mutex_t readers_mu; /* guards the pool */
@@ -278,6 +298,11 @@ int pg_message_retry(pg_store *pg, journal_op *op);
 int pg_cron_apply(pg_store *pg, journal_op *op);
 int pg_pipeline_apply(pg_store *pg, journal_op *op);
 int pg_log_apply(pg_store *pg, journal_op *op);
+/* pg_values.c: the values encrypted at rest, scanned and rewritten */
+int pg_values_each(void *db, int which, int64_t after, size_t limit,
+                   const char *skip, journal_value_fn fn, void *ctx,
+                   int64_t *last);
+int pg_value_reseal(pg_store *pg, journal_op *op);
 int pg_bulk_apply(pg_store *pg, journal_op *op);
 int pg_bulk_get(void *db, int64_t id, journal_bulk *out);
 int pg_bulk_list(void *db, const char *workflow, int running, size_t limit,
@@ -473,6 +498,11 @@ int pg_write_queue(pg_store *pg, int which, const params *p);
  * same round trip): the result (to PQclear), or NULL with the error
  * recorded, a queued write's included. */
 PGresult *pg_write_run(pg_store *pg, int which, const params *p);
+/* pg_write_queue, with how many rows the write changed put in *changed
+ * once its result is read (by pg_write_finish at the latest); -1 until
+ * then. */
+int pg_write_queue_counted(pg_store *pg, int which, const params *p,
+                           int64_t *changed);
 /* Sends `last` (a command without parameters, or NULL) behind the queued
  * writes, reads and checks every result and leaves pipeline mode, so that
  * what follows may be anything (COPY, several commands in one string).

@@ -23,6 +23,7 @@
  * NULL (pg_drop_if_lost), with the pipeline's state, so that the next
  * group connects again. */
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pg_internal.h"
@@ -30,6 +31,9 @@
 /* Queued writes are read at the latest after this many: their results
  * are held by libpq (or the socket) until then. */
 #define QUEUE_MAX 256
+_Static_assert(QUEUE_MAX <= sizeof((pg_store *)0)->counted /
+                                sizeof((pg_store *)0)->counted[0],
+               "a counted write per queued one");
 
 /* Drops the writer when `r`'s failure (may be NULL) was the connection's:
  * the pipeline goes with it. */
@@ -39,6 +43,7 @@ static void drop_if_lost(pg_store *pg, const PGresult *r) {
     pg->piped = 0;
     pg->queued = 0;
     pg->fence = 0;
+    pg->counted_n = 0;
   }
 }
 
@@ -59,6 +64,7 @@ static int enter(pg_store *pg) {
   pg->piped = 1;
   pg->queued = 0;
   pg->fence = 0;
+  pg->counted_n = 0;
   return 0;
 }
 
@@ -130,6 +136,13 @@ static int read_queued(pg_store *pg) {
     if (!r)
       return DURO_E_STORAGE;
     pg->queued--;
+    pg->reads++;
+    if (pg->counted_n && pg->counted[pg->counted_head].at == pg->reads) {
+      if (succeeded(r))
+        *pg->counted[pg->counted_head].out = strtoll(PQcmdTuples(r), NULL, 10);
+      pg->counted_head = (pg->counted_head + 1) % QUEUE_MAX;
+      pg->counted_n--;
+    }
     if (pg->fence && --pg->fence == 0 && rc == 0 && fence_failed(pg, r))
       rc = DURO_E_STORAGE;
     else
@@ -175,6 +188,20 @@ int pg_write_queue(pg_store *pg, int which, const params *p) {
   if (rc || (rc = send_prepared(pg, which, p)))
     return rc;
   pg->queued++;
+  if (pg->queued < QUEUE_MAX)
+    return 0;
+  return flush(pg) ? DURO_E_STORAGE : read_queued(pg);
+}
+
+int pg_write_queue_counted(pg_store *pg, int which, const params *p,
+                           int64_t *changed) {
+  *changed = -1;
+  int rc = enter(pg);
+  if (rc || (rc = send_prepared(pg, which, p)))
+    return rc;
+  pg->queued++;
+  pg->counted[(pg->counted_head + pg->counted_n++) % QUEUE_MAX] =
+      (struct pg_counted){.at = pg->reads + pg->queued, .out = changed};
   if (pg->queued < QUEUE_MAX)
     return 0;
   return flush(pg) ? DURO_E_STORAGE : read_queued(pg);
@@ -228,6 +255,7 @@ static int read_to_sync(pg_store *pg) {
       pg->piped = 0;
       pg->queued = 0;
       pg->fence = 0;
+      pg->counted_n = 0;
       return 0;
     }
   }

@@ -302,6 +302,29 @@ static const char *const write_sql[ST_WRITE_COUNT_] = {
     [ST_BULK_SWEEP] = "DELETE FROM bulk_jobs WHERE id IN (SELECT id FROM "
                       "bulk_jobs WHERE ended_ms IS NOT NULL AND ended_ms<$1 "
                       "LIMIT $2)",
+    /* $1 the new text, $2 the old, then the value's place (pg_values.c):
+     * written only if it is still the old */
+    [ST_RESEAL_PARAMS] =
+        "UPDATE instances SET params=$1 WHERE rowid=$3 AND params=$2",
+    [ST_RESEAL_OUTPUT] =
+        "UPDATE instances SET output=$1 WHERE rowid=$3 AND output=$2",
+    [ST_RESEAL_ERROR] =
+        "UPDATE instances SET error=$1 WHERE rowid=$3 AND error=$2",
+    [ST_RESEAL_STEP_RESULT] = "UPDATE steps SET result=$1 WHERE instance=$3 "
+                              "AND key=$4 AND result=$2",
+    [ST_RESEAL_STEP_ERROR] = "UPDATE steps SET error=$1 WHERE instance=$3 "
+                             "AND key=$4 AND error=$2",
+    [ST_RESEAL_ATTEMPT_ERROR] = "UPDATE attempts SET error=$1 WHERE "
+                                "instance=$3 AND key=$4 AND number=$5 AND "
+                                "error=$2",
+    [ST_RESEAL_EVENT] = "UPDATE events SET payload=$1 WHERE seq=$4 AND "
+                        "instance=$3 AND payload=$2",
+    [ST_RESEAL_LOG] = "UPDATE logs SET message=$1 WHERE instance=$3 AND n=$4 "
+                      "AND message=$2",
+    [ST_RESEAL_MESSAGE] =
+        "UPDATE messages SET body=$1 WHERE seq=$3 AND body=$2",
+    [ST_RESEAL_MESSAGE_ERROR] =
+        "UPDATE messages SET last_error=$1 WHERE seq=$3 AND last_error=$2",
     [ST_NOTIFY] = "SELECT pg_notify($1, $2)",
     [ST_MESSAGES_EXPIRE] =
         "DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE "
@@ -498,6 +521,8 @@ int pg_apply(void *db, journal_op *op) {
     return pg_pipeline_apply(pg, op);
   case JOP_LOG_APPEND:
     return pg_log_apply(pg, op);
+  case JOP_VALUE_RESEAL:
+    return pg_value_reseal(pg, op);
   case JOP_INSTANCE_DELETE:
     return pg_instance_delete(pg, op);
   case JOP_ATTRIBUTE_SET:

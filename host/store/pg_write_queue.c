@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "journal_crypt.h"
+#include "journal_seal.h"
 #include "pg_internal.h"
 #include "queue_keys.h"
 
@@ -38,9 +40,37 @@ static int spent_row(const PGresult *r, int i, const journal_op *op) {
   return op->max_attempts && get_i64(r, i, 1) >= (int64_t)op->max_attempts;
 }
 
+/* What a pick found: the messages it leases, those out of attempts, and
+ * those whose body or last error is under a key op->crypt does not list
+ * (kept for when it is: neither leased nor counted as an attempt). */
+typedef struct picked {
+  journal_message *v;
+  size_t n;
+  int64_t *spent;
+  size_t n_spent;
+  int64_t *parked;
+  size_t n_parked;
+} picked;
+
+static int pick_full(const picked *k, const journal_op *op) {
+  return k->n + k->n_spent + k->n_parked >= op->n_leases;
+}
+
+/* Whether row i of a pick waits for its key (then noted in k). */
+static int parked_row(const PGresult *r, int i, const journal_op *op,
+                      picked *k) {
+  const char *body = get_str(r, i, 2), *last_error = get_str(r, i, 4);
+  int body_ok = journal_crypt_listed(op->crypt, body);
+  if (body_ok && journal_crypt_listed(op->crypt, last_error))
+    return 0;
+  k->parked[k->n_parked] = get_i64(r, i, 0);
+  journal_note_parked(op->queue, k->parked[k->n_parked++],
+                      body_ok ? last_error : body);
+  return 1;
+}
+
 /* The unkeyed pick: the oldest visible, row-locked. */
-static int pick(pg_store *pg, journal_op *op, journal_message *v, size_t *n,
-                int64_t *spent, size_t *n_spent) {
+static int pick(pg_store *pg, journal_op *op, picked *k) {
   params p = {0};
   p_text(&p, op->queue);
   p_i64(&p, op->ts_ms);
@@ -48,11 +78,13 @@ static int pick(pg_store *pg, journal_op *op, journal_message *v, size_t *n,
   PGresult *r = pg_write_run(pg, ST_MESSAGE_PICK, &p);
   if (!r)
     return DURO_E_STORAGE;
-  for (int i = 0; i < PQntuples(r) && *n + *n_spent < op->n_leases; i++)
-    if (spent_row(r, i, op))
-      spent[(*n_spent)++] = get_i64(r, i, 0);
+  for (int i = 0; i < PQntuples(r) && !pick_full(k, op); i++)
+    if (parked_row(r, i, op, k))
+      continue;
+    else if (spent_row(r, i, op))
+      k->spent[k->n_spent++] = get_i64(r, i, 0);
     else
-      take_row(r, i, op, &v[(*n)++]);
+      take_row(r, i, op, &k->v[k->n++]);
   PQclear(r);
   return 0;
 }
@@ -87,8 +119,7 @@ static int keys_fill(pg_store *pg, const journal_op *op,
  * those of the keys in handlers up to their limit, passing over those
  * whose key comes to its limit in the walk; the keys computed on the way
  * stored. */
-static int pick_keyed(pg_store *pg, journal_op *op, journal_message *v,
-                      size_t *n, int64_t *spent, size_t *n_spent) {
+static int pick_keyed(pg_store *pg, journal_op *op, picked *k) {
   params p = {0};
   p_text(&p, op->queue);
   PGresult *r = pg_write_run(pg, ST_MESSAGE_KEY_LOCK, &p);
@@ -109,7 +140,7 @@ static int pick_keyed(pg_store *pg, journal_op *op, journal_message *v,
   char *full = queue_keys_full(keys);
   int64_t after_sent = INT64_MIN, after_seq = 0;
   int rows = PG_KEY_PAGE, rc = 0;
-  while (rc == 0 && rows == PG_KEY_PAGE && *n + *n_spent < op->n_leases) {
+  while (rc == 0 && rows == PG_KEY_PAGE && !pick_full(k, op)) {
     params q = {0};
     p_text(&q, op->queue);
     p_i64(&q, op->ts_ms);
@@ -123,17 +154,19 @@ static int pick_keyed(pg_store *pg, journal_op *op, journal_message *v,
       break;
     }
     rows = PQntuples(r);
-    for (int i = 0; i < rows && *n + *n_spent < op->n_leases; i++) {
+    for (int i = 0; i < rows && !pick_full(k, op); i++) {
       after_seq = get_i64(r, i, 0);
       after_sent = get_i64(r, i, 3);
+      if (parked_row(r, i, op, k))
+        continue;
       if (spent_row(r, i, op)) {
-        spent[(*n_spent)++] = after_seq;
+        k->spent[k->n_spent++] = after_seq;
         continue;
       }
       const char *key =
           queue_keys_key(keys, after_seq, get_str(r, i, 6), get_str(r, i, 2));
       if (queue_keys_admit(keys, key, after_sent, after_seq))
-        take_row(r, i, op, &v[(*n)++]);
+        take_row(r, i, op, &k->v[k->n++]);
     }
     PQclear(r);
   }
@@ -195,13 +228,25 @@ static int lease_keyed(pg_store *pg, journal_op *op) {
  * out of attempts go to the dead-letter queue (or are dropped), then the
  * others are leased. */
 int pg_message_lease(pg_store *pg, journal_op *op) {
-  journal_message *v = xcalloc(op->n_leases ? op->n_leases : 1, sizeof *v);
-  int64_t *spent = xcalloc(op->n_leases ? op->n_leases : 1, sizeof *spent);
-  size_t n = 0, n_spent = 0;
+  size_t cap = op->n_leases ? op->n_leases : 1;
+  picked k = {.v = xcalloc(cap, sizeof *k.v),
+              .spent = xcalloc(cap, sizeof *k.spent),
+              .parked = xcalloc(cap, sizeof *k.parked)};
+  journal_message *v = k.v;
   op->messages = v;
-  int rc = op->key_pointer ? pick_keyed(pg, op, v, &n, spent, &n_spent)
-                           : pick(pg, op, v, &n, spent, &n_spent);
+  int rc = op->key_pointer ? pick_keyed(pg, op, &k) : pick(pg, op, &k);
+  size_t n = k.n, n_spent = k.n_spent;
+  int64_t *spent = k.spent;
   op->n_messages = n;
+  for (size_t i = 0; i < k.n_parked && rc == 0; i++) {
+    params q = {0}; /* the same queue, later */
+    p_i64(&q, k.parked[i]);
+    p_text(&q, op->queue);
+    p_i64(&q, op->ts_ms + JOURNAL_PARKED_MS);
+    p_text(&q, NULL); /* its last error kept */
+    rc = pg_write_queue(pg, ST_MESSAGE_MOVE, &q);
+  }
+  free(k.parked);
   op->out_rowid = (int64_t)n_spent; /* dead-lettered or dropped */
   for (size_t i = 0; i < n_spent && rc == 0; i++) {
     params q = {0};

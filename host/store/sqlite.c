@@ -181,6 +181,7 @@ const store_backend store_sqlite = {
     .events_pending = sqlite_events_pending,
     .events_all = sqlite_events_all,
     .logs_read = sqlite_logs_read,
+    .values_each = sqlite_values_each,
     .due = sqlite_due,
     .next_wake = sqlite_next_wake,
     .recover_each = sqlite_recover_each,

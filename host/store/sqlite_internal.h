@@ -109,6 +109,18 @@ enum {
   ST_BULK_CANCEL,
   ST_BULK_CLAIM,
   ST_BULK_SWEEP,
+  /* JOP_VALUE_RESEAL's, one per journal_field in its order
+   * (sqlite_values.c) */
+  ST_RESEAL_PARAMS,
+  ST_RESEAL_OUTPUT,
+  ST_RESEAL_ERROR,
+  ST_RESEAL_STEP_RESULT,
+  ST_RESEAL_STEP_ERROR,
+  ST_RESEAL_ATTEMPT_ERROR,
+  ST_RESEAL_EVENT,
+  ST_RESEAL_LOG,
+  ST_RESEAL_MESSAGE,
+  ST_RESEAL_MESSAGE_ERROR,
   ST_BEGIN,
   ST_COMMIT,
   ST_ROLLBACK,
@@ -304,6 +316,12 @@ int sqlite_step_done(sqlite_store *sq, sqlite3_stmt *st);
 int sqlite_step_changes(sqlite_store *sq, sqlite3_stmt *st, journal_op *op);
 
 /* ---- sqlite_write_*.c: the ops, by kind (sqlite_apply names them) ---- */
+
+/* sqlite_values.c: the values encrypted at rest, scanned and rewritten */
+int sqlite_values_each(void *db, int which, int64_t after, size_t limit,
+                       const char *skip, journal_value_fn fn, void *ctx,
+                       int64_t *last);
+int sqlite_value_reseal(sqlite_store *sq, journal_op *op);
 
 int sqlite_instance_insert(sqlite_store *sq, journal_op *op);
 int sqlite_instance_set(sqlite_store *sq, journal_op *op);

@@ -247,6 +247,29 @@ const char *const sqlite_write_sql[ST_WRITE_COUNT_] = {
     [ST_BULK_SWEEP] = "DELETE FROM bulk_jobs WHERE id IN (SELECT id FROM "
                       "bulk_jobs WHERE ended_ms IS NOT NULL AND ended_ms<?1 "
                       "LIMIT ?2)",
+    /* ?1 the new text, ?2 the old, then the value's place
+     * (sqlite_values.c): written only if it is still the old */
+    [ST_RESEAL_PARAMS] =
+        "UPDATE instances SET params=?1 WHERE rowid=?3 AND params=?2",
+    [ST_RESEAL_OUTPUT] =
+        "UPDATE instances SET output=?1 WHERE rowid=?3 AND output=?2",
+    [ST_RESEAL_ERROR] =
+        "UPDATE instances SET error=?1 WHERE rowid=?3 AND error=?2",
+    [ST_RESEAL_STEP_RESULT] = "UPDATE steps SET result=?1 WHERE instance=?3 "
+                              "AND key=?4 AND result=?2",
+    [ST_RESEAL_STEP_ERROR] = "UPDATE steps SET error=?1 WHERE instance=?3 "
+                             "AND key=?4 AND error=?2",
+    [ST_RESEAL_ATTEMPT_ERROR] = "UPDATE attempts SET error=?1 WHERE "
+                                "instance=?3 AND key=?4 AND number=?5 AND "
+                                "error=?2",
+    [ST_RESEAL_EVENT] = "UPDATE events SET payload=?1 WHERE seq=?4 AND "
+                        "instance=?3 AND payload=?2",
+    [ST_RESEAL_LOG] = "UPDATE logs SET message=?1 WHERE instance=?3 AND n=?4 "
+                      "AND message=?2",
+    [ST_RESEAL_MESSAGE] =
+        "UPDATE messages SET body=?1 WHERE seq=?3 AND body=?2",
+    [ST_RESEAL_MESSAGE_ERROR] =
+        "UPDATE messages SET last_error=?1 WHERE seq=?3 AND last_error=?2",
     [ST_BEGIN] = "BEGIN IMMEDIATE",
     [ST_COMMIT] = "COMMIT",
     [ST_ROLLBACK] = "ROLLBACK",
@@ -321,6 +344,8 @@ int sqlite_apply(void *db, journal_op *op) {
     return sqlite_pipeline_apply(sq, op);
   case JOP_LOG_APPEND:
     return sqlite_log_apply(sq, op);
+  case JOP_VALUE_RESEAL:
+    return sqlite_value_reseal(sq, op);
   case JOP_INSTANCE_DELETE:
     return sqlite_instance_delete(sq, op);
   case JOP_ATTRIBUTE_SET:

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "journal_crypt.h"
+#include "journal_seal.h"
 #include "queue_keys.h"
 #include "sqlite_internal.h"
 
@@ -121,10 +123,23 @@ int sqlite_message_lease(sqlite_store *sq, journal_op *op) {
   }
   journal_message *v = xcalloc(op->n_leases ? op->n_leases : 1, sizeof *v);
   int64_t *spent = xcalloc(op->n_leases ? op->n_leases : 1, sizeof *spent);
-  size_t n = 0, n_spent = 0;
-  while (s == SQLITE_DONE && n + n_spent < op->n_leases &&
+  int64_t *parked = xcalloc(op->n_leases ? op->n_leases : 1, sizeof *parked);
+  size_t n = 0, n_spent = 0, n_parked = 0;
+  while (s == SQLITE_DONE && n + n_spent + n_parked < op->n_leases &&
          (s = sqlite3_step(st)) == SQLITE_ROW) {
     s = SQLITE_DONE; /* a row taken or passed over: go on */
+    /* Under a key no longer listed: kept for when it is, not counted as
+     * an attempt (out of attempts, it would be dropped). */
+    const char *body = (const char *)sqlite3_column_text(st, 2),
+               *last_error = (const char *)sqlite3_column_text(st, 4);
+    if (!journal_crypt_listed(op->crypt, body) ||
+        !journal_crypt_listed(op->crypt, last_error)) {
+      parked[n_parked] = sqlite3_column_int64(st, 0);
+      journal_note_parked(op->queue, parked[n_parked++],
+                          journal_crypt_listed(op->crypt, body) ? last_error
+                                                                : body);
+      continue;
+    }
     /* Delivered max_attempts times and the last lease ran out unacked:
      * an expired lease is a failed attempt too (a handler that crashes
      * the host never acks), so it goes the way of a spent retry. */
@@ -163,11 +178,20 @@ int sqlite_message_lease(sqlite_store *sq, journal_op *op) {
   if (rc) {
     queue_keys_free(keys);
     free(spent);
+    free(parked);
     sqlite_set_err(sq->wr, NULL);
     return DURO_E_STORAGE;
   }
   rc = keys ? keys_fill(sq, keys) : 0;
   queue_keys_free(keys);
+  for (size_t i = 0; i < n_parked && rc == 0; i++) {
+    st = sq->ws[ST_MESSAGE_MOVE]; /* the same queue, later */
+    sqlite3_bind_int64(st, 1, parked[i]);
+    bind_text(st, 2, op->queue);
+    sqlite3_bind_int64(st, 3, op->ts_ms + JOURNAL_PARKED_MS);
+    rc = sqlite_step_done(sq, st);
+  }
+  free(parked);
   if (rc) {
     free(spent);
     return rc;

@@ -23,8 +23,8 @@
  * back), http_guard.c (refusals before any route, the budget),
  * http_wait.c (?wait= and parked waits), http_json.c (replies, errors,
  * the request's parts), http_keys.c (API keys: which, their scopes, the
- * audit line), http_tls.c (HTTPS), and route_*.c (the routes, by
- * resource). */
+ * audit line), key_views.c (the listings a limited key sees), http_tls.c
+ * (HTTPS), and route_*.c (the routes, by resource). */
 #include "http_internal.h"
 
 #include <arpa/inet.h>
@@ -63,6 +63,8 @@ int http_route(http_server *s, http_exchange *x) {
     return metrics_route(s, x);
   if (n == 1 && !strcmp(seg[0], "hosts"))
     return hosts_route(s, x);
+  if (n == 1 && !strcmp(seg[0], "key"))
+    return key_route(x);
   if (n == 2 && !strcmp(seg[0], "metrics") && !strcmp(seg[1], "history"))
     return history_route(s, x);
   if (n >= 1 && !strcmp(seg[0], "plugins"))
@@ -77,6 +79,8 @@ int http_route(http_server *s, http_exchange *x) {
     return scheduled_route(s, x);
   if (n >= 2 && !strcmp(seg[0], "bulk"))
     return bulk_route(s, x, seg, n);
+  if (n >= 2 && !strcmp(seg[0], "storage") && !strcmp(seg[1], "keys"))
+    return storage_keys_route(s, x, seg, n);
   if (n >= 2 && !strcmp(seg[0], "workflows"))
     return workflows_route(s, x, seg, n);
   return send_error(x, 404, "route.not_found", "no route for %s %s",

@@ -328,11 +328,30 @@ const http_key *keys_match(const http_server *s, const http_header *h,
 /* The pool (or the loop, for creations): 1 after answering 403 when
  * x->key may not make the request split_path gave seg[0, n) of. */
 int keys_authorize(http_server *s, http_exchange *x, char **seg, int n);
-/* GET /queues' list (taken) less the queues x's key may not touch. */
-json_t *keys_filter_queues(const http_exchange *x, json_t *queues);
+/* Whether key k (NULL: a listener without keys) may see workflow wf
+ * (queue `queue`): on its list, or it has none. */
+int keys_see_workflow(const http_key *k, const char *wf);
+int keys_see_queue(const http_key *k, const char *queue);
+/* The pool: 1 after answering 403 request.forbidden_workflow naming wf
+ * when x's key may not touch it (a bulk job's workflow, which its path
+ * does not name), else 0. */
+int keys_refuse_workflow(http_exchange *x, const char *wf);
 /* The loop, as the answer goes: the audit line of a request that changes
  * state, naming its key. */
 void keys_audit(http_exchange *x, int status);
+
+/* ---- key_views.c --------------------------------------------------------- */
+
+/* The listings across workflows and queues, each taken and returned less
+ * what x's key may not see (as they are for a key without lists). */
+json_t *keys_filter_queues(const http_exchange *x, json_t *queues);
+json_t *keys_filter_crons(const http_exchange *x, json_t *crons);
+json_t *keys_filter_plugins(http_server *s, const http_exchange *x,
+                            json_t *list);
+json_t *keys_filter_instance(const http_exchange *x, json_t *instance);
+json_t *keys_filter_health(const http_exchange *x, json_t *health);
+/* GET /key: what the request's key is and may do. */
+int key_route(http_exchange *x);
 
 /* ---- http_tls.c ---------------------------------------------------------- */
 
@@ -407,6 +426,7 @@ int list_filter_read(list_filter_get get, void *ctx, const char *where,
 /* route_bulk.c: GET and POST /workflows/{wf}/bulk, and /bulk/{id}[/cancel]. */
 int workflow_bulk_route(http_server *s, http_exchange *x, const char *wf);
 int bulk_route(http_server *s, http_exchange *x, char **seg, int n);
+int storage_keys_route(http_server *s, http_exchange *x, char **seg, int n);
 /* The light status: the row without steps or attempts. */
 int instance_summary(http_server *s, http_exchange *x, const char *wf,
                      const char *id);

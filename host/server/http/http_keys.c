@@ -16,10 +16,14 @@
  * pipeline's records); operate, what controls instances and queues
  * (creates, status changes, deletes, bulk jobs, a queue's redrive, a
  * cron's fire); admin, every route, the plugins' reloads and resumes
- * and any route not named here.  A key with a workflows (queues) list
- * reaches a route naming a workflow (queue) only on its list; GET /queues
- * lists only its queues, and the other routes that read or act across
- * workflows (queues) are refused it rather than filtered. */
+ * and any route not named here; GET /key, any key.  A key with a
+ * workflows (queues) list reaches a route naming a workflow (queue) only
+ * on its list, and a bulk job only of a workflow on it (the route asks,
+ * keys_refuse_workflow: the job names it, not the path); the listings
+ * across them show it only those (key_views.c).  What cannot be cut to
+ * its part, the metrics (counters of every workflow and queue together)
+ * and /__scheduled (it fires every trigger of an expression), is refused
+ * it. */
 #include "http_internal.h"
 
 #include <openssl/crypto.h>
@@ -191,15 +195,14 @@ static need need_of(http_exchange *x, char **seg, int n) {
     nd.scope = CONFIG_SCOPE_OPERATE; /* a GET that fires crons too */
     nd.across = ACROSS_WORKFLOWS;
   } else if (!strcmp(top, "bulk")) {
-    /* a job by its id: the workflow is the job's, not the path's */
+    /* a job by its id: the route checks the job's workflow */
     if (!reads)
       nd.scope = CONFIG_SCOPE_OPERATE;
-    nd.across = ACROSS_WORKFLOWS;
   } else if (!strcmp(top, "pipelines")) {
     if (!reads)
       nd.scope = CONFIG_SCOPE_EVENTS;
-  } else if (!strcmp(top, "plugins") || !strcmp(top, "crons")) {
-    nd.across = ACROSS_WORKFLOWS;
+  } else if (n == 1 && !strcmp(top, "key") && reads) {
+    nd.scope = 0; /* a key may always ask what it is */
   } else if (!strcmp(top, "metrics")) {
     nd.across = ACROSS_WORKFLOWS | ACROSS_QUEUES;
   }
@@ -243,18 +246,13 @@ int keys_authorize(http_server *s, http_exchange *x, char **seg, int n) {
   if (k->scopes & CONFIG_SCOPE_ADMIN)
     return 0;
   need nd = need_of(x, seg, n);
-  if (!(k->scopes & nd.scope))
+  if (nd.scope && !(k->scopes & nd.scope))
     return refuse(x, "request.forbidden_scope", "scope", scope_name(nd.scope),
                   "key \"%s\" lacks the scope \"%s\", which %s %s needs",
                   k->name, scope_name(nd.scope), x->rq.method, x->rq.path),
            1;
-  if (nd.workflow && k->workflows &&
-      !on_list(k->workflows, k->n_workflows, nd.workflow))
-    return refuse(x, "request.forbidden_workflow", "workflow", nd.workflow,
-                  "key \"%s\" may not touch workflow \"%s\" (not on its "
-                  "workflows list)",
-                  k->name, nd.workflow),
-           1;
+  if (nd.workflow && keys_refuse_workflow(x, nd.workflow))
+    return 1;
   if (nd.queue && k->queues && !on_list(k->queues, k->n_queues, nd.queue))
     return refuse(x, "request.forbidden_queue", "queue", nd.queue,
                   "key \"%s\" may not touch queue \"%s\" (not on its queues "
@@ -275,17 +273,26 @@ int keys_authorize(http_server *s, http_exchange *x, char **seg, int n) {
   return 0;
 }
 
-json_t *keys_filter_queues(const http_exchange *x, json_t *queues) {
+/* admin is every route: its lists, if any, limit nothing */
+int keys_see_workflow(const http_key *k, const char *wf) {
+  return !k || (k->scopes & CONFIG_SCOPE_ADMIN) || !k->workflows ||
+         (wf && on_list(k->workflows, k->n_workflows, wf));
+}
+
+int keys_see_queue(const http_key *k, const char *queue) {
+  return !k || (k->scopes & CONFIG_SCOPE_ADMIN) || !k->queues ||
+         (queue && on_list(k->queues, k->n_queues, queue));
+}
+
+int keys_refuse_workflow(http_exchange *x, const char *wf) {
   const http_key *k = x->key;
-  if (!k || !k->queues || !json_is_array(queues))
-    return queues;
-  for (size_t i = json_array_size(queues); i-- > 0;) {
-    const char *name =
-        json_string_value(json_object_get(json_array_get(queues, i), "name"));
-    if (!name || !on_list(k->queues, k->n_queues, name))
-      json_array_remove(queues, i);
-  }
-  return queues;
+  if (keys_see_workflow(k, wf))
+    return 0;
+  return refuse(x, "request.forbidden_workflow", "workflow", wf ? wf : "",
+                "key \"%s\" may not touch workflow \"%s\" (not on its "
+                "workflows list)",
+                k->name, wf ? wf : ""),
+         1;
 }
 
 /* ---- the audit line --------------------------------------------------- */

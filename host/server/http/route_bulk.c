@@ -2,7 +2,8 @@
  * makes a job (or, with dry_run, only counts its matches), GET
  * /workflows/{wf}/bulk lists a workflow's recent jobs, GET /bulk/{id}
  * shows one's progress and POST /bulk/{id}/cancel stops it after the
- * batch under way.  The filter is the list's (list_filter.c). */
+ * batch under way (a key limited to some workflows: a job of one of
+ * them).  The filter is the list's (list_filter.c). */
 #include "http_internal.h"
 
 #include <stdint.h>
@@ -256,7 +257,23 @@ static int job_missing(http_exchange *x, const char *id) {
   return send_error(x, 404, "bulk.not_found", "no bulk job \"%.40s\"", id);
 }
 
-/* GET /bulk/{id}, POST /bulk/{id}/cancel. */
+/* The job's workflow against x's key: 1 after answering (404 for no
+ * such job, 403 naming a workflow off the key's list), else 0. */
+static int job_refused(http_server *s, http_exchange *x, long long id,
+                       const char *text) {
+  json_t *job = NULL;
+  int rc = duro_bulk_job_json(s->engine, id, &job);
+  int answered =
+      rc == DURO_E_NOT_FOUND ? (job_missing(x, text), 1)
+      : rc                   ? (send_engine_error(x, rc, NULL, NULL), 1)
+                             : keys_refuse_workflow(
+                                   x, json_string_value(json_object_get(job, "workflow")));
+  json_decref(job);
+  return answered;
+}
+
+/* GET /bulk/{id}, POST /bulk/{id}/cancel: of a workflow the key may
+ * touch. */
 int bulk_route(http_server *s, http_exchange *x, char **seg, int n) {
   char *end;
   long long id = strtoll(seg[1], &end, 10);
@@ -269,6 +286,8 @@ int bulk_route(http_server *s, http_exchange *x, char **seg, int n) {
     return wrong_method(x, "POST");
   if (*end || end == seg[1] || id <= 0)
     return job_missing(x, seg[1]);
+  if (x->key && x->key->workflows && job_refused(s, x, id, seg[1]))
+    return 0;
   int rc = n == 3 ? duro_bulk_cancel(s->engine, id) : 0;
   if (rc == DURO_E_INVALID_ARGUMENT)
     return send_error(x, 409, "bulk.ended",

@@ -76,7 +76,8 @@ int scheduled_route(http_server *s, http_exchange *x) {
   return send_json(x, 200, out);
 }
 
-/* GET /crons: each trigger, its next ticks, its last one and its counts. */
+/* GET /crons: each trigger, its next ticks, its last one and its counts
+ * (a limited key's workflows' alone). */
 int crons_route(http_server *s, http_exchange *x) {
   if (!method_is(x, "GET"))
     return wrong_method(x, "GET");
@@ -87,5 +88,5 @@ int crons_route(http_server *s, http_exchange *x) {
     return send_error(x, status_of(rc), duro_err_name(rc), "%s",
                       duro_err_str(rc));
   }
-  return send_json(x, 200, out);
+  return send_json(x, 200, keys_filter_crons(x, out));
 }

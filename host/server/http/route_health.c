@@ -162,8 +162,10 @@ static int metrics(http_server *s, http_exchange *x) {
 }
 
 int healthz_route(http_server *s, http_exchange *x) {
-  return method_is(x, "GET") ? send_json(x, 200, duro_engine_health(s->engine))
-                             : wrong_method(x, "GET");
+  return method_is(x, "GET")
+             ? send_json(x, 200,
+                         keys_filter_health(x, duro_engine_health(s->engine)))
+             : wrong_method(x, "GET");
 }
 
 int metrics_route(http_server *s, http_exchange *x) {

@@ -26,7 +26,8 @@ static int resume(http_server *s, http_exchange *x, const char *name) {
   return send_json(x, 200, report);
 }
 
-/* GET /plugins: each plugin and its loaded builds.  POST /plugins/reload
+/* GET /plugins: each plugin and its loaded builds (what a limited key
+ * may see of them, key_views.c).  POST /plugins/reload
  * and /plugins/{name}/reload: load changed builds now (the reload runs on
  * this pool thread; the file watch and SIGHUP take the same lock).  POST
  * /plugins/{name}/resume: release its held builds. */
@@ -34,8 +35,9 @@ int plugins_route(http_server *s, http_exchange *x, char **seg, int n) {
   if (!s->plugins)
     return send_error(x, 404, "route.not_found", "no plugins here");
   if (n == 1)
-    return method_is(x, "GET") ? send_json(x, 200, plugins_list(s))
-                               : wrong_method(x, "GET");
+    return method_is(x, "GET")
+               ? send_json(x, 200, keys_filter_plugins(s, x, plugins_list(s)))
+               : wrong_method(x, "GET");
   const char *name = n == 3 ? seg[1] : NULL;
   int is_resume = n == 3 && !strcmp(seg[2], "resume");
   if (!((n == 2 && !strcmp(seg[1], "reload")) ||

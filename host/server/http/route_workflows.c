@@ -344,7 +344,7 @@ static int describe(http_server *s, http_exchange *x, const char *wf,
   int rc = duro_instance_describe(s->engine, wf, id, &out);
   if (rc)
     return send_engine_error(x, rc, wf, id);
-  return send_json(x, 200, out);
+  return send_json(x, 200, keys_filter_instance(x, out)); /* its children */
 }
 
 /* GET .../instances/{id}/export: everything its journal holds of it, as
