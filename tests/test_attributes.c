@@ -18,7 +18,12 @@
  *  - duro_set_attribute from run(): found by a list at once, set again
  *    by the replay after a restart (one value), replaced by a later
  *    call; an undeclared name DURO_E_ATTRIBUTE_UNKNOWN, a value of
- *    another type or not JSON DURO_E_INVALID_ARGUMENT. */
+ *    another type or not JSON DURO_E_INVALID_ARGUMENT;
+ *  - a number range of more matches than the store sorts (over 2000)
+ *    lists the same instances, newest first, through its cursor;
+ *  - each listed instance's last step: a do step waiting for its third
+ *    attempt (2 failed), a sleep until its end, a wait for an event, the
+ *    last step of a completed one, none before the first. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,10 +84,38 @@ static duro_rc tagger(duro_step *step, const duro_event *ev, duro_env *env) {
   return duro_set_output(step, "1");
 }
 
+static int not_yet(duro_attempt *a, void *arg) {
+  (void)arg;
+  return duro_attempt_fail(a, "not yet");
+}
+
+static const duro_retries minute_retries = {
+    .limit = 5, .delay = "1 minute", .backoff = DURO_BACKOFF_CONSTANT};
+static const duro_step_config minute_config = {.retries = &minute_retries};
+
+/* A step "prepare", then as its params say: a step that always fails
+ * ("flaky", retried each minute), a sleep ("nap", an hour), a wait for
+ * the event "go" ("event"); then completes. */
+static duro_rc stepper(duro_step *step, const duro_event *ev, duro_env *env) {
+  (void)env;
+  const char *p = ev->params ? ev->params : "";
+  DURO_TRY(duro_do(step, "prepare", NULL, one, NULL, NULL));
+  if (strstr(p, "flaky"))
+    DURO_TRY(duro_do(step, "flaky", &minute_config, not_yet, NULL, NULL));
+  if (strstr(p, "nap"))
+    DURO_TRY(duro_sleep(step, "nap", "1 hour"));
+  if (strstr(p, "event")) {
+    const char *event;
+    DURO_TRY(duro_wait_for_event(step, "await", "go", "1 day", &event));
+  }
+  return duro_set_output(step, "1");
+}
+
 static void setup(void) {
   harness_open(&H);
   harness_register_limits(&H, WF, order, &limits);
   harness_register_limits(&H, "tagger", tagger, &limits);
+  harness_register(&H, "stepper", stepper);
   harness_register(&H, PLAIN, order);
   harness_start(&H);
 }
@@ -97,7 +130,7 @@ static void create(const char *wf, const char *id, const char *params) {
  * by pages of `limit`, as "|a|b|"; *pages how many pages it took. */
 static char *listed(const char *wf, const char *const *terms,
                     duro_list_filter f, size_t limit, int *pages) {
-  static char out[2048];
+  static char out[16384];
   duro_attr_filter where[DURO_ATTR_MAX];
   size_t n = 0;
   for (; terms && terms[n]; n++) {
@@ -329,15 +362,125 @@ START_TEST(set_from_run_once_and_replaced) {
 }
 END_TEST
 
+/* More matches of a range than the store sorts (sqlite_read_sched.c's
+ * WHERE_SORTED_MAX): the instances are walked instead, the same ones
+ * found in the same order, page after page. */
+START_TEST(wide_range_lists_the_same) {
+  enum { N = 2100 };
+  for (int i = 0; i < N; i++) {
+    char id[16], params[64];
+    snprintf(id, sizeof id, "w%04d", i);
+    snprintf(params, sizeof params, "{\"amount\":%d,\"fail\":true}", i % 10);
+    create(WF, id, params);
+  }
+  harness_run(&H);
+  /* amount>0: 9 in 10 of them (wide); amount>8: 1 in 10 (sorted) */
+  static char want_wide[16384], want_narrow[4096], got[16384];
+  snprintf(want_wide, sizeof want_wide, "|");
+  snprintf(want_narrow, sizeof want_narrow, "|");
+  for (int i = N - 1; i >= 0; i--) {
+    if (i % 10 > 0)
+      snprintf(want_wide + strlen(want_wide),
+               sizeof want_wide - strlen(want_wide), "w%04d|", i);
+    if (i % 10 == 9)
+      snprintf(want_narrow + strlen(want_narrow),
+               sizeof want_narrow - strlen(want_narrow), "w%04d|", i);
+  }
+  const char *wide[] = {"amount>0", NULL}, *narrow[] = {"amount>8", NULL};
+  int pages;
+  snprintf(got, sizeof got, "%s", listed(WF, wide, ANY, 500, &pages));
+  ck_assert_str_eq(got, want_wide);
+  ck_assert_int_ge(pages, 4);
+  duro_list_filter errored = {.status = DURO_STATUS_ERRORED};
+  snprintf(got, sizeof got, "%s", listed(WF, wide, errored, 1000, &pages));
+  ck_assert_str_eq(got, want_wide);
+  snprintf(got, sizeof got, "%s", listed(WF, narrow, ANY, 50, &pages));
+  ck_assert_str_eq(got, want_narrow);
+}
+END_TEST
+
+/* The first listed instance of wf with id `id` (the filter its prefix). */
+static void brief_of(const char *wf, const char *id, duro_instance_page *p) {
+  duro_list_filter f = {.status = -1, .prefix = id};
+  ck_assert_int_eq(duro_instance_list_page(H.e, wf, &f, 10, NULL, p), 0);
+  ck_assert_int_eq(p->n, 1);
+  ck_assert_str_eq(p->v[0].id, id);
+}
+
+/* Each listed instance's last step and its attempts (duro_instance_brief),
+ * on both stores: computed at list time from the steps' primary key. */
+START_TEST(list_shows_each_instance_step) {
+  harness_create(&H, "stepper", "fresh", NULL, 0);
+  duro_instance_page p;
+  brief_of("stepper", "fresh", &p); /* created, not yet run */
+  ck_assert_ptr_null(p.v[0].step_key);
+  ck_assert_int_eq(p.v[0].step_wake_ms, DURO_NO_TIME);
+  duro_instance_page_free(&p);
+  harness_create(&H, "stepper", "flaky", "{\"flaky\":1}", 0);
+  harness_create(&H, "stepper", "nap", "{\"nap\":1}", 0);
+  harness_create(&H, "stepper", "event", "{\"event\":1}", 0);
+  harness_run(&H);
+  harness_advance(&H, 60 * SEC); /* flaky's second attempt */
+
+  brief_of("stepper", "flaky", &p);
+  ck_assert_int_eq(p.v[0].status, DURO_STATUS_WAITING);
+  ck_assert_str_eq(p.v[0].step_key, "flaky#1");
+  ck_assert_str_eq(p.v[0].step_name, "flaky");
+  ck_assert_int_eq(p.v[0].step_type, DURO_STEP_DO);
+  ck_assert_int_eq(p.v[0].step_status, DURO_STEP_WAITING);
+  ck_assert_int_eq(p.v[0].step_attempts, 2);
+  ck_assert_int_eq(p.v[0].step_wake_ms, T0_MS + 120 * SEC); /* the third */
+  duro_instance_page_free(&p);
+
+  brief_of("stepper", "nap", &p);
+  ck_assert_str_eq(p.v[0].step_key, "nap#1");
+  ck_assert_int_eq(p.v[0].step_type, DURO_STEP_SLEEP);
+  ck_assert_int_eq(p.v[0].step_status, DURO_STEP_WAITING);
+  ck_assert_int_eq(p.v[0].step_wake_ms, T0_MS + 3600 * SEC);
+  ck_assert_ptr_null(p.v[0].wait_type);
+  duro_instance_page_free(&p);
+
+  brief_of("stepper", "event", &p);
+  ck_assert_str_eq(p.v[0].step_key, "await#1");
+  ck_assert_int_eq(p.v[0].step_type, DURO_STEP_WAIT_FOR_EVENT);
+  ck_assert_int_eq(p.v[0].step_status, DURO_STEP_WAITING);
+  ck_assert_str_eq(p.v[0].wait_type, "go");
+  ck_assert_int_eq(p.v[0].step_wake_ms, T0_MS + DAY); /* its timeout */
+  duro_instance_page_free(&p);
+
+  brief_of("stepper", "fresh", &p); /* complete: its last step */
+  ck_assert_int_eq(p.v[0].status, DURO_STATUS_COMPLETE);
+  ck_assert_str_eq(p.v[0].step_key, "prepare#1");
+  ck_assert_int_eq(p.v[0].step_status, DURO_STEP_COMPLETE);
+  ck_assert_int_eq(p.v[0].step_attempts, 1);
+  ck_assert_int_eq(p.v[0].step_wake_ms, DURO_NO_TIME);
+  duro_instance_page_free(&p);
+
+  /* the whole page, newest first, each with its own */
+  duro_list_filter all = {.status = -1};
+  ck_assert_int_eq(duro_instance_list_page(H.e, "stepper", &all, 10, NULL, &p),
+                   0);
+  ck_assert_int_eq(p.n, 4);
+  static const char *const keys[] = {"await#1", "nap#1", "flaky#1",
+                                     "prepare#1"};
+  for (size_t i = 0; i < 4; i++)
+    ck_assert_str_eq(p.v[i].step_key, keys[i]);
+  duro_instance_page_free(&p);
+}
+END_TEST
+
 static Suite *attributes_suite(void) {
   Suite *s = suite_create("attributes");
   TCase *tc = tcase_create("attributes");
   tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 120);
   tcase_add_test(tc, create_stores_what_the_params_hold);
   tcase_add_test(tc, where_finds_newest_first);
   tcase_add_test(tc, where_refused_saying_why);
   tcase_add_test(tc, delete_and_sweep_take_them);
   tcase_add_test(tc, set_from_run_once_and_replaced);
+  tcase_add_test(tc, wide_range_lists_the_same);
+  tcase_add_test(tc, list_shows_each_instance_step);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -17,7 +17,8 @@
  *    id, --json, invalid PARAMS and an invalid --id (nothing created);
  *    --wait in one POST ?wait= (the host's request counters), and GETs
  *    ?wait= only past http.max_wait;
- *  - instances list: the table, --status, --limit with the "next: --cursor"
+ *  - instances list: the table (each row's last step, its attempts and
+ *    what it waits for), --status, --limit with the "next: --cursor"
  *    line followed page by page, --json, an empty page, bad values;
  *  - describe: a retried step (flakyCard) shows its failed attempt while it
  *    waits for the retry; a completed order shows every step with its type
@@ -814,7 +815,17 @@ START_TEST(list_verb) {
     ck_assert_msg(next > prev, "%s: %s out of order:\n%s", r.what, ids[i],
                   r.out);
     prev = next;
+    /* its step and attempts: a waiting one in the review, for its event;
+     * an errored one's last step the rollback of its stock */
+    int step_shown =
+        ids[i][0] == 'w'
+            ? strstr(line, " manual review#1 ") && strstr(line, " approval")
+            : strstr(line, " reserve stock#1/rollback ") != NULL;
+    ck_assert_msg(step_shown, "%s: step of %s:\n%s", r.what, ids[i], r.out);
   }
+  ck_assert_msg(strstr(r.out, "STEP") && strstr(r.out, "ATTEMPTS") &&
+                    strstr(r.out, "WAITING FOR"),
+                "%s:\n%s", r.what, r.out);
   run_free(&r);
 
   /* --status: only those. */

@@ -10,7 +10,8 @@ It checks that the list shows the instances created over the API, that the
 status filter, the id-prefix search, a creation time range and a search
 attribute work (the
 API answers them; they stay in the URL across a reload), that the list has
-its columns, that the detail page shows a
+its columns (each row's step, its attempts and what it waits for: an
+event, a retry's time, a sleep's end, none once ended), that the detail page shows a
 retried step's attempts in order and the events an instance received
 (which step consumed each, or pending), that the health page draws the
 steps completed before it opened from the host's history at its first
@@ -211,6 +212,17 @@ def rows(d):
     return d.execute_script(
         "return [...document.querySelectorAll('#instance-rows tr[data-id]')]"
         ".map((r) => r.dataset.id)")
+
+
+def cells(d, iid):
+    """The texts of the list's row of `iid`, by its column's heading."""
+    return d.execute_script(
+        "const heads = [...document.querySelectorAll('#instances thead th')]"
+        ".map((th) => th.textContent);"
+        "const row = document.querySelector(`#instance-rows tr[data-id=\"${arguments[0]}\"]`);"
+        "if (!row) return null;"
+        "return Object.fromEntries([...row.children].map((td, k) => [heads[k], td.textContent]));",
+        iid)
 
 
 def shown_actions(d):
@@ -563,6 +575,18 @@ def main():
         wait_for(d, "the new instance, newest first",
                  lambda: rows(d)[:1] == ["live-1"])
         shot(d, "list-desktop")
+        # each row's step, its attempts and what it waits for: an order in
+        # its review, for the event; the card that failed once, its retry
+        # (or, past it, its review); the terminated one's last step
+        c = cells(d, "wait-1")
+        assert (c["Step"], c["Attempts"], c["Waiting for"]) == (
+            "manual review#1", "0", "approval"), c
+        c = cells(d, "flaky-1")
+        assert (c["Step"] == "charge card#1" and c["Attempts"] == "1"
+                and c["Waiting for"].startswith("retry at ")) or (
+            c["Step"] == "manual review#1" and c["Waiting for"] == "approval"), c
+        c = cells(d, "term-1")
+        assert c["Step"] and c["Waiting for"] == "", c
 
         # the status filter
         Select(d.find_element(By.ID, "status-filter")).select_by_value("terminated")
@@ -584,7 +608,7 @@ def main():
                  and d.find_element(By.ID, "id-prefix").get_attribute("value") == "batch-a")
         heads = [th.text for th in d.find_elements(By.CSS_SELECTOR, "#instances thead th")]
         assert heads == ["", "Instance", "Status", "Created", "Started", "Ran for",
-                         "Waiting for"], heads
+                         "Step", "Attempts", "Waiting for"], heads
         # a creation time range: none was created in 2099
         d.execute_script("document.getElementById('created-after').value = '2099-01-01T00:00'")
         d.find_element(By.ID, "find").click()
@@ -686,6 +710,16 @@ def main():
                  lambda: h.status("term-1") == "waiting")
         assert h.api("GET", f"/workflows/{WF}/instances/term-1")[1]["restarts"] == 1
 
+        # the chaos workflow's list: a run waiting for "go", one asleep
+        # until its hour is up
+        d.get(h.base + "/#/wf/chaos")
+        wait_for(d, "the chaos runs listed",
+                 lambda: {"go-1", "nap-1"} <= set(rows(d)))
+        c = cells(d, "go-1")
+        assert c["Step"] and c["Waiting for"] == "go", c
+        c = cells(d, "nap-1")
+        assert c["Step"] and c["Waiting for"].startswith("until "), c
+
         # a workflow that waits for another event type: the form has that
         # type; the event sent from the page completes the run, and the
         # an instance's page follows its event stream, not polling: idle,
@@ -764,6 +798,10 @@ def main():
                      {"id": "fan-1", "params": {"n": 3}})[0] == 201
         wait_for(d, "the fan-out complete",
                  lambda: h.status("fan-1", "fan-out") == "complete", timeout=30)
+        d.get(h.base + "/#/wf/fan-out")
+        wait_for(d, "fan-1 listed", lambda: "fan-1" in rows(d))
+        c = cells(d, "fan-1")  # complete: its last step, waiting for none
+        assert c["Step"] and c["Attempts"] and c["Waiting for"] == "", c
         d.get(h.base + "/#/wf/fan-out/i/fan-1")
         wait_for(d, "three children linked",
                  lambda: len(d.find_elements(By.CSS_SELECTOR, "#instance-children a.child")) == 3)

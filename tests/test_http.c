@@ -11,7 +11,9 @@
  *
  *  - routes: create (with and without id, duplicate), batch, list (status
  *    filter, id prefix, creation and end times, search attributes
- *    (`where`, and its refusals), limit, cursor paging),
+ *    (`where`, and its refusals), limit, cursor paging; each entry's
+ *    last step: an event wait, a sleep, a retry after a failed attempt,
+ *    a completed one's last notice),
  *    describe, PATCH status (pause, resume,
  *    terminate, restart, restart from a step, the illegal transitions),
  *    events (and the description's list of them, consumed or pending),
@@ -355,6 +357,34 @@ static void patch_refused(const char *id, const char *body, const char *code) {
   snprintf(what, sizeof what, "PATCH %s %s", id, body);
   assert_error(&r, 409, code, what);
   http_resp_free(&r);
+}
+
+/* Instance `id` as GET list gives it (its prefix the filter), asserting
+ * it is there; the JSON is the caller's. */
+static json_t *list_entry(const char *id) {
+  char path[256];
+  snprintf(path, sizeof path, WF "?prefix=%s", id);
+  http_resp r;
+  request(&r, "GET", path, NULL);
+  expect_status(&r, 200, path);
+  json_t *first = json_array_get(jget(r.json, "instances"), 0);
+  ck_assert_msg(first && !strcmp(jstr(first, "id"), id), "list %s: %s", id,
+                r.body);
+  json_incref(first);
+  http_resp_free(&r);
+  return first;
+}
+
+/* The entry's step is `key` of `type` and `status`. */
+static void assert_list_step(json_t *entry, const char *key, const char *type,
+                             const char *status) {
+  char *text = jdump(entry);
+  ck_assert_msg(!strcmp(jstr(entry, "step.key"), key) &&
+                    !strcmp(jstr(entry, "step.type"), type) &&
+                    !strcmp(jstr(entry, "step.status"), status) &&
+                    json_is_integer(jget(entry, "step.attempts")),
+                "want step %s %s %s: %s", key, type, status, text);
+  free(text);
 }
 
 /* How many instances GET list reports (all statuses). */
@@ -1101,6 +1131,13 @@ START_TEST(events_move_instances_on) {
                     !strcmp(jstr(w, "wait_type"), "approval"),
                 "wait_type of a review wait: %s", jstr(w, "wait_type"));
   json_decref(w);
+  /* and the list: its step the review, waiting (till its timeout) */
+  json_t *l = list_entry("ev1");
+  assert_list_step(l, "manual review#1", "waitForEvent", "waiting");
+  ck_assert_str_eq(jstr(l, "step.name"), "manual review");
+  ck_assert_str_eq(jstr(l, "wait_type"), "approval");
+  ck_assert(json_is_integer(jget(l, "step.wake_ms")));
+  json_decref(l);
   http_resp r;
   request(&r, "POST", WF "/ev1/events/approval", "{\"approved\":true}");
   expect_status(&r, 202, "event");
@@ -1145,6 +1182,23 @@ START_TEST(events_move_instances_on) {
   ck_assert_msg(json_is_null(jget(w, "wait_type")), "wait_type of a sleep: %s",
                 jstr(w, "wait_type"));
   json_decref(w);
+  /* listed asleep until its end */
+  l = list_entry("ev1");
+  assert_list_step(l, "grace period#1", "sleep", "waiting");
+  ck_assert_msg(json_integer_value(jget(l, "step.wake_ms")) >
+                    json_integer_value(jget(l, "created_ms")) + 3000 * 1000,
+                "the grace period's end: %s", jstr(l, "id"));
+  json_decref(l);
+  /* a charge whose first attempt failed: listed waiting for its retry */
+  create("{\"id\":\"fl1\",\"params\":{\"orderId\":\"8\",\"email\":"
+         "\"a@b.c\",\"amount\":5,\"flakyCard\":true}}",
+         "fl1");
+  json_decref(wait_status("fl1", "waiting"));
+  l = list_entry("fl1");
+  assert_list_step(l, "charge card#1", "do", "waiting");
+  ck_assert_int_eq(json_integer_value(jget(l, "step.attempts")), 1);
+  ck_assert(json_is_integer(jget(l, "step.wake_ms")));
+  json_decref(l);
 
   /* An event sent before the instance waits is kept for it; an event of
    * another type does not wake it; an empty body is a null payload. */
@@ -1157,6 +1211,13 @@ START_TEST(events_move_instances_on) {
   http_resp_free(&r);
   json_t *d = wait_status("ev2", "complete|errored");
   ck_assert_str_eq(jstr(d, "status"), "complete");
+  /* listed with its last step, a notice sent in one attempt */
+  l = list_entry("ev2");
+  ck_assert_str_eq(jstr(l, "step.name"), "notify");
+  assert_list_step(l, jstr(l, "step.key"), "do", "complete");
+  ck_assert_int_eq(json_integer_value(jget(l, "step.attempts")), 1);
+  ck_assert(json_is_null(jget(l, "step.wake_ms")));
+  json_decref(l);
   /* both listed in arrival order: the other type still pending */
   char *text = jdump(d);
   json_t *evs = jget(d, "events");

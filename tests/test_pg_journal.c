@@ -143,7 +143,7 @@ START_TEST(duplicate_in_a_shared_transaction) {
   journal_close(j);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM instances"), 2);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' "
-                              "AND value='16'"),
+                              "AND value='17'"),
                    1);
 }
 END_TEST
@@ -191,7 +191,7 @@ START_TEST(upgrades_schema_10_pipeline_records) {
   ck_assert_str_eq(text, "2:\"b\";3:\"c\";4:\"d\";");
   journal_close(j);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' "
-                              "AND value='16'"),
+                              "AND value='17'"),
                    1);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM pipeline_records"), 3);
 }
@@ -219,7 +219,7 @@ START_TEST(upgrades_schema_7_to_8) {
   journal_instance_clear(&got);
   journal_close(j);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' "
-                              "AND value='16'"),
+                              "AND value='17'"),
                    1);
 }
 END_TEST
@@ -278,7 +278,7 @@ START_TEST(upgrades_schema_13_message_keys) {
   PQfinish(c);
   journal *j = open_journal();
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM meta WHERE key='schema' "
-                              "AND value='16'"),
+                              "AND value='17'"),
                    1);
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM messages WHERE key IS "
                               "NULL AND body LIKE '{\"account\":%'"),
@@ -296,6 +296,11 @@ START_TEST(upgrades_schema_13_message_keys) {
   ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM pg_indexes WHERE "
                               "indexname IN ('attributes_str',"
                               "'attributes_num')"),
+                   2);
+  /* and schema 17's indexes of the listing's time ranges */
+  ck_assert_int_eq(count_rows("SELECT COUNT(*) FROM pg_indexes WHERE "
+                              "indexname IN ('instances_created',"
+                              "'instances_ended')"),
                    2);
   char got[256];
   lease_keyed(j, "/account", got, sizeof got);

@@ -23,6 +23,7 @@
 #include "describe.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -215,30 +216,60 @@ static const char *took(char buf[32], int64_t started, int64_t ended) {
 
 /* ---- the list ------------------------------------------------------------ */
 
+/* What a listed instance waits for, malloc'ed: the event types, else
+ * its step's time (a sleep's end, a retry's); "-" for none. */
+static char *list_waits_for(const json_t *it) {
+  const json_t *step = json_object_get(it, "step");
+  const char *wait = str_field(it, "wait_type"),
+             *type = str_field(step, "type");
+  int64_t wake = ms_field(step, "wake_ms");
+  char t[32];
+  if (ms_field(it, "ended_ms") != NO_TIME)
+    return xstrdup("-");
+  if (wait)
+    return xstrdup(wait);
+  if (wake != NO_TIME && str_eq(str_field(step, "status"), "waiting"))
+    return xasprintf("%s %s", str_eq(type, "sleep") ? "until" : "retry at",
+                     iso_time(t, wake));
+  return xstrdup("-");
+}
+
 void describe_list(FILE *out, const json_t *list) {
   const json_t *items = json_object_get(list, "instances");
-  size_t i, id_w = 2;
+  size_t i, id_w = 2, step_w = 4;
   const json_t *it;
   char t[32];
   json_array_foreach(items, i, it) {
     size_t w = text_width(str_field(it, "id") ? str_field(it, "id") : "-");
+    const char *key = str_field(json_object_get(it, "step"), "key");
+    size_t k = text_width(key ? key : "-");
     id_w = w > id_w ? w : id_w;
+    step_w = k > step_w ? k : step_w;
   }
   if (json_array_size(items) == 0)
     fputs("no instances\n", out);
   else
-    fprintf(out, "%-*s  %-15s  %-24s  %-9s  %s\n", (int)id_w, "ID", "STATUS",
-            "CREATED", "RAN FOR", "WAITING FOR");
+    fprintf(out, "%-*s  %-15s  %-24s  %-9s  %-*s  %-8s  %s\n", (int)id_w, "ID",
+            "STATUS", "CREATED", "RAN FOR", (int)step_w, "STEP", "ATTEMPTS",
+            "WAITING FOR");
   json_array_foreach(items, i, it) {
-    char ran[32];
+    char ran[32], attempts[24] = "-";
     int64_t started = ms_field(it, "started_ms"),
             ended = ms_field(it, "ended_ms");
+    const json_t *step = json_object_get(it, "step");
+    const char *key = str_field(step, "key");
+    if (json_is_integer(json_object_get(step, "attempts")))
+      snprintf(attempts, sizeof attempts, "%" JSON_INTEGER_FORMAT,
+               json_integer_value(json_object_get(step, "attempts")));
     describe_text(out, str_field(it, "id"), 0, id_w + 2);
     describe_text(out, str_field(it, "status"), 0, 17);
     fprintf(out, "%-24s  %-9s  ", iso_time(t, ms_field(it, "created_ms")),
             took(ran, started, ended));
-    const char *wait = str_field(it, "wait_type");
-    describe_text(out, wait && ended == NO_TIME ? wait : "-", 0, 0);
+    describe_text(out, key ? key : "-", 0, step_w + 2);
+    fprintf(out, "%-8s  ", attempts);
+    char *wait = list_waits_for(it);
+    describe_text(out, wait, 0, 0);
+    free(wait);
     fputc('\n', out);
   }
   const char *cursor = str_field(list, "cursor");

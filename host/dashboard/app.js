@@ -488,6 +488,18 @@ function localOf(iso) {
 }
 
 /* How long an instance ran (or has run so far): '' before it started. */
+/* What a listed instance waits for: the event types (or a hold), else its
+ * step's time (a sleep's end, a retry's); '' for none. */
+function waitsFor(i) {
+  if (ENDED.includes(i.status)) return '';
+  if (i.wait_type) return i.wait_type;
+  const s = i.step;
+  if (s && s.status === 'waiting' && s.wake_ms != null) {
+    return `${s.type === 'sleep' ? 'until' : 'retry at'} ${fmtTime(s.wake_ms)}`;
+  }
+  return '';
+}
+
 function ranFor(i) {
   if (i.started_ms == null) return '';
   const end = i.ended_ms != null ? i.ended_ms : Date.now();
@@ -682,7 +694,8 @@ function listView(main, gen, wf, filters) {
   const older = h('button', {type: 'button', id: 'page-older', onclick: () => { st.page++; view.refresh(); }}, 'Older →');
   const pageNo = h('span', {class: 'muted'});
   const flow = flowPanel();
-  const COLUMNS = ['', 'Instance', 'Status', 'Created', 'Started', 'Ran for', 'Waiting for'];
+  const COLUMNS = ['', 'Instance', 'Status', 'Created', 'Started', 'Ran for', 'Step', 'Attempts',
+    'Waiting for'];
   const bulk = bulkPanel(wf, gen, filterBody, () => view.refresh().catch(err.show));
   let listed = []; /* the rows of the page shown */
   const pickPage = h('input', {type: 'checkbox', id: 'select-page', 'aria-label': 'Select every instance on this page',
@@ -764,7 +777,9 @@ function listView(main, gen, wf, filters) {
         h('td', null, fmtTime(i.created_ms)),
         h('td', null, i.started_ms != null ? fmtTime(i.started_ms) : ''),
         h('td', {class: 'num'}, ranFor(i)),
-        h('td', null, i.wait_type && !ENDED.includes(i.status) ? i.wait_type : ''))));
+        h('td', null, i.step ? i.step.key : ''),
+        h('td', {class: 'num'}, i.step ? String(i.step.attempts) : ''),
+        h('td', null, waitsFor(i)))));
       if (!page.instances.length)
         tbody.append(h('tr', null, h('td', {colspan: COLUMNS.length, class: 'muted'}, 'No instances match.')));
       bulk.seen(page.instances);

@@ -809,6 +809,14 @@ typedef struct duro_instance_brief {
   int64_t created_ms;
   int64_t started_ms, ended_ms; /* DURO_NO_TIME: not yet */
   char *wait_type;              /* what it waits for, stored; NULL: none */
+  /* Its last journaled step (the highest call position): the one it
+   * waits in (a sleep, an event, a retry), else the last run; a step's
+   * first attempt shows once it ended.  step_key NULL: none yet. */
+  char *step_key, *step_name;
+  duro_step_kind step_type;
+  duro_step_status step_status;
+  uint32_t step_attempts;
+  int64_t step_wake_ms; /* DURO_NO_TIME: none */
 } duro_instance_brief;
 
 /* Which instances a list gives besides its workflow (a zero bound is

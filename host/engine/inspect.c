@@ -344,6 +344,7 @@ typedef struct list_ctx {
   int filter;                /* a duro_status, -1 = any */
   const duro_list_filter *f; /* the rest (list_active tests it in memory) */
   duro_instance_page *page;
+  int64_t *rowids; /* each row's of the page, for its last step */
   size_t cap;
   size_t scanned;
   int64_t last;
@@ -362,14 +363,36 @@ static void list_one(void *ctx, const journal_list_row *row) {
   if (p->n == l->cap) {
     l->cap = l->cap ? 2 * l->cap : 16;
     p->v = xrealloc(p->v, l->cap * sizeof *p->v);
+    l->rowids = xrealloc(l->rowids, l->cap * sizeof *l->rowids);
   }
+  l->rowids[p->n] = row->rowid;
   p->v[p->n++] =
       (duro_instance_brief){.id = xstrdup(row->id),
                             .status = live,
                             .created_ms = row->created_ms,
                             .started_ms = row->started_ms,
                             .ended_ms = row->ended_ms,
-                            .wait_type = xstrdup_null(row->wait_type)};
+                            .wait_type = xstrdup_null(row->wait_type),
+                            .step_wake_ms = DURO_NO_TIME};
+}
+
+/* A page row's last step, found by its rowid (a page is at most 1000). */
+static void last_step_one(void *ctx, const journal_last_step *s) {
+  list_ctx *l = ctx;
+  for (size_t i = 0; i < l->page->n; i++) {
+    if (l->rowids[i] != s->rowid)
+      continue;
+    duro_instance_brief *b = &l->page->v[i];
+    free(b->step_key);
+    free(b->step_name);
+    b->step_key = xstrdup(s->key);
+    b->step_name = xstrdup(s->name);
+    b->step_type = s->type;
+    b->step_status = s->status;
+    b->step_attempts = s->attempts;
+    b->step_wake_ms = s->wake_ms; /* JOURNAL_NONE is DURO_NO_TIME */
+    return;
+  }
 }
 
 static int cmp_rowid_desc(const void *a, const void *b) {
@@ -480,6 +503,11 @@ int duro_instance_list_page(duro_engine *e, const char *workflow,
     jf.status = l.filter;
     rc = journal_list(e->j, workflow, &jf, after, limit, list_one, &l);
   }
+  /* each row's step, one read for the page: computed here, so a step's
+   * commit writes nothing for the list */
+  if (!rc)
+    rc = journal_last_steps(e->j, l.rowids, out->n, last_step_one, &l);
+  free(l.rowids);
   if (rc) {
     duro_instance_page_free(out);
     return rc;
@@ -494,6 +522,8 @@ void duro_instance_page_free(duro_instance_page *p) {
   for (size_t i = 0; i < p->n; i++) {
     free(p->v[i].id);
     free(p->v[i].wait_type);
+    free(p->v[i].step_key);
+    free(p->v[i].step_name);
   }
   free(p->v);
   *p = (duro_instance_page){0};

@@ -149,6 +149,9 @@ typedef struct store_backend {
               void (*fn)(void *ctx, const journal_list_row *row), void *ctx);
   int (*attributes)(void *db, int64_t rowid,
                     void (*fn)(void *ctx, const duro_attr *a), void *ctx);
+  int (*last_steps)(void *db, const int64_t *rowids, size_t n,
+                    void (*fn)(void *ctx, const journal_last_step *s),
+                    void *ctx);
   int (*bulk_get)(void *db, int64_t id, journal_bulk *out);
   int (*bulk_list)(void *db, const char *workflow, int running, size_t limit,
                    void (*fn)(void *ctx, const journal_bulk *b), void *ctx);

@@ -976,6 +976,12 @@ int journal_list(journal *j, const char *workflow, const journal_list_filter *f,
   return j->be->list(j->db, workflow, f, cursor, limit, fn, ctx);
 }
 
+int journal_last_steps(journal *j, const int64_t *rowids, size_t n,
+                       void (*fn)(void *ctx, const journal_last_step *s),
+                       void *ctx) {
+  return n ? j->be->last_steps(j->db, rowids, n, fn, ctx) : 0;
+}
+
 int journal_attributes(journal *j, int64_t rowid,
                        void (*fn)(void *ctx, const duro_attr *a), void *ctx) {
   return j->be->attributes(j->db, rowid, fn, ctx);

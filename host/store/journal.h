@@ -684,11 +684,37 @@ typedef struct journal_list_row {
  * those that start with it, a range an index answers. */
 char *journal_prefix_end(const char *prefix);
 
+/* A list's time range (creation or end) of at most this many instances
+ * of its workflow is read from its index and sorted by rowid (an hour's
+ * 3600, 5 ms); a wider one is found walking the instances newest first,
+ * a page full after limit * n / matches rows (sorting it all would cost
+ * more: a million rows' range). */
+#define JOURNAL_LIST_SORTED_MAX 10000
+
 /* Instances of a workflow that pass `f`, newest first, after cursor rowid
  * (0 = start), at most `limit`. */
 int journal_list(journal *j, const char *workflow, const journal_list_filter *f,
                  int64_t cursor, size_t limit,
                  void (*fn)(void *ctx, const journal_list_row *row), void *ctx);
+
+/* An instance's last step: the one with the highest call position (the
+ * step running, waiting or last run), as a list shows it. */
+typedef struct journal_last_step {
+  int64_t rowid; /* the instance */
+  const char *key, *name;
+  duro_step_kind type;
+  duro_step_status status;
+  uint32_t attempts;
+  int64_t wake_ms; /* a sleep's end, a wait's timeout, a retry's time */
+} journal_last_step;
+
+/* The last step of each instance of rowids (n of them, at most a list's
+ * page): fn gets each that has one, in no order (borrowed for the call).
+ * Read from the steps' primary key (instance, key): nothing written for
+ * it. */
+int journal_last_steps(journal *j, const int64_t *rowids, size_t n,
+                       void (*fn)(void *ctx, const journal_last_step *s),
+                       void *ctx);
 
 /* The search attributes of instance rowid, in name order: fn gets each
  * (borrowed for the call). */

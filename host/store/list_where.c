@@ -13,7 +13,7 @@ size_t list_where_drive(const journal_list_filter *f) {
   return 0;
 }
 
-static const char *op_sql(duro_attr_op op) {
+const char *list_where_op(duro_attr_op op) {
   switch (op) {
   case DURO_ATTR_LT:
     return "<";
@@ -30,8 +30,8 @@ static const char *op_sql(duro_attr_op op) {
 }
 
 char *list_where_sql(const journal_list_filter *f, char mark, int first,
-                     const char *text_cast, const char *num_cast) {
-  size_t drive = list_where_drive(f);
+                     const char *text_cast, const char *num_cast, int walk) {
+  size_t drive = walk ? f->n_where : list_where_drive(f);
   char *sql = xstrdup("");
   for (size_t k = 0; k < f->n_where; k++) {
     const duro_attr_filter *w = &f->where[k];
@@ -39,13 +39,14 @@ char *list_where_sql(const journal_list_filter *f, char mark, int first,
     const char *col = w->str ? "str" : "num";
     const char *cast = w->str ? text_cast : num_cast;
     char *term =
-        k == drive ? xasprintf(" AND a.name=%c%d%s AND a.%s%s%c%d%s", mark, p,
-                               text_cast, col, op_sql(w->op), mark, p + 1, cast)
-                   : xasprintf(" AND EXISTS(SELECT 1 FROM attributes b WHERE "
-                               "b.instance=a.instance AND b.name=%c%d%s AND "
-                               "b.%s%s%c%d%s)",
-                               mark, p, text_cast, col, op_sql(w->op), mark,
-                               p + 1, cast);
+        k == drive
+            ? xasprintf(" AND a.name=%c%d%s AND a.%s%s%c%d%s", mark, p,
+                        text_cast, col, list_where_op(w->op), mark, p + 1, cast)
+            : xasprintf(" AND EXISTS(SELECT 1 FROM attributes b WHERE "
+                        "b.instance=i.rowid AND b.name=%c%d%s AND "
+                        "b.%s%s%c%d%s)",
+                        mark, p, text_cast, col, list_where_op(w->op), mark,
+                        p + 1, cast);
     char *both = xasprintf("%s%s", sql, term);
     free(sql);
     free(term);

@@ -121,6 +121,7 @@ const store_backend store_pg = {
     .waiting_on = pg_waiting_on,
     .list = pg_list,
     .attributes = pg_attributes,
+    .last_steps = pg_last_steps,
     .count_by_status = pg_count_by_status,
     .queue_stats_each = pg_queue_stats_each,
     .queue_ready = pg_queue_ready,

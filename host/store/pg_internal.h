@@ -288,6 +288,8 @@ int pg_instance_delete(pg_store *pg, journal_op *op);
 int pg_attribute_set(pg_store *pg, int64_t rowid, const duro_attr *a);
 int pg_attributes(void *db, int64_t rowid,
                   void (*fn)(void *ctx, const duro_attr *a), void *ctx);
+int pg_last_steps(void *db, const int64_t *rowids, size_t n,
+                  void (*fn)(void *ctx, const journal_last_step *s), void *ctx);
 /* pg_query for SQL made for one call (never cached by its address). */
 PGresult *pg_query_once(pg_store *pg, const char *sql, const params *p);
 int pg_message_apply(pg_store *pg, journal_op *op);

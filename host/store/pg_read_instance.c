@@ -1,7 +1,10 @@
 /* pg_read_instance.c — the PostgreSQL backend's reads of one instance:
- * its row (by name or rowid), its steps, its attempts and its events. */
+ * its row (by name or rowid), its steps, its attempts and its events;
+ * and the last step of each instance of a list's page. */
 #include <libpq-fe.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "pg_internal.h"
 
@@ -180,6 +183,41 @@ int pg_attributes(void *db, int64_t rowid,
         .str = (char *)get_str(r, i, 1),
         .num = PQgetisnull(r, i, 2) ? 0 : strtod(PQgetvalue(r, i, 2), NULL)};
     fn(ctx, &a);
+  }
+  PQclear(r);
+  return 0;
+}
+
+int pg_last_steps(void *db, const int64_t *rowids, size_t n,
+                  void (*fn)(void *ctx, const journal_last_step *s),
+                  void *ctx) {
+  char *list = xmalloc(n * 21 + 3), *at = list;
+  *at++ = '{';
+  for (size_t i = 0; i < n; i++)
+    at += sprintf(at, "%s%lld", i ? "," : "", (long long)rowids[i]);
+  strcpy(at, "}");
+  params p = {0};
+  p_text(&p, list);
+  /* each instance's steps by the primary key, the highest seq first */
+  PGresult *r = pg_query(db,
+                         "SELECT DISTINCT ON (instance) instance,key,name,"
+                         "type,status,attempts,wake_ms FROM steps WHERE "
+                         "instance=ANY($1::bigint[]) ORDER BY instance, seq "
+                         "DESC",
+                         &p);
+  free(list);
+  if (!r)
+    return DURO_E_STORAGE;
+  for (int i = 0; i < PQntuples(r); i++) {
+    journal_last_step s = {
+        .rowid = get_i64(r, i, 0),
+        .key = get_str(r, i, 1),
+        .name = get_str(r, i, 2),
+        .type = (duro_step_kind)duro_step_kind_parse(get_str(r, i, 3)),
+        .status = (duro_step_status)duro_step_status_parse(get_str(r, i, 4)),
+        .attempts = (uint32_t)get_i64(r, i, 5),
+        .wake_ms = get_ms(r, i, 6)};
+    fn(ctx, &s);
   }
   PQclear(r);
   return 0;

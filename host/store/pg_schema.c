@@ -21,9 +21,10 @@
  * and instances' claim keys (PostgreSQL's alone); 14: each message's key
  * under a consumer's concurrency by key, and the pointer each queue's
  * keys are of (SQLite's 12); 15: instances' search attributes and bulk
- * actions' jobs (SQLite's 13).  A journal of 6 to 14 is brought to 15
- * when opened. */
-#define SCHEMA_VERSION "16"
+ * actions' jobs (SQLite's 13); 16: each host's counts; 17: the
+ * listing's indexes on creation and end time.  A journal of 6 to 16 is
+ * brought to 17 when opened. */
+#define SCHEMA_VERSION "17"
 /* The advisory lock that one opener at a time creating or upgrading the
  * schema holds (any fixed number; no other lock of duro's uses it). */
 #define SCHEMA_LOCK "7140100"
@@ -196,8 +197,15 @@ static const char schema_sql[] =
     /* Schema 16: each host's counts as it last renewed its lease (the
      * JSON its engine gives), for the cluster's view from any host. */
     "ALTER TABLE hosts ADD COLUMN IF NOT EXISTS counts " TXT ";"
+    /* Schema 17: a workflow's instances by creation and by end time, for
+     * the listing's time ranges (pg_read_sched.c); the end's only once
+     * there is one, so a create writes one index more, an end one. */
+    "CREATE INDEX IF NOT EXISTS instances_created ON instances(workflow,"
+    " created_ms);"
+    "CREATE INDEX IF NOT EXISTS instances_ended ON instances(workflow,"
+    " ended_ms) WHERE ended_ms IS NOT NULL;"
     "UPDATE meta SET value='" SCHEMA_VERSION "' WHERE key='schema' AND"
-    " value IN ('6','7','8','9','10','11','12','13','14','15');";
+    " value IN ('6','7','8','9','10','11','12','13','14','15','16');";
 
 /* The schema version stored in meta, into ver; 0 or DURO_E_STORAGE. */
 int pg_schema_check(PGconn *c, char *err, size_t errlen) {

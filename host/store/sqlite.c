@@ -197,6 +197,7 @@ const store_backend store_sqlite = {
     .waiting_on = sqlite_waiting_on,
     .list = sqlite_list,
     .attributes = sqlite_attributes,
+    .last_steps = sqlite_last_steps,
     .count_by_status = sqlite_count_by_status,
     .queue_stats_each = sqlite_queue_stats_each,
     .queue_ready = sqlite_queue_ready,

@@ -333,6 +333,9 @@ int sqlite_sweep(sqlite_store *sq, journal_op *op);
 int sqlite_attribute_set(sqlite_store *sq, int64_t rowid, const duro_attr *a);
 int sqlite_attributes(void *db, int64_t rowid,
                       void (*fn)(void *ctx, const duro_attr *a), void *ctx);
+int sqlite_last_steps(void *db, const int64_t *rowids, size_t n,
+                      void (*fn)(void *ctx, const journal_last_step *s),
+                      void *ctx);
 int sqlite_instance_delete(sqlite_store *sq, journal_op *op);
 int sqlite_message_apply(sqlite_store *sq, journal_op *op);
 int sqlite_message_lease(sqlite_store *sq, journal_op *op);

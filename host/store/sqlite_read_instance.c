@@ -1,7 +1,10 @@
 /* sqlite_read_instance.c — the SQLite backend's reads of one instance:
- * its row (by name or rowid), its steps, its attempts and its events. */
+ * its row (by name or rowid), its steps, its attempts and its events;
+ * and the last step of each instance of a list's page. */
 #include <sqlite3.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sqlite_internal.h"
 
@@ -195,4 +198,44 @@ int sqlite_attributes(void *db, int64_t rowid,
     }
   }
   return rd_close(&q, rc);
+}
+
+/* rowids as a JSON array, for json_each (malloc'ed). */
+static char *rowids_json(const int64_t *rowids, size_t n) {
+  char *s = xmalloc(n * 21 + 3), *p = s;
+  *p++ = '[';
+  for (size_t i = 0; i < n; i++)
+    p += sprintf(p, "%s%lld", i ? "," : "", (long long)rowids[i]);
+  strcpy(p, "]");
+  return s;
+}
+
+int sqlite_last_steps(void *db, const int64_t *rowids, size_t n,
+                      void (*fn)(void *ctx, const journal_last_step *s),
+                      void *ctx) {
+  rd q;
+  /* each instance's steps by the primary key, the row of the highest
+   * seq kept (SQLite's bare columns beside MAX) */
+  int rc = rd_open(&q, db,
+                   "SELECT instance,key,name,type,status,attempts,wake_ms,"
+                   "MAX(seq) FROM steps WHERE instance IN (SELECT value FROM "
+                   "json_each(?1)) GROUP BY instance");
+  char *list = rowids_json(rowids, n);
+  if (rc == 0) {
+    sqlite3_bind_text(q.st, 1, list, -1, SQLITE_STATIC);
+    while (rd_row(&q)) {
+      journal_last_step s = {
+          .rowid = sqlite3_column_int64(q.st, 0),
+          .key = col_name(q.st, 1),
+          .name = col_name(q.st, 2),
+          .type = (duro_step_kind)duro_step_kind_parse(col_name(q.st, 3)),
+          .status = (duro_step_status)duro_step_status_parse(col_name(q.st, 4)),
+          .attempts = (uint32_t)sqlite3_column_int64(q.st, 5),
+          .wake_ms = col_ms(q.st, 6)};
+      fn(ctx, &s);
+    }
+  }
+  rc = rd_close(&q, rc);
+  free(list);
+  return rc;
 }

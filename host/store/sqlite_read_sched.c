@@ -188,8 +188,10 @@ int sqlite_waiting_on(void *db, const char *wait_type,
  * rows: the query planner left to itself takes the (workflow, id) index
  * for `workflow=` and then sorts every row of the workflow by rowid, half
  * a second at a million.  So a prefix is a range of that index (its
- * matches few), a creation time a range of instances_created (those of
- * an hour few), and otherwise the rows are walked newest first by rowid
+ * matches few), a creation time a range of instances_created and an end
+ * time one of instances_ended when it holds few (JOURNAL_LIST_SORTED_MAX:
+ * walked newest first, an hour's end half a million rows back took
+ * 100 ms), and otherwise the rows are walked newest first by rowid
  * (`+workflow` keeps the indexes out), the page full after a few when the
  * filters pass many. */
 #define LIST_SELECT                                                            \
@@ -201,39 +203,85 @@ int sqlite_waiting_on(void *db, const char *wait_type,
   "(?8=0 OR created_ms<?8) AND (?9=0 OR ended_ms>=?9) AND (?10=0 OR "          \
   "ended_ms<?10) ORDER BY rowid DESC LIMIT ?4"
 
+/* A range the attribute index holds more matches of than this is walked
+ * no more: sorting its matches by instance took 75 ms at 20,000 of a
+ * million.  The instances are walked newest first instead, each term
+ * checked on each: the page full after about limit * n / matches rows,
+ * at most 10,000 for a page of 20 at a million. */
+#define WHERE_SORTED_MAX 2000
+
+/* Whether the walk should be of the instances: the driving term is a
+ * range (no equality is among the terms) of more than WHERE_SORTED_MAX
+ * matches, and no other bound (a prefix, a time) has an index of its own
+ * that a walk from the newest would miss. */
+static int where_wide(reader *r, const char *workflow,
+                      const journal_list_filter *f, int *wide) {
+  const duro_attr_filter *w = &f->where[list_where_drive(f)];
+  *wide = 0;
+  if (w->op == DURO_ATTR_EQ || w->str || (f->prefix && *f->prefix) ||
+      f->created_after || f->created_before || f->ended_after ||
+      f->ended_before)
+    return 0;
+  char *sql = xasprintf("SELECT COUNT(*) FROM (SELECT 1 FROM attributes WHERE "
+                        "workflow=?1 AND name=?2 AND num%s?3 LIMIT %d)",
+                        list_where_op(w->op), WHERE_SORTED_MAX + 1);
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_prepare_v2(r->db, sql, -1, &st, NULL);
+  free(sql);
+  if (rc == SQLITE_OK) {
+    bind_text(st, 1, workflow);
+    bind_text(st, 2, w->name);
+    sqlite3_bind_double(st, 3, w->num);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+      *wide = sqlite3_column_int64(st, 0) > WHERE_SORTED_MAX;
+  }
+  sqlite3_finalize(st);
+  if (rc == SQLITE_ROW)
+    return 0;
+  sqlite_set_err(r->db, "list");
+  return DURO_E_STORAGE;
+}
+
 /* A listing with search attributes: the rows of one of them walked newest
  * first in its index (attributes_str or _num: workflow, name, value,
  * instance), each joined to its instance (CROSS JOIN keeps that order),
- * the others checked on it.  Its SQL is the filter's own, prepared for
- * the call.  Chosen ids (f->ids) are one more check on each. */
+ * the others checked on it; or, a wide range (where_wide), the instances
+ * walked newest first, every term checked on each.  Its SQL is the
+ * filter's own, prepared for the call.  Chosen ids (f->ids) are one more
+ * check on each. */
 static int list_where(sqlite_store *sq, const char *workflow,
                       const journal_list_filter *f, int64_t cursor,
                       size_t limit,
                       void (*fn)(void *ctx, const journal_list_row *row),
                       void *ctx) {
   char *prefix_end = journal_prefix_end(f->prefix);
-  char *terms = list_where_sql(f, '?', 11, "", "");
+  reader *r = sqlite_reader_take(sq);
+  sqlite3_stmt *st = NULL;
+  char *sql = NULL;
+  int rc = DURO_E_STORAGE, s = SQLITE_DONE, walk = 0;
+  if (!r || (rc = where_wide(r, workflow, f, &walk)) != 0)
+    goto done;
+  rc = DURO_E_STORAGE;
+  char *terms = list_where_sql(f, '?', 11, "", "", walk);
   int ids_at = 11 + 2 * (int)f->n_where;
   char *ids = f->ids ? xasprintf(" AND i.id IN (SELECT value FROM "
                                  "json_each(?%d))",
                                  ids_at)
                      : xstrdup("");
-  char *sql = xasprintf(
+  sql = xasprintf(
       "SELECT i.rowid,i.id,i.status,i.created_ms,i.started_ms,i.ended_ms,"
-      "i.wait_type FROM attributes a CROSS JOIN instances i ON "
-      "i.rowid=a.instance WHERE a.workflow=?1 AND a.instance<?3%s AND "
-      "(?2 IS NULL OR i.status=?2) AND (?5 IS NULL OR (i.id>=?5 AND (?6 IS "
-      "NULL OR i.id<?6))) AND (?7=0 OR i.created_ms>=?7) AND (?8=0 OR "
-      "i.created_ms<?8) AND (?9=0 OR i.ended_ms>=?9) AND (?10=0 OR "
-      "i.ended_ms<?10)%s ORDER BY a.instance DESC LIMIT ?4",
-      terms, ids);
+      "i.wait_type FROM %s%s AND (?2 IS NULL OR i.status=?2) AND (?5 IS NULL "
+      "OR (i.id>=?5 AND (?6 IS NULL OR i.id<?6))) AND (?7=0 OR "
+      "i.created_ms>=?7) AND (?8=0 OR i.created_ms<?8) AND (?9=0 OR "
+      "i.ended_ms>=?9) AND (?10=0 OR i.ended_ms<?10)%s ORDER BY %s DESC "
+      "LIMIT ?4",
+      walk ? "instances i WHERE +i.workflow=?1 AND i.rowid<?3"
+           : "attributes a CROSS JOIN instances i ON i.rowid=a.instance "
+             "WHERE a.workflow=?1 AND a.instance<?3",
+      terms, ids, walk ? "i.rowid" : "a.instance");
   free(terms);
   free(ids);
-  reader *r = sqlite_reader_take(sq);
-  sqlite3_stmt *st = NULL;
-  int rc = DURO_E_STORAGE, s = SQLITE_DONE;
-  if (!r)
-    goto done;
   if (sqlite3_prepare_v2(r->db, sql, -1, &st, NULL) != SQLITE_OK) {
     sqlite_set_err(r->db, "list");
     goto done;
@@ -277,6 +325,33 @@ done:
   return r ? sqlite_reader_give(sq, r, rc) : rc;
 }
 
+/* Whether the time range of f (its creation's, else its end's) holds more
+ * than JOURNAL_LIST_SORTED_MAX instances of workflow: counted in its
+ * index, up to one more. */
+static int time_range_wide(void *db, const char *workflow,
+                           const journal_list_filter *f, int *wide) {
+  int created = f->created_after || f->created_before;
+  int64_t after = created ? f->created_after : f->ended_after;
+  int64_t before = created ? f->created_before : f->ended_before;
+  rd q;
+  int rc = rd_open(
+      &q, db,
+      created ? "SELECT COUNT(*) FROM (SELECT 1 FROM instances WHERE "
+                "workflow=?1 AND created_ms>=?2 AND created_ms<?3 LIMIT ?4)"
+              : "SELECT COUNT(*) FROM (SELECT 1 FROM instances WHERE "
+                "workflow=?1 AND ended_ms>=?2 AND ended_ms<?3 LIMIT ?4)");
+  *wide = 0;
+  if (rc == 0) {
+    bind_text(q.st, 1, workflow);
+    sqlite3_bind_int64(q.st, 2, after);
+    sqlite3_bind_int64(q.st, 3, before ? before : INT64_MAX);
+    sqlite3_bind_int64(q.st, 4, JOURNAL_LIST_SORTED_MAX + 1);
+    if (rd_row(&q))
+      *wide = sqlite3_column_int64(q.st, 0) > JOURNAL_LIST_SORTED_MAX;
+  }
+  return rd_close(&q, rc);
+}
+
 int sqlite_list(void *db, const char *workflow, const journal_list_filter *f,
                 int64_t cursor, size_t limit,
                 void (*fn)(void *ctx, const journal_list_row *row), void *ctx) {
@@ -284,7 +359,14 @@ int sqlite_list(void *db, const char *workflow, const journal_list_filter *f,
     return list_where(db, workflow, f, cursor, limit, fn, ctx);
   rd q;
   char *prefix_end = journal_prefix_end(f->prefix);
-  int rc;
+  int created = f->created_after || f->created_before;
+  int ended = f->ended_after || f->ended_before;
+  int wide = 0, rc = 0;
+  if (!f->ids && !prefix_end && (created || ended) &&
+      (rc = time_range_wide(db, workflow, f, &wide)) != 0) {
+    free(prefix_end);
+    return rc;
+  }
   if (f->ids) /* chosen ones (at most DURO_BULK_IDS), by (workflow, id) */
     rc = rd_open(&q, db,
                  LIST_SELECT "workflow=?1 AND id IN (SELECT value FROM "
@@ -292,10 +374,14 @@ int sqlite_list(void *db, const char *workflow, const journal_list_filter *f,
   else if (prefix_end) /* ids in [prefix, prefix_end) */
     rc = rd_open(&q, db,
                  LIST_SELECT "workflow=?1 AND id>=?5 AND id<?6" LIST_FILTERS);
-  else if (f->created_after || f->created_before) /* instances_created */
+  else if (created && !wide) /* instances_created */
     rc = rd_open(&q, db,
                  LIST_SELECT "workflow=?1 AND created_ms>=?7 AND "
                              "created_ms<?11" LIST_FILTERS);
+  else if (ended && !wide) /* instances_ended */
+    rc = rd_open(&q, db,
+                 LIST_SELECT "workflow=?1 AND ended_ms>=?9 AND "
+                             "ended_ms<?11" LIST_FILTERS);
   else
     rc = rd_open(&q, db, LIST_SELECT "+workflow=?1" LIST_FILTERS);
   if (rc == 0) {
@@ -311,9 +397,10 @@ int sqlite_list(void *db, const char *workflow, const journal_list_filter *f,
     sqlite3_bind_int64(q.st, 8, f->created_before);
     sqlite3_bind_int64(q.st, 9, f->ended_after);
     sqlite3_bind_int64(q.st, 10, f->ended_before);
-    /* the creation range's end as the index takes it (no OR) */
-    sqlite3_bind_int64(q.st, 11,
-                       f->created_before ? f->created_before : INT64_MAX);
+    /* the range's end as its index takes it (no OR) */
+    int64_t before = f->created_after || f->created_before ? f->created_before
+                                                           : f->ended_before;
+    sqlite3_bind_int64(q.st, 11, before ? before : INT64_MAX);
     if (f->ids)
       bind_text(q.st, 12, f->ids);
     while (rd_row(&q)) {

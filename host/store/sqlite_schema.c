@@ -52,6 +52,9 @@ static const char schema_sql[] =
      * (built on first open of an older file; written once a row) */
     "CREATE INDEX IF NOT EXISTS instances_created ON instances(workflow,"
     " created_ms);"
+    /* and by end time, once there is one (written by the end alone) */
+    "CREATE INDEX IF NOT EXISTS instances_ended ON instances(workflow,"
+    " ended_ms) WHERE ended_ms IS NOT NULL;"
     /* Reconciliation looks for persisted requests: few, so a partial
      * index keeps it from reading every row. */
     "CREATE INDEX IF NOT EXISTS instances_control ON instances(control) "

@@ -134,16 +134,28 @@ json_t *view_instance_summary(const duro_instance_info *in) {
       json_ms(in->deadline_ms > 0 ? in->deadline_ms : DURO_NO_TIME));
 }
 
+/* A listed instance's last step: null before its first. */
+static json_t *brief_step_json(const duro_instance_brief *b) {
+  if (!b->step_key)
+    return json_null();
+  return json_pack("{s:s,s:s,s:s,s:s,s:I,s:o}", "key", b->step_key, "name",
+                   b->step_name, "type", duro_step_kind_name(b->step_type),
+                   "status", duro_step_status_name(b->step_status), "attempts",
+                   (json_int_t)b->step_attempts, "wake_ms",
+                   json_ms(b->step_wake_ms));
+}
+
 json_t *view_instance_page(const duro_instance_page *p) {
   json_t *list = json_array();
   for (size_t i = 0; i < p->n; i++) {
     const duro_instance_brief *b = &p->v[i];
     json_array_append_new(
-        list, json_pack("{s:s,s:s,s:I,s:o,s:o,s:s?}", "id", b->id, "status",
-                        duro_status_name(b->status), "created_ms",
-                        (json_int_t)b->created_ms, "started_ms",
-                        json_ms(b->started_ms), "ended_ms",
-                        json_ms(b->ended_ms), "wait_type", b->wait_type));
+        list,
+        json_pack("{s:s,s:s,s:I,s:o,s:o,s:s?,s:o}", "id", b->id, "status",
+                  duro_status_name(b->status), "created_ms",
+                  (json_int_t)b->created_ms, "started_ms",
+                  json_ms(b->started_ms), "ended_ms", json_ms(b->ended_ms),
+                  "wait_type", b->wait_type, "step", brief_step_json(b)));
   }
   return json_pack("{s:o,s:s?}", "instances", list, "cursor",
                    p->cursor[0] ? p->cursor : NULL);
