@@ -1012,8 +1012,8 @@ START_TEST(frozen_host_runs_no_completed_step_again) {
   sidelog_freeze fz[FROZEN_ROUNDS_MAX * (FROZEN_WORKERS + 1)];
   size_t n_fz = 0;
   const int rounds = rounds_of("DURO_FROZEN_ROUNDS", 1);
-  ck_assert_msg(rounds <= FROZEN_ROUNDS_MAX,
-                "DURO_FROZEN_ROUNDS: at most %d", FROZEN_ROUNDS_MAX);
+  ck_assert_msg(rounds <= FROZEN_ROUNDS_MAX, "DURO_FROZEN_ROUNDS: at most %d",
+                FROZEN_ROUNDS_MAX);
   host_run h[HOSTS];
   char conninfo[700];
   hosts_start(h, _i ? "frozen_workers" : "frozen", PLUGINS, conninfo,
