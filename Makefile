@@ -1,5 +1,5 @@
 # Convenience targets; the build itself is meson's (meson.build).
-.PHONY: all deps build host run check test bench bench-http bench-pg bench-dbos bench-overload bench-ipc demo chaos chaos-pg chaos-failover chaos-failover-async chaos-pipelines chaos-s3 fuzz clean install
+.PHONY: all deps build host run check test bench bench-http bench-pg bench-dbos bench-overload bench-ipc demo chaos chaos-pg chaos-failover chaos-failover-async chaos-pg-hosts chaos-storms chaos-pipelines chaos-s3 fuzz clean install
 
 all: build
 
@@ -145,6 +145,32 @@ chaos-failover: deps
 	@[ -f build/build.ninja ] || meson setup build --buildtype=debugoptimized >/dev/null
 	@ninja -C build tests/test_pg_failover >/dev/null || ninja -C build tests/test_pg_failover
 	DURO_FAILOVER_KILLS=$${DURO_FAILOVER_KILLS:-3} DURO_FAILOVER_FAULTS=$${DURO_FAILOVER_FAULTS:-1000} ./build/tests/test_pg_failover
+
+# The storms at full size: tests/test_faults.c, tests/test_breaker.c and
+# tests/test_workers.c built without the sanitizers, whose sizes `make
+# test`'s sanitizer build cuts (test_faults' bad_deploy_storm 200 poisoned
+# and 1,000 healthy instances, not 10 and 300; test_breaker's
+# storm_spares_others 1,000 healthy, not 300, rare_crash_holds_nothing
+# 2,000 instances, not 1,000, outside_kills_hold_nothing 150, not 80;
+# test_workers' two_kills_do_not_wedge 100, not 50), and the suites'
+# other cases.
+chaos-storms: deps
+	@[ -f build/build.ninja ] || meson setup build --buildtype=debugoptimized >/dev/null
+	@ninja -C build tests/test_faults tests/test_breaker tests/test_workers >/dev/null || ninja -C build tests/test_faults tests/test_breaker tests/test_workers
+	./build/tests/test_faults
+	./build/tests/test_breaker
+	./build/tests/test_workers
+
+# tests/test_pg_hosts.c with its repeated rounds (`make test` runs one
+# freeze of each of frozen_host_runs_no_completed_step_again's two runs
+# and two rounds of hosts_starting_at_once_on_an_empty_database_come_up):
+# DURO_FROZEN_ROUNDS (default 3) freezes of the host past its lease while
+# its instances run, DURO_EMPTY_ROUNDS (default 5) starts of three hosts at
+# once on an empty database, and the suite's other cases.
+chaos-pg-hosts: deps
+	@[ -f build/build.ninja ] || meson setup build --buildtype=debugoptimized >/dev/null
+	@ninja -C build tests/test_pg_hosts >/dev/null || ninja -C build tests/test_pg_hosts
+	DURO_FROZEN_ROUNDS=$${DURO_FROZEN_ROUNDS:-3} DURO_EMPTY_ROUNDS=$${DURO_EMPTY_ROUNDS:-5} ./build/tests/test_pg_hosts
 
 # The same run on PostgreSQL (tests/chaos.c with CHAOS_PG=1): three hosts
 # on one database of a throwaway cluster (tests/pg/cluster.sh, stopped at

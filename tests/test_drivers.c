@@ -123,11 +123,11 @@ START_TEST(the_table_is_bounded) {
     n++;
   ck_assert_int_eq(rc, DURO_E_INVALID_ARGUMENT);
   /* queues, cron, children, pipelines, telemetry, tail, debounce,
-   * singleton, flow, resources, bulk, outcomes */
+   * singleton, flow, resources, bulk, keys, outcomes */
   int builtin = 0;
   while (duro_builtin_drivers[builtin])
     builtin++;
-  ck_assert_int_eq(builtin, 12);
+  ck_assert_int_eq(builtin, 13);
   ck_assert_int_eq(n, DURO_ENGINE_MAX_DRIVERS - builtin);
   harness_start(&h);
   duro_engine_scheduler_pass(h.e); /* hooks left NULL are skipped */

@@ -873,7 +873,17 @@ START_TEST(stalled_host_is_fenced_and_rejoins) {
 }
 END_TEST
 
-#define FROZEN_ROUNDS 3
+/* Rounds of env variable `name` (a positive number), else `dflt`. */
+static int rounds_of(const char *name, int dflt) {
+  const char *v = getenv(name);
+  int n = v ? atoi(v) : 0;
+  return n > 0 ? n : dflt;
+}
+
+/* Freezes of each of frozen_host_runs_no_completed_step_again's two runs:
+ * DURO_FROZEN_ROUNDS, default 1 (`make chaos-pg-hosts` asks 3, as `make
+ * test` did: two more rounds of each run took 45 s of its time). */
+#define FROZEN_ROUNDS_MAX 20
 #define FROZEN_WORKERS 8
 /* The frozen host's workers, stopped with it, let go with it. */
 static pid_t h_frozen_workers[FROZEN_WORKERS];
@@ -999,24 +1009,27 @@ static void freeze_round(host_run *h, const char *conninfo, int round,
  * let go, past the lease the CALL was sent under, and the worker begins
  * no callback for it (it carries the time its callback must begin by). */
 START_TEST(frozen_host_runs_no_completed_step_again) {
-  sidelog_freeze fz[FROZEN_ROUNDS * (FROZEN_WORKERS + 1)];
+  sidelog_freeze fz[FROZEN_ROUNDS_MAX * (FROZEN_WORKERS + 1)];
   size_t n_fz = 0;
+  const int rounds = rounds_of("DURO_FROZEN_ROUNDS", 1);
+  ck_assert_msg(rounds <= FROZEN_ROUNDS_MAX, "DURO_FROZEN_ROUNDS: at most %d",
+                FROZEN_ROUNDS_MAX);
   host_run h[HOSTS];
   char conninfo[700];
   hosts_start(h, _i ? "frozen_workers" : "frozen", PLUGINS, conninfo,
               sizeof conninfo);
   h[1].restarts = 1;
-  for (int round = 0; round < FROZEN_ROUNDS; round++)
+  for (int round = 0; round < rounds; round++)
     freeze_round(h, conninfo, round, _i, fz, &n_fz);
   char id[32];
-  for (int round = 0; round < FROZEN_ROUNDS; round++)
+  for (int round = 0; round < rounds; round++)
     for (int i = 0; i < FROZEN_FAULTS; i++) {
       snprintf(id, sizeof id, "z%d-%d", round, i);
       wait_status(&h[0], "fault-flow", id, "complete");
     }
   sidelog_assert_no_rerun_but_frozen(faults_log(), fz, n_fz);
   ck_assert_uint_eq(sidelog_steps(faults_log(), "seen"),
-                    FROZEN_ROUNDS * FROZEN_FAULTS * FROZEN_STEPS);
+                    rounds * FROZEN_FAULTS * FROZEN_STEPS);
   for (int i = 0; i < HOSTS; i++)
     host_stop(&h[i], proc_now_ms() + SETTLE_MS, i == 1);
 }
@@ -1110,7 +1123,10 @@ START_TEST(slow_forwarded_controls_leave_the_keeper_free) {
 }
 END_TEST
 
-#define EMPTY_ROUNDS 5
+/* Rounds of hosts_starting_at_once_on_an_empty_database_come_up:
+ * DURO_EMPTY_ROUNDS, default 2 (`make chaos-pg-hosts` asks 5, as `make
+ * test` did). */
+#define EMPTY_ROUNDS rounds_of("DURO_EMPTY_ROUNDS", 2)
 
 /* Three hosts started at once on an empty database, round after round:
  * one creates the schema, the others find it there once they may look
