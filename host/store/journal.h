@@ -370,6 +370,12 @@ typedef struct journal_value {
 /* Returns 0 to go on. */
 typedef int (*journal_value_fn)(void *ctx, const journal_value *v);
 
+/* What finds a value's row besides its text, for each field, in this
+ * order: its instance's rowid, the step key (name), the number. */
+enum { JOURNAL_AT_ROWID = 1, JOURNAL_AT_NAME = 2, JOURNAL_AT_NUMBER = 4 };
+/* JOURNAL_AT_* of a field (a journal_field), or 0 for none. */
+int journal_value_places(int field);
+
 /* What a scan of values walks. */
 enum { JOURNAL_VALUES_INSTANCES, JOURNAL_VALUES_MESSAGES };
 

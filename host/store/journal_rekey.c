@@ -144,6 +144,28 @@ int journal_rekey_page(journal *j, journal_rekey *r, size_t limit,
   return rc;
 }
 
+int journal_value_places(int field) {
+  switch (field) {
+  case JOURNAL_FIELD_PARAMS:
+  case JOURNAL_FIELD_OUTPUT:
+  case JOURNAL_FIELD_ERROR:
+    return JOURNAL_AT_ROWID;
+  case JOURNAL_FIELD_STEP_RESULT:
+  case JOURNAL_FIELD_STEP_ERROR:
+    return JOURNAL_AT_ROWID | JOURNAL_AT_NAME;
+  case JOURNAL_FIELD_ATTEMPT_ERROR:
+    return JOURNAL_AT_ROWID | JOURNAL_AT_NAME | JOURNAL_AT_NUMBER;
+  case JOURNAL_FIELD_EVENT:
+  case JOURNAL_FIELD_LOG:
+    return JOURNAL_AT_ROWID | JOURNAL_AT_NUMBER;
+  case JOURNAL_FIELD_MESSAGE:
+  case JOURNAL_FIELD_MESSAGE_ERROR:
+    return JOURNAL_AT_NUMBER;
+  default:
+    return 0;
+  }
+}
+
 int journal_rekey_done(const journal_rekey *r) {
   return r->instances_done && r->messages_done;
 }

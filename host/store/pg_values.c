@@ -150,36 +150,20 @@ int pg_values_each(void *db, int which, int64_t after, size_t limit,
              : instances_page(db, &s, after, limit, last);
 }
 
-/* Which of the value's places the rewrite of each field takes after its
- * new ($1) and old ($2) text, in this order: the instance's rowid, the
- * step key, the number. */
-enum { AT_ROWID = 1, AT_NAME = 2, AT_NUMBER = 4 };
-static const int reseal_places[] = {
-    [JOURNAL_FIELD_PARAMS] = AT_ROWID,
-    [JOURNAL_FIELD_OUTPUT] = AT_ROWID,
-    [JOURNAL_FIELD_ERROR] = AT_ROWID,
-    [JOURNAL_FIELD_STEP_RESULT] = AT_ROWID | AT_NAME,
-    [JOURNAL_FIELD_STEP_ERROR] = AT_ROWID | AT_NAME,
-    [JOURNAL_FIELD_ATTEMPT_ERROR] = AT_ROWID | AT_NAME | AT_NUMBER,
-    [JOURNAL_FIELD_EVENT] = AT_ROWID | AT_NUMBER,
-    [JOURNAL_FIELD_LOG] = AT_ROWID | AT_NUMBER,
-    [JOURNAL_FIELD_MESSAGE] = AT_NUMBER,
-    [JOURNAL_FIELD_MESSAGE_ERROR] = AT_NUMBER,
-};
-
 int pg_value_reseal(pg_store *pg, journal_op *op) {
   const journal_value *v = op->value;
-  if (v->field < JOURNAL_FIELD_PARAMS || v->field > JOURNAL_FIELD_MESSAGE_ERROR)
+  /* after the new and old text: what finds its row */
+  int places = journal_value_places(v->field);
+  if (!places)
     return DURO_E_INVALID_ARGUMENT;
-  int places = reseal_places[v->field];
   params p = {0};
   p_text(&p, op->body);
   p_text(&p, v->stored);
-  if (places & AT_ROWID)
+  if (places & JOURNAL_AT_ROWID)
     p_i64(&p, v->rowid);
-  if (places & AT_NAME)
+  if (places & JOURNAL_AT_NAME)
     p_text(&p, v->name);
-  if (places & AT_NUMBER)
+  if (places & JOURNAL_AT_NUMBER)
     p_i64(&p, v->number);
   /* pipelined with the group's other writes (a page is a thousand of
    * them): out_rowid is filled when their results are read */

@@ -167,36 +167,21 @@ int sqlite_values_each(void *db, int which, int64_t after, size_t limit,
   return sqlite_reader_give(db, s.r, rc);
 }
 
-/* Which of the value's places the rewrite of each field binds after its
- * new (?1) and old (?2) text, in this order: the instance's rowid, the
- * step key, the number. */
-enum { AT_ROWID = 1, AT_NAME = 2, AT_NUMBER = 4 };
-static const int reseal_places[] = {
-    [JOURNAL_FIELD_PARAMS] = AT_ROWID,
-    [JOURNAL_FIELD_OUTPUT] = AT_ROWID,
-    [JOURNAL_FIELD_ERROR] = AT_ROWID,
-    [JOURNAL_FIELD_STEP_RESULT] = AT_ROWID | AT_NAME,
-    [JOURNAL_FIELD_STEP_ERROR] = AT_ROWID | AT_NAME,
-    [JOURNAL_FIELD_ATTEMPT_ERROR] = AT_ROWID | AT_NAME | AT_NUMBER,
-    [JOURNAL_FIELD_EVENT] = AT_ROWID | AT_NUMBER,
-    [JOURNAL_FIELD_LOG] = AT_ROWID | AT_NUMBER,
-    [JOURNAL_FIELD_MESSAGE] = AT_NUMBER,
-    [JOURNAL_FIELD_MESSAGE_ERROR] = AT_NUMBER,
-};
-
 int sqlite_value_reseal(sqlite_store *sq, journal_op *op) {
   const journal_value *v = op->value;
-  if (v->field < JOURNAL_FIELD_PARAMS || v->field > JOURNAL_FIELD_MESSAGE_ERROR)
+  /* after the new and old text: what finds its row */
+  int places = journal_value_places(v->field);
+  if (!places)
     return DURO_E_INVALID_ARGUMENT;
   sqlite3_stmt *st = sq->ws[ST_RESEAL_PARAMS + v->field];
-  int places = reseal_places[v->field], i = 3;
+  int i = 3;
   bind_text(st, 1, op->body);
   bind_text(st, 2, v->stored);
-  if (places & AT_ROWID)
+  if (places & JOURNAL_AT_ROWID)
     sqlite3_bind_int64(st, i++, v->rowid);
-  if (places & AT_NAME)
+  if (places & JOURNAL_AT_NAME)
     bind_text(st, i++, v->name);
-  if (places & AT_NUMBER)
+  if (places & JOURNAL_AT_NUMBER)
     sqlite3_bind_int64(st, i++, v->number);
   return sqlite_step_changes(sq, st, op);
 }
